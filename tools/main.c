@@ -1,0 +1,41 @@
+/* sluice: the single CLI entry behind tools/run. Dispatches to one file per command. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/cli/cli.h"
+
+typedef struct command {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} command;
+
+static const command k_commands[] = {
+    {"inspect", sl_cli_inspect, "print a GGUF file's header, metadata and tensor table"},
+    {"mkmodel", sl_cli_mkmodel, "write a synthetic model of a real architecture"},
+    {"bench", sl_cli_bench, "benchmarks: gguf"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tools/run <command> [flags]   (tools/run <command> --help)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", k_commands[i].name, k_commands[i].help);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        if (!strcmp(argv[1], k_commands[i].name)) return k_commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "sluice: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
