@@ -327,6 +327,11 @@ static const char *tensor_name_at(const void *ctx, size_t i)
 
 static sl_status check_tensor_data(cursor *c, sl__gguf_shard *sh)
 {
+    /* Writers pad the tensor infos even when every tensor is empty, so a data section that
+     * starts past the end means a truncated file (and would put offsets outside the image). */
+    if (sh->n_tensors && sh->data_offset > c->len)
+        return fail(c, c->pos, "data section", "starts at offset %" PRIu64 ", past the end of file (%zu bytes)",
+                    sh->data_offset, c->len);
     uint64_t data_size = sh->data_offset <= c->len ? c->len - sh->data_offset : 0;
     for (size_t i = 0; i < sh->n_tensors; i++) {
         const sl_gguf_tensor *t = &sh->tensors[i];

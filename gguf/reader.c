@@ -67,8 +67,6 @@ static sl_status map_file(sl_gguf *g, sl__gguf_shard *sh, const char *path, sl_e
                                 strerror(errno));
         sh->map = m;
         sh->owns_map = true;
-        /* The header is read sequentially; tensor data is touched later, if at all. */
-        madvise(m, sh->size, MADV_RANDOM);
     }
     /* Refused by some file systems (tmpfs): reads then fall back to pread with a notice. */
     sh->fd_direct = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
@@ -448,6 +446,12 @@ sl_status sl_gguf_tensor_read(const sl_gguf *g, const sl_gguf_tensor *t, sl_gguf
         return pread_all(sh->fd, dst, t->nbytes, t->file_offset, sh->path, UINT64_MAX, err);
     if (io != SL_GGUF_IO_MMAP && io != SL_GGUF_IO_PREAD && io != SL_GGUF_IO_DIRECT)
         return sl_error_set(err, SL_ERR_INVALID, "unknown io method %d", (int)io);
+    if (t->nbytes && sh->fd >= 0) {
+        /* Ask for the whole range at once: without it each fault pulls a few pages from disk. */
+        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        uintptr_t lo = (uintptr_t)(sh->map + t->file_offset) / page * page;
+        madvise((void *)lo, (uintptr_t)(sh->map + t->file_offset + t->nbytes) - lo, MADV_WILLNEED);
+    }
     if (t->nbytes) memcpy(dst, sh->map + t->file_offset, t->nbytes);
     return SL_OK;
 }

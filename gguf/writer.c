@@ -15,7 +15,8 @@
  *   general.alignment decides the alignment (so KV copied from an opened file keeps its layout).
  * - split.no / split.count / split.tensors.count are reserved: the writer adds them (after the
  *   caller's KV, as gguf-split does) to every shard when sharding options are given, and to
- *   no file otherwise.
+ *   no file otherwise. Shards after the first hold only these three keys, preceded by
+ *   general.alignment when the alignment is not the default 32.
  *
  * Invariants while streaming (state W_STREAM):
  *   cur <= n_t;  cur < n_t  =>  cur_done < t[cur].nbytes (advance() skips finished tensors)
@@ -739,7 +740,11 @@ static sl_status open_shard(sl_gguf_writer *w, uint32_t k, sl_error *err)
     /* Large buffer: headers are written field by field. Failure only means a smaller one. */
     (void)setvbuf(w->f, NULL, _IOFBF, 1 << 20);
 
-    bool add_alignment = k == 0 && w->align_from_option && !w->user_alignment_kv;
+    /* Shards after the first carry general.alignment too when it is not the default: each
+     * file is parsed on its own (llama.cpp, gguf-py), and gguf-split's habit of falling back
+     * to 32 there would lose an alignment chosen for O_DIRECT. */
+    bool add_alignment = k == 0 ? w->align_from_option && !w->user_alignment_kv
+                                : w->alignment != SL_GGUF_DEFAULT_ALIGNMENT;
     uint64_t n_kv = (k == 0 ? w->n_kv : 0) + (add_alignment ? 1 : 0) + (w->sharded ? 3 : 0);
     sl_status s;
     if ((s = out_bytes(w, "GGUF", 4, err)) || (s = out_le(w, GGUF_VERSION, 4, err)) ||

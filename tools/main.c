@@ -11,6 +11,7 @@ typedef struct command {
 } command;
 
 static const command k_commands[] = {
+    {"demo", sl_cli_demo, "the main job: make the default model and show what it holds"},
     {"inspect", sl_cli_inspect, "print a GGUF file's header, metadata and tensor table"},
     {"mkmodel", sl_cli_mkmodel, "write a synthetic model of a real architecture"},
     {"bench", sl_cli_bench, "benchmarks: gguf"},

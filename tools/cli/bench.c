@@ -1,8 +1,46 @@
+/* `tools/run bench <name>`: dispatch to one file per benchmark. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/cli/bench.h"
 #include "tools/cli/cli.h"
+
+typedef struct bench {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} bench;
+
+static const bench k_benches[] = {
+    {"gguf", sl_bench_gguf, "GGUF parse time (vs gguf-py) and read GB/s by mmap, pread, O_DIRECT"},
+};
+
+int sl_bench_parse_long(const char *s, const char *flag, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "sluice bench: %s '%s' is not an integer in [%ld, %ld]\n", flag, s, lo, hi);
+        return 1;
+    }
+    *out = v;
+    return 0;
+}
+
 int sl_cli_bench(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    fprintf(stderr, "sluice bench: placeholder during parallel development\n");
+    size_t n = sizeof k_benches / sizeof k_benches[0];
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        FILE *f = argc < 2 ? stderr : stdout;
+        fprintf(f, "usage: tools/run bench <name> [flags]   (tools/run bench <name> --help)\n");
+        for (size_t i = 0; i < n; i++) fprintf(f, "  %-8s %s\n", k_benches[i].name, k_benches[i].help);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(argv[1], k_benches[i].name)) return k_benches[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "sluice bench: unknown benchmark '%s'\n", argv[1]);
     return 2;
 }

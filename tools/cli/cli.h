@@ -6,5 +6,6 @@
 int sl_cli_inspect(int argc, char **argv);
 int sl_cli_mkmodel(int argc, char **argv);
 int sl_cli_bench(int argc, char **argv);
+int sl_cli_demo(int argc, char **argv);
 
 #endif

@@ -1,8 +1,204 @@
+/* `tools/run mkmodel`: command-line front end of synth.c (synthetic GGUF models).
+ *
+ * Flags are collected first and applied on top of the chosen architecture's defaults, so their
+ * order does not matter. Numbers are parsed strictly (decimal digits only, range-checked);
+ * every usage error names the flag and exits 2; I/O errors exit 1. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
 #include "tools/cli/cli.h"
+#include "tools/cli/synth.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tools/run mkmodel [--arch llama|mixtral|qwen3moe|olmoe] [flags] -o FILE\n"
+            "\n"
+            "Writes a small synthetic model in the GGUF layout llama.cpp loads, with a valid\n"
+            "tokenizer vocabulary and deterministic weights (same flags and seed: same bytes).\n"
+            "\n"
+            "  --arch A          llama (dense), mixtral (llama + merged experts), qwen3moe,\n"
+            "                    olmoe (default: qwen3moe)\n"
+            "  --layers N        transformer blocks (default 2)\n"
+            "  --dim N           embedding width (default 64)\n"
+            "  --ffn N           FFN width; per expert for MoE archs (default 128)\n"
+            "  --experts N       experts per layer, MoE archs only (default 8, max %d)\n"
+            "  --top-k N         experts used per token, MoE archs only (default 2)\n"
+            "  --heads N         attention heads; must divide --dim (default 4)\n"
+            "  --kv-heads N      KV heads; must divide --heads (default 2; olmoe: = --heads)\n"
+            "  --vocab N         vocabulary size, >= %d (default 512)\n"
+            "  --ctx N           context_length metadata (default 256)\n"
+            "  --type T          matmul weight type: F32 F16 BF16 Q8_0 Q4_0 (default F32);\n"
+            "                    Q8_0/Q4_0 need --dim and --ffn multiples of 32\n"
+            "  --router-skew Z   Zipf exponent of expert popularity, 0 = uniform (default 1.0)\n"
+            "  --seed S          weight seed, 0..2^64-1 (default 1)\n"
+            "  -o, --output FILE output path (required)\n"
+            "  -h, --help        this text\n",
+            SL_SYNTH_MAX_EXPERTS, SL_SYNTH_MIN_VOCAB);
+}
+
+static int usage_error(const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "mkmodel: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "\n(tools/run mkmodel --help for usage)\n");
+    return 2;
+}
+
+/* Strict unsigned decimal: digits only, no sign, no spaces, no trailing text. */
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s) return false;
+    for (const char *c = s; *c; c++)
+        if (*c < '0' || *c > '9') return false;
+    errno = 0;
+    char *end;
+    const unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_double(const char *s, double *out)
+{
+    if (!s || !*s || (*s != '-' && *s != '+' && *s != '.' && (*s < '0' || *s > '9')))
+        return false; /* refuse leading spaces, "inf", "nan" */
+    errno = 0;
+    char *end;
+    const double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+typedef struct uflag {
+    const char *name;
+    size_t offset;      /* into sl_synth_params */
+    bool given;
+    uint32_t value;
+} uflag;
+
 int sl_cli_mkmodel(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    fprintf(stderr, "sluice mkmodel: placeholder during parallel development\n");
-    return 2;
+    uflag uf[] = {
+        {"--layers", offsetof(sl_synth_params, n_layer), false, 0},
+        {"--dim", offsetof(sl_synth_params, n_embd), false, 0},
+        {"--ffn", offsetof(sl_synth_params, n_ff), false, 0},
+        {"--experts", offsetof(sl_synth_params, n_expert), false, 0},
+        {"--top-k", offsetof(sl_synth_params, n_expert_used), false, 0},
+        {"--heads", offsetof(sl_synth_params, n_head), false, 0},
+        {"--kv-heads", offsetof(sl_synth_params, n_head_kv), false, 0},
+        {"--vocab", offsetof(sl_synth_params, n_vocab), false, 0},
+        {"--ctx", offsetof(sl_synth_params, n_ctx), false, 0},
+    };
+    const size_t n_uf = sizeof uf / sizeof uf[0];
+    const char *arch_s = NULL, *type_s = NULL, *out = NULL;
+    bool skew_given = false, seed_given = false;
+    double skew = 0;
+    uint64_t seed = 0;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        /* --flag=value and --flag value */
+        char name[64];
+        const char *val = NULL;
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        if (eq) {
+            if ((size_t)(eq - a) >= sizeof name) return usage_error("unknown flag '%s'%s", a, "");
+            memcpy(name, a, (size_t)(eq - a));
+            name[eq - a] = '\0';
+            val = eq + 1;
+        } else {
+            snprintf(name, sizeof name, "%s", a);
+        }
+        bool known = !strcmp(name, "--arch") || !strcmp(name, "--type") ||
+                     !strcmp(name, "-o") || !strcmp(name, "--output") ||
+                     !strcmp(name, "--router-skew") || !strcmp(name, "--seed");
+        for (size_t k = 0; k < n_uf && !known; k++) known = !strcmp(name, uf[k].name);
+        if (!known) return usage_error("unknown flag '%s'%s", a, "");
+        if (!val) {
+            if (i + 1 >= argc) return usage_error("%s: missing value%s", name, "");
+            val = argv[++i];
+        }
+        if (!strcmp(name, "--arch")) {
+            arch_s = val;
+        } else if (!strcmp(name, "--type")) {
+            type_s = val;
+        } else if (!strcmp(name, "-o") || !strcmp(name, "--output")) {
+            if (!*val) return usage_error("%s: empty file name%s", name, "");
+            out = val;
+        } else if (!strcmp(name, "--router-skew")) {
+            if (!parse_double(val, &skew))
+                return usage_error("--router-skew '%s': not a finite number%s", val, "");
+            skew_given = true;
+        } else if (!strcmp(name, "--seed")) {
+            if (!parse_u64(val, &seed))
+                return usage_error("--seed '%s': not an unsigned 64-bit integer%s", val, "");
+            seed_given = true;
+        } else {
+            for (size_t k = 0; k < n_uf; k++) {
+                if (strcmp(name, uf[k].name)) continue;
+                uint64_t v;
+                if (!parse_u64(val, &v))
+                    return usage_error("%s '%s': not a non-negative integer", name, val);
+                if (v > UINT32_MAX)
+                    return usage_error("%s '%s': too large", name, val);
+                uf[k].given = true;
+                uf[k].value = (uint32_t)v;
+            }
+        }
+    }
+    if (!out) return usage_error("-o FILE is required%s%s", "", "");
+
+    sl_error err;
+    sl_synth_arch arch = SL_SYNTH_QWEN3MOE;
+    if (arch_s && sl_synth_arch_parse(arch_s, &arch, &err) != SL_OK)
+        return usage_error("%s%s", err.msg, "");
+    sl_synth_params p;
+    sl_synth_defaults(arch, &p);
+    for (size_t k = 0; k < n_uf; k++) {
+        if (!uf[k].given) continue;
+        if (arch == SL_SYNTH_LLAMA && (!strcmp(uf[k].name, "--experts") ||
+                                       !strcmp(uf[k].name, "--top-k")))
+            return usage_error("%s: llama is dense and has no experts (use --arch mixtral for "
+                               "llama-style experts)%s",
+                               uf[k].name, "");
+        memcpy((char *)&p + uf[k].offset, &uf[k].value, sizeof(uint32_t));
+    }
+    /* olmoe defaults kv-heads to the heads given, as it needs them equal */
+    if (arch == SL_SYNTH_OLMOE && !uf[6].given) p.n_head_kv = p.n_head;
+    if (type_s) {
+        const sl_gguf_type_info *ti = sl_gguf_type_by_name(type_s);
+        if (!ti || sl_synth_file_type(ti->code) == UINT32_MAX)
+            return usage_error("--type '%s': unsupported (F32, F16, BF16, Q8_0, Q4_0)%s", type_s,
+                               "");
+        p.type = ti->code;
+    }
+    if (skew_given) p.router_skew = skew;
+    if (seed_given) p.seed = seed;
+    if (sl_synth_validate(&p, &err) != SL_OK) return usage_error("%s%s", err.msg, "");
+
+    sl_synth_summary sum;
+    if (sl_synth_write(&p, out, &sum, &err) != SL_OK) {
+        fprintf(stderr, "mkmodel: %s\n", err.msg);
+        return 1;
+    }
+    const sl_gguf_type_info *ti = sl_gguf_type_get(p.type);
+    printf("mkmodel: wrote %s: %s, %u layers, dim %u, ffn %u, ", out, sl_synth_arch_name(arch),
+           p.n_layer, p.n_embd, p.n_ff);
+    if (p.n_expert) printf("%u experts top-%u skew %g, ", p.n_expert, p.n_expert_used,
+                           p.router_skew);
+    printf("vocab %u, %s, %u tensors, %" PRIu64 " data bytes, seed %" PRIu64 "\n", p.n_vocab,
+           ti ? ti->name : "?", sum.n_tensors, sum.data_bytes, p.seed);
+    return 0;
 }

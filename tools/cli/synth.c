@@ -1,0 +1,579 @@
+/* Synthetic models of real architectures, written through the streaming GGUF writer.
+ *
+ * Layout (ggml ne order, ne[0] contiguous = a matmul's input dimension), as llama.cpp's
+ * llama-model.cpp creates the tensors (E = n_embd, H = n_head, Hkv = n_head_kv, D = E / H,
+ * F = n_ff, X = n_expert, V = n_vocab):
+ *   token_embd [E, V]   output_norm [E] (F32)   output [E, V]
+ *   blk.i.attn_norm [E] (F32)   attn_q [E, H*D]   attn_k, attn_v [E, Hkv*D]   attn_output [H*D, E]
+ *   qwen3moe: attn_q_norm, attn_k_norm [D] (F32); olmoe: attn_q_norm, attn_k_norm [E] (F32,
+ *     which is why olmoe needs Hkv == H: llama.cpp sizes k_norm by n_embd, not by Hkv*D)
+ *   blk.i.ffn_norm [E] (F32)
+ *   dense (llama): ffn_gate, ffn_up [E, F]   ffn_down [F, E]
+ *   MoE: ffn_gate_inp [E, X] (F32, the router)   ffn_gate_exps, ffn_up_exps [E, F, X]
+ *        ffn_down_exps [F, E, X]   (mixtral is arch "llama" with these merged 3-D experts)
+ * Matmul weights (token_embd and output included) get the requested type; norms and the router
+ * stay F32, as llama.cpp's converter and quantizer keep them.
+ *
+ * Weights: every tensor has its own xoshiro256** stream seeded from (seed, tensor name), so
+ * values depend on nothing else. Entries are Irwin-Hall(4) "Gaussian-ish" numbers (sum of four
+ * uniforms, unit variance): plain IEEE arithmetic, no libm, so files are identical on every
+ * machine. Matmul weights are scaled by 1/sqrt(fan_in) (fan_in = ne[0]); norms are 1 + 0.02 g.
+ *
+ * Router (MoE archs): expert popularity follows Zipf, p_e ~ 1 / rank_e^Z, with ranks a random
+ * permutation per layer. Mechanism: hidden dimension 0 is a reserved "bias channel".
+ *   - Every token embedding holds C = sqrt(E - 1) in dimension 0 (about half the row's energy,
+ *     the other entries being unit-variance), so after RMSNorm x[0] ~ sqrt(E / 2) for every
+ *     token.
+ *   - No layer writes dimension 0 (row 0 of attn_output, ffn_down(_exps) is zero) and none
+ *     reads it (column 0 of attn_q/k/v, ffn_gate/up(_exps), output is zero), so the channel
+ *     survives every layer unchanged and does not act as a bias anywhere else.
+ *   - Router row e has w[e][0] = -Z ln(rank_e) / sqrt(E / 2), giving expert e the logit offset
+ *     ln p_e + const; the other entries are random with total logit std ~1 per token, so
+ *     which experts a token picks varies, with frequencies ordered by p_e (softmax with
+ *     Gumbel-like noise picks expert e with probability ~ p_e). Z = 0 gives uniform routing.
+ *   Deeper layers see larger residual norms, so the effective skew weakens somewhat with depth.
+ */
+#include "tools/cli/synth.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kernels/ref/quant.h"
+#include "tools/cli/synth_vocab.h"
+
+/* ---- architecture table ----------------------------------------------------------------- */
+
+typedef struct arch_info {
+    const char *name;       /* CLI name */
+    const char *gguf_arch;  /* general.architecture */
+    bool moe;
+    bool bpe;               /* GPT-2 byte-level BPE (else SentencePiece) */
+    const char *bpe_pre;    /* tokenizer.ggml.pre */
+    float rope_base;
+    float rms_eps;
+} arch_info;
+
+static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
+    [SL_SYNTH_LLAMA] = {"llama", "llama", false, false, NULL, 10000.0f, 1e-5f},
+    [SL_SYNTH_MIXTRAL] = {"mixtral", "llama", true, false, NULL, 1000000.0f, 1e-5f},
+    [SL_SYNTH_QWEN3MOE] = {"qwen3moe", "qwen3moe", true, true, "qwen2", 1000000.0f, 1e-6f},
+    [SL_SYNTH_OLMOE] = {"olmoe", "olmoe", true, true, "olmo", 10000.0f, 1e-5f},
+};
+
+const char *sl_synth_arch_name(sl_synth_arch a)
+{
+    return (unsigned)a < SL_SYNTH_ARCH_COUNT ? k_arch[a].name : "?";
+}
+
+sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err)
+{
+    for (int a = 0; a < SL_SYNTH_ARCH_COUNT; a++)
+        if (s && !strcmp(s, k_arch[a].name)) {
+            *out = (sl_synth_arch)a;
+            return SL_OK;
+        }
+    return sl_error_set(err, SL_ERR_INVALID,
+                        "--arch '%s': unknown architecture (llama, mixtral, qwen3moe, olmoe)",
+                        s ? s : "(null)");
+}
+
+void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->arch = a;
+    p->n_layer = 2;
+    p->n_embd = 64;
+    p->n_ff = 128;
+    p->n_expert = k_arch[a].moe ? 8 : 0;
+    p->n_expert_used = k_arch[a].moe ? 2 : 0;
+    p->n_head = 4;
+    p->n_head_kv = a == SL_SYNTH_OLMOE ? 4 : 2;
+    p->n_vocab = 512;
+    p->n_ctx = 256;
+    p->type = SL_GGML_F32;
+    p->router_skew = 1.0;
+    p->seed = 1;
+}
+
+uint32_t sl_synth_file_type(uint32_t type)
+{
+    switch (type) { /* llama.h enum llama_ftype */
+    case SL_GGML_F32: return 0;   /* LLAMA_FTYPE_ALL_F32 */
+    case SL_GGML_F16: return 1;   /* LLAMA_FTYPE_MOSTLY_F16 */
+    case SL_GGML_Q4_0: return 2;  /* LLAMA_FTYPE_MOSTLY_Q4_0 */
+    case SL_GGML_Q8_0: return 7;  /* LLAMA_FTYPE_MOSTLY_Q8_0 */
+    case SL_GGML_BF16: return 32; /* LLAMA_FTYPE_MOSTLY_BF16 */
+    default: return UINT32_MAX;
+    }
+}
+
+static sl_status check_range(const char *flag, uint64_t v, uint64_t lo, uint64_t hi,
+                             sl_error *err)
+{
+    if (v < lo || v > hi)
+        return sl_error_set(err, SL_ERR_RANGE, "%s %llu: out of range [%llu, %llu]", flag,
+                            (unsigned long long)v, (unsigned long long)lo,
+                            (unsigned long long)hi);
+    return SL_OK;
+}
+
+sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
+{
+    sl_status st;
+    if ((unsigned)p->arch >= SL_SYNTH_ARCH_COUNT)
+        return sl_error_set(err, SL_ERR_INVALID, "--arch: invalid architecture %d", (int)p->arch);
+    const arch_info *ai = &k_arch[p->arch];
+    if ((st = check_range("--layers", p->n_layer, 1, 4096, err))) return st;
+    if ((st = check_range("--dim", p->n_embd, 2, 1 << 20, err))) return st;
+    if ((st = check_range("--ffn", p->n_ff, 1, 1 << 22, err))) return st;
+    if ((st = check_range("--heads", p->n_head, 1, p->n_embd, err))) return st;
+    if ((st = check_range("--kv-heads", p->n_head_kv, 1, p->n_head, err))) return st;
+    if ((st = check_range("--vocab", p->n_vocab, SL_SYNTH_MIN_VOCAB, SL_SYNTH_MAX_VOCAB, err)))
+        return sl_error_set(err, st,
+                            "--vocab %u: must be in [%u, %u]: the tokenizer's base vocabulary "
+                            "alone has %u tokens (3 special + 256 byte tokens)",
+                            p->n_vocab, (unsigned)SL_SYNTH_MIN_VOCAB,
+                            (unsigned)SL_SYNTH_MAX_VOCAB, (unsigned)SL_SYNTH_BASE_VOCAB);
+    if ((st = check_range("--ctx", p->n_ctx, 1, 1 << 24, err))) return st;
+    if (p->n_embd % p->n_head)
+        return sl_error_set(err, SL_ERR_INVALID, "--heads %u: --dim %u is not divisible by it",
+                            p->n_head, p->n_embd);
+    if ((p->n_embd / p->n_head) % 2)
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--heads %u: head dimension --dim/--heads = %u is odd; RoPE rotates "
+                            "pairs of dimensions",
+                            p->n_head, p->n_embd / p->n_head);
+    if (p->n_head % p->n_head_kv)
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--kv-heads %u: --heads %u is not divisible by it", p->n_head_kv,
+                            p->n_head);
+    if (p->arch == SL_SYNTH_OLMOE && p->n_head_kv != p->n_head)
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--kv-heads %u: olmoe needs --kv-heads == --heads (%u): llama.cpp "
+                            "sizes OLMoE's attn_k_norm by n_embd",
+                            p->n_head_kv, p->n_head);
+    if (!ai->moe) {
+        if (p->n_expert || p->n_expert_used)
+            return sl_error_set(err, SL_ERR_INVALID,
+                                "--experts/--top-k: %s is dense (use --arch mixtral for "
+                                "llama-style experts)",
+                                ai->name);
+    } else {
+        if ((st = check_range("--experts", p->n_expert, 1, SL_SYNTH_MAX_EXPERTS, err)))
+            return st;
+        if (p->n_expert_used < 1 || p->n_expert_used > p->n_expert)
+            return sl_error_set(err, SL_ERR_INVALID,
+                                "--top-k %u: must be between 1 and --experts (%u)",
+                                p->n_expert_used, p->n_expert);
+    }
+    if (sl_synth_file_type(p->type) == UINT32_MAX) {
+        const sl_gguf_type_info *ti = sl_gguf_type_get(p->type);
+        return sl_error_set(err, SL_ERR_UNSUPPORTED,
+                            "--type %s: unsupported (F32, F16, BF16, Q8_0, Q4_0)",
+                            ti ? ti->name : "?");
+    }
+    if (p->type == SL_GGML_Q8_0 || p->type == SL_GGML_Q4_0) {
+        const sl_gguf_type_info *ti = sl_gguf_type_get(p->type);
+        if (p->n_embd % 32)
+            return sl_error_set(err, SL_ERR_INVALID,
+                                "--dim %u: not a multiple of 32, which --type %s needs (its "
+                                "rows are 32-element blocks)",
+                                p->n_embd, ti->name);
+        if (p->n_ff % 32)
+            return sl_error_set(err, SL_ERR_INVALID,
+                                "--ffn %u: not a multiple of 32, which --type %s needs (its "
+                                "rows are 32-element blocks)",
+                                p->n_ff, ti->name);
+    }
+    if (!isfinite(p->router_skew) || p->router_skew < 0.0 || p->router_skew > 16.0)
+        return sl_error_set(err, SL_ERR_RANGE, "--router-skew %g: must be in [0, 16]",
+                            p->router_skew);
+    return SL_OK;
+}
+
+/* ---- tensor plan -------------------------------------------------------------------------- */
+
+typedef enum kind {
+    K_EMBD,      /* token_embd: reserved channel in column 0 (MoE) */
+    K_OUTPUT,    /* output: input column 0 zero (MoE) */
+    K_NORM,      /* F32 norm weights */
+    K_IN,        /* matmul reading the residual stream: column 0 zero (MoE) */
+    K_OUT,       /* matmul writing the residual stream: row 0 zero (MoE) */
+    K_ROUTER,    /* ffn_gate_inp */
+} kind;
+
+typedef struct tspec {
+    char name[64];
+    uint32_t type;
+    uint32_t n_dims;
+    int64_t ne[SL_GGUF_MAX_DIMS];
+    kind k;
+} tspec;
+
+static void add(tspec *t, uint32_t *n, kind k, uint32_t type, int64_t ne0, int64_t ne1,
+                int64_t ne2, const char *fmt, int layer)
+{
+    tspec *s = &t[(*n)++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, fmt, layer);
+    s->k = k;
+    s->type = type;
+    s->ne[0] = ne0;
+    s->ne[1] = ne1 ? ne1 : 1;
+    s->ne[2] = ne2 ? ne2 : 1;
+    s->ne[3] = 1;
+    s->n_dims = ne2 ? 3 : ne1 ? 2 : 1;
+}
+
+/* Fills t (capacity 4 + 16 * n_layer) with the model's tensors in file order. */
+static uint32_t plan(const sl_synth_params *p, tspec *t)
+{
+    const bool moe = k_arch[p->arch].moe;
+    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert;
+    const int64_t D = E / p->n_head, Q = p->n_head * D, KV = p->n_head_kv * D;
+    const uint32_t w = p->type, f32 = SL_GGML_F32;
+    uint32_t n = 0;
+    add(t, &n, K_EMBD, w, E, V, 0, "token_embd.weight", 0);
+    for (int i = 0; i < (int)p->n_layer; i++) {
+        add(t, &n, K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
+        add(t, &n, K_IN, w, E, Q, 0, "blk.%d.attn_q.weight", i);
+        add(t, &n, K_IN, w, E, KV, 0, "blk.%d.attn_k.weight", i);
+        add(t, &n, K_IN, w, E, KV, 0, "blk.%d.attn_v.weight", i);
+        add(t, &n, K_OUT, w, Q, E, 0, "blk.%d.attn_output.weight", i);
+        if (p->arch == SL_SYNTH_QWEN3MOE) {
+            add(t, &n, K_NORM, f32, D, 0, 0, "blk.%d.attn_q_norm.weight", i);
+            add(t, &n, K_NORM, f32, D, 0, 0, "blk.%d.attn_k_norm.weight", i);
+        } else if (p->arch == SL_SYNTH_OLMOE) {
+            add(t, &n, K_NORM, f32, Q, 0, 0, "blk.%d.attn_q_norm.weight", i);
+            add(t, &n, K_NORM, f32, KV, 0, 0, "blk.%d.attn_k_norm.weight", i);
+        }
+        add(t, &n, K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
+        if (!moe) {
+            add(t, &n, K_IN, w, E, F, 0, "blk.%d.ffn_gate.weight", i);
+            add(t, &n, K_IN, w, E, F, 0, "blk.%d.ffn_up.weight", i);
+            add(t, &n, K_OUT, w, F, E, 0, "blk.%d.ffn_down.weight", i);
+        } else {
+            add(t, &n, K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
+            add(t, &n, K_IN, w, E, F, X, "blk.%d.ffn_gate_exps.weight", i);
+            add(t, &n, K_IN, w, E, F, X, "blk.%d.ffn_up_exps.weight", i);
+            add(t, &n, K_OUT, w, F, E, X, "blk.%d.ffn_down_exps.weight", i);
+        }
+    }
+    add(t, &n, K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
+    add(t, &n, K_OUTPUT, w, E, V, 0, "output.weight", 0);
+    return n;
+}
+
+/* ---- deterministic numbers -------------------------------------------------------------- */
+
+typedef struct rng {
+    uint64_t s[4];
+} rng;
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* One stream per (seed, tensor name): FNV-1a of the name mixed into the seed. */
+static void rng_init(rng *r, uint64_t seed, const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *c = name; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    uint64_t x = seed ^ h;
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t rng_next(rng *r) /* xoshiro256** */
+{
+    uint64_t *s = r->s;
+    const uint64_t out = rotl(s[1] * 5, 7) * 9;
+    const uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+/* Irwin-Hall(4): sum of four U(0,1) minus 2, times sqrt(3): mean 0, variance 1, |g| <= 3.46.
+ * Exact binary fractions summed in double, so the result is the same on every machine. */
+static double rng_gauss(rng *r)
+{
+    double s = 0.0;
+    for (int i = 0; i < 4; i++) s += (double)(rng_next(r) >> 11) * 0x1p-53;
+    return (s - 2.0) * 1.7320508075688772;
+}
+
+/* ---- row generation ---------------------------------------------------------------------- */
+
+typedef struct gen {
+    const sl_synth_params *p;
+    bool moe;
+    double *router_bias;  /* n_expert logit offsets of the current router tensor */
+} gen;
+
+/* Row r of tensor t (r < ne[1] * ne[2]) into out[0 .. ne[0]). */
+static void gen_row(const gen *g, const tspec *t, rng *r, int64_t row, float *out)
+{
+    const int64_t n = t->ne[0];
+    const int64_t out_dim = row % t->ne[1]; /* output feature within one expert */
+    const double scale = 1.0 / sqrt((double)n);
+    switch (t->k) {
+    case K_NORM:
+        for (int64_t j = 0; j < n; j++) out[j] = (float)(1.0 + 0.02 * rng_gauss(r));
+        break;
+    case K_EMBD:
+        for (int64_t j = 0; j < n; j++) out[j] = (float)rng_gauss(r);
+        if (g->moe) out[0] = (float)sqrt((double)(n - 1));
+        break;
+    case K_OUTPUT:
+    case K_IN:
+        for (int64_t j = 0; j < n; j++) out[j] = (float)(rng_gauss(r) * scale);
+        if (g->moe) out[0] = 0.0f;
+        break;
+    case K_OUT:
+        for (int64_t j = 0; j < n; j++) out[j] = (float)(rng_gauss(r) * scale);
+        if (g->moe && out_dim == 0) memset(out, 0, (size_t)n * sizeof *out);
+        break;
+    case K_ROUTER: {
+        /* other dims: total logit noise std 1 given x[j] ~ N(0, 1/2) after RMSNorm */
+        const double noise = sqrt(2.0 / (double)(n - 1));
+        for (int64_t j = 0; j < n; j++) out[j] = (float)(rng_gauss(r) * noise);
+        out[0] = (float)(g->router_bias[row] / sqrt((double)n / 2.0));
+        break;
+    }
+    }
+}
+
+/* Zipf offsets -Z ln(rank) with ranks 1..X in a random order (Fisher-Yates from r).
+ * rank is scratch space for X entries. */
+static void router_biases(const sl_synth_params *p, rng *r, uint32_t *rank, double *bias)
+{
+    const uint32_t x = p->n_expert;
+    for (uint32_t e = 0; e < x; e++) rank[e] = e + 1;
+    for (uint32_t e = x - 1; e > 0; e--) {
+        const uint32_t j = (uint32_t)(rng_next(r) % (e + 1));
+        const uint32_t tmp = rank[e];
+        rank[e] = rank[j];
+        rank[j] = tmp;
+    }
+    for (uint32_t e = 0; e < x; e++) bias[e] = -p->router_skew * log((double)rank[e]);
+}
+
+/* ---- metadata ---------------------------------------------------------------------------- */
+
+typedef struct kv_ctx {
+    sl_gguf_writer *w;
+    const char *arch;
+    sl_error *err;
+    sl_status st;
+    uint32_t n;
+} kv_ctx;
+
+static void kv_u32(kv_ctx *c, const char *key, uint32_t v)
+{
+    if (c->st) return;
+    c->st = sl_gguf_writer_set_u32(c->w, key, v, c->err);
+    c->n++;
+}
+
+static void kv_arch_u32(kv_ctx *c, const char *suffix, uint32_t v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", c->arch, suffix);
+    kv_u32(c, key, v);
+}
+
+static void kv_arch_f32(kv_ctx *c, const char *suffix, float v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", c->arch, suffix);
+    if (c->st) return;
+    c->st = sl_gguf_writer_set_f32(c->w, key, v, c->err);
+    c->n++;
+}
+
+static void kv_str(kv_ctx *c, const char *key, const char *v)
+{
+    if (c->st) return;
+    c->st = sl_gguf_writer_set_str(c->w, key, v, c->err);
+    c->n++;
+}
+
+static void kv_bool(kv_ctx *c, const char *key, bool v)
+{
+    if (c->st) return;
+    c->st = sl_gguf_writer_set_bool(c->w, key, v, c->err);
+    c->n++;
+}
+
+/* Keys as convert_hf_to_gguf.py writes them for the corresponding HF models. */
+static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab *v)
+{
+    const arch_info *ai = &k_arch[p->arch];
+    const uint32_t head_dim = p->n_embd / p->n_head;
+    char name[64];
+    snprintf(name, sizeof name, "sluice-synth-%s", ai->name);
+    kv_str(c, "general.architecture", ai->gguf_arch);
+    kv_str(c, "general.type", "model");
+    kv_str(c, "general.name", name);
+    kv_u32(c, "general.file_type", sl_synth_file_type(p->type));
+    kv_u32(c, "general.quantization_version", 2); /* GGML_QNT_VERSION */
+    if (!ai->bpe) kv_arch_u32(c, "vocab_size", p->n_vocab); /* LlamaModel writes it */
+    kv_arch_u32(c, "context_length", p->n_ctx);
+    kv_arch_u32(c, "embedding_length", p->n_embd);
+    kv_arch_u32(c, "block_count", p->n_layer);
+    kv_arch_u32(c, "feed_forward_length", p->n_ff);
+    kv_arch_u32(c, "attention.head_count", p->n_head);
+    kv_arch_u32(c, "attention.head_count_kv", p->n_head_kv);
+    kv_arch_f32(c, "rope.freq_base", ai->rope_base);
+    kv_arch_f32(c, "attention.layer_norm_rms_epsilon", ai->rms_eps);
+    if (ai->moe) {
+        kv_arch_u32(c, "expert_count", p->n_expert);
+        kv_arch_u32(c, "expert_used_count", p->n_expert_used);
+    }
+    if (p->arch == SL_SYNTH_LLAMA || p->arch == SL_SYNTH_MIXTRAL)
+        kv_arch_u32(c, "rope.dimension_count", head_dim);
+    if (p->arch == SL_SYNTH_QWEN3MOE) {
+        kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
+        kv_arch_u32(c, "attention.key_length", head_dim);
+        kv_arch_u32(c, "attention.value_length", head_dim);
+    }
+
+    kv_str(c, "tokenizer.ggml.model", ai->bpe ? "gpt2" : "llama");
+    if (ai->bpe) kv_str(c, "tokenizer.ggml.pre", ai->bpe_pre);
+    if (!c->st) {
+        c->st = sl_gguf_writer_set_arr_str(c->w, "tokenizer.ggml.tokens", v->tokens, v->n, c->err);
+        c->n++;
+    }
+    if (!c->st && v->scores) {
+        c->st = sl_gguf_writer_set_arr(c->w, "tokenizer.ggml.scores", SL_GGUF_F32, v->scores,
+                                       v->n, c->err);
+        c->n++;
+    }
+    if (!c->st) {
+        c->st = sl_gguf_writer_set_arr(c->w, "tokenizer.ggml.token_type", SL_GGUF_I32, v->types,
+                                       v->n, c->err);
+        c->n++;
+    }
+    if (!c->st && ai->bpe) {
+        c->st = sl_gguf_writer_set_arr_str(c->w, "tokenizer.ggml.merges", v->merges,
+                                           v->n_merges, c->err);
+        c->n++;
+    }
+    kv_u32(c, "tokenizer.ggml.bos_token_id", v->bos);
+    kv_u32(c, "tokenizer.ggml.eos_token_id", v->eos);
+    if (v->unk != UINT32_MAX) kv_u32(c, "tokenizer.ggml.unknown_token_id", v->unk);
+    kv_bool(c, "tokenizer.ggml.add_bos_token", !ai->bpe);
+    kv_bool(c, "tokenizer.ggml.add_eos_token", false);
+}
+
+/* ---- writing ----------------------------------------------------------------------------- */
+
+enum { CHUNK_BYTES = 1 << 20 };
+
+sl_status sl_synth_write(const sl_synth_params *p, const char *path, sl_synth_summary *summary,
+                         sl_error *err)
+{
+    sl_status st = sl_synth_validate(p, err);
+    if (st) return st;
+    const arch_info *ai = &k_arch[p->arch];
+    const uint32_t cap = 4 + 16 * p->n_layer;
+    tspec *t = calloc(cap, sizeof *t);
+    sl__synth_vocab vocab = {0};
+    sl_gguf_writer *w = NULL;
+    float *row = NULL;
+    uint8_t *chunk = NULL;
+    double *bias = NULL;
+    uint32_t *rank = NULL;
+    if (!t) return sl_error_set(err, SL_ERR_NOMEM, "mkmodel: out of memory (tensor plan)");
+    const uint32_t n_t = plan(p, t);
+
+    /* sizes first: fail on overflow before creating the file; find the longest row */
+    uint64_t data_bytes = 0;
+    int64_t max_row = 0;
+    for (uint32_t i = 0; i < n_t; i++) {
+        uint64_t nb;
+        st = sl_gguf_type_nbytes(t[i].type, t[i].n_dims, t[i].ne, &nb, t[i].name, err);
+        if (st) goto out;
+        if (data_bytes + nb < data_bytes) {
+            st = sl_error_set(err, SL_ERR_RANGE, "mkmodel: model size overflows 64 bits");
+            goto out;
+        }
+        data_bytes += nb;
+        if (t[i].ne[0] > max_row) max_row = t[i].ne[0];
+    }
+    const size_t max_row_bytes = (size_t)max_row * sizeof(float); /* F32 is the widest type */
+    const size_t chunk_cap = max_row_bytes > CHUNK_BYTES ? max_row_bytes : CHUNK_BYTES;
+    row = malloc(max_row_bytes);
+    chunk = malloc(chunk_cap);
+    bias = malloc((size_t)(p->n_expert ? p->n_expert : 1) * sizeof *bias);
+    rank = malloc((size_t)(p->n_expert ? p->n_expert : 1) * sizeof *rank);
+    if (!row || !chunk || !bias || !rank) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "mkmodel: out of memory (row buffers)");
+        goto out;
+    }
+
+    st = sl__synth_vocab_build(ai->bpe, p->arch == SL_SYNTH_QWEN3MOE, p->n_vocab, &vocab, err);
+    if (st) goto out;
+    st = sl_gguf_writer_create(path, NULL, &w, err);
+    if (st) goto out;
+    kv_ctx kc = {w, ai->gguf_arch, err, SL_OK, 0};
+    write_kv(&kc, p, &vocab);
+    if ((st = kc.st)) goto out;
+    for (uint32_t i = 0; i < n_t; i++) {
+        st = sl_gguf_writer_add_tensor(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne, err);
+        if (st) goto out;
+    }
+
+    gen g = {p, ai->moe, bias};
+    size_t used = 0;
+    for (uint32_t i = 0; i < n_t; i++) {
+        const tspec *ts = &t[i];
+        rng r;
+        rng_init(&r, p->seed, ts->name);
+        if (ts->k == K_ROUTER) router_biases(p, &r, rank, bias);
+        const int64_t rows = ts->ne[1] * ts->ne[2];
+        const size_t rb = sl_quant_row_bytes(ts->type, ts->ne[0]);
+        for (int64_t j = 0; j < rows; j++) {
+            gen_row(&g, ts, &r, j, row);
+            if (used + rb > chunk_cap) {
+                if ((st = sl_gguf_writer_write(w, chunk, used, err))) goto out;
+                used = 0;
+            }
+            if ((st = sl_quant_row(ts->type, row, chunk + used, ts->ne[0], err))) goto out;
+            used += rb;
+        }
+    }
+    if (used && (st = sl_gguf_writer_write(w, chunk, used, err))) goto out;
+    if ((st = sl_gguf_writer_finish(w, err))) goto out;
+    if (summary) {
+        summary->n_tensors = n_t;
+        summary->data_bytes = data_bytes;
+        summary->n_kv = kc.n;
+    }
+out:
+    sl_gguf_writer_destroy(w); /* removes the file if unfinished */
+    sl__synth_vocab_free(&vocab);
+    free(t);
+    free(row);
+    free(chunk);
+    free(bias);
+    free(rank);
+    return st;
+}

@@ -1,0 +1,73 @@
+/* synth: synthetic GGUF models in the layouts llama.cpp loads (llama, mixtral, qwen3moe, olmoe).
+ *
+ * What a file contains (names, shapes in ggml ne order, keys) follows llama.cpp's
+ * llama-model.cpp / llama-arch.cpp and convert_hf_to_gguf.py; tests/mkmodel/mkmodel_test.py
+ * checks it against an independent table. Weights are deterministic functions of (seed, tensor
+ * name), so the same parameters give byte-identical files, and a tensor's values do not depend
+ * on which other tensors exist. Expert popularity follows a Zipf law (see synth.c, "Router").
+ *
+ * Memory: tensors are generated and written row by row through the streaming GGUF writer; only
+ * the vocabulary (metadata) is held in RAM. No global state; functions are reentrant.
+ */
+#ifndef SL_TOOLS_SYNTH_H
+#define SL_TOOLS_SYNTH_H
+
+#include <stdint.h>
+
+#include "runtime/status.h"
+
+typedef enum sl_synth_arch {
+    SL_SYNTH_LLAMA = 0,     /* dense llama */
+    SL_SYNTH_MIXTRAL,       /* general.architecture "llama" with merged 3-D experts */
+    SL_SYNTH_QWEN3MOE,
+    SL_SYNTH_OLMOE,
+    SL_SYNTH_ARCH_COUNT
+} sl_synth_arch;
+
+enum {
+    SL_SYNTH_BASE_VOCAB = 259,    /* 3 special + 256 byte tokens, both tokenizer styles */
+    SL_SYNTH_MIN_VOCAB = 300,     /* base plus room for a few merges / pieces */
+    SL_SYNTH_MAX_VOCAB = 1 << 20,
+    SL_SYNTH_MAX_EXPERTS = 512,   /* llama.cpp's LLAMA_MAX_EXPERTS */
+};
+
+typedef struct sl_synth_params {
+    sl_synth_arch arch;
+    uint32_t n_layer;       /* --layers */
+    uint32_t n_embd;        /* --dim */
+    uint32_t n_ff;          /* --ffn: dense FFN width, or per-expert width for MoE */
+    uint32_t n_expert;      /* --experts: 0 for llama (dense) */
+    uint32_t n_expert_used; /* --top-k: 0 for llama */
+    uint32_t n_head;        /* --heads; head_dim = n_embd / n_head */
+    uint32_t n_head_kv;     /* --kv-heads */
+    uint32_t n_vocab;       /* --vocab */
+    uint32_t n_ctx;         /* --ctx: context_length */
+    uint32_t type;          /* --type: ggml type of matmul weights (F32 F16 BF16 Q8_0 Q4_0) */
+    double router_skew;     /* --router-skew: Zipf exponent Z of expert popularity */
+    uint64_t seed;          /* --seed */
+} sl_synth_params;
+
+typedef struct sl_synth_summary {
+    uint32_t n_tensors;
+    uint64_t data_bytes;    /* tensor data, unpadded */
+    uint32_t n_kv;
+} sl_synth_summary;
+
+/* "llama", "mixtral", "qwen3moe", "olmoe"; "?" out of range. */
+const char *sl_synth_arch_name(sl_synth_arch a);
+/* Parses an arch name (exact, lower case). SL_ERR_INVALID naming the value and the choices. */
+sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err);
+/* The architecture's default small model (layers 2, dim 64, ffn 128, 8 experts top-2 for MoE,
+ * heads 4, kv-heads 2 (4 for olmoe), vocab 512, ctx 256, F32, skew 1.0, seed 1). */
+void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p);
+/* Checks every field for range and consistency; the message names the CLI flag (e.g. "--heads")
+ * and the values at fault. SL_ERR_INVALID or SL_ERR_RANGE. */
+sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err);
+/* general.file_type (llama_ftype) for a weight type: 0, 1, 2, 7, 32; UINT32_MAX if none. */
+uint32_t sl_synth_file_type(uint32_t type);
+/* Validates p and writes the model to `path` (one file). On failure nothing is left at path
+ * (the writer removes unfinished files). summary may be NULL. */
+sl_status sl_synth_write(const sl_synth_params *p, const char *path, sl_synth_summary *summary,
+                         sl_error *err);
+
+#endif
