@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,11 +45,17 @@ static void usage(FILE *f)
             SL_SYNTH_MAX_EXPERTS, SL_SYNTH_MIN_VOCAB);
 }
 
-static int usage_error(const char *fmt, const char *a, const char *b)
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Prints "mkmodel: <message>" and returns the usage exit status 2. */
+static int usage_error(const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "mkmodel: ");
-    fprintf(stderr, fmt, a, b);
+    vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n(tools/run mkmodel --help for usage)\n");
+    va_end(ap);
     return 2;
 }
 
@@ -114,7 +122,7 @@ int sl_cli_mkmodel(int argc, char **argv)
         const char *val = NULL;
         const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
         if (eq) {
-            if ((size_t)(eq - a) >= sizeof name) return usage_error("unknown flag '%s'%s", a, "");
+            if ((size_t)(eq - a) >= sizeof name) return usage_error("unknown flag '%s'", a);
             memcpy(name, a, (size_t)(eq - a));
             name[eq - a] = '\0';
             val = eq + 1;
@@ -125,9 +133,9 @@ int sl_cli_mkmodel(int argc, char **argv)
                      !strcmp(name, "-o") || !strcmp(name, "--output") ||
                      !strcmp(name, "--router-skew") || !strcmp(name, "--seed");
         for (size_t k = 0; k < n_uf && !known; k++) known = !strcmp(name, uf[k].name);
-        if (!known) return usage_error("unknown flag '%s'%s", a, "");
+        if (!known) return usage_error("unknown flag '%s'", a);
         if (!val) {
-            if (i + 1 >= argc) return usage_error("%s: missing value%s", name, "");
+            if (i + 1 >= argc) return usage_error("%s: missing value", name);
             val = argv[++i];
         }
         if (!strcmp(name, "--arch")) {
@@ -135,15 +143,15 @@ int sl_cli_mkmodel(int argc, char **argv)
         } else if (!strcmp(name, "--type")) {
             type_s = val;
         } else if (!strcmp(name, "-o") || !strcmp(name, "--output")) {
-            if (!*val) return usage_error("%s: empty file name%s", name, "");
+            if (!*val) return usage_error("%s: empty file name", name);
             out = val;
         } else if (!strcmp(name, "--router-skew")) {
             if (!parse_double(val, &skew))
-                return usage_error("--router-skew '%s': not a finite number%s", val, "");
+                return usage_error("--router-skew '%s': not a finite number", val);
             skew_given = true;
         } else if (!strcmp(name, "--seed")) {
             if (!parse_u64(val, &seed))
-                return usage_error("--seed '%s': not an unsigned 64-bit integer%s", val, "");
+                return usage_error("--seed '%s': not an unsigned 64-bit integer", val);
             seed_given = true;
         } else {
             for (size_t k = 0; k < n_uf; k++) {
@@ -158,12 +166,12 @@ int sl_cli_mkmodel(int argc, char **argv)
             }
         }
     }
-    if (!out) return usage_error("-o FILE is required%s%s", "", "");
+    if (!out) return usage_error("-o FILE is required");
 
     sl_error err;
     sl_synth_arch arch = SL_SYNTH_QWEN3MOE;
     if (arch_s && sl_synth_arch_parse(arch_s, &arch, &err) != SL_OK)
-        return usage_error("%s%s", err.msg, "");
+        return usage_error("%s", err.msg);
     sl_synth_params p;
     sl_synth_defaults(arch, &p);
     for (size_t k = 0; k < n_uf; k++) {
@@ -171,22 +179,23 @@ int sl_cli_mkmodel(int argc, char **argv)
         if (arch == SL_SYNTH_LLAMA && (!strcmp(uf[k].name, "--experts") ||
                                        !strcmp(uf[k].name, "--top-k")))
             return usage_error("%s: llama is dense and has no experts (use --arch mixtral for "
-                               "llama-style experts)%s",
-                               uf[k].name, "");
+                               "llama-style experts)",
+                               uf[k].name);
         memcpy((char *)&p + uf[k].offset, &uf[k].value, sizeof(uint32_t));
     }
     /* olmoe defaults kv-heads to the heads given, as it needs them equal */
-    if (arch == SL_SYNTH_OLMOE && !uf[6].given) p.n_head_kv = p.n_head;
+    bool kv_given = false;
+    for (size_t k = 0; k < n_uf; k++) kv_given |= uf[k].given && !strcmp(uf[k].name, "--kv-heads");
+    if (arch == SL_SYNTH_OLMOE && !kv_given) p.n_head_kv = p.n_head;
     if (type_s) {
         const sl_gguf_type_info *ti = sl_gguf_type_by_name(type_s);
         if (!ti || sl_synth_file_type(ti->code) == UINT32_MAX)
-            return usage_error("--type '%s': unsupported (F32, F16, BF16, Q8_0, Q4_0)%s", type_s,
-                               "");
+            return usage_error("--type '%s': unsupported (F32, F16, BF16, Q8_0, Q4_0)", type_s);
         p.type = ti->code;
     }
     if (skew_given) p.router_skew = skew;
     if (seed_given) p.seed = seed;
-    if (sl_synth_validate(&p, &err) != SL_OK) return usage_error("%s%s", err.msg, "");
+    if (sl_synth_validate(&p, &err) != SL_OK) return usage_error("%s", err.msg);
 
     sl_synth_summary sum;
     if (sl_synth_write(&p, out, &sum, &err) != SL_OK) {

@@ -249,7 +249,8 @@ static sl_status build_spm(builder *b, uint32_t n, sl__synth_vocab *v, sl_error 
                       : i < 3 ? SL__TOKEN_CONTROL
                       : i < SL_SYNTH_BASE_VOCAB ? SL__TOKEN_BYTE
                                                 : SL__TOKEN_NORMAL;
-        v->scores[i] = i < SL_SYNTH_BASE_VOCAB ? 0.0f : -(float)(i - SL_SYNTH_BASE_VOCAB);
+        /* written as base - i so the first piece scores +0, not -0 */
+        v->scores[i] = i < SL_SYNTH_BASE_VOCAB ? 0.0f : (float)SL_SYNTH_BASE_VOCAB - (float)i;
     }
     v->unk = 0;
     v->bos = 1;
