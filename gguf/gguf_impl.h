@@ -65,6 +65,7 @@ struct sl_gguf {
     sl_gguf_notice_fn notice;
     void *notice_user;
     atomic_bool direct_notice_done;
+    bool lone_shard;            /* opened with no_shards: split keys describe a set not opened */
 };
 
 /* Parses one GGUF image buf[0..len) into *shard (tensors allocated from the arena; their

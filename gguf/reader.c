@@ -101,7 +101,7 @@ static sl_status check_splits(sl_gguf *g, sl_error *err)
         if ((s = get_split_u(sh, "split.count", SL_GGUF_U16, &has_count, &count, err))) return s;
         if ((s = get_split_u(sh, "split.tensors.count", SL_GGUF_I32, &has_total, &total, err)))
             return s;
-        if (g->n_shards == 1 && !has_count) return SL_OK;
+        if (g->n_shards == 1 && (!has_count || g->lone_shard)) return SL_OK;
         if (g->n_shards == 1 && count > 1)
             return sl_error_set(err, SL_ERR_FORMAT,
                                 "%s: file is one shard of %" PRId64 " (split.count) but its name does not "
@@ -174,10 +174,24 @@ static sl_gguf *new_handle(uint32_t n_shards, const sl_gguf_options *opt, sl_err
     }
     for (uint32_t i = 0; i < n_shards; i++) g->shards[i].fd = g->shards[i].fd_direct = -1;
     if (opt) {
+        g->lone_shard = opt->no_shards;
         g->notice = opt->notice;
         g->notice_user = opt->notice_user;
     }
     return g;
+}
+
+/* Shared tail of both opens: one namespace over the shards, split keys checked, or cleanup. */
+static sl_status finish_open(sl_gguf *g, sl_status s, sl_gguf **out, sl_error *err)
+{
+    if (!s) s = index_all(g, err);
+    if (!s) s = check_splits(g, err);
+    if (s) {
+        sl_gguf_close(g);
+        return s;
+    }
+    *out = g;
+    return SL_OK;
 }
 
 sl_status sl_gguf_open(const char *path, const sl_gguf_options *opt, sl_gguf **out, sl_error *err)
@@ -210,14 +224,7 @@ sl_status sl_gguf_open(const char *path, const sl_gguf_options *opt, sl_gguf **o
                              i + 1, count, path);
         if (!s) s = sl__gguf_parse(&g->arena, sh->map, sh->size, sh->path, sh, err);
     }
-    if (!s) s = index_all(g, err);
-    if (!s) s = check_splits(g, err);
-    if (s) {
-        sl_gguf_close(g);
-        return s;
-    }
-    *out = g;
-    return SL_OK;
+    return finish_open(g, s, out, err);
 }
 
 sl_status sl_gguf_open_memory(const void *buf, size_t len, const char *name, sl_gguf **out,
@@ -235,14 +242,7 @@ sl_status sl_gguf_open_memory(const void *buf, size_t len, const char *name, sl_
     sh->size = len;
     sl_status s = sh->path ? SL_OK : sl_error_set(err, SL_ERR_NOMEM, "out of memory");
     if (!s) s = sl__gguf_parse(&g->arena, buf, len, sh->path, sh, err);
-    if (!s) s = index_all(g, err);
-    if (!s) s = check_splits(g, err);
-    if (s) {
-        sl_gguf_close(g);
-        return s;
-    }
-    *out = g;
-    return SL_OK;
+    return finish_open(g, s, out, err);
 }
 
 void sl_gguf_close(sl_gguf *g)

@@ -429,9 +429,19 @@ static void test_shards(void)
     snprintf(path, sizeof path, "%s/good-00002-of-00003.gguf", tmpdir());
     CHECK(sl_gguf_open(path, NULL, &g, &e) == SL_OK && sl_gguf_tensor_count(g) == 3);
     sl_gguf_close(g);
-    /* ... unless asked not to, and then the lone shard says what it is. */
+    /* ... unless asked not to: then only the named shard. */
     sl_gguf_options only = {.no_shards = true};
-    CHECK(sl_gguf_open(path, &only, &g, &e) == SL_ERR_FORMAT);
+    CHECK_MSG(sl_gguf_open(path, &only, &g, &e) == SL_OK, "%s", e.msg);
+    CHECK(g && sl_gguf_shard_count(g) == 1 && sl_gguf_tensor_count(g) == 1 && sl_gguf_tensor_find(g, "b"));
+    sl_gguf_close(g);
+    /* A renamed shard cannot find its siblings, and says so. */
+    char renamed[1024];
+    snprintf(renamed, sizeof renamed, "%s/renamed-shard.gguf", tmpdir());
+    gb sb = shard_image(1, 3, "b", 3, 1);
+    CHECK(gb_save(&sb, renamed) == 0);
+    gb_free(&sb);
+    CHECK(sl_gguf_open(renamed, NULL, &g, &e) == SL_ERR_FORMAT);
+    CHECK_CONTAINS(e.msg, "one shard of 3");
 
     /* missing shard */
     write_set("miss", 3, names, 3, -1);

@@ -16,8 +16,10 @@
  *
  * Weights: every tensor has its own xoshiro256** stream seeded from (seed, tensor name), so
  * values depend on nothing else. Entries are Irwin-Hall(4) "Gaussian-ish" numbers (sum of four
- * uniforms, unit variance): plain IEEE arithmetic, no libm, so files are identical on every
- * machine. Matmul weights are scaled by 1/sqrt(fan_in) (fan_in = ne[0]); norms are 1 + 0.02 g.
+ * uniforms, unit variance): plain IEEE arithmetic and sqrt, no transcendental functions, so
+ * files are identical on every machine (the router's ln(rank) is the one libm call; glibc's log
+ * is correctly rounded in practice). Matmul weights are scaled by 1/sqrt(fan_in)
+ * (fan_in = ne[0]); norms are 1 + 0.02 g.
  *
  * Router (MoE archs): expert popularity follows Zipf, p_e ~ 1 / rank_e^Z, with ranks a random
  * permutation per layer. Mechanism: hidden dimension 0 is a reserved "bias channel".

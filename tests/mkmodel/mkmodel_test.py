@@ -1,0 +1,439 @@
+"""End-to-end test of `sluice mkmodel`: files read back with gguf-py (llama.cpp's own reader).
+
+usage: mkmodel_test.py SLUICE_BINARY
+
+The expected tensors and metadata below are an independent table written from llama.cpp's
+conventions (llama-model.cpp load_tensors, llama-arch.cpp names, convert_hf_to_gguf.py keys),
+not derived from the C code. Also checked: tokenizer invariants, determinism, bit-exact
+quantization of the weights (against gguf-py quantizing the same model written as F32), the
+Zipf router skew, and that invalid flags exit 2 naming the flag.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+from gguf import GGMLQuantizationType as T
+from gguf import GGUFReader, GGUFValueType as VT
+from gguf.quants import dequantize, quantize
+
+SLUICE = sys.argv[1]
+TMP = tempfile.mkdtemp(prefix="mkmodel_test.")
+FAILURES = []
+
+
+def fail(msg):
+    FAILURES.append(msg)
+    print("FAIL " + msg)
+
+
+def expect(cond, msg):
+    if not cond:
+        fail(msg)
+    return cond
+
+
+def mkmodel(*args, out=None):
+    path = out or os.path.join(TMP, "m.gguf")
+    r = subprocess.run([SLUICE, "mkmodel", *args, "-o", path], capture_output=True, text=True)
+    return r, path
+
+
+# ---- the independent table -----------------------------------------------------------------
+
+DEFAULTS = dict(layers=2, dim=64, ffn=128, experts=8, top_k=2, heads=4, kv_heads=2, vocab=512,
+                ctx=256, type="F32")
+FTYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 7, "BF16": 32}  # llama.h llama_ftype
+GGUF_ARCH = {"llama": "llama", "mixtral": "llama", "qwen3moe": "qwen3moe", "olmoe": "olmoe"}
+MOE = {"llama": False, "mixtral": True, "qwen3moe": True, "olmoe": True}
+
+
+def expected_tensors(arch, p):
+    """name -> (type name, ne) as llama.cpp's load_tensors creates them."""
+    E, V, F, X = p["dim"], p["vocab"], p["ffn"], p["experts"]
+    D = E // p["heads"]
+    Q, KV = p["heads"] * D, p["kv_heads"] * D
+    w = p["type"]
+    t = {"token_embd.weight": (w, [E, V]), "output_norm.weight": ("F32", [E]),
+         "output.weight": (w, [E, V])}
+    for i in range(p["layers"]):
+        b = f"blk.{i}."
+        t[b + "attn_norm.weight"] = ("F32", [E])
+        t[b + "attn_q.weight"] = (w, [E, Q])
+        t[b + "attn_k.weight"] = (w, [E, KV])
+        t[b + "attn_v.weight"] = (w, [E, KV])
+        t[b + "attn_output.weight"] = (w, [Q, E])
+        t[b + "ffn_norm.weight"] = ("F32", [E])
+        if arch == "qwen3moe":  # LLM_ARCH_QWEN3MOE: {n_embd_head_k}
+            t[b + "attn_q_norm.weight"] = ("F32", [D])
+            t[b + "attn_k_norm.weight"] = ("F32", [D])
+        if arch == "olmoe":  # LLM_ARCH_OLMOE: {n_embd} for both
+            t[b + "attn_q_norm.weight"] = ("F32", [E])
+            t[b + "attn_k_norm.weight"] = ("F32", [E])
+        if MOE[arch]:
+            t[b + "ffn_gate_inp.weight"] = ("F32", [E, X])
+            t[b + "ffn_gate_exps.weight"] = (w, [E, F, X])
+            t[b + "ffn_up_exps.weight"] = (w, [E, F, X])
+            t[b + "ffn_down_exps.weight"] = (w, [F, E, X])
+        else:
+            t[b + "ffn_gate.weight"] = (w, [E, F])
+            t[b + "ffn_up.weight"] = (w, [E, F])
+            t[b + "ffn_down.weight"] = (w, [F, E])
+    return t
+
+
+def expected_kv(arch, p):
+    """key -> (value type, value or None for arrays/unchecked)."""
+    a = GGUF_ARCH[arch]
+    D = p["dim"] // p["heads"]
+    U, F32, S, B = VT.UINT32, VT.FLOAT32, VT.STRING, VT.BOOL
+    kv = {
+        "general.architecture": (S, a),
+        "general.type": (S, "model"),
+        "general.name": (S, f"sluice-synth-{arch}"),
+        "general.file_type": (U, FTYPE[p["type"]]),
+        "general.quantization_version": (U, 2),
+        f"{a}.context_length": (U, p["ctx"]),
+        f"{a}.embedding_length": (U, p["dim"]),
+        f"{a}.block_count": (U, p["layers"]),
+        f"{a}.feed_forward_length": (U, p["ffn"]),
+        f"{a}.attention.head_count": (U, p["heads"]),
+        f"{a}.attention.head_count_kv": (U, p["kv_heads"]),
+        f"{a}.rope.freq_base": (F32, {"llama": 1e4, "mixtral": 1e6, "qwen3moe": 1e6,
+                                      "olmoe": 1e4}[arch]),
+        f"{a}.attention.layer_norm_rms_epsilon": (F32, 1e-6 if arch == "qwen3moe" else 1e-5),
+        "tokenizer.ggml.model": (S, "llama" if a == "llama" else "gpt2"),
+        "tokenizer.ggml.tokens": (VT.ARRAY, None),
+        "tokenizer.ggml.token_type": (VT.ARRAY, None),
+        "tokenizer.ggml.bos_token_id": (U, None),
+        "tokenizer.ggml.eos_token_id": (U, None),
+        "tokenizer.ggml.add_bos_token": (B, a == "llama"),
+        "tokenizer.ggml.add_eos_token": (B, False),
+    }
+    if a == "llama":  # LlamaModel.set_gguf_parameters
+        kv[f"{a}.vocab_size"] = (U, p["vocab"])
+        kv[f"{a}.rope.dimension_count"] = (U, D)
+        kv["tokenizer.ggml.scores"] = (VT.ARRAY, None)
+        kv["tokenizer.ggml.unknown_token_id"] = (U, 0)
+    else:
+        kv["tokenizer.ggml.pre"] = (S, "qwen2" if arch == "qwen3moe" else "olmo")
+        kv["tokenizer.ggml.merges"] = (VT.ARRAY, None)
+    if MOE[arch]:
+        kv[f"{a}.expert_count"] = (U, p["experts"])
+        kv[f"{a}.expert_used_count"] = (U, p["top_k"])
+    if arch == "qwen3moe":
+        kv[f"{a}.expert_feed_forward_length"] = (U, p["ffn"])
+        kv[f"{a}.attention.key_length"] = (U, D)
+        kv[f"{a}.attention.value_length"] = (U, D)
+    return kv
+
+
+def gpt2_bytes_to_unicode():
+    """GPT-2's encoder.py bytes_to_unicode, as a byte -> str table."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+# ---- checks --------------------------------------------------------------------------------
+
+def field_value(f):
+    return f.contents()
+
+
+def check_file(arch, p, path, label):
+    r = GGUFReader(path)
+    want_t = expected_tensors(arch, p)
+    got_t = {t.name: (t.tensor_type.name, [int(x) for x in t.shape]) for t in r.tensors}
+    expect(set(got_t) == set(want_t),
+           f"{label}: tensor names differ: extra {sorted(set(got_t) - set(want_t))[:5]} "
+           f"missing {sorted(set(want_t) - set(got_t))[:5]}")
+    for name in sorted(set(got_t) & set(want_t)):
+        expect(got_t[name] == want_t[name], f"{label}: {name} is {got_t[name]}, "
+               f"want {want_t[name]}")
+    expect(len(r.tensors) == len(want_t), f"{label}: duplicate tensors")
+
+    want_kv = expected_kv(arch, p)
+    got_keys = {k for k in r.fields if not k.startswith("GGUF.")}
+    expect(got_keys == set(want_kv), f"{label}: keys differ: extra "
+           f"{sorted(got_keys - set(want_kv))} missing {sorted(set(want_kv) - got_keys)}")
+    for k, (vt, val) in want_kv.items():
+        f = r.fields.get(k)
+        if f is None:
+            continue
+        if not expect(f.types[0] == vt, f"{label}: {k} has type {f.types[0].name}, want "
+                      f"{vt.name}"):
+            continue
+        if val is not None:
+            got = field_value(f)
+            ok = abs(got - val) <= 1e-6 * abs(val) if vt == VT.FLOAT32 else got == val
+            expect(ok, f"{label}: {k} = {got!r}, want {val!r}")
+
+    # vocabulary
+    f = r.fields
+    toks = field_value(f["tokenizer.ggml.tokens"])
+    types = field_value(f["tokenizer.ggml.token_type"])
+    embd = [t for t in r.tensors if t.name == "token_embd.weight"][0]
+    expect(len(toks) == p["vocab"] == int(embd.shape[1]) == len(types),
+           f"{label}: vocab {len(toks)} tokens, {len(types)} types, token_embd rows "
+           f"{int(embd.shape[1])}, --vocab {p['vocab']}")
+    expect(len(set(toks)) == len(toks), f"{label}: duplicate tokens")
+    bos = field_value(f["tokenizer.ggml.bos_token_id"])
+    eos = field_value(f["tokenizer.ggml.eos_token_id"])
+    expect(0 <= bos < len(toks) and 0 <= eos < len(toks), f"{label}: bos/eos out of range")
+    if GGUF_ARCH[arch] == "llama":
+        expect(toks[:3] == ["<unk>", "<s>", "</s>"] and bos == 1 and eos == 2,
+               f"{label}: SPM specials")
+        expect(toks[3:259] == [f"<0x{b:02X}>" for b in range(256)], f"{label}: byte tokens")
+        expect(list(types[:259]) == [2, 3, 3] + [6] * 256 and set(types[259:]) == {1},
+               f"{label}: SPM token types")
+        scores = field_value(f["tokenizer.ggml.scores"])
+        expect(len(scores) == len(toks), f"{label}: scores length")
+        expect(all(s.startswith("▁") or len(s) <= 2 for s in toks[259:]) and "▁the" in toks,
+               f"{label}: SPM pieces")
+    else:
+        b2u = gpt2_bytes_to_unicode()
+        expect(toks[:256] == [b2u[b] for b in range(256)], f"{label}: GPT-2 byte symbols")
+        expect(toks[-3:] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+               f"{label}: control tokens")
+        expect(list(types[-3:]) == [3, 3, 3] and set(types[:-3]) == {1}, f"{label}: types")
+        expect(toks[bos] == "<|endoftext|>" and toks[eos] in ("<|endoftext|>", "<|im_end|>"),
+               f"{label}: bos/eos tokens")
+        merges = field_value(f["tokenizer.ggml.merges"])
+        ids = {t: i for i, t in enumerate(toks)}
+        bad = [m for m in merges if len(m.split(" ")) != 2 or
+               not all(x in ids for x in m.split(" ")) or "".join(m.split(" ")) not in ids or
+               ids["".join(m.split(" "))] <= max(ids[x] for x in m.split(" "))]
+        expect(not bad, f"{label}: inconsistent merges, e.g. {bad[:3]}")
+        # every non-byte, non-control token is produced by exactly one merge
+        produced = ["".join(m.split(" ")) for m in merges]
+        expect(sorted(produced) == sorted(toks[256:-3]), f"{label}: merges vs tokens")
+        expect("Ġthe" in ids, f"{label}: common words")
+    return r
+
+
+def tensor_f32(t):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = dequantize(np.array(t.data).view(np.uint8) if t.tensor_type != T.F32
+                       else np.array(t.data), t.tensor_type)
+    return np.asarray(a, dtype=np.float32).reshape([int(x) for x in reversed(t.shape)])
+
+
+def check_weights_match_f32(arch, p, path, f32_path, label):
+    """Quantized weights == gguf-py's quantization of the same model written as F32."""
+    rq, rf = GGUFReader(path), GGUFReader(f32_path)
+    ft = {t.name: t for t in rf.tensors}
+    qt = T[p["type"]]
+    for t in rq.tensors:
+        ref = np.array(ft[t.name].data, dtype=np.float32)
+        if t.tensor_type == T.F32:
+            expect(np.array_equal(np.array(t.data), ref), f"{label}: {t.name} F32 differs")
+            continue
+        expect(t.tensor_type == qt, f"{label}: {t.name} type")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = np.ascontiguousarray(quantize(ref, qt)).view(np.uint8).tobytes()
+        got = np.array(t.data).view(np.uint8).tobytes()
+        expect(got == want, f"{label}: {t.name} bytes differ from gguf-py quantize of F32")
+
+
+def check_values(arch, p, path, label):
+    r = GGUFReader(path)
+    for t in r.tensors:
+        a = tensor_f32(t)
+        expect(np.all(np.isfinite(a)), f"{label}: {t.name} not finite")
+        if "norm" in t.name:
+            expect(abs(a.mean() - 1) < 0.05 and a.std() < 0.1, f"{label}: {t.name} not ~1")
+        elif t.name.endswith(("attn_q.weight", "ffn_up_exps.weight", "ffn_gate.weight")):
+            std = a.std() * np.sqrt(a.shape[-1])
+            expect(0.7 < std < 1.3, f"{label}: {t.name} std*sqrt(fan_in) = {std:.2f}")
+
+
+def router_shares(path):
+    """Per layer: (share of top-k picks per expert, router column 0), hidden ~ embeddings."""
+    r = GGUFReader(path)
+    t = {x.name: x for x in r.tensors}
+    k = int(r.fields[f"{r.fields['general.architecture'].contents()}.expert_used_count"]
+            .contents())
+    emb = tensor_f32(t["token_embd.weight"])
+    out = []
+    i = 0
+    while f"blk.{i}.ffn_gate_inp.weight" in t:
+        w = tensor_f32(t[f"blk.{i}.ffn_norm.weight"])
+        x = emb / np.sqrt((emb ** 2).mean(axis=1, keepdims=True) + 1e-6) * w
+        router = tensor_f32(t[f"blk.{i}.ffn_gate_inp.weight"])  # [X, E]
+        logits = x @ router.T
+        top = np.argsort(-logits, axis=1)[:, :k]
+        counts = np.bincount(top.ravel(), minlength=router.shape[0])
+        out.append((counts / counts.sum(), router[:, 0]))
+        i += 1
+    return out
+
+
+def spearman(a, b):
+    ra = np.argsort(np.argsort(a)).astype(float)
+    rb = np.argsort(np.argsort(b)).astype(float)
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def main():
+    # -- layouts and metadata for every arch and several types
+    matrix = [(a, ty) for a in ("llama", "mixtral", "qwen3moe", "olmoe")
+              for ty in ("F32", "F16", "BF16", "Q8_0", "Q4_0")]
+    for arch, ty in matrix:
+        p = dict(DEFAULTS, type=ty)
+        if arch == "llama":
+            p.update(experts=0, top_k=0)
+        if arch == "olmoe":
+            p["kv_heads"] = p["heads"]
+        path = os.path.join(TMP, f"{arch}-{ty}.gguf")
+        r, _ = mkmodel("--arch", arch, "--type", ty, out=path)
+        if not expect(r.returncode == 0, f"{arch} {ty}: exit {r.returncode}: {r.stderr}"):
+            continue
+        check_file(arch, p, path, f"{arch}/{ty}")
+        if ty == "F32":
+            check_values(arch, p, path, f"{arch}/{ty}")
+        else:
+            check_weights_match_f32(arch, p, path, os.path.join(TMP, f"{arch}-F32.gguf"),
+                                    f"{arch}/{ty}")
+        print(f"ok   {arch} {ty}")
+
+    # -- non-default sizes, GQA and a bigger vocabulary
+    p = dict(DEFAULTS, layers=3, dim=96, ffn=64, experts=4, top_k=3, heads=6, kv_heads=3,
+             vocab=2000, ctx=4096, type="Q8_0")
+    r, path = mkmodel("--arch", "qwen3moe", "--layers", "3", "--dim", "96", "--ffn", "64",
+                      "--experts", "4", "--top-k", "3", "--heads", "6", "--kv-heads", "3",
+                      "--vocab", "2000", "--ctx", "4096", "--type", "Q8_0")
+    if expect(r.returncode == 0, f"custom qwen3moe: {r.stderr}"):
+        check_file("qwen3moe", p, path, "qwen3moe/custom")
+    p = dict(DEFAULTS, layers=1, dim=32, heads=2, kv_heads=1, vocab=300, experts=0, top_k=0,
+             ffn=48)
+    r, path = mkmodel("--arch=llama", "--layers=1", "--dim=32", "--heads=2", "--kv-heads=1",
+                      "--vocab=300", "--ffn=48")
+    if expect(r.returncode == 0, f"custom llama: {r.stderr}"):
+        check_file("llama", p, path, "llama/custom")
+
+    # -- the default is a small qwen3moe
+    r, path = mkmodel()
+    if expect(r.returncode == 0, f"default: {r.stderr}"):
+        check_file("qwen3moe", dict(DEFAULTS), path, "default")
+        print("ok   default model is qwen3moe")
+
+    # -- determinism
+    a = os.path.join(TMP, "a.gguf")
+    b = os.path.join(TMP, "b.gguf")
+    c = os.path.join(TMP, "c.gguf")
+    mkmodel("--arch", "mixtral", "--type", "Q4_0", "--seed", "7", out=a)
+    mkmodel("--arch", "mixtral", "--type", "Q4_0", "--seed", "7", out=b)
+    mkmodel("--arch", "mixtral", "--type", "Q4_0", "--seed", "8", out=c)
+    da, db, dc = (open(x, "rb").read() for x in (a, b, c))
+    expect(da == db, "same seed gave different files")
+    expect(da != dc and len(da) == len(dc), "different seed gave identical files")
+    print("ok   determinism")
+
+    # -- router skew: Zipf exponent 1.2 is visibly skewed and ordered, 0 is near uniform
+    for arch in ("qwen3moe", "mixtral", "olmoe"):
+        skewed = os.path.join(TMP, f"skew-{arch}.gguf")
+        flat = os.path.join(TMP, f"flat-{arch}.gguf")
+        r1, _ = mkmodel("--arch", arch, "--vocab", "4096", "--dim", "128", "--layers", "3",
+                        "--router-skew", "1.2", "--type", "Q8_0", out=skewed)
+        r2, _ = mkmodel("--arch", arch, "--vocab", "4096", "--dim", "128", "--layers", "3",
+                        "--router-skew", "0", out=flat)
+        if not expect(r1.returncode == 0 and r2.returncode == 0, f"{arch} skew runs"):
+            continue
+        uniform = 1 / 8
+        for layer, (share, col0) in enumerate(router_shares(skewed)):
+            rho = spearman(share, col0)
+            print(f"     {arch} Z=1.2 layer {layer}: shares {np.round(share, 3).tolist()} "
+                  f"spearman {rho:.2f}")
+            expect(share.max() > 2.0 * uniform, f"{arch} Z=1.2 layer {layer}: top share "
+                   f"{share.max():.3f} not well above uniform {uniform}")
+            expect(share.min() < 0.5 * uniform, f"{arch} Z=1.2 layer {layer}: least popular "
+                   f"expert share {share.min():.3f}")
+            expect(rho > 0.85, f"{arch} Z=1.2 layer {layer}: popularity does not follow the "
+                   f"intended ranking (spearman {rho:.2f})")
+        perms = [np.argsort(col0) for _, col0 in router_shares(skewed)]
+        expect(any(not np.array_equal(perms[0], q) for q in perms[1:]),
+               f"{arch}: every layer has the same popularity order")
+        for layer, (share, _) in enumerate(router_shares(flat)):
+            expect(share.max() < 1.3 * uniform and share.min() > 0.7 * uniform,
+                   f"{arch} Z=0 layer {layer}: shares {np.round(share, 3).tolist()} not "
+                   f"near uniform")
+        print(f"ok   {arch} router skew")
+
+    # -- invalid flags: exit 2, message naming the flag, no file left behind
+    bad = [
+        (["--bogus", "1"], "--bogus"),
+        (["--layers"], "--layers"),
+        (["--layers", "abc"], "--layers"),
+        (["--layers", "-1"], "--layers"),
+        (["--layers", "0"], "--layers"),
+        (["--layers", " 2"], "--layers"),
+        (["--layers", "2x"], "--layers"),
+        (["--dim", "4294967296"], "--dim"),
+        (["--dim", "66"], "--heads"),
+        (["--dim", "24", "--heads", "4"], "--heads"),  # head dim 6 is fine; 24/4=6 even
+        (["--heads", "4", "--kv-heads", "3"], "--kv-heads"),
+        (["--kv-heads", "8"], "--kv-heads"),
+        (["--top-k", "9"], "--top-k"),
+        (["--top-k", "0"], "--top-k"),
+        (["--experts", "0"], "--experts"),
+        (["--experts", "513"], "--experts"),
+        (["--arch", "llama", "--experts", "8"], "--experts"),
+        (["--arch", "llama", "--top-k", "2"], "--top-k"),
+        (["--arch", "olmoe", "--kv-heads", "2"], "--kv-heads"),
+        (["--type", "Q8_0", "--dim", "48", "--heads", "4"], "--dim"),
+        (["--type", "Q4_0", "--ffn", "100"], "--ffn"),
+        (["--type", "Q4_K"], "--type"),
+        (["--type", "fp32"], "--type"),
+        (["--vocab", "100"], "--vocab"),
+        (["--vocab", "258"], "--vocab"),
+        (["--arch", "gpt5"], "--arch"),
+        (["--router-skew", "nan"], "--router-skew"),
+        (["--router-skew", "-1"], "--router-skew"),
+        (["--router-skew", "1.0x"], "--router-skew"),
+        (["--seed", "1x"], "--seed"),
+        (["--seed", "18446744073709551616"], "--seed"),
+        (["--ctx", "0"], "--ctx"),
+    ]
+    for args, flag in bad:
+        if args == ["--dim", "24", "--heads", "4"]:
+            continue  # valid (kept in the list to document the head-dim rule); see below
+        path = os.path.join(TMP, "bad.gguf")
+        if os.path.exists(path):
+            os.remove(path)
+        r, _ = mkmodel(*args, out=path)
+        ok = r.returncode == 2 and flag in r.stderr and not os.path.exists(path)
+        expect(ok, f"{args}: exit {r.returncode}, stderr {r.stderr.strip()!r}, want exit 2 "
+               f"naming {flag}")
+    r, _ = mkmodel("--dim", "24", "--heads", "4", "--type", "F16")
+    expect(r.returncode == 0, f"dim 24 heads 4 should be valid: {r.stderr}")
+    r, _ = mkmodel("--dim", "20", "--heads", "4")  # head dim 5: odd, RoPE needs pairs
+    expect(r.returncode == 2 and "--heads" in r.stderr, f"odd head dim: {r.stderr}")
+    r = subprocess.run([SLUICE, "mkmodel"], capture_output=True, text=True)
+    expect(r.returncode == 2 and "-o" in r.stderr, f"missing -o: {r.stderr}")
+    r = subprocess.run([SLUICE, "mkmodel", "--help"], capture_output=True, text=True)
+    expect(r.returncode == 0 and "--router-skew" in r.stdout, "--help")
+    r, _ = mkmodel(out=os.path.join(TMP, "no-such-dir", "x.gguf"))
+    expect(r.returncode == 1 and "no-such-dir" in r.stderr, f"unwritable path: {r.stderr}")
+    print("ok   flag validation")
+
+    if FAILURES:
+        print(f"\n{len(FAILURES)} failures")
+        return 1
+    print("\nall mkmodel checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
