@@ -1,4 +1,5 @@
-/* Private to alloc/: the invariant checker, for tests and debug builds. */
+/* Private to alloc/: the invariant checker, for tests and debug builds, and the constructor
+ * that backends built inside alloc/ (bfc_device.c) use to hand their context to the arena. */
 #ifndef SL_BFC_IMPL_H
 #define SL_BFC_IMPL_H
 
@@ -6,5 +7,10 @@
 
 /* Checks every invariant listed in bfc.h; SL_OK or a message naming the broken one. */
 sl_status sl__bfc_validate(const sl_bfc *a, sl_error *err);
+
+/* sl_bfc_create, but the arena owns backend->ctx: sl_bfc_destroy (and a failed create) calls
+ * ctx_free(backend->ctx) after the last region is freed. ctx_free may be NULL (not owned). */
+sl_status sl__bfc_create_owned(const sl_bfc_backend *backend, const sl_bfc_options *opt,
+                               void (*ctx_free)(void *ctx), sl_bfc **out, sl_error *err);
 
 #endif

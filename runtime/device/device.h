@@ -77,7 +77,9 @@ sl_status sl_device_props_get(sl_device *d, sl_device_props *out, sl_error *err)
 sl_device_kind sl_device_kind_get(const sl_device *d);
 const char *sl_device_kind_name(sl_device_kind k);
 
-/* Device memory regions (one cudaMalloc each). Freed regions must be idle (no copy in flight). */
+/* Device memory regions (one cudaMalloc each). Freed regions must be idle (no copy in flight).
+ * Out of device memory (cudaMalloc's, or sim's mem_bytes) is SL_ERR_NOMEM; other failures are
+ * SL_ERR_DEVICE. */
 sl_status sl_device_region_alloc(sl_device *d, uint64_t bytes, void **d_ptr, sl_error *err);
 sl_status sl_device_region_free(sl_device *d, void *d_ptr, sl_error *err);
 

@@ -1,0 +1,569 @@
+/* tests/device/device_checks.c: see device_checks.h. */
+#include "tests/device/device_checks.h"
+
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "tests/testing.h"
+
+#define OK(call)                                                                           \
+    do {                                                                                   \
+        sl_status ok_st_ = (call);                                                         \
+        CHECK_MSG(ok_st_ == SL_OK, "%s -> %s: %s", #call, sl_status_name(ok_st_), err.msg);  \
+    } while (0)
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static void fill(uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t s = seed | 1;
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)rng_next(&s);
+}
+
+static void check_counters_zero(sl_device *d)
+{
+    sl_device_counters c;
+    sl_device_counters_get(d, &c);
+    CHECK_MSG(c.regions_live == 0 && c.region_bytes_live == 0 && c.registrations_live == 0 &&
+                  c.streams_live == 0 && c.events_live == 0,
+              "live: regions %" PRIu64 " bytes %" PRIu64 " regs %" PRIu64 " streams %" PRIu64
+              " events %" PRIu64,
+              c.regions_live, c.region_bytes_live, c.registrations_live, c.streams_live,
+              c.events_live);
+}
+
+static sl_device *open_dev(const sl_device_options *base, sl_fault_options faults)
+{
+    sl_device_options o = *base;
+    o.faults = faults;
+    sl_device *d = NULL;
+    sl_error err;
+    OK(sl_device_open(&o, &d, &err));
+    return d;
+}
+
+/* ---- gate: a host function that holds its stream until released ------------------------- */
+
+typedef struct gate {
+    atomic_int open, entered;
+} gate;
+
+static void gate_fn(void *user)
+{
+    gate *g = user;
+    atomic_store(&g->entered, 1);
+    struct timespec ts = {0, 200000};
+    while (!atomic_load(&g->open))
+        nanosleep(&ts, NULL);
+}
+
+/* ---- checks ------------------------------------------------------------------------------ */
+
+static void check_props(const sl_device_options *base)
+{
+    sl_error err;
+    sl_device *d = open_dev(base, (sl_fault_options){0});
+    if (!d)
+        return;
+    sl_device_props p;
+    OK(sl_device_props_get(d, &p, &err));
+    CHECK(p.kind == sl_device_kind_get(d));
+    CHECK(p.name[0] != '\0');
+    CHECK(p.total_mem_bytes > 0 && p.free_mem_bytes <= p.total_mem_bytes);
+    check_counters_zero(d);
+    sl_device_close(d);
+}
+
+static void check_regions(const sl_device_options *base)
+{
+    sl_error err;
+    sl_device *d = open_dev(base, (sl_fault_options){0});
+    if (!d)
+        return;
+    void *r[8] = {0};
+    uint64_t sizes[8], total = 0;
+    for (int i = 0; i < 8; i++) {
+        sizes[i] = (uint64_t)(i + 1) * 4096 + (uint64_t)i * 3;
+        OK(sl_device_region_alloc(d, sizes[i], &r[i], &err));
+        CHECK(r[i] != NULL && ((uintptr_t)r[i] & 255) == 0);
+        total += sizes[i];
+    }
+    sl_device_counters c;
+    sl_device_counters_get(d, &c);
+    CHECK(c.regions_live == 8 && c.region_bytes_live == total && c.region_allocs == 8);
+
+    void *p = (void *)1;
+    CHECK(sl_device_region_alloc(d, 0, &p, &err) == SL_ERR_INVALID && p == NULL);
+    CHECK(sl_device_region_free(d, (char *)r[0] + 256, &err) == SL_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "not the base of a live region");
+    CHECK(sl_device_region_free(d, NULL, &err) == SL_OK);
+
+    for (int i = 0; i < 8; i += 2)
+        OK(sl_device_region_free(d, r[i], &err));
+    CHECK(sl_device_region_free(d, r[0], &err) == SL_ERR_INVALID); /* double free */
+    for (int i = 1; i < 8; i += 2)
+        OK(sl_device_region_free(d, r[i], &err));
+    check_counters_zero(d);
+    sl_device_close(d);
+}
+
+/* Random-size H2D, D2D, D2H round trips at random offsets; data must survive exactly. */
+static void check_copies(const sl_device_options *base)
+{
+    sl_error err;
+    sl_device *d = open_dev(base, (sl_fault_options){0});
+    if (!d)
+        return;
+    enum { REGION = 4 << 20 };
+    void *r = NULL;
+    sl_stream *s = NULL;
+    uint8_t *src = malloc(REGION / 2), *dst = malloc(REGION / 2);
+    OK(sl_device_region_alloc(d, REGION, &r, &err));
+    OK(sl_device_stream_create(d, &s, &err));
+    uint64_t seed = 0x9E3779B97F4A7C15u, h2d = 0, d2h = 0, d2d = 0;
+    if (r && s && src && dst) {
+        for (int it = 0; it < 24; it++) {
+            uint64_t n = 1 + rng_next(&seed) % (REGION / 4 - 1);
+            if (it % 6 == 0)
+                n = 1 + (uint64_t)it; /* tiny ones too */
+            uint64_t a = rng_next(&seed) % (REGION / 2 - n);          /* first half */
+            uint64_t b = REGION / 2 + rng_next(&seed) % (REGION / 2 - n); /* second half */
+            fill(src, n, seed);
+            memset(dst, 0xA5, n + 1);
+            uint8_t *ra = (uint8_t *)r + a, *rb = (uint8_t *)r + b;
+            OK(sl_device_copy(d, s, ra, src, n, SL_COPY_H2D, &err));
+            OK(sl_device_copy(d, s, rb, ra, n, SL_COPY_D2D, &err));
+            OK(sl_device_copy(d, s, dst, rb, n, SL_COPY_D2H, &err));
+            OK(sl_device_stream_sync(d, s, &err));
+            CHECK_MSG(memcmp(src, dst, n) == 0, "round trip of %" PRIu64 " bytes differs", n);
+            CHECK(dst[n] == 0xA5); /* nothing past the end */
+            h2d += n;
+            d2h += n;
+            d2d += n;
+        }
+    }
+    sl_device_counters c;
+    sl_device_counters_get(d, &c);
+    CHECK(c.copies == 72 && c.copy_bytes[SL_COPY_H2D] == h2d &&
+          c.copy_bytes[SL_COPY_D2H] == d2h && c.copy_bytes[SL_COPY_D2D] == d2d);
+    OK(sl_device_copy(d, s, r, src, 0, SL_COPY_H2D, &err)); /* zero bytes: a no-op */
+    sl_device_stream_destroy(d, s);
+    OK(sl_device_region_free(d, r, &err));
+    free(src);
+    free(dst);
+    check_counters_zero(d);
+    sl_device_close(d);
+}
+
+/* Many copies into the same device buffer on one stream: they land in order, last wins. */
+static void check_stream_order(const sl_device_options *base)
+{
+    sl_error err;
+    sl_device *d = open_dev(base, (sl_fault_options){0});
+    if (!d)
+        return;
+    enum { N = 32, BYTES = 64 << 10 };
+    void *r = NULL;
+    sl_stream *s = NULL;
+    uint8_t *h = malloc((size_t)N * BYTES), *out = malloc(BYTES);
+    OK(sl_device_region_alloc(d, BYTES, &r, &err));
+    OK(sl_device_stream_create(d, &s, &err));
+    if (r && s && h && out) {
+        for (int i = 0; i < N; i++) {
+            memset(h + (size_t)i * BYTES, i + 1, BYTES);
+            OK(sl_device_copy(d, s, r, h + (size_t)i * BYTES, BYTES, SL_COPY_H2D, &err));
+        }
+        OK(sl_device_copy(d, s, out, r, BYTES, SL_COPY_D2H, &err));
+        OK(sl_device_stream_sync(d, s, &err));
+        bool all_last = true;
+        for (int i = 0; i < BYTES; i++)
+            all_last &= out[i] == N;
+        CHECK_MSG(all_last, "last copy did not win (out[0]=%d)", out[0]);
+    }
+    sl_device_stream_destroy(d, s);
+    OK(sl_device_region_free(d, r, &err));
+    free(h);
+    free(out);
+    check_counters_zero(d);
+    sl_device_close(d);
+}
+
+typedef struct order_log {
+    atomic_int n;
+    int seen[64];
+    const uint8_t *watch; /* host buffer a D2H fills before the checking host function */
+    int watch_ok;
+} order_log;
+
+typedef struct order_item {
+    order_log *log;
+    int index;
+} order_item;
+
+static void log_fn(void *user)
+{
+    order_item *it = user;
+    int k = atomic_fetch_add(&it->log->n, 1);
+    if (k < 64)
+        it->log->seen[k] = it->index;
+}
+
+static void watch_fn(void *user)
+{
+    order_log *log = user;
+    log->watch_ok = log->watch[0] == 0x5A && log->watch[4095] == 0x5A;
+}
+
+/* Host functions run in stream order, after the work enqueued before them. */
+static void check_host_fn(const sl_device_options *base)
+{
+    sl_error err;
+    sl_device *d = open_dev(base, (sl_fault_options){0});
+    if (!d)
+        return;
+    sl_stream *s = NULL;
+    void *r = NULL;
+    uint8_t src[4096], dst[4096];
+    memset(src, 0x5A, sizeof src);
+    memset(dst, 0, sizeof dst);
+    order_log log = {.watch = dst};
+    order_item items[16];
+    OK(sl_device_stream_create(d, &s, &err));
+    OK(sl_device_region_alloc(d, sizeof src, &r, &err));
+    if (s && r) {
+        for (int i = 0; i < 16; i++) {
+            items[i] = (order_item){&log, i};
+            OK(sl_device_launch_host(d, s, log_fn, &items[i], &err));
+        }
+        OK(sl_device_copy(d, s, r, src, sizeof src, SL_COPY_H2D, &err));
+        OK(sl_device_copy(d, s, dst, r, sizeof dst, SL_COPY_D2H, &err));
+        OK(sl_device_launch_host(d, s, watch_fn, &log, &err));
+        OK(sl_device_stream_sync(d, s, &err));
+        CHECK(atomic_load(&log.n) == 16);
+        for (int i = 0; i < 16; i++)
+            CHECK_MSG(log.seen[i] == i, "host fn %d ran at position %d", log.seen[i], i);
+        CHECK_MSG(log.watch_ok, "host fn ran before the D2H enqueued ahead of it finished");
+        CHECK(sl_device_launch_host(d, s, NULL, NULL, &err) == SL_ERR_INVALID);
+    }
+    sl_device_stream_destroy(d, s);
+    OK(sl_device_region_free(d, r, &err));
+    check_counters_zero(d);
+    sl_device_close(d);
+}
+
+/* Events: never-recorded = done; recorded behind a closed gate = not done until released;
+ * stream B waiting on A's event does not run ahead of A; elapsed_ms rules. */
+static void check_events(const sl_device_options *base)
+{
+    sl_error err;
+    sl_device *d = open_dev(base, (sl_fault_options){0});
+    if (!d)
+        return;
+    enum { BYTES = 1 << 20 };
+    sl_stream *a = NULL, *b = NULL;
+    sl_event *ea = NULL, *eb = NULL, *e0 = NULL;
+    void *x = NULL, *y = NULL;
+    uint8_t *src = malloc(BYTES), *out = malloc(BYTES);
+    OK(sl_device_stream_create(d, &a, &err));
+    OK(sl_device_stream_create(d, &b, &err));
+    OK(sl_device_event_create(d, &ea, &err));
+    OK(sl_device_event_create(d, &eb, &err));
+    OK(sl_device_event_create(d, &e0, &err));
+    OK(sl_device_region_alloc(d, BYTES, &x, &err));
+    OK(sl_device_region_alloc(d, BYTES, &y, &err));
+    if (a && b && ea && eb && e0 && x && y && src && out) {
+        bool done = false;
+        OK(sl_device_event_query(d, ea, &done, &err));
+        CHECK_MSG(done, "a never-recorded event must read as done");
+        OK(sl_device_event_sync(d, ea, &err));
+        float ms = -1;
+        CHECK(sl_device_event_elapsed_ms(d, ea, eb, &ms, &err) == SL_ERR_INVALID);
+        CHECK_CONTAINS(err.msg, "never recorded");
+        OK(sl_device_stream_wait(d, b, e0, &err)); /* never recorded: no-op */
+
+        fill(src, BYTES, 7);
+        memset(out, 0, BYTES);
+        gate g = {0};
+        OK(sl_device_launch_host(d, a, gate_fn, &g, &err));
+        OK(sl_device_event_record(d, e0, a, &err)); /* start mark, behind the gate */
+        OK(sl_device_copy(d, a, x, src, BYTES, SL_COPY_H2D, &err));
+        OK(sl_device_event_record(d, ea, a, &err));
+        OK(sl_device_stream_wait(d, b, ea, &err));
+        OK(sl_device_copy(d, b, y, x, BYTES, SL_COPY_D2D, &err));
+        OK(sl_device_copy(d, b, out, y, BYTES, SL_COPY_D2H, &err));
+        OK(sl_device_event_record(d, eb, b, &err));
+
+        OK(sl_device_event_query(d, ea, &done, &err));
+        CHECK_MSG(!done, "event behind a closed gate reads as done");
+        OK(sl_device_event_query(d, eb, &done, &err));
+        CHECK_MSG(!done, "stream B ran past its wait on A's event");
+        CHECK(sl_device_event_elapsed_ms(d, e0, ea, &ms, &err) == SL_ERR_INVALID);
+        CHECK_CONTAINS(err.msg, "not completed");
+
+        atomic_store(&g.open, 1);
+        OK(sl_device_event_sync(d, eb, &err));
+        OK(sl_device_event_query(d, eb, &done, &err));
+        CHECK(done);
+        OK(sl_device_event_query(d, ea, &done, &err));
+        CHECK_MSG(done, "B finished its wait, so A's event must be done");
+        CHECK_MSG(memcmp(src, out, BYTES) == 0, "B's copy did not see A's data");
+        OK(sl_device_event_elapsed_ms(d, e0, ea, &ms, &err));
+        CHECK_MSG(ms >= 0.0f, "elapsed %f ms", (double)ms);
+
+        /* Re-recording re-arms: behind a new gate it reads as not done again. */
+        gate g2 = {0};
+        OK(sl_device_launch_host(d, a, gate_fn, &g2, &err));
+        OK(sl_device_event_record(d, ea, a, &err));
+        OK(sl_device_event_query(d, ea, &done, &err));
+        CHECK_MSG(!done, "re-recorded event did not re-arm");
+        atomic_store(&g2.open, 1);
+        OK(sl_device_event_sync(d, ea, &err));
+        OK(sl_device_event_query(d, ea, &done, &err));
+        CHECK(done);
+
+        /* Destroying an event whose record is still pending is allowed (as in CUDA). */
+        gate g3 = {0};
+        sl_event *tmp = NULL;
+        OK(sl_device_event_create(d, &tmp, &err));
+        OK(sl_device_launch_host(d, a, gate_fn, &g3, &err));
+        OK(sl_device_event_record(d, tmp, a, &err));
+        OK(sl_device_stream_wait(d, b, tmp, &err));
+        sl_device_event_destroy(d, tmp);
+        atomic_store(&g3.open, 1);
+        OK(sl_device_stream_sync(d, b, &err));
+        OK(sl_device_stream_sync(d, a, &err));
+    }
+    sl_device_event_destroy(d, ea);
+    sl_device_event_destroy(d, eb);
+    sl_device_event_destroy(d, e0);
+    sl_device_stream_destroy(d, a);
+    sl_device_stream_destroy(d, b);
+    OK(sl_device_region_free(d, x, &err));
+    OK(sl_device_region_free(d, y, &err));
+    free(src);
+    free(out);
+    check_counters_zero(d);
+    sl_device_close(d);
+}
+
+static void check_host_register(const sl_device_options *base)
+{
+    sl_error err;
+    sl_device *d = open_dev(base, (sl_fault_options){0});
+    if (!d)
+        return;
+    enum { BYTES = 64 << 10 };
+    uint8_t *h = NULL;
+    if (posix_memalign((void **)&h, 4096, 2 * BYTES))
+        h = NULL;
+    CHECK(h != NULL);
+    if (h) {
+        OK(sl_device_host_register(d, h, BYTES, &err));
+        CHECK(sl_device_host_register(d, h + 100, 10, &err) == SL_ERR_INVALID);
+        CHECK_CONTAINS(err.msg, "overlaps");
+        OK(sl_device_host_register(d, h + BYTES, BYTES, &err));
+        sl_device_counters c;
+        sl_device_counters_get(d, &c);
+        CHECK(c.registrations_live == 2 && c.host_registers == 3);
+        CHECK(sl_device_host_unregister(d, h + 1, &err) == SL_ERR_INVALID);
+        CHECK_CONTAINS(err.msg, "not a registered host pointer");
+        OK(sl_device_host_unregister(d, h, &err));
+        OK(sl_device_host_unregister(d, h + BYTES, &err));
+        CHECK(sl_device_host_unregister(d, h, &err) == SL_ERR_INVALID);
+    }
+    check_counters_zero(d);
+    sl_device_close(d);
+    free(h);
+}
+
+/* Copies whose device side is outside a live region, host side inside one, or D2D overlap. */
+static void check_invalid_pointers(const sl_device_options *base)
+{
+    sl_error err;
+    sl_device *d = open_dev(base, (sl_fault_options){0});
+    if (!d)
+        return;
+    enum { BYTES = 8192 };
+    void *r = NULL, *gone = NULL;
+    sl_stream *s = NULL;
+    uint8_t h[BYTES];
+    memset(h, 0, sizeof h);
+    OK(sl_device_region_alloc(d, BYTES, &r, &err));
+    OK(sl_device_region_alloc(d, BYTES, &gone, &err));
+    OK(sl_device_stream_create(d, &s, &err));
+    if (r && s && gone) {
+        uint8_t *rr = r;
+        char ptr[32];
+        snprintf(ptr, sizeof ptr, "%p", (void *)(rr + BYTES - 8));
+        CHECK(sl_device_copy(d, s, rr + BYTES - 8, h, 16, SL_COPY_H2D, &err) == SL_ERR_INVALID);
+        CHECK_CONTAINS(err.msg, ptr);
+        CHECK_CONTAINS(err.msg, "not inside a live device region");
+        CHECK(sl_device_copy(d, s, h, h + 16, 16, SL_COPY_H2D, &err) == SL_ERR_INVALID);
+        CHECK(sl_device_copy(d, s, h, rr - 16, 16, SL_COPY_D2H, &err) == SL_ERR_INVALID);
+        /* swapped arguments: host side pointing into a device region */
+        CHECK(sl_device_copy(d, s, rr, rr + 4096, 16, SL_COPY_H2D, &err) == SL_ERR_INVALID);
+        CHECK_CONTAINS(err.msg, "lies in a device region");
+        CHECK(sl_device_copy(d, s, rr + 8, rr, 16, SL_COPY_D2D, &err) == SL_ERR_INVALID);
+        CHECK_CONTAINS(err.msg, "overlap");
+        OK(sl_device_copy(d, s, rr + 16, rr, 16, SL_COPY_D2D, &err)); /* adjacent is fine */
+        CHECK(sl_device_copy(d, s, rr, h, 16, (sl_copy_kind)7, &err) == SL_ERR_INVALID);
+        CHECK(sl_device_copy(d, s, NULL, h, 16, SL_COPY_H2D, &err) == SL_ERR_INVALID);
+        OK(sl_device_region_free(d, gone, &err));
+        CHECK(sl_device_copy(d, s, gone, h, 16, SL_COPY_H2D, &err) == SL_ERR_INVALID);
+        gone = NULL;
+        OK(sl_device_stream_sync(d, s, &err));
+        sl_device_counters c;
+        sl_device_counters_get(d, &c);
+        CHECK_MSG(c.copies == 1, "rejected copies were counted (%" PRIu64 ")", c.copies);
+    }
+    sl_device_stream_destroy(d, s);
+    OK(sl_device_region_free(d, r, &err));
+    OK(sl_device_region_free(d, gone, &err));
+    check_counters_zero(d);
+    sl_device_close(d);
+}
+
+/* The Nth call of each kind fails with SL_ERR_DEVICE "injected fault"; the others succeed,
+ * and nothing leaks. */
+static void check_faults(const sl_device_options *base)
+{
+    sl_error err;
+    {
+        sl_device *d = open_dev(base, (sl_fault_options){.region_alloc_at = 2});
+        if (d) {
+            void *r[4] = {0};
+            for (int i = 0; i < 4; i++) {
+                sl_status st = sl_device_region_alloc(d, 4096, &r[i], &err);
+                if (i == 1) {
+                    CHECK(st == SL_ERR_DEVICE && r[i] == NULL);
+                    CHECK_CONTAINS(err.msg, "injected fault");
+                } else {
+                    CHECK_MSG(st == SL_OK, "alloc %d: %s", i + 1, err.msg);
+                }
+            }
+            sl_device_counters c;
+            sl_device_counters_get(d, &c);
+            CHECK(c.region_allocs == 4 && c.regions_live == 3);
+            for (int i = 0; i < 4; i++)
+                OK(sl_device_region_free(d, r[i], &err));
+            check_counters_zero(d);
+            sl_device_close(d);
+        }
+    }
+    {
+        sl_device *d = open_dev(base, (sl_fault_options){.host_register_at = 3});
+        uint8_t *h = NULL;
+        if (posix_memalign((void **)&h, 4096, 4 * 4096))
+            h = NULL;
+        if (d && h) {
+            for (int i = 0; i < 4; i++) {
+                sl_status st = sl_device_host_register(d, h + i * 4096, 4096, &err);
+                if (i == 2) {
+                    CHECK(st == SL_ERR_DEVICE);
+                    CHECK_CONTAINS(err.msg, "injected fault");
+                } else {
+                    CHECK_MSG(st == SL_OK, "register %d: %s", i + 1, err.msg);
+                }
+            }
+            sl_device_counters c;
+            sl_device_counters_get(d, &c);
+            CHECK(c.host_registers == 4 && c.registrations_live == 3);
+            CHECK(sl_device_host_unregister(d, h + 2 * 4096, &err) == SL_ERR_INVALID);
+            for (int i = 0; i < 4; i++)
+                if (i != 2)
+                    OK(sl_device_host_unregister(d, h + i * 4096, &err));
+            check_counters_zero(d);
+        }
+        sl_device_close(d);
+        free(h);
+    }
+    {
+        sl_device *d = open_dev(base, (sl_fault_options){.copy_at = 3});
+        if (d) {
+            void *r = NULL;
+            sl_stream *s = NULL;
+            uint8_t h[5][256], out[256];
+            OK(sl_device_region_alloc(d, 256, &r, &err));
+            OK(sl_device_stream_create(d, &s, &err));
+            for (int i = 0; i < 5 && r && s; i++) {
+                memset(h[i], i + 1, sizeof h[i]);
+                sl_status st = sl_device_copy(d, s, r, h[i], 256, SL_COPY_H2D, &err);
+                if (i == 2) {
+                    CHECK(st == SL_ERR_DEVICE);
+                    CHECK_CONTAINS(err.msg, "injected fault");
+                    CHECK_CONTAINS(err.msg, "copy #3");
+                } else {
+                    CHECK_MSG(st == SL_OK, "copy %d: %s", i + 1, err.msg);
+                }
+            }
+            if (r && s) {
+                OK(sl_device_copy(d, s, out, r, 256, SL_COPY_D2H, &err));
+                OK(sl_device_stream_sync(d, s, &err));
+                CHECK(out[0] == 5 && out[255] == 5);
+            }
+            sl_device_counters c;
+            sl_device_counters_get(d, &c);
+            CHECK_MSG(c.copies == 5 && c.copy_bytes[SL_COPY_H2D] == 4 * 256,
+                      "copies %" PRIu64 " h2d bytes %" PRIu64, c.copies,
+                      c.copy_bytes[SL_COPY_H2D]);
+            sl_device_stream_destroy(d, s);
+            OK(sl_device_region_free(d, r, &err));
+            check_counters_zero(d);
+            sl_device_close(d);
+        }
+    }
+}
+
+/* close() releases whatever the caller left behind (ASan's leak check sees the rest). */
+static void check_close_releases(const sl_device_options *base)
+{
+    sl_error err;
+    sl_device *d = open_dev(base, (sl_fault_options){0});
+    if (!d)
+        return;
+    void *r = NULL;
+    sl_stream *s = NULL;
+    sl_event *e = NULL;
+    static uint8_t h[4096];
+    OK(sl_device_region_alloc(d, 4096, &r, &err));
+    OK(sl_device_stream_create(d, &s, &err));
+    OK(sl_device_event_create(d, &e, &err));
+    OK(sl_device_host_register(d, h, sizeof h, &err));
+    if (r && s && e) {
+        OK(sl_device_copy(d, s, r, h, sizeof h, SL_COPY_H2D, &err));
+        OK(sl_device_event_record(d, e, s, &err));
+    }
+    sl_device_counters c;
+    sl_device_counters_get(d, &c);
+    CHECK(c.regions_live == 1 && c.streams_live == 1 && c.events_live == 1 &&
+          c.registrations_live == 1);
+    sl_device_close(d);
+}
+
+int sl_device_checks_run(const sl_device_options *base, const char *label)
+{
+    int before = sl_test_g.failures;
+    check_props(base);
+    check_regions(base);
+    check_copies(base);
+    check_stream_order(base);
+    check_host_fn(base);
+    check_events(base);
+    check_host_register(base);
+    check_invalid_pointers(base);
+    check_faults(base);
+    check_close_releases(base);
+    char name[128];
+    snprintf(name, sizeof name, "device checks (%s)", label);
+    sl_test_finish(name);
+    return sl_test_g.failures - before;
+}

@@ -1,0 +1,441 @@
+/* tests/device/device_test.c: the device interface on the sim backend (CI), plus option and
+ * environment handling, backend selection on a GPU-less machine, and what only sim can show:
+ * capacity, throttling and latency (lower bounds only: timing-robust on loaded machines). */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "runtime/device/device.h"
+#include "runtime/device/device_impl.h"
+#include "tests/device/device_checks.h"
+#include "tests/testing.h"
+
+#define OK(call)                                                                           \
+    do {                                                                                   \
+        sl_status ok_st_ = (call);                                                         \
+        CHECK_MSG(ok_st_ == SL_OK, "%s -> %s: %s", #call, sl_status_name(ok_st_), err.msg);  \
+    } while (0)
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static sl_device_options sim_opts(void)
+{
+    sl_device_options o = {0};
+    o.kind = "sim";
+    return o;
+}
+
+static void check_valid(sl_device *d)
+{
+    sl_error err;
+    sl_status st = sl__device_validate(d, &err);
+    CHECK_MSG(st == SL_OK, "validate: %s", err.msg);
+}
+
+typedef struct notices {
+    int n;
+    char last[1200];
+} notices;
+
+static void on_notice(void *user, const char *msg)
+{
+    notices *nt = user;
+    nt->n++;
+    snprintf(nt->last, sizeof nt->last, "%s", msg);
+}
+
+static void test_env_and_kind(void)
+{
+    sl_error err;
+    sl_device *d = NULL;
+
+    setenv("SLUICE_DEVICE", "sim", 1);
+    OK(sl_device_open(NULL, &d, &err));
+    CHECK(d && sl_device_kind_get(d) == SL_DEVICE_SIM);
+    sl_device_close(d);
+
+    setenv("SLUICE_DEVICE", "gpu0", 1);
+    CHECK(sl_device_open(NULL, &d, &err) == SL_ERR_INVALID && d == NULL);
+    CHECK_CONTAINS(err.msg, "SLUICE_DEVICE");
+    CHECK_CONTAINS(err.msg, "gpu0");
+    /* options.kind wins over the environment */
+    sl_device_options o = sim_opts();
+    OK(sl_device_open(&o, &d, &err));
+    sl_device_close(d);
+    unsetenv("SLUICE_DEVICE");
+
+    o.kind = "SIM";
+    CHECK(sl_device_open(&o, &d, &err) == SL_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "options.kind");
+    CHECK_CONTAINS(err.msg, "SIM");
+
+    o = sim_opts();
+    o.sim.h2d_gbs = -1;
+    CHECK(sl_device_open(&o, &d, &err) == SL_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "h2d_gbs");
+
+    static const char *const vars[3] = {"SLUICE_FAULT_REGION_ALLOC",
+                                        "SLUICE_FAULT_HOST_REGISTER", "SLUICE_FAULT_COPY"};
+    static const char *const bad[] = {"abc", "-1", "", "1x", " 2", "+3",
+                                      "99999999999999999999999"};
+    for (int v = 0; v < 3; v++) {
+        for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+            setenv(vars[v], bad[b], 1);
+            o = sim_opts();
+            sl_status st = sl_device_open(&o, &d, &err);
+            CHECK_MSG(st == SL_ERR_INVALID, "%s='%s' accepted", vars[v], bad[b]);
+            CHECK_CONTAINS(err.msg, vars[v]);
+            if (bad[b][0])
+                CHECK_CONTAINS(err.msg, bad[b]);
+        }
+        unsetenv(vars[v]);
+    }
+
+    /* A valid fault variable takes effect; a non-zero option overrides it. */
+    setenv("SLUICE_FAULT_REGION_ALLOC", "2", 1);
+    o = sim_opts();
+    OK(sl_device_open(&o, &d, &err));
+    void *r1 = NULL, *r2 = NULL;
+    OK(sl_device_region_alloc(d, 256, &r1, &err));
+    CHECK(sl_device_region_alloc(d, 256, &r2, &err) == SL_ERR_DEVICE);
+    CHECK_CONTAINS(err.msg, "injected fault");
+    OK(sl_device_region_free(d, r1, &err));
+    sl_device_close(d);
+    o.faults.region_alloc_at = 1;
+    OK(sl_device_open(&o, &d, &err));
+    CHECK(sl_device_region_alloc(d, 256, &r1, &err) == SL_ERR_DEVICE);
+    OK(sl_device_region_alloc(d, 256, &r2, &err));
+    OK(sl_device_region_free(d, r2, &err));
+    sl_device_close(d);
+    unsetenv("SLUICE_FAULT_REGION_ALLOC");
+
+    /* cuda on this machine: a clean error, never a crash; auto falls back with a notice. */
+    o = sim_opts();
+    o.kind = "cuda";
+    sl_status st = sl_device_open(&o, &d, &err);
+    if (st == SL_OK) {
+        printf("device_test: a GPU is usable here; GPU-less checks skipped\n");
+        sl_device_close(d);
+        return;
+    }
+    CHECK_MSG(st == SL_ERR_DEVICE, "cuda open -> %s: %s", sl_status_name(st), err.msg);
+    CHECK_CONTAINS(err.msg, "cudaGetDeviceCount");
+    CHECK_CONTAINS(err.msg, "cuda.c:");
+    CHECK(d == NULL);
+
+    notices nt = {0};
+    o.kind = "auto";
+    o.notice = on_notice;
+    o.notice_user = &nt;
+    OK(sl_device_open(&o, &d, &err));
+    CHECK(d && sl_device_kind_get(d) == SL_DEVICE_SIM);
+    CHECK(nt.n == 1);
+    CHECK_CONTAINS(nt.last, "using sim");
+    sl_device_close(d);
+    nt.n = 0;
+    o.kind = NULL; /* neither option nor environment: auto */
+    OK(sl_device_open(&o, &d, &err));
+    CHECK(d && sl_device_kind_get(d) == SL_DEVICE_SIM && nt.n == 1);
+    sl_device_close(d);
+}
+
+static void test_props_and_capacity(void)
+{
+    sl_error err;
+    sl_device *d = NULL;
+    sl_device_options o = sim_opts();
+    OK(sl_device_open(&o, &d, &err));
+    sl_device_props p;
+    OK(sl_device_props_get(d, &p, &err));
+    CHECK(p.kind == SL_DEVICE_SIM && !strcmp(p.name, "sluice-sim") && p.pci_bus_id[0] == 0);
+    CHECK(p.total_mem_bytes == (uint64_t)4 << 30 && p.free_mem_bytes == p.total_mem_bytes);
+    CHECK(p.cc_major == 0 && p.cc_minor == 0);
+    CHECK(!strcmp(sl_device_kind_name(SL_DEVICE_SIM), "sim"));
+    CHECK(!strcmp(sl_device_kind_name(SL_DEVICE_CUDA), "cuda"));
+    sl_device_close(d);
+
+    o.sim.mem_bytes = 1 << 20;
+    o.sim.name = "tiny";
+    o.sim.pci_bus_id = "0000:65:00.0";
+    OK(sl_device_open(&o, &d, &err));
+    OK(sl_device_props_get(d, &p, &err));
+    CHECK(!strcmp(p.name, "tiny") && !strcmp(p.pci_bus_id, "0000:65:00.0"));
+    CHECK(p.total_mem_bytes == 1 << 20);
+    void *a = NULL, *b = NULL, *c = NULL;
+    OK(sl_device_region_alloc(d, 768 << 10, &a, &err));
+    OK(sl_device_props_get(d, &p, &err));
+    CHECK(p.free_mem_bytes == 256 << 10);
+    CHECK(sl_device_region_alloc(d, 512 << 10, &b, &err) == SL_ERR_NOMEM && b == NULL);
+    CHECK_CONTAINS(err.msg, "out of device memory");
+    OK(sl_device_region_alloc(d, 256 << 10, &c, &err)); /* exactly full */
+    CHECK(sl_device_region_alloc(d, 1, &b, &err) == SL_ERR_NOMEM);
+    check_valid(d);
+    OK(sl_device_region_free(d, a, &err));
+    OK(sl_device_region_alloc(d, 512 << 10, &b, &err));
+    OK(sl_device_region_free(d, b, &err));
+    OK(sl_device_region_free(d, c, &err));
+    check_valid(d);
+    sl_device_close(d);
+}
+
+/* A 64 MiB copy at 2 GB/s takes >= 33.5 ms; latency adds per op; elapsed_ms sees it. */
+static void test_throttle(void)
+{
+    sl_error err;
+    sl_device *d = NULL;
+    sl_device_options o = sim_opts();
+    o.sim.h2d_gbs = 2.0;
+    o.sim.d2h_gbs = 1.0;
+    OK(sl_device_open(&o, &d, &err));
+    enum { BIG = 64 << 20 };
+    void *r = NULL;
+    sl_stream *s = NULL;
+    sl_event *e0 = NULL, *e1 = NULL;
+    uint8_t *h = malloc(BIG);
+    OK(sl_device_region_alloc(d, BIG, &r, &err));
+    OK(sl_device_stream_create(d, &s, &err));
+    OK(sl_device_event_create(d, &e0, &err));
+    OK(sl_device_event_create(d, &e1, &err));
+    if (h && r && s && e0 && e1) {
+        memset(h, 0x3C, BIG);
+        uint64_t t0 = now_ns();
+        OK(sl_device_event_record(d, e0, s, &err));
+        OK(sl_device_copy(d, s, r, h, BIG, SL_COPY_H2D, &err));
+        OK(sl_device_event_record(d, e1, s, &err));
+        OK(sl_device_stream_sync(d, s, &err));
+        double ms = (double)(now_ns() - t0) / 1e6;
+        CHECK_MSG(ms >= 30.0, "64 MiB at 2 GB/s took %.1f ms (< 30)", ms);
+        CHECK(((uint8_t *)r)[0] == 0x3C && ((uint8_t *)r)[BIG - 1] == 0x3C);
+        float el = 0;
+        OK(sl_device_event_elapsed_ms(d, e0, e1, &el, &err));
+        CHECK_MSG(el >= 30.0f, "event elapsed %.2f ms (< 30)", (double)el);
+
+        /* D2H at 1 GB/s: 16 MiB >= 16.7 ms. */
+        t0 = now_ns();
+        OK(sl_device_copy(d, s, h, r, 16 << 20, SL_COPY_D2H, &err));
+        OK(sl_device_stream_sync(d, s, &err));
+        ms = (double)(now_ns() - t0) / 1e6;
+        CHECK_MSG(ms >= 15.0, "16 MiB at 1 GB/s took %.1f ms", ms);
+    }
+    sl_device_event_destroy(d, e0);
+    sl_device_event_destroy(d, e1);
+    sl_device_stream_destroy(d, s);
+    OK(sl_device_region_free(d, r, &err));
+    check_valid(d);
+    sl_device_close(d);
+    free(h);
+
+    /* Latency alone: 5 one-byte copies at 10 ms each, in order on one stream: >= 50 ms. */
+    o = sim_opts();
+    o.sim.latency_ns = 10 * 1000000;
+    OK(sl_device_open(&o, &d, &err));
+    r = NULL;
+    s = NULL;
+    uint8_t b[5] = {1, 2, 3, 4, 5};
+    OK(sl_device_region_alloc(d, 256, &r, &err));
+    OK(sl_device_stream_create(d, &s, &err));
+    if (r && s) {
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < 5; i++)
+            OK(sl_device_copy(d, s, (uint8_t *)r + i, &b[i], 1, SL_COPY_H2D, &err));
+        OK(sl_device_stream_sync(d, s, &err));
+        double ms = (double)(now_ns() - t0) / 1e6;
+        CHECK_MSG(ms >= 48.0, "5 copies at 10 ms latency took %.1f ms", ms);
+        CHECK(memcmp(r, b, 5) == 0);
+    }
+    sl_device_stream_destroy(d, s);
+    OK(sl_device_region_free(d, r, &err));
+    sl_device_close(d);
+}
+
+typedef struct stamp {
+    uint64_t t_ns;
+} stamp;
+
+static void stamp_fn(void *user)
+{
+    ((stamp *)user)->t_ns = now_ns();
+}
+
+/* Producer on A is slow (throttled H2D); consumer on B waits on A's event: B's copy sees A's
+ * data and finishes after A's. */
+static void test_cross_stream_throttled(void)
+{
+    sl_error err;
+    sl_device *d = NULL;
+    sl_device_options o = sim_opts();
+    o.sim.h2d_gbs = 1.0;
+    OK(sl_device_open(&o, &d, &err));
+    enum { BYTES = 16 << 20 };
+    void *x = NULL, *y = NULL;
+    sl_stream *a = NULL, *b = NULL;
+    sl_event *ea = NULL;
+    uint8_t *h = malloc(BYTES), *out = malloc(BYTES);
+    stamp ta = {0}, tb = {0};
+    OK(sl_device_region_alloc(d, BYTES, &x, &err));
+    OK(sl_device_region_alloc(d, BYTES, &y, &err));
+    OK(sl_device_stream_create(d, &a, &err));
+    OK(sl_device_stream_create(d, &b, &err));
+    OK(sl_device_event_create(d, &ea, &err));
+    if (x && y && a && b && ea && h && out) {
+        for (size_t i = 0; i < BYTES; i++)
+            h[i] = (uint8_t)(i * 31 + 7);
+        OK(sl_device_copy(d, a, x, h, BYTES, SL_COPY_H2D, &err));
+        OK(sl_device_launch_host(d, a, stamp_fn, &ta, &err));
+        OK(sl_device_event_record(d, ea, a, &err));
+        OK(sl_device_stream_wait(d, b, ea, &err));
+        OK(sl_device_copy(d, b, y, x, BYTES, SL_COPY_D2D, &err));
+        OK(sl_device_launch_host(d, b, stamp_fn, &tb, &err));
+        OK(sl_device_copy(d, b, out, y, BYTES, SL_COPY_D2H, &err));
+        OK(sl_device_stream_sync(d, b, &err));
+        CHECK(memcmp(h, out, BYTES) == 0);
+        CHECK_MSG(ta.t_ns && tb.t_ns >= ta.t_ns, "B finished at %" PRIu64 " before A at %" PRIu64,
+                  tb.t_ns, ta.t_ns);
+        OK(sl_device_stream_sync(d, a, &err));
+    }
+    sl_device_event_destroy(d, ea);
+    sl_device_stream_destroy(d, a);
+    sl_device_stream_destroy(d, b);
+    OK(sl_device_region_free(d, x, &err));
+    OK(sl_device_region_free(d, y, &err));
+    check_valid(d);
+    sl_device_close(d);
+    free(h);
+    free(out);
+}
+
+/* Region free waits for copies still in flight (sim; cudaFree synchronises likewise). */
+static void test_free_waits(void)
+{
+    sl_error err;
+    sl_device *d = NULL;
+    sl_device_options o = sim_opts();
+    o.sim.h2d_gbs = 1.0;
+    OK(sl_device_open(&o, &d, &err));
+    enum { BYTES = 8 << 20 };
+    void *r = NULL;
+    sl_stream *s = NULL;
+    uint8_t *h = calloc(1, BYTES);
+    stamp t = {0};
+    OK(sl_device_region_alloc(d, BYTES, &r, &err));
+    OK(sl_device_stream_create(d, &s, &err));
+    if (r && s && h) {
+        OK(sl_device_copy(d, s, r, h, BYTES, SL_COPY_H2D, &err));
+        OK(sl_device_launch_host(d, s, stamp_fn, &t, &err));
+        OK(sl_device_region_free(d, r, &err));
+        CHECK_MSG(t.t_ns != 0, "region freed while a copy into it was in flight");
+        r = NULL;
+    }
+    sl_device_stream_destroy(d, s);
+    OK(sl_device_region_free(d, r, &err));
+    sl_device_close(d);
+    free(h);
+}
+
+/* Several threads share one device handle (the header allows it), each feeding its own
+ * stream, while another allocates and frees regions: a free waits only for work enqueued
+ * before it, so it cannot be starved by busy streams. Data must survive; counters balance. */
+enum { MT_THREADS = 4, MT_ROUNDS = 40, MT_BYTES = 256 << 10 };
+
+typedef struct mt_arg {
+    sl_device *d;
+    int id, failures;
+} mt_arg;
+
+static void *mt_copier(void *p)
+{
+    mt_arg *a = p;
+    sl_error err;
+    void *r = NULL;
+    sl_stream *s = NULL;
+    sl_event *e = NULL;
+    uint8_t *h = malloc(MT_BYTES), *out = malloc(MT_BYTES);
+    if (!h || !out || sl_device_region_alloc(a->d, MT_BYTES, &r, &err) ||
+        sl_device_stream_create(a->d, &s, &err) || sl_device_event_create(a->d, &e, &err)) {
+        a->failures++;
+    } else {
+        for (int k = 0; k < MT_ROUNDS; k++) {
+            size_t n = 1 + (size_t)((k * 7919 + a->id * 104729) % (MT_BYTES / 2 - 1));
+            memset(h, (a->id * 16 + k) & 0xFF, n);
+            if (sl_device_copy(a->d, s, r, h, n, SL_COPY_H2D, &err) ||
+                sl_device_copy(a->d, s, (uint8_t *)r + MT_BYTES / 2, r, n, SL_COPY_D2D, &err) ||
+                sl_device_copy(a->d, s, out, (uint8_t *)r + MT_BYTES / 2, n, SL_COPY_D2H,
+                               &err) ||
+                sl_device_event_record(a->d, e, s, &err) || sl_device_event_sync(a->d, e, &err) ||
+                memcmp(h, out, n) != 0)
+                a->failures++;
+        }
+    }
+    sl_device_event_destroy(a->d, e);
+    sl_device_stream_destroy(a->d, s);
+    if (r && sl_device_region_free(a->d, r, &err))
+        a->failures++;
+    free(h);
+    free(out);
+    return NULL;
+}
+
+static void *mt_allocator(void *p)
+{
+    mt_arg *a = p;
+    sl_error err;
+    for (int k = 0; k < 50; k++) {
+        void *r = NULL;
+        if (sl_device_region_alloc(a->d, 4096 * (uint64_t)(k + 1), &r, &err) ||
+            sl_device_region_free(a->d, r, &err))
+            a->failures++;
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    sl_error err;
+    sl_device *d = NULL;
+    sl_device_options o = sim_opts();
+    o.sim.h2d_gbs = 20.0; /* slow enough that frees overlap copies in flight */
+    OK(sl_device_open(&o, &d, &err));
+    if (!d)
+        return;
+    pthread_t t[MT_THREADS + 1];
+    mt_arg args[MT_THREADS + 1];
+    for (int i = 0; i <= MT_THREADS; i++) {
+        args[i] = (mt_arg){d, i, 0};
+        CHECK(pthread_create(&t[i], NULL, i < MT_THREADS ? mt_copier : mt_allocator,
+                             &args[i]) == 0);
+    }
+    for (int i = 0; i <= MT_THREADS; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_MSG(args[i].failures == 0, "thread %d: %d failures", i, args[i].failures);
+    }
+    check_valid(d);
+    sl_device_counters c;
+    sl_device_counters_get(d, &c);
+    CHECK(c.regions_live == 0 && c.streams_live == 0 && c.events_live == 0);
+    CHECK(c.copies == (uint64_t)MT_THREADS * MT_ROUNDS * 3);
+    sl_device_close(d);
+}
+
+int main(void)
+{
+    unsetenv("SLUICE_DEVICE");
+    unsetenv("SLUICE_FAULT_REGION_ALLOC");
+    unsetenv("SLUICE_FAULT_HOST_REGISTER");
+    unsetenv("SLUICE_FAULT_COPY");
+    test_env_and_kind();
+    test_props_and_capacity();
+    test_throttle();
+    test_cross_stream_throttled();
+    test_free_waits();
+    test_threads();
+    sl_device_options o = sim_opts();
+    int shared_failures = sl_device_checks_run(&o, "sim");
+    int rc = sl_test_finish("device_test");
+    return rc || shared_failures ? 1 : 0;
+}
