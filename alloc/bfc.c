@@ -974,6 +974,7 @@ sl_status sl__bfc_validate(const sl_bfc *a, sl_error *err)
         if (off != rg->size) FAIL("bfc invariant: chunks of region %u cover %" PRIu64 " of %" PRIu64 " bytes", r, off, rg->size);
         total += rg->size;
     }
+    uint64_t binned = 0;
     for (uint32_t b = 0; b < BIN_COUNT; b++) {
         if (((a->bin_mask >> b) & 1u) != (a->bins[b] != NONE)) FAIL("bfc invariant: bin %u mask bit disagrees with its list", b);
         uint32_t prev = NONE;
@@ -981,23 +982,24 @@ sl_status sl__bfc_validate(const sl_bfc *a, sl_error *err)
             if (ci >= a->chunk_cap || seen[ci] != 1 || a->chunks[ci].state != CHUNK_FREE)
                 FAIL("bfc invariant: bin %u holds chunk %u that is not a free chunk of a region (or is binned twice)", b, ci);
             seen[ci] = 2;
+            binned++;
             if (a->chunks[ci].bin_prev != prev) FAIL("bfc invariant: bin %u: chunk %u bin_prev %u, expected %u", b, ci, a->chunks[ci].bin_prev, prev);
             if (bin_index(a->chunks[ci].size) != b) FAIL("bfc invariant: chunk %u of %" PRIu64 " bytes is in bin %u, belongs in %u", ci, a->chunks[ci].size, b, bin_index(a->chunks[ci].size));
             prev = ci;
         }
     }
-    uint64_t unused = 0;
-    for (uint32_t ci = 0; ci < a->chunk_cap; ci++) {
-        if (a->chunks[ci].state == CHUNK_FREE && seen[ci] != 2) FAIL("bfc invariant: free chunk %u is in no bin (or in no region)", ci);
-        if (a->chunks[ci].state == CHUNK_USED && seen[ci] != 1) FAIL("bfc invariant: used chunk %u is in no region", ci);
-        if (a->chunks[ci].state == CHUNK_UNUSED) unused++;
-    }
+    /* Every record is either reached from a region (nchunks) or on the record free list. */
     uint64_t listed = 0;
-    for (uint32_t ci = a->chunk_free_head; ci != NONE && listed <= a->chunk_cap; ci = a->chunks[ci].next) {
-        if (a->chunks[ci].state != CHUNK_UNUSED) FAIL("bfc invariant: record free list holds chunk %u in use", ci);
+    if (binned != nfree) FAIL("bfc invariant: %" PRIu64 " free chunks but %" PRIu64 " binned", nfree, binned);
+    for (uint32_t ci = a->chunk_free_head; ci != NONE; ci = a->chunks[ci].next) {
+        if (ci >= a->chunk_cap || seen[ci] || a->chunks[ci].state != CHUNK_UNUSED)
+            FAIL("bfc invariant: record free list holds chunk %u that is in use or listed twice", ci);
+        seen[ci] = 3;
         listed++;
     }
-    if (listed != unused || unused != a->chunk_unused) FAIL("bfc invariant: %" PRIu64 " unused chunk records but %" PRIu64 " on the record free list", unused, listed);
+    if (listed != a->chunk_unused || nchunks + listed != a->chunk_cap)
+        FAIL("bfc invariant: %" PRIu64 " records in regions + %" PRIu64 " on the free list != %u "
+             "records (kept unused count %u)", nchunks, listed, a->chunk_cap, a->chunk_unused);
     uint64_t live_slots = 0, free_slots = 0;
     for (uint32_t h = 0; h < a->handle_used; h++) {
         if (a->handles[h].chunk == NONE) {

@@ -213,7 +213,8 @@ static void *touch_main(void *arg)
     touch_job *j = arg;
     /* Binding is for speed (zeroing local memory); mbind already decides where pages go, so a
      * refused bind is harmless and not reported. */
-    if (j->pool->bind_threads) sl_topo_bind_thread_to_node(j->pool->topo, j->pool->place.node, NULL);
+    if (j->pool->bind_threads)
+        sl_topo_bind_thread_to_node(j->pool->topo, j->pool->place.node, NULL);
     touch_range(j);
     return NULL;
 }
@@ -500,7 +501,10 @@ sl_status sl_hostpool_free(sl_hostpool *p, sl_block b, sl_error *err)
 }
 
 void *sl_hostpool_ptr(const sl_hostpool *p, sl_block b) { return p ? sl_bfc_ptr(p->bfc, b) : NULL; }
-uint64_t sl_hostpool_size(const sl_hostpool *p, sl_block b) { return p ? sl_bfc_size(p->bfc, b) : 0; }
+uint64_t sl_hostpool_size(const sl_hostpool *p, sl_block b)
+{
+    return p ? sl_bfc_size(p->bfc, b) : 0;
+}
 
 void sl_hostpool_stats_get(const sl_hostpool *p, sl_hostpool_stats *out)
 {
@@ -570,7 +574,8 @@ sl_status sl__hostpool_validate(const sl_hostpool *p, uint64_t *pages_checked, s
     uint64_t sum = 0;
     for (size_t i = 0; i < p->n_slabs; i++) {
         sum += p->slabs[i].map_bytes;
-        if ((uintptr_t)p->slabs[i].base % HUGE_PAGE_BYTES || p->slabs[i].map_bytes % HUGE_PAGE_BYTES)
+        if ((uintptr_t)p->slabs[i].base % HUGE_PAGE_BYTES ||
+            p->slabs[i].map_bytes % HUGE_PAGE_BYTES)
             s = sl_error_set(err, SL_ERR_RANGE, "slab %zu (%p + %" PRIu64 ") is not 2 MiB aligned",
                              i, p->slabs[i].base, p->slabs[i].map_bytes);
         for (size_t j = 0; !s && j < i; j++) {

@@ -75,7 +75,8 @@ sl_status sl_topo_parse_cpu_list(const char *s, sl_cpu_set *out, sl_error *err)
         }
         if (!syntax_ok)
             return sl_error_set(err, SL_ERR_INVALID,
-                                "CPU list '%s': token %d '%.*s' is not N or N-M (decimal CPU numbers)",
+                                "CPU list '%s': token %d '%.*s' is not N or N-M "
+                                "(decimal CPU numbers)",
                                 s, tok_no, len, tok);
         const char *lo_end = dash ? dash : end;
         if (!parse_dec(tok, lo_end, SL_TOPO_MAX_CPUS, &lo) ||

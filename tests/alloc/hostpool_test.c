@@ -64,7 +64,10 @@ static void check_valid(const sl_hostpool *p, const char *where)
     CHECK_MSG(s == SL_OK, "%s: %s", where, e.msg);
 }
 
-static unsigned char pattern(size_t block, uint64_t i) { return (unsigned char)(block * 37 + i * 13 + 1); }
+static unsigned char pattern(size_t block, uint64_t i)
+{
+    return (unsigned char)(block * 37 + i * 13 + 1);
+}
 
 /* Mixed sizes, contents, frees and re-allocations on one pool; checks registration count and
  * page placement after each phase. */

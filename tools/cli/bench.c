@@ -15,6 +15,7 @@ typedef struct bench {
 
 static const bench k_benches[] = {
     {"gguf", sl_bench_gguf, "GGUF parse time (vs gguf-py) and read GB/s by mmap, pread, O_DIRECT"},
+    {"copy", sl_bench_copy, "H2D GB/s from the host pool, pageable and pinned memory; page-lock cost"},
 };
 
 int sl_bench_parse_long(const char *s, const char *flag, long lo, long hi, long *out)
