@@ -81,9 +81,8 @@ static sl_status dev_move(void *ctx, void *dst_v, const void *src_v, uint64_t n,
                                 "failed too (%s): contents lost", n, d, k + 1, pieces, pe.msg,
                                 re.msg);
         return sl_error_set(err, s, "bfc device move of %" PRIu64 " bytes by %" PRIu64
-                            ": piece %" PRIu64 " of %" PRIu64 " failed, %" PRIu64
-                            " pieces rolled back, source intact: %s", n, d, k + 1, pieces, k,
-                            pe.msg);
+                            ": piece %" PRIu64 " of %" PRIu64 " failed, source restored with %"
+                            PRIu64 " copies: %s", n, d, k + 1, pieces, k - 1, pe.msg);
     }
     return SL_OK;
 }

@@ -15,6 +15,7 @@ typedef struct bench {
 
 static const bench k_benches[] = {
     {"gguf", sl_bench_gguf, "GGUF parse time (vs gguf-py) and read GB/s by mmap, pread, O_DIRECT"},
+    {"alloc", sl_bench_alloc, "BFC alloc+free ns vs device regions; churn fragmentation; compaction GB/s"},
     {"copy", sl_bench_copy, "H2D GB/s from the host pool, pageable and pinned memory; page-lock cost"},
 };
 

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 int sl_bench_gguf(int argc, char **argv);
+int sl_bench_alloc(int argc, char **argv);
 int sl_bench_copy(int argc, char **argv);
 
 /* Strict decimal parse of flag `flag` into [lo, hi]; prints the error and returns non-zero. */
