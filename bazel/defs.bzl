@@ -35,5 +35,7 @@ def sl_c_test(name, srcs, deps = [], size = "small", **kwargs):
         srcs = srcs,
         deps = deps + ["//tests:testing"],
         size = size,
+        # Static: test binaries must run alone on the GPU machine (tools/gpu-test).
+        linkstatic = True,
         **kwargs
     )
