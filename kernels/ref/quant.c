@@ -1,4 +1,6 @@
-/* Scalar reference quantizers. See quant.h for the contract.
+/* Scalar reference quantizers: element conversions, the 32-element block types (Q4_0, Q4_1,
+ * Q5_0, Q5_1, Q8_0, Q8_1), the integer/F64 conversions and the row dispatch for every type.
+ * K-quants live in quant_k.c, IQ/TQ/FP4 types in quant_iq.c. See quant.h for the contract.
  *
  * Bit-exactness notes (why the code is written the way it is):
  * - Every float expression below is evaluated in float (no double intermediates, no fused
@@ -10,10 +12,12 @@
  */
 #include "kernels/ref/quant.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "kernels/ref/quant_impl.h"
 
 #if defined(__clang__)
 #pragma clang fp contract(off)
@@ -139,65 +143,300 @@ static void quant_block_q4_0(const float *x, sl_block_q4_0 *y)
     }
 }
 
+
+/* (int)trunc(s) for s in ggml's (int8_t) conversion range; anything else (only reachable from
+ * non-finite inputs, where C leaves the conversion undefined and x86 yields INT_MIN, low byte 0)
+ * gives 0. See the header comment. */
+static int trunc_i8(float s)
+{
+    return (s > -129.0f && s < 128.0f) ? (int)s : 0;
+}
+
+/* quantize_row_q4_1_ref: d = (max - min) / 15, m = min, q = min(15, trunc((x - min) / d + 0.5)).
+ * min/max start at +-FLT_MAX and use strict comparisons (first extreme wins). */
+static void quant_block_q4_1(const float *x, sl_block_q4_1 *y)
+{
+    float min = FLT_MAX, max = -FLT_MAX;
+    for (int j = 0; j < SL_QK4_1; j++) {
+        if (x[j] < min) min = x[j];
+        if (x[j] > max) max = x[j];
+    }
+    const float d = (max - min) / 15.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y->d = sl_quant_fp32_to_fp16(d);
+    y->m = sl_quant_fp32_to_fp16(min);
+    for (int j = 0; j < SL_QK4_1 / 2; j++) {
+        const float x0 = (x[j] - min) * id;
+        const float x1 = (x[SL_QK4_1 / 2 + j] - min) * id;
+        int q0 = trunc_i8(x0 + 0.5f), q1 = trunc_i8(x1 + 0.5f);
+        q0 = q0 < 15 ? q0 : 15;
+        q1 = q1 < 15 ? q1 : 15;
+        y->qs[j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
+    }
+}
+
+/* quantize_row_q5_0_ref: as Q4_0 with 5 bits: d = max / -16, q = min(31, trunc(x/d + 16.5));
+ * bit 4 of q[j] goes to bit j of qh. */
+static void quant_block_q5_0(const float *x, sl_block_q5_0 *y)
+{
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < SL_QK5_0; j++) {
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    }
+    const float d = max / -16.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y->d = sl_quant_fp32_to_fp16(d);
+    uint32_t qh = 0;
+    for (int j = 0; j < SL_QK5_0 / 2; j++) {
+        const float x0 = x[j] * id;
+        const float x1 = x[SL_QK5_0 / 2 + j] * id;
+        int q0 = trunc_i8(x0 + 16.5f), q1 = trunc_i8(x1 + 16.5f);
+        q0 = q0 < 31 ? q0 : 31;
+        q1 = q1 < 31 ? q1 : 31;
+        y->qs[j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
+        qh |= (((uint32_t)q0 & 0x10u) >> 4) << j;
+        qh |= (((uint32_t)q1 & 0x10u) >> 4) << (j + 16);
+    }
+    for (int k = 0; k < 4; k++) y->qh[k] = (uint8_t)(qh >> (8 * k));
+}
+
+/* quantize_row_q5_1_ref: d = (max - min) / 31, m = min, q = trunc((x - min) / d + 0.5). ggml
+ * does not clamp q here; q <= 31 holds for finite inputs (x - min <= max - min), and we clamp
+ * only so that garbage input cannot spill into the neighbouring nibble. */
+static void quant_block_q5_1(const float *x, sl_block_q5_1 *y)
+{
+    float min = FLT_MAX, max = -FLT_MAX;
+    for (int j = 0; j < SL_QK5_1; j++) {
+        if (x[j] < min) min = x[j];
+        if (x[j] > max) max = x[j];
+    }
+    const float d = (max - min) / 31.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y->d = sl_quant_fp32_to_fp16(d);
+    y->m = sl_quant_fp32_to_fp16(min);
+    uint32_t qh = 0;
+    for (int j = 0; j < SL_QK5_1 / 2; j++) {
+        const float x0 = (x[j] - min) * id;
+        const float x1 = (x[SL_QK5_1 / 2 + j] - min) * id;
+        const unsigned q0 = (unsigned)trunc_i8(x0 + 0.5f) & 31u;
+        const unsigned q1 = (unsigned)trunc_i8(x1 + 0.5f) & 31u;
+        y->qs[j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
+        qh |= ((q0 & 0x10u) >> 4) << j;
+        qh |= ((q1 & 0x10u) >> 4) << (j + 16);
+    }
+    for (int k = 0; k < 4; k++) y->qh[k] = (uint8_t)(qh >> (8 * k));
+}
+
+/* quantize_row_q8_1_ref: Q8_0's d and q, plus s = sum(q) * d as a half. */
+static void quant_block_q8_1(const float *x, sl_block_q8_1 *y)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < SL_QK8_1; j++) {
+        const float a = fabsf(x[j]);
+        amax = amax > a ? amax : a;
+    }
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y->d = sl_quant_fp32_to_fp16(d);
+    int sum = 0;
+    for (int j = 0; j < SL_QK8_1; j++) {
+        const float r = roundf(x[j] * id);
+        y->qs[j] = (r >= -128.0f && r <= 127.0f) ? (int8_t)r : 0;
+        sum += y->qs[j];
+    }
+    y->s = sl_quant_fp32_to_fp16((float)sum * d);
+}
+
+/* ---- 32-element dequantizers ------------------------------------------------------------ */
+
+static void dequant_q4_0(const void *block, float *y)
+{
+    const sl_block_q4_0 *b = block;
+    const float d = sl_quant_fp16_to_fp32(b->d);
+    for (int j = 0; j < SL_QK4_0 / 2; j++) {
+        y[j] = (float)((b->qs[j] & 0x0F) - 8) * d;
+        y[j + SL_QK4_0 / 2] = (float)((b->qs[j] >> 4) - 8) * d;
+    }
+}
+
+static void dequant_q4_1(const void *block, float *y)
+{
+    const sl_block_q4_1 *b = block;
+    const float d = sl_quant_fp16_to_fp32(b->d);
+    const float m = sl_quant_fp16_to_fp32(b->m);
+    for (int j = 0; j < SL_QK4_1 / 2; j++) {
+        const float v0 = (float)(b->qs[j] & 0x0F) * d;
+        const float v1 = (float)(b->qs[j] >> 4) * d;
+        y[j] = v0 + m;
+        y[j + SL_QK4_1 / 2] = v1 + m;
+    }
+}
+
+static uint32_t qh32(const uint8_t qh[4])
+{
+    return (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+}
+
+static void dequant_q5_0(const void *block, float *y)
+{
+    const sl_block_q5_0 *b = block;
+    const float d = sl_quant_fp16_to_fp32(b->d);
+    const uint32_t qh = qh32(b->qh);
+    for (int j = 0; j < SL_QK5_0 / 2; j++) {
+        const int x0 = ((b->qs[j] & 0x0F) | (int)(((qh >> j) << 4) & 0x10)) - 16;
+        const int x1 = ((b->qs[j] >> 4) | (int)((qh >> (j + 12)) & 0x10)) - 16;
+        y[j] = (float)x0 * d;
+        y[j + SL_QK5_0 / 2] = (float)x1 * d;
+    }
+}
+
+static void dequant_q5_1(const void *block, float *y)
+{
+    const sl_block_q5_1 *b = block;
+    const float d = sl_quant_fp16_to_fp32(b->d);
+    const float m = sl_quant_fp16_to_fp32(b->m);
+    const uint32_t qh = qh32(b->qh);
+    for (int j = 0; j < SL_QK5_1 / 2; j++) {
+        const int x0 = (b->qs[j] & 0x0F) | (int)(((qh >> j) << 4) & 0x10);
+        const int x1 = (b->qs[j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
+        const float v0 = (float)x0 * d;
+        const float v1 = (float)x1 * d;
+        y[j] = v0 + m;
+        y[j + SL_QK5_1 / 2] = v1 + m;
+    }
+}
+
+static void dequant_q8_0(const void *block, float *y)
+{
+    const sl_block_q8_0 *b = block;
+    const float d = sl_quant_fp16_to_fp32(b->d);
+    for (int j = 0; j < SL_QK8_0; j++) y[j] = (float)b->qs[j] * d;
+}
+
+/* ggml has no Q8_1 to_float (the type only feeds dot products); x = qs * d as Q8_0, s unused. */
+static void dequant_q8_1(const void *block, float *y)
+{
+    const sl_block_q8_1 *b = block;
+    const float d = sl_quant_fp16_to_fp32(b->d);
+    for (int j = 0; j < SL_QK8_1; j++) y[j] = (float)b->qs[j] * d;
+}
+
+/* sl__quant_fn adapters for the typed block quantizers above */
+static void quant_q4_0(const float *x, void *b) { quant_block_q4_0(x, b); }
+static void quant_q4_1(const float *x, void *b) { quant_block_q4_1(x, b); }
+static void quant_q5_0(const float *x, void *b) { quant_block_q5_0(x, b); }
+static void quant_q5_1(const float *x, void *b) { quant_block_q5_1(x, b); }
+static void quant_q8_0(const float *x, void *b) { quant_block_q8_0(x, b); }
+static void quant_q8_1(const float *x, void *b) { quant_block_q8_1(x, b); }
+
+/* ---- type table ------------------------------------------------------------------------- */
+
+/* How each type converts. Element types (block 1) have no block functions: the row loops
+ * handle them directly. Invariant: block_bytes == the GGUF type_size of gguf/types.c (checked
+ * by quant_ref_test), and a type with quant has dequant. */
+typedef struct type_ops {
+    int64_t block;        /* elements per block; 0 = unsupported */
+    size_t block_bytes;   /* bytes per block (element size for block 1) */
+    sl__dequant_fn dequant;
+    sl__quant_fn quant;
+} type_ops;
+
+static const type_ops TYPE_OPS[SL_GGML_TYPE_LIMIT] = {
+    [SL_GGML_F32] = {1, 4, NULL, NULL},
+    [SL_GGML_F16] = {1, 2, NULL, NULL},
+    [SL_GGML_BF16] = {1, 2, NULL, NULL},
+    [SL_GGML_I8] = {1, 1, NULL, NULL},
+    [SL_GGML_I16] = {1, 2, NULL, NULL},
+    [SL_GGML_I32] = {1, 4, NULL, NULL},
+    [SL_GGML_I64] = {1, 8, NULL, NULL},
+    [SL_GGML_F64] = {1, 8, NULL, NULL},
+    [SL_GGML_Q4_0] = {SL_QK4_0, sizeof(sl_block_q4_0), dequant_q4_0, quant_q4_0},
+    [SL_GGML_Q4_1] = {SL_QK4_1, sizeof(sl_block_q4_1), dequant_q4_1, quant_q4_1},
+    [SL_GGML_Q5_0] = {SL_QK5_0, sizeof(sl_block_q5_0), dequant_q5_0, quant_q5_0},
+    [SL_GGML_Q5_1] = {SL_QK5_1, sizeof(sl_block_q5_1), dequant_q5_1, quant_q5_1},
+    [SL_GGML_Q8_0] = {SL_QK8_0, sizeof(sl_block_q8_0), dequant_q8_0, quant_q8_0},
+    [SL_GGML_Q8_1] = {SL_QK8_1, sizeof(sl_block_q8_1), dequant_q8_1, quant_q8_1},
+    [SL_GGML_Q2_K] = {SL_QK_K, sizeof(sl_block_q2_K), sl__dequant_q2_K, NULL},
+    [SL_GGML_Q3_K] = {SL_QK_K, sizeof(sl_block_q3_K), sl__dequant_q3_K, NULL},
+    [SL_GGML_Q4_K] = {SL_QK_K, sizeof(sl_block_q4_K), sl__dequant_q4_K, sl__quant_q4_K},
+    [SL_GGML_Q5_K] = {SL_QK_K, sizeof(sl_block_q5_K), sl__dequant_q5_K, sl__quant_q5_K},
+    [SL_GGML_Q6_K] = {SL_QK_K, sizeof(sl_block_q6_K), sl__dequant_q6_K, sl__quant_q6_K},
+    [SL_GGML_Q8_K] = {SL_QK_K, sizeof(sl_block_q8_K), sl__dequant_q8_K, sl__quant_q8_K},
+    [SL_GGML_IQ2_XXS] = {SL_QK_K, sizeof(sl_block_iq2_xxs), sl__dequant_iq2_xxs, NULL},
+    [SL_GGML_IQ2_XS] = {SL_QK_K, sizeof(sl_block_iq2_xs), sl__dequant_iq2_xs, NULL},
+    [SL_GGML_IQ2_S] = {SL_QK_K, sizeof(sl_block_iq2_s), sl__dequant_iq2_s, NULL},
+    [SL_GGML_IQ3_XXS] = {SL_QK_K, sizeof(sl_block_iq3_xxs), sl__dequant_iq3_xxs, NULL},
+    [SL_GGML_IQ3_S] = {SL_QK_K, sizeof(sl_block_iq3_s), sl__dequant_iq3_s, NULL},
+    [SL_GGML_IQ1_S] = {SL_QK_K, sizeof(sl_block_iq1_s), sl__dequant_iq1_s, NULL},
+    [SL_GGML_IQ1_M] = {SL_QK_K, sizeof(sl_block_iq1_m), sl__dequant_iq1_m, NULL},
+    [SL_GGML_IQ4_NL] = {SL_QK4_NL, sizeof(sl_block_iq4_nl), sl__dequant_iq4_nl, NULL},
+    [SL_GGML_IQ4_XS] = {SL_QK_K, sizeof(sl_block_iq4_xs), sl__dequant_iq4_xs, NULL},
+    [SL_GGML_TQ1_0] = {SL_QK_K, sizeof(sl_block_tq1_0), sl__dequant_tq1_0, NULL},
+    [SL_GGML_TQ2_0] = {SL_QK_K, sizeof(sl_block_tq2_0), sl__dequant_tq2_0, NULL},
+    [SL_GGML_MXFP4] = {SL_QK_MXFP4, sizeof(sl_block_mxfp4), sl__dequant_mxfp4, NULL},
+    [SL_GGML_NVFP4] = {SL_QK_NVFP4, sizeof(sl_block_nvfp4), sl__dequant_nvfp4, NULL},
+};
+
+static const type_ops *ops_of(uint32_t type)
+{
+    if (type >= SL_GGML_TYPE_LIMIT || TYPE_OPS[type].block == 0) return NULL;
+    return &TYPE_OPS[type];
+}
+
+static bool elementwise_quantizable(uint32_t type)
+{
+    return type == SL_GGML_F32 || type == SL_GGML_F16 || type == SL_GGML_BF16;
+}
+
 /* ---- rows ------------------------------------------------------------------------------- */
-
-static int64_t block_size(uint32_t type)
-{
-    switch (type) {
-    case SL_GGML_F32:
-    case SL_GGML_F16:
-    case SL_GGML_BF16: return 1;
-    case SL_GGML_Q8_0:
-    case SL_GGML_Q4_0: return 32;
-    default: return 0;
-    }
-}
-
-static size_t block_bytes(uint32_t type)
-{
-    switch (type) {
-    case SL_GGML_F32: return 4;
-    case SL_GGML_F16:
-    case SL_GGML_BF16: return 2;
-    case SL_GGML_Q8_0: return sizeof(sl_block_q8_0);
-    case SL_GGML_Q4_0: return sizeof(sl_block_q4_0);
-    default: return 0;
-    }
-}
 
 bool sl_quant_supported(uint32_t type)
 {
-    return block_size(type) != 0;
+    return ops_of(type) != NULL;
+}
+
+bool sl_quant_can_quantize(uint32_t type)
+{
+    const type_ops *o = ops_of(type);
+    return o && (o->quant || elementwise_quantizable(type));
 }
 
 size_t sl_quant_row_bytes(uint32_t type, int64_t n)
 {
-    const int64_t bs = block_size(type);
-    if (bs == 0 || n < 0 || n % bs != 0) return 0;
-    const uint64_t blocks = (uint64_t)(n / bs);
-    const size_t bb = block_bytes(type);
-    if (blocks > SIZE_MAX / bb) return 0;
-    return (size_t)blocks * bb;
+    const type_ops *o = ops_of(type);
+    if (!o || n < 0 || n % o->block != 0) return 0;
+    const uint64_t blocks = (uint64_t)(n / o->block);
+    if (blocks > SIZE_MAX / o->block_bytes) return 0;
+    return (size_t)blocks * o->block_bytes;
 }
 
-static sl_status check_row(const char *fn, uint32_t type, const void *a, const void *b, int64_t n,
-                           sl_error *err)
+static sl_status check_row(const char *fn, uint32_t type, bool quant, const void *a,
+                           const void *b, int64_t n, sl_error *err)
 {
     const sl_gguf_type_info *ti = sl_gguf_type_get(type);
-    const int64_t bs = block_size(type);
-    if (bs == 0) {
+    const type_ops *o = ops_of(type);
+    if (!o) {
         if (ti)
             return sl_error_set(err, SL_ERR_UNSUPPORTED,
-                                "%s: type %s (code %u) is not supported by the reference "
-                                "quantizer (F32, F16, BF16, Q8_0, Q4_0 are)",
+                                "%s: type %s (code %u) has no reference conversion "
+                                "(its format is not public: Q1_0 and retired codes)",
                                 fn, ti->name, type);
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: unknown type code %u", fn, type);
     }
-    if (n < 0 || n % bs != 0)
+    if (quant && !sl_quant_can_quantize(type))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED,
+                            "%s: type %s (code %u) can be dequantized but has no reference "
+                            "quantizer (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, "
+                            "Q4_K, Q5_K, Q6_K, Q8_K have)",
+                            fn, ti ? ti->name : "?", type);
+    if (n < 0 || n % o->block != 0)
         return sl_error_set(err, SL_ERR_INVALID,
                             "%s: row length n = %lld is not a non-negative multiple of the %s "
                             "block size %lld",
-                            fn, (long long)n, ti ? ti->name : "?", (long long)bs);
+                            fn, (long long)n, ti ? ti->name : "?", (long long)o->block);
     if (n > 0 && (a == NULL || b == NULL))
         return sl_error_set(err, SL_ERR_INVALID, "%s: NULL %s pointer for n = %lld", fn,
                             a == NULL ? "source" : "destination", (long long)n);
@@ -209,89 +448,107 @@ static sl_status check_row(const char *fn, uint32_t type, const void *a, const v
 
 sl_status sl_quant_row(uint32_t type, const float *src, void *dst, int64_t n, sl_error *err)
 {
-    sl_status st = check_row("sl_quant_row", type, src, dst, n, err);
+    sl_status st = check_row("sl_quant_row", type, true, src, dst, n, err);
     if (st != SL_OK) return st;
     uint8_t *out = dst;
+    const type_ops *o = ops_of(type);
     switch (type) {
     case SL_GGML_F32:
         if (n) memcpy(dst, src, (size_t)n * sizeof(float));
-        break;
+        return SL_OK;
     case SL_GGML_F16:
         for (int64_t i = 0; i < n; i++) {
             const uint16_t h = sl_quant_fp32_to_fp16(src[i]);
             memcpy(out + 2 * i, &h, 2);
         }
-        break;
+        return SL_OK;
     case SL_GGML_BF16:
         for (int64_t i = 0; i < n; i++) {
             const uint16_t h = sl_quant_fp32_to_bf16(src[i]);
             memcpy(out + 2 * i, &h, 2);
         }
-        break;
-    case SL_GGML_Q8_0:
-        for (int64_t b = 0; b < n / SL_QK8_0; b++) {
-            sl_block_q8_0 blk;
-            quant_block_q8_0(src + b * SL_QK8_0, &blk);
-            memcpy(out + (size_t)b * sizeof blk, &blk, sizeof blk);
-        }
-        break;
-    case SL_GGML_Q4_0:
-        for (int64_t b = 0; b < n / SL_QK4_0; b++) {
-            sl_block_q4_0 blk;
-            quant_block_q4_0(src + b * SL_QK4_0, &blk);
-            memcpy(out + (size_t)b * sizeof blk, &blk, sizeof blk);
-        }
-        break;
+        return SL_OK;
+    default: break;
+    }
+    /* blocks are built in aligned storage, then copied to the (possibly unaligned) row */
+    for (int64_t b = 0; b < n / o->block; b++) {
+        sl__any_block blk;
+        memset(&blk, 0, sizeof blk);
+        o->quant(src + b * o->block, &blk);
+        memcpy(out + (size_t)b * o->block_bytes, &blk, o->block_bytes);
     }
     return SL_OK;
+}
+
+/* little-endian signed integer of `bytes` bytes at p, widened */
+static int64_t load_int(const uint8_t *p, size_t bytes)
+{
+    switch (bytes) {
+    case 1: return (int8_t)p[0];
+    case 2: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        return v;
+    }
+    case 4: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    default: {
+        int64_t v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    }
 }
 
 sl_status sl_quant_dequant_row(uint32_t type, const void *src, float *dst, int64_t n,
                                sl_error *err)
 {
-    sl_status st = check_row("sl_quant_dequant_row", type, src, dst, n, err);
+    sl_status st = check_row("sl_quant_dequant_row", type, false, src, dst, n, err);
     if (st != SL_OK) return st;
     const uint8_t *in = src;
+    const type_ops *o = ops_of(type);
     switch (type) {
     case SL_GGML_F32:
         if (n) memcpy(dst, src, (size_t)n * sizeof(float));
-        break;
+        return SL_OK;
     case SL_GGML_F16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, in + 2 * i, 2);
-            dst[i] = sl_quant_fp16_to_fp32(h);
-        }
-        break;
     case SL_GGML_BF16:
         for (int64_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, in + 2 * i, 2);
-            dst[i] = sl_quant_bf16_to_fp32(h);
+            dst[i] = type == SL_GGML_F16 ? sl_quant_fp16_to_fp32(h) : sl_quant_bf16_to_fp32(h);
         }
-        break;
-    case SL_GGML_Q8_0:
-        for (int64_t b = 0; b < n / SL_QK8_0; b++) {
-            sl_block_q8_0 blk;
-            memcpy(&blk, in + (size_t)b * sizeof blk, sizeof blk);
-            const float d = sl_quant_fp16_to_fp32(blk.d);
-            for (int j = 0; j < SL_QK8_0; j++) dst[b * SL_QK8_0 + j] = (float)blk.qs[j] * d;
+        return SL_OK;
+    case SL_GGML_F64:
+        for (int64_t i = 0; i < n; i++) {
+            double v;
+            memcpy(&v, in + 8 * i, 8);
+            /* round to nearest even. Out of float range the C cast is undefined, so do what
+             * IEEE (and x86) does: from FLT_MAX + half an ulp (the tie rounds to even, 2^128)
+             * up, +-inf. NaN stays NaN (quieted). */
+            if (fabs(v) >= 0x1.ffffffp127)
+                dst[i] = v > 0 ? INFINITY : -INFINITY;
+            else
+                dst[i] = (float)v;
         }
-        break;
-    case SL_GGML_Q4_0:
-        for (int64_t b = 0; b < n / SL_QK4_0; b++) {
-            sl_block_q4_0 blk;
-            memcpy(&blk, in + (size_t)b * sizeof blk, sizeof blk);
-            const float d = sl_quant_fp16_to_fp32(blk.d);
-            float *y = dst + b * SL_QK4_0;
-            for (int j = 0; j < SL_QK4_0 / 2; j++) {
-                const int q0 = (blk.qs[j] & 0x0f) - 8;
-                const int q1 = (blk.qs[j] >> 4) - 8;
-                y[j] = (float)q0 * d;
-                y[j + SL_QK4_0 / 2] = (float)q1 * d;
-            }
-        }
-        break;
+        return SL_OK;
+    case SL_GGML_I8:
+    case SL_GGML_I16:
+    case SL_GGML_I32:
+    case SL_GGML_I64:
+        /* round to nearest even where the integer has more than 24 significant bits */
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = (float)load_int(in + (size_t)i * o->block_bytes, o->block_bytes);
+        return SL_OK;
+    default: break;
+    }
+    for (int64_t b = 0; b < n / o->block; b++) {
+        sl__any_block blk;
+        memcpy(&blk, in + (size_t)b * o->block_bytes, o->block_bytes);
+        o->dequant(&blk, dst + b * o->block);
     }
     return SL_OK;
 }

@@ -7,12 +7,21 @@
  * (gguf.quants.quantize), which tests/mkmodel/quant_vs_gguf_py.py checks.
  *
  * Row contract (sl_quant_row / sl_quant_dequant_row): a row is n consecutive elements, n >= 0 and
- * a multiple of the type's block size (1 for F32/F16/BF16, 32 for Q8_0/Q4_0); the packed row
+ * a multiple of the type's block size (1 for F32/F16/BF16/F64/I8..I64, 32 for Q4_0..Q8_1, IQ4_NL and
+ * MXFP4, 64 for NVFP4, 256 for the K-quants, the other IQ types and TQ*); the packed row
  * occupies sl_quant_row_bytes(type, n) bytes. Pointers are host memory, must not overlap, and
  * need no alignment beyond their element type's (blocks are read/written with memcpy-safe
  * uint8/uint16 accesses). All functions are pure: thread-safe, no global state.
  *
- * Supported types: F32, F16, BF16, Q8_0, Q4_0. Others return SL_ERR_UNSUPPORTED naming the type.
+ * Dequantize (sl_quant_supported): every type whose format is public: F32, F16, BF16, F64, I8,
+ * I16, I32, I64, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ1_S,
+ * IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4, NVFP4.
+ * Not Q1_0 (no public reference to be exact against yet).
+ * Quantize (sl_quant_can_quantize): F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K,
+ * Q5_K, Q6_K, Q8_K (ggml's *_ref quantizers; Q4_1/Q5_0/Q5_1 also bit-exact with gguf-py, which
+ * has no K-quant quantizers). Other types return SL_ERR_UNSUPPORTED naming the type.
+ * Layout: kernels/ref/blocks.h; implementation split quant.c (dispatch, 32-element blocks),
+ * quant_k.c (K-quants), quant_iq.c (IQ, TQ, FP4), iq_tables.c (codebooks).
  */
 #ifndef SL_KERNELS_REF_QUANT_H
 #define SL_KERNELS_REF_QUANT_H
@@ -21,25 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/ref/blocks.h" /* sl_block_q8_0, sl_block_q4_0, ... (moved there) */
 #include "runtime/status.h"
-
-enum { SL_QK8_0 = 32, SL_QK4_0 = 32 };
-
-/* ggml's block_q8_0: x[i] = d * qs[i]. d is IEEE half bits (little-endian host assumed). */
-typedef struct sl_block_q8_0 {
-    uint16_t d;
-    int8_t qs[SL_QK8_0];
-} sl_block_q8_0;
-
-/* ggml's block_q4_0: x[i] = d * (q[i] - 8); byte j holds q[j] in its low nibble and
- * q[j + 16] in its high nibble (first half of the block in the low nibbles). */
-typedef struct sl_block_q4_0 {
-    uint16_t d;
-    uint8_t qs[SL_QK4_0 / 2];
-} sl_block_q4_0;
-
-_Static_assert(sizeof(sl_block_q8_0) == 34, "block_q8_0 is 34 bytes in GGUF");
-_Static_assert(sizeof(sl_block_q4_0) == 18, "block_q4_0 is 18 bytes in GGUF");
 
 /* ---- element conversions ---------------------------------------------------------------- */
 
@@ -57,19 +49,23 @@ float sl_quant_bf16_to_fp32(uint16_t b);
 
 /* ---- rows ------------------------------------------------------------------------------- */
 
-/* True for the types this file converts (F32, F16, BF16, Q8_0, Q4_0). */
+/* True for the types sl_quant_dequant_row converts (see the list above). */
 bool sl_quant_supported(uint32_t type);
+/* True for the types sl_quant_row packs (a subset of the supported ones). */
+bool sl_quant_can_quantize(uint32_t type);
 /* Bytes of a packed row of n elements; 0 if the type is unsupported, n < 0, n is not a multiple
  * of the block size or the size overflows size_t (n == 0 also gives 0). */
 size_t sl_quant_row_bytes(uint32_t type, int64_t n);
 
 /* Packs n floats of src into dst (sl_quant_row_bytes(type, n) bytes), exactly as ggml's
- * reference quantizer. SL_ERR_UNSUPPORTED for other types; SL_ERR_INVALID for a bad n or NULL
- * pointers (with n > 0). Inputs with NaN or inf give whatever ggml gives (garbage but
- * deterministic); finite inputs never fail. */
+ * reference quantizer. SL_ERR_UNSUPPORTED for types !sl_quant_can_quantize; SL_ERR_INVALID
+ * for a bad n or NULL pointers (with n > 0). Inputs with NaN or inf give whatever ggml gives
+ * (garbage but deterministic); finite inputs never fail. */
 sl_status sl_quant_row(uint32_t type, const float *src, void *dst, int64_t n, sl_error *err);
 /* Unpacks n elements of src (sl_quant_row_bytes(type, n) bytes) into dst floats, exactly as
- * ggml's dequantize_row_* and gguf-py's dequantize. Same errors as sl_quant_row. */
+ * ggml's dequantize_row_* and gguf-py's dequantize (integers and F64: C conversion, round to
+ * nearest even). Every byte pattern is accepted; non-finite scales give non-finite values.
+ * Errors as sl_quant_row, with SL_ERR_UNSUPPORTED for types !sl_quant_supported. */
 sl_status sl_quant_dequant_row(uint32_t type, const void *src, float *dst, int64_t n,
                                sl_error *err);
 

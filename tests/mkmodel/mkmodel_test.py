@@ -45,7 +45,13 @@ def mkmodel(*args, out=None):
 
 DEFAULTS = dict(layers=2, dim=64, ffn=128, experts=8, top_k=2, heads=4, kv_heads=2, vocab=512,
                 ctx=256, type="F32")
-FTYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 7, "BF16": 32}  # llama.h llama_ftype
+# llama.h llama_ftype; an all-Q4_K/Q5_K file is the _S mix (the _M mixes promote some tensors)
+FTYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9,
+         "Q4_K": 14, "Q5_K": 16, "Q6_K": 18, "BF16": 32}
+# K-quants: gguf-py has no quantizer to compare bytes with, so the weights are checked by their
+# RMS error against the F32 model (relative; bounds as tests/kernels/quant_ref_test.c), while
+# tests/kernels/dequant_vs_gguf_py.py checks our blocks decode identically in gguf-py.
+K_RMS_BOUND = {"Q4_K": 0.11, "Q5_K": 0.055, "Q6_K": 0.03}
 GGUF_ARCH = {"llama": "llama", "mixtral": "llama", "qwen3moe": "qwen3moe", "olmoe": "olmoe"}
 MOE = {"llama": False, "mixtral": True, "qwen3moe": True, "olmoe": True}
 
@@ -247,6 +253,23 @@ def check_weights_match_f32(arch, p, path, f32_path, label):
         expect(got == want, f"{label}: {t.name} bytes differ from gguf-py quantize of F32")
 
 
+def check_weights_close_f32(p, path, f32_path, label):
+    """K-quant weights (dequantized by gguf-py) within K_RMS_BOUND of the F32 model."""
+    rq, rf = GGUFReader(path), GGUFReader(f32_path)
+    ft = {t.name: t for t in rf.tensors}
+    qt = T[p["type"]]
+    for t in rq.tensors:
+        ref = tensor_f32(ft[t.name])
+        if t.tensor_type == T.F32:
+            expect(np.array_equal(tensor_f32(t), ref), f"{label}: {t.name} F32 differs")
+            continue
+        expect(t.tensor_type == qt, f"{label}: {t.name} type")
+        got = tensor_f32(t)
+        rel = float(np.sqrt(((got - ref) ** 2).mean() / (ref ** 2).mean()))
+        expect(rel <= K_RMS_BOUND[p["type"]],
+               f"{label}: {t.name} rms error {rel:.4f} > {K_RMS_BOUND[p['type']]}")
+
+
 def check_values(arch, p, path, label):
     r = GGUFReader(path)
     for t in r.tensors:
@@ -289,7 +312,7 @@ def spearman(a, b):
 def main():
     # -- layouts and metadata for every arch and several types
     matrix = [(a, ty) for a in ("llama", "mixtral", "qwen3moe", "olmoe")
-              for ty in ("F32", "F16", "BF16", "Q8_0", "Q4_0")]
+              for ty in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")]
     for arch, ty in matrix:
         p = dict(DEFAULTS, type=ty)
         if arch == "llama":
@@ -307,6 +330,27 @@ def main():
             check_weights_match_f32(arch, p, path, os.path.join(TMP, f"{arch}-F32.gguf"),
                                     f"{arch}/{ty}")
         print(f"ok   {arch} {ty}")
+
+    # -- K-quants: rows of 256-element super-blocks need --dim and --ffn multiples of 256
+    for arch in ("llama", "qwen3moe"):
+        p = dict(DEFAULTS, dim=256, ffn=256, experts=4)
+        if arch == "llama":
+            p.update(experts=0, top_k=0)
+        moe = ["--experts", "4"] if arch != "llama" else []
+        f32 = os.path.join(TMP, f"{arch}-k-F32.gguf")
+        r, _ = mkmodel("--arch", arch, "--dim", "256", "--ffn", "256", *moe, out=f32)
+        if not expect(r.returncode == 0, f"{arch} 256 F32: {r.stderr}"):
+            continue
+        for ty in ("Q4_K", "Q5_K", "Q6_K"):
+            p["type"] = ty
+            path = os.path.join(TMP, f"{arch}-{ty}.gguf")
+            r, _ = mkmodel("--arch", arch, "--dim", "256", "--ffn", "256", *moe, "--type", ty,
+                           out=path)
+            if not expect(r.returncode == 0, f"{arch} {ty}: exit {r.returncode}: {r.stderr}"):
+                continue
+            check_file(arch, p, path, f"{arch}/{ty}")
+            check_weights_close_f32(p, path, f32, f"{arch}/{ty}")
+            print(f"ok   {arch} {ty}")
 
     # -- non-default sizes, GQA and a bigger vocabulary
     p = dict(DEFAULTS, layers=3, dim=96, ffn=64, experts=4, top_k=3, heads=6, kv_heads=3,
@@ -394,7 +438,12 @@ def main():
         (["--arch", "olmoe", "--kv-heads", "2"], "--kv-heads"),
         (["--type", "Q8_0", "--dim", "48", "--heads", "4"], "--dim"),
         (["--type", "Q4_0", "--ffn", "100"], "--ffn"),
-        (["--type", "Q4_K"], "--type"),
+        (["--type", "Q4_K"], "--dim"),  # default --dim 64: not whole 256-blocks
+        (["--type", "Q6_K", "--dim", "256"], "--ffn"),  # default --ffn 128
+        (["--type", "Q5_1", "--ffn", "48"], "--ffn"),
+        (["--type", "IQ2_XXS"], "--type"),  # dequantize-only
+        (["--type", "Q8_K"], "--type"),  # not a weight type
+        (["--type", "Q2_K"], "--type"),
         (["--type", "fp32"], "--type"),
         (["--vocab", "100"], "--vocab"),
         (["--vocab", "258"], "--vocab"),

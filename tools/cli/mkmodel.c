@@ -36,8 +36,9 @@ static void usage(FILE *f)
             "  --kv-heads N      KV heads; must divide --heads (default 2; olmoe: = --heads)\n"
             "  --vocab N         vocabulary size, >= %d (default 512)\n"
             "  --ctx N           context_length metadata (default 256)\n"
-            "  --type T          matmul weight type: F32 F16 BF16 Q8_0 Q4_0 (default F32);\n"
-            "                    Q8_0/Q4_0 need --dim and --ffn multiples of 32\n"
+            "  --type T          matmul weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1\n"
+            "                    Q4_K Q5_K Q6_K (default F32); --dim and --ffn must be\n"
+            "                    multiples of the block size (32; 256 for the K-quants)\n"
             "  --router-skew Z   Zipf exponent of expert popularity, 0 = uniform (default 1.0)\n"
             "  --seed S          weight seed, 0..2^64-1 (default 1)\n"
             "  -o, --output FILE output path (required)\n"
@@ -190,7 +191,7 @@ int sl_cli_mkmodel(int argc, char **argv)
     if (type_s) {
         const sl_gguf_type_info *ti = sl_gguf_type_by_name(type_s);
         if (!ti || sl_synth_file_type(ti->code) == UINT32_MAX)
-            return usage_error("--type '%s': unsupported (F32, F16, BF16, Q8_0, Q4_0)", type_s);
+            return usage_error("--type '%s': unsupported (%s)", type_s, SL_SYNTH_TYPES);
         p.type = ti->code;
     }
     if (skew_given) p.router_skew = skew;

@@ -107,7 +107,15 @@ uint32_t sl_synth_file_type(uint32_t type)
     case SL_GGML_F32: return 0;   /* LLAMA_FTYPE_ALL_F32 */
     case SL_GGML_F16: return 1;   /* LLAMA_FTYPE_MOSTLY_F16 */
     case SL_GGML_Q4_0: return 2;  /* LLAMA_FTYPE_MOSTLY_Q4_0 */
+    case SL_GGML_Q4_1: return 3;  /* LLAMA_FTYPE_MOSTLY_Q4_1 */
     case SL_GGML_Q8_0: return 7;  /* LLAMA_FTYPE_MOSTLY_Q8_0 */
+    case SL_GGML_Q5_0: return 8;  /* LLAMA_FTYPE_MOSTLY_Q5_0 */
+    case SL_GGML_Q5_1: return 9;  /* LLAMA_FTYPE_MOSTLY_Q5_1 */
+    /* K-quant files with every matmul weight of one type are the _S ("small") mixes: the _M
+     * mixes promote some tensors (attn_v, ffn_down, output) to a wider type, which we don't. */
+    case SL_GGML_Q4_K: return 14; /* LLAMA_FTYPE_MOSTLY_Q4_K_S */
+    case SL_GGML_Q5_K: return 16; /* LLAMA_FTYPE_MOSTLY_Q5_K_S */
+    case SL_GGML_Q6_K: return 18; /* LLAMA_FTYPE_MOSTLY_Q6_K */
     case SL_GGML_BF16: return 32; /* LLAMA_FTYPE_MOSTLY_BF16 */
     default: return UINT32_MAX;
     }
@@ -172,25 +180,22 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
                                 "--top-k %u: must be between 1 and --experts (%u)",
                                 p->n_expert_used, p->n_expert);
     }
-    if (sl_synth_file_type(p->type) == UINT32_MAX) {
-        const sl_gguf_type_info *ti = sl_gguf_type_get(p->type);
-        return sl_error_set(err, SL_ERR_UNSUPPORTED,
-                            "--type %s: unsupported (F32, F16, BF16, Q8_0, Q4_0)",
-                            ti ? ti->name : "?");
-    }
-    if (p->type == SL_GGML_Q8_0 || p->type == SL_GGML_Q4_0) {
-        const sl_gguf_type_info *ti = sl_gguf_type_get(p->type);
-        if (p->n_embd % 32)
-            return sl_error_set(err, SL_ERR_INVALID,
-                                "--dim %u: not a multiple of 32, which --type %s needs (its "
-                                "rows are 32-element blocks)",
-                                p->n_embd, ti->name);
-        if (p->n_ff % 32)
-            return sl_error_set(err, SL_ERR_INVALID,
-                                "--ffn %u: not a multiple of 32, which --type %s needs (its "
-                                "rows are 32-element blocks)",
-                                p->n_ff, ti->name);
-    }
+    const sl_gguf_type_info *ti = sl_gguf_type_get(p->type);
+    if (sl_synth_file_type(p->type) == UINT32_MAX || !sl_quant_can_quantize(p->type))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "--type %s: unsupported (%s)",
+                            ti ? ti->name : "?", SL_SYNTH_TYPES);
+    /* every matmul weight row has --dim or --ffn elements (q/k/v/o rows are --dim since
+     * heads * head_dim == --dim), and a row must be whole blocks */
+    if (p->n_embd % ti->block_size)
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--dim %u: not a multiple of %u, which --type %s needs (its rows "
+                            "are %u-element blocks)",
+                            p->n_embd, ti->block_size, ti->name, ti->block_size);
+    if (p->n_ff % ti->block_size)
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--ffn %u: not a multiple of %u, which --type %s needs (its rows "
+                            "are %u-element blocks)",
+                            p->n_ff, ti->block_size, ti->name, ti->block_size);
     if (!isfinite(p->router_skew) || p->router_skew < 0.0 || p->router_skew > 16.0)
         return sl_error_set(err, SL_ERR_RANGE, "--router-skew %g: must be in [0, 16]",
                             p->router_skew);
