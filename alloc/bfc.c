@@ -23,19 +23,42 @@
  *   Generations start at a per-arena salt, so another arena's handle is usually refused too
  *   (a 1-in-256 chance per live slot is the limit of an 8-bit tag).
  *
- * Compaction: per region, walk chunks in address order keeping `hole`, the free chunk right
- * before the current one (there is at most one, because free neighbours always merge). A run
- * of consecutive movable live chunks after a hole is moved down by the hole's size in one
- * backend move (the backend chunks overlapping copies); then the hole is relinked after the run
- * and merged with the free chunk that follows, so it grows as the walk proceeds and every block
- * moves at most once. A pinned chunk ends the stretch: free space before it stays there.
- * Failure semantics: a run's chunk offsets (and so its handles' addresses) are updated only
- * after its move returned OK; a backend move that fails must leave its source intact (the
- * device backend rolls back its pieces). The first failure stops the walk: runs moved before it
- * stay moved (epoch bumped), the failing run and everything after stay where they were, the
- * chunk map is valid either way. The moves are then synced; a failure of that final sync is an
- * asynchronous device error after which moved blocks' contents are undefined (CUDA errors are
- * sticky; the device is unusable anyway) and the status says so.
+ * Compaction aims at one large free chunk at the top of every region while moving each byte
+ * about once, in few copies that never overlap (D2D copies must not; sliding a long run down
+ * over a small gap used to take ceil(run / gap) pieces: 21,053 copies for 384 MiB in
+ * `bench alloc`). Handles make block order irrelevant, so blocks may land anywhere lower in
+ * their region. Per region, two phases:
+ * 1. Fill holes from the top. `live` = the region's live bytes = where they would end if packed.
+ *    The zone is the blocks that end above `live`, walking down from the top to the first
+ *    pinned block; their bytes roughly equal the free bytes below them. Its maximal runs of
+ *    adjacent blocks are the move items, placed best fit decreasing: the largest item first,
+ *    into the smallest free chunk below the zone that holds it (ties: lowest address; items of
+ *    equal size: higher address first), so large holes stay for large blocks and leftovers stay
+ *    small; a run that fits nowhere whole goes back as its single blocks. An item lands at the
+ *    front of its hole in one copy (source is live data, destination free space: no overlap);
+ *    its old place becomes free and merges with its neighbours (destinations are only the free
+ *    chunks that start below the zone). Each item is placed once, so every block moves at most
+ *    once in this phase; items that fit nowhere stay.
+ * 2. Slide what remains. Walking up from the base (a pinned block ends a stretch), the run of
+ *    movable blocks after a free chunk slides down over it in one backend move — but only when
+ *    the run is at most SLIDE_RATIO (8) times the gap: one copy when it is not longer than the
+ *    gap, at most 8 pieces otherwise, never more than 8 bytes moved per byte of free space
+ *    joined. This closes the gaps phase 1 leaves inside the zone (items that fit nowhere) and
+ *    short gaps near the top. A small gap below a long run stays: closing it would move the
+ *    whole run in ceil(run / gap) copies, far more work than the free space is worth. The
+ *    trade-off is that such gaps (remainders of filled holes, slivers below runs of MiB) stay
+ *    as fragmentation; `bench alloc` reports it. sl__bfc_check_compacted checks the result.
+ *    Compaction on out-of-memory (compact_on_oom) is full: it slides every run whatever the
+ *    ratio, since a failed allocation is the alternative.
+ * Failure semantics: a group's chunk offsets (and so its handles' addresses) are updated only
+ * after its move returned OK, and a chunk record for the vacated space is reserved before the
+ * move, so nothing can fail after data has moved; a backend move that fails must leave its
+ * source intact (phase 1 copies write only free space; the device backend rolls back the
+ * pieces of a slide). The first failure stops compaction: groups moved before it stay moved
+ * (epoch bumped), the failing one and everything after stay where they were, the chunk map is
+ * valid either way. The moves are then synced; a failure of that final sync is an asynchronous
+ * device error after which moved blocks' contents are undefined (CUDA errors are sticky; the
+ * device is unusable anyway) and the status says so.
  *
  * Invariants (sl__bfc_validate):
  *   Σ chunk sizes of region r == regions[r].size, offsets contiguous from 0, links agree;
@@ -79,6 +102,8 @@ typedef struct chunk {
     uint32_t handle;          /* handle slot of a used chunk; NONE otherwise */
     uint8_t state;            /* chunk_state */
     uint8_t pinned;           /* used chunks only */
+    uint8_t moved;            /* used chunks, meaningful during a compaction only: this
+                                 compaction has already moved the block */
 } chunk;
 
 typedef struct region {
@@ -86,6 +111,20 @@ typedef struct region {
     uint64_t size;
     uint32_t first;           /* lowest chunk */
 } region;
+
+/* Size-class bins: head[i] lists free chunks of bin i (unsorted, linked through bin_prev/next);
+ * bit i of mask is set iff head[i] is non-empty. The arena has one set for every free chunk;
+ * compaction borrows a second one (see fill_holes). */
+typedef struct binset {
+    uint32_t head[BIN_COUNT];
+    uint32_t mask;
+} binset;
+
+/* Compaction's phase 1 plan: a run of consecutive movable blocks to move with one copy. */
+typedef struct move_item {
+    uint32_t first, last, blocks;
+    uint64_t bytes, off;      /* total size; offset of `first` */
+} move_item;
 
 typedef struct handle_slot {
     uint32_t chunk;           /* NONE when the slot is free */
@@ -110,8 +149,10 @@ struct sl_bfc {
     uint32_t hfree_head, hfree_tail, hfree_count;
     uint8_t gen_salt;
 
-    uint32_t bins[BIN_COUNT];
-    uint32_t bin_mask;
+    binset bins;
+
+    move_item *items;         /* compaction scratch (kept between compactions) */
+    uint32_t items_cap;
 
     uint64_t epoch;
     /* Maintained counters; validate recomputes them from the chunks. */
@@ -144,27 +185,36 @@ static uintptr_t chunk_addr(const sl_bfc *a, const chunk *c)
     return (uintptr_t)a->regions[c->region].base + (uintptr_t)c->off;
 }
 
-static void bin_insert(sl_bfc *a, uint32_t ci)
+static void binset_init(binset *set)
+{
+    for (int i = 0; i < BIN_COUNT; i++) set->head[i] = NONE;
+    set->mask = 0;
+}
+
+static void binset_insert(sl_bfc *a, binset *set, uint32_t ci)
 {
     chunk *c = &a->chunks[ci];
     uint32_t b = bin_index(c->size);
     c->bin_prev = NONE;
-    c->bin_next = a->bins[b];
-    if (a->bins[b] != NONE) a->chunks[a->bins[b]].bin_prev = ci;
-    a->bins[b] = ci;
-    a->bin_mask |= 1u << b;
+    c->bin_next = set->head[b];
+    if (set->head[b] != NONE) a->chunks[set->head[b]].bin_prev = ci;
+    set->head[b] = ci;
+    set->mask |= 1u << b;
 }
 
-static void bin_remove(sl_bfc *a, uint32_t ci)
+static void binset_remove(sl_bfc *a, binset *set, uint32_t ci)
 {
     chunk *c = &a->chunks[ci];
     uint32_t b = bin_index(c->size);
     if (c->bin_prev != NONE) a->chunks[c->bin_prev].bin_next = c->bin_next;
-    else a->bins[b] = c->bin_next;
+    else set->head[b] = c->bin_next;
     if (c->bin_next != NONE) a->chunks[c->bin_next].bin_prev = c->bin_prev;
     c->bin_prev = c->bin_next = NONE;
-    if (a->bins[b] == NONE) a->bin_mask &= ~(1u << b);
+    if (set->head[b] == NONE) set->mask &= ~(1u << b);
 }
+
+static void bin_insert(sl_bfc *a, uint32_t ci) { binset_insert(a, &a->bins, ci); }
+static void bin_remove(sl_bfc *a, uint32_t ci) { binset_remove(a, &a->bins, ci); }
 
 /* Makes sure `n` unused chunk records are available (grows the array). */
 static sl_status chunks_reserve(sl_bfc *a, uint32_t n, sl_error *err)
@@ -206,6 +256,7 @@ static uint32_t chunk_take(sl_bfc *a)
     c->handle = NONE;
     c->requested = 0;
     c->pinned = 0;
+    c->moved = 0;
     a->chunk_unused--;
     a->chunk_count++;
     return ci;
@@ -364,7 +415,7 @@ sl_status sl__bfc_create_owned(const sl_bfc_backend *backend, const sl_bfc_optio
     a->opt = o;
     a->chunk_free_head = NONE;
     a->hfree_head = a->hfree_tail = NONE;
-    for (int i = 0; i < BIN_COUNT; i++) a->bins[i] = NONE;
+    binset_init(&a->bins);
     /* Per-arena generation salt from the arena's address (no global state), so handles of two
      * arenas rarely coincide. */
     uint64_t h = (uint64_t)(uintptr_t)a * 0x9E3779B97F4A7C15ull;
@@ -391,24 +442,25 @@ void sl_bfc_destroy(sl_bfc *a)
     free(a->chunks);
     free(a->regions);
     free(a->handles);
+    free(a->items);
     pthread_mutex_destroy(&a->mu);
     free(a);
 }
 
 /* ---- allocation -------------------------------------------------------------------------- */
 
-/* Smallest free chunk of ≥ need bytes, ties by lowest address; NONE if there is none. */
-static uint32_t best_fit(const sl_bfc *a, uint64_t need)
+/* Smallest chunk of `set` with ≥ need bytes, ties by lowest address; NONE if there is none. */
+static uint32_t best_fit_in(const sl_bfc *a, const binset *set, uint64_t need)
 {
     uint32_t b = bin_index(need);
     uint32_t best = NONE;
     for (int pass = 0; pass < 2 && best == NONE; pass++) {
         if (pass == 1) {
-            uint32_t higher = b + 1 < BIN_COUNT ? a->bin_mask & ~((2u << b) - 1u) : 0;
+            uint32_t higher = b + 1 < BIN_COUNT ? set->mask & ~((2u << b) - 1u) : 0;
             if (!higher) break;
             b = (uint32_t)__builtin_ctz(higher);
         }
-        for (uint32_t ci = a->bins[b]; ci != NONE; ci = a->chunks[ci].bin_next) {
+        for (uint32_t ci = set->head[b]; ci != NONE; ci = a->chunks[ci].bin_next) {
             const chunk *c = &a->chunks[ci];
             if (c->size < need) continue;
             if (best == NONE || c->size < a->chunks[best].size ||
@@ -419,12 +471,15 @@ static uint32_t best_fit(const sl_bfc *a, uint64_t need)
     return best;
 }
 
+/* Smallest free chunk of ≥ need bytes, ties by lowest address; NONE if there is none. */
+static uint32_t best_fit(const sl_bfc *a, uint64_t need) { return best_fit_in(a, &a->bins, need); }
+
 static uint64_t largest_free(const sl_bfc *a)
 {
-    if (!a->bin_mask) return 0;
-    uint32_t b = 31u - (uint32_t)__builtin_clz(a->bin_mask);
+    if (!a->bins.mask) return 0;
+    uint32_t b = 31u - (uint32_t)__builtin_clz(a->bins.mask);
     uint64_t m = 0;
-    for (uint32_t ci = a->bins[b]; ci != NONE; ci = a->chunks[ci].bin_next)
+    for (uint32_t ci = a->bins.head[b]; ci != NONE; ci = a->chunks[ci].bin_next)
         if (a->chunks[ci].size > m) m = a->chunks[ci].size;
     return m;
 }
@@ -528,7 +583,7 @@ static sl_block take_chunk(sl_bfc *a, uint32_t ci, uint64_t need, uint64_t req, 
     return handle_take(a, ci);
 }
 
-static sl_status compact_locked(sl_bfc *a, sl_bfc_compact_result *res, sl_error *err);
+static sl_status compact_locked(sl_bfc *a, bool full, sl_bfc_compact_result *res, sl_error *err);
 
 sl_status sl_bfc_alloc(sl_bfc *a, uint64_t bytes, uint32_t flags, sl_block *out, sl_error *err)
 {
@@ -567,7 +622,7 @@ sl_status sl_bfc_alloc(sl_bfc *a, uint64_t bytes, uint32_t flags, sl_block *out,
         /* The free space would fit if it were in one piece: compact, then retry once. */
         sl_bfc_compact_result cr;
         sl_error ce;
-        sl_status cs = compact_locked(a, &cr, &ce);
+        sl_status cs = compact_locked(a, true, &cr, &ce);
         if (cs) {
             a->failed_allocs++;
             unlock(a);
@@ -630,7 +685,7 @@ sl_status sl_bfc_free(sl_bfc *a, sl_block b, sl_error *err)
     if (a->opt.compact_threshold > 0 && fragmentation(a) > a->opt.compact_threshold) {
         sl_bfc_compact_result cr;
         sl_error ce;
-        if (compact_locked(a, &cr, &ce))
+        if (compact_locked(a, false, &cr, &ce))
             s = sl_error_set(err, ce.code,
                              "bfc: block 0x%08" PRIx32 " was freed, but the automatic compaction "
                              "that followed failed: %s", b, ce.msg);
@@ -682,6 +737,237 @@ uint64_t sl_bfc_epoch(const sl_bfc *a)
 
 /* ---- compaction -------------------------------------------------------------------------- */
 
+/* Phase 2 closes a gap only when the run after it is at most SLIDE_RATIO times the gap: at
+ * most SLIDE_RATIO device copies and SLIDE_RATIO bytes moved per byte of free space joined. */
+enum { SLIDE_RATIO = 8 };
+
+/* Marks the chunks [first .. last] as moved by this compaction; returns how many were not yet
+ * (a block slid in phase 2 after phase 1 placed it counts once in blocks_moved). */
+static uint64_t mark_moved(sl_bfc *a, uint32_t first, uint32_t last)
+{
+    uint64_t fresh = 0;
+    for (uint32_t ci = first;; ci = a->chunks[ci].next) {
+        fresh += !a->chunks[ci].moved;
+        a->chunks[ci].moved = 1;
+        if (ci == last) break;
+    }
+    return fresh;
+}
+
+/* Phase 1 bookkeeping: while region r is planned, its free chunks that start below
+ * `zone_start` (the destinations) sit in `low`, a bin set of their own, so best_fit_in looks at
+ * nothing else; every other free chunk stays in the arena's bins. */
+typedef struct fill_state {
+    binset low;
+    uint64_t zone_start;
+} fill_state;
+
+static void free_insert(sl_bfc *a, fill_state *fs, uint32_t ci)
+{
+    binset_insert(a, a->chunks[ci].off < fs->zone_start ? &fs->low : &a->bins, ci);
+}
+
+static void free_remove(sl_bfc *a, fill_state *fs, uint32_t ci)
+{
+    binset_remove(a, a->chunks[ci].off < fs->zone_start ? &fs->low : &a->bins, ci);
+}
+
+/* Moves the consecutive movable used chunks [x .. c] (`bytes` in all, in the zone) into the
+ * free chunk h of `low` (≥ bytes) with one backend copy — source and destination cannot
+ * overlap: one is live data, the other lies in a free chunk — then rewrites the chunk map: the
+ * blocks take the front of h, h keeps the rest, and a free chunk takes their old place, merged
+ * with its free neighbours. */
+static sl_status move_group(sl_bfc *a, fill_state *fs, uint32_t h, uint32_t x, uint32_t c,
+                            uint64_t bytes, sl_error *err)
+{
+    /* The record for the vacated chunk is reserved before the copy, so nothing can fail after
+     * the data has moved (handles would still point at the old copy). */
+    sl_status s = chunks_reserve(a, 1, err);
+    if (s) return s;
+    region *rg = &a->regions[a->chunks[h].region];
+    char *base = rg->base;
+    uint64_t from = a->chunks[x].off, to = a->chunks[h].off;
+    s = a->be.move(a->be.ctx, base + to, base + from, bytes, err);
+    if (s) return s; /* only free space was written: the blocks are intact at their source */
+    uint32_t v = chunk_take(a);
+    chunk *ch = a->chunks; /* stable from here on: no more records are taken */
+    uint32_t p = ch[x].prev, n = ch[c].next; /* p != NONE: h lies below x */
+    ch[v].off = from;
+    ch[v].size = bytes;
+    ch[v].region = ch[h].region;
+    ch[v].state = CHUNK_FREE;
+    ch[v].prev = p;
+    ch[v].next = n;
+    ch[p].next = v;
+    if (n != NONE) ch[n].prev = v;
+    a->free_chunk_count++;
+    a->free_bytes += bytes;
+
+    free_remove(a, fs, h);
+    uint32_t hp = ch[h].prev;
+    for (uint32_t k = x;; k = ch[k].next) {
+        ch[k].off -= from - to;
+        ch[k].moved = 1;
+        if (k == c) break;
+    }
+    ch[x].prev = hp;
+    if (hp != NONE) ch[hp].next = x;
+    else rg->first = x;
+    ch[h].off += bytes;
+    ch[h].size -= bytes;
+    a->free_bytes -= bytes;
+    if (ch[h].size) {
+        ch[c].next = h;
+        ch[h].prev = c;
+        free_insert(a, fs, h);
+    } else { /* exact fit: h disappears (it has a successor: v lies above) */
+        uint32_t hn = ch[h].next;
+        ch[c].next = hn;
+        ch[hn].prev = c;
+        chunk_release(a, h);
+        a->free_chunk_count--;
+    }
+    if (ch[v].prev != NONE && ch[ch[v].prev].state == CHUNK_FREE) {
+        uint32_t l = ch[v].prev;
+        free_remove(a, fs, l);
+        merge_into_left(a, l, v);
+        v = l;
+    }
+    if (ch[v].next != NONE && ch[ch[v].next].state == CHUNK_FREE) {
+        uint32_t r = ch[v].next;
+        free_remove(a, fs, r);
+        merge_into_left(a, v, r);
+    }
+    free_insert(a, fs, v);
+    return SL_OK;
+}
+
+/* Max-heap of move items: more bytes first, ties to the higher address (deterministic). */
+static bool item_before(const move_item *x, const move_item *y)
+{
+    return x->bytes != y->bytes ? x->bytes > y->bytes : x->off > y->off;
+}
+
+static void heap_push(move_item *h, uint32_t *n, move_item it)
+{
+    uint32_t i = (*n)++;
+    while (i > 0 && item_before(&it, &h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = it;
+}
+
+static move_item heap_pop(move_item *h, uint32_t *n)
+{
+    move_item top = h[0], last = h[--*n];
+    uint32_t i = 0;
+    for (;;) {
+        uint32_t k = 2 * i + 1;
+        if (k >= *n) break;
+        if (k + 1 < *n && item_before(&h[k + 1], &h[k])) k++;
+        if (!item_before(&h[k], &last)) break;
+        h[i] = h[k];
+        i = k;
+    }
+    if (*n) h[i] = last;
+    return top;
+}
+
+/* Phase 1 for region r (see the file comment). */
+static sl_status fill_holes(sl_bfc *a, uint32_t r, sl_bfc_compact_result *res, sl_error *err)
+{
+    uint64_t region_free = 0;
+    uint32_t top = NONE, zone_blocks = 0;
+    for (uint32_t ci = a->regions[r].first; ci != NONE; ci = a->chunks[ci].next) {
+        a->chunks[ci].moved = 0;
+        if (a->chunks[ci].state == CHUNK_FREE) region_free += a->chunks[ci].size;
+        top = ci;
+    }
+    /* The zone: the blocks that end above `live`, where the region's live bytes would end if it
+     * were packed — down to the first pinned block (below one, free space gathers under it in
+     * phase 2 instead; moving blocks from there into holes lower down only made slivers). */
+    uint64_t live = a->regions[r].size - region_free;
+    fill_state fs = {.zone_start = a->regions[r].size};
+    for (uint32_t ci = top; ci != NONE; ci = a->chunks[ci].prev) {
+        const chunk *c = &a->chunks[ci];
+        if (c->state == CHUNK_FREE) continue;
+        if (c->pinned || c->off + c->size <= live) break;
+        zone_blocks++;
+        fs.zone_start = c->off;
+    }
+    if (!zone_blocks) return SL_OK;
+    if (zone_blocks > a->items_cap) {
+        move_item *ni = realloc(a->items, (size_t)zone_blocks * sizeof *ni);
+        if (!ni)
+            return sl_error_set(err, SL_ERR_NOMEM, "bfc: compaction of region %" PRIu32
+                                ": out of host memory planning %" PRIu32 " moves", r, zone_blocks);
+        a->items = ni;
+        a->items_cap = zone_blocks;
+    }
+    /* Items: the zone's maximal runs of adjacent blocks (each one copy if a hole holds it). */
+    move_item *heap = a->items;
+    uint32_t n = 0;
+    binset_init(&fs.low);
+    for (uint32_t ci = a->regions[r].first; ci != NONE; ci = a->chunks[ci].next) {
+        const chunk *c = &a->chunks[ci];
+        if (c->off < fs.zone_start) {
+            if (c->state == CHUNK_FREE) {
+                bin_remove(a, ci);
+                binset_insert(a, &fs.low, ci);
+            }
+            continue;
+        }
+        if (c->state == CHUNK_FREE || c->pinned) continue;
+        move_item it = {.first = ci, .last = ci, .blocks = 1, .bytes = c->size, .off = c->off};
+        while (it.last != top && a->chunks[a->chunks[it.last].next].state == CHUNK_USED &&
+               !a->chunks[a->chunks[it.last].next].pinned) {
+            it.last = a->chunks[it.last].next;
+            it.bytes += a->chunks[it.last].size;
+            it.blocks++;
+        }
+        heap_push(heap, &n, it);
+        ci = it.last;
+    }
+    /* Best fit decreasing: the largest item first, into the smallest hole that holds it, so
+     * large holes stay for large blocks. A run that fits nowhere whole goes back as its blocks
+     * (fewer heap entries than zone blocks are ever live: a run of k makes k after leaving). */
+    sl_status s = SL_OK;
+    while (n) {
+        move_item it = heap_pop(heap, &n);
+        uint32_t hole = best_fit_in(a, &fs.low, it.bytes);
+        if (hole == NONE) {
+            if (it.blocks > 1)
+                for (uint32_t ci = it.first;; ci = a->chunks[ci].next) {
+                    const chunk *c = &a->chunks[ci];
+                    heap_push(heap, &n, (move_item){.first = ci, .last = ci, .blocks = 1,
+                                                    .bytes = c->size, .off = c->off});
+                    if (ci == it.last) break;
+                }
+            continue;
+        }
+        uint64_t to = a->chunks[hole].off;
+        sl_error me;
+        s = move_group(a, &fs, hole, it.first, it.last, it.bytes, &me);
+        if (s) {
+            sl_error_set(err, s, "bfc: compaction stopped in region %" PRIu32 ": moving %" PRIu32
+                         " blocks (%" PRIu64 " bytes) from offset %" PRIu64 " down to %" PRIu64
+                         " failed, they stay in place: %s", r, it.blocks, it.bytes, it.off, to,
+                         me.msg);
+            break;
+        }
+        res->bytes_moved += it.bytes;
+        res->blocks_moved += it.blocks;
+    }
+    for (uint32_t b = 0; b < BIN_COUNT; b++)
+        while (fs.low.head[b] != NONE) {
+            uint32_t ci = fs.low.head[b];
+            binset_remove(a, &fs.low, ci);
+            bin_insert(a, ci);
+        }
+    return s;
+}
+
 /* Moves the run [first .. last] of used, unpinned chunks down over the free chunk `hole` right
  * before it, then relinks the hole after the run and merges it with a free successor. */
 static sl_status slide_run(sl_bfc *a, uint32_t hole, uint32_t first, uint32_t last,
@@ -717,6 +1003,58 @@ static sl_status slide_run(sl_bfc *a, uint32_t hole, uint32_t first, uint32_t la
     return SL_OK;
 }
 
+/* Phase 2 for region r: walk up from the base keeping `hole`, the free chunk right before the
+ * current one (at most one: free neighbours merge); slide the run of movable blocks after it
+ * down over it when that is cheap enough (always when `full`), so the hole moves up, merges with
+ * the next free chunk and grows. A pinned block ends the stretch; so does a run too long for
+ * its hole, which keeps that hole where it is. */
+static sl_status slide_region(sl_bfc *a, uint32_t r, bool full, sl_bfc_compact_result *res,
+                              sl_error *err)
+{
+    uint32_t hole = NONE;
+    uint32_t ci = a->regions[r].first;
+    while (ci != NONE) {
+        const chunk *c = &a->chunks[ci];
+        if (c->state == CHUNK_FREE) {
+            hole = ci;
+            ci = c->next;
+            continue;
+        }
+        if (c->pinned || hole == NONE) {
+            hole = NONE;
+            ci = c->next;
+            continue;
+        }
+        uint32_t last = ci;
+        uint64_t run_bytes = c->size, blocks = 1;
+        for (uint32_t n = c->next; n != NONE && a->chunks[n].state == CHUNK_USED &&
+                                   !a->chunks[n].pinned;
+             n = a->chunks[n].next) {
+            last = n;
+            run_bytes += a->chunks[n].size;
+            blocks++;
+        }
+        uint64_t gap = a->chunks[hole].size;
+        uint64_t pieces = (run_bytes - 1) / gap + 1; /* device copies of the slide */
+        if (!full && pieces > SLIDE_RATIO) {
+            hole = NONE;
+            ci = a->chunks[last].next;
+            continue;
+        }
+        sl_error me;
+        sl_status s = slide_run(a, hole, ci, last, run_bytes, &me);
+        if (s)
+            return sl_error_set(err, s, "bfc: compaction stopped in region %" PRIu32
+                                ": moving %" PRIu64 " blocks (%" PRIu64 " bytes) down by %" PRIu64
+                                " bytes failed, they stay in place: %s",
+                                r, blocks, run_bytes, gap, me.msg);
+        res->bytes_moved += run_bytes;
+        res->blocks_moved += mark_moved(a, ci, last);
+        ci = a->chunks[hole].next;
+    }
+    return SL_OK;
+}
+
 static void release_region(sl_bfc *a, uint32_t r)
 {
     uint32_t ci = a->regions[r].first;
@@ -734,48 +1072,14 @@ static void release_region(sl_bfc *a, uint32_t r)
     a->region_count--;
 }
 
-static sl_status compact_locked(sl_bfc *a, sl_bfc_compact_result *res, sl_error *err)
+static sl_status compact_locked(sl_bfc *a, bool full, sl_bfc_compact_result *res, sl_error *err)
 {
     double t0 = now_s();
     memset(res, 0, sizeof *res);
     sl_status s = SL_OK;
     for (uint32_t r = 0; !s && r < a->region_count; r++) {
-        uint32_t hole = NONE;
-        uint32_t ci = a->regions[r].first;
-        while (ci != NONE) {
-            chunk *c = &a->chunks[ci];
-            if (c->state == CHUNK_FREE) {
-                hole = ci;
-                ci = c->next;
-                continue;
-            }
-            if (c->pinned || hole == NONE) { /* a pinned block closes the stretch */
-                hole = NONE;
-                ci = c->next;
-                continue;
-            }
-            uint32_t last = ci;
-            uint64_t run_bytes = c->size, blocks = 1;
-            for (uint32_t n = c->next; n != NONE && a->chunks[n].state == CHUNK_USED &&
-                                       !a->chunks[n].pinned;
-                 n = a->chunks[n].next) {
-                last = n;
-                run_bytes += a->chunks[n].size;
-                blocks++;
-            }
-            sl_error me;
-            s = slide_run(a, hole, ci, last, run_bytes, &me);
-            if (s) {
-                sl_error_set(err, s, "bfc: compaction stopped in region %" PRIu32
-                             ": moving %" PRIu64 " blocks (%" PRIu64 " bytes) down by %" PRIu64
-                             " bytes failed, they stay in place: %s",
-                             r, blocks, run_bytes, a->chunks[hole].size, me.msg);
-                break;
-            }
-            res->bytes_moved += run_bytes;
-            res->blocks_moved += blocks;
-            ci = a->chunks[hole].next;
-        }
+        s = fill_holes(a, r, res, err);
+        if (!s) s = slide_region(a, r, full, res, err);
     }
     if (res->blocks_moved && a->be.sync) {
         sl_error se;
@@ -809,7 +1113,7 @@ sl_status sl_bfc_compact(sl_bfc *a, sl_bfc_compact_result *out, sl_error *err)
     if (!a) return sl_error_set(err, SL_ERR_INVALID, "bfc: compact with a NULL arena");
     sl_bfc_compact_result r;
     lock(a);
-    sl_status s = compact_locked(a, &r, err);
+    sl_status s = compact_locked(a, false, &r, err);
     unlock(a);
     if (out) *out = r;
     return s;
@@ -915,6 +1219,31 @@ sl_status sl_bfc_dump(const sl_bfc *a, FILE *f, bool json, sl_error *err)
     return s;
 }
 
+sl_status sl__bfc_check_compacted(const sl_bfc *a, bool full, sl_error *err)
+{
+    if (!a) return sl_error_set(err, SL_ERR_INVALID, "bfc: check_compacted of a NULL arena");
+    lock(a);
+    sl_status s = SL_OK;
+    for (uint32_t r = 0; !s && r < a->region_count; r++)
+        for (uint32_t ci = a->regions[r].first; !s && ci != NONE; ci = a->chunks[ci].next) {
+            const chunk *c = &a->chunks[ci];
+            if (c->state != CHUNK_FREE || c->next == NONE || a->chunks[c->next].pinned) continue;
+            uint64_t run = 0;
+            for (uint32_t n = c->next; n != NONE && a->chunks[n].state == CHUNK_USED &&
+                                       !a->chunks[n].pinned;
+                 n = a->chunks[n].next)
+                run += a->chunks[n].size;
+            if (full || (run - 1) / c->size + 1 <= SLIDE_RATIO)
+                s = sl_error_set(err, SL_ERR_RANGE,
+                                 "bfc: not compacted: region %" PRIu32 " has %" PRIu64
+                                 " free bytes at offset %" PRIu64 " before a run of %" PRIu64
+                                 " movable bytes that %s compaction slides down",
+                                 r, c->size, c->off, run, full ? "a full" : "every");
+        }
+    unlock(a);
+    return s;
+}
+
 #define FAIL(...)                                      \
     do {                                               \
         s = sl_error_set(err, SL_ERR_RANGE, __VA_ARGS__); \
@@ -976,9 +1305,9 @@ sl_status sl__bfc_validate(const sl_bfc *a, sl_error *err)
     }
     uint64_t binned = 0;
     for (uint32_t b = 0; b < BIN_COUNT; b++) {
-        if (((a->bin_mask >> b) & 1u) != (a->bins[b] != NONE)) FAIL("bfc invariant: bin %u mask bit disagrees with its list", b);
+        if (((a->bins.mask >> b) & 1u) != (a->bins.head[b] != NONE)) FAIL("bfc invariant: bin %u mask bit disagrees with its list", b);
         uint32_t prev = NONE;
-        for (uint32_t ci = a->bins[b]; ci != NONE; ci = a->chunks[ci].bin_next) {
+        for (uint32_t ci = a->bins.head[b]; ci != NONE; ci = a->chunks[ci].bin_next) {
             if (ci >= a->chunk_cap || seen[ci] != 1 || a->chunks[ci].state != CHUNK_FREE)
                 FAIL("bfc invariant: bin %u holds chunk %u that is not a free chunk of a region (or is binned twice)", b, ci);
             seen[ci] = 2;

@@ -1,9 +1,10 @@
 /* alloc/bfc_device.c: the BFC backend over runtime/device: regions by sl_device_region_alloc,
  * moves as D2D copies on one stream, sync by sl_device_stream_sync.
  *
- * D2D copies must not overlap, but compaction slides a run down by the size d of the hole
- * before it, often less than the run's length. The move is then done in pieces of at most d
- * bytes, front to back: piece i copies source bytes [i·d, (i+1)·d) to dst + i·d, which only
+ * D2D copies must not overlap. Compaction's hole filling never asks for an overlapping move, but
+ * its slides move a run down by the size d of the hole before it, which may be less than the
+ * run's length (at most 8× less, or any amount when compacting on out-of-memory). Such a move
+ * is done in pieces of at most d bytes, front to back: piece i copies source bytes [i·d, (i+1)·d) to dst + i·d, which only
  * overwrites source bytes that piece i−1 has already copied; one stream keeps them in order.
  *
  * Failure: the arena needs a failed move to leave the source intact. A failure of the first
