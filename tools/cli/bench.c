@@ -17,6 +17,7 @@ static const bench k_benches[] = {
     {"gguf", sl_bench_gguf, "GGUF parse time (vs gguf-py) and read GB/s by mmap, pread, O_DIRECT"},
     {"alloc", sl_bench_alloc, "BFC alloc+free ns vs device regions; churn fragmentation; compaction GB/s"},
     {"copy", sl_bench_copy, "H2D GB/s from the host pool, pageable and pinned memory; page-lock cost"},
+    {"kernels", sl_bench_kernels, "CPU GEMV GB/s per type and ISA vs a streaming-read roofline"},
 };
 
 int sl_bench_parse_long(const char *s, const char *flag, long lo, long hi, long *out)

@@ -1,0 +1,349 @@
+/* CPU matvec drivers: ISA resolution, argument checks (shared with the reference), activation
+ * quantization, and the row / column-block splits over the pool. Per-row work is one call of
+ * a range kernel (matvec_impl.h) per batch column on the reference lanes; the batch loop sits
+ * inside the row loop, so each weight row is fetched from memory once and re-read from L1/L2
+ * for the other batch columns (a 4096-wide Q4_K row is 2.3 KB).
+ *
+ * Split: dense and gathered calls split output rows into chunks of `grain` rows, handed out by
+ * the pool; a row is always summed by one thread, which is why the thread count never changes
+ * a result. The transposed call splits output columns (block-aligned). */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+#include "kernels/cpu/matvec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kernels/cpu/matvec_impl.h"
+#include "kernels/ref/matvec.h"
+
+sl_status sl_cpu_matvec_init(sl_cpu_matvec_ctx *mv, sl_cpu_isa isa, sl_cpu_features f,
+                             sl_error *err)
+{
+    if (!mv) return sl_error_set(err, SL_ERR_INVALID, "sl_cpu_matvec_init: mv is NULL");
+    if (isa < SL_CPU_ISA_AUTO || isa >= SL_CPU_ISA_COUNT)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_cpu_matvec_init: isa = %d is out of range",
+                            (int)isa);
+    if (isa == SL_CPU_ISA_AUTO)
+        isa = sl_cpu_isa_available(f, SL_CPU_ISA_AVX512) ? SL_CPU_ISA_AVX512
+              : sl_cpu_isa_available(f, SL_CPU_ISA_AVX2) ? SL_CPU_ISA_AVX2
+                                                          : SL_CPU_ISA_SCALAR;
+    if (!sl_cpu_isa_available(f, isa))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED,
+                            "sl_cpu_matvec_init: this CPU cannot run isa %s (see sl_cpu_features)",
+                            sl_cpu_isa_name(isa));
+    mv->isa = isa;
+    mv->vnni = isa == SL_CPU_ISA_AVX512 && f.avx512vnni;
+    return SL_OK;
+}
+
+const char *sl_cpu_matvec_name(const sl_cpu_matvec_ctx *mv)
+{
+    if (!mv) return "?";
+    if (mv->isa == SL_CPU_ISA_AVX512) return mv->vnni ? "avx512-vnni" : "avx512";
+    return sl_cpu_isa_name(mv->isa);
+}
+
+/* Reference code on the same lanes: the fallback for types without a SIMD kernel. */
+static void scalar_range(const sl__mv_type *t, const void *w, const void *xq, int64_t b0,
+                         int64_t b1, float *lane)
+{
+    if (t->block == 1) sl__mv_dot_floats(t->type, w, xq, b0, b1, lane);
+    else sl__mv_dot_blocks(t, w, xq, b0, b1, lane);
+}
+
+static sl__mv_range_fn simd_range(const sl_cpu_matvec_ctx *mv, uint32_t type)
+{
+    /* AVX-512 without VNNI runs the AVX2 kernels (same bits; see matvec_avx512.c). */
+    if (mv->isa == SL_CPU_ISA_AVX512 && mv->vnni) return sl__mv_range_avx512(type);
+    if (mv->isa == SL_CPU_ISA_AVX512 || mv->isa == SL_CPU_ISA_AVX2) return sl__mv_range_avx2(type);
+    return NULL;
+}
+
+static sl__mv_range_fn range_for(const sl_cpu_matvec_ctx *mv, uint32_t type)
+{
+    sl__mv_range_fn f = simd_range(mv, type);
+    return f ? f : scalar_range;
+}
+
+static void scalar_axpy(float a, const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
+static sl__mv_axpy_fn axpy_for(const sl_cpu_matvec_ctx *mv)
+{
+    if (mv->isa == SL_CPU_ISA_AVX512 && mv->vnni) return sl__mv_axpy_avx512;
+    if (mv->isa == SL_CPU_ISA_AVX512 || mv->isa == SL_CPU_ISA_AVX2) return sl__mv_axpy_avx2;
+    return scalar_axpy;
+}
+
+bool sl_cpu_matvec_has_simd(const sl_cpu_matvec_ctx *mv, uint32_t type)
+{
+    return mv && sl__mv_type_get(type) && simd_range(mv, type) != NULL;
+}
+
+size_t sl_cpu_matvec_work_bytes(uint32_t type, int64_t cols, int64_t n_batch)
+{
+    const sl__mv_type *t = sl__mv_type_get(type);
+    const size_t arb = sl_ref_matvec_act_bytes(type, cols);
+    if (!t || !arb || n_batch < 1 || (uint64_t)n_batch > SIZE_MAX / arb) return 0;
+    return arb * (size_t)n_batch;
+}
+
+static sl_status check_mv(const char *fn, const sl_cpu_matvec_ctx *mv, sl_error *err)
+{
+    if (!mv || mv->isa <= SL_CPU_ISA_AUTO || mv->isa >= SL_CPU_ISA_COUNT)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: mv is NULL or not initialised", fn);
+    return SL_OK;
+}
+
+sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, const float *x,
+                                  int64_t cols, int64_t n_batch, void *xq, size_t xq_bytes,
+                                  sl_error *err)
+{
+    static const char fn[] = "sl_cpu_matvec_quant_act";
+    const sl__mv_type *t;
+    sl_status s = check_mv(fn, mv, err);
+    if (!s) s = sl__mv_validate(fn, type, x, 1, cols, x, n_batch, xq, &t, err);
+    if (s) return s;
+    const size_t need = sl_cpu_matvec_work_bytes(type, cols, n_batch);
+    if (xq_bytes < need)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: xq_bytes = %zu < %zu needed", fn, xq_bytes,
+                            need);
+    /* Scalar on purpose: it is O(cols) per call against O(rows * cols) for the products. */
+    sl__mv_quant_rows(t, x, cols, n_batch, xq, need / (size_t)n_batch);
+    return SL_OK;
+}
+
+/* ---- dense, gathered and column-listed rows ---------------------------------------------- */
+
+typedef struct rows_job {
+    const sl__mv_type *t;
+    sl__mv_range_fn range;
+    const char *w, *xq;
+    size_t wrb, arb;
+    int64_t nb, n_batch, rows;
+    const int32_t *idx; /* NULL: dense */
+    bool scatter;
+    const uint8_t *listed; /* column-listed: blocks to visit; NULL: all */
+    float *y;
+    int64_t y_stride;
+} rows_job;
+
+static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const rows_job *j = ctx;
+    const int64_t per = j->t->block == 1 ? 32 : 8;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t r = j->idx ? j->idx[i] : i;
+        const char *wr = j->w + (size_t)r * j->wrb;
+        const int64_t out = j->idx && !j->scatter ? i : r;
+        for (int64_t b = 0; b < j->n_batch; b++) {
+            const char *xb = j->xq + (size_t)b * j->arb;
+            float lane[32] = {0}, s8[8];
+            if (!j->listed) {
+                j->range(j->t, wr, xb, 0, j->nb, lane);
+            } else {
+                for (int64_t k = 0; k < j->nb;) {
+                    if (!j->listed[k]) {
+                        k++;
+                        continue;
+                    }
+                    int64_t k2 = k + 1;
+                    while (k2 < j->nb && j->listed[k2]) k2++;
+                    j->range(j->t, wr, xb, k, k2, lane);
+                    k = k2;
+                }
+            }
+            if (per == 32) sl__mv_fold32(lane, s8);
+            else memcpy(s8, lane, sizeof s8);
+            const float v = sl__mv_reduce8(s8);
+            if (j->listed) j->y[b * j->y_stride + out] += v;
+            else j->y[b * j->y_stride + out] = v;
+        }
+    }
+}
+
+static int64_t row_grain(const sl_cpu_pool *pool, int64_t n)
+{
+    const int64_t parts = (int64_t)sl_cpu_pool_threads(pool) * 4;
+    int64_t g = (n + parts - 1) / parts;
+    return g < 1 ? 1 : g > 64 ? 64 : g;
+}
+
+static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_job *j, int64_t n,
+                          sl_error *err)
+{
+    j->range = range_for(mv, j->t->type);
+    return sl_cpu_pool_parallel_for(pool, n, row_grain(pool, n), rows_chunk, j, err);
+}
+
+static void init_job(rows_job *j, const sl__mv_type *t, const void *w, int64_t rows,
+                     int64_t cols, const void *xq, int64_t n_batch, float *y)
+{
+    memset(j, 0, sizeof *j);
+    j->t = t;
+    j->w = w;
+    j->xq = xq;
+    j->wrb = sl_ref_matvec_row_bytes(t->type, cols);
+    j->arb = sl_ref_matvec_act_bytes(t->type, cols);
+    j->nb = cols / t->block;
+    j->n_batch = n_batch;
+    j->rows = rows;
+    j->y = y;
+    j->y_stride = rows;
+}
+
+sl_status sl_cpu_matvec_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
+                          const void *w, int64_t rows, int64_t cols, const void *xq,
+                          int64_t n_batch, float *y, sl_error *err)
+{
+    static const char fn[] = "sl_cpu_matvec_q";
+    const sl__mv_type *t;
+    sl_status s = check_mv(fn, mv, err);
+    if (!s) s = sl__mv_validate(fn, type, w, rows, cols, xq, n_batch, y, &t, err);
+    if (s) return s;
+    rows_job j;
+    init_job(&j, t, w, rows, cols, xq, n_batch, y);
+    return run_rows(mv, pool, &j, rows, err);
+}
+
+sl_status sl_cpu_matvec(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
+                        const void *w, int64_t rows, int64_t cols, const float *x,
+                        int64_t n_batch, float *y, void *work, size_t work_bytes, sl_error *err)
+{
+    const sl__mv_type *t = sl__mv_type_get(type);
+    if (t && t->act_type == SL_GGML_F32) /* float weights read x in place: no workspace */
+        return sl_cpu_matvec_q(mv, pool, type, w, rows, cols, x, n_batch, y, err);
+    sl_status s = sl_cpu_matvec_quant_act(mv, type, x, cols, n_batch, work, work_bytes, err);
+    if (s) return s;
+    return sl_cpu_matvec_q(mv, pool, type, w, rows, cols, work, n_batch, y, err);
+}
+
+sl_status sl_cpu_matvec_rows_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
+                               const void *w, int64_t rows, int64_t cols, const int32_t *idx,
+                               int64_t n_idx, bool scatter, const void *xq, int64_t n_batch,
+                               float *y, sl_error *err)
+{
+    static const char fn[] = "sl_cpu_matvec_rows_q";
+    const sl__mv_type *t;
+    sl_status s = check_mv(fn, mv, err);
+    if (!s) s = sl__mv_validate(fn, type, w, rows, cols, xq, n_batch, y, &t, err);
+    if (!s) s = sl__mv_validate_idx(fn, idx, n_idx, rows, "rows", err);
+    if (s || n_idx == 0) return s;
+    rows_job j;
+    init_job(&j, t, w, rows, cols, xq, n_batch, y);
+    j.idx = idx;
+    j.scatter = scatter;
+    j.y_stride = scatter ? rows : n_idx;
+    return run_rows(mv, pool, &j, n_idx, err);
+}
+
+size_t sl_cpu_matvec_cols_work_bytes(uint32_t type, int64_t cols, int64_t n_batch)
+{
+    const size_t act = sl_cpu_matvec_work_bytes(type, cols, n_batch);
+    if (!act || (uint64_t)cols > SIZE_MAX / 8 / (uint64_t)n_batch) return 0;
+    return act + (size_t)cols * (size_t)n_batch * sizeof(float) + (size_t)cols + 64;
+}
+
+sl_status sl_cpu_matvec_cols(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
+                             const void *w, int64_t rows, int64_t cols, const int32_t *idx,
+                             int64_t n_idx, const float *x, int64_t n_batch, float *y,
+                             void *work, size_t work_bytes, sl_error *err)
+{
+    static const char fn[] = "sl_cpu_matvec_cols";
+    const sl__mv_type *t;
+    sl_status s = check_mv(fn, mv, err);
+    if (!s) s = sl__mv_validate(fn, type, w, rows, cols, x, n_batch, y, &t, err);
+    if (!s) s = sl__mv_validate_idx(fn, idx, n_idx, cols, "cols", err);
+    if (s) return s;
+    const size_t need = sl_cpu_matvec_cols_work_bytes(type, cols, n_batch);
+    if (!work || work_bytes < need)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: work_bytes = %zu < %zu needed (work %s)", fn,
+                            work ? work_bytes : 0, need, work ? "set" : "NULL");
+    /* work = [pad to 64][masked x floats][quantized activations][listed-block flags]: the
+     * caller's buffer may have any alignment, the floats need theirs (64 bytes of slack). */
+    const size_t act = sl_cpu_matvec_work_bytes(type, cols, n_batch);
+    float *xm = (float *)(void *)((char *)work + ((64 - (uintptr_t)work % 64) % 64));
+    char *xq = (char *)(xm + cols * n_batch);
+    uint8_t *listed = (uint8_t *)(xq + act);
+    memset(xm, 0, (size_t)(cols * n_batch) * sizeof *xm);
+    memset(listed, 0, (size_t)cols);
+    for (int64_t i = 0; i < n_idx; i++) {
+        listed[idx[i] / t->block] = 1;
+        for (int64_t b = 0; b < n_batch; b++) xm[b * cols + idx[i]] = x[b * cols + idx[i]];
+    }
+    sl__mv_quant_rows(t, xm, cols, n_batch, xq, act / (size_t)n_batch);
+    rows_job j;
+    init_job(&j, t, w, rows, cols, xq, n_batch, y);
+    j.listed = listed;
+    return run_rows(mv, pool, &j, rows, err);
+}
+
+/* ---- transposed rows -------------------------------------------------------------------- */
+
+enum { T_CHUNK_ELEMS = 4096 }; /* dequantized floats per chunk (16 KiB of stack) */
+
+typedef struct t_job {
+    const sl__mv_type *t;
+    sl__mv_axpy_fn axpy;
+    const char *wt;
+    size_t wrb;
+    int64_t rows, cols, n_batch, n_idx;
+    const int32_t *idx;
+    const float *x;
+    float *y;
+} t_job;
+
+static void dequant_range(const sl__mv_type *t, const char *row, int64_t k0, int64_t k1,
+                          float *buf)
+{
+    if (t->type == SL_GGML_F32) {
+        memcpy(buf, row + 4 * k0, (size_t)(k1 - k0) * 4);
+        return;
+    }
+    for (int64_t k = k0; k < k1; k++)
+        sl__mv_dequant_block(t, row + k * t->bytes, buf + (k - k0) * t->block);
+}
+
+static void t_chunk(void *ctx, int64_t k0, int64_t k1, int thread)
+{
+    (void)thread;
+    const t_job *j = ctx;
+    float buf[T_CHUNK_ELEMS];
+    const int64_t c0 = k0 * j->t->block, n = (k1 - k0) * j->t->block;
+    for (int64_t i = 0; i < j->n_idx; i++) {
+        const int64_t r = j->idx[i];
+        dequant_range(j->t, j->wt + (size_t)r * j->wrb, k0, k1, buf);
+        for (int64_t b = 0; b < j->n_batch; b++)
+            j->axpy(j->x[b * j->rows + r], buf, j->y + b * j->cols + c0, n);
+    }
+}
+
+sl_status sl_cpu_matvec_t_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
+                               const void *wt, int64_t rows, int64_t cols, const int32_t *idx,
+                               int64_t n_idx, const float *x, int64_t n_batch, float *y,
+                               sl_error *err)
+{
+    static const char fn[] = "sl_cpu_matvec_t_rows";
+    const sl__mv_type *t;
+    sl_status s = check_mv(fn, mv, err);
+    if (!s) s = sl__mv_validate(fn, type, wt, rows, cols, x, n_batch, y, &t, err);
+    if (!s) s = sl__mv_validate_idx(fn, idx, n_idx, rows, "rows", err);
+    if (s || n_idx == 0) return s;
+    t_job j = {.t = t, .axpy = axpy_for(mv), .wt = wt, .wrb = sl_ref_matvec_row_bytes(type, cols),
+               .rows = rows, .cols = cols, .n_batch = n_batch, .n_idx = n_idx, .idx = idx,
+               .x = x, .y = y};
+    const int64_t nb = cols / t->block, max_blocks = T_CHUNK_ELEMS / t->block;
+    const int64_t parts = (int64_t)sl_cpu_pool_threads(pool) * 2;
+    int64_t grain = (nb + parts - 1) / parts;
+    if (grain > max_blocks) grain = max_blocks;
+    if (grain < 1) grain = 1;
+    return sl_cpu_pool_parallel_for(pool, nb, grain, t_chunk, &j, err);
+}

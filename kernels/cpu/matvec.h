@@ -1,0 +1,93 @@
+/* kernels/cpu/matvec: fast CPU matrix x vector / small batch, with the definitions, layouts
+ * and argument rules of kernels/ref/matvec.h, split over a thread pool (kernels/cpu/pool.h).
+ *
+ * Dispatch: sl_cpu_matvec_init() resolves an ISA (sl_cpu_isa of kernels/cpu/ops.h: scalar,
+ * AVX2+FMA+F16C, AVX-512 F/BW/VL) once; AVX-512 additionally uses VNNI (vpdpbusd) for the
+ * integer dots when the CPU has it. Every ISA's code is compiled in with per-function target
+ * attributes (default compile flags), chosen at run time. A type without a SIMD kernel on the
+ * chosen ISA runs the scalar code (sl_cpu_matvec_simd_types says which have one).
+ * AVX512-BF16 (vdpbf16ps) is deliberately not used: it needs BF16 activations (x would lose
+ * 16 bits) and the BF16 GEMV is memory bound, so widening W with a shift costs nothing.
+ *
+ * Exactness: every path (scalar, AVX2, AVX-512, any thread count, any batch) returns the same
+ * bits as the reference, for every type: integer block sums are exact (activation quants lie in
+ * [-127, 127], so vpmaddubsw never saturates: |w| <= 128 times |x| <= 127, twice, < 2^15), and
+ * the float work follows the reference's lane order (8 block lanes / 32 element lanes, no FMA
+ * in block terms, fmaf for float weights). Rows are split between threads, never a row's sum.
+ *
+ * Activations: the quantized activations need a workspace of sl_cpu_matvec_work_bytes() bytes
+ * (caller-owned, any alignment; reuse it across calls: the kernels never allocate). The _q
+ * variants take activations already quantized (sl_cpu_matvec_quant_act), so gate and up
+ * projections of the same x share one quantization.
+ *
+ * Threads: pool may be NULL (the calling thread does everything). A call is synchronous; one
+ * pool runs one call at a time (see pool.h). sl_cpu_matvec_ctx values are immutable and shareable.
+ */
+#ifndef SL_KERNELS_CPU_MATVEC_H
+#define SL_KERNELS_CPU_MATVEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/cpu/ops.h" /* sl_cpu_isa, sl_cpu_features */
+#include "kernels/cpu/pool.h"
+#include "runtime/status.h"
+
+/* A resolved dispatch: isa is never AUTO; vnni only with AVX512. Copyable value. */
+typedef struct sl_cpu_matvec_ctx {
+    sl_cpu_isa isa;
+    bool vnni;
+} sl_cpu_matvec_ctx;
+
+/* Fills *mv for isa given features f (AUTO picks the best). SL_ERR_UNSUPPORTED naming the
+ * missing feature; SL_ERR_INVALID for an out-of-range isa or NULL mv. */
+sl_status sl_cpu_matvec_init(sl_cpu_matvec_ctx *mv, sl_cpu_isa isa, sl_cpu_features f,
+                             sl_error *err);
+/* "scalar", "avx2", "avx512", "avx512-vnni". Never NULL. */
+const char *sl_cpu_matvec_name(const sl_cpu_matvec_ctx *mv);
+/* True when `type` has a SIMD kernel on mv's ISA (false: the scalar code runs). */
+bool sl_cpu_matvec_has_simd(const sl_cpu_matvec_ctx *mv, uint32_t type);
+
+/* Workspace bytes for n_batch quantized activation rows of `cols` (0 if type/cols invalid). */
+size_t sl_cpu_matvec_work_bytes(uint32_t type, int64_t cols, int64_t n_batch);
+
+/* Quantizes X [n_batch][cols] into xq (work_bytes(type, cols, n_batch) bytes), bit-exact to
+ * sl_ref_matvec_quant_act row by row. */
+sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, const float *x,
+                                  int64_t cols, int64_t n_batch, void *xq, size_t xq_bytes,
+                                  sl_error *err);
+
+/* Y [n_batch][rows] = W [rows][cols] · X [n_batch][cols] (sl_ref_matvec). work: work_bytes. */
+sl_status sl_cpu_matvec(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
+                        const void *w, int64_t rows, int64_t cols, const float *x,
+                        int64_t n_batch, float *y, void *work, size_t work_bytes, sl_error *err);
+/* The same with activations already quantized by sl_cpu_matvec_quant_act. */
+sl_status sl_cpu_matvec_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
+                          const void *w, int64_t rows, int64_t cols, const void *xq,
+                          int64_t n_batch, float *y, sl_error *err);
+
+/* Row-gathered (sl_ref_matvec_rows): compact Y [n_batch][n_idx] or scattered Y [n_batch][rows].
+ * xq: quantized activations as for sl_cpu_matvec_q. */
+sl_status sl_cpu_matvec_rows_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
+                               const void *w, int64_t rows, int64_t cols, const int32_t *idx,
+                               int64_t n_idx, bool scatter, const void *xq, int64_t n_batch,
+                               float *y, sl_error *err);
+
+/* Column-listed, ggml order (sl_ref_matvec_cols): y[b][o] += ...; work (any alignment):
+ * sl_cpu_matvec_cols_work_bytes() = work_bytes + the masked x + block flags + 64 slack. */
+size_t sl_cpu_matvec_cols_work_bytes(uint32_t type, int64_t cols, int64_t n_batch);
+sl_status sl_cpu_matvec_cols(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
+                             const void *w, int64_t rows, int64_t cols, const int32_t *idx,
+                             int64_t n_idx, const float *x, int64_t n_batch, float *y,
+                             void *work, size_t work_bytes, sl_error *err);
+
+/* Transposed down layout (sl_ref_matvec_t_rows): Wt [rows][cols], x [n_batch][rows],
+ * y [n_batch][cols] += ... Threads split the output columns (block-aligned), each walking the
+ * whole list, so the list order per element is the reference's. No workspace. */
+sl_status sl_cpu_matvec_t_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
+                               const void *wt, int64_t rows, int64_t cols, const int32_t *idx,
+                               int64_t n_idx, const float *x, int64_t n_batch, float *y,
+                               sl_error *err);
+
+#endif

@@ -1,0 +1,39 @@
+/* AVX-512 (F/BW/VL) + VNNI matvec range kernels (matvec_x86_tmpl.h): 512-bit float lanes and
+ * vpdpbusd for the byte dots. Dispatch uses them only on CPUs with VNNI (Cascade Lake and
+ * later); an AVX-512 CPU without VNNI runs the AVX2 kernels, which give the same bits. */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kernels/cpu/matvec_impl.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h> /* before the target region: the intrinsics carry their own targets */
+#endif
+
+#if defined(__x86_64__) && defined(__clang__)
+#pragma clang attribute push(                                                                  \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))),             \
+    apply_to = function)
+
+#define SL_MV_SUFFIX(name) name##_avx512
+#define SL_MV_AVX512 1
+#include "kernels/cpu/matvec_x86_tmpl.h"
+
+#pragma clang attribute pop
+#else
+sl__mv_range_fn sl__mv_range_avx512(uint32_t type)
+{
+    (void)type;
+    return NULL;
+}
+void sl__mv_axpy_avx512(float a, const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+#endif

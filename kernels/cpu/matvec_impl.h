@@ -1,0 +1,28 @@
+/* kernels/cpu/matvec_impl.h: module-private interface between the matvec drivers (matvec.c)
+ * and the per-ISA kernels (matvec_avx2.c, matvec_avx512.c, both from matvec_x86_tmpl.h).
+ *
+ * A range kernel adds the contributions of blocks [b0, b1) of one weight row to the reference
+ * lanes (kernels/ref/matvec_impl.h): lane[b % 8] for quantized types, lane[i % 32] for float
+ * types (then b0, b1 count elements). Because the lanes carry across calls, a dense row is one
+ * call over [0, nb) and a column-listed row is one call per run of listed blocks; both end with
+ * the reference reduction. Kernels check nothing. */
+#ifndef SL_KERNELS_CPU_MATVEC_IMPL_H
+#define SL_KERNELS_CPU_MATVEC_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/ref/matvec_impl.h"
+
+typedef void (*sl__mv_range_fn)(const sl__mv_type *t, const void *w, const void *xq, int64_t b0,
+                                int64_t b1, float *lane);
+/* y[0..n) = fmaf(a, x[i], y[i]) element by element (bit-exact to the scalar loop). */
+typedef void (*sl__mv_axpy_fn)(float a, const float *x, float *y, int64_t n);
+
+/* NULL when the ISA has no kernel for the type. */
+sl__mv_range_fn sl__mv_range_avx2(uint32_t type);
+sl__mv_range_fn sl__mv_range_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
+void sl__mv_axpy_avx2(float a, const float *x, float *y, int64_t n);
+void sl__mv_axpy_avx512(float a, const float *x, float *y, int64_t n);
+
+#endif

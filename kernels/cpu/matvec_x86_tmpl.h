@@ -1,0 +1,315 @@
+/* kernels/cpu/matvec_x86_tmpl.h: the x86 SIMD range kernels, written once and compiled twice:
+ * matvec_avx2.c (AVX2 + FMA + F16C) and matvec_avx512.c (adds AVX-512 F/BW/VL + VNNI: 512-bit
+ * float lanes and vpdpbusd for the 4-way byte dots). The includer defines
+ *   SL_MV_SUFFIX(name)  the ISA-suffixed function name;
+ *   SL_MV_AVX512        1 in the AVX-512 build, 0 otherwise;
+ * inside a `#pragma clang attribute push(target(...))` region.
+ *
+ * How bit-exactness with kernels/ref/matvec is kept (see kernels/cpu/matvec.h):
+ * - integer block sums are exact: weights enter vpmaddubsw/vpdpbusd as unsigned bytes (|w| via
+ *   vpsignb with the sign moved onto the activation, or unsigned nibbles), activations are in
+ *   [-127, 127], so no int16 pair sum exceeds 128 * 127 * 2 < 2^15;
+ * - 32-element block types: 8 consecutive blocks (b % 8 == 0 .. 7) are reduced into one vector
+ *   of 8 block sums, converted, multiplied by the 8 scale products and added to the 8 lanes: the
+ *   reference's (float)isum * (dw * dx) and lane += t, element for element. Unaligned head and
+ *   tail blocks go through the scalar reference code on the same lane array;
+ * - K-quants: one super-block's integer sums by SIMD, then the reference's scalar float term;
+ * - float weights: lane i % 32 of four 8-wide (or two 16-wide) accumulators, vfmadd = fmaf.
+ */
+/* The includer has included <immintrin.h>, <string.h>, gguf/gguf.h and matvec_impl.h before
+ * opening the target region (declarations inside it would pick up the target attribute). */
+
+static inline __m256i SL_MV_SUFFIX(u8s8_dot)(__m256i u, __m256i s)
+{
+    /* 8 int32, each the sum of 4 adjacent u8 * s8 products. */
+#if SL_MV_AVX512
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+/* Signed byte dot: w any int8, x in [-127, 127]. */
+static inline __m256i SL_MV_SUFFIX(s8s8_dot)(__m256i w, __m256i x)
+{
+    return SL_MV_SUFFIX(u8s8_dot)(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+}
+
+/* v[k] (8 int32 each) -> one vector whose element k is the sum of v[k]'s elements. */
+static inline __m256i SL_MV_SUFFIX(hsum8x8)(const __m256i v[8])
+{
+    const __m256i a = _mm256_hadd_epi32(v[0], v[1]), b = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i c = _mm256_hadd_epi32(v[4], v[5]), d = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i ab = _mm256_hadd_epi32(a, b), cd = _mm256_hadd_epi32(c, d);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20),
+                            _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+static inline int32_t SL_MV_SUFFIX(hsum_i32)(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* 8 half scales at byte offset `off` of 8 blocks `stride` bytes apart, as floats (F16C is
+ * exact, like the reference's conversion). */
+static inline __m256 SL_MV_SUFFIX(load_halves)(const char *p, size_t stride)
+{
+    uint16_t h[8];
+    for (int k = 0; k < 8; k++) memcpy(&h[k], p + (size_t)k * stride, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+/* Q4_0 nibbles of one block -> 32 bytes in element order (low nibbles 0..15, high 16..31). */
+static inline __m256i SL_MV_SUFFIX(nibbles)(const uint8_t *qs)
+{
+    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    const __m128i m = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
+}
+
+/* ---- 32-element block types ------------------------------------------------------------- */
+
+static void SL_MV_SUFFIX(range_q8_0)(const sl__mv_type *t, const void *w, const void *xq,
+                                     int64_t b0, int64_t b1, float *lane)
+{
+    const char *wb = w, *xb = xq;
+    int64_t b = b0, head = (b0 + 7) & ~(int64_t)7;
+    if (head > b1) head = b1;
+    if (head > b) sl__mv_dot_blocks(t, w, xq, b, head, lane);
+    b = head;
+    __m256 acc = _mm256_loadu_ps(lane);
+    for (; b + 8 <= b1; b += 8) {
+        const char *wp = wb + b * (int64_t)sizeof(sl_block_q8_0);
+        const char *xp = xb + b * (int64_t)sizeof(sl_block_q8_0);
+        __m256i v[8];
+        for (int k = 0; k < 8; k++) {
+            const __m256i wq = _mm256_loadu_si256((const __m256i *)(wp + k * 34 + 2));
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + k * 34 + 2));
+            v[k] = SL_MV_SUFFIX(s8s8_dot)(wq, xv);
+        }
+        const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, 34),
+                                        SL_MV_SUFFIX(load_halves)(xp, 34));
+        const __m256 tb = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v)), dd);
+        acc = _mm256_add_ps(acc, tb);
+    }
+    _mm256_storeu_ps(lane, acc);
+    if (b < b1) sl__mv_dot_blocks(t, w, xq, b, b1, lane);
+}
+
+static void SL_MV_SUFFIX(range_q4_0)(const sl__mv_type *t, const void *w, const void *xq,
+                                     int64_t b0, int64_t b1, float *lane)
+{
+    const char *wb = w, *xb = xq;
+    int64_t b = b0, head = (b0 + 7) & ~(int64_t)7;
+    if (head > b1) head = b1;
+    if (head > b) sl__mv_dot_blocks(t, w, xq, b, head, lane);
+    b = head;
+    const __m256i eight = _mm256_set1_epi8(8);
+    __m256 acc = _mm256_loadu_ps(lane);
+    for (; b + 8 <= b1; b += 8) {
+        const char *wp = wb + b * (int64_t)sizeof(sl_block_q4_0);
+        const char *xp = xb + b * (int64_t)sizeof(sl_block_q8_0);
+        __m256i v[8];
+        for (int k = 0; k < 8; k++) {
+            const __m256i q = _mm256_sub_epi8(
+                SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + k * 18 + 2)), eight);
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + k * 34 + 2));
+            v[k] = SL_MV_SUFFIX(s8s8_dot)(q, xv);
+        }
+        const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, 18),
+                                        SL_MV_SUFFIX(load_halves)(xp, 34));
+        const __m256 tb = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v)), dd);
+        acc = _mm256_add_ps(acc, tb);
+    }
+    _mm256_storeu_ps(lane, acc);
+    if (b < b1) sl__mv_dot_blocks(t, w, xq, b, b1, lane);
+}
+
+/* ---- K-quants: SIMD integer sums per super-block, reference float term ------------------ */
+
+static void SL_MV_SUFFIX(range_q4_K)(const sl__mv_type *t, const void *w, const void *xq,
+                                     int64_t b0, int64_t b1, float *lane)
+{
+    (void)t;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = b0; b < b1; b++) {
+        const sl_block_q4_K *wp = (const sl_block_q4_K *)((const char *)w + b * 144);
+        const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
+        /* ggml's 12-byte unpack: bytes 0..7 of u are the 8 scales, 8..15 the 8 mins. */
+        uint32_t u[4];
+        memcpy(u, wp->scales, 12);
+        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+        const uint32_t aux = u[1] & 0x3f3f3f3fu;
+        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+        u[2] = aux;
+        u[0] &= 0x3f3f3f3fu;
+        uint8_t sc[8];
+        memcpy(sc, u, 8);
+        /* summ = sum_j m_j * (bsums[2j] + bsums[2j+1]); pair sums <= 2 * 16 * 127 fit int16 */
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
+        const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
+                                             _mm256_extracti128_si256(bs, 1));
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
+        __m128i pm = _mm_madd_epi16(mins, pairs);
+        pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0x4e));
+        pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0xb1));
+        const int32_t summ = _mm_cvtsi128_si32(pm);
+        __m256i acc = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(wp->qs + 32 * j));
+            const __m256i lo = _mm256_and_si256(q, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
+            const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
+            const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),
+                                                 _mm256_set1_epi16(sc[2 * j]));
+            const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh),
+                                                 _mm256_set1_epi16(sc[2 * j + 1]));
+            acc = _mm256_add_epi32(acc, _mm256_add_epi32(pl, ph));
+        }
+        float dx;
+        memcpy(&dx, xp, sizeof dx);
+        uint16_t d, dmin;
+        memcpy(&d, &wp->d, 2);
+        memcpy(&dmin, &wp->dmin, 2);
+        lane[b % 8] += sl__mv_term_k(SL_MV_SUFFIX(hsum_i32)(acc), _cvtsh_ss(d) * dx, summ,
+                                     _cvtsh_ss(dmin) * dx);
+    }
+}
+
+static void SL_MV_SUFFIX(range_q6_K)(const sl__mv_type *t, const void *w, const void *xq,
+                                     int64_t b0, int64_t b1, float *lane)
+{
+    (void)t;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i k32 = _mm256_set1_epi8(32);
+    for (int64_t b = b0; b < b1; b++) {
+        const sl_block_q6_K *wp = (const sl_block_q6_K *)((const char *)w + b * 210);
+        const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
+        __m256i acc = _mm256_setzero_si256();
+        for (int n = 0; n < 2; n++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n + 32));
+            const __m256i h = _mm256_loadu_si256((const __m256i *)(wp->qh + 32 * n));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                   _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                   _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                   _mm256_and_si256(h, m30));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+            for (int g = 0; g < 4; g++) {
+                const __m256i xv =
+                    _mm256_loadu_si256((const __m256i *)(xp + 4 + 128 * n + 32 * g));
+                /* (q - 32) * x as q * x - 32 * x: both pair sums stay below 2^15. */
+                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g], xv),
+                                                   _mm256_maddubs_epi16(k32, xv));
+                const int s = 8 * n + 2 * g;
+                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(wp->scales[s + 1]),
+                                                     _mm_set1_epi16(wp->scales[s]));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
+            }
+        }
+        float dx;
+        memcpy(&dx, xp, sizeof dx);
+        uint16_t d;
+        memcpy(&d, &wp->d, 2);
+        lane[b % 8] += sl__mv_term_d(SL_MV_SUFFIX(hsum_i32)(acc), _cvtsh_ss(d) * dx);
+    }
+}
+
+/* ---- float weights ---------------------------------------------------------------------- */
+
+#if SL_MV_AVX512
+#define SL_MV_FLOAT_RANGE(NAME, LOAD16)                                                          \
+    static void SL_MV_SUFFIX(NAME)(const sl__mv_type *t, const void *w, const void *xq,          \
+                                   int64_t i0, int64_t i1, float *lane)                          \
+    {                                                                                            \
+        const float *x = xq;                                                                     \
+        int64_t i = i0, head = (i0 + 31) & ~(int64_t)31;                                         \
+        if (head > i1) head = i1;                                                                \
+        if (head > i) sl__mv_dot_floats(t->type, w, x, i, head, lane);                           \
+        i = head;                                                                                \
+        __m512 a0 = _mm512_loadu_ps(lane), a1 = _mm512_loadu_ps(lane + 16);                      \
+        for (; i + 32 <= i1; i += 32) {                                                          \
+            a0 = _mm512_fmadd_ps(LOAD16(w, i), _mm512_loadu_ps(x + i), a0);                      \
+            a1 = _mm512_fmadd_ps(LOAD16(w, i + 16), _mm512_loadu_ps(x + i + 16), a1);           \
+        }                                                                                        \
+        _mm512_storeu_ps(lane, a0);                                                              \
+        _mm512_storeu_ps(lane + 16, a1);                                                         \
+        if (i < i1) sl__mv_dot_floats(t->type, w, x, i, i1, lane);                               \
+    }
+#define LOAD_F32(w, i) _mm512_loadu_ps((const float *)(w) + (i))
+#define LOAD_F16(w, i) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)(w) + (i))))
+#define LOAD_BF16(w, i)                                                                          \
+    _mm512_castsi512_ps(_mm512_slli_epi32(                                                       \
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)(w) + (i)))), 16))
+#else
+#define SL_MV_FLOAT_RANGE(NAME, LOAD8)                                                           \
+    static void SL_MV_SUFFIX(NAME)(const sl__mv_type *t, const void *w, const void *xq,          \
+                                   int64_t i0, int64_t i1, float *lane)                          \
+    {                                                                                            \
+        const float *x = xq;                                                                     \
+        int64_t i = i0, head = (i0 + 31) & ~(int64_t)31;                                         \
+        if (head > i1) head = i1;                                                                \
+        if (head > i) sl__mv_dot_floats(t->type, w, x, i, head, lane);                           \
+        i = head;                                                                                \
+        __m256 a[4];                                                                             \
+        for (int k = 0; k < 4; k++) a[k] = _mm256_loadu_ps(lane + 8 * k);                        \
+        for (; i + 32 <= i1; i += 32)                                                            \
+            for (int k = 0; k < 4; k++)                                                          \
+                a[k] = _mm256_fmadd_ps(LOAD8(w, i + 8 * k), _mm256_loadu_ps(x + i + 8 * k), a[k]); \
+        for (int k = 0; k < 4; k++) _mm256_storeu_ps(lane + 8 * k, a[k]);                        \
+        if (i < i1) sl__mv_dot_floats(t->type, w, x, i, i1, lane);                               \
+    }
+#define LOAD_F32(w, i) _mm256_loadu_ps((const float *)(w) + (i))
+#define LOAD_F16(w, i) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)(w) + (i))))
+#define LOAD_BF16(w, i)                                                                          \
+    _mm256_castsi256_ps(_mm256_slli_epi32(                                                       \
+        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)(w) + (i)))), 16))
+#endif
+
+SL_MV_FLOAT_RANGE(range_f32, LOAD_F32)
+SL_MV_FLOAT_RANGE(range_f16, LOAD_F16)
+SL_MV_FLOAT_RANGE(range_bf16, LOAD_BF16)
+
+#undef SL_MV_FLOAT_RANGE
+#undef LOAD_F32
+#undef LOAD_F16
+#undef LOAD_BF16
+
+/* ---- tables ----------------------------------------------------------------------------- */
+
+sl__mv_range_fn SL_MV_SUFFIX(sl__mv_range)(uint32_t type)
+{
+    switch (type) {
+    case SL_GGML_F32: return SL_MV_SUFFIX(range_f32);
+    case SL_GGML_F16: return SL_MV_SUFFIX(range_f16);
+    case SL_GGML_BF16: return SL_MV_SUFFIX(range_bf16);
+    case SL_GGML_Q8_0: return SL_MV_SUFFIX(range_q8_0);
+    case SL_GGML_Q4_0: return SL_MV_SUFFIX(range_q4_0);
+    case SL_GGML_Q4_K: return SL_MV_SUFFIX(range_q4_K);
+    case SL_GGML_Q6_K: return SL_MV_SUFFIX(range_q6_K);
+    default: return NULL;
+    }
+}
+
+void SL_MV_SUFFIX(sl__mv_axpy)(float a, const float *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+#if SL_MV_AVX512
+    const __m512 av = _mm512_set1_ps(a);
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+#else
+    const __m256 av = _mm256_set1_ps(a);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+#endif
+    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}

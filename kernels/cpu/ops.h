@@ -1,0 +1,104 @@
+/* kernels/cpu/ops: fast CPU versions of the layer ops of kernels/ref/ops.h (same definitions,
+ * same parameter structs), with run-time selection of the instruction set.
+ *
+ * Dispatch design: no global mutable state. sl_cpu_features_detect() reads cpuid (through
+ * __builtin_cpu_supports) and returns a value; sl_cpu_ops_init() turns features + a requested
+ * ISA into an sl_cpu_ops value that points at one of three static const kernel tables (scalar C,
+ * AVX2+FMA+F16C, AVX-512 F/BW/VL). The caller keeps that value in its context (engine, thread
+ * pool worker) and passes it to every op, so the choice is made once and costs one indirect
+ * call per op. Every ISA's code is compiled in with per-function target attributes, so the
+ * library builds with default flags and a binary runs on any x86-64; on other architectures only
+ * the scalar table exists.
+ *
+ * Forcing a path (tests, bisecting a numerical difference): sl_cpu_ops_init(ISA) refuses an ISA
+ * the CPU lacks (SL_ERR_UNSUPPORTED); sl_cpu_ops_init_env() reads SLUICE_CPU_ISA =
+ * auto|scalar|avx2|avx512 (unset or empty: auto) and rejects any other value (SL_ERR_INVALID).
+ *
+ * Numerics: all paths compute in float with several partial sums (reductions reassociate), exp
+ * by a Cephes-style polynomial (~2 ulp) in the SIMD paths and libm expf in the scalar path, so
+ * results differ from the double references by a few ulp per element; tests/kernels/ops_test.c
+ * states and checks each op's tolerance. Different ISAs may differ in the last bits.
+ *
+ * Contracts of the ops are those of the sl_ref_* function of the same name (argument checks,
+ * aliasing, the fully masked softmax row). Extra limits: sl_cpu_rope needs n_rot <=
+ * SL_CPU_ROPE_MAX_ROT (SL_ERR_UNSUPPORTED otherwise). The ops never allocate.
+ * Thread safety: an sl_cpu_ops is immutable after init and may be shared by threads.
+ */
+#ifndef SL_KERNELS_CPU_OPS_H
+#define SL_KERNELS_CPU_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/ref/ops.h"
+#include "runtime/status.h"
+
+enum { SL_CPU_ROPE_MAX_ROT = 1024 };
+
+/* What the CPU (and OS, for the AVX register state) supports. All false off x86-64. */
+typedef struct sl_cpu_features {
+    bool avx2, fma, f16c;
+    bool avx512f, avx512bw, avx512vl;
+    bool avx512bf16, avx512vnni; /* not used by these ops; recorded for the matvec kernels */
+} sl_cpu_features;
+
+typedef enum sl_cpu_isa {
+    SL_CPU_ISA_AUTO = 0, /* the best available: AVX-512, else AVX2, else scalar */
+    SL_CPU_ISA_SCALAR,   /* portable C; always available */
+    SL_CPU_ISA_AVX2,     /* needs avx2 + fma + f16c */
+    SL_CPU_ISA_AVX512,   /* needs avx512f + avx512bw + avx512vl (+ fma, f16c) */
+    SL_CPU_ISA_COUNT
+} sl_cpu_isa;
+
+/* Private kernel table (kernels/cpu/ops_impl.h). */
+typedef struct sl__cpu_kernels sl__cpu_kernels;
+
+/* A resolved dispatch: isa is never AUTO. Copyable value; valid for the process lifetime. */
+typedef struct sl_cpu_ops {
+    sl_cpu_isa isa;
+    const sl__cpu_kernels *k;
+} sl_cpu_ops;
+
+/* Reads cpuid; cheap enough to call at context creation, not meant for per-op calls. */
+sl_cpu_features sl_cpu_features_detect(void);
+/* True if f allows the ISA (AUTO and SCALAR: always). */
+bool sl_cpu_isa_available(sl_cpu_features f, sl_cpu_isa isa);
+/* "auto", "scalar", "avx2", "avx512"; "?" for an out-of-range value. Never NULL. */
+const char *sl_cpu_isa_name(sl_cpu_isa isa);
+/* Parses one of the names above (exact, lower case) into *out; SL_ERR_INVALID naming the
+ * string otherwise. */
+sl_status sl_cpu_isa_parse(const char *s, sl_cpu_isa *out, sl_error *err);
+
+/* Fills *ops for isa given features f (AUTO picks the best). SL_ERR_UNSUPPORTED naming the
+ * missing feature if f lacks it; SL_ERR_INVALID for an out-of-range isa or NULL ops. */
+sl_status sl_cpu_ops_init(sl_cpu_ops *ops, sl_cpu_isa isa, sl_cpu_features f, sl_error *err);
+/* sl_cpu_ops_init(ops, <SLUICE_CPU_ISA or auto>, sl_cpu_features_detect(), err). */
+sl_status sl_cpu_ops_init_env(sl_cpu_ops *ops, sl_error *err);
+
+/* ---- ops (see kernels/ref/ops.h for each definition) ---------------------------------- */
+
+sl_status sl_cpu_rms_norm(const sl_cpu_ops *ops, const float *x, const float *w, float *y,
+                          int64_t n, float eps, bool one_plus_w, sl_error *err);
+sl_status sl_cpu_softmax(const sl_cpu_ops *ops, float *x, int64_t n, float scale,
+                         const float *mask, sl_error *err);
+sl_status sl_cpu_silu(const sl_cpu_ops *ops, const float *x, float *y, int64_t n,
+                      sl_error *err);
+sl_status sl_cpu_swiglu(const sl_cpu_ops *ops, const float *gate, const float *up, float *out,
+                        int64_t n, sl_error *err);
+/* In place over x [n_tokens][n_head][head_dim]. The angle table of each token is built in
+ * double by sl_ref_rope_cos_sin and rounded to float; only the rotation is vectorised. */
+sl_status sl_cpu_rope(const sl_cpu_ops *ops, float *x, int64_t n_tokens, int32_t n_head,
+                      int32_t head_dim, const int32_t *pos, const sl_rope_params *p,
+                      sl_error *err);
+/* Online (blockwise) softmax over the cache, one pass over K and V, the q heads that share a
+ * kv head processed together so each K/V row is read from memory once. out is the
+ * accumulator, so it must not overlap q, k or v. */
+sl_status sl_cpu_attn_decode(const sl_cpu_ops *ops, const float *q, const void *k,
+                             const void *v, const sl_attn_params *p, float *out, sl_error *err);
+sl_status sl_cpu_add(const sl_cpu_ops *ops, const float *a, const float *b, float *y,
+                     int64_t n, sl_error *err);
+sl_status sl_cpu_mul(const sl_cpu_ops *ops, const float *a, const float *b, float *y,
+                     int64_t n, sl_error *err);
+sl_status sl_cpu_scale(const sl_cpu_ops *ops, float *x, int64_t n, float s, sl_error *err);
+
+#endif

@@ -1,0 +1,277 @@
+/* CPU feature detection, ISA selection and the validated public entry points of
+ * kernels/cpu/ops.h. The wrappers check arguments with the same rules and messages as the
+ * references (reusing sl_ref_*_validate where one exists), then call the table's kernel, which
+ * checks nothing (ops_impl.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "kernels/cpu/ops_impl.h"
+
+sl_cpu_features sl_cpu_features_detect(void)
+{
+    sl_cpu_features f = {0};
+#if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
+    /* __builtin_cpu_supports also checks that the OS saves the YMM/ZMM state (XCR0). */
+    __builtin_cpu_init();
+    f.avx2 = __builtin_cpu_supports("avx2");
+    f.fma = __builtin_cpu_supports("fma");
+    /* clang 14's __builtin_cpu_supports has no "f16c": CPUID.1:ECX bit 29. F16C uses the
+     * YMM state, which the avx2 check above already covers on the OS side. */
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    f.f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    f.avx512f = __builtin_cpu_supports("avx512f");
+    f.avx512bw = __builtin_cpu_supports("avx512bw");
+    f.avx512vl = __builtin_cpu_supports("avx512vl");
+    f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+    f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+#endif
+    return f;
+}
+
+/* The first feature an ISA needs that f lacks, or NULL if none is missing. */
+static const char *missing_feature(sl_cpu_features f, sl_cpu_isa isa)
+{
+    switch (isa) {
+    case SL_CPU_ISA_AVX512:
+        if (!f.avx512f) return "avx512f";
+        if (!f.avx512bw) return "avx512bw";
+        if (!f.avx512vl) return "avx512vl";
+        /* fall through: the AVX-512 kernels also use FMA and F16C scalar conversions */
+    case SL_CPU_ISA_AVX2:
+        if (!f.avx2) return "avx2";
+        if (!f.fma) return "fma";
+        if (!f.f16c) return "f16c";
+        return NULL;
+    default:
+        return NULL;
+    }
+}
+
+bool sl_cpu_isa_available(sl_cpu_features f, sl_cpu_isa isa)
+{
+#if !defined(__x86_64__)
+    if (isa == SL_CPU_ISA_AVX2 || isa == SL_CPU_ISA_AVX512) return false;
+#endif
+    return isa >= SL_CPU_ISA_AUTO && isa < SL_CPU_ISA_COUNT && missing_feature(f, isa) == NULL;
+}
+
+static const char *const k_isa_names[SL_CPU_ISA_COUNT] = {
+    [SL_CPU_ISA_AUTO] = "auto",
+    [SL_CPU_ISA_SCALAR] = "scalar",
+    [SL_CPU_ISA_AVX2] = "avx2",
+    [SL_CPU_ISA_AVX512] = "avx512",
+};
+
+const char *sl_cpu_isa_name(sl_cpu_isa isa)
+{
+    if ((unsigned)isa >= SL_CPU_ISA_COUNT) return "?";
+    return k_isa_names[isa];
+}
+
+sl_status sl_cpu_isa_parse(const char *s, sl_cpu_isa *out, sl_error *err)
+{
+    if (!out) return sl_error_set(err, SL_ERR_INVALID, "cpu isa: out is NULL");
+    if (!s) return sl_error_set(err, SL_ERR_INVALID, "cpu isa: name is NULL");
+    for (int i = 0; i < SL_CPU_ISA_COUNT; i++) {
+        if (strcmp(s, k_isa_names[i]) == 0) {
+            *out = (sl_cpu_isa)i;
+            return SL_OK;
+        }
+    }
+    return sl_error_set(err, SL_ERR_INVALID,
+                        "cpu isa: '%.64s' is not one of auto, scalar, avx2, avx512", s);
+}
+
+sl_status sl_cpu_ops_init(sl_cpu_ops *ops, sl_cpu_isa isa, sl_cpu_features f, sl_error *err)
+{
+    if (!ops) return sl_error_set(err, SL_ERR_INVALID, "cpu ops: ops is NULL");
+    if ((unsigned)isa >= SL_CPU_ISA_COUNT)
+        return sl_error_set(err, SL_ERR_INVALID, "cpu ops: isa = %d out of range", (int)isa);
+    if (isa == SL_CPU_ISA_AUTO) {
+        isa = sl_cpu_isa_available(f, SL_CPU_ISA_AVX512) ? SL_CPU_ISA_AVX512
+              : sl_cpu_isa_available(f, SL_CPU_ISA_AVX2) ? SL_CPU_ISA_AVX2
+                                                          : SL_CPU_ISA_SCALAR;
+    }
+    if (!sl_cpu_isa_available(f, isa)) {
+        const char *m = missing_feature(f, isa);
+        return sl_error_set(err, SL_ERR_UNSUPPORTED,
+                            "cpu ops: isa %s needs %s, which this CPU lacks", sl_cpu_isa_name(isa),
+                            m ? m : "x86-64");
+    }
+    ops->isa = isa;
+    ops->k = &sl__cpu_kernels_scalar;
+#if defined(__x86_64__)
+    if (isa == SL_CPU_ISA_AVX2) ops->k = &sl__cpu_kernels_avx2;
+    if (isa == SL_CPU_ISA_AVX512) ops->k = &sl__cpu_kernels_avx512;
+#endif
+    return SL_OK;
+}
+
+sl_status sl_cpu_ops_init_env(sl_cpu_ops *ops, sl_error *err)
+{
+    const char *s = getenv("SLUICE_CPU_ISA");
+    sl_cpu_isa isa = SL_CPU_ISA_AUTO;
+    if (s && *s) {
+        sl_error e;
+        if (sl_cpu_isa_parse(s, &isa, &e))
+            return sl_error_set(err, SL_ERR_INVALID, "SLUICE_CPU_ISA: %s", e.msg);
+    }
+    return sl_cpu_ops_init(ops, isa, sl_cpu_features_detect(), err);
+}
+
+/* ---- validated entry points ------------------------------------------------------------- */
+
+static sl_status check_common(const sl_cpu_ops *ops, int64_t n, const char *fn, sl_error *err)
+{
+    if (!ops || !ops->k)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: ops is NULL or not initialised", fn);
+    if (n < 0) return sl_error_set(err, SL_ERR_INVALID, "%s: n = %lld < 0", fn, (long long)n);
+    return SL_OK;
+}
+
+#define CHECK_PTR(p, name)                                                                    \
+    do {                                                                                      \
+        if (!(p)) return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__, name);  \
+    } while (0)
+
+sl_status sl_cpu_rms_norm(const sl_cpu_ops *ops, const float *x, const float *w, float *y,
+                          int64_t n, float eps, bool one_plus_w, sl_error *err)
+{
+    if (check_common(ops, n, __func__, err)) return SL_ERR_INVALID;
+    if (!(eps >= 0.0f) || !isfinite(eps))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: eps = %g must be finite and >= 0",
+                            __func__, (double)eps);
+    if (n == 0) return SL_OK;
+    CHECK_PTR(x, "x");
+    CHECK_PTR(y, "y");
+    ops->k->rms_norm(x, w, y, n, eps, one_plus_w);
+    return SL_OK;
+}
+
+sl_status sl_cpu_softmax(const sl_cpu_ops *ops, float *x, int64_t n, float scale,
+                         const float *mask, sl_error *err)
+{
+    if (check_common(ops, n, __func__, err)) return SL_ERR_INVALID;
+    if (!isfinite(scale))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: scale = %g is not finite", __func__,
+                            (double)scale);
+    if (n == 0) return SL_OK;
+    CHECK_PTR(x, "x");
+    ops->k->softmax(x, n, scale, mask);
+    return SL_OK;
+}
+
+sl_status sl_cpu_silu(const sl_cpu_ops *ops, const float *x, float *y, int64_t n,
+                      sl_error *err)
+{
+    if (check_common(ops, n, __func__, err)) return SL_ERR_INVALID;
+    if (n == 0) return SL_OK;
+    CHECK_PTR(x, "x");
+    CHECK_PTR(y, "y");
+    ops->k->silu(x, y, n);
+    return SL_OK;
+}
+
+sl_status sl_cpu_swiglu(const sl_cpu_ops *ops, const float *gate, const float *up, float *out,
+                        int64_t n, sl_error *err)
+{
+    if (check_common(ops, n, __func__, err)) return SL_ERR_INVALID;
+    if (n == 0) return SL_OK;
+    CHECK_PTR(gate, "gate");
+    CHECK_PTR(up, "up");
+    CHECK_PTR(out, "out");
+    ops->k->swiglu(gate, up, out, n);
+    return SL_OK;
+}
+
+sl_status sl_cpu_rope(const sl_cpu_ops *ops, float *x, int64_t n_tokens, int32_t n_head,
+                      int32_t head_dim, const int32_t *pos, const sl_rope_params *p,
+                      sl_error *err)
+{
+    if (check_common(ops, n_tokens, __func__, err)) return SL_ERR_INVALID;
+    if (n_head < 0)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_head = %d < 0", __func__, n_head);
+    sl_status st = sl_ref_rope_validate(p, head_dim, err);
+    if (st) return st;
+    if (p->n_rot > SL_CPU_ROPE_MAX_ROT)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: n_rot = %d > %d (angle table limit)",
+                            __func__, p->n_rot, SL_CPU_ROPE_MAX_ROT);
+    if (n_tokens == 0 || n_head == 0) return SL_OK;
+    CHECK_PTR(x, "x");
+    CHECK_PTR(pos, "pos");
+    float corr[2];
+    sl_ref_rope_corr_dims(p, corr);
+    /* the table is per token (angles depend on the position only); built in double by the
+     * reference so there is one definition of the angles, rounded once to float */
+    float cs[2 * SL_CPU_ROPE_MAX_ROT];
+    const int32_t nr = p->n_rot, half = nr / 2;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        for (int32_t i = 0; i < half; i++) {
+            double c, s;
+            sl_ref_rope_cos_sin(p, corr, pos[t], i, &c, &s);
+            if (p->mode == SL_ROPE_NEOX) {
+                cs[i] = (float)c;
+                cs[nr + i] = (float)s;
+            } else {
+                cs[2 * i] = cs[2 * i + 1] = (float)c;
+                cs[nr + 2 * i] = (float)-s;
+                cs[nr + 2 * i + 1] = (float)s;
+            }
+        }
+        ops->k->rope_rows(x + (size_t)t * (size_t)n_head * (size_t)head_dim, n_head, head_dim,
+                          nr, p->mode, cs);
+    }
+    return SL_OK;
+}
+
+sl_status sl_cpu_attn_decode(const sl_cpu_ops *ops, const float *q, const void *k,
+                             const void *v, const sl_attn_params *p, float *out, sl_error *err)
+{
+    if (check_common(ops, 0, __func__, err)) return SL_ERR_INVALID;
+    sl_status st = sl_ref_attn_validate(p, err);
+    if (st) return st;
+    CHECK_PTR(q, "q");
+    CHECK_PTR(k, "k");
+    CHECK_PTR(v, "v");
+    CHECK_PTR(out, "out");
+    ops->k->attn_decode(q, k, v, p, out);
+    return SL_OK;
+}
+
+sl_status sl_cpu_add(const sl_cpu_ops *ops, const float *a, const float *b, float *y,
+                     int64_t n, sl_error *err)
+{
+    if (check_common(ops, n, __func__, err)) return SL_ERR_INVALID;
+    if (n == 0) return SL_OK;
+    CHECK_PTR(a, "a");
+    CHECK_PTR(b, "b");
+    CHECK_PTR(y, "y");
+    ops->k->add(a, b, y, n);
+    return SL_OK;
+}
+
+sl_status sl_cpu_mul(const sl_cpu_ops *ops, const float *a, const float *b, float *y,
+                     int64_t n, sl_error *err)
+{
+    if (check_common(ops, n, __func__, err)) return SL_ERR_INVALID;
+    if (n == 0) return SL_OK;
+    CHECK_PTR(a, "a");
+    CHECK_PTR(b, "b");
+    CHECK_PTR(y, "y");
+    ops->k->mul(a, b, y, n);
+    return SL_OK;
+}
+
+sl_status sl_cpu_scale(const sl_cpu_ops *ops, float *x, int64_t n, float s, sl_error *err)
+{
+    if (check_common(ops, n, __func__, err)) return SL_ERR_INVALID;
+    if (n == 0) return SL_OK;
+    CHECK_PTR(x, "x");
+    ops->k->scale(x, n, s);
+    return SL_OK;
+}

@@ -1,0 +1,161 @@
+/* Scalar (portable C, float) kernels: the fallback table of kernels/cpu/ops.h, and the baseline
+ * the SIMD tables are measured against. Reductions use 4 partial sums, as the SIMD paths use
+ * lanes, which both shortens the dependency chain and halves the float rounding error growth. */
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels/cpu/ops_impl.h"
+#include "kernels/ref/half.h"
+
+static void rms_norm(const float *x, const float *w, float *y, int64_t n, float eps,
+                     bool one_plus_w)
+{
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += x[i] * x[i];
+        s1 += x[i + 1] * x[i + 1];
+        s2 += x[i + 2] * x[i + 2];
+        s3 += x[i + 3] * x[i + 3];
+    }
+    for (; i < n; i++) s0 += x[i] * x[i];
+    const float r = 1.0f / sqrtf((s0 + s1 + s2 + s3) / (float)n + eps);
+    for (i = 0; i < n; i++) {
+        const float g = w ? (one_plus_w ? 1.0f + w[i] : w[i]) : 1.0f;
+        y[i] = x[i] * r * g;
+    }
+}
+
+static void softmax(float *x, int64_t n, float scale, const float *mask)
+{
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = x[i] * scale + (mask ? mask[i] : 0.0f);
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    if (mx == -INFINITY) { /* fully masked row: zeros, as the reference */
+        for (int64_t i = 0; i < n; i++) x[i] = 0.0f;
+        return;
+    }
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) sum += (x[i] = expf(x[i] - mx));
+    const float inv = 1.0f / sum;
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+static void silu(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+static void swiglu(const float *gate, const float *up, float *out, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+static void rope_rows(float *x, int32_t n_rows, int32_t head_dim, int32_t n_rot,
+                      sl_rope_mode mode, const float *cs)
+{
+    const float *c = cs, *s = cs + n_rot;
+    const int32_t h = n_rot / 2;
+    for (int32_t r = 0; r < n_rows; r++) {
+        float *row = x + (size_t)r * (size_t)head_dim;
+        if (mode == SL_ROPE_NEOX) {
+            for (int32_t i = 0; i < h; i++) {
+                const float x0 = row[i], x1 = row[i + h];
+                row[i] = x0 * c[i] - x1 * s[i];
+                row[i + h] = x0 * s[i] + x1 * c[i];
+            }
+        } else {
+            for (int32_t j = 0; j < n_rot; j += 2) {
+                const float x0 = row[j], x1 = row[j + 1];
+                row[j] = x0 * c[j] + x1 * s[j];
+                row[j + 1] = x1 * c[j + 1] + x0 * s[j + 1];
+            }
+        }
+    }
+}
+
+static void add(const float *a, const float *b, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+static void mul(const float *a, const float *b, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
+}
+
+static void scale(float *x, int64_t n, float s)
+{
+    for (int64_t i = 0; i < n; i++) x[i] *= s;
+}
+
+/* ---- attention primitives (attn_decode_tmpl.h) ----------------------------------------- */
+
+static inline float k_dot_f32(const float *a, const float *b, int32_t n)
+{
+    float s0 = 0.0f, s1 = 0.0f;
+    int32_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        s0 += a[i] * b[i];
+        s1 += a[i + 1] * b[i + 1];
+    }
+    if (i < n) s0 += a[i] * b[i];
+    return s0 + s1;
+}
+
+static inline float k_dot_f16(const float *a, const uint16_t *b, int32_t n)
+{
+    float s0 = 0.0f, s1 = 0.0f;
+    int32_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        s0 += a[i] * sl_half_to_float(b[i]);
+        s1 += a[i + 1] * sl_half_to_float(b[i + 1]);
+    }
+    if (i < n) s0 += a[i] * sl_half_to_float(b[i]);
+    return s0 + s1;
+}
+
+static inline void k_wsum_f32(float *acc, const float *w, const float *v, size_t stride,
+                              int32_t nb, int32_t n)
+{
+    for (int32_t t = 0; t < nb; t++)
+        for (int32_t i = 0; i < n; i++) acc[i] += w[t] * v[(size_t)t * stride + (size_t)i];
+}
+
+static inline void k_wsum_f16(float *acc, const float *w, const uint16_t *v, size_t stride,
+                              int32_t nb, int32_t n)
+{
+    for (int32_t t = 0; t < nb; t++)
+        for (int32_t i = 0; i < n; i++)
+            acc[i] += w[t] * sl_half_to_float(v[(size_t)t * stride + (size_t)i]);
+}
+
+static inline void k_scal(float *acc, float s, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++) acc[i] *= s;
+}
+
+static inline float k_exp_sum(float *s, int32_t n, float m)
+{
+    float sum = 0.0f;
+    for (int32_t i = 0; i < n; i++) sum += (s[i] = expf(s[i] - m));
+    return sum;
+}
+
+#define SL_ATTN_DECODE_FN attn_decode
+#include "kernels/cpu/attn_decode_tmpl.h"
+
+const sl__cpu_kernels sl__cpu_kernels_scalar = {
+    .isa = SL_CPU_ISA_SCALAR,
+    .rms_norm = rms_norm,
+    .softmax = softmax,
+    .silu = silu,
+    .swiglu = swiglu,
+    .rope_rows = rope_rows,
+    .attn_decode = attn_decode,
+    .add = add,
+    .mul = mul,
+    .scale = scale,
+};

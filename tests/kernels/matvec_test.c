@@ -1,0 +1,516 @@
+/* matvec_test: kernels/ref/matvec against float64 and ggml's quantizers, kernels/cpu/matvec
+ * (every ISA this CPU has x threads 1, 2, 3) against the reference bit for bit, the sparse
+ * variants against dense results restricted to their lists, and the thread pool.
+ *
+ * Exactness claims checked here (kernels/cpu/matvec.h): every fast path equals the reference
+ * bit for bit for every type, shape, batch and thread count (memcmp of the outputs). Against
+ * float64 of the dequantized weights times the unquantized x, per output:
+ *   float weights:  |y - y64| <= 1e-5 * S,             S = sum |w x|
+ *   quantized:      |y - y64| <= sum_blocks ||w_b||_1 * amax_b(x) * (1/254 + 1/1024)
+ *                                + |m| |s| 2^-10 (Q8_1 types) + 1e-5 * S
+ * (half a quantization step of x per element, plus the half rounding of Q8_0's scale).
+ * Weights come from kernels/ref/quant's quantizers where it has them, else random bytes with
+ * finite half scales (which is harsher: qs may be -128). */
+#include <inttypes.h>
+#include <math.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/topo.h"
+#include "gguf/gguf.h"
+#include "kernels/cpu/matvec.h"
+#include "kernels/cpu/pool.h"
+#include "kernels/ref/matvec.h"
+#include "kernels/ref/quant.h"
+#include "tests/testing.h"
+
+static uint64_t rng_state = 0x5eed1234abcdULL;
+
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static float rndf(void) { return (float)((double)(rnd() >> 11) * 0x1p-53 * 2.0 - 1.0); }
+
+static const uint32_t k_types[] = {SL_GGML_F32, SL_GGML_F16, SL_GGML_BF16, SL_GGML_Q8_0,
+                                   SL_GGML_Q4_0, SL_GGML_Q4_1, SL_GGML_Q5_0, SL_GGML_Q5_1,
+                                   SL_GGML_Q4_K, SL_GGML_Q5_K, SL_GGML_Q6_K, SL_GGML_MXFP4};
+enum { N_TYPES = sizeof k_types / sizeof k_types[0] };
+
+static const char *tname(uint32_t type) { return sl_gguf_type_get(type)->name; }
+
+static void put_half(uint8_t *p, float f)
+{
+    const uint16_t h = sl_quant_fp32_to_fp16(f);
+    memcpy(p, &h, 2);
+}
+
+/* rows x cols weights of `type`: quantized from random floats when kernels/ref/quant supports
+ * the type, else random bytes with finite scales. */
+static void *make_weights(uint32_t type, int64_t rows, int64_t cols, bool *quantized)
+{
+    const size_t rb = sl_ref_matvec_row_bytes(type, cols);
+    uint8_t *w = malloc(rb * (size_t)rows);
+    float *row = malloc((size_t)cols * sizeof *row);
+    /* sl_quant_supported covers dequantizers too: a type without a quantizer says so with
+     * SL_ERR_UNSUPPORTED and gets random bytes. */
+    *quantized = sl_quant_supported(type);
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *wr = w + (size_t)r * rb;
+        if (*quantized) {
+            for (int64_t c = 0; c < cols; c++) row[c] = rndf() * (1.0f + (float)(r % 3));
+            sl_error e;
+            const sl_status s = sl_quant_row(type, row, wr, cols, &e);
+            if (!s) continue;
+            CHECK_MSG(s == SL_ERR_UNSUPPORTED && r == 0, "sl_quant_row: %s", e.msg);
+            *quantized = false;
+        }
+        for (size_t i = 0; i < rb; i++) wr[i] = (uint8_t)rnd();
+        const sl_gguf_type_info *ti = sl_gguf_type_get(type);
+        const int64_t nb = cols / ti->block_size;
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *p = wr + b * ti->type_size;
+            const float d = 0.001f + 0.01f * (float)(rnd() % 100) / 100.0f;
+            switch (type) {
+            case SL_GGML_F32: {
+                const float f = rndf();
+                memcpy(p, &f, 4);
+                break;
+            }
+            case SL_GGML_F16: put_half(p, rndf()); break;
+            case SL_GGML_BF16: {
+                const uint16_t h = sl_quant_fp32_to_bf16(rndf());
+                memcpy(p, &h, 2);
+                break;
+            }
+            case SL_GGML_Q4_1:
+            case SL_GGML_Q5_1:
+            case SL_GGML_Q4_K:
+            case SL_GGML_Q5_K:
+                put_half(p, d);
+                put_half(p + 2, d * rndf());
+                break;
+            case SL_GGML_Q6_K: put_half(p + 208, d); break;
+            case SL_GGML_MXFP4: p[0] = (uint8_t)(118 + rnd() % 8); break;
+            default: put_half(p, d); break;
+            }
+        }
+    }
+    free(row);
+    return w;
+}
+
+static float *make_x(int64_t n)
+{
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++) x[i] = rndf() * (i % 5 == 0 ? 3.0f : 1.0f);
+    return x;
+}
+
+static float *dequant(uint32_t type, const void *w, int64_t rows, int64_t cols)
+{
+    float *d = malloc((size_t)(rows * cols) * sizeof *d);
+    const size_t rb = sl_ref_matvec_row_bytes(type, cols);
+    for (int64_t r = 0; r < rows; r++) {
+        sl_error e;
+        CHECK(!sl_ref_matvec_dequant_row(type, (const char *)w + r * rb, cols, d + r * cols, &e));
+        if (sl_quant_supported(type)) { /* the quantizer module's dequantizer agrees bit for bit */
+            float *q = malloc((size_t)cols * sizeof *q);
+            CHECK(!sl_quant_dequant_row(type, (const char *)w + r * rb, q, cols, &e));
+            CHECK_MSG(!memcmp(q, d + r * cols, (size_t)cols * sizeof *q),
+                      "%s dequant row %lld differs from sl_quant_dequant_row", tname(type),
+                      (long long)r);
+            free(q);
+        }
+    }
+    return d;
+}
+
+/* ---- reference vs float64 -------------------------------------------------------------- */
+
+static void check_ref_accuracy(uint32_t type, const void *w, int64_t rows, int64_t cols)
+{
+    float *x = make_x(cols), *y = malloc((size_t)rows * sizeof *y);
+    sl_error e;
+    CHECK(!sl_ref_matvec(type, w, rows, cols, x, 1, y, &e));
+    float *wd = dequant(type, w, rows, cols);
+    const int64_t blk = sl_gguf_type_get(type)->block_size;
+    const int64_t qb = sl_ref_matvec_act_type(type) == SL_GGML_Q8_K ? 256 : 32;
+    const bool q8_1 = sl_ref_matvec_act_type(type) == SL_GGML_Q8_1;
+    double worst = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        double y64 = 0, S = 0, bound = 0;
+        for (int64_t c = 0; c < cols; c++) {
+            y64 += (double)wd[r * cols + c] * x[c];
+            S += fabs((double)wd[r * cols + c] * x[c]);
+        }
+        if (blk > 1) {
+            for (int64_t b = 0; b < cols / qb; b++) {
+                double l1 = 0, amax = 0, sumx = 0;
+                for (int64_t k = 0; k < qb; k++) {
+                    l1 += fabs(wd[r * cols + b * qb + k]);
+                    amax = fmax(amax, fabs(x[b * qb + k]));
+                    sumx += fabs(x[b * qb + k]);
+                }
+                bound += l1 * amax * (1.0 / 254 + 1.0 / 1024);
+                if (q8_1) bound += sumx * 0.05 * 0x1p-10; /* |m| <= 0.05 here, s half-rounded */
+            }
+        }
+        bound += 1e-5 * S + 1e-30;
+        const double err = fabs((double)y[r] - y64);
+        if (err / bound > worst) worst = err / bound;
+        CHECK_MSG(err <= bound, "%s ref vs f64: row %lld cols %lld: |%.9g - %.9g| = %g > %g",
+                  tname(type), (long long)r, (long long)cols, y[r], y64, err, bound);
+    }
+    free(wd);
+    free(x);
+    free(y);
+}
+
+/* ---- fast vs reference ------------------------------------------------------------------ */
+
+typedef struct ctx_set {
+    sl_cpu_matvec_ctx mv[3];
+    int n_mv;
+    sl_cpu_pool *pools[4]; /* NULL, 1, 2, 3 threads */
+} ctx_set;
+
+static int64_t n_exact_checks;
+
+static void check_fast(const ctx_set *cs, uint32_t type, const void *w, int64_t rows,
+                       int64_t cols, int64_t n_batch)
+{
+    float *x = make_x(cols * n_batch);
+    float *yr = malloc((size_t)(rows * n_batch) * sizeof *yr);
+    float *yf = malloc((size_t)(rows * n_batch) * sizeof *yf);
+    sl_error e;
+    CHECK(!sl_ref_matvec(type, w, rows, cols, x, n_batch, yr, &e));
+    const size_t wb = sl_cpu_matvec_work_bytes(type, cols, n_batch);
+    void *work = malloc(wb ? wb : 1);
+    for (int m = 0; m < cs->n_mv; m++)
+        for (int p = 0; p < 4; p++) {
+            memset(yf, 0xff, (size_t)(rows * n_batch) * sizeof *yf);
+            const sl_status s = sl_cpu_matvec(&cs->mv[m], cs->pools[p], type, w, rows, cols, x,
+                                              n_batch, yf, work, wb, &e);
+            CHECK_MSG(!s, "%s", e.msg);
+            n_exact_checks++;
+            CHECK_MSG(!memcmp(yf, yr, (size_t)(rows * n_batch) * sizeof *yf),
+                      "%s %s threads %d: rows %lld cols %lld batch %lld differs from the reference",
+                      tname(type), sl_cpu_matvec_name(&cs->mv[m]), sl_cpu_pool_threads(cs->pools[p]),
+                      (long long)rows, (long long)cols, (long long)n_batch);
+        }
+    free(work);
+    free(x);
+    free(yr);
+    free(yf);
+}
+
+/* Row-gathered (compact and scattered), column-listed and transposed, ref and fast. */
+static void check_sparse(const ctx_set *cs, uint32_t type, const void *w, int64_t rows,
+                         int64_t cols, int64_t n_batch)
+{
+    sl_error e;
+    float *x = make_x(cols * n_batch);
+    float *dense = malloc((size_t)(rows * n_batch) * sizeof *dense);
+    CHECK(!sl_ref_matvec(type, w, rows, cols, x, n_batch, dense, &e));
+
+    /* rows: a random list with repeats */
+    const int64_t n_idx = rows / 2 + 1;
+    int32_t *idx = malloc((size_t)n_idx * sizeof *idx);
+    for (int64_t i = 0; i < n_idx; i++) idx[i] = (int32_t)(rnd() % (uint64_t)rows);
+    float *yc = malloc((size_t)(n_idx * n_batch) * sizeof *yc);
+    float *ys = malloc((size_t)(rows * n_batch) * sizeof *ys);
+    float *yf = malloc((size_t)(rows * n_batch + n_idx * n_batch) * sizeof *yf);
+    CHECK(!sl_ref_matvec_rows(type, w, rows, cols, idx, n_idx, false, x, n_batch, yc, &e));
+    for (int64_t i = 0; i < rows * n_batch; i++) ys[i] = 7.0f;
+    CHECK(!sl_ref_matvec_rows(type, w, rows, cols, idx, n_idx, true, x, n_batch, ys, &e));
+    for (int64_t b = 0; b < n_batch; b++) {
+        for (int64_t i = 0; i < n_idx; i++)
+            CHECK(!memcmp(&yc[b * n_idx + i], &dense[b * rows + idx[i]], sizeof(float)));
+        for (int64_t r = 0; r < rows; r++) {
+            bool listed = false;
+            for (int64_t i = 0; i < n_idx; i++) listed |= idx[i] == r;
+            CHECK(listed ? !memcmp(&ys[b * rows + r], &dense[b * rows + r], 4)
+                         : ys[b * rows + r] == 7.0f);
+        }
+    }
+    const size_t wb = sl_cpu_matvec_work_bytes(type, cols, n_batch);
+    void *xq = malloc(wb ? wb : 1);
+    const bool f32_act = sl_ref_matvec_act_type(type) == SL_GGML_F32;
+    for (int m = 0; m < cs->n_mv; m++)
+        for (int p = 0; p < 4; p++) {
+            const sl_cpu_matvec_ctx *mv = &cs->mv[m];
+            if (!f32_act) CHECK(!sl_cpu_matvec_quant_act(mv, type, x, cols, n_batch, xq, wb, &e));
+            const void *a = f32_act ? (const void *)x : xq;
+            CHECK(!sl_cpu_matvec_rows_q(mv, cs->pools[p], type, w, rows, cols, idx, n_idx, false,
+                                        a, n_batch, yf, &e));
+            CHECK_MSG(!memcmp(yf, yc, (size_t)(n_idx * n_batch) * 4), "%s %s rows compact",
+                      tname(type), sl_cpu_matvec_name(mv));
+            for (int64_t i = 0; i < rows * n_batch; i++) yf[i] = 7.0f;
+            CHECK(!sl_cpu_matvec_rows_q(mv, cs->pools[p], type, w, rows, cols, idx, n_idx, true,
+                                        a, n_batch, yf, &e));
+            CHECK_MSG(!memcmp(yf, ys, (size_t)(rows * n_batch) * 4), "%s %s rows scattered",
+                      tname(type), sl_cpu_matvec_name(mv));
+        }
+
+    /* cols (ggml order): ref == dense of the masked x; fast == ref */
+    const int64_t n_cidx = cols / 3 + 1;
+    int32_t *cidx = malloc((size_t)n_cidx * sizeof *cidx);
+    for (int64_t i = 0; i < n_cidx; i++) cidx[i] = (int32_t)(rnd() % (uint64_t)cols);
+    float *xm = calloc((size_t)(cols * n_batch), sizeof *xm);
+    for (int64_t b = 0; b < n_batch; b++)
+        for (int64_t i = 0; i < n_cidx; i++) xm[b * cols + cidx[i]] = x[b * cols + cidx[i]];
+    float *dm = malloc((size_t)(rows * n_batch) * sizeof *dm);
+    float *ycol = calloc((size_t)(rows * n_batch), sizeof *ycol);
+    CHECK(!sl_ref_matvec(type, w, rows, cols, xm, n_batch, dm, &e));
+    CHECK(!sl_ref_matvec_cols(type, w, rows, cols, cidx, n_cidx, x, n_batch, ycol, &e));
+    for (int64_t i = 0; i < rows * n_batch; i++)
+        CHECK_MSG(ycol[i] == dm[i], "%s cols: %.9g != masked dense %.9g", tname(type), ycol[i],
+                  dm[i]);
+    const size_t cwb = sl_cpu_matvec_cols_work_bytes(type, cols, n_batch);
+    void *cw = malloc(cwb);
+    for (int m = 0; m < cs->n_mv; m++)
+        for (int p = 0; p < 4; p++) {
+            memset(yf, 0, (size_t)(rows * n_batch) * 4);
+            CHECK(!sl_cpu_matvec_cols(&cs->mv[m], cs->pools[p], type, w, rows, cols, cidx, n_cidx,
+                                      x, n_batch, yf, cw, cwb, &e));
+            CHECK_MSG(!memcmp(yf, ycol, (size_t)(rows * n_batch) * 4), "%s %s cols", tname(type),
+                      sl_cpu_matvec_name(&cs->mv[m]));
+        }
+
+    /* transposed: W is read as Wt [rows = n_ff][cols = n_embd]; x is [n_batch][rows] */
+    float *xt = make_x(rows * n_batch);
+    float *yt = malloc((size_t)(cols * n_batch) * sizeof *yt);
+    float *ytf = malloc((size_t)(cols * n_batch) * sizeof *ytf);
+    for (int64_t i = 0; i < cols * n_batch; i++) yt[i] = 0.5f;
+    CHECK(!sl_ref_matvec_t_rows(type, w, rows, cols, idx, n_idx, xt, n_batch, yt, &e));
+    float *wd = dequant(type, w, rows, cols);
+    for (int64_t b = 0; b < n_batch; b++)
+        for (int64_t c = 0; c < cols; c++) {
+            double y64 = 0.5, S = 0.5;
+            for (int64_t i = 0; i < n_idx; i++) {
+                y64 += (double)xt[b * rows + idx[i]] * wd[idx[i] * cols + c];
+                S += fabs((double)xt[b * rows + idx[i]] * wd[idx[i] * cols + c]);
+            }
+            CHECK_MSG(fabs(yt[b * cols + c] - y64) <= 1e-6 * S, "%s t_rows: %.9g vs %.9g",
+                      tname(type), yt[b * cols + c], y64);
+        }
+    for (int m = 0; m < cs->n_mv; m++)
+        for (int p = 0; p < 4; p++) {
+            for (int64_t i = 0; i < cols * n_batch; i++) ytf[i] = 0.5f;
+            CHECK(!sl_cpu_matvec_t_rows(&cs->mv[m], cs->pools[p], type, w, rows, cols, idx, n_idx,
+                                        xt, n_batch, ytf, &e));
+            CHECK_MSG(!memcmp(ytf, yt, (size_t)(cols * n_batch) * 4), "%s %s t_rows", tname(type),
+                      sl_cpu_matvec_name(&cs->mv[m]));
+        }
+    free(wd);
+    free(xt);
+    free(yt);
+    free(ytf);
+    free(cw);
+    free(cidx);
+    free(xm);
+    free(dm);
+    free(ycol);
+    free(xq);
+    free(idx);
+    free(yc);
+    free(ys);
+    free(yf);
+    free(dense);
+    free(x);
+}
+
+/* ---- activation quantizers vs kernels/ref/quant ---------------------------------------- */
+
+static void check_act_quant(void)
+{
+    const uint32_t wt[] = {SL_GGML_Q8_0, SL_GGML_Q4_1, SL_GGML_Q4_K};
+    for (int i = 0; i < 3; i++) {
+        const uint32_t at = sl_ref_matvec_act_type(wt[i]);
+        if (!sl_quant_supported(at)) {
+            printf("matvec_test: notice: kernels/ref/quant has no %s quantizer yet; activation "
+                   "quantizer cross-check skipped\n", tname(at));
+            continue;
+        }
+        const int64_t n = 1024;
+        float *x = make_x(n);
+        x[5] = 0.5f * (x[4] = 127.0f / 64); /* exact ties for the rounding rule */
+        const size_t nb = sl_ref_matvec_act_bytes(wt[i], n);
+        uint8_t *a = malloc(nb), *b = malloc(nb);
+        sl_error e;
+        CHECK(!sl_ref_matvec_quant_act(wt[i], x, n, a, &e));
+        CHECK(!sl_quant_row(at, x, b, n, &e));
+        CHECK_MSG(!memcmp(a, b, nb), "%s activation quantizer differs from sl_quant_row", tname(at));
+        free(a);
+        free(b);
+        free(x);
+    }
+}
+
+static void check_errors(const sl_cpu_matvec_ctx *mv)
+{
+    float x[64] = {0}, y[4];
+    uint8_t w[1024] = {0};
+    sl_error e;
+    CHECK(sl_ref_matvec(SL_GGML_Q2_K, w, 1, 256, x, 1, y, &e) == SL_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(e.msg, "Q2_K");
+    CHECK(sl_ref_matvec(SL_GGML_Q8_0, w, 1, 48, x, 1, y, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "cols = 48");
+    CHECK(sl_ref_matvec(SL_GGML_Q8_0, NULL, 1, 32, x, 1, y, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "w is NULL");
+    const int32_t bad[2] = {0, 5};
+    CHECK(sl_ref_matvec_rows(SL_GGML_Q8_0, w, 2, 32, bad, 2, false, x, 1, y, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "idx[1] = 5");
+    CHECK(sl_cpu_matvec(mv, NULL, SL_GGML_Q8_0, w, 1, 32, x, 1, y, w, 10, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "xq_bytes");
+    CHECK(sl_cpu_matvec(mv, NULL, SL_GGML_IQ2_XXS, w, 1, 256, x, 1, y, w, 1024, &e) ==
+          SL_ERR_UNSUPPORTED);
+    CHECK(sl_cpu_matvec_t_rows(mv, NULL, SL_GGML_Q8_0, w, 2, 32, bad, 2, x, 1, y, &e) ==
+          SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "rows = 2");
+}
+
+/* ---- pool -------------------------------------------------------------------------------- */
+
+typedef struct cover {
+    atomic_int *hits;
+    int n_threads;
+    atomic_int bad_thread;
+    const sl_topo_node *node; /* workers must run on its CPUs (NULL: not checked) */
+    atomic_int off_node;
+} cover;
+
+static void cover_fn(void *ctx, int64_t b, int64_t e, int thread)
+{
+    cover *c = ctx;
+    if (thread < 0 || thread >= c->n_threads) atomic_fetch_add(&c->bad_thread, 1);
+    if (c->node && thread > 0) {
+        const int cpu = sched_getcpu();
+        bool on = false;
+        for (int i = 0; i < c->node->ncpus; i++) on |= c->node->cpus[i] == cpu;
+        if (!on) atomic_fetch_add(&c->off_node, 1);
+    }
+    for (int64_t i = b; i < e; i++) atomic_fetch_add(&c->hits[i], 1);
+}
+
+static void check_pool(void)
+{
+    sl_error e;
+    sl_topo *topo = NULL;
+    sl_topo_options to = {.source = SL_TOPO_THIS_MACHINE, .ignore_env = true};
+    CHECK(!sl_topo_load(&to, &topo, &e));
+    const sl_topo_node *node0 = topo ? sl_topo_node_at(topo, 0) : NULL;
+    enum { N = 1000 };
+    atomic_int *hits = malloc(N * sizeof *hits);
+    for (int nt = 1; nt <= 3; nt++)
+        for (int mode = 0; mode < 3; mode++) { /* unbound, node 0, cpu list "0" */
+            sl_cpu_pool_options o = {.n_threads = nt, .numa_node = -1, .topo = topo};
+            if (mode == 1 && node0) o.numa_node = node0->os_index;
+            if (mode == 2) o.cpus = "0";
+            sl_cpu_pool *p = NULL;
+            const sl_status s = sl_cpu_pool_create(&o, &p, &e);
+            CHECK_MSG(!s, "pool %d threads mode %d: %s", nt, mode, e.msg);
+            if (s) continue;
+            CHECK(sl_cpu_pool_threads(p) == nt);
+            for (int rep = 0; rep < 50; rep++) {
+                for (int i = 0; i < N; i++) atomic_store(&hits[i], 0);
+                cover c = {.hits = hits, .n_threads = nt, .node = mode == 1 ? node0 : NULL};
+                const int64_t n = rep % 2 ? N : 1 + rep * 7, grain = 1 + rep % 13;
+                CHECK(!sl_cpu_pool_parallel_for(p, n, grain, cover_fn, &c, &e));
+                int wrong = 0;
+                for (int64_t i = 0; i < N; i++) wrong += atomic_load(&hits[i]) != (i < n);
+                CHECK_MSG(!wrong, "pool %d threads: %d indices not covered exactly once", nt, wrong);
+                CHECK(!atomic_load(&c.bad_thread));
+                CHECK(!atomic_load(&c.off_node));
+            }
+            CHECK(!sl_cpu_pool_parallel_for(p, 0, 1, cover_fn, NULL, &e));
+            CHECK(sl_cpu_pool_parallel_for(p, 5, 0, cover_fn, NULL, &e) == SL_ERR_INVALID);
+            sl_cpu_pool_destroy(p);
+        }
+    sl_cpu_pool *p = (sl_cpu_pool *)1;
+    sl_cpu_pool_options bad = {.n_threads = 0, .numa_node = -1};
+    CHECK(sl_cpu_pool_create(&bad, &p, &e) == SL_ERR_INVALID && p == NULL);
+    CHECK_CONTAINS(e.msg, "n_threads = 0");
+    bad = (sl_cpu_pool_options){.n_threads = 2, .numa_node = 999, .topo = topo};
+    CHECK(sl_cpu_pool_create(&bad, &p, &e) != SL_OK && p == NULL);
+    CHECK_CONTAINS(e.msg, "worker 1");
+    bad = (sl_cpu_pool_options){.n_threads = 2, .numa_node = -1, .cpus = "0-x", .topo = topo};
+    CHECK(sl_cpu_pool_create(&bad, &p, &e) != SL_OK && p == NULL);
+    free(hits);
+    sl_topo_destroy(topo);
+}
+
+int main(void)
+{
+    const sl_cpu_features f = sl_cpu_features_detect();
+    ctx_set cs = {0};
+    const sl_cpu_isa isas[] = {SL_CPU_ISA_SCALAR, SL_CPU_ISA_AVX2, SL_CPU_ISA_AVX512};
+    for (int i = 0; i < 3; i++) {
+        sl_error e;
+        if (sl_cpu_matvec_init(&cs.mv[cs.n_mv], isas[i], f, &e) == SL_OK) {
+            printf("matvec_test: testing %s\n", sl_cpu_matvec_name(&cs.mv[cs.n_mv]));
+            cs.n_mv++;
+        } else {
+            printf("matvec_test: notice: %s not available on this CPU, its kernels are not "
+                   "tested here (%s)\n", sl_cpu_isa_name(isas[i]), e.msg);
+        }
+    }
+    for (int nt = 1; nt <= 3; nt++) {
+        sl_error e;
+        sl_cpu_pool_options o = {.n_threads = nt, .numa_node = -1};
+        CHECK(!sl_cpu_pool_create(&o, &cs.pools[nt], &e));
+    }
+    check_errors(&cs.mv[0]);
+    check_act_quant();
+    check_pool();
+
+    static const int64_t rows_list[] = {1, 3, 17, 64, 257};
+    static const int64_t batch_list[] = {1, 2, 3, 7, 64};
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t type = k_types[ti];
+        const int64_t blk = sl_gguf_type_get(type)->block_size;
+        int64_t cols_list[8], n_cols = 0;
+        if (blk == 1) {
+            const int64_t c[] = {1, 7, 33, 4096 + 3};
+            for (int i = 0; i < 4; i++) cols_list[n_cols++] = c[i];
+        } else if (blk == 256) {
+            const int64_t c[] = {1, 2, 3, 16};
+            for (int i = 0; i < 4; i++) cols_list[n_cols++] = c[i] * blk;
+        } else { /* 8-block groups: 9 and 17 hit the group loop with a tail; 128 = 4096 */
+            const int64_t c[] = {1, 2, 3, 7, 9, 17, 128};
+            for (int i = 0; i < 7; i++) cols_list[n_cols++] = c[i] * blk;
+        }
+        for (int hi = 0; hi < cs.n_mv; hi++)
+            if (!sl_cpu_matvec_has_simd(&cs.mv[hi], type) && cs.mv[hi].isa != SL_CPU_ISA_SCALAR)
+                printf("matvec_test: %s has no %s kernel: the scalar code runs (dispatch tested)\n",
+                       tname(type), sl_cpu_matvec_name(&cs.mv[hi]));
+        bool quantized = false;
+        for (int ci = 0; ci < n_cols; ci++)
+            for (int ri = 0; ri < 5; ri++) {
+                const int64_t rows = rows_list[ri], cols = cols_list[ci];
+                void *w = make_weights(type, rows, cols, &quantized);
+                check_ref_accuracy(type, w, rows, cols);
+                for (int bi = 0; bi < 5; bi++) {
+                    const int64_t nb = batch_list[bi];
+                    if (rows * cols * nb > (4 << 20)) continue; /* keep the run short */
+                    check_fast(&cs, type, w, rows, cols, nb);
+                }
+                if (rows <= 64 && cols <= 2048) check_sparse(&cs, type, w, rows, cols, ri % 2 ? 3 : 1);
+                free(w);
+            }
+        printf("matvec_test: %-5s weights %s\n", tname(type),
+               quantized ? "from kernels/ref/quant" : "random bytes (no quantizer yet)");
+    }
+    for (int nt = 1; nt <= 3; nt++) sl_cpu_pool_destroy(cs.pools[nt]);
+    printf("matvec_test: %lld bit-exact comparisons of fast vs reference\n",
+           (long long)n_exact_checks);
+    return sl_test_finish("matvec_test");
+}
