@@ -52,8 +52,27 @@ FTYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1":
 # RMS error against the F32 model (relative; bounds as tests/kernels/quant_ref_test.c), while
 # tests/kernels/dequant_vs_gguf_py.py checks our blocks decode identically in gguf-py.
 K_RMS_BOUND = {"Q4_K": 0.11, "Q5_K": 0.055, "Q6_K": 0.03}
-GGUF_ARCH = {"llama": "llama", "mixtral": "llama", "qwen3moe": "qwen3moe", "olmoe": "olmoe"}
-MOE = {"llama": False, "mixtral": True, "qwen3moe": True, "olmoe": True}
+GGUF_ARCH = {"llama": "llama", "mixtral": "llama", "qwen3moe": "qwen3moe", "olmoe": "olmoe",
+             "qwen2moe": "qwen2moe", "gemma3": "gemma3"}
+MOE = {"llama": False, "mixtral": True, "qwen3moe": True, "olmoe": True, "qwen2moe": True,
+       "gemma3": False}
+SPM = {"llama", "gemma3"}  # GGUF archs with a SentencePiece vocabulary (tokenizer model "llama")
+ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3")
+
+
+def arch_defaults(arch, **kw):
+    """DEFAULTS adjusted as mkmodel adjusts them per arch, then kw."""
+    p = dict(DEFAULTS)
+    if not MOE[arch]:
+        p.update(experts=0, top_k=0)
+    if arch == "olmoe":
+        p["kv_heads"] = p["heads"]
+    if arch == "gemma3":
+        p.update(layers=6, swa=8)
+    p.update(kw)
+    if arch == "qwen2moe" and "shexp" not in kw:
+        p["shexp"] = 2 * p["ffn"]
+    return p
 
 
 def expected_tensors(arch, p):
@@ -62,8 +81,9 @@ def expected_tensors(arch, p):
     D = E // p["heads"]
     Q, KV = p["heads"] * D, p["kv_heads"] * D
     w = p["type"]
-    t = {"token_embd.weight": (w, [E, V]), "output_norm.weight": ("F32", [E]),
-         "output.weight": (w, [E, V])}
+    t = {"token_embd.weight": (w, [E, V]), "output_norm.weight": ("F32", [E])}
+    if arch != "gemma3":  # LLM_ARCH_GEMMA3: output duplicated from token_embd (tied)
+        t["output.weight"] = (w, [E, V])
     for i in range(p["layers"]):
         b = f"blk.{i}."
         t[b + "attn_norm.weight"] = ("F32", [E])
@@ -72,9 +92,21 @@ def expected_tensors(arch, p):
         t[b + "attn_v.weight"] = (w, [E, KV])
         t[b + "attn_output.weight"] = (w, [Q, E])
         t[b + "ffn_norm.weight"] = ("F32", [E])
-        if arch == "qwen3moe":  # LLM_ARCH_QWEN3MOE: {n_embd_head_k}
+        if arch in ("qwen3moe", "gemma3"):  # LLM_ARCH_QWEN3MOE/GEMMA3: {n_embd_head_k}
             t[b + "attn_q_norm.weight"] = ("F32", [D])
             t[b + "attn_k_norm.weight"] = ("F32", [D])
+        if arch == "gemma3":  # LLM_TENSOR_ATTN_POST_NORM, LLM_TENSOR_FFN_POST_NORM
+            t[b + "post_attention_norm.weight"] = ("F32", [E])
+            t[b + "post_ffw_norm.weight"] = ("F32", [E])
+        if arch == "qwen2moe":  # LLM_ARCH_QWEN2MOE: q/k/v biases, shared expert
+            t[b + "attn_q.bias"] = ("F32", [Q])
+            t[b + "attn_k.bias"] = ("F32", [KV])
+            t[b + "attn_v.bias"] = ("F32", [KV])
+            S = p["shexp"]
+            t[b + "ffn_gate_inp_shexp.weight"] = ("F32", [E])
+            t[b + "ffn_gate_shexp.weight"] = (w, [E, S])
+            t[b + "ffn_up_shexp.weight"] = (w, [E, S])
+            t[b + "ffn_down_shexp.weight"] = (w, [S, E])
         if arch == "olmoe":  # LLM_ARCH_OLMOE: {n_embd} for both
             t[b + "attn_q_norm.weight"] = ("F32", [E])
             t[b + "attn_k_norm.weight"] = ("F32", [E])
@@ -104,33 +136,44 @@ def expected_kv(arch, p):
         f"{a}.context_length": (U, p["ctx"]),
         f"{a}.embedding_length": (U, p["dim"]),
         f"{a}.block_count": (U, p["layers"]),
-        f"{a}.feed_forward_length": (U, p["ffn"]),
+        f"{a}.feed_forward_length": (U, p["shexp"] if arch == "qwen2moe" else p["ffn"]),
         f"{a}.attention.head_count": (U, p["heads"]),
         f"{a}.attention.head_count_kv": (U, p["kv_heads"]),
         f"{a}.rope.freq_base": (F32, {"llama": 1e4, "mixtral": 1e6, "qwen3moe": 1e6,
-                                      "olmoe": 1e4}[arch]),
-        f"{a}.attention.layer_norm_rms_epsilon": (F32, 1e-6 if arch == "qwen3moe" else 1e-5),
-        "tokenizer.ggml.model": (S, "llama" if a == "llama" else "gpt2"),
+                                      "olmoe": 1e4, "qwen2moe": 1e6, "gemma3": 1e6}[arch]),
+        f"{a}.attention.layer_norm_rms_epsilon": (
+            F32, 1e-6 if arch in ("qwen3moe", "qwen2moe", "gemma3") else 1e-5),
+        "tokenizer.ggml.model": (S, "llama" if a in SPM else "gpt2"),
         "tokenizer.ggml.tokens": (VT.ARRAY, None),
         "tokenizer.ggml.token_type": (VT.ARRAY, None),
         "tokenizer.ggml.bos_token_id": (U, None),
         "tokenizer.ggml.eos_token_id": (U, None),
-        "tokenizer.ggml.add_bos_token": (B, a == "llama"),
+        "tokenizer.ggml.add_bos_token": (B, a in SPM),
         "tokenizer.ggml.add_eos_token": (B, False),
     }
     if a == "llama":  # LlamaModel.set_gguf_parameters
         kv[f"{a}.vocab_size"] = (U, p["vocab"])
         kv[f"{a}.rope.dimension_count"] = (U, D)
+    if a in SPM:
         kv["tokenizer.ggml.scores"] = (VT.ARRAY, None)
-        kv["tokenizer.ggml.unknown_token_id"] = (U, 0)
+        kv["tokenizer.ggml.unknown_token_id"] = (U, 3 if a == "gemma3" else 0)
     else:
-        kv["tokenizer.ggml.pre"] = (S, "qwen2" if arch == "qwen3moe" else "olmo")
+        kv["tokenizer.ggml.pre"] = (S, "olmo" if arch == "olmoe" else "qwen2")
         kv["tokenizer.ggml.merges"] = (VT.ARRAY, None)
+    if a == "gemma3":  # Gemma3Model.set_gguf_parameters / set_vocab
+        kv[f"{a}.attention.key_length"] = (U, D)
+        kv[f"{a}.attention.value_length"] = (U, D)
+        kv[f"{a}.attention.sliding_window"] = (U, p["swa"])
+        kv["tokenizer.ggml.padding_token_id"] = (U, 0)
+        kv["tokenizer.ggml.add_space_prefix"] = (B, False)
     if MOE[arch]:
         kv[f"{a}.expert_count"] = (U, p["experts"])
         kv[f"{a}.expert_used_count"] = (U, p["top_k"])
-    if arch == "qwen3moe":
+    if arch in ("qwen3moe", "qwen2moe"):
         kv[f"{a}.expert_feed_forward_length"] = (U, p["ffn"])
+    if arch == "qwen2moe":
+        kv[f"{a}.expert_shared_feed_forward_length"] = (U, p["shexp"])
+    if arch == "qwen3moe":
         kv[f"{a}.attention.key_length"] = (U, D)
         kv[f"{a}.attention.value_length"] = (U, D)
     return kv
@@ -202,9 +245,17 @@ def check_file(arch, p, path, label):
         expect(toks[3:259] == [f"<0x{b:02X}>" for b in range(256)], f"{label}: byte tokens")
         expect(list(types[:259]) == [2, 3, 3] + [6] * 256 and set(types[259:]) == {1},
                f"{label}: SPM token types")
+    if GGUF_ARCH[arch] == "gemma3":  # Gemma's ids: <pad> 0, <eos> 1, <bos> 2, <unk> 3
+        expect(toks[:4] == ["<pad>", "<eos>", "<bos>", "<unk>"] and bos == 2 and eos == 1,
+               f"{label}: Gemma specials")
+        expect(toks[4:260] == [f"<0x{b:02X}>" for b in range(256)], f"{label}: byte tokens")
+        expect(list(types[:260]) == [3, 3, 3, 2] + [6] * 256 and set(types[260:]) == {1},
+               f"{label}: Gemma token types")
+    if GGUF_ARCH[arch] in SPM:
         scores = field_value(f["tokenizer.ggml.scores"])
         expect(len(scores) == len(toks), f"{label}: scores length")
-        expect(all(s.startswith("▁") or len(s) <= 2 for s in toks[259:]) and "▁the" in toks,
+        n_base = 260 if GGUF_ARCH[arch] == "gemma3" else 259
+        expect(all(s.startswith("▁") or len(s) <= 2 for s in toks[n_base:]) and "▁the" in toks,
                f"{label}: SPM pieces")
     else:
         b2u = gpt2_bytes_to_unicode()
@@ -212,7 +263,8 @@ def check_file(arch, p, path, label):
         expect(toks[-3:] == ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
                f"{label}: control tokens")
         expect(list(types[-3:]) == [3, 3, 3] and set(types[:-3]) == {1}, f"{label}: types")
-        expect(toks[bos] == "<|endoftext|>" and toks[eos] in ("<|endoftext|>", "<|im_end|>"),
+        expect(toks[bos] == "<|endoftext|>" and toks[eos] ==
+               ("<|im_end|>" if arch == "qwen3moe" else "<|endoftext|>"),
                f"{label}: bos/eos tokens")
         merges = field_value(f["tokenizer.ggml.merges"])
         ids = {t: i for i, t in enumerate(toks)}
@@ -311,14 +363,10 @@ def spearman(a, b):
 
 def main():
     # -- layouts and metadata for every arch and several types
-    matrix = [(a, ty) for a in ("llama", "mixtral", "qwen3moe", "olmoe")
+    matrix = [(a, ty) for a in ARCHS
               for ty in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")]
     for arch, ty in matrix:
-        p = dict(DEFAULTS, type=ty)
-        if arch == "llama":
-            p.update(experts=0, top_k=0)
-        if arch == "olmoe":
-            p["kv_heads"] = p["heads"]
+        p = arch_defaults(arch, type=ty)
         path = os.path.join(TMP, f"{arch}-{ty}.gguf")
         r, _ = mkmodel("--arch", arch, "--type", ty, out=path)
         if not expect(r.returncode == 0, f"{arch} {ty}: exit {r.returncode}: {r.stderr}"):
@@ -332,11 +380,9 @@ def main():
         print(f"ok   {arch} {ty}")
 
     # -- K-quants: rows of 256-element super-blocks need --dim and --ffn multiples of 256
-    for arch in ("llama", "qwen3moe"):
-        p = dict(DEFAULTS, dim=256, ffn=256, experts=4)
-        if arch == "llama":
-            p.update(experts=0, top_k=0)
-        moe = ["--experts", "4"] if arch != "llama" else []
+    for arch in ("llama", "qwen3moe", "qwen2moe", "gemma3"):
+        p = arch_defaults(arch, dim=256, ffn=256, **({"experts": 4} if MOE[arch] else {}))
+        moe = ["--experts", "4"] if MOE[arch] else []
         f32 = os.path.join(TMP, f"{arch}-k-F32.gguf")
         r, _ = mkmodel("--arch", arch, "--dim", "256", "--ffn", "256", *moe, out=f32)
         if not expect(r.returncode == 0, f"{arch} 256 F32: {r.stderr}"):
@@ -366,6 +412,22 @@ def main():
                       "--vocab=300", "--ffn=48")
     if expect(r.returncode == 0, f"custom llama: {r.stderr}"):
         check_file("llama", p, path, "llama/custom")
+    p = arch_defaults("qwen2moe", layers=1, dim=96, ffn=32, shexp=160, experts=3, top_k=1,
+                      heads=6, kv_heads=2, type="Q8_0")
+    r, path = mkmodel("--arch", "qwen2moe", "--layers", "1", "--dim", "96", "--ffn", "32",
+                      "--shared-ffn", "160", "--experts", "3", "--top-k", "1", "--heads", "6",
+                      "--kv-heads", "2", "--type", "Q8_0")
+    if expect(r.returncode == 0, f"custom qwen2moe: {r.stderr}"):
+        check_file("qwen2moe", p, path, "qwen2moe/custom")
+    p = arch_defaults("qwen2moe", ffn=96)  # shared width follows --ffn: 192
+    r, path = mkmodel("--arch", "qwen2moe", "--ffn", "96")
+    if expect(r.returncode == 0, f"qwen2moe --ffn: {r.stderr}"):
+        check_file("qwen2moe", p, path, "qwen2moe/ffn")
+    p = arch_defaults("gemma3", layers=7, swa=3, heads=2, kv_heads=1, vocab=300)
+    r, path = mkmodel("--arch", "gemma3", "--layers", "7", "--sliding-window", "3",
+                      "--heads", "2", "--kv-heads", "1", "--vocab", "300")
+    if expect(r.returncode == 0, f"custom gemma3: {r.stderr}"):
+        check_file("gemma3", p, path, "gemma3/custom")
 
     # -- the default is a small qwen3moe
     r, path = mkmodel()
@@ -386,7 +448,7 @@ def main():
     print("ok   determinism")
 
     # -- router skew: Zipf exponent 1.2 is visibly skewed and ordered, 0 is near uniform
-    for arch in ("qwen3moe", "mixtral", "olmoe"):
+    for arch in ("qwen3moe", "mixtral", "olmoe", "qwen2moe"):
         skewed = os.path.join(TMP, f"skew-{arch}.gguf")
         flat = os.path.join(TMP, f"flat-{arch}.gguf")
         r1, _ = mkmodel("--arch", arch, "--vocab", "4096", "--dim", "128", "--layers", "3",
@@ -454,6 +516,16 @@ def main():
         (["--seed", "1x"], "--seed"),
         (["--seed", "18446744073709551616"], "--seed"),
         (["--ctx", "0"], "--ctx"),
+        (["--arch", "gemma3", "--experts", "8"], "--experts"),
+        (["--arch", "gemma3", "--top-k", "2"], "--top-k"),
+        (["--arch", "gemma3", "--sliding-window", "0"], "--sliding-window"),
+        (["--arch", "llama", "--sliding-window", "4"], "--sliding-window"),
+        (["--sliding-window", "4"], "--sliding-window"),  # default arch qwen3moe
+        (["--arch", "qwen3moe", "--shared-ffn", "64"], "--shared-ffn"),
+        (["--arch", "gemma3", "--shared-ffn", "64"], "--shared-ffn"),
+        (["--arch", "qwen2moe", "--shared-ffn", "0"], "--shared-ffn"),
+        (["--arch", "qwen2moe", "--type", "Q8_0", "--shared-ffn", "48"], "--shared-ffn"),
+        (["--arch", "qwen2moe", "--shared-ffn", "x"], "--shared-ffn"),
     ]
     for args, flag in bad:
         if args == ["--dim", "24", "--heads", "4"]:

@@ -20,14 +20,16 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: tools/run mkmodel [--arch llama|mixtral|qwen3moe|olmoe] [flags] -o FILE\n"
+            "usage: tools/run mkmodel [--arch llama|mixtral|qwen3moe|olmoe|qwen2moe|gemma3]\n"
+            "                         [flags] -o FILE\n"
             "\n"
             "Writes a small synthetic model in the GGUF layout llama.cpp loads, with a valid\n"
             "tokenizer vocabulary and deterministic weights (same flags and seed: same bytes).\n"
             "\n"
             "  --arch A          llama (dense), mixtral (llama + merged experts), qwen3moe,\n"
-            "                    olmoe (default: qwen3moe)\n"
-            "  --layers N        transformer blocks (default 2)\n"
+            "                    olmoe, qwen2moe (experts + shared expert), gemma3 (dense,\n"
+            "                    sliding-window layers) (default: qwen3moe)\n"
+            "  --layers N        transformer blocks (default 2; gemma3: 6)\n"
             "  --dim N           embedding width (default 64)\n"
             "  --ffn N           FFN width; per expert for MoE archs (default 128)\n"
             "  --experts N       experts per layer, MoE archs only (default 8, max %d)\n"
@@ -36,6 +38,8 @@ static void usage(FILE *f)
             "  --kv-heads N      KV heads; must divide --heads (default 2; olmoe: = --heads)\n"
             "  --vocab N         vocabulary size, >= %d (default 512)\n"
             "  --ctx N           context_length metadata (default 256)\n"
+            "  --shared-ffn N    qwen2moe only: shared-expert FFN width (default 2 * --ffn)\n"
+            "  --sliding-window N  gemma3 only: window of the local layers (default 8)\n"
             "  --type T          matmul weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1\n"
             "                    Q4_K Q5_K Q6_K (default F32); --dim and --ffn must be\n"
             "                    multiples of the block size (32; 256 for the K-quants)\n"
@@ -105,6 +109,8 @@ int sl_cli_mkmodel(int argc, char **argv)
         {"--kv-heads", offsetof(sl_synth_params, n_head_kv), false, 0},
         {"--vocab", offsetof(sl_synth_params, n_vocab), false, 0},
         {"--ctx", offsetof(sl_synth_params, n_ctx), false, 0},
+        {"--shared-ffn", offsetof(sl_synth_params, n_ff_shexp), false, 0},
+        {"--sliding-window", offsetof(sl_synth_params, n_swa), false, 0},
     };
     const size_t n_uf = sizeof uf / sizeof uf[0];
     const char *arch_s = NULL, *type_s = NULL, *out = NULL;
@@ -177,17 +183,24 @@ int sl_cli_mkmodel(int argc, char **argv)
     sl_synth_defaults(arch, &p);
     for (size_t k = 0; k < n_uf; k++) {
         if (!uf[k].given) continue;
-        if (arch == SL_SYNTH_LLAMA && (!strcmp(uf[k].name, "--experts") ||
-                                       !strcmp(uf[k].name, "--top-k")))
-            return usage_error("%s: llama is dense and has no experts (use --arch mixtral for "
+        if (!sl_synth_arch_is_moe(arch) && (!strcmp(uf[k].name, "--experts") ||
+                                            !strcmp(uf[k].name, "--top-k")))
+            return usage_error("%s: %s is dense and has no experts (use --arch mixtral for "
                                "llama-style experts)",
-                               uf[k].name);
+                               uf[k].name, sl_synth_arch_name(arch));
         memcpy((char *)&p + uf[k].offset, &uf[k].value, sizeof(uint32_t));
     }
     /* olmoe defaults kv-heads to the heads given, as it needs them equal */
     bool kv_given = false;
     for (size_t k = 0; k < n_uf; k++) kv_given |= uf[k].given && !strcmp(uf[k].name, "--kv-heads");
     if (arch == SL_SYNTH_OLMOE && !kv_given) p.n_head_kv = p.n_head;
+    /* qwen2moe's shared width follows --ffn unless given */
+    bool ffn_given = false, shexp_given = false;
+    for (size_t k = 0; k < n_uf; k++) {
+        ffn_given |= uf[k].given && !strcmp(uf[k].name, "--ffn");
+        shexp_given |= uf[k].given && !strcmp(uf[k].name, "--shared-ffn");
+    }
+    if (arch == SL_SYNTH_QWEN2MOE && ffn_given && !shexp_given) p.n_ff_shexp = 2 * p.n_ff;
     if (type_s) {
         const sl_gguf_type_info *ti = sl_gguf_type_by_name(type_s);
         if (!ti || sl_synth_file_type(ti->code) == UINT32_MAX)
@@ -208,6 +221,8 @@ int sl_cli_mkmodel(int argc, char **argv)
            p.n_layer, p.n_embd, p.n_ff);
     if (p.n_expert) printf("%u experts top-%u skew %g, ", p.n_expert, p.n_expert_used,
                            p.router_skew);
+    if (p.n_ff_shexp) printf("shared ffn %u, ", p.n_ff_shexp);
+    if (p.n_swa) printf("sliding window %u, ", p.n_swa);
     printf("vocab %u, %s, %u tensors, %" PRIu64 " data bytes, seed %" PRIu64 "\n", p.n_vocab,
            ti ? ti->name : "?", sum.n_tensors, sum.data_bytes, p.seed);
     return 0;

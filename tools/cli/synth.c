@@ -2,17 +2,27 @@
  *
  * Layout (ggml ne order, ne[0] contiguous = a matmul's input dimension), as llama.cpp's
  * llama-model.cpp creates the tensors (E = n_embd, H = n_head, Hkv = n_head_kv, D = E / H,
- * F = n_ff, X = n_expert, V = n_vocab):
- *   token_embd [E, V]   output_norm [E] (F32)   output [E, V]
+ * F = n_ff, S = n_ff_shexp, X = n_expert, V = n_vocab):
+ *   token_embd [E, V]   output_norm [E] (F32)   output [E, V] (not gemma3: tied to token_embd)
  *   blk.i.attn_norm [E] (F32)   attn_q [E, H*D]   attn_k, attn_v [E, Hkv*D]   attn_output [H*D, E]
- *   qwen3moe: attn_q_norm, attn_k_norm [D] (F32); olmoe: attn_q_norm, attn_k_norm [E] (F32,
- *     which is why olmoe needs Hkv == H: llama.cpp sizes k_norm by n_embd, not by Hkv*D)
+ *   qwen2moe: attn_q.bias [H*D], attn_k.bias, attn_v.bias [Hkv*D] (F32)
+ *   qwen3moe, gemma3: attn_q_norm, attn_k_norm [D] (F32); olmoe: attn_q_norm, attn_k_norm [E]
+ *     (F32, which is why olmoe needs Hkv == H: llama.cpp sizes k_norm by n_embd, not Hkv*D)
+ *   gemma3: post_attention_norm [E] (F32, after attention, before the residual add)
  *   blk.i.ffn_norm [E] (F32)
- *   dense (llama): ffn_gate, ffn_up [E, F]   ffn_down [F, E]
+ *   dense (llama, gemma3): ffn_gate, ffn_up [E, F]   ffn_down [F, E]
+ *   gemma3: post_ffw_norm [E] (F32, after the FFN, before the residual add)
  *   MoE: ffn_gate_inp [E, X] (F32, the router)   ffn_gate_exps, ffn_up_exps [E, F, X]
  *        ffn_down_exps [F, E, X]   (mixtral is arch "llama" with these merged 3-D experts)
- * Matmul weights (token_embd and output included) get the requested type; norms and the router
- * stay F32, as llama.cpp's converter and quantizer keep them.
+ *   qwen2moe shared expert: ffn_gate_inp_shexp [E] (F32, its sigmoid gate)
+ *        ffn_gate_shexp, ffn_up_shexp [E, S]   ffn_down_shexp [S, E]
+ * Matmul weights (token_embd and output included) get the requested type; norms, biases, the
+ * router and the shared-expert gate stay F32, as llama.cpp's converter and quantizer keep them
+ * (1-D tensors and ffn_gate_inp are never quantized).
+ * Gemma norms: convert_hf_to_gguf.py (Gemma3Model.modify_tensors) stores 1 + w for every
+ * "*norm.weight" (HF's Gemma3RMSNorm computes x * (1 + w)), so llama.cpp and we multiply by the
+ * stored value as for every other arch; the synthetic stored values are 1 + 0.02 g like all
+ * norms here.
  *
  * Weights: every tensor has its own xoshiro256** stream seeded from (seed, tensor name), so
  * values depend on nothing else. Entries are Irwin-Hall(4) "Gaussian-ish" numbers (sum of four
@@ -55,20 +65,35 @@ typedef struct arch_info {
     bool moe;
     bool bpe;               /* GPT-2 byte-level BPE (else SentencePiece) */
     const char *bpe_pre;    /* tokenizer.ggml.pre */
-    float rope_base;
+    float rope_base;        /* rope.freq_base (gemma3: of the global layers) */
     float rms_eps;
+    sl__synth_vocab_style vocab;
 } arch_info;
 
 static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
-    [SL_SYNTH_LLAMA] = {"llama", "llama", false, false, NULL, 10000.0f, 1e-5f},
-    [SL_SYNTH_MIXTRAL] = {"mixtral", "llama", true, false, NULL, 1000000.0f, 1e-5f},
-    [SL_SYNTH_QWEN3MOE] = {"qwen3moe", "qwen3moe", true, true, "qwen2", 1000000.0f, 1e-6f},
-    [SL_SYNTH_OLMOE] = {"olmoe", "olmoe", true, true, "olmo", 10000.0f, 1e-5f},
+    [SL_SYNTH_LLAMA] = {"llama", "llama", false, false, NULL, 10000.0f, 1e-5f, SL__VOCAB_SPM},
+    [SL_SYNTH_MIXTRAL] = {"mixtral", "llama", true, false, NULL, 1000000.0f, 1e-5f,
+                          SL__VOCAB_SPM},
+    [SL_SYNTH_QWEN3MOE] = {"qwen3moe", "qwen3moe", true, true, "qwen2", 1000000.0f, 1e-6f,
+                           SL__VOCAB_BPE_IM_END},
+    [SL_SYNTH_OLMOE] = {"olmoe", "olmoe", true, true, "olmo", 10000.0f, 1e-5f, SL__VOCAB_BPE},
+    /* Qwen1.5-MoE-A2.7B: rope_theta 1e6, rms_norm_eps 1e-6, eos <|endoftext|> */
+    [SL_SYNTH_QWEN2MOE] = {"qwen2moe", "qwen2moe", true, true, "qwen2", 1000000.0f, 1e-6f,
+                           SL__VOCAB_BPE},
+    /* Gemma 3: rope_theta 1e6 (global layers; local layers use 10000, fixed in llama.cpp),
+     * rms_norm_eps 1e-6 */
+    [SL_SYNTH_GEMMA3] = {"gemma3", "gemma3", false, false, NULL, 1000000.0f, 1e-6f,
+                         SL__VOCAB_SPM_GEMMA},
 };
 
 const char *sl_synth_arch_name(sl_synth_arch a)
 {
     return (unsigned)a < SL_SYNTH_ARCH_COUNT ? k_arch[a].name : "?";
+}
+
+bool sl_synth_arch_is_moe(sl_synth_arch a)
+{
+    return (unsigned)a < SL_SYNTH_ARCH_COUNT && k_arch[a].moe;
 }
 
 sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err)
@@ -79,7 +104,8 @@ sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err)
             return SL_OK;
         }
     return sl_error_set(err, SL_ERR_INVALID,
-                        "--arch '%s': unknown architecture (llama, mixtral, qwen3moe, olmoe)",
+                        "--arch '%s': unknown architecture (llama, mixtral, qwen3moe, olmoe, "
+                        "qwen2moe, gemma3)",
                         s ? s : "(null)");
 }
 
@@ -99,6 +125,11 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
     p->type = SL_GGML_F32;
     p->router_skew = 1.0;
     p->seed = 1;
+    if (a == SL_SYNTH_QWEN2MOE) p->n_ff_shexp = 2 * p->n_ff;
+    if (a == SL_SYNTH_GEMMA3) {
+        p->n_layer = 6; /* llama.cpp's Gemma 3 pattern: every 6th layer is global */
+        p->n_swa = 8;
+    }
 }
 
 uint32_t sl_synth_file_type(uint32_t type)
@@ -145,7 +176,7 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
     if ((st = check_range("--vocab", p->n_vocab, SL_SYNTH_MIN_VOCAB, SL_SYNTH_MAX_VOCAB, err)))
         return sl_error_set(err, st,
                             "--vocab %u: must be in [%u, %u]: the tokenizer's base vocabulary "
-                            "alone has %u tokens (3 special + 256 byte tokens)",
+                            "alone has up to %u tokens (3 or 4 special + 256 byte tokens)",
                             p->n_vocab, (unsigned)SL_SYNTH_MIN_VOCAB,
                             (unsigned)SL_SYNTH_MAX_VOCAB, (unsigned)SL_SYNTH_BASE_VOCAB);
     if ((st = check_range("--ctx", p->n_ctx, 1, 1 << 24, err))) return st;
@@ -161,6 +192,20 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
         return sl_error_set(err, SL_ERR_INVALID,
                             "--kv-heads %u: --heads %u is not divisible by it", p->n_head_kv,
                             p->n_head);
+    if (p->arch == SL_SYNTH_QWEN2MOE) {
+        if ((st = check_range("--shared-ffn", p->n_ff_shexp, 1, 1 << 22, err))) return st;
+    } else if (p->n_ff_shexp) {
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--shared-ffn %u: only qwen2moe has a shared expert (not %s)",
+                            p->n_ff_shexp, ai->name);
+    }
+    if (p->arch == SL_SYNTH_GEMMA3) {
+        if ((st = check_range("--sliding-window", p->n_swa, 1, 1 << 24, err))) return st;
+    } else if (p->n_swa) {
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--sliding-window %u: only gemma3 has sliding-window layers (not %s)",
+                            p->n_swa, ai->name);
+    }
     if (p->arch == SL_SYNTH_OLMOE && p->n_head_kv != p->n_head)
         return sl_error_set(err, SL_ERR_INVALID,
                             "--kv-heads %u: olmoe needs --kv-heads == --heads (%u): llama.cpp "
@@ -196,6 +241,11 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
                             "--ffn %u: not a multiple of %u, which --type %s needs (its rows "
                             "are %u-element blocks)",
                             p->n_ff, ti->block_size, ti->name, ti->block_size);
+    if (p->n_ff_shexp % ti->block_size)
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--shared-ffn %u: not a multiple of %u, which --type %s needs (its "
+                            "rows are %u-element blocks)",
+                            p->n_ff_shexp, ti->block_size, ti->name, ti->block_size);
     if (!isfinite(p->router_skew) || p->router_skew < 0.0 || p->router_skew > 16.0)
         return sl_error_set(err, SL_ERR_RANGE, "--router-skew %g: must be in [0, 16]",
                             p->router_skew);
@@ -211,6 +261,7 @@ typedef enum kind {
     K_IN,        /* matmul reading the residual stream: column 0 zero (MoE) */
     K_OUT,       /* matmul writing the residual stream: row 0 zero (MoE) */
     K_ROUTER,    /* ffn_gate_inp */
+    K_BIAS,      /* F32 attention biases (qwen2moe) */
 } kind;
 
 typedef struct tspec {
@@ -236,28 +287,37 @@ static void add(tspec *t, uint32_t *n, kind k, uint32_t type, int64_t ne0, int64
     s->n_dims = ne2 ? 3 : ne1 ? 2 : 1;
 }
 
-/* Fills t (capacity 4 + 16 * n_layer) with the model's tensors in file order. */
+enum { PLAN_PER_LAYER = 24, PLAN_FIXED = 4 };
+
+/* Fills t (capacity PLAN_FIXED + PLAN_PER_LAYER * n_layer) with the model's tensors in file
+ * order. */
 static uint32_t plan(const sl_synth_params *p, tspec *t)
 {
     const bool moe = k_arch[p->arch].moe;
     const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert;
+    const int64_t S = p->n_ff_shexp;
     const int64_t D = E / p->n_head, Q = p->n_head * D, KV = p->n_head_kv * D;
     const uint32_t w = p->type, f32 = SL_GGML_F32;
+    const bool qwen2moe = p->arch == SL_SYNTH_QWEN2MOE, gemma3 = p->arch == SL_SYNTH_GEMMA3;
     uint32_t n = 0;
     add(t, &n, K_EMBD, w, E, V, 0, "token_embd.weight", 0);
     for (int i = 0; i < (int)p->n_layer; i++) {
         add(t, &n, K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
         add(t, &n, K_IN, w, E, Q, 0, "blk.%d.attn_q.weight", i);
+        if (qwen2moe) add(t, &n, K_BIAS, f32, Q, 0, 0, "blk.%d.attn_q.bias", i);
         add(t, &n, K_IN, w, E, KV, 0, "blk.%d.attn_k.weight", i);
+        if (qwen2moe) add(t, &n, K_BIAS, f32, KV, 0, 0, "blk.%d.attn_k.bias", i);
         add(t, &n, K_IN, w, E, KV, 0, "blk.%d.attn_v.weight", i);
+        if (qwen2moe) add(t, &n, K_BIAS, f32, KV, 0, 0, "blk.%d.attn_v.bias", i);
         add(t, &n, K_OUT, w, Q, E, 0, "blk.%d.attn_output.weight", i);
-        if (p->arch == SL_SYNTH_QWEN3MOE) {
+        if (p->arch == SL_SYNTH_QWEN3MOE || gemma3) {
             add(t, &n, K_NORM, f32, D, 0, 0, "blk.%d.attn_q_norm.weight", i);
             add(t, &n, K_NORM, f32, D, 0, 0, "blk.%d.attn_k_norm.weight", i);
         } else if (p->arch == SL_SYNTH_OLMOE) {
             add(t, &n, K_NORM, f32, Q, 0, 0, "blk.%d.attn_q_norm.weight", i);
             add(t, &n, K_NORM, f32, KV, 0, 0, "blk.%d.attn_k_norm.weight", i);
         }
+        if (gemma3) add(t, &n, K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
         add(t, &n, K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
         if (!moe) {
             add(t, &n, K_IN, w, E, F, 0, "blk.%d.ffn_gate.weight", i);
@@ -269,9 +329,18 @@ static uint32_t plan(const sl_synth_params *p, tspec *t)
             add(t, &n, K_IN, w, E, F, X, "blk.%d.ffn_up_exps.weight", i);
             add(t, &n, K_OUT, w, F, E, X, "blk.%d.ffn_down_exps.weight", i);
         }
+        if (qwen2moe) {
+            /* the gate reads the residual stream like any input matmul (column 0 zero) */
+            add(t, &n, K_IN, f32, E, 0, 0, "blk.%d.ffn_gate_inp_shexp.weight", i);
+            add(t, &n, K_IN, w, E, S, 0, "blk.%d.ffn_gate_shexp.weight", i);
+            add(t, &n, K_IN, w, E, S, 0, "blk.%d.ffn_up_shexp.weight", i);
+            add(t, &n, K_OUT, w, S, E, 0, "blk.%d.ffn_down_shexp.weight", i);
+        }
+        if (gemma3) add(t, &n, K_NORM, f32, E, 0, 0, "blk.%d.post_ffw_norm.weight", i);
     }
     add(t, &n, K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
-    add(t, &n, K_OUTPUT, w, E, V, 0, "output.weight", 0);
+    /* Gemma 3 ties the output projection to token_embd (llama.cpp duplicates it on load) */
+    if (!gemma3) add(t, &n, K_OUTPUT, w, E, V, 0, "output.weight", 0);
     return n;
 }
 
@@ -357,6 +426,9 @@ static void gen_row(const gen *g, const tspec *t, rng *r, int64_t row, float *ou
         for (int64_t j = 0; j < n; j++) out[j] = (float)(rng_gauss(r) * scale);
         if (g->moe && out_dim == 0) memset(out, 0, (size_t)n * sizeof *out);
         break;
+    case K_BIAS:
+        for (int64_t j = 0; j < n; j++) out[j] = (float)(0.1 * rng_gauss(r));
+        break;
     case K_ROUTER: {
         /* other dims: total logit noise std 1 given x[j] ~ N(0, 1/2) after RMSNorm */
         const double noise = sqrt(2.0 / (double)(n - 1));
@@ -441,11 +513,13 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     kv_str(c, "general.name", name);
     kv_u32(c, "general.file_type", sl_synth_file_type(p->type));
     kv_u32(c, "general.quantization_version", 2); /* GGML_QNT_VERSION */
-    if (!ai->bpe) kv_arch_u32(c, "vocab_size", p->n_vocab); /* LlamaModel writes it */
+    if (!strcmp(ai->gguf_arch, "llama")) kv_arch_u32(c, "vocab_size", p->n_vocab); /* LlamaModel */
     kv_arch_u32(c, "context_length", p->n_ctx);
     kv_arch_u32(c, "embedding_length", p->n_embd);
     kv_arch_u32(c, "block_count", p->n_layer);
-    kv_arch_u32(c, "feed_forward_length", p->n_ff);
+    /* qwen2moe: Qwen1.5-MoE's intermediate_size equals its shared expert's width */
+    kv_arch_u32(c, "feed_forward_length",
+                p->arch == SL_SYNTH_QWEN2MOE ? p->n_ff_shexp : p->n_ff);
     kv_arch_u32(c, "attention.head_count", p->n_head);
     kv_arch_u32(c, "attention.head_count_kv", p->n_head_kv);
     kv_arch_f32(c, "rope.freq_base", ai->rope_base);
@@ -456,11 +530,15 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     }
     if (p->arch == SL_SYNTH_LLAMA || p->arch == SL_SYNTH_MIXTRAL)
         kv_arch_u32(c, "rope.dimension_count", head_dim);
-    if (p->arch == SL_SYNTH_QWEN3MOE) {
+    if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN2MOE)
         kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
+    if (p->arch == SL_SYNTH_QWEN2MOE)
+        kv_arch_u32(c, "expert_shared_feed_forward_length", p->n_ff_shexp);
+    if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_GEMMA3) {
         kv_arch_u32(c, "attention.key_length", head_dim);
         kv_arch_u32(c, "attention.value_length", head_dim);
     }
+    if (p->arch == SL_SYNTH_GEMMA3) kv_arch_u32(c, "attention.sliding_window", p->n_swa);
 
     kv_str(c, "tokenizer.ggml.model", ai->bpe ? "gpt2" : "llama");
     if (ai->bpe) kv_str(c, "tokenizer.ggml.pre", ai->bpe_pre);
@@ -486,8 +564,11 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     kv_u32(c, "tokenizer.ggml.bos_token_id", v->bos);
     kv_u32(c, "tokenizer.ggml.eos_token_id", v->eos);
     if (v->unk != UINT32_MAX) kv_u32(c, "tokenizer.ggml.unknown_token_id", v->unk);
+    if (v->pad != UINT32_MAX) kv_u32(c, "tokenizer.ggml.padding_token_id", v->pad);
     kv_bool(c, "tokenizer.ggml.add_bos_token", !ai->bpe);
     kv_bool(c, "tokenizer.ggml.add_eos_token", false);
+    /* Gemma3Model.set_vocab: SentencePiece without the dummy-prefix space */
+    if (p->arch == SL_SYNTH_GEMMA3) kv_bool(c, "tokenizer.ggml.add_space_prefix", false);
 }
 
 /* ---- writing ----------------------------------------------------------------------------- */
@@ -500,7 +581,7 @@ sl_status sl_synth_write(const sl_synth_params *p, const char *path, sl_synth_su
     sl_status st = sl_synth_validate(p, err);
     if (st) return st;
     const arch_info *ai = &k_arch[p->arch];
-    const uint32_t cap = 4 + 16 * p->n_layer;
+    const uint32_t cap = PLAN_FIXED + PLAN_PER_LAYER * p->n_layer;
     tspec *t = calloc(cap, sizeof *t);
     sl__synth_vocab vocab = {0};
     sl_gguf_writer *w = NULL;
@@ -536,7 +617,7 @@ sl_status sl_synth_write(const sl_synth_params *p, const char *path, sl_synth_su
         goto out;
     }
 
-    st = sl__synth_vocab_build(ai->bpe, p->arch == SL_SYNTH_QWEN3MOE, p->n_vocab, &vocab, err);
+    st = sl__synth_vocab_build(ai->vocab, p->n_vocab, &vocab, err);
     if (st) goto out;
     st = sl_gguf_writer_create(path, NULL, &w, err);
     if (st) goto out;

@@ -1,4 +1,5 @@
-/* synth: synthetic GGUF models in the layouts llama.cpp loads (llama, mixtral, qwen3moe, olmoe).
+/* synth: synthetic GGUF models in the layouts llama.cpp loads (llama, mixtral, qwen3moe, olmoe,
+ * qwen2moe, gemma3).
  *
  * What a file contains (names, shapes in ggml ne order, keys) follows llama.cpp's
  * llama-model.cpp / llama-arch.cpp and convert_hf_to_gguf.py; tests/mkmodel/mkmodel_test.py
@@ -12,6 +13,7 @@
 #ifndef SL_TOOLS_SYNTH_H
 #define SL_TOOLS_SYNTH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "runtime/status.h"
@@ -21,11 +23,14 @@ typedef enum sl_synth_arch {
     SL_SYNTH_MIXTRAL,       /* general.architecture "llama" with merged 3-D experts */
     SL_SYNTH_QWEN3MOE,
     SL_SYNTH_OLMOE,
+    SL_SYNTH_QWEN2MOE,      /* routed experts + a sigmoid-gated shared expert, q/k/v biases */
+    SL_SYNTH_GEMMA3,        /* dense; q/k norms, post-norms, GeGLU, sliding-window layers, tied
+                             * output */
     SL_SYNTH_ARCH_COUNT
 } sl_synth_arch;
 
 enum {
-    SL_SYNTH_BASE_VOCAB = 259,    /* 3 special + 256 byte tokens, both tokenizer styles */
+    SL_SYNTH_BASE_VOCAB = 260,    /* at most 4 special + 256 byte tokens, every tokenizer style */
     SL_SYNTH_MIN_VOCAB = 300,     /* base plus room for a few merges / pieces */
     SL_SYNTH_MAX_VOCAB = 1 << 20,
     SL_SYNTH_MAX_EXPERTS = 512,   /* llama.cpp's LLAMA_MAX_EXPERTS */
@@ -42,6 +47,8 @@ typedef struct sl_synth_params {
     uint32_t n_head_kv;     /* --kv-heads */
     uint32_t n_vocab;       /* --vocab */
     uint32_t n_ctx;         /* --ctx: context_length */
+    uint32_t n_ff_shexp;    /* --shared-ffn: shared-expert FFN width (qwen2moe; else 0) */
+    uint32_t n_swa;         /* --sliding-window: local layers' window in tokens (gemma3; else 0) */
     uint32_t type;          /* --type: ggml type of matmul weights (F32 F16 BF16 Q8_0 Q4_0) */
     double router_skew;     /* --router-skew: Zipf exponent Z of expert popularity */
     uint64_t seed;          /* --seed */
@@ -53,12 +60,16 @@ typedef struct sl_synth_summary {
     uint32_t n_kv;
 } sl_synth_summary;
 
-/* "llama", "mixtral", "qwen3moe", "olmoe"; "?" out of range. */
+/* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3"; "?" out of range. */
 const char *sl_synth_arch_name(sl_synth_arch a);
+/* Whether the architecture has routed experts (--experts/--top-k apply). */
+bool sl_synth_arch_is_moe(sl_synth_arch a);
 /* Parses an arch name (exact, lower case). SL_ERR_INVALID naming the value and the choices. */
 sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err);
 /* The architecture's default small model (layers 2, dim 64, ffn 128, 8 experts top-2 for MoE,
- * heads 4, kv-heads 2 (4 for olmoe), vocab 512, ctx 256, F32, skew 1.0, seed 1). */
+ * heads 4, kv-heads 2 (4 for olmoe), vocab 512, ctx 256, F32, skew 1.0, seed 1; qwen2moe:
+ * shared-ffn 2 * ffn = 256; gemma3: layers 6 (so that layer 5 is a global-attention layer),
+ * sliding-window 8). */
 void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p);
 /* Checks every field for range and consistency; the message names the CLI flag (e.g. "--heads")
  * and the values at fault. SL_ERR_INVALID or SL_ERR_RANGE. */

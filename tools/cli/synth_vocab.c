@@ -203,17 +203,22 @@ static sl_status build_bpe(builder *b, uint32_t n, bool eos_im_end, sl__synth_vo
     v->bos = limit;
     v->eos = eos_im_end ? limit + 2 : limit;
     v->unk = UINT32_MAX;
+    v->pad = UINT32_MAX;
     return SL_OK;
 nomem:
     return sl_error_set(err, SL_ERR_NOMEM, "synth vocab: out of memory building %u BPE tokens",
                         n);
 }
 
-static sl_status build_spm(builder *b, uint32_t n, sl__synth_vocab *v, sl_error *err)
+static sl_status build_spm(builder *b, uint32_t n, bool gemma, sl__synth_vocab *v,
+                           sl_error *err)
 {
     bool added;
-    static const char *const specials[3] = {"<unk>", "<s>", "</s>"};
-    for (int i = 0; i < 3; i++)
+    static const char *const llama_specials[3] = {"<unk>", "<s>", "</s>"};
+    static const char *const gemma_specials[4] = {"<pad>", "<eos>", "<bos>", "<unk>"};
+    const char *const *specials = gemma ? gemma_specials : llama_specials;
+    const uint32_t n_special = gemma ? 4 : 3, n_base = n_special + 256;
+    for (uint32_t i = 0; i < n_special; i++)
         if (!add_token(b, specials[i], strlen(specials[i]), &added)) goto nomem;
     for (int byte = 0; byte < 256; byte++) {
         char s[8];
@@ -244,23 +249,24 @@ static sl_status build_spm(builder *b, uint32_t n, sl__synth_vocab *v, sl_error 
     v->types = malloc((size_t)n * sizeof *v->types);
     v->scores = malloc((size_t)n * sizeof *v->scores);
     if (!v->types || !v->scores) goto nomem;
+    v->unk = gemma ? 3 : 0;
+    v->bos = gemma ? 2 : 1;
+    v->eos = gemma ? 1 : 2;
+    v->pad = gemma ? 0 : UINT32_MAX;
     for (uint32_t i = 0; i < n; i++) {
-        v->types[i] = i == 0 ? SL__TOKEN_UNKNOWN
-                      : i < 3 ? SL__TOKEN_CONTROL
-                      : i < SL_SYNTH_BASE_VOCAB ? SL__TOKEN_BYTE
-                                                : SL__TOKEN_NORMAL;
+        v->types[i] = i == v->unk ? SL__TOKEN_UNKNOWN
+                      : i < n_special ? SL__TOKEN_CONTROL
+                      : i < n_base ? SL__TOKEN_BYTE
+                                   : SL__TOKEN_NORMAL;
         /* written as base - i so the first piece scores +0, not -0 */
-        v->scores[i] = i < SL_SYNTH_BASE_VOCAB ? 0.0f : (float)SL_SYNTH_BASE_VOCAB - (float)i;
+        v->scores[i] = i < n_base ? 0.0f : (float)n_base - (float)i;
     }
-    v->unk = 0;
-    v->bos = 1;
-    v->eos = 2;
     return SL_OK;
 nomem:
     return sl_error_set(err, SL_ERR_NOMEM, "synth vocab: out of memory building %u pieces", n);
 }
 
-sl_status sl__synth_vocab_build(bool bpe, bool eos_im_end, uint32_t n, sl__synth_vocab *v,
+sl_status sl__synth_vocab_build(sl__synth_vocab_style style, uint32_t n, sl__synth_vocab *v,
                                 sl_error *err)
 {
     memset(v, 0, sizeof *v);
@@ -279,7 +285,19 @@ sl_status sl__synth_vocab_build(bool bpe, bool eos_im_end, uint32_t n, sl__synth
         st = sl_error_set(err, SL_ERR_NOMEM, "synth vocab: out of memory (%u tokens)", n);
         goto out;
     }
-    st = bpe ? build_bpe(&b, n, eos_im_end, v, err) : build_spm(&b, n, v, err);
+    switch (style) {
+    case SL__VOCAB_BPE:
+    case SL__VOCAB_BPE_IM_END:
+        st = build_bpe(&b, n, style == SL__VOCAB_BPE_IM_END, v, err);
+        break;
+    case SL__VOCAB_SPM:
+    case SL__VOCAB_SPM_GEMMA:
+        st = build_spm(&b, n, style == SL__VOCAB_SPM_GEMMA, v, err);
+        break;
+    default:
+        st = sl_error_set(err, SL_ERR_INVALID, "synth vocab: unknown style %d", (int)style);
+        break;
+    }
     if (st != SL_OK) goto out;
     if (b.n_tok != n) {
         st = sl_error_set(err, SL_ERR_INVALID, "synth vocab: built %u tokens, wanted %u",

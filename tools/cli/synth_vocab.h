@@ -5,7 +5,9 @@
  *   then NORMAL (1) pieces: "▁", common words "▁the" ..., letters, digits, punctuation, then
  *   "▁a".."▁z" and lower-case strings in length-then-lexicographic order ("ab", "▁ab", ...).
  *   Scores: 0 for specials and bytes, -(rank) for pieces, so earlier pieces are preferred.
- * GPT-2 byte-level BPE style (qwen3moe, olmoe; "gpt2"):
+ * Gemma SentencePiece style (gemma3; "llama"): Gemma's special ids 0 "<pad>", 1 "<eos>",
+ *   2 "<bos>" (CONTROL 3), 3 "<unk>" (UNKNOWN 2), then bytes 4..259 and pieces as above.
+ * GPT-2 byte-level BPE style (qwen3moe, qwen2moe, olmoe; "gpt2"):
  *   0..255: GPT-2's bytes_to_unicode symbol of byte b (so id == byte), then tokens made by
  *   merges, each the concatenation of two earlier tokens ("Ġ t" -> "Ġt", "Ġt h" -> "Ġth", ...),
  *   merges listed in creation order (= BPE rank); the last three ids are the CONTROL tokens
@@ -31,12 +33,20 @@ typedef struct sl__synth_vocab {
     uint32_t n_merges;
     const char **merges;        /* "left right" strings (into arena); BPE only */
     uint32_t bos, eos, unk;     /* unk == UINT32_MAX for BPE */
+    uint32_t pad;               /* UINT32_MAX unless Gemma style */
     char *arena;                /* owns every string */
 } sl__synth_vocab;
 
-/* Builds a vocabulary of exactly n tokens (SL_SYNTH_MIN_VOCAB <= n <= SL_SYNTH_MAX_VOCAB).
- * eos_im_end: BPE eos is "<|im_end|>" (else "<|endoftext|>"). Free with sl__synth_vocab_free. */
-sl_status sl__synth_vocab_build(bool bpe, bool eos_im_end, uint32_t n, sl__synth_vocab *v,
+typedef enum sl__synth_vocab_style {
+    SL__VOCAB_SPM,          /* llama's SentencePiece specials */
+    SL__VOCAB_SPM_GEMMA,    /* Gemma's SentencePiece specials */
+    SL__VOCAB_BPE,          /* eos "<|endoftext|>" */
+    SL__VOCAB_BPE_IM_END,   /* eos "<|im_end|>" */
+} sl__synth_vocab_style;
+
+/* Builds a vocabulary of exactly n tokens (SL_SYNTH_MIN_VOCAB <= n <= SL_SYNTH_MAX_VOCAB) in
+ * the given style. Free with sl__synth_vocab_free. */
+sl_status sl__synth_vocab_build(sl__synth_vocab_style style, uint32_t n, sl__synth_vocab *v,
                                 sl_error *err);
 void sl__synth_vocab_free(sl__synth_vocab *v);
 

@@ -1,0 +1,582 @@
+/* kernels/cuda/common.cuh: device helpers shared by every kernels/cuda/*.cu (private to the
+ * package; never included from C).
+ *
+ * - Error convention: SL_CU(err, call) evaluates a CUDA runtime call and on failure returns
+ *   SL_ERR_DEVICE (SL_ERR_NOMEM for cudaErrorMemoryAllocation) with
+ *   "kernels/cuda/FILE.cu:LINE: call: <cudaGetErrorString>". SL_CU_LAUNCH(err, "k_name") checks
+ *   the launch just made (cudaGetLastError): configuration errors and "no device / driver
+ *   insufficient" surface here; faults inside a kernel surface at the next synchronising call
+ *   (sl_cuda_ctx_sync), as always with CUDA.
+ * - Element decoders (half, bf16, e8m0) are exact and branch-free where it matters.
+ * - Warp reductions assume a full warp (all 32 lanes active).
+ */
+#ifndef SL_KERNELS_CUDA_COMMON_CUH
+#define SL_KERNELS_CUDA_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "runtime/status.h"
+}
+
+static inline sl_status sl__cu_fail(sl_error *err, cudaError_t rc, const char *call,
+                                    const char *file, int line)
+{
+    const sl_status code = rc == cudaErrorMemoryAllocation ? SL_ERR_NOMEM : SL_ERR_DEVICE;
+    return sl_error_set(err, code, "%s:%d: %s: %s", file, line, call, cudaGetErrorString(rc));
+}
+
+#define SL_CU(err, call)                                                                   \
+    do {                                                                                   \
+        const cudaError_t sl_cu_rc_ = (call);                                              \
+        if (sl_cu_rc_ != cudaSuccess)                                                      \
+            return sl__cu_fail((err), sl_cu_rc_, #call, __FILE__, __LINE__);               \
+    } while (0)
+
+#define SL_CU_LAUNCH(err, name)                                                            \
+    do {                                                                                   \
+        const cudaError_t sl_cu_rc_ = cudaGetLastError();                                  \
+        if (sl_cu_rc_ != cudaSuccess)                                                      \
+            return sl__cu_fail((err), sl_cu_rc_, "launch " name, __FILE__, __LINE__);       \
+    } while (0)
+
+/* ---- element decoders --------------------------------------------------------------------- */
+
+static __device__ __forceinline__ float sl_h2f(uint16_t h)
+{
+    return __half2float(__ushort_as_half(h));
+}
+
+static __device__ __forceinline__ float sl_bf2f(uint16_t b)
+{
+    return __uint_as_float((uint32_t)b << 16);
+}
+
+/* ggml's GGML_E8M0_TO_FP32_HALF: 2^(e-127) / 2; e = 0, 1 give 2^-128, 2^-127 (subnormal). */
+static __device__ __forceinline__ float sl_e8m0_half(uint8_t e)
+{
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    return __uint_as_float(bits);
+}
+
+/* Doubled E2M1 value of a 4-bit code (kvalues_mxfp4: 0 1 2 3 4 6 8 12, bit 3 = sign),
+ * computed instead of looked up (a table indexed per lane would serialise). */
+static __device__ __forceinline__ int sl_e2m1x2(uint32_t q)
+{
+    const int m = (int)(q & 1u), e = (int)((q >> 1) & 3u);
+    const int v = e == 0 ? m : (2 + m) << (e - 1);
+    return (q & 8u) ? -v : v;
+}
+
+/* ggml's get_scale_min_k4: sub-block j's 6-bit scale and min of Q4_K/Q5_K. */
+static __device__ __forceinline__ void sl_scale_min_k4(int j, const uint8_t *q, int *d, int *m)
+{
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+static __device__ __forceinline__ uint16_t sl_ld_u16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+/* 4 bytes at a 2-byte aligned address (shared or global). */
+static __device__ __forceinline__ uint32_t sl_ld_u32_a2(const uint8_t *p)
+{
+    const uint16_t *h = (const uint16_t *)(const void *)p;
+    return (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+}
+
+/* 4 bytes at any address. */
+static __device__ __forceinline__ uint32_t sl_ld_u32_a1(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+
+/* Byte k (0..3) of w as an exact float, without I2F (quarter rate on Hopper): the byte goes
+ * into the mantissa of 2^23 and the bias is subtracted by one FADD (full rate).
+ * sl_byte_f(w, k, bias) == (float)(byte_k(w)) - bias for integer bias in [0, 2^22). */
+static __device__ __forceinline__ float sl_byte_f(uint32_t w, int k, float bias)
+{
+    const uint32_t sel = (uint32_t)k | (4u << 4) | (5u << 8) | (7u << 12);
+    return __uint_as_float(__byte_perm(w, 0x4B000000u, sel)) - (8388608.0f + bias);
+}
+
+/* ---- reductions ---------------------------------------------------------------------------- */
+
+static __device__ __forceinline__ float sl_warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float sl_warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+static __device__ __forceinline__ double sl_warp_sum_d(double v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Sum over a block of blockDim.x (a multiple of 32, <= 1024) threads; every thread gets the
+ * result. scratch: >= 32 floats of shared memory, not otherwise in use. */
+static __device__ __forceinline__ float sl_block_sum(float v, float *scratch)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = sl_warp_sum(v);
+    __syncthreads(); /* scratch may still be read by a previous call */
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < nw ? scratch[lane] : 0.0f;
+    return sl_warp_sum(v);
+}
+
+static __device__ __forceinline__ float sl_block_max(float v, float *scratch)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = sl_warp_max(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < nw ? scratch[lane] : -INFINITY;
+    return sl_warp_max(v);
+}
+
+/* ---- cp.async (sm_80+): 16-byte global -> shared copies that bypass registers and L1 ------- */
+
+static __device__ __forceinline__ void sl_cp_async16(void *smem, const void *gmem)
+{
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+
+static __device__ __forceinline__ void sl_cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int N>
+static __device__ __forceinline__ void sl_cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* ---- GGUF block decoders ------------------------------------------------------------------
+ *
+ * sl_qt<TYPE> describes one weight type for the dequant and GEMV kernels. The unit of work is
+ * UNIT consecutive elements of a row (32 for every quantized type; for K-quants one 32-element
+ * sub-range of a 256-element super-block, SUBS = QK / UNIT of them per block; 8 F32 or 16
+ * F16/BF16 elements, i.e. 32 bytes, for the float types, whose "block" is one unit).
+ *
+ * deq(blk, sub, v): v[UNIT] = the unit's values with the exact float operations of
+ *   kernels/ref/quant*.c (explicit __fmul_rn/__fadd_rn: nvcc would otherwise contract a*b+c
+ *   into an FMA and round differently), so the dequant kernels are bit-exact. Any alignment.
+ * dot(blk, sub, x, sx): sum_i w_i x_i over the unit in float, factored as ggml's vec_dot does
+ *   (scale times an integer-weighted sum, minus min times sx = sum_i x_i), with bytes turned
+ *   into floats by sl_byte_f. Not bit-exact to anything; error ~ a few float ulps of
+ *   sum |w||x|. Requires the alignment the block has inside a 16-byte aligned row start:
+ *   A4 types read 4-byte words, the others 2-byte halves (MXFP4 single bytes).
+ * GEMV chunking: UPL units per lane per chunk; a chunk is 32 * UPL units, CB blocks, CBB bytes,
+ *   a multiple of 16 so that every chunk of a 16-byte aligned row starts 16-byte aligned. */
+template <uint32_t T> struct sl_qt;
+
+#define SL_QT_COMMON(qk, bb, unit, upl, need_sx)                                             \
+    static constexpr int QK = (qk), BB = (bb), UNIT = (unit), UPL = (upl);                   \
+    static constexpr int SUBS = QK / UNIT, CB = 32 * UPL / SUBS, CBB = CB * BB;              \
+    static constexpr bool NEED_SX = (need_sx)
+
+/* F32 = 0 */
+template <> struct sl_qt<0> {
+    SL_QT_COMMON(8, 32, 8, 1, false);
+    static constexpr int ESIZE = 4;
+    static __device__ __forceinline__ float elem(const uint8_t *p, int64_t i)
+    {
+        return __uint_as_float(sl_ld_u32_a1(p + 4 * i));
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int, const float *x, float)
+    {
+        const float4 a = ((const float4 *)(const void *)b)[0];
+        const float4 c = ((const float4 *)(const void *)b)[1];
+        float s = a.x * x[0];
+        s = fmaf(a.y, x[1], s);
+        s = fmaf(a.z, x[2], s);
+        s = fmaf(a.w, x[3], s);
+        s = fmaf(c.x, x[4], s);
+        s = fmaf(c.y, x[5], s);
+        s = fmaf(c.z, x[6], s);
+        return fmaf(c.w, x[7], s);
+    }
+};
+
+/* F16 = 1 */
+template <> struct sl_qt<1> {
+    SL_QT_COMMON(16, 32, 16, 1, false);
+    static constexpr int ESIZE = 2;
+    static __device__ __forceinline__ float elem(const uint8_t *p, int64_t i)
+    {
+        return sl_h2f(sl_ld_u16(p + 2 * i));
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int, const float *x, float)
+    {
+        const uint4 a[2] = {((const uint4 *)(const void *)b)[0], ((const uint4 *)(const void *)b)[1]};
+        const __half2 *h = (const __half2 *)(const void *)a;
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float2 f = __half22float2(h[i]);
+            s = fmaf(f.x, x[2 * i], s);
+            s = fmaf(f.y, x[2 * i + 1], s);
+        }
+        return s;
+    }
+};
+
+/* BF16 = 30 */
+template <> struct sl_qt<30> {
+    SL_QT_COMMON(16, 32, 16, 1, false);
+    static constexpr int ESIZE = 2;
+    static __device__ __forceinline__ float elem(const uint8_t *p, int64_t i)
+    {
+        return sl_bf2f(sl_ld_u16(p + 2 * i));
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int, const float *x, float)
+    {
+        const uint4 a[2] = {((const uint4 *)(const void *)b)[0], ((const uint4 *)(const void *)b)[1]};
+        const uint32_t *w = (const uint32_t *)(const void *)a;
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            s = fmaf(__uint_as_float(w[i] << 16), x[2 * i], s);
+            s = fmaf(__uint_as_float(w[i] & 0xffff0000u), x[2 * i + 1], s);
+        }
+        return s;
+    }
+};
+
+/* Q4_0 = 2: d | qs[16]; x = d * (q - 8), low nibbles elements 0..15, high 16..31. */
+template <> struct sl_qt<2> {
+    SL_QT_COMMON(32, 18, 32, 1, false);
+    static __device__ __forceinline__ void deq(const uint8_t *b, int, float *v)
+    {
+        const float d = sl_h2f(sl_ld_u16(b));
+        for (int j = 0; j < 16; j++) {
+            v[j] = __fmul_rn((float)((b[2 + j] & 0x0F) - 8), d);
+            v[j + 16] = __fmul_rn((float)((b[2 + j] >> 4) - 8), d);
+        }
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int, const float *x, float)
+    {
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t w = sl_ld_u32_a2(b + 2 + 4 * i);
+            const uint32_t lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                s = fmaf(sl_byte_f(lo, k, 8.0f), x[4 * i + k], s);
+                s = fmaf(sl_byte_f(hi, k, 8.0f), x[16 + 4 * i + k], s);
+            }
+        }
+        return sl_h2f(*(const uint16_t *)(const void *)b) * s;
+    }
+};
+
+/* Q4_1 = 3: d | m | qs[16]; x = d * q + m. */
+template <> struct sl_qt<3> {
+    SL_QT_COMMON(32, 20, 32, 1, true);
+    static __device__ __forceinline__ void deq(const uint8_t *b, int, float *v)
+    {
+        const float d = sl_h2f(sl_ld_u16(b)), m = sl_h2f(sl_ld_u16(b + 2));
+        for (int j = 0; j < 16; j++) {
+            v[j] = __fadd_rn(__fmul_rn((float)(b[4 + j] & 0x0F), d), m);
+            v[j + 16] = __fadd_rn(__fmul_rn((float)(b[4 + j] >> 4), d), m);
+        }
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int, const float *x, float sx)
+    {
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t w = *(const uint32_t *)(const void *)(b + 4 + 4 * i);
+            const uint32_t lo = w & 0x0F0F0F0Fu, hi = (w >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                s = fmaf(sl_byte_f(lo, k, 0.0f), x[4 * i + k], s);
+                s = fmaf(sl_byte_f(hi, k, 0.0f), x[16 + 4 * i + k], s);
+            }
+        }
+        const uint32_t dm = *(const uint32_t *)(const void *)b;
+        return fmaf(sl_h2f((uint16_t)dm), s, sl_h2f((uint16_t)(dm >> 16)) * sx);
+    }
+};
+
+/* Bits 0..3 of b moved to bit 4 of bytes 0..3 (the fifth bit of four Q5 quants). */
+static __device__ __forceinline__ uint32_t sl_q5_spread(uint32_t b)
+{
+    return ((b & 1u) | ((b & 2u) << 7) | ((b & 4u) << 14) | ((b & 8u) << 21)) << 4;
+}
+
+/* Q5_0 = 6: d | qh[4] | qs[16]; x = d * (q - 16), bit 4 of element j is bit j of qh. */
+template <> struct sl_qt<6> {
+    SL_QT_COMMON(32, 22, 32, 1, false);
+    static __device__ __forceinline__ void deq(const uint8_t *b, int, float *v)
+    {
+        const float d = sl_h2f(sl_ld_u16(b));
+        const uint32_t qh = sl_ld_u32_a1(b + 2);
+        for (int j = 0; j < 16; j++) {
+            const int x0 = ((b[6 + j] & 0x0F) | (int)(((qh >> j) << 4) & 0x10)) - 16;
+            const int x1 = ((b[6 + j] >> 4) | (int)((qh >> (j + 12)) & 0x10)) - 16;
+            v[j] = __fmul_rn((float)x0, d);
+            v[j + 16] = __fmul_rn((float)x1, d);
+        }
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int, const float *x, float)
+    {
+        const uint32_t qh = sl_ld_u32_a2(b + 2);
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t w = sl_ld_u32_a2(b + 6 + 4 * i);
+            const uint32_t lo = (w & 0x0F0F0F0Fu) | sl_q5_spread((qh >> (4 * i)) & 15u);
+            const uint32_t hi = ((w >> 4) & 0x0F0F0F0Fu) | sl_q5_spread((qh >> (16 + 4 * i)) & 15u);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                s = fmaf(sl_byte_f(lo, k, 16.0f), x[4 * i + k], s);
+                s = fmaf(sl_byte_f(hi, k, 16.0f), x[16 + 4 * i + k], s);
+            }
+        }
+        return sl_h2f(*(const uint16_t *)(const void *)b) * s;
+    }
+};
+
+/* Q5_1 = 7: d | m | qh[4] | qs[16]; x = d * q + m. */
+template <> struct sl_qt<7> {
+    SL_QT_COMMON(32, 24, 32, 1, true);
+    static __device__ __forceinline__ void deq(const uint8_t *b, int, float *v)
+    {
+        const float d = sl_h2f(sl_ld_u16(b)), m = sl_h2f(sl_ld_u16(b + 2));
+        const uint32_t qh = sl_ld_u32_a1(b + 4);
+        for (int j = 0; j < 16; j++) {
+            const int x0 = (b[8 + j] & 0x0F) | (int)(((qh >> j) << 4) & 0x10);
+            const int x1 = (b[8 + j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
+            v[j] = __fadd_rn(__fmul_rn((float)x0, d), m);
+            v[j + 16] = __fadd_rn(__fmul_rn((float)x1, d), m);
+        }
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int, const float *x, float sx)
+    {
+        const uint32_t qh = *(const uint32_t *)(const void *)(b + 4);
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t w = *(const uint32_t *)(const void *)(b + 8 + 4 * i);
+            const uint32_t lo = (w & 0x0F0F0F0Fu) | sl_q5_spread((qh >> (4 * i)) & 15u);
+            const uint32_t hi = ((w >> 4) & 0x0F0F0F0Fu) | sl_q5_spread((qh >> (16 + 4 * i)) & 15u);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                s = fmaf(sl_byte_f(lo, k, 0.0f), x[4 * i + k], s);
+                s = fmaf(sl_byte_f(hi, k, 0.0f), x[16 + 4 * i + k], s);
+            }
+        }
+        const uint32_t dm = *(const uint32_t *)(const void *)b;
+        return fmaf(sl_h2f((uint16_t)dm), s, sl_h2f((uint16_t)(dm >> 16)) * sx);
+    }
+};
+
+/* Q8_0 = 8: d | qs[32] int8; x = d * q. */
+template <> struct sl_qt<8> {
+    SL_QT_COMMON(32, 34, 32, 1, false);
+    static __device__ __forceinline__ void deq(const uint8_t *b, int, float *v)
+    {
+        const float d = sl_h2f(sl_ld_u16(b));
+        for (int j = 0; j < 32; j++) v[j] = __fmul_rn((float)(int8_t)b[2 + j], d);
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int, const float *x, float)
+    {
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t w = sl_ld_u32_a2(b + 2 + 4 * i) ^ 0x80808080u; /* q + 128 */
+#pragma unroll
+            for (int k = 0; k < 4; k++) s = fmaf(sl_byte_f(w, k, 128.0f), x[4 * i + k], s);
+        }
+        return sl_h2f(*(const uint16_t *)(const void *)b) * s;
+    }
+};
+
+/* MXFP4 = 39: e (E8M0) | qs[16]; x = e2m1x2[q] * 2^(e-128). */
+template <> struct sl_qt<39> {
+    SL_QT_COMMON(32, 17, 32, 1, false);
+    static __device__ __forceinline__ void deq(const uint8_t *b, int, float *v)
+    {
+        const float d = sl_e8m0_half(b[0]);
+        for (int j = 0; j < 16; j++) {
+            v[j] = __fmul_rn((float)sl_e2m1x2(b[1 + j] & 0x0F), d);
+            v[j + 16] = __fmul_rn((float)sl_e2m1x2(b[1 + j] >> 4), d);
+        }
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int, const float *x, float)
+    {
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const uint32_t q = b[1 + j];
+            s = fmaf((float)sl_e2m1x2(q & 0x0Fu), x[j], s);
+            s = fmaf((float)sl_e2m1x2(q >> 4), x[j + 16], s);
+        }
+        return sl_e8m0_half(b[0]) * s;
+    }
+};
+
+/* Q4_K = 12: d | dmin | scales[12] | qs[128]; sub j (32 elements): x = d*sc_j*q - dmin*m_j,
+ * q = nibble (j & 1) of qs[32 * (j / 2) + l]. */
+template <> struct sl_qt<12> {
+    SL_QT_COMMON(256, 144, 32, 1, true);
+    static __device__ __forceinline__ void deq(const uint8_t *b, int j, float *v)
+    {
+        const float d = sl_h2f(sl_ld_u16(b)), dmin = sl_h2f(sl_ld_u16(b + 2));
+        int sc, m;
+        sl_scale_min_k4(j, b + 4, &sc, &m);
+        const float d1 = __fmul_rn(d, (float)sc), m1 = __fmul_rn(dmin, (float)m);
+        const uint8_t *q = b + 16 + 32 * (j >> 1);
+        const int sh = 4 * (j & 1);
+        for (int l = 0; l < 32; l++) v[l] = __fsub_rn(__fmul_rn(d1, (float)((q[l] >> sh) & 0xF)), m1);
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int j, const float *x, float sx)
+    {
+        const uint32_t *q = (const uint32_t *)(const void *)(b + 16 + 32 * (j >> 1));
+        const int sh = 4 * (j & 1);
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t w = (q[i] >> sh) & 0x0F0F0F0Fu;
+#pragma unroll
+            for (int k = 0; k < 4; k++) s = fmaf(sl_byte_f(w, k, 0.0f), x[4 * i + k], s);
+        }
+        int sc, m;
+        sl_scale_min_k4(j, b + 4, &sc, &m);
+        const uint32_t dm = *(const uint32_t *)(const void *)b;
+        return sl_h2f((uint16_t)dm) * (float)sc * s - sl_h2f((uint16_t)(dm >> 16)) * (float)m * sx;
+    }
+};
+
+/* Q5_K = 13: d | dmin | scales[12] | qh[32] | qs[128]; as Q4_K plus bit 4 = bit j of qh[l]. */
+template <> struct sl_qt<13> {
+    SL_QT_COMMON(256, 176, 32, 1, true);
+    static __device__ __forceinline__ void deq(const uint8_t *b, int j, float *v)
+    {
+        const float d = sl_h2f(sl_ld_u16(b)), dmin = sl_h2f(sl_ld_u16(b + 2));
+        int sc, m;
+        sl_scale_min_k4(j, b + 4, &sc, &m);
+        const float d1 = __fmul_rn(d, (float)sc), m1 = __fmul_rn(dmin, (float)m);
+        const uint8_t *qh = b + 16, *q = b + 48 + 32 * (j >> 1);
+        const int sh = 4 * (j & 1);
+        for (int l = 0; l < 32; l++) {
+            const int qv = ((q[l] >> sh) & 0xF) + (((qh[l] >> j) & 1) ? 16 : 0);
+            v[l] = __fsub_rn(__fmul_rn(d1, (float)qv), m1);
+        }
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int j, const float *x, float sx)
+    {
+        const uint32_t *qh = (const uint32_t *)(const void *)(b + 16);
+        const uint32_t *q = (const uint32_t *)(const void *)(b + 48 + 32 * (j >> 1));
+        const int sh = 4 * (j & 1);
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t w = ((q[i] >> sh) & 0x0F0F0F0Fu) | (((qh[i] >> j) & 0x01010101u) << 4);
+#pragma unroll
+            for (int k = 0; k < 4; k++) s = fmaf(sl_byte_f(w, k, 0.0f), x[4 * i + k], s);
+        }
+        int sc, m;
+        sl_scale_min_k4(j, b + 4, &sc, &m);
+        const uint32_t dm = *(const uint32_t *)(const void *)b;
+        return sl_h2f((uint16_t)dm) * (float)sc * s - sl_h2f((uint16_t)(dm >> 16)) * (float)m * sx;
+    }
+};
+
+/* Q6_K = 14: ql[128] | qh[64] | scales[16] int8 | d; unit j: half h = j / 4 (128 elements),
+ * quarter t = j % 4: q = (ql[64h + 32(t&1) + l] >> 4(t>>1)) & 15 | ((qh[32h + l] >> 2t) & 3) << 4,
+ * x = (d * sc[8h + 2t + l/16]) * (q - 32). */
+template <> struct sl_qt<14> {
+    SL_QT_COMMON(256, 210, 32, 2, false);
+    static __device__ __forceinline__ void deq(const uint8_t *b, int j, float *v)
+    {
+        const int h = j >> 2, t = j & 3;
+        const float d = sl_h2f(sl_ld_u16(b + 208));
+        const uint8_t *ql = b + 64 * h + 32 * (t & 1), *qh = b + 128 + 32 * h;
+        const int8_t *sc = (const int8_t *)(b + 192) + 8 * h + 2 * t;
+        const int shl = 4 * (t >> 1), shh = 2 * t;
+        for (int l = 0; l < 32; l++) {
+            const int q = (((ql[l] >> shl) & 0xF) | (((qh[l] >> shh) & 3) << 4)) - 32;
+            v[l] = __fmul_rn(__fmul_rn(d, (float)sc[l >> 4]), (float)q);
+        }
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int j, const float *x, float)
+    {
+        const int h = j >> 2, t = j & 3;
+        const uint8_t *ql = b + 64 * h + 32 * (t & 1), *qh = b + 128 + 32 * h;
+        const int shl = 4 * (t >> 1), shh = 2 * t;
+        float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t w = ((sl_ld_u32_a2(ql + 4 * i) >> shl) & 0x0F0F0F0Fu) |
+                               (((sl_ld_u32_a2(qh + 4 * i) >> shh) & 0x03030303u) << 4);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                if (i < 4) s0 = fmaf(sl_byte_f(w, k, 32.0f), x[4 * i + k], s0);
+                else s1 = fmaf(sl_byte_f(w, k, 32.0f), x[4 * i + k], s1);
+            }
+        }
+        const uint16_t sc2 = sl_ld_u16(b + 192 + 8 * h + 2 * t);
+        const float d = sl_h2f(sl_ld_u16(b + 208));
+        return d * ((float)(int8_t)(sc2 & 0xFF) * s0 + (float)(int8_t)(sc2 >> 8) * s1);
+    }
+};
+
+#undef SL_QT_COMMON
+
+/* Calls f.template operator()<TYPE>() for a supported weight type code (f: a functor with a
+ * `template <uint32_t T> void operator()()`); returns false for any other code. The one list of
+ * types the CUDA kernels handle: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 Q4_K Q5_K Q6_K. */
+template <typename F> static inline bool sl_qt_dispatch(uint32_t type, F &&f)
+{
+    switch (type) {
+    case 0: f.template operator()<0>(); return true;
+    case 1: f.template operator()<1>(); return true;
+    case 30: f.template operator()<30>(); return true;
+    case 2: f.template operator()<2>(); return true;
+    case 3: f.template operator()<3>(); return true;
+    case 6: f.template operator()<6>(); return true;
+    case 7: f.template operator()<7>(); return true;
+    case 8: f.template operator()<8>(); return true;
+    case 39: f.template operator()<39>(); return true;
+    case 12: f.template operator()<12>(); return true;
+    case 13: f.template operator()<13>(); return true;
+    case 14: f.template operator()<14>(); return true;
+    default: return false;
+    }
+}
+
+static inline bool sl_qt_is_float(uint32_t type)
+{
+    return type == 0 || type == 1 || type == 30;
+}
+
+#endif

@@ -1,0 +1,69 @@
+/* kernels/cuda/ctx: the context every CUDA kernel of Sluice runs in.
+ *
+ * An sl_cuda_ctx binds one device ordinal and one stream (a cudaStream_t, passed as void * so
+ * that this header stays plain C without <cuda_runtime.h>), caches the device properties the
+ * launchers size their grids by, and owns the cuBLAS handle of the GEMM (created on the first
+ * GEMM, bound to the same stream). Nothing in kernels/cuda keeps process-wide state: two
+ * contexts on two streams run concurrently without sharing anything.
+ *
+ * Contract
+ * - Every kernel entry point enqueues on the context's stream and returns without waiting
+ *   (no implicit synchronisation, no allocation); errors detectable at launch are returned,
+ *   faults inside a kernel show at the next sl_cuda_ctx_sync (or any later CUDA call).
+ * - A context is used by one thread at a time (like the stream it wraps). The stream is not
+ *   owned: the caller destroys it after sl_cuda_ctx_destroy.
+ * - Without a usable GPU every function fails with SL_ERR_DEVICE carrying CUDA's own message
+ *   ("CUDA driver version is insufficient...", "no CUDA-capable device...") and file:line.
+ *
+ * Getting the stream from runtime/device: the cuda backend keeps its cudaStream_t inside the
+ * private struct cuda_stream (runtime/device/cuda.c); until runtime/device offers an accessor
+ * (e.g. `void *sl_device_stream_native(sl_stream *)`), callers pass the cudaStream_t here.
+ */
+#ifndef SL_KERNELS_CUDA_CTX_H
+#define SL_KERNELS_CUDA_CTX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sl_cuda_ctx sl_cuda_ctx;
+
+/* Number of usable CUDA devices in *count; SL_ERR_DEVICE with CUDA's message when none can be
+ * counted (no driver, driver too old, no device). Also fails (SL_ERR_NOT_FOUND) when the count
+ * is 0. Cheap; used by tests and benches to decide to skip. */
+sl_status sl_cuda_probe(int *count, sl_error *err);
+
+/* Creates a context on device `ordinal` for `cuda_stream` (a cudaStream_t; NULL = the legacy
+ * default stream, which synchronises with other blocking streams: prefer a real stream).
+ * Makes the device current on the calling thread. *out is NULL on failure. */
+sl_status sl_cuda_ctx_create(int ordinal, void *cuda_stream, sl_cuda_ctx **out, sl_error *err);
+/* Destroys the cuBLAS handle (if any) and frees the context; does not sync or destroy the
+ * stream. NULL is allowed. */
+void sl_cuda_ctx_destroy(sl_cuda_ctx *c);
+/* Rebinds the context (and its cuBLAS handle) to another stream of the same device. */
+sl_status sl_cuda_ctx_set_stream(sl_cuda_ctx *c, void *cuda_stream, sl_error *err);
+void *sl_cuda_ctx_stream(const sl_cuda_ctx *c);
+/* Waits for the stream; reports any asynchronous kernel fault. */
+sl_status sl_cuda_ctx_sync(sl_cuda_ctx *c, sl_error *err);
+
+typedef struct sl_cuda_ctx_info {
+    int ordinal;
+    char name[256];
+    int cc_major, cc_minor;
+    int sm_count;
+    uint64_t l2_bytes;
+    uint64_t smem_per_block_optin; /* max dynamic shared memory per block after opt-in */
+} sl_cuda_ctx_info;
+void sl_cuda_ctx_info_get(const sl_cuda_ctx *c, sl_cuda_ctx_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

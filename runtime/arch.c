@@ -1,0 +1,528 @@
+/* runtime/arch.c: per-architecture tables — traits, hyperparameter keys, tensor names and
+ * shapes — following llama.cpp (llama-arch.cpp names, llama-model.cpp load_hparams /
+ * load_tensors / llm_build_*). Notes on choices that are easy to get wrong:
+ *
+ * - Rope pairing is llama.cpp's llama_model_rope_type: llama NORMAL (its converter permutes
+ *   q/k so adjacent pairs rotate); qwen2moe, qwen3moe, olmoe, gemma3 NEOX (HF rotate_half,
+ *   unpermuted). OLMoE is NEOX in llama.cpp, like OLMo2.
+ * - Gemma norms: HF Gemma computes x * (1 + w); llama.cpp's converter (Gemma3Model.norm_shift =
+ *   1.0 for every "*norm.weight", q/k norms included) stores 1 + w in the GGUF, and
+ *   llm_build_gemma3 multiplies by the stored weight. So the engine uses plain w for gemma3.
+ * - Gemma3: embeddings scaled by sqrt(n_embd); layer il is sliding-window unless il % 6 == 5
+ *   (set_swa_pattern(6)), local layers rope with base 10000 and no scaling, global layers with
+ *   rope.freq_base and rope.scaling.factor; q is scaled by 1/sqrt(key_length), except the
+ *   27B model (62 layers) which uses 1/sqrt(n_embd / n_head) (query_pre_attn_scalar = 168);
+ *   GeGLU with the tanh GELU; no final logit softcapping (that was gemma2).
+ * - Expert widths: mixtral and olmoe experts are feed_forward_length wide; qwen2moe/qwen3moe
+ *   use expert_feed_forward_length, else n_ff / n_expert_used (llama.cpp's fallback); the
+ *   qwen2moe shared expert uses expert_shared_feed_forward_length, else n_ff.
+ * - Top-k renormalisation: mixtral (llama) and qwen3moe yes; qwen2moe and olmoe no.
+ * - OLMoE's q/k norms run over the whole projection before the head split; llama.cpp sizes
+ *   both by n_embd, which equals n_head * head_dim and n_head_kv * head_dim in every OLMoE (it
+ *   has n_head_kv == n_head). We expect [n_head*head_dim] and [n_head_kv*head_dim], the same
+ *   shapes for every file llama.cpp accepts.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/model.h"
+
+static const sl__arch_traits k_traits[SL__ARCH_COUNT] = {
+    [SL__ARCH_LLAMA] = {.name = "llama", .rope = SL_ROPE_NORMAL, .moe_capable = true,
+                        .norm_topk = true, .act = SL_MOE_SILU},
+    [SL__ARCH_QWEN2MOE] = {.name = "qwen2moe", .rope = SL_ROPE_NEOX, .qkv_bias = true,
+                           .moe_capable = true, .moe_required = true, .norm_topk = false,
+                           .shared_expert = true, .act = SL_MOE_SILU},
+    [SL__ARCH_QWEN3MOE] = {.name = "qwen3moe", .rope = SL_ROPE_NEOX,
+                           .qk_norm = SL__QK_NORM_HEAD, .moe_capable = true,
+                           .moe_required = true, .norm_topk = true, .act = SL_MOE_SILU},
+    [SL__ARCH_OLMOE] = {.name = "olmoe", .rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_FULL,
+                        .moe_capable = true, .moe_required = true, .norm_topk = false,
+                        .act = SL_MOE_SILU},
+    [SL__ARCH_GEMMA3] = {.name = "gemma3", .rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
+                         .post_norms = true, .embd_scale = true, .swa_pattern = true,
+                         .act = SL_MOE_GELU_TANH},
+};
+
+const sl__arch_traits *sl__arch_traits_get(sl__arch a)
+{
+    return (unsigned)a < SL__ARCH_COUNT ? &k_traits[a] : NULL;
+}
+
+sl_status sl__arch_parse(const char *name, sl__arch *out, sl_error *err)
+{
+    for (int a = 0; a < SL__ARCH_COUNT; a++)
+        if (name && !strcmp(name, k_traits[a].name)) {
+            *out = (sl__arch)a;
+            return SL_OK;
+        }
+    return sl_error_set(err, SL_ERR_UNSUPPORTED,
+                        "general.architecture '%s': unsupported (supported: llama (incl. "
+                        "mixtral), qwen2moe, qwen3moe, olmoe, gemma3)",
+                        name ? name : "(null)");
+}
+
+/* ---- metadata helpers ------------------------------------------------------------------ */
+
+/* Integer scalar of any integer type, or an array of them whose entries are all equal
+ * (llama.cpp's per-layer arrays); absent: *out = def, or SL_ERR_FORMAT if required. */
+static sl_status get_int(const sl_gguf *g, const char *key, bool required, int64_t def,
+                         int64_t *out, sl_error *err)
+{
+    const sl_gguf_value *v = sl_gguf_find(g, key);
+    if (!v) {
+        if (required)
+            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s' missing (required)", key);
+        *out = def;
+        return SL_OK;
+    }
+    sl_gguf_value e = *v;
+    if (v->type == SL_GGUF_ARR) {
+        if (!v->v.arr.n)
+            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s': empty array", key);
+        int64_t first = 0;
+        for (uint64_t i = 0; i < v->v.arr.n; i++) {
+            sl_status st = sl_gguf_arr_get(v, i, &e, err);
+            if (st) return st;
+            int64_t x;
+            if (e.type == SL_GGUF_U8 || e.type == SL_GGUF_U16 || e.type == SL_GGUF_U32 ||
+                e.type == SL_GGUF_U64)
+                x = (int64_t)e.v.u64;
+            else if (e.type == SL_GGUF_I8 || e.type == SL_GGUF_I16 || e.type == SL_GGUF_I32 ||
+                     e.type == SL_GGUF_I64)
+                x = e.v.i64;
+            else
+                return sl_error_set(err, SL_ERR_TYPE,
+                                    "metadata key '%s': array of %s, expected integers", key,
+                                    sl_gguf_vtype_name(e.type));
+            if (i == 0) first = x;
+            else if (x != first)
+                return sl_error_set(err, SL_ERR_UNSUPPORTED,
+                                    "metadata key '%s': per-layer values differ (entry %llu = "
+                                    "%lld, entry 0 = %lld); only uniform layers are supported",
+                                    key, (unsigned long long)i, (long long)x, (long long)first);
+        }
+        *out = first;
+        return SL_OK;
+    }
+    switch (v->type) {
+    case SL_GGUF_U8: case SL_GGUF_U16: case SL_GGUF_U32: case SL_GGUF_U64:
+        if (v->v.u64 > (uint64_t)INT64_MAX)
+            return sl_error_set(err, SL_ERR_RANGE, "metadata key '%s': value %llu too large",
+                                key, (unsigned long long)v->v.u64);
+        *out = (int64_t)v->v.u64;
+        return SL_OK;
+    case SL_GGUF_I8: case SL_GGUF_I16: case SL_GGUF_I32: case SL_GGUF_I64:
+        *out = v->v.i64;
+        return SL_OK;
+    default:
+        return sl_error_set(err, SL_ERR_TYPE, "metadata key '%s': %s, expected an integer", key,
+                            sl_gguf_vtype_name(v->type));
+    }
+}
+
+static sl_status get_float(const sl_gguf *g, const char *key, bool required, float def,
+                           float *out, sl_error *err)
+{
+    const sl_gguf_value *v = sl_gguf_find(g, key);
+    if (!v) {
+        if (required)
+            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s' missing (required)", key);
+        *out = def;
+        return SL_OK;
+    }
+    if (v->type == SL_GGUF_F32) *out = v->v.f32;
+    else if (v->type == SL_GGUF_F64) *out = (float)v->v.f64;
+    else
+        return sl_error_set(err, SL_ERR_TYPE, "metadata key '%s': %s, expected f32", key,
+                            sl_gguf_vtype_name(v->type));
+    if (!isfinite(*out))
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s': value %g is not finite", key,
+                            (double)*out);
+    return SL_OK;
+}
+
+/* "{arch}.{suffix}" */
+static const char *akey(char *buf, size_t n, const sl_model *m, const char *suffix)
+{
+    snprintf(buf, n, "%s.%s", m->tr->name, suffix);
+    return buf;
+}
+
+static sl_status get_i32(const sl_model *m, const char *suffix, bool required, int64_t def,
+                         int64_t lo, int64_t hi, int32_t *out, sl_error *err)
+{
+    char k[128];
+    int64_t v;
+    sl_status st = get_int(m->gguf, akey(k, sizeof k, m, suffix), required, def, &v, err);
+    if (st) return st;
+    if (v < lo || v > hi)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s': value %lld outside [%lld, %lld]",
+                            k, (long long)v, (long long)lo, (long long)hi);
+    *out = (int32_t)v;
+    return SL_OK;
+}
+
+static sl_status get_f32(const sl_model *m, const char *suffix, bool required, float def,
+                         float *out, sl_error *err)
+{
+    char k[128];
+    return get_float(m->gguf, akey(k, sizeof k, m, suffix), required, def, out, err);
+}
+
+sl_status sl__hparams_load(sl_model *m, sl_error *err)
+{
+    sl__hparams *hp = &m->hp;
+    memset(hp, 0, sizeof *hp);
+    const int64_t BIG = 1 << 30;
+    sl_status st;
+    if ((st = get_i32(m, "context_length", false, 4096, 1, BIG, &hp->n_ctx_train, err))) return st;
+    if ((st = get_i32(m, "embedding_length", true, 0, 1, BIG, &hp->n_embd, err))) return st;
+    if ((st = get_i32(m, "block_count", true, 0, 1, 1 << 16, &hp->n_layer, err))) return st;
+    if ((st = get_i32(m, "feed_forward_length", false, 0, 0, BIG, &hp->n_ff, err))) return st;
+    if ((st = get_i32(m, "attention.head_count", true, 0, 1, 1 << 16, &hp->n_head, err)))
+        return st;
+    if ((st = get_i32(m, "attention.head_count_kv", false, hp->n_head, 1, hp->n_head,
+                      &hp->n_head_kv, err)))
+        return st;
+    if (hp->n_head % hp->n_head_kv)
+        return sl_error_set(err, SL_ERR_FORMAT,
+                            "metadata: %s.attention.head_count %d is not a multiple of "
+                            "head_count_kv %d",
+                            m->tr->name, hp->n_head, hp->n_head_kv);
+    const int32_t dflt_hd = hp->n_embd / hp->n_head;
+    int32_t kl, vl;
+    if ((st = get_i32(m, "attention.key_length", false, dflt_hd, 1, 1 << 16, &kl, err))) return st;
+    if ((st = get_i32(m, "attention.value_length", false, dflt_hd, 1, 1 << 16, &vl, err)))
+        return st;
+    if (kl != vl)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED,
+                            "metadata: %s.attention.key_length %d != value_length %d "
+                            "(different K and V head sizes are not supported)",
+                            m->tr->name, kl, vl);
+    hp->head_dim = kl;
+    if (hp->head_dim % 2)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata: head dimension %d is odd (RoPE "
+                            "rotates pairs)", hp->head_dim);
+    if ((st = get_i32(m, "rope.dimension_count", false, hp->head_dim, 2, hp->head_dim,
+                      &hp->n_rot, err)))
+        return st;
+    if (hp->n_rot % 2)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.rope.dimension_count': %d is odd",
+                            m->tr->name, hp->n_rot);
+    if ((st = get_f32(m, "attention.layer_norm_rms_epsilon", true, 0, &hp->rms_eps, err)))
+        return st;
+    if (hp->rms_eps < 0)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.layer_norm_rms_epsilon'"
+                            ": %g is negative", m->tr->name, (double)hp->rms_eps);
+    if ((st = get_f32(m, "rope.freq_base", false, 10000.0f, &hp->rope_base, err))) return st;
+    if (hp->rope_base <= 0)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.rope.freq_base': %g <= 0",
+                            m->tr->name, (double)hp->rope_base);
+
+    /* rope scaling (llama.cpp: type none/linear/yarn; factor 0 means 1) */
+    char k[128];
+    const char *stype = NULL;
+    const sl_gguf_value *sv = sl_gguf_find(m->gguf, akey(k, sizeof k, m, "rope.scaling.type"));
+    if (sv && sv->type == SL_GGUF_STR) stype = sv->v.str.ptr;
+    float factor = 0.0f;
+    if ((st = get_f32(m, "rope.scaling.factor", false, 0.0f, &factor, err))) return st;
+    if (!sl_gguf_find(m->gguf, akey(k, sizeof k, m, "rope.scaling.factor")))
+        if ((st = get_f32(m, "rope.scale_linear", false, 0.0f, &factor, err))) return st;
+    hp->rope_scale = 1.0f;
+    if (stype && !strcmp(stype, "none")) factor = 0.0f;
+    if (factor < 0)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.rope.scaling.factor': %g < 0",
+                            m->tr->name, (double)factor);
+    if (factor > 0) hp->rope_scale = 1.0f / factor;
+    if (stype && strcmp(stype, "none") && strcmp(stype, "linear") && strcmp(stype, "yarn"))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED,
+                            "metadata key '%s.rope.scaling.type': '%s' not supported (none, "
+                            "linear, yarn)", m->tr->name, stype);
+    hp->yarn_attn_factor = 1.0f;
+    hp->yarn_beta_fast = 32.0f;
+    hp->yarn_beta_slow = 1.0f;
+    if ((st = get_i32(m, "rope.scaling.original_context_length", false, hp->n_ctx_train, 1, BIG,
+                      &hp->n_ctx_orig, err)))
+        return st;
+    if (stype && !strcmp(stype, "yarn")) {
+        hp->yarn_ext_factor = 1.0f; /* llama.cpp's default for yarn scaling */
+        if ((st = get_f32(m, "rope.scaling.attn_factor", false, 1.0f, &hp->yarn_attn_factor, err)))
+            return st;
+        if ((st = get_f32(m, "rope.scaling.yarn_beta_fast", false, 32.0f, &hp->yarn_beta_fast, err)))
+            return st;
+        if ((st = get_f32(m, "rope.scaling.yarn_beta_slow", false, 1.0f, &hp->yarn_beta_slow, err)))
+            return st;
+    }
+    hp->rope_base_swa = hp->rope_base;
+    hp->rope_scale_swa = hp->rope_scale;
+
+    /* experts */
+    if (m->tr->moe_capable) {
+        if ((st = get_i32(m, "expert_count", m->tr->moe_required, 0, 0, 4096, &hp->n_expert, err)))
+            return st;
+        if ((st = get_i32(m, "expert_used_count", hp->n_expert > 0, 0, 0, 4096,
+                          &hp->n_expert_used, err)))
+            return st;
+        if (hp->n_expert > 0 && (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert))
+            return sl_error_set(err, SL_ERR_FORMAT,
+                                "metadata key '%s.expert_used_count': %d outside [1, "
+                                "expert_count %d]",
+                                m->tr->name, hp->n_expert_used, hp->n_expert);
+        if (m->tr->moe_required && hp->n_expert < 1)
+            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_count': %d (a %s "
+                                "model needs experts)", m->tr->name, hp->n_expert, m->tr->name);
+        if ((st = get_i32(m, "expert_feed_forward_length", false, 0, 0, BIG, &hp->n_ff_exp, err)))
+            return st;
+        if ((st = get_i32(m, "expert_shared_feed_forward_length", false, 0, 0, BIG,
+                          &hp->n_ff_shexp, err)))
+            return st;
+    }
+    if (m->arch == SL__ARCH_QWEN2MOE || m->arch == SL__ARCH_QWEN3MOE) {
+        if (!hp->n_ff_exp && hp->n_expert_used) hp->n_ff_exp = hp->n_ff / hp->n_expert_used;
+        if (!hp->n_ff_shexp) hp->n_ff_shexp = hp->n_ff;
+    } else {
+        hp->n_ff_exp = hp->n_ff;
+    }
+    if (hp->n_expert > 0 && hp->n_ff_exp < 1)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata: expert FFN width is 0 (%s."
+                            "expert_feed_forward_length / feed_forward_length missing)",
+                            m->tr->name);
+    if (hp->n_expert == 0 && hp->n_ff < 1)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.feed_forward_length' missing "
+                            "or 0 (dense FFN width)", m->tr->name);
+    if (m->arch == SL__ARCH_QWEN2MOE && hp->n_ff_shexp < 1)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata: shared expert width is 0 (%s."
+                            "expert_shared_feed_forward_length)", m->tr->name);
+
+    if (m->tr->swa_pattern) {
+        if ((st = get_i32(m, "attention.sliding_window", true, 0, 1, BIG, &hp->n_swa, err)))
+            return st;
+        hp->rope_base_swa = 10000.0f; /* llama.cpp: rope_freq_base_train_swa for gemma3 */
+        hp->rope_scale_swa = 1.0f;
+    }
+    if (m->arch == SL__ARCH_GEMMA3)
+        hp->attn_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
+                                           : 1.0f / sqrtf((float)hp->head_dim);
+    return SL_OK;
+}
+
+/* ---- tensor binding -------------------------------------------------------------------- */
+
+static void fmt_shape(char *buf, size_t n, uint32_t nd, const int64_t *ne)
+{
+    size_t o = (size_t)snprintf(buf, n, "[");
+    for (uint32_t i = 0; i < nd && o < n; i++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%lld", i ? ", " : "", (long long)ne[i]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+/* Binds tensor `name` with expected shape ne[0..nd) (ggml order). Missing: NULL if optional,
+ * else SL_ERR_FORMAT. A 1-D tensor may be stored with trailing 1s (and vice versa). */
+static sl_status bind(sl_model *m, const char *name, uint32_t nd, const int64_t *ne,
+                      bool required, sl_weight **out, sl_error *err)
+{
+    *out = NULL;
+    char want[96], have[96];
+    fmt_shape(want, sizeof want, nd, ne);
+    const sl_gguf_tensor *t = sl_gguf_tensor_find(m->gguf, name);
+    if (!t) {
+        if (!required) return SL_OK;
+        return sl_error_set(err, SL_ERR_FORMAT,
+                            "%s: tensor '%s' missing: expected shape %s (ggml ne order) for "
+                            "architecture %s",
+                            m->path, name, want, m->tr->name);
+    }
+    bool ok = true;
+    for (uint32_t i = 0; i < SL_GGUF_MAX_DIMS; i++) {
+        const int64_t a = i < t->n_dims ? t->ne[i] : 1, b = i < nd ? ne[i] : 1;
+        if (a != b) ok = false;
+    }
+    if (!ok) {
+        fmt_shape(have, sizeof have, t->n_dims, t->ne);
+        return sl_error_set(err, SL_ERR_FORMAT,
+                            "%s: tensor '%s' has shape %s, expected %s (ggml ne order)", m->path,
+                            name, have, want);
+    }
+    for (size_t i = 0; i < m->n_w; i++)
+        if (m->w[i].t == t) { /* bound twice (e.g. tied output): share */
+            *out = &m->w[i];
+            return SL_OK;
+        }
+    sl_weight *w = &m->w[m->n_w++];
+    memset(w, 0, sizeof *w);
+    w->name = t->name;
+    w->t = t;
+    w->file_type = w->type = t->type;
+    w->n_dims = t->n_dims;
+    for (int i = 0; i < SL_GGUF_MAX_DIMS; i++) w->ne[i] = i < (int)t->n_dims ? t->ne[i] : 1;
+    w->nbytes = t->nbytes;
+    w->path = t->path;
+    w->file_offset = t->file_offset;
+    w->file_nbytes = t->nbytes;
+    w->mtime_sec = t->mtime_sec;
+    w->mtime_nsec = t->mtime_nsec;
+    w->h_block = SL_BLOCK_NONE;
+    w->d_block = SL_BLOCK_NONE;
+    *out = w;
+    return SL_OK;
+}
+
+#define NE(...) ((const int64_t[]){__VA_ARGS__}), (uint32_t)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+
+/* bind with a printf name for layer il (and expert x) */
+static sl_status bindf(sl_model *m, sl_weight **out, bool required, bool vec, bool mat,
+                       const int64_t *ne, uint32_t nd, const char *fmt, int il, int x,
+                       sl_error *err)
+{
+    char name[96];
+    snprintf(name, sizeof name, fmt, il, x);
+    sl_status st = bind(m, name, nd, ne, required, out, err);
+    if (!st && *out) {
+        if (vec) (*out)->need_f32 = true;
+        if (mat) (*out)->need_matvec = true;
+    }
+    return st;
+}
+
+#define VEC(out, req, fmt, il, ...) bindf(m, out, req, true, false, NE(__VA_ARGS__), fmt, il, 0, err)
+#define MAT(out, req, fmt, il, ...) bindf(m, out, req, false, true, NE(__VA_ARGS__), fmt, il, 0, err)
+
+static sl_status bind_layer(sl_model *m, int il, sl_error *err)
+{
+    const sl__hparams *hp = &m->hp;
+    const sl__arch_traits *tr = m->tr;
+    sl__layer *L = &m->layers[il];
+    const int64_t E = hp->n_embd, D = hp->head_dim, Q = (int64_t)hp->n_head * D,
+                  KV = (int64_t)hp->n_head_kv * D;
+    sl_status st;
+    if ((st = VEC(&L->attn_norm, true, "blk.%d.attn_norm.weight", il, E))) return st;
+    if ((st = MAT(&L->wq, true, "blk.%d.attn_q.weight", il, E, Q))) return st;
+    if ((st = MAT(&L->wk, true, "blk.%d.attn_k.weight", il, E, KV))) return st;
+    if ((st = MAT(&L->wv, true, "blk.%d.attn_v.weight", il, E, KV))) return st;
+    if ((st = MAT(&L->wo, true, "blk.%d.attn_output.weight", il, Q, E))) return st;
+    if (tr->qkv_bias) {
+        if ((st = VEC(&L->bq, true, "blk.%d.attn_q.bias", il, Q))) return st;
+        if ((st = VEC(&L->bk, true, "blk.%d.attn_k.bias", il, KV))) return st;
+        if ((st = VEC(&L->bv, true, "blk.%d.attn_v.bias", il, KV))) return st;
+    }
+    if (tr->qk_norm == SL__QK_NORM_HEAD) {
+        if ((st = VEC(&L->q_norm, true, "blk.%d.attn_q_norm.weight", il, D))) return st;
+        if ((st = VEC(&L->k_norm, true, "blk.%d.attn_k_norm.weight", il, D))) return st;
+    } else if (tr->qk_norm == SL__QK_NORM_FULL) {
+        if ((st = VEC(&L->q_norm, true, "blk.%d.attn_q_norm.weight", il, Q))) return st;
+        if ((st = VEC(&L->k_norm, true, "blk.%d.attn_k_norm.weight", il, KV))) return st;
+    }
+    if (tr->post_norms) {
+        if ((st = VEC(&L->attn_post_norm, true, "blk.%d.post_attention_norm.weight", il, E)))
+            return st;
+        if ((st = VEC(&L->ffn_post_norm, true, "blk.%d.post_ffw_norm.weight", il, E))) return st;
+    }
+    if ((st = VEC(&L->ffn_norm, true, "blk.%d.ffn_norm.weight", il, E))) return st;
+
+    if (hp->n_expert == 0) {
+        const int64_t F = hp->n_ff;
+        if ((st = MAT(&L->ffn_gate, true, "blk.%d.ffn_gate.weight", il, E, F))) return st;
+        if ((st = MAT(&L->ffn_up, true, "blk.%d.ffn_up.weight", il, E, F))) return st;
+        if ((st = MAT(&L->ffn_down, true, "blk.%d.ffn_down.weight", il, F, E))) return st;
+    } else {
+        const int64_t X = hp->n_expert, F = hp->n_ff_exp;
+        if ((st = MAT(&L->gate_inp, true, "blk.%d.ffn_gate_inp.weight", il, E, X))) return st;
+        /* merged 3-D experts, or (older Mixtral files) one tensor per expert */
+        const bool merged = sl_gguf_tensor_find(m->gguf, "blk.0.ffn_gate_exps.weight") ||
+                            !sl_gguf_tensor_find(m->gguf, "blk.0.ffn_gate.0.weight");
+        if (merged || tr != &k_traits[SL__ARCH_LLAMA]) {
+            if ((st = MAT(&L->gate_exps, true, "blk.%d.ffn_gate_exps.weight", il, E, F, X)))
+                return st;
+            if ((st = MAT(&L->up_exps, true, "blk.%d.ffn_up_exps.weight", il, E, F, X))) return st;
+            if ((st = MAT(&L->down_exps, true, "blk.%d.ffn_down_exps.weight", il, F, E, X)))
+                return st;
+        } else {
+            L->gate_e = calloc((size_t)X, sizeof *L->gate_e);
+            L->up_e = calloc((size_t)X, sizeof *L->up_e);
+            L->down_e = calloc((size_t)X, sizeof *L->down_e);
+            if (!L->gate_e || !L->up_e || !L->down_e)
+                return sl_error_set(err, SL_ERR_NOMEM, "out of memory (expert table)");
+            for (int x = 0; x < X; x++) {
+                if ((st = bindf(m, &L->gate_e[x], true, false, true, NE(E, F),
+                                "blk.%d.ffn_gate.%d.weight", il, x, err)))
+                    return st;
+                if ((st = bindf(m, &L->up_e[x], true, false, true, NE(E, F),
+                                "blk.%d.ffn_up.%d.weight", il, x, err)))
+                    return st;
+                if ((st = bindf(m, &L->down_e[x], true, false, true, NE(F, E),
+                                "blk.%d.ffn_down.%d.weight", il, x, err)))
+                    return st;
+            }
+        }
+        L->moe_gate = calloc((size_t)X, sizeof *L->moe_gate);
+        L->moe_up = calloc((size_t)X, sizeof *L->moe_up);
+        L->moe_down = calloc((size_t)X, sizeof *L->moe_down);
+        L->moe_on_device = calloc((size_t)X, sizeof *L->moe_on_device);
+        if (!L->moe_gate || !L->moe_up || !L->moe_down || !L->moe_on_device)
+            return sl_error_set(err, SL_ERR_NOMEM, "out of memory (expert table)");
+        if (tr->shared_expert) {
+            const int64_t S = hp->n_ff_shexp;
+            if ((st = MAT(&L->gate_inp_shexp, true, "blk.%d.ffn_gate_inp_shexp.weight", il, E)))
+                return st;
+            if ((st = MAT(&L->gate_shexp, true, "blk.%d.ffn_gate_shexp.weight", il, E, S)))
+                return st;
+            if ((st = MAT(&L->up_shexp, true, "blk.%d.ffn_up_shexp.weight", il, E, S))) return st;
+            if ((st = MAT(&L->down_shexp, true, "blk.%d.ffn_down_shexp.weight", il, S, E)))
+                return st;
+        }
+    }
+
+    /* per-layer rope */
+    L->swa = tr->swa_pattern && (il % 6 < 5);
+    L->rope = sl_rope_params_make(tr->rope, hp->n_rot, L->swa ? hp->rope_base_swa : hp->rope_base);
+    L->rope.freq_scale = L->swa ? hp->rope_scale_swa : hp->rope_scale;
+    L->rope.ext_factor = hp->yarn_ext_factor;
+    L->rope.attn_factor = hp->yarn_attn_factor;
+    L->rope.beta_fast = hp->yarn_beta_fast;
+    L->rope.beta_slow = hp->yarn_beta_slow;
+    L->rope.n_ctx_orig = hp->n_ctx_orig;
+    return sl_ref_rope_validate(&L->rope, hp->head_dim, err);
+}
+
+sl_status sl__model_bind(sl_model *m, sl_error *err)
+{
+    sl__hparams *hp = &m->hp;
+    const size_t cap = sl_gguf_tensor_count(m->gguf);
+    m->w = calloc(cap ? cap : 1, sizeof *m->w);
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->w || !m->layers) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (weights)");
+    m->n_w = 0;
+    const int64_t E = hp->n_embd;
+    /* the vocabulary size is token_embd's second dimension */
+    const sl_gguf_tensor *te = sl_gguf_tensor_find(m->gguf, "token_embd.weight");
+    if (!te)
+        return sl_error_set(err, SL_ERR_FORMAT,
+                            "%s: tensor 'token_embd.weight' missing: expected shape [%lld, "
+                            "n_vocab] (ggml ne order)",
+                            m->path, (long long)E);
+    if (te->n_dims != 2 || te->ne[1] < 1 || te->ne[1] > INT32_MAX)
+        return sl_error_set(err, SL_ERR_FORMAT,
+                            "%s: tensor 'token_embd.weight' has %u dims, expected shape [%lld, "
+                            "n_vocab] (ggml ne order)",
+                            m->path, te->n_dims, (long long)E);
+    hp->n_vocab = (int32_t)te->ne[1];
+    const int64_t V = hp->n_vocab;
+    sl_status st;
+    if ((st = bindf(m, &m->tok_embd, true, false, false, NE(E, V), "token_embd.weight", 0, 0, err)))
+        return st;
+    for (int il = 0; il < hp->n_layer; il++)
+        if ((st = bind_layer(m, il, err))) return st;
+    if ((st = VEC(&m->output_norm, true, "output_norm.weight", 0, E))) return st;
+    /* output is optional everywhere: llama.cpp ties it to token_embd when absent */
+    if ((st = MAT(&m->output, false, "output.weight", 0, E, V))) return st;
+    if (!m->output) {
+        m->output = m->tok_embd;
+        m->output->need_matvec = true;
+    }
+    if (m->arch == SL__ARCH_LLAMA)
+        if ((st = VEC(&m->rope_freqs, false, "rope_freqs.weight", 0, hp->n_rot / 2))) return st;
+    return SL_OK;
+}

@@ -1,0 +1,413 @@
+/* runtime/engine.c: the model/context/eval/info/stats part of the public API (sluice.h).
+ *
+ * Devices: SL_PLACE_CPU needs no device for compute; the host pool still wants one for
+ * page-locking, so CPU placement opens the "sim" device unless options.device names one.
+ * The device placements (GPU, LAYERS, EXPERTS_CPU, AUTO) run on "sim" today — device-resident
+ * weights live in sim regions of a BFC arena and the CPU kernels compute from them — which
+ * exercises placement, residency accounting and loading in CI. On "cuda" they need device
+ * kernels that do not exist yet: explicit GPU placements are SL_ERR_UNSUPPORTED naming the
+ * placement, and AUTO resolves to CPU.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/ref/matvec.h"
+#include "runtime/ctx.h"
+#include "runtime/model.h"
+#include "runtime/model_vocab.h"
+
+static const char *placement_name(sl_placement p)
+{
+    switch (p) {
+    case SL_PLACE_AUTO: return "auto";
+    case SL_PLACE_GPU: return "gpu";
+    case SL_PLACE_LAYERS: return "layers";
+    case SL_PLACE_EXPERTS_CPU: return "experts-cpu";
+    case SL_PLACE_CPU: return "cpu";
+    }
+    return "?";
+}
+
+sl_model_options sl_model_options_default(void)
+{
+    return (sl_model_options){.placement = SL_PLACE_AUTO, .gpu_layers = 0, .device = NULL,
+                              .io = SL_LOAD_DIRECT, .numa_node = -1, .n_threads = 0,
+                              .cpus = NULL, .progress = true};
+}
+
+static void gguf_notice(void *user, const char *msg)
+{
+    sl_model *m = user;
+    if (!m->notice[0]) snprintf(m->notice, sizeof m->notice, "%s", msg);
+}
+
+static sl_status open_device(sl_model *m, sl_error *err)
+{
+    sl_device_options dopt = {0};
+    dopt.kind = m->opt.device ? m->opt.device : m->placement == SL_PLACE_CPU ? "sim" : NULL;
+    dopt.notice = gguf_notice;
+    dopt.notice_user = m;
+    sl_status st = sl_device_open(&dopt, &m->dev, err);
+    if (st) return st;
+    if (m->placement == SL_PLACE_CPU) return SL_OK;
+    if (sl_device_kind_get(m->dev) == SL_DEVICE_CUDA) {
+        if (m->placement == SL_PLACE_AUTO) {
+            m->placement = SL_PLACE_CPU;
+            gguf_notice(m, "placement auto: no CUDA kernels yet, running on the CPU");
+            return SL_OK;
+        }
+        return sl_error_set(err, SL_ERR_UNSUPPORTED,
+                            "placement '%s' on device cuda: the CUDA compute kernels do not exist "
+                            "yet (use placement cpu, or device sim to simulate it)",
+                            placement_name(m->placement));
+    }
+    if (m->placement == SL_PLACE_LAYERS && m->opt.gpu_layers < 0)
+        return sl_error_set(err, SL_ERR_INVALID, "gpu_layers %d: must be >= 0", m->opt.gpu_layers);
+    if (m->placement == SL_PLACE_AUTO) {
+        sl_device_props props;
+        if ((st = sl_device_props_get(m->dev, &props, err))) return st;
+        sl__model_resolve_auto(m, props.free_mem_bytes);
+    }
+    if (m->placement == SL_PLACE_CPU) return SL_OK;
+    if ((st = sl_device_stream_create(m->dev, &m->stream, err))) return st;
+    return sl_bfc_create_device(m->dev, m->stream, NULL, &m->arena, err);
+}
+
+static void fill_info(sl_model *m)
+{
+    sl_model_info *in = &m->info;
+    const sl__hparams *hp = &m->hp;
+    in->arch = m->tr->name;
+    const char *name = NULL;
+    if (sl_gguf_get_str(m->gguf, "general.name", &name, NULL)) name = "";
+    in->name = name;
+    in->n_vocab = hp->n_vocab;
+    in->n_ctx_train = hp->n_ctx_train;
+    in->n_embd = hp->n_embd;
+    in->n_layer = hp->n_layer;
+    in->n_head = hp->n_head;
+    in->n_head_kv = hp->n_head_kv;
+    in->head_dim = hp->head_dim;
+    in->n_expert = hp->n_expert;
+    in->n_expert_used = hp->n_expert_used;
+    in->n_ff = hp->n_ff;
+    in->n_ff_exp = hp->n_expert ? hp->n_ff_exp : 0;
+    in->n_params = in->weight_bytes = in->gpu_bytes = in->host_bytes = 0;
+    for (size_t i = 0; i < m->n_w; i++) {
+        const sl_weight *w = &m->w[i];
+        in->n_params += (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]);
+        in->weight_bytes += w->file_nbytes;
+        if (w->residency & SL_RES_DEVICE) in->gpu_bytes += w->nbytes;
+        else in->host_bytes += w->nbytes;
+    }
+    uint32_t id;
+    in->bos = sl_gguf_get_u32(m->gguf, "tokenizer.ggml.bos_token_id", &id, NULL) ? -1 : (int32_t)id;
+    in->eos = sl_gguf_get_u32(m->gguf, "tokenizer.ggml.eos_token_id", &id, NULL) ? -1 : (int32_t)id;
+}
+
+sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model **out,
+                        sl_error *err)
+{
+    if (!path || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_model_open: NULL path or out");
+    *out = NULL;
+    sl_model *m = calloc(1, sizeof *m);
+    if (!m) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (model)");
+    m->opt = opt ? *opt : sl_model_options_default();
+    m->placement = m->opt.placement;
+    sl_status st = SL_OK;
+    if ((unsigned)m->opt.placement > SL_PLACE_CPU) {
+        st = sl_error_set(err, SL_ERR_INVALID, "placement %d: unknown", (int)m->opt.placement);
+        goto fail;
+    }
+    if ((unsigned)m->opt.io > SL_LOAD_MMAP) {
+        st = sl_error_set(err, SL_ERR_INVALID, "io %d: unknown (direct, pread, mmap)",
+                          (int)m->opt.io);
+        goto fail;
+    }
+    m->path = strdup(path);
+    if (!m->path) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    sl_gguf_options go = {.no_shards = false, .notice = gguf_notice, .notice_user = m};
+    if ((st = sl_gguf_open(path, &go, &m->gguf, err))) goto fail;
+    const char *arch = NULL;
+    if ((st = sl_gguf_get_str(m->gguf, "general.architecture", &arch, err))) {
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        st = sl_error_set(err, SL_ERR_FORMAT, "%s: general.architecture: %s", path, why);
+        goto fail;
+    }
+    if ((st = sl__arch_parse(arch, &m->arch, err))) goto fail;
+    m->tr = sl__arch_traits_get(m->arch);
+    m->info.arch = m->tr->name;
+    if ((st = sl__hparams_load(m, err))) goto fail;
+    /* The tokenizer, when the file has one: a file with tokenizer.ggml.model must load (its
+     * errors fail the open); one without (synthetic test models, research files) still
+     * evaluates token ids, and the text functions say it has no tokenizer. */
+    if (sl_gguf_find(m->gguf, "tokenizer.ggml.model") &&
+        (st = sl_vocab_load(m->gguf, &m->vocab, err)))
+        goto fail;
+    if ((st = sl__model_bind(m, err))) goto fail;
+    if ((st = open_device(m, err))) goto fail;
+    if ((st = sl__model_load_weights(m, err))) goto fail;
+    if ((st = sl__model_validate(m, err))) goto fail;
+    fill_info(m);
+    *out = m;
+    return SL_OK;
+fail:
+    sl_model_close(m);
+    return st;
+}
+
+void sl_model_close(sl_model *m)
+{
+    if (!m) return;
+    sl__model_free_weights(m);
+    if (m->layers) {
+        for (int il = 0; il < m->hp.n_layer; il++) {
+            sl__layer *L = &m->layers[il];
+            free(L->gate_e);
+            free(L->up_e);
+            free(L->down_e);
+            free(L->moe_gate);
+            free(L->moe_up);
+            free(L->moe_down);
+            free(L->moe_on_device);
+        }
+    }
+    free(m->layers);
+    free(m->w);
+    sl_bfc_destroy(m->arena);
+    if (m->stream) sl_device_stream_destroy(m->dev, m->stream);
+    sl_hostpool_destroy(m->hostpool);
+    if (m->dev) sl_device_close(m->dev);
+    sl_vocab_free(m->vocab);
+    sl_gguf_close(m->gguf);
+    free(m->path);
+    free(m);
+}
+
+void sl_model_info_get(const sl_model *m, sl_model_info *out)
+{
+    if (!out) return;
+    if (!m) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    *out = m->info;
+}
+
+const sl_vocab *sl__model_vocab(const sl_model *m)
+{
+    return m ? m->vocab : NULL;
+}
+
+/* ---- contexts ------------------------------------------------------------------------- */
+
+sl_ctx_options sl_ctx_options_default(void)
+{
+    return (sl_ctx_options){.n_ctx = 0, .n_batch = 0, .kv_f16 = true, .all_logits = false};
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static sl_status alloc_f(float **p, int64_t n, sl_error *err)
+{
+    *p = malloc((size_t)(n > 0 ? n : 1) * sizeof **p);
+    return *p ? SL_OK : sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory");
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl_error *err)
+{
+    if (!m || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_create: NULL model or out");
+    *out = NULL;
+    sl_ctx *c = calloc(1, sizeof *c);
+    if (!c) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (context)");
+    c->m = m;
+    c->opt = opt ? *opt : sl_ctx_options_default();
+    const sl__hparams *hp = &m->hp;
+    sl_status st = SL_OK;
+    if (c->opt.n_ctx < 0 || c->opt.n_batch < 0) {
+        st = sl_error_set(err, SL_ERR_INVALID, "n_ctx %d / n_batch %d: must be >= 0",
+                          c->opt.n_ctx, c->opt.n_batch);
+        goto fail;
+    }
+    if (!c->opt.n_ctx) c->opt.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (!c->opt.n_batch) c->opt.n_batch = 512;
+    c->cap = c->opt.n_batch < c->opt.n_ctx ? c->opt.n_batch : c->opt.n_ctx;
+    if ((st = sl__kv_init(&c->kv, c->opt.kv_f16 ? SL_KV_F16 : SL_KV_F32, hp->n_layer,
+                          c->opt.n_ctx, hp->n_head_kv, hp->head_dim, err)))
+        goto fail;
+    /* kernels: dispatch chosen once (SLUICE_CPU_ISA may force one), pool of the model's size */
+    if ((st = sl_cpu_ops_init_env(&c->ops, err))) goto fail;
+    if ((st = sl_cpu_matvec_init(&c->mv, c->ops.isa, sl_cpu_features_detect(), err))) goto fail;
+    int nt = m->opt.n_threads;
+    if (nt <= 0) {
+        const long n = sysconf(_SC_NPROCESSORS_ONLN);
+        nt = n > 0 ? (int)n : 1;
+    }
+    if (nt > SL_CPU_POOL_MAX_THREADS) nt = SL_CPU_POOL_MAX_THREADS;
+    if (nt > 1 || m->opt.numa_node >= 0 || m->opt.cpus) {
+        sl_cpu_pool_options po = {.n_threads = nt, .numa_node = m->opt.numa_node,
+                                  .cpus = m->opt.cpus, .topo = NULL};
+        if ((st = sl_cpu_pool_create(&po, &c->pool, err))) goto fail;
+    }
+    if (hp->n_expert && (st = sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &c->moe, err)))
+        goto fail;
+    /* scratch */
+    const int64_t B = c->cap, E = hp->n_embd, D = hp->head_dim;
+    const int64_t Q = (int64_t)hp->n_head * D, KV = (int64_t)hp->n_head_kv * D;
+    const int64_t F = max64(max64(hp->n_ff, hp->n_ff_shexp), 1);
+    const int64_t K = max64(hp->n_expert_used, 1);
+    if ((st = alloc_f(&c->x, B * E, err)) || (st = alloc_f(&c->xn, B * E, err)) ||
+        (st = alloc_f(&c->tmp, B * E, err)) || (st = alloc_f(&c->q, B * max64(Q, E), err)) ||
+        (st = alloc_f(&c->att, B * max64(Q, E), err)) || (st = alloc_f(&c->k, B * KV, err)) ||
+        (st = alloc_f(&c->v, B * KV, err)) || (st = alloc_f(&c->g, B * F, err)) ||
+        (st = alloc_f(&c->u, B * F, err)) || (st = alloc_f(&c->router, B * max64(hp->n_expert, 1), err)) ||
+        (st = alloc_f(&c->sh, B, err)) || (st = alloc_f(&c->topk_w, K, err)))
+        goto fail;
+    c->pos = malloc((size_t)B * sizeof *c->pos);
+    c->topk_idx = malloc((size_t)K * sizeof *c->topk_idx);
+    c->assign = malloc((size_t)(B * K) * sizeof *c->assign);
+    if (!c->pos || !c->topk_idx || !c->assign) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory");
+        goto fail;
+    }
+    size_t wb = 0;
+    for (size_t i = 0; i < m->n_w; i++) {
+        const sl_weight *w = &m->w[i];
+        if (!w->need_matvec) continue;
+        const size_t b = sl_cpu_matvec_work_bytes(w->type, w->ne[0], 64);
+        if (!b) {
+            const sl_gguf_type_info *ti = sl_gguf_type_get(w->type);
+            st = sl_error_set(err, SL_ERR_UNSUPPORTED, "tensor '%s': type %s has no CPU matvec",
+                              w->name, ti ? ti->name : "?");
+            goto fail;
+        }
+        if (b > wb) wb = b;
+    }
+    c->work_bytes = wb ? wb : 1;
+    c->work = malloc(c->work_bytes);
+    if (!c->work) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory");
+        goto fail;
+    }
+    *out = c;
+    return SL_OK;
+fail:
+    sl_ctx_destroy(c);
+    return st;
+}
+
+void sl_ctx_destroy(sl_ctx *c)
+{
+    if (!c) return;
+    sl_moe_destroy(c->moe);
+    sl_cpu_pool_destroy(c->pool);
+    sl__kv_free(&c->kv);
+    float *fs[] = {c->x, c->xn, c->tmp, c->q, c->att, c->k, c->v, c->g, c->u, c->router, c->sh,
+                   c->topk_w, c->logits};
+    for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) free(fs[i]);
+    free(c->pos);
+    free(c->topk_idx);
+    free(c->assign);
+    free(c->work);
+    free(c);
+}
+
+sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err)
+{
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL context");
+    if (!n) return SL_OK;
+    if (!tokens) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL tokens");
+    if ((uint64_t)c->n_past + n > (uint64_t)c->opt.n_ctx)
+        return sl_error_set(err, SL_ERR_RANGE,
+                            "sl_ctx_eval: n_past %d + %zu tokens exceeds n_ctx %d", c->n_past, n,
+                            c->opt.n_ctx);
+    const int64_t V = c->m->hp.n_vocab;
+    const int64_t rows = c->opt.all_logits ? (int64_t)n : 1;
+    if (rows > c->logits_cap) {
+        float *l = realloc(c->logits, (size_t)(rows * V) * sizeof *l);
+        if (!l) return sl_error_set(err, SL_ERR_NOMEM, "logits: out of memory (%lld rows)",
+                                    (long long)rows);
+        c->logits = l;
+        c->logits_cap = rows;
+    }
+    c->n_logits = 0;
+    const int32_t start = c->n_past;
+    const double t0 = now_s();
+    for (size_t off = 0; off < n; off += (size_t)c->cap) {
+        const int64_t m = (int64_t)(n - off < (size_t)c->cap ? n - off : (size_t)c->cap);
+        const bool last = off + (size_t)m == n;
+        float *lo = c->opt.all_logits ? c->logits + (int64_t)off * V : last ? c->logits : NULL;
+        sl_status st = sl__forward(c, tokens + off, m, lo, c->opt.all_logits, err);
+        if (st) {
+            c->n_past = start; /* entries written past it are ignored, then overwritten */
+            return st;
+        }
+        c->n_past += (int32_t)m;
+    }
+    c->n_logits = rows;
+    c->n_eval = (int64_t)n;
+    const double dt = now_s() - t0;
+    if (n > 1) {
+        c->stats.prefill_tokens += n;
+        c->stats.prefill_seconds += dt;
+    } else {
+        c->stats.decode_tokens += 1;
+        c->stats.decode_seconds += dt;
+    }
+    return SL_OK;
+}
+
+const float *sl_ctx_logits(const sl_ctx *c, int64_t i)
+{
+    if (!c || !c->n_logits) return NULL;
+    if (i == -1 || i == c->n_eval - 1) return c->logits + (c->n_logits - 1) * c->m->hp.n_vocab;
+    /* without all_logits only the last row is kept */
+    if (!c->opt.all_logits || i < 0 || i >= c->n_logits) return NULL;
+    return c->logits + i * c->m->hp.n_vocab;
+}
+
+int32_t sl_ctx_n_past(const sl_ctx *c)
+{
+    return c ? c->n_past : 0;
+}
+
+sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err)
+{
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_rewind: NULL context");
+    if (n_past < 0 || n_past > c->n_past)
+        return sl_error_set(err, SL_ERR_RANGE, "sl_ctx_rewind: n_past %d outside [0, %d]", n_past,
+                            c->n_past);
+    c->n_past = n_past;
+    return SL_OK;
+}
+
+void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out)
+{
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!c) return;
+    *out = c->stats;
+    if (c->moe) {
+        sl_moe_stats ms;
+        sl_moe_stats_get(c->moe, &ms);
+        out->expert_calls_cpu = ms.calls_cpu;
+        out->expert_calls_gpu = ms.calls_gpu;
+    }
+}

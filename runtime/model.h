@@ -1,0 +1,138 @@
+/* runtime/model.h: the engine's model — hyperparameters, architecture traits, bound weights
+ * (private to runtime/; the public handle is sl_model of runtime/sluice.h).
+ *
+ * Opening (model.c): sl_gguf_open, read hyperparameters as llama.cpp's load_hparams does
+ * (arch.c), bind every tensor the architecture needs by llama.cpp's names with its expected
+ * shape in ggml ne order (a missing or mis-shaped tensor is SL_ERR_FORMAT naming it and the
+ * expected shape), decide each weight's placement, load (weight.c). The gguf handle stays open
+ * for the model's lifetime: weights keep pointers to its tensor records (provenance).
+ *
+ * Invariants after a successful open:
+ *   every sl_weight pointer in layers[] points into w[0 .. n_w), each bound once;
+ *   every weight has residency != 0 and data != NULL;
+ *   hp.n_head % hp.n_head_kv == 0, hp.head_dim even, hp.n_rot <= hp.head_dim;
+ *   MoE layers (hp.n_expert > 0) have a router and, for each expert e, gate/up/down pointers.
+ * Immutable after open; contexts only read it.
+ */
+#ifndef SL_RUNTIME_MODEL_H
+#define SL_RUNTIME_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "alloc/bfc.h"
+#include "alloc/hostpool.h"
+#include "gguf/gguf.h"
+#include "kernels/ref/ops.h"
+#include "runtime/device/device.h"
+#include "runtime/sluice.h"
+#include "runtime/tokenizer.h"
+#include "runtime/weight.h"
+#include "scheduler/moe.h"
+
+typedef enum sl__arch {
+    SL__ARCH_LLAMA = 0,     /* llama, and Mixtral files (llama + expert_count) */
+    SL__ARCH_QWEN2MOE,
+    SL__ARCH_QWEN3MOE,
+    SL__ARCH_OLMOE,
+    SL__ARCH_GEMMA3,
+    SL__ARCH_COUNT
+} sl__arch;
+
+typedef enum sl__qk_norm {
+    SL__QK_NORM_NONE = 0,
+    SL__QK_NORM_HEAD,       /* RMSNorm of each head (weight [head_dim]): qwen3moe, gemma3 */
+    SL__QK_NORM_FULL,       /* RMSNorm of the whole projection (weight [H*D]): olmoe */
+} sl__qk_norm;
+
+/* What distinguishes the architectures in the forward pass (arch.c's table). */
+typedef struct sl__arch_traits {
+    const char *name;       /* general.architecture */
+    sl_rope_mode rope;      /* llama.cpp's llama_model_rope_type */
+    sl__qk_norm qk_norm;
+    bool qkv_bias;          /* attn_{q,k,v}.bias (qwen2moe) */
+    bool post_norms;        /* attn_post_norm, ffn_post_norm (gemma3) */
+    bool embd_scale;        /* embeddings * sqrt(n_embd) (gemma3) */
+    bool moe_capable;       /* may have routed experts */
+    bool moe_required;      /* must have them */
+    bool norm_topk;         /* renormalise the top-k softmax weights */
+    bool shared_expert;     /* ffn_*_shexp + sigmoid gate (qwen2moe) */
+    bool swa_pattern;       /* sliding-window layers, every 6th global (gemma3) */
+    sl_moe_act act;
+} sl__arch_traits;
+
+typedef struct sl__hparams {
+    int32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_rot;
+    int32_t n_ff, n_ff_exp, n_ff_shexp, n_expert, n_expert_used;
+    int32_t n_swa;          /* sliding window (gemma3), 0: none */
+    float rms_eps;
+    float rope_base, rope_scale;            /* rope_scale = freq_scale = 1 / factor */
+    float rope_base_swa, rope_scale_swa;    /* for sliding-window layers */
+    float yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
+    int32_t n_ctx_orig;
+    float attn_scale;       /* 0: 1/sqrt(head_dim) */
+} sl__hparams;
+
+typedef struct sl__layer {
+    sl_weight *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *q_norm, *k_norm, *attn_post_norm;
+    sl_weight *ffn_norm, *ffn_post_norm;
+    sl_weight *ffn_gate, *ffn_up, *ffn_down;                 /* dense FFN */
+    sl_weight *gate_inp;                                     /* router [n_embd, n_expert] */
+    sl_weight *gate_exps, *up_exps, *down_exps;              /* merged experts, or NULL */
+    sl_weight **gate_e, **up_e, **down_e;                    /* per-expert tensors, or NULL */
+    sl_weight *gate_shexp, *up_shexp, *down_shexp, *gate_inp_shexp;
+    bool swa;               /* sliding-window layer */
+    sl_rope_params rope;
+    /* the scheduler's view of the experts (pointers refreshed after loading) */
+    const void **moe_gate, **moe_up, **moe_down;
+    bool *moe_on_device;
+    sl_moe_layer moe;
+} sl__layer;
+
+struct sl_model {
+    char *path;
+    sl_gguf *gguf;
+    sl__arch arch;
+    const sl__arch_traits *tr;
+    sl__hparams hp;
+    sl_model_options opt;
+    sl_placement placement;         /* resolved (never AUTO) */
+    sl_weight *w;                   /* bound weights */
+    size_t n_w;
+    sl__layer *layers;              /* [n_layer] */
+    sl_weight *tok_embd, *output_norm, *output, *rope_freqs;
+    float *rope_freqs_f32;          /* rope_freqs as floats, or NULL */
+    sl_device *dev;
+    sl_hostpool *hostpool;
+    sl_bfc *arena;                  /* device arena (sim placements), or NULL */
+    sl_stream *stream;
+    sl_model_info info;
+    sl_vocab *vocab;                /* NULL when the file has no tokenizer.ggml.model */
+    char notice[256];               /* first loader notice (e.g. O_DIRECT fallback) */
+};
+
+/* arch.c */
+const sl__arch_traits *sl__arch_traits_get(sl__arch a);
+/* Maps general.architecture to an arch; SL_ERR_UNSUPPORTED naming it and the supported list. */
+sl_status sl__arch_parse(const char *name, sl__arch *out, sl_error *err);
+/* Reads hyperparameters (llama.cpp's key names, "{arch}.…") into m->hp; errors name the key. */
+sl_status sl__hparams_load(sl_model *m, sl_error *err);
+/* Binds every tensor of the architecture into m->w / m->layers / the globals, with shape checks. */
+sl_status sl__model_bind(sl_model *m, sl_error *err);
+
+/* weight.c */
+/* Decides placement per weight, then reads/converts/copies every bound weight. */
+sl_status sl__model_load_weights(sl_model *m, sl_error *err);
+/* AUTO placement: GPU if every weight fits in 90% of free_bytes, else EXPERTS_CPU if all but
+ * the routed experts fit, else CPU. Needs bound weights. */
+sl_status sl__model_resolve_auto(sl_model *m, uint64_t free_bytes);
+/* Checks the invariants above and weight.h's (residency vs data/blocks, data inside its host
+ * block, type changes only by conversion, expert pointers); SL_ERR_INVALID naming the weight.
+ * Run at the end of every open (cost O(weights + layers * experts)). */
+sl_status sl__model_validate(const sl_model *m, sl_error *err);
+/* Frees every weight's memory (host pool, converted copies, device blocks). */
+void sl__model_free_weights(sl_model *m);
+/* Pointer to expert e's 2-D matrix of a layer's projection (0 gate, 1 up, 2 down). */
+const void *sl__expert_data(const sl__layer *L, int proj, int32_t e);
+
+#endif

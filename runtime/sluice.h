@@ -1,0 +1,128 @@
+/* sluice.h: the public C API of the Sluice engine (what serving stacks embed).
+ *
+ * Contract
+ * - Plain C17; every fallible call returns sl_status and fills an optional sl_error.
+ * - A model (sl_model) is immutable after open and may be shared by several contexts; a
+ *   context (sl_ctx: KV cache, scratch, sampler state) is used by one thread at a time.
+ * - Token ids are int32; logits are float32 rows of n_vocab.
+ * - Memory returned by the API is owned by the object it came from and valid until that object
+ *   is closed or the next call on it that says it invalidates (e.g. sl_ctx_eval -> logits).
+ */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/status.h"
+
+typedef struct sl_model sl_model;
+typedef struct sl_ctx sl_ctx;
+
+/* Where weights live. Names follow llama.cpp where the concept is the same. */
+typedef enum sl_placement {
+    SL_PLACE_AUTO = 0,        /* all on GPU if it fits, else experts on CPU, else CPU */
+    SL_PLACE_GPU = 1,         /* everything on the GPU */
+    SL_PLACE_LAYERS = 2,      /* first gpu_layers layers on the GPU (llama.cpp --gpu-layers) */
+    SL_PLACE_EXPERTS_CPU = 3, /* routed experts on CPU, the rest on GPU (-ot exps=CPU) */
+    SL_PLACE_CPU = 4          /* everything on the CPU */
+} sl_placement;
+
+typedef enum sl_load_io { SL_LOAD_DIRECT = 0, SL_LOAD_PREAD = 1, SL_LOAD_MMAP = 2 } sl_load_io;
+
+typedef struct sl_model_options {
+    sl_placement placement;
+    int gpu_layers;             /* for SL_PLACE_LAYERS */
+    const char *device;         /* "cuda" | "sim" | "auto" | NULL (SLUICE_DEVICE, then auto) */
+    sl_load_io io;              /* how weights are read into the host pool */
+    int numa_node;              /* -1: nearest the GPU */
+    int n_threads;              /* CPU compute threads; 0: all cores of the chosen node */
+    const char *cpus;           /* explicit CPU list "0-7,16" or NULL */
+    bool progress;              /* progress bar on stderr when it is a terminal */
+} sl_model_options;
+
+/* Defaults: auto placement, O_DIRECT loading, node nearest the GPU, all its cores. */
+sl_model_options sl_model_options_default(void);
+
+sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model **out,
+                        sl_error *err);
+void sl_model_close(sl_model *m);
+
+typedef struct sl_model_info {
+    const char *arch;           /* general.architecture */
+    const char *name;           /* general.name or "" */
+    int32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim;
+    int32_t n_expert, n_expert_used, n_ff, n_ff_exp;
+    uint64_t n_params, weight_bytes, gpu_bytes, host_bytes;
+    int32_t bos, eos;           /* -1 if absent */
+} sl_model_info;
+void sl_model_info_get(const sl_model *m, sl_model_info *out);
+
+/* ---- text ------------------------------------------------------------------------------- */
+
+/* Tokenizes text (len bytes, UTF-8) with the model's tokenizer. add_special: prepend BOS (and
+ * append EOS) as the model's metadata says (tokenizer.ggml.add_bos_token ...); parse_special:
+ * recognise special/control tokens written in the text (e.g. "<|im_start|>").
+ * Writes at most cap tokens; *n_out is the full count (call again with a bigger buffer if
+ * *n_out > cap: then SL_ERR_RANGE). */
+sl_status sl_tokenize(const sl_model *m, const char *text, size_t len, bool add_special,
+                      bool parse_special, int32_t *tokens, size_t cap, size_t *n_out,
+                      sl_error *err);
+/* Appends the text of one token to buf (cap bytes, NUL-terminated if room); *n_out = bytes the
+ * piece has. Byte-fallback tokens give their byte; control tokens give "" unless render_special. */
+sl_status sl_token_to_piece(const sl_model *m, int32_t token, bool render_special, char *buf,
+                            size_t cap, size_t *n_out, sl_error *err);
+/* Whole-sequence detokenization (handles SPM's leading space rule). */
+sl_status sl_detokenize(const sl_model *m, const int32_t *tokens, size_t n, char *buf,
+                        size_t cap, size_t *n_out, sl_error *err);
+
+/* ---- evaluation ------------------------------------------------------------------------- */
+
+typedef struct sl_ctx_options {
+    int32_t n_ctx;              /* KV cache positions; 0: min(n_ctx_train, 4096) */
+    int32_t n_batch;            /* prefill batch; 0: 512 */
+    bool kv_f16;                /* F16 KV cache (default true) */
+    bool all_logits;            /* keep logits of every evaluated position, not just the last */
+} sl_ctx_options;
+sl_ctx_options sl_ctx_options_default(void);
+
+sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl_error *err);
+void sl_ctx_destroy(sl_ctx *c);
+/* Evaluates n tokens at positions n_past .. n_past+n-1 (appending to the KV cache). */
+sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err);
+/* Logits of the i-th token of the last eval (i = -1: the last one; needs all_logits for others).
+ * Valid until the next eval. NULL if unavailable. */
+const float *sl_ctx_logits(const sl_ctx *c, int64_t i);
+int32_t sl_ctx_n_past(const sl_ctx *c);
+/* Forgets positions >= n_past (n_past = 0 clears the cache). */
+sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err);
+
+/* ---- sampling --------------------------------------------------------------------------- */
+
+typedef struct sl_sampler_options {
+    float temp;                 /* <= 0: greedy */
+    int32_t top_k;              /* <= 0: off */
+    float top_p;                /* >= 1: off */
+    float min_p;                /* <= 0: off */
+    uint64_t seed;
+} sl_sampler_options;
+sl_sampler_options sl_sampler_options_default(void); /* temp 0.8, top_k 40, top_p 0.95, min_p 0.05 */
+
+typedef struct sl_sampler sl_sampler;
+sl_status sl_sampler_create(const sl_sampler_options *opt, sl_sampler **out, sl_error *err);
+void sl_sampler_destroy(sl_sampler *s);
+/* Picks a token from n_vocab logits (llama.cpp's order: top-k, top-p, min-p, temperature). */
+sl_status sl_sampler_sample(sl_sampler *s, const float *logits, int32_t n_vocab, int32_t *token,
+                            sl_error *err);
+
+/* ---- stats ------------------------------------------------------------------------------ */
+
+typedef struct sl_ctx_stats {
+    uint64_t prefill_tokens, decode_tokens;
+    double prefill_seconds, decode_seconds;
+    uint64_t expert_calls_cpu, expert_calls_gpu;
+} sl_ctx_stats;
+void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
+
+#endif

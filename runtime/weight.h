@@ -1,0 +1,56 @@
+/* runtime/weight.h: one model weight — what it is, where it came from, where it lives.
+ *
+ * A weight is bound to one GGUF tensor (name, file type, shape in ggml ne order) and keeps that
+ * tensor's provenance (path, absolute file offset, bytes, mtime), which is what live reload
+ * (scheduler/swap, later) re-checks. Residency says where its bytes are:
+ *   SL_RES_HOST    a host copy: a block of the model's pinned host pool, a malloc'd converted
+ *                  copy, or (io = mmap) the read-only file mapping itself;
+ *   SL_RES_DEVICE  a block of the model's device arena (sim: a host-addressable region).
+ * `data` is what kernels read: the device block when device-resident and the device is
+ * host-addressable (sim), else the host copy. Invariants:
+ *   residency != 0  <=>  data != NULL;
+ *   h_block != SL_BLOCK_NONE  =>  SL_RES_HOST and data lies inside that block (O_DIRECT reads
+ *                                 land at file_offset % 4096 inside it);
+ *   d_block != SL_BLOCK_NONE  <=>  SL_RES_DEVICE;
+ *   type == file_type unless `converted` (a type the CPU kernels cannot compute, or a vector
+ *   that must be F32, was dequantized to F32 at load: then nbytes is the F32 size).
+ */
+#ifndef SL_RUNTIME_WEIGHT_H
+#define SL_RUNTIME_WEIGHT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "alloc/bfc.h"
+#include "gguf/gguf.h"
+
+enum { SL_RES_HOST = 1u, SL_RES_DEVICE = 2u };
+
+typedef struct sl_weight {
+    const char *name;           /* owned by the model's gguf handle */
+    const sl_gguf_tensor *t;    /* the tensor it is bound to */
+    uint32_t file_type;         /* ggml type in the file */
+    uint32_t type;              /* ggml type of `data` */
+    uint32_t n_dims;
+    int64_t ne[SL_GGUF_MAX_DIMS];
+    uint64_t nbytes;            /* bytes at `data` */
+    /* provenance (copied from the tensor record, so a reload can compare) */
+    const char *path;
+    uint64_t file_offset, file_nbytes;
+    int64_t mtime_sec, mtime_nsec;
+    /* residency */
+    unsigned residency;         /* SL_RES_* bits */
+    const void *data;
+    sl_block h_block;           /* host pool block or SL_BLOCK_NONE */
+    void *h_owned;              /* malloc'd converted copy or NULL */
+    sl_block d_block;           /* device arena block or SL_BLOCK_NONE */
+    bool converted;
+    bool want_device;           /* placement decision, before loading */
+    bool need_f32;              /* kernels read it as plain floats (norms, biases) */
+    bool need_matvec;           /* kernels read it through matvec */
+} sl_weight;
+
+/* Bytes of one 2-D slice (ne[0] * ne[1] elements) of w as stored at `data`. */
+uint64_t sl__weight_slice_bytes(const sl_weight *w);
+
+#endif

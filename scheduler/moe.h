@@ -1,0 +1,86 @@
+/* scheduler/moe: the one interface through which the engine runs a layer's routed experts.
+ *
+ * Why an interface: where each expert runs (CPU, resident on the GPU, fetched over PCIe) is the
+ * scheduler's decision, not the forward pass's. The forward pass routes tokens, hands this
+ * module the layer's (token, expert, weight) assignments and the normalised hidden rows, and
+ * gets back the weighted sum of expert FFN outputs. A scheduler is an opaque object with a
+ * small vtable (moe_impl.h); the CPU one (sl_moe_cpu_create, moe_cpu.c) groups tokens by expert
+ * and runs kernels/cpu matvecs; a GPU/fetching one replaces it without touching the forward.
+ *
+ * Contract of sl_moe_exec (every implementation):
+ *   out[t][:] = sum over assignments a with a.token == t of
+ *               a.weight * down_e( act(gate_e(x[t])) * up_e(x[t]) ),   e = a.expert,
+ *   computed for every t in [0, n_tok) (rows without assignments become zero). x and out are
+ *   host memory, [n_tok][n_embd] floats, and must not overlap. Per (token, expert) the result
+ *   is independent of which other tokens are in the call (batch-invariant) — the CPU scheduler
+ *   relies on the matvec kernels' column independence for this — so prefill and decode agree.
+ *   Assignments may come in any order; one token's expert outputs are summed in ascending
+ *   expert index (a fixed order that does not depend on the batch or the router's ranking).
+ * Thread safety: a scheduler is used by one thread at a time (it owns scratch buffers).
+ */
+#ifndef SL_SCHEDULER_MOE_H
+#define SL_SCHEDULER_MOE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/cpu/matvec.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/pool.h"
+#include "runtime/status.h"
+
+typedef enum sl_moe_act {
+    SL_MOE_SILU = 0,      /* SwiGLU: silu(gate) * up (llama, mixtral, qwen*, olmoe) */
+    SL_MOE_GELU_TANH = 1, /* GeGLU with the tanh GELU */
+} sl_moe_act;
+
+/* One layer's experts. Matrices in ggml layout (kernels/ref/matvec.h): gate/up [n_ff][n_embd]
+ * (rows of n_embd), down [n_embd][n_ff]. Expert e's matrices start at gate[e], up[e], down[e]
+ * (host-dereferenceable: host pool, mmap view, or a sim device region). on_device[e] (may be
+ * NULL) says the expert's weights are device-resident, which only stats and future GPU
+ * schedulers care about. */
+typedef struct sl_moe_layer {
+    int32_t layer;                  /* for messages */
+    int32_t n_expert;
+    int64_t n_embd, n_ff;
+    uint32_t type_gate, type_up, type_down;   /* ggml type codes */
+    const void *const *gate;        /* [n_expert] */
+    const void *const *up;          /* [n_expert] */
+    const void *const *down;        /* [n_expert] */
+    const bool *on_device;          /* [n_expert] or NULL */
+    sl_moe_act act;
+} sl_moe_layer;
+
+typedef struct sl_moe_assign {
+    int32_t token;                  /* row of x / out, 0 <= token < n_tok */
+    int32_t expert;                 /* 0 <= expert < n_expert */
+    float weight;                   /* router weight, finite */
+} sl_moe_assign;
+
+typedef struct sl_moe_stats {
+    uint64_t calls_cpu, calls_gpu;  /* (token, expert) evaluations by where the weights were */
+    uint64_t batches;               /* expert groups run (one per distinct expert per call) */
+} sl_moe_stats;
+
+typedef struct sl_moe_sched sl_moe_sched;
+
+/* The CPU scheduler. ops/mv are copied; pool is borrowed (may be NULL: calling thread only)
+ * and must outlive the scheduler. Scratch grows on demand. */
+sl_status sl_moe_cpu_create(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
+                            sl_cpu_pool *pool, sl_moe_sched **out, sl_error *err);
+
+/* Runs the contract above. SL_ERR_INVALID naming the argument (bad counts, an assignment's
+ * token or expert out of range, NULL matrices); kernel errors are passed through, prefixed
+ * with the layer and expert. */
+sl_status sl_moe_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
+                      int64_t n_assign, const float *x, int64_t n_tok, float *out,
+                      sl_error *err);
+
+/* Counters since creation. */
+void sl_moe_stats_get(const sl_moe_sched *s, sl_moe_stats *out);
+/* "cpu", ... */
+const char *sl_moe_name(const sl_moe_sched *s);
+/* NULL allowed. */
+void sl_moe_destroy(sl_moe_sched *s);
+
+#endif

@@ -1,0 +1,196 @@
+/* scheduler/moe_cpu.c: the CPU MoE scheduler — group tokens by expert, one small-batch matvec
+ * per expert and projection.
+ *
+ * Why grouping: an expert's weights are read from memory once per group of tokens (up to
+ * SL__MOE_CHUNK rows per matvec call) instead of once per token, which is what makes prefill
+ * of a MoE layer cost about (distinct experts) weight reads instead of (tokens * k).
+ * Gate and up share one activation quantization when their types agree (the _q kernels).
+ *
+ * Order and invariance: assignments are bucketed by expert with a stable counting sort; the
+ * experts are run in ascending index and each result row is added into out[token] at once, so
+ * one token's outputs are summed in ascending expert order whatever the batch. The matvec
+ * kernels give each batch column the bits of a lone call, so a token's result does not depend
+ * on the other tokens in its group.
+ *
+ * Scratch (grown on demand, never shrunk): X, D [CHUNK][n_embd]; G, U [CHUNK][n_ff];
+ * the activation workspace; the sort arrays [n_assign].
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/ref/ops.h"
+#include "scheduler/moe_impl.h"
+
+enum { SL__MOE_CHUNK = 64 };
+
+typedef struct moe_cpu {
+    sl_moe_sched base;      /* must be first */
+    sl_cpu_ops ops;
+    sl_cpu_matvec_ctx mv;
+    sl_cpu_pool *pool;
+    float *x, *g, *u, *d;
+    size_t x_cap, f_cap;    /* floats per buffer: CHUNK * n_embd, CHUNK * n_ff */
+    void *work;
+    size_t work_cap;
+    int32_t *order, *count;
+    size_t order_cap, count_cap;
+} moe_cpu;
+
+static sl_status grow(void **p, size_t *cap, size_t need, size_t elt, sl_error *err)
+{
+    if (need <= *cap) return SL_OK;
+    void *n = realloc(*p, need * elt);
+    if (!n) return sl_error_set(err, SL_ERR_NOMEM, "moe cpu: out of memory (%zu bytes of scratch)",
+                                need * elt);
+    *p = n;
+    *cap = need;
+    return SL_OK;
+}
+
+static sl_status ensure(moe_cpu *c, const sl_moe_layer *L, int64_t n_assign, sl_error *err)
+{
+    sl_status st;
+    const size_t xe = (size_t)SL__MOE_CHUNK * (size_t)L->n_embd;
+    const size_t fe = (size_t)SL__MOE_CHUNK * (size_t)L->n_ff;
+    if (xe > c->x_cap) {
+        size_t cap = c->x_cap;
+        if ((st = grow((void **)&c->x, &cap, xe, sizeof(float), err))) return st;
+        cap = c->x_cap;
+        if ((st = grow((void **)&c->d, &cap, xe, sizeof(float), err))) return st;
+        c->x_cap = xe;
+    }
+    if (fe > c->f_cap) {
+        size_t cap = c->f_cap;
+        if ((st = grow((void **)&c->g, &cap, fe, sizeof(float), err))) return st;
+        cap = c->f_cap;
+        if ((st = grow((void **)&c->u, &cap, fe, sizeof(float), err))) return st;
+        c->f_cap = fe;
+    }
+    size_t wb = sl_cpu_matvec_work_bytes(L->type_gate, L->n_embd, SL__MOE_CHUNK);
+    const size_t wu = sl_cpu_matvec_work_bytes(L->type_up, L->n_embd, SL__MOE_CHUNK);
+    const size_t wd = sl_cpu_matvec_work_bytes(L->type_down, L->n_ff, SL__MOE_CHUNK);
+    if (wu > wb) wb = wu;
+    if (wd > wb) wb = wd;
+    if (!wb)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED,
+                            "moe layer %d: expert weight types %u/%u/%u have no CPU matvec",
+                            L->layer, L->type_gate, L->type_up, L->type_down);
+    if ((st = grow(&c->work, &c->work_cap, wb, 1, err))) return st;
+    if ((st = grow((void **)&c->order, &c->order_cap, (size_t)n_assign + 1, sizeof(int32_t), err)))
+        return st;
+    return grow((void **)&c->count, &c->count_cap, (size_t)L->n_expert + 1, sizeof(int32_t), err);
+}
+
+/* Runs expert e over the m assignments idx[0..m) (m <= CHUNK) and adds into out. */
+static sl_status run_group(moe_cpu *c, const sl_moe_layer *L, int32_t e, const sl_moe_assign *a,
+                           const int32_t *idx, int64_t m, const float *x, float *out,
+                           sl_error *err)
+{
+    const int64_t E = L->n_embd, F = L->n_ff;
+    sl_status st;
+    for (int64_t i = 0; i < m; i++)
+        memcpy(c->x + i * E, x + (int64_t)a[idx[i]].token * E, (size_t)E * sizeof(float));
+    if (L->type_gate == L->type_up) {
+        /* one activation quantization serves both projections */
+        st = sl_cpu_matvec_quant_act(&c->mv, L->type_gate, c->x, E, m, c->work, c->work_cap, err);
+        if (!st)
+            st = sl_cpu_matvec_q(&c->mv, c->pool, L->type_gate, L->gate[e], F, E, c->work, m,
+                                 c->g, err);
+        if (!st)
+            st = sl_cpu_matvec_q(&c->mv, c->pool, L->type_up, L->up[e], F, E, c->work, m, c->u,
+                                 err);
+    } else {
+        st = sl_cpu_matvec(&c->mv, c->pool, L->type_gate, L->gate[e], F, E, c->x, m, c->g,
+                           c->work, c->work_cap, err);
+        if (!st)
+            st = sl_cpu_matvec(&c->mv, c->pool, L->type_up, L->up[e], F, E, c->x, m, c->u,
+                               c->work, c->work_cap, err);
+    }
+    if (st) return st;
+    if (L->act == SL_MOE_SILU)
+        st = sl_cpu_swiglu(&c->ops, c->g, c->u, c->g, F * m, err);
+    else /* no SIMD GELU yet: the double-precision reference */
+        st = sl_ref_geglu(c->g, c->u, c->g, F * m, SL_GELU_TANH, err);
+    if (st) return st;
+    st = sl_cpu_matvec(&c->mv, c->pool, L->type_down, L->down[e], E, F, c->g, m, c->d, c->work,
+                       c->work_cap, err);
+    if (st) return st;
+    for (int64_t i = 0; i < m; i++) {
+        const float w = a[idx[i]].weight;
+        float *o = out + (int64_t)a[idx[i]].token * E;
+        const float *d = c->d + i * E;
+        for (int64_t j = 0; j < E; j++) o[j] += w * d[j];
+    }
+    return SL_OK;
+}
+
+static sl_status cpu_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
+                          int64_t n_assign, const float *x, int64_t n_tok, float *out,
+                          sl_error *err)
+{
+    moe_cpu *c = (moe_cpu *)s;
+    memset(out, 0, (size_t)n_tok * (size_t)L->n_embd * sizeof(float));
+    if (!n_assign) return SL_OK;
+    sl_status st = ensure(c, L, n_assign, err);
+    if (st) return st;
+    /* stable counting sort of assignment indices by expert */
+    int32_t *cnt = c->count;
+    memset(cnt, 0, ((size_t)L->n_expert + 1) * sizeof *cnt);
+    for (int64_t i = 0; i < n_assign; i++) cnt[a[i].expert + 1]++;
+    for (int32_t e = 0; e < L->n_expert; e++) cnt[e + 1] += cnt[e];
+    for (int64_t i = 0; i < n_assign; i++) c->order[cnt[a[i].expert]++] = (int32_t)i;
+    /* cnt[e] is now the end of expert e's bucket, cnt[e-1] its start */
+    int64_t begin = 0;
+    for (int32_t e = 0; e < L->n_expert; e++) {
+        const int64_t end = cnt[e];
+        for (int64_t b = begin; b < end; b += SL__MOE_CHUNK) {
+            const int64_t m = end - b < SL__MOE_CHUNK ? end - b : SL__MOE_CHUNK;
+            st = run_group(c, L, e, a, c->order + b, m, x, out, err);
+            if (st) {
+                char why[SL_ERROR_MSG_BYTES];
+                snprintf(why, sizeof why, "%s", err ? err->msg : "kernel failed");
+                return sl_error_set(err, st, "moe layer %d expert %d: %s", L->layer, e, why);
+            }
+            s->stats.batches++;
+        }
+        const uint64_t n = (uint64_t)(end - begin);
+        if (L->on_device && L->on_device[e])
+            s->stats.calls_gpu += n;
+        else
+            s->stats.calls_cpu += n;
+        begin = end;
+    }
+    return SL_OK;
+}
+
+static void cpu_destroy(sl_moe_sched *s)
+{
+    moe_cpu *c = (moe_cpu *)s;
+    free(c->x);
+    free(c->d);
+    free(c->g);
+    free(c->u);
+    free(c->work);
+    free(c->order);
+    free(c->count);
+    free(c);
+}
+
+static const sl__moe_vtable k_cpu_vt = {"cpu", cpu_exec, cpu_destroy};
+
+sl_status sl_moe_cpu_create(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
+                            sl_cpu_pool *pool, sl_moe_sched **out, sl_error *err)
+{
+    if (!ops || !mv || !out)
+        return sl_error_set(err, SL_ERR_INVALID, "moe cpu: NULL ops, matvec context or out");
+    moe_cpu *c = calloc(1, sizeof *c);
+    if (!c) return sl_error_set(err, SL_ERR_NOMEM, "moe cpu: out of memory");
+    c->base.vt = &k_cpu_vt;
+    c->ops = *ops;
+    c->mv = *mv;
+    c->pool = pool;
+    *out = &c->base;
+    return SL_OK;
+}

@@ -1,0 +1,343 @@
+/* Engine tests: every supported architecture (tiny models written by testmodel.c, and models
+ * from `sluice mkmodel` when its path is given as argv[1]) opened and evaluated on the CPU.
+ * Properties: logits finite; prefill of N tokens == N single-token decodes; rewind + re-eval
+ * reproduces; chunked prefill (n_batch < N) == one chunk; F16 KV close to F32 KV; every io
+ * mode and every (sim) placement gives the CPU logits; missing / mis-shaped tensors are
+ * SL_ERR_FORMAT naming the tensor and the expected shape. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gguf/gguf.h"
+#include "runtime/sluice.h"
+#include "tests/runtime/testmodel.h"
+#include "tests/testing.h"
+
+enum { N_TOK = 11 };
+static const int32_t k_tokens[N_TOK] = {1, 17, 250, 3, 99, 42, 7, 7, 128, 5, 260};
+
+static char g_dir[512];
+
+static const char *tmp_path(const char *name)
+{
+    static char buf[8][600];
+    static int i;
+    char *b = buf[i++ % 8];
+    snprintf(b, 600, "%s/%s", g_dir, name);
+    return b;
+}
+
+static sl_model *open_model(const char *path, sl_placement pl, sl_load_io io, int gpu_layers)
+{
+    sl_model_options o = sl_model_options_default();
+    o.placement = pl;
+    o.io = io;
+    o.gpu_layers = gpu_layers;
+    o.progress = false;
+    o.n_threads = 2;
+    if (pl != SL_PLACE_CPU) o.device = "sim";
+    sl_model *m = NULL;
+    sl_error e;
+    sl_status st = sl_model_open(path, &o, &m, &e);
+    CHECK_MSG(st == SL_OK, "open %s: %s", path, e.msg);
+    return m;
+}
+
+/* Evaluates k_tokens (all logits) in one call with n_batch, returns a malloc'd copy. */
+static float *run_prefill(sl_model *m, int n_batch, bool f16)
+{
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 64;
+    co.n_batch = n_batch;
+    co.kv_f16 = f16;
+    co.all_logits = true;
+    sl_ctx *c = NULL;
+    sl_error e;
+    sl_status st = sl_ctx_create(m, &co, &c, &e);
+    CHECK_MSG(st == SL_OK, "ctx: %s", e.msg);
+    if (st) return NULL;
+    sl_model_info info;
+    sl_model_info_get(m, &info);
+    st = sl_ctx_eval(c, k_tokens, N_TOK, &e);
+    CHECK_MSG(st == SL_OK, "eval: %s", e.msg);
+    float *out = calloc((size_t)N_TOK * (size_t)info.n_vocab, sizeof *out);
+    for (int i = 0; i < N_TOK && !st; i++) {
+        const float *l = sl_ctx_logits(c, i);
+        CHECK(l != NULL);
+        if (l) memcpy(out + (size_t)i * info.n_vocab, l, (size_t)info.n_vocab * sizeof *l);
+    }
+    CHECK(sl_ctx_n_past(c) == N_TOK);
+    sl_ctx_destroy(c);
+    return out;
+}
+
+static double max_diff(const float *a, const float *b, size_t n, double *scale)
+{
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double x = fabs((double)a[i] - (double)b[i]);
+        if (x > d || isnan(x)) d = isnan(x) ? INFINITY : x;
+        if (fabs(a[i]) > s) s = fabs(a[i]);
+    }
+    if (scale) *scale = s;
+    return d;
+}
+
+/* The full property set on one model file. */
+static void check_model(const char *label, const char *path, bool placements)
+{
+    sl_model *m = open_model(path, SL_PLACE_CPU, SL_LOAD_PREAD, 0);
+    if (!m) return;
+    sl_model_info info;
+    sl_model_info_get(m, &info);
+    const size_t V = (size_t)info.n_vocab, NV = V * N_TOK;
+    CHECK(info.n_layer > 0 && info.n_vocab > 0 && info.host_bytes > 0 && info.gpu_bytes == 0);
+
+    float *pre = run_prefill(m, 512, false);
+    if (!pre) {
+        sl_model_close(m);
+        return;
+    }
+    bool finite = true;
+    for (size_t i = 0; i < NV; i++) finite &= isfinite(pre[i]) != 0;
+    CHECK_MSG(finite, "%s: non-finite logits", label);
+    double scale;
+    max_diff(pre, pre, NV, &scale);
+    CHECK_MSG(scale > 1e-3, "%s: logits all ~0 (%g)", label, scale);
+
+    /* decode one token at a time */
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 64;
+    co.kv_f16 = false;
+    sl_ctx *c = NULL;
+    sl_error e;
+    CHECK(sl_ctx_create(m, &co, &c, &e) == SL_OK);
+    double worst = 0;
+    for (int i = 0; i < N_TOK && c; i++) {
+        sl_status st = sl_ctx_eval(c, &k_tokens[i], 1, &e);
+        CHECK_MSG(st == SL_OK, "%s decode %d: %s", label, i, e.msg);
+        const float *l = sl_ctx_logits(c, -1);
+        if (!l) break;
+        const double d = max_diff(pre + (size_t)i * V, l, V, NULL);
+        if (d > worst) worst = d;
+    }
+    CHECK_MSG(worst <= 1e-4 * (1 + scale), "%s: prefill vs decode differ by %g", label, worst);
+    /* rewind to 4 and re-evaluate the rest as one batch */
+    if (c) {
+        CHECK(sl_ctx_rewind(c, 4, &e) == SL_OK);
+        CHECK(sl_ctx_n_past(c) == 4);
+        CHECK(sl_ctx_rewind(c, 5, &e) == SL_ERR_RANGE);
+        CHECK(sl_ctx_eval(c, k_tokens + 4, N_TOK - 4, &e) == SL_OK);
+        const float *l = sl_ctx_logits(c, -1);
+        CHECK(l && max_diff(pre + (size_t)(N_TOK - 1) * V, l, V, NULL) <= 1e-4 * (1 + scale));
+        CHECK(sl_ctx_logits(c, 0) == NULL); /* not all_logits */
+        CHECK(sl_ctx_logits(c, N_TOK - 5) == l);
+        int32_t bad = info.n_vocab;
+        CHECK(sl_ctx_eval(c, &bad, 1, &e) == SL_ERR_RANGE);
+        CHECK(sl_ctx_n_past(c) == N_TOK);
+        sl_ctx_stats stt;
+        sl_ctx_stats_get(c, &stt);
+        CHECK(stt.decode_tokens == N_TOK && stt.prefill_tokens == N_TOK - 4);
+        if (info.n_expert)
+            CHECK(stt.expert_calls_cpu == (uint64_t)(2 * N_TOK - 4) * info.n_layer *
+                                              (uint64_t)info.n_expert_used);
+        sl_ctx_destroy(c);
+    }
+    /* chunked prefill */
+    float *chunk = run_prefill(m, 3, false);
+    if (chunk) {
+        const double d = max_diff(pre, chunk, NV, NULL);
+        CHECK_MSG(d <= 1e-4 * (1 + scale), "%s: chunked prefill differs by %g", label, d);
+    }
+    free(chunk);
+    /* F16 KV */
+    float *h = run_prefill(m, 512, true);
+    if (h) {
+        /* F16 rounding of K/V is ~5e-4 relative; a MoE router may then flip an expert of a
+         * token, which moves that token's logits a lot: the max is checked for dense models,
+         * the mean for all */
+        const double d = max_diff(pre, h, NV, NULL);
+        double mean = 0;
+        for (size_t i = 0; i < NV; i++) mean += fabs((double)pre[i] - (double)h[i]);
+        mean /= (double)NV;
+        if (!info.n_expert)
+            CHECK_MSG(d <= 2e-2 * (1 + scale), "%s: F16 KV differs by %g (scale %g)", label, d,
+                      scale);
+        CHECK_MSG(mean <= 1e-2 * (1 + scale), "%s: F16 KV differs by %g on average (max %g, "
+                  "scale %g)", label, mean, d, scale);
+        CHECK_MSG(d > 0, "%s: F16 KV identical to F32 (was F16 used?)", label);
+    }
+    free(h);
+    sl_model_close(m);
+
+    /* io modes */
+    const sl_load_io ios[] = {SL_LOAD_DIRECT, SL_LOAD_MMAP};
+    for (size_t i = 0; i < 2; i++) {
+        sl_model *mi = open_model(path, SL_PLACE_CPU, ios[i], 0);
+        if (!mi) continue;
+        float *l = run_prefill(mi, 512, false);
+        if (l) CHECK_MSG(max_diff(pre, l, NV, NULL) == 0, "%s: io %d differs", label, (int)ios[i]);
+        free(l);
+        sl_model_close(mi);
+    }
+    /* placements on the sim device */
+    if (placements) {
+        const sl_placement pls[] = {SL_PLACE_GPU, SL_PLACE_LAYERS, SL_PLACE_EXPERTS_CPU,
+                                    SL_PLACE_AUTO};
+        for (size_t i = 0; i < 4; i++) {
+            sl_model *mp = open_model(path, pls[i], SL_LOAD_PREAD, 1);
+            if (!mp) continue;
+            sl_model_info pi;
+            sl_model_info_get(mp, &pi);
+            CHECK_MSG(pi.gpu_bytes > 0, "%s: placement %d: nothing on the device", label,
+                      (int)pls[i]);
+            CHECK(pi.gpu_bytes + pi.host_bytes >= pi.weight_bytes);
+            if (pls[i] == SL_PLACE_EXPERTS_CPU && info.n_expert) CHECK(pi.host_bytes > 0);
+            float *l = run_prefill(mp, 512, false);
+            if (l)
+                CHECK_MSG(max_diff(pre, l, NV, NULL) == 0, "%s: placement %d differs", label,
+                          (int)pls[i]);
+            free(l);
+            sl_model_close(mp);
+        }
+    }
+    free(pre);
+}
+
+static void check_broken(void)
+{
+    tm_params p;
+    sl_error e;
+    const char *path = tmp_path("broken.gguf");
+    /* missing tensor */
+    tm_defaults("qwen3moe", &p);
+    p.omit = "blk.1.ffn_up_exps.weight";
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    sl_model_options o = sl_model_options_default();
+    o.placement = SL_PLACE_CPU;
+    o.progress = false;
+    sl_model *m = NULL;
+    CHECK(sl_model_open(path, &o, &m, &e) == SL_ERR_FORMAT);
+    CHECK(m == NULL);
+    CHECK_CONTAINS(e.msg, "blk.1.ffn_up_exps.weight");
+    CHECK_CONTAINS(e.msg, "[64, 64, 8]");
+    /* wrong shape */
+    tm_defaults("llama", &p);
+    p.reshape = "blk.1.attn_k.weight";
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    CHECK(sl_model_open(path, &o, &m, &e) == SL_ERR_FORMAT);
+    CHECK_CONTAINS(e.msg, "blk.1.attn_k.weight");
+    CHECK_CONTAINS(e.msg, "[32, 64]"); /* what the file has */
+    CHECK_CONTAINS(e.msg, "expected [64, 32]");
+    /* missing qwen2moe bias */
+    tm_defaults("qwen2moe", &p);
+    p.omit = "blk.0.attn_v.bias";
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    CHECK(sl_model_open(path, &o, &m, &e) == SL_ERR_FORMAT);
+    CHECK_CONTAINS(e.msg, "blk.0.attn_v.bias");
+    CHECK_CONTAINS(e.msg, "[32]");
+    /* gemma3's post norm */
+    tm_defaults("gemma3", &p);
+    p.omit = "blk.3.post_ffw_norm.weight";
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    CHECK(sl_model_open(path, &o, &m, &e) == SL_ERR_FORMAT);
+    CHECK_CONTAINS(e.msg, "blk.3.post_ffw_norm.weight");
+    /* unknown architecture */
+    tm_defaults("llama", &p);
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    CHECK(sl_model_open(tmp_path("does-not-exist.gguf"), &o, &m, &e) != SL_OK);
+    /* a GPU placement on a CUDA device is refused by name (only where CUDA is usable) */
+}
+
+static void check_info(const char *path)
+{
+    sl_model *m = open_model(path, SL_PLACE_CPU, SL_LOAD_PREAD, 0);
+    if (!m) return;
+    sl_model_info in;
+    sl_model_info_get(m, &in);
+    CHECK(!strcmp(in.arch, "qwen3moe"));
+    CHECK(!strcmp(in.name, "testmodel"));
+    CHECK(in.n_embd == 64 && in.n_head == 4 && in.n_head_kv == 2 && in.head_dim == 32);
+    CHECK(in.n_expert == 8 && in.n_expert_used == 2 && in.n_ff_exp == 64);
+    CHECK(in.n_vocab == 300 && in.bos == 1 && in.eos == 2);
+    CHECK(in.n_params > 0 && in.weight_bytes == in.n_params * 4);
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 4;
+    sl_ctx *c = NULL;
+    sl_error e;
+    CHECK(sl_ctx_create(m, &co, &c, &e) == SL_OK);
+    if (c) {
+        CHECK(sl_ctx_eval(c, k_tokens, 5, &e) == SL_ERR_RANGE);
+        CHECK_CONTAINS(e.msg, "n_ctx 4");
+        CHECK(sl_ctx_n_past(c) == 0);
+        CHECK(sl_ctx_logits(c, -1) == NULL);
+        sl_ctx_destroy(c);
+    }
+    sl_model_close(m);
+}
+
+/* `sluice mkmodel --arch A -o FILE` through the CLI binary. */
+static bool mkmodel(const char *bin, const char *arch, const char *type, const char *out)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(bin, bin, "mkmodel", "--arch", arch, "--type", type, "-o", out, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *tmp = getenv("TEST_TMPDIR");
+    snprintf(g_dir, sizeof g_dir, "%s/engine_test_XXXXXX", tmp ? tmp : "/tmp");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    const char *archs[] = {"llama", "mixtral", "mixtral-split", "qwen2moe", "qwen3moe", "olmoe",
+                           "gemma3"};
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
+        tm_params p;
+        tm_defaults(archs[i], &p);
+        sl_error e;
+        char name[64];
+        snprintf(name, sizeof name, "%s.gguf", archs[i]);
+        const char *path = tmp_path(name);
+        CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "write %s: %s", archs[i], e.msg);
+        check_model(archs[i], path, true);
+        if (!strcmp(archs[i], "qwen3moe")) check_info(path);
+        /* quantized weights and a tied output */
+        p.wtype = SL_GGML_Q8_0;
+        p.tie_output = 1;
+        snprintf(name, sizeof name, "%s-q8.gguf", archs[i]);
+        path = tmp_path(name);
+        CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "write %s q8: %s", archs[i], e.msg);
+        char label[64];
+        snprintf(label, sizeof label, "%s Q8_0 tied", archs[i]);
+        check_model(label, path, false);
+    }
+    check_broken();
+    if (argc > 1) {
+        const char *ma[] = {"llama", "mixtral", "qwen3moe", "olmoe"};
+        for (size_t i = 0; i < 4; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "mk-%s.gguf", ma[i]);
+            const char *path = tmp_path(name);
+            const bool ok = mkmodel(argv[1], ma[i], i % 2 ? "Q4_0" : "F16", path);
+            CHECK_MSG(ok, "mkmodel %s failed", ma[i]);
+            char label[64];
+            snprintf(label, sizeof label, "mkmodel %s", ma[i]);
+            if (ok) check_model(label, path, i == 2);
+        }
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd)) fprintf(stderr, "warning: could not remove %s\n", g_dir);
+    return sl_test_finish("engine_test");
+}

@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""Independent float64 reference forward pass for GGUF models (the oracle for `sluice eval`).
+
+usage: ref_forward.py MODEL.gguf --tokens 1,2,3 [--out logits.f64]
+       (--out: float64 little-endian, one row of n_vocab per position, no header)
+import: ref_forward.load(path) -> Model; Model.forward(tokens) -> ndarray [n_tokens, n_vocab]
+
+Written from the architectures' published definitions, not from Sluice's C engine:
+  - tensor names, shapes (ggml ne order) and metadata keys: llama.cpp llama-arch.cpp /
+    llama-model.cpp (load_tensors, load_hparams) and convert_hf_to_gguf.py;
+  - the computation: llama.cpp's graph builders (src/models/*.cpp: llm_build_llama,
+    llm_build_qwen2moe, llm_build_qwen3moe, llm_build_olmoe, llm_build_gemma3<iswa>), which are
+    the semantics of a GGUF file, checked against HF transformers' modeling code where the
+    two are the same thing seen through the converter (noted per step below).
+Weights are read with gguf-py (llama.cpp's own Python reader) and dequantized with
+gguf.quants.dequantize, then everything is computed in float64 with plain numpy.
+
+Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama with experts):
+
+  common    x = token_embd[tokens]; per layer: h = RMSNorm(x) * attn_norm; attention; residual;
+            h = RMSNorm(x) * ffn_norm; FFN; residual; final RMSNorm * output_norm; logits =
+            output @ x. RMSNorm(x) = x / sqrt(mean(x^2) + eps) (ggml_rms_norm; HF *RMSNorm),
+            eps = {arch}.attention.layer_norm_rms_epsilon.
+  attention Q = Wq h (+ bq), K, V likewise; reshape to [n_tokens, heads, head_dim]; RoPE on Q
+            and K at positions 0..n-1; GQA: query head j uses KV head j // (n_head / n_head_kv)
+            (ggml_mul_mat broadcasting; HF repeat_kv); scores scaled by 1/sqrt(head_dim); causal
+            mask (key position <= query position); softmax; heads concatenated; Wo.
+  RoPE      theta_i = pos * base^(-2i / n_rot), i < n_rot / 2 (ggml_rope_ext with freq_scale 1,
+            ext_factor 0: no YaRN). Pairs rotated by theta_i: (x0, x1) -> (x0 cos - x1 sin,
+            x0 sin + x1 cos). Pair layout from llama.cpp llama_model_rope_type():
+              NORM (llama, mixtral): pairs (2i, 2i + 1) — llama.cpp's converter permutes HF's
+                q/k rows so that this equals HF's rotate_half on the HF weights;
+              NEOX (qwen2moe, qwen3moe, olmoe, gemma3): pairs (i, i + n_rot / 2) — HF's
+                rotate_half directly (the converter does not permute for these).
+            n_rot = {arch}.rope.dimension_count if present, else head_dim.
+  FFN       SwiGLU: Wdown (silu(Wgate h) * Wup h) (llm_build_ffn LLM_FFN_SILU, LLM_FFN_PAR).
+  MoE       llm_graph_context::build_moe_ffn with softmax gating: p = softmax(Wrouter h) over all
+            experts; the top-k experts by p; weights w = p[top-k], renormalised to sum 1 when
+            norm_w: llama (mixtral) true, qwen3moe true (HF norm_topk_prob), qwen2moe false,
+            olmoe false; out = sum_k w_k * SwiGLU_expert_k(h). (HF Mixtral takes softmax over
+            the top-k logits: the same numbers.)
+  qwen2moe  attention biases bq, bk, bv; plus the shared expert: out += sigmoid(w_gate . h) *
+            SwiGLU_shexp(h) with w_gate = ffn_gate_inp_shexp [n_embd] (llm_build_qwen2moe:
+            silu(g)/g = sigmoid(g); HF Qwen2MoeSparseMoeBlock.shared_expert_gate).
+  qwen3moe  per-head RMSNorm of Q and K over head_dim (attn_q_norm/attn_k_norm [head_dim])
+            after the reshape, before RoPE (llm_build_qwen3moe; HF Qwen3MoeAttention).
+  olmoe     RMSNorm of the whole Q and K projections (attn_q_norm/attn_k_norm [n_embd]) before
+            the reshape and RoPE (llm_build_olmoe; HF OlmoeAttention q_norm/k_norm).
+  gemma3    (llm_build_gemma3<iswa=true>, chosen because the file has attention.sliding_window)
+            x = token_embd[tokens] * sqrt(n_embd); per-head q/k RMSNorm over head_dim before
+            RoPE; Q scaled by f_attention_scale = 1/sqrt(head_dim) (llama-model.cpp for every
+            size but 27B, which is 1/sqrt(n_embd/n_head); ref: gemma_pytorch config
+            query_pre_attn_scalar) and attention with scale 1; post_attention_norm on the
+            attention output before the residual add; GeGLU FFN Wdown (gelu_tanh(Wgate h) *
+            Wup h) (LLM_FFN_GELU: ggml_gelu = tanh approximation; HF gelu_pytorch_tanh);
+            post_ffw_norm before the residual add; output tied to token_embd when output.weight
+            is absent. Layer il is global when il % 6 == 5 (hparams.set_swa_pattern(6):
+            swa iff il % 6 < 5); global layers use rope.freq_base, local layers base 10000
+            (rope_freq_base_train_swa, fixed in llama.cpp) and a sliding window: key position p0
+            is masked for query p1 when p1 - p0 >= sliding_window (LLAMA_SWA_TYPE_STANDARD).
+            Norm weights: convert_hf_to_gguf.py Gemma3Model.modify_tensors stores 1 + w for
+            every "*norm.weight" (HF Gemma3RMSNorm computes x * (1 + w)), so the stored value is
+            multiplied directly, as for every other arch.
+"""
+import argparse
+import math
+import sys
+import warnings
+
+import numpy as np
+from gguf import GGMLQuantizationType as T
+from gguf import GGUFReader
+from gguf.quants import dequantize
+
+ROPE_NORM, ROPE_NEOX = "norm", "neox"
+
+# llama.cpp llama_model_rope_type()
+ROPE_TYPE = {"llama": ROPE_NORM, "qwen2moe": ROPE_NEOX, "qwen3moe": ROPE_NEOX,
+             "olmoe": ROPE_NEOX, "gemma3": ROPE_NEOX}
+# build_moe_ffn's norm_w argument in each graph builder
+MOE_NORM_W = {"llama": True, "qwen3moe": True, "qwen2moe": False, "olmoe": False}
+GEMMA3_SWA_PATTERN = 6          # llama-model.cpp: hparams.set_swa_pattern(6)
+GEMMA3_SWA_ROPE_BASE = 10000.0  # llama-model.cpp: rope_freq_base_train_swa
+
+
+# ---- numeric building blocks (also exercised on their own by ref_forward_test.py) ------------
+
+def rms_norm(x, w, eps):
+    """x / sqrt(mean(x^2, last axis) + eps) * w."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rope(x, positions, base, n_rot, mode):
+    """Rotary embedding of x [n_tokens, n_heads, head_dim] at the given positions."""
+    x = np.array(x, dtype=np.float64)
+    half = n_rot // 2
+    inv = base ** (-2.0 * np.arange(half) / n_rot)                 # [half]
+    theta = np.asarray(positions, dtype=np.float64)[:, None] * inv  # [n_tokens, half]
+    cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+    if mode == ROPE_NORM:
+        i0, i1 = np.arange(0, n_rot, 2), np.arange(1, n_rot, 2)
+    elif mode == ROPE_NEOX:
+        i0, i1 = np.arange(half), np.arange(half, n_rot)
+    else:
+        raise ValueError(f"unknown rope mode {mode!r}")
+    a, b = x[..., i0].copy(), x[..., i1].copy()
+    x[..., i0] = a * cos - b * sin
+    x[..., i1] = a * sin + b * cos
+    return x
+
+
+def attention(q, k, v, scale, window=None):
+    """Causal GQA attention. q [n, H, D], k/v [n, Hkv, D] -> [n, H * D].
+    window: if set, key p0 is masked for query p1 when p1 - p0 >= window."""
+    n, n_head, d = q.shape
+    n_head_kv = k.shape[1]
+    group = n_head // n_head_kv
+    pos = np.arange(n)
+    masked = pos[None, :] > pos[:, None]                 # [query, key]
+    if window is not None:
+        masked |= (pos[:, None] - pos[None, :]) >= window
+    out = np.empty((n, n_head, d))
+    for h in range(n_head):
+        g = h // group
+        s = (q[:, h, :] @ k[:, g, :].T) * scale
+        s = np.where(masked, -np.inf, s)
+        s = s - s.max(axis=1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(axis=1, keepdims=True)
+        out[:, h, :] = p @ v[:, g, :]
+    return out.reshape(n, n_head * d)
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def glu_ffn(h, w_gate, w_up, w_down, act):
+    """w_down @ (act(w_gate @ h) * (w_up @ h)) for rows h [n, E]; weights [out, in]."""
+    return (act(h @ w_gate.T) * (h @ w_up.T)) @ w_down.T
+
+
+def moe_ffn(h, router, gate_exps, up_exps, down_exps, k, norm_w):
+    """build_moe_ffn (softmax gating, SiLU experts). router [X, E], *_exps [X, out, in]."""
+    probs = softmax(h @ router.T)                                    # [n, X]
+    out = np.zeros((h.shape[0], down_exps.shape[1]))
+    for t in range(h.shape[0]):
+        sel = np.argsort(-probs[t], kind="stable")[:k]
+        w = probs[t, sel]
+        if norm_w:
+            w = w / w.sum()
+        for e, we in zip(sel, w):
+            out[t] += we * glu_ffn(h[t:t + 1], gate_exps[e], up_exps[e], down_exps[e], silu)[0]
+    return out
+
+
+# ---- the model -------------------------------------------------------------------------------
+
+class Model:
+    """A GGUF model read with gguf-py; weights dequantized to float64 on first use."""
+
+    def __init__(self, path):
+        self.path = path
+        self.reader = GGUFReader(path)
+        self.tensors = {t.name: t for t in self.reader.tensors}
+        self._cache = {}
+        f = self.reader.fields
+        self.arch = self._kv("general.architecture")
+        a = self.arch
+        if a not in ROPE_TYPE:
+            raise ValueError(f"{path}: architecture {a!r} is not supported by the reference")
+        self.n_embd = int(self._kv(f"{a}.embedding_length"))
+        self.n_layer = int(self._kv(f"{a}.block_count"))
+        self.n_head = int(self._kv(f"{a}.attention.head_count"))
+        self.n_head_kv = int(self._kv(f"{a}.attention.head_count_kv", self.n_head))
+        self.head_dim = int(self._kv(f"{a}.attention.key_length", self.n_embd // self.n_head))
+        self.n_rot = int(self._kv(f"{a}.rope.dimension_count", self.head_dim))
+        self.eps = float(self._kv(f"{a}.attention.layer_norm_rms_epsilon"))
+        self.rope_base = float(self._kv(f"{a}.rope.freq_base", 10000.0))
+        self.n_expert = int(self._kv(f"{a}.expert_count", 0))
+        self.n_expert_used = int(self._kv(f"{a}.expert_used_count", 0))
+        self.n_swa = int(self._kv(f"{a}.attention.sliding_window", 0))
+        self.rope_mode = ROPE_TYPE[a]
+        if f"{a}.rope.scaling.type" in f and self._kv(f"{a}.rope.scaling.type") not in ("none",):
+            raise ValueError(f"{path}: rope scaling is not supported by the reference")
+        if a == "gemma3" and not self.n_swa:
+            # llm_build_gemma3<false> (no SWA) would also apply final logit soft-capping
+            raise ValueError(f"{path}: gemma3 without attention.sliding_window is not supported")
+        self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
+
+    def _kv(self, key, default=None):
+        fld = self.reader.fields.get(key)
+        if fld is None:
+            if default is None:
+                raise KeyError(f"{self.path}: missing key {key}")
+            return default
+        return fld.contents()
+
+    def has(self, name):
+        return name in self.tensors
+
+    def w(self, name):
+        """Tensor as float64 ndarray in numpy order (reversed ggml ne: [.., ne1, ne0])."""
+        if name not in self._cache:
+            t = self.tensors[name]
+            shape = [int(x) for x in reversed(t.shape)]
+            raw = np.array(t.data)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                a = raw if t.tensor_type == T.F32 else dequantize(raw.view(np.uint8),
+                                                                  t.tensor_type)
+            self._cache[name] = np.asarray(a, dtype=np.float64).reshape(shape)
+        return self._cache[name]
+
+    def is_swa_layer(self, il):
+        return self.arch == "gemma3" and il % GEMMA3_SWA_PATTERN < GEMMA3_SWA_PATTERN - 1
+
+    # -- one block's pieces --
+
+    def _attention(self, il, h, positions):
+        b = f"blk.{il}."
+        a, n = self.arch, h.shape[0]
+        q = h @ self.w(b + "attn_q.weight").T
+        k = h @ self.w(b + "attn_k.weight").T
+        v = h @ self.w(b + "attn_v.weight").T
+        for name, m in (("attn_q.bias", "q"), ("attn_k.bias", "k"), ("attn_v.bias", "v")):
+            if self.has(b + name):
+                bias = self.w(b + name)
+                if m == "q":
+                    q = q + bias
+                elif m == "k":
+                    k = k + bias
+                else:
+                    v = v + bias
+        if a == "olmoe":  # norm over the whole projection, before the reshape
+            q = rms_norm(q, self.w(b + "attn_q_norm.weight"), self.eps)
+            k = rms_norm(k, self.w(b + "attn_k_norm.weight"), self.eps)
+        d = self.head_dim
+        q = q.reshape(n, self.n_head, d)
+        k = k.reshape(n, self.n_head_kv, d)
+        v = v.reshape(n, self.n_head_kv, d)
+        if a in ("qwen3moe", "gemma3"):  # per-head norm over head_dim, before RoPE
+            q = rms_norm(q, self.w(b + "attn_q_norm.weight"), self.eps)
+            k = rms_norm(k, self.w(b + "attn_k_norm.weight"), self.eps)
+        swa = self.is_swa_layer(il)
+        base = GEMMA3_SWA_ROPE_BASE if swa else self.rope_base
+        q = rope(q, positions, base, self.n_rot, self.rope_mode)
+        k = rope(k, positions, base, self.n_rot, self.rope_mode)
+        if a == "gemma3":
+            q = q * (1.0 / math.sqrt(d))  # f_attention_scale (not the 27B rule)
+            scale = 1.0
+        else:
+            scale = 1.0 / math.sqrt(d)
+        o = attention(q, k, v, scale, window=self.n_swa if swa else None)
+        return o @ self.w(b + "attn_output.weight").T
+
+    def _ffn(self, il, h):
+        b = f"blk.{il}."
+        if self.arch == "gemma3":
+            return glu_ffn(h, self.w(b + "ffn_gate.weight"), self.w(b + "ffn_up.weight"),
+                           self.w(b + "ffn_down.weight"), gelu_tanh)
+        if not self.has(b + "ffn_gate_inp.weight"):
+            return glu_ffn(h, self.w(b + "ffn_gate.weight"), self.w(b + "ffn_up.weight"),
+                           self.w(b + "ffn_down.weight"), silu)
+        out = moe_ffn(h, self.w(b + "ffn_gate_inp.weight"), self.w(b + "ffn_gate_exps.weight"),
+                      self.w(b + "ffn_up_exps.weight"), self.w(b + "ffn_down_exps.weight"),
+                      self.n_expert_used, MOE_NORM_W[self.arch])
+        if self.arch == "qwen2moe":
+            gate = sigmoid(h @ self.w(b + "ffn_gate_inp_shexp.weight"))   # [n]
+            shexp = glu_ffn(h, self.w(b + "ffn_gate_shexp.weight"),
+                            self.w(b + "ffn_up_shexp.weight"),
+                            self.w(b + "ffn_down_shexp.weight"), silu)
+            out = out + gate[:, None] * shexp
+        return out
+
+    def forward(self, tokens):
+        """Logits [len(tokens), n_vocab] (float64) for a fresh sequence at positions 0..n-1."""
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if tokens.ndim != 1 or len(tokens) == 0:
+            raise ValueError("tokens: a non-empty 1-D sequence")
+        if tokens.min() < 0 or tokens.max() >= self.n_vocab:
+            raise ValueError(f"tokens: ids must be in [0, {self.n_vocab})")
+        positions = np.arange(len(tokens))
+        embd = self.w("token_embd.weight")
+        x = embd[tokens].copy()
+        if self.arch == "gemma3":
+            x *= math.sqrt(self.n_embd)
+        for il in range(self.n_layer):
+            b = f"blk.{il}."
+            h = rms_norm(x, self.w(b + "attn_norm.weight"), self.eps)
+            o = self._attention(il, h, positions)
+            if self.arch == "gemma3":
+                o = rms_norm(o, self.w(b + "post_attention_norm.weight"), self.eps)
+            x = x + o
+            h = rms_norm(x, self.w(b + "ffn_norm.weight"), self.eps)
+            f = self._ffn(il, h)
+            if self.arch == "gemma3":
+                f = rms_norm(f, self.w(b + "post_ffw_norm.weight"), self.eps)
+            x = x + f
+        x = rms_norm(x, self.w("output_norm.weight"), self.eps)
+        out = self.w("output.weight") if self.has("output.weight") else embd
+        return x @ out.T
+
+
+def load(path):
+    return Model(path)
+
+
+def parse_tokens(s):
+    try:
+        toks = [int(x) for x in s.split(",") if x.strip() != ""]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--tokens {s!r}: comma-separated integers expected")
+    if not toks:
+        raise argparse.ArgumentTypeError("--tokens: at least one token")
+    return toks
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("--tokens", type=parse_tokens, required=True)
+    ap.add_argument("--out", help="write float64 little-endian logits [n_tokens, n_vocab]")
+    args = ap.parse_args(argv)
+    m = load(args.model)
+    logits = m.forward(args.tokens)
+    if args.out:
+        logits.astype("<f8").tofile(args.out)
+    print(f"ref_forward: {m.arch}, {m.n_layer} layers, {len(args.tokens)} tokens, "
+          f"vocab {m.n_vocab}; argmax per position: {logits.argmax(axis=1).tolist()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

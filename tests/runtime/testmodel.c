@@ -1,0 +1,214 @@
+/* tests/runtime/testmodel.c: see testmodel.h. */
+#include "tests/runtime/testmodel.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kernels/ref/quant.h"
+
+void tm_defaults(const char *arch, tm_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->arch = arch;
+    p->n_layer = strcmp(arch, "gemma3") ? 2 : 7;
+    p->n_embd = 64;
+    p->n_head = 4;
+    p->n_head_kv = strcmp(arch, "olmoe") ? 2 : 4;
+    p->head_dim = strcmp(arch, "qwen3moe") ? 16 : 32;
+    p->n_ff = 64;
+    const bool moe = strcmp(arch, "llama") && strcmp(arch, "gemma3");
+    p->n_expert = moe ? 8 : 0;
+    p->n_expert_used = moe ? 2 : 0;
+    p->n_vocab = 300;
+    p->n_ff_shexp = 96;
+    p->n_swa = 4;
+    p->wtype = SL_GGML_F32;
+    p->seed = 7;
+}
+
+typedef enum { T_MAT, T_NORM, T_BIAS, T_EMBD } tkind;
+
+typedef struct tdesc {
+    char name[64];
+    uint32_t type, nd;
+    int64_t ne[4];
+    tkind k;
+} tdesc;
+
+static void add(tdesc *t, int *n, const tm_params *p, tkind k, const char *name, int64_t ne0,
+                int64_t ne1, int64_t ne2)
+{
+    if (p->omit && !strcmp(p->omit, name)) return;
+    tdesc *d = &t[(*n)++];
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->k = k;
+    d->type = k == T_MAT || k == T_EMBD ? p->wtype : SL_GGML_F32;
+    d->nd = ne2 ? 3 : ne1 ? 2 : 1;
+    d->ne[0] = ne0;
+    d->ne[1] = ne1 ? ne1 : 1;
+    d->ne[2] = ne2 ? ne2 : 1;
+    d->ne[3] = 1;
+    if (p->reshape && !strcmp(p->reshape, name)) {
+        const int64_t x = d->ne[0];
+        d->ne[0] = d->ne[1];
+        d->ne[1] = x;
+        if (d->nd < 2) d->nd = 2;
+    }
+}
+
+static uint64_t mix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double gauss(uint64_t *s)
+{
+    double a = 0;
+    for (int i = 0; i < 4; i++) a += (double)(mix(s) >> 11) * 0x1p-53;
+    return (a - 2.0) * 1.7320508075688772;
+}
+
+sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
+{
+    const char *a = p->arch;
+    const bool mixtral = !strncmp(a, "mixtral", 7), split = !strcmp(a, "mixtral-split");
+    const char *garch = mixtral ? "llama" : a;
+    const bool moe = p->n_expert > 0, gemma = !strcmp(a, "gemma3");
+    const int64_t E = p->n_embd, D = p->head_dim, Q = (int64_t)p->n_head * D,
+                  KV = (int64_t)p->n_head_kv * D, F = p->n_ff, X = p->n_expert,
+                  V = p->n_vocab, S = p->n_ff_shexp;
+    const int cap = 8 + p->n_layer * (20 + 3 * (p->n_expert + 1));
+    tdesc *t = calloc((size_t)cap, sizeof *t);
+    if (!t) return sl_error_set(err, SL_ERR_NOMEM, "testmodel: oom");
+    int n = 0;
+    char nm[64];
+#define NM(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
+    add(t, &n, p, T_EMBD, "token_embd.weight", E, V, 0);
+    for (int i = 0; i < p->n_layer; i++) {
+        add(t, &n, p, T_NORM, NM("blk.%d.attn_norm.weight", i), E, 0, 0);
+        add(t, &n, p, T_MAT, NM("blk.%d.attn_q.weight", i), E, Q, 0);
+        add(t, &n, p, T_MAT, NM("blk.%d.attn_k.weight", i), E, KV, 0);
+        add(t, &n, p, T_MAT, NM("blk.%d.attn_v.weight", i), E, KV, 0);
+        add(t, &n, p, T_MAT, NM("blk.%d.attn_output.weight", i), Q, E, 0);
+        if (!strcmp(a, "qwen2moe")) {
+            add(t, &n, p, T_BIAS, NM("blk.%d.attn_q.bias", i), Q, 0, 0);
+            add(t, &n, p, T_BIAS, NM("blk.%d.attn_k.bias", i), KV, 0, 0);
+            add(t, &n, p, T_BIAS, NM("blk.%d.attn_v.bias", i), KV, 0, 0);
+        }
+        if (!strcmp(a, "qwen3moe") || gemma) {
+            add(t, &n, p, T_NORM, NM("blk.%d.attn_q_norm.weight", i), D, 0, 0);
+            add(t, &n, p, T_NORM, NM("blk.%d.attn_k_norm.weight", i), D, 0, 0);
+        } else if (!strcmp(a, "olmoe")) {
+            add(t, &n, p, T_NORM, NM("blk.%d.attn_q_norm.weight", i), Q, 0, 0);
+            add(t, &n, p, T_NORM, NM("blk.%d.attn_k_norm.weight", i), KV, 0, 0);
+        }
+        if (gemma) {
+            add(t, &n, p, T_NORM, NM("blk.%d.post_attention_norm.weight", i), E, 0, 0);
+            add(t, &n, p, T_NORM, NM("blk.%d.post_ffw_norm.weight", i), E, 0, 0);
+        }
+        add(t, &n, p, T_NORM, NM("blk.%d.ffn_norm.weight", i), E, 0, 0);
+        if (!moe) {
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate.weight", i), E, F, 0);
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_up.weight", i), E, F, 0);
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_down.weight", i), F, E, 0);
+        } else {
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate_inp.weight", i), E, X, 0);
+            t[n - 1].type = SL_GGML_F32;
+            if (split) {
+                for (int x = 0; x < X; x++) {
+                    add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate.%d.weight", i, x), E, F, 0);
+                    add(t, &n, p, T_MAT, NM("blk.%d.ffn_up.%d.weight", i, x), E, F, 0);
+                    add(t, &n, p, T_MAT, NM("blk.%d.ffn_down.%d.weight", i, x), F, E, 0);
+                }
+            } else {
+                add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate_exps.weight", i), E, F, X);
+                add(t, &n, p, T_MAT, NM("blk.%d.ffn_up_exps.weight", i), E, F, X);
+                add(t, &n, p, T_MAT, NM("blk.%d.ffn_down_exps.weight", i), F, E, X);
+            }
+            if (!strcmp(a, "qwen2moe")) {
+                add(t, &n, p, T_BIAS, NM("blk.%d.ffn_gate_inp_shexp.weight", i), E, 0, 0);
+                add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate_shexp.weight", i), E, S, 0);
+                add(t, &n, p, T_MAT, NM("blk.%d.ffn_up_shexp.weight", i), E, S, 0);
+                add(t, &n, p, T_MAT, NM("blk.%d.ffn_down_shexp.weight", i), S, E, 0);
+            }
+        }
+    }
+    add(t, &n, p, T_NORM, "output_norm.weight", E, 0, 0);
+    if (!p->tie_output && !gemma) add(t, &n, p, T_MAT, "output.weight", E, V, 0);
+#undef NM
+
+    sl_gguf_writer *w = NULL;
+    sl_status st = sl_gguf_writer_create(path, NULL, &w, err);
+    char k[128];
+#define KU32(suffix, v)                                                                       \
+    if (!st) {                                                                                \
+        snprintf(k, sizeof k, "%s.%s", garch, suffix);                                        \
+        st = sl_gguf_writer_set_u32(w, k, (uint32_t)(v), err);                                \
+    }
+#define KF32(suffix, v)                                                                       \
+    if (!st) {                                                                                \
+        snprintf(k, sizeof k, "%s.%s", garch, suffix);                                        \
+        st = sl_gguf_writer_set_f32(w, k, (float)(v), err);                                   \
+    }
+    if (!st) st = sl_gguf_writer_set_str(w, "general.architecture", garch, err);
+    if (!st) st = sl_gguf_writer_set_str(w, "general.name", "testmodel", err);
+    KU32("context_length", 256);
+    KU32("embedding_length", E);
+    KU32("block_count", p->n_layer);
+    KU32("feed_forward_length", F);
+    KU32("attention.head_count", p->n_head);
+    KU32("attention.head_count_kv", p->n_head_kv);
+    KF32("attention.layer_norm_rms_epsilon", 1e-6);
+    KF32("rope.freq_base", gemma ? 1000000.0 : 10000.0);
+    if (D != E / p->n_head) {
+        KU32("attention.key_length", D);
+        KU32("attention.value_length", D);
+    }
+    if (moe) {
+        KU32("expert_count", X);
+        KU32("expert_used_count", p->n_expert_used);
+    }
+    if (!strcmp(a, "qwen2moe") || !strcmp(a, "qwen3moe")) KU32("expert_feed_forward_length", F);
+    if (!strcmp(a, "qwen2moe")) KU32("expert_shared_feed_forward_length", S);
+    if (gemma) KU32("attention.sliding_window", p->n_swa);
+    if (!st) st = sl_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1, err);
+    if (!st) st = sl_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2, err);
+#undef KU32
+#undef KF32
+    for (int i = 0; i < n && !st; i++)
+        st = sl_gguf_writer_add_tensor(w, t[i].name, t[i].type, t[i].nd, t[i].ne, err);
+    float *row = malloc(4096 * sizeof *row);
+    uint8_t *q = malloc(4096 * 4);
+    for (int i = 0; i < n && !st; i++) {
+        uint64_t s = p->seed;
+        for (const char *c = t[i].name; *c; c++) s = (s ^ (uint8_t)*c) * 0x100000001b3ull;
+        const int64_t cols = t[i].ne[0], rows = t[i].ne[1] * t[i].ne[2];
+        const double sc = 1.0 / sqrt((double)cols);
+        for (int64_t r = 0; r < rows && !st; r++) {
+            for (int64_t j = 0; j < cols; j++) {
+                const double g = gauss(&s);
+                row[j] = (float)(t[i].k == T_MAT    ? g * sc
+                                 : t[i].k == T_EMBD ? g
+                                 : t[i].k == T_NORM ? 1.0 + 0.1 * g
+                                                    : 0.1 * g);
+            }
+            const size_t rb = sl_quant_row_bytes(t[i].type, cols);
+            st = sl_quant_row(t[i].type, row, q, cols, err);
+            if (!st) st = sl_gguf_writer_write(w, q, rb, err);
+        }
+    }
+    if (!st) st = sl_gguf_writer_finish(w, err);
+    sl_gguf_writer_destroy(w);
+    free(row);
+    free(q);
+    free(t);
+    return st;
+}

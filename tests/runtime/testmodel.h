@@ -1,0 +1,32 @@
+/* tests/runtime/testmodel: tiny GGUF models of every architecture the engine binds, written
+ * with the project's GGUF writer, for engine tests (including deliberately broken files).
+ *
+ * Independent of tools/cli/synth.c on purpose: it covers the archs synth does not (qwen2moe,
+ * gemma3, per-expert Mixtral tensors) and lets a test omit or reshape one tensor. Weights are a
+ * deterministic function of (seed, tensor name). Names and shapes follow llama.cpp. */
+#ifndef SL_TESTS_RUNTIME_TESTMODEL_H
+#define SL_TESTS_RUNTIME_TESTMODEL_H
+
+#include <stdint.h>
+
+#include "runtime/status.h"
+
+typedef struct tm_params {
+    const char *arch;        /* llama, mixtral, mixtral-split, qwen2moe, qwen3moe, olmoe, gemma3 */
+    int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_expert, n_expert_used, n_vocab;
+    int n_ff_shexp;          /* qwen2moe */
+    int n_swa;               /* gemma3 */
+    uint32_t wtype;          /* matmul weight type (F32, F16, Q8_0, ...) */
+    uint64_t seed;
+    const char *omit;        /* tensor name to leave out, or NULL */
+    const char *reshape;     /* tensor name whose ne[0] and ne[1] are swapped, or NULL */
+    int tie_output;          /* leave output.weight out (tied to token_embd) */
+} tm_params;
+
+/* Small defaults for arch: 2 layers (gemma3: 7, so layer 5 is global), dim 64, 4 heads, 2 kv
+ * heads, head_dim 16 (qwen3moe 32, i.e. n_head * head_dim != n_embd), ffn 64, 8 experts top 2,
+ * vocab 300, F32. */
+void tm_defaults(const char *arch, tm_params *p);
+sl_status tm_write(const tm_params *p, const char *path, sl_error *err);
+
+#endif
