@@ -11,10 +11,11 @@ typedef struct command {
 } command;
 
 static const command k_commands[] = {
-    {"demo", sl_cli_demo, "the main job: make the default model and show what it holds"},
+    {"demo", sl_cli_demo, "the main job: make the default model and run it end to end"},
+    {"eval", sl_cli_eval, "logits of raw token ids (float32 file or summary)"},
     {"inspect", sl_cli_inspect, "print a GGUF file's header, metadata and tensor table"},
     {"mkmodel", sl_cli_mkmodel, "write a synthetic model of a real architecture"},
-    {"bench", sl_cli_bench, "benchmarks: gguf"},
+    {"bench", sl_cli_bench, "benchmarks: gguf, alloc, copy, kernels, decode"},
 };
 
 static void usage(FILE *f)

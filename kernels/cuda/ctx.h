@@ -26,11 +26,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/status.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "runtime/status.h"
 
 typedef struct sl_cuda_ctx sl_cuda_ctx;
 

@@ -70,12 +70,13 @@ static int64_t block_elems(uint32_t type)
     }
 }
 
+struct dq_nop {
+    template <uint32_t T> void operator()() {}
+};
+
 extern "C" bool sl_cuda_dequant_supported(uint32_t type)
 {
-    struct nop {
-        template <uint32_t T> void operator()() {}
-    } f;
-    return sl_qt_dispatch(type, f);
+    return sl_qt_dispatch(type, dq_nop{});
 }
 
 template <typename OUT>

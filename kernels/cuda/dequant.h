@@ -21,12 +21,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "kernels/cuda/ctx.h"
-#include "runtime/status.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "kernels/cuda/ctx.h"
+#include "runtime/status.h"
 
 /* True for the twelve types above. */
 bool sl_cuda_dequant_supported(uint32_t type);

@@ -138,6 +138,8 @@ static sl_status cuda_host_unregister(sl_device *d, void *h_ptr, uint64_t bytes,
     return SL_OK;
 }
 
+static void *cuda_stream_native(sl_stream *s) { return (void *)((cuda_stream *)s)->s; }
+
 static sl_status cuda_stream_create(sl_device *d, sl_stream **out, sl_error *err)
 {
     ENTER(d, err);
@@ -267,6 +269,7 @@ const sl__device_ops sl__cuda_ops = {
     .host_register = cuda_host_register,
     .host_unregister = cuda_host_unregister,
     .stream_create = cuda_stream_create,
+    .stream_native = cuda_stream_native,
     .stream_destroy = cuda_stream_destroy,
     .stream_sync = cuda_stream_sync,
     .event_create = cuda_event_create,

@@ -450,6 +450,12 @@ static sl_status check_event(sl_device *d, sl_event *e, const char *fn, sl_error
     return SL_OK;
 }
 
+void *sl_device_stream_native(sl_device *d, sl_stream *s)
+{
+    if (!d || !s || !d->ops->stream_native) return NULL;
+    return d->ops->stream_native(s);
+}
+
 sl_status sl_device_stream_sync(sl_device *d, sl_stream *s, sl_error *err)
 {
     sl_error_clear(err);

@@ -92,6 +92,9 @@ sl_status sl_device_stream_create(sl_device *d, sl_stream **out, sl_error *err);
 /* Waits for the stream's work, then destroys it. NULL is allowed. */
 void sl_device_stream_destroy(sl_device *d, sl_stream *s);
 sl_status sl_device_stream_sync(sl_device *d, sl_stream *s, sl_error *err);
+/* The backend's stream handle for kernels launched outside the interface (kernels/cuda takes
+ * it as its `void *cuda_stream`): the cudaStream_t on cuda, NULL on sim or for NULL args. */
+void *sl_device_stream_native(sl_device *d, sl_stream *s);
 
 sl_status sl_device_event_create(sl_device *d, sl_event **out, sl_error *err);
 void sl_device_event_destroy(sl_device *d, sl_event *e);

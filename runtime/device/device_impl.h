@@ -82,6 +82,8 @@ typedef struct sl__device_ops {
                       sl_copy_kind kind, sl_error *err);
     sl_status (*launch_host)(sl_device *d, sl_stream *s, sl_host_fn fn, void *user,
                              sl_error *err);
+    /* The backend's own stream handle (cudaStream_t), or NULL where there is none (sim). */
+    void *(*stream_native)(sl_stream *s);
 } sl__device_ops;
 
 extern const sl__device_ops sl__sim_ops;

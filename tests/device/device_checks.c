@@ -129,6 +129,9 @@ static void check_copies(const sl_device_options *base)
     uint8_t *src = malloc(REGION / 2), *dst = malloc(REGION / 2);
     OK(sl_device_region_alloc(d, REGION, &r, &err));
     OK(sl_device_stream_create(d, &s, &err));
+    /* kernels/cuda launches on the native stream: present exactly on the cuda backend. */
+    CHECK((sl_device_stream_native(d, s) != NULL) == (sl_device_kind_get(d) == SL_DEVICE_CUDA));
+    CHECK(sl_device_stream_native(d, NULL) == NULL);
     uint64_t seed = 0x9E3779B97F4A7C15u, h2d = 0, d2h = 0, d2d = 0;
     if (r && s && src && dst) {
         for (int it = 0; it < 24; it++) {

@@ -18,6 +18,7 @@ static const bench k_benches[] = {
     {"alloc", sl_bench_alloc, "BFC alloc+free ns vs device regions; churn fragmentation; compaction GB/s"},
     {"copy", sl_bench_copy, "H2D GB/s from the host pool, pageable and pinned memory; page-lock cost"},
     {"kernels", sl_bench_kernels, "CPU GEMV GB/s per type and ISA vs a streaming-read roofline"},
+    {"decode", sl_bench_decode, "decode ms/token per placement vs weight bytes/token / bandwidth"},
 };
 
 int sl_bench_parse_long(const char *s, const char *flag, long lo, long hi, long *out)

@@ -9,6 +9,7 @@ int sl_bench_gguf(int argc, char **argv);
 int sl_bench_alloc(int argc, char **argv);
 int sl_bench_copy(int argc, char **argv);
 int sl_bench_kernels(int argc, char **argv);
+int sl_bench_decode(int argc, char **argv);
 
 /* Strict decimal parse of flag `flag` into [lo, hi]; prints the error and returns non-zero. */
 int sl_bench_parse_long(const char *s, const char *flag, long lo, long hi, long *out);

@@ -25,6 +25,7 @@
 #include "gguf/gguf.h"
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/cuda/bench.h"
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
 #include "tools/cli/bench.h"
@@ -372,7 +373,37 @@ int sl_bench_kernels(int argc, char **argv)
             printf("}");
         }
         /* gpu: the CUDA GEMV rows go here (same fields, "device" instead of "isa"). */
-        printf("],\"gpu\":[]}\n");
+        /* GPU rows (kernels/cuda/bench.h): the same shape and types on CUDA device 0, ratio
+         * against a device-to-device copy roofline measured in this run; without a usable GPU
+         * "gpu" stays empty and "gpu_unavailable" says why. */
+        sl_cuda_bench_result gr;
+        sl_error ge;
+        const sl_status gst = sl_cuda_bench_gemv(types, n_types, rows, cols, (int)reps, &gr, &ge);
+        printf("],\"gpu\":[");
+        for (int i = 0; !gst && i < gr.n_rows; i++) {
+            printf("%s{\"type\":", i ? "," : "");
+            sl_json_cstr(stdout, sl_gguf_type_get(gr.rows[i].type)->name);
+            printf(",\"device\":");
+            sl_json_cstr(stdout, gr.device);
+            printf(",\"weight_mb\":");
+            sl_json_f64(stdout, gr.rows[i].weight_mb);
+            printf(",\"median_ms\":");
+            sl_json_f64(stdout, gr.rows[i].median_ms);
+            printf(",\"gbps\":");
+            sl_json_f64(stdout, gr.rows[i].gbps);
+            printf(",\"ratio\":");
+            sl_json_f64(stdout, gr.rows[i].gbps / gr.copy_gbps);
+            printf("}");
+        }
+        printf("]");
+        if (!gst) {
+            printf(",\"gpu_roofline_gbps\":");
+            sl_json_f64(stdout, gr.copy_gbps);
+        } else {
+            printf(",\"gpu_unavailable\":");
+            sl_json_cstr(stdout, ge.msg);
+        }
+        printf("}\n");
     } else if (!rc) {
         printf("bench kernels: W [%ld rows][%ld cols], %ld thread%s%s, median of %ld reps\n", rows,
                cols, threads, threads == 1 ? "" : "s", numa_node >= 0 ? " on the NUMA node" : "",
@@ -385,6 +416,20 @@ int sl_bench_kernels(int argc, char **argv)
                    res[i].isa, res[i].weight_mb, res[i].median_ms, res[i].gbps,
                    res[i].gbps / roof_gbps);
         /* gpu: the CUDA GEMV rows are printed here by the CUDA part. */
+        sl_cuda_bench_result gr;
+        sl_error ge;
+        if (sl_cuda_bench_gemv(types, n_types, rows, cols, (int)reps, &gr, &ge)) {
+            printf("gpu: unavailable (%s)\n", ge.msg);
+        } else {
+            printf("gpu roofline: %s, device-to-device copy %.1f GB/s (read + write of %llu MiB)\n",
+                   gr.device, gr.copy_gbps, (unsigned long long)(gr.copy_bytes >> 20));
+            printf("%-6s %-12s %10s %10s %10s %7s\n", "type", "device", "weight MB", "ms", "GB/s",
+                   "ratio");
+            for (int i = 0; i < gr.n_rows; i++)
+                printf("%-6s %-12s %10.1f %10.3f %10.1f %7.2f\n",
+                       sl_gguf_type_get(gr.rows[i].type)->name, "cuda:0", gr.rows[i].weight_mb,
+                       gr.rows[i].median_ms, gr.rows[i].gbps, gr.rows[i].gbps / gr.copy_gbps);
+        }
     }
 out:
     free(rbuf);

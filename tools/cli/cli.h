@@ -7,5 +7,8 @@ int sl_cli_inspect(int argc, char **argv);
 int sl_cli_mkmodel(int argc, char **argv);
 int sl_cli_bench(int argc, char **argv);
 int sl_cli_demo(int argc, char **argv);
+int sl_cli_generate(int argc, char **argv);
+int sl_cli_perplexity(int argc, char **argv);
+int sl_cli_eval(int argc, char **argv);
 
 #endif

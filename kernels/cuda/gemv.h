@@ -1,0 +1,79 @@
+/* kernels/cuda/gemv: dequantising matrix x vector (decode) on the GPU, straight from GGUF blocks.
+ *
+ * Semantics: W [rows][cols] in ggml layout (row r at byte r * row_bytes(type, cols), blocks end
+ * to end; cols a multiple of the block size, any cols >= 1 for F32/F16/BF16), X [n_batch][cols]
+ * F32, Y[b][r] = sum_c W[r][c] * X[b][c]. Types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+ * Q4_K, Q5_K, Q6_K, MXFP4.
+ *
+ * Numerics (differs from kernels/ref/matvec on purpose): X stays F32 (no Q8 activation
+ * quantisation; the GPU has the FLOPs, the activation error goes away), each block's term is
+ * computed as ggml factors it (scale x integer-weighted sum, minus min x sum of x), accumulated
+ * in float per lane and reduced by warp shuffles. Against the float64 dot of the dequantised
+ * weights (sl_quant_dequant_row) with X the error is a few float ulps of
+ * sum_c (|W[r][c]| + max_c|W[r][c]|) |X[b][c]|; tests/kernels_cuda states the bound it checks.
+ *
+ * Kernel design (gemv.cu): a block of 4 warps owns 16 output rows (4 per warp, so each x value
+ * loaded from shared memory serves 4 rows) and walks the columns in chunks of 1024 elements
+ * (2048 for Q6_K); each chunk of the 16 weight rows and of x is copied global -> shared with
+ * 16-byte cp.async (coalesced, no registers), three stages deep so two chunks are in flight
+ * while one is computed. Rows whose start is not 16-byte aligned (odd row_bytes, offset
+ * pointers) take a byte-wise copy path: correct, slower.
+ *
+ * Pointers are device memory (including the index and pointer arrays); enqueued on the context's
+ * stream; nothing synchronises; no allocation. Errors: SL_ERR_INVALID naming the argument (NULL,
+ * counts < 1, cols not a multiple of the block, grid limits), SL_ERR_UNSUPPORTED naming the
+ * type, SL_ERR_DEVICE with CUDA's message. Arguments are checked before the context. Indices in
+ * device memory cannot be checked on the host: an out-of-range row index or expert id gives 0
+ * in its outputs (compact / expert modes) or is skipped (scatter). */
+#ifndef SL_KERNELS_CUDA_GEMV_H
+#define SL_KERNELS_CUDA_GEMV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "kernels/cuda/ctx.h"
+#include "runtime/status.h"
+
+enum { SL_CUDA_GEMV_MAX_BATCH = 65535 * 4 };
+
+/* True for the twelve types above. */
+bool sl_cuda_gemv_supported(uint32_t type);
+/* Bytes of one weight row; 0 for an unsupported type, cols < 1 or cols not a multiple of the
+ * block size. */
+size_t sl_cuda_gemv_row_bytes(uint32_t type, int64_t cols);
+
+/* Dense: Y [n_batch][rows]. n_batch 1 is the decode matvec; up to 4 columns share each weight
+ * read (larger batches re-read W once per 4 columns: use sl_cuda_gemm from ~8 on). */
+sl_status sl_cuda_gemv(sl_cuda_ctx *c, uint32_t type, const void *d_w, int64_t rows,
+                       int64_t cols, const float *d_x, int64_t n_batch, float *d_y,
+                       sl_error *err);
+
+/* Row-gathered (hot neurons of gate/up): for i < n_idx, r = d_idx[i]: compact
+ * (scatter == false) Y[b][i] = dot(W row r, X[b]), Y [n_batch][n_idx]; scattered
+ * Y[b][r] = ..., Y [n_batch][rows], unlisted entries untouched (repeats write the same value).
+ * Only the listed rows' bytes are read. */
+sl_status sl_cuda_gemv_rows(sl_cuda_ctx *c, uint32_t type, const void *d_w, int64_t rows,
+                            int64_t cols, const int32_t *d_idx, int64_t n_idx, bool scatter,
+                            const float *d_x, int64_t n_batch, float *d_y, sl_error *err);
+
+/* Batched experts, one launch for the k experts a token selected (MoE decode):
+ * d_wptrs [n_expert] device array of device pointers to each expert's W [rows][cols] (all of
+ * one type and shape; merged 3-D ffn_*_exps tensors give wptrs[e] = base + e * rows*row_bytes,
+ * separately placed experts any addresses), d_ids [n_sel] expert ids, for s < n_sel:
+ *   Y[s][r] = dot(W_{ids[s]} row r, X_s), X_s = x_per_expert ? d_x + s * cols : d_x.
+ * (gate/up: one X for all; down: each expert's own activation.) Y [n_sel][rows]. */
+sl_status sl_cuda_gemv_experts(sl_cuda_ctx *c, uint32_t type, const void *const *d_wptrs,
+                               int32_t n_expert, const int32_t *d_ids, int32_t n_sel,
+                               int64_t rows, int64_t cols, const float *d_x, bool x_per_expert,
+                               float *d_y, sl_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

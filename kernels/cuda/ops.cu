@@ -1,0 +1,478 @@
+/* kernels/cuda/ops.cu: see ops.h. Small kernels; the decode step calls each once per layer, so
+ * they favour few launches and exact-enough arithmetic over peak throughput. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ctx_impl.h"
+extern "C" {
+#include "kernels/ref/ops.h"
+}
+#include "kernels/cuda/ops.h"
+
+enum { ROW_THREADS = 256, EW_THREADS = 256, ATTN_WARPS = 4 };
+
+#define NEED(p, name, n)                                                                    \
+    do {                                                                                    \
+        if ((n) > 0 && !(p))                                                                \
+            return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", fn, name);           \
+    } while (0)
+
+static sl_status enter(const char *fn, sl_cuda_ctx *c, sl_error *err)
+{
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", fn);
+    return sl__cuda_ctx_enter(c, err);
+}
+
+static unsigned ew_grid(int64_t n)
+{
+    const int64_t b = (n + EW_THREADS - 1) / EW_THREADS;
+    return (unsigned)(b < 65535 * 8 ? b : 65535 * 8);
+}
+
+/* ---- rms_norm -------------------------------------------------------------------------------- */
+
+static __global__ void __launch_bounds__(ROW_THREADS)
+    k_rms_norm(const float *x, const float *w, float *y, int64_t n, float eps, bool one_plus_w)
+{
+    __shared__ float red[32];
+    const float *xr = x + (int64_t)blockIdx.x * n;
+    float *yr = y + (int64_t)blockIdx.x * n;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) ss = fmaf(xr[i], xr[i], ss);
+    ss = sl_block_sum(ss, red);
+    const float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) {
+        float g = 1.0f;
+        if (w) g = one_plus_w ? 1.0f + w[i] : w[i];
+        yr[i] = xr[i] * r * g;
+    }
+}
+
+extern "C" sl_status sl_cuda_rms_norm(sl_cuda_ctx *c, const float *d_x, const float *d_w,
+                                      float *d_y, int64_t n_rows, int64_t n, float eps,
+                                      bool one_plus_w, sl_error *err)
+{
+    const char *fn = __func__;
+    if (n_rows < 0 || n < 0 || n_rows > INT32_MAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_rows = %lld, n = %lld out of range", fn,
+                            (long long)n_rows, (long long)n);
+    if (!(eps >= 0.0f) || !isfinite(eps))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: eps = %g must be finite and >= 0", fn,
+                            (double)eps);
+    NEED(d_x, "d_x", n * n_rows);
+    NEED(d_y, "d_y", n * n_rows);
+    sl_status st = enter(fn, c, err);
+    if (st || !n || !n_rows) return st;
+    k_rms_norm<<<(unsigned)n_rows, ROW_THREADS, 0, c->stream>>>(d_x, d_w, d_y, n, eps, one_plus_w);
+    SL_CU_LAUNCH(err, "k_rms_norm");
+    return SL_OK;
+}
+
+/* ---- rope ------------------------------------------------------------------------------------ */
+
+struct rope_k {
+    int32_t n_rot, half, head_dim, n_head;
+    bool neox;
+    double freq_base, freq_scale, ext_factor, attn_factor;
+    float corr0, corr1;
+    const float *ff;
+};
+
+/* One thread per (token, head, pair): the angle as sl_ref_rope_cos_sin, in double. */
+static __global__ void k_rope(float *x, int64_t n_pairs, const int32_t *pos, rope_k p)
+{
+    const int64_t g = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x;
+    if (g >= n_pairs) return;
+    const int32_t i = (int32_t)(g % p.half);
+    const int64_t th = g / p.half; /* token * n_head + head */
+    const int64_t t = th / p.n_head;
+    double theta_extrap = (double)pos[t] * pow(p.freq_base, -2.0 * i / (double)p.n_rot);
+    if (p.ff) theta_extrap /= (double)p.ff[i];
+    const double theta_interp = p.freq_scale * theta_extrap;
+    double theta = theta_interp, mscale = p.attn_factor;
+    if (p.ext_factor != 0.0) {
+        const double y = ((double)i - p.corr0) / fmax(0.001, (double)p.corr1 - p.corr0);
+        const double ramp = 1.0 - fmin(1.0, fmax(0.0, y));
+        const double mix = ramp * p.ext_factor;
+        theta = theta_interp * (1.0 - mix) + theta_extrap * mix;
+        mscale *= 1.0 + 0.1 * log(1.0 / p.freq_scale);
+    }
+    double s, co;
+    sincos(theta, &s, &co);
+    co *= mscale;
+    s *= mscale;
+    float *row = x + th * p.head_dim;
+    const int32_t a = p.neox ? i : 2 * i, b = p.neox ? i + p.half : 2 * i + 1;
+    const double x0 = row[a], x1 = row[b];
+    row[a] = (float)(x0 * co - x1 * s);
+    row[b] = (float)(x0 * s + x1 * co);
+}
+
+extern "C" sl_status sl_cuda_rope(sl_cuda_ctx *c, float *d_x, int64_t n_tokens, int32_t n_head,
+                                  int32_t head_dim, const int32_t *d_pos,
+                                  const sl_rope_params *p, sl_error *err)
+{
+    const char *fn = __func__;
+    if (n_tokens < 0 || n_head < 0)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_tokens = %lld, n_head = %d must be >= 0",
+                            fn, (long long)n_tokens, n_head);
+    if (!p) return sl_error_set(err, SL_ERR_INVALID, "%s: params is NULL", fn);
+    sl_rope_params hp = *p;
+    hp.freq_factors = NULL; /* device pointer: not readable here */
+    sl_status st = sl_ref_rope_validate(&hp, head_dim, err);
+    if (st) return st;
+    NEED(d_x, "d_x", n_tokens * n_head);
+    NEED(d_pos, "d_pos", n_tokens * n_head);
+    st = enter(fn, c, err);
+    if (st || !n_tokens || !n_head) return st;
+    float corr[2];
+    sl_ref_rope_corr_dims(&hp, corr);
+    rope_k k = {p->n_rot, p->n_rot / 2, head_dim, n_head, p->mode == SL_ROPE_NEOX,
+                (double)p->freq_base, (double)p->freq_scale, (double)p->ext_factor,
+                (double)p->attn_factor, corr[0], corr[1], p->freq_factors};
+    const int64_t n_pairs = n_tokens * n_head * (int64_t)(p->n_rot / 2);
+    const int64_t blocks = (n_pairs + EW_THREADS - 1) / EW_THREADS;
+    if (blocks > INT32_MAX) return sl_error_set(err, SL_ERR_INVALID, "%s: too many rows", fn);
+    k_rope<<<(unsigned)blocks, EW_THREADS, 0, c->stream>>>(d_x, n_pairs, d_pos, k);
+    SL_CU_LAUNCH(err, "k_rope");
+    return SL_OK;
+}
+
+/* ---- softmax --------------------------------------------------------------------------------- */
+
+static __global__ void __launch_bounds__(ROW_THREADS)
+    k_softmax(float *x, int64_t n, float scale, const float *mask, int64_t mask_stride)
+{
+    __shared__ float red[32];
+    float *xr = x + (int64_t)blockIdx.x * n;
+    const float *mr = mask ? mask + (int64_t)blockIdx.x * mask_stride : NULL;
+    float mx = -INFINITY;
+    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS)
+        mx = fmaxf(mx, xr[i] * scale + (mr ? mr[i] : 0.0f));
+    mx = sl_block_max(mx, red);
+    if (mx == -INFINITY) { /* fully masked row: zeros, as the reference */
+        for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) xr[i] = 0.0f;
+        return;
+    }
+    float sum = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS)
+        sum += expf(xr[i] * scale + (mr ? mr[i] : 0.0f) - mx);
+    sum = sl_block_sum(sum, red);
+    const float inv = 1.0f / sum;
+    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS)
+        xr[i] = expf(xr[i] * scale + (mr ? mr[i] : 0.0f) - mx) * inv;
+}
+
+extern "C" sl_status sl_cuda_softmax(sl_cuda_ctx *c, float *d_x, int64_t n_rows, int64_t n,
+                                     float scale, const float *d_mask, int64_t mask_row_stride,
+                                     sl_error *err)
+{
+    const char *fn = __func__;
+    if (n_rows < 0 || n < 0 || n_rows > INT32_MAX || mask_row_stride < 0)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_rows = %lld, n = %lld, mask_row_stride "
+                            "= %lld out of range", fn, (long long)n_rows, (long long)n,
+                            (long long)mask_row_stride);
+    if (!isfinite(scale))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: scale = %g is not finite", fn, (double)scale);
+    NEED(d_x, "d_x", n * n_rows);
+    sl_status st = enter(fn, c, err);
+    if (st || !n || !n_rows) return st;
+    k_softmax<<<(unsigned)n_rows, ROW_THREADS, 0, c->stream>>>(d_x, n, scale, d_mask,
+                                                               mask_row_stride);
+    SL_CU_LAUNCH(err, "k_softmax");
+    return SL_OK;
+}
+
+/* ---- elementwise ----------------------------------------------------------------------------- */
+
+enum ew_op { EW_SWIGLU, EW_GEGLU_TANH, EW_GEGLU_ERF, EW_ADD, EW_MUL, EW_SCALE };
+
+static __device__ __forceinline__ float gelu_f(float x, bool erf_kind)
+{
+    if (erf_kind) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * x * (1.0f + 0.044715f * x * x)));
+}
+
+template <int OP>
+static __global__ void k_ew(const float *a, const float *b, float *y, int64_t n, float s)
+{
+    for (int64_t i = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * EW_THREADS) {
+        const float va = a[i];
+        float r;
+        if (OP == EW_SWIGLU) r = va / (1.0f + expf(-va)) * b[i];
+        else if (OP == EW_GEGLU_TANH) r = gelu_f(va, false) * b[i];
+        else if (OP == EW_GEGLU_ERF) r = gelu_f(va, true) * b[i];
+        else if (OP == EW_ADD) r = va + b[i];
+        else if (OP == EW_MUL) r = va * b[i];
+        else r = va * s;
+        y[i] = r;
+    }
+}
+
+template <int OP>
+static sl_status ew(const char *fn, sl_cuda_ctx *c, const float *a, const float *b, float *y,
+                    int64_t n, float s, sl_error *err)
+{
+    if (n < 0) return sl_error_set(err, SL_ERR_INVALID, "%s: n = %lld < 0", fn, (long long)n);
+    NEED(a, OP == EW_SCALE ? "d_x" : OP <= EW_GEGLU_ERF ? "d_gate" : "d_a", n);
+    NEED(b, OP <= EW_GEGLU_ERF ? "d_up" : "d_b", OP == EW_SCALE ? 0 : n);
+    NEED(y, OP <= EW_GEGLU_ERF ? "d_out" : "d_y", n);
+    sl_status st = enter(fn, c, err);
+    if (st || !n) return st;
+    k_ew<OP><<<ew_grid(n), EW_THREADS, 0, c->stream>>>(a, b, y, n, s);
+    SL_CU_LAUNCH(err, "k_ew");
+    return SL_OK;
+}
+
+extern "C" sl_status sl_cuda_swiglu(sl_cuda_ctx *c, const float *d_gate, const float *d_up,
+                                    float *d_out, int64_t n, sl_error *err)
+{
+    return ew<EW_SWIGLU>(__func__, c, d_gate, d_up, d_out, n, 0.0f, err);
+}
+
+extern "C" sl_status sl_cuda_geglu(sl_cuda_ctx *c, const float *d_gate, const float *d_up,
+                                   float *d_out, int64_t n, sl_gelu_kind kind, sl_error *err)
+{
+    if (kind == SL_GELU_TANH) return ew<EW_GEGLU_TANH>(__func__, c, d_gate, d_up, d_out, n, 0.0f, err);
+    if (kind == SL_GELU_ERF) return ew<EW_GEGLU_ERF>(__func__, c, d_gate, d_up, d_out, n, 0.0f, err);
+    return sl_error_set(err, SL_ERR_INVALID, "%s: kind = %d is not TANH (0) or ERF (1)", __func__,
+                        (int)kind);
+}
+
+extern "C" sl_status sl_cuda_add(sl_cuda_ctx *c, const float *d_a, const float *d_b, float *d_y,
+                                 int64_t n, sl_error *err)
+{
+    return ew<EW_ADD>(__func__, c, d_a, d_b, d_y, n, 0.0f, err);
+}
+
+extern "C" sl_status sl_cuda_mul(sl_cuda_ctx *c, const float *d_a, const float *d_b, float *d_y,
+                                 int64_t n, sl_error *err)
+{
+    return ew<EW_MUL>(__func__, c, d_a, d_b, d_y, n, 0.0f, err);
+}
+
+extern "C" sl_status sl_cuda_scale(sl_cuda_ctx *c, float *d_x, int64_t n, float s, sl_error *err)
+{
+    return ew<EW_SCALE>(__func__, c, d_x, NULL, d_x, n, s, err);
+}
+
+/* ---- router ---------------------------------------------------------------------------------- */
+
+/* One warp per token; prob and score in double (shared memory), k argmax passes with the
+ * reference's order (higher score, then lower index). */
+static __global__ void __launch_bounds__(32)
+    k_router(const float *logits, int32_t E, int32_t k, int gating, bool norm_topk,
+             const float *bias, float weight_scale, int32_t *out_idx, float *out_w)
+{
+    extern __shared__ double rs[]; /* prob[E], score[E] */
+    double *prob = rs, *score = rs + E;
+    __shared__ int32_t sel[SL_CUDA_ROUTER_MAX_EXPERT];
+    const int lane = threadIdx.x;
+    const float *lg = logits + (int64_t)blockIdx.x * E;
+    int32_t *oi = out_idx + (int64_t)blockIdx.x * k;
+    float *ow = out_w + (int64_t)blockIdx.x * k;
+
+    if (gating == SL_GATING_SOFTMAX_TOPK) {
+        double mx = -INFINITY, sum = 0.0;
+        for (int e = lane; e < E; e += 32) mx = fmax(mx, (double)lg[e]);
+        for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        for (int e = lane; e < E; e += 32) sum += (prob[e] = exp((double)lg[e] - mx));
+        sum = sl_warp_sum_d(sum);
+        for (int e = lane; e < E; e += 32) prob[e] /= sum;
+    } else if (gating == SL_GATING_SIGMOID) {
+        for (int e = lane; e < E; e += 32) prob[e] = 1.0 / (1.0 + exp(-(double)lg[e]));
+    } else {
+        for (int e = lane; e < E; e += 32) prob[e] = lg[e];
+    }
+    for (int e = lane; e < E; e += 32) score[e] = prob[e] + (bias ? (double)bias[e] : 0.0);
+    __syncwarp();
+
+    for (int j = 0; j < k; j++) {
+        double bs = -INFINITY;
+        int bi = -1;
+        for (int e = lane; e < E; e += 32) {
+            bool taken = false;
+            for (int t = 0; t < j && !taken; t++) taken = sel[t] == e;
+            if (taken) continue;
+            if (bi < 0 || score[e] > bs || (score[e] == bs && e < bi)) bs = score[e], bi = e;
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            const double os = __shfl_xor_sync(0xffffffffu, bs, o);
+            const int oi2 = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (oi2 >= 0 && (bi < 0 || os > bs || (os == bs && oi2 < bi))) bs = os, bi = oi2;
+        }
+        if (lane == 0) sel[j] = bi;
+        __syncwarp();
+    }
+    if (lane != 0) return;
+    double wsum = 0.0;
+    if (gating == SL_GATING_TOPK_SOFTMAX) {
+        double mx = -INFINITY;
+        for (int j = 0; j < k; j++) mx = fmax(mx, prob[sel[j]]);
+        for (int j = 0; j < k; j++) wsum += exp(prob[sel[j]] - mx);
+        for (int j = 0; j < k; j++) {
+            oi[j] = sel[j];
+            ow[j] = (float)(exp(prob[sel[j]] - mx) / wsum * (double)weight_scale);
+        }
+    } else {
+        for (int j = 0; j < k; j++) wsum += prob[sel[j]];
+        const double div = norm_topk && wsum > 0.0 ? wsum : 1.0;
+        for (int j = 0; j < k; j++) {
+            oi[j] = sel[j];
+            ow[j] = (float)(prob[sel[j]] / div * (double)weight_scale);
+        }
+    }
+}
+
+extern "C" sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, int64_t n_tokens,
+                                         const sl_router_params *p, int32_t *d_idx, float *d_w,
+                                         sl_error *err)
+{
+    const char *fn = __func__;
+    if (!p) return sl_error_set(err, SL_ERR_INVALID, "%s: params is NULL", fn);
+    const int32_t E = p->n_expert, k = p->k;
+    if (E < 1) return sl_error_set(err, SL_ERR_INVALID, "%s: n_expert = %d < 1", fn, E);
+    if (k < 1 || k > E)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: k = %d not in [1, n_expert = %d]", fn, k, E);
+    if (p->gating != SL_GATING_SOFTMAX_TOPK && p->gating != SL_GATING_SIGMOID &&
+        p->gating != SL_GATING_TOPK_SOFTMAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: gating = %d unknown", fn, (int)p->gating);
+    if (!isfinite(p->weight_scale))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: weight_scale = %g is not finite", fn,
+                            (double)p->weight_scale);
+    if (E > SL_CUDA_ROUTER_MAX_EXPERT)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: n_expert = %d > %d", fn, E,
+                            (int)SL_CUDA_ROUTER_MAX_EXPERT);
+    if (n_tokens < 0 || n_tokens > INT32_MAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_tokens = %lld out of range", fn,
+                            (long long)n_tokens);
+    NEED(d_logits, "d_logits", n_tokens);
+    NEED(d_idx, "d_idx", n_tokens);
+    NEED(d_w, "d_w", n_tokens);
+    sl_status st = enter(fn, c, err);
+    if (st || !n_tokens) return st;
+    k_router<<<(unsigned)n_tokens, 32, 2 * (size_t)E * sizeof(double), c->stream>>>(
+        d_logits, E, k, (int)p->gating, p->norm_topk, p->bias, p->weight_scale, d_idx, d_w);
+    SL_CU_LAUNCH(err, "k_router");
+    return SL_OK;
+}
+
+/* ---- decode attention ------------------------------------------------------------------------ */
+
+enum { ATTN_DPL = SL_CUDA_ATTN_MAX_HEAD_DIM / 32 }; /* head dims per lane */
+
+template <typename KV> static __device__ __forceinline__ float kv_f(const KV *p, int64_t i);
+template <> __device__ __forceinline__ float kv_f<float>(const float *p, int64_t i) { return p[i]; }
+template <> __device__ __forceinline__ float kv_f<uint16_t>(const uint16_t *p, int64_t i)
+{
+    return sl_h2f(p[i]);
+}
+
+struct attn_k {
+    int32_t D, group, n_kv_head, p0, n_pos;
+    float scale, softcap;
+    const float *sinks;
+};
+
+/* One block per query head, ATTN_WARPS warps over the positions (warp w: p0 + w, + ATTN_WARPS,
+ * ...), lanes over the head dims; online softmax per warp, merged at the end. */
+template <typename KV>
+static __global__ void __launch_bounds__(32 * ATTN_WARPS)
+    k_attn_decode(const float *q, const KV *k, const KV *v, attn_k a, float *out)
+{
+    __shared__ float wm[ATTN_WARPS], wsum[ATTN_WARPS];
+    __shared__ float wacc[ATTN_WARPS][SL_CUDA_ATTN_MAX_HEAD_DIM];
+    const int h = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int kvh = h / a.group;
+    const int64_t row = (int64_t)a.n_kv_head * a.D;
+    float qr[ATTN_DPL], acc[ATTN_DPL];
+#pragma unroll
+    for (int i = 0; i < ATTN_DPL; i++) {
+        const int d = lane + 32 * i;
+        qr[i] = d < a.D ? q[(int64_t)h * a.D + d] : 0.0f;
+        acc[i] = 0.0f;
+    }
+    float m = -INFINITY, s = 0.0f;
+    for (int j = a.p0 + warp; j < a.n_pos; j += ATTN_WARPS) {
+        const int64_t base = (int64_t)j * row + (int64_t)kvh * a.D;
+        float dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < ATTN_DPL; i++) {
+            const int d = lane + 32 * i;
+            if (d < a.D) dot = fmaf(qr[i], kv_f(k, base + d), dot);
+        }
+        float l = sl_warp_sum(dot) * a.scale;
+        if (a.softcap > 0.0f) l = a.softcap * tanhf(l / a.softcap);
+        const float mn = fmaxf(m, l);
+        const float corr = expf(m - mn), e = expf(l - mn);
+        s = s * corr + e;
+#pragma unroll
+        for (int i = 0; i < ATTN_DPL; i++) {
+            const int d = lane + 32 * i;
+            acc[i] = acc[i] * corr + (d < a.D ? e * kv_f(v, base + d) : 0.0f);
+        }
+        m = mn;
+    }
+    if (lane == 0) {
+        wm[warp] = m;
+        wsum[warp] = s;
+    }
+#pragma unroll
+    for (int i = 0; i < ATTN_DPL; i++) {
+        const int d = lane + 32 * i;
+        if (d < a.D) wacc[warp][d] = acc[i];
+    }
+    __syncthreads();
+    float M = a.sinks ? a.sinks[h] : -INFINITY;
+    for (int w = 0; w < ATTN_WARPS; w++) M = fmaxf(M, wm[w]);
+    float S = a.sinks ? expf(a.sinks[h] - M) : 0.0f, f[ATTN_WARPS];
+    for (int w = 0; w < ATTN_WARPS; w++) {
+        f[w] = wm[w] == -INFINITY ? 0.0f : expf(wm[w] - M);
+        S += wsum[w] * f[w];
+    }
+    for (int d = threadIdx.x; d < a.D; d += 32 * ATTN_WARPS) {
+        float o = 0.0f;
+        for (int w = 0; w < ATTN_WARPS; w++) o += wacc[w][d] * f[w];
+        out[(int64_t)h * a.D + d] = o / S;
+    }
+}
+
+extern "C" sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const void *d_k,
+                                         const void *d_v, const sl_attn_params *p, float *d_out,
+                                         sl_error *err)
+{
+    const char *fn = __func__;
+    if (!p) return sl_error_set(err, SL_ERR_INVALID, "%s: params is NULL", fn);
+    sl_attn_params hp = *p;
+    hp.sinks = NULL; /* device pointer */
+    sl_status st = sl_ref_attn_validate(&hp, err);
+    if (st) return st;
+    if (p->head_dim > SL_CUDA_ATTN_MAX_HEAD_DIM)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: head_dim = %d > %d", fn, p->head_dim,
+                            (int)SL_CUDA_ATTN_MAX_HEAD_DIM);
+    NEED(d_q, "d_q", 1);
+    NEED(d_k, "d_k", 1);
+    NEED(d_v, "d_v", 1);
+    NEED(d_out, "d_out", 1);
+    st = enter(fn, c, err);
+    if (st) return st;
+    attn_k a;
+    a.D = p->head_dim;
+    a.group = p->n_head / p->n_kv_head;
+    a.n_kv_head = p->n_kv_head;
+    a.n_pos = p->n_pos;
+    a.p0 = p->window > 0 && p->window < p->n_pos ? p->n_pos - p->window : 0;
+    a.scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)p->head_dim));
+    a.softcap = p->softcap;
+    a.sinks = p->sinks;
+    if (p->kv_type == SL_KV_F16)
+        k_attn_decode<uint16_t><<<(unsigned)p->n_head, 32 * ATTN_WARPS, 0, c->stream>>>(
+            d_q, (const uint16_t *)d_k, (const uint16_t *)d_v, a, d_out);
+    else
+        k_attn_decode<float><<<(unsigned)p->n_head, 32 * ATTN_WARPS, 0, c->stream>>>(
+            d_q, (const float *)d_k, (const float *)d_v, a, d_out);
+    SL_CU_LAUNCH(err, "k_attn_decode");
+    return SL_OK;
+}

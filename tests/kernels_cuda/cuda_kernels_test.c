@@ -1,0 +1,616 @@
+/* tests/kernels_cuda/cuda_kernels_test.c: every kernel of kernels/cuda against kernels/ref.
+ *
+ * Runs in two modes:
+ * - no usable GPU (CI, developer machines): checks that argument validation works on the host
+ *   and that CUDA failures come back as SL_ERR_DEVICE / SL_ERR_NOT_FOUND with CUDA's message and
+ *   our file:line, then prints "cuda_kernels_test: SKIPPED, no usable GPU (<reason>)" and passes;
+ * - on the GPU machine (tools/gpu-test run): everything below, on fresh random data.
+ * The CPU twin that runs in CI is //tests/kernels:ops_test and //tests/kernels:matvec_test:
+ * kernels/cpu checked against the same references (kernels/ref/ops.h, quant.h, matvec.h).
+ *
+ * What is checked, and the tolerance of each (S = sum_c |w_c| |x_c| in float64, M = max_c |w_c|,
+ * X = sum_c |x_c|, all of the row being checked):
+ * - dequant to F32: bit-exact vs sl_quant_dequant_row; to F16 / BF16: bit-exact vs
+ *   sl_quant_fp32_to_fp16 / _bf16 of the reference floats. Every type; block counts 1, 7, 129
+ *   (float types: n = 1, 37, 1029); a source pointer offset by 2 bytes.
+ * - GEMV (dense, all 12 types): |y - y64| <= 2e-5 (S + M X) against the float64 dot of the
+ *   dequantised row with x (the GPU keeps x in F32; the M X term covers the cancellation inside
+ *   factored K-quant terms d*sc*sum(q x) - dmin*m*sum(x)). Rows 1, 17, 100; cols = one block,
+ *   three blocks, one chunk + one block, 4 chunks + 3 blocks (float types: 1, 7, 255, 1029);
+ *   batches 1, 3, 6; plus weights at a 2-byte offset (the unaligned copy path).
+ * - GEMV rows (compact and scatter, repeats, unlisted entries untouched) and experts (shared
+ *   and per-expert x, an out-of-range id gives zeros): same tolerance.
+ * - GEMM (cuBLAS after dequant): F16 |err| <= 2e-3 S + 1e-6, BF16 <= 1.6e-2 S + 1e-6; rows 1, 37;
+ *   batches 1, 3, 17.
+ * - rms_norm: <= 1e-5 x max |ref| of the row; rope: <= 4e-6 x max |x|; softmax: <= 1e-5 |ref| +
+ *   1e-7; swiglu / geglu: <= 1e-5 |ref| + 1e-6 |up| (1 + |gate|); add, mul, scale: bit-exact;
+ *   router: indices exact, weights <= 1e-6 |ref| + 1e-7; attention: <= 2e-5 max |v| + 1e-5 |ref|.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kernels/cuda/ctx.h"
+#include "kernels/cuda/dequant.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/ref/ops.h"
+#include "kernels/ref/quant.h"
+#include "runtime/status.h"
+#include "tests/testing.h"
+
+static const uint32_t TYPES[] = {SL_GGML_F32,  SL_GGML_F16,  SL_GGML_BF16, SL_GGML_Q4_0,
+                                 SL_GGML_Q4_1, SL_GGML_Q5_0, SL_GGML_Q5_1, SL_GGML_Q8_0,
+                                 SL_GGML_MXFP4, SL_GGML_Q4_K, SL_GGML_Q5_K, SL_GGML_Q6_K};
+enum { N_TYPES = sizeof TYPES / sizeof TYPES[0] };
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static uint32_t rnd_u32(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float rnd_f(float lo, float hi) { return lo + (hi - lo) * (float)(rnd_u32() & 0xFFFFFF) / 16777216.0f; }
+
+static const char *tname(uint32_t t) { return sl_gguf_type_get(t)->name; }
+static int64_t blk(uint32_t t) { return sl_gguf_type_get(t)->block_size; }
+
+static void *dmalloc(size_t n)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, n ? n : 1) != cudaSuccess) {
+        fprintf(stderr, "cudaMalloc(%zu) failed\n", n);
+        exit(1); /* test harness only */
+    }
+    return p;
+}
+static void h2d(void *d, const void *h, size_t n) { CHECK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice) == cudaSuccess); }
+static void d2h(void *h, const void *d, size_t n) { CHECK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost) == cudaSuccess); }
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) exit(1);
+    return p;
+}
+
+/* Random weights of `type`, n elements (n a multiple of the block): quantized from random
+ * floats where a quantizer exists, random bytes with a sane exponent for MXFP4. */
+static uint8_t *make_weights(uint32_t type, int64_t n, size_t *bytes)
+{
+    *bytes = sl_quant_row_bytes(type, n);
+    uint8_t *w = xmalloc(*bytes);
+    if (type == SL_GGML_MXFP4) {
+        for (size_t i = 0; i < *bytes; i++) w[i] = (uint8_t)rnd_u32();
+        for (size_t o = 0; o < *bytes; o += 17) w[o] = (uint8_t)(118 + rnd_u32() % 12);
+        return w;
+    }
+    float *f = xmalloc((size_t)n * sizeof *f);
+    for (int64_t i = 0; i < n; i++) f[i] = rnd_f(-1.0f, 1.0f) * (1.0f + (float)(i % 7));
+    sl_error e;
+    CHECK_MSG(sl_quant_row(type, f, w, n, &e) == SL_OK, "%s", e.msg);
+    free(f);
+    return w;
+}
+
+static float *dequant_ref(uint32_t type, const uint8_t *w, int64_t n)
+{
+    float *f = xmalloc((size_t)n * sizeof *f);
+    sl_error e;
+    CHECK_MSG(sl_quant_dequant_row(type, w, f, n, &e) == SL_OK, "%s", e.msg);
+    return f;
+}
+
+static int fails_reported;
+#define REPORT(cond, ...)                                                                  \
+    do {                                                                                   \
+        if (!(cond) && fails_reported++ < 30) CHECK_MSG(cond, __VA_ARGS__);                \
+        else if (!(cond)) sl_test_g.failures++;                                            \
+        else sl_test_g.checks++;                                                           \
+    } while (0)
+
+/* ---- no GPU: validation and clean errors --------------------------------------------------- */
+
+static void test_host_side(void)
+{
+    sl_error e;
+    float *p = (float *)(uintptr_t)64; /* never dereferenced: validation fails first */
+    CHECK(sl_cuda_gemv(NULL, SL_GGML_Q4_K, p, 4, 100, p, 1, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "cols");
+    CHECK(sl_cuda_gemv(NULL, SL_GGML_Q2_K, p, 4, 256, p, 1, p, &e) == SL_ERR_UNSUPPORTED);
+    CHECK(sl_cuda_gemv(NULL, SL_GGML_Q8_0, p, 4, 64, p, 0, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "n_batch");
+    CHECK(sl_cuda_gemv(NULL, SL_GGML_Q8_0, p, 4, 64, p, 1, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx");
+    CHECK(sl_cuda_gemv_rows(NULL, SL_GGML_Q8_0, p, 4, 64, NULL, 3, false, p, 1, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "d_idx");
+    CHECK(sl_cuda_gemv_experts(NULL, SL_GGML_Q8_0, NULL, 4, NULL, 2, 4, 64, p, false, p, &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_dequant_f32(NULL, SL_GGML_Q8_0, p, 33, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "multiple");
+    CHECK(sl_cuda_dequant_f16(NULL, SL_GGML_IQ2_XXS, p, 256, (uint16_t *)p, &e) == SL_ERR_UNSUPPORTED);
+    CHECK(sl_cuda_gemm(NULL, SL_GGML_Q8_0, p, 4, 64, p, 2, p, SL_CUDA_GEMM_F16, p, 1, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "work_bytes");
+    CHECK(sl_cuda_gemm_work_bytes(4, 64, 2) == 768);
+    sl_rope_params rp = sl_rope_params_make(SL_ROPE_NEOX, 3, 10000.0f);
+    CHECK(sl_cuda_rope(NULL, p, 1, 1, 8, (const int32_t *)p, &rp, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "n_rot");
+    sl_attn_params ap = {.n_head = 6, .n_kv_head = 4, .head_dim = 64, .n_pos = 1};
+    CHECK(sl_cuda_attn_decode(NULL, p, p, p, &ap, p, &e) == SL_ERR_INVALID);
+    ap.n_kv_head = 2;
+    ap.head_dim = 512;
+    CHECK(sl_cuda_attn_decode(NULL, p, p, p, &ap, p, &e) == SL_ERR_UNSUPPORTED);
+    sl_router_params rt = {.gating = SL_GATING_SOFTMAX_TOPK, .n_expert = 8, .k = 9, .weight_scale = 1};
+    CHECK(sl_cuda_router_topk(NULL, p, 1, &rt, (int32_t *)p, p, &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_rms_norm(NULL, p, NULL, p, 1, 8, 1e-5f, false, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx");
+    CHECK(sl_cuda_gemv_supported(SL_GGML_MXFP4) && !sl_cuda_gemv_supported(SL_GGML_Q3_K));
+    CHECK(sl_cuda_gemv_row_bytes(SL_GGML_Q6_K, 512) == 420);
+    CHECK(sl_cuda_gemv_row_bytes(SL_GGML_F16, 7) == 14);
+}
+
+/* ---- dequant ------------------------------------------------------------------------------- */
+
+static void test_dequant(sl_cuda_ctx *c)
+{
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t t = TYPES[ti];
+        const int64_t counts[3] = {1, 7, 129}, fcounts[3] = {1, 37, 1029};
+        for (int k = 0; k < 3; k++) {
+            const int64_t n = blk(t) == 1 ? fcounts[k] : counts[k] * blk(t);
+            size_t wb;
+            uint8_t *w = make_weights(t, n, &wb);
+            float *ref = dequant_ref(t, w, n);
+            uint8_t *dw = dmalloc(wb + 2);
+            float *df = dmalloc((size_t)n * 4);
+            uint16_t *dh = dmalloc((size_t)n * 2), *db = dmalloc((size_t)n * 2);
+            const int off = k == 1 ? 2 : 0; /* unaligned source */
+            h2d(dw + off, w, wb);
+            sl_error e;
+            CHECK_MSG(sl_cuda_dequant_f32(c, t, dw + off, n, df, &e) == SL_OK, "%s", e.msg);
+            CHECK_MSG(sl_cuda_dequant_f16(c, t, dw + off, n, dh, &e) == SL_OK, "%s", e.msg);
+            CHECK_MSG(sl_cuda_dequant_bf16(c, t, dw + off, n, db, &e) == SL_OK, "%s", e.msg);
+            CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+            float *f = xmalloc((size_t)n * 4);
+            uint16_t *h = xmalloc((size_t)n * 2), *b = xmalloc((size_t)n * 2);
+            d2h(f, df, (size_t)n * 4);
+            d2h(h, dh, (size_t)n * 2);
+            d2h(b, db, (size_t)n * 2);
+            int bad = 0;
+            for (int64_t i = 0; i < n && bad < 3; i++) {
+                uint32_t fb, rb;
+                memcpy(&fb, &f[i], 4);
+                memcpy(&rb, &ref[i], 4);
+                const bool ok = fb == rb && h[i] == sl_quant_fp32_to_fp16(ref[i]) &&
+                                b[i] == sl_quant_fp32_to_bf16(ref[i]);
+                if (!ok) bad++;
+                REPORT(ok, "dequant %s n=%lld [%lld]: f32 %a vs %a, f16 %04x vs %04x, bf16 %04x vs %04x",
+                       tname(t), (long long)n, (long long)i, (double)f[i], (double)ref[i], h[i],
+                       sl_quant_fp32_to_fp16(ref[i]), b[i], sl_quant_fp32_to_bf16(ref[i]));
+            }
+            free(f), free(h), free(b), free(w), free(ref);
+            cudaFree(dw), cudaFree(df), cudaFree(dh), cudaFree(db);
+        }
+    }
+}
+
+/* ---- GEMV ---------------------------------------------------------------------------------- */
+
+/* Checks y [n_batch][ystride] at output o against row r of wf [rows][cols] and x. */
+static void check_dot(const char *what, uint32_t t, const float *wf, int64_t r, int64_t cols,
+                      const float *x, float y, double tol_s, double tol_abs)
+{
+    double d = 0, S = 0, M = 0, X = 0;
+    for (int64_t k = 0; k < cols; k++) {
+        const double w = wf[r * cols + k];
+        d += w * x[k];
+        S += fabs(w) * fabs(x[k]);
+        X += fabs(x[k]);
+        if (fabs(w) > M) M = fabs(w);
+    }
+    const double tol = tol_s * (S + M * X) + tol_abs;
+    REPORT(fabs((double)y - d) <= tol, "%s %s row %lld cols %lld: %.9g vs %.9g (tol %.3g)", what,
+           tname(t), (long long)r, (long long)cols, (double)y, d, tol);
+}
+
+static void test_gemv(sl_cuda_ctx *c)
+{
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t t = TYPES[ti];
+        const int64_t B = blk(t);
+        const int64_t chunk = t == SL_GGML_Q6_K ? 2048 : B == 1 ? 512 : 1024;
+        int64_t colsv[4] = {B, 3 * B, chunk + B, 4 * chunk + 3 * B};
+        if (B == 1) colsv[0] = 1, colsv[1] = 7, colsv[2] = 255, colsv[3] = 1029;
+        const int64_t rowsv[3] = {1, 17, 100}, batchv[3] = {1, 3, 6};
+        for (int ci = 0; ci < 4; ci++)
+            for (int ri = 0; ri < 3; ri++)
+                for (int bi = 0; bi < 3; bi++) {
+                    const int64_t cols = colsv[ci], rows = rowsv[ri], nb = batchv[bi];
+                    if (bi != 0 && ri == 2 && ci == 3) continue; /* keep the run short */
+                    const int off = (ci == 2 && ri == 1) ? 2 : 0;
+                    size_t wb;
+                    uint8_t *w = make_weights(t, rows * cols, &wb);
+                    float *wf = dequant_ref(t, w, rows * cols);
+                    float *x = xmalloc((size_t)(nb * cols) * 4), *y = xmalloc((size_t)(nb * rows) * 4);
+                    for (int64_t i = 0; i < nb * cols; i++) x[i] = rnd_f(-1, 1);
+                    uint8_t *dw = dmalloc(wb + 16);
+                    float *dx = dmalloc((size_t)(nb * cols) * 4), *dy = dmalloc((size_t)(nb * rows) * 4);
+                    h2d(dw + off, w, wb);
+                    h2d(dx, x, (size_t)(nb * cols) * 4);
+                    sl_error e;
+                    CHECK_MSG(sl_cuda_gemv(c, t, dw + off, rows, cols, dx, nb, dy, &e) == SL_OK, "%s", e.msg);
+                    CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+                    d2h(y, dy, (size_t)(nb * rows) * 4);
+                    for (int64_t b = 0; b < nb; b++)
+                        for (int64_t r = 0; r < rows; r++)
+                            check_dot(off ? "gemv(unaligned)" : "gemv", t, wf, r, cols,
+                                      x + b * cols, y[b * rows + r], 2e-5, 1e-30);
+                    free(w), free(wf), free(x), free(y);
+                    cudaFree(dw), cudaFree(dx), cudaFree(dy);
+                }
+    }
+}
+
+static void test_gemv_rows_experts(sl_cuda_ctx *c)
+{
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t t = TYPES[ti];
+        const int64_t cols = blk(t) == 1 ? 300 : 5 * blk(t), rows = 50, nb = 2;
+        size_t wb;
+        uint8_t *w = make_weights(t, rows * cols, &wb);
+        float *wf = dequant_ref(t, w, rows * cols);
+        float *x = xmalloc((size_t)(nb * cols) * 4);
+        for (int64_t i = 0; i < nb * cols; i++) x[i] = rnd_f(-1, 1);
+        const int32_t idx[7] = {49, 0, 7, 7, 23, 31, 48};
+        uint8_t *dw = dmalloc(wb);
+        float *dx = dmalloc((size_t)(nb * cols) * 4), *dy = dmalloc((size_t)(nb * rows) * 4);
+        int32_t *di = dmalloc(sizeof idx);
+        h2d(dw, w, wb);
+        h2d(dx, x, (size_t)(nb * cols) * 4);
+        h2d(di, idx, sizeof idx);
+        sl_error e;
+        float y[2 * 50];
+        /* compact */
+        CHECK_MSG(sl_cuda_gemv_rows(c, t, dw, rows, cols, di, 7, false, dx, nb, dy, &e) == SL_OK, "%s", e.msg);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(y, dy, (size_t)(nb * 7) * 4);
+        for (int b = 0; b < nb; b++)
+            for (int i = 0; i < 7; i++)
+                check_dot("gemv_rows", t, wf, idx[i], cols, x + b * cols, y[b * 7 + i], 2e-5, 1e-30);
+        /* scatter: unlisted entries keep their sentinel */
+        for (int i = 0; i < nb * rows; i++) y[i] = 12345.0f;
+        h2d(dy, y, (size_t)(nb * rows) * 4);
+        CHECK_MSG(sl_cuda_gemv_rows(c, t, dw, rows, cols, di, 7, true, dx, nb, dy, &e) == SL_OK, "%s", e.msg);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(y, dy, (size_t)(nb * rows) * 4);
+        for (int b = 0; b < nb; b++)
+            for (int r = 0; r < rows; r++) {
+                bool listed = false;
+                for (int i = 0; i < 7; i++) listed |= idx[i] == r;
+                if (listed) check_dot("gemv_rows(scatter)", t, wf, r, cols, x + b * cols, y[b * rows + r], 2e-5, 1e-30);
+                else REPORT(y[b * rows + r] == 12345.0f, "scatter %s touched row %d", tname(t), r);
+            }
+        /* experts: 5 experts, separately allocated; ids {4, 1, 9 (invalid), 2} */
+        enum { NE = 5, NS = 4 };
+        const int64_t erows = 20;
+        uint8_t *ew[NE];
+        float *ewf[NE];
+        void *dptr[NE];
+        for (int k = 0; k < NE; k++) {
+            ew[k] = make_weights(t, erows * cols, &wb);
+            ewf[k] = dequant_ref(t, ew[k], erows * cols);
+            dptr[k] = dmalloc(wb);
+            h2d(dptr[k], ew[k], wb);
+        }
+        const int32_t ids[NS] = {4, 1, 9, 2};
+        void **dp = dmalloc(sizeof dptr);
+        int32_t *dids = dmalloc(sizeof ids);
+        h2d(dp, dptr, sizeof dptr);
+        h2d(dids, ids, sizeof ids);
+        float *xe = xmalloc((size_t)(NS * cols) * 4), ye[NS * 20];
+        for (int64_t i = 0; i < NS * cols; i++) xe[i] = rnd_f(-1, 1);
+        float *dxe = dmalloc((size_t)(NS * cols) * 4), *dye = dmalloc(sizeof ye);
+        h2d(dxe, xe, (size_t)(NS * cols) * 4);
+        for (int per = 0; per < 2; per++) {
+            CHECK_MSG(sl_cuda_gemv_experts(c, t, (const void *const *)dp, NE, dids, NS, erows, cols, dxe,
+                                           per, dye, &e) == SL_OK, "%s", e.msg);
+            CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+            d2h(ye, dye, sizeof ye);
+            for (int s = 0; s < NS; s++)
+                for (int r = 0; r < erows; r++) {
+                    if (ids[s] >= NE) {
+                        REPORT(ye[s * erows + r] == 0.0f, "experts %s bad id gives %g", tname(t), (double)ye[s * erows + r]);
+                        continue;
+                    }
+                    check_dot(per ? "gemv_experts(per-expert x)" : "gemv_experts", t, ewf[ids[s]], r, cols,
+                              xe + (per ? s * cols : 0), ye[s * erows + r], 2e-5, 1e-30);
+                }
+        }
+        for (int k = 0; k < NE; k++) free(ew[k]), free(ewf[k]), cudaFree(dptr[k]);
+        free(w), free(wf), free(x), free(xe);
+        cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(di), cudaFree(dp), cudaFree(dids);
+        cudaFree(dxe), cudaFree(dye);
+    }
+}
+
+/* ---- GEMM ---------------------------------------------------------------------------------- */
+
+static void test_gemm(sl_cuda_ctx *c)
+{
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t t = TYPES[ti];
+        const int64_t cols = blk(t) == 1 ? 333 : (blk(t) == 256 ? 3 : 11) * blk(t);
+        const int64_t rowsv[2] = {1, 37}, batchv[3] = {1, 3, 17};
+        for (int ri = 0; ri < 2; ri++)
+            for (int bi = 0; bi < 3; bi++)
+                for (int prec = 0; prec < 2; prec++) {
+                    const int64_t rows = rowsv[ri], nb = batchv[bi];
+                    size_t wb;
+                    uint8_t *w = make_weights(t, rows * cols, &wb);
+                    float *wf = dequant_ref(t, w, rows * cols);
+                    float *x = xmalloc((size_t)(nb * cols) * 4), *y = xmalloc((size_t)(nb * rows) * 4);
+                    for (int64_t i = 0; i < nb * cols; i++) x[i] = rnd_f(-1, 1);
+                    const size_t work = sl_cuda_gemm_work_bytes(rows, cols, nb);
+                    uint8_t *dw = dmalloc(wb);
+                    float *dx = dmalloc((size_t)(nb * cols) * 4), *dy = dmalloc((size_t)(nb * rows) * 4);
+                    void *dwork = dmalloc(work);
+                    h2d(dw, w, wb);
+                    h2d(dx, x, (size_t)(nb * cols) * 4);
+                    sl_error e;
+                    CHECK_MSG(sl_cuda_gemm(c, t, dw, rows, cols, dx, nb, dy, (sl_cuda_gemm_prec)prec,
+                                           dwork, work, &e) == SL_OK, "%s", e.msg);
+                    CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+                    d2h(y, dy, (size_t)(nb * rows) * 4);
+                    for (int64_t b = 0; b < nb; b++)
+                        for (int64_t r = 0; r < rows; r++)
+                            check_dot(prec ? "gemm(bf16)" : "gemm(f16)", t, wf, r, cols, x + b * cols,
+                                      y[b * rows + r], prec ? 1.6e-2 : 2e-3, 1e-6);
+                    free(w), free(wf), free(x), free(y);
+                    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dwork);
+                }
+    }
+}
+
+/* ---- ops ----------------------------------------------------------------------------------- */
+
+static float *dup_d(const float *h, int64_t n)
+{
+    float *d = dmalloc((size_t)n * 4);
+    h2d(d, h, (size_t)n * 4);
+    return d;
+}
+
+static void test_ops(sl_cuda_ctx *c)
+{
+    sl_error e;
+    /* rms_norm */
+    const int64_t nv[3] = {1, 37, 4096};
+    for (int k = 0; k < 3; k++)
+        for (int variant = 0; variant < 3; variant++) {
+            const int64_t n = nv[k], R = 3;
+            float *x = xmalloc((size_t)(R * n) * 4), *w = xmalloc((size_t)n * 4), *y = xmalloc((size_t)(R * n) * 4);
+            float *ref = xmalloc((size_t)n * 4);
+            for (int64_t i = 0; i < R * n; i++) x[i] = rnd_f(-3, 3);
+            for (int64_t i = 0; i < n; i++) w[i] = rnd_f(-1, 1);
+            float *dx = dup_d(x, R * n), *dw = dup_d(w, n), *dy = dmalloc((size_t)(R * n) * 4);
+            const bool has_w = variant > 0, opw = variant == 2;
+            CHECK_MSG(sl_cuda_rms_norm(c, dx, has_w ? dw : NULL, dy, R, n, 1e-6f, opw, &e) == SL_OK, "%s", e.msg);
+            CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+            d2h(y, dy, (size_t)(R * n) * 4);
+            for (int64_t r = 0; r < R; r++) {
+                sl_ref_rms_norm(x + r * n, has_w ? w : NULL, ref, n, 1e-6f, opw, &e);
+                double mx = 0;
+                for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(ref[i]));
+                for (int64_t i = 0; i < n; i++)
+                    REPORT(fabs(y[r * n + i] - ref[i]) <= 1e-5 * mx, "rms_norm n %lld [%lld]: %g vs %g",
+                           (long long)n, (long long)i, (double)y[r * n + i], (double)ref[i]);
+            }
+            free(x), free(w), free(y), free(ref);
+            cudaFree(dx), cudaFree(dw), cudaFree(dy);
+        }
+
+    /* rope: normal / neox, partial rotary, YaRN with freq_factors, large positions */
+    for (int variant = 0; variant < 4; variant++) {
+        const int32_t T = 3, H = 4, D = 80;
+        sl_rope_params p = sl_rope_params_make(variant & 1 ? SL_ROPE_NEOX : SL_ROPE_NORMAL,
+                                               variant == 3 ? 64 : 80, variant ? 1e6f : 10000.0f);
+        float ff[40];
+        for (int i = 0; i < 40; i++) ff[i] = 1.0f + 0.1f * (float)i;
+        float *dff = dup_d(ff, 40);
+        if (variant >= 2) {
+            p.freq_scale = 0.25f;
+            p.ext_factor = 1.0f;
+            p.n_ctx_orig = 4096;
+            p.attn_factor = 1.0f;
+        }
+        const int32_t pos[3] = {0, 17, 100000 + variant};
+        float *x = xmalloc((size_t)(T * H * D) * 4), *y = xmalloc((size_t)(T * H * D) * 4);
+        for (int i = 0; i < T * H * D; i++) x[i] = rnd_f(-1, 1);
+        float *dx = dup_d(x, T * H * D);
+        int32_t *dpos = dmalloc(sizeof pos);
+        h2d(dpos, pos, sizeof pos);
+        sl_rope_params dp = p;
+        if (variant == 3) dp.freq_factors = dff, p.freq_factors = ff;
+        CHECK_MSG(sl_cuda_rope(c, dx, T, H, D, dpos, &dp, &e) == SL_OK, "%s", e.msg);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(y, dx, (size_t)(T * H * D) * 4);
+        CHECK_MSG(sl_ref_rope(x, T, H, D, pos, &p, &e) == SL_OK, "%s", e.msg);
+        for (int i = 0; i < T * H * D; i++)
+            REPORT(fabs(y[i] - x[i]) <= 4e-6, "rope variant %d [%d]: %g vs %g", variant, i, (double)y[i], (double)x[i]);
+        free(x), free(y);
+        cudaFree(dx), cudaFree(dpos), cudaFree(dff);
+    }
+
+    /* softmax: scale, a mask with -inf entries, one fully masked row (zeros) */
+    {
+        const int64_t R = 4, n = 1000;
+        float *x = xmalloc((size_t)(R * n) * 4), *m = xmalloc((size_t)(R * n) * 4), *y = xmalloc((size_t)(R * n) * 4);
+        for (int64_t i = 0; i < R * n; i++) {
+            x[i] = rnd_f(-10, 10);
+            m[i] = (i % 5 == 0) ? -INFINITY : rnd_f(-1, 0);
+        }
+        for (int64_t i = 2 * n; i < 3 * n; i++) m[i] = -INFINITY;
+        float *dx = dup_d(x, R * n), *dm = dup_d(m, R * n);
+        CHECK_MSG(sl_cuda_softmax(c, dx, R, n, 0.7f, dm, n, &e) == SL_OK, "%s", e.msg);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(y, dx, (size_t)(R * n) * 4);
+        for (int64_t r = 0; r < R; r++) {
+            sl_ref_softmax(x + r * n, n, 0.7f, m + r * n, &e);
+            for (int64_t i = 0; i < n; i++)
+                REPORT(fabs(y[r * n + i] - x[r * n + i]) <= 1e-5 * fabs(x[r * n + i]) + 1e-7,
+                       "softmax row %lld [%lld]: %g vs %g", (long long)r, (long long)i,
+                       (double)y[r * n + i], (double)x[r * n + i]);
+        }
+        free(x), free(m), free(y);
+        cudaFree(dx), cudaFree(dm);
+    }
+
+    /* activations and elementwise */
+    {
+        const int64_t n = 5003;
+        float *g = xmalloc((size_t)n * 4), *u = xmalloc((size_t)n * 4), *y = xmalloc((size_t)n * 4), *ref = xmalloc((size_t)n * 4);
+        for (int64_t i = 0; i < n; i++) g[i] = rnd_f(-12, 12), u[i] = rnd_f(-2, 2);
+        float *dg = dup_d(g, n), *du = dup_d(u, n), *dy = dmalloc((size_t)n * 4);
+        for (int op = 0; op < 6; op++) {
+            sl_status st;
+            if (op == 0) st = sl_cuda_swiglu(c, dg, du, dy, n, &e), sl_ref_swiglu(g, u, ref, n, &e);
+            else if (op == 1) st = sl_cuda_geglu(c, dg, du, dy, n, SL_GELU_TANH, &e), sl_ref_geglu(g, u, ref, n, SL_GELU_TANH, &e);
+            else if (op == 2) st = sl_cuda_geglu(c, dg, du, dy, n, SL_GELU_ERF, &e), sl_ref_geglu(g, u, ref, n, SL_GELU_ERF, &e);
+            else if (op == 3) st = sl_cuda_add(c, dg, du, dy, n, &e), sl_ref_add(g, u, ref, n, &e);
+            else if (op == 4) st = sl_cuda_mul(c, dg, du, dy, n, &e), sl_ref_mul(g, u, ref, n, &e);
+            else {
+                h2d(dy, g, (size_t)n * 4);
+                memcpy(ref, g, (size_t)n * 4);
+                st = sl_cuda_scale(c, dy, n, 0.37f, &e), sl_ref_scale(ref, n, 0.37f, &e);
+            }
+            CHECK_MSG(st == SL_OK, "op %d: %s", op, e.msg);
+            CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+            d2h(y, dy, (size_t)n * 4);
+            for (int64_t i = 0; i < n; i++) {
+                const double tol = op >= 3 ? 0.0 : 1e-5 * fabs(ref[i]) + 1e-6 * fabs(u[i]) * (1 + fabs(g[i]));
+                REPORT(fabs(y[i] - ref[i]) <= tol, "elementwise op %d [%lld]: %a vs %a", op,
+                       (long long)i, (double)y[i], (double)ref[i]);
+            }
+        }
+        free(g), free(u), free(y), free(ref);
+        cudaFree(dg), cudaFree(du), cudaFree(dy);
+    }
+
+    /* router: three gatings, bias, renorm, weight scale; E = 8, 60, 128 */
+    for (int variant = 0; variant < 6; variant++) {
+        const int32_t Ev[3] = {8, 60, 128}, E = Ev[variant % 3], T = 5;
+        const int32_t k = variant % 3 == 0 ? 2 : 8;
+        float *lg = xmalloc((size_t)(T * E) * 4), *bias = xmalloc((size_t)E * 4);
+        for (int i = 0; i < T * E; i++) lg[i] = rnd_f(-4, 4);
+        for (int i = 0; i < E; i++) bias[i] = rnd_f(-0.1f, 0.1f);
+        float *dl = dup_d(lg, T * E), *db = dup_d(bias, E), *dw = dmalloc((size_t)(T * k) * 4);
+        int32_t *di = dmalloc((size_t)(T * k) * 4);
+        sl_router_params p = {.gating = (sl_gating)(variant % 3), .n_expert = E, .k = k,
+                              .norm_topk = variant >= 3, .bias = variant >= 3 ? db : NULL,
+                              .weight_scale = variant == 4 ? 2.5f : 1.0f};
+        CHECK_MSG(sl_cuda_router_topk(c, dl, T, &p, di, dw, &e) == SL_OK, "%s", e.msg);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        int32_t gi[8 * 5], ri[8];
+        float gw[8 * 5], rw[8];
+        d2h(gi, di, (size_t)(T * k) * 4);
+        d2h(gw, dw, (size_t)(T * k) * 4);
+        p.bias = variant >= 3 ? bias : NULL;
+        for (int t = 0; t < T; t++) {
+            CHECK_MSG(sl_ref_router_topk(lg + t * E, &p, ri, rw, &e) == SL_OK, "%s", e.msg);
+            for (int j = 0; j < k; j++) {
+                REPORT(gi[t * k + j] == ri[j], "router variant %d token %d [%d]: %d vs %d", variant, t, j, gi[t * k + j], ri[j]);
+                REPORT(fabs(gw[t * k + j] - rw[j]) <= 1e-6 * fabs(rw[j]) + 1e-7, "router weight %g vs %g",
+                       (double)gw[t * k + j], (double)rw[j]);
+            }
+        }
+        free(lg), free(bias);
+        cudaFree(dl), cudaFree(db), cudaFree(dw), cudaFree(di);
+    }
+
+    /* decode attention: F32 / F16 KV, GQA, window, softcap, sinks, head dims 64 / 80 / 128 */
+    for (int variant = 0; variant < 8; variant++) {
+        const int32_t Dv[3] = {64, 80, 128}, npv[4] = {1, 37, 1000, 333};
+        sl_attn_params p = {.n_head = 8, .n_kv_head = variant & 1 ? 2 : 8, .head_dim = Dv[variant % 3],
+                            .n_pos = npv[variant % 4], .scale = variant == 5 ? 0.1f : 0.0f,
+                            .window = variant >= 6 ? 100 : 0, .softcap = variant == 4 ? 30.0f : 0.0f,
+                            .kv_type = variant & 2 ? SL_KV_F16 : SL_KV_F32};
+        const int64_t nq = (int64_t)p.n_head * p.head_dim, nkv = (int64_t)p.n_pos * p.n_kv_head * p.head_dim;
+        const size_t es = p.kv_type == SL_KV_F16 ? 2 : 4;
+        float *q = xmalloc((size_t)nq * 4), *o = xmalloc((size_t)nq * 4), *ref = xmalloc((size_t)nq * 4);
+        float sinks[8];
+        void *k = xmalloc((size_t)nkv * es), *v = xmalloc((size_t)nkv * es);
+        double vmax = 0;
+        for (int64_t i = 0; i < nq; i++) q[i] = rnd_f(-1, 1);
+        for (int i = 0; i < 8; i++) sinks[i] = rnd_f(-2, 2);
+        for (int64_t i = 0; i < nkv; i++) {
+            const float kf = rnd_f(-1, 1), vf = rnd_f(-1, 1);
+            if (es == 2) {
+                ((uint16_t *)k)[i] = sl_quant_fp32_to_fp16(kf);
+                ((uint16_t *)v)[i] = sl_quant_fp32_to_fp16(vf);
+            } else {
+                ((float *)k)[i] = kf;
+                ((float *)v)[i] = vf;
+            }
+            vmax = fmax(vmax, fabs(vf));
+        }
+        float *dq = dup_d(q, nq), *do_ = dmalloc((size_t)nq * 4), *ds = dup_d(sinks, 8);
+        void *dk = dmalloc((size_t)nkv * es), *dv = dmalloc((size_t)nkv * es);
+        h2d(dk, k, (size_t)nkv * es);
+        h2d(dv, v, (size_t)nkv * es);
+        sl_attn_params dp = p;
+        if (variant == 7) dp.sinks = ds, p.sinks = sinks;
+        CHECK_MSG(sl_cuda_attn_decode(c, dq, dk, dv, &dp, do_, &e) == SL_OK, "%s", e.msg);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(o, do_, (size_t)nq * 4);
+        CHECK_MSG(sl_ref_attn_decode(q, k, v, &p, ref, &e) == SL_OK, "%s", e.msg);
+        for (int64_t i = 0; i < nq; i++)
+            REPORT(fabs(o[i] - ref[i]) <= 2e-5 * vmax + 1e-5 * fabs(ref[i]), "attn variant %d [%lld]: %g vs %g",
+                   variant, (long long)i, (double)o[i], (double)ref[i]);
+        free(q), free(o), free(ref), free(k), free(v);
+        cudaFree(dq), cudaFree(do_), cudaFree(ds), cudaFree(dk), cudaFree(dv);
+    }
+}
+
+int main(void)
+{
+    test_host_side();
+
+    sl_error e;
+    int n = 0;
+    if (sl_cuda_probe(&n, &e) != SL_OK) {
+        CHECK(e.code == SL_ERR_DEVICE || e.code == SL_ERR_NOT_FOUND);
+        CHECK(e.msg[0] != '\0');
+        sl_error e2;
+        sl_cuda_ctx *c = (sl_cuda_ctx *)(uintptr_t)1;
+        CHECK(sl_cuda_ctx_create(0, NULL, &c, &e2) != SL_OK);
+        CHECK(c == NULL);
+        CHECK_CONTAINS(e2.msg, "kernels/cuda/ctx.cu:");
+        printf("cuda_kernels_test: SKIPPED, no usable GPU (%s)\n", e.msg);
+        return sl_test_finish("cuda_kernels_test");
+    }
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    sl_cuda_ctx *c = NULL;
+    if (sl_cuda_ctx_create(0, s, &c, &e) != SL_OK) {
+        CHECK_MSG(false, "ctx: %s", e.msg);
+        return sl_test_finish("cuda_kernels_test");
+    }
+    sl_cuda_ctx_info info;
+    sl_cuda_ctx_info_get(c, &info);
+    printf("cuda_kernels_test: %s (cc %d.%d, %d SMs)\n", info.name, info.cc_major, info.cc_minor, info.sm_count);
+    test_dequant(c);
+    test_gemv(c);
+    test_gemv_rows_experts(c);
+    test_gemm(c);
+    test_ops(c);
+    CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+    sl_cuda_ctx_destroy(c);
+    cudaStreamDestroy(s);
+    return sl_test_finish("cuda_kernels_test");
+}

@@ -1,0 +1,100 @@
+/* Flag parsing shared by the commands that run a model (generate, perplexity, eval, bench
+ * decode, demo): an argv walker that accepts "--flag value" and "--flag=value", strict number
+ * parsers, and the model/placement flags (names follow llama.cpp where the concept is the same):
+ *
+ *   -m, --model FILE          --placement auto|gpu|layers|experts-cpu|cpu
+ *   -ngl, --gpu-layers N      --device cuda|sim|auto        --io direct|pread|mmap
+ *   --numa-node N             --cpus LIST                   -t, --threads N
+ *
+ * Conventions (every command): a usage error prints "sluice CMD: FLAG 'VALUE': why" to stderr
+ * and the command exits 2; a file or engine error names the file and exits 1. Numbers are
+ * decimal digits only (a leading '-' where negatives are allowed), range-checked; floats must
+ * parse whole and be finite. No global state: everything lives in the caller's structs. */
+#ifndef SL_CLI_MODEL_FLAGS_H
+#define SL_CLI_MODEL_FLAGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/sluice.h"
+
+/* Walks argv[1..argc): sl_cli_args_next sets `flag` (the name without "=value") and returns
+ * true while flags remain. */
+typedef struct sl_cli_args {
+    const char *cmd;       /* "generate", "bench decode", ... for messages */
+    int argc;
+    char **argv;
+    int i;                 /* index of the current flag */
+    const char *arg;       /* argv[i] as given */
+    char flag[64];         /* its name: "--ctx-size" for "--ctx-size=512" */
+    const char *inline_val;/* the text after '=' or NULL */
+} sl_cli_args;
+
+void sl_cli_args_init(sl_cli_args *a, const char *cmd, int argc, char **argv);
+bool sl_cli_args_next(sl_cli_args *a);
+/* Whether the current flag is n1 or n2 (n2 may be NULL). */
+bool sl_cli_is(const sl_cli_args *a, const char *n1, const char *n2);
+/* The current flag's value ("=value" or the next argument); NULL after printing "FLAG needs a
+ * value" (the caller returns 2). */
+const char *sl_cli_value(sl_cli_args *a);
+/* Prints "sluice CMD: unknown flag 'X'" (or "unexpected argument") with a help hint; returns 2. */
+int sl_cli_unknown(const sl_cli_args *a);
+/* Prints "sluice CMD: " + message + help hint to stderr; returns 2. */
+int sl_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Strict parsers: 0 on success; otherwise print "sluice CMD: FLAG 'S': ..." and return 2. */
+int sl_cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi,
+                     int64_t *out);
+int sl_cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
+int sl_cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, double hi,
+                     double *out);
+
+/* The model flags and their values. */
+typedef struct sl_cli_model_flags {
+    const char *path;          /* -m; NULL until given */
+    sl_model_options opt;      /* from sl_model_options_default(), progress off */
+    bool placement_given;
+} sl_cli_model_flags;
+
+void sl_cli_model_flags_init(sl_cli_model_flags *f);
+/* If the current flag is a model flag, consumes it (and its value) and returns 1; returns 0 if
+ * it is not one; returns 2 after printing a usage error. */
+int sl_cli_model_flags_parse(sl_cli_model_flags *f, sl_cli_args *a);
+/* The help lines of the model flags (two-space indent, as the commands' usage). */
+void sl_cli_model_flags_help(FILE *out);
+/* "auto", "gpu", ... */
+const char *sl_cli_placement_name(sl_placement p);
+/* Opens f->path; on failure prints "sluice CMD: FILE: message" and returns the exit status
+ * (1; 2 for flags that exclude each other). */
+int sl_cli_model_open(const sl_cli_model_flags *f, const char *cmd, sl_model **out);
+
+/* Whether the model adds a BOS token when tokenizing with add_special (asked through the public
+ * API: the tokens of "" with add_special start with info.bos). */
+bool sl_cli_model_adds_bos(const sl_model *m);
+
+/* KV cache type flags (llama.cpp's names): -ctk/--cache-type-k T and -ctv/--cache-type-v T,
+ * T = f16 | f32. The engine has one type for K and V: either flag sets both. Same return
+ * convention as sl_cli_model_flags_parse. */
+int sl_cli_kv_flag_parse(sl_cli_args *a, bool *kv_f16);
+#define SL_CLI_KV_HELP                                                                          \
+    "  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"                                      \
+    "                         KV cache type f16 | f32 (one type for K and V; default %s)\n"
+
+/* Reads a whole file into a NUL-terminated malloc'd buffer (*len bytes without the NUL); on
+ * failure prints "sluice CMD: FLAG PATH: why" and returns 1. */
+int sl_cli_read_file(const char *cmd, const char *flag, const char *path, char **out,
+                     size_t *len);
+/* sl_tokenize into a malloc'd array; on failure prints "sluice CMD: MODEL: why" and
+ * returns 1. */
+int sl_cli_tokenize(const sl_model *m, const char *cmd, const char *model_path, const char *text,
+                    size_t len, bool add_special, bool parse_special, int32_t **out,
+                    size_t *n_out);
+
+/* The logits file format of eval and perplexity (--logits-out, --kl-divergence-base):
+ * float32 little-endian, row-major [rows][n_vocab], no header; size = rows * n_vocab * 4.
+ * Appends n_rows rows to f; on failure prints "sluice CMD: PATH: why" and returns 1. */
+int sl_cli_logits_write(FILE *f, const char *cmd, const char *path, const float *rows,
+                        int64_t n_rows, int32_t n_vocab);
+
+#endif
