@@ -18,6 +18,7 @@
 #include "runtime/ctx.h"
 #include "runtime/model.h"
 #include "runtime/model_vocab.h"
+#include "scheduler/fetch.h"
 
 static const char *placement_name(sl_placement p)
 {
@@ -231,6 +232,21 @@ static int64_t max64(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
+/* The MoE scheduler: options over SLUICE_POSTFETCH_*; the fetching one needs the sim device
+ * (its device-side expert kernels are host functions); on cuda the CPU scheduler runs until
+ * the CUDA expert path exists. */
+static sl_status create_moe(sl_ctx *c, sl_error *err)
+{
+    sl_fetch_options fo = sl_fetch_options_default();
+    char pins[1024];
+    sl_status st = sl_fetch_options_env(&fo, err);
+    if (!st) st = sl_fetch_options_parse(&fo, c->opt.sched, pins, sizeof pins, err);
+    if (st) return st;
+    if (fo.mode != SL_FETCH_CPU && c->m->dev && sl_device_kind_get(c->m->dev) == SL_DEVICE_SIM)
+        return sl_moe_fetch_create(c->m->dev, &fo, &c->ops, &c->mv, c->pool, &c->moe, err);
+    return sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &c->moe, err);
+}
+
 sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl_error *err)
 {
     if (!m || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_create: NULL model or out");
@@ -266,8 +282,7 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
                                   .cpus = m->opt.cpus, .topo = NULL};
         if ((st = sl_cpu_pool_create(&po, &c->pool, err))) goto fail;
     }
-    if (hp->n_expert && (st = sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &c->moe, err)))
-        goto fail;
+    if (hp->n_expert && (st = create_moe(c, err))) goto fail;
     /* scratch */
     const int64_t B = c->cap, E = hp->n_embd, D = hp->head_dim;
     const int64_t Q = (int64_t)hp->n_head * D, KV = (int64_t)hp->n_head_kv * D;
@@ -409,5 +424,26 @@ void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out)
         sl_moe_stats_get(c->moe, &ms);
         out->expert_calls_cpu = ms.calls_cpu;
         out->expert_calls_gpu = ms.calls_gpu;
+        out->moe_scheduler = sl_moe_name(c->moe);
+        sl_fetch_stats fs;
+        if (sl_fetch_stats_get(c->moe, -1, &fs, NULL) == SL_OK) {
+            out->expert_fetches = fs.fetch_experts;
+            out->expert_fallbacks = fs.fallbacks_miss + fs.fallbacks_fail;
+            out->expert_cache_lookups = fs.cache_lookups;
+            out->expert_cache_hits = fs.cache_hits;
+            out->copies = fs.copies;
+            out->copy_bytes = fs.bytes_copied;
+            out->copy_overlap_pct = fs.overlap_pct;
+        }
     }
+}
+
+sl_status sl_ctx_trace_write(const sl_ctx *c, const char *path, sl_error *err)
+{
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_trace_write: NULL context");
+    if (!c->moe || strcmp(sl_moe_name(c->moe), "fetch"))
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_trace_write: the %s scheduler records "
+                            "no trace (use a fetch mode: post, full or auto)",
+                            c->moe ? sl_moe_name(c->moe) : "(no MoE)");
+    return sl_sched_trace_write(c->moe, path, err);
 }

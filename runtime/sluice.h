@@ -84,6 +84,12 @@ typedef struct sl_ctx_options {
     int32_t n_batch;            /* prefill batch; 0: 512 */
     bool kv_f16;                /* F16 KV cache (default true) */
     bool all_logits;            /* keep logits of every evaluated position, not just the last */
+    /* MoE scheduler options, "key=value ..." (scheduler/fetch.h: mode=cpu|post|full|auto,
+     * block_on_miss, max_transfers, scratch_kb, cache_kb, policy=lru|lfu, pin=L:E,..., trace,
+     * ...), applied over the SLUICE_POSTFETCH_* environment; NULL: environment only. Mode cpu
+     * (the default) is the CPU scheduler; the others need the sim device for now. Read by
+     * sl_ctx_create only. */
+    const char *sched;
 } sl_ctx_options;
 sl_ctx_options sl_ctx_options_default(void);
 
@@ -122,7 +128,17 @@ typedef struct sl_ctx_stats {
     uint64_t prefill_tokens, decode_tokens;
     double prefill_seconds, decode_seconds;
     uint64_t expert_calls_cpu, expert_calls_gpu;
+    /* the MoE scheduler ("cpu", "fetch"; NULL for dense models) and, for "fetch", its run
+     * totals (definitions in scheduler/fetch.h) */
+    const char *moe_scheduler;
+    uint64_t expert_fetches, expert_fallbacks, expert_cache_lookups, expert_cache_hits;
+    uint64_t copies, copy_bytes;
+    double copy_overlap_pct;
 } sl_ctx_stats;
 void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
+/* Writes the MoE scheduler's recorded copy/compute spans as Chrome/Perfetto trace JSON (the
+ * fetch scheduler with option trace=1 or debug); SL_ERR_INVALID for other schedulers, SL_ERR_IO
+ * naming the path. */
+sl_status sl_ctx_trace_write(const sl_ctx *c, const char *path, sl_error *err);
 
 #endif

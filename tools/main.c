@@ -12,6 +12,8 @@ typedef struct command {
 
 static const command k_commands[] = {
     {"demo", sl_cli_demo, "the main job: make the default model and run it end to end"},
+    {"generate", sl_cli_generate, "generate text from a prompt (prefill + decode tok/s)"},
+    {"perplexity", sl_cli_perplexity, "perplexity of a text file, KL divergence vs a saved run"},
     {"eval", sl_cli_eval, "logits of raw token ids (float32 file or summary)"},
     {"inspect", sl_cli_inspect, "print a GGUF file's header, metadata and tensor table"},
     {"mkmodel", sl_cli_mkmodel, "write a synthetic model of a real architecture"},

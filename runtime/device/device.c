@@ -118,6 +118,22 @@ static sl_status fault_value(uint64_t opt_value, const char *env_name, uint64_t 
     return s ? parse_u64(env_name, s, out, err) : SL_OK;
 }
 
+/* A GB/s value from env_name, when set: a finite decimal in [0, 1e6]. */
+static sl_status sim_gbs_env(const char *env_name, double *out, sl_error *err)
+{
+    const char *s = getenv(env_name);
+    if (!s)
+        return SL_OK;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !(v >= 0.0) || v > 1e6)
+        return sl_error_set(err, SL_ERR_INVALID, "%s='%s': expected GB/s in [0, 1e6]", env_name,
+                            s);
+    *out = v;
+    return SL_OK;
+}
+
 typedef enum { KIND_SIM, KIND_CUDA, KIND_AUTO } kind_choice;
 
 static sl_status parse_kind(const char *what, const char *s, kind_choice *out, sl_error *err)
@@ -168,6 +184,12 @@ sl_status sl_device_open(const sl_device_options *opt_in, sl_device **out, sl_er
     if (opt.cuda_ordinal < 0)
         return sl_error_set(err, SL_ERR_INVALID, "options.cuda_ordinal=%d: must be >= 0",
                             opt.cuda_ordinal);
+    /* Sim H2D throttle from the environment when the options leave it at 0, so engine tests
+     * (which open their device through sl_model_open) can make copies slow enough to miss. */
+    if (opt.sim.h2d_gbs == 0.0 && (st = sim_gbs_env("SLUICE_SIM_H2D_GBS", &opt.sim.h2d_gbs, err)))
+        return st;
+    if ((st = fault_value(opt.sim.latency_ns, "SLUICE_SIM_LATENCY_NS", &opt.sim.latency_ns, err)))
+        return st;
     const double gbs[3] = {opt.sim.h2d_gbs, opt.sim.d2h_gbs, opt.sim.d2d_gbs};
     static const char *const gbs_name[3] = {"h2d_gbs", "d2h_gbs", "d2d_gbs"};
     for (int i = 0; i < 3; i++)

@@ -20,6 +20,8 @@
  * - Fault injection (tests): the Nth region allocation, host registration or copy (1-based,
  *   counted per device) fails with SL_ERR_DEVICE; 0 disables. Also settable by env
  *   SLUICE_FAULT_REGION_ALLOC / SLUICE_FAULT_HOST_REGISTER / SLUICE_FAULT_COPY.
+ * - Sim throttle from the environment where the options leave it 0: SLUICE_SIM_H2D_GBS (GB/s)
+ *   and SLUICE_SIM_LATENCY_NS (ns per copy); invalid values are errors naming the variable.
  */
 #ifndef SL_DEVICE_H
 #define SL_DEVICE_H

@@ -2,7 +2,7 @@
  *
  * Model: -m FILE, or a synthetic qwen3moe written here with tools/cli/synth.h (removed at the
  * end unless --keep): "small" (default; 4 layers, dim 512, 32 experts of FFN 256, top-4, vocab
- * 4096, Q4_K, ~27 MB: seconds to write) or "qwen3-30b-a3b" (Qwen3-30B-A3B's MoE shape: 48
+ * 4096, Q4_K, ~33 MB: seconds to write) or "qwen3-30b-a3b" (Qwen3-30B-A3B's MoE shape: 48
  * layers, dim 2048, 128 experts of FFN 768, top-8, vocab 151936, Q4_K, ~17 GB of disk and as
  * much RAM; heads 16 x 128 because synth ties head_dim to dim / heads, where the real model
  * has 32 query heads).
@@ -19,7 +19,8 @@
  * comes from host memory: "cpu" computes on host weights, and "experts-cpu" on the simulated
  * device ("sim") keeps non-expert weights in sim regions that are host memory too, so the same
  * bound applies to both. A GPU bound (device bytes / HBM bandwidth + host bytes / host
- * bandwidth) needs the CUDA kernels, which do not exist yet: "gpu: unavailable". */
+ * bandwidth) needs the engine's CUDA forward pass, which does not exist yet: "gpu:
+ * unavailable". */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,10 +50,12 @@ static void usage(FILE *f)
           "a streaming read measured in the same run with the same threads.\n"
           "\n"
           "  -m, --model FILE       model to run (default: a synthetic qwen3moe, see --shape)\n"
-          "  --shape S              small (default; ~27 MB Q4_K: 4 layers, dim 512, 32 experts\n"
+          "  --shape S              small (default; ~33 MB Q4_K: 4 layers, dim 512, 32 experts\n"
           "                         of 256, top-4) | qwen3-30b-a3b (48 layers, dim 2048, 128\n"
           "                         experts of 768, top-8, vocab 151936, Q4_K: ~17 GB of disk\n"
-          "                         and RAM, minutes to write)\n"
+          "                         and RAM; writing it quantizes 17 GB on the CPU: tens of\n"
+          "                         minutes on a small machine, so --keep it and reuse it\n"
+          "                         with -m)\n"
           "  --dir DIR              where the synthetic model is written (default $TMPDIR or\n"
           "                         /tmp); removed at the end unless --keep\n"
           "  --keep                 keep the synthetic model file\n"
@@ -62,7 +65,7 @@ static void usage(FILE *f)
           "  -h, --help             this text\n"
           "Placements: --placement P runs that one; by default cpu, then experts-cpu on the\n"
           "simulated device (--device sim unless --device is given). gpu is reported as\n"
-          "unavailable until CUDA compute kernels exist.\n",
+          "unavailable until the engine runs on CUDA.\n",
           f);
     sl_cli_model_flags_help(f);
 }
@@ -380,7 +383,7 @@ int sl_bench_decode(int argc, char **argv)
             return sl_cli_usage_error(k_cmd, "--dir '%s' is too long", dir);
         if (big)
             fprintf(stderr, "bench decode: warning: --shape qwen3-30b-a3b writes ~17 GB to %s and "
-                            "loads as much into RAM; this takes minutes\n", dir);
+                            "loads as much into RAM; writing takes long (--keep, then -m FILE to reuse)\n", dir);
         if (!json) fprintf(stderr, "bench decode: writing the %s synthetic model to %s ...\n",
                            big ? "qwen3-30b-a3b" : "small", synth_path);
         sl_error err = {0};
@@ -440,8 +443,9 @@ int sl_bench_decode(int argc, char **argv)
             goto done;
         }
     }
-    const char *gpu_why = "no CUDA compute kernels yet: device placements run on the "
-                          "CPU-simulated 'sim' device, whose numbers are CPU numbers";
+    const char *gpu_why = "the engine has no CUDA forward pass yet (placements other than cpu "
+                          "run on the CPU-simulated 'sim' device, whose numbers are CPU "
+                          "numbers)";
 
     if (json) {
         printf("{\"model\":");

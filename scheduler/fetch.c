@@ -1,0 +1,859 @@
+/* scheduler/fetch.c: the fetching MoE scheduler (Post-Fetch) on the device interface; the
+ * design, modes, cost model and metric definitions are in fetch.h.
+ *
+ * One call's records (rebuilt per call, arrays grown on demand and never shrunk):
+ *   xs[0 .. n_x)     the distinct experts used, ascending; each with its kind (CPU, engine-
+ *                    resident, cached, fetched) and, when fetched, the copies that carry it;
+ *   gs[0 .. n_g)     groups of <= CHUNK assignments of one expert, in (expert, chunk) order —
+ *                    the order the CPU scheduler runs and sums them, which we keep for the sum;
+ *   cps[0 .. n_c)    planned H2D copies in enqueue order (pieces ordered by projection, then
+ *                    expert; host-adjacent pieces packed); cps[i].state: PENDING -> INFLIGHT
+ *                    -> DONE, or FAILED; copies are enqueued in index order, so on the one copy
+ *                    stream an expert is ready exactly when its last copy is.
+ * Invariants: c_enq (next copy to enqueue) >= c_ret (oldest not retired); copies in flight =
+ * those INFLIGHT in [c_ret, c_enq) <= max_transfers; a group's buffers (x, g, u, d) are its own,
+ * so device jobs and CPU work never share memory within a call; scratch slots of one call do
+ * not overlap; every device job and copy of a call has completed when the call returns.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/ref/ops.h"
+#include "kernels/ref/quant.h"
+#include "scheduler/fetch_impl.h"
+#include "scheduler/moe_impl.h"
+
+enum { CHUNK = 64, KNEE = 8, MAX_PINS = 4096 };
+
+typedef enum { X_CPU = 0, X_ENGINE, X_CACHED, X_FETCH } xkind;
+typedef enum { C_PENDING = 0, C_INFLIGHT, C_DONE, C_FAILED } cstate;
+
+typedef struct xinfo {
+    int32_t e;
+    xkind kind;
+    bool failed;            /* a fetch failed (slot, copy, ...): CPU path */
+    bool missed;            /* post: a down ran on the CPU because the copy was late */
+    int64_t last_copy;      /* -1: none planned */
+    const void *dp[3];      /* device-side gate, up, down */
+    int64_t g0, g1;         /* groups [g0, g1) */
+} xinfo;
+
+typedef struct fgroup {
+    struct fetch *f;
+    int32_t e, xi;
+    const int32_t *idx;     /* assignment indices, m of them */
+    int64_t m;
+    float *x, *g, *u, *d;
+    bool dev;               /* down ran (or is enqueued to run) on the device */
+    sl_status dev_st;
+    uint64_t t0, t1;        /* device span */
+} fgroup;
+
+typedef struct fcopy {
+    const void *src;
+    uint64_t dst_off, bytes;
+    cstate state;
+    uint64_t t_enq, t_start, t_done;
+} fcopy;
+
+typedef struct fetch {
+    sl_moe_sched base;      /* must be first */
+    sl_fetch_options opt;
+    sl_cpu_ops ops;
+    sl_cpu_matvec_ctx mv;
+    sl_cpu_pool *pool;
+    sl_device *dev;
+    sl_stream *cs, *ks;     /* copy and compute streams (the same one when not dedicated) */
+    sl_bfc *arena;          /* created on the first call that needs it */
+    bool arena_failed;
+    sl_block scratch;
+    uint64_t scratch_bytes; /* granted */
+    sl__cache cache;
+    sl__trace trace;
+    int32_t (*pins)[2];
+    int n_pins;
+    sl_event **ev;
+    int64_t n_ev;
+    /* the current call */
+    sl_moe_layer cur;
+    float *buf;
+    size_t buf_cap;
+    void *work, *dwork;
+    size_t work_cap;
+    int32_t *order, *count;
+    size_t order_cap, count_cap;
+    xinfo *xs;
+    size_t xs_cap;
+    fgroup *gs;
+    size_t gs_cap;
+    fcopy *cps;
+    size_t cps_cap;
+    int64_t n_x, n_g, n_c, c_enq, c_ret;
+    sl__iv *iv;
+    size_t iv_cap;
+    int64_t n_iv;
+    sl_fetch_stats cs_stats; /* of the current call */
+    /* run */
+    sl_fetch_stats total;
+    sl_fetch_stats *per_layer;
+    int32_t n_layer_stats;
+    double cpu_bw, pcie_bw, dev_bw; /* bytes/s */
+} fetch;
+
+static sl_status grow(void **p, size_t *cap, size_t need, size_t elt, sl_error *err)
+{
+    if (need <= *cap) return SL_OK;
+    size_t n = *cap ? *cap : 16;
+    while (n < need) n *= 2;
+    void *q = realloc(*p, n * elt);
+    if (!q) return sl_error_set(err, SL_ERR_NOMEM, "moe fetch: out of memory (%zu bytes)", n * elt);
+    *p = q;
+    *cap = n;
+    return SL_OK;
+}
+
+static uint64_t align_up(uint64_t v)
+{
+    return (v + SL_BFC_ALIGN - 1) / SL_BFC_ALIGN * SL_BFC_ALIGN;
+}
+
+/* ---- the expert FFN, in exactly the CPU scheduler's kernel sequence (moe_cpu.c) ------- */
+
+static sl_status gate_up_act(const fetch *f, sl_cpu_pool *pool, const void *wg, const void *wu,
+                             const float *x, int64_t m, float *g, float *u, void *work,
+                             sl_error *err)
+{
+    const sl_moe_layer *L = &f->cur;
+    const int64_t E = L->n_embd, F = L->n_ff;
+    sl_status st;
+    if (L->type_gate == L->type_up) {
+        st = sl_cpu_matvec_quant_act(&f->mv, L->type_gate, x, E, m, work, f->work_cap, err);
+        if (!st) st = sl_cpu_matvec_q(&f->mv, pool, L->type_gate, wg, F, E, work, m, g, err);
+        if (!st) st = sl_cpu_matvec_q(&f->mv, pool, L->type_up, wu, F, E, work, m, u, err);
+    } else {
+        st = sl_cpu_matvec(&f->mv, pool, L->type_gate, wg, F, E, x, m, g, work, f->work_cap, err);
+        if (!st)
+            st = sl_cpu_matvec(&f->mv, pool, L->type_up, wu, F, E, x, m, u, work, f->work_cap,
+                               err);
+    }
+    if (st) return st;
+    if (L->act == SL_MOE_SILU) return sl_cpu_swiglu(&f->ops, g, u, g, F * m, err);
+    return sl_ref_geglu(g, u, g, F * m, SL_GELU_TANH, err);
+}
+
+static sl_status down(const fetch *f, sl_cpu_pool *pool, const void *wd, const float *g,
+                      int64_t m, float *d, void *work, sl_error *err)
+{
+    const sl_moe_layer *L = &f->cur;
+    return sl_cpu_matvec(&f->mv, pool, L->type_down, wd, L->n_embd, L->n_ff, g, m, d, work,
+                         f->work_cap, err);
+}
+
+/* ---- device jobs (run on the compute stream's worker; sim) ------------------------------ */
+
+static void job_full(void *p)
+{
+    fgroup *g = p;
+    const fetch *f = g->f;
+    const xinfo *x = &f->xs[g->xi];
+    g->t0 = sl__now_ns();
+    sl_error e;
+    g->dev_st = gate_up_act(f, NULL, x->dp[0], x->dp[1], g->x, g->m, g->g, g->u, f->dwork, &e);
+    if (!g->dev_st) g->dev_st = down(f, NULL, x->dp[2], g->g, g->m, g->d, f->dwork, &e);
+    g->t1 = sl__now_ns();
+}
+
+static void job_down(void *p)
+{
+    fgroup *g = p;
+    const fetch *f = g->f;
+    g->t0 = sl__now_ns();
+    sl_error e;
+    g->dev_st = down(f, NULL, f->xs[g->xi].dp[2], g->g, g->m, g->d, f->dwork, &e);
+    g->t1 = sl__now_ns();
+}
+
+static void stamp(void *p)
+{
+    *(uint64_t *)p = sl__now_ns();
+}
+
+/* ---- CPU work (spans recorded for the overlap metric and the trace) -------------------- */
+
+static void cpu_span(fetch *f, uint64_t t0, const char *what, int32_t e)
+{
+    const uint64_t t1 = sl__now_ns();
+    if (f->n_iv < (int64_t)f->iv_cap) f->iv[f->n_iv++] = (sl__iv){t0, t1};
+    sl__trace_add(&f->trace, SL__TID_CPU, t0, t1, "cpu L%d e%d %s", f->cur.layer, e, what);
+}
+
+static void gather(fetch *f, fgroup *g, const sl_moe_assign *a, const float *x)
+{
+    const int64_t E = f->cur.n_embd;
+    for (int64_t i = 0; i < g->m; i++)
+        memcpy(g->x + i * E, x + (int64_t)a[g->idx[i]].token * E, (size_t)E * sizeof(float));
+}
+
+static sl_status cpu_full(fetch *f, fgroup *g, sl_error *err)
+{
+    const uint64_t t0 = sl__now_ns();
+    const sl_moe_layer *L = &f->cur;
+    sl_status st = gate_up_act(f, f->pool, L->gate[g->e], L->up[g->e], g->x, g->m, g->g, g->u,
+                               f->work, err);
+    if (!st) st = down(f, f->pool, L->down[g->e], g->g, g->m, g->d, f->work, err);
+    g->dev = false;
+    cpu_span(f, t0, "gate+up+down", g->e);
+    return st;
+}
+
+/* ---- copies ------------------------------------------------------------------------------ */
+
+static sl_status ensure_events(fetch *f, int64_t n, sl_error *err)
+{
+    if (n <= f->n_ev) return SL_OK;
+    sl_event **v = realloc(f->ev, (size_t)n * sizeof *v);
+    if (!v) return sl_error_set(err, SL_ERR_NOMEM, "moe fetch: out of memory (events)");
+    f->ev = v;
+    for (; f->n_ev < n; f->n_ev++)
+        if (sl_device_event_create(f->dev, &f->ev[f->n_ev], err)) return SL_ERR_DEVICE;
+    return SL_OK;
+}
+
+static void enqueue_one(fetch *f, int64_t i)
+{
+    fcopy *c = &f->cps[i];
+    uint8_t *dst = (uint8_t *)sl_bfc_ptr(f->arena, f->scratch) + c->dst_off;
+    c->t_enq = sl__now_ns();
+    c->t_start = c->t_done = 0;
+    if (sl_device_launch_host(f->dev, f->cs, stamp, &c->t_start, NULL) ||
+        sl_device_copy(f->dev, f->cs, dst, c->src, c->bytes, SL_COPY_H2D, NULL) ||
+        sl_device_launch_host(f->dev, f->cs, stamp, &c->t_done, NULL) ||
+        sl_device_event_record(f->dev, f->ev[i], f->cs, NULL)) {
+        c->state = C_FAILED;
+        return;
+    }
+    c->state = C_INFLIGHT;
+    f->cs_stats.copies++;
+    f->cs_stats.bytes_copied += c->bytes;
+}
+
+static int64_t inflight(const fetch *f)
+{
+    int64_t n = 0;
+    for (int64_t i = f->c_ret; i < f->c_enq; i++) n += f->cps[i].state == C_INFLIGHT;
+    return n;
+}
+
+/* Retires completed copies in order, then enqueues while fewer than max_transfers fly. With
+ * `until` >= 0, blocks (on the oldest copy's event) until copy `until` has been enqueued. */
+static void pump(fetch *f, int64_t until)
+{
+    for (;;) {
+        while (f->c_ret < f->c_enq) {
+            fcopy *c = &f->cps[f->c_ret];
+            if (c->state == C_INFLIGHT) {
+                bool done = false;
+                if (sl_device_event_query(f->dev, f->ev[f->c_ret], &done, NULL)) {
+                    c->state = C_FAILED;
+                } else if (!done) {
+                    break;
+                } else {
+                    c->state = C_DONE;
+                }
+            }
+            f->c_ret++;
+        }
+        while (f->c_enq < f->n_c && inflight(f) < f->opt.max_transfers) enqueue_one(f, f->c_enq++);
+        if (until < 0 || f->c_enq > until) return;
+        /* the copy we need is not enqueued yet: wait for the oldest in flight */
+        int64_t o = f->c_ret;
+        while (o < f->c_enq && f->cps[o].state != C_INFLIGHT) o++;
+        if (o < f->c_enq && sl_device_event_sync(f->dev, f->ev[o], NULL)) f->cps[o].state = C_FAILED;
+    }
+}
+
+/* Expert xi's copies: ready (all done), failed, or still on the way. */
+static int copy_status(fetch *f, int64_t xi)
+{
+    xinfo *x = &f->xs[xi];
+    if (x->failed || x->last_copy < 0) return -1;
+    pump(f, -1);
+    if (x->last_copy >= f->c_enq) return 0;
+    fcopy *c = &f->cps[x->last_copy];
+    if (c->state == C_INFLIGHT) {
+        bool done = false;
+        if (sl_device_event_query(f->dev, f->ev[x->last_copy], &done, NULL)) return -1;
+        return done ? 1 : 0;
+    }
+    return c->state == C_DONE ? 1 : -1;
+}
+
+/* An expert fails if any copy carrying it failed (copies are per projection run). */
+static bool expert_copies_failed(const fetch *f, const int64_t *first, const int64_t *last,
+                                 int64_t xi)
+{
+    for (int p = 0; p < 3; p++)
+        for (int64_t i = first[xi * 3 + p]; i >= 0 && i <= last[xi * 3 + p]; i++)
+            if (f->cps[i].state == C_FAILED) return true;
+    return false;
+}
+
+/* ---- arena, pins ------------------------------------------------------------------------- */
+
+static void ensure_arena(fetch *f, const uint64_t pb[3])
+{
+    if (f->arena || f->arena_failed) return;
+    const uint64_t xb = align_up(pb[0]) + align_up(pb[1]) + align_up(pb[2]);
+    const uint64_t bytes = align_up(f->opt.scratch_bytes) + align_up(f->opt.cache_bytes) +
+                           (uint64_t)f->n_pins * xb;
+    sl_bfc_options bo = {.region_bytes = bytes, .max_bytes = bytes, .compact_on_oom = true};
+    if (sl_bfc_create_device(f->dev, f->cs, &bo, &f->arena, NULL) ||
+        sl_bfc_alloc(f->arena, f->opt.scratch_bytes, SL_BFC_PINNED, &f->scratch, NULL)) {
+        sl_bfc_destroy(f->arena);
+        f->arena = NULL;
+        f->arena_failed = true;
+        return;
+    }
+    f->scratch_bytes = sl_bfc_size(f->arena, f->scratch);
+    f->cache.arena = f->arena;
+}
+
+/* Fills a freshly admitted cache entry from the host copies (gate, up, down). */
+static bool fill_entry(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_t pb[3])
+{
+    const void *src[3] = {f->cur.gate[e], f->cur.up[e], f->cur.down[e]};
+    uint8_t *base = sl_bfc_ptr(f->arena, x->block);
+    for (int p = 0; p < 3; p++) {
+        if (sl_device_copy(f->dev, f->cs, base + x->off[p], src[p], pb[p], SL_COPY_H2D, NULL))
+            return false;
+        f->cs_stats.copies++;
+        f->cs_stats.bytes_copied += pb[p];
+    }
+    return true;
+}
+
+static void load_pins(fetch *f, sl__cache_layer *CL, const uint64_t pb[3], const uint64_t off[3])
+{
+    CL->pins_loaded = true;
+    const sl_moe_layer *L = &f->cur;
+    bool any = false;
+    for (int i = 0; i < f->n_pins; i++) {
+        const int32_t e = f->pins[i][1];
+        if (f->pins[i][0] != L->layer || e >= L->n_expert) continue;
+        if (L->on_device && L->on_device[e]) continue;
+        if (!sl__cache_admit(&f->cache, CL, e, off[2] + pb[2], off, true)) continue;
+        if (!fill_entry(f, &CL->e[e], e, pb)) sl__cache_drop(&f->cache, CL, e);
+        any = true;
+    }
+    if (any && sl_device_stream_sync(f->dev, f->cs, NULL))
+        for (int i = 0; i < f->n_pins; i++)
+            if (f->pins[i][0] == L->layer && f->pins[i][1] < L->n_expert)
+                sl__cache_drop(&f->cache, CL, f->pins[i][1]);
+}
+
+/* ---- the cost model (fetch.h) ------------------------------------------------------------ */
+
+static sl_fetch_mode choose(const fetch *f, int64_t misses, int64_t used, int64_t n_assign,
+                            const uint64_t pb[3])
+{
+    if (!misses) return SL_FETCH_POST;
+    const double m = (double)misses, bgu = (double)(pb[0] + pb[1]), bd = (double)pb[2];
+    const double tpe = (double)n_assign / (double)used;
+    const double k = tpe > KNEE ? tpe / KNEE : 1.0;
+    const double t_cpu = m * (bgu + bd) / f->cpu_bw * k;
+    double t_post = m * bgu / f->cpu_bw * k;
+    if (m * bd / f->pcie_bw > t_post) t_post = m * bd / f->pcie_bw;
+    t_post += m * bd / f->dev_bw;
+    const double t_full = m * (bgu + bd) / f->pcie_bw + m * (bgu + bd) / f->dev_bw;
+    if (t_cpu <= t_post && t_cpu <= t_full) return SL_FETCH_CPU;
+    return t_post <= t_full ? SL_FETCH_POST : SL_FETCH_FULL;
+}
+
+/* ---- exec -------------------------------------------------------------------------------- */
+
+static sl_status prepare(fetch *f, const sl_moe_layer *L, const sl_moe_assign *a,
+                         int64_t n_assign, sl_error *err)
+{
+    const int64_t E = L->n_embd, F = L->n_ff;
+    sl_status st;
+    size_t wb = sl_cpu_matvec_work_bytes(L->type_gate, E, CHUNK);
+    const size_t wu = sl_cpu_matvec_work_bytes(L->type_up, E, CHUNK);
+    const size_t wd = sl_cpu_matvec_work_bytes(L->type_down, F, CHUNK);
+    if (wu > wb) wb = wu;
+    if (wd > wb) wb = wd;
+    if (!wb)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED,
+                            "moe layer %d: expert weight types %u/%u/%u have no CPU matvec",
+                            L->layer, L->type_gate, L->type_up, L->type_down);
+    if (wb > f->work_cap) {
+        void *w = realloc(f->work, wb), *d = w ? realloc(f->dwork, wb) : NULL;
+        if (w) f->work = w;
+        if (!w || !d) return sl_error_set(err, SL_ERR_NOMEM, "moe fetch: out of memory (work)");
+        f->dwork = d;
+        f->work_cap = wb;
+    }
+    if ((st = grow((void **)&f->order, &f->order_cap, (size_t)n_assign + 1, sizeof(int32_t), err)) ||
+        (st = grow((void **)&f->count, &f->count_cap, (size_t)L->n_expert + 1, sizeof(int32_t),
+                   err)) ||
+        (st = grow((void **)&f->buf, &f->buf_cap, (size_t)n_assign * (size_t)(2 * E + 2 * F),
+                   sizeof(float), err)))
+        return st;
+    /* stable counting sort of assignment indices by expert (as moe_cpu.c) */
+    int32_t *cnt = f->count;
+    memset(cnt, 0, ((size_t)L->n_expert + 1) * sizeof *cnt);
+    for (int64_t i = 0; i < n_assign; i++) cnt[a[i].expert + 1]++;
+    int64_t used = 0;
+    for (int32_t e = 0; e < L->n_expert; e++) used += cnt[e + 1] > 0;
+    for (int32_t e = 0; e < L->n_expert; e++) cnt[e + 1] += cnt[e];
+    for (int64_t i = 0; i < n_assign; i++) f->order[cnt[a[i].expert]++] = (int32_t)i;
+    const int64_t n_groups = used + n_assign / CHUNK + 1;
+    if ((st = grow((void **)&f->xs, &f->xs_cap, (size_t)used, sizeof(xinfo), err)) ||
+        (st = grow((void **)&f->gs, &f->gs_cap, (size_t)n_groups, sizeof(fgroup), err)) ||
+        (st = grow((void **)&f->iv, &f->iv_cap, (size_t)(2 * n_groups + 4), sizeof(sl__iv), err)))
+        return st;
+    f->n_x = f->n_g = f->n_c = f->c_enq = f->c_ret = f->n_iv = 0;
+    float *p = f->buf;
+    int64_t begin = 0;
+    for (int32_t e = 0; e < L->n_expert; e++) {
+        const int64_t end = cnt[e];
+        if (end == begin) continue;
+        xinfo *x = &f->xs[f->n_x];
+        *x = (xinfo){.e = e, .kind = X_CPU, .last_copy = -1, .g0 = f->n_g};
+        for (int64_t b = begin; b < end; b += CHUNK) {
+            const int64_t m = end - b < CHUNK ? end - b : CHUNK;
+            fgroup *g = &f->gs[f->n_g++];
+            *g = (fgroup){.f = f, .e = e, .xi = (int32_t)f->n_x, .idx = f->order + b, .m = m};
+            g->x = p, p += m * E;
+            g->g = p, p += m * F;
+            g->u = p, p += m * F;
+            g->d = p, p += m * E;
+        }
+        x->g1 = f->n_g;
+        f->n_x++;
+        begin = end;
+    }
+    return SL_OK;
+}
+
+/* Plans the copies of the experts of kind X_FETCH (pieces `p0 .. 2`), into scratch slots. */
+static sl_status plan_copies(fetch *f, int p0, const uint64_t pb[3], int64_t *first,
+                             int64_t *last, sl_error *err)
+{
+    const sl_moe_layer *L = &f->cur;
+    const void *const *src[3] = {L->gate, L->up, L->down};
+    sl_status st = grow((void **)&f->cps, &f->cps_cap, (size_t)(3 * f->n_x + 1), sizeof(fcopy),
+                        err);
+    if (st) return st;
+    uint64_t off = 0;
+    for (int p = p0; p < 3; p++) {
+        for (int64_t xi = 0; xi < f->n_x; xi++) {
+            xinfo *x = &f->xs[xi];
+            if (x->kind != X_FETCH || x->failed) continue;
+            const uint64_t need = align_up(pb[p]);
+            if (!f->arena || off + need > f->scratch_bytes) {
+                x->failed = true; /* no scratch room: this expert runs on the CPU */
+                continue;
+            }
+            const uint8_t *s = src[p][x->e];
+            fcopy *c = f->n_c ? &f->cps[f->n_c - 1] : NULL;
+            /* pack with the previous copy when host bytes and slots are both adjacent */
+            if (c && (const uint8_t *)c->src + c->bytes == s && c->dst_off + c->bytes == off &&
+                c->bytes == align_up(c->bytes) && c->bytes + pb[p] <= SL_FETCH_COPY_MAX_BYTES) {
+                c->bytes += pb[p];
+            } else {
+                c = &f->cps[f->n_c++];
+                *c = (fcopy){.src = s, .dst_off = off, .bytes = pb[p]};
+            }
+            x->dp[p] = (const uint8_t *)sl_bfc_ptr(f->arena, f->scratch) + off;
+            first[xi * 3 + p] = last[xi * 3 + p] = f->n_c - 1;
+            x->last_copy = f->n_c - 1;
+            off += need;
+        }
+    }
+    if (off > f->cs_stats.scratch_peak_bytes) f->cs_stats.scratch_peak_bytes = off;
+    return ensure_events(f, f->n_c, err);
+}
+
+static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
+                            int64_t n_assign, const float *x, int64_t n_tok, float *out,
+                            sl_error *err)
+{
+    fetch *f = (fetch *)s;
+    const int64_t E = L->n_embd;
+    memset(out, 0, (size_t)n_tok * (size_t)E * sizeof(float));
+    if (!n_assign) return SL_OK;
+    f->cur = *L;
+    memset(&f->cs_stats, 0, sizeof f->cs_stats);
+    f->cs_stats.calls = 1;
+    /* promotions of the previous call land before anything reads the cache or the scratch */
+    bool dev_ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
+    sl_status st = prepare(f, L, a, n_assign, err);
+    if (st) return st;
+    const uint64_t pb[3] = {sl_quant_row_bytes(L->type_gate, L->n_embd) * (uint64_t)L->n_ff,
+                            sl_quant_row_bytes(L->type_up, L->n_embd) * (uint64_t)L->n_ff,
+                            sl_quant_row_bytes(L->type_down, L->n_ff) * (uint64_t)L->n_embd};
+    const uint64_t off[3] = {0, align_up(pb[0]), align_up(pb[0]) + align_up(pb[1])};
+    const bool use_dev = f->opt.mode != SL_FETCH_CPU && dev_ok;
+    if (use_dev) ensure_arena(f, pb);
+    sl__cache_layer *CL = use_dev && f->arena ? sl__cache_layer_get(&f->cache, L->layer,
+                                                                    L->n_expert)
+                                              : NULL;
+    if (CL) {
+        CL->step++;
+        if (!CL->pins_loaded) load_pins(f, CL, pb, off);
+    }
+    /* classify */
+    int64_t misses = 0;
+    for (int64_t xi = 0; xi < f->n_x && use_dev; xi++) {
+        xinfo *xx = &f->xs[xi];
+        const int32_t e = xx->e;
+        if (CL) sl__cache_touch(&f->cache, CL, e);
+        if (L->on_device && L->on_device[e]) {
+            xx->kind = X_ENGINE;
+            xx->dp[0] = L->gate[e], xx->dp[1] = L->up[e], xx->dp[2] = L->down[e];
+            continue;
+        }
+        f->cs_stats.cache_lookups++;
+        if (CL && CL->e[e].resident) {
+            const uint8_t *b = sl_bfc_ptr(f->arena, CL->e[e].block);
+            xx->kind = X_CACHED;
+            for (int p = 0; p < 3; p++) xx->dp[p] = b + CL->e[e].off[p];
+            f->cs_stats.cache_hits++;
+            continue;
+        }
+        xx->kind = X_FETCH;
+        misses++;
+    }
+    sl_fetch_mode mode = f->opt.mode;
+    if (mode == SL_FETCH_AUTO) mode = choose(f, misses, f->n_x, n_assign, pb);
+    f->cs_stats.calls_mode[mode]++;
+    for (int64_t xi = 0; xi < f->n_x; xi++)
+        if (f->xs[xi].kind == X_FETCH) {
+            if (mode == SL_FETCH_CPU) f->xs[xi].kind = X_CPU;
+            else f->cs_stats.fetch_experts++;
+        }
+    /* plan and start the copies */
+    int64_t *first = NULL, *last = NULL;
+    if (misses && mode != SL_FETCH_CPU) {
+        first = malloc((size_t)f->n_x * 3 * sizeof *first);
+        last = malloc((size_t)f->n_x * 3 * sizeof *last);
+        if (!first || !last) {
+            free(first);
+            free(last);
+            return sl_error_set(err, SL_ERR_NOMEM, "moe fetch: out of memory (copy plan)");
+        }
+        for (int64_t i = 0; i < f->n_x * 3; i++) first[i] = last[i] = -1;
+        if (plan_copies(f, mode == SL_FETCH_POST ? 2 : 0, pb, first, last, NULL)) {
+            for (int64_t xi = 0; xi < f->n_x; xi++)
+                if (f->xs[xi].kind == X_FETCH) f->xs[xi].failed = true;
+            f->n_c = 0;
+        }
+        pump(f, -1);
+    }
+    /* resident experts: wholly on the device, first, so it works while the CPU does */
+    for (int64_t xi = 0; xi < f->n_x; xi++) {
+        xinfo *xx = &f->xs[xi];
+        if (xx->kind != X_ENGINE && xx->kind != X_CACHED) continue;
+        for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
+            fgroup *g = &f->gs[gi];
+            gather(f, g, a, x);
+            g->dev = sl_device_launch_host(f->dev, f->ks, job_full, g, NULL) == SL_OK;
+            if (!g->dev && (st = cpu_full(f, g, err))) goto fail;
+        }
+    }
+    for (int64_t xi = 0; xi < f->n_x; xi++) {
+        xinfo *xx = &f->xs[xi];
+        if (xx->kind == X_ENGINE || xx->kind == X_CACHED) continue;
+        if (xx->kind == X_FETCH && !xx->failed && expert_copies_failed(f, first, last, xi))
+            xx->failed = true;
+        if (xx->kind == X_CPU || xx->failed) {
+            for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
+                gather(f, &f->gs[gi], a, x);
+                if ((st = cpu_full(f, &f->gs[gi], err))) goto fail;
+            }
+            continue;
+        }
+        if (mode == SL_FETCH_FULL) {
+            pump(f, xx->last_copy);
+            if (expert_copies_failed(f, first, last, xi) ||
+                sl_device_stream_wait(f->dev, f->ks, f->ev[xx->last_copy], NULL)) {
+                xx->failed = true;
+                for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
+                    gather(f, &f->gs[gi], a, x);
+                    if ((st = cpu_full(f, &f->gs[gi], err))) goto fail;
+                }
+                continue;
+            }
+            for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
+                fgroup *g = &f->gs[gi];
+                gather(f, g, a, x);
+                g->dev = sl_device_launch_host(f->dev, f->ks, job_full, g, NULL) == SL_OK;
+                if (!g->dev) {
+                    xx->failed = true;
+                    if ((st = cpu_full(f, g, err))) goto fail;
+                }
+            }
+            continue;
+        }
+        /* post: gate, up and the activation on the CPU while the down copy flies */
+        for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
+            fgroup *g = &f->gs[gi];
+            gather(f, g, a, x);
+            pump(f, -1);
+            uint64_t t0 = sl__now_ns();
+            st = gate_up_act(f, f->pool, L->gate[g->e], L->up[g->e], g->x, g->m, g->g, g->u,
+                             f->work, err);
+            cpu_span(f, t0, "gate+up+act", g->e);
+            if (st) goto fail;
+            int cs = copy_status(f, xi);
+            if (cs == 0 && f->opt.block_on_miss) {
+                pump(f, xx->last_copy);
+                cs = expert_copies_failed(f, first, last, xi) ? -1 : 1;
+                if (cs == 1 && sl_device_stream_wait(f->dev, f->ks, f->ev[xx->last_copy], NULL))
+                    cs = -1;
+            }
+            if (cs == 1) g->dev = sl_device_launch_host(f->dev, f->ks, job_down, g, NULL) == SL_OK;
+            if (!g->dev) {
+                if (cs == 0) xx->missed = true;
+                else xx->failed = true;
+                t0 = sl__now_ns();
+                st = down(f, f->pool, L->down[g->e], g->g, g->m, g->d, f->work, err);
+                cpu_span(f, t0, "down", g->e);
+                if (st) goto fail;
+            }
+        }
+    }
+    /* wait for the device; whatever it could not do is redone on the CPU */
+    {
+        const bool ks_ok = sl_device_stream_sync(f->dev, f->ks, NULL) == SL_OK;
+        const bool cs_ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
+        (void)cs_ok;
+        for (int64_t gi = 0; gi < f->n_g; gi++) {
+            fgroup *g = &f->gs[gi];
+            if (!g->dev) continue;
+            if (ks_ok && !g->dev_st) {
+                sl__trace_add(&f->trace, SL__TID_DEV, g->t0, g->t1, "dev L%d e%d %s", L->layer,
+                              g->e, f->xs[g->xi].kind == X_FETCH && mode == SL_FETCH_POST
+                                        ? "down" : "gate+up+down");
+                continue;
+            }
+            f->xs[g->xi].failed = true;
+            if ((st = cpu_full(f, g, err))) goto fail;
+        }
+    }
+    /* the sum, in the CPU scheduler's order: groups by expert ascending, chunks in order */
+    for (int64_t gi = 0; gi < f->n_g; gi++) {
+        const fgroup *g = &f->gs[gi];
+        for (int64_t i = 0; i < g->m; i++) {
+            const float w = a[g->idx[i]].weight;
+            float *o = out + (int64_t)a[g->idx[i]].token * E;
+            const float *d = g->d + i * E;
+            for (int64_t j = 0; j < E; j++) o[j] += w * d[j];
+        }
+        s->stats.batches++;
+        if (g->dev) {
+            s->stats.calls_gpu += (uint64_t)g->m;
+            f->cs_stats.groups_dev++;
+        } else {
+            s->stats.calls_cpu += (uint64_t)g->m;
+            f->cs_stats.groups_cpu++;
+        }
+    }
+    /* metrics: fallbacks, copy overlap, measured bandwidths */
+    for (int64_t xi = 0; xi < f->n_x; xi++) {
+        const xinfo *xx = &f->xs[xi];
+        if (xx->kind != X_FETCH) continue;
+        if (xx->failed) f->cs_stats.fallbacks_fail++;
+        else if (xx->missed) f->cs_stats.fallbacks_miss++;
+    }
+    for (int64_t i = 0; i < f->n_c; i++) {
+        fcopy *c = &f->cps[i];
+        if (c->state == C_INFLIGHT) c->state = C_DONE; /* the stream was synchronised */
+        if (c->state != C_DONE || !c->t_done) continue;
+        const sl__iv span = {c->t_enq, c->t_done};
+        f->cs_stats.copy_ns += (double)(c->t_done - c->t_enq);
+        f->cs_stats.hidden_ns += (double)sl__overlap_ns(span, f->iv, f->n_iv);
+        sl__trace_add(&f->trace, SL__TID_COPY, c->t_start, c->t_done, "copy L%d %llu KiB",
+                      L->layer, (unsigned long long)(c->bytes >> 10));
+        if (c->t_done > c->t_start)
+            f->pcie_bw = 0.8 * f->pcie_bw + 0.2 * (double)c->bytes * 1e9 /
+                                                (double)(c->t_done - c->t_start);
+    }
+    for (int64_t i = 0; i < f->n_iv; i++) {
+        /* CPU bandwidth: one group's weight bytes over its CPU span (a rough, cheap EMA) */
+        const uint64_t dt = f->iv[i].t1 - f->iv[i].t0;
+        if (dt > 0)
+            f->cpu_bw = 0.95 * f->cpu_bw + 0.05 * (double)(pb[0] + pb[1] + pb[2]) * 1e9 /
+                                               (double)dt / 1.5;
+    }
+    /* promotion of this call's fetched experts (lands before the next call: see the top) */
+    if (CL && f->opt.cache_bytes && mode != SL_FETCH_CPU) {
+        const uint64_t before = f->cache.evictions;
+        for (int64_t xi = 0; xi < f->n_x; xi++) {
+            const xinfo *xx = &f->xs[xi];
+            if (xx->kind != X_FETCH || xx->failed) continue;
+            if (!sl__cache_admit(&f->cache, CL, xx->e, off[2] + pb[2], off, false)) continue;
+            if (fill_entry(f, &CL->e[xx->e], xx->e, pb)) f->cs_stats.promotions++;
+            else sl__cache_drop(&f->cache, CL, xx->e);
+        }
+        f->cs_stats.evictions += f->cache.evictions - before;
+    }
+    if (f->opt.debug && (st = sl__cache_validate(&f->cache, err))) goto fail;
+    free(first);
+    free(last);
+    /* account */
+    f->cs_stats.scratch_bytes = f->scratch_bytes;
+    f->cs_stats.cache_bytes_used = f->cache.used;
+    if (L->layer >= f->n_layer_stats) {
+        sl_fetch_stats *n = realloc(f->per_layer, (size_t)(L->layer + 1) * sizeof *n);
+        if (n) {
+            memset(n + f->n_layer_stats, 0, (size_t)(L->layer + 1 - f->n_layer_stats) * sizeof *n);
+            f->per_layer = n;
+            f->n_layer_stats = L->layer + 1;
+        }
+    }
+    if (L->layer >= 0 && L->layer < f->n_layer_stats)
+        sl__fetch_stats_add(&f->per_layer[L->layer], &f->cs_stats);
+    sl__fetch_stats_add(&f->total, &f->cs_stats);
+    return SL_OK;
+fail:
+    /* a CPU kernel error: leave the device idle before the buffers can be reused */
+    sl_device_stream_sync(f->dev, f->ks, NULL);
+    sl_device_stream_sync(f->dev, f->cs, NULL);
+    free(first);
+    free(last);
+    {
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "kernel failed");
+        return sl_error_set(err, st, "moe layer %d: %s", L->layer, why);
+    }
+}
+
+static void fetch_destroy(sl_moe_sched *s)
+{
+    fetch *f = (fetch *)s;
+    if (f->ks) sl_device_stream_sync(f->dev, f->ks, NULL);
+    if (f->cs) sl_device_stream_sync(f->dev, f->cs, NULL);
+    sl__cache_free(&f->cache);
+    if (f->arena) {
+        sl_bfc_free(f->arena, f->scratch, NULL);
+        sl_bfc_destroy(f->arena);
+    }
+    for (int64_t i = 0; i < f->n_ev; i++) sl_device_event_destroy(f->dev, f->ev[i]);
+    free(f->ev);
+    if (f->ks && f->ks != f->cs) sl_device_stream_destroy(f->dev, f->ks);
+    if (f->cs) sl_device_stream_destroy(f->dev, f->cs);
+    sl__trace_free(&f->trace);
+    free(f->pins);
+    free(f->per_layer);
+    free(f->buf);
+    free(f->work);
+    free(f->dwork);
+    free(f->order);
+    free(f->count);
+    free(f->xs);
+    free(f->gs);
+    free(f->cps);
+    free(f->iv);
+    free(f);
+}
+
+static const sl__moe_vtable k_fetch_vt = {"fetch", fetch_exec, fetch_destroy};
+
+static sl_status parse_pins(fetch *f, const char *list, sl_error *err)
+{
+    if (!list || !*list) return SL_OK;
+    f->pins = calloc(MAX_PINS, sizeof *f->pins);
+    if (!f->pins) return sl_error_set(err, SL_ERR_NOMEM, "moe fetch: out of memory (pins)");
+    const char *p = list;
+    while (*p) {
+        int l, e, n = 0;
+        if (sscanf(p, "%d:%d%n", &l, &e, &n) != 2 || l < 0 || e < 0 || (p[n] && p[n] != ','))
+            return sl_error_set(err, SL_ERR_INVALID, "pinned experts '%s': bad item at '%s' "
+                                "(expected layer:expert,...)", list, p);
+        if (f->n_pins == MAX_PINS)
+            return sl_error_set(err, SL_ERR_INVALID, "pinned experts: more than %d", MAX_PINS);
+        f->pins[f->n_pins][0] = l;
+        f->pins[f->n_pins][1] = e;
+        f->n_pins++;
+        p += n;
+        if (*p == ',') p++;
+    }
+    return SL_OK;
+}
+
+sl_status sl_moe_fetch_create(sl_device *dev, const sl_fetch_options *opt, const sl_cpu_ops *ops,
+                              const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, sl_moe_sched **out,
+                              sl_error *err)
+{
+    if (!dev || !opt || !ops || !mv || !out)
+        return sl_error_set(err, SL_ERR_INVALID, "moe fetch: NULL device, options, ops, matvec "
+                            "context or out");
+    *out = NULL;
+    if (sl_device_kind_get(dev) != SL_DEVICE_SIM)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "moe fetch: device %s: the device-side "
+                            "expert kernels exist only on sim so far",
+                            sl_device_kind_name(sl_device_kind_get(dev)));
+    if ((unsigned)opt->mode > SL_FETCH_AUTO || opt->max_transfers < 1 ||
+        opt->max_transfers > 256 || !opt->scratch_bytes || (unsigned)opt->policy > SL_CACHE_LFU ||
+        !(opt->lfu_decay > 0.0 && opt->lfu_decay <= 1.0))
+        return sl_error_set(err, SL_ERR_INVALID, "moe fetch: bad options (mode %d, max_transfers "
+                            "%d, scratch %llu, policy %d, decay %g)", (int)opt->mode,
+                            opt->max_transfers, (unsigned long long)opt->scratch_bytes,
+                            (int)opt->policy, opt->lfu_decay);
+    fetch *f = calloc(1, sizeof *f);
+    if (!f) return sl_error_set(err, SL_ERR_NOMEM, "moe fetch: out of memory");
+    f->base.vt = &k_fetch_vt;
+    f->opt = *opt;
+    f->opt.pinned = NULL;
+    f->ops = *ops;
+    f->mv = *mv;
+    f->pool = pool;
+    f->dev = dev;
+    f->scratch = SL_BLOCK_NONE;
+    f->cpu_bw = (opt->cpu_gbs > 0 ? opt->cpu_gbs : 100.0) * 1e9;
+    f->pcie_bw = (opt->pcie_gbs > 0 ? opt->pcie_gbs : 25.0) * 1e9;
+    f->dev_bw = (opt->dev_gbs > 0 ? opt->dev_gbs : 1000.0) * 1e9;
+    sl__cache_init(&f->cache, opt->policy, opt->lfu_decay, opt->cache_bytes);
+    f->trace.on = opt->trace || opt->debug;
+    f->trace.cap = opt->trace_max_spans;
+    f->trace.origin_ns = sl__now_ns();
+    sl_status st = parse_pins(f, opt->pinned, err);
+    if (!st) st = sl_device_stream_create(dev, &f->cs, err);
+    if (!st) {
+        if (opt->dedicated_streams) st = sl_device_stream_create(dev, &f->ks, err);
+        else f->ks = f->cs;
+    }
+    if (st) {
+        fetch_destroy(&f->base);
+        return st;
+    }
+    *out = &f->base;
+    return SL_OK;
+}
+
+sl_status sl_fetch_stats_get(const sl_moe_sched *s, int32_t layer, sl_fetch_stats *out,
+                             sl_error *err)
+{
+    if (!s || !out || s->vt != &k_fetch_vt)
+        return sl_error_set(err, SL_ERR_INVALID, "fetch stats: not a fetch scheduler");
+    const fetch *f = (const fetch *)s;
+    if (layer < 0) {
+        *out = f->total;
+        return SL_OK;
+    }
+    if (layer >= f->n_layer_stats || !f->per_layer[layer].calls)
+        return sl_error_set(err, SL_ERR_RANGE, "fetch stats: layer %d was never run", layer);
+    *out = f->per_layer[layer];
+    return SL_OK;
+}
+
+sl_status sl_sched_trace_write(const sl_moe_sched *s, const char *path, sl_error *err)
+{
+    if (!s || s->vt != &k_fetch_vt)
+        return sl_error_set(err, SL_ERR_INVALID, "trace: not a fetch scheduler");
+    const fetch *f = (const fetch *)s;
+    return sl__trace_write(&f->trace, path, err);
+}

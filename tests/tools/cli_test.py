@@ -1,0 +1,218 @@
+"""Tests of `sluice generate`, `perplexity`, `eval`, `bench decode` and `demo` on mkmodel models.
+
+usage: cli_test.py SLUICE_BINARY
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+SLUICE = os.path.abspath(sys.argv[1])
+FAILURES = []
+VOCAB = 512  # mkmodel's default
+
+
+def expect(cond, msg):
+    print(("ok   " if cond else "FAIL ") + msg, flush=True)
+    if not cond:
+        FAILURES.append(msg)
+    return cond
+
+
+def run(*args, **kw):
+    return subprocess.run([SLUICE, *map(str, args)], capture_output=True, text=True, **kw)
+
+
+def mkmodel(path, *flags):
+    r = run("mkmodel", "-o", path, *flags)
+    if r.returncode:
+        sys.exit(f"mkmodel {flags} failed: {r.stderr}")
+
+
+def text_corpus():
+    words = ("the quick brown fox jumps over a lazy dog while seven wizards quietly hex "
+             "every jovial bank clerk near the old harbour").split()
+    out, x = [], 12345
+    for _ in range(900):
+        x = (x * 1103515245 + 12345) % (1 << 31)
+        out.append(words[x % len(words)])
+    return " ".join(out) + "\n"
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="sluice-cli-test-")
+    m1 = os.path.join(tmp, "m1.gguf")       # qwen3moe, BPE, no BOS
+    m2 = os.path.join(tmp, "m2.gguf")       # same shape, other weights
+    ml = os.path.join(tmp, "llama.gguf")    # SPM, adds BOS
+    mkmodel(m1)
+    mkmodel(m2, "--seed", "2")
+    mkmodel(ml, "--arch", "llama")
+    text = os.path.join(tmp, "text.txt")
+    with open(text, "w") as f:
+        f.write(text_corpus())
+
+    # ---- help ----
+    for cmd in (["generate"], ["perplexity"], ["eval"], ["bench", "decode"], ["demo"]):
+        r = run(*cmd, "--help")
+        expect(r.returncode == 0 and "usage:" in r.stdout, f"{' '.join(cmd)} --help exits 0")
+    r = run("eval", "--help")
+    expect("float32 little-endian" in r.stdout and "[n_tokens][n_vocab]" in r.stdout,
+           "eval --help documents the logits format")
+
+    # ---- eval ----
+    toks = [1, 17, 300, 5, 9, 100, 200, 300, 400, 7, 8, 9]
+    lo = os.path.join(tmp, "eval.bin")
+    r = run("eval", "-m", m1, "--tokens", ",".join(map(str, toks)), "--logits-out", lo)
+    expect(r.returncode == 0, f"eval --logits-out exits 0 ({r.stderr.strip()})")
+    size = os.path.getsize(lo) if os.path.exists(lo) else -1
+    expect(size == len(toks) * VOCAB * 4,
+           f"eval logits file is n_tokens x n_vocab x 4 = {len(toks) * VOCAB * 4} bytes ({size})")
+    logits = np.fromfile(lo, dtype="<f4").reshape(len(toks), VOCAB) if size > 0 else None
+    expect(logits is not None and np.isfinite(logits).all(), "eval logits are finite")
+    r = run("eval", "-m", m1, "--tokens", ",".join(map(str, toks)), "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    expect(j.get("argmax") == [int(x) for x in logits.argmax(axis=1)],
+           "eval --json argmax matches the logits file")
+    expect(np.allclose(np.array(j.get("logits", [[0]]), dtype=np.float32), logits, rtol=0,
+                       atol=0), "eval --json logits equal the file's bit for bit")
+    r = run("eval", "-m", m1, "--tokens", ",".join(map(str, toks)))
+    expect(r.returncode == 0 and len(r.stdout.strip().splitlines()) == len(toks) + 1,
+           "eval summary: a header and one line per position")
+
+    # ---- generate ----
+    r = run("generate", "-m", m1, "-p", "the quick brown fox", "-n", "6", "--temp", "0",
+            "-ctk", "f32", "--json")
+    expect(r.returncode == 0, f"generate --json exits 0 ({r.stderr.strip()})")
+    g = json.loads(r.stdout) if r.returncode == 0 else {}
+    for k in ("text", "tokens", "prompt_tokens", "prefill_tps", "decode_tps", "stop"):
+        expect(k in g, f"generate --json has '{k}'")
+    gen, prompt = g.get("tokens", []), g.get("prompt_tokens", [])
+    expect(len(gen) >= 1 and len(prompt) >= 1, f"generate produced tokens ({gen})")
+    seq = prompt + gen[:-1]
+    r = run("eval", "-m", m1, "--tokens", ",".join(map(str, seq)), "--logits-out", lo)
+    if expect(r.returncode == 0, "eval of prompt + generated tokens"):
+        ev = np.fromfile(lo, dtype="<f4").reshape(len(seq), VOCAB)
+        am = [int(x) for x in ev[len(prompt) - 1:].argmax(axis=1)]
+        expect(am == gen, f"eval argmax rows equal generate's greedy choices ({am} vs {gen})")
+    r = run("generate", "-m", m1, "-p", "the quick brown fox", "-n", "6", "--temp", "0")
+    expect(r.returncode == 0 and r.stdout == g.get("text"),
+           "generate streams exactly the --json text to stdout")
+    expect("prefill" in r.stderr and "decode" in r.stderr and "tok/s" in r.stderr,
+           "generate prints prefill and decode tok/s to stderr")
+    r1 = run("generate", "-m", ml, "-p", "hello", "-n", "5", "--temp", "0.9", "--seed", "7",
+             "--json")
+    r2 = run("generate", "-m", ml, "-p", "hello", "-n", "5", "--temp", "0.9", "--seed", "7",
+             "--json")
+    g1 = json.loads(r1.stdout) if r1.returncode == 0 else {}
+    g2 = json.loads(r2.stdout) if r2.returncode == 0 else {}
+    expect(r1.returncode == 0 and g1["tokens"] == g2.get("tokens") and g1["text"] == g2.get("text"),
+           "sampled generation repeats with a seed")
+    expect(g1.get("prompt_tokens", [None])[0] == 1, "llama (SPM) prompt starts with BOS 1")
+
+    # ---- perplexity ----
+    for name, model in (("qwen3moe", m1), ("llama", ml)):
+        r = run("perplexity", "-m", model, "-f", text, "--ctx", "64", "--chunks", "3")
+        expect(r.returncode == 0, f"perplexity {name} exits 0 ({r.stderr.strip()})")
+        out = r.stdout
+        expect("[1]" in out and "[2]" in out and "[3]" in out and "[4]" not in out,
+               f"perplexity {name} prints 3 per-chunk values")
+        line = [x for x in out.splitlines() if x.startswith("Final estimate: PPL = ")]
+        ppl = float(line[0].split("=")[1].split()[0]) if line else float("nan")
+        expect(math.isfinite(ppl) and ppl > 1, f"perplexity {name}: PPL {ppl} finite and > 1")
+        expect(bool(line) and "+/-" in line[0], f"perplexity {name}: standard error printed")
+    r = run("perplexity", "-m", m1, "-f", text, "--ctx", "64", "--chunks", "3", "--json")
+    pj = json.loads(r.stdout) if r.returncode == 0 else {}
+    expect(len(pj.get("chunks", [])) == 3 and pj.get("n_scored") == 3 * 31,
+           "perplexity --json: 3 chunks, 31 scored positions each")
+
+    base = os.path.join(tmp, "base.bin")
+    r = run("perplexity", "-m", m1, "-f", text, "--ctx", "64", "--chunks", "3", "--logits-out",
+            base)
+    expect(r.returncode == 0 and os.path.getsize(base) == 3 * 31 * VOCAB * 4,
+           "perplexity --logits-out writes chunks x (ctx - 1 - ctx/2) x n_vocab floats")
+    r = run("perplexity", "-m", m1, "-f", text, "--ctx", "64", "--chunks", "3",
+            "--kl-divergence-base", base, "--json")
+    k = json.loads(r.stdout) if r.returncode == 0 else {}
+    expect(abs(k.get("kld", 1)) < 1e-9 and k.get("top1_percent") == 100.0,
+           f"KL vs itself ~ 0 and 100% top-1 ({k.get('kld')}, {k.get('top1_percent')})")
+    r = run("perplexity", "-m", m2, "-f", text, "--ctx", "64", "--chunks", "3",
+            "--kl-divergence-base", base)
+    kl_line = [x for x in r.stdout.splitlines() if x.startswith("Mean    KLD:")]
+    kld = float(kl_line[0].split(":")[1].split()[0]) if kl_line else 0.0
+    expect(r.returncode == 0 and kld > 1e-3, f"KL vs another seed's model > 0 ({kld})")
+    expect(any(x.startswith("Same top p:") for x in r.stdout.splitlines()),
+           "KL report has the top-1 agreement line")
+    r = run("perplexity", "-m", m1, "-f", text, "--ctx", "64", "--chunks", "2",
+            "--kl-divergence-base", base)
+    expect(r.returncode == 1 and base in r.stderr and "expected" in r.stderr,
+           f"a base file of another size is refused naming it ({r.stderr.strip()})")
+    short = os.path.join(tmp, "short.txt")
+    with open(short, "w") as f:
+        f.write("too short")
+    r = run("perplexity", "-m", m1, "-f", short, "--ctx", "64")
+    expect(r.returncode == 1 and short in r.stderr, "too short a text: exit 1 naming the file")
+
+    # ---- bench decode, demo ----
+    r = run("bench", "decode", "-m", m1, "-n", "4", "--prompt-tokens", "4", "--json")
+    bj = json.loads(r.stdout) if r.returncode == 0 else {}
+    runs = bj.get("runs", [])
+    expect(r.returncode == 0 and [x["placement"] for x in runs] == ["cpu", "experts-cpu"] and
+           all(x["ok"] and x["decode_ms_per_token"] > 0 for x in runs),
+           f"bench decode runs cpu and experts-cpu ({r.stderr.strip()[-300:]})")
+    expect(bj.get("roofline_gbps", 0) > 0 and bj.get("bound_ms_per_token", 0) > 0 and
+           bj.get("gpu", {}).get("available") is False,
+           "bench decode reports the bandwidth bound and gpu unavailable")
+    r = run("demo", "--dir", tmp, "-n", "4")
+    expect(r.returncode == 0 and "== 3." in r.stdout and "== done" in r.stdout,
+           f"demo runs end to end ({r.stderr.strip()[-300:]})")
+
+    # ---- errors ----
+    cases = [
+        (["generate", "-m", m1, "-p", "x", "--bogus"], 2, "--bogus"),
+        (["generate", "-m", m1, "-p", "x", "-n", "12x"], 2, "-n"),
+        (["generate", "-m", m1, "-p", "x", "--temp", "-1"], 2, "--temp"),
+        (["generate", "-m", m1, "-p", "x", "--top-p", "nan"], 2, "--top-p"),
+        (["generate", "-m", m1, "-p", "x", "--seed", "-3"], 2, "--seed"),
+        (["generate", "-m", m1], 2, "-p"),
+        (["generate", "-m", m1, "-p", "x", "--placement", "moon"], 2, "--placement"),
+        (["generate", "-m", m1, "-p", "x", "--io", "tape"], 2, "--io"),
+        (["generate", "-m", m1, "-p", "x", "--device", "tpu"], 2, "--device"),
+        (["generate", "-m", m1, "-p", "x", "-t", "0"], 2, "-t"),
+        (["generate", "-m", m1, "-p", "x", "-ctk", "q8"], 2, "-ctk"),
+        (["generate", "-m", m1, "-p"], 2, "-p"),
+        (["perplexity", "-m", m1, "-f", text, "--ctx", "2"], 2, "--ctx"),
+        (["perplexity", "-m", m1, "-f", text, "--chunks", "0"], 2, "--chunks"),
+        (["perplexity", "-m", m1, "-f", text, "--frobnicate"], 2, "--frobnicate"),
+        (["eval", "-m", m1, "--tokens", "1,2,x"], 2, "--tokens"),
+        (["eval", "-m", m1, "--tokens", "1,-2"], 2, "--tokens"),
+        (["eval", "-m", m1, "--tokens", f"1,{VOCAB}"], 2, "--tokens"),
+        (["eval", "-m", m1, "--tokens", "1", "--ctx-size=0"], 2, "--ctx-size"),
+        (["eval", "-m", m1, "--tokens", "1", "extra"], 2, "extra"),
+        (["bench", "decode", "--shape", "huge"], 2, "--shape"),
+        (["bench", "decode", "-m", m1, "-n", "0"], 2, "-n"),
+        (["demo", "--what"], 2, "--what"),
+        (["generate", "-m", "/nonexistent/x.gguf", "-p", "x"], 1, "/nonexistent/x.gguf"),
+        (["eval", "-m", "/nonexistent/y.gguf", "--tokens", "1"], 1, "/nonexistent/y.gguf"),
+        (["perplexity", "-m", m1, "-f", "/nonexistent/t.txt"], 1, "/nonexistent/t.txt"),
+        (["generate", "-m", m1, "-f", "/nonexistent/p.txt"], 1, "/nonexistent/p.txt"),
+        (["perplexity", "-m", m1, "-f", text, "--kl-divergence-base", "/nonexistent/b.bin"], 1,
+         "/nonexistent/b.bin"),
+        (["generate", "-m", text, "-p", "x"], 1, text),
+    ]
+    for args, rc, needle in cases:
+        r = run(*args)
+        expect(r.returncode == rc and needle in r.stderr,
+               f"{' '.join(a if a not in (m1, text) else os.path.basename(a) for a in args)}: "
+               f"exit {r.returncode} (want {rc}), names '{os.path.basename(needle)}': "
+               f"{r.stderr.strip().splitlines()[0] if r.stderr.strip() else ''}")
+
+    print(f"\n{len(FAILURES)} failures")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+/* `tools/run generate`: prompt -> tokens (BOS as the model's metadata says) -> one prefill ->
+ * decode with the sampler, streaming each token's text to stdout as it is produced.
+ *
+ * stdout carries the generated text alone (not the prompt), so it can be piped; timings go to
+ * stderr: prefill tok/s = prompt tokens / time of the prefill eval, decode tok/s = decoded
+ * tokens / time of their one-token evals (sampling and detokenizing excluded, as llama.cpp's
+ * "eval time"). With --json nothing is streamed: one JSON object is printed to stdout at the
+ * end (text, tokens, timings).
+ *
+ * Stops after -n tokens, at the end-of-generation token (the model's EOS; the public API has no
+ * wider is-EOG query yet), or when the context is full. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/cli/cli.h"
+#include "tools/cli/json.h"
+#include "tools/cli/model_flags.h"
+
+static const char *const k_cmd = "generate";
+
+static void usage(FILE *f)
+{
+    fputs("usage: tools/run generate -m FILE (-p TEXT | -f FILE) [-n N] [sampling flags]\n"
+          "                          [--json] [-c N] [-b N] [model and placement flags]\n"
+          "\n"
+          "Tokenizes the prompt (adding BOS when the model's tokenizer does), evaluates it in\n"
+          "one prefill, then decodes up to N tokens, streaming their text to stdout. stdout is\n"
+          "the generated text alone; prefill and decode tok/s are printed to stderr.\n"
+          "\n"
+          "  -p, --prompt TEXT      the prompt\n"
+          "  -f, --file FILE        read the prompt from FILE\n"
+          "  -n, --n-predict N      tokens to generate (default 32; -1: until EOS or the\n"
+          "                         context is full)\n"
+          "  -c, --ctx-size, --ctx N  context size (default: min(training context, 4096))\n"
+          "  -b, --batch-size N     prefill batch (default 512)\n"
+          "  --temp T               temperature, 0 = greedy (default 0.8)\n"
+          "  --top-k N              top-k, 0 = off (default 40)\n"
+          "  --top-p P              top-p, 1 = off (default 0.95)\n"
+          "  --min-p P              min-p, 0 = off (default 0.05)\n"
+          "  --seed S               sampler seed, 0..2^64-1 (default 0: runs repeat)\n"
+          "  --ignore-eos           do not stop at the end-of-generation token\n"
+          "  --json                 print nothing while generating; at the end print one JSON\n"
+          "                         object to stdout: {\"text\", \"tokens\" (generated ids),\n"
+          "                         \"prompt_tokens\", \"n_prompt\", \"n_generated\", \"stop\"\n"
+          "                         (\"eos\", \"length\" or \"context\"), \"prefill_tps\",\n"
+          "                         \"decode_tps\", \"prefill_seconds\", \"decode_seconds\"}\n"
+          "  -h, --help             this text\n",
+          f);
+    fprintf(f, SL_CLI_KV_HELP, "f16, as llama.cpp");
+    sl_cli_model_flags_help(f);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A growing byte buffer for the generated text (kept for --json). */
+typedef struct text_buf {
+    char *p;
+    size_t n, cap;
+} text_buf;
+
+static int text_append(text_buf *t, const char *s, size_t n)
+{
+    if (t->n + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 256;
+        while (cap < t->n + n + 1) cap *= 2;
+        char *p = realloc(t->p, cap);
+        if (!p) return 1;
+        t->p = p;
+        t->cap = cap;
+    }
+    memcpy(t->p + t->n, s, n);
+    t->n += n;
+    t->p[t->n] = 0;
+    return 0;
+}
+
+/* The text of token `tok` into *buf (grown as needed); *n its bytes. */
+static int token_piece(const sl_model *m, int32_t tok, char **buf, size_t *cap, size_t *n,
+                       sl_error *err)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        const sl_status st = sl_token_to_piece(m, tok, false, *buf, *cap, n, err);
+        if (st == SL_OK && *n < *cap) return 0;
+        if (st != SL_OK && st != SL_ERR_RANGE) return 1;
+        char *nb = realloc(*buf, *n + 1);
+        if (!nb) return 1;
+        *buf = nb;
+        *cap = *n + 1;
+    }
+    return 1;
+}
+
+int sl_cli_generate(int argc, char **argv)
+{
+    sl_cli_args a;
+    sl_cli_args_init(&a, k_cmd, argc, argv);
+    sl_cli_model_flags mf;
+    sl_cli_model_flags_init(&mf);
+    sl_sampler_options so = sl_sampler_options_default();
+    const char *prompt = NULL, *prompt_file = NULL;
+    int64_t n_predict = 32, n_ctx = 0, n_batch = 0, i64;
+    double f64;
+    bool json = false, ignore_eos = false, kv_f16 = true;
+    while (sl_cli_args_next(&a)) {
+        const char *v;
+        int r = sl_cli_model_flags_parse(&mf, &a);
+        if (!r) r = sl_cli_kv_flag_parse(&a, &kv_f16);
+        if (r == 2) return 2;
+        if (r == 1) continue;
+        if (sl_cli_is(&a, "-h", "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (sl_cli_is(&a, "--json", NULL) || sl_cli_is(&a, "--ignore-eos", NULL)) {
+            if (a.inline_val) return sl_cli_usage_error(k_cmd, "%s takes no value", a.flag);
+            if (!strcmp(a.flag, "--json")) json = true;
+            else ignore_eos = true;
+            continue;
+        }
+        static const char *const k_value_flags[] = {
+            "-p", "--prompt", "-f", "--file", "-n", "--n-predict", "-c", "--ctx-size", "--ctx",
+            "-b", "--batch-size", "--temp", "--top-k", "--top-p", "--min-p", "--seed"};
+        size_t k = 0;
+        while (k < sizeof k_value_flags / sizeof *k_value_flags && strcmp(a.flag, k_value_flags[k]))
+            k++;
+        if (k == sizeof k_value_flags / sizeof *k_value_flags) return sl_cli_unknown(&a);
+        if (!(v = sl_cli_value(&a))) return 2;
+        if (sl_cli_is(&a, "-p", "--prompt")) {
+            prompt = v;
+        } else if (sl_cli_is(&a, "-f", "--file")) {
+            if (!*v) return sl_cli_usage_error(k_cmd, "%s: empty file name", a.flag);
+            prompt_file = v;
+        } else if (sl_cli_is(&a, "-n", "--n-predict")) {
+            if (sl_cli_parse_i64(k_cmd, a.flag, v, -1, INT32_MAX, &n_predict)) return 2;
+        } else if (sl_cli_is(&a, "-c", "--ctx-size") || sl_cli_is(&a, "--ctx", NULL)) {
+            if (sl_cli_parse_i64(k_cmd, a.flag, v, 1, 1 << 24, &n_ctx)) return 2;
+        } else if (sl_cli_is(&a, "-b", "--batch-size")) {
+            if (sl_cli_parse_i64(k_cmd, a.flag, v, 1, 1 << 24, &n_batch)) return 2;
+        } else if (sl_cli_is(&a, "--temp", NULL)) {
+            if (sl_cli_parse_f64(k_cmd, a.flag, v, 0, 1e6, &f64)) return 2;
+            so.temp = (float)f64;
+        } else if (sl_cli_is(&a, "--top-k", NULL)) {
+            if (sl_cli_parse_i64(k_cmd, a.flag, v, 0, INT32_MAX, &i64)) return 2;
+            so.top_k = (int32_t)i64;
+        } else if (sl_cli_is(&a, "--top-p", NULL)) {
+            if (sl_cli_parse_f64(k_cmd, a.flag, v, 0, 1, &f64)) return 2;
+            so.top_p = (float)f64;
+        } else if (sl_cli_is(&a, "--min-p", NULL)) {
+            if (sl_cli_parse_f64(k_cmd, a.flag, v, 0, 1, &f64)) return 2;
+            so.min_p = (float)f64;
+        } else if (sl_cli_is(&a, "--seed", NULL)) {
+            if (sl_cli_parse_u64(k_cmd, a.flag, v, &so.seed)) return 2;
+        } else {
+            return sl_cli_unknown(&a);
+        }
+    }
+    if (!mf.path) return sl_cli_usage_error(k_cmd, "-m FILE is required");
+    if (!prompt == !prompt_file)
+        return sl_cli_usage_error(k_cmd, "give the prompt with exactly one of -p TEXT, -f FILE");
+
+    int rc = 1;
+    char *file_text = NULL, *piece = NULL;
+    size_t piece_cap = 0, prompt_len = prompt ? strlen(prompt) : 0;
+    int32_t *ptok = NULL, *gen = NULL;
+    size_t n_prompt = 0, n_gen = 0;
+    sl_model *m = NULL;
+    sl_ctx *c = NULL;
+    sl_sampler *smp = NULL;
+    text_buf text = {0};
+    sl_error err = {0};
+    if (prompt_file) {
+        if (sl_cli_read_file(k_cmd, "-f", prompt_file, &file_text, &prompt_len)) goto done;
+        prompt = file_text;
+    }
+    if ((rc = sl_cli_model_open(&mf, k_cmd, &m))) goto done;
+    rc = 1;
+    sl_model_info info;
+    sl_model_info_get(m, &info);
+    /* as llama.cpp's tools: special tokens written in the prompt are recognised */
+    if (sl_cli_tokenize(m, k_cmd, mf.path, prompt, prompt_len, true, true, &ptok, &n_prompt))
+        goto done;
+    if (!n_prompt) {
+        rc = sl_cli_usage_error(k_cmd, "the prompt is empty after tokenization");
+        goto done;
+    }
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = (int32_t)n_ctx;
+    co.n_batch = (int32_t)n_batch;
+    co.kv_f16 = kv_f16;
+    if (sl_ctx_create(m, &co, &c, &err)) {
+        fprintf(stderr, "sluice generate: %s: context: %s\n", mf.path, err.msg);
+        goto done;
+    }
+    if (sl_sampler_create(&so, &smp, &err)) {
+        fprintf(stderr, "sluice generate: sampler: %s\n", err.msg);
+        goto done;
+    }
+    const int32_t ctx_size = co.n_ctx ? co.n_ctx
+                                      : (info.n_ctx_train < 4096 ? info.n_ctx_train : 4096);
+    if (n_prompt > (size_t)ctx_size) {
+        rc = sl_cli_usage_error(k_cmd, "the prompt has %zu tokens, more than the context "
+                                "(%" PRId32 "; raise -c)", n_prompt, ctx_size);
+        goto done;
+    }
+    const size_t max_gen = n_predict < 0 ? (size_t)ctx_size : (size_t)n_predict;
+    if (!(gen = malloc((max_gen ? max_gen : 1) * sizeof *gen))) {
+        fprintf(stderr, "sluice generate: out of memory\n");
+        goto done;
+    }
+    double t0 = now_s();
+    if (sl_ctx_eval(c, ptok, n_prompt, &err)) {
+        fprintf(stderr, "sluice generate: %s: prefill: %s\n", mf.path, err.msg);
+        goto done;
+    }
+    const double prefill_s = now_s() - t0;
+    double decode_s = 0;
+    size_t n_decoded = 0;
+    const char *stop = "length";
+    while (n_gen < max_gen) {
+        int32_t tok;
+        if (sl_sampler_sample(smp, sl_ctx_logits(c, -1), info.n_vocab, &tok, &err)) {
+            fprintf(stderr, "sluice generate: sample: %s\n", err.msg);
+            goto done;
+        }
+        if (tok == info.eos && !ignore_eos) {
+            stop = "eos";
+            break;
+        }
+        gen[n_gen++] = tok;
+        size_t n;
+        if (token_piece(m, tok, &piece, &piece_cap, &n, &err)) {
+            fprintf(stderr, "sluice generate: %s: token %" PRId32 ": %s\n", mf.path, tok,
+                    err.msg[0] ? err.msg : "out of memory");
+            goto done;
+        }
+        if (json) {
+            if (text_append(&text, piece, n)) {
+                fprintf(stderr, "sluice generate: out of memory\n");
+                goto done;
+            }
+        } else {
+            fwrite(piece, 1, n, stdout);
+            fflush(stdout);
+        }
+        if (n_gen == max_gen) break; /* the last token needs no eval */
+        if (sl_ctx_n_past(c) >= ctx_size) {
+            stop = "context";
+            break;
+        }
+        t0 = now_s();
+        if (sl_ctx_eval(c, &tok, 1, &err)) {
+            fprintf(stderr, "sluice generate: %s: decode: %s\n", mf.path, err.msg);
+            goto done;
+        }
+        decode_s += now_s() - t0;
+        n_decoded++;
+    }
+    const double prefill_tps = prefill_s > 0 ? (double)n_prompt / prefill_s : 0;
+    const double decode_tps = decode_s > 0 ? (double)n_decoded / decode_s : 0;
+    if (json) {
+        printf("{\"text\":");
+        sl_json_str(stdout, text.p ? text.p : "", text.n);
+        printf(",\"tokens\":[");
+        for (size_t i = 0; i < n_gen; i++) printf("%s%" PRId32, i ? "," : "", gen[i]);
+        printf("],\"prompt_tokens\":[");
+        for (size_t i = 0; i < n_prompt; i++) printf("%s%" PRId32, i ? "," : "", ptok[i]);
+        printf("],\"n_prompt\":%zu,\"n_generated\":%zu,\"stop\":\"%s\",\"prefill_tps\":",
+               n_prompt, n_gen, stop);
+        sl_json_f64(stdout, prefill_tps);
+        printf(",\"decode_tps\":");
+        sl_json_f64(stdout, decode_tps);
+        printf(",\"prefill_seconds\":");
+        sl_json_f64(stdout, prefill_s);
+        printf(",\"decode_seconds\":");
+        sl_json_f64(stdout, decode_s);
+        printf("}\n");
+    } else {
+        /* the text has no newline of its own: start the stats on a line of their own when
+         * they would land after it (a terminal, or 2>&1) */
+        struct stat so_st, se_st;
+        if (n_gen && (isatty(STDOUT_FILENO) ||
+                      (!fstat(STDOUT_FILENO, &so_st) && !fstat(STDERR_FILENO, &se_st) &&
+                       so_st.st_dev == se_st.st_dev && so_st.st_ino == se_st.st_ino)))
+            fputc('\n', stderr);
+        fprintf(stderr, "generate: prefill %zu tokens in %.3f s = %.1f tok/s; decode %zu tokens "
+                        "in %.3f s = %.1f tok/s; stop: %s\n",
+                n_prompt, prefill_s, prefill_tps, n_decoded, decode_s, decode_tps, stop);
+    }
+    rc = fflush(stdout) ? 1 : 0;
+done:
+    sl_sampler_destroy(smp);
+    sl_ctx_destroy(c);
+    sl_model_close(m);
+    free(text.p);
+    free(gen);
+    free(ptok);
+    free(piece);
+    free(file_text);
+    return rc;
+}

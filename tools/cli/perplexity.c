@@ -1,0 +1,338 @@
+/* `tools/run perplexity`: llama.cpp's perplexity and KL-divergence measurement.
+ *
+ * Method (llama.cpp tools/perplexity, perplexity()): the whole file is tokenized once (BOS as
+ * the model's tokenizer adds it); chunk i is tokens [i*C, (i+1)*C) for C = --ctx, evaluated
+ * from an empty KV cache, with its first token replaced by BOS when the model adds BOS. Only
+ * the second half is scored: with first = C/2, logits row k (k = first .. C-2) predicts token
+ * k+1, so each chunk scores C-1-first positions. llama.cpp asks for at least 2*C tokens, and so
+ * do we. Per position nll = -log softmax(row)[target]; running PPL = exp(mean nll) is printed
+ * after each chunk as "[i]PPL," and at the end
+ *     Final estimate: PPL = exp(mean) +/- PPL * sqrt((mean(nll^2) - mean^2) / (N - 1))
+ * (the standard error, propagated to PPL as llama.cpp does).
+ *
+ * Logits files (--logits-out, --kl-divergence-base): the scored rows only, chunk after chunk:
+ * float32 little-endian, row-major [chunks * (C-1-first)][n_vocab], no header — the row format
+ * of `eval --logits-out`. KL divergence (llama.cpp --kl-divergence): per scored position
+ * KL(base || current) = sum_v p_base(v) (log p_base(v) - log p_cur(v)) from the log-softmax of
+ * both rows, reported as mean +/- standard error, and the top-1 agreement (argmax equal) as a
+ * percentage +/- sqrt(p(1-p)/(N-1)). The base file must be a run with the same text, --ctx and
+ * --chunks (its size is checked against that). */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "tools/cli/cli.h"
+#include "tools/cli/json.h"
+#include "tools/cli/model_flags.h"
+
+static const char *const k_cmd = "perplexity";
+
+static void usage(FILE *f)
+{
+    fputs("usage: tools/run perplexity -m FILE -f TEXTFILE [-c N] [--chunks K] [--json]\n"
+          "         [--logits-out FILE] [--kl-divergence-base FILE] [-b N]\n"
+          "         [model and placement flags]\n"
+          "\n"
+          "Perplexity of a text as llama.cpp computes it: chunks of N tokens, each from an\n"
+          "empty cache and starting with BOS when the model adds one, scored on their second\n"
+          "half. Prints the running PPL per chunk (\"[1]12.3456,[2]...\") and\n"
+          "\"Final estimate: PPL = X +/- Y\" (Y: standard error). Needs at least 2N tokens.\n"
+          "\n"
+          "  -f, --file FILE        the text\n"
+          "  -c, --ctx-size, --ctx N  chunk size in tokens, >= 4 (default 512)\n"
+          "  --chunks K             score at most K chunks (default: all, -1)\n"
+          "  -b, --batch-size N     prefill batch (default: N)\n"
+          "  --logits-out FILE      write the scored positions' logits: float32 little-endian,\n"
+          "                         row-major [chunks * (N - 1 - N/2)][n_vocab], no header\n"
+          "                         (eval's row format); row k of a chunk predicts token k+1\n"
+          "  --kl-divergence-base FILE  a --logits-out file of a base run (same text, -c and\n"
+          "                         --chunks): report mean KL(base || this model) +/- its\n"
+          "                         standard error and the top-1 agreement %\n"
+          "  --json                 one JSON object on stdout instead: chunks (running PPL),\n"
+          "                         ppl, ppl_stderr, n_tokens, n_scored, and kld, kld_stderr,\n"
+          "                         top1_percent, top1_stderr with --kl-divergence-base\n"
+          "  -h, --help             this text\n",
+          f);
+    fprintf(f, SL_CLI_KV_HELP, "f16, as llama.cpp");
+    sl_cli_model_flags_help(f);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* out[v] = log softmax(x)[v] in double; returns the argmax. */
+static int32_t log_softmax(const float *x, int32_t n, double *out)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    const double mx = x[best];
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)x[i] - mx);
+    const double lse = mx + log(sum);
+    for (int32_t i = 0; i < n; i++) out[i] = (double)x[i] - lse;
+    return best;
+}
+
+typedef struct kl_acc {
+    double sum, sum2;
+    uint64_t same, n;
+} kl_acc;
+
+/* mean and standard error of the mean from sums; err = 0 when undefined. */
+static void mean_err(double sum, double sum2, uint64_t n, double *mean, double *err)
+{
+    *mean = n ? sum / (double)n : 0;
+    double var = n ? sum2 / (double)n - *mean * *mean : 0;
+    *err = n > 1 && var > 0 ? sqrt(var / (double)(n - 1)) : 0;
+}
+
+int sl_cli_perplexity(int argc, char **argv)
+{
+    sl_cli_args a;
+    sl_cli_args_init(&a, k_cmd, argc, argv);
+    sl_cli_model_flags mf;
+    sl_cli_model_flags_init(&mf);
+    const char *text_path = NULL, *out_path = NULL, *base_path = NULL;
+    int64_t n_ctx = 512, n_batch = 0, chunks = -1;
+    bool json = false, kv_f16 = true;
+    while (sl_cli_args_next(&a)) {
+        const char *v;
+        int r = sl_cli_model_flags_parse(&mf, &a);
+        if (!r) r = sl_cli_kv_flag_parse(&a, &kv_f16);
+        if (r == 2) return 2;
+        if (r == 1) continue;
+        if (sl_cli_is(&a, "-h", "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (sl_cli_is(&a, "--json", NULL)) {
+            if (a.inline_val) return sl_cli_usage_error(k_cmd, "--json takes no value");
+            json = true;
+        } else if (sl_cli_is(&a, "-f", "--file")) {
+            if (!(text_path = sl_cli_value(&a))) return 2;
+            if (!*text_path) return sl_cli_usage_error(k_cmd, "%s: empty file name", a.flag);
+        } else if (sl_cli_is(&a, "--logits-out", NULL)) {
+            if (!(out_path = sl_cli_value(&a))) return 2;
+            if (!*out_path) return sl_cli_usage_error(k_cmd, "%s: empty file name", a.flag);
+        } else if (sl_cli_is(&a, "--kl-divergence-base", NULL)) {
+            if (!(base_path = sl_cli_value(&a))) return 2;
+            if (!*base_path) return sl_cli_usage_error(k_cmd, "%s: empty file name", a.flag);
+        } else if (sl_cli_is(&a, "-c", "--ctx-size") || sl_cli_is(&a, "--ctx", NULL)) {
+            if (!(v = sl_cli_value(&a)) || sl_cli_parse_i64(k_cmd, a.flag, v, 4, 1 << 24, &n_ctx))
+                return 2;
+        } else if (sl_cli_is(&a, "-b", "--batch-size")) {
+            if (!(v = sl_cli_value(&a)) ||
+                sl_cli_parse_i64(k_cmd, a.flag, v, 1, 1 << 24, &n_batch))
+                return 2;
+        } else if (sl_cli_is(&a, "--chunks", NULL)) {
+            if (!(v = sl_cli_value(&a)) ||
+                sl_cli_parse_i64(k_cmd, a.flag, v, -1, INT32_MAX, &chunks))
+                return 2;
+            if (chunks == 0) return sl_cli_usage_error(k_cmd, "--chunks '0': must be >= 1 or -1");
+        } else {
+            return sl_cli_unknown(&a);
+        }
+    }
+    if (!mf.path) return sl_cli_usage_error(k_cmd, "-m FILE is required");
+    if (!text_path) return sl_cli_usage_error(k_cmd, "-f TEXTFILE is required");
+    if (out_path && base_path && !strcmp(out_path, base_path))
+        return sl_cli_usage_error(k_cmd, "--logits-out and --kl-divergence-base are the same "
+                                  "file '%s'", out_path);
+
+    int rc = 1;
+    char *text = NULL;
+    size_t text_len = 0, n_tok = 0;
+    int32_t *tok = NULL, *chunk = NULL;
+    double *lp = NULL, *lpb = NULL, *running = NULL;
+    float *brow = NULL;
+    FILE *fo = NULL, *fb = NULL;
+    sl_model *m = NULL;
+    sl_ctx *c = NULL;
+    sl_error err = {0};
+    if (sl_cli_read_file(k_cmd, "-f", text_path, &text, &text_len)) goto done;
+    if ((rc = sl_cli_model_open(&mf, k_cmd, &m))) goto done;
+    rc = 1;
+    sl_model_info info;
+    sl_model_info_get(m, &info);
+    const bool add_bos = sl_cli_model_adds_bos(m);
+    /* as llama.cpp: add_special on, special-token text in the file taken literally */
+    if (sl_cli_tokenize(m, k_cmd, mf.path, text, text_len, true, false, &tok, &n_tok)) goto done;
+    const int32_t C = (int32_t)n_ctx, V = info.n_vocab, first = C / 2;
+    if (n_tok < 2 * (size_t)C) {
+        fprintf(stderr, "sluice perplexity: -f %s: %zu tokens; at least %d (2 x --ctx %d) are "
+                        "needed\n", text_path, n_tok, 2 * C, C);
+        goto done;
+    }
+    const int64_t n_chunk_max = (int64_t)(n_tok / (size_t)C);
+    const int64_t n_chunk = chunks < 0 ? n_chunk_max : chunks < n_chunk_max ? chunks : n_chunk_max;
+    const int64_t per_chunk = C - 1 - first, n_rows = n_chunk * per_chunk;
+
+    if (base_path) {
+        if (!(fb = fopen(base_path, "rb"))) {
+            fprintf(stderr, "sluice perplexity: --kl-divergence-base %s: %s\n", base_path,
+                    strerror(errno));
+            goto done;
+        }
+        struct stat sb;
+        const uint64_t want = (uint64_t)n_rows * (uint64_t)V * 4u;
+        if (fstat(fileno(fb), &sb) || (uint64_t)sb.st_size != want) {
+            fprintf(stderr, "sluice perplexity: --kl-divergence-base %s: %lld bytes, expected "
+                            "%" PRIu64 " (= %" PRId64 " scored positions x n_vocab %" PRId32
+                            " x 4; %" PRId64 " chunks of --ctx %" PRId32 "): not a --logits-out "
+                            "file of the same text, --ctx, --chunks and vocabulary\n",
+                    base_path, (long long)sb.st_size, want, n_rows, V, n_chunk, C);
+            goto done;
+        }
+    }
+    if (out_path && !(fo = fopen(out_path, "wb"))) {
+        fprintf(stderr, "sluice perplexity: --logits-out %s: %s\n", out_path, strerror(errno));
+        goto done;
+    }
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = C;
+    co.n_batch = (int32_t)(n_batch ? n_batch : n_ctx);
+    co.all_logits = true;
+    co.kv_f16 = kv_f16;
+    if (sl_ctx_create(m, &co, &c, &err)) {
+        fprintf(stderr, "sluice perplexity: %s: context: %s\n", mf.path, err.msg);
+        goto done;
+    }
+    chunk = malloc((size_t)C * sizeof *chunk);
+    lp = malloc((size_t)V * sizeof *lp);
+    lpb = malloc((size_t)V * sizeof *lpb);
+    brow = malloc((size_t)V * sizeof *brow);
+    running = malloc((size_t)n_chunk * sizeof *running);
+    if (!chunk || !lp || !lpb || !brow || !running) {
+        fprintf(stderr, "sluice perplexity: out of memory\n");
+        goto done;
+    }
+    if (!json)
+        fprintf(stderr, "perplexity: %zu tokens, %" PRId64 " chunks of %" PRId32 " (%" PRId64
+                        " scored each), n_vocab %" PRId32 ", BOS %s\n",
+                n_tok, n_chunk, C, per_chunk, V, add_bos ? "added" : "not added");
+    double nll = 0, nll2 = 0;
+    uint64_t count = 0;
+    kl_acc kl = {0};
+    const double t_start = now_s();
+    for (int64_t i = 0; i < n_chunk; i++) {
+        memcpy(chunk, tok + i * C, (size_t)C * sizeof *chunk);
+        if (add_bos) chunk[0] = info.bos;
+        if (sl_ctx_rewind(c, 0, &err) || sl_ctx_eval(c, chunk, (size_t)C, &err)) {
+            fprintf(stderr, "sluice perplexity: %s: chunk %" PRId64 ": %s\n", mf.path, i + 1,
+                    err.msg);
+            goto done;
+        }
+        for (int32_t k = first; k < C - 1; k++) {
+            const float *row = sl_ctx_logits(c, k);
+            if (!row) {
+                fprintf(stderr, "sluice perplexity: %s: no logits for position %" PRId32 "\n",
+                        mf.path, k);
+                goto done;
+            }
+            const int32_t best = log_softmax(row, V, lp);
+            const double x = -lp[tok[i * C + k + 1]];
+            nll += x;
+            nll2 += x * x;
+            count++;
+            if (fo && sl_cli_logits_write(fo, k_cmd, out_path, row, 1, V)) goto done;
+            if (fb) {
+                if (fread(brow, sizeof *brow, (size_t)V, fb) != (size_t)V) {
+                    fprintf(stderr, "sluice perplexity: --kl-divergence-base %s: read error\n",
+                            base_path);
+                    goto done;
+                }
+                const int32_t bbest = log_softmax(brow, V, lpb);
+                double d = 0;
+                for (int32_t v = 0; v < V; v++) d += exp(lpb[v]) * (lpb[v] - lp[v]);
+                kl.sum += d;
+                kl.sum2 += d * d;
+                kl.same += bbest == best;
+                kl.n++;
+            }
+        }
+        running[i] = exp(nll / (double)count);
+        if (!json) {
+            printf("[%" PRId64 "]%.4f,", i + 1, running[i]);
+            fflush(stdout);
+        }
+    }
+    const double secs = now_s() - t_start;
+    double mean, se;
+    mean_err(nll, nll2, count, &mean, &se);
+    const double ppl = exp(mean), ppl_err = se * ppl;
+    double kld = 0, kld_err = 0;
+    const double same = kl.n ? (double)kl.same / (double)kl.n : 0;
+    const double same_err = kl.n > 1 ? sqrt(same * (1 - same) / (double)(kl.n - 1)) : 0;
+    if (fb) mean_err(kl.sum, kl.sum2, kl.n, &kld, &kld_err);
+    if (json) {
+        printf("{\"n_tokens\":%zu,\"n_ctx\":%" PRId32 ",\"n_chunks\":%" PRId64
+               ",\"n_scored\":%" PRIu64 ",\"chunks\":[",
+               n_tok, C, n_chunk, count);
+        for (int64_t i = 0; i < n_chunk; i++) {
+            if (i) putchar(',');
+            sl_json_f64(stdout, running[i]);
+        }
+        printf("],\"ppl\":");
+        sl_json_f64(stdout, ppl);
+        printf(",\"ppl_stderr\":");
+        sl_json_f64(stdout, ppl_err);
+        if (fb) {
+            printf(",\"kld\":");
+            sl_json_f64(stdout, kld);
+            printf(",\"kld_stderr\":");
+            sl_json_f64(stdout, kld_err);
+            printf(",\"top1_percent\":");
+            sl_json_f64(stdout, 100 * same);
+            printf(",\"top1_stderr\":");
+            sl_json_f64(stdout, 100 * same_err);
+        }
+        printf(",\"seconds\":");
+        sl_json_f64(stdout, secs);
+        printf("}\n");
+    } else {
+        printf("\n");
+        if (se > 0)
+            printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl_err);
+        else
+            printf("Final estimate: PPL = %.4f\n", ppl);
+        if (fb) {
+            printf("KL divergence (base %s || this run) over %" PRIu64 " positions:\n", base_path,
+                   kl.n);
+            printf("Mean    KLD: %10.6f +/- %10.6f\n", kld, kld_err);
+            printf("Same top p: %6.3f +/- %5.3f %%\n", 100 * same, 100 * same_err);
+        }
+        fprintf(stderr, "perplexity: %" PRId64 " chunks in %.2f s (%.1f tok/s)\n", n_chunk, secs,
+                secs > 0 ? (double)(n_chunk * C) / secs : 0.0);
+    }
+    if (fo) {
+        const int cr = fclose(fo);
+        fo = NULL;
+        if (cr) {
+            fprintf(stderr, "sluice perplexity: --logits-out %s: close failed\n", out_path);
+            goto done;
+        }
+    }
+    rc = fflush(stdout) ? 1 : 0;
+done:
+    if (fo) fclose(fo);
+    if (fb) fclose(fb);
+    sl_ctx_destroy(c);
+    sl_model_close(m);
+    free(running);
+    free(brow);
+    free(lpb);
+    free(lp);
+    free(chunk);
+    free(tok);
+    free(text);
+    return rc;
+}
