@@ -271,6 +271,16 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
     /* kernels: dispatch chosen once (SLUICE_CPU_ISA may force one), pool of the model's size */
     if ((st = sl_cpu_ops_init_env(&c->ops, err))) goto fail;
     if ((st = sl_cpu_matvec_init(&c->mv, c->ops.isa, sl_cpu_features_detect(), err))) goto fail;
+    /* SLUICE_ACT_F32=1: quantized matmuls on unquantized activations (verification against
+     * float64 references; see kernels/cpu/matvec.h). */
+    const char *act = getenv("SLUICE_ACT_F32");
+    if (act && *act) {
+        if (strcmp(act, "0") && strcmp(act, "1")) {
+            st = sl_error_set(err, SL_ERR_INVALID, "SLUICE_ACT_F32 = '%s': must be 0 or 1", act);
+            goto fail;
+        }
+        c->mv.f32_act = act[0] == '1';
+    }
     int nt = m->opt.n_threads;
     if (nt <= 0) {
         const long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -95,6 +95,8 @@ typedef struct fetch {
     size_t iv_cap;
     int64_t n_iv;
     sl_fetch_stats cs_stats; /* of the current call */
+    uint64_t pb[3];          /* bytes of one expert's gate, up, down */
+    uint64_t call_cpu_bytes, call_cpu_ns;
     /* run */
     sl_fetch_stats total;
     sl_fetch_stats *per_layer;
@@ -182,10 +184,12 @@ static void stamp(void *p)
 
 /* ---- CPU work (spans recorded for the overlap metric and the trace) -------------------- */
 
-static void cpu_span(fetch *f, uint64_t t0, const char *what, int32_t e)
+static void cpu_span(fetch *f, uint64_t t0, const char *what, int32_t e, uint64_t bytes)
 {
     const uint64_t t1 = sl__now_ns();
     if (f->n_iv < (int64_t)f->iv_cap) f->iv[f->n_iv++] = (sl__iv){t0, t1};
+    f->call_cpu_bytes += bytes;
+    f->call_cpu_ns += t1 - t0;
     sl__trace_add(&f->trace, SL__TID_CPU, t0, t1, "cpu L%d e%d %s", f->cur.layer, e, what);
 }
 
@@ -204,7 +208,7 @@ static sl_status cpu_full(fetch *f, fgroup *g, sl_error *err)
                                f->work, err);
     if (!st) st = down(f, f->pool, L->down[g->e], g->g, g->m, g->d, f->work, err);
     g->dev = false;
-    cpu_span(f, t0, "gate+up+down", g->e);
+    cpu_span(f, t0, "gate+up+down", g->e, f->pb[0] + f->pb[1] + f->pb[2]);
     return st;
 }
 
@@ -305,10 +309,17 @@ static bool expert_copies_failed(const fetch *f, const int64_t *first, const int
 static void ensure_arena(fetch *f, const uint64_t pb[3])
 {
     if (f->arena || f->arena_failed) return;
+    /* Regions sized for the cache (budget + pins): a scratch area larger than that gets a
+     * region of its own size (bfc.h), so the scratch block never swallows the cache's room
+     * (BFC hands out a whole chunk when splitting would leave too little), and max_bytes then
+     * allows exactly one cache region — fragmentation there is met by compaction
+     * (compact_on_oom), not by growth. A smaller scratch shares the first region. */
     const uint64_t xb = align_up(pb[0]) + align_up(pb[1]) + align_up(pb[2]);
-    const uint64_t bytes = align_up(f->opt.scratch_bytes) + align_up(f->opt.cache_bytes) +
-                           (uint64_t)f->n_pins * xb;
-    sl_bfc_options bo = {.region_bytes = bytes, .max_bytes = bytes, .compact_on_oom = true};
+    uint64_t region = align_up(f->opt.cache_bytes) + (uint64_t)f->n_pins * xb;
+    if (region < ((uint64_t)64 << 10)) region = (uint64_t)64 << 10;
+    const uint64_t sb = align_up(f->opt.scratch_bytes);
+    const uint64_t bytes = (sb > region ? sb : region) + region;
+    sl_bfc_options bo = {.region_bytes = region, .max_bytes = bytes, .compact_on_oom = true};
     if (sl_bfc_create_device(f->dev, f->cs, &bo, &f->arena, NULL) ||
         sl_bfc_alloc(f->arena, f->opt.scratch_bytes, SL_BFC_PINNED, &f->scratch, NULL)) {
         sl_bfc_destroy(f->arena);
@@ -320,14 +331,21 @@ static void ensure_arena(fetch *f, const uint64_t pb[3])
     f->cache.arena = f->arena;
 }
 
-/* Fills a freshly admitted cache entry from the host copies (gate, up, down). */
-static bool fill_entry(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_t pb[3])
+/* Fills a freshly admitted cache entry: a piece this call already brought into scratch
+ * (slot[p] != NULL) moves device to device — no second trip over PCIe; the rest comes from the
+ * host copies. Enqueued on the copy stream, behind this call's copies (so the slot is filled)
+ * and ahead of the next call's (which reuse the slots). */
+static bool fill_entry(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_t pb[3],
+                       const void *const slot[3])
 {
     const void *src[3] = {f->cur.gate[e], f->cur.up[e], f->cur.down[e]};
     uint8_t *base = sl_bfc_ptr(f->arena, x->block);
     for (int p = 0; p < 3; p++) {
-        if (sl_device_copy(f->dev, f->cs, base + x->off[p], src[p], pb[p], SL_COPY_H2D, NULL))
+        const bool d2d = slot && slot[p];
+        if (sl_device_copy(f->dev, f->cs, base + x->off[p], d2d ? slot[p] : src[p], pb[p],
+                           d2d ? SL_COPY_D2D : SL_COPY_H2D, NULL))
             return false;
+        if (d2d) continue;
         f->cs_stats.copies++;
         f->cs_stats.bytes_copied += pb[p];
     }
@@ -344,7 +362,7 @@ static void load_pins(fetch *f, sl__cache_layer *CL, const uint64_t pb[3], const
         if (f->pins[i][0] != L->layer || e >= L->n_expert) continue;
         if (L->on_device && L->on_device[e]) continue;
         if (!sl__cache_admit(&f->cache, CL, e, off[2] + pb[2], off, true)) continue;
-        if (!fill_entry(f, &CL->e[e], e, pb)) sl__cache_drop(&f->cache, CL, e);
+        if (!fill_entry(f, &CL->e[e], e, pb, NULL)) sl__cache_drop(&f->cache, CL, e);
         any = true;
     }
     if (any && sl_device_stream_sync(f->dev, f->cs, NULL))
@@ -491,9 +509,11 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     bool dev_ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
     sl_status st = prepare(f, L, a, n_assign, err);
     if (st) return st;
-    const uint64_t pb[3] = {sl_quant_row_bytes(L->type_gate, L->n_embd) * (uint64_t)L->n_ff,
-                            sl_quant_row_bytes(L->type_up, L->n_embd) * (uint64_t)L->n_ff,
-                            sl_quant_row_bytes(L->type_down, L->n_ff) * (uint64_t)L->n_embd};
+    f->pb[0] = sl_quant_row_bytes(L->type_gate, L->n_embd) * (uint64_t)L->n_ff;
+    f->pb[1] = sl_quant_row_bytes(L->type_up, L->n_embd) * (uint64_t)L->n_ff;
+    f->pb[2] = sl_quant_row_bytes(L->type_down, L->n_ff) * (uint64_t)L->n_embd;
+    const uint64_t *pb = f->pb;
+    f->call_cpu_bytes = f->call_cpu_ns = 0;
     const uint64_t off[3] = {0, align_up(pb[0]), align_up(pb[0]) + align_up(pb[1])};
     const bool use_dev = f->opt.mode != SL_FETCH_CPU && dev_ok;
     if (use_dev) ensure_arena(f, pb);
@@ -605,7 +625,7 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
             uint64_t t0 = sl__now_ns();
             st = gate_up_act(f, f->pool, L->gate[g->e], L->up[g->e], g->x, g->m, g->g, g->u,
                              f->work, err);
-            cpu_span(f, t0, "gate+up+act", g->e);
+            cpu_span(f, t0, "gate+up+act", g->e, f->pb[0] + f->pb[1]);
             if (st) goto fail;
             int cs = copy_status(f, xi);
             if (cs == 0 && f->opt.block_on_miss) {
@@ -620,16 +640,15 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
                 else xx->failed = true;
                 t0 = sl__now_ns();
                 st = down(f, f->pool, L->down[g->e], g->g, g->m, g->d, f->work, err);
-                cpu_span(f, t0, "down", g->e);
+                cpu_span(f, t0, "down", g->e, f->pb[2]);
                 if (st) goto fail;
             }
         }
     }
     /* wait for the device; whatever it could not do is redone on the CPU */
+    const bool ks_ok = sl_device_stream_sync(f->dev, f->ks, NULL) == SL_OK;
+    const bool cs_ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
     {
-        const bool ks_ok = sl_device_stream_sync(f->dev, f->ks, NULL) == SL_OK;
-        const bool cs_ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
-        (void)cs_ok;
         for (int64_t gi = 0; gi < f->n_g; gi++) {
             fgroup *g = &f->gs[gi];
             if (!g->dev) continue;
@@ -670,7 +689,7 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     }
     for (int64_t i = 0; i < f->n_c; i++) {
         fcopy *c = &f->cps[i];
-        if (c->state == C_INFLIGHT) c->state = C_DONE; /* the stream was synchronised */
+        if (c->state == C_INFLIGHT) c->state = cs_ok ? C_DONE : C_FAILED; /* synchronised */
         if (c->state != C_DONE || !c->t_done) continue;
         const sl__iv span = {c->t_enq, c->t_done};
         f->cs_stats.copy_ns += (double)(c->t_done - c->t_enq);
@@ -681,13 +700,11 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
             f->pcie_bw = 0.8 * f->pcie_bw + 0.2 * (double)c->bytes * 1e9 /
                                                 (double)(c->t_done - c->t_start);
     }
-    for (int64_t i = 0; i < f->n_iv; i++) {
-        /* CPU bandwidth: one group's weight bytes over its CPU span (a rough, cheap EMA) */
-        const uint64_t dt = f->iv[i].t1 - f->iv[i].t0;
-        if (dt > 0)
-            f->cpu_bw = 0.95 * f->cpu_bw + 0.05 * (double)(pb[0] + pb[1] + pb[2]) * 1e9 /
-                                               (double)dt / 1.5;
-    }
+    /* CPU bandwidth: weight bytes the CPU read over its expert time, from memory-bound calls
+     * only (few tokens per expert), since the cost model scales compute-bound calls itself */
+    if (f->call_cpu_ns > 0 && n_assign <= (int64_t)KNEE * f->n_x)
+        f->cpu_bw = 0.8 * f->cpu_bw + 0.2 * (double)f->call_cpu_bytes * 1e9 /
+                                          (double)f->call_cpu_ns;
     /* promotion of this call's fetched experts (lands before the next call: see the top) */
     if (CL && f->opt.cache_bytes && mode != SL_FETCH_CPU) {
         const uint64_t before = f->cache.evictions;
@@ -695,7 +712,14 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
             const xinfo *xx = &f->xs[xi];
             if (xx->kind != X_FETCH || xx->failed) continue;
             if (!sl__cache_admit(&f->cache, CL, xx->e, off[2] + pb[2], off, false)) continue;
-            if (fill_entry(f, &CL->e[xx->e], xx->e, pb)) f->cs_stats.promotions++;
+            /* slots are a source only when every copy into them completed (post with
+             * block_on_miss 0 may leave a late expert's copy never enqueued) */
+            bool landed = first != NULL;
+            for (int p = 0; p < 3 && landed; p++)
+                for (int64_t i = first[xi * 3 + p]; i >= 0 && i <= last[xi * 3 + p]; i++)
+                    if (f->cps[i].state != C_DONE) landed = false;
+            if (fill_entry(f, &CL->e[xx->e], xx->e, pb, landed ? xx->dp : NULL))
+                f->cs_stats.promotions++;
             else sl__cache_drop(&f->cache, CL, xx->e);
         }
         f->cs_stats.evictions += f->cache.evictions - before;
@@ -706,6 +730,11 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     /* account */
     f->cs_stats.scratch_bytes = f->scratch_bytes;
     f->cs_stats.cache_bytes_used = f->cache.used;
+    if (f->arena) {
+        sl_bfc_stats bs;
+        sl_bfc_stats_get(f->arena, &bs);
+        f->cs_stats.compactions = bs.compactions - f->total.compactions;
+    }
     if (L->layer >= f->n_layer_stats) {
         sl_fetch_stats *n = realloc(f->per_layer, (size_t)(L->layer + 1) * sizeof *n);
         if (n) {

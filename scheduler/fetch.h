@@ -22,8 +22,9 @@
  *   4. the CPU waits for the compute stream, then adds each group's down output into out in
  *      ascending expert order — exactly the CPU scheduler's order and kernels, so out is
  *      bit-identical to sl_moe_cpu's whatever ran where (the sim device runs the CPU kernels);
- *   5. promotion: fetched experts may be copied into the expert cache (cache.c policies),
- *      enqueued on the copy stream and completed before the next call starts.
+ *   5. promotion: fetched experts may be copied into the expert cache (cache.c policies) —
+ *      pieces already in scratch device to device, the rest from the host — enqueued on the
+ *      copy stream and completed before the next call starts.
  * Any failure (scratch or cache allocation, copy or launch refused, a device kernel error, a
  * stream error) sends the affected experts to the CPU path: same result, counted in
  * fallbacks_fail. Only CPU kernel errors are returned.
@@ -54,7 +55,8 @@
  *   / sum (done - enq);
  *   fallback rate = (fallbacks_miss + fallbacks_fail) / fetch_experts (experts that needed a
  *   fetch); cache hit rate = cache_hits / cache_lookups (used experts not engine-resident, in
- *   post/full calls); bytes_copied counts H2D bytes of fetches and promotions.
+ *   post/full calls); bytes_copied counts H2D bytes of fetches and promotions (promotions
+ *   from scratch are D2D and not counted).
  *
  * Trace (trace.c): with options.trace, spans are recorded (copy stream tid 1, compute stream
  * tid 2, CPU thread tid 0; up to trace_max_spans) and sl_sched_trace_write writes Chrome /
@@ -138,6 +140,8 @@ typedef struct sl_fetch_stats {
     uint64_t cache_lookups, cache_hits, promotions, evictions;
     uint64_t scratch_bytes, scratch_peak_bytes; /* capacity, most used by one call */
     uint64_t cache_bytes_used;                  /* unpinned resident bytes now */
+    uint64_t compactions;                       /* of the arena (fragmentation blocked an
+                                                   allocation) */
     double copy_ns, hidden_ns;                  /* sums for the overlap % */
     double overlap_pct, fallback_rate, hit_rate;/* derived (0 when undefined) */
 } sl_fetch_stats;

@@ -5,7 +5,8 @@
  * module the layer's (token, expert, weight) assignments and the normalised hidden rows, and
  * gets back the weighted sum of expert FFN outputs. A scheduler is an opaque object with a
  * small vtable (moe_impl.h); the CPU one (sl_moe_cpu_create, moe_cpu.c) groups tokens by expert
- * and runs kernels/cpu matvecs; a GPU/fetching one replaces it without touching the forward.
+ * and runs kernels/cpu matvecs; the fetching one (scheduler/fetch.h: copies experts to the
+ * device, computes there, caches hot experts) replaces it without touching the forward.
  *
  * Contract of sl_moe_exec (every implementation):
  *   out[t][:] = sum over assignments a with a.token == t of

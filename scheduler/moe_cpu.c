@@ -92,7 +92,7 @@ static sl_status run_group(moe_cpu *c, const sl_moe_layer *L, int32_t e, const s
     sl_status st;
     for (int64_t i = 0; i < m; i++)
         memcpy(c->x + i * E, x + (int64_t)a[idx[i]].token * E, (size_t)E * sizeof(float));
-    if (L->type_gate == L->type_up) {
+    if (L->type_gate == L->type_up && !c->mv.f32_act) {
         /* one activation quantization serves both projections */
         st = sl_cpu_matvec_quant_act(&c->mv, L->type_gate, c->x, E, m, c->work, c->work_cap, err);
         if (!st)

@@ -40,6 +40,7 @@ void sl__fetch_stats_add(sl_fetch_stats *d, const sl_fetch_stats *s)
     d->scratch_bytes = s->scratch_bytes;
     if (s->scratch_peak_bytes > d->scratch_peak_bytes) d->scratch_peak_bytes = s->scratch_peak_bytes;
     d->cache_bytes_used = s->cache_bytes_used;
+    d->compactions += s->compactions;
     d->copy_ns += s->copy_ns;
     d->hidden_ns += s->hidden_ns;
     sl__fetch_stats_derive(d);

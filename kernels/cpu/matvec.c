@@ -38,6 +38,7 @@ sl_status sl_cpu_matvec_init(sl_cpu_matvec_ctx *mv, sl_cpu_isa isa, sl_cpu_featu
                             sl_cpu_isa_name(isa));
     mv->isa = isa;
     mv->vnni = isa == SL_CPU_ISA_AVX512 && f.avx512vnni;
+    mv->f32_act = false;
     return SL_OK;
 }
 
@@ -219,6 +220,8 @@ sl_status sl_cpu_matvec(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t
                         int64_t n_batch, float *y, void *work, size_t work_bytes, sl_error *err)
 {
     const sl__mv_type *t = sl__mv_type_get(type);
+    if (mv && mv->f32_act && t && t->act_type != SL_GGML_F32)
+        return sl__cpu_matvec_f32act(pool, type, w, rows, cols, x, n_batch, y, err);
     if (t && t->act_type == SL_GGML_F32) /* float weights read x in place: no workspace */
         return sl_cpu_matvec_q(mv, pool, type, w, rows, cols, x, n_batch, y, err);
     sl_status s = sl_cpu_matvec_quant_act(mv, type, x, cols, n_batch, work, work_bytes, err);

@@ -38,6 +38,10 @@
 typedef struct sl_cpu_matvec_ctx {
     sl_cpu_isa isa;
     bool vnni;
+    /* Verification mode: sl_cpu_matvec dequantizes weight rows and dots them with the F32
+     * activations in double (no Q8 activation quantization, as the float64 model references
+     * compute). Slow; off by default (sl_cpu_matvec_init). */
+    bool f32_act;
 } sl_cpu_matvec_ctx;
 
 /* Fills *mv for isa given features f (AUTO picks the best). SL_ERR_UNSUPPORTED naming the

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/cpu/pool.h"
 #include "kernels/ref/matvec_impl.h"
 
 typedef void (*sl__mv_range_fn)(const sl__mv_type *t, const void *w, const void *xq, int64_t b0,
@@ -24,5 +25,10 @@ sl__mv_range_fn sl__mv_range_avx2(uint32_t type);
 sl__mv_range_fn sl__mv_range_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
 void sl__mv_axpy_avx2(float a, const float *x, float *y, int64_t n);
 void sl__mv_axpy_avx512(float a, const float *x, float *y, int64_t n);
+
+/* sl_cpu_matvec with mv->f32_act (matvec_f32act.c): dequantized rows · F32 x, in double. */
+sl_status sl__cpu_matvec_f32act(sl_cpu_pool *pool, uint32_t type, const void *w, int64_t rows,
+                                int64_t cols, const float *x, int64_t n_batch, float *y,
+                                sl_error *err);
 
 #endif

@@ -2,7 +2,8 @@
  *
  * Core property: logits are bit-identical to the CPU scheduler's for every mode (post, full,
  * auto) x cache policy (LRU, LFU) x block_on_miss (0, 1) x device condition (plain, throttled
- * copies 2 GB/s + 20 us so copies arrive late, an injected copy fault), on tiny models of
+ * copies 2 GB/s + 20 us so copies arrive late, an injected fault of the first or the fifth
+ * copy), on tiny models of
  * qwen3moe, mixtral (merged and per-expert tensors), olmoe and qwen2moe, F32 and Q8_0 — the
  * sim device computes with the CPU kernels, so any difference is a scheduling bug (a wrong
  * slot, a stale cache entry, a sum in another order, a lost fallback).
@@ -38,8 +39,10 @@ static void clear_env(void)
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) unsetenv(vars[i]);
 }
 
-typedef enum { DEV_PLAIN = 0, DEV_THROTTLED, DEV_FAULT, DEV_COUNT } dev_cond;
-static const char *const k_cond_name[DEV_COUNT] = {"plain", "throttled", "fault"};
+/* fault: the first copy (always a fetch) fails; fault-late: the fifth (a fetch, a promotion
+ * into the cache or a pinned load, whichever comes fifth) */
+typedef enum { DEV_PLAIN = 0, DEV_THROTTLED, DEV_FAULT, DEV_FAULT_LATE, DEV_COUNT } dev_cond;
+static const char *const k_cond_name[DEV_COUNT] = {"plain", "throttled", "fault", "fault-late"};
 
 static void set_cond(dev_cond c)
 {
@@ -50,7 +53,9 @@ static void set_cond(dev_cond c)
         setenv("SLUICE_SIM_H2D_GBS", "2", 1);
         setenv("SLUICE_SIM_LATENCY_NS", "20000", 1);
     } else if (c == DEV_FAULT) {
-        setenv("SLUICE_FAULT_COPY", "2", 1);
+        setenv("SLUICE_FAULT_COPY", "1", 1);
+    } else if (c == DEV_FAULT_LATE) {
+        setenv("SLUICE_FAULT_COPY", "5", 1);
     }
 }
 
@@ -154,8 +159,13 @@ static void test_arch(const arch_case *ac)
                     snprintf(sched, sizeof sched,
                              "mode=%s policy=%s block_on_miss=%d cache_kb=120 max_transfers=2 "
                              "debug=1", modes[mi], policies[pi], b);
+                    /* the device counts copies from its open: a fresh one per run puts the
+                     * injected fault inside this run */
+                    sl_model *fm = dc >= DEV_FAULT ? open_model(path, SL_PLACE_CPU, 0) : m;
+                    if (!fm) continue;
                     sl_ctx_stats s;
-                    float *l = run(m, sched, &s, NULL);
+                    float *l = run(fm, sched, &s, NULL);
+                    if (fm != m) sl_model_close(fm);
                     CHECK_MSG(same(base, l, n), "%s/%u %s [%s]: logits differ from the CPU "
                               "scheduler's", ac->arch, ac->wtype, k_cond_name[dc], sched);
                     CHECK(s.moe_scheduler && !strcmp(s.moe_scheduler, "fetch"));
@@ -164,10 +174,15 @@ static void test_arch(const arch_case *ac)
                                   "be a fallback", ac->arch, sched);
                     free(l);
                 }
-        /* throttled copies, post, no waiting: late copies make the CPU compute down */
+        /* slow copies (5 ms each: far longer than gate/up of these tiny experts, even under
+         * ASan on a loaded machine), post, no waiting: late copies make the CPU compute down */
         if (dc == DEV_THROTTLED) {
-            sl_ctx_stats s;
-            float *l = run(m, "mode=post block_on_miss=0 max_transfers=1", &s, NULL);
+            setenv("SLUICE_SIM_LATENCY_NS", "5000000", 1);
+            sl_model *sm = open_model(path, SL_PLACE_CPU, 0);
+            set_cond(DEV_THROTTLED);
+            sl_ctx_stats s = {0};
+            float *l = sm ? run(sm, "mode=post block_on_miss=0 max_transfers=1", &s, NULL) : NULL;
+            sl_model_close(sm);
             CHECK(same(base, l, n));
             CHECK_MSG(s.expert_fetches > 0 && s.expert_fallbacks > 0,
                       "%s throttled post: fetches %llu fallbacks %llu", ac->arch,
