@@ -36,6 +36,7 @@ typedef struct xinfo {
     bool failed;            /* a fetch failed (slot, copy, ...): CPU path */
     bool missed;            /* post: a down ran on the CPU because the copy was late */
     int64_t last_copy;      /* -1: none planned */
+    int64_t copy[3];        /* the copy carrying gate, up, down (-1: none) */
     const void *dp[3];      /* device-side gate, up, down */
     int64_t g0, g1;         /* groups [g0, g1) */
 } xinfo;
@@ -130,7 +131,7 @@ static sl_status gate_up_act(const fetch *f, sl_cpu_pool *pool, const void *wg, 
     const sl_moe_layer *L = &f->cur;
     const int64_t E = L->n_embd, F = L->n_ff;
     sl_status st;
-    if (L->type_gate == L->type_up) {
+    if (L->type_gate == L->type_up && !f->mv.f32_act) {
         st = sl_cpu_matvec_quant_act(&f->mv, L->type_gate, x, E, m, work, f->work_cap, err);
         if (!st) st = sl_cpu_matvec_q(&f->mv, pool, L->type_gate, wg, F, E, work, m, g, err);
         if (!st) st = sl_cpu_matvec_q(&f->mv, pool, L->type_up, wu, F, E, work, m, u, err);
@@ -294,14 +295,20 @@ static int copy_status(fetch *f, int64_t xi)
     return c->state == C_DONE ? 1 : -1;
 }
 
-/* An expert fails if any copy carrying it failed (copies are per projection run). */
-static bool expert_copies_failed(const fetch *f, const int64_t *first, const int64_t *last,
-                                 int64_t xi)
+/* An expert fails if any copy carrying one of its pieces failed. */
+static bool copies_failed(const fetch *f, const xinfo *x)
 {
     for (int p = 0; p < 3; p++)
-        for (int64_t i = first[xi * 3 + p]; i >= 0 && i <= last[xi * 3 + p]; i++)
-            if (f->cps[i].state == C_FAILED) return true;
+        if (x->copy[p] >= 0 && f->cps[x->copy[p]].state == C_FAILED) return true;
     return false;
+}
+
+/* Every piece that was planned has landed (after the final synchronisation). */
+static bool copies_landed(const fetch *f, const xinfo *x)
+{
+    for (int p = 0; p < 3; p++)
+        if (x->copy[p] >= 0 && f->cps[x->copy[p]].state != C_DONE) return false;
+    return x->last_copy >= 0;
 }
 
 /* ---- arena, pins ------------------------------------------------------------------------- */
@@ -438,7 +445,8 @@ static sl_status prepare(fetch *f, const sl_moe_layer *L, const sl_moe_assign *a
         const int64_t end = cnt[e];
         if (end == begin) continue;
         xinfo *x = &f->xs[f->n_x];
-        *x = (xinfo){.e = e, .kind = X_CPU, .last_copy = -1, .g0 = f->n_g};
+        *x = (xinfo){.e = e, .kind = X_CPU, .last_copy = -1, .copy = {-1, -1, -1},
+                     .g0 = f->n_g};
         for (int64_t b = begin; b < end; b += CHUNK) {
             const int64_t m = end - b < CHUNK ? end - b : CHUNK;
             fgroup *g = &f->gs[f->n_g++];
@@ -455,9 +463,9 @@ static sl_status prepare(fetch *f, const sl_moe_layer *L, const sl_moe_assign *a
     return SL_OK;
 }
 
-/* Plans the copies of the experts of kind X_FETCH (pieces `p0 .. 2`), into scratch slots. */
-static sl_status plan_copies(fetch *f, int p0, const uint64_t pb[3], int64_t *first,
-                             int64_t *last, sl_error *err)
+/* Plans the copies of the experts of kind X_FETCH (pieces `p0 .. 2`), into scratch slots;
+ * an expert that finds no room is marked failed (CPU path). */
+static sl_status plan_copies(fetch *f, int p0, sl_error *err)
 {
     const sl_moe_layer *L = &f->cur;
     const void *const *src[3] = {L->gate, L->up, L->down};
@@ -469,24 +477,23 @@ static sl_status plan_copies(fetch *f, int p0, const uint64_t pb[3], int64_t *fi
         for (int64_t xi = 0; xi < f->n_x; xi++) {
             xinfo *x = &f->xs[xi];
             if (x->kind != X_FETCH || x->failed) continue;
-            const uint64_t need = align_up(pb[p]);
+            const uint64_t need = align_up(f->pb[p]);
             if (!f->arena || off + need > f->scratch_bytes) {
-                x->failed = true; /* no scratch room: this expert runs on the CPU */
+                x->failed = true;
                 continue;
             }
             const uint8_t *s = src[p][x->e];
             fcopy *c = f->n_c ? &f->cps[f->n_c - 1] : NULL;
             /* pack with the previous copy when host bytes and slots are both adjacent */
             if (c && (const uint8_t *)c->src + c->bytes == s && c->dst_off + c->bytes == off &&
-                c->bytes == align_up(c->bytes) && c->bytes + pb[p] <= SL_FETCH_COPY_MAX_BYTES) {
-                c->bytes += pb[p];
+                c->bytes + f->pb[p] <= SL_FETCH_COPY_MAX_BYTES) {
+                c->bytes += f->pb[p];
             } else {
                 c = &f->cps[f->n_c++];
-                *c = (fcopy){.src = s, .dst_off = off, .bytes = pb[p]};
+                *c = (fcopy){.src = s, .dst_off = off, .bytes = f->pb[p]};
             }
             x->dp[p] = (const uint8_t *)sl_bfc_ptr(f->arena, f->scratch) + off;
-            first[xi * 3 + p] = last[xi * 3 + p] = f->n_c - 1;
-            x->last_copy = f->n_c - 1;
+            x->copy[p] = x->last_copy = f->n_c - 1;
             off += need;
         }
     }
@@ -494,39 +501,12 @@ static sl_status plan_copies(fetch *f, int p0, const uint64_t pb[3], int64_t *fi
     return ensure_events(f, f->n_c, err);
 }
 
-static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
-                            int64_t n_assign, const float *x, int64_t n_tok, float *out,
-                            sl_error *err)
+/* Sorts the used experts into engine-resident, cached and to-fetch; returns the misses. */
+static int64_t classify(fetch *f, sl__cache_layer *CL)
 {
-    fetch *f = (fetch *)s;
-    const int64_t E = L->n_embd;
-    memset(out, 0, (size_t)n_tok * (size_t)E * sizeof(float));
-    if (!n_assign) return SL_OK;
-    f->cur = *L;
-    memset(&f->cs_stats, 0, sizeof f->cs_stats);
-    f->cs_stats.calls = 1;
-    /* promotions of the previous call land before anything reads the cache or the scratch */
-    bool dev_ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
-    sl_status st = prepare(f, L, a, n_assign, err);
-    if (st) return st;
-    f->pb[0] = sl_quant_row_bytes(L->type_gate, L->n_embd) * (uint64_t)L->n_ff;
-    f->pb[1] = sl_quant_row_bytes(L->type_up, L->n_embd) * (uint64_t)L->n_ff;
-    f->pb[2] = sl_quant_row_bytes(L->type_down, L->n_ff) * (uint64_t)L->n_embd;
-    const uint64_t *pb = f->pb;
-    f->call_cpu_bytes = f->call_cpu_ns = 0;
-    const uint64_t off[3] = {0, align_up(pb[0]), align_up(pb[0]) + align_up(pb[1])};
-    const bool use_dev = f->opt.mode != SL_FETCH_CPU && dev_ok;
-    if (use_dev) ensure_arena(f, pb);
-    sl__cache_layer *CL = use_dev && f->arena ? sl__cache_layer_get(&f->cache, L->layer,
-                                                                    L->n_expert)
-                                              : NULL;
-    if (CL) {
-        CL->step++;
-        if (!CL->pins_loaded) load_pins(f, CL, pb, off);
-    }
-    /* classify */
+    const sl_moe_layer *L = &f->cur;
     int64_t misses = 0;
-    for (int64_t xi = 0; xi < f->n_x && use_dev; xi++) {
+    for (int64_t xi = 0; xi < f->n_x; xi++) {
         xinfo *xx = &f->xs[xi];
         const int32_t e = xx->e;
         if (CL) sl__cache_touch(&f->cache, CL, e);
@@ -546,123 +526,117 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
         xx->kind = X_FETCH;
         misses++;
     }
-    sl_fetch_mode mode = f->opt.mode;
-    if (mode == SL_FETCH_AUTO) mode = choose(f, misses, f->n_x, n_assign, pb);
-    f->cs_stats.calls_mode[mode]++;
-    for (int64_t xi = 0; xi < f->n_x; xi++)
-        if (f->xs[xi].kind == X_FETCH) {
-            if (mode == SL_FETCH_CPU) f->xs[xi].kind = X_CPU;
-            else f->cs_stats.fetch_experts++;
-        }
-    /* plan and start the copies */
-    int64_t *first = NULL, *last = NULL;
-    if (misses && mode != SL_FETCH_CPU) {
-        first = malloc((size_t)f->n_x * 3 * sizeof *first);
-        last = malloc((size_t)f->n_x * 3 * sizeof *last);
-        if (!first || !last) {
-            free(first);
-            free(last);
-            return sl_error_set(err, SL_ERR_NOMEM, "moe fetch: out of memory (copy plan)");
-        }
-        for (int64_t i = 0; i < f->n_x * 3; i++) first[i] = last[i] = -1;
-        if (plan_copies(f, mode == SL_FETCH_POST ? 2 : 0, pb, first, last, NULL)) {
-            for (int64_t xi = 0; xi < f->n_x; xi++)
-                if (f->xs[xi].kind == X_FETCH) f->xs[xi].failed = true;
-            f->n_c = 0;
-        }
+    return misses;
+}
+
+/* Every group of expert xi on the CPU (its fetch failed, or it was never to be fetched). */
+static sl_status run_cpu(fetch *f, const xinfo *xx, const sl_moe_assign *a, const float *x,
+                         sl_error *err)
+{
+    for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
+        gather(f, &f->gs[gi], a, x);
+        sl_status st = cpu_full(f, &f->gs[gi], err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
+/* Every group of expert xi wholly on the device (after `wait`, when not NULL); a refused
+ * launch computes that group on the CPU. */
+static sl_status run_dev_full(fetch *f, xinfo *xx, const sl_moe_assign *a, const float *x,
+                              sl_error *err)
+{
+    for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
+        fgroup *g = &f->gs[gi];
+        gather(f, g, a, x);
+        g->dev = sl_device_launch_host(f->dev, f->ks, job_full, g, NULL) == SL_OK;
+        if (g->dev) continue;
+        xx->failed = xx->kind == X_FETCH;
+        sl_status st = cpu_full(f, g, err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
+/* full: the compute stream waits for the expert's last copy, then computes it all. */
+static sl_status run_full(fetch *f, int64_t xi, const sl_moe_assign *a, const float *x,
+                          sl_error *err)
+{
+    xinfo *xx = &f->xs[xi];
+    pump(f, xx->last_copy);
+    if (copies_failed(f, xx) ||
+        sl_device_stream_wait(f->dev, f->ks, f->ev[xx->last_copy], NULL)) {
+        xx->failed = true;
+        return run_cpu(f, xx, a, x, err);
+    }
+    return run_dev_full(f, xx, a, x, err);
+}
+
+/* post: gate, up and the activation on the CPU while the down copy flies; then down on the
+ * device if the copy is in (or block_on_miss lets the device wait for it), else on the CPU. */
+static sl_status run_post(fetch *f, int64_t xi, const sl_moe_assign *a, const float *x,
+                          sl_error *err)
+{
+    xinfo *xx = &f->xs[xi];
+    const sl_moe_layer *L = &f->cur;
+    for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
+        fgroup *g = &f->gs[gi];
+        gather(f, g, a, x);
         pump(f, -1);
-    }
-    /* resident experts: wholly on the device, first, so it works while the CPU does */
-    for (int64_t xi = 0; xi < f->n_x; xi++) {
-        xinfo *xx = &f->xs[xi];
-        if (xx->kind != X_ENGINE && xx->kind != X_CACHED) continue;
-        for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
-            fgroup *g = &f->gs[gi];
-            gather(f, g, a, x);
-            g->dev = sl_device_launch_host(f->dev, f->ks, job_full, g, NULL) == SL_OK;
-            if (!g->dev && (st = cpu_full(f, g, err))) goto fail;
-        }
-    }
-    for (int64_t xi = 0; xi < f->n_x; xi++) {
-        xinfo *xx = &f->xs[xi];
-        if (xx->kind == X_ENGINE || xx->kind == X_CACHED) continue;
-        if (xx->kind == X_FETCH && !xx->failed && expert_copies_failed(f, first, last, xi))
-            xx->failed = true;
-        if (xx->kind == X_CPU || xx->failed) {
-            for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
-                gather(f, &f->gs[gi], a, x);
-                if ((st = cpu_full(f, &f->gs[gi], err))) goto fail;
-            }
-            continue;
-        }
-        if (mode == SL_FETCH_FULL) {
+        uint64_t t0 = sl__now_ns();
+        sl_status st = gate_up_act(f, f->pool, L->gate[g->e], L->up[g->e], g->x, g->m, g->g,
+                                   g->u, f->work, err);
+        cpu_span(f, t0, "gate+up+act", g->e, f->pb[0] + f->pb[1]);
+        if (st) return st;
+        int cs = copies_failed(f, xx) ? -1 : copy_status(f, xi);
+        if (cs == 0 && f->opt.block_on_miss) {
             pump(f, xx->last_copy);
-            if (expert_copies_failed(f, first, last, xi) ||
-                sl_device_stream_wait(f->dev, f->ks, f->ev[xx->last_copy], NULL)) {
-                xx->failed = true;
-                for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
-                    gather(f, &f->gs[gi], a, x);
-                    if ((st = cpu_full(f, &f->gs[gi], err))) goto fail;
-                }
-                continue;
-            }
-            for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
-                fgroup *g = &f->gs[gi];
-                gather(f, g, a, x);
-                g->dev = sl_device_launch_host(f->dev, f->ks, job_full, g, NULL) == SL_OK;
-                if (!g->dev) {
-                    xx->failed = true;
-                    if ((st = cpu_full(f, g, err))) goto fail;
-                }
-            }
-            continue;
+            cs = copies_failed(f, xx) ||
+                         sl_device_stream_wait(f->dev, f->ks, f->ev[xx->last_copy], NULL)
+                     ? -1
+                     : 1;
         }
-        /* post: gate, up and the activation on the CPU while the down copy flies */
-        for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
-            fgroup *g = &f->gs[gi];
-            gather(f, g, a, x);
-            pump(f, -1);
-            uint64_t t0 = sl__now_ns();
-            st = gate_up_act(f, f->pool, L->gate[g->e], L->up[g->e], g->x, g->m, g->g, g->u,
-                             f->work, err);
-            cpu_span(f, t0, "gate+up+act", g->e, f->pb[0] + f->pb[1]);
-            if (st) goto fail;
-            int cs = copy_status(f, xi);
-            if (cs == 0 && f->opt.block_on_miss) {
-                pump(f, xx->last_copy);
-                cs = expert_copies_failed(f, first, last, xi) ? -1 : 1;
-                if (cs == 1 && sl_device_stream_wait(f->dev, f->ks, f->ev[xx->last_copy], NULL))
-                    cs = -1;
-            }
-            if (cs == 1) g->dev = sl_device_launch_host(f->dev, f->ks, job_down, g, NULL) == SL_OK;
-            if (!g->dev) {
-                if (cs == 0) xx->missed = true;
-                else xx->failed = true;
-                t0 = sl__now_ns();
-                st = down(f, f->pool, L->down[g->e], g->g, g->m, g->d, f->work, err);
-                cpu_span(f, t0, "down", g->e, f->pb[2]);
-                if (st) goto fail;
-            }
-        }
+        if (cs == 1) g->dev = sl_device_launch_host(f->dev, f->ks, job_down, g, NULL) == SL_OK;
+        if (g->dev) continue;
+        if (cs == 0) xx->missed = true;
+        else xx->failed = true;
+        t0 = sl__now_ns();
+        st = down(f, f->pool, L->down[g->e], g->g, g->m, g->d, f->work, err);
+        cpu_span(f, t0, "down", g->e, f->pb[2]);
+        if (st) return st;
     }
-    /* wait for the device; whatever it could not do is redone on the CPU */
+    return SL_OK;
+}
+
+/* Waits for both streams; a device group that did not run cleanly is redone on the CPU. */
+static sl_status finish_device(fetch *f, sl_fetch_mode mode, sl_error *err)
+{
     const bool ks_ok = sl_device_stream_sync(f->dev, f->ks, NULL) == SL_OK;
     const bool cs_ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
-    {
-        for (int64_t gi = 0; gi < f->n_g; gi++) {
-            fgroup *g = &f->gs[gi];
-            if (!g->dev) continue;
-            if (ks_ok && !g->dev_st) {
-                sl__trace_add(&f->trace, SL__TID_DEV, g->t0, g->t1, "dev L%d e%d %s", L->layer,
-                              g->e, f->xs[g->xi].kind == X_FETCH && mode == SL_FETCH_POST
-                                        ? "down" : "gate+up+down");
-                continue;
-            }
-            f->xs[g->xi].failed = true;
-            if ((st = cpu_full(f, g, err))) goto fail;
+    for (int64_t i = 0; i < f->n_c; i++)
+        if (f->cps[i].state == C_INFLIGHT) f->cps[i].state = cs_ok ? C_DONE : C_FAILED;
+    for (int64_t gi = 0; gi < f->n_g; gi++) {
+        fgroup *g = &f->gs[gi];
+        if (!g->dev) continue;
+        const xinfo *xx = &f->xs[g->xi];
+        if (ks_ok && !g->dev_st) {
+            sl__trace_add(&f->trace, SL__TID_DEV, g->t0, g->t1, "dev L%d e%d %s", f->cur.layer,
+                          g->e, xx->kind == X_FETCH && mode == SL_FETCH_POST ? "down"
+                                                                              : "gate+up+down");
+            continue;
         }
+        f->xs[g->xi].failed = f->xs[g->xi].kind == X_FETCH;
+        sl_status st = cpu_full(f, g, err);
+        if (st) return st;
     }
-    /* the sum, in the CPU scheduler's order: groups by expert ascending, chunks in order */
+    return SL_OK;
+}
+
+/* out += each group's rows, in the CPU scheduler's order (experts ascending, chunks in
+ * order), which is what makes the sum bit-identical to it. */
+static void sum_groups(fetch *f, const sl_moe_assign *a, float *out)
+{
+    const int64_t E = f->cur.n_embd;
     for (int64_t gi = 0; gi < f->n_g; gi++) {
         const fgroup *g = &f->gs[gi];
         for (int64_t i = 0; i < g->m; i++) {
@@ -671,16 +645,20 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
             const float *d = g->d + i * E;
             for (int64_t j = 0; j < E; j++) o[j] += w * d[j];
         }
-        s->stats.batches++;
+        f->base.stats.batches++;
         if (g->dev) {
-            s->stats.calls_gpu += (uint64_t)g->m;
+            f->base.stats.calls_gpu += (uint64_t)g->m;
             f->cs_stats.groups_dev++;
         } else {
-            s->stats.calls_cpu += (uint64_t)g->m;
+            f->base.stats.calls_cpu += (uint64_t)g->m;
             f->cs_stats.groups_cpu++;
         }
     }
-    /* metrics: fallbacks, copy overlap, measured bandwidths */
+}
+
+/* Fallbacks, copy overlap (fetch.h's definition), measured bandwidths. */
+static void measure(fetch *f, int64_t n_assign)
+{
     for (int64_t xi = 0; xi < f->n_x; xi++) {
         const xinfo *xx = &f->xs[xi];
         if (xx->kind != X_FETCH) continue;
@@ -688,14 +666,13 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
         else if (xx->missed) f->cs_stats.fallbacks_miss++;
     }
     for (int64_t i = 0; i < f->n_c; i++) {
-        fcopy *c = &f->cps[i];
-        if (c->state == C_INFLIGHT) c->state = cs_ok ? C_DONE : C_FAILED; /* synchronised */
+        const fcopy *c = &f->cps[i];
         if (c->state != C_DONE || !c->t_done) continue;
         const sl__iv span = {c->t_enq, c->t_done};
         f->cs_stats.copy_ns += (double)(c->t_done - c->t_enq);
         f->cs_stats.hidden_ns += (double)sl__overlap_ns(span, f->iv, f->n_iv);
         sl__trace_add(&f->trace, SL__TID_COPY, c->t_start, c->t_done, "copy L%d %llu KiB",
-                      L->layer, (unsigned long long)(c->bytes >> 10));
+                      f->cur.layer, (unsigned long long)(c->bytes >> 10));
         if (c->t_done > c->t_start)
             f->pcie_bw = 0.8 * f->pcie_bw + 0.2 * (double)c->bytes * 1e9 /
                                                 (double)(c->t_done - c->t_start);
@@ -705,29 +682,29 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     if (f->call_cpu_ns > 0 && n_assign <= (int64_t)KNEE * f->n_x)
         f->cpu_bw = 0.8 * f->cpu_bw + 0.2 * (double)f->call_cpu_bytes * 1e9 /
                                           (double)f->call_cpu_ns;
-    /* promotion of this call's fetched experts (lands before the next call: see the top) */
-    if (CL && f->opt.cache_bytes && mode != SL_FETCH_CPU) {
-        const uint64_t before = f->cache.evictions;
-        for (int64_t xi = 0; xi < f->n_x; xi++) {
-            const xinfo *xx = &f->xs[xi];
-            if (xx->kind != X_FETCH || xx->failed) continue;
-            if (!sl__cache_admit(&f->cache, CL, xx->e, off[2] + pb[2], off, false)) continue;
-            /* slots are a source only when every copy into them completed (post with
-             * block_on_miss 0 may leave a late expert's copy never enqueued) */
-            bool landed = first != NULL;
-            for (int p = 0; p < 3 && landed; p++)
-                for (int64_t i = first[xi * 3 + p]; i >= 0 && i <= last[xi * 3 + p]; i++)
-                    if (f->cps[i].state != C_DONE) landed = false;
-            if (fill_entry(f, &CL->e[xx->e], xx->e, pb, landed ? xx->dp : NULL))
-                f->cs_stats.promotions++;
-            else sl__cache_drop(&f->cache, CL, xx->e);
-        }
-        f->cs_stats.evictions += f->cache.evictions - before;
+}
+
+/* Offers this call's fetched experts to the cache; fills land before the next call. */
+static void promote(fetch *f, sl__cache_layer *CL, const uint64_t off[3])
+{
+    const uint64_t before = f->cache.evictions;
+    for (int64_t xi = 0; xi < f->n_x; xi++) {
+        const xinfo *xx = &f->xs[xi];
+        if (xx->kind != X_FETCH || xx->failed) continue;
+        if (!sl__cache_admit(&f->cache, CL, xx->e, off[2] + f->pb[2], off, false)) continue;
+        /* slots are a source only when every copy into them completed (post with
+         * block_on_miss 0 may leave a late expert's copy never enqueued) */
+        if (fill_entry(f, &CL->e[xx->e], xx->e, f->pb, copies_landed(f, xx) ? xx->dp : NULL))
+            f->cs_stats.promotions++;
+        else
+            sl__cache_drop(&f->cache, CL, xx->e);
     }
-    if (f->opt.debug && (st = sl__cache_validate(&f->cache, err))) goto fail;
-    free(first);
-    free(last);
-    /* account */
+    f->cs_stats.evictions += f->cache.evictions - before;
+}
+
+static void account(fetch *f)
+{
+    const int32_t layer = f->cur.layer;
     f->cs_stats.scratch_bytes = f->scratch_bytes;
     f->cs_stats.cache_bytes_used = f->cache.used;
     if (f->arena) {
@@ -735,29 +712,99 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
         sl_bfc_stats_get(f->arena, &bs);
         f->cs_stats.compactions = bs.compactions - f->total.compactions;
     }
-    if (L->layer >= f->n_layer_stats) {
-        sl_fetch_stats *n = realloc(f->per_layer, (size_t)(L->layer + 1) * sizeof *n);
+    if (layer >= f->n_layer_stats) {
+        sl_fetch_stats *n = realloc(f->per_layer, (size_t)(layer + 1) * sizeof *n);
         if (n) {
-            memset(n + f->n_layer_stats, 0, (size_t)(L->layer + 1 - f->n_layer_stats) * sizeof *n);
+            memset(n + f->n_layer_stats, 0, (size_t)(layer + 1 - f->n_layer_stats) * sizeof *n);
             f->per_layer = n;
-            f->n_layer_stats = L->layer + 1;
+            f->n_layer_stats = layer + 1;
         }
     }
-    if (L->layer >= 0 && L->layer < f->n_layer_stats)
-        sl__fetch_stats_add(&f->per_layer[L->layer], &f->cs_stats);
+    if (layer >= 0 && layer < f->n_layer_stats)
+        sl__fetch_stats_add(&f->per_layer[layer], &f->cs_stats);
     sl__fetch_stats_add(&f->total, &f->cs_stats);
-    return SL_OK;
-fail:
-    /* a CPU kernel error: leave the device idle before the buffers can be reused */
-    sl_device_stream_sync(f->dev, f->ks, NULL);
-    sl_device_stream_sync(f->dev, f->cs, NULL);
-    free(first);
-    free(last);
-    {
+}
+
+static sl_status run_all(fetch *f, sl_fetch_mode mode, const sl_moe_assign *a, const float *x,
+                         sl_error *err)
+{
+    sl_status st;
+    /* resident experts first, so the device works on them while the CPU does its part */
+    for (int64_t xi = 0; xi < f->n_x; xi++) {
+        xinfo *xx = &f->xs[xi];
+        if ((xx->kind == X_ENGINE || xx->kind == X_CACHED) &&
+            (st = run_dev_full(f, xx, a, x, err)))
+            return st;
+    }
+    for (int64_t xi = 0; xi < f->n_x; xi++) {
+        xinfo *xx = &f->xs[xi];
+        if (xx->kind == X_ENGINE || xx->kind == X_CACHED) continue;
+        if (xx->kind == X_FETCH && !xx->failed && copies_failed(f, xx)) xx->failed = true;
+        if (xx->kind == X_CPU || xx->failed) st = run_cpu(f, xx, a, x, err);
+        else if (mode == SL_FETCH_FULL) st = run_full(f, xi, a, x, err);
+        else st = run_post(f, xi, a, x, err);
+        if (st) return st;
+    }
+    return finish_device(f, mode, err);
+}
+
+static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
+                            int64_t n_assign, const float *x, int64_t n_tok, float *out,
+                            sl_error *err)
+{
+    fetch *f = (fetch *)s;
+    memset(out, 0, (size_t)n_tok * (size_t)L->n_embd * sizeof(float));
+    if (!n_assign) return SL_OK;
+    f->cur = *L;
+    memset(&f->cs_stats, 0, sizeof f->cs_stats);
+    f->cs_stats.calls = 1;
+    f->call_cpu_bytes = f->call_cpu_ns = 0;
+    /* promotions of the previous call land before anything reads the cache or the scratch */
+    const bool dev_ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
+    sl_status st = prepare(f, L, a, n_assign, err);
+    if (st) return st;
+    f->pb[0] = sl_quant_row_bytes(L->type_gate, L->n_embd) * (uint64_t)L->n_ff;
+    f->pb[1] = sl_quant_row_bytes(L->type_up, L->n_embd) * (uint64_t)L->n_ff;
+    f->pb[2] = sl_quant_row_bytes(L->type_down, L->n_ff) * (uint64_t)L->n_embd;
+    const uint64_t off[3] = {0, align_up(f->pb[0]), align_up(f->pb[0]) + align_up(f->pb[1])};
+    const bool use_dev = f->opt.mode != SL_FETCH_CPU && dev_ok;
+    if (use_dev) ensure_arena(f, f->pb);
+    sl__cache_layer *CL =
+        use_dev && f->arena ? sl__cache_layer_get(&f->cache, L->layer, L->n_expert) : NULL;
+    if (CL) {
+        CL->step++;
+        if (!CL->pins_loaded) load_pins(f, CL, f->pb, off);
+    }
+    const int64_t misses = use_dev ? classify(f, CL) : 0;
+    sl_fetch_mode mode = f->opt.mode;
+    if (mode == SL_FETCH_AUTO) mode = choose(f, misses, f->n_x, n_assign, f->pb);
+    f->cs_stats.calls_mode[mode]++;
+    for (int64_t xi = 0; xi < f->n_x; xi++)
+        if (f->xs[xi].kind == X_FETCH) {
+            if (mode == SL_FETCH_CPU) f->xs[xi].kind = X_CPU;
+            else f->cs_stats.fetch_experts++;
+        }
+    if (misses && mode != SL_FETCH_CPU) {
+        if (plan_copies(f, mode == SL_FETCH_POST ? 2 : 0, NULL)) {
+            for (int64_t xi = 0; xi < f->n_x; xi++) f->xs[xi].failed = true;
+            f->n_c = 0;
+        }
+        pump(f, -1);
+    }
+    if ((st = run_all(f, mode, a, x, err))) {
+        /* a CPU kernel error: leave the device idle before the buffers can be reused */
+        sl_device_stream_sync(f->dev, f->ks, NULL);
+        sl_device_stream_sync(f->dev, f->cs, NULL);
         char why[SL_ERROR_MSG_BYTES];
         snprintf(why, sizeof why, "%s", err ? err->msg : "kernel failed");
         return sl_error_set(err, st, "moe layer %d: %s", L->layer, why);
     }
+    sum_groups(f, a, out);
+    measure(f, n_assign);
+    if (CL && f->opt.cache_bytes && mode != SL_FETCH_CPU) promote(f, CL, off);
+    if (f->opt.debug && (st = sl__cache_validate(&f->cache, err))) return st;
+    account(f);
+    return SL_OK;
 }
 
 static void fetch_destroy(sl_moe_sched *s)

@@ -18,7 +18,7 @@
  *      (a "miss fallback");
  *      full: the device computes gate, up, act and down of each fetched expert once its copy
  *      event completes (compute stream waits on it), overlapping with the next copies;
- *      cached / engine-resident experts are computed wholly on the device in post and full;
+ *      cached / engine-resident experts are computed wholly on the device (post, full, auto);
  *   4. the CPU waits for the compute stream, then adds each group's down output into out in
  *      ascending expert order — exactly the CPU scheduler's order and kernels, so out is
  *      bit-identical to sl_moe_cpu's whatever ran where (the sim device runs the CPU kernels);
@@ -27,7 +27,7 @@
  *      copy stream and completed before the next call starts.
  * Any failure (scratch or cache allocation, copy or launch refused, a device kernel error, a
  * stream error) sends the affected experts to the CPU path: same result, counted in
- * fallbacks_fail. Only CPU kernel errors are returned.
+ * fallbacks_fail. Only CPU kernel errors and host out-of-memory are returned.
  *
  * Mode auto, per call (documented cost model; bandwidths in bytes/s):
  *   misses m = used experts not resident; Bgu, Bd = bytes of gate+up and of down of one expert;
@@ -37,9 +37,11 @@
  *   T_cpu  = cpu(m (Bgu + Bd))
  *   T_post = max(cpu(m Bgu), m Bd / pcie_bw) + dev(m Bd)
  *   T_full = m (Bgu + Bd) / pcie_bw + dev(m (Bgu + Bd))
- *   the smallest wins (ties: cpu, then post). cpu_bw and pcie_bw start from the options (or
- *   100 and 25 GB/s) and follow measurements (exponential average of CPU expert spans' weight
- *   bytes / time and of copy bytes / time); dev_bw is the option (default 1000 GB/s).
+ *   the smallest wins (ties: cpu, then post); cpu applies to the misses only (resident experts
+ *   stay on the device). cpu_bw and pcie_bw start from the options (or 100 and 25 GB/s) and
+ *   follow measurements (exponential averages: weight bytes / CPU expert time of memory-bound
+ *   calls, tpe <= knee; copy bytes / copy time); dev_bw is the option (default 1000 GB/s).
+ *   Uncalibrated on real hardware so far: the constants are placeholders for the GPU machine.
  *
  * Expert cache (cache.c): whole experts (gate, up, down packed in one BFC block of the same
  * arena) under cache_bytes; policy LRU or LFU with decay (score *= decay per call of the
@@ -58,7 +60,7 @@
  *   post/full calls); bytes_copied counts H2D bytes of fetches and promotions (promotions
  *   from scratch are D2D and not counted).
  *
- * Trace (trace.c): with options.trace, spans are recorded (copy stream tid 1, compute stream
+ * Trace (trace.c): with options.trace (or debug), spans are recorded (copy stream tid 1, compute stream
  * tid 2, CPU thread tid 0; up to trace_max_spans) and sl_sched_trace_write writes Chrome /
  * Perfetto JSON: {"traceEvents":[{"name","ph":"X","ts","dur","pid","tid"},...]} (µs).
  *

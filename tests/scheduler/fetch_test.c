@@ -35,7 +35,7 @@ static void clear_env(void)
         "SLUICE_POSTFETCH_USE_DEDICATED_STREAMS", "SLUICE_POSTFETCH_DEBUG",
         "SLUICE_POSTFETCH_MODE", "SLUICE_POSTFETCH_CACHE_MB", "SLUICE_POSTFETCH_POLICY",
         "SLUICE_POSTFETCH_PIN", "SLUICE_SIM_H2D_GBS", "SLUICE_SIM_LATENCY_NS",
-        "SLUICE_FAULT_COPY", "SLUICE_DEVICE"};
+        "SLUICE_FAULT_COPY", "SLUICE_DEVICE", "SLUICE_ACT_F32"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) unsetenv(vars[i]);
 }
 
@@ -221,6 +221,21 @@ static void test_arch(const arch_case *ac)
         }
         sl_model_close(m);
     }
+    /* SLUICE_ACT_F32=1 (the verification matvec): the device path follows it too */
+    setenv("SLUICE_ACT_F32", "1", 1);
+    m = open_model(path, SL_PLACE_CPU, 0);
+    if (m) {
+        float *ref = run(m, NULL, NULL, NULL);
+        for (int mi = 0; mi < 2; mi++) {
+            float *l = run(m, mi ? "mode=full" : "mode=post block_on_miss=1", NULL, NULL);
+            CHECK_MSG(same(ref, l, n), "%s SLUICE_ACT_F32=1 %s: logits differ", ac->arch,
+                      modes[mi]);
+            free(l);
+        }
+        free(ref);
+        sl_model_close(m);
+    }
+    unsetenv("SLUICE_ACT_F32");
     /* experts resident by the engine's placement (layer 0 on the device) */
     set_cond(DEV_THROTTLED);
     m = open_model(path, SL_PLACE_LAYERS, 1);
