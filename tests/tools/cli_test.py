@@ -1,4 +1,5 @@
-"""Tests of `sluice generate`, `perplexity`, `eval`, `bench decode` and `demo` on mkmodel models.
+"""Tests of `sluice generate`, `perplexity`, `eval`, `bench decode`, `bench moe` and `demo` on
+mkmodel models.
 
 usage: cli_test.py SLUICE_BINARY
 """
@@ -166,6 +167,61 @@ def main():
     expect(bj.get("roofline_gbps", 0) > 0 and bj.get("bound_ms_per_token", 0) > 0 and
            bj.get("gpu", {}).get("available") is False,
            "bench decode reports the bandwidth bound and gpu unavailable")
+    # ---- MoE scheduler flags: --sched, --trace; bench moe ----
+    for cmd in (["generate"], ["perplexity"], ["eval"], ["bench", "decode"]):
+        r = run(*cmd, "--help")
+        expect("--sched" in r.stdout and "--trace FILE" in r.stdout,
+               f"{' '.join(cmd)} --help documents --sched and --trace")
+    sim = {**os.environ, "SLUICE_DEVICE": "sim"}
+    tl = ",".join(map(str, toks))
+    lc, lp = os.path.join(tmp, "sched_cpu.bin"), os.path.join(tmp, "sched_post.bin")
+    tr = os.path.join(tmp, "trace.json")
+    r = run("eval", "-m", m1, "--tokens", tl, "--placement", "experts-cpu", "--sched", "mode=cpu",
+            "--logits-out", lc, env=sim)
+    expect(r.returncode == 0, f"eval --sched mode=cpu on sim exits 0 ({r.stderr.strip()[-300:]})")
+    r = run("eval", "-m", m1, "--tokens", tl, "--placement", "experts-cpu",
+            "--sched", "mode=post block_on_miss=0", "--trace", tr, "--logits-out", lp, env=sim)
+    expect(r.returncode == 0, f"eval --sched mode=post --trace on sim exits 0 "
+           f"({r.stderr.strip()[-300:]})")
+    same = (os.path.exists(lc) and os.path.exists(lp) and os.path.getsize(lc) > 0 and
+            open(lc, "rb").read() == open(lp, "rb").read())
+    expect(same, "eval logits: --sched mode=post == mode=cpu, bit-exact (sim, experts-cpu)")
+    try:
+        with open(tr) as f:
+            tj = json.load(f)
+    except (OSError, ValueError):
+        tj = {}
+    ev = tj.get("traceEvents", [])
+    expect(isinstance(ev, list) and any(e.get("ph") == "X" for e in ev),
+           "--trace writes Chrome trace JSON with traceEvents spans")
+    r = run("eval", "-m", m1, "--tokens", tl, "--placement", "experts-cpu", "--sched", "mode=full",
+            "--logits-out", lp, env=sim)
+    same = r.returncode == 0 and open(lc, "rb").read() == open(lp, "rb").read()
+    expect(same, "eval logits: --sched mode=full == mode=cpu, bit-exact (sim, experts-cpu)")
+    bad_trace = os.path.join(tmp, "no-such-dir", "t.json")
+    r = run("eval", "-m", m1, "--tokens", tl, "--placement", "experts-cpu", "--sched", "mode=post",
+            "--trace", bad_trace, env=sim)
+    expect(r.returncode == 1 and bad_trace in r.stderr,
+           f"--trace into a missing folder exits 1 naming the file ({r.stderr.strip()[-200:]})")
+    r = run("eval", "-m", m1, "--tokens", tl, "--trace", tr, env=sim)
+    expect(r.returncode == 1 and tr in r.stderr,
+           f"--trace with the cpu scheduler exits 1 naming the file ({r.stderr.strip()[-200:]})")
+    r = run("bench", "moe", "-m", m1, "--json", "--tokens", "2", "--prefill", "8")
+    mj = json.loads(r.stdout) if r.returncode == 0 else {}
+    rows = mj.get("rows", [])
+    expect(r.returncode == 0 and [x.get("mode") for x in rows] ==
+           ["cpu", "post", "full", "auto+cache"] and
+           all(x.get("ok") and x.get("decode_tps", 0) > 0 and x.get("bound_tps", 0) > 0 and
+               x.get("prefill_tps", 0) > 0 for x in rows),
+           f"bench moe --json runs cpu, post, full, auto+cache ({r.stderr.strip()[-300:]})")
+    expect(mj.get("simulated") is True and "SIMULATED" in r.stderr and
+           mj.get("cpu_gbps", 0) > 0 and mj.get("pcie_gbps", 0) > 0 and
+           rows[1:2] and rows[1].get("pcie_bytes_per_step", 0) > 0,
+           "bench moe on sim: banner, measured bandwidths, post copies bytes")
+    r = run("bench", "moe", "--help")
+    expect(r.returncode == 0 and "usage:" in r.stdout and "--sim-h2d-gbs" in r.stdout,
+           "bench moe --help exits 0")
+
     r = run("demo", "--dir", tmp, "-n", "4")
     expect(r.returncode == 0 and "== 3." in r.stdout and "== done" in r.stdout,
            f"demo runs end to end ({r.stderr.strip()[-300:]})")
@@ -195,6 +251,20 @@ def main():
         (["bench", "decode", "--shape", "huge"], 2, "--shape"),
         (["bench", "decode", "-m", m1, "-n", "0"], 2, "-n"),
         (["demo", "--what"], 2, "--what"),
+        (["eval", "-m", m1, "--tokens", "1", "--sched", "mode=bogus"], 2, "--sched"),
+        (["eval", "-m", m1, "--tokens", "1", "--sched", "colour=red"], 2, "--sched"),
+        (["generate", "-m", m1, "-p", "x", "--sched", "max_transfers=0"], 2, "--sched"),
+        (["perplexity", "-m", m1, "-f", text, "--sched", "mode"], 2, "--sched"),
+        (["bench", "decode", "-m", m1, "--sched", "block_on_miss=2"], 2, "--sched"),
+        (["eval", "-m", m1, "--tokens", "1", "--sched"], 2, "--sched"),
+        (["eval", "-m", m1, "--tokens", "1", "--trace="], 2, "--trace"),
+        (["bench", "moe", "--tokens", "0"], 2, "--tokens"),
+        (["bench", "moe", "--device", "tpu"], 2, "--device"),
+        (["bench", "moe", "--sim-h2d-gbs", "0"], 2, "--sim-h2d-gbs"),
+        (["bench", "moe", "--prefill", "x"], 2, "--prefill"),
+        (["bench", "moe", "--router-skew", "-1"], 2, "--router-skew"),
+        (["bench", "moe", "--placement", "cpu"], 2, "--placement"),
+        (["bench", "moe", "-m", "/nonexistent/z.gguf"], 1, "/nonexistent/z.gguf"),
         (["generate", "-m", "/nonexistent/x.gguf", "-p", "x"], 1, "/nonexistent/x.gguf"),
         (["eval", "-m", "/nonexistent/y.gguf", "--tokens", "1"], 1, "/nonexistent/y.gguf"),
         (["perplexity", "-m", m1, "-f", "/nonexistent/t.txt"], 1, "/nonexistent/t.txt"),

@@ -4,12 +4,20 @@
 #define SL_CLI_BENCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
+
+#include "runtime/sluice.h"
 
 int sl_bench_gguf(int argc, char **argv);
 int sl_bench_alloc(int argc, char **argv);
 int sl_bench_copy(int argc, char **argv);
 int sl_bench_kernels(int argc, char **argv);
 int sl_bench_decode(int argc, char **argv);
+int sl_bench_moe(int argc, char **argv);
+
+/* GB/s of a multi-threaded streaming read (max(8 x LLC, 1 GiB), median of 5) with mo's threads
+ * and binding (bench_decode.c); 0 after printing an error. */
+double sl_bench_stream_gbps(const sl_model_options *mo, int *threads_out, size_t *mib_out);
 
 /* Strict decimal parse of flag `flag` into [lo, hi]; prints the error and returns non-zero. */
 int sl_bench_parse_long(const char *s, const char *flag, long lo, long hi, long *out);

@@ -65,7 +65,8 @@ static void usage(FILE *f)
           "  -h, --help             this text\n"
           "Placements: --placement P runs that one; by default cpu, then experts-cpu on the\n"
           "simulated device (--device sim unless --device is given). gpu is reported as\n"
-          "unavailable until the engine runs on CUDA.\n",
+          "unavailable until the engine runs on CUDA. --sched applies to every placement;\n"
+          "--trace writes the trace of the last placement that ran the fetch scheduler.\n",
           f);
     sl_cli_model_flags_help(f);
 }
@@ -148,7 +149,7 @@ static void stream_sum(void *ctx, int64_t b, int64_t e, int thread)
 
 /* GB/s of a multi-threaded streaming read with the model's threads and binding; 0 on error
  * (printed). *threads_out: threads used, *mib_out: buffer size. */
-static double stream_gbps(const sl_model_options *mo, int *threads_out, size_t *mib_out)
+double sl_bench_stream_gbps(const sl_model_options *mo, int *threads_out, size_t *mib_out)
 {
     int nt = mo->n_threads;
     if (nt <= 0) {
@@ -161,7 +162,7 @@ static double stream_gbps(const sl_model_options *mo, int *threads_out, size_t *
     sl_cpu_pool *pool = NULL;
     sl_error err = {0};
     if (sl_cpu_pool_create(&po, &pool, &err)) {
-        fprintf(stderr, "sluice bench decode: thread pool: %s\n", err.msg);
+        fprintf(stderr, "sluice bench: streaming read: thread pool: %s\n", err.msg);
         return 0;
     }
     size_t bytes = 8 * llc_bytes();
@@ -170,7 +171,7 @@ static double stream_gbps(const sl_model_options *mo, int *threads_out, size_t *
     uint64_t *p = malloc(bytes);
     double gbps = 0;
     if (!j || !p) {
-        fprintf(stderr, "sluice bench decode: roofline buffer: out of memory (%zu MiB)\n",
+        fprintf(stderr, "sluice bench: streaming read: out of memory (%zu MiB)\n",
                 bytes >> 20);
         goto out;
     }
@@ -193,7 +194,7 @@ static double stream_gbps(const sl_model_options *mo, int *threads_out, size_t *
     *mib_out = bytes >> 20;
     goto out;
 fail:
-    fprintf(stderr, "sluice bench decode: roofline: %s\n", err.msg);
+    fprintf(stderr, "sluice bench: streaming read: %s\n", err.msg);
 out:
     free(p);
     free(j);
@@ -245,6 +246,7 @@ typedef struct run_result {
     char why[SL_ERROR_MSG_BYTES];
     double load_s, prefill_tps, decode_ms, decode_tps;
     uint64_t gpu_bytes, host_bytes;
+    bool traced;
 } run_result;
 
 static int32_t argmax(const float *x, int32_t n)
@@ -256,8 +258,8 @@ static int32_t argmax(const float *x, int32_t n)
 }
 
 /* Returns 0 (r->ok says whether it ran; r->why if not) or 1 on an out-of-memory. */
-static int run_placement(const char *path, sl_model_options mo, int32_t n_prompt,
-                         int32_t n_gen, run_result *r)
+static int run_placement(const char *path, sl_model_options mo, sl_cli_model_flags *mf,
+                         int32_t n_prompt, int32_t n_gen, run_result *r)
 {
     sl_model *m = NULL;
     sl_ctx *c = NULL;
@@ -278,6 +280,7 @@ static int run_placement(const char *path, sl_model_options mo, int32_t n_prompt
     r->host_bytes = info.host_bytes;
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = n_prompt + n_gen + 1;
+    sl_cli_ctx_sched(mf, &co);
     if (sl_ctx_create(m, &co, &c, &err)) goto fail;
     for (int32_t i = 0; i < n_prompt; i++)
         ptok[i] = (int32_t)((7 * (int64_t)i + 1) % info.n_vocab);
@@ -296,6 +299,14 @@ static int run_placement(const char *path, sl_model_options mo, int32_t n_prompt
     r->decode_tps = sum > 0 ? n_gen / sum : 0;
     r->decode_ms = 1e3 * median(dt, (size_t)n_gen);
     r->ok = true;
+    if (mf->trace) {
+        sl_ctx_stats st;
+        sl_ctx_stats_get(c, &st);
+        if (st.moe_scheduler && !strcmp(st.moe_scheduler, "fetch")) {
+            if (sl_ctx_trace_write(c, mf->trace, &err)) goto fail;
+            r->traced = true;
+        }
+    }
     goto out;
 fail:
     snprintf(r->why, sizeof r->why, "%s", err.msg);
@@ -421,7 +432,7 @@ int sl_bench_decode(int argc, char **argv)
     const double bytes_tok = (double)ws.dense + (double)ws.embd_row + expert_frac * ws.experts;
     int threads = 0;
     size_t mib = 0;
-    const double gbps = stream_gbps(&mf.opt, &threads, &mib);
+    const double gbps = sl_bench_stream_gbps(&mf.opt, &threads, &mib);
     if (gbps <= 0) goto done;
     const double bound_ms = bytes_tok / (gbps * 1e9) * 1e3;
 
@@ -438,7 +449,7 @@ int sl_bench_decode(int argc, char **argv)
         run_result *r = &runs[n_runs++];
         r->placement = sl_cli_placement_name(list[k]);
         r->device = list[k] == SL_PLACE_CPU ? (mo.device ? mo.device : "none") : mo.device;
-        if (run_placement(path, mo, (int32_t)n_prompt, (int32_t)n_gen, r)) {
+        if (run_placement(path, mo, &mf, (int32_t)n_prompt, (int32_t)n_gen, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             goto done;
         }
@@ -515,8 +526,17 @@ int sl_bench_decode(int argc, char **argv)
         printf("%-12s unavailable: %s\n", "gpu", gpu_why);
     }
     rc = 0;
-    for (size_t i = 0; i < n_runs; i++)
+    bool traced = false;
+    for (size_t i = 0; i < n_runs; i++) {
         if (!runs[i].ok && mf.placement_given) rc = 1; /* the one asked for did not run */
+        traced |= runs[i].traced;
+    }
+    if (mf.trace && !traced) {
+        fprintf(stderr, "sluice bench decode: --trace %s: no run used the fetch scheduler (needs "
+                        "--sched mode=post|full|auto and a placement on the sim device)\n",
+                mf.trace);
+        rc = 1;
+    }
 done:
     if (synth_path[0] && !keep) unlink(synth_path);
     else if (synth_path[0] && !json) fprintf(stderr, "bench decode: kept %s\n", synth_path);

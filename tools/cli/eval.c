@@ -166,10 +166,8 @@ int sl_cli_eval(int argc, char **argv)
     co.n_batch = (int32_t)n_batch;
     co.all_logits = true;
     co.kv_f16 = kv_f16;
-    if (sl_ctx_create(m, &co, &c, &err)) {
-        fprintf(stderr, "sluice eval: %s: context: %s\n", mf.path, err.msg);
-        goto done;
-    }
+    if ((rc = sl_cli_ctx_create(&mf, k_cmd, m, &co, &c))) goto done;
+    rc = 1;
     const double t0 = now_s();
     if (sl_ctx_eval(c, tok, n_tok, &err)) {
         fprintf(stderr, "sluice eval: %s: eval: %s\n", mf.path, err.msg);
@@ -243,6 +241,7 @@ int sl_cli_eval(int argc, char **argv)
         fprintf(stderr, "eval: %zu tokens x %" PRId32 " logits in %.3f s (%.1f tok/s)%s%s\n",
                 n_tok, V, dt, dt > 0 ? (double)n_tok / dt : 0.0, out_path ? " -> " : "",
                 out_path ? out_path : "");
+    if (sl_cli_trace_finish(&mf, k_cmd, c)) goto done;
     rc = fflush(stdout) ? 1 : 0;
 done:
     if (fo) fclose(fo);

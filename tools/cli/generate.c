@@ -196,10 +196,8 @@ int sl_cli_generate(int argc, char **argv)
     co.n_ctx = (int32_t)n_ctx;
     co.n_batch = (int32_t)n_batch;
     co.kv_f16 = kv_f16;
-    if (sl_ctx_create(m, &co, &c, &err)) {
-        fprintf(stderr, "sluice generate: %s: context: %s\n", mf.path, err.msg);
-        goto done;
-    }
+    if ((rc = sl_cli_ctx_create(&mf, k_cmd, m, &co, &c))) goto done;
+    rc = 1;
     if (sl_sampler_create(&so, &smp, &err)) {
         fprintf(stderr, "sluice generate: sampler: %s\n", err.msg);
         goto done;
@@ -295,6 +293,7 @@ int sl_cli_generate(int argc, char **argv)
                         "in %.3f s = %.1f tok/s; stop: %s\n",
                 n_prompt, prefill_s, prefill_tps, n_decoded, decode_s, decode_tps, stop);
     }
+    if (sl_cli_trace_finish(&mf, k_cmd, c)) goto done;
     rc = fflush(stdout) ? 1 : 0;
 done:
     sl_sampler_destroy(smp);

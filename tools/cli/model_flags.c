@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scheduler/fetch.h"
 #include "tools/cli/model_flags.h"
 
 void sl_cli_args_init(sl_cli_args *a, const char *cmd, int argc, char **argv)
@@ -182,10 +183,77 @@ int sl_cli_model_flags_parse(sl_cli_model_flags *f, sl_cli_args *a)
         if (!(v = sl_cli_value(a))) return 2;
         if (sl_cli_parse_i64(a->cmd, a->flag, v, 1, 1024, &n)) return 2;
         f->opt.n_threads = (int)n;
+    } else if (sl_cli_is(a, "--sched", NULL)) {
+        if (!(v = sl_cli_value(a))) return 2;
+        /* the engine's own parser, so that a bad value stops here, before the model loads */
+        sl_fetch_options fo = sl_fetch_options_default();
+        char pins[1024];
+        sl_error err = {0};
+        if (sl_fetch_options_parse(&fo, v, pins, sizeof pins, &err))
+            return sl_cli_usage_error(a->cmd, "--sched '%s': %s", v, err.msg);
+        if (strlen(v) + 16 > sizeof f->sched_buf)
+            return sl_cli_usage_error(a->cmd, "--sched: longer than %zu bytes",
+                                      sizeof f->sched_buf - 16);
+        f->sched = v;
+    } else if (sl_cli_is(a, "--trace", NULL)) {
+        if (!(v = sl_cli_value(a))) return 2;
+        if (!*v) return sl_cli_usage_error(a->cmd, "%s: empty file name", a->flag);
+        f->trace = v;
     } else {
         return 0;
     }
     return 1;
+}
+
+void sl_cli_ctx_sched(sl_cli_model_flags *f, sl_ctx_options *co)
+{
+    if (!f->sched && !f->trace) return;
+    snprintf(f->sched_buf, sizeof f->sched_buf, "%s%s%s", f->sched ? f->sched : "",
+             f->sched && f->trace ? " " : "", f->trace ? "trace=1" : "");
+    co->sched = f->sched_buf;
+}
+
+int sl_cli_ctx_create(sl_cli_model_flags *f, const char *cmd, sl_model *m, sl_ctx_options *co,
+                      sl_ctx **out)
+{
+    sl_error err = {0};
+    sl_cli_ctx_sched(f, co);
+    const sl_status st = sl_ctx_create(m, co, out, &err);
+    if (st) {
+        const bool config = st == SL_ERR_INVALID &&
+                            (strstr(err.msg, "scheduler option") || strstr(err.msg, "POSTFETCH") ||
+                             strstr(err.msg, "pin"));
+        fprintf(stderr, "sluice %s: %s: context: %s%s\n", cmd, f->path ? f->path : "model",
+                err.msg, config && f->sched ? " (--sched)" : "");
+        return config ? 2 : 1;
+    }
+    if (f->trace) {
+        sl_ctx_stats s;
+        sl_ctx_stats_get(*out, &s);
+        if (!s.moe_scheduler || strcmp(s.moe_scheduler, "fetch")) {
+            fprintf(stderr, "sluice %s: --trace %s: the %s scheduler records no trace (needs a "
+                            "MoE model, --sched mode=post|full|auto and the sim device)\n",
+                    cmd, f->trace, s.moe_scheduler ? s.moe_scheduler : "(no MoE)");
+            sl_ctx_destroy(*out);
+            *out = NULL;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int sl_cli_trace_finish(const sl_cli_model_flags *f, const char *cmd, const sl_ctx *c)
+{
+    if (!f->trace) return 0;
+    sl_error err = {0};
+    if (sl_ctx_trace_write(c, f->trace, &err)) {
+        if (strstr(err.msg, f->trace))
+            fprintf(stderr, "sluice %s: --trace: %s\n", cmd, err.msg);
+        else
+            fprintf(stderr, "sluice %s: --trace %s: %s\n", cmd, f->trace, err.msg);
+        return 1;
+    }
+    return 0;
 }
 
 int sl_cli_kv_flag_parse(sl_cli_args *a, bool *kv_f16)
@@ -214,7 +282,16 @@ void sl_cli_model_flags_help(FILE *out)
           "                         the GPU)\n"
           "  --cpus LIST            compute threads on these CPUs (\"0-7,16\"); not with\n"
           "                         --numa-node\n"
-          "  -t, --threads N        CPU compute threads (default: all cores of the node)\n",
+          "  -t, --threads N        CPU compute threads (default: all cores of the node)\n"
+          "MoE scheduler:\n"
+          "  --sched \"K=V ...\"      scheduler options over $SLUICE_POSTFETCH_*: mode=cpu\n"
+          "                         (default) | post | full | auto, block_on_miss=0|1,\n"
+          "                         max_transfers=N, scratch_kb=N, cache_kb=N, policy=lru|lfu,\n"
+          "                         decay=X, pin=L:E,..., streams=dedicated|shared, debug=0|1,\n"
+          "                         trace=0|1, cpu_gbs/pcie_gbs/dev_gbs=X (scheduler/fetch.h);\n"
+          "                         modes other than cpu run on the sim device only\n"
+          "  --trace FILE           write the scheduler's copy/compute spans as Chrome/Perfetto\n"
+          "                         trace JSON after the run (adds trace=1; needs a fetch mode)\n",
           out);
 }
 

@@ -55,6 +55,9 @@ typedef struct sl_cli_model_flags {
     const char *path;          /* -m; NULL until given */
     sl_model_options opt;      /* from sl_model_options_default(), progress off */
     bool placement_given;
+    const char *sched;         /* --sched "key=value ..." (scheduler/fetch.h) or NULL */
+    const char *trace;         /* --trace FILE or NULL */
+    char sched_buf[1024];      /* sched plus " trace=1" when --trace is given */
 } sl_cli_model_flags;
 
 void sl_cli_model_flags_init(sl_cli_model_flags *f);
@@ -63,6 +66,18 @@ void sl_cli_model_flags_init(sl_cli_model_flags *f);
 int sl_cli_model_flags_parse(sl_cli_model_flags *f, sl_cli_args *a);
 /* The help lines of the model flags (two-space indent, as the commands' usage). */
 void sl_cli_model_flags_help(FILE *out);
+/* Sets co->sched from --sched and --trace (which adds trace=1); f must outlive the context's
+ * creation. */
+void sl_cli_ctx_sched(sl_cli_model_flags *f, sl_ctx_options *co);
+/* sl_cli_ctx_sched + sl_ctx_create; on failure prints "sluice CMD: MODEL: context: message" and
+ * returns 2 for a scheduler configuration the engine refuses (--sched or SLUICE_POSTFETCH_*),
+ * else 1. With --trace, a context whose MoE scheduler records no trace (dense model, mode cpu,
+ * a device other than sim) is an error naming the file (1). */
+int sl_cli_ctx_create(sl_cli_model_flags *f, const char *cmd, sl_model *m, sl_ctx_options *co,
+                      sl_ctx **out);
+/* After the run: with --trace, sl_ctx_trace_write; on failure prints "sluice CMD: --trace
+ * FILE: message" and returns 1. 0 otherwise. */
+int sl_cli_trace_finish(const sl_cli_model_flags *f, const char *cmd, const sl_ctx *c);
 /* "auto", "gpu", ... */
 const char *sl_cli_placement_name(sl_placement p);
 /* Opens f->path; on failure prints "sluice CMD: FILE: message" and returns the exit status

@@ -202,10 +202,8 @@ int sl_cli_perplexity(int argc, char **argv)
     co.n_batch = (int32_t)(n_batch ? n_batch : n_ctx);
     co.all_logits = true;
     co.kv_f16 = kv_f16;
-    if (sl_ctx_create(m, &co, &c, &err)) {
-        fprintf(stderr, "sluice perplexity: %s: context: %s\n", mf.path, err.msg);
-        goto done;
-    }
+    if ((rc = sl_cli_ctx_create(&mf, k_cmd, m, &co, &c))) goto done;
+    rc = 1;
     chunk = malloc((size_t)C * sizeof *chunk);
     lp = malloc((size_t)V * sizeof *lp);
     lpb = malloc((size_t)V * sizeof *lpb);
@@ -321,6 +319,7 @@ int sl_cli_perplexity(int argc, char **argv)
             goto done;
         }
     }
+    if (sl_cli_trace_finish(&mf, k_cmd, c)) goto done;
     rc = fflush(stdout) ? 1 : 0;
 done:
     if (fo) fclose(fo);
