@@ -9,10 +9,11 @@
  * - integer block sums are exact: weights enter vpmaddubsw/vpdpbusd as unsigned bytes (|w| via
  *   vpsignb with the sign moved onto the activation, or unsigned nibbles), activations are in
  *   [-127, 127], so no int16 pair sum exceeds 128 * 127 * 2 < 2^15;
- * - 32-element block types: 8 consecutive blocks (b % 8 == 0 .. 7) are reduced into one vector
- *   of 8 block sums, converted, multiplied by the 8 scale products and added to the 8 lanes: the
- *   reference's (float)isum * (dw * dx) and lane += t, element for element. Unaligned head and
- *   tail blocks go through the scalar reference code on the same lane array;
+ * - 32-element block types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1): 8 consecutive blocks (b % 8 == 0
+ *   .. 7) are reduced into one vector of 8 block sums, converted, multiplied by the 8 scale
+ *   products and added to the 8 lanes: the reference's (float)isum * (dw * dx) (plus, for the
+ *   Q8_1 types, a separately rounded + mw * sx) and lane += t, element for element. Unaligned
+ *   head and tail blocks go through the scalar reference code on the same lane array;
  * - K-quants: one super-block's integer sums by SIMD, then the reference's scalar float term;
  * - float weights: lane i % 32 of four 8-wide (or two 16-wide) accumulators, vfmadd = fmaf.
  */
@@ -126,6 +127,102 @@ static void SL_MV_SUFFIX(range_q4_0)(const sl__mv_type *t, const void *w, const 
     }
     _mm256_storeu_ps(lane, acc);
     if (b < b1) sl__mv_dot_blocks(t, w, xq, b, b1, lane);
+}
+
+/* The 32 bits of a Q5 block's qh -> 32 bytes, byte j 0xFF where bit j is set, else 0. */
+static inline __m256i SL_MV_SUFFIX(qh_bytes)(const char *qh)
+{
+    uint32_t x32;
+    memcpy(&x32, qh, sizeof x32);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                           0x0101010101010101, 0x0000000000000000);
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x32), shuf);
+    const __m256i others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe); /* all bits but j % 8 */
+    return _mm256_cmpeq_epi8(_mm256_or_si256(bytes, others), _mm256_set1_epi64x(-1));
+}
+
+/* Q5_0: q - 16 as a signed byte is the nibble with 0xF0 or-ed in where bit 4 is clear. */
+static void SL_MV_SUFFIX(range_q5_0)(const sl__mv_type *t, const void *w, const void *xq,
+                                     int64_t b0, int64_t b1, float *lane)
+{
+    const char *wb = w, *xb = xq;
+    int64_t b = b0, head = (b0 + 7) & ~(int64_t)7;
+    if (head > b1) head = b1;
+    if (head > b) sl__mv_dot_blocks(t, w, xq, b, head, lane);
+    b = head;
+    const __m256i f0 = _mm256_set1_epi8((char)0xF0);
+    __m256 acc = _mm256_loadu_ps(lane);
+    for (; b + 8 <= b1; b += 8) {
+        const char *wp = wb + b * (int64_t)sizeof(sl_block_q5_0);
+        const char *xp = xb + b * (int64_t)sizeof(sl_block_q8_0);
+        __m256i v[8];
+        for (int k = 0; k < 8; k++) {
+            const __m256i hb = SL_MV_SUFFIX(qh_bytes)(wp + k * 22 + 2);
+            const __m256i q = _mm256_or_si256(
+                SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + k * 22 + 6)),
+                _mm256_andnot_si256(hb, f0));
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + k * 34 + 2));
+            v[k] = SL_MV_SUFFIX(s8s8_dot)(q, xv);
+        }
+        const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, 22),
+                                        SL_MV_SUFFIX(load_halves)(xp, 34));
+        const __m256 tb = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v)), dd);
+        acc = _mm256_add_ps(acc, tb);
+    }
+    _mm256_storeu_ps(lane, acc);
+    if (b < b1) sl__mv_dot_blocks(t, w, xq, b, b1, lane);
+}
+
+/* Q4_1/Q5_1 with Q8_1 activations: unsigned q, so the byte dot needs no sign trick; the term
+ * is the reference's sl__mv_term_dm: a = (float)isum * (dw * dx), t = a + mw * sx, lane += t,
+ * each a separate rounding. wbytes is the weight block size (20 or 24); q5: bit 4 of q comes
+ * from qh at offset 4 and the nibbles start at 8 (else at 4). Pair sums: 2 * 31 * 127 < 2^15. */
+static inline void SL_MV_SUFFIX(range_q41_q51)(const sl__mv_type *t, const void *w,
+                                               const void *xq, int64_t b0, int64_t b1,
+                                               float *lane, int wbytes, int q5)
+{
+    const char *wb = w, *xb = xq;
+    int64_t b = b0, head = (b0 + 7) & ~(int64_t)7;
+    if (head > b1) head = b1;
+    if (head > b) sl__mv_dot_blocks(t, w, xq, b, head, lane);
+    b = head;
+    const __m256i x10 = _mm256_set1_epi8(0x10);
+    const int qs = q5 ? 8 : 4;
+    __m256 acc = _mm256_loadu_ps(lane);
+    for (; b + 8 <= b1; b += 8) {
+        const char *wp = wb + b * (int64_t)wbytes;
+        const char *xp = xb + b * (int64_t)sizeof(sl_block_q8_1);
+        __m256i v[8];
+        for (int k = 0; k < 8; k++) {
+            __m256i q = SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + k * wbytes + qs));
+            if (q5)
+                q = _mm256_or_si256(
+                    q, _mm256_and_si256(SL_MV_SUFFIX(qh_bytes)(wp + k * wbytes + 4), x10));
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + k * 36 + 4));
+            v[k] = SL_MV_SUFFIX(u8s8_dot)(q, xv);
+        }
+        const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, (size_t)wbytes),
+                                        SL_MV_SUFFIX(load_halves)(xp, 36));
+        const __m256 ms = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, (size_t)wbytes),
+                                        SL_MV_SUFFIX(load_halves)(xp + 2, 36));
+        const __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v)), dd);
+        const __m256 tb = _mm256_add_ps(a, ms);
+        acc = _mm256_add_ps(acc, tb);
+    }
+    _mm256_storeu_ps(lane, acc);
+    if (b < b1) sl__mv_dot_blocks(t, w, xq, b, b1, lane);
+}
+
+static void SL_MV_SUFFIX(range_q4_1)(const sl__mv_type *t, const void *w, const void *xq,
+                                     int64_t b0, int64_t b1, float *lane)
+{
+    SL_MV_SUFFIX(range_q41_q51)(t, w, xq, b0, b1, lane, (int)sizeof(sl_block_q4_1), 0);
+}
+
+static void SL_MV_SUFFIX(range_q5_1)(const sl__mv_type *t, const void *w, const void *xq,
+                                     int64_t b0, int64_t b1, float *lane)
+{
+    SL_MV_SUFFIX(range_q41_q51)(t, w, xq, b0, b1, lane, (int)sizeof(sl_block_q5_1), 1);
 }
 
 /* ---- K-quants: SIMD integer sums per super-block, reference float term ------------------ */
@@ -293,6 +390,9 @@ sl__mv_range_fn SL_MV_SUFFIX(sl__mv_range)(uint32_t type)
     case SL_GGML_BF16: return SL_MV_SUFFIX(range_bf16);
     case SL_GGML_Q8_0: return SL_MV_SUFFIX(range_q8_0);
     case SL_GGML_Q4_0: return SL_MV_SUFFIX(range_q4_0);
+    case SL_GGML_Q4_1: return SL_MV_SUFFIX(range_q4_1);
+    case SL_GGML_Q5_0: return SL_MV_SUFFIX(range_q5_0);
+    case SL_GGML_Q5_1: return SL_MV_SUFFIX(range_q5_1);
     case SL_GGML_Q4_K: return SL_MV_SUFFIX(range_q4_K);
     case SL_GGML_Q6_K: return SL_MV_SUFFIX(range_q6_K);
     default: return NULL;

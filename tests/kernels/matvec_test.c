@@ -488,10 +488,16 @@ int main(void)
             const int64_t c[] = {1, 2, 3, 7, 9, 17, 128};
             for (int i = 0; i < 7; i++) cols_list[n_cols++] = c[i] * blk;
         }
-        for (int hi = 0; hi < cs.n_mv; hi++)
+        for (int hi = 0; hi < cs.n_mv; hi++) {
+            /* Types with x86 SIMD kernels: the fast path under test must be the SIMD one. */
+            const bool want_simd = type != SL_GGML_Q5_K && type != SL_GGML_MXFP4;
+            if (want_simd && cs.mv[hi].isa != SL_CPU_ISA_SCALAR)
+                CHECK_MSG(sl_cpu_matvec_has_simd(&cs.mv[hi], type), "%s has no %s kernel",
+                          tname(type), sl_cpu_matvec_name(&cs.mv[hi]));
             if (!sl_cpu_matvec_has_simd(&cs.mv[hi], type) && cs.mv[hi].isa != SL_CPU_ISA_SCALAR)
                 printf("matvec_test: %s has no %s kernel: the scalar code runs (dispatch tested)\n",
                        tname(type), sl_cpu_matvec_name(&cs.mv[hi]));
+        }
         bool quantized = false;
         for (int ci = 0; ci < n_cols; ci++)
             for (int ri = 0; ri < 5; ri++) {
