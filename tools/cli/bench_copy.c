@@ -21,6 +21,7 @@
 #include "alloc/hostpool.h"
 #include "alloc/topo.h"
 #include "runtime/device/device.h"
+#include "tools/cli/cli.h"
 #include "tools/cli/bench.h"
 #include "tools/cli/json.h"
 
@@ -32,19 +33,6 @@ typedef struct copy_ctx {
     sl_event *start, *end;
     void *d_dst;
 } copy_ctx;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Median GB/s of `reps` timed H2D copies of `bytes` from h_src (one warm-up first). */
 static sl_status time_h2d(copy_ctx *c, const void *h_src, uint64_t bytes, int reps, double *gbs,
@@ -63,7 +51,7 @@ static sl_status time_h2d(copy_ctx *c, const void *h_src, uint64_t bytes, int re
         /* Event timers resolve ~0.5 us on CUDA; a 0 would mean "infinitely fast". */
         if (r >= 0) v[r] = ms > 0 ? (double)bytes / (ms * 1e-3) / 1e9 : 0;
     }
-    qsort(v, (size_t)reps, sizeof v[0], cmp_double);
+    qsort(v, (size_t)reps, sizeof v[0], sl_cli_cmp_f64);
     *gbs = reps % 2 ? v[reps / 2] : (v[reps / 2 - 1] + v[reps / 2]) / 2;
     return SL_OK;
 }
@@ -75,9 +63,9 @@ static sl_status register_cost(sl_device *dev, uint64_t bytes, double *s_per_gib
     if (h == MAP_FAILED)
         return sl_error_set(err, SL_ERR_NOMEM, "cannot map %" PRIu64 " bytes to register", bytes);
     memset(h, 1, (size_t)bytes); /* the cost of faulting pages in is the pool's, not this */
-    double t0 = now_s();
+    double t0 = sl_cli_now_s();
     sl_status s = sl_device_host_register(dev, h, bytes, err);
-    double dt = now_s() - t0;
+    double dt = sl_cli_now_s() - t0;
     if (!s) s = sl_device_host_unregister(dev, h, err);
     munmap(h, (size_t)bytes);
     *s_per_gib = dt / ((double)bytes / (double)(1ull << 30));

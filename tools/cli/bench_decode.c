@@ -30,6 +30,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/cpu/pool.h"
+#include "tools/cli/cli.h"
 #include "tools/cli/bench.h"
 #include "tools/cli/json.h"
 #include "tools/cli/model_flags.h"
@@ -69,25 +70,6 @@ static void usage(FILE *f)
           "--trace writes the trace of the last placement that ran the fetch scheduler.\n",
           f);
     sl_cli_model_flags_help(f);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_f64(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *t, size_t n)
-{
-    qsort(t, n, sizeof *t, cmp_f64);
-    return n ? t[n / 2] : 0;
 }
 
 /* ---- streaming-read bandwidth --------------------------------------------------------- */
@@ -181,13 +163,13 @@ double sl_bench_stream_gbps(const sl_model_options *mo, int *threads_out, size_t
     if (sl_cpu_pool_parallel_for(pool, chunks, 1, stream_fill, j, &err)) goto fail;
     double t[ROOF_REPS];
     for (int r = 0; r < ROOF_REPS; r++) {
-        const double t0 = now_s();
+        const double t0 = sl_cli_now_s();
         if (sl_cpu_pool_parallel_for(pool, chunks, 1, stream_sum, j, &err)) goto fail;
-        t[r] = now_s() - t0;
+        t[r] = sl_cli_now_s() - t0;
     }
     uint64_t sink = 0;
     for (int i = 0; i < nt; i++) sink += j->part[i];
-    const double med = median(t, ROOF_REPS);
+    const double med = sl_cli_median(t, ROOF_REPS);
     gbps = med > 0 ? (double)bytes / med / 1e9 : 0;
     if (sink == 42) fputc(' ', stderr); /* keeps the sums observable */
     *threads_out = nt;
@@ -271,9 +253,9 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
         free(ptok);
         return 1;
     }
-    double t0 = now_s();
+    double t0 = sl_cli_now_s();
     if (sl_model_open(path, &mo, &m, &err)) goto fail;
-    r->load_s = now_s() - t0;
+    r->load_s = sl_cli_now_s() - t0;
     sl_model_info info;
     sl_model_info_get(m, &info);
     r->gpu_bytes = info.gpu_bytes;
@@ -284,20 +266,20 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     if (sl_ctx_create(m, &co, &c, &err)) goto fail;
     for (int32_t i = 0; i < n_prompt; i++)
         ptok[i] = (int32_t)((7 * (int64_t)i + 1) % info.n_vocab);
-    t0 = now_s();
+    t0 = sl_cli_now_s();
     if (sl_ctx_eval(c, ptok, (size_t)n_prompt, &err)) goto fail;
-    const double pf = now_s() - t0;
+    const double pf = sl_cli_now_s() - t0;
     r->prefill_tps = pf > 0 ? n_prompt / pf : 0;
     double sum = 0;
     for (int32_t i = 0; i < n_gen; i++) {
         int32_t tok = argmax(sl_ctx_logits(c, -1), info.n_vocab);
-        t0 = now_s();
+        t0 = sl_cli_now_s();
         if (sl_ctx_eval(c, &tok, 1, &err)) goto fail;
-        dt[i] = now_s() - t0;
+        dt[i] = sl_cli_now_s() - t0;
         sum += dt[i];
     }
     r->decode_tps = sum > 0 ? n_gen / sum : 0;
-    r->decode_ms = 1e3 * median(dt, (size_t)n_gen);
+    r->decode_ms = 1e3 * sl_cli_median(dt, (size_t)n_gen);
     r->ok = true;
     if (mf->trace) {
         sl_ctx_stats st;
@@ -398,12 +380,12 @@ int sl_bench_decode(int argc, char **argv)
         if (!json) fprintf(stderr, "bench decode: writing the %s synthetic model to %s ...\n",
                            big ? "qwen3-30b-a3b" : "small", synth_path);
         sl_error err = {0};
-        const double t0 = now_s();
+        const double t0 = sl_cli_now_s();
         if (sl_synth_write(&sp, synth_path, NULL, &err)) {
             fprintf(stderr, "sluice bench decode: %s: %s\n", synth_path, err.msg);
             return 1;
         }
-        if (!json) fprintf(stderr, "bench decode: written in %.1f s\n", now_s() - t0);
+        if (!json) fprintf(stderr, "bench decode: written in %.1f s\n", sl_cli_now_s() - t0);
         path = synth_path;
     }
 

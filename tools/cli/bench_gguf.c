@@ -15,20 +15,8 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
+#include "tools/cli/cli.h"
 #include "tools/cli/bench.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static sl_status write_parse_file(const char *path, int n_tensors, int n_vocab, sl_error *err)
 {
@@ -137,9 +125,9 @@ static sl_status time_read(const char *path, sl_gguf_io io, read_result *out, sl
         /* Fault the destination in first: page-fault cost is the pool's, not the reader's. */
         memset(buf, 0, cap);
         void *data;
-        double t0 = now_s();
+        double t0 = sl_cli_now_s();
         s = sl_gguf_tensor_read(g, t, io, buf, cap, &data, err);
-        double dt = now_s() - t0;
+        double dt = sl_cli_now_s() - t0;
         double gbs = (double)t->nbytes / dt / 1e9;
         if (pass == 0) out->cold_gbs = gbs;
         else out->warm_gbs = gbs;
@@ -188,12 +176,12 @@ int sl_bench_gguf(int argc, char **argv)
     if (write_parse_file(parse_path, (int)n_tensors, (int)n_vocab, &err)) goto fail;
     for (int r = 0; r < REPS; r++) {
         sl_gguf *g = NULL;
-        double t0 = now_s();
+        double t0 = sl_cli_now_s();
         if (sl_gguf_open(parse_path, NULL, &g, &err)) goto fail;
-        ours[r] = now_s() - t0;
+        ours[r] = sl_cli_now_s() - t0;
         sl_gguf_close(g);
     }
-    qsort(ours, REPS, sizeof ours[0], cmp_double);
+    qsort(ours, REPS, sizeof ours[0], sl_cli_cmp_f64);
     py = gguf_py_parse_s(parse_path, 5);
     if (write_read_file(read_path, (uint64_t)read_mib << 20, &err)) goto fail;
     for (int io = 0; io < 3; io++)

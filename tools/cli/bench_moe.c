@@ -44,6 +44,7 @@
 
 #include "gguf/gguf.h"
 #include "runtime/device/device.h"
+#include "tools/cli/cli.h"
 #include "tools/cli/bench.h"
 #include "tools/cli/json.h"
 #include "tools/cli/model_flags.h"
@@ -88,19 +89,6 @@ static void usage(FILE *f)
           "On the sim device the numbers are CPU-simulated (copies are throttled memcpy, device\n"
           "kernels are CPU kernels): they check the machinery, they are not evidence.\n",
           f);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_f64(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* ---- model bytes ------------------------------------------------------------------------ */
@@ -180,19 +168,19 @@ static void device_gbps(const char *kind, double sim_h2d, double *h2d, double *d
     reg = sl_device_host_register(d, host, bytes, &err) == SL_OK;
     double th[COPY_REPS], td[COPY_REPS];
     for (int r = 0; r < COPY_REPS; r++) {
-        double t0 = now_s();
+        double t0 = sl_cli_now_s();
         if (sl_device_copy(d, s, src, host, bytes, SL_COPY_H2D, &err) ||
             sl_device_stream_sync(d, s, &err))
             goto fail;
-        th[r] = now_s() - t0;
-        t0 = now_s();
+        th[r] = sl_cli_now_s() - t0;
+        t0 = sl_cli_now_s();
         if (sl_device_copy(d, s, dst, src, bytes, SL_COPY_D2D, &err) ||
             sl_device_stream_sync(d, s, &err))
             goto fail;
-        td[r] = now_s() - t0;
+        td[r] = sl_cli_now_s() - t0;
     }
-    qsort(th, COPY_REPS, sizeof *th, cmp_f64);
-    qsort(td, COPY_REPS, sizeof *td, cmp_f64);
+    qsort(th, COPY_REPS, sizeof *th, sl_cli_cmp_f64);
+    qsort(td, COPY_REPS, sizeof *td, sl_cli_cmp_f64);
     *h2d = th[COPY_REPS / 2] > 0 ? (double)bytes / th[COPY_REPS / 2] / 1e9 : 0;
     *d2d = td[COPY_REPS / 2] > 0 ? 2.0 * (double)bytes / td[COPY_REPS / 2] / 1e9 : 0;
     goto out;
@@ -261,9 +249,9 @@ static void run_row(sl_model *m, const sl_model_info *info, const moe_bytes *mb,
     double sum = 0;
     int32_t t = argmax(sl_ctx_logits(c, -1), info->n_vocab);
     for (int32_t i = 0; i < n_dec; i++) {
-        const double t0 = now_s();
+        const double t0 = sl_cli_now_s();
         if (sl_ctx_eval(c, &t, 1, &err)) goto fail;
-        sum += now_s() - t0;
+        sum += sl_cli_now_s() - t0;
         t = argmax(sl_ctx_logits(c, -1), info->n_vocab);
     }
     sl_ctx_stats_get(c, &s1);
@@ -300,9 +288,9 @@ static void run_row(sl_model *m, const sl_model_info *info, const moe_bytes *mb,
     co.n_ctx = n_pre + 1;
     co.n_batch = n_pre;
     if (sl_ctx_create(m, &co, &c, &err)) goto fail;
-    double t0 = now_s();
+    double t0 = sl_cli_now_s();
     if (sl_ctx_eval(c, tok, (size_t)n_pre, &err)) goto fail;
-    t0 = now_s() - t0;
+    t0 = sl_cli_now_s() - t0;
     r->prefill_tps = t0 > 0 ? n_pre / t0 : 0;
     sl_ctx_destroy(c);
     c = NULL;

@@ -11,4 +11,10 @@ int sl_cli_generate(int argc, char **argv);
 int sl_cli_perplexity(int argc, char **argv);
 int sl_cli_eval(int argc, char **argv);
 
+/* Shared by the commands (tools/cli/cli_util.c). */
+#include <stddef.h>
+double sl_cli_now_s(void);                          /* CLOCK_MONOTONIC seconds */
+int sl_cli_cmp_f64(const void *a, const void *b);  /* qsort comparator, ascending doubles */
+double sl_cli_median(double *v, size_t n);          /* sorts v in place; 0 for n == 0 */
+
 #endif

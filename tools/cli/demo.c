@@ -17,13 +17,6 @@
 static const char *const k_cmd = "demo";
 static const char *const k_prompt = "Once upon a time, in a small town by the sea,";
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -61,7 +54,7 @@ int sl_cli_demo(int argc, char **argv)
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/sluice-default.gguf", dir) >= sizeof path)
         return sl_cli_usage_error(k_cmd, "--dir '%s' is too long", dir);
-    const double t0 = now_s();
+    const double t0 = sl_cli_now_s();
 
     printf("== 1. mkmodel: the default synthetic model -> %s\n", path);
     fflush(stdout);
@@ -103,6 +96,6 @@ int sl_cli_demo(int argc, char **argv)
     printf("== done in %.1f s: wrote a synthetic %s model, loaded it on the CPU, tokenized the "
            "prompt,\n   prefilled it in one batch and decoded %s tokens with the greedy sampler "
            "(random weights: the text is noise)\n",
-           now_s() - t0, in.arch, n_s);
+           sl_cli_now_s() - t0, in.arch, n_s);
     return 0;
 }

@@ -87,13 +87,6 @@ static int32_t argmax(const float *x, int32_t n)
     return best;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int sl_cli_eval(int argc, char **argv)
 {
     sl_cli_args a;
@@ -168,12 +161,12 @@ int sl_cli_eval(int argc, char **argv)
     co.kv_f16 = kv_f16;
     if ((rc = sl_cli_ctx_create(&mf, k_cmd, m, &co, &c))) goto done;
     rc = 1;
-    const double t0 = now_s();
+    const double t0 = sl_cli_now_s();
     if (sl_ctx_eval(c, tok, n_tok, &err)) {
         fprintf(stderr, "sluice eval: %s: eval: %s\n", mf.path, err.msg);
         goto done;
     }
-    const double dt = now_s() - t0;
+    const double dt = sl_cli_now_s() - t0;
     const int32_t V = info.n_vocab;
     /* rows[i]: the engine's row i (the API does not promise they are contiguous) */
     rows = malloc(n_tok * sizeof *rows);

@@ -55,13 +55,6 @@ static void usage(FILE *f)
     sl_cli_model_flags_help(f);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* A growing byte buffer for the generated text (kept for --json). */
 typedef struct text_buf {
     char *p;
@@ -214,12 +207,12 @@ int sl_cli_generate(int argc, char **argv)
         fprintf(stderr, "sluice generate: out of memory\n");
         goto done;
     }
-    double t0 = now_s();
+    double t0 = sl_cli_now_s();
     if (sl_ctx_eval(c, ptok, n_prompt, &err)) {
         fprintf(stderr, "sluice generate: %s: prefill: %s\n", mf.path, err.msg);
         goto done;
     }
-    const double prefill_s = now_s() - t0;
+    const double prefill_s = sl_cli_now_s() - t0;
     double decode_s = 0;
     size_t n_decoded = 0;
     const char *stop = "length";
@@ -254,12 +247,12 @@ int sl_cli_generate(int argc, char **argv)
             stop = "context";
             break;
         }
-        t0 = now_s();
+        t0 = sl_cli_now_s();
         if (sl_ctx_eval(c, &tok, 1, &err)) {
             fprintf(stderr, "sluice generate: %s: decode: %s\n", mf.path, err.msg);
             goto done;
         }
-        decode_s += now_s() - t0;
+        decode_s += sl_cli_now_s() - t0;
         n_decoded++;
     }
     const double prefill_tps = prefill_s > 0 ? (double)n_prompt / prefill_s : 0;

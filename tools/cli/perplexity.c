@@ -62,13 +62,6 @@ static void usage(FILE *f)
     sl_cli_model_flags_help(f);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* out[v] = log softmax(x)[v] in double; returns the argmax. */
 static int32_t log_softmax(const float *x, int32_t n, double *out)
 {
@@ -220,7 +213,7 @@ int sl_cli_perplexity(int argc, char **argv)
     double nll = 0, nll2 = 0;
     uint64_t count = 0;
     kl_acc kl = {0};
-    const double t_start = now_s();
+    const double t_start = sl_cli_now_s();
     for (int64_t i = 0; i < n_chunk; i++) {
         memcpy(chunk, tok + i * C, (size_t)C * sizeof *chunk);
         if (add_bos) chunk[0] = info.bos;
@@ -263,7 +256,7 @@ int sl_cli_perplexity(int argc, char **argv)
             fflush(stdout);
         }
     }
-    const double secs = now_s() - t_start;
+    const double secs = sl_cli_now_s() - t_start;
     double mean, se;
     mean_err(nll, nll2, count, &mean, &se);
     const double ppl = exp(mean), ppl_err = se * ppl;
