@@ -18,6 +18,7 @@
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/pool.h"
+#include "runtime/dx.h"
 #include "runtime/model.h"
 #include "scheduler/moe.h"
 
@@ -34,33 +35,55 @@ sl_status sl__kv_init(sl__kv *kv, sl_kv_type type, int32_t n_layer, int32_t n_ct
 void sl__kv_free(sl__kv *kv);
 /* Layer l's K (or V) cache base: [n_ctx][n_kv][head_dim] elements. */
 void *sl__kv_layer(const sl__kv *kv, bool v, int32_t l);
-/* Writes n rows (k, v: [n][n_kv * head_dim] floats) at positions pos[0..n) of layer l. */
-void sl__kv_store(sl__kv *kv, int32_t l, const int32_t *pos, int64_t n, const float *k,
-                  const float *v);
+
+/* One side of the forward pass: an executor and the buffers it computes in ([cap][...], in
+ * the executor's memory). The host side always exists; the device side only when some layer
+ * or the output runs on the device (then dx != NULL). */
+typedef struct sl__side {
+    sl__dx *dx;
+    float *x, *xn, *q, *k, *v, *att, *tmp, *g, *u, *router, *sh;
+    int32_t *pos, *topk_idx;    /* pos [cap]; topk_idx, topk_w [cap][n_expert_used] */
+    float *topk_w;
+    const float *rope_freqs;    /* rope frequency factors in this side's memory, or NULL */
+    void *kv_k, *kv_v;          /* device side: [n_slots][n_ctx][n_kv * head_dim] (kv_slot) */
+} sl__side;
+
+enum { SL__CTX_MAX_DEV_BLOCKS = 32 };
 
 struct sl_ctx {
     sl_model *m;
     sl_ctx_options opt;
-    sl__kv kv;
+    sl__kv kv;                  /* host KV cache (every layer's slot exists) */
     int32_t n_past;
     sl_cpu_ops ops;
     sl_cpu_matvec_ctx mv;
     sl_cpu_pool *pool;
     sl_moe_sched *moe;
     int32_t cap;                /* tokens per forward chunk */
-    /* scratch, [cap][...] */
-    float *x, *xn, *q, *k, *v, *att, *tmp, *g, *u, *router, *sh;
-    int32_t *pos, *topk_idx;
-    float *topk_w;
-    sl_moe_assign *assign;
-    void *work;
-    size_t work_bytes;
+    sl__side host, dev;
+    bool *layer_dev;            /* [n_layer]: the layer runs on the device side */
+    int32_t *kv_slot;           /* [n_layer]: device KV slot of a device layer, else -1 */
+    sl__dx_moe *dmoe;           /* [n_layer]: the executors' view of each MoE layer */
+    float *dev_logits;          /* device side: [dev_logits_rows][n_vocab] */
+    int64_t dev_logits_rows;
+    sl_block dev_blocks[SL__CTX_MAX_DEV_BLOCKS]; /* everything the context took from the arena */
+    int n_dev_blocks;
+    uint8_t *embd_rows;         /* [cap] token_embd rows staged from the device, or NULL */
     /* logits of the last eval */
     float *logits;
     int64_t n_logits, logits_cap;
     int64_t n_eval;             /* tokens of the last eval (its logits rows: all or the last) */
     sl_ctx_stats stats;
 };
+
+/* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention
+ * weights are device-resident), checks that each layer's weights sit on one side (experts may
+ * be on the host: experts-on-CPU), and takes the device buffers, the device KV slots of those
+ * layers, the rope factors and (cuda) the GEMM workspace, expert scratch and expert pointer
+ * arrays from the model's arena. No device layer and a host output: nothing (dev.dx NULL).
+ * work_bytes: the CPU matvec workspace the sim executor needs. */
+sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err);
+void sl__ctx_dev_destroy(sl_ctx *c);
 
 /* forward.c: evaluates tokens[0..n) (n <= cap) at positions n_past.. and appends them to the
  * cache; writes logits rows for every token into logits_out (all) or for the last one only

@@ -2,11 +2,10 @@
  *
  * Devices: SL_PLACE_CPU needs no device for compute; the host pool still wants one for
  * page-locking, so CPU placement opens the "sim" device unless options.device names one.
- * The device placements (GPU, LAYERS, EXPERTS_CPU, AUTO) run on "sim" today — device-resident
- * weights live in sim regions of a BFC arena and the CPU kernels compute from them — which
- * exercises placement, residency accounting and loading in CI. On "cuda" they need device
- * kernels that do not exist yet: explicit GPU placements are SL_ERR_UNSUPPORTED naming the
- * placement, and AUTO resolves to CPU.
+ * The device placements (GPU, LAYERS, EXPERTS_CPU, AUTO) put weights in a BFC arena of the
+ * device; the forward pass runs the device layers through the device's executor (runtime/
+ * dx.h): kernels/cuda on "cuda", the CPU kernels in stream order on "sim" — so the whole
+ * device path (copies between sides, device KV, device logits) runs in CI.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,22 +14,11 @@
 #include <unistd.h>
 
 #include "kernels/ref/matvec.h"
+#include "kernels/ref/quant.h"
 #include "runtime/ctx.h"
 #include "runtime/model.h"
 #include "runtime/model_vocab.h"
 #include "scheduler/fetch.h"
-
-static const char *placement_name(sl_placement p)
-{
-    switch (p) {
-    case SL_PLACE_AUTO: return "auto";
-    case SL_PLACE_GPU: return "gpu";
-    case SL_PLACE_LAYERS: return "layers";
-    case SL_PLACE_EXPERTS_CPU: return "experts-cpu";
-    case SL_PLACE_CPU: return "cpu";
-    }
-    return "?";
-}
 
 sl_model_options sl_model_options_default(void)
 {
@@ -54,17 +42,6 @@ static sl_status open_device(sl_model *m, sl_error *err)
     sl_status st = sl_device_open(&dopt, &m->dev, err);
     if (st) return st;
     if (m->placement == SL_PLACE_CPU) return SL_OK;
-    if (sl_device_kind_get(m->dev) == SL_DEVICE_CUDA) {
-        if (m->placement == SL_PLACE_AUTO) {
-            m->placement = SL_PLACE_CPU;
-            gguf_notice(m, "placement auto: no CUDA kernels yet, running on the CPU");
-            return SL_OK;
-        }
-        return sl_error_set(err, SL_ERR_UNSUPPORTED,
-                            "placement '%s' on device cuda: the CUDA compute kernels do not exist "
-                            "yet (use placement cpu, or device sim to simulate it)",
-                            placement_name(m->placement));
-    }
     if (m->placement == SL_PLACE_LAYERS && m->opt.gpu_layers < 0)
         return sl_error_set(err, SL_ERR_INVALID, "gpu_layers %d: must be >= 0", m->opt.gpu_layers);
     if (m->placement == SL_PLACE_AUTO) {
@@ -247,6 +224,41 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
     return sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &c->moe, err);
 }
 
+/* The host side: the host executor and its [cap][...] buffers. */
+static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
+{
+    const sl__hparams *hp = &c->m->hp;
+    sl__side *h = &c->host;
+    const int64_t B = c->cap, E = hp->n_embd, D = hp->head_dim;
+    const int64_t Q = (int64_t)hp->n_head * D, KV = (int64_t)hp->n_head_kv * D;
+    const int64_t F = max64(max64(hp->n_ff, hp->n_ff_shexp), 1);
+    const int64_t K = max64(hp->n_expert_used, 1);
+    sl_status st;
+    if ((st = alloc_f(&h->x, B * E, err)) || (st = alloc_f(&h->xn, B * E, err)) ||
+        (st = alloc_f(&h->tmp, B * E, err)) || (st = alloc_f(&h->q, B * max64(Q, E), err)) ||
+        (st = alloc_f(&h->att, B * max64(Q, E), err)) || (st = alloc_f(&h->k, B * KV, err)) ||
+        (st = alloc_f(&h->v, B * KV, err)) || (st = alloc_f(&h->g, B * F, err)) ||
+        (st = alloc_f(&h->u, B * F, err)) ||
+        (st = alloc_f(&h->router, B * max64(hp->n_expert, 1), err)) ||
+        (st = alloc_f(&h->sh, B, err)) || (st = alloc_f(&h->topk_w, B * K, err)))
+        return st;
+    h->pos = malloc((size_t)B * sizeof *h->pos);
+    h->topk_idx = malloc((size_t)(B * K) * sizeof *h->topk_idx);
+    if (!h->pos || !h->topk_idx)
+        return sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory");
+    /* rope factors: the host side reads the host copy; a device-resident one (all layers on
+     * the device) is only read there */
+    const sl_weight *rf = c->m->rope_freqs;
+    h->rope_freqs = rf && !(rf->residency & SL_RES_DEVICE) ? rf->data : NULL;
+    /* token_embd on the device (tied to the output matrix): rows are staged down */
+    const sl_weight *te = c->m->tok_embd;
+    if (te->residency & SL_RES_DEVICE) {
+        c->embd_rows = malloc((size_t)B * sl_quant_row_bytes(te->type, E));
+        if (!c->embd_rows) return sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory");
+    }
+    return sl__dx_host_create(&c->ops, &c->mv, c->pool, c->moe, work_bytes, &h->dx, err);
+}
+
 sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl_error *err)
 {
     if (!m || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_create: NULL model or out");
@@ -293,25 +305,6 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
         if ((st = sl_cpu_pool_create(&po, &c->pool, err))) goto fail;
     }
     if (hp->n_expert && (st = create_moe(c, err))) goto fail;
-    /* scratch */
-    const int64_t B = c->cap, E = hp->n_embd, D = hp->head_dim;
-    const int64_t Q = (int64_t)hp->n_head * D, KV = (int64_t)hp->n_head_kv * D;
-    const int64_t F = max64(max64(hp->n_ff, hp->n_ff_shexp), 1);
-    const int64_t K = max64(hp->n_expert_used, 1);
-    if ((st = alloc_f(&c->x, B * E, err)) || (st = alloc_f(&c->xn, B * E, err)) ||
-        (st = alloc_f(&c->tmp, B * E, err)) || (st = alloc_f(&c->q, B * max64(Q, E), err)) ||
-        (st = alloc_f(&c->att, B * max64(Q, E), err)) || (st = alloc_f(&c->k, B * KV, err)) ||
-        (st = alloc_f(&c->v, B * KV, err)) || (st = alloc_f(&c->g, B * F, err)) ||
-        (st = alloc_f(&c->u, B * F, err)) || (st = alloc_f(&c->router, B * max64(hp->n_expert, 1), err)) ||
-        (st = alloc_f(&c->sh, B, err)) || (st = alloc_f(&c->topk_w, K, err)))
-        goto fail;
-    c->pos = malloc((size_t)B * sizeof *c->pos);
-    c->topk_idx = malloc((size_t)K * sizeof *c->topk_idx);
-    c->assign = malloc((size_t)(B * K) * sizeof *c->assign);
-    if (!c->pos || !c->topk_idx || !c->assign) {
-        st = sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory");
-        goto fail;
-    }
     size_t wb = 0;
     for (size_t i = 0; i < m->n_w; i++) {
         const sl_weight *w = &m->w[i];
@@ -325,12 +318,8 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
         }
         if (b > wb) wb = b;
     }
-    c->work_bytes = wb ? wb : 1;
-    c->work = malloc(c->work_bytes);
-    if (!c->work) {
-        st = sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory");
-        goto fail;
-    }
+    if ((st = host_side_create(c, wb, err))) goto fail;
+    if ((st = sl__ctx_dev_create(c, wb, err))) goto fail;
     *out = c;
     return SL_OK;
 fail:
@@ -341,16 +330,18 @@ fail:
 void sl_ctx_destroy(sl_ctx *c)
 {
     if (!c) return;
+    sl__ctx_dev_destroy(c);
+    sl__dx_destroy(c->host.dx);
     sl_moe_destroy(c->moe);
     sl_cpu_pool_destroy(c->pool);
     sl__kv_free(&c->kv);
-    float *fs[] = {c->x, c->xn, c->tmp, c->q, c->att, c->k, c->v, c->g, c->u, c->router, c->sh,
-                   c->topk_w, c->logits};
+    sl__side *h = &c->host;
+    float *fs[] = {h->x, h->xn, h->tmp, h->q, h->att, h->k, h->v, h->g, h->u, h->router, h->sh,
+                   h->topk_w, c->logits};
     for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) free(fs[i]);
-    free(c->pos);
-    free(c->topk_idx);
-    free(c->assign);
-    free(c->work);
+    free(h->pos);
+    free(h->topk_idx);
+    free(c->embd_rows);
     free(c);
 }
 

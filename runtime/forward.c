@@ -1,4 +1,4 @@
-/* runtime/forward.c: the CPU forward pass over a chunk of tokens (prefill) or one (decode).
+/* runtime/forward.c: the forward pass over a chunk of tokens (prefill) or one (decode).
  *
  * Per layer, for the n tokens of the chunk (rows of x [n][n_embd], the residual stream):
  *   xn = rms_norm(x, attn_norm)
@@ -10,206 +10,215 @@
  *   n_swa), GQA by the kernel; gemma3 scales by its own attention scale
  *   x += [post_norm](Wo att)
  *   xn = rms_norm(x, ffn_norm)
- *   dense: act(Wg xn) * (Wu xn) -> Wd;  MoE: router -> top-k -> scheduler/moe (+ qwen2moe's
- *   shared expert times sigmoid(w_shexp_gate . xn))
+ *   dense: act(Wg xn) * (Wu xn) -> Wd;  MoE: router -> top-k -> experts (+ qwen2moe's shared
+ *   expert times sigmoid(w_shexp_gate . xn))
  *   x += [post_norm](ffn)
  * then logits = Wout rms_norm(x, output_norm) for the rows asked for.
  *
+ * Where each step runs: a layer runs on the side its attention weights live on (ctx.h's
+ * sl__side: the host, or the device through its executor, runtime/dx.h); the residual stream
+ * is copied across when consecutive layers sit on different sides (layer split). Routed
+ * experts that are not on the layer's side (experts-on-CPU placement) are reached by copying
+ * the normalised rows and the routing down to the host, running the context's MoE scheduler
+ * there, and copying the sum back. Logits are computed where the output matrix is.
+ *
  * Batch invariance: matvec columns are bit-identical to single-token calls, norms/rope/
- * attention are per token, and the MoE scheduler is batch-invariant (moe.h), so a token's
- * logits do not depend on how a prompt is chunked — prefill equals a run of decodes bit for
- * bit (the engine test checks it with a tolerance anyway, to allow future kernels that block).
+ * attention are per token, and the MoE scheduler is batch-invariant (moe.h), so on the CPU
+ * kernels a token's logits do not depend on how a prompt is chunked — prefill equals a run of
+ * decodes bit for bit (the engine test checks it with a tolerance anyway, to allow kernels
+ * that block, like the GPU GEMM).
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/ref/matvec.h"
-#include "kernels/ref/ops.h"
 #include "kernels/ref/quant.h"
 #include "runtime/ctx.h"
 
-enum { SL__MM_BATCH = 64 }; /* the small-batch matvec's intended upper batch */
-
-/* y [n][rows] = W x, x [n][cols]; in calls of at most SL__MM_BATCH columns. */
-static sl_status mm(sl_ctx *c, const sl_weight *w, const float *x, int64_t n, float *y,
-                    sl_error *err)
+/* Layer il's K or V cache on side s ([n_ctx][n_kv * head_dim] entries). */
+static void *kv_base(const sl_ctx *c, const sl__side *s, int32_t il, bool v)
 {
-    const int64_t cols = w->ne[0], rows = w->ne[1];
-    for (int64_t b = 0; b < n; b += SL__MM_BATCH) {
-        const int64_t nb = n - b < SL__MM_BATCH ? n - b : SL__MM_BATCH;
-        sl_status st = sl_cpu_matvec(&c->mv, c->pool, w->type, w->data, rows, cols,
-                                     x + b * cols, nb, y + b * rows, c->work, c->work_bytes, err);
-        if (st) {
-            char why[SL_ERROR_MSG_BYTES];
-            snprintf(why, sizeof why, "%s", err ? err->msg : "");
-            return sl_error_set(err, st, "matmul with '%s': %s", w->name, why);
-        }
-    }
-    return SL_OK;
+    if (s == &c->host) return sl__kv_layer(&c->kv, v, il);
+    const size_t per = (size_t)c->kv.n_ctx * (size_t)c->kv.n_kv * (size_t)c->kv.head_dim *
+                       c->kv.elt;
+    return (uint8_t *)(v ? s->kv_v : s->kv_k) + (size_t)c->kv_slot[il] * per;
 }
 
-static sl_status norm_rows(sl_ctx *c, const float *x, const sl_weight *w, float *y, int64_t n,
-                           int64_t dim, sl_error *err)
+static sl_status copy(sl_ctx *c, void *dst, const void *src, uint64_t bytes, sl_copy_kind kind,
+                      sl_error *err)
 {
-    for (int64_t t = 0; t < n; t++) {
-        sl_status st = sl_cpu_rms_norm(&c->ops, x + t * dim, w->data, y + t * dim, dim,
-                                       c->m->hp.rms_eps, false, err);
-        if (st) return st;
-    }
-    return SL_OK;
+    return sl_device_copy(c->m->dev, c->m->stream, dst, src, bytes, kind, err);
 }
 
-static void add_bias(float *y, const sl_weight *b, int64_t n, int64_t dim)
+static sl_status sync_dev(sl_ctx *c, sl_error *err)
 {
-    const float *bb = b->data;
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t j = 0; j < dim; j++) y[t * dim + j] += bb[j];
+    return sl_device_stream_sync(c->m->dev, c->m->stream, err);
 }
 
-/* ---- attention over the cache, one token per pool chunk -------------------------------- */
-
-typedef struct attn_job {
-    sl_ctx *c;
-    int32_t layer;
-    sl_attn_params p;
+/* Experts on the host for a device layer: xn and the routing down, the context's scheduler on
+ * the host, the sum back up into s->tmp. */
+static sl_status experts_via_host(sl_ctx *c, const sl__side *s, const sl__layer *L, int64_t n,
+                                  sl_error *err)
+{
+    const int64_t E = c->m->hp.n_embd, K = c->m->hp.n_expert_used;
+    sl__side *h = &c->host;
     sl_status st;
-} attn_job;
-
-static void attn_token(void *ctx, int64_t begin, int64_t end, int thread)
-{
-    (void)thread;
-    attn_job *j = ctx;
-    sl_ctx *c = j->c;
-    const sl__hparams *hp = &c->m->hp;
-    const int64_t qd = (int64_t)hp->n_head * hp->head_dim;
-    for (int64_t t = begin; t < end; t++) {
-        sl_attn_params p = j->p;
-        p.n_pos = c->pos[t] + 1;
-        sl_error e;
-        sl_status st = sl_cpu_attn_decode(&c->ops, c->q + t * qd,
-                                          sl__kv_layer(&c->kv, false, j->layer),
-                                          sl__kv_layer(&c->kv, true, j->layer), &p,
-                                          c->att + t * qd, &e);
-        if (st) j->st = st; /* kernels cannot fail on validated params; recorded anyway */
-    }
+    if ((st = copy(c, h->xn, s->xn, (uint64_t)(n * E) * sizeof(float), SL_COPY_D2H, err)) ||
+        (st = copy(c, h->topk_idx, s->topk_idx, (uint64_t)(n * K) * sizeof(int32_t),
+                   SL_COPY_D2H, err)) ||
+        (st = copy(c, h->topk_w, s->topk_w, (uint64_t)(n * K) * sizeof(float), SL_COPY_D2H,
+                   err)) ||
+        (st = sync_dev(c, err)))
+        return st;
+    const sl__dx_moe hm = {.L = &L->moe};
+    if ((st = h->dx->vt->moe(h->dx, &hm, h->topk_idx, h->topk_w, n, (int32_t)K, h->xn, h->tmp,
+                             err)))
+        return st;
+    return copy(c, s->tmp, h->tmp, (uint64_t)(n * E) * sizeof(float), SL_COPY_H2D, err);
 }
 
-static sl_status attention(sl_ctx *c, int32_t il, int64_t n, sl_error *err)
+static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
 {
     const sl_model *m = c->m;
     const sl__hparams *hp = &m->hp;
     const sl__layer *L = &m->layers[il];
-    attn_job j = {.c = c, .layer = il};
-    j.p = (sl_attn_params){.n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
-                           .head_dim = hp->head_dim, .n_pos = c->pos[n - 1] + 1,
-                           .scale = hp->attn_scale, .window = L->swa ? hp->n_swa : 0,
-                           .kv_type = c->kv.type};
-    sl_status st = sl_ref_attn_validate(&j.p, err);
-    if (st) return st;
-    st = sl_cpu_pool_parallel_for(n > 1 ? c->pool : NULL, n, 1, attn_token, &j, err);
-    if (st) return st;
-    if (j.st) return sl_error_set(err, j.st, "layer %d: attention kernel failed", il);
-    return SL_OK;
-}
-
-/* ---- FFN ----------------------------------------------------------------------------- */
-
-static sl_status glu(sl_ctx *c, float *g, const float *u, int64_t n, sl_error *err)
-{
-    if (c->m->tr->act == SL_MOE_SILU) return sl_cpu_swiglu(&c->ops, g, u, g, n, err);
-    return sl_ref_geglu(g, u, g, n, SL_GELU_TANH, err); /* no SIMD GELU yet */
-}
-
-static sl_status dense_ffn(sl_ctx *c, const sl_weight *wg, const sl_weight *wu,
-                           const sl_weight *wd, int64_t n, float *out, sl_error *err)
-{
-    const int64_t F = wg->ne[1];
-    sl_status st;
-    if ((st = mm(c, wg, c->xn, n, c->g, err))) return st;
-    if ((st = mm(c, wu, c->xn, n, c->u, err))) return st;
-    if ((st = glu(c, c->g, c->u, F * n, err))) return st;
-    return mm(c, wd, c->g, n, out, err);
-}
-
-static sl_status moe_ffn(sl_ctx *c, int32_t il, int64_t n, sl_error *err)
-{
-    const sl_model *m = c->m;
-    const sl__hparams *hp = &m->hp;
-    const sl__layer *L = &m->layers[il];
+    const sl__dx_vt *vt = s->dx->vt;
     const int32_t X = hp->n_expert, K = hp->n_expert_used;
     const int64_t E = hp->n_embd;
-    sl_status st = mm(c, L->gate_inp, c->xn, n, c->router, err);
-    if (st) return st;
+    sl_status st;
+    if ((st = vt->mm(s->dx, L->gate_inp, s->xn, n, s->router, err))) return st;
     const sl_router_params rp = {.gating = SL_GATING_SOFTMAX_TOPK, .n_expert = X, .k = K,
                                  .norm_topk = m->tr->norm_topk, .weight_scale = 1.0f};
-    for (int64_t t = 0; t < n; t++) {
-        st = sl_ref_router_topk(c->router + t * X, &rp, c->topk_idx, c->topk_w, err);
-        if (st) return st;
-        for (int32_t i = 0; i < K; i++)
-            c->assign[t * K + i] = (sl_moe_assign){(int32_t)t, c->topk_idx[i], c->topk_w[i]};
-    }
-    st = sl_moe_exec(c->moe, &L->moe, c->assign, n * K, c->xn, n, c->tmp, err);
+    if ((st = vt->router(s->dx, s->router, n, &rp, s->topk_idx, s->topk_w, err))) return st;
+    const bool experts_here = s == &c->host || (L->moe_on_device && L->moe_on_device[0]);
+    if (experts_here)
+        st = vt->moe(s->dx, &c->dmoe[il], s->topk_idx, s->topk_w, n, K, s->xn, s->tmp, err);
+    else
+        st = experts_via_host(c, s, L, n, err);
     if (st) return st;
     if (!m->tr->shared_expert) return SL_OK;
     /* shared expert, gated per token by sigmoid(w . xn) (llm_build_qwen2moe) */
     const int64_t S = L->gate_shexp->ne[1];
-    if ((st = mm(c, L->gate_shexp, c->xn, n, c->g, err))) return st;
-    if ((st = mm(c, L->up_shexp, c->xn, n, c->u, err))) return st;
-    if ((st = glu(c, c->g, c->u, S * n, err))) return st;
-    if ((st = mm(c, L->down_shexp, c->g, n, c->att, err))) return st; /* att is free here */
-    if ((st = mm(c, L->gate_inp_shexp, c->xn, n, c->sh, err))) return st;
-    for (int64_t t = 0; t < n; t++) {
-        const float gate = 1.0f / (1.0f + expf(-c->sh[t]));
-        for (int64_t j = 0; j < E; j++) c->tmp[t * E + j] += gate * c->att[t * E + j];
-    }
-    return SL_OK;
+    if ((st = vt->mm(s->dx, L->gate_shexp, s->xn, n, s->g, err)) ||
+        (st = vt->mm(s->dx, L->up_shexp, s->xn, n, s->u, err)) ||
+        (st = vt->glu(s->dx, m->tr->act, s->g, s->u, S * n, err)) ||
+        (st = vt->mm(s->dx, L->down_shexp, s->g, n, s->att, err)) || /* att is free here */
+        (st = vt->mm(s->dx, L->gate_inp_shexp, s->xn, n, s->sh, err)))
+        return st;
+    return vt->gated_add(s->dx, s->tmp, s->att, s->sh, n, E, err);
 }
 
-/* ---- the pass ---------------------------------------------------------------------- */
-
-static sl_status layer(sl_ctx *c, int32_t il, int64_t n, sl_error *err)
+static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
 {
     const sl_model *m = c->m;
     const sl__hparams *hp = &m->hp;
     const sl__layer *L = &m->layers[il];
+    const sl__dx_vt *vt = s->dx->vt;
+    sl__dx *dx = s->dx;
     const int64_t E = hp->n_embd, D = hp->head_dim, Q = (int64_t)hp->n_head * D,
                   KV = (int64_t)hp->n_head_kv * D;
+    const float eps = hp->rms_eps;
     sl_status st;
-    if ((st = norm_rows(c, c->x, L->attn_norm, c->xn, n, E, err))) return st;
-    if ((st = mm(c, L->wq, c->xn, n, c->q, err))) return st;
-    if ((st = mm(c, L->wk, c->xn, n, c->k, err))) return st;
-    if ((st = mm(c, L->wv, c->xn, n, c->v, err))) return st;
-    if (L->bq) {
-        add_bias(c->q, L->bq, n, Q);
-        add_bias(c->k, L->bk, n, KV);
-        add_bias(c->v, L->bv, n, KV);
-    }
+    if ((st = vt->rms_norm(dx, s->x, L->attn_norm->data, s->xn, n, E, eps, err)) ||
+        (st = vt->mm(dx, L->wq, s->xn, n, s->q, err)) ||
+        (st = vt->mm(dx, L->wk, s->xn, n, s->k, err)) ||
+        (st = vt->mm(dx, L->wv, s->xn, n, s->v, err)))
+        return st;
+    if (L->bq && ((st = vt->add_rows(dx, s->q, L->bq->data, n, Q, err)) ||
+                  (st = vt->add_rows(dx, s->k, L->bk->data, n, KV, err)) ||
+                  (st = vt->add_rows(dx, s->v, L->bv->data, n, KV, err))))
+        return st;
     if (m->tr->qk_norm == SL__QK_NORM_HEAD) {
-        if ((st = norm_rows(c, c->q, L->q_norm, c->q, n * hp->n_head, D, err))) return st;
-        if ((st = norm_rows(c, c->k, L->k_norm, c->k, n * hp->n_head_kv, D, err))) return st;
+        if ((st = vt->rms_norm(dx, s->q, L->q_norm->data, s->q, n * hp->n_head, D, eps, err)) ||
+            (st = vt->rms_norm(dx, s->k, L->k_norm->data, s->k, n * hp->n_head_kv, D, eps, err)))
+            return st;
     } else if (m->tr->qk_norm == SL__QK_NORM_FULL) {
-        if ((st = norm_rows(c, c->q, L->q_norm, c->q, n, Q, err))) return st;
-        if ((st = norm_rows(c, c->k, L->k_norm, c->k, n, KV, err))) return st;
+        if ((st = vt->rms_norm(dx, s->q, L->q_norm->data, s->q, n, Q, eps, err)) ||
+            (st = vt->rms_norm(dx, s->k, L->k_norm->data, s->k, n, KV, eps, err)))
+            return st;
     }
-    if ((st = sl_cpu_rope(&c->ops, c->q, n, hp->n_head, (int32_t)D, c->pos, &L->rope, err)))
+    sl_rope_params rope = L->rope;
+    rope.freq_factors = s->rope_freqs;
+    if ((st = vt->rope(dx, s->q, n, hp->n_head, (int32_t)D, s->pos, &rope, err)) ||
+        (st = vt->rope(dx, s->k, n, hp->n_head_kv, (int32_t)D, s->pos, &rope, err)))
         return st;
-    if ((st = sl_cpu_rope(&c->ops, c->k, n, hp->n_head_kv, (int32_t)D, c->pos, &L->rope, err)))
+    const bool f16 = c->kv.type == SL_KV_F16;
+    void *kc = kv_base(c, s, il, false), *vc = kv_base(c, s, il, true);
+    if ((st = vt->kv_store(dx, kc, f16, KV, s->pos, n, s->k, err)) ||
+        (st = vt->kv_store(dx, vc, f16, KV, s->pos, n, s->v, err)))
         return st;
-    sl__kv_store(&c->kv, il, c->pos, n, c->k, c->v);
-    if ((st = attention(c, il, n, err))) return st;
-    if ((st = mm(c, L->wo, c->att, n, c->tmp, err))) return st;
-    if (L->attn_post_norm && (st = norm_rows(c, c->tmp, L->attn_post_norm, c->tmp, n, E, err)))
+    const sl_attn_params ap = {.n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
+                               .head_dim = hp->head_dim, .n_pos = 1, .scale = hp->attn_scale,
+                               .window = L->swa ? hp->n_swa : 0, .kv_type = c->kv.type};
+    if ((st = vt->attn(dx, s->q, kc, vc, &ap, c->host.pos, n, s->att, err)))
+        return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
+    if ((st = vt->mm(dx, L->wo, s->att, n, s->tmp, err))) return st;
+    if (L->attn_post_norm &&
+        (st = vt->rms_norm(dx, s->tmp, L->attn_post_norm->data, s->tmp, n, E, eps, err)))
         return st;
-    if ((st = sl_cpu_add(&c->ops, c->x, c->tmp, c->x, n * E, err))) return st;
+    if ((st = vt->add(dx, s->x, s->tmp, s->x, n * E, err))) return st;
 
-    if ((st = norm_rows(c, c->x, L->ffn_norm, c->xn, n, E, err))) return st;
-    if (hp->n_expert) st = moe_ffn(c, il, n, err);
-    else st = dense_ffn(c, L->ffn_gate, L->ffn_up, L->ffn_down, n, c->tmp, err);
+    if ((st = vt->rms_norm(dx, s->x, L->ffn_norm->data, s->xn, n, E, eps, err))) return st;
+    if (hp->n_expert) {
+        st = moe_ffn(c, s, il, n, err);
+    } else {
+        const int64_t F = L->ffn_gate->ne[1];
+        if (!(st = vt->mm(dx, L->ffn_gate, s->xn, n, s->g, err)) &&
+            !(st = vt->mm(dx, L->ffn_up, s->xn, n, s->u, err)) &&
+            !(st = vt->glu(dx, m->tr->act, s->g, s->u, F * n, err)))
+            st = vt->mm(dx, L->ffn_down, s->g, n, s->tmp, err);
+    }
     if (st) return st;
-    if (L->ffn_post_norm && (st = norm_rows(c, c->tmp, L->ffn_post_norm, c->tmp, n, E, err)))
+    if (L->ffn_post_norm &&
+        (st = vt->rms_norm(dx, s->tmp, L->ffn_post_norm->data, s->tmp, n, E, eps, err)))
         return st;
-    return sl_cpu_add(&c->ops, c->x, c->tmp, c->x, n * E, err);
+    return vt->add(dx, s->x, s->tmp, s->x, n * E, err);
+}
+
+/* Moves the residual stream [n][E] to side `to` if it is elsewhere. */
+static sl_status move_x(sl_ctx *c, const sl__side **at, const sl__side *to, int64_t n,
+                        sl_error *err)
+{
+    if (*at == to) return SL_OK;
+    const uint64_t bytes = (uint64_t)(n * c->m->hp.n_embd) * sizeof(float);
+    sl_status st;
+    if (to == &c->host) {
+        if ((st = copy(c, c->host.x, (*at)->x, bytes, SL_COPY_D2H, err))) return st;
+        if ((st = sync_dev(c, err))) return st;
+    } else if ((st = copy(c, to->x, c->host.x, bytes, SL_COPY_H2D, err))) {
+        return st;
+    }
+    *at = to;
+    return SL_OK;
+}
+
+static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_out, bool all,
+                        sl_error *err)
+{
+    const sl_model *m = c->m;
+    const int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
+    const int64_t first = all ? 0 : n - 1, rows = n - first;
+    const sl__side *s = (m->output->residency & SL_RES_DEVICE) && c->dev.dx ? &c->dev : &c->host;
+    sl_status st = move_x(c, &at, s, n, err);
+    if (st) return st;
+    const sl__dx_vt *vt = s->dx->vt;
+    if (s == &c->host) {
+        if ((st = vt->rms_norm(s->dx, s->x + first * E, m->output_norm->data, s->xn, rows, E,
+                               m->hp.rms_eps, err)))
+            return st;
+        return vt->mm(s->dx, m->output, s->xn, rows, logits_out, err);
+    }
+    /* device: in groups of logits_rows rows through the device logits buffer */
+    for (int64_t r = 0; r < rows; r += c->dev_logits_rows) {
+        const int64_t nr = rows - r < c->dev_logits_rows ? rows - r : c->dev_logits_rows;
+        if ((st = vt->rms_norm(s->dx, s->x + (first + r) * E, m->output_norm->data, s->xn, nr, E,
+                               m->hp.rms_eps, err)) ||
+            (st = vt->mm(s->dx, m->output, s->xn, nr, c->dev_logits, err)) ||
+            (st = copy(c, logits_out + r * V, c->dev_logits, (uint64_t)(nr * V) * sizeof(float),
+                       SL_COPY_D2H, err)))
+            return st;
+    }
+    return sync_dev(c, err);
 }
 
 sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out, bool all,
@@ -218,25 +227,44 @@ sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits
     const sl_model *m = c->m;
     const sl__hparams *hp = &m->hp;
     const int64_t E = hp->n_embd;
+    sl__side *h = &c->host;
     sl_status st;
-    /* embeddings: token_embd rows dequantized (any stored type) */
+    /* embeddings: token_embd rows dequantized on the host (any stored type); rows of a
+     * device-resident token_embd are copied down first */
     const sl_weight *te = m->tok_embd;
     const size_t rb = sl_quant_row_bytes(te->type, E);
+    const bool te_dev = te->residency & SL_RES_DEVICE;
     for (int64_t t = 0; t < n; t++) {
         if (tokens[t] < 0 || tokens[t] >= hp->n_vocab)
             return sl_error_set(err, SL_ERR_RANGE, "token %lld of the batch: id %d outside "
                                 "[0, n_vocab %d)", (long long)t, tokens[t], hp->n_vocab);
-        c->pos[t] = c->n_past + (int32_t)t;
-        st = sl_quant_dequant_row(te->type, (const uint8_t *)te->data + (size_t)tokens[t] * rb,
-                                  c->x + t * E, E, err);
-        if (st) return st;
+        h->pos[t] = c->n_past + (int32_t)t;
+        if (te_dev &&
+            (st = copy(c, c->embd_rows + (size_t)t * rb,
+                       (const uint8_t *)te->data + (size_t)tokens[t] * rb, rb, SL_COPY_D2H, err)))
+            return st;
     }
-    if (m->tr->embd_scale)
-        if ((st = sl_cpu_scale(&c->ops, c->x, n * E, sqrtf((float)E), err))) return st;
-    for (int32_t il = 0; il < hp->n_layer; il++)
-        if ((st = layer(c, il, n, err))) return st;
-    if (!logits_out) return SL_OK;
-    const int64_t first = all ? 0 : n - 1, rows = n - first;
-    if ((st = norm_rows(c, c->x + first * E, m->output_norm, c->xn, rows, E, err))) return st;
-    return mm(c, m->output, c->xn, rows, logits_out, err);
+    if (te_dev && (st = sync_dev(c, err))) return st;
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *row = te_dev ? c->embd_rows + (size_t)t * rb
+                                    : (const uint8_t *)te->data + (size_t)tokens[t] * rb;
+        if ((st = sl_quant_dequant_row(te->type, row, h->x + t * E, E, err))) return st;
+    }
+    if (m->tr->embd_scale && (st = h->dx->vt->scale(h->dx, h->x, n * E, sqrtf((float)E), err)))
+        return st;
+    if (c->dev.dx &&
+        (st = copy(c, c->dev.pos, h->pos, (uint64_t)n * sizeof(int32_t), SL_COPY_H2D, err)))
+        return st;
+    const sl__side *at = h;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const sl__side *s = c->layer_dev[il] ? &c->dev : h;
+        if ((st = move_x(c, &at, s, n, err)) || (st = layer(c, s, il, n, err))) {
+            if (c->dev.dx) sync_dev(c, NULL); /* nothing in flight may outlive the call */
+            return st;
+        }
+    }
+    if (logits_out) st = output(c, at, n, logits_out, all, err);
+    else if (c->dev.dx) st = sync_dev(c, err);
+    if (st && c->dev.dx) sync_dev(c, NULL);
+    return st;
 }

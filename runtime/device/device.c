@@ -226,6 +226,7 @@ sl_status sl_device_open(const sl_device_options *opt_in, sl_device **out, sl_er
         return sl_error_set(err, SL_ERR_NOMEM, "sl_device_open: out of host memory");
     d->ops = ops;
     d->faults = faults;
+    d->ordinal = ops == &sl__cuda_ops ? opt.cuda_ordinal : 0;
     if (pthread_mutex_init(&d->mu, NULL)) {
         free(d);
         return sl_error_set(err, SL_ERR_NOMEM, "sl_device_open: pthread_mutex_init failed");
@@ -273,6 +274,11 @@ sl_status sl_device_props_get(sl_device *d, sl_device_props *out, sl_error *err)
 sl_device_kind sl_device_kind_get(const sl_device *d)
 {
     return d->ops->kind;
+}
+
+int sl_device_ordinal_get(const sl_device *d)
+{
+    return d->ordinal;
 }
 
 const char *sl_device_kind_name(sl_device_kind k)

@@ -96,6 +96,7 @@ sl_status sl__cuda_probe(int *count, sl_error *err);
 struct sl_device {
     const sl__device_ops *ops;
     void *impl;                 /* backend state */
+    int ordinal;                /* options.cuda_ordinal (cuda), 0 (sim) */
     sl_fault_options faults;    /* effective values (options, else environment) */
 
     pthread_mutex_t mu;         /* guards the tables and lists below */

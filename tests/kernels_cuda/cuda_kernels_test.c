@@ -25,6 +25,8 @@
  * - rms_norm: <= 1e-5 x max |ref| of the row; rope: <= 4e-6 x max |x|; softmax: <= 1e-5 |ref| +
  *   1e-7; swiglu / geglu: <= 1e-5 |ref| + 1e-6 |up| (1 + |gate|); add, mul, scale: bit-exact;
  *   router: indices exact, weights <= 1e-6 |ref| + 1e-7; attention: <= 2e-5 max |v| + 1e-5 |ref|.
+ * - forward glue (fwd.h): add_rows, kv_store (F32 and F16), moe_combine (ascending expert
+ *   order, as the CPU scheduler sums) bit-exact vs C loops in float; gated_add <= 1e-6 |ref|.
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -36,6 +38,7 @@
 #include "gguf/gguf.h"
 #include "kernels/cuda/ctx.h"
 #include "kernels/cuda/dequant.h"
+#include "kernels/cuda/fwd.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
@@ -577,6 +580,117 @@ static void test_ops(sl_cuda_ctx *c)
     }
 }
 
+/* kernels/cuda/fwd.h against plain C loops in float (the sim executor's definitions). */
+static void test_fwd(sl_cuda_ctx *c)
+{
+    sl_error e;
+    const int64_t R = 5, D = 1029, NCTX = 16, K = 4;
+    float *y = xmalloc((size_t)(R * D) * 4), *b = xmalloc((size_t)D * 4);
+    float *out = xmalloc((size_t)(R * D) * 4);
+    for (int64_t i = 0; i < R * D; i++) y[i] = rnd_f(-2, 2);
+    for (int64_t i = 0; i < D; i++) b[i] = rnd_f(-1, 1);
+    /* add_rows */
+    float *dy = dup_d(y, R * D), *db = dup_d(b, D);
+    CHECK(sl_cuda_add_rows(c, dy, db, R, D, &e) == SL_OK);
+    CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+    d2h(out, dy, (size_t)(R * D) * 4);
+    int bad = 0;
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < D; j++) bad += out[r * D + j] != y[r * D + j] + b[j];
+    CHECK_MSG(bad == 0, "add_rows: %d mismatches", bad);
+    /* kv_store, F32 and F16, positions out of order */
+    const int32_t pos[5] = {7, 0, 15, 3, 8};
+    int32_t *dpos = dmalloc(sizeof pos);
+    h2d(dpos, pos, sizeof pos);
+    for (int f16 = 0; f16 < 2; f16++) {
+        const size_t elt = f16 ? 2 : 4;
+        uint8_t *dc = dmalloc((size_t)(NCTX * D) * elt);
+        CHECK(cudaMemset(dc, 0, (size_t)(NCTX * D) * elt) == cudaSuccess);
+        float *dsrc = dup_d(y, R * D);
+        CHECK(sl_cuda_kv_store(c, dsrc, dpos, R, D, f16, dc, &e) == SL_OK);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        uint8_t *hc = xmalloc((size_t)(NCTX * D) * elt);
+        d2h(hc, dc, (size_t)(NCTX * D) * elt);
+        bad = 0;
+        for (int64_t t = 0; t < R; t++)
+            for (int64_t j = 0; j < D; j++) {
+                const size_t at = (size_t)pos[t] * (size_t)D + (size_t)j;
+                if (f16) bad += ((uint16_t *)hc)[at] != sl_quant_fp32_to_fp16(y[t * D + j]);
+                else bad += ((float *)hc)[at] != y[t * D + j];
+            }
+        CHECK_MSG(bad == 0, "kv_store f16=%d: %d mismatches", f16, bad);
+        CHECK(((float *)hc)[1 * D] == 0 || f16); /* row 1 untouched */
+        free(hc);
+        cudaFree(dc);
+        cudaFree(dsrc);
+    }
+    cudaFree(dpos);
+    /* moe_combine: R tokens x K experts, y [R*K][D] */
+    float *ey = xmalloc((size_t)(R * K * D) * 4), *w = xmalloc((size_t)(R * K) * 4);
+    int32_t idx[5 * 4];
+    for (int64_t i = 0; i < R * K * D; i++) ey[i] = rnd_f(-3, 3);
+    for (int64_t i = 0; i < R * K; i++) {
+        w[i] = rnd_f(0, 1);
+        idx[i] = (int32_t)(rnd_u32() % 64);
+    }
+    float *dey = dup_d(ey, R * K * D), *dw = dup_d(w, R * K), *dout = dmalloc((size_t)(R * D) * 4);
+    int32_t *didx = dmalloc(sizeof idx);
+    h2d(didx, idx, sizeof idx);
+    CHECK(sl_cuda_moe_combine(c, dey, didx, dw, R, (int32_t)K, D, dout, &e) == SL_OK);
+    CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+    d2h(out, dout, (size_t)(R * D) * 4);
+    bad = 0;
+    for (int64_t t = 0; t < R; t++) {
+        int order[4] = {0, 1, 2, 3};
+        for (int i = 1; i < K; i++) /* stable insertion sort by expert id */
+            for (int j = i; j > 0 && idx[t * K + order[j - 1]] > idx[t * K + order[j]]; j--) {
+                const int s = order[j];
+                order[j] = order[j - 1];
+                order[j - 1] = s;
+            }
+        for (int64_t j = 0; j < D; j++) {
+            float acc = 0.0f;
+            for (int i = 0; i < K; i++) {
+                const float p = w[t * K + order[i]] * ey[(t * K + order[i]) * D + j];
+                acc = acc + p;
+            }
+            bad += out[t * D + j] != acc;
+        }
+    }
+    CHECK_MSG(bad == 0, "moe_combine: %d mismatches", bad);
+    CHECK(sl_cuda_moe_combine(c, dey, didx, dw, R, 0, D, dout, &e) == SL_ERR_INVALID);
+    /* gated_add */
+    float logit[5];
+    for (int t = 0; t < R; t++) logit[t] = rnd_f(-4, 4);
+    float *dl = dup_d(logit, R), *dacc = dup_d(y, R * D);
+    CHECK(sl_cuda_gated_add(c, dacc, dey, dl, R, D, &e) == SL_OK);
+    CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+    d2h(out, dacc, (size_t)(R * D) * 4);
+    double worst = 0;
+    for (int64_t t = 0; t < R; t++) {
+        const double g = 1.0 / (1.0 + exp(-(double)logit[t]));
+        for (int64_t j = 0; j < D; j++) {
+            const double ref = y[t * D + j] + g * ey[t * D + j];
+            const double d = fabs(out[t * D + j] - ref) / (fabs(ref) + 1e-3);
+            if (d > worst) worst = d;
+        }
+    }
+    CHECK_MSG(worst <= 1e-5, "gated_add: rel err %g", worst);
+    cudaFree(dy);
+    cudaFree(db);
+    cudaFree(dey);
+    cudaFree(dw);
+    cudaFree(dout);
+    cudaFree(didx);
+    cudaFree(dl);
+    cudaFree(dacc);
+    free(y);
+    free(b);
+    free(out);
+    free(ey);
+    free(w);
+}
+
 int main(void)
 {
     test_host_side();
@@ -609,6 +723,7 @@ int main(void)
     test_gemv_rows_experts(c);
     test_gemm(c);
     test_ops(c);
+    test_fwd(c);
     CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
     sl_cuda_ctx_destroy(c);
     cudaStreamDestroy(s);

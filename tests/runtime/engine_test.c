@@ -170,7 +170,7 @@ static void check_model(const char *label, const char *path, bool placements)
                   "scale %g)", label, mean, d, scale);
         CHECK_MSG(d > 0, "%s: F16 KV identical to F32 (was F16 used?)", label);
     }
-    free(h);
+    float *pre16 = h; /* the placements' F16 reference */
     sl_model_close(m);
 
     /* io modes */
@@ -201,10 +201,22 @@ static void check_model(const char *label, const char *path, bool placements)
                 CHECK_MSG(max_diff(pre, l, NV, NULL) == 0, "%s: placement %d differs", label,
                           (int)pls[i]);
             free(l);
+            /* chunks of 4 (device buffers reused across chunks) and an F16 KV on the device */
+            l = run_prefill(mp, 4, false);
+            if (l)
+                CHECK_MSG(max_diff(pre, l, NV, NULL) <= 1e-4 * (1 + scale),
+                          "%s: placement %d chunked differs", label, (int)pls[i]);
+            free(l);
+            l = run_prefill(mp, 512, true);
+            if (l && pre16)
+                CHECK_MSG(max_diff(pre16, l, NV, NULL) == 0, "%s: placement %d F16 KV differs",
+                          label, (int)pls[i]);
+            free(l);
             sl_model_close(mp);
         }
     }
     free(pre);
+    free(pre16);
 }
 
 static void check_broken(void)
@@ -249,7 +261,6 @@ static void check_broken(void)
     tm_defaults("llama", &p);
     CHECK(tm_write(&p, path, &e) == SL_OK);
     CHECK(sl_model_open(tmp_path("does-not-exist.gguf"), &o, &m, &e) != SL_OK);
-    /* a GPU placement on a CUDA device is refused by name (only where CUDA is usable) */
 }
 
 static void check_info(const char *path)
@@ -320,7 +331,7 @@ int main(int argc, char **argv)
         CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "write %s q8: %s", archs[i], e.msg);
         char label[64];
         snprintf(label, sizeof label, "%s Q8_0 tied", archs[i]);
-        check_model(label, path, false);
+        check_model(label, path, true);
     }
     check_broken();
     if (argc > 1) {

@@ -1,0 +1,154 @@
+/* kernels/cuda/fwd.cu: see fwd.h. Grids are (dim chunks) x (rows): rows are few (a batch of
+ * tokens), dim is thousands, so 256 threads stride over dim and blockIdx.y picks the row. */
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ctx_impl.h"
+
+extern "C" {
+#include "kernels/cuda/fwd.h"
+}
+
+enum { FWD_THREADS = 256, FWD_MAX_GRID_Y = 65535 };
+
+static dim3 grid_for(int64_t dim, int64_t rows)
+{
+    int64_t gx = (dim + FWD_THREADS - 1) / FWD_THREADS;
+    if (gx > 1024) gx = 1024; /* threads stride */
+    return dim3((unsigned)(gx ? gx : 1), (unsigned)rows, 1);
+}
+
+static sl_status check_rows(const char *fn, int64_t rows, int64_t dim, sl_error *err)
+{
+    if (rows < 0 || dim < 0)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_rows %lld / dim %lld: negative", fn,
+                            (long long)rows, (long long)dim);
+    if (rows > FWD_MAX_GRID_Y)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_rows %lld: more than %d", fn,
+                            (long long)rows, FWD_MAX_GRID_Y);
+    return SL_OK;
+}
+
+static __global__ void k_add_rows(float *y, const float *b, int64_t dim)
+{
+    float *yr = y + (int64_t)blockIdx.y * dim;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < dim;
+         j += (int64_t)gridDim.x * blockDim.x)
+        yr[j] += b[j];
+}
+
+extern "C" sl_status sl_cuda_add_rows(sl_cuda_ctx *c, float *d_y, const float *d_b,
+                                      int64_t n_rows, int64_t dim, sl_error *err)
+{
+    sl_status st = check_rows(__func__, n_rows, dim, err);
+    if (st) return st;
+    if (n_rows && dim && (!d_y || !d_b))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: NULL pointer", __func__);
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
+    if (!n_rows || !dim) return SL_OK;
+    if ((st = sl__cuda_ctx_enter(c, err))) return st;
+    k_add_rows<<<grid_for(dim, n_rows), FWD_THREADS, 0, c->stream>>>(d_y, d_b, dim);
+    SL_CU_LAUNCH(err, "k_add_rows");
+    return SL_OK;
+}
+
+static __global__ void k_kv_store(const float *src, const int32_t *pos, int64_t row, bool f16,
+                                  void *cache)
+{
+    const int64_t t = blockIdx.y;
+    const float *s = src + t * row;
+    const int64_t base = (int64_t)pos[t] * row;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < row;
+         j += (int64_t)gridDim.x * blockDim.x) {
+        if (f16) ((__half *)cache)[base + j] = __float2half_rn(s[j]);
+        else ((float *)cache)[base + j] = s[j];
+    }
+}
+
+extern "C" sl_status sl_cuda_kv_store(sl_cuda_ctx *c, const float *d_src, const int32_t *d_pos,
+                                      int64_t n, int64_t row, bool f16, void *d_cache,
+                                      sl_error *err)
+{
+    sl_status st = check_rows(__func__, n, row, err);
+    if (st) return st;
+    if (n && row && (!d_src || !d_pos || !d_cache))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: NULL pointer", __func__);
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
+    if (!n || !row) return SL_OK;
+    if ((st = sl__cuda_ctx_enter(c, err))) return st;
+    k_kv_store<<<grid_for(row, n), FWD_THREADS, 0, c->stream>>>(d_src, d_pos, row, f16, d_cache);
+    SL_CU_LAUNCH(err, "k_kv_store");
+    return SL_OK;
+}
+
+/* k <= 64 slots; each thread sorts the token's (expert, slot) pairs by expert (insertion sort
+ * of at most k entries, in registers / local memory) and sums in that order. */
+enum { FWD_MAX_K = 64 };
+
+static __global__ void k_moe_combine(const float *y, const int32_t *idx, const float *w, int k,
+                                     int64_t dim, float *out)
+{
+    const int64_t t = blockIdx.y;
+    int order[FWD_MAX_K];
+    for (int i = 0; i < k; i++) {
+        int j = i;
+        const int32_t e = idx[t * k + i];
+        while (j > 0 && idx[t * k + order[j - 1]] > e) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < dim;
+         j += (int64_t)gridDim.x * blockDim.x) {
+        float acc = 0.0f;
+        for (int i = 0; i < k; i++) {
+            const int s = order[i];
+            acc = __fadd_rn(acc, __fmul_rn(w[t * k + s], y[(t * k + s) * dim + j]));
+        }
+        out[t * dim + j] = acc;
+    }
+}
+
+extern "C" sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const int32_t *d_idx,
+                                         const float *d_w, int64_t n_tok, int32_t k, int64_t dim,
+                                         float *d_out, sl_error *err)
+{
+    sl_status st = check_rows(__func__, n_tok, dim, err);
+    if (st) return st;
+    if (k < 1 || k > FWD_MAX_K)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: k %d outside [1, %d]", __func__, k,
+                            FWD_MAX_K);
+    if (n_tok && dim && (!d_y || !d_idx || !d_w || !d_out))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: NULL pointer", __func__);
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
+    if (!n_tok || !dim) return SL_OK;
+    if ((st = sl__cuda_ctx_enter(c, err))) return st;
+    k_moe_combine<<<grid_for(dim, n_tok), FWD_THREADS, 0, c->stream>>>(d_y, d_idx, d_w, k, dim,
+                                                                       d_out);
+    SL_CU_LAUNCH(err, "k_moe_combine");
+    return SL_OK;
+}
+
+static __global__ void k_gated_add(float *out, const float *y, const float *logit, int64_t dim)
+{
+    const int64_t t = blockIdx.y;
+    const float g = 1.0f / (1.0f + expf(-logit[t]));
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < dim;
+         j += (int64_t)gridDim.x * blockDim.x)
+        out[t * dim + j] = __fadd_rn(out[t * dim + j], __fmul_rn(g, y[t * dim + j]));
+}
+
+extern "C" sl_status sl_cuda_gated_add(sl_cuda_ctx *c, float *d_out, const float *d_y,
+                                       const float *d_logit, int64_t n_tok, int64_t dim,
+                                       sl_error *err)
+{
+    sl_status st = check_rows(__func__, n_tok, dim, err);
+    if (st) return st;
+    if (n_tok && dim && (!d_out || !d_y || !d_logit))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: NULL pointer", __func__);
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
+    if (!n_tok || !dim) return SL_OK;
+    if ((st = sl__cuda_ctx_enter(c, err))) return st;
+    k_gated_add<<<grid_for(dim, n_tok), FWD_THREADS, 0, c->stream>>>(d_out, d_y, d_logit, dim);
+    SL_CU_LAUNCH(err, "k_gated_add");
+    return SL_OK;
+}

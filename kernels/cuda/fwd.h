@@ -1,0 +1,46 @@
+/* kernels/cuda/fwd: the forward pass's glue on the GPU — the few element-wise steps between
+ * the big kernels that have no reference op of their own (runtime/forward_dev.c uses them).
+ *
+ * Each one has a CPU twin with the same definition in runtime/dx_sim.c (the simulated device's
+ * executor), which CI runs; tests/kernels_cuda checks these against plain C loops on the GPU.
+ * Common contract (as ops.h): enqueued on the context's stream; nothing synchronises; no
+ * allocation; pointers are device memory; SL_ERR_INVALID naming the argument is checked before
+ * the context; SL_ERR_DEVICE with CUDA's message for a failed launch. */
+#ifndef SL_KERNELS_CUDA_FWD_H
+#define SL_KERNELS_CUDA_FWD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "kernels/cuda/ctx.h"
+#include "runtime/status.h"
+
+/* y[r][j] += b[j] for r < n_rows, j < dim (projection biases). */
+sl_status sl_cuda_add_rows(sl_cuda_ctx *c, float *d_y, const float *d_b, int64_t n_rows,
+                           int64_t dim, sl_error *err);
+
+/* KV cache store: for t < n, row t of d_src [n][row] (F32) goes to cache row d_pos[t] of
+ * d_cache ([n_ctx][row] of F32, or of IEEE half bits rounded to nearest even when f16).
+ * Positions are not checked on the device: the caller guarantees 0 <= pos < n_ctx. */
+sl_status sl_cuda_kv_store(sl_cuda_ctx *c, const float *d_src, const int32_t *d_pos, int64_t n,
+                           int64_t row, bool f16, void *d_cache, sl_error *err);
+
+/* MoE combine: d_out[t][j] = sum_{i<k} d_w[t*k + i] * d_y[(t*k + i)][j], summed in ascending
+ * expert id (d_idx [n_tok][k]) so the order matches the CPU scheduler's (scheduler/moe.h). */
+sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const int32_t *d_idx,
+                              const float *d_w, int64_t n_tok, int32_t k, int64_t dim,
+                              float *d_out, sl_error *err);
+
+/* Shared-expert gate: d_out[t][j] += sigmoid(d_logit[t]) * d_y[t][j] (qwen2moe). */
+sl_status sl_cuda_gated_add(sl_cuda_ctx *c, float *d_out, const float *d_y,
+                            const float *d_logit, int64_t n_tok, int64_t dim, sl_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,273 @@
+/* runtime/dx_host.c: the host and sim executors (dx.h) — the CPU kernels, the latter after
+ * draining the device stream. The step definitions here are the forward pass's CPU path. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/ref/quant.h"
+#include "runtime/dx.h"
+
+enum { MM_BATCH = 64 }; /* the small-batch matvec's intended upper batch */
+
+typedef struct dx_host {
+    sl__dx base; /* must be first */
+    sl_cpu_ops ops;
+    sl_cpu_matvec_ctx mv;
+    sl_cpu_pool *pool;
+    sl_moe_sched *moe;
+    void *work;
+    size_t work_bytes;
+    sl_device *dev;      /* sim only */
+    sl_stream *stream;
+    sl_moe_assign *assign;
+    int64_t assign_cap;
+} dx_host;
+
+static sl_status drain(dx_host *h, sl_error *err)
+{
+    return h->dev ? sl_device_stream_sync(h->dev, h->stream, err) : SL_OK;
+}
+
+#define DRAIN(h)                                                                            \
+    do {                                                                                    \
+        sl_status drain_st_ = drain((h), err);                                              \
+        if (drain_st_) return drain_st_;                                                    \
+    } while (0)
+
+static sl_status h_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n, float *y,
+                      sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    const int64_t cols = w->ne[0], rows = w->ne[1];
+    for (int64_t b = 0; b < n; b += MM_BATCH) {
+        const int64_t nb = n - b < MM_BATCH ? n - b : MM_BATCH;
+        sl_status st = sl_cpu_matvec(&h->mv, h->pool, w->type, w->data, rows, cols,
+                                     in + b * cols, nb, y + b * rows, h->work, h->work_bytes, err);
+        if (st) {
+            char why[SL_ERROR_MSG_BYTES];
+            snprintf(why, sizeof why, "%s", err ? err->msg : "");
+            return sl_error_set(err, st, "matmul with '%s': %s", w->name, why);
+        }
+    }
+    return SL_OK;
+}
+
+static sl_status h_rms_norm(sl__dx *x, const float *in, const float *w, float *y, int64_t rows,
+                            int64_t dim, float eps, sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    for (int64_t t = 0; t < rows; t++) {
+        sl_status st = sl_cpu_rms_norm(&h->ops, in + t * dim, w, y + t * dim, dim, eps, false, err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
+static sl_status h_add(sl__dx *x, const float *a, const float *b, float *y, int64_t n,
+                       sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    return sl_cpu_add(&h->ops, a, b, y, n, err);
+}
+
+static sl_status h_add_rows(sl__dx *x, float *y, const float *b, int64_t rows, int64_t dim,
+                            sl_error *err)
+{
+    DRAIN((dx_host *)x);
+    for (int64_t t = 0; t < rows; t++)
+        for (int64_t j = 0; j < dim; j++) y[t * dim + j] += b[j];
+    return SL_OK;
+}
+
+static sl_status h_scale(sl__dx *x, float *v, int64_t n, float s, sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    return sl_cpu_scale(&h->ops, v, n, s, err);
+}
+
+static sl_status h_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int64_t n,
+                       sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    if (act == SL_MOE_SILU) return sl_cpu_swiglu(&h->ops, g, u, g, n, err);
+    return sl_ref_geglu(g, u, g, n, SL_GELU_TANH, err);
+}
+
+static sl_status h_rope(sl__dx *x, float *v, int64_t n_tok, int32_t n_head, int32_t head_dim,
+                        const int32_t *pos, const sl_rope_params *p, sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    return sl_cpu_rope(&h->ops, v, n_tok, n_head, head_dim, pos, p, err);
+}
+
+/* F16 entries are rounded to nearest even from the F32 projections (ggml's cpy to an F16
+ * cache does the same). */
+static sl_status h_kv_store(sl__dx *x, void *cache, bool f16, int64_t row, const int32_t *pos,
+                            int64_t n, const float *src, sl_error *err)
+{
+    DRAIN((dx_host *)x);
+    uint8_t *cb = cache;
+    for (int64_t t = 0; t < n; t++) {
+        const float *s = src + t * row;
+        if (!f16) {
+            memcpy(cb + (size_t)pos[t] * (size_t)row * 4, s, (size_t)row * 4);
+        } else {
+            uint16_t *d = (uint16_t *)(cb + (size_t)pos[t] * (size_t)row * 2);
+            for (int64_t i = 0; i < row; i++) d[i] = sl_quant_fp32_to_fp16(s[i]);
+        }
+    }
+    return SL_OK;
+}
+
+typedef struct attn_job {
+    dx_host *h;
+    const float *q;
+    const void *kc, *vc;
+    sl_attn_params p;
+    const int32_t *pos;
+    float *out;
+    int64_t qd;
+    sl_status st;
+} attn_job;
+
+static void attn_token(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    attn_job *j = ctx;
+    for (int64_t t = begin; t < end; t++) {
+        sl_attn_params p = j->p;
+        p.n_pos = j->pos[t] + 1;
+        sl_error e;
+        sl_status st = sl_cpu_attn_decode(&j->h->ops, j->q + t * j->qd, j->kc, j->vc, &p,
+                                          j->out + t * j->qd, &e);
+        if (st) j->st = st; /* cannot fail on validated params; recorded anyway */
+    }
+}
+
+static sl_status h_attn(sl__dx *x, const float *q, const void *kc, const void *vc,
+                        const sl_attn_params *p, const int32_t *h_pos, int64_t n, float *out,
+                        sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    attn_job j = {.h = h, .q = q, .kc = kc, .vc = vc, .p = *p, .pos = h_pos, .out = out,
+                  .qd = (int64_t)p->n_head * p->head_dim};
+    j.p.n_pos = h_pos[n - 1] + 1;
+    sl_status st = sl_ref_attn_validate(&j.p, err);
+    if (st) return st;
+    st = sl_cpu_pool_parallel_for(n > 1 ? h->pool : NULL, n, 1, attn_token, &j, err);
+    if (st) return st;
+    if (j.st) return sl_error_set(err, j.st, "attention kernel failed");
+    return SL_OK;
+}
+
+static sl_status h_router(sl__dx *x, const float *logits, int64_t n, const sl_router_params *p,
+                          int32_t *idx, float *w, sl_error *err)
+{
+    DRAIN((dx_host *)x);
+    for (int64_t t = 0; t < n; t++) {
+        sl_status st = sl_ref_router_topk(logits + t * p->n_expert, p, idx + t * p->k,
+                                          w + t * p->k, err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
+static sl_status h_moe(sl__dx *x, const sl__dx_moe *L, const int32_t *idx, const float *w,
+                       int64_t n, int32_t k, const float *in, float *out, sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    if (n * k > h->assign_cap) {
+        sl_moe_assign *a = realloc(h->assign, (size_t)(n * k) * sizeof *a);
+        if (!a) return sl_error_set(err, SL_ERR_NOMEM, "moe: out of memory (assignments)");
+        h->assign = a;
+        h->assign_cap = n * k;
+    }
+    for (int64_t t = 0; t < n; t++)
+        for (int32_t i = 0; i < k; i++)
+            h->assign[t * k + i] = (sl_moe_assign){(int32_t)t, idx[t * k + i], w[t * k + i]};
+    return sl_moe_exec(h->moe, L->L, h->assign, n * k, in, n, out, err);
+}
+
+static sl_status h_gated_add(sl__dx *x, float *out, const float *y, const float *logit,
+                             int64_t n, int64_t dim, sl_error *err)
+{
+    DRAIN((dx_host *)x);
+    for (int64_t t = 0; t < n; t++) {
+        const float gate = 1.0f / (1.0f + expf(-logit[t]));
+        for (int64_t j = 0; j < dim; j++) out[t * dim + j] += gate * y[t * dim + j];
+    }
+    return SL_OK;
+}
+
+static void h_destroy(sl__dx *x)
+{
+    dx_host *h = (dx_host *)x;
+    free(h->work);
+    free(h->assign);
+    free(h);
+}
+
+static const sl__dx_vt host_vt = {
+    .name = "host", .mm = h_mm, .rms_norm = h_rms_norm, .add = h_add, .add_rows = h_add_rows,
+    .scale = h_scale, .glu = h_glu, .rope = h_rope, .kv_store = h_kv_store, .attn = h_attn,
+    .router = h_router, .moe = h_moe, .gated_add = h_gated_add, .destroy = h_destroy};
+
+static const sl__dx_vt sim_vt = {
+    .name = "sim", .mm = h_mm, .rms_norm = h_rms_norm, .add = h_add, .add_rows = h_add_rows,
+    .scale = h_scale, .glu = h_glu, .rope = h_rope, .kv_store = h_kv_store, .attn = h_attn,
+    .router = h_router, .moe = h_moe, .gated_add = h_gated_add, .destroy = h_destroy};
+
+static sl_status create(const sl__dx_vt *vt, sl_device *dev, sl_stream *stream,
+                        const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
+                        sl_moe_sched *moe, size_t work_bytes, sl__dx **out, sl_error *err)
+{
+    *out = NULL;
+    dx_host *h = calloc(1, sizeof *h);
+    if (!h) return sl_error_set(err, SL_ERR_NOMEM, "executor: out of memory");
+    h->base.vt = vt;
+    h->ops = *ops;
+    h->mv = *mv;
+    h->pool = pool;
+    h->moe = moe;
+    h->dev = dev;
+    h->stream = stream;
+    h->work_bytes = work_bytes ? work_bytes : 1;
+    h->work = malloc(h->work_bytes);
+    if (!h->work) {
+        free(h);
+        return sl_error_set(err, SL_ERR_NOMEM, "executor: out of memory (%zu bytes of matvec "
+                            "workspace)", work_bytes);
+    }
+    *out = &h->base;
+    return SL_OK;
+}
+
+sl_status sl__dx_host_create(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
+                             sl_cpu_pool *pool, sl_moe_sched *moe, size_t work_bytes,
+                             sl__dx **out, sl_error *err)
+{
+    return create(&host_vt, NULL, NULL, ops, mv, pool, moe, work_bytes, out, err);
+}
+
+sl_status sl__dx_sim_create(sl_device *dev, sl_stream *stream, const sl_cpu_ops *ops,
+                            const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, sl_moe_sched *moe,
+                            size_t work_bytes, sl__dx **out, sl_error *err)
+{
+    if (!dev || !stream)
+        return sl_error_set(err, SL_ERR_INVALID, "sim executor: NULL device or stream");
+    return create(&sim_vt, dev, stream, ops, mv, pool, moe, work_bytes, out, err);
+}
+
+void sl__dx_destroy(sl__dx *x)
+{
+    if (x) x->vt->destroy(x);
+}

@@ -1,0 +1,172 @@
+/* The engine on a CUDA device: every architecture's tiny model (F32 weights, and Q8_0 with a
+ * tied output) under each device placement — gpu, layers (1 layer), experts-cpu — against the
+ * CPU placement's logits computed in the verification mode (SLUICE_ACT_F32=1: F32 activations,
+ * as the GPU kernels keep them). Tolerances, relative to the largest |logit|: 1e-4 for F32
+ * weights (both sides compute in float from the same weights; the GPU sums in a different
+ * order), 2e-2 for Q8_0 (the GPU's cuBLAS GEMM for batches >= 8 rounds activations to F16).
+ * Also: prefill == decodes on the device, F16 KV, chunked prefill.
+ * Without a usable GPU: prints "SKIPPED, no usable GPU" and passes (CI). Its CPU twin in CI is
+ * engine_test, which runs the same placements on the sim device (bit-identical to the CPU). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gguf/gguf.h"
+#include "kernels/cuda/ctx.h"
+#include "runtime/sluice.h"
+#include "tests/runtime/testmodel.h"
+#include "tests/testing.h"
+
+enum { N_TOK = 11 };
+static const int32_t k_tokens[N_TOK] = {1, 17, 250, 3, 99, 42, 7, 7, 128, 5, 260};
+
+static sl_model *open_model(const char *path, sl_placement pl, const char *dev)
+{
+    sl_model_options o = sl_model_options_default();
+    o.placement = pl;
+    o.gpu_layers = 1;
+    o.progress = false;
+    o.n_threads = 2;
+    o.device = dev;
+    sl_model *m = NULL;
+    sl_error e;
+    sl_status st = sl_model_open(path, &o, &m, &e);
+    CHECK_MSG(st == SL_OK, "open %s (%s, placement %d): %s", path, dev, (int)pl, e.msg);
+    return m;
+}
+
+/* All logits of k_tokens, in chunks of n_batch (decode: n_batch 1 through single evals). */
+static float *run(sl_model *m, int n_batch, bool f16, bool decode)
+{
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 64;
+    co.n_batch = n_batch;
+    co.kv_f16 = f16;
+    co.all_logits = !decode;
+    sl_ctx *c = NULL;
+    sl_error e;
+    if (sl_ctx_create(m, &co, &c, &e) != SL_OK) {
+        CHECK_MSG(false, "ctx: %s", e.msg);
+        return NULL;
+    }
+    sl_model_info info;
+    sl_model_info_get(m, &info);
+    const size_t V = (size_t)info.n_vocab;
+    float *out = calloc(V * N_TOK, sizeof *out);
+    bool ok = true;
+    if (decode) {
+        for (int i = 0; i < N_TOK && ok; i++) {
+            ok = sl_ctx_eval(c, &k_tokens[i], 1, &e) == SL_OK;
+            CHECK_MSG(ok, "decode %d: %s", i, e.msg);
+            const float *l = ok ? sl_ctx_logits(c, -1) : NULL;
+            if (l) memcpy(out + i * V, l, V * sizeof *l);
+        }
+    } else {
+        ok = sl_ctx_eval(c, k_tokens, N_TOK, &e) == SL_OK;
+        CHECK_MSG(ok, "eval: %s", e.msg);
+        for (int i = 0; i < N_TOK && ok; i++) {
+            const float *l = sl_ctx_logits(c, i);
+            if (l) memcpy(out + i * V, l, V * sizeof *l);
+        }
+    }
+    sl_ctx_destroy(c);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static double rel_diff(const float *ref, const float *x, size_t n)
+{
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double v = fabs((double)ref[i] - (double)x[i]);
+        if (!(v <= d)) d = isnan(v) ? INFINITY : v;
+        if (fabs(ref[i]) > s) s = fabs(ref[i]);
+    }
+    return d / (s > 0 ? s : 1);
+}
+
+static void check_arch(const char *arch, uint32_t wtype, const char *dir)
+{
+    tm_params p;
+    tm_defaults(arch, &p);
+    p.wtype = wtype;
+    p.tie_output = wtype != SL_GGML_F32;
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s-%u.gguf", dir, arch, wtype);
+    sl_error e;
+    if (tm_write(&p, path, &e) != SL_OK) {
+        CHECK_MSG(false, "write %s: %s", arch, e.msg);
+        return;
+    }
+    const double tol = wtype == SL_GGML_F32 ? 1e-4 : 2e-2;
+    sl_model *mc = open_model(path, SL_PLACE_CPU, "sim");
+    if (!mc) return;
+    sl_model_info info;
+    sl_model_info_get(mc, &info);
+    const size_t NV = (size_t)info.n_vocab * N_TOK;
+    float *ref = run(mc, 512, false, false), *ref16 = run(mc, 512, true, false);
+    sl_model_close(mc);
+    const sl_placement pls[] = {SL_PLACE_GPU, SL_PLACE_LAYERS, SL_PLACE_EXPERTS_CPU};
+    for (size_t i = 0; i < 3 && ref && ref16; i++) {
+        sl_model *m = open_model(path, pls[i], "cuda");
+        if (!m) continue;
+        float *l = run(m, 512, false, false);
+        float *d = run(m, 1, false, true);
+        float *ch = run(m, 4, false, false);
+        float *h = run(m, 512, true, false);
+        const char *pn[] = {"gpu", "layers", "experts-cpu"};
+        if (l) {
+            const double r = rel_diff(ref, l, NV);
+            printf("%-8s %-5s %-12s prefill vs CPU: rel %.3g\n", arch,
+                   wtype == SL_GGML_F32 ? "F32" : "Q8_0", pn[i], r);
+            CHECK_MSG(r <= tol, "%s %u %s: prefill vs CPU rel %g > %g", arch, wtype, pn[i], r, tol);
+        }
+        if (d) CHECK_MSG(rel_diff(ref, d, NV) <= tol, "%s %u %s: decode vs CPU rel %g", arch,
+                         wtype, pn[i], rel_diff(ref, d, NV));
+        if (ch) CHECK_MSG(rel_diff(ref, ch, NV) <= tol, "%s %u %s: chunked vs CPU rel %g", arch,
+                          wtype, pn[i], rel_diff(ref, ch, NV));
+        if (h) CHECK_MSG(rel_diff(ref16, h, NV) <= tol, "%s %u %s: F16 KV vs CPU rel %g", arch,
+                         wtype, pn[i], rel_diff(ref16, h, NV));
+        free(l);
+        free(d);
+        free(ch);
+        free(h);
+        sl_model_close(m);
+    }
+    free(ref);
+    free(ref16);
+}
+
+int main(void)
+{
+    int n = 0;
+    sl_error e;
+    if (sl_cuda_probe(&n, &e) != SL_OK) {
+        printf("engine_cuda_test: SKIPPED, no usable GPU (%s)\n", e.msg);
+        return 0;
+    }
+    /* the CPU reference in the verification mode (see the file comment) */
+    setenv("SLUICE_ACT_F32", "1", 1);
+    const char *tmp = getenv("TEST_TMPDIR");
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/engine_cuda_XXXXXX", tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    const char *archs[] = {"llama", "mixtral", "mixtral-split", "qwen2moe", "qwen3moe", "olmoe",
+                           "gemma3"};
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
+        check_arch(archs[i], SL_GGML_F32, dir);
+        check_arch(archs[i], SL_GGML_Q8_0, dir);
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) fprintf(stderr, "warning: could not remove %s\n", dir);
+    return sl_test_finish("engine_cuda_test");
+}
