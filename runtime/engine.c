@@ -209,9 +209,8 @@ static int64_t max64(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
-/* The MoE scheduler: options over SLUICE_POSTFETCH_*; the fetching one needs the sim device
- * (its device-side expert kernels are host functions); on cuda the CPU scheduler runs until
- * the CUDA expert path exists. */
+/* The MoE scheduler: options over SLUICE_POSTFETCH_*; the fetching one on the model's device
+ * (sim or cuda), the CPU one otherwise. */
 static sl_status create_moe(sl_ctx *c, sl_error *err)
 {
     sl_fetch_options fo = sl_fetch_options_default();
@@ -219,7 +218,7 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
     sl_status st = sl_fetch_options_env(&fo, err);
     if (!st) st = sl_fetch_options_parse(&fo, c->opt.sched, pins, sizeof pins, err);
     if (st) return st;
-    if (fo.mode != SL_FETCH_CPU && c->m->dev && sl_device_kind_get(c->m->dev) == SL_DEVICE_SIM)
+    if (fo.mode != SL_FETCH_CPU && c->m->dev)
         return sl_moe_fetch_create(c->m->dev, &fo, &c->ops, &c->mv, c->pool, &c->moe, err);
     return sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &c->moe, err);
 }

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cuda/gemv.h"
+#include "kernels/cuda/ops.h"
 #include "kernels/ref/ops.h"
 #include "kernels/ref/quant.h"
 #include "scheduler/fetch_impl.h"
@@ -67,6 +69,10 @@ typedef struct fetch {
     sl_cpu_pool *pool;
     sl_device *dev;
     sl_stream *cs, *ks;     /* copy and compute streams (the same one when not dedicated) */
+    sl_cuda_ctx *cu;        /* cuda: kernels on ks; NULL on sim */
+    void *dact;             /* cuda: device mirror of buf (group rows x, g, u, d) */
+    uint64_t dact_cap;
+    bool buf_pinned;        /* cuda: buf is page-locked (async copies need it) */
     sl_bfc *arena;          /* created on the first call that needs it */
     bool arena_failed;
     sl_block scratch;
@@ -114,6 +120,32 @@ static sl_status grow(void **p, size_t *cap, size_t need, size_t elt, sl_error *
     if (!q) return sl_error_set(err, SL_ERR_NOMEM, "moe fetch: out of memory (%zu bytes)", n * elt);
     *p = q;
     *cap = n;
+    return SL_OK;
+}
+
+/* buf, and on cuda its page-locking and device mirror (both redone when buf grows; the
+ * streams are idle between calls). A failed registration only costs asynchrony; a failed
+ * mirror sends this call's device groups to the CPU (launch_dev). */
+static sl_status grow_buf(fetch *f, size_t floats, sl_error *err)
+{
+    if (floats <= f->buf_cap && (!f->cu || f->dact)) return SL_OK;
+    if (floats > f->buf_cap) {
+        if (f->buf_pinned) sl_device_host_unregister(f->dev, f->buf, NULL);
+        f->buf_pinned = false;
+        sl_status st = grow((void **)&f->buf, &f->buf_cap, floats, sizeof(float), err);
+        if (st) return st;
+        if (f->cu)
+            f->buf_pinned = sl_device_host_register(f->dev, f->buf, f->buf_cap * sizeof(float),
+                                                    NULL) == SL_OK;
+    }
+    if (!f->cu || (f->dact && f->dact_cap >= f->buf_cap * sizeof(float))) return SL_OK;
+    if (f->dact) sl_device_region_free(f->dev, f->dact, NULL);
+    f->dact = NULL;
+    f->dact_cap = 0;
+    if (sl_device_region_alloc(f->dev, f->buf_cap * sizeof(float), &f->dact, NULL) == SL_OK)
+        f->dact_cap = f->buf_cap * sizeof(float);
+    else
+        f->dact = NULL;
     return SL_OK;
 }
 
@@ -181,6 +213,48 @@ static void job_down(void *p)
 static void stamp(void *p)
 {
     *(uint64_t *)p = sl__now_ns();
+}
+
+/* cuda: the same work as job_down / job_full, enqueued on the compute stream. The group's
+ * rows have a device mirror at the same offset in dact as in buf; the activations go up, the
+ * down output comes back into g->d (buf is page-locked, so neither copy blocks the CPU). A
+ * launch refused here is a failed device job (the caller computes the group on the CPU); a
+ * fault inside a kernel shows at finish_device's sync, which redoes every device group. */
+static sl_status cuda_job(fetch *f, fgroup *g, bool full)
+{
+    const sl_moe_layer *L = &f->cur;
+    const xinfo *x = &f->xs[g->xi];
+    const int64_t E = L->n_embd, F = L->n_ff, m = g->m;
+    float *dx = (float *)f->dact + (g->x - f->buf), *dg = dx + m * E, *du = dg + m * F,
+          *dd = du + m * F;
+    sl_status st;
+    if ((st = sl_device_launch_host(f->dev, f->ks, stamp, &g->t0, NULL))) return st;
+    if (full) {
+        if ((st = sl_device_copy(f->dev, f->ks, dx, g->x, (uint64_t)(m * E) * sizeof(float),
+                                 SL_COPY_H2D, NULL)) ||
+            (st = sl_cuda_gemv(f->cu, L->type_gate, x->dp[0], F, E, dx, m, dg, NULL)) ||
+            (st = sl_cuda_gemv(f->cu, L->type_up, x->dp[1], F, E, dx, m, du, NULL)))
+            return st;
+        st = L->act == SL_MOE_SILU ? sl_cuda_swiglu(f->cu, dg, du, dg, m * F, NULL)
+                                   : sl_cuda_geglu(f->cu, dg, du, dg, m * F, SL_GELU_TANH, NULL);
+    } else {
+        st = sl_device_copy(f->dev, f->ks, dg, g->g, (uint64_t)(m * F) * sizeof(float),
+                            SL_COPY_H2D, NULL);
+    }
+    if (st || (st = sl_cuda_gemv(f->cu, L->type_down, x->dp[2], E, F, dg, m, dd, NULL)) ||
+        (st = sl_device_copy(f->dev, f->ks, g->d, dd, (uint64_t)(m * E) * sizeof(float),
+                             SL_COPY_D2H, NULL)))
+        return st;
+    return sl_device_launch_host(f->dev, f->ks, stamp, &g->t1, NULL);
+}
+
+/* Enqueues group g's device work (down only, or all of it): a host function running the CPU
+ * kernels on sim, kernels/cuda on cuda. true: enqueued. */
+static bool launch_dev(fetch *f, fgroup *g, bool full)
+{
+    if (!f->cu)
+        return sl_device_launch_host(f->dev, f->ks, full ? job_full : job_down, g, NULL) == SL_OK;
+    return f->dact && cuda_job(f, g, full) == SL_OK;
 }
 
 /* ---- CPU work (spans recorded for the overlap metric and the trace) -------------------- */
@@ -422,8 +496,7 @@ static sl_status prepare(fetch *f, const sl_moe_layer *L, const sl_moe_assign *a
     if ((st = grow((void **)&f->order, &f->order_cap, (size_t)n_assign + 1, sizeof(int32_t), err)) ||
         (st = grow((void **)&f->count, &f->count_cap, (size_t)L->n_expert + 1, sizeof(int32_t),
                    err)) ||
-        (st = grow((void **)&f->buf, &f->buf_cap, (size_t)n_assign * (size_t)(2 * E + 2 * F),
-                   sizeof(float), err)))
+        (st = grow_buf(f, (size_t)n_assign * (size_t)(2 * E + 2 * F), err)))
         return st;
     /* stable counting sort of assignment indices by expert (as moe_cpu.c) */
     int32_t *cnt = f->count;
@@ -549,7 +622,7 @@ static sl_status run_dev_full(fetch *f, xinfo *xx, const sl_moe_assign *a, const
     for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
         fgroup *g = &f->gs[gi];
         gather(f, g, a, x);
-        g->dev = sl_device_launch_host(f->dev, f->ks, job_full, g, NULL) == SL_OK;
+        g->dev = launch_dev(f, g, true);
         if (g->dev) continue;
         xx->failed = xx->kind == X_FETCH;
         sl_status st = cpu_full(f, g, err);
@@ -596,7 +669,7 @@ static sl_status run_post(fetch *f, int64_t xi, const sl_moe_assign *a, const fl
                      ? -1
                      : 1;
         }
-        if (cs == 1) g->dev = sl_device_launch_host(f->dev, f->ks, job_down, g, NULL) == SL_OK;
+        if (cs == 1) g->dev = launch_dev(f, g, false);
         if (g->dev) continue;
         if (cs == 0) xx->missed = true;
         else xx->failed = true;
@@ -821,6 +894,9 @@ static void fetch_destroy(sl_moe_sched *s)
     free(f->ev);
     if (f->ks && f->ks != f->cs) sl_device_stream_destroy(f->dev, f->ks);
     if (f->cs) sl_device_stream_destroy(f->dev, f->cs);
+    if (f->dact) sl_device_region_free(f->dev, f->dact, NULL);
+    if (f->buf_pinned) sl_device_host_unregister(f->dev, f->buf, NULL);
+    sl_cuda_ctx_destroy(f->cu);
     sl__trace_free(&f->trace);
     free(f->pins);
     free(f->per_layer);
@@ -868,10 +944,6 @@ sl_status sl_moe_fetch_create(sl_device *dev, const sl_fetch_options *opt, const
         return sl_error_set(err, SL_ERR_INVALID, "moe fetch: NULL device, options, ops, matvec "
                             "context or out");
     *out = NULL;
-    if (sl_device_kind_get(dev) != SL_DEVICE_SIM)
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "moe fetch: device %s: the device-side "
-                            "expert kernels exist only on sim so far",
-                            sl_device_kind_name(sl_device_kind_get(dev)));
     if ((unsigned)opt->mode > SL_FETCH_AUTO || opt->max_transfers < 1 ||
         opt->max_transfers > 256 || !opt->scratch_bytes || (unsigned)opt->policy > SL_CACHE_LFU ||
         !(opt->lfu_decay > 0.0 && opt->lfu_decay <= 1.0))
@@ -902,6 +974,9 @@ sl_status sl_moe_fetch_create(sl_device *dev, const sl_fetch_options *opt, const
         if (opt->dedicated_streams) st = sl_device_stream_create(dev, &f->ks, err);
         else f->ks = f->cs;
     }
+    if (!st && sl_device_kind_get(dev) == SL_DEVICE_CUDA)
+        st = sl_cuda_ctx_create(sl_device_ordinal_get(dev), sl_device_stream_native(dev, f->ks),
+                                &f->cu, err);
     if (st) {
         fetch_destroy(&f->base);
         return st;

@@ -13,15 +13,18 @@
  *      as earlier ones complete);
  *   3. post: the CPU computes gate, up and the activation (kernels/cpu, pool); then, if the
  *      expert's last copy event has completed, the device computes down from the scratch slot
- *      (a host function on the compute stream in sim); if not: block_on_miss = 1 makes the
+ *      (sim: a host function running the CPU kernels on the compute stream; cuda: the
+ *      activation rows go up, kernels/cuda GEMV, the output rows come back, all enqueued on the
+ *      compute stream from page-locked buffers, so the CPU goes on); if not: block_on_miss = 1 makes the
  *      compute stream wait for the event (the CPU goes on), = 0 computes down on the CPU
  *      (a "miss fallback");
  *      full: the device computes gate, up, act and down of each fetched expert once its copy
  *      event completes (compute stream waits on it), overlapping with the next copies;
  *      cached / engine-resident experts are computed wholly on the device (post, full, auto);
  *   4. the CPU waits for the compute stream, then adds each group's down output into out in
- *      ascending expert order — exactly the CPU scheduler's order and kernels, so out is
+ *      ascending expert order — exactly the CPU scheduler's order and kernels, so on sim out is
  *      bit-identical to sl_moe_cpu's whatever ran where (the sim device runs the CPU kernels);
+ *      on cuda the device groups' outputs agree within GEMV tolerance (F32 activations);
  *   5. promotion: fetched experts may be copied into the expert cache (cache.c policies) —
  *      pieces already in scratch device to device, the rest from the host — enqueued on the
  *      copy stream and completed before the next call starts.
@@ -66,8 +69,9 @@
  *
  * Thread safety: as moe.h (one caller thread); the device's stream workers touch only the job
  * records of the current call, which the caller reads after synchronising.
- * Devices: the sim backend only (the device computes from host-addressable memory); on CUDA,
- * sl_moe_fetch_create is SL_ERR_UNSUPPORTED (GPU kernels are the next step).
+ * Devices: sim (device jobs are host functions running the CPU kernels on host-addressable
+ * regions) and cuda (kernels/cuda GEMVs on the compute stream; expert types without a CUDA GEMV
+ * fail their launches and run on the CPU, counted as fallbacks).
  */
 #ifndef SL_SCHEDULER_FETCH_H
 #define SL_SCHEDULER_FETCH_H
@@ -126,7 +130,7 @@ sl_status sl_fetch_options_parse(sl_fetch_options *o, const char *spec, char *pi
 
 const char *sl_fetch_mode_name(sl_fetch_mode m);
 
-/* Creates the scheduler on dev (sim only; see above): its own streams, events and BFC arena
+/* Creates the scheduler on dev (sim or cuda; see above): its own streams, events and BFC arena
  * (scratch + cache_bytes, compact_on_oom). ops/mv are copied, pool borrowed (may be NULL).
  * A pinned list that does not parse is SL_ERR_INVALID naming the item. */
 sl_status sl_moe_fetch_create(sl_device *dev, const sl_fetch_options *opt, const sl_cpu_ops *ops,
