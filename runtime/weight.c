@@ -2,9 +2,9 @@
  *
  * Placement (resolved once, per weight): SL_PLACE_CPU keeps everything in host memory. The
  * device placements put the chosen weights into blocks of one device arena (alloc/bfc); with
- * the sim device those blocks are host-addressable, so the same CPU kernels compute from them
- * and every placement runs (and is compared) in CI. With CUDA they need device kernels, which
- * do not exist yet: sl_model_open refuses those placements on cuda (engine.c).
+ * the sim device those blocks are host-addressable and the sim executor computes from them
+ * with the CPU kernels, so every placement runs (and is compared) in CI; on cuda the cuda
+ * executor (runtime/dx.h) runs kernels/cuda on them.
  *   GPU          every weight but token_embd (looked up by row on the host, as llama.cpp does);
  *   LAYERS       layers < gpu_layers; output and output_norm only if gpu_layers > n_layer;
  *   EXPERTS_CPU  everything except the routed experts (llama.cpp's -ot exps=CPU);

@@ -33,8 +33,8 @@
  *
  * On the sim device every number is a CPU number: copies are memcpy throttled to --sim-h2d-gbs
  * (SLUICE_SIM_H2D_GBS for the model's device) and "device" kernels are the CPU kernels; a
- * banner says so. On cuda the fetch scheduler is not available yet (fetch.h): its rows report
- * that. --trace FILE writes the trace of one decode step of the post row. */
+ * banner says so. On cuda the fetch scheduler's device groups run kernels/cuda GEMVs and the
+ * engine's non-expert layers run on the GPU (runtime/dx.h). --trace FILE writes the trace of one decode step of the post row. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,8 +240,8 @@ static void run_row(sl_model *m, const sl_model_info *info, const moe_bytes *mb,
     sl_ctx_stats_get(c, &s0);
     r->scheduler = s0.moe_scheduler ? s0.moe_scheduler : "none";
     if (fetch_mode && strcmp(r->scheduler, "fetch")) {
-        snprintf(r->why, sizeof r->why, "the engine ran the %s scheduler: the fetch scheduler "
-                 "needs the sim device for now (scheduler/fetch.h)", r->scheduler);
+        snprintf(r->why, sizeof r->why, "the engine ran the %s scheduler, not fetch "
+                 "(a device placement and --sched mode=... are needed)", r->scheduler);
         goto out;
     }
     if (sl_ctx_eval(c, tok, PROMPT, &err)) goto fail;
