@@ -167,6 +167,39 @@ def main():
     expect(bj.get("roofline_gbps", 0) > 0 and bj.get("bound_ms_per_token", 0) > 0 and
            bj.get("gpu", {}).get("available") is False,
            "bench decode reports the bandwidth bound and gpu unavailable")
+    # each run's own bound: on sim every byte (device or host side) counts at the host rate
+    expect(bj.get("device_kind") == "sim" and bj.get("device_name") and
+           bj.get("hbm_gbps", 0) is None and len(runs) == 2 and
+           all(x.get("bound_kind") == "cpu" and x.get("bound_ms_per_token", 0) > 0 and
+               0 < x.get("fraction_of_bound", 0) and
+               abs(x["device_bytes_per_token"] + x["host_bytes_per_token"] -
+                   bj["bytes_per_token"]) <= 2 and
+               math.isclose(x["bound_ms_per_token"], bj["bound_ms_per_token"], rel_tol=1e-6)
+               for x in runs) and
+           runs[0]["device_bytes_per_token"] == 0 and runs[1]["device_bytes_per_token"] > 0,
+           "bench decode: per-run bound_ms_per_token, bound_kind and bytes split on sim")
+    r = run("bench", "decode", "-m", m1, "-n", "2", "--prompt-tokens", "2", "--placement", "gpu",
+            "--device", "sim", "--json")
+    bj = json.loads(r.stdout) if r.returncode == 0 else {}
+    runs = bj.get("runs", [])
+    expect(r.returncode == 0 and [(x["placement"], x["device"], x["ok"]) for x in runs] ==
+           [("gpu", "sim", True)] and runs[0]["bound_ms_per_token"] > 0 and
+           runs[0]["host_bytes_per_token"] < runs[0]["device_bytes_per_token"],
+           f"bench decode --placement gpu --device sim runs ({r.stderr.strip()[-300:]})")
+    r = run("bench", "decode", "-m", m1, "-n", "2", "--prompt-tokens", "2")
+    expect(r.returncode == 0 and "device: " in r.stdout and "bound ms/tok" in r.stdout and
+           "no CUDA forward" not in r.stdout + r.stderr and
+           [ln.split()[0] for ln in r.stdout.splitlines() if ln.startswith(("cpu ", "experts-cpu ",
+                                                                           "gpu "))] ==
+           ["cpu", "experts-cpu", "gpu"] and "gpu          unavailable: device is sim" in r.stdout,
+           "bench decode text: device line, cpu and experts-cpu rows, gpu not run on sim")
+    r = run("bench", "decode", "-m", m1, env={**os.environ, "SLUICE_DEVICE": "bogus"})
+    expect(r.returncode == 1 and "SLUICE_DEVICE" in r.stderr and "Traceback" not in r.stderr,
+           f"bench decode with SLUICE_DEVICE=bogus: exit 1 naming it ({r.stderr.strip()[:200]})")
+    if not os.path.exists("/dev/nvidiactl"):  # no GPU here: a cuda request is a clear error
+        r = run("bench", "decode", "-m", m1, "--device", "cuda")
+        expect(r.returncode == 1 and "cannot open device 'cuda'" in r.stderr,
+               f"bench decode --device cuda without a GPU: exit 1 ({r.stderr.strip()[:200]})")
     # ---- MoE scheduler flags: --sched, --trace; bench moe ----
     for cmd in (["generate"], ["perplexity"], ["eval"], ["bench", "decode"]):
         r = run(*cmd, "--help")
@@ -250,6 +283,7 @@ def main():
         (["eval", "-m", m1, "--tokens", "1", "extra"], 2, "extra"),
         (["bench", "decode", "--shape", "huge"], 2, "--shape"),
         (["bench", "decode", "-m", m1, "-n", "0"], 2, "-n"),
+        (["bench", "decode", "-m", m1, "--device", "tpu"], 2, "--device"),
         (["demo", "--what"], 2, "--what"),
         (["eval", "-m", m1, "--tokens", "1", "--sched", "mode=bogus"], 2, "--sched"),
         (["eval", "-m", m1, "--tokens", "1", "--sched", "colour=red"], 2, "--sched"),

@@ -7,20 +7,31 @@
  * much RAM; heads 16 x 128 because synth ties head_dim to dim / heads, where the real model
  * has 32 query heads).
  *
+ * Device: --device, else SLUICE_DEVICE, else auto (cuda when a GPU is usable, else sim), opened
+ * once up front so a bad value or a cuda request without a GPU fails before any work (exit 1).
+ * Placements (unless --placement picks one): cpu, experts-cpu, then on cuda gpu when the
+ * weights fit in the device's free memory ("gpu: unavailable: model N GiB > free M GiB"
+ * otherwise). On sim the device placements run the same forward path with CPU kernels on
+ * host memory; gpu is then left out of the default list (its numbers would be CPU numbers)
+ * but runs with --placement gpu.
+ *
  * Measurement: per placement, a fresh context, a prefill of --prompt-tokens fixed ids, then -n
  * greedy one-token evals; decode ms/token is the median of those evals (tok/s their mean).
  *
  * Bound: a decode step reads every dense weight once, one row of token_embd (all of it when the
  * output matrix is tied to it) and, per MoE layer, n_expert_used of n_expert experts:
  *     bytes/token = dense + embd row + expert bytes * n_expert_used / n_expert
- * and cannot be faster than bytes/token / bandwidth. The bandwidth is a streaming read measured
- * in the same run with the same threads and binding (a multi-threaded sum over max(8 x LLC,
- * 1 GiB), median of 5, as `bench kernels` does for its roofline). On this CPU path every byte
- * comes from host memory: "cpu" computes on host weights, and "experts-cpu" on the simulated
- * device ("sim") keeps non-expert weights in sim regions that are host memory too, so the same
- * bound applies to both. A GPU bound (device bytes / HBM bandwidth + host bytes / host
- * bandwidth) needs the engine's CUDA forward pass, which does not exist yet: "gpu:
- * unavailable". */
+ * Each placement splits those bytes into device bytes and host bytes by where its weights live
+ * (the rule of runtime/weight.c: decide_placement) and cannot decode faster than
+ *     device bytes / device bandwidth + host bytes / host bandwidth
+ * (the two sides run one after the other within a step). Host bandwidth: a streaming read
+ * measured in the same run with the same threads and binding (a multi-threaded sum over
+ * max(8 x LLC, 1 GiB), median of 5, as `bench kernels` does for its roofline). Device
+ * bandwidth on cuda: HBM, the device-to-device copy roofline of kernels/cuda/bench.h (read +
+ * write traffic, as `bench kernels` compares its GEMVs with). So gpu is bound by HBM (plus the
+ * token_embd row, looked up on the host), experts-cpu by its non-expert bytes over HBM plus its
+ * expert bytes over the host rate (no PCIe term: the experts stay on the host), cpu by the host
+ * rate. On sim, device memory is host memory: every byte counts at the host rate. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +40,9 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
+#include "kernels/cuda/bench.h"
 #include "kernels/cpu/pool.h"
+#include "runtime/device/device.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/bench.h"
 #include "tools/cli/json.h"
@@ -47,8 +60,10 @@ static void usage(FILE *f)
           "         flags]\n"
           "\n"
           "Decode ms/token (median over N one-token evals after a P-token prefill) per\n"
-          "placement, next to the bound bytes-read-per-token / bandwidth, the bandwidth being\n"
-          "a streaming read measured in the same run with the same threads.\n"
+          "placement, next to that placement's bound: bytes read per token on the device /\n"
+          "HBM bandwidth + bytes read on the host / host bandwidth, both measured in the same\n"
+          "run (HBM: a device-to-device copy on cuda; host: a streaming read with the same\n"
+          "threads; on sim, device memory is host memory, so all of it is host bandwidth).\n"
           "\n"
           "  -m, --model FILE       model to run (default: a synthetic qwen3moe, see --shape)\n"
           "  --shape S              small (default; ~33 MB Q4_K: 4 layers, dim 512, 32 experts\n"
@@ -64,10 +79,12 @@ static void usage(FILE *f)
           "  --prompt-tokens P      prefill length before them (default 8)\n"
           "  --json                 one JSON object on stdout\n"
           "  -h, --help             this text\n"
-          "Placements: --placement P runs that one; by default cpu, then experts-cpu on the\n"
-          "simulated device (--device sim unless --device is given). gpu is reported as\n"
-          "unavailable until the engine runs on CUDA. --sched applies to every placement;\n"
-          "--trace writes the trace of the last placement that ran the fetch scheduler.\n",
+          "Placements: --placement P runs that one. By default: cpu, experts-cpu, and on cuda\n"
+          "gpu when the weights fit in free device memory. The device is --device, else\n"
+          "$SLUICE_DEVICE, else auto (cuda if a GPU is usable, else sim); on sim, gpu runs\n"
+          "only when asked for (--placement gpu --device sim: the GPU code path on CPU\n"
+          "kernels). --sched applies to every placement; --trace writes the trace of the last\n"
+          "placement that ran the fetch scheduler.\n",
           f);
     sl_cli_model_flags_help(f);
 }
@@ -186,12 +203,47 @@ out:
 
 /* ---- weight bytes per token ------------------------------------------------------------ */
 
+/* Bytes one decode step reads, by where they live under one placement. */
+typedef struct token_bytes {
+    double dev, host;
+} token_bytes;
+
+/* Invariant: dense + experts + embd bytes (the whole tensor) == total; for every placement p,
+ * at[p].dev + at[p].host == dense + embd_row + experts * n_expert_used / n_expert. */
 typedef struct weight_split {
     uint64_t dense, embd_row, experts, total;
     bool tied;
+    token_bytes at[SL_PLACE_CPU + 1]; /* indexed by sl_placement; AUTO left 0 */
 } weight_split;
 
-static int weight_bytes(const char *path, weight_split *w)
+/* Layer index of a "blk.N." tensor, -1 for the others. */
+static int tensor_layer(const char *name)
+{
+    if (strncmp(name, "blk.", 4)) return -1;
+    char *end = NULL;
+    const long il = strtol(name + 4, &end, 10);
+    return end != name + 4 && *end == '.' && il >= 0 && il < (1l << 20) ? (int)il : -1;
+}
+
+/* Whether tensor `name` of layer il lives on the device under placement p. Mirrors
+ * runtime/weight.c (decide_placement), which the bound must follow: the engine keeps token_embd
+ * on the host (read by row) unless it doubles as the output matrix. */
+static bool on_device(sl_placement p, int il, bool expert, bool embd, bool tied, int gpu_layers,
+                      int n_layer)
+{
+    if (embd && !tied) return false;
+    switch (p) {
+    case SL_PLACE_GPU: return true;
+    case SL_PLACE_LAYERS: return il >= 0 ? il < gpu_layers : gpu_layers > n_layer;
+    case SL_PLACE_EXPERTS_CPU: return !expert;
+    default: return false;
+    }
+}
+
+/* expert_frac = n_expert_used / n_expert (1 for dense models); gpu_layers, n_layer for the
+ * layers placement. Prints the error and returns 1 if the file cannot be read. */
+static int weight_bytes(const char *path, double expert_frac, int gpu_layers, int n_layer,
+                        weight_split *w)
 {
     memset(w, 0, sizeof *w);
     sl_gguf *g = NULL;
@@ -216,8 +268,95 @@ static int weight_bytes(const char *path, weight_split *w)
         w->embd_row = w->tied || embd->ne[1] <= 0 ? embd->nbytes
                                                   : embd->nbytes / (uint64_t)embd->ne[1];
     }
+    /* second pass: the tie is known only once every name has been seen */
+    for (size_t i = 0; i < sl_gguf_tensor_count(g); i++) {
+        const sl_gguf_tensor *t = sl_gguf_tensor_at(g, i);
+        const bool is_embd = t == embd, expert = !is_embd && strstr(t->name, "_exps.");
+        const double per_token = is_embd ? (double)w->embd_row
+                                 : expert ? expert_frac * (double)t->nbytes
+                                          : (double)t->nbytes;
+        const int il = tensor_layer(t->name);
+        for (int p = SL_PLACE_GPU; p <= SL_PLACE_CPU; p++) {
+            token_bytes *b = &w->at[p];
+            if (on_device((sl_placement)p, il, expert, is_embd, w->tied, gpu_layers, n_layer))
+                b->dev += per_token;
+            else
+                b->host += per_token;
+        }
+    }
     sl_gguf_close(g);
     return 0;
+}
+
+/* ---- the device and its bandwidth ------------------------------------------------------ */
+
+typedef struct dev_info {
+    sl_device_kind kind;
+    sl_device_props props;
+    char notice[SL_ERROR_MSG_BYTES]; /* auto's fallback notice, "" if none */
+    double hbm_gbps;                 /* cuda: D2D copy roofline; 0 on sim or if it failed */
+    uint64_t hbm_copy_bytes;
+    char hbm_why[SL_ERROR_MSG_BYTES]; /* why hbm_gbps is 0 on cuda */
+} dev_info;
+
+static void dev_notice(void *user, const char *msg)
+{
+    dev_info *d = user;
+    if (!d->notice[0]) snprintf(d->notice, sizeof d->notice, "%s", msg);
+}
+
+/* Opens the device the model flags ask for (kind NULL: SLUICE_DEVICE, then auto), reads its
+ * properties and closes it again (each placement's model opens its own); on cuda then measures
+ * HBM before any model takes device memory. Prints the error and returns 1 when the device
+ * cannot be opened (a cuda request without a GPU, a bad SLUICE_DEVICE). */
+static int dev_resolve(const char *kind, dev_info *d)
+{
+    memset(d, 0, sizeof *d);
+    sl_device_options o;
+    memset(&o, 0, sizeof o);
+    o.kind = kind;
+    o.notice = dev_notice;
+    o.notice_user = d;
+    sl_device *dev = NULL;
+    sl_error err = {0};
+    if (sl_device_open(&o, &dev, &err) || sl_device_props_get(dev, &d->props, &err)) {
+        const char *env = getenv("SLUICE_DEVICE");
+        fprintf(stderr, "sluice bench decode: cannot open device '%s' (%s): %s\n",
+                kind ? kind : env ? env : "auto",
+                kind ? "--device" : env ? "SLUICE_DEVICE" : "auto", err.msg);
+        sl_device_close(dev);
+        return 1;
+    }
+    d->kind = sl_device_kind_get(dev);
+    sl_device_close(dev);
+    if (d->kind != SL_DEVICE_CUDA) return 0;
+    /* n_types 0: only the roofline copy (rows/cols are checked but unused) */
+    sl_cuda_bench_result br;
+    if (sl_cuda_bench_gemv(NULL, 0, 1, 1, 1, &br, &err)) {
+        snprintf(d->hbm_why, sizeof d->hbm_why, "%s", err.msg);
+        return 0;
+    }
+    d->hbm_gbps = br.copy_gbps;
+    d->hbm_copy_bytes = br.copy_bytes;
+    return 0;
+}
+
+/* ms/token no placement can beat: device bytes at the device rate plus host bytes at the host
+ * rate (sim: device memory is host memory). 0 when a rate it needs is unknown. */
+static double bound_ms(token_bytes b, const dev_info *d, double host_gbps)
+{
+    const double dev_gbps = d->kind == SL_DEVICE_CUDA ? d->hbm_gbps : host_gbps;
+    if ((b.dev > 0 && dev_gbps <= 0) || (b.host > 0 && host_gbps <= 0)) return 0;
+    return 1e3 * ((b.dev > 0 ? b.dev / (dev_gbps * 1e9) : 0) +
+                  (b.host > 0 ? b.host / (host_gbps * 1e9) : 0));
+}
+
+/* What limits the placement: "cpu" (host bandwidth; also every placement on sim), "hbm" (gpu
+ * on cuda; the token_embd row it reads on the host is counted but negligible), "hbm+cpu". */
+static const char *bound_kind(sl_placement p, const char *device, token_bytes b)
+{
+    if (p == SL_PLACE_CPU || strcmp(device, "cuda") || b.dev <= 0) return "cpu";
+    return p == SL_PLACE_GPU ? "hbm" : "hbm+cpu";
 }
 
 /* ---- one placement -------------------------------------------------------------------- */
@@ -229,6 +368,9 @@ typedef struct run_result {
     double load_s, prefill_tps, decode_ms, decode_tps;
     uint64_t gpu_bytes, host_bytes;
     bool traced;
+    token_bytes tb;          /* bytes per token on each side, from the placement */
+    double bound_ms;         /* this placement's bound (0: a rate it needs is unknown) */
+    const char *bound_kind;  /* "cpu" | "hbm" | "hbm+cpu" */
 } run_result;
 
 static int32_t argmax(const float *x, int32_t n)
@@ -364,6 +506,17 @@ int sl_bench_decode(int argc, char **argv)
     if (mf.opt.numa_node >= 0 && mf.opt.cpus)
         return sl_cli_usage_error(k_cmd, "--numa-node and --cpus exclude each other");
 
+    /* the device first: a bad SLUICE_DEVICE or a cuda request without a GPU fails here, before
+     * minutes of writing a synthetic model */
+    dev_info dev;
+    if (dev_resolve(mf.opt.device, &dev)) return 1;
+    const bool cuda = dev.kind == SL_DEVICE_CUDA;
+    const char *dev_name = sl_device_kind_name(dev.kind);
+    if (dev.notice[0] && !json) fprintf(stderr, "bench decode: %s\n", dev.notice);
+    if (cuda && dev.hbm_gbps <= 0)
+        fprintf(stderr, "sluice bench decode: HBM bandwidth not measured (%s): device bounds "
+                        "left out\n", dev.hbm_why);
+
     char synth_path[4096] = "";
     const char *path = mf.path;
     if (!path) {
@@ -394,13 +547,11 @@ int sl_bench_decode(int argc, char **argv)
     run_result runs[MAX_RUNS];
     size_t n_runs = 0;
     memset(runs, 0, sizeof runs);
-    if (weight_bytes(path, &ws)) goto done;
     /* the model's expert ratio, from the engine's view of it */
     sl_model_info info = {0};
     {
         sl_model_options probe = mf.opt;
         probe.placement = SL_PLACE_CPU;
-        probe.device = mf.opt.device;
         sl_model *m = NULL;
         sl_error err = {0};
         if (sl_model_open(path, &probe, &m, &err)) {
@@ -411,34 +562,56 @@ int sl_bench_decode(int argc, char **argv)
         sl_model_close(m);
     }
     const double expert_frac = info.n_expert > 0 ? (double)info.n_expert_used / info.n_expert : 1;
+    if (weight_bytes(path, expert_frac, mf.opt.gpu_layers, info.n_layer, &ws)) goto done;
     const double bytes_tok = (double)ws.dense + (double)ws.embd_row + expert_frac * ws.experts;
     int threads = 0;
     size_t mib = 0;
     const double gbps = sl_bench_stream_gbps(&mf.opt, &threads, &mib);
     if (gbps <= 0) goto done;
-    const double bound_ms = bytes_tok / (gbps * 1e9) * 1e3;
+    const double host_bound_ms = bytes_tok / (gbps * 1e9) * 1e3; /* every byte from the host */
 
-    sl_placement list[2] = {SL_PLACE_CPU, SL_PLACE_EXPERTS_CPU};
-    size_t n_list = 2;
+    /* gpu joins the default list only on cuda: on sim its numbers would be CPU numbers */
+    sl_placement list[3] = {SL_PLACE_CPU, SL_PLACE_EXPERTS_CPU, SL_PLACE_GPU};
+    size_t n_list = cuda ? 3 : 2;
     if (mf.placement_given) {
         list[0] = mf.opt.placement;
         n_list = 1;
     }
+    char gpu_why[SL_ERROR_MSG_BYTES] = "";
+    if (!cuda)
+        snprintf(gpu_why, sizeof gpu_why, "device is %s, not cuda (--placement gpu --device sim "
+                 "runs its code path on CPU kernels)", dev_name);
+    else if (ws.total > dev.props.free_mem_bytes)
+        snprintf(gpu_why, sizeof gpu_why, "model %.1f GiB > free %.1f GiB", ws.total / 1073741824.0,
+                 dev.props.free_mem_bytes / 1073741824.0);
     for (size_t k = 0; k < n_list; k++) {
         sl_model_options mo = mf.opt;
         mo.placement = list[k];
-        if (list[k] != SL_PLACE_CPU && !mo.device) mo.device = "sim";
+        /* device placements run on the device resolved above, so auto is decided once */
+        if (list[k] != SL_PLACE_CPU) mo.device = dev_name;
         run_result *r = &runs[n_runs++];
         r->placement = sl_cli_placement_name(list[k]);
         r->device = list[k] == SL_PLACE_CPU ? (mo.device ? mo.device : "none") : mo.device;
+        if (list[k] == SL_PLACE_GPU && cuda && gpu_why[0]) {
+            snprintf(r->why, sizeof r->why, "%s", gpu_why); /* would not fit: not tried */
+            continue;
+        }
         if (run_placement(path, mo, &mf, (int32_t)n_prompt, (int32_t)n_gen, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             goto done;
         }
+        sl_placement p = list[k];
+        if (p == SL_PLACE_AUTO) /* what the engine chose, from where the weights went */
+            p = !r->gpu_bytes                                 ? SL_PLACE_CPU
+                : ws.experts && r->host_bytes >= ws.experts ? SL_PLACE_EXPERTS_CPU
+                                                            : SL_PLACE_GPU;
+        r->tb = ws.at[p];
+        r->bound_ms = bound_ms(r->tb, &dev, gbps);
+        r->bound_kind = bound_kind(p, r->device, r->tb);
     }
-    const char *gpu_why = "the engine has no CUDA forward pass yet (placements other than cpu "
-                          "run on the CPU-simulated 'sim' device, whose numbers are CPU "
-                          "numbers)";
+    bool gpu_ran = false;
+    for (size_t i = 0; i < n_runs; i++) gpu_ran |= runs[i].ok && !strcmp(runs[i].placement, "gpu");
+    const bool gpu_available = cuda && !gpu_why[0];
 
     if (json) {
         printf("{\"model\":");
@@ -447,12 +620,17 @@ int sl_bench_decode(int argc, char **argv)
         sl_json_cstr(stdout, mf.path ? NULL : shape ? shape : "small");
         printf(",\"arch\":");
         sl_json_cstr(stdout, info.arch);
+        printf(",\"device_kind\":\"%s\",\"device_name\":", dev_name);
+        sl_json_cstr(stdout, dev.props.name);
+        printf(",\"device_free_bytes\":%" PRIu64 ",\"hbm_gbps\":", dev.props.free_mem_bytes);
+        if (cuda && dev.hbm_gbps > 0) sl_json_f64(stdout, dev.hbm_gbps);
+        else printf("null");
         printf(",\"threads\":%d,\"n_prompt\":%" PRId64 ",\"n_decode\":%" PRId64
                ",\"weight_bytes\":%" PRIu64 ",\"bytes_per_token\":%.0f,\"roofline_gbps\":",
                threads, n_prompt, n_gen, ws.total, bytes_tok);
         sl_json_f64(stdout, gbps);
-        printf(",\"bound_ms_per_token\":");
-        sl_json_f64(stdout, bound_ms);
+        printf(",\"bound_ms_per_token\":"); /* all bytes at the host rate (the cpu bound) */
+        sl_json_f64(stdout, host_bound_ms);
         printf(",\"runs\":[");
         for (size_t i = 0; i < n_runs; i++) {
             const run_result *r = &runs[i];
@@ -467,8 +645,15 @@ int sl_bench_decode(int argc, char **argv)
                 sl_json_f64(stdout, r->decode_ms);
                 printf(",\"decode_tps\":");
                 sl_json_f64(stdout, r->decode_tps);
+                printf(",\"bound_kind\":\"%s\",\"bound_ms_per_token\":", r->bound_kind);
+                if (r->bound_ms > 0) sl_json_f64(stdout, r->bound_ms);
+                else printf("null");
                 printf(",\"fraction_of_bound\":");
-                sl_json_f64(stdout, r->decode_ms > 0 ? bound_ms / r->decode_ms : 0);
+                if (r->bound_ms > 0 && r->decode_ms > 0)
+                    sl_json_f64(stdout, r->bound_ms / r->decode_ms);
+                else printf("null");
+                printf(",\"device_bytes_per_token\":%.0f,\"host_bytes_per_token\":%.0f",
+                       r->tb.dev, r->tb.host);
                 printf(",\"gpu_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64, r->gpu_bytes,
                        r->host_bytes);
             } else {
@@ -477,8 +662,8 @@ int sl_bench_decode(int argc, char **argv)
             }
             putchar('}');
         }
-        printf("],\"gpu\":{\"available\":false,\"reason\":");
-        sl_json_cstr(stdout, gpu_why);
+        printf("],\"gpu\":{\"available\":%s,\"reason\":", gpu_available ? "true" : "false");
+        sl_json_cstr(stdout, gpu_why[0] ? gpu_why : NULL);
         printf("}}\n");
     } else {
         printf("bench decode: %s (%s, %" PRId32 " layers", path, info.arch, info.n_layer);
@@ -486,26 +671,43 @@ int sl_bench_decode(int argc, char **argv)
                                   info.n_expert_used);
         printf("), %d threads, prefill %" PRId64 ", decode %" PRId64 " tokens\n", threads,
                n_prompt, n_gen);
+        printf("device: %s (%s, %.1f of %.1f GiB free)\n", dev.props.name, dev_name,
+               dev.props.free_mem_bytes / 1073741824.0, dev.props.total_mem_bytes / 1073741824.0);
         printf("weights: %.1f MB; read per token %.2f MB = dense %.2f + embd row %.3f%s + "
                "experts %.2f x %.4f\n",
                ws.total / 1e6, bytes_tok / 1e6, ws.dense / 1e6, ws.embd_row / 1e6,
                ws.tied ? " (tied output: all of it)" : "", ws.experts / 1e6, expert_frac);
-        printf("bandwidth: streaming read %.2f GB/s (%zu MiB, %d threads) -> bound %.3f "
-               "ms/token (%.1f tok/s)\n\n",
-               gbps, mib, threads, bound_ms, bound_ms > 0 ? 1e3 / bound_ms : 0.0);
-        printf("%-12s %-6s %8s %12s %14s %10s %12s %9s\n", "placement", "device", "load s",
-               "prefill t/s", "decode ms/tok", "decode t/s", "bound ms/tok", "of bound");
+        printf("host bandwidth: streaming read %.2f GB/s (%zu MiB, %d threads) -> all-host bound "
+               "%.3f ms/token (%.1f tok/s)\n",
+               gbps, mib, threads, host_bound_ms, host_bound_ms > 0 ? 1e3 / host_bound_ms : 0.0);
+        if (!cuda)
+            printf("device bandwidth: sim device memory is host memory: device bytes count at "
+                   "the host rate\n");
+        else if (dev.hbm_gbps > 0)
+            printf("device bandwidth: HBM %.1f GB/s (device-to-device copy, read + write of "
+                   "%" PRIu64 " MiB)\n", dev.hbm_gbps, dev.hbm_copy_bytes >> 20);
+        else
+            printf("device bandwidth: HBM not measured (%s)\n", dev.hbm_why);
+        printf("\n%-12s %-6s %8s %12s %14s %10s %12s %9s  %s\n", "placement", "device", "load s",
+               "prefill t/s", "decode ms/tok", "decode t/s", "bound ms/tok", "of bound", "bound");
         for (size_t i = 0; i < n_runs; i++) {
             const run_result *r = &runs[i];
             if (!r->ok) {
                 printf("%-12s %-6s unavailable: %s\n", r->placement, r->device, r->why);
                 continue;
             }
-            printf("%-12s %-6s %8.2f %12.1f %14.3f %10.1f %12.3f %8.0f%%\n", r->placement,
-                   r->device, r->load_s, r->prefill_tps, r->decode_ms, r->decode_tps, bound_ms,
-                   r->decode_ms > 0 ? 100 * bound_ms / r->decode_ms : 0.0);
+            printf("%-12s %-6s %8.2f %12.1f %14.3f %10.1f", r->placement, r->device, r->load_s,
+                   r->prefill_tps, r->decode_ms, r->decode_tps);
+            if (r->bound_ms > 0)
+                printf(" %12.3f %8.0f%%", r->bound_ms,
+                       r->decode_ms > 0 ? 100 * r->bound_ms / r->decode_ms : 0.0);
+            else
+                printf(" %12s %9s", "-", "-");
+            printf("  %s: %.2f MB dev + %.2f MB host\n", r->bound_kind, r->tb.dev / 1e6,
+                   r->tb.host / 1e6);
         }
-        printf("%-12s unavailable: %s\n", "gpu", gpu_why);
+        if (!gpu_ran && gpu_why[0] && !mf.placement_given)
+            printf("%-12s unavailable: %s\n", "gpu", gpu_why);
     }
     rc = 0;
     bool traced = false;
