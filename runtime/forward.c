@@ -118,7 +118,7 @@ static sl_status attention(sl_ctx *c, int32_t il, int64_t n, sl_error *err)
 static sl_status glu(sl_ctx *c, float *g, const float *u, int64_t n, sl_error *err)
 {
     if (c->m->tr->act == SL_MOE_SILU) return sl_cpu_swiglu(&c->ops, g, u, g, n, err);
-    return sl_ref_geglu(g, u, g, n, SL_GELU_TANH, err); /* no SIMD GELU yet */
+    return sl_cpu_geglu(&c->ops, g, u, g, n, SL_GELU_TANH, err);
 }
 
 static sl_status dense_ffn(sl_ctx *c, const sl_weight *wg, const sl_weight *wu,
