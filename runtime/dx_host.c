@@ -96,7 +96,7 @@ static sl_status h_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int6
     dx_host *h = (dx_host *)x;
     DRAIN(h);
     if (act == SL_MOE_SILU) return sl_cpu_swiglu(&h->ops, g, u, g, n, err);
-    return sl_ref_geglu(g, u, g, n, SL_GELU_TANH, err);
+    return sl_cpu_geglu(&h->ops, g, u, g, n, SL_GELU_TANH, err);
 }
 
 static sl_status h_rope(sl__dx *x, float *v, int64_t n_tok, int32_t n_head, int32_t head_dim,

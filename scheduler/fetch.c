@@ -22,7 +22,6 @@
 
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
-#include "kernels/ref/ops.h"
 #include "kernels/ref/quant.h"
 #include "scheduler/fetch_impl.h"
 #include "scheduler/moe_impl.h"
@@ -175,7 +174,7 @@ static sl_status gate_up_act(const fetch *f, sl_cpu_pool *pool, const void *wg, 
     }
     if (st) return st;
     if (L->act == SL_MOE_SILU) return sl_cpu_swiglu(&f->ops, g, u, g, F * m, err);
-    return sl_ref_geglu(g, u, g, F * m, SL_GELU_TANH, err);
+    return sl_cpu_geglu(&f->ops, g, u, g, F * m, SL_GELU_TANH, err);
 }
 
 static sl_status down(const fetch *f, sl_cpu_pool *pool, const void *wd, const float *g,

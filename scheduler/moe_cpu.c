@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/ref/ops.h"
 #include "scheduler/moe_impl.h"
 
 enum { SL__MOE_CHUNK = 64 };
@@ -111,8 +110,8 @@ static sl_status run_group(moe_cpu *c, const sl_moe_layer *L, int32_t e, const s
     if (st) return st;
     if (L->act == SL_MOE_SILU)
         st = sl_cpu_swiglu(&c->ops, c->g, c->u, c->g, F * m, err);
-    else /* no SIMD GELU yet: the double-precision reference */
-        st = sl_ref_geglu(c->g, c->u, c->g, F * m, SL_GELU_TANH, err);
+    else
+        st = sl_cpu_geglu(&c->ops, c->g, c->u, c->g, F * m, SL_GELU_TANH, err);
     if (st) return st;
     st = sl_cpu_matvec(&c->mv, c->pool, L->type_down, L->down[e], E, F, c->g, m, c->d, c->work,
                        c->work_cap, err);

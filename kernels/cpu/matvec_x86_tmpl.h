@@ -9,11 +9,11 @@
  * - integer block sums are exact: weights enter vpmaddubsw/vpdpbusd as unsigned bytes (|w| via
  *   vpsignb with the sign moved onto the activation, or unsigned nibbles), activations are in
  *   [-127, 127], so no int16 pair sum exceeds 128 * 127 * 2 < 2^15;
- * - 32-element block types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1): 8 consecutive blocks (b % 8 == 0
- *   .. 7) are reduced into one vector of 8 block sums, converted, multiplied by the 8 scale
- *   products and added to the 8 lanes: the reference's (float)isum * (dw * dx) (plus, for the
- *   Q8_1 types, a separately rounded + mw * sx) and lane += t, element for element. Unaligned
- *   head and tail blocks go through the scalar reference code on the same lane array;
+ * - 32-element block types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, MXFP4): 8 consecutive blocks
+ *   (b % 8 == 0 .. 7) are reduced into one vector of 8 block sums, converted, multiplied by the
+ *   8 scale products and added to the 8 lanes: the reference's (float)isum * (dw * dx) (plus,
+ *   for the Q8_1 types, a separately rounded + mw * sx) and lane += t, element for element.
+ *   Unaligned head and tail blocks go through the scalar reference code on the same lanes;
  * - K-quants: one super-block's integer sums by SIMD, then the reference's scalar float term;
  * - float weights: lane i % 32 of four 8-wide (or two 16-wide) accumulators, vfmadd = fmaf.
  */
@@ -173,6 +173,52 @@ static void SL_MV_SUFFIX(range_q5_0)(const sl__mv_type *t, const void *w, const 
     if (b < b1) sl__mv_dot_blocks(t, w, xq, b, b1, lane);
 }
 
+/* 8 MXFP4 block scales (E8M0 bytes `stride` bytes apart) as sl__mv_e8m0_half gives them:
+ * 2^(e-128) as the float with exponent field e - 1, or the subnormal 0x00200000 << e for e < 2. */
+static inline __m256 SL_MV_SUFFIX(load_e8m0_half)(const char *p, size_t stride)
+{
+    int32_t e[8];
+    for (int k = 0; k < 8; k++) e[k] = (uint8_t)p[(size_t)k * stride];
+    const __m256i ev = _mm256_loadu_si256((const __m256i *)e);
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
+    const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), ev);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, is_sub));
+}
+
+/* MXFP4 with Q8_0 activations: the nibbles index the doubled e2m1 table (sl__mv_kvalues_mxfp4,
+ * values in [-12, 12]) through vpshufb, then the signed byte dot as Q4_0. The reference's scale
+ * product is dx * dw; IEEE multiplication commutes, so the vector dw * dx is the same float. */
+static void SL_MV_SUFFIX(range_mxfp4)(const sl__mv_type *t, const void *w, const void *xq,
+                                      int64_t b0, int64_t b1, float *lane)
+{
+    const char *wb = w, *xb = xq;
+    int64_t b = b0, head = (b0 + 7) & ~(int64_t)7;
+    if (head > b1) head = b1;
+    if (head > b) sl__mv_dot_blocks(t, w, xq, b, head, lane);
+    b = head;
+    const __m128i kv = _mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4);
+    const __m256i table = _mm256_set_m128i(kv, kv); /* vpshufb looks up within each 128-bit half */
+    __m256 acc = _mm256_loadu_ps(lane);
+    for (; b + 8 <= b1; b += 8) {
+        const char *wp = wb + b * (int64_t)sizeof(sl_block_mxfp4);
+        const char *xp = xb + b * (int64_t)sizeof(sl_block_q8_0);
+        __m256i v[8];
+        for (int k = 0; k < 8; k++) {
+            const __m256i q = _mm256_shuffle_epi8(
+                table, SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + k * 17 + 1)));
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + k * 34 + 2));
+            v[k] = SL_MV_SUFFIX(s8s8_dot)(q, xv);
+        }
+        const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(xp, 34),
+                                        SL_MV_SUFFIX(load_e8m0_half)(wp, 17));
+        const __m256 tb = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v)), dd);
+        acc = _mm256_add_ps(acc, tb);
+    }
+    _mm256_storeu_ps(lane, acc);
+    if (b < b1) sl__mv_dot_blocks(t, w, xq, b, b1, lane);
+}
+
 /* Q4_1/Q5_1 with Q8_1 activations: unsigned q, so the byte dot needs no sign trick; the term
  * is the reference's sl__mv_term_dm: a = (float)isum * (dw * dx), t = a + mw * sx, lane += t,
  * each a separate rounding. wbytes is the weight block size (20 or 24); q5: bit 4 of q comes
@@ -227,6 +273,30 @@ static void SL_MV_SUFFIX(range_q5_1)(const sl__mv_type *t, const void *w, const 
 
 /* ---- K-quants: SIMD integer sums per super-block, reference float term ------------------ */
 
+/* Q4_K/Q5_K: the 8 six-bit sub-block scales into sc (ggml's 12-byte unpack: bytes 0..7 of u
+ * are the scales, 8..15 the mins) and summ = sum_j m_j * (bsums[2j] + bsums[2j+1]) from the
+ * Q8_K block at xp; pair sums <= 2 * 16 * 127 fit int16. Integer sums are exact in any order. */
+static inline int32_t SL_MV_SUFFIX(k4_scales)(const uint8_t *scales, const char *xp,
+                                              uint8_t sc[8])
+{
+    uint32_t u[4];
+    memcpy(u, scales, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t aux = u[1] & 0x3f3f3f3fu;
+    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    u[2] = aux;
+    u[0] &= 0x3f3f3f3fu;
+    memcpy(sc, u, 8);
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
+    const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
+                                         _mm256_extracti128_si256(bs, 1));
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
+    __m128i pm = _mm_madd_epi16(mins, pairs);
+    pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0x4e));
+    pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0xb1));
+    return _mm_cvtsi128_si32(pm);
+}
+
 static void SL_MV_SUFFIX(range_q4_K)(const sl__mv_type *t, const void *w, const void *xq,
                                      int64_t b0, int64_t b1, float *lane)
 {
@@ -235,30 +305,55 @@ static void SL_MV_SUFFIX(range_q4_K)(const sl__mv_type *t, const void *w, const 
     for (int64_t b = b0; b < b1; b++) {
         const sl_block_q4_K *wp = (const sl_block_q4_K *)((const char *)w + b * 144);
         const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
-        /* ggml's 12-byte unpack: bytes 0..7 of u are the 8 scales, 8..15 the 8 mins. */
-        uint32_t u[4];
-        memcpy(u, wp->scales, 12);
-        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-        const uint32_t aux = u[1] & 0x3f3f3f3fu;
-        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-        u[2] = aux;
-        u[0] &= 0x3f3f3f3fu;
         uint8_t sc[8];
-        memcpy(sc, u, 8);
-        /* summ = sum_j m_j * (bsums[2j] + bsums[2j+1]); pair sums <= 2 * 16 * 127 fit int16 */
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
-        const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
-                                             _mm256_extracti128_si256(bs, 1));
-        const __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
-        __m128i pm = _mm_madd_epi16(mins, pairs);
-        pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0x4e));
-        pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0xb1));
-        const int32_t summ = _mm_cvtsi128_si32(pm);
+        const int32_t summ = SL_MV_SUFFIX(k4_scales)(wp->scales, xp, sc);
         __m256i acc = _mm256_setzero_si256();
         for (int j = 0; j < 4; j++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(wp->qs + 32 * j));
             const __m256i lo = _mm256_and_si256(q, m4);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
+            const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
+            const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),
+                                                 _mm256_set1_epi16(sc[2 * j]));
+            const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh),
+                                                 _mm256_set1_epi16(sc[2 * j + 1]));
+            acc = _mm256_add_epi32(acc, _mm256_add_epi32(pl, ph));
+        }
+        float dx;
+        memcpy(&dx, xp, sizeof dx);
+        uint16_t d, dmin;
+        memcpy(&d, &wp->d, 2);
+        memcpy(&dmin, &wp->dmin, 2);
+        lane[b % 8] += sl__mv_term_k(SL_MV_SUFFIX(hsum_i32)(acc), _cvtsh_ss(d) * dx, summ,
+                                     _cvtsh_ss(dmin) * dx);
+    }
+}
+
+/* Q5_K: Q4_K plus bit j of qh[l] as bit 4 of sub-block j's element l, so q in [0, 31] and the
+ * vpmaddubsw pair sums stay below 2 * 31 * 127 < 2^15. */
+static void SL_MV_SUFFIX(range_q5_K)(const sl__mv_type *t, const void *w, const void *xq,
+                                     int64_t b0, int64_t b1, float *lane)
+{
+    (void)t;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
+    for (int64_t b = b0; b < b1; b++) {
+        const sl_block_q5_K *wp = (const sl_block_q5_K *)((const char *)w + b * 176);
+        const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
+        uint8_t sc[8];
+        const int32_t summ = SL_MV_SUFFIX(k4_scales)(wp->scales, xp, sc);
+        /* Round j holds qh >> 2j: bits 0 and 1 of each byte are qh bits 2j and 2j + 1, which
+         * the epi16 shifts << 4 and << 3 move to bit 4 of the same byte. Only those two bits
+         * reach bit 4, so what the 16-bit shifts carry across the byte boundary is masked off. */
+        __m256i h = _mm256_loadu_si256((const __m256i *)wp->qh);
+        __m256i acc = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(wp->qs + 32 * j));
+            const __m256i hl = _mm256_slli_epi16(h, 4), hh = _mm256_slli_epi16(h, 3);
+            const __m256i lo =
+                _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(hl, x10));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                               _mm256_and_si256(hh, x10));
             const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
             const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
             const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),
@@ -394,7 +489,9 @@ sl__mv_range_fn SL_MV_SUFFIX(sl__mv_range)(uint32_t type)
     case SL_GGML_Q5_0: return SL_MV_SUFFIX(range_q5_0);
     case SL_GGML_Q5_1: return SL_MV_SUFFIX(range_q5_1);
     case SL_GGML_Q4_K: return SL_MV_SUFFIX(range_q4_K);
+    case SL_GGML_Q5_K: return SL_MV_SUFFIX(range_q5_K);
     case SL_GGML_Q6_K: return SL_MV_SUFFIX(range_q6_K);
+    case SL_GGML_MXFP4: return SL_MV_SUFFIX(range_mxfp4);
     default: return NULL;
     }
 }

@@ -18,6 +18,10 @@
  * by a Cephes-style polynomial (~2 ulp) in the SIMD paths and libm expf in the scalar path, so
  * results differ from the double references by a few ulp per element; tests/kernels/ops_test.c
  * states and checks each op's tolerance. Different ISAs may differ in the last bits.
+ * GELU is evaluated in forms without cancellation, so the relative error holds in the negative
+ * tail too: tanh form x / (1 + e^(-2u)) (= 0.5 x (1 + tanh u)), erf form 0.5 x erfc(-x / sqrt 2)
+ * with erfc = t e^(-z^2 + P(t)), t = 1 / (1 + z / 2) (Numerical Recipes' erfcc, relative error
+ * < 1.2e-7) in the SIMD paths and libm erfcf in the scalar path.
  *
  * Contracts of the ops are those of the sl_ref_* function of the same name (argument checks,
  * aliasing, the fully masked softmax row). Extra limits: sl_cpu_rope needs n_rot <=
@@ -85,6 +89,10 @@ sl_status sl_cpu_silu(const sl_cpu_ops *ops, const float *x, float *y, int64_t n
                       sl_error *err);
 sl_status sl_cpu_swiglu(const sl_cpu_ops *ops, const float *gate, const float *up, float *out,
                         int64_t n, sl_error *err);
+sl_status sl_cpu_gelu(const sl_cpu_ops *ops, const float *x, float *y, int64_t n,
+                      sl_gelu_kind kind, sl_error *err);
+sl_status sl_cpu_geglu(const sl_cpu_ops *ops, const float *gate, const float *up, float *out,
+                       int64_t n, sl_gelu_kind kind, sl_error *err);
 /* In place over x [n_tokens][n_head][head_dim]. The angle table of each token is built in
  * double by sl_ref_rope_cos_sin and rounded to float; only the rotation is vectorised. */
 sl_status sl_cpu_rope(const sl_cpu_ops *ops, float *x, int64_t n_tokens, int32_t n_head,

@@ -104,6 +104,45 @@ static inline __m256 silu8(__m256 x)
     return _mm256_div_ps(x, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), x))));
 }
 
+/* GELU, tanh form: 0.5 x (1 + tanh u) = x / (1 + e^(-2u)), 2u = x (k + k a x^2) with
+ * k = 2 sqrt(2/pi), a = 0.044715: one exp and one division, no cancellation for x < 0. For
+ * 2u < -88 exp8 saturates and the result is x e^-88 where the true value is even smaller
+ * (|y| < 1.2e-37). */
+static inline __m256 gelu_tanh8(__m256 x)
+{
+    const __m256 x2 = _mm256_mul_ps(x, x);
+    const __m256 k = _mm256_set1_ps(1.5957691216057308f), ka = _mm256_set1_ps(0.0713548162726f);
+    const __m256 v = _mm256_mul_ps(x, _mm256_fmadd_ps(ka, x2, k));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f),
+                                          exp8(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+}
+
+/* GELU, erf form: 0.5 x erfc(w), w = -x / sqrt 2, with Numerical Recipes' erfcc: for z = |w|,
+ * t = 1 / (1 + z/2), erfc(z) = t e^(-z^2 + P(t)) (relative error < 1.2e-7 for all z >= 0) and
+ * erfc(w) = 2 - erfc(z) for w < 0. Both branches are relative-accurate where they are used:
+ * erfc(z) is small only for x < 0, and 2 - erfc(z) lies in [1, 2]. */
+static inline __m256 gelu_erf8(__m256 x)
+{
+    const __m256 z = _mm256_mul_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x),
+                                   _mm256_set1_ps(0.70710678118654752f));
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.5f), z, one));
+    __m256 p = _mm256_set1_ps(0.17087277f);
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.82215223f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.48851587f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.13520398f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.27886807f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.18628806f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.09678418f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.37409196f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.00002368f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.26551223f));
+    const __m256 e = _mm256_mul_ps(t, exp8(_mm256_fnmadd_ps(z, z, p)));
+    const __m256 pos = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ); /* w < 0 */
+    const __m256 erfc = _mm256_blendv_ps(e, _mm256_sub_ps(_mm256_set1_ps(2.0f), e), pos);
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), erfc);
+}
+
 static void rms_norm(const float *x, const float *w, float *y, int64_t n, float eps,
                      bool one_plus_w)
 {
@@ -184,6 +223,16 @@ static void swiglu(const float *gate, const float *up, float *out, int64_t n)
 {
     for (int64_t i = 0; i < n; i += 8)
         st8(out, i, n, _mm256_mul_ps(silu8(ld8(gate, i, n)), ld8(up, i, n)));
+}
+
+static void geglu(const float *gate, const float *up, float *out, int64_t n, sl_gelu_kind kind)
+{
+    for (int64_t i = 0; i < n; i += 8) {
+        const __m256 g = ld8(gate, i, n);
+        __m256 y = kind == SL_GELU_ERF ? gelu_erf8(g) : gelu_tanh8(g);
+        if (up) y = _mm256_mul_ps(y, ld8(up, i, n));
+        st8(out, i, n, y);
+    }
 }
 
 static void rope_rows(float *x, int32_t n_rows, int32_t head_dim, int32_t n_rot,
@@ -340,6 +389,7 @@ const sl__cpu_kernels sl__cpu_kernels_avx2 = {
     .softmax = softmax,
     .silu = silu,
     .swiglu = swiglu,
+    .geglu = geglu,
     .rope_rows = rope_rows,
     .attn_decode = attn_decode,
     .add = add,

@@ -62,6 +62,37 @@ static inline __m512 silu16(__m512 x)
                                           exp16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
 }
 
+/* GELU, the forms and constants of ops_avx2.c's gelu_tanh8 / gelu_erf8 (see there why). */
+static inline __m512 gelu_tanh16(__m512 x)
+{
+    const __m512 x2 = _mm512_mul_ps(x, x);
+    const __m512 k = _mm512_set1_ps(1.5957691216057308f), ka = _mm512_set1_ps(0.0713548162726f);
+    const __m512 v = _mm512_mul_ps(x, _mm512_fmadd_ps(ka, x2, k));
+    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f),
+                                          exp16(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+}
+
+static inline __m512 gelu_erf16(__m512 x)
+{
+    const __m512 z = _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(0.70710678118654752f));
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(0.5f), z, one));
+    __m512 p = _mm512_set1_ps(0.17087277f);
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.82215223f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.48851587f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.13520398f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.27886807f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.18628806f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.09678418f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.37409196f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.00002368f));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.26551223f));
+    const __m512 e = _mm512_mul_ps(t, exp16(_mm512_fnmadd_ps(z, z, p)));
+    const __mmask16 pos = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ); /* w < 0 */
+    const __m512 erfc = _mm512_mask_sub_ps(e, pos, _mm512_set1_ps(2.0f), e);
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), erfc);
+}
+
 static void rms_norm(const float *x, const float *w, float *y, int64_t n, float eps,
                      bool one_plus_w)
 {
@@ -126,6 +157,16 @@ static void swiglu(const float *gate, const float *up, float *out, int64_t n)
 {
     for (int64_t i = 0; i < n; i += 16)
         st16(out, i, n, _mm512_mul_ps(silu16(ld16(gate, i, n)), ld16(up, i, n)));
+}
+
+static void geglu(const float *gate, const float *up, float *out, int64_t n, sl_gelu_kind kind)
+{
+    for (int64_t i = 0; i < n; i += 16) {
+        const __m512 g = ld16(gate, i, n);
+        __m512 y = kind == SL_GELU_ERF ? gelu_erf16(g) : gelu_tanh16(g);
+        if (up) y = _mm512_mul_ps(y, ld16(up, i, n));
+        st16(out, i, n, y);
+    }
 }
 
 static void rope_rows(float *x, int32_t n_rows, int32_t head_dim, int32_t n_rot,
@@ -268,6 +309,7 @@ const sl__cpu_kernels sl__cpu_kernels_avx512 = {
     .softmax = softmax,
     .silu = silu,
     .swiglu = swiglu,
+    .geglu = geglu,
     .rope_rows = rope_rows,
     .attn_decode = attn_decode,
     .add = add,

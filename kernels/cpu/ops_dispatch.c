@@ -189,6 +189,40 @@ sl_status sl_cpu_swiglu(const sl_cpu_ops *ops, const float *gate, const float *u
     return SL_OK;
 }
 
+/* The reference's rule and message (kernels/ref/ops.c check_gelu_kind). */
+static sl_status check_gelu_kind(sl_gelu_kind kind, const char *fn, sl_error *err)
+{
+    if (kind != SL_GELU_TANH && kind != SL_GELU_ERF)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: kind = %d is not TANH (0) or ERF (1)", fn,
+                            (int)kind);
+    return SL_OK;
+}
+
+sl_status sl_cpu_gelu(const sl_cpu_ops *ops, const float *x, float *y, int64_t n,
+                      sl_gelu_kind kind, sl_error *err)
+{
+    if (check_common(ops, n, __func__, err)) return SL_ERR_INVALID;
+    if (check_gelu_kind(kind, __func__, err)) return SL_ERR_INVALID;
+    if (n == 0) return SL_OK;
+    CHECK_PTR(x, "x");
+    CHECK_PTR(y, "y");
+    ops->k->geglu(x, NULL, y, n, kind);
+    return SL_OK;
+}
+
+sl_status sl_cpu_geglu(const sl_cpu_ops *ops, const float *gate, const float *up, float *out,
+                       int64_t n, sl_gelu_kind kind, sl_error *err)
+{
+    if (check_common(ops, n, __func__, err)) return SL_ERR_INVALID;
+    if (check_gelu_kind(kind, __func__, err)) return SL_ERR_INVALID;
+    if (n == 0) return SL_OK;
+    CHECK_PTR(gate, "gate");
+    CHECK_PTR(up, "up");
+    CHECK_PTR(out, "out");
+    ops->k->geglu(gate, up, out, n, kind);
+    return SL_OK;
+}
+
 sl_status sl_cpu_rope(const sl_cpu_ops *ops, float *x, int64_t n_tokens, int32_t n_head,
                       int32_t head_dim, const int32_t *pos, const sl_rope_params *p,
                       sl_error *err)

@@ -24,6 +24,9 @@ struct sl__cpu_kernels {
     void (*softmax)(float *x, int64_t n, float scale, const float *mask);
     void (*silu)(const float *x, float *y, int64_t n);
     void (*swiglu)(const float *gate, const float *up, float *out, int64_t n);
+    /* out = gelu(gate) * up, or gelu(gate) alone when up is NULL (sl_cpu_gelu): one kernel,
+     * so both entry points share the approximation and its tolerance. */
+    void (*geglu)(const float *gate, const float *up, float *out, int64_t n, sl_gelu_kind kind);
     /* n_rows rows of head_dim (all of one token), rotated by the table cs */
     void (*rope_rows)(float *x, int32_t n_rows, int32_t head_dim, int32_t n_rot,
                       sl_rope_mode mode, const float *cs);

@@ -53,6 +53,21 @@ static void swiglu(const float *gate, const float *up, float *out, int64_t n)
     for (int64_t i = 0; i < n; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
+/* GELU forms without cancellation in the negative tail (ops.h): the tanh form as
+ * x * sigmoid(2u), 2u = x (2 sqrt(2/pi) + 2 sqrt(2/pi) 0.044715 x^2); the erf form through
+ * erfcf. */
+static float gelu1(float x, sl_gelu_kind kind)
+{
+    if (kind == SL_GELU_ERF) return 0.5f * x * erfcf(x * -0.70710678118654752f);
+    const float v = x * (1.5957691216057308f + 0.0713548162726f * (x * x));
+    return x / (1.0f + expf(-v));
+}
+
+static void geglu(const float *gate, const float *up, float *out, int64_t n, sl_gelu_kind kind)
+{
+    for (int64_t i = 0; i < n; i++) out[i] = gelu1(gate[i], kind) * (up ? up[i] : 1.0f);
+}
+
 static void rope_rows(float *x, int32_t n_rows, int32_t head_dim, int32_t n_rot,
                       sl_rope_mode mode, const float *cs)
 {
@@ -153,6 +168,7 @@ const sl__cpu_kernels sl__cpu_kernels_scalar = {
     .softmax = softmax,
     .silu = silu,
     .swiglu = swiglu,
+    .geglu = geglu,
     .rope_rows = rope_rows,
     .attn_decode = attn_decode,
     .add = add,

@@ -154,9 +154,12 @@ static void sum_chunk(void *ctx, int64_t b, int64_t e, int thread)
 
 /* ---- main -------------------------------------------------------------------------------- */
 
+/* isa is the code path that actually ran for the type: a type without a kernel on the
+ * requested ISA runs the scalar fallback, and labelling it with the requested ISA would credit
+ * scalar speed to SIMD. */
 typedef struct result {
     uint32_t type;
-    const char *isa;
+    const char *isa, *requested_isa;
     double weight_mb, median_ms, gbps;
 } result;
 
@@ -335,8 +338,10 @@ int sl_bench_kernels(int argc, char **argv)
                 break;
             }
             const uint64_t med = median(t, (int)reps);
-            res[n_res++] = (result){type, sl_cpu_matvec_name(&mvs[m]), (double)wbytes / 1e6,
-                                    (double)med / 1e6, (double)wbytes / (double)med};
+            const char *req = sl_cpu_matvec_name(&mvs[m]);
+            res[n_res++] = (result){type, sl_cpu_matvec_has_simd(&mvs[m], type) ? req : "scalar",
+                                    req, (double)wbytes / 1e6, (double)med / 1e6,
+                                    (double)wbytes / (double)med};
         }
         if (!ok) {
             if (!w || !x || !y || !work || !t)
@@ -362,6 +367,8 @@ int sl_bench_kernels(int argc, char **argv)
             sl_json_cstr(stdout, sl_gguf_type_get(res[i].type)->name);
             printf(",\"isa\":");
             sl_json_cstr(stdout, res[i].isa);
+            printf(",\"requested_isa\":");
+            sl_json_cstr(stdout, res[i].requested_isa);
             printf(",\"weight_mb\":");
             sl_json_f64(stdout, res[i].weight_mb);
             printf(",\"median_ms\":");
@@ -411,10 +418,18 @@ int sl_bench_kernels(int argc, char **argv)
         printf("roofline: streaming read %.1f GB/s (%zu MiB buffer, LLC %zu MiB)\n", roof_gbps,
                (8 * llc > (1ul << 30) ? 8 * llc : 1ul << 30) >> 20, llc >> 20);
         printf("%-6s %-12s %10s %10s %10s %7s\n", "type", "isa", "weight MB", "ms", "GB/s", "ratio");
-        for (int i = 0; i < n_res; i++)
+        bool fallback = false;
+        for (int i = 0; i < n_res; i++) {
+            const bool fb = strcmp(res[i].isa, res[i].requested_isa) != 0;
+            char label[32];
+            snprintf(label, sizeof label, "%s%s", res[i].isa, fb ? "*" : "");
+            fallback |= fb;
             printf("%-6s %-12s %10.1f %10.3f %10.1f %7.2f\n", sl_gguf_type_get(res[i].type)->name,
-                   res[i].isa, res[i].weight_mb, res[i].median_ms, res[i].gbps,
+                   label, res[i].weight_mb, res[i].median_ms, res[i].gbps,
                    res[i].gbps / roof_gbps);
+        }
+        if (fallback)
+            printf("* no SIMD kernel for the type on the requested ISA: the scalar code ran\n");
         /* gpu: the CUDA GEMV rows are printed here by the CUDA part. */
         sl_cuda_bench_result gr;
         sl_error ge;
