@@ -50,13 +50,18 @@
  *    as fragmentation; `bench alloc` reports it. sl__bfc_check_compacted checks the result.
  *    Compaction on out-of-memory (compact_on_oom) is full: it slides every run whatever the
  *    ratio, since a failed allocation is the alternative.
- * Failure semantics: a group's chunk offsets (and so its handles' addresses) are updated only
- * after its move returned OK, and a chunk record for the vacated space is reserved before the
- * move, so nothing can fail after data has moved; a backend move that fails must leave its
- * source intact (phase 1 copies write only free space; the device backend rolls back the
- * pieces of a slide). The first failure stops compaction: groups moved before it stay moved
- * (epoch bumped), the failing one and everything after stay where they were, the chunk map is
- * valid either way. The moves are then synced; a failure of that final sync is an asynchronous
+ * Issuing: both phases of every region are planned first — each group becomes one entry of
+ * the plan (one copy where it fits, the backend's pieces for a short slide) and the chunk map
+ * is rewritten as if it had moved — then the whole plan goes to the backend in order, in one
+ * move_batch where it has one (the device backend: one sl_device_copy_batch), and one sync
+ * waits for it. Moves that depend on earlier ones (phase 2 slides blocks phase 1 placed) are
+ * safe because the backend keeps the order.
+ * Failure semantics: a backend move that fails must leave its source intact (phase 1 copies
+ * write only free space; the device backend rolls back the pieces of a slide). The first
+ * failure stops compaction: groups moved before it stay moved (epoch bumped), the failing one
+ * and everything after stay where they were, the chunk map is valid either way — it is
+ * restored from the copy taken before planning and re-planned up to the failing move (see
+ * compact_locked). The moves are then synced; a failure of that final sync is an asynchronous
  * device error after which moved blocks' contents are undefined (CUDA errors are sticky; the
  * device is unusable anyway) and the status says so.
  *
@@ -126,6 +131,24 @@ typedef struct move_item {
     uint64_t bytes, off;      /* total size; offset of `first` */
 } move_item;
 
+/* What a planned move is, for the message if it fails. */
+typedef struct move_info {
+    uint64_t blocks, bytes, from, to;  /* region offsets */
+    uint32_t region;
+    bool slide;                         /* phase 2 (else a hole fill) */
+} move_info;
+
+/* The arena's state that planning a compaction changes (see compact_locked). */
+typedef struct snapshot {
+    chunk *chunks;            /* copy of chunks[0, n) */
+    uint32_t n, cap;          /* records copied; allocated */
+    uint32_t *first;          /* regions[r].first */
+    uint32_t first_cap;
+    uint32_t chunk_free_head, chunk_unused;
+    uint64_t chunk_count, free_chunk_count, free_bytes;
+    binset bins;
+} snapshot;
+
 typedef struct handle_slot {
     uint32_t chunk;           /* NONE when the slot is free */
     uint32_t next_free;       /* FIFO of free slots */
@@ -153,6 +176,13 @@ struct sl_bfc {
 
     move_item *items;         /* compaction scratch (kept between compactions) */
     uint32_t items_cap;
+    sl_bfc_move *plan;        /* the moves of the compaction being planned, in order */
+    move_info *plan_info;
+    size_t plan_n, plan_cap;
+    size_t plan_limit;        /* planning stops after this many moves */
+    bool replay;              /* re-planning after a failure: check, do not record */
+    size_t replay_mismatches;
+    snapshot snap;
 
     uint64_t epoch;
     /* Maintained counters; validate recomputes them from the chunks. */
@@ -443,6 +473,10 @@ void sl_bfc_destroy(sl_bfc *a)
     free(a->regions);
     free(a->handles);
     free(a->items);
+    free(a->plan);
+    free(a->plan_info);
+    free(a->snap.chunks);
+    free(a->snap.first);
     pthread_mutex_destroy(&a->mu);
     free(a);
 }
@@ -741,6 +775,39 @@ uint64_t sl_bfc_epoch(const sl_bfc *a)
  * most SLIDE_RATIO device copies and SLIDE_RATIO bytes moved per byte of free space joined. */
 enum { SLIDE_RATIO = 8 };
 
+static bool plan_full(const sl_bfc *a) { return a->plan_n >= a->plan_limit; }
+
+/* Appends a move to the plan (the caller then rewrites the chunk map as if it had happened).
+ * When replaying, the move must be the one recorded at that position before. */
+static sl_status plan_add(sl_bfc *a, uint32_t r, uint64_t from, uint64_t to, uint64_t bytes,
+                          uint64_t blocks, bool slide, sl_error *err)
+{
+    char *base = a->regions[r].base;
+    sl_bfc_move m = {.dst = base + to, .src = base + from, .bytes = bytes};
+    move_info mi = {.blocks = blocks, .bytes = bytes, .from = from, .to = to, .region = r,
+                    .slide = slide};
+    if (a->replay) {
+        const sl_bfc_move *o = &a->plan[a->plan_n];
+        a->replay_mismatches += o->dst != m.dst || o->src != m.src || o->bytes != m.bytes;
+        a->plan_info[a->plan_n++] = mi;
+        return SL_OK;
+    }
+    if (a->plan_n == a->plan_cap) {
+        size_t cap = a->plan_cap ? a->plan_cap * 2 : 64;
+        sl_bfc_move *np = realloc(a->plan, cap * sizeof *np);
+        if (np) a->plan = np;
+        move_info *ni = np ? realloc(a->plan_info, cap * sizeof *ni) : NULL;
+        if (ni) a->plan_info = ni;
+        if (!np || !ni)
+            return sl_error_set(err, SL_ERR_NOMEM, "bfc: compaction: out of host memory "
+                                "planning %zu moves", cap);
+        a->plan_cap = cap;
+    }
+    a->plan[a->plan_n] = m;
+    a->plan_info[a->plan_n++] = mi;
+    return SL_OK;
+}
+
 /* Marks the chunks [first .. last] as moved by this compaction; returns how many were not yet
  * (a block slid in phase 2 after phase 1 placed it counts once in blocks_moved). */
 static uint64_t mark_moved(sl_bfc *a, uint32_t first, uint32_t last)
@@ -772,23 +839,22 @@ static void free_remove(sl_bfc *a, fill_state *fs, uint32_t ci)
     binset_remove(a, a->chunks[ci].off < fs->zone_start ? &fs->low : &a->bins, ci);
 }
 
-/* Moves the consecutive movable used chunks [x .. c] (`bytes` in all, in the zone) into the
- * free chunk h of `low` (≥ bytes) with one backend copy — source and destination cannot
- * overlap: one is live data, the other lies in a free chunk — then rewrites the chunk map: the
- * blocks take the front of h, h keeps the rest, and a free chunk takes their old place, merged
- * with its free neighbours. */
+/* Plans moving the consecutive movable used chunks [x .. c] (`blocks` of them, `bytes` in
+ * all, in the zone) into the free chunk h of `low` (≥ bytes) as one copy — source and
+ * destination cannot overlap: one is live data, the other lies in a free chunk — and rewrites
+ * the chunk map: the blocks take the front of h, h keeps the rest, and a free chunk takes their
+ * old place, merged with its free neighbours. */
 static sl_status move_group(sl_bfc *a, fill_state *fs, uint32_t h, uint32_t x, uint32_t c,
-                            uint64_t bytes, sl_error *err)
+                            uint64_t bytes, uint32_t blocks, sl_error *err)
 {
-    /* The record for the vacated chunk is reserved before the copy, so nothing can fail after
-     * the data has moved (handles would still point at the old copy). */
+    /* Whatever can fail comes before the map changes, so a failure leaves it as it was. */
     sl_status s = chunks_reserve(a, 1, err);
     if (s) return s;
-    region *rg = &a->regions[a->chunks[h].region];
-    char *base = rg->base;
+    uint32_t r = a->chunks[h].region;
+    region *rg = &a->regions[r];
     uint64_t from = a->chunks[x].off, to = a->chunks[h].off;
-    s = a->be.move(a->be.ctx, base + to, base + from, bytes, err);
-    if (s) return s; /* only free space was written: the blocks are intact at their source */
+    s = plan_add(a, r, from, to, bytes, blocks, false, err);
+    if (s) return s;
     uint32_t v = chunk_take(a);
     chunk *ch = a->chunks; /* stable from here on: no more records are taken */
     uint32_t p = ch[x].prev, n = ch[c].next; /* p != NONE: h lies below x */
@@ -933,7 +999,7 @@ static sl_status fill_holes(sl_bfc *a, uint32_t r, sl_bfc_compact_result *res, s
      * large holes stay for large blocks. A run that fits nowhere whole goes back as its blocks
      * (fewer heap entries than zone blocks are ever live: a run of k makes k after leaving). */
     sl_status s = SL_OK;
-    while (n) {
+    while (n && !plan_full(a)) {
         move_item it = heap_pop(heap, &n);
         uint32_t hole = best_fit_in(a, &fs.low, it.bytes);
         if (hole == NONE) {
@@ -946,16 +1012,8 @@ static sl_status fill_holes(sl_bfc *a, uint32_t r, sl_bfc_compact_result *res, s
                 }
             continue;
         }
-        uint64_t to = a->chunks[hole].off;
-        sl_error me;
-        s = move_group(a, &fs, hole, it.first, it.last, it.bytes, &me);
-        if (s) {
-            sl_error_set(err, s, "bfc: compaction stopped in region %" PRIu32 ": moving %" PRIu32
-                         " blocks (%" PRIu64 " bytes) from offset %" PRIu64 " down to %" PRIu64
-                         " failed, they stay in place: %s", r, it.blocks, it.bytes, it.off, to,
-                         me.msg);
-            break;
-        }
+        s = move_group(a, &fs, hole, it.first, it.last, it.bytes, it.blocks, err);
+        if (s) break;
         res->bytes_moved += it.bytes;
         res->blocks_moved += it.blocks;
     }
@@ -968,17 +1026,18 @@ static sl_status fill_holes(sl_bfc *a, uint32_t r, sl_bfc_compact_result *res, s
     return s;
 }
 
-/* Moves the run [first .. last] of used, unpinned chunks down over the free chunk `hole` right
- * before it, then relinks the hole after the run and merges it with a free successor. */
+/* Plans moving the run [first .. last] of used, unpinned chunks down over the free chunk
+ * `hole` right before it, then relinks the hole after the run and merges it with a free
+ * successor. */
 static sl_status slide_run(sl_bfc *a, uint32_t hole, uint32_t first, uint32_t last,
-                           uint64_t run_bytes, sl_error *err)
+                           uint64_t run_bytes, uint64_t blocks, sl_error *err)
 {
     chunk *h = &a->chunks[hole];
     region *rg = &a->regions[h->region];
-    char *base = rg->base;
     uint64_t d = h->size;
-    sl_status s = a->be.move(a->be.ctx, base + h->off, base + a->chunks[first].off, run_bytes, err);
-    if (s) return s; /* the backend left the run intact at its source */
+    sl_status s = plan_add(a, h->region, a->chunks[first].off, h->off, run_bytes, blocks, true, err);
+    if (s) return s;
+    h = &a->chunks[hole];
     bin_remove(a, hole);
     for (uint32_t ci = first;; ci = a->chunks[ci].next) {
         a->chunks[ci].off -= d;
@@ -1013,7 +1072,7 @@ static sl_status slide_region(sl_bfc *a, uint32_t r, bool full, sl_bfc_compact_r
 {
     uint32_t hole = NONE;
     uint32_t ci = a->regions[r].first;
-    while (ci != NONE) {
+    while (ci != NONE && !plan_full(a)) {
         const chunk *c = &a->chunks[ci];
         if (c->state == CHUNK_FREE) {
             hole = ci;
@@ -1041,13 +1100,8 @@ static sl_status slide_region(sl_bfc *a, uint32_t r, bool full, sl_bfc_compact_r
             ci = a->chunks[last].next;
             continue;
         }
-        sl_error me;
-        sl_status s = slide_run(a, hole, ci, last, run_bytes, &me);
-        if (s)
-            return sl_error_set(err, s, "bfc: compaction stopped in region %" PRIu32
-                                ": moving %" PRIu64 " blocks (%" PRIu64 " bytes) down by %" PRIu64
-                                " bytes failed, they stay in place: %s",
-                                r, blocks, run_bytes, gap, me.msg);
+        sl_status s = slide_run(a, hole, ci, last, run_bytes, blocks, err);
+        if (s) return s;
         res->bytes_moved += run_bytes;
         res->blocks_moved += mark_moved(a, ci, last);
         ci = a->chunks[hole].next;
@@ -1072,14 +1126,136 @@ static void release_region(sl_bfc *a, uint32_t r)
     a->region_count--;
 }
 
+/* Saves what planning changes: the chunk records, the record free list, the bins, each
+ * region's first chunk and the free counters (regions and handles do not change). */
+static sl_status snapshot_take(sl_bfc *a, sl_error *err)
+{
+    snapshot *sn = &a->snap;
+    if (sn->cap < a->chunk_cap) {
+        chunk *nc = realloc(sn->chunks, (size_t)a->chunk_cap * sizeof *nc);
+        if (!nc)
+            return sl_error_set(err, SL_ERR_NOMEM, "bfc: compaction: out of host memory saving "
+                                "%" PRIu32 " chunk records", a->chunk_cap);
+        sn->chunks = nc;
+        sn->cap = a->chunk_cap;
+    }
+    if (sn->first_cap < a->region_count) {
+        uint32_t *nf = realloc(sn->first, (size_t)a->region_count * sizeof *nf);
+        if (!nf)
+            return sl_error_set(err, SL_ERR_NOMEM, "bfc: compaction: out of host memory");
+        sn->first = nf;
+        sn->first_cap = a->region_count;
+    }
+    if (a->chunk_cap) memcpy(sn->chunks, a->chunks, (size_t)a->chunk_cap * sizeof *sn->chunks);
+    sn->n = a->chunk_cap;
+    for (uint32_t r = 0; r < a->region_count; r++) sn->first[r] = a->regions[r].first;
+    sn->chunk_free_head = a->chunk_free_head;
+    sn->chunk_unused = a->chunk_unused;
+    sn->chunk_count = a->chunk_count;
+    sn->free_chunk_count = a->free_chunk_count;
+    sn->free_bytes = a->free_bytes;
+    sn->bins = a->bins;
+    return SL_OK;
+}
+
+/* Puts the saved state back. Records added since (the table grew) go back on the free list. */
+static void snapshot_restore(sl_bfc *a)
+{
+    const snapshot *sn = &a->snap;
+    if (sn->n) memcpy(a->chunks, sn->chunks, (size_t)sn->n * sizeof *a->chunks);
+    a->chunk_free_head = sn->chunk_free_head;
+    a->chunk_unused = sn->chunk_unused;
+    for (uint32_t i = a->chunk_cap; i-- > sn->n;) {
+        memset(&a->chunks[i], 0, sizeof a->chunks[i]);
+        a->chunks[i].state = CHUNK_UNUSED;
+        a->chunks[i].prev = a->chunks[i].bin_prev = a->chunks[i].bin_next = NONE;
+        a->chunks[i].handle = NONE;
+        a->chunks[i].next = a->chunk_free_head;
+        a->chunk_free_head = i;
+        a->chunk_unused++;
+    }
+    for (uint32_t r = 0; r < a->region_count; r++) a->regions[r].first = sn->first[r];
+    a->chunk_count = sn->chunk_count;
+    a->free_chunk_count = sn->free_chunk_count;
+    a->free_bytes = sn->free_bytes;
+    a->bins = sn->bins;
+}
+
+/* Plans every region (phase 1, then phase 2), up to plan_limit moves. */
+static sl_status plan_all(sl_bfc *a, bool full, sl_bfc_compact_result *res, sl_error *err)
+{
+    sl_status s = SL_OK;
+    for (uint32_t r = 0; !s && r < a->region_count && !plan_full(a); r++) {
+        s = fill_holes(a, r, res, err);
+        if (!s) s = slide_region(a, r, full, res, err);
+    }
+    return s;
+}
+
+/* Hands the plan to the backend: one move_batch, or move() per move. *done as in bfc.h. */
+static sl_status issue_plan(sl_bfc *a, size_t *done, sl_error *err)
+{
+    *done = 0;
+    if (a->be.move_batch) return a->be.move_batch(a->be.ctx, a->plan, a->plan_n, done, err);
+    for (; *done < a->plan_n; ++*done) {
+        const sl_bfc_move *m = &a->plan[*done];
+        sl_status s = a->be.move(a->be.ctx, m->dst, m->src, m->bytes, err);
+        if (s) return s;
+    }
+    return SL_OK;
+}
+
+/* Compaction plans first and moves after: planning rewrites the chunk map move by move as if
+ * each had happened (later decisions depend on earlier ones), collecting the moves; then all of
+ * them go to the backend at once and one sync waits for them. Per-move costs (an enqueue, a
+ * device operation, a wake-up of a copy thread) are then paid once per compaction instead of
+ * once per group of blocks. The price is undoing the map when a move fails: the state planning
+ * changes is saved first (a copy of the chunk records, the same order of work as planning's
+ * walk over them), and on a failure at move k it is restored and planning runs again, stopping
+ * after k moves — it is deterministic (every choice is by size and address, never by record
+ * index), so it rebuilds exactly the map of the k moves that were issued. */
 static sl_status compact_locked(sl_bfc *a, bool full, sl_bfc_compact_result *res, sl_error *err)
 {
     double t0 = now_s();
     memset(res, 0, sizeof *res);
-    sl_status s = SL_OK;
-    for (uint32_t r = 0; !s && r < a->region_count; r++) {
-        s = fill_holes(a, r, res, err);
-        if (!s) s = slide_region(a, r, full, res, err);
+    a->plan_n = 0;
+    a->plan_limit = SIZE_MAX;
+    sl_status s = snapshot_take(a, err);
+    if (!s) s = plan_all(a, full, res, err); /* a failure here stops planning: what was planned
+                                                 is consistent with the map and still issued */
+    if (a->plan_n) {
+        size_t done = 0;
+        sl_error me;
+        sl_status ms = issue_plan(a, &done, &me);
+        if (ms) {
+            if (done >= a->plan_n) done = a->plan_n - 1; /* a backend that failed "after" all */
+            move_info fi = a->plan_info[done];
+            snapshot_restore(a);
+            memset(res, 0, sizeof *res);
+            a->plan_n = 0;
+            a->plan_limit = done;
+            a->replay = true;
+            a->replay_mismatches = 0;
+            sl_error pe;
+            sl_status ps = plan_all(a, full, res, &pe);
+            a->replay = false;
+            if (ps || a->plan_n != done || a->replay_mismatches)
+                s = sl_error_set(err, SL_ERR_RANGE, "bfc: compaction: move %zu failed (%s) and "
+                                 "re-planning the %zu moves before it did not repeat them (%zu "
+                                 "moves, %zu differ%s%s): the chunk map is unreliable", done + 1,
+                                 me.msg, done, a->plan_n, a->replay_mismatches, ps ? "; " : "",
+                                 ps ? pe.msg : "");
+            else if (fi.slide)
+                s = sl_error_set(err, ms, "bfc: compaction stopped in region %" PRIu32
+                                 ": moving %" PRIu64 " blocks (%" PRIu64 " bytes) down by %"
+                                 PRIu64 " bytes failed, they stay in place: %s", fi.region,
+                                 fi.blocks, fi.bytes, fi.from - fi.to, me.msg);
+            else
+                s = sl_error_set(err, ms, "bfc: compaction stopped in region %" PRIu32
+                                 ": moving %" PRIu64 " blocks (%" PRIu64 " bytes) from offset %"
+                                 PRIu64 " down to %" PRIu64 " failed, they stay in place: %s",
+                                 fi.region, fi.blocks, fi.bytes, fi.from, fi.to, me.msg);
+        }
     }
     if (res->blocks_moved && a->be.sync) {
         sl_error se;

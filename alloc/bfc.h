@@ -19,6 +19,7 @@
 #define SL_BFC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -30,13 +31,27 @@ enum { SL_BFC_ALIGN = 256 };
 typedef uint32_t sl_block;
 #define SL_BLOCK_NONE UINT32_MAX
 
+typedef struct sl_bfc_move {
+    void *dst;
+    const void *src;
+    uint64_t bytes;
+} sl_bfc_move;
+
 /* Where regions come from and how bytes move. move(dst, src, n) must handle dst < src with
- * overlapping ranges (compaction slides blocks down); it may be asynchronous until sync(). */
+ * overlapping ranges (compaction slides blocks down); it may be asynchronous until sync(). A
+ * failed move must leave its source intact (or say "contents lost" in its message).
+ * move_batch (optional) does moves[0..n) in order, as n move() calls would (a move may read
+ * what an earlier one wrote), in as few device operations as it can: compaction plans all its
+ * moves first and hands them over in one call, so per-operation costs are paid once. On
+ * failure *done = the moves issued in full before the failing one, which must be left as a
+ * failed move() leaves it; later ones are not started. Without it, move() is called per move. */
 typedef struct sl_bfc_backend {
     void *ctx;
     sl_status (*region_alloc)(void *ctx, uint64_t bytes, void **base, sl_error *err);
     void (*region_free)(void *ctx, void *base);
     sl_status (*move)(void *ctx, void *dst, const void *src, uint64_t bytes, sl_error *err);
+    sl_status (*move_batch)(void *ctx, const sl_bfc_move *moves, size_t n, size_t *done,
+                            sl_error *err);
     sl_status (*sync)(void *ctx, sl_error *err);
     const char *kind;   /* "device", "host", ... for dumps */
 } sl_bfc_backend;
@@ -56,7 +71,8 @@ typedef struct sl_bfc sl_bfc;
 sl_status sl_bfc_create(const sl_bfc_backend *backend, const sl_bfc_options *opt, sl_bfc **out,
                         sl_error *err);
 /* Backend over a device: regions by sl_device_region_alloc, moves as D2D copies on `stream`
- * (chunked so source and destination of one copy never overlap). */
+ * (chunked so source and destination of one copy never overlap); a compaction's copies go to
+ * the device as one sl_device_copy_batch. */
 sl_status sl_bfc_create_device(sl_device *dev, sl_stream *stream, const sl_bfc_options *opt,
                                sl_bfc **out, sl_error *err);
 /* Frees every region; live blocks are dropped (counted in the stats before destruction). */
@@ -79,7 +95,10 @@ typedef struct sl_bfc_compact_result {
     double seconds;
 } sl_bfc_compact_result;
 /* Slides movable live blocks toward their region's base, updates handles, bumps the epoch if
- * anything moved, optionally releases empty regions; waits for the moves to finish. */
+ * anything moved, optionally releases empty regions; waits for the moves to finish (one
+ * backend sync for the whole compaction). seconds covers all of it: planning, issuing the
+ * moves and waiting for them. On failure the blocks of the failing group and every later one
+ * are where they were, those before it have moved (the epoch says so), the map is valid. */
 sl_status sl_bfc_compact(sl_bfc *a, sl_bfc_compact_result *out, sl_error *err);
 
 typedef struct sl_bfc_stats {

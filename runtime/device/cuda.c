@@ -250,6 +250,20 @@ static sl_status cuda_copy(sl_device *d, sl_stream *bs, void *dst, const void *s
     return SL_OK;
 }
 
+/* One cudaMemcpyAsync per item: cudaMemcpyBatchAsync may run its copies in any order, and
+ * a batch's items may depend on earlier ones (the pieces of a compaction slide). */
+static sl_status cuda_copy_batch(sl_device *d, sl_stream *bs, const sl_copy_item *items, size_t n,
+                                 sl_copy_kind kind, size_t *issued, sl_error *err)
+{
+    for (*issued = 0; *issued < n; ++*issued) {
+        sl_status st = cuda_copy(d, bs, items[*issued].dst, items[*issued].src,
+                                 items[*issued].bytes, kind, err);
+        if (st)
+            return st;
+    }
+    return SL_OK;
+}
+
 static sl_status cuda_launch_host(sl_device *d, sl_stream *bs, sl_host_fn fn, void *user,
                                   sl_error *err)
 {
@@ -280,5 +294,6 @@ const sl__device_ops sl__cuda_ops = {
     .stream_wait = cuda_stream_wait,
     .event_elapsed_ms = cuda_event_elapsed_ms,
     .copy = cuda_copy,
+    .copy_batch = cuda_copy_batch,
     .launch_host = cuda_launch_host,
 };

@@ -627,25 +627,17 @@ static sl_status check_side(sl_device *d, const void *p, uint64_t bytes, bool de
     return SL_OK;
 }
 
-sl_status sl_device_copy(sl_device *d, sl_stream *s, void *dst, const void *src, uint64_t bytes,
-                         sl_copy_kind kind, sl_error *err)
+/* Everything sl_device_copy checks about one copy after the stream and kind, then the fault
+ * counter (a copy that passes counts, even when the fault then fails it). d->mu is held. */
+static sl_status check_copy(sl_device *d, void *dst, const void *src, uint64_t bytes,
+                            sl_copy_kind kind, sl_error *err)
 {
-    sl_error_clear(err);
-    sl_status st = check_stream(d, s, "sl_device_copy", err);
-    if (st)
-        return st;
-    if ((unsigned)kind > SL_COPY_D2D)
-        return sl_error_set(err, SL_ERR_INVALID, "sl_device_copy: kind=%d is not a copy kind",
-                            (int)kind);
     if (!dst || !src)
         return sl_error_set(err, SL_ERR_INVALID, "sl_device_copy %s: NULL %s",
                             copy_kind_name[kind], dst ? "src" : "dst");
-    if (bytes == 0)
-        return SL_OK; /* nothing to move; not counted, never faulted */
-    pthread_mutex_lock(&d->mu);
-    if (!(st = check_side(d, dst, bytes, kind != SL_COPY_D2H, "dst", kind, err)))
+    sl_status st = check_side(d, dst, bytes, kind != SL_COPY_D2H, "dst", kind, err);
+    if (!st)
         st = check_side(d, src, bytes, kind != SL_COPY_H2D, "src", kind, err);
-    pthread_mutex_unlock(&d->mu);
     if (st)
         return st;
     uintptr_t a = (uintptr_t)dst, b = (uintptr_t)src;
@@ -658,10 +650,105 @@ sl_status sl_device_copy(sl_device *d, sl_stream *s, void *dst, const void *src,
         return sl_error_set(err, SL_ERR_DEVICE,
                             "injected fault: copy #%" PRIu64 " (%s, %" PRIu64 " bytes)", n,
                             copy_kind_name[kind], bytes);
+    return SL_OK;
+}
+
+sl_status sl_device_copy(sl_device *d, sl_stream *s, void *dst, const void *src, uint64_t bytes,
+                         sl_copy_kind kind, sl_error *err)
+{
+    sl_error_clear(err);
+    sl_status st = check_stream(d, s, "sl_device_copy", err);
+    if (st)
+        return st;
+    if ((unsigned)kind > SL_COPY_D2D)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_device_copy: kind=%d is not a copy kind",
+                            (int)kind);
+    if (bytes == 0 && dst && src)
+        return SL_OK; /* nothing to move; not counted, never faulted */
+    pthread_mutex_lock(&d->mu);
+    st = check_copy(d, dst, src, bytes, kind, err);
+    pthread_mutex_unlock(&d->mu);
+    if (st)
+        return st;
     if ((st = d->ops->copy(d, s, dst, src, bytes, kind, err)))
         return st;
     atomic_fetch_add(&d->copies, 1); /* copies enqueued; faulted or refused ones are not */
     atomic_fetch_add(&d->copy_bytes[kind], bytes);
+    return SL_OK;
+}
+
+sl_status sl_device_copy_batch(sl_device *d, sl_stream *s, const sl_copy_item *items, size_t n,
+                               sl_copy_kind kind, size_t *issued, sl_error *err)
+{
+    sl_error_clear(err);
+    size_t dummy;
+    if (!issued)
+        issued = &dummy;
+    *issued = 0;
+    sl_status st = check_stream(d, s, "sl_device_copy_batch", err);
+    if (st)
+        return st;
+    if ((unsigned)kind > SL_COPY_D2D)
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "sl_device_copy_batch: kind=%d is not a copy kind", (int)kind);
+    if (n && !items)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_device_copy_batch: %zu items at NULL", n);
+    /* Zero-byte items are no-ops (as sl_device_copy): the backend gets the others, and `at`
+     * maps its positions back to the caller's. Without any, items go through as they are. */
+    sl_copy_item *v = NULL;
+    size_t *at = NULL, m = 0, j = 0;
+    sl_error check_err;
+    sl_status bad = SL_OK;
+    pthread_mutex_lock(&d->mu);
+    for (; j < n; j++) {
+        const sl_copy_item *it = &items[j];
+        if (it->bytes == 0 && it->dst && it->src)
+            continue;
+        if ((bad = check_copy(d, it->dst, it->src, it->bytes, kind, &check_err)))
+            break;
+        if (m != j && !v) { /* a zero-byte item was skipped: from here on, filter */
+            v = malloc(n * sizeof *v);
+            at = malloc(n * sizeof *at);
+            if (!v || !at) {
+                free(v);
+                free(at);
+                v = NULL;
+                at = NULL;
+                m = j = 0; /* enqueue nothing: the caller sees no item issued */
+                bad = sl_error_set(&check_err, SL_ERR_NOMEM,
+                                   "sl_device_copy_batch: out of host memory for %zu items", n);
+                break;
+            }
+            for (size_t i = 0, k = 0; i < j; i++)
+                if (items[i].bytes) {
+                    v[k] = items[i];
+                    at[k++] = i;
+                }
+        }
+        if (v) {
+            v[m] = *it;
+            at[m] = j;
+        }
+        m++;
+    }
+    pthread_mutex_unlock(&d->mu);
+    size_t done = 0;
+    if (m && (st = d->ops->copy_batch(d, s, v ? v : items, m, kind, &done, err)))
+        bad = SL_OK; /* the backend's error wins; items from `done` on were not enqueued */
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < done; i++)
+        bytes += (v ? v : items)[i].bytes;
+    atomic_fetch_add(&d->copies, done);
+    atomic_fetch_add(&d->copy_bytes[kind], bytes);
+    if (done)
+        atomic_fetch_add(&d->copy_batches, 1);
+    *issued = done == m ? j : (v ? at[done] : done);
+    free(v);
+    free(at);
+    if (st)
+        return st;
+    if (bad)
+        return sl_error_set(err, bad, "%s", check_err.msg);
     return SL_OK;
 }
 
@@ -690,6 +777,7 @@ void sl_device_counters_get(const sl_device *d, sl_device_counters *out)
     out->copies = atomic_load(&m->copies);
     for (int i = 0; i < 3; i++)
         out->copy_bytes[i] = atomic_load(&m->copy_bytes[i]);
+    out->copy_batches = atomic_load(&m->copy_batches);
     out->region_allocs = atomic_load(&m->region_allocs);
     out->host_registers = atomic_load(&m->host_registers);
 }

@@ -27,6 +27,7 @@
 #define SL_DEVICE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "runtime/status.h"
@@ -117,16 +118,33 @@ sl_status sl_device_event_elapsed_ms(sl_device *d, sl_event *start, sl_event *en
 sl_status sl_device_copy(sl_device *d, sl_stream *s, void *dst, const void *src, uint64_t bytes,
                          sl_copy_kind kind, sl_error *err);
 
+typedef struct sl_copy_item {
+    void *dst;
+    const void *src;
+    uint64_t bytes;
+} sl_copy_item;
+/* n copies of one kind on stream s, exactly as n sl_device_copy calls in order would do them
+ * (same checks, counters and fault numbering; an item may read what an earlier one wrote), but
+ * enqueued as one operation where the backend can: many small copies (compaction) then cost
+ * one enqueue, not n (sim: one worker op; cuda: still one cudaMemcpyAsync each — its batch
+ * call does not keep the order that dependent items need). *issued = the items enqueued: all
+ * on SL_OK; on an error at item j (bad arguments, injected fault), items [0, j) are enqueued
+ * and item j and later are not, as if the calls had stopped at the failing one. */
+sl_status sl_device_copy_batch(sl_device *d, sl_stream *s, const sl_copy_item *items, size_t n,
+                               sl_copy_kind kind, size_t *issued, sl_error *err);
+
 /* Runs fn(user) on the host in stream order (cudaLaunchHostFunc; sim: on the stream's worker).
  * fn must not call into the device. The sim backend runs reference kernels this way. */
 typedef void (*sl_host_fn)(void *user);
 sl_status sl_device_launch_host(sl_device *d, sl_stream *s, sl_host_fn fn, void *user,
                                 sl_error *err);
 
-/* Counters for tests and stats: live regions/registrations/streams/events, bytes copied. */
+/* Counters for tests and stats: live regions/registrations/streams/events, bytes copied.
+ * copies counts every copy enqueued, batched or not; copy_batches the batch calls that
+ * enqueued at least one. */
 typedef struct sl_device_counters {
     uint64_t regions_live, region_bytes_live, registrations_live, streams_live, events_live;
-    uint64_t copies, copy_bytes[3];
+    uint64_t copies, copy_bytes[3], copy_batches;
     uint64_t region_allocs, host_registers; /* calls, including injected failures */
 } sl_device_counters;
 void sl_device_counters_get(const sl_device *d, sl_device_counters *out);

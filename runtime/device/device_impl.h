@@ -80,6 +80,10 @@ typedef struct sl__device_ops {
                                   sl_error *err);
     sl_status (*copy)(sl_device *d, sl_stream *s, void *dst, const void *src, uint64_t bytes,
                       sl_copy_kind kind, sl_error *err);
+    /* n ≥ 1 checked items (bytes > 0), in order. *issued: how many were enqueued (all on
+     * SL_OK; a backend that enqueues them as one operation enqueues all or none). */
+    sl_status (*copy_batch)(sl_device *d, sl_stream *s, const sl_copy_item *items, size_t n,
+                            sl_copy_kind kind, size_t *issued, sl_error *err);
     sl_status (*launch_host)(sl_device *d, sl_stream *s, sl_host_fn fn, void *user,
                              sl_error *err);
     /* The backend's own stream handle (cudaStream_t), or NULL where there is none (sim). */
@@ -106,7 +110,7 @@ struct sl_device {
 
     /* Counters are atomics so that counters_get (const, any thread) needs no lock. */
     atomic_uint_least64_t regions_live, region_bytes_live, registrations_live, streams_live,
-        events_live, copies, copy_bytes[3], region_allocs, host_registers;
+        events_live, copies, copy_bytes[3], copy_batches, region_allocs, host_registers;
     atomic_uint_least64_t copy_calls; /* valid copy calls incl. injected failures: the fault
                                          counter (not public: `copies` counts enqueued ones) */
 };

@@ -11,7 +11,8 @@
  *   a stream wait captures the mark current at call time (CUDA semantics), so re-recording
  *   later does not change what an already enqueued wait waits for. A never-recorded event has
  *   no mark: query says done, waiting on it is a no-op, as in CUDA.
- * - Copies: memcpy (D2D overlap is rejected above). Throttled per direction: the op takes
+ * - Copies: memcpy (D2D overlap is rejected above). A batch is one op running its copies in
+ *   order, so n small copies cost one enqueue and one wake-up of the worker, not n. Throttled per direction: the op takes
  *   latency_ns + bytes / gbs from the moment it starts (1 GB/s == 1 byte/ns), paced in 1 MiB
  *   slices against absolute CLOCK_MONOTONIC deadlines, so an observer sees the destination fill
  *   progressively, as with a DMA engine, and oversleeping one slice does not add up.
@@ -45,7 +46,7 @@ typedef struct sim_mark {
     int refs;       /* event + ops that refer to it */
 } sim_mark;
 
-typedef enum { OP_COPY, OP_RECORD, OP_WAIT, OP_HOST } sim_op_kind;
+typedef enum { OP_COPY, OP_COPY_BATCH, OP_RECORD, OP_WAIT, OP_HOST } sim_op_kind;
 
 typedef struct sim_op {
     struct sim_op *next;
@@ -54,6 +55,8 @@ typedef struct sim_op {
     const void *src;
     uint64_t bytes;
     sl_copy_kind copy_kind;
+    sl_copy_item *items;  /* COPY_BATCH: n copies in order, owned by the op */
+    size_t n;
     sim_mark *mark;  /* RECORD: completes it; WAIT: waits for it */
     sl_host_fn fn;
     void *user;
@@ -76,6 +79,10 @@ typedef struct sim_stream {
     pthread_cond_t work_cv, done_cv;
     sim_op *head, *tail;
     uint64_t enq, done;  /* ops enqueued / completed on this stream */
+    /* Smallest `done` count a sync is waiting for (UINT64_MAX: none). The worker wakes syncing
+     * threads only when it is reached, not after every op: a sync behind N small copies would
+     * otherwise cost N wake-ups, a per-op host cost that a GPU's stream sync does not have. */
+    uint64_t wake_at;
     bool quit;
 } sim_stream;
 
@@ -109,23 +116,25 @@ static void mark_unref(sim_mark *m)
 
 /* ---- worker ------------------------------------------------------------------------------ */
 
-static void run_copy(sim_dev *sim, const sim_op *op)
+/* One copy, throttled as the file comment says (each copy of a batch pays its own latency,
+ * as the separate copies it stands for would). */
+static void run_copy(sim_dev *sim, void *dst, const void *src, uint64_t bytes, sl_copy_kind kind)
 {
-    double gbs = sim->gbs[op->copy_kind];
+    double gbs = sim->gbs[kind];
     if (gbs <= 0.0 && sim->latency_ns == 0) {
-        memcpy(op->dst, op->src, op->bytes);
+        memcpy(dst, src, bytes);
         return;
     }
     uint64_t t0 = now_ns();
     uint64_t start = t0 + sim->latency_ns;
     sleep_until(start);
     if (gbs <= 0.0) {
-        memcpy(op->dst, op->src, op->bytes);
+        memcpy(dst, src, bytes);
         return;
     }
-    for (uint64_t off = 0; off < op->bytes;) {
-        uint64_t n = op->bytes - off < SIM_SLICE_BYTES ? op->bytes - off : SIM_SLICE_BYTES;
-        memcpy((char *)op->dst + off, (const char *)op->src + off, n);
+    for (uint64_t off = 0; off < bytes;) {
+        uint64_t n = bytes - off < SIM_SLICE_BYTES ? bytes - off : SIM_SLICE_BYTES;
+        memcpy((char *)dst + off, (const char *)src + off, n);
         off += n;
         sleep_until(start + (uint64_t)((double)off / gbs)); /* gbs GB/s == gbs bytes/ns */
     }
@@ -135,7 +144,12 @@ static void run_op(sim_dev *sim, sim_op *op)
 {
     switch (op->kind) {
     case OP_COPY:
-        run_copy(sim, op);
+        run_copy(sim, op->dst, op->src, op->bytes, op->copy_kind);
+        break;
+    case OP_COPY_BATCH:
+        for (size_t i = 0; i < op->n; i++)
+            run_copy(sim, op->items[i].dst, op->items[i].src, op->items[i].bytes, op->copy_kind);
+        free(op->items);
         break;
     case OP_HOST:
         op->fn(op->user);
@@ -178,8 +192,10 @@ static void *worker(void *arg)
         free(op);
 
         pthread_mutex_lock(&s->mu);
-        s->done++;
-        pthread_cond_broadcast(&s->done_cv);
+        if (++s->done >= s->wake_at) {
+            s->wake_at = UINT64_MAX; /* waiters still short of their target set it again */
+            pthread_cond_broadcast(&s->done_cv);
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -338,6 +354,7 @@ static sl_status sim_stream_create(sl_device *d, sl_stream **out, sl_error *err)
     if (!s)
         return sl_error_set(err, SL_ERR_NOMEM, "sim: out of host memory for a stream");
     s->sim = SIM(d);
+    s->wake_at = UINT64_MAX;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work_cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);
@@ -361,8 +378,11 @@ static sl_status sim_stream_sync(sl_device *d, sl_stream *bs, sl_error *err)
     sim_stream *s = (sim_stream *)bs;
     pthread_mutex_lock(&s->mu);
     uint64_t target = s->enq;
-    while (s->done < target)
+    while (s->done < target) {
+        if (target < s->wake_at)
+            s->wake_at = target;
         pthread_cond_wait(&s->done_cv, &s->mu);
+    }
     pthread_mutex_unlock(&s->mu);
     return SL_OK;
 }
@@ -503,6 +523,30 @@ static sl_status sim_copy(sl_device *d, sl_stream *bs, void *dst, const void *sr
     return enqueue((sim_stream *)bs, op);
 }
 
+/* All items in one op: one enqueue and at most one worker wake-up for the whole batch. */
+static sl_status sim_copy_batch(sl_device *d, sl_stream *bs, const sl_copy_item *items, size_t n,
+                                sl_copy_kind kind, size_t *issued, sl_error *err)
+{
+    (void)d;
+    *issued = 0;
+    sim_op *op = op_new(OP_COPY_BATCH, err);
+    if (!op)
+        return SL_ERR_NOMEM;
+    op->items = n <= SIZE_MAX / sizeof *items ? malloc(n * sizeof *items) : NULL;
+    if (!op->items) {
+        free(op);
+        return sl_error_set(err, SL_ERR_NOMEM, "sim: out of host memory for a batch of %zu copies",
+                            n);
+    }
+    memcpy(op->items, items, n * sizeof *items);
+    op->n = n;
+    op->copy_kind = kind;
+    sl_status st = enqueue((sim_stream *)bs, op);
+    if (!st)
+        *issued = n;
+    return st;
+}
+
 static sl_status sim_launch_host(sl_device *d, sl_stream *bs, sl_host_fn fn, void *user,
                                  sl_error *err)
 {
@@ -535,5 +579,6 @@ const sl__device_ops sl__sim_ops = {
     .stream_wait = sim_stream_wait,
     .event_elapsed_ms = sim_event_elapsed_ms,
     .copy = sim_copy,
+    .copy_batch = sim_copy_batch,
     .launch_host = sim_launch_host,
 };

@@ -119,7 +119,8 @@ static sl_device_counters counters(rig *r)
 
 /* [A 16K][B 64K][C 36K][tail]; free A. C (the block above the packed line) fits no hole, so
  * phase 2 slides the run B+C (100K) down over the 16K gap: within 8× the gap, in 7 pieces of
- * at most 16K, none overlapping (the sim refuses overlapping D2D copies, so success says so). */
+ * at most 16K, none overlapping (the sim refuses overlapping D2D copies, so success says so),
+ * all in one batch. */
 static void test_overlapping_slide(void)
 {
     rig r;
@@ -141,6 +142,7 @@ static void test_overlapping_slide(void)
     CHECK(cr.blocks_moved == 2 && cr.bytes_moved == 100 * KiB);
     CHECK((char *)sl_bfc_ptr(r.a, b) == base && (char *)sl_bfc_ptr(r.a, c) == base + 64 * KiB);
     CHECK_MSG(after.copies - before.copies == 7, "%" PRIu64 " copies", after.copies - before.copies);
+    CHECK(after.copy_batches - before.copy_batches == 1);
     CHECK(after.copy_bytes[SL_COPY_D2D] - before.copy_bytes[SL_COPY_D2D] == 100 * KiB);
     CHECK(same(&r, b, 2, 1) && same(&r, c, 3, 1));
     CHECK(sl_bfc_epoch(r.a) == 1);
@@ -182,6 +184,7 @@ static void test_oom_full_slide(void)
     CHECK(sl_bfc_epoch(r.a) == 1);
     CHECK((char *)sl_bfc_ptr(r.a, b) == base && (char *)sl_bfc_ptr(r.a, y) == base + 200 * KiB);
     CHECK_MSG(after.copies - before.copies == 800, "%" PRIu64 " copies", after.copies - before.copies);
+    CHECK(after.copy_batches - before.copy_batches == 1); /* 800 copies, one device operation */
     CHECK(same(&r, b, 2, 1) && same(&r, c, 3, 1) && same(&r, d, 4, 1));
     CHECK(sl_bfc_free(r.a, y, &e) == SL_OK);
     CHECK_MSG(sl__bfc_check_compacted(r.a, true, &e) == SL_OK, "%s", e.msg);
@@ -217,6 +220,8 @@ static void test_fragment_compact(void)
     sl_device_counters c0 = counters(&r);
     CHECK_MSG(sl_bfc_compact(r.a, &cr, &e) == SL_OK, "%s", e.msg);
     uint64_t copies = counters(&r).copies - c0.copies;
+    /* Phase 1 fills and phase 2 slides of every region: planned first, issued as one batch. */
+    CHECK(counters(&r).copy_batches - c0.copy_batches == 1);
     VALID(r.a);
     CHECK_MSG(sl__bfc_check_compacted(r.a, false, &e) == SL_OK, "%s", e.msg);
     sl_bfc_stats st1;

@@ -167,6 +167,77 @@ static void check_copies(const sl_device_options *base)
     sl_device_close(d);
 }
 
+/* sl_device_copy_batch: items run in order (each reads what the one before wrote), zero-byte
+ * items are no-ops, counters count items and one batch; a bad item or an injected fault stops
+ * the batch with exactly the items before it enqueued. */
+static void check_copy_batch(const sl_device_options *base)
+{
+    enum { N = 64 << 10 };
+    for (int faulted = 0; faulted < 2; faulted++) {
+        sl_error err;
+        /* copy #1 is the H2D setup, #2 the batch's first item; the fault hits #3, its third
+         * item (the zero-byte second one is no copy), so items 0 and 1 count as issued */
+        sl_device *d = open_dev(base, (sl_fault_options){.copy_at = faulted ? 3 : 0});
+        if (!d)
+            return;
+        void *r = NULL;
+        sl_stream *s = NULL;
+        uint8_t *src = malloc(N), *out = malloc(N);
+        OK(sl_device_region_alloc(d, 4 * N, &r, &err));
+        OK(sl_device_stream_create(d, &s, &err));
+        if (r && s && src && out) {
+            uint8_t *rr = r;
+            fill(src, N, 0xBA7C);
+            memset(out, 0, N);
+            OK(sl_device_copy(d, s, rr, src, N, SL_COPY_H2D, &err));
+            sl_copy_item chain[] = {{rr + N, rr, N},
+                                    {rr + 2 * N, rr + N, 0},
+                                    {rr + 2 * N, rr + N, N},
+                                    {rr + 3 * N, rr + 2 * N, N}};
+            sl_device_counters c0, c1;
+            sl_device_counters_get(d, &c0);
+            size_t issued = 99;
+            sl_status st = sl_device_copy_batch(d, s, chain, 4, SL_COPY_D2D, &issued, &err);
+            sl_device_counters_get(d, &c1);
+            if (!faulted) {
+                CHECK_MSG(st == SL_OK && issued == 4, "%s (issued %zu)", err.msg, issued);
+                CHECK(c1.copies - c0.copies == 3 && c1.copy_batches - c0.copy_batches == 1);
+                CHECK(c1.copy_bytes[SL_COPY_D2D] - c0.copy_bytes[SL_COPY_D2D] == 3 * N);
+                OK(sl_device_copy(d, s, out, rr + 3 * N, N, SL_COPY_D2H, &err));
+                OK(sl_device_stream_sync(d, s, &err));
+                CHECK_MSG(memcmp(src, out, N) == 0, "the chained batch did not carry the data");
+                /* an overlapping D2D item stops the batch after the first */
+                sl_copy_item bad[] = {{rr + N, rr, N}, {rr + 8, rr, 16}, {rr + 2 * N, rr, N}};
+                CHECK(sl_device_copy_batch(d, s, bad, 3, SL_COPY_D2D, &issued, &err) ==
+                      SL_ERR_INVALID);
+                CHECK_CONTAINS(err.msg, "overlap");
+                CHECK(issued == 1);
+                OK(sl_device_copy_batch(d, s, NULL, 0, SL_COPY_D2D, &issued, &err));
+                CHECK(issued == 0);
+                sl_device_counters c2;
+                sl_device_counters_get(d, &c2);
+                /* the D2H read-back and the bad batch's first item */
+                CHECK(c2.copies - c1.copies == 2 && c2.copy_batches - c1.copy_batches == 1);
+            } else {
+                CHECK_MSG(st == SL_ERR_DEVICE && issued == 2, "status %d, issued %zu", (int)st,
+                          issued);
+                CHECK_CONTAINS(err.msg, "injected fault");
+                CHECK(c1.copies - c0.copies == 1 && c1.copy_batches - c0.copy_batches == 1);
+                OK(sl_device_copy(d, s, out, rr + N, N, SL_COPY_D2H, &err));
+                OK(sl_device_stream_sync(d, s, &err));
+                CHECK_MSG(memcmp(out, src, N) == 0, "the item before the fault did not run");
+            }
+        }
+        sl_device_stream_destroy(d, s);
+        if (r)
+            OK(sl_device_region_free(d, r, &err));
+        free(src);
+        free(out);
+        check_counters_zero(d);
+        sl_device_close(d);
+    }
+}
+
 /* Many copies into the same device buffer on one stream: they land in order, last wins. */
 static void check_stream_order(const sl_device_options *base)
 {
@@ -558,6 +629,7 @@ int sl_device_checks_run(const sl_device_options *base, const char *label)
     check_props(base);
     check_regions(base);
     check_copies(base);
+    check_copy_batch(base);
     check_stream_order(base);
     check_host_fn(base);
     check_events(base);
