@@ -41,6 +41,7 @@ void *sl__kv_layer(const sl__kv *kv, bool v, int32_t l);
  * or the output runs on the device (then dx != NULL). */
 typedef struct sl__side {
     sl__dx *dx;
+    void *mem;                  /* host side: the one malloc block the buffers are carved from */
     float *x, *xn, *q, *k, *v, *att, *tmp, *g, *u, *router, *sh;
     int32_t *pos, *topk_idx;    /* pos [cap]; topk_idx, topk_w [cap][n_expert_used] */
     float *topk_w;
@@ -83,6 +84,9 @@ struct sl_ctx {
  * arrays from the model's arena. No device layer and a host output: nothing (dev.dx NULL).
  * work_bytes: the CPU matvec workspace the sim executor needs. */
 sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err);
+/* The one layout of a side's [cap][...] buffers (x .. topk_w, pos, topk_idx; 256-byte
+ * aligned): with base, points s's buffers into it; returns the bytes it needs either way. */
+size_t sl__side_carve(const sl_ctx *c, sl__side *s, void *base);
 void sl__ctx_dev_destroy(sl_ctx *c);
 
 /* forward.c: evaluates tokens[0..n) (n <= cap) at positions n_past.. and appends them to the

@@ -70,36 +70,30 @@ static sl_status take(sl_ctx *c, uint64_t bytes, void **p, sl_error *err)
     return SL_OK;
 }
 
-/* Carves the device side's [cap][...] buffers out of one block. */
-static sl_status buffers(sl_ctx *c, sl_error *err)
+size_t sl__side_carve(const sl_ctx *c, sl__side *s, void *base)
 {
     const sl__hparams *hp = &c->m->hp;
-    sl__side *d = &c->dev;
     const int64_t B = c->cap, E = hp->n_embd, D = hp->head_dim;
     const int64_t Q = (int64_t)hp->n_head * D, KV = (int64_t)hp->n_head_kv * D;
     const int64_t F = max64(max64(hp->n_ff, hp->n_ff_shexp), 1);
     const int64_t K = max64(hp->n_expert_used, 1);
-    float **fp[] = {&d->x, &d->xn, &d->tmp, &d->q, &d->att, &d->k, &d->v, &d->g, &d->u,
-                    &d->router, &d->sh, &d->topk_w};
+    float **fp[] = {&s->x, &s->xn, &s->tmp, &s->q, &s->att, &s->k, &s->v, &s->g, &s->u,
+                    &s->router, &s->sh, &s->topk_w};
     const int64_t fn[] = {B * E, B * E, B * E, B * max64(Q, E), B * max64(Q, E), B * KV, B * KV,
                           B * F, B * F, B * max64(hp->n_expert, 1), B, B * K};
-    enum { NF = sizeof fn / sizeof *fn };
-    size_t total = 0, off[NF + 2];
-    for (int i = 0; i < NF; i++) {
-        off[i] = total;
+    int32_t **ip[] = {&s->pos, &s->topk_idx};
+    const int64_t in[] = {B, B * K};
+    uint8_t *at = base;
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof fn / sizeof *fn; i++) {
+        if (at) *fp[i] = (float *)(at + total);
         total += up256((size_t)fn[i] * sizeof(float));
     }
-    off[NF] = total;
-    total += up256((size_t)B * sizeof(int32_t));
-    off[NF + 1] = total;
-    total += up256((size_t)(B * K) * sizeof(int32_t));
-    uint8_t *base;
-    sl_status st = take(c, total, (void **)&base, err);
-    if (st) return st;
-    for (int i = 0; i < NF; i++) *fp[i] = (float *)(base + off[i]);
-    d->pos = (int32_t *)(base + off[NF]);
-    d->topk_idx = (int32_t *)(base + off[NF + 1]);
-    return SL_OK;
+    for (size_t i = 0; i < sizeof in / sizeof *in; i++) {
+        if (at) *ip[i] = (int32_t *)(at + total);
+        total += up256((size_t)in[i] * sizeof(int32_t));
+    }
+    return total;
 }
 
 static sl_status kv_slots(sl_ctx *c, int32_t n_slots, sl_error *err)
@@ -208,7 +202,9 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
     if (!n_dev && !out_dev) return SL_OK;
 
     sl__side *d = &c->dev;
-    if ((st = buffers(c, err))) return st;
+    void *base;
+    if ((st = take(c, sl__side_carve(c, d, NULL), &base, err))) return st;
+    sl__side_carve(c, d, base);
     if (n_dev && (st = kv_slots(c, n_dev, err))) return st;
     const sl_weight *rf = m->rope_freqs;
     if (rf && on_dev(rf)) {

@@ -51,7 +51,6 @@ typedef struct sl__dx_moe {
 } sl__dx_moe;
 
 typedef struct sl__dx_vt {
-    const char *name;
     /* y [n][rows] = W x, x [n][cols] (W: w->data in this executor's memory) */
     sl_status (*mm)(sl__dx *, const sl_weight *w, const float *x, int64_t n, float *y,
                     sl_error *);

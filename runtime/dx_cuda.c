@@ -159,7 +159,7 @@ static void c_destroy(sl__dx *x)
 }
 
 static const sl__dx_vt cuda_vt = {
-    .name = "cuda", .mm = c_mm, .rms_norm = c_rms_norm, .add = c_add, .add_rows = c_add_rows,
+    .mm = c_mm, .rms_norm = c_rms_norm, .add = c_add, .add_rows = c_add_rows,
     .scale = c_scale, .glu = c_glu, .rope = c_rope, .kv_store = c_kv_store, .attn = c_attn,
     .router = c_router, .moe = c_moe, .gated_add = c_gated_add, .destroy = c_destroy};
 

@@ -216,24 +216,20 @@ static void h_destroy(sl__dx *x)
     free(h);
 }
 
+/* host and sim differ only in `dev` (drain() is a no-op without it) */
 static const sl__dx_vt host_vt = {
-    .name = "host", .mm = h_mm, .rms_norm = h_rms_norm, .add = h_add, .add_rows = h_add_rows,
-    .scale = h_scale, .glu = h_glu, .rope = h_rope, .kv_store = h_kv_store, .attn = h_attn,
-    .router = h_router, .moe = h_moe, .gated_add = h_gated_add, .destroy = h_destroy};
+    .mm = h_mm, .rms_norm = h_rms_norm, .add = h_add, .add_rows = h_add_rows, .scale = h_scale,
+    .glu = h_glu, .rope = h_rope, .kv_store = h_kv_store, .attn = h_attn, .router = h_router,
+    .moe = h_moe, .gated_add = h_gated_add, .destroy = h_destroy};
 
-static const sl__dx_vt sim_vt = {
-    .name = "sim", .mm = h_mm, .rms_norm = h_rms_norm, .add = h_add, .add_rows = h_add_rows,
-    .scale = h_scale, .glu = h_glu, .rope = h_rope, .kv_store = h_kv_store, .attn = h_attn,
-    .router = h_router, .moe = h_moe, .gated_add = h_gated_add, .destroy = h_destroy};
-
-static sl_status create(const sl__dx_vt *vt, sl_device *dev, sl_stream *stream,
+static sl_status create(sl_device *dev, sl_stream *stream,
                         const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
                         sl_moe_sched *moe, size_t work_bytes, sl__dx **out, sl_error *err)
 {
     *out = NULL;
     dx_host *h = calloc(1, sizeof *h);
     if (!h) return sl_error_set(err, SL_ERR_NOMEM, "executor: out of memory");
-    h->base.vt = vt;
+    h->base.vt = &host_vt;
     h->ops = *ops;
     h->mv = *mv;
     h->pool = pool;
@@ -255,7 +251,7 @@ sl_status sl__dx_host_create(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
                              sl_cpu_pool *pool, sl_moe_sched *moe, size_t work_bytes,
                              sl__dx **out, sl_error *err)
 {
-    return create(&host_vt, NULL, NULL, ops, mv, pool, moe, work_bytes, out, err);
+    return create(NULL, NULL, ops, mv, pool, moe, work_bytes, out, err);
 }
 
 sl_status sl__dx_sim_create(sl_device *dev, sl_stream *stream, const sl_cpu_ops *ops,
@@ -264,7 +260,7 @@ sl_status sl__dx_sim_create(sl_device *dev, sl_stream *stream, const sl_cpu_ops 
 {
     if (!dev || !stream)
         return sl_error_set(err, SL_ERR_INVALID, "sim executor: NULL device or stream");
-    return create(&sim_vt, dev, stream, ops, mv, pool, moe, work_bytes, out, err);
+    return create(dev, stream, ops, mv, pool, moe, work_bytes, out, err);
 }
 
 void sl__dx_destroy(sl__dx *x)

@@ -198,17 +198,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static sl_status alloc_f(float **p, int64_t n, sl_error *err)
-{
-    *p = malloc((size_t)(n > 0 ? n : 1) * sizeof **p);
-    return *p ? SL_OK : sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory");
-}
-
-static int64_t max64(int64_t a, int64_t b)
-{
-    return a > b ? a : b;
-}
-
 /* The MoE scheduler: options over SLUICE_POSTFETCH_*; the fetching one on the model's device
  * (sim or cuda), the CPU one otherwise. */
 static sl_status create_moe(sl_ctx *c, sl_error *err)
@@ -226,25 +215,13 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
 /* The host side: the host executor and its [cap][...] buffers. */
 static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
 {
-    const sl__hparams *hp = &c->m->hp;
     sl__side *h = &c->host;
-    const int64_t B = c->cap, E = hp->n_embd, D = hp->head_dim;
-    const int64_t Q = (int64_t)hp->n_head * D, KV = (int64_t)hp->n_head_kv * D;
-    const int64_t F = max64(max64(hp->n_ff, hp->n_ff_shexp), 1);
-    const int64_t K = max64(hp->n_expert_used, 1);
-    sl_status st;
-    if ((st = alloc_f(&h->x, B * E, err)) || (st = alloc_f(&h->xn, B * E, err)) ||
-        (st = alloc_f(&h->tmp, B * E, err)) || (st = alloc_f(&h->q, B * max64(Q, E), err)) ||
-        (st = alloc_f(&h->att, B * max64(Q, E), err)) || (st = alloc_f(&h->k, B * KV, err)) ||
-        (st = alloc_f(&h->v, B * KV, err)) || (st = alloc_f(&h->g, B * F, err)) ||
-        (st = alloc_f(&h->u, B * F, err)) ||
-        (st = alloc_f(&h->router, B * max64(hp->n_expert, 1), err)) ||
-        (st = alloc_f(&h->sh, B, err)) || (st = alloc_f(&h->topk_w, B * K, err)))
-        return st;
-    h->pos = malloc((size_t)B * sizeof *h->pos);
-    h->topk_idx = malloc((size_t)(B * K) * sizeof *h->topk_idx);
-    if (!h->pos || !h->topk_idx)
-        return sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory");
+    const size_t bytes = sl__side_carve(c, h, NULL);
+    h->mem = malloc(bytes);
+    if (!h->mem)
+        return sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory (%zu bytes)",
+                            bytes);
+    sl__side_carve(c, h, h->mem);
     /* rope factors: the host side reads the host copy; a device-resident one (all layers on
      * the device) is only read there */
     const sl_weight *rf = c->m->rope_freqs;
@@ -252,7 +229,7 @@ static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
     /* token_embd on the device (tied to the output matrix): rows are staged down */
     const sl_weight *te = c->m->tok_embd;
     if (te->residency & SL_RES_DEVICE) {
-        c->embd_rows = malloc((size_t)B * sl_quant_row_bytes(te->type, E));
+        c->embd_rows = malloc((size_t)c->cap * sl_quant_row_bytes(te->type, c->m->hp.n_embd));
         if (!c->embd_rows) return sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory");
     }
     return sl__dx_host_create(&c->ops, &c->mv, c->pool, c->moe, work_bytes, &h->dx, err);
@@ -334,12 +311,8 @@ void sl_ctx_destroy(sl_ctx *c)
     sl_moe_destroy(c->moe);
     sl_cpu_pool_destroy(c->pool);
     sl__kv_free(&c->kv);
-    sl__side *h = &c->host;
-    float *fs[] = {h->x, h->xn, h->tmp, h->q, h->att, h->k, h->v, h->g, h->u, h->router, h->sh,
-                   h->topk_w, c->logits};
-    for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) free(fs[i]);
-    free(h->pos);
-    free(h->topk_idx);
+    free(c->host.mem);
+    free(c->logits);
     free(c->embd_rows);
     free(c);
 }

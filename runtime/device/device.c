@@ -278,7 +278,7 @@ sl_device_kind sl_device_kind_get(const sl_device *d)
 
 int sl_device_ordinal_get(const sl_device *d)
 {
-    return d->ordinal;
+    return d ? d->ordinal : 0;
 }
 
 const char *sl_device_kind_name(sl_device_kind k)

@@ -78,7 +78,8 @@ sl_status sl_device_open(const sl_device_options *opt, sl_device **out, sl_error
 void sl_device_close(sl_device *d);
 sl_status sl_device_props_get(sl_device *d, sl_device_props *out, sl_error *err);
 sl_device_kind sl_device_kind_get(const sl_device *d);
-/* The CUDA device ordinal the device was opened on (kernels/cuda contexts need it); 0 for sim. */
+/* The CUDA device ordinal the device was opened on (kernels/cuda contexts need it); 0 for sim
+ * and for NULL. */
 int sl_device_ordinal_get(const sl_device *d);
 const char *sl_device_kind_name(sl_device_kind k);
 
