@@ -346,7 +346,18 @@ static void check_events(const sl_device_options *base)
     sl_stream *a = NULL, *b = NULL;
     sl_event *ea = NULL, *eb = NULL, *e0 = NULL;
     void *x = NULL, *y = NULL;
-    uint8_t *src = malloc(BYTES), *out = malloc(BYTES);
+    /* Page-locked: on CUDA an async copy from or to pageable memory runs synchronously with the
+     * caller, so a copy queued behind the closed gate would block this thread, which alone can
+     * open the gate (a deadlock). */
+    uint8_t *src = NULL, *out = NULL;
+    if (posix_memalign((void **)&src, 4096, BYTES) || posix_memalign((void **)&out, 4096, BYTES)) {
+        CHECK_MSG(false, "out of host memory");
+        free(src);
+        sl_device_close(d);
+        return;
+    }
+    OK(sl_device_host_register(d, src, BYTES, &err));
+    OK(sl_device_host_register(d, out, BYTES, &err));
     OK(sl_device_stream_create(d, &a, &err));
     OK(sl_device_stream_create(d, &b, &err));
     OK(sl_device_event_create(d, &ea, &err));
@@ -423,6 +434,8 @@ static void check_events(const sl_device_options *base)
     sl_device_stream_destroy(d, b);
     OK(sl_device_region_free(d, x, &err));
     OK(sl_device_region_free(d, y, &err));
+    OK(sl_device_host_unregister(d, src, &err));
+    OK(sl_device_host_unregister(d, out, &err));
     free(src);
     free(out);
     check_counters_zero(d);

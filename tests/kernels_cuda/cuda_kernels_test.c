@@ -74,8 +74,20 @@ static void *dmalloc(size_t n)
     }
     return p;
 }
-static void h2d(void *d, const void *h, size_t n) { CHECK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice) == cudaSuccess); }
-static void d2h(void *h, const void *d, size_t n) { CHECK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost) == cudaSuccess); }
+/* The kernels run on a non-blocking stream, which does not order with the legacy stream that
+ * cudaMemcpy uses, and a pageable H2D may return before its DMA lands: fence the whole device on
+ * both sides so an upload neither overwrites what a queued kernel still reads nor lands late. */
+static void h2d(void *d, const void *h, size_t n)
+{
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+}
+static void d2h(void *h, const void *d, size_t n)
+{
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost) == cudaSuccess);
+}
 
 static void *xmalloc(size_t n)
 {
