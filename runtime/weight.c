@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/cuda/gemv.h"
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
 #include "runtime/model.h"
@@ -80,6 +81,49 @@ static uint64_t loaded_bytes(const sl_weight *w)
     return needs_conversion(w) ? f32_bytes(w) : w->nbytes;
 }
 
+/* The type w has once loaded (after any conversion to F32). */
+static uint32_t loaded_type(const sl_weight *w)
+{
+    return needs_conversion(w) ? SL_GGML_F32 : w->file_type;
+}
+
+static void fallback_notice(sl_model *m, const sl_weight *w, const char *what)
+{
+    const sl_gguf_type_info *ti = sl_gguf_type_get(loaded_type(w));
+    if (!m->notice[0])
+        snprintf(m->notice, sizeof m->notice, "%s: type %s has no CUDA GEMV: %s runs on the CPU",
+                 w->name, ti ? ti->name : "?", what);
+}
+
+/* On cuda, a matmul weight whose type has no CUDA GEMV cannot run on the device. The executor
+ * keeps a layer's dense part on one side, so such a weight takes its whole layer to the host;
+ * routed experts may live on the host under a device layer (the experts-cpu path), so only
+ * that layer's experts move; an output matrix takes output_norm with it. */
+static void cuda_fallback(sl_model *m)
+{
+    const int n_layer = m->hp.n_layer;
+    for (size_t i = 0; i < m->n_w; i++) {
+        sl_weight *w = &m->w[i];
+        if (!w->want_device || !w->need_matvec || sl_cuda_gemv_supported(loaded_type(w)))
+            continue;
+        const int il = layer_of(w);
+        if (is_routed_expert(m, w)) {
+            fallback_notice(m, w, "its layer's routed experts stay in host memory");
+            for (size_t j = 0; j < m->n_w; j++)
+                if (layer_of(&m->w[j]) == il && is_routed_expert(m, &m->w[j]))
+                    m->w[j].want_device = false;
+        } else if (il >= 0 && il < n_layer) {
+            fallback_notice(m, w, "its layer");
+            for (size_t j = 0; j < m->n_w; j++)
+                if (layer_of(&m->w[j]) == il) m->w[j].want_device = false;
+        } else {
+            fallback_notice(m, w, "the output matrix");
+            w->want_device = false;
+            if (m->output_norm) m->output_norm->want_device = false;
+        }
+    }
+}
+
 static void decide_placement(sl_model *m)
 {
     sl_placement p = m->placement;
@@ -99,6 +143,7 @@ static void decide_placement(sl_model *m)
         if (w == m->tok_embd && w != m->output) dev = false;
         w->want_device = dev;
     }
+    if (m->dev && sl_device_kind_get(m->dev) == SL_DEVICE_CUDA) cuda_fallback(m);
 }
 
 sl_status sl__model_resolve_auto(sl_model *m, uint64_t free_bytes)

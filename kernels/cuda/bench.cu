@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/cuda/bench.h"
 #include "kernels/cuda/common.cuh"
@@ -179,5 +180,51 @@ extern "C" sl_status sl_cuda_bench_gemv(const uint32_t *types, int n_types, int6
         R.n_w = 0;
     }
     free(t);
+    return st;
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+extern "C" sl_status sl_cuda_bench_malloc_async(const uint64_t *sizes, uint64_t n,
+                                                uint64_t *ns_out, sl_error *err)
+{
+    if (!sizes || !ns_out || !n)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: sizes, ns_out and n are required", __func__);
+    cudaError_t rc = cudaSetDevice(0);
+    if (rc != cudaSuccess) return sl__cu_fail(err, rc, "cudaSetDevice", __FILE__, __LINE__);
+    cudaMemPool_t pool;
+    if ((rc = cudaDeviceGetDefaultMemPool(&pool, 0)) != cudaSuccess)
+        return sl__cu_fail(err, rc, "cudaDeviceGetDefaultMemPool", __FILE__, __LINE__);
+    uint64_t keep = UINT64_MAX, old = 0;
+    if ((rc = cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &old)) != cudaSuccess ||
+        (rc = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep)) != cudaSuccess)
+        return sl__cu_fail(err, rc, "cudaMemPool{Get,Set}Attribute", __FILE__, __LINE__);
+    cudaStream_t s = nullptr;
+    if ((rc = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess) {
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &old);
+        return sl__cu_fail(err, rc, "cudaStreamCreateWithFlags", __FILE__, __LINE__);
+    }
+    sl_status st = SL_OK;
+    for (uint64_t i = 0; i < n; i++) {
+        void *p = nullptr;
+        const uint64_t t0 = mono_ns();
+        rc = cudaMallocAsync(&p, sizes[i], s);
+        if (rc == cudaSuccess) rc = cudaFreeAsync(p, s);
+        ns_out[i] = mono_ns() - t0;
+        if (rc != cudaSuccess) {
+            st = sl__cu_fail(err, rc, "cudaMallocAsync/cudaFreeAsync", __FILE__, __LINE__);
+            break;
+        }
+    }
+    const cudaError_t rs = cudaStreamSynchronize(s);
+    if (!st && rs != cudaSuccess) st = sl__cu_fail(err, rs, "cudaStreamSynchronize", __FILE__, __LINE__);
+    cudaStreamDestroy(s);
+    cudaMemPoolTrimTo(pool, 0);
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &old);
     return st;
 }

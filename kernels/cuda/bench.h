@@ -40,6 +40,13 @@ typedef struct sl_cuda_bench_result {
 sl_status sl_cuda_bench_gemv(const uint32_t *types, int n_types, int64_t rows, int64_t cols,
                              int reps, sl_cuda_bench_result *out, sl_error *err);
 
+/* cudaMallocAsync + cudaFreeAsync pairs on one stream from the device's default memory pool,
+ * its release threshold raised so freed memory stays cached (the pool's best case, as a
+ * long-running server would configure it): ns_out[i] = host time of pair i with size
+ * sizes[i]. The stream is synchronised and the pool trimmed before it returns. */
+sl_status sl_cuda_bench_malloc_async(const uint64_t *sizes, uint64_t n, uint64_t *ns_out,
+                                     sl_error *err);
+
 #ifdef __cplusplus
 }
 #endif
