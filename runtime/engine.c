@@ -198,11 +198,27 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Whether a GPU holds part of the model while routed experts stay in host memory: the case
+ * the fetching scheduler exists for. */
+static bool gpu_with_host_experts(const sl_model *m)
+{
+    if (!m->dev || sl_device_kind_get(m->dev) != SL_DEVICE_CUDA) return false;
+    bool host_experts = false, dev_weights = false;
+    for (int il = 0; il < m->hp.n_layer; il++)
+        if (m->layers[il].moe_on_device && !m->layers[il].moe_on_device[0]) host_experts = true;
+    for (size_t i = 0; i < m->n_w && !dev_weights; i++)
+        dev_weights = (m->w[i].residency & SL_RES_DEVICE) != 0;
+    return host_experts && dev_weights;
+}
+
 /* The MoE scheduler: options over SLUICE_POSTFETCH_*; the fetching one on the model's device
- * (sim or cuda), the CPU one otherwise. */
+ * (sim or cuda), the CPU one otherwise. The default mode is cpu, except on a GPU that holds
+ * part of the model with experts on the host, where it is auto (the GPU should work); the
+ * environment and the sched string override either. */
 static sl_status create_moe(sl_ctx *c, sl_error *err)
 {
     sl_fetch_options fo = sl_fetch_options_default();
+    if (gpu_with_host_experts(c->m)) fo.mode = SL_FETCH_AUTO;
     char pins[1024];
     sl_status st = sl_fetch_options_env(&fo, err);
     if (!st) st = sl_fetch_options_parse(&fo, c->opt.sched, pins, sizeof pins, err);

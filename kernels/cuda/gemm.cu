@@ -12,7 +12,51 @@ extern "C" size_t sl_cuda_gemm_work_bytes(int64_t rows, int64_t cols, int64_t n_
     if (rows < 1 || cols < 1 || n_batch < 1) return 0;
     if ((uint64_t)rows > (SIZE_MAX / 4) / (uint64_t)cols || (uint64_t)n_batch > (SIZE_MAX / 4) / (uint64_t)cols)
         return 0;
-    return align256((size_t)rows * (size_t)cols * 2) + align256((size_t)n_batch * (size_t)cols * 2);
+    return align256((size_t)rows * (size_t)cols * 2) + align256((size_t)n_batch * (size_t)cols * 2) +
+           align256((size_t)n_batch * sizeof(float));
+}
+
+enum { XS_THREADS = 256 };
+/* Largest |x| an activation keeps after its row's scale: products with |w| <= 2 stay far
+ * below F16's 65504, and F32 accumulation takes the sums. */
+#define XS_LIMIT 16384.0f
+
+/* One block per row of X: scale[b] = the power of two that brings max |x| under XS_LIMIT (1 if
+ * it is already, or if the row holds inf/NaN, which then propagate as before), xh = x / scale
+ * in F16. A power of two changes no mantissa, so an in-range row converts exactly as before. */
+static __global__ void k_x_f16_scaled(const float *x, int64_t cols, uint16_t *xh, float *scale)
+{
+    __shared__ float red[XS_THREADS / 32];
+    const int64_t b = blockIdx.x;
+    const float *xr = x + b * cols;
+    float m = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += XS_THREADS) m = fmaxf(m, fabsf(xr[j]));
+    m = sl_warp_max(m);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = threadIdx.x < XS_THREADS / 32 ? red[threadIdx.x] : 0.0f;
+        v = sl_warp_max(v);
+        if (threadIdx.x == 0) red[0] = v;
+    }
+    __syncthreads();
+    const float amax = red[0];
+    float s = 1.0f;
+    if (amax > XS_LIMIT && isfinite(amax)) s = exp2f(ceilf(log2f(amax / XS_LIMIT)));
+    const float inv = 1.0f / s; /* exact: s is a power of two */
+    for (int64_t j = threadIdx.x; j < cols; j += XS_THREADS)
+        xh[b * cols + j] = __half_as_ushort(__float2half_rn(xr[j] * inv));
+    if (threadIdx.x == 0) scale[b] = s;
+}
+
+static __global__ void k_rows_scale(float *y, int64_t rows, const float *scale)
+{
+    const int64_t b = blockIdx.y;
+    const float s = scale[b];
+    if (s == 1.0f) return;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < rows;
+         j += (int64_t)gridDim.x * blockDim.x)
+        y[b * rows + j] *= s;
 }
 
 static sl_status blas_fail(sl_error *err, cublasStatus_t s, const char *call, int line)
@@ -50,13 +94,20 @@ extern "C" sl_status sl_cuda_gemm(sl_cuda_ctx *c, uint32_t type, const void *d_w
 
     uint16_t *wh = (uint16_t *)d_work;
     uint16_t *xh = (uint16_t *)((uint8_t *)d_work + align256((size_t)rows * (size_t)cols * 2));
+    float *xscale = (float *)((uint8_t *)xh + align256((size_t)n_batch * (size_t)cols * 2));
     const int64_t nw = rows * cols, nx = n_batch * cols;
     sl_status st = prec == SL_CUDA_GEMM_F16 ? sl_cuda_dequant_f16(c, type, d_w, nw, wh, err)
                                             : sl_cuda_dequant_bf16(c, type, d_w, nw, wh, err);
     if (st) return st;
-    st = prec == SL_CUDA_GEMM_F16 ? sl_cuda_dequant_f16(c, 0, d_x, nx, xh, err)
-                                  : sl_cuda_dequant_bf16(c, 0, d_x, nx, xh, err);
-    if (st) return st;
+    if (prec == SL_CUDA_GEMM_F16) {
+        /* activations are not bounded like weights (outliers past 65504 in down-projection
+         * inputs): per-row power-of-two scales keep them in F16's range */
+        if ((st = sl__cuda_ctx_enter(c, err))) return st;
+        k_x_f16_scaled<<<(unsigned)n_batch, XS_THREADS, 0, c->stream>>>(d_x, cols, xh, xscale);
+        SL_CU_LAUNCH(err, "k_x_f16_scaled");
+    } else if ((st = sl_cuda_dequant_bf16(c, 0, d_x, nx, xh, err))) {
+        return st;
+    }
 
     if (!c->blas) {
         cublasHandle_t h;
@@ -76,5 +127,10 @@ extern "C" sl_status sl_cuda_gemm(sl_cuda_ctx *c, uint32_t type, const void *d_w
                      wh, dt, (int)cols, xh, dt, (int)cols, &beta, d_y, CUDA_R_32F, (int)rows,
                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (bs != CUBLAS_STATUS_SUCCESS) return blas_fail(err, bs, "cublasGemmEx", __LINE__);
+    if (prec == SL_CUDA_GEMM_F16) {
+        const unsigned gx = (unsigned)((rows + 255) / 256 < 1024 ? (rows + 255) / 256 : 1024);
+        k_rows_scale<<<dim3(gx, (unsigned)n_batch), 256, 0, c->stream>>>(d_y, rows, xscale);
+        SL_CU_LAUNCH(err, "k_rows_scale");
+    }
     return SL_OK;
 }

@@ -4,6 +4,9 @@
  * kernels/cuda/dequant.h: W is dequantised into the caller's workspace as F16 or BF16 (the
  * `prec` choice; BF16 keeps F32's range, F16 keeps 3 more mantissa bits), X is rounded to the
  * same type, and cublasGemmEx multiplies with F32 accumulation (CUBLAS_COMPUTE_32F) into F32 Y.
+ * F16 activations carry a power-of-two scale per row of X (applied to Y after the product), so
+ * rows with |x| past F16's 65504 (outliers in real down-projection inputs) stay finite and keep
+ * F16's relative precision; BF16 needs none.
  * In cuBLAS's column-major terms: C (rows x n) = op_T(A: cols x rows, lda = cols) . B (cols x n,
  * ldb = cols), ldc = rows, which is exactly the row-major [n_batch][rows] Y.
  *
@@ -30,7 +33,8 @@ extern "C" {
 
 typedef enum sl_cuda_gemm_prec { SL_CUDA_GEMM_F16 = 0, SL_CUDA_GEMM_BF16 = 1 } sl_cuda_gemm_prec;
 
-/* Workspace bytes for W [rows][cols] and X [n_batch][cols] in 16-bit form; 0 for bad sizes. */
+/* Workspace bytes for W [rows][cols] and X [n_batch][cols] in 16-bit form plus X's row scales;
+ * 0 for bad sizes. */
 size_t sl_cuda_gemm_work_bytes(int64_t rows, int64_t cols, int64_t n_batch);
 
 sl_status sl_cuda_gemm(sl_cuda_ctx *c, uint32_t type, const void *d_w, int64_t rows,

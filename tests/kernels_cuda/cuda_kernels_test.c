@@ -152,7 +152,8 @@ static void test_host_side(void)
     CHECK(sl_cuda_dequant_f16(NULL, SL_GGML_IQ2_XXS, p, 256, (uint16_t *)p, &e) == SL_ERR_UNSUPPORTED);
     CHECK(sl_cuda_gemm(NULL, SL_GGML_Q8_0, p, 4, 64, p, 2, p, SL_CUDA_GEMM_F16, p, 1, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "work_bytes");
-    CHECK(sl_cuda_gemm_work_bytes(4, 64, 2) == 768);
+    /* W 4x64 F16 (512), X 2x64 F16 (256), X row scales 2 floats (256 after alignment) */
+    CHECK(sl_cuda_gemm_work_bytes(4, 64, 2) == 1024);
     sl_rope_params rp = sl_rope_params_make(SL_ROPE_NEOX, 3, 10000.0f);
     CHECK(sl_cuda_rope(NULL, p, 1, 1, 8, (const int32_t *)p, &rp, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "n_rot");
@@ -371,6 +372,12 @@ static void test_gemm(sl_cuda_ctx *c)
                     float *wf = dequant_ref(t, w, rows * cols);
                     float *x = xmalloc((size_t)(nb * cols) * 4), *y = xmalloc((size_t)(nb * rows) * 4);
                     for (int64_t i = 0; i < nb * cols; i++) x[i] = rnd_f(-1, 1);
+                    /* outliers past F16's range in every other row (real down-projection
+                     * inputs have them): the result must stay finite and as accurate */
+                    for (int64_t b = 1; b < nb; b += 2) {
+                        x[b * cols] = 1e6f;
+                        x[b * cols + cols / 2] = -3e5f;
+                    }
                     const size_t work = sl_cuda_gemm_work_bytes(rows, cols, nb);
                     uint8_t *dw = dmalloc(wb);
                     float *dx = dmalloc((size_t)(nb * cols) * 4), *dy = dmalloc((size_t)(nb * rows) * 4);

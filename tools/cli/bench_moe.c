@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
+#include "kernels/cuda/ctx.h"
 #include "runtime/device/device.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/bench.h"
@@ -79,7 +80,8 @@ static void usage(FILE *f)
           "  --keep                 keep the synthetic model file\n"
           "  --tokens N             decode steps timed per mode (default 16)\n"
           "  --prefill N            prefill length per mode (default 512; 64 on sim)\n"
-          "  --device D             sim (default) | cuda | auto\n"
+          "  --device D             auto (default: cuda if a GPU is usable, else sim) | cuda |\n"
+          "                         sim\n"
           "  --sim-h2d-gbs X        sim copy throttle in GB/s (default 25, PCIe 4 x16-like)\n"
           "  --trace FILE           write one decode step of the post mode as Chrome/Perfetto\n"
           "                         trace JSON\n"
@@ -373,7 +375,7 @@ int sl_bench_moe(int argc, char **argv)
 {
     sl_cli_args a;
     sl_cli_args_init(&a, k_cmd, argc, argv);
-    const char *path_arg = NULL, *shape = NULL, *device = "sim", *trace = NULL;
+    const char *path_arg = NULL, *shape = NULL, *device = "auto", *trace = NULL;
     const char *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     bool json = false, keep = false, prefill_given = false;
     int64_t n_dec = 16, n_pre = 512, threads = 0;
@@ -427,6 +429,13 @@ int sl_bench_moe(int argc, char **argv)
         }
     }
     if (path_arg && shape) return sl_cli_usage_error(k_cmd, "-m and --shape exclude each other");
+    if (!strcmp(device, "auto")) {
+        /* resolved here: the banner, the prefill default and the sim throttle depend on it */
+        int n_gpu = 0;
+        sl_error pe = {0};
+        device = sl_cuda_probe(&n_gpu, &pe) == SL_OK && n_gpu > 0 ? "cuda" : "sim";
+        if (!json) fprintf(stderr, "bench moe: --device auto: %s\n", device);
+    }
     const bool sim = !strcmp(device, "sim");
     if (sim && !prefill_given) n_pre = 64;
     if (sim) {
