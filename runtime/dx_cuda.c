@@ -177,7 +177,7 @@ size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, in
 
 sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, size_t work_bytes,
                              void *d_scratch, int64_t n_tok, int32_t k_max, int64_t f_max,
-                             int64_t e_max, sl__dx **out, sl_error *err)
+                             int64_t e_max, bool f32_act, sl__dx **out, sl_error *err)
 {
     *out = NULL;
     if (!dev || !stream || sl_device_kind_get(dev) != SL_DEVICE_CUDA)
@@ -204,6 +204,7 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
         free(c);
         return st;
     }
+    sl_cuda_ctx_set_f32_act(c->cu, f32_act);
     *out = &c->base;
     return SL_OK;
 }

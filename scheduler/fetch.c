@@ -976,6 +976,7 @@ sl_status sl_moe_fetch_create(sl_device *dev, const sl_fetch_options *opt, const
     if (!st && sl_device_kind_get(dev) == SL_DEVICE_CUDA)
         st = sl_cuda_ctx_create(sl_device_ordinal_get(dev), sl_device_stream_native(dev, f->ks),
                                 &f->cu, err);
+    if (!st && f->cu) sl_cuda_ctx_set_f32_act(f->cu, f->mv.f32_act);
     if (st) {
         fetch_destroy(&f->base);
         return st;

@@ -4,7 +4,8 @@
  * - the roofline: cudaMemcpyAsync device-to-device of a buffer of max(1 GiB, 8 x L2), timed
  *   with events; GB/s = 2 x bytes / time (a copy reads and writes every byte, so this is the
  *   HBM traffic rate, the number a read-only kernel is compared with);
- * - per weight type, sl_cuda_gemv of W [rows][cols] x one F32 vector: GB/s = weight bytes /
+ * - per weight type, sl_cuda_gemv of W [rows][cols] x one F32 vector (types with a Q8-activation
+ *   path twice: the default "q8" and the verification mode "f32"): GB/s = weight bytes /
  *   median time of `reps` launches timed by events, rotating over enough copies of W that the
  *   set exceeds 4 x L2 (every launch reads from HBM). Weights are random bytes with sane
  *   scales (speed does not depend on the values).
@@ -25,6 +26,7 @@ enum { SL_CUDA_BENCH_MAX_TYPES = 16 };
 typedef struct sl_cuda_bench_row {
     uint32_t type;
     double weight_mb, median_ms, gbps;
+    const char *act; /* "q8" (Q8 activations: Q4_K, Q8_0) or "f32" */
 } sl_cuda_bench_row;
 
 typedef struct sl_cuda_bench_result {
@@ -32,7 +34,7 @@ typedef struct sl_cuda_bench_result {
     double copy_gbps;     /* roofline */
     uint64_t copy_bytes;  /* buffer size of the roofline copy */
     int n_rows;
-    sl_cuda_bench_row rows[SL_CUDA_BENCH_MAX_TYPES];
+    sl_cuda_bench_row rows[2 * SL_CUDA_BENCH_MAX_TYPES];
 } sl_cuda_bench_result;
 
 /* SL_ERR_DEVICE / SL_ERR_NOT_FOUND (with CUDA's message) when no GPU is usable: the caller

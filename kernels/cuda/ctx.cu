@@ -97,3 +97,8 @@ extern "C" void sl_cuda_ctx_info_get(const sl_cuda_ctx *c, sl_cuda_ctx_info *out
     }
     *out = c->info;
 }
+
+extern "C" void sl_cuda_ctx_set_f32_act(sl_cuda_ctx *c, bool f32_act)
+{
+    if (c) c->f32_act = f32_act;
+}

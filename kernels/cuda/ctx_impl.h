@@ -16,6 +16,7 @@ struct sl_cuda_ctx {
     sl_cuda_ctx_info info;
     cublasHandle_t blas; /* lazily created by the first GEMM */
     bool gemv_smem_ready; /* gemv kernels' dynamic shared memory limit raised (gemv.cu) */
+    bool f32_act;         /* GEMV keeps activations F32 (verification); else Q8 where it pays */
 };
 
 /* Makes c's device current on the calling thread (cheap; CUDA state is per thread). */

@@ -211,6 +211,208 @@ static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
     }
 }
 
+/* ---- Q8 activations: Q4_K and Q8_0 with dp4a, one vector ---------------------------------------
+ *
+ * Why: measured on the H100 (bench kernels, ncu, 2026-11-24), the F32-activation kernel above is
+ * issue-bound on the low-bit types: ~3 instructions per weight (byte -> float, FMA) plus the
+ * staging loops reach 33% (Q4_K) and 49% (Q8_0) of HBM bandwidth while F16 (1 instruction per
+ * byte) reaches 80%. Quantizing x to int8 once per block (ggml's Q8_1: per 32 values a scale
+ * d = max|x| / 127 and d * sum(q)) lets one dp4a do four weights, ~1 instruction per weight.
+ * Weights are read straight from global memory into registers (Q4_K rows are 16-byte multiples;
+ * Q8_0's 34-byte blocks are read as aligned words and funnel-shifted), so there is no weight
+ * staging and no barrier in the main loop. A block of 8 warps owns 32 rows (4 per warp, each x
+ * unit loaded from shared memory serves 4 rows), which amortises the x quantisation.
+ * Used for n_batch == 1 with 16-byte aligned rows and x when the context does not ask for F32
+ * activations (sl_cuda_ctx_set_f32_act, the verification mode). */
+
+enum { QX_WARPS = 8, QX_R = 4, QX_ROWS = QX_WARPS * QX_R, QX_THREADS = 32 * QX_WARPS };
+
+/* 16 bytes; expert matrices come through a device-side pointer array the host cannot check,
+ * so a misaligned one takes byte loads instead of faulting (the branch is warp-uniform). */
+static __device__ __forceinline__ uint4 qx_ld16(const uint8_t *p)
+{
+    if (((uintptr_t)p & 15) == 0) return __ldg((const uint4 *)(const void *)p);
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) w[i] = sl_ld_u32_a1(p + 4 * i);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* One 32-weight unit of Q4_K (sub-block j of the super-block at b) against int8 x. */
+static __device__ __forceinline__ float qx_dot_q4k(const uint8_t *b, int j, const int *xq,
+                                                   float xd, float xs)
+{
+    const uint4 h = qx_ld16(b);
+    const uint4 q0 = qx_ld16(b + 16 + 32 * (j >> 1)), q1 = qx_ld16(b + 32 + 32 * (j >> 1));
+    const int sh = 4 * (j & 1);
+    const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+    int isum = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) isum = __dp4a((int)((qw[i] >> sh) & 0x0F0F0F0Fu), xq[i], isum);
+    /* scales[12] = bytes 4..15 of the block: words h.y, h.z, h.w */
+    const uint32_t sw[3] = {h.y, h.z, h.w};
+    const auto sbyte = [&](int i) { return (int)((sw[i >> 2] >> (8 * (i & 3))) & 0xFFu); };
+    int sc, m;
+    if (j < 4) {
+        sc = sbyte(j) & 63;
+        m = sbyte(j + 4) & 63;
+    } else {
+        sc = (sbyte(j + 4) & 0xF) | ((sbyte(j - 4) >> 6) << 4);
+        m = (sbyte(j + 4) >> 4) | ((sbyte(j) >> 6) << 4);
+    }
+    const float d = sl_h2f((uint16_t)h.x), dmin = sl_h2f((uint16_t)(h.x >> 16));
+    return d * (float)sc * xd * (float)isum - dmin * (float)m * xs;
+}
+
+/* One Q8_0 block (34 bytes at b, 2-byte aligned) against int8 x. */
+static __device__ __forceinline__ float qx_dot_q80(const uint8_t *b, const int *xq, float xd)
+{
+    const uintptr_t a = (uintptr_t)b;
+    int isum = 0;
+    float d;
+    if (a & 1) {
+        /* only through a misaligned expert pointer: byte loads */
+        d = sl_h2f(sl_ld_u16(b));
+#pragma unroll
+        for (int i = 0; i < 8; i++) isum = __dp4a((int)sl_ld_u32_a1(b + 2 + 4 * i), xq[i], isum);
+    } else if ((a & 3) == 0) {
+        /* d in the low half of word 0, qs from byte 2: each q word straddles two words */
+        const uint32_t *w = (const uint32_t *)(const void *)b;
+        uint32_t cur = __ldg(w);
+        d = sl_h2f((uint16_t)cur);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            /* the last half-word is read alone: the block may end the allocation */
+            const uint32_t nxt = i < 7 ? __ldg(w + i + 1)
+                                       : (uint32_t)__ldg((const unsigned short *)(const void *)(b + 32));
+            isum = __dp4a((int)__funnelshift_r(cur, nxt, 16), xq[i], isum);
+            cur = nxt;
+        }
+    } else {
+        /* b = 2 mod 4: d alone, then qs word-aligned */
+        d = sl_h2f(__ldg((const unsigned short *)(const void *)b));
+        const uint32_t *w = (const uint32_t *)(const void *)(b + 2);
+#pragma unroll
+        for (int i = 0; i < 8; i++) isum = __dp4a((int)__ldg(w + i), xq[i], isum);
+    }
+    return d * xd * (float)isum;
+}
+
+template <uint32_t T>
+static __global__ void __launch_bounds__(QX_THREADS) k_gemv_qx(gv_args a)
+{
+    extern __shared__ __align__(16) uint8_t qsm[];
+    const int64_t n_units = a.cols / 32;
+    int8_t *xq = (int8_t *)qsm;                                   /* [cols] */
+    float *xd = (float *)(void *)(qsm + (a.cols + 15) / 16 * 16);  /* [n_units] */
+    float *xs = xd + n_units;                                     /* [n_units]: d * sum q */
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int64_t o0 = (int64_t)blockIdx.x * QX_ROWS;
+    const int slot = (int)blockIdx.z;
+    float *Y = a.y + (int64_t)slot * a.y_estride;
+    const uint8_t *W = a.w;
+    if (a.wptrs) {
+        const int32_t e = a.ids[slot];
+        if (e < 0 || e >= a.n_expert) { /* uniform over the block, before any barrier */
+            for (int i = tid; i < QX_ROWS; i += QX_THREADS)
+                if (o0 + i < a.n_out) Y[o0 + i] = 0.0f;
+            return;
+        }
+        W = (const uint8_t *)a.wptrs[e];
+    }
+    const float *X = a.x + (int64_t)slot * a.x_estride;
+
+    /* x -> int8: 4 threads per unit of 32, 8 values each; the trip count is uniform so the
+     * shuffles see full warps */
+    const int64_t n_groups = a.cols / 8;
+    const bool x_al = ((uintptr_t)X & 15) == 0;
+    for (int64_t base = 0; base < n_groups; base += QX_THREADS) {
+        const int64_t g = base + tid;
+        const bool ok = g < n_groups;
+        float v[8];
+        if (ok && x_al) {
+            const float4 p0 = __ldg((const float4 *)(const void *)(X + 8 * g));
+            const float4 p1 = __ldg((const float4 *)(const void *)(X + 8 * g + 4));
+            v[0] = p0.x, v[1] = p0.y, v[2] = p0.z, v[3] = p0.w;
+            v[4] = p1.x, v[5] = p1.y, v[6] = p1.z, v[7] = p1.w;
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = ok ? X[8 * g + i] : 0.0f;
+        }
+        float amax = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) amax = fmaxf(amax, fabsf(v[i]));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+        const float d = amax / 127.0f, id = d > 0.0f ? 127.0f / amax : 0.0f;
+        int q[8], qsum = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            q[i] = __float2int_rn(v[i] * id);
+            qsum += q[i];
+        }
+        qsum += __shfl_xor_sync(0xffffffffu, qsum, 1);
+        qsum += __shfl_xor_sync(0xffffffffu, qsum, 2);
+        if (ok) {
+            uint2 pk;
+            pk.x = (uint32_t)(q[0] & 0xFF) | (uint32_t)(q[1] & 0xFF) << 8 |
+                   (uint32_t)(q[2] & 0xFF) << 16 | (uint32_t)(q[3] & 0xFF) << 24;
+            pk.y = (uint32_t)(q[4] & 0xFF) | (uint32_t)(q[5] & 0xFF) << 8 |
+                   (uint32_t)(q[6] & 0xFF) << 16 | (uint32_t)(q[7] & 0xFF) << 24;
+            *(uint2 *)(void *)(xq + 8 * g) = pk;
+            if ((g & 3) == 0) {
+                xd[g >> 2] = d;
+                xs[g >> 2] = d * (float)qsum;
+            }
+        }
+    }
+    __syncthreads();
+
+    int64_t src[QX_R];
+#pragma unroll
+    for (int r = 0; r < QX_R; r++) {
+        const int64_t o = o0 + warp * QX_R + r;
+        int64_t rr = -1;
+        if (o < a.n_out) {
+            rr = a.idx ? (int64_t)a.idx[o] : o;
+            if (rr < 0 || rr >= a.rows) rr = -1;
+        }
+        src[r] = rr;
+    }
+    float acc[QX_R] = {};
+    for (int64_t u = lane; u < n_units; u += 32) {
+        const int4 x0 = *(const int4 *)(const void *)(xq + 32 * u);
+        const int4 x1 = *(const int4 *)(const void *)(xq + 32 * u + 16);
+        const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        const float d = xd[u];
+#pragma unroll
+        for (int r = 0; r < QX_R; r++) {
+            if (src[r] < 0) continue;
+            const uint8_t *row = W + src[r] * a.row_bytes;
+            if (T == 12) acc[r] += qx_dot_q4k(row + (u >> 3) * 144, (int)(u & 7), xv, d, xs[u]);
+            else acc[r] += qx_dot_q80(row + u * 34, xv, d);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < QX_R; r++) {
+        const float v = sl_warp_sum(acc[r]);
+        const int64_t o = o0 + warp * QX_R + r;
+        if (lane != 0 || o >= a.n_out) continue;
+        if (a.scatter) {
+            if (src[r] >= 0) Y[src[r]] = v;
+        } else {
+            Y[o] = src[r] >= 0 ? v : 0.0f;
+        }
+    }
+}
+
+/* Dynamic shared memory of k_gemv_qx for `cols` (x as int8, then two floats per unit). */
+static size_t qx_smem(int64_t cols) { return (size_t)(cols + 15) / 16 * 16 + (size_t)(cols / 32) * 8; }
+
+/* Largest cols the Q8-activation path takes: its x fits beside the default 48 KiB limit. */
+enum { QX_MAX_COLS = 32768 };
+
 /* ---- host side ------------------------------------------------------------------------------ */
 
 struct gv_launch {
@@ -318,6 +520,17 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
                                 "memory per block, the device allows %llu", fn, at.max_bytes,
                                 (unsigned long long)c->info.smem_per_block_optin);
         c->gemv_smem_ready = true;
+    }
+    if (!c->f32_act && a.n_batch == 1 && (type == 12 || type == 8) && a.cols <= QX_MAX_COLS &&
+        (a.row_bytes & 15) == 0 && (a.x_estride & 3) == 0 &&
+        (a.wptrs || ((uintptr_t)a.w & 15) == 0)) {
+        /* expert matrices come from the arena (256-byte aligned blocks) */
+        const dim3 grid((unsigned)((a.n_out + QX_ROWS - 1) / QX_ROWS), 1, (unsigned)n_slots);
+        const size_t sm = qx_smem(a.cols);
+        if (type == 12) k_gemv_qx<12><<<grid, QX_THREADS, sm, c->stream>>>(a);
+        else k_gemv_qx<8><<<grid, QX_THREADS, sm, c->stream>>>(a);
+        SL_CU_LAUNCH(err, "k_gemv_qx");
+        return SL_OK;
     }
     const int nb = a.n_batch == 1 ? 1 : 4;
     gv_launch L{a, dim3((unsigned)gx, (unsigned)((a.n_batch + nb - 1) / nb), (unsigned)n_slots),

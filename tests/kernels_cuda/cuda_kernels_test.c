@@ -235,6 +235,39 @@ static void check_dot(const char *what, uint32_t t, const float *wf, int64_t r, 
            tname(t), (long long)r, (long long)cols, (double)y, d, tol);
 }
 
+/* Which GEMV numerics the context runs (sl_cuda_ctx_set_f32_act): with Q8 activations, Q4_K and
+ * Q8_0 at n_batch 1 quantize x per 32 values (ggml's Q8_1), so they are checked against the
+ * float64 dot with that same x; everything else keeps F32 activations. */
+static bool g_q8act = false;
+
+/* Whether a call takes the Q8-activation path (gemv.cu's rule; `aligned`: the matrix pointer is
+ * 16-byte aligned, or it comes through the experts' pointer array, which is not checked). */
+static bool q8_path(uint32_t t, int64_t cols, int64_t nb, bool aligned)
+{
+    return g_q8act && nb == 1 && (t == SL_GGML_Q4_K || t == SL_GGML_Q8_0) && aligned &&
+           sl_quant_row_bytes(t, cols) % 16 == 0;
+}
+
+static void check_gemv(const char *what, uint32_t t, const float *wf, int64_t r, int64_t cols,
+                       const float *x, float y, bool q8)
+{
+    if (!q8) {
+        check_dot(what, t, wf, r, cols, x, y, 2e-5, 1e-30);
+        return;
+    }
+    float *xr = xmalloc((size_t)cols * 4);
+    for (int64_t u = 0; u < cols / 32; u++) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * u + i]));
+        const float d = amax / 127.0f, id = d > 0.0f ? 127.0f / amax : 0.0f;
+        for (int i = 0; i < 32; i++) xr[32 * u + i] = d * rintf(x[32 * u + i] * id);
+    }
+    char w[64];
+    snprintf(w, sizeof w, "%s(q8 act)", what);
+    check_dot(w, t, wf, r, cols, xr, y, 2e-5, 1e-30);
+    free(xr);
+}
+
 static void test_gemv(sl_cuda_ctx *c)
 {
     for (int ti = 0; ti < N_TYPES; ti++) {
@@ -265,8 +298,8 @@ static void test_gemv(sl_cuda_ctx *c)
                     d2h(y, dy, (size_t)(nb * rows) * 4);
                     for (int64_t b = 0; b < nb; b++)
                         for (int64_t r = 0; r < rows; r++)
-                            check_dot(off ? "gemv(unaligned)" : "gemv", t, wf, r, cols,
-                                      x + b * cols, y[b * rows + r], 2e-5, 1e-30);
+                            check_gemv(off ? "gemv(unaligned)" : "gemv", t, wf, r, cols,
+                                       x + b * cols, y[b * rows + r], q8_path(t, cols, nb, !off));
                     free(w), free(wf), free(x), free(y);
                     cudaFree(dw), cudaFree(dx), cudaFree(dy);
                 }
@@ -277,7 +310,8 @@ static void test_gemv_rows_experts(sl_cuda_ctx *c)
 {
     for (int ti = 0; ti < N_TYPES; ti++) {
         const uint32_t t = TYPES[ti];
-        const int64_t cols = blk(t) == 1 ? 300 : 5 * blk(t), rows = 50, nb = 2;
+        /* 8 blocks of 32 make Q8_0 rows 16-byte multiples (272 B): the Q8-activation path */
+        const int64_t cols = blk(t) == 1 ? 300 : blk(t) == 32 ? 8 * 32 : 5 * blk(t), rows = 50, nb = 2;
         size_t wb;
         uint8_t *w = make_weights(t, rows * cols, &wb);
         float *wf = dequant_ref(t, w, rows * cols);
@@ -298,7 +332,8 @@ static void test_gemv_rows_experts(sl_cuda_ctx *c)
         d2h(y, dy, (size_t)(nb * 7) * 4);
         for (int b = 0; b < nb; b++)
             for (int i = 0; i < 7; i++)
-                check_dot("gemv_rows", t, wf, idx[i], cols, x + b * cols, y[b * 7 + i], 2e-5, 1e-30);
+                check_gemv("gemv_rows", t, wf, idx[i], cols, x + b * cols, y[b * 7 + i],
+                           q8_path(t, cols, nb, true));
         /* scatter: unlisted entries keep their sentinel */
         for (int i = 0; i < nb * rows; i++) y[i] = 12345.0f;
         h2d(dy, y, (size_t)(nb * rows) * 4);
@@ -309,7 +344,9 @@ static void test_gemv_rows_experts(sl_cuda_ctx *c)
             for (int r = 0; r < rows; r++) {
                 bool listed = false;
                 for (int i = 0; i < 7; i++) listed |= idx[i] == r;
-                if (listed) check_dot("gemv_rows(scatter)", t, wf, r, cols, x + b * cols, y[b * rows + r], 2e-5, 1e-30);
+                if (listed)
+                    check_gemv("gemv_rows(scatter)", t, wf, r, cols, x + b * cols, y[b * rows + r],
+                               q8_path(t, cols, nb, true));
                 else REPORT(y[b * rows + r] == 12345.0f, "scatter %s touched row %d", tname(t), r);
             }
         /* experts: 5 experts, separately allocated; ids {4, 1, 9 (invalid), 2} */
@@ -317,14 +354,18 @@ static void test_gemv_rows_experts(sl_cuda_ctx *c)
         const int64_t erows = 20;
         uint8_t *ew[NE];
         float *ewf[NE];
-        void *dptr[NE];
+        void *dptr[NE], *dbase[NE];
         for (int k = 0; k < NE; k++) {
             ew[k] = make_weights(t, erows * cols, &wb);
             ewf[k] = dequant_ref(t, ew[k], erows * cols);
-            dptr[k] = dmalloc(wb);
+            /* experts 1 and 3 start 2 and 1 bytes off alignment (the kernels cannot check a
+             * device-side pointer array, so they must read such matrices correctly) */
+            const int eoff = k == 1 ? 2 : k == 3 ? 1 : 0;
+            dbase[k] = dmalloc(wb + 16);
+            dptr[k] = (uint8_t *)dbase[k] + eoff;
             h2d(dptr[k], ew[k], wb);
         }
-        const int32_t ids[NS] = {4, 1, 9, 2};
+        const int32_t ids[NS] = {4, 1, 9, 3};
         void **dp = dmalloc(sizeof dptr);
         int32_t *dids = dmalloc(sizeof ids);
         h2d(dp, dptr, sizeof dptr);
@@ -344,11 +385,12 @@ static void test_gemv_rows_experts(sl_cuda_ctx *c)
                         REPORT(ye[s * erows + r] == 0.0f, "experts %s bad id gives %g", tname(t), (double)ye[s * erows + r]);
                         continue;
                     }
-                    check_dot(per ? "gemv_experts(per-expert x)" : "gemv_experts", t, ewf[ids[s]], r, cols,
-                              xe + (per ? s * cols : 0), ye[s * erows + r], 2e-5, 1e-30);
+                    check_gemv(per ? "gemv_experts(per-expert x)" : "gemv_experts", t, ewf[ids[s]], r,
+                               cols, xe + (per ? s * cols : 0), ye[s * erows + r],
+                               q8_path(t, cols, 1, true));
                 }
         }
-        for (int k = 0; k < NE; k++) free(ew[k]), free(ewf[k]), cudaFree(dptr[k]);
+        for (int k = 0; k < NE; k++) free(ew[k]), free(ewf[k]), cudaFree(dbase[k]);
         free(w), free(wf), free(x), free(xe);
         cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(di), cudaFree(dp), cudaFree(dids);
         cudaFree(dxe), cudaFree(dye);
@@ -741,8 +783,12 @@ int main(void)
     sl_cuda_ctx_info_get(c, &info);
     printf("cuda_kernels_test: %s (cc %d.%d, %d SMs)\n", info.name, info.cc_major, info.cc_minor, info.sm_count);
     test_dequant(c);
-    test_gemv(c);
-    test_gemv_rows_experts(c);
+    for (int q8 = 0; q8 < 2; q8++) {
+        g_q8act = q8;
+        sl_cuda_ctx_set_f32_act(c, !q8);
+        test_gemv(c);
+        test_gemv_rows_experts(c);
+    }
     test_gemm(c);
     test_ops(c);
     test_fwd(c);
