@@ -6,7 +6,9 @@ The expected tensors and metadata below are an independent table written from ll
 conventions (llama-model.cpp load_tensors, llama-arch.cpp names, convert_hf_to_gguf.py keys),
 not derived from the C code. Also checked: tokenizer invariants, determinism, bit-exact
 quantization of the weights (against gguf-py quantizing the same model written as F32), the
-Zipf router skew, and that invalid flags exit 2 naming the flag.
+Zipf router skew, the Zipf neuron skew of FFN gate/up rows, that the file does not depend on
+--threads (exact and pooled rows), that pooled big tensors hold valid, finite blocks, and that
+invalid flags exit 2 naming the flag.
 """
 import os
 import subprocess
@@ -169,6 +171,8 @@ def expected_kv(arch, p):
     if MOE[arch]:
         kv[f"{a}.expert_count"] = (U, p["experts"])
         kv[f"{a}.expert_used_count"] = (U, p["top_k"])
+        kv["sluice.synth.router_skew"] = (F32, p.get("router_skew", 1.0))
+    kv["sluice.synth.neuron_skew"] = (F32, p.get("neuron_skew", 0.0))
     if arch in ("qwen3moe", "qwen2moe"):
         kv[f"{a}.expert_feed_forward_length"] = (U, p["ffn"])
     if arch == "qwen2moe":
@@ -361,6 +365,116 @@ def spearman(a, b):
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+def row_norms(t):
+    """Euclidean norm of every row (last axis) of a tensor, as [experts, rows] (dense: 1 x rows)."""
+    a = tensor_f32(t)
+    a = a.reshape(-1, a.shape[-2], a.shape[-1]) if a.ndim == 3 else a[None]
+    return np.sqrt((a.astype(np.float64) ** 2).sum(axis=-1))
+
+
+def check_threads():
+    """The file does not depend on --threads: exact rows (small K-quant and F32 models) and
+    pooled rows (qwen3moe experts of 2^20 weights and 4096 rows, Q4_K)."""
+    cases = [
+        ("llama-f32", ["--arch", "llama", "--dim", "128", "--ffn", "384"]),
+        ("qwen3moe-q4k-exact", ["--arch", "qwen3moe", "--dim", "256", "--ffn", "256",
+                                "--experts", "4", "--type", "Q4_K"]),
+        ("qwen3moe-q4k-pooled", ["--arch", "qwen3moe", "--dim", "256", "--ffn", "256",
+                                 "--experts", "16", "--type", "Q4_K", "--neuron-skew", "1"]),
+        ("qwen2moe-q8-pooled", ["--arch", "qwen2moe", "--dim", "256", "--ffn", "256",
+                                "--experts", "16", "--type", "Q8_0", "--neuron-skew", "2"]),
+    ]
+    for label, args in cases:
+        files = []
+        for t in ("1", "3"):
+            path = os.path.join(TMP, f"thr-{label}-{t}.gguf")
+            r, _ = mkmodel(*args, "-t", t, out=path)
+            if not expect(r.returncode == 0, f"{label} -t {t}: {r.stderr}"):
+                break
+            expect(f"on {t} threads" in r.stdout, f"{label} -t {t}: stdout {r.stdout!r}")
+            files.append(open(path, "rb").read())
+        if len(files) == 2:
+            expect(files[0] == files[1], f"{label}: -t 1 and -t 3 wrote different files")
+    print("ok   --threads does not change the file")
+
+
+def check_neuron_skew():
+    """--neuron-skew Z: FFN gate/up row norms follow a Zipf-like law, hot rows shared by gate
+    and up; Z = 0 is flat; the value is recorded in sluice.synth.neuron_skew."""
+    base = ["--arch", "llama", "--dim", "256", "--ffn", "512", "--layers", "1"]
+    for z, ty in (("1.0", "F32"), ("0", "F32"), ("1.0", "Q4_K")):
+        path = os.path.join(TMP, f"neuron-{z}-{ty}.gguf")
+        r, _ = mkmodel(*base, "--neuron-skew", z, "--type", ty, out=path)
+        if not expect(r.returncode == 0, f"--neuron-skew {z} {ty}: {r.stderr}"):
+            continue
+        rd = GGUFReader(path)
+        got = float(rd.fields["sluice.synth.neuron_skew"].contents())
+        expect(abs(got - float(z)) < 1e-6, f"--neuron-skew {z}: metadata says {got}")
+        t = {x.name: x for x in rd.tensors}
+        up, gate = row_norms(t["blk.0.ffn_up.weight"])[0], row_norms(t["blk.0.ffn_gate.weight"])[0]
+        q = up ** 2
+        top = np.sort(q)[::-1][: len(q) // 10].sum() / q.sum()
+        ratio = up.max() / np.median(up)
+        rms = np.sqrt((up ** 2).mean())
+        print(f"     neuron skew {z} {ty}: ffn_up max/median row norm {ratio:.2f}, top 10% of "
+              f"rows hold {100 * top:.0f}% of the energy, rms row norm {rms:.3f}")
+        expect(0.85 < rms < 1.15, f"--neuron-skew {z} {ty}: rms row norm {rms:.3f}, want ~1")
+        if z == "0":
+            expect(ratio < 1.5 and top < 0.15, f"--neuron-skew 0: ffn_up rows not flat "
+                   f"(max/median {ratio:.2f}, top 10% {top:.2f})")
+            continue
+        expect(ratio > 4 and top > 0.4, f"--neuron-skew {z} {ty}: ffn_up rows not skewed "
+               f"(max/median {ratio:.2f}, top 10% hold {top:.2f})")
+        expect(spearman(up, gate) > 0.9, f"--neuron-skew {z} {ty}: gate and up rows do not "
+               f"share hot neurons (spearman {spearman(up, gate):.2f})")
+        down = row_norms(t["blk.0.ffn_down.weight"])[0]
+        expect(down.max() / np.median(down) < 1.5, f"--neuron-skew {z}: ffn_down rows scaled")
+    print("ok   neuron skew")
+
+
+def check_pooled():
+    """Pooled tensors (block type, >= 2^20 weights, >= 512 rows): every block finite, the
+    intended scale, the neuron skew per expert, the MoE channel rules kept, and --exact-quant
+    makes every row exactly (then different bytes, same statistics)."""
+    args = ["--arch", "qwen3moe", "--dim", "256", "--ffn", "256", "--experts", "16",
+            "--type", "Q4_K", "--layers", "1", "--neuron-skew", "1"]
+    pooled = os.path.join(TMP, "pooled.gguf")
+    exact = os.path.join(TMP, "pooled-exact.gguf")
+    r1, _ = mkmodel(*args, out=pooled)
+    r2, _ = mkmodel(*args, "--exact-quant", out=exact)
+    if not expect(r1.returncode == 0 and r2.returncode == 0, f"pooled: {r1.stderr}{r2.stderr}"):
+        return
+    check_file("qwen3moe", arch_defaults("qwen3moe", layers=1, dim=256, ffn=256, experts=16,
+                                         type="Q4_K", neuron_skew=1.0), pooled, "pooled")
+    tp = {x.name: x for x in GGUFReader(pooled).tensors}
+    te = {x.name: x for x in GGUFReader(exact).tensors}
+    for name in ("blk.0.ffn_up_exps.weight", "blk.0.ffn_gate_exps.weight",
+                 "blk.0.ffn_down_exps.weight"):
+        raw = np.array(tp[name].data).view(np.uint8).reshape(-1, 144)
+        d = raw[:, 0:4].copy().view(np.float16).astype(np.float32)  # d, dmin of each block
+        expect(np.all(np.isfinite(d)), f"pooled {name}: non-finite fp16 scales")
+        a, b = tensor_f32(tp[name]), tensor_f32(te[name])
+        expect(np.all(np.isfinite(a)), f"pooled {name}: non-finite values")
+        sa, sb = a.std() * np.sqrt(a.shape[-1]), b.std() * np.sqrt(b.shape[-1])
+        expect(0.7 < sa < 1.3 and abs(sa / sb - 1) < 0.1,
+               f"pooled {name}: std*sqrt(fan_in) {sa:.3f} (exact rows: {sb:.3f})")
+        expect(np.array_equal(np.array(tp[name].data), np.array(te[name].data)) is False,
+               f"pooled {name}: identical to --exact-quant (pool not used?)")
+        if "down" in name:
+            expect(np.all(a[:, 0, :] == 0), f"pooled {name}: row 0 (bias channel) not zero")
+            continue
+        na, nb = row_norms(tp[name]), row_norms(te[name])
+        for label, n in (("pooled", na), ("exact", nb)):
+            ratio = float(np.median(n.max(axis=1) / np.median(n, axis=1)))
+            expect(ratio > 4, f"{label} {name}: per-expert max/median row norm {ratio:.2f}")
+        expect(np.corrcoef(na.ravel(), nb.ravel())[0, 1] > 0.9,
+               f"{name}: pooled and exact rows put the hot neurons in different places")
+    up = row_norms(tp["blk.0.ffn_up_exps.weight"])
+    gate = row_norms(tp["blk.0.ffn_gate_exps.weight"])
+    expect(spearman(up.ravel(), gate.ravel()) > 0.9, "pooled: gate/up hot neurons differ")
+    print("ok   pooled rows")
+
+
 def main():
     # -- layouts and metadata for every arch and several types
     matrix = [(a, ty) for a in ARCHS
@@ -477,6 +591,10 @@ def main():
                    f"near uniform")
         print(f"ok   {arch} router skew")
 
+    check_threads()
+    check_neuron_skew()
+    check_pooled()
+
     # -- invalid flags: exit 2, message naming the flag, no file left behind
     bad = [
         (["--bogus", "1"], "--bogus"),
@@ -526,6 +644,11 @@ def main():
         (["--arch", "qwen2moe", "--shared-ffn", "0"], "--shared-ffn"),
         (["--arch", "qwen2moe", "--type", "Q8_0", "--shared-ffn", "48"], "--shared-ffn"),
         (["--arch", "qwen2moe", "--shared-ffn", "x"], "--shared-ffn"),
+        (["--neuron-skew", "-1"], "--neuron-skew"),
+        (["--neuron-skew", "4.5"], "--neuron-skew"),
+        (["--neuron-skew", "inf"], "--neuron-skew"),
+        (["--neuron-skew", "x"], "--neuron-skew"),
+        (["--exact-quant=1"], "--exact-quant"),
     ]
     for args, flag in bad:
         if args == ["--dim", "24", "--heads", "4"]:
@@ -541,6 +664,20 @@ def main():
     expect(r.returncode == 0, f"dim 24 heads 4 should be valid: {r.stderr}")
     r, _ = mkmodel("--dim", "20", "--heads", "4")  # head dim 5: odd, RoPE needs pairs
     expect(r.returncode == 2 and "--heads" in r.stderr, f"odd head dim: {r.stderr}")
+    # --threads: 1..1024, decimal; the message names the flag as given and the range
+    for flag, val in (("--threads", "0"), ("--threads", "-2"), ("--threads", "abc"),
+                      ("--threads", "1025"), ("--threads", "2.5"), ("-t", "0"), ("-t", ""),
+                      ("--threads", "99999999999999999999")):
+        path = os.path.join(TMP, "bad.gguf")
+        if os.path.exists(path):
+            os.remove(path)
+        r, _ = mkmodel(flag, val, out=path)
+        expect(r.returncode == 2 and f"{flag} '{val}'" in r.stderr and "[1, 1024]" in r.stderr
+               and not os.path.exists(path),
+               f"{flag} {val!r}: exit {r.returncode}, stderr {r.stderr.strip()!r}, want exit 2 "
+               f"naming {flag} and the range")
+    r, _ = mkmodel("--threads")
+    expect(r.returncode == 2 and "--threads" in r.stderr, f"--threads without value: {r.stderr}")
     r = subprocess.run([SLUICE, "mkmodel"], capture_output=True, text=True)
     expect(r.returncode == 2 and "-o" in r.stderr, f"missing -o: {r.stderr}")
     r = subprocess.run([SLUICE, "mkmodel", "--help"], capture_output=True, text=True)

@@ -69,9 +69,9 @@ static void usage(FILE *f)
           "  --shape S              small (default; ~33 MB Q4_K: 4 layers, dim 512, 32 experts\n"
           "                         of 256, top-4) | qwen3-30b-a3b (48 layers, dim 2048, 128\n"
           "                         experts of 768, top-8, vocab 151936, Q4_K: ~17 GB of disk\n"
-          "                         and RAM; writing it quantizes 17 GB on the CPU: tens of\n"
-          "                         minutes on a small machine, so --keep it and reuse it\n"
-          "                         with -m)\n"
+          "                         and RAM; written by -t threads, ~10 s on 16 cores;\n"
+          "                         --keep it and reuse it with -m). Synthetic models have\n"
+          "                         neuron skew 1 (mkmodel --neuron-skew)\n"
           "  --dir DIR              where the synthetic model is written (default $TMPDIR or\n"
           "                         /tmp); removed at the end unless --keep\n"
           "  --keep                 keep the synthetic model file\n"
@@ -449,6 +449,7 @@ static void synth_shape(bool big, sl_synth_params *p)
     sl_synth_defaults(SL_SYNTH_QWEN3MOE, p);
     p->type = SL_GGML_Q4_K;
     p->seed = 1;
+    p->neuron_skew = 1.0; /* hot/cold FFN neurons, for placement to find (mkmodel's default 0) */
     if (big) {
         p->n_layer = 48, p->n_embd = 2048, p->n_ff = 768, p->n_expert = 128;
         p->n_expert_used = 8, p->n_head = 16, p->n_head_kv = 4, p->n_vocab = 151936;
@@ -529,16 +530,21 @@ int sl_bench_decode(int argc, char **argv)
             return sl_cli_usage_error(k_cmd, "--dir '%s' is too long", dir);
         if (big)
             fprintf(stderr, "bench decode: warning: --shape qwen3-30b-a3b writes ~17 GB to %s and "
-                            "loads as much into RAM; writing takes long (--keep, then -m FILE to reuse)\n", dir);
+                            "loads as much into RAM (writing takes ~10 s on 16 cores; "
+                            "--keep, then -m FILE to reuse)\n", dir);
         if (!json) fprintf(stderr, "bench decode: writing the %s synthetic model to %s ...\n",
                            big ? "qwen3-30b-a3b" : "small", synth_path);
         sl_error err = {0};
         const double t0 = sl_cli_now_s();
-        if (sl_synth_write(&sp, synth_path, NULL, &err)) {
+        sl_synth_summary sum;
+        /* -t threads write it too (0: every online CPU) */
+        if (sl_synth_write(&sp, synth_path, mf.opt.n_threads, &sum, &err)) {
             fprintf(stderr, "sluice bench decode: %s: %s\n", synth_path, err.msg);
             return 1;
         }
-        if (!json) fprintf(stderr, "bench decode: written in %.1f s\n", sl_cli_now_s() - t0);
+        if (!json)
+            fprintf(stderr, "bench decode: written in %.1f s on %d threads\n",
+                    sl_cli_now_s() - t0, sum.n_threads);
         path = synth_path;
     }
 

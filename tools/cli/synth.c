@@ -24,12 +24,14 @@
  * stored value as for every other arch; the synthetic stored values are 1 + 0.02 g like all
  * norms here.
  *
- * Weights: every tensor has its own xoshiro256** stream seeded from (seed, tensor name), so
- * values depend on nothing else. Entries are Irwin-Hall(4) "Gaussian-ish" numbers (sum of four
- * uniforms, unit variance): plain IEEE arithmetic and sqrt, no transcendental functions, so
- * files are identical on every machine (the router's ln(rank) is the one libm call; glibc's log
- * is correctly rounded in practice). Matmul weights are scaled by 1/sqrt(fan_in)
- * (fan_in = ne[0]); norms are 1 + 0.02 g.
+ * Weights (synth_rows.c): every row has its own xoshiro256** stream seeded from (seed, tensor
+ * name, row), so values depend on nothing else and rows are made on many threads
+ * (synth_stream.c) with the same bytes for any thread count. Entries are Irwin-Hall(4)
+ * "Gaussian-ish" numbers; matmul weights are scaled by 1/sqrt(fan_in) (fan_in = ne[0]); norms
+ * are 1 + 0.02 g. Big tensors in a block type are resampled from a pool of exactly quantized
+ * rows (synth_rows.c says why and how); FFN gate/up rows carry a Zipf neuron skew.
+ * Metadata: besides llama.cpp's keys, sluice.synth.neuron_skew (and, for MoE archs,
+ * sluice.synth.router_skew) record the skews, F32, so tools can tell what to expect.
  *
  * Router (MoE archs): expert popularity follows Zipf, p_e ~ 1 / rank_e^Z, with ranks a random
  * permutation per layer. Mechanism: hidden dimension 0 is a reserved "bias channel".
@@ -52,9 +54,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "kernels/ref/quant.h"
+#include "tools/cli/synth_impl.h"
 #include "tools/cli/synth_vocab.h"
 
 /* ---- architecture table ----------------------------------------------------------------- */
@@ -124,6 +128,7 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
     p->n_ctx = 256;
     p->type = SL_GGML_F32;
     p->router_skew = 1.0;
+    p->neuron_skew = 0.0; /* on, it makes small models' logits sensitive to routing flips */
     p->seed = 1;
     if (a == SL_SYNTH_QWEN2MOE) p->n_ff_shexp = 2 * p->n_ff;
     if (a == SL_SYNTH_GEMMA3) {
@@ -249,33 +254,19 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
     if (!isfinite(p->router_skew) || p->router_skew < 0.0 || p->router_skew > 16.0)
         return sl_error_set(err, SL_ERR_RANGE, "--router-skew %g: must be in [0, 16]",
                             p->router_skew);
+    /* above 4 the hottest neuron's factor passes sqrt(F) and the rest round towards zero */
+    if (!isfinite(p->neuron_skew) || p->neuron_skew < 0.0 || p->neuron_skew > 4.0)
+        return sl_error_set(err, SL_ERR_RANGE, "--neuron-skew %g: must be in [0, 4]",
+                            p->neuron_skew);
     return SL_OK;
 }
 
 /* ---- tensor plan -------------------------------------------------------------------------- */
 
-typedef enum kind {
-    K_EMBD,      /* token_embd: reserved channel in column 0 (MoE) */
-    K_OUTPUT,    /* output: input column 0 zero (MoE) */
-    K_NORM,      /* F32 norm weights */
-    K_IN,        /* matmul reading the residual stream: column 0 zero (MoE) */
-    K_OUT,       /* matmul writing the residual stream: row 0 zero (MoE) */
-    K_ROUTER,    /* ffn_gate_inp */
-    K_BIAS,      /* F32 attention biases (qwen2moe) */
-} kind;
-
-typedef struct tspec {
-    char name[64];
-    uint32_t type;
-    uint32_t n_dims;
-    int64_t ne[SL_GGUF_MAX_DIMS];
-    kind k;
-} tspec;
-
-static void add(tspec *t, uint32_t *n, kind k, uint32_t type, int64_t ne0, int64_t ne1,
-                int64_t ne2, const char *fmt, int layer)
+static void add(sl__synth_tensor *t, uint32_t *n, sl__synth_kind k, uint32_t type, int64_t ne0,
+                int64_t ne1, int64_t ne2, const char *fmt, int layer)
 {
-    tspec *s = &t[(*n)++];
+    sl__synth_tensor *s = &t[(*n)++];
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, fmt, layer);
     s->k = k;
@@ -285,13 +276,21 @@ static void add(tspec *t, uint32_t *n, kind k, uint32_t type, int64_t ne0, int64
     s->ne[2] = ne2 ? ne2 : 1;
     s->ne[3] = 1;
     s->n_dims = ne2 ? 3 : ne1 ? 2 : 1;
+    s->layer = strncmp(s->name, "blk.", 4) ? -1 : layer;
+    s->neurons = SL__NEURONS_NONE;
+}
+
+/* The FFN input projection just added carries the neuron skew of FFN `nr`. */
+static void neurons(sl__synth_tensor *t, uint32_t n, sl__synth_neurons nr)
+{
+    t[n - 1].neurons = nr;
 }
 
 enum { PLAN_PER_LAYER = 24, PLAN_FIXED = 4 };
 
 /* Fills t (capacity PLAN_FIXED + PLAN_PER_LAYER * n_layer) with the model's tensors in file
  * order. */
-static uint32_t plan(const sl_synth_params *p, tspec *t)
+static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
 {
     const bool moe = k_arch[p->arch].moe;
     const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert;
@@ -300,158 +299,54 @@ static uint32_t plan(const sl_synth_params *p, tspec *t)
     const uint32_t w = p->type, f32 = SL_GGML_F32;
     const bool qwen2moe = p->arch == SL_SYNTH_QWEN2MOE, gemma3 = p->arch == SL_SYNTH_GEMMA3;
     uint32_t n = 0;
-    add(t, &n, K_EMBD, w, E, V, 0, "token_embd.weight", 0);
+    add(t, &n, SL__K_EMBD, w, E, V, 0, "token_embd.weight", 0);
     for (int i = 0; i < (int)p->n_layer; i++) {
-        add(t, &n, K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
-        add(t, &n, K_IN, w, E, Q, 0, "blk.%d.attn_q.weight", i);
-        if (qwen2moe) add(t, &n, K_BIAS, f32, Q, 0, 0, "blk.%d.attn_q.bias", i);
-        add(t, &n, K_IN, w, E, KV, 0, "blk.%d.attn_k.weight", i);
-        if (qwen2moe) add(t, &n, K_BIAS, f32, KV, 0, 0, "blk.%d.attn_k.bias", i);
-        add(t, &n, K_IN, w, E, KV, 0, "blk.%d.attn_v.weight", i);
-        if (qwen2moe) add(t, &n, K_BIAS, f32, KV, 0, 0, "blk.%d.attn_v.bias", i);
-        add(t, &n, K_OUT, w, Q, E, 0, "blk.%d.attn_output.weight", i);
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
+        add(t, &n, SL__K_IN, w, E, Q, 0, "blk.%d.attn_q.weight", i);
+        if (qwen2moe) add(t, &n, SL__K_BIAS, f32, Q, 0, 0, "blk.%d.attn_q.bias", i);
+        add(t, &n, SL__K_IN, w, E, KV, 0, "blk.%d.attn_k.weight", i);
+        if (qwen2moe) add(t, &n, SL__K_BIAS, f32, KV, 0, 0, "blk.%d.attn_k.bias", i);
+        add(t, &n, SL__K_IN, w, E, KV, 0, "blk.%d.attn_v.weight", i);
+        if (qwen2moe) add(t, &n, SL__K_BIAS, f32, KV, 0, 0, "blk.%d.attn_v.bias", i);
+        add(t, &n, SL__K_OUT, w, Q, E, 0, "blk.%d.attn_output.weight", i);
         if (p->arch == SL_SYNTH_QWEN3MOE || gemma3) {
-            add(t, &n, K_NORM, f32, D, 0, 0, "blk.%d.attn_q_norm.weight", i);
-            add(t, &n, K_NORM, f32, D, 0, 0, "blk.%d.attn_k_norm.weight", i);
+            add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_q_norm.weight", i);
+            add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_k_norm.weight", i);
         } else if (p->arch == SL_SYNTH_OLMOE) {
-            add(t, &n, K_NORM, f32, Q, 0, 0, "blk.%d.attn_q_norm.weight", i);
-            add(t, &n, K_NORM, f32, KV, 0, 0, "blk.%d.attn_k_norm.weight", i);
+            add(t, &n, SL__K_NORM, f32, Q, 0, 0, "blk.%d.attn_q_norm.weight", i);
+            add(t, &n, SL__K_NORM, f32, KV, 0, 0, "blk.%d.attn_k_norm.weight", i);
         }
-        if (gemma3) add(t, &n, K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
-        add(t, &n, K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
+        if (gemma3) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
         if (!moe) {
-            add(t, &n, K_IN, w, E, F, 0, "blk.%d.ffn_gate.weight", i);
-            add(t, &n, K_IN, w, E, F, 0, "blk.%d.ffn_up.weight", i);
-            add(t, &n, K_OUT, w, F, E, 0, "blk.%d.ffn_down.weight", i);
+            add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_gate.weight", i);
+            neurons(t, n, SL__NEURONS_FFN);
+            add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_up.weight", i);
+            neurons(t, n, SL__NEURONS_FFN);
+            add(t, &n, SL__K_OUT, w, F, E, 0, "blk.%d.ffn_down.weight", i);
         } else {
-            add(t, &n, K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
-            add(t, &n, K_IN, w, E, F, X, "blk.%d.ffn_gate_exps.weight", i);
-            add(t, &n, K_IN, w, E, F, X, "blk.%d.ffn_up_exps.weight", i);
-            add(t, &n, K_OUT, w, F, E, X, "blk.%d.ffn_down_exps.weight", i);
+            add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
+            add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_gate_exps.weight", i);
+            neurons(t, n, SL__NEURONS_FFN);
+            add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_up_exps.weight", i);
+            neurons(t, n, SL__NEURONS_FFN);
+            add(t, &n, SL__K_OUT, w, F, E, X, "blk.%d.ffn_down_exps.weight", i);
         }
         if (qwen2moe) {
             /* the gate reads the residual stream like any input matmul (column 0 zero) */
-            add(t, &n, K_IN, f32, E, 0, 0, "blk.%d.ffn_gate_inp_shexp.weight", i);
-            add(t, &n, K_IN, w, E, S, 0, "blk.%d.ffn_gate_shexp.weight", i);
-            add(t, &n, K_IN, w, E, S, 0, "blk.%d.ffn_up_shexp.weight", i);
-            add(t, &n, K_OUT, w, S, E, 0, "blk.%d.ffn_down_shexp.weight", i);
+            add(t, &n, SL__K_IN, f32, E, 0, 0, "blk.%d.ffn_gate_inp_shexp.weight", i);
+            add(t, &n, SL__K_IN, w, E, S, 0, "blk.%d.ffn_gate_shexp.weight", i);
+            neurons(t, n, SL__NEURONS_SHEXP);
+            add(t, &n, SL__K_IN, w, E, S, 0, "blk.%d.ffn_up_shexp.weight", i);
+            neurons(t, n, SL__NEURONS_SHEXP);
+            add(t, &n, SL__K_OUT, w, S, E, 0, "blk.%d.ffn_down_shexp.weight", i);
         }
-        if (gemma3) add(t, &n, K_NORM, f32, E, 0, 0, "blk.%d.post_ffw_norm.weight", i);
+        if (gemma3) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_ffw_norm.weight", i);
     }
-    add(t, &n, K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
+    add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
     /* Gemma 3 ties the output projection to token_embd (llama.cpp duplicates it on load) */
-    if (!gemma3) add(t, &n, K_OUTPUT, w, E, V, 0, "output.weight", 0);
+    if (!gemma3) add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
     return n;
-}
-
-/* ---- deterministic numbers -------------------------------------------------------------- */
-
-typedef struct rng {
-    uint64_t s[4];
-} rng;
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* One stream per (seed, tensor name): FNV-1a of the name mixed into the seed. */
-static void rng_init(rng *r, uint64_t seed, const char *name)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const char *c = name; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
-    uint64_t x = seed ^ h;
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t rng_next(rng *r) /* xoshiro256** */
-{
-    uint64_t *s = r->s;
-    const uint64_t out = rotl(s[1] * 5, 7) * 9;
-    const uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return out;
-}
-
-/* Irwin-Hall(4): sum of four U(0,1) minus 2, times sqrt(3): mean 0, variance 1, |g| <= 3.46.
- * Exact binary fractions summed in double, so the result is the same on every machine. */
-static double rng_gauss(rng *r)
-{
-    double s = 0.0;
-    for (int i = 0; i < 4; i++) s += (double)(rng_next(r) >> 11) * 0x1p-53;
-    return (s - 2.0) * 1.7320508075688772;
-}
-
-/* ---- row generation ---------------------------------------------------------------------- */
-
-typedef struct gen {
-    const sl_synth_params *p;
-    bool moe;
-    double *router_bias;  /* n_expert logit offsets of the current router tensor */
-} gen;
-
-/* Row r of tensor t (r < ne[1] * ne[2]) into out[0 .. ne[0]). */
-static void gen_row(const gen *g, const tspec *t, rng *r, int64_t row, float *out)
-{
-    const int64_t n = t->ne[0];
-    const int64_t out_dim = row % t->ne[1]; /* output feature within one expert */
-    const double scale = 1.0 / sqrt((double)n);
-    switch (t->k) {
-    case K_NORM:
-        for (int64_t j = 0; j < n; j++) out[j] = (float)(1.0 + 0.02 * rng_gauss(r));
-        break;
-    case K_EMBD:
-        for (int64_t j = 0; j < n; j++) out[j] = (float)rng_gauss(r);
-        if (g->moe) out[0] = (float)sqrt((double)(n - 1));
-        break;
-    case K_OUTPUT:
-    case K_IN:
-        for (int64_t j = 0; j < n; j++) out[j] = (float)(rng_gauss(r) * scale);
-        if (g->moe) out[0] = 0.0f;
-        break;
-    case K_OUT:
-        for (int64_t j = 0; j < n; j++) out[j] = (float)(rng_gauss(r) * scale);
-        if (g->moe && out_dim == 0) memset(out, 0, (size_t)n * sizeof *out);
-        break;
-    case K_BIAS:
-        for (int64_t j = 0; j < n; j++) out[j] = (float)(0.1 * rng_gauss(r));
-        break;
-    case K_ROUTER: {
-        /* other dims: total logit noise std 1 given x[j] ~ N(0, 1/2) after RMSNorm */
-        const double noise = sqrt(2.0 / (double)(n - 1));
-        for (int64_t j = 0; j < n; j++) out[j] = (float)(rng_gauss(r) * noise);
-        out[0] = (float)(g->router_bias[row] / sqrt((double)n / 2.0));
-        break;
-    }
-    }
-}
-
-/* Zipf offsets -Z ln(rank) with ranks 1..X in a random order (Fisher-Yates from r).
- * rank is scratch space for X entries. */
-static void router_biases(const sl_synth_params *p, rng *r, uint32_t *rank, double *bias)
-{
-    const uint32_t x = p->n_expert;
-    for (uint32_t e = 0; e < x; e++) rank[e] = e + 1;
-    for (uint32_t e = x - 1; e > 0; e--) {
-        const uint32_t j = (uint32_t)(rng_next(r) % (e + 1));
-        const uint32_t tmp = rank[e];
-        rank[e] = rank[j];
-        rank[j] = tmp;
-    }
-    for (uint32_t e = 0; e < x; e++) bias[e] = -p->router_skew * log((double)rank[e]);
 }
 
 /* ---- metadata ---------------------------------------------------------------------------- */
@@ -569,32 +464,46 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     kv_bool(c, "tokenizer.ggml.add_eos_token", false);
     /* Gemma3Model.set_vocab: SentencePiece without the dummy-prefix space */
     if (p->arch == SL_SYNTH_GEMMA3) kv_bool(c, "tokenizer.ggml.add_space_prefix", false);
+    /* ours: what the weights were made to contain */
+    if (ai->moe && !c->st) {
+        c->st = sl_gguf_writer_set_f32(c->w, "sluice.synth.router_skew", (float)p->router_skew,
+                                       c->err);
+        c->n++;
+    }
+    if (!c->st) {
+        c->st = sl_gguf_writer_set_f32(c->w, "sluice.synth.neuron_skew", (float)p->neuron_skew,
+                                       c->err);
+        c->n++;
+    }
 }
 
 /* ---- writing ----------------------------------------------------------------------------- */
 
-enum { CHUNK_BYTES = 1 << 20 };
+int sl_synth_default_threads(void)
+{
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > SL_SYNTH_MAX_THREADS ? SL_SYNTH_MAX_THREADS : (int)n;
+}
 
-sl_status sl_synth_write(const sl_synth_params *p, const char *path, sl_synth_summary *summary,
-                         sl_error *err)
+sl_status sl_synth_write(const sl_synth_params *p, const char *path, int n_threads,
+                         sl_synth_summary *summary, sl_error *err)
 {
     sl_status st = sl_synth_validate(p, err);
     if (st) return st;
+    if (n_threads < 0 || n_threads > SL_SYNTH_MAX_THREADS)
+        return sl_error_set(err, SL_ERR_RANGE, "--threads %d: must be in [1, %d]", n_threads,
+                            SL_SYNTH_MAX_THREADS);
+    if (n_threads == 0) n_threads = sl_synth_default_threads();
     const arch_info *ai = &k_arch[p->arch];
     const uint32_t cap = PLAN_FIXED + PLAN_PER_LAYER * p->n_layer;
-    tspec *t = calloc(cap, sizeof *t);
+    sl__synth_tensor *t = calloc(cap, sizeof *t);
     sl__synth_vocab vocab = {0};
     sl_gguf_writer *w = NULL;
-    float *row = NULL;
-    uint8_t *chunk = NULL;
-    double *bias = NULL;
-    uint32_t *rank = NULL;
     if (!t) return sl_error_set(err, SL_ERR_NOMEM, "mkmodel: out of memory (tensor plan)");
     const uint32_t n_t = plan(p, t);
 
-    /* sizes first: fail on overflow before creating the file; find the longest row */
+    /* sizes first: fail on overflow before creating the file */
     uint64_t data_bytes = 0;
-    int64_t max_row = 0;
     for (uint32_t i = 0; i < n_t; i++) {
         uint64_t nb;
         st = sl_gguf_type_nbytes(t[i].type, t[i].n_dims, t[i].ne, &nb, t[i].name, err);
@@ -604,17 +513,6 @@ sl_status sl_synth_write(const sl_synth_params *p, const char *path, sl_synth_su
             goto out;
         }
         data_bytes += nb;
-        if (t[i].ne[0] > max_row) max_row = t[i].ne[0];
-    }
-    const size_t max_row_bytes = (size_t)max_row * sizeof(float); /* F32 is the widest type */
-    const size_t chunk_cap = max_row_bytes > CHUNK_BYTES ? max_row_bytes : CHUNK_BYTES;
-    row = malloc(max_row_bytes);
-    chunk = malloc(chunk_cap);
-    bias = malloc((size_t)(p->n_expert ? p->n_expert : 1) * sizeof *bias);
-    rank = malloc((size_t)(p->n_expert ? p->n_expert : 1) * sizeof *rank);
-    if (!row || !chunk || !bias || !rank) {
-        st = sl_error_set(err, SL_ERR_NOMEM, "mkmodel: out of memory (row buffers)");
-        goto out;
     }
 
     st = sl__synth_vocab_build(ai->vocab, p->n_vocab, &vocab, err);
@@ -628,40 +526,17 @@ sl_status sl_synth_write(const sl_synth_params *p, const char *path, sl_synth_su
         st = sl_gguf_writer_add_tensor(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne, err);
         if (st) goto out;
     }
-
-    gen g = {p, ai->moe, bias};
-    size_t used = 0;
-    for (uint32_t i = 0; i < n_t; i++) {
-        const tspec *ts = &t[i];
-        rng r;
-        rng_init(&r, p->seed, ts->name);
-        if (ts->k == K_ROUTER) router_biases(p, &r, rank, bias);
-        const int64_t rows = ts->ne[1] * ts->ne[2];
-        const size_t rb = sl_quant_row_bytes(ts->type, ts->ne[0]);
-        for (int64_t j = 0; j < rows; j++) {
-            gen_row(&g, ts, &r, j, row);
-            if (used + rb > chunk_cap) {
-                if ((st = sl_gguf_writer_write(w, chunk, used, err))) goto out;
-                used = 0;
-            }
-            if ((st = sl_quant_row(ts->type, row, chunk + used, ts->ne[0], err))) goto out;
-            used += rb;
-        }
-    }
-    if (used && (st = sl_gguf_writer_write(w, chunk, used, err))) goto out;
+    if ((st = sl__synth_stream(p, t, n_t, w, n_threads, err))) goto out;
     if ((st = sl_gguf_writer_finish(w, err))) goto out;
     if (summary) {
         summary->n_tensors = n_t;
         summary->data_bytes = data_bytes;
         summary->n_kv = kc.n;
+        summary->n_threads = n_threads;
     }
 out:
     sl_gguf_writer_destroy(w); /* removes the file if unfinished */
     sl__synth_vocab_free(&vocab);
     free(t);
-    free(row);
-    free(chunk);
-    free(bias);
-    free(rank);
     return st;
 }

@@ -4,11 +4,18 @@
  * What a file contains (names, shapes in ggml ne order, keys) follows llama.cpp's
  * llama-model.cpp / llama-arch.cpp and convert_hf_to_gguf.py; tests/mkmodel/mkmodel_test.py
  * checks it against an independent table. Weights are deterministic functions of (seed, tensor
- * name), so the same parameters give byte-identical files, and a tensor's values do not depend
- * on which other tensors exist. Expert popularity follows a Zipf law (see synth.c, "Router").
+ * name, row), so the same parameters give byte-identical files whatever the thread count, and a
+ * tensor's values do not depend on which other tensors exist. Expert popularity follows a Zipf
+ * law (see synth.c, "Router"); so does FFN neuron magnitude (synth_rows.c, "Neuron skew").
  *
- * Memory: tensors are generated and written row by row through the streaming GGUF writer; only
- * the vocabulary (metadata) is held in RAM. No global state; functions are reentrant.
+ * Speed: rows are made on a pool of threads; big tensors in a block type (Q4_K experts of a
+ * 30B model) are resampled from a pool of exactly quantized rows unless exact_quant is set
+ * (synth_rows.c), which makes a Qwen3-30B-A3B-shaped file a matter of write bandwidth.
+ *
+ * Memory: tensors are generated in chunks of about 1 MiB, two per thread plus two, and written
+ * in order through the streaming GGUF writer; besides the vocabulary only per-tensor tables
+ * (pool rows, neuron factors) of the tensors in flight are held. No global state; functions are
+ * reentrant.
  */
 #ifndef SL_TOOLS_SYNTH_H
 #define SL_TOOLS_SYNTH_H
@@ -34,6 +41,7 @@ enum {
     SL_SYNTH_MIN_VOCAB = 300,     /* base plus room for a few merges / pieces */
     SL_SYNTH_MAX_VOCAB = 1 << 20,
     SL_SYNTH_MAX_EXPERTS = 512,   /* llama.cpp's LLAMA_MAX_EXPERTS */
+    SL_SYNTH_MAX_THREADS = 1024,
 };
 
 typedef struct sl_synth_params {
@@ -51,6 +59,8 @@ typedef struct sl_synth_params {
     uint32_t n_swa;         /* --sliding-window: local layers' window in tokens (gemma3; else 0) */
     uint32_t type;          /* --type: ggml type of matmul weights (F32 F16 BF16 Q8_0 Q4_0) */
     double router_skew;     /* --router-skew: Zipf exponent Z of expert popularity */
+    double neuron_skew;     /* --neuron-skew: Zipf exponent of FFN neuron activations, [0, 4] */
+    bool exact_quant;       /* --exact-quant: quantize every row (no pooled resampling) */
     uint64_t seed;          /* --seed */
 } sl_synth_params;
 
@@ -58,6 +68,7 @@ typedef struct sl_synth_summary {
     uint32_t n_tensors;
     uint64_t data_bytes;    /* tensor data, unpadded */
     uint32_t n_kv;
+    int n_threads;          /* threads that made the rows */
 } sl_synth_summary;
 
 /* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3"; "?" out of range. */
@@ -67,7 +78,8 @@ bool sl_synth_arch_is_moe(sl_synth_arch a);
 /* Parses an arch name (exact, lower case). SL_ERR_INVALID naming the value and the choices. */
 sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err);
 /* The architecture's default small model (layers 2, dim 64, ffn 128, 8 experts top-2 for MoE,
- * heads 4, kv-heads 2 (4 for olmoe), vocab 512, ctx 256, F32, skew 1.0, seed 1; qwen2moe:
+ * heads 4, kv-heads 2 (4 for olmoe), vocab 512, ctx 256, F32, router skew 1.0, neuron
+ * skew 0, exact_quant false, seed 1; qwen2moe:
  * shared-ffn 2 * ffn = 256; gemma3: layers 6 (so that layer 5 is a global-attention layer),
  * sliding-window 8). */
 void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p);
@@ -80,9 +92,13 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err);
  * 2 Q4_0, 3 Q4_1, 7 Q8_0, 8 Q5_0, 9 Q5_1, 14 Q4_K_S, 16 Q5_K_S, 18 Q6_K, 32 BF16;
  * UINT32_MAX if none. */
 uint32_t sl_synth_file_type(uint32_t type);
-/* Validates p and writes the model to `path` (one file). On failure nothing is left at path
- * (the writer removes unfinished files). summary may be NULL. */
-sl_status sl_synth_write(const sl_synth_params *p, const char *path, sl_synth_summary *summary,
-                         sl_error *err);
+/* Online CPUs, clamped to [1, SL_SYNTH_MAX_THREADS]. */
+int sl_synth_default_threads(void);
+/* Validates p and writes the model to `path` (one file), making rows on n_threads threads
+ * (0: sl_synth_default_threads(); the bytes do not depend on it). SL_ERR_RANGE naming
+ * --threads outside [0, SL_SYNTH_MAX_THREADS]. On failure nothing is left at path (the writer
+ * removes unfinished files). summary may be NULL. */
+sl_status sl_synth_write(const sl_synth_params *p, const char *path, int n_threads,
+                         sl_synth_summary *summary, sl_error *err);
 
 #endif
