@@ -54,8 +54,10 @@
  * re-read from handles at every use, scratch is a pinned block.
  *
  * Metrics (sl_fetch_stats, per run and per layer):
- *   copy time of a copy c = [enq_c, done_c] (host clock at enqueue, completion stamped on the
- *   copy stream); hidden_c = |[enq_c, done_c] ∩ U| where U is the union of the CPU spans (expert
+ *   copy time of a copy c = [enq_c, done_c] (host clock at enqueue; completion stamped on the
+ *   copy stream by a host function when tracing, else the time the host first saw the copy's
+ *   event complete: an upper bound, since a stamp stalls the stream); PCIe bandwidth for the
+ *   cost model from the stamps or from start/end events around the copy; hidden_c = |[enq_c, done_c] ∩ U| where U is the union of the CPU spans (expert
  *   gate/up/act/down work on the calling thread) of the same call; overlap % = 100 * sum hidden
  *   / sum (done - enq);
  *   fallback rate = (fallbacks_miss + fallbacks_fail) / fetch_experts (experts that needed a
