@@ -224,7 +224,7 @@ static void stamp(void *p)
  * rows have a device mirror at the same offset in dact as in buf; the activations go up, the
  * down output comes back into g->d (buf is page-locked, so neither copy blocks the CPU). A
  * launch refused here is a failed device job (the caller computes the group on the CPU); a
- * fault inside a kernel shows at finish_device's sync, which redoes every device group. */
+ * fault inside a kernel shows at finish_device's sync, which reports it as fatal (below). */
 static sl_status cuda_job(fetch *f, fgroup *g, bool full)
 {
     const sl_moe_layer *L = &f->cur;
@@ -705,10 +705,20 @@ static sl_status run_post(fetch *f, int64_t xi, const sl_moe_assign *a, const fl
     return SL_OK;
 }
 
-/* Waits for both streams; a device group that did not run cleanly is redone on the CPU. */
+/* Waits for both streams; a device group that did not run cleanly is redone on the CPU (sim).
+ * On cuda a failure of the compute stream is a kernel fault, which leaves the CUDA context
+ * unusable for the rest of the process (every later call fails with the same sticky error):
+ * a CPU redo could not even read the results back, so it is reported as fatal instead. */
 static sl_status finish_device(fetch *f, sl_fetch_mode mode, sl_error *err)
 {
-    const bool ks_ok = sl_device_stream_sync(f->dev, f->ks, NULL) == SL_OK;
+    sl_error ke = {0};
+    const bool ks_ok = sl_device_stream_sync(f->dev, f->ks, &ke) == SL_OK;
+    if (!ks_ok && f->cu)
+        return sl_error_set(err, SL_ERR_DEVICE,
+                            "moe fetch: fatal device error in layer %d's expert kernels "
+                            "(kernels/cuda GEMV/activation on the compute stream): %s; a CUDA "
+                            "kernel fault leaves this process's GPU context unusable: restart the "
+                            "process", f->cur.layer, ke.msg);
     const bool cs_ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
     for (int64_t i = 0; i < f->n_c; i++)
         if (f->cps[i].state == C_INFLIGHT) {

@@ -53,6 +53,11 @@
  * compacts when fragmentation blocks an allocation (compact_on_oom) — cache pointers are
  * re-read from handles at every use, scratch is a pinned block.
  *
+ * Faults: a failed or refused copy sends its expert to the CPU (counted as fallbacks_fail);
+ * on sim a failed device job is redone on the CPU. On cuda a fault inside a kernel is fatal:
+ * CUDA keeps the error sticky for the whole context, so the call returns SL_ERR_DEVICE naming
+ * the layer and CUDA's message and the process must be restarted (as with any CUDA program).
+ *
  * Metrics (sl_fetch_stats, per run and per layer):
  *   copy time of a copy c = [enq_c, done_c] (host clock at enqueue; completion stamped on the
  *   copy stream by a host function when tracing, else the time the host first saw the copy's
