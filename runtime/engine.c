@@ -177,6 +177,11 @@ void sl_model_info_get(const sl_model *m, sl_model_info *out)
         return;
     }
     *out = m->info;
+    if (m->dev) {
+        sl_device_counters dc;
+        sl_device_counters_get(m->dev, &dc);
+        out->device_copies_pageable = dc.copies_pageable;
+    }
 }
 
 const sl_vocab *sl__model_vocab(const sl_model *m)
@@ -228,12 +233,39 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
     return sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &c->moe, err);
 }
 
+/* Host buffers that take part in device copies (the host side's activations, staged
+ * embedding rows, logits) are page-locked with the model's device: CUDA runs a copy from or to
+ * pageable memory synchronously with the caller. Page-aligned and page-sized, so that no two
+ * registrations share a page. Plain malloc when no weight lives on a device. */
+static bool copies_host(const sl_ctx *c) { return c->m->dev && c->m->arena; }
+
+static void *host_buf_alloc(sl_ctx *c, size_t bytes, sl_error *err)
+{
+    const size_t page = 4096, n = (bytes ? bytes : 1) + page - 1;
+    if (n < bytes) return NULL;
+    if (!copies_host(c)) return malloc(bytes ? bytes : 1);
+    void *p = NULL;
+    if (posix_memalign(&p, page, n / page * page)) return NULL;
+    if (sl_device_host_register(c->m->dev, p, n / page * page, err)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void host_buf_free(sl_ctx *c, void *p)
+{
+    if (!p) return;
+    if (copies_host(c)) sl_device_host_unregister(c->m->dev, p, NULL);
+    free(p);
+}
+
 /* The host side: the host executor and its [cap][...] buffers. */
 static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
 {
     sl__side *h = &c->host;
     const size_t bytes = sl__side_carve(c, h, NULL);
-    h->mem = malloc(bytes);
+    h->mem = host_buf_alloc(c, bytes, err);
     if (!h->mem)
         return sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory (%zu bytes)",
                             bytes);
@@ -245,7 +277,8 @@ static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
     /* token_embd on the device (tied to the output matrix): rows are staged down */
     const sl_weight *te = c->m->tok_embd;
     if (te->residency & SL_RES_DEVICE) {
-        c->embd_rows = malloc((size_t)c->cap * sl_quant_row_bytes(te->type, c->m->hp.n_embd));
+        c->embd_rows = host_buf_alloc(
+            c, (size_t)c->cap * sl_quant_row_bytes(te->type, c->m->hp.n_embd), err);
         if (!c->embd_rows) return sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory");
     }
     return sl__dx_host_create(&c->ops, &c->mv, c->pool, c->moe, work_bytes, &h->dx, err);
@@ -327,9 +360,9 @@ void sl_ctx_destroy(sl_ctx *c)
     sl_moe_destroy(c->moe);
     sl_cpu_pool_destroy(c->pool);
     sl__kv_free(&c->kv);
-    free(c->host.mem);
-    free(c->logits);
-    free(c->embd_rows);
+    host_buf_free(c, c->host.mem);
+    host_buf_free(c, c->logits);
+    host_buf_free(c, c->embd_rows);
     free(c);
 }
 
@@ -345,9 +378,15 @@ sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err)
     const int64_t V = c->m->hp.n_vocab;
     const int64_t rows = c->opt.all_logits ? (int64_t)n : 1;
     if (rows > c->logits_cap) {
-        float *l = realloc(c->logits, (size_t)(rows * V) * sizeof *l);
-        if (!l) return sl_error_set(err, SL_ERR_NOMEM, "logits: out of memory (%lld rows)",
-                                    (long long)rows);
+        /* grows only when a call asks for more rows than any before (the old rows are not
+         * kept: every call rewrites its logits) */
+        host_buf_free(c, c->logits);
+        c->logits = NULL;
+        c->logits_cap = 0;
+        sl_error ae = {0};
+        float *l = host_buf_alloc(c, (size_t)(rows * V) * sizeof *l, &ae);
+        if (!l) return sl_error_set(err, SL_ERR_NOMEM, "logits: out of memory (%lld rows)%s%s",
+                                    (long long)rows, ae.msg[0] ? ": " : "", ae.msg);
         c->logits = l;
         c->logits_cap = rows;
     }

@@ -56,6 +56,9 @@ typedef struct sl_model_info {
     int32_t n_expert, n_expert_used, n_ff, n_ff_exp;
     uint64_t n_params, weight_bytes, gpu_bytes, host_bytes;
     int32_t bos, eos;           /* -1 if absent */
+    /* copies so far between the model's device and host memory that is not page-locked
+     * (loading included); on CUDA each one is synchronous with the caller. 0 without a device */
+    uint64_t device_copies_pageable;
 } sl_model_info;
 void sl_model_info_get(const sl_model *m, sl_model_info *out);
 

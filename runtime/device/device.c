@@ -650,6 +650,11 @@ static sl_status check_copy(sl_device *d, void *dst, const void *src, uint64_t b
         return sl_error_set(err, SL_ERR_DEVICE,
                             "injected fault: copy #%" PRIu64 " (%s, %" PRIu64 " bytes)", n,
                             copy_kind_name[kind], bytes);
+    /* CUDA runs an async copy from or to pageable memory synchronously with the caller (and
+     * serialises it behind earlier work): counted on every backend, so the sim twin shows it */
+    if (kind != SL_COPY_D2D &&
+        !range_containing(&d->regs, kind == SL_COPY_H2D ? b : a, bytes))
+        atomic_fetch_add(&d->copies_pageable, 1);
     return SL_OK;
 }
 
@@ -778,6 +783,7 @@ void sl_device_counters_get(const sl_device *d, sl_device_counters *out)
     for (int i = 0; i < 3; i++)
         out->copy_bytes[i] = atomic_load(&m->copy_bytes[i]);
     out->copy_batches = atomic_load(&m->copy_batches);
+    out->copies_pageable = atomic_load(&m->copies_pageable);
     out->region_allocs = atomic_load(&m->region_allocs);
     out->host_registers = atomic_load(&m->host_registers);
 }

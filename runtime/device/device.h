@@ -147,6 +147,9 @@ typedef struct sl_device_counters {
     uint64_t regions_live, region_bytes_live, registrations_live, streams_live, events_live;
     uint64_t copies, copy_bytes[3], copy_batches;
     uint64_t region_allocs, host_registers; /* calls, including injected failures */
+    /* H2D / D2H copy calls whose host side is not inside one host registration: on CUDA such
+     * a copy is synchronous with the caller (a stall, or a deadlock behind a gated stream) */
+    uint64_t copies_pageable;
 } sl_device_counters;
 void sl_device_counters_get(const sl_device *d, sl_device_counters *out);
 

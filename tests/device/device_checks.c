@@ -158,6 +158,9 @@ static void check_copies(const sl_device_options *base)
     sl_device_counters_get(d, &c);
     CHECK(c.copies == 72 && c.copy_bytes[SL_COPY_H2D] == h2d &&
           c.copy_bytes[SL_COPY_D2H] == d2h && c.copy_bytes[SL_COPY_D2D] == d2d);
+    /* malloc'd host buffers: every H2D and D2H is flagged, D2D never */
+    CHECK_MSG(c.copies_pageable == 48, "copies_pageable = %llu",
+              (unsigned long long)c.copies_pageable);
     OK(sl_device_copy(d, s, r, src, 0, SL_COPY_H2D, &err)); /* zero bytes: a no-op */
     sl_device_stream_destroy(d, s);
     OK(sl_device_region_free(d, r, &err));
@@ -434,6 +437,10 @@ static void check_events(const sl_device_options *base)
     sl_device_stream_destroy(d, b);
     OK(sl_device_region_free(d, x, &err));
     OK(sl_device_region_free(d, y, &err));
+    sl_device_counters pc;
+    sl_device_counters_get(d, &pc);
+    CHECK_MSG(pc.copies_pageable == 0, "page-locked copies counted as pageable: %llu",
+              (unsigned long long)pc.copies_pageable);
     OK(sl_device_host_unregister(d, src, &err));
     OK(sl_device_host_unregister(d, out, &err));
     free(src);

@@ -196,11 +196,19 @@ static void check_model(const char *label, const char *path, bool placements)
                       (int)pls[i]);
             CHECK(pi.gpu_bytes + pi.host_bytes >= pi.weight_bytes);
             if (pls[i] == SL_PLACE_EXPERTS_CPU && info.n_expert) CHECK(pi.host_bytes > 0);
+            sl_model_info_get(mp, &pi);
+            const uint64_t pageable0 = pi.device_copies_pageable;
             float *l = run_prefill(mp, 512, false);
             if (l)
                 CHECK_MSG(max_diff(pre, l, NV, NULL) == 0, "%s: placement %d differs", label,
                           (int)pls[i]);
             free(l);
+            /* evaluation copies only page-locked host memory (on CUDA a pageable one would be
+             * a synchronous copy) */
+            sl_model_info_get(mp, &pi);
+            CHECK_MSG(pi.device_copies_pageable == pageable0,
+                      "%s: placement %d: %llu copies from or to pageable host memory", label,
+                      (int)pls[i], (unsigned long long)(pi.device_copies_pageable - pageable0));
             /* chunks of 4 (device buffers reused across chunks) and an F16 KV on the device */
             l = run_prefill(mp, 4, false);
             if (l)
