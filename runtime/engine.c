@@ -239,18 +239,22 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
  * registrations share a page. Plain malloc when no weight lives on a device. */
 static bool copies_host(const sl_ctx *c) { return c->m->dev && c->m->arena; }
 
-static void *host_buf_alloc(sl_ctx *c, size_t bytes, sl_error *err)
+static sl_status host_buf_alloc(sl_ctx *c, size_t bytes, const char *what, void **out,
+                                sl_error *err)
 {
     const size_t page = 4096, n = (bytes ? bytes : 1) + page - 1;
-    if (n < bytes) return NULL;
-    if (!copies_host(c)) return malloc(bytes ? bytes : 1);
+    *out = NULL;
     void *p = NULL;
-    if (posix_memalign(&p, page, n / page * page)) return NULL;
-    if (sl_device_host_register(c->m->dev, p, n / page * page, err)) {
+    if (n < bytes || (copies_host(c) ? posix_memalign(&p, page, n / page * page) != 0
+                                     : !(p = malloc(bytes ? bytes : 1))))
+        return sl_error_set(err, SL_ERR_NOMEM, "%s: out of memory (%zu bytes)", what, bytes);
+    sl_error re;
+    if (copies_host(c) && sl_device_host_register(c->m->dev, p, n / page * page, &re)) {
         free(p);
-        return NULL;
+        return sl_error_set(err, re.code, "%s: page-locking %zu bytes: %s", what, bytes, re.msg);
     }
-    return p;
+    *out = p;
+    return SL_OK;
 }
 
 static void host_buf_free(sl_ctx *c, void *p)
@@ -265,10 +269,8 @@ static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
 {
     sl__side *h = &c->host;
     const size_t bytes = sl__side_carve(c, h, NULL);
-    h->mem = host_buf_alloc(c, bytes, err);
-    if (!h->mem)
-        return sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory (%zu bytes)",
-                            bytes);
+    sl_status st = host_buf_alloc(c, bytes, "context scratch", &h->mem, err);
+    if (st) return st;
     sl__side_carve(c, h, h->mem);
     /* rope factors: the host side reads the host copy; a device-resident one (all layers on
      * the device) is only read there */
@@ -277,9 +279,11 @@ static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
     /* token_embd on the device (tied to the output matrix): rows are staged down */
     const sl_weight *te = c->m->tok_embd;
     if (te->residency & SL_RES_DEVICE) {
-        c->embd_rows = host_buf_alloc(
-            c, (size_t)c->cap * sl_quant_row_bytes(te->type, c->m->hp.n_embd), err);
-        if (!c->embd_rows) return sl_error_set(err, SL_ERR_NOMEM, "context scratch: out of memory");
+        void *rows = NULL;
+        if ((st = host_buf_alloc(c, (size_t)c->cap * sl_quant_row_bytes(te->type, c->m->hp.n_embd),
+                                 "embedding rows", &rows, err)))
+            return st;
+        c->embd_rows = rows;
     }
     return sl__dx_host_create(&c->ops, &c->mv, c->pool, c->moe, work_bytes, &h->dx, err);
 }
@@ -383,10 +387,10 @@ sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err)
         host_buf_free(c, c->logits);
         c->logits = NULL;
         c->logits_cap = 0;
-        sl_error ae = {0};
-        float *l = host_buf_alloc(c, (size_t)(rows * V) * sizeof *l, &ae);
-        if (!l) return sl_error_set(err, SL_ERR_NOMEM, "logits: out of memory (%lld rows)%s%s",
-                                    (long long)rows, ae.msg[0] ? ": " : "", ae.msg);
+        void *l = NULL;
+        const sl_status st =
+            host_buf_alloc(c, (size_t)(rows * V) * sizeof(float), "logits", &l, err);
+        if (st) return st;
         c->logits = l;
         c->logits_cap = rows;
     }

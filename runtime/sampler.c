@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/prng.h"
 #include "runtime/sluice.h"
 
 typedef struct cand {
@@ -35,36 +36,10 @@ sl_sampler_options sl_sampler_options_default(void)
                                 .seed = 0};
 }
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t xoshiro_next(uint64_t s[4])
-{
-    const uint64_t result = rotl(s[1] * 5, 7) * 9;
-    const uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
 /* uniform in [0, 1) with 53 random bits */
 static double uniform01(uint64_t s[4])
 {
-    return (double)(xoshiro_next(s) >> 11) * 0x1.0p-53;
+    return (double)(sl_prng_next(s) >> 11) * 0x1.0p-53;
 }
 
 static sl_status validate(const sl_sampler_options *o, sl_error *err)
@@ -91,8 +66,7 @@ sl_status sl_sampler_create(const sl_sampler_options *opt, sl_sampler **out, sl_
     sl_sampler *s = calloc(1, sizeof *s);
     if (!s) return sl_error_set(err, SL_ERR_NOMEM, "sampler: out of memory");
     s->opt = o;
-    uint64_t x = o.seed;
-    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x); /* never all zero */
+    sl_prng_seed(s->rng, o.seed);
     *out = s;
     return SL_OK;
 }

@@ -12,8 +12,8 @@ extern "C" size_t sl_cuda_gemm_work_bytes(int64_t rows, int64_t cols, int64_t n_
     if (rows < 1 || cols < 1 || n_batch < 1) return 0;
     if ((uint64_t)rows > (SIZE_MAX / 4) / (uint64_t)cols || (uint64_t)n_batch > (SIZE_MAX / 4) / (uint64_t)cols)
         return 0;
-    return align256((size_t)rows * (size_t)cols * 2) + align256((size_t)n_batch * (size_t)cols * 2) +
-           align256((size_t)n_batch * sizeof(float));
+    return align256((size_t)rows * (size_t)cols * 2) +
+           align256((size_t)n_batch * (size_t)cols * 2) + align256((size_t)n_batch * sizeof(float));
 }
 
 enum { XS_THREADS = 256 };
@@ -49,14 +49,16 @@ static __global__ void k_x_f16_scaled(const float *x, int64_t cols, uint16_t *xh
     if (threadIdx.x == 0) scale[b] = s;
 }
 
-static __global__ void k_rows_scale(float *y, int64_t rows, const float *scale)
+static __global__ void k_rows_scale(float *y, int64_t rows, int64_t n_batch, const float *scale)
 {
-    const int64_t b = blockIdx.y;
-    const float s = scale[b];
-    if (s == 1.0f) return;
-    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < rows;
-         j += (int64_t)gridDim.x * blockDim.x)
-        y[b * rows + j] *= s;
+    /* rows of Y over grid y with a stride: n_batch may pass the 65535 limit of gridDim.y */
+    for (int64_t b = blockIdx.y; b < n_batch; b += gridDim.y) {
+        const float s = scale[b];
+        if (s == 1.0f) continue;
+        for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < rows;
+             j += (int64_t)gridDim.x * blockDim.x)
+            y[b * rows + j] *= s;
+    }
 }
 
 static sl_status blas_fail(sl_error *err, cublasStatus_t s, const char *call, int line)
@@ -129,7 +131,8 @@ extern "C" sl_status sl_cuda_gemm(sl_cuda_ctx *c, uint32_t type, const void *d_w
     if (bs != CUBLAS_STATUS_SUCCESS) return blas_fail(err, bs, "cublasGemmEx", __LINE__);
     if (prec == SL_CUDA_GEMM_F16) {
         const unsigned gx = (unsigned)((rows + 255) / 256 < 1024 ? (rows + 255) / 256 : 1024);
-        k_rows_scale<<<dim3(gx, (unsigned)n_batch), 256, 0, c->stream>>>(d_y, rows, xscale);
+        const unsigned gy = (unsigned)(n_batch < 65535 ? n_batch : 65535);
+        k_rows_scale<<<dim3(gx, gy), 256, 0, c->stream>>>(d_y, rows, n_batch, xscale);
         SL_CU_LAUNCH(err, "k_rows_scale");
     }
     return SL_OK;

@@ -283,8 +283,9 @@ static __device__ __forceinline__ float qx_dot_q80(const uint8_t *b, const int *
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             /* the last half-word is read alone: the block may end the allocation */
-            const uint32_t nxt = i < 7 ? __ldg(w + i + 1)
-                                       : (uint32_t)__ldg((const unsigned short *)(const void *)(b + 32));
+            const uint32_t nxt =
+                i < 7 ? __ldg(w + i + 1)
+                      : (uint32_t)__ldg((const unsigned short *)(const void *)(b + 32));
             isum = __dp4a((int)__funnelshift_r(cur, nxt, 16), xq[i], isum);
             cur = nxt;
         }
@@ -408,7 +409,10 @@ static __global__ void __launch_bounds__(QX_THREADS) k_gemv_qx(gv_args a)
 }
 
 /* Dynamic shared memory of k_gemv_qx for `cols` (x as int8, then two floats per unit). */
-static size_t qx_smem(int64_t cols) { return (size_t)(cols + 15) / 16 * 16 + (size_t)(cols / 32) * 8; }
+static size_t qx_smem(int64_t cols)
+{
+    return (size_t)(cols + 15) / 16 * 16 + (size_t)(cols / 32) * 8;
+}
 
 /* Largest cols the Q8-activation path takes: its x fits beside the default 48 KiB limit. */
 enum { QX_MAX_COLS = 32768 };
@@ -521,10 +525,10 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
                                 (unsigned long long)c->info.smem_per_block_optin);
         c->gemv_smem_ready = true;
     }
+    /* x of any alignment is read correctly by the kernel; a dense / rows matrix must be
+     * 16-byte aligned, expert matrices (a device-side pointer array) are checked in-kernel */
     if (!c->f32_act && a.n_batch == 1 && (type == 12 || type == 8) && a.cols <= QX_MAX_COLS &&
-        (a.row_bytes & 15) == 0 && (a.x_estride & 3) == 0 &&
-        (a.wptrs || ((uintptr_t)a.w & 15) == 0)) {
-        /* expert matrices come from the arena (256-byte aligned blocks) */
+        (a.row_bytes & 15) == 0 && (a.wptrs || ((uintptr_t)a.w & 15) == 0)) {
         const dim3 grid((unsigned)((a.n_out + QX_ROWS - 1) / QX_ROWS), 1, (unsigned)n_slots);
         const size_t sm = qx_smem(a.cols);
         if (type == 12) k_gemv_qx<12><<<grid, QX_THREADS, sm, c->stream>>>(a);

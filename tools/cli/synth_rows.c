@@ -38,6 +38,7 @@
 
 #include "kernels/ref/blocks.h"
 #include "kernels/ref/quant.h"
+#include "runtime/prng.h"
 #include "tools/cli/synth_impl.h"
 
 /* Tensors this big are pooled: the pool costs 256 exact rows, so it pays from 512 rows on, and
@@ -51,22 +52,6 @@ typedef struct rng {
     uint64_t s[4];
 } rng;
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* splitmix64's finalizer: a bijective hash of 64 bits. */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* FNV-1a of the name mixed into the seed: the root of one tensor's streams. */
 static uint64_t name_key(uint64_t seed, const char *name)
 {
@@ -79,28 +64,10 @@ static uint64_t name_key(uint64_t seed, const char *name)
  * the splitmix sequences of neighbouring indices start far apart and do not overlap. */
 static void rng_init(rng *r, uint64_t key, uint64_t index)
 {
-    uint64_t x = key ^ mix64(index + 0x632be59bd9b4e019ull);
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+    sl_prng_seed(r->s, key ^ sl_prng_mix64(index + 0x632be59bd9b4e019ull));
 }
 
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t rng_next(rng *r) /* xoshiro256** */
-{
-    uint64_t *s = r->s;
-    const uint64_t out = rotl(s[1] * 5, 7) * 9;
-    const uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return out;
-}
+static uint64_t rng_next(rng *r) { return sl_prng_next(r->s); }
 
 /* Irwin-Hall(4): sum of four U(0,1) minus 2, times sqrt(3): mean 0, variance 1, |g| <= 3.46.
  * Exact binary fractions summed in double, so the result is the same on every machine. */
@@ -268,7 +235,7 @@ static void pooled_rows(const sl__synth_tensor *t, const sl__synth_prep *s, int6
     const uint64_t nb = (uint64_t)t->ne[0] / ti->block_size;
     size_t off[2];
     const int n_off = scale_fields(t->type, off);
-    const uint64_t pick = mix64(s->key ^ SALT_PICK);
+    const uint64_t pick = sl_prng_mix64(s->key ^ SALT_PICK);
     for (int64_t row = r0; row < r1; row++) {
         uint8_t *d = dst + (size_t)(row - r0) * rb;
         if (s->zero_row && row % t->ne[1] == 0) {
@@ -276,7 +243,8 @@ static void pooled_rows(const sl__synth_tensor *t, const sl__synth_prep *s, int6
             continue;
         }
         for (uint64_t b = 0; b < nb; b++) {
-            const uint64_t h = mix64((pick + (uint64_t)row * nb + b) * 0x9e3779b97f4a7c15ull);
+            const uint64_t h =
+                sl_prng_mix64((pick + (uint64_t)row * nb + b) * 0x9e3779b97f4a7c15ull);
             const uint64_t k = (h >> 32) % SL__SYNTH_POOL_ROWS;
             memcpy(d + b * bs, s->pool + k * rb + b * bs, bs);
         }
