@@ -23,6 +23,7 @@
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/ref/quant.h"
+#include "scheduler/expert_ffn.h"
 #include "scheduler/fetch_impl.h"
 #include "scheduler/moe_impl.h"
 
@@ -154,36 +155,20 @@ static uint64_t align_up(uint64_t v)
     return (v + SL_BFC_ALIGN - 1) / SL_BFC_ALIGN * SL_BFC_ALIGN;
 }
 
-/* ---- the expert FFN, in exactly the CPU scheduler's kernel sequence (moe_cpu.c) ------- */
+/* ---- the expert FFN: scheduler/expert_ffn.h, the CPU scheduler's routine -------------- */
 
 static sl_status gate_up_act(const fetch *f, sl_cpu_pool *pool, const void *wg, const void *wu,
                              const float *x, int64_t m, float *g, float *u, void *work,
                              sl_error *err)
 {
-    const sl_moe_layer *L = &f->cur;
-    const int64_t E = L->n_embd, F = L->n_ff;
-    sl_status st;
-    if (L->type_gate == L->type_up && !f->mv.f32_act) {
-        st = sl_cpu_matvec_quant_act(&f->mv, L->type_gate, x, E, m, work, f->work_cap, err);
-        if (!st) st = sl_cpu_matvec_q(&f->mv, pool, L->type_gate, wg, F, E, work, m, g, err);
-        if (!st) st = sl_cpu_matvec_q(&f->mv, pool, L->type_up, wu, F, E, work, m, u, err);
-    } else {
-        st = sl_cpu_matvec(&f->mv, pool, L->type_gate, wg, F, E, x, m, g, work, f->work_cap, err);
-        if (!st)
-            st = sl_cpu_matvec(&f->mv, pool, L->type_up, wu, F, E, x, m, u, work, f->work_cap,
-                               err);
-    }
-    if (st) return st;
-    if (L->act == SL_MOE_SILU) return sl_cpu_swiglu(&f->ops, g, u, g, F * m, err);
-    return sl_cpu_geglu(&f->ops, g, u, g, F * m, SL_GELU_TANH, err);
+    return sl__expert_gate_up(&f->ops, &f->mv, pool, &f->cur, wg, wu, x, m, g, u, work,
+                              f->work_cap, err);
 }
 
 static sl_status down(const fetch *f, sl_cpu_pool *pool, const void *wd, const float *g,
                       int64_t m, float *d, void *work, sl_error *err)
 {
-    const sl_moe_layer *L = &f->cur;
-    return sl_cpu_matvec(&f->mv, pool, L->type_down, wd, L->n_embd, L->n_ff, g, m, d, work,
-                         f->work_cap, err);
+    return sl__expert_down(&f->mv, pool, &f->cur, wd, g, m, d, work, f->work_cap, err);
 }
 
 /* ---- device jobs (run on the compute stream's worker; sim) ------------------------------ */
@@ -501,11 +486,7 @@ static sl_status prepare(fetch *f, const sl_moe_layer *L, const sl_moe_assign *a
 {
     const int64_t E = L->n_embd, F = L->n_ff;
     sl_status st;
-    size_t wb = sl_cpu_matvec_work_bytes(L->type_gate, E, CHUNK);
-    const size_t wu = sl_cpu_matvec_work_bytes(L->type_up, E, CHUNK);
-    const size_t wd = sl_cpu_matvec_work_bytes(L->type_down, F, CHUNK);
-    if (wu > wb) wb = wu;
-    if (wd > wb) wb = wd;
+    const size_t wb = sl__expert_work_bytes(L, CHUNK);
     if (!wb)
         return sl_error_set(err, SL_ERR_UNSUPPORTED,
                             "moe layer %d: expert weight types %u/%u/%u have no CPU matvec",

@@ -4,7 +4,7 @@
  * Why grouping: an expert's weights are read from memory once per group of tokens (up to
  * SL__MOE_CHUNK rows per matvec call) instead of once per token, which is what makes prefill
  * of a MoE layer cost about (distinct experts) weight reads instead of (tokens * k).
- * Gate and up share one activation quantization when their types agree (the _q kernels).
+ * The FFN itself is scheduler/expert_ffn.h's, shared with the fetching scheduler.
  *
  * Order and invariance: assignments are bucketed by expert with a stable counting sort; the
  * experts are run in ascending index and each result row is added into out[token] at once, so
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scheduler/expert_ffn.h"
 #include "scheduler/moe_impl.h"
 
 enum { SL__MOE_CHUNK = 64 };
@@ -67,11 +68,7 @@ static sl_status ensure(moe_cpu *c, const sl_moe_layer *L, int64_t n_assign, sl_
         if ((st = grow((void **)&c->u, &cap, fe, sizeof(float), err))) return st;
         c->f_cap = fe;
     }
-    size_t wb = sl_cpu_matvec_work_bytes(L->type_gate, L->n_embd, SL__MOE_CHUNK);
-    const size_t wu = sl_cpu_matvec_work_bytes(L->type_up, L->n_embd, SL__MOE_CHUNK);
-    const size_t wd = sl_cpu_matvec_work_bytes(L->type_down, L->n_ff, SL__MOE_CHUNK);
-    if (wu > wb) wb = wu;
-    if (wd > wb) wb = wd;
+    const size_t wb = sl__expert_work_bytes(L, SL__MOE_CHUNK);
     if (!wb)
         return sl_error_set(err, SL_ERR_UNSUPPORTED,
                             "moe layer %d: expert weight types %u/%u/%u have no CPU matvec",
@@ -87,34 +84,13 @@ static sl_status run_group(moe_cpu *c, const sl_moe_layer *L, int32_t e, const s
                            const int32_t *idx, int64_t m, const float *x, float *out,
                            sl_error *err)
 {
-    const int64_t E = L->n_embd, F = L->n_ff;
-    sl_status st;
+    const int64_t E = L->n_embd;
     for (int64_t i = 0; i < m; i++)
         memcpy(c->x + i * E, x + (int64_t)a[idx[i]].token * E, (size_t)E * sizeof(float));
-    if (L->type_gate == L->type_up && !c->mv.f32_act) {
-        /* one activation quantization serves both projections */
-        st = sl_cpu_matvec_quant_act(&c->mv, L->type_gate, c->x, E, m, c->work, c->work_cap, err);
-        if (!st)
-            st = sl_cpu_matvec_q(&c->mv, c->pool, L->type_gate, L->gate[e], F, E, c->work, m,
-                                 c->g, err);
-        if (!st)
-            st = sl_cpu_matvec_q(&c->mv, c->pool, L->type_up, L->up[e], F, E, c->work, m, c->u,
-                                 err);
-    } else {
-        st = sl_cpu_matvec(&c->mv, c->pool, L->type_gate, L->gate[e], F, E, c->x, m, c->g,
-                           c->work, c->work_cap, err);
-        if (!st)
-            st = sl_cpu_matvec(&c->mv, c->pool, L->type_up, L->up[e], F, E, c->x, m, c->u,
-                               c->work, c->work_cap, err);
-    }
-    if (st) return st;
-    if (L->act == SL_MOE_SILU)
-        st = sl_cpu_swiglu(&c->ops, c->g, c->u, c->g, F * m, err);
-    else
-        st = sl_cpu_geglu(&c->ops, c->g, c->u, c->g, F * m, SL_GELU_TANH, err);
-    if (st) return st;
-    st = sl_cpu_matvec(&c->mv, c->pool, L->type_down, L->down[e], E, F, c->g, m, c->d, c->work,
-                       c->work_cap, err);
+    sl_status st = sl__expert_gate_up(&c->ops, &c->mv, c->pool, L, L->gate[e], L->up[e], c->x,
+                                      m, c->g, c->u, c->work, c->work_cap, err);
+    if (!st) st = sl__expert_down(&c->mv, c->pool, L, L->down[e], c->g, m, c->d, c->work,
+                                  c->work_cap, err);
     if (st) return st;
     for (int64_t i = 0; i < m; i++) {
         const float w = a[idx[i]].weight;

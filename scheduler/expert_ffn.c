@@ -1,0 +1,40 @@
+/* scheduler/expert_ffn.c: see expert_ffn.h. */
+#include "scheduler/expert_ffn.h"
+
+size_t sl__expert_work_bytes(const sl_moe_layer *L, int64_t m)
+{
+    const size_t wg = sl_cpu_matvec_work_bytes(L->type_gate, L->n_embd, m);
+    const size_t wu = sl_cpu_matvec_work_bytes(L->type_up, L->n_embd, m);
+    const size_t wd = sl_cpu_matvec_work_bytes(L->type_down, L->n_ff, m);
+    if (!wg || !wu || !wd) return 0;
+    size_t b = wg > wu ? wg : wu;
+    return b > wd ? b : wd;
+}
+
+sl_status sl__expert_gate_up(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
+                             sl_cpu_pool *pool, const sl_moe_layer *L, const void *wg,
+                             const void *wu, const float *x, int64_t m, float *g, float *u,
+                             void *work, size_t work_cap, sl_error *err)
+{
+    const int64_t E = L->n_embd, F = L->n_ff;
+    sl_status st;
+    if (L->type_gate == L->type_up && !mv->f32_act) {
+        st = sl_cpu_matvec_quant_act(mv, L->type_gate, x, E, m, work, work_cap, err);
+        if (!st) st = sl_cpu_matvec_q(mv, pool, L->type_gate, wg, F, E, work, m, g, err);
+        if (!st) st = sl_cpu_matvec_q(mv, pool, L->type_up, wu, F, E, work, m, u, err);
+    } else {
+        st = sl_cpu_matvec(mv, pool, L->type_gate, wg, F, E, x, m, g, work, work_cap, err);
+        if (!st) st = sl_cpu_matvec(mv, pool, L->type_up, wu, F, E, x, m, u, work, work_cap, err);
+    }
+    if (st) return st;
+    if (L->act == SL_MOE_SILU) return sl_cpu_swiglu(ops, g, u, g, F * m, err);
+    return sl_cpu_geglu(ops, g, u, g, F * m, SL_GELU_TANH, err);
+}
+
+sl_status sl__expert_down(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
+                          const sl_moe_layer *L, const void *wd, const float *g, int64_t m,
+                          float *d, void *work, size_t work_cap, sl_error *err)
+{
+    return sl_cpu_matvec(mv, pool, L->type_down, wd, L->n_embd, L->n_ff, g, m, d, work,
+                         work_cap, err);
+}
