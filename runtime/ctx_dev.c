@@ -27,13 +27,14 @@ static bool on_dev(const sl_weight *w)
     return w && (w->residency & SL_RES_DEVICE);
 }
 
-/* The layer's weights other than routed experts. */
-static size_t layer_weights(const sl__layer *L, const sl_weight **out)
+/* The layer's core weights (attention, norms, router, shared expert): they run where the
+ * layer runs (scheduler/placement.h's CORE group). */
+static size_t core_weights(const sl__layer *L, const sl_weight **out)
 {
     const sl_weight *all[] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->bq, L->bk, L->bv,
                               L->q_norm, L->k_norm, L->attn_post_norm, L->ffn_norm,
-                              L->ffn_post_norm, L->ffn_gate, L->ffn_up, L->ffn_down, L->gate_inp,
-                              L->gate_shexp, L->up_shexp, L->down_shexp, L->gate_inp_shexp};
+                              L->ffn_post_norm, L->gate_inp, L->gate_shexp, L->up_shexp,
+                              L->down_shexp, L->gate_inp_shexp};
     size_t n = 0;
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (all[i]) out[n++] = all[i];
@@ -46,7 +47,8 @@ static sl_status check_weight(const sl_ctx *c, const sl_weight *w, bool dev, con
     if (on_dev(w) != dev)
         return sl_error_set(err, SL_ERR_UNSUPPORTED,
                             "%s: weight '%s' is on the %s while its %s runs on the %s (a "
-                            "placement must keep a layer on one side)", c->m->path, w->name,
+                            "placement keeps each group of a layer on one side)", c->m->path,
+                            w->name,
                             dev ? "host" : "device", where, dev ? "device" : "host");
     if (dev && sl_device_kind_get(c->m->dev) == SL_DEVICE_CUDA && w->need_matvec &&
         !sl_cuda_gemv_supported(w->type)) {
@@ -133,7 +135,7 @@ static sl_status expert_ptrs(sl_ctx *c, sl_error *err)
     const int32_t X = m->hp.n_expert;
     int32_t n_layers = 0;
     for (int32_t il = 0; il < m->hp.n_layer; il++)
-        n_layers += c->layer_dev[il] && m->layers[il].moe_on_device[0];
+        n_layers += m->layers[il].moe_on_device[0];
     if (!n_layers) return SL_OK;
     const uint64_t per = 3 * (uint64_t)X * sizeof(void *);
     uint8_t *base;
@@ -142,7 +144,7 @@ static sl_status expert_ptrs(sl_ctx *c, sl_error *err)
     int32_t slot = 0;
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const sl__layer *L = &m->layers[il];
-        if (!c->layer_dev[il] || !L->moe_on_device[0]) continue;
+        if (!L->moe_on_device[0]) continue;
         const void *const **dst[3] = {&c->dmoe[il].d_gate, &c->dmoe[il].d_up, &c->dmoe[il].d_down};
         const void **src[3] = {L->moe_gate, L->moe_up, L->moe_down};
         for (int p = 0; p < 3; p++) {
@@ -169,37 +171,48 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
     if (!c->layer_dev || !c->kv_slot || !c->dmoe)
         return sl_error_set(err, SL_ERR_NOMEM, "context: out of memory");
     int32_t n_dev = 0;
+    bool any_dev = false;
     sl_status st;
+    const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
     for (int32_t il = 0; il < hp->n_layer; il++) {
         sl__layer *L = &m->layers[il];
         c->dmoe[il].L = &L->moe;
         c->kv_slot[il] = -1;
         const bool dev = m->arena && on_dev(L->wq);
         const sl_weight *ws[32];
-        const size_t nw = layer_weights(L, ws);
-        char where[32];
+        const size_t nw = core_weights(L, ws);
+        char where[48];
         snprintf(where, sizeof where, "layer %d", il);
         for (size_t i = 0; i < nw; i++)
             if ((st = check_weight(c, ws[i], dev, where, err))) return st;
-        if (hp->n_expert && dev && sl_device_kind_get(m->dev) == SL_DEVICE_CUDA) {
+        if (L->ffn_up) {
+            const bool fdev = m->arena && on_dev(L->ffn_up);
+            snprintf(where, sizeof where, "layer %d FFN", il);
+            const sl_weight *fw[] = {L->ffn_gate, L->ffn_up, L->ffn_down};
+            for (int i = 0; i < 3; i++)
+                if ((st = check_weight(c, fw[i], fdev, where, err))) return st;
+            any_dev |= fdev;
+        }
+        if (hp->n_expert) {
             for (int32_t x = 1; x < hp->n_expert; x++)
                 if (L->moe_on_device[x] != L->moe_on_device[0])
-                    return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: experts split "
-                                        "between host and device (cuda needs all or none)",
-                                        m->path, il);
-            if (L->moe_on_device[0] &&
+                    return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: routed experts "
+                                        "split between host and device (a placement keeps "
+                                        "them on one side)", m->path, il);
+            if (cuda && L->moe_on_device[0] &&
                 (!sl_cuda_gemv_supported(L->moe.type_gate) ||
                  !sl_cuda_gemv_supported(L->moe.type_up) ||
                  !sl_cuda_gemv_supported(L->moe.type_down)))
                 return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: expert types have no "
                                     "CUDA GEMV", m->path, il);
+            any_dev |= L->moe_on_device[0];
         }
         c->layer_dev[il] = dev;
         if (dev) c->kv_slot[il] = n_dev++;
     }
     const bool out_dev = m->arena && on_dev(m->output);
     if ((st = check_weight(c, m->output_norm, out_dev, "output", err))) return st;
-    if (!n_dev && !out_dev) return SL_OK;
+    if (!n_dev && !out_dev && !any_dev) return SL_OK;
 
     sl__side *d = &c->dev;
     void *base;
@@ -224,7 +237,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
         c->dev_logits_rows = rows;
         if ((st = take(c, (uint64_t)(rows * row), (void **)&c->dev_logits, err))) return st;
     }
-    if (sl_device_kind_get(m->dev) == SL_DEVICE_CUDA) {
+    if (cuda) {
         const size_t gw = gemm_work_bytes(c);
         void *work = NULL, *scratch = NULL;
         if (gw && (st = take(c, gw, &work, err))) return st;

@@ -37,7 +37,7 @@
 #include "kernels/cpu/pool.h"
 #include "kernels/ref/ops.h"
 #include "runtime/device/device.h"
-#include "runtime/weight.h"
+#include "scheduler/weights.h"
 #include "scheduler/moe.h"
 
 enum { SL__DX_GEMM_MIN_BATCH = 8 };

@@ -33,25 +33,45 @@ static void gguf_notice(void *user, const char *msg)
     if (!m->notice[0]) snprintf(m->notice, sizeof m->notice, "%s", msg);
 }
 
+_Static_assert((int)SL_PLACE_AUTO == (int)SL_PM_AUTO && (int)SL_PLACE_GPU == (int)SL_PM_GPU &&
+               (int)SL_PLACE_LAYERS == (int)SL_PM_LAYERS &&
+               (int)SL_PLACE_EXPERTS_CPU == (int)SL_PM_EXPERTS_CPU &&
+               (int)SL_PLACE_CPU == (int)SL_PM_CPU,
+               "sluice.h's sl_placement and placement.h's sl_place_mode must agree");
+
+/* Opens the device, resolves the placement plan against its free memory, and creates the
+ * stream and arena when the plan puts anything on it. */
 static sl_status open_device(sl_model *m, sl_error *err)
 {
     sl_device_options dopt = {0};
-    dopt.kind = m->opt.device ? m->opt.device : m->placement == SL_PLACE_CPU ? "sim" : NULL;
+    const bool cpu = m->opt.placement == SL_PLACE_CPU;
+    dopt.kind = m->opt.device ? m->opt.device : cpu ? "sim" : NULL;
     dopt.notice = gguf_notice;
     dopt.notice_user = m;
     sl_status st = sl_device_open(&dopt, &m->dev, err);
     if (st) return st;
-    if (m->placement == SL_PLACE_CPU) return SL_OK;
-    if (m->placement == SL_PLACE_LAYERS && m->opt.gpu_layers < 0)
-        return sl_error_set(err, SL_ERR_INVALID, "gpu_layers %d: must be >= 0", m->opt.gpu_layers);
-    if (m->placement == SL_PLACE_AUTO) {
+    uint64_t free_bytes = 0;
+    if (!cpu) {
         sl_device_props props;
         if ((st = sl_device_props_get(m->dev, &props, err))) return st;
-        sl__model_resolve_auto(m, props.free_mem_bytes);
+        free_bytes = props.free_mem_bytes;
     }
-    if (m->placement == SL_PLACE_CPU) return SL_OK;
+    const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
+    if ((st = sl__model_plan(m, free_bytes, cuda, err))) return st;
+    if (!m->plan.device_bytes || m->opt.plan_only) return SL_OK;
     if ((st = sl_device_stream_create(m->dev, &m->stream, err))) return st;
     return sl_bfc_create_device(m->dev, m->stream, NULL, &m->arena, err);
+}
+
+sl_status sl_model_plan_get(const sl_model *m, const sl_place_plan **plan,
+                            const sl_place_tensor **tensors, size_t *n, sl_error *err)
+{
+    if (!m || !plan || !tensors || !n)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_model_plan_get: NULL argument");
+    *plan = &m->plan;
+    *tensors = m->place_t;
+    *n = m->n_w;
+    return SL_OK;
 }
 
 static void fill_info(sl_model *m)
@@ -78,7 +98,8 @@ static void fill_info(sl_model *m)
         const sl_weight *w = &m->w[i];
         in->n_params += (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]);
         in->weight_bytes += w->file_nbytes;
-        if (w->residency & SL_RES_DEVICE) in->gpu_bytes += w->nbytes;
+        if (w->residency ? w->residency & SL_RES_DEVICE : w->want_device)
+            in->gpu_bytes += w->nbytes;
         else in->host_bytes += w->nbytes;
     }
     uint32_t id;
@@ -94,7 +115,6 @@ sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model 
     sl_model *m = calloc(1, sizeof *m);
     if (!m) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (model)");
     m->opt = opt ? *opt : sl_model_options_default();
-    m->placement = m->opt.placement;
     sl_status st = SL_OK;
     if ((unsigned)m->opt.placement > SL_PLACE_CPU) {
         st = sl_error_set(err, SL_ERR_INVALID, "placement %d: unknown", (int)m->opt.placement);
@@ -131,6 +151,11 @@ sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model 
         goto fail;
     if ((st = sl__model_bind(m, err))) goto fail;
     if ((st = open_device(m, err))) goto fail;
+    if (m->opt.plan_only) {
+        fill_info(m);
+        *out = m;
+        return SL_OK;
+    }
     if ((st = sl__model_load_weights(m, err))) goto fail;
     if ((st = sl__model_validate(m, err))) goto fail;
     fill_info(m);
@@ -159,6 +184,8 @@ void sl_model_close(sl_model *m)
     }
     free(m->layers);
     free(m->w);
+    sl_place_plan_free(&m->plan);
+    free(m->place_t);
     sl_bfc_destroy(m->arena);
     if (m->stream) sl_device_stream_destroy(m->dev, m->stream);
     sl_hostpool_destroy(m->hostpool);
@@ -292,6 +319,9 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
 {
     if (!m || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_create: NULL model or out");
     *out = NULL;
+    if (m->opt.plan_only)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: opened with plan_only (no weights read): "
+                            "no context can run it", m->path);
     sl_ctx *c = calloc(1, sizeof *c);
     if (!c) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (context)");
     c->m = m;

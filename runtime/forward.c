@@ -17,10 +17,11 @@
  *
  * Where each step runs: a layer runs on the side its attention weights live on (ctx.h's
  * sl__side: the host, or the device through its executor, runtime/dx.h); the residual stream
- * is copied across when consecutive layers sit on different sides (layer split). Routed
- * experts that are not on the layer's side (experts-on-CPU placement) are reached by copying
- * the normalised rows and the routing down to the host, running the context's MoE scheduler
- * there, and copying the sum back. Logits are computed where the output matrix is.
+ * is copied across when consecutive layers sit on different sides (layer split). A layer's
+ * FFN part (dense FFN or routed experts) that lives on the other side (experts-on-CPU,
+ * --n-cpu-moe, -ot) is reached by copying the normalised rows (and the routing) over, running
+ * the part there (the context's MoE scheduler on the host, the device executor on the device),
+ * and copying the sum back. Logits are computed where the output matrix is.
  *
  * Batch invariance: matvec columns are bit-identical to single-token calls, norms/rope/
  * attention are per token, and the MoE scheduler is batch-invariant (moe.h), so on the CPU
@@ -55,26 +56,59 @@ static sl_status sync_dev(sl_ctx *c, sl_error *err)
     return sl_device_stream_sync(c->m->dev, c->m->stream, err);
 }
 
-/* Experts on the host for a device layer: xn and the routing down, the context's scheduler on
- * the host, the sum back up into s->tmp. */
-static sl_status experts_via_host(sl_ctx *c, const sl__side *s, const sl__layer *L, int64_t n,
-                                  sl_error *err)
+/* The side a layer's FFN part lives on, when it is not the layer's own. */
+static sl__side *other(sl_ctx *c, const sl__side *s)
 {
-    const int64_t E = c->m->hp.n_embd, K = c->m->hp.n_expert_used;
-    sl__side *h = &c->host;
+    return s == &c->host ? &c->dev : &c->host;
+}
+
+/* Copies bytes from side `from` to the other side. */
+static sl_status cross(sl_ctx *c, const sl__side *from, void *dst, const void *src,
+                       uint64_t bytes, sl_error *err)
+{
+    return copy(c, dst, src, bytes, from == &c->host ? SL_COPY_H2D : SL_COPY_D2H, err);
+}
+
+/* Runs a layer's FFN part that lives on the other side o of the layer's side s: the
+ * normalised rows (and the routing, for experts) go over, the part runs there through o's
+ * executor into o->tmp, and the sum comes back into s->tmp. The host reads what came down only
+ * after a sync; what goes up is ordered on the stream before the device steps that read it. */
+static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L, int32_t il,
+                               int64_t n, bool experts, sl_error *err)
+{
+    const sl_model *m = c->m;
+    const int64_t E = m->hp.n_embd, K = m->hp.n_expert_used;
+    sl__side *o = other(c, s);
     sl_status st;
-    if ((st = copy(c, h->xn, s->xn, (uint64_t)(n * E) * sizeof(float), SL_COPY_D2H, err)) ||
-        (st = copy(c, h->topk_idx, s->topk_idx, (uint64_t)(n * K) * sizeof(int32_t),
-                   SL_COPY_D2H, err)) ||
-        (st = copy(c, h->topk_w, s->topk_w, (uint64_t)(n * K) * sizeof(float), SL_COPY_D2H,
-                   err)) ||
-        (st = sync_dev(c, err)))
+    if ((st = cross(c, s, o->xn, s->xn, (uint64_t)(n * E) * sizeof(float), err)))
         return st;
-    const sl__dx_moe hm = {.L = &L->moe};
-    if ((st = h->dx->vt->moe(h->dx, &hm, h->topk_idx, h->topk_w, n, (int32_t)K, h->xn, h->tmp,
-                             err)))
+    if (experts &&
+        ((st = cross(c, s, o->topk_idx, s->topk_idx, (uint64_t)(n * K) * sizeof(int32_t),
+                     err)) ||
+         (st = cross(c, s, o->topk_w, s->topk_w, (uint64_t)(n * K) * sizeof(float), err))))
         return st;
-    return copy(c, s->tmp, h->tmp, (uint64_t)(n * E) * sizeof(float), SL_COPY_H2D, err);
+    if (o == &c->host && (st = sync_dev(c, err))) return st;
+    const sl__dx_vt *vt = o->dx->vt;
+    if (experts) {
+        const sl__dx_moe hm = {.L = &L->moe};
+        st = vt->moe(o->dx, o == &c->host ? &hm : &c->dmoe[il], o->topk_idx, o->topk_w, n,
+                     (int32_t)K, o->xn, o->tmp, err);
+    } else {
+        const int64_t F = L->ffn_gate->ne[1];
+        if (!(st = vt->mm(o->dx, L->ffn_gate, o->xn, n, o->g, err)) &&
+            !(st = vt->mm(o->dx, L->ffn_up, o->xn, n, o->u, err)) &&
+            !(st = vt->glu(o->dx, m->tr->act, o->g, o->u, F * n, err)))
+            st = vt->mm(o->dx, L->ffn_down, o->g, n, o->tmp, err);
+    }
+    if (st) return st;
+    if ((st = cross(c, o, s->tmp, o->tmp, (uint64_t)(n * E) * sizeof(float), err)))
+        return st;
+    return s == &c->host ? sync_dev(c, err) : SL_OK;
+}
+
+static bool on_device(const sl_weight *w)
+{
+    return w->residency & SL_RES_DEVICE;
 }
 
 static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
@@ -90,11 +124,11 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
     const sl_router_params rp = {.gating = SL_GATING_SOFTMAX_TOPK, .n_expert = X, .k = K,
                                  .norm_topk = m->tr->norm_topk, .weight_scale = 1.0f};
     if ((st = vt->router(s->dx, s->router, n, &rp, s->topk_idx, s->topk_w, err))) return st;
-    const bool experts_here = s == &c->host || (L->moe_on_device && L->moe_on_device[0]);
-    if (experts_here)
+    const bool experts_dev = L->moe_on_device && L->moe_on_device[0];
+    if (experts_dev == (s == &c->dev))
         st = vt->moe(s->dx, &c->dmoe[il], s->topk_idx, s->topk_w, n, K, s->xn, s->tmp, err);
     else
-        st = experts_via_host(c, s, L, n, err);
+        st = ffn_elsewhere(c, s, L, il, n, true, err);
     if (st) return st;
     if (!m->tr->shared_expert) return SL_OK;
     /* shared expert, gated per token by sigmoid(w . xn) (llm_build_qwen2moe) */
@@ -161,6 +195,8 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
     if ((st = vt->rms_norm(dx, s->x, L->ffn_norm->data, s->xn, n, E, eps, err))) return st;
     if (hp->n_expert) {
         st = moe_ffn(c, s, il, n, err);
+    } else if (on_device(L->ffn_up) != (s == &c->dev)) {
+        st = ffn_elsewhere(c, s, L, il, n, false, err);
     } else {
         const int64_t F = L->ffn_gate->ne[1];
         if (!(st = vt->mm(dx, L->ffn_gate, s->xn, n, s->g, err)) &&

@@ -27,8 +27,9 @@
 #include "runtime/device/device.h"
 #include "runtime/sluice.h"
 #include "runtime/tokenizer.h"
-#include "runtime/weight.h"
+#include "scheduler/weights.h"
 #include "scheduler/moe.h"
+#include "scheduler/placement.h"
 
 typedef enum sl__arch {
     SL__ARCH_LLAMA = 0,     /* llama, and Mixtral files (llama + expert_count) */
@@ -96,7 +97,8 @@ struct sl_model {
     const sl__arch_traits *tr;
     sl__hparams hp;
     sl_model_options opt;
-    sl_placement placement;         /* resolved (never AUTO) */
+    sl_place_plan plan;             /* where each of w[] lives (scheduler/placement.h) */
+    sl_place_tensor *place_t;       /* [n_w]: the plan's view of w[] */
     sl_weight *w;                   /* bound weights */
     size_t n_w;
     sl__layer *layers;              /* [n_layer] */
@@ -121,11 +123,14 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err);
 sl_status sl__model_bind(sl_model *m, sl_error *err);
 
 /* weight.c */
-/* Decides placement per weight, then reads/converts/copies every bound weight. */
+/* The placement plan of the bound weights (m->plan, m->place_t; want_device set from it).
+ * device_free: free device memory (0: no device); cuda: the device is CUDA (types without a
+ * CUDA GEMV keep their group on the host). */
+sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error *err);
+/* Device bytes a context will need besides the weights (KV cache, buffers), for the budget. */
+uint64_t sl__model_reserve_bytes(const sl_model *m);
+/* Reads/converts/copies every bound weight to where the plan put it. */
 sl_status sl__model_load_weights(sl_model *m, sl_error *err);
-/* AUTO placement: GPU if every weight fits in 90% of free_bytes, else EXPERTS_CPU if all but
- * the routed experts fit, else CPU. Needs bound weights. */
-sl_status sl__model_resolve_auto(sl_model *m, uint64_t free_bytes);
 /* Checks the invariants above and weight.h's (residency vs data/blocks, data inside its host
  * block, type changes only by conversion, expert pointers); SL_ERR_INVALID naming the weight.
  * Run at the end of every open (cost O(weights + layers * experts)). */

@@ -22,9 +22,12 @@ typedef struct sl_ctx sl_ctx;
 
 /* Where weights live. Names follow llama.cpp where the concept is the same. */
 typedef enum sl_placement {
-    SL_PLACE_AUTO = 0,        /* all on GPU if it fits, else experts on CPU, else CPU */
+    SL_PLACE_AUTO = 0,        /* all on GPU if it fits in the budget, else the experts of the
+                                 first layers on CPU (--n-cpu-moe), else the last layers on the
+                                 GPU (-ngl) that fit */
     SL_PLACE_GPU = 1,         /* everything on the GPU */
-    SL_PLACE_LAYERS = 2,      /* first gpu_layers layers on the GPU (llama.cpp --gpu-layers) */
+    SL_PLACE_LAYERS = 2,      /* the LAST gpu_layers layers on the GPU, and the output matrix
+                                 when gpu_layers > n_layer (llama.cpp -ngl) */
     SL_PLACE_EXPERTS_CPU = 3, /* routed experts on CPU, the rest on GPU (-ot exps=CPU) */
     SL_PLACE_CPU = 4          /* everything on the CPU */
 } sl_placement;
@@ -34,6 +37,15 @@ typedef enum sl_load_io { SL_LOAD_DIRECT = 0, SL_LOAD_PREAD = 1, SL_LOAD_MMAP = 
 typedef struct sl_model_options {
     sl_placement placement;
     int gpu_layers;             /* for SL_PLACE_LAYERS */
+    /* llama.cpp's controls, applied on top of the placement (scheduler/placement.h):
+     * "REGEX=BUFT[,REGEX=BUFT...]" (BUFT CPU, CUDA0 or GPU; first match wins), or NULL */
+    const char *override_tensor;
+    bool cpu_moe;               /* every routed expert on the CPU */
+    int n_cpu_moe;              /* routed experts of layers [0, n_cpu_moe) on the CPU */
+    uint64_t vram_budget;       /* device bytes the placement may use; 0: 90% of free memory */
+    int budget_ctx;             /* positions of KV cache the budget reserves; 0: min(n_ctx_train,
+                                   4096) */
+    bool plan_only;             /* open resolves the placement and stops: no weights are read */
     const char *device;         /* "cuda" | "sim" | "auto" | NULL (SLUICE_DEVICE, then auto) */
     sl_load_io io;              /* how weights are read into the host pool */
     int numa_node;              /* -1: nearest the GPU */
@@ -48,6 +60,13 @@ sl_model_options sl_model_options_default(void);
 sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model **out,
                         sl_error *err);
 void sl_model_close(sl_model *m);
+
+/* The resolved placement plan (scheduler/placement.h), for tools: what lives where, tensor by
+ * tensor. Pointers stay valid while the model is open. */
+typedef struct sl_place_plan sl_place_plan;
+typedef struct sl_place_tensor sl_place_tensor;
+sl_status sl_model_plan_get(const sl_model *m, const sl_place_plan **plan,
+                            const sl_place_tensor **tensors, size_t *n, sl_error *err);
 
 typedef struct sl_model_info {
     const char *arch;           /* general.architecture */

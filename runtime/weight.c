@@ -1,15 +1,12 @@
 /* runtime/weight.c: placement and loading of a model's weights.
  *
- * Placement (resolved once, per weight): SL_PLACE_CPU keeps everything in host memory. The
- * device placements put the chosen weights into blocks of one device arena (alloc/bfc); with
- * the sim device those blocks are host-addressable and the sim executor computes from them
- * with the CPU kernels, so every placement runs (and is compared) in CI; on cuda the cuda
- * executor (runtime/dx.h) runs kernels/cuda on them.
- *   GPU          every weight but token_embd (looked up by row on the host, as llama.cpp does);
- *   LAYERS       layers < gpu_layers; output and output_norm only if gpu_layers > n_layer;
- *   EXPERTS_CPU  everything except the routed experts (llama.cpp's -ot exps=CPU);
- *   AUTO         GPU if all fits in 90% of free device memory, else EXPERTS_CPU if the rest
- *                fits, else CPU.
+ * Placement: scheduler/placement.h decides (the mode, -ngl, -ot, --cpu-moe, --n-cpu-moe and
+ * the device budget); here the model's weights are described to it (group, bytes once
+ * loaded, whether the device has a kernel for the type) and its plan sets want_device. The
+ * device weights go into blocks of one device arena (alloc/bfc); with the sim device those
+ * blocks are host-addressable and the sim executor computes from them with the CPU kernels,
+ * so every placement runs (and is compared) in CI; on cuda the cuda executor (runtime/dx.h)
+ * runs kernels/cuda on them.
  *
  * Loading: each host weight gets a block of the model's pinned host pool and is read there by
  * O_DIRECT (block over-allocated by one page so the read target is 4096-aligned; the data
@@ -30,12 +27,6 @@
 #include "kernels/ref/quant.h"
 #include "runtime/model.h"
 
-uint64_t sl__weight_slice_bytes(const sl_weight *w)
-{
-    const uint64_t per = w->ne[2] * w->ne[3];
-    return per ? w->nbytes / per : 0;
-}
-
 const void *sl__expert_data(const sl__layer *L, int proj, int32_t e)
 {
     const sl_weight *merged = proj == 0 ? L->gate_exps : proj == 1 ? L->up_exps : L->down_exps;
@@ -43,24 +34,6 @@ const void *sl__expert_data(const sl__layer *L, int proj, int32_t e)
         return (const uint8_t *)merged->data + (uint64_t)e * sl__weight_slice_bytes(merged);
     sl_weight *const *per = proj == 0 ? L->gate_e : proj == 1 ? L->up_e : L->down_e;
     return per ? per[e]->data : NULL;
-}
-
-static bool is_routed_expert(const sl_model *m, const sl_weight *w)
-{
-    for (int il = 0; il < m->hp.n_layer; il++) {
-        const sl__layer *L = &m->layers[il];
-        if (w == L->gate_exps || w == L->up_exps || w == L->down_exps) return true;
-        if (L->gate_e)
-            for (int x = 0; x < m->hp.n_expert; x++)
-                if (w == L->gate_e[x] || w == L->up_e[x] || w == L->down_e[x]) return true;
-    }
-    return false;
-}
-
-static int layer_of(const sl_weight *w)
-{
-    int il;
-    return sscanf(w->name, "blk.%d.", &il) == 1 ? il : -1;
 }
 
 static bool needs_conversion(const sl_weight *w)
@@ -87,77 +60,89 @@ static uint32_t loaded_type(const sl_weight *w)
     return needs_conversion(w) ? SL_GGML_F32 : w->file_type;
 }
 
-static void fallback_notice(sl_model *m, const sl_weight *w, const char *what)
+/* Device bytes a context needs besides weights, for the budget: an F16 KV cache of
+ * opt.budget_ctx (default min(n_ctx_train, 4096)) positions in every layer, and the working
+ * buffers of a 512-token batch (an estimate of ctx_dev.c's carve; the logits buffer is capped
+ * at 64 MiB there). */
+uint64_t sl__model_reserve_bytes(const sl_model *m)
 {
-    const sl_gguf_type_info *ti = sl_gguf_type_get(loaded_type(w));
-    if (!m->notice[0])
-        snprintf(m->notice, sizeof m->notice, "%s: type %s has no CUDA GEMV: %s runs on the CPU",
-                 w->name, ti ? ti->name : "?", what);
+    const sl__hparams *hp = &m->hp;
+    int64_t ctx = m->opt.budget_ctx > 0 ? m->opt.budget_ctx
+                                        : hp->n_ctx_train > 0 && hp->n_ctx_train < 4096
+                                              ? hp->n_ctx_train : 4096;
+    const uint64_t kv = 2ull * (uint64_t)ctx * (uint64_t)hp->n_head_kv *
+                        (uint64_t)hp->head_dim * 2ull * (uint64_t)hp->n_layer;
+    const int64_t F = hp->n_ff > hp->n_ff_exp ? hp->n_ff : hp->n_ff_exp;
+    const uint64_t per_tok = (uint64_t)(6 * hp->n_embd + 2 * F + 4 * hp->n_head * hp->head_dim +
+                                        hp->n_expert + 16) * sizeof(float);
+    uint64_t logits = (uint64_t)hp->n_vocab * sizeof(float) * 512;
+    if (logits > (64ull << 20)) logits = 64ull << 20;
+    return kv + 512 * per_tok + logits;
 }
 
-/* On cuda, a matmul weight whose type has no CUDA GEMV cannot run on the device. The executor
- * keeps a layer's dense part on one side, so such a weight takes its whole layer to the host;
- * routed experts may live on the host under a device layer (the experts-cpu path), so only
- * that layer's experts move; an output matrix takes output_norm with it. */
-static void cuda_fallback(sl_model *m)
+/* routed[i]: weight i is a routed expert (merged or per-expert tensor). */
+static void mark_routed(const sl_model *m, bool *routed)
 {
-    const int n_layer = m->hp.n_layer;
-    for (size_t i = 0; i < m->n_w; i++) {
-        sl_weight *w = &m->w[i];
-        if (!w->want_device || !w->need_matvec || sl_cuda_gemv_supported(loaded_type(w)))
-            continue;
-        const int il = layer_of(w);
-        if (is_routed_expert(m, w)) {
-            fallback_notice(m, w, "its layer's routed experts stay in host memory");
-            for (size_t j = 0; j < m->n_w; j++)
-                if (layer_of(&m->w[j]) == il && is_routed_expert(m, &m->w[j]))
-                    m->w[j].want_device = false;
-        } else if (il >= 0 && il < n_layer) {
-            fallback_notice(m, w, "its layer");
-            for (size_t j = 0; j < m->n_w; j++)
-                if (layer_of(&m->w[j]) == il) m->w[j].want_device = false;
-        } else {
-            fallback_notice(m, w, "the output matrix");
-            w->want_device = false;
-            if (m->output_norm) m->output_norm->want_device = false;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const sl__layer *L = &m->layers[il];
+        const sl_weight *merged[] = {L->gate_exps, L->up_exps, L->down_exps};
+        for (int p = 0; p < 3; p++)
+            if (merged[p]) routed[merged[p] - m->w] = true;
+        if (!L->gate_e) continue;
+        for (int x = 0; x < m->hp.n_expert; x++) {
+            routed[L->gate_e[x] - m->w] = true;
+            routed[L->up_e[x] - m->w] = true;
+            routed[L->down_e[x] - m->w] = true;
         }
     }
 }
 
-static void decide_placement(sl_model *m)
+sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error *err)
 {
-    sl_placement p = m->placement;
-    for (size_t i = 0; i < m->n_w; i++) {
-        sl_weight *w = &m->w[i];
-        const int il = layer_of(w);
-        bool dev = false;
-        switch (p) {
-        case SL_PLACE_GPU: dev = true; break;
-        case SL_PLACE_LAYERS:
-            dev = il >= 0 ? il < m->opt.gpu_layers : m->opt.gpu_layers > m->hp.n_layer;
-            break;
-        case SL_PLACE_EXPERTS_CPU: dev = !is_routed_expert(m, w); break;
-        default: dev = false; break;
-        }
-        /* token_embd is read by row on the host, unless it doubles as the output matrix */
-        if (w == m->tok_embd && w != m->output) dev = false;
-        w->want_device = dev;
+    sl_place_tensor *t = calloc(m->n_w ? m->n_w : 1, sizeof *t);
+    bool *routed = calloc(m->n_w ? m->n_w : 1, sizeof *routed);
+    if (!t || !routed) {
+        free(t);
+        free(routed);
+        return sl_error_set(err, SL_ERR_NOMEM, "placement: out of memory");
     }
-    if (m->dev && sl_device_kind_get(m->dev) == SL_DEVICE_CUDA) cuda_fallback(m);
-}
-
-sl_status sl__model_resolve_auto(sl_model *m, uint64_t free_bytes)
-{
-    uint64_t all = 0, experts = 0;
+    mark_routed(m, routed);
     for (size_t i = 0; i < m->n_w; i++) {
-        const uint64_t b = loaded_bytes(&m->w[i]);
-        all += b;
-        if (is_routed_expert(m, &m->w[i])) experts += b;
+        const sl_weight *w = &m->w[i];
+        sl_place_classify(w->name, w->n_dims, m->hp.n_expert, &t[i]);
+        if (routed[i]) t[i].group = SL_PG_EXPERTS;
+        else if (t[i].group == SL_PG_EXPERTS) t[i].group = SL_PG_CORE;
+        if (w == m->output) t[i].group = SL_PG_OUTPUT;
+        t[i].tied = w == m->tok_embd && w == m->output;
+        t[i].vector = !w->need_matvec && w != m->tok_embd;
+        t[i].bytes = loaded_bytes(w);
+        const sl_gguf_type_info *ti = sl_gguf_type_get(loaded_type(w));
+        t[i].type_name = ti ? ti->name : "?";
+        t[i].no_device = cuda && w->need_matvec && !sl_cuda_gemv_supported(loaded_type(w));
     }
-    const uint64_t budget = free_bytes / 10 * 9;
-    m->placement = all <= budget                     ? SL_PLACE_GPU
-                   : all - experts <= budget && experts ? SL_PLACE_EXPERTS_CPU
-                                                       : SL_PLACE_CPU;
+    free(routed);
+    const sl_model_options *o = &m->opt;
+    const sl_place_options po = {
+        .mode = (sl_place_mode)o->placement, .n_gpu_layers = o->gpu_layers,
+        .override_tensor = o->override_tensor, .cpu_moe = o->cpu_moe, .n_cpu_moe = o->n_cpu_moe,
+        .vram_budget = o->vram_budget, .device_free = device_free,
+        .reserve_bytes = device_free || o->vram_budget ? sl__model_reserve_bytes(m) : 0};
+    sl_status st = sl_place_resolve(t, m->n_w, m->hp.n_layer, &po, &m->plan, err);
+    if (st) {
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        free(t);
+        return sl_error_set(err, st, "%s: %s", m->path, why);
+    }
+    m->place_t = t;
+    for (size_t i = 0; i < m->n_w; i++) {
+        m->w[i].want_device = m->plan.on_device[i];
+        if (m->plan.by[i] == SL_PLACE_BY_DEVICE && !m->notice[0])
+            snprintf(m->notice, sizeof m->notice, "%s: type %s has no CUDA GEMV: its %s runs "
+                     "on the CPU", t[i].name, t[i].type_name,
+                     t[i].group == SL_PG_EXPERTS ? "layer's routed experts"
+                     : t[i].group == SL_PG_OUTPUT ? "output matrix" : "layer group");
+    }
     return SL_OK;
 }
 
@@ -262,7 +247,6 @@ static void progress(const sl_model *m, uint64_t done, uint64_t total, bool fina
 
 sl_status sl__model_load_weights(sl_model *m, sl_error *err)
 {
-    decide_placement(m);
     uint64_t total = 0, host_bytes = 0, biggest = 0;
     for (size_t i = 0; i < m->n_w; i++) {
         const sl_weight *w = &m->w[i];
@@ -350,24 +334,8 @@ void sl__model_free_weights(sl_model *m)
 sl_status sl__model_validate(const sl_model *m, sl_error *err)
 {
     for (size_t i = 0; i < m->n_w; i++) {
-        const sl_weight *w = &m->w[i];
-        if (!w->residency != !w->data || !w->residency)
-            return sl_error_set(err, SL_ERR_INVALID, "model invariant: weight '%s' has "
-                                "residency %u and data %p", w->name, w->residency, w->data);
-        if ((w->d_block != SL_BLOCK_NONE) != !!(w->residency & SL_RES_DEVICE))
-            return sl_error_set(err, SL_ERR_INVALID, "model invariant: weight '%s': device block "
-                                "and residency disagree", w->name);
-        if (w->h_block != SL_BLOCK_NONE) {
-            const uint8_t *h = sl_hostpool_ptr(m->hostpool, w->h_block);
-            const uint64_t cap = sl_hostpool_size(m->hostpool, w->h_block);
-            const uint8_t *d = w->data;
-            if (!h || d < h || d + w->nbytes > h + cap)
-                return sl_error_set(err, SL_ERR_INVALID, "model invariant: weight '%s' lies "
-                                    "outside its host block", w->name);
-        }
-        if (!w->converted && w->type != w->file_type)
-            return sl_error_set(err, SL_ERR_INVALID, "model invariant: weight '%s' changed type "
-                                "without conversion", w->name);
+        sl_status st = sl_weight_validate(&m->w[i], m->hostpool, err);
+        if (st) return st;
     }
     for (int il = 0; il < m->hp.n_layer && m->hp.n_expert; il++)
         for (int x = 0; x < m->hp.n_expert; x++)

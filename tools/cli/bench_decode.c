@@ -22,7 +22,7 @@
  * output matrix is tied to it) and, per MoE layer, n_expert_used of n_expert experts:
  *     bytes/token = dense + embd row + expert bytes * n_expert_used / n_expert
  * Each placement splits those bytes into device bytes and host bytes by where its weights live
- * (the rule of runtime/weight.c: decide_placement) and cannot decode faster than
+ * (the opened model's plan, scheduler/placement.h) and cannot decode faster than
  *     device bytes / device bandwidth + host bytes / host bandwidth
  * (the two sides run one after the other within a step). Host bandwidth: a streaming read
  * measured in the same run with the same threads and binding (a multi-threaded sum over
@@ -43,6 +43,7 @@
 #include "kernels/cuda/bench.h"
 #include "kernels/cpu/pool.h"
 #include "runtime/device/device.h"
+#include "scheduler/placement.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/bench.h"
 #include "tools/cli/json.h"
@@ -208,42 +209,15 @@ typedef struct token_bytes {
     double dev, host;
 } token_bytes;
 
-/* Invariant: dense + experts + embd bytes (the whole tensor) == total; for every placement p,
- * at[p].dev + at[p].host == dense + embd_row + experts * n_expert_used / n_expert. */
+/* The model's bytes by kind. Invariant: dense + experts + embd bytes (the whole tensor) ==
+ * total; a decode step reads dense + embd_row + experts * n_expert_used / n_expert. */
 typedef struct weight_split {
     uint64_t dense, embd_row, experts, total;
     bool tied;
-    token_bytes at[SL_PLACE_CPU + 1]; /* indexed by sl_placement; AUTO left 0 */
 } weight_split;
 
-/* Layer index of a "blk.N." tensor, -1 for the others. */
-static int tensor_layer(const char *name)
-{
-    if (strncmp(name, "blk.", 4)) return -1;
-    char *end = NULL;
-    const long il = strtol(name + 4, &end, 10);
-    return end != name + 4 && *end == '.' && il >= 0 && il < (1l << 20) ? (int)il : -1;
-}
-
-/* Whether tensor `name` of layer il lives on the device under placement p. Mirrors
- * runtime/weight.c (decide_placement), which the bound must follow: the engine keeps token_embd
- * on the host (read by row) unless it doubles as the output matrix. */
-static bool on_device(sl_placement p, int il, bool expert, bool embd, bool tied, int gpu_layers,
-                      int n_layer)
-{
-    if (embd && !tied) return false;
-    switch (p) {
-    case SL_PLACE_GPU: return true;
-    case SL_PLACE_LAYERS: return il >= 0 ? il < gpu_layers : gpu_layers > n_layer;
-    case SL_PLACE_EXPERTS_CPU: return !expert;
-    default: return false;
-    }
-}
-
-/* expert_frac = n_expert_used / n_expert (1 for dense models); gpu_layers, n_layer for the
- * layers placement. Prints the error and returns 1 if the file cannot be read. */
-static int weight_bytes(const char *path, double expert_frac, int gpu_layers, int n_layer,
-                        weight_split *w)
+/* Prints the error and returns 1 if the file cannot be read. */
+static int weight_bytes(const char *path, weight_split *w)
 {
     memset(w, 0, sizeof *w);
     sl_gguf *g = NULL;
@@ -268,24 +242,31 @@ static int weight_bytes(const char *path, double expert_frac, int gpu_layers, in
         w->embd_row = w->tied || embd->ne[1] <= 0 ? embd->nbytes
                                                   : embd->nbytes / (uint64_t)embd->ne[1];
     }
-    /* second pass: the tie is known only once every name has been seen */
-    for (size_t i = 0; i < sl_gguf_tensor_count(g); i++) {
-        const sl_gguf_tensor *t = sl_gguf_tensor_at(g, i);
-        const bool is_embd = t == embd, expert = !is_embd && strstr(t->name, "_exps.");
-        const double per_token = is_embd ? (double)w->embd_row
-                                 : expert ? expert_frac * (double)t->nbytes
-                                          : (double)t->nbytes;
-        const int il = tensor_layer(t->name);
-        for (int p = SL_PLACE_GPU; p <= SL_PLACE_CPU; p++) {
-            token_bytes *b = &w->at[p];
-            if (on_device((sl_placement)p, il, expert, is_embd, w->tied, gpu_layers, n_layer))
-                b->dev += per_token;
-            else
-                b->host += per_token;
-        }
-    }
     sl_gguf_close(g);
     return 0;
+}
+
+/* Bytes per decode step on each side, from where the open model's plan (scheduler/placement)
+ * put each tensor: routed experts count n_expert_used / n_expert of their bytes, an untied
+ * token_embd one row (it is read by row on the host). */
+static token_bytes plan_bytes(const sl_model *m, const weight_split *ws, double expert_frac,
+                              sl_place_mode *mode)
+{
+    token_bytes b = {0, 0};
+    const sl_place_plan *p;
+    const sl_place_tensor *t;
+    size_t n;
+    *mode = SL_PM_CPU;
+    if (sl_model_plan_get(m, &p, &t, &n, NULL)) return b;
+    *mode = p->mode;
+    for (size_t i = 0; i < n; i++) {
+        const double per = t[i].group == SL_PG_EXPERTS             ? expert_frac * t[i].bytes
+                           : t[i].group == SL_PG_EMBD && !t[i].tied ? (double)ws->embd_row
+                                                                    : (double)t[i].bytes;
+        if (p->on_device[i]) b.dev += per;
+        else b.host += per;
+    }
+    return b;
 }
 
 /* ---- the device and its bandwidth ------------------------------------------------------ */
@@ -353,10 +334,10 @@ static double bound_ms(token_bytes b, const dev_info *d, double host_gbps)
 
 /* What limits the placement: "cpu" (host bandwidth; also every placement on sim), "hbm" (gpu
  * on cuda; the token_embd row it reads on the host is counted but negligible), "hbm+cpu". */
-static const char *bound_kind(sl_placement p, const char *device, token_bytes b)
+static const char *bound_kind(sl_place_mode p, const char *device, token_bytes b)
 {
-    if (p == SL_PLACE_CPU || strcmp(device, "cuda") || b.dev <= 0) return "cpu";
-    return p == SL_PLACE_GPU ? "hbm" : "hbm+cpu";
+    if (p == SL_PM_CPU || strcmp(device, "cuda") || b.dev <= 0) return "cpu";
+    return p == SL_PM_GPU ? "hbm" : "hbm+cpu";
 }
 
 /* ---- one placement -------------------------------------------------------------------- */
@@ -383,7 +364,8 @@ static int32_t argmax(const float *x, int32_t n)
 
 /* Returns 0 (r->ok says whether it ran; r->why if not) or 1 on an out-of-memory. */
 static int run_placement(const char *path, sl_model_options mo, sl_cli_model_flags *mf,
-                         int32_t n_prompt, int32_t n_gen, run_result *r)
+                         int32_t n_prompt, int32_t n_gen, const weight_split *ws,
+                         double expert_frac, sl_place_mode *mode, run_result *r)
 {
     sl_model *m = NULL;
     sl_ctx *c = NULL;
@@ -402,6 +384,7 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     sl_model_info_get(m, &info);
     r->gpu_bytes = info.gpu_bytes;
     r->host_bytes = info.host_bytes;
+    r->tb = plan_bytes(m, ws, expert_frac, mode);
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = n_prompt + n_gen + 1;
     sl_cli_ctx_sched(mf, &co);
@@ -568,7 +551,7 @@ int sl_bench_decode(int argc, char **argv)
         sl_model_close(m);
     }
     const double expert_frac = info.n_expert > 0 ? (double)info.n_expert_used / info.n_expert : 1;
-    if (weight_bytes(path, expert_frac, mf.opt.gpu_layers, info.n_layer, &ws)) goto done;
+    if (weight_bytes(path, &ws)) goto done;
     const double bytes_tok = (double)ws.dense + (double)ws.embd_row + expert_frac * ws.experts;
     int threads = 0;
     size_t mib = 0;
@@ -602,16 +585,12 @@ int sl_bench_decode(int argc, char **argv)
             snprintf(r->why, sizeof r->why, "%s", gpu_why); /* would not fit: not tried */
             continue;
         }
-        if (run_placement(path, mo, &mf, (int32_t)n_prompt, (int32_t)n_gen, r)) {
+        sl_place_mode p = SL_PM_CPU; /* what the plan resolved to (auto's choice) */
+        if (run_placement(path, mo, &mf, (int32_t)n_prompt, (int32_t)n_gen, &ws, expert_frac,
+                          &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             goto done;
         }
-        sl_placement p = list[k];
-        if (p == SL_PLACE_AUTO) /* what the engine chose, from where the weights went */
-            p = !r->gpu_bytes                                 ? SL_PLACE_CPU
-                : ws.experts && r->host_bytes >= ws.experts ? SL_PLACE_EXPERTS_CPU
-                                                            : SL_PLACE_GPU;
-        r->tb = ws.at[p];
         r->bound_ms = bound_ms(r->tb, &dev, gbps);
         r->bound_kind = bound_kind(p, r->device, r->tb);
     }

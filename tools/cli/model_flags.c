@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "scheduler/fetch.h"
+#include "scheduler/placement.h"
 #include "tools/cli/model_flags.h"
 
 void sl_cli_args_init(sl_cli_args *a, const char *cmd, int argc, char **argv)
@@ -159,6 +160,34 @@ int sl_cli_model_flags_parse(sl_cli_model_flags *f, sl_cli_args *a)
         f->opt.gpu_layers = (int)n;
         /* as llama.cpp: -ngl alone means "this many layers on the GPU" */
         if (!f->placement_given) f->opt.placement = SL_PLACE_LAYERS;
+    } else if (sl_cli_is(a, "-ot", "--override-tensor")) {
+        if (!(v = sl_cli_value(a))) return 2;
+        sl_error err = {0};
+        if (sl_place_overrides_check(v, &err))
+            return sl_cli_usage_error(a->cmd, "%s '%s': %s", a->flag, v, err.msg);
+        /* repeatable, as llama.cpp's: the lists join in the order given */
+        const size_t used = strlen(f->ot_buf);
+        if (used + strlen(v) + 2 > sizeof f->ot_buf)
+            return sl_cli_usage_error(a->cmd, "%s: the overrides exceed %zu bytes", a->flag,
+                                      sizeof f->ot_buf - 1);
+        snprintf(f->ot_buf + used, sizeof f->ot_buf - used, "%s%s", used ? "," : "", v);
+        f->opt.override_tensor = f->ot_buf;
+    } else if (sl_cli_is(a, "--cpu-moe", "-cmoe")) {
+        if (a->inline_val)
+            return sl_cli_usage_error(a->cmd, "%s takes no value", a->flag);
+        f->opt.cpu_moe = true;
+    } else if (sl_cli_is(a, "--n-cpu-moe", "-ncmoe")) {
+        if (!(v = sl_cli_value(a))) return 2;
+        if (sl_cli_parse_i64(a->cmd, a->flag, v, 0, 1 << 20, &n)) return 2;
+        f->opt.n_cpu_moe = (int)n;
+    } else if (sl_cli_is(a, "--vram-budget", NULL)) {
+        if (!(v = sl_cli_value(a))) return 2;
+        sl_error err = {0};
+        uint64_t b = 0;
+        if (sl_place_size_parse(v, &b, &err))
+            return sl_cli_usage_error(a->cmd, "%s '%s': %s", a->flag, v, err.msg);
+        if (!b) return sl_cli_usage_error(a->cmd, "%s '%s': must be more than 0", a->flag, v);
+        f->opt.vram_budget = b;
     } else if (sl_cli_is(a, "--device", NULL)) {
         if (!(v = sl_cli_value(a))) return 2;
         if (strcmp(v, "cuda") && strcmp(v, "sim") && strcmp(v, "auto"))

@@ -3,7 +3,8 @@
  * parsers, and the model/placement flags (names follow llama.cpp where the concept is the same):
  *
  *   -m, --model FILE          --placement auto|gpu|layers|experts-cpu|cpu
- *   -ngl, --gpu-layers N      --device cuda|sim|auto        --io direct|pread|mmap
+ *   -ngl, --n-gpu-layers N    -ot, --override-tensor R=B    --cpu-moe   --n-cpu-moe N
+ *   --vram-budget SIZE        --device cuda|sim|auto        --io direct|pread|mmap
  *   --numa-node N             --cpus LIST                   -t, --threads N
  *
  * Conventions (every command): a usage error prints "sluice CMD: FLAG 'VALUE': why" to stderr
@@ -58,6 +59,7 @@ typedef struct sl_cli_model_flags {
     const char *sched;         /* --sched "key=value ..." (scheduler/fetch.h) or NULL */
     const char *trace;         /* --trace FILE or NULL */
     char sched_buf[1024];      /* sched plus " trace=1" when --trace is given */
+    char ot_buf[2048];         /* every -ot list, joined by ',' (opt.override_tensor) */
 } sl_cli_model_flags;
 
 void sl_cli_model_flags_init(sl_cli_model_flags *f);

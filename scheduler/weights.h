@@ -1,4 +1,4 @@
-/* runtime/weight.h: one model weight — what it is, where it came from, where it lives.
+/* scheduler/weights.h: one model weight — what it is, where it came from, where it lives.
  *
  * A weight is bound to one GGUF tensor (name, file type, shape in ggml ne order) and keeps that
  * tensor's provenance (path, absolute file offset, bytes, mtime), which is what live reload
@@ -15,13 +15,14 @@
  *   type == file_type unless `converted` (a type the CPU kernels cannot compute, or a vector
  *   that must be F32, was dequantized to F32 at load: then nbytes is the F32 size).
  */
-#ifndef SL_RUNTIME_WEIGHT_H
-#define SL_RUNTIME_WEIGHT_H
+#ifndef SL_SCHEDULER_WEIGHTS_H
+#define SL_SCHEDULER_WEIGHTS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "alloc/bfc.h"
+#include "alloc/hostpool.h"
 #include "gguf/gguf.h"
 
 enum { SL_RES_HOST = 1u, SL_RES_DEVICE = 2u };
@@ -52,5 +53,9 @@ typedef struct sl_weight {
 
 /* Bytes of one 2-D slice (ne[0] * ne[1] elements) of w as stored at `data`. */
 uint64_t sl__weight_slice_bytes(const sl_weight *w);
+
+/* Checks the invariants above (pool: the host pool h_block belongs to, NULL if none);
+ * SL_ERR_INVALID naming the weight. */
+sl_status sl_weight_validate(const sl_weight *w, const sl_hostpool *pool, sl_error *err);
 
 #endif
