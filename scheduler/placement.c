@@ -40,22 +40,37 @@ static int buft_side(const char *b)
     return -1;
 }
 
-/* llama.cpp's patterns are ECMAScript regexes; POSIX ERE lacks \d, \D, \s: spell them out. */
+/* llama.cpp's patterns are ECMAScript regexes; POSIX ERE lacks \d, \D, \s, and inside a
+ * bracket expression a backslash is literal there. Outside brackets \d, \D, \s are spelled
+ * out; inside, \d and \s become 0-9 and [:space:], and any other escaped character itself. */
 static void to_ere(const char *in, char *out, size_t cap)
 {
     size_t o = 0;
+    bool bracket = false;
     for (const char *p = in; *p && o + 12 < cap; p++) {
         const char *rep = NULL;
-        if (p[0] == '\\' && p[1] == 'd') rep = "[0-9]";
-        else if (p[0] == '\\' && p[1] == 'D') rep = "[^0-9]";
-        else if (p[0] == '\\' && p[1] == 's') rep = "[[:space:]]";
-        if (rep) {
-            o += (size_t)snprintf(out + o, cap - o, "%s", rep);
+        if (p[0] == '\\' && p[1]) {
+            const char c = p[1];
+            if (bracket) rep = c == 'd' ? "0-9" : c == 's' ? "[:space:]" : NULL;
+            else rep = c == 'd' ? "[0-9]" : c == 'D' ? "[^0-9]" : c == 's' ? "[[:space:]]" : NULL;
+            if (rep) {
+                o += (size_t)snprintf(out + o, cap - o, "%s", rep);
+            } else {
+                if (!bracket) out[o++] = '\\';
+                out[o++] = c;
+            }
             p++;
-        } else {
-            if (p[0] == '\\' && p[1]) out[o++] = *p++;
-            out[o++] = *p;
+            continue;
         }
+        if (!bracket && p[0] == '[') {
+            bracket = true;
+            out[o++] = *p;
+            if (p[1] == '^') out[o++] = *++p;
+            if (p[1] == ']') out[o++] = *++p; /* a leading ] is literal */
+            continue;
+        }
+        if (bracket && p[0] == ']') bracket = false;
+        out[o++] = *p;
     }
     out[o] = 0;
 }

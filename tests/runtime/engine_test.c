@@ -30,20 +30,56 @@ static const char *tmp_path(const char *name)
     return b;
 }
 
-static sl_model *open_model(const char *path, sl_placement pl, sl_load_io io, int gpu_layers)
+/* A placement and llama.cpp's controls on top of it (scheduler/placement.h). */
+typedef struct combo {
+    sl_placement pl;
+    int gpu_layers;
+    const char *ot;
+    bool cpu_moe;
+    int n_cpu_moe;
+    uint64_t vram_budget;
+} combo;
+
+/* The FFN (dense, merged experts or per-expert tensors) of layer 1, not its router. */
+#define FFN1 "blk\\.1\\.ffn_(gate|up|down)(_exps)?\\.(weight|[0-9])"
+
+static const combo k_combos[] = {
+    {SL_PLACE_GPU, 0, NULL, false, 0, 0},
+    {SL_PLACE_LAYERS, 1, NULL, false, 0, 0},      /* the last layer */
+    {SL_PLACE_LAYERS, 99, NULL, false, 0, 0},     /* all layers and the output */
+    {SL_PLACE_EXPERTS_CPU, 0, NULL, false, 0, 0},
+    {SL_PLACE_AUTO, 0, NULL, false, 0, 0},
+    {SL_PLACE_AUTO, 0, NULL, true, 0, 0},         /* --cpu-moe */
+    {SL_PLACE_LAYERS, 99, NULL, false, 1, 0},     /* -ngl 99 --n-cpu-moe 1 */
+    {SL_PLACE_AUTO, 0, FFN1 "=CPU", false, 0, 0}, /* device core, host FFN */
+    {SL_PLACE_LAYERS, 0, FFN1 "=CUDA0", false, 0, 0}, /* host core, device FFN */
+    {SL_PLACE_AUTO, 0, "blk\\.0\\.=CPU,output=GPU", false, 0, 0},
+};
+
+static sl_model *open_combo(const char *path, const combo *cb, sl_load_io io)
 {
     sl_model_options o = sl_model_options_default();
-    o.placement = pl;
+    o.placement = cb->pl;
     o.io = io;
-    o.gpu_layers = gpu_layers;
+    o.gpu_layers = cb->gpu_layers;
+    o.override_tensor = cb->ot;
+    o.cpu_moe = cb->cpu_moe;
+    o.n_cpu_moe = cb->n_cpu_moe;
+    o.vram_budget = cb->vram_budget;
     o.progress = false;
     o.n_threads = 2;
-    if (pl != SL_PLACE_CPU) o.device = "sim";
+    if (cb->pl != SL_PLACE_CPU) o.device = "sim";
     sl_model *m = NULL;
     sl_error e;
     sl_status st = sl_model_open(path, &o, &m, &e);
     CHECK_MSG(st == SL_OK, "open %s: %s", path, e.msg);
     return m;
+}
+
+static sl_model *open_model(const char *path, sl_placement pl, sl_load_io io, int gpu_layers)
+{
+    const combo cb = {.pl = pl, .gpu_layers = gpu_layers};
+    return open_combo(path, &cb, io);
 }
 
 /* Evaluates k_tokens (all logits) in one call with n_batch, returns a malloc'd copy. */
@@ -185,40 +221,41 @@ static void check_model(const char *label, const char *path, bool placements)
     }
     /* placements on the sim device */
     if (placements) {
-        const sl_placement pls[] = {SL_PLACE_GPU, SL_PLACE_LAYERS, SL_PLACE_EXPERTS_CPU,
-                                    SL_PLACE_AUTO};
-        for (size_t i = 0; i < 4; i++) {
-            sl_model *mp = open_model(path, pls[i], SL_LOAD_PREAD, 1);
-            if (!mp) continue;
+        for (size_t i = 0; i < sizeof k_combos / sizeof *k_combos; i++) {
+            const combo *cb = &k_combos[i];
+            if ((cb->cpu_moe || cb->n_cpu_moe) && !info.n_expert) continue;
+            sl_model *mp = open_combo(path, cb, SL_LOAD_PREAD);
             sl_model_info pi;
             sl_model_info_get(mp, &pi);
-            CHECK_MSG(pi.gpu_bytes > 0, "%s: placement %d: nothing on the device", label,
-                      (int)pls[i]);
+            CHECK_MSG(pi.gpu_bytes > 0, "%s: combo %d: nothing on the device", label,
+                      (int)i);
             CHECK(pi.gpu_bytes + pi.host_bytes >= pi.weight_bytes);
-            if (pls[i] == SL_PLACE_EXPERTS_CPU && info.n_expert) CHECK(pi.host_bytes > 0);
+            if ((cb->pl == SL_PLACE_EXPERTS_CPU || cb->cpu_moe || cb->n_cpu_moe || cb->ot) &&
+                info.n_expert)
+                CHECK_MSG(pi.host_bytes > 0, "%s: combo %d: nothing on the host", label, (int)i);
             sl_model_info_get(mp, &pi);
             const uint64_t pageable0 = pi.device_copies_pageable;
             float *l = run_prefill(mp, 512, false);
             if (l)
-                CHECK_MSG(max_diff(pre, l, NV, NULL) == 0, "%s: placement %d differs", label,
-                          (int)pls[i]);
+                CHECK_MSG(max_diff(pre, l, NV, NULL) == 0, "%s: combo %d differs", label,
+                          (int)i);
             free(l);
             /* evaluation copies only page-locked host memory (on CUDA a pageable one would be
              * a synchronous copy) */
             sl_model_info_get(mp, &pi);
             CHECK_MSG(pi.device_copies_pageable == pageable0,
-                      "%s: placement %d: %llu copies from or to pageable host memory", label,
-                      (int)pls[i], (unsigned long long)(pi.device_copies_pageable - pageable0));
+                      "%s: combo %d: %llu copies from or to pageable host memory", label,
+                      (int)i, (unsigned long long)(pi.device_copies_pageable - pageable0));
             /* chunks of 4 (device buffers reused across chunks) and an F16 KV on the device */
             l = run_prefill(mp, 4, false);
             if (l)
                 CHECK_MSG(max_diff(pre, l, NV, NULL) <= 1e-4 * (1 + scale),
-                          "%s: placement %d chunked differs", label, (int)pls[i]);
+                          "%s: combo %d chunked differs", label, (int)i);
             free(l);
             l = run_prefill(mp, 512, true);
             if (l && pre16)
-                CHECK_MSG(max_diff(pre16, l, NV, NULL) == 0, "%s: placement %d F16 KV differs",
-                          label, (int)pls[i]);
+                CHECK_MSG(max_diff(pre16, l, NV, NULL) == 0, "%s: combo %d F16 KV differs",
+                          label, (int)i);
             free(l);
             sl_model_close(mp);
         }
