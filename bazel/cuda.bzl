@@ -2,8 +2,10 @@
 
 Each .cu file is compiled by a genrule running /usr/local/cuda/bin/nvcc (sm_90, H100) into an
 object file; the objects go into a cc_library that also depends on @cuda//:cuda, so C callers
-get <cuda_runtime.h> on their include path and link with -lcudart -lcublas (rpath
-/usr/local/cuda/lib64). Sources include headers relative to the workspace root ("runtime/...").
+get <cuda_runtime.h> on their include path and link the CUDA runtime statically (see
+third_party/cuda.BUILD: no CUDA shared library is loaded at start-up; cuBLAS is dlopened on
+first use by kernels/cuda/blas.h). Sources include headers relative to the workspace root
+("runtime/...").
 """
 
 load("@rules_cc//cc:defs.bzl", "cc_library")
@@ -74,13 +76,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = None
         name = name,
         srcs = objs,
         hdrs = hdrs,
-        deps = deps + ["@cuda"],
-        linkopts = [
-            "-L/usr/local/cuda/lib64",
-            "-Wl,-rpath,/usr/local/cuda/lib64",
-            "-lcublas",
-            "-lcudart",
-        ],
+        deps = deps + ["@cuda"],  # its linkopts link the CUDA runtime, once per binary
         visibility = visibility,
         tags = tags,
         **kwargs

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cuda/blas.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
 
@@ -54,9 +55,10 @@ extern "C" sl_status sl_cuda_ctx_create(int ordinal, void *cuda_stream, sl_cuda_
 extern "C" void sl_cuda_ctx_destroy(sl_cuda_ctx *c)
 {
     if (!c) return;
-    if (c->blas) {
+    const sl__cublas_api *b = NULL;
+    if (c->blas && sl__cublas(&b, NULL) == SL_OK) { /* loaded: c->blas came from it */
         cudaSetDevice(c->ordinal);
-        cublasDestroy(c->blas);
+        b->destroy(c->blas);
     }
     free(c);
 }
@@ -65,11 +67,12 @@ extern "C" sl_status sl_cuda_ctx_set_stream(sl_cuda_ctx *c, void *cuda_stream, s
 {
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_cuda_ctx_set_stream: ctx is NULL");
     c->stream = (cudaStream_t)cuda_stream;
-    if (c->blas) {
-        const cublasStatus_t bs = cublasSetStream(c->blas, c->stream);
+    const sl__cublas_api *b = NULL;
+    if (c->blas && sl__cublas(&b, err) == SL_OK) { /* loaded: c->blas came from it */
+        const cublasStatus_t bs = b->set_stream(c->blas, c->stream);
         if (bs != CUBLAS_STATUS_SUCCESS)
             return sl_error_set(err, SL_ERR_DEVICE, "%s:%d: cublasSetStream: %s", __FILE__,
-                                __LINE__, cublasGetStatusString(bs));
+                                __LINE__, b->status_string(bs));
     }
     return SL_OK;
 }

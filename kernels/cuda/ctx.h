@@ -4,7 +4,9 @@
  * that this header stays plain C without <cuda_runtime.h>), caches the device properties the
  * launchers size their grids by, and owns the cuBLAS handle of the GEMM (created on the first
  * GEMM, bound to the same stream). Nothing in kernels/cuda keeps process-wide state: two
- * contexts on two streams run concurrently without sharing anything.
+ * contexts on two streams run concurrently without sharing anything — except cuBLAS's
+ * function table, loaded once by the first GEMM of any context (blas.h: not linked, so that
+ * processes which never run a GEMM never map it).
  *
  * Contract
  * - Every kernel entry point enqueues on the context's stream and returns without waiting
@@ -38,6 +40,11 @@ typedef struct sl_cuda_ctx sl_cuda_ctx;
  * counted (no driver, driver too old, no device). Also fails (SL_ERR_NOT_FOUND) when the count
  * is 0. Cheap; used by tests and benches to decide to skip. */
 sl_status sl_cuda_probe(int *count, sl_error *err);
+
+/* Loads cuBLAS now (otherwise the first GEMM does): libcublas.so.<major> through the loader's
+ * search path, then in /usr/local/cuda/lib64. SL_ERR_NOT_FOUND naming each path tried and why
+ * when it cannot be loaded. Needs no GPU and makes no CUDA call. Thread-safe. */
+sl_status sl_cuda_blas_load(sl_error *err);
 
 /* Creates a context on device `ordinal` for `cuda_stream` (a cudaStream_t; NULL = the legacy
  * default stream, which synchronises with other blocking streams: prefer a real stream).

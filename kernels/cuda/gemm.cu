@@ -1,5 +1,6 @@
 /* kernels/cuda/gemm.cu: see gemm.h. Dequantise W and convert X (dequant.cu kernels, same
  * stream), then one cublasGemmEx. */
+#include "kernels/cuda/blas.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
 #include "kernels/cuda/dequant.h"
@@ -61,10 +62,32 @@ static __global__ void k_rows_scale(float *y, int64_t rows, int64_t n_batch, con
     }
 }
 
-static sl_status blas_fail(sl_error *err, cublasStatus_t s, const char *call, int line)
+static sl_status blas_fail(sl_error *err, const sl__cublas_api *b, cublasStatus_t s,
+                           const char *call, int line)
 {
     return sl_error_set(err, SL_ERR_DEVICE, "%s:%d: %s: %s", __FILE__, line, call,
-                        cublasGetStatusString(s));
+                        b->status_string(s));
+}
+
+/* c->blas, created on the context's first GEMM (this is where cuBLAS gets loaded, blas.h). */
+static sl_status blas_handle(sl_cuda_ctx *c, const sl__cublas_api **out, sl_error *err)
+{
+    const sl__cublas_api *b = NULL;
+    sl_status st = sl__cublas(&b, err);
+    if (st) return st;
+    *out = b;
+    if (c->blas) return SL_OK;
+    if ((st = sl__cuda_ctx_enter(c, err))) return st;
+    cublasHandle_t h;
+    cublasStatus_t bs = b->create(&h);
+    if (bs != CUBLAS_STATUS_SUCCESS) return blas_fail(err, b, bs, "cublasCreate", __LINE__);
+    bs = b->set_stream(h, c->stream);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        b->destroy(h);
+        return blas_fail(err, b, bs, "cublasSetStream", __LINE__);
+    }
+    c->blas = h;
+    return SL_OK;
 }
 
 extern "C" sl_status sl_cuda_gemm(sl_cuda_ctx *c, uint32_t type, const void *d_w, int64_t rows,
@@ -94,12 +117,17 @@ extern "C" sl_status sl_cuda_gemm(sl_cuda_ctx *c, uint32_t type, const void *d_w
         return sl_error_set(err, SL_ERR_INVALID, "%s: d_work is not 256-byte aligned", fn);
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", fn);
 
+    /* before anything is enqueued: a missing cuBLAS fails the call with no work in flight */
+    const sl__cublas_api *blas = NULL;
+    sl_status st = blas_handle(c, &blas, err);
+    if (st) return st;
+
     uint16_t *wh = (uint16_t *)d_work;
     uint16_t *xh = (uint16_t *)((uint8_t *)d_work + align256((size_t)rows * (size_t)cols * 2));
     float *xscale = (float *)((uint8_t *)xh + align256((size_t)n_batch * (size_t)cols * 2));
     const int64_t nw = rows * cols, nx = n_batch * cols;
-    sl_status st = prec == SL_CUDA_GEMM_F16 ? sl_cuda_dequant_f16(c, type, d_w, nw, wh, err)
-                                            : sl_cuda_dequant_bf16(c, type, d_w, nw, wh, err);
+    st = prec == SL_CUDA_GEMM_F16 ? sl_cuda_dequant_f16(c, type, d_w, nw, wh, err)
+                                  : sl_cuda_dequant_bf16(c, type, d_w, nw, wh, err);
     if (st) return st;
     if (prec == SL_CUDA_GEMM_F16) {
         /* activations are not bounded like weights (outliers past 65504 in down-projection
@@ -111,24 +139,13 @@ extern "C" sl_status sl_cuda_gemm(sl_cuda_ctx *c, uint32_t type, const void *d_w
         return st;
     }
 
-    if (!c->blas) {
-        cublasHandle_t h;
-        cublasStatus_t bs = cublasCreate(&h);
-        if (bs != CUBLAS_STATUS_SUCCESS) return blas_fail(err, bs, "cublasCreate", __LINE__);
-        bs = cublasSetStream(h, c->stream);
-        if (bs != CUBLAS_STATUS_SUCCESS) {
-            cublasDestroy(h);
-            return blas_fail(err, bs, "cublasSetStream", __LINE__);
-        }
-        c->blas = h;
-    }
     const cudaDataType_t dt = prec == SL_CUDA_GEMM_F16 ? CUDA_R_16F : CUDA_R_16BF;
     const float alpha = 1.0f, beta = 0.0f;
     const cublasStatus_t bs =
-        cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n_batch, (int)cols, &alpha,
-                     wh, dt, (int)cols, xh, dt, (int)cols, &beta, d_y, CUDA_R_32F, (int)rows,
-                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (bs != CUBLAS_STATUS_SUCCESS) return blas_fail(err, bs, "cublasGemmEx", __LINE__);
+        blas->gemm_ex(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n_batch, (int)cols,
+                      &alpha, wh, dt, (int)cols, xh, dt, (int)cols, &beta, d_y, CUDA_R_32F,
+                      (int)rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (bs != CUBLAS_STATUS_SUCCESS) return blas_fail(err, blas, bs, "cublasGemmEx", __LINE__);
     if (prec == SL_CUDA_GEMM_F16) {
         const unsigned gx = (unsigned)((rows + 255) / 256 < 1024 ? (rows + 255) / 256 : 1024);
         const unsigned gy = (unsigned)(n_batch < 65535 ? n_batch : 65535);
