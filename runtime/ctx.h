@@ -21,6 +21,7 @@
 #include "runtime/dx.h"
 #include "runtime/model.h"
 #include "scheduler/moe.h"
+#include "scheduler/neuron_stats.h"
 
 typedef struct sl__kv {
     sl_kv_type type;
@@ -64,6 +65,7 @@ struct sl_ctx {
     sl__side host, dev;
     bool *layer_dev;            /* [n_layer]: the layer runs on the device side */
     int32_t *kv_slot;           /* [n_layer]: device KV slot of a device layer, else -1 */
+    sl_event *ev_xn;            /* hot/cold FFNs: the rows' copy to the host has landed */
     sl__dx_moe *dmoe;           /* [n_layer]: the executors' view of each MoE layer */
     float *dev_logits;          /* device side: [dev_logits_rows][n_vocab] */
     int64_t dev_logits_rows;
@@ -75,6 +77,7 @@ struct sl_ctx {
     int64_t n_logits, logits_cap;
     int64_t n_eval;             /* tokens of the last eval (its logits rows: all or the last) */
     sl_ctx_stats stats;
+    sl_neuron_stats *nstats;    /* [n_layer] with opt.neuron_stats, else NULL */
 };
 
 /* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention

@@ -125,6 +125,13 @@ static size_t gemm_work_bytes(const sl_ctx *c)
         const size_t b = sl_cuda_gemm_work_bytes(w->ne[1], w->ne[0], c->cap);
         if (b <= GEMM_WORK_CAP && b > best) best = b;
     }
+    for (int32_t il = 0; il < c->m->hp.n_layer; il++)
+        for (int p = 0; p < 3 && c->m->layers[il].n_hot; p++) { /* hot parts of split FFNs */
+            const sl_weight *w = &c->m->layers[il].split_hot[p];
+            if (!on_dev(w) || w->type == SL_GGML_F32) continue;
+            const size_t b = sl_cuda_gemm_work_bytes(w->ne[1], w->ne[0], c->cap);
+            if (b <= GEMM_WORK_CAP && b > best) best = b;
+        }
     return c->cap >= SL__DX_GEMM_MIN_BATCH ? best : 0;
 }
 
@@ -185,7 +192,9 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
         snprintf(where, sizeof where, "layer %d", il);
         for (size_t i = 0; i < nw; i++)
             if ((st = check_weight(c, ws[i], dev, where, err))) return st;
-        if (L->ffn_up) {
+        if (L->ffn_up && L->ffn_up->residency == SL_RES_PARTS) {
+            any_dev = true; /* hot part on the device, cold on the host (weight.c checks) */
+        } else if (L->ffn_up) {
             const bool fdev = m->arena && on_dev(L->ffn_up);
             snprintf(where, sizeof where, "layer %d FFN", il);
             const sl_weight *fw[] = {L->ffn_gate, L->ffn_up, L->ffn_down};
@@ -216,6 +225,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
 
     sl__side *d = &c->dev;
     void *base;
+    if ((st = sl_device_event_create(m->dev, &c->ev_xn, err))) return st;
     if ((st = take(c, sl__side_carve(c, d, NULL), &base, err))) return st;
     sl__side_carve(c, d, base);
     if (n_dev && (st = kv_slots(c, n_dev, err))) return st;
@@ -264,6 +274,8 @@ void sl__ctx_dev_destroy(sl_ctx *c)
     if (c->n_dev_blocks) sl_device_stream_sync(c->m->dev, c->m->stream, NULL);
     sl__dx_destroy(c->dev.dx);
     c->dev.dx = NULL;
+    if (c->ev_xn) sl_device_event_destroy(c->m->dev, c->ev_xn);
+    c->ev_xn = NULL;
     for (int i = 0; i < c->n_dev_blocks; i++) sl_bfc_free(c->m->arena, c->dev_blocks[i], NULL);
     c->n_dev_blocks = 0;
     free(c->layer_dev);

@@ -36,7 +36,8 @@ static void gguf_notice(void *user, const char *msg)
 _Static_assert((int)SL_PLACE_AUTO == (int)SL_PM_AUTO && (int)SL_PLACE_GPU == (int)SL_PM_GPU &&
                (int)SL_PLACE_LAYERS == (int)SL_PM_LAYERS &&
                (int)SL_PLACE_EXPERTS_CPU == (int)SL_PM_EXPERTS_CPU &&
-               (int)SL_PLACE_CPU == (int)SL_PM_CPU,
+               (int)SL_PLACE_CPU == (int)SL_PM_CPU &&
+               (int)SL_PLACE_HOT_COLD == (int)SL_PM_HOT_COLD,
                "sluice.h's sl_placement and placement.h's sl_place_mode must agree");
 
 /* Opens the device, resolves the placement plan against its free memory, and creates the
@@ -116,7 +117,7 @@ sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model 
     if (!m) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (model)");
     m->opt = opt ? *opt : sl_model_options_default();
     sl_status st = SL_OK;
-    if ((unsigned)m->opt.placement > SL_PLACE_CPU) {
+    if ((unsigned)m->opt.placement > SL_PLACE_HOT_COLD) {
         st = sl_error_set(err, SL_ERR_INVALID, "placement %d: unknown", (int)m->opt.placement);
         goto fail;
     }
@@ -315,6 +316,8 @@ static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
     return sl__dx_host_create(&c->ops, &c->mv, c->pool, c->moe, work_bytes, &h->dx, err);
 }
 
+static sl_status nstats_create(sl_ctx *c, sl_error *err);
+
 sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl_error *err)
 {
     if (!m || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_create: NULL model or out");
@@ -379,6 +382,7 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
     }
     if ((st = host_side_create(c, wb, err))) goto fail;
     if ((st = sl__ctx_dev_create(c, wb, err))) goto fail;
+    if (c->opt.neuron_stats && (st = nstats_create(c, err))) goto fail;
     *out = c;
     return SL_OK;
 fail:
@@ -389,6 +393,9 @@ fail:
 void sl_ctx_destroy(sl_ctx *c)
 {
     if (!c) return;
+    for (int32_t il = 0; c->nstats && il < c->m->hp.n_layer; il++)
+        sl_neuron_stats_free(&c->nstats[il]);
+    free(c->nstats);
     sl__ctx_dev_destroy(c);
     sl__dx_destroy(c->host.dx);
     sl_moe_destroy(c->moe);
@@ -398,6 +405,42 @@ void sl_ctx_destroy(sl_ctx *c)
     host_buf_free(c, c->logits);
     host_buf_free(c, c->embd_rows);
     free(c);
+}
+
+/* neuron_stats: one record per layer, of the dense FFN's width. */
+static sl_status nstats_create(sl_ctx *c, sl_error *err)
+{
+    const sl_model *m = c->m;
+    if (m->hp.n_expert)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: neuron statistics cover dense FFNs; "
+                            "this model has routed experts", m->path);
+    c->nstats = calloc((size_t)m->hp.n_layer, sizeof *c->nstats);
+    if (!c->nstats) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (neuron stats)");
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        sl_status st = sl_neuron_stats_init(&c->nstats[il], m->layers[il].ffn_up->ne[1], err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
+sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int64_t *n_neuron,
+                              uint64_t *n_tokens, const uint64_t **active,
+                              const double **mag_sum, sl_error *err)
+{
+    if (!c || !n_neuron || !n_tokens || !active || !mag_sum)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_neuron_stats: NULL argument");
+    if (!c->nstats)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_neuron_stats: the context was created "
+                            "without the neuron_stats option");
+    if (il < 0 || il >= c->m->hp.n_layer)
+        return sl_error_set(err, SL_ERR_RANGE, "sl_ctx_neuron_stats: layer %d outside [0, %d)",
+                            il, c->m->hp.n_layer);
+    const sl_neuron_stats *s = &c->nstats[il];
+    *n_neuron = s->n_neuron;
+    *n_tokens = s->n_tokens;
+    *active = s->active;
+    *mag_sum = s->mag_sum;
+    return SL_OK;
 }
 
 sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err)

@@ -94,16 +94,60 @@ static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L,
         st = vt->moe(o->dx, o == &c->host ? &hm : &c->dmoe[il], o->topk_idx, o->topk_w, n,
                      (int32_t)K, o->xn, o->tmp, err);
     } else {
-        const int64_t F = L->ffn_gate->ne[1];
-        if (!(st = vt->mm(o->dx, L->ffn_gate, o->xn, n, o->g, err)) &&
-            !(st = vt->mm(o->dx, L->ffn_up, o->xn, n, o->u, err)) &&
-            !(st = vt->glu(o->dx, m->tr->act, o->g, o->u, F * n, err)))
-            st = vt->mm(o->dx, L->ffn_down, o->g, n, o->tmp, err);
+        st = ffn_dense(c, o, L->ffn_gate, L->ffn_up, L->ffn_down, il, n, o->tmp, err);
     }
     if (st) return st;
     if ((st = cross(c, o, s->tmp, o->tmp, (uint64_t)(n * E) * sizeof(float), err)))
         return st;
     return s == &c->host ? sync_dev(c, err) : SL_OK;
+}
+
+/* A dense FFN (or one part of a split one) on side o from o->xn: out = Wd (act(Wg xn) * Wu xn).
+ * The one dense-FFN sequence of the forward pass, whichever side or part runs it. */
+static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
+                           const sl_weight *wu, const sl_weight *wd, int32_t il, int64_t n,
+                           float *out, sl_error *err)
+{
+    const sl__dx_vt *vt = o->dx->vt;
+    const int64_t F = wg->ne[1];
+    sl_status st;
+    if ((st = vt->mm(o->dx, wg, o->xn, n, o->g, err)) ||
+        (st = vt->mm(o->dx, wu, o->xn, n, o->u, err)) ||
+        (st = vt->glu(o->dx, c->m->tr->act, o->g, o->u, F * n, err)))
+        return st;
+    /* the profile of hot/cold placement: whole FFNs computed on the host (il < 0: a part) */
+    if (c->nstats && il >= 0 && o == &c->host) sl_neuron_stats_add(&c->nstats[il], o->g, n);
+    return vt->mm(o->dx, wd, o->g, n, out, err);
+}
+
+/* A dense FFN split by neurons (HOT_COLD, scheduler/ffn_split.h): the hot part runs on the
+ * device while the host runs the cold part; the layer's side s gets hot + cold, in that order.
+ * The rows go to the other side first and the host waits only for that copy (an event), so on
+ * a GPU the hot kernels run while the CPU computes. */
+static sl_status ffn_hot_cold(sl_ctx *c, const sl__side *s, const sl__layer *L, int64_t n,
+                              sl_error *err)
+{
+    sl__side *d = &c->dev, *h = &c->host;
+    const sl_model *m = c->m;
+    const uint64_t xb = (uint64_t)(n * m->hp.n_embd) * sizeof(float);
+    sl_status st;
+    if (s == d) {
+        if ((st = copy(c, h->xn, d->xn, xb, SL_COPY_D2H, err)) ||
+            (st = sl_device_event_record(m->dev, c->ev_xn, m->stream, err)))
+            return st;
+    } else if ((st = copy(c, d->xn, h->xn, xb, SL_COPY_H2D, err))) {
+        return st;
+    }
+    const sl_weight *hw = L->split_hot, *cw = L->split_cold;
+    if ((st = ffn_dense(c, d, &hw[0], &hw[1], &hw[2], -1, n, d->tmp, err))) return st;
+    if (s == d && (st = sl_device_event_sync(m->dev, c->ev_xn, err))) return st;
+    if ((st = ffn_dense(c, h, &cw[0], &cw[1], &cw[2], -1, n, h->tmp, err))) return st;
+    if (s == d)
+        return (st = copy(c, d->att, h->tmp, xb, SL_COPY_H2D, err)) ? st
+               : d->dx->vt->add(d->dx, d->tmp, d->att, d->tmp, n * m->hp.n_embd, err);
+    if ((st = copy(c, h->att, d->tmp, xb, SL_COPY_D2H, err)) || (st = sync_dev(c, err)))
+        return st;
+    return h->dx->vt->add(h->dx, h->att, h->tmp, h->tmp, n * m->hp.n_embd, err);
 }
 
 static bool on_device(const sl_weight *w)
@@ -195,14 +239,12 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
     if ((st = vt->rms_norm(dx, s->x, L->ffn_norm->data, s->xn, n, E, eps, err))) return st;
     if (hp->n_expert) {
         st = moe_ffn(c, s, il, n, err);
+    } else if (L->ffn_up->residency == SL_RES_PARTS) {
+        st = ffn_hot_cold(c, s, L, n, err);
     } else if (on_device(L->ffn_up) != (s == &c->dev)) {
         st = ffn_elsewhere(c, s, L, il, n, false, err);
     } else {
-        const int64_t F = L->ffn_gate->ne[1];
-        if (!(st = vt->mm(dx, L->ffn_gate, s->xn, n, s->g, err)) &&
-            !(st = vt->mm(dx, L->ffn_up, s->xn, n, s->u, err)) &&
-            !(st = vt->glu(dx, m->tr->act, s->g, s->u, F * n, err)))
-            st = vt->mm(dx, L->ffn_down, s->g, n, s->tmp, err);
+        st = ffn_dense(c, s, L->ffn_gate, L->ffn_up, L->ffn_down, il, n, s->tmp, err);
     }
     if (st) return st;
     if (L->ffn_post_norm &&

@@ -84,6 +84,12 @@ typedef struct sl__layer {
     sl_weight *gate_shexp, *up_shexp, *down_shexp, *gate_inp_shexp;
     bool swa;               /* sliding-window layer */
     sl_rope_params rope;
+    /* hot/cold split of the dense FFN (HOT_COLD placement), else n_hot == 0 and NULL parts:
+     * hot[3] (gate', up', down') in device blocks, cold[3] in host pool blocks, each an
+     * sl_weight of the compact shape (scheduler/ffn_split.h); split_granule[k] is granule k */
+    int64_t n_hot;
+    bool *split_granule;
+    sl_weight split_hot[3], split_cold[3];
     /* the scheduler's view of the experts (pointers refreshed after loading) */
     const void **moe_gate, **moe_up, **moe_down;
     bool *moe_on_device;

@@ -29,7 +29,10 @@ typedef enum sl_placement {
     SL_PLACE_LAYERS = 2,      /* the LAST gpu_layers layers on the GPU, and the output matrix
                                  when gpu_layers > n_layer (llama.cpp -ngl) */
     SL_PLACE_EXPERTS_CPU = 3, /* routed experts on CPU, the rest on GPU (-ot exps=CPU) */
-    SL_PLACE_CPU = 4          /* everything on the CPU */
+    SL_PLACE_CPU = 4,         /* everything on the CPU */
+    SL_PLACE_HOT_COLD = 5     /* PowerInfer: each dense FFN split by a neuron index (gpu_index)
+                                 into hot neurons on the GPU and cold ones on the CPU, computed
+                                 at the same time; everything else on the GPU */
 } sl_placement;
 
 typedef enum sl_load_io { SL_LOAD_DIRECT = 0, SL_LOAD_PREAD = 1, SL_LOAD_MMAP = 2 } sl_load_io;
@@ -46,6 +49,8 @@ typedef struct sl_model_options {
     int budget_ctx;             /* positions of KV cache the budget reserves; 0: min(n_ctx_train,
                                    4096) */
     bool plan_only;             /* open resolves the placement and stops: no weights are read */
+    const char *gpu_index;      /* HOT_COLD: PowerInfer .gpuidx file; NULL: MODEL.generated.gpuidx
+                                   beside the model */
     const char *device;         /* "cuda" | "sim" | "auto" | NULL (SLUICE_DEVICE, then auto) */
     sl_load_io io;              /* how weights are read into the host pool */
     int numa_node;              /* -1: nearest the GPU */
@@ -112,6 +117,9 @@ typedef struct sl_ctx_options {
      * (the default) is the CPU scheduler; the others need the sim device for now. Read by
      * sl_ctx_create only. */
     const char *sched;
+    /* record per-neuron activation statistics of the dense FFNs computed on the host
+     * (sl_ctx_neuron_stats; scheduler/neuron_stats.h): the profile of hot/cold placement */
+    bool neuron_stats;
 } sl_ctx_options;
 sl_ctx_options sl_ctx_options_default(void);
 
@@ -125,6 +133,12 @@ const float *sl_ctx_logits(const sl_ctx *c, int64_t i);
 int32_t sl_ctx_n_past(const sl_ctx *c);
 /* Forgets positions >= n_past (n_past = 0 clears the cache). */
 sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err);
+/* Layer il's FFN neuron statistics so far (needs the neuron_stats option and a dense model;
+ * valid until the next eval): n_neuron neurons, n_tokens evaluations, per neuron how many
+ * found it active and the sum of its |activation|. */
+sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int64_t *n_neuron,
+                              uint64_t *n_tokens, const uint64_t **active,
+                              const double **mag_sum, sl_error *err);
 
 /* ---- sampling --------------------------------------------------------------------------- */
 

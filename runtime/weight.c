@@ -26,6 +26,8 @@
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
 #include "runtime/model.h"
+#include "scheduler/ffn_split.h"
+#include "scheduler/gpuidx.h"
 
 const void *sl__expert_data(const sl__layer *L, int proj, int32_t e)
 {
@@ -97,13 +99,86 @@ static void mark_routed(const sl_model *m, bool *routed)
     }
 }
 
+/* HOT_COLD: the neuron index (opt.gpu_index, else MODEL.generated.gpuidx as PowerInfer
+ * looks for it), rounded to each layer's down granule (scheduler/ffn_split.h): fills every
+ * layer's split_granule / n_hot and the hot fraction per layer. */
+static sl_status load_index(sl_model *m, const char *path, float *frac, sl_error *err)
+{
+    const int32_t n_layer = m->hp.n_layer;
+    if (m->hp.n_expert)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: placement hot-cold splits dense FFNs; "
+                            "this %s model has routed experts (use --n-cpu-moe, -ot or the "
+                            "expert cache)", path, m->tr->name);
+    uint32_t *n_neuron = calloc((size_t)n_layer + 1, sizeof *n_neuron);
+    if (!n_neuron) return sl_error_set(err, SL_ERR_NOMEM, "out of memory");
+    for (int32_t il = 0; il < n_layer; il++)
+        n_neuron[il] = (uint32_t)m->layers[il].ffn_up->ne[1];
+    sl_gpuidx idx;
+    sl_status st = sl_gpuidx_read(path, (uint32_t)n_layer, n_neuron, &idx, err);
+    free(n_neuron);
+    if (st) return st;
+    for (int32_t il = 0; il < n_layer && !st; il++) {
+        sl__layer *L = &m->layers[il];
+        const int64_t F = L->ffn_up->ne[1];
+        const int64_t G = sl_ffn_split_granule(loaded_type(L->ffn_down));
+        bool *hot = malloc((size_t)F * sizeof *hot);
+        L->split_granule = calloc((size_t)(F / (G ? G : 1)) + 1, sizeof *L->split_granule);
+        if (!hot || !L->split_granule || G <= 0 || F % G) {
+            free(hot);
+            st = sl_error_set(err, hot && L->split_granule ? SL_ERR_UNSUPPORTED : SL_ERR_NOMEM,
+                              "%s: layer %d: cannot split an FFN of %lld neurons in blocks of "
+                              "%lld", m->path, il, (long long)F, (long long)G);
+            break;
+        }
+        for (int64_t j = 0; j < F; j++) hot[j] = idx.layers[il].hot[j];
+        L->n_hot = sl_ffn_split_round(hot, F, G, L->split_granule);
+        free(hot);
+        frac[il] = (float)L->n_hot / (float)F;
+    }
+    sl_gpuidx_free(&idx);
+    return st;
+}
+
+/* The index file HOT_COLD reads (NULL: none given and none beside the model). */
+static const char *index_path(const sl_model *m, char *buf, size_t cap)
+{
+    if (m->opt.gpu_index) return m->opt.gpu_index;
+    snprintf(buf, cap, "%s.generated.gpuidx", m->path);
+    return access(buf, R_OK) == 0 ? buf : NULL;
+}
+
 sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error *err)
 {
+    float *frac = NULL;
+    sl_placement mode = m->opt.placement;
+    char ibuf[4096];
+    const char *ipath = index_path(m, ibuf, sizeof ibuf);
+    /* as PowerInfer: an index beside a dense model turns auto placement into hot-cold */
+    if (mode == SL_PLACE_AUTO && ipath && !m->hp.n_expert && device_free) {
+        mode = SL_PLACE_HOT_COLD;
+        if (!m->notice[0])
+            snprintf(m->notice, sizeof m->notice, "placement hot-cold with the neuron index %s",
+                     ipath);
+    }
+    if (mode == SL_PLACE_HOT_COLD) {
+        if (!ipath)
+            return sl_error_set(err, SL_ERR_INVALID, "%s: placement hot-cold needs a neuron "
+                                "index: --gpu-index FILE, or %s.generated.gpuidx beside the "
+                                "model (tools/run place solve writes one)", m->path, m->path);
+        frac = calloc((size_t)m->hp.n_layer + 1, sizeof *frac);
+        if (!frac) return sl_error_set(err, SL_ERR_NOMEM, "out of memory");
+        sl_status st = load_index(m, ipath, frac, err);
+        if (st) {
+            free(frac);
+            return st;
+        }
+    }
     sl_place_tensor *t = calloc(m->n_w ? m->n_w : 1, sizeof *t);
     bool *routed = calloc(m->n_w ? m->n_w : 1, sizeof *routed);
     if (!t || !routed) {
         free(t);
         free(routed);
+        free(frac);
         return sl_error_set(err, SL_ERR_NOMEM, "placement: out of memory");
     }
     mark_routed(m, routed);
@@ -123,11 +198,12 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
     free(routed);
     const sl_model_options *o = &m->opt;
     const sl_place_options po = {
-        .mode = (sl_place_mode)o->placement, .n_gpu_layers = o->gpu_layers,
+        .mode = (sl_place_mode)mode, .n_gpu_layers = o->gpu_layers, .ffn_hot_frac = frac,
         .override_tensor = o->override_tensor, .cpu_moe = o->cpu_moe, .n_cpu_moe = o->n_cpu_moe,
         .vram_budget = o->vram_budget, .device_free = device_free,
         .reserve_bytes = device_free || o->vram_budget ? sl__model_reserve_bytes(m) : 0};
     sl_status st = sl_place_resolve(t, m->n_w, m->hp.n_layer, &po, &m->plan, err);
+    free(frac);
     if (st) {
         char why[SL_ERROR_MSG_BYTES];
         snprintf(why, sizeof why, "%s", err ? err->msg : "");
@@ -236,6 +312,90 @@ static sl_status to_device(sl_model *m, sl_weight *w, sl_error *err)
     return SL_OK;
 }
 
+/* One compact part of a split FFN matrix (proj 0 gate, 1 up, 2 down), gathered from the
+ * loaded original into a host pool block (cold) or through a temporary into a device block
+ * (hot). */
+static sl_status make_part(sl_model *m, const sl__layer *L, int proj, bool hot, int64_t n_part,
+                           const uint64_t bytes[3], sl_weight *pw, sl_error *err)
+{
+    const sl_weight *orig = proj == 0 ? L->ffn_gate : proj == 1 ? L->ffn_up : L->ffn_down;
+    *pw = *orig;
+    pw->h_block = pw->d_block = SL_BLOCK_NONE;
+    pw->h_owned = NULL;
+    pw->n_dims = 2;
+    pw->ne[0] = proj == 2 ? n_part : orig->ne[0];
+    pw->ne[1] = proj == 2 ? orig->ne[1] : n_part;
+    pw->nbytes = bytes[proj];
+    void *dst = NULL;
+    sl_status st;
+    if (hot) {
+        dst = malloc(bytes[proj] ? (size_t)bytes[proj] : 1);
+        if (!dst) return sl_error_set(err, SL_ERR_NOMEM, "%s: out of memory (hot part)", orig->name);
+    } else if ((st = sl_hostpool_alloc(m->hostpool, bytes[proj] ? bytes[proj] : 1, &pw->h_block,
+                                       &dst, err))) {
+        return st;
+    }
+    pw->data = dst;
+    pw->residency = SL_RES_HOST;
+    if (hot) pw->h_owned = dst; /* to_device frees it */
+    return SL_OK;
+}
+
+/* HOT_COLD: replaces a split layer's loaded gate/up/down by compact hot parts in the device
+ * arena and cold parts in the host pool (scheduler/ffn_split.h), then frees the originals. */
+static sl_status split_layer(sl_model *m, sl__layer *L, sl_error *err)
+{
+    const int64_t F = L->ffn_up->ne[1];
+    sl_ffn_split_src src = {.type_gate = L->ffn_gate->type, .type_up = L->ffn_up->type,
+                            .type_down = L->ffn_down->type, .n_embd = L->ffn_up->ne[0],
+                            .n_ff = F, .granule = sl_ffn_split_granule(L->ffn_down->type),
+                            .gate = L->ffn_gate->data, .up = L->ffn_up->data,
+                            .down = L->ffn_down->data};
+    for (int side = 0; side < 2; side++) {
+        const bool hot = side == 0;
+        const int64_t n_part = hot ? L->n_hot : F - L->n_hot;
+        uint64_t bytes[3];
+        sl_ffn_split_part_bytes(&src, n_part, bytes);
+        sl_weight *pw = hot ? L->split_hot : L->split_cold;
+        sl_status st;
+        for (int p = 0; p < 3; p++)
+            if ((st = make_part(m, L, p, hot, n_part, bytes, &pw[p], err))) return st;
+        if ((st = sl_ffn_split_gather(&src, L->split_granule, hot, (void *)pw[0].data,
+                                      (void *)pw[1].data, (void *)pw[2].data, err)))
+            return st;
+        if (hot)
+            for (int p = 0; p < 3; p++)
+                if ((st = to_device(m, &pw[p], err))) return st;
+    }
+    sl_weight *orig[3] = {L->ffn_gate, L->ffn_up, L->ffn_down};
+    for (int p = 0; p < 3; p++) {
+        sl_weight *w = orig[p];
+        if (w->h_block != SL_BLOCK_NONE) sl_hostpool_free(m->hostpool, w->h_block, NULL);
+        free(w->h_owned);
+        w->h_block = SL_BLOCK_NONE;
+        w->h_owned = NULL;
+        w->data = NULL;
+        w->residency = SL_RES_PARTS;
+    }
+    return SL_OK;
+}
+
+static void free_parts(sl_model *m, sl__layer *L)
+{
+    sl_weight *all[6] = {&L->split_hot[0], &L->split_hot[1], &L->split_hot[2],
+                         &L->split_cold[0], &L->split_cold[1], &L->split_cold[2]};
+    for (int i = 0; i < 6; i++) {
+        sl_weight *w = all[i];
+        if (!w->residency) continue; /* never made (the blocks of a zeroed record are 0) */
+        if (w->h_block != SL_BLOCK_NONE && m->hostpool)
+            sl_hostpool_free(m->hostpool, w->h_block, NULL);
+        if (w->d_block != SL_BLOCK_NONE && m->arena) sl_bfc_free(m->arena, w->d_block, NULL);
+        free(w->h_owned);
+        memset(w, 0, sizeof *w);
+        w->h_block = w->d_block = SL_BLOCK_NONE;
+    }
+}
+
 static void progress(const sl_model *m, uint64_t done, uint64_t total, bool final)
 {
     if (!m->opt.progress || !isatty(STDERR_FILENO) || !total) return;
@@ -285,6 +445,13 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
                  "%u tensors converted to F32 at load (types without a CPU kernel, or "
                  "non-F32 norms)", converted);
 
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        sl__layer *L = &m->layers[il];
+        if (L->n_hot && L->ffn_up && m->plan.split[L->ffn_up - m->w]) {
+            sl_status st = split_layer(m, L, err);
+            if (st) return st;
+        }
+    }
     /* the scheduler's expert pointers and rope frequency factors, now that data is final */
     for (int il = 0; il < m->hp.n_layer; il++) {
         sl__layer *L = &m->layers[il];
@@ -318,6 +485,11 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
 
 void sl__model_free_weights(sl_model *m)
 {
+    for (int il = 0; m->layers && il < m->hp.n_layer; il++) {
+        free_parts(m, &m->layers[il]);
+        free(m->layers[il].split_granule);
+        m->layers[il].split_granule = NULL;
+    }
     for (size_t i = 0; i < m->n_w; i++) {
         sl_weight *w = &m->w[i];
         if (w->h_block != SL_BLOCK_NONE && m->hostpool)
@@ -336,6 +508,19 @@ sl_status sl__model_validate(const sl_model *m, sl_error *err)
     for (size_t i = 0; i < m->n_w; i++) {
         sl_status st = sl_weight_validate(&m->w[i], m->hostpool, err);
         if (st) return st;
+    }
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const sl__layer *L = &m->layers[il];
+        const bool split = L->ffn_up && L->ffn_up->residency == SL_RES_PARTS;
+        for (int p = 0; p < 3 && split; p++) {
+            sl_status st = sl_weight_validate(&L->split_hot[p], m->hostpool, err);
+            if (!st) st = sl_weight_validate(&L->split_cold[p], m->hostpool, err);
+            if (st) return st;
+            if (!(L->split_hot[p].residency & SL_RES_DEVICE) ||
+                L->split_cold[p].residency != SL_RES_HOST)
+                return sl_error_set(err, SL_ERR_INVALID, "model invariant: layer %d: hot part "
+                                    "not on the device or cold part not on the host", il);
+        }
     }
     for (int il = 0; il < m->hp.n_layer && m->hp.n_expert; il++)
         for (int x = 0; x < m->hp.n_expert; x++)

@@ -211,6 +211,7 @@ static bool base_device(const sl_place_tensor *t, sl_place_mode mode, int32_t ng
         return t->layer >= n_layer - ngl;
     case SL_PM_EXPERTS_CPU:
         return g != SL_PG_EXPERTS || (n_cpu_moe >= 0 && t->layer >= n_cpu_moe);
+    case SL_PM_HOT_COLD: return g != SL_PG_FFN; /* the FFN: by the index (split_of) */
     default: return false;
     }
 }
@@ -232,6 +233,7 @@ typedef struct resolver {
     int64_t n_key;
     int32_t *first;         /* [n_key]: the tensor whose rule decided the group, -1 */
     int8_t *gside;          /* [n_key]: -1 undecided, 0 host, 1 device, 2 host (no kernel) */
+    const float *hot_frac;  /* HOT_COLD: per layer */
     bool any_rule;          /* some tensor has an explicit rule */
 } resolver;
 
@@ -246,7 +248,20 @@ static void by_text(const sl_place_plan *p, int by, char *out, size_t cap)
     else if (by == SL_PLACE_BY_CPU_MOE) snprintf(out, cap, "--cpu-moe/--n-cpu-moe");
     else if (by == SL_PLACE_BY_GROUP) snprintf(out, cap, "its group");
     else if (by == SL_PLACE_BY_DEVICE) snprintf(out, cap, "no device kernel for its type");
+    else if (by == SL_PLACE_BY_INDEX) snprintf(out, cap, "the neuron index");
     else snprintf(out, cap, "the placement mode");
+}
+
+/* Adds tensor i's bytes to the side(s) it lives on. */
+static void account(sl_place_plan *p, const sl_place_tensor *t, size_t i)
+{
+    const uint64_t hot = p->split[i] ? (uint64_t)((double)t->bytes * p->hot_frac[i]) : 0;
+    if (p->on_device[i]) {
+        p->device_bytes += t->bytes;
+    } else {
+        p->device_bytes += hot;
+        p->host_bytes += t->bytes - hot;
+    }
 }
 
 /* One candidate: fills p->on_device / p->by from the explicit rules and a base mode. */
@@ -309,8 +324,18 @@ static sl_status assign(resolver *r, sl_place_mode mode, int32_t ngl, int32_t n_
         else if (ex != SL_PLACE_BY_MODE && r->explicit_dev[i] == dev) p->by[i] = ex;
         else if (r->first[k] >= 0 || ex != SL_PLACE_BY_MODE) p->by[i] = SL_PLACE_BY_GROUP;
         else p->by[i] = SL_PLACE_BY_MODE;
-        if (dev) p->device_bytes += r->t[i].bytes;
-        else p->host_bytes += r->t[i].bytes;
+        p->split[i] = false;
+        p->hot_frac[i] = 0;
+        if (mode == SL_PM_HOT_COLD && r->t[i].group == SL_PG_FFN && r->first[k] < 0 &&
+            gs != 2 && r->hot_frac) {
+            const float f = r->t[i].layer >= 0 && r->t[i].layer < r->n_layer
+                                ? r->hot_frac[r->t[i].layer] : 0.0f;
+            p->on_device[i] = f >= 1.0f;
+            p->split[i] = f > 0.0f && f < 1.0f;
+            p->hot_frac[i] = p->split[i] ? f : 0.0f;
+            p->by[i] = SL_PLACE_BY_INDEX;
+        }
+        account(p, &r->t[i], i);
     }
     return SL_OK;
 }
@@ -415,8 +440,10 @@ sl_status sl_place_resolve(const sl_place_tensor *t, size_t n, int32_t n_layer,
     if (!t || !o || !out || n_layer < 0)
         return sl_error_set(err, SL_ERR_INVALID, "sl_place_resolve: NULL argument");
     memset(out, 0, sizeof *out);
-    if ((unsigned)o->mode > SL_PM_CPU)
+    if ((unsigned)o->mode > SL_PM_HOT_COLD)
         return sl_error_set(err, SL_ERR_INVALID, "placement mode %d: unknown", (int)o->mode);
+    if (o->mode == SL_PM_HOT_COLD && !o->ffn_hot_frac)
+        return sl_error_set(err, SL_ERR_INVALID, "placement hot-cold needs a neuron index");
     if (o->mode == SL_PM_LAYERS && o->n_gpu_layers < 0)
         return sl_error_set(err, SL_ERR_INVALID, "-ngl %d: must be >= 0", o->n_gpu_layers);
     if (o->n_cpu_moe < 0)
@@ -425,7 +452,9 @@ sl_status sl_place_resolve(const sl_place_tensor *t, size_t n, int32_t n_layer,
     out->n_cpu_moe = -1;
     out->on_device = calloc(n ? n : 1, sizeof *out->on_device);
     out->by = calloc(n ? n : 1, sizeof *out->by);
-    resolver r = {.t = t, .n = n, .n_layer = n_layer};
+    out->split = calloc(n ? n : 1, sizeof *out->split);
+    out->hot_frac = calloc(n ? n : 1, sizeof *out->hot_frac);
+    resolver r = {.t = t, .n = n, .n_layer = n_layer, .hot_frac = o->ffn_hot_frac};
     r.explicit_by = calloc(n ? n : 1, sizeof *r.explicit_by);
     r.explicit_dev = calloc(n ? n : 1, sizeof *r.explicit_dev);
     r.key = calloc(n ? n : 1, sizeof *r.key);
@@ -434,7 +463,7 @@ sl_status sl_place_resolve(const sl_place_tensor *t, size_t n, int32_t n_layer,
     r.gside = calloc((size_t)r.n_key, sizeof *r.gside);
     rules rs = {.n = 0};
     sl_status st = SL_OK;
-    if (!out->on_device || !out->by || !r.explicit_by || !r.explicit_dev || !r.key ||
+    if (!out->on_device || !out->by || !out->split || !out->hot_frac || !r.explicit_by || !r.explicit_dev || !r.key ||
         !r.first || !r.gside) {
         st = sl_error_set(err, SL_ERR_NOMEM, "placement: out of memory");
         goto done;
@@ -474,7 +503,8 @@ sl_status sl_place_resolve(const sl_place_tensor *t, size_t n, int32_t n_layer,
         st = assign(&r, o->mode, ngl, -1, out, err);
         out->mode = o->mode;
         out->n_gpu_layers = o->mode == SL_PM_LAYERS || o->mode == SL_PM_GPU ? ngl : 0;
-        static const char *names[] = {"auto", "gpu", "layers", "experts-cpu", "cpu"};
+        static const char *names[] = {"auto", "gpu", "layers", "experts-cpu", "cpu",
+                                      "hot-cold: dense FFNs split by the neuron index"};
         if (o->mode == SL_PM_LAYERS)
             snprintf(out->why, sizeof out->why, "layers: the last %d of %d layers on the "
                      "device%s", ngl < n_layer ? ngl : n_layer, n_layer,
@@ -500,7 +530,8 @@ done:
 sl_status sl_place_plan_validate(const sl_place_plan *p, const sl_place_tensor *t, size_t n,
                                  sl_error *err)
 {
-    if (!p || p->n != n || (n && (!p->on_device || !p->by)) || p->mode == SL_PM_AUTO)
+    if (!p || p->n != n || (n && (!p->on_device || !p->by || !p->split || !p->hot_frac)) ||
+        p->mode == SL_PM_AUTO)
         return sl_error_set(err, SL_ERR_INVALID, "placement plan: malformed");
     int32_t max_layer = -1;
     for (size_t i = 0; i < n; i++)
@@ -517,8 +548,9 @@ sl_status sl_place_plan_validate(const sl_place_plan *p, const sl_place_tensor *
     uint64_t d = 0, h = 0;
     sl_status st = SL_OK;
     for (size_t i = 0; i < n && !st; i++) {
+        const uint64_t hot = p->split[i] ? (uint64_t)((double)t[i].bytes * p->hot_frac[i]) : 0;
         if (p->on_device[i]) d += t[i].bytes;
-        else h += t[i].bytes;
+        else d += hot, h += t[i].bytes - hot;
         if (t[i].group == SL_PG_EMBD && !t[i].tied) continue;
         const sl_place_group g = t[i].tied ? SL_PG_OUTPUT : t[i].group;
         const size_t k = (size_t)(t[i].layer + 1) * SL_PG_COUNT + g;
@@ -553,7 +585,7 @@ static void json_str(FILE *f, const char *s)
 void sl_place_plan_write(FILE *f, const sl_place_plan *p, const sl_place_tensor *t, size_t n,
                          bool per_tensor, bool json)
 {
-    static const char *modes[] = {"auto", "gpu", "layers", "experts-cpu", "cpu"};
+    static const char *modes[] = {"auto", "gpu", "layers", "experts-cpu", "cpu", "hot-cold"};
     size_t nd = 0;
     for (size_t i = 0; i < n; i++) nd += p->on_device[i];
     if (json) {
@@ -578,9 +610,10 @@ void sl_place_plan_write(FILE *f, const sl_place_plan *p, const sl_place_tensor 
                 json_str(f, t[i].name);
                 fputs(", \"type\": ", f);
                 json_str(f, t[i].type_name ? t[i].type_name : "");
-                fprintf(f, ", \"bytes\": %llu, \"buft\": \"%s\", \"layer\": %d, \"by\": ",
-                        (unsigned long long)t[i].bytes, side_name(p->on_device[i]),
-                        t[i].layer);
+                fprintf(f, ", \"bytes\": %llu, \"buft\": \"%s\", \"hot_fraction\": %g, "
+                        "\"layer\": %d, \"by\": ", (unsigned long long)t[i].bytes,
+                        p->split[i] ? "split" : side_name(p->on_device[i]),
+                        (double)p->hot_frac[i], t[i].layer);
                 json_str(f, by);
                 fputs("}", f);
             }
@@ -602,9 +635,11 @@ void sl_place_plan_write(FILE *f, const sl_place_plan *p, const sl_place_tensor 
     for (size_t i = 0; i < n; i++) {
         char by[128];
         by_text(p, p->by[i], by, sizeof by);
+        char side[32];
+        if (p->split[i]) snprintf(side, sizeof side, "split %.0f%% CUDA0", 100.0 * p->hot_frac[i]);
+        else snprintf(side, sizeof side, "%s", side_name(p->on_device[i]));
         fprintf(f, "%-36s %-6s %12llu  %-5s  %s\n", t[i].name,
-                t[i].type_name ? t[i].type_name : "", (unsigned long long)t[i].bytes,
-                side_name(p->on_device[i]), by);
+                t[i].type_name ? t[i].type_name : "", (unsigned long long)t[i].bytes, side, by);
     }
 }
 
@@ -613,7 +648,11 @@ void sl_place_plan_free(sl_place_plan *p)
     if (!p) return;
     free(p->on_device);
     free(p->by);
+    free(p->split);
+    free(p->hot_frac);
     p->on_device = NULL;
     p->by = NULL;
+    p->split = NULL;
+    p->hot_frac = NULL;
     p->n = 0;
 }

@@ -38,6 +38,7 @@ typedef enum sl_place_mode {
     SL_PM_LAYERS = 2,
     SL_PM_EXPERTS_CPU = 3,
     SL_PM_CPU = 4,
+    SL_PM_HOT_COLD = 5,   /* dense FFNs split by a neuron index, everything else on the GPU */
 } sl_place_mode;
 
 typedef enum sl_place_group {
@@ -69,19 +70,26 @@ typedef struct sl_place_options {
     uint64_t vram_budget;        /* device bytes for weights + reserve; 0: 90% of device_free */
     uint64_t device_free;        /* free device memory (0: unknown, no fit check) */
     uint64_t reserve_bytes;      /* device bytes needed besides weights (KV, scratch) */
+    /* HOT_COLD: per layer, the fraction of its dense FFN's neurons that are hot (0: the FFN
+     * stays on the host, 1: it goes to the device whole, else it is split); NULL: none */
+    const float *ffn_hot_frac;
 } sl_place_options;
 
 /* Who decided a tensor's side. */
 enum { SL_PLACE_BY_MODE = -1, SL_PLACE_BY_GROUP = -2, SL_PLACE_BY_CPU_MOE = -3,
-       SL_PLACE_BY_DEVICE = -4 };
+       SL_PLACE_BY_DEVICE = -4, SL_PLACE_BY_INDEX = -5 };
 
 enum { SL_PLACE_MAX_OVERRIDES = 64 };
 
 /* Invariants (sl_place_plan_validate): n tensors, on_device/by of length n; every group of a
- * layer on one side; device_bytes + host_bytes == sum of bytes; mode != AUTO. */
+ * layer on one side (a split FFN: its hot parts on the device, the rest on the host);
+ * device_bytes + host_bytes == sum of bytes (a split tensor counts hot_frac on the device);
+ * mode != AUTO. */
 typedef struct sl_place_plan {
     size_t n;
-    bool *on_device;             /* [n] */
+    bool *on_device;             /* [n] (a split tensor: false, its hot part is on the device) */
+    bool *split;                 /* [n]: split by neurons (HOT_COLD), hot part on the device */
+    float *hot_frac;             /* [n]: the hot fraction of a split tensor, else 0 */
     int16_t *by;                 /* [n]: override index >= 0, or SL_PLACE_BY_* */
     sl_place_mode mode;          /* what AUTO resolved to (GPU, LAYERS, EXPERTS_CPU or CPU) */
     int32_t n_gpu_layers;        /* resolved -ngl (LAYERS); n_layer + 1 for GPU */

@@ -9,6 +9,12 @@ uint64_t sl__weight_slice_bytes(const sl_weight *w)
 
 sl_status sl_weight_validate(const sl_weight *w, const sl_hostpool *pool, sl_error *err)
 {
+    if (w->residency == SL_RES_PARTS) {
+        if (w->data || w->h_block != SL_BLOCK_NONE || w->d_block != SL_BLOCK_NONE || w->h_owned)
+            return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s' is split into parts "
+                                "but keeps data or blocks of its own", w->name);
+        return SL_OK;
+    }
     if (!w->residency != !w->data || !w->residency)
         return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s' has residency %u and "
                             "data %p", w->name, w->residency, w->data);

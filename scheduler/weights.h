@@ -5,10 +5,12 @@
  * (scheduler/swap, later) re-checks. Residency says where its bytes are:
  *   SL_RES_HOST    a host copy: a block of the model's pinned host pool, a malloc'd converted
  *                  copy, or (io = mmap) the read-only file mapping itself;
- *   SL_RES_DEVICE  a block of the model's device arena (sim: a host-addressable region).
+ *   SL_RES_DEVICE  a block of the model's device arena (sim: a host-addressable region);
+ *   SL_RES_PARTS   split by neurons (scheduler/ffn_split.h): compact hot and cold copies, held
+ *                  by the layer, replace it; `data` is NULL and it has no block of its own.
  * `data` is what kernels read: the device block when device-resident and the device is
  * host-addressable (sim), else the host copy. Invariants:
- *   residency != 0  <=>  data != NULL;
+ *   residency is SL_RES_PARTS, or (residency != 0  <=>  data != NULL);
  *   h_block != SL_BLOCK_NONE  =>  SL_RES_HOST and data lies inside that block (O_DIRECT reads
  *                                 land at file_offset % 4096 inside it);
  *   d_block != SL_BLOCK_NONE  <=>  SL_RES_DEVICE;
@@ -25,7 +27,7 @@
 #include "alloc/hostpool.h"
 #include "gguf/gguf.h"
 
-enum { SL_RES_HOST = 1u, SL_RES_DEVICE = 2u };
+enum { SL_RES_HOST = 1u, SL_RES_DEVICE = 2u, SL_RES_PARTS = 4u };
 
 typedef struct sl_weight {
     const char *name;           /* owned by the model's gguf handle */

@@ -131,6 +131,7 @@ const char *sl_cli_placement_name(sl_placement p)
     case SL_PLACE_LAYERS: return "layers";
     case SL_PLACE_EXPERTS_CPU: return "experts-cpu";
     case SL_PLACE_CPU: return "cpu";
+    case SL_PLACE_HOT_COLD: return "hot-cold";
     }
     return "?";
 }
@@ -146,12 +147,14 @@ int sl_cli_model_flags_parse(sl_cli_model_flags *f, sl_cli_args *a)
     } else if (sl_cli_is(a, "--placement", NULL)) {
         if (!(v = sl_cli_value(a))) return 2;
         static const sl_placement all[] = {SL_PLACE_AUTO, SL_PLACE_GPU, SL_PLACE_LAYERS,
-                                           SL_PLACE_EXPERTS_CPU, SL_PLACE_CPU};
+                                           SL_PLACE_EXPERTS_CPU, SL_PLACE_CPU,
+                                           SL_PLACE_HOT_COLD};
+        const size_t n_all = sizeof all / sizeof *all;
         size_t k = 0;
-        while (k < 5 && strcmp(v, sl_cli_placement_name(all[k]))) k++;
-        if (k == 5)
+        while (k < n_all && strcmp(v, sl_cli_placement_name(all[k]))) k++;
+        if (k == n_all)
             return sl_cli_usage_error(a->cmd, "--placement '%s': unknown (auto, gpu, layers, "
-                                      "experts-cpu, cpu)", v);
+                                      "experts-cpu, cpu, hot-cold)", v);
         f->opt.placement = all[k];
         f->placement_given = true;
     } else if (sl_cli_is(a, "-ngl", "--gpu-layers") || sl_cli_is(a, "--n-gpu-layers", NULL)) {
@@ -172,6 +175,10 @@ int sl_cli_model_flags_parse(sl_cli_model_flags *f, sl_cli_args *a)
                                       sizeof f->ot_buf - 1);
         snprintf(f->ot_buf + used, sizeof f->ot_buf - used, "%s%s", used ? "," : "", v);
         f->opt.override_tensor = f->ot_buf;
+    } else if (sl_cli_is(a, "--gpu-index", NULL)) {
+        if (!(v = sl_cli_value(a))) return 2;
+        if (!*v) return sl_cli_usage_error(a->cmd, "%s: empty file name", a->flag);
+        f->opt.gpu_index = v;
     } else if (sl_cli_is(a, "--cpu-moe", "-cmoe")) {
         if (a->inline_val)
             return sl_cli_usage_error(a->cmd, "%s takes no value", a->flag);
@@ -301,7 +308,11 @@ void sl_cli_model_flags_help(FILE *out)
 {
     fputs("model and placement:\n"
           "  -m, --model FILE       GGUF model (first shard of a set)\n"
-          "  --placement P          auto (default) | gpu | layers | experts-cpu | cpu\n"
+          "  --placement P          auto (default) | gpu | layers | experts-cpu | cpu |\n"
+          "                         hot-cold (dense FFNs split by --gpu-index: hot neurons on\n"
+          "                         the GPU, cold ones on the CPU, at the same time)\n"
+          "  --gpu-index FILE       PowerInfer neuron index (.gpuidx; default: MODEL.generated.\n"
+          "                         gpuidx beside the model, which auto then uses too)\n"
           "  -ngl, --gpu-layers N   layers on the GPU (implies --placement layers)\n"
           "  --device D             cuda | sim (CPU-simulated GPU) | auto (default:\n"
           "                         $SLUICE_DEVICE, then auto)\n"
