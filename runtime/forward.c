@@ -56,52 +56,6 @@ static sl_status sync_dev(sl_ctx *c, sl_error *err)
     return sl_device_stream_sync(c->m->dev, c->m->stream, err);
 }
 
-/* The side a layer's FFN part lives on, when it is not the layer's own. */
-static sl__side *other(sl_ctx *c, const sl__side *s)
-{
-    return s == &c->host ? &c->dev : &c->host;
-}
-
-/* Copies bytes from side `from` to the other side. */
-static sl_status cross(sl_ctx *c, const sl__side *from, void *dst, const void *src,
-                       uint64_t bytes, sl_error *err)
-{
-    return copy(c, dst, src, bytes, from == &c->host ? SL_COPY_H2D : SL_COPY_D2H, err);
-}
-
-/* Runs a layer's FFN part that lives on the other side o of the layer's side s: the
- * normalised rows (and the routing, for experts) go over, the part runs there through o's
- * executor into o->tmp, and the sum comes back into s->tmp. The host reads what came down only
- * after a sync; what goes up is ordered on the stream before the device steps that read it. */
-static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L, int32_t il,
-                               int64_t n, bool experts, sl_error *err)
-{
-    const sl_model *m = c->m;
-    const int64_t E = m->hp.n_embd, K = m->hp.n_expert_used;
-    sl__side *o = other(c, s);
-    sl_status st;
-    if ((st = cross(c, s, o->xn, s->xn, (uint64_t)(n * E) * sizeof(float), err)))
-        return st;
-    if (experts &&
-        ((st = cross(c, s, o->topk_idx, s->topk_idx, (uint64_t)(n * K) * sizeof(int32_t),
-                     err)) ||
-         (st = cross(c, s, o->topk_w, s->topk_w, (uint64_t)(n * K) * sizeof(float), err))))
-        return st;
-    if (o == &c->host && (st = sync_dev(c, err))) return st;
-    const sl__dx_vt *vt = o->dx->vt;
-    if (experts) {
-        const sl__dx_moe hm = {.L = &L->moe};
-        st = vt->moe(o->dx, o == &c->host ? &hm : &c->dmoe[il], o->topk_idx, o->topk_w, n,
-                     (int32_t)K, o->xn, o->tmp, err);
-    } else {
-        st = ffn_dense(c, o, L->ffn_gate, L->ffn_up, L->ffn_down, il, n, o->tmp, err);
-    }
-    if (st) return st;
-    if ((st = cross(c, o, s->tmp, o->tmp, (uint64_t)(n * E) * sizeof(float), err)))
-        return st;
-    return s == &c->host ? sync_dev(c, err) : SL_OK;
-}
-
 /* A dense FFN (or one part of a split one) on side o from o->xn: out = Wd (act(Wg xn) * Wu xn).
  * The one dense-FFN sequence of the forward pass, whichever side or part runs it. */
 static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
@@ -148,6 +102,52 @@ static sl_status ffn_hot_cold(sl_ctx *c, const sl__side *s, const sl__layer *L, 
     if ((st = copy(c, h->att, d->tmp, xb, SL_COPY_D2H, err)) || (st = sync_dev(c, err)))
         return st;
     return h->dx->vt->add(h->dx, h->att, h->tmp, h->tmp, n * m->hp.n_embd, err);
+}
+
+/* The side a layer's FFN part lives on, when it is not the layer's own. */
+static sl__side *other(sl_ctx *c, const sl__side *s)
+{
+    return s == &c->host ? &c->dev : &c->host;
+}
+
+/* Copies bytes from side `from` to the other side. */
+static sl_status cross(sl_ctx *c, const sl__side *from, void *dst, const void *src,
+                       uint64_t bytes, sl_error *err)
+{
+    return copy(c, dst, src, bytes, from == &c->host ? SL_COPY_H2D : SL_COPY_D2H, err);
+}
+
+/* Runs a layer's FFN part that lives on the other side o of the layer's side s: the
+ * normalised rows (and the routing, for experts) go over, the part runs there through o's
+ * executor into o->tmp, and the sum comes back into s->tmp. The host reads what came down only
+ * after a sync; what goes up is ordered on the stream before the device steps that read it. */
+static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L, int32_t il,
+                               int64_t n, bool experts, sl_error *err)
+{
+    const sl_model *m = c->m;
+    const int64_t E = m->hp.n_embd, K = m->hp.n_expert_used;
+    sl__side *o = other(c, s);
+    sl_status st;
+    if ((st = cross(c, s, o->xn, s->xn, (uint64_t)(n * E) * sizeof(float), err)))
+        return st;
+    if (experts &&
+        ((st = cross(c, s, o->topk_idx, s->topk_idx, (uint64_t)(n * K) * sizeof(int32_t),
+                     err)) ||
+         (st = cross(c, s, o->topk_w, s->topk_w, (uint64_t)(n * K) * sizeof(float), err))))
+        return st;
+    if (o == &c->host && (st = sync_dev(c, err))) return st;
+    const sl__dx_vt *vt = o->dx->vt;
+    if (experts) {
+        const sl__dx_moe hm = {.L = &L->moe};
+        st = vt->moe(o->dx, o == &c->host ? &hm : &c->dmoe[il], o->topk_idx, o->topk_w, n,
+                     (int32_t)K, o->xn, o->tmp, err);
+    } else {
+        st = ffn_dense(c, o, L->ffn_gate, L->ffn_up, L->ffn_down, il, n, o->tmp, err);
+    }
+    if (st) return st;
+    if ((st = cross(c, o, s->tmp, o->tmp, (uint64_t)(n * E) * sizeof(float), err)))
+        return st;
+    return s == &c->host ? sync_dev(c, err) : SL_OK;
 }
 
 static bool on_device(const sl_weight *w)
