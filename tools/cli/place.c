@@ -1,6 +1,8 @@
 /* sluice place: the placement policy from the command line (scheduler/placement.h).
  *
  *   place show -m M [model and placement flags] [--json] [--summary]
+ *   place profile -m M -f TEXT -o STATS.gguf      (place_profile.c)
+ *   place solve -m M --stats STATS.gguf --vram-budget SIZE -o M.gpuidx   (place_solve.c)
  *
  * `show` resolves the plan exactly as a model command with the same flags would (the model is
  * opened with plan_only: header, binding and placement, no weight read, no device memory
@@ -12,10 +14,12 @@
 #include "scheduler/placement.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/model_flags.h"
+#include "tools/cli/place.h"
 
 static void usage(FILE *f)
 {
-    fputs("usage: sluice place show -m MODEL [model and placement flags] [--json] [--summary]\n"
+    fputs("usage: sluice place show|profile|solve ... (sluice place SUBCOMMAND --help)\n"
+          "usage: sluice place show -m MODEL [model and placement flags] [--json] [--summary]\n"
           "  Prints where every tensor of MODEL lives under the given flags (-ngl, -ot,\n"
           "  --cpu-moe, --n-cpu-moe, --vram-budget, --placement, --device): how the plan was\n"
           "  decided, bytes per side, then one line per tensor with the rule that decided it.\n"
@@ -78,6 +82,8 @@ int sl_cli_place(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "show")) return show(argc - 1, argv + 1);
-    fprintf(stderr, "sluice place: unknown subcommand '%s' (show)\n", argv[1]);
+    if (!strcmp(argv[1], "profile")) return sl_cli_place_profile(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "solve")) return sl_cli_place_solve(argc - 1, argv + 1);
+    fprintf(stderr, "sluice place: unknown subcommand '%s' (show, profile, solve)\n", argv[1]);
     return 2;
 }

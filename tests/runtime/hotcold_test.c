@@ -1,0 +1,227 @@
+/* Hot/cold placement (PowerInfer) end to end on the sim device: a .gpuidx written with the
+ * project's writer splits every dense FFN (llama, gemma3) into hot neurons in the device arena
+ * and cold ones on the host; with SLUICE_ACT_F32=1 the logits match the CPU run within 1e-5
+ * relative, two runs of the same split are bit-identical, a layer with no or all neurons hot is
+ * not split, and bad indexes (wrong layer count, wrong width, a MoE model, no index at all)
+ * fail the open with a message naming the file. The neuron statistics (profile) count
+ * activations of every layer. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gguf/gguf.h"
+#include "runtime/prng.h"
+#include "runtime/sluice.h"
+#include "scheduler/gpuidx.h"
+#include "tests/runtime/testmodel.h"
+#include "tests/testing.h"
+
+enum { N_TOK = 9 };
+static const int32_t k_tok[N_TOK] = {1, 17, 250, 3, 99, 42, 7, 128, 5};
+static char g_dir[256];
+
+static float *run(const char *path, sl_placement pl, const char *idx, size_t *nv,
+                  sl_status *st_out, char *msg)
+{
+    sl_model_options o = sl_model_options_default();
+    o.placement = pl;
+    o.gpu_index = idx;
+    o.progress = false;
+    o.n_threads = 2;
+    o.device = "sim";
+    sl_model *m = NULL;
+    sl_error e = {0};
+    sl_status st = sl_model_open(path, &o, &m, &e);
+    if (st_out) *st_out = st;
+    if (msg) snprintf(msg, SL_ERROR_MSG_BYTES, "%s", e.msg);
+    if (st) return NULL;
+    sl_model_info in;
+    sl_model_info_get(m, &in);
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 32;
+    co.all_logits = true;
+    sl_ctx *c = NULL;
+    float *out = NULL;
+    if (sl_ctx_create(m, &co, &c, &e) || sl_ctx_eval(c, k_tok, N_TOK, &e)) {
+        CHECK_MSG(0, "%s: %s", path, e.msg);
+    } else {
+        *nv = (size_t)in.n_vocab * N_TOK;
+        out = malloc(*nv * sizeof *out);
+        for (int i = 0; i < N_TOK; i++)
+            memcpy(out + (size_t)i * in.n_vocab, sl_ctx_logits(c, i),
+                   (size_t)in.n_vocab * sizeof *out);
+    }
+    sl_ctx_destroy(c);
+    sl_model_close(m);
+    return out;
+}
+
+/* A random split: each granule of g neurons hot with probability 1/2; layer 0 all hot and
+ * the last layer all cold when `edges` (not split, PowerInfer's rule). */
+static void write_index(const char *path, int n_layer, int n_ff, int g, bool edges, uint64_t seed)
+{
+    sl_gpuidx idx;
+    sl_error e;
+    uint32_t *nn = malloc((size_t)n_layer * sizeof *nn), *hot = malloc((size_t)n_ff * 4);
+    for (int il = 0; il < n_layer; il++) nn[il] = (uint32_t)n_ff;
+    CHECK(sl_gpuidx_init(&idx, (uint32_t)n_layer, nn, &e) == SL_OK);
+    uint64_t r[4];
+    sl_prng_seed(r, seed);
+    for (int il = 0; il < n_layer; il++) {
+        uint32_t n = 0;
+        for (int k = 0; k < n_ff / g; k++) {
+            const bool h = edges && il == 0 ? true : edges && il == n_layer - 1 ? false
+                                                   : (sl_prng_next(r) >> 63) != 0;
+            for (int j = 0; j < g && h; j++) hot[n++] = (uint32_t)(k * g + j);
+        }
+        CHECK(sl_gpuidx_set_layer(&idx, (uint32_t)il, hot, n, &e) == SL_OK);
+    }
+    CHECK_MSG(sl_gpuidx_write(path, &idx, NULL, &e) == SL_OK, "%s", e.msg);
+    sl_gpuidx_free(&idx);
+    free(nn);
+    free(hot);
+}
+
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        s = fmax(s, fabs((double)a[i]));
+    }
+    return d / (s > 0 ? s : 1);
+}
+
+static void check_arch(const char *arch, uint32_t wtype, int g)
+{
+    char path[512], idx[512], label[64];
+    snprintf(label, sizeof label, "%s/type %u", arch, wtype);
+    snprintf(path, sizeof path, "%s/%s_%u.gguf", g_dir, arch, wtype);
+    snprintf(idx, sizeof idx, "%s/%s_%u.gpuidx", g_dir, arch, wtype);
+    tm_params p;
+    tm_defaults(arch, &p);
+    p.wtype = wtype;
+    p.n_embd = 256;
+    p.n_ff = 1024;
+    p.head_dim = 64;
+    sl_error e;
+    CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "%s", e.msg);
+    size_t n0 = 0, n1 = 0, n2 = 0;
+    float *base = run(path, SL_PLACE_CPU, NULL, &n0, NULL, NULL);
+    for (int edges = 0; edges < 2; edges++) {
+        write_index(idx, p.n_layer, p.n_ff, g, edges, 7 + (uint64_t)edges);
+        float *a = run(path, SL_PLACE_HOT_COLD, idx, &n1, NULL, NULL);
+        float *b = run(path, SL_PLACE_HOT_COLD, idx, &n2, NULL, NULL);
+        if (base && a && b) {
+            const double d = rel_diff(base, a, n0);
+            CHECK_MSG(d <= 1e-5, "%s: hot-cold differs from the CPU by %g relative", label, d);
+            CHECK_MSG(!memcmp(a, b, n1 * sizeof *a), "%s: two hot-cold runs differ", label);
+        }
+        free(a);
+        free(b);
+    }
+    free(base);
+}
+
+static void check_errors(void)
+{
+    char path[512], idx[512], msg[SL_ERROR_MSG_BYTES];
+    sl_status st;
+    size_t n;
+    tm_params p;
+    sl_error e;
+    tm_defaults("llama", &p);
+    p.n_ff = 128;
+    snprintf(path, sizeof path, "%s/e.gguf", g_dir);
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    /* no index given and none beside the model */
+    CHECK(!run(path, SL_PLACE_HOT_COLD, NULL, &n, &st, msg) && st == SL_ERR_INVALID);
+    CHECK_CONTAINS(msg, "generated.gpuidx");
+    /* layer count and width mismatches name the index file */
+    snprintf(idx, sizeof idx, "%s/e3.gpuidx", g_dir);
+    write_index(idx, p.n_layer + 1, p.n_ff, 1, false, 1);
+    CHECK(!run(path, SL_PLACE_HOT_COLD, idx, &n, &st, msg) && st != SL_OK);
+    CHECK_CONTAINS(msg, "e3.gpuidx");
+    write_index(idx, p.n_layer, p.n_ff * 2, 1, false, 1);
+    CHECK(!run(path, SL_PLACE_HOT_COLD, idx, &n, &st, msg) && st != SL_OK);
+    CHECK_CONTAINS(msg, "e3.gpuidx");
+    /* the index beside the model is picked up (PowerInfer's name), by auto too */
+    char beside[600];
+    snprintf(beside, sizeof beside, "%s.generated.gpuidx", path);
+    write_index(beside, p.n_layer, p.n_ff, 1, false, 3);
+    float *a = run(path, SL_PLACE_HOT_COLD, NULL, &n, &st, msg);
+    CHECK_MSG(a != NULL, "index beside the model: %s", msg);
+    float *b = run(path, SL_PLACE_AUTO, NULL, &n, &st, msg);
+    if (a && b) CHECK(!memcmp(a, b, n * sizeof *a));
+    free(a);
+    free(b);
+    unlink(beside);
+    /* a MoE model */
+    tm_defaults("qwen3moe", &p);
+    snprintf(path, sizeof path, "%s/moe.gguf", g_dir);
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    write_index(idx, p.n_layer, p.n_ff, 1, false, 1);
+    CHECK(!run(path, SL_PLACE_HOT_COLD, idx, &n, &st, msg) && st == SL_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(msg, "routed experts");
+}
+
+static void check_profile(void)
+{
+    char path[512];
+    tm_params p;
+    sl_error e = {0};
+    tm_defaults("llama", &p);
+    snprintf(path, sizeof path, "%s/prof.gguf", g_dir);
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    sl_model_options o = sl_model_options_default();
+    o.placement = SL_PLACE_CPU;
+    o.progress = false;
+    sl_model *m = NULL;
+    sl_ctx *c = NULL;
+    CHECK(sl_model_open(path, &o, &m, &e) == SL_OK);
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 32;
+    co.neuron_stats = true;
+    CHECK_MSG(m && sl_ctx_create(m, &co, &c, &e) == SL_OK, "%s", e.msg);
+    if (c) {
+        CHECK(sl_ctx_eval(c, k_tok, N_TOK, &e) == SL_OK);
+        for (int32_t il = 0; il < p.n_layer; il++) {
+            int64_t nn;
+            uint64_t nt, sum = 0;
+            const uint64_t *act;
+            const double *mag;
+            CHECK(sl_ctx_neuron_stats(c, il, &nn, &nt, &act, &mag, &e) == SL_OK);
+            CHECK(nn == p.n_ff && nt == N_TOK);
+            for (int64_t j = 0; j < nn; j++) {
+                CHECK(act[j] <= nt && mag[j] >= 0);
+                sum += act[j];
+            }
+            /* most neurons of a random FFN are above a tenth of the RMS, not all */
+            CHECK_MSG(sum > nt * (uint64_t)nn / 2 && sum < nt * (uint64_t)nn,
+                      "layer %d: %llu activations of %llu", il, (unsigned long long)sum,
+                      (unsigned long long)(nt * (uint64_t)nn));
+        }
+        int64_t nn;
+        uint64_t nt;
+        const uint64_t *act;
+        const double *mag;
+        CHECK(sl_ctx_neuron_stats(c, p.n_layer, &nn, &nt, &act, &mag, &e) == SL_ERR_RANGE);
+    }
+    sl_ctx_destroy(c);
+    sl_model_close(m);
+}
+
+int main(void)
+{
+    snprintf(g_dir, sizeof g_dir, "%s", getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp");
+    setenv("SLUICE_ACT_F32", "1", 1);
+    check_arch("llama", SL_GGML_F32, 1);
+    check_arch("gemma3", SL_GGML_F32, 1);
+    check_arch("llama", SL_GGML_Q8_0, 32);
+    check_arch("llama", SL_GGML_Q4_K, 256);
+    check_errors();
+    check_profile();
+    return sl_test_finish("hotcold_test");
+}

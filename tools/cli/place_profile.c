@@ -1,0 +1,174 @@
+/* sluice place profile: per layer and FFN neuron, how often and how strongly it activates
+ * (scheduler/neuron_stats.h), over a text, written as a stats GGUF that `place solve` reads.
+ *
+ * The model runs on the CPU (the statistics come from the host FFNs) in windows of --ctx
+ * tokens (the KV cache is cleared between windows, as perplexity does), up to --tokens.
+ * Stats file: general.architecture "sluice.neuron_stats"; sluice.neuron_stats.tokens (u64),
+ * .block_count (u32), .active_frac (f32, neuron_stats.h's threshold), .model (the model's
+ * general.name); per layer blk.N.ffn_act_count (I32 [n_ff]: tokens that found the neuron
+ * active) and blk.N.ffn_act_mag (F32 [n_ff]: mean |activation|). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "scheduler/neuron_stats.h"
+#include "tools/cli/model_flags.h"
+#include "tools/cli/place.h"
+
+static void usage(FILE *f)
+{
+    fputs("usage: sluice place profile -m MODEL -f TEXT -o STATS.gguf [--tokens N] [-c N]\n"
+          "  Runs MODEL on the CPU over TEXT and counts, per layer and FFN neuron, the tokens\n"
+          "  that activate it (|act(gate)*up| > 0.1 x the token's RMS) and its mean magnitude.\n"
+          "  --tokens N   at most N tokens of TEXT (default 4096)\n"
+          "  -c, --ctx N  window of tokens evaluated with one KV cache (default 512)\n",
+          f);
+    sl_cli_model_flags_help(f);
+}
+
+static int write_stats(const char *cmd, const char *path, sl_ctx *c, const sl_model_info *in)
+{
+    sl_gguf_writer *w = NULL;
+    sl_error err = {0};
+    sl_gguf_writer_options wo = {0};
+    uint64_t tokens = 0;
+    int rc = 1;
+    int32_t *cnt = NULL;
+    float *mag = NULL;
+    if (sl_gguf_writer_create(path, &wo, &w, &err)) goto fail;
+    for (int32_t il = 0; il < in->n_layer; il++) {
+        int64_t n;
+        const uint64_t *act;
+        const double *ms;
+        if (sl_ctx_neuron_stats(c, il, &n, &tokens, &act, &ms, &err)) goto fail;
+        char name[64];
+        const int64_t ne[1] = {n};
+        snprintf(name, sizeof name, "blk.%d.ffn_act_count", il);
+        if (sl_gguf_writer_add_tensor(w, name, SL_GGML_I32, 1, ne, &err)) goto fail;
+        snprintf(name, sizeof name, "blk.%d.ffn_act_mag", il);
+        if (sl_gguf_writer_add_tensor(w, name, SL_GGML_F32, 1, ne, &err)) goto fail;
+    }
+    if (sl_gguf_writer_set_str(w, "general.architecture", "sluice.neuron_stats", &err) ||
+        sl_gguf_writer_set_u64(w, "sluice.neuron_stats.tokens", tokens, &err) ||
+        sl_gguf_writer_set_u32(w, "sluice.neuron_stats.block_count", (uint32_t)in->n_layer,
+                               &err) ||
+        sl_gguf_writer_set_f32(w, "sluice.neuron_stats.active_frac",
+                               (float)SL_NEURON_ACTIVE_FRAC, &err) ||
+        sl_gguf_writer_set_str(w, "sluice.neuron_stats.model", in->name ? in->name : "", &err))
+        goto fail;
+    for (int32_t il = 0; il < in->n_layer; il++) {
+        int64_t n;
+        const uint64_t *act;
+        const double *ms;
+        if (sl_ctx_neuron_stats(c, il, &n, &tokens, &act, &ms, &err)) goto fail;
+        cnt = malloc((size_t)n * sizeof *cnt);
+        mag = malloc((size_t)n * sizeof *mag);
+        if (!cnt || !mag) {
+            snprintf(err.msg, sizeof err.msg, "out of memory");
+            goto fail;
+        }
+        for (int64_t j = 0; j < n; j++) {
+            cnt[j] = act[j] > INT32_MAX ? INT32_MAX : (int32_t)act[j];
+            mag[j] = tokens ? (float)(ms[j] / (double)tokens) : 0.0f;
+        }
+        if (sl_gguf_writer_write(w, cnt, (uint64_t)n * sizeof *cnt, &err) ||
+            sl_gguf_writer_write(w, mag, (uint64_t)n * sizeof *mag, &err))
+            goto fail;
+        free(cnt);
+        free(mag);
+        cnt = NULL;
+        mag = NULL;
+    }
+    if (sl_gguf_writer_finish(w, &err)) goto fail;
+    rc = 0;
+fail:
+    if (rc) fprintf(stderr, "sluice %s: %s: %s\n", cmd, path, err.msg);
+    free(cnt);
+    free(mag);
+    sl_gguf_writer_destroy(w);
+    return rc;
+}
+
+int sl_cli_place_profile(int argc, char **argv)
+{
+    const char *cmd = "place profile";
+    sl_cli_model_flags mf;
+    sl_cli_model_flags_init(&mf);
+    mf.opt.placement = SL_PLACE_CPU;
+    const char *text_path = NULL, *out = NULL;
+    int64_t max_tokens = 4096, win = 512;
+    sl_cli_args a;
+    sl_cli_args_init(&a, cmd, argc, argv);
+    while (sl_cli_args_next(&a)) {
+        int r = sl_cli_model_flags_parse(&mf, &a);
+        if (r == 2) return 2;
+        if (r == 1) continue;
+        const char *v;
+        if (sl_cli_is(&a, "-h", "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (sl_cli_is(&a, "-f", "--file")) {
+            if (!(v = sl_cli_value(&a))) return 2;
+            text_path = v;
+        } else if (sl_cli_is(&a, "-o", "--output")) {
+            if (!(v = sl_cli_value(&a))) return 2;
+            if (!*v) return sl_cli_usage_error(cmd, "%s: empty file name", a.flag);
+            out = v;
+        } else if (sl_cli_is(&a, "--tokens", NULL)) {
+            if (!(v = sl_cli_value(&a)) || sl_cli_parse_i64(cmd, a.flag, v, 1, 1 << 30,
+                                                            &max_tokens))
+                return 2;
+        } else if (sl_cli_is(&a, "-c", "--ctx")) {
+            if (!(v = sl_cli_value(&a)) || sl_cli_parse_i64(cmd, a.flag, v, 2, 1 << 20, &win))
+                return 2;
+        } else {
+            return sl_cli_unknown(&a);
+        }
+    }
+    if (!mf.path || !text_path || !out)
+        return sl_cli_usage_error(cmd, "-m MODEL, -f TEXT and -o STATS.gguf are required");
+    if (mf.opt.placement != SL_PLACE_CPU)
+        return sl_cli_usage_error(cmd, "--placement: the profile runs on the CPU (cpu only)");
+    char *text = NULL;
+    size_t len = 0;
+    if (sl_cli_read_file(cmd, "-f", text_path, &text, &len)) return 1;
+    sl_model *m = NULL;
+    sl_ctx *c = NULL;
+    int32_t *toks = NULL;
+    size_t n_tok = 0;
+    int rc = sl_cli_model_open(&mf, cmd, &m);
+    if (rc) goto done;
+    rc = 1;
+    sl_model_info in;
+    sl_model_info_get(m, &in);
+    if (sl_cli_tokenize(m, cmd, mf.path, text, len, true, false, &toks, &n_tok)) goto done;
+    if ((int64_t)n_tok > max_tokens) n_tok = (size_t)max_tokens;
+    if (n_tok < 1) {
+        fprintf(stderr, "sluice %s: %s: no tokens\n", cmd, text_path);
+        goto done;
+    }
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = (int32_t)win;
+    co.neuron_stats = true;
+    if ((rc = sl_cli_ctx_create(&mf, cmd, m, &co, &c))) goto done;
+    rc = 1;
+    sl_error err = {0};
+    for (size_t at = 0; at < n_tok; at += (size_t)win) {
+        const size_t n = n_tok - at < (size_t)win ? n_tok - at : (size_t)win;
+        if (sl_ctx_rewind(c, 0, &err) || sl_ctx_eval(c, toks + at, n, &err)) {
+            fprintf(stderr, "sluice %s: %s: %s\n", cmd, mf.path, err.msg);
+            goto done;
+        }
+    }
+    if (write_stats(cmd, out, c, &in)) goto done;
+    printf("profile: %zu tokens, %d layers -> %s\n", n_tok, in.n_layer, out);
+    rc = 0;
+done:
+    free(toks);
+    free(text);
+    sl_ctx_destroy(c);
+    sl_model_close(m);
+    return rc;
+}
