@@ -231,16 +231,16 @@ static sl_status check_pins(const sl_model *m, const char *list, const char *fro
     for (int i = 0; !st && i < n; i++) {
         const int32_t l = pins[i][0], e = pins[i][1];
         if (!hp->n_expert)
-            st = sl_error_set(err, SL_ERR_INVALID, "%s: pin %d:%d: the model has no experts",
+            st = sl_error_set(err, SL_ERR_INVALID, "%s=%d:%d: the model has no experts",
                               from, l, e);
         else if (l >= hp->n_layer)
-            st = sl_error_set(err, SL_ERR_INVALID, "%s: pin %d:%d: layer %d is outside the "
+            st = sl_error_set(err, SL_ERR_INVALID, "%s=%d:%d: layer %d is outside the "
                               "model's layers [0, %d]", from, l, e, l, hp->n_layer - 1);
         else if (!m->layers[l].gate_inp)
-            st = sl_error_set(err, SL_ERR_INVALID, "%s: pin %d:%d: layer %d has no experts",
+            st = sl_error_set(err, SL_ERR_INVALID, "%s=%d:%d: layer %d has no experts",
                               from, l, e, l);
         else if (e >= hp->n_expert)
-            st = sl_error_set(err, SL_ERR_INVALID, "%s: pin %d:%d: expert %d is outside the "
+            st = sl_error_set(err, SL_ERR_INVALID, "%s=%d:%d: expert %d is outside the "
                               "model's experts [0, %d]", from, l, e, e, hp->n_expert - 1);
     }
     free(pins);

@@ -326,9 +326,9 @@ static void test_config(const char *path)
     expect_ctx_error(m, "mode=post pin=1-2", "pin", "1-2");
     expect_ctx_error(m, "mode=post block_on_miss", "block_on_miss", "key=value");
     /* values that name model parts are checked against the model */
-    expect_ctx_error(m, "mode=post pin=99:0", "pin 99:0", "layers [0, ");
-    expect_ctx_error(m, "mode=post pin=0:1,1:99", "pin 1:99", "experts [0, ");
-    expect_ctx_error(m, "pin=0:99", "pin 0:99", "experts [0, "); /* mode cpu too */
+    expect_ctx_error(m, "mode=post pin=99:0", "pin=99:0", "layers [0, ");
+    expect_ctx_error(m, "mode=post pin=0:1,1:99", "pin=1:99", "experts [0, ");
+    expect_ctx_error(m, "pin=0:99", "pin=0:99", "experts [0, "); /* mode cpu too */
     expect_ctx_error(m, "pin=0:1,", "pin", "ends with ','");
     setenv("SLUICE_POSTFETCH_PIN", "99:99", 1);
     expect_ctx_error(m, "mode=post", "SLUICE_POSTFETCH_PIN", "layer 99");
