@@ -6,8 +6,9 @@
  *   -ngl, --gpu-layers N      --device cuda|sim|auto        --io direct|pread|mmap
  *   --numa-node N             --cpus LIST                   -t, --threads N
  *
- * Conventions (every command): a usage error prints "sluice CMD: FLAG 'VALUE': why" to stderr
- * and the command exits 2; a file or engine error names the file and exits 1. Numbers follow
+ * Conventions (every command): a usage error prints "sluice CMD: FLAG 'VALUE': why" (numbers:
+ * "sluice CMD: FLAG: 'VALUE' is outside [lo, hi]", runtime/parse.h's wording) to stderr and the
+ * command exits 2; a file or engine error names the file and exits 1. Numbers follow
  * runtime/parse.h's grammar (decimal; blanks, "+", hex, inf/nan and trailing text refused) and
  * a flag that sets an engine option is checked against the engine's own range (sluice.h's
  * SL_RANGE_*), so that what the CLI accepts the engine accepts.
