@@ -126,6 +126,11 @@ sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model 
                           (int)m->opt.io);
         goto fail;
     }
+    if ((st = sl_check_i64("gpu_layers", m->opt.gpu_layers, SL_RANGE_GPU_LAYERS, err)) ||
+        (st = sl_check_i64("n_cpu_moe", m->opt.n_cpu_moe, SL_RANGE_N_CPU_MOE, err)) ||
+        (st = sl_check_i64("numa_node", m->opt.numa_node, SL_RANGE_NUMA_NODE, err)) ||
+        (st = sl_check_i64("n_threads", m->opt.n_threads, SL_RANGE_N_THREADS, err)))
+        goto fail;
     m->path = strdup(path);
     if (!m->path) {
         st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
@@ -244,10 +249,40 @@ static bool gpu_with_host_experts(const sl_model *m)
     return host_experts && dev_weights;
 }
 
+/* Pins name model parts, so they are checked here, where the model is known: each
+ * layer:expert must be an expert of a MoE layer (`from` names the variable or option). */
+static sl_status check_pins(const sl_model *m, const char *list, const char *from, sl_error *err)
+{
+    if (!list || !*list) return SL_OK;
+    int32_t(*pins)[2] = malloc(SL_FETCH_MAX_PINS * sizeof *pins);
+    if (!pins) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (pins)");
+    int n = 0;
+    sl_status st = sl_fetch_pins_parse(from, list, pins, &n, err);
+    const sl__hparams *hp = &m->hp;
+    for (int i = 0; !st && i < n; i++) {
+        const int32_t l = pins[i][0], e = pins[i][1];
+        if (!hp->n_expert)
+            st = sl_error_set(err, SL_ERR_INVALID, "%s=%d:%d: the model has no experts",
+                              from, l, e);
+        else if (l >= hp->n_layer)
+            st = sl_error_set(err, SL_ERR_INVALID, "%s=%d:%d: layer %d is outside the "
+                              "model's layers [0, %d]", from, l, e, l, hp->n_layer - 1);
+        else if (!m->layers[l].gate_inp)
+            st = sl_error_set(err, SL_ERR_INVALID, "%s=%d:%d: layer %d has no experts",
+                              from, l, e, l);
+        else if (e >= hp->n_expert)
+            st = sl_error_set(err, SL_ERR_INVALID, "%s=%d:%d: expert %d is outside the "
+                              "model's experts [0, %d]", from, l, e, e, hp->n_expert - 1);
+    }
+    free(pins);
+    return st;
+}
+
 /* The MoE scheduler: options over SLUICE_POSTFETCH_*; the fetching one on the model's device
  * (sim or cuda), the CPU one otherwise. The default mode is cpu, except on a GPU that holds
  * part of the model with experts on the host, where it is auto (the GPU should work); the
- * environment and the sched string override either. */
+ * environment and the sched string override either. A dense model creates none, but its
+ * options are still checked: nothing given is silently dropped. */
 static sl_status create_moe(sl_ctx *c, sl_error *err)
 {
     sl_fetch_options fo = sl_fetch_options_default();
@@ -255,7 +290,9 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
     char pins[1024];
     sl_status st = sl_fetch_options_env(&fo, err);
     if (!st) st = sl_fetch_options_parse(&fo, c->opt.sched, pins, sizeof pins, err);
-    if (st) return st;
+    if (!st) st = check_pins(c->m, fo.pinned, fo.pinned == pins ? "scheduler option pin"
+                                                                : "SLUICE_POSTFETCH_PIN", err);
+    if (st || !c->m->hp.n_expert) return st;
     if (fo.mode != SL_FETCH_CPU && c->m->dev)
         return sl_moe_fetch_create(c->m->dev, &fo, &c->ops, &c->mv, c->pool, &c->moe, err);
     return sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &c->moe, err);
@@ -331,11 +368,9 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
     c->opt = opt ? *opt : sl_ctx_options_default();
     const sl__hparams *hp = &m->hp;
     sl_status st = SL_OK;
-    if (c->opt.n_ctx < 0 || c->opt.n_batch < 0) {
-        st = sl_error_set(err, SL_ERR_INVALID, "n_ctx %d / n_batch %d: must be >= 0",
-                          c->opt.n_ctx, c->opt.n_batch);
+    if ((st = sl_check_i64("n_ctx", c->opt.n_ctx, SL_RANGE_N_CTX, err)) ||
+        (st = sl_check_i64("n_batch", c->opt.n_batch, SL_RANGE_N_BATCH, err)))
         goto fail;
-    }
     if (!c->opt.n_ctx) c->opt.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (!c->opt.n_batch) c->opt.n_batch = 512;
     c->cap = c->opt.n_batch < c->opt.n_ctx ? c->opt.n_batch : c->opt.n_ctx;
@@ -348,25 +383,20 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
     /* SLUICE_ACT_F32=1: quantized matmuls on unquantized activations (verification against
      * float64 references; see kernels/cpu/matvec.h). */
     const char *act = getenv("SLUICE_ACT_F32");
-    if (act && *act) {
-        if (strcmp(act, "0") && strcmp(act, "1")) {
-            st = sl_error_set(err, SL_ERR_INVALID, "SLUICE_ACT_F32 = '%s': must be 0 or 1", act);
-            goto fail;
-        }
-        c->mv.f32_act = act[0] == '1';
-    }
+    if (act && (st = sl_parse_bool("SLUICE_ACT_F32", act, &c->mv.f32_act, err))) goto fail;
     int nt = m->opt.n_threads;
     if (nt <= 0) {
         const long n = sysconf(_SC_NPROCESSORS_ONLN);
         nt = n > 0 ? (int)n : 1;
     }
-    if (nt > SL_CPU_POOL_MAX_THREADS) nt = SL_CPU_POOL_MAX_THREADS;
+    _Static_assert(SL_N_THREADS_MAX == SL_CPU_POOL_MAX_THREADS, "sluice.h's thread limit");
+    if (nt > SL_CPU_POOL_MAX_THREADS) nt = SL_CPU_POOL_MAX_THREADS; /* all cores of a big node */
     if (nt > 1 || m->opt.numa_node >= 0 || m->opt.cpus) {
         sl_cpu_pool_options po = {.n_threads = nt, .numa_node = m->opt.numa_node,
                                   .cpus = m->opt.cpus, .topo = NULL};
         if ((st = sl_cpu_pool_create(&po, &c->pool, err))) goto fail;
     }
-    if (hp->n_expert && (st = create_moe(c, err))) goto fail;
+    if ((st = create_moe(c, err))) goto fail;
     size_t wb = 0;
     for (size_t i = 0; i < m->n_w; i++) {
         const sl_weight *w = &m->w[i];

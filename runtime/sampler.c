@@ -42,18 +42,14 @@ static double uniform01(uint64_t s[4])
     return (double)(sl_prng_next(s) >> 11) * 0x1.0p-53;
 }
 
+/* sluice.h's SL_RANGE_* are the rule; front ends check their flags against the same. */
 static sl_status validate(const sl_sampler_options *o, sl_error *err)
 {
-    if (isnan(o->temp) || isinf(o->temp))
-        return sl_error_set(err, SL_ERR_INVALID, "sampler: temp %g is not a finite number",
-                            (double)o->temp);
-    if (!(o->top_p > 0.0f && o->top_p <= 1.0f))
-        return sl_error_set(err, SL_ERR_INVALID, "sampler: top_p %g outside (0, 1] (1 = off)",
-                            (double)o->top_p);
-    if (!(o->min_p >= 0.0f && o->min_p <= 1.0f))
-        return sl_error_set(err, SL_ERR_INVALID, "sampler: min_p %g outside [0, 1] (0 = off)",
-                            (double)o->min_p);
-    return SL_OK;
+    sl_status st = sl_check_f64("sampler: temp", o->temp, SL_RANGE_TEMP, err);
+    if (!st) st = sl_check_i64("sampler: top_k", o->top_k, SL_RANGE_TOP_K, err);
+    if (!st) st = sl_check_f64("sampler: top_p", o->top_p, SL_RANGE_TOP_P, err);
+    if (!st) st = sl_check_f64("sampler: min_p", o->min_p, SL_RANGE_MIN_P, err);
+    return st;
 }
 
 sl_status sl_sampler_create(const sl_sampler_options *opt, sl_sampler **out, sl_error *err)

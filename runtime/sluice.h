@@ -11,11 +11,29 @@
 #ifndef SLUICE_H
 #define SLUICE_H
 
+#include <float.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/parse.h"
 #include "runtime/status.h"
+
+/* The accepted range of every numeric option below, checked by the call that reads it
+ * (sl_model_open, sl_ctx_create, sl_sampler_create) with runtime/parse.h's sl_check_*; a front
+ * end checks its flags with sl_parse_* against the same constants, so that whatever it accepts
+ * the engine accepts too. Where a field's comment says "0: default", 0 is in the range. */
+#define SL_RANGE_GPU_LAYERS ((sl_irange){0, INT32_MAX})
+#define SL_RANGE_N_CPU_MOE ((sl_irange){0, INT32_MAX})
+#define SL_RANGE_NUMA_NODE ((sl_irange){-1, 4095})
+enum { SL_N_THREADS_MAX = 1024 }; /* kernels/cpu's pool limit */
+#define SL_RANGE_N_THREADS ((sl_irange){0, SL_N_THREADS_MAX})
+#define SL_RANGE_N_CTX ((sl_irange){0, 1 << 24})
+#define SL_RANGE_N_BATCH ((sl_irange){0, 1 << 24})
+#define SL_RANGE_TEMP ((sl_frange){-FLT_MAX, FLT_MAX, false, false}) /* finite as a float */
+#define SL_RANGE_TOP_K ((sl_irange){INT32_MIN, INT32_MAX})
+#define SL_RANGE_TOP_P ((sl_frange){0.0, 1.0, true, false})
+#define SL_RANGE_MIN_P ((sl_frange){0.0, 1.0, false, false})
 
 typedef struct sl_model sl_model;
 typedef struct sl_ctx sl_ctx;
@@ -39,7 +57,7 @@ typedef enum sl_load_io { SL_LOAD_DIRECT = 0, SL_LOAD_PREAD = 1, SL_LOAD_MMAP = 
 
 typedef struct sl_model_options {
     sl_placement placement;
-    int gpu_layers;             /* for SL_PLACE_LAYERS */
+    int gpu_layers;             /* for SL_PLACE_LAYERS: the last N; > n_layer: the output too */
     /* llama.cpp's controls, applied on top of the placement (scheduler/placement.h):
      * "REGEX=BUFT[,REGEX=BUFT...]" (BUFT CPU, CUDA0 or GPU; first match wins), or NULL */
     const char *override_tensor;
@@ -145,8 +163,8 @@ sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int64_t *n_neuron,
 typedef struct sl_sampler_options {
     float temp;                 /* <= 0: greedy */
     int32_t top_k;              /* <= 0: off */
-    float top_p;                /* >= 1: off */
-    float min_p;                /* <= 0: off */
+    float top_p;                /* 1: off */
+    float min_p;                /* 0: off */
     uint64_t seed;
 } sl_sampler_options;
 sl_sampler_options sl_sampler_options_default(void); /* temp 0.8, top_k 40, top_p 0.95, min_p 0.05 */

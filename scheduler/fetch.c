@@ -27,7 +27,7 @@
 #include "scheduler/fetch_impl.h"
 #include "scheduler/moe_impl.h"
 
-enum { CHUNK = 64, KNEE = 8, MAX_PINS = 4096 };
+enum { CHUNK = 64, KNEE = 8 };
 
 typedef enum { X_CPU = 0, X_ENGINE, X_CACHED, X_FETCH } xkind;
 typedef enum { C_PENDING = 0, C_INFLIGHT, C_DONE, C_FAILED } cstate;
@@ -945,23 +945,9 @@ static const sl__moe_vtable k_fetch_vt = {"fetch", fetch_exec, fetch_destroy};
 static sl_status parse_pins(fetch *f, const char *list, sl_error *err)
 {
     if (!list || !*list) return SL_OK;
-    f->pins = calloc(MAX_PINS, sizeof *f->pins);
+    f->pins = calloc(SL_FETCH_MAX_PINS, sizeof *f->pins);
     if (!f->pins) return sl_error_set(err, SL_ERR_NOMEM, "moe fetch: out of memory (pins)");
-    const char *p = list;
-    while (*p) {
-        int l, e, n = 0;
-        if (sscanf(p, "%d:%d%n", &l, &e, &n) != 2 || l < 0 || e < 0 || (p[n] && p[n] != ','))
-            return sl_error_set(err, SL_ERR_INVALID, "pinned experts '%s': bad item at '%s' "
-                                "(expected layer:expert,...)", list, p);
-        if (f->n_pins == MAX_PINS)
-            return sl_error_set(err, SL_ERR_INVALID, "pinned experts: more than %d", MAX_PINS);
-        f->pins[f->n_pins][0] = l;
-        f->pins[f->n_pins][1] = e;
-        f->n_pins++;
-        p += n;
-        if (*p == ',') p++;
-    }
-    return SL_OK;
+    return sl_fetch_pins_parse("pinned experts", list, f->pins, &f->n_pins, err);
 }
 
 sl_status sl_moe_fetch_create(sl_device *dev, const sl_fetch_options *opt, const sl_cpu_ops *ops,
@@ -973,7 +959,8 @@ sl_status sl_moe_fetch_create(sl_device *dev, const sl_fetch_options *opt, const
                             "context or out");
     *out = NULL;
     if ((unsigned)opt->mode > SL_FETCH_AUTO || opt->max_transfers < 1 ||
-        opt->max_transfers > 256 || !opt->scratch_bytes || (unsigned)opt->policy > SL_CACHE_LFU ||
+        opt->max_transfers > SL_FETCH_MAX_TRANSFERS || !opt->scratch_bytes ||
+        (unsigned)opt->policy > SL_CACHE_LFU ||
         !(opt->lfu_decay > 0.0 && opt->lfu_decay <= 1.0))
         return sl_error_set(err, SL_ERR_INVALID, "moe fetch: bad options (mode %d, max_transfers "
                             "%d, scratch %llu, policy %d, decay %g)", (int)opt->mode,

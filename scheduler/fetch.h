@@ -89,7 +89,11 @@
 #include "runtime/device/device.h"
 #include "scheduler/moe.h"
 
-enum { SL_FETCH_COPY_MAX_BYTES = 4 << 20 };
+enum {
+    SL_FETCH_COPY_MAX_BYTES = 4 << 20,
+    SL_FETCH_MAX_TRANSFERS = 256, /* max_transfers: 1 .. this */
+    SL_FETCH_MAX_PINS = 4096      /* items of a pinned list */
+};
 
 typedef enum sl_fetch_mode {
     SL_FETCH_CPU = 0,   /* no copies: the CPU scheduler's path */
@@ -103,7 +107,7 @@ typedef enum sl_cache_policy { SL_CACHE_LRU = 0, SL_CACHE_LFU = 1 } sl_cache_pol
 typedef struct sl_fetch_options {
     sl_fetch_mode mode;
     bool block_on_miss;         /* post: the device waits for a late copy instead of the CPU */
-    int max_transfers;          /* copies in flight, 1 .. 256 (default 4) */
+    int max_transfers;          /* copies in flight, 1 .. SL_FETCH_MAX_TRANSFERS (default 4) */
     uint64_t scratch_bytes;     /* scratch area (default 64 MiB) */
     uint64_t cache_bytes;       /* resident-expert budget, 0: no cache (default 0) */
     sl_cache_policy policy;     /* default LRU */
@@ -135,11 +139,20 @@ sl_status sl_fetch_options_env(sl_fetch_options *o, sl_error *err);
 sl_status sl_fetch_options_parse(sl_fetch_options *o, const char *spec, char *pin_buf,
                                  size_t pin_cap, sl_error *err);
 
+/* Reads a pinned list "layer:expert,..." (each number by runtime/parse.h's integer rule, in
+ * [0, 2^31); no empty item, no trailing ','; at most SL_FETCH_MAX_PINS items) into out (room
+ * for SL_FETCH_MAX_PINS pairs; NULL: check only); *n_out = the count. NULL or "": no pins.
+ * SL_ERR_INVALID names `what` (the variable or option), the item and its part. Whether the
+ * layers and experts exist is the caller's check: only the model knows. */
+sl_status sl_fetch_pins_parse(const char *what, const char *list, int32_t (*out)[2], int *n_out,
+                              sl_error *err);
+
 const char *sl_fetch_mode_name(sl_fetch_mode m);
 
 /* Creates the scheduler on dev (sim or cuda; see above): its own streams, events and BFC arena
  * (scratch + cache_bytes, compact_on_oom). ops/mv are copied, pool borrowed (may be NULL).
- * A pinned list that does not parse is SL_ERR_INVALID naming the item. */
+ * A pinned list that does not parse is SL_ERR_INVALID naming the item; a pin beyond the
+ * model's layers or experts is never loaded (the engine refuses those before creating). */
 sl_status sl_moe_fetch_create(sl_device *dev, const sl_fetch_options *opt, const sl_cpu_ops *ops,
                               const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, sl_moe_sched **out,
                               sl_error *err);

@@ -10,8 +10,6 @@
 #include "scheduler/placement.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <math.h>
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,38 +127,6 @@ sl_status sl_place_overrides_check(const char *list, sl_error *err)
     sl_status st = parse_rules(list, &rs, NULL, err);
     rules_free(&rs);
     return st;
-}
-
-sl_status sl_place_size_parse(const char *text, uint64_t *out, sl_error *err)
-{
-    if (!text || !*text || isspace((unsigned char)*text) || *text == '-' || *text == '+')
-        return sl_error_set(err, SL_ERR_INVALID, "size '%s': expected a number of bytes with "
-                            "an optional unit (e.g. 8GiB, 512MiB, 1.5G)", text ? text : "");
-    errno = 0;
-    char *end;
-    const double v = strtod(text, &end);
-    if (end == text || errno || !isfinite(v) || v < 0)
-        return sl_error_set(err, SL_ERR_INVALID, "size '%s': not a number", text);
-    double mul = 1;
-    const char u = (char)toupper((unsigned char)*end);
-    const char *units = "KMGT";
-    const char *at = u ? strchr(units, u) : NULL;
-    if (at) {
-        mul = ldexp(1.0, 10 * (int)(at - units + 1));
-        end++;
-        if (!strcmp(end, "iB") || !strcmp(end, "ib") || !strcmp(end, "B") || !strcmp(end, "b"))
-            end += strlen(end);
-    } else if (!strcmp(end, "B") || !strcmp(end, "b")) {
-        end++;
-    }
-    if (*end)
-        return sl_error_set(err, SL_ERR_INVALID, "size '%s': unknown unit '%s' (B, K, M, G, "
-                            "T, with optional iB)", text, end);
-    const double b = v * mul;
-    if (b >= 18446744073709551615.0)
-        return sl_error_set(err, SL_ERR_RANGE, "size '%s': too large", text);
-    *out = (uint64_t)b;
-    return SL_OK;
 }
 
 static bool has_prefix(const char *s, const char *p)

@@ -110,10 +110,6 @@ void sl_place_classify(const char *name, uint32_t n_dims, int32_t n_expert,
 /* Checks an override list's syntax (regexes compile, BUFT known); the error names the entry. */
 sl_status sl_place_overrides_check(const char *list, sl_error *err);
 
-/* Parses "8GiB", "512MiB", "1.5G", "4000000000" (bytes; K/M/G/T with optional iB/B, powers
- * of 1024) into *out; SL_ERR_INVALID naming the text. */
-sl_status sl_place_size_parse(const char *text, uint64_t *out, sl_error *err);
-
 /* Resolves the plan (allocates its arrays; free with sl_place_plan_free). Errors: a bad
  * override, a group split by the rules (naming two tensors and their rules), CPU mode with a
  * device override, and a device share larger than the budget or free memory (naming the

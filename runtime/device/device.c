@@ -7,13 +7,13 @@
  * Backend choice and environment parsing live here too, so the two backends cannot disagree on
  * what an option means. See device_impl.h for the shared state and its invariants.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/device/device_impl.h"
+#include "runtime/parse.h"
 
 /* ---- range tables ------------------------------------------------------------------------ */
 
@@ -87,26 +87,6 @@ static void range_remove(sl__range_table *t, size_t i)
 
 /* ---- options and environment ------------------------------------------------------------- */
 
-/* Strict non-negative decimal: digits only, no sign, no blanks, no overflow. */
-static sl_status parse_u64(const char *name, const char *s, uint64_t *out, sl_error *err)
-{
-    uint64_t v = 0;
-    if (!*s)
-        return sl_error_set(err, SL_ERR_INVALID,
-                            "%s='%s': expected a non-negative decimal integer", name, s);
-    for (const char *c = s; *c; c++) {
-        if (*c < '0' || *c > '9')
-            return sl_error_set(err, SL_ERR_INVALID,
-                                "%s='%s': expected a non-negative decimal integer", name, s);
-        unsigned dgt = (unsigned)(*c - '0');
-        if (v > (UINT64_MAX - dgt) / 10)
-            return sl_error_set(err, SL_ERR_INVALID, "%s='%s': value too large", name, s);
-        v = v * 10 + dgt;
-    }
-    *out = v;
-    return SL_OK;
-}
-
 /* An option value that is non-zero wins; otherwise the environment variable, when set. */
 static sl_status fault_value(uint64_t opt_value, const char *env_name, uint64_t *out,
                              sl_error *err)
@@ -115,7 +95,7 @@ static sl_status fault_value(uint64_t opt_value, const char *env_name, uint64_t 
     if (opt_value)
         return SL_OK;
     const char *s = getenv(env_name);
-    return s ? parse_u64(env_name, s, out, err) : SL_OK;
+    return s ? sl_parse_u64(env_name, s, (sl_urange){0, UINT64_MAX}, out, err) : SL_OK;
 }
 
 /* A GB/s value from env_name, when set: a finite decimal in [0, 1e6]. */
@@ -124,14 +104,7 @@ static sl_status sim_gbs_env(const char *env_name, double *out, sl_error *err)
     const char *s = getenv(env_name);
     if (!s)
         return SL_OK;
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || *end || errno || !(v >= 0.0) || v > 1e6)
-        return sl_error_set(err, SL_ERR_INVALID, "%s='%s': expected GB/s in [0, 1e6]", env_name,
-                            s);
-    *out = v;
-    return SL_OK;
+    return sl_parse_f64(env_name, s, (sl_frange){0.0, 1e6, false, false}, out, err);
 }
 
 typedef enum { KIND_SIM, KIND_CUDA, KIND_AUTO } kind_choice;

@@ -672,7 +672,7 @@ def main():
         if os.path.exists(path):
             os.remove(path)
         r, _ = mkmodel(flag, val, out=path)
-        expect(r.returncode == 2 and f"{flag} '{val}'" in r.stderr and "[1, 1024]" in r.stderr
+        expect(r.returncode == 2 and f"{flag}: '{val}'" in r.stderr and "[1, 1024]" in r.stderr
                and not os.path.exists(path),
                f"{flag} {val!r}: exit {r.returncode}, stderr {r.stderr.strip()!r}, want exit 2 "
                f"naming {flag} and the range")

@@ -323,8 +323,21 @@ static void test_config(const char *path)
     expect_ctx_error(m, "mode=post colour=blue", "colour", "unknown key");
     expect_ctx_error(m, "mode=sideways", "mode", "sideways");
     expect_ctx_error(m, "max_transfers=999", "max_transfers", "999");
-    expect_ctx_error(m, "mode=post pin=1-2", "pinned", "1-2");
+    expect_ctx_error(m, "mode=post pin=1-2", "pin", "1-2");
     expect_ctx_error(m, "mode=post block_on_miss", "block_on_miss", "key=value");
+    /* values that name model parts are checked against the model */
+    expect_ctx_error(m, "mode=post pin=99:0", "pin=99:0", "layers [0, ");
+    expect_ctx_error(m, "mode=post pin=0:1,1:99", "pin=1:99", "experts [0, ");
+    expect_ctx_error(m, "pin=0:99", "pin=0:99", "experts [0, "); /* mode cpu too */
+    expect_ctx_error(m, "pin=0:1,", "pin", "ends with ','");
+    setenv("SLUICE_POSTFETCH_PIN", "99:99", 1);
+    expect_ctx_error(m, "mode=post", "SLUICE_POSTFETCH_PIN", "layer 99");
+    setenv("SLUICE_POSTFETCH_PIN", " 0:1", 1);
+    expect_ctx_error(m, "mode=post", "SLUICE_POSTFETCH_PIN item 1 ' 0:1': layer", "blank");
+    unsetenv("SLUICE_POSTFETCH_PIN");
+    setenv("SLUICE_POSTFETCH_MAX_TRANSFERS", " 5", 1);
+    expect_ctx_error(m, NULL, "SLUICE_POSTFETCH_MAX_TRANSFERS", "blank");
+    unsetenv("SLUICE_POSTFETCH_MAX_TRANSFERS");
 
     /* the aliases select the scheduler; FORCE_CPU wins over ENABLE */
     sl_ctx_stats s;

@@ -3,8 +3,8 @@
  * precedence (first match wins, searched in the name, ECMAScript \d), --cpu-moe /
  * --n-cpu-moe, group coherence (a group follows its explicit rule; two explicit sides in
  * one group is an error naming both), the device budget (an impossible request names the
- * tensor and the sizes), AUTO's candidates in order, types without a device kernel, size
- * parsing, and the plan's invariants. */
+ * tensor and the sizes), AUTO's candidates in order, types without a device kernel, and the
+ * plan's invariants. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,20 +334,6 @@ static void test_auto_dense(void)
     sl_place_plan_free(&p);
 }
 
-static void test_size_parse(void)
-{
-    uint64_t v = 0;
-    sl_error e;
-    CHECK(sl_place_size_parse("8GiB", &v, &e) == SL_OK && v == 8ull << 30);
-    CHECK(sl_place_size_parse("512MiB", &v, &e) == SL_OK && v == 512ull << 20);
-    CHECK(sl_place_size_parse("1.5G", &v, &e) == SL_OK && v == 3ull << 29);
-    CHECK(sl_place_size_parse("4096", &v, &e) == SL_OK && v == 4096);
-    CHECK(sl_place_size_parse("2k", &v, &e) == SL_OK && v == 2048);
-    const char *bad[] = {"", " 8G", "-1G", "8X", "8GiBx", "nan", "inf", "1e30T", "G"};
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-        CHECK_MSG(sl_place_size_parse(bad[i], &v, &e) != SL_OK, "'%s' accepted", bad[i]);
-}
-
 int main(void)
 {
     test_classify();
@@ -358,6 +344,5 @@ int main(void)
     test_no_device_kernel();
     test_tied_and_dense();
     test_auto_dense();
-    test_size_parse();
     return sl_test_finish("placement_test");
 }

@@ -13,16 +13,7 @@ import tempfile
 
 import numpy as np
 
-SLUICE = os.path.abspath(sys.argv[1])
-FAILURES = []
-VOCAB = 512  # mkmodel's default
-
-
-def expect(cond, msg):
-    print(("ok   " if cond else "FAIL ") + msg, flush=True)
-    if not cond:
-        FAILURES.append(msg)
-    return cond
+from harness import SLUICE, VOCAB, expect, finish
 
 
 # Generated text is whatever bytes the synthetic weights pick, not always valid UTF-8; decode an
@@ -271,14 +262,14 @@ def main():
     cases = [
         (["generate", "-m", m1, "-p", "x", "--bogus"], 2, "--bogus"),
         (["generate", "-m", m1, "-p", "x", "-n", "12x"], 2, "-n"),
-        (["generate", "-m", m1, "-p", "x", "--temp", "-1"], 2, "--temp"),
+        (["generate", "-m", m1, "-p", "x", "--temp", "1e39"], 2, "--temp"),
         (["generate", "-m", m1, "-p", "x", "--top-p", "nan"], 2, "--top-p"),
         (["generate", "-m", m1, "-p", "x", "--seed", "-3"], 2, "--seed"),
         (["generate", "-m", m1], 2, "-p"),
         (["generate", "-m", m1, "-p", "x", "--placement", "moon"], 2, "--placement"),
         (["generate", "-m", m1, "-p", "x", "--io", "tape"], 2, "--io"),
         (["generate", "-m", m1, "-p", "x", "--device", "tpu"], 2, "--device"),
-        (["generate", "-m", m1, "-p", "x", "-t", "0"], 2, "-t"),
+        (["generate", "-m", m1, "-p", "x", "-t", "1025"], 2, "-t"),
         (["generate", "-m", m1, "-p", "x", "-ctk", "q8"], 2, "-ctk"),
         (["generate", "-m", m1, "-p"], 2, "-p"),
         (["perplexity", "-m", m1, "-f", text, "--ctx", "2"], 2, "--ctx"),
@@ -287,7 +278,7 @@ def main():
         (["eval", "-m", m1, "--tokens", "1,2,x"], 2, "--tokens"),
         (["eval", "-m", m1, "--tokens", "1,-2"], 2, "--tokens"),
         (["eval", "-m", m1, "--tokens", f"1,{VOCAB}"], 2, "--tokens"),
-        (["eval", "-m", m1, "--tokens", "1", "--ctx-size=0"], 2, "--ctx-size"),
+        (["eval", "-m", m1, "--tokens", "1", "--ctx-size=-1"], 2, "--ctx-size"),
         (["eval", "-m", m1, "--tokens", "1", "extra"], 2, "extra"),
         (["bench", "decode", "--shape", "huge"], 2, "--shape"),
         (["bench", "decode", "-m", m1, "-n", "0"], 2, "-n"),
@@ -322,8 +313,7 @@ def main():
                f"exit {r.returncode} (want {rc}), names '{os.path.basename(needle)}': "
                f"{r.stderr.strip().splitlines()[0] if r.stderr.strip() else ''}")
 
-    print(f"\n{len(FAILURES)} failures")
-    return 1 if FAILURES else 0
+    return finish()
 
 
 if __name__ == "__main__":

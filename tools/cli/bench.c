@@ -1,9 +1,9 @@
 /* `tools/run bench <name>`: dispatch to one file per benchmark. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/parse.h"
 #include "tools/cli/bench.h"
 #include "tools/cli/cli.h"
 
@@ -24,14 +24,13 @@ static const bench k_benches[] = {
 
 int sl_bench_parse_long(const char *s, const char *flag, long lo, long hi, long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "sluice bench: %s '%s' is not an integer in [%ld, %ld]\n", flag, s, lo, hi);
+    sl_error err;
+    int64_t v;
+    if (sl_parse_i64(flag, s, (sl_irange){lo, hi}, &v, &err)) {
+        fprintf(stderr, "sluice bench: %s\n", err.msg);
         return 1;
     }
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 

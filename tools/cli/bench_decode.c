@@ -485,10 +485,9 @@ int sl_bench_decode(int argc, char **argv)
             return sl_cli_unknown(&a);
         }
     }
+    if (a.status) return a.status;
     if (mf.path && shape)
         return sl_cli_usage_error(k_cmd, "-m and --shape exclude each other");
-    if (mf.opt.numa_node >= 0 && mf.opt.cpus)
-        return sl_cli_usage_error(k_cmd, "--numa-node and --cpus exclude each other");
 
     /* the device first: a bad SLUICE_DEVICE or a cuda request without a GPU fails here, before
      * minutes of writing a synthetic model */

@@ -419,18 +419,22 @@ int sl_bench_moe(int argc, char **argv)
                 return 2;
             prefill_given = true;
         } else if (sl_cli_is(&a, "-t", "--threads")) {
-            if (!(v = sl_cli_value(&a)) || sl_cli_parse_i64(k_cmd, a.flag, v, 1, 1024, &threads))
+            if (!(v = sl_cli_value(&a)) ||
+                sl_cli_parse_i64(k_cmd, a.flag, v, 1, SL_N_THREADS_MAX, &threads))
                 return 2;
         } else if (sl_cli_is(&a, "--sim-h2d-gbs", NULL)) {
-            if (!(v = sl_cli_value(&a)) || sl_cli_parse_f64(k_cmd, a.flag, v, 0.001, 1e4, &sim_gbs))
+            if (!(v = sl_cli_value(&a)) ||
+                sl_cli_parse_f64(k_cmd, a.flag, v, (sl_frange){0.001, 1e4, false, false}, &sim_gbs))
                 return 2;
         } else if (sl_cli_is(&a, "--router-skew", NULL)) {
-            if (!(v = sl_cli_value(&a)) || sl_cli_parse_f64(k_cmd, a.flag, v, 0, 16, &skew))
+            if (!(v = sl_cli_value(&a)) ||
+                sl_cli_parse_f64(k_cmd, a.flag, v, (sl_frange){0, 16, false, false}, &skew))
                 return 2;
         } else {
             return sl_cli_unknown(&a);
         }
     }
+    if (a.status) return a.status;
     if (path_arg && shape) return sl_cli_usage_error(k_cmd, "-m and --shape exclude each other");
     if (!strcmp(device, "auto")) {
         /* resolved here: the banner, the prefill default and the sim throttle depend on it */

@@ -51,6 +51,7 @@ int sl_cli_demo(int argc, char **argv)
             return sl_cli_unknown(&a);
         }
     }
+    if (a.status) return a.status;
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/sluice-default.gguf", dir) >= sizeof path)
         return sl_cli_usage_error(k_cmd, "--dir '%s' is too long", dir);

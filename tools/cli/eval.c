@@ -115,16 +115,18 @@ int sl_cli_eval(int argc, char **argv)
             json = true;
         } else if (sl_cli_is(&a, "-c", "--ctx-size") || sl_cli_is(&a, "--ctx", NULL)) {
             if (!(v = sl_cli_value(&a)) ||
-                sl_cli_parse_i64(k_cmd, a.flag, v, 1, 1 << 24, &n_ctx))
+                sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_CTX.lo, SL_RANGE_N_CTX.hi, &n_ctx))
                 return 2;
         } else if (sl_cli_is(&a, "-b", "--batch-size")) {
             if (!(v = sl_cli_value(&a)) ||
-                sl_cli_parse_i64(k_cmd, a.flag, v, 1, 1 << 24, &n_batch))
+                sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_BATCH.lo, SL_RANGE_N_BATCH.hi,
+                                 &n_batch))
                 return 2;
         } else {
             return sl_cli_unknown(&a);
         }
     }
+    if (a.status) return a.status;
     if (!mf.path) return sl_cli_usage_error(k_cmd, "-m FILE is required");
     if (!tokens_s) return sl_cli_usage_error(k_cmd, "--tokens LIST is required");
     int32_t *tok = NULL;

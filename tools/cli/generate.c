@@ -36,12 +36,13 @@ static void usage(FILE *f)
           "  -f, --file FILE        read the prompt from FILE\n"
           "  -n, --n-predict N      tokens to generate (default 32; -1: until EOS or the\n"
           "                         context is full)\n"
-          "  -c, --ctx-size, --ctx N  context size (default: min(training context, 4096))\n"
-          "  -b, --batch-size N     prefill batch (default 512)\n"
-          "  --temp T               temperature, 0 = greedy (default 0.8)\n"
-          "  --top-k N              top-k, 0 = off (default 40)\n"
-          "  --top-p P              top-p, 1 = off (default 0.95)\n"
-          "  --min-p P              min-p, 0 = off (default 0.05)\n"
+          "  -c, --ctx-size, --ctx N  context size, 0..2^24 (default, or 0: min(training\n"
+          "                         context, 4096))\n"
+          "  -b, --batch-size N     prefill batch, 0..2^24 (default, or 0: 512)\n"
+          "  --temp T               temperature, <= 0 = greedy (default 0.8)\n"
+          "  --top-k N              top-k, <= 0 = off (default 40)\n"
+          "  --top-p P              top-p in (0, 1], 1 = off (default 0.95)\n"
+          "  --min-p P              min-p in [0, 1], 0 = off (default 0.05)\n"
           "  --seed S               sampler seed, 0..2^64-1 (default 0: runs repeat)\n"
           "  --ignore-eos           do not stop at the end-of-generation token\n"
           "  --json                 print nothing while generating; at the end print one JSON\n"
@@ -135,20 +136,24 @@ int sl_cli_generate(int argc, char **argv)
         } else if (sl_cli_is(&a, "-n", "--n-predict")) {
             if (sl_cli_parse_i64(k_cmd, a.flag, v, -1, INT32_MAX, &n_predict)) return 2;
         } else if (sl_cli_is(&a, "-c", "--ctx-size") || sl_cli_is(&a, "--ctx", NULL)) {
-            if (sl_cli_parse_i64(k_cmd, a.flag, v, 1, 1 << 24, &n_ctx)) return 2;
+            if (sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_CTX.lo, SL_RANGE_N_CTX.hi, &n_ctx))
+                return 2;
         } else if (sl_cli_is(&a, "-b", "--batch-size")) {
-            if (sl_cli_parse_i64(k_cmd, a.flag, v, 1, 1 << 24, &n_batch)) return 2;
+            if (sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_BATCH.lo, SL_RANGE_N_BATCH.hi,
+                                 &n_batch))
+                return 2;
         } else if (sl_cli_is(&a, "--temp", NULL)) {
-            if (sl_cli_parse_f64(k_cmd, a.flag, v, 0, 1e6, &f64)) return 2;
+            if (sl_cli_parse_f64(k_cmd, a.flag, v, SL_RANGE_TEMP, &f64)) return 2;
             so.temp = (float)f64;
         } else if (sl_cli_is(&a, "--top-k", NULL)) {
-            if (sl_cli_parse_i64(k_cmd, a.flag, v, 0, INT32_MAX, &i64)) return 2;
+            if (sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_TOP_K.lo, SL_RANGE_TOP_K.hi, &i64))
+                return 2;
             so.top_k = (int32_t)i64;
         } else if (sl_cli_is(&a, "--top-p", NULL)) {
-            if (sl_cli_parse_f64(k_cmd, a.flag, v, 0, 1, &f64)) return 2;
+            if (sl_cli_parse_f64(k_cmd, a.flag, v, SL_RANGE_TOP_P, &f64)) return 2;
             so.top_p = (float)f64;
         } else if (sl_cli_is(&a, "--min-p", NULL)) {
-            if (sl_cli_parse_f64(k_cmd, a.flag, v, 0, 1, &f64)) return 2;
+            if (sl_cli_parse_f64(k_cmd, a.flag, v, SL_RANGE_MIN_P, &f64)) return 2;
             so.min_p = (float)f64;
         } else if (sl_cli_is(&a, "--seed", NULL)) {
             if (sl_cli_parse_u64(k_cmd, a.flag, v, &so.seed)) return 2;
@@ -156,6 +161,7 @@ int sl_cli_generate(int argc, char **argv)
             return sl_cli_unknown(&a);
         }
     }
+    if (a.status) return a.status;
     if (!mf.path) return sl_cli_usage_error(k_cmd, "-m FILE is required");
     if (!prompt == !prompt_file)
         return sl_cli_usage_error(k_cmd, "give the prompt with exactly one of -p TEXT, -f FILE");
@@ -192,7 +198,7 @@ int sl_cli_generate(int argc, char **argv)
     if ((rc = sl_cli_ctx_create(&mf, k_cmd, m, &co, &c))) goto done;
     rc = 1;
     if (sl_sampler_create(&so, &smp, &err)) {
-        fprintf(stderr, "sluice generate: sampler: %s\n", err.msg);
+        fprintf(stderr, "sluice generate: %s\n", err.msg); /* the message says "sampler: " */
         goto done;
     }
     const int32_t ctx_size = co.n_ctx ? co.n_ctx

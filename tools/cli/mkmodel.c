@@ -3,7 +3,7 @@
  * Flags are collected first and applied on top of the chosen architecture's defaults, so their
  * order does not matter. Numbers are parsed strictly (decimal digits only, range-checked);
  * every usage error names the flag and exits 2; I/O errors exit 1. */
-#include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "runtime/parse.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/synth.h"
 
@@ -74,32 +75,6 @@ static int usage_error(const char *fmt, ...)
     return 2;
 }
 
-/* Strict unsigned decimal: digits only, no sign, no spaces, no trailing text. */
-static bool parse_u64(const char *s, uint64_t *out)
-{
-    if (!s || !*s) return false;
-    for (const char *c = s; *c; c++)
-        if (*c < '0' || *c > '9') return false;
-    errno = 0;
-    char *end;
-    const unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end) return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_double(const char *s, double *out)
-{
-    if (!s || !*s || (*s != '-' && *s != '+' && *s != '.' && (*s < '0' || *s > '9')))
-        return false; /* refuse leading spaces, "inf", "nan" */
-    errno = 0;
-    char *end;
-    const double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v)) return false;
-    *out = v;
-    return true;
-}
-
 typedef struct uflag {
     const char *name;
     size_t offset;      /* into sl_synth_params */
@@ -109,6 +84,8 @@ typedef struct uflag {
 
 int sl_cli_mkmodel(int argc, char **argv)
 {
+    static const sl_frange k_finite = {-DBL_MAX, DBL_MAX, false, false};
+    sl_error pe;
     uflag uf[] = {
         {"--layers", offsetof(sl_synth_params, n_layer), false, 0},
         {"--dim", offsetof(sl_synth_params, n_embd), false, 0},
@@ -170,29 +147,24 @@ int sl_cli_mkmodel(int argc, char **argv)
             if (!*val) return usage_error("%s: empty file name", name);
             out = val;
         } else if (!strcmp(name, "--router-skew")) {
-            if (!parse_double(val, &skew))
-                return usage_error("--router-skew '%s': not a finite number", val);
+            if (sl_parse_f64(name, val, k_finite, &skew, &pe)) return usage_error("%s", pe.msg);
             skew_given = true;
         } else if (!strcmp(name, "--neuron-skew")) {
-            if (!parse_double(val, &nskew))
-                return usage_error("--neuron-skew '%s': not a finite number", val);
+            if (sl_parse_f64(name, val, k_finite, &nskew, &pe)) return usage_error("%s", pe.msg);
             nskew_given = true;
         } else if (!strcmp(name, "-t") || !strcmp(name, "--threads")) {
-            if (!parse_u64(val, &threads) || threads < 1 || threads > SL_SYNTH_MAX_THREADS)
-                return usage_error("%s '%s': not an integer in [1, %d]", name, val,
-                                   SL_SYNTH_MAX_THREADS);
+            if (sl_parse_u64(name, val, (sl_urange){1, SL_SYNTH_MAX_THREADS}, &threads, &pe))
+                return usage_error("%s", pe.msg);
         } else if (!strcmp(name, "--seed")) {
-            if (!parse_u64(val, &seed))
-                return usage_error("--seed '%s': not an unsigned 64-bit integer", val);
+            if (sl_parse_u64(name, val, (sl_urange){0, UINT64_MAX}, &seed, &pe))
+                return usage_error("%s", pe.msg);
             seed_given = true;
         } else {
             for (size_t k = 0; k < n_uf; k++) {
                 if (strcmp(name, uf[k].name)) continue;
                 uint64_t v;
-                if (!parse_u64(val, &v))
-                    return usage_error("%s '%s': not a non-negative integer", name, val);
-                if (v > UINT32_MAX)
-                    return usage_error("%s '%s': too large", name, val);
+                if (sl_parse_u64(name, val, (sl_urange){0, UINT32_MAX}, &v, &pe))
+                    return usage_error("%s", pe.msg);
                 uf[k].given = true;
                 uf[k].value = (uint32_t)v;
             }

@@ -7,10 +7,19 @@
  *   --vram-budget SIZE        --device cuda|sim|auto        --io direct|pread|mmap
  *   --numa-node N             --cpus LIST                   -t, --threads N
  *
- * Conventions (every command): a usage error prints "sluice CMD: FLAG 'VALUE': why" to stderr
- * and the command exits 2; a file or engine error names the file and exits 1. Numbers are
- * decimal digits only (a leading '-' where negatives are allowed), range-checked; floats must
- * parse whole and be finite. No global state: everything lives in the caller's structs. */
+ * Conventions (every command): a usage error prints "sluice CMD: FLAG 'VALUE': why" (numbers:
+ * "sluice CMD: FLAG: 'VALUE' is outside [lo, hi]", runtime/parse.h's wording) to stderr and the
+ * command exits 2; a file or engine error names the file and exits 1. Numbers follow
+ * runtime/parse.h's grammar (decimal; blanks, "+", hex, inf/nan and trailing text refused) and
+ * a flag that sets an engine option is checked against the engine's own range (sluice.h's
+ * SL_RANGE_*), so that what the CLI accepts the engine accepts.
+ *
+ * Flags given twice and flags that contradict each other: the walker records every flag given
+ * (sl_cli_given: its alias group, spelling and value). A second use of a flag (under any of its
+ * names) is an error "-m given twice" unless its group is marked repeatable in model_flags.c's
+ * table; contradicting pairs (-ngl or --sched mode=post with --placement cpu, ...) are a table
+ * there too, checked as soon as the second flag of a pair arrives. New flags join by a line in
+ * each table. No global state: everything lives in the caller's structs. */
 #ifndef SL_CLI_MODEL_FLAGS_H
 #define SL_CLI_MODEL_FLAGS_H
 
@@ -19,6 +28,16 @@
 #include <stdio.h>
 
 #include "runtime/sluice.h"
+
+/* One flag given on the command line. */
+typedef struct sl_cli_given {
+    const char *canon;     /* its alias group's first name ("-m" for "--model"), or NULL: the
+                              flag is in no group and `as` is its name */
+    char as[32];           /* as spelled ("--model"), cut to 31 bytes */
+    const char *value;     /* its value once sl_cli_value read it, else NULL */
+} sl_cli_given;
+
+enum { SL_CLI_MAX_GIVEN = 64 };
 
 /* Walks argv[1..argc): sl_cli_args_next sets `flag` (the name without "=value") and returns
  * true while flags remain. */
@@ -30,10 +49,18 @@ typedef struct sl_cli_args {
     const char *arg;       /* argv[i] as given */
     char flag[64];         /* its name: "--ctx-size" for "--ctx-size=512" */
     const char *inline_val;/* the text after '=' or NULL */
+    sl_cli_given given[SL_CLI_MAX_GIVEN]; /* flags so far, first use of each */
+    int n_given;
+    int cur;               /* given[] index of the current flag, -1: a repeat or not a flag */
+    int status;            /* 2 once sl_cli_args_next refused a flag (after printing why) */
 } sl_cli_args;
 
 void sl_cli_args_init(sl_cli_args *a, const char *cmd, int argc, char **argv);
+/* False at the end, or when the next flag repeats one given before (not repeatable): then it
+ * prints "sluice CMD: -m given twice" and sets a->status = 2, which the caller returns. */
 bool sl_cli_args_next(sl_cli_args *a);
+/* The record of flag `name` (or any name of its alias group) if it was given, else NULL. */
+const sl_cli_given *sl_cli_given_get(const sl_cli_args *a, const char *name);
 /* Whether the current flag is n1 or n2 (n2 may be NULL). */
 bool sl_cli_is(const sl_cli_args *a, const char *n1, const char *n2);
 /* The current flag's value ("=value" or the next argument); NULL after printing "FLAG needs a
@@ -44,11 +71,12 @@ int sl_cli_unknown(const sl_cli_args *a);
 /* Prints "sluice CMD: " + message + help hint to stderr; returns 2. */
 int sl_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Strict parsers: 0 on success; otherwise print "sluice CMD: FLAG 'S': ..." and return 2. */
+/* runtime/parse.h's readers for flags: 0 on success; otherwise print "sluice CMD: FLAG: 'S' is
+ * outside [lo, hi]" (or why it is not a number) and return 2. u64: any 64-bit value. */
 int sl_cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi,
                      int64_t *out);
 int sl_cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
-int sl_cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, double hi,
+int sl_cli_parse_f64(const char *cmd, const char *flag, const char *s, sl_frange r,
                      double *out);
 
 /* The model flags and their values. */
@@ -57,6 +85,7 @@ typedef struct sl_cli_model_flags {
     sl_model_options opt;      /* from sl_model_options_default(), progress off */
     bool placement_given;
     const char *sched;         /* --sched "key=value ..." (scheduler/fetch.h) or NULL */
+    bool sched_fetches;        /* --sched asks for a mode other than cpu */
     const char *trace;         /* --trace FILE or NULL */
     char sched_buf[1024];      /* sched plus " trace=1" when --trace is given */
     char ot_buf[2048];         /* every -ot list, joined by ',' (opt.override_tensor) */
@@ -83,7 +112,7 @@ int sl_cli_trace_finish(const sl_cli_model_flags *f, const char *cmd, const sl_c
 /* "auto", "gpu", ... */
 const char *sl_cli_placement_name(sl_placement p);
 /* Opens f->path; on failure prints "sluice CMD: FILE: message" and returns the exit status
- * (1; 2 for flags that exclude each other). */
+ * (1). */
 int sl_cli_model_open(const sl_cli_model_flags *f, const char *cmd, sl_model **out);
 
 /* Whether the model adds a BOS token when tokenizing with add_special (asked through the public
@@ -113,5 +142,10 @@ int sl_cli_tokenize(const sl_model *m, const char *cmd, const char *model_path, 
  * Appends n_rows rows to f; on failure prints "sluice CMD: PATH: why" and returns 1. */
 int sl_cli_logits_write(FILE *f, const char *cmd, const char *path, const float *rows,
                         int64_t n_rows, int32_t n_vocab);
+/* A row read back from a logits file must be finite: on NaN or an infinity prints "sluice CMD:
+ * FLAG PATH: row R, column C (byte B): nan; ..." and returns 1 (R: the row's index in the
+ * file; `where` may add its meaning, e.g. "chunk 2, position 40"); 0 when all are finite. */
+int sl_cli_logits_check(const char *cmd, const char *flag, const char *path, const float *row,
+                        int32_t n_vocab, int64_t row_index, const char *where);
 
 #endif

@@ -120,11 +120,14 @@ int sl_cli_perplexity(int argc, char **argv)
             if (!(base_path = sl_cli_value(&a))) return 2;
             if (!*base_path) return sl_cli_usage_error(k_cmd, "%s: empty file name", a.flag);
         } else if (sl_cli_is(&a, "-c", "--ctx-size") || sl_cli_is(&a, "--ctx", NULL)) {
-            if (!(v = sl_cli_value(&a)) || sl_cli_parse_i64(k_cmd, a.flag, v, 4, 1 << 24, &n_ctx))
+            /* 4 and up: the method scores the second half of each chunk */
+            if (!(v = sl_cli_value(&a)) ||
+                sl_cli_parse_i64(k_cmd, a.flag, v, 4, SL_RANGE_N_CTX.hi, &n_ctx))
                 return 2;
         } else if (sl_cli_is(&a, "-b", "--batch-size")) {
             if (!(v = sl_cli_value(&a)) ||
-                sl_cli_parse_i64(k_cmd, a.flag, v, 1, 1 << 24, &n_batch))
+                sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_BATCH.lo, SL_RANGE_N_BATCH.hi,
+                                 &n_batch))
                 return 2;
         } else if (sl_cli_is(&a, "--chunks", NULL)) {
             if (!(v = sl_cli_value(&a)) ||
@@ -135,6 +138,7 @@ int sl_cli_perplexity(int argc, char **argv)
             return sl_cli_unknown(&a);
         }
     }
+    if (a.status) return a.status;
     if (!mf.path) return sl_cli_usage_error(k_cmd, "-m FILE is required");
     if (!text_path) return sl_cli_usage_error(k_cmd, "-f TEXTFILE is required");
     if (out_path && base_path && !strcmp(out_path, base_path))
@@ -241,6 +245,11 @@ int sl_cli_perplexity(int argc, char **argv)
                             base_path);
                     goto done;
                 }
+                char where[64];
+                snprintf(where, sizeof where, "chunk %" PRId64 ", position %" PRId32, i + 1, k);
+                if (sl_cli_logits_check(k_cmd, "--kl-divergence-base", base_path, brow, V,
+                                        (int64_t)kl.n, where))
+                    goto done;
                 const int32_t bbest = log_softmax(brow, V, lpb);
                 double d = 0;
                 for (int32_t v = 0; v < V; v++) d += exp(lpb[v]) * (lpb[v] - lp[v]);

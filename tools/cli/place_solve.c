@@ -141,7 +141,8 @@ int sl_cli_place_solve(int argc, char **argv)
         } else if (sl_cli_is(&a, "--cpu-gbs", NULL) || sl_cli_is(&a, "--gpu-gbs", NULL)) {
             const bool cpu = !strcmp(a.flag, "--cpu-gbs");
             if (!(v = sl_cli_value(&a)) ||
-                sl_cli_parse_f64(cmd, a.flag, v, 0.001, 1e6, cpu ? &cpu_gbs : &gpu_gbs))
+                sl_cli_parse_f64(cmd, a.flag, v, (sl_frange){0, 1e6, true, false},
+                                 cpu ? &cpu_gbs : &gpu_gbs))
                 return 2;
         } else if (sl_cli_is(&a, "--gguf-magic", NULL)) {
             gguf_magic = true;
