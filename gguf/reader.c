@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf_impl.h"
+#include "runtime/file.h"
 
 static const char *tensor_name_at(const void *ctx, size_t i)
 {
@@ -48,15 +49,10 @@ static sl_status map_file(sl_gguf *g, sl__gguf_shard *sh, const char *path, sl_e
     sh->fd = sh->fd_direct = -1;
     sh->path = sl__arena_strndup(&g->arena, path, strlen(path));
     if (!sh->path) return sl_error_set(err, SL_ERR_NOMEM, "%s: out of memory", path);
-    sh->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (sh->fd < 0)
-        return sl_error_set(err, errno == ENOENT ? SL_ERR_NOT_FOUND : SL_ERR_IO, "%s: cannot open: %s",
-                            path, strerror(errno));
+    /* never blocks on a FIFO, refuses anything but a regular file (runtime/file.h) */
     struct stat st;
-    if (fstat(sh->fd, &st) != 0)
-        return sl_error_set(err, SL_ERR_IO, "%s: fstat: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return sl_error_set(err, SL_ERR_INVALID, "%s: not a regular file", path);
+    sl_status s = sl_file_open_input(path, &sh->fd, &st, err);
+    if (s) return s;
     sh->size = (size_t)st.st_size;
     sh->mtime_sec = (int64_t)st.st_mtim.tv_sec;
     sh->mtime_nsec = (int64_t)st.st_mtim.tv_nsec;
@@ -69,7 +65,16 @@ static sl_status map_file(sl_gguf *g, sl__gguf_shard *sh, const char *path, sl_e
         sh->owns_map = true;
     }
     /* Refused by some file systems (tmpfs): reads then fall back to pread with a notice. */
-    sh->fd_direct = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    sh->fd_direct = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT | O_NONBLOCK);
+    /* the name may point elsewhere by now: only the file already opened may be read */
+    struct stat sd;
+    const int fl = sh->fd_direct >= 0 ? fcntl(sh->fd_direct, F_GETFL) : -1;
+    if (sh->fd_direct >= 0 &&
+        (fstat(sh->fd_direct, &sd) != 0 || sd.st_dev != st.st_dev || sd.st_ino != st.st_ino ||
+         fl < 0 || fcntl(sh->fd_direct, F_SETFL, fl & ~O_NONBLOCK) != 0)) {
+        close(sh->fd_direct);
+        sh->fd_direct = -1;
+    }
     return SL_OK;
 }
 

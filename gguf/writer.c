@@ -9,7 +9,9 @@
  *   refuses any other layout, and gguf-py produces the same.
  * - Each file is written as "<final>.partial" and renamed at finish, so the final path never
  *   holds a half-written model (and a reader that has the previous version mapped is not
- *   truncated under its feet). destroy() of an unfinished writer removes what exists.
+ *   truncated under its feet). destroy() of an unfinished writer removes what exists. The
+ *   rename is only right over a regular file or nothing: runtime/file.h's output rule refuses
+ *   devices, FIFOs and directories, and follows a symbolic link to the file it names.
  * - general.alignment: with options.alignment != 0 the writer stores it (as the first KV) unless
  *   the caller set it, in which case both must agree; with options.alignment == 0 a caller-set
  *   general.alignment decides the alignment (so KV copied from an opened file keeps its layout).
@@ -28,8 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "gguf/gguf.h"
+#include "runtime/file.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf/writer.c copies raw array elements as they are: little-endian hosts only"
@@ -109,8 +114,8 @@ typedef struct wtensor {
 typedef enum disk_state { DISK_NONE = 0, DISK_TMP, DISK_FINAL } disk_state;
 
 typedef struct wshard {
-    char *path;         /* final name */
-    char *tmp;          /* path + ".partial", written first */
+    char *path;         /* final name (a link's target: see runtime/file.h) */
+    char *tmp;          /* path + ".partial", written first; NULL until created */
     disk_state disk;    /* which of the two exists on disk (ours to remove if unfinished) */
     size_t first, count; /* tensors [first, first + count) */
 } wshard;
@@ -610,17 +615,20 @@ static sl_status plan(sl_gguf_writer *w, sl_error *err)
     if (plen > 5 && !strcmp(w->path + plen - 5, ".gguf")) stem = plen - 5;
     for (uint32_t k = 0; k < n_shards; k++) {
         size_t cap = plen + 32;
-        char *p = malloc(cap), *tmp = malloc(cap + 16);
-        w->shards[k].path = p;
-        w->shards[k].tmp = tmp;
-        if (!p || !tmp) return sl_error_set(err, SL_ERR_NOMEM, "gguf writer %s: out of memory",
-                                            w->path);
+        char *p = malloc(cap);
+        if (!p) return sl_error_set(err, SL_ERR_NOMEM, "gguf writer %s: out of memory", w->path);
         if (w->sharded)
             snprintf(p, cap, "%.*s-%05" PRIu32 "-of-%05" PRIu32 ".gguf", (int)stem, w->path,
                      k + 1, n_shards);
         else
             snprintf(p, cap, "%s", w->path);
-        snprintf(tmp, cap + 16, "%s.partial", p);
+        /* runtime/file.h's output rule: a regular file or nothing, links followed */
+        bool exists;
+        struct stat st;
+        sl_error e = {0};
+        const sl_status s = sl_file_output_resolve(p, &w->shards[k].path, &exists, &st, &e);
+        free(p);
+        if (s) return sl_error_set(err, s, "gguf writer: %s", e.msg);
     }
     return SL_OK;
 }
@@ -731,12 +739,17 @@ static sl_status open_shard(sl_gguf_writer *w, uint32_t k, sl_error *err)
     wshard *sh = &w->shards[k];
     w->cur_shard = k;
     w->pos = 0;
-    w->f = fopen(sh->tmp, "wb");
-    if (!w->f) {
-        int e = errno;
-        return fail(w, err, SL_ERR_IO, "gguf writer: cannot create %s: %s", sh->tmp, strerror(e));
-    }
+    sl_error e = {0};
+    int fd;
+    const sl_status ts = sl_file_temp_create(sh->path, &sh->tmp, &fd, &e);
+    if (ts) return fail(w, err, ts, "gguf writer: %s", e.msg);
     sh->disk = DISK_TMP;
+    w->f = fdopen(fd, "wb");
+    if (!w->f) {
+        const int en = errno;
+        close(fd);
+        return fail(w, err, SL_ERR_IO, "gguf writer: %s: fdopen: %s", sh->tmp, strerror(en));
+    }
     /* Large buffer: headers are written field by field. Failure only means a smaller one. */
     (void)setvbuf(w->f, NULL, _IOFBF, 1 << 20);
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "tools/cli/cli.h"
+#include "tools/cli/fileio.h"
 
 typedef struct command {
     const char *name;
@@ -36,10 +37,15 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return sl_cli_stdout_close("help");
     }
-    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
-        if (!strcmp(argv[1], k_commands[i].name)) return k_commands[i].fn(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++) {
+        if (strcmp(argv[1], k_commands[i].name)) continue;
+        const int rc = k_commands[i].fn(argc - 1, argv + 1);
+        /* output lost to a full disk or a closed pipe is a failure, whatever the command did */
+        const int out = sl_cli_stdout_close(k_commands[i].name);
+        return rc ? rc : out;
+    }
     fprintf(stderr, "sluice: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

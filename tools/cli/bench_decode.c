@@ -44,8 +44,9 @@
 #include "kernels/cpu/pool.h"
 #include "runtime/device/device.h"
 #include "scheduler/placement.h"
-#include "tools/cli/cli.h"
 #include "tools/cli/bench.h"
+#include "tools/cli/cli.h"
+#include "tools/cli/fileio.h"
 #include "tools/cli/json.h"
 #include "tools/cli/model_flags.h"
 #include "tools/cli/synth.h"
@@ -364,8 +365,9 @@ static int32_t argmax(const float *x, int32_t n)
 
 /* Returns 0 (r->ok says whether it ran; r->why if not) or 1 on an out-of-memory. */
 static int run_placement(const char *path, sl_model_options mo, sl_cli_model_flags *mf,
-                         int32_t n_prompt, int32_t n_gen, const weight_split *ws,
-                         double expert_frac, sl_place_mode *mode, run_result *r)
+                         const char *trace_path, int32_t n_prompt, int32_t n_gen,
+                         const weight_split *ws, double expert_frac, sl_place_mode *mode,
+                         run_result *r)
 {
     sl_model *m = NULL;
     sl_ctx *c = NULL;
@@ -410,7 +412,7 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
         sl_ctx_stats st;
         sl_ctx_stats_get(c, &st);
         if (st.moe_scheduler && !strcmp(st.moe_scheduler, "fetch")) {
-            if (sl_ctx_trace_write(c, mf->trace, &err)) goto fail;
+            if (sl_ctx_trace_write(c, trace_path, &err)) goto fail;
             r->traced = true;
         }
     }
@@ -500,6 +502,17 @@ int sl_bench_decode(int argc, char **argv)
         fprintf(stderr, "sluice bench decode: HBM bandwidth not measured (%s): device bounds "
                         "left out\n", dev.hbm_why);
 
+    /* --trace is checked (and its temporary created) before a model is written or loaded */
+    sl_cli_io io;
+    sl_cli_io_init(&io, k_cmd);
+    sl_cli_out tr = {0};
+    int prc = 0;
+    if (mf.trace && ((mf.path && sl_cli_io_add_model(&io, mf.path)) ||
+                     (prc = sl_cli_out_prepare(&io, &tr, "--trace", mf.trace,
+                                               SL_CLI_OUT_BY_NAME)))) {
+        sl_cli_io_free(&io);
+        return prc ? prc : 1;
+    }
     char synth_path[4096] = "";
     const char *path = mf.path;
     if (!path) {
@@ -508,8 +521,11 @@ int sl_bench_decode(int argc, char **argv)
         synth_shape(big, &sp);
         if ((size_t)snprintf(synth_path, sizeof synth_path, "%s/sluice-bench-decode-%s-%d.gguf",
                              dir, big ? "qwen3-30b-a3b" : "small", (int)getpid()) >=
-            sizeof synth_path)
+            sizeof synth_path) {
+            sl_cli_out_discard(&tr);
+            sl_cli_io_free(&io);
             return sl_cli_usage_error(k_cmd, "--dir '%s' is too long", dir);
+        }
         if (big)
             fprintf(stderr, "bench decode: warning: --shape qwen3-30b-a3b writes ~17 GB to %s and "
                             "loads as much into RAM (writing takes ~10 s on 16 cores; "
@@ -522,6 +538,8 @@ int sl_bench_decode(int argc, char **argv)
         /* -t threads write it too (0: every online CPU) */
         if (sl_synth_write(&sp, synth_path, mf.opt.n_threads, &sum, &err)) {
             fprintf(stderr, "sluice bench decode: %s: %s\n", synth_path, err.msg);
+            sl_cli_out_discard(&tr);
+            sl_cli_io_free(&io);
             return 1;
         }
         if (!json)
@@ -585,8 +603,8 @@ int sl_bench_decode(int argc, char **argv)
             continue;
         }
         sl_place_mode p = SL_PM_CPU; /* what the plan resolved to (auto's choice) */
-        if (run_placement(path, mo, &mf, (int32_t)n_prompt, (int32_t)n_gen, &ws, expert_frac,
-                          &p, r)) {
+        if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
+                          (int32_t)n_gen, &ws, expert_frac, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             goto done;
         }
@@ -705,7 +723,10 @@ int sl_bench_decode(int argc, char **argv)
                 mf.trace);
         rc = 1;
     }
+    if (traced && sl_cli_out_commit(&io, &tr)) rc = 1;
 done:
+    sl_cli_out_discard(&tr);
+    sl_cli_io_free(&io);
     if (synth_path[0] && !keep) unlink(synth_path);
     else if (synth_path[0] && !json) fprintf(stderr, "bench decode: kept %s\n", synth_path);
     return rc;

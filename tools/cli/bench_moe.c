@@ -45,8 +45,9 @@
 #include "gguf/gguf.h"
 #include "kernels/cuda/ctx.h"
 #include "runtime/device/device.h"
-#include "tools/cli/cli.h"
 #include "tools/cli/bench.h"
+#include "tools/cli/cli.h"
+#include "tools/cli/fileio.h"
 #include "tools/cli/json.h"
 #include "tools/cli/model_flags.h"
 #include "tools/cli/synth.h"
@@ -460,6 +461,16 @@ int sl_bench_moe(int argc, char **argv)
                 sim_gbs);
     }
 
+    /* --trace is checked (and its temporary created) before a model is written or loaded */
+    sl_cli_io io;
+    sl_cli_io_init(&io, k_cmd);
+    sl_cli_out tr = {0};
+    int prc = 0;
+    if (trace && ((path_arg && sl_cli_io_add_model(&io, path_arg)) ||
+                  (prc = sl_cli_out_prepare(&io, &tr, "--trace", trace, SL_CLI_OUT_BY_NAME)))) {
+        sl_cli_io_free(&io);
+        return prc ? prc : 1;
+    }
     char synth_path[4096] = "";
     const char *path = path_arg;
     if (!path) {
@@ -467,8 +478,11 @@ int sl_bench_moe(int argc, char **argv)
         sl_synth_params sp;
         synth_shape(big, skew, &sp);
         if ((size_t)snprintf(synth_path, sizeof synth_path, "%s/sluice-bench-moe-%s-%d.gguf", dir,
-                             big ? "qwen3-30b-a3b" : "small", (int)getpid()) >= sizeof synth_path)
+                             big ? "qwen3-30b-a3b" : "small", (int)getpid()) >= sizeof synth_path) {
+            sl_cli_out_discard(&tr);
+            sl_cli_io_free(&io);
             return sl_cli_usage_error(k_cmd, "--dir '%s' is too long", dir);
+        }
         if (big)
             fprintf(stderr, "bench moe: warning: --shape qwen3-30b-a3b is ~17 GB: it is written to "
                             "%s and loaded into RAM (writing takes ~10 s on 16 cores; "
@@ -482,6 +496,8 @@ int sl_bench_moe(int argc, char **argv)
         /* -t threads write it too (0: every online CPU) */
         if (sl_synth_write(&sp, synth_path, (int)threads, &sum, &err)) {
             fprintf(stderr, "sluice %s: %s: %s\n", k_cmd, synth_path, err.msg);
+            sl_cli_out_discard(&tr);
+            sl_cli_io_free(&io);
             return 1;
         }
         if (!json)
@@ -552,7 +568,8 @@ int sl_bench_moe(int argc, char **argv)
         row *r = &rows[k];
         r->name = names[k];
         if (!json) fprintf(stderr, "bench moe: %s ...\n", r->name);
-        run_row(m, &info, &mb, k > 0, k == 1, (int32_t)n_dec, (int32_t)n_pre, trace, r);
+        run_row(m, &info, &mb, k > 0, k == 1, (int32_t)n_dec, (int32_t)n_pre,
+                trace ? sl_cli_out_name(&tr) : NULL, r);
         trace_done |= r->traced;
         const double tc = r->cpu_bytes / (cpu_gbs * 1e9);
         const double tp = h2d_gbs > 0 ? r->pcie_bytes / (h2d_gbs * 1e9) : 0;
@@ -631,7 +648,10 @@ int sl_bench_moe(int argc, char **argv)
                 rows[1].trace_why[0] ? rows[1].trace_why : rows[1].why);
         rc = 1;
     }
+    if (trace_done && sl_cli_out_commit(&io, &tr)) rc = 1;
 done:
+    sl_cli_out_discard(&tr);
+    sl_cli_io_free(&io);
     sl_model_close(m);
     if (synth_path[0] && !keep) unlink(synth_path);
     else if (synth_path[0] && !json) fprintf(stderr, "bench moe: kept %s\n", synth_path);

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "tools/cli/cli.h"
+#include "tools/cli/fileio.h"
 #include "tools/cli/json.h"
 #include "tools/cli/model_flags.h"
 
@@ -32,7 +33,9 @@ static void usage(FILE *f)
           "  --tokens LIST          comma-separated token ids, each in [0, n_vocab)\n"
           "  --logits-out FILE      write the logits: float32 little-endian, row-major\n"
           "                         [n_tokens][n_vocab], no header (n_tokens * n_vocab * 4\n"
-          "                         bytes); row t predicts the token after position t\n"
+          "                         bytes); row t predicts the token after position t. Written\n"
+          "                         beside FILE and renamed over it at the end (a link is\n"
+          "                         followed); never over an input; - : standard output\n"
           "  --json                 one JSON object on stdout: tokens, argmax per position\n"
           "                         and (without --logits-out) the logits as rows\n"
           "  -c, --ctx-size, --ctx N  context size (default: the number of tokens)\n"
@@ -96,6 +99,8 @@ int sl_cli_eval(int argc, char **argv)
     const char *tokens_s = NULL, *out_path = NULL;
     bool json = false, kv_f16 = false;
     int64_t n_ctx = 0, n_batch = 0;
+    sl_cli_io io;
+    sl_cli_io_init(&io, k_cmd);
     while (sl_cli_args_next(&a)) {
         const char *v;
         int r = sl_cli_model_flags_parse(&mf, &a);
@@ -141,9 +146,15 @@ int sl_cli_eval(int argc, char **argv)
     int rc = 1;
     sl_model *m = NULL;
     sl_ctx *c = NULL;
-    FILE *fo = NULL;
     const float **rows = NULL;
     sl_error err = {0};
+    sl_cli_out lo = {0}, trace = {0};
+    /* outputs are checked (and their temporaries created) before the model loads */
+    if ((out_path || mf.trace) && sl_cli_io_add_model(&io, mf.path)) goto done;
+    if ((rc = sl_cli_out_prepare(&io, &lo, "--logits-out", out_path,
+                                 json ? 0 : SL_CLI_OUT_STREAMS)) ||
+        (rc = sl_cli_out_prepare(&io, &trace, "--trace", mf.trace, SL_CLI_OUT_BY_NAME)))
+        goto done;
     if ((rc = sl_cli_model_open(&mf, k_cmd, &m))) goto done;
     rc = 1;
     sl_model_info info;
@@ -184,19 +195,10 @@ int sl_cli_eval(int argc, char **argv)
         }
     }
     if (out_path) {
-        if (!(fo = fopen(out_path, "wb"))) {
-            fprintf(stderr, "sluice eval: --logits-out %s: ", out_path);
-            perror(NULL);
-            goto done;
-        }
+        const char *name = lo.f == stdout ? "standard output" : out_path;
         for (size_t i = 0; i < n_tok; i++)
-            if (sl_cli_logits_write(fo, k_cmd, out_path, rows[i], 1, V)) goto done;
-        int cr = fclose(fo);
-        fo = NULL;
-        if (cr) {
-            fprintf(stderr, "sluice eval: --logits-out %s: close failed\n", out_path);
-            goto done;
-        }
+            if (sl_cli_logits_write(lo.f, k_cmd, name, rows[i], 1, V)) goto done;
+        if (sl_cli_out_commit(&io, &lo)) goto done;
     }
     if (json) {
         printf("{\"model\":");
@@ -236,10 +238,14 @@ int sl_cli_eval(int argc, char **argv)
         fprintf(stderr, "eval: %zu tokens x %" PRId32 " logits in %.3f s (%.1f tok/s)%s%s\n",
                 n_tok, V, dt, dt > 0 ? (double)n_tok / dt : 0.0, out_path ? " -> " : "",
                 out_path ? out_path : "");
-    if (sl_cli_trace_finish(&mf, k_cmd, c)) goto done;
-    rc = fflush(stdout) ? 1 : 0;
+    if (sl_cli_trace_finish(&mf, k_cmd, c, sl_cli_out_name(&trace)) ||
+        sl_cli_out_commit(&io, &trace))
+        goto done;
+    rc = sl_cli_stdout_check(k_cmd);
 done:
-    if (fo) fclose(fo);
+    sl_cli_out_discard(&lo);
+    sl_cli_out_discard(&trace);
+    sl_cli_io_free(&io);
     free(rows);
     sl_ctx_destroy(c);
     sl_model_close(m);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "tools/cli/cli.h"
+#include "tools/cli/fileio.h"
 #include "tools/cli/json.h"
 #include "tools/cli/model_flags.h"
 
@@ -33,7 +34,8 @@ static void usage(FILE *f)
           "the generated text alone; prefill and decode tok/s are printed to stderr.\n"
           "\n"
           "  -p, --prompt TEXT      the prompt\n"
-          "  -f, --file FILE        read the prompt from FILE\n"
+          "  -f, --file FILE        read the prompt from FILE (a regular file; - : standard\n"
+          "                         input)\n"
           "  -n, --n-predict N      tokens to generate (default 32; -1: until EOS or the\n"
           "                         context is full)\n"
           "  -c, --ctx-size, --ctx N  context size, 0..2^24 (default, or 0: min(training\n"
@@ -53,6 +55,7 @@ static void usage(FILE *f)
           "  -h, --help             this text\n",
           f);
     fprintf(f, SL_CLI_KV_HELP, "f16, as llama.cpp");
+    fputs(SL_CLI_IO_HELP, f);
     sl_cli_model_flags_help(f);
 }
 
@@ -105,10 +108,13 @@ int sl_cli_generate(int argc, char **argv)
     int64_t n_predict = 32, n_ctx = 0, n_batch = 0, i64;
     double f64;
     bool json = false, ignore_eos = false, kv_f16 = true;
+    sl_cli_io io;
+    sl_cli_io_init(&io, k_cmd);
     while (sl_cli_args_next(&a)) {
         const char *v;
         int r = sl_cli_model_flags_parse(&mf, &a);
         if (!r) r = sl_cli_kv_flag_parse(&a, &kv_f16);
+        if (!r) r = sl_cli_io_flag_parse(&io, &a);
         if (r == 2) return 2;
         if (r == 1) continue;
         if (sl_cli_is(&a, "-h", "--help")) {
@@ -176,10 +182,15 @@ int sl_cli_generate(int argc, char **argv)
     sl_sampler *smp = NULL;
     text_buf text = {0};
     sl_error err = {0};
+    sl_cli_out trace = {0};
     if (prompt_file) {
-        if (sl_cli_read_file(k_cmd, "-f", prompt_file, &file_text, &prompt_len)) goto done;
+        if (sl_cli_io_read_text(&io, "-f", prompt_file, &file_text, &prompt_len)) goto done;
         prompt = file_text;
     }
+    if (mf.trace && (sl_cli_io_add_model(&io, mf.path) ||
+                     (rc = sl_cli_out_prepare(&io, &trace, "--trace", mf.trace,
+                                              SL_CLI_OUT_BY_NAME))))
+        goto done;
     if ((rc = sl_cli_model_open(&mf, k_cmd, &m))) goto done;
     rc = 1;
     sl_model_info info;
@@ -245,8 +256,9 @@ int sl_cli_generate(int argc, char **argv)
                 goto done;
             }
         } else {
+            /* a full disk or a closed pipe ends the run: what follows would be lost too */
             fwrite(piece, 1, n, stdout);
-            fflush(stdout);
+            if (sl_cli_stdout_check(k_cmd)) goto done;
         }
         if (n_gen == max_gen) break; /* the last token needs no eval */
         if (sl_ctx_n_past(c) >= ctx_size) {
@@ -292,9 +304,13 @@ int sl_cli_generate(int argc, char **argv)
                         "in %.3f s = %.1f tok/s; stop: %s\n",
                 n_prompt, prefill_s, prefill_tps, n_decoded, decode_s, decode_tps, stop);
     }
-    if (sl_cli_trace_finish(&mf, k_cmd, c)) goto done;
-    rc = fflush(stdout) ? 1 : 0;
+    if (sl_cli_trace_finish(&mf, k_cmd, c, sl_cli_out_name(&trace)) ||
+        sl_cli_out_commit(&io, &trace))
+        goto done;
+    rc = sl_cli_stdout_check(k_cmd);
 done:
+    sl_cli_out_discard(&trace);
+    sl_cli_io_free(&io);
     sl_sampler_destroy(smp);
     sl_ctx_destroy(c);
     sl_model_close(m);

@@ -13,6 +13,7 @@
 
 #include "gguf/gguf.h"
 #include "tools/cli/cli.h"
+#include "tools/cli/fileio.h"
 #include "tools/cli/json.h"
 
 enum {
@@ -295,9 +296,5 @@ int sl_cli_inspect(int argc, char **argv)
         fprintf(stderr, "sluice inspect: %s\n", err.msg);
         return 1;
     }
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "sluice inspect: writing the output failed\n");
-        return 1;
-    }
-    return 0;
+    return sl_cli_stdout_check("inspect");
 }

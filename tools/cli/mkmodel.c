@@ -12,8 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "gguf/gguf.h"
+#include "runtime/file.h"
 #include "runtime/parse.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/synth.h"
@@ -55,7 +57,8 @@ static void usage(FILE *f)
             "  --seed S          weight seed, 0..2^64-1 (default 1)\n"
             "  -t, --threads N   threads making rows, 1..%d (default: online CPUs, here %d);\n"
             "                    the file is the same for every N\n"
-            "  -o, --output FILE output path (required)\n"
+            "  -o, --output FILE output path (required): a regular file or a new name (a link is\n"
+            "                    followed); written as FILE.partial, renamed at the end\n"
             "  -h, --help        this text\n",
             SL_SYNTH_MAX_EXPERTS, SL_SYNTH_MIN_VOCAB, SL_SYNTH_MAX_THREADS,
             sl_synth_default_threads());
@@ -171,6 +174,19 @@ int sl_cli_mkmodel(int argc, char **argv)
         }
     }
     if (!out) return usage_error("-o FILE is required");
+    {
+        /* the writer checks the target again when it creates the file (runtime/file.h); this
+         * says it before the model is built */
+        char *target;
+        bool exists;
+        struct stat st;
+        sl_error e;
+        if (sl_file_output_resolve(out, &target, &exists, &st, &e)) {
+            fprintf(stderr, "mkmodel: -o %s\n", e.msg);
+            return 1;
+        }
+        free(target);
+    }
 
     sl_error err;
     sl_synth_arch arch = SL_SYNTH_QWEN3MOE;

@@ -399,11 +399,12 @@ int sl_cli_ctx_create(sl_cli_model_flags *f, const char *cmd, sl_model *m, sl_ct
     return 0;
 }
 
-int sl_cli_trace_finish(const sl_cli_model_flags *f, const char *cmd, const sl_ctx *c)
+int sl_cli_trace_finish(const sl_cli_model_flags *f, const char *cmd, const sl_ctx *c,
+                        const char *path)
 {
     if (!f->trace) return 0;
     sl_error err = {0};
-    if (sl_ctx_trace_write(c, f->trace, &err)) {
+    if (sl_ctx_trace_write(c, path, &err)) {
         if (strstr(err.msg, f->trace))
             fprintf(stderr, "sluice %s: --trace: %s\n", cmd, err.msg);
         else
@@ -505,43 +506,5 @@ int sl_cli_logits_check(const char *cmd, const char *flag, const char *path, con
                 where ? ")" : "", c, (row_index * n_vocab + c) * 4, (double)row[c]);
         return 1;
     }
-    return 0;
-}
-
-int sl_cli_read_file(const char *cmd, const char *flag, const char *path, char **out,
-                     size_t *len)
-{
-    *out = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "sluice %s: %s %s: %s\n", cmd, flag, path, strerror(errno));
-        return 1;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - 1 - n, f);
-        if (n < cap - 1) break;
-        char *nb = cap < SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    const int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        fprintf(stderr, "sluice %s: %s %s: %s\n", cmd, flag, path,
-                buf ? "read error" : "out of memory");
-        free(buf);
-        return 1;
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
     return 0;
 }

@@ -106,9 +106,11 @@ void sl_cli_ctx_sched(sl_cli_model_flags *f, sl_ctx_options *co);
  * a device other than sim) is an error naming the file (1). */
 int sl_cli_ctx_create(sl_cli_model_flags *f, const char *cmd, sl_model *m, sl_ctx_options *co,
                       sl_ctx **out);
-/* After the run: with --trace, sl_ctx_trace_write; on failure prints "sluice CMD: --trace
- * FILE: message" and returns 1. 0 otherwise. */
-int sl_cli_trace_finish(const sl_cli_model_flags *f, const char *cmd, const sl_ctx *c);
+/* After the run: with --trace, sl_ctx_trace_write to `path` (the name fileio.h's output for
+ * --trace gives); on failure prints "sluice CMD: --trace FILE: message" and returns 1. 0
+ * otherwise. */
+int sl_cli_trace_finish(const sl_cli_model_flags *f, const char *cmd, const sl_ctx *c,
+                        const char *path);
 /* "auto", "gpu", ... */
 const char *sl_cli_placement_name(sl_placement p);
 /* Opens f->path; on failure prints "sluice CMD: FILE: message" and returns the exit status
@@ -127,10 +129,6 @@ int sl_cli_kv_flag_parse(sl_cli_args *a, bool *kv_f16);
     "  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"                                      \
     "                         KV cache type f16 | f32 (one type for K and V; default %s)\n"
 
-/* Reads a whole file into a NUL-terminated malloc'd buffer (*len bytes without the NUL); on
- * failure prints "sluice CMD: FLAG PATH: why" and returns 1. */
-int sl_cli_read_file(const char *cmd, const char *flag, const char *path, char **out,
-                     size_t *len);
 /* sl_tokenize into a malloc'd array; on failure prints "sluice CMD: MODEL: why" and
  * returns 1. */
 int sl_cli_tokenize(const sl_model *m, const char *cmd, const char *model_path, const char *text,

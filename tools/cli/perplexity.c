@@ -17,16 +17,15 @@
  * both rows, reported as mean +/- standard error, and the top-1 agreement (argmax equal) as a
  * percentage +/- sqrt(p(1-p)/(N-1)). The base file must be a run with the same text, --ctx and
  * --chunks (its size is checked against that). */
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "tools/cli/cli.h"
+#include "tools/cli/fileio.h"
 #include "tools/cli/json.h"
 #include "tools/cli/model_flags.h"
 
@@ -43,13 +42,15 @@ static void usage(FILE *f)
           "half. Prints the running PPL per chunk (\"[1]12.3456,[2]...\") and\n"
           "\"Final estimate: PPL = X +/- Y\" (Y: standard error). Needs at least 2N tokens.\n"
           "\n"
-          "  -f, --file FILE        the text\n"
+          "  -f, --file FILE        the text (a regular file; - : standard input)\n"
           "  -c, --ctx-size, --ctx N  chunk size in tokens, >= 4 (default 512)\n"
           "  --chunks K             score at most K chunks (default: all, -1)\n"
           "  -b, --batch-size N     prefill batch (default: N)\n"
           "  --logits-out FILE      write the scored positions' logits: float32 little-endian,\n"
           "                         row-major [chunks * (N - 1 - N/2)][n_vocab], no header\n"
-          "                         (eval's row format); row k of a chunk predicts token k+1\n"
+          "                         (eval's row format); row k of a chunk predicts token k+1.\n"
+          "                         Written beside FILE and renamed over it at the end (a link\n"
+          "                         is followed); never over an input\n"
           "  --kl-divergence-base FILE  a --logits-out file of a base run (same text, -c and\n"
           "                         --chunks): report mean KL(base || this model) +/- its\n"
           "                         standard error and the top-1 agreement %\n"
@@ -59,6 +60,7 @@ static void usage(FILE *f)
           "  -h, --help             this text\n",
           f);
     fprintf(f, SL_CLI_KV_HELP, "f16, as llama.cpp");
+    fputs(SL_CLI_IO_HELP, f);
     sl_cli_model_flags_help(f);
 }
 
@@ -98,10 +100,13 @@ int sl_cli_perplexity(int argc, char **argv)
     const char *text_path = NULL, *out_path = NULL, *base_path = NULL;
     int64_t n_ctx = 512, n_batch = 0, chunks = -1;
     bool json = false, kv_f16 = true;
+    sl_cli_io io;
+    sl_cli_io_init(&io, k_cmd);
     while (sl_cli_args_next(&a)) {
         const char *v;
         int r = sl_cli_model_flags_parse(&mf, &a);
         if (!r) r = sl_cli_kv_flag_parse(&a, &kv_f16);
+        if (!r) r = sl_cli_io_flag_parse(&io, &a);
         if (r == 2) return 2;
         if (r == 1) continue;
         if (sl_cli_is(&a, "-h", "--help")) {
@@ -141,9 +146,6 @@ int sl_cli_perplexity(int argc, char **argv)
     if (a.status) return a.status;
     if (!mf.path) return sl_cli_usage_error(k_cmd, "-m FILE is required");
     if (!text_path) return sl_cli_usage_error(k_cmd, "-f TEXTFILE is required");
-    if (out_path && base_path && !strcmp(out_path, base_path))
-        return sl_cli_usage_error(k_cmd, "--logits-out and --kl-divergence-base are the same "
-                                  "file '%s'", out_path);
 
     int rc = 1;
     char *text = NULL;
@@ -151,11 +153,23 @@ int sl_cli_perplexity(int argc, char **argv)
     int32_t *tok = NULL, *chunk = NULL;
     double *lp = NULL, *lpb = NULL, *running = NULL;
     float *brow = NULL;
-    FILE *fo = NULL, *fb = NULL;
+    FILE *fb = NULL;
+    uint64_t base_bytes = 0;
     sl_model *m = NULL;
     sl_ctx *c = NULL;
     sl_error err = {0};
-    if (sl_cli_read_file(k_cmd, "-f", text_path, &text, &text_len)) goto done;
+    sl_cli_out lo = {0}, trace = {0};
+    if (sl_cli_io_read_text(&io, "-f", text_path, &text, &text_len)) goto done;
+    if (base_path &&
+        sl_cli_io_open_input(&io, "--kl-divergence-base", base_path, &fb, &base_bytes))
+        goto done;
+    /* outputs are checked (and their temporaries created) before the model loads; stdout
+     * carries the report, so it is not one of them */
+    if ((out_path || mf.trace) && sl_cli_io_add_model(&io, mf.path)) goto done;
+    if ((rc = sl_cli_out_prepare(&io, &lo, "--logits-out", out_path, 0)) ||
+        (rc = sl_cli_out_prepare(&io, &trace, "--trace", mf.trace, SL_CLI_OUT_BY_NAME)))
+        goto done;
+    FILE *const fo = lo.f;
     if ((rc = sl_cli_model_open(&mf, k_cmd, &m))) goto done;
     rc = 1;
     sl_model_info info;
@@ -174,25 +188,16 @@ int sl_cli_perplexity(int argc, char **argv)
     const int64_t per_chunk = C - 1 - first, n_rows = n_chunk * per_chunk;
 
     if (base_path) {
-        if (!(fb = fopen(base_path, "rb"))) {
-            fprintf(stderr, "sluice perplexity: --kl-divergence-base %s: %s\n", base_path,
-                    strerror(errno));
-            goto done;
-        }
-        struct stat sb;
         const uint64_t want = (uint64_t)n_rows * (uint64_t)V * 4u;
-        if (fstat(fileno(fb), &sb) || (uint64_t)sb.st_size != want) {
-            fprintf(stderr, "sluice perplexity: --kl-divergence-base %s: %lld bytes, expected "
-                            "%" PRIu64 " (= %" PRId64 " scored positions x n_vocab %" PRId32
-                            " x 4; %" PRId64 " chunks of --ctx %" PRId32 "): not a --logits-out "
-                            "file of the same text, --ctx, --chunks and vocabulary\n",
-                    base_path, (long long)sb.st_size, want, n_rows, V, n_chunk, C);
+        if (base_bytes != want) {
+            fprintf(stderr, "sluice perplexity: --kl-divergence-base %s: %" PRIu64 " bytes, "
+                            "expected %" PRIu64 " (= %" PRId64 " scored positions x n_vocab %"
+                            PRId32 " x 4; %" PRId64 " chunks of --ctx %" PRId32 "): not a "
+                            "--logits-out file of the same text, --ctx, --chunks and "
+                            "vocabulary\n",
+                    base_path, base_bytes, want, n_rows, V, n_chunk, C);
             goto done;
         }
-    }
-    if (out_path && !(fo = fopen(out_path, "wb"))) {
-        fprintf(stderr, "sluice perplexity: --logits-out %s: %s\n", out_path, strerror(errno));
-        goto done;
     }
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = C;
@@ -262,7 +267,7 @@ int sl_cli_perplexity(int argc, char **argv)
         running[i] = exp(nll / (double)count);
         if (!json) {
             printf("[%" PRId64 "]%.4f,", i + 1, running[i]);
-            fflush(stdout);
+            if (sl_cli_stdout_check(k_cmd)) goto done;
         }
     }
     const double secs = sl_cli_now_s() - t_start;
@@ -313,18 +318,15 @@ int sl_cli_perplexity(int argc, char **argv)
         fprintf(stderr, "perplexity: %" PRId64 " chunks in %.2f s (%.1f tok/s)\n", n_chunk, secs,
                 secs > 0 ? (double)(n_chunk * C) / secs : 0.0);
     }
-    if (fo) {
-        const int cr = fclose(fo);
-        fo = NULL;
-        if (cr) {
-            fprintf(stderr, "sluice perplexity: --logits-out %s: close failed\n", out_path);
-            goto done;
-        }
-    }
-    if (sl_cli_trace_finish(&mf, k_cmd, c)) goto done;
-    rc = fflush(stdout) ? 1 : 0;
+    if (sl_cli_out_commit(&io, &lo) ||
+        sl_cli_trace_finish(&mf, k_cmd, c, sl_cli_out_name(&trace)) ||
+        sl_cli_out_commit(&io, &trace))
+        goto done;
+    rc = sl_cli_stdout_check(k_cmd);
 done:
-    if (fo) fclose(fo);
+    sl_cli_out_discard(&lo);
+    sl_cli_out_discard(&trace);
+    sl_cli_io_free(&io);
     if (fb) fclose(fb);
     sl_ctx_destroy(c);
     sl_model_close(m);

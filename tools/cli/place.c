@@ -52,6 +52,7 @@ static int show(int argc, char **argv)
             return sl_cli_unknown(&a);
         }
     }
+    if (a.status) return a.status;
     if (!mf.path) return sl_cli_usage_error("place show", "-m MODEL is required");
     mf.opt.plan_only = true;
     sl_model *m = NULL;

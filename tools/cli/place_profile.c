@@ -14,6 +14,7 @@
 
 #include "gguf/gguf.h"
 #include "scheduler/neuron_stats.h"
+#include "tools/cli/fileio.h"
 #include "tools/cli/model_flags.h"
 #include "tools/cli/place.h"
 
@@ -99,10 +100,13 @@ int sl_cli_place_profile(int argc, char **argv)
     mf.opt.placement = SL_PLACE_CPU;
     const char *text_path = NULL, *out = NULL;
     int64_t max_tokens = 4096, win = 512;
+    sl_cli_io io;
+    sl_cli_io_init(&io, cmd);
     sl_cli_args a;
     sl_cli_args_init(&a, cmd, argc, argv);
     while (sl_cli_args_next(&a)) {
         int r = sl_cli_model_flags_parse(&mf, &a);
+        if (r == 0) r = sl_cli_io_flag_parse(&io, &a);
         if (r == 2) return 2;
         if (r == 1) continue;
         const char *v;
@@ -127,19 +131,25 @@ int sl_cli_place_profile(int argc, char **argv)
             return sl_cli_unknown(&a);
         }
     }
+    if (a.status) return a.status;
     if (!mf.path || !text_path || !out)
         return sl_cli_usage_error(cmd, "-m MODEL, -f TEXT and -o STATS.gguf are required");
     if (mf.opt.placement != SL_PLACE_CPU)
         return sl_cli_usage_error(cmd, "--placement: the profile runs on the CPU (cpu only)");
     char *text = NULL;
     size_t len = 0;
-    if (sl_cli_read_file(cmd, "-f", text_path, &text, &len)) return 1;
     sl_model *m = NULL;
     sl_ctx *c = NULL;
     int32_t *toks = NULL;
     size_t n_tok = 0;
-    int rc = sl_cli_model_open(&mf, cmd, &m);
-    if (rc) goto done;
+    sl_cli_out o = {0};
+    int rc = 1;
+    /* the output is checked (not an input, a writable regular file) before any work */
+    if (sl_cli_io_read_text(&io, "-f", text_path, &text, &len) ||
+        sl_cli_io_add_model(&io, mf.path) ||
+        (rc = sl_cli_out_prepare(&io, &o, "-o", out, SL_CLI_OUT_BY_NAME)) ||
+        (rc = sl_cli_model_open(&mf, cmd, &m)))
+        goto done;
     rc = 1;
     sl_model_info in;
     sl_model_info_get(m, &in);
@@ -162,10 +172,12 @@ int sl_cli_place_profile(int argc, char **argv)
             goto done;
         }
     }
-    if (write_stats(cmd, out, c, &in)) goto done;
+    if (write_stats(cmd, sl_cli_out_name(&o), c, &in) || sl_cli_out_commit(&io, &o)) goto done;
     printf("profile: %zu tokens, %d layers -> %s\n", n_tok, in.n_layer, out);
-    rc = 0;
+    rc = sl_cli_stdout_check(cmd);
 done:
+    sl_cli_out_discard(&o);
+    sl_cli_io_free(&io);
     free(toks);
     free(text);
     sl_ctx_destroy(c);

@@ -22,6 +22,7 @@
 #include "scheduler/hotcold_solve.h"
 #include "scheduler/placement.h"
 #include "tools/cli/bench.h"
+#include "tools/cli/fileio.h"
 #include "tools/cli/model_flags.h"
 #include "tools/cli/place.h"
 
@@ -39,14 +40,19 @@ static void usage(FILE *f)
 }
 
 /* Per-layer activation frequency from the stats file, checked against the model. */
-static int read_stats(const char *cmd, const char *path, int32_t n_layer, const int64_t *n_ff,
-                      float **freq_out)
+static int read_stats(sl_cli_io *io, const char *cmd, const char *path, int32_t n_layer,
+                      const int64_t *n_ff, float **freq_out)
 {
     sl_gguf *g = NULL;
     sl_error err = {0};
     sl_gguf_options go = {0};
     float *freq = NULL;
     int rc = 1;
+    FILE *probe = NULL;
+    uint64_t size = 0;
+    /* the file rules (a regular file, registered as an input) before the reader maps it */
+    if (sl_cli_io_open_input(io, "--stats", path, &probe, &size)) return 1;
+    fclose(probe);
     if (sl_gguf_open(path, &go, &g, &err)) goto fail;
     uint64_t tokens = 0;
     if (sl_gguf_get_u64(g, "sluice.neuron_stats.tokens", &tokens, &err)) goto fail;
@@ -121,6 +127,8 @@ int sl_cli_place_solve(int argc, char **argv)
     const char *stats = NULL, *out = NULL;
     double cpu_gbs = 0, gpu_gbs = 0;
     bool gguf_magic = false;
+    sl_cli_io io;
+    sl_cli_io_init(&io, cmd);
     sl_cli_args a;
     sl_cli_args_init(&a, cmd, argc, argv);
     while (sl_cli_args_next(&a)) {
@@ -150,6 +158,7 @@ int sl_cli_place_solve(int argc, char **argv)
             return sl_cli_unknown(&a);
         }
     }
+    if (a.status) return a.status;
     if (!mf.path || !stats || !out || !mf.opt.vram_budget)
         return sl_cli_usage_error(cmd, "-m MODEL, --stats STATS.gguf, --vram-budget SIZE and "
                                   "-o OUT are required");
@@ -158,8 +167,18 @@ int sl_cli_place_solve(int argc, char **argv)
     mf.opt.placement = SL_PLACE_GPU;
     mf.opt.override_tensor = "^blk\\.[0-9]+\\.ffn_(gate|up|down)\\.weight$=CPU";
     sl_model *m = NULL;
-    int rc = sl_cli_model_open(&mf, cmd, &m);
-    if (rc) return rc;
+    sl_cli_out o = {0};
+    int rc = 1;
+    if (sl_cli_io_add_model(&io, mf.path) ||
+        (rc = sl_cli_out_prepare(&io, &o, "-o", out, SL_CLI_OUT_BY_NAME))) {
+        sl_cli_io_free(&io);
+        return rc ? rc : 1;
+    }
+    if ((rc = sl_cli_model_open(&mf, cmd, &m))) {
+        sl_cli_out_discard(&o);
+        sl_cli_io_free(&io);
+        return rc;
+    }
     rc = 1;
     sl_model_info in;
     sl_model_info_get(m, &in);
@@ -186,7 +205,7 @@ int sl_cli_place_solve(int argc, char **argv)
         if (strstr(t[i].name, "ffn_down") && ti && ti->block_size > gran) gran = ti->block_size;
     }
     for (int32_t il = 0; il < in.n_layer; il++) n_ff[il] = in.n_ff;
-    if (read_stats(cmd, stats, in.n_layer, n_ff, &freq)) goto done;
+    if (read_stats(&io, cmd, stats, in.n_layer, n_ff, &freq)) goto done;
     int threads = 0;
     size_t mib = 0;
     if (!cpu_gbs) cpu_gbs = sl_bench_stream_gbps(&mf.opt, &threads, &mib);
@@ -212,10 +231,11 @@ int sl_cli_place_solve(int argc, char **argv)
         goto done;
     }
     const sl_gpuidx_write_options wo = {.gguf_magic = gguf_magic};
-    if (sl_gpuidx_write(out, &plan.idx, &wo, &err)) {
-        fprintf(stderr, "sluice %s: %s\n", cmd, err.msg);
+    if (sl_gpuidx_write(sl_cli_out_name(&o), &plan.idx, &wo, &err)) {
+        fprintf(stderr, "sluice %s: -o %s: %s\n", cmd, out, err.msg);
         goto done;
     }
+    if (sl_cli_out_commit(&io, &o)) goto done;
     uint64_t hot = 0, all = 0;
     for (uint32_t il = 0; il < plan.idx.n_layer; il++) {
         hot += plan.idx.layers[il].n_hot;
@@ -229,8 +249,10 @@ int sl_cli_place_solve(int argc, char **argv)
            plan.cost.gpu_s * 1e3,
            plan.lower_bound_s > 0 ? 100.0 * (plan.cost.bound_s / plan.lower_bound_s - 1) : 0.0,
            cpu_gbs, gpu_gbs, out);
-    rc = 0;
+    rc = sl_cli_stdout_check(cmd);
 done:
+    sl_cli_out_discard(&o);
+    sl_cli_io_free(&io);
     sl_hotcold_plan_free(&plan);
     free(freq);
     free(n_ff);
