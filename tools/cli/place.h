@@ -3,7 +3,32 @@
 #ifndef SL_CLI_PLACE_H
 #define SL_CLI_PLACE_H
 
+#include <stdint.h>
+
+#include "runtime/sluice.h"
+#include "scheduler/hotcold_solve.h"
+
 int sl_cli_place_profile(int argc, char **argv);
 int sl_cli_place_solve(int argc, char **argv);
+
+/* The hot/cold problem of a dense model (place solve, bench decode's hot-cold row): its FFN
+ * bytes per layer, down's block granule, and the device bytes left for hot neurons under
+ * mo.vram_budget (or free memory) once everything but the FFNs is on the device. */
+typedef struct sl_cli_hotcold_model {
+    int32_t n_layer;
+    int64_t n_ff;
+    uint32_t granule;
+    double *bytes;              /* [n_layer]: gate + up + down bytes */
+    uint64_t hot_budget;
+    double base_device_bytes;
+} sl_cli_hotcold_model;
+
+/* 0, or 1 after printing why (a MoE model, an unreadable file). */
+int sl_cli_hotcold_model_get(const char *cmd, const char *path, sl_model_options mo,
+                             sl_cli_hotcold_model *hm);
+void sl_cli_hotcold_model_free(sl_cli_hotcold_model *hm);
+/* Solves with per-neuron activation frequencies freq [n_layer][n_ff] and the bandwidths. */
+int sl_cli_hotcold_solve(const char *cmd, const sl_cli_hotcold_model *hm, const float *freq,
+                         double cpu_gbs, double gpu_gbs, sl_hotcold_plan *plan);
 
 #endif

@@ -119,6 +119,81 @@ static double device_gbps(const char *kind, double host_gbps)
     return sl_cuda_bench_gemv(NULL, 0, 1, 1, 1, &br, &err) ? 0 : br.copy_gbps;
 }
 
+void sl_cli_hotcold_model_free(sl_cli_hotcold_model *hm)
+{
+    free(hm->bytes);
+    hm->bytes = NULL;
+}
+
+int sl_cli_hotcold_model_get(const char *cmd, const char *path, sl_model_options mo,
+                             sl_cli_hotcold_model *hm)
+{
+    memset(hm, 0, sizeof *hm);
+    /* what the hot-cold plan puts on the device besides the FFNs, and the budget left */
+    mo.plan_only = true;
+    mo.placement = SL_PLACE_GPU;
+    mo.override_tensor = "^blk\\.[0-9]+\\.ffn_(gate|up|down)\\.weight$=CPU";
+    mo.gpu_index = NULL;
+    sl_model *m = NULL;
+    sl_error err = {0};
+    if (sl_model_open(path, &mo, &m, &err)) {
+        fprintf(stderr, "sluice %s: %s\n", cmd, err.msg);
+        return 1;
+    }
+    int rc = 1;
+    sl_model_info in;
+    sl_model_info_get(m, &in);
+    const sl_place_plan *p;
+    const sl_place_tensor *t;
+    size_t n;
+    if (in.n_expert) {
+        fprintf(stderr, "sluice %s: %s: hot/cold neurons split dense FFNs; this model has "
+                        "routed experts\n", cmd, path);
+        goto done;
+    }
+    hm->bytes = calloc((size_t)in.n_layer + 1, sizeof *hm->bytes);
+    if (!hm->bytes || sl_model_plan_get(m, &p, &t, &n, &err)) goto done;
+    hm->n_layer = in.n_layer;
+    hm->n_ff = in.n_ff;
+    hm->granule = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].group != SL_PG_FFN || t[i].layer < 0 || t[i].layer >= in.n_layer) continue;
+        hm->bytes[t[i].layer] += (double)t[i].bytes;
+        const sl_gguf_type_info *ti = sl_gguf_type_by_name(t[i].type_name);
+        if (strstr(t[i].name, "ffn_down") && ti && ti->block_size > hm->granule)
+            hm->granule = ti->block_size;
+    }
+    hm->hot_budget = p->budget > p->device_bytes ? p->budget - p->device_bytes : 0;
+    hm->base_device_bytes = (double)p->device_bytes;
+    rc = 0;
+done:
+    if (rc) sl_cli_hotcold_model_free(hm);
+    sl_model_close(m);
+    return rc;
+}
+
+int sl_cli_hotcold_solve(const char *cmd, const sl_cli_hotcold_model *hm, const float *freq,
+                         double cpu_gbs, double gpu_gbs, sl_hotcold_plan *plan)
+{
+    sl_hotcold_layer *L = calloc((size_t)hm->n_layer + 1, sizeof *L);
+    if (!L) return 1;
+    for (int32_t il = 0; il < hm->n_layer; il++)
+        L[il] = (sl_hotcold_layer){.n_neuron = (uint32_t)hm->n_ff, .freq = freq + il * hm->n_ff,
+                                   .dense = true,
+                                   .neuron_bytes_cpu = hm->bytes[il] / (double)hm->n_ff,
+                                   .neuron_bytes_gpu = hm->bytes[il] / (double)hm->n_ff};
+    const sl_hotcold_problem prob = {
+        .n_layer = (uint32_t)hm->n_layer, .layers = L, .vram_budget_bytes = hm->hot_budget,
+        .cpu_bytes_per_s = cpu_gbs * 1e9, .gpu_bytes_per_s = gpu_gbs * 1e9,
+        .cpu_base_bytes = 0, /* token_embd: one row a token */
+        .gpu_base_bytes = hm->base_device_bytes, .granularity = hm->granule};
+    sl_error err = {0};
+    const sl_status st = sl_hotcold_solve(&prob, plan, &err);
+    free(L);
+    if (st) fprintf(stderr, "sluice %s: %s\n", cmd, err.msg);
+    return st ? 1 : 0;
+}
+
 int sl_cli_place_solve(int argc, char **argv)
 {
     const char *cmd = "place solve";
@@ -162,50 +237,23 @@ int sl_cli_place_solve(int argc, char **argv)
     if (!mf.path || !stats || !out || !mf.opt.vram_budget)
         return sl_cli_usage_error(cmd, "-m MODEL, --stats STATS.gguf, --vram-budget SIZE and "
                                   "-o OUT are required");
-    /* what the hot-cold plan puts on the device besides the FFNs, and the budget left */
-    mf.opt.plan_only = true;
-    mf.opt.placement = SL_PLACE_GPU;
-    mf.opt.override_tensor = "^blk\\.[0-9]+\\.ffn_(gate|up|down)\\.weight$=CPU";
-    sl_model *m = NULL;
     sl_cli_out o = {0};
+    sl_cli_hotcold_model hm = {0};
+    sl_hotcold_plan plan = {0};
+    float *freq = NULL;
+    sl_error err = {0};
     int rc = 1;
     if (sl_cli_io_add_model(&io, mf.path) ||
-        (rc = sl_cli_out_prepare(&io, &o, "-o", out, SL_CLI_OUT_BY_NAME))) {
-        sl_cli_io_free(&io);
-        return rc ? rc : 1;
-    }
-    if ((rc = sl_cli_model_open(&mf, cmd, &m))) {
-        sl_cli_out_discard(&o);
-        sl_cli_io_free(&io);
-        return rc;
-    }
-    rc = 1;
-    sl_model_info in;
-    sl_model_info_get(m, &in);
-    const sl_place_plan *p;
-    const sl_place_tensor *t;
-    size_t n;
-    float *freq = NULL;
-    int64_t *n_ff = calloc((size_t)in.n_layer + 1, sizeof *n_ff);
-    sl_hotcold_layer *L = calloc((size_t)in.n_layer + 1, sizeof *L);
-    double *bytes = calloc((size_t)in.n_layer + 1, sizeof *bytes);
-    uint32_t gran = 1;
-    sl_hotcold_plan plan = {0};
-    sl_error err = {0};
-    if (!n_ff || !L || !bytes || sl_model_plan_get(m, &p, &t, &n, &err)) goto done;
-    if (in.n_expert) {
-        fprintf(stderr, "sluice %s: %s: hot/cold neurons split dense FFNs; this model has "
-                        "routed experts\n", cmd, mf.path);
+        (rc = sl_cli_out_prepare(&io, &o, "-o", out, SL_CLI_OUT_BY_NAME)) ||
+        (rc = sl_cli_hotcold_model_get(cmd, mf.path, mf.opt, &hm)))
         goto done;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (t[i].group != SL_PG_FFN || t[i].layer < 0 || t[i].layer >= in.n_layer) continue;
-        bytes[t[i].layer] += (double)t[i].bytes;
-        const sl_gguf_type_info *ti = sl_gguf_type_by_name(t[i].type_name);
-        if (strstr(t[i].name, "ffn_down") && ti && ti->block_size > gran) gran = ti->block_size;
-    }
-    for (int32_t il = 0; il < in.n_layer; il++) n_ff[il] = in.n_ff;
-    if (read_stats(&io, cmd, stats, in.n_layer, n_ff, &freq)) goto done;
+    rc = 1;
+    int64_t *n_ff = calloc((size_t)hm.n_layer + 1, sizeof *n_ff);
+    if (!n_ff) goto done;
+    for (int32_t il = 0; il < hm.n_layer; il++) n_ff[il] = hm.n_ff;
+    const int bad = read_stats(&io, cmd, stats, hm.n_layer, n_ff, &freq);
+    free(n_ff);
+    if (bad) goto done;
     int threads = 0;
     size_t mib = 0;
     if (!cpu_gbs) cpu_gbs = sl_bench_stream_gbps(&mf.opt, &threads, &mib);
@@ -215,21 +263,7 @@ int sl_cli_place_solve(int argc, char **argv)
                 cmd);
         goto done;
     }
-    for (int32_t il = 0; il < in.n_layer; il++)
-        L[il] = (sl_hotcold_layer){.n_neuron = (uint32_t)n_ff[il], .freq = freq + il * in.n_ff,
-                                   .dense = true,
-                                   .neuron_bytes_cpu = bytes[il] / (double)n_ff[il],
-                                   .neuron_bytes_gpu = bytes[il] / (double)n_ff[il]};
-    const uint64_t hot_budget = p->budget > p->device_bytes ? p->budget - p->device_bytes : 0;
-    const sl_hotcold_problem prob = {
-        .n_layer = (uint32_t)in.n_layer, .layers = L, .vram_budget_bytes = hot_budget,
-        .cpu_bytes_per_s = cpu_gbs * 1e9, .gpu_bytes_per_s = gpu_gbs * 1e9,
-        .cpu_base_bytes = 0, /* token_embd: one row a token */
-        .gpu_base_bytes = (double)p->device_bytes, .granularity = gran};
-    if (sl_hotcold_solve(&prob, &plan, &err)) {
-        fprintf(stderr, "sluice %s: %s\n", cmd, err.msg);
-        goto done;
-    }
+    if (sl_cli_hotcold_solve(cmd, &hm, freq, cpu_gbs, gpu_gbs, &plan)) goto done;
     const sl_gpuidx_write_options wo = {.gguf_magic = gguf_magic};
     if (sl_gpuidx_write(sl_cli_out_name(&o), &plan.idx, &wo, &err)) {
         fprintf(stderr, "sluice %s: -o %s: %s\n", cmd, out, err.msg);
@@ -245,7 +279,7 @@ int sl_cli_place_solve(int argc, char **argv)
            "bound %.3f ms/token (cpu %.3f, gpu %.3f; within %.2f%% of optimal) at %.1f / %.1f "
            "GB/s -> %s\n", (unsigned long long)hot, (unsigned long long)all,
            all ? 100.0 * (double)hot / (double)all : 0.0, plan.cost.vram_bytes / 1048576.0,
-           hot_budget / 1048576.0, plan.cost.bound_s * 1e3, plan.cost.cpu_s * 1e3,
+           hm.hot_budget / 1048576.0, plan.cost.bound_s * 1e3, plan.cost.cpu_s * 1e3,
            plan.cost.gpu_s * 1e3,
            plan.lower_bound_s > 0 ? 100.0 * (plan.cost.bound_s / plan.lower_bound_s - 1) : 0.0,
            cpu_gbs, gpu_gbs, out);
@@ -254,10 +288,7 @@ done:
     sl_cli_out_discard(&o);
     sl_cli_io_free(&io);
     sl_hotcold_plan_free(&plan);
+    sl_cli_hotcold_model_free(&hm);
     free(freq);
-    free(n_ff);
-    free(L);
-    free(bytes);
-    sl_model_close(m);
     return rc;
 }

@@ -1,0 +1,121 @@
+"""tools/run place and the placement flags end to end on sim: place show follows llama.cpp's
+-ngl (the last layers) and -ot (first match), place profile -> place solve -> --placement
+hot-cold gives the CPU's greedy text and logits within 1e-5 (SLUICE_ACT_F32), bench decode's
+budget rows run, and bad requests (a budget too small, a split group, an index for another
+model, -o aliasing the model) fail naming the culprit."""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+from harness import SLUICE, expect, finish
+
+
+def run(*args, env=None):
+    e = dict(os.environ, SLUICE_DEVICE="sim", SLUICE_ACT_F32="1")
+    e.update(env or {})
+    return subprocess.run([SLUICE, *args], capture_output=True, text=True, errors="replace",
+                          timeout=300, env=e)
+
+
+def floats(path):
+    with open(path, "rb") as f:
+        b = f.read()
+    return struct.unpack(f"<{len(b) // 4}f", b)
+
+
+def main():
+    d = tempfile.mkdtemp(prefix="place_test.")
+    dense, moe = os.path.join(d, "dense.gguf"), os.path.join(d, "moe.gguf")
+    r = run("mkmodel", "--arch", "llama", "--layers", "4", "--dim", "256", "--ffn", "1024",
+            "--type", "Q8_0", "--neuron-skew", "1", "-o", dense)
+    expect(r.returncode == 0, f"mkmodel dense: {r.stderr}")
+    r = run("mkmodel", "--arch", "qwen3moe", "--layers", "3", "--dim", "128", "--ffn", "128",
+            "-o", moe)
+    expect(r.returncode == 0, f"mkmodel moe: {r.stderr}")
+
+    # place show: -ngl 1 is the last layer; -ot first match wins; JSON parses
+    r = run("place", "show", "-m", moe, "-ngl", "1", "--json")
+    plan = json.loads(r.stdout) if r.returncode == 0 else {"tensors": []}
+    side = {t["name"]: t["buft"] for t in plan["tensors"]}
+    expect(side.get("blk.2.attn_q.weight") == "CUDA0" and side.get("blk.0.attn_q.weight") == "CPU",
+           "-ngl 1 puts the last layer on the GPU")
+    expect(side.get("output.weight") == "CPU", "-ngl 1 leaves the output on the CPU")
+    r = run("place", "show", "-m", moe, "-ngl", "999", "--json",
+            "-ot", "blk\\.1\\.ffn_.*_exps=CUDA0", "-ot", "exps=CPU")
+    plan = json.loads(r.stdout) if r.returncode == 0 else {"tensors": []}
+    side = {t["name"]: t["buft"] for t in plan["tensors"]}
+    expect(side.get("blk.1.ffn_up_exps.weight") == "CUDA0" and
+           side.get("blk.0.ffn_up_exps.weight") == "CPU", "-ot: first match wins, repeatable")
+    r = run("place", "show", "-m", moe, "-ot", "ffn_up_exps=CPU,ffn_down_exps=GPU")
+    expect(r.returncode != 0 and "blk.0.ffn_up_exps.weight" in r.stderr and
+           "blk.0.ffn_down_exps.weight" in r.stderr, "a split group names both tensors")
+    r = run("place", "show", "-m", moe, "--placement", "gpu", "--vram-budget", "1M")
+    expect(r.returncode != 0 and "--vram-budget" in r.stderr, "a budget too small is refused")
+
+    # placements give the CPU's logits bit for bit (whole tensors move)
+    base = os.path.join(d, "base.f32")
+    toks = ["--tokens", "1,2,3,4,5,6"]
+    r = run("eval", "-m", moe, *toks, "--placement", "cpu", "--logits-out", base)
+    expect(r.returncode == 0, f"eval cpu: {r.stderr}")
+    for flags in (["-ngl", "2"], ["--n-cpu-moe", "1"], ["--cpu-moe"], ["--vram-budget", "12MiB"],
+                  ["-ngl", "99", "-ot", "blk\\.1\\.=CPU"]):
+        out = os.path.join(d, "o.f32")
+        r = run("eval", "-m", moe, *toks, *flags, "--logits-out", out)
+        expect(r.returncode == 0 and floats(out) == floats(base), f"eval {flags} == cpu: "
+               f"{r.stderr.strip()[-200:]}")
+
+    # hot/cold: profile -> solve -> run
+    text = os.path.join(d, "text.txt")
+    with open(text, "w") as f:
+        f.write(" ".join(["the cat sat on the mat and the dog ran far away"] * 60))
+    stats, idx = os.path.join(d, "stats.gguf"), os.path.join(d, "dense.gpuidx")
+    r = run("place", "profile", "-m", dense, "-f", text, "-o", stats, "--tokens", "256")
+    expect(r.returncode == 0 and os.path.exists(stats), f"place profile: {r.stderr}")
+    r = run("place", "solve", "-m", dense, "--stats", stats, "--vram-budget", "16MiB",
+            "-o", idx, "--cpu-gbs", "10", "--gpu-gbs", "20")
+    expect(r.returncode == 0 and "neurons hot" in r.stdout, f"place solve: {r.stderr}")
+    r = run("place", "solve", "-m", dense, "--stats", stats, "--vram-budget", "16MiB",
+            "-o", dense, "--cpu-gbs", "10", "--gpu-gbs", "20")
+    expect(r.returncode != 0 and "dense.gguf" in r.stderr, "place solve -o MODEL is refused")
+    r = run("place", "solve", "-m", moe, "--stats", stats, "--vram-budget", "16MiB",
+            "-o", os.path.join(d, "x.gpuidx"), "--cpu-gbs", "10", "--gpu-gbs", "20")
+    expect(r.returncode != 0 and "routed experts" in r.stderr, "place solve on a MoE model")
+    r = run("place", "show", "-m", dense, "--placement", "hot-cold", "--gpu-index", idx,
+            "--json")
+    plan = json.loads(r.stdout) if r.returncode == 0 else {"tensors": []}
+    expect(any(t["buft"] == "split" for t in plan["tensors"]), "place show: split FFNs")
+    dbase, hc = os.path.join(d, "dbase.f32"), os.path.join(d, "hc.f32")
+    r = run("eval", "-m", dense, *toks, "--placement", "cpu", "--logits-out", dbase)
+    r2 = run("eval", "-m", dense, *toks, "--placement", "hot-cold", "--gpu-index", idx,
+             "--logits-out", hc)
+    if expect(r.returncode == 0 and r2.returncode == 0, f"eval hot-cold: {r2.stderr}"):
+        a, b = floats(dbase), floats(hc)
+        scale = max(abs(x) for x in a)
+        diff = max(abs(x - y) for x, y in zip(a, b))
+        expect(diff <= 1e-5 * scale, f"hot-cold logits within 1e-5 of the CPU ({diff / scale:g})")
+    g1 = run("generate", "-m", dense, "-p", "the cat", "-n", "8", "--temp", "0",
+             "--placement", "cpu")
+    g2 = run("generate", "-m", dense, "-p", "the cat", "-n", "8", "--temp", "0",
+             "--placement", "hot-cold", "--gpu-index", idx)
+    expect(g1.returncode == 0 and g1.stdout == g2.stdout, "hot-cold greedy text == cpu")
+    other = os.path.join(d, "other.gguf")
+    run("mkmodel", "--arch", "llama", "--layers", "2", "--dim", "256", "--ffn", "512", "-o", other)
+    r = run("eval", "-m", other, *toks, "--placement", "hot-cold", "--gpu-index", idx)
+    expect(r.returncode != 0 and "dense.gpuidx" in r.stderr, "an index of another model")
+    r = run("generate", "-m", dense, "-p", "x", "--placement", "cpu", "--gpu-index", idx)
+    expect(r.returncode == 2 and "--gpu-index" in r.stderr, "--gpu-index with --placement cpu")
+
+    # bench decode's budget rows
+    r = run("bench", "decode", "-m", dense, "-n", "2", "--prompt-tokens", "8",
+            "--vram-budget", "16MiB", "--json")
+    rows = [x["placement"] for x in json.loads(r.stdout)["runs"]] if r.returncode == 0 else []
+    expect(any(x.startswith("ngl ") for x in rows) and "hot-cold" in rows,
+           f"bench decode budget rows: {rows} {r.stderr[-300:]}")
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
