@@ -549,8 +549,9 @@ static void json_str(FILE *f, const char *s)
 }
 
 void sl_place_plan_write(FILE *f, const sl_place_plan *p, const sl_place_tensor *t, size_t n,
-                         bool per_tensor, bool json)
+                         unsigned parts, bool json)
 {
+    const bool per_tensor = parts & SL_PLACE_WRITE_TENSORS;
     static const char *modes[] = {"auto", "gpu", "layers", "experts-cpu", "cpu", "hot-cold"};
     size_t nd = 0;
     for (size_t i = 0; i < n; i++) nd += p->on_device[i];
@@ -588,6 +589,7 @@ void sl_place_plan_write(FILE *f, const sl_place_plan *p, const sl_place_tensor 
         fputs("}\n", f);
         return;
     }
+    if (!(parts & SL_PLACE_WRITE_SUMMARY)) goto tensors;
     fprintf(f, "placement: %s\n", p->why);
     fprintf(f, "  device (CUDA0): %10.2f MiB in %zu tensors\n", p->device_bytes / 1048576.0, nd);
     fprintf(f, "  host   (CPU):   %10.2f MiB in %zu tensors\n", p->host_bytes / 1048576.0,
@@ -597,6 +599,7 @@ void sl_place_plan_write(FILE *f, const sl_place_plan *p, const sl_place_tensor 
                 p->budget / 1048576.0);
     for (int k = 0; k < p->n_override; k++)
         fprintf(f, "  override %d: %s\n", k, p->override_text[k]);
+tensors:
     if (!per_tensor) return;
     for (size_t i = 0; i < n; i++) {
         char by[128];

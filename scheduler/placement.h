@@ -120,9 +120,11 @@ sl_status sl_place_resolve(const sl_place_tensor *t, size_t n, int32_t n_layer,
 sl_status sl_place_plan_validate(const sl_place_plan *p, const sl_place_tensor *t, size_t n,
                                  sl_error *err);
 
-/* Writes the plan: a summary, then (if per_tensor) one line per tensor; json: one object. */
+/* Writes the plan's summary and/or one line per tensor (parts: SL_PLACE_WRITE_* bits); json:
+ * one object (the summary's fields, and a "tensors" array with SL_PLACE_WRITE_TENSORS). */
+enum { SL_PLACE_WRITE_SUMMARY = 1, SL_PLACE_WRITE_TENSORS = 2 };
 void sl_place_plan_write(FILE *f, const sl_place_plan *p, const sl_place_tensor *t, size_t n,
-                         bool per_tensor, bool json);
+                         unsigned parts, bool json);
 
 void sl_place_plan_free(sl_place_plan *p);
 

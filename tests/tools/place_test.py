@@ -38,21 +38,24 @@ def main():
 
     # place show: -ngl 1 is the last layer; -ot first match wins; JSON parses
     r = run("place", "show", "-m", moe, "-ngl", "1", "--json")
-    plan = json.loads(r.stdout) if r.returncode == 0 else {"tensors": []}
+    out = json.loads(r.stdout) if r.returncode == 0 else {"plan": {"tensors": []}}
+    plan = out["plan"]
+    expect(out.get("bound_ms_per_token", 0) > 0 and out.get("device_bytes_per_token", 0) > 0,
+           "place show: bytes per side and the per-token bound")
     side = {t["name"]: t["buft"] for t in plan["tensors"]}
     expect(side.get("blk.2.attn_q.weight") == "CUDA0" and side.get("blk.0.attn_q.weight") == "CPU",
            "-ngl 1 puts the last layer on the GPU")
     expect(side.get("output.weight") == "CPU", "-ngl 1 leaves the output on the CPU")
-    r = run("place", "show", "-m", moe, "-ngl", "999", "--json",
+    r = run("place", "show", "-m", moe, "-ngl", "999", "--json", "--no-bound",
             "-ot", "blk\\.1\\.ffn_.*_exps=CUDA0", "-ot", "exps=CPU")
-    plan = json.loads(r.stdout) if r.returncode == 0 else {"tensors": []}
+    plan = json.loads(r.stdout)["plan"] if r.returncode == 0 else {"tensors": []}
     side = {t["name"]: t["buft"] for t in plan["tensors"]}
     expect(side.get("blk.1.ffn_up_exps.weight") == "CUDA0" and
            side.get("blk.0.ffn_up_exps.weight") == "CPU", "-ot: first match wins, repeatable")
-    r = run("place", "show", "-m", moe, "-ot", "ffn_up_exps=CPU,ffn_down_exps=GPU")
+    r = run("place", "show", "-m", moe, "-ot", "ffn_up_exps=CPU,ffn_down_exps=GPU", "--no-bound")
     expect(r.returncode != 0 and "blk.0.ffn_up_exps.weight" in r.stderr and
            "blk.0.ffn_down_exps.weight" in r.stderr, "a split group names both tensors")
-    r = run("place", "show", "-m", moe, "--placement", "gpu", "--vram-budget", "1M")
+    r = run("place", "show", "-m", moe, "--placement", "gpu", "--vram-budget", "1M", "--no-bound")
     expect(r.returncode != 0 and "--vram-budget" in r.stderr, "a budget too small is refused")
 
     # placements give the CPU's logits bit for bit (whole tensors move)
@@ -84,8 +87,8 @@ def main():
             "-o", os.path.join(d, "x.gpuidx"), "--cpu-gbs", "10", "--gpu-gbs", "20")
     expect(r.returncode != 0 and "routed experts" in r.stderr, "place solve on a MoE model")
     r = run("place", "show", "-m", dense, "--placement", "hot-cold", "--gpu-index", idx,
-            "--json")
-    plan = json.loads(r.stdout) if r.returncode == 0 else {"tensors": []}
+            "--json", "--no-bound")
+    plan = json.loads(r.stdout)["plan"] if r.returncode == 0 else {"tensors": []}
     expect(any(t["buft"] == "split" for t in plan["tensors"]), "place show: split FFNs")
     dbase, hc = os.path.join(d, "dbase.f32"), os.path.join(d, "hc.f32")
     r = run("eval", "-m", dense, *toks, "--placement", "cpu", "--logits-out", dbase)

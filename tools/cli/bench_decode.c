@@ -210,10 +210,8 @@ out:
 
 /* ---- weight bytes per token ------------------------------------------------------------ */
 
-/* Bytes one decode step reads, by where they live under one placement. */
-typedef struct token_bytes {
-    double dev, host;
-} token_bytes;
+/* Bytes one decode step reads, by where they live under one placement (place.h). */
+typedef sl_cli_token_bytes token_bytes;
 
 /* The model's bytes by kind. Invariant: dense + experts + embd bytes (the whole tensor) ==
  * total; a decode step reads dense + embd_row + experts * n_expert_used / n_expert. */
@@ -252,29 +250,6 @@ static int weight_bytes(const char *path, weight_split *w)
     return 0;
 }
 
-/* Bytes per decode step on each side, from where the open model's plan (scheduler/placement)
- * put each tensor: routed experts count n_expert_used / n_expert of their bytes, an untied
- * token_embd one row (it is read by row on the host). */
-static token_bytes plan_bytes(const sl_model *m, const weight_split *ws, double expert_frac,
-                              sl_place_mode *mode)
-{
-    token_bytes b = {0, 0};
-    const sl_place_plan *p;
-    const sl_place_tensor *t;
-    size_t n;
-    *mode = SL_PM_CPU;
-    if (sl_model_plan_get(m, &p, &t, &n, NULL)) return b;
-    *mode = p->mode;
-    for (size_t i = 0; i < n; i++) {
-        const double per = t[i].group == SL_PG_EXPERTS             ? expert_frac * t[i].bytes
-                           : t[i].group == SL_PG_EMBD && !t[i].tied ? (double)ws->embd_row
-                                                                    : (double)t[i].bytes;
-        const double hot = p->split[i] ? per * p->hot_frac[i] : 0;
-        if (p->on_device[i]) b.dev += per;
-        else b.dev += hot, b.host += per - hot;
-    }
-    return b;
-}
 
 /* ---- the device and its bandwidth ------------------------------------------------------ */
 
@@ -468,8 +443,7 @@ static int32_t argmax(const float *x, int32_t n)
 /* Returns 0 (r->ok says whether it ran; r->why if not) or 1 on an out-of-memory. */
 static int run_placement(const char *path, sl_model_options mo, sl_cli_model_flags *mf,
                          const char *trace_path, int32_t n_prompt, int32_t n_gen,
-                         const weight_split *ws, double expert_frac, sl_place_mode *mode,
-                         run_result *r)
+                         sl_place_mode *mode, run_result *r)
 {
     sl_model *m = NULL;
     sl_ctx *c = NULL;
@@ -488,7 +462,7 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     sl_model_info_get(m, &info);
     r->gpu_bytes = info.gpu_bytes;
     r->host_bytes = info.host_bytes;
-    r->tb = plan_bytes(m, ws, expert_frac, mode);
+    r->tb = sl_cli_plan_token_bytes(m, mode);
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = n_prompt + n_gen + 1;
     sl_cli_ctx_sched(mf, &co);
@@ -706,7 +680,7 @@ int sl_bench_decode(int argc, char **argv)
         }
         sl_place_mode p = SL_PM_CPU; /* what the plan resolved to (auto's choice) */
         if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
-                          (int32_t)n_gen, &ws, expert_frac, &p, r)) {
+                          (int32_t)n_gen, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             goto done;
         }
@@ -727,7 +701,7 @@ int sl_bench_decode(int argc, char **argv)
         r->device = dev_name;
         sl_place_mode p = SL_PM_CPU;
         if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
-                          (int32_t)n_gen, &ws, expert_frac, &p, r)) {
+                          (int32_t)n_gen, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             budget_row_done(&mo);
             goto done;

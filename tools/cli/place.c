@@ -12,9 +12,34 @@
 #include <string.h>
 
 #include "scheduler/placement.h"
+#include "tools/cli/bench.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/model_flags.h"
 #include "tools/cli/place.h"
+
+sl_cli_token_bytes sl_cli_plan_token_bytes(const sl_model *m, sl_place_mode *mode)
+{
+    sl_cli_token_bytes b = {0, 0};
+    const sl_place_plan *p;
+    const sl_place_tensor *t;
+    size_t n;
+    if (mode) *mode = SL_PM_CPU;
+    if (sl_model_plan_get(m, &p, &t, &n, NULL)) return b;
+    if (mode) *mode = p->mode;
+    sl_model_info in;
+    sl_model_info_get(m, &in);
+    const double frac = in.n_expert > 0 ? (double)in.n_expert_used / in.n_expert : 1.0;
+    for (size_t i = 0; i < n; i++) {
+        const double per = t[i].group == SL_PG_EXPERTS ? frac * (double)t[i].bytes
+                           : t[i].group == SL_PG_EMBD && !t[i].tied && in.n_vocab > 0
+                               ? (double)t[i].bytes / in.n_vocab
+                               : (double)t[i].bytes;
+        const double hot = p->split[i] ? per * p->hot_frac[i] : 0;
+        if (p->on_device[i]) b.dev += per;
+        else b.dev += hot, b.host += per - hot;
+    }
+    return b;
+}
 
 static void usage(FILE *f)
 {
@@ -25,7 +50,8 @@ static void usage(FILE *f)
           "  decided, bytes per side, then one line per tensor with the rule that decided it.\n"
           "  No weight is read.\n"
           "  --json      one JSON object (with a \"tensors\" array unless --summary)\n"
-          "  --summary   the summary only\n",
+          "  --summary   the summary only\n"
+          "  --no-bound  skip the bandwidth measurement behind the per-token bound\n",
           f);
     sl_cli_model_flags_help(f);
 }
@@ -34,7 +60,7 @@ static int show(int argc, char **argv)
 {
     sl_cli_model_flags mf;
     sl_cli_model_flags_init(&mf);
-    bool json = false, summary = false;
+    bool json = false, summary = false, bound = true;
     sl_cli_args a;
     sl_cli_args_init(&a, "place show", argc, argv);
     while (sl_cli_args_next(&a)) {
@@ -48,6 +74,8 @@ static int show(int argc, char **argv)
             json = true;
         } else if (sl_cli_is(&a, "--summary", NULL)) {
             summary = true;
+        } else if (sl_cli_is(&a, "--no-bound", NULL)) {
+            bound = false;
         } else {
             return sl_cli_unknown(&a);
         }
@@ -67,7 +95,32 @@ static int show(int argc, char **argv)
         sl_model_close(m);
         return 1;
     }
-    sl_place_plan_write(stdout, p, t, n, !summary, json);
+    /* per token: the bytes each side reads and the bound they set — bench decode's rule, the
+     * sum of the two sides' times (a layer split runs them one after the other; nothing
+     * crosses PCIe per token under a static plan) */
+    const sl_cli_token_bytes tb = sl_cli_plan_token_bytes(m, NULL);
+    int threads = 0;
+    size_t mib = 0;
+    const double hgbps = bound ? sl_bench_stream_gbps(&mf.opt, &threads, &mib) : 0;
+    const double dgbps = hgbps > 0 ? sl_cli_device_gbps(mf.opt.device, hgbps) : 0;
+    const double hms = hgbps > 0 ? tb.host / (hgbps * 1e6) : 0;
+    const double dms = dgbps > 0 ? tb.dev / (dgbps * 1e6) : 0;
+    if (json) {
+        printf("{\"plan\": ");
+        sl_place_plan_write(stdout, p, t, n,
+                            SL_PLACE_WRITE_SUMMARY | (summary ? 0 : SL_PLACE_WRITE_TENSORS), true);
+        printf(", \"device_bytes_per_token\": %.0f, \"host_bytes_per_token\": %.0f, "
+               "\"host_gbps\": %g, \"device_gbps\": %g, \"bound_ms_per_token\": %g}\n", tb.dev,
+               tb.host, hgbps, dgbps, hms + dms);
+    } else {
+        sl_place_plan_write(stdout, p, t, n, SL_PLACE_WRITE_SUMMARY, false);
+        printf("  per token:      %10.2f MB device + %.2f MB host", tb.dev / 1e6, tb.host / 1e6);
+        if (hgbps > 0)
+            printf("; bound %.3f ms (host %.3f ms at %.1f GB/s, device %.3f ms at %.1f GB/s)",
+                   hms + dms, hms, hgbps, dms, dgbps);
+        printf("\n");
+        if (!summary) sl_place_plan_write(stdout, p, t, n, SL_PLACE_WRITE_TENSORS, false);
+    }
     sl_model_close(m);
     if (fflush(stdout) || ferror(stdout)) {
         perror("sluice place show: standard output");

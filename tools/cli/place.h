@@ -7,6 +7,18 @@
 
 #include "runtime/sluice.h"
 #include "scheduler/hotcold_solve.h"
+#include "scheduler/placement.h"
+
+/* Bytes one decode step reads on each side under an open model's plan (scheduler/placement):
+ * routed experts count n_expert_used / n_expert of their bytes, an untied token_embd one row
+ * (it is read by row on the host), a split FFN tensor its hot share on the device. *mode (may
+ * be NULL): what the plan resolved to. */
+typedef struct sl_cli_token_bytes {
+    double dev, host;
+} sl_cli_token_bytes;
+sl_cli_token_bytes sl_cli_plan_token_bytes(const sl_model *m, sl_place_mode *mode);
+/* Device bandwidth in GB/s for the bound: the copy roofline on cuda, host_gbps on sim. */
+double sl_cli_device_gbps(const char *kind, double host_gbps);
 
 int sl_cli_place_profile(int argc, char **argv);
 int sl_cli_place_solve(int argc, char **argv);

@@ -104,8 +104,7 @@ fail:
     return rc;
 }
 
-/* Device HBM rate: the copy roofline on cuda (as bench decode), the host's on sim. */
-static double device_gbps(const char *kind, double host_gbps)
+double sl_cli_device_gbps(const char *kind, double host_gbps)
 {
     sl_device_options o = {0};
     o.kind = kind;
@@ -257,7 +256,7 @@ int sl_cli_place_solve(int argc, char **argv)
     int threads = 0;
     size_t mib = 0;
     if (!cpu_gbs) cpu_gbs = sl_bench_stream_gbps(&mf.opt, &threads, &mib);
-    if (!gpu_gbs) gpu_gbs = device_gbps(mf.opt.device, cpu_gbs);
+    if (!gpu_gbs) gpu_gbs = sl_cli_device_gbps(mf.opt.device, cpu_gbs);
     if (cpu_gbs <= 0 || gpu_gbs <= 0) {
         fprintf(stderr, "sluice %s: could not measure the bandwidths (--cpu-gbs, --gpu-gbs)\n",
                 cmd);
