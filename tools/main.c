@@ -16,6 +16,7 @@ static const command k_commands[] = {
     {"generate", sl_cli_generate, "generate text from a prompt (prefill + decode tok/s)"},
     {"perplexity", sl_cli_perplexity, "perplexity of a text file, KL divergence vs a saved run"},
     {"eval", sl_cli_eval, "logits of raw token ids (float32 file or summary)"},
+    {"serve", sl_cli_serve, "HTTP server with llama-server's endpoints (OpenAI API, SSE)"},
     {"place", sl_cli_place, "where each tensor lives under the placement flags (place show)"},
     {"inspect", sl_cli_inspect, "print a GGUF file's header, metadata and tensor table"},
     {"mkmodel", sl_cli_mkmodel, "write a synthetic model of a real architecture"},

@@ -1,5 +1,7 @@
 /* Small helpers shared by the CLI commands: timing and medians for the figures they print. */
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "tools/cli/cli.h"
@@ -22,4 +24,21 @@ double sl_cli_median(double *v, size_t n)
     if (n == 0) return 0;
     qsort(v, n, sizeof *v, sl_cli_cmp_f64);
     return v[n / 2];
+}
+
+int sl_cli_append(char **buf, size_t *len, size_t *cap, const void *s, size_t n)
+{
+    if (n > SIZE_MAX / 4 - *len) return 1;
+    if (*len + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *len + n + 1) c *= 2;
+        char *p = realloc(*buf, c);
+        if (!p) return 1;
+        *buf = p;
+        *cap = c;
+    }
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = 0;
+    return 0;
 }

@@ -81,22 +81,6 @@ static int text_append(text_buf *t, const char *s, size_t n)
     return 0;
 }
 
-/* The text of token `tok` into *buf (grown as needed); *n its bytes. */
-static int token_piece(const sl_model *m, int32_t tok, char **buf, size_t *cap, size_t *n,
-                       sl_error *err)
-{
-    for (int attempt = 0; attempt < 2; attempt++) {
-        const sl_status st = sl_token_to_piece(m, tok, false, *buf, *cap, n, err);
-        if (st == SL_OK && *n < *cap) return 0;
-        if (st != SL_OK && st != SL_ERR_RANGE) return 1;
-        char *nb = realloc(*buf, *n + 1);
-        if (!nb) return 1;
-        *buf = nb;
-        *cap = *n + 1;
-    }
-    return 1;
-}
-
 int sl_cli_generate(int argc, char **argv)
 {
     sl_cli_args a;
@@ -105,8 +89,7 @@ int sl_cli_generate(int argc, char **argv)
     sl_cli_model_flags_init(&mf);
     sl_sampler_options so = sl_sampler_options_default();
     const char *prompt = NULL, *prompt_file = NULL;
-    int64_t n_predict = 32, n_ctx = 0, n_batch = 0, i64;
-    double f64;
+    int64_t n_predict = 32, n_ctx = 0, n_batch = 0;
     bool json = false, ignore_eos = false, kv_f16 = true;
     sl_cli_io io;
     sl_cli_io_init(&io, k_cmd);
@@ -115,6 +98,7 @@ int sl_cli_generate(int argc, char **argv)
         int r = sl_cli_model_flags_parse(&mf, &a);
         if (!r) r = sl_cli_kv_flag_parse(&a, &kv_f16);
         if (!r) r = sl_cli_io_flag_parse(&io, &a);
+        if (!r) r = sl_cli_sampling_flags_parse(&a, &so);
         if (r == 2) return 2;
         if (r == 1) continue;
         if (sl_cli_is(&a, "-h", "--help")) {
@@ -128,7 +112,7 @@ int sl_cli_generate(int argc, char **argv)
         }
         static const char *const k_value_flags[] = {
             "-p", "--prompt", "-f", "--file", "-n", "--n-predict", "-c", "--ctx-size", "--ctx",
-            "-b", "--batch-size", "--temp", "--top-k", "--top-p", "--min-p", "--seed"};
+            "-b", "--batch-size"};
         size_t k = 0;
         while (k < sizeof k_value_flags / sizeof *k_value_flags && strcmp(a.flag, k_value_flags[k]))
             k++;
@@ -148,21 +132,6 @@ int sl_cli_generate(int argc, char **argv)
             if (sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_BATCH.lo, SL_RANGE_N_BATCH.hi,
                                  &n_batch))
                 return 2;
-        } else if (sl_cli_is(&a, "--temp", NULL)) {
-            if (sl_cli_parse_f64(k_cmd, a.flag, v, SL_RANGE_TEMP, &f64)) return 2;
-            so.temp = (float)f64;
-        } else if (sl_cli_is(&a, "--top-k", NULL)) {
-            if (sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_TOP_K.lo, SL_RANGE_TOP_K.hi, &i64))
-                return 2;
-            so.top_k = (int32_t)i64;
-        } else if (sl_cli_is(&a, "--top-p", NULL)) {
-            if (sl_cli_parse_f64(k_cmd, a.flag, v, SL_RANGE_TOP_P, &f64)) return 2;
-            so.top_p = (float)f64;
-        } else if (sl_cli_is(&a, "--min-p", NULL)) {
-            if (sl_cli_parse_f64(k_cmd, a.flag, v, SL_RANGE_MIN_P, &f64)) return 2;
-            so.min_p = (float)f64;
-        } else if (sl_cli_is(&a, "--seed", NULL)) {
-            if (sl_cli_parse_u64(k_cmd, a.flag, v, &so.seed)) return 2;
         } else {
             return sl_cli_unknown(&a);
         }
@@ -245,7 +214,7 @@ int sl_cli_generate(int argc, char **argv)
         }
         gen[n_gen++] = tok;
         size_t n;
-        if (token_piece(m, tok, &piece, &piece_cap, &n, &err)) {
+        if (sl_cli_token_piece(m, tok, &piece, &piece_cap, &n, &err)) {
             fprintf(stderr, "sluice generate: %s: token %" PRId32 ": %s\n", mf.path, tok,
                     err.msg[0] ? err.msg : "out of memory");
             goto done;

@@ -4,9 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence starting at p (n bytes available), 0 if invalid.
- * Refuses overlong forms, surrogates and code points above U+10FFFF (RFC 3629). */
-static size_t utf8_len(const unsigned char *p, size_t n)
+size_t sl_json_utf8_len(const unsigned char *p, size_t n)
 {
     unsigned char c = p[0];
     size_t len;
@@ -47,7 +45,7 @@ void sl_json_str(FILE *f, const char *s, size_t len)
         case '\t': fputs("\\t", f); i++; continue;
         default: break;
         }
-        size_t k = c < 0x20 ? 0 : utf8_len(p + i, len - i);
+        size_t k = c < 0x20 ? 0 : sl_json_utf8_len(p + i, len - i);
         if (k == 0) {
             fprintf(f, "\\u%04x", c);
             i++;

@@ -18,5 +18,8 @@ void sl_json_str(FILE *f, const char *s, size_t len);  /* quoted and escaped */
 void sl_json_cstr(FILE *f, const char *s);             /* NUL-terminated; NULL prints null */
 void sl_json_f32(FILE *f, float x);
 void sl_json_f64(FILE *f, double x);
+/* Length of the valid UTF-8 sequence starting at p (n >= 1 bytes available), 0 if invalid:
+ * refuses overlong forms, surrogates and code points above U+10FFFF (RFC 3629). */
+size_t sl_json_utf8_len(const unsigned char *p, size_t n);
 
 #endif

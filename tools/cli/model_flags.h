@@ -129,11 +129,19 @@ int sl_cli_kv_flag_parse(sl_cli_args *a, bool *kv_f16);
     "  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"                                      \
     "                         KV cache type f16 | f32 (one type for K and V; default %s)\n"
 
+/* Sampling flags (generate's names): --temp, --top-k, --top-p, --min-p, --seed, with the
+ * library's ranges (sluice.h SL_RANGE_*). Same return convention as sl_cli_model_flags_parse. */
+int sl_cli_sampling_flags_parse(sl_cli_args *a, sl_sampler_options *so);
 /* sl_tokenize into a malloc'd array; on failure prints "sluice CMD: MODEL: why" and
  * returns 1. */
 int sl_cli_tokenize(const sl_model *m, const char *cmd, const char *model_path, const char *text,
                     size_t len, bool add_special, bool parse_special, int32_t **out,
                     size_t *n_out);
+
+/* The text of token tok (control tokens give "") into *buf, grown as needed (*cap bytes);
+ * *n its bytes, NUL-terminated. 1 on failure (err names it, or is empty when out of memory). */
+int sl_cli_token_piece(const sl_model *m, int32_t tok, char **buf, size_t *cap, size_t *n,
+                       sl_error *err);
 
 /* The logits file format of eval and perplexity (--logits-out, --kl-divergence-base):
  * float32 little-endian, row-major [rows][n_vocab], no header; size = rows * n_vocab * 4.

@@ -42,3 +42,18 @@ int sl_cli_tokenize(const sl_model *m, const char *cmd, const char *model_path, 
     free(t);
     return 1;
 }
+
+int sl_cli_token_piece(const sl_model *m, int32_t tok, char **buf, size_t *cap, size_t *n,
+                       sl_error *err)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        const sl_status st = sl_token_to_piece(m, tok, false, *buf, *cap, n, err);
+        if (st == SL_OK && *n < *cap) return 0;
+        if (st != SL_OK && st != SL_ERR_RANGE) return 1;
+        char *nb = realloc(*buf, *n + 1);
+        if (!nb) return 1;
+        *buf = nb;
+        *cap = *n + 1;
+    }
+    return 1;
+}

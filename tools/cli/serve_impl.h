@@ -1,0 +1,176 @@
+/* Internals of `sluice serve`, shared by its files:
+ *
+ *   serve.c          flags, start-up (model, chat template, slots, HTTP daemon), signals, exit
+ *   serve_http.c     libmicrohttpd glue: routing, methods, body limit, replies, SSE streams,
+ *                    disconnect detection
+ *   serve_api.c      the endpoints: request JSON -> job, job -> response JSON / SSE chunks
+ *   serve_metrics.c  GET /metrics (Prometheus text)
+ *   serve_slots.c    the slots: one context + worker thread each, the job queue, the
+ *                    generation loop
+ *   serve_chat.c     chat templates (serve_chat.h)
+ *
+ * Threads: libmicrohttpd runs one thread per connection; it parses the request, submits a job
+ * and waits on the job (or streams from it). Each slot's worker thread owns its context: no
+ * other thread touches it. A job is shared by its connection and its worker through a
+ * reference count; everything that changes after submission is guarded by the job's mutex.
+ *
+ * Invariants (checked by sl__serve_job_validate):
+ *   n_ready <= n_text; state DONE => n_ready == n_text;
+ *   n_predicted <= max(n_predict, n_ctx) (n_predict < 0: up to the context);
+ *   refs >= 1 while anyone holds the job. */
+#ifndef SL_CLI_SERVE_IMPL_H
+#define SL_CLI_SERVE_IMPL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/sluice.h"
+#include "tools/cli/serve_chat.h"
+
+typedef struct sl_serve_pool sl_serve_pool;
+
+enum { SL_SERVE_MAX_STOP = 16, SL_SERVE_MAX_STOP_BYTES = 256 };
+
+/* What a request asks of the generation. */
+typedef struct sl_serve_params {
+    sl_sampler_options so;
+    int32_t n_predict;          /* -1: until EOS or the context is full */
+    bool ignore_eos;
+    size_t n_stop;
+    char *stop[SL_SERVE_MAX_STOP];   /* malloc'd strings, each 1..SL_SERVE_MAX_STOP_BYTES */
+} sl_serve_params;
+
+typedef enum sl_serve_state { SL_JOB_QUEUED, SL_JOB_RUNNING, SL_JOB_DONE } sl_serve_state;
+
+/* llama-server's stop types (its "stop_type" field). */
+typedef enum sl_serve_stop {
+    SL_STOP_NONE,               /* cancelled or failed */
+    SL_STOP_EOS,
+    SL_STOP_LIMIT,              /* n_predict or the context */
+    SL_STOP_WORD,               /* one of the stop strings */
+} sl_serve_stop;
+
+typedef struct sl_serve_job {
+    /* set before submission, then read-only */
+    int32_t *prompt;            /* malloc'd */
+    size_t n_prompt;
+    sl_serve_params p;
+    /* guarded by mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;          /* signalled on new text, on DONE and on cancel */
+    int refs;
+    sl_serve_state state;
+    bool cancel;                /* the client is gone or the server is stopping */
+    char *text;                 /* generated text, n_text bytes + NUL */
+    size_t n_text, cap_text;
+    size_t n_ready;             /* bytes a stream may send: no partial stop string or UTF-8 */
+    int32_t n_predicted;
+    sl_serve_stop stop;
+    int stop_word;              /* index into p.stop for SL_STOP_WORD, else -1 */
+    int slot;                   /* slot that ran it, -1 before */
+    double prompt_s, gen_s;     /* prefill time; decode time */
+    int32_t n_decoded;          /* tokens of gen_s */
+    int error_status;           /* 0, or the HTTP status of a failure */
+    char error_msg[256];
+} sl_serve_job;
+
+/* Counters for /metrics (llama-server's names in serve_metrics.c). */
+typedef struct sl_serve_counters {
+    uint64_t prompt_tokens, predicted_tokens, n_decode, requests_done, requests_cancelled,
+        requests_failed;
+    uint64_t decoded;           /* one-token decode evaluations */
+    double prompt_s, predicted_s;
+    int busy, queued;
+    sl_ctx_stats engine;        /* summed over the slots, as of each one's last job */
+    sl_model_info model;        /* as of the last job */
+} sl_serve_counters;
+
+/* serve_slots.c */
+/* Creates n_slots contexts (options co) and their workers. eval_serial: evaluate one context
+ * at a time (contexts share the model's device stream). */
+sl_status sl__serve_pool_create(sl_model *m, const sl_ctx_options *co, int n_slots,
+                                bool eval_serial, sl_serve_pool **out, sl_error *err);
+/* Cancels every job (queued ones end with 503) and joins the workers; later submissions are
+ * refused. The pool stays readable until destroyed. Idempotent. */
+void sl__serve_pool_stop(sl_serve_pool *pool);
+/* sl__serve_pool_stop, then frees the contexts and the pool. */
+void sl__serve_pool_destroy(sl_serve_pool *pool);
+int32_t sl__serve_pool_n_ctx(const sl_serve_pool *pool);
+int sl__serve_pool_n_slots(const sl_serve_pool *pool);
+void sl__serve_pool_counters(sl_serve_pool *pool, sl_serve_counters *out);
+/* Takes ownership of prompt; the job starts with one reference (the caller's). */
+sl_status sl__serve_job_create(int32_t *prompt, size_t n_prompt, const sl_serve_params *p,
+                               sl_serve_job **out, sl_error *err);
+/* Queues the job (the pool takes its own reference); SL_ERR_UNSUPPORTED when stopping. */
+sl_status sl__serve_pool_submit(sl_serve_pool *pool, sl_serve_job *job, sl_error *err);
+void sl__serve_job_cancel(sl_serve_job *job);
+void sl__serve_job_release(sl_serve_job *job);
+sl_status sl__serve_job_validate(const sl_serve_job *job, sl_error *err); /* under job->mu */
+void sl__serve_params_free(sl_serve_params *p);
+
+/* serve.c: the server as the endpoints see it (read-only once serving starts). */
+typedef struct sl_serve {
+    sl_model *model;
+    sl_model_info info;         /* at start-up */
+    const char *model_path;
+    const char *alias;          /* the model's id in the API */
+    sl_chat_tmpl chat;          /* family used for chat prompts */
+    const char *chat_source;    /* the GGUF's template text, or NULL */
+    sl_serve_pool *pool;
+    sl_sampler_options so_default;
+    int32_t n_predict_default;
+    size_t max_body_bytes;
+    bool adds_bos;
+    int64_t started;            /* unix time */
+    pthread_mutex_t mu;         /* guards next_id and http_* */
+    uint64_t next_id;
+    uint64_t http_requests, http_errors;
+} sl_serve;
+
+/* serve_api.c / serve_metrics.c: a reply is a whole body or an SSE stream. */
+typedef struct sl_serve_stream sl_serve_stream;
+typedef struct sl_serve_reply {
+    int status;
+    const char *content_type;
+    char *body;                 /* malloc'd, body_len bytes */
+    size_t body_len;
+    sl_serve_stream *stream;    /* set instead of body for SSE */
+    const char *allow;          /* Allow header of a 405 */
+} sl_serve_reply;
+
+/* Whether the client went away (polled while a non-streaming request waits). */
+typedef bool (*sl_serve_gone_fn)(void *user);
+
+typedef enum sl_serve_route {
+    SL_ROUTE_HEALTH,
+    SL_ROUTE_COMPLETION,
+    SL_ROUTE_OAI_COMPLETION,
+    SL_ROUTE_OAI_CHAT,
+    SL_ROUTE_MODELS,
+    SL_ROUTE_PROPS,
+    SL_ROUTE_METRICS,
+} sl_serve_route;
+
+void sl__serve_api_handle(sl_serve *s, sl_serve_route route, const char *body, size_t len,
+                          sl_serve_gone_fn gone, void *gone_user, sl_serve_reply *r);
+/* A JSON error {"error": {"code", "message", "type"}} as llama-server writes it. */
+void sl__serve_error(sl_serve_reply *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Blocks until stream bytes are ready; copies at most max. Returns the count, 0 at the end. */
+size_t sl__serve_stream_read(sl_serve_stream *st, char *buf, size_t max);
+/* The client is done with the stream (finished or gone): cancels its job if still running. */
+void sl__serve_stream_close(sl_serve_stream *st);
+void sl__serve_metrics(sl_serve *s, sl_serve_reply *r);
+
+/* serve_http.c */
+typedef struct sl_serve_http sl_serve_http;
+/* Listens on host:port (port 0: any free port; *bound_port says which). */
+sl_status sl__serve_http_start(sl_serve *s, const char *host, int port, int max_conn,
+                               int timeout_s, sl_serve_http **out, int *bound_port,
+                               sl_error *err);
+void sl__serve_http_stop(sl_serve_http *h);
+
+#endif

@@ -1,0 +1,96 @@
+/* GET /metrics: Prometheus text exposition format 0.0.4.
+ *
+ * The request counters and throughputs carry llama-server's names (llamacpp:*), so dashboards
+ * built for it read ours; the engine's own figures (where the weights live, the MoE
+ * scheduler's expert calls, fetches, cache and copies, from sl_model_info_get and
+ * sl_ctx_stats_get summed over the slots as of each slot's last finished job) are sluice_*. */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "tools/cli/serve_impl.h"
+
+static void metric(FILE *f, const char *name, const char *type, const char *help, double v)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+}
+
+void sl__serve_metrics(sl_serve *s, sl_serve_reply *r)
+{
+    sl_serve_counters c;
+    sl__serve_pool_counters(s->pool, &c);
+    pthread_mutex_lock(&s->mu);
+    const uint64_t http = s->http_requests, http_err = s->http_errors;
+    pthread_mutex_unlock(&s->mu);
+    free(r->body);
+    r->body = NULL;
+    FILE *f = open_memstream(&r->body, &r->body_len);
+    if (!f) {
+        sl__serve_error(r, 500, "out of memory");
+        return;
+    }
+    metric(f, "llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.",
+           (double)c.prompt_tokens);
+    metric(f, "llamacpp:prompt_seconds_total", "counter", "Prompt process time.", c.prompt_s);
+    metric(f, "llamacpp:tokens_predicted_total", "counter",
+           "Number of generation tokens processed.", (double)c.predicted_tokens);
+    metric(f, "llamacpp:tokens_predicted_seconds_total", "counter",
+           "Predict process time (decode evaluations).", c.predicted_s);
+    metric(f, "llamacpp:n_decode_total", "counter", "Total number of evaluations (prefills "
+           "and one-token decodes).", (double)c.n_decode);
+    metric(f, "llamacpp:prompt_tokens_seconds", "gauge",
+           "Average prompt throughput in tokens/s.",
+           c.prompt_s > 0 ? (double)c.prompt_tokens / c.prompt_s : 0);
+    metric(f, "llamacpp:predicted_tokens_seconds", "gauge",
+           "Average generation throughput in tokens/s (decode evaluations).",
+           c.predicted_s > 0 ? (double)c.decoded / c.predicted_s : 0);
+    metric(f, "llamacpp:requests_processing", "gauge", "Number of requests processing.",
+           c.busy);
+    metric(f, "llamacpp:requests_deferred", "gauge", "Number of requests waiting for a slot.",
+           c.queued);
+    metric(f, "sluice_requests_finished_total", "counter", "Generations run to their end.",
+           (double)c.requests_done);
+    metric(f, "sluice_requests_cancelled_total", "counter",
+           "Generations stopped because the client went away.", (double)c.requests_cancelled);
+    metric(f, "sluice_requests_failed_total", "counter", "Generations that failed in the engine.",
+           (double)c.requests_failed);
+    metric(f, "sluice_http_requests_total", "counter", "HTTP requests answered.", (double)http);
+    metric(f, "sluice_http_errors_total", "counter", "HTTP requests answered with status >= 400.",
+           (double)http_err);
+    const sl_model_info *m = &c.model;
+    metric(f, "sluice_model_weight_bytes", "gauge", "Bytes of the model's weights.",
+           (double)m->weight_bytes);
+    metric(f, "sluice_model_device_bytes", "gauge", "Weight bytes resident on the device.",
+           (double)m->gpu_bytes);
+    metric(f, "sluice_model_host_bytes", "gauge", "Weight bytes in host memory.",
+           (double)m->host_bytes);
+    metric(f, "sluice_device_copies_pageable_total", "counter",
+           "Copies between device and pageable host memory (synchronous on CUDA).",
+           (double)m->device_copies_pageable);
+    const sl_ctx_stats *e = &c.engine;
+    metric(f, "sluice_expert_calls_cpu_total", "counter", "Routed-expert FFNs computed on the "
+           "CPU.", (double)e->expert_calls_cpu);
+    metric(f, "sluice_expert_calls_device_total", "counter", "Routed-expert FFNs computed on the "
+           "device.", (double)e->expert_calls_gpu);
+    metric(f, "sluice_expert_fetches_total", "counter", "Experts copied to the device on "
+           "demand.", (double)e->expert_fetches);
+    metric(f, "sluice_expert_fallbacks_total", "counter", "Fetches whose expert was computed on "
+           "the CPU instead.", (double)e->expert_fallbacks);
+    metric(f, "sluice_expert_cache_lookups_total", "counter", "Expert cache lookups.",
+           (double)e->expert_cache_lookups);
+    metric(f, "sluice_expert_cache_hits_total", "counter", "Expert cache hits.",
+           (double)e->expert_cache_hits);
+    metric(f, "sluice_copies_total", "counter", "Host-to-device copies of the MoE scheduler.",
+           (double)e->copies);
+    metric(f, "sluice_copy_bytes_total", "counter", "Bytes of those copies.",
+           (double)e->copy_bytes);
+    metric(f, "sluice_copy_overlap_percent", "gauge", "Share of copy time hidden under compute.",
+           e->copy_overlap_pct);
+    const bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        sl__serve_error(r, 500, "out of memory");
+        return;
+    }
+    r->status = 200;
+    r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
