@@ -214,6 +214,8 @@ void sl_model_info_get(const sl_model *m, sl_model_info *out)
         sl_device_counters dc;
         sl_device_counters_get(m->dev, &dc);
         out->device_copies_pageable = dc.copies_pageable;
+        out->device_region_allocs = dc.region_allocs;
+        out->device_host_registers = dc.host_registers;
     }
 }
 
@@ -293,8 +295,12 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
     if (!st) st = check_pins(c->m, fo.pinned, fo.pinned == pins ? "scheduler option pin"
                                                                 : "SLUICE_POSTFETCH_PIN", err);
     if (st || !c->m->hp.n_expert) return st;
-    if (fo.mode != SL_FETCH_CPU && c->m->dev)
+    if (fo.mode != SL_FETCH_CPU && c->m->dev) {
+        fo.reserve_assign = (int64_t)c->cap * c->m->hp.n_expert_used;
+        fo.reserve_embd = c->m->hp.n_embd;
+        fo.reserve_ff = c->m->hp.n_ff_exp;
         return sl_moe_fetch_create(c->m->dev, &fo, &c->ops, &c->mv, c->pool, &c->moe, err);
+    }
     return sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &c->moe, err);
 }
 
@@ -355,6 +361,22 @@ static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
 
 static sl_status nstats_create(sl_ctx *c, sl_error *err);
 
+/* The logits buffer for `rows` rows (old rows are not kept: every call rewrites its logits).
+ * Page-locked with the device (host_buf_alloc), so it is sized at creation, not in a call. */
+static sl_status logits_alloc(sl_ctx *c, int64_t rows, sl_error *err)
+{
+    host_buf_free(c, c->logits);
+    c->logits = NULL;
+    c->logits_cap = 0;
+    void *l = NULL;
+    sl_status st = host_buf_alloc(c, (size_t)(rows * c->m->hp.n_vocab) * sizeof(float),
+                                  "logits", &l, err);
+    if (st) return st;
+    c->logits = l;
+    c->logits_cap = rows;
+    return SL_OK;
+}
+
 sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl_error *err)
 {
     if (!m || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_create: NULL model or out");
@@ -411,6 +433,7 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
         if (b > wb) wb = b;
     }
     if ((st = host_side_create(c, wb, err))) goto fail;
+    if ((st = logits_alloc(c, c->opt.all_logits ? c->cap : 1, err))) goto fail;
     if ((st = sl__ctx_dev_create(c, wb, err))) goto fail;
     if (c->opt.neuron_stats && (st = nstats_create(c, err))) goto fail;
     *out = c;
@@ -485,17 +508,11 @@ sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err)
     const int64_t V = c->m->hp.n_vocab;
     const int64_t rows = c->opt.all_logits ? (int64_t)n : 1;
     if (rows > c->logits_cap) {
-        /* grows only when a call asks for more rows than any before (the old rows are not
-         * kept: every call rewrites its logits) */
-        host_buf_free(c, c->logits);
-        c->logits = NULL;
-        c->logits_cap = 0;
-        void *l = NULL;
-        const sl_status st =
-            host_buf_alloc(c, (size_t)(rows * V) * sizeof(float), "logits", &l, err);
+        /* only all_logits calls of more tokens than a batch get here (creation sizes the
+         * buffer for a batch); doubling keeps re-registrations to a few per context */
+        const int64_t want = rows > 2 * c->logits_cap ? rows : 2 * c->logits_cap;
+        sl_status st = logits_alloc(c, want, err);
         if (st) return st;
-        c->logits = l;
-        c->logits_cap = rows;
     }
     c->n_logits = 0;
     const int32_t start = c->n_past;

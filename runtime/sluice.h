@@ -101,6 +101,9 @@ typedef struct sl_model_info {
     /* copies so far between the model's device and host memory that is not page-locked
      * (loading included); on CUDA each one is synchronous with the caller. 0 without a device */
     uint64_t device_copies_pageable;
+    /* device memory allocations and host-memory registrations so far (loading and context
+     * creation included): an evaluation that needs neither keeps them unchanged */
+    uint64_t device_region_allocs, device_host_registers;
 } sl_model_info;
 void sl_model_info_get(const sl_model *m, sl_model_info *out);
 

@@ -119,6 +119,10 @@ typedef struct sl_fetch_options {
     bool trace;                 /* record spans for sl_sched_trace_write */
     uint64_t trace_max_spans;   /* default 1 << 20 */
     double cpu_gbs, pcie_gbs, dev_gbs;  /* cost-model starting bandwidths; 0: defaults */
+    /* the group buffers (page-locked on cuda, with a device mirror) sized at creation for this
+     * many (token, expert) assignments of a layer n_embd / n_ff wide, so that no call
+     * registers host memory or allocates device memory; 0: grown on first use */
+    int64_t reserve_assign, reserve_embd, reserve_ff;
 } sl_fetch_options;
 
 sl_fetch_options sl_fetch_options_default(void);

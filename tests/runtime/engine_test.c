@@ -99,6 +99,16 @@ static float *run_prefill(sl_model *m, int n_batch, bool f16)
     sl_model_info_get(m, &info);
     st = sl_ctx_eval(c, k_tokens, N_TOK, &e);
     CHECK_MSG(st == SL_OK, "eval: %s", e.msg);
+    /* buffers are sized at creation: an eval within a batch registers no host memory and
+     * allocates no device memory (on CUDA both are synchronising calls) */
+    sl_model_info after;
+    sl_model_info_get(m, &after);
+    if (n_batch >= N_TOK)
+        CHECK_MSG(after.device_host_registers == info.device_host_registers &&
+                      after.device_region_allocs == info.device_region_allocs,
+                  "eval: %llu host registrations, %llu device allocations",
+                  (unsigned long long)(after.device_host_registers - info.device_host_registers),
+                  (unsigned long long)(after.device_region_allocs - info.device_region_allocs));
     float *out = calloc((size_t)N_TOK * (size_t)info.n_vocab, sizeof *out);
     for (int i = 0; i < N_TOK && !st; i++) {
         const float *l = sl_ctx_logits(c, i);
