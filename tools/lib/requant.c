@@ -46,7 +46,7 @@ static sl_status requant(const sl_gguf *g, const char *tmp_path, const regex_t *
 {
     const sl_gguf_type_info *ti = sl_gguf_type_get(type);
     /* alignment 0: a copied general.alignment decides, as in the source */
-    sl_gguf_writer_options wo = {0};
+    sl_gguf_writer_options wo = {.split_keys_verbatim = true};
     sl_gguf_writer *wr;
     sl_status st = sl_gguf_writer_create(tmp_path, &wo, &wr, err);
     if (st) return st;
