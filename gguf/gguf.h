@@ -201,6 +201,8 @@ typedef struct sl_gguf_writer_options {
     uint32_t shard_max_tensors; /* 0: no limit */
     uint64_t shard_max_bytes;   /* 0: no limit; data bytes per shard (a larger tensor gets
                                    a shard of its own) */
+    bool split_keys_verbatim;   /* without sharding: the caller may set split.* (rewriting
+                                   one shard of a set alone); else they are reserved */
 } sl_gguf_writer_options;
 
 /* With sharding, `path` "X.gguf" becomes X-00001-of-0000N.gguf ...; N is fixed when the first

@@ -18,7 +18,8 @@
  * - split.no / split.count / split.tensors.count are reserved: the writer adds them (after the
  *   caller's KV, as gguf-split does) to every shard when sharding options are given, and to
  *   no file otherwise. Shards after the first hold only these three keys, preceded by
- *   general.alignment when the alignment is not the default 32.
+ *   general.alignment when the alignment is not the default 32. Without sharding,
+ *   options.split_keys_verbatim lets the caller copy them (rewriting one shard of a set).
  *
  * Invariants while streaming (state W_STREAM):
  *   cur <= n_t;  cur < n_t  =>  cur_done < t[cur].nbytes (advance() skips finished tensors)
@@ -129,6 +130,7 @@ struct sl_gguf_writer {
     uint32_t shard_max_tensors;
     uint64_t shard_max_bytes;
     bool sharded;
+    bool split_keys_verbatim;
 
     wkv *kv;
     size_t n_kv, cap_kv;
@@ -366,6 +368,7 @@ sl_status sl_gguf_writer_create(const char *path, const sl_gguf_writer_options *
     w->shard_max_tensors = o.shard_max_tensors;
     w->shard_max_bytes = o.shard_max_bytes;
     w->sharded = o.shard_max_tensors || o.shard_max_bytes;
+    w->split_keys_verbatim = o.split_keys_verbatim && !w->sharded;
     *out = w;
     return SL_OK;
 }
@@ -390,8 +393,9 @@ sl_status sl_gguf_writer_set(sl_gguf_writer *w, const char *key, const sl_gguf_v
     if (name_set_has(&w->keys, key))
         return sl_error_set(err, SL_ERR_INVALID, "gguf writer %s: duplicate key '%s'", w->path,
                             key);
-    if (!strcmp(key, k_key_split_no) || !strcmp(key, k_key_split_count) ||
-        !strcmp(key, k_key_split_tensors))
+    if (!w->split_keys_verbatim && (!strcmp(key, k_key_split_no) ||
+                                    !strcmp(key, k_key_split_count) ||
+                                    !strcmp(key, k_key_split_tensors)))
         return sl_error_set(err, SL_ERR_INVALID, "gguf writer %s: key '%s' is reserved: the "
                             "writer sets the split keys itself when sharding", w->path, key);
     if ((s = value_check(v, 0, key, err))) return s;

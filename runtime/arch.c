@@ -360,6 +360,7 @@ static sl_status bind(sl_model *m, const char *name, uint32_t nd, const int64_t 
     for (int i = 0; i < SL_GGUF_MAX_DIMS; i++) w->ne[i] = i < (int)t->n_dims ? t->ne[i] : 1;
     w->nbytes = t->nbytes;
     w->path = t->path;
+    w->shard = t->shard;
     w->file_offset = t->file_offset;
     w->file_nbytes = t->nbytes;
     w->mtime_sec = t->mtime_sec;

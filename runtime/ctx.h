@@ -78,6 +78,10 @@ struct sl_ctx {
     int64_t n_eval;             /* tokens of the last eval (its logits rows: all or the last) */
     sl_ctx_stats stats;
     sl_neuron_stats *nstats;    /* [n_layer] with opt.neuron_stats, else NULL */
+    /* live reload: the model's gate epoch the caches above were built for, and what depends
+     * on weight types (the CPU matvec workspace, the staged embedding rows) */
+    uint64_t epoch;
+    size_t work_bytes, embd_rows_bytes;
 };
 
 /* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention
@@ -91,6 +95,10 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err);
  * aligned): with base, points s's buffers into it; returns the bytes it needs either way. */
 size_t sl__side_carve(const sl_ctx *c, sl__side *s, void *base);
 void sl__ctx_dev_destroy(sl_ctx *c);
+/* After a live reload: uploads the model's expert pointers again into the device arrays (cuda)
+ * and recreates the sim executor when the workspace grew (work_bytes). SL_ERR_UNSUPPORTED when
+ * a layer's experts moved to the device side that the context has no arrays for (recreate it). */
+sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err);
 
 /* forward.c: evaluates tokens[0..n) (n <= cap) at positions n_past.. and appends them to the
  * cache; writes logits rows for every token into logits_out (all) or for the last one only

@@ -44,7 +44,9 @@ static size_t core_weights(const sl__layer *L, const sl_weight **out)
 static sl_status check_weight(const sl_ctx *c, const sl_weight *w, bool dev, const char *where,
                               sl_error *err)
 {
-    if (on_dev(w) != dev)
+    /* a live reload's host fallback on a host-addressable (sim) device: read in place */
+    const bool sim = sl_device_kind_get(c->m->dev) == SL_DEVICE_SIM;
+    if (on_dev(w) != dev && !(w->fallback && sim))
         return sl_error_set(err, SL_ERR_UNSUPPORTED,
                             "%s: weight '%s' is on the %s while its %s runs on the %s (a "
                             "placement keeps each group of a layer on one side)", c->m->path,
@@ -135,6 +137,47 @@ static size_t gemm_work_bytes(const sl_ctx *c)
     return c->cap >= SL__DX_GEMM_MIN_BATCH ? best : 0;
 }
 
+/* Copies the model's expert pointers of layer il into the context's device arrays. */
+static sl_status upload_ptrs(sl_ctx *c, int32_t il, sl_error *err)
+{
+    const sl_model *m = c->m;
+    const sl__layer *L = &m->layers[il];
+    const void *const *dst[3] = {c->dmoe[il].d_gate, c->dmoe[il].d_up, c->dmoe[il].d_down};
+    const void **src[3] = {L->moe_gate, L->moe_up, L->moe_down};
+    for (int p = 0; p < 3; p++) {
+        /* the host arrays are the model's and live as long as it: the caller syncs once */
+        sl_status st = sl_device_copy(m->dev, m->stream, (void *)dst[p], src[p],
+                                      (uint64_t)m->hp.n_expert * sizeof(void *), SL_COPY_H2D,
+                                      err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
+sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err)
+{
+    sl_model *m = c->m;
+    if (!c->dev.dx) return SL_OK;
+    const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
+    sl_status st;
+    for (int32_t il = 0; cuda && il < m->hp.n_layer && m->hp.n_expert; il++) {
+        if (!m->layers[il].moe_on_device[0]) continue;
+        if (!c->dmoe[il].d_gate)
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: a reload moved its "
+                                "experts to the device after this context was created: "
+                                "recreate the context", m->path, il);
+        if ((st = upload_ptrs(c, il, err))) return st;
+    }
+    if (!cuda && work_bytes > c->work_bytes) {
+        sl__dx_destroy(c->dev.dx);
+        c->dev.dx = NULL;
+        if ((st = sl__dx_sim_create(m->dev, m->stream, &c->ops, &c->mv, c->pool, c->moe,
+                                    work_bytes, &c->dev.dx, err)))
+            return st;
+    }
+    return sl_device_stream_sync(m->dev, m->stream, err);
+}
+
 /* cuda: device arrays of each device MoE layer's expert pointers, [gate | up | down]. */
 static sl_status expert_ptrs(sl_ctx *c, sl_error *err)
 {
@@ -153,16 +196,10 @@ static sl_status expert_ptrs(sl_ctx *c, sl_error *err)
         const sl__layer *L = &m->layers[il];
         if (!L->moe_on_device[0]) continue;
         const void *const **dst[3] = {&c->dmoe[il].d_gate, &c->dmoe[il].d_up, &c->dmoe[il].d_down};
-        const void **src[3] = {L->moe_gate, L->moe_up, L->moe_down};
-        for (int p = 0; p < 3; p++) {
-            uint8_t *at = base + (uint64_t)slot * per + (uint64_t)p * X * sizeof(void *);
-            /* the host arrays are the model's and live as long as it: no sync needed before
-             * this function returns, the caller syncs once */
-            st = sl_device_copy(m->dev, m->stream, at, src[p], (uint64_t)X * sizeof(void *),
-                                SL_COPY_H2D, err);
-            if (st) return st;
-            *dst[p] = (const void *const *)at;
-        }
+        for (int p = 0; p < 3; p++)
+            *dst[p] = (const void *const *)(base + (uint64_t)slot * per +
+                                            (uint64_t)p * X * sizeof(void *));
+        if ((st = upload_ptrs(c, il, err))) return st;
         slot++;
     }
     return SL_OK;

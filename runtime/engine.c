@@ -75,7 +75,7 @@ sl_status sl_model_plan_get(const sl_model *m, const sl_place_plan **plan,
     return SL_OK;
 }
 
-static void fill_info(sl_model *m)
+void sl__model_info_fill(sl_model *m)
 {
     sl_model_info *in = &m->info;
     const sl__hparams *hp = &m->hp;
@@ -158,13 +158,18 @@ sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model 
     if ((st = sl__model_bind(m, err))) goto fail;
     if ((st = open_device(m, err))) goto fail;
     if (m->opt.plan_only) {
-        fill_info(m);
+        sl__model_info_fill(m);
         *out = m;
         return SL_OK;
     }
     if ((st = sl__model_load_weights(m, err))) goto fail;
     if ((st = sl__model_validate(m, err))) goto fail;
-    fill_info(m);
+    if ((st = sl_swap_gate_init(&m->gate, err))) goto fail;
+    m->gate_ready = true;
+    if ((st = sl_swap_sources_init(&m->sources, m->gguf, err))) goto fail;
+    for (size_t i = 0; i < m->n_w; i++)
+        m->w[i].file_size = m->sources.v[m->w[i].shard].size;
+    sl__model_info_fill(m);
     *out = m;
     return SL_OK;
 fail:
@@ -176,6 +181,8 @@ void sl_model_close(sl_model *m)
 {
     if (!m) return;
     sl__model_free_weights(m);
+    sl_swap_sources_free(&m->sources);
+    if (m->gate_ready) sl_swap_gate_destroy(&m->gate);
     if (m->layers) {
         for (int il = 0; il < m->hp.n_layer; il++) {
             sl__layer *L = &m->layers[il];
@@ -335,6 +342,25 @@ static void host_buf_free(sl_ctx *c, void *p)
     free(p);
 }
 
+/* token_embd on the device (tied to the output matrix): its rows are staged down into a host
+ * buffer sized for its current type (grown when a reload changed the type). */
+static sl_status embd_rows_alloc(sl_ctx *c, sl_error *err)
+{
+    const sl_weight *te = c->m->tok_embd;
+    if (!(te->residency & SL_RES_DEVICE)) return SL_OK;
+    const size_t bytes = (size_t)c->cap * sl_quant_row_bytes(te->type, c->m->hp.n_embd);
+    if (bytes <= c->embd_rows_bytes) return SL_OK;
+    host_buf_free(c, c->embd_rows);
+    c->embd_rows = NULL;
+    c->embd_rows_bytes = 0;
+    void *rows = NULL;
+    sl_status st = host_buf_alloc(c, bytes, "embedding rows", &rows, err);
+    if (st) return st;
+    c->embd_rows = rows;
+    c->embd_rows_bytes = bytes;
+    return SL_OK;
+}
+
 /* The host side: the host executor and its [cap][...] buffers. */
 static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
 {
@@ -348,15 +374,46 @@ static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
     const sl_weight *rf = c->m->rope_freqs;
     h->rope_freqs = rf && !(rf->residency & SL_RES_DEVICE) ? rf->data : NULL;
     /* token_embd on the device (tied to the output matrix): rows are staged down */
-    const sl_weight *te = c->m->tok_embd;
-    if (te->residency & SL_RES_DEVICE) {
-        void *rows = NULL;
-        if ((st = host_buf_alloc(c, (size_t)c->cap * sl_quant_row_bytes(te->type, c->m->hp.n_embd),
-                                 "embedding rows", &rows, err)))
-            return st;
-        c->embd_rows = rows;
-    }
+    if ((st = embd_rows_alloc(c, err))) return st;
+    c->work_bytes = work_bytes;
     return sl__dx_host_create(&c->ops, &c->mv, c->pool, c->moe, work_bytes, &h->dx, err);
+}
+
+/* The largest CPU matvec workspace any weight needs (0 and an error for a type without one). */
+static sl_status matvec_work_bytes(const sl_model *m, size_t *out, sl_error *err)
+{
+    size_t wb = 0;
+    for (size_t i = 0; i < m->n_w; i++) {
+        const sl_weight *w = &m->w[i];
+        if (!w->need_matvec) continue;
+        const size_t b = sl_cpu_matvec_work_bytes(w->type, w->ne[0], 64);
+        if (!b) {
+            const sl_gguf_type_info *ti = sl_gguf_type_get(w->type);
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "tensor '%s': type %s has no CPU "
+                                "matvec", w->name, ti ? ti->name : "?");
+        }
+        if (b > wb) wb = b;
+    }
+    *out = wb;
+    return SL_OK;
+}
+
+/* A live reload changed the model (its gate's epoch moved): everything the context derived
+ * from weight locations and types is rebuilt before the step reads a weight. */
+static sl_status ctx_refresh(sl_ctx *c, sl_error *err)
+{
+    sl_moe_invalidate(c->moe);
+    size_t wb;
+    sl_status st = matvec_work_bytes(c->m, &wb, err);
+    if (!st) st = embd_rows_alloc(c, err);
+    if (!st) st = sl__ctx_dev_refresh(c, wb, err);
+    if (st || wb <= c->work_bytes) return st;
+    sl__dx_destroy(c->host.dx);
+    c->host.dx = NULL;
+    if ((st = sl__dx_host_create(&c->ops, &c->mv, c->pool, c->moe, wb, &c->host.dx, err)))
+        return st;
+    c->work_bytes = wb;
+    return SL_OK;
 }
 
 static sl_status nstats_create(sl_ctx *c, sl_error *err);
@@ -419,22 +476,14 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
         if ((st = sl_cpu_pool_create(&po, &c->pool, err))) goto fail;
     }
     if ((st = create_moe(c, err))) goto fail;
+    /* what follows reads weights and takes arena blocks: not while a reload commits */
+    c->epoch = sl_swap_step_begin(&m->gate);
     size_t wb = 0;
-    for (size_t i = 0; i < m->n_w; i++) {
-        const sl_weight *w = &m->w[i];
-        if (!w->need_matvec) continue;
-        const size_t b = sl_cpu_matvec_work_bytes(w->type, w->ne[0], 64);
-        if (!b) {
-            const sl_gguf_type_info *ti = sl_gguf_type_get(w->type);
-            st = sl_error_set(err, SL_ERR_UNSUPPORTED, "tensor '%s': type %s has no CPU matvec",
-                              w->name, ti ? ti->name : "?");
-            goto fail;
-        }
-        if (b > wb) wb = b;
-    }
-    if ((st = host_side_create(c, wb, err))) goto fail;
-    if ((st = logits_alloc(c, c->opt.all_logits ? c->cap : 1, err))) goto fail;
-    if ((st = sl__ctx_dev_create(c, wb, err))) goto fail;
+    if (!(st = matvec_work_bytes(m, &wb, err)) && !(st = host_side_create(c, wb, err)) &&
+        !(st = logits_alloc(c, c->opt.all_logits ? c->cap : 1, err)))
+        st = sl__ctx_dev_create(c, wb, err);
+    sl_swap_step_end(&m->gate);
+    if (st) goto fail;
     if (c->opt.neuron_stats && (st = nstats_create(c, err))) goto fail;
     *out = c;
     return SL_OK;
@@ -449,7 +498,9 @@ void sl_ctx_destroy(sl_ctx *c)
     for (int32_t il = 0; c->nstats && il < c->m->hp.n_layer; il++)
         sl_neuron_stats_free(&c->nstats[il]);
     free(c->nstats);
+    sl_swap_step_begin(&c->m->gate); /* gives arena blocks back */
     sl__ctx_dev_destroy(c);
+    sl_swap_step_end(&c->m->gate);
     sl__dx_destroy(c->host.dx);
     sl_moe_destroy(c->moe);
     sl_cpu_pool_destroy(c->pool);
@@ -496,10 +547,24 @@ sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int64_t *n_neuron,
     return SL_OK;
 }
 
+static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err);
+
+/* One evaluation step: holds the model's swap gate shared, so a live reload applies its
+ * changes before or after it, never during (scheduler/swap.h). */
 sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err)
 {
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL context");
     if (!n) return SL_OK;
+    const uint64_t epoch = sl_swap_step_begin(&c->m->gate);
+    sl_status st = SL_OK;
+    if (epoch != c->epoch && !(st = ctx_refresh(c, err))) c->epoch = epoch;
+    if (!st) st = eval_step(c, tokens, n, err);
+    sl_swap_step_end(&c->m->gate);
+    return st;
+}
+
+static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err)
+{
     if (!tokens) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL tokens");
     if ((uint64_t)c->n_past + n > (uint64_t)c->opt.n_ctx)
         return sl_error_set(err, SL_ERR_RANGE,

@@ -12,7 +12,9 @@
  *   every weight has residency != 0 and data != NULL;
  *   hp.n_head % hp.n_head_kv == 0, hp.head_dim even, hp.n_rot <= hp.head_dim;
  *   MoE layers (hp.n_expert > 0) have a router and, for each expert e, gate/up/down pointers.
- * Immutable after open; contexts only read it.
+ * After open it changes only in a live reload (reload.c, scheduler/swap.h), which holds
+ * `gate` exclusively while it changes weights, expert pointers and the plan record; contexts
+ * read it inside steps that hold the gate shared.
  */
 #ifndef SL_RUNTIME_MODEL_H
 #define SL_RUNTIME_MODEL_H
@@ -30,6 +32,7 @@
 #include "scheduler/weights.h"
 #include "scheduler/moe.h"
 #include "scheduler/placement.h"
+#include "scheduler/swap.h"
 
 typedef enum sl__arch {
     SL__ARCH_LLAMA = 0,     /* llama, and Mixtral files (llama + expert_count) */
@@ -117,6 +120,10 @@ struct sl_model {
     sl_model_info info;
     sl_vocab *vocab;                /* NULL when the file has no tokenizer.ggml.model */
     char notice[256];               /* first loader notice (e.g. O_DIRECT fallback) */
+    /* live reload (reload.c) */
+    sl_swap_gate gate;
+    bool gate_ready;
+    sl_swap_sources sources;        /* every shard's size and mtime as loaded */
 };
 
 /* arch.c */
@@ -127,6 +134,9 @@ sl_status sl__arch_parse(const char *name, sl__arch *out, sl_error *err);
 sl_status sl__hparams_load(sl_model *m, sl_error *err);
 /* Binds every tensor of the architecture into m->w / m->layers / the globals, with shape checks. */
 sl_status sl__model_bind(sl_model *m, sl_error *err);
+
+/* engine.c: m->info from the weights' current residency and sizes. */
+void sl__model_info_fill(sl_model *m);
 
 /* weight.c */
 /* The placement plan of the bound weights (m->plan, m->place_t; want_device set from it).
@@ -141,6 +151,21 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err);
  * block, type changes only by conversion, expert pointers); SL_ERR_INVALID naming the weight.
  * Run at the end of every open (cost O(weights + layers * experts)). */
 sl_status sl__model_validate(const sl_model *m, sl_error *err);
+/* Points the scheduler's expert arrays, the layers' sl_moe_layer (types, on_device) and the
+ * rope factors at the weights' current data (after loading, and after a live reload). */
+sl_status sl__model_refresh_pointers(sl_model *m, sl_error *err);
+/* Reads tensor t of g into a new host pool block (*block), O_DIRECT when direct (else pread);
+ * *data is where its first byte landed. */
+sl_status sl__weight_read(sl_model *m, const sl_gguf *g, const sl_gguf_tensor *t, bool direct,
+                          sl_block *block, void **data, sl_error *err);
+/* Dequantizes src (w's shape, file_type) into a new malloc'd F32 array *out. */
+sl_status sl__weight_dequant_f32(const sl_weight *w, uint32_t file_type, const void *src,
+                                 float **out, sl_error *err);
+/* Copies w's host bytes into a new device block of the arena (SL_BFC_PINNED), frees the host
+ * copy (pool block or owned buffer), and makes w device-resident. */
+sl_status sl__weight_to_device(sl_model *m, sl_weight *w, sl_error *err);
+/* Frees the blocks and buffer of s (NULL data, no blocks afterwards). */
+void sl__weight_storage_release(sl_model *m, sl_weight_storage *s);
 /* Frees every weight's memory (host pool, converted copies, device blocks). */
 void sl__model_free_weights(sl_model *m);
 /* Pointer to expert e's 2-D matrix of a layer's projection (0 gate, 1 up, 2 down). */

@@ -2,8 +2,10 @@
  *
  * Contract
  * - Plain C17; every fallible call returns sl_status and fills an optional sl_error.
- * - A model (sl_model) is immutable after open and may be shared by several contexts; a
- *   context (sl_ctx: KV cache, scratch, sampler state) is used by one thread at a time.
+ * - A model (sl_model) may be shared by several contexts, each on its own thread; it changes
+ *   after open only through sl_reload_changed, which any thread may call at any time (it
+ *   waits for running evaluation steps, see below). A context (sl_ctx: KV cache, scratch,
+ *   sampler state) is used by one thread at a time.
  * - Token ids are int32; logits are float32 rows of n_vocab.
  * - Memory returned by the API is owned by the object it came from and valid until that object
  *   is closed or the next call on it that says it invalidates (e.g. sl_ctx_eval -> logits).
@@ -197,5 +199,52 @@ void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
  * fetch scheduler with option trace=1 or debug); SL_ERR_INVALID for other schedulers, SL_ERR_IO
  * naming the path. */
 sl_status sl_ctx_trace_write(const sl_ctx *c, const char *path, sl_error *err);
+
+/* ---- live reload -------------------------------------------------------------------- */
+
+/* What happened to one tensor (or, for SL_RELOAD_SKIPPED_FILE, one file). */
+typedef enum sl_reload_kind {
+    SL_RELOAD_REATTACHED = 0,   /* back to its original type and size: the original block */
+    SL_RELOAD_IN_PLACE,         /* same type and size: new bytes in the same block */
+    SL_RELOAD_PRIVATE,          /* new type or size: a block of its own */
+    SL_RELOAD_SIBLING,          /* unchanged, moved with a sibling expert tensor */
+    SL_RELOAD_REFUSED,          /* not applied (msg says why); the old tensor stays in use */
+    SL_RELOAD_SKIPPED_FILE,     /* a file being rewritten or unreadable: retried next call */
+} sl_reload_kind;
+
+typedef struct sl_reload_entry {
+    char name[96];              /* tensor name, or the file's path (SKIPPED_FILE) */
+    sl_reload_kind kind;
+    uint32_t old_type, new_type;    /* ggml type codes as stored in memory */
+    uint64_t old_bytes, new_bytes;
+    const char *where;          /* "device", "host", "host (fallback)"; "" when not applied */
+    double seconds;             /* reading and applying it */
+    char msg[160];              /* REFUSED / SKIPPED_FILE: why */
+} sl_reload_entry;
+
+typedef struct sl_reload_report {
+    bool changed;               /* some tensor now has other bytes, type or place */
+    sl_reload_entry *entries;   /* [n], owned: sl_reload_report_free */
+    size_t n;
+    uint32_t files_changed, files_skipped;
+    uint32_t n_reloaded, n_refused, n_fallback;
+    uint64_t bytes_read;
+    double seconds;
+} sl_reload_report;
+
+/* Reloads every tensor whose source file (any shard) changed since it was read (ik_llama.cpp's
+ * llama_reload_changed_tensors; policy in scheduler/swap.h). Files are read while contexts keep
+ * evaluating; the changes are applied between evaluation steps, so a step sees every tensor
+ * either before or after the reload, never torn. report (may be NULL) is filled either way and
+ * must be freed with sl_reload_report_free. Errors: SL_ERR_INVALID for a model opened with
+ * plan_only; I/O and format problems of one file are not errors but SKIPPED_FILE entries, and
+ * tensors that cannot be applied are REFUSED entries. Thread-safe (one reload at a time). */
+sl_status sl_reload_changed(sl_model *m, sl_reload_report *report, sl_error *err);
+/* The same for the context's model. */
+sl_status sl_ctx_reload_changed(sl_ctx *c, sl_reload_report *report, sl_error *err);
+void sl_reload_report_free(sl_reload_report *report);
+/* Appends one line per entry ("name: Q8_0 -> Q4_K, 1.2 MiB -> 0.6 MiB, device, 0.8 ms") to f,
+ * a FILE * (void * keeps <stdio.h> out of this header). */
+void sl_reload_report_print(const sl_reload_report *report, void *f);
 
 #endif

@@ -40,9 +40,7 @@ const void *sl__expert_data(const sl__layer *L, int proj, int32_t e)
 
 static bool needs_conversion(const sl_weight *w)
 {
-    if (w->need_f32 && w->file_type != SL_GGML_F32) return true;
-    if (w->need_matvec && !sl_ref_matvec_supported(w->file_type)) return true;
-    return false;
+    return sl__weight_needs_f32(w, w->file_type);
 }
 
 static uint64_t f32_bytes(const sl_weight *w)
@@ -222,39 +220,73 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
     return SL_OK;
 }
 
-/* Dequantizes w's file bytes (through the mapping) into a malloc'd F32 copy. */
-static sl_status convert_f32(sl_model *m, sl_weight *w, sl_error *err)
+sl_status sl__weight_dequant_f32(const sl_weight *w, uint32_t file_type, const void *src,
+                                 float **out, sl_error *err)
 {
-    if (!sl_quant_supported(w->file_type)) {
-        const sl_gguf_type_info *ti = sl_gguf_type_get(w->file_type);
+    *out = NULL;
+    if (!sl_quant_supported(file_type)) {
+        const sl_gguf_type_info *ti = sl_gguf_type_get(file_type);
         return sl_error_set(err, SL_ERR_UNSUPPORTED,
                             "%s: tensor '%s' has type %s, which Sluice cannot dequantize",
                             w->path, w->name, ti ? ti->name : "?");
     }
-    const uint8_t *src = sl_gguf_tensor_view(m->gguf, w->t);
-    if (!src)
-        return sl_error_set(err, SL_ERR_IO, "%s: tensor '%s': no file mapping to convert from",
-                            w->path, w->name);
     const int64_t cols = w->ne[0], rows = w->ne[1] * w->ne[2] * w->ne[3];
     float *dst = malloc((size_t)f32_bytes(w) ? (size_t)f32_bytes(w) : 1);
     if (!dst)
         return sl_error_set(err, SL_ERR_NOMEM, "tensor '%s': out of memory converting to F32 "
                             "(%llu bytes)", w->name, (unsigned long long)f32_bytes(w));
-    const size_t rb = sl_quant_row_bytes(w->file_type, cols);
+    const size_t rb = sl_quant_row_bytes(file_type, cols);
     for (int64_t r = 0; r < rows; r++) {
-        sl_status st = sl_quant_dequant_row(w->file_type, src + (size_t)r * rb, dst + r * cols,
-                                            cols, err);
+        sl_status st = sl_quant_dequant_row(file_type, (const uint8_t *)src + (size_t)r * rb,
+                                            dst + r * cols, cols, err);
         if (st) {
             free(dst);
             return st;
         }
     }
+    *out = dst;
+    return SL_OK;
+}
+
+/* Dequantizes w's file bytes (through the mapping) into a malloc'd F32 copy. */
+static sl_status convert_f32(sl_model *m, sl_weight *w, sl_error *err)
+{
+    const uint8_t *src = sl_gguf_tensor_view(m->gguf, w->t);
+    if (!src && sl_quant_supported(w->file_type))
+        return sl_error_set(err, SL_ERR_IO, "%s: tensor '%s': no file mapping to convert from",
+                            w->path, w->name);
+    float *dst;
+    sl_status st = sl__weight_dequant_f32(w, w->file_type, src, &dst, err);
+    if (st) return st;
     w->h_owned = dst;
     w->data = dst;
     w->type = SL_GGML_F32;
     w->nbytes = f32_bytes(w);
     w->converted = true;
     w->residency = SL_RES_HOST;
+    return SL_OK;
+}
+
+sl_status sl__weight_read(sl_model *m, const sl_gguf *g, const sl_gguf_tensor *t, bool direct,
+                          sl_block *block, void **data, sl_error *err)
+{
+    const uint64_t span = direct ? sl_gguf_direct_span(t) : t->nbytes;
+    const uint64_t want = span + (direct ? SL_GGUF_DIRECT_ALIGN : 0);
+    void *h = NULL;
+    sl_status st = sl_hostpool_alloc(m->hostpool, want ? want : 1, block, &h, err);
+    if (st) return st;
+    uint8_t *dst = h;
+    if (direct) /* the pool aligns to 256 B; O_DIRECT needs 4096 */
+        dst = (uint8_t *)(((uintptr_t)h + SL_GGUF_DIRECT_ALIGN - 1) &
+                          ~(uintptr_t)(SL_GGUF_DIRECT_ALIGN - 1));
+    *data = dst;
+    if (t->nbytes &&
+        (st = sl_gguf_tensor_read(g, t, direct ? SL_GGUF_IO_DIRECT : SL_GGUF_IO_PREAD, dst, span,
+                                  data, err))) {
+        sl_hostpool_free(m->hostpool, *block, NULL);
+        *block = SL_BLOCK_NONE;
+        return st;
+    }
     return SL_OK;
 }
 
@@ -269,28 +301,16 @@ static sl_status load_host(sl_model *m, sl_weight *w, sl_error *err)
         w->residency = SL_RES_HOST;
         return SL_OK;
     }
-    const bool direct = m->opt.io == SL_LOAD_DIRECT;
-    const uint64_t span = direct ? sl_gguf_direct_span(w->t) : w->nbytes;
-    const uint64_t want = span + (direct ? SL_GGUF_DIRECT_ALIGN : 0);
-    void *h = NULL;
-    sl_status st = sl_hostpool_alloc(m->hostpool, want ? want : 1, &w->h_block, &h, err);
+    void *data;
+    sl_status st = sl__weight_read(m, m->gguf, w->t, m->opt.io == SL_LOAD_DIRECT, &w->h_block,
+                                   &data, err);
     if (st) return st;
-    uint8_t *dst = h;
-    if (direct) /* the pool aligns to 256 B; O_DIRECT needs 4096 */
-        dst = (uint8_t *)(((uintptr_t)h + SL_GGUF_DIRECT_ALIGN - 1) &
-                          ~(uintptr_t)(SL_GGUF_DIRECT_ALIGN - 1));
-    void *data = dst;
-    if (w->nbytes) {
-        st = sl_gguf_tensor_read(m->gguf, w->t, direct ? SL_GGUF_IO_DIRECT : SL_GGUF_IO_PREAD,
-                                 dst, span, &data, err);
-        if (st) return st;
-    }
     w->data = data;
     w->residency = SL_RES_HOST;
     return SL_OK;
 }
 
-static sl_status to_device(sl_model *m, sl_weight *w, sl_error *err)
+sl_status sl__weight_to_device(sl_model *m, sl_weight *w, sl_error *err)
 {
     sl_status st = sl_bfc_alloc(m->arena, w->nbytes ? w->nbytes : 1, SL_BFC_PINNED, &w->d_block, err);
     if (st) return st;
@@ -337,7 +357,7 @@ static sl_status make_part(sl_model *m, const sl__layer *L, int proj, bool hot, 
     }
     pw->data = dst;
     pw->residency = SL_RES_HOST;
-    if (hot) pw->h_owned = dst; /* to_device frees it */
+    if (hot) pw->h_owned = dst; /* sl__weight_to_device frees it */
     return SL_OK;
 }
 
@@ -365,7 +385,7 @@ static sl_status split_layer(sl_model *m, sl__layer *L, sl_error *err)
             return st;
         if (hot)
             for (int p = 0; p < 3; p++)
-                if ((st = to_device(m, &pw[p], err))) return st;
+                if ((st = sl__weight_to_device(m, &pw[p], err))) return st;
     }
     sl_weight *orig[3] = {L->ffn_gate, L->ffn_up, L->ffn_down};
     for (int p = 0; p < 3; p++) {
@@ -430,7 +450,7 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
     for (size_t i = 0; i < m->n_w; i++) {
         sl_weight *w = &m->w[i];
         sl_status st = load_host(m, w, err);
-        if (!st && w->want_device) st = to_device(m, w, err);
+        if (!st && w->want_device) st = sl__weight_to_device(m, w, err);
         if (st) {
             if (m->opt.progress && isatty(STDERR_FILENO)) fputc('\n', stderr);
             return st;
@@ -452,6 +472,15 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
             if (st) return st;
         }
     }
+    for (size_t i = 0; i < m->n_w; i++) { /* what a live reload reattaches to */
+        m->w[i].orig = sl__weight_storage_get(&m->w[i]);
+        m->w[i].orig_set = true;
+    }
+    return sl__model_refresh_pointers(m, err);
+}
+
+sl_status sl__model_refresh_pointers(sl_model *m, sl_error *err)
+{
     /* the scheduler's expert pointers and rope frequency factors, now that data is final */
     for (int il = 0; il < m->hp.n_layer; il++) {
         sl__layer *L = &m->layers[il];
@@ -492,15 +521,25 @@ void sl__model_free_weights(sl_model *m)
     }
     for (size_t i = 0; i < m->n_w; i++) {
         sl_weight *w = &m->w[i];
-        if (w->h_block != SL_BLOCK_NONE && m->hostpool)
-            sl_hostpool_free(m->hostpool, w->h_block, NULL);
-        if (w->d_block != SL_BLOCK_NONE && m->arena) sl_bfc_free(m->arena, w->d_block, NULL);
-        free(w->h_owned);
-        w->h_owned = NULL;
-        w->h_block = w->d_block = SL_BLOCK_NONE;
-        w->data = NULL;
+        if (w->swapped) { /* a live reload left the original storage waiting */
+            sl__weight_storage_release(m, &w->orig);
+            w->swapped = w->fallback = false;
+        }
+        sl_weight_storage cur = sl__weight_storage_get(w);
+        sl__weight_storage_release(m, &cur);
+        sl__weight_storage_set(w, &cur);
         w->residency = 0;
     }
+}
+
+void sl__weight_storage_release(sl_model *m, sl_weight_storage *s)
+{
+    if (s->h_block != SL_BLOCK_NONE && m->hostpool) sl_hostpool_free(m->hostpool, s->h_block, NULL);
+    if (s->d_block != SL_BLOCK_NONE && m->arena) sl_bfc_free(m->arena, s->d_block, NULL);
+    free(s->h_owned);
+    s->h_owned = NULL;
+    s->h_block = s->d_block = SL_BLOCK_NONE;
+    s->data = NULL;
 }
 
 sl_status sl__model_validate(const sl_model *m, sl_error *err)

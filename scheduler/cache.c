@@ -34,6 +34,12 @@ void sl__cache_free(sl__cache *c)
     c->n_layer = 0;
 }
 
+void sl__cache_flush(sl__cache *c)
+{
+    sl__cache_free(c);
+    c->used = 0;
+}
+
 sl__cache_layer *sl__cache_layer_get(sl__cache *c, int32_t layer, int32_t n_expert)
 {
     if (layer < 0 || n_expert < 1) return NULL;

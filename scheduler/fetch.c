@@ -940,7 +940,17 @@ static void fetch_destroy(sl_moe_sched *s)
     free(f);
 }
 
-static const sl__moe_vtable k_fetch_vt = {"fetch", fetch_exec, fetch_destroy};
+/* A live reload changed weights: cached device copies of experts are stale. The streams are
+ * drained first (a promotion may still be filling an entry). */
+static void fetch_invalidate(sl_moe_sched *s)
+{
+    fetch *f = (fetch *)s;
+    if (f->ks) sl_device_stream_sync(f->dev, f->ks, NULL);
+    if (f->cs) sl_device_stream_sync(f->dev, f->cs, NULL);
+    sl__cache_flush(&f->cache);
+}
+
+static const sl__moe_vtable k_fetch_vt = {"fetch", fetch_exec, fetch_destroy, fetch_invalidate};
 
 static sl_status parse_pins(fetch *f, const char *list, sl_error *err)
 {

@@ -45,6 +45,8 @@ typedef struct sl__cache {
 
 void sl__cache_init(sl__cache *c, sl_cache_policy policy, double decay, uint64_t budget);
 void sl__cache_free(sl__cache *c);
+/* Drops every entry, pinned ones too (their pins load again at the layer's next call). */
+void sl__cache_flush(sl__cache *c);
 /* The layer's row, created with n_expert entries on first sight. NULL on out of memory or a
  * changed n_expert. */
 sl__cache_layer *sl__cache_layer_get(sl__cache *c, int32_t layer, int32_t n_expert);

@@ -52,6 +52,11 @@ const char *sl_moe_name(const sl_moe_sched *s)
     return s ? s->vt->name : "none";
 }
 
+void sl_moe_invalidate(sl_moe_sched *s)
+{
+    if (s && s->vt->invalidate) s->vt->invalidate(s);
+}
+
 void sl_moe_destroy(sl_moe_sched *s)
 {
     if (s) s->vt->destroy(s);

@@ -81,6 +81,10 @@ sl_status sl_moe_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assig
 void sl_moe_stats_get(const sl_moe_sched *s, sl_moe_stats *out);
 /* "cpu", ... */
 const char *sl_moe_name(const sl_moe_sched *s);
+/* Forgets every copy of expert weights the scheduler keeps (the fetch scheduler's expert
+ * cache, pinned entries included: they are refilled on next use). Called after a live reload
+ * (scheduler/swap.h) changed weights; NULL allowed. */
+void sl_moe_invalidate(sl_moe_sched *s);
 /* NULL allowed. */
 void sl_moe_destroy(sl_moe_sched *s);
 

@@ -153,7 +153,7 @@ static void cpu_destroy(sl_moe_sched *s)
     free(c);
 }
 
-static const sl__moe_vtable k_cpu_vt = {"cpu", cpu_exec, cpu_destroy};
+static const sl__moe_vtable k_cpu_vt = {"cpu", cpu_exec, cpu_destroy, NULL};
 
 sl_status sl_moe_cpu_create(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
                             sl_cpu_pool *pool, sl_moe_sched **out, sl_error *err)

@@ -12,6 +12,8 @@ typedef struct sl__moe_vtable {
                       int64_t n_assign, const float *x, int64_t n_tok, float *out,
                       sl_error *err);
     void (*destroy)(sl_moe_sched *s);
+    /* forgets every cached copy of expert weights (NULL: caches none) */
+    void (*invalidate)(sl_moe_sched *s);
 } sl__moe_vtable;
 
 /* Every implementation's struct starts with this header. */

@@ -1,10 +1,37 @@
 /* scheduler/weights.c: see weights.h. */
 #include "scheduler/weights.h"
 
+#include "kernels/ref/matvec.h"
+
 uint64_t sl__weight_slice_bytes(const sl_weight *w)
 {
     const uint64_t per = (uint64_t)(w->ne[2] * w->ne[3]);
     return per ? w->nbytes / per : 0;
+}
+
+bool sl__weight_needs_f32(const sl_weight *w, uint32_t file_type)
+{
+    if (w->need_f32 && file_type != SL_GGML_F32) return true;
+    return w->need_matvec && !sl_ref_matvec_supported(file_type);
+}
+
+sl_weight_storage sl__weight_storage_get(const sl_weight *w)
+{
+    return (sl_weight_storage){.type = w->type, .nbytes = w->nbytes, .residency = w->residency,
+                               .data = w->data, .h_block = w->h_block, .d_block = w->d_block,
+                               .h_owned = w->h_owned, .converted = w->converted};
+}
+
+void sl__weight_storage_set(sl_weight *w, const sl_weight_storage *s)
+{
+    w->type = s->type;
+    w->nbytes = s->nbytes;
+    w->residency = s->residency;
+    w->data = s->data;
+    w->h_block = s->h_block;
+    w->d_block = s->d_block;
+    w->h_owned = s->h_owned;
+    w->converted = s->converted;
 }
 
 sl_status sl_weight_validate(const sl_weight *w, const sl_hostpool *pool, sl_error *err)
@@ -29,6 +56,13 @@ sl_status sl_weight_validate(const sl_weight *w, const sl_hostpool *pool, sl_err
             return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s' lies outside its "
                                 "host block", w->name);
     }
+    if (w->orig_set && w->swapped != (w->data != w->orig.data))
+        return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s': swapped flag and "
+                            "storage disagree", w->name);
+    if (w->fallback && (!w->swapped || !(w->orig.residency & SL_RES_DEVICE) ||
+                        w->residency != SL_RES_HOST))
+        return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s': host fallback of a "
+                            "weight that was not on the device", w->name);
     if (!w->converted && w->type != w->file_type)
         return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s' changed type without "
                             "conversion", w->name);

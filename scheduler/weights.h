@@ -1,8 +1,9 @@
 /* scheduler/weights.h: one model weight — what it is, where it came from, where it lives.
  *
  * A weight is bound to one GGUF tensor (name, file type, shape in ggml ne order) and keeps that
- * tensor's provenance (path, absolute file offset, bytes, mtime), which is what live reload
- * (scheduler/swap, later) re-checks. Residency says where its bytes are:
+ * tensor's provenance (path, shard, absolute file offset, bytes, mtime and size of the file),
+ * which is what live reload (scheduler/swap.h) re-checks, and a snapshot of its original
+ * storage (`orig`, taken after loading). Residency says where its bytes are:
  *   SL_RES_HOST    a host copy: a block of the model's pinned host pool, a malloc'd converted
  *                  copy, or (io = mmap) the read-only file mapping itself;
  *   SL_RES_DEVICE  a block of the model's device arena (sim: a host-addressable region);
@@ -16,6 +17,12 @@
  *   d_block != SL_BLOCK_NONE  <=>  SL_RES_DEVICE;
  *   type == file_type unless `converted` (a type the CPU kernels cannot compute, or a vector
  *   that must be F32, was dequantized to F32 at load: then nbytes is the F32 size).
+ * Live reload (scheduler/swap.h) adds:
+ *   the storage named by `orig` stays allocated for the model's lifetime;
+ *   swapped  <=>  data != orig.data (the weight lives in a private block or host buffer of its
+ *                 own, which it alone owns, while orig's storage waits for a reattach);
+ *   fallback =>  swapped, (orig.residency & SL_RES_DEVICE) and SL_RES_HOST (the device had no
+ *                 room for the new bytes, or a sibling expert tensor had none).
  */
 #ifndef SL_SCHEDULER_WEIGHTS_H
 #define SL_SCHEDULER_WEIGHTS_H
@@ -29,6 +36,17 @@
 
 enum { SL_RES_HOST = 1u, SL_RES_DEVICE = 2u, SL_RES_PARTS = 4u };
 
+/* Where a weight's bytes were put at load: what a reload back to the original reattaches to. */
+typedef struct sl_weight_storage {
+    uint32_t type;
+    uint64_t nbytes;
+    unsigned residency;
+    const void *data;
+    sl_block h_block, d_block;
+    void *h_owned;
+    bool converted;
+} sl_weight_storage;
+
 typedef struct sl_weight {
     const char *name;           /* owned by the model's gguf handle */
     const sl_gguf_tensor *t;    /* the tensor it is bound to */
@@ -39,8 +57,10 @@ typedef struct sl_weight {
     uint64_t nbytes;            /* bytes at `data` */
     /* provenance (copied from the tensor record, so a reload can compare) */
     const char *path;
+    uint32_t shard;
     uint64_t file_offset, file_nbytes;
     int64_t mtime_sec, mtime_nsec;
+    uint64_t file_size;         /* of `path` when the bytes were read */
     /* residency */
     unsigned residency;         /* SL_RES_* bits */
     const void *data;
@@ -51,10 +71,23 @@ typedef struct sl_weight {
     bool want_device;           /* placement decision, before loading */
     bool need_f32;              /* kernels read it as plain floats (norms, biases) */
     bool need_matvec;           /* kernels read it through matvec */
+    /* live reload (scheduler/swap.h) */
+    sl_weight_storage orig;     /* valid once orig_set */
+    bool orig_set, swapped, fallback;
+    bool orig_fresh;            /* swapped, and orig's storage still holds the current bytes
+                                   (moved for a sibling): returning there needs no copy */
 } sl_weight;
 
 /* Bytes of one 2-D slice (ne[0] * ne[1] elements) of w as stored at `data`. */
 uint64_t sl__weight_slice_bytes(const sl_weight *w);
+
+/* Whether bytes of file type `file_type` must be dequantized to F32 for w's kernels (a vector
+ * read as floats, or a matmul type without a CPU matvec). */
+bool sl__weight_needs_f32(const sl_weight *w, uint32_t file_type);
+
+/* The weight's current storage, and the weight with storage s put back. */
+sl_weight_storage sl__weight_storage_get(const sl_weight *w);
+void sl__weight_storage_set(sl_weight *w, const sl_weight_storage *s);
 
 /* Checks the invariants above (pool: the host pool h_block belongs to, NULL if none);
  * SL_ERR_INVALID naming the weight. */

@@ -18,6 +18,7 @@ static const command k_commands[] = {
     {"eval", sl_cli_eval, "logits of raw token ids (float32 file or summary)"},
     {"serve", sl_cli_serve, "HTTP server with llama-server's endpoints (OpenAI API, SSE)"},
     {"place", sl_cli_place, "where each tensor lives under the placement flags (place show)"},
+    {"requant", sl_cli_requant, "rewrite a tensor (or a regex of them) in another type"},
     {"inspect", sl_cli_inspect, "print a GGUF file's header, metadata and tensor table"},
     {"mkmodel", sl_cli_mkmodel, "write a synthetic model of a real architecture"},
     {"bench", sl_cli_bench, "benchmarks: gguf, alloc, copy, kernels, decode"},

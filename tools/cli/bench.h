@@ -11,6 +11,7 @@
 int sl_bench_gguf(int argc, char **argv);
 int sl_bench_alloc(int argc, char **argv);
 int sl_bench_copy(int argc, char **argv);
+int sl_bench_swap(int argc, char **argv);
 int sl_bench_kernels(int argc, char **argv);
 int sl_bench_decode(int argc, char **argv);
 int sl_bench_moe(int argc, char **argv);

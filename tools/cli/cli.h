@@ -12,6 +12,7 @@ int sl_cli_perplexity(int argc, char **argv);
 int sl_cli_eval(int argc, char **argv);
 int sl_cli_place(int argc, char **argv);
 int sl_cli_serve(int argc, char **argv);
+int sl_cli_requant(int argc, char **argv);
 
 /* Shared by the commands (tools/cli/cli_util.c). */
 #include <stddef.h>

@@ -28,6 +28,7 @@
 #include "tools/cli/fileio.h"
 #include "tools/cli/json.h"
 #include "tools/cli/model_flags.h"
+#include "tools/cli/perplexity_swap.h"
 
 static const char *const k_cmd = "perplexity";
 
@@ -57,6 +58,12 @@ static void usage(FILE *f)
           "  --json                 one JSON object on stdout instead: chunks (running PPL),\n"
           "                         ppl, ppl_stderr, n_tokens, n_scored, and kld, kld_stderr,\n"
           "                         top1_percent, top1_stderr with --kl-divergence-base\n"
+          "  --hotswap              live tensor swap loop (also SLUICE_HOTSWAP_ENABLED=1):\n"
+          "                         reload changed tensors, measure, run the script, reload;\n"
+          "                         until a reload changes nothing (--json: a record a round)\n"
+          "  --pre-reload-script S  run S (sh) after each round (also\n"
+          "                         SLUICE_PERPLEXITY_PRE_RELOAD_SCRIPT); its failure stops\n"
+          "                         the loop with its status\n"
           "  -h, --help             this text\n",
           f);
     fprintf(f, SL_CLI_KV_HELP, "f16, as llama.cpp");
@@ -99,7 +106,8 @@ int sl_cli_perplexity(int argc, char **argv)
     sl_cli_model_flags_init(&mf);
     const char *text_path = NULL, *out_path = NULL, *base_path = NULL;
     int64_t n_ctx = 512, n_batch = 0, chunks = -1;
-    bool json = false, kv_f16 = true;
+    bool json = false, kv_f16 = true, hotswap = false;
+    const char *script = NULL;
     sl_cli_io io;
     sl_cli_io_init(&io, k_cmd);
     while (sl_cli_args_next(&a)) {
@@ -115,6 +123,11 @@ int sl_cli_perplexity(int argc, char **argv)
         } else if (sl_cli_is(&a, "--json", NULL)) {
             if (a.inline_val) return sl_cli_usage_error(k_cmd, "--json takes no value");
             json = true;
+        } else if (sl_cli_is(&a, "--hotswap", NULL)) {
+            if (a.inline_val) return sl_cli_usage_error(k_cmd, "--hotswap takes no value");
+            hotswap = true;
+        } else if (sl_cli_is(&a, "--pre-reload-script", NULL)) {
+            if (!(script = sl_cli_value(&a))) return 2;
         } else if (sl_cli_is(&a, "-f", "--file")) {
             if (!(text_path = sl_cli_value(&a))) return 2;
             if (!*text_path) return sl_cli_usage_error(k_cmd, "%s: empty file name", a.flag);
@@ -147,6 +160,11 @@ int sl_cli_perplexity(int argc, char **argv)
     if (!mf.path) return sl_cli_usage_error(k_cmd, "-m FILE is required");
     if (!text_path) return sl_cli_usage_error(k_cmd, "-f TEXTFILE is required");
 
+    sl_cli_hotswap hs;
+    if (sl_cli_hotswap_init(&hs, hotswap, script, json)) return 2;
+    if (hs.on && (out_path || base_path))
+        return sl_cli_usage_error(k_cmd, "--hotswap measures PPL only (no --logits-out or "
+                                  "--kl-divergence-base)");
     int rc = 1;
     char *text = NULL;
     size_t text_len = 0, n_tok = 0;
@@ -219,6 +237,8 @@ int sl_cli_perplexity(int argc, char **argv)
         fprintf(stderr, "perplexity: %zu tokens, %" PRId64 " chunks of %" PRId32 " (%" PRId64
                         " scored each), n_vocab %" PRId32 ", BOS %s\n",
                 n_tok, n_chunk, C, per_chunk, V, add_bos ? "added" : "not added");
+    if (hs.on && sl_cli_hotswap_begin(&hs, m)) goto done;
+round:; /* the hot-swap loop measures again from here */
     double nll = 0, nll2 = 0;
     uint64_t count = 0;
     kl_acc kl = {0};
@@ -278,7 +298,7 @@ int sl_cli_perplexity(int argc, char **argv)
     const double same = kl.n ? (double)kl.same / (double)kl.n : 0;
     const double same_err = kl.n > 1 ? sqrt(same * (1 - same) / (double)(kl.n - 1)) : 0;
     if (fb) mean_err(kl.sum, kl.sum2, kl.n, &kld, &kld_err);
-    if (json) {
+    if (json && !hs.on) {
         printf("{\"n_tokens\":%zu,\"n_ctx\":%" PRId32 ",\"n_chunks\":%" PRId64
                ",\"n_scored\":%" PRIu64 ",\"chunks\":[",
                n_tok, C, n_chunk, count);
@@ -303,7 +323,7 @@ int sl_cli_perplexity(int argc, char **argv)
         printf(",\"seconds\":");
         sl_json_f64(stdout, secs);
         printf("}\n");
-    } else {
+    } else if (!json) {
         printf("\n");
         if (se > 0)
             printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl_err);
@@ -318,12 +338,19 @@ int sl_cli_perplexity(int argc, char **argv)
         fprintf(stderr, "perplexity: %" PRId64 " chunks in %.2f s (%.1f tok/s)\n", n_chunk, secs,
                 secs > 0 ? (double)(n_chunk * C) / secs : 0.0);
     }
+    if (hs.on) {
+        bool again;
+        if ((rc = sl_cli_hotswap_end(&hs, m, ppl, ppl_err, secs, &again))) goto done;
+        rc = 1;
+        if (again) goto round;
+    }
     if (sl_cli_out_commit(&io, &lo) ||
         sl_cli_trace_finish(&mf, k_cmd, c, sl_cli_out_name(&trace)) ||
         sl_cli_out_commit(&io, &trace))
         goto done;
     rc = sl_cli_stdout_check(k_cmd);
 done:
+    sl_cli_hotswap_free(&hs);
     sl_cli_out_discard(&lo);
     sl_cli_out_discard(&trace);
     sl_cli_io_free(&io);

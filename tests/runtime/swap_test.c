@@ -1,0 +1,548 @@
+/* Live tensor swap (sl_reload_changed, scheduler/swap.h) on the sim device: every case of the
+ * policy, each checked by logits that must equal a fresh load of the changed file bit for bit
+ * (and the original's after a restore); a torn file; a many-shard model; the fetch scheduler's
+ * expert cache; and a stress run with one thread evaluating while another rewrites and
+ * reloads. */
+#include <glob.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gguf/gguf.h"
+#include "runtime/sluice.h"
+#include "tests/runtime/testmodel.h"
+#include "tests/testing.h"
+#include "tools/lib/requant.h"
+
+enum { N_TOK = 6 };
+static const int32_t k_tokens[N_TOK] = {1, 17, 250, 3, 99, 42};
+static char g_dir[512];
+
+static const char *tmp_path(const char *name)
+{
+    static char buf[16][640];
+    static int i;
+    char *b = buf[i++ % 16];
+    snprintf(b, sizeof buf[0], "%s/%s", g_dir, name);
+    return b;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    char tmp[700];
+    snprintf(tmp, sizeof tmp, "%s.copy", to);
+    FILE *in = fopen(from, "rb"), *out = fopen(tmp, "wb");
+    CHECK(in && out);
+    if (!in || !out) exit(1);
+    char b[65536];
+    size_t n;
+    while ((n = fread(b, 1, sizeof b, in)) > 0) fwrite(b, 1, n, out);
+    fclose(in);
+    fclose(out);
+    CHECK(rename(tmp, to) == 0); /* atomic replace, as a careful user does */
+}
+
+static sl_model *open_model(const char *path, sl_placement pl)
+{
+    sl_model_options o = sl_model_options_default();
+    o.placement = pl;
+    o.device = "sim";
+    o.progress = false;
+    o.n_threads = 1;
+    sl_model *m = NULL;
+    sl_error e;
+    sl_status st = sl_model_open(path, &o, &m, &e);
+    CHECK_MSG(st == SL_OK, "%s: %s", path, e.msg);
+    return m;
+}
+
+/* Last-token logits of k_tokens from an empty cache, malloc'd. */
+static float *run_logits(sl_model *m, const char *sched)
+{
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 32;
+    co.sched = sched;
+    sl_ctx *c = NULL;
+    sl_error e;
+    if (sl_ctx_create(m, &co, &c, &e)) {
+        CHECK_MSG(0, "ctx: %s", e.msg);
+        return NULL;
+    }
+    float *out = NULL;
+    if (sl_ctx_eval(c, k_tokens, N_TOK, &e) == SL_OK) {
+        sl_model_info mi;
+        sl_model_info_get(m, &mi);
+        out = malloc((size_t)mi.n_vocab * sizeof *out);
+        memcpy(out, sl_ctx_logits(c, -1), (size_t)mi.n_vocab * sizeof *out);
+    } else {
+        CHECK_MSG(0, "eval: %s", e.msg);
+    }
+    sl_ctx_destroy(c);
+    return out;
+}
+
+static int n_vocab(sl_model *m)
+{
+    sl_model_info mi;
+    sl_model_info_get(m, &mi);
+    return mi.n_vocab;
+}
+
+static bool same(const float *a, const float *b, int n)
+{
+    return a && b && !memcmp(a, b, (size_t)n * sizeof *a);
+}
+
+/* Logits of a fresh load of path. */
+static float *fresh_logits(const char *path, sl_placement pl, const char *sched)
+{
+    sl_model *m = open_model(path, pl);
+    float *l = m ? run_logits(m, sched) : NULL;
+    sl_model_close(m);
+    return l;
+}
+
+static const sl_reload_entry *find(const sl_reload_report *r, const char *name)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (!strcmp(r->entries[i].name, name)) return &r->entries[i];
+    return NULL;
+}
+
+static void reload(sl_model *m, sl_reload_report *r)
+{
+    sl_error e;
+    sl_status st = sl_reload_changed(m, r, &e);
+    CHECK_MSG(st == SL_OK, "reload: %s", e.msg);
+}
+
+static void requant(const char *in, const char *out, const char *pat, uint32_t type)
+{
+    sl_error e;
+    uint32_t n;
+    sl_status st = sl_requant_file(in, out, pat, type, &n, &e);
+    CHECK_MSG(st == SL_OK, "requant %s: %s", pat, e.msg);
+}
+
+static void write_model(const char *arch, uint32_t wtype, uint64_t seed, const char *reshape,
+                        int n_layer, const char *path)
+{
+    tm_params p;
+    tm_defaults(arch, &p);
+    p.wtype = wtype;
+    p.seed = seed;
+    p.n_ff = 128; /* non-square FFN matrices: a swapped shape is a different shape */
+    p.reshape = reshape;
+    if (n_layer) p.n_layer = n_layer;
+    sl_error e;
+    CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "%s", e.msg);
+}
+
+/* Private block, reattach, in place, refused shape, on a device (gpu) and a host (cpu)
+ * placement. */
+static void test_policy(sl_placement pl)
+{
+    const char *orig = tmp_path("p_orig.gguf"), *live = tmp_path("p_live.gguf");
+    const char *f16 = tmp_path("p_f16.gguf"), *seed2 = tmp_path("p_seed2.gguf");
+    const char *shape = tmp_path("p_shape.gguf");
+    write_model("llama", SL_GGML_Q8_0, 1, NULL, 0, orig);
+    write_model("llama", SL_GGML_Q8_0, 2, NULL, 0, seed2);
+    write_model("llama", SL_GGML_Q8_0, 1, "blk.0.ffn_up.weight", 0, shape);
+    requant(orig, f16, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16);
+    copy_file(orig, live);
+    sl_model *m = open_model(live, pl);
+    if (!m) return;
+    const int V = n_vocab(m);
+    float *l_orig = run_logits(m, NULL), *l_f16 = fresh_logits(f16, pl, NULL);
+    float *l_seed2 = fresh_logits(seed2, pl, NULL);
+    const char *want_where = pl == SL_PLACE_GPU ? "device" : "host";
+    sl_reload_report r;
+
+    reload(m, &r); /* nothing changed */
+    CHECK(!r.changed && r.n == 0 && r.files_changed == 0);
+    sl_reload_report_free(&r);
+
+    copy_file(f16, live); /* new type: a private block where it lived */
+    reload(m, &r);
+    CHECK(r.changed && r.n_reloaded == 1);
+    const sl_reload_entry *e = find(&r, "blk.1.attn_q.weight");
+    CHECK(e && e->kind == SL_RELOAD_PRIVATE && e->old_type == SL_GGML_Q8_0 &&
+          e->new_type == SL_GGML_F16 && !strcmp(e->where, want_where));
+    sl_reload_report_free(&r);
+    float *l = run_logits(m, NULL);
+    CHECK_MSG(same(l, l_f16, V), "private block: logits differ from a fresh load");
+    CHECK(!same(l, l_orig, V));
+    free(l);
+
+    copy_file(orig, live); /* back: reattach to the original block, bit-identical */
+    reload(m, &r);
+    e = find(&r, "blk.1.attn_q.weight");
+    CHECK(e && e->kind == SL_RELOAD_REATTACHED && e->new_type == SL_GGML_Q8_0 && r.n_reloaded == 1);
+    sl_reload_report_free(&r);
+    l = run_logits(m, NULL);
+    CHECK_MSG(same(l, l_orig, V), "reattach: logits differ from the original");
+    free(l);
+
+    copy_file(seed2, live); /* same types, other bytes: every tensor in place */
+    reload(m, &r);
+    e = find(&r, "blk.0.wq.weight") ? find(&r, "blk.0.wq.weight") : find(&r, "blk.0.attn_q.weight");
+    CHECK(e && e->kind == SL_RELOAD_IN_PLACE);
+    CHECK(r.n_refused == 0 && r.n_reloaded > 5);
+    sl_reload_report_free(&r);
+    l = run_logits(m, NULL);
+    CHECK_MSG(same(l, l_seed2, V), "in place: logits differ from a fresh load");
+    free(l);
+
+    copy_file(orig, live);
+    reload(m, &r);
+    sl_reload_report_free(&r);
+    copy_file(shape, live); /* a different logical shape: refused, the rest untouched */
+    reload(m, &r);
+    e = find(&r, "blk.0.ffn_up.weight");
+    CHECK(e && e->kind == SL_RELOAD_REFUSED && strstr(e->msg, "shape"));
+    CHECK(r.n_reloaded == 0 && !r.changed);
+    sl_reload_report_free(&r);
+    l = run_logits(m, NULL);
+    CHECK_MSG(same(l, l_orig, V), "refused: logits changed");
+    free(l);
+    free(l_orig);
+    free(l_f16);
+    free(l_seed2);
+    sl_model_close(m);
+}
+
+/* Host fallback (injected allocation failure) and sibling consistency of merged experts. */
+static void test_fallback_siblings(void)
+{
+    const char *orig = tmp_path("s_orig.gguf"), *live = tmp_path("s_live.gguf");
+    const char *f16 = tmp_path("s_f16.gguf");
+    write_model("qwen3moe", SL_GGML_Q8_0, 3, NULL, 0, orig);
+    requant(orig, f16, "blk\\.0\\.ffn_up_exps\\.weight", SL_GGML_F16);
+    copy_file(orig, live);
+    sl_model *m = open_model(live, SL_PLACE_GPU);
+    if (!m) return;
+    const int V = n_vocab(m);
+    float *l_orig = run_logits(m, NULL), *l_f16 = fresh_logits(f16, SL_PLACE_GPU, NULL);
+    sl_reload_report r;
+    copy_file(f16, live);
+    setenv("SLUICE_FAULT_SWAP_ALLOC", "1", 1);
+    reload(m, &r);
+    unsetenv("SLUICE_FAULT_SWAP_ALLOC");
+    const sl_reload_entry *e = find(&r, "blk.0.ffn_up_exps.weight");
+    CHECK(e && e->kind == SL_RELOAD_PRIVATE && !strcmp(e->where, "host (fallback)"));
+    CHECK(r.n_fallback == 1);
+    const sl_reload_entry *g = find(&r, "blk.0.ffn_gate_exps.weight");
+    const sl_reload_entry *d = find(&r, "blk.0.ffn_down_exps.weight");
+    CHECK(g && g->kind == SL_RELOAD_SIBLING && !strcmp(g->where, "host (fallback)"));
+    CHECK(d && d->kind == SL_RELOAD_SIBLING && !strcmp(d->where, "host (fallback)"));
+    CHECK(!find(&r, "blk.1.ffn_gate_exps.weight"));
+    sl_reload_report_print(&r, stdout);
+    sl_reload_report_free(&r);
+    float *l = run_logits(m, NULL);
+    CHECK_MSG(same(l, l_f16, V), "fallback: logits differ from a fresh load");
+    free(l);
+
+    copy_file(orig, live); /* the group returns to the device together */
+    reload(m, &r);
+    e = find(&r, "blk.0.ffn_up_exps.weight");
+    CHECK(e && e->kind == SL_RELOAD_REATTACHED);
+    g = find(&r, "blk.0.ffn_gate_exps.weight");
+    /* the rewritten file holds the siblings too: they reattach (or return) with it */
+    CHECK(g && (g->kind == SL_RELOAD_SIBLING || g->kind == SL_RELOAD_REATTACHED) &&
+          !strcmp(g->where, "device"));
+    sl_reload_report_print(&r, stdout);
+    sl_reload_report_free(&r);
+    l = run_logits(m, NULL);
+    CHECK_MSG(same(l, l_orig, V), "restore after fallback: logits differ from the original");
+    free(l);
+    free(l_orig);
+    free(l_f16);
+    sl_model_close(m);
+}
+
+/* Per-expert tensors: one expert alone may not change type; all of a projection may. */
+static void test_per_expert(void)
+{
+    const char *orig = tmp_path("x_orig.gguf"), *live = tmp_path("x_live.gguf");
+    const char *one = tmp_path("x_one.gguf"), *all = tmp_path("x_all.gguf");
+    write_model("mixtral-split", SL_GGML_Q8_0, 4, NULL, 0, orig);
+    requant(orig, one, "blk\\.0\\.ffn_up\\.3\\.weight", SL_GGML_F16);
+    requant(orig, all, "blk\\.0\\.ffn_up\\.[0-9]+\\.weight", SL_GGML_F16);
+    copy_file(orig, live);
+    sl_model *m = open_model(live, SL_PLACE_GPU);
+    if (!m) return;
+    const int V = n_vocab(m);
+    float *l_orig = run_logits(m, NULL), *l_all = fresh_logits(all, SL_PLACE_GPU, NULL);
+    sl_reload_report r;
+    copy_file(one, live);
+    reload(m, &r);
+    const sl_reload_entry *e = find(&r, "blk.0.ffn_up.3.weight");
+    CHECK(e && e->kind == SL_RELOAD_REFUSED && strstr(e->msg, "share a type"));
+    CHECK(!r.changed);
+    sl_reload_report_free(&r);
+    float *l = run_logits(m, NULL);
+    CHECK(same(l, l_orig, V));
+    free(l);
+    copy_file(all, live);
+    reload(m, &r);
+    CHECK(r.changed && r.n_reloaded == 8 && r.n_refused == 0);
+    sl_reload_report_free(&r);
+    l = run_logits(m, NULL);
+    CHECK_MSG(same(l, l_all, V), "per-expert: logits differ from a fresh load");
+    free(l);
+    free(l_orig);
+    free(l_all);
+    sl_model_close(m);
+}
+
+/* A torn file (truncated, header or data past the end) is skipped and retried. */
+static void test_torn(void)
+{
+    const char *orig = tmp_path("t_orig.gguf"), *live = tmp_path("t_live.gguf");
+    const char *f16 = tmp_path("t_f16.gguf");
+    write_model("llama", SL_GGML_Q8_0, 5, NULL, 0, orig);
+    requant(orig, f16, "output\\.weight", SL_GGML_F16);
+    copy_file(orig, live);
+    sl_model *m = open_model(live, SL_PLACE_GPU);
+    if (!m) return;
+    const int V = n_vocab(m);
+    float *l_orig = run_logits(m, NULL), *l_f16 = fresh_logits(f16, SL_PLACE_GPU, NULL);
+    sl_reload_report r;
+    const long cuts[2] = {100, 0}; /* inside the header; inside the data (set below) */
+    FILE *f = fopen(f16, "rb");
+    fseek(f, 0, SEEK_END);
+    const long size = ftell(f);
+    fclose(f);
+    for (int k = 0; k < 2; k++) {
+        copy_file(f16, live);
+        CHECK(truncate(live, k ? size - 64 : cuts[k]) == 0);
+        reload(m, &r);
+        CHECK(r.files_skipped == 1 && !r.changed && r.n &&
+              r.entries[0].kind == SL_RELOAD_SKIPPED_FILE);
+        sl_reload_report_free(&r);
+        float *l = run_logits(m, NULL);
+        CHECK_MSG(same(l, l_orig, V), "torn file %d: the old tensors must stay", k);
+        free(l);
+    }
+    copy_file(f16, live); /* whole again: retried and applied */
+    reload(m, &r);
+    CHECK(r.changed && r.n_reloaded == 1 && r.files_skipped == 0);
+    sl_reload_report_free(&r);
+    float *l = run_logits(m, NULL);
+    CHECK(same(l, l_f16, V));
+    free(l);
+    free(l_orig);
+    free(l_f16);
+    sl_model_close(m);
+}
+
+/* Copies a model into one shard per tensor (llama.cpp's gguf-split layout). */
+static void reshard(const char *in, const char *out)
+{
+    sl_gguf *g;
+    sl_error e;
+    if (sl_gguf_open(in, NULL, &g, &e)) {
+        CHECK_MSG(0, "%s", e.msg);
+        return;
+    }
+    sl_gguf_writer_options wo = {.shard_max_tensors = 1};
+    sl_gguf_writer *w;
+    CHECK(sl_gguf_writer_create(out, &wo, &w, &e) == SL_OK);
+    for (size_t i = 0; i < sl_gguf_kv_count(g); i++)
+        if (strcmp(sl_gguf_kv_key(g, i), "general.alignment"))
+            CHECK(sl_gguf_writer_set(w, sl_gguf_kv_key(g, i), sl_gguf_kv_value(g, i), &e) == 0);
+    for (size_t i = 0; i < sl_gguf_tensor_count(g); i++) {
+        const sl_gguf_tensor *t = sl_gguf_tensor_at(g, i);
+        CHECK(sl_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &e) == 0);
+    }
+    for (size_t i = 0; i < sl_gguf_tensor_count(g); i++) {
+        const sl_gguf_tensor *t = sl_gguf_tensor_at(g, i);
+        CHECK(sl_gguf_writer_write(w, sl_gguf_tensor_view(g, t), t->nbytes, &e) == 0);
+    }
+    CHECK_MSG(sl_gguf_writer_finish(w, &e) == SL_OK, "%s", e.msg);
+    sl_gguf_writer_destroy(w);
+    sl_gguf_close(g);
+}
+
+/* Many shards: only the changed one is parsed; the result equals a fresh load. */
+static void test_shards(void)
+{
+    const char *orig = tmp_path("h_orig.gguf");
+    write_model("llama", SL_GGML_Q8_0, 6, NULL, 24, orig);
+    reshard(orig, tmp_path("h.gguf"));
+    glob_t gl;
+    char first[700];
+    CHECK(glob(tmp_path("h-00001-of-*.gguf"), 0, NULL, &gl) == 0 && gl.gl_pathc == 1);
+    if (gl.gl_pathc != 1) return;
+    snprintf(first, sizeof first, "%s", gl.gl_pathv[0]);
+    globfree(&gl);
+    sl_gguf *g = NULL;
+    sl_error e;
+    CHECK_MSG(sl_gguf_open(first, NULL, &g, &e) == SL_OK, "%s", e.msg);
+    if (!g) return;
+    const uint32_t n_shard = sl_gguf_shard_count(g);
+    const sl_gguf_tensor *t = sl_gguf_tensor_find(g, "blk.7.ffn_down.weight");
+    char shard[700];
+    snprintf(shard, sizeof shard, "%s", sl_gguf_shard_path(g, t->shard));
+    sl_gguf_close(g);
+    CHECK(n_shard >= 200);
+    sl_model *m = open_model(first, SL_PLACE_GPU);
+    if (!m) return;
+    const int V = n_vocab(m);
+    float *l_orig = run_logits(m, NULL);
+    char saved[720];
+    snprintf(saved, sizeof saved, "%s.orig", shard);
+    copy_file(shard, saved);
+    requant(shard, shard, "blk\\.7\\.ffn_down\\.weight", SL_GGML_Q4_0);
+    float *l_new = fresh_logits(first, SL_PLACE_GPU, NULL);
+    sl_reload_report r;
+    reload(m, &r);
+    CHECK(r.files_changed == 1 && r.n_reloaded == 1 && r.changed);
+    const sl_reload_entry *x = find(&r, "blk.7.ffn_down.weight");
+    CHECK(x && x->kind == SL_RELOAD_PRIVATE && x->new_type == SL_GGML_Q4_0);
+    sl_reload_report_free(&r);
+    float *l = run_logits(m, NULL);
+    CHECK_MSG(same(l, l_new, V), "shards: logits differ from a fresh load");
+    CHECK(!same(l, l_orig, V));
+    free(l);
+    copy_file(saved, shard);
+    reload(m, &r);
+    CHECK(r.n_reloaded == 1 && r.entries[0].kind == SL_RELOAD_REATTACHED);
+    sl_reload_report_free(&r);
+    l = run_logits(m, NULL);
+    CHECK(same(l, l_orig, V));
+    free(l);
+    free(l_orig);
+    free(l_new);
+    sl_model_close(m);
+}
+
+/* Experts on the host computed by the fetch scheduler with an expert cache on the device:
+ * the cache's copies must not outlive a reload. */
+static void test_expert_cache(void)
+{
+    const char *orig = tmp_path("c_orig.gguf"), *live = tmp_path("c_live.gguf");
+    const char *seed2 = tmp_path("c_seed2.gguf");
+    write_model("qwen3moe", SL_GGML_Q8_0, 7, NULL, 0, orig);
+    write_model("qwen3moe", SL_GGML_Q8_0, 8, NULL, 0, seed2);
+    copy_file(orig, live);
+    const char *sched = "mode=full cache_kb=4096";
+    sl_model *m = open_model(live, SL_PLACE_EXPERTS_CPU);
+    if (!m) return;
+    const int V = n_vocab(m);
+    float *l_seed2 = fresh_logits(seed2, SL_PLACE_EXPERTS_CPU, sched);
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 32;
+    co.sched = sched;
+    sl_ctx *c;
+    sl_error e;
+    if (sl_ctx_create(m, &co, &c, &e)) {
+        CHECK_MSG(0, "%s", e.msg);
+        sl_model_close(m);
+        return;
+    }
+    for (int k = 0; k < 3; k++) { /* warm the cache */
+        CHECK(sl_ctx_rewind(c, 0, &e) == SL_OK && sl_ctx_eval(c, k_tokens, N_TOK, &e) == SL_OK);
+    }
+    copy_file(seed2, live);
+    sl_reload_report r;
+    CHECK(sl_ctx_reload_changed(c, &r, &e) == SL_OK && r.changed);
+    sl_reload_report_free(&r);
+    CHECK(sl_ctx_rewind(c, 0, &e) == SL_OK && sl_ctx_eval(c, k_tokens, N_TOK, &e) == SL_OK);
+    CHECK_MSG(same(sl_ctx_logits(c, -1), l_seed2, V), "stale expert cache after a reload");
+    sl_ctx_stats cs;
+    sl_ctx_stats_get(c, &cs);
+    CHECK(cs.expert_cache_lookups > 0);
+    sl_ctx_destroy(c);
+    free(l_seed2);
+    sl_model_close(m);
+}
+
+/* One thread evaluates continuously while another rewrites the file and reloads: every logits
+ * vector equals one of the two references. */
+typedef struct stress {
+    sl_model *m;
+    const float *ref[2];
+    int V;
+    atomic_bool stop;
+    atomic_int evals, bad, errors;
+} stress;
+
+static void *evaluator(void *arg)
+{
+    stress *s = arg;
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 32;
+    sl_ctx *c;
+    sl_error e;
+    if (sl_ctx_create(s->m, &co, &c, &e)) {
+        atomic_fetch_add(&s->errors, 1);
+        return NULL;
+    }
+    while (!atomic_load(&s->stop)) {
+        if (sl_ctx_rewind(c, 0, &e) || sl_ctx_eval(c, k_tokens, N_TOK, &e)) {
+            atomic_fetch_add(&s->errors, 1);
+            break;
+        }
+        const float *l = sl_ctx_logits(c, -1);
+        if (!same(l, s->ref[0], s->V) && !same(l, s->ref[1], s->V)) atomic_fetch_add(&s->bad, 1);
+        atomic_fetch_add(&s->evals, 1);
+    }
+    sl_ctx_destroy(c);
+    return NULL;
+}
+
+static void test_stress(void)
+{
+    const char *a = tmp_path("r_a.gguf"), *b = tmp_path("r_b.gguf");
+    const char *live = tmp_path("r_live.gguf");
+    write_model("qwen3moe", SL_GGML_Q8_0, 9, NULL, 0, a);
+    requant(a, b, "blk\\.1\\.ffn_(gate|up)_exps\\.weight|blk\\.0\\.attn_q\\.weight",
+            SL_GGML_F16);
+    copy_file(a, live);
+    float *ra = fresh_logits(a, SL_PLACE_GPU, NULL), *rb = fresh_logits(b, SL_PLACE_GPU, NULL);
+    stress s = {.m = open_model(live, SL_PLACE_GPU), .ref = {ra, rb}};
+    if (!s.m) return;
+    s.V = n_vocab(s.m);
+    CHECK(!same(ra, rb, s.V));
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, evaluator, &s);
+    const time_t t0 = time(NULL);
+    int reloads = 0;
+    for (int k = 0; k < 40 && time(NULL) - t0 < 20; k++) {
+        copy_file(k % 2 ? a : b, live);
+        sl_reload_report r;
+        reload(s.m, &r);
+        reloads += r.changed;
+        sl_reload_report_free(&r);
+        usleep(2000);
+    }
+    atomic_store(&s.stop, true);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    printf("stress: %d reloads, %d evaluations, %d torn, %d errors\n", reloads,
+           atomic_load(&s.evals), atomic_load(&s.bad), atomic_load(&s.errors));
+    CHECK(reloads >= 10 && atomic_load(&s.evals) > 0);
+    CHECK(atomic_load(&s.bad) == 0 && atomic_load(&s.errors) == 0);
+    sl_model_close(s.m);
+    free(ra);
+    free(rb);
+}
+
+int main(void)
+{
+    const char *t = getenv("TEST_TMPDIR");
+    snprintf(g_dir, sizeof g_dir, "%s", t ? t : "/tmp");
+    test_policy(SL_PLACE_GPU);
+    test_policy(SL_PLACE_CPU);
+    test_fallback_siblings();
+    test_per_expert();
+    test_torn();
+    test_shards();
+    test_expert_cache();
+    test_stress();
+    return sl_test_finish("swap_test");
+}
