@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import shutil
 import tempfile
 import threading
 import time
@@ -536,6 +537,42 @@ def test_templates(tmp, model):
     srv.stop()
 
 
+def test_hotswap(tmp, model):
+    """--hotswap: GET /health reloads a tensor rewritten in another type (requant), reports it,
+    and completions go on; restoring the original bytes reattaches and gives the first text."""
+    live = os.path.join(tmp, "live.gguf")
+    shutil.copyfile(model, live)
+    srv = Server(tmp, live, "--hotswap", name="hotswap")
+    req = {"prompt": "hello", "n_predict": 8, "temperature": 0}
+    st, body = srv.json("GET", "/health")
+    expect(st == 200 and body.get("reload", {}).get("changed") is False,
+           f"hotswap /health with nothing changed: {st} {body}")
+    _, first = srv.json("POST", "/completion", req)
+    alt = os.path.join(tmp, "alt.gguf")
+    r = run("requant", "-m", live, "--tensor", "blk.0.ffn_up.weight", "--type", "Q4_0",
+            "-o", alt)
+    expect(r.returncode == 0, f"requant: {r.stderr}")
+    os.replace(alt, live)
+    st, body = srv.json("GET", "/health")
+    rel = body.get("reload", {})
+    names = [t.get("name") for t in rel.get("tensors", [])]
+    expect(st == 200 and rel.get("changed") is True and "blk.0.ffn_up.weight" in names and
+           rel.get("reloaded", 0) >= 1, f"hotswap /health reloads the changed tensor: {body}")
+    st2, _ = srv.json("POST", "/completion", req)
+    expect(st2 == 200, "completion after a reload")
+    shutil.copyfile(model, alt)
+    os.replace(alt, live)
+    st, body = srv.json("GET", "/health")
+    kinds = [t.get("kind") for t in body.get("reload", {}).get("tensors", [])]
+    expect(st == 200 and "reattached" in kinds, f"restoring the file reattaches: {body}")
+    _, again = srv.json("POST", "/completion", req)
+    expect(again.get("content") == first.get("content"),
+           "after the restore the text equals the first one")
+    st, _, text = srv.request("GET", "/metrics")
+    expect(b"sluice_reloads_total 2" in text, "metrics count the reloads")
+    srv.stop()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="sluice-serve-test-")
     model = os.path.join(tmp, "llama.gguf")
@@ -550,6 +587,7 @@ def main():
     srv.stop()
     test_disconnect(tmp, model_long)
     test_templates(tmp, model)
+    test_hotswap(tmp, model)
     print(f"{'FAILED' if FAILURES else 'passed'}: {len(FAILURES)} failure(s)")
     return 1 if FAILURES else 0
 

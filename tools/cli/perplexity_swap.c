@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include "gguf/gguf.h"
+#include "runtime/parse.h"
 #include "tools/cli/json.h"
 
 static const char *env2(const char *a, const char *b)
@@ -15,15 +16,26 @@ static const char *env2(const char *a, const char *b)
     return v ? v : getenv(b);
 }
 
+int sl_cli_hotswap_env(const char *cmd, bool *on)
+{
+    const char *name = getenv("SLUICE_HOTSWAP_ENABLED") ? "SLUICE_HOTSWAP_ENABLED"
+                                                        : "LLAMA_HOTSWAP_ENABLED";
+    const char *v = getenv(name);
+    *on = false;
+    sl_error e = {0};
+    if (v && sl_parse_bool(name, v, on, &e)) {
+        fprintf(stderr, "sluice %s: %s\n", cmd, e.msg);
+        return 2;
+    }
+    return 0;
+}
+
 int sl_cli_hotswap_init(sl_cli_hotswap *h, bool flag, const char *script, bool json)
 {
     memset(h, 0, sizeof *h);
-    const char *en = env2("SLUICE_HOTSWAP_ENABLED", "LLAMA_HOTSWAP_ENABLED");
-    if (en && strcmp(en, "0") && strcmp(en, "1")) {
-        fprintf(stderr, "sluice perplexity: SLUICE_HOTSWAP_ENABLED='%s': must be 0 or 1\n", en);
-        return 2;
-    }
-    h->on = flag || (en && !strcmp(en, "1"));
+    bool env_on = false;
+    if (sl_cli_hotswap_env("perplexity", &env_on)) return 2;
+    h->on = flag || env_on;
     h->script = script ? script
                        : env2("SLUICE_PERPLEXITY_PRE_RELOAD_SCRIPT",
                               "LLAMA_PERPLEXITY_PRE_RELOAD_SCRIPT");

@@ -19,6 +19,10 @@ typedef struct sl_cli_hotswap {
     sl_reload_report pending;   /* what the reload before the current round did */
 } sl_cli_hotswap;
 
+/* SLUICE_HOTSWAP_ENABLED (else LLAMA_HOTSWAP_ENABLED), a boolean by runtime/parse.h's rule, into
+ * *on (false when unset); 2 after printing "sluice CMD: VAR: ..." for a bad value. Shared by
+ * perplexity and serve (whose /health then reloads). */
+int sl_cli_hotswap_env(const char *cmd, bool *on);
 /* Flags first, then the environment (an invalid SLUICE_HOTSWAP_ENABLED is a usage error: 2). */
 int sl_cli_hotswap_init(sl_cli_hotswap *h, bool flag, const char *script, bool json);
 /* Before the first round: applies what is pending. 0 or 1 (error printed). */

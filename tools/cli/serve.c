@@ -13,6 +13,7 @@
 #include "gguf/gguf.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/model_flags.h"
+#include "tools/cli/perplexity_swap.h"
 #include "tools/cli/serve_impl.h"
 
 static const char *const k_cmd = "serve";
@@ -22,7 +23,8 @@ static void usage(FILE *f)
     fputs("usage: tools/run serve -m FILE [--host H] [--port N] [-np N] [-c N] [flags]\n"
           "\n"
           "Serves the model over HTTP with llama-server's endpoints until SIGINT or SIGTERM:\n"
-          "  GET  /health                {\"status\":\"ok\"}\n"
+          "  GET  /health                {\"status\":\"ok\"}; with --hotswap it first reloads\n"
+          "                              the tensors whose files changed and reports them\n"
           "  POST /completion            llama-server's completion: prompt (text or token ids),\n"
           "                              n_predict, temperature, top_k, top_p, min_p, seed,\n"
           "                              stop, ignore_eos, stream -> content, stop_type,\n"
@@ -55,6 +57,9 @@ static void usage(FILE *f)
           "                         mistral-v3, mistral-v7, phi3, phi4, zephyr, deepseek3, ...\n"
           "                         (default: detected from tokenizer.chat_template; chatml\n"
           "                         with a warning when absent or not recognised)\n"
+          "  --hotswap              live tensor swap: every GET /health calls sl_reload_changed\n"
+          "                         between the slots' steps (also SLUICE_HOTSWAP_ENABLED=1 or\n"
+          "                         LLAMA_HOTSWAP_ENABLED=1, as ik_llama.cpp's server)\n"
           "  --max-body-bytes N     largest request body (default 1048576); larger: 413\n"
           "  --max-connections N    connections at once (default 64)\n"
           "  --timeout N            seconds an idle connection is kept (default 600)\n"
@@ -108,7 +113,7 @@ int sl_cli_serve(int argc, char **argv)
     int64_t port = 8080, parallel = 1, n_ctx = 0, n_batch = 0, n_predict = -1;
     int64_t max_conn = 64, timeout = 600, i64;
     uint64_t max_body = 1 << 20;
-    bool kv_f16 = true;
+    bool kv_f16 = true, hotswap = false;
     while (sl_cli_args_next(&a)) {
         int r = sl_cli_model_flags_parse(&mf, &a);
         if (!r) r = sl_cli_kv_flag_parse(&a, &kv_f16);
@@ -118,6 +123,10 @@ int sl_cli_serve(int argc, char **argv)
         if (sl_cli_is(&a, "-h", "--help")) {
             usage(stdout);
             return 0;
+        }
+        if (sl_cli_is(&a, "--hotswap", NULL)) {
+            hotswap = true;
+            continue;
         }
         static const char *const k_value_flags[] = {
             "--host", "--port", "-np", "--parallel", "-c", "--ctx-size", "-b", "--batch-size",
@@ -137,9 +146,12 @@ int sl_cli_serve(int argc, char **argv)
         } else if (sl_cli_is(&a, "-np", "--parallel")) {
             if (sl_cli_parse_i64(k_cmd, a.flag, v, 1, 256, &parallel)) return 2;
         } else if (sl_cli_is(&a, "-c", "--ctx-size")) {
-            if (sl_cli_parse_i64(k_cmd, a.flag, v, 1, 1 << 24, &n_ctx)) return 2;
+            if (sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_CTX.lo, SL_RANGE_N_CTX.hi, &n_ctx))
+                return 2;
         } else if (sl_cli_is(&a, "-b", "--batch-size")) {
-            if (sl_cli_parse_i64(k_cmd, a.flag, v, 1, 1 << 24, &n_batch)) return 2;
+            if (sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_BATCH.lo, SL_RANGE_N_BATCH.hi,
+                                 &n_batch))
+                return 2;
         } else if (sl_cli_is(&a, "-n", "--n-predict")) {
             if (sl_cli_parse_i64(k_cmd, a.flag, v, -1, INT32_MAX, &n_predict)) return 2;
         } else if (sl_cli_is(&a, "-a", "--alias")) {
@@ -156,8 +168,11 @@ int sl_cli_serve(int argc, char **argv)
             if (sl_cli_parse_i64(k_cmd, a.flag, v, 1, 86400, &timeout)) return 2;
         }
     }
+    if (a.status) return a.status;
     if (!mf.path) return sl_cli_usage_error(k_cmd, "-m FILE is required");
     if (mf.trace) return sl_cli_usage_error(k_cmd, "--trace is not supported by serve");
+    bool env_swap = false;
+    if (sl_cli_hotswap_env(k_cmd, &env_swap)) return 2;
 
     /* SIGINT/SIGTERM are taken by sigwait below, SIGPIPE (a client gone mid-write) by nobody:
      * blocked here, before any thread exists, so that every thread inherits the mask */
@@ -171,7 +186,8 @@ int sl_cli_serve(int argc, char **argv)
 
     int rc;
     sl_serve s = {.model_path = mf.path, .max_body_bytes = (size_t)max_body, .so_default = so,
-                  .n_predict_default = (int32_t)n_predict, .started = (int64_t)time(NULL)};
+                  .n_predict_default = (int32_t)n_predict, .started = (int64_t)time(NULL),
+                  .hotswap = hotswap || env_swap};
     pthread_mutex_init(&s.mu, NULL);
     char *chat_source = NULL;
     sl_serve_http *http = NULL;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gguf/gguf.h"
 #include "tools/cli/json.h"
 #include "tools/cli/json_doc.h"
 #include "tools/cli/model_flags.h"
@@ -663,21 +664,50 @@ void sl__serve_stream_close(sl_serve_stream *st)
 
 /* ---- the other endpoints ------------------------------------------------------------------- */
 
-/* HOT-SWAP CALL SITE. /health is where ik_llama.cpp's server runs its tensor hot-swap
- * (LLAMA_HOTSWAP_ENABLED): when live tensor swap lands in the engine, this is where
- * `sl_reload_changed` is called — with every slot's worker held between evaluation steps
- * (all contexts share the model's weights), and its result reported in the reply. Until then
- * it does nothing. */
-static void health_hot_swap_point(sl_serve *s)
-{
-    (void)s;
-}
-
+/* /health is where ik_llama.cpp's server runs its tensor hot-swap (LLAMA_HOTSWAP_ENABLED):
+ * with --hotswap or SLUICE_HOTSWAP_ENABLED=1 every /health reloads the tensors whose files
+ * changed (sl_reload_changed waits for the slots' running evaluation steps and commits between
+ * them, so no slot sees a torn tensor) and reports what it did. */
 static void health(sl_serve *s, sl_serve_reply *r)
 {
-    health_hot_swap_point(s);
+    static const char *const kinds[] = {"reattached", "in_place", "private", "sibling",
+                                        "refused", "skipped_file"};
+    sl_reload_report rep = {0};
+    sl_error err = {0};
+    if (s->hotswap && sl_reload_changed(s->model, &rep, &err)) {
+        sl__serve_error(r, 500, "reload: %s", err.msg);
+        return;
+    }
     FILE *f = body_open(r);
-    if (f) fputs("{\"status\":\"ok\"}", f);
+    if (f && !s->hotswap) fputs("{\"status\":\"ok\"}", f);
+    if (f && s->hotswap) {
+        fprintf(f, "{\"status\":\"ok\",\"reload\":{\"changed\":%s,\"files_changed\":%u,"
+                "\"files_skipped\":%u,\"reloaded\":%u,\"refused\":%u,\"fallback\":%u,"
+                "\"seconds\":%.6f,\"tensors\":[", rep.changed ? "true" : "false",
+                rep.files_changed, rep.files_skipped, rep.n_reloaded, rep.n_refused,
+                rep.n_fallback, rep.seconds);
+        for (size_t i = 0; i < rep.n; i++) {
+            const sl_reload_entry *e = &rep.entries[i];
+            const sl_gguf_type_info *ot = sl_gguf_type_get(e->old_type);
+            const sl_gguf_type_info *nt = sl_gguf_type_get(e->new_type);
+            fputs(i ? ",{\"name\":" : "{\"name\":", f);
+            sl_json_cstr(f, e->name);
+            fprintf(f, ",\"kind\":\"%s\",\"old_type\":\"%s\",\"new_type\":\"%s\","
+                    "\"old_bytes\":%" PRIu64 ",\"new_bytes\":%" PRIu64 ",\"where\":",
+                    (unsigned)e->kind < 6 ? kinds[e->kind] : "?", ot ? ot->name : "?",
+                    nt ? nt->name : "?", e->old_bytes, e->new_bytes);
+            sl_json_cstr(f, e->where ? e->where : "");
+            fputs(",\"message\":", f);
+            sl_json_cstr(f, e->msg);
+            fputs("}", f);
+        }
+        fputs("]}}", f);
+        pthread_mutex_lock(&s->mu);
+        s->reloads += rep.changed;
+        s->reloaded_tensors += rep.n_reloaded;
+        pthread_mutex_unlock(&s->mu);
+    }
+    sl_reload_report_free(&rep);
     body_close(r, f, 200, k_json);
 }
 

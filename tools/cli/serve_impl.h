@@ -128,6 +128,8 @@ typedef struct sl_serve {
     pthread_mutex_t mu;         /* guards next_id and http_* */
     uint64_t next_id;
     uint64_t http_requests, http_errors;
+    bool hotswap;               /* /health reloads changed tensors (sl_reload_changed) */
+    uint64_t reloads, reloaded_tensors; /* /health reloads that changed something; tensors */
 } sl_serve;
 
 /* serve_api.c / serve_metrics.c: a reply is a whole body or an SSE stream. */

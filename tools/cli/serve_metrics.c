@@ -20,6 +20,7 @@ void sl__serve_metrics(sl_serve *s, sl_serve_reply *r)
     sl__serve_pool_counters(s->pool, &c);
     pthread_mutex_lock(&s->mu);
     const uint64_t http = s->http_requests, http_err = s->http_errors;
+    const uint64_t reloads = s->reloads, reloaded = s->reloaded_tensors;
     pthread_mutex_unlock(&s->mu);
     free(r->body);
     r->body = NULL;
@@ -54,6 +55,10 @@ void sl__serve_metrics(sl_serve *s, sl_serve_reply *r)
     metric(f, "sluice_requests_failed_total", "counter", "Generations that failed in the engine.",
            (double)c.requests_failed);
     metric(f, "sluice_http_requests_total", "counter", "HTTP requests answered.", (double)http);
+    metric(f, "sluice_reloads_total", "counter", "/health reloads that changed the weights.",
+           (double)reloads);
+    metric(f, "sluice_reloaded_tensors_total", "counter", "Tensors reloaded by /health.",
+           (double)reloaded);
     metric(f, "sluice_http_errors_total", "counter", "HTTP requests answered with status >= 400.",
            (double)http_err);
     const sl_model_info *m = &c.model;
