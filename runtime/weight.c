@@ -310,26 +310,107 @@ static sl_status load_host(sl_model *m, sl_weight *w, sl_error *err)
     return SL_OK;
 }
 
-sl_status sl__weight_to_device(sl_model *m, sl_weight *w, sl_error *err)
+/* Host memory that queued H2D copies still read. Loading enqueues a weight's copy and goes on
+ * reading the next one; the stream is synchronised (and these freed) only every
+ * STAGE_FLUSH_BYTES and at the end, so reading overlaps uploading. */
+enum { STAGE_FLUSH_BYTES = 256 << 20 };
+
+typedef struct staging {
+    sl_block *blocks;       /* host pool blocks to free */
+    void **owned;           /* malloc'd copies to free */
+    size_t n, cap;
+    uint64_t bytes;
+} staging;
+
+static sl_status staging_flush(sl_model *m, staging *sg, sl_error *err)
+{
+    sl_status st = sg->n ? sl_device_stream_sync(m->dev, m->stream, err) : SL_OK;
+    for (size_t i = 0; i < sg->n; i++) {
+        if (sg->blocks[i] != SL_BLOCK_NONE) sl_hostpool_free(m->hostpool, sg->blocks[i], NULL);
+        free(sg->owned[i]);
+    }
+    sg->n = 0;
+    sg->bytes = 0;
+    return st;
+}
+
+static void staging_free(sl_model *m, staging *sg)
+{
+    staging_flush(m, sg, NULL);
+    free(sg->blocks);
+    free(sg->owned);
+    memset(sg, 0, sizeof *sg);
+}
+
+/* Keeps b / owned until the stream has passed the copy that reads them. */
+static sl_status staging_keep(sl_model *m, staging *sg, sl_block b, void *owned, uint64_t bytes,
+                              sl_error *err)
+{
+    if (b == SL_BLOCK_NONE && !owned) return SL_OK;
+    if (sg->n == sg->cap) {
+        /* the copies must land before anything can be let go */
+        sl_status st = staging_flush(m, sg, err);
+        const size_t cap = sg->cap ? 2 * sg->cap : 64;
+        sl_block *nb = realloc(sg->blocks, cap * sizeof *nb);
+        if (nb) sg->blocks = nb;
+        void **no = nb ? realloc(sg->owned, cap * sizeof *no) : NULL;
+        if (no) sg->owned = no;
+        if (st || !nb || !no) {
+            if (b != SL_BLOCK_NONE) sl_hostpool_free(m->hostpool, b, NULL);
+            free(owned);
+            return st ? st : sl_error_set(err, SL_ERR_NOMEM, "loading: out of memory");
+        }
+        sg->cap = cap;
+    }
+    sg->blocks[sg->n] = b;
+    sg->owned[sg->n] = owned;
+    sg->n++;
+    sg->bytes += bytes;
+    return sg->bytes >= STAGE_FLUSH_BYTES ? staging_flush(m, sg, err) : SL_OK;
+}
+
+/* Enqueues w's upload into a block of the device arena. The copy reads page-locked memory
+ * only (on CUDA a pageable source makes it synchronous): a weight that is not in the host pool
+ * (the mmap view, a converted or gathered malloc'd copy) goes through a pool block first. Its
+ * host memory is let go (staging) once the copy has landed. */
+static sl_status upload(sl_model *m, sl_weight *w, staging *sg, sl_error *err)
 {
     sl_status st = sl_bfc_alloc(m->arena, w->nbytes ? w->nbytes : 1, SL_BFC_PINNED, &w->d_block, err);
     if (st) return st;
     void *d = sl_bfc_ptr(m->arena, w->d_block);
+    sl_block stage = SL_BLOCK_NONE;
     if (w->nbytes) {
-        st = sl_device_copy(m->dev, m->stream, d, w->data, w->nbytes, SL_COPY_H2D, err);
-        if (!st) st = sl_device_stream_sync(m->dev, m->stream, err);
-        if (st) return st;
+        const void *src = w->data;
+        if (w->h_block == SL_BLOCK_NONE) {
+            void *h = NULL;
+            if ((st = sl_hostpool_alloc(m->hostpool, w->nbytes, &stage, &h, err))) return st;
+            memcpy(h, src, (size_t)w->nbytes);
+            src = h;
+        }
+        st = sl_device_copy(m->dev, m->stream, d, src, w->nbytes, SL_COPY_H2D, err);
+        if (st) {
+            if (stage != SL_BLOCK_NONE) sl_hostpool_free(m->hostpool, stage, NULL);
+            return st;
+        }
     }
-    /* the host copy is no longer needed */
-    if (w->h_block != SL_BLOCK_NONE) {
-        sl_hostpool_free(m->hostpool, w->h_block, NULL);
-        w->h_block = SL_BLOCK_NONE;
-    }
-    free(w->h_owned);
+    const sl_block hb = w->h_block;
+    void *owned = w->h_owned;
+    w->h_block = SL_BLOCK_NONE;
     w->h_owned = NULL;
     w->data = d;
     w->residency = SL_RES_DEVICE;
-    return SL_OK;
+    st = staging_keep(m, sg, hb, owned, w->nbytes, err);
+    if (!st) st = staging_keep(m, sg, stage, NULL, 0, err);
+    return st;
+}
+
+sl_status sl__weight_to_device(sl_model *m, sl_weight *w, sl_error *err)
+{
+    staging sg = {0};
+    sl_status st = upload(m, w, &sg, err);
+    const sl_status fs = staging_flush(m, &sg, st ? NULL : err);
+    staging_free(m, &sg);
+    return st ? st : fs;
 }
 
 /* One compact part of a split FFN matrix (proj 0 gate, 1 up, 2 down), gathered from the
@@ -357,13 +438,13 @@ static sl_status make_part(sl_model *m, const sl__layer *L, int proj, bool hot, 
     }
     pw->data = dst;
     pw->residency = SL_RES_HOST;
-    if (hot) pw->h_owned = dst; /* sl__weight_to_device frees it */
+    if (hot) pw->h_owned = dst; /* upload lets it go once copied */
     return SL_OK;
 }
 
 /* HOT_COLD: replaces a split layer's loaded gate/up/down by compact hot parts in the device
  * arena and cold parts in the host pool (scheduler/ffn_split.h), then frees the originals. */
-static sl_status split_layer(sl_model *m, sl__layer *L, sl_error *err)
+static sl_status split_layer(sl_model *m, sl__layer *L, staging *sg, sl_error *err)
 {
     const int64_t F = L->ffn_up->ne[1];
     sl_ffn_split_src src = {.type_gate = L->ffn_gate->type, .type_up = L->ffn_up->type,
@@ -385,7 +466,7 @@ static sl_status split_layer(sl_model *m, sl__layer *L, sl_error *err)
             return st;
         if (hot)
             for (int p = 0; p < 3; p++)
-                if ((st = sl__weight_to_device(m, &pw[p], err))) return st;
+                if ((st = upload(m, &pw[p], sg, err))) return st;
     }
     sl_weight *orig[3] = {L->ffn_gate, L->ffn_up, L->ffn_down};
     for (int p = 0; p < 3; p++) {
@@ -435,7 +516,10 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
         host_bytes += b;
         if (b > biggest) biggest = b;
     }
-    if (m->opt.io != SL_LOAD_MMAP) {
+    bool any_device = false;
+    for (size_t i = 0; i < m->n_w; i++) any_device |= m->w[i].want_device;
+    /* mmap keeps host weights in the mapping; device weights are staged through the pool */
+    if (m->opt.io != SL_LOAD_MMAP || any_device) {
         sl_hostpool_options ho = sl_hostpool_options_default();
         ho.numa_node = m->opt.numa_node < 0 ? SL_HOSTPOOL_NODE_AUTO : m->opt.numa_node;
         /* one slab for a small model; 1 GiB slabs (or a tensor's own) for a big one */
@@ -447,11 +531,13 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
     }
     uint64_t done = 0;
     unsigned converted = 0;
+    staging sg = {0};
     for (size_t i = 0; i < m->n_w; i++) {
         sl_weight *w = &m->w[i];
         sl_status st = load_host(m, w, err);
-        if (!st && w->want_device) st = sl__weight_to_device(m, w, err);
+        if (!st && w->want_device) st = upload(m, w, &sg, err);
         if (st) {
+            staging_free(m, &sg);
             if (m->opt.progress && isatty(STDERR_FILENO)) fputc('\n', stderr);
             return st;
         }
@@ -468,10 +554,16 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
     for (int il = 0; il < m->hp.n_layer; il++) {
         sl__layer *L = &m->layers[il];
         if (L->n_hot && L->ffn_up && m->plan.split[L->ffn_up - m->w]) {
-            sl_status st = split_layer(m, L, err);
-            if (st) return st;
+            sl_status st = split_layer(m, L, &sg, err);
+            if (st) {
+                staging_free(m, &sg);
+                return st;
+            }
         }
     }
+    sl_status fst = staging_flush(m, &sg, err);
+    staging_free(m, &sg);
+    if (fst) return fst;
     for (size_t i = 0; i < m->n_w; i++) { /* what a live reload reattaches to */
         m->w[i].orig = sl__weight_storage_get(&m->w[i]);
         m->w[i].orig_set = true;

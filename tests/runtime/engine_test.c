@@ -234,9 +234,16 @@ static void check_model(const char *label, const char *path, bool placements)
         for (size_t i = 0; i < sizeof k_combos / sizeof *k_combos; i++) {
             const combo *cb = &k_combos[i];
             if ((cb->cpu_moe || cb->n_cpu_moe) && !info.n_expert) continue;
-            sl_model *mp = open_combo(path, cb, SL_LOAD_PREAD);
+            /* the first combos read with mmap: device weights are staged through the pool */
+            const sl_load_io io = i < 2 ? SL_LOAD_MMAP : SL_LOAD_PREAD;
+            sl_model *mp = open_combo(path, cb, io);
+            if (!mp) continue;
             sl_model_info pi;
             sl_model_info_get(mp, &pi);
+            /* loading uploads from page-locked memory only (CUDA: no synchronous copies) */
+            CHECK_MSG(pi.device_copies_pageable == 0, "%s: combo %d (io %d): loading made %llu "
+                      "pageable copies", label, (int)i, (int)io,
+                      (unsigned long long)pi.device_copies_pageable);
             CHECK_MSG(pi.gpu_bytes > 0, "%s: combo %d: nothing on the device", label,
                       (int)i);
             CHECK(pi.gpu_bytes + pi.host_bytes >= pi.weight_bytes);
