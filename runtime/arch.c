@@ -21,6 +21,16 @@
  *   both by n_embd, which equals n_head * head_dim and n_head_kv * head_dim in every OLMoE (it
  *   has n_head_kv == n_head). We expect [n_head*head_dim] and [n_head_kv*head_dim], the same
  *   shapes for every file llama.cpp accepts.
+ * - gpt-oss (llama.cpp llama_model_openai_moe, graph llm_build_openai_moe_iswa): q/k/v/o
+ *   biases; attn_sinks [n_head]; NEOX rope with YaRN from the file's rope.scaling keys, the
+ *   same rope on every layer (rope.freq_base_swa may set the sliding layers' base); sliding
+ *   window on layer il iff il % P < P - 1 with P = attention.sliding_window_pattern, default 2
+ *   (even layers slide); attention scale 1/sqrt(n_rot), and head sizes are n_rot (llama.cpp
+ *   sizes q/k/v by n_head * n_rot), so a file whose key_length differs from
+ *   rope.dimension_count is refused; the FFN's input norm is post_attention_norm; router
+ *   logits = W x + b, the top k of them, weights = softmax over those k; experts as wide as
+ *   expert_feed_forward_length (required) with gate/up/down biases and the clamped SwiGLU
+ *   (ggml_swiglu_oai: alpha 1.702, limit 7, (up + 1)).
  */
 #include <math.h>
 #include <stdio.h>
@@ -42,8 +52,13 @@ static const sl__arch_traits k_traits[SL__ARCH_COUNT] = {
                         .moe_capable = true, .moe_required = true, .norm_topk = false,
                         .act = SL_MOE_SILU},
     [SL__ARCH_GEMMA3] = {.name = "gemma3", .rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
-                         .post_norms = true, .embd_scale = true, .swa_pattern = true,
+                         .post_norms = true, .embd_scale = true, .swa_period = 6,
                          .act = SL_MOE_GELU_TANH},
+    [SL__ARCH_GPT_OSS] = {.name = "gpt-oss", .rope = SL_ROPE_NEOX, .qkv_bias = true,
+                          .moe_capable = true, .moe_required = true, .swa_period = 2,
+                          .attn_out_bias = true, .attn_sinks = true, .moe_biases = true,
+                          .post_attn_ffn_norm = true, .gating = SL_GATING_TOPK_SOFTMAX,
+                          .act = SL_MOE_SWIGLU_OAI},
 };
 
 const sl__arch_traits *sl__arch_traits_get(sl__arch a)
@@ -60,7 +75,7 @@ sl_status sl__arch_parse(const char *name, sl__arch *out, sl_error *err)
         }
     return sl_error_set(err, SL_ERR_UNSUPPORTED,
                         "general.architecture '%s': unsupported (supported: llama (incl. "
-                        "mixtral), qwen2moe, qwen3moe, olmoe, gemma3)",
+                        "mixtral), qwen2moe, qwen3moe, olmoe, gemma3, gpt-oss)",
                         name ? name : "(null)");
 }
 
@@ -283,6 +298,14 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
     if (m->arch == SL__ARCH_QWEN2MOE || m->arch == SL__ARCH_QWEN3MOE) {
         if (!hp->n_ff_exp && hp->n_expert_used) hp->n_ff_exp = hp->n_ff / hp->n_expert_used;
         if (!hp->n_ff_shexp) hp->n_ff_shexp = hp->n_ff;
+    } else if (m->arch == SL__ARCH_GPT_OSS) {
+        if ((st = get_i32(m, "expert_feed_forward_length", true, 0, 1, BIG, &hp->n_ff_exp, err)))
+            return st;
+        if (hp->n_rot != hp->head_dim)
+            return sl_error_set(err, SL_ERR_FORMAT,
+                                "metadata key 'gpt-oss.rope.dimension_count': %d, expected %d "
+                                "(attention.key_length: gpt-oss heads are n_rot wide)",
+                                hp->n_rot, hp->head_dim);
     } else {
         hp->n_ff_exp = hp->n_ff;
     }
@@ -297,11 +320,25 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata: shared expert width is 0 (%s."
                             "expert_shared_feed_forward_length)", m->tr->name);
 
-    if (m->tr->swa_pattern) {
+    if (m->tr->swa_period) {
         if ((st = get_i32(m, "attention.sliding_window", true, 0, 1, BIG, &hp->n_swa, err)))
             return st;
+        hp->swa_period = m->tr->swa_period;
+    }
+    if (m->arch == SL__ARCH_GEMMA3) {
         hp->rope_base_swa = 10000.0f; /* llama.cpp: rope_freq_base_train_swa for gemma3 */
         hp->rope_scale_swa = 1.0f;
+    }
+    if (m->arch == SL__ARCH_GPT_OSS) {
+        if ((st = get_i32(m, "attention.sliding_window_pattern", false, hp->swa_period, 1, BIG,
+                          &hp->swa_period, err)) ||
+            (st = get_f32(m, "rope.freq_base_swa", false, hp->rope_base, &hp->rope_base_swa,
+                          err)))
+            return st;
+        if (hp->rope_base_swa <= 0)
+            return sl_error_set(err, SL_ERR_FORMAT, "metadata key 'gpt-oss.rope.freq_base_swa': "
+                                "%g, expected > 0", (double)hp->rope_base_swa);
+        hp->attn_scale = 1.0f / sqrtf((float)hp->n_rot);
     }
     if (m->arch == SL__ARCH_GEMMA3)
         hp->attn_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
@@ -421,7 +458,14 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
             return st;
         if ((st = VEC(&L->ffn_post_norm, true, "blk.%d.post_ffw_norm.weight", il, E))) return st;
     }
-    if ((st = VEC(&L->ffn_norm, true, "blk.%d.ffn_norm.weight", il, E))) return st;
+    const char *ffn_norm = tr->post_attn_ffn_norm ? "blk.%d.post_attention_norm.weight"
+                                                  : "blk.%d.ffn_norm.weight";
+    if ((st = VEC(&L->ffn_norm, true, ffn_norm, il, E))) return st;
+    if (tr->attn_out_bias && (st = VEC(&L->bo, true, "blk.%d.attn_output.bias", il, E)))
+        return st;
+    if (tr->attn_sinks &&
+        (st = VEC(&L->sinks, true, "blk.%d.attn_sinks.weight", il, (int64_t)hp->n_head)))
+        return st;
 
     if (hp->n_expert == 0) {
         const int64_t F = hp->n_ff;
@@ -458,6 +502,12 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
                     return st;
             }
         }
+        if (tr->moe_biases &&
+            ((st = VEC(&L->gate_inp_b, true, "blk.%d.ffn_gate_inp.bias", il, X)) ||
+             (st = VEC(&L->gate_exps_b, true, "blk.%d.ffn_gate_exps.bias", il, F, X)) ||
+             (st = VEC(&L->up_exps_b, true, "blk.%d.ffn_up_exps.bias", il, F, X)) ||
+             (st = VEC(&L->down_exps_b, true, "blk.%d.ffn_down_exps.bias", il, E, X))))
+            return st;
         L->moe_gate = calloc((size_t)X, sizeof *L->moe_gate);
         L->moe_up = calloc((size_t)X, sizeof *L->moe_up);
         L->moe_down = calloc((size_t)X, sizeof *L->moe_down);
@@ -477,7 +527,7 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
     }
 
     /* per-layer rope */
-    L->swa = tr->swa_pattern && (il % 6 < 5);
+    L->swa = hp->swa_period && il % hp->swa_period < hp->swa_period - 1;
     L->rope = sl_rope_params_make(tr->rope, hp->n_rot, L->swa ? hp->rope_base_swa : hp->rope_base);
     L->rope.freq_scale = L->swa ? hp->rope_scale_swa : hp->rope_scale;
     L->rope.ext_factor = hp->yarn_ext_factor;

@@ -34,7 +34,8 @@ static size_t core_weights(const sl__layer *L, const sl_weight **out)
     const sl_weight *all[] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->bq, L->bk, L->bv,
                               L->q_norm, L->k_norm, L->attn_post_norm, L->ffn_norm,
                               L->ffn_post_norm, L->gate_inp, L->gate_shexp, L->up_shexp,
-                              L->down_shexp, L->gate_inp_shexp};
+                              L->down_shexp, L->gate_inp_shexp, L->bo, L->sinks,
+                              L->gate_inp_b};
     size_t n = 0;
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (all[i]) out[n++] = all[i];
@@ -251,6 +252,15 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
                  !sl_cuda_gemv_supported(L->moe.type_down)))
                 return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: expert types have no "
                                     "CUDA GEMV", m->path, il);
+            if (cuda && L->moe_on_device[0] && L->gate_exps_b)
+                return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: experts with biases "
+                                    "have no CUDA expert FFN", m->path, il);
+            snprintf(where, sizeof where, "layer %d experts", il);
+            const sl_weight *eb[] = {L->gate_exps_b, L->up_exps_b, L->down_exps_b};
+            for (int i = 0; i < 3; i++)
+                if (eb[i] && (st = check_weight(c, eb[i], m->arena && L->moe_on_device[0], where,
+                                                err)))
+                    return st;
             any_dev |= L->moe_on_device[0];
         }
         c->layer_dev[il] = dev;

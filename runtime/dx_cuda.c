@@ -80,6 +80,8 @@ static sl_status c_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int6
 {
     dx_cuda *c = (dx_cuda *)x;
     if (act == SL_MOE_SILU) return sl_cuda_swiglu(c->cu, g, u, g, n, err);
+    if (act == SL_MOE_SWIGLU_OAI) /* gpt-oss's experts never run here (weight.c) */
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "cuda: no clamped SwiGLU (gpt-oss)");
     return sl_cuda_geglu(c->cu, g, u, g, n, SL_GELU_TANH, err);
 }
 

@@ -96,6 +96,8 @@ static sl_status h_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int6
     dx_host *h = (dx_host *)x;
     DRAIN(h);
     if (act == SL_MOE_SILU) return sl_cpu_swiglu(&h->ops, g, u, g, n, err);
+    if (act == SL_MOE_SWIGLU_OAI)
+        return sl_cpu_swiglu_oai(&h->ops, g, u, g, n, SL_OAI_ALPHA, SL_OAI_LIMIT, err);
     return sl_cpu_geglu(&h->ops, g, u, g, n, SL_GELU_TANH, err);
 }
 

@@ -2,16 +2,17 @@
  *
  * Per layer, for the n tokens of the chunk (rows of x [n][n_embd], the residual stream):
  *   xn = rms_norm(x, attn_norm)
- *   q, k, v = W{q,k,v} xn (+ bias: qwen2moe)
+ *   q, k, v = W{q,k,v} xn (+ bias: qwen2moe, gpt-oss)
  *   q/k norm: per head [head_dim] (qwen3moe, gemma3) or whole row (olmoe)
  *   rope(q, k) at the tokens' positions (per-layer base/scale: gemma3's local layers)
  *   store k, v in the cache, then each token attends to positions [0, its own] (causal inside
  *   the chunk: token t sees n_pos = pos_t + 1 entries; sliding-window layers only the last
- *   n_swa), GQA by the kernel; gemma3 scales by its own attention scale
- *   x += [post_norm](Wo att)
+ *   n_swa), GQA by the kernel; gemma3 scales by its own attention scale; gpt-oss's per-head
+ *   sinks join each softmax denominator
+ *   x += [post_norm](Wo att [+ bo: gpt-oss])
  *   xn = rms_norm(x, ffn_norm)
- *   dense: act(Wg xn) * (Wu xn) -> Wd;  MoE: router -> top-k -> experts (+ qwen2moe's shared
- *   expert times sigmoid(w_shexp_gate . xn))
+ *   dense: act(Wg xn) * (Wu xn) -> Wd;  MoE: router (+ bias: gpt-oss) -> top-k -> experts
+ *   (with biases: gpt-oss) (+ qwen2moe's shared expert times sigmoid(w_shexp_gate . xn))
  *   x += [post_norm](ffn)
  * then logits = Wout rms_norm(x, output_norm) for the rows asked for.
  *
@@ -165,7 +166,9 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
     const int64_t E = hp->n_embd;
     sl_status st;
     if ((st = vt->mm(s->dx, L->gate_inp, s->xn, n, s->router, err))) return st;
-    const sl_router_params rp = {.gating = SL_GATING_SOFTMAX_TOPK, .n_expert = X, .k = K,
+    if (L->gate_inp_b && (st = vt->add_rows(s->dx, s->router, L->gate_inp_b->data, n, X, err)))
+        return st;
+    const sl_router_params rp = {.gating = m->tr->gating, .n_expert = X, .k = K,
                                  .norm_topk = m->tr->norm_topk, .weight_scale = 1.0f};
     if ((st = vt->router(s->dx, s->router, n, &rp, s->topk_idx, s->topk_w, err))) return st;
     const bool experts_dev = L->moe_on_device && L->moe_on_device[0];
@@ -227,10 +230,12 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
         return st;
     const sl_attn_params ap = {.n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
                                .head_dim = hp->head_dim, .n_pos = 1, .scale = hp->attn_scale,
-                               .window = L->swa ? hp->n_swa : 0, .kv_type = c->kv.type};
+                               .window = L->swa ? hp->n_swa : 0, .kv_type = c->kv.type,
+                               .sinks = L->sinks ? L->sinks->data : NULL};
     if ((st = vt->attn(dx, s->q, kc, vc, &ap, c->host.pos, n, s->att, err)))
         return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
     if ((st = vt->mm(dx, L->wo, s->att, n, s->tmp, err))) return st;
+    if (L->bo && (st = vt->add_rows(dx, s->tmp, L->bo->data, n, E, err))) return st;
     if (L->attn_post_norm &&
         (st = vt->rms_norm(dx, s->tmp, L->attn_post_norm->data, s->tmp, n, E, eps, err)))
         return st;

@@ -40,6 +40,7 @@ typedef enum sl__arch {
     SL__ARCH_QWEN3MOE,
     SL__ARCH_OLMOE,
     SL__ARCH_GEMMA3,
+    SL__ARCH_GPT_OSS,       /* llama.cpp LLM_ARCH_OPENAI_MOE, general.architecture "gpt-oss" */
     SL__ARCH_COUNT
 } sl__arch;
 
@@ -61,14 +62,23 @@ typedef struct sl__arch_traits {
     bool moe_required;      /* must have them */
     bool norm_topk;         /* renormalise the top-k softmax weights */
     bool shared_expert;     /* ffn_*_shexp + sigmoid gate (qwen2moe) */
-    bool swa_pattern;       /* sliding-window layers, every 6th global (gemma3) */
+    int32_t swa_period;     /* layer il slides iff il % period < period - 1 (llama.cpp's
+                               set_swa_pattern): 6 gemma3, 2 gpt-oss; 0: no sliding window */
+    bool attn_out_bias;     /* attn_output.bias (gpt-oss) */
+    bool attn_sinks;        /* attn_sinks.weight [n_head]: a logit per head that joins the
+                               softmax denominator (gpt-oss) */
+    bool moe_biases;        /* router bias ffn_gate_inp.bias and expert biases ffn_*_exps.bias
+                               (gpt-oss) */
+    bool post_attn_ffn_norm; /* the FFN's input norm is named post_attention_norm (gpt-oss) */
+    sl_gating gating;       /* router: softmax then top-k, or top-k then softmax (gpt-oss) */
     sl_moe_act act;
 } sl__arch_traits;
 
 typedef struct sl__hparams {
     int32_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_rot;
     int32_t n_ff, n_ff_exp, n_ff_shexp, n_expert, n_expert_used;
-    int32_t n_swa;          /* sliding window (gemma3), 0: none */
+    int32_t n_swa;          /* sliding window (gemma3, gpt-oss), 0: none */
+    int32_t swa_period;     /* the file's pattern, else the arch's (traits.swa_period) */
     float rms_eps;
     float rope_base, rope_scale;            /* rope_scale = freq_scale = 1 / factor */
     float rope_base_swa, rope_scale_swa;    /* for sliding-window layers */
@@ -85,6 +95,8 @@ typedef struct sl__layer {
     sl_weight *gate_exps, *up_exps, *down_exps;              /* merged experts, or NULL */
     sl_weight **gate_e, **up_e, **down_e;                    /* per-expert tensors, or NULL */
     sl_weight *gate_shexp, *up_shexp, *down_shexp, *gate_inp_shexp;
+    sl_weight *bo, *sinks;                                   /* gpt-oss attention */
+    sl_weight *gate_inp_b, *gate_exps_b, *up_exps_b, *down_exps_b; /* gpt-oss MoE biases */
     bool swa;               /* sliding-window layer */
     sl_rope_params rope;
     /* hot/cold split of the dense FFN (HOT_COLD placement), else n_hot == 0 and NULL parts:

@@ -85,8 +85,10 @@ static void mark_routed(const sl_model *m, bool *routed)
 {
     for (int il = 0; il < m->hp.n_layer; il++) {
         const sl__layer *L = &m->layers[il];
-        const sl_weight *merged[] = {L->gate_exps, L->up_exps, L->down_exps};
-        for (int p = 0; p < 3; p++)
+        /* expert biases travel with their experts (the expert FFN routine reads them) */
+        const sl_weight *merged[] = {L->gate_exps,   L->up_exps,   L->down_exps,
+                                     L->gate_exps_b, L->up_exps_b, L->down_exps_b};
+        for (int p = 0; p < 6; p++)
             if (merged[p]) routed[merged[p] - m->w] = true;
         if (!L->gate_e) continue;
         for (int x = 0; x < m->hp.n_expert; x++) {
@@ -192,6 +194,8 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
         const sl_gguf_type_info *ti = sl_gguf_type_get(loaded_type(w));
         t[i].type_name = ti ? ti->name : "?";
         t[i].no_device = cuda && w->need_matvec && !sl_cuda_gemv_supported(loaded_type(w));
+        /* the CUDA expert paths have no expert biases nor gpt-oss's clamped SwiGLU yet */
+        if (cuda && routed[i] && m->tr->moe_biases) t[i].no_device = true;
     }
     free(routed);
     const sl_model_options *o = &m->opt;
@@ -211,11 +215,15 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
     m->place_t = t;
     for (size_t i = 0; i < m->n_w; i++) {
         m->w[i].want_device = m->plan.on_device[i];
-        if (m->plan.by[i] == SL_PLACE_BY_DEVICE && !m->notice[0])
-            snprintf(m->notice, sizeof m->notice, "%s: type %s has no CUDA GEMV: its %s runs "
-                     "on the CPU", t[i].name, t[i].type_name,
-                     t[i].group == SL_PG_EXPERTS ? "layer's routed experts"
-                     : t[i].group == SL_PG_OUTPUT ? "output matrix" : "layer group");
+        if (m->plan.by[i] != SL_PLACE_BY_DEVICE || m->notice[0]) continue;
+        char why[64];
+        if (sl_cuda_gemv_supported(loaded_type(&m->w[i])))
+            snprintf(why, sizeof why, "no CUDA expert FFN with biases");
+        else
+            snprintf(why, sizeof why, "type %s has no CUDA GEMV", t[i].type_name);
+        snprintf(m->notice, sizeof m->notice, "%s: %s: its %s runs on the CPU", t[i].name, why,
+                 t[i].group == SL_PG_EXPERTS ? "layer's routed experts"
+                 : t[i].group == SL_PG_OUTPUT ? "output matrix" : "layer group");
     }
     return SL_OK;
 }
@@ -599,7 +607,10 @@ sl_status sl__model_refresh_pointers(sl_model *m, sl_error *err)
             .layer = il, .n_expert = m->hp.n_expert, .n_embd = m->hp.n_embd,
             .n_ff = m->hp.n_ff_exp, .type_gate = g->type, .type_up = u->type,
             .type_down = d->type, .gate = L->moe_gate, .up = L->moe_up, .down = L->moe_down,
-            .on_device = L->moe_on_device, .act = m->tr->act};
+            .on_device = L->moe_on_device, .act = m->tr->act,
+            .gate_b = L->gate_exps_b ? L->gate_exps_b->data : NULL,
+            .up_b = L->up_exps_b ? L->up_exps_b->data : NULL,
+            .down_b = L->down_exps_b ? L->down_exps_b->data : NULL};
     }
     return SL_OK;
 }

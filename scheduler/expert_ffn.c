@@ -11,10 +11,18 @@ size_t sl__expert_work_bytes(const sl_moe_layer *L, int64_t m)
     return b > wd ? b : wd;
 }
 
+/* y[r][:] += b[:] over m rows of dim (no-op without a bias). */
+static void add_bias(float *y, const float *b, int64_t m, int64_t dim)
+{
+    if (!b) return;
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t j = 0; j < dim; j++) y[r * dim + j] += b[j];
+}
+
 sl_status sl__expert_gate_up(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
-                             sl_cpu_pool *pool, const sl_moe_layer *L, const void *wg,
-                             const void *wu, const float *x, int64_t m, float *g, float *u,
-                             void *work, size_t work_cap, sl_error *err)
+                             sl_cpu_pool *pool, const sl_moe_layer *L, int32_t e,
+                             const void *wg, const void *wu, const float *x, int64_t m,
+                             float *g, float *u, void *work, size_t work_cap, sl_error *err)
 {
     const int64_t E = L->n_embd, F = L->n_ff;
     sl_status st;
@@ -27,14 +35,20 @@ sl_status sl__expert_gate_up(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
         if (!st) st = sl_cpu_matvec(mv, pool, L->type_up, wu, F, E, x, m, u, work, work_cap, err);
     }
     if (st) return st;
+    add_bias(g, L->gate_b ? L->gate_b + (int64_t)e * F : NULL, m, F);
+    add_bias(u, L->up_b ? L->up_b + (int64_t)e * F : NULL, m, F);
     if (L->act == SL_MOE_SILU) return sl_cpu_swiglu(ops, g, u, g, F * m, err);
+    if (L->act == SL_MOE_SWIGLU_OAI)
+        return sl_cpu_swiglu_oai(ops, g, u, g, F * m, SL_OAI_ALPHA, SL_OAI_LIMIT, err);
     return sl_cpu_geglu(ops, g, u, g, F * m, SL_GELU_TANH, err);
 }
 
 sl_status sl__expert_down(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
-                          const sl_moe_layer *L, const void *wd, const float *g, int64_t m,
-                          float *d, void *work, size_t work_cap, sl_error *err)
+                          const sl_moe_layer *L, int32_t e, const void *wd, const float *g,
+                          int64_t m, float *d, void *work, size_t work_cap, sl_error *err)
 {
-    return sl_cpu_matvec(mv, pool, L->type_down, wd, L->n_embd, L->n_ff, g, m, d, work,
-                         work_cap, err);
+    sl_status st = sl_cpu_matvec(mv, pool, L->type_down, wd, L->n_embd, L->n_ff, g, m, d, work,
+                                 work_cap, err);
+    if (!st) add_bias(d, L->down_b ? L->down_b + (int64_t)e * L->n_embd : NULL, m, L->n_embd);
+    return st;
 }

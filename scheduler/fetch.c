@@ -157,18 +157,18 @@ static uint64_t align_up(uint64_t v)
 
 /* ---- the expert FFN: scheduler/expert_ffn.h, the CPU scheduler's routine -------------- */
 
-static sl_status gate_up_act(const fetch *f, sl_cpu_pool *pool, const void *wg, const void *wu,
-                             const float *x, int64_t m, float *g, float *u, void *work,
-                             sl_error *err)
+static sl_status gate_up_act(const fetch *f, int32_t e, sl_cpu_pool *pool, const void *wg,
+                             const void *wu, const float *x, int64_t m, float *g, float *u,
+                             void *work, sl_error *err)
 {
-    return sl__expert_gate_up(&f->ops, &f->mv, pool, &f->cur, wg, wu, x, m, g, u, work,
+    return sl__expert_gate_up(&f->ops, &f->mv, pool, &f->cur, e, wg, wu, x, m, g, u, work,
                               f->work_cap, err);
 }
 
-static sl_status down(const fetch *f, sl_cpu_pool *pool, const void *wd, const float *g,
-                      int64_t m, float *d, void *work, sl_error *err)
+static sl_status down(const fetch *f, int32_t e, sl_cpu_pool *pool, const void *wd,
+                      const float *g, int64_t m, float *d, void *work, sl_error *err)
 {
-    return sl__expert_down(&f->mv, pool, &f->cur, wd, g, m, d, work, f->work_cap, err);
+    return sl__expert_down(&f->mv, pool, &f->cur, e, wd, g, m, d, work, f->work_cap, err);
 }
 
 /* ---- device jobs (run on the compute stream's worker; sim) ------------------------------ */
@@ -180,8 +180,9 @@ static void job_full(void *p)
     const xinfo *x = &f->xs[g->xi];
     g->t0 = sl__now_ns();
     sl_error e;
-    g->dev_st = gate_up_act(f, NULL, x->dp[0], x->dp[1], g->x, g->m, g->g, g->u, f->dwork, &e);
-    if (!g->dev_st) g->dev_st = down(f, NULL, x->dp[2], g->g, g->m, g->d, f->dwork, &e);
+    g->dev_st = gate_up_act(f, g->e, NULL, x->dp[0], x->dp[1], g->x, g->m, g->g, g->u,
+                            f->dwork, &e);
+    if (!g->dev_st) g->dev_st = down(f, g->e, NULL, x->dp[2], g->g, g->m, g->d, f->dwork, &e);
     g->t1 = sl__now_ns();
 }
 
@@ -191,7 +192,7 @@ static void job_down(void *p)
     const fetch *f = g->f;
     g->t0 = sl__now_ns();
     sl_error e;
-    g->dev_st = down(f, NULL, f->xs[g->xi].dp[2], g->g, g->m, g->d, f->dwork, &e);
+    g->dev_st = down(f, g->e, NULL, f->xs[g->xi].dp[2], g->g, g->m, g->d, f->dwork, &e);
     g->t1 = sl__now_ns();
 }
 
@@ -209,10 +210,14 @@ static void stamp(void *p)
  * rows have a device mirror at the same offset in dact as in buf; the activations go up, the
  * down output comes back into g->d (buf is page-locked, so neither copy blocks the CPU). A
  * launch refused here is a failed device job (the caller computes the group on the CPU); a
- * fault inside a kernel shows at finish_device's sync, which reports it as fatal (below). */
+ * fault inside a kernel shows at finish_device's sync, which reports it as fatal (below).
+ * Expert biases and gpt-oss's clamped SwiGLU have no CUDA path here yet: such layers are
+ * refused, so their groups run on the CPU (counted as failed device jobs). */
 static sl_status cuda_job(fetch *f, fgroup *g, bool full)
 {
     const sl_moe_layer *L = &f->cur;
+    if (L->gate_b || L->up_b || L->down_b || L->act == SL_MOE_SWIGLU_OAI)
+        return SL_ERR_UNSUPPORTED;
     const xinfo *x = &f->xs[g->xi];
     const int64_t E = L->n_embd, F = L->n_ff, m = g->m;
     float *dx = (float *)f->dact + (g->x - f->buf), *dg = dx + m * E, *du = dg + m * F,
@@ -271,9 +276,9 @@ static sl_status cpu_full(fetch *f, fgroup *g, sl_error *err)
 {
     const uint64_t t0 = sl__now_ns();
     const sl_moe_layer *L = &f->cur;
-    sl_status st = gate_up_act(f, f->pool, L->gate[g->e], L->up[g->e], g->x, g->m, g->g, g->u,
-                               f->work, err);
-    if (!st) st = down(f, f->pool, L->down[g->e], g->g, g->m, g->d, f->work, err);
+    sl_status st = gate_up_act(f, g->e, f->pool, L->gate[g->e], L->up[g->e], g->x, g->m,
+                               g->g, g->u, f->work, err);
+    if (!st) st = down(f, g->e, f->pool, L->down[g->e], g->g, g->m, g->d, f->work, err);
     g->dev = false;
     cpu_span(f, t0, "gate+up+down", g->e, f->pb[0] + f->pb[1] + f->pb[2]);
     return st;
@@ -662,8 +667,8 @@ static sl_status run_post(fetch *f, int64_t xi, const sl_moe_assign *a, const fl
         gather(f, g, a, x);
         pump(f, -1);
         uint64_t t0 = sl__now_ns();
-        sl_status st = gate_up_act(f, f->pool, L->gate[g->e], L->up[g->e], g->x, g->m, g->g,
-                                   g->u, f->work, err);
+        sl_status st = gate_up_act(f, g->e, f->pool, L->gate[g->e], L->up[g->e], g->x, g->m,
+                                   g->g, g->u, f->work, err);
         cpu_span(f, t0, "gate+up+act", g->e, f->pb[0] + f->pb[1]);
         if (st) return st;
         int cs = copies_failed(f, xx) ? -1 : copy_status(f, xi);
@@ -679,7 +684,7 @@ static sl_status run_post(fetch *f, int64_t xi, const sl_moe_assign *a, const fl
         if (cs == 0) xx->missed = true;
         else xx->failed = true;
         t0 = sl__now_ns();
-        st = down(f, f->pool, L->down[g->e], g->g, g->m, g->d, f->work, err);
+        st = down(f, g->e, f->pool, L->down[g->e], g->g, g->m, g->d, f->work, err);
         cpu_span(f, t0, "down", g->e, f->pb[2]);
         if (st) return st;
     }

@@ -10,7 +10,9 @@
  *
  * Contract of sl_moe_exec (every implementation):
  *   out[t][:] = sum over assignments a with a.token == t of
- *               a.weight * down_e( act(gate_e(x[t])) * up_e(x[t]) ),   e = a.expert,
+ *               a.weight * (down_e( act(gate_e(x[t]) + bg_e, up_e(x[t]) + bu_e) ) + bd_e),
+ *   e = a.expert, act(g, u) = act(g) * u (or the clamped form of SL_MOE_SWIGLU_OAI), the
+ *   biases b*_e zero when the layer has none,
  *   computed for every t in [0, n_tok) (rows without assignments become zero). x and out are
  *   host memory, [n_tok][n_embd] floats, and must not overlap. Per (token, expert) the result
  *   is independent of which other tokens are in the call (batch-invariant) — the CPU scheduler
@@ -33,13 +35,16 @@
 typedef enum sl_moe_act {
     SL_MOE_SILU = 0,      /* SwiGLU: silu(gate) * up (llama, mixtral, qwen*, olmoe) */
     SL_MOE_GELU_TANH = 1, /* GeGLU with the tanh GELU */
+    SL_MOE_SWIGLU_OAI = 2, /* gpt-oss's clamped SwiGLU (kernels/ref/ops.h sl_ref_swiglu_oai) */
 } sl_moe_act;
 
 /* One layer's experts. Matrices in ggml layout (kernels/ref/matvec.h): gate/up [n_ff][n_embd]
  * (rows of n_embd), down [n_embd][n_ff]. Expert e's matrices start at gate[e], up[e], down[e]
  * (host-dereferenceable: host pool, mmap view, or a sim device region). on_device[e] (may be
  * NULL) says the expert's weights are device-resident, which only stats and future GPU
- * schedulers care about. */
+ * schedulers care about. Biases (gpt-oss; NULL: none, each independently): F32, expert e's
+ * at gate_b + e * n_ff, up_b + e * n_ff, down_b + e * n_embd (ggml's [n_ff, n_expert] and
+ * [n_embd, n_expert] tensors), host-dereferenceable like the matrices. */
 typedef struct sl_moe_layer {
     int32_t layer;                  /* for messages */
     int32_t n_expert;
@@ -49,6 +54,8 @@ typedef struct sl_moe_layer {
     const void *const *up;          /* [n_expert] */
     const void *const *down;        /* [n_expert] */
     const bool *on_device;          /* [n_expert] or NULL */
+    const float *gate_b, *up_b, *down_b; /* [n_expert][n_ff], [n_expert][n_ff],
+                                            [n_expert][n_embd], or NULL */
     sl_moe_act act;
 } sl_moe_layer;
 

@@ -87,9 +87,9 @@ static sl_status run_group(moe_cpu *c, const sl_moe_layer *L, int32_t e, const s
     const int64_t E = L->n_embd;
     for (int64_t i = 0; i < m; i++)
         memcpy(c->x + i * E, x + (int64_t)a[idx[i]].token * E, (size_t)E * sizeof(float));
-    sl_status st = sl__expert_gate_up(&c->ops, &c->mv, c->pool, L, L->gate[e], L->up[e], c->x,
+    sl_status st = sl__expert_gate_up(&c->ops, &c->mv, c->pool, L, e, L->gate[e], L->up[e], c->x,
                                       m, c->g, c->u, c->work, c->work_cap, err);
-    if (!st) st = sl__expert_down(&c->mv, c->pool, L, L->down[e], c->g, m, c->d, c->work,
+    if (!st) st = sl__expert_down(&c->mv, c->pool, L, e, L->down[e], c->g, m, c->d, c->work,
                                   c->work_cap, err);
     if (st) return st;
     for (int64_t i = 0; i < m; i++) {

@@ -89,6 +89,10 @@ sl_status sl_cpu_silu(const sl_cpu_ops *ops, const float *x, float *y, int64_t n
                       sl_error *err);
 sl_status sl_cpu_swiglu(const sl_cpu_ops *ops, const float *gate, const float *up, float *out,
                         int64_t n, sl_error *err);
+/* Scalar on every ISA: it runs over the n_ff outputs of an expert, next to matvecs over
+ * n_ff * n_embd weights, so vectorising it would not show. */
+sl_status sl_cpu_swiglu_oai(const sl_cpu_ops *ops, const float *gate, const float *up,
+                            float *out, int64_t n, float alpha, float limit, sl_error *err);
 sl_status sl_cpu_gelu(const sl_cpu_ops *ops, const float *x, float *y, int64_t n,
                       sl_gelu_kind kind, sl_error *err);
 sl_status sl_cpu_geglu(const sl_cpu_ops *ops, const float *gate, const float *up, float *out,

@@ -189,6 +189,21 @@ sl_status sl_cpu_swiglu(const sl_cpu_ops *ops, const float *gate, const float *u
     return SL_OK;
 }
 
+sl_status sl_cpu_swiglu_oai(const sl_cpu_ops *ops, const float *gate, const float *up,
+                            float *out, int64_t n, float alpha, float limit, sl_error *err)
+{
+    if (check_common(ops, n, __func__, err)) return SL_ERR_INVALID;
+    if (n == 0) return SL_OK;
+    CHECK_PTR(gate, "gate");
+    CHECK_PTR(up, "up");
+    CHECK_PTR(out, "out");
+    for (int64_t i = 0; i < n; i++) {
+        const float g = fminf(gate[i], limit), u = fmaxf(fminf(up[i], limit), -limit);
+        out[i] = g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+    }
+    return SL_OK;
+}
+
 /* The reference's rule and message (kernels/ref/ops.c check_gelu_kind). */
 static sl_status check_gelu_kind(sl_gelu_kind kind, const char *fn, sl_error *err)
 {

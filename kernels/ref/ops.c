@@ -287,6 +287,21 @@ sl_status sl_ref_swiglu(const float *gate, const float *up, float *out, int64_t 
     return SL_OK;
 }
 
+sl_status sl_ref_swiglu_oai(const float *gate, const float *up, float *out, int64_t n,
+                            float alpha, float limit, sl_error *err)
+{
+    if (check_n(n, __func__, err)) return SL_ERR_INVALID;
+    CHECK_PTR(gate, "gate", n);
+    CHECK_PTR(up, "up", n);
+    CHECK_PTR(out, "out", n);
+    for (int64_t i = 0; i < n; i++) {
+        const double g = fmin((double)gate[i], (double)limit);
+        const double u = fmax(fmin((double)up[i], (double)limit), -(double)limit);
+        out[i] = (float)(g / (1.0 + exp(-(double)alpha * g)) * (u + 1.0));
+    }
+    return SL_OK;
+}
+
 sl_status sl_ref_geglu(const float *gate, const float *up, float *out, int64_t n,
                        sl_gelu_kind kind, sl_error *err)
 {

@@ -110,6 +110,13 @@ sl_status sl_ref_gelu(const float *x, float *y, int64_t n, sl_gelu_kind kind, sl
 /* out = silu(gate) * up. out may be gate or up. */
 sl_status sl_ref_swiglu(const float *gate, const float *up, float *out, int64_t n,
                         sl_error *err);
+/* gpt-oss's clamped SwiGLU (ggml_swiglu_oai; HF GptOssExperts): with g' = min(gate, limit)
+ * and u' = clamp(up, -limit, limit), out = g' * sigmoid(alpha * g') * (u' + 1). gpt-oss uses
+ * alpha 1.702 and limit 7 (SL_OAI_ALPHA, SL_OAI_LIMIT). out may be gate or up. */
+#define SL_OAI_ALPHA 1.702f
+#define SL_OAI_LIMIT 7.0f
+sl_status sl_ref_swiglu_oai(const float *gate, const float *up, float *out, int64_t n,
+                            float alpha, float limit, sl_error *err);
 /* out = gelu(gate) * up. out may be gate or up. */
 sl_status sl_ref_geglu(const float *gate, const float *up, float *out, int64_t n,
                        sl_gelu_kind kind, sl_error *err);

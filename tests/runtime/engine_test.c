@@ -319,6 +319,30 @@ static void check_broken(void)
     CHECK(tm_write(&p, path, &e) == SL_OK);
     CHECK(sl_model_open(path, &o, &m, &e) == SL_ERR_FORMAT);
     CHECK_CONTAINS(e.msg, "blk.3.post_ffw_norm.weight");
+    /* gpt-oss: a missing expert bias, a mis-shaped sink, a head size that is not n_rot */
+    tm_defaults("gpt-oss", &p);
+    p.omit = "blk.1.ffn_down_exps.bias";
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    CHECK(sl_model_open(path, &o, &m, &e) == SL_ERR_FORMAT);
+    CHECK_CONTAINS(e.msg, "blk.1.ffn_down_exps.bias");
+    CHECK_CONTAINS(e.msg, "[64, 4]");
+    tm_defaults("gpt-oss", &p);
+    p.omit = "blk.0.attn_sinks.weight";
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    CHECK(sl_model_open(path, &o, &m, &e) == SL_ERR_FORMAT);
+    CHECK_CONTAINS(e.msg, "blk.0.attn_sinks.weight");
+    CHECK_CONTAINS(e.msg, "[4]");
+    tm_defaults("gpt-oss", &p);
+    p.reshape = "blk.0.ffn_gate_exps.bias";
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    CHECK(sl_model_open(path, &o, &m, &e) == SL_ERR_FORMAT);
+    CHECK_CONTAINS(e.msg, "blk.0.ffn_gate_exps.bias");
+    CHECK_CONTAINS(e.msg, "expected [64, 4]");
+    tm_defaults("gpt-oss", &p);
+    p.omit = "blk.1.post_attention_norm.weight";
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    CHECK(sl_model_open(path, &o, &m, &e) == SL_ERR_FORMAT);
+    CHECK_CONTAINS(e.msg, "blk.1.post_attention_norm.weight");
     /* unknown architecture */
     tm_defaults("llama", &p);
     CHECK(tm_write(&p, path, &e) == SL_OK);
@@ -374,7 +398,7 @@ int main(int argc, char **argv)
         return 1;
     }
     const char *archs[] = {"llama", "mixtral", "mixtral-split", "qwen2moe", "qwen3moe", "olmoe",
-                           "gemma3"};
+                           "gemma3", "gpt-oss"};
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
         tm_params p;
         tm_defaults(archs[i], &p);

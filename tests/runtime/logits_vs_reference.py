@@ -2,7 +2,7 @@
 
 usage: logits_vs_reference.py SLUICE_BINARY [--quick]
 
-For every architecture mkmodel writes (llama, mixtral, qwen3moe, olmoe, qwen2moe, gemma3) and
+For every architecture mkmodel writes (llama, mixtral, qwen3moe, olmoe, qwen2moe, gemma3, gpt-oss) and
 weight types F32, Q8_0 and Q4_K, a small synthetic model is made with `sluice mkmodel`, run by
 `sluice eval` and by the reference on the same 12 tokens, and compared.
 
@@ -33,9 +33,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ref_forward as rf  # noqa: E402
 
-ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3")
+ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss")
 TYPES = {"F32": 1e-4, "Q8_0": 1e-2, "Q4_K": 1e-2}
-# 12 tokens: more than gemma3's default sliding window (8), so local layers mask old keys
+# 12 tokens: more than gemma3's and gpt-oss's default sliding window (8), so local layers
+# mask old keys
 TOKENS = [1, 17, 300, 5, 9, 100, 200, 300, 400, 7, 8, 9]
 PLACEMENTS = (("cpu", []), ("gpu", []), ("layers", ["--gpu-layers", "1"]),
               ("experts-cpu", []))

@@ -61,6 +61,24 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             Norm weights: convert_hf_to_gguf.py Gemma3Model.modify_tensors stores 1 + w for
             every "*norm.weight" (HF Gemma3RMSNorm computes x * (1 + w)), so the stored value is
             multiplied directly, as for every other arch.
+  gpt-oss   (llama_model_openai_moe, graph llm_build_openai_moe_iswa; HF GptOssForCausalLM)
+            attention biases bq, bk, bv and bo (attn_output.bias); NEOX rope with YaRN
+            (ggml_rope_ext with the file's rope.scaling.factor / original_context_length,
+            ext_factor 1, attn_factor 1, beta_fast 32, beta_slow 1: see rope() below); scale
+            1/sqrt(n_rot); per-head sinks attn_sinks [n_head] join each softmax as an extra
+            logit column that is then dropped (ggml_soft_max_add_sinks; HF eager_attention_
+            forward concatenates them the same way); layer il slides iff il % P < P - 1, P =
+            attention.sliding_window_pattern or 2 (set_swa_pattern(2); HF layer_types: even
+            layers "sliding_attention"), window attention.sliding_window, same rope on every
+            layer; the FFN input norm is post_attention_norm; router logits = Wr h + br, the
+            top k logits, weights softmax over those k (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_
+            WEIGHT; HF GptOssTopKRouter); expert e: g = Wg h + bg, u = Wu h + bu,
+            g' = min(g, 7), u' = clamp(u, -7, 7), y = Wd (g' sigmoid(1.702 g') (u' + 1)) + bd
+            (ggml_swiglu_oai; HF GptOssExperts with its interleaved gate_up_proj split into
+            ffn_gate_exps / ffn_up_exps by the converter), out = sum_k w_k y_k.
+            YaRN boundaries: llama.cpp floors/ceils the correction range
+            (ggml_rope_yarn_corr_dims); HF gpt-oss configs set "truncate": false, which does
+            not. We follow the GGUF semantics (llama.cpp); ref_vs_hf.py sets truncate true.
 """
 import argparse
 import math
@@ -76,11 +94,12 @@ ROPE_NORM, ROPE_NEOX = "norm", "neox"
 
 # llama.cpp llama_model_rope_type()
 ROPE_TYPE = {"llama": ROPE_NORM, "qwen2moe": ROPE_NEOX, "qwen3moe": ROPE_NEOX,
-             "olmoe": ROPE_NEOX, "gemma3": ROPE_NEOX}
+             "olmoe": ROPE_NEOX, "gemma3": ROPE_NEOX, "gpt-oss": ROPE_NEOX}
 # build_moe_ffn's norm_w argument in each graph builder
 MOE_NORM_W = {"llama": True, "qwen3moe": True, "qwen2moe": False, "olmoe": False}
 GEMMA3_SWA_PATTERN = 6          # llama-model.cpp: hparams.set_swa_pattern(6)
 GEMMA3_SWA_ROPE_BASE = 10000.0  # llama-model.cpp: rope_freq_base_train_swa
+OAI_ALPHA, OAI_LIMIT = 1.702, 7.0  # llm_graph_context::build_moe_ffn, LLM_FFN_SWIGLU_OAI_MOE
 
 
 # ---- numeric building blocks (also exercised on their own by ref_forward_test.py) ------------
@@ -90,13 +109,35 @@ def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, positions, base, n_rot, mode):
-    """Rotary embedding of x [n_tokens, n_heads, head_dim] at the given positions."""
+def yarn_corr_dims(n_rot, n_ctx_orig, base, beta_fast, beta_slow):
+    """ggml_rope_yarn_corr_dims: the pair range [lo, hi] of the YaRN ramp (float32 maths)."""
+    def corr_dim(n_rotations):
+        return np.float32(n_rot * math.log(n_ctx_orig / (n_rotations * 2 * math.pi))
+                          / (2 * math.log(base)))
+    lo = max(0.0, math.floor(corr_dim(beta_fast)))
+    hi = min(n_rot - 1.0, math.ceil(corr_dim(beta_slow)))
+    return lo, hi
+
+
+def rope(x, positions, base, n_rot, mode, yarn=None):
+    """Rotary embedding of x [n_tokens, n_heads, head_dim] at the given positions.
+    yarn: None, or (factor, n_ctx_orig, beta_fast, beta_slow) for ggml's rope_yarn with
+    freq_scale = 1/factor, ext_factor 1, attn_factor 1: theta_i = theta_interp (1 - mix_i) +
+    theta_extrap mix_i with mix_i = 1 - clamp((i - lo) / max(0.001, hi - lo), 0, 1), and the
+    rotated pair scaled by 1 + 0.1 ln(factor)."""
     x = np.array(x, dtype=np.float64)
     half = n_rot // 2
     inv = base ** (-2.0 * np.arange(half) / n_rot)                 # [half]
+    mscale = 1.0
+    if yarn is not None:
+        factor, n_ctx_orig, beta_fast, beta_slow = yarn
+        lo, hi = yarn_corr_dims(n_rot, n_ctx_orig, base, beta_fast, beta_slow)
+        mix = 1.0 - np.clip((np.arange(half) - lo) / max(0.001, hi - lo), 0.0, 1.0)
+        inv = inv / factor * (1.0 - mix) + inv * mix
+        mscale = 1.0 + 0.1 * math.log(factor)
     theta = np.asarray(positions, dtype=np.float64)[:, None] * inv  # [n_tokens, half]
-    cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+    cos = np.cos(theta)[:, None, :] * mscale
+    sin = np.sin(theta)[:, None, :] * mscale
     if mode == ROPE_NORM:
         i0, i1 = np.arange(0, n_rot, 2), np.arange(1, n_rot, 2)
     elif mode == ROPE_NEOX:
@@ -109,9 +150,10 @@ def rope(x, positions, base, n_rot, mode):
     return x
 
 
-def attention(q, k, v, scale, window=None):
+def attention(q, k, v, scale, window=None, sinks=None):
     """Causal GQA attention. q [n, H, D], k/v [n, Hkv, D] -> [n, H * D].
-    window: if set, key p0 is masked for query p1 when p1 - p0 >= window."""
+    window: if set, key p0 is masked for query p1 when p1 - p0 >= window.
+    sinks: None or [H] logits that join each row's softmax denominator only."""
     n, n_head, d = q.shape
     n_head_kv = k.shape[1]
     group = n_head // n_head_kv
@@ -124,10 +166,12 @@ def attention(q, k, v, scale, window=None):
         g = h // group
         s = (q[:, h, :] @ k[:, g, :].T) * scale
         s = np.where(masked, -np.inf, s)
+        if sinks is not None:
+            s = np.concatenate([s, np.full((n, 1), sinks[h])], axis=1)
         s = s - s.max(axis=1, keepdims=True)
         p = np.exp(s)
         p /= p.sum(axis=1, keepdims=True)
-        out[:, h, :] = p @ v[:, g, :]
+        out[:, h, :] = p[:, :n] @ v[:, g, :]
     return out.reshape(n, n_head * d)
 
 
@@ -167,6 +211,26 @@ def moe_ffn(h, router, gate_exps, up_exps, down_exps, k, norm_w):
     return out
 
 
+def swiglu_oai(g, u):
+    g = np.minimum(g, OAI_LIMIT)
+    u = np.clip(u, -OAI_LIMIT, OAI_LIMIT)
+    return g * sigmoid(OAI_ALPHA * g) * (u + 1.0)
+
+
+def moe_ffn_oai(h, router, router_b, gate_exps, gate_b, up_exps, up_b, down_exps, down_b, k):
+    """gpt-oss: top-k of the biased router logits, softmax over them, biased experts with the
+    clamped SwiGLU. *_exps [X, out, in], *_b [X, out]."""
+    logits = h @ router.T + router_b                                 # [n, X]
+    out = np.zeros((h.shape[0], down_exps.shape[1]))
+    for t in range(h.shape[0]):
+        sel = np.argsort(-logits[t], kind="stable")[:k]
+        w = softmax(logits[t, sel])
+        for e, we in zip(sel, w):
+            a = swiglu_oai(gate_exps[e] @ h[t] + gate_b[e], up_exps[e] @ h[t] + up_b[e])
+            out[t] += we * (down_exps[e] @ a + down_b[e])
+    return out
+
+
 # ---- the model -------------------------------------------------------------------------------
 
 class Model:
@@ -194,8 +258,19 @@ class Model:
         self.n_expert_used = int(self._kv(f"{a}.expert_used_count", 0))
         self.n_swa = int(self._kv(f"{a}.attention.sliding_window", 0))
         self.rope_mode = ROPE_TYPE[a]
-        if f"{a}.rope.scaling.type" in f and self._kv(f"{a}.rope.scaling.type") not in ("none",):
-            raise ValueError(f"{path}: rope scaling is not supported by the reference")
+        self.yarn = None
+        stype = self._kv(f"{a}.rope.scaling.type", "none")
+        if stype == "yarn":
+            self.yarn = (float(self._kv(f"{a}.rope.scaling.factor")),
+                         int(self._kv(f"{a}.rope.scaling.original_context_length")),
+                         float(self._kv(f"{a}.rope.scaling.yarn_beta_fast", 32.0)),
+                         float(self._kv(f"{a}.rope.scaling.yarn_beta_slow", 1.0)))
+            if f"{a}.rope.scaling.attn_factor" in f:
+                raise ValueError(f"{path}: rope.scaling.attn_factor is not supported by the "
+                                 "reference")
+        elif stype != "none":
+            raise ValueError(f"{path}: rope scaling {stype!r} is not supported by the reference")
+        self.swa_period = int(self._kv(f"{a}.attention.sliding_window_pattern", 2))
         if a == "gemma3" and not self.n_swa:
             # llm_build_gemma3<false> (no SWA) would also apply final logit soft-capping
             raise ValueError(f"{path}: gemma3 without attention.sliding_window is not supported")
@@ -226,6 +301,8 @@ class Model:
         return self._cache[name]
 
     def is_swa_layer(self, il):
+        if self.arch == "gpt-oss":
+            return il % self.swa_period < self.swa_period - 1
         return self.arch == "gemma3" and il % GEMMA3_SWA_PATTERN < GEMMA3_SWA_PATTERN - 1
 
     # -- one block's pieces --
@@ -256,22 +333,37 @@ class Model:
             q = rms_norm(q, self.w(b + "attn_q_norm.weight"), self.eps)
             k = rms_norm(k, self.w(b + "attn_k_norm.weight"), self.eps)
         swa = self.is_swa_layer(il)
-        base = GEMMA3_SWA_ROPE_BASE if swa else self.rope_base
-        q = rope(q, positions, base, self.n_rot, self.rope_mode)
-        k = rope(k, positions, base, self.n_rot, self.rope_mode)
+        base = GEMMA3_SWA_ROPE_BASE if swa and a == "gemma3" else self.rope_base
+        q = rope(q, positions, base, self.n_rot, self.rope_mode, self.yarn)
+        k = rope(k, positions, base, self.n_rot, self.rope_mode, self.yarn)
+        sinks = None
         if a == "gemma3":
             q = q * (1.0 / math.sqrt(d))  # f_attention_scale (not the 27B rule)
             scale = 1.0
+        elif a == "gpt-oss":
+            scale = 1.0 / math.sqrt(self.n_rot)
+            sinks = self.w(b + "attn_sinks.weight")
         else:
             scale = 1.0 / math.sqrt(d)
-        o = attention(q, k, v, scale, window=self.n_swa if swa else None)
-        return o @ self.w(b + "attn_output.weight").T
+        o = attention(q, k, v, scale, window=self.n_swa if swa else None, sinks=sinks)
+        o = o @ self.w(b + "attn_output.weight").T
+        if self.has(b + "attn_output.bias"):
+            o = o + self.w(b + "attn_output.bias")
+        return o
 
     def _ffn(self, il, h):
         b = f"blk.{il}."
         if self.arch == "gemma3":
             return glu_ffn(h, self.w(b + "ffn_gate.weight"), self.w(b + "ffn_up.weight"),
                            self.w(b + "ffn_down.weight"), gelu_tanh)
+        if self.arch == "gpt-oss":
+            return moe_ffn_oai(h, self.w(b + "ffn_gate_inp.weight"),
+                               self.w(b + "ffn_gate_inp.bias"),
+                               self.w(b + "ffn_gate_exps.weight"),
+                               self.w(b + "ffn_gate_exps.bias"),
+                               self.w(b + "ffn_up_exps.weight"), self.w(b + "ffn_up_exps.bias"),
+                               self.w(b + "ffn_down_exps.weight"),
+                               self.w(b + "ffn_down_exps.bias"), self.n_expert_used)
         if not self.has(b + "ffn_gate_inp.weight"):
             return glu_ffn(h, self.w(b + "ffn_gate.weight"), self.w(b + "ffn_up.weight"),
                            self.w(b + "ffn_down.weight"), silu)
@@ -305,7 +397,8 @@ class Model:
             if self.arch == "gemma3":
                 o = rms_norm(o, self.w(b + "post_attention_norm.weight"), self.eps)
             x = x + o
-            h = rms_norm(x, self.w(b + "ffn_norm.weight"), self.eps)
+            ffn_norm = "post_attention_norm" if self.arch == "gpt-oss" else "ffn_norm"
+            h = rms_norm(x, self.w(b + ffn_norm + ".weight"), self.eps)
             f = self._ffn(il, h)
             if self.arch == "gemma3":
                 f = rms_norm(f, self.w(b + "post_ffw_norm.weight"), self.eps)

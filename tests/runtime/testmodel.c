@@ -19,9 +19,10 @@ void tm_defaults(const char *arch, tm_params *p)
     p->n_head = 4;
     p->n_head_kv = strcmp(arch, "olmoe") ? 2 : 4;
     p->head_dim = strcmp(arch, "qwen3moe") ? 16 : 32;
+    const bool oss = !strcmp(arch, "gpt-oss");
     p->n_ff = 64;
     const bool moe = strcmp(arch, "llama") && strcmp(arch, "gemma3");
-    p->n_expert = moe ? 8 : 0;
+    p->n_expert = moe ? oss ? 4 : 8 : 0;
     p->n_expert_used = moe ? 2 : 0;
     p->n_vocab = 300;
     p->n_ff_shexp = 96;
@@ -81,11 +82,11 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
     const char *a = p->arch;
     const bool mixtral = !strncmp(a, "mixtral", 7), split = !strcmp(a, "mixtral-split");
     const char *garch = mixtral ? "llama" : a;
-    const bool moe = p->n_expert > 0, gemma = !strcmp(a, "gemma3");
+    const bool moe = p->n_expert > 0, gemma = !strcmp(a, "gemma3"), oss = !strcmp(a, "gpt-oss");
     const int64_t E = p->n_embd, D = p->head_dim, Q = (int64_t)p->n_head * D,
                   KV = (int64_t)p->n_head_kv * D, F = p->n_ff, X = p->n_expert,
                   V = p->n_vocab, S = p->n_ff_shexp;
-    const int cap = 8 + p->n_layer * (20 + 3 * (p->n_expert + 1));
+    const int cap = 8 + p->n_layer * (26 + 3 * (p->n_expert + 1));
     tdesc *t = calloc((size_t)cap, sizeof *t);
     if (!t) return sl_error_set(err, SL_ERR_NOMEM, "testmodel: oom");
     int n = 0;
@@ -98,7 +99,11 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
         add(t, &n, p, T_MAT, NM("blk.%d.attn_k.weight", i), E, KV, 0);
         add(t, &n, p, T_MAT, NM("blk.%d.attn_v.weight", i), E, KV, 0);
         add(t, &n, p, T_MAT, NM("blk.%d.attn_output.weight", i), Q, E, 0);
-        if (!strcmp(a, "qwen2moe")) {
+        if (oss) {
+            add(t, &n, p, T_BIAS, NM("blk.%d.attn_output.bias", i), E, 0, 0);
+            add(t, &n, p, T_BIAS, NM("blk.%d.attn_sinks.weight", i), p->n_head, 0, 0);
+        }
+        if (!strcmp(a, "qwen2moe") || oss) {
             add(t, &n, p, T_BIAS, NM("blk.%d.attn_q.bias", i), Q, 0, 0);
             add(t, &n, p, T_BIAS, NM("blk.%d.attn_k.bias", i), KV, 0, 0);
             add(t, &n, p, T_BIAS, NM("blk.%d.attn_v.bias", i), KV, 0, 0);
@@ -114,7 +119,8 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
             add(t, &n, p, T_NORM, NM("blk.%d.post_attention_norm.weight", i), E, 0, 0);
             add(t, &n, p, T_NORM, NM("blk.%d.post_ffw_norm.weight", i), E, 0, 0);
         }
-        add(t, &n, p, T_NORM, NM("blk.%d.ffn_norm.weight", i), E, 0, 0);
+        add(t, &n, p, T_NORM, NM(oss ? "blk.%d.post_attention_norm.weight"
+                                     : "blk.%d.ffn_norm.weight", i), E, 0, 0);
         if (!moe) {
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate.weight", i), E, F, 0);
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_up.weight", i), E, F, 0);
@@ -132,6 +138,12 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
                 add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate_exps.weight", i), E, F, X);
                 add(t, &n, p, T_MAT, NM("blk.%d.ffn_up_exps.weight", i), E, F, X);
                 add(t, &n, p, T_MAT, NM("blk.%d.ffn_down_exps.weight", i), F, E, X);
+            }
+            if (oss) {
+                add(t, &n, p, T_BIAS, NM("blk.%d.ffn_gate_inp.bias", i), X, 0, 0);
+                add(t, &n, p, T_BIAS, NM("blk.%d.ffn_gate_exps.bias", i), F, X, 0);
+                add(t, &n, p, T_BIAS, NM("blk.%d.ffn_up_exps.bias", i), F, X, 0);
+                add(t, &n, p, T_BIAS, NM("blk.%d.ffn_down_exps.bias", i), E, X, 0);
             }
             if (!strcmp(a, "qwen2moe")) {
                 add(t, &n, p, T_BIAS, NM("blk.%d.ffn_gate_inp_shexp.weight", i), E, 0, 0);
@@ -176,9 +188,16 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
         KU32("expert_count", X);
         KU32("expert_used_count", p->n_expert_used);
     }
-    if (!strcmp(a, "qwen2moe") || !strcmp(a, "qwen3moe")) KU32("expert_feed_forward_length", F);
+    if (!strcmp(a, "qwen2moe") || !strcmp(a, "qwen3moe") || oss)
+        KU32("expert_feed_forward_length", F);
     if (!strcmp(a, "qwen2moe")) KU32("expert_shared_feed_forward_length", S);
-    if (gemma) KU32("attention.sliding_window", p->n_swa);
+    if (gemma || oss) KU32("attention.sliding_window", p->n_swa);
+    if (oss) {
+        KU32("rope.dimension_count", D);
+        KF32("rope.scaling.factor", 32.0);
+        KU32("rope.scaling.original_context_length", 4096);
+        if (!st) st = sl_gguf_writer_set_str(w, "gpt-oss.rope.scaling.type", "yarn", err);
+    }
     if (!st) st = sl_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1, err);
     if (!st) st = sl_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2, err);
 #undef KU32

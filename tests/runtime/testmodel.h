@@ -12,10 +12,11 @@
 #include "runtime/status.h"
 
 typedef struct tm_params {
-    const char *arch;        /* llama, mixtral, mixtral-split, qwen2moe, qwen3moe, olmoe, gemma3 */
+    const char *arch;        /* llama, mixtral, mixtral-split, qwen2moe, qwen3moe, olmoe, gemma3,
+                              * gpt-oss */
     int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_expert, n_expert_used, n_vocab;
     int n_ff_shexp;          /* qwen2moe */
-    int n_swa;               /* gemma3 */
+    int n_swa;               /* gemma3, gpt-oss */
     uint32_t wtype;          /* matmul weight type (F32, F16, Q8_0, ...) */
     uint64_t seed;
     const char *omit;        /* tensor name to leave out, or NULL */
@@ -25,7 +26,7 @@ typedef struct tm_params {
 
 /* Small defaults for arch: 2 layers (gemma3: 7, so layer 5 is global), dim 64, 4 heads, 2 kv
  * heads, head_dim 16 (qwen3moe 32, i.e. n_head * head_dim != n_embd), ffn 64, 8 experts top 2,
- * vocab 300, F32. */
+ * vocab 300, F32; gpt-oss: 4 experts, sliding window 4 (layer 0 slides, layer 1 does not). */
 void tm_defaults(const char *arch, tm_params *p);
 sl_status tm_write(const tm_params *p, const char *path, sl_error *err);
 

@@ -88,6 +88,11 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
      * rms_norm_eps 1e-6 */
     [SL_SYNTH_GEMMA3] = {"gemma3", "gemma3", false, false, NULL, 1000000.0f, 1e-6f,
                          SL__VOCAB_SPM_GEMMA},
+    /* gpt-oss-20b: rope_theta 150000, rms_norm_eps 1e-5. Its o200k vocabulary's pre-tokenizer
+     * is "gpt-4o", which runtime/pretok.c does not implement yet; the synthetic vocabulary is
+     * made with the default one and says so, so that the engine opens the file. */
+    [SL_SYNTH_GPT_OSS] = {"gpt-oss", "gpt-oss", true, true, "default", 150000.0f, 1e-5f,
+                          SL__VOCAB_BPE},
 };
 
 const char *sl_synth_arch_name(sl_synth_arch a)
@@ -109,7 +114,7 @@ sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err)
         }
     return sl_error_set(err, SL_ERR_INVALID,
                         "--arch '%s': unknown architecture (llama, mixtral, qwen3moe, olmoe, "
-                        "qwen2moe, gemma3)",
+                        "qwen2moe, gemma3, gpt-oss)",
                         s ? s : "(null)");
 }
 
@@ -134,6 +139,10 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
     if (a == SL_SYNTH_GEMMA3) {
         p->n_layer = 6; /* llama.cpp's Gemma 3 pattern: every 6th layer is global */
         p->n_swa = 8;
+    }
+    if (a == SL_SYNTH_GPT_OSS) {
+        p->n_expert = 4;
+        p->n_swa = 8; /* gpt-oss: 128; even layers slide */
     }
 }
 
@@ -204,12 +213,12 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
                             "--shared-ffn %u: only qwen2moe has a shared expert (not %s)",
                             p->n_ff_shexp, ai->name);
     }
-    if (p->arch == SL_SYNTH_GEMMA3) {
+    if (p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GPT_OSS) {
         if ((st = check_range("--sliding-window", p->n_swa, 1, 1 << 24, err))) return st;
     } else if (p->n_swa) {
         return sl_error_set(err, SL_ERR_INVALID,
-                            "--sliding-window %u: only gemma3 has sliding-window layers (not %s)",
-                            p->n_swa, ai->name);
+                            "--sliding-window %u: only gemma3 and gpt-oss have sliding-window "
+                            "layers (not %s)", p->n_swa, ai->name);
     }
     if (p->arch == SL_SYNTH_OLMOE && p->n_head_kv != p->n_head)
         return sl_error_set(err, SL_ERR_INVALID,
@@ -298,17 +307,22 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
     const int64_t D = E / p->n_head, Q = p->n_head * D, KV = p->n_head_kv * D;
     const uint32_t w = p->type, f32 = SL_GGML_F32;
     const bool qwen2moe = p->arch == SL_SYNTH_QWEN2MOE, gemma3 = p->arch == SL_SYNTH_GEMMA3;
+    const bool oss = p->arch == SL_SYNTH_GPT_OSS, qkv_bias = qwen2moe || oss;
     uint32_t n = 0;
     add(t, &n, SL__K_EMBD, w, E, V, 0, "token_embd.weight", 0);
     for (int i = 0; i < (int)p->n_layer; i++) {
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
         add(t, &n, SL__K_IN, w, E, Q, 0, "blk.%d.attn_q.weight", i);
-        if (qwen2moe) add(t, &n, SL__K_BIAS, f32, Q, 0, 0, "blk.%d.attn_q.bias", i);
+        if (qkv_bias) add(t, &n, SL__K_BIAS, f32, Q, 0, 0, "blk.%d.attn_q.bias", i);
         add(t, &n, SL__K_IN, w, E, KV, 0, "blk.%d.attn_k.weight", i);
-        if (qwen2moe) add(t, &n, SL__K_BIAS, f32, KV, 0, 0, "blk.%d.attn_k.bias", i);
+        if (qkv_bias) add(t, &n, SL__K_BIAS, f32, KV, 0, 0, "blk.%d.attn_k.bias", i);
         add(t, &n, SL__K_IN, w, E, KV, 0, "blk.%d.attn_v.weight", i);
-        if (qwen2moe) add(t, &n, SL__K_BIAS, f32, KV, 0, 0, "blk.%d.attn_v.bias", i);
+        if (qkv_bias) add(t, &n, SL__K_BIAS, f32, KV, 0, 0, "blk.%d.attn_v.bias", i);
         add(t, &n, SL__K_OUT, w, Q, E, 0, "blk.%d.attn_output.weight", i);
+        if (oss) {
+            add(t, &n, SL__K_BIAS_OUT, f32, E, 0, 0, "blk.%d.attn_output.bias", i);
+            add(t, &n, SL__K_BIAS, f32, p->n_head, 0, 0, "blk.%d.attn_sinks.weight", i);
+        }
         if (p->arch == SL_SYNTH_QWEN3MOE || gemma3) {
             add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_q_norm.weight", i);
             add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_k_norm.weight", i);
@@ -316,8 +330,10 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
             add(t, &n, SL__K_NORM, f32, Q, 0, 0, "blk.%d.attn_q_norm.weight", i);
             add(t, &n, SL__K_NORM, f32, KV, 0, 0, "blk.%d.attn_k_norm.weight", i);
         }
-        if (gemma3) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
+        /* gpt-oss names the FFN's input norm post_attention_norm */
+        if (gemma3 || oss)
+            add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
+        if (!oss) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
         if (!moe) {
             add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_gate.weight", i);
             neurons(t, n, SL__NEURONS_FFN);
@@ -331,6 +347,12 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
             add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_up_exps.weight", i);
             neurons(t, n, SL__NEURONS_FFN);
             add(t, &n, SL__K_OUT, w, F, E, X, "blk.%d.ffn_down_exps.weight", i);
+        }
+        if (oss) {
+            add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.ffn_gate_inp.bias", i);
+            add(t, &n, SL__K_BIAS, f32, F, X, 0, "blk.%d.ffn_gate_exps.bias", i);
+            add(t, &n, SL__K_BIAS, f32, F, X, 0, "blk.%d.ffn_up_exps.bias", i);
+            add(t, &n, SL__K_BIAS_OUT, f32, E, X, 0, "blk.%d.ffn_down_exps.bias", i);
         }
         if (qwen2moe) {
             /* the gate reads the residual stream like any input matmul (column 0 zero) */
@@ -425,15 +447,25 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     }
     if (p->arch == SL_SYNTH_LLAMA || p->arch == SL_SYNTH_MIXTRAL)
         kv_arch_u32(c, "rope.dimension_count", head_dim);
-    if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN2MOE)
+    if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN2MOE ||
+        p->arch == SL_SYNTH_GPT_OSS)
         kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
     if (p->arch == SL_SYNTH_QWEN2MOE)
         kv_arch_u32(c, "expert_shared_feed_forward_length", p->n_ff_shexp);
-    if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_GEMMA3) {
+    if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_GEMMA3 ||
+        p->arch == SL_SYNTH_GPT_OSS) {
         kv_arch_u32(c, "attention.key_length", head_dim);
         kv_arch_u32(c, "attention.value_length", head_dim);
     }
-    if (p->arch == SL_SYNTH_GEMMA3) kv_arch_u32(c, "attention.sliding_window", p->n_swa);
+    if (p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GPT_OSS)
+        kv_arch_u32(c, "attention.sliding_window", p->n_swa);
+    if (p->arch == SL_SYNTH_GPT_OSS) {
+        /* GptOssModel.set_gguf_parameters: YaRN x32 over a 4096-token original context */
+        kv_arch_u32(c, "rope.dimension_count", head_dim);
+        kv_str(c, "gpt-oss.rope.scaling.type", "yarn");
+        kv_arch_f32(c, "rope.scaling.factor", 32.0f);
+        kv_arch_u32(c, "rope.scaling.original_context_length", 4096);
+    }
 
     kv_str(c, "tokenizer.ggml.model", ai->bpe ? "gpt2" : "llama");
     if (ai->bpe) kv_str(c, "tokenizer.ggml.pre", ai->bpe_pre);

@@ -1,5 +1,5 @@
 /* synth: synthetic GGUF models in the layouts llama.cpp loads (llama, mixtral, qwen3moe, olmoe,
- * qwen2moe, gemma3).
+ * qwen2moe, gemma3, gpt-oss).
  *
  * What a file contains (names, shapes in ggml ne order, keys) follows llama.cpp's
  * llama-model.cpp / llama-arch.cpp and convert_hf_to_gguf.py; tests/mkmodel/mkmodel_test.py
@@ -33,6 +33,8 @@ typedef enum sl_synth_arch {
     SL_SYNTH_QWEN2MOE,      /* routed experts + a sigmoid-gated shared expert, q/k/v biases */
     SL_SYNTH_GEMMA3,        /* dense; q/k norms, post-norms, GeGLU, sliding-window layers, tied
                              * output */
+    SL_SYNTH_GPT_OSS,       /* routed experts with biases, clamped SwiGLU, attention biases and
+                             * sinks, alternating sliding-window layers, YaRN rope */
     SL_SYNTH_ARCH_COUNT
 } sl_synth_arch;
 
@@ -56,7 +58,8 @@ typedef struct sl_synth_params {
     uint32_t n_vocab;       /* --vocab */
     uint32_t n_ctx;         /* --ctx: context_length */
     uint32_t n_ff_shexp;    /* --shared-ffn: shared-expert FFN width (qwen2moe; else 0) */
-    uint32_t n_swa;         /* --sliding-window: local layers' window in tokens (gemma3; else 0) */
+    uint32_t n_swa;         /* --sliding-window: local layers' window in tokens (gemma3,
+                             * gpt-oss; else 0) */
     uint32_t type;          /* --type: ggml type of matmul weights (F32 F16 BF16 Q8_0 Q4_0) */
     double router_skew;     /* --router-skew: Zipf exponent Z of expert popularity */
     double neuron_skew;     /* --neuron-skew: Zipf exponent of FFN neuron activations, [0, 4] */
@@ -71,7 +74,8 @@ typedef struct sl_synth_summary {
     int n_threads;          /* threads that made the rows */
 } sl_synth_summary;
 
-/* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3"; "?" out of range. */
+/* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss"; "?" out of
+ * range. */
 const char *sl_synth_arch_name(sl_synth_arch a);
 /* Whether the architecture has routed experts (--experts/--top-k apply). */
 bool sl_synth_arch_is_moe(sl_synth_arch a);
@@ -81,7 +85,8 @@ sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err);
  * heads 4, kv-heads 2 (4 for olmoe), vocab 512, ctx 256, F32, router skew 1.0, neuron
  * skew 0, exact_quant false, seed 1; qwen2moe:
  * shared-ffn 2 * ffn = 256; gemma3: layers 6 (so that layer 5 is a global-attention layer),
- * sliding-window 8). */
+ * sliding-window 8; gpt-oss: 4 experts top-2, sliding-window 8, so that 2 layers have one
+ * sliding and one global layer). */
 void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p);
 /* Checks every field for range and consistency; the message names the CLI flag (e.g. "--heads")
  * and the values at fault. SL_ERR_INVALID or SL_ERR_RANGE. */

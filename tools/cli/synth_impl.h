@@ -27,7 +27,10 @@ typedef enum sl__synth_kind {
     SL__K_IN,        /* matmul reading the residual stream: column 0 zero (MoE) */
     SL__K_OUT,       /* matmul writing the residual stream: row 0 zero (MoE) */
     SL__K_ROUTER,    /* ffn_gate_inp */
-    SL__K_BIAS,      /* F32 attention biases (qwen2moe) */
+    SL__K_BIAS,      /* F32 biases that do not reach the residual stream (q/k/v, router,
+                      * gate/up), attention sinks */
+    SL__K_BIAS_OUT,  /* F32 biases added to the residual stream (attn_output, ffn_down_exps):
+                      * entry 0 zero (MoE) */
 } sl__synth_kind;
 
 /* Which neuron-skew table a tensor's rows follow (gate and up of one FFN share it). */

@@ -112,7 +112,9 @@ static void gen_values(const sl__synth_tensor *t, bool moe, rng *r, double f, fl
         for (int64_t j = 0; j < n; j++) out[j] = (float)(rng_gauss(r) * scale);
         break;
     case SL__K_BIAS:
+    case SL__K_BIAS_OUT:
         for (int64_t j = 0; j < n; j++) out[j] = (float)(0.1 * rng_gauss(r));
+        if (moe && t->k == SL__K_BIAS_OUT) out[0] = 0.0f;
         break;
     case SL__K_ROUTER: {
         /* other dims: total logit noise std 1 given x[j] ~ N(0, 1/2) after RMSNorm */
