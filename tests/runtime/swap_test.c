@@ -372,7 +372,7 @@ static void reshard(const char *in, const char *out)
 static void test_shards(void)
 {
     const char *orig = tmp_path("h_orig.gguf");
-    write_model("llama", SL_GGML_Q8_0, 6, NULL, 24, orig);
+    write_model("llama", SL_GGML_Q8_0, 6, NULL, 112, orig); /* 1,011 tensors */
     reshard(orig, tmp_path("h.gguf"));
     glob_t gl;
     char first[700];
@@ -389,7 +389,7 @@ static void test_shards(void)
     char shard[700];
     snprintf(shard, sizeof shard, "%s", sl_gguf_shard_path(g, t->shard));
     sl_gguf_close(g);
-    CHECK(n_shard >= 200);
+    CHECK(n_shard >= 1000); /* the layout of per-tensor sweeps (ik_llama.cpp users) */
     sl_model *m = open_model(first, SL_PLACE_GPU);
     if (!m) return;
     const int V = n_vocab(m);
