@@ -507,7 +507,7 @@ int sl_bench_decode(int argc, char **argv)
     sl_cli_io_init(&io, k_cmd);
     sl_cli_out tr = {0};
     int prc = 0;
-    if (mf.trace && ((mf.path && sl_cli_io_add_model(&io, mf.path)) ||
+    if (mf.trace && ((mf.path && sl_cli_io_add_model(&io, mf.path, mf.opt.gpu_index)) ||
                      (prc = sl_cli_out_prepare(&io, &tr, "--trace", mf.trace,
                                                SL_CLI_OUT_BY_NAME)))) {
         sl_cli_io_free(&io);

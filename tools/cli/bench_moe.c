@@ -466,7 +466,7 @@ int sl_bench_moe(int argc, char **argv)
     sl_cli_io_init(&io, k_cmd);
     sl_cli_out tr = {0};
     int prc = 0;
-    if (trace && ((path_arg && sl_cli_io_add_model(&io, path_arg)) ||
+    if (trace && ((path_arg && sl_cli_io_add_model(&io, path_arg, NULL)) ||
                   (prc = sl_cli_out_prepare(&io, &tr, "--trace", trace, SL_CLI_OUT_BY_NAME)))) {
         sl_cli_io_free(&io);
         return prc ? prc : 1;

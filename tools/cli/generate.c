@@ -187,7 +187,7 @@ int sl_cli_generate(int argc, char **argv)
         if (sl_cli_io_read_text(&io, "-f", prompt_file, &file_text, &prompt_len)) goto done;
         prompt = file_text;
     }
-    if (mf.trace && (sl_cli_io_add_model(&io, mf.path) ||
+    if (mf.trace && (sl_cli_io_add_model(&io, mf.path, mf.opt.gpu_index) ||
                      (rc = sl_cli_out_prepare(&io, &trace, "--trace", mf.trace,
                                               SL_CLI_OUT_BY_NAME))))
         goto done;

@@ -146,7 +146,7 @@ int sl_cli_place_profile(int argc, char **argv)
     int rc = 1;
     /* the output is checked (not an input, a writable regular file) before any work */
     if (sl_cli_io_read_text(&io, "-f", text_path, &text, &len) ||
-        sl_cli_io_add_model(&io, mf.path) ||
+        sl_cli_io_add_model(&io, mf.path, mf.opt.gpu_index) ||
         (rc = sl_cli_out_prepare(&io, &o, "-o", out, SL_CLI_OUT_BY_NAME)) ||
         (rc = sl_cli_model_open(&mf, cmd, &m)))
         goto done;

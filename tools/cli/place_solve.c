@@ -40,19 +40,14 @@ static void usage(FILE *f)
 }
 
 /* Per-layer activation frequency from the stats file, checked against the model. */
-static int read_stats(sl_cli_io *io, const char *cmd, const char *path, int32_t n_layer,
-                      const int64_t *n_ff, float **freq_out)
+static int read_stats(const char *cmd, const char *path, int32_t n_layer, const int64_t *n_ff,
+                      float **freq_out)
 {
     sl_gguf *g = NULL;
     sl_error err = {0};
     sl_gguf_options go = {0};
     float *freq = NULL;
     int rc = 1;
-    FILE *probe = NULL;
-    uint64_t size = 0;
-    /* the file rules (a regular file, registered as an input) before the reader maps it */
-    if (sl_cli_io_open_input(io, "--stats", path, &probe, &size)) return 1;
-    fclose(probe);
     if (sl_gguf_open(path, &go, &g, &err)) goto fail;
     uint64_t tokens = 0;
     if (sl_gguf_get_u64(g, "sluice.neuron_stats.tokens", &tokens, &err)) goto fail;
@@ -169,10 +164,19 @@ int sl_cli_place_solve(int argc, char **argv)
     sl_model *m = NULL;
     sl_cli_out o = {0};
     int rc = 1;
-    if (sl_cli_io_add_model(&io, mf.path) ||
-        (rc = sl_cli_out_prepare(&io, &o, "-o", out, SL_CLI_OUT_BY_NAME))) {
+    /* the file rules for --stats (a regular file, registered as an input) before -o is
+     * checked against the inputs and before the reader maps it */
+    FILE *probe = NULL;
+    uint64_t stats_bytes = 0;
+    if (sl_cli_io_add_model(&io, mf.path, mf.opt.gpu_index) ||
+        sl_cli_io_open_input(&io, "--stats", stats, &probe, &stats_bytes)) {
         sl_cli_io_free(&io);
-        return rc ? rc : 1;
+        return 1;
+    }
+    fclose(probe);
+    if ((rc = sl_cli_out_prepare(&io, &o, "-o", out, SL_CLI_OUT_BY_NAME))) {
+        sl_cli_io_free(&io);
+        return rc;
     }
     if ((rc = sl_cli_model_open(&mf, cmd, &m))) {
         sl_cli_out_discard(&o);
@@ -205,7 +209,7 @@ int sl_cli_place_solve(int argc, char **argv)
         if (strstr(t[i].name, "ffn_down") && ti && ti->block_size > gran) gran = ti->block_size;
     }
     for (int32_t il = 0; il < in.n_layer; il++) n_ff[il] = in.n_ff;
-    if (read_stats(&io, cmd, stats, in.n_layer, n_ff, &freq)) goto done;
+    if (read_stats(cmd, stats, in.n_layer, n_ff, &freq)) goto done;
     int threads = 0;
     size_t mib = 0;
     if (!cpu_gbs) cpu_gbs = sl_bench_stream_gbps(&mf.opt, &threads, &mib);
