@@ -199,7 +199,9 @@ int sl_cli_generate(int argc, char **argv)
     if (sl_cli_tokenize(m, k_cmd, mf.path, prompt, prompt_len, true, true, &ptok, &n_prompt))
         goto done;
     if (!n_prompt) {
-        rc = sl_cli_usage_error(k_cmd, "the prompt is empty after tokenization");
+        rc = prompt_file ? sl_cli_usage_error(k_cmd, "-f %s: the prompt is empty after "
+                                              "tokenization", prompt_file)
+                         : sl_cli_usage_error(k_cmd, "the prompt is empty after tokenization");
         goto done;
     }
     sl_ctx_options co = sl_ctx_options_default();

@@ -155,8 +155,8 @@ int sl_cli_place_profile(int argc, char **argv)
     sl_model_info_get(m, &in);
     if (sl_cli_tokenize(m, cmd, mf.path, text, len, true, false, &toks, &n_tok)) goto done;
     if ((int64_t)n_tok > max_tokens) n_tok = (size_t)max_tokens;
-    if (n_tok < 1) {
-        fprintf(stderr, "sluice %s: %s: no tokens\n", cmd, text_path);
+    if (n_tok < 1 || !len) { /* a BOS alone is no text to profile */
+        fprintf(stderr, "sluice %s: -f %s: no tokens\n", cmd, text_path);
         goto done;
     }
     sl_ctx_options co = sl_ctx_options_default();
