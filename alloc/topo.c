@@ -175,6 +175,11 @@ sl_status sl_topo_load(const sl_topo_options *opt, sl_topo **out, sl_error *err)
     if (opt) o = *opt;
     sl_status s = SL_OK;
     if (o.source == SL_TOPO_THIS_MACHINE && !o.ignore_env && (s = apply_env(&o, err))) return s;
+    /* a topology the user named in SLUICE_TOPOLOGY that cannot be loaded is the user's error
+     * (SL_ERR_INVALID naming the variable), not the machine's */
+    const bool from_env = o.source != SL_TOPO_THIS_MACHINE &&
+                          (!opt || opt->source == SL_TOPO_THIS_MACHINE);
+    const char *env = from_env ? getenv("SLUICE_TOPOLOGY") : NULL;
     if (o.source != SL_TOPO_THIS_MACHINE && (!o.desc || !*o.desc))
         return sl_error_set(err, SL_ERR_INVALID, "topology source %s needs a description",
                             o.source == SL_TOPO_XML ? "xml" : "synthetic");
@@ -232,6 +237,11 @@ sl_status sl_topo_load(const sl_topo_options *opt, sl_topo **out, sl_error *err)
     return SL_OK;
 fail:
     sl_topo_destroy(t);
+    if (env) {
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        s = sl_error_set(err, SL_ERR_INVALID, "SLUICE_TOPOLOGY='%s': %s", env, why);
+    }
     return s;
 }
 

@@ -31,6 +31,7 @@
 #include "kernels/cuda/gemv.h"
 #include "runtime/ctx.h"
 #include "runtime/model.h"
+#include "runtime/parse.h"
 
 typedef struct staged {
     sl_weight *w;
@@ -591,10 +592,14 @@ sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
         return sl_error_set(err, SL_ERR_INVALID, "%s: opened with plan_only: nothing to reload",
                             m->path);
     const double t0 = now_s();
+    const char *fault = getenv("SLUICE_FAULT_SWAP_ALLOC");
+    uint64_t fault_at = 0;
+    if (fault && sl_parse_u64("SLUICE_FAULT_SWAP_ALLOC", fault, (sl_urange){1, UINT64_MAX},
+                              &fault_at, err))
+        return SL_ERR_INVALID;
     pthread_mutex_lock(&m->gate.reload);
     reload_run r = {.m = m, .rep = rep};
-    const char *fault = getenv("SLUICE_FAULT_SWAP_ALLOC");
-    if (fault) r.fault_at = strtoull(fault, NULL, 10);
+    r.fault_at = fault_at;
     const uint32_t n_src = m->sources.n;
     sl_gguf **handles = calloc(n_src ? n_src : 1, sizeof *handles);
     sl_swap_source *seen = calloc(n_src ? n_src : 1, sizeof *seen);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "runtime/sluice.h"
+#include "tools/cli/model_flags.h"
 
 int sl_bench_gguf(int argc, char **argv);
 int sl_bench_alloc(int argc, char **argv);
@@ -22,5 +23,9 @@ double sl_bench_stream_gbps(const sl_model_options *mo, int *threads_out, size_t
 
 /* Strict decimal parse of flag `flag` into [lo, hi]; prints the error and returns non-zero. */
 int sl_bench_parse_long(const char *s, const char *flag, long lo, long hi, long *out);
+/* The current flag's value (sl_cli_value) parsed as above: 0, or 2 after a message. */
+int sl_bench_long_value(sl_cli_args *a, long lo, long hi, long *out);
+/* A flag without a value given as --flag=V: 2 after a message, else 0. */
+int sl_bench_no_value(const sl_cli_args *a);
 
 #endif

@@ -369,26 +369,27 @@ int sl_bench_alloc(int argc, char **argv)
     const char *kind = "auto";
     bool json = false;
     long ops = 200000, region_ops = 2000, budget_mib = 0, steps = 20000, reps = 5;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
+    sl_cli_args a;
+    sl_cli_args_init(&a, "bench alloc", argc, argv);
+    while (sl_cli_args_next(&a)) {
+        if (sl_cli_is(&a, "--json", NULL)) {
+            if (sl_bench_no_value(&a)) return 2;
             json = true;
-        } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            kind = argv[++i];
-            if (strcmp(kind, "sim") && strcmp(kind, "cuda") && strcmp(kind, "auto")) {
-                fprintf(stderr, "sluice bench alloc: --device '%s' is not sim, cuda or auto\n", kind);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--ops") && i + 1 < argc) {
-            if (sl_bench_parse_long(argv[++i], "--ops", 100, 100000000, &ops)) return 2;
-        } else if (!strcmp(argv[i], "--region-ops") && i + 1 < argc) {
-            if (sl_bench_parse_long(argv[++i], "--region-ops", 10, 10000000, &region_ops)) return 2;
-        } else if (!strcmp(argv[i], "--budget-mib") && i + 1 < argc) {
-            if (sl_bench_parse_long(argv[++i], "--budget-mib", 64, 1 << 20, &budget_mib)) return 2;
-        } else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
-            if (sl_bench_parse_long(argv[++i], "--steps", 100, 100000000, &steps)) return 2;
-        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            if (sl_bench_parse_long(argv[++i], "--reps", 1, 1000, &reps)) return 2;
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+        } else if (sl_cli_is(&a, "--device", NULL)) {
+            if (!(kind = sl_cli_value(&a))) return 2;
+            if (strcmp(kind, "sim") && strcmp(kind, "cuda") && strcmp(kind, "auto"))
+                return sl_cli_usage_error(a.cmd, "--device '%s' is not sim, cuda or auto", kind);
+        } else if (sl_cli_is(&a, "--ops", NULL)) {
+            if (sl_bench_long_value(&a, 100, 100000000, &ops)) return 2;
+        } else if (sl_cli_is(&a, "--region-ops", NULL)) {
+            if (sl_bench_long_value(&a, 10, 10000000, &region_ops)) return 2;
+        } else if (sl_cli_is(&a, "--budget-mib", NULL)) {
+            if (sl_bench_long_value(&a, 64, 1 << 20, &budget_mib)) return 2;
+        } else if (sl_cli_is(&a, "--steps", NULL)) {
+            if (sl_bench_long_value(&a, 100, 100000000, &steps)) return 2;
+        } else if (sl_cli_is(&a, "--reps", NULL)) {
+            if (sl_bench_long_value(&a, 1, 1000, &reps)) return 2;
+        } else if (sl_cli_is(&a, "-h", "--help")) {
             printf("usage: tools/run bench alloc [--device sim|cuda|auto] [--json] [--ops N]\n"
                    "         [--region-ops N] [--budget-mib N] [--steps N] [--reps N]\n"
                    "  latency: BFC alloc+free pairs (--ops, default 200000) vs device region\n"
@@ -399,10 +400,10 @@ int sl_bench_alloc(int argc, char **argv)
                    "           (both from cold caches; best of --reps pairs, default 5)\n");
             return 0;
         } else {
-            fprintf(stderr, "sluice bench alloc: unknown or incomplete flag '%s'\n", argv[i]);
-            return 2;
+            return sl_cli_unknown(&a);
         }
     }
+    if (a.status) return a.status;
     sl_error err = {0};
     sl_device *dev = NULL;
     sl_stream *st = NULL;

@@ -93,41 +93,37 @@ int sl_bench_copy(int argc, char **argv)
     long max_mib = 256, reps = 7, register_mib = 256, slab_mib = 256;
     int numa_node = SL_HOSTPOOL_NODE_AUTO;
     sl_error err = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        if (!strcmp(a, "--json")) {
+    sl_cli_args a;
+    sl_cli_args_init(&a, "bench copy", argc, argv);
+    while (sl_cli_args_next(&a)) {
+        const char *v;
+        if (sl_cli_is(&a, "--json", NULL)) {
+            if (sl_bench_no_value(&a)) return 2;
             json = true;
-        } else if (!strcmp(a, "--device") && has_val) {
-            kind = argv[++i];
-            if (strcmp(kind, "sim") && strcmp(kind, "cuda") && strcmp(kind, "auto")) {
-                fprintf(stderr, "sluice bench copy: --device '%s' is not sim, cuda or auto\n",
-                        kind);
-                return 2;
-            }
-        } else if (!strcmp(a, "--max-mib") && has_val) {
-            if (sl_bench_parse_long(argv[++i], "--max-mib", 1, 16384, &max_mib)) return 2;
-        } else if (!strcmp(a, "--reps") && has_val) {
-            if (sl_bench_parse_long(argv[++i], "--reps", 1, MAX_REPS, &reps)) return 2;
-        } else if (!strcmp(a, "--register-mib") && has_val) {
-            if (sl_bench_parse_long(argv[++i], "--register-mib", 1, 1 << 20, &register_mib))
-                return 2;
-        } else if (!strcmp(a, "--slab-mib") && has_val) {
-            if (sl_bench_parse_long(argv[++i], "--slab-mib", 2, 1 << 20, &slab_mib)) return 2;
-        } else if (!strcmp(a, "--numa-node") && has_val) {
-            if (sl_topo_parse_numa_node(argv[++i], &numa_node, &err)) {
-                fprintf(stderr, "sluice bench copy: --numa-node: %s\n", err.msg);
-                return 2;
-            }
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        } else if (sl_cli_is(&a, "--device", NULL)) {
+            if (!(kind = sl_cli_value(&a))) return 2;
+            if (strcmp(kind, "sim") && strcmp(kind, "cuda") && strcmp(kind, "auto"))
+                return sl_cli_usage_error(a.cmd, "--device '%s' is not sim, cuda or auto", kind);
+        } else if (sl_cli_is(&a, "--max-mib", NULL)) {
+            if (sl_bench_long_value(&a, 1, 16384, &max_mib)) return 2;
+        } else if (sl_cli_is(&a, "--reps", NULL)) {
+            if (sl_bench_long_value(&a, 1, MAX_REPS, &reps)) return 2;
+        } else if (sl_cli_is(&a, "--register-mib", NULL)) {
+            if (sl_bench_long_value(&a, 1, 1 << 20, &register_mib)) return 2;
+        } else if (sl_cli_is(&a, "--slab-mib", NULL)) {
+            if (sl_bench_long_value(&a, 2, 1 << 20, &slab_mib)) return 2;
+        } else if (sl_cli_is(&a, "--numa-node", NULL)) {
+            if (!(v = sl_cli_value(&a))) return 2;
+            if (sl_topo_parse_numa_node(v, &numa_node, &err))
+                return sl_cli_usage_error(a.cmd, "--numa-node: %s", err.msg);
+        } else if (sl_cli_is(&a, "-h", "--help")) {
             usage(stdout);
             return 0;
         } else {
-            fprintf(stderr, "sluice bench copy: unknown or incomplete flag '%s'\n", a);
-            usage(stderr);
-            return 2;
+            return sl_cli_unknown(&a);
         }
     }
+    if (a.status) return a.status;
 
     uint64_t max_bytes = (uint64_t)max_mib * MIB;
     uint64_t sizes[MAX_SIZES];

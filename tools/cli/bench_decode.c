@@ -583,7 +583,7 @@ int sl_bench_decode(int argc, char **argv)
     sl_cli_io_init(&io, k_cmd);
     sl_cli_out tr = {0};
     int prc = 0;
-    if (mf.trace && ((mf.path && sl_cli_io_add_model(&io, mf.path)) ||
+    if (mf.trace && ((mf.path && sl_cli_io_add_model(&io, mf.path, mf.opt.gpu_index)) ||
                      (prc = sl_cli_out_prepare(&io, &tr, "--trace", mf.trace,
                                                SL_CLI_OUT_BY_NAME)))) {
         sl_cli_io_free(&io);
@@ -637,7 +637,9 @@ int sl_bench_decode(int argc, char **argv)
         sl_model *m = NULL;
         sl_error err = {0};
         if (sl_model_open(path, &probe, &m, &err)) {
-            fprintf(stderr, "sluice bench decode: %s\n", err.msg);
+            /* engine messages usually name the file already; say it once either way */
+            if (strstr(err.msg, path)) fprintf(stderr, "sluice bench decode: %s\n", err.msg);
+            else fprintf(stderr, "sluice bench decode: %s: %s\n", path, err.msg);
             goto done;
         }
         sl_model_info_get(m, &info);
@@ -813,7 +815,11 @@ int sl_bench_decode(int argc, char **argv)
     rc = 0;
     bool traced = false;
     for (size_t i = 0; i < n_runs; i++) {
-        if (!runs[i].ok && mf.placement_given) rc = 1; /* the one asked for did not run */
+        if (!runs[i].ok && mf.placement_given) { /* the one asked for did not run */
+            fprintf(stderr, "sluice bench decode: --placement %s: %s\n", runs[i].placement,
+                    runs[i].why);
+            rc = 1;
+        }
         traced |= runs[i].traced;
     }
     if (mf.trace && !traced) {

@@ -144,14 +144,18 @@ int sl_bench_gguf(int argc, char **argv)
     const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     bool json = false;
     long read_mib = 1024, n_tensors = 2000, n_vocab = 150000;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
+    sl_cli_args a;
+    sl_cli_args_init(&a, "bench gguf", argc, argv);
+    while (sl_cli_args_next(&a)) {
+        if (sl_cli_is(&a, "--json", NULL)) {
+            if (sl_bench_no_value(&a)) return 2;
             json = true;
-        } else if (!strcmp(argv[i], "--dir") && i + 1 < argc) {
-            dir = argv[++i];
-        } else if (!strcmp(argv[i], "--read-mib") && i + 1 < argc) {
-            if (sl_bench_parse_long(argv[++i], "--read-mib", 1, 1 << 20, &read_mib)) return 2;
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+        } else if (sl_cli_is(&a, "--dir", NULL)) {
+            if (!(dir = sl_cli_value(&a))) return 2;
+            if (!*dir) return sl_cli_usage_error(a.cmd, "--dir: empty folder name");
+        } else if (sl_cli_is(&a, "--read-mib", NULL)) {
+            if (sl_bench_long_value(&a, 1, 1 << 20, &read_mib)) return 2;
+        } else if (sl_cli_is(&a, "-h", "--help")) {
             printf("usage: tools/run bench gguf [--dir DIR] [--read-mib N] [--json]\n"
                    "  parse: open+parse of a file with %ld tensors and a %ld-entry string array,\n"
                    "         ours vs gguf-py (python3 -c 'import gguf') on the same file\n"
@@ -160,10 +164,10 @@ int sl_bench_gguf(int argc, char **argv)
                    n_tensors, n_vocab);
             return 0;
         } else {
-            fprintf(stderr, "sluice bench gguf: unknown or incomplete flag '%s'\n", argv[i]);
-            return 2;
+            return sl_cli_unknown(&a);
         }
     }
+    if (a.status) return a.status;
     char parse_path[4096], read_path[4096];
     snprintf(parse_path, sizeof parse_path, "%s/sluice-bench-parse-%d.gguf", dir, (int)getpid());
     snprintf(read_path, sizeof read_path, "%s/sluice-bench-read-%d.gguf", dir, (int)getpid());

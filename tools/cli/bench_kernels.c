@@ -183,36 +183,38 @@ int sl_bench_kernels(int argc, char **argv)
     bool json = false;
     const char *types_arg = "Q4_K,Q8_0", *isa_arg = NULL;
     if (threads < 1) threads = 1;
-    for (int i = 1; i < argc; i++) {
-        const bool has = i + 1 < argc;
-        if (!strcmp(argv[i], "--json")) {
+    sl_cli_args a;
+    sl_cli_args_init(&a, "bench kernels", argc, argv);
+    while (sl_cli_args_next(&a)) {
+        const char *v;
+        if (sl_cli_is(&a, "--json", NULL)) {
+            if (sl_bench_no_value(&a)) return 2;
             json = true;
-        } else if (!strcmp(argv[i], "--threads") && has) {
-            if (sl_bench_parse_long(argv[++i], "--threads", 1, SL_CPU_POOL_MAX_THREADS, &threads))
-                return 2;
-        } else if (!strcmp(argv[i], "--numa-node") && has) {
+        } else if (sl_cli_is(&a, "--threads", NULL)) {
+            if (sl_bench_long_value(&a, 1, SL_CPU_POOL_MAX_THREADS, &threads)) return 2;
+        } else if (sl_cli_is(&a, "--numa-node", NULL)) {
             sl_error e;
-            if (sl_topo_parse_numa_node(argv[++i], &numa_node, &e)) {
-                fprintf(stderr, "sluice bench kernels: %s\n", e.msg);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--rows") && has) {
-            if (sl_bench_parse_long(argv[++i], "--rows", 1, 1 << 20, &rows)) return 2;
-        } else if (!strcmp(argv[i], "--cols") && has) {
-            if (sl_bench_parse_long(argv[++i], "--cols", 1, 1 << 20, &cols)) return 2;
-        } else if (!strcmp(argv[i], "--reps") && has) {
-            if (sl_bench_parse_long(argv[++i], "--reps", 1, 100000, &reps)) return 2;
-        } else if (!strcmp(argv[i], "--types") && has) {
-            types_arg = argv[++i];
-        } else if (!strcmp(argv[i], "--isa") && has) {
-            isa_arg = argv[++i];
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            if (!(v = sl_cli_value(&a))) return 2;
+            if (sl_topo_parse_numa_node(v, &numa_node, &e))
+                return sl_cli_usage_error(a.cmd, "--numa-node: %s", e.msg);
+        } else if (sl_cli_is(&a, "--rows", NULL)) {
+            if (sl_bench_long_value(&a, 1, 1 << 20, &rows)) return 2;
+        } else if (sl_cli_is(&a, "--cols", NULL)) {
+            if (sl_bench_long_value(&a, 1, 1 << 20, &cols)) return 2;
+        } else if (sl_cli_is(&a, "--reps", NULL)) {
+            if (sl_bench_long_value(&a, 1, 100000, &reps)) return 2;
+        } else if (sl_cli_is(&a, "--types", NULL)) {
+            if (!(types_arg = sl_cli_value(&a))) return 2;
+        } else if (sl_cli_is(&a, "--isa", NULL)) {
+            if (!(isa_arg = sl_cli_value(&a))) return 2;
+        } else if (sl_cli_is(&a, "-h", "--help")) {
             return usage(stdout, 0);
         } else {
-            fprintf(stderr, "sluice bench kernels: unknown or incomplete flag '%s'\n", argv[i]);
+            sl_cli_unknown(&a);
             return usage(stderr, 2);
         }
     }
+    if (a.status) return a.status;
 
     /* types */
     uint32_t types[MAX_TYPES];

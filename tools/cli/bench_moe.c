@@ -466,7 +466,7 @@ int sl_bench_moe(int argc, char **argv)
     sl_cli_io_init(&io, k_cmd);
     sl_cli_out tr = {0};
     int prc = 0;
-    if (trace && ((path_arg && sl_cli_io_add_model(&io, path_arg)) ||
+    if (trace && ((path_arg && sl_cli_io_add_model(&io, path_arg, NULL)) ||
                   (prc = sl_cli_out_prepare(&io, &tr, "--trace", trace, SL_CLI_OUT_BY_NAME)))) {
         sl_cli_io_free(&io);
         return prc ? prc : 1;
@@ -641,8 +641,11 @@ int sl_bench_moe(int argc, char **argv)
         if (trace_done) printf("trace of one post decode step: %s\n", trace);
     }
     rc = 0;
-    for (int k = 0; k < N_ROWS; k++)
-        if (!rows[k].ok && (sim || k == 0)) rc = 1; /* on sim every mode must run */
+    for (int k = 0; k < N_ROWS; k++) {
+        if (rows[k].ok || !(sim || k == 0)) continue; /* on sim every mode must run */
+        fprintf(stderr, "sluice %s: %s: %s\n", k_cmd, rows[k].name, rows[k].why);
+        rc = 1;
+    }
     if (trace && !trace_done) {
         fprintf(stderr, "sluice %s: --trace %s: not written: %s\n", k_cmd, trace,
                 rows[1].trace_why[0] ? rows[1].trace_why : rows[1].why);

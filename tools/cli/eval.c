@@ -150,7 +150,7 @@ int sl_cli_eval(int argc, char **argv)
     sl_error err = {0};
     sl_cli_out lo = {0}, trace = {0};
     /* outputs are checked (and their temporaries created) before the model loads */
-    if ((out_path || mf.trace) && sl_cli_io_add_model(&io, mf.path)) goto done;
+    if ((out_path || mf.trace) && sl_cli_io_add_model(&io, mf.path, mf.opt.gpu_index)) goto done;
     if ((rc = sl_cli_out_prepare(&io, &lo, "--logits-out", out_path,
                                  json ? 0 : SL_CLI_OUT_STREAMS)) ||
         (rc = sl_cli_out_prepare(&io, &trace, "--trace", mf.trace, SL_CLI_OUT_BY_NAME)))

@@ -65,7 +65,7 @@ static void quiet(void *user, const char *msg)
     (void)msg;
 }
 
-int sl_cli_io_add_model(sl_cli_io *io, const char *path)
+int sl_cli_io_add_model(sl_cli_io *io, const char *path, const char *gpu_index)
 {
     sl_gguf_options go = {.notice = quiet};
     sl_gguf *g = NULL;
@@ -86,6 +86,15 @@ int sl_cli_io_add_model(sl_cli_io *io, const char *path)
         }
     }
     sl_gguf_close(g);
+    /* the neuron index is an input too: an output must not replace it */
+    char generated[PATH_MAX];
+    const char *idx = gpu_index;
+    if (!idx && (size_t)snprintf(generated, sizeof generated, "%s.generated.gpuidx", path) <
+                    sizeof generated)
+        idx = generated;
+    struct stat st;
+    if (!rc && idx && stat(idx, &st) == 0)
+        rc = add_file(io, false, gpu_index ? "--gpu-index" : "the neuron index", idx, &st);
     return rc;
 }
 

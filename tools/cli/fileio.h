@@ -54,9 +54,11 @@ int sl_cli_io_flag_parse(sl_cli_io *io, sl_cli_args *a);
     "  --max-input-bytes N    refuse a text file (or standard input) longer than N bytes\n"   \
     "                         (default 1073741824 = 1 GiB)\n"
 
-/* Registers the model file and, for a shard set, every shard (through a header-only open).
- * On failure prints "sluice CMD: why" and returns 1. */
-int sl_cli_io_add_model(sl_cli_io *io, const char *path);
+/* Registers the model file and, for a shard set, every shard (through a header-only open), and
+ * the neuron index hot-cold (and auto) placement reads: gpu_index (--gpu-index; NULL: none
+ * given), else MODEL.generated.gpuidx, each when it exists (a missing index is the engine's to
+ * report). On failure prints "sluice CMD: why" and returns 1. */
+int sl_cli_io_add_model(sl_cli_io *io, const char *path, const char *gpu_index);
 /* Reads a whole text file ("-": standard input) into a NUL-terminated malloc'd buffer (*len
  * bytes without the NUL), at most max_input_bytes, and registers it. 1 after a message. */
 int sl_cli_io_read_text(sl_cli_io *io, const char *flag, const char *path, char **out,

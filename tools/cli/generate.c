@@ -156,7 +156,7 @@ int sl_cli_generate(int argc, char **argv)
         if (sl_cli_io_read_text(&io, "-f", prompt_file, &file_text, &prompt_len)) goto done;
         prompt = file_text;
     }
-    if (mf.trace && (sl_cli_io_add_model(&io, mf.path) ||
+    if (mf.trace && (sl_cli_io_add_model(&io, mf.path, mf.opt.gpu_index) ||
                      (rc = sl_cli_out_prepare(&io, &trace, "--trace", mf.trace,
                                               SL_CLI_OUT_BY_NAME))))
         goto done;
@@ -168,7 +168,9 @@ int sl_cli_generate(int argc, char **argv)
     if (sl_cli_tokenize(m, k_cmd, mf.path, prompt, prompt_len, true, true, &ptok, &n_prompt))
         goto done;
     if (!n_prompt) {
-        rc = sl_cli_usage_error(k_cmd, "the prompt is empty after tokenization");
+        rc = prompt_file ? sl_cli_usage_error(k_cmd, "-f %s: the prompt is empty after "
+                                              "tokenization", prompt_file)
+                         : sl_cli_usage_error(k_cmd, "the prompt is empty after tokenization");
         goto done;
     }
     sl_ctx_options co = sl_ctx_options_default();

@@ -261,10 +261,13 @@ int sl_cli_inspect(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-        } else if (!strcmp(a, "--checksum")) {
-            checksum = true;
+        } else if (!strcmp(a, "--json") || !strcmp(a, "--checksum")) {
+            bool *flag = !strcmp(a, "--json") ? &json : &checksum;
+            if (*flag) {
+                fprintf(stderr, "sluice inspect: %s given twice\n", a);
+                return 2;
+            }
+            *flag = true;
         } else if (a[0] == '-' && a[1] != '\0') {
             fprintf(stderr, "sluice inspect: unknown flag '%s'\n", a);
             usage(stderr);

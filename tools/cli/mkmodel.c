@@ -108,6 +108,8 @@ int sl_cli_mkmodel(int argc, char **argv)
     bool skew_given = false, nskew_given = false, seed_given = false, exact = false;
     double skew = 0, nskew = 0;
     uint64_t seed = 0, threads = 0;
+    char seen[32][64]; /* the flags given so far, each once (by its first name) */
+    size_t n_seen = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -127,6 +129,13 @@ int sl_cli_mkmodel(int argc, char **argv)
         } else {
             snprintf(name, sizeof name, "%s", a);
         }
+        const char *canon = !strcmp(name, "--output")    ? "-o"
+                            : !strcmp(name, "--threads") ? "-t"
+                                                         : name;
+        for (size_t k = 0; k < n_seen; k++)
+            if (!strcmp(seen[k], canon)) return usage_error("%s given twice", name);
+        if (n_seen < sizeof seen / sizeof *seen)
+            snprintf(seen[n_seen++], sizeof *seen, "%s", canon);
         if (!strcmp(name, "--exact-quant")) {
             if (val) return usage_error("--exact-quant takes no value");
             exact = true;

@@ -183,7 +183,7 @@ int sl_cli_perplexity(int argc, char **argv)
         goto done;
     /* outputs are checked (and their temporaries created) before the model loads; stdout
      * carries the report, so it is not one of them */
-    if ((out_path || mf.trace) && sl_cli_io_add_model(&io, mf.path)) goto done;
+    if ((out_path || mf.trace) && sl_cli_io_add_model(&io, mf.path, mf.opt.gpu_index)) goto done;
     if ((rc = sl_cli_out_prepare(&io, &lo, "--logits-out", out_path, 0)) ||
         (rc = sl_cli_out_prepare(&io, &trace, "--trace", mf.trace, SL_CLI_OUT_BY_NAME)))
         goto done;

@@ -146,7 +146,7 @@ int sl_cli_place_profile(int argc, char **argv)
     int rc = 1;
     /* the output is checked (not an input, a writable regular file) before any work */
     if (sl_cli_io_read_text(&io, "-f", text_path, &text, &len) ||
-        sl_cli_io_add_model(&io, mf.path) ||
+        sl_cli_io_add_model(&io, mf.path, mf.opt.gpu_index) ||
         (rc = sl_cli_out_prepare(&io, &o, "-o", out, SL_CLI_OUT_BY_NAME)) ||
         (rc = sl_cli_model_open(&mf, cmd, &m)))
         goto done;
@@ -155,8 +155,8 @@ int sl_cli_place_profile(int argc, char **argv)
     sl_model_info_get(m, &in);
     if (sl_cli_tokenize(m, cmd, mf.path, text, len, true, false, &toks, &n_tok)) goto done;
     if ((int64_t)n_tok > max_tokens) n_tok = (size_t)max_tokens;
-    if (n_tok < 1) {
-        fprintf(stderr, "sluice %s: %s: no tokens\n", cmd, text_path);
+    if (n_tok < 1 || !len) { /* a BOS alone is no text to profile */
+        fprintf(stderr, "sluice %s: -f %s: no tokens\n", cmd, text_path);
         goto done;
     }
     sl_ctx_options co = sl_ctx_options_default();

@@ -40,19 +40,14 @@ static void usage(FILE *f)
 }
 
 /* Per-layer activation frequency from the stats file, checked against the model. */
-static int read_stats(sl_cli_io *io, const char *cmd, const char *path, int32_t n_layer,
-                      const int64_t *n_ff, float **freq_out)
+static int read_stats(const char *cmd, const char *path, int32_t n_layer, const int64_t *n_ff,
+                      float **freq_out)
 {
     sl_gguf *g = NULL;
     sl_error err = {0};
     sl_gguf_options go = {0};
     float *freq = NULL;
     int rc = 1;
-    FILE *probe = NULL;
-    uint64_t size = 0;
-    /* the file rules (a regular file, registered as an input) before the reader maps it */
-    if (sl_cli_io_open_input(io, "--stats", path, &probe, &size)) return 1;
-    fclose(probe);
     if (sl_gguf_open(path, &go, &g, &err)) goto fail;
     uint64_t tokens = 0;
     if (sl_gguf_get_u64(g, "sluice.neuron_stats.tokens", &tokens, &err)) goto fail;
@@ -136,7 +131,8 @@ int sl_cli_hotcold_model_get(const char *cmd, const char *path, sl_model_options
     sl_model *m = NULL;
     sl_error err = {0};
     if (sl_model_open(path, &mo, &m, &err)) {
-        fprintf(stderr, "sluice %s: %s\n", cmd, err.msg);
+        if (strstr(err.msg, path)) fprintf(stderr, "sluice %s: %s\n", cmd, err.msg);
+        else fprintf(stderr, "sluice %s: %s: %s\n", cmd, path, err.msg);
         return 1;
     }
     int rc = 1;
@@ -242,15 +238,22 @@ int sl_cli_place_solve(int argc, char **argv)
     float *freq = NULL;
     sl_error err = {0};
     int rc = 1;
-    if (sl_cli_io_add_model(&io, mf.path) ||
-        (rc = sl_cli_out_prepare(&io, &o, "-o", out, SL_CLI_OUT_BY_NAME)) ||
+    /* the file rules for --stats (a regular file, registered as an input) before -o is
+     * checked against the inputs and before the reader maps it */
+    FILE *probe = NULL;
+    uint64_t stats_bytes = 0;
+    if (sl_cli_io_add_model(&io, mf.path, mf.opt.gpu_index) ||
+        sl_cli_io_open_input(&io, "--stats", stats, &probe, &stats_bytes))
+        goto done;
+    fclose(probe);
+    if ((rc = sl_cli_out_prepare(&io, &o, "-o", out, SL_CLI_OUT_BY_NAME)) ||
         (rc = sl_cli_hotcold_model_get(cmd, mf.path, mf.opt, &hm)))
         goto done;
     rc = 1;
     int64_t *n_ff = calloc((size_t)hm.n_layer + 1, sizeof *n_ff);
     if (!n_ff) goto done;
     for (int32_t il = 0; il < hm.n_layer; il++) n_ff[il] = hm.n_ff;
-    const int bad = read_stats(&io, cmd, stats, hm.n_layer, n_ff, &freq);
+    const int bad = read_stats(cmd, stats, hm.n_layer, n_ff, &freq);
     free(n_ff);
     if (bad) goto done;
     int threads = 0;
