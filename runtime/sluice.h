@@ -104,6 +104,24 @@ typedef struct sl_model_info {
 } sl_model_info;
 void sl_model_info_get(const sl_model *m, sl_model_info *out);
 
+/* ---- serving residency ------------------------------------------------------------------
+ * Several models of one process share one device arena and one host pool through a runtime
+ * (scheduler/residency.h has the budget and the eviction policy). */
+
+/* A model's footprint from its metadata alone (no tensor is read): what the placement of opt
+ * puts on the device and leaves on the host, as sl_model_open with the same options would. */
+typedef struct sl_footprint {
+    uint64_t device_bytes;      /* weights the placement puts on the device (once loaded) */
+    uint64_t host_bytes;        /* weights it leaves in host memory */
+    uint64_t weight_bytes;      /* device_bytes + host_bytes: the host floor in a runtime */
+    uint64_t scratch_bytes;     /* device bytes a context needs besides weights (estimate) */
+    sl_placement placement;     /* what the placement resolved to (AUTO never) */
+    int32_t n_gpu_layers;       /* the resolved -ngl (LAYERS), n_layer + 1 for GPU */
+    int32_t n_cpu_moe;          /* the resolved --n-cpu-moe (AUTO on a MoE model), else -1 */
+} sl_footprint;
+sl_status sl_model_footprint(const char *path, const sl_model_options *opt, sl_footprint *out,
+                             sl_error *err);
+
 /* ---- text ------------------------------------------------------------------------------- */
 
 /* Tokenizes text (len bytes, UTF-8) with the model's tokenizer. add_special: prepend BOS (and
