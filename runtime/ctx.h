@@ -78,6 +78,7 @@ struct sl_ctx {
     int64_t n_eval;             /* tokens of the last eval (its logits rows: all or the last) */
     sl_ctx_stats stats;
     sl_neuron_stats *nstats;    /* [n_layer] with opt.neuron_stats, else NULL */
+    uint64_t res_epoch;         /* the model's residency epoch its pointers were taken at */
 };
 
 /* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention
@@ -91,6 +92,11 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err);
  * aligned): with base, points s's buffers into it; returns the bytes it needs either way. */
 size_t sl__side_carve(const sl_ctx *c, sl__side *s, void *base);
 void sl__ctx_dev_destroy(sl_ctx *c);
+/* After the model's weights moved (runtime.c: evicted and reloaded): re-takes what the
+ * context derived from weight addresses (rope factors of either side; cuda: the device arrays
+ * of expert pointers, rewritten in place). The sides and buffers stay: the placement is the
+ * same. */
+sl_status sl__ctx_refresh(sl_ctx *c, sl_error *err);
 
 /* forward.c: evaluates tokens[0..n) (n <= cap) at positions n_past.. and appends them to the
  * cache; writes logits rows for every token into logits_out (all) or for the last one only

@@ -117,7 +117,41 @@ struct sl_model {
     sl_model_info info;
     sl_vocab *vocab;                /* NULL when the file has no tokenizer.ggml.model */
     char notice[256];               /* first loader notice (e.g. O_DIRECT fallback) */
+    /* In a runtime (sl_model_open_in): dev, hostpool and arena are the runtime's (borrowed,
+     * not destroyed by close); the rest is runtime.c's (sl__resident). NULL rt: private. */
+    sl_runtime *rt;
+    struct sl__resident *res;
 };
+
+/* A host copy kept while its weight is on the device (runtime.c): a device weight of a model
+ * in a runtime keeps its host floor, so eviction is a free and reload a pure H2D copy. */
+typedef struct sl__floor {
+    const void *data;               /* the host copy, NULL: none kept */
+    sl_block h_block;               /* host pool block of it, or SL_BLOCK_NONE */
+    void *h_owned;                  /* malloc'd converted copy, or NULL */
+} sl__floor;
+
+/* runtime.c */
+/* to_device's hand-off: keeps w's host copy as its floor (instead of freeing it) when the
+ * model is in a runtime; returns false when the model has no floor to keep (private model). */
+bool sl__floor_keep(sl_model *m, sl_weight *w);
+/* Whether loading should stop at the host copies (a runtime's host floor). */
+bool sl__load_host_only(const sl_model *m);
+/* Open hooks, in order: lend (instead of opening a device: the runtime's device, arena and
+ * host pool; *device_free = the arena; vram_budget 0 becomes the arena), attach (after
+ * the plan: residency records; hot-cold refused), register (after the load: in the
+ * runtime's list, at HOST). */
+sl_status sl__runtime_lend(sl_model *m, uint64_t *device_free, sl_error *err);
+sl_status sl__runtime_attach(sl_model *m, sl_error *err);
+sl_status sl__runtime_register(sl_model *m, sl_error *err);
+/* Evaluation brackets of a context of a runtime model: begin fails with SL_ERR_NOT_RESIDENT
+ * below DEVICE, marks the model busy (never evicted) and, unless creating, refreshes the
+ * context's pointers (sl__ctx_refresh) when the weights moved since its last eval; end clears
+ * busy. No-ops outside a runtime. */
+sl_status sl__runtime_eval_begin(sl_ctx *c, bool creating, sl_error *err);
+void sl__runtime_eval_end(sl_ctx *c);
+/* Detaches a closing model (frees its device weights and floors); close calls it first. */
+void sl__runtime_detach(sl_model *m);
 
 /* arch.c */
 const sl__arch_traits *sl__arch_traits_get(sl__arch a);
@@ -141,6 +175,12 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err);
  * block, type changes only by conversion, expert pointers); SL_ERR_INVALID naming the weight.
  * Run at the end of every open (cost O(weights + layers * experts)). */
 sl_status sl__model_validate(const sl_model *m, sl_error *err);
+/* The pointers derived from the weights' data (experts' views, rope factors, on-device flags),
+ * after loading or after the weights moved (runtime.c). */
+sl_status sl__model_refresh_views(sl_model *m, sl_error *err);
+/* Copies a host-resident weight into a new block of the model's arena (H2D, synchronous) and
+ * frees or keeps (sl__floor_keep) its host copy. */
+sl_status sl__weight_to_device(sl_model *m, sl_weight *w, sl_error *err);
 /* Frees every weight's memory (host pool, converted copies, device blocks). */
 void sl__model_free_weights(sl_model *m);
 /* Pointer to expert e's 2-D matrix of a layer's projection (0 gate, 1 up, 2 down). */

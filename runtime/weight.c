@@ -290,7 +290,7 @@ static sl_status load_host(sl_model *m, sl_weight *w, sl_error *err)
     return SL_OK;
 }
 
-static sl_status to_device(sl_model *m, sl_weight *w, sl_error *err)
+sl_status sl__weight_to_device(sl_model *m, sl_weight *w, sl_error *err)
 {
     sl_status st = sl_bfc_alloc(m->arena, w->nbytes ? w->nbytes : 1, SL_BFC_PINNED, &w->d_block, err);
     if (st) return st;
@@ -300,12 +300,12 @@ static sl_status to_device(sl_model *m, sl_weight *w, sl_error *err)
         if (!st) st = sl_device_stream_sync(m->dev, m->stream, err);
         if (st) return st;
     }
-    /* the host copy is no longer needed */
-    if (w->h_block != SL_BLOCK_NONE) {
-        sl_hostpool_free(m->hostpool, w->h_block, NULL);
-        w->h_block = SL_BLOCK_NONE;
+    /* the host copy is no longer needed, unless it is a runtime's host floor */
+    if (!sl__floor_keep(m, w)) {
+        if (w->h_block != SL_BLOCK_NONE) sl_hostpool_free(m->hostpool, w->h_block, NULL);
+        free(w->h_owned);
     }
-    free(w->h_owned);
+    w->h_block = SL_BLOCK_NONE;
     w->h_owned = NULL;
     w->data = d;
     w->residency = SL_RES_DEVICE;
@@ -365,7 +365,7 @@ static sl_status split_layer(sl_model *m, sl__layer *L, sl_error *err)
             return st;
         if (hot)
             for (int p = 0; p < 3; p++)
-                if ((st = to_device(m, &pw[p], err))) return st;
+                if ((st = sl__weight_to_device(m, &pw[p], err))) return st;
     }
     sl_weight *orig[3] = {L->ffn_gate, L->ffn_up, L->ffn_down};
     for (int p = 0; p < 3; p++) {
@@ -415,7 +415,7 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
         host_bytes += b;
         if (b > biggest) biggest = b;
     }
-    if (m->opt.io != SL_LOAD_MMAP) {
+    if (m->opt.io != SL_LOAD_MMAP && !m->hostpool) { /* a runtime lends its own */
         sl_hostpool_options ho = sl_hostpool_options_default();
         ho.numa_node = m->opt.numa_node < 0 ? SL_HOSTPOOL_NODE_AUTO : m->opt.numa_node;
         /* one slab for a small model; 1 GiB slabs (or a tensor's own) for a big one */
@@ -430,7 +430,8 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
     for (size_t i = 0; i < m->n_w; i++) {
         sl_weight *w = &m->w[i];
         sl_status st = load_host(m, w, err);
-        if (!st && w->want_device) st = to_device(m, w, err);
+        if (!st && w->want_device && !sl__load_host_only(m))
+            st = sl__weight_to_device(m, w, err);
         if (st) {
             if (m->opt.progress && isatty(STDERR_FILENO)) fputc('\n', stderr);
             return st;
@@ -452,6 +453,11 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
             if (st) return st;
         }
     }
+    return sl__model_refresh_views(m, err);
+}
+
+sl_status sl__model_refresh_views(sl_model *m, sl_error *err)
+{
     /* the scheduler's expert pointers and rope frequency factors, now that data is final */
     for (int il = 0; il < m->hp.n_layer; il++) {
         sl__layer *L = &m->layers[il];
