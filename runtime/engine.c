@@ -166,7 +166,8 @@ static sl_status model_open(sl_runtime *rt, const char *path, const sl_model_opt
         *out = m;
         return SL_OK;
     }
-    if ((st = sl__model_load_weights(m, err))) goto fail;
+    if ((st = m->rt ? sl__runtime_load_floor(m, err) : sl__model_load_weights(m, err)))
+        goto fail;
     if ((st = sl__model_validate(m, err))) goto fail;
     if (m->rt && (st = sl__runtime_register(m, err))) goto fail;
     fill_info(m);

@@ -137,6 +137,11 @@ typedef struct sl__floor {
 bool sl__floor_keep(sl_model *m, sl_weight *w);
 /* Whether loading should stop at the host copies (a runtime's host floor). */
 bool sl__load_host_only(const sl_model *m);
+/* w's bytes in the model's shared host floor, or NULL (no shared floor: load as usual). */
+const void *sl__floor_shared_data(const sl_model *m, const sl_weight *w);
+/* A runtime model's host floor: attaches its shared region first when the runtime shares
+ * floors, then loads every weight's host copy (sl__model_load_weights). */
+sl_status sl__runtime_load_floor(sl_model *m, sl_error *err);
 /* Open hooks, in order: lend (instead of opening a device: the runtime's device, arena and
  * host pool; *device_free = the arena; vram_budget 0 becomes the arena), attach (after
  * the plan: residency records; hot-cold refused), register (after the load: in the

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc/shm_floor.h"
 #include "runtime/ctx.h"
 #include "runtime/model.h"
 #include "scheduler/residency.h"
@@ -47,6 +48,11 @@ struct sl__resident {
     int busy;                   /* contexts evaluating it */
     bool registered;            /* in rt->models */
     sl__floor *floor;           /* [n_w] */
+    /* a shared host floor (rt->opt.shared_floor, state >= HOST): the region, each weight's
+     * data offset in its payload, whether this process filled it and registered it */
+    sl_shm_floor *shm;
+    uint64_t *shm_off;
+    bool shm_made, shm_registered;
 };
 
 struct sl_runtime {
@@ -253,6 +259,111 @@ bool sl__load_host_only(const sl_model *m)
     return m->res != NULL;
 }
 
+/* ---- the shared host floor ------------------------------------------------------------- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The region's layout and key: each weight in a slot of its O_DIRECT span at a 4096-aligned
+ * offset (its bytes at file_offset % 4096 inside, as an O_DIRECT read lands them); the key
+ * digests a format version and every weight's name, type, shape and provenance (offset,
+ * bytes, mtime), so processes opening the same file agree and a changed file gets a new one. */
+static uint64_t floor_layout(const sl_model *m, uint64_t *off, uint64_t *key)
+{
+    uint64_t total = 0, h = 1469598103934665603ull;
+    const uint32_t version = 1;
+    h = fnv(h, &version, sizeof version);
+    for (size_t i = 0; i < m->n_w; i++) {
+        const sl_weight *w = &m->w[i];
+        const uint64_t slot = (total + SL_GGUF_DIRECT_ALIGN - 1) &
+                              ~(uint64_t)(SL_GGUF_DIRECT_ALIGN - 1);
+        off[i] = slot + w->file_offset % SL_GGUF_DIRECT_ALIGN;
+        total = slot + (w->file_nbytes ? sl_gguf_direct_span(w->t) : 0);
+        h = fnv(h, w->name, strlen(w->name) + 1);
+        const uint64_t id[] = {w->file_type, w->n_dims, (uint64_t)w->ne[0], (uint64_t)w->ne[1],
+                               (uint64_t)w->ne[2], (uint64_t)w->ne[3], w->file_offset,
+                               w->file_nbytes, (uint64_t)w->mtime_sec, (uint64_t)w->mtime_nsec};
+        h = fnv(h, id, sizeof id);
+    }
+    *key = h;
+    return total ? total : 1;
+}
+
+/* sl_shm_floor_fill_fn: every weight's file bytes into its slot (O_DIRECT). */
+static sl_status fill_floor(void *user, uint8_t *payload, uint64_t bytes, sl_error *err)
+{
+    sl_model *m = user;
+    const sl_runtime *rt = m->rt;
+    uint64_t done = 0;
+    for (size_t i = 0; i < m->n_w; i++) {
+        const sl_weight *w = &m->w[i];
+        if (!w->file_nbytes) continue;
+        const uint64_t at = m->res->shm_off[i], slot = at - w->file_offset % SL_GGUF_DIRECT_ALIGN;
+        void *data = NULL;
+        sl_status st = sl_gguf_tensor_read(m->gguf, w->t, SL_GGUF_IO_DIRECT, payload + slot,
+                                           bytes - slot, &data, err);
+        if (st) return st;
+        /* a file system without O_DIRECT: the pread fallback may land the bytes elsewhere */
+        if (data != payload + at) memmove(payload + at, data, w->file_nbytes);
+        done += w->file_nbytes;
+        if (rt->opt.floor_progress)
+            rt->opt.floor_progress(rt->opt.floor_progress_user, done, bytes);
+    }
+    return SL_OK;
+}
+
+static void floor_release(sl_runtime *rt, struct sl__resident *r)
+{
+    if (r->shm_registered)
+        sl_device_host_unregister(rt->dev, (void *)sl_shm_floor_payload(r->shm), NULL);
+    sl_shm_floor_detach(r->shm);
+    r->shm = NULL;
+    r->shm_registered = r->shm_made = false;
+}
+
+sl_status sl__runtime_load_floor(sl_model *m, sl_error *err)
+{
+    sl_runtime *rt = m->rt;
+    struct sl__resident *r = m->res;
+    if (rt->opt.shared_floor && !r->shm) {
+        if (!r->shm_off && !(r->shm_off = malloc((m->n_w ? m->n_w : 1) * sizeof *r->shm_off)))
+            return sl_error_set(err, SL_ERR_NOMEM, "out of memory (shared floor layout)");
+        uint64_t key;
+        const uint64_t bytes = floor_layout(m, r->shm_off, &key);
+        const sl_shm_floor_options so = {.prefix = rt->opt.shm_prefix, .key = key,
+                                         .bytes = bytes, .mode = rt->opt.shm_mode,
+                                         .fill = fill_floor, .fill_user = m};
+        sl_status st = sl_shm_floor_attach(&so, &r->shm, &r->shm_made, err);
+        if (st) {
+            char why[SL_ERROR_MSG_BYTES];
+            snprintf(why, sizeof why, "%s", err ? err->msg : "");
+            return sl_error_set(err, st, "%s: %s", m->path, why);
+        }
+        /* page-locked per process for DMA; a refusal (e.g. a read-only mapping the driver
+         * will not register) leaves copies from pageable memory, slower but correct */
+        sl_error re;
+        r->shm_registered = !sl_device_host_register(rt->dev, (void *)sl_shm_floor_payload(r->shm),
+                                                     bytes, &re);
+        if (!r->shm_registered)
+            notice(rt, "%s: shared floor %s not page-locked: %s", m->path,
+                   sl_shm_floor_name(r->shm), re.msg);
+    }
+    sl_status st = sl__model_load_weights(m, err);
+    if (st && r->shm) floor_release(rt, r);
+    return st;
+}
+
+const void *sl__floor_shared_data(const sl_model *m, const sl_weight *w)
+{
+    const struct sl__resident *r = m->res;
+    if (!r || !r->shm || w < m->w || w >= m->w + m->n_w) return NULL;
+    return sl_shm_floor_payload(r->shm) + r->shm_off[w - m->w];
+}
+
 /* ---- moves ------------------------------------------------------------------------------ */
 
 /* Device weights back to their floors (HOST). Nothing of m may be in flight. */
@@ -291,7 +402,7 @@ static sl_status load(sl_runtime *rt, sl_model *m, sl_error *err)
     sl_status st;
     if (r->state == SL_RS_DISK) {
         r->epoch++;
-        if ((st = sl__model_load_weights(m, err))) {
+        if ((st = sl__runtime_load_floor(m, err))) {
             sl__model_free_weights(m);
             return st;
         }
@@ -323,6 +434,7 @@ static void to_disk(sl_runtime *rt, sl_model *m)
 {
     evict(rt, m);
     sl__model_free_weights(m);
+    if (m->res->shm) floor_release(rt, m->res);
     m->res->state = SL_RS_DISK;
 }
 
@@ -479,7 +591,7 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
     } else if (to == SL_RS_DISK) {
         to_disk(rt, m);
     } else if (to == SL_RS_HOST) {
-        if (r->state == SL_RS_DISK && (st = sl__model_load_weights(m, err))) {
+        if (r->state == SL_RS_DISK && (st = sl__runtime_load_floor(m, err))) {
             sl__model_free_weights(m);
         } else {
             evict(rt, m);
@@ -580,6 +692,8 @@ sl_status sl_runtime_model_info_get(const sl_runtime *rt, const sl_model *m,
         if (hi > out->d_hi) out->d_hi = hi;
         out->d_digest = (out->d_digest ^ lo) * 1099511628211ull; /* FNV-1a over addresses */
     }
+    if (r->shm) snprintf(out->floor_name, sizeof out->floor_name, "%s", sl_shm_floor_name(r->shm));
+    out->floor_materialized = r->shm_made;
     pthread_mutex_unlock(&w->mu);
     return SL_OK;
 }
@@ -675,8 +789,11 @@ void sl__runtime_detach(sl_model *m)
             }
     }
     update_budget(rt);
+    /* the weights point into the region: the engine's free after this only drops records */
+    if (r->shm) floor_release(rt, r);
     pthread_mutex_unlock(&rt->mu);
     free(r->floor);
+    free(r->shm_off);
     free(r);
     m->res = NULL;
 }

@@ -148,6 +148,16 @@ typedef struct sl_runtime_options {
     int numa_node;              /* host pool node; -1: nearest the GPU */
     uint64_t host_slab_bytes;   /* host pool slab (mapped, touched, page-locked at once);
                                    0: 256 MiB */
+    /* The host floor: false, private to this process (its host pool); true, shared by the
+     * processes of the node (alloc/shm_floor.h: one POSIX shared-memory region per model,
+     * keyed by a digest of its identity and layout, filled once with O_DIRECT reads, mapped
+     * read-only by all, removed by the last process to let go of it). */
+    bool shared_floor;
+    unsigned shm_mode;          /* permission bits of the shared objects (0: 0600) */
+    const char *shm_prefix;     /* their name prefix under /dev/shm (NULL: "sluice-floor") */
+    /* called while this process fills a shared floor, after each tensor; NULL: none */
+    void (*floor_progress)(void *user, uint64_t done_bytes, uint64_t total_bytes);
+    void *floor_progress_user;
     /* warnings (a model larger than the whole budget) go here; NULL: dropped */
     void (*notice)(void *user, const char *msg);
     void *notice_user;
@@ -219,6 +229,10 @@ typedef struct sl_runtime_model_info {
      * device address, and a digest of every weight's device address (equal digests: nothing
      * moved) */
     uint64_t d_lo, d_hi, d_digest;
+    /* a shared floor: its object's name under /dev/shm ("" when private or on disk), and
+     * whether this process filled it */
+    char floor_name[96];
+    bool floor_materialized;
 } sl_runtime_model_info;
 sl_status sl_runtime_model_info_get(const sl_runtime *rt, const sl_model *m,
                                     sl_runtime_model_info *out, sl_error *err);

@@ -261,6 +261,12 @@ static sl_status convert_f32(sl_model *m, sl_weight *w, sl_error *err)
 static sl_status load_host(sl_model *m, sl_weight *w, sl_error *err)
 {
     if (needs_conversion(w)) return convert_f32(m, w, err);
+    const void *shared = sl__floor_shared_data(m, w); /* a runtime's shared host floor */
+    if (shared) {
+        w->data = shared;
+        w->residency = SL_RES_HOST;
+        return SL_OK;
+    }
     if (m->opt.io == SL_LOAD_MMAP) {
         w->data = sl_gguf_tensor_view(m->gguf, w->t);
         if (!w->data && w->nbytes)

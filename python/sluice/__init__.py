@@ -345,11 +345,13 @@ class Context(_Handle):
 class Runtime(_Handle):
     """Several models sharing one device arena and host pool (sl_runtime): budget, LRU
     eviction (mode "self") or caller-driven residency (mode "external"), pinned models,
-    compaction. Close its models before the runtime (close() closes those still open)."""
+    compaction; shared_floor=True shares each model's host copy with the other processes of
+    the node (POSIX shared memory, shm_mode permission bits). Close its models before the
+    runtime (close() closes those still open)."""
 
     def __init__(self, device=None, arena_bytes=None, weight_fraction=0.9,
                  wiggle_fraction=0.05, max_scratch_bytes=None, mode="self",
-                 host_slab_bytes=None):
+                 host_slab_bytes=None, shared_floor=False, shm_mode=0o600, shm_prefix=None):
         o = lib().sl_runtime_options_default()
         self._device = device.encode() if device else None
         o.device = self._device
@@ -360,6 +362,9 @@ class Runtime(_Handle):
             raise ValueError(f"mode {mode!r}: self or external")
         o.mode = 0 if mode == "self" else 1
         o.host_slab_bytes = _size("host_slab_bytes", host_slab_bytes)
+        o.shared_floor, o.shm_mode = shared_floor, shm_mode
+        self._prefix = shm_prefix.encode() if shm_prefix else None
+        o.shm_prefix = self._prefix
         h, err = c_void_p(), _lib.Error()
         _check(lib().sl_runtime_create(byref(o), byref(h), byref(err)), err)
         self._h = h
@@ -401,6 +406,7 @@ class Runtime(_Handle):
         _check(lib().sl_runtime_model_info_get(self._h, model._h, byref(i), byref(err)), err)
         d = {f: getattr(i, f) for f, _ in _lib.RuntimeModelInfo._fields_}
         d["state"] = RESIDENCY[d["state"]]
+        d["floor_name"] = d["floor_name"].decode()
         return d
 
     def close(self):

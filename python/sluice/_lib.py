@@ -92,14 +92,16 @@ class Footprint(Structure):
 
 
 NOTICE = CFUNCTYPE(None, c_void_p, c_char_p)
+PROGRESS = CFUNCTYPE(None, c_void_p, c_uint64, c_uint64)
 
 
 class RuntimeOptions(Structure):
     _fields_ = [
         ("device", c_char_p), ("arena_bytes", c_uint64), ("weight_fraction", c_double),
         ("wiggle_fraction", c_double), ("max_scratch_bytes", c_uint64), ("mode", c_int),
-        ("numa_node", c_int), ("host_slab_bytes", c_uint64), ("notice", NOTICE),
-        ("notice_user", c_void_p),
+        ("numa_node", c_int), ("host_slab_bytes", c_uint64), ("shared_floor", c_bool),
+        ("shm_mode", c_uint32), ("shm_prefix", c_char_p), ("floor_progress", PROGRESS),
+        ("floor_progress_user", c_void_p), ("notice", NOTICE), ("notice_user", c_void_p),
     ]
 
 
@@ -117,7 +119,8 @@ class RuntimeStats(Structure):
 class RuntimeModelInfo(Structure):
     _fields_ = [("state", c_int), ("device_bytes", c_uint64), ("last_use", c_uint64),
                 ("busy", c_int), ("d_lo", c_uint64), ("d_hi", c_uint64),
-                ("d_digest", c_uint64)]
+                ("d_digest", c_uint64), ("floor_name", c_char * 96),
+                ("floor_materialized", c_bool)]
 
 
 class URange(Structure):

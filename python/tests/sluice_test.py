@@ -208,8 +208,9 @@ def test_runtime(d, dense):
             expect(np.array_equal(c.logits(), refs[1]), "logits unchanged after reload")
         rt.release_all(ms[1])
         expect(ms[1].residency == "disk", "release_all: disk")
+    prefix = f"sluice-pytest-{os.getpid()}"
     with sluice.Runtime(device="sim", arena_bytes=arena, mode="external",
-                        host_slab_bytes="4M") as rt:
+                        host_slab_bytes="4M", shared_floor=True, shm_prefix=prefix) as rt:
         m = rt.open(paths[0], placement="gpu")
         expect(raises(lambda: rt.acquire(m), sluice.NotResident, "externally managed"),
                "external mode: NotResident")
@@ -219,6 +220,12 @@ def test_runtime(d, dense):
             c.eval([1, 2, 3])
             expect(np.array_equal(c.logits(), refs[0]), "external mode: logits")
         expect(rt.stats()["loads"] == 1, "external mode: one load")
+        info = rt.model_info(m)
+        expect(info["floor_name"].startswith(prefix) and info["floor_materialized"] and
+               os.path.exists("/dev/shm/" + info["floor_name"]),
+               f"shared floor: {info['floor_name']}")
+    expect(not [x for x in os.listdir("/dev/shm") if x.startswith(prefix)],
+           "shared floor: nothing left in /dev/shm")
 
 
 def main():
