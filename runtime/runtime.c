@@ -520,15 +520,14 @@ sl_status sl_runtime_acquire(sl_runtime *rt, sl_model *m, sl_error *err)
 }
 
 /* Frees the unpinned resident models (every one must be idle), then loads first (if not
- * NULL) and reload[0..n) in order. A failed reload leaves that model at HOST and goes on;
- * the first error is returned. */
+ * NULL) and reload[0..n) in order. A failed load leaves that model at HOST and the others
+ * still load; the first error is returned. */
 static sl_status rebuild(sl_runtime *rt, sl_model *first, sl_model *const *reload, size_t n,
                          sl_error *err)
 {
     for (size_t i = 0; i < rt->n_models; i++)
         if (rt->models[i]->res->state == SL_RS_DEVICE) evict(rt, rt->models[i]);
     sl_status st = first ? load(rt, first, err) : SL_OK;
-    if (st) return st;
     for (size_t k = 0; k < n; k++) {
         if (resident(reload[k])) continue;
         sl_error e2;
@@ -600,7 +599,8 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
     } else if (resident(m)) {
         r->state = to; /* pin or unpin in place: pinned blocks stay where they are */
     } else if (to == SL_RS_PINNED) {
-        if (!(st = pin_fresh(rt, m, err))) r->state = SL_RS_PINNED;
+        st = pin_fresh(rt, m, err); /* an error may name a model reloaded after it */
+        if (resident(m)) r->state = SL_RS_PINNED;
     } else {
         st = load(rt, m, err);
     }
