@@ -82,6 +82,7 @@ struct sl_ctx {
      * on weight types (the CPU matvec workspace, the staged embedding rows) */
     uint64_t epoch;
     size_t work_bytes, embd_rows_bytes;
+    uint64_t res_epoch;         /* the model's residency epoch its pointers were taken at */
 };
 
 /* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention
@@ -99,6 +100,11 @@ void sl__ctx_dev_destroy(sl_ctx *c);
  * and recreates the sim executor when the workspace grew (work_bytes). SL_ERR_UNSUPPORTED when
  * a layer's experts moved to the device side that the context has no arrays for (recreate it). */
 sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err);
+/* After the model's weights moved (runtime.c: evicted and reloaded): re-takes what the
+ * context derived from weight addresses (rope factors of either side; cuda: the device arrays
+ * of expert pointers, rewritten in place). The sides and buffers stay: the placement is the
+ * same. */
+sl_status sl__ctx_refresh(sl_ctx *c, sl_error *err);
 
 /* forward.c: evaluates tokens[0..n) (n <= cap) at positions n_past.. and appends them to the
  * cache; writes logits rows for every token into logits_out (all) or for the last one only

@@ -49,19 +49,21 @@ static sl_status open_device(sl_model *m, sl_error *err)
     dopt.kind = m->opt.device ? m->opt.device : cpu ? "sim" : NULL;
     dopt.notice = gguf_notice;
     dopt.notice_user = m;
-    sl_status st = sl_device_open(&dopt, &m->dev, err);
-    if (st) return st;
     uint64_t free_bytes = 0;
-    if (!cpu) {
+    sl_status st = m->rt ? sl__runtime_lend(m, &free_bytes, err)
+                         : sl_device_open(&dopt, &m->dev, err);
+    if (st) return st;
+    if (!cpu && !m->rt) {
         sl_device_props props;
         if ((st = sl_device_props_get(m->dev, &props, err))) return st;
         free_bytes = props.free_mem_bytes;
     }
     const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
     if ((st = sl__model_plan(m, free_bytes, cuda, err))) return st;
+    if (m->rt && (st = sl__runtime_attach(m, err))) return st;
     if (!m->plan.device_bytes || m->opt.plan_only) return SL_OK;
     if ((st = sl_device_stream_create(m->dev, &m->stream, err))) return st;
-    return sl_bfc_create_device(m->dev, m->stream, NULL, &m->arena, err);
+    return m->rt ? SL_OK : sl_bfc_create_device(m->dev, m->stream, NULL, &m->arena, err);
 }
 
 sl_status sl_model_plan_get(const sl_model *m, const sl_place_plan **plan,
@@ -108,13 +110,15 @@ void sl__model_info_fill(sl_model *m)
     in->eos = sl_gguf_get_u32(m->gguf, "tokenizer.ggml.eos_token_id", &id, NULL) ? -1 : (int32_t)id;
 }
 
-sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model **out,
-                        sl_error *err)
+/* sl_model_open (rt NULL) and sl_model_open_in. */
+static sl_status model_open(sl_runtime *rt, const char *path, const sl_model_options *opt,
+                            sl_model **out, sl_error *err)
 {
     if (!path || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_model_open: NULL path or out");
     *out = NULL;
     sl_model *m = calloc(1, sizeof *m);
     if (!m) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (model)");
+    m->rt = rt;
     m->opt = opt ? *opt : sl_model_options_default();
     sl_status st = SL_OK;
     if ((unsigned)m->opt.placement > SL_PLACE_HOT_COLD) {
@@ -162,13 +166,15 @@ sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model 
         *out = m;
         return SL_OK;
     }
-    if ((st = sl__model_load_weights(m, err))) goto fail;
+    if ((st = m->rt ? sl__runtime_load_floor(m, err) : sl__model_load_weights(m, err)))
+        goto fail;
     if ((st = sl__model_validate(m, err))) goto fail;
     if ((st = sl_swap_gate_init(&m->gate, err))) goto fail;
     m->gate_ready = true;
     if ((st = sl_swap_sources_init(&m->sources, m->gguf, err))) goto fail;
     for (size_t i = 0; i < m->n_w; i++)
         m->w[i].file_size = m->sources.v[m->w[i].shard].size;
+    if (m->rt && (st = sl__runtime_register(m, err))) goto fail;
     sl__model_info_fill(m);
     *out = m;
     return SL_OK;
@@ -177,9 +183,23 @@ fail:
     return st;
 }
 
+sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model **out,
+                        sl_error *err)
+{
+    return model_open(NULL, path, opt, out, err);
+}
+
+sl_status sl_model_open_in(sl_runtime *rt, const char *path, const sl_model_options *opt,
+                           sl_model **out, sl_error *err)
+{
+    if (!rt) return sl_error_set(err, SL_ERR_INVALID, "sl_model_open_in: NULL runtime");
+    return model_open(rt, path, opt, out, err);
+}
+
 void sl_model_close(sl_model *m)
 {
     if (!m) return;
+    sl__runtime_detach(m); /* a runtime's model: its device weights back to their floors */
     sl__model_free_weights(m);
     sl_swap_sources_free(&m->sources);
     if (m->gate_ready) sl_swap_gate_destroy(&m->gate);
@@ -199,10 +219,12 @@ void sl_model_close(sl_model *m)
     free(m->w);
     sl_place_plan_free(&m->plan);
     free(m->place_t);
-    sl_bfc_destroy(m->arena);
+    if (!m->rt) sl_bfc_destroy(m->arena); /* else borrowed from the runtime, as below */
     if (m->stream) sl_device_stream_destroy(m->dev, m->stream);
-    sl_hostpool_destroy(m->hostpool);
-    if (m->dev) sl_device_close(m->dev);
+    if (!m->rt) {
+        sl_hostpool_destroy(m->hostpool);
+        if (m->dev) sl_device_close(m->dev);
+    }
     sl_vocab_free(m->vocab);
     sl_gguf_close(m->gguf);
     free(m->path);
@@ -417,6 +439,7 @@ static sl_status ctx_refresh(sl_ctx *c, sl_error *err)
 }
 
 static sl_status nstats_create(sl_ctx *c, sl_error *err);
+static sl_status ctx_build(sl_ctx *c, sl_error *err);
 
 /* The logits buffer for `rows` rows (old rows are not kept: every call rewrites its logits).
  * Page-locked with the device (host_buf_alloc), so it is sized at creation, not in a call. */
@@ -445,6 +468,26 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
     if (!c) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (context)");
     c->m = m;
     c->opt = opt ? *opt : sl_ctx_options_default();
+    /* a runtime's model must be on the device while the context takes its sides */
+    sl_status st = sl__runtime_eval_begin(c, true, err);
+    if (st) {
+        free(c);
+        return st;
+    }
+    st = ctx_build(c, err);
+    sl__runtime_eval_end(c);
+    if (st) {
+        sl_ctx_destroy(c);
+        return st;
+    }
+    *out = c;
+    return SL_OK;
+}
+
+/* The rest of sl_ctx_create: everything but the residency bracket. */
+static sl_status ctx_build(sl_ctx *c, sl_error *err)
+{
+    sl_model *m = c->m;
     const sl__hparams *hp = &m->hp;
     sl_status st = SL_OK;
     if ((st = sl_check_i64("n_ctx", c->opt.n_ctx, SL_RANGE_N_CTX, err)) ||
@@ -485,10 +528,8 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
     sl_swap_step_end(&m->gate);
     if (st) goto fail;
     if (c->opt.neuron_stats && (st = nstats_create(c, err))) goto fail;
-    *out = c;
     return SL_OK;
 fail:
-    sl_ctx_destroy(c);
     return st;
 }
 
@@ -580,6 +621,9 @@ static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, sl_error 
         if (st) return st;
     }
     c->n_logits = 0;
+    /* a runtime's model: resident and kept so (busy) while this runs */
+    sl_status rst = sl__runtime_eval_begin(c, false, err);
+    if (rst) return rst;
     const int32_t start = c->n_past;
     const double t0 = now_s();
     for (size_t off = 0; off < n; off += (size_t)c->cap) {
@@ -589,10 +633,12 @@ static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, sl_error 
         sl_status st = sl__forward(c, tokens + off, m, lo, c->opt.all_logits, err);
         if (st) {
             c->n_past = start; /* entries written past it are ignored, then overwritten */
+            sl__runtime_eval_end(c);
             return st;
         }
         c->n_past += (int32_t)m;
     }
+    sl__runtime_eval_end(c);
     c->n_logits = rows;
     c->n_eval = (int64_t)n;
     const double dt = now_s() - t0;

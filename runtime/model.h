@@ -136,7 +136,46 @@ struct sl_model {
     sl_swap_gate gate;
     bool gate_ready;
     sl_swap_sources sources;        /* every shard's size and mtime as loaded */
+    /* In a runtime (sl_model_open_in): dev, hostpool and arena are the runtime's (borrowed,
+     * not destroyed by close); the rest is runtime.c's (sl__resident). NULL rt: private. */
+    sl_runtime *rt;
+    struct sl__resident *res;
 };
+
+/* A host copy kept while its weight is on the device (runtime.c): a device weight of a model
+ * in a runtime keeps its host floor, so eviction is a free and reload a pure H2D copy. */
+typedef struct sl__floor {
+    const void *data;               /* the host copy, NULL: none kept */
+    sl_block h_block;               /* host pool block of it, or SL_BLOCK_NONE */
+    void *h_owned;                  /* malloc'd converted copy, or NULL */
+} sl__floor;
+
+/* runtime.c */
+/* to_device's hand-off: keeps w's host copy as its floor (instead of freeing it) when the
+ * model is in a runtime; returns false when the model has no floor to keep (private model). */
+bool sl__floor_keep(sl_model *m, sl_weight *w);
+/* Whether loading should stop at the host copies (a runtime's host floor). */
+bool sl__load_host_only(const sl_model *m);
+/* w's bytes in the model's shared host floor, or NULL (no shared floor: load as usual). */
+const void *sl__floor_shared_data(const sl_model *m, const sl_weight *w);
+/* A runtime model's host floor: attaches its shared region first when the runtime shares
+ * floors, then loads every weight's host copy (sl__model_load_weights). */
+sl_status sl__runtime_load_floor(sl_model *m, sl_error *err);
+/* Open hooks, in order: lend (instead of opening a device: the runtime's device, arena and
+ * host pool; *device_free = the arena; vram_budget 0 becomes the arena), attach (after
+ * the plan: residency records; hot-cold refused), register (after the load: in the
+ * runtime's list, at HOST). */
+sl_status sl__runtime_lend(sl_model *m, uint64_t *device_free, sl_error *err);
+sl_status sl__runtime_attach(sl_model *m, sl_error *err);
+sl_status sl__runtime_register(sl_model *m, sl_error *err);
+/* Evaluation brackets of a context of a runtime model: begin fails with SL_ERR_NOT_RESIDENT
+ * below DEVICE, marks the model busy (never evicted) and, unless creating, refreshes the
+ * context's pointers (sl__ctx_refresh) when the weights moved since its last eval; end clears
+ * busy. No-ops outside a runtime. */
+sl_status sl__runtime_eval_begin(sl_ctx *c, bool creating, sl_error *err);
+void sl__runtime_eval_end(sl_ctx *c);
+/* Detaches a closing model (frees its device weights and floors); close calls it first. */
+void sl__runtime_detach(sl_model *m);
 
 /* arch.c */
 const sl__arch_traits *sl__arch_traits_get(sl__arch a);
@@ -173,8 +212,9 @@ sl_status sl__weight_read(sl_model *m, const sl_gguf *g, const sl_gguf_tensor *t
 /* Dequantizes src (w's shape, file_type) into a new malloc'd F32 array *out. */
 sl_status sl__weight_dequant_f32(const sl_weight *w, uint32_t file_type, const void *src,
                                  float **out, sl_error *err);
-/* Copies w's host bytes into a new device block of the arena (SL_BFC_PINNED), frees the host
- * copy (pool block or owned buffer), and makes w device-resident. */
+/* Copies w's host bytes into a new device block of the arena (SL_BFC_PINNED; synchronous),
+ * frees the host copy (pool block or owned buffer) or keeps it as a runtime's host floor
+ * (sl__floor_keep), and makes w device-resident. */
 sl_status sl__weight_to_device(sl_model *m, sl_weight *w, sl_error *err);
 /* Frees the blocks and buffer of s (NULL data, no blocks afterwards). */
 void sl__weight_storage_release(sl_model *m, sl_weight_storage *s);

@@ -591,6 +591,10 @@ sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
     if (m->opt.plan_only || !m->gate_ready)
         return sl_error_set(err, SL_ERR_INVALID, "%s: opened with plan_only: nothing to reload",
                             m->path);
+    if (m->rt)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: opened in a runtime (sl_model_open_in), "
+                            "whose residency moves the weights: live reload does not follow "
+                            "those moves yet (open it with sl_model_open to reload)", m->path);
     const double t0 = now_s();
     const char *fault = getenv("SLUICE_FAULT_SWAP_ALLOC");
     uint64_t fault_at = 0;

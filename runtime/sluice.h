@@ -109,6 +109,139 @@ typedef struct sl_model_info {
 } sl_model_info;
 void sl_model_info_get(const sl_model *m, sl_model_info *out);
 
+/* ---- serving residency ------------------------------------------------------------------
+ * Several models of one process share one device arena and one host pool through a runtime
+ * (scheduler/residency.h has the budget and the eviction policy). */
+
+/* A model's footprint from its metadata alone (no tensor is read): what the placement of opt
+ * puts on the device and leaves on the host, as sl_model_open with the same options would. */
+typedef struct sl_footprint {
+    uint64_t device_bytes;      /* weights the placement puts on the device (once loaded) */
+    uint64_t host_bytes;        /* weights it leaves in host memory */
+    uint64_t weight_bytes;      /* device_bytes + host_bytes: the host floor in a runtime */
+    uint64_t scratch_bytes;     /* device bytes a context needs besides weights (estimate) */
+    sl_placement placement;     /* what the placement resolved to (AUTO never) */
+    int32_t n_gpu_layers;       /* the resolved -ngl (LAYERS), n_layer + 1 for GPU */
+    int32_t n_cpu_moe;          /* the resolved --n-cpu-moe (AUTO on a MoE model), else -1 */
+} sl_footprint;
+sl_status sl_model_footprint(const char *path, const sl_model_options *opt, sl_footprint *out,
+                             sl_error *err);
+
+/* Residency of a model in a runtime (the values are scheduler/residency.h's sl_res_state). */
+typedef enum sl_residency {
+    SL_RESIDENCY_DISK = 0,      /* nothing read: the model reloads from its file */
+    SL_RESIDENCY_HOST = 1,      /* the host floor: every weight in the runtime's host pool */
+    SL_RESIDENCY_DEVICE = 2,    /* the host floor + the placement's device weights; evictable */
+    SL_RESIDENCY_PINNED = 3     /* on the device, never evicted or moved */
+} sl_residency;
+
+typedef enum sl_residency_mode {
+    SL_RESIDENCY_SELF = 0,      /* acquire loads an evicted model, evicting least recently
+                                   used unpinned ones until it fits the on-demand budget */
+    SL_RESIDENCY_EXTERNAL = 1   /* acquire never loads: SL_ERR_NOT_RESIDENT; the caller moves
+                                   models with sl_runtime_set_residency */
+} sl_residency_mode;
+
+typedef struct sl_runtime_options {
+    const char *device;         /* "cuda" | "sim" | "auto" | NULL (SLUICE_DEVICE, then auto) */
+    uint64_t arena_bytes;       /* the one device arena; 0: 90% of the device's free memory */
+    double weight_fraction;     /* share of the arena for weights, [0, 1] (default 0.9) */
+    double wiggle_fraction;     /* share kept free, [0, 1) (default 0.05) */
+    uint64_t max_scratch_bytes; /* largest context scratch; 0: the largest estimate of the
+                                   models opened (sl_footprint.scratch_bytes) */
+    sl_residency_mode mode;
+    int numa_node;              /* host pool node; -1: nearest the GPU */
+    uint64_t host_slab_bytes;   /* host pool slab (mapped, touched, page-locked at once);
+                                   0: 256 MiB */
+    /* The host floor: false, private to this process (its host pool); true, shared by the
+     * processes of the node (alloc/shm_floor.h: one POSIX shared-memory region per model,
+     * keyed by a digest of its identity and layout, filled once with O_DIRECT reads, mapped
+     * read-only by all, removed by the last process to let go of it). */
+    bool shared_floor;
+    unsigned shm_mode;          /* permission bits of the shared objects (0: 0600) */
+    const char *shm_prefix;     /* their name prefix under /dev/shm (NULL: "sluice-floor") */
+    /* called while this process fills a shared floor, after each tensor; NULL: none */
+    void (*floor_progress)(void *user, uint64_t done_bytes, uint64_t total_bytes);
+    void *floor_progress_user;
+    /* warnings (a model larger than the whole budget) go here; NULL: dropped */
+    void (*notice)(void *user, const char *msg);
+    void *notice_user;
+} sl_runtime_options;
+sl_runtime_options sl_runtime_options_default(void);
+
+typedef struct sl_runtime sl_runtime;
+/* Opens the device and creates the arena (one region of arena_bytes) and the host pool. */
+sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_error *err);
+/* SL_ERR_INVALID (and nothing destroyed) while a model opened into it is still open. */
+sl_status sl_runtime_destroy(sl_runtime *rt, sl_error *err);
+
+/* Opens a model into rt: it borrows rt's device, arena and host pool and ends in the host
+ * floor (SL_RESIDENCY_HOST); sl_runtime_acquire or _set_residency puts it on the device.
+ * The placement (opt) decides which weights are device weights; vram_budget 0 means the
+ * whole arena (a model larger than the on-demand budget opens and loads alone).
+ * Unsupported in a runtime: plan_only (use sl_model_footprint) and hot-cold placement.
+ * sl_model_close detaches it (close every context of it first). */
+sl_status sl_model_open_in(sl_runtime *rt, const char *path, const sl_model_options *opt,
+                           sl_model **out, sl_error *err);
+
+/* Before a model runs (contexts of a model below DEVICE fail with SL_ERR_NOT_RESIDENT):
+ * pinned and resident models return at once (resident ones become the most recently used).
+ * Self-managed: an evicted model loads from its host floor (or its file) after evicting the
+ * least recently used unpinned models until it fits; one larger than the whole on-demand
+ * budget loads after evicting every one, with a notice. A model a context is evaluating is
+ * never evicted. Externally managed: SL_ERR_NOT_RESIDENT, nothing loads.
+ * Thread safety: rt's functions may be called from any thread (one mutex); evaluation of
+ * contexts in other threads is safe against them. */
+sl_status sl_runtime_acquire(sl_runtime *rt, sl_model *m, sl_error *err);
+/* Moves m to a state, in either mode: DEVICE loads without evicting (SL_ERR_NOMEM if the
+ * arena cannot hold it) or unpins; PINNED loads it too — a model that was not on the device
+ * goes to the base of the arena (above the pinned ones): the unpinned models are freed
+ * first and reloaded after it as far as the on-demand budget allows; HOST frees its device
+ * weights; DISK its host floor too. SL_ERR_INVALID while a context evaluates it. */
+sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency state,
+                                   sl_error *err);
+/* Releases everything m holds (device weights and host floor): set_residency(DISK). */
+sl_status sl_runtime_release_all(sl_runtime *rt, sl_model *m, sl_error *err);
+/* Frees every unpinned model's device weights at once, so the arena's free space coalesces
+ * above the pinned models, then reloads reload[0..n) from their host floors in that order
+ * (host->device copies; models of rt, unpinned). Pinned models never move. SL_ERR_RANGE
+ * (nothing done) if the list exceeds the on-demand budget; SL_ERR_INVALID while a context
+ * evaluates an unpinned resident model. */
+sl_status sl_runtime_compact(sl_runtime *rt, sl_model *const *reload, size_t n, sl_error *err);
+sl_residency sl_model_residency(const sl_model *m); /* a model outside a runtime: DEVICE */
+
+typedef struct sl_runtime_stats {
+    uint64_t arena_bytes, scratch_ceiling, weight_pool, on_demand_budget, pinned_bytes;
+    bool over_commit;
+    uint64_t resident_bytes;    /* device weights of DEVICE (not pinned) models */
+    uint64_t arena_in_use, arena_free, arena_largest_free, arena_free_chunks;
+    uint64_t loads, evictions, compactions, bytes_loaded;
+    uint32_t n_models;
+} sl_runtime_stats;
+void sl_runtime_stats_get(const sl_runtime *rt, sl_runtime_stats *out);
+
+/* Checks the runtime's invariants (runtime/runtime.c: each model's weights agree with its
+ * state, floors kept exactly for device weights, pinned bytes); SL_ERR_INVALID naming the
+ * model and weight. Cost O(weights of all models). */
+sl_status sl_runtime_validate(const sl_runtime *rt, sl_error *err);
+
+typedef struct sl_runtime_model_info {
+    sl_residency state;
+    uint64_t device_bytes;      /* arena bytes of its device weights when resident */
+    uint64_t last_use;          /* tick of its last acquire (larger: more recent) */
+    int busy;                   /* contexts evaluating it now */
+    /* where its device weights are (0 when none is): the lowest and one past the highest
+     * device address, and a digest of every weight's device address (equal digests: nothing
+     * moved) */
+    uint64_t d_lo, d_hi, d_digest;
+    /* a shared floor: its object's name under /dev/shm ("" when private or on disk), and
+     * whether this process filled it */
+    char floor_name[96];
+    bool floor_materialized;
+} sl_runtime_model_info;
+sl_status sl_runtime_model_info_get(const sl_runtime *rt, const sl_model *m,
+                                    sl_runtime_model_info *out, sl_error *err);
+
 /* ---- text ------------------------------------------------------------------------------- */
 
 /* Tokenizes text (len bytes, UTF-8) with the model's tokenizer. add_special: prepend BOS (and

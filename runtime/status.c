@@ -14,6 +14,7 @@ static const char *const k_names[SL_STATUS_COUNT] = {
     [SL_ERR_UNSUPPORTED] = "unsupported",
     [SL_ERR_DEVICE] = "device",
     [SL_ERR_RANGE] = "range",
+    [SL_ERR_NOT_RESIDENT] = "not_resident",
 };
 
 const char *sl_status_name(sl_status s)

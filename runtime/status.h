@@ -20,6 +20,7 @@ typedef enum sl_status {
     SL_ERR_UNSUPPORTED, /* well-formed but not handled (e.g. big-endian GGUF) */
     SL_ERR_DEVICE,      /* device (CUDA or sim) error */
     SL_ERR_RANGE,       /* index, size or count out of range */
+    SL_ERR_NOT_RESIDENT, /* a model's weights are not on the device (runtime/sluice.h) */
     SL_STATUS_COUNT
 } sl_status;
 

@@ -301,6 +301,12 @@ sl_status sl__weight_read(sl_model *m, const sl_gguf *g, const sl_gguf_tensor *t
 static sl_status load_host(sl_model *m, sl_weight *w, sl_error *err)
 {
     if (needs_conversion(w)) return convert_f32(m, w, err);
+    const void *shared = sl__floor_shared_data(m, w); /* a runtime's shared host floor */
+    if (shared) {
+        w->data = shared;
+        w->residency = SL_RES_HOST;
+        return SL_OK;
+    }
     if (m->opt.io == SL_LOAD_MMAP) {
         w->data = sl_gguf_tensor_view(m->gguf, w->t);
         if (!w->data && w->nbytes)
@@ -389,7 +395,8 @@ static sl_status upload(sl_model *m, sl_weight *w, staging *sg, sl_error *err)
     sl_block stage = SL_BLOCK_NONE;
     if (w->nbytes) {
         const void *src = w->data;
-        if (w->h_block == SL_BLOCK_NONE) {
+        /* a runtime's host floor is its page-locked pool or its registered shared region */
+        if (w->h_block == SL_BLOCK_NONE && !m->rt) {
             void *h = NULL;
             if ((st = sl_hostpool_alloc(m->hostpool, w->nbytes, &stage, &h, err))) return st;
             memcpy(h, src, (size_t)w->nbytes);
@@ -401,8 +408,10 @@ static sl_status upload(sl_model *m, sl_weight *w, staging *sg, sl_error *err)
             return st;
         }
     }
-    const sl_block hb = w->h_block;
-    void *owned = w->h_owned;
+    /* the host copy goes once the copy has landed, unless it is a runtime's host floor */
+    const bool keep = sl__floor_keep(m, w);
+    const sl_block hb = keep ? SL_BLOCK_NONE : w->h_block;
+    void *owned = keep ? NULL : w->h_owned;
     w->h_block = SL_BLOCK_NONE;
     w->h_owned = NULL;
     w->data = d;
@@ -526,8 +535,9 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
     }
     bool any_device = false;
     for (size_t i = 0; i < m->n_w; i++) any_device |= m->w[i].want_device;
-    /* mmap keeps host weights in the mapping; device weights are staged through the pool */
-    if (m->opt.io != SL_LOAD_MMAP || any_device) {
+    /* mmap keeps host weights in the mapping; device weights are staged through the pool; a
+     * runtime lends its own pool */
+    if ((m->opt.io != SL_LOAD_MMAP || any_device) && !m->hostpool) {
         sl_hostpool_options ho = sl_hostpool_options_default();
         ho.numa_node = m->opt.numa_node < 0 ? SL_HOSTPOOL_NODE_AUTO : m->opt.numa_node;
         /* one slab for a small model; 1 GiB slabs (or a tensor's own) for a big one */
@@ -543,7 +553,7 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
     for (size_t i = 0; i < m->n_w; i++) {
         sl_weight *w = &m->w[i];
         sl_status st = load_host(m, w, err);
-        if (!st && w->want_device) st = upload(m, w, &sg, err);
+        if (!st && w->want_device && !sl__load_host_only(m)) st = upload(m, w, &sg, err);
         if (st) {
             staging_free(m, &sg);
             if (m->opt.progress && isatty(STDERR_FILENO)) fputc('\n', stderr);
@@ -572,7 +582,9 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
     sl_status fst = staging_flush(m, &sg, err);
     staging_free(m, &sg);
     if (fst) return fst;
-    for (size_t i = 0; i < m->n_w; i++) { /* what a live reload reattaches to */
+    /* what a live reload reattaches to; a runtime's model moves between its host floor and
+     * the device, which live reload does not follow (reload.c refuses it) */
+    for (size_t i = 0; i < m->n_w && !m->rt; i++) {
         m->w[i].orig = sl__weight_storage_get(&m->w[i]);
         m->w[i].orig_set = true;
     }

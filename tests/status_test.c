@@ -94,6 +94,7 @@ static void test_names(void)
         {SL_ERR_UNSUPPORTED, "unsupported"},
         {SL_ERR_DEVICE, "device"},
         {SL_ERR_RANGE, "range"},
+        {SL_ERR_NOT_RESIDENT, "not_resident"},
     };
     CHECK(sizeof k / sizeof k[0] == SL_STATUS_COUNT);
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {

@@ -1,0 +1,443 @@
+"""Sluice from Python: models, contexts, logits as numpy arrays, placement, serving residency.
+
+A thin ctypes layer over libsluice.so (runtime/sluice.h); see python/README.md. Errors raise
+SluiceError (NotResident for SL_ERR_NOT_RESIDENT) carrying the C library's message.
+
+    import sluice
+    m = sluice.Model("m.gguf", placement="gpu", device="sim")
+    ctx = m.context(n_ctx=512, all_logits=True)
+    ctx.eval(m.tokenize("Hello"))
+    logits = ctx.logits_all()          # numpy float32 [n_tokens, n_vocab]
+"""
+import ctypes
+from ctypes import POINTER, byref, c_int32, c_size_t, c_uint64, c_void_p
+
+import numpy as np
+
+from . import _lib
+
+__all__ = ["SluiceError", "NotResident", "Model", "Context", "Runtime", "footprint",
+           "PLACEMENTS", "RESIDENCY"]
+
+PLACEMENTS = ("auto", "gpu", "layers", "experts-cpu", "cpu", "hot-cold")  # sl_placement order
+RESIDENCY = ("disk", "host", "device", "pinned")                           # sl_residency order
+_IO = ("direct", "pread", "mmap")
+_GROUPS = ("embd", "output", "core", "ffn", "experts")
+_BY = {-1: "mode", -2: "group", -3: "cpu-moe", -4: "device", -5: "index"}
+_NOT_RESIDENT = 10  # SL_ERR_NOT_RESIDENT
+
+_L = None
+
+
+def lib():
+    """The loaded libsluice.so (loaded on first use; SLUICE_LIB names it)."""
+    global _L
+    if _L is None:
+        _L = _lib.load()
+    return _L
+
+
+class SluiceError(RuntimeError):
+    """A failed Sluice call: .status is the status name ("invalid", "io", ...)."""
+
+    def __init__(self, code, msg):
+        self.code = code
+        self.status = lib().sl_status_name(code).decode()
+        super().__init__(f"{self.status}: {msg}")
+
+
+class NotResident(SluiceError):
+    """The model's weights are not on the device (a runtime's acquire or eval)."""
+
+
+def _check(st, err):
+    if st:
+        msg = err.msg.decode(errors="replace")
+        raise (NotResident if st == _NOT_RESIDENT else SluiceError)(st, msg)
+
+
+def _size(what, v):
+    """Bytes from an int or a size text ("8G", "512MiB": runtime/parse.h's grammar)."""
+    if v is None:
+        return 0
+    if isinstance(v, int):
+        if v < 0:
+            raise ValueError(f"{what}: {v} is negative")
+        return v
+    out, err = c_uint64(), _lib.Error()
+    _check(lib().sl_parse_size(what.encode(), str(v).encode(), _lib.URange(0, 2**64 - 1),
+                               byref(out), byref(err)), err)
+    return out.value
+
+
+def _model_options(placement="auto", n_gpu_layers=0, override_tensor=None, cpu_moe=False,
+                   n_cpu_moe=0, vram_budget=None, gpu_index=None, device=None, io="pread",
+                   n_threads=0, budget_ctx=0):
+    o = lib().sl_model_options_default()
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement {placement!r}: one of {', '.join(PLACEMENTS)}")
+    if io not in _IO:
+        raise ValueError(f"io {io!r}: one of {', '.join(_IO)}")
+    o.placement = PLACEMENTS.index(placement)
+    o.gpu_layers = n_gpu_layers
+    if isinstance(override_tensor, (list, tuple)):
+        override_tensor = ",".join(override_tensor)
+    keep = []  # the encoded strings must outlive the call
+    for field, v in (("override_tensor", override_tensor), ("gpu_index", gpu_index),
+                     ("device", device)):
+        if v is not None:
+            keep.append(str(v).encode())
+            setattr(o, field, keep[-1])
+    o.cpu_moe = cpu_moe
+    o.n_cpu_moe = n_cpu_moe
+    o.vram_budget = _size("vram_budget", vram_budget)
+    o.budget_ctx = budget_ctx
+    o.io = _IO.index(io)
+    o.n_threads = n_threads
+    o.progress = False
+    return o, keep
+
+
+def footprint(path, **placement):
+    """Device and host bytes of a placement, from the file's metadata alone (no tensor read).
+    Keywords as Model's placement options."""
+    o, _keep = _model_options(**placement)
+    fp, err = _lib.Footprint(), _lib.Error()
+    _check(lib().sl_model_footprint(str(path).encode(), byref(o), byref(fp), byref(err)), err)
+    return {"device_bytes": fp.device_bytes, "host_bytes": fp.host_bytes,
+            "weight_bytes": fp.weight_bytes, "scratch_bytes": fp.scratch_bytes,
+            "placement": PLACEMENTS[fp.placement], "n_gpu_layers": fp.n_gpu_layers,
+            "n_cpu_moe": fp.n_cpu_moe}
+
+
+class _Handle:
+    """A C object with a paired close: usable as a context manager."""
+
+    _h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Model(_Handle):
+    """An open model (sl_model). Placement keywords follow llama.cpp's flags: placement
+    ("auto", "gpu", "layers", "experts-cpu", "cpu", "hot-cold"), n_gpu_layers (-ngl),
+    override_tensor ("REGEX=BUFT,..." or a list: -ot), cpu_moe, n_cpu_moe, vram_budget (bytes
+    or "8G"), gpu_index (.gpuidx for hot-cold), device ("cuda", "sim", "auto"), io ("direct",
+    "pread", "mmap"), n_threads. Use as a context manager or call close()."""
+
+    def __init__(self, path, _runtime=None, **placement):
+        o, _keep = _model_options(**placement)
+        h, err = c_void_p(), _lib.Error()
+        if _runtime is None:
+            st = lib().sl_model_open(str(path).encode(), byref(o), byref(h), byref(err))
+        else:
+            st = lib().sl_model_open_in(_runtime._h, str(path).encode(), byref(o), byref(h),
+                                        byref(err))
+        _check(st, err)
+        self._h = h
+        self.path = str(path)
+        self.runtime = _runtime
+        i = _lib.ModelInfo()
+        lib().sl_model_info_get(h, byref(i))
+        self.n_vocab = i.n_vocab
+        self.info = {f: getattr(i, f) for f, _ in _lib.ModelInfo._fields_}
+        for k in ("arch", "name"):
+            self.info[k] = (self.info[k] or b"").decode()
+
+    def close(self):
+        if self._h:
+            if self.runtime is not None:
+                self.runtime._models.discard(self)
+            lib().sl_model_close(self._h)
+            self._h = None
+
+    def __del__(self):
+        try:
+            if self._h and self.runtime is None:
+                self.close()
+        except Exception:
+            pass
+
+    def tokenize(self, text, add_special=True, parse_special=False):
+        """Token ids (numpy int32) of text."""
+        b = text.encode() if isinstance(text, str) else bytes(text)
+        cap = len(b) + 16
+        while True:
+            buf, n, err = (c_int32 * cap)(), c_size_t(), _lib.Error()
+            st = lib().sl_tokenize(self._h, b, len(b), add_special, parse_special, buf, cap,
+                                   byref(n), byref(err))
+            if st == 9 and n.value > cap:  # SL_ERR_RANGE: a bigger buffer
+                cap = n.value
+                continue
+            _check(st, err)
+            return np.ctypeslib.as_array(buf)[:n.value].copy()
+
+    def detokenize(self, tokens):
+        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        cap = 16 * len(t) + 16
+        while True:
+            buf, n, err = ctypes.create_string_buffer(cap), c_size_t(), _lib.Error()
+            _check(lib().sl_detokenize(self._h, t.ctypes.data_as(POINTER(c_int32)), len(t),
+                                       buf, cap, byref(n), byref(err)), err)
+            if n.value < cap:
+                return buf.raw[:n.value].decode(errors="replace")
+            cap = n.value + 1
+
+    def reload_changed(self):
+        """Live tensor swap (sl_reload_changed): reloads the tensors whose files changed since
+        they were read, between evaluation steps. Returns {"changed", "files_changed",
+        "files_skipped", "reloaded", "refused", "fallback", "seconds", "tensors": [{"name",
+        "kind", "old_type", "new_type", "old_bytes", "new_bytes", "where", "message"}]}."""
+        kinds = ("reattached", "in_place", "private", "sibling", "refused", "skipped_file")
+        rep, err = _lib.ReloadReport(), _lib.Error()
+        st = lib().sl_reload_changed(self._h, byref(rep), byref(err))
+        try:
+            _check(st, err)
+            return {"changed": bool(rep.changed), "files_changed": rep.files_changed,
+                    "files_skipped": rep.files_skipped, "reloaded": rep.n_reloaded,
+                    "refused": rep.n_refused, "fallback": rep.n_fallback,
+                    "seconds": rep.seconds,
+                    "tensors": [{"name": e.name.decode(errors="replace"),
+                                 "kind": kinds[e.kind] if 0 <= e.kind < len(kinds) else "?",
+                                 "old_type": e.old_type, "new_type": e.new_type,
+                                 "old_bytes": e.old_bytes, "new_bytes": e.new_bytes,
+                                 "where": (e.where or b"").decode(),
+                                 "message": e.msg.decode(errors="replace")}
+                                for e in (rep.entries[i] for i in range(rep.n))]}
+        finally:
+            lib().sl_reload_report_free(byref(rep))
+
+    def plan(self):
+        """The placement plan: {"mode", "n_gpu_layers", "n_cpu_moe", "device_bytes",
+        "host_bytes", "why", "tensors": [{"name", "layer", "group", "bytes", "type",
+        "on_device", "split", "hot_frac", "by"}]}."""
+        p, t, n, err = POINTER(_lib.PlacePlan)(), POINTER(_lib.PlaceTensor)(), c_size_t(), \
+            _lib.Error()
+        _check(lib().sl_model_plan_get(self._h, byref(p), byref(t), byref(n), byref(err)), err)
+        pl = p.contents
+        tensors = []
+        for i in range(n.value):
+            ti = t[i]
+            by = pl.by[i]
+            tensors.append({
+                "name": ti.name.decode(), "layer": ti.layer, "group": _GROUPS[ti.group],
+                "bytes": ti.bytes, "type": (ti.type_name or b"").decode(),
+                "on_device": bool(pl.on_device[i]), "split": bool(pl.split[i]),
+                "hot_frac": float(pl.hot_frac[i]),
+                "by": f"override {by}" if by >= 0 else _BY.get(by, str(by))})
+        return {"mode": PLACEMENTS[pl.mode], "n_gpu_layers": pl.n_gpu_layers,
+                "n_cpu_moe": pl.n_cpu_moe, "device_bytes": pl.device_bytes,
+                "host_bytes": pl.host_bytes, "why": pl.why.decode(errors="replace"),
+                "tensors": tensors}
+
+    @property
+    def residency(self):
+        """"disk", "host", "device" or "pinned" (a model outside a runtime: "device")."""
+        return RESIDENCY[lib().sl_model_residency(self._h)]
+
+    def context(self, n_ctx=0, n_batch=0, all_logits=False, kv_f16=True, sched=None):
+        return Context(self, n_ctx=n_ctx, n_batch=n_batch, all_logits=all_logits,
+                       kv_f16=kv_f16, sched=sched)
+
+    def perplexity(self, text, n_ctx=512, chunks=None):
+        """llama.cpp's perplexity (tools/run perplexity): the text tokenized once, chunks of
+        n_ctx tokens from an empty cache (first token BOS when the model adds one), the second
+        half of each scored. Returns (ppl, per-chunk running ppl)."""
+        toks = self.tokenize(text)
+        bos = self.tokenize("")
+        add_bos = len(bos) > 0 and bos[0] == self.info["bos"]
+        n_chunk = len(toks) // n_ctx if chunks is None else min(chunks, len(toks) // n_ctx)
+        if len(toks) < 2 * n_ctx:
+            raise ValueError(f"{len(toks)} tokens; at least {2 * n_ctx} (2 x n_ctx) needed")
+        first, nll, running = n_ctx // 2, [], []
+        with self.context(n_ctx=n_ctx, n_batch=n_ctx, all_logits=True) as ctx:
+            for i in range(n_chunk):
+                chunk = toks[i * n_ctx:(i + 1) * n_ctx].copy()
+                if add_bos:
+                    chunk[0] = self.info["bos"]
+                ctx.rewind(0)
+                ctx.eval(chunk)
+                lp = _log_softmax(ctx.logits_all()[first:n_ctx - 1])
+                target = toks[i * n_ctx + first + 1:(i + 1) * n_ctx]
+                nll.extend(-lp[np.arange(len(target)), target])
+                running.append(float(np.exp(np.mean(nll))))
+        return running[-1], running
+
+    def generate(self, prompt, n_predict=32, temp=0.0, top_k=40, top_p=0.95, min_p=0.05,
+                 seed=0, n_ctx=0, stop_at_eos=True):
+        """Text continuing prompt (greedy with temp <= 0)."""
+        toks = list(self.tokenize(prompt))
+        with self.context(n_ctx=n_ctx) as ctx:
+            ctx.eval(toks)
+            out = []
+            so = _lib.SamplerOptions(temp, top_k, top_p, min_p, seed)
+            s, err = c_void_p(), _lib.Error()
+            _check(lib().sl_sampler_create(byref(so), byref(s), byref(err)), err)
+            try:
+                for _ in range(n_predict):
+                    tok = c_int32()
+                    _check(lib().sl_sampler_sample(s, lib().sl_ctx_logits(ctx._h, -1),
+                                                   self.n_vocab, byref(tok), byref(err)), err)
+                    if stop_at_eos and tok.value == self.info["eos"]:
+                        break
+                    out.append(tok.value)
+                    if ctx.n_past >= ctx.n_ctx:
+                        break
+                    ctx.eval([tok.value])
+            finally:
+                lib().sl_sampler_destroy(s)
+        return self.detokenize(out)
+
+
+def _log_softmax(rows):
+    rows = rows.astype(np.float64)
+    mx = rows.max(axis=-1, keepdims=True)
+    return rows - mx - np.log(np.exp(rows - mx).sum(axis=-1, keepdims=True))
+
+
+class Context(_Handle):
+    """An evaluation context (sl_ctx): KV cache, logits of the last eval."""
+
+    def __init__(self, model, n_ctx=0, n_batch=0, all_logits=False, kv_f16=True, sched=None):
+        o = lib().sl_ctx_options_default()
+        o.n_ctx, o.n_batch, o.all_logits, o.kv_f16 = n_ctx, n_batch, all_logits, kv_f16
+        self._sched = sched.encode() if sched else None
+        o.sched = self._sched
+        h, err = c_void_p(), _lib.Error()
+        _check(lib().sl_ctx_create(model._h, byref(o), byref(h), byref(err)), err)
+        self._h = h
+        self.model = model
+        self.all_logits = all_logits
+        self.n_ctx = n_ctx or min(model.info["n_ctx_train"], 4096)
+        self._n_last = 0
+
+    def close(self):
+        if self._h:
+            lib().sl_ctx_destroy(self._h)
+            self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def eval(self, tokens):
+        """Appends tokens (ints or a numpy array) at positions n_past.. to the cache."""
+        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        err = _lib.Error()
+        _check(lib().sl_ctx_eval(self._h, t.ctypes.data_as(POINTER(c_int32)), len(t),
+                                 byref(err)), err)
+        self._n_last = len(t)
+
+    def logits(self, i=-1):
+        """Logits row i of the last eval (numpy float32 [n_vocab], a copy)."""
+        p = lib().sl_ctx_logits(self._h, i)
+        if not p:
+            raise IndexError(f"logits row {i}: not available (all_logits={self.all_logits})")
+        return np.ctypeslib.as_array(p, shape=(self.model.n_vocab,)).copy()
+
+    def logits_all(self):
+        """Every row of the last eval (needs all_logits=True): float32 [n_tokens, n_vocab]."""
+        if not self.all_logits:
+            raise ValueError("logits_all needs a context created with all_logits=True")
+        p = lib().sl_ctx_logits(self._h, 0)
+        if not p:
+            raise IndexError("no logits yet")
+        return np.ctypeslib.as_array(p, shape=(self._n_last, self.model.n_vocab)).copy()
+
+    @property
+    def n_past(self):
+        return lib().sl_ctx_n_past(self._h)
+
+    def rewind(self, n_past=0):
+        err = _lib.Error()
+        _check(lib().sl_ctx_rewind(self._h, n_past, byref(err)), err)
+
+    def stats(self):
+        s = _lib.CtxStats()
+        lib().sl_ctx_stats_get(self._h, byref(s))
+        d = {f: getattr(s, f) for f, _ in _lib.CtxStats._fields_}
+        d["moe_scheduler"] = (d["moe_scheduler"] or b"").decode() or None
+        return d
+
+
+class Runtime(_Handle):
+    """Several models sharing one device arena and host pool (sl_runtime): budget, LRU
+    eviction (mode "self") or caller-driven residency (mode "external"), pinned models,
+    compaction; shared_floor=True shares each model's host copy with the other processes of
+    the node (POSIX shared memory, shm_mode permission bits). Close its models before the
+    runtime (close() closes those still open)."""
+
+    def __init__(self, device=None, arena_bytes=None, weight_fraction=0.9,
+                 wiggle_fraction=0.05, max_scratch_bytes=None, mode="self",
+                 host_slab_bytes=None, shared_floor=False, shm_mode=0o600, shm_prefix=None):
+        o = lib().sl_runtime_options_default()
+        self._device = device.encode() if device else None
+        o.device = self._device
+        o.arena_bytes = _size("arena_bytes", arena_bytes)
+        o.weight_fraction, o.wiggle_fraction = weight_fraction, wiggle_fraction
+        o.max_scratch_bytes = _size("max_scratch_bytes", max_scratch_bytes)
+        if mode not in ("self", "external"):
+            raise ValueError(f"mode {mode!r}: self or external")
+        o.mode = 0 if mode == "self" else 1
+        o.host_slab_bytes = _size("host_slab_bytes", host_slab_bytes)
+        o.shared_floor, o.shm_mode = shared_floor, shm_mode
+        self._prefix = shm_prefix.encode() if shm_prefix else None
+        o.shm_prefix = self._prefix
+        h, err = c_void_p(), _lib.Error()
+        _check(lib().sl_runtime_create(byref(o), byref(h), byref(err)), err)
+        self._h = h
+        self._models = set()
+
+    def open(self, path, **placement):
+        """Opens a model into the runtime; it starts on its host floor ("host")."""
+        m = Model(path, _runtime=self, **placement)
+        self._models.add(m)
+        return m
+
+    def acquire(self, model):
+        err = _lib.Error()
+        _check(lib().sl_runtime_acquire(self._h, model._h, byref(err)), err)
+
+    def set_residency(self, model, state):
+        if state not in RESIDENCY:
+            raise ValueError(f"residency {state!r}: one of {', '.join(RESIDENCY)}")
+        err = _lib.Error()
+        _check(lib().sl_runtime_set_residency(self._h, model._h, RESIDENCY.index(state),
+                                              byref(err)), err)
+
+    def release_all(self, model):
+        err = _lib.Error()
+        _check(lib().sl_runtime_release_all(self._h, model._h, byref(err)), err)
+
+    def compact(self, reload=()):
+        arr = (c_void_p * max(len(reload), 1))(*[m._h for m in reload])
+        err = _lib.Error()
+        _check(lib().sl_runtime_compact(self._h, arr, len(reload), byref(err)), err)
+
+    def stats(self):
+        s = _lib.RuntimeStats()
+        lib().sl_runtime_stats_get(self._h, byref(s))
+        return {f: getattr(s, f) for f, _ in _lib.RuntimeStats._fields_}
+
+    def model_info(self, model):
+        i, err = _lib.RuntimeModelInfo(), _lib.Error()
+        _check(lib().sl_runtime_model_info_get(self._h, model._h, byref(i), byref(err)), err)
+        d = {f: getattr(i, f) for f, _ in _lib.RuntimeModelInfo._fields_}
+        d["state"] = RESIDENCY[d["state"]]
+        d["floor_name"] = d["floor_name"].decode()
+        return d
+
+    def close(self):
+        if self._h:
+            for m in list(self._models):
+                m.close()
+            err = _lib.Error()
+            _check(lib().sl_runtime_destroy(self._h, byref(err)), err)
+            self._h = None
+

@@ -1,0 +1,284 @@
+"""The Python package (python/sluice) over libsluice.so, on `sluice mkmodel` models.
+
+Checks against the CLI as the oracle: logits bit for bit with `sluice eval --logits-out`,
+perplexity with `sluice perplexity`, greedy text with `sluice generate`, the placement plan
+(-ngl, -ot, --cpu-moe, --n-cpu-moe, --vram-budget) with `sluice place show --json`, footprints
+with the plan; a hot/cold experiment (place profile -> solve -> hot-cold) within 1e-5 of the
+CPU; the serving runtime (LRU eviction, NotResident in external mode, pinning, compaction).
+
+usage: sluice_test.py SLUICE_BINARY LIBSLUICE_SO
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import shutil
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, ".."), os.path.join(HERE, "..", "..", "tests", "tools")]
+from harness import SLUICE, expect, finish  # noqa: E402  (argv[1]: the sluice binary)
+
+LIB = os.path.abspath(sys.argv[2])
+os.environ["SLUICE_LIB"] = LIB
+
+
+def sanitizer_reexec():
+    """Under --config=asan the library needs the ASan runtime, which python3 does not load:
+    run again with clang's shared runtime preloaded (leak checks off: the interpreter's own
+    allocations would be reported)."""
+    import ctypes
+    try:
+        ctypes.CDLL(LIB)
+        return
+    except OSError as e:
+        if "__asan" not in str(e) and "__ubsan" not in str(e) or os.environ.get("LD_PRELOAD"):
+            raise
+    rt = subprocess.run(["clang", "-print-file-name=libclang_rt.asan-x86_64.so"],
+                        capture_output=True, text=True).stdout.strip()
+    env = dict(os.environ, LD_PRELOAD=rt,
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
+sanitizer_reexec()
+os.environ["SLUICE_ACT_F32"] = "1"  # hot/cold within 1e-5 (read at context creation)
+import sluice  # noqa: E402
+
+
+def run(*args):
+    env = dict(os.environ, SLUICE_DEVICE="sim")
+    env.pop("LD_PRELOAD", None)  # the CLI links its own sanitizer runtime (asan config)
+    return subprocess.run([SLUICE, *args], capture_output=True, text=True, errors="replace",
+                          env=env)
+
+
+def raises(fn, exc, text=""):
+    try:
+        fn()
+    except exc as e:
+        return text in str(e)
+    return False
+
+
+def test_model(d, dense, moe, text):
+    toks = [1, 7, 42, 300, 5, 9]
+    base = os.path.join(d, "base.f32")
+    r = run("eval", "-m", dense, "--tokens", ",".join(map(str, toks)), "--placement", "cpu",
+            "--logits-out", base)
+    expect(r.returncode == 0, f"sluice eval: {r.stderr.strip()[-200:]}")
+    cli = np.fromfile(base, dtype=np.float32)
+    with sluice.Model(dense, placement="cpu") as m:
+        expect(m.info["arch"] == "llama" and m.n_vocab == 512 and m.info["n_layer"] == 4,
+               f"info: {m.info['arch']} vocab {m.n_vocab} layers {m.info['n_layer']}")
+        # the CLI's eval keeps an F32 KV cache (the library's default is F16)
+        with m.context(n_ctx=128, all_logits=True, kv_f16=False) as ctx:
+            ctx.eval(toks)
+            allr = ctx.logits_all()
+            expect(allr.shape == (len(toks), 512) and allr.dtype == np.float32, "logits_all shape")
+            expect(np.array_equal(allr[-1], ctx.logits()), "last row == logits()")
+            expect(cli.size in (512, 512 * len(toks)) and
+                   np.array_equal(cli.reshape(-1, 512)[-1], allr[-1]),
+                   "logits bit for bit with sluice eval --logits-out")
+            expect(ctx.n_past == len(toks), "n_past")
+            ctx.rewind(2)
+            expect(ctx.n_past == 2, "rewind")
+            st = ctx.stats()
+            expect(st["prefill_tokens"] == len(toks), f"stats: {st['prefill_tokens']}")
+        t = m.tokenize("the cat sat", add_special=False)
+        expect(t.dtype == np.int32 and len(t) > 0, f"tokenize: {t}")
+        expect(m.detokenize(t).strip() == "the cat sat", f"detokenize: {m.detokenize(t)!r}")
+        # perplexity as the CLI computes it
+        ppl, running = m.perplexity(open(text).read(), n_ctx=64)
+        r = run("perplexity", "-m", dense, "-f", text, "--ctx", "64", "--placement", "cpu")
+        got = re.search(r"PPL = ([0-9.]+)", r.stdout + r.stderr)
+        expect(got is not None and abs(float(got.group(1)) - ppl) <= 1e-4 * ppl,
+               f"perplexity {ppl:.4f} == sluice perplexity {got.group(1) if got else r.stderr}")
+        # greedy generation as the CLI does it
+        out = m.generate("the cat", n_predict=8, temp=0)
+        r = run("generate", "-m", dense, "-p", "the cat", "-n", "8", "--temp", "0",
+                "--placement", "cpu")
+        expect(r.returncode == 0 and out and out in r.stdout,
+               f"generate {out!r} within sluice generate's {r.stdout!r}")
+    # the same logits with every weight on the sim device
+    with sluice.Model(dense, placement="gpu", device="sim") as g:
+        with g.context(n_ctx=128, kv_f16=False) as ctx:
+            ctx.eval(toks)
+            expect(np.array_equal(ctx.logits(), cli.reshape(-1, 512)[-1]),
+                   "sim device logits == CPU logits")
+    expect(raises(lambda: sluice.Model(dense, placement="nowhere"), ValueError, "placement"),
+           "an unknown placement is a ValueError")
+    expect(raises(lambda: sluice.Model(os.path.join(d, "missing.gguf")), sluice.SluiceError,
+                  "missing.gguf"), "a missing file is a SluiceError naming it")
+
+
+def plan_sides(plan):
+    return {t["name"]: t["on_device"] for t in plan["tensors"]}
+
+
+def test_placement(d, moe):
+    cases = [
+        (dict(placement="layers", n_gpu_layers=1), ["-ngl", "1"]),
+        (dict(override_tensor=["exps=CPU"], placement="gpu"), ["--placement", "gpu", "-ot",
+                                                               "exps=CPU"]),
+        (dict(cpu_moe=True), ["--cpu-moe"]),
+        (dict(n_cpu_moe=2), ["--n-cpu-moe", "2"]),
+        (dict(vram_budget="12MiB"), ["--vram-budget", "12MiB"]),
+    ]
+    for kw, flags in cases:
+        with sluice.Model(moe, device="sim", **kw) as m:
+            p = m.plan()
+            r = run("place", "show", "-m", moe, *flags, "--json", "--no-bound")
+            cli = json.loads(r.stdout) if r.returncode == 0 else {"plan": {"tensors": []}}
+            want = {t["name"]: t["buft"] != "CPU" for t in cli["plan"]["tensors"]}
+            expect(plan_sides(p) == want, f"plan {kw} == place show {flags}")
+            dev = sum(t["bytes"] for t in p["tensors"] if t["on_device"])
+            expect(dev == p["device_bytes"], f"plan {kw}: device bytes add up")
+            fp = sluice.footprint(moe, device="sim", **kw)
+            expect(fp["device_bytes"] == p["device_bytes"] and
+                   fp["host_bytes"] == p["host_bytes"], f"footprint {kw} == plan")
+    expect(raises(lambda: sluice.Model(moe, override_tensor="exps=NOWHERE"), sluice.SluiceError,
+                  "NOWHERE"), "a bad override is a SluiceError naming it")
+    expect(raises(lambda: sluice.Model(moe, vram_budget="lots"), sluice.SluiceError,
+                  "vram_budget"), "a bad size is a SluiceError naming the option")
+
+
+def test_hot_cold(d, dense, text):
+    stats, idx = os.path.join(d, "stats.gguf"), os.path.join(d, "dense.gpuidx")
+    r = run("place", "profile", "-m", dense, "-f", text, "-o", stats, "--tokens", "256")
+    expect(r.returncode == 0, f"place profile: {r.stderr.strip()[-200:]}")
+    r = run("place", "solve", "-m", dense, "--stats", stats, "--vram-budget", "16MiB",
+            "-o", idx, "--cpu-gbs", "10", "--gpu-gbs", "20")
+    expect(r.returncode == 0, f"place solve: {r.stderr.strip()[-200:]}")
+    toks = [1, 2, 3, 4, 5, 6]
+    with sluice.Model(dense, placement="cpu") as m, m.context() as c:
+        c.eval(toks)
+        ref = c.logits()
+    with sluice.Model(dense, placement="hot-cold", gpu_index=idx, device="sim") as m:
+        p = m.plan()
+        expect(any(t["split"] for t in p["tensors"]) and p["mode"] == "hot-cold",
+               f"hot-cold plan splits FFNs ({p['mode']})")
+        with m.context() as c:
+            c.eval(toks)
+            diff = float(np.max(np.abs(c.logits() - ref)) / np.max(np.abs(ref)))
+            expect(diff <= 1e-5, f"hot-cold logits within 1e-5 of the CPU ({diff:g})")
+
+
+def test_runtime(d, dense):
+    paths = []
+    for i in range(3):
+        p = os.path.join(d, f"small{i}.gguf")
+        r = run("mkmodel", "--arch", "llama", "--layers", "2", "--dim", "64", "--ffn", "128",
+                "--seed", str(10 + i), "-o", p)
+        expect(r.returncode == 0, f"mkmodel small{i}: {r.stderr.strip()[-200:]}")
+        paths.append(p)
+    D = sluice.footprint(paths[0], placement="gpu", device="sim")["device_bytes"]
+    arena = 32 << 20
+    scratch = arena - int(D * 2.6)  # on-demand budget: two of the three models
+    with sluice.Runtime(device="sim", arena_bytes=arena, weight_fraction=1.0,
+                        wiggle_fraction=0.0, max_scratch_bytes=scratch,
+                        host_slab_bytes="4M") as rt:
+        ms = [rt.open(p, placement="gpu") for p in paths]
+        expect([m.residency for m in ms] == ["host"] * 3, "models open on their host floor")
+        expect(raises(lambda: ms[0].context(), sluice.NotResident), "context below device")
+        refs = []
+        for m in ms[:2]:
+            rt.acquire(m)
+            with m.context() as c:
+                c.eval([1, 2, 3])
+                refs.append(c.logits())
+        rt.acquire(ms[0])      # most recent
+        rt.acquire(ms[2])      # evicts ms[1]
+        expect([m.residency for m in ms] == ["device", "host", "device"],
+               f"LRU eviction: {[m.residency for m in ms]}")
+        rt.set_residency(ms[0], "pinned")
+        info = rt.model_info(ms[0])
+        rt.acquire(ms[1])      # evicts ms[2], never the pinned ms[0]
+        expect([m.residency for m in ms] == ["pinned", "device", "host"],
+               f"pinned kept: {[m.residency for m in ms]}")
+        rt.compact([ms[1]])
+        st = rt.stats()
+        expect(st["arena_free_chunks"] == 1 and st["compactions"] == 1,
+               f"compaction: {st['arena_free_chunks']} free chunks")
+        expect(rt.model_info(ms[0])["d_digest"] == info["d_digest"], "pinned never moved")
+        with ms[1].context() as c:
+            c.eval([1, 2, 3])
+            expect(np.array_equal(c.logits(), refs[1]), "logits unchanged after reload")
+        rt.release_all(ms[1])
+        expect(ms[1].residency == "disk", "release_all: disk")
+    prefix = f"sluice-pytest-{os.getpid()}"
+    with sluice.Runtime(device="sim", arena_bytes=arena, mode="external",
+                        host_slab_bytes="4M", shared_floor=True, shm_prefix=prefix) as rt:
+        m = rt.open(paths[0], placement="gpu")
+        expect(raises(lambda: rt.acquire(m), sluice.NotResident, "externally managed"),
+               "external mode: NotResident")
+        rt.set_residency(m, "device")
+        rt.acquire(m)
+        with m.context() as c:
+            c.eval([1, 2, 3])
+            expect(np.array_equal(c.logits(), refs[0]), "external mode: logits")
+        expect(rt.stats()["loads"] == 1, "external mode: one load")
+        info = rt.model_info(m)
+        expect(info["floor_name"].startswith(prefix) and info["floor_materialized"] and
+               os.path.exists("/dev/shm/" + info["floor_name"]),
+               f"shared floor: {info['floor_name']}")
+    expect(not [x for x in os.listdir("/dev/shm") if x.startswith(prefix)],
+           "shared floor: nothing left in /dev/shm")
+
+
+
+def test_reload(d):
+    """Model.reload_changed: a tensor rewritten in another type (requant, renamed over the
+    file) is reloaded; putting the original back reattaches and gives the first logits."""
+    src, live, alt = os.path.join(d, "rl_src.gguf"), os.path.join(d, "rl.gguf"), \
+        os.path.join(d, "rl_alt.gguf")
+    r = run("mkmodel", "--arch", "llama", "--layers", "2", "-o", src)
+    expect(r.returncode == 0, f"mkmodel: {r.stderr}")
+    shutil.copyfile(src, live)
+    with sluice.Model(live, device="sim", placement="cpu") as m:
+        first = m.reload_changed()
+        expect(first["changed"] is False, f"nothing to reload at first: {first}")
+        with m.context() as c:
+            c.eval([1, 2, 3])
+            before = c.logits().copy()
+        r = run("requant", "-m", live, "--tensor", "blk.0.ffn_up.weight", "--type", "Q8_0",
+                "-o", alt)
+        expect(r.returncode == 0, f"requant: {r.stderr}")
+        os.replace(alt, live)
+        rep = m.reload_changed()
+        expect(rep["changed"] and [t["name"] for t in rep["tensors"]] ==
+               ["blk.0.ffn_up.weight"], f"reload_changed reloads the tensor: {rep}")
+        shutil.copyfile(src, alt)
+        os.replace(alt, live)
+        rep = m.reload_changed()
+        expect(rep["changed"] and rep["tensors"][0]["kind"] == "reattached",
+               f"the original back reattaches: {rep}")
+        with m.context() as c:
+            c.eval([1, 2, 3])
+            expect(np.array_equal(c.logits(), before), "logits after the restore are the first")
+
+def main():
+    d = tempfile.mkdtemp(prefix="sluice-py-test-")
+    dense, moe = os.path.join(d, "dense.gguf"), os.path.join(d, "moe.gguf")
+    r = run("mkmodel", "--arch", "llama", "--layers", "4", "--dim", "128", "--ffn", "512",
+            "--type", "Q8_0", "--neuron-skew", "1", "-o", dense)
+    expect(r.returncode == 0, f"mkmodel dense: {r.stderr}")
+    r = run("mkmodel", "--arch", "qwen3moe", "--layers", "3", "--dim", "64", "--ffn", "64",
+            "-o", moe)
+    expect(r.returncode == 0, f"mkmodel moe: {r.stderr}")
+    text = os.path.join(d, "text.txt")
+    with open(text, "w") as f:
+        f.write(" ".join(["the cat sat on the mat and the dog ran far away"] * 60))
+    test_model(d, dense, moe, text)
+    test_placement(d, moe)
+    test_hot_cold(d, dense, text)
+    test_runtime(d, dense)
+    test_reload(d)
+    sys.exit(finish())
+
+
+if __name__ == "__main__":
+    main()
