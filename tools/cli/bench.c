@@ -19,6 +19,8 @@ static const bench k_benches[] = {
     {"copy", sl_bench_copy, "H2D GB/s from the host pool, pageable and pinned memory; page-lock cost"},
     {"kernels", sl_bench_kernels, "CPU GEMV GB/s per type and ISA vs a streaming-read roofline"},
     {"decode", sl_bench_decode, "decode ms/token per placement vs weight bytes/token / bandwidth"},
+    {"compare", sl_bench_compare,
+     "llama.cpp's llama-bench beside Sluice: pp/tg tok/s and ratios; PPL and greedy agreement"},
     {"moe", sl_bench_moe, "MoE expert offload: decode/prefill tok/s of scheduler modes cpu, post, full, auto+cache vs bounds"},
 };
 
