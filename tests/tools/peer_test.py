@@ -63,7 +63,7 @@ print("Final estimate: PPL = 15.1743 +/- 0.53128", file=sys.stderr)
 
 FAKE_COMPLETION = r'''#!/usr/bin/env python3
 import os, sys
-sys.stdout.write(open(os.environ["FAKE_TEXT"]).read() + " [end of text]\n\n")
+sys.stdout.write(open(os.environ["FAKE_TEXT"]).read() + " [end of text]\n" + "\n\n")
 '''
 
 

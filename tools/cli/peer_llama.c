@@ -244,12 +244,15 @@ sl_status sl_peer_ppl_parse(const char *text, size_t len, double *ppl, double *p
     return SL_OK;
 }
 
+/* completion.cpp ends with LOG(" [end of text]\n") at an end-of-generation token and then
+ * LOG("\n\n") always; anything before is generated text, trailing newlines included. */
 size_t sl_peer_completion_text(const char *text, size_t len)
 {
-    static const char eot[] = " [end of text]";
+    static const char eot[] = " [end of text]\n", tail[] = "\n\n";
     size_t n = len;
-    while (n && (text[n - 1] == '\n' || text[n - 1] == '\r')) n--;
+    if (n >= sizeof tail - 1 && !memcmp(text + n - (sizeof tail - 1), tail, sizeof tail - 1))
+        n -= sizeof tail - 1;
     if (n >= sizeof eot - 1 && !memcmp(text + n - (sizeof eot - 1), eot, sizeof eot - 1))
-        return n - (sizeof eot - 1);
-    return len;
+        n -= sizeof eot - 1;
+    return n;
 }

@@ -54,8 +54,8 @@ sl_status sl_peer_ppl_parse(const char *text, size_t len, double *ppl, double *p
                             sl_error *err);
 
 /* The generated text of `llama-completion --no-display-prompt` (its standard output): the
- * output less the " [end of text]" marker it prints at an end-of-generation token. Returns the
- * length of text to keep. */
+ * output less the "\n\n" it always ends with and the " [end of text]\n" marker it prints before
+ * that at an end-of-generation token. Returns the length of text to keep. */
 size_t sl_peer_completion_text(const char *text, size_t len);
 
 #endif
