@@ -8,6 +8,8 @@
 #                                     folder holding the binaries
 #   tools/peer/llama.cpp --cuda       the same with GGML_CUDA (sm_90, the H100) into its own folder;
 #                                     build it here, carry the folder to the GPU machine
+#                                     (untested so far; -march=native is this CPU's: the
+#                                     other CPU must have its instructions, or build there)
 #   tools/peer/llama.cpp --print-bin  print the folder if built, else exit 1 (no build)
 #   SLUICE_PEER_LLAMA_VERSION=0.3.36  the llama-cpp-python version (0.3.36 vendors llama.cpp
 #                                     commit 0c1e570, the one issue 14's table used)
@@ -26,7 +28,7 @@ for a in "$@"; do
         --cuda) cuda=1 ;;
         --print-bin) print_only=1 ;;
         -h | --help)
-            sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
