@@ -254,7 +254,8 @@ def main():
     expect(r.returncode == 0 and "usage:" in r.stdout and "--sim-h2d-gbs" in r.stdout,
            "bench moe --help exits 0")
 
-    r = run("demo", "--dir", tmp, "-n", "4")
+    # the synthetic model: no download in tests (peer_test covers Gemma's fallback path)
+    r = run("demo", "--dir", tmp, "-n", "4", env={**os.environ, "SLUICE_DEMO_MODEL": "synthetic"})
     expect(r.returncode == 0 and "== 3." in r.stdout and "== done" in r.stdout,
            f"demo runs end to end ({r.stderr.strip()[-300:]})")
 

@@ -734,7 +734,7 @@ def numeric_flags():
                                              "--ctx", "--shared-ffn", "--sliding-window",
                                              "--seed", "-t", "--threads"], "int"),
         ("mkmodel", ["mkmodel", "-o", OUT], ["--router-skew", "--neuron-skew"], "float"),
-        ("demo", ["demo"], ["-n", "--n-predict"], "int"),
+        ("demo", ["demo"], ["-n", "--n-predict", "-t"], "int"),
         ("bench gguf", ["bench", "gguf"], ["--read-mib"], "int"),
         ("bench alloc", ["bench", "alloc"], ["--ops", "--region-ops", "--budget-mib", "--steps",
                                              "--reps"], "int"),
@@ -838,7 +838,10 @@ ENV_VARS = {
 }
 # Variables that carry no value to check: a shell command the hot-swap loop runs, and the round
 # number it sets for that command.
-NOT_VALUES = {"SLUICE_PERPLEXITY_PRE_RELOAD_SCRIPT", "SLUICE_HOTSWAP_ROUND"}
+NOT_VALUES = {"SLUICE_PERPLEXITY_PRE_RELOAD_SCRIPT", "SLUICE_HOTSWAP_ROUND",
+              "SLUICE_ROOT"}  # the checkout tools/run runs from (where the scripts are)
+# Variables naming files or folders: their cases are in build_env (a missing path each).
+PATH_VARS = {"SLUICE_DEMO_MODEL", "SLUICE_PEER_LLAMA_BIN"}
 # Injected device faults: the run fails, naming what failed (not a variable's value).
 FAULTS = {"SLUICE_FAULT_REGION_ALLOC": ["1"], "SLUICE_FAULT_HOST_REGISTER": ["1"],
           "SLUICE_FAULT_COPY": ["1", "2", "5"]}
@@ -860,10 +863,16 @@ def build_env():
             ("place profile", "SLUICE_CPU_ISA", "avx9", []),
             ("place profile", "SLUICE_TOPOLOGY", "synthetic:junk", ["-t", "2"]),
             ("serve", "SLUICE_HOTSWAP_ENABLED", "yes", []),
+            ("bench compare", "SLUICE_PEER_LLAMA_BIN", w("no/such/dir"), []),
             ("serve", "SLUICE_CPU_ISA", "avx9", [])):
-        argv = with_model(cmd, D if cmd in DENSE_ONLY else M)
-        argv = argv[:-2] + extra if cmd == "bench decode" else argv + extra
+        if cmd == "bench compare":  # llama.cpp's tools are looked up first
+            argv = ["bench", "compare", "-m", M, "-t", "1", "-r", "1"]
+        else:
+            argv = with_model(cmd, D if cmd in DENSE_ONLY else M)
+            argv = argv[:-2] + extra if cmd == "bench decode" else argv + extra
         case("numbers", argv, [var], env={var: v}, name=f"{var}={v!r} {cmd}")
+    case("files", ["demo", "--dir", w("demo-env"), "-n", "1"], [w("no/such.gguf")],
+         env={"SLUICE_DEMO_MODEL": w("no/such.gguf")}, name="SLUICE_DEMO_MODEL=a missing file")
     for var, vals in FAULTS.items():
         for v in vals:
             case("faults", [*with_model("eval", M), *SIM_RUN], ["fault"], env={var: v},
@@ -995,7 +1004,7 @@ def check_completeness():
     with open(SLUICE, "rb") as f:
         names = set(re.findall(rb"SLUICE_[A-Z0-9_]*[A-Z0-9]", f.read()))
     names = {n.decode() for n in names} - {"SLUICE_POSTFETCH"}
-    missing = names - set(ENV_VARS) - NOT_VALUES
+    missing = names - set(ENV_VARS) - NOT_VALUES - PATH_VARS
     expect(not missing, f"every SLUICE_* variable in the binary is in the table "
                         f"(missing {sorted(missing)})")
 

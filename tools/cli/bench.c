@@ -20,6 +20,8 @@ static const bench k_benches[] = {
     {"kernels", sl_bench_kernels, "CPU GEMV GB/s per type and ISA vs a streaming-read roofline"},
     {"decode", sl_bench_decode, "decode ms/token per placement vs weight bytes/token / bandwidth"},
     {"swap", sl_bench_swap, "live reload of one changed tensor vs B / read bandwidth + 1 ms"},
+    {"compare", sl_bench_compare,
+     "llama.cpp's llama-bench beside Sluice: pp/tg tok/s and ratios; PPL and greedy agreement"},
     {"moe", sl_bench_moe, "MoE expert offload: decode/prefill tok/s of scheduler modes cpu, post, full, auto+cache vs bounds"},
 };
 

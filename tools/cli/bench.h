@@ -16,6 +16,7 @@ int sl_bench_swap(int argc, char **argv);
 int sl_bench_kernels(int argc, char **argv);
 int sl_bench_decode(int argc, char **argv);
 int sl_bench_moe(int argc, char **argv);
+int sl_bench_compare(int argc, char **argv);
 
 /* GB/s of a multi-threaded streaming read (max(8 x LLC, 1 GiB), median of 5) with mo's threads
  * and binding (bench_decode.c); 0 after printing an error. */

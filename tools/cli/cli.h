@@ -22,5 +22,7 @@ double sl_cli_median(double *v, size_t n);          /* sorts v in place; 0 for n
 /* Appends n bytes to the malloc'd buffer *buf (*len used of *cap, doubled as needed) and keeps
  * it NUL-terminated; 1 when out of memory (the buffer is then unchanged). */
 int sl_cli_append(char **buf, size_t *len, size_t *cap, const void *s, size_t n);
+/* The path of this program (/proc/self/exe) into buf; 1 after "sluice CMD: ..." on failure. */
+int sl_cli_self_exe(const char *cmd, char *buf, size_t cap);
 
 #endif

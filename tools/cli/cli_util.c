@@ -1,8 +1,10 @@
 /* Small helpers shared by the CLI commands: timing and medians for the figures they print. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tools/cli/cli.h"
 
@@ -40,5 +42,16 @@ int sl_cli_append(char **buf, size_t *len, size_t *cap, const void *s, size_t n)
     memcpy(*buf + *len, s, n);
     *len += n;
     (*buf)[*len] = 0;
+    return 0;
+}
+
+int sl_cli_self_exe(const char *cmd, char *buf, size_t cap)
+{
+    ssize_t n = cap > 1 ? readlink("/proc/self/exe", buf, cap - 1) : -1;
+    if (n <= 0 || (size_t)n >= cap - 1) {
+        fprintf(stderr, "sluice %s: cannot find this program's path (/proc/self/exe)\n", cmd);
+        return 1;
+    }
+    buf[n] = '\0';
     return 0;
 }
