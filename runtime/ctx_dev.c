@@ -341,16 +341,9 @@ sl_status sl__ctx_refresh(sl_ctx *c, sl_error *err)
     if (rf && on_dev(rf) && c->dev.dx) c->dev.rope_freqs = rf->data;
     if (!c->dmoe || !c->dev.dx) return SL_OK;
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
-        const sl__layer *L = &m->layers[il];
-        const void *const *dst[3] = {c->dmoe[il].d_gate, c->dmoe[il].d_up, c->dmoe[il].d_down};
-        const void **src[3] = {L->moe_gate, L->moe_up, L->moe_down};
-        for (int p = 0; p < 3; p++) {
-            if (!dst[p]) continue;
-            sl_status st = sl_device_copy(m->dev, m->stream, (void *)dst[p], src[p],
-                                          (uint64_t)m->hp.n_expert * sizeof(void *),
-                                          SL_COPY_H2D, err);
-            if (st) return st;
-        }
+        if (!c->dmoe[il].d_gate) continue; /* no device arrays for this layer */
+        sl_status st = upload_ptrs(c, il, err);
+        if (st) return st;
     }
     return sl_device_stream_sync(m->dev, m->stream, err);
 }

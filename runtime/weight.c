@@ -334,11 +334,13 @@ typedef struct staging {
     void **owned;           /* malloc'd copies to free */
     size_t n, cap;
     uint64_t bytes;
+    bool queued;            /* copies were enqueued since the last flush */
 } staging;
 
 static sl_status staging_flush(sl_model *m, staging *sg, sl_error *err)
 {
-    sl_status st = sg->n ? sl_device_stream_sync(m->dev, m->stream, err) : SL_OK;
+    sl_status st = sg->n || sg->queued ? sl_device_stream_sync(m->dev, m->stream, err) : SL_OK;
+    sg->queued = false;
     for (size_t i = 0; i < sg->n; i++) {
         if (sg->blocks[i] != SL_BLOCK_NONE) sl_hostpool_free(m->hostpool, sg->blocks[i], NULL);
         free(sg->owned[i]);
@@ -395,8 +397,7 @@ static sl_status upload(sl_model *m, sl_weight *w, staging *sg, sl_error *err)
     sl_block stage = SL_BLOCK_NONE;
     if (w->nbytes) {
         const void *src = w->data;
-        /* a runtime's host floor is its page-locked pool or its registered shared region */
-        if (w->h_block == SL_BLOCK_NONE && !m->rt) {
+        if (w->h_block == SL_BLOCK_NONE) {
             void *h = NULL;
             if ((st = sl_hostpool_alloc(m->hostpool, w->nbytes, &stage, &h, err))) return st;
             memcpy(h, src, (size_t)w->nbytes);
@@ -407,6 +408,7 @@ static sl_status upload(sl_model *m, sl_weight *w, staging *sg, sl_error *err)
             if (stage != SL_BLOCK_NONE) sl_hostpool_free(m->hostpool, stage, NULL);
             return st;
         }
+        sg->queued = true; /* a flush must wait for it even when nothing is left to free */
     }
     /* the host copy goes once the copy has landed, unless it is a runtime's host floor */
     const bool keep = sl__floor_keep(m, w);
