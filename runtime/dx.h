@@ -77,6 +77,9 @@ typedef struct sl__dx_vt {
                         int32_t *idx, float *w, sl_error *);
     sl_status (*moe)(sl__dx *, const sl__dx_moe *L, const int32_t *idx, const float *w,
                      int64_t n, int32_t k, const float *x, float *out, sl_error *);
+    /* *r = the greedy pick over x[0..n) (kernels/ref/ops.h sl_ref_argmax; r in this
+     * executor's memory, so on a GPU only r crosses to the host) */
+    sl_status (*argmax)(sl__dx *, const float *x, int64_t n, sl_argmax_result *r, sl_error *);
     /* out[t][:] += sigmoid(logit[t]) * y[t][:] */
     sl_status (*gated_add)(sl__dx *, float *out, const float *y, const float *logit, int64_t n,
                            int64_t dim, sl_error *);
