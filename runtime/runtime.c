@@ -17,11 +17,11 @@
  *   state >= DEVICE  <=>  every want_device weight is SL_RES_DEVICE with its floor kept;
  *   state == HOST    <=>  every weight is SL_RES_HOST (floors empty);
  *   state == DISK    <=>  every weight's residency is 0;
- *   pinned_bytes == sum of device_bytes over PINNED models; busy > 0 => state >= DEVICE or
- *   the model has no device weights;
+ *   pinned_bytes == sum of device_bytes over PINNED models; busy + holds > 0 => state >=
+ *   DEVICE or the model has no device weights;
  *   epoch changes whenever any weight's data pointer may have changed.
  * Locking: one mutex per runtime serialises every state change and the evaluation brackets;
- * a model whose busy count is non-zero is never evicted or moved.
+ * a model that is busy or held (sl_runtime_hold) is never evicted or moved.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -46,6 +46,7 @@ struct sl__resident {
     uint64_t last_use;          /* runtime tick of its last acquire */
     uint64_t epoch;             /* bumped when weights were (re)loaded */
     int busy;                   /* contexts evaluating it */
+    int holds;                  /* sl_runtime_hold without its unhold yet: busy as well */
     bool registered;            /* in rt->models */
     sl__floor *floor;           /* [n_w] */
     /* a shared host floor (rt->opt.shared_floor, state >= HOST): the region, each weight's
@@ -438,6 +439,12 @@ static void to_disk(sl_runtime *rt, sl_model *m)
     m->res->state = SL_RS_DISK;
 }
 
+/* Evaluated now or held for a request: not to be evicted or moved. */
+static bool in_use(const struct sl__resident *r)
+{
+    return r->busy > 0 || r->holds > 0;
+}
+
 static bool resident(const sl_model *m)
 {
     return m->res->state >= SL_RS_DEVICE;
@@ -480,7 +487,7 @@ static sl_status acquire_locked(sl_runtime *rt, sl_model *m, sl_error *err)
     }
     for (size_t i = 0; i < n; i++) {
         const struct sl__resident *r = rt->models[i]->res;
-        e[i] = (sl_res_entry){r->state, r->device_bytes, r->last_use, r->busy > 0};
+        e[i] = (sl_res_entry){r->state, r->device_bytes, r->last_use, in_use(r)};
         if (rt->models[i] == m) target = i;
     }
     sl_res_choice ch;
@@ -500,9 +507,11 @@ static sl_status acquire_locked(sl_runtime *rt, sl_model *m, sl_error *err)
     return st;
 }
 
-sl_status sl_runtime_acquire(sl_runtime *rt, sl_model *m, sl_error *err)
+/* sl_runtime_acquire, and with hold a busy count taken under the same lock, so that no other
+ * thread's acquire, compaction or pin can move the model between its load and its use. */
+static sl_status acquire(sl_runtime *rt, sl_model *m, bool hold, const char *fn, sl_error *err)
 {
-    sl_status st = check_model(rt, m, "sl_runtime_acquire", err);
+    sl_status st = check_model(rt, m, fn, err);
     if (st) return st;
     pthread_mutex_lock(&rt->mu);
     if (!resident(m) && m->res->device_bytes) {
@@ -515,8 +524,27 @@ sl_status sl_runtime_acquire(sl_runtime *rt, sl_model *m, sl_error *err)
             st = acquire_locked(rt, m, err);
     }
     if (!st) m->res->last_use = ++rt->tick;
+    if (!st && hold) m->res->holds++;
     pthread_mutex_unlock(&rt->mu);
     return st;
+}
+
+sl_status sl_runtime_acquire(sl_runtime *rt, sl_model *m, sl_error *err)
+{
+    return acquire(rt, m, false, "sl_runtime_acquire", err);
+}
+
+sl_status sl_runtime_hold(sl_runtime *rt, sl_model *m, sl_error *err)
+{
+    return acquire(rt, m, true, "sl_runtime_hold", err);
+}
+
+void sl_runtime_unhold(sl_runtime *rt, sl_model *m)
+{
+    if (check_model(rt, m, "sl_runtime_unhold", NULL)) return;
+    pthread_mutex_lock(&rt->mu);
+    if (m->res->holds > 0) m->res->holds--;
+    pthread_mutex_unlock(&rt->mu);
 }
 
 /* Frees the unpinned resident models (every one must be idle), then loads first (if not
@@ -541,7 +569,7 @@ static sl_status busy_unpinned(const sl_runtime *rt, const char *what, sl_error 
 {
     for (size_t i = 0; i < rt->n_models; i++) {
         const sl_model *o = rt->models[i];
-        if (o->res->state == SL_RS_DEVICE && o->res->busy) return busy_error(o, what, err);
+        if (o->res->state == SL_RS_DEVICE && in_use(o->res)) return busy_error(o, what, err);
     }
     return SL_OK;
 }
@@ -585,7 +613,7 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
     pthread_mutex_lock(&rt->mu);
     struct sl__resident *r = m->res;
     const sl_res_state to = (sl_res_state)state;
-    if (to < SL_RS_DEVICE && r->busy) {
+    if (to < SL_RS_DEVICE && in_use(r)) {
         st = busy_error(m, "cannot leave the device", err);
     } else if (to == SL_RS_DISK) {
         to_disk(rt, m);
@@ -682,7 +710,7 @@ sl_status sl_runtime_model_info_get(const sl_runtime *rt, const sl_model *m,
     const struct sl__resident *r = m->res;
     *out = (sl_runtime_model_info){.state = (sl_residency)r->state,
                                    .device_bytes = r->device_bytes, .last_use = r->last_use,
-                                   .busy = r->busy, .d_digest = 1469598103934665603ull};
+                                   .busy = r->busy + r->holds, .d_digest = 1469598103934665603ull};
     for (size_t i = 0; i < m->n_w; i++) {
         const sl_weight *x = &m->w[i];
         if (x->d_block == SL_BLOCK_NONE) continue;
@@ -717,9 +745,10 @@ static sl_status validate_model(const sl_runtime *rt, const sl_model *m, sl_erro
                                          sl_res_state_name(r->state));
         if (st) return st;
     }
-    if (r->busy < 0 || (r->busy && r->state < SL_RS_DEVICE && r->device_bytes))
-        return sl_error_set(err, SL_ERR_INVALID, "runtime invariant: %s: busy %d in state %s",
-                            m->path, r->busy, sl_res_state_name(r->state));
+    if (r->busy < 0 || r->holds < 0 ||
+        (in_use(r) && r->state < SL_RS_DEVICE && r->device_bytes))
+        return sl_error_set(err, SL_ERR_INVALID, "runtime invariant: %s: busy %d, holds %d in "
+                            "state %s", m->path, r->busy, r->holds, sl_res_state_name(r->state));
     return SL_OK;
 }
 
