@@ -178,7 +178,10 @@ static int open_runtime(sl_serve *s, sl_cli_model_flags *mf, int64_t parallel, b
     for (size_t i = 0; i < s->n_models; i++) {
         sl_footprint fp;
         if (sl_model_footprint(s->models[i].path, &mf->opt, &fp, &err)) {
-            fprintf(stderr, "sluice %s: %s: %s\n", k_cmd, s->models[i].path, err.msg);
+            /* engine messages usually name the file already */
+            fprintf(stderr, "sluice %s: %s%s%s\n", k_cmd,
+                    strstr(err.msg, s->models[i].path) ? "" : s->models[i].path,
+                    strstr(err.msg, s->models[i].path) ? "" : ": ", err.msg);
             return 1;
         }
         ro.max_scratch_bytes += fp.scratch_bytes * (uint64_t)parallel;
