@@ -54,6 +54,9 @@ struct sl__resident {
     sl_shm_floor *shm;
     uint64_t *shm_off;
     bool shm_made, shm_registered;
+    /* a live reload changed its weights: its floor holds bytes its file handle's header does
+     * not describe, so it may not go back to DISK (a load from the file would misread) */
+    bool reloaded;
 };
 
 struct sl_runtime {
@@ -615,6 +618,10 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
     const sl_res_state to = (sl_res_state)state;
     if (to < SL_RS_DEVICE && in_use(r)) {
         st = busy_error(m, "cannot leave the device", err);
+    } else if (to == SL_RS_DISK && r->reloaded) {
+        st = sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: live-reloaded tensors live only in its "
+                          "host floor (its file handle describes the old file): it cannot go "
+                          "back to disk; close and reopen it instead", m->path);
     } else if (to == SL_RS_DISK) {
         to_disk(rt, m);
     } else if (to == SL_RS_HOST) {
@@ -769,6 +776,77 @@ sl_status sl_runtime_validate(const sl_runtime *rt, sl_error *err)
                           (unsigned long long)pinned);
     pthread_mutex_unlock(&w->mu);
     return st;
+}
+
+/* ---- live reload ------------------------------------------------------------------------ */
+
+void sl__runtime_lock(sl_model *m)
+{
+    pthread_mutex_lock(&m->rt->mu);
+}
+
+void sl__runtime_unlock(sl_model *m)
+{
+    sl_runtime *rt = m->rt;
+    update_budget(rt); /* a reload may have changed a pinned model's device bytes */
+    pthread_mutex_unlock(&rt->mu);
+}
+
+/* Frees a host copy the model owns (a pool block or a converted copy); one in a shared floor's
+ * region has neither and stays for the other processes. */
+static void release_host(sl_model *m, sl_block h_block, void *h_owned)
+{
+    if (h_block != SL_BLOCK_NONE) sl_hostpool_free(m->hostpool, h_block, NULL);
+    free(h_owned);
+}
+
+sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns, uint32_t type,
+                                  uint64_t nbytes, sl_error *err)
+{
+    sl_runtime *rt = m->rt;
+    struct sl__resident *r = m->res;
+    const size_t i = (size_t)(w - m->w);
+    if (r->state == SL_RS_DISK)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "the model is on disk in its runtime "
+                            "(nothing loaded to replace)");
+    if (w->d_block != SL_BLOCK_NONE) {
+        /* on the device: the new bytes go there (a block of their own when the size changed),
+         * and become the weight's floor, so eviction and compaction bring them back */
+        sl_block nb = w->d_block;
+        sl_status st = nbytes == w->nbytes
+                           ? SL_OK : sl_bfc_alloc(rt->arena, nbytes ? nbytes : 1, SL_BFC_PINNED,
+                                                  &nb, err);
+        void *d = st ? NULL : sl_bfc_ptr(rt->arena, nb);
+        if (!st && nbytes &&
+            !(st = sl_device_copy(rt->dev, m->stream, d, ns->data, nbytes, SL_COPY_H2D, err)))
+            st = sl_device_stream_sync(rt->dev, m->stream, err);
+        if (st) {
+            if (nb != w->d_block) sl_bfc_free(rt->arena, nb, NULL);
+            return st;
+        }
+        if (nb != w->d_block) {
+            sl_bfc_free(rt->arena, w->d_block, NULL);
+            w->d_block = nb;
+            w->data = d;
+        }
+        const sl__floor old = r->floor[i];
+        release_host(m, old.h_block, old.h_owned);
+        r->floor[i] = *ns;
+    } else {
+        /* on the host (the model is evicted, or the weight is a host weight): the copy it
+         * reads is its floor; a shared floor's region is left alone (copy-on-write) */
+        release_host(m, w->h_block, w->h_owned);
+        w->data = ns->data;
+        w->h_block = ns->h_block;
+        w->h_owned = ns->h_owned;
+    }
+    if (m->plan.on_device[i])
+        r->device_bytes = r->device_bytes - granted(w->nbytes) + granted(nbytes);
+    w->type = type;
+    w->nbytes = nbytes;
+    r->reloaded = true;
+    r->epoch++;
+    return SL_OK;
 }
 
 /* ---- evaluation brackets and detaching ---------------------------------------------------- */

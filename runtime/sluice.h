@@ -377,7 +377,12 @@ typedef struct sl_reload_report {
  * either before or after the reload, never torn. report (may be NULL) is filled either way and
  * must be freed with sl_reload_report_free. Errors: SL_ERR_INVALID for a model opened with
  * plan_only; I/O and format problems of one file are not errors but SKIPPED_FILE entries, and
- * tensors that cannot be applied are REFUSED entries. Thread-safe (one reload at a time). */
+ * tensors that cannot be applied are REFUSED entries. Thread-safe (one reload at a time).
+ * A model in a runtime: each changed tensor replaces its host floor copy and, when on the
+ * device, its device copy (a new arena block for a new size; no room: REFUSED), so eviction and
+ * compaction bring back the new bytes; a shared floor is never written (the new bytes go to a
+ * private block: copy-on-write); on DISK every change is REFUSED; once reloaded the model
+ * cannot be released to DISK (sl_runtime_set_residency: SL_ERR_UNSUPPORTED). */
 sl_status sl_reload_changed(sl_model *m, sl_reload_report *report, sl_error *err);
 /* The same for the context's model. */
 sl_status sl_ctx_reload_changed(sl_ctx *c, sl_reload_report *report, sl_error *err);

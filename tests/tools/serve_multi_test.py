@@ -3,7 +3,9 @@ the simulated device, through Python's stdlib HTTP client on 127.0.0.1: routing 
 (temperature 0 gives `sluice generate`'s text for each model, also from concurrent clients),
 the 404/400 of unknown and missing models, eviction under a small --vram-budget with a pinned
 model never evicted, external residency (409, then POST /models/load, then success), the
-admin endpoints (pin, unpin, load, unload, compact) and their bad bodies, and the flags.
+admin endpoints (pin, unpin, load, unload, compact) and their bad bodies, the flags, and
+--hotswap (issue 12): /health reloads a runtime model's changed tensors, whose new text
+survives eviction and compaction.
 Under --config=asan the server is the ASan/LSan build: a report fails the test.
 
 usage: serve_multi_test.py SLUICE_BINARY
@@ -11,6 +13,7 @@ usage: serve_multi_test.py SLUICE_BINARY
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import threading
@@ -268,6 +271,44 @@ def test_single_admin(tmp, paths):
         srv.stop()
 
 
+def test_hotswap(tmp, paths):
+    """--hotswap with a runtime: GET /health reloads every model's changed tensors into its
+    host floor and device copy; the text is then that of the changed file, also after the model
+    was evicted and loaded again (POST /models/unload) and after a compaction."""
+    live = os.path.join(tmp, "live.gguf")
+    alt = os.path.join(tmp, "alt.gguf")
+    shutil.copyfile(paths["a"], live)
+    r = st.run("requant", "-m", paths["a"], "--tensor", "blk.0.ffn_up.weight", "--type", "Q4_0",
+               "-o", alt)
+    expect(r.returncode == 0, f"requant: {r.stderr}")
+    want_old, want_new = gen(paths["a"], "Hello"), gen(alt, "Hello")
+    expect(want_old != want_new, "the requantized tensor changes the text (a fair test)")
+    srv = st.Server(tmp, f"a={live}", "--model", f"b={paths['b']}", "--hotswap", *SIM,
+                    name="hotswap")
+    try:
+        status, body = complete(srv, "a", "Hello")
+        expect(status == 200 and text_of(body) == want_old, "before: the file's text")
+        os.replace(alt, live)
+        status, body = srv.json("GET", "/health")
+        rel = body.get("reload", {})
+        t = [(x.get("model"), x.get("name"), x.get("where")) for x in rel.get("tensors", [])]
+        expect(status == 200 and rel.get("changed") is True and
+               ("a", "blk.0.ffn_up.weight", "device") in t,
+               f"/health reloads a's changed tensor on the device ({status}, {t})")
+        status, body = complete(srv, "a", "Hello")
+        expect(status == 200 and text_of(body) == want_new, f"after the reload: the new file's "
+                                                             f"text ({text_of(body)!r})")
+        for path, body in (("/models/unload", {"model": "a"}), ("/models/compact", {})):
+            srv.json("POST", path, body)
+            status, body = complete(srv, "a", "Hello")
+            expect(status == 200 and text_of(body) == want_new,
+                   f"after {path} and a reload from the floor: the new text")
+        status, body = complete(srv, "b", "Hello")
+        expect(status == 200 and text_of(body) == gen(paths["b"], "Hello"), "b untouched")
+    finally:
+        srv.stop()
+
+
 def test_flags(paths):
     a, b = paths["a"], paths["b"]
     for args, needle in (
@@ -297,6 +338,7 @@ def main():
         test_eviction(tmp, paths)
         test_external(tmp, paths)
         test_single_admin(tmp, paths)
+        test_hotswap(tmp, paths)
     if st.FAILURES:
         print(f"{len(st.FAILURES)} failure(s)")
         sys.exit(1)

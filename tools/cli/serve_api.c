@@ -714,8 +714,9 @@ void sl__serve_stream_close(sl_serve_stream *st)
 
 /* /health is where ik_llama.cpp's server runs its tensor hot-swap (LLAMA_HOTSWAP_ENABLED):
  * with --hotswap or SLUICE_HOTSWAP_ENABLED=1 every /health reloads the tensors whose files
- * changed (sl_reload_changed waits for the slots' running evaluation steps and commits between
- * them, so no slot sees a torn tensor) and reports what it did. */
+ * changed, in every model (sl_reload_changed waits for the slots' running evaluation steps
+ * and commits between them, so no slot sees a torn tensor; a runtime's model gets the new
+ * bytes in its host floor too), and reports what it did, each tensor with its model. */
 static void health(sl_serve *s, sl_serve_reply *r)
 {
     static const char *const kinds[] = {"reattached", "in_place", "private", "sibling",
