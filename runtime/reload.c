@@ -382,6 +382,31 @@ static const char *where(const sl_weight *w)
     return w->fallback ? "host (fallback)" : (w->residency & SL_RES_DEVICE) ? "device" : "host";
 }
 
+/* After s was applied to its weight: the weight's provenance moves to the new file version
+ * and the report gets its entry. */
+static sl_status applied(reload_run *r, const staged *s, sl_reload_kind kind, uint32_t old_type,
+                         uint64_t old_bytes, double t0, sl_error *err)
+{
+    sl_weight *w = s->w;
+    w->file_type = s->new_file_type;
+    w->file_offset = s->nt->file_offset;
+    w->file_nbytes = s->nt->nbytes;
+    w->mtime_sec = s->nt->mtime_sec;
+    w->mtime_nsec = s->nt->mtime_nsec;
+    w->file_size = s->file_size;
+    sl_reload_entry *e = add_entry(r->rep, w->name, kind);
+    if (!e) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
+    e->old_type = old_type;
+    e->new_type = w->type;
+    e->old_bytes = old_bytes;
+    e->new_bytes = w->nbytes;
+    e->where = where(w);
+    e->seconds = s->seconds + (now_s() - t0);
+    r->rep->n_reloaded++;
+    r->rep->changed = true;
+    return SL_OK;
+}
+
 static sl_status apply(reload_run *r, staged *s, sl_error *err)
 {
     sl_model *m = r->m;
@@ -419,23 +444,7 @@ static sl_status apply(reload_run *r, staged *s, sl_error *err)
         if (fell && is_routed(m, w, &layer)) r->fell_layer[layer] = true;
         kind = SL_RELOAD_PRIVATE;
     }
-    w->file_type = s->new_file_type;
-    w->file_offset = s->nt->file_offset;
-    w->file_nbytes = s->nt->nbytes;
-    w->mtime_sec = s->nt->mtime_sec;
-    w->mtime_nsec = s->nt->mtime_nsec;
-    w->file_size = s->file_size;
-    sl_reload_entry *e = add_entry(r->rep, w->name, kind);
-    if (!e) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
-    e->old_type = old_type;
-    e->new_type = w->type;
-    e->old_bytes = old_bytes;
-    e->new_bytes = w->nbytes;
-    e->where = where(w);
-    e->seconds = s->seconds + (now_s() - t0);
-    r->rep->n_reloaded++;
-    r->rep->changed = true;
-    return SL_OK;
+    return applied(r, s, kind, old_type, old_bytes, t0, err);
 }
 
 /* A copy of w's current bytes on the host (pool block): a sibling following a fallback. */
@@ -608,27 +617,9 @@ static sl_status commit_runtime(reload_run *r, sl_error *err)
             m->place_t[k].type_name = type_name(w->type);
         }
         w->converted = ns.h_owned != NULL;
-        w->file_type = s->new_file_type;
-        w->file_offset = s->nt->file_offset;
-        w->file_nbytes = s->nt->nbytes;
-        w->mtime_sec = s->nt->mtime_sec;
-        w->mtime_nsec = s->nt->mtime_nsec;
-        w->file_size = s->file_size;
-        sl_reload_entry *en = add_entry(r->rep, w->name, old_type == w->type &&
-                                        old_bytes == w->nbytes ? SL_RELOAD_IN_PLACE
-                                                               : SL_RELOAD_PRIVATE);
-        if (!en) {
-            st = sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
-            break;
-        }
-        en->old_type = old_type;
-        en->new_type = w->type;
-        en->old_bytes = old_bytes;
-        en->new_bytes = w->nbytes;
-        en->where = where(w);
-        en->seconds = s->seconds + (now_s() - t0);
-        r->rep->n_reloaded++;
-        r->rep->changed = true;
+        st = applied(r, s, old_type == w->type && old_bytes == w->nbytes ? SL_RELOAD_IN_PLACE
+                                                                         : SL_RELOAD_PRIVATE,
+                     old_type, old_bytes, t0, err);
     }
     sl__runtime_unlock(m);
     if (!st) st = sl__model_refresh_pointers(m, err);

@@ -556,7 +556,8 @@ static void test_runtime(bool shared)
     requant(orig, q2, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16);
     requant(q2, q, "token_embd\\.weight", SL_GGML_Q4_0);
     copy_file(orig, live);
-    float *l_orig = fresh_logits(orig, SL_PLACE_GPU, NULL), *l_q = fresh_logits(q, SL_PLACE_GPU, NULL);
+    float *l_orig = fresh_logits(orig, SL_PLACE_GPU, NULL);
+    float *l_q = fresh_logits(q, SL_PLACE_GPU, NULL);
     sl_runtime_options ro = sl_runtime_options_default();
     ro.device = "sim";
     ro.arena_bytes = 64ull << 20;

@@ -34,12 +34,7 @@ static sl_serve_model *named(sl_serve *s, const sl_jdoc *d, sl_jref v, const cha
         return NULL;
     }
     sl_serve_model *sm = sl__serve_model_find(s, name, len);
-    if (!sm) {
-        char names[512];
-        sl__serve_model_names(s, names, sizeof names);
-        sl__serve_error(r, 404, "model '%.*s' is not served (%s: %s)", (int)(len > 96 ? 96 : len),
-                        name, s->n_models > 1 ? "the models are" : "the model is", names);
-    }
+    if (!sm) sl__serve_model_unknown(s, r, name, len);
     return sm;
 }
 
@@ -52,31 +47,10 @@ static void refused(sl_serve_reply *r, const char *what, sl_status st, const sl_
 
 static void reply_model(sl_serve *s, const sl_serve_model *sm, sl_serve_reply *r)
 {
-    free(r->body);
-    r->body = NULL;
-    FILE *f = open_memstream(&r->body, &r->body_len);
-    if (!f) {
-        sl__serve_error(r, 500, "out of memory");
-        return;
-    }
-    if (sm) {
-        sl__serve_model_json(f, s, sm);
-    } else {
-        fputs("{\"object\":\"list\",\"data\":[", f);
-        for (size_t i = 0; i < s->n_models; i++) {
-            if (i) fputc(',', f);
-            sl__serve_model_json(f, s, &s->models[i]);
-        }
-        fputs("]}", f);
-    }
-    const bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        sl__serve_error(r, 500, "out of memory");
-        return;
-    }
-    r->status = 200;
-    r->content_type = k_json;
+    FILE *f = sl__serve_body_open(r);
+    if (f && sm) sl__serve_model_json(f, s, sm);
+    else if (f) sl__serve_models_json(f, s);
+    sl__serve_body_close(r, f, 200, k_json);
 }
 
 static void compact(sl_serve *s, const sl_jdoc *d, sl_jref root, sl_serve_reply *r)

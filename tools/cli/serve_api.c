@@ -34,8 +34,7 @@ static const char *const k_json = "application/json; charset=utf-8";
 
 /* ---- replies -------------------------------------------------------------------------------- */
 
-/* A memory stream for a reply body; NULL when out of memory. */
-static FILE *body_open(sl_serve_reply *r)
+FILE *sl__serve_body_open(sl_serve_reply *r)
 {
     free(r->body);
     r->body = NULL;
@@ -43,8 +42,7 @@ static FILE *body_open(sl_serve_reply *r)
     return open_memstream(&r->body, &r->body_len);
 }
 
-/* Closes the body; 500 with a fixed body when the stream failed (out of memory). */
-static void body_close(sl_serve_reply *r, FILE *f, int status, const char *type)
+void sl__serve_body_close(sl_serve_reply *r, FILE *f, int status, const char *type)
 {
     const bool bad = !f || ferror(f);
     if (f) fclose(f);
@@ -85,9 +83,9 @@ static void verror(sl_serve_reply *r, int status, const char *type, const char *
 {
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    FILE *f = body_open(r);
+    FILE *f = sl__serve_body_open(r);
     if (f) put_error(f, status, type, extra, msg);
-    body_close(r, f, status, k_json);
+    sl__serve_body_close(r, f, status, k_json);
 }
 
 void sl__serve_error(sl_serve_reply *r, int status, const char *fmt, ...)
@@ -529,17 +527,15 @@ static sl_serve_model *request_model(const req *q)
         return NULL;
     }
     sl_serve_model *sm = sl__serve_model_find(s, name, len);
-    char names[512];
-    sl__serve_model_names(s, names, sizeof names);
     if (!sm && !name) {
+        char names[512];
+        sl__serve_model_names(s, names, sizeof names);
         sl__serve_error(q->r, 400, "'model' is required: the server serves several models (%s)",
                         names);
         return NULL;
     }
     if (!sm) {
-        sl__serve_error(q->r, 404, "model '%.*s' is not served (%s: %s)",
-                        (int)(len > 96 ? 96 : len), name,
-                        s->n_models > 1 ? "the models are" : "the model is", names);
+        sl__serve_model_unknown(s, q->r, name, len);
         return NULL;
     }
     uint64_t dev = 0;
@@ -612,10 +608,10 @@ static void completion(req *q, api_kind kind, sl_serve_gone_fn gone, void *user)
     } else if (j->error_status) {
         sl__serve_error(q->r, j->error_status, "%s", j->error_msg);
     } else {
-        FILE *f = body_open(q->r);
+        FILE *f = sl__serve_body_open(q->r);
         if (f && kind == API_NATIVE) put_native(f, q->sm, j, j->text ? j->text : "", j->n_text);
         else if (f) put_oai(f, st, j, j->text ? j->text : "", j->n_text, finish_reason(j), false);
-        body_close(q->r, f, 200, k_json);
+        sl__serve_body_close(q->r, f, 200, k_json);
     }
     sl__serve_job_release(j);
     free(st);
@@ -742,7 +738,7 @@ static void health(sl_serve *s, sl_serve_reply *r)
         all.n_fallback += rep[k].n_fallback;
         all.seconds += rep[k].seconds;
     }
-    FILE *f = body_open(r);
+    FILE *f = sl__serve_body_open(r);
     if (f && !s->hotswap) fputs("{\"status\":\"ok\"}", f);
     if (f && s->hotswap) {
         fprintf(f, "{\"status\":\"ok\",\"reload\":{\"changed\":%s,\"files_changed\":%u,"
@@ -775,7 +771,7 @@ static void health(sl_serve *s, sl_serve_reply *r)
         s->reloaded_tensors += all.n_reloaded;
         pthread_mutex_unlock(&s->mu);
     }
-    body_close(r, f, 200, k_json);
+    sl__serve_body_close(r, f, 200, k_json);
 out:
     for (size_t k = 0; k < n; k++) sl_reload_report_free(&rep[k]);
     free(rep);
@@ -783,23 +779,16 @@ out:
 
 static void models(sl_serve *s, sl_serve_reply *r)
 {
-    FILE *f = body_open(r);
-    if (f) {
-        fputs("{\"object\":\"list\",\"data\":[", f);
-        for (size_t i = 0; i < s->n_models; i++) {
-            if (i) fputc(',', f);
-            sl__serve_model_json(f, s, &s->models[i]);
-        }
-        fputs("]}", f);
-    }
-    body_close(r, f, 200, k_json);
+    FILE *f = sl__serve_body_open(r);
+    if (f) sl__serve_models_json(f, s);
+    sl__serve_body_close(r, f, 200, k_json);
 }
 
 /* The defaults, and the model a request without "model" runs on (the first one). */
 static void props(sl_serve *s, sl_serve_reply *r)
 {
     const sl_serve_model *sm = &s->models[0];
-    FILE *f = body_open(r);
+    FILE *f = sl__serve_body_open(r);
     if (f) {
         const sl_sampler_options *so = &s->so_default;
         fprintf(f, "{\"default_generation_settings\":{\"n_ctx\":%" PRId32 ",\"params\":{"
@@ -826,7 +815,7 @@ static void props(sl_serve *s, sl_serve_reply *r)
         fputc(']', f);
         fputs(",\"build_info\":\"sluice\",\"modalities\":{\"vision\":false,\"audio\":false}}", f);
     }
-    body_close(r, f, 200, k_json);
+    sl__serve_body_close(r, f, 200, k_json);
 }
 
 void sl__serve_api_handle(sl_serve *s, sl_serve_route route, const char *body, size_t len,

@@ -189,6 +189,11 @@ typedef enum sl_serve_route {
 
 void sl__serve_api_handle(sl_serve *s, sl_serve_route route, const char *body, size_t len,
                           sl_serve_gone_fn gone, void *gone_user, sl_serve_reply *r);
+/* A memory stream for a reply body; NULL when out of memory. */
+FILE *sl__serve_body_open(sl_serve_reply *r);
+/* Closes the body as the reply (status, content type); a 500 with a fixed body when the
+ * stream failed (out of memory). */
+void sl__serve_body_close(sl_serve_reply *r, FILE *f, int status, const char *type);
 /* A JSON error {"error": {"code", "message", "type"}} as llama-server writes it. */
 void sl__serve_error(sl_serve_reply *r, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -204,6 +209,9 @@ void sl__serve_metrics(sl_serve *s, sl_serve_reply *r);
 sl_serve_model *sl__serve_model_find(sl_serve *s, const char *name, size_t len);
 /* Appends "'a', 'b'" (the names, for messages) to buf (cap bytes). */
 void sl__serve_model_names(const sl_serve *s, char *buf, size_t cap);
+/* The 404 of a name no model has, naming it and listing the served ones. */
+void sl__serve_model_unknown(const sl_serve *s, sl_serve_reply *r, const char *name,
+                             size_t len);
 /* Holds sm for a request's run (sl_runtime_hold; without a runtime nothing to do). When the
  * arena is full of models other requests hold, waits until one is given back. 0, or the HTTP
  * status of a failure with err set: 409 (externally managed and not resident), 503. */
@@ -215,6 +223,8 @@ const char *sl__serve_model_state(const sl_serve *s, const sl_serve_model *sm,
                                   uint64_t *device_bytes);
 /* The JSON object /v1/models lists for sm. */
 void sl__serve_model_json(FILE *f, const sl_serve *s, const sl_serve_model *sm);
+/* The list GET /v1/models answers: {"object":"list","data":[every model]}. */
+void sl__serve_models_json(FILE *f, const sl_serve *s);
 
 /* serve_admin.c: an admin route; d is the request body, already parsed; root its value. */
 void sl__serve_admin(sl_serve *s, sl_serve_route route, const sl_jdoc *d, sl_jref root,

@@ -79,9 +79,7 @@ void sl__serve_metrics(sl_serve *s, sl_serve_reply *r)
     const uint64_t http = s->http_requests, http_err = s->http_errors;
     const uint64_t reloads = s->reloads, reloaded = s->reloaded_tensors;
     pthread_mutex_unlock(&s->mu);
-    free(r->body);
-    r->body = NULL;
-    FILE *f = open_memstream(&r->body, &r->body_len);
+    FILE *f = sl__serve_body_open(r);
     if (!f) {
         sl__serve_error(r, 500, "out of memory");
         return;
@@ -167,12 +165,5 @@ void sl__serve_metrics(sl_serve *s, sl_serve_reply *r)
         metric(f, "sluice_runtime_compactions_total", "counter", "Arena compactions.",
                (double)rs.compactions);
     }
-    const bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        sl__serve_error(r, 500, "out of memory");
-        return;
-    }
-    r->status = 200;
-    r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    sl__serve_body_close(r, f, 200, "text/plain; version=0.0.4; charset=utf-8");
 }

@@ -34,6 +34,14 @@ void sl__serve_model_names(const sl_serve *s, char *buf, size_t cap)
     }
 }
 
+void sl__serve_model_unknown(const sl_serve *s, sl_serve_reply *r, const char *name, size_t len)
+{
+    char names[512];
+    sl__serve_model_names(s, names, sizeof names);
+    sl__serve_error(r, 404, "model '%.*s' is not served (%s: %s)", (int)(len > 96 ? 96 : len),
+                    name, s->n_models > 1 ? "the models are" : "the model is", names);
+}
+
 int sl__serve_model_hold(sl_serve *s, sl_serve_model *sm, sl_error *err)
 {
     if (!s->rt) return 0;
@@ -98,4 +106,14 @@ void sl__serve_model_json(FILE *f, const sl_serve *s, const sl_serve_model *sm)
             "\"device_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64 "}}", s->started,
             sm->info.n_vocab, sm->info.n_ctx_train, sm->info.n_embd, sm->info.n_params,
             sm->info.weight_bytes, state, dev, host);
+}
+
+void sl__serve_models_json(FILE *f, const sl_serve *s)
+{
+    fputs("{\"object\":\"list\",\"data\":[", f);
+    for (size_t i = 0; i < s->n_models; i++) {
+        if (i) fputc(',', f);
+        sl__serve_model_json(f, s, &s->models[i]);
+    }
+    fputs("]}", f);
 }
