@@ -380,6 +380,10 @@ int sl_cli_serve(int argc, char **argv)
         if (s.rt) sl_runtime_model_info_get(s.rt, opened[i], &mi, NULL);
         on_device |= mi.device_bytes > 0;
     }
+    if (sl__serve_validate(&s, &err)) {
+        fprintf(stderr, "sluice serve: %s\n", err.msg);
+        goto done;
+    }
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = (int32_t)n_ctx;
     co.n_batch = (int32_t)n_batch;

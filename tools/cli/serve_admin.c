@@ -15,7 +15,8 @@
  * a name that is not served is a 404 listing the served ones. A change the runtime refuses
  * because a request is running on the model it would move (or the arena cannot hold it) is a
  * 409 with the runtime's reason: the server never moves a model under a running request. They
- * need the runtime (several models, NAME=PATH, --pin or --residency): without it, 400. */
+ * need the runtime (several models, NAME=PATH, --pin or --residency): without it, 400. After
+ * each change the server's and the runtime's invariants are checked (a 500 if broken). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +92,7 @@ static void compact(sl_serve *s, const sl_jdoc *d, sl_jref root, sl_serve_reply 
     const sl_status st = sl_runtime_compact(s->rt, ms, n, &err);
     if (st == SL_ERR_RANGE) sl__serve_error(r, 400, "'reload': %s", err.msg);
     else if (st) refused(r, "compact", st, &err);
+    else if (sl__serve_validate(s, &err)) sl__serve_error(r, 500, "compact: %s", err.msg);
     else reply_model(s, NULL, r);
 out:
     free(ms);
@@ -147,5 +149,6 @@ void sl__serve_admin(sl_serve *s, sl_serve_route route, const sl_jdoc *d, sl_jre
         return;
     }
     if (st) refused(r, what, st, &err);
+    else if (sl__serve_validate(s, &err)) sl__serve_error(r, 500, "%s: %s", what, err.msg);
     else reply_model(s, sm, r);
 }

@@ -223,6 +223,9 @@ const char *sl__serve_model_state(const sl_serve *s, const sl_serve_model *sm,
                                   uint64_t *device_bytes);
 /* The JSON object /v1/models lists for sm. */
 void sl__serve_model_json(FILE *f, const sl_serve *s, const sl_serve_model *sm);
+/* Checks the invariants of sl_serve (and its runtime's); SL_ERR_INVALID naming the broken
+ * one. */
+sl_status sl__serve_validate(sl_serve *s, sl_error *err);
 /* The list GET /v1/models answers: {"object":"list","data":[every model]}. */
 void sl__serve_models_json(FILE *f, const sl_serve *s);
 

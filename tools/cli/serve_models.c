@@ -117,3 +117,32 @@ void sl__serve_models_json(FILE *f, const sl_serve *s)
     }
     fputs("]}", f);
 }
+
+sl_status sl__serve_validate(sl_serve *s, sl_error *err)
+{
+    if (!s->n_models || !s->models)
+        return sl_error_set(err, SL_ERR_INVALID, "serve invariant: no model");
+    for (size_t i = 0; i < s->n_models; i++) {
+        const sl_serve_model *a = &s->models[i];
+        if (!a->name || !*a->name || !a->model)
+            return sl_error_set(err, SL_ERR_INVALID, "serve invariant: model %zu has no name "
+                                "or is not open", i);
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(a->name, s->models[j].name))
+                return sl_error_set(err, SL_ERR_INVALID, "serve invariant: two models named "
+                                    "'%s'", a->name);
+        sl_runtime_model_info mi;
+        if (s->rt && sl_runtime_model_info_get(s->rt, a->model, &mi, err))
+            return SL_ERR_INVALID; /* not a model of the server's runtime */
+    }
+    if (s->external && !s->rt)
+        return sl_error_set(err, SL_ERR_INVALID, "serve invariant: external residency without "
+                            "a runtime");
+    pthread_mutex_lock(&s->res_mu);
+    const int held = s->held;
+    pthread_mutex_unlock(&s->res_mu);
+    if (held < 0 || (!s->rt && held))
+        return sl_error_set(err, SL_ERR_INVALID, "serve invariant: %d holds%s", held,
+                            s->rt ? "" : " without a runtime");
+    return s->rt ? sl_runtime_validate(s->rt, err) : SL_OK;
+}
