@@ -168,6 +168,17 @@ sl_status sl__runtime_load_floor(sl_model *m, sl_error *err);
 sl_status sl__runtime_lend(sl_model *m, uint64_t *device_free, sl_error *err);
 sl_status sl__runtime_attach(sl_model *m, sl_error *err);
 sl_status sl__runtime_register(sl_model *m, sl_error *err);
+/* Live reload of a runtime model (reload.c), between lock and unlock (the runtime's mutex:
+ * no residency change meanwhile; take it after the swap gate, as evaluations do):
+ * swap_weight makes ns (a host copy of the new bytes, type and size) w's host floor and, when
+ * w is on the device, copies it there (a new arena block when the size changed; SL_ERR_NOMEM
+ * leaves w unchanged). On success ns belongs to the model; the weight's previous host copy is
+ * freed unless it lies in a shared floor (copy-on-write: the other processes keep theirs).
+ * SL_ERR_UNSUPPORTED for a model on DISK. The model may not go back to DISK afterwards. */
+void sl__runtime_lock(sl_model *m);
+void sl__runtime_unlock(sl_model *m);
+sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns, uint32_t type,
+                                  uint64_t nbytes, sl_error *err);
 /* Evaluation brackets of a context of a runtime model: begin fails with SL_ERR_NOT_RESIDENT
  * below DEVICE, marks the model busy (never evicted) and, unless creating, refreshes the
  * context's pointers (sl__ctx_refresh) when the weights moved since its last eval; end clears

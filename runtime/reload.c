@@ -22,6 +22,11 @@
  *   device every region is host-addressable, so there it falls back like an expert).
  * With io = mmap, weights that were never reloaded still read the file mapping: replace a
  * model's files by rename, not by rewriting them in place.
+ * A model in a runtime (sl_model_open_in) moves between its host floor and the device, so it
+ * has no original block to reattach to: each changed tensor replaces its host floor copy and,
+ * when on the device, its device copy (commit_runtime). A later eviction, reload or compaction
+ * then brings back the new bytes. A shared floor (other processes map it) is never written:
+ * the new bytes go to a private block of this process (copy-on-write).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -377,6 +382,31 @@ static const char *where(const sl_weight *w)
     return w->fallback ? "host (fallback)" : (w->residency & SL_RES_DEVICE) ? "device" : "host";
 }
 
+/* After s was applied to its weight: the weight's provenance moves to the new file version
+ * and the report gets its entry. */
+static sl_status applied(reload_run *r, const staged *s, sl_reload_kind kind, uint32_t old_type,
+                         uint64_t old_bytes, double t0, sl_error *err)
+{
+    sl_weight *w = s->w;
+    w->file_type = s->new_file_type;
+    w->file_offset = s->nt->file_offset;
+    w->file_nbytes = s->nt->nbytes;
+    w->mtime_sec = s->nt->mtime_sec;
+    w->mtime_nsec = s->nt->mtime_nsec;
+    w->file_size = s->file_size;
+    sl_reload_entry *e = add_entry(r->rep, w->name, kind);
+    if (!e) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
+    e->old_type = old_type;
+    e->new_type = w->type;
+    e->old_bytes = old_bytes;
+    e->new_bytes = w->nbytes;
+    e->where = where(w);
+    e->seconds = s->seconds + (now_s() - t0);
+    r->rep->n_reloaded++;
+    r->rep->changed = true;
+    return SL_OK;
+}
+
 static sl_status apply(reload_run *r, staged *s, sl_error *err)
 {
     sl_model *m = r->m;
@@ -414,23 +444,7 @@ static sl_status apply(reload_run *r, staged *s, sl_error *err)
         if (fell && is_routed(m, w, &layer)) r->fell_layer[layer] = true;
         kind = SL_RELOAD_PRIVATE;
     }
-    w->file_type = s->new_file_type;
-    w->file_offset = s->nt->file_offset;
-    w->file_nbytes = s->nt->nbytes;
-    w->mtime_sec = s->nt->mtime_sec;
-    w->mtime_nsec = s->nt->mtime_nsec;
-    w->file_size = s->file_size;
-    sl_reload_entry *e = add_entry(r->rep, w->name, kind);
-    if (!e) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
-    e->old_type = old_type;
-    e->new_type = w->type;
-    e->old_bytes = old_bytes;
-    e->new_bytes = w->nbytes;
-    e->where = where(w);
-    e->seconds = s->seconds + (now_s() - t0);
-    r->rep->n_reloaded++;
-    r->rep->changed = true;
-    return SL_OK;
+    return applied(r, s, kind, old_type, old_bytes, t0, err);
 }
 
 /* A copy of w's current bytes on the host (pool block): a sibling following a fallback. */
@@ -568,6 +582,52 @@ static void refresh_plan(sl_model *m)
     }
 }
 
+/* The commit of a model in a runtime (gate held): no original to reattach to and no
+ * fallback — each staged tensor becomes its weight's host floor and, on the device, its device
+ * copy (runtime.c: sl__runtime_swap_weight), under the runtime's mutex so no eviction, load or
+ * compaction runs meanwhile; a tensor the arena has no room for is refused. */
+static sl_status commit_runtime(reload_run *r, sl_error *err)
+{
+    sl_model *m = r->m;
+    sl_status st = SL_OK;
+    sl__runtime_lock(m);
+    for (size_t i = 0; i < r->n_s && !st; i++) {
+        staged *s = &r->s[i];
+        sl_weight *w = s->w;
+        const double t0 = now_s();
+        const uint32_t old_type = w->type;
+        const uint64_t old_bytes = w->nbytes;
+        const sl__floor ns = {.data = staged_bytes(s), .h_block = s->blk, .h_owned = s->f32};
+        sl_error e;
+        const sl_status ws = sl__runtime_swap_weight(m, w, &ns, s->new_type, s->new_bytes, &e);
+        if (ws == SL_ERR_NOMEM || ws == SL_ERR_UNSUPPORTED) {
+            if (!refuse(r, w, s->new_type, "not applied: %s", e.msg))
+                st = sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
+            continue;
+        }
+        if (ws) {
+            st = sl_error_set(err, ws, "'%s': %s", w->name, e.msg);
+            break;
+        }
+        s->blk = SL_BLOCK_NONE; /* the floor owns them now */
+        s->f32 = NULL;
+        const size_t k = (size_t)(w - m->w);
+        if (m->place_t) {
+            m->place_t[k].bytes = w->nbytes;
+            m->place_t[k].type_name = type_name(w->type);
+        }
+        w->converted = ns.h_owned != NULL;
+        st = applied(r, s, old_type == w->type && old_bytes == w->nbytes ? SL_RELOAD_IN_PLACE
+                                                                         : SL_RELOAD_PRIVATE,
+                     old_type, old_bytes, t0, err);
+    }
+    sl__runtime_unlock(m);
+    if (!st) st = sl__model_refresh_pointers(m, err);
+    sl__model_info_fill(m);
+    if (!st) st = sl__model_validate(m, err);
+    return st;
+}
+
 static sl_status commit(reload_run *r, sl_error *err)
 {
     sl_model *m = r->m;
@@ -591,10 +651,6 @@ sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
     if (m->opt.plan_only || !m->gate_ready)
         return sl_error_set(err, SL_ERR_INVALID, "%s: opened with plan_only: nothing to reload",
                             m->path);
-    if (m->rt)
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: opened in a runtime (sl_model_open_in), "
-                            "whose residency moves the weights: live reload does not follow "
-                            "those moves yet (open it with sl_model_open to reload)", m->path);
     const double t0 = now_s();
     const char *fault = getenv("SLUICE_FAULT_SWAP_ALLOC");
     uint64_t fault_at = 0;
@@ -617,7 +673,7 @@ sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
     }
     if (!st && r.n_s) {
         sl_swap_exclusive_begin(&m->gate);
-        st = commit(&r, err);
+        st = m->rt ? commit_runtime(&r, err) : commit(&r, err);
         sl_swap_exclusive_end(&m->gate, rep->changed);
     }
     for (size_t i = 0; i < r.n_s; i++) staged_free(m, &r.s[i]);

@@ -17,11 +17,11 @@
  *   state >= DEVICE  <=>  every want_device weight is SL_RES_DEVICE with its floor kept;
  *   state == HOST    <=>  every weight is SL_RES_HOST (floors empty);
  *   state == DISK    <=>  every weight's residency is 0;
- *   pinned_bytes == sum of device_bytes over PINNED models; busy > 0 => state >= DEVICE or
- *   the model has no device weights;
+ *   pinned_bytes == sum of device_bytes over PINNED models; busy + holds > 0 => state >=
+ *   DEVICE or the model has no device weights;
  *   epoch changes whenever any weight's data pointer may have changed.
  * Locking: one mutex per runtime serialises every state change and the evaluation brackets;
- * a model whose busy count is non-zero is never evicted or moved.
+ * a model that is busy or held (sl_runtime_hold) is never evicted or moved.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -46,6 +46,7 @@ struct sl__resident {
     uint64_t last_use;          /* runtime tick of its last acquire */
     uint64_t epoch;             /* bumped when weights were (re)loaded */
     int busy;                   /* contexts evaluating it */
+    int holds;                  /* sl_runtime_hold without its unhold yet: busy as well */
     bool registered;            /* in rt->models */
     sl__floor *floor;           /* [n_w] */
     /* a shared host floor (rt->opt.shared_floor, state >= HOST): the region, each weight's
@@ -53,6 +54,9 @@ struct sl__resident {
     sl_shm_floor *shm;
     uint64_t *shm_off;
     bool shm_made, shm_registered;
+    /* a live reload changed its weights: its floor holds bytes its file handle's header does
+     * not describe, so it may not go back to DISK (a load from the file would misread) */
+    bool reloaded;
 };
 
 struct sl_runtime {
@@ -438,6 +442,12 @@ static void to_disk(sl_runtime *rt, sl_model *m)
     m->res->state = SL_RS_DISK;
 }
 
+/* Evaluated now or held for a request: not to be evicted or moved. */
+static bool in_use(const struct sl__resident *r)
+{
+    return r->busy > 0 || r->holds > 0;
+}
+
 static bool resident(const sl_model *m)
 {
     return m->res->state >= SL_RS_DEVICE;
@@ -480,7 +490,7 @@ static sl_status acquire_locked(sl_runtime *rt, sl_model *m, sl_error *err)
     }
     for (size_t i = 0; i < n; i++) {
         const struct sl__resident *r = rt->models[i]->res;
-        e[i] = (sl_res_entry){r->state, r->device_bytes, r->last_use, r->busy > 0};
+        e[i] = (sl_res_entry){r->state, r->device_bytes, r->last_use, in_use(r)};
         if (rt->models[i] == m) target = i;
     }
     sl_res_choice ch;
@@ -500,9 +510,11 @@ static sl_status acquire_locked(sl_runtime *rt, sl_model *m, sl_error *err)
     return st;
 }
 
-sl_status sl_runtime_acquire(sl_runtime *rt, sl_model *m, sl_error *err)
+/* sl_runtime_acquire, and with hold a busy count taken under the same lock, so that no other
+ * thread's acquire, compaction or pin can move the model between its load and its use. */
+static sl_status acquire(sl_runtime *rt, sl_model *m, bool hold, const char *fn, sl_error *err)
 {
-    sl_status st = check_model(rt, m, "sl_runtime_acquire", err);
+    sl_status st = check_model(rt, m, fn, err);
     if (st) return st;
     pthread_mutex_lock(&rt->mu);
     if (!resident(m) && m->res->device_bytes) {
@@ -515,8 +527,27 @@ sl_status sl_runtime_acquire(sl_runtime *rt, sl_model *m, sl_error *err)
             st = acquire_locked(rt, m, err);
     }
     if (!st) m->res->last_use = ++rt->tick;
+    if (!st && hold) m->res->holds++;
     pthread_mutex_unlock(&rt->mu);
     return st;
+}
+
+sl_status sl_runtime_acquire(sl_runtime *rt, sl_model *m, sl_error *err)
+{
+    return acquire(rt, m, false, "sl_runtime_acquire", err);
+}
+
+sl_status sl_runtime_hold(sl_runtime *rt, sl_model *m, sl_error *err)
+{
+    return acquire(rt, m, true, "sl_runtime_hold", err);
+}
+
+void sl_runtime_unhold(sl_runtime *rt, sl_model *m)
+{
+    if (check_model(rt, m, "sl_runtime_unhold", NULL)) return;
+    pthread_mutex_lock(&rt->mu);
+    if (m->res->holds > 0) m->res->holds--;
+    pthread_mutex_unlock(&rt->mu);
 }
 
 /* Frees the unpinned resident models (every one must be idle), then loads first (if not
@@ -541,7 +572,7 @@ static sl_status busy_unpinned(const sl_runtime *rt, const char *what, sl_error 
 {
     for (size_t i = 0; i < rt->n_models; i++) {
         const sl_model *o = rt->models[i];
-        if (o->res->state == SL_RS_DEVICE && o->res->busy) return busy_error(o, what, err);
+        if (o->res->state == SL_RS_DEVICE && in_use(o->res)) return busy_error(o, what, err);
     }
     return SL_OK;
 }
@@ -585,8 +616,12 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
     pthread_mutex_lock(&rt->mu);
     struct sl__resident *r = m->res;
     const sl_res_state to = (sl_res_state)state;
-    if (to < SL_RS_DEVICE && r->busy) {
+    if (to < SL_RS_DEVICE && in_use(r)) {
         st = busy_error(m, "cannot leave the device", err);
+    } else if (to == SL_RS_DISK && r->reloaded) {
+        st = sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: live-reloaded tensors live only in its "
+                          "host floor (its file handle describes the old file): it cannot go "
+                          "back to disk; close and reopen it instead", m->path);
     } else if (to == SL_RS_DISK) {
         to_disk(rt, m);
     } else if (to == SL_RS_HOST) {
@@ -682,7 +717,7 @@ sl_status sl_runtime_model_info_get(const sl_runtime *rt, const sl_model *m,
     const struct sl__resident *r = m->res;
     *out = (sl_runtime_model_info){.state = (sl_residency)r->state,
                                    .device_bytes = r->device_bytes, .last_use = r->last_use,
-                                   .busy = r->busy, .d_digest = 1469598103934665603ull};
+                                   .busy = r->busy + r->holds, .d_digest = 1469598103934665603ull};
     for (size_t i = 0; i < m->n_w; i++) {
         const sl_weight *x = &m->w[i];
         if (x->d_block == SL_BLOCK_NONE) continue;
@@ -717,9 +752,10 @@ static sl_status validate_model(const sl_runtime *rt, const sl_model *m, sl_erro
                                          sl_res_state_name(r->state));
         if (st) return st;
     }
-    if (r->busy < 0 || (r->busy && r->state < SL_RS_DEVICE && r->device_bytes))
-        return sl_error_set(err, SL_ERR_INVALID, "runtime invariant: %s: busy %d in state %s",
-                            m->path, r->busy, sl_res_state_name(r->state));
+    if (r->busy < 0 || r->holds < 0 ||
+        (in_use(r) && r->state < SL_RS_DEVICE && r->device_bytes))
+        return sl_error_set(err, SL_ERR_INVALID, "runtime invariant: %s: busy %d, holds %d in "
+                            "state %s", m->path, r->busy, r->holds, sl_res_state_name(r->state));
     return SL_OK;
 }
 
@@ -740,6 +776,77 @@ sl_status sl_runtime_validate(const sl_runtime *rt, sl_error *err)
                           (unsigned long long)pinned);
     pthread_mutex_unlock(&w->mu);
     return st;
+}
+
+/* ---- live reload ------------------------------------------------------------------------ */
+
+void sl__runtime_lock(sl_model *m)
+{
+    pthread_mutex_lock(&m->rt->mu);
+}
+
+void sl__runtime_unlock(sl_model *m)
+{
+    sl_runtime *rt = m->rt;
+    update_budget(rt); /* a reload may have changed a pinned model's device bytes */
+    pthread_mutex_unlock(&rt->mu);
+}
+
+/* Frees a host copy the model owns (a pool block or a converted copy); one in a shared floor's
+ * region has neither and stays for the other processes. */
+static void release_host(sl_model *m, sl_block h_block, void *h_owned)
+{
+    if (h_block != SL_BLOCK_NONE) sl_hostpool_free(m->hostpool, h_block, NULL);
+    free(h_owned);
+}
+
+sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns, uint32_t type,
+                                  uint64_t nbytes, sl_error *err)
+{
+    sl_runtime *rt = m->rt;
+    struct sl__resident *r = m->res;
+    const size_t i = (size_t)(w - m->w);
+    if (r->state == SL_RS_DISK)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "the model is on disk in its runtime "
+                            "(nothing loaded to replace)");
+    if (w->d_block != SL_BLOCK_NONE) {
+        /* on the device: the new bytes go there (a block of their own when the size changed),
+         * and become the weight's floor, so eviction and compaction bring them back */
+        sl_block nb = w->d_block;
+        sl_status st = nbytes == w->nbytes
+                           ? SL_OK : sl_bfc_alloc(rt->arena, nbytes ? nbytes : 1, SL_BFC_PINNED,
+                                                  &nb, err);
+        void *d = st ? NULL : sl_bfc_ptr(rt->arena, nb);
+        if (!st && nbytes &&
+            !(st = sl_device_copy(rt->dev, m->stream, d, ns->data, nbytes, SL_COPY_H2D, err)))
+            st = sl_device_stream_sync(rt->dev, m->stream, err);
+        if (st) {
+            if (nb != w->d_block) sl_bfc_free(rt->arena, nb, NULL);
+            return st;
+        }
+        if (nb != w->d_block) {
+            sl_bfc_free(rt->arena, w->d_block, NULL);
+            w->d_block = nb;
+            w->data = d;
+        }
+        const sl__floor old = r->floor[i];
+        release_host(m, old.h_block, old.h_owned);
+        r->floor[i] = *ns;
+    } else {
+        /* on the host (the model is evicted, or the weight is a host weight): the copy it
+         * reads is its floor; a shared floor's region is left alone (copy-on-write) */
+        release_host(m, w->h_block, w->h_owned);
+        w->data = ns->data;
+        w->h_block = ns->h_block;
+        w->h_owned = ns->h_owned;
+    }
+    if (m->plan.on_device[i])
+        r->device_bytes = r->device_bytes - granted(w->nbytes) + granted(nbytes);
+    w->type = type;
+    w->nbytes = nbytes;
+    r->reloaded = true;
+    r->epoch++;
+    return SL_OK;
 }
 
 /* ---- evaluation brackets and detaching ---------------------------------------------------- */

@@ -193,6 +193,12 @@ sl_status sl_model_open_in(sl_runtime *rt, const char *path, const sl_model_opti
  * Thread safety: rt's functions may be called from any thread (one mutex); evaluation of
  * contexts in other threads is safe against them. */
 sl_status sl_runtime_acquire(sl_runtime *rt, sl_model *m, sl_error *err);
+/* sl_runtime_acquire that also holds m until sl_runtime_unhold (holds count): a held model
+ * is busy as if a context evaluated it (never evicted, moved, unpinned away or compacted),
+ * across the gaps between evaluations (a server's whole request). unhold without a hold: no
+ * effect. */
+sl_status sl_runtime_hold(sl_runtime *rt, sl_model *m, sl_error *err);
+void sl_runtime_unhold(sl_runtime *rt, sl_model *m);
 /* Moves m to a state, in either mode: DEVICE loads without evicting (SL_ERR_NOMEM if the
  * arena cannot hold it) or unpins; PINNED loads it too — a model that was not on the device
  * goes to the base of the arena (above the pinned ones): the unpinned models are freed
@@ -229,7 +235,7 @@ typedef struct sl_runtime_model_info {
     sl_residency state;
     uint64_t device_bytes;      /* arena bytes of its device weights when resident */
     uint64_t last_use;          /* tick of its last acquire (larger: more recent) */
-    int busy;                   /* contexts evaluating it now */
+    int busy;                   /* contexts evaluating it now, plus its holds */
     /* where its device weights are (0 when none is): the lowest and one past the highest
      * device address, and a digest of every weight's device address (equal digests: nothing
      * moved) */
@@ -386,7 +392,12 @@ typedef struct sl_reload_report {
  * either before or after the reload, never torn. report (may be NULL) is filled either way and
  * must be freed with sl_reload_report_free. Errors: SL_ERR_INVALID for a model opened with
  * plan_only; I/O and format problems of one file are not errors but SKIPPED_FILE entries, and
- * tensors that cannot be applied are REFUSED entries. Thread-safe (one reload at a time). */
+ * tensors that cannot be applied are REFUSED entries. Thread-safe (one reload at a time).
+ * A model in a runtime: each changed tensor replaces its host floor copy and, when on the
+ * device, its device copy (a new arena block for a new size; no room: REFUSED), so eviction and
+ * compaction bring back the new bytes; a shared floor is never written (the new bytes go to a
+ * private block: copy-on-write); on DISK every change is REFUSED; once reloaded the model
+ * cannot be released to DISK (sl_runtime_set_residency: SL_ERR_UNSUPPORTED). */
 sl_status sl_reload_changed(sl_model *m, sl_reload_report *report, sl_error *err);
 /* The same for the context's model. */
 sl_status sl_ctx_reload_changed(sl_ctx *c, sl_reload_report *report, sl_error *err);

@@ -585,7 +585,7 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
     staging_free(m, &sg);
     if (fst) return fst;
     /* what a live reload reattaches to; a runtime's model moves between its host floor and
-     * the device, which live reload does not follow (reload.c refuses it) */
+     * the device and has none: its reloads replace the floor (reload.c: commit_runtime) */
     for (size_t i = 0; i < m->n_w && !m->rt; i++) {
         m->w[i].orig = sl__weight_storage_get(&m->w[i]);
         m->w[i].orig_set = true;

@@ -259,6 +259,28 @@ def test_reload(d):
         with m.context() as c:
             c.eval([1, 2, 3])
             expect(np.array_equal(c.logits(), before), "logits after the restore are the first")
+    # a model in a runtime: the new bytes reach its host floor, so they survive an eviction
+    r = run("requant", "-m", src, "--tensor", "blk.1.ffn_down.weight", "--type", "Q4_0",
+            "-o", alt)
+    expect(r.returncode == 0, f"requant: {r.stderr}")
+    with sluice.Model(alt, device="sim", placement="gpu") as m:
+        with m.context() as c:
+            c.eval([1, 2, 3])
+            want = c.logits().copy()
+    shutil.copyfile(src, live)
+    with sluice.Runtime(device="sim", arena_bytes="64M", host_slab_bytes="4M") as rt:
+        m = rt.open(live, placement="gpu")
+        rt.acquire(m)
+        os.replace(alt, live)
+        rep = m.reload_changed()
+        expect(rep["reloaded"] == 1 and rep["tensors"][0]["where"] == "device",
+               f"runtime model: reload_changed reloads the tensor on the device: {rep}")
+        rt.set_residency(m, "host")
+        rt.acquire(m)
+        with m.context() as c:
+            c.eval([1, 2, 3])
+            expect(np.array_equal(c.logits(), want),
+                   "runtime model: after reload, eviction and acquire: a fresh load's logits")
 
 def main():
     d = tempfile.mkdtemp(prefix="sluice-py-test-")

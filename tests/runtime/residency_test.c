@@ -346,6 +346,43 @@ static void test_external(uint64_t D)
     close_all(rt, m, N_MODELS);
 }
 
+/* A held model (a server's request between two evaluations) is busy: the LRU passes it by,
+ * compaction, pinning another model and unloading it are refused until unhold. */
+static void test_hold(uint64_t D)
+{
+    sl_runtime *rt = runtime_for(D, 1.5, SL_RESIDENCY_SELF);
+    sl_model *m[N_MODELS];
+    open_all(rt, m, N_MODELS);
+    sl_error err;
+    CHECK_MSG(sl_runtime_hold(rt, m[0], &err) == SL_OK, "%s", err.msg);
+    CHECK(state_of(rt, m[0]) == SL_RESIDENCY_DEVICE);
+    sl_runtime_model_info mi;
+    CHECK(sl_runtime_model_info_get(rt, m[0], &mi, &err) == SL_OK && mi.busy == 1);
+    /* m1 does not fit beside m0, but m0 is held: both stay, above the budget */
+    acquire_ok(rt, m[1]);
+    CHECK(state_of(rt, m[0]) == SL_RESIDENCY_DEVICE && state_of(rt, m[1]) == 2);
+    CHECK(sl_runtime_compact(rt, NULL, 0, &err) == SL_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "evaluating");
+    CHECK(sl_runtime_set_residency(rt, m[0], SL_RESIDENCY_HOST, &err) == SL_ERR_INVALID);
+    CHECK(sl_runtime_set_residency(rt, m[2], SL_RESIDENCY_PINNED, &err) == SL_ERR_INVALID);
+    CHECK(same_logits(m[0], 0));
+    sl_runtime_unhold(rt, m[0]);
+    sl_runtime_unhold(rt, m[0]); /* an unhold without a hold changes nothing */
+    CHECK(sl_runtime_model_info_get(rt, m[0], &mi, &err) == SL_OK && mi.busy == 0);
+    CHECK_MSG(sl_runtime_validate(rt, &err) == SL_OK, "%s", err.msg);
+    /* released: the least recently used (m0) is evicted for m2 */
+    acquire_ok(rt, m[2]);
+    CHECK(state_of(rt, m[0]) == SL_RESIDENCY_HOST);
+    /* holding a model the external manager has not loaded loads nothing */
+    close_all(rt, m, N_MODELS);
+    rt = runtime_for(D, 1.5, SL_RESIDENCY_EXTERNAL);
+    open_all(rt, m, N_MODELS);
+    CHECK(sl_runtime_hold(rt, m[0], &err) == SL_ERR_NOT_RESIDENT);
+    CHECK(state_of(rt, m[0]) == SL_RESIDENCY_HOST);
+    CHECK(sl_runtime_model_info_get(rt, m[0], &mi, &err) == SL_OK && mi.busy == 0);
+    close_all(rt, m, N_MODELS);
+}
+
 static void test_refusals(void)
 {
     sl_runtime *rt = runtime_for(1 << 20, 4, SL_RESIDENCY_SELF);
@@ -405,6 +442,7 @@ int main(void)
     test_pinned_and_compaction(D);
     test_over_commit(D);
     test_external(D);
+    test_hold(D);
     test_refusals();
     return sl_test_finish("residency_test");
 }

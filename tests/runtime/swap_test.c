@@ -1,8 +1,9 @@
 /* Live tensor swap (sl_reload_changed, scheduler/swap.h) on the sim device: every case of the
  * policy, each checked by logits that must equal a fresh load of the changed file bit for bit
  * (and the original's after a restore); a torn file; a many-shard model; the fetch scheduler's
- * expert cache; and a stress run with one thread evaluating while another rewrites and
- * reloads. */
+ * expert cache; a stress run with one thread evaluating while another rewrites and
+ * reloads; and models in a runtime (host floor and device copy replaced, shared floor left
+ * alone). */
 #include <glob.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -532,6 +533,109 @@ static void test_stress(void)
     free(rb);
 }
 
+/* Logits of m in rt after acquiring it (the runtime's invariants checked too). */
+static float *rt_logits(sl_runtime *rt, sl_model *m)
+{
+    sl_error e;
+    CHECK_MSG(sl_runtime_acquire(rt, m, &e) == SL_OK, "acquire: %s", e.msg);
+    CHECK_MSG(sl_runtime_validate(rt, &e) == SL_OK, "%s", e.msg);
+    return run_logits(m, NULL);
+}
+
+/* A model in a runtime: the new bytes replace its host floor and its device copy, so its
+ * logits equal a fresh load of the changed file after the reload, after an eviction and
+ * reacquire, and after a compaction; a restore brings the original's back. With a shared
+ * floor the region is never written (copy-on-write): a second runtime mapping the same
+ * region (another process, as far as the floor knows) keeps the original's logits. */
+static void test_runtime(bool shared)
+{
+    const char *orig = tmp_path("rt_orig.gguf"), *live = tmp_path("rt_live.gguf");
+    const char *q = tmp_path("rt_q.gguf"), *q2 = tmp_path("rt_q2.gguf");
+    write_model("llama", SL_GGML_Q8_0, 5, NULL, 0, orig);
+    /* a device tensor to a new type (new block), the host embedding to a new type */
+    requant(orig, q2, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16);
+    requant(q2, q, "token_embd\\.weight", SL_GGML_Q4_0);
+    copy_file(orig, live);
+    float *l_orig = fresh_logits(orig, SL_PLACE_GPU, NULL);
+    float *l_q = fresh_logits(q, SL_PLACE_GPU, NULL);
+    sl_runtime_options ro = sl_runtime_options_default();
+    ro.device = "sim";
+    ro.arena_bytes = 64ull << 20;
+    ro.host_slab_bytes = 4ull << 20;
+    ro.shared_floor = shared;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "sluice-swaptest-%d", (int)getpid());
+    ro.shm_prefix = prefix;
+    sl_model_options o = sl_model_options_default();
+    o.placement = SL_PLACE_GPU;
+    o.progress = false;
+    o.n_threads = 1;
+    sl_runtime *rt = NULL, *rt2 = NULL;
+    sl_model *m = NULL, *m2 = NULL;
+    sl_error e;
+    CHECK_MSG(sl_runtime_create(&ro, &rt, &e) == SL_OK && sl_model_open_in(rt, live, &o, &m, &e)
+              == SL_OK, "%s", e.msg);
+    if (shared)
+        CHECK_MSG(sl_runtime_create(&ro, &rt2, &e) == SL_OK &&
+                  sl_model_open_in(rt2, live, &o, &m2, &e) == SL_OK, "%s", e.msg);
+    if (!m || (shared && !m2)) return;
+    const int V = n_vocab(m);
+    float *l = rt_logits(rt, m);
+    CHECK_MSG(same(l, l_orig, V), "runtime: logits differ from a private open's");
+    free(l);
+    CHECK(!same(l_orig, l_q, V));
+
+    copy_file(q, live);
+    sl_reload_report r;
+    reload(m, &r);
+    const sl_reload_entry *a = find(&r, "blk.1.attn_q.weight"), *b = find(&r, "token_embd.weight");
+    CHECK(r.changed && r.n_reloaded == 2 && r.n_refused == 0);
+    CHECK(a && a->kind == SL_RELOAD_PRIVATE && a->new_type == SL_GGML_F16 &&
+          !strcmp(a->where, "device"));
+    CHECK(b && b->kind == SL_RELOAD_PRIVATE && !strcmp(b->where, "host"));
+    sl_reload_report_free(&r);
+    l = rt_logits(rt, m);
+    CHECK_MSG(same(l, l_q, V), "runtime reload: logits differ from a fresh load");
+    free(l);
+    /* evicted to the host floor and back: the floor held the new bytes */
+    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_HOST, &e) == SL_OK);
+    l = rt_logits(rt, m);
+    CHECK_MSG(same(l, l_q, V), "runtime reload: logits differ after evict + acquire");
+    free(l);
+    CHECK_MSG(sl_runtime_compact(rt, &m, 1, &e) == SL_OK, "%s", e.msg);
+    l = rt_logits(rt, m);
+    CHECK_MSG(same(l, l_q, V), "runtime reload: logits differ after compaction");
+    free(l);
+    /* the file handle describes the old layout: the model may not go back to disk */
+    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(e.msg, "reopen");
+    if (shared) {
+        float *l2 = rt_logits(rt2, m2);
+        CHECK_MSG(same(l2, l_orig, V), "shared floor: the other runtime's logits changed");
+        free(l2);
+        CHECK(sl_runtime_set_residency(rt2, m2, SL_RESIDENCY_HOST, &e) == SL_OK);
+        l2 = rt_logits(rt2, m2);
+        CHECK_MSG(same(l2, l_orig, V), "shared floor: written under the other runtime");
+        free(l2);
+    }
+    /* a reload while evicted (on its floor) replaces the floor alone */
+    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_HOST, &e) == SL_OK);
+    copy_file(orig, live);
+    reload(m, &r);
+    CHECK(r.changed && r.n_reloaded == 2 && !strcmp(find(&r, "token_embd.weight")->where, "host"));
+    sl_reload_report_free(&r);
+    CHECK_MSG(sl_runtime_validate(rt, &e) == SL_OK, "%s", e.msg);
+    l = rt_logits(rt, m);
+    CHECK_MSG(same(l, l_orig, V), "runtime restore: logits differ from the original");
+    free(l);
+    sl_model_close(m);
+    sl_model_close(m2);
+    CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
+    CHECK(sl_runtime_destroy(rt2, &e) == SL_OK);
+    free(l_orig);
+    free(l_q);
+}
+
 int main(void)
 {
     const char *t = getenv("TEST_TMPDIR");
@@ -544,5 +648,7 @@ int main(void)
     test_shards();
     test_expert_cache();
     test_stress();
+    test_runtime(false);
+    test_runtime(true);
     return sl_test_finish("swap_test");
 }

@@ -961,6 +961,24 @@ def build_flags():
                           ([*rq[:-2], "-o", w("d.gguf"), "--in-place"], ["--in-place"]),
                           ([*rq, "--tensor", "x"], ["--tensor"])):
         case("flags", argv, needles, name=f"requant {' '.join(argv[3:])}")
+    # several models (issue 13): names, pins and the residency mode are checked before any
+    # model opens; a budget the pinned models cannot fit in is refused naming the flag
+    for argv, needles in (
+            (["serve", "--model", f"a={M}", "--model", f"a={M}"], ["'a' given twice"]),
+            (["serve", "--model", M, "--model", f"b={M}"], ["NAME=PATH"]),
+            (["serve", "--model", f"={M}"], ["empty NAME"]),
+            (["serve", "--model", "a="], ["empty PATH"]),
+            (["serve", "--model", f"a b={M}"], ["a b="]),
+            (["serve", "--model", f"a={M}", "--pin", "q"], ["--pin 'q'"]),
+            (["serve", "--model", f"a={M}", "--pin", "a", "--pin", "a"], ["--pin 'a'"]),
+            (["serve", "--model", f"a={M}", "--residency", "maybe"], ["--residency 'maybe'"]),
+            (["serve", "--model", f"a={M}", "-a", "x"], ["--alias 'x'"]),
+            (["serve", "--model", f"a={M}", "--pin"], ["--pin"]),
+            (["serve", "--model", f"a={M}", "--residency"], ["--residency"])):
+        case("flags", argv, needles, rcs=(2,), name=f"serve {' '.join(argv[1:])}")
+    case("flags", ["serve", "--model", f"a={M}", "--pin", "a", "--device", "sim", "--placement",
+                   "gpu", "--vram-budget", "64K"], ["--vram-budget"], rcs=(1,),
+         name="serve --pin a --vram-budget 64K")
     for argv in (["serve", "-m", M, "--port", "0", "--hotswap", "--hotswap"],
                  ["serve", "-m", M, "--port", "0", "--trace", OUT],
                  ["serve", "-m", M, "--chat-template", "no-such-family"]):

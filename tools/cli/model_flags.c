@@ -44,6 +44,7 @@ static const flag_group k_groups[] = {
     {{"--cpu-moe", "-cmoe"}, false},
     {{"--n-cpu-moe", "-ncmoe"}, false},
     {{"-h", "--help"}, true},
+    {{"--pin"}, true},          /* serve: one per pinned model */
 };
 
 static const flag_group *group_of(const char *name)
@@ -74,7 +75,8 @@ static int note_given(sl_cli_args *a)
     a->cur = -1;
     const flag_group *grp = group_of(a->flag);
     const sl_cli_given *prev = sl_cli_given_get(a, a->flag);
-    if (prev && grp && grp->repeatable) return 0;
+    if (prev && grp && (grp->repeatable || (a->models_repeat && !strcmp(grp->names[0], "-m"))))
+        return 0;
     if (prev && !strcmp(prev->as, a->flag))
         return sl_cli_usage_error(a->cmd, "%s given twice", a->flag);
     if (prev)
@@ -466,18 +468,25 @@ void sl_cli_model_flags_help(FILE *out)
           out);
 }
 
-int sl_cli_model_open(const sl_cli_model_flags *f, const char *cmd, sl_model **out)
+int sl_cli_model_open_in(const sl_cli_model_flags *f, const char *cmd, sl_runtime *rt,
+                         const char *path, sl_model **out)
 {
     sl_error err = {0};
-    if (sl_model_open(f->path, &f->opt, out, &err)) {
+    if (rt ? sl_model_open_in(rt, path, &f->opt, out, &err)
+           : sl_model_open(path, &f->opt, out, &err)) {
         /* engine messages usually name the file already; say it once either way */
-        if (strstr(err.msg, f->path))
+        if (strstr(err.msg, path))
             fprintf(stderr, "sluice %s: %s\n", cmd, err.msg);
         else
-            fprintf(stderr, "sluice %s: %s: %s\n", cmd, f->path, err.msg);
+            fprintf(stderr, "sluice %s: %s: %s\n", cmd, path, err.msg);
         return 1;
     }
     return 0;
+}
+
+int sl_cli_model_open(const sl_cli_model_flags *f, const char *cmd, sl_model **out)
+{
+    return sl_cli_model_open_in(f, cmd, NULL, f->path, out);
 }
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

@@ -53,6 +53,7 @@ typedef struct sl_cli_args {
     int n_given;
     int cur;               /* given[] index of the current flag, -1: a repeat or not a flag */
     int status;            /* 2 once sl_cli_args_next refused a flag (after printing why) */
+    bool models_repeat;    /* -m may be given more than once (serve's several models) */
 } sl_cli_args;
 
 void sl_cli_args_init(sl_cli_args *a, const char *cmd, int argc, char **argv);
@@ -116,6 +117,9 @@ const char *sl_cli_placement_name(sl_placement p);
 /* Opens f->path; on failure prints "sluice CMD: FILE: message" and returns the exit status
  * (1). */
 int sl_cli_model_open(const sl_cli_model_flags *f, const char *cmd, sl_model **out);
+/* The same for path, opened into rt (sl_model_open_in) unless rt is NULL. */
+int sl_cli_model_open_in(const sl_cli_model_flags *f, const char *cmd, sl_runtime *rt,
+                         const char *path, sl_model **out);
 
 /* Whether the model adds a BOS token when tokenizing with add_special (asked through the public
  * API: the tokens of "" with add_special start with info.bos). */

@@ -4,7 +4,13 @@
  *   POST /completion           llama-server's native completion (content, stop_type, timings..)
  *   POST /v1/completions       OpenAI text completion
  *   POST /v1/chat/completions  OpenAI chat completion, prompt from the model's chat template
- *   GET  /v1/models, /props    what is served and with which defaults
+ *   GET  /v1/models, /props    what is served (every model with its residency) and with
+ *                              which defaults
+ *
+ * A completion runs on the model its "model" field names (the OpenAI field, on /completion
+ * too): absent, the only model (400 when there are several); a name not served is a 404
+ * listing the served ones; with --residency external a model that is not on the device is a
+ * 409 (nothing loads: the operator loads it with POST /models/load, serve_admin.c).
  *
  * Requests are parsed strictly (json_doc.h); a known field of the wrong type or out of range is
  * a 400 naming it, unknown fields are ignored (as llama-server does), and null counts as absent.
@@ -28,8 +34,7 @@ static const char *const k_json = "application/json; charset=utf-8";
 
 /* ---- replies -------------------------------------------------------------------------------- */
 
-/* A memory stream for a reply body; NULL when out of memory. */
-static FILE *body_open(sl_serve_reply *r)
+FILE *sl__serve_body_open(sl_serve_reply *r)
 {
     free(r->body);
     r->body = NULL;
@@ -37,8 +42,7 @@ static FILE *body_open(sl_serve_reply *r)
     return open_memstream(&r->body, &r->body_len);
 }
 
-/* Closes the body; 500 with a fixed body when the stream failed (out of memory). */
-static void body_close(sl_serve_reply *r, FILE *f, int status, const char *type)
+void sl__serve_body_close(sl_serve_reply *r, FILE *f, int status, const char *type)
 {
     const bool bad = !f || ferror(f);
     if (f) fclose(f);
@@ -58,6 +62,7 @@ static const char *error_type(int status)
 {
     switch (status) {
     case 404: return "not_found_error";
+    case 409: return "conflict_error";
     case 500: return "server_error";
     case 501: return "not_supported_error";
     case 503: return "unavailable_error";
@@ -78,9 +83,9 @@ static void verror(sl_serve_reply *r, int status, const char *type, const char *
 {
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    FILE *f = body_open(r);
+    FILE *f = sl__serve_body_open(r);
     if (f) put_error(f, status, type, extra, msg);
-    body_close(r, f, status, k_json);
+    sl__serve_body_close(r, f, status, k_json);
 }
 
 void sl__serve_error(sl_serve_reply *r, int status, const char *fmt, ...)
@@ -106,6 +111,7 @@ static void error_typed(sl_serve_reply *r, int status, const char *type, const c
 
 typedef struct req {
     sl_serve *s;
+    sl_serve_model *sm;         /* the request's model, once known */
     sl_jdoc *d;
     sl_jref root;
     sl_serve_reply *r;
@@ -225,7 +231,7 @@ static bool get_params(const req *q, bool oai, sl_serve_params *p)
 /* Tokenizes text as `sluice generate` does (BOS as the model says, special tokens parsed). */
 static bool tokenize(const req *q, const char *text, size_t len, int32_t **tok, size_t *n)
 {
-    if (sl_cli_tokenize(q->s->model, "serve", q->s->model_path, text, len, true, true, tok, n)) {
+    if (sl_cli_tokenize(q->sm->model, "serve", q->sm->path, text, len, true, true, tok, n)) {
         sl__serve_error(q->r, 500, "the prompt could not be tokenized");
         return false;
     }
@@ -255,9 +261,9 @@ static bool get_prompt(const req *q, int32_t **tok, size_t *n)
     for (sl_jref e = sl_jdoc_first(q->d, v); e != SL_JNONE; e = sl_jdoc_next(q->d, e)) {
         int64_t id;
         if (sl_jdoc_kind(q->d, e) != SL_JNUM ||
-            !sl_jdoc_int(q->d, e, 0, q->s->info.n_vocab - 1, &id)) {
+            !sl_jdoc_int(q->d, e, 0, q->sm->info.n_vocab - 1, &id)) {
             sl__serve_error(q->r, 400, "'prompt'[%zu] must be a token id in [0, %" PRId32 "]",
-                            i, q->s->info.n_vocab - 1);
+                            i, q->sm->info.n_vocab - 1);
             free(*tok);
             *tok = NULL;
             return false;
@@ -335,7 +341,7 @@ static bool get_chat_prompt(const req *q, int32_t **tok, size_t *n)
     }
     if (ok) {
         FILE *f = open_memstream(&text, &text_len);
-        if (!f || sl_chat_apply(q->s->chat, cm, n_msg, true, f)) {
+        if (!f || sl_chat_apply(q->sm->chat, cm, n_msg, true, f)) {
             sl__serve_error(q->r, 500, "out of memory");
             ok = false;
         }
@@ -356,6 +362,7 @@ typedef enum api_kind { API_NATIVE, API_OAI_TEXT, API_OAI_CHAT } api_kind;
 
 struct sl_serve_stream {
     sl_serve *s;
+    const sl_serve_model *sm;
     sl_serve_job *job;
     api_kind kind;
     char id[48];
@@ -391,13 +398,14 @@ static const char *stop_type(sl_serve_stop s)
 }
 
 /* llama-server's /completion object: the whole result (stream: its last chunk, content ""). */
-static void put_native(FILE *f, const sl_serve *s, const sl_serve_job *j, const char *content,
+static void put_native(FILE *f, const sl_serve_model *sm, const sl_serve_job *j,
+                       const char *content,
                        size_t len)
 {
     fputs("{\"index\":0,\"content\":", f);
     sl_json_str(f, content, len);
     fprintf(f, ",\"tokens\":[],\"id_slot\":%d,\"stop\":true,\"model\":", j->slot);
-    sl_json_cstr(f, s->alias);
+    sl_json_cstr(f, sm->name);
     fprintf(f, ",\"tokens_predicted\":%" PRId32 ",\"tokens_evaluated\":%zu,"
             "\"generation_settings\":{\"n_predict\":%" PRId32 ",\"seed\":%" PRIu64
             ",\"temperature\":", j->n_predicted, j->n_prompt, j->p.n_predict, j->p.so.seed);
@@ -433,21 +441,21 @@ static void put_usage(FILE *f, const sl_serve_job *j)
 }
 
 /* The opening members of an OpenAI object: id, object, created, model. */
-static void put_oai_head(FILE *f, const sl_serve *s, const char *id, const char *object,
+static void put_oai_head(FILE *f, const sl_serve_model *sm, const char *id, const char *object,
                          int64_t created)
 {
     fprintf(f, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64 ",\"model\":", id, object,
             created);
-    sl_json_cstr(f, s->alias);
+    sl_json_cstr(f, sm->name);
 }
 
 /* An OpenAI completion (stream: a chunk). text NULL: no text member (a chat delta {}).
  * finish: NULL for a chunk that does not end the choice. */
-static void put_oai(FILE *f, const sl_serve *s, const sl_serve_stream *st, const sl_serve_job *j,
-                    const char *text, size_t len, const char *finish, bool stream)
+static void put_oai(FILE *f, const sl_serve_stream *st, const sl_serve_job *j, const char *text,
+                    size_t len, const char *finish, bool stream)
 {
     const bool chat = st->kind == API_OAI_CHAT;
-    put_oai_head(f, s, st->id, chat ? (stream ? "chat.completion.chunk" : "chat.completion")
+    put_oai_head(f, st->sm, st->id, chat ? (stream ? "chat.completion.chunk" : "chat.completion")
                                      : "text_completion", st->created);
     fputs(",\"choices\":[{\"index\":0,", f);
     if (!chat) {
@@ -507,6 +515,41 @@ static void new_id(sl_serve *s, api_kind kind, char *id, size_t cap)
              (uint64_t)s->started & 0xffffffffu, n);
 }
 
+/* The model the request names ("model"); NULL after an error reply. */
+static sl_serve_model *request_model(const req *q)
+{
+    sl_serve *s = q->s;
+    const sl_jref v = field(q, "model");
+    size_t len = 0;
+    const char *name = v == SL_JNONE ? NULL : sl_jdoc_str(q->d, v, &len);
+    if (v != SL_JNONE && !name) {
+        sl__serve_error(q->r, 400, "'model' must be a string naming a served model");
+        return NULL;
+    }
+    sl_serve_model *sm = sl__serve_model_find(s, name, len);
+    if (!sm && !name) {
+        char names[512];
+        sl__serve_model_names(s, names, sizeof names);
+        sl__serve_error(q->r, 400, "'model' is required: the server serves several models (%s)",
+                        names);
+        return NULL;
+    }
+    if (!sm) {
+        sl__serve_model_unknown(s, q->r, name, len);
+        return NULL;
+    }
+    uint64_t dev = 0;
+    const char *state = sl__serve_model_state(s, sm, &dev);
+    if (s->external && dev && (!strcmp(state, "disk") || !strcmp(state, "host"))) {
+        /* the same answer the slot's hold would give, without waiting for a slot */
+        error_typed(q->r, 409, "model_not_loaded_error", NULL, "model '%s' is not loaded (%s) "
+                    "and the server's residency is external: load it with POST /models/load "
+                    "{\"model\":\"%s\"}", sm->name, state, sm->name);
+        return NULL;
+    }
+    return sm;
+}
+
 static void completion(req *q, api_kind kind, sl_serve_gone_fn gone, void *user)
 {
     sl_serve *s = q->s;
@@ -514,11 +557,12 @@ static void completion(req *q, api_kind kind, sl_serve_gone_fn gone, void *user)
     bool stream = false;
     int32_t *tok = NULL;
     size_t n_tok = 0;
+    if (!(q->sm = request_model(q))) return;
     if (!get_params(q, kind != API_NATIVE, &p)) goto fail;
     if (!get_bool(q, "stream", &stream)) goto fail;
     if (!(kind == API_OAI_CHAT ? get_chat_prompt(q, &tok, &n_tok) : get_prompt(q, &tok, &n_tok)))
         goto fail;
-    const int32_t n_ctx = sl__serve_pool_n_ctx(s->pool);
+    const int32_t n_ctx = sl__serve_pool_n_ctx(q->sm->pool);
     if (!n_tok) {
         sl__serve_error(q->r, 400, "the prompt is empty");
         goto fail;
@@ -538,7 +582,7 @@ static void completion(req *q, api_kind kind, sl_serve_gone_fn gone, void *user)
         goto fail;
     }
     tok = NULL;
-    if (sl__serve_pool_submit(s->pool, j, &err)) {
+    if (sl__serve_pool_submit(q->sm->pool, j, &err)) {
         sl__serve_job_release(j);
         sl__serve_error(q->r, 503, "%s", err.msg);
         return;
@@ -550,7 +594,8 @@ static void completion(req *q, api_kind kind, sl_serve_gone_fn gone, void *user)
         sl__serve_error(q->r, 500, "out of memory");
         return;
     }
-    *st = (sl_serve_stream){.s = s, .job = j, .kind = kind, .created = (int64_t)time(NULL)};
+    *st = (sl_serve_stream){.s = s, .sm = q->sm, .job = j, .kind = kind,
+                            .created = (int64_t)time(NULL)};
     new_id(s, kind, st->id, sizeof st->id);
     if (stream) {
         q->r->stream = st;
@@ -563,11 +608,10 @@ static void completion(req *q, api_kind kind, sl_serve_gone_fn gone, void *user)
     } else if (j->error_status) {
         sl__serve_error(q->r, j->error_status, "%s", j->error_msg);
     } else {
-        FILE *f = body_open(q->r);
-        if (f && kind == API_NATIVE) put_native(f, s, j, j->text ? j->text : "", j->n_text);
-        else if (f) put_oai(f, s, st, j, j->text ? j->text : "", j->n_text, finish_reason(j),
-                            false);
-        body_close(q->r, f, 200, k_json);
+        FILE *f = sl__serve_body_open(q->r);
+        if (f && kind == API_NATIVE) put_native(f, q->sm, j, j->text ? j->text : "", j->n_text);
+        else if (f) put_oai(f, st, j, j->text ? j->text : "", j->n_text, finish_reason(j), false);
+        sl__serve_body_close(q->r, f, 200, k_json);
     }
     sl__serve_job_release(j);
     free(st);
@@ -594,7 +638,7 @@ static void stream_next(sl_serve_stream *st)
     if (st->kind == API_OAI_CHAT && !st->role_sent) {
         /* the first chunk names the role, as OpenAI's do */
         fputs("data: ", f);
-        put_oai_head(f, st->s, st->id, "chat.completion.chunk", st->created);
+        put_oai_head(f, st->sm, st->id, "chat.completion.chunk", st->created);
         fputs(",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null},"
               "\"finish_reason\":null}]}\n\n", f);
         st->role_sent = true;
@@ -617,7 +661,7 @@ static void stream_next(sl_serve_stream *st)
             fprintf(f, ",\"tokens\":[],\"stop\":false,\"id_slot\":%d,\"tokens_predicted\":%" PRId32
                     ",\"tokens_evaluated\":%zu}", j->slot, j->n_predicted, j->n_prompt);
         } else {
-            put_oai(f, st->s, st, j, j->text + from, to - from, NULL, true);
+            put_oai(f, st, j, j->text + from, to - from, NULL, true);
         }
         fputs("\n\n", f);
     }
@@ -630,9 +674,9 @@ static void stream_next(sl_serve_stream *st)
             fputs("\n\n", f);
         } else {
             fputs("data: ", f);
-            if (st->kind == API_NATIVE) put_native(f, st->s, j, "", 0);
-            else put_oai(f, st->s, st, j, st->kind == API_OAI_CHAT ? NULL : "", 0,
-                         finish_reason(j), true);
+            if (st->kind == API_NATIVE) put_native(f, st->sm, j, "", 0);
+            else put_oai(f, st, j, st->kind == API_OAI_CHAT ? NULL : "", 0, finish_reason(j),
+                         true);
             fputs("\n\n", f);
             if (st->kind != API_NATIVE) fputs("data: [DONE]\n\n", f);
         }
@@ -666,89 +710,112 @@ void sl__serve_stream_close(sl_serve_stream *st)
 
 /* /health is where ik_llama.cpp's server runs its tensor hot-swap (LLAMA_HOTSWAP_ENABLED):
  * with --hotswap or SLUICE_HOTSWAP_ENABLED=1 every /health reloads the tensors whose files
- * changed (sl_reload_changed waits for the slots' running evaluation steps and commits between
- * them, so no slot sees a torn tensor) and reports what it did. */
+ * changed, in every model (sl_reload_changed waits for the slots' running evaluation steps
+ * and commits between them, so no slot sees a torn tensor; a runtime's model gets the new
+ * bytes in its host floor too), and reports what it did, each tensor with its model. */
 static void health(sl_serve *s, sl_serve_reply *r)
 {
     static const char *const kinds[] = {"reattached", "in_place", "private", "sibling",
                                         "refused", "skipped_file"};
-    sl_reload_report rep = {0};
-    sl_error err = {0};
-    if (s->hotswap && sl_reload_changed(s->model, &rep, &err)) {
-        sl__serve_error(r, 500, "reload: %s", err.msg);
+    const size_t n = s->hotswap ? s->n_models : 0;
+    sl_reload_report *rep = calloc(n ? n : 1, sizeof *rep);
+    if (!rep) {
+        sl__serve_error(r, 500, "out of memory");
         return;
     }
-    FILE *f = body_open(r);
+    sl_reload_report all = {0};
+    for (size_t k = 0; k < n; k++) {
+        sl_error err = {0};
+        if (sl_reload_changed(s->models[k].model, &rep[k], &err)) {
+            sl__serve_error(r, 500, "reload of model '%s': %s", s->models[k].name, err.msg);
+            goto out;
+        }
+        all.changed |= rep[k].changed;
+        all.files_changed += rep[k].files_changed;
+        all.files_skipped += rep[k].files_skipped;
+        all.n_reloaded += rep[k].n_reloaded;
+        all.n_refused += rep[k].n_refused;
+        all.n_fallback += rep[k].n_fallback;
+        all.seconds += rep[k].seconds;
+    }
+    FILE *f = sl__serve_body_open(r);
     if (f && !s->hotswap) fputs("{\"status\":\"ok\"}", f);
     if (f && s->hotswap) {
         fprintf(f, "{\"status\":\"ok\",\"reload\":{\"changed\":%s,\"files_changed\":%u,"
                 "\"files_skipped\":%u,\"reloaded\":%u,\"refused\":%u,\"fallback\":%u,"
-                "\"seconds\":%.6f,\"tensors\":[", rep.changed ? "true" : "false",
-                rep.files_changed, rep.files_skipped, rep.n_reloaded, rep.n_refused,
-                rep.n_fallback, rep.seconds);
-        for (size_t i = 0; i < rep.n; i++) {
-            const sl_reload_entry *e = &rep.entries[i];
-            const sl_gguf_type_info *ot = sl_gguf_type_get(e->old_type);
-            const sl_gguf_type_info *nt = sl_gguf_type_get(e->new_type);
-            fputs(i ? ",{\"name\":" : "{\"name\":", f);
-            sl_json_cstr(f, e->name);
-            fprintf(f, ",\"kind\":\"%s\",\"old_type\":\"%s\",\"new_type\":\"%s\","
-                    "\"old_bytes\":%" PRIu64 ",\"new_bytes\":%" PRIu64 ",\"where\":",
-                    (unsigned)e->kind < 6 ? kinds[e->kind] : "?", ot ? ot->name : "?",
-                    nt ? nt->name : "?", e->old_bytes, e->new_bytes);
-            sl_json_cstr(f, e->where ? e->where : "");
-            fputs(",\"message\":", f);
-            sl_json_cstr(f, e->msg);
-            fputs("}", f);
-        }
+                "\"seconds\":%.6f,\"tensors\":[", all.changed ? "true" : "false",
+                all.files_changed, all.files_skipped, all.n_reloaded, all.n_refused,
+                all.n_fallback, all.seconds);
+        bool first = true;
+        for (size_t k = 0; k < n; k++)
+            for (size_t i = 0; i < rep[k].n; i++, first = false) {
+                const sl_reload_entry *e = &rep[k].entries[i];
+                const sl_gguf_type_info *ot = sl_gguf_type_get(e->old_type);
+                const sl_gguf_type_info *nt = sl_gguf_type_get(e->new_type);
+                fputs(first ? "{\"model\":" : ",{\"model\":", f);
+                sl_json_cstr(f, s->models[k].name);
+                fputs(",\"name\":", f);
+                sl_json_cstr(f, e->name);
+                fprintf(f, ",\"kind\":\"%s\",\"old_type\":\"%s\",\"new_type\":\"%s\","
+                        "\"old_bytes\":%" PRIu64 ",\"new_bytes\":%" PRIu64 ",\"where\":",
+                        (unsigned)e->kind < 6 ? kinds[e->kind] : "?", ot ? ot->name : "?",
+                        nt ? nt->name : "?", e->old_bytes, e->new_bytes);
+                sl_json_cstr(f, e->where ? e->where : "");
+                fputs(",\"message\":", f);
+                sl_json_cstr(f, e->msg);
+                fputs("}", f);
+            }
         fputs("]}}", f);
         pthread_mutex_lock(&s->mu);
-        s->reloads += rep.changed;
-        s->reloaded_tensors += rep.n_reloaded;
+        s->reloads += all.changed;
+        s->reloaded_tensors += all.n_reloaded;
         pthread_mutex_unlock(&s->mu);
     }
-    sl_reload_report_free(&rep);
-    body_close(r, f, 200, k_json);
+    sl__serve_body_close(r, f, 200, k_json);
+out:
+    for (size_t k = 0; k < n; k++) sl_reload_report_free(&rep[k]);
+    free(rep);
 }
 
 static void models(sl_serve *s, sl_serve_reply *r)
 {
-    FILE *f = body_open(r);
-    if (f) {
-        fputs("{\"object\":\"list\",\"data\":[{\"id\":", f);
-        sl_json_cstr(f, s->alias);
-        fprintf(f, ",\"object\":\"model\",\"created\":%" PRId64 ",\"owned_by\":\"sluice\","
-                "\"meta\":{\"n_vocab\":%" PRId32 ",\"n_ctx_train\":%" PRId32 ",\"n_embd\":%" PRId32
-                ",\"n_params\":%" PRIu64 ",\"size\":%" PRIu64 "}}]}", s->started, s->info.n_vocab,
-                s->info.n_ctx_train, s->info.n_embd, s->info.n_params, s->info.weight_bytes);
-    }
-    body_close(r, f, 200, k_json);
+    FILE *f = sl__serve_body_open(r);
+    if (f) sl__serve_models_json(f, s);
+    sl__serve_body_close(r, f, 200, k_json);
 }
 
+/* The defaults, and the model a request without "model" runs on (the first one). */
 static void props(sl_serve *s, sl_serve_reply *r)
 {
-    FILE *f = body_open(r);
+    const sl_serve_model *sm = &s->models[0];
+    FILE *f = sl__serve_body_open(r);
     if (f) {
         const sl_sampler_options *so = &s->so_default;
         fprintf(f, "{\"default_generation_settings\":{\"n_ctx\":%" PRId32 ",\"params\":{"
                 "\"n_predict\":%" PRId32 ",\"seed\":%" PRIu64 ",\"temperature\":",
-                sl__serve_pool_n_ctx(s->pool), s->n_predict_default, so->seed);
+                sl__serve_pool_n_ctx(sm->pool), s->n_predict_default, so->seed);
         sl_json_f32(f, so->temp);
         fprintf(f, ",\"top_k\":%" PRId32 ",\"top_p\":", so->top_k);
         sl_json_f32(f, so->top_p);
         fputs(",\"min_p\":", f);
         sl_json_f32(f, so->min_p);
-        fprintf(f, "}},\"total_slots\":%d,\"model_path\":", sl__serve_pool_n_slots(s->pool));
-        sl_json_cstr(f, s->model_path);
+        fprintf(f, "}},\"total_slots\":%d,\"model_path\":", sl__serve_pool_n_slots(sm->pool));
+        sl_json_cstr(f, sm->path);
         fputs(",\"model_alias\":", f);
-        sl_json_cstr(f, s->alias);
+        sl_json_cstr(f, sm->name);
         fputs(",\"chat_template\":", f);
-        sl_json_cstr(f, s->chat_source ? s->chat_source : "");
-        fprintf(f, ",\"chat_template_family\":\"%s\",\"arch\":", sl_chat_name(s->chat));
-        sl_json_cstr(f, s->info.arch);
+        sl_json_cstr(f, sm->chat_source ? sm->chat_source : "");
+        fprintf(f, ",\"chat_template_family\":\"%s\",\"arch\":", sl_chat_name(sm->chat));
+        sl_json_cstr(f, sm->info.arch);
+        fputs(",\"models\":[", f);
+        for (size_t i = 0; i < s->n_models; i++) {
+            if (i) fputc(',', f);
+            sl_json_cstr(f, s->models[i].name);
+        }
+        fputc(']', f);
         fputs(",\"build_info\":\"sluice\",\"modalities\":{\"vision\":false,\"audio\":false}}", f);
     }
-    body_close(r, f, 200, k_json);
+    sl__serve_body_close(r, f, 200, k_json);
 }
 
 void sl__serve_api_handle(sl_serve *s, sl_serve_route route, const char *body, size_t len,
@@ -771,6 +838,8 @@ void sl__serve_api_handle(sl_serve *s, sl_serve_route route, const char *body, s
         sl__serve_error(r, 500, "%s", err.msg);
     } else if (sl_jdoc_kind(q.d, q.root) != SL_JOBJ) {
         sl__serve_error(r, 400, "the request body must be a JSON object");
+    } else if (route >= SL_ROUTE_ADMIN_PIN) {
+        sl__serve_admin(s, route, q.d, q.root, r);
     } else {
         const api_kind k = route == SL_ROUTE_COMPLETION ? API_NATIVE
                          : route == SL_ROUTE_OAI_COMPLETION ? API_OAI_TEXT : API_OAI_CHAT;

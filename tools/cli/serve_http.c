@@ -49,6 +49,11 @@ static const route k_routes[] = {
     {"/v1/models", "GET", SL_ROUTE_MODELS},
     {"/props", "GET", SL_ROUTE_PROPS},
     {"/metrics", "GET", SL_ROUTE_METRICS},
+    {"/models/pin", "POST", SL_ROUTE_ADMIN_PIN},
+    {"/models/unpin", "POST", SL_ROUTE_ADMIN_UNPIN},
+    {"/models/load", "POST", SL_ROUTE_ADMIN_LOAD},
+    {"/models/unload", "POST", SL_ROUTE_ADMIN_UNLOAD},
+    {"/models/compact", "POST", SL_ROUTE_ADMIN_COMPACT},
 };
 
 /* One request's state (libmicrohttpd's con_cls). Invariants: n <= max_body_bytes, n < cap

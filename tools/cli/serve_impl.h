@@ -1,6 +1,10 @@
 /* Internals of `sluice serve`, shared by its files:
  *
- *   serve.c          flags, start-up (model, chat template, slots, HTTP daemon), signals, exit
+ *   serve.c          flags, start-up (models, chat templates, slots, HTTP daemon), signals,
+ *                    exit
+ *   serve_models.c   the served models: their runtime (one device arena and host floor for
+ *                    all), the model of a request, holding it for a request's run
+ *   serve_admin.c    POST /models/{pin,unpin,load,unload,compact}: residency by hand
  *   serve_http.c     libmicrohttpd glue: routing, methods, body limit, replies, SSE streams,
  *                    disconnect detection
  *   serve_api.c      the endpoints: request JSON -> job, job -> response JSON / SSE chunks
@@ -28,6 +32,7 @@
 #include <stdio.h>
 
 #include "runtime/sluice.h"
+#include "tools/cli/json_doc.h"
 #include "tools/cli/serve_chat.h"
 
 typedef struct sl_serve_pool sl_serve_pool;
@@ -88,11 +93,17 @@ typedef struct sl_serve_counters {
     sl_model_info model;        /* as of the last job */
 } sl_serve_counters;
 
+typedef struct sl_serve sl_serve;
+typedef struct sl_serve_model sl_serve_model;
+
 /* serve_slots.c */
-/* Creates n_slots contexts (options co) and their workers. eval_serial: evaluate one context
- * at a time (contexts share the model's device stream). */
-sl_status sl__serve_pool_create(sl_model *m, const sl_ctx_options *co, int n_slots,
-                                bool eval_serial, sl_serve_pool **out, sl_error *err);
+/* Creates n_slots slots for sm and their workers. Each slot's context (options co, copied)
+ * is created now, or with a runtime (s->rt) at its first job, once the model is held (a
+ * context of a model off the device cannot be created). eval_mu (or NULL): held around each
+ * evaluation (contexts that share a device evaluate one at a time). */
+sl_status sl__serve_pool_create(sl_serve *s, sl_serve_model *sm, const sl_ctx_options *co,
+                                int n_slots, pthread_mutex_t *eval_mu, sl_serve_pool **out,
+                                sl_error *err);
 /* Cancels every job (queued ones end with 503) and joins the workers; later submissions are
  * refused. The pool stays readable until destroyed. Idempotent. */
 void sl__serve_pool_stop(sl_serve_pool *pool);
@@ -111,15 +122,30 @@ void sl__serve_job_release(sl_serve_job *job);
 sl_status sl__serve_job_validate(const sl_serve_job *job, sl_error *err); /* under job->mu */
 void sl__serve_params_free(sl_serve_params *p);
 
-/* serve.c: the server as the endpoints see it (read-only once serving starts). */
-typedef struct sl_serve {
+/* One served model (read-only once serving starts, but for what its runtime says). */
+struct sl_serve_model {
+    const char *name;           /* its id in the API: the requests' "model" */
+    const char *path;
     sl_model *model;
     sl_model_info info;         /* at start-up */
-    const char *model_path;
-    const char *alias;          /* the model's id in the API */
     sl_chat_tmpl chat;          /* family used for chat prompts */
-    const char *chat_source;    /* the GGUF's template text, or NULL */
+    char *chat_source;          /* the GGUF's template text (malloc'd), or NULL */
     sl_serve_pool *pool;
+};
+
+/* serve.c: the server as the endpoints see it (read-only once serving starts).
+ * Invariants: n_models >= 1; names are distinct; rt != NULL <=> the models were opened in
+ * a runtime (several models, NAME=PATH, --pin or --residency); held == the holds taken by
+ * sl__serve_model_hold and not yet given back (res_mu). */
+struct sl_serve {
+    sl_serve_model *models;     /* [n_models]; models[0] answers requests without "model" */
+    size_t n_models;
+    sl_runtime *rt;
+    bool external;              /* --residency external: requests never load a model */
+    pthread_mutex_t res_mu;     /* guards held; res_cv: a hold was given back */
+    pthread_cond_t res_cv;
+    int held;
+    pthread_mutex_t eval_mu;    /* the pools' evaluations, when they share a device */
     sl_sampler_options so_default;
     int32_t n_predict_default;
     size_t max_body_bytes;
@@ -130,7 +156,7 @@ typedef struct sl_serve {
     uint64_t http_requests, http_errors;
     bool hotswap;               /* /health reloads changed tensors (sl_reload_changed) */
     uint64_t reloads, reloaded_tensors; /* /health reloads that changed something; tensors */
-} sl_serve;
+};
 
 /* serve_api.c / serve_metrics.c: a reply is a whole body or an SSE stream. */
 typedef struct sl_serve_stream sl_serve_stream;
@@ -154,10 +180,20 @@ typedef enum sl_serve_route {
     SL_ROUTE_MODELS,
     SL_ROUTE_PROPS,
     SL_ROUTE_METRICS,
+    SL_ROUTE_ADMIN_PIN,
+    SL_ROUTE_ADMIN_UNPIN,
+    SL_ROUTE_ADMIN_LOAD,
+    SL_ROUTE_ADMIN_UNLOAD,
+    SL_ROUTE_ADMIN_COMPACT,
 } sl_serve_route;
 
 void sl__serve_api_handle(sl_serve *s, sl_serve_route route, const char *body, size_t len,
                           sl_serve_gone_fn gone, void *gone_user, sl_serve_reply *r);
+/* A memory stream for a reply body; NULL when out of memory. */
+FILE *sl__serve_body_open(sl_serve_reply *r);
+/* Closes the body as the reply (status, content type); a 500 with a fixed body when the
+ * stream failed (out of memory). */
+void sl__serve_body_close(sl_serve_reply *r, FILE *f, int status, const char *type);
 /* A JSON error {"error": {"code", "message", "type"}} as llama-server writes it. */
 void sl__serve_error(sl_serve_reply *r, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -166,6 +202,36 @@ size_t sl__serve_stream_read(sl_serve_stream *st, char *buf, size_t max);
 /* The client is done with the stream (finished or gone): cancels its job if still running. */
 void sl__serve_stream_close(sl_serve_stream *st);
 void sl__serve_metrics(sl_serve *s, sl_serve_reply *r);
+
+/* serve_models.c */
+/* The model named name[0, len) (name NULL: the default, models[0], when there is one model;
+ * NULL with several). NULL when there is none of that name. */
+sl_serve_model *sl__serve_model_find(sl_serve *s, const char *name, size_t len);
+/* Appends "'a', 'b'" (the names, for messages) to buf (cap bytes). */
+void sl__serve_model_names(const sl_serve *s, char *buf, size_t cap);
+/* The 404 of a name no model has, naming it and listing the served ones. */
+void sl__serve_model_unknown(const sl_serve *s, sl_serve_reply *r, const char *name,
+                             size_t len);
+/* Holds sm for a request's run (sl_runtime_hold; without a runtime nothing to do). When the
+ * arena is full of models other requests hold, waits until one is given back. 0, or the HTTP
+ * status of a failure with err set: 409 (externally managed and not resident), 503. */
+int sl__serve_model_hold(sl_serve *s, sl_serve_model *sm, sl_error *err);
+void sl__serve_model_unhold(sl_serve *s, sl_serve_model *sm);
+/* Its residency as "disk", "host", "device", "pinned" and its device bytes (without a
+ * runtime: "device" and the model's own device bytes). */
+const char *sl__serve_model_state(const sl_serve *s, const sl_serve_model *sm,
+                                  uint64_t *device_bytes);
+/* The JSON object /v1/models lists for sm. */
+void sl__serve_model_json(FILE *f, const sl_serve *s, const sl_serve_model *sm);
+/* Checks the invariants of sl_serve (and its runtime's); SL_ERR_INVALID naming the broken
+ * one. */
+sl_status sl__serve_validate(sl_serve *s, sl_error *err);
+/* The list GET /v1/models answers: {"object":"list","data":[every model]}. */
+void sl__serve_models_json(FILE *f, const sl_serve *s);
+
+/* serve_admin.c: an admin route; d is the request body, already parsed; root its value. */
+void sl__serve_admin(sl_serve *s, sl_serve_route route, const sl_jdoc *d, sl_jref root,
+                     sl_serve_reply *r);
 
 /* serve_http.c */
 typedef struct sl_serve_http sl_serve_http;

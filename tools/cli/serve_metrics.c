@@ -3,9 +3,13 @@
  * The request counters and throughputs carry llama-server's names (llamacpp:*), so dashboards
  * built for it read ours; the engine's own figures (where the weights live, the MoE
  * scheduler's expert calls, fetches, cache and copies, from sl_model_info_get and
- * sl_ctx_stats_get summed over the slots as of each slot's last finished job) are sluice_*. */
+ * sl_ctx_stats_get summed over the slots as of each slot's last finished job) are sluice_*.
+ * With several models the counters are summed over them; each model's residency is a gauge
+ * labelled {model="NAME"} (sluice_model_residency: 0 disk, 1 host, 2 device, 3 pinned), and
+ * the runtime's loads, evictions and compactions follow. */
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tools/cli/serve_impl.h"
 
@@ -14,17 +18,68 @@ static void metric(FILE *f, const char *name, const char *type, const char *help
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
 }
 
+/* a += b for every counter, gauge and model byte count of the pools' counters */
+static void add_counters(sl_serve_counters *a, const sl_serve_counters *b)
+{
+    a->prompt_tokens += b->prompt_tokens;
+    a->predicted_tokens += b->predicted_tokens;
+    a->n_decode += b->n_decode;
+    a->requests_done += b->requests_done;
+    a->requests_cancelled += b->requests_cancelled;
+    a->requests_failed += b->requests_failed;
+    a->decoded += b->decoded;
+    a->prompt_s += b->prompt_s;
+    a->predicted_s += b->predicted_s;
+    a->busy += b->busy;
+    a->queued += b->queued;
+    sl_ctx_stats *e = &a->engine;
+    const sl_ctx_stats *f = &b->engine;
+    const double overlap = e->copy_overlap_pct * (double)e->copies +
+                           f->copy_overlap_pct * (double)f->copies;
+    e->expert_calls_cpu += f->expert_calls_cpu;
+    e->expert_calls_gpu += f->expert_calls_gpu;
+    e->expert_fetches += f->expert_fetches;
+    e->expert_fallbacks += f->expert_fallbacks;
+    e->expert_cache_lookups += f->expert_cache_lookups;
+    e->expert_cache_hits += f->expert_cache_hits;
+    e->copies += f->copies;
+    e->copy_bytes += f->copy_bytes;
+    e->copy_overlap_pct = e->copies ? overlap / (double)e->copies : 0;
+    a->model.weight_bytes += b->model.weight_bytes;
+    a->model.gpu_bytes += b->model.gpu_bytes;
+    a->model.host_bytes += b->model.host_bytes;
+    a->model.device_copies_pageable += b->model.device_copies_pageable;
+}
+
+/* One gauge per model, labelled with its name. */
+static void per_model(FILE *f, const sl_serve *s, const char *name, const char *help, bool bytes)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+    for (size_t i = 0; i < s->n_models; i++) {
+        uint64_t dev = 0;
+        const char *state = sl__serve_model_state(s, &s->models[i], &dev);
+        static const char *const k_states[] = {"disk", "host", "device", "pinned"};
+        int level = 0;
+        while (level < 4 && strcmp(state, k_states[level])) level++;
+        fprintf(f, "%s{model=\"%s\"} %" PRIu64 "\n", name, s->models[i].name,
+                bytes ? dev : (uint64_t)level);
+    }
+}
+
 void sl__serve_metrics(sl_serve *s, sl_serve_reply *r)
 {
     sl_serve_counters c;
-    sl__serve_pool_counters(s->pool, &c);
+    sl__serve_pool_counters(s->models[0].pool, &c);
+    for (size_t i = 1; i < s->n_models; i++) {
+        sl_serve_counters more;
+        sl__serve_pool_counters(s->models[i].pool, &more);
+        add_counters(&c, &more);
+    }
     pthread_mutex_lock(&s->mu);
     const uint64_t http = s->http_requests, http_err = s->http_errors;
     const uint64_t reloads = s->reloads, reloaded = s->reloaded_tensors;
     pthread_mutex_unlock(&s->mu);
-    free(r->body);
-    r->body = NULL;
-    FILE *f = open_memstream(&r->body, &r->body_len);
+    FILE *f = sl__serve_body_open(r);
     if (!f) {
         sl__serve_error(r, 500, "out of memory");
         return;
@@ -90,12 +145,25 @@ void sl__serve_metrics(sl_serve *s, sl_serve_reply *r)
            (double)e->copy_bytes);
     metric(f, "sluice_copy_overlap_percent", "gauge", "Share of copy time hidden under compute.",
            e->copy_overlap_pct);
-    const bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        sl__serve_error(r, 500, "out of memory");
-        return;
+    per_model(f, s, "sluice_model_residency", "Residency of each model: 0 disk, 1 host, "
+              "2 device, 3 pinned.", false);
+    per_model(f, s, "sluice_model_resident_device_bytes", "Device bytes of each model's weights "
+              "when resident.", true);
+    if (s->rt) {
+        sl_runtime_stats rs;
+        sl_runtime_stats_get(s->rt, &rs);
+        metric(f, "sluice_runtime_arena_bytes", "gauge", "The models' shared device arena.",
+               (double)rs.arena_bytes);
+        metric(f, "sluice_runtime_on_demand_budget_bytes", "gauge", "Device bytes for models "
+               "that are not pinned.", (double)rs.on_demand_budget);
+        metric(f, "sluice_runtime_pinned_bytes", "gauge", "Device bytes of pinned models.",
+               (double)rs.pinned_bytes);
+        metric(f, "sluice_runtime_loads_total", "counter", "Models loaded to the device.",
+               (double)rs.loads);
+        metric(f, "sluice_runtime_evictions_total", "counter", "Models evicted from the device.",
+               (double)rs.evictions);
+        metric(f, "sluice_runtime_compactions_total", "counter", "Arena compactions.",
+               (double)rs.compactions);
     }
-    r->status = 200;
-    r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    sl__serve_body_close(r, f, 200, "text/plain; version=0.0.4; charset=utf-8");
 }

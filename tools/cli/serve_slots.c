@@ -36,7 +36,10 @@ typedef struct qnode {
 } qnode;
 
 struct sl_serve_pool {
+    sl_serve *s;
+    sl_serve_model *sm;
     sl_model *m;
+    sl_ctx_options co;          /* of the contexts created at a slot's first job */
     sl_model_info info;
     int32_t n_ctx;
     int n_slots;
@@ -45,8 +48,7 @@ struct sl_serve_pool {
     pthread_cond_t cv;          /* a job was queued, or stopping */
     bool stopping;
     qnode *head, *tail;
-    bool eval_serial;
-    pthread_mutex_t eval_mu;    /* held around each eval when eval_serial */
+    pthread_mutex_t *eval_mu;   /* held around each eval, or NULL */
     sl_serve_counters c;
 };
 
@@ -172,11 +174,11 @@ static bool job_append(sl_serve_job *j, const char *s, size_t n)
 static sl_status eval(slot *sl, const int32_t *tok, size_t n, double *secs, sl_error *err)
 {
     sl_serve_pool *pool = sl->pool;
-    if (pool->eval_serial) pthread_mutex_lock(&pool->eval_mu);
+    if (pool->eval_mu) pthread_mutex_lock(pool->eval_mu);
     const double t0 = sl_cli_now_s();
     const sl_status st = sl_ctx_eval(sl->ctx, tok, n, err);
     *secs += sl_cli_now_s() - t0;
-    if (pool->eval_serial) pthread_mutex_unlock(&pool->eval_mu);
+    if (pool->eval_mu) pthread_mutex_unlock(pool->eval_mu);
     return st;
 }
 
@@ -188,13 +190,24 @@ static void job_fail(sl_serve_job *j, int status, const char *what, const char *
     pthread_mutex_unlock(&j->mu);
 }
 
-/* Runs one job on the slot's context. Mirrors generate.c's loop step for step. */
+/* Runs one job on the slot's context, its model held from the first step to the last (so
+ * that no other request evicts or moves it between two steps). Mirrors generate.c's loop
+ * step for step. */
 static void run_job(slot *sl, sl_serve_job *j)
 {
     sl_serve_pool *pool = sl->pool;
     sl_error err = {0};
     sl_sampler *smp = NULL;
     sl_serve_stop stop = SL_STOP_LIMIT;
+    const int held = sl__serve_model_hold(pool->s, pool->sm, &err);
+    if (held) {
+        job_fail(j, held, "model", err.msg);
+        goto done;
+    }
+    if (!sl->ctx && sl_ctx_create(pool->m, &pool->co, &sl->ctx, &err)) {
+        job_fail(j, 500, "context", err.msg);
+        goto done;
+    }
     if (sl_ctx_rewind(sl->ctx, 0, &err)) {
         job_fail(j, 500, "rewind", err.msg);
         goto done;
@@ -252,6 +265,7 @@ static void run_job(slot *sl, sl_serve_job *j)
     }
 done:
     sl_sampler_destroy(smp);
+    if (!held) sl__serve_model_unhold(pool->s, pool->sm);
     pthread_mutex_lock(&j->mu);
     j->stop = j->error_status ? SL_STOP_NONE : stop;
     j->n_ready = j->n_text;
@@ -291,12 +305,12 @@ static void *worker(void *arg)
         } else {
             run_job(sl, j);
         }
-        sl_ctx_stats stats;
-        sl_ctx_stats_get(sl->ctx, &stats);
+        sl_ctx_stats stats = sl->stats;
+        if (sl->ctx) sl_ctx_stats_get(sl->ctx, &stats);
         sl_model_info info;
-        if (pool->eval_serial) pthread_mutex_lock(&pool->eval_mu);
+        if (pool->eval_mu) pthread_mutex_lock(pool->eval_mu);
         sl_model_info_get(pool->m, &info);
-        if (pool->eval_serial) pthread_mutex_unlock(&pool->eval_mu);
+        if (pool->eval_mu) pthread_mutex_unlock(pool->eval_mu);
 
         pthread_mutex_lock(&j->mu);
         const bool failed = j->error_status != 0, cancelled = j->cancel;
@@ -324,8 +338,9 @@ static void *worker(void *arg)
 
 /* ---- the pool ------------------------------------------------------------------------------- */
 
-sl_status sl__serve_pool_create(sl_model *m, const sl_ctx_options *co, int n_slots,
-                                bool eval_serial, sl_serve_pool **out, sl_error *err)
+sl_status sl__serve_pool_create(sl_serve *s, sl_serve_model *sm, const sl_ctx_options *co,
+                                int n_slots, pthread_mutex_t *eval_mu, sl_serve_pool **out,
+                                sl_error *err)
 {
     *out = NULL;
     sl_serve_pool *pool = calloc(1, sizeof *pool);
@@ -335,6 +350,9 @@ sl_status sl__serve_pool_create(sl_model *m, const sl_ctx_options *co, int n_slo
         free(slots);
         return sl_error_set(err, SL_ERR_NOMEM, "out of memory");
     }
+    sl_model *m = sm->model;
+    pool->s = s;
+    pool->sm = sm;
     pool->m = m;
     sl_model_info_get(m, &pool->info);
     pool->c.model = pool->info;
@@ -342,17 +360,16 @@ sl_status sl__serve_pool_create(sl_model *m, const sl_ctx_options *co, int n_slo
                             : (pool->info.n_ctx_train < 4096 ? pool->info.n_ctx_train : 4096);
     pool->n_slots = n_slots;
     pool->slots = slots;
-    pool->eval_serial = eval_serial;
+    pool->eval_mu = eval_mu;
+    pool->co = *co;
+    pool->co.n_ctx = pool->n_ctx;
     pthread_mutex_init(&pool->mu, NULL);
     pthread_cond_init(&pool->cv, NULL);
-    pthread_mutex_init(&pool->eval_mu, NULL);
     sl_status st = SL_OK;
     for (int i = 0; i < n_slots && !st; i++) {
         slots[i] = (slot){.pool = pool, .id = i};
-        sl_ctx_options o = *co;
-        o.n_ctx = pool->n_ctx;
-        if ((st = sl_ctx_create(m, &o, &slots[i].ctx, err))) break;
-        sl_ctx_stats_get(slots[i].ctx, &slots[i].stats);
+        if (!s->rt && (st = sl_ctx_create(m, &pool->co, &slots[i].ctx, err))) break;
+        if (slots[i].ctx) sl_ctx_stats_get(slots[i].ctx, &slots[i].stats);
         if (pthread_create(&slots[i].thread, NULL, worker, &slots[i]))
             st = sl_error_set(err, SL_ERR_NOMEM, "slot %d: cannot start its thread", i);
         else
@@ -410,7 +427,6 @@ void sl__serve_pool_destroy(sl_serve_pool *pool)
     }
     pthread_mutex_destroy(&pool->mu);
     pthread_cond_destroy(&pool->cv);
-    pthread_mutex_destroy(&pool->eval_mu);
     free(pool->slots);
     free(pool);
 }
