@@ -171,12 +171,15 @@ static bool job_append(sl_serve_job *j, const char *s, size_t n)
 
 /* ---- the worker ----------------------------------------------------------------------------- */
 
-static sl_status eval(slot *sl, const int32_t *tok, size_t n, double *secs, sl_error *err)
+/* Evaluates and samples the next token in one call (a greedy pick happens where the output
+ * layer ran: on a GPU only the id comes back). */
+static sl_status eval(slot *sl, sl_sampler *smp, const int32_t *tok, size_t n, int32_t *next,
+                      double *secs, sl_error *err)
 {
     sl_serve_pool *pool = sl->pool;
     if (pool->eval_mu) pthread_mutex_lock(pool->eval_mu);
     const double t0 = sl_cli_now_s();
-    const sl_status st = sl_ctx_eval(sl->ctx, tok, n, err);
+    const sl_status st = sl_ctx_eval_sample(sl->ctx, smp, tok, n, next, err);
     *secs += sl_cli_now_s() - t0;
     if (pool->eval_mu) pthread_mutex_unlock(pool->eval_mu);
     return st;
@@ -212,21 +215,18 @@ static void run_job(slot *sl, sl_serve_job *j)
         job_fail(j, 500, "rewind", err.msg);
         goto done;
     }
-    if (eval(sl, j->prompt, j->n_prompt, &j->prompt_s, &err)) {
-        job_fail(j, 500, "prefill", err.msg);
-        goto done;
-    }
     if (sl_sampler_create(&j->p.so, &smp, &err)) {
         job_fail(j, 500, "sampler", err.msg);
         goto done;
     }
+    int32_t next;
+    if (eval(sl, smp, j->prompt, j->n_prompt, &next, &j->prompt_s, &err)) {
+        job_fail(j, 500, "prefill", err.msg);
+        goto done;
+    }
     const int32_t max_gen = j->p.n_predict < 0 ? pool->n_ctx : j->p.n_predict;
     for (int32_t n_gen = 0; n_gen < max_gen;) {
-        int32_t tok;
-        if (sl_sampler_sample(smp, sl_ctx_logits(sl->ctx, -1), pool->info.n_vocab, &tok, &err)) {
-            job_fail(j, 500, "sample", err.msg);
-            goto done;
-        }
+        const int32_t tok = next;
         if (tok == pool->info.eos && !j->p.ignore_eos) {
             stop = SL_STOP_EOS;
             break;
@@ -257,7 +257,7 @@ static void run_job(slot *sl, sl_serve_job *j)
         }
         if (n_gen == max_gen) break; /* the last token needs no eval */
         if (sl_ctx_n_past(sl->ctx) >= pool->n_ctx) break;
-        if (eval(sl, &tok, 1, &j->gen_s, &err)) {
+        if (eval(sl, smp, &tok, 1, &next, &j->gen_s, &err)) {
             job_fail(j, 500, "decode", err.msg);
             goto done;
         }
