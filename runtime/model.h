@@ -85,7 +85,12 @@ typedef struct sl__hparams {
     float yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
     int32_t n_ctx_orig;
     float attn_scale;       /* 0: 1/sqrt(head_dim) */
+    sl_moe_act act;         /* the dense FFN's activation: traits.act, or SL_MOE_RELU from
+                               SL_FFN_ACT_KEY (arch.c) */
 } sl__hparams;
+
+/* Sluice's metadata key for a dense FFN's activation ("relu", "silu"; arch.c says why) */
+#define SL_FFN_ACT_KEY "sluice.feed_forward_activation"
 
 typedef struct sl__layer {
     sl_weight *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *q_norm, *k_norm, *attn_post_norm;

@@ -276,6 +276,10 @@ typedef struct sl_ctx_options {
     /* record per-neuron activation statistics of the dense FFNs computed on the host
      * (sl_ctx_neuron_stats; scheduler/neuron_stats.h): the profile of hot/cold placement */
     bool neuron_stats;
+    /* ReLU FFNs (a file with sluice.feed_forward_activation "relu"): compute every neuron
+     * instead of skipping those whose gate output is <= 0 — the dense baseline the exact
+     * sparse path is checked and benchmarked against (same logits, bit for bit) */
+    bool relu_dense;
 } sl_ctx_options;
 sl_ctx_options sl_ctx_options_default(void);
 
@@ -326,6 +330,10 @@ typedef struct sl_ctx_stats {
     uint64_t expert_fetches, expert_fallbacks, expert_cache_lookups, expert_cache_hits;
     uint64_t copies, copy_bytes;
     double copy_overlap_pct;
+    /* ReLU FFNs (dx.h relu_ffn): token x neuron pairs computed through them, those whose
+     * gate output was <= 0 (the exact sparsity), and those whose up row and down column were
+     * skipped (no token of the step activated the neuron; == zero for one-token decode) */
+    uint64_t ffn_neurons, ffn_neurons_zero, ffn_neurons_skipped;
 } sl_ctx_stats;
 void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 /* Writes the MoE scheduler's recorded copy/compute spans as Chrome/Perfetto trace JSON (the

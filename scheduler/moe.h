@@ -36,6 +36,8 @@ typedef enum sl_moe_act {
     SL_MOE_SILU = 0,      /* SwiGLU: silu(gate) * up (llama, mixtral, qwen*, olmoe) */
     SL_MOE_GELU_TANH = 1, /* GeGLU with the tanh GELU */
     SL_MOE_SWIGLU_OAI = 2, /* gpt-oss's clamped SwiGLU (kernels/ref/ops.h sl_ref_swiglu_oai) */
+    SL_MOE_RELU = 3,      /* relu(gate) * up: ReLU-fied dense llama FFNs (ReluLLaMA, ProSparse;
+                           * runtime/arch.c), never routed experts */
 } sl_moe_act;
 
 /* One layer's experts. Matrices in ggml layout (kernels/ref/matvec.h): gate/up [n_ff][n_embd]
