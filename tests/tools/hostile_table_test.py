@@ -961,6 +961,14 @@ def build_flags():
                           ([*rq[:-2], "-o", w("d.gguf"), "--in-place"], ["--in-place"]),
                           ([*rq, "--tensor", "x"], ["--tensor"])):
         case("flags", argv, needles, name=f"requant {' '.join(argv[3:])}")
+    # mkmodel's --activation: a value it does not know, an arch without a ReLU FFN, twice
+    for argv, needles in ((["mkmodel", "-o", OUT, "--activation", "gelu"],
+                           ["--activation", "gelu"]),
+                          (["mkmodel", "-o", OUT, "--activation", "relu", "--arch", "qwen3moe"],
+                           ["--activation", "qwen3moe"]),
+                          (["mkmodel", "-o", OUT, "--activation", "relu", "--activation",
+                            "relu"], ["--activation", "twice"])):
+        case("flags", argv, needles, rcs=(2,), name=f"mkmodel {' '.join(argv[3:])}")
     for argv in (["serve", "-m", M, "--port", "0", "--hotswap", "--hotswap"],
                  ["serve", "-m", M, "--port", "0", "--trace", OUT],
                  ["serve", "-m", M, "--chat-template", "no-such-family"]):

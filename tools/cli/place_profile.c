@@ -174,6 +174,13 @@ int sl_cli_place_profile(int argc, char **argv)
     }
     if (write_stats(cmd, sl_cli_out_name(&o), c, &in) || sl_cli_out_commit(&io, &o)) goto done;
     printf("profile: %zu tokens, %d layers -> %s\n", n_tok, in.n_layer, out);
+    sl_ctx_stats cs;
+    sl_ctx_stats_get(c, &cs);
+    if (cs.ffn_neurons) /* a ReLU model: its exact sparsity, measured on this text */
+        printf("profile: ReLU FFNs: %.2f%% of token x neuron gate outputs <= 0, %.2f%% skipped "
+               "(%d-token windows: a neuron is computed if any token of its window needs it)\n",
+               100.0 * (double)cs.ffn_neurons_zero / (double)cs.ffn_neurons,
+               100.0 * (double)cs.ffn_neurons_skipped / (double)cs.ffn_neurons, (int)win);
     rc = sl_cli_stdout_check(cmd);
 done:
     sl_cli_out_discard(&o);
