@@ -117,6 +117,10 @@ static sl_status load_index(sl_model *m, const char *path, float *frac, sl_error
     sl_status st = sl_gpuidx_read(path, (uint32_t)n_layer, n_neuron, &idx, err);
     free(n_neuron);
     if (st) return st;
+    if (idx.n_expert > 1)
+        st = sl_error_set(err, SL_ERR_RANGE, "%s: an index of %u experts' neurons "
+                          "(generic.gpu_index.expert_count) for the dense model %s", path,
+                          idx.n_expert, m->path);
     for (int32_t il = 0; il < n_layer && !st; il++) {
         sl__layer *L = &m->layers[il];
         const int64_t F = L->ffn_up->ne[1];

@@ -190,6 +190,20 @@ static void check_errors(void)
     write_index(idx, p.n_layer, p.n_ff * 2, 1, false, 1);
     CHECK(!run(path, SL_PLACE_HOT_COLD, idx, &n, &st, msg) && st != SL_OK);
     CHECK_CONTAINS(msg, "e3.gpuidx");
+    /* a MoE index (expert_count 2) whose width happens to equal the dense FFN's */
+    {
+        sl_gpuidx gi;
+        uint32_t *nn = malloc((size_t)p.n_layer * sizeof *nn);
+        for (int il = 0; il < p.n_layer; il++) nn[il] = (uint32_t)p.n_ff;
+        CHECK(sl_gpuidx_init(&gi, (uint32_t)p.n_layer, nn, &e) == SL_OK);
+        gi.n_expert = 2;
+        CHECK(sl_gpuidx_write(idx, &gi, NULL, &e) == SL_OK);
+        sl_gpuidx_free(&gi);
+        free(nn);
+        CHECK(!run(path, SL_PLACE_HOT_COLD, idx, &n, &st, msg) && st == SL_ERR_RANGE);
+        CHECK_CONTAINS(msg, "e3.gpuidx");
+        CHECK_CONTAINS(msg, "2 experts' neurons");
+    }
     /* the index beside the model is picked up (PowerInfer's name), by auto too */
     char beside[600];
     snprintf(beside, sizeof beside, "%s.generated.gpuidx", path);
