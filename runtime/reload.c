@@ -9,11 +9,12 @@
  * storage only) are dropped as unchanged. A stat after the reads that differs from the one
  * before means the file was being rewritten: everything staged from it is dropped and the file
  * stays "changed". Commit (gate held exclusively): REATTACH first, then IN_PLACE, then PRIVATE;
- * sibling expert tensors are then put back on one side; a hot/cold split layer (placement
- * hot-cold) whose gate, up or down changed is split again from the new bytes of all three with
- * the same hot neurons (sl__weight_resplit: new compact parts, device copies included), which
- * gives the logits of a fresh open of the new file with the same index; expert pointers, moe descriptions,
- * plan record and info are refreshed; the epoch is bumped so contexts refresh what they cache.
+ * sibling expert tensors are then put back on one side. Before these, a hot/cold split layer
+ * (placement hot-cold) whose gate, up or down changed is split again from the new bytes of all
+ * three with the same hot neurons (sl__weight_resplit: new compact parts, device copies
+ * included), which gives the logits of a fresh open of the new file with the same index.
+ * Expert pointers, moe descriptions, plan record and info are refreshed; the epoch is bumped
+ * so contexts refresh what they cache.
  *
  * Rules specific to the engine (refused with a message, tensor untouched):
  *   a tensor of a hot/cold split FFN whose down's new type has another block size (the

@@ -47,10 +47,12 @@ static void copy_file(const char *from, const char *to)
     CHECK(rename(tmp, to) == 0); /* atomic replace, as a careful user does */
 }
 
-static sl_model *open_model(const char *path, sl_placement pl)
+/* idx: the .gpuidx of placement hot-cold, else NULL */
+static sl_model *open_model_idx(const char *path, sl_placement pl, const char *idx)
 {
     sl_model_options o = sl_model_options_default();
     o.placement = pl;
+    o.gpu_index = idx;
     o.device = "sim";
     o.progress = false;
     o.n_threads = 1;
@@ -59,6 +61,11 @@ static sl_model *open_model(const char *path, sl_placement pl)
     sl_status st = sl_model_open(path, &o, &m, &e);
     CHECK_MSG(st == SL_OK, "%s: %s", path, e.msg);
     return m;
+}
+
+static sl_model *open_model(const char *path, sl_placement pl)
+{
+    return open_model_idx(path, pl, NULL);
 }
 
 /* Last-token logits of k_tokens from an empty cache, malloc'd. */
@@ -533,24 +540,9 @@ static void test_stress(void)
     free(rb);
 }
 
-/* A hot/cold split model (placement hot-cold, granules of 32 neurons, half of them hot) */
-static sl_model *open_split(const char *path, const char *idx)
-{
-    sl_model_options o = sl_model_options_default();
-    o.placement = SL_PLACE_HOT_COLD;
-    o.gpu_index = idx;
-    o.device = "sim";
-    o.progress = false;
-    o.n_threads = 1;
-    sl_model *m = NULL;
-    sl_error e;
-    CHECK_MSG(sl_model_open(path, &o, &m, &e) == SL_OK, "%s: %s", path, e.msg);
-    return m;
-}
-
 static float *split_logits(const char *path, const char *idx)
 {
-    sl_model *m = open_split(path, idx);
+    sl_model *m = open_model_idx(path, SL_PLACE_HOT_COLD, idx);
     float *l = m ? run_logits(m, NULL) : NULL;
     sl_model_close(m);
     return l;
@@ -579,7 +571,7 @@ static void test_split(void)
     CHECK_MSG(sl_gpuidx_write(idx, &gi, NULL, &e) == SL_OK, "%s", e.msg);
     sl_gpuidx_free(&gi);
     copy_file(orig, live);
-    sl_model *m = open_split(live, idx);
+    sl_model *m = open_model_idx(live, SL_PLACE_HOT_COLD, idx);
     if (!m) return;
     const int V = n_vocab(m);
     float *l_orig = run_logits(m, NULL), *l_seed2 = split_logits(seed2, idx);
