@@ -293,10 +293,12 @@ const float *sl_ctx_logits(const sl_ctx *c, int64_t i);
 int32_t sl_ctx_n_past(const sl_ctx *c);
 /* Forgets positions >= n_past (n_past = 0 clears the cache). */
 sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err);
-/* Layer il's FFN neuron statistics so far (needs the neuron_stats option and a dense model;
- * valid until the next eval): n_neuron neurons, n_tokens evaluations, per neuron how many
- * found it active and the sum of its |activation|. */
-sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int64_t *n_neuron,
+/* Layer il's FFN neuron statistics so far (needs the neuron_stats option; valid until the next
+ * eval): n_neuron neurons, n_tokens evaluations, per neuron how many found it active and the
+ * sum of its |activation|. expert: -1 for a dense model's FFN; with routed experts the
+ * expert's (0 .. n_expert-1; n_tokens: the tokens routed to it; recorded by the cpu MoE
+ * scheduler only), SL_ERR_RANGE otherwise. */
+sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int32_t expert, int64_t *n_neuron,
                               uint64_t *n_tokens, const uint64_t **active,
                               const double **mag_sum, sl_error *err);
 

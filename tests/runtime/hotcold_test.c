@@ -249,7 +249,7 @@ static void check_profile(void)
             uint64_t nt, sum = 0;
             const uint64_t *act;
             const double *mag;
-            CHECK(sl_ctx_neuron_stats(c, il, &nn, &nt, &act, &mag, &e) == SL_OK);
+            CHECK(sl_ctx_neuron_stats(c, il, -1, &nn, &nt, &act, &mag, &e) == SL_OK);
             CHECK(nn == p.n_ff && nt == N_TOK);
             for (int64_t j = 0; j < nn; j++) {
                 CHECK(act[j] <= nt && mag[j] >= 0);
@@ -264,7 +264,62 @@ static void check_profile(void)
         uint64_t nt;
         const uint64_t *act;
         const double *mag;
-        CHECK(sl_ctx_neuron_stats(c, p.n_layer, &nn, &nt, &act, &mag, &e) == SL_ERR_RANGE);
+        CHECK(sl_ctx_neuron_stats(c, p.n_layer, -1, &nn, &nt, &act, &mag, &e) == SL_ERR_RANGE);
+        CHECK(sl_ctx_neuron_stats(c, 0, 0, &nn, &nt, &act, &mag, &e) == SL_ERR_RANGE);
+    }
+    sl_ctx_destroy(c);
+    sl_model_close(m);
+}
+
+/* Routed experts (qwen3moe, mixtral): the cpu MoE scheduler records per layer and expert;
+ * every token is routed to k experts, so a layer's experts saw N_TOK * k tokens in all, and no
+ * neuron is active more often than its expert ran. A dense layer index (-1) is refused. */
+static void check_profile_moe(const char *arch)
+{
+    char path[512];
+    tm_params p;
+    sl_error e = {0};
+    tm_defaults(arch, &p);
+    snprintf(path, sizeof path, "%s/prof_%s.gguf", g_dir, arch);
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    sl_model_options o = sl_model_options_default();
+    o.placement = SL_PLACE_CPU;
+    o.progress = false;
+    sl_model *m = NULL;
+    sl_ctx *c = NULL;
+    CHECK(sl_model_open(path, &o, &m, &e) == SL_OK);
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 32;
+    co.neuron_stats = true;
+    CHECK_MSG(m && sl_ctx_create(m, &co, &c, &e) == SL_OK, "%s: %s", arch, e.msg);
+    if (c && sl_ctx_eval(c, k_tok, N_TOK, &e) == SL_OK) {
+        for (int32_t il = 0; il < p.n_layer; il++) {
+            uint64_t routed = 0, active = 0;
+            for (int32_t x = 0; x < p.n_expert; x++) {
+                int64_t nn;
+                uint64_t nt;
+                const uint64_t *act;
+                const double *mag;
+                CHECK(sl_ctx_neuron_stats(c, il, x, &nn, &nt, &act, &mag, &e) == SL_OK);
+                CHECK(nn == p.n_ff);
+                for (int64_t j = 0; j < nn; j++) {
+                    CHECK(act[j] <= nt && mag[j] >= 0 && (nt || mag[j] == 0));
+                    active += act[j];
+                }
+                routed += nt;
+            }
+            CHECK_MSG(routed == (uint64_t)N_TOK * (uint64_t)p.n_expert_used,
+                      "%s layer %d: %llu routed", arch, il, (unsigned long long)routed);
+            CHECK(active > 0);
+        }
+        int64_t nn;
+        uint64_t nt;
+        const uint64_t *act;
+        const double *mag;
+        CHECK(sl_ctx_neuron_stats(c, 0, -1, &nn, &nt, &act, &mag, &e) == SL_ERR_RANGE);
+        CHECK(sl_ctx_neuron_stats(c, 0, p.n_expert, &nn, &nt, &act, &mag, &e) == SL_ERR_RANGE);
+    } else {
+        CHECK_MSG(0, "%s: %s", arch, e.msg);
     }
     sl_ctx_destroy(c);
     sl_model_close(m);
@@ -281,5 +336,7 @@ int main(void)
     check_relu();
     check_errors();
     check_profile();
+    check_profile_moe("qwen3moe");
+    check_profile_moe("mixtral");
     return sl_test_finish("hotcold_test");
 }

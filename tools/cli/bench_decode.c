@@ -383,7 +383,7 @@ static int budget_row(const char *cmd, const char *path, int kind, sl_model_opti
         uint64_t nt;
         const uint64_t *act;
         const double *mag;
-        if (sl_ctx_neuron_stats(c, il, &nn, &nt, &act, &mag, &err)) goto out;
+        if (sl_ctx_neuron_stats(c, il, -1, &nn, &nt, &act, &mag, &err)) goto out;
         for (int64_t j = 0; j < nn; j++) freq[il * hm.n_ff + j] = (float)act[j] / (float)nt;
     }
     if (!freq || sl_cli_hotcold_solve(cmd, &hm, freq, cpu_gbs, gpu_gbs, &plan)) goto out;
