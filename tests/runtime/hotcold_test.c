@@ -224,24 +224,34 @@ static void check_errors(void)
     CHECK_CONTAINS(msg, "routed experts");
 }
 
-static void check_profile(void)
+/* A CPU context with neuron statistics on a test model of arch, written as prof_ARCH.gguf;
+ * *c NULL on failure (checked). */
+static void profile_ctx(const char *arch, tm_params *p, sl_model **m, sl_ctx **c)
 {
     char path[512];
-    tm_params p;
     sl_error e = {0};
-    tm_defaults("llama", &p);
-    snprintf(path, sizeof path, "%s/prof.gguf", g_dir);
-    CHECK(tm_write(&p, path, &e) == SL_OK);
+    tm_defaults(arch, p);
+    snprintf(path, sizeof path, "%s/prof_%s.gguf", g_dir, arch);
+    CHECK(tm_write(p, path, &e) == SL_OK);
     sl_model_options o = sl_model_options_default();
     o.placement = SL_PLACE_CPU;
     o.progress = false;
-    sl_model *m = NULL;
-    sl_ctx *c = NULL;
-    CHECK(sl_model_open(path, &o, &m, &e) == SL_OK);
+    *m = NULL;
+    *c = NULL;
+    CHECK(sl_model_open(path, &o, m, &e) == SL_OK);
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = 32;
     co.neuron_stats = true;
-    CHECK_MSG(m && sl_ctx_create(m, &co, &c, &e) == SL_OK, "%s", e.msg);
+    CHECK_MSG(*m && sl_ctx_create(*m, &co, c, &e) == SL_OK, "%s: %s", arch, e.msg);
+}
+
+static void check_profile(void)
+{
+    tm_params p;
+    sl_error e = {0};
+    sl_model *m;
+    sl_ctx *c;
+    profile_ctx("llama", &p, &m, &c);
     if (c) {
         CHECK(sl_ctx_eval(c, k_tok, N_TOK, &e) == SL_OK);
         for (int32_t il = 0; il < p.n_layer; il++) {
@@ -276,22 +286,11 @@ static void check_profile(void)
  * neuron is active more often than its expert ran. A dense layer index (-1) is refused. */
 static void check_profile_moe(const char *arch)
 {
-    char path[512];
     tm_params p;
     sl_error e = {0};
-    tm_defaults(arch, &p);
-    snprintf(path, sizeof path, "%s/prof_%s.gguf", g_dir, arch);
-    CHECK(tm_write(&p, path, &e) == SL_OK);
-    sl_model_options o = sl_model_options_default();
-    o.placement = SL_PLACE_CPU;
-    o.progress = false;
-    sl_model *m = NULL;
-    sl_ctx *c = NULL;
-    CHECK(sl_model_open(path, &o, &m, &e) == SL_OK);
-    sl_ctx_options co = sl_ctx_options_default();
-    co.n_ctx = 32;
-    co.neuron_stats = true;
-    CHECK_MSG(m && sl_ctx_create(m, &co, &c, &e) == SL_OK, "%s: %s", arch, e.msg);
+    sl_model *m;
+    sl_ctx *c;
+    profile_ctx(arch, &p, &m, &c);
     if (c && sl_ctx_eval(c, k_tok, N_TOK, &e) == SL_OK) {
         for (int32_t il = 0; il < p.n_layer; il++) {
             uint64_t routed = 0, active = 0;
