@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf/gguf.h"
 #include "kernels/ref/quant.h"
 #include "runtime/dx.h"
 
@@ -144,6 +145,19 @@ static sl_status relu_chunk(dx_host *h, const sl_weight *wg, const sl_weight *wu
                                    true, h->work, n, u, err)))
         return st;
     for (int64_t i = 0; i < n * F; i++) g[i] = g[i] > 0 ? g[i] * u[i] : 0.0f;
+    /* down's blocks with no listed neuron; none: the plain matvec (same bits, no masking) */
+    const sl_gguf_type_info *ti = sl_gguf_type_get(wd->type);
+    const int64_t G = ti && ti->block_size ? (int64_t)ti->block_size : 1;
+    int64_t skip = 0, last = -1;
+    for (int64_t i = 0; i < n_idx; i++) {
+        const int64_t b = h->idx[i] / G;
+        skip += b - last - 1;
+        last = b;
+    }
+    skip += F / G - last - 1;
+    if (!skip)
+        return sl_cpu_matvec(&h->mv, h->pool, wd->type, wd->data, O, F, g, n, y, h->work,
+                             h->work_bytes, err);
     return sl_cpu_matvec_cols(&h->mv, h->pool, wd->type, wd->data, O, F, h->idx, n_idx, g, n,
                               y, h->cols_work, h->cols_work_bytes, err);
 }
