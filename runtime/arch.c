@@ -187,6 +187,33 @@ static sl_status get_f32(const sl_model *m, const char *suffix, bool required, f
     return get_float(m->gguf, akey(k, sizeof k, m, suffix), required, def, out, err);
 }
 
+/* The dense FFN's activation: the arch's, or ReLU where the file says so. llama.cpp has no
+ * key for it (its llama graph is always SwiGLU; PowerInfer's ReLU-fied llamas, ReluLLaMA and
+ * ProSparse, are arch "llama" and its fork runs them with ReLU on its sparse path without a
+ * metadata key), so Sluice reads its own SL_FFN_ACT_KEY, named after HF's hidden_act: "relu"
+ * (dense llama only: routed experts have no ReLU kernels) or "silu" (the arch's own). A file
+ * with the key still loads in llama.cpp, which would run it as SwiGLU. */
+static sl_status ffn_activation(sl_model *m, sl_error *err)
+{
+    m->hp.act = m->tr->act;
+    const sl_gguf_value *v = sl_gguf_find(m->gguf, SL_FFN_ACT_KEY);
+    if (!v) return SL_OK;
+    if (v->type != SL_GGUF_STR)
+        return sl_error_set(err, SL_ERR_TYPE, "metadata key '%s': %s, expected a string",
+                            SL_FFN_ACT_KEY, sl_gguf_vtype_name(v->type));
+    char val[32];
+    snprintf(val, sizeof val, "%.*s", (int)(v->v.str.len < 31 ? v->v.str.len : 31),
+             v->v.str.ptr);
+    if (!strcmp(val, "silu") && m->tr->act == SL_MOE_SILU) return SL_OK;
+    if (!strcmp(val, "relu") && m->arch == SL__ARCH_LLAMA && m->hp.n_expert == 0) {
+        m->hp.act = SL_MOE_RELU;
+        return SL_OK;
+    }
+    return sl_error_set(err, SL_ERR_UNSUPPORTED, "metadata key '%s': '%s' not supported for "
+                        "%s%s (\"relu\": dense llama; \"silu\": archs whose FFN is SwiGLU)",
+                        SL_FFN_ACT_KEY, val, m->tr->name, m->hp.n_expert ? " with experts" : "");
+}
+
 sl_status sl__hparams_load(sl_model *m, sl_error *err)
 {
     sl__hparams *hp = &m->hp;
@@ -343,7 +370,7 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
     if (m->arch == SL__ARCH_GEMMA3)
         hp->attn_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
                                            : 1.0f / sqrtf((float)hp->head_dim);
-    return SL_OK;
+    return ffn_activation(m, err);
 }
 
 /* ---- tensor binding -------------------------------------------------------------------- */

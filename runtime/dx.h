@@ -80,6 +80,13 @@ typedef struct sl__dx_vt {
     /* *r = the greedy pick over x[0..n) (kernels/ref/ops.h sl_ref_argmax; r in this
      * executor's memory, so on a GPU only r crosses to the host) */
     sl_status (*argmax)(sl__dx *, const float *x, int64_t n, sl_argmax_result *r, sl_error *);
+    /* A ReLU FFN y [n][rows of wd] = Wd (relu(Wg x) * (Wu x)) that skips the neurons whose
+     * gate output is <= 0 for every token (exact; g, u: [n][F] scratch, left holding the
+     * activations and garbage). cnt[0] += n * F neurons, cnt[1] += those with gate <= 0,
+     * cnt[2] += n * (neurons skipped). Usable only where sl__dx.sparse_ffn says so. */
+    sl_status (*relu_ffn)(sl__dx *, const sl_weight *wg, const sl_weight *wu,
+                          const sl_weight *wd, const float *x, int64_t n, float *g, float *u,
+                          float *y, uint64_t cnt[3], sl_error *);
     /* out[t][:] += sigmoid(logit[t]) * y[t][:] */
     sl_status (*gated_add)(sl__dx *, float *out, const float *y, const float *logit, int64_t n,
                            int64_t dim, sl_error *);
@@ -88,6 +95,9 @@ typedef struct sl__dx_vt {
 
 struct sl__dx {
     const sl__dx_vt *vt;
+    /* vt->relu_ffn is usable: host and sim with Q8 activations (the row- and column-listed
+     * kernels it uses have no F32-activation form, so SLUICE_ACT_F32 runs ReLU FFNs dense) */
+    bool sparse_ffn;
 };
 
 /* host / sim: ops, mv copied; pool and moe borrowed (outlive the executor); work_bytes of

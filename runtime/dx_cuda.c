@@ -82,6 +82,8 @@ static sl_status c_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int6
     if (act == SL_MOE_SILU) return sl_cuda_swiglu(c->cu, g, u, g, n, err);
     if (act == SL_MOE_SWIGLU_OAI) /* gpt-oss's experts never run here (weight.c) */
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "cuda: no clamped SwiGLU (gpt-oss)");
+    if (act == SL_MOE_RELU) /* no CUDA kernel yet: a ReLU model's FFNs stay on the host */
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "cuda: no ReLU FFN (ReLU llama)");
     return sl_cuda_geglu(c->cu, g, u, g, n, SL_GELU_TANH, err);
 }
 

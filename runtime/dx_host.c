@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf/gguf.h"
 #include "kernels/ref/quant.h"
 #include "runtime/dx.h"
 
@@ -22,6 +23,11 @@ typedef struct dx_host {
     sl_stream *stream;
     sl_moe_assign *assign;
     int64_t assign_cap;
+    /* relu_ffn: the listed neurons and the column-listed matvec's workspace, grown on use */
+    int32_t *idx;
+    int64_t idx_cap;
+    void *cols_work;
+    size_t cols_work_bytes;
 } dx_host;
 
 static sl_status drain(dx_host *h, sl_error *err)
@@ -96,9 +102,99 @@ static sl_status h_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int6
     dx_host *h = (dx_host *)x;
     DRAIN(h);
     if (act == SL_MOE_SILU) return sl_cpu_swiglu(&h->ops, g, u, g, n, err);
+    if (act == SL_MOE_RELU) {
+        for (int64_t i = 0; i < n; i++) g[i] = g[i] > 0 ? g[i] * u[i] : 0.0f;
+        return SL_OK;
+    }
     if (act == SL_MOE_SWIGLU_OAI)
         return sl_cpu_swiglu_oai(&h->ops, g, u, g, n, SL_OAI_ALPHA, SL_OAI_LIMIT, err);
     return sl_cpu_geglu(&h->ops, g, u, g, n, SL_GELU_TANH, err);
+}
+
+/* Why it is exact: a neuron no token activates (gate <= 0) has relu(g) * u == 0 whatever u
+ * is, so its up row need not be computed (u is zeroed, then the row-listed matvec writes the
+ * listed rows with the same bits as the full one: rows are never split) and its column of
+ * down multiplies zeros: the column-listed matvec quantizes the same activations and skips only
+ * quantization blocks without a listed column, whose activations are all zero and add exactly
+ * nothing to the block lanes. So the logits equal the dense FFN's bit for bit. Up's saving is
+ * per neuron; down's only per block of its type (32 or 256 neurons all inactive). */
+static sl_status relu_chunk(dx_host *h, const sl_weight *wg, const sl_weight *wu,
+                            const sl_weight *wd, const float *x, int64_t n, float *g, float *u,
+                            float *y, uint64_t cnt[3], sl_error *err)
+{
+    const int64_t E = wg->ne[0], F = wg->ne[1], O = wd->ne[1];
+    sl_status st = sl_cpu_matvec(&h->mv, h->pool, wg->type, wg->data, F, E, x, n, g, h->work,
+                                 h->work_bytes, err);
+    if (st) return st;
+    int64_t n_idx = 0;
+    for (int64_t j = 0; j < F; j++) {
+        bool on = false;
+        for (int64_t t = 0; t < n; t++) {
+            on |= g[t * F + j] > 0;
+            cnt[1] += !(g[t * F + j] > 0);
+        }
+        if (on) h->idx[n_idx++] = (int32_t)j;
+    }
+    cnt[0] += (uint64_t)(n * F);
+    cnt[2] += (uint64_t)(n * (F - n_idx));
+    memset(u, 0, (size_t)(n * F) * sizeof *u);
+    memset(y, 0, (size_t)(n * O) * sizeof *y);
+    if (!n_idx) return SL_OK;
+    if ((st = sl_cpu_matvec_quant_act(&h->mv, wu->type, x, E, n, h->work, h->work_bytes, err)) ||
+        (st = sl_cpu_matvec_rows_q(&h->mv, h->pool, wu->type, wu->data, F, E, h->idx, n_idx,
+                                   true, h->work, n, u, err)))
+        return st;
+    for (int64_t i = 0; i < n * F; i++) g[i] = g[i] > 0 ? g[i] * u[i] : 0.0f;
+    /* down's blocks with no listed neuron; none: the plain matvec (same bits, no masking) */
+    const sl_gguf_type_info *ti = sl_gguf_type_get(wd->type);
+    const int64_t G = ti && ti->block_size ? (int64_t)ti->block_size : 1;
+    int64_t skip = 0, last = -1;
+    for (int64_t i = 0; i < n_idx; i++) {
+        const int64_t b = h->idx[i] / G;
+        skip += b - last - 1;
+        last = b;
+    }
+    skip += F / G - last - 1;
+    if (!skip)
+        return sl_cpu_matvec(&h->mv, h->pool, wd->type, wd->data, O, F, g, n, y, h->work,
+                             h->work_bytes, err);
+    return sl_cpu_matvec_cols(&h->mv, h->pool, wd->type, wd->data, O, F, h->idx, n_idx, g, n,
+                              y, h->cols_work, h->cols_work_bytes, err);
+}
+
+static sl_status h_relu_ffn(sl__dx *x, const sl_weight *wg, const sl_weight *wu,
+                            const sl_weight *wd, const float *in, int64_t n, float *g, float *u,
+                            float *y, uint64_t cnt[3], sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    const int64_t E = wg->ne[0], F = wg->ne[1], O = wd->ne[1];
+    if (wu->ne[0] != E || wu->ne[1] != F || wd->ne[0] != F)
+        return sl_error_set(err, SL_ERR_INVALID, "relu ffn: shapes of '%s', '%s', '%s' differ",
+                            wg->name, wu->name, wd->name);
+    const int64_t nb_max = n < MM_BATCH ? n : MM_BATCH;
+    const size_t cwb = sl_cpu_matvec_cols_work_bytes(wd->type, F, nb_max);
+    if (F > h->idx_cap) {
+        int32_t *p = realloc(h->idx, (size_t)F * sizeof *p);
+        if (!p) return sl_error_set(err, SL_ERR_NOMEM, "relu ffn: out of memory");
+        h->idx = p, h->idx_cap = F;
+    }
+    if (cwb > h->cols_work_bytes) {
+        void *p = realloc(h->cols_work, cwb);
+        if (!p) return sl_error_set(err, SL_ERR_NOMEM, "relu ffn: out of memory (%zu bytes)", cwb);
+        h->cols_work = p, h->cols_work_bytes = cwb;
+    }
+    for (int64_t b = 0; b < n; b += MM_BATCH) {
+        const int64_t nb = n - b < MM_BATCH ? n - b : MM_BATCH;
+        sl_status st = relu_chunk(h, wg, wu, wd, in + b * E, nb, g + b * F, u + b * F,
+                                  y + b * O, cnt, err);
+        if (st) {
+            char why[SL_ERROR_MSG_BYTES];
+            snprintf(why, sizeof why, "%s", err ? err->msg : "");
+            return sl_error_set(err, st, "relu ffn '%s': %s", wd->name, why);
+        }
+    }
+    return SL_OK;
 }
 
 static sl_status h_rope(sl__dx *x, float *v, int64_t n_tok, int32_t n_head, int32_t head_dim,
@@ -222,6 +318,8 @@ static void h_destroy(sl__dx *x)
     dx_host *h = (dx_host *)x;
     free(h->work);
     free(h->assign);
+    free(h->idx);
+    free(h->cols_work);
     free(h);
 }
 
@@ -229,7 +327,8 @@ static void h_destroy(sl__dx *x)
 static const sl__dx_vt host_vt = {
     .mm = h_mm, .rms_norm = h_rms_norm, .add = h_add, .add_rows = h_add_rows, .scale = h_scale,
     .glu = h_glu, .rope = h_rope, .kv_store = h_kv_store, .attn = h_attn, .router = h_router,
-    .moe = h_moe, .gated_add = h_gated_add, .argmax = h_argmax, .destroy = h_destroy};
+    .moe = h_moe, .gated_add = h_gated_add, .argmax = h_argmax, .relu_ffn = h_relu_ffn,
+    .destroy = h_destroy};
 
 static sl_status create(sl_device *dev, sl_stream *stream,
                         const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
@@ -239,6 +338,7 @@ static sl_status create(sl_device *dev, sl_stream *stream,
     dx_host *h = calloc(1, sizeof *h);
     if (!h) return sl_error_set(err, SL_ERR_NOMEM, "executor: out of memory");
     h->base.vt = &host_vt;
+    h->base.sparse_ffn = !mv->f32_act;
     h->ops = *ops;
     h->mv = *mv;
     h->pool = pool;

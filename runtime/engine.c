@@ -536,8 +536,9 @@ fail:
 void sl_ctx_destroy(sl_ctx *c)
 {
     if (!c) return;
-    for (int32_t il = 0; c->nstats && il < c->m->hp.n_layer; il++)
-        sl_neuron_stats_free(&c->nstats[il]);
+    const int32_t n_ns = c->m->hp.n_layer * (c->m->hp.n_expert ? c->m->hp.n_expert : 1);
+    for (int32_t i = 0; c->nstats && i < n_ns; i++) sl_neuron_stats_free(&c->nstats[i]);
+    sl_moe_set_neuron_stats(c->moe, NULL, 0, 0);
     free(c->nstats);
     sl_swap_step_begin(&c->m->gate); /* gives arena blocks back */
     sl__ctx_dev_destroy(c);
@@ -552,23 +553,29 @@ void sl_ctx_destroy(sl_ctx *c)
     free(c);
 }
 
-/* neuron_stats: one record per layer, of the dense FFN's width. */
+/* neuron_stats: one record per layer, of the dense FFN's width; with routed experts one per
+ * layer and expert ([n_layer][n_expert], each n_ff_exp wide), filled by the CPU MoE scheduler
+ * (moe.h sl_moe_set_neuron_stats). */
 static sl_status nstats_create(sl_ctx *c, sl_error *err)
 {
     const sl_model *m = c->m;
-    if (m->hp.n_expert)
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: neuron statistics cover dense FFNs; "
-                            "this model has routed experts", m->path);
-    c->nstats = calloc((size_t)m->hp.n_layer, sizeof *c->nstats);
+    const int32_t X = m->hp.n_expert, n = m->hp.n_layer * (X ? X : 1);
+    if (X && (!c->moe || strcmp(sl_moe_name(c->moe), "cpu")))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: per-expert neuron statistics are "
+                            "recorded by the cpu MoE scheduler only (this context runs '%s')",
+                            m->path, c->moe ? sl_moe_name(c->moe) : "none");
+    c->nstats = calloc((size_t)n, sizeof *c->nstats);
     if (!c->nstats) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (neuron stats)");
-    for (int32_t il = 0; il < m->hp.n_layer; il++) {
-        sl_status st = sl_neuron_stats_init(&c->nstats[il], m->layers[il].ffn_up->ne[1], err);
+    for (int32_t i = 0; i < n; i++) {
+        const int64_t F = X ? m->hp.n_ff_exp : m->layers[i].ffn_up->ne[1];
+        sl_status st = sl_neuron_stats_init(&c->nstats[i], F, err);
         if (st) return st;
     }
+    if (X) sl_moe_set_neuron_stats(c->moe, c->nstats, m->hp.n_layer, X);
     return SL_OK;
 }
 
-sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int64_t *n_neuron,
+sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int32_t expert, int64_t *n_neuron,
                               uint64_t *n_tokens, const uint64_t **active,
                               const double **mag_sum, sl_error *err)
 {
@@ -580,7 +587,11 @@ sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int64_t *n_neuron,
     if (il < 0 || il >= c->m->hp.n_layer)
         return sl_error_set(err, SL_ERR_RANGE, "sl_ctx_neuron_stats: layer %d outside [0, %d)",
                             il, c->m->hp.n_layer);
-    const sl_neuron_stats *s = &c->nstats[il];
+    const int32_t X = c->m->hp.n_expert;
+    if ((expert < 0) != (X == 0) || expert >= X)
+        return sl_error_set(err, SL_ERR_RANGE, "sl_ctx_neuron_stats: expert %d of a model with "
+                            "%d routed experts (-1: the dense FFN)", expert, X);
+    const sl_neuron_stats *s = &c->nstats[X ? il * X + expert : il];
     *n_neuron = s->n_neuron;
     *n_tokens = s->n_tokens;
     *active = s->active;

@@ -65,10 +65,22 @@ static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
 {
     const sl__dx_vt *vt = o->dx->vt;
     const int64_t F = wg->ne[1];
+    const sl_moe_act act = c->m->hp.act;
     sl_status st;
+    /* ReLU: the neurons no token activates are skipped, exactly (dx.h relu_ffn) */
+    if (act == SL_MOE_RELU && o->dx->sparse_ffn && !c->opt.relu_dense) {
+        uint64_t cnt[3] = {0, 0, 0};
+        st = vt->relu_ffn(o->dx, wg, wu, wd, o->xn, n, o->g, o->u, out, cnt, err);
+        c->stats.ffn_neurons += cnt[0];
+        c->stats.ffn_neurons_zero += cnt[1];
+        c->stats.ffn_neurons_skipped += cnt[2];
+        if (!st && c->nstats && il >= 0 && o == &c->host)
+            sl_neuron_stats_add(&c->nstats[il], o->g, n);
+        return st;
+    }
     if ((st = vt->mm(o->dx, wg, o->xn, n, o->g, err)) ||
         (st = vt->mm(o->dx, wu, o->xn, n, o->u, err)) ||
-        (st = vt->glu(o->dx, c->m->tr->act, o->g, o->u, F * n, err)))
+        (st = vt->glu(o->dx, act, o->g, o->u, F * n, err)))
         return st;
     /* the profile of hot/cold placement: whole FFNs computed on the host (il < 0: a part) */
     if (c->nstats && il >= 0 && o == &c->host) sl_neuron_stats_add(&c->nstats[il], o->g, n);

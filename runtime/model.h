@@ -85,7 +85,12 @@ typedef struct sl__hparams {
     float yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
     int32_t n_ctx_orig;
     float attn_scale;       /* 0: 1/sqrt(head_dim) */
+    sl_moe_act act;         /* the dense FFN's activation: traits.act, or SL_MOE_RELU from
+                               SL_FFN_ACT_KEY (arch.c) */
 } sl__hparams;
+
+/* Sluice's metadata key for a dense FFN's activation ("relu", "silu"; arch.c says why) */
+#define SL_FFN_ACT_KEY "sluice.feed_forward_activation"
 
 typedef struct sl__layer {
     sl_weight *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *q_norm, *k_norm, *attn_post_norm;
@@ -227,6 +232,15 @@ sl_status sl__weight_dequant_f32(const sl_weight *w, uint32_t file_type, const v
  * frees the host copy (pool block or owned buffer) or keeps it as a runtime's host floor
  * (sl__floor_keep), and makes w device-resident. */
 sl_status sl__weight_to_device(sl_model *m, sl_weight *w, sl_error *err);
+/* Live reload of a hot/cold split layer (reload.c): rebuilds L's compact hot (device) and
+ * cold (host) parts from new host bytes of its whole gate/up/down (data[p], type[p],
+ * nbytes[p]; borrowed, p = 0 gate, 1 up, 2 down; down's granule must be the split's) with the
+ * same hot granules, then frees the old parts and makes the three weights' records say the
+ * new types. On failure (SL_ERR_NOMEM: no room for the new parts beside the old) L is as it
+ * was. */
+sl_status sl__weight_resplit(sl_model *m, sl__layer *L, const void *const data[3],
+                             const uint32_t type[3], const uint64_t nbytes[3],
+                             const bool converted[3], sl_error *err);
 /* Frees the blocks and buffer of s (NULL data, no blocks afterwards). */
 void sl__weight_storage_release(sl_model *m, sl_weight_storage *s);
 /* Frees every weight's memory (host pool, converted copies, device blocks). */

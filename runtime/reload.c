@@ -9,11 +9,17 @@
  * storage only) are dropped as unchanged. A stat after the reads that differs from the one
  * before means the file was being rewritten: everything staged from it is dropped and the file
  * stays "changed". Commit (gate held exclusively): REATTACH first, then IN_PLACE, then PRIVATE;
- * sibling expert tensors are then put back on one side; expert pointers, moe descriptions,
- * plan record and info are refreshed; the epoch is bumped so contexts refresh what they cache.
+ * sibling expert tensors are then put back on one side. Before these, a hot/cold split layer
+ * (placement hot-cold) whose gate, up or down changed is split again from the new bytes of all
+ * three with the same hot neurons (sl__weight_resplit: new compact parts, device copies
+ * included), which gives the logits of a fresh open of the new file with the same index.
+ * Expert pointers, moe descriptions, plan record and info are refreshed; the epoch is bumped
+ * so contexts refresh what they cache.
  *
  * Rules specific to the engine (refused with a message, tensor untouched):
- *   a tensor of a hot/cold split FFN (its compact parts would have to be rebuilt: reopen);
+ *   a tensor of a hot/cold split FFN whose down's new type has another block size (the
+ *   split's granule), or whose gate/up/down did not all come from the rewritten files
+ *   (their bytes are gone after the split: the parts are rebuilt from all three);
  *   rope_freqs.weight (contexts copy it at creation);
  *   per-expert tensors whose types would differ between experts of one layer (sl_moe_layer
  *   has one type per projection);
@@ -37,6 +43,7 @@
 #include "runtime/ctx.h"
 #include "runtime/model.h"
 #include "runtime/parse.h"
+#include "scheduler/ffn_split.h"
 
 typedef struct staged {
     sl_weight *w;
@@ -49,6 +56,7 @@ typedef struct staged {
     float *f32;                 /* converted copy (owned until committed), or NULL */
     double seconds;
     uint64_t file_size;
+    bool resplit;               /* a tensor of a hot/cold split FFN: rebuilt by resplit() */
 } staged;
 
 typedef struct reload_run {
@@ -139,15 +147,16 @@ static bool is_routed(const sl_model *m, const sl_weight *w, int32_t *layer)
     return false;
 }
 
-static bool in_split_layer(const sl_model *m, const sl_weight *w)
+/* The split layer holding w among its gate/up/down, or NULL. */
+static sl__layer *split_layer_of(const sl_model *m, const sl_weight *w)
 {
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
-        const sl__layer *L = &m->layers[il];
+        sl__layer *L = &m->layers[il];
         if (L->n_hot && (w == L->ffn_gate || w == L->ffn_up || w == L->ffn_down) &&
             w->residency == SL_RES_PARTS)
-            return true;
+            return L;
     }
-    return false;
+    return NULL;
 }
 
 /* Stages weight w from the fresh handle g (tensor nt). false: out of memory for the report. */
@@ -163,9 +172,16 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
     const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
     if (act == SL_SWAP_REFUSED)
         return refuse(r, w, new_type, "%s", "logical shape differs from the loaded tensor's");
-    if (w->residency == SL_RES_PARTS || in_split_layer(m, w))
-        return refuse(r, w, new_type, "%s", "its FFN is split hot/cold (placement hot-cold): "
-                      "the compact parts are not rebuilt by a reload; reopen the model");
+    const sl__layer *SL = split_layer_of(m, w);
+    if (SL && w == SL->ffn_down &&
+        sl_ffn_split_granule(new_type) != sl_ffn_split_granule(w->type)) {
+        char why[160];
+        snprintf(why, sizeof why, "its FFN is split hot/cold in blocks of %lld neurons (its "
+                 "type's); type %s has blocks of %lld: reopen the model",
+                 (long long)sl_ffn_split_granule(w->type), type_name(new_type),
+                 (long long)sl_ffn_split_granule(new_type));
+        return refuse(r, w, new_type, "%s", why);
+    }
     if (w == m->rope_freqs)
         return refuse(r, w, new_type, "%s", "rope frequency factors are copied by contexts at "
                       "creation; reopen the model");
@@ -190,6 +206,11 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
         return refuse(r, w, new_type, "reading it: %s", e.msg);
     }
     r->rep->bytes_read += nt->nbytes;
+    if (SL) { /* its bytes were dropped by the split: nothing to compare, resplit() applies */
+        s.resplit = true;
+        s.seconds = now_s() - t0;
+        goto keep;
+    }
     /* equal bytes in the same type and size: nothing to do (only where the host can look) */
     if (act == SL_SWAP_IN_PLACE && new_type == w->type && new_bytes == w->nbytes &&
         host_addressable(m, w->residency) && w->data &&
@@ -213,6 +234,7 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
         w->file_size = r->file.size;
         return true;
     }
+keep:
     if (r->n_s == r->cap_s) {
         const size_t cap = r->cap_s ? 2 * r->cap_s : 16;
         staged *n = realloc(r->s, cap * sizeof *n);
@@ -554,6 +576,88 @@ static sl_status siblings(reload_run *r, sl_error *err)
     return SL_OK;
 }
 
+/* Split layers whose gate/up/down changed: each is split again from the new bytes of all
+ * three (the staged ones; a projection not staged has no bytes left, so the layer is refused),
+ * and its staged entries leave the list. */
+static sl_status resplit(reload_run *r, sl_error *err)
+{
+    sl_model *m = r->m;
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        sl__layer *L = &m->layers[il];
+        sl_weight *proj[3] = {L->ffn_gate, L->ffn_up, L->ffn_down};
+        staged *sp[3] = {NULL, NULL, NULL};
+        bool any = false;
+        for (size_t i = 0; i < r->n_s; i++)
+            for (int p = 0; p < 3; p++)
+                if (r->s[i].resplit && r->s[i].w == proj[p]) sp[p] = &r->s[i], any = true;
+        if (!any) continue;
+        const double t0 = now_s();
+        sl_status st = SL_OK;
+        char why[SL_ERROR_MSG_BYTES] = "";
+        if (!sp[0] || !sp[1] || !sp[2]) {
+            snprintf(why, sizeof why, "its FFN is split hot/cold and is rebuilt from gate, up "
+                     "and down together, but '%s' did not change with it (it lives in another "
+                     "file): reopen the model", proj[!sp[0] ? 0 : !sp[1] ? 1 : 2]->name);
+        } else {
+            const void *data[3];
+            uint32_t type[3];
+            uint64_t nbytes[3];
+            bool conv[3];
+            for (int p = 0; p < 3; p++) {
+                data[p] = staged_bytes(sp[p]);
+                type[p] = sp[p]->new_type;
+                nbytes[p] = sp[p]->new_bytes;
+                conv[p] = sp[p]->f32 != NULL;
+            }
+            uint32_t old_type[3];
+            uint64_t old_bytes[3];
+            for (int p = 0; p < 3; p++) old_type[p] = proj[p]->type, old_bytes[p] = proj[p]->nbytes;
+            sl_error e;
+            st = sl__weight_resplit(m, L, data, type, nbytes, conv, &e);
+            if (st == SL_ERR_NOMEM) {
+                snprintf(why, sizeof why, "rebuilding its hot/cold parts: %s", e.msg);
+                st = SL_OK;
+            } else if (st) {
+                return sl_error_set(err, st, "layer %d: rebuilding its hot/cold parts: %s", il,
+                                    e.msg);
+            } else {
+                for (int p = 0; p < 3; p++) {
+                    sl_weight *w = proj[p];
+                    w->file_type = sp[p]->new_file_type;
+                    w->file_offset = sp[p]->nt->file_offset;
+                    w->file_nbytes = sp[p]->nt->nbytes;
+                    w->mtime_sec = sp[p]->nt->mtime_sec;
+                    w->mtime_nsec = sp[p]->nt->mtime_nsec;
+                    w->file_size = sp[p]->file_size;
+                    sl_reload_entry *en = add_entry(r->rep, w->name, old_type[p] == w->type
+                                                    ? SL_RELOAD_IN_PLACE : SL_RELOAD_PRIVATE);
+                    if (!en) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
+                    en->old_type = old_type[p];
+                    en->new_type = w->type;
+                    en->old_bytes = old_bytes[p];
+                    en->new_bytes = w->nbytes;
+                    en->where = "hot/cold parts (device + host)";
+                    en->seconds = sp[p]->seconds + (now_s() - t0) / 3;
+                    r->rep->n_reloaded++;
+                }
+                r->rep->changed = true;
+            }
+        }
+        for (int p = 0; p < 3; p++) {
+            if (!sp[p]) continue;
+            if (why[0]) refuse(r, sp[p]->w, sp[p]->new_type, "%s", why);
+            sp[p]->act = SL_SWAP_NONE; /* dropped below */
+        }
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < r->n_s; i++) {
+        if (r->s[i].resplit) staged_free(m, &r->s[i]);
+        else r->s[k++] = r->s[i];
+    }
+    r->n_s = k;
+    return SL_OK;
+}
+
 static int by_action(const void *a, const void *b)
 {
     const staged *x = a, *y = b;
@@ -569,7 +673,9 @@ static void refresh_plan(sl_model *m)
     m->plan.device_bytes = m->plan.host_bytes = 0;
     for (size_t i = 0; i < m->n_w; i++) {
         const sl_weight *w = &m->w[i];
-        if (w->residency == SL_RES_PARTS) {
+        if (w->residency == SL_RES_PARTS) { /* its type may have changed (resplit) */
+            m->place_t[i].bytes = w->nbytes;
+            m->place_t[i].type_name = type_name(w->type);
             m->plan.device_bytes += (uint64_t)((double)m->place_t[i].bytes * m->plan.hot_frac[i]);
             m->plan.host_bytes += m->place_t[i].bytes -
                 (uint64_t)((double)m->place_t[i].bytes * m->plan.hot_frac[i]);
@@ -631,8 +737,9 @@ static sl_status commit_runtime(reload_run *r, sl_error *err)
 static sl_status commit(reload_run *r, sl_error *err)
 {
     sl_model *m = r->m;
+    sl_status st = resplit(r, err);
+    if (st) return st;
     qsort(r->s, r->n_s, sizeof *r->s, by_action);
-    sl_status st = SL_OK;
     for (size_t i = 0; i < r->n_s && !st; i++) st = apply(r, &r->s[i], err);
     if (!st) st = siblings(r, err);
     if (!st) st = sl__model_refresh_pointers(m, err);

@@ -282,6 +282,10 @@ typedef struct sl_ctx_options {
     /* record per-neuron activation statistics of the dense FFNs computed on the host
      * (sl_ctx_neuron_stats; scheduler/neuron_stats.h): the profile of hot/cold placement */
     bool neuron_stats;
+    /* ReLU FFNs (a file with sluice.feed_forward_activation "relu"): compute every neuron
+     * instead of skipping those whose gate output is <= 0 — the dense baseline the exact
+     * sparse path is checked and benchmarked against (same logits, bit for bit) */
+    bool relu_dense;
 } sl_ctx_options;
 sl_ctx_options sl_ctx_options_default(void);
 
@@ -301,10 +305,12 @@ const float *sl_ctx_logits(const sl_ctx *c, int64_t i);
 int32_t sl_ctx_n_past(const sl_ctx *c);
 /* Forgets positions >= n_past (n_past = 0 clears the cache). */
 sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err);
-/* Layer il's FFN neuron statistics so far (needs the neuron_stats option and a dense model;
- * valid until the next eval): n_neuron neurons, n_tokens evaluations, per neuron how many
- * found it active and the sum of its |activation|. */
-sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int64_t *n_neuron,
+/* Layer il's FFN neuron statistics so far (needs the neuron_stats option; valid until the next
+ * eval): n_neuron neurons, n_tokens evaluations, per neuron how many found it active and the
+ * sum of its |activation|. expert: -1 for a dense model's FFN; with routed experts the
+ * expert's (0 .. n_expert-1; n_tokens: the tokens routed to it; recorded by the cpu MoE
+ * scheduler only), SL_ERR_RANGE otherwise. */
+sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int32_t expert, int64_t *n_neuron,
                               uint64_t *n_tokens, const uint64_t **active,
                               const double **mag_sum, sl_error *err);
 
@@ -347,6 +353,10 @@ typedef struct sl_ctx_stats {
     uint64_t expert_fetches, expert_fallbacks, expert_cache_lookups, expert_cache_hits;
     uint64_t copies, copy_bytes;
     double copy_overlap_pct;
+    /* ReLU FFNs (dx.h relu_ffn): token x neuron pairs computed through them, those whose
+     * gate output was <= 0 (the exact sparsity), and those whose up row and down column were
+     * skipped (no token of the step activated the neuron; == zero for one-token decode) */
+    uint64_t ffn_neurons, ffn_neurons_zero, ffn_neurons_skipped;
 } sl_ctx_stats;
 void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 /* Writes the MoE scheduler's recorded copy/compute spans as Chrome/Perfetto trace JSON (the

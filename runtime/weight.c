@@ -117,6 +117,10 @@ static sl_status load_index(sl_model *m, const char *path, float *frac, sl_error
     sl_status st = sl_gpuidx_read(path, (uint32_t)n_layer, n_neuron, &idx, err);
     free(n_neuron);
     if (st) return st;
+    if (idx.n_expert > 1)
+        st = sl_error_set(err, SL_ERR_RANGE, "%s: an index of %u experts' neurons "
+                          "(generic.gpu_index.expert_count) for the dense model %s", path,
+                          idx.n_expert, m->path);
     for (int32_t il = 0; il < n_layer && !st; il++) {
         sl__layer *L = &m->layers[il];
         const int64_t F = L->ffn_up->ne[1];
@@ -440,6 +444,7 @@ static sl_status make_part(sl_model *m, const sl__layer *L, int proj, bool hot, 
 {
     const sl_weight *orig = proj == 0 ? L->ffn_gate : proj == 1 ? L->ffn_up : L->ffn_down;
     *pw = *orig;
+    pw->orig_set = pw->swapped = pw->fallback = false; /* a part has no live-reload history */
     pw->h_block = pw->d_block = SL_BLOCK_NONE;
     pw->h_owned = NULL;
     pw->n_dims = 2;
@@ -514,6 +519,50 @@ static void free_parts(sl_model *m, sl__layer *L)
         memset(w, 0, sizeof *w);
         w->h_block = w->d_block = SL_BLOCK_NONE;
     }
+}
+
+sl_status sl__weight_resplit(sl_model *m, sl__layer *L, const void *const data[3],
+                             const uint32_t type[3], const uint64_t nbytes[3],
+                             const bool converted[3], sl_error *err)
+{
+    sl_weight *orig[3] = {L->ffn_gate, L->ffn_up, L->ffn_down};
+    if (!L->n_hot || sl_ffn_split_granule(type[2]) != sl_ffn_split_granule(L->ffn_down->type))
+        return sl_error_set(err, SL_ERR_INVALID, "'%s': not split, or its new type changes "
+                            "the split's granule", L->ffn_down->name);
+    /* the new parts are built beside the old ones, so a failure leaves the layer working */
+    sl__layer old = *L;
+    sl_weight saved[3];
+    for (int p = 0; p < 3; p++) {
+        saved[p] = *orig[p];
+        orig[p]->data = data[p];
+        orig[p]->type = type[p];
+        orig[p]->nbytes = nbytes[p];
+        orig[p]->converted = converted[p];
+        if (!converted[p]) orig[p]->file_type = type[p]; /* the parts copy it (validate) */
+        orig[p]->residency = SL_RES_HOST;
+        orig[p]->h_block = orig[p]->d_block = SL_BLOCK_NONE;
+        orig[p]->h_owned = NULL; /* borrowed: split_layer frees nothing of it */
+    }
+    for (int i = 0; i < 3; i++) {
+        memset(&L->split_hot[i], 0, sizeof L->split_hot[i]);
+        memset(&L->split_cold[i], 0, sizeof L->split_cold[i]);
+        L->split_hot[i].h_block = L->split_hot[i].d_block = SL_BLOCK_NONE;
+        L->split_cold[i].h_block = L->split_cold[i].d_block = SL_BLOCK_NONE;
+    }
+    staging sg = {0};
+    sl_status st = split_layer(m, L, &sg, err);
+    const sl_status fs = staging_flush(m, &sg, st ? NULL : err);
+    staging_free(m, &sg);
+    if (!st) st = fs;
+    if (st) {
+        free_parts(m, L);
+        memcpy(L->split_hot, old.split_hot, sizeof L->split_hot);
+        memcpy(L->split_cold, old.split_cold, sizeof L->split_cold);
+        for (int p = 0; p < 3; p++) *orig[p] = saved[p];
+        return st;
+    }
+    free_parts(m, &old);
+    return SL_OK;
 }
 
 static void progress(const sl_model *m, uint64_t done, uint64_t total, bool final)

@@ -27,6 +27,7 @@
 static const char k_arch[] = "generic.gpu_index";
 static const char k_key_arch[] = "general.architecture";
 static const char k_key_vram[] = "split.vram_capacity";
+static const char k_key_experts[] = "generic.gpu_index.expert_count"; /* MoE (gpuidx.h) */
 
 enum { NAME_BYTES = 64 /* GGUF tensor names are at most 63 bytes */ };
 
@@ -103,6 +104,10 @@ sl_status sl_gpuidx_validate(const sl_gpuidx *idx, sl_error *err)
                             idx->n_layer, idx->layers ? "set" : "NULL");
     for (uint32_t l = 0; l < idx->n_layer; l++) {
         const sl_gpuidx_layer *L = &idx->layers[l];
+        if (idx->n_expert > 1 && L->n_neuron % idx->n_expert)
+            return sl_error_set(err, SL_ERR_INVALID, "gpuidx: layer %u: %" PRIu32 " neurons "
+                                "are not %" PRIu32 " experts' worth", l, L->n_neuron,
+                                idx->n_expert);
         if (L->n_neuron > INT32_MAX || L->n_hot > L->n_neuron)
             return sl_error_set(err, SL_ERR_INVALID, "gpuidx: layer %u: n_hot %" PRIu32
                                 " of n_neuron %" PRIu32, l, L->n_hot, L->n_neuron);
@@ -146,7 +151,20 @@ typedef struct rd {
     const sl_gguf *g;
     const char *file;
     sl_error *err;
+    uint32_t n_expert;  /* > 1: a MoE index, entries are named by expert and neuron too */
+    uint32_t n_ff;      /* the current layer's neurons per expert (MoE) */
+    char where[64];     /* " (expert e, neuron j)" of the last entry named, or "" */
 } rd;
+
+/* " (expert e, neuron j)" for flat entry i of a MoE layer, "" for a dense one. */
+static const char *at(rd *r, uint32_t i)
+{
+    r->where[0] = 0;
+    if (r->n_expert > 1 && r->n_ff)
+        snprintf(r->where, sizeof r->where, " (expert %" PRIu32 ", neuron %" PRIu32 ")",
+                 i / r->n_ff, i % r->n_ff);
+    return r->where;
+}
 
 static int32_t i32_at(const void *data, uint64_t i)
 {
@@ -213,7 +231,7 @@ static sl_status block_count(const rd *r, bool *has, uint64_t *n)
 }
 
 /* Fills L from layer `l`'s two tensors after checking every entry. */
-static sl_status read_layer(const rd *r, uint32_t l, const sl_gguf_tensor *ti,
+static sl_status read_layer(rd *r, uint32_t l, const sl_gguf_tensor *ti,
                             const sl_gguf_tensor *tb, uint32_t expect_n, sl_gpuidx_layer *L)
 {
     uint32_t n, n_b;
@@ -223,6 +241,12 @@ static sl_status read_layer(const rd *r, uint32_t l, const sl_gguf_tensor *ti,
         return sl_error_set(r->err, SL_ERR_RANGE,
                             "%s: layer %u: wrong length: %s has %" PRIu32 " entries, the model's "
                             "FFN has %" PRIu32 " neurons", r->file, l, ti->name, n, expect_n);
+    if (r->n_expert > 1 && n % r->n_expert)
+        return sl_error_set(r->err, SL_ERR_FORMAT,
+                            "%s: layer %u: %s has %" PRIu32 " entries, not a multiple of "
+                            "%s = %" PRIu32, r->file, l, ti->name, n, k_key_experts,
+                            r->n_expert);
+    r->n_ff = r->n_expert > 1 ? n / r->n_expert : 0;
     const void *di = n ? sl_gguf_tensor_view(r->g, ti) : NULL;
     const void *db = n_b ? sl_gguf_tensor_view(r->g, tb) : NULL;
     if ((n && !di) || (n_b && !db))
@@ -236,8 +260,8 @@ static sl_status read_layer(const rd *r, uint32_t l, const sl_gguf_tensor *ti,
         int32_t v = i32_at(di, i);
         if (v != 0 && v != 1)
             return sl_error_set(r->err, SL_ERR_FORMAT,
-                                "%s: layer %u: %s[%" PRIu32 "] = %" PRId32 ", expected 0 or 1",
-                                r->file, l, ti->name, i, v);
+                                "%s: layer %u: %s[%" PRIu32 "] = %" PRId32 "%s, expected 0 or 1",
+                                r->file, l, ti->name, i, v, at(r, i));
         L->hot[i] = (uint8_t)v;
         n_hot += (uint32_t)v;
     }
@@ -253,18 +277,19 @@ static sl_status read_layer(const rd *r, uint32_t l, const sl_gguf_tensor *ti,
         int32_t prev = k ? (int32_t)L->hot_list[k - 1] : -1;
         if (v == prev)
             return sl_error_set(r->err, SL_ERR_FORMAT,
-                                "%s: layer %u: duplicate: %s[%" PRIu32 "] = %" PRId32 " repeats "
-                                "entry %" PRIu32, r->file, l, tb->name, k, v, k - 1);
+                                "%s: layer %u: duplicate: %s[%" PRIu32 "] = %" PRId32 "%s "
+                                "repeats entry %" PRIu32, r->file, l, tb->name, k, v,
+                                at(r, (uint32_t)v), k - 1);
         if (v < prev)
             return sl_error_set(r->err, SL_ERR_FORMAT,
                                 "%s: layer %u: unsorted bucket: %s[%" PRIu32 "] = %" PRId32
-                                " after %" PRId32 " (must ascend)", r->file, l, tb->name, k, v,
-                                prev);
+                                "%s after %" PRId32 " (must ascend)", r->file, l, tb->name, k,
+                                v, at(r, (uint32_t)v), prev);
         if (!L->hot[v])
             return sl_error_set(r->err, SL_ERR_FORMAT,
                                 "%s: layer %u: gpu_idx and gpu_bucket disagree: %s[%" PRIu32
-                                "] = %" PRId32 " but %s[%" PRId32 "] = 0", r->file, l, tb->name,
-                                k, v, ti->name, v);
+                                "] = %" PRId32 "%s but %s[%" PRId32 "] = 0", r->file, l,
+                                tb->name, k, v, at(r, (uint32_t)v), ti->name, v);
         L->hot_list[k] = (uint32_t)v;
     }
     if (n_b != n_hot) {
@@ -279,15 +304,31 @@ static sl_status read_layer(const rd *r, uint32_t l, const sl_gguf_tensor *ti,
             break;
         }
         return sl_error_set(r->err, SL_ERR_FORMAT,
-                            "%s: layer %u: gpu_idx and gpu_bucket disagree: %s[%" PRIu32 "] = 1 "
-                            "but %s omits %" PRIu32 " (%" PRIu32 " hot, %" PRIu32 " listed)",
-                            r->file, l, ti->name, i, tb->name, i, n_hot, n_b);
+                            "%s: layer %u: gpu_idx and gpu_bucket disagree: %s[%" PRIu32 "] = 1"
+                            "%s but %s omits %" PRIu32 " (%" PRIu32 " hot, %" PRIu32 " listed)",
+                            r->file, l, ti->name, i, at(r, i), tb->name, i, n_hot, n_b);
     }
     L->n_hot = n_b;
     return SL_OK;
 }
 
-static sl_status read_index(const rd *r, uint32_t expect_n_layer, const uint32_t *expect_n_neuron,
+/* generic.gpu_index.expert_count: absent (dense) or a u32 >= 2. */
+static sl_status expert_count(rd *r)
+{
+    r->n_expert = 0;
+    const sl_gguf_value *v = sl_gguf_find(r->g, k_key_experts);
+    if (!v) return SL_OK;
+    if (v->type != SL_GGUF_U32)
+        return sl_error_set(r->err, SL_ERR_TYPE, "%s: wrong type: %s is %s, expected u32",
+                            r->file, k_key_experts, sl_gguf_vtype_name(v->type));
+    if (v->v.u64 < 2 || v->v.u64 > INT32_MAX)
+        return sl_error_set(r->err, SL_ERR_FORMAT, "%s: %s = %" PRIu64 ", expected >= 2 (a "
+                            "dense index has no such key)", r->file, k_key_experts, v->v.u64);
+    r->n_expert = (uint32_t)v->v.u64;
+    return SL_OK;
+}
+
+static sl_status read_index(rd *r, uint32_t expect_n_layer, const uint32_t *expect_n_neuron,
                             sl_gpuidx *out)
 {
     sl_status s;
@@ -298,7 +339,8 @@ static sl_status read_index(const rd *r, uint32_t expect_n_layer, const uint32_t
                             r->file, k_key_vram, sl_gguf_vtype_name(vram->type));
     bool has_count;
     uint64_t n_layer = 0;
-    if ((s = block_count(r, &has_count, &n_layer))) return s;
+    if ((s = block_count(r, &has_count, &n_layer)) || (s = expert_count(r))) return s;
+    out->n_expert = r->n_expert;
     size_t n_t = sl_gguf_tensor_count(r->g);
     if (!has_count) n_layer = (n_t + 1) / 2;
     if (expect_n_layer && n_layer != expect_n_layer)
@@ -362,7 +404,7 @@ static void quiet(void *user, const char *msg)
 static sl_status read_from(sl_gguf *g, const char *file, uint32_t expect_n_layer,
                            const uint32_t *expect_n_neuron, sl_gpuidx *out, sl_error *err)
 {
-    rd r = {g, file, err};
+    rd r = {.g = g, .file = file, .err = err};
     sl_status s = read_index(&r, expect_n_layer, expect_n_neuron, out);
     if (s) sl_gpuidx_free(out);
     sl_gguf_close(g);
@@ -450,6 +492,8 @@ sl_status sl_gpuidx_write(const char *path, const sl_gpuidx *idx,
     if (!(s = sl_gguf_writer_set_str(w, k_key_arch, k_arch, err)) &&
         !(s = sl_gguf_writer_set_u32(w, key, idx->n_layer, err)) &&
         !(s = sl_gguf_writer_set_u64(w, k_key_vram, idx->vram_capacity_bytes, err)) &&
+        !(idx->n_expert > 1 && (s = sl_gguf_writer_set_u32(w, k_key_experts, idx->n_expert,
+                                                            err))) &&
         !(s = write_tensors(w, idx, err)))
         s = sl_gguf_writer_finish(w, err);
     sl_gguf_writer_destroy(w);

@@ -14,6 +14,15 @@
  * not by name, so the reader insists on that order. A layer with 0 or all neurons hot is "not
  * split" (the whole FFN is on one side; PowerInfer drops the bucket then).
  *
+ * Routed experts (Sluice's extension; PowerInfer has no MoE index): one more KV,
+ *   generic.gpu_index.expert_count  u32  X >= 2 experts per layer
+ * and the same two tensors per layer over the layer's X experts' neurons, expert-major:
+ *   blk.N.gpu_idx     [X * n_ff]  entry e * n_ff + j for neuron j of expert e
+ *   blk.N.gpu_bucket  [n_hot]     those flat indices, ascending (so grouped by expert)
+ * A file without the key is a dense index (X = 1), byte for byte what PowerInfer writes and
+ * reads; a MoE index keeps PowerInfer's layout, so its tools can still list it. Errors in a MoE
+ * index also name the expert and its neuron of the entry at fault.
+ *
  * Contract: pure functions of their arguments, no globals; safe from several threads on
  * different objects. Errors are SL_ERR_FORMAT (SL_ERR_TYPE for a wrong tensor type, SL_ERR_RANGE
  * for a mismatch with the model) with a message naming the file, the layer and the value. */
@@ -37,9 +46,11 @@ typedef struct sl_gpuidx_layer {
     uint32_t *hot_list;  /* [n_hot] ascending */
 } sl_gpuidx_layer;
 
-/* Invariant: layers has n_layer entries (NULL iff n_layer == 0), each valid as above. */
+/* Invariant: layers has n_layer entries (NULL iff n_layer == 0), each valid as above; with
+ * n_expert > 1 every layer's n_neuron is a multiple of n_expert (n_neuron / n_expert each). */
 typedef struct sl_gpuidx {
     uint32_t n_layer;
+    uint32_t n_expert;   /* experts per layer of a MoE index (>= 2); 0 or 1: dense */
     sl_gpuidx_layer *layers;
     uint64_t vram_capacity_bytes; /* split.vram_capacity; 0 when the file lacks it */
 } sl_gpuidx;
@@ -50,8 +61,9 @@ typedef struct sl_gpuidx_write_options {
     bool gguf_magic;
 } sl_gpuidx_write_options;
 
-/* Fills *out with n_layer layers of n_neuron[l] neurons, all cold. *out is overwritten (not
- * freed); on failure it is left empty. */
+/* Fills *out with n_layer layers of n_neuron[l] neurons, all cold, dense (n_expert 0; set it
+ * afterwards for a MoE index, n_neuron[l] then counting every expert's neurons). *out is
+ * overwritten (not freed); on failure it is left empty. */
 sl_status sl_gpuidx_init(sl_gpuidx *out, uint32_t n_layer, const uint32_t *n_neuron,
                          sl_error *err);
 /* Makes exactly the neurons hot_list[0..n_hot) of `layer` hot (ascending, distinct, in range,
@@ -66,8 +78,9 @@ sl_status sl_gpuidx_validate(const sl_gpuidx *idx, sl_error *err);
 void sl_gpuidx_free(sl_gpuidx *idx);
 
 /* Reads `path`. expect_n_layer: the model's layer count (0: take the file's). expect_n_neuron:
- * NULL, or expect_n_layer entries, each the layer's FFN width (0: don't check that layer);
- * ignored when expect_n_layer is 0.
+ * NULL, or expect_n_layer entries, each the layer's FFN width (0: don't check that layer;
+ * for a MoE index, experts x expert width); ignored when expect_n_layer is 0. The caller
+ * checks out->n_expert against its model.
  * On success *out owns new arrays (free with sl_gpuidx_free); on failure *out is empty. */
 sl_status sl_gpuidx_read(const char *path, uint32_t expect_n_layer,
                          const uint32_t *expect_n_neuron, sl_gpuidx *out, sl_error *err);

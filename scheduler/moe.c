@@ -37,6 +37,15 @@ sl_status sl_moe_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assig
     return s->vt->exec(s, L, a, n_assign, x, n_tok, out, err);
 }
 
+void sl_moe_set_neuron_stats(sl_moe_sched *s, sl_neuron_stats *stats, int32_t n_layer,
+                             int32_t n_expert)
+{
+    if (!s) return;
+    s->nstats = stats;
+    s->nstats_layers = stats ? n_layer : 0;
+    s->nstats_experts = stats ? n_expert : 0;
+}
+
 void sl_moe_stats_get(const sl_moe_sched *s, sl_moe_stats *out)
 {
     if (!out) return;

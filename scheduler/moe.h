@@ -31,11 +31,14 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/pool.h"
 #include "runtime/status.h"
+#include "scheduler/neuron_stats.h"
 
 typedef enum sl_moe_act {
     SL_MOE_SILU = 0,      /* SwiGLU: silu(gate) * up (llama, mixtral, qwen*, olmoe) */
     SL_MOE_GELU_TANH = 1, /* GeGLU with the tanh GELU */
     SL_MOE_SWIGLU_OAI = 2, /* gpt-oss's clamped SwiGLU (kernels/ref/ops.h sl_ref_swiglu_oai) */
+    SL_MOE_RELU = 3,      /* relu(gate) * up: ReLU-fied dense llama FFNs (ReluLLaMA, ProSparse;
+                           * runtime/arch.c), never routed experts */
 } sl_moe_act;
 
 /* One layer's experts. Matrices in ggml layout (kernels/ref/matvec.h): gate/up [n_ff][n_embd]
@@ -86,6 +89,12 @@ sl_status sl_moe_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assig
 
 /* Counters since creation. */
 void sl_moe_stats_get(const sl_moe_sched *s, sl_moe_stats *out);
+/* Per-expert neuron statistics (the profile of hot/cold placement for routed experts): from now
+ * on the CPU scheduler adds each expert group's activations act(g) * u to
+ * stats[layer * n_expert + expert] (borrowed, NULL: off; each of the layer's n_ff); the
+ * fetching scheduler records none. */
+void sl_moe_set_neuron_stats(sl_moe_sched *s, sl_neuron_stats *stats, int32_t n_layer,
+                             int32_t n_expert);
 /* "cpu", ... */
 const char *sl_moe_name(const sl_moe_sched *s);
 /* Forgets every copy of expert weights the scheduler keeps (the fetch scheduler's expert

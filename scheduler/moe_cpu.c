@@ -89,6 +89,12 @@ static sl_status run_group(moe_cpu *c, const sl_moe_layer *L, int32_t e, const s
         memcpy(c->x + i * E, x + (int64_t)a[idx[i]].token * E, (size_t)E * sizeof(float));
     sl_status st = sl__expert_gate_up(&c->ops, &c->mv, c->pool, L, e, L->gate[e], L->up[e], c->x,
                                       m, c->g, c->u, c->work, c->work_cap, err);
+    const sl_moe_sched *b = &c->base;
+    if (!st && b->nstats && L->layer >= 0 && L->layer < b->nstats_layers &&
+        e < b->nstats_experts) {
+        sl_neuron_stats *ns = &b->nstats[(int64_t)L->layer * b->nstats_experts + e];
+        if (ns->n_neuron == L->n_ff) sl_neuron_stats_add(ns, c->g, m);
+    }
     if (!st) st = sl__expert_down(&c->mv, c->pool, L, e, L->down[e], c->g, m, c->d, c->work,
                                   c->work_cap, err);
     if (st) return st;

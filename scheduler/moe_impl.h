@@ -20,6 +20,9 @@ typedef struct sl__moe_vtable {
 struct sl_moe_sched {
     const sl__moe_vtable *vt;
     sl_moe_stats stats;
+    /* sl_moe_set_neuron_stats: [n_layer][n_expert] records, or NULL */
+    sl_neuron_stats *nstats;
+    int32_t nstats_layers, nstats_experts;
 };
 
 #endif

@@ -59,7 +59,8 @@ class ReloadReport(Structure):  # sluice.h sl_reload_report
 
 class CtxOptions(Structure):
     _fields_ = [("n_ctx", c_int32), ("n_batch", c_int32), ("kv_f16", c_bool),
-                ("all_logits", c_bool), ("sched", c_char_p), ("neuron_stats", c_bool)]
+                ("all_logits", c_bool), ("sched", c_char_p), ("neuron_stats", c_bool),
+                ("relu_dense", c_bool)]
 
 
 class CtxStats(Structure):
@@ -71,6 +72,8 @@ class CtxStats(Structure):
         ("expert_fetches", c_uint64), ("expert_fallbacks", c_uint64),
         ("expert_cache_lookups", c_uint64), ("expert_cache_hits", c_uint64),
         ("copies", c_uint64), ("copy_bytes", c_uint64), ("copy_overlap_pct", c_double),
+        ("ffn_neurons", c_uint64), ("ffn_neurons_zero", c_uint64),
+        ("ffn_neurons_skipped", c_uint64),
     ]
 
 

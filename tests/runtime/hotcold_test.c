@@ -4,7 +4,8 @@
  * relative, two runs of the same split are bit-identical, a layer with no or all neurons hot is
  * not split, and bad indexes (wrong layer count, wrong width, a MoE model, no index at all)
  * fail the open with a message naming the file. The neuron statistics (profile) count
- * activations of every layer. */
+ * activations of every layer. A ReLU llama split hot/cold skips inactive neurons in both
+ * parts with the split-but-dense logits bit for bit. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 enum { N_TOK = 9 };
 static const int32_t k_tok[N_TOK] = {1, 17, 250, 3, 99, 42, 7, 128, 5};
 static char g_dir[256];
+static bool g_relu_dense; /* the contexts' relu_dense option */
 
 static float *run(const char *path, sl_placement pl, const char *idx, size_t *nv,
                   sl_status *st_out, char *msg)
@@ -42,6 +44,7 @@ static float *run(const char *path, sl_placement pl, const char *idx, size_t *nv
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = 32;
     co.all_logits = true;
+    co.relu_dense = g_relu_dense;
     sl_ctx *c = NULL;
     float *out = NULL;
     if (sl_ctx_create(m, &co, &c, &e) || sl_ctx_eval(c, k_tok, N_TOK, &e)) {
@@ -125,6 +128,46 @@ static void check_arch(const char *arch, uint32_t wtype, int g)
     free(base);
 }
 
+/* A ReLU llama split hot/cold on the sim device: each part skips its own inactive neurons
+ * (the sim executor is the host's), so the split gives the split-but-dense logits bit for bit;
+ * with SLUICE_ACT_F32 (dense parts) it matches the CPU within 1e-5 like any model. */
+static void check_relu(void)
+{
+    char path[512], idx[512];
+    snprintf(path, sizeof path, "%s/relu.gguf", g_dir);
+    snprintf(idx, sizeof idx, "%s/relu.gpuidx", g_dir);
+    tm_params p;
+    tm_defaults("llama", &p);
+    p.wtype = SL_GGML_Q8_0;
+    p.n_embd = 256;
+    p.n_ff = 1024;
+    p.head_dim = 64;
+    p.ffn_act = "relu";
+    sl_error e;
+    CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "%s", e.msg);
+    write_index(idx, p.n_layer, p.n_ff, 32, false, 11);
+    size_t n0 = 0, n1 = 0, n2 = 0;
+    float *base = run(path, SL_PLACE_CPU, NULL, &n0, NULL, NULL);
+    float *split = run(path, SL_PLACE_HOT_COLD, idx, &n1, NULL, NULL);
+    if (base && split) {
+        const double d = rel_diff(base, split, n0);
+        CHECK_MSG(d <= 1e-5, "relu: hot-cold differs from the CPU by %g relative", d);
+    }
+    free(base);
+    free(split);
+    unsetenv("SLUICE_ACT_F32");
+    float *sparse = run(path, SL_PLACE_HOT_COLD, idx, &n1, NULL, NULL);
+    g_relu_dense = true;
+    float *dense = run(path, SL_PLACE_HOT_COLD, idx, &n2, NULL, NULL);
+    g_relu_dense = false;
+    setenv("SLUICE_ACT_F32", "1", 1);
+    if (sparse && dense)
+        CHECK_MSG(n1 == n2 && !memcmp(sparse, dense, n1 * sizeof *sparse),
+                  "relu: the split's sparse and dense logits differ");
+    free(sparse);
+    free(dense);
+}
+
 static void check_errors(void)
 {
     char path[512], idx[512], msg[SL_ERROR_MSG_BYTES];
@@ -147,6 +190,20 @@ static void check_errors(void)
     write_index(idx, p.n_layer, p.n_ff * 2, 1, false, 1);
     CHECK(!run(path, SL_PLACE_HOT_COLD, idx, &n, &st, msg) && st != SL_OK);
     CHECK_CONTAINS(msg, "e3.gpuidx");
+    /* a MoE index (expert_count 2) whose width happens to equal the dense FFN's */
+    {
+        sl_gpuidx gi;
+        uint32_t *nn = malloc((size_t)p.n_layer * sizeof *nn);
+        for (int il = 0; il < p.n_layer; il++) nn[il] = (uint32_t)p.n_ff;
+        CHECK(sl_gpuidx_init(&gi, (uint32_t)p.n_layer, nn, &e) == SL_OK);
+        gi.n_expert = 2;
+        CHECK(sl_gpuidx_write(idx, &gi, NULL, &e) == SL_OK);
+        sl_gpuidx_free(&gi);
+        free(nn);
+        CHECK(!run(path, SL_PLACE_HOT_COLD, idx, &n, &st, msg) && st == SL_ERR_RANGE);
+        CHECK_CONTAINS(msg, "e3.gpuidx");
+        CHECK_CONTAINS(msg, "2 experts' neurons");
+    }
     /* the index beside the model is picked up (PowerInfer's name), by auto too */
     char beside[600];
     snprintf(beside, sizeof beside, "%s.generated.gpuidx", path);
@@ -167,24 +224,34 @@ static void check_errors(void)
     CHECK_CONTAINS(msg, "routed experts");
 }
 
-static void check_profile(void)
+/* A CPU context with neuron statistics on a test model of arch, written as prof_ARCH.gguf;
+ * *c NULL on failure (checked). */
+static void profile_ctx(const char *arch, tm_params *p, sl_model **m, sl_ctx **c)
 {
     char path[512];
-    tm_params p;
     sl_error e = {0};
-    tm_defaults("llama", &p);
-    snprintf(path, sizeof path, "%s/prof.gguf", g_dir);
-    CHECK(tm_write(&p, path, &e) == SL_OK);
+    tm_defaults(arch, p);
+    snprintf(path, sizeof path, "%s/prof_%s.gguf", g_dir, arch);
+    CHECK(tm_write(p, path, &e) == SL_OK);
     sl_model_options o = sl_model_options_default();
     o.placement = SL_PLACE_CPU;
     o.progress = false;
-    sl_model *m = NULL;
-    sl_ctx *c = NULL;
-    CHECK(sl_model_open(path, &o, &m, &e) == SL_OK);
+    *m = NULL;
+    *c = NULL;
+    CHECK(sl_model_open(path, &o, m, &e) == SL_OK);
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = 32;
     co.neuron_stats = true;
-    CHECK_MSG(m && sl_ctx_create(m, &co, &c, &e) == SL_OK, "%s", e.msg);
+    CHECK_MSG(*m && sl_ctx_create(*m, &co, c, &e) == SL_OK, "%s: %s", arch, e.msg);
+}
+
+static void check_profile(void)
+{
+    tm_params p;
+    sl_error e = {0};
+    sl_model *m;
+    sl_ctx *c;
+    profile_ctx("llama", &p, &m, &c);
     if (c) {
         CHECK(sl_ctx_eval(c, k_tok, N_TOK, &e) == SL_OK);
         for (int32_t il = 0; il < p.n_layer; il++) {
@@ -192,7 +259,7 @@ static void check_profile(void)
             uint64_t nt, sum = 0;
             const uint64_t *act;
             const double *mag;
-            CHECK(sl_ctx_neuron_stats(c, il, &nn, &nt, &act, &mag, &e) == SL_OK);
+            CHECK(sl_ctx_neuron_stats(c, il, -1, &nn, &nt, &act, &mag, &e) == SL_OK);
             CHECK(nn == p.n_ff && nt == N_TOK);
             for (int64_t j = 0; j < nn; j++) {
                 CHECK(act[j] <= nt && mag[j] >= 0);
@@ -207,7 +274,51 @@ static void check_profile(void)
         uint64_t nt;
         const uint64_t *act;
         const double *mag;
-        CHECK(sl_ctx_neuron_stats(c, p.n_layer, &nn, &nt, &act, &mag, &e) == SL_ERR_RANGE);
+        CHECK(sl_ctx_neuron_stats(c, p.n_layer, -1, &nn, &nt, &act, &mag, &e) == SL_ERR_RANGE);
+        CHECK(sl_ctx_neuron_stats(c, 0, 0, &nn, &nt, &act, &mag, &e) == SL_ERR_RANGE);
+    }
+    sl_ctx_destroy(c);
+    sl_model_close(m);
+}
+
+/* Routed experts (qwen3moe, mixtral): the cpu MoE scheduler records per layer and expert;
+ * every token is routed to k experts, so a layer's experts saw N_TOK * k tokens in all, and no
+ * neuron is active more often than its expert ran. A dense layer index (-1) is refused. */
+static void check_profile_moe(const char *arch)
+{
+    tm_params p;
+    sl_error e = {0};
+    sl_model *m;
+    sl_ctx *c;
+    profile_ctx(arch, &p, &m, &c);
+    if (c && sl_ctx_eval(c, k_tok, N_TOK, &e) == SL_OK) {
+        for (int32_t il = 0; il < p.n_layer; il++) {
+            uint64_t routed = 0, active = 0;
+            for (int32_t x = 0; x < p.n_expert; x++) {
+                int64_t nn;
+                uint64_t nt;
+                const uint64_t *act;
+                const double *mag;
+                CHECK(sl_ctx_neuron_stats(c, il, x, &nn, &nt, &act, &mag, &e) == SL_OK);
+                CHECK(nn == p.n_ff);
+                for (int64_t j = 0; j < nn; j++) {
+                    CHECK(act[j] <= nt && mag[j] >= 0 && (nt || mag[j] == 0));
+                    active += act[j];
+                }
+                routed += nt;
+            }
+            CHECK_MSG(routed == (uint64_t)N_TOK * (uint64_t)p.n_expert_used,
+                      "%s layer %d: %llu routed", arch, il, (unsigned long long)routed);
+            CHECK(active > 0);
+        }
+        int64_t nn;
+        uint64_t nt;
+        const uint64_t *act;
+        const double *mag;
+        CHECK(sl_ctx_neuron_stats(c, 0, -1, &nn, &nt, &act, &mag, &e) == SL_ERR_RANGE);
+        CHECK(sl_ctx_neuron_stats(c, 0, p.n_expert, &nn, &nt, &act, &mag, &e) == SL_ERR_RANGE);
+    } else {
+        CHECK_MSG(0, "%s: %s", arch, e.msg);
     }
     sl_ctx_destroy(c);
     sl_model_close(m);
@@ -221,7 +332,10 @@ int main(void)
     check_arch("gemma3", SL_GGML_F32, 1);
     check_arch("llama", SL_GGML_Q8_0, 32);
     check_arch("llama", SL_GGML_Q4_K, 256);
+    check_relu();
     check_errors();
     check_profile();
+    check_profile_moe("qwen3moe");
+    check_profile_moe("mixtral");
     return sl_test_finish("hotcold_test");
 }

@@ -1,9 +1,9 @@
 /* Live tensor swap (sl_reload_changed, scheduler/swap.h) on the sim device: every case of the
  * policy, each checked by logits that must equal a fresh load of the changed file bit for bit
- * (and the original's after a restore); a torn file; a many-shard model; the fetch scheduler's
- * expert cache; a stress run with one thread evaluating while another rewrites and
- * reloads; and models in a runtime (host floor and device copy replaced, shared floor left
- * alone). */
+ * (and the original's after a restore); a hot/cold split layer rebuilt from new bytes; a torn
+ * file; a many-shard model; the fetch scheduler's expert cache; a stress run with one thread
+ * evaluating while another rewrites and reloads; and models in a runtime (host floor and
+ * device copy replaced, shared floor left alone). */
 #include <glob.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -15,6 +15,7 @@
 
 #include "gguf/gguf.h"
 #include "runtime/sluice.h"
+#include "scheduler/gpuidx.h"
 #include "tests/runtime/testmodel.h"
 #include "tests/testing.h"
 #include "tools/lib/requant.h"
@@ -47,10 +48,12 @@ static void copy_file(const char *from, const char *to)
     CHECK(rename(tmp, to) == 0); /* atomic replace, as a careful user does */
 }
 
-static sl_model *open_model(const char *path, sl_placement pl)
+/* idx: the .gpuidx of placement hot-cold, else NULL */
+static sl_model *open_model_idx(const char *path, sl_placement pl, const char *idx)
 {
     sl_model_options o = sl_model_options_default();
     o.placement = pl;
+    o.gpu_index = idx;
     o.device = "sim";
     o.progress = false;
     o.n_threads = 1;
@@ -59,6 +62,11 @@ static sl_model *open_model(const char *path, sl_placement pl)
     sl_status st = sl_model_open(path, &o, &m, &e);
     CHECK_MSG(st == SL_OK, "%s: %s", path, e.msg);
     return m;
+}
+
+static sl_model *open_model(const char *path, sl_placement pl)
+{
+    return open_model_idx(path, pl, NULL);
 }
 
 /* Last-token logits of k_tokens from an empty cache, malloc'd. */
@@ -636,12 +644,92 @@ static void test_runtime(bool shared)
     free(l_q);
 }
 
+static float *split_logits(const char *path, const char *idx)
+{
+    sl_model *m = open_model_idx(path, SL_PLACE_HOT_COLD, idx);
+    float *l = m ? run_logits(m, NULL) : NULL;
+    sl_model_close(m);
+    return l;
+}
+
+/* A split layer's gate/up/down rewritten: its parts are rebuilt from the new bytes and the
+ * logits equal a fresh open of the new file with the same index — new bytes in the same type,
+ * a new type, and back; a down whose new type changes the granule is refused with its layer's
+ * gate/up, and the model keeps computing what it did. */
+static void test_split(void)
+{
+    const char *orig = tmp_path("s_orig.gguf"), *live = tmp_path("s_live.gguf");
+    const char *seed2 = tmp_path("s_seed2.gguf"), *q4 = tmp_path("s_q4.gguf");
+    const char *f16 = tmp_path("s_f16down.gguf"), *idx = tmp_path("s.gpuidx");
+    write_model("llama", SL_GGML_Q8_0, 1, NULL, 0, orig);
+    write_model("llama", SL_GGML_Q8_0, 2, NULL, 0, seed2);
+    requant(orig, q4, "blk\\.[01]\\.ffn_(gate|up|down)\\.weight", SL_GGML_Q4_0);
+    requant(orig, f16, "blk\\.0\\.ffn_down\\.weight", SL_GGML_F16);
+    sl_gpuidx gi;
+    sl_error e;
+    const uint32_t nn[2] = {128, 128};
+    uint32_t hot[64];
+    for (uint32_t j = 0; j < 64; j++) hot[j] = j < 32 ? j : 64 + j; /* granules 0 and 3 */
+    CHECK(sl_gpuidx_init(&gi, 2, nn, &e) == SL_OK);
+    for (uint32_t il = 0; il < 2; il++) CHECK(sl_gpuidx_set_layer(&gi, il, hot, 64, &e) == SL_OK);
+    CHECK_MSG(sl_gpuidx_write(idx, &gi, NULL, &e) == SL_OK, "%s", e.msg);
+    sl_gpuidx_free(&gi);
+    copy_file(orig, live);
+    sl_model *m = open_model_idx(live, SL_PLACE_HOT_COLD, idx);
+    if (!m) return;
+    const int V = n_vocab(m);
+    float *l_orig = run_logits(m, NULL), *l_seed2 = split_logits(seed2, idx);
+    float *l_q4 = split_logits(q4, idx);
+    CHECK(l_orig && l_seed2 && l_q4 && !same(l_orig, l_seed2, V) && !same(l_orig, l_q4, V));
+    sl_reload_report r;
+    copy_file(seed2, live); /* every tensor new, same types */
+    reload(m, &r);
+    const sl_reload_entry *en = find(&r, "blk.1.ffn_down.weight");
+    CHECK(r.changed && en && en->kind == SL_RELOAD_IN_PLACE && strstr(en->where, "hot/cold"));
+    sl_reload_report_free(&r);
+    float *l = run_logits(m, NULL);
+    CHECK_MSG(same(l, l_seed2, V), "split, new bytes: logits differ from a fresh open");
+    free(l);
+    copy_file(q4, live); /* the FFNs in a new type of the same granule */
+    reload(m, &r);
+    en = find(&r, "blk.0.ffn_up.weight");
+    CHECK(en && en->kind == SL_RELOAD_PRIVATE && en->old_type == SL_GGML_Q8_0 &&
+          en->new_type == SL_GGML_Q4_0);
+    sl_reload_report_free(&r);
+    l = run_logits(m, NULL);
+    CHECK_MSG(same(l, l_q4, V), "split, new type: logits differ from a fresh open");
+    free(l);
+    copy_file(f16, live); /* layer 0's down F16 (granule 1): layer 0 refused, layer 1 back */
+    reload(m, &r);
+    en = find(&r, "blk.0.ffn_down.weight");
+    CHECK(en && en->kind == SL_RELOAD_REFUSED && strstr(en->msg, "blocks of 32"));
+    en = find(&r, "blk.0.ffn_gate.weight");
+    CHECK(en && en->kind == SL_RELOAD_REFUSED && strstr(en->msg, "blk.0.ffn_down.weight"));
+    en = find(&r, "blk.1.ffn_gate.weight");
+    CHECK(en && en->kind == SL_RELOAD_PRIVATE && en->new_type == SL_GGML_Q8_0);
+    sl_reload_report_free(&r);
+    l = run_logits(m, NULL);
+    CHECK(l && !same(l, l_orig, V) && !same(l, l_q4, V));
+    free(l);
+    copy_file(orig, live); /* back: everything as first opened */
+    reload(m, &r);
+    sl_reload_report_free(&r);
+    l = run_logits(m, NULL);
+    CHECK_MSG(same(l, l_orig, V), "split, restored: logits differ from the first open");
+    free(l);
+    sl_model_close(m);
+    free(l_orig);
+    free(l_seed2);
+    free(l_q4);
+}
+
 int main(void)
 {
     const char *t = getenv("TEST_TMPDIR");
     snprintf(g_dir, sizeof g_dir, "%s", t ? t : "/tmp");
     test_policy(SL_PLACE_GPU);
     test_policy(SL_PLACE_CPU);
+    test_split();
     test_fallback_siblings();
     test_per_expert();
     test_torn();

@@ -172,6 +172,8 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
     }
     if (!st) st = sl_gguf_writer_set_str(w, "general.architecture", garch, err);
     if (!st) st = sl_gguf_writer_set_str(w, "general.name", "testmodel", err);
+    if (!st && p->ffn_act)
+        st = sl_gguf_writer_set_str(w, "sluice.feed_forward_activation", p->ffn_act, err);
     KU32("context_length", 256);
     KU32("embedding_length", E);
     KU32("block_count", p->n_layer);

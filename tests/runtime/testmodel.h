@@ -22,6 +22,7 @@ typedef struct tm_params {
     const char *omit;        /* tensor name to leave out, or NULL */
     const char *reshape;     /* tensor name whose ne[0] and ne[1] are swapped, or NULL */
     int tie_output;          /* leave output.weight out (tied to token_embd) */
+    const char *ffn_act;     /* sluice.feed_forward_activation ("relu"), or NULL: none */
 } tm_params;
 
 /* Small defaults for arch: 2 layers (gemma3: 7, so layer 5 is global), dim 64, 4 heads, 2 kv

@@ -979,6 +979,14 @@ def build_flags():
     case("flags", ["serve", "--model", f"a={M}", "--pin", "a", "--device", "sim", "--placement",
                    "gpu", "--vram-budget", "64K"], ["--vram-budget"], rcs=(1,),
          name="serve --pin a --vram-budget 64K")
+    # mkmodel's --activation: a value it does not know, an arch without a ReLU FFN, twice
+    for argv, needles in ((["mkmodel", "-o", OUT, "--activation", "gelu"],
+                           ["--activation", "gelu"]),
+                          (["mkmodel", "-o", OUT, "--activation", "relu", "--arch", "qwen3moe"],
+                           ["--activation", "qwen3moe"]),
+                          (["mkmodel", "-o", OUT, "--activation", "relu", "--activation",
+                            "relu"], ["--activation", "twice"])):
+        case("flags", argv, needles, rcs=(2,), name=f"mkmodel {' '.join(argv[3:])}")
     for argv in (["serve", "-m", M, "--port", "0", "--hotswap", "--hotswap"],
                  ["serve", "-m", M, "--port", "0", "--trace", OUT],
                  ["serve", "-m", M, "--chat-template", "no-such-family"]):

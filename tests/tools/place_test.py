@@ -86,6 +86,15 @@ def main():
     r = run("place", "solve", "-m", moe, "--stats", stats, "--vram-budget", "16MiB",
             "-o", os.path.join(d, "x.gpuidx"), "--cpu-gbs", "10", "--gpu-gbs", "20")
     expect(r.returncode != 0 and "routed experts" in r.stderr, "place solve on a MoE model")
+    # routed experts: the profile counts per layer, expert and neuron (expert-major)
+    mstats = os.path.join(d, "moe_stats.gguf")
+    r = run("place", "profile", "-m", moe, "-f", text, "-o", mstats, "--tokens", "64")
+    expect(r.returncode == 0, f"place profile on a MoE model: {r.stderr}")
+    r = run("inspect", mstats, "--json")
+    j = json.loads(r.stdout) if r.returncode == 0 else {"kv": {}, "tensors": []}
+    shapes = {t["name"]: t["shape"] for t in j["tensors"]}
+    expect(j["kv"].get("sluice.neuron_stats.expert_count") == 8 and
+           shapes.get("blk.2.ffn_act_count") == [8 * 128], f"MoE stats layout: {shapes}")
     r = run("place", "show", "-m", dense, "--placement", "hot-cold", "--gpu-index", idx,
             "--json", "--no-bound")
     plan = json.loads(r.stdout)["plan"] if r.returncode == 0 else {"tensors": []}

@@ -383,7 +383,7 @@ static int budget_row(const char *cmd, const char *path, int kind, sl_model_opti
         uint64_t nt;
         const uint64_t *act;
         const double *mag;
-        if (sl_ctx_neuron_stats(c, il, &nn, &nt, &act, &mag, &err)) goto out;
+        if (sl_ctx_neuron_stats(c, il, -1, &nn, &nt, &act, &mag, &err)) goto out;
         for (int64_t j = 0; j < nn; j++) freq[il * hm.n_ff + j] = (float)act[j] / (float)nt;
     }
     if (!freq || sl_cli_hotcold_solve(cmd, &hm, freq, cpu_gbs, gpu_gbs, &plan)) goto out;
@@ -430,12 +430,15 @@ typedef struct run_result {
     token_bytes tb;          /* bytes per token on each side, from the placement */
     double bound_ms;         /* this placement's bound (0: a rate it needs is unknown) */
     const char *bound_kind;  /* "cpu" | "hbm" | "hbm+cpu" */
+    /* ReLU FFNs over the decode steps (sl_ctx_stats): the fraction of token x neuron pairs
+     * with gate <= 0 and of those skipped; -1: no ReLU FFN ran */
+    double relu_zero, relu_skip;
 } run_result;
 
 /* Returns 0 (r->ok says whether it ran; r->why if not) or 1 on an out-of-memory. */
 static int run_placement(const char *path, sl_model_options mo, sl_cli_model_flags *mf,
                          const char *trace_path, int32_t n_prompt, int32_t n_gen,
-                         sl_place_mode *mode, run_result *r)
+                         bool relu_dense, sl_place_mode *mode, run_result *r)
 {
     sl_model *m = NULL;
     sl_ctx *c = NULL;
@@ -457,6 +460,7 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     r->tb = sl_cli_plan_token_bytes(m, mode);
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = n_prompt + n_gen + 1;
+    co.relu_dense = relu_dense;
     sl_cli_ctx_sched(mf, &co);
     if (sl_ctx_create(m, &co, &c, &err)) goto fail;
     for (int32_t i = 0; i < n_prompt; i++)
@@ -468,6 +472,8 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     if (sl_ctx_eval_greedy(c, ptok, (size_t)n_prompt, &tok, &err)) goto fail;
     const double pf = sl_cli_now_s() - t0;
     r->prefill_tps = pf > 0 ? n_prompt / pf : 0;
+    sl_ctx_stats s0, s1;
+    sl_ctx_stats_get(c, &s0);
     double sum = 0;
     for (int32_t i = 0; i < n_gen; i++) {
         t0 = sl_cli_now_s();
@@ -477,6 +483,10 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     }
     r->decode_tps = sum > 0 ? n_gen / sum : 0;
     r->decode_ms = 1e3 * sl_cli_median(dt, (size_t)n_gen);
+    sl_ctx_stats_get(c, &s1);
+    const double nn = (double)(s1.ffn_neurons - s0.ffn_neurons);
+    r->relu_zero = nn > 0 ? (double)(s1.ffn_neurons_zero - s0.ffn_neurons_zero) / nn : -1;
+    r->relu_skip = nn > 0 ? (double)(s1.ffn_neurons_skipped - s0.ffn_neurons_skipped) / nn : -1;
     r->ok = true;
     if (mf->trace) {
         sl_ctx_stats st;
@@ -676,7 +686,26 @@ int sl_bench_decode(int argc, char **argv)
         }
         sl_place_mode p = SL_PM_CPU; /* what the plan resolved to (auto's choice) */
         if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
-                          (int32_t)n_gen, &p, r)) {
+                          (int32_t)n_gen, false, &p, r)) {
+            fprintf(stderr, "sluice bench decode: out of memory\n");
+            goto done;
+        }
+        r->bound_ms = bound_ms(r->tb, &dev, gbps);
+        r->bound_kind = bound_kind(p, r->device, r->tb);
+    }
+    /* a ReLU model: the first placement again with every neuron computed (relu_dense), the
+     * same-run baseline of the sparse FFN's speed-up */
+    if (n_runs && runs[0].ok && runs[0].relu_zero >= 0 && n_runs < MAX_RUNS) {
+        run_result *r = &runs[n_runs++];
+        sl_model_options mo = mf.opt;
+        mo.placement = list[0];
+        if (list[0] != SL_PLACE_CPU) mo.device = dev_name;
+        snprintf(r->label, sizeof r->label, "%s dense", runs[0].placement);
+        r->placement = r->label;
+        r->device = runs[0].device;
+        sl_place_mode p = SL_PM_CPU;
+        if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
+                          (int32_t)n_gen, true, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             goto done;
         }
@@ -697,7 +726,7 @@ int sl_bench_decode(int argc, char **argv)
         r->device = dev_name;
         sl_place_mode p = SL_PM_CPU;
         if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
-                          (int32_t)n_gen, &p, r)) {
+                          (int32_t)n_gen, false, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             budget_row_done(&mo);
             goto done;
@@ -753,6 +782,12 @@ int sl_bench_decode(int argc, char **argv)
                        r->tb.dev, r->tb.host);
                 printf(",\"gpu_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64, r->gpu_bytes,
                        r->host_bytes);
+                if (r->relu_zero >= 0) {
+                    printf(",\"relu_zero_frac\":");
+                    sl_json_f64(stdout, r->relu_zero);
+                    printf(",\"relu_skip_frac\":");
+                    sl_json_f64(stdout, r->relu_skip);
+                }
             } else {
                 printf(",\"error\":");
                 sl_json_cstr(stdout, r->why);
@@ -800,11 +835,21 @@ int sl_bench_decode(int argc, char **argv)
                        r->decode_ms > 0 ? 100 * r->bound_ms / r->decode_ms : 0.0);
             else
                 printf(" %12s %9s", "-", "-");
-            printf("  %s: %.2f MB dev + %.2f MB host\n", r->bound_kind, r->tb.dev / 1e6,
+            printf("  %s: %.2f MB dev + %.2f MB host", r->bound_kind, r->tb.dev / 1e6,
                    r->tb.host / 1e6);
+            if (r->relu_zero >= 0)
+                printf("; ReLU gate <= 0 %.1f%%, skipped %.1f%%", 100 * r->relu_zero,
+                       100 * r->relu_skip);
+            putchar('\n');
         }
         if (!gpu_ran && gpu_why[0] && !mf.placement_given)
             printf("%-12s unavailable: %s\n", "gpu", gpu_why);
+        for (size_t i = 1; i < n_runs; i++) /* the ReLU baseline row, if there is one */
+            if (runs[i].placement == runs[i].label && strstr(runs[i].label, " dense") &&
+                runs[i].ok && runs[0].ok && runs[0].decode_ms > 0 && runs[0].prefill_tps > 0)
+                printf("ReLU FFN, sparse vs dense (%s, same run): decode %.2fx, prefill %.2fx\n",
+                       runs[0].placement, runs[i].decode_ms / runs[0].decode_ms,
+                       runs[0].prefill_tps / runs[i].prefill_tps);
     }
     rc = 0;
     bool traced = false;

@@ -51,6 +51,8 @@ static void usage(FILE *f)
             "  --neuron-skew Z   Zipf exponent of FFN neuron activations (gate/up row scales),\n"
             "                    0 = none, max 4 (default 0; 1 puts ~2/3 of an FFN's weight\n"
             "                    energy in its hottest 10%% of neurons)\n"
+            "  --activation A    llama only: silu (default) or relu (a ReLU FFN, as in\n"
+            "                    ReluLLaMA; recorded as sluice.feed_forward_activation)\n"
             "  --exact-quant     quantize every row with the reference quantizer; by default\n"
             "                    tensors in a block type with >= 2^20 weights and >= 512 rows\n"
             "                    are resampled from 256 exactly quantized rows (fast; every\n"
@@ -104,7 +106,7 @@ int sl_cli_mkmodel(int argc, char **argv)
         {"--sliding-window", offsetof(sl_synth_params, n_swa), false, 0},
     };
     const size_t n_uf = sizeof uf / sizeof uf[0];
-    const char *arch_s = NULL, *type_s = NULL, *out = NULL;
+    const char *arch_s = NULL, *type_s = NULL, *out = NULL, *act_s = NULL;
     bool skew_given = false, nskew_given = false, seed_given = false, exact = false;
     double skew = 0, nskew = 0;
     uint64_t seed = 0, threads = 0;
@@ -142,6 +144,7 @@ int sl_cli_mkmodel(int argc, char **argv)
             continue;
         }
         bool known = !strcmp(name, "--arch") || !strcmp(name, "--type") ||
+                     !strcmp(name, "--activation") ||
                      !strcmp(name, "-o") || !strcmp(name, "--output") ||
                      !strcmp(name, "--router-skew") || !strcmp(name, "--neuron-skew") ||
                      !strcmp(name, "--seed") || !strcmp(name, "-t") ||
@@ -156,6 +159,10 @@ int sl_cli_mkmodel(int argc, char **argv)
             arch_s = val;
         } else if (!strcmp(name, "--type")) {
             type_s = val;
+        } else if (!strcmp(name, "--activation")) {
+            if (strcmp(val, "silu") && strcmp(val, "relu"))
+                return usage_error("--activation '%s': expected silu or relu", val);
+            act_s = val;
         } else if (!strcmp(name, "-o") || !strcmp(name, "--output")) {
             if (!*val) return usage_error("%s: empty file name", name);
             out = val;
@@ -202,6 +209,9 @@ int sl_cli_mkmodel(int argc, char **argv)
     sl_synth_arch arch = SL_SYNTH_QWEN3MOE;
     if (arch_s && sl_synth_arch_parse(arch_s, &arch, &err) != SL_OK)
         return usage_error("%s", err.msg);
+    if (act_s && arch != SL_SYNTH_LLAMA)
+        return usage_error("--activation %s: only --arch llama takes it (%s's FFN activation "
+                           "is its own)", act_s, sl_synth_arch_name(arch));
     sl_synth_params p;
     sl_synth_defaults(arch, &p);
     for (size_t k = 0; k < n_uf; k++) {
@@ -234,6 +244,7 @@ int sl_cli_mkmodel(int argc, char **argv)
     if (nskew_given) p.neuron_skew = nskew;
     if (seed_given) p.seed = seed;
     p.exact_quant = exact;
+    p.relu = act_s && !strcmp(act_s, "relu");
     if (sl_synth_validate(&p, &err) != SL_OK) return usage_error("%s", err.msg);
 
     sl_synth_summary sum;
@@ -248,7 +259,7 @@ int sl_cli_mkmodel(int argc, char **argv)
            p.n_layer, p.n_embd, p.n_ff);
     if (p.n_expert) printf("%u experts top-%u skew %g, ", p.n_expert, p.n_expert_used,
                            p.router_skew);
-    printf("neuron skew %g, ", p.neuron_skew);
+    printf("neuron skew %g, %s, ", p.neuron_skew, p.relu ? "ReLU FFN" : "arch activation");
     if (p.n_ff_shexp) printf("shared ffn %u, ", p.n_ff_shexp);
     if (p.n_swa) printf("sliding window %u, ", p.n_swa);
     printf("vocab %u, %s, %u tensors, %" PRIu64 " data bytes, seed %" PRIu64 "\n", p.n_vocab,

@@ -6,7 +6,10 @@
  * Stats file: general.architecture "sluice.neuron_stats"; sluice.neuron_stats.tokens (u64),
  * .block_count (u32), .active_frac (f32, neuron_stats.h's threshold), .model (the model's
  * general.name); per layer blk.N.ffn_act_count (I32 [n_ff]: tokens that found the neuron
- * active) and blk.N.ffn_act_mag (F32 [n_ff]: mean |activation|). */
+ * active) and blk.N.ffn_act_mag (F32 [n_ff]: mean |activation| over all tokens). Routed
+ * experts: .expert_count (u32) and both tensors [n_expert * n_ff], entry e * n_ff + j for
+ * neuron j of expert e (gpuidx.h's MoE layout); a neuron of an expert a token is not routed
+ * to is not active for it. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,11 +25,41 @@ static void usage(FILE *f)
 {
     fputs("usage: sluice place profile -m MODEL -f TEXT -o STATS.gguf [--tokens N] [-c N]\n"
           "  Runs MODEL on the CPU over TEXT and counts, per layer and FFN neuron, the tokens\n"
-          "  that activate it (|act(gate)*up| > 0.1 x the token's RMS) and its mean magnitude.\n"
+          "  that activate it (|act(gate)*up| > 0.1 x the token's RMS) and its mean magnitude;\n"
+          "  with routed experts per layer, expert and neuron (the cpu MoE scheduler). A ReLU\n"
+          "  model's measured skip rate is printed.\n"
           "  --tokens N   at most N tokens of TEXT (default 4096)\n"
           "  -c, --ctx N  window of tokens evaluated with one KV cache (default 512)\n",
           f);
     sl_cli_model_flags_help(f);
+}
+
+/* Layer il's statistics, flattened expert-major for routed experts (entry e * n_ff + j, as
+ * gpuidx.h's MoE index): *n entries; with cnt/mag NULL only *n and *tokens (the tokens
+ * evaluated: each is routed to n_expert_used experts of the layer). */
+static sl_status layer_stats(sl_ctx *c, const sl_model_info *in, int32_t il, int64_t *n,
+                             uint64_t *tokens, int32_t *cnt, float *mag, sl_error *err)
+{
+    const int32_t X = in->n_expert;
+    uint64_t routed = 0;
+    *n = 0;
+    for (int32_t e = 0; e < (X ? X : 1); e++) {
+        int64_t nn;
+        uint64_t nt;
+        const uint64_t *act;
+        const double *ms;
+        sl_status st = sl_ctx_neuron_stats(c, il, X ? e : -1, &nn, &nt, &act, &ms, err);
+        if (st) return st;
+        routed += nt;
+        for (int64_t j = 0; cnt && j < nn; j++) {
+            cnt[*n + j] = act[j] > INT32_MAX ? INT32_MAX : (int32_t)act[j];
+            mag[*n + j] = (float)ms[j]; /* a sum: divided by the tokens below */
+        }
+        *n += nn;
+    }
+    *tokens = X ? routed / (uint64_t)(in->n_expert_used > 0 ? in->n_expert_used : 1) : routed;
+    for (int64_t j = 0; mag && j < *n; j++) mag[j] = *tokens ? mag[j] / (float)*tokens : 0.0f;
+    return SL_OK;
 }
 
 static int write_stats(const char *cmd, const char *path, sl_ctx *c, const sl_model_info *in)
@@ -41,9 +74,7 @@ static int write_stats(const char *cmd, const char *path, sl_ctx *c, const sl_mo
     if (sl_gguf_writer_create(path, &wo, &w, &err)) goto fail;
     for (int32_t il = 0; il < in->n_layer; il++) {
         int64_t n;
-        const uint64_t *act;
-        const double *ms;
-        if (sl_ctx_neuron_stats(c, il, &n, &tokens, &act, &ms, &err)) goto fail;
+        if (layer_stats(c, in, il, &n, &tokens, NULL, NULL, &err)) goto fail;
         char name[64];
         const int64_t ne[1] = {n};
         snprintf(name, sizeof name, "blk.%d.ffn_act_count", il);
@@ -55,26 +86,23 @@ static int write_stats(const char *cmd, const char *path, sl_ctx *c, const sl_mo
         sl_gguf_writer_set_u64(w, "sluice.neuron_stats.tokens", tokens, &err) ||
         sl_gguf_writer_set_u32(w, "sluice.neuron_stats.block_count", (uint32_t)in->n_layer,
                                &err) ||
+        (in->n_expert && sl_gguf_writer_set_u32(w, "sluice.neuron_stats.expert_count",
+                                                (uint32_t)in->n_expert, &err)) ||
         sl_gguf_writer_set_f32(w, "sluice.neuron_stats.active_frac",
                                (float)SL_NEURON_ACTIVE_FRAC, &err) ||
         sl_gguf_writer_set_str(w, "sluice.neuron_stats.model", in->name ? in->name : "", &err))
         goto fail;
     for (int32_t il = 0; il < in->n_layer; il++) {
         int64_t n;
-        const uint64_t *act;
-        const double *ms;
-        if (sl_ctx_neuron_stats(c, il, &n, &tokens, &act, &ms, &err)) goto fail;
+        if (layer_stats(c, in, il, &n, &tokens, NULL, NULL, &err)) goto fail;
         cnt = malloc((size_t)n * sizeof *cnt);
         mag = malloc((size_t)n * sizeof *mag);
         if (!cnt || !mag) {
             snprintf(err.msg, sizeof err.msg, "out of memory");
             goto fail;
         }
-        for (int64_t j = 0; j < n; j++) {
-            cnt[j] = act[j] > INT32_MAX ? INT32_MAX : (int32_t)act[j];
-            mag[j] = tokens ? (float)(ms[j] / (double)tokens) : 0.0f;
-        }
-        if (sl_gguf_writer_write(w, cnt, (uint64_t)n * sizeof *cnt, &err) ||
+        if (layer_stats(c, in, il, &n, &tokens, cnt, mag, &err) ||
+            sl_gguf_writer_write(w, cnt, (uint64_t)n * sizeof *cnt, &err) ||
             sl_gguf_writer_write(w, mag, (uint64_t)n * sizeof *mag, &err))
             goto fail;
         free(cnt);
@@ -174,6 +202,13 @@ int sl_cli_place_profile(int argc, char **argv)
     }
     if (write_stats(cmd, sl_cli_out_name(&o), c, &in) || sl_cli_out_commit(&io, &o)) goto done;
     printf("profile: %zu tokens, %d layers -> %s\n", n_tok, in.n_layer, out);
+    sl_ctx_stats cs;
+    sl_ctx_stats_get(c, &cs);
+    if (cs.ffn_neurons) /* a ReLU model: its exact sparsity, measured on this text */
+        printf("profile: ReLU FFNs: %.2f%% of token x neuron gate outputs <= 0, %.2f%% skipped "
+               "(%d-token windows: a neuron is computed if any token of its window needs it)\n",
+               100.0 * (double)cs.ffn_neurons_zero / (double)cs.ffn_neurons,
+               100.0 * (double)cs.ffn_neurons_skipped / (double)cs.ffn_neurons, (int)win);
     rc = sl_cli_stdout_check(cmd);
 done:
     sl_cli_out_discard(&o);

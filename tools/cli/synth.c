@@ -264,6 +264,9 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
         return sl_error_set(err, SL_ERR_RANGE, "--router-skew %g: must be in [0, 16]",
                             p->router_skew);
     /* above 4 the hottest neuron's factor passes sqrt(F) and the rest round towards zero */
+    if (p->relu && p->arch != SL_SYNTH_LLAMA)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "--activation relu: %s is not a dense "
+                            "llama (only --arch llama has a ReLU FFN)", k_arch[p->arch].name);
     if (!isfinite(p->neuron_skew) || p->neuron_skew < 0.0 || p->neuron_skew > 4.0)
         return sl_error_set(err, SL_ERR_RANGE, "--neuron-skew %g: must be in [0, 4]",
                             p->neuron_skew);
@@ -496,6 +499,8 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     kv_bool(c, "tokenizer.ggml.add_eos_token", false);
     /* Gemma3Model.set_vocab: SentencePiece without the dummy-prefix space */
     if (p->arch == SL_SYNTH_GEMMA3) kv_bool(c, "tokenizer.ggml.add_space_prefix", false);
+    /* ours: the FFN's activation where it is not the arch's (no llama.cpp key exists) */
+    if (p->relu) kv_str(c, "sluice.feed_forward_activation", "relu");
     /* ours: what the weights were made to contain */
     if (ai->moe && !c->st) {
         c->st = sl_gguf_writer_set_f32(c->w, "sluice.synth.router_skew", (float)p->router_skew,

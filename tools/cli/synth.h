@@ -64,6 +64,8 @@ typedef struct sl_synth_params {
     double router_skew;     /* --router-skew: Zipf exponent Z of expert popularity */
     double neuron_skew;     /* --neuron-skew: Zipf exponent of FFN neuron activations, [0, 4] */
     bool exact_quant;       /* --exact-quant: quantize every row (no pooled resampling) */
+    bool relu;              /* --activation relu: a ReLU FFN (dense llama only), written as
+                             * sluice.feed_forward_activation = "relu" (runtime/arch.c) */
     uint64_t seed;          /* --seed */
 } sl_synth_params;
 
