@@ -77,6 +77,10 @@ typedef struct sl__dx_vt {
                         int32_t *idx, float *w, sl_error *);
     sl_status (*moe)(sl__dx *, const sl__dx_moe *L, const int32_t *idx, const float *w,
                      int64_t n, int32_t k, const float *x, float *out, sl_error *);
+    /* dst[r * dst_stride + j] = src[r * src_stride + j] for r < rows, j < width: the gathers
+     * and scatters of per-head slices (deepseek2's MLA); NULL where not implemented (cuda) */
+    sl_status (*copy2d)(sl__dx *, float *dst, int64_t dst_stride, const float *src,
+                        int64_t src_stride, int64_t rows, int64_t width, sl_error *);
     /* out[t][:] += sigmoid(logit[t]) * y[t][:] */
     sl_status (*gated_add)(sl__dx *, float *out, const float *y, const float *logit, int64_t n,
                            int64_t dim, sl_error *);
