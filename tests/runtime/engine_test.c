@@ -51,6 +51,7 @@ static const combo k_combos[] = {
     {SL_PLACE_AUTO, 0, NULL, false, 0, 0},
     {SL_PLACE_AUTO, 0, NULL, true, 0, 0},         /* --cpu-moe */
     {SL_PLACE_LAYERS, 99, NULL, false, 1, 0},     /* -ngl 99 --n-cpu-moe 1 */
+    {SL_PLACE_LAYERS, 99, NULL, false, 2, 0},     /* --n-cpu-moe 2: past a leading dense layer */
     {SL_PLACE_AUTO, 0, FFN1 "=CPU", false, 0, 0}, /* device core, host FFN */
     {SL_PLACE_LAYERS, 0, FFN1 "=CUDA0", false, 0, 0}, /* host core, device FFN */
     {SL_PLACE_AUTO, 0, "blk\\.0\\.=CPU,output=GPU", false, 0, 0},
@@ -187,8 +188,10 @@ static void check_model(const char *label, const char *path, bool placements)
         sl_ctx_stats stt;
         sl_ctx_stats_get(c, &stt);
         CHECK(stt.decode_tokens == N_TOK && stt.prefill_tokens == N_TOK - 4);
+        /* deepseek2's testmodel has one leading dense layer */
+        const int32_t moe_layers = info.n_layer - (strstr(label, "deepseek2") ? 1 : 0);
         if (info.n_expert)
-            CHECK(stt.expert_calls_cpu == (uint64_t)(2 * N_TOK - 4) * info.n_layer *
+            CHECK(stt.expert_calls_cpu == (uint64_t)(2 * N_TOK - 4) * moe_layers *
                                               (uint64_t)info.n_expert_used);
         sl_ctx_destroy(c);
     }
@@ -247,7 +250,10 @@ static void check_model(const char *label, const char *path, bool placements)
             CHECK_MSG(pi.gpu_bytes > 0, "%s: combo %d: nothing on the device", label,
                       (int)i);
             CHECK(pi.gpu_bytes + pi.host_bytes >= pi.weight_bytes);
-            if ((cb->pl == SL_PLACE_EXPERTS_CPU || cb->cpu_moe || cb->n_cpu_moe || cb->ot) &&
+            /* --n-cpu-moe N counts layers, so deepseek2's leading dense layer has none */
+            const int n_dense = strstr(label, "deepseek2") ? 1 : 0;
+            if ((cb->pl == SL_PLACE_EXPERTS_CPU || cb->cpu_moe || cb->n_cpu_moe > n_dense ||
+                 cb->ot) &&
                 info.n_expert)
                 CHECK_MSG(pi.host_bytes > 0, "%s: combo %d: nothing on the host", label, (int)i);
             sl_model_info_get(mp, &pi);
@@ -279,6 +285,81 @@ static void check_model(const char *label, const char *path, bool placements)
     }
     free(pre);
     free(pre16);
+}
+
+/* Opens a deepseek2 testmodel changed by one of omit / reshape / set_key / drop_key and
+ * expects SL_ERR_FORMAT (or `want`) with a message holding a and b. */
+static void refuse_ds2(const char *path, const sl_model_options *o, const char *omit,
+                       const char *reshape, const char *set_key, int64_t set_val,
+                       const char *drop_key, sl_status want, const char *a, const char *b)
+{
+    tm_params p;
+    sl_error e;
+    tm_defaults("deepseek2", &p);
+    p.omit = omit;
+    p.reshape = reshape;
+    p.set_key = set_key;
+    p.set_val = set_val;
+    p.drop_key = drop_key;
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    sl_model *m = NULL;
+    const sl_status st = sl_model_open(path, o, &m, &e);
+    CHECK_MSG(st == want, "deepseek2 %s%s%s: status %d, want %d (%s)", omit ? omit : "",
+              reshape ? reshape : "", set_key ? set_key : drop_key ? drop_key : "", (int)st,
+              (int)want, e.msg);
+    CHECK(m == NULL);
+    if (st != SL_OK) {
+        CHECK_CONTAINS(e.msg, a);
+        CHECK_CONTAINS(e.msg, b);
+    }
+    sl_model_close(m);
+}
+
+static void check_broken_deepseek2(const char *path, const sl_model_options *o)
+{
+    const sl_status F = SL_ERR_FORMAT;
+    /* MLA tensors: missing, or the latent projection not kv_lora + rope wide */
+    refuse_ds2(path, o, "blk.1.attn_kv_a_mqa.weight", NULL, NULL, 0, NULL, F,
+               "blk.1.attn_kv_a_mqa.weight", "[64, 40]");
+    refuse_ds2(path, o, "blk.2.attn_k_b.weight", NULL, NULL, 0, NULL, F,
+               "blk.2.attn_k_b.weight", "[16, 32, 4]");
+    refuse_ds2(path, o, "blk.0.attn_q_a_norm.weight", NULL, NULL, 0, NULL, F,
+               "blk.0.attn_q_a_norm.weight", "[32]");
+    refuse_ds2(path, o, NULL, "blk.0.attn_kv_a_mqa.weight", NULL, 0, NULL, F,
+               "blk.0.attn_kv_a_mqa.weight", "expected [64, 40]");
+    refuse_ds2(path, o, NULL, "blk.1.exp_probs_b.bias", NULL, 0, NULL, F,
+               "blk.1.exp_probs_b.bias", "expected [8]");
+    refuse_ds2(path, o, "blk.2.ffn_up_shexp.weight", NULL, NULL, 0, NULL, F,
+               "blk.2.ffn_up_shexp.weight", "[64, 64]");
+    /* q_lora_rank 0 (V2-Lite) needs the plain attn_q */
+    refuse_ds2(path, o, NULL, NULL, "attention.q_lora_rank", 0, NULL, F, "blk.0.attn_q.weight",
+               "[64, 96]");
+    /* head dimensions */
+    refuse_ds2(path, o, NULL, NULL, "attention.key_length", 48, NULL, F,
+               "deepseek2.attention.key_length", "= 32 + 8 = 40");
+    refuse_ds2(path, o, NULL, NULL, "attention.value_length", 16, NULL, F,
+               "deepseek2.attention.value_length", "expected kv_lora_rank = 32");
+    refuse_ds2(path, o, NULL, NULL, "attention.key_length_mla", 8, NULL, F,
+               "deepseek2.attention.key_length_mla", "expected > rope.dimension_count 8");
+    refuse_ds2(path, o, NULL, NULL, "attention.head_count_kv", 2, NULL, F,
+               "deepseek2.attention.head_count_kv", "expected 1");
+    refuse_ds2(path, o, NULL, NULL, NULL, 0, "rope.dimension_count", F,
+               "deepseek2.rope.dimension_count", "missing");
+    refuse_ds2(path, o, NULL, NULL, NULL, 0, "attention.key_length_mla", SL_ERR_UNSUPPORTED,
+               "deepseek2.attention.key_length_mla", "attn_kv_b");
+    /* routing */
+    refuse_ds2(path, o, NULL, NULL, "expert_group_count", 3, NULL, F,
+               "deepseek2.expert_group_count", "does not divide expert_count 8");
+    refuse_ds2(path, o, NULL, NULL, "expert_group_used_count", 5, NULL, F,
+               "deepseek2.expert_group_used_count", "[1, expert_group_count 4]");
+    refuse_ds2(path, o, NULL, NULL, "expert_group_used_count", 0, NULL, F,
+               "deepseek2.expert_group_used_count", "[1, expert_group_count 4]");
+    refuse_ds2(path, o, NULL, NULL, "expert_gating_func", 3, NULL, F,
+               "deepseek2.expert_gating_func", "outside [1, 2]");
+    refuse_ds2(path, o, NULL, NULL, "leading_dense_block_count", 4, NULL, F,
+               "deepseek2.leading_dense_block_count", "outside [0, 3]");
+    refuse_ds2(path, o, NULL, NULL, NULL, 0, "attention.kv_lora_rank", F,
+               "deepseek2.attention.kv_lora_rank", "missing");
 }
 
 static void check_broken(void)
@@ -343,6 +424,7 @@ static void check_broken(void)
     CHECK(tm_write(&p, path, &e) == SL_OK);
     CHECK(sl_model_open(path, &o, &m, &e) == SL_ERR_FORMAT);
     CHECK_CONTAINS(e.msg, "blk.1.post_attention_norm.weight");
+    check_broken_deepseek2(path, &o);
     /* unknown architecture */
     tm_defaults("llama", &p);
     CHECK(tm_write(&p, path, &e) == SL_OK);
@@ -398,7 +480,7 @@ int main(int argc, char **argv)
         return 1;
     }
     const char *archs[] = {"llama", "mixtral", "mixtral-split", "qwen2moe", "qwen3moe", "olmoe",
-                           "gemma3", "gpt-oss"};
+                           "gemma3", "gpt-oss", "deepseek2"};
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
         tm_params p;
         tm_defaults(archs[i], &p);

@@ -380,7 +380,8 @@ class Model:
         q = q.reshape(n, H, self.head_k)
         ckv = h @ self.w(b + "attn_kv_a_mqa.weight").T                # [n, C + R]
         c = rms_norm(ckv[:, :C], self.w(b + "attn_kv_a_norm.weight"), self.eps)
-        k_b, v_b = self.w(b + "attn_k_b.weight"), self.w(b + "attn_v_b.weight")  # [H,C,nope] [H,dv,C]
+        # numpy order: k_b [H, C, nope], v_b [H, dv, C]
+        k_b, v_b = self.w(b + "attn_k_b.weight"), self.w(b + "attn_v_b.weight")
         kv_b = np.concatenate([np.transpose(k_b, (0, 2, 1)), v_b], axis=1)  # [H, nope + dv, C]
         kv = (c @ kv_b.reshape(H * (nope + dv), C).T).reshape(n, H, nope + dv)
         yarn = self.yarn
