@@ -10,9 +10,13 @@
  *   n_swa), GQA by the kernel; gemma3 scales by its own attention scale; gpt-oss's per-head
  *   sinks join each softmax denominator
  *   x += [post_norm](Wo att [+ bo: gpt-oss])
+ *   (deepseek2: multi-head latent attention instead, attn_mla below: the cache holds one
+ *   latent row per token, k_b absorbed into the query, v_b per head after the attention)
  *   xn = rms_norm(x, ffn_norm)
  *   dense: act(Wg xn) * (Wu xn) -> Wd;  MoE: router (+ bias: gpt-oss) -> top-k -> experts
  *   (with biases: gpt-oss) (+ qwen2moe's shared expert times sigmoid(w_shexp_gate . xn))
+ *   (deepseek2: dense below leading_dense_block_count; sigmoid router whose selection adds
+ *   exp_probs_b within the best groups; weights normalised and scaled; + shared experts)
  *   x += [post_norm](ffn)
  * then logits = Wout rms_norm(x, output_norm) for the rows asked for.
  *

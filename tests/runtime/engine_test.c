@@ -344,48 +344,60 @@ static void refuse_ds2(const char *path, const sl_model_options *o, const char *
 static void check_broken_deepseek2(const char *path, const sl_model_options *o)
 {
     const sl_status F = SL_ERR_FORMAT;
-    /* MLA tensors: missing, or the latent projection not kv_lora + rope wide */
-    refuse_ds2(path, o, "blk.1.attn_kv_a_mqa.weight", NULL, NULL, 0, NULL, F,
-               "blk.1.attn_kv_a_mqa.weight", "[64, 40]");
-    refuse_ds2(path, o, "blk.2.attn_k_b.weight", NULL, NULL, 0, NULL, F,
-               "blk.2.attn_k_b.weight", "[16, 32, 4]");
-    refuse_ds2(path, o, "blk.0.attn_q_a_norm.weight", NULL, NULL, 0, NULL, F,
-               "blk.0.attn_q_a_norm.weight", "[32]");
-    refuse_ds2(path, o, NULL, "blk.0.attn_kv_a_mqa.weight", NULL, 0, NULL, F,
-               "blk.0.attn_kv_a_mqa.weight", "expected [64, 40]");
-    refuse_ds2(path, o, NULL, "blk.1.exp_probs_b.bias", NULL, 0, NULL, F,
-               "blk.1.exp_probs_b.bias", "expected [8]");
-    refuse_ds2(path, o, "blk.2.ffn_up_shexp.weight", NULL, NULL, 0, NULL, F,
-               "blk.2.ffn_up_shexp.weight", "[64, 64]");
-    /* q_lora_rank 0 (V2-Lite) needs the plain attn_q */
-    refuse_ds2(path, o, NULL, NULL, "attention.q_lora_rank", 0, NULL, F, "blk.0.attn_q.weight",
-               "[64, 96]");
-    /* head dimensions */
-    refuse_ds2(path, o, NULL, NULL, "attention.key_length", 48, NULL, F,
-               "deepseek2.attention.key_length", "= 32 + 8 = 40");
-    refuse_ds2(path, o, NULL, NULL, "attention.value_length", 16, NULL, F,
-               "deepseek2.attention.value_length", "expected kv_lora_rank = 32");
-    refuse_ds2(path, o, NULL, NULL, "attention.key_length_mla", 8, NULL, F,
-               "deepseek2.attention.key_length_mla", "expected > rope.dimension_count 8");
-    refuse_ds2(path, o, NULL, NULL, "attention.head_count_kv", 2, NULL, F,
-               "deepseek2.attention.head_count_kv", "expected 1");
-    refuse_ds2(path, o, NULL, NULL, NULL, 0, "rope.dimension_count", F,
-               "deepseek2.rope.dimension_count", "missing");
-    refuse_ds2(path, o, NULL, NULL, NULL, 0, "attention.key_length_mla", SL_ERR_UNSUPPORTED,
-               "deepseek2.attention.key_length_mla", "attn_kv_b");
-    /* routing */
-    refuse_ds2(path, o, NULL, NULL, "expert_group_count", 3, NULL, F,
-               "deepseek2.expert_group_count", "does not divide expert_count 8");
-    refuse_ds2(path, o, NULL, NULL, "expert_group_used_count", 5, NULL, F,
-               "deepseek2.expert_group_used_count", "[1, expert_group_count 4]");
-    refuse_ds2(path, o, NULL, NULL, "expert_group_used_count", 0, NULL, F,
-               "deepseek2.expert_group_used_count", "[1, expert_group_count 4]");
-    refuse_ds2(path, o, NULL, NULL, "expert_gating_func", 3, NULL, F,
-               "deepseek2.expert_gating_func", "outside [1, 2]");
-    refuse_ds2(path, o, NULL, NULL, "leading_dense_block_count", 4, NULL, F,
-               "deepseek2.leading_dense_block_count", "outside [0, 3]");
-    refuse_ds2(path, o, NULL, NULL, NULL, 0, "attention.kv_lora_rank", F,
-               "deepseek2.attention.kv_lora_rank", "missing");
+    /* omit, reshape, set_key, set_val, drop_key, status, two parts of the message */
+    static const struct {
+        const char *omit, *reshape, *set_key;
+        int64_t set_val;
+        const char *drop_key;
+        bool unsupported;
+        const char *a, *b;
+    } k_cases[] = {
+        /* MLA tensors: missing, or not kv_lora + rope wide; a mis-shaped selection bias */
+        {"blk.1.attn_kv_a_mqa.weight", NULL, NULL, 0, NULL, false, "blk.1.attn_kv_a_mqa.weight",
+         "[64, 40]"},
+        {"blk.2.attn_k_b.weight", NULL, NULL, 0, NULL, false, "blk.2.attn_k_b.weight",
+         "[16, 32, 4]"},
+        {"blk.0.attn_q_a_norm.weight", NULL, NULL, 0, NULL, false, "blk.0.attn_q_a_norm.weight",
+         "[32]"},
+        {NULL, "blk.0.attn_kv_a_mqa.weight", NULL, 0, NULL, false, "blk.0.attn_kv_a_mqa.weight",
+         "expected [64, 40]"},
+        {NULL, "blk.1.exp_probs_b.bias", NULL, 0, NULL, false, "blk.1.exp_probs_b.bias",
+         "expected [8]"},
+        {"blk.2.ffn_up_shexp.weight", NULL, NULL, 0, NULL, false, "blk.2.ffn_up_shexp.weight",
+         "[64, 64]"},
+        /* q_lora_rank 0 (V2-Lite) needs the plain attn_q */
+        {NULL, NULL, "attention.q_lora_rank", 0, NULL, false, "blk.0.attn_q.weight", "[64, 96]"},
+        /* head dimensions */
+        {NULL, NULL, "attention.key_length", 48, NULL, false, "deepseek2.attention.key_length",
+         "= 32 + 8 = 40"},
+        {NULL, NULL, "attention.value_length", 16, NULL, false,
+         "deepseek2.attention.value_length", "expected kv_lora_rank = 32"},
+        {NULL, NULL, "attention.key_length_mla", 8, NULL, false,
+         "deepseek2.attention.key_length_mla", "expected > rope.dimension_count 8"},
+        {NULL, NULL, "attention.head_count_kv", 2, NULL, false,
+         "deepseek2.attention.head_count_kv", "expected 1"},
+        {NULL, NULL, NULL, 0, "rope.dimension_count", false, "deepseek2.rope.dimension_count",
+         "missing"},
+        {NULL, NULL, NULL, 0, "attention.key_length_mla", true,
+         "deepseek2.attention.key_length_mla", "attn_kv_b"},
+        {NULL, NULL, NULL, 0, "attention.kv_lora_rank", false,
+         "deepseek2.attention.kv_lora_rank", "missing"},
+        /* routing */
+        {NULL, NULL, "expert_group_count", 3, NULL, false, "deepseek2.expert_group_count",
+         "does not divide expert_count 8"},
+        {NULL, NULL, "expert_group_used_count", 5, NULL, false,
+         "deepseek2.expert_group_used_count", "[1, expert_group_count 4]"},
+        {NULL, NULL, "expert_group_used_count", 0, NULL, false,
+         "deepseek2.expert_group_used_count", "[1, expert_group_count 4]"},
+        {NULL, NULL, "expert_gating_func", 3, NULL, false, "deepseek2.expert_gating_func",
+         "outside [1, 2]"},
+        {NULL, NULL, "leading_dense_block_count", 4, NULL, false,
+         "deepseek2.leading_dense_block_count", "outside [0, 3]"},
+    };
+    for (size_t i = 0; i < sizeof k_cases / sizeof *k_cases; i++)
+        refuse_ds2(path, o, k_cases[i].omit, k_cases[i].reshape, k_cases[i].set_key,
+                   k_cases[i].set_val, k_cases[i].drop_key,
+                   k_cases[i].unsupported ? SL_ERR_UNSUPPORTED : F, k_cases[i].a, k_cases[i].b);
 }
 
 static void check_broken(void)

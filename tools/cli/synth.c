@@ -350,7 +350,7 @@ static uint32_t plan_mla(const sl_synth_params *p, sl__synth_tensor *t, uint32_t
 {
     const mla_dims d = mla_of(p);
     const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert, H = p->n_head;
-    const int64_t Dk = d.nope + d.rope, C = d.kv_lora;
+    const int64_t Dk = d.nope + d.rope, C = d.kv_lora, FD = p->n_ff_dense ? p->n_ff_dense : F;
     const uint32_t w = p->type, f32 = SL_GGML_F32;
     for (int i = 0; i < (int)p->n_layer; i++) {
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
@@ -367,11 +367,11 @@ static uint32_t plan_mla(const sl_synth_params *p, sl__synth_tensor *t, uint32_t
             i);
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
         if (i < d.dense) {
-            add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_gate.weight", i);
+            add(t, &n, SL__K_IN, w, E, FD, 0, "blk.%d.ffn_gate.weight", i);
             neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_up.weight", i);
+            add(t, &n, SL__K_IN, w, E, FD, 0, "blk.%d.ffn_up.weight", i);
             neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_OUT, w, F, E, 0, "blk.%d.ffn_down.weight", i);
+            add(t, &n, SL__K_OUT, w, FD, E, 0, "blk.%d.ffn_down.weight", i);
             continue;
         }
         add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
@@ -564,7 +564,9 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     kv_arch_u32(c, "block_count", p->n_layer);
     /* qwen2moe: Qwen1.5-MoE's intermediate_size equals its shared expert's width */
     kv_arch_u32(c, "feed_forward_length",
-                p->arch == SL_SYNTH_QWEN2MOE ? p->n_ff_shexp : p->n_ff);
+                p->arch == SL_SYNTH_QWEN2MOE ? p->n_ff_shexp
+                : p->n_ff_dense              ? p->n_ff_dense
+                                             : p->n_ff);
     kv_arch_u32(c, "attention.head_count", p->n_head);
     /* deepseek2: MLA is MQA over one latent head */
     kv_arch_u32(c, "attention.head_count_kv",

@@ -74,6 +74,7 @@ typedef struct sl_synth_params {
      * at least half) */
     uint32_t mla_q_lora, mla_kv_lora, mla_nope, mla_rope, mla_v;
     uint32_t n_dense_lead;
+    uint32_t n_ff_dense;    /* the leading dense layers' FFN width (0: --ffn) */
 } sl_synth_params;
 
 typedef struct sl_synth_summary {
