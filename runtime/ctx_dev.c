@@ -228,6 +228,10 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
         c->dmoe[il].L = &L->moe;
         c->kv_slot[il] = -1;
         const bool dev = m->arena && on_dev(L->wo); /* every architecture's attention has wo */
+        if (cuda && dev && m->tr->mla)
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: %s's MLA attention and "
+                                "group-limited router have no CUDA kernels yet (run it on the "
+                                "CPU or with -ngl 0)", m->path, il, m->tr->name);
         const sl_weight *ws[32];
         const size_t nw = core_weights(L, ws);
         char where[48];
