@@ -49,6 +49,7 @@ typedef struct sl__side {
     float *x, *xn, *q, *k, *v, *att, *tmp, *g, *u, *router, *sh;
     int32_t *pos, *topk_idx;    /* pos [cap]; topk_idx, topk_w [cap][n_expert_used] */
     float *topk_w;
+    sl_argmax_result *pick;     /* the greedy pick of sl_ctx_eval_greedy */
     const float *rope_freqs;    /* rope frequency factors in this side's memory, or NULL */
     void *kv_k, *kv_v;          /* device side: [n_slots][n_ctx][n_kv * head_dim] (kv_slot) */
 } sl__side;
@@ -111,8 +112,11 @@ sl_status sl__ctx_refresh(sl_ctx *c, sl_error *err);
 
 /* forward.c: evaluates tokens[0..n) (n <= cap) at positions n_past.. and appends them to the
  * cache; writes logits rows for every token into logits_out (all) or for the last one only
- * (logits_out NULL: none). Does not advance n_past (the caller does on success). */
+ * (logits_out NULL: none). Does not advance n_past (the caller does on success).
+ * greedy non-NULL (with all false and logits_out a host row of scratch): *greedy = the greedy
+ * pick of the last token, taken by the executor of the side the output layer runs on; the
+ * logits then stay there (logits_out's content is unspecified). */
 sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out, bool all,
-                      sl_error *err);
+                      int32_t *greedy, sl_error *err);
 
 #endif

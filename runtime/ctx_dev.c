@@ -102,6 +102,8 @@ size_t sl__side_carve(const sl_ctx *c, sl__side *s, void *base)
         if (at) *ip[i] = (int32_t *)(at + total);
         total += up256((size_t)in[i] * sizeof(int32_t));
     }
+    if (at) s->pick = (sl_argmax_result *)(at + total);
+    total += up256(sizeof(sl_argmax_result));
     return total;
 }
 

@@ -81,6 +81,9 @@ typedef struct sl__dx_vt {
      * and scatters of per-head slices (deepseek2's MLA); NULL where not implemented (cuda) */
     sl_status (*copy2d)(sl__dx *, float *dst, int64_t dst_stride, const float *src,
                         int64_t src_stride, int64_t rows, int64_t width, sl_error *);
+    /* *r = the greedy pick over x[0..n) (kernels/ref/ops.h sl_ref_argmax; r in this
+     * executor's memory, so on a GPU only r crosses to the host) */
+    sl_status (*argmax)(sl__dx *, const float *x, int64_t n, sl_argmax_result *r, sl_error *);
     /* out[t][:] += sigmoid(logit[t]) * y[t][:] */
     sl_status (*gated_add)(sl__dx *, float *out, const float *y, const float *logit, int64_t n,
                            int64_t dim, sl_error *);

@@ -156,6 +156,12 @@ static sl_status c_gated_add(sl__dx *x, float *out, const float *y, const float 
     return sl_cuda_gated_add(((dx_cuda *)x)->cu, out, y, logit, n, dim, err);
 }
 
+static sl_status c_argmax(sl__dx *x, const float *in, int64_t n, sl_argmax_result *r,
+                          sl_error *err)
+{
+    return sl_cuda_argmax(((dx_cuda *)x)->cu, in, n, r, err);
+}
+
 static void c_destroy(sl__dx *x)
 {
     dx_cuda *c = (dx_cuda *)x;
@@ -166,7 +172,8 @@ static void c_destroy(sl__dx *x)
 static const sl__dx_vt cuda_vt = {
     .mm = c_mm, .rms_norm = c_rms_norm, .add = c_add, .add_rows = c_add_rows,
     .scale = c_scale, .glu = c_glu, .rope = c_rope, .kv_store = c_kv_store, .attn = c_attn,
-    .router = c_router, .moe = c_moe, .gated_add = c_gated_add, .destroy = c_destroy};
+    .router = c_router, .moe = c_moe, .gated_add = c_gated_add, .argmax = c_argmax,
+    .destroy = c_destroy};
 
 static size_t align256(size_t b)
 {

@@ -210,6 +210,13 @@ static sl_status h_gated_add(sl__dx *x, float *out, const float *y, const float 
     return SL_OK;
 }
 
+static sl_status h_argmax(sl__dx *x, const float *in, int64_t n, sl_argmax_result *r,
+                          sl_error *err)
+{
+    DRAIN((dx_host *)x);
+    return sl_ref_argmax(in, n, r, err);
+}
+
 static void h_destroy(sl__dx *x)
 {
     dx_host *h = (dx_host *)x;
@@ -231,7 +238,8 @@ static sl_status h_copy2d(sl__dx *x, float *dst, int64_t dst_stride, const float
 static const sl__dx_vt host_vt = {
     .mm = h_mm, .rms_norm = h_rms_norm, .add = h_add, .add_rows = h_add_rows, .scale = h_scale,
     .glu = h_glu, .rope = h_rope, .kv_store = h_kv_store, .attn = h_attn, .router = h_router,
-    .moe = h_moe, .gated_add = h_gated_add, .copy2d = h_copy2d, .destroy = h_destroy};
+    .moe = h_moe, .gated_add = h_gated_add, .copy2d = h_copy2d, .argmax = h_argmax,
+    .destroy = h_destroy};
 
 static sl_status create(sl_device *dev, sl_stream *stream,
                         const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,

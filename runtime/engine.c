@@ -588,23 +588,53 @@ sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int64_t *n_neuron,
     return SL_OK;
 }
 
-static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err);
+static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *greedy,
+                           sl_error *err);
 
 /* One evaluation step: holds the model's swap gate shared, so a live reload applies its
  * changes before or after it, never during (scheduler/swap.h). */
-sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err)
+static sl_status eval(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *greedy,
+                      sl_error *err)
 {
-    if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL context");
-    if (!n) return SL_OK;
     const uint64_t epoch = sl_swap_step_begin(&c->m->gate);
     sl_status st = SL_OK;
     if (epoch != c->epoch && !(st = ctx_refresh(c, err))) c->epoch = epoch;
-    if (!st) st = eval_step(c, tokens, n, err);
+    if (!st) st = eval_step(c, tokens, n, greedy, err);
     sl_swap_step_end(&c->m->gate);
     return st;
 }
 
-static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err)
+sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err)
+{
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL context");
+    return n ? eval(c, tokens, n, NULL, err) : SL_OK;
+}
+
+sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *token,
+                             sl_error *err)
+{
+    if (!c || !token)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_greedy: NULL %s",
+                            !c ? "context" : "token");
+    if (!n) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_greedy: no tokens to evaluate");
+    return eval(c, tokens, n, token, err);
+}
+
+sl_status sl_ctx_eval_sample(sl_ctx *c, sl_sampler *s, const int32_t *tokens, size_t n,
+                             int32_t *next, sl_error *err)
+{
+    if (!s) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_sample: NULL sampler");
+    if (sl_sampler_is_greedy(s)) return sl_ctx_eval_greedy(c, tokens, n, next, err);
+    if (!next) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_sample: NULL next");
+    sl_status st = sl_ctx_eval(c, tokens, n, err);
+    const float *lg = st ? NULL : sl_ctx_logits(c, -1);
+    if (!st && !lg)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_sample: no tokens to evaluate");
+    return st ? st : sl_sampler_sample(s, lg, c->m->hp.n_vocab, next, err);
+}
+
+static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *greedy,
+                           sl_error *err)
 {
     if (!tokens) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL tokens");
     if ((uint64_t)c->n_past + n > (uint64_t)c->opt.n_ctx)
@@ -612,7 +642,8 @@ static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, sl_error 
                             "sl_ctx_eval: n_past %d + %zu tokens exceeds n_ctx %d", c->n_past, n,
                             c->opt.n_ctx);
     const int64_t V = c->m->hp.n_vocab;
-    const int64_t rows = c->opt.all_logits ? (int64_t)n : 1;
+    const bool all = c->opt.all_logits && !greedy;
+    const int64_t rows = all ? (int64_t)n : 1;
     if (rows > c->logits_cap) {
         /* only all_logits calls of more tokens than a batch get here (creation sizes the
          * buffer for a batch); doubling keeps re-registrations to a few per context */
@@ -629,8 +660,8 @@ static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, sl_error 
     for (size_t off = 0; off < n; off += (size_t)c->cap) {
         const int64_t m = (int64_t)(n - off < (size_t)c->cap ? n - off : (size_t)c->cap);
         const bool last = off + (size_t)m == n;
-        float *lo = c->opt.all_logits ? c->logits + (int64_t)off * V : last ? c->logits : NULL;
-        sl_status st = sl__forward(c, tokens + off, m, lo, c->opt.all_logits, err);
+        float *lo = all ? c->logits + (int64_t)off * V : last ? c->logits : NULL;
+        sl_status st = sl__forward(c, tokens + off, m, lo, all, last ? greedy : NULL, err);
         if (st) {
             c->n_past = start; /* entries written past it are ignored, then overwritten */
             sl__runtime_eval_end(c);
@@ -639,7 +670,7 @@ static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, sl_error 
         c->n_past += (int32_t)m;
     }
     sl__runtime_eval_end(c);
-    c->n_logits = rows;
+    c->n_logits = greedy ? 0 : rows; /* a greedy step keeps no logits (sluice.h) */
     c->n_eval = (int64_t)n;
     const double dt = now_s() - t0;
     if (n > 1) {

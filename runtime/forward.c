@@ -393,8 +393,21 @@ static sl_status move_x(sl_ctx *c, const sl__side **at, const sl__side *to, int6
     return SL_OK;
 }
 
+/* The greedy pick of logits row `row` (in s's memory): on a device only the result comes
+ * back. */
+static sl_status pick(sl_ctx *c, const sl__side *s, const float *row, int32_t *greedy,
+                      sl_error *err)
+{
+    const int64_t V = c->m->hp.n_vocab;
+    sl_status st = s->dx->vt->argmax(s->dx, row, V, s->pick, err);
+    if (!st && s != &c->host &&
+        !(st = copy(c, c->host.pick, s->pick, sizeof *s->pick, SL_COPY_D2H, err)))
+        st = sync_dev(c, err);
+    return st ? st : sl_ref_argmax_token(c->host.pick, V, greedy, err);
+}
+
 static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_out, bool all,
-                        sl_error *err)
+                        int32_t *greedy, sl_error *err)
 {
     const sl_model *m = c->m;
     const int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
@@ -405,17 +418,20 @@ static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_
     const sl__dx_vt *vt = s->dx->vt;
     if (s == &c->host) {
         if ((st = vt->rms_norm(s->dx, s->x + first * E, m->output_norm->data, s->xn, rows, E,
-                               m->hp.rms_eps, err)))
+                               m->hp.rms_eps, err)) ||
+            (st = vt->mm(s->dx, m->output, s->xn, rows, logits_out, err)))
             return st;
-        return vt->mm(s->dx, m->output, s->xn, rows, logits_out, err);
+        return greedy ? pick(c, s, logits_out, greedy, err) : SL_OK;
     }
     /* device: in groups of logits_rows rows through the device logits buffer */
     for (int64_t r = 0; r < rows; r += c->dev_logits_rows) {
         const int64_t nr = rows - r < c->dev_logits_rows ? rows - r : c->dev_logits_rows;
         if ((st = vt->rms_norm(s->dx, s->x + (first + r) * E, m->output_norm->data, s->xn, nr, E,
                                m->hp.rms_eps, err)) ||
-            (st = vt->mm(s->dx, m->output, s->xn, nr, c->dev_logits, err)) ||
-            (st = copy(c, logits_out + r * V, c->dev_logits, (uint64_t)(nr * V) * sizeof(float),
+            (st = vt->mm(s->dx, m->output, s->xn, nr, c->dev_logits, err)))
+            return st;
+        if (greedy) return pick(c, s, c->dev_logits + (nr - 1) * V, greedy, err);
+        if ((st = copy(c, logits_out + r * V, c->dev_logits, (uint64_t)(nr * V) * sizeof(float),
                        SL_COPY_D2H, err)))
             return st;
     }
@@ -423,7 +439,7 @@ static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_
 }
 
 sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out, bool all,
-                      sl_error *err)
+                      int32_t *greedy, sl_error *err)
 {
     const sl_model *m = c->m;
     const sl__hparams *hp = &m->hp;
@@ -464,7 +480,7 @@ sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits
             return st;
         }
     }
-    if (logits_out) st = output(c, at, n, logits_out, all, err);
+    if (logits_out) st = output(c, at, n, logits_out, all, greedy, err);
     else if (c->dev.dx) st = sync_dev(c, err);
     if (st && c->dev.dx) sync_dev(c, NULL);
     return st;

@@ -10,9 +10,11 @@
  * opt.seed: the same seed and the same logits give the same tokens on every machine.
  * Invariant: after each filter, cand[0, n) is sorted as above and n >= 1. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/ref/ops.h"
 #include "runtime/prng.h"
 #include "runtime/sluice.h"
 
@@ -99,15 +101,16 @@ sl_status sl_sampler_sample(sl_sampler *s, const float *logits, int32_t n_vocab,
                             !s ? "sampler" : !logits ? "logits" : "token");
     if (n_vocab <= 0)
         return sl_error_set(err, SL_ERR_INVALID, "sampler: n_vocab %d must be positive", n_vocab);
-    int32_t best = -1;
-    for (int32_t i = 0; i < n_vocab; i++) {
-        if (isnan(logits[i]) || (isinf(logits[i]) && logits[i] > 0))
-            return sl_error_set(err, SL_ERR_INVALID, "sampler: logits[%d] = %g (NaN and +inf "
-                                "are refused; -inf masks a token)", i, (double)logits[i]);
-        if (logits[i] > -INFINITY && (best < 0 || logits[i] > logits[best])) best = i;
+    /* the greedy pick also validates the row for the other modes */
+    sl_argmax_result am;
+    int32_t best;
+    sl_status st = sl_ref_argmax(logits, n_vocab, &am, err);
+    if (!st) st = sl_ref_argmax_token(&am, n_vocab, &best, err);
+    if (st) {
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        return sl_error_set(err, st, "sampler: %s", why);
     }
-    if (best < 0)
-        return sl_error_set(err, SL_ERR_INVALID, "sampler: all %d logits are -inf", n_vocab);
     const sl_sampler_options *o = &s->opt;
     if (o->temp <= 0.0f) {
         *token = best;
@@ -161,4 +164,22 @@ sl_status sl_sampler_sample(sl_sampler *s, const float *logits, int32_t n_vocab,
     }
     *token = c[pick].id;
     return SL_OK;
+}
+
+sl_status sl_logits_argmax(const float *logits, int32_t n_vocab, int32_t *token, sl_error *err)
+{
+    if (!logits || !token)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_logits_argmax: NULL %s",
+                            !logits ? "logits" : "token");
+    if (n_vocab <= 0)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_logits_argmax: n_vocab %d must be positive",
+                            n_vocab);
+    sl_argmax_result am;
+    sl_status st = sl_ref_argmax(logits, n_vocab, &am, err);
+    return st ? st : sl_ref_argmax_token(&am, n_vocab, token, err);
+}
+
+bool sl_sampler_is_greedy(const sl_sampler *s)
+{
+    return s && s->opt.temp <= 0.0f;
 }

@@ -283,6 +283,12 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
 void sl_ctx_destroy(sl_ctx *c);
 /* Evaluates n tokens at positions n_past .. n_past+n-1 (appending to the KV cache). */
 sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err);
+/* sl_ctx_eval, then the greedy pick (sl_logits_argmax's rule) of the next token, taken where
+ * the output layer ran: with the output on the GPU only the token id crosses to the host, not
+ * n_vocab logits. The logits are not kept (sl_ctx_logits returns NULL until the next eval).
+ * An all_logits context computes only the last row's logits in this call. */
+sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *token,
+                             sl_error *err);
 /* Logits of the i-th token of the last eval (i = -1: the last one; needs all_logits for others).
  * Valid until the next eval. NULL if unavailable. */
 const float *sl_ctx_logits(const sl_ctx *c, int64_t i);
@@ -313,6 +319,15 @@ void sl_sampler_destroy(sl_sampler *s);
 /* Picks a token from n_vocab logits (llama.cpp's order: top-k, top-p, min-p, temperature). */
 sl_status sl_sampler_sample(sl_sampler *s, const float *logits, int32_t n_vocab, int32_t *token,
                             sl_error *err);
+/* True when s samples greedily (temp <= 0); false for NULL. */
+bool sl_sampler_is_greedy(const sl_sampler *s);
+/* The greedy pick (temp <= 0) over one row of logits: the lowest id of the largest value, -inf
+ * masking a token; a NaN or +inf anywhere is SL_ERR_INVALID naming it, as is a row of -inf. */
+sl_status sl_logits_argmax(const float *logits, int32_t n_vocab, int32_t *token, sl_error *err);
+/* sl_ctx_eval, then the next token from s; a greedy sampler picks it where the output layer
+ * ran (sl_ctx_eval_greedy: the logits are then not kept), any other from sl_ctx_logits. */
+sl_status sl_ctx_eval_sample(sl_ctx *c, sl_sampler *s, const int32_t *tokens, size_t n,
+                             int32_t *next, sl_error *err);
 
 /* ---- stats ------------------------------------------------------------------------------ */
 

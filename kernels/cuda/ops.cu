@@ -359,6 +359,67 @@ extern "C" sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, 
     return SL_OK;
 }
 
+/* ---- greedy pick ----------------------------------------------------------------------------- */
+
+enum { ARGMAX_THREADS = 1024 };
+
+/* (value, index) "a is the better pick than b": larger value, equal values by lower index; -1
+ * (nothing found) loses to anything. */
+static __device__ __forceinline__ bool am_better(float va, int32_t ia, float vb, int32_t ib)
+{
+    return ia >= 0 && (ib < 0 || va > vb || (va == vb && ia < ib));
+}
+
+/* One block: each thread scans a strided slice, then a tree reduction in shared memory. The
+ * result does not depend on the order of the reduction (both rules are total orders), so it
+ * equals sl_ref_argmax's. */
+static __global__ void __launch_bounds__(ARGMAX_THREADS)
+    k_argmax(const float *x, int32_t n, sl_argmax_result *r)
+{
+    __shared__ float sv[ARGMAX_THREADS];
+    __shared__ int32_t si[ARGMAX_THREADS], sb[ARGMAX_THREADS];
+    const int t = threadIdx.x;
+    float bv = 0.0f;
+    int32_t bi = -1, bad = -1;
+    for (int32_t i = t; i < n; i += ARGMAX_THREADS) {
+        const float v = x[i];
+        if (isnan(v) || v == INFINITY) {
+            if (bad < 0) bad = i; /* the first in this thread's slice is its lowest */
+        } else if (v > -INFINITY && (bi < 0 || v > bv)) {
+            bv = v, bi = i;
+        }
+    }
+    sv[t] = bv, si[t] = bi, sb[t] = bad;
+    __syncthreads();
+    for (int h = ARGMAX_THREADS / 2; h > 0; h >>= 1) {
+        if (t < h) {
+            if (am_better(sv[t + h], si[t + h], sv[t], si[t])) sv[t] = sv[t + h], si[t] = si[t + h];
+            if (sb[t + h] >= 0 && (sb[t] < 0 || sb[t + h] < sb[t])) sb[t] = sb[t + h];
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        r->best = si[0];
+        r->bad = sb[0];
+        r->bad_bits = sb[0] >= 0 ? __float_as_uint(x[sb[0]]) : 0u;
+    }
+}
+
+extern "C" sl_status sl_cuda_argmax(sl_cuda_ctx *c, const float *d_x, int64_t n,
+                                    sl_argmax_result *d_r, sl_error *err)
+{
+    const char *fn = __func__;
+    if (n < 0 || n > INT32_MAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n = %lld out of range", fn, (long long)n);
+    NEED(d_x, "d_x", n);
+    NEED(d_r, "d_r", 1);
+    sl_status st = enter(fn, c, err);
+    if (st) return st;
+    k_argmax<<<1, ARGMAX_THREADS, 0, c->stream>>>(d_x, (int32_t)n, d_r);
+    SL_CU_LAUNCH(err, "k_argmax");
+    return SL_OK;
+}
+
 /* ---- decode attention ------------------------------------------------------------------------ */
 
 enum { ATTN_DPL = SL_CUDA_ATTN_MAX_HEAD_DIM / 32 }; /* head dims per lane */

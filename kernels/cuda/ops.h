@@ -63,6 +63,11 @@ sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, int64_t n_t
                               const sl_router_params *p, int32_t *d_idx, float *d_w,
                               sl_error *err);
 
+/* sl_ref_argmax over d_x [n] into d_r (device memory; one block, so it costs one pass over
+ * the logits: ~1 MB for a 262k vocabulary). */
+sl_status sl_cuda_argmax(sl_cuda_ctx *c, const float *d_x, int64_t n, sl_argmax_result *d_r,
+                         sl_error *err);
+
 /* sl_ref_attn_decode: one query token, GQA, sliding window, softcap, sinks; K/V F32 or F16. */
 sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const void *d_k,
                               const void *d_v, const sl_attn_params *p, float *d_out,

@@ -11,6 +11,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/ref/half.h"
 
@@ -341,6 +342,46 @@ sl_status sl_ref_scale(float *x, int64_t n, float s, sl_error *err)
     if (check_n(n, __func__, err)) return SL_ERR_INVALID;
     CHECK_PTR(x, "x", n);
     for (int64_t i = 0; i < n; i++) x[i] *= s;
+    return SL_OK;
+}
+
+/* ---- greedy pick ------------------------------------------------------------------------ */
+
+sl_status sl_ref_argmax(const float *x, int64_t n, sl_argmax_result *r, sl_error *err)
+{
+    if (!r) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL result", __func__);
+    if (n < 0 || n > INT32_MAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n %lld outside [0, 2^31)", __func__,
+                            (long long)n);
+    CHECK_PTR(x, "x", n);
+    *r = (sl_argmax_result){.best = -1, .bad = -1};
+    for (int32_t i = 0; i < (int32_t)n; i++) {
+        const float v = x[i];
+        if (isnan(v) || v == INFINITY) {
+            if (r->bad < 0) {
+                r->bad = i;
+                memcpy(&r->bad_bits, &v, sizeof v);
+            }
+        } else if (v > -INFINITY && (r->best < 0 || v > x[r->best])) {
+            r->best = i;
+        }
+    }
+    return SL_OK;
+}
+
+sl_status sl_ref_argmax_token(const sl_argmax_result *r, int64_t n, int32_t *token,
+                              sl_error *err)
+{
+    if (!r || !token) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL argument", __func__);
+    if (r->bad >= 0) {
+        float v;
+        memcpy(&v, &r->bad_bits, sizeof v);
+        return sl_error_set(err, SL_ERR_INVALID, "logits[%d] = %g (NaN and +inf are refused; "
+                            "-inf masks a token)", r->bad, (double)v);
+    }
+    if (r->best < 0 || r->best >= n)
+        return sl_error_set(err, SL_ERR_INVALID, "all %lld logits are -inf", (long long)n);
+    *token = r->best;
     return SL_OK;
 }
 

@@ -130,6 +130,26 @@ sl_status sl_ref_mul(const float *a, const float *b, float *y, int64_t n, sl_err
 /* x *= s in place. */
 sl_status sl_ref_scale(float *x, int64_t n, float s, sl_error *err);
 
+/* ---- greedy pick ------------------------------------------------------------------------ */
+
+/* The greedy token over one row of logits — llama_sampler_greedy's rule, the only copy of it:
+ * the lowest index of the largest value, -inf masking a token. A NaN or +inf means the model
+ * produced garbage; it is reported, never picked. Device kernels return the same three values
+ * (kernels/cuda/ops.h sl_cuda_argmax), so the pick can happen where the logits are and only
+ * these 12 bytes cross to the host. */
+typedef struct sl_argmax_result {
+    int32_t best;     /* the pick; -1 when every value is -inf (or n == 0) */
+    int32_t bad;      /* lowest index holding NaN or +inf; -1 when none */
+    uint32_t bad_bits; /* that value's bits (0 when bad < 0) */
+} sl_argmax_result;
+/* Fills *r over x[0..n), n < 2^31. SL_ERR_INVALID for NULL r, x NULL with n > 0, or n out of
+ * range. */
+sl_status sl_ref_argmax(const float *x, int64_t n, sl_argmax_result *r, sl_error *err);
+/* *token = r->best when r names a token; else SL_ERR_INVALID naming the NaN/+inf index and value
+ * or saying all n values are -inf. */
+sl_status sl_ref_argmax_token(const sl_argmax_result *r, int64_t n, int32_t *token,
+                              sl_error *err);
+
 /* ---- MoE router ------------------------------------------------------------------------- */
 
 typedef enum sl_gating {

@@ -272,22 +272,21 @@ class Model(_Handle):
         """Text continuing prompt (greedy with temp <= 0)."""
         toks = list(self.tokenize(prompt))
         with self.context(n_ctx=n_ctx) as ctx:
-            ctx.eval(toks)
             out = []
             so = _lib.SamplerOptions(temp, top_k, top_p, min_p, seed)
             s, err = c_void_p(), _lib.Error()
             _check(lib().sl_sampler_create(byref(so), byref(s), byref(err)), err)
             try:
+                # each step evaluates and samples in one call: a greedy pick happens where the
+                # output layer ran (on a GPU only the token id comes back)
+                tok = ctx._eval_sample(s, toks)
                 for _ in range(n_predict):
-                    tok = c_int32()
-                    _check(lib().sl_sampler_sample(s, lib().sl_ctx_logits(ctx._h, -1),
-                                                   self.n_vocab, byref(tok), byref(err)), err)
-                    if stop_at_eos and tok.value == self.info["eos"]:
+                    if stop_at_eos and tok == self.info["eos"]:
                         break
-                    out.append(tok.value)
-                    if ctx.n_past >= ctx.n_ctx:
+                    out.append(tok)
+                    if len(out) == n_predict or ctx.n_past >= ctx.n_ctx:
                         break
-                    ctx.eval([tok.value])
+                    tok = ctx._eval_sample(s, [tok])
             finally:
                 lib().sl_sampler_destroy(s)
         return self.detokenize(out)
@@ -333,6 +332,15 @@ class Context(_Handle):
         _check(lib().sl_ctx_eval(self._h, t.ctypes.data_as(POINTER(c_int32)), len(t),
                                  byref(err)), err)
         self._n_last = len(t)
+
+    def _eval_sample(self, sampler, tokens):
+        """eval(tokens), then the next token from sampler (sl_ctx_eval_sample)."""
+        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        err, nxt = _lib.Error(), c_int32()
+        _check(lib().sl_ctx_eval_sample(self._h, sampler, t.ctypes.data_as(POINTER(c_int32)),
+                                        len(t), byref(nxt), byref(err)), err)
+        self._n_last = len(t)
+        return nxt.value
 
     def logits(self, i=-1):
         """Logits row i of the last eval (numpy float32 [n_vocab], a copy)."""

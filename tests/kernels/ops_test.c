@@ -514,6 +514,35 @@ static void test_ref_router(void)
 }
 
 /* cache helpers: [n_pos][n_kv][hd] */
+/* The greedy pick: lowest index of the maximum, -inf masks, NaN / +inf reported (lowest),
+ * never picked; its token form turns each case into a token or a named error. */
+static void test_ref_argmax(void)
+{
+    sl_error err;
+    sl_argmax_result r;
+    int32_t tok = -7;
+    const float ties[6] = {-1.0f, 3.0f, 2.0f, 3.0f, -INFINITY, 3.0f};
+    CHECK(sl_ref_argmax(ties, 6, &r, &err) == SL_OK && r.best == 1 && r.bad == -1);
+    CHECK(sl_ref_argmax_token(&r, 6, &tok, &err) == SL_OK && tok == 1);
+    const float masked[3] = {-INFINITY, -1e30f, -INFINITY};
+    CHECK(sl_ref_argmax(masked, 3, &r, &err) == SL_OK && r.best == 1);
+    const float all_inf[2] = {-INFINITY, -INFINITY};
+    CHECK(sl_ref_argmax(all_inf, 2, &r, &err) == SL_OK && r.best == -1 && r.bad == -1);
+    CHECK(sl_ref_argmax_token(&r, 2, &tok, &err) == SL_ERR_INVALID && strstr(err.msg, "-inf"));
+    float bad[5] = {1.0f, 2.0f, INFINITY, NAN, 9.0f};
+    CHECK(sl_ref_argmax(bad, 5, &r, &err) == SL_OK && r.best == 4 && r.bad == 2);
+    CHECK(sl_ref_argmax_token(&r, 5, &tok, &err) == SL_ERR_INVALID &&
+          strstr(err.msg, "logits[2] = inf"));
+    bad[2] = 0.0f;
+    CHECK(sl_ref_argmax(bad, 5, &r, &err) == SL_OK && r.bad == 3);
+    CHECK(sl_ref_argmax_token(&r, 5, &tok, &err) == SL_ERR_INVALID &&
+          strstr(err.msg, "logits[3] = nan"));
+    CHECK(sl_ref_argmax(NULL, 0, &r, &err) == SL_OK && r.best == -1);
+    CHECK(sl_ref_argmax(NULL, 3, &r, &err) == SL_ERR_INVALID);
+    CHECK(sl_ref_argmax(ties, -1, &r, &err) == SL_ERR_INVALID);
+    CHECK(sl_ref_argmax(ties, 6, NULL, &err) == SL_ERR_INVALID);
+}
+
 static void *make_cache(int32_t n_pos, int32_t n_kv, int32_t hd, sl_kv_type t, uint64_t *rng,
                         float sigma)
 {
@@ -1047,6 +1076,7 @@ int main(void)
     test_ref_activations();
     test_ref_rope();
     test_ref_router();
+    test_ref_argmax();
     test_ref_attention();
     test_ref_validation();
     test_dispatch();

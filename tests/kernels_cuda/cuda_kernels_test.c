@@ -597,6 +597,29 @@ static void test_ops(sl_cuda_ctx *c)
         cudaFree(dl), cudaFree(db), cudaFree(dw), cudaFree(di);
     }
 
+    /* greedy pick: random rows (a 262k vocabulary and a ragged 1000), ties at the maximum,
+     * -inf masks, NaN / +inf reported at their lowest index; the reference decides */
+    for (int variant = 0; variant < 6; variant++) {
+        const int64_t n = variant < 3 ? 262144 : 1000;
+        float *x = xmalloc((size_t)n * 4);
+        for (int64_t i = 0; i < n; i++) x[i] = rnd_f(-30, 30);
+        if (variant == 1 || variant == 4) x[n / 3] = x[n - 1] = x[7] = 31.0f; /* ties: 7 */
+        if (variant == 2) x[5] = INFINITY, x[n - 2] = NAN;
+        if (variant == 5) for (int64_t i = 0; i < n; i++) x[i] = i == 999 ? -1.0f : -INFINITY;
+        float *dx = dup_d(x, n);
+        sl_argmax_result *dr = dmalloc(sizeof *dr), got, want;
+        CHECK_MSG(sl_cuda_argmax(c, dx, n, dr, &e) == SL_OK, "%s", e.msg);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(&got, dr, sizeof got);
+        CHECK(sl_ref_argmax(x, n, &want, &e) == SL_OK);
+        REPORT(got.best == want.best && got.bad == want.bad && got.bad_bits == want.bad_bits,
+               "argmax variant %d: (%d, %d, %08x) vs the reference (%d, %d, %08x)", variant,
+               got.best, got.bad, got.bad_bits, want.best, want.bad, want.bad_bits);
+        free(x);
+        cudaFree(dx), cudaFree(dr);
+    }
+    CHECK(sl_cuda_argmax(c, NULL, 5, (sl_argmax_result *)&e, &e) == SL_ERR_INVALID);
+
     /* decode attention: F32 / F16 KV, GQA, window, softcap, sinks, head dims 64 / 80 / 128 */
     for (int variant = 0; variant < 8; variant++) {
         const int32_t Dv[3] = {64, 80, 128}, npv[4] = {1, 37, 1000, 333};

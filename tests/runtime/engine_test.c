@@ -134,6 +134,61 @@ static double max_diff(const float *a, const float *b, size_t n, double *scale)
 }
 
 /* The full property set on one model file. */
+/* Greedy decoding picked inside the engine (sl_ctx_eval_greedy: on the device where the output
+ * layer runs there) gives the tokens of logits read back and picked on the host, step by step,
+ * keeps no logits, and copies nothing pageable. */
+static void check_greedy(const char *label, sl_model *m, int combo_i)
+{
+    enum { PROMPT = 5, STEPS = 6 };
+    sl_model_info info;
+    sl_model_info_get(m, &info);
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 32;
+    co.kv_f16 = false;
+    sl_ctx *a = NULL, *b = NULL;
+    sl_error e;
+    CHECK(sl_ctx_create(m, &co, &a, &e) == SL_OK);
+    co.all_logits = true; /* a greedy step of an all_logits context computes the last row only */
+    CHECK(sl_ctx_create(m, &co, &b, &e) == SL_OK);
+    if (!a || !b) goto done;
+    sl_model_info_get(m, &info);
+    const uint64_t pageable0 = info.device_copies_pageable;
+    int32_t ta = -1, tb = -1;
+    for (int s = 0; s <= STEPS; s++) {
+        const int32_t *in = s ? &ta : k_tokens;
+        const size_t n = s ? 1 : PROMPT;
+        const int32_t prev = ta;
+        CHECK(sl_ctx_eval(a, s ? &prev : in, n, &e) == SL_OK);
+        const float *l = sl_ctx_logits(a, -1);
+        CHECK(l && sl_logits_argmax(l, info.n_vocab, &ta, &e) == SL_OK);
+        const int32_t tin = tb;
+        CHECK_MSG(sl_ctx_eval_greedy(b, s ? &tin : k_tokens, n, &tb, &e) == SL_OK, "%s: %s",
+                  label, e.msg);
+        CHECK_MSG(ta == tb, "%s: combo %d step %d: greedy on the engine picked %d, on the host "
+                  "%d", label, combo_i, s, tb, ta);
+        CHECK(sl_ctx_logits(b, -1) == NULL);
+        tb = ta; /* continue both from the same token even after a mismatch */
+    }
+    sl_model_info_get(m, &info);
+    CHECK_MSG(info.device_copies_pageable == pageable0, "%s: combo %d: greedy steps copied "
+              "pageable host memory", label, combo_i);
+    /* sl_ctx_eval_sample with a greedy sampler is the same step */
+    sl_sampler *smp = NULL;
+    sl_sampler_options so = sl_sampler_options_default();
+    so.temp = 0;
+    CHECK(sl_sampler_create(&so, &smp, &e) == SL_OK && sl_sampler_is_greedy(smp));
+    CHECK(sl_ctx_rewind(a, 0, &e) == SL_OK && sl_ctx_rewind(b, 0, &e) == SL_OK);
+    CHECK(sl_ctx_eval(a, k_tokens, PROMPT, &e) == SL_OK);
+    CHECK(sl_logits_argmax(sl_ctx_logits(a, -1), info.n_vocab, &ta, &e) == SL_OK);
+    CHECK(sl_ctx_eval_sample(b, smp, k_tokens, PROMPT, &tb, &e) == SL_OK && ta == tb);
+    CHECK(sl_ctx_eval_greedy(b, k_tokens, 0, &tb, &e) == SL_ERR_INVALID);
+    CHECK(sl_ctx_eval_greedy(b, k_tokens, 1, NULL, &e) == SL_ERR_INVALID);
+    sl_sampler_destroy(smp);
+done:
+    sl_ctx_destroy(a);
+    sl_ctx_destroy(b);
+}
+
 static void check_model(const char *label, const char *path, bool placements)
 {
     sl_model *m = open_model(path, SL_PLACE_CPU, SL_LOAD_PREAD, 0);
@@ -155,6 +210,7 @@ static void check_model(const char *label, const char *path, bool placements)
     max_diff(pre, pre, NV, &scale);
     CHECK_MSG(scale > 1e-3, "%s: logits all ~0 (%g)", label, scale);
 
+    check_greedy(label, m, -1);
     /* decode one token at a time */
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = 64;
@@ -280,6 +336,7 @@ static void check_model(const char *label, const char *path, bool placements)
                 CHECK_MSG(max_diff(pre16, l, NV, NULL) == 0, "%s: combo %d F16 KV differs",
                           label, (int)i);
             free(l);
+            check_greedy(label, mp, (int)i);
             sl_model_close(mp);
         }
     }

@@ -217,14 +217,6 @@ typedef struct row {
     double bound_s;                          /* per decode step */
 } row;
 
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 static void run_row(sl_model *m, const sl_model_info *info, const moe_bytes *mb, bool fetch_mode,
                     bool post, int32_t n_dec, int32_t n_pre, const char *trace, row *r)
 {
@@ -249,15 +241,14 @@ static void run_row(sl_model *m, const sl_model_info *info, const moe_bytes *mb,
                  "(a device placement and --sched mode=... are needed)", r->scheduler);
         goto out;
     }
-    if (sl_ctx_eval(c, tok, PROMPT, &err)) goto fail;
+    int32_t t;
+    if (sl_ctx_eval_greedy(c, tok, PROMPT, &t, &err)) goto fail;
     sl_ctx_stats_get(c, &s0);
     double sum = 0;
-    int32_t t = argmax(sl_ctx_logits(c, -1), info->n_vocab);
     for (int32_t i = 0; i < n_dec; i++) {
         const double t0 = sl_cli_now_s();
-        if (sl_ctx_eval(c, &t, 1, &err)) goto fail;
+        if (sl_ctx_eval_greedy(c, &t, 1, &t, &err)) goto fail;
         sum += sl_cli_now_s() - t0;
-        t = argmax(sl_ctx_logits(c, -1), info->n_vocab);
     }
     sl_ctx_stats_get(c, &s1);
     r->decode_tps = sum > 0 ? n_dec / sum : 0;

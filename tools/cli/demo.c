@@ -161,19 +161,18 @@ static int generate(sl_model *m, const char *path, int64_t n_predict, gen_result
     if (sl_ctx_create(m, &co, &c, &err) || sl_sampler_create(&so, &smp, &err)) goto fail;
     printf("%s", k_prompt);
     fflush(stdout);
+    int32_t tok;
     double t0 = sl_cli_now_s();
-    if (sl_ctx_eval(c, ptok, g->n_prompt, &err)) goto fail;
+    if (sl_ctx_eval_sample(c, smp, ptok, g->n_prompt, &tok, &err)) goto fail;
     g->prompt_s = sl_cli_now_s() - t0;
     t0 = sl_cli_now_s();
     for (int64_t i = 0; i < n_predict; i++) {
-        int32_t tok;
-        if (sl_sampler_sample(smp, sl_ctx_logits(c, -1), in.n_vocab, &tok, &err)) goto fail;
         if (tok == in.eos) break;
         if (sl_cli_token_piece(m, tok, &piece, &piece_cap, &piece_n, &err)) goto fail;
         fwrite(piece, 1, piece_n, stdout);
         fflush(stdout);
         g->n_gen++;
-        if (sl_ctx_eval(c, &tok, 1, &err)) goto fail;
+        if (sl_ctx_eval_sample(c, smp, &tok, 1, &tok, &err)) goto fail;
     }
     g->gen_s = sl_cli_now_s() - t0;
     printf("\n");

@@ -10,6 +10,7 @@
  * all_logits (split into -b batches inside the engine), with an F32 KV cache unless -ctk f16
  * asks otherwise (llama.cpp defaults to F16; eval exists to compare logits with references). */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,12 +83,15 @@ static int parse_tokens(const char *s, int32_t **out, size_t *n_out)
     return 0;
 }
 
-static int32_t argmax(const float *x, int32_t n)
+/* The greedy pick of row i; -1 (said on stderr) when the row holds NaN / +inf or only -inf:
+ * the logits are still worth printing when they are broken. */
+static int32_t row_argmax(const float *r, int32_t V, size_t i)
 {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
+    int32_t b;
+    sl_error e;
+    if (!sl_logits_argmax(r, V, &b, &e)) return b;
+    fprintf(stderr, "sluice eval: position %zu: %s\n", i, e.msg);
+    return -1;
 }
 
 int sl_cli_eval(int argc, char **argv)
@@ -207,7 +211,7 @@ int sl_cli_eval(int argc, char **argv)
         for (size_t i = 0; i < n_tok; i++) printf("%s%" PRId32, i ? "," : "", tok[i]);
         printf("],\"argmax\":[");
         for (size_t i = 0; i < n_tok; i++)
-            printf("%s%" PRId32, i ? "," : "", argmax(rows[i], V));
+            printf("%s%" PRId32, i ? "," : "", row_argmax(rows[i], V, i));
         printf("],\"prefill_tps\":");
         sl_json_f64(stdout, dt > 0 ? (double)n_tok / dt : 0.0);
         if (out_path) {
@@ -230,8 +234,9 @@ int sl_cli_eval(int argc, char **argv)
         printf("%-6s %-8s %-8s %s\n", "pos", "token", "argmax", "logit");
         for (size_t i = 0; i < n_tok; i++) {
             const float *r = rows[i];
-            const int32_t b = argmax(r, V);
-            printf("%-6zu %-8" PRId32 " %-8" PRId32 " %.6g\n", i, tok[i], b, (double)r[b]);
+            const int32_t b = row_argmax(r, V, i);
+            printf("%-6zu %-8" PRId32 " %-8" PRId32 " %.6g\n", i, tok[i], b,
+                   b < 0 ? (double)NAN : (double)r[b]);
         }
     }
     if (!json)

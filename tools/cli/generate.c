@@ -195,8 +195,11 @@ int sl_cli_generate(int argc, char **argv)
         fprintf(stderr, "sluice generate: out of memory\n");
         goto done;
     }
+    /* each step evaluates and picks the next token in one call: a greedy pick happens where
+     * the output layer ran (on a GPU only the id comes back) */
+    int32_t next;
     double t0 = sl_cli_now_s();
-    if (sl_ctx_eval(c, ptok, n_prompt, &err)) {
+    if (sl_ctx_eval_sample(c, smp, ptok, n_prompt, &next, &err)) {
         fprintf(stderr, "sluice generate: %s: prefill: %s\n", mf.path, err.msg);
         goto done;
     }
@@ -205,11 +208,7 @@ int sl_cli_generate(int argc, char **argv)
     size_t n_decoded = 0;
     const char *stop = "length";
     while (n_gen < max_gen) {
-        int32_t tok;
-        if (sl_sampler_sample(smp, sl_ctx_logits(c, -1), info.n_vocab, &tok, &err)) {
-            fprintf(stderr, "sluice generate: sample: %s\n", err.msg);
-            goto done;
-        }
+        const int32_t tok = next;
         if (tok == info.eos && !ignore_eos) {
             stop = "eos";
             break;
@@ -237,7 +236,7 @@ int sl_cli_generate(int argc, char **argv)
             break;
         }
         t0 = sl_cli_now_s();
-        if (sl_ctx_eval(c, &tok, 1, &err)) {
+        if (sl_ctx_eval_sample(c, smp, &tok, 1, &next, &err)) {
             fprintf(stderr, "sluice generate: %s: decode: %s\n", mf.path, err.msg);
             goto done;
         }
