@@ -31,6 +31,12 @@
  *   logits = W x + b, the top k of them, weights = softmax over those k; experts as wide as
  *   expert_feed_forward_length (required) with gate/up/down biases and the clamped SwiGLU
  *   (ggml_swiglu_oai: alpha 1.702, limit 7, (up + 1)).
+ * - deepseek2 (llama_model_deepseek2, MLA layout only: hparams_mla says why and what is
+ *   checked): NORMAL rope on the rope part of each head; head_dim is the latent row
+ *   (kv_lora_rank + n_rot) and n_head_kv 1, so the KV cache holds the compressed latent;
+ *   layers below leading_dense_block_count are dense; the router is the file's
+ *   (expert_gating_func, expert_weights_norm / _scale, expert groups, exp_probs_b used for
+ *   selection only); shared experts are n_ff_exp * expert_shared_count wide and ungated.
  */
 #include <math.h>
 #include <stdio.h>
@@ -59,6 +65,8 @@ static const sl__arch_traits k_traits[SL__ARCH_COUNT] = {
                           .attn_out_bias = true, .attn_sinks = true, .moe_biases = true,
                           .post_attn_ffn_norm = true, .gating = SL_GATING_TOPK_SOFTMAX,
                           .act = SL_MOE_SWIGLU_OAI},
+    [SL__ARCH_DEEPSEEK2] = {.name = "deepseek2", .rope = SL_ROPE_NORMAL, .moe_capable = true,
+                            .moe_required = true, .mla = true, .act = SL_MOE_SILU},
 };
 
 const sl__arch_traits *sl__arch_traits_get(sl__arch a)
@@ -75,7 +83,7 @@ sl_status sl__arch_parse(const char *name, sl__arch *out, sl_error *err)
         }
     return sl_error_set(err, SL_ERR_UNSUPPORTED,
                         "general.architecture '%s': unsupported (supported: llama (incl. "
-                        "mixtral), qwen2moe, qwen3moe, olmoe, gemma3, gpt-oss)",
+                        "mixtral), qwen2moe, qwen3moe, olmoe, gemma3, gpt-oss, deepseek2)",
                         name ? name : "(null)");
 }
 
@@ -214,6 +222,103 @@ static sl_status ffn_activation(sl_model *m, sl_error *err)
                         SL_FFN_ACT_KEY, val, m->tr->name, m->hp.n_expert ? " with experts" : "");
 }
 
+/* deepseek2 (llama.cpp llama_model_deepseek2::load_arch_hparams and the MLA layout its
+ * converter writes): the attention is MQA over the latent, so key_length = kv_lora_rank +
+ * rope.dimension_count, value_length = kv_lora_rank, head_count_kv = 1, and the per-head sizes
+ * are key_length_mla (nope + rope) and value_length_mla. Files without the *_mla keys (the
+ * legacy attn_kv_b layout) are refused: llama.cpp runs them without the latent cache. */
+static sl_status hparams_mla(sl_model *m, sl_error *err)
+{
+    sl__hparams *hp = &m->hp;
+    const int64_t BIG = 1 << 30;
+    const char *a = m->tr->name;
+    char k[128];
+    sl_status st;
+    if (!sl_gguf_find(m->gguf, akey(k, sizeof k, m, "attention.key_length_mla")))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED,
+                            "metadata key '%s' missing: the legacy attn_kv_b layout (no MLA "
+                            "keys) is not supported; convert with a current llama.cpp "
+                            "convert_hf_to_gguf.py (attn_k_b / attn_v_b)", k);
+    if ((st = get_i32(m, "attention.kv_lora_rank", true, 0, 1, BIG, &hp->n_lora_kv, err)) ||
+        (st = get_i32(m, "attention.q_lora_rank", false, 0, 0, BIG, &hp->n_lora_q, err)) ||
+        (st = get_i32(m, "attention.key_length_mla", true, 0, 1, BIG, &hp->n_embd_head_k_mla,
+                      err)) ||
+        (st = get_i32(m, "attention.value_length_mla", true, 0, 1, BIG, &hp->n_embd_head_v_mla,
+                      err)) ||
+        (st = get_i32(m, "leading_dense_block_count", false, 0, 0, hp->n_layer,
+                      &hp->n_dense_lead, err)) ||
+        (st = get_i32(m, "expert_shared_count", false, 0, 0, 64, &hp->n_expert_shared, err)) ||
+        (st = get_i32(m, "expert_feed_forward_length", true, 0, 1, BIG, &hp->n_ff_exp, err)) ||
+        (st = get_i32(m, "expert_group_count", false, 0, 0, hp->n_expert, &hp->n_group, err)) ||
+        (st = get_i32(m, "expert_group_used_count", false, 0, 0, BIG, &hp->n_group_used, err)) ||
+        (st = get_f32(m, "rope.scaling.yarn_log_multiplier", false, 0.0f, &hp->yarn_log_mul,
+                      err)))
+        return st;
+    if (!sl_gguf_find(m->gguf, akey(k, sizeof k, m, "rope.dimension_count")))
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s' missing (required: the "
+                            "rope part of each head)", k);
+    const int32_t Dl = hp->n_lora_kv + hp->n_rot;
+    if (hp->head_dim != Dl)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.key_length': %d, "
+                            "expected kv_lora_rank + rope.dimension_count = %d + %d = %d", a,
+                            hp->head_dim, hp->n_lora_kv, hp->n_rot, Dl);
+    int32_t vl;
+    if ((st = get_i32(m, "attention.value_length", false, hp->n_lora_kv, 1, BIG, &vl, err)))
+        return st;
+    if (vl != hp->n_lora_kv)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.value_length': %d, "
+                            "expected kv_lora_rank = %d", a, vl, hp->n_lora_kv);
+    if (hp->n_head_kv != 1)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.head_count_kv': %d, "
+                            "expected 1 (MLA attends over one latent head)", a, hp->n_head_kv);
+    if (hp->n_embd_head_k_mla <= hp->n_rot)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.key_length_mla': "
+                            "%d, expected > rope.dimension_count %d (nope + rope, nope >= 1)",
+                            a, hp->n_embd_head_k_mla, hp->n_rot);
+    if (hp->n_group > 1) {
+        if (hp->n_expert % hp->n_group)
+            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_count': %d "
+                                "does not divide expert_count %d", a, hp->n_group,
+                                hp->n_expert);
+        if (hp->n_group_used < 1 || hp->n_group_used > hp->n_group)
+            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_used_count': "
+                                "%d, expected in [1, expert_group_count %d]", a,
+                                hp->n_group_used, hp->n_group);
+        if ((int64_t)hp->n_group_used * (hp->n_expert / hp->n_group) < hp->n_expert_used)
+            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_used_count': "
+                                "%d groups of %d experts cannot hold expert_used_count %d", a,
+                                hp->n_group_used, hp->n_expert / hp->n_group,
+                                hp->n_expert_used);
+    }
+    int32_t gf;
+    if ((st = get_i32(m, "expert_gating_func", false, 1, 1, 2, &gf, err))) return st;
+    /* llama.cpp: absent (V2, V2.5 files) means softmax; 1 softmax, 2 sigmoid */
+    hp->gating = gf == 2 ? SL_GATING_SIGMOID : SL_GATING_SOFTMAX_TOPK;
+    const sl_gguf_value *nv = sl_gguf_find(m->gguf, akey(k, sizeof k, m, "expert_weights_norm"));
+    if (nv && nv->type != SL_GGUF_BOOL)
+        return sl_error_set(err, SL_ERR_TYPE, "metadata key '%s': %s, expected bool", k,
+                            sl_gguf_vtype_name(nv->type));
+    hp->norm_topk = nv && nv->v.b;
+    /* absent: the converter leaves it out when there is no scaling (llama.cpp then skips it) */
+    if ((st = get_f32(m, "expert_weights_scale", false, 1.0f, &hp->expert_weights_scale, err)))
+        return st;
+    if (hp->expert_weights_scale == 0.0f) hp->expert_weights_scale = 1.0f;
+    if (hp->expert_weights_scale < 0)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_weights_scale': %g, "
+                            "expected > 0", a, (double)hp->expert_weights_scale);
+    hp->n_ff_shexp = hp->n_ff_exp * hp->n_expert_shared;
+    /* YaRN as llama.cpp's deepseek2 graph: the rope's own magnitude correction is cancelled
+     * (the rotated dims keep attn_factor), and the attention scale carries
+     * mscale^2 / sqrt(key_length_mla), mscale = attn_factor * (1 + yarn_log_multiplier *
+     * ln(1 / freq_scale)) — HF's softmax_scale with yarn_get_mscale(factor, mscale_all_dim),
+     * the file holding 0.1 * mscale_all_dim */
+    const float lnf = logf(1.0f / hp->rope_scale);
+    const float mscale = hp->yarn_attn_factor * (1.0f + hp->yarn_log_mul * lnf);
+    hp->attn_scale = mscale * mscale / sqrtf((float)hp->n_embd_head_k_mla);
+    if (hp->yarn_ext_factor != 0.0f) hp->yarn_attn_factor /= 1.0f + 0.1f * lnf;
+    return SL_OK;
+}
+
 sl_status sl__hparams_load(sl_model *m, sl_error *err)
 {
     sl__hparams *hp = &m->hp;
@@ -239,7 +344,7 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
     if ((st = get_i32(m, "attention.key_length", false, dflt_hd, 1, 1 << 16, &kl, err))) return st;
     if ((st = get_i32(m, "attention.value_length", false, dflt_hd, 1, 1 << 16, &vl, err)))
         return st;
-    if (kl != vl)
+    if (kl != vl && !m->tr->mla)
         return sl_error_set(err, SL_ERR_UNSUPPORTED,
                             "metadata: %s.attention.key_length %d != value_length %d "
                             "(different K and V head sizes are not supported)",
@@ -333,14 +438,18 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
                                 "metadata key 'gpt-oss.rope.dimension_count': %d, expected %d "
                                 "(attention.key_length: gpt-oss heads are n_rot wide)",
                                 hp->n_rot, hp->head_dim);
-    } else {
+    } else if (!m->tr->mla) {
         hp->n_ff_exp = hp->n_ff;
     }
     if (hp->n_expert > 0 && hp->n_ff_exp < 1)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata: expert FFN width is 0 (%s."
                             "expert_feed_forward_length / feed_forward_length missing)",
                             m->tr->name);
-    if (hp->n_expert == 0 && hp->n_ff < 1)
+    hp->gating = m->tr->gating;
+    hp->norm_topk = m->tr->norm_topk;
+    hp->expert_weights_scale = 1.0f;
+    if (m->tr->mla && (st = hparams_mla(m, err))) return st;
+    if ((hp->n_expert == 0 || hp->n_dense_lead > 0) && hp->n_ff < 1)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.feed_forward_length' missing "
                             "or 0 (dense FFN width)", m->tr->name);
     if (m->arch == SL__ARCH_QWEN2MOE && hp->n_ff_shexp < 1)
@@ -455,7 +564,8 @@ static sl_status bindf(sl_model *m, sl_weight **out, bool required, bool vec, bo
 #define VEC(out, req, fmt, il, ...) bindf(m, out, req, true, false, NE(__VA_ARGS__), fmt, il, 0, err)
 #define MAT(out, req, fmt, il, ...) bindf(m, out, req, false, true, NE(__VA_ARGS__), fmt, il, 0, err)
 
-static sl_status bind_layer(sl_model *m, int il, sl_error *err)
+/* The attention weights of the q/k/v architectures. */
+static sl_status bind_attn(sl_model *m, int il, sl_error *err)
 {
     const sl__hparams *hp = &m->hp;
     const sl__arch_traits *tr = m->tr;
@@ -463,7 +573,6 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
     const int64_t E = hp->n_embd, D = hp->head_dim, Q = (int64_t)hp->n_head * D,
                   KV = (int64_t)hp->n_head_kv * D;
     sl_status st;
-    if ((st = VEC(&L->attn_norm, true, "blk.%d.attn_norm.weight", il, E))) return st;
     if ((st = MAT(&L->wq, true, "blk.%d.attn_q.weight", il, E, Q))) return st;
     if ((st = MAT(&L->wk, true, "blk.%d.attn_k.weight", il, E, KV))) return st;
     if ((st = MAT(&L->wv, true, "blk.%d.attn_v.weight", il, E, KV))) return st;
@@ -485,6 +594,48 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
             return st;
         if ((st = VEC(&L->ffn_post_norm, true, "blk.%d.post_ffw_norm.weight", il, E))) return st;
     }
+    return SL_OK;
+}
+
+/* deepseek2's MLA weights (llama_model_deepseek2::load_arch_tensors, MLA layout). */
+static sl_status bind_mla(sl_model *m, int il, sl_error *err)
+{
+    const sl__hparams *hp = &m->hp;
+    sl__layer *L = &m->layers[il];
+    const int64_t E = hp->n_embd, H = hp->n_head, Dk = hp->n_embd_head_k_mla,
+                  Dv = hp->n_embd_head_v_mla, R = hp->n_rot, C = hp->n_lora_kv,
+                  QL = hp->n_lora_q;
+    sl_status st;
+    if (QL > 0) {
+        if ((st = MAT(&L->wq_a, true, "blk.%d.attn_q_a.weight", il, E, QL)) ||
+            (st = VEC(&L->q_a_norm, true, "blk.%d.attn_q_a_norm.weight", il, QL)) ||
+            (st = MAT(&L->wq_b, true, "blk.%d.attn_q_b.weight", il, QL, H * Dk)))
+            return st;
+    } else if ((st = MAT(&L->wq, true, "blk.%d.attn_q.weight", il, E, H * Dk))) {
+        return st;
+    }
+    if ((st = MAT(&L->wkv_a, true, "blk.%d.attn_kv_a_mqa.weight", il, E, C + R)) ||
+        (st = VEC(&L->kv_a_norm, true, "blk.%d.attn_kv_a_norm.weight", il, C)) ||
+        (st = MAT(&L->wk_b, true, "blk.%d.attn_k_b.weight", il, Dk - R, C, H)) ||
+        (st = MAT(&L->wv_b, true, "blk.%d.attn_v_b.weight", il, C, Dv, H)) ||
+        (st = MAT(&L->wo, true, "blk.%d.attn_output.weight", il, H * Dv, E)))
+        return st;
+    return SL_OK;
+}
+
+static sl_status bind_layer(sl_model *m, int il, sl_error *err)
+{
+    const sl__hparams *hp = &m->hp;
+    const sl__arch_traits *tr = m->tr;
+    sl__layer *L = &m->layers[il];
+    const int64_t E = hp->n_embd;
+    sl_status st;
+    if ((st = VEC(&L->attn_norm, true, "blk.%d.attn_norm.weight", il, E))) return st;
+    if (tr->mla) {
+        if ((st = bind_mla(m, il, err))) return st;
+    } else if ((st = bind_attn(m, il, err))) {
+        return st;
+    }
     const char *ffn_norm = tr->post_attn_ffn_norm ? "blk.%d.post_attention_norm.weight"
                                                   : "blk.%d.ffn_norm.weight";
     if ((st = VEC(&L->ffn_norm, true, ffn_norm, il, E))) return st;
@@ -494,7 +645,7 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
         (st = VEC(&L->sinks, true, "blk.%d.attn_sinks.weight", il, (int64_t)hp->n_head)))
         return st;
 
-    if (hp->n_expert == 0) {
+    if (hp->n_expert == 0 || il < hp->n_dense_lead) {
         const int64_t F = hp->n_ff;
         if ((st = MAT(&L->ffn_gate, true, "blk.%d.ffn_gate.weight", il, E, F))) return st;
         if ((st = MAT(&L->ffn_up, true, "blk.%d.ffn_up.weight", il, E, F))) return st;
@@ -551,6 +702,15 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
             if ((st = MAT(&L->down_shexp, true, "blk.%d.ffn_down_shexp.weight", il, S, E)))
                 return st;
         }
+        if (tr->mla && hp->n_expert_shared > 0) { /* added ungated */
+            const int64_t S = hp->n_ff_shexp;
+            if ((st = MAT(&L->gate_shexp, true, "blk.%d.ffn_gate_shexp.weight", il, E, S)) ||
+                (st = MAT(&L->up_shexp, true, "blk.%d.ffn_up_shexp.weight", il, E, S)) ||
+                (st = MAT(&L->down_shexp, true, "blk.%d.ffn_down_shexp.weight", il, S, E)))
+                return st;
+        }
+        if (tr->mla && (st = VEC(&L->exp_probs_b, false, "blk.%d.exp_probs_b.bias", il, X)))
+            return st;
     }
 
     /* per-layer rope */

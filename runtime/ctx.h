@@ -3,7 +3,9 @@
  *
  * KV cache (kv.c): K and V, each [n_layer][n_ctx][n_head_kv][head_dim] of F16 or F32 — per
  * layer exactly the [n_pos][n_kv_head][head_dim] layout the decode-attention kernels read, so
- * attention reads the cache in place. Position p of layer l is valid iff p < n_past.
+ * attention reads the cache in place. Position p of layer l is valid iff p < n_past. MLA
+ * models (deepseek2) keep K only: one latent row per token, whose first n_lora_kv entries are
+ * also the values (k_only; V's base is K's).
  *
  * Scratch is sized at creation for `cap` = n_batch tokens; sl_ctx_eval feeds the forward pass
  * chunks of at most cap tokens. Invariants: 0 <= n_past <= n_ctx; n_logits rows of n_vocab
@@ -27,14 +29,15 @@ typedef struct sl__kv {
     sl_kv_type type;
     int32_t n_layer, n_ctx, n_kv, head_dim;
     size_t elt;                 /* bytes per element: 2 or 4 */
+    bool k_only;                /* MLA: v is NULL, V reads K */
     void *k, *v;
 } sl__kv;
 
 /* kv.c */
 sl_status sl__kv_init(sl__kv *kv, sl_kv_type type, int32_t n_layer, int32_t n_ctx,
-                      int32_t n_kv, int32_t head_dim, sl_error *err);
+                      int32_t n_kv, int32_t head_dim, bool k_only, sl_error *err);
 void sl__kv_free(sl__kv *kv);
-/* Layer l's K (or V) cache base: [n_ctx][n_kv][head_dim] elements. */
+/* Layer l's K (or V; K's when k_only) cache base: [n_ctx][n_kv][head_dim] elements. */
 void *sl__kv_layer(const sl__kv *kv, bool v, int32_t l);
 
 /* One side of the forward pass: an executor and the buffers it computes in ([cap][...], in

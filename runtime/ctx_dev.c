@@ -35,7 +35,8 @@ static size_t core_weights(const sl__layer *L, const sl_weight **out)
                               L->q_norm, L->k_norm, L->attn_post_norm, L->ffn_norm,
                               L->ffn_post_norm, L->gate_inp, L->gate_shexp, L->up_shexp,
                               L->down_shexp, L->gate_inp_shexp, L->bo, L->sinks,
-                              L->gate_inp_b};
+                              L->gate_inp_b, L->wq_a, L->q_a_norm, L->wq_b, L->wkv_a,
+                              L->kv_a_norm, L->wk_b, L->wv_b, L->exp_probs_b};
     size_t n = 0;
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (all[i]) out[n++] = all[i];
@@ -79,8 +80,11 @@ size_t sl__side_carve(const sl_ctx *c, sl__side *s, void *base)
 {
     const sl__hparams *hp = &c->m->hp;
     const int64_t B = c->cap, E = hp->n_embd, D = hp->head_dim;
-    const int64_t Q = (int64_t)hp->n_head * D, KV = (int64_t)hp->n_head_kv * D;
-    const int64_t F = max64(max64(hp->n_ff, hp->n_ff_shexp), 1);
+    /* MLA: q holds n_head heads of key_length_mla, the attention n_head latent rows, its
+     * expansion n_head value heads; g and u the per-head gathers and q_lora's projection */
+    const int64_t HD = max64(D, max64(hp->n_embd_head_k_mla, hp->n_embd_head_v_mla));
+    const int64_t Q = (int64_t)hp->n_head * HD, KV = (int64_t)hp->n_head_kv * D;
+    const int64_t F = max64(max64(max64(hp->n_ff, hp->n_ff_shexp), max64(HD, hp->n_lora_q)), 1);
     const int64_t K = max64(hp->n_expert_used, 1);
     float **fp[] = {&s->x, &s->xn, &s->tmp, &s->q, &s->att, &s->k, &s->v, &s->g, &s->u,
                     &s->router, &s->sh, &s->topk_w};
@@ -109,13 +113,13 @@ static sl_status kv_slots(sl_ctx *c, int32_t n_slots, sl_error *err)
     const uint64_t per = (uint64_t)kv->n_ctx * (uint64_t)kv->n_kv * (uint64_t)kv->head_dim *
                          kv->elt;
     sl_status st = take(c, per * (uint64_t)n_slots, &c->dev.kv_k, err);
-    if (!st) st = take(c, per * (uint64_t)n_slots, &c->dev.kv_v, err);
+    if (!st && !kv->k_only) st = take(c, per * (uint64_t)n_slots, &c->dev.kv_v, err);
     if (st) {
         char why[SL_ERROR_MSG_BYTES];
         snprintf(why, sizeof why, "%s", err ? err->msg : "");
-        return sl_error_set(err, st, "device KV cache (%d layers x n_ctx %d, 2 x %llu bytes): %s",
-                            n_slots, kv->n_ctx, (unsigned long long)(per * (uint64_t)n_slots),
-                            why);
+        return sl_error_set(err, st, "device KV cache (%d layers x n_ctx %d, %d x %llu bytes): "
+                            "%s", n_slots, kv->n_ctx, kv->k_only ? 1 : 2,
+                            (unsigned long long)(per * (uint64_t)n_slots), why);
     }
     return SL_OK;
 }
@@ -164,7 +168,7 @@ sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err)
     const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
     sl_status st;
     for (int32_t il = 0; cuda && il < m->hp.n_layer && m->hp.n_expert; il++) {
-        if (!m->layers[il].moe_on_device[0]) continue;
+        if (!sl__layer_moe(&m->layers[il]) || !m->layers[il].moe_on_device[0]) continue;
         if (!c->dmoe[il].d_gate)
             return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: a reload moved its "
                                 "experts to the device after this context was created: "
@@ -188,7 +192,7 @@ static sl_status expert_ptrs(sl_ctx *c, sl_error *err)
     const int32_t X = m->hp.n_expert;
     int32_t n_layers = 0;
     for (int32_t il = 0; il < m->hp.n_layer; il++)
-        n_layers += m->layers[il].moe_on_device[0];
+        n_layers += sl__layer_moe(&m->layers[il]) && m->layers[il].moe_on_device[0];
     if (!n_layers) return SL_OK;
     const uint64_t per = 3 * (uint64_t)X * sizeof(void *);
     uint8_t *base;
@@ -197,7 +201,7 @@ static sl_status expert_ptrs(sl_ctx *c, sl_error *err)
     int32_t slot = 0;
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const sl__layer *L = &m->layers[il];
-        if (!L->moe_on_device[0]) continue;
+        if (!sl__layer_moe(L) || !L->moe_on_device[0]) continue;
         const void *const **dst[3] = {&c->dmoe[il].d_gate, &c->dmoe[il].d_up, &c->dmoe[il].d_down};
         for (int p = 0; p < 3; p++)
             *dst[p] = (const void *const *)(base + (uint64_t)slot * per +
@@ -225,7 +229,11 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
         sl__layer *L = &m->layers[il];
         c->dmoe[il].L = &L->moe;
         c->kv_slot[il] = -1;
-        const bool dev = m->arena && on_dev(L->wq);
+        const bool dev = m->arena && on_dev(L->wo); /* every architecture's attention has wo */
+        if (cuda && dev && m->tr->mla)
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: %s's MLA attention and "
+                                "group-limited router have no CUDA kernels yet (run it on the "
+                                "CPU or with -ngl 0)", m->path, il, m->tr->name);
         const sl_weight *ws[32];
         const size_t nw = core_weights(L, ws);
         char where[48];
@@ -242,7 +250,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
                 if ((st = check_weight(c, fw[i], fdev, where, err))) return st;
             any_dev |= fdev;
         }
-        if (hp->n_expert) {
+        if (sl__layer_moe(L)) {
             for (int32_t x = 1; x < hp->n_expert; x++)
                 if (L->moe_on_device[x] != L->moe_on_device[0])
                     return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: routed experts "

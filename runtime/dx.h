@@ -77,6 +77,10 @@ typedef struct sl__dx_vt {
                         int32_t *idx, float *w, sl_error *);
     sl_status (*moe)(sl__dx *, const sl__dx_moe *L, const int32_t *idx, const float *w,
                      int64_t n, int32_t k, const float *x, float *out, sl_error *);
+    /* dst[r * dst_stride + j] = src[r * src_stride + j] for r < rows, j < width: the gathers
+     * and scatters of per-head slices (deepseek2's MLA); NULL where not implemented (cuda) */
+    sl_status (*copy2d)(sl__dx *, float *dst, int64_t dst_stride, const float *src,
+                        int64_t src_stride, int64_t rows, int64_t width, sl_error *);
     /* *r = the greedy pick over x[0..n) (kernels/ref/ops.h sl_ref_argmax; r in this
      * executor's memory, so on a GPU only r crosses to the host) */
     sl_status (*argmax)(sl__dx *, const float *x, int64_t n, sl_argmax_result *r, sl_error *);

@@ -117,6 +117,9 @@ static sl_status c_attn(sl__dx *x, const float *q, const void *kc, const void *v
 static sl_status c_router(sl__dx *x, const float *logits, int64_t n, const sl_router_params *p,
                           int32_t *idx, float *w, sl_error *err)
 {
+    if (p->n_group > 1)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "router (cuda): group-limited selection "
+                            "(expert_group_count %d) is not implemented on CUDA", p->n_group);
     return sl_cuda_router_topk(((dx_cuda *)x)->cu, logits, n, p, idx, w, err);
 }
 

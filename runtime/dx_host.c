@@ -323,11 +323,21 @@ static void h_destroy(sl__dx *x)
     free(h);
 }
 
+static sl_status h_copy2d(sl__dx *x, float *dst, int64_t dst_stride, const float *src,
+                          int64_t src_stride, int64_t rows, int64_t width, sl_error *err)
+{
+    DRAIN((dx_host *)x);
+    for (int64_t r = 0; r < rows; r++)
+        memmove(dst + r * dst_stride, src + r * src_stride, (size_t)width * sizeof *dst);
+    return SL_OK;
+}
+
 /* host and sim differ only in `dev` (drain() is a no-op without it) */
 static const sl__dx_vt host_vt = {
     .mm = h_mm, .rms_norm = h_rms_norm, .add = h_add, .add_rows = h_add_rows, .scale = h_scale,
     .glu = h_glu, .rope = h_rope, .kv_store = h_kv_store, .attn = h_attn, .router = h_router,
-    .moe = h_moe, .gated_add = h_gated_add, .argmax = h_argmax, .relu_ffn = h_relu_ffn,
+    .moe = h_moe, .gated_add = h_gated_add, .copy2d = h_copy2d, .argmax = h_argmax,
+    .relu_ffn = h_relu_ffn,
     .destroy = h_destroy};
 
 static sl_status create(sl_device *dev, sl_stream *stream,

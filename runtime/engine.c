@@ -497,7 +497,7 @@ static sl_status ctx_build(sl_ctx *c, sl_error *err)
     if (!c->opt.n_batch) c->opt.n_batch = 512;
     c->cap = c->opt.n_batch < c->opt.n_ctx ? c->opt.n_batch : c->opt.n_ctx;
     if ((st = sl__kv_init(&c->kv, c->opt.kv_f16 ? SL_KV_F16 : SL_KV_F32, hp->n_layer,
-                          c->opt.n_ctx, hp->n_head_kv, hp->head_dim, err)))
+                          c->opt.n_ctx, hp->n_head_kv, hp->head_dim, m->tr->mla, err)))
         goto fail;
     /* kernels: dispatch chosen once (SLUICE_CPU_ISA may force one), pool of the model's size */
     if ((st = sl_cpu_ops_init_env(&c->ops, err))) goto fail;

@@ -10,9 +10,13 @@
  *   n_swa), GQA by the kernel; gemma3 scales by its own attention scale; gpt-oss's per-head
  *   sinks join each softmax denominator
  *   x += [post_norm](Wo att [+ bo: gpt-oss])
+ *   (deepseek2: multi-head latent attention instead, attn_mla below: the cache holds one
+ *   latent row per token, k_b absorbed into the query, v_b per head after the attention)
  *   xn = rms_norm(x, ffn_norm)
  *   dense: act(Wg xn) * (Wu xn) -> Wd;  MoE: router (+ bias: gpt-oss) -> top-k -> experts
  *   (with biases: gpt-oss) (+ qwen2moe's shared expert times sigmoid(w_shexp_gate . xn))
+ *   (deepseek2: dense below leading_dense_block_count; sigmoid router whose selection adds
+ *   exp_probs_b within the best groups; weights normalised and scaled; + shared experts)
  *   x += [post_norm](ffn)
  * then logits = Wout rms_norm(x, output_norm) for the rows asked for.
  *
@@ -43,7 +47,7 @@ static void *kv_base(const sl_ctx *c, const sl__side *s, int32_t il, bool v)
     if (s == &c->host) return sl__kv_layer(&c->kv, v, il);
     const size_t per = (size_t)c->kv.n_ctx * (size_t)c->kv.n_kv * (size_t)c->kv.head_dim *
                        c->kv.elt;
-    return (uint8_t *)(v ? s->kv_v : s->kv_k) + (size_t)c->kv_slot[il] * per;
+    return (uint8_t *)(v && !c->kv.k_only ? s->kv_v : s->kv_k) + (size_t)c->kv_slot[il] * per;
 }
 
 static sl_status copy(sl_ctx *c, void *dst, const void *src, uint64_t bytes, sl_copy_kind kind,
@@ -180,8 +184,11 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
     if ((st = vt->mm(s->dx, L->gate_inp, s->xn, n, s->router, err))) return st;
     if (L->gate_inp_b && (st = vt->add_rows(s->dx, s->router, L->gate_inp_b->data, n, X, err)))
         return st;
-    const sl_router_params rp = {.gating = m->tr->gating, .n_expert = X, .k = K,
-                                 .norm_topk = m->tr->norm_topk, .weight_scale = 1.0f};
+    const sl_router_params rp = {.gating = hp->gating, .n_expert = X, .k = K,
+                                 .norm_topk = hp->norm_topk,
+                                 .weight_scale = hp->expert_weights_scale,
+                                 .bias = L->exp_probs_b ? L->exp_probs_b->data : NULL,
+                                 .n_group = hp->n_group, .top_group = hp->n_group_used};
     if ((st = vt->router(s->dx, s->router, n, &rp, s->topk_idx, s->topk_w, err))) return st;
     const bool experts_dev = L->moe_on_device && L->moe_on_device[0];
     if (experts_dev == (s == &c->dev))
@@ -189,6 +196,15 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
     else
         st = ffn_elsewhere(c, s, L, il, n, true, err);
     if (st) return st;
+    if (m->tr->mla && L->gate_shexp) { /* deepseek2: shared experts added ungated */
+        const int64_t S = L->gate_shexp->ne[1];
+        if ((st = vt->mm(s->dx, L->gate_shexp, s->xn, n, s->g, err)) ||
+            (st = vt->mm(s->dx, L->up_shexp, s->xn, n, s->u, err)) ||
+            (st = vt->glu(s->dx, m->tr->act, s->g, s->u, S * n, err)) ||
+            (st = vt->mm(s->dx, L->down_shexp, s->g, n, s->att, err)))
+            return st;
+        return vt->add(s->dx, s->tmp, s->att, s->tmp, n * E, err);
+    }
     if (!m->tr->shared_expert) return SL_OK;
     /* shared expert, gated per token by sigmoid(w . xn) (llm_build_qwen2moe) */
     const int64_t S = L->gate_shexp->ne[1];
@@ -201,7 +217,8 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
     return vt->gated_add(s->dx, s->tmp, s->att, s->sh, n, E, err);
 }
 
-static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
+/* q/k/v attention from s->xn into s->tmp (Wo att [+ bo]). */
+static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
 {
     const sl_model *m = c->m;
     const sl__hparams *hp = &m->hp;
@@ -212,8 +229,7 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
                   KV = (int64_t)hp->n_head_kv * D;
     const float eps = hp->rms_eps;
     sl_status st;
-    if ((st = vt->rms_norm(dx, s->x, L->attn_norm->data, s->xn, n, E, eps, err)) ||
-        (st = vt->mm(dx, L->wq, s->xn, n, s->q, err)) ||
+    if ((st = vt->mm(dx, L->wq, s->xn, n, s->q, err)) ||
         (st = vt->mm(dx, L->wk, s->xn, n, s->k, err)) ||
         (st = vt->mm(dx, L->wv, s->xn, n, s->v, err)))
         return st;
@@ -247,14 +263,116 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
     if ((st = vt->attn(dx, s->q, kc, vc, &ap, c->host.pos, n, s->att, err)))
         return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
     if ((st = vt->mm(dx, L->wo, s->att, n, s->tmp, err))) return st;
-    if (L->bo && (st = vt->add_rows(dx, s->tmp, L->bo->data, n, E, err))) return st;
+    return L->bo ? vt->add_rows(dx, s->tmp, L->bo->data, n, E, err) : SL_OK;
+}
+
+/* Head h's matrix of a per-head 3-D weight [cols, rows, n_head]: a view, no copy. */
+static sl_weight head_view(const sl_weight *w, int64_t h)
+{
+    sl_weight v = *w;
+    const size_t mat = (size_t)w->ne[1] * sl_quant_row_bytes(w->type, w->ne[0]);
+    v.data = (const uint8_t *)w->data + (size_t)h * mat;
+    v.ne[2] = 1;
+    v.n_dims = 2;
+    v.nbytes = mat;
+    return v;
+}
+
+/* For each head h: dst[t][h][0 .. rows) = W_h src[t][h][0 .. cols), with token strides
+ * src_ts / dst_ts and head strides src_hs / dst_hs (floats), through the gather buffer s->g
+ * and the product buffer s->u. */
+static sl_status mm_heads(const sl__side *s, const sl_weight *w, const float *src,
+                          int64_t src_ts, int64_t src_hs, float *dst, int64_t dst_ts,
+                          int64_t dst_hs, int64_t n, sl_error *err)
+{
+    const sl__dx_vt *vt = s->dx->vt;
+    const int64_t cols = w->ne[0], rows = w->ne[1];
+    sl_status st;
+    for (int64_t h = 0; h < w->ne[2]; h++) {
+        const sl_weight v = head_view(w, h);
+        if ((st = vt->copy2d(s->dx, s->g, cols, src + h * src_hs, src_ts, n, cols, err)) ||
+            (st = vt->mm(s->dx, &v, s->g, n, s->u, err)) ||
+            (st = vt->copy2d(s->dx, dst + h * dst_hs, dst_ts, s->u, rows, n, rows, err)))
+            return st;
+    }
+    return SL_OK;
+}
+
+/* deepseek2's multi-head latent attention from s->xn into s->tmp, with k_b absorbed into the
+ * query as llama.cpp does: the cache row of a token is [rms(c_kv) | rope(k_pe)] (n_lora_kv +
+ * n_rot wide), each head's query [k_b_h^T q_nope_h | rope(q_pe_h)] attends to it as one MQA
+ * head, the values being the rows' first n_lora_kv entries; v_b_h expands head h's result. */
+static sl_status attn_mla(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
+{
+    const sl_model *m = c->m;
+    const sl__hparams *hp = &m->hp;
+    const sl__layer *L = &m->layers[il];
+    const sl__dx_vt *vt = s->dx->vt;
+    sl__dx *dx = s->dx;
+    const int64_t H = hp->n_head, Dk = hp->n_embd_head_k_mla, Dv = hp->n_embd_head_v_mla,
+                  R = hp->n_rot, C = hp->n_lora_kv, Dl = C + R, nope = Dk - R;
+    const float eps = hp->rms_eps;
+    sl_status st;
+    if (!vt->copy2d)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "layer %d: MLA attention (%s) is not "
+                            "implemented on this device", il, m->tr->name);
+    /* q [n][H][Dk] in att */
+    if (L->wq_a) {
+        if ((st = vt->mm(dx, L->wq_a, s->xn, n, s->g, err)) ||
+            (st = vt->rms_norm(dx, s->g, L->q_a_norm->data, s->g, n, hp->n_lora_q, eps, err)) ||
+            (st = vt->mm(dx, L->wq_b, s->g, n, s->att, err)))
+            return st;
+    } else if ((st = vt->mm(dx, L->wq, s->xn, n, s->att, err))) {
+        return st;
+    }
+    /* the latent rows [n][Dl] in k */
+    if ((st = vt->mm(dx, L->wkv_a, s->xn, n, s->k, err))) return st;
+    for (int64_t t = 0; t < n; t++)
+        if ((st = vt->rms_norm(dx, s->k + t * Dl, L->kv_a_norm->data, s->k + t * Dl, 1, C, eps,
+                               err)))
+            return st;
+    /* the rope parts sit after the nope parts: rope the heads from that offset on */
+    sl_rope_params rope = L->rope;
+    rope.freq_factors = s->rope_freqs;
+    if ((st = vt->rope(dx, s->k + C, n, 1, (int32_t)Dl, s->pos, &rope, err)) ||
+        (st = vt->rope(dx, s->att + nope, n, (int32_t)H, (int32_t)Dk, s->pos, &rope, err)))
+        return st;
+    void *kc = kv_base(c, s, il, false);
+    if ((st = vt->kv_store(dx, kc, c->kv.type == SL_KV_F16, Dl, s->pos, n, s->k, err)))
+        return st;
+    /* the attention query [n][H][Dl] in q: absorbed nope part, then the roped part */
+    if ((st = mm_heads(s, L->wk_b, s->att, H * Dk, Dk, s->q, H * Dl, Dl, n, err)) ||
+        (st = vt->copy2d(dx, s->q + C, Dl, s->att + nope, Dk, n * H, R, err)))
+        return st;
+    const sl_attn_params ap = {.n_head = (int32_t)H, .n_kv_head = 1, .head_dim = (int32_t)Dl,
+                               .n_pos = 1, .scale = hp->attn_scale, .kv_type = c->kv.type};
+    if ((st = vt->attn(dx, s->q, kc, kc, &ap, c->host.pos, n, s->att, err)))
+        return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
+    /* each head's latent result [C] -> its value head [Dv]: [n][H][Dv] in q */
+    if ((st = mm_heads(s, L->wv_b, s->att, H * Dl, Dl, s->q, H * Dv, Dv, n, err))) return st;
+    return vt->mm(dx, L->wo, s->q, n, s->tmp, err);
+}
+
+static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
+{
+    const sl_model *m = c->m;
+    const sl__hparams *hp = &m->hp;
+    const sl__layer *L = &m->layers[il];
+    const sl__dx_vt *vt = s->dx->vt;
+    sl__dx *dx = s->dx;
+    const int64_t E = hp->n_embd;
+    const float eps = hp->rms_eps;
+    sl_status st;
+    if ((st = vt->rms_norm(dx, s->x, L->attn_norm->data, s->xn, n, E, eps, err)) ||
+        (st = m->tr->mla ? attn_mla(c, s, il, n, err) : attn_qkv(c, s, il, n, err)))
+        return st;
     if (L->attn_post_norm &&
         (st = vt->rms_norm(dx, s->tmp, L->attn_post_norm->data, s->tmp, n, E, eps, err)))
         return st;
     if ((st = vt->add(dx, s->x, s->tmp, s->x, n * E, err))) return st;
 
     if ((st = vt->rms_norm(dx, s->x, L->ffn_norm->data, s->xn, n, E, eps, err))) return st;
-    if (hp->n_expert) {
+    if (sl__layer_moe(L)) {
         st = moe_ffn(c, s, il, n, err);
     } else if (L->ffn_up->residency == SL_RES_PARTS) {
         st = ffn_hot_cold(c, s, L, n, err);

@@ -41,6 +41,7 @@ typedef enum sl__arch {
     SL__ARCH_OLMOE,
     SL__ARCH_GEMMA3,
     SL__ARCH_GPT_OSS,       /* llama.cpp LLM_ARCH_OPENAI_MOE, general.architecture "gpt-oss" */
+    SL__ARCH_DEEPSEEK2,     /* DeepSeek-V2/V3/R1, Kimi-K2: MLA attention, groups, shared experts */
     SL__ARCH_COUNT
 } sl__arch;
 
@@ -72,6 +73,8 @@ typedef struct sl__arch_traits {
     bool post_attn_ffn_norm; /* the FFN's input norm is named post_attention_norm (gpt-oss) */
     sl_gating gating;       /* router: softmax then top-k, or top-k then softmax (gpt-oss) */
     sl_moe_act act;
+    bool mla;               /* multi-head latent attention, leading dense layers, ungated shared
+                               experts, router from the file's keys (deepseek2) */
 } sl__arch_traits;
 
 typedef struct sl__hparams {
@@ -87,6 +90,18 @@ typedef struct sl__hparams {
     float attn_scale;       /* 0: 1/sqrt(head_dim) */
     sl_moe_act act;         /* the dense FFN's activation: traits.act, or SL_MOE_RELU from
                                SL_FFN_ACT_KEY (arch.c) */
+    /* router (the arch's traits, or the file's keys: deepseek2) */
+    sl_gating gating;
+    bool norm_topk;
+    float expert_weights_scale;             /* 1: none */
+    int32_t n_group, n_group_used;          /* group-limited top-k; n_group <= 1: none */
+    /* MLA (deepseek2). The KV cache holds one latent "head" per token: head_dim = n_lora_kv +
+     * n_rot (n_head_kv = 1), the normalised compressed KV then the roped key part; V is the
+     * first n_lora_kv entries of that same row. q_lora_rank 0: plain attn_q. */
+    int32_t n_lora_q, n_lora_kv, n_embd_head_k_mla, n_embd_head_v_mla;
+    int32_t n_dense_lead;                   /* layers [0, n_dense_lead) have a dense FFN */
+    int32_t n_expert_shared;                /* shared experts, n_ff_exp wide each */
+    float yarn_log_mul;                     /* rope.scaling.yarn_log_multiplier */
 } sl__hparams;
 
 /* Sluice's metadata key for a dense FFN's activation ("relu", "silu"; arch.c says why) */
@@ -102,6 +117,10 @@ typedef struct sl__layer {
     sl_weight *gate_shexp, *up_shexp, *down_shexp, *gate_inp_shexp;
     sl_weight *bo, *sinks;                                   /* gpt-oss attention */
     sl_weight *gate_inp_b, *gate_exps_b, *up_exps_b, *down_exps_b; /* gpt-oss MoE biases */
+    /* deepseek2 MLA: q = Wq_b rms(Wq_a x) (or Wq x); [c_kv | k_pe] = Wkv_a x; per head h,
+     * k_b[h] [nope -> n_lora_kv] absorbs into q, v_b[h] [n_lora_kv -> v] expands the output */
+    sl_weight *wq_a, *q_a_norm, *wq_b, *wkv_a, *kv_a_norm, *wk_b, *wv_b;
+    sl_weight *exp_probs_b;                                  /* selection bias, or NULL */
     bool swa;               /* sliding-window layer */
     sl_rope_params rope;
     /* hot/cold split of the dense FFN (HOT_COLD placement), else n_hot == 0 and NULL parts:
@@ -146,6 +165,12 @@ struct sl_model {
     sl_runtime *rt;
     struct sl__resident *res;
 };
+
+/* Whether layer L has routed experts (a deepseek2 model's leading layers are dense). */
+static inline bool sl__layer_moe(const sl__layer *L)
+{
+    return L->moe_gate != NULL;
+}
 
 /* A host copy kept while its weight is on the device (runtime.c): a device weight of a model
  * in a runtime keeps its host floor, so eviction is a free and reload a pure H2D copy. */

@@ -70,7 +70,7 @@ uint64_t sl__model_reserve_bytes(const sl_model *m)
     int64_t ctx = m->opt.budget_ctx > 0 ? m->opt.budget_ctx
                                         : hp->n_ctx_train > 0 && hp->n_ctx_train < 4096
                                               ? hp->n_ctx_train : 4096;
-    const uint64_t kv = 2ull * (uint64_t)ctx * (uint64_t)hp->n_head_kv *
+    const uint64_t kv = (m->tr->mla ? 1ull : 2ull) * (uint64_t)ctx * (uint64_t)hp->n_head_kv *
                         (uint64_t)hp->head_dim * 2ull * (uint64_t)hp->n_layer;
     const int64_t F = hp->n_ff > hp->n_ff_exp ? hp->n_ff : hp->n_ff_exp;
     const uint64_t per_tok = (uint64_t)(6 * hp->n_embd + 2 * F + 4 * hp->n_head * hp->head_dim +
@@ -648,7 +648,7 @@ sl_status sl__model_refresh_pointers(sl_model *m, sl_error *err)
     for (int il = 0; il < m->hp.n_layer; il++) {
         sl__layer *L = &m->layers[il];
         if (m->rope_freqs) L->rope.freq_factors = m->rope_freqs->data;
-        if (!m->hp.n_expert) continue;
+        if (!sl__layer_moe(L)) continue;
         const sl_weight *g = L->gate_exps ? L->gate_exps : L->gate_e[0];
         const sl_weight *u = L->up_exps ? L->up_exps : L->up_e[0];
         const sl_weight *d = L->down_exps ? L->down_exps : L->down_e[0];
@@ -728,7 +728,7 @@ sl_status sl__model_validate(const sl_model *m, sl_error *err)
         }
     }
     for (int il = 0; il < m->hp.n_layer && m->hp.n_expert; il++)
-        for (int x = 0; x < m->hp.n_expert; x++)
+        for (int x = 0; sl__layer_moe(&m->layers[il]) && x < m->hp.n_expert; x++)
             if (!m->layers[il].moe_gate[x] || !m->layers[il].moe_up[x] ||
                 !m->layers[il].moe_down[x])
                 return sl_error_set(err, SL_ERR_INVALID, "model invariant: layer %d expert %d "

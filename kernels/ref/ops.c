@@ -410,6 +410,11 @@ sl_status sl_ref_router_topk(const float *logits, const sl_router_params *p, int
     if (!isfinite(p->weight_scale))
         return sl_error_set(err, SL_ERR_INVALID, "%s: weight_scale = %g is not finite", __func__,
                             (double)p->weight_scale);
+    const bool grouped = p->n_group > 1;
+    if (p->n_group < 0 || (grouped && (E % p->n_group || p->top_group < 1 ||
+                                       p->top_group > p->n_group)))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_group = %d, top_group = %d invalid for "
+                            "n_expert = %d", __func__, p->n_group, p->top_group, E);
     CHECK_PTR(logits, "logits", 1);
     CHECK_PTR(idx, "idx", 1);
     CHECK_PTR(w, "w", 1);
@@ -422,9 +427,9 @@ sl_status sl_ref_router_topk(const float *logits, const sl_router_params *p, int
                                 __func__, e, (double)p->bias[e]);
     }
 
-    double *prob = malloc(2 * (size_t)E * sizeof *prob);
+    double *prob = malloc(3 * (size_t)E * sizeof *prob);
     if (!prob) return sl_error_set(err, SL_ERR_NOMEM, "%s: %d experts of scratch", __func__, E);
-    double *score = prob + E;
+    double *score = prob + E, *gscore = prob + 2 * E;
 
     /* gate probabilities over all experts */
     if (p->gating == SL_GATING_SOFTMAX_TOPK) {
@@ -438,6 +443,29 @@ sl_status sl_ref_router_topk(const float *logits, const sl_router_params *p, int
         for (int32_t e = 0; e < E; e++) prob[e] = logits[e];
     }
     for (int32_t e = 0; e < E; e++) score[e] = prob[e] + (p->bias ? (double)p->bias[e] : 0.0);
+    if (grouped) {
+        /* groups outside the top_group best (by the sum of their two best scores) are masked
+         * to -inf, as llama.cpp does, so they are never selected while k unmasked remain */
+        const int32_t G = p->n_group, per = E / G;
+        for (int32_t g = 0; g < G; g++) {
+            double b1 = -INFINITY, b2 = -INFINITY;
+            for (int32_t e = g * per; e < (g + 1) * per; e++) {
+                if (score[e] > b1) {
+                    b2 = b1;
+                    b1 = score[e];
+                } else if (score[e] > b2) {
+                    b2 = score[e];
+                }
+            }
+            gscore[g] = per > 1 ? b1 + b2 : b1;
+        }
+        for (int32_t g = 0; g < G; g++) {
+            int32_t better = 0; /* groups ranking before g */
+            for (int32_t o = 0; o < G; o++) better += o != g && ranks_before(gscore, o, g);
+            if (better >= p->top_group)
+                for (int32_t e = g * per; e < (g + 1) * per; e++) score[e] = -INFINITY;
+        }
+    }
 
     /* partial selection sort: k passes over E, O(kE); k and E are small (<= 8 of <= 256) */
     for (int32_t j = 0; j < k; j++) {

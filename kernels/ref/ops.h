@@ -173,6 +173,12 @@ typedef struct sl_router_params {
     const float *bias;  /* NULL or [E] selection bias, added to the selection score only */
     float weight_scale; /* final weights are multiplied by this (DeepSeek routed_scaling_factor;
                            1 = none); finite */
+    int32_t n_group;    /* group-limited selection (DeepSeek-V3, llama.cpp build_moe_ffn): 0 or
+                           1 = none; else E % n_group == 0, the experts are n_group consecutive
+                           groups, a group scores the sum of its top two selection scores (its
+                           one score if the group has one expert), and only the top_group best
+                           groups' experts may be selected */
+    int32_t top_group;  /* 1 <= top_group <= n_group when n_group > 1 */
 } sl_router_params;
 
 /* Top-k routing of one token: idx[k] expert indices in order of decreasing selection score

@@ -481,6 +481,28 @@ static void test_ref_router(void)
     CHECK(fabs(w[0] - s3 / (s3 + s0)) < 1e-7 && fabs(w[1] - s0 / (s3 + s0)) < 1e-7);
     CHECK(w[0] < w[1]); /* selected first, weighted less: selection != weighting */
 
+    /* group-limited (DeepSeek-V3): 4 groups of 2; a group scores its two best selection
+     * scores summed; only the best 2 groups may be chosen, so expert 6 (the best single score,
+     * in a group whose partner is poor) loses to the pair groups */
+    const float gl[8] = {1.0f, 1.0f, -3.0f, -3.0f, 0.5f, 0.5f, 3.0f, -6.0f};
+    sl_router_params pg = {.gating = SL_GATING_SIGMOID, .n_expert = 8, .k = 2,
+                           .weight_scale = 2.5f, .norm_topk = true, .n_group = 4,
+                           .top_group = 2};
+    CHECK(sl_ref_router_topk(gl, &pg, idx, w, &err) == SL_OK);
+    /* group sums: g0 1.46, g1 0.09, g2 1.25, g3 0.95+0.0025: groups 0 and 2 */
+    CHECK_MSG(idx[0] == 0 && idx[1] == 1, "grouped idx %d %d", idx[0], idx[1]);
+    CHECK(fabs(w[0] - 1.25) < 1e-6 && fabs(w[1] - 1.25) < 1e-6); /* normalised, x 2.5 */
+    pg.top_group = 4; /* no limit: expert 6 first */
+    CHECK(sl_ref_router_topk(gl, &pg, idx, w, &err) == SL_OK);
+    CHECK_MSG(idx[0] == 6 && idx[1] == 0, "ungrouped idx %d %d", idx[0], idx[1]);
+    pg.top_group = 5;
+    CHECK(sl_ref_router_topk(gl, &pg, idx, w, &err) == SL_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "top_group = 5");
+    pg.top_group = 2;
+    pg.n_group = 3;
+    CHECK(sl_ref_router_topk(gl, &pg, idx, w, &err) == SL_ERR_INVALID);
+    CHECK_CONTAINS(err.msg, "n_group = 3");
+
     /* validation */
     ps.k = 5;
     CHECK(sl_ref_router_topk(sl, &ps, idx, w, &err) == SL_ERR_INVALID);

@@ -51,6 +51,7 @@ static const combo k_combos[] = {
     {SL_PLACE_AUTO, 0, NULL, false, 0, 0},
     {SL_PLACE_AUTO, 0, NULL, true, 0, 0},         /* --cpu-moe */
     {SL_PLACE_LAYERS, 99, NULL, false, 1, 0},     /* -ngl 99 --n-cpu-moe 1 */
+    {SL_PLACE_LAYERS, 99, NULL, false, 2, 0},     /* --n-cpu-moe 2: past a leading dense layer */
     {SL_PLACE_AUTO, 0, FFN1 "=CPU", false, 0, 0}, /* device core, host FFN */
     {SL_PLACE_LAYERS, 0, FFN1 "=CUDA0", false, 0, 0}, /* host core, device FFN */
     {SL_PLACE_AUTO, 0, "blk\\.0\\.=CPU,output=GPU", false, 0, 0},
@@ -243,8 +244,10 @@ static void check_model(const char *label, const char *path, bool placements)
         sl_ctx_stats stt;
         sl_ctx_stats_get(c, &stt);
         CHECK(stt.decode_tokens == N_TOK && stt.prefill_tokens == N_TOK - 4);
+        /* deepseek2's testmodel has one leading dense layer */
+        const int32_t moe_layers = info.n_layer - (strstr(label, "deepseek2") ? 1 : 0);
         if (info.n_expert)
-            CHECK(stt.expert_calls_cpu == (uint64_t)(2 * N_TOK - 4) * info.n_layer *
+            CHECK(stt.expert_calls_cpu == (uint64_t)(2 * N_TOK - 4) * moe_layers *
                                               (uint64_t)info.n_expert_used);
         sl_ctx_destroy(c);
     }
@@ -303,7 +306,10 @@ static void check_model(const char *label, const char *path, bool placements)
             CHECK_MSG(pi.gpu_bytes > 0, "%s: combo %d: nothing on the device", label,
                       (int)i);
             CHECK(pi.gpu_bytes + pi.host_bytes >= pi.weight_bytes);
-            if ((cb->pl == SL_PLACE_EXPERTS_CPU || cb->cpu_moe || cb->n_cpu_moe || cb->ot) &&
+            /* --n-cpu-moe N counts layers, so deepseek2's leading dense layer has none */
+            const int n_dense = strstr(label, "deepseek2") ? 1 : 0;
+            if ((cb->pl == SL_PLACE_EXPERTS_CPU || cb->cpu_moe || cb->n_cpu_moe > n_dense ||
+                 cb->ot) &&
                 info.n_expert)
                 CHECK_MSG(pi.host_bytes > 0, "%s: combo %d: nothing on the host", label, (int)i);
             sl_model_info_get(mp, &pi);
@@ -334,8 +340,121 @@ static void check_model(const char *label, const char *path, bool placements)
             sl_model_close(mp);
         }
     }
+    /* the post-fetch MoE scheduler's modes (scheduler/fetch.h) with experts on the host: the
+     * same logits bit for bit (deepseek2, issue 15: groups, bias and shared experts) */
+    for (int i = 0; placements && strstr(label, "deepseek2") && i < 5; i++) {
+        static const char *const modes[] = {"mode=cpu", "mode=post", "mode=post block_on_miss=0",
+                                            "mode=full", "mode=auto"};
+        const combo cb = {SL_PLACE_EXPERTS_CPU, 0, NULL, false, 0, 0};
+        sl_model *mp = open_combo(path, &cb, SL_LOAD_PREAD);
+        if (!mp) continue;
+        sl_ctx_options co = sl_ctx_options_default();
+        co.n_ctx = 64;
+        co.kv_f16 = false;
+        co.all_logits = true;
+        co.sched = modes[i];
+        sl_ctx *c = NULL;
+        sl_error e;
+        CHECK_MSG(sl_ctx_create(mp, &co, &c, &e) == SL_OK, "%s %s: %s", label, modes[i], e.msg);
+        if (c) {
+            CHECK_MSG(sl_ctx_eval(c, k_tokens, N_TOK, &e) == SL_OK, "%s %s: %s", label,
+                      modes[i], e.msg);
+            const float *l = sl_ctx_logits(c, 0);
+            CHECK_MSG(l && max_diff(pre, l, NV, NULL) == 0, "%s: scheduler %s differs", label,
+                      modes[i]);
+            sl_ctx_destroy(c);
+        }
+        sl_model_close(mp);
+    }
     free(pre);
     free(pre16);
+}
+
+/* Opens a deepseek2 testmodel changed by one of omit / reshape / set_key / drop_key and
+ * expects SL_ERR_FORMAT (or `want`) with a message holding a and b. */
+static void refuse_ds2(const char *path, const sl_model_options *o, const char *omit,
+                       const char *reshape, const char *set_key, int64_t set_val,
+                       const char *drop_key, sl_status want, const char *a, const char *b)
+{
+    tm_params p;
+    sl_error e;
+    tm_defaults("deepseek2", &p);
+    p.omit = omit;
+    p.reshape = reshape;
+    p.set_key = set_key;
+    p.set_val = set_val;
+    p.drop_key = drop_key;
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    sl_model *m = NULL;
+    const sl_status st = sl_model_open(path, o, &m, &e);
+    CHECK_MSG(st == want, "deepseek2 %s%s%s: status %d, want %d (%s)", omit ? omit : "",
+              reshape ? reshape : "", set_key ? set_key : drop_key ? drop_key : "", (int)st,
+              (int)want, e.msg);
+    CHECK(m == NULL);
+    if (st != SL_OK) {
+        CHECK_CONTAINS(e.msg, a);
+        CHECK_CONTAINS(e.msg, b);
+    }
+    sl_model_close(m);
+}
+
+static void check_broken_deepseek2(const char *path, const sl_model_options *o)
+{
+    const sl_status F = SL_ERR_FORMAT;
+    /* omit, reshape, set_key, set_val, drop_key, status, two parts of the message */
+    static const struct {
+        const char *omit, *reshape, *set_key;
+        int64_t set_val;
+        const char *drop_key;
+        bool unsupported;
+        const char *a, *b;
+    } k_cases[] = {
+        /* MLA tensors: missing, or not kv_lora + rope wide; a mis-shaped selection bias */
+        {"blk.1.attn_kv_a_mqa.weight", NULL, NULL, 0, NULL, false, "blk.1.attn_kv_a_mqa.weight",
+         "[64, 40]"},
+        {"blk.2.attn_k_b.weight", NULL, NULL, 0, NULL, false, "blk.2.attn_k_b.weight",
+         "[16, 32, 4]"},
+        {"blk.0.attn_q_a_norm.weight", NULL, NULL, 0, NULL, false, "blk.0.attn_q_a_norm.weight",
+         "[32]"},
+        {NULL, "blk.0.attn_kv_a_mqa.weight", NULL, 0, NULL, false, "blk.0.attn_kv_a_mqa.weight",
+         "expected [64, 40]"},
+        {NULL, "blk.1.exp_probs_b.bias", NULL, 0, NULL, false, "blk.1.exp_probs_b.bias",
+         "expected [8]"},
+        {"blk.2.ffn_up_shexp.weight", NULL, NULL, 0, NULL, false, "blk.2.ffn_up_shexp.weight",
+         "[64, 64]"},
+        /* q_lora_rank 0 (V2-Lite) needs the plain attn_q */
+        {NULL, NULL, "attention.q_lora_rank", 0, NULL, false, "blk.0.attn_q.weight", "[64, 96]"},
+        /* head dimensions */
+        {NULL, NULL, "attention.key_length", 48, NULL, false, "deepseek2.attention.key_length",
+         "= 32 + 8 = 40"},
+        {NULL, NULL, "attention.value_length", 16, NULL, false,
+         "deepseek2.attention.value_length", "expected kv_lora_rank = 32"},
+        {NULL, NULL, "attention.key_length_mla", 8, NULL, false,
+         "deepseek2.attention.key_length_mla", "expected > rope.dimension_count 8"},
+        {NULL, NULL, "attention.head_count_kv", 2, NULL, false,
+         "deepseek2.attention.head_count_kv", "expected 1"},
+        {NULL, NULL, NULL, 0, "rope.dimension_count", false, "deepseek2.rope.dimension_count",
+         "missing"},
+        {NULL, NULL, NULL, 0, "attention.key_length_mla", true,
+         "deepseek2.attention.key_length_mla", "attn_kv_b"},
+        {NULL, NULL, NULL, 0, "attention.kv_lora_rank", false,
+         "deepseek2.attention.kv_lora_rank", "missing"},
+        /* routing */
+        {NULL, NULL, "expert_group_count", 3, NULL, false, "deepseek2.expert_group_count",
+         "does not divide expert_count 8"},
+        {NULL, NULL, "expert_group_used_count", 5, NULL, false,
+         "deepseek2.expert_group_used_count", "[1, expert_group_count 4]"},
+        {NULL, NULL, "expert_group_used_count", 0, NULL, false,
+         "deepseek2.expert_group_used_count", "[1, expert_group_count 4]"},
+        {NULL, NULL, "expert_gating_func", 3, NULL, false, "deepseek2.expert_gating_func",
+         "outside [1, 2]"},
+        {NULL, NULL, "leading_dense_block_count", 4, NULL, false,
+         "deepseek2.leading_dense_block_count", "outside [0, 3]"},
+    };
+    for (size_t i = 0; i < sizeof k_cases / sizeof *k_cases; i++)
+        refuse_ds2(path, o, k_cases[i].omit, k_cases[i].reshape, k_cases[i].set_key,
+                   k_cases[i].set_val, k_cases[i].drop_key,
+                   k_cases[i].unsupported ? SL_ERR_UNSUPPORTED : F, k_cases[i].a, k_cases[i].b);
 }
 
 static void check_broken(void)
@@ -400,6 +519,7 @@ static void check_broken(void)
     CHECK(tm_write(&p, path, &e) == SL_OK);
     CHECK(sl_model_open(path, &o, &m, &e) == SL_ERR_FORMAT);
     CHECK_CONTAINS(e.msg, "blk.1.post_attention_norm.weight");
+    check_broken_deepseek2(path, &o);
     /* unknown architecture */
     tm_defaults("llama", &p);
     CHECK(tm_write(&p, path, &e) == SL_OK);
@@ -455,7 +575,7 @@ int main(int argc, char **argv)
         return 1;
     }
     const char *archs[] = {"llama", "mixtral", "mixtral-split", "qwen2moe", "qwen3moe", "olmoe",
-                           "gemma3", "gpt-oss"};
+                           "gemma3", "gpt-oss", "deepseek2"};
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
         tm_params p;
         tm_defaults(archs[i], &p);

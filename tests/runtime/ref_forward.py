@@ -79,6 +79,26 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             YaRN boundaries: llama.cpp floors/ceils the correction range
             (ggml_rope_yarn_corr_dims); HF gpt-oss configs set "truncate": false, which does
             not. We follow the GGUF semantics (llama.cpp); ref_vs_hf.py sets truncate true.
+  deepseek2 (HF DeepseekV3ForCausalLM / modeling_deepseek_v3, in its plain MHA form; the GGUF
+            layout of llama_model_deepseek2 with the MLA keys) q = Wq_b RMSNorm(Wq_a h)
+            (q_a_norm), or Wq h when q_lora_rank is 0, split per head into q_nope [nope] and
+            q_pe [rope]; [c | k_pe] = Wkv_a h; kv = kv_b RMSNorm(c) (kv_a_norm) with HF's
+            kv_b_proj rebuilt from the split tensors (head h: k rows = attn_k_b[h]^T, v rows =
+            attn_v_b[h], as convert_hf_to_gguf.py split them) into k_nope [nope] and v [v];
+            q_pe and the one shared k_pe are roped with interleaved pairs (HF's
+            apply_rotary_pos_emb de-interleaves before rotate_half: ggml NORM), YaRN frequencies
+            as above but no magnitude correction (HF: yarn_get_mscale(factor, mscale) /
+            yarn_get_mscale(factor, mscale_all_dim) = 1 for V3's configs); scores of [q_nope |
+            q_pe] . [k_nope | k_pe] scaled by mscale^2 / sqrt(nope + rope), mscale = 1 +
+            yarn_log_multiplier ln(factor) (the file holds 0.1 mscale_all_dim); heads [v] ->
+            attn_output. Layers below leading_dense_block_count: SwiGLU FFN. MoE (HF
+            DeepseekV3MoE / MoEGate): p = sigmoid(logits) (expert_gating_func 2; 1 or absent:
+            softmax); selection score p + exp_probs_b; with expert_group_count G > 1 a group
+            scores the sum of its two best selection scores and only the
+            expert_group_used_count best groups stay (masked to -inf, llama.cpp; HF fills 0.0,
+            the same selection whenever k unmasked scores are positive); top k of the scores;
+            weights p[top k] (no bias), divided by their sum when expert_weights_norm,
+            times expert_weights_scale; plus the shared experts (ffn_*_shexp) ungated.
 """
 import argparse
 import math
@@ -94,7 +114,8 @@ ROPE_NORM, ROPE_NEOX = "norm", "neox"
 
 # llama.cpp llama_model_rope_type()
 ROPE_TYPE = {"llama": ROPE_NORM, "qwen2moe": ROPE_NEOX, "qwen3moe": ROPE_NEOX,
-             "olmoe": ROPE_NEOX, "gemma3": ROPE_NEOX, "gpt-oss": ROPE_NEOX}
+             "olmoe": ROPE_NEOX, "gemma3": ROPE_NEOX, "gpt-oss": ROPE_NEOX,
+             "deepseek2": ROPE_NORM}
 # build_moe_ffn's norm_w argument in each graph builder
 MOE_NORM_W = {"llama": True, "qwen3moe": True, "qwen2moe": False, "olmoe": False}
 GEMMA3_SWA_PATTERN = 6          # llama-model.cpp: hparams.set_swa_pattern(6)
@@ -119,12 +140,12 @@ def yarn_corr_dims(n_rot, n_ctx_orig, base, beta_fast, beta_slow):
     return lo, hi
 
 
-def rope(x, positions, base, n_rot, mode, yarn=None):
+def rope(x, positions, base, n_rot, mode, yarn=None, yarn_mscale=True):
     """Rotary embedding of x [n_tokens, n_heads, head_dim] at the given positions.
     yarn: None, or (factor, n_ctx_orig, beta_fast, beta_slow) for ggml's rope_yarn with
     freq_scale = 1/factor, ext_factor 1, attn_factor 1: theta_i = theta_interp (1 - mix_i) +
     theta_extrap mix_i with mix_i = 1 - clamp((i - lo) / max(0.001, hi - lo), 0, 1), and the
-    rotated pair scaled by 1 + 0.1 ln(factor)."""
+    rotated pair scaled by 1 + 0.1 ln(factor) (unless yarn_mscale is False: deepseek2)."""
     x = np.array(x, dtype=np.float64)
     half = n_rot // 2
     inv = base ** (-2.0 * np.arange(half) / n_rot)                 # [half]
@@ -134,7 +155,7 @@ def rope(x, positions, base, n_rot, mode, yarn=None):
         lo, hi = yarn_corr_dims(n_rot, n_ctx_orig, base, beta_fast, beta_slow)
         mix = 1.0 - np.clip((np.arange(half) - lo) / max(0.001, hi - lo), 0.0, 1.0)
         inv = inv / factor * (1.0 - mix) + inv * mix
-        mscale = 1.0 + 0.1 * math.log(factor)
+        mscale = 1.0 + 0.1 * math.log(factor) if yarn_mscale else 1.0
     theta = np.asarray(positions, dtype=np.float64)[:, None] * inv  # [n_tokens, half]
     cos = np.cos(theta)[:, None, :] * mscale
     sin = np.sin(theta)[:, None, :] * mscale
@@ -151,7 +172,7 @@ def rope(x, positions, base, n_rot, mode, yarn=None):
 
 
 def attention(q, k, v, scale, window=None, sinks=None):
-    """Causal GQA attention. q [n, H, D], k/v [n, Hkv, D] -> [n, H * D].
+    """Causal GQA attention. q [n, H, D], k [n, Hkv, D], v [n, Hkv, Dv] -> [n, H * Dv].
     window: if set, key p0 is masked for query p1 when p1 - p0 >= window.
     sinks: None or [H] logits that join each row's softmax denominator only."""
     n, n_head, d = q.shape
@@ -161,7 +182,7 @@ def attention(q, k, v, scale, window=None, sinks=None):
     masked = pos[None, :] > pos[:, None]                 # [query, key]
     if window is not None:
         masked |= (pos[:, None] - pos[None, :]) >= window
-    out = np.empty((n, n_head, d))
+    out = np.empty((n, n_head, v.shape[2]))
     for h in range(n_head):
         g = h // group
         s = (q[:, h, :] @ k[:, g, :].T) * scale
@@ -172,7 +193,7 @@ def attention(q, k, v, scale, window=None, sinks=None):
         p = np.exp(s)
         p /= p.sum(axis=1, keepdims=True)
         out[:, h, :] = p[:, :n] @ v[:, g, :]
-    return out.reshape(n, n_head * d)
+    return out.reshape(n, n_head * v.shape[2])
 
 
 def silu(x):
@@ -206,6 +227,33 @@ def moe_ffn(h, router, gate_exps, up_exps, down_exps, k, norm_w):
         w = probs[t, sel]
         if norm_w:
             w = w / w.sum()
+        for e, we in zip(sel, w):
+            out[t] += we * glu_ffn(h[t:t + 1], gate_exps[e], up_exps[e], down_exps[e], silu)[0]
+    return out
+
+
+def moe_ffn_ds(h, router, bias, gate_exps, up_exps, down_exps, k, sigmoid_gate, n_group,
+               group_used, norm_w, scale):
+    """deepseek2's routed experts (HF DeepseekV3MoE): probabilities (sigmoid or softmax),
+    selection by probability + bias within the best groups, weights the probabilities."""
+    logits = h @ router.T
+    probs = sigmoid(logits) if sigmoid_gate else softmax(logits)     # [n, X]
+    n_expert = probs.shape[1]
+    out = np.zeros((h.shape[0], down_exps.shape[1]))
+    for t in range(h.shape[0]):
+        score = probs[t] + (bias if bias is not None else 0.0)
+        if n_group > 1:
+            groups = score.reshape(n_group, n_expert // n_group)
+            gscore = np.sort(groups, axis=1)[:, ::-1][:, :2].sum(axis=1)
+            keep = np.argsort(-gscore, kind="stable")[:group_used]
+            mask = np.full(n_group, True)
+            mask[keep] = False
+            score = np.where(np.repeat(mask, n_expert // n_group), -np.inf, score)
+        sel = np.argsort(-score, kind="stable")[:k]
+        w = probs[t, sel]
+        if norm_w:
+            w = w / w.sum()
+        w = w * scale
         for e, we in zip(sel, w):
             out[t] += we * glu_ffn(h[t:t + 1], gate_exps[e], up_exps[e], down_exps[e], silu)[0]
     return out
@@ -275,6 +323,17 @@ class Model:
             # llm_build_gemma3<false> (no SWA) would also apply final logit soft-capping
             raise ValueError(f"{path}: gemma3 without attention.sliding_window is not supported")
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
+        if a == "deepseek2":
+            self.kv_lora = int(self._kv(f"{a}.attention.kv_lora_rank"))
+            self.head_k = int(self._kv(f"{a}.attention.key_length_mla"))
+            self.head_v = int(self._kv(f"{a}.attention.value_length_mla"))
+            self.n_dense = int(self._kv(f"{a}.leading_dense_block_count", 0))
+            self.yarn_log_mul = float(self._kv(f"{a}.rope.scaling.yarn_log_multiplier", 0.0))
+            self.gating_sigmoid = int(self._kv(f"{a}.expert_gating_func", 1)) == 2
+            self.n_group = int(self._kv(f"{a}.expert_group_count", 0))
+            self.group_used = int(self._kv(f"{a}.expert_group_used_count", 0))
+            self.w_norm = bool(self._kv(f"{a}.expert_weights_norm", False))
+            self.w_scale = float(self._kv(f"{a}.expert_weights_scale", 1.0)) or 1.0
 
     def _kv(self, key, default=None):
         fld = self.reader.fields.get(key)
@@ -307,8 +366,39 @@ class Model:
 
     # -- one block's pieces --
 
+    def _attention_mla(self, il, h, positions):
+        """deepseek2 in HF's MHA form (see the module docstring)."""
+        b = f"blk.{il}."
+        n, H, C, R = h.shape[0], self.n_head, self.kv_lora, self.n_rot
+        nope, dv = self.head_k - R, self.head_v
+        if self.has(b + "attn_q_a.weight"):
+            q = rms_norm(h @ self.w(b + "attn_q_a.weight").T,
+                         self.w(b + "attn_q_a_norm.weight"), self.eps)
+            q = q @ self.w(b + "attn_q_b.weight").T
+        else:
+            q = h @ self.w(b + "attn_q.weight").T
+        q = q.reshape(n, H, self.head_k)
+        ckv = h @ self.w(b + "attn_kv_a_mqa.weight").T                # [n, C + R]
+        c = rms_norm(ckv[:, :C], self.w(b + "attn_kv_a_norm.weight"), self.eps)
+        # numpy order: k_b [H, C, nope], v_b [H, dv, C]
+        k_b, v_b = self.w(b + "attn_k_b.weight"), self.w(b + "attn_v_b.weight")
+        kv_b = np.concatenate([np.transpose(k_b, (0, 2, 1)), v_b], axis=1)  # [H, nope + dv, C]
+        kv = (c @ kv_b.reshape(H * (nope + dv), C).T).reshape(n, H, nope + dv)
+        yarn = self.yarn
+        q_pe = rope(q[:, :, nope:], positions, self.rope_base, R, ROPE_NORM, yarn, False)
+        k_pe = rope(ckv[:, None, C:], positions, self.rope_base, R, ROPE_NORM, yarn, False)
+        qf = np.concatenate([q[:, :, :nope], q_pe], axis=2)
+        kf = np.concatenate([kv[:, :, :nope], np.repeat(k_pe, H, axis=1)], axis=2)
+        mscale = 1.0
+        if yarn is not None:
+            mscale = 1.0 + self.yarn_log_mul * math.log(yarn[0])
+        o = attention(qf, kf, kv[:, :, nope:], mscale * mscale / math.sqrt(self.head_k))
+        return o @ self.w(b + "attn_output.weight").T
+
     def _attention(self, il, h, positions):
         b = f"blk.{il}."
+        if self.arch == "deepseek2":
+            return self._attention_mla(il, h, positions)
         a, n = self.arch, h.shape[0]
         q = h @ self.w(b + "attn_q.weight").T
         k = h @ self.w(b + "attn_k.weight").T
@@ -364,6 +454,19 @@ class Model:
                                self.w(b + "ffn_up_exps.weight"), self.w(b + "ffn_up_exps.bias"),
                                self.w(b + "ffn_down_exps.weight"),
                                self.w(b + "ffn_down_exps.bias"), self.n_expert_used)
+        if self.arch == "deepseek2" and self.has(b + "ffn_gate_inp.weight"):
+            bias = self.w(b + "exp_probs_b.bias") if self.has(b + "exp_probs_b.bias") else None
+            out = moe_ffn_ds(h, self.w(b + "ffn_gate_inp.weight"), bias,
+                             self.w(b + "ffn_gate_exps.weight"),
+                             self.w(b + "ffn_up_exps.weight"),
+                             self.w(b + "ffn_down_exps.weight"), self.n_expert_used,
+                             self.gating_sigmoid, self.n_group, self.group_used, self.w_norm,
+                             self.w_scale)
+            if self.has(b + "ffn_gate_shexp.weight"):
+                out = out + glu_ffn(h, self.w(b + "ffn_gate_shexp.weight"),
+                                    self.w(b + "ffn_up_shexp.weight"),
+                                    self.w(b + "ffn_down_shexp.weight"), silu)
+            return out
         if not self.has(b + "ffn_gate_inp.weight"):
             return glu_ffn(h, self.w(b + "ffn_gate.weight"), self.w(b + "ffn_up.weight"),
                            self.w(b + "ffn_down.weight"), silu)

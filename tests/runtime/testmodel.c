@@ -27,6 +27,12 @@ void tm_defaults(const char *arch, tm_params *p)
     p->n_vocab = 300;
     p->n_ff_shexp = 96;
     p->n_swa = 4;
+    if (!strcmp(arch, "deepseek2")) {
+        p->n_layer = 3;
+        p->n_dense = 1;
+        p->n_group = 4;
+        p->n_group_used = 2;
+    }
     p->wtype = SL_GGML_F32;
     p->seed = 7;
 }
@@ -49,6 +55,10 @@ static void add(tdesc *t, int *n, const tm_params *p, tkind k, const char *name,
     snprintf(d->name, sizeof d->name, "%s", name);
     d->k = k;
     d->type = k == T_MAT || k == T_EMBD ? p->wtype : SL_GGML_F32;
+    /* rows that are not whole blocks of the type (deepseek2's per-head MLA matrices) stay F16,
+     * as llama.cpp's quantizer falls back for them */
+    const sl_gguf_type_info *ti = sl_gguf_type_get(d->type);
+    if (ti && ne0 % ti->block_size) d->type = SL_GGML_F16;
     d->nd = ne2 ? 3 : ne1 ? 2 : 1;
     d->ne[0] = ne0;
     d->ne[1] = ne1 ? ne1 : 1;
@@ -92,9 +102,39 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
     int n = 0;
     char nm[64];
 #define NM(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
+    const bool ds = !strcmp(a, "deepseek2");
+    /* deepseek2's MLA sizes */
+    const int64_t QL = E / 2, C = E / 2, R = D / 2, Dk = D + R, H = p->n_head;
     add(t, &n, p, T_EMBD, "token_embd.weight", E, V, 0);
     for (int i = 0; i < p->n_layer; i++) {
         add(t, &n, p, T_NORM, NM("blk.%d.attn_norm.weight", i), E, 0, 0);
+        if (ds) {
+            add(t, &n, p, T_MAT, NM("blk.%d.attn_q_a.weight", i), E, QL, 0);
+            add(t, &n, p, T_NORM, NM("blk.%d.attn_q_a_norm.weight", i), QL, 0, 0);
+            add(t, &n, p, T_MAT, NM("blk.%d.attn_q_b.weight", i), QL, H * Dk, 0);
+            add(t, &n, p, T_MAT, NM("blk.%d.attn_kv_a_mqa.weight", i), E, C + R, 0);
+            add(t, &n, p, T_NORM, NM("blk.%d.attn_kv_a_norm.weight", i), C, 0, 0);
+            add(t, &n, p, T_MAT, NM("blk.%d.attn_k_b.weight", i), D, C, H);
+            add(t, &n, p, T_MAT, NM("blk.%d.attn_v_b.weight", i), C, D, H);
+            add(t, &n, p, T_MAT, NM("blk.%d.attn_output.weight", i), H * D, E, 0);
+            add(t, &n, p, T_NORM, NM("blk.%d.ffn_norm.weight", i), E, 0, 0);
+            if (i < p->n_dense) {
+                add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate.weight", i), E, F, 0);
+                add(t, &n, p, T_MAT, NM("blk.%d.ffn_up.weight", i), E, F, 0);
+                add(t, &n, p, T_MAT, NM("blk.%d.ffn_down.weight", i), F, E, 0);
+                continue;
+            }
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate_inp.weight", i), E, X, 0);
+            t[n - 1].type = SL_GGML_F32;
+            add(t, &n, p, T_BIAS, NM("blk.%d.exp_probs_b.bias", i), X, 0, 0);
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate_exps.weight", i), E, F, X);
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_up_exps.weight", i), E, F, X);
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_down_exps.weight", i), F, E, X);
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate_shexp.weight", i), E, F, 0);
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_up_shexp.weight", i), E, F, 0);
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_down_shexp.weight", i), F, E, 0);
+            continue;
+        }
         add(t, &n, p, T_MAT, NM("blk.%d.attn_q.weight", i), E, Q, 0);
         add(t, &n, p, T_MAT, NM("blk.%d.attn_k.weight", i), E, KV, 0);
         add(t, &n, p, T_MAT, NM("blk.%d.attn_v.weight", i), E, KV, 0);
@@ -160,10 +200,13 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
     sl_gguf_writer *w = NULL;
     sl_status st = sl_gguf_writer_create(path, NULL, &w, err);
     char k[128];
+    bool set_done = false;
 #define KU32(suffix, v)                                                                       \
-    if (!st) {                                                                                \
+    if (!st && !(p->drop_key && !strcmp(p->drop_key, suffix))) {                             \
+        const bool set_ = p->set_key && !strcmp(p->set_key, suffix);                          \
+        set_done |= set_;                                                                     \
         snprintf(k, sizeof k, "%s.%s", garch, suffix);                                        \
-        st = sl_gguf_writer_set_u32(w, k, (uint32_t)(v), err);                                \
+        st = sl_gguf_writer_set_u32(w, k, (uint32_t)(set_ ? p->set_val : (v)), err);          \
     }
 #define KF32(suffix, v)                                                                       \
     if (!st) {                                                                                \
@@ -179,7 +222,7 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
     KU32("block_count", p->n_layer);
     KU32("feed_forward_length", F);
     KU32("attention.head_count", p->n_head);
-    KU32("attention.head_count_kv", p->n_head_kv);
+    KU32("attention.head_count_kv", ds ? 1 : p->n_head_kv); /* MLA: one latent head */
     KF32("attention.layer_norm_rms_epsilon", 1e-6);
     KF32("rope.freq_base", gemma ? 1000000.0 : 10000.0);
     if (D != E / p->n_head) {
@@ -200,6 +243,30 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
         KU32("rope.scaling.original_context_length", 4096);
         if (!st) st = sl_gguf_writer_set_str(w, "gpt-oss.rope.scaling.type", "yarn", err);
     }
+    if (ds) {
+        KU32("attention.q_lora_rank", QL);
+        KU32("attention.kv_lora_rank", C);
+        KU32("attention.key_length", C + R);
+        KU32("attention.value_length", C);
+        KU32("attention.key_length_mla", Dk);
+        KU32("attention.value_length_mla", D);
+        KU32("rope.dimension_count", R);
+        KU32("leading_dense_block_count", p->n_dense);
+        KU32("expert_feed_forward_length", F);
+        KU32("expert_shared_count", 1);
+        KU32("expert_gating_func", 2);
+        if (p->n_group) {
+            KU32("expert_group_count", p->n_group);
+            KU32("expert_group_used_count", p->n_group_used);
+        }
+        KF32("expert_weights_scale", 2.5);
+        KF32("rope.scaling.factor", 40.0);
+        KU32("rope.scaling.original_context_length", 4096);
+        KF32("rope.scaling.yarn_log_multiplier", 0.1);
+        if (!st) st = sl_gguf_writer_set_str(w, "deepseek2.rope.scaling.type", "yarn", err);
+        if (!st) st = sl_gguf_writer_set_bool(w, "deepseek2.expert_weights_norm", true, err);
+    }
+    if (p->set_key && !set_done) KU32(p->set_key, p->set_val);
     if (!st) st = sl_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1, err);
     if (!st) st = sl_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2, err);
 #undef KU32

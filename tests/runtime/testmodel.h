@@ -13,7 +13,7 @@
 
 typedef struct tm_params {
     const char *arch;        /* llama, mixtral, mixtral-split, qwen2moe, qwen3moe, olmoe, gemma3,
-                              * gpt-oss */
+                              * gpt-oss, deepseek2 */
     int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_expert, n_expert_used, n_vocab;
     int n_ff_shexp;          /* qwen2moe */
     int n_swa;               /* gemma3, gpt-oss */
@@ -23,11 +23,19 @@ typedef struct tm_params {
     const char *reshape;     /* tensor name whose ne[0] and ne[1] are swapped, or NULL */
     int tie_output;          /* leave output.weight out (tied to token_embd) */
     const char *ffn_act;     /* sluice.feed_forward_activation ("relu"), or NULL: none */
+    /* deepseek2: MLA with q_lora, kv_lora n_embd / 2, nope head_dim, rope head_dim / 2, v
+     * head_dim; n_dense leading dense layers; n_group expert groups (0: none), n_group_used */
+    int n_dense, n_group, n_group_used;
+    /* metadata: "{arch}.<set_key>" written as u32 set_val (added or replacing the usual
+     * value); "{arch}.<drop_key>" left out; NULL: none */
+    const char *set_key, *drop_key;
+    int64_t set_val;
 } tm_params;
 
 /* Small defaults for arch: 2 layers (gemma3: 7, so layer 5 is global), dim 64, 4 heads, 2 kv
  * heads, head_dim 16 (qwen3moe 32, i.e. n_head * head_dim != n_embd), ffn 64, 8 experts top 2,
- * vocab 300, F32; gpt-oss: 4 experts, sliding window 4 (layer 0 slides, layer 1 does not). */
+ * vocab 300, F32; gpt-oss: 4 experts, sliding window 4 (layer 0 slides, layer 1 does not);
+ * deepseek2: 3 layers, the first dense, 4 expert groups of which 2 are used. */
 void tm_defaults(const char *arch, tm_params *p);
 sl_status tm_write(const tm_params *p, const char *path, sl_error *err);
 

@@ -5,7 +5,7 @@
  * 4096, Q4_K, ~33 MB: seconds to write) or "qwen3-30b-a3b" (Qwen3-30B-A3B's MoE shape: 48
  * layers, dim 2048, 128 experts of FFN 768, top-8, vocab 151936, Q4_K, ~17 GB of disk and as
  * much RAM; heads 16 x 128 because synth ties head_dim to dim / heads, where the real model
- * has 32 query heads).
+ * has 32 query heads), or "deepseek-v3" (a synthetic deepseek2, synth_shape_ds3).
  *
  * Device: --device, else SLUICE_DEVICE, else auto (cuda when a GPU is usable, else sim), opened
  * once up front so a bad value or a cuda request without a GPU fails before any work (exit 1).
@@ -59,9 +59,9 @@ enum { MAX_RUNS = 8, ROOF_REPS = 5, CHUNK = 1 << 20 };
 
 static void usage(FILE *f)
 {
-    fputs("usage: tools/run bench decode [-m FILE | --shape small|qwen3-30b-a3b] [-n N]\n"
-          "         [--prompt-tokens P] [--dir DIR] [--keep] [--json] [model and placement\n"
-          "         flags]\n"
+    fputs("usage: tools/run bench decode [-m FILE | --shape small|qwen3-30b-a3b|deepseek-v3]\n"
+          "         [-n N] [--prompt-tokens P] [--dir DIR] [--keep] [--json] [model and\n"
+          "         placement flags]\n"
           "\n"
           "Decode ms/token (median over N one-token evals after a P-token prefill) per\n"
           "placement, next to that placement's bound: bytes read per token on the device /\n"
@@ -74,8 +74,11 @@ static void usage(FILE *f)
           "                         of 256, top-4) | qwen3-30b-a3b (48 layers, dim 2048, 128\n"
           "                         experts of 768, top-8, vocab 151936, Q4_K: ~17 GB of disk\n"
           "                         and RAM; written by -t threads, ~10 s on 16 cores;\n"
-          "                         --keep it and reuse it with -m). Synthetic models have\n"
-          "                         neuron skew 1 (mkmodel --neuron-skew)\n"
+          "                         --keep it and reuse it with -m) | deepseek-v3 (DeepSeek-V3's\n"
+          "                         layer shape, MLA and 256 experts of 2048 in 8 groups,\n"
+          "                         top-8, with 2 layers: one dense, one MoE; Q4_K, ~7 GB).\n"
+          "                         Synthetic models have neuron skew 1 (mkmodel\n"
+          "                         --neuron-skew)\n"
           "  --dir DIR              where the synthetic model is written (default $TMPDIR or\n"
           "                         /tmp); removed at the end unless --keep\n"
           "  --keep                 keep the synthetic model file\n"
@@ -509,6 +512,24 @@ out:
 
 /* ---- main ----------------------------------------------------------------------------- */
 
+/* DeepSeek-V3's per-layer shape (config.json of deepseek-ai/DeepSeek-V3: hidden 7168, 128 heads,
+ * q_lora 1536, kv_lora 512, nope 128, rope 64, v 128, 256 experts of 2048 in 8 groups of which
+ * 4 are used, top-8, one shared expert, first_k_dense_replace 3 of width 18432, vocab 129280)
+ * with 2 of its 61 layers: the first dense, the second MoE. Q4_K (the per-head MLA matrices,
+ * 128 and 512 wide, stay F16: not whole super-blocks); ~7 GB. */
+static void synth_shape_ds3(sl_synth_params *p)
+{
+    sl_synth_defaults(SL_SYNTH_DEEPSEEK2, p);
+    p->type = SL_GGML_Q4_K;
+    p->seed = 1;
+    p->neuron_skew = 1.0;
+    p->n_layer = 2, p->n_embd = 7168, p->n_ff = 2048, p->n_expert = 256;
+    p->n_expert_used = 8, p->n_head = 128, p->n_head_kv = 1, p->n_vocab = 129280;
+    p->n_ctx = 4096;
+    p->mla_q_lora = 1536, p->mla_kv_lora = 512, p->mla_nope = 128, p->mla_rope = 64;
+    p->mla_v = 128, p->n_dense_lead = 1, p->n_ff_dense = 18432;
+}
+
 static void synth_shape(bool big, sl_synth_params *p)
 {
     sl_synth_defaults(SL_SYNTH_QWEN3MOE, p);
@@ -550,9 +571,10 @@ int sl_bench_decode(int argc, char **argv)
             else keep = true;
         } else if (sl_cli_is(&a, "--shape", NULL)) {
             if (!(shape = sl_cli_value(&a))) return 2;
-            if (strcmp(shape, "small") && strcmp(shape, "qwen3-30b-a3b"))
-                return sl_cli_usage_error(k_cmd, "--shape '%s': unknown (small, qwen3-30b-a3b)",
-                                          shape);
+            if (strcmp(shape, "small") && strcmp(shape, "qwen3-30b-a3b") &&
+                strcmp(shape, "deepseek-v3"))
+                return sl_cli_usage_error(k_cmd, "--shape '%s': unknown (small, qwen3-30b-a3b, "
+                                          "deepseek-v3)", shape);
         } else if (sl_cli_is(&a, "--dir", NULL)) {
             if (!(dir = sl_cli_value(&a))) return 2;
             if (!*dir) return sl_cli_usage_error(k_cmd, "--dir: empty folder name");
@@ -597,10 +619,13 @@ int sl_bench_decode(int argc, char **argv)
     const char *path = mf.path;
     if (!path) {
         const bool big = shape && !strcmp(shape, "qwen3-30b-a3b");
+        const bool ds3 = shape && !strcmp(shape, "deepseek-v3");
         sl_synth_params sp;
-        synth_shape(big, &sp);
+        if (ds3) synth_shape_ds3(&sp);
+        else synth_shape(big, &sp);
+        const char *sname = ds3 ? "deepseek-v3" : big ? "qwen3-30b-a3b" : "small";
         if ((size_t)snprintf(synth_path, sizeof synth_path, "%s/sluice-bench-decode-%s-%d.gguf",
-                             dir, big ? "qwen3-30b-a3b" : "small", (int)getpid()) >=
+                             dir, sname, (int)getpid()) >=
             sizeof synth_path) {
             sl_cli_out_discard(&tr);
             sl_cli_io_free(&io);
@@ -610,8 +635,11 @@ int sl_bench_decode(int argc, char **argv)
             fprintf(stderr, "bench decode: warning: --shape qwen3-30b-a3b writes ~17 GB to %s and "
                             "loads as much into RAM (writing takes ~10 s on 16 cores; "
                             "--keep, then -m FILE to reuse)\n", dir);
+        if (ds3)
+            fprintf(stderr, "bench decode: warning: --shape deepseek-v3 writes ~7 GB to %s and "
+                            "loads as much into RAM (--keep, then -m FILE to reuse)\n", dir);
         if (!json) fprintf(stderr, "bench decode: writing the %s synthetic model to %s ...\n",
-                           big ? "qwen3-30b-a3b" : "small", synth_path);
+                           sname, synth_path);
         sl_error err = {0};
         const double t0 = sl_cli_now_s();
         sl_synth_summary sum;

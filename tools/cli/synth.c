@@ -93,7 +93,32 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
      * made with the default one and says so, so that the engine opens the file. */
     [SL_SYNTH_GPT_OSS] = {"gpt-oss", "gpt-oss", true, true, "default", 150000.0f, 1e-5f,
                           SL__VOCAB_BPE},
+    /* DeepSeek-V3: rope_theta 10000, rms_norm_eps 1e-6, pre-tokenizer "deepseek-v3" (not
+     * implemented by runtime/pretok.c: the synthetic vocabulary uses the default one) */
+    [SL_SYNTH_DEEPSEEK2] = {"deepseek2", "deepseek2", true, true, "default", 10000.0f, 1e-6f,
+                            SL__VOCAB_BPE},
 };
+
+/* deepseek2's MLA and routing dimensions: the explicit ones, else derived (synth.h). */
+typedef struct mla_dims {
+    int64_t q_lora, kv_lora, nope, rope, v, dense, group, group_used;
+} mla_dims;
+
+static mla_dims mla_of(const sl_synth_params *p)
+{
+    const int64_t D = p->n_head ? p->n_embd / p->n_head : 0;
+    mla_dims d = {p->mla_q_lora ? p->mla_q_lora : p->n_embd / 2,
+                  p->mla_kv_lora ? p->mla_kv_lora : p->n_embd / 2,
+                  p->mla_nope ? p->mla_nope : D, p->mla_rope ? p->mla_rope : D / 2,
+                  p->mla_v ? p->mla_v : D, p->n_dense_lead, 1, 1};
+    if (!p->n_dense_lead && p->n_layer > 1) d.dense = 1;
+    if (p->n_expert >= 8 && p->n_expert % 4 == 0) {
+        const int64_t per = p->n_expert / 4, need = (p->n_expert_used + per - 1) / per;
+        d.group = 4;
+        d.group_used = need > 2 ? need : 2;
+    }
+    return d;
+}
 
 const char *sl_synth_arch_name(sl_synth_arch a)
 {
@@ -114,7 +139,7 @@ sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err)
         }
     return sl_error_set(err, SL_ERR_INVALID,
                         "--arch '%s': unknown architecture (llama, mixtral, qwen3moe, olmoe, "
-                        "qwen2moe, gemma3, gpt-oss)",
+                        "qwen2moe, gemma3, gpt-oss, deepseek2)",
                         s ? s : "(null)");
 }
 
@@ -144,6 +169,7 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
         p->n_expert = 4;
         p->n_swa = 8; /* gpt-oss: 128; even layers slide */
     }
+    if (a == SL_SYNTH_DEEPSEEK2) p->n_layer = 3; /* a dense layer, then two MoE layers */
 }
 
 uint32_t sl_synth_file_type(uint32_t type)
@@ -219,6 +245,18 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
         return sl_error_set(err, SL_ERR_INVALID,
                             "--sliding-window %u: only gemma3 and gpt-oss have sliding-window "
                             "layers (not %s)", p->n_swa, ai->name);
+    }
+    if (p->arch == SL_SYNTH_DEEPSEEK2) {
+        const mla_dims d = mla_of(p);
+        if (d.rope < 2 || d.rope % 2 || d.nope < 1 || d.kv_lora < 1 || d.v < 1)
+            return sl_error_set(err, SL_ERR_INVALID, "--dim %u / --heads %u: deepseek2's MLA "
+                                "dimensions (nope %lld, rope %lld, kv_lora %lld, v %lld) need "
+                                "an even rope part >= 2 (head dimension a multiple of 4)",
+                                p->n_embd, p->n_head, (long long)d.nope, (long long)d.rope,
+                                (long long)d.kv_lora, (long long)d.v);
+        if (d.dense > p->n_layer)
+            return sl_error_set(err, SL_ERR_INVALID, "deepseek2: %lld leading dense layers of "
+                                "--layers %u", (long long)d.dense, p->n_layer);
     }
     if (p->arch == SL_SYNTH_OLMOE && p->n_head_kv != p->n_head)
         return sl_error_set(err, SL_ERR_INVALID,
@@ -300,6 +338,64 @@ static void neurons(sl__synth_tensor *t, uint32_t n, sl__synth_neurons nr)
 
 enum { PLAN_PER_LAYER = 24, PLAN_FIXED = 4 };
 
+/* A matmul weight's type: the requested one when its rows are whole blocks, else F16 (the
+ * MLA tensors' rows are head-sized, as llama.cpp's quantizer also falls back for them). */
+static uint32_t row_type(uint32_t type, int64_t ne0)
+{
+    const sl_gguf_type_info *ti = sl_gguf_type_get(type);
+    return ti && ne0 % ti->block_size == 0 ? type : SL_GGML_F16;
+}
+
+/* deepseek2's blocks after token_embd (llama_model_deepseek2::load_arch_tensors, MLA layout:
+ * attn_k_b [nope, kv_lora, H], attn_v_b [kv_lora, v, H] as convert_hf_to_gguf.py splits
+ * kv_b_proj), then output_norm and output. */
+static uint32_t plan_mla(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
+{
+    const mla_dims d = mla_of(p);
+    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert, H = p->n_head;
+    const int64_t Dk = d.nope + d.rope, C = d.kv_lora, FD = p->n_ff_dense ? p->n_ff_dense : F;
+    const uint32_t w = p->type, f32 = SL_GGML_F32;
+    for (int i = 0; i < (int)p->n_layer; i++) {
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
+        add(t, &n, SL__K_IN, row_type(w, E), E, d.q_lora, 0, "blk.%d.attn_q_a.weight", i);
+        add(t, &n, SL__K_NORM, f32, d.q_lora, 0, 0, "blk.%d.attn_q_a_norm.weight", i);
+        add(t, &n, SL__K_IN, row_type(w, d.q_lora), d.q_lora, H * Dk, 0,
+            "blk.%d.attn_q_b.weight", i);
+        add(t, &n, SL__K_IN, row_type(w, E), E, C + d.rope, 0, "blk.%d.attn_kv_a_mqa.weight",
+            i);
+        add(t, &n, SL__K_NORM, f32, C, 0, 0, "blk.%d.attn_kv_a_norm.weight", i);
+        add(t, &n, SL__K_IN, row_type(w, d.nope), d.nope, C, H, "blk.%d.attn_k_b.weight", i);
+        add(t, &n, SL__K_IN, row_type(w, C), C, d.v, H, "blk.%d.attn_v_b.weight", i);
+        add(t, &n, SL__K_OUT, row_type(w, H * d.v), H * d.v, E, 0, "blk.%d.attn_output.weight",
+            i);
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
+        if (i < d.dense) {
+            add(t, &n, SL__K_IN, w, E, FD, 0, "blk.%d.ffn_gate.weight", i);
+            neurons(t, n, SL__NEURONS_FFN);
+            add(t, &n, SL__K_IN, w, E, FD, 0, "blk.%d.ffn_up.weight", i);
+            neurons(t, n, SL__NEURONS_FFN);
+            add(t, &n, SL__K_OUT, w, FD, E, 0, "blk.%d.ffn_down.weight", i);
+            continue;
+        }
+        add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
+        add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.exp_probs_b.bias", i);
+        add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_gate_exps.weight", i);
+        neurons(t, n, SL__NEURONS_FFN);
+        add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_up_exps.weight", i);
+        neurons(t, n, SL__NEURONS_FFN);
+        add(t, &n, SL__K_OUT, w, F, E, X, "blk.%d.ffn_down_exps.weight", i);
+        /* one shared expert, as wide as a routed one */
+        add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_gate_shexp.weight", i);
+        neurons(t, n, SL__NEURONS_SHEXP);
+        add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_up_shexp.weight", i);
+        neurons(t, n, SL__NEURONS_SHEXP);
+        add(t, &n, SL__K_OUT, w, F, E, 0, "blk.%d.ffn_down_shexp.weight", i);
+    }
+    add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
+    add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
+    return n;
+}
+
 /* Fills t (capacity PLAN_FIXED + PLAN_PER_LAYER * n_layer) with the model's tensors in file
  * order. */
 static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
@@ -313,6 +409,7 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
     const bool oss = p->arch == SL_SYNTH_GPT_OSS, qkv_bias = qwen2moe || oss;
     uint32_t n = 0;
     add(t, &n, SL__K_EMBD, w, E, V, 0, "token_embd.weight", 0);
+    if (p->arch == SL_SYNTH_DEEPSEEK2) return plan_mla(p, t, n);
     for (int i = 0; i < (int)p->n_layer; i++) {
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
         add(t, &n, SL__K_IN, w, E, Q, 0, "blk.%d.attn_q.weight", i);
@@ -421,6 +518,37 @@ static void kv_bool(kv_ctx *c, const char *key, bool v)
     c->n++;
 }
 
+/* DeepseekV2Model.set_gguf_parameters (MLA layout) with DeepSeek-V3's routing and YaRN
+ * (factor 40 over 4096, mscale_all_dim 1: yarn_log_multiplier 0.1). */
+static void write_kv_mla(kv_ctx *c, const sl_synth_params *p)
+{
+    const mla_dims d = mla_of(p);
+    kv_arch_u32(c, "vocab_size", p->n_vocab);
+    kv_arch_u32(c, "leading_dense_block_count", (uint32_t)d.dense);
+    kv_arch_u32(c, "attention.q_lora_rank", (uint32_t)d.q_lora);
+    kv_arch_u32(c, "attention.kv_lora_rank", (uint32_t)d.kv_lora);
+    kv_arch_u32(c, "attention.key_length", (uint32_t)(d.kv_lora + d.rope));
+    kv_arch_u32(c, "attention.value_length", (uint32_t)d.kv_lora);
+    kv_arch_u32(c, "attention.key_length_mla", (uint32_t)(d.nope + d.rope));
+    kv_arch_u32(c, "attention.value_length_mla", (uint32_t)d.v);
+    kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
+    kv_arch_u32(c, "expert_shared_count", 1);
+    kv_arch_f32(c, "expert_weights_scale", 2.5f);
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", c->arch);
+    kv_bool(c, key, true);
+    kv_arch_u32(c, "expert_gating_func", 2); /* sigmoid */
+    if (d.group > 1) {
+        kv_arch_u32(c, "expert_group_count", (uint32_t)d.group);
+        kv_arch_u32(c, "expert_group_used_count", (uint32_t)d.group_used);
+    }
+    kv_arch_u32(c, "rope.dimension_count", (uint32_t)d.rope);
+    kv_str(c, "deepseek2.rope.scaling.type", "yarn");
+    kv_arch_f32(c, "rope.scaling.factor", 40.0f);
+    kv_arch_u32(c, "rope.scaling.original_context_length", 4096);
+    kv_arch_f32(c, "rope.scaling.yarn_log_multiplier", 0.1f);
+}
+
 /* Keys as convert_hf_to_gguf.py writes them for the corresponding HF models. */
 static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab *v)
 {
@@ -439,9 +567,13 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     kv_arch_u32(c, "block_count", p->n_layer);
     /* qwen2moe: Qwen1.5-MoE's intermediate_size equals its shared expert's width */
     kv_arch_u32(c, "feed_forward_length",
-                p->arch == SL_SYNTH_QWEN2MOE ? p->n_ff_shexp : p->n_ff);
+                p->arch == SL_SYNTH_QWEN2MOE ? p->n_ff_shexp
+                : p->n_ff_dense              ? p->n_ff_dense
+                                             : p->n_ff);
     kv_arch_u32(c, "attention.head_count", p->n_head);
-    kv_arch_u32(c, "attention.head_count_kv", p->n_head_kv);
+    /* deepseek2: MLA is MQA over one latent head */
+    kv_arch_u32(c, "attention.head_count_kv",
+                p->arch == SL_SYNTH_DEEPSEEK2 ? 1 : p->n_head_kv);
     kv_arch_f32(c, "rope.freq_base", ai->rope_base);
     kv_arch_f32(c, "attention.layer_norm_rms_epsilon", ai->rms_eps);
     if (ai->moe) {
@@ -469,6 +601,8 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
         kv_arch_f32(c, "rope.scaling.factor", 32.0f);
         kv_arch_u32(c, "rope.scaling.original_context_length", 4096);
     }
+
+    if (p->arch == SL_SYNTH_DEEPSEEK2) write_kv_mla(c, p);
 
     kv_str(c, "tokenizer.ggml.model", ai->bpe ? "gpt2" : "llama");
     if (ai->bpe) kv_str(c, "tokenizer.ggml.pre", ai->bpe_pre);

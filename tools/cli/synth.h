@@ -1,5 +1,5 @@
 /* synth: synthetic GGUF models in the layouts llama.cpp loads (llama, mixtral, qwen3moe, olmoe,
- * qwen2moe, gemma3, gpt-oss).
+ * qwen2moe, gemma3, gpt-oss, deepseek2).
  *
  * What a file contains (names, shapes in ggml ne order, keys) follows llama.cpp's
  * llama-model.cpp / llama-arch.cpp and convert_hf_to_gguf.py; tests/mkmodel/mkmodel_test.py
@@ -35,6 +35,9 @@ typedef enum sl_synth_arch {
                              * output */
     SL_SYNTH_GPT_OSS,       /* routed experts with biases, clamped SwiGLU, attention biases and
                              * sinks, alternating sliding-window layers, YaRN rope */
+    SL_SYNTH_DEEPSEEK2,     /* DeepSeek-V3 layout: MLA (q_a/q_b, kv_a_mqa, k_b/v_b), a leading
+                             * dense layer, sigmoid group-limited routing with the selection
+                             * bias, one shared expert, YaRN */
     SL_SYNTH_ARCH_COUNT
 } sl_synth_arch;
 
@@ -67,6 +70,13 @@ typedef struct sl_synth_params {
     bool relu;              /* --activation relu: a ReLU FFN (dense llama only), written as
                              * sluice.feed_forward_activation = "relu" (runtime/arch.c) */
     uint64_t seed;          /* --seed */
+    /* deepseek2 only (no flags; 0: derived from --dim/--heads with D = dim / heads: q_lora and
+     * kv_lora dim / 2, nope D, rope D / 2, v D; leading dense layers 1 if --layers > 1;
+     * expert groups 4 if --experts is a multiple of 4, using the fewest that hold --top-k,
+     * at least half) */
+    uint32_t mla_q_lora, mla_kv_lora, mla_nope, mla_rope, mla_v;
+    uint32_t n_dense_lead;
+    uint32_t n_ff_dense;    /* the leading dense layers' FFN width (0: --ffn) */
 } sl_synth_params;
 
 typedef struct sl_synth_summary {
@@ -76,8 +86,8 @@ typedef struct sl_synth_summary {
     int n_threads;          /* threads that made the rows */
 } sl_synth_summary;
 
-/* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss"; "?" out of
- * range. */
+/* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2"; "?"
+ * out of range. */
 const char *sl_synth_arch_name(sl_synth_arch a);
 /* Whether the architecture has routed experts (--experts/--top-k apply). */
 bool sl_synth_arch_is_moe(sl_synth_arch a);
@@ -88,7 +98,8 @@ sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err);
  * skew 0, exact_quant false, seed 1; qwen2moe:
  * shared-ffn 2 * ffn = 256; gemma3: layers 6 (so that layer 5 is a global-attention layer),
  * sliding-window 8; gpt-oss: 4 experts top-2, sliding-window 8, so that 2 layers have one
- * sliding and one global layer). */
+ * sliding and one global layer; deepseek2: 3 layers (one leading dense), heads 4, the MLA
+ * dimensions derived as sl_synth_params says). */
 void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p);
 /* Checks every field for range and consistency; the message names the CLI flag (e.g. "--heads")
  * and the values at fault. SL_ERR_INVALID or SL_ERR_RANGE. */
