@@ -491,9 +491,10 @@ int main(void)
         } else if (blk == 256) {
             const int64_t c[] = {1, 2, 3, 16};
             for (int i = 0; i < 4; i++) cols_list[n_cols++] = c[i] * blk;
-        } else { /* 8-block groups: 9 and 17 hit the group loop with a tail; 128 = 4096 */
-            const int64_t c[] = {1, 2, 3, 7, 9, 17, 128};
-            for (int i = 0; i < 7; i++) cols_list[n_cols++] = c[i] * blk;
+        } else { /* 8-block groups: 9, 17 and 20 (Gemma's 640) hit the group loop with a
+                  * short last group; 128 = 4096 */
+            const int64_t c[] = {1, 2, 3, 7, 9, 17, 20, 128};
+            for (int i = 0; i < 8; i++) cols_list[n_cols++] = c[i] * blk;
         }
         /* Every type has x86 SIMD kernels: the fast path under test must be the SIMD one. */
         for (int hi = 0; hi < cs.n_mv; hi++)
