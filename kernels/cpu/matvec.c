@@ -71,6 +71,11 @@ static sl__mv_range_fn range_for(const sl_cpu_matvec_ctx *mv, uint32_t type)
     return f ? f : scalar_range;
 }
 
+sl__mv_range_fn sl__cpu_mv_range(const sl_cpu_matvec_ctx *mv, uint32_t type)
+{
+    return range_for(mv, type);
+}
+
 static void scalar_axpy(float a, const float *x, float *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);

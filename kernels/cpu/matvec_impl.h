@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/cpu/matvec.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/ref/matvec_impl.h"
 
@@ -19,6 +20,9 @@ typedef void (*sl__mv_range_fn)(const sl__mv_type *t, const void *w, const void 
                                 int64_t b1, float *lane);
 /* y[0..n) = fmaf(a, x[i], y[i]) element by element (bit-exact to the scalar loop). */
 typedef void (*sl__mv_axpy_fn)(float a, const float *x, float *y, int64_t n);
+
+/* mv's range kernel for type (the scalar reference code where the ISA has none). */
+sl__mv_range_fn sl__cpu_mv_range(const sl_cpu_matvec_ctx *mv, uint32_t type);
 
 /* NULL when the ISA has no kernel for the type. */
 sl__mv_range_fn sl__mv_range_avx2(uint32_t type);
