@@ -270,7 +270,8 @@ static void h_destroy(sl__dx *x)
 
 /* host and sim differ only in `dev` (drain() is a no-op without it) */
 static const sl__dx_vt host_vt = {
-    .mm = h_mm, .mm_many = h_mm_many, .rms_norm = h_rms_norm, .add = h_add, .add_rows = h_add_rows, .scale = h_scale,
+    .mm = h_mm, .mm_many = h_mm_many, .rms_norm = h_rms_norm, .add = h_add,
+    .add_rows = h_add_rows, .scale = h_scale,
     .glu = h_glu, .rope = h_rope, .kv_store = h_kv_store, .attn = h_attn, .router = h_router,
     .moe = h_moe, .gated_add = h_gated_add, .destroy = h_destroy};
 

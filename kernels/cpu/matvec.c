@@ -76,6 +76,13 @@ sl__mv_range_fn sl__cpu_mv_range(const sl_cpu_matvec_ctx *mv, uint32_t type)
     return range_for(mv, type);
 }
 
+sl__mv_rows_fn sl__cpu_mv_rows(const sl_cpu_matvec_ctx *mv, uint32_t type)
+{
+    if (mv->isa == SL_CPU_ISA_AVX512 && mv->vnni) return sl__mv_rows_avx512(type);
+    if (mv->isa == SL_CPU_ISA_AVX512 || mv->isa == SL_CPU_ISA_AVX2) return sl__mv_rows_avx2(type);
+    return NULL;
+}
+
 static void scalar_axpy(float a, const float *x, float *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);

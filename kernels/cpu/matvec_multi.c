@@ -25,6 +25,7 @@
 typedef struct multi_part {
     const sl__mv_type *t;
     sl__mv_range_fn range;
+    sl__mv_rows_fn rows; /* NULL: range per row */
     const char *w, *xq; /* xq: this part's activations (x itself for float weights) */
     size_t wrb;
     int64_t nb;
@@ -45,6 +46,10 @@ static void multi_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
         int64_t r0, r1;
         sl_cpu_split_chunk(&j->split, c, &p, &r0, &r1);
         const multi_part *P = &j->part[p];
+        if (P->rows) {
+            P->rows(P->w, P->wrb, P->xq, P->nb, r0, r1, P->y);
+            continue;
+        }
         for (int64_t r = r0; r < r1; r++) {
             float lane[32] = {0}, s8[8];
             P->range(P->t, P->w + (size_t)r * P->wrb, P->xq, 0, P->nb, lane);
@@ -104,7 +109,8 @@ sl_status sl_cpu_matvec_multi(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
         }
         rows[p] = P->rows;
         row_bytes[p] = sl_ref_matvec_row_bytes(P->type, cols);
-        j.part[p] = (multi_part){.t = t, .range = sl__cpu_mv_range(mv, P->type), .w = P->w,
+        j.part[p] = (multi_part){.t = t, .range = sl__cpu_mv_range(mv, P->type),
+                                 .rows = sl__cpu_mv_rows(mv, P->type), .w = P->w,
                                  .wrb = row_bytes[p], .nb = cols / t->block, .y = P->y};
     }
     if (mv->f32_act) { /* verification mode: each part as its own call computes it */

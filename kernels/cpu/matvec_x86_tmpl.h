@@ -185,22 +185,13 @@ SL_MV_SUFFIX(group_terms)(const char *wp, const char *xp, int m, int wbytes, int
     return _mm256_add_ps(a, ms);
 }
 
-/* Blocks [b0, b1) of a 32-element block type: an unaligned head through the scalar reference
- * (only column-listed runs start mid-group), then whole 8-block groups (block b to lane b % 8,
- * one vector add per group, as the reference adds term by term), then a short last group
- * whose terms are added to lanes 0 .. m-1 only (a blend keeps the rest bit for bit). */
-static inline __attribute__((always_inline)) void
-SL_MV_SUFFIX(range32)(const sl__mv_type *t, const void *w, const void *xq, int64_t b0,
-                      int64_t b1, float *lane, int wbytes, int xbytes, SL_MV_SUFFIX(dot_fn) dot,
-                      int term)
+/* Adds the terms of blocks [b, b1) (b a multiple of 8) to acc: whole 8-block groups (block b
+ * to lane b % 8, one vector add per group, as the reference adds term by term), then a short
+ * last group whose m terms go to lanes 0 .. m-1 only (a blend keeps the rest bit for bit). */
+static inline __attribute__((always_inline)) __m256
+SL_MV_SUFFIX(range32_acc)(__m256 acc, const char *wb, const char *xb, int64_t b, int64_t b1,
+                          int wbytes, int xbytes, SL_MV_SUFFIX(dot_fn) dot, int term)
 {
-    const char *wb = w, *xb = xq;
-    int64_t b = b0, head = (b0 + 7) & ~(int64_t)7;
-    if (head > b1) head = b1;
-    if (head > b) sl__mv_dot_blocks(t, w, xq, b, head, lane);
-    b = head;
-    if (b >= b1) return;
-    __m256 acc = _mm256_loadu_ps(lane);
     for (; b + 8 <= b1; b += 8)
         acc = _mm256_add_ps(acc, SL_MV_SUFFIX(group_terms)(wb + b * wbytes, xb + b * xbytes, 8,
                                                            wbytes, xbytes, dot, term));
@@ -212,15 +203,48 @@ SL_MV_SUFFIX(range32)(const sl__mv_type *t, const void *w, const void *xq, int64
                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         acc = _mm256_blendv_ps(acc, _mm256_add_ps(acc, tb), _mm256_castsi256_ps(live));
     }
-    _mm256_storeu_ps(lane, acc);
+    return acc;
 }
 
+/* Blocks [b0, b1) of a 32-element block type into lane[0..8): an unaligned head through the
+ * scalar reference (only column-listed runs start mid-group), the rest by range32_acc. */
+static inline __attribute__((always_inline)) void
+SL_MV_SUFFIX(range32)(const sl__mv_type *t, const void *w, const void *xq, int64_t b0,
+                      int64_t b1, float *lane, int wbytes, int xbytes, SL_MV_SUFFIX(dot_fn) dot,
+                      int term)
+{
+    int64_t head = (b0 + 7) & ~(int64_t)7;
+    if (head > b1) head = b1;
+    if (head > b0) sl__mv_dot_blocks(t, w, xq, b0, head, lane);
+    if (head >= b1) return;
+    _mm256_storeu_ps(lane, SL_MV_SUFFIX(range32_acc)(_mm256_loadu_ps(lane), w, xq, head, b1,
+                                                     wbytes, xbytes, dot, term));
+}
+
+/* The reference's 8-lane reduction (sl__mv_reduce8): (s0 + s4) + (s2 + s6) and
+ * (s1 + s5) + (s3 + s7), then their sum. */
+static inline float SL_MV_SUFFIX(reduce8)(__m256 s)
+{
+    const __m128 u = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    const __m128 v = _mm_add_ps(u, _mm_movehl_ps(u, u));
+    return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+}
+
+/* Whole rows for one batch column (sl__mv_rows_fn): a row's 8 lanes never leave a register. */
 #define SL_MV_RANGE32(NAME, WBYTES, XBYTES, TERM)                                                \
     static void SL_MV_SUFFIX(range_##NAME)(const sl__mv_type *t, const void *w, const void *xq, \
                                            int64_t b0, int64_t b1, float *lane)                 \
     {                                                                                            \
         SL_MV_SUFFIX(range32)(t, w, xq, b0, b1, lane, (int)(WBYTES), (int)(XBYTES),             \
                               SL_MV_SUFFIX(dot_##NAME), TERM);                                   \
+    }                                                                                            \
+    static void SL_MV_SUFFIX(rows_##NAME)(const void *w, size_t wrb, const void *xq, int64_t nb, \
+                                          int64_t r0, int64_t r1, float *y)                      \
+    {                                                                                            \
+        for (int64_t r = r0; r < r1; r++)                                                        \
+            y[r] = SL_MV_SUFFIX(reduce8)(SL_MV_SUFFIX(range32_acc)(                              \
+                _mm256_setzero_ps(), (const char *)w + (size_t)r * wrb, xq, 0, nb,               \
+                (int)(WBYTES), (int)(XBYTES), SL_MV_SUFFIX(dot_##NAME), TERM));                  \
     }
 
 SL_MV_RANGE32(q8_0, sizeof(sl_block_q8_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
@@ -453,6 +477,19 @@ sl__mv_range_fn SL_MV_SUFFIX(sl__mv_range)(uint32_t type)
     case SL_GGML_Q5_K: return SL_MV_SUFFIX(range_q5_K);
     case SL_GGML_Q6_K: return SL_MV_SUFFIX(range_q6_K);
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(range_mxfp4);
+    default: return NULL;
+    }
+}
+
+sl__mv_rows_fn SL_MV_SUFFIX(sl__mv_rows)(uint32_t type)
+{
+    switch (type) {
+    case SL_GGML_Q8_0: return SL_MV_SUFFIX(rows_q8_0);
+    case SL_GGML_Q4_0: return SL_MV_SUFFIX(rows_q4_0);
+    case SL_GGML_Q4_1: return SL_MV_SUFFIX(rows_q4_1);
+    case SL_GGML_Q5_0: return SL_MV_SUFFIX(rows_q5_0);
+    case SL_GGML_Q5_1: return SL_MV_SUFFIX(rows_q5_1);
+    case SL_GGML_MXFP4: return SL_MV_SUFFIX(rows_mxfp4);
     default: return NULL;
     }
 }
