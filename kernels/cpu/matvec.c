@@ -236,6 +236,11 @@ sl_status sl_cpu_matvec(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t
         return sl__cpu_matvec_f32act(pool, type, w, rows, cols, x, n_batch, y, err);
     if (t && t->act_type == SL_GGML_F32) /* float weights read x in place: no workspace */
         return sl_cpu_matvec_q(mv, pool, type, w, rows, cols, x, n_batch, y, err);
+    if (n_batch == 1 && t && work && work_bytes >= sl_cpu_matvec_work_bytes(type, cols, 1)) {
+        /* one token: the decode path (split by bytes, whole-row kernels), the same bits */
+        const sl_cpu_matvec_part part = {.type = type, .w = w, .rows = rows, .y = y};
+        return sl_cpu_matvec_multi(mv, pool, &part, 1, cols, x, work, work_bytes, err);
+    }
     sl_status s = sl_cpu_matvec_quant_act(mv, type, x, cols, n_batch, work, work_bytes, err);
     if (s) return s;
     return sl_cpu_matvec_q(mv, pool, type, w, rows, cols, work, n_batch, y, err);
