@@ -291,31 +291,18 @@ static inline int32_t SL_MV_SUFFIX(k4_scales)(const uint8_t *scales, const char 
 }
 
 /* One super-block's integer dot sum_j sc_j * (q_j . x_j) as 8 int32 partial sums (exact;
- * reduced 8 super-blocks at a time by the group driver below); *summ for Q4_K/Q5_K.
- * Q5_K (q5) is Q4_K plus bit j of qh[l] as bit 4 of sub-block j's element l, so q in [0, 31]
- * and the vpmaddubsw pair sums stay below 2 * 31 * 127 < 2^15. Both blocks open with d, dmin
- * and the 12 scale bytes; Q5_K's qh[32] comes before its qs. */
-static inline __attribute__((always_inline)) __m256i
-SL_MV_SUFFIX(sb_q45_K)(const char *w, const char *xp, int32_t *summ, int q5)
+ * reduced 8 super-blocks at a time by the group driver below); *summ for Q4_K/Q5_K. */
+static inline __m256i SL_MV_SUFFIX(sb_q4_K)(const char *w, const char *xp, int32_t *summ)
 {
-    const sl_block_q5_K *w5 = (const sl_block_q5_K *)w;
-    const uint8_t *qs = q5 ? w5->qs : ((const sl_block_q4_K *)w)->qs;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
+    const sl_block_q4_K *wp = (const sl_block_q4_K *)w;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     uint8_t sc[8];
-    *summ = SL_MV_SUFFIX(k4_scales)(w5->scales, xp, sc);
-    /* Round j holds qh >> 2j: bits 0 and 1 of each byte are qh bits 2j and 2j + 1, which
-     * the epi16 shifts << 4 and << 3 move to bit 4 of the same byte. Only those two bits
-     * reach bit 4, so what the 16-bit shifts carry across the byte boundary is masked off. */
-    __m256i h = q5 ? _mm256_loadu_si256((const __m256i *)w5->qh) : _mm256_setzero_si256();
+    *summ = SL_MV_SUFFIX(k4_scales)(wp->scales, xp, sc);
     __m256i acc = _mm256_setzero_si256();
-    for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-        __m256i lo = _mm256_and_si256(q, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        if (q5) {
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), x10));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), x10));
-        }
+    for (int j = 0; j < 4; j++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(wp->qs + 32 * j));
+        const __m256i lo = _mm256_and_si256(q, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
         const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
         const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),
@@ -327,14 +314,34 @@ SL_MV_SUFFIX(sb_q45_K)(const char *w, const char *xp, int32_t *summ, int q5)
     return acc;
 }
 
-static inline __m256i SL_MV_SUFFIX(sb_q4_K)(const char *w, const char *xp, int32_t *summ)
-{
-    return SL_MV_SUFFIX(sb_q45_K)(w, xp, summ, 0);
-}
-
+/* Q5_K: Q4_K plus bit j of qh[l] as bit 4 of sub-block j's element l, so q in [0, 31] and the
+ * vpmaddubsw pair sums stay below 2 * 31 * 127 < 2^15. */
 static inline __m256i SL_MV_SUFFIX(sb_q5_K)(const char *w, const char *xp, int32_t *summ)
 {
-    return SL_MV_SUFFIX(sb_q45_K)(w, xp, summ, 1);
+    const sl_block_q5_K *wp = (const sl_block_q5_K *)w;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
+    uint8_t sc[8];
+    *summ = SL_MV_SUFFIX(k4_scales)(wp->scales, xp, sc);
+    /* Round j holds qh >> 2j: bits 0 and 1 of each byte are qh bits 2j and 2j + 1, which
+     * the epi16 shifts << 4 and << 3 move to bit 4 of the same byte. Only those two bits
+     * reach bit 4, so what the 16-bit shifts carry across the byte boundary is masked off. */
+    __m256i h = _mm256_loadu_si256((const __m256i *)wp->qh);
+    __m256i acc = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(wp->qs + 32 * j));
+        const __m256i hl = _mm256_slli_epi16(h, 4), hh = _mm256_slli_epi16(h, 3);
+        const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(hl, x10));
+        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                           _mm256_and_si256(hh, x10));
+        const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
+        const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
+        const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),
+                                             _mm256_set1_epi16(sc[2 * j]));
+        const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh),
+                                             _mm256_set1_epi16(sc[2 * j + 1]));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(pl, ph));
+    }
+    return acc;
 }
 
 static inline __m256i SL_MV_SUFFIX(sb_q6_K)(const char *w, const char *xp, int32_t *summ)
