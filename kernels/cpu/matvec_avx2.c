@@ -6,7 +6,6 @@
 #endif
 
 #include <math.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 

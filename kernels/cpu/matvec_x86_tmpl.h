@@ -15,8 +15,7 @@
  *   for the Q8_1 types, a separately rounded + mw * sx) and lane += t, element for element.
  *   a short last group adds its m terms to lanes 0 .. m-1 only (a blend); an unaligned head
  *   (column-listed runs) goes through the scalar reference code on the same lanes;
- * - K-quants: each super-block's integer sums by SIMD, 8 super-blocks' float terms lane-wise
- *   with the reference's operations (as the 32-element types);
+ * - K-quants: one super-block's integer sums by SIMD, then the reference's scalar float term;
  * - float weights: lane i % 32 of four 8-wide (or two 16-wide) accumulators, vfmadd = fmaf.
  */
 /* The includer has included <immintrin.h>, <string.h>, gguf/gguf.h and matvec_impl.h before
@@ -48,33 +47,26 @@ static inline __m256i SL_MV_SUFFIX(hsum8x8)(const __m256i v[8])
                             _mm256_permute2x128_si256(ab, cd, 0x31));
 }
 
-/* The half scales of blocks k0 .. k1-1 (0 <= k0 <= k1 <= 8) of a group whose blocks are
- * `stride` bytes apart from p, as floats in lanes k (F16C is exact, like the reference's
- * conversion); other lanes are 0 and nothing outside [k0, k1) is read. Built in two 64-bit
- * registers rather than stored and reloaded, which would stall on store-to-load forwarding. */
-static inline __m256 SL_MV_SUFFIX(load_halves_in)(const char *p, size_t stride, int k0, int k1)
+static inline int32_t SL_MV_SUFFIX(hsum_i32)(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* m (<= 8) half scales of blocks `stride` bytes apart from p, as floats (F16C is exact, like
+ * the reference's conversion); lanes m..7 are 0. Built in two 64-bit registers rather than
+ * stored to memory and reloaded, which would stall on store-to-load forwarding. */
+static inline __m256 SL_MV_SUFFIX(load_halves)(const char *p, size_t stride, int m)
 {
     uint64_t q[2] = {0, 0};
-    for (int k = k0; k < k1; k++) {
+    for (int k = 0; k < m; k++) {
         uint16_t h;
         memcpy(&h, p + (size_t)k * stride, 2);
         q[k >> 2] |= (uint64_t)h << (16 * (k & 3));
     }
     return _mm256_cvtph_ps(_mm_set_epi64x((long long)q[1], (long long)q[0]));
-}
-
-static inline __m256 SL_MV_SUFFIX(load_halves)(const char *p, size_t stride, int m)
-{
-    return SL_MV_SUFFIX(load_halves_in)(p, stride, 0, m);
-}
-
-/* Lanes k0 .. k1-1 set (all bits), the others clear. */
-static inline __m256 SL_MV_SUFFIX(lanes_in)(int k0, int k1)
-{
-    const __m256i k = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i in = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(k1), k),
-                                        _mm256_cmpgt_epi32(k, _mm256_set1_epi32(k0 - 1)));
-    return _mm256_castsi256_ps(in);
 }
 
 /* Q4_0 nibbles of one block -> 32 bytes in element order (low nibbles 0..15, high 16..31). */
@@ -290,163 +282,122 @@ static inline int32_t SL_MV_SUFFIX(k4_scales)(const uint8_t *scales, const char 
     return _mm_cvtsi128_si32(pm);
 }
 
-/* One super-block's integer dot sum_j sc_j * (q_j . x_j) as 8 int32 partial sums (exact;
- * reduced 8 super-blocks at a time by the group driver below); *summ for Q4_K/Q5_K. */
-static inline __m256i SL_MV_SUFFIX(sb_q4_K)(const char *w, const char *xp, int32_t *summ)
-{
-    const sl_block_q4_K *wp = (const sl_block_q4_K *)w;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    uint8_t sc[8];
-    *summ = SL_MV_SUFFIX(k4_scales)(wp->scales, xp, sc);
-    __m256i acc = _mm256_setzero_si256();
-    for (int j = 0; j < 4; j++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(wp->qs + 32 * j));
-        const __m256i lo = _mm256_and_si256(q, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
-        const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
-        const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),
-                                             _mm256_set1_epi16(sc[2 * j]));
-        const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh),
-                                             _mm256_set1_epi16(sc[2 * j + 1]));
-        acc = _mm256_add_epi32(acc, _mm256_add_epi32(pl, ph));
-    }
-    return acc;
-}
-
-/* Q5_K: Q4_K plus bit j of qh[l] as bit 4 of sub-block j's element l, so q in [0, 31] and the
- * vpmaddubsw pair sums stay below 2 * 31 * 127 < 2^15. */
-static inline __m256i SL_MV_SUFFIX(sb_q5_K)(const char *w, const char *xp, int32_t *summ)
-{
-    const sl_block_q5_K *wp = (const sl_block_q5_K *)w;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
-    uint8_t sc[8];
-    *summ = SL_MV_SUFFIX(k4_scales)(wp->scales, xp, sc);
-    /* Round j holds qh >> 2j: bits 0 and 1 of each byte are qh bits 2j and 2j + 1, which
-     * the epi16 shifts << 4 and << 3 move to bit 4 of the same byte. Only those two bits
-     * reach bit 4, so what the 16-bit shifts carry across the byte boundary is masked off. */
-    __m256i h = _mm256_loadu_si256((const __m256i *)wp->qh);
-    __m256i acc = _mm256_setzero_si256();
-    for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(wp->qs + 32 * j));
-        const __m256i hl = _mm256_slli_epi16(h, 4), hh = _mm256_slli_epi16(h, 3);
-        const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(hl, x10));
-        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                           _mm256_and_si256(hh, x10));
-        const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
-        const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
-        const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),
-                                             _mm256_set1_epi16(sc[2 * j]));
-        const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh),
-                                             _mm256_set1_epi16(sc[2 * j + 1]));
-        acc = _mm256_add_epi32(acc, _mm256_add_epi32(pl, ph));
-    }
-    return acc;
-}
-
-static inline __m256i SL_MV_SUFFIX(sb_q6_K)(const char *w, const char *xp, int32_t *summ)
-{
-    const sl_block_q6_K *wp = (const sl_block_q6_K *)w;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    const __m256i k32 = _mm256_set1_epi8(32);
-    *summ = 0;
-    __m256i acc = _mm256_setzero_si256();
-    for (int n = 0; n < 2; n++) {
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n));
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n + 32));
-        const __m256i h = _mm256_loadu_si256((const __m256i *)(wp->qh + 32 * n));
-        __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                               _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
-        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                               _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                               _mm256_and_si256(h, m30));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
-        for (int g = 0; g < 4; g++) {
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + 4 + 128 * n + 32 * g));
-            /* (q - 32) * x as q * x - 32 * x: both pair sums stay below 2^15. */
-            const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g], xv),
-                                               _mm256_maddubs_epi16(k32, xv));
-            const int s = 8 * n + 2 * g;
-            const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(wp->scales[s + 1]),
-                                                 _mm_set1_epi16(wp->scales[s]));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
-        }
-    }
-    return acc;
-}
-
-typedef __m256i (*SL_MV_SUFFIX(sb_fn))(const char *w, const char *xp, int32_t *summ);
-
-/* Super-blocks b0 .. b1-1 of a K-quant row into lane[b % 8], 8-aligned windows at a time: the
- * integer sums of a window's super-blocks k0 .. k1-1 are reduced together (hsum8x8) and the
- * reference's float term is formed lane-wise, the same IEEE operations per super-block:
- *   with mins (Q4_K/Q5_K): t = (float)isum * (d * dx) - (float)summ * (dmin * dx);
- *   Q6_K:                  t = (float)isum * (d * dx);
- * then lane += t on lanes k0 .. k1-1 only (a blend keeps the others bit for bit).
- * d_off / dmin_off: byte offsets of d and dmin in the weight block (dmin_off < 0: none). */
-static inline __attribute__((always_inline)) void
-SL_MV_SUFFIX(range_k)(const void *w, const void *xq, int64_t b0, int64_t b1, float *lane,
-                      int wbytes, int d_off, int dmin_off, SL_MV_SUFFIX(sb_fn) sb)
-{
-    const char *wb = w, *xb = xq;
-    const int xbytes = (int)sizeof(sl_block_q8_K);
-    __m256 acc = _mm256_loadu_ps(lane);
-    for (int64_t g = b0 & ~(int64_t)7; g < b1; g += 8) {
-        const int k0 = g < b0 ? (int)(b0 - g) : 0, k1 = b1 - g < 8 ? (int)(b1 - g) : 8;
-        const char *wg = wb + g * wbytes, *xg = xb + g * xbytes;
-        __m256i v[8];
-        int32_t summ[8] = {0};
-        float dx[8] = {0};
-        for (int k = 0; k < 8; k++) {
-            if (k < k0 || k >= k1) {
-                v[k] = _mm256_setzero_si256();
-                continue;
-            }
-            v[k] = sb(wg + k * wbytes, xg + k * xbytes, &summ[k]);
-            memcpy(&dx[k], xg + k * xbytes, sizeof(float));
-        }
-        const __m256 dxv = _mm256_setr_ps(dx[0], dx[1], dx[2], dx[3], dx[4], dx[5], dx[6], dx[7]);
-        const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v));
-        const __m256 dd = _mm256_mul_ps(
-            SL_MV_SUFFIX(load_halves_in)(wg + d_off, (size_t)wbytes, k0, k1), dxv);
-        __m256 t = _mm256_mul_ps(isum, dd);
-        if (dmin_off >= 0) {
-            const __m256 dmd = _mm256_mul_ps(
-                SL_MV_SUFFIX(load_halves_in)(wg + dmin_off, (size_t)wbytes, k0, k1), dxv);
-            const __m256 sm = _mm256_cvtepi32_ps(_mm256_setr_epi32(
-                summ[0], summ[1], summ[2], summ[3], summ[4], summ[5], summ[6], summ[7]));
-            t = _mm256_sub_ps(t, _mm256_mul_ps(sm, dmd));
-        }
-        acc = _mm256_blendv_ps(acc, _mm256_add_ps(acc, t), SL_MV_SUFFIX(lanes_in)(k0, k1));
-    }
-    _mm256_storeu_ps(lane, acc);
-}
-
 static void SL_MV_SUFFIX(range_q4_K)(const sl__mv_type *t, const void *w, const void *xq,
                                      int64_t b0, int64_t b1, float *lane)
 {
     (void)t;
-    SL_MV_SUFFIX(range_k)(w, xq, b0, b1, lane, (int)sizeof(sl_block_q4_K), 0, 2,
-                          SL_MV_SUFFIX(sb_q4_K));
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t b = b0; b < b1; b++) {
+        const sl_block_q4_K *wp = (const sl_block_q4_K *)((const char *)w + b * 144);
+        const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
+        uint8_t sc[8];
+        const int32_t summ = SL_MV_SUFFIX(k4_scales)(wp->scales, xp, sc);
+        __m256i acc = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(wp->qs + 32 * j));
+            const __m256i lo = _mm256_and_si256(q, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
+            const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
+            const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),
+                                                 _mm256_set1_epi16(sc[2 * j]));
+            const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh),
+                                                 _mm256_set1_epi16(sc[2 * j + 1]));
+            acc = _mm256_add_epi32(acc, _mm256_add_epi32(pl, ph));
+        }
+        float dx;
+        memcpy(&dx, xp, sizeof dx);
+        uint16_t d, dmin;
+        memcpy(&d, &wp->d, 2);
+        memcpy(&dmin, &wp->dmin, 2);
+        lane[b % 8] += sl__mv_term_k(SL_MV_SUFFIX(hsum_i32)(acc), _cvtsh_ss(d) * dx, summ,
+                                     _cvtsh_ss(dmin) * dx);
+    }
 }
 
+/* Q5_K: Q4_K plus bit j of qh[l] as bit 4 of sub-block j's element l, so q in [0, 31] and the
+ * vpmaddubsw pair sums stay below 2 * 31 * 127 < 2^15. */
 static void SL_MV_SUFFIX(range_q5_K)(const sl__mv_type *t, const void *w, const void *xq,
                                      int64_t b0, int64_t b1, float *lane)
 {
     (void)t;
-    SL_MV_SUFFIX(range_k)(w, xq, b0, b1, lane, (int)sizeof(sl_block_q5_K), 0, 2,
-                          SL_MV_SUFFIX(sb_q5_K));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
+    for (int64_t b = b0; b < b1; b++) {
+        const sl_block_q5_K *wp = (const sl_block_q5_K *)((const char *)w + b * 176);
+        const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
+        uint8_t sc[8];
+        const int32_t summ = SL_MV_SUFFIX(k4_scales)(wp->scales, xp, sc);
+        /* Round j holds qh >> 2j: bits 0 and 1 of each byte are qh bits 2j and 2j + 1, which
+         * the epi16 shifts << 4 and << 3 move to bit 4 of the same byte. Only those two bits
+         * reach bit 4, so what the 16-bit shifts carry across the byte boundary is masked off. */
+        __m256i h = _mm256_loadu_si256((const __m256i *)wp->qh);
+        __m256i acc = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(wp->qs + 32 * j));
+            const __m256i hl = _mm256_slli_epi16(h, 4), hh = _mm256_slli_epi16(h, 3);
+            const __m256i lo =
+                _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(hl, x10));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                               _mm256_and_si256(hh, x10));
+            const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
+            const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
+            const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),
+                                                 _mm256_set1_epi16(sc[2 * j]));
+            const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh),
+                                                 _mm256_set1_epi16(sc[2 * j + 1]));
+            acc = _mm256_add_epi32(acc, _mm256_add_epi32(pl, ph));
+        }
+        float dx;
+        memcpy(&dx, xp, sizeof dx);
+        uint16_t d, dmin;
+        memcpy(&d, &wp->d, 2);
+        memcpy(&dmin, &wp->dmin, 2);
+        lane[b % 8] += sl__mv_term_k(SL_MV_SUFFIX(hsum_i32)(acc), _cvtsh_ss(d) * dx, summ,
+                                     _cvtsh_ss(dmin) * dx);
+    }
 }
 
 static void SL_MV_SUFFIX(range_q6_K)(const sl__mv_type *t, const void *w, const void *xq,
                                      int64_t b0, int64_t b1, float *lane)
 {
     (void)t;
-    SL_MV_SUFFIX(range_k)(w, xq, b0, b1, lane, (int)sizeof(sl_block_q6_K),
-                          (int)offsetof(sl_block_q6_K, d), -1, SL_MV_SUFFIX(sb_q6_K));
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i k32 = _mm256_set1_epi8(32);
+    for (int64_t b = b0; b < b1; b++) {
+        const sl_block_q6_K *wp = (const sl_block_q6_K *)((const char *)w + b * 210);
+        const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
+        __m256i acc = _mm256_setzero_si256();
+        for (int n = 0; n < 2; n++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n + 32));
+            const __m256i h = _mm256_loadu_si256((const __m256i *)(wp->qh + 32 * n));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                   _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                   _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                   _mm256_and_si256(h, m30));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+            for (int g = 0; g < 4; g++) {
+                const __m256i xv =
+                    _mm256_loadu_si256((const __m256i *)(xp + 4 + 128 * n + 32 * g));
+                /* (q - 32) * x as q * x - 32 * x: both pair sums stay below 2^15. */
+                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g], xv),
+                                                   _mm256_maddubs_epi16(k32, xv));
+                const int s = 8 * n + 2 * g;
+                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(wp->scales[s + 1]),
+                                                     _mm_set1_epi16(wp->scales[s]));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
+            }
+        }
+        float dx;
+        memcpy(&dx, xp, sizeof dx);
+        uint16_t d;
+        memcpy(&d, &wp->d, 2);
+        lane[b % 8] += sl__mv_term_d(SL_MV_SUFFIX(hsum_i32)(acc), _cvtsh_ss(d) * dx);
+    }
 }
 
 /* ---- float weights ---------------------------------------------------------------------- */
