@@ -55,6 +55,11 @@ typedef struct sl__dx_vt {
     /* y [n][rows] = W x, x [n][cols] (W: w->data in this executor's memory) */
     sl_status (*mm)(sl__dx *, const sl_weight *w, const float *x, int64_t n, float *y,
                     sl_error *);
+    /* ys[i] [n][rows_i] = ws[i] x for count (1 .. SL_CPU_SPLIT_MAX_PARTS) matrices of the
+     * same x [n][cols]: the same bits as count mm calls. Optional (NULL: forward.c makes the
+     * mm calls); the host executor runs a single token's group as one pool call. */
+    sl_status (*mm_many)(sl__dx *, const sl_weight *const *ws, int count, const float *x,
+                         int64_t n, float *const *ys, sl_error *);
     sl_status (*rms_norm)(sl__dx *, const float *x, const float *w, float *y, int64_t rows,
                           int64_t dim, float eps, sl_error *);
     sl_status (*add)(sl__dx *, const float *a, const float *b, float *y, int64_t n, sl_error *);

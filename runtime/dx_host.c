@@ -28,6 +28,8 @@ typedef struct dx_host {
     int64_t idx_cap;
     void *cols_work;
     size_t cols_work_bytes;
+    void *multi_work; /* single-token groups' activations (grows to the largest group) */
+    size_t multi_work_bytes;
 } dx_host;
 
 static sl_status drain(dx_host *h, sl_error *err)
@@ -41,11 +43,45 @@ static sl_status drain(dx_host *h, sl_error *err)
         if (drain_st_) return drain_st_;                                                    \
     } while (0)
 
+/* One token through count matrices of the same input: one sl_cpu_matvec_multi call. */
+static sl_status token_many(dx_host *h, const sl_weight *const *ws, int count, const float *in,
+                            float *const *ys, sl_error *err)
+{
+    sl_cpu_matvec_part parts[SL_CPU_SPLIT_MAX_PARTS];
+    const int64_t cols = ws[0]->ne[0];
+    for (int i = 0; i < count; i++) {
+        if (ws[i]->ne[0] != cols)
+            return sl_error_set(err, SL_ERR_INVALID, "matmul group: '%s' has %lld columns, '%s' "
+                                "%lld", ws[0]->name, (long long)cols, ws[i]->name,
+                                (long long)ws[i]->ne[0]);
+        parts[i] = (sl_cpu_matvec_part){.type = ws[i]->type, .w = ws[i]->data,
+                                        .rows = ws[i]->ne[1], .y = ys[i]};
+    }
+    const size_t need = sl_cpu_matvec_multi_work_bytes(parts, count, cols);
+    if (need > h->multi_work_bytes) { /* grows once per shape, not per token */
+        void *p = realloc(h->multi_work, need);
+        if (!p) return sl_error_set(err, SL_ERR_NOMEM, "matmul group: out of memory (%zu bytes)",
+                                    need);
+        h->multi_work = p;
+        h->multi_work_bytes = need;
+    }
+    sl_status st = sl_cpu_matvec_multi(&h->mv, h->pool, parts, count, cols, in, h->multi_work,
+                                       h->multi_work_bytes, err);
+    if (st) {
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        return sl_error_set(err, st, "matmul with '%s'%s: %s", ws[0]->name,
+                            count > 1 ? " and the rest of its group" : "", why);
+    }
+    return SL_OK;
+}
+
 static sl_status h_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n, float *y,
                       sl_error *err)
 {
     dx_host *h = (dx_host *)x;
     DRAIN(h);
+    if (n == 1) return token_many(h, &w, 1, in, &y, err);
     const int64_t cols = w->ne[0], rows = w->ne[1];
     for (int64_t b = 0; b < n; b += MM_BATCH) {
         const int64_t nb = n - b < MM_BATCH ? n - b : MM_BATCH;
@@ -56,6 +92,19 @@ static sl_status h_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n,
             snprintf(why, sizeof why, "%s", err ? err->msg : "");
             return sl_error_set(err, st, "matmul with '%s': %s", w->name, why);
         }
+    }
+    return SL_OK;
+}
+
+static sl_status h_mm_many(sl__dx *x, const sl_weight *const *ws, int count, const float *in,
+                           int64_t n, float *const *ys, sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    if (n == 1) return token_many(h, ws, count, in, ys, err);
+    for (int i = 0; i < count; i++) {
+        sl_status st = h_mm(x, ws[i], in, n, ys[i], err);
+        if (st) return st;
     }
     return SL_OK;
 }
@@ -320,6 +369,7 @@ static void h_destroy(sl__dx *x)
     free(h->assign);
     free(h->idx);
     free(h->cols_work);
+    free(h->multi_work);
     free(h);
 }
 
@@ -334,7 +384,8 @@ static sl_status h_copy2d(sl__dx *x, float *dst, int64_t dst_stride, const float
 
 /* host and sim differ only in `dev` (drain() is a no-op without it) */
 static const sl__dx_vt host_vt = {
-    .mm = h_mm, .rms_norm = h_rms_norm, .add = h_add, .add_rows = h_add_rows, .scale = h_scale,
+    .mm = h_mm, .mm_many = h_mm_many, .rms_norm = h_rms_norm, .add = h_add,
+    .add_rows = h_add_rows, .scale = h_scale,
     .glu = h_glu, .rope = h_rope, .kv_store = h_kv_store, .attn = h_attn, .router = h_router,
     .moe = h_moe, .gated_add = h_gated_add, .copy2d = h_copy2d, .argmax = h_argmax,
     .relu_ffn = h_relu_ffn,

@@ -61,6 +61,20 @@ static sl_status sync_dev(sl_ctx *c, sl_error *err)
     return sl_device_stream_sync(c->m->dev, c->m->stream, err);
 }
 
+/* ys[i] = ws[i] x for count matrices of the same x: one executor call where the executor
+ * groups them (the host: one pool call and one activation quantization per token). */
+static sl_status mm_many(const sl__side *s, const sl_weight *const *ws, int count,
+                         const float *x, int64_t n, float *const *ys, sl_error *err)
+{
+    const sl__dx_vt *vt = s->dx->vt;
+    if (vt->mm_many) return vt->mm_many(s->dx, ws, count, x, n, ys, err);
+    for (int i = 0; i < count; i++) {
+        sl_status st = vt->mm(s->dx, ws[i], x, n, ys[i], err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
 /* A dense FFN (or one part of a split one) on side o from o->xn: out = Wd (act(Wg xn) * Wu xn).
  * The one dense-FFN sequence of the forward pass, whichever side or part runs it. */
 static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
@@ -82,8 +96,9 @@ static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
             sl_neuron_stats_add(&c->nstats[il], o->g, n);
         return st;
     }
-    if ((st = vt->mm(o->dx, wg, o->xn, n, o->g, err)) ||
-        (st = vt->mm(o->dx, wu, o->xn, n, o->u, err)) ||
+    const sl_weight *gu[2] = {wg, wu};
+    float *const gu_y[2] = {o->g, o->u};
+    if ((st = mm_many(o, gu, 2, o->xn, n, gu_y, err)) ||
         (st = vt->glu(o->dx, act, o->g, o->u, F * n, err)))
         return st;
     /* the profile of hot/cold placement: whole FFNs computed on the host (il < 0: a part) */
@@ -208,11 +223,11 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
     if (!m->tr->shared_expert) return SL_OK;
     /* shared expert, gated per token by sigmoid(w . xn) (llm_build_qwen2moe) */
     const int64_t S = L->gate_shexp->ne[1];
-    if ((st = vt->mm(s->dx, L->gate_shexp, s->xn, n, s->g, err)) ||
-        (st = vt->mm(s->dx, L->up_shexp, s->xn, n, s->u, err)) ||
+    const sl_weight *sh[3] = {L->gate_shexp, L->up_shexp, L->gate_inp_shexp};
+    float *const sh_y[3] = {s->g, s->u, s->sh};
+    if ((st = mm_many(s, sh, 3, s->xn, n, sh_y, err)) ||
         (st = vt->glu(s->dx, m->tr->act, s->g, s->u, S * n, err)) ||
-        (st = vt->mm(s->dx, L->down_shexp, s->g, n, s->att, err)) || /* att is free here */
-        (st = vt->mm(s->dx, L->gate_inp_shexp, s->xn, n, s->sh, err)))
+        (st = vt->mm(s->dx, L->down_shexp, s->g, n, s->att, err))) /* att is free here */
         return st;
     return vt->gated_add(s->dx, s->tmp, s->att, s->sh, n, E, err);
 }
@@ -229,9 +244,9 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
                   KV = (int64_t)hp->n_head_kv * D;
     const float eps = hp->rms_eps;
     sl_status st;
-    if ((st = vt->mm(dx, L->wq, s->xn, n, s->q, err)) ||
-        (st = vt->mm(dx, L->wk, s->xn, n, s->k, err)) ||
-        (st = vt->mm(dx, L->wv, s->xn, n, s->v, err)))
+    const sl_weight *qkv[3] = {L->wq, L->wk, L->wv};
+    float *const qkv_y[3] = {s->q, s->k, s->v};
+    if ((st = mm_many(s, qkv, 3, s->xn, n, qkv_y, err)))
         return st;
     if (L->bq && ((st = vt->add_rows(dx, s->q, L->bq->data, n, Q, err)) ||
                   (st = vt->add_rows(dx, s->k, L->bk->data, n, KV, err)) ||

@@ -19,6 +19,19 @@ static void add_bias(float *y, const float *b, int64_t m, int64_t dim)
         for (int64_t j = 0; j < dim; j++) y[r * dim + j] += b[j];
 }
 
+/* g = act(g + bg, u + bu) over m rows of expert e (no bias where L has none). */
+static sl_status bias_act(const sl_cpu_ops *ops, const sl_moe_layer *L, int32_t e, int64_t m,
+                          float *g, float *u, sl_error *err)
+{
+    const int64_t F = L->n_ff;
+    add_bias(g, L->gate_b ? L->gate_b + (int64_t)e * F : NULL, m, F);
+    add_bias(u, L->up_b ? L->up_b + (int64_t)e * F : NULL, m, F);
+    if (L->act == SL_MOE_SILU) return sl_cpu_swiglu(ops, g, u, g, F * m, err);
+    if (L->act == SL_MOE_SWIGLU_OAI)
+        return sl_cpu_swiglu_oai(ops, g, u, g, F * m, SL_OAI_ALPHA, SL_OAI_LIMIT, err);
+    return sl_cpu_geglu(ops, g, u, g, F * m, SL_GELU_TANH, err);
+}
+
 sl_status sl__expert_gate_up(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
                              sl_cpu_pool *pool, const sl_moe_layer *L, int32_t e,
                              const void *wg, const void *wu, const float *x, int64_t m,
@@ -35,12 +48,30 @@ sl_status sl__expert_gate_up(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
         if (!st) st = sl_cpu_matvec(mv, pool, L->type_up, wu, F, E, x, m, u, work, work_cap, err);
     }
     if (st) return st;
-    add_bias(g, L->gate_b ? L->gate_b + (int64_t)e * F : NULL, m, F);
-    add_bias(u, L->up_b ? L->up_b + (int64_t)e * F : NULL, m, F);
-    if (L->act == SL_MOE_SILU) return sl_cpu_swiglu(ops, g, u, g, F * m, err);
-    if (L->act == SL_MOE_SWIGLU_OAI)
-        return sl_cpu_swiglu_oai(ops, g, u, g, F * m, SL_OAI_ALPHA, SL_OAI_LIMIT, err);
-    return sl_cpu_geglu(ops, g, u, g, F * m, SL_GELU_TANH, err);
+    return bias_act(ops, L, e, m, g, u, err);
+}
+
+sl_status sl__expert_gate_up_token(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
+                                   sl_cpu_pool *pool, const sl_moe_layer *L,
+                                   const int32_t *experts, int k, const float *x, float *g,
+                                   float *u, void *work, size_t work_cap, sl_error *err)
+{
+    const int64_t E = L->n_embd, F = L->n_ff;
+    if (k < 1 || 2 * k > SL_CPU_SPLIT_MAX_PARTS)
+        return sl_error_set(err, SL_ERR_INVALID, "expert gate/up of one token: k = %d is not in "
+                            "[1, %d]", k, SL_CPU_SPLIT_MAX_PARTS / 2);
+    sl_cpu_matvec_part parts[SL_CPU_SPLIT_MAX_PARTS];
+    for (int i = 0; i < k; i++) {
+        const int32_t e = experts[i];
+        parts[2 * i] = (sl_cpu_matvec_part){.type = L->type_gate, .w = L->gate[e], .rows = F,
+                                            .y = g + i * F};
+        parts[2 * i + 1] = (sl_cpu_matvec_part){.type = L->type_up, .w = L->up[e], .rows = F,
+                                                .y = u + i * F};
+    }
+    sl_status st = sl_cpu_matvec_multi(mv, pool, parts, 2 * k, E, x, work, work_cap, err);
+    for (int i = 0; !st && i < k; i++)
+        st = bias_act(ops, L, experts[i], 1, g + i * F, u + i * F, err);
+    return st;
 }
 
 sl_status sl__expert_down(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,

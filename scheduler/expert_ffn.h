@@ -28,6 +28,17 @@ sl_status sl__expert_gate_up(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
                              const void *wg, const void *wu, const float *x, int64_t m,
                              float *g, float *u, void *work, size_t work_cap, sl_error *err);
 
+/* One token x [n_embd] through the gate/up stage of k experts (1 <= k <=
+ * SL_CPU_SPLIT_MAX_PARTS / 2; experts[i] may repeat) in one pool call (sl_cpu_matvec_multi):
+ * g, u [k][n_ff], row i expert experts[i]'s, with the bits k sl__expert_gate_up calls with
+ * m = 1 give (the multi call's rows equal single calls'; f32_act runs them one by one).
+ * work: at least sl_cpu_matvec_multi_work_bytes of the 2k matrices (sl__expert_work_bytes
+ * for m >= 2 is enough). */
+sl_status sl__expert_gate_up_token(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
+                                   sl_cpu_pool *pool, const sl_moe_layer *L,
+                                   const int32_t *experts, int k, const float *x, float *g,
+                                   float *u, void *work, size_t work_cap, sl_error *err);
+
 sl_status sl__expert_down(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
                           const sl_moe_layer *L, int32_t e, const void *wd, const float *g,
                           int64_t m, float *d, void *work, size_t work_cap, sl_error *err);

@@ -71,6 +71,18 @@ static sl__mv_range_fn range_for(const sl_cpu_matvec_ctx *mv, uint32_t type)
     return f ? f : scalar_range;
 }
 
+sl__mv_range_fn sl__cpu_mv_range(const sl_cpu_matvec_ctx *mv, uint32_t type)
+{
+    return range_for(mv, type);
+}
+
+sl__mv_rows_fn sl__cpu_mv_rows(const sl_cpu_matvec_ctx *mv, uint32_t type)
+{
+    if (mv->isa == SL_CPU_ISA_AVX512 && mv->vnni) return sl__mv_rows_avx512(type);
+    if (mv->isa == SL_CPU_ISA_AVX512 || mv->isa == SL_CPU_ISA_AVX2) return sl__mv_rows_avx2(type);
+    return NULL;
+}
+
 static void scalar_axpy(float a, const float *x, float *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
@@ -224,6 +236,11 @@ sl_status sl_cpu_matvec(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t
         return sl__cpu_matvec_f32act(pool, type, w, rows, cols, x, n_batch, y, err);
     if (t && t->act_type == SL_GGML_F32) /* float weights read x in place: no workspace */
         return sl_cpu_matvec_q(mv, pool, type, w, rows, cols, x, n_batch, y, err);
+    if (n_batch == 1 && t && work && work_bytes >= sl_cpu_matvec_work_bytes(type, cols, 1)) {
+        /* one token: the decode path (split by bytes, whole-row kernels), the same bits */
+        const sl_cpu_matvec_part part = {.type = type, .w = w, .rows = rows, .y = y};
+        return sl_cpu_matvec_multi(mv, pool, &part, 1, cols, x, work, work_bytes, err);
+    }
     sl_status s = sl_cpu_matvec_quant_act(mv, type, x, cols, n_batch, work, work_bytes, err);
     if (s) return s;
     return sl_cpu_matvec_q(mv, pool, type, w, rows, cols, work, n_batch, y, err);

@@ -32,6 +32,7 @@
 
 #include "kernels/cpu/ops.h" /* sl_cpu_isa, sl_cpu_features */
 #include "kernels/cpu/pool.h"
+#include "kernels/cpu/split.h"
 #include "runtime/status.h"
 
 /* A resolved dispatch: isa is never AUTO; vnni only with AVX512. Copyable value. */
@@ -70,6 +71,25 @@ sl_status sl_cpu_matvec(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t
 sl_status sl_cpu_matvec_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
                           const void *w, int64_t rows, int64_t cols, const void *xq,
                           int64_t n_batch, float *y, sl_error *err);
+
+/* One matrix of a multi-matrix call: y [rows] = W [rows][cols] x (cols: the call's). */
+typedef struct sl_cpu_matvec_part {
+    uint32_t type;
+    const void *w;
+    int64_t rows;
+    float *y;
+} sl_cpu_matvec_part;
+
+/* Single-token decode: several matrices (1 .. SL_CPU_SPLIT_MAX_PARTS, any mix of types) of
+ * the same x [cols], e.g. q/k/v or gate/up, in one pool call: x is quantized once per
+ * activation type and the rows of all parts are split between threads by weight bytes
+ * (kernels/cpu/split.h). Each part's y has the bits sl_cpu_matvec gives it (f32_act included).
+ * work: sl_cpu_matvec_multi_work_bytes() bytes, any alignment; 0 when an argument is invalid. */
+size_t sl_cpu_matvec_multi_work_bytes(const sl_cpu_matvec_part *parts, int n_parts,
+                                      int64_t cols);
+sl_status sl_cpu_matvec_multi(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
+                              const sl_cpu_matvec_part *parts, int n_parts, int64_t cols,
+                              const float *x, void *work, size_t work_bytes, sl_error *err);
 
 /* Row-gathered (sl_ref_matvec_rows): compact Y [n_batch][n_idx] or scattered Y [n_batch][rows].
  * xq: quantized activations as for sl_cpu_matvec_q. */

@@ -30,6 +30,11 @@ sl__mv_range_fn sl__mv_range_avx2(uint32_t type)
     (void)type;
     return NULL;
 }
+sl__mv_rows_fn sl__mv_rows_avx2(uint32_t type)
+{
+    (void)type;
+    return NULL;
+}
 void sl__mv_axpy_avx2(float a, const float *x, float *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);

@@ -12,17 +12,31 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/cpu/matvec.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/ref/matvec_impl.h"
 
 typedef void (*sl__mv_range_fn)(const sl__mv_type *t, const void *w, const void *xq, int64_t b0,
                                 int64_t b1, float *lane);
+/* Dense rows [r0, r1) of W (rows wrb bytes apart, nb blocks each) times one activation row:
+ * y[r] = the row's dot with the reference's lanes and reduction (what a range kernel over
+ * [0, nb) and sl__mv_reduce8 give), without the lanes going through memory. */
+typedef void (*sl__mv_rows_fn)(const void *w, size_t wrb, const void *xq, int64_t nb, int64_t r0,
+                               int64_t r1, float *y);
 /* y[0..n) = fmaf(a, x[i], y[i]) element by element (bit-exact to the scalar loop). */
 typedef void (*sl__mv_axpy_fn)(float a, const float *x, float *y, int64_t n);
+
+/* mv's range kernel for type (the scalar reference code where the ISA has none). */
+sl__mv_range_fn sl__cpu_mv_range(const sl_cpu_matvec_ctx *mv, uint32_t type);
 
 /* NULL when the ISA has no kernel for the type. */
 sl__mv_range_fn sl__mv_range_avx2(uint32_t type);
 sl__mv_range_fn sl__mv_range_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
+/* NULL when the ISA has no whole-row kernel for the type (K-quants, float types). */
+sl__mv_rows_fn sl__mv_rows_avx2(uint32_t type);
+sl__mv_rows_fn sl__mv_rows_avx512(uint32_t type);
+/* mv's whole-row kernel for type, NULL where it has none (then: range kernel per row). */
+sl__mv_rows_fn sl__cpu_mv_rows(const sl_cpu_matvec_ctx *mv, uint32_t type);
 void sl__mv_axpy_avx2(float a, const float *x, float *y, int64_t n);
 void sl__mv_axpy_avx512(float a, const float *x, float *y, int64_t n);
 

@@ -13,7 +13,8 @@
  *   (b % 8 == 0 .. 7) are reduced into one vector of 8 block sums, converted, multiplied by the
  *   8 scale products and added to the 8 lanes: the reference's (float)isum * (dw * dx) (plus,
  *   for the Q8_1 types, a separately rounded + mw * sx) and lane += t, element for element.
- *   Unaligned head and tail blocks go through the scalar reference code on the same lanes;
+ *   a short last group adds its m terms to lanes 0 .. m-1 only (a blend); an unaligned head
+ *   (column-listed runs) goes through the scalar reference code on the same lanes;
  * - K-quants: one super-block's integer sums by SIMD, then the reference's scalar float term;
  * - float weights: lane i % 32 of four 8-wide (or two 16-wide) accumulators, vfmadd = fmaf.
  */
@@ -54,13 +55,18 @@ static inline int32_t SL_MV_SUFFIX(hsum_i32)(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
-/* 8 half scales at byte offset `off` of 8 blocks `stride` bytes apart, as floats (F16C is
- * exact, like the reference's conversion). */
-static inline __m256 SL_MV_SUFFIX(load_halves)(const char *p, size_t stride)
+/* m (<= 8) half scales of blocks `stride` bytes apart from p, as floats (F16C is exact, like
+ * the reference's conversion); lanes m..7 are 0. Built in two 64-bit registers rather than
+ * stored to memory and reloaded, which would stall on store-to-load forwarding. */
+static inline __m256 SL_MV_SUFFIX(load_halves)(const char *p, size_t stride, int m)
 {
-    uint16_t h[8];
-    for (int k = 0; k < 8; k++) memcpy(&h[k], p + (size_t)k * stride, 2);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    uint64_t q[2] = {0, 0};
+    for (int k = 0; k < m; k++) {
+        uint16_t h;
+        memcpy(&h, p + (size_t)k * stride, 2);
+        q[k >> 2] |= (uint64_t)h << (16 * (k & 3));
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)q[1], (long long)q[0]));
 }
 
 /* Q4_0 nibbles of one block -> 32 bytes in element order (low nibbles 0..15, high 16..31). */
@@ -69,64 +75,6 @@ static inline __m256i SL_MV_SUFFIX(nibbles)(const uint8_t *qs)
     const __m128i q = _mm_loadu_si128((const __m128i *)qs);
     const __m128i m = _mm_set1_epi8(0x0F);
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
-}
-
-/* ---- 32-element block types ------------------------------------------------------------- */
-
-static void SL_MV_SUFFIX(range_q8_0)(const sl__mv_type *t, const void *w, const void *xq,
-                                     int64_t b0, int64_t b1, float *lane)
-{
-    const char *wb = w, *xb = xq;
-    int64_t b = b0, head = (b0 + 7) & ~(int64_t)7;
-    if (head > b1) head = b1;
-    if (head > b) sl__mv_dot_blocks(t, w, xq, b, head, lane);
-    b = head;
-    __m256 acc = _mm256_loadu_ps(lane);
-    for (; b + 8 <= b1; b += 8) {
-        const char *wp = wb + b * (int64_t)sizeof(sl_block_q8_0);
-        const char *xp = xb + b * (int64_t)sizeof(sl_block_q8_0);
-        __m256i v[8];
-        for (int k = 0; k < 8; k++) {
-            const __m256i wq = _mm256_loadu_si256((const __m256i *)(wp + k * 34 + 2));
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + k * 34 + 2));
-            v[k] = SL_MV_SUFFIX(s8s8_dot)(wq, xv);
-        }
-        const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, 34),
-                                        SL_MV_SUFFIX(load_halves)(xp, 34));
-        const __m256 tb = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v)), dd);
-        acc = _mm256_add_ps(acc, tb);
-    }
-    _mm256_storeu_ps(lane, acc);
-    if (b < b1) sl__mv_dot_blocks(t, w, xq, b, b1, lane);
-}
-
-static void SL_MV_SUFFIX(range_q4_0)(const sl__mv_type *t, const void *w, const void *xq,
-                                     int64_t b0, int64_t b1, float *lane)
-{
-    const char *wb = w, *xb = xq;
-    int64_t b = b0, head = (b0 + 7) & ~(int64_t)7;
-    if (head > b1) head = b1;
-    if (head > b) sl__mv_dot_blocks(t, w, xq, b, head, lane);
-    b = head;
-    const __m256i eight = _mm256_set1_epi8(8);
-    __m256 acc = _mm256_loadu_ps(lane);
-    for (; b + 8 <= b1; b += 8) {
-        const char *wp = wb + b * (int64_t)sizeof(sl_block_q4_0);
-        const char *xp = xb + b * (int64_t)sizeof(sl_block_q8_0);
-        __m256i v[8];
-        for (int k = 0; k < 8; k++) {
-            const __m256i q = _mm256_sub_epi8(
-                SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + k * 18 + 2)), eight);
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + k * 34 + 2));
-            v[k] = SL_MV_SUFFIX(s8s8_dot)(q, xv);
-        }
-        const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, 18),
-                                        SL_MV_SUFFIX(load_halves)(xp, 34));
-        const __m256 tb = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v)), dd);
-        acc = _mm256_add_ps(acc, tb);
-    }
-    _mm256_storeu_ps(lane, acc);
-    if (b < b1) sl__mv_dot_blocks(t, w, xq, b, b1, lane);
 }
 
 /* The 32 bits of a Q5 block's qh -> 32 bytes, byte j 0xFF where bit j is set, else 0. */
@@ -141,135 +89,172 @@ static inline __m256i SL_MV_SUFFIX(qh_bytes)(const char *qh)
     return _mm256_cmpeq_epi8(_mm256_or_si256(bytes, others), _mm256_set1_epi64x(-1));
 }
 
-/* Q5_0: q - 16 as a signed byte is the nibble with 0xF0 or-ed in where bit 4 is clear. */
-static void SL_MV_SUFFIX(range_q5_0)(const sl__mv_type *t, const void *w, const void *xq,
-                                     int64_t b0, int64_t b1, float *lane)
+/* ---- 32-element block types ------------------------------------------------------------- */
+
+/* Integer dot of one weight block with one activation block: 8 int32 partial sums. */
+
+static inline __m256i SL_MV_SUFFIX(dot_q8_0)(const char *wp, const char *xp)
 {
-    const char *wb = w, *xb = xq;
-    int64_t b = b0, head = (b0 + 7) & ~(int64_t)7;
-    if (head > b1) head = b1;
-    if (head > b) sl__mv_dot_blocks(t, w, xq, b, head, lane);
-    b = head;
-    const __m256i f0 = _mm256_set1_epi8((char)0xF0);
-    __m256 acc = _mm256_loadu_ps(lane);
-    for (; b + 8 <= b1; b += 8) {
-        const char *wp = wb + b * (int64_t)sizeof(sl_block_q5_0);
-        const char *xp = xb + b * (int64_t)sizeof(sl_block_q8_0);
-        __m256i v[8];
-        for (int k = 0; k < 8; k++) {
-            const __m256i hb = SL_MV_SUFFIX(qh_bytes)(wp + k * 22 + 2);
-            const __m256i q = _mm256_or_si256(
-                SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + k * 22 + 6)),
-                _mm256_andnot_si256(hb, f0));
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + k * 34 + 2));
-            v[k] = SL_MV_SUFFIX(s8s8_dot)(q, xv);
-        }
-        const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, 22),
-                                        SL_MV_SUFFIX(load_halves)(xp, 34));
-        const __m256 tb = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v)), dd);
-        acc = _mm256_add_ps(acc, tb);
-    }
-    _mm256_storeu_ps(lane, acc);
-    if (b < b1) sl__mv_dot_blocks(t, w, xq, b, b1, lane);
+    const __m256i wq = _mm256_loadu_si256((const __m256i *)(wp + 2));
+    return SL_MV_SUFFIX(s8s8_dot)(wq, _mm256_loadu_si256((const __m256i *)(xp + 2)));
 }
 
-/* 8 MXFP4 block scales (E8M0 bytes `stride` bytes apart) as sl__mv_e8m0_half gives them:
- * 2^(e-128) as the float with exponent field e - 1, or the subnormal 0x00200000 << e for e < 2. */
-static inline __m256 SL_MV_SUFFIX(load_e8m0_half)(const char *p, size_t stride)
+static inline __m256i SL_MV_SUFFIX(dot_q4_0)(const char *wp, const char *xp)
 {
-    int32_t e[8];
-    for (int k = 0; k < 8; k++) e[k] = (uint8_t)p[(size_t)k * stride];
-    const __m256i ev = _mm256_loadu_si256((const __m256i *)e);
+    const __m256i q = _mm256_sub_epi8(SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + 2)),
+                                      _mm256_set1_epi8(8));
+    return SL_MV_SUFFIX(s8s8_dot)(q, _mm256_loadu_si256((const __m256i *)(xp + 2)));
+}
+
+/* Q5_0: q - 16 as a signed byte is the nibble with 0xF0 or-ed in where bit 4 is clear. */
+static inline __m256i SL_MV_SUFFIX(dot_q5_0)(const char *wp, const char *xp)
+{
+    const __m256i hb = SL_MV_SUFFIX(qh_bytes)(wp + 2);
+    const __m256i q = _mm256_or_si256(SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + 6)),
+                                      _mm256_andnot_si256(hb, _mm256_set1_epi8((char)0xF0)));
+    return SL_MV_SUFFIX(s8s8_dot)(q, _mm256_loadu_si256((const __m256i *)(xp + 2)));
+}
+
+/* MXFP4 with Q8_0 activations: the nibbles index the doubled e2m1 table (sl__mv_kvalues_mxfp4,
+ * values in [-12, 12]) through vpshufb, then the signed byte dot as Q4_0. */
+static inline __m256i SL_MV_SUFFIX(dot_mxfp4)(const char *wp, const char *xp)
+{
+    const __m128i kv = _mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4);
+    const __m256i table = _mm256_set_m128i(kv, kv); /* vpshufb looks up within each 128-bit half */
+    const __m256i q =
+        _mm256_shuffle_epi8(table, SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + 1)));
+    return SL_MV_SUFFIX(s8s8_dot)(q, _mm256_loadu_si256((const __m256i *)(xp + 2)));
+}
+
+/* Q4_1/Q5_1 with Q8_1 activations: unsigned q, so the byte dot needs no sign trick; q5: bit 4
+ * of q comes from qh at offset 4 and the nibbles start at 8. Pair sums: 2 * 31 * 127 < 2^15. */
+static inline __m256i SL_MV_SUFFIX(dot_q4_1)(const char *wp, const char *xp)
+{
+    const __m256i q = SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + 4));
+    return SL_MV_SUFFIX(u8s8_dot)(q, _mm256_loadu_si256((const __m256i *)(xp + 4)));
+}
+
+static inline __m256i SL_MV_SUFFIX(dot_q5_1)(const char *wp, const char *xp)
+{
+    const __m256i q = _mm256_or_si256(
+        SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + 8)),
+        _mm256_and_si256(SL_MV_SUFFIX(qh_bytes)(wp + 4), _mm256_set1_epi8(0x10)));
+    return SL_MV_SUFFIX(u8s8_dot)(q, _mm256_loadu_si256((const __m256i *)(xp + 4)));
+}
+
+/* m (<= 8) MXFP4 block scales (E8M0 bytes `stride` bytes apart) as sl__mv_e8m0_half gives
+ * them: 2^(e-128) as the float with exponent field e - 1, or the subnormal 0x00200000 << e for
+ * e < 2. Lanes m..7 hold a finite value of no meaning (the caller masks them). */
+static inline __m256 SL_MV_SUFFIX(load_e8m0_half)(const char *p, size_t stride, int m)
+{
+    int32_t e[8] = {0};
+    for (int k = 0; k < m; k++) e[k] = (uint8_t)p[(size_t)k * stride];
+    const __m256i ev = _mm256_setr_epi32(e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]);
     const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
     const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
     const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), ev);
     return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, is_sub));
 }
 
-/* MXFP4 with Q8_0 activations: the nibbles index the doubled e2m1 table (sl__mv_kvalues_mxfp4,
- * values in [-12, 12]) through vpshufb, then the signed byte dot as Q4_0. The reference's scale
- * product is dx * dw; IEEE multiplication commutes, so the vector dw * dx is the same float. */
-static void SL_MV_SUFFIX(range_mxfp4)(const sl__mv_type *t, const void *w, const void *xq,
-                                      int64_t b0, int64_t b1, float *lane)
+/* How a type's block term is formed from its integer sum (kernels/ref/matvec_blocks.c):
+ * D: (float)isum * (dw * dx); E8M0: (float)isum * (dx * e8m0(w)); DM (Q8_1 activations):
+ * a = (float)isum * (dw * dx), t = a + mw * sx, each a separate rounding. */
+enum { SL_MV_TERM_D, SL_MV_TERM_E8M0, SL_MV_TERM_DM };
+
+typedef __m256i (*SL_MV_SUFFIX(dot_fn))(const char *wp, const char *xp);
+
+/* The terms of blocks k = 0 .. m-1 (m <= 8) of the group at wp/xp, lane k; lanes m..7 are
+ * finite and meaningless. Reads nothing past block m - 1 (a row's last group may be short). */
+static inline __attribute__((always_inline)) __m256
+SL_MV_SUFFIX(group_terms)(const char *wp, const char *xp, int m, int wbytes, int xbytes,
+                          SL_MV_SUFFIX(dot_fn) dot, int term)
 {
-    const char *wb = w, *xb = xq;
-    int64_t b = b0, head = (b0 + 7) & ~(int64_t)7;
-    if (head > b1) head = b1;
-    if (head > b) sl__mv_dot_blocks(t, w, xq, b, head, lane);
-    b = head;
-    const __m128i kv = _mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4);
-    const __m256i table = _mm256_set_m128i(kv, kv); /* vpshufb looks up within each 128-bit half */
-    __m256 acc = _mm256_loadu_ps(lane);
-    for (; b + 8 <= b1; b += 8) {
-        const char *wp = wb + b * (int64_t)sizeof(sl_block_mxfp4);
-        const char *xp = xb + b * (int64_t)sizeof(sl_block_q8_0);
-        __m256i v[8];
-        for (int k = 0; k < 8; k++) {
-            const __m256i q = _mm256_shuffle_epi8(
-                table, SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + k * 17 + 1)));
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + k * 34 + 2));
-            v[k] = SL_MV_SUFFIX(s8s8_dot)(q, xv);
-        }
-        const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(xp, 34),
-                                        SL_MV_SUFFIX(load_e8m0_half)(wp, 17));
-        const __m256 tb = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v)), dd);
-        acc = _mm256_add_ps(acc, tb);
+    __m256i v[8];
+    for (int k = 0; k < 8; k++)
+        v[k] = k < m ? dot(wp + k * wbytes, xp + k * xbytes) : _mm256_setzero_si256();
+    const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v));
+    const __m256 hx = SL_MV_SUFFIX(load_halves)(xp, (size_t)xbytes, m);
+    if (term == SL_MV_TERM_E8M0) /* the reference's dx * dw; IEEE products commute anyway */
+        return _mm256_mul_ps(isum, _mm256_mul_ps(hx, SL_MV_SUFFIX(load_e8m0_half)(
+                                                         wp, (size_t)wbytes, m)));
+    const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, (size_t)wbytes, m), hx);
+    const __m256 a = _mm256_mul_ps(isum, dd);
+    if (term == SL_MV_TERM_D) return a;
+    const __m256 ms = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, (size_t)wbytes, m),
+                                    SL_MV_SUFFIX(load_halves)(xp + 2, (size_t)xbytes, m));
+    return _mm256_add_ps(a, ms);
+}
+
+/* Adds the terms of blocks [b, b1) (b a multiple of 8) to acc: whole 8-block groups (block b
+ * to lane b % 8, one vector add per group, as the reference adds term by term), then a short
+ * last group whose m terms go to lanes 0 .. m-1 only (a blend keeps the rest bit for bit). */
+static inline __attribute__((always_inline)) __m256
+SL_MV_SUFFIX(range32_acc)(__m256 acc, const char *wb, const char *xb, int64_t b, int64_t b1,
+                          int wbytes, int xbytes, SL_MV_SUFFIX(dot_fn) dot, int term)
+{
+    for (; b + 8 <= b1; b += 8)
+        acc = _mm256_add_ps(acc, SL_MV_SUFFIX(group_terms)(wb + b * wbytes, xb + b * xbytes, 8,
+                                                           wbytes, xbytes, dot, term));
+    if (b < b1) {
+        const int m = (int)(b1 - b);
+        const __m256 tb = SL_MV_SUFFIX(group_terms)(wb + b * wbytes, xb + b * xbytes, m, wbytes,
+                                                    xbytes, dot, term);
+        const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(m),
+                                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        acc = _mm256_blendv_ps(acc, _mm256_add_ps(acc, tb), _mm256_castsi256_ps(live));
     }
-    _mm256_storeu_ps(lane, acc);
-    if (b < b1) sl__mv_dot_blocks(t, w, xq, b, b1, lane);
+    return acc;
 }
 
-/* Q4_1/Q5_1 with Q8_1 activations: unsigned q, so the byte dot needs no sign trick; the term
- * is the reference's sl__mv_term_dm: a = (float)isum * (dw * dx), t = a + mw * sx, lane += t,
- * each a separate rounding. wbytes is the weight block size (20 or 24); q5: bit 4 of q comes
- * from qh at offset 4 and the nibbles start at 8 (else at 4). Pair sums: 2 * 31 * 127 < 2^15. */
-static inline void SL_MV_SUFFIX(range_q41_q51)(const sl__mv_type *t, const void *w,
-                                               const void *xq, int64_t b0, int64_t b1,
-                                               float *lane, int wbytes, int q5)
+/* Blocks [b0, b1) of a 32-element block type into lane[0..8): an unaligned head through the
+ * scalar reference (only column-listed runs start mid-group), the rest by range32_acc. */
+static inline __attribute__((always_inline)) void
+SL_MV_SUFFIX(range32)(const sl__mv_type *t, const void *w, const void *xq, int64_t b0,
+                      int64_t b1, float *lane, int wbytes, int xbytes, SL_MV_SUFFIX(dot_fn) dot,
+                      int term)
 {
-    const char *wb = w, *xb = xq;
-    int64_t b = b0, head = (b0 + 7) & ~(int64_t)7;
+    int64_t head = (b0 + 7) & ~(int64_t)7;
     if (head > b1) head = b1;
-    if (head > b) sl__mv_dot_blocks(t, w, xq, b, head, lane);
-    b = head;
-    const __m256i x10 = _mm256_set1_epi8(0x10);
-    const int qs = q5 ? 8 : 4;
-    __m256 acc = _mm256_loadu_ps(lane);
-    for (; b + 8 <= b1; b += 8) {
-        const char *wp = wb + b * (int64_t)wbytes;
-        const char *xp = xb + b * (int64_t)sizeof(sl_block_q8_1);
-        __m256i v[8];
-        for (int k = 0; k < 8; k++) {
-            __m256i q = SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + k * wbytes + qs));
-            if (q5)
-                q = _mm256_or_si256(
-                    q, _mm256_and_si256(SL_MV_SUFFIX(qh_bytes)(wp + k * wbytes + 4), x10));
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + k * 36 + 4));
-            v[k] = SL_MV_SUFFIX(u8s8_dot)(q, xv);
-        }
-        const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, (size_t)wbytes),
-                                        SL_MV_SUFFIX(load_halves)(xp, 36));
-        const __m256 ms = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, (size_t)wbytes),
-                                        SL_MV_SUFFIX(load_halves)(xp + 2, 36));
-        const __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v)), dd);
-        const __m256 tb = _mm256_add_ps(a, ms);
-        acc = _mm256_add_ps(acc, tb);
+    if (head > b0) sl__mv_dot_blocks(t, w, xq, b0, head, lane);
+    if (head >= b1) return;
+    _mm256_storeu_ps(lane, SL_MV_SUFFIX(range32_acc)(_mm256_loadu_ps(lane), w, xq, head, b1,
+                                                     wbytes, xbytes, dot, term));
+}
+
+/* The reference's 8-lane reduction (sl__mv_reduce8): (s0 + s4) + (s2 + s6) and
+ * (s1 + s5) + (s3 + s7), then their sum. */
+static inline float SL_MV_SUFFIX(reduce8)(__m256 s)
+{
+    const __m128 u = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    const __m128 v = _mm_add_ps(u, _mm_movehl_ps(u, u));
+    return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+}
+
+/* Whole rows for one batch column (sl__mv_rows_fn): a row's 8 lanes never leave a register. */
+#define SL_MV_RANGE32(NAME, WBYTES, XBYTES, TERM)                                                \
+    static void SL_MV_SUFFIX(range_##NAME)(const sl__mv_type *t, const void *w, const void *xq, \
+                                           int64_t b0, int64_t b1, float *lane)                 \
+    {                                                                                            \
+        SL_MV_SUFFIX(range32)(t, w, xq, b0, b1, lane, (int)(WBYTES), (int)(XBYTES),             \
+                              SL_MV_SUFFIX(dot_##NAME), TERM);                                   \
+    }                                                                                            \
+    static void SL_MV_SUFFIX(rows_##NAME)(const void *w, size_t wrb, const void *xq, int64_t nb, \
+                                          int64_t r0, int64_t r1, float *y)                      \
+    {                                                                                            \
+        for (int64_t r = r0; r < r1; r++)                                                        \
+            y[r] = SL_MV_SUFFIX(reduce8)(SL_MV_SUFFIX(range32_acc)(                              \
+                _mm256_setzero_ps(), (const char *)w + (size_t)r * wrb, xq, 0, nb,               \
+                (int)(WBYTES), (int)(XBYTES), SL_MV_SUFFIX(dot_##NAME), TERM));                  \
     }
-    _mm256_storeu_ps(lane, acc);
-    if (b < b1) sl__mv_dot_blocks(t, w, xq, b, b1, lane);
-}
 
-static void SL_MV_SUFFIX(range_q4_1)(const sl__mv_type *t, const void *w, const void *xq,
-                                     int64_t b0, int64_t b1, float *lane)
-{
-    SL_MV_SUFFIX(range_q41_q51)(t, w, xq, b0, b1, lane, (int)sizeof(sl_block_q4_1), 0);
-}
+SL_MV_RANGE32(q8_0, sizeof(sl_block_q8_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
+SL_MV_RANGE32(q4_0, sizeof(sl_block_q4_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
+SL_MV_RANGE32(q5_0, sizeof(sl_block_q5_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
+SL_MV_RANGE32(mxfp4, sizeof(sl_block_mxfp4), sizeof(sl_block_q8_0), SL_MV_TERM_E8M0)
+SL_MV_RANGE32(q4_1, sizeof(sl_block_q4_1), sizeof(sl_block_q8_1), SL_MV_TERM_DM)
+SL_MV_RANGE32(q5_1, sizeof(sl_block_q5_1), sizeof(sl_block_q8_1), SL_MV_TERM_DM)
 
-static void SL_MV_SUFFIX(range_q5_1)(const sl__mv_type *t, const void *w, const void *xq,
-                                     int64_t b0, int64_t b1, float *lane)
-{
-    SL_MV_SUFFIX(range_q41_q51)(t, w, xq, b0, b1, lane, (int)sizeof(sl_block_q5_1), 1);
-}
+#undef SL_MV_RANGE32
 
 /* ---- K-quants: SIMD integer sums per super-block, reference float term ------------------ */
 
@@ -492,6 +477,19 @@ sl__mv_range_fn SL_MV_SUFFIX(sl__mv_range)(uint32_t type)
     case SL_GGML_Q5_K: return SL_MV_SUFFIX(range_q5_K);
     case SL_GGML_Q6_K: return SL_MV_SUFFIX(range_q6_K);
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(range_mxfp4);
+    default: return NULL;
+    }
+}
+
+sl__mv_rows_fn SL_MV_SUFFIX(sl__mv_rows)(uint32_t type)
+{
+    switch (type) {
+    case SL_GGML_Q8_0: return SL_MV_SUFFIX(rows_q8_0);
+    case SL_GGML_Q4_0: return SL_MV_SUFFIX(rows_q4_0);
+    case SL_GGML_Q4_1: return SL_MV_SUFFIX(rows_q4_1);
+    case SL_GGML_Q5_0: return SL_MV_SUFFIX(rows_q5_0);
+    case SL_GGML_Q5_1: return SL_MV_SUFFIX(rows_q5_1);
+    case SL_GGML_MXFP4: return SL_MV_SUFFIX(rows_mxfp4);
     default: return NULL;
     }
 }

@@ -335,6 +335,81 @@ static void check_sparse(const ctx_set *cs, uint32_t type, const void *w, int64_
     free(x);
 }
 
+/* ---- several matrices of one x (sl_cpu_matvec_multi) ----------------------------------- */
+
+/* Each part's y equals the reference bit for bit, every row written (y starts NaN), for mixes
+ * of types that share an activation type or not, parts far larger than a chunk (split by
+ * bytes) and parts of one row, on every ISA and pool. */
+static void check_multi(const ctx_set *cs)
+{
+    static const uint32_t mix_k[] = {SL_GGML_Q5_0, SL_GGML_Q8_0, SL_GGML_Q4_K, SL_GGML_Q6_K,
+                                     SL_GGML_Q4_1, SL_GGML_F16};
+    static const uint32_t mix_32[] = {SL_GGML_Q5_0, SL_GGML_Q5_0, SL_GGML_Q8_0, SL_GGML_MXFP4,
+                                      SL_GGML_Q5_1, SL_GGML_F32};
+    static const int64_t rows_of[] = {1024, 1, 256, 3000, 17, 64};
+    for (int mix = 0; mix < 2; mix++) {
+        const uint32_t *types = mix ? mix_32 : mix_k;
+        const int64_t cols = mix ? 640 : 512; /* 640: 20 blocks, a short last group */
+        for (int n_parts = 1; n_parts <= 6; n_parts++) {
+            sl_cpu_matvec_part parts[6];
+            float *ref[6];
+            bool quantized;
+            for (int p = 0; p < n_parts; p++) {
+                const int64_t rows = rows_of[(p + mix) % 6];
+                parts[p] = (sl_cpu_matvec_part){.type = types[p], .rows = rows,
+                                                .w = make_weights(types[p], rows, cols, &quantized),
+                                                .y = malloc((size_t)rows * sizeof(float))};
+                ref[p] = malloc((size_t)rows * sizeof(float));
+            }
+            float *x = make_x(cols);
+            sl_error e;
+            for (int p = 0; p < n_parts; p++)
+                CHECK(!sl_ref_matvec(parts[p].type, parts[p].w, parts[p].rows, cols, x, 1, ref[p],
+                                     &e));
+            const size_t wb = sl_cpu_matvec_multi_work_bytes(parts, n_parts, cols);
+            CHECK(wb > 0);
+            char *work = malloc(wb + 1);
+            for (int m = 0; m < cs->n_mv; m++)
+                for (int pi = 0; pi < 4; pi++) {
+                    for (int p = 0; p < n_parts; p++)
+                        for (int64_t r = 0; r < parts[p].rows; r++) parts[p].y[r] = NAN;
+                    /* work + 1: any alignment */
+                    const sl_status s = sl_cpu_matvec_multi(&cs->mv[m], cs->pools[pi], parts,
+                                                            n_parts, cols, x, work + 1, wb, &e);
+                    CHECK_MSG(!s, "multi: %s", e.msg);
+                    for (int p = 0; p < n_parts; p++) {
+                        CHECK_MSG(!memcmp(parts[p].y, ref[p], (size_t)parts[p].rows * 4),
+                                  "multi %s pool %d: part %d (%s, %lld rows) differs from the "
+                                  "reference", sl_cpu_matvec_name(&cs->mv[m]), pi, p,
+                                  tname(parts[p].type), (long long)parts[p].rows);
+                        n_exact_checks++;
+                    }
+                }
+            CHECK(sl_cpu_matvec_multi(&cs->mv[0], NULL, parts, n_parts, cols, x, work, wb - 1,
+                                      &e) == SL_ERR_INVALID);
+            CHECK_CONTAINS(e.msg, "work_bytes");
+            free(work);
+            free(x);
+            for (int p = 0; p < n_parts; p++) {
+                free((void *)parts[p].w);
+                free(parts[p].y);
+                free(ref[p]);
+            }
+        }
+    }
+    float x[64] = {0}, y[2];
+    uint8_t w[256] = {0}, work[256];
+    sl_error e;
+    sl_cpu_matvec_part bad = {.type = SL_GGML_Q8_0, .w = w, .rows = 2, .y = y};
+    CHECK(sl_cpu_matvec_multi(&cs->mv[0], NULL, &bad, 0, 32, x, work, 256, &e) ==
+          SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "n_parts = 0");
+    CHECK(sl_cpu_matvec_multi(&cs->mv[0], NULL, &bad, 1, 48, x, work, 256, &e) ==
+          SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "part 0");
+    CHECK_CONTAINS(e.msg, "cols = 48");
+}
+
 /* ---- activation quantizers vs kernels/ref/quant ---------------------------------------- */
 
 static void check_act_quant(void)
@@ -478,6 +553,7 @@ int main(void)
     check_errors(&cs.mv[0]);
     check_act_quant();
     check_pool();
+    check_multi(&cs);
 
     static const int64_t rows_list[] = {1, 3, 17, 64, 257};
     static const int64_t batch_list[] = {1, 2, 3, 7, 64};
@@ -491,9 +567,10 @@ int main(void)
         } else if (blk == 256) {
             const int64_t c[] = {1, 2, 3, 16};
             for (int i = 0; i < 4; i++) cols_list[n_cols++] = c[i] * blk;
-        } else { /* 8-block groups: 9 and 17 hit the group loop with a tail; 128 = 4096 */
-            const int64_t c[] = {1, 2, 3, 7, 9, 17, 128};
-            for (int i = 0; i < 7; i++) cols_list[n_cols++] = c[i] * blk;
+        } else { /* 8-block groups: 9, 17 and 20 (Gemma's 640) hit the group loop with a
+                  * short last group; 128 = 4096 */
+            const int64_t c[] = {1, 2, 3, 7, 9, 17, 20, 128};
+            for (int i = 0; i < 8; i++) cols_list[n_cols++] = c[i] * blk;
         }
         /* Every type has x86 SIMD kernels: the fast path under test must be the SIMD one. */
         for (int hi = 0; hi < cs.n_mv; hi++)
