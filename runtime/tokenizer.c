@@ -185,6 +185,7 @@ static const pre_name k_pre[] = {
     {"qwen2", SL_PRETOK_QWEN2, false, false},      {"deepseek-r1-qwen", SL_PRETOK_QWEN2, false, false},
     {"megrez", SL_PRETOK_QWEN2, false, true},      {"stablelm2", SL_PRETOK_QWEN2, false, true},
     {"hunyuan", SL_PRETOK_QWEN2, false, false},
+    {"gpt-4o", SL_PRETOK_O200K, false, false},     {"llama4", SL_PRETOK_O200K, false, false},
 };
 
 static const char *const k_eot_texts[] = {
@@ -447,8 +448,8 @@ sl_status sl_vocab_load(const sl_gguf *g, sl_vocab **out, sl_error *err)
         if (!p) {
             st = sl_error_set(err, SL_ERR_UNSUPPORTED,
                               "tokenizer.ggml.pre '%s': unsupported pre-tokenizer (supported: "
-                              "default, llama3/llama-bpe, qwen2, gpt-2, olmo and their llama.cpp "
-                              "aliases)", pre);
+                              "default, llama3/llama-bpe, qwen2, gpt-2, olmo, gpt-4o and their "
+                              "llama.cpp aliases)", pre);
             goto fail;
         }
         v->pretok = p->kind;

@@ -323,6 +323,16 @@ static void test_pretok(void)
     /* [^\r\n\p{L}\p{N}]?\p{L}+ takes one leading non-letter; Unicode letters and numbers */
     EXPECT_SPLIT(SL_PRETOK_QWEN2, "\xc2\xab" "caf\xc3\xa9\xc2\xbb \xe6\x97\xa5\xe6\x9c\xac\xc2\xbd",
                  "\xc2\xab" "caf\xc3\xa9", "\xc2\xbb", " \xe6\x97\xa5\xe6\x9c\xac", "\xc2\xbd");
+    /* o200k: words split at lower->upper, upper runs keep a trailing lowercase tail, (?i)
+     * contractions stay on the word, [\r\n/]* after punctuation, marks count as letters */
+    EXPECT_SPLIT(SL_PRETOK_O200K, t, "I'm", " ", "123", "45", " ", " ok", "!!\n\n", "yes");
+    EXPECT_SPLIT(SL_PRETOK_O200K, "helloWORLD XMLHttp YOU'RE a/b//\n", "hello", "WORLD", " XMLHttp",
+                 " YOU'RE", " a", "/b", "//\n");
+    EXPECT_SPLIT(SL_PRETOK_O200K, "x'\xc5\xbf e\xcc\x81T\xcc\x81", "x'\xc5\xbf", " e\xcc\x81",
+                 "T\xcc\x81");
+    CHECK(sl__unicode_is_lower(0xDF) && sl__unicode_is_upper(0x1C5) &&
+          !sl__unicode_is_lower(0x2B0) && !sl__unicode_is_upper(0x2B0) &&
+          sl__unicode_is_mark(0x301) && !sl__unicode_is_mark('a'));
     CHECK(sl__unicode_is_letter(0x65E5) && sl__unicode_is_number(0xBD) &&
           !sl__unicode_is_letter(0xBB) && sl__unicode_is_whitespace(0x3000) &&
           !sl__unicode_is_whitespace(0x200B) && sl__unicode_is_punct(0xAB));

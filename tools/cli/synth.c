@@ -88,10 +88,9 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
      * rms_norm_eps 1e-6 */
     [SL_SYNTH_GEMMA3] = {"gemma3", "gemma3", false, false, NULL, 1000000.0f, 1e-6f,
                          SL__VOCAB_SPM_GEMMA},
-    /* gpt-oss-20b: rope_theta 150000, rms_norm_eps 1e-5. Its o200k vocabulary's pre-tokenizer
-     * is "gpt-4o", which runtime/pretok.c does not implement yet; the synthetic vocabulary is
-     * made with the default one and says so, so that the engine opens the file. */
-    [SL_SYNTH_GPT_OSS] = {"gpt-oss", "gpt-oss", true, true, "default", 150000.0f, 1e-5f,
+    /* gpt-oss-20b: rope_theta 150000, rms_norm_eps 1e-5; its o200k vocabulary's pre-tokenizer
+     * is "gpt-4o" */
+    [SL_SYNTH_GPT_OSS] = {"gpt-oss", "gpt-oss", true, true, "gpt-4o", 150000.0f, 1e-5f,
                           SL__VOCAB_BPE},
 };
 
