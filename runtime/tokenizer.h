@@ -16,7 +16,9 @@
  * Special tokens (types CONTROL and USER_DEFINED, and UNKNOWN) are cut out of the text before
  * pre-tokenization, longest text first (llama.cpp's tokenizer_st_partition). With
  * parse_special false, CONTROL and UNKNOWN tokens are treated as plain text but USER_DEFINED
- * ones are still matched, as in llama.cpp and HF tokenizers.
+ * ones are still matched, as in llama.cpp and HF tokenizers. As llama.cpp, gpt-oss's harmony
+ * markers <|start|> <|channel|> <|message|> <|constrain|> are USER_DEFINED, and <|end|> is not
+ * end-of-generation when <|return|> and <|call|> are.
  *
  * Contract: a loaded sl_vocab copies what it needs (it does not reference the sl_gguf after
  * load), is immutable, and every function below may be called from several threads at once.
