@@ -207,17 +207,23 @@ static void test_spm(void)
 
 /* ---- byte-level BPE, hand-computed --------------------------------------------------------- */
 
-static void test_bpe(void)
+/* Tokens 0..255: GPT-2's byte symbols, so that token id == byte. */
+static void byte_tokens(const char **tok, int32_t *types)
 {
     static char sym[256][4];
-    const char *tok[256 + 8];
-    int32_t types[256 + 8];
     for (int b = 0; b < 256; b++) {
         const size_t n = sl__utf8_encode(sl__gpt2_byte_to_cp((uint8_t)b), sym[b]);
         sym[b][n] = '\0';
         tok[b] = sym[b];
         types[b] = SL_TOKEN_NORMAL;
     }
+}
+
+static void test_bpe(void)
+{
+    const char *tok[256 + 8];
+    int32_t types[256 + 8];
+    byte_tokens(tok, types);
     static const char *made[] = {"ll", "he", "llo", GS "w", "aa", "<|endoftext|>", "<|im_end|>"};
     static const char *merges[] = {"l l", "h e", "ll o", GS " w", "a a"};
     for (int i = 0; i < 7; i++) {
@@ -281,15 +287,9 @@ static void test_bpe(void)
  * even without parse_special), <|end|> not EOG when <|return|> and <|call|> are. */
 static void test_harmony(void)
 {
-    static char sym[256][4];
     const char *tok[256 + 7];
     int32_t types[256 + 7];
-    for (int b = 0; b < 256; b++) {
-        const size_t n = sl__utf8_encode(sl__gpt2_byte_to_cp((uint8_t)b), sym[b]);
-        sym[b][n] = '\0';
-        tok[b] = sym[b];
-        types[b] = SL_TOKEN_NORMAL;
-    }
+    byte_tokens(tok, types);
     static const char *made[] = {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>",
                                  "<|end|>", "<|return|>", "<|call|>"};
     for (int i = 0; i < 7; i++) {
