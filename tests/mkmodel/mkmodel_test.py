@@ -436,27 +436,29 @@ def check_neuron_skew():
     print("ok   neuron skew")
 
 
-def check_pooled():
+def check_pooled(ty):
     """Pooled tensors (block type, >= 2^20 weights, >= 512 rows): every block finite, the
     intended scale, the neuron skew per expert, the MoE channel rules kept, and --exact-quant
-    makes every row exactly (then different bytes, same statistics)."""
+    makes every row exactly (then different bytes, same statistics). Q4_K scales its fp16
+    fields by the neuron factor, MXFP4 its exponent byte by the nearest power of two."""
     args = ["--arch", "qwen3moe", "--dim", "256", "--ffn", "256", "--experts", "16",
-            "--type", "Q4_K", "--layers", "1", "--neuron-skew", "1"]
-    pooled = os.path.join(TMP, "pooled.gguf")
-    exact = os.path.join(TMP, "pooled-exact.gguf")
+            "--type", ty, "--layers", "1", "--neuron-skew", "1"]
+    pooled = os.path.join(TMP, f"pooled-{ty}.gguf")
+    exact = os.path.join(TMP, f"pooled-{ty}-exact.gguf")
     r1, _ = mkmodel(*args, out=pooled)
     r2, _ = mkmodel(*args, "--exact-quant", out=exact)
     if not expect(r1.returncode == 0 and r2.returncode == 0, f"pooled: {r1.stderr}{r2.stderr}"):
         return
     check_file("qwen3moe", arch_defaults("qwen3moe", layers=1, dim=256, ffn=256, experts=16,
-                                         type="Q4_K", neuron_skew=1.0), pooled, "pooled")
+                                         type=ty, neuron_skew=1.0), pooled, f"pooled {ty}")
     tp = {x.name: x for x in GGUFReader(pooled).tensors}
     te = {x.name: x for x in GGUFReader(exact).tensors}
     for name in ("blk.0.ffn_up_exps.weight", "blk.0.ffn_gate_exps.weight",
                  "blk.0.ffn_down_exps.weight"):
-        raw = np.array(tp[name].data).view(np.uint8).reshape(-1, 144)
-        d = raw[:, 0:4].copy().view(np.float16).astype(np.float32)  # d, dmin of each block
-        expect(np.all(np.isfinite(d)), f"pooled {name}: non-finite fp16 scales")
+        if ty == "Q4_K":
+            raw = np.array(tp[name].data).view(np.uint8).reshape(-1, 144)
+            d = raw[:, 0:4].copy().view(np.float16).astype(np.float32)  # d, dmin of each block
+            expect(np.all(np.isfinite(d)), f"pooled {name}: non-finite fp16 scales")
         a, b = tensor_f32(tp[name]), tensor_f32(te[name])
         expect(np.all(np.isfinite(a)), f"pooled {name}: non-finite values")
         sa, sb = a.std() * np.sqrt(a.shape[-1]), b.std() * np.sqrt(b.shape[-1])
@@ -476,7 +478,7 @@ def check_pooled():
     up = row_norms(tp["blk.0.ffn_up_exps.weight"])
     gate = row_norms(tp["blk.0.ffn_gate_exps.weight"])
     expect(spearman(up.ravel(), gate.ravel()) > 0.9, "pooled: gate/up hot neurons differ")
-    print("ok   pooled rows")
+    print(f"ok   pooled rows ({ty})")
 
 
 def main():
@@ -598,7 +600,8 @@ def main():
 
     check_threads()
     check_neuron_skew()
-    check_pooled()
+    check_pooled("Q4_K")
+    check_pooled("MXFP4")
 
     # -- invalid flags: exit 2, message naming the flag, no file left behind
     bad = [
