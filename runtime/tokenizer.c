@@ -185,6 +185,7 @@ static const pre_name k_pre[] = {
     {"qwen2", SL_PRETOK_QWEN2, false, false},      {"deepseek-r1-qwen", SL_PRETOK_QWEN2, false, false},
     {"megrez", SL_PRETOK_QWEN2, false, true},      {"stablelm2", SL_PRETOK_QWEN2, false, true},
     {"hunyuan", SL_PRETOK_QWEN2, false, false},
+    {"gpt-4o", SL_PRETOK_O200K, false, false},     {"llama4", SL_PRETOK_O200K, false, false},
 };
 
 static const char *const k_eot_texts[] = {
@@ -339,6 +340,25 @@ static sl_status load_tokens(const sl_gguf *g, sl_vocab *v, const sl_gguf_value 
     return SL_OK;
 }
 
+/* gpt-oss's harmony tokens, as llama.cpp's load overrides them for every vocabulary: the
+ * channel markers are always matched and rendered (USER_DEFINED), and when both <|return|> and
+ * <|call|> end generation, <|end|> (which closes a message, not a turn) does not. */
+static void harmony_overrides(sl_vocab *v)
+{
+    static const char *const k_rendered[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                             "<|constrain|>"};
+    for (size_t i = 0; i < sizeof k_rendered / sizeof *k_rendered; i++) {
+        const int32_t id = find_cstr(v, k_rendered[i]);
+        if (id >= 0) v->types[id] = SL_TOKEN_USER_DEFINED;
+    }
+    const int32_t ret = find_cstr(v, "<|return|>"), call = find_cstr(v, "<|call|>");
+    const int32_t end = find_cstr(v, "<|end|>");
+    if (ret >= 0 && call >= 0 && end >= 0 && v->eog[ret] && v->eog[call] && v->eog[end]) {
+        v->eog[end] = 0;
+        v->types[end] = SL_TOKEN_USER_DEFINED;
+    }
+}
+
 static sl_status load_specials(const sl_gguf *g, sl_vocab *v, sl_error *err)
 {
     const bool spm = v->kind == SL_VOCAB_SPM;
@@ -378,6 +398,7 @@ static sl_status load_specials(const sl_gguf *g, sl_vocab *v, sl_error *err)
     if (v->eos >= 0) v->eog[v->eos] = 1;
     if (v->eot >= 0) v->eog[v->eot] = 1;
     if (v->eom >= 0) v->eog[v->eom] = 1;
+    harmony_overrides(v);
 
     /* Byte tokens: SPM <0xNN> (else the byte itself as a piece), BPE the GPT-2 symbol. */
     for (int b = 0; b < 256; b++) {
@@ -447,8 +468,8 @@ sl_status sl_vocab_load(const sl_gguf *g, sl_vocab **out, sl_error *err)
         if (!p) {
             st = sl_error_set(err, SL_ERR_UNSUPPORTED,
                               "tokenizer.ggml.pre '%s': unsupported pre-tokenizer (supported: "
-                              "default, llama3/llama-bpe, qwen2, gpt-2, olmo and their llama.cpp "
-                              "aliases)", pre);
+                              "default, llama3/llama-bpe, qwen2, gpt-2, olmo, gpt-4o and their "
+                              "llama.cpp aliases)", pre);
             goto fail;
         }
         v->pretok = p->kind;

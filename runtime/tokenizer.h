@@ -10,12 +10,15 @@
  *     merge rank (tokenizer.ggml.merges, lower first, leftmost on ties).
  *     Pre-tokenizers: "llama3" "llama-v3" "llama-bpe" (and llama.cpp's aliases) -> llama3;
  *     "qwen2" "deepseek-r1-qwen" "megrez" -> qwen2; "gpt-2" "phi-2" "olmo" ... -> gpt2;
+ *     "gpt-4o" "llama4" -> o200k (the regex of tokenizer.json, see runtime/pretok.c);
  *     "default" or absent -> llama.cpp's default 4-regex chain. Others: SL_ERR_UNSUPPORTED.
  *
  * Special tokens (types CONTROL and USER_DEFINED, and UNKNOWN) are cut out of the text before
  * pre-tokenization, longest text first (llama.cpp's tokenizer_st_partition). With
  * parse_special false, CONTROL and UNKNOWN tokens are treated as plain text but USER_DEFINED
- * ones are still matched, as in llama.cpp and HF tokenizers.
+ * ones are still matched, as in llama.cpp and HF tokenizers. As llama.cpp, gpt-oss's harmony
+ * markers <|start|> <|channel|> <|message|> <|constrain|> are USER_DEFINED, and <|end|> is not
+ * end-of-generation when <|return|> and <|call|> are.
  *
  * Contract: a loaded sl_vocab copies what it needs (it does not reference the sl_gguf after
  * load), is immutable, and every function below may be called from several threads at once.
@@ -53,7 +56,8 @@ typedef enum sl_pretok {
     SL_PRETOK_GPT2 = 2,     /* GPT-2 regex (gpt-2, olmo, phi-2, ...) */
     SL_PRETOK_LLAMA3 = 3,   /* llama3 regex, numbers in groups of 1-3, merges ignored for words
                                that are whole tokens */
-    SL_PRETOK_QWEN2 = 4     /* llama3 regex with single-digit numbers */
+    SL_PRETOK_QWEN2 = 4,    /* llama3 regex with single-digit numbers */
+    SL_PRETOK_O200K = 5     /* o200k regex ("gpt-4o": gpt-oss, GPT-4o, Llama 4) */
 } sl_pretok;
 
 /* Reads the tokenizer.ggml.* keys of g. Errors: SL_ERR_UNSUPPORTED naming an unknown

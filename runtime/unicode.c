@@ -101,6 +101,24 @@ bool sl__unicode_is_punct(uint32_t cp)
     return in_ranges(sl__unicode_punct, sl__unicode_punct_count, cp);
 }
 
+bool sl__unicode_is_lower(uint32_t cp)
+{
+    if (cp < 0x80) return cp >= 'a' && cp <= 'z';
+    return in_ranges(sl__unicode_lower, sl__unicode_lower_count, cp);
+}
+
+bool sl__unicode_is_upper(uint32_t cp)
+{
+    if (cp < 0x80) return cp >= 'A' && cp <= 'Z';
+    return in_ranges(sl__unicode_upper, sl__unicode_upper_count, cp);
+}
+
+bool sl__unicode_is_mark(uint32_t cp)
+{
+    if (cp < 0x80) return false;
+    return in_ranges(sl__unicode_mark, sl__unicode_mark_count, cp);
+}
+
 bool sl__unicode_is_whitespace(uint32_t cp)
 {
     /* Unicode White_Space (PropList.txt): 25 code points, stable since Unicode 6.3. */

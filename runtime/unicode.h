@@ -5,7 +5,8 @@
  *   string decodes (tokenizers must never fail on bad input). Overlong forms and surrogates
  *   are accepted as llama.cpp does (it does not check them either).
  * - Categories from generated range tables (runtime/unicode_tables.c, made by
- *   tools/gen_unicode_tables.py): letter \p{L}, number \p{N}, punctuation \p{P}; whitespace is
+ *   tools/gen_unicode_tables.py): letter \p{L}, number \p{N}, punctuation \p{P}, and for the
+ *   o200k regex lowercase \p{Ll}, upper/titlecase \p{Lu}|\p{Lt} and mark \p{M}; whitespace is
  *   the Unicode White_Space property (what llama.cpp's unicode_set_whitespace holds).
  * - GPT-2's byte <-> unicode mapping (bytes_to_unicode in OpenAI's encoder.py).
  * All functions are pure; tables are const. */
@@ -26,6 +27,12 @@ extern const sl__unicode_range sl__unicode_number[];
 extern const size_t sl__unicode_number_count;
 extern const sl__unicode_range sl__unicode_punct[];
 extern const size_t sl__unicode_punct_count;
+extern const sl__unicode_range sl__unicode_lower[];
+extern const size_t sl__unicode_lower_count;
+extern const sl__unicode_range sl__unicode_upper[];
+extern const size_t sl__unicode_upper_count;
+extern const sl__unicode_range sl__unicode_mark[];
+extern const size_t sl__unicode_mark_count;
 
 enum { SL__UNICODE_REPLACEMENT = 0xFFFD, SL__UNICODE_MAX = 0x10FFFF };
 
@@ -41,6 +48,9 @@ bool sl__unicode_is_letter(uint32_t cp);
 bool sl__unicode_is_number(uint32_t cp);
 bool sl__unicode_is_punct(uint32_t cp);
 bool sl__unicode_is_whitespace(uint32_t cp);
+bool sl__unicode_is_lower(uint32_t cp); /* \p{Ll} */
+bool sl__unicode_is_upper(uint32_t cp); /* \p{Lu} or \p{Lt} */
+bool sl__unicode_is_mark(uint32_t cp);  /* \p{M}: Mn, Mc, Me */
 
 /* GPT-2 byte-level alphabet: the code point standing for byte b. */
 uint32_t sl__gpt2_byte_to_cp(uint8_t b);

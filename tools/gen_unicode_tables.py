@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Generates runtime/unicode_tables.c: code point ranges of the Unicode general categories the
-BPE pre-tokenizers test (\\p{L} letters, \\p{N} numbers, \\p{P} punctuation), from Python's
-unicodedata (its Unicode version is written into the file).
+BPE pre-tokenizers test (\\p{L} letters, \\p{N} numbers, \\p{P} punctuation; for the o200k
+"gpt-4o" regex also \\p{Ll}, \\p{Lu} with \\p{Lt}, and marks \\p{M}), from Python's unicodedata
+(its Unicode version is written into the file).
 
     python3 tools/gen_unicode_tables.py > runtime/unicode_tables.c
 
@@ -50,6 +51,9 @@ def main():
     emit("letter", ranges(lambda c: c[0] == "L"), w)
     emit("number", ranges(lambda c: c[0] == "N"), w)
     emit("punct", ranges(lambda c: c[0] == "P"), w)
+    emit("lower", ranges(lambda c: c == "Ll"), w)
+    emit("upper", ranges(lambda c: c in ("Lu", "Lt")), w)
+    emit("mark", ranges(lambda c: c[0] == "M"), w)
 
 
 if __name__ == "__main__":

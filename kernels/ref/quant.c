@@ -376,7 +376,8 @@ static const type_ops TYPE_OPS[SL_GGML_TYPE_LIMIT] = {
     [SL_GGML_IQ4_XS] = {SL_QK_K, sizeof(sl_block_iq4_xs), sl__dequant_iq4_xs, NULL},
     [SL_GGML_TQ1_0] = {SL_QK_K, sizeof(sl_block_tq1_0), sl__dequant_tq1_0, NULL},
     [SL_GGML_TQ2_0] = {SL_QK_K, sizeof(sl_block_tq2_0), sl__dequant_tq2_0, NULL},
-    [SL_GGML_MXFP4] = {SL_QK_MXFP4, sizeof(sl_block_mxfp4), sl__dequant_mxfp4, NULL},
+    [SL_GGML_MXFP4] = {SL_QK_MXFP4, sizeof(sl_block_mxfp4), sl__dequant_mxfp4,
+                       sl__quant_mxfp4},
     [SL_GGML_NVFP4] = {SL_QK_NVFP4, sizeof(sl_block_nvfp4), sl__dequant_nvfp4, NULL},
 };
 
@@ -430,7 +431,7 @@ static sl_status check_row(const char *fn, uint32_t type, bool quant, const void
         return sl_error_set(err, SL_ERR_UNSUPPORTED,
                             "%s: type %s (code %u) can be dequantized but has no reference "
                             "quantizer (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, "
-                            "Q4_K, Q5_K, Q6_K, Q8_K have)",
+                            "Q4_K, Q5_K, Q6_K, Q8_K, MXFP4 have)",
                             fn, ti ? ti->name : "?", type);
     if (n < 0 || n % o->block != 0)
         return sl_error_set(err, SL_ERR_INVALID,

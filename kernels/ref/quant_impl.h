@@ -74,6 +74,7 @@ void sl__quant_q8_K(const float *x, void *block);
 
 /* quant_iq.c */
 void sl__dequant_iq2_xxs(const void *block, float *y);
+void sl__quant_mxfp4(const float *x, void *block);
 void sl__dequant_iq2_xs(const void *block, float *y);
 void sl__dequant_iq2_s(const void *block, float *y);
 void sl__dequant_iq3_xxs(const void *block, float *y);

@@ -5,8 +5,9 @@
  * Each follows ggml-quants.c's dequantize_row_* element order and float evaluation order
  * (e.g. IQ2: (db * grid) * sign with db = (d * (0.5 + s)) * 0.25), which gguf-py's numpy ports
  * share; tests/kernels/dequant_vs_gguf_py.py checks them bit for bit on random blocks. The
- * codebooks live in iq_tables.c (generated). Dequantize-only: ggml's IQ quantizers need an
- * importance matrix and search tables that a reference test harness does not.
+ * codebooks live in iq_tables.c (generated). Dequantize-only but for MXFP4 (its quantizer
+ * needs no search tables): ggml's IQ quantizers need an importance matrix and search tables
+ * that a reference test harness does not.
  */
 #include <math.h>
 
@@ -328,6 +329,35 @@ void sl__dequant_mxfp4(const void *block, float *y)
     for (int j = 0; j < SL_QK_MXFP4 / 2; j++) {
         y[j] = (float)sl_mxfp4_values[b->qs[j] & 0xF] * d;
         y[j + SL_QK_MXFP4 / 2] = (float)sl_mxfp4_values[b->qs[j] >> 4] * d;
+    }
+}
+
+/* ggml's quantize_row_mxfp4_ref: e = floor(log2f(amax)) - 2 + 127 (so 12 * d covers amax), then
+ * each element takes the first code of least |d * value - x|, computed in float. For amax below
+ * 2^-125 the exponent is negative: ggml's float-to-uint8 cast wraps it on x86 (as gguf-py's
+ * astype does), so we wrap it explicitly, through int, where C leaves the cast undefined; an
+ * infinite amax gives e = 0. NaNs never raise amax. */
+void sl__quant_mxfp4(const float *x, void *block)
+{
+    sl_block_mxfp4 *b = block;
+    float amax = 0.0f;
+    for (int j = 0; j < SL_QK_MXFP4; j++)
+        if (amax < fabsf(x[j])) amax = fabsf(x[j]);
+    const float e = amax > 0.0f ? floorf(log2f(amax)) - 2.0f + 127.0f : 0.0f;
+    b->e = isfinite(e) ? (uint8_t)(int)e : 0;
+    const float d = e8m0_half(b->e);
+    for (int j = 0; j < SL_QK_MXFP4; j++) {
+        int best = 0;
+        float best_err = fabsf((float)sl_mxfp4_values[0] * d - x[j]);
+        for (int k = 1; k < 16; k++) {
+            const float err = fabsf((float)sl_mxfp4_values[k] * d - x[j]);
+            if (err < best_err) {
+                best = k;
+                best_err = err;
+            }
+        }
+        if (j < SL_QK_MXFP4 / 2) b->qs[j] = (uint8_t)best;
+        else b->qs[j - SL_QK_MXFP4 / 2] |= (uint8_t)(best << 4);
     }
 }
 

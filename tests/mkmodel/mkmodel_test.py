@@ -49,7 +49,7 @@ DEFAULTS = dict(layers=2, dim=64, ffn=128, experts=8, top_k=2, heads=4, kv_heads
                 ctx=256, type="F32")
 # llama.h llama_ftype; an all-Q4_K/Q5_K file is the _S mix (the _M mixes promote some tensors)
 FTYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9,
-         "Q4_K": 14, "Q5_K": 16, "Q6_K": 18, "BF16": 32}
+         "Q4_K": 14, "Q5_K": 16, "Q6_K": 18, "BF16": 32, "MXFP4": 38}
 # K-quants: gguf-py has no quantizer to compare bytes with, so the weights are checked by their
 # RMS error against the F32 model (relative; bounds as tests/kernels/quant_ref_test.c), while
 # tests/kernels/dequant_vs_gguf_py.py checks our blocks decode identically in gguf-py.
@@ -82,7 +82,9 @@ def expected_tensors(arch, p):
     E, V, F, X = p["dim"], p["vocab"], p["ffn"], p["experts"]
     D = E // p["heads"]
     Q, KV = p["heads"] * D, p["kv_heads"] * D
-    w = p["type"]
+    # MXFP4 is llama.cpp's MXFP4_MOE mix (gpt-oss's files): routed experts MXFP4, the rest Q8_0
+    wx = p["type"]
+    w = "Q8_0" if wx == "MXFP4" else wx
     t = {"token_embd.weight": (w, [E, V]), "output_norm.weight": ("F32", [E])}
     if arch != "gemma3":  # LLM_ARCH_GEMMA3: output duplicated from token_embd (tied)
         t["output.weight"] = (w, [E, V])
@@ -114,9 +116,9 @@ def expected_tensors(arch, p):
             t[b + "attn_k_norm.weight"] = ("F32", [E])
         if MOE[arch]:
             t[b + "ffn_gate_inp.weight"] = ("F32", [E, X])
-            t[b + "ffn_gate_exps.weight"] = (w, [E, F, X])
-            t[b + "ffn_up_exps.weight"] = (w, [E, F, X])
-            t[b + "ffn_down_exps.weight"] = (w, [F, E, X])
+            t[b + "ffn_gate_exps.weight"] = (wx, [E, F, X])
+            t[b + "ffn_up_exps.weight"] = (wx, [E, F, X])
+            t[b + "ffn_down_exps.weight"] = (wx, [F, E, X])
         else:
             t[b + "ffn_gate.weight"] = (w, [E, F])
             t[b + "ffn_up.weight"] = (w, [E, F])
@@ -295,8 +297,10 @@ def check_weights_match_f32(arch, p, path, f32_path, label):
     """Quantized weights == gguf-py's quantization of the same model written as F32."""
     rq, rf = GGUFReader(path), GGUFReader(f32_path)
     ft = {t.name: t for t in rf.tensors}
-    qt = T[p["type"]]
     for t in rq.tensors:
+        qt = T[p["type"]]
+        if qt == T.MXFP4 and "_exps." not in t.name:
+            qt = T.Q8_0  # the MXFP4_MOE mix
         ref = np.array(ft[t.name].data, dtype=np.float32)
         if t.tensor_type == T.F32:
             expect(np.array_equal(np.array(t.data), ref), f"{label}: {t.name} F32 differs")
@@ -432,27 +436,29 @@ def check_neuron_skew():
     print("ok   neuron skew")
 
 
-def check_pooled():
+def check_pooled(ty):
     """Pooled tensors (block type, >= 2^20 weights, >= 512 rows): every block finite, the
     intended scale, the neuron skew per expert, the MoE channel rules kept, and --exact-quant
-    makes every row exactly (then different bytes, same statistics)."""
+    makes every row exactly (then different bytes, same statistics). Q4_K scales its fp16
+    fields by the neuron factor, MXFP4 its exponent byte by the nearest power of two."""
     args = ["--arch", "qwen3moe", "--dim", "256", "--ffn", "256", "--experts", "16",
-            "--type", "Q4_K", "--layers", "1", "--neuron-skew", "1"]
-    pooled = os.path.join(TMP, "pooled.gguf")
-    exact = os.path.join(TMP, "pooled-exact.gguf")
+            "--type", ty, "--layers", "1", "--neuron-skew", "1"]
+    pooled = os.path.join(TMP, f"pooled-{ty}.gguf")
+    exact = os.path.join(TMP, f"pooled-{ty}-exact.gguf")
     r1, _ = mkmodel(*args, out=pooled)
     r2, _ = mkmodel(*args, "--exact-quant", out=exact)
     if not expect(r1.returncode == 0 and r2.returncode == 0, f"pooled: {r1.stderr}{r2.stderr}"):
         return
     check_file("qwen3moe", arch_defaults("qwen3moe", layers=1, dim=256, ffn=256, experts=16,
-                                         type="Q4_K", neuron_skew=1.0), pooled, "pooled")
+                                         type=ty, neuron_skew=1.0), pooled, f"pooled {ty}")
     tp = {x.name: x for x in GGUFReader(pooled).tensors}
     te = {x.name: x for x in GGUFReader(exact).tensors}
     for name in ("blk.0.ffn_up_exps.weight", "blk.0.ffn_gate_exps.weight",
                  "blk.0.ffn_down_exps.weight"):
-        raw = np.array(tp[name].data).view(np.uint8).reshape(-1, 144)
-        d = raw[:, 0:4].copy().view(np.float16).astype(np.float32)  # d, dmin of each block
-        expect(np.all(np.isfinite(d)), f"pooled {name}: non-finite fp16 scales")
+        if ty == "Q4_K":
+            raw = np.array(tp[name].data).view(np.uint8).reshape(-1, 144)
+            d = raw[:, 0:4].copy().view(np.float16).astype(np.float32)  # d, dmin of each block
+            expect(np.all(np.isfinite(d)), f"pooled {name}: non-finite fp16 scales")
         a, b = tensor_f32(tp[name]), tensor_f32(te[name])
         expect(np.all(np.isfinite(a)), f"pooled {name}: non-finite values")
         sa, sb = a.std() * np.sqrt(a.shape[-1]), b.std() * np.sqrt(b.shape[-1])
@@ -472,13 +478,14 @@ def check_pooled():
     up = row_norms(tp["blk.0.ffn_up_exps.weight"])
     gate = row_norms(tp["blk.0.ffn_gate_exps.weight"])
     expect(spearman(up.ravel(), gate.ravel()) > 0.9, "pooled: gate/up hot neurons differ")
-    print("ok   pooled rows")
+    print(f"ok   pooled rows ({ty})")
 
 
 def main():
     # -- layouts and metadata for every arch and several types
     matrix = [(a, ty) for a in ARCHS
               for ty in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")]
+    matrix += [(a, "MXFP4") for a in ARCHS if MOE[a]]
     for arch, ty in matrix:
         p = arch_defaults(arch, type=ty)
         path = os.path.join(TMP, f"{arch}-{ty}.gguf")
@@ -593,7 +600,8 @@ def main():
 
     check_threads()
     check_neuron_skew()
-    check_pooled()
+    check_pooled("Q4_K")
+    check_pooled("MXFP4")
 
     # -- invalid flags: exit 2, message naming the flag, no file left behind
     bad = [
@@ -625,6 +633,8 @@ def main():
         (["--type", "Q8_K"], "--type"),  # not a weight type
         (["--type", "Q2_K"], "--type"),
         (["--type", "fp32"], "--type"),
+        (["--arch", "llama", "--type", "MXFP4"], "--type"),  # no routed experts
+        (["--arch", "qwen3moe", "--type", "MXFP4", "--ffn", "48"], "--ffn"),
         (["--vocab", "100"], "--vocab"),
         (["--vocab", "258"], "--vocab"),
         (["--arch", "gpt5"], "--arch"),

@@ -2,7 +2,7 @@
 
 usage: quant_vs_gguf_py.py QUANT_TOOL
 
-For F16, BF16, Q8_0 and Q4_0: our packed bytes == gguf.quants.quantize(...) bytes, and our
+For F16, BF16, Q8_0, Q4_0 and MXFP4: our packed bytes == gguf.quants.quantize(...) bytes, and our
 dequantized floats == gguf.quants.dequantize(...) bit for bit, on random data at several scales and
 on edge cases (zeros, +-max, denormals, rounding ties, equal magnitudes of both signs).
 F16 is also checked over every float32 pattern class that matters: all 65536 halves widened,
@@ -121,7 +121,8 @@ def edge_blocks() -> np.ndarray:
 
 def main():
     rng = np.random.default_rng(1234)
-    types = [("F16", T.F16), ("BF16", T.BF16), ("Q8_0", T.Q8_0), ("Q4_0", T.Q4_0)]
+    types = [("F16", T.F16), ("BF16", T.BF16), ("Q8_0", T.Q8_0), ("Q4_0", T.Q4_0),
+             ("MXFP4", T.MXFP4)]
     edges = edge_blocks()
     for tname, qtype in types:
         for scale in (1.0, 1e-3, 1e3, 1e-6, 6e4):

@@ -207,17 +207,23 @@ static void test_spm(void)
 
 /* ---- byte-level BPE, hand-computed --------------------------------------------------------- */
 
-static void test_bpe(void)
+/* Tokens 0..255: GPT-2's byte symbols, so that token id == byte. */
+static void byte_tokens(const char **tok, int32_t *types)
 {
     static char sym[256][4];
-    const char *tok[256 + 8];
-    int32_t types[256 + 8];
     for (int b = 0; b < 256; b++) {
         const size_t n = sl__utf8_encode(sl__gpt2_byte_to_cp((uint8_t)b), sym[b]);
         sym[b][n] = '\0';
         tok[b] = sym[b];
         types[b] = SL_TOKEN_NORMAL;
     }
+}
+
+static void test_bpe(void)
+{
+    const char *tok[256 + 8];
+    int32_t types[256 + 8];
+    byte_tokens(tok, types);
     static const char *made[] = {"ll", "he", "llo", GS "w", "aa", "<|endoftext|>", "<|im_end|>"};
     static const char *merges[] = {"l l", "h e", "ll o", GS " w", "a a"};
     for (int i = 0; i < 7; i++) {
@@ -277,6 +283,40 @@ static void test_bpe(void)
     }
 }
 
+/* gpt-oss's harmony tokens get llama.cpp's overrides: channel markers USER_DEFINED (matched
+ * even without parse_special), <|end|> not EOG when <|return|> and <|call|> are. */
+static void test_harmony(void)
+{
+    const char *tok[256 + 7];
+    int32_t types[256 + 7];
+    byte_tokens(tok, types);
+    static const char *made[] = {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>",
+                                 "<|end|>", "<|return|>", "<|call|>"};
+    for (int i = 0; i < 7; i++) {
+        tok[256 + i] = made[i];
+        types[256 + i] = SL_TOKEN_CONTROL;
+    }
+    enum { START = 256, CHANNEL, MESSAGE, CONSTRAIN, END, RETURN, CALL };
+    for (int with_call = 0; with_call < 2; with_call++) {
+        static const char *merges[] = {"a b"}; /* the key is required; "ab" never occurs */
+        spec s = {"gpt2", "gpt-4o", tok, with_call ? 263 : 262, NULL, types, merges, 1, RETURN,
+                  RETURN, -1};
+        write_vocab(tmp_path("harmony.gguf"), &s);
+        sl_vocab *v;
+        sl_error err = {0};
+        CHECK_MSG(load(tmp_path("harmony.gguf"), &v, &err) == SL_OK, "%s", err.msg);
+        if (!v) return;
+        CHECK(sl_vocab_pretok(v) == SL_PRETOK_O200K && !sl_vocab_add_bos(v));
+        for (int32_t id = START; id <= CONSTRAIN; id++)
+            CHECK(sl_vocab_token_type(v, id) == SL_TOKEN_USER_DEFINED);
+        EXPECT_TOKENS(v, "a<|channel|>b", false, false, 'a', CHANNEL, 'b');
+        CHECK(sl_vocab_is_eog(v, RETURN) && sl_vocab_is_eog(v, END) == !with_call);
+        CHECK(sl_vocab_token_type(v, END) ==
+              (with_call ? SL_TOKEN_USER_DEFINED : SL_TOKEN_CONTROL));
+        sl_vocab_free(v);
+    }
+}
+
 /* ---- pre-tokenizer splits (checked against HF tokenizers' regexes by hand) ---------------- */
 
 static void expect_split(sl_pretok kind, const char *text, const char *const *want, size_t nw,
@@ -323,6 +363,16 @@ static void test_pretok(void)
     /* [^\r\n\p{L}\p{N}]?\p{L}+ takes one leading non-letter; Unicode letters and numbers */
     EXPECT_SPLIT(SL_PRETOK_QWEN2, "\xc2\xab" "caf\xc3\xa9\xc2\xbb \xe6\x97\xa5\xe6\x9c\xac\xc2\xbd",
                  "\xc2\xab" "caf\xc3\xa9", "\xc2\xbb", " \xe6\x97\xa5\xe6\x9c\xac", "\xc2\xbd");
+    /* o200k: words split at lower->upper, upper runs keep a trailing lowercase tail, (?i)
+     * contractions stay on the word, [\r\n/]* after punctuation, marks count as letters */
+    EXPECT_SPLIT(SL_PRETOK_O200K, t, "I'm", " ", "123", "45", " ", " ok", "!!\n\n", "yes");
+    EXPECT_SPLIT(SL_PRETOK_O200K, "helloWORLD XMLHttp YOU'RE a/b//\n", "hello", "WORLD", " XMLHttp",
+                 " YOU'RE", " a", "/b", "//\n");
+    EXPECT_SPLIT(SL_PRETOK_O200K, "x'\xc5\xbf e\xcc\x81T\xcc\x81", "x'\xc5\xbf", " e\xcc\x81",
+                 "T\xcc\x81");
+    CHECK(sl__unicode_is_lower(0xDF) && sl__unicode_is_upper(0x1C5) &&
+          !sl__unicode_is_lower(0x2B0) && !sl__unicode_is_upper(0x2B0) &&
+          sl__unicode_is_mark(0x301) && !sl__unicode_is_mark('a'));
     CHECK(sl__unicode_is_letter(0x65E5) && sl__unicode_is_number(0xBD) &&
           !sl__unicode_is_letter(0xBB) && sl__unicode_is_whitespace(0x3000) &&
           !sl__unicode_is_whitespace(0x200B) && sl__unicode_is_punct(0xAB));
@@ -411,6 +461,7 @@ int main(int argc, char **argv)
     snprintf(g_tmp, sizeof g_tmp, "%s", tmp ? tmp : "/tmp");
     test_spm();
     test_bpe();
+    test_harmony();
     test_pretok();
     test_errors();
     if (argc > 1) test_mkmodel(argv[1]);

@@ -5,7 +5,11 @@
  * 4096, Q4_K, ~33 MB: seconds to write) or "qwen3-30b-a3b" (Qwen3-30B-A3B's MoE shape: 48
  * layers, dim 2048, 128 experts of FFN 768, top-8, vocab 151936, Q4_K, ~17 GB of disk and as
  * much RAM; heads 16 x 128 because synth ties head_dim to dim / heads, where the real model
- * has 32 query heads), or "deepseek-v3" (a synthetic deepseek2, synth_shape_ds3).
+ * has 32 query heads), "gpt-oss-20b" (gpt-oss-20b's layer shape as its files store it: dim
+ * 2880, 32 experts of FFN 2880 in MXFP4, top-4, the rest Q8_0, vocab 201088, sliding window
+ * 128, but 4 of its 24 layers, ~3 GB; heads 45 x 64 with 5 KV heads, because synth ties the
+ * head count to dim / head_dim, where the real model has 64 x 64 and 8 KV heads) or
+ * "deepseek-v3" (a synthetic deepseek2, synth_shape_ds3).
  *
  * Device: --device, else SLUICE_DEVICE, else auto (cuda when a GPU is usable, else sim), opened
  * once up front so a bad value or a cuda request without a GPU fails before any work (exit 1).
@@ -59,7 +63,8 @@ enum { MAX_RUNS = 8, ROOF_REPS = 5, CHUNK = 1 << 20 };
 
 static void usage(FILE *f)
 {
-    fputs("usage: tools/run bench decode [-m FILE | --shape small|qwen3-30b-a3b|deepseek-v3]\n"
+    fputs("usage: tools/run bench decode [-m FILE | --shape small|qwen3-30b-a3b|gpt-oss-20b|"
+          "deepseek-v3]\n"
           "         [-n N] [--prompt-tokens P] [--dir DIR] [--keep] [--json] [model and\n"
           "         placement flags]\n"
           "\n"
@@ -74,11 +79,13 @@ static void usage(FILE *f)
           "                         of 256, top-4) | qwen3-30b-a3b (48 layers, dim 2048, 128\n"
           "                         experts of 768, top-8, vocab 151936, Q4_K: ~17 GB of disk\n"
           "                         and RAM; written by -t threads, ~10 s on 16 cores;\n"
-          "                         --keep it and reuse it with -m) | deepseek-v3 (DeepSeek-V3's\n"
-          "                         layer shape, MLA and 256 experts of 2048 in 8 groups,\n"
-          "                         top-8, with 2 layers: one dense, one MoE; Q4_K, ~7 GB).\n"
-          "                         Synthetic models have neuron skew 1 (mkmodel\n"
-          "                         --neuron-skew)\n"
+          "                         --keep it and reuse it with -m) | gpt-oss-20b (its layer\n"
+          "                         shape, 4 of its 24 layers: dim 2880, 32 experts of 2880\n"
+          "                         in MXFP4, top-4, the rest Q8_0, vocab 201088: ~3 GB) |\n"
+          "                         deepseek-v3 (DeepSeek-V3's layer shape, MLA and 256\n"
+          "                         experts of 2048 in 8 groups, top-8, with 2 layers: one\n"
+          "                         dense, one MoE; Q4_K, ~7 GB). Synthetic models have\n"
+          "                         neuron skew 1 (mkmodel --neuron-skew)\n"
           "  --dir DIR              where the synthetic model is written (default $TMPDIR or\n"
           "                         /tmp); removed at the end unless --keep\n"
           "  --keep                 keep the synthetic model file\n"
@@ -530,13 +537,33 @@ static void synth_shape_ds3(sl_synth_params *p)
     p->mla_v = 128, p->n_dense_lead = 1, p->n_ff_dense = 18432;
 }
 
-static void synth_shape(bool big, sl_synth_params *p)
+typedef enum shape_kind {
+    SHAPE_SMALL,
+    SHAPE_QWEN3_30B,
+    SHAPE_GPT_OSS_20B,
+    SHAPE_DEEPSEEK_V3,
+    SHAPE_COUNT
+} shape_kind;
+static const char *const k_shapes[] = {"small", "qwen3-30b-a3b", "gpt-oss-20b", "deepseek-v3"};
+
+static void synth_shape(shape_kind shape, sl_synth_params *p)
 {
-    sl_synth_defaults(SL_SYNTH_QWEN3MOE, p);
+    if (shape == SHAPE_DEEPSEEK_V3) {
+        synth_shape_ds3(p);
+        return;
+    }
+    sl_synth_defaults(shape == SHAPE_GPT_OSS_20B ? SL_SYNTH_GPT_OSS : SL_SYNTH_QWEN3MOE, p);
     p->type = SL_GGML_Q4_K;
     p->seed = 1;
     p->neuron_skew = 1.0; /* hot/cold FFN neurons, for placement to find (mkmodel's default 0) */
-    if (big) {
+    if (shape == SHAPE_GPT_OSS_20B) {
+        /* gpt-oss-20b per layer (config.json): hidden 2880, 32 experts of intermediate 2880,
+         * 4 per token, vocab 201088, window 128; head_dim 64 as there, so 45 heads */
+        p->type = SL_GGML_MXFP4;
+        p->n_layer = 4, p->n_embd = 2880, p->n_ff = 2880, p->n_expert = 32;
+        p->n_expert_used = 4, p->n_head = 45, p->n_head_kv = 5, p->n_vocab = 201088;
+        p->n_ctx = 4096, p->n_swa = 128;
+    } else if (shape == SHAPE_QWEN3_30B) {
         p->n_layer = 48, p->n_embd = 2048, p->n_ff = 768, p->n_expert = 128;
         p->n_expert_used = 8, p->n_head = 16, p->n_head_kv = 4, p->n_vocab = 151936;
         p->n_ctx = 4096;
@@ -556,6 +583,7 @@ int sl_bench_decode(int argc, char **argv)
     const char *shape = NULL, *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR")
                                                                             : "/tmp";
     bool json = false, keep = false;
+    shape_kind sk = SHAPE_SMALL;
     int64_t n_gen = 32, n_prompt = 8;
     while (sl_cli_args_next(&a)) {
         const char *v;
@@ -571,10 +599,12 @@ int sl_bench_decode(int argc, char **argv)
             else keep = true;
         } else if (sl_cli_is(&a, "--shape", NULL)) {
             if (!(shape = sl_cli_value(&a))) return 2;
-            if (strcmp(shape, "small") && strcmp(shape, "qwen3-30b-a3b") &&
-                strcmp(shape, "deepseek-v3"))
+            int k = 0;
+            while (k < SHAPE_COUNT && strcmp(shape, k_shapes[k])) k++;
+            if (k == SHAPE_COUNT)
                 return sl_cli_usage_error(k_cmd, "--shape '%s': unknown (small, qwen3-30b-a3b, "
-                                          "deepseek-v3)", shape);
+                                          "gpt-oss-20b, deepseek-v3)", shape);
+            sk = (shape_kind)k;
         } else if (sl_cli_is(&a, "--dir", NULL)) {
             if (!(dir = sl_cli_value(&a))) return 2;
             if (!*dir) return sl_cli_usage_error(k_cmd, "--dir: empty folder name");
@@ -618,14 +648,11 @@ int sl_bench_decode(int argc, char **argv)
     char synth_path[4096] = "";
     const char *path = mf.path;
     if (!path) {
-        const bool big = shape && !strcmp(shape, "qwen3-30b-a3b");
-        const bool ds3 = shape && !strcmp(shape, "deepseek-v3");
+        const bool big = sk == SHAPE_QWEN3_30B;
         sl_synth_params sp;
-        if (ds3) synth_shape_ds3(&sp);
-        else synth_shape(big, &sp);
-        const char *sname = ds3 ? "deepseek-v3" : big ? "qwen3-30b-a3b" : "small";
+        synth_shape(sk, &sp);
         if ((size_t)snprintf(synth_path, sizeof synth_path, "%s/sluice-bench-decode-%s-%d.gguf",
-                             dir, sname, (int)getpid()) >=
+                             dir, k_shapes[sk], (int)getpid()) >=
             sizeof synth_path) {
             sl_cli_out_discard(&tr);
             sl_cli_io_free(&io);
@@ -635,11 +662,11 @@ int sl_bench_decode(int argc, char **argv)
             fprintf(stderr, "bench decode: warning: --shape qwen3-30b-a3b writes ~17 GB to %s and "
                             "loads as much into RAM (writing takes ~10 s on 16 cores; "
                             "--keep, then -m FILE to reuse)\n", dir);
-        if (ds3)
+        if (sk == SHAPE_DEEPSEEK_V3)
             fprintf(stderr, "bench decode: warning: --shape deepseek-v3 writes ~7 GB to %s and "
                             "loads as much into RAM (--keep, then -m FILE to reuse)\n", dir);
         if (!json) fprintf(stderr, "bench decode: writing the %s synthetic model to %s ...\n",
-                           sname, synth_path);
+                           k_shapes[sk], synth_path);
         sl_error err = {0};
         const double t0 = sl_cli_now_s();
         sl_synth_summary sum;

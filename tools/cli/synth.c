@@ -16,7 +16,8 @@
  *        ffn_down_exps [F, E, X]   (mixtral is arch "llama" with these merged 3-D experts)
  *   qwen2moe shared expert: ffn_gate_inp_shexp [E] (F32, its sigmoid gate)
  *        ffn_gate_shexp, ffn_up_shexp [E, S]   ffn_down_shexp [S, E]
- * Matmul weights (token_embd and output included) get the requested type; norms, biases, the
+ * Matmul weights (token_embd and output included) get the requested type (MXFP4: the routed
+ * experts only, the others Q8_0, as gpt-oss's files and llama.cpp's MXFP4_MOE); norms, biases, the
  * router and the shared-expert gate stay F32, as llama.cpp's converter and quantizer keep them
  * (1-D tensors and ffn_gate_inp are never quantized).
  * Gemma norms: convert_hf_to_gguf.py (Gemma3Model.modify_tensors) stores 1 + w for every
@@ -88,10 +89,9 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
      * rms_norm_eps 1e-6 */
     [SL_SYNTH_GEMMA3] = {"gemma3", "gemma3", false, false, NULL, 1000000.0f, 1e-6f,
                          SL__VOCAB_SPM_GEMMA},
-    /* gpt-oss-20b: rope_theta 150000, rms_norm_eps 1e-5. Its o200k vocabulary's pre-tokenizer
-     * is "gpt-4o", which runtime/pretok.c does not implement yet; the synthetic vocabulary is
-     * made with the default one and says so, so that the engine opens the file. */
-    [SL_SYNTH_GPT_OSS] = {"gpt-oss", "gpt-oss", true, true, "default", 150000.0f, 1e-5f,
+    /* gpt-oss-20b: rope_theta 150000, rms_norm_eps 1e-5; its o200k vocabulary's pre-tokenizer
+     * is "gpt-4o" */
+    [SL_SYNTH_GPT_OSS] = {"gpt-oss", "gpt-oss", true, true, "gpt-4o", 150000.0f, 1e-5f,
                           SL__VOCAB_BPE},
     /* DeepSeek-V3: rope_theta 10000, rms_norm_eps 1e-6, pre-tokenizer "deepseek-v3" (not
      * implemented by runtime/pretok.c: the synthetic vocabulary uses the default one) */
@@ -188,6 +188,8 @@ uint32_t sl_synth_file_type(uint32_t type)
     case SL_GGML_Q5_K: return 16; /* LLAMA_FTYPE_MOSTLY_Q5_K_S */
     case SL_GGML_Q6_K: return 18; /* LLAMA_FTYPE_MOSTLY_Q6_K */
     case SL_GGML_BF16: return 32; /* LLAMA_FTYPE_MOSTLY_BF16 */
+    /* gpt-oss's own files: experts MXFP4, the other matmul weights Q8_0 */
+    case SL_GGML_MXFP4: return 38; /* LLAMA_FTYPE_MOSTLY_MXFP4_MOE */
     default: return UINT32_MAX;
     }
 }
@@ -281,6 +283,9 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
     if (sl_synth_file_type(p->type) == UINT32_MAX || !sl_quant_can_quantize(p->type))
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "--type %s: unsupported (%s)",
                             ti ? ti->name : "?", SL_SYNTH_TYPES);
+    if (p->type == SL_GGML_MXFP4 && !k_arch[p->arch].moe)
+        return sl_error_set(err, SL_ERR_INVALID, "--type MXFP4: for routed experts, and --arch "
+                            "%s has none (MoE archs only)", k_arch[p->arch].name);
     /* every matmul weight row has --dim or --ffn elements (q/k/v/o rows are --dim since
      * heads * head_dim == --dim), and a row must be whole blocks */
     if (p->n_embd % ti->block_size)
@@ -404,7 +409,9 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
     const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert;
     const int64_t S = p->n_ff_shexp;
     const int64_t D = E / p->n_head, Q = p->n_head * D, KV = p->n_head_kv * D;
-    const uint32_t w = p->type, f32 = SL_GGML_F32;
+    /* MXFP4 (MXFP4_MOE): the routed experts only, every other matmul weight Q8_0 */
+    const uint32_t wx = p->type, f32 = SL_GGML_F32;
+    const uint32_t w = wx == SL_GGML_MXFP4 ? SL_GGML_Q8_0 : wx;
     const bool qwen2moe = p->arch == SL_SYNTH_QWEN2MOE, gemma3 = p->arch == SL_SYNTH_GEMMA3;
     const bool oss = p->arch == SL_SYNTH_GPT_OSS, qkv_bias = qwen2moe || oss;
     uint32_t n = 0;
@@ -442,11 +449,11 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
             add(t, &n, SL__K_OUT, w, F, E, 0, "blk.%d.ffn_down.weight", i);
         } else {
             add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
-            add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_gate_exps.weight", i);
+            add(t, &n, SL__K_IN, wx, E, F, X, "blk.%d.ffn_gate_exps.weight", i);
             neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_up_exps.weight", i);
+            add(t, &n, SL__K_IN, wx, E, F, X, "blk.%d.ffn_up_exps.weight", i);
             neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_OUT, w, F, E, X, "blk.%d.ffn_down_exps.weight", i);
+            add(t, &n, SL__K_OUT, wx, F, E, X, "blk.%d.ffn_down_exps.weight", i);
         }
         if (oss) {
             add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.ffn_gate_inp.bias", i);

@@ -63,7 +63,8 @@ typedef struct sl_synth_params {
     uint32_t n_ff_shexp;    /* --shared-ffn: shared-expert FFN width (qwen2moe; else 0) */
     uint32_t n_swa;         /* --sliding-window: local layers' window in tokens (gemma3,
                              * gpt-oss; else 0) */
-    uint32_t type;          /* --type: ggml type of matmul weights (F32 F16 BF16 Q8_0 Q4_0) */
+    uint32_t type;          /* --type: ggml type of matmul weights (SL_SYNTH_TYPES); MXFP4
+                             * (MoE only): routed experts MXFP4, other matmuls Q8_0 */
     double router_skew;     /* --router-skew: Zipf exponent Z of expert popularity */
     double neuron_skew;     /* --neuron-skew: Zipf exponent of FFN neuron activations, [0, 4] */
     bool exact_quant;       /* --exact-quant: quantize every row (no pooled resampling) */
@@ -105,10 +106,10 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p);
  * and the values at fault. SL_ERR_INVALID or SL_ERR_RANGE. */
 sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err);
 /* The --type values mkmodel accepts, for messages. */
-#define SL_SYNTH_TYPES "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K"
+#define SL_SYNTH_TYPES "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4"
 /* general.file_type (llama_ftype) for a weight type (one of SL_SYNTH_TYPES): 0 F32, 1 F16,
- * 2 Q4_0, 3 Q4_1, 7 Q8_0, 8 Q5_0, 9 Q5_1, 14 Q4_K_S, 16 Q5_K_S, 18 Q6_K, 32 BF16;
- * UINT32_MAX if none. */
+ * 2 Q4_0, 3 Q4_1, 7 Q8_0, 8 Q5_0, 9 Q5_1, 14 Q4_K_S, 16 Q5_K_S, 18 Q6_K, 32 BF16,
+ * 38 MXFP4_MOE; UINT32_MAX if none. */
 uint32_t sl_synth_file_type(uint32_t type);
 /* Online CPUs, clamped to [1, SL_SYNTH_MAX_THREADS]. */
 int sl_synth_default_threads(void);

@@ -21,7 +21,9 @@
  * blocks repeat, which no consumer of these files relies on not happening. The neuron scale is
  * applied to a pooled block by multiplying its fp16 scale fields (d, and dmin / m where the
  * format has one) - every value of the block is linear in them - and clamping to the largest
- * finite fp16, so every block stays finite and valid. --exact-quant turns pooling off.
+ * finite fp16, so every block stays finite and valid. MXFP4's scale is a power-of-two exponent
+ * (E8M0), too coarse for the factor, so its scaled rows are dequantized, multiplied and packed
+ * again by the reference quantizer. --exact-quant turns pooling off.
  *
  * Neuron skew (--neuron-skew Z): in each FFN (layer, and the shared expert separately), neuron
  * n of expert x has factor f = rank^(-Z/2) / sqrt(mean_rank rank^-Z), ranks 1..F a random
@@ -195,7 +197,7 @@ static void neuron_scales(const sl_synth_params *p, const sl__synth_tensor *t, f
 /* ---- pooled rows ------------------------------------------------------------------------- */
 
 /* Byte offsets of the fp16 fields a block's values are linear in; returns how many (0: the
- * type cannot be pooled). */
+ * type cannot be pooled; -1: it can, but a scaled row must be quantized again). */
 static int scale_fields(uint32_t type, size_t off[2])
 {
     switch (type) {
@@ -215,6 +217,7 @@ static int scale_fields(uint32_t type, size_t off[2])
     case SL_GGML_Q5_K:
         off[0] = offsetof(sl_block_q5_K, d), off[1] = offsetof(sl_block_q5_K, dmin);
         return 2;
+    case SL_GGML_MXFP4: return -1; /* E8M0: scaled rows are packed again, see above */
     default: return 0;
     }
 }
@@ -229,8 +232,8 @@ static void scale_half(uint8_t *p, float f)
     memcpy(p, &g, sizeof g);
 }
 
-static void pooled_rows(const sl__synth_tensor *t, const sl__synth_prep *s, int64_t r0,
-                        int64_t r1, uint8_t *dst)
+static sl_status pooled_rows(const sl__synth_tensor *t, const sl__synth_prep *s, int64_t r0,
+                             int64_t r1, uint8_t *dst, float *scratch, sl_error *err)
 {
     const sl_gguf_type_info *ti = sl_gguf_type_get(t->type);
     const size_t bs = ti->type_size, rb = s->row_bytes;
@@ -252,9 +255,18 @@ static void pooled_rows(const sl__synth_tensor *t, const sl__synth_prep *s, int6
         }
         const float f = s->neuron_scale ? s->neuron_scale[row] : 1.0f;
         if (f == 1.0f) continue;
+        if (n_off < 0) {
+            const int64_t n = t->ne[0];
+            sl_status st = sl_quant_dequant_row(t->type, d, scratch, n, err);
+            for (int64_t i = 0; i < n && !st; i++) scratch[i] *= f;
+            if (!st) st = sl_quant_row(t->type, scratch, d, n, err);
+            if (st) return st;
+            continue;
+        }
         for (uint64_t b = 0; b < nb; b++)
             for (int i = 0; i < n_off; i++) scale_half(d + b * bs + off[i], f);
     }
+    return SL_OK;
 }
 
 /* ---- prep and rows ------------------------------------------------------------------------ */
@@ -263,7 +275,7 @@ bool sl__synth_pooled(const sl_synth_params *p, const sl__synth_tensor *t)
 {
     size_t off[2];
     const int64_t rows = t->ne[1] * t->ne[2];
-    return !p->exact_quant && scale_fields(t->type, off) > 0 &&
+    return !p->exact_quant && scale_fields(t->type, off) != 0 &&
            t->ne[0] * rows >= POOL_MIN_WEIGHTS && rows >= POOL_MIN_ROWS;
 }
 
@@ -332,10 +344,7 @@ sl_status sl__synth_rows(const sl_synth_params *p, const sl__synth_tensor *t,
                          const sl__synth_prep *s, int64_t r0, int64_t r1, uint8_t *dst,
                          float *scratch, sl_error *err)
 {
-    if (s->pooled) {
-        pooled_rows(t, s, r0, r1, dst);
-        return SL_OK;
-    }
+    if (s->pooled) return pooled_rows(t, s, r0, r1, dst, scratch, err);
     for (int64_t row = r0; row < r1; row++) {
         gen_row(p, t, s, row, scratch);
         const sl_status st =
