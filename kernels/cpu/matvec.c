@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matvec_impl.h"
 #include "kernels/ref/matvec.h"
 
@@ -62,6 +63,14 @@ static sl__mv_range_fn simd_range(const sl_cpu_matvec_ctx *mv, uint32_t type)
     /* AVX-512 without VNNI runs the AVX2 kernels (same bits; see matvec_avx512.c). */
     if (mv->isa == SL_CPU_ISA_AVX512 && mv->vnni) return sl__mv_range_avx512(type);
     if (mv->isa == SL_CPU_ISA_AVX512 || mv->isa == SL_CPU_ISA_AVX2) return sl__mv_range_avx2(type);
+    return NULL;
+}
+
+/* The batch row kernel (gemm.h) for a type on mv's ISA, NULL where there is none. */
+static sl__gemm_row_fn gemm_for(const sl_cpu_matvec_ctx *mv, uint32_t type)
+{
+    if (mv->isa == SL_CPU_ISA_AVX512 && mv->vnni) return sl__gemm_row_avx512(type);
+    if (mv->isa == SL_CPU_ISA_AVX512 || mv->isa == SL_CPU_ISA_AVX2) return sl__gemm_row_avx2(type);
     return NULL;
 }
 
@@ -126,6 +135,7 @@ sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, co
 typedef struct rows_job {
     const sl__mv_type *t;
     sl__mv_range_fn range;
+    sl__gemm_row_fn gemm; /* dense rows of a batch: one weight unpack for all its tokens */
     const char *w, *xq;
     size_t wrb, arb;
     int64_t nb, n_batch, rows;
@@ -145,6 +155,10 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
         const int64_t r = j->idx ? j->idx[i] : i;
         const char *wr = j->w + (size_t)r * j->wrb;
         const int64_t out = j->idx && !j->scatter ? i : r;
+        if (j->gemm && !j->listed) {
+            j->gemm(j->t, wr, j->nb, j->xq, j->arb, j->n_batch, j->y + out, j->y_stride);
+            continue;
+        }
         for (int64_t b = 0; b < j->n_batch; b++) {
             const char *xb = j->xq + (size_t)b * j->arb;
             float lane[32] = {0}, s8[8];
@@ -182,6 +196,8 @@ static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_j
                           sl_error *err)
 {
     j->range = range_for(mv, j->t->type);
+    /* one token has nothing to share an unpacked block with: the range kernels run */
+    j->gemm = j->n_batch > 1 ? gemm_for(mv, j->t->type) : NULL;
     return sl_cpu_pool_parallel_for(pool, n, row_grain(pool, n), rows_chunk, j, err);
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matvec_impl.h"
 
 #if defined(__x86_64__)
@@ -22,10 +23,16 @@
 #define SL_MV_SUFFIX(name) name##_avx2
 #define SL_MV_AVX512 0
 #include "kernels/cpu/matvec_x86_tmpl.h"
+#include "kernels/cpu/gemm_x86_tmpl.h"
 
 #pragma clang attribute pop
 #else
 sl__mv_range_fn sl__mv_range_avx2(uint32_t type)
+{
+    (void)type;
+    return NULL;
+}
+sl__gemm_row_fn sl__gemm_row_avx2(uint32_t type)
 {
     (void)type;
     return NULL;

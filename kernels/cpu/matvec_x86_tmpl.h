@@ -276,8 +276,7 @@ static void SL_MV_SUFFIX(range_q5_1)(const sl__mv_type *t, const void *w, const 
 /* Q4_K/Q5_K: the 8 six-bit sub-block scales into sc (ggml's 12-byte unpack: bytes 0..7 of u
  * are the scales, 8..15 the mins) and summ = sum_j m_j * (bsums[2j] + bsums[2j+1]) from the
  * Q8_K block at xp; pair sums <= 2 * 16 * 127 fit int16. Integer sums are exact in any order. */
-static inline int32_t SL_MV_SUFFIX(k4_scales)(const uint8_t *scales, const char *xp,
-                                              uint8_t sc[8])
+static inline __m128i SL_MV_SUFFIX(k4_unpack)(const uint8_t *scales, uint8_t sc[8])
 {
     uint32_t u[4];
     memcpy(u, scales, 12);
@@ -287,14 +286,25 @@ static inline int32_t SL_MV_SUFFIX(k4_scales)(const uint8_t *scales, const char 
     u[2] = aux;
     u[0] &= 0x3f3f3f3fu;
     memcpy(sc, u, 8);
+    return _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2])); /* the 8 mins */
+}
+
+/* summ from the 8 mins (int16, k4_unpack) and the Q8_K block at xp. */
+static inline int32_t SL_MV_SUFFIX(k4_summ)(__m128i mins, const char *xp)
+{
     const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
     const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
                                          _mm256_extracti128_si256(bs, 1));
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
     __m128i pm = _mm_madd_epi16(mins, pairs);
     pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0x4e));
     pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0xb1));
     return _mm_cvtsi128_si32(pm);
+}
+
+static inline int32_t SL_MV_SUFFIX(k4_scales)(const uint8_t *scales, const char *xp,
+                                              uint8_t sc[8])
+{
+    return SL_MV_SUFFIX(k4_summ)(SL_MV_SUFFIX(k4_unpack)(scales, sc), xp);
 }
 
 static void SL_MV_SUFFIX(range_q4_K)(const sl__mv_type *t, const void *w, const void *xq,

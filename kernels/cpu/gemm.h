@@ -1,0 +1,31 @@
+/* kernels/cpu/gemm.h: module-private interface of the batch (prefill) kernels of
+ * kernels/cpu/matvec: one weight row against many tokens' quantized activations.
+ *
+ * Contract: a row kernel writes y[b * y_stride] = dot(W row, X[b]) for b < n_tok with the same
+ * bits as the reference (kernels/ref/matvec.h's order: exact integer block sums, float block
+ * terms added to lane b % 8, then the 8-lane reduction). It unpacks each weight block once per
+ * group of up to SL__GEMM_TOK tokens (into a stack buffer, a chunk of the row at a time) and
+ * dots the unpacked block with every token of the group, so the unpacking cost is shared
+ * while every (row, token) float accumulation keeps the reference's order. Kernels check
+ * nothing (matvec.c validated the call). Compiled per ISA from gemm_x86_tmpl.h, included by
+ * matvec_avx2.c / matvec_avx512.c after matvec_x86_tmpl.h, whose helpers it reuses. */
+#ifndef SL_KERNELS_CPU_GEMM_H
+#define SL_KERNELS_CPU_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/ref/matvec_impl.h"
+
+/* Tokens whose lanes a row kernel keeps at once (8 floats each, on the stack). */
+enum { SL__GEMM_TOK = 64 };
+
+/* w: one weight row of nb blocks; xq: n_tok activation rows arb bytes apart. */
+typedef void (*sl__gemm_row_fn)(const sl__mv_type *t, const void *w, int64_t nb, const void *xq,
+                                size_t arb, int64_t n_tok, float *y, int64_t y_stride);
+
+/* NULL when the ISA has no batch kernel for the type (the range kernels then run). */
+sl__gemm_row_fn sl__gemm_row_avx2(uint32_t type);
+sl__gemm_row_fn sl__gemm_row_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
+
+#endif
