@@ -3,13 +3,76 @@
  * SL_MV_SUFFIX, same target region; its helpers are reused here).
  *
  * Why it is faster than a range kernel per token: the range kernels unpack every weight block
- * (nibbles, high bits, |w| for the sign trick, scale conversions) once per token; here a chunk
- * of the row is unpacked once into a stack buffer and then dotted with each token of a group.
+ * (nibbles, high bits, |w| for the sign trick, scale conversions) once per token and finish
+ * odd blocks (a 640-wide row has 20 blocks: 4 past the last 8-block group; a 1024-wide K-quant
+ * row has 4 super-blocks) with scalar float work. Here a chunk of the row is unpacked once into
+ * a stack buffer, and each block is dotted with 8 tokens at a time: the 8 integer sums become
+ * one vector (one per token), so every block's float term is computed for 8 tokens in one go.
  * Why it gives the reference's bits: the unpacked values are the same integers and floats the
- * range kernels compute, integer sums are exact in any order, and each token's float work is
- * the range kernels' (8-block groups: one vector of 8 block terms added to the 8 lanes; other
- * blocks: lane[b % 8] += term, in block order). Chunks start at multiples of 8 blocks, so the
- * 8-block groups line up with the lanes. */
+ * range kernels compute, integer sums are exact in any order, and the float ops per (row,
+ * token) are the reference's, lane for lane: the lanes are kept transposed (lt[l] holds lane l
+ * of 8 tokens), block b's terms are added to lt[b % 8] in block order, and the final reduction
+ * is sl__mv_reduce8's, element-wise over the 8 tokens. A group short of 8 tokens repeats its
+ * last token in the spare slots and drops their results. */
+
+/* The activation rows of 8 tokens (spare slots repeat the last real one). */
+typedef struct g_tok8 {
+    const char *x[8];
+} g_tok8;
+
+static g_tok8 SL_MV_SUFFIX(g_tokens)(const void *xq, size_t arb, int64_t t0, int64_t n_tok)
+{
+    g_tok8 g;
+    for (int64_t k = 0; k < 8; k++)
+        g.x[k] = (const char *)xq + (size_t)(t0 + k < n_tok ? t0 + k : n_tok - 1) * arb;
+    return g;
+}
+
+/* The 8 tokens' half (or float) scales at byte offset off of their rows. */
+static inline __m256 SL_MV_SUFFIX(g_halves8)(const g_tok8 *g, int64_t off)
+{
+    uint16_t h[8];
+    for (int k = 0; k < 8; k++) memcpy(&h[k], g->x[k] + off, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+static inline __m256 SL_MV_SUFFIX(g_floats8)(const g_tok8 *g, int64_t off)
+{
+    float f[8];
+    for (int k = 0; k < 8; k++) memcpy(&f[k], g->x[k] + off, 4);
+    return _mm256_loadu_ps(f);
+}
+
+/* y of the group's real tokens from the transposed lanes (sl__mv_reduce8, element-wise). */
+static void SL_MV_SUFFIX(g_store8)(const __m256 lt[8], int64_t t0, int64_t n_tok, float *y,
+                                   int64_t y_stride)
+{
+    const __m256 u0 = _mm256_add_ps(lt[0], lt[4]), u1 = _mm256_add_ps(lt[1], lt[5]);
+    const __m256 u2 = _mm256_add_ps(lt[2], lt[6]), u3 = _mm256_add_ps(lt[3], lt[7]);
+    float r[8];
+    _mm256_storeu_ps(r, _mm256_add_ps(_mm256_add_ps(u0, u2), _mm256_add_ps(u1, u3)));
+    for (int64_t k = 0; k < 8 && t0 + k < n_tok; k++) y[(t0 + k) * y_stride] = r[k];
+}
+
+/* Runs a row: for each chunk of blocks, UNPACK(c0, c1) then DOT(group, c0, c1, lanes) for
+ * every group of 8 tokens (at most SL__GEMM_TOK tokens' lanes live at once). */
+#define SL_GEMM_ROW(CH, UNPACK, DOT)                                                          \
+    __m256 lt[SL__GEMM_TOK / 8][8];                                                         \
+    for (int64_t t0 = 0; t0 < n_tok; t0 += SL__GEMM_TOK) {                                  \
+        const int64_t ng = ((n_tok - t0 < SL__GEMM_TOK ? n_tok - t0 : SL__GEMM_TOK) + 7) / 8;  \
+        for (int64_t gi = 0; gi < ng; gi++)                                                 \
+            for (int l = 0; l < 8; l++) lt[gi][l] = _mm256_setzero_ps();                    \
+        for (int64_t c0 = 0; c0 < nb; c0 += (CH)) {                                         \
+            const int64_t c1 = nb - c0 < (CH) ? nb : c0 + (CH);                             \
+            UNPACK;                                                                         \
+            for (int64_t gi = 0; gi < ng; gi++) {                                           \
+                const g_tok8 g = SL_MV_SUFFIX(g_tokens)(xq, arb, t0 + 8 * gi, n_tok);       \
+                DOT;                                                                        \
+            }                                                                               \
+        }                                                                                   \
+        for (int64_t gi = 0; gi < ng; gi++)                                                 \
+            SL_MV_SUFFIX(g_store8)(lt[gi], t0 + 8 * gi, n_tok, y, y_stride);                \
+    }
 
 /* ---- 32-element blocks with Q8_0 activations: Q8_0, Q4_0, Q5_0, MXFP4 -------------------- */
 
@@ -69,36 +132,24 @@ static void SL_MV_SUFFIX(g32_unpack)(uint32_t type, const char *w, int64_t b0, i
     }
 }
 
-static inline __m256i SL_MV_SUFFIX(g32_block)(const g32_buf *u, int64_t i, const char *xblk)
+/* Blocks [b0, b1) of 8 tokens. The block term is (float)isum * (dw * dx) (MXFP4's reference
+ * writes dx * dw: the same float). */
+static void SL_MV_SUFFIX(g32_dot8)(const g32_buf *u, const g_tok8 *g, int64_t b0, int64_t b1,
+                                   __m256 lt[8])
 {
-    const __m256i xv = _mm256_loadu_si256((const __m256i *)(xblk + 2));
-    const __m256i sw = _mm256_load_si256((const __m256i *)(u->sw + 32 * i));
-    const __m256i aw = _mm256_load_si256((const __m256i *)(u->aw + 32 * i));
-    return SL_MV_SUFFIX(u8s8_dot)(aw, _mm256_sign_epi8(xv, sw));
-}
-
-/* Blocks [b0, b1) of one token (activation row x) into its lanes; b0 % 8 == 0. The block
- * term is (float)isum * (dw * dx) (MXFP4's reference writes dx * dw: the same float). */
-static void SL_MV_SUFFIX(g32_dot)(const g32_buf *u, const char *x, int64_t b0, int64_t b1,
-                                  float lane[8])
-{
-    int64_t b = b0;
-    __m256 acc = _mm256_loadu_ps(lane);
-    for (; b + 8 <= b1; b += 8) {
+    for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
-        const char *xp = x + b * 34;
+        const __m256i sw = _mm256_load_si256((const __m256i *)(u->sw + 32 * i));
+        const __m256i aw = _mm256_load_si256((const __m256i *)(u->aw + 32 * i));
         __m256i v[8];
-        for (int k = 0; k < 8; k++) v[k] = SL_MV_SUFFIX(g32_block)(u, i + k, xp + k * 34);
-        const __m256 dd = _mm256_mul_ps(_mm256_load_ps(u->dw + i),
-                                        SL_MV_SUFFIX(load_halves)(xp, 34));
-        acc = _mm256_add_ps(acc,
-                            _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v)), dd));
-    }
-    _mm256_storeu_ps(lane, acc);
-    for (; b < b1; b++) {
-        const char *xp = x + b * 34;
-        const int32_t isum = SL_MV_SUFFIX(hsum_i32)(SL_MV_SUFFIX(g32_block)(u, b - b0, xp));
-        lane[b % 8] += sl__mv_term_d(isum, u->dw[b - b0] * SL_MV_SUFFIX(g_half)(xp));
+        for (int k = 0; k < 8; k++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(g->x[k] + b * 34 + 2));
+            v[k] = SL_MV_SUFFIX(u8s8_dot)(aw, _mm256_sign_epi8(xv, sw));
+        }
+        const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(u->dw[i]),
+                                        SL_MV_SUFFIX(g_halves8)(g, b * 34));
+        const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v)), dd);
+        lt[b % 8] = _mm256_add_ps(lt[b % 8], t);
     }
 }
 
@@ -107,19 +158,8 @@ static void SL_MV_SUFFIX(gemm_row_q32)(const sl__mv_type *t, const void *w, int6
                                        int64_t y_stride)
 {
     g32_buf u;
-    float lane[SL__GEMM_TOK][8];
-    for (int64_t t0 = 0; t0 < n_tok; t0 += SL__GEMM_TOK) {
-        const int64_t nt = n_tok - t0 < SL__GEMM_TOK ? n_tok - t0 : SL__GEMM_TOK;
-        memset(lane, 0, sizeof lane);
-        for (int64_t c0 = 0; c0 < nb; c0 += G32_CH) {
-            const int64_t c1 = nb - c0 < G32_CH ? nb : c0 + G32_CH;
-            SL_MV_SUFFIX(g32_unpack)(t->type, w, c0, c1, &u);
-            for (int64_t k = 0; k < nt; k++)
-                SL_MV_SUFFIX(g32_dot)(&u, (const char *)xq + (size_t)(t0 + k) * arb, c0, c1,
-                                      lane[k]);
-        }
-        for (int64_t k = 0; k < nt; k++) y[(t0 + k) * y_stride] = sl__mv_reduce8(lane[k]);
-    }
+    SL_GEMM_ROW(G32_CH, SL_MV_SUFFIX(g32_unpack)(t->type, w, c0, c1, &u),
+                SL_MV_SUFFIX(g32_dot8)(&u, &g, c0, c1, lt[gi]))
 }
 
 /* ---- K-quants with Q8_K activations ----------------------------------------------------- */
@@ -131,7 +171,7 @@ enum { GK_CH = 32 }; /* super-blocks per unpacked chunk (8192 elements) */
 typedef struct gk_buf {
     _Alignas(32) uint8_t q[GK_CH][SL_QK_K];
     __m256i sc[GK_CH][8];
-    __m128i mins[GK_CH];   /* Q4_K/Q5_K: the 8 mins as int16 */
+    __m256i mins[GK_CH];   /* Q4_K/Q5_K: min j as int16 pairs (j, j), beside bsums 2j, 2j+1 */
     __m256i sc16[GK_CH];   /* Q6_K: the 16 scales as int16 (for the bsums correction) */
     float d[GK_CH], dmin[GK_CH];
 } gk_buf;
@@ -146,7 +186,8 @@ static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0
         const uint8_t *p = (const uint8_t *)w + b * (q5 ? 176 : 144);
         const uint8_t *qs = p + (q5 ? 48 : 16); /* after d, dmin, scales[12] (and qh[32]) */
         uint8_t sc[8];
-        u->mins[i] = SL_MV_SUFFIX(k4_unpack)(p + 4, sc);
+        const __m256i m32 = _mm256_cvtepu16_epi32(SL_MV_SUFFIX(k4_unpack)(p + 4, sc));
+        u->mins[i] = _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
         __m256i h = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
         for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
             /* Q5_K high bits as range_q5_K: round j holds qh >> 2j */
@@ -198,34 +239,42 @@ static void SL_MV_SUFFIX(gk_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk
     }
 }
 
-/* One token's super-blocks [b0, b1). Q4_K/Q5_K: isum = sum_j sc_j sum q x, the reference's
- * term_k with summ; Q6_K: sum_s sc_s sum (q - 32) x = sum_s sc_s sum q x - 32 sum_s sc_s
- * bsums_s (exact integers; bsums are the Q8_K block's sums of 16), then term_d. */
-static void SL_MV_SUFFIX(gk_dot)(const gk_buf *u, bool q6, const char *x, int64_t b0,
-                                 int64_t b1, float lane[8])
+/* Super-blocks [b0, b1) of 8 tokens. Q4_K/Q5_K: isum = sum_j sc_j sum q x and summ = sum_j
+ * m_j (bsums 2j + 2j+1), then the reference's term_k; Q6_K: sum_s sc_s sum (q - 32) x =
+ * sum_s sc_s sum q x - 32 sum_s sc_s bsums_s (exact integers; bsums are the Q8_K block's sums
+ * of 16), then term_d. */
+static void SL_MV_SUFFIX(gk_dot8)(const gk_buf *u, bool q6, const g_tok8 *g, int64_t b0,
+                                  int64_t b1, __m256 lt[8])
 {
     for (int64_t b = b0; b < b1; b++) {
-        const int64_t i = b - b0;
-        const char *xp = x + b * (int64_t)sizeof(sl_block_q8_K);
-        __m256i acc = _mm256_setzero_si256();
-        for (int g = 0; g < 8; g++) {
-            const __m256i q = _mm256_load_si256((const __m256i *)(u->q[i] + 32 * g));
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * g));
-            acc = _mm256_add_epi32(acc,
-                                   _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), u->sc[i][g]));
-        }
-        float dx;
-        memcpy(&dx, xp, sizeof dx);
-        if (q6) {
+        const int64_t i = b - b0, off = b * (int64_t)sizeof(sl_block_q8_K);
+        __m256i va[8], vm[8];
+        for (int k = 0; k < 8; k++) {
+            const char *xp = g->x[k] + off;
+            __m256i acc = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                const __m256i q = _mm256_load_si256((const __m256i *)(u->q[i] + 32 * j));
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * j));
+                acc = _mm256_add_epi32(
+                    acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), u->sc[i][j]));
+            }
             const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
-            const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(bs, u->sc16[i]), 5);
-            const int32_t isum = SL_MV_SUFFIX(hsum_i32)(_mm256_sub_epi32(acc, corr));
-            lane[b % 8] += sl__mv_term_d(isum, u->d[i] * dx);
-        } else {
-            const int32_t summ = SL_MV_SUFFIX(k4_summ)(u->mins[i], xp);
-            lane[b % 8] += sl__mv_term_k(SL_MV_SUFFIX(hsum_i32)(acc), u->d[i] * dx, summ,
-                                         u->dmin[i] * dx);
+            if (q6) {
+                va[k] = _mm256_sub_epi32(acc,
+                                         _mm256_slli_epi32(_mm256_madd_epi16(bs, u->sc16[i]), 5));
+            } else {
+                va[k] = acc;
+                vm[k] = _mm256_madd_epi16(bs, u->mins[i]);
+            }
         }
+        const __m256 dx = SL_MV_SUFFIX(g_floats8)(g, off);
+        const __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(va)),
+                                       _mm256_mul_ps(_mm256_set1_ps(u->d[i]), dx));
+        __m256 t = a;
+        if (!q6)
+            t = _mm256_sub_ps(a, _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(vm)),
+                                               _mm256_mul_ps(_mm256_set1_ps(u->dmin[i]), dx)));
+        lt[b % 8] = _mm256_add_ps(lt[b % 8], t);
     }
 }
 
@@ -234,21 +283,11 @@ static void SL_MV_SUFFIX(gemm_row_k)(const sl__mv_type *t, const void *w, int64_
                                      int64_t y_stride)
 {
     gk_buf u;
-    float lane[SL__GEMM_TOK][8];
     const bool q6 = t->type == SL_GGML_Q6_K;
-    for (int64_t t0 = 0; t0 < n_tok; t0 += SL__GEMM_TOK) {
-        const int64_t nt = n_tok - t0 < SL__GEMM_TOK ? n_tok - t0 : SL__GEMM_TOK;
-        memset(lane, 0, sizeof lane);
-        for (int64_t c0 = 0; c0 < nb; c0 += GK_CH) {
-            const int64_t c1 = nb - c0 < GK_CH ? nb : c0 + GK_CH;
-            if (q6) SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &u);
-            else SL_MV_SUFFIX(gk_unpack_q45)(t->type, w, c0, c1, &u);
-            for (int64_t k = 0; k < nt; k++)
-                SL_MV_SUFFIX(gk_dot)(&u, q6, (const char *)xq + (size_t)(t0 + k) * arb, c0, c1,
-                                     lane[k]);
-        }
-        for (int64_t k = 0; k < nt; k++) y[(t0 + k) * y_stride] = sl__mv_reduce8(lane[k]);
-    }
+    SL_GEMM_ROW(GK_CH,
+                if (q6) SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &u);
+                else SL_MV_SUFFIX(gk_unpack_q45)(t->type, w, c0, c1, &u),
+                SL_MV_SUFFIX(gk_dot8)(&u, q6, &g, c0, c1, lt[gi]))
 }
 
 sl__gemm_row_fn SL_MV_SUFFIX(sl__gemm_row)(uint32_t type)
