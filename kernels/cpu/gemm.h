@@ -1,7 +1,7 @@
 /* kernels/cpu/gemm.h: module-private interface of the batch (prefill) kernels of
  * kernels/cpu/matvec: one weight row against many tokens' quantized activations.
  *
- * Contract: a row kernel writes y[b * y_stride] = dot(W row, X[b]) for b < n_tok with the same
+ * Contract: a kernel writes y[b * y_stride + out] = dot(W row, X[b]) for b < n_tok with the same
  * bits as the reference (kernels/ref/matvec.h's order: exact integer block sums, float block
  * terms added to lane b % 8, then the 8-lane reduction). It unpacks each weight block once per
  * group of up to SL__GEMM_TOK tokens (into a stack buffer, a chunk of the row at a time) and
@@ -12,6 +12,7 @@
 #ifndef SL_KERNELS_CPU_GEMM_H
 #define SL_KERNELS_CPU_GEMM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,12 +21,23 @@
 /* Tokens whose lanes a row kernel keeps at once (8 floats each, on the stack). */
 enum { SL__GEMM_TOK = 64 };
 
-/* w: one weight row of nb blocks; xq: n_tok activation rows arb bytes apart. */
-typedef void (*sl__gemm_row_fn)(const sl__mv_type *t, const void *w, int64_t nb, const void *xq,
-                                size_t arb, int64_t n_tok, float *y, int64_t y_stride);
+/* Rows [i0, i1) of a call: row r = idx ? idx[i] : i of W (rows wrb bytes apart, nb blocks)
+ * against n_tok activation rows (arb bytes apart); the result of row r, token b goes to
+ * y[b * y_stride + out] with out = i for a compact gathered call (idx and !scatter), else r. */
+typedef struct sl__gemm_rows {
+    const char *w, *xq;
+    size_t wrb, arb;
+    int64_t nb, n_tok, y_stride;
+    const int32_t *idx;
+    bool scatter;
+    float *y;
+} sl__gemm_rows;
+
+typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
+                            int64_t i1);
 
 /* NULL when the ISA has no batch kernel for the type (the range kernels then run). */
-sl__gemm_row_fn sl__gemm_row_avx2(uint32_t type);
-sl__gemm_row_fn sl__gemm_row_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
+sl__gemm_fn sl__gemm_avx2(uint32_t type);
+sl__gemm_fn sl__gemm_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
 
 #endif

@@ -76,7 +76,7 @@ static void SL_MV_SUFFIX(g_store8)(const __m256 lt[8], int64_t t0, int64_t n_tok
 
 /* ---- 32-element blocks with Q8_0 activations: Q8_0, Q4_0, Q5_0, MXFP4 -------------------- */
 
-enum { G32_CH = 256 }; /* blocks per unpacked chunk (a multiple of 8; 17 KiB of stack) */
+enum { G32_CH = 32 }; /* blocks per unpacked chunk and activation panel (a multiple of 8) */
 
 typedef struct g32_buf {
     _Alignas(32) int8_t sw[G32_CH * 32]; /* signed weights, element order */
@@ -132,34 +132,163 @@ static void SL_MV_SUFFIX(g32_unpack)(uint32_t type, const char *w, int64_t b0, i
     }
 }
 
-/* Blocks [b0, b1) of 8 tokens. The block term is (float)isum * (dw * dx) (MXFP4's reference
- * writes dx * dw: the same float). */
-static void SL_MV_SUFFIX(g32_dot8)(const g32_buf *u, const g_tok8 *g, int64_t b0, int64_t b1,
-                                   __m256 lt[8])
+/* 8 tokens' Q8_0 blocks [b0, b0 + G32_CH), transposed so that one vector holds the same 4
+ * elements of the 8 tokens: q[i][g] = token k's bytes 4g..4g+3 of block b0 + i at bytes 4k..
+ * 4k+3. A broadcast 4-byte weight group then meets all 8 tokens in one vpmaddubsw, and a
+ * block's 8 integer sums come out as one vector (no horizontal sums). */
+typedef struct g32_panel {
+    _Alignas(32) int8_t q[G32_CH][8][32];
+    _Alignas(32) float d[G32_CH][8]; /* the tokens' block scales */
+} g32_panel;
+
+static void SL_MV_SUFFIX(g32_panel_build)(const g_tok8 *g, int64_t b0, int64_t b1, g32_panel *p)
 {
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
-        const __m256i sw = _mm256_load_si256((const __m256i *)(u->sw + 32 * i));
-        const __m256i aw = _mm256_load_si256((const __m256i *)(u->aw + 32 * i));
-        __m256i v[8];
+        __m256i r[8], t[8], u[8];
         for (int k = 0; k < 8; k++) {
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(g->x[k] + b * 34 + 2));
-            v[k] = SL_MV_SUFFIX(u8s8_dot)(aw, _mm256_sign_epi8(xv, sw));
+            r[k] = _mm256_loadu_si256((const __m256i *)(g->x[k] + b * 34 + 2));
+            p->d[i][k] = SL_MV_SUFFIX(g_half)(g->x[k] + b * 34);
         }
-        const __m256 dd = _mm256_mul_ps(_mm256_set1_ps(u->dw[i]),
-                                        SL_MV_SUFFIX(g_halves8)(g, b * 34));
-        const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v)), dd);
-        lt[b % 8] = _mm256_add_ps(lt[b % 8], t);
+        /* 8x8 transpose of 32-bit groups */
+        for (int k = 0; k < 8; k += 2) {
+            t[k] = _mm256_unpacklo_epi32(r[k], r[k + 1]);
+            t[k + 1] = _mm256_unpackhi_epi32(r[k], r[k + 1]);
+        }
+        for (int k = 0; k < 8; k += 4) {
+            u[k] = _mm256_unpacklo_epi64(t[k], t[k + 2]);
+            u[k + 1] = _mm256_unpackhi_epi64(t[k], t[k + 2]);
+            u[k + 2] = _mm256_unpacklo_epi64(t[k + 1], t[k + 3]);
+            u[k + 3] = _mm256_unpackhi_epi64(t[k + 1], t[k + 3]);
+        }
+        for (int k = 0; k < 4; k++) {
+            _mm256_store_si256((__m256i *)p->q[i][k], _mm256_permute2x128_si256(u[k], u[k + 4], 0x20));
+            _mm256_store_si256((__m256i *)p->q[i][k + 4],
+                               _mm256_permute2x128_si256(u[k], u[k + 4], 0x31));
+        }
     }
 }
 
-static void SL_MV_SUFFIX(gemm_row_q32)(const sl__mv_type *t, const void *w, int64_t nb,
-                                       const void *xq, size_t arb, int64_t n_tok, float *y,
-                                       int64_t y_stride)
+/* Adds |w| . (x signed by w) of one broadcast group to the 8 tokens' sums s. wide (Q8_0
+ * weights, |w| <= 128): pair sums reach 2 * 128 * 127, so each group widens to int32 at once;
+ * otherwise (|w| <= 16) the int16 pair sums of a block's 8 groups stay below 8 * 2 * 16 * 127
+ * < 2^15 and widen once per block. */
+static inline __m256i SL_MV_SUFFIX(g32_group)(__m256i s, __m256i aw, __m256i sw, const int8_t *x,
+                                              bool wide)
 {
+    const __m256i xs = _mm256_sign_epi8(_mm256_load_si256((const __m256i *)x), sw);
+#if SL_MV_AVX512
+    (void)wide;
+    return _mm256_dpbusd_epi32(s, aw, xs);
+#else
+    const __m256i m = _mm256_maddubs_epi16(aw, xs);
+    return wide ? _mm256_add_epi32(s, _mm256_madd_epi16(m, _mm256_set1_epi16(1)))
+                : _mm256_add_epi16(s, m);
+#endif
+}
+
+static inline __m256i SL_MV_SUFFIX(g32_widen)(__m256i s, bool wide)
+{
+#if SL_MV_AVX512
+    (void)wide;
+    return s;
+#else
+    return wide ? s : _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+#endif
+}
+
+/* One unpacked row chunk [b0, b1) against NP (1 or 2, a constant after inlining) panels of 8
+ * tokens. The block term is (float)isum * (dw * dx) (MXFP4's reference writes dx * dw: the
+ * same float). */
+static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_dot_panels)(
+    const g32_buf *u, const g32_panel *p, const int NP, int64_t b0, int64_t b1, const bool wide,
+    __m256 lt[2][8])
+{
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#if defined(__clang__)
+#pragma clang loop unroll(full)
+#endif
+        for (int g = 0; g < 8; g++) {
+            int32_t a4, w4;
+            memcpy(&a4, u->aw + 32 * i + 4 * g, 4);
+            memcpy(&w4, u->sw + 32 * i + 4 * g, 4);
+            const __m256i aw = _mm256_set1_epi32(a4), sw = _mm256_set1_epi32(w4);
+            for (int q = 0; q < NP; q++)
+                s[q] = SL_MV_SUFFIX(g32_group)(s[q], aw, sw, p[q].q[i][g], wide);
+        }
+        const __m256 dw = _mm256_set1_ps(u->dw[i]);
+        for (int q = 0; q < NP; q++) {
+            const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(g32_widen)(s[q], wide)),
+                                           _mm256_mul_ps(dw, _mm256_load_ps(p[q].d[i])));
+            lt[q][b % 8] = _mm256_add_ps(lt[q][b % 8], t);
+        }
+    }
+}
+
+/* The four specialisations (panels x widening) the row loop picks from. */
+static void SL_MV_SUFFIX(g32_dot_1n)(const g32_buf *u, const g32_panel *p, int64_t b0,
+                                     int64_t b1, __m256 lt[2][8])
+{
+    SL_MV_SUFFIX(g32_dot_panels)(u, p, 1, b0, b1, false, lt);
+}
+static void SL_MV_SUFFIX(g32_dot_2n)(const g32_buf *u, const g32_panel *p, int64_t b0,
+                                     int64_t b1, __m256 lt[2][8])
+{
+    SL_MV_SUFFIX(g32_dot_panels)(u, p, 2, b0, b1, false, lt);
+}
+static void SL_MV_SUFFIX(g32_dot_1w)(const g32_buf *u, const g32_panel *p, int64_t b0,
+                                     int64_t b1, __m256 lt[2][8])
+{
+    SL_MV_SUFFIX(g32_dot_panels)(u, p, 1, b0, b1, true, lt);
+}
+static void SL_MV_SUFFIX(g32_dot_2w)(const g32_buf *u, const g32_panel *p, int64_t b0,
+                                     int64_t b1, __m256 lt[2][8])
+{
+    SL_MV_SUFFIX(g32_dot_panels)(u, p, 2, b0, b1, true, lt);
+}
+
+enum { G32_ROWS = 32 }; /* rows whose lanes live at once beside one pair of panels */
+
+/* Rows in groups of G32_ROWS, tokens in groups of 16 (two panels): each panel pair is built
+ * once per row group and chunk, each row chunk unpacked once per 16 tokens. */
+static void SL_MV_SUFFIX(gemm_q32)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
+                                   int64_t i1)
+{
+    const bool wide = t->type == SL_GGML_Q8_0;
     g32_buf u;
-    SL_GEMM_ROW(G32_CH, SL_MV_SUFFIX(g32_unpack)(t->type, w, c0, c1, &u),
-                SL_MV_SUFFIX(g32_dot8)(&u, &g, c0, c1, lt[gi]))
+    g32_panel p[2];
+    __m256 lt[G32_ROWS][2][8];
+    for (int64_t r0 = i0; r0 < i1; r0 += G32_ROWS) {
+        const int64_t nr = i1 - r0 < G32_ROWS ? i1 - r0 : G32_ROWS;
+        for (int64_t t0 = 0; t0 < a->n_tok; t0 += 16) {
+            const int np = a->n_tok - t0 > 8 ? 2 : 1;
+            void (*dot)(const g32_buf *, const g32_panel *, int64_t, int64_t, __m256[2][8]) =
+                wide ? (np > 1 ? SL_MV_SUFFIX(g32_dot_2w) : SL_MV_SUFFIX(g32_dot_1w))
+                     : (np > 1 ? SL_MV_SUFFIX(g32_dot_2n) : SL_MV_SUFFIX(g32_dot_1n));
+            for (int64_t k = 0; k < nr; k++)
+                for (int l = 0; l < 8; l++) lt[k][0][l] = lt[k][1][l] = _mm256_setzero_ps();
+            for (int64_t c0 = 0; c0 < a->nb; c0 += G32_CH) {
+                const int64_t c1 = a->nb - c0 < G32_CH ? a->nb : c0 + G32_CH;
+                for (int q = 0; q < np; q++) {
+                    const g_tok8 g = SL_MV_SUFFIX(g_tokens)(a->xq, a->arb, t0 + 8 * q, a->n_tok);
+                    SL_MV_SUFFIX(g32_panel_build)(&g, c0, c1, &p[q]);
+                }
+                for (int64_t k = 0; k < nr; k++) {
+                    const int64_t r = a->idx ? a->idx[r0 + k] : r0 + k;
+                    SL_MV_SUFFIX(g32_unpack)(t->type, a->w + (size_t)r * a->wrb, c0, c1, &u);
+                    dot(&u, p, c0, c1, lt[k]);
+                }
+            }
+            for (int64_t k = 0; k < nr; k++) {
+                const int64_t i = r0 + k, r = a->idx ? a->idx[i] : i;
+                float *y = a->y + (a->idx && !a->scatter ? i : r);
+                for (int q = 0; q < np; q++)
+                    SL_MV_SUFFIX(g_store8)(lt[k][q], t0 + 8 * q, a->n_tok, y, a->y_stride);
+            }
+        }
+    }
 }
 
 /* ---- K-quants with Q8_K activations ----------------------------------------------------- */
@@ -290,16 +419,26 @@ static void SL_MV_SUFFIX(gemm_row_k)(const sl__mv_type *t, const void *w, int64_
                 SL_MV_SUFFIX(gk_dot8)(&u, q6, &g, c0, c1, lt[gi]))
 }
 
-sl__gemm_row_fn SL_MV_SUFFIX(sl__gemm_row)(uint32_t type)
+static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
+                                 int64_t i1)
+{
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = a->idx ? a->idx[i] : i;
+        SL_MV_SUFFIX(gemm_row_k)(t, a->w + (size_t)r * a->wrb, a->nb, a->xq, a->arb, a->n_tok,
+                                 a->y + (a->idx && !a->scatter ? i : r), a->y_stride);
+    }
+}
+
+sl__gemm_fn SL_MV_SUFFIX(sl__gemm)(uint32_t type)
 {
     switch (type) {
     case SL_GGML_Q8_0:
     case SL_GGML_Q4_0:
     case SL_GGML_Q5_0:
-    case SL_GGML_MXFP4: return SL_MV_SUFFIX(gemm_row_q32);
+    case SL_GGML_MXFP4: return SL_MV_SUFFIX(gemm_q32);
     case SL_GGML_Q4_K:
     case SL_GGML_Q5_K:
-    case SL_GGML_Q6_K: return SL_MV_SUFFIX(gemm_row_k);
+    case SL_GGML_Q6_K: return SL_MV_SUFFIX(gemm_k);
     default: return NULL;
     }
 }

@@ -67,10 +67,10 @@ static sl__mv_range_fn simd_range(const sl_cpu_matvec_ctx *mv, uint32_t type)
 }
 
 /* The batch row kernel (gemm.h) for a type on mv's ISA, NULL where there is none. */
-static sl__gemm_row_fn gemm_for(const sl_cpu_matvec_ctx *mv, uint32_t type)
+static sl__gemm_fn gemm_for(const sl_cpu_matvec_ctx *mv, uint32_t type)
 {
-    if (mv->isa == SL_CPU_ISA_AVX512 && mv->vnni) return sl__gemm_row_avx512(type);
-    if (mv->isa == SL_CPU_ISA_AVX512 || mv->isa == SL_CPU_ISA_AVX2) return sl__gemm_row_avx2(type);
+    if (mv->isa == SL_CPU_ISA_AVX512 && mv->vnni) return sl__gemm_avx512(type);
+    if (mv->isa == SL_CPU_ISA_AVX512 || mv->isa == SL_CPU_ISA_AVX2) return sl__gemm_avx2(type);
     return NULL;
 }
 
@@ -135,7 +135,7 @@ sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, co
 typedef struct rows_job {
     const sl__mv_type *t;
     sl__mv_range_fn range;
-    sl__gemm_row_fn gemm; /* dense rows of a batch: one weight unpack for all its tokens */
+    sl__gemm_fn gemm; /* rows of a batch (not column-listed): gemm.h */
     const char *w, *xq;
     size_t wrb, arb;
     int64_t nb, n_batch, rows;
@@ -151,14 +151,17 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
     (void)thread;
     const rows_job *j = ctx;
     const int64_t per = j->t->block == 1 ? 32 : 8;
+    if (j->gemm && !j->listed) {
+        const sl__gemm_rows a = {.w = j->w, .xq = j->xq, .wrb = j->wrb, .arb = j->arb,
+                                 .nb = j->nb, .n_tok = j->n_batch, .y_stride = j->y_stride,
+                                 .idx = j->idx, .scatter = j->scatter, .y = j->y};
+        j->gemm(j->t, &a, begin, end);
+        return;
+    }
     for (int64_t i = begin; i < end; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
         const char *wr = j->w + (size_t)r * j->wrb;
         const int64_t out = j->idx && !j->scatter ? i : r;
-        if (j->gemm && !j->listed) {
-            j->gemm(j->t, wr, j->nb, j->xq, j->arb, j->n_batch, j->y + out, j->y_stride);
-            continue;
-        }
         for (int64_t b = 0; b < j->n_batch; b++) {
             const char *xb = j->xq + (size_t)b * j->arb;
             float lane[32] = {0}, s8[8];

@@ -32,7 +32,7 @@ sl__mv_range_fn sl__mv_range_avx2(uint32_t type)
     (void)type;
     return NULL;
 }
-sl__gemm_row_fn sl__gemm_row_avx2(uint32_t type)
+sl__gemm_fn sl__gemm_avx2(uint32_t type)
 {
     (void)type;
     return NULL;
