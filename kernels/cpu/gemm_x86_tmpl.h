@@ -162,7 +162,8 @@ static void SL_MV_SUFFIX(g32_panel_build)(const g_tok8 *g, int64_t b0, int64_t b
             u[k + 3] = _mm256_unpackhi_epi64(t[k + 1], t[k + 3]);
         }
         for (int k = 0; k < 4; k++) {
-            _mm256_store_si256((__m256i *)p->q[i][k], _mm256_permute2x128_si256(u[k], u[k + 4], 0x20));
+            _mm256_store_si256((__m256i *)p->q[i][k],
+                               _mm256_permute2x128_si256(u[k], u[k + 4], 0x20));
             _mm256_store_si256((__m256i *)p->q[i][k + 4],
                                _mm256_permute2x128_si256(u[k], u[k + 4], 0x31));
         }
@@ -220,36 +221,27 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_dot_panels)(
         }
         const __m256 dw = _mm256_set1_ps(u->dw[i]);
         for (int q = 0; q < NP; q++) {
-            const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(g32_widen)(s[q], wide)),
-                                           _mm256_mul_ps(dw, _mm256_load_ps(p[q].d[i])));
+            const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(g32_widen)(s[q], wide));
+            const __m256 t = _mm256_mul_ps(isum, _mm256_mul_ps(dw, _mm256_load_ps(p[q].d[i])));
             lt[q][b % 8] = _mm256_add_ps(lt[q][b % 8], t);
         }
     }
 }
 
 /* The four specialisations (panels x widening) the row loop picks from. */
-static void SL_MV_SUFFIX(g32_dot_1n)(const g32_buf *u, const g32_panel *p, int64_t b0,
-                                     int64_t b1, __m256 lt[2][8])
-{
-    SL_MV_SUFFIX(g32_dot_panels)(u, p, 1, b0, b1, false, lt);
-}
-static void SL_MV_SUFFIX(g32_dot_2n)(const g32_buf *u, const g32_panel *p, int64_t b0,
-                                     int64_t b1, __m256 lt[2][8])
-{
-    SL_MV_SUFFIX(g32_dot_panels)(u, p, 2, b0, b1, false, lt);
-}
-static void SL_MV_SUFFIX(g32_dot_1w)(const g32_buf *u, const g32_panel *p, int64_t b0,
-                                     int64_t b1, __m256 lt[2][8])
-{
-    SL_MV_SUFFIX(g32_dot_panels)(u, p, 1, b0, b1, true, lt);
-}
-static void SL_MV_SUFFIX(g32_dot_2w)(const g32_buf *u, const g32_panel *p, int64_t b0,
-                                     int64_t b1, __m256 lt[2][8])
-{
-    SL_MV_SUFFIX(g32_dot_panels)(u, p, 2, b0, b1, true, lt);
-}
+#define SL_G32_DOT(NAME, NP, WIDE)                                                            \
+    static void SL_MV_SUFFIX(NAME)(const g32_buf *u, const g32_panel *p, int64_t b0,         \
+                                   int64_t b1, __m256 lt[2][8])                               \
+    {                                                                                         \
+        SL_MV_SUFFIX(g32_dot_panels)(u, p, NP, b0, b1, WIDE, lt);                             \
+    }
+SL_G32_DOT(g32_dot_1n, 1, false)
+SL_G32_DOT(g32_dot_2n, 2, false)
+SL_G32_DOT(g32_dot_1w, 1, true)
+SL_G32_DOT(g32_dot_2w, 2, true)
+#undef SL_G32_DOT
 
-enum { G32_ROWS = 32 }; /* rows whose lanes live at once beside one pair of panels */
+enum { G32_ROWS = 64 }; /* rows whose lanes live at once beside one pair of panels */
 
 /* Rows in groups of G32_ROWS, tokens in groups of 16 (two panels): each panel pair is built
  * once per row group and chunk, each row chunk unpacked once per 16 tokens. */
@@ -337,23 +329,12 @@ static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0
 
 static void SL_MV_SUFFIX(gk_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
         const sl_block_q6_K *wp = (const sl_block_q6_K *)(w + b * 210);
         for (int n = 0; n < 2; n++) {
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n));
-            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n + 32));
-            const __m256i h = _mm256_loadu_si256((const __m256i *)(wp->qh + 32 * n));
             __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                   _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                   _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                   _mm256_and_si256(h, m30));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+            SL_MV_SUFFIX(q6_half)(wp, n, q);
             for (int g = 0; g < 4; g++) {
                 const int s = 8 * n + 2 * g;
                 _mm256_store_si256((__m256i *)(u->q[i] + 128 * n + 32 * g), q[g]);
@@ -389,8 +370,8 @@ static void SL_MV_SUFFIX(gk_dot8)(const gk_buf *u, bool q6, const g_tok8 *g, int
             }
             const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
             if (q6) {
-                va[k] = _mm256_sub_epi32(acc,
-                                         _mm256_slli_epi32(_mm256_madd_epi16(bs, u->sc16[i]), 5));
+                const __m256i m = _mm256_madd_epi16(bs, u->sc16[i]);
+                va[k] = _mm256_sub_epi32(acc, _mm256_slli_epi32(m, 5));
             } else {
                 va[k] = acc;
                 vm[k] = _mm256_madd_epi16(bs, u->mins[i]);

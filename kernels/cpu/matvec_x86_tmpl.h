@@ -382,29 +382,36 @@ static void SL_MV_SUFFIX(range_q5_K)(const sl__mv_type *t, const void *w, const 
     }
 }
 
+/* Q6_K half n (elements 128n..128n+127) of a super-block: q[g] = its 32-element group g as
+ * unsigned q in [0, 63] (ggml's ql/qh interleave), element order. */
+static inline void SL_MV_SUFFIX(q6_half)(const sl_block_q6_K *wp, int n, __m256i q[4])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n));
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n + 32));
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(wp->qh + 32 * n));
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                           _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                           _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_and_si256(h, m30));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+}
+
 static void SL_MV_SUFFIX(range_q6_K)(const sl__mv_type *t, const void *w, const void *xq,
                                      int64_t b0, int64_t b1, float *lane)
 {
     (void)t;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     const __m256i k32 = _mm256_set1_epi8(32);
     for (int64_t b = b0; b < b1; b++) {
         const sl_block_q6_K *wp = (const sl_block_q6_K *)((const char *)w + b * 210);
         const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
         __m256i acc = _mm256_setzero_si256();
         for (int n = 0; n < 2; n++) {
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n));
-            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n + 32));
-            const __m256i h = _mm256_loadu_si256((const __m256i *)(wp->qh + 32 * n));
             __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                   _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                   _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                   _mm256_and_si256(h, m30));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+            SL_MV_SUFFIX(q6_half)(wp, n, q);
             for (int g = 0; g < 4; g++) {
                 const __m256i xv =
                     _mm256_loadu_si256((const __m256i *)(xp + 4 + 128 * n + 32 * g));

@@ -230,7 +230,8 @@ static void check_batch_shapes(const ctx_set *cs, uint32_t type)
         /* long rows with few tokens, short rows with many: the cost stays small */
         const bool long_row = i % 2 == 0;
         const int64_t rows = 1 + (int64_t)(rnd() % (long_row ? 2 : 9));
-        const int64_t nb = long_row ? chunk + 1 + (int64_t)(rnd() % 9) : 1 + (int64_t)(rnd() % 40);
+        const int64_t nb =
+            long_row ? chunk + 1 + (int64_t)(rnd() % 9) : 1 + (int64_t)(rnd() % 40);
         const int64_t batches[] = {9, 130, 65, 2 + (int64_t)(rnd() % 70)};
         const int64_t n_batch = batches[i], cols = nb * blk;
         bool quantized;
@@ -257,8 +258,9 @@ static void check_batch_shapes(const ctx_set *cs, uint32_t type)
                                                     cols, idx, 3, sc, xq, n_batch, yf, &e),
                               "%s", e.msg);
                     n_exact_checks++;
-                    CHECK_MSG(!memcmp(yf, yr, ny), "%s %s threads %d: gathered (scatter %d) rows "
-                              "%lld cols %lld batch %lld differs from the reference", tname(type),
+                    CHECK_MSG(!memcmp(yf, yr, ny),
+                              "%s %s threads %d: gathered (scatter %d) rows %lld cols %lld "
+                              "batch %lld differs from the reference", tname(type),
                               sl_cpu_matvec_name(&cs->mv[m]), sl_cpu_pool_threads(cs->pools[p]),
                               sc, (long long)rows, (long long)cols, (long long)n_batch);
                 }
