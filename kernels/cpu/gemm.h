@@ -1,14 +1,14 @@
 /* kernels/cpu/gemm.h: module-private interface of the batch (prefill) kernels of
- * kernels/cpu/matvec: one weight row against many tokens' quantized activations.
+ * kernels/cpu/matvec: a range of weight rows against many tokens' quantized activations.
  *
- * Contract: a kernel writes y[b * y_stride + out] = dot(W row, X[b]) for b < n_tok with the same
- * bits as the reference (kernels/ref/matvec.h's order: exact integer block sums, float block
- * terms added to lane b % 8, then the 8-lane reduction). It unpacks each weight block once per
- * group of up to SL__GEMM_TOK tokens (into a stack buffer, a chunk of the row at a time) and
- * dots the unpacked block with every token of the group, so the unpacking cost is shared
- * while every (row, token) float accumulation keeps the reference's order. Kernels check
- * nothing (matvec.c validated the call). Compiled per ISA from gemm_x86_tmpl.h, included by
- * matvec_avx2.c / matvec_avx512.c after matvec_x86_tmpl.h, whose helpers it reuses. */
+ * Contract: a kernel writes y[b * y_stride + out] = dot(W row, X[b]) for every row of its range
+ * and b < n_tok with the same bits as the reference (kernels/ref/matvec.h's order: exact
+ * integer block sums, float block terms added to lane b % 8, then the 8-lane reduction). It
+ * unpacks each weight block once per group of tokens (not once per token) and computes the
+ * float terms of 8 tokens in one vector, keeping every (row, token) accumulation in the
+ * reference's order. Kernels check nothing (matvec.c validated the call) and use only the
+ * stack (tens of KiB). Compiled per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c /
+ * matvec_avx512.c after matvec_x86_tmpl.h, whose helpers it reuses. */
 #ifndef SL_KERNELS_CPU_GEMM_H
 #define SL_KERNELS_CPU_GEMM_H
 
@@ -18,7 +18,7 @@
 
 #include "kernels/ref/matvec_impl.h"
 
-/* Tokens whose lanes a row kernel keeps at once (8 floats each, on the stack). */
+/* Tokens whose lanes the K-quant kernel keeps at once per row (8 floats each, on the stack). */
 enum { SL__GEMM_TOK = 64 };
 
 /* Rows [i0, i1) of a call: row r = idx ? idx[i] : i of W (rows wrb bytes apart, nb blocks)

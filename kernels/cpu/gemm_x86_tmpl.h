@@ -1,14 +1,21 @@
-/* kernels/cpu/gemm_x86_tmpl.h: the batch row kernels of kernels/cpu/gemm.h, written once and
+/* kernels/cpu/gemm_x86_tmpl.h: the batch kernels of kernels/cpu/gemm.h, written once and
  * compiled per ISA by matvec_avx2.c / matvec_avx512.c right after matvec_x86_tmpl.h (same
  * SL_MV_SUFFIX, same target region; its helpers are reused here).
  *
- * Why it is faster than a range kernel per token: the range kernels unpack every weight block
- * (nibbles, high bits, |w| for the sign trick, scale conversions) once per token and finish
- * odd blocks (a 640-wide row has 20 blocks: 4 past the last 8-block group; a 1024-wide K-quant
- * row has 4 super-blocks) with scalar float work. Here a chunk of the row is unpacked once into
- * a stack buffer, and each block is dotted with 8 tokens at a time: the 8 integer sums become
- * one vector (one per token), so every block's float term is computed for 8 tokens in one go.
- * Why it gives the reference's bits: the unpacked values are the same integers and floats the
+ * Why they are faster than a range kernel per token: the range kernels unpack every weight
+ * block (nibbles, high bits, |w| for the sign trick, scale conversions) once per token, reduce
+ * each block's integer sum horizontally, and finish odd blocks (a 640-wide row has 20 blocks,
+ * 4 past the last 8-block group; a 1024-wide K-quant row has 4 super-blocks) with scalar float
+ * work. Here:
+ * - 32-element block types (Q8_0, Q4_0, Q5_0, MXFP4): a panel GEMM. The activation blocks of 8
+ *   tokens are transposed once per 64 rows so one vector holds the same 4 elements of the 8
+ *   tokens; each row chunk is unpacked once per 16 tokens and each 4-byte weight group,
+ *   broadcast, meets 8 tokens in one vpmaddubsw: a block's 8 integer sums come out as one
+ *   vector, with no horizontal sums;
+ * - K-quants (Q4_K, Q5_K, Q6_K): per row, a chunk of super-blocks is unpacked once per 64
+ *   tokens and each super-block is dotted with 8 tokens; their 8 integer sums are gathered into
+ *   one vector (and Q4_K/Q5_K's mins, Q6_K's -32 go through the Q8_K block sums).
+ * Why they give the reference's bits: the unpacked values are the same integers and floats the
  * range kernels compute, integer sums are exact in any order, and the float ops per (row,
  * token) are the reference's, lane for lane: the lanes are kept transposed (lt[l] holds lane l
  * of 8 tokens), block b's terms are added to lt[b % 8] in block order, and the final reduction

@@ -1,8 +1,9 @@
 /* CPU matvec drivers: ISA resolution, argument checks (shared with the reference), activation
- * quantization, and the row / column-block splits over the pool. Per-row work is one call of
- * a range kernel (matvec_impl.h) per batch column on the reference lanes; the batch loop sits
- * inside the row loop, so each weight row is fetched from memory once and re-read from L1/L2
- * for the other batch columns (a 4096-wide Q4_K row is 2.3 KB).
+ * quantization, and the row / column-block splits over the pool. A single token's row is one
+ * call of a range kernel (matvec_impl.h) on the reference lanes; a batch (prefill, expert
+ * groups) of a type with a batch kernel (gemm.h) hands each chunk of rows to it, which
+ * unpacks each weight block once for many tokens; otherwise the batch loop sits inside the row
+ * loop with one range call per token.
  *
  * Split: dense and gathered calls split output rows into chunks of `grain` rows, handed out by
  * the pool; a row is always summed by one thread, which is why the thread count never changes
