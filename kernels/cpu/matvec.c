@@ -1,8 +1,9 @@
 /* CPU matvec drivers: ISA resolution, argument checks (shared with the reference), activation
- * quantization, and the row / column-block splits over the pool. Per-row work is one call of
- * a range kernel (matvec_impl.h) per batch column on the reference lanes; the batch loop sits
- * inside the row loop, so each weight row is fetched from memory once and re-read from L1/L2
- * for the other batch columns (a 4096-wide Q4_K row is 2.3 KB).
+ * quantization, and the row / column-block splits over the pool. A single token's row is one
+ * call of a range kernel (matvec_impl.h) on the reference lanes; a batch (prefill, expert
+ * groups) of a type with a batch kernel (gemm.h) hands each chunk of rows to it, which
+ * unpacks each weight block once for many tokens; otherwise the batch loop sits inside the row
+ * loop with one range call per token.
  *
  * Split: dense and gathered calls split output rows into chunks of `grain` rows, handed out by
  * the pool; a row is always summed by one thread, which is why the thread count never changes
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matvec_impl.h"
 #include "kernels/ref/matvec.h"
 
@@ -62,6 +64,14 @@ static sl__mv_range_fn simd_range(const sl_cpu_matvec_ctx *mv, uint32_t type)
     /* AVX-512 without VNNI runs the AVX2 kernels (same bits; see matvec_avx512.c). */
     if (mv->isa == SL_CPU_ISA_AVX512 && mv->vnni) return sl__mv_range_avx512(type);
     if (mv->isa == SL_CPU_ISA_AVX512 || mv->isa == SL_CPU_ISA_AVX2) return sl__mv_range_avx2(type);
+    return NULL;
+}
+
+/* The batch row kernel (gemm.h) for a type on mv's ISA, NULL where there is none. */
+static sl__gemm_fn gemm_for(const sl_cpu_matvec_ctx *mv, uint32_t type)
+{
+    if (mv->isa == SL_CPU_ISA_AVX512 && mv->vnni) return sl__gemm_avx512(type);
+    if (mv->isa == SL_CPU_ISA_AVX512 || mv->isa == SL_CPU_ISA_AVX2) return sl__gemm_avx2(type);
     return NULL;
 }
 
@@ -138,6 +148,7 @@ sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, co
 typedef struct rows_job {
     const sl__mv_type *t;
     sl__mv_range_fn range;
+    sl__gemm_fn gemm; /* rows of a batch (not column-listed): gemm.h */
     const char *w, *xq;
     size_t wrb, arb;
     int64_t nb, n_batch, rows;
@@ -153,6 +164,13 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
     (void)thread;
     const rows_job *j = ctx;
     const int64_t per = j->t->block == 1 ? 32 : 8;
+    if (j->gemm && !j->listed) {
+        const sl__gemm_rows a = {.w = j->w, .xq = j->xq, .wrb = j->wrb, .arb = j->arb,
+                                 .nb = j->nb, .n_tok = j->n_batch, .y_stride = j->y_stride,
+                                 .idx = j->idx, .scatter = j->scatter, .y = j->y};
+        j->gemm(j->t, &a, begin, end);
+        return;
+    }
     for (int64_t i = begin; i < end; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
         const char *wr = j->w + (size_t)r * j->wrb;
@@ -194,6 +212,8 @@ static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_j
                           sl_error *err)
 {
     j->range = range_for(mv, j->t->type);
+    /* one token has nothing to share an unpacked block with: the range kernels run */
+    j->gemm = j->n_batch > 1 ? gemm_for(mv, j->t->type) : NULL;
     return sl_cpu_pool_parallel_for(pool, n, row_grain(pool, n), rows_chunk, j, err);
 }
 

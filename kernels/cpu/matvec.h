@@ -14,6 +14,8 @@
  * [-127, 127], so vpmaddubsw never saturates: |w| <= 128 times |x| <= 127, twice, < 2^15), and
  * the float work follows the reference's lane order (8 block lanes / 32 element lanes, no FMA
  * in block terms, fmaf for float weights). Rows are split between threads, never a row's sum.
+ * Batches (n_batch > 1) of the 32-element block types and K-quants run a GEMM (gemm.h: weight
+ * blocks unpacked once for many tokens, 8 tokens' block terms per vector) under the same rule.
  *
  * Activations: the quantized activations need a workspace of sl_cpu_matvec_work_bytes() bytes
  * (caller-owned, any alignment; reuse it across calls: the kernels never allocate). The _q

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matvec_impl.h"
 
 #if defined(__x86_64__)
@@ -24,6 +25,7 @@
 #define SL_MV_SUFFIX(name) name##_avx512
 #define SL_MV_AVX512 1
 #include "kernels/cpu/matvec_x86_tmpl.h"
+#include "kernels/cpu/gemm_x86_tmpl.h"
 
 #pragma clang attribute pop
 #else
@@ -33,6 +35,11 @@ sl__mv_range_fn sl__mv_range_avx512(uint32_t type)
     return NULL;
 }
 sl__mv_rows_fn sl__mv_rows_avx512(uint32_t type)
+{
+    (void)type;
+    return NULL;
+}
+sl__gemm_fn sl__gemm_avx512(uint32_t type)
 {
     (void)type;
     return NULL;

@@ -261,8 +261,7 @@ SL_MV_RANGE32(q5_1, sizeof(sl_block_q5_1), sizeof(sl_block_q8_1), SL_MV_TERM_DM)
 /* Q4_K/Q5_K: the 8 six-bit sub-block scales into sc (ggml's 12-byte unpack: bytes 0..7 of u
  * are the scales, 8..15 the mins) and summ = sum_j m_j * (bsums[2j] + bsums[2j+1]) from the
  * Q8_K block at xp; pair sums <= 2 * 16 * 127 fit int16. Integer sums are exact in any order. */
-static inline int32_t SL_MV_SUFFIX(k4_scales)(const uint8_t *scales, const char *xp,
-                                              uint8_t sc[8])
+static inline __m128i SL_MV_SUFFIX(k4_unpack)(const uint8_t *scales, uint8_t sc[8])
 {
     uint32_t u[4];
     memcpy(u, scales, 12);
@@ -272,14 +271,25 @@ static inline int32_t SL_MV_SUFFIX(k4_scales)(const uint8_t *scales, const char 
     u[2] = aux;
     u[0] &= 0x3f3f3f3fu;
     memcpy(sc, u, 8);
+    return _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2])); /* the 8 mins */
+}
+
+/* summ from the 8 mins (int16, k4_unpack) and the Q8_K block at xp. */
+static inline int32_t SL_MV_SUFFIX(k4_summ)(__m128i mins, const char *xp)
+{
     const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
     const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
                                          _mm256_extracti128_si256(bs, 1));
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2]));
     __m128i pm = _mm_madd_epi16(mins, pairs);
     pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0x4e));
     pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0xb1));
     return _mm_cvtsi128_si32(pm);
+}
+
+static inline int32_t SL_MV_SUFFIX(k4_scales)(const uint8_t *scales, const char *xp,
+                                              uint8_t sc[8])
+{
+    return SL_MV_SUFFIX(k4_summ)(SL_MV_SUFFIX(k4_unpack)(scales, sc), xp);
 }
 
 static void SL_MV_SUFFIX(range_q4_K)(const sl__mv_type *t, const void *w, const void *xq,
@@ -357,29 +367,36 @@ static void SL_MV_SUFFIX(range_q5_K)(const sl__mv_type *t, const void *w, const 
     }
 }
 
+/* Q6_K half n (elements 128n..128n+127) of a super-block: q[g] = its 32-element group g as
+ * unsigned q in [0, 63] (ggml's ql/qh interleave), element order. */
+static inline void SL_MV_SUFFIX(q6_half)(const sl_block_q6_K *wp, int n, __m256i q[4])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n));
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n + 32));
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(wp->qh + 32 * n));
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                           _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                           _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_and_si256(h, m30));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+}
+
 static void SL_MV_SUFFIX(range_q6_K)(const sl__mv_type *t, const void *w, const void *xq,
                                      int64_t b0, int64_t b1, float *lane)
 {
     (void)t;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     const __m256i k32 = _mm256_set1_epi8(32);
     for (int64_t b = b0; b < b1; b++) {
         const sl_block_q6_K *wp = (const sl_block_q6_K *)((const char *)w + b * 210);
         const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
         __m256i acc = _mm256_setzero_si256();
         for (int n = 0; n < 2; n++) {
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n));
-            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(wp->ql + 64 * n + 32));
-            const __m256i h = _mm256_loadu_si256((const __m256i *)(wp->qh + 32 * n));
             __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                   _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                   _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                   _mm256_and_si256(h, m30));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+            SL_MV_SUFFIX(q6_half)(wp, n, q);
             for (int g = 0; g < 4; g++) {
                 const __m256i xv =
                     _mm256_loadu_si256((const __m256i *)(xp + 4 + 128 * n + 32 * g));

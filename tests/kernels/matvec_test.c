@@ -219,6 +219,60 @@ static void check_fast(const ctx_set *cs, uint32_t type, const void *w, int64_t 
     free(yf);
 }
 
+/* Batch shapes for the GEMM row kernels (kernels/cpu/gemm.h): random row lengths that cross
+ * their unpack chunks (256 32-element blocks, 32 super-blocks) with ragged ends, and batches
+ * past one 64-token lane set with ragged 8-token groups; dense and row-gathered. */
+static void check_batch_shapes(const ctx_set *cs, uint32_t type)
+{
+    const int64_t blk = sl_gguf_type_get(type)->block_size;
+    const int64_t chunk = blk == 256 ? 32 : blk == 32 ? 256 : 1024; /* in blocks */
+    for (int i = 0; i < 4; i++) {
+        /* long rows with few tokens, short rows with many: the cost stays small */
+        const bool long_row = i % 2 == 0;
+        const int64_t rows = 1 + (int64_t)(rnd() % (long_row ? 2 : 9));
+        const int64_t nb =
+            long_row ? chunk + 1 + (int64_t)(rnd() % 9) : 1 + (int64_t)(rnd() % 40);
+        const int64_t batches[] = {9, 130, 65, 2 + (int64_t)(rnd() % 70)};
+        const int64_t n_batch = batches[i], cols = nb * blk;
+        bool quantized;
+        void *w = make_weights(type, rows, cols, &quantized);
+        check_fast(cs, type, w, rows, cols, n_batch);
+        /* gathered rows, compact and scattered, against the reference */
+        float *x = make_x(cols * n_batch);
+        const int32_t idx[] = {(int32_t)(rows - 1), 0, (int32_t)(rows / 2)};
+        const size_t ny_max = (size_t)((rows > 3 ? rows : 3) * n_batch) * sizeof(float);
+        float *yr = malloc(ny_max), *yf = malloc(ny_max);
+        const size_t wb = sl_cpu_matvec_work_bytes(type, cols, n_batch);
+        void *xq = malloc(wb);
+        sl_error e;
+        for (int sc = 0; sc < 2; sc++) {
+            const size_t ny = (size_t)(sc ? rows * n_batch : 3 * n_batch) * sizeof *yr;
+            memset(yr, 0, ny);
+            CHECK(!sl_ref_matvec_rows(type, w, rows, cols, idx, 3, sc, x, n_batch, yr, &e));
+            for (int m = 0; m < cs->n_mv; m++)
+                for (int p = 0; p < 4 && cs->mv[m].isa != SL_CPU_ISA_SCALAR; p++) {
+                    memset(yf, 0, ny);
+                    CHECK(!sl_cpu_matvec_quant_act(&cs->mv[m], type, x, cols, n_batch, xq, wb,
+                                                   &e));
+                    CHECK_MSG(!sl_cpu_matvec_rows_q(&cs->mv[m], cs->pools[p], type, w, rows,
+                                                    cols, idx, 3, sc, xq, n_batch, yf, &e),
+                              "%s", e.msg);
+                    n_exact_checks++;
+                    CHECK_MSG(!memcmp(yf, yr, ny),
+                              "%s %s threads %d: gathered (scatter %d) rows %lld cols %lld "
+                              "batch %lld differs from the reference", tname(type),
+                              sl_cpu_matvec_name(&cs->mv[m]), sl_cpu_pool_threads(cs->pools[p]),
+                              sc, (long long)rows, (long long)cols, (long long)n_batch);
+                }
+        }
+        free(xq);
+        free(yr);
+        free(yf);
+        free(x);
+        free(w);
+    }
+}
+
 /* Row-gathered (compact and scattered), column-listed and transposed, ref and fast. */
 static void check_sparse(const ctx_set *cs, uint32_t type, const void *w, int64_t rows,
                          int64_t cols, int64_t n_batch)
@@ -600,6 +654,7 @@ int main(void)
             for (int64_t nb = 1; nb <= 64; nb++) check_fast(&cs, type, w, rows, cols, nb);
             free(w);
         }
+        check_batch_shapes(&cs, type);
         printf("matvec_test: %-5s weights %s\n", tname(type),
                quantized ? "from kernels/ref/quant" : "random bytes (no quantizer yet)");
     }

@@ -1,0 +1,43 @@
+/* kernels/cpu/gemm.h: module-private interface of the batch (prefill) kernels of
+ * kernels/cpu/matvec: a range of weight rows against many tokens' quantized activations.
+ *
+ * Contract: a kernel writes y[b * y_stride + out] = dot(W row, X[b]) for every row of its range
+ * and b < n_tok with the same bits as the reference (kernels/ref/matvec.h's order: exact
+ * integer block sums, float block terms added to lane b % 8, then the 8-lane reduction). It
+ * unpacks each weight block once per group of tokens (not once per token) and computes the
+ * float terms of 8 tokens in one vector, keeping every (row, token) accumulation in the
+ * reference's order. Kernels check nothing (matvec.c validated the call) and use only the
+ * stack (tens of KiB). Compiled per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c /
+ * matvec_avx512.c after matvec_x86_tmpl.h, whose helpers it reuses. */
+#ifndef SL_KERNELS_CPU_GEMM_H
+#define SL_KERNELS_CPU_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/ref/matvec_impl.h"
+
+/* Tokens whose lanes the K-quant kernel keeps at once per row (8 floats each, on the stack). */
+enum { SL__GEMM_TOK = 64 };
+
+/* Rows [i0, i1) of a call: row r = idx ? idx[i] : i of W (rows wrb bytes apart, nb blocks)
+ * against n_tok activation rows (arb bytes apart); the result of row r, token b goes to
+ * y[b * y_stride + out] with out = i for a compact gathered call (idx and !scatter), else r. */
+typedef struct sl__gemm_rows {
+    const char *w, *xq;
+    size_t wrb, arb;
+    int64_t nb, n_tok, y_stride;
+    const int32_t *idx;
+    bool scatter;
+    float *y;
+} sl__gemm_rows;
+
+typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
+                            int64_t i1);
+
+/* NULL when the ISA has no batch kernel for the type (the range kernels then run). */
+sl__gemm_fn sl__gemm_avx2(uint32_t type);
+sl__gemm_fn sl__gemm_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
+
+#endif

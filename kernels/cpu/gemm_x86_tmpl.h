@@ -1,0 +1,432 @@
+/* kernels/cpu/gemm_x86_tmpl.h: the batch kernels of kernels/cpu/gemm.h, written once and
+ * compiled per ISA by matvec_avx2.c / matvec_avx512.c right after matvec_x86_tmpl.h (same
+ * SL_MV_SUFFIX, same target region; its helpers are reused here).
+ *
+ * Why they are faster than a range kernel per token: the range kernels unpack every weight
+ * block (nibbles, high bits, |w| for the sign trick, scale conversions) once per token, reduce
+ * each block's integer sum horizontally, and finish odd blocks (a 640-wide row has 20 blocks,
+ * 4 past the last 8-block group; a 1024-wide K-quant row has 4 super-blocks) with scalar float
+ * work. Here:
+ * - 32-element block types (Q8_0, Q4_0, Q5_0, MXFP4): a panel GEMM. The activation blocks of 8
+ *   tokens are transposed once per 64 rows so one vector holds the same 4 elements of the 8
+ *   tokens; each row chunk is unpacked once per 16 tokens and each 4-byte weight group,
+ *   broadcast, meets 8 tokens in one vpmaddubsw: a block's 8 integer sums come out as one
+ *   vector, with no horizontal sums;
+ * - K-quants (Q4_K, Q5_K, Q6_K): per row, a chunk of super-blocks is unpacked once per 64
+ *   tokens and each super-block is dotted with 8 tokens; their 8 integer sums are gathered into
+ *   one vector (and Q4_K/Q5_K's mins, Q6_K's -32 go through the Q8_K block sums).
+ * Why they give the reference's bits: the unpacked values are the same integers and floats the
+ * range kernels compute, integer sums are exact in any order, and the float ops per (row,
+ * token) are the reference's, lane for lane: the lanes are kept transposed (lt[l] holds lane l
+ * of 8 tokens), block b's terms are added to lt[b % 8] in block order, and the final reduction
+ * is sl__mv_reduce8's, element-wise over the 8 tokens. A group short of 8 tokens repeats its
+ * last token in the spare slots and drops their results. */
+
+/* The activation rows of 8 tokens (spare slots repeat the last real one). */
+typedef struct g_tok8 {
+    const char *x[8];
+} g_tok8;
+
+static g_tok8 SL_MV_SUFFIX(g_tokens)(const void *xq, size_t arb, int64_t t0, int64_t n_tok)
+{
+    g_tok8 g;
+    for (int64_t k = 0; k < 8; k++)
+        g.x[k] = (const char *)xq + (size_t)(t0 + k < n_tok ? t0 + k : n_tok - 1) * arb;
+    return g;
+}
+
+/* The 8 tokens' half (or float) scales at byte offset off of their rows. */
+static inline __m256 SL_MV_SUFFIX(g_halves8)(const g_tok8 *g, int64_t off)
+{
+    uint16_t h[8];
+    for (int k = 0; k < 8; k++) memcpy(&h[k], g->x[k] + off, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+static inline __m256 SL_MV_SUFFIX(g_floats8)(const g_tok8 *g, int64_t off)
+{
+    float f[8];
+    for (int k = 0; k < 8; k++) memcpy(&f[k], g->x[k] + off, 4);
+    return _mm256_loadu_ps(f);
+}
+
+/* y of the group's real tokens from the transposed lanes (sl__mv_reduce8, element-wise). */
+static void SL_MV_SUFFIX(g_store8)(const __m256 lt[8], int64_t t0, int64_t n_tok, float *y,
+                                   int64_t y_stride)
+{
+    const __m256 u0 = _mm256_add_ps(lt[0], lt[4]), u1 = _mm256_add_ps(lt[1], lt[5]);
+    const __m256 u2 = _mm256_add_ps(lt[2], lt[6]), u3 = _mm256_add_ps(lt[3], lt[7]);
+    float r[8];
+    _mm256_storeu_ps(r, _mm256_add_ps(_mm256_add_ps(u0, u2), _mm256_add_ps(u1, u3)));
+    for (int64_t k = 0; k < 8 && t0 + k < n_tok; k++) y[(t0 + k) * y_stride] = r[k];
+}
+
+/* Runs a row: for each chunk of blocks, UNPACK(c0, c1) then DOT(group, c0, c1, lanes) for
+ * every group of 8 tokens (at most SL__GEMM_TOK tokens' lanes live at once). */
+#define SL_GEMM_ROW(CH, UNPACK, DOT)                                                          \
+    __m256 lt[SL__GEMM_TOK / 8][8];                                                         \
+    for (int64_t t0 = 0; t0 < n_tok; t0 += SL__GEMM_TOK) {                                  \
+        const int64_t ng = ((n_tok - t0 < SL__GEMM_TOK ? n_tok - t0 : SL__GEMM_TOK) + 7) / 8;  \
+        for (int64_t gi = 0; gi < ng; gi++)                                                 \
+            for (int l = 0; l < 8; l++) lt[gi][l] = _mm256_setzero_ps();                    \
+        for (int64_t c0 = 0; c0 < nb; c0 += (CH)) {                                         \
+            const int64_t c1 = nb - c0 < (CH) ? nb : c0 + (CH);                             \
+            UNPACK;                                                                         \
+            for (int64_t gi = 0; gi < ng; gi++) {                                           \
+                const g_tok8 g = SL_MV_SUFFIX(g_tokens)(xq, arb, t0 + 8 * gi, n_tok);       \
+                DOT;                                                                        \
+            }                                                                               \
+        }                                                                                   \
+        for (int64_t gi = 0; gi < ng; gi++)                                                 \
+            SL_MV_SUFFIX(g_store8)(lt[gi], t0 + 8 * gi, n_tok, y, y_stride);                \
+    }
+
+/* ---- 32-element blocks with Q8_0 activations: Q8_0, Q4_0, Q5_0, MXFP4 -------------------- */
+
+enum { G32_CH = 32 }; /* blocks per unpacked chunk and activation panel (a multiple of 8) */
+
+typedef struct g32_buf {
+    _Alignas(32) int8_t sw[G32_CH * 32]; /* signed weights, element order */
+    _Alignas(32) int8_t aw[G32_CH * 32]; /* |w|: vpmaddubsw's unsigned operand */
+    _Alignas(32) float dw[G32_CH];       /* block scales as the reference converts them */
+} g32_buf;
+
+static inline float SL_MV_SUFFIX(g_half)(const char *p)
+{
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return _cvtsh_ss(h);
+}
+
+static void SL_MV_SUFFIX(g32_unpack)(uint32_t type, const char *w, int64_t b0, int64_t b1,
+                                     g32_buf *u)
+{
+    const __m256i eight = _mm256_set1_epi8(8), f0 = _mm256_set1_epi8((char)0xF0);
+    const __m128i kv = _mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4);
+    const __m256i table = _mm256_set_m128i(kv, kv);
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        __m256i q;
+        switch (type) {
+        case SL_GGML_Q8_0: {
+            const char *p = w + b * 34;
+            q = _mm256_loadu_si256((const __m256i *)(p + 2));
+            u->dw[i] = SL_MV_SUFFIX(g_half)(p);
+            break;
+        }
+        case SL_GGML_Q4_0: {
+            const char *p = w + b * 18;
+            q = _mm256_sub_epi8(SL_MV_SUFFIX(nibbles)((const uint8_t *)(p + 2)), eight);
+            u->dw[i] = SL_MV_SUFFIX(g_half)(p);
+            break;
+        }
+        case SL_GGML_Q5_0: {
+            const char *p = w + b * 22;
+            q = _mm256_or_si256(SL_MV_SUFFIX(nibbles)((const uint8_t *)(p + 6)),
+                                _mm256_andnot_si256(SL_MV_SUFFIX(qh_bytes)(p + 2), f0));
+            u->dw[i] = SL_MV_SUFFIX(g_half)(p);
+            break;
+        }
+        default: { /* MXFP4 */
+            const char *p = w + b * 17;
+            q = _mm256_shuffle_epi8(table, SL_MV_SUFFIX(nibbles)((const uint8_t *)(p + 1)));
+            u->dw[i] = sl__mv_e8m0_half((uint8_t)p[0]);
+            break;
+        }
+        }
+        _mm256_store_si256((__m256i *)(u->sw + 32 * i), q);
+        _mm256_store_si256((__m256i *)(u->aw + 32 * i), _mm256_sign_epi8(q, q));
+    }
+}
+
+/* 8 tokens' Q8_0 blocks [b0, b0 + G32_CH), transposed so that one vector holds the same 4
+ * elements of the 8 tokens: q[i][g] = token k's bytes 4g..4g+3 of block b0 + i at bytes 4k..
+ * 4k+3. A broadcast 4-byte weight group then meets all 8 tokens in one vpmaddubsw, and a
+ * block's 8 integer sums come out as one vector (no horizontal sums). */
+typedef struct g32_panel {
+    _Alignas(32) int8_t q[G32_CH][8][32];
+    _Alignas(32) float d[G32_CH][8]; /* the tokens' block scales */
+} g32_panel;
+
+static void SL_MV_SUFFIX(g32_panel_build)(const g_tok8 *g, int64_t b0, int64_t b1, g32_panel *p)
+{
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        __m256i r[8], t[8], u[8];
+        for (int k = 0; k < 8; k++) {
+            r[k] = _mm256_loadu_si256((const __m256i *)(g->x[k] + b * 34 + 2));
+            p->d[i][k] = SL_MV_SUFFIX(g_half)(g->x[k] + b * 34);
+        }
+        /* 8x8 transpose of 32-bit groups */
+        for (int k = 0; k < 8; k += 2) {
+            t[k] = _mm256_unpacklo_epi32(r[k], r[k + 1]);
+            t[k + 1] = _mm256_unpackhi_epi32(r[k], r[k + 1]);
+        }
+        for (int k = 0; k < 8; k += 4) {
+            u[k] = _mm256_unpacklo_epi64(t[k], t[k + 2]);
+            u[k + 1] = _mm256_unpackhi_epi64(t[k], t[k + 2]);
+            u[k + 2] = _mm256_unpacklo_epi64(t[k + 1], t[k + 3]);
+            u[k + 3] = _mm256_unpackhi_epi64(t[k + 1], t[k + 3]);
+        }
+        for (int k = 0; k < 4; k++) {
+            _mm256_store_si256((__m256i *)p->q[i][k],
+                               _mm256_permute2x128_si256(u[k], u[k + 4], 0x20));
+            _mm256_store_si256((__m256i *)p->q[i][k + 4],
+                               _mm256_permute2x128_si256(u[k], u[k + 4], 0x31));
+        }
+    }
+}
+
+/* Adds |w| . (x signed by w) of one broadcast group to the 8 tokens' sums s. wide (Q8_0
+ * weights, |w| <= 128): pair sums reach 2 * 128 * 127, so each group widens to int32 at once;
+ * otherwise (|w| <= 16) the int16 pair sums of a block's 8 groups stay below 8 * 2 * 16 * 127
+ * < 2^15 and widen once per block. */
+static inline __m256i SL_MV_SUFFIX(g32_group)(__m256i s, __m256i aw, __m256i sw, const int8_t *x,
+                                              bool wide)
+{
+    const __m256i xs = _mm256_sign_epi8(_mm256_load_si256((const __m256i *)x), sw);
+#if SL_MV_AVX512
+    (void)wide;
+    return _mm256_dpbusd_epi32(s, aw, xs);
+#else
+    const __m256i m = _mm256_maddubs_epi16(aw, xs);
+    return wide ? _mm256_add_epi32(s, _mm256_madd_epi16(m, _mm256_set1_epi16(1)))
+                : _mm256_add_epi16(s, m);
+#endif
+}
+
+static inline __m256i SL_MV_SUFFIX(g32_widen)(__m256i s, bool wide)
+{
+#if SL_MV_AVX512
+    (void)wide;
+    return s;
+#else
+    return wide ? s : _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+#endif
+}
+
+/* One unpacked row chunk [b0, b1) against NP (1 or 2, a constant after inlining) panels of 8
+ * tokens. The block term is (float)isum * (dw * dx) (MXFP4's reference writes dx * dw: the
+ * same float). */
+static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_dot_panels)(
+    const g32_buf *u, const g32_panel *p, const int NP, int64_t b0, int64_t b1, const bool wide,
+    __m256 lt[2][8])
+{
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#if defined(__clang__)
+#pragma clang loop unroll(full)
+#endif
+        for (int g = 0; g < 8; g++) {
+            int32_t a4, w4;
+            memcpy(&a4, u->aw + 32 * i + 4 * g, 4);
+            memcpy(&w4, u->sw + 32 * i + 4 * g, 4);
+            const __m256i aw = _mm256_set1_epi32(a4), sw = _mm256_set1_epi32(w4);
+            for (int q = 0; q < NP; q++)
+                s[q] = SL_MV_SUFFIX(g32_group)(s[q], aw, sw, p[q].q[i][g], wide);
+        }
+        const __m256 dw = _mm256_set1_ps(u->dw[i]);
+        for (int q = 0; q < NP; q++) {
+            const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(g32_widen)(s[q], wide));
+            const __m256 t = _mm256_mul_ps(isum, _mm256_mul_ps(dw, _mm256_load_ps(p[q].d[i])));
+            lt[q][b % 8] = _mm256_add_ps(lt[q][b % 8], t);
+        }
+    }
+}
+
+/* The four specialisations (panels x widening) the row loop picks from. */
+#define SL_G32_DOT(NAME, NP, WIDE)                                                            \
+    static void SL_MV_SUFFIX(NAME)(const g32_buf *u, const g32_panel *p, int64_t b0,         \
+                                   int64_t b1, __m256 lt[2][8])                               \
+    {                                                                                         \
+        SL_MV_SUFFIX(g32_dot_panels)(u, p, NP, b0, b1, WIDE, lt);                             \
+    }
+SL_G32_DOT(g32_dot_1n, 1, false)
+SL_G32_DOT(g32_dot_2n, 2, false)
+SL_G32_DOT(g32_dot_1w, 1, true)
+SL_G32_DOT(g32_dot_2w, 2, true)
+#undef SL_G32_DOT
+
+enum { G32_ROWS = 64 }; /* rows whose lanes live at once beside one pair of panels */
+
+/* Rows in groups of G32_ROWS, tokens in groups of 16 (two panels): each panel pair is built
+ * once per row group and chunk, each row chunk unpacked once per 16 tokens. */
+static void SL_MV_SUFFIX(gemm_q32)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
+                                   int64_t i1)
+{
+    const bool wide = t->type == SL_GGML_Q8_0;
+    g32_buf u;
+    g32_panel p[2];
+    __m256 lt[G32_ROWS][2][8];
+    for (int64_t r0 = i0; r0 < i1; r0 += G32_ROWS) {
+        const int64_t nr = i1 - r0 < G32_ROWS ? i1 - r0 : G32_ROWS;
+        for (int64_t t0 = 0; t0 < a->n_tok; t0 += 16) {
+            const int np = a->n_tok - t0 > 8 ? 2 : 1;
+            void (*dot)(const g32_buf *, const g32_panel *, int64_t, int64_t, __m256[2][8]) =
+                wide ? (np > 1 ? SL_MV_SUFFIX(g32_dot_2w) : SL_MV_SUFFIX(g32_dot_1w))
+                     : (np > 1 ? SL_MV_SUFFIX(g32_dot_2n) : SL_MV_SUFFIX(g32_dot_1n));
+            for (int64_t k = 0; k < nr; k++)
+                for (int l = 0; l < 8; l++) lt[k][0][l] = lt[k][1][l] = _mm256_setzero_ps();
+            for (int64_t c0 = 0; c0 < a->nb; c0 += G32_CH) {
+                const int64_t c1 = a->nb - c0 < G32_CH ? a->nb : c0 + G32_CH;
+                for (int q = 0; q < np; q++) {
+                    const g_tok8 g = SL_MV_SUFFIX(g_tokens)(a->xq, a->arb, t0 + 8 * q, a->n_tok);
+                    SL_MV_SUFFIX(g32_panel_build)(&g, c0, c1, &p[q]);
+                }
+                for (int64_t k = 0; k < nr; k++) {
+                    const int64_t r = a->idx ? a->idx[r0 + k] : r0 + k;
+                    SL_MV_SUFFIX(g32_unpack)(t->type, a->w + (size_t)r * a->wrb, c0, c1, &u);
+                    dot(&u, p, c0, c1, lt[k]);
+                }
+            }
+            for (int64_t k = 0; k < nr; k++) {
+                const int64_t i = r0 + k, r = a->idx ? a->idx[i] : i;
+                float *y = a->y + (a->idx && !a->scatter ? i : r);
+                for (int q = 0; q < np; q++)
+                    SL_MV_SUFFIX(g_store8)(lt[k][q], t0 + 8 * q, a->n_tok, y, a->y_stride);
+            }
+        }
+    }
+}
+
+/* ---- K-quants with Q8_K activations ----------------------------------------------------- */
+
+enum { GK_CH = 32 }; /* super-blocks per unpacked chunk (8192 elements) */
+
+/* Per super-block: q unsigned in element order (Q4_K/Q5_K: [0, 31], Q6_K: [0, 63]), the
+ * per-32 (Q4_K/Q5_K) or per-16-pair (Q6_K) scales as vpmaddwd operands, and the float parts. */
+typedef struct gk_buf {
+    _Alignas(32) uint8_t q[GK_CH][SL_QK_K];
+    __m256i sc[GK_CH][8];
+    __m256i mins[GK_CH];   /* Q4_K/Q5_K: min j as int16 pairs (j, j), beside bsums 2j, 2j+1 */
+    __m256i sc16[GK_CH];   /* Q6_K: the 16 scales as int16 (for the bsums correction) */
+    float d[GK_CH], dmin[GK_CH];
+} gk_buf;
+
+static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0, int64_t b1,
+                                        gk_buf *u)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
+    const bool q5 = type == SL_GGML_Q5_K;
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        const uint8_t *p = (const uint8_t *)w + b * (q5 ? 176 : 144);
+        const uint8_t *qs = p + (q5 ? 48 : 16); /* after d, dmin, scales[12] (and qh[32]) */
+        uint8_t sc[8];
+        const __m256i m32 = _mm256_cvtepu16_epi32(SL_MV_SUFFIX(k4_unpack)(p + 4, sc));
+        u->mins[i] = _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
+        __m256i h = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
+            /* Q5_K high bits as range_q5_K: round j holds qh >> 2j */
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(h, 4), x10));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(h, 3), x10));
+            _mm256_store_si256((__m256i *)(u->q[i] + 64 * j), lo);
+            _mm256_store_si256((__m256i *)(u->q[i] + 64 * j + 32), hi);
+            u->sc[i][2 * j] = _mm256_set1_epi16(sc[2 * j]);
+            u->sc[i][2 * j + 1] = _mm256_set1_epi16(sc[2 * j + 1]);
+        }
+        u->d[i] = SL_MV_SUFFIX(g_half)((const char *)p);
+        u->dmin[i] = SL_MV_SUFFIX(g_half)((const char *)p + 2);
+    }
+}
+
+static void SL_MV_SUFFIX(gk_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
+{
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        const sl_block_q6_K *wp = (const sl_block_q6_K *)(w + b * 210);
+        for (int n = 0; n < 2; n++) {
+            __m256i q[4];
+            SL_MV_SUFFIX(q6_half)(wp, n, q);
+            for (int g = 0; g < 4; g++) {
+                const int s = 8 * n + 2 * g;
+                _mm256_store_si256((__m256i *)(u->q[i] + 128 * n + 32 * g), q[g]);
+                u->sc[i][4 * n + g] = _mm256_set_m128i(_mm_set1_epi16(wp->scales[s + 1]),
+                                                       _mm_set1_epi16(wp->scales[s]));
+            }
+        }
+        u->sc16[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wp->scales));
+        uint16_t d;
+        memcpy(&d, &wp->d, 2);
+        u->d[i] = _cvtsh_ss(d);
+    }
+}
+
+/* Super-blocks [b0, b1) of 8 tokens. Q4_K/Q5_K: isum = sum_j sc_j sum q x and summ = sum_j
+ * m_j (bsums 2j + 2j+1), then the reference's term_k; Q6_K: sum_s sc_s sum (q - 32) x =
+ * sum_s sc_s sum q x - 32 sum_s sc_s bsums_s (exact integers; bsums are the Q8_K block's sums
+ * of 16), then term_d. */
+static void SL_MV_SUFFIX(gk_dot8)(const gk_buf *u, bool q6, const g_tok8 *g, int64_t b0,
+                                  int64_t b1, __m256 lt[8])
+{
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0, off = b * (int64_t)sizeof(sl_block_q8_K);
+        __m256i va[8], vm[8];
+        for (int k = 0; k < 8; k++) {
+            const char *xp = g->x[k] + off;
+            __m256i acc = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                const __m256i q = _mm256_load_si256((const __m256i *)(u->q[i] + 32 * j));
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * j));
+                acc = _mm256_add_epi32(
+                    acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), u->sc[i][j]));
+            }
+            const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
+            if (q6) {
+                const __m256i m = _mm256_madd_epi16(bs, u->sc16[i]);
+                va[k] = _mm256_sub_epi32(acc, _mm256_slli_epi32(m, 5));
+            } else {
+                va[k] = acc;
+                vm[k] = _mm256_madd_epi16(bs, u->mins[i]);
+            }
+        }
+        const __m256 dx = SL_MV_SUFFIX(g_floats8)(g, off);
+        const __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(va)),
+                                       _mm256_mul_ps(_mm256_set1_ps(u->d[i]), dx));
+        __m256 t = a;
+        if (!q6)
+            t = _mm256_sub_ps(a, _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(vm)),
+                                               _mm256_mul_ps(_mm256_set1_ps(u->dmin[i]), dx)));
+        lt[b % 8] = _mm256_add_ps(lt[b % 8], t);
+    }
+}
+
+static void SL_MV_SUFFIX(gemm_row_k)(const sl__mv_type *t, const void *w, int64_t nb,
+                                     const void *xq, size_t arb, int64_t n_tok, float *y,
+                                     int64_t y_stride)
+{
+    gk_buf u;
+    const bool q6 = t->type == SL_GGML_Q6_K;
+    SL_GEMM_ROW(GK_CH,
+                if (q6) SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &u);
+                else SL_MV_SUFFIX(gk_unpack_q45)(t->type, w, c0, c1, &u),
+                SL_MV_SUFFIX(gk_dot8)(&u, q6, &g, c0, c1, lt[gi]))
+}
+
+static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
+                                 int64_t i1)
+{
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = a->idx ? a->idx[i] : i;
+        SL_MV_SUFFIX(gemm_row_k)(t, a->w + (size_t)r * a->wrb, a->nb, a->xq, a->arb, a->n_tok,
+                                 a->y + (a->idx && !a->scatter ? i : r), a->y_stride);
+    }
+}
+
+sl__gemm_fn SL_MV_SUFFIX(sl__gemm)(uint32_t type)
+{
+    switch (type) {
+    case SL_GGML_Q8_0:
+    case SL_GGML_Q4_0:
+    case SL_GGML_Q5_0:
+    case SL_GGML_MXFP4: return SL_MV_SUFFIX(gemm_q32);
+    case SL_GGML_Q4_K:
+    case SL_GGML_Q5_K:
+    case SL_GGML_Q6_K: return SL_MV_SUFFIX(gemm_k);
+    default: return NULL;
+    }
+}
