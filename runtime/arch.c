@@ -226,7 +226,29 @@ static sl_status ffn_activation(sl_model *m, sl_error *err)
  * converter writes): the attention is MQA over the latent, so key_length = kv_lora_rank +
  * rope.dimension_count, value_length = kv_lora_rank, head_count_kv = 1, and the per-head sizes
  * are key_length_mla (nope + rope) and value_length_mla. Files without the *_mla keys (the
- * legacy attn_kv_b layout) are refused: llama.cpp runs them without the latent cache. */
+ * legacy attn_kv_b layout) state the per-head sizes as key_length / value_length with
+ * head_count_kv = head_count: legacy_mla turns them into the MLA values, and the binding
+ * derives attn_k_b / attn_v_b from attn_kv_b, so the same latent-cache path runs them. */
+static sl_status legacy_mla(sl_model *m, sl_error *err)
+{
+    sl__hparams *hp = &m->hp;
+    const char *a = m->tr->name;
+    int32_t vl;
+    sl_status st;
+    if ((st = get_i32(m, "attention.value_length", false, hp->head_dim, 1, 1 << 16, &vl, err)))
+        return st;
+    if (hp->n_head_kv != hp->n_head)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.head_count_kv': %d, "
+                            "expected head_count %d (legacy attn_kv_b layout: no "
+                            "key_length_mla)", a, hp->n_head_kv, hp->n_head);
+    hp->mla_kv_b = true;
+    hp->n_embd_head_k_mla = hp->head_dim;
+    hp->n_embd_head_v_mla = vl;
+    hp->head_dim = hp->n_lora_kv + hp->n_rot;
+    hp->n_head_kv = 1;
+    return SL_OK;
+}
+
 static sl_status hparams_mla(sl_model *m, sl_error *err)
 {
     sl__hparams *hp = &m->hp;
@@ -234,17 +256,14 @@ static sl_status hparams_mla(sl_model *m, sl_error *err)
     const char *a = m->tr->name;
     char k[128];
     sl_status st;
-    if (!sl_gguf_find(m->gguf, akey(k, sizeof k, m, "attention.key_length_mla")))
-        return sl_error_set(err, SL_ERR_UNSUPPORTED,
-                            "metadata key '%s' missing: the legacy attn_kv_b layout (no MLA "
-                            "keys) is not supported; convert with a current llama.cpp "
-                            "convert_hf_to_gguf.py (attn_k_b / attn_v_b)", k);
+    const bool legacy = !sl_gguf_find(m->gguf, akey(k, sizeof k, m, "attention.key_length_mla"));
     if ((st = get_i32(m, "attention.kv_lora_rank", true, 0, 1, BIG, &hp->n_lora_kv, err)) ||
         (st = get_i32(m, "attention.q_lora_rank", false, 0, 0, BIG, &hp->n_lora_q, err)) ||
-        (st = get_i32(m, "attention.key_length_mla", true, 0, 1, BIG, &hp->n_embd_head_k_mla,
-                      err)) ||
-        (st = get_i32(m, "attention.value_length_mla", true, 0, 1, BIG, &hp->n_embd_head_v_mla,
-                      err)) ||
+        (legacy && (st = legacy_mla(m, err))) ||
+        (!legacy && (st = get_i32(m, "attention.key_length_mla", true, 0, 1, BIG,
+                                  &hp->n_embd_head_k_mla, err))) ||
+        (!legacy && (st = get_i32(m, "attention.value_length_mla", true, 0, 1, BIG,
+                                  &hp->n_embd_head_v_mla, err))) ||
         (st = get_i32(m, "leading_dense_block_count", false, 0, 0, hp->n_layer,
                       &hp->n_dense_lead, err)) ||
         (st = get_i32(m, "expert_shared_count", false, 0, 0, 64, &hp->n_expert_shared, err)) ||
@@ -262,8 +281,9 @@ static sl_status hparams_mla(sl_model *m, sl_error *err)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.key_length': %d, "
                             "expected kv_lora_rank + rope.dimension_count = %d + %d = %d", a,
                             hp->head_dim, hp->n_lora_kv, hp->n_rot, Dl);
-    int32_t vl;
-    if ((st = get_i32(m, "attention.value_length", false, hp->n_lora_kv, 1, BIG, &vl, err)))
+    int32_t vl = hp->n_lora_kv;
+    if (!legacy &&
+        (st = get_i32(m, "attention.value_length", false, hp->n_lora_kv, 1, BIG, &vl, err)))
         return st;
     if (vl != hp->n_lora_kv)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.value_length': %d, "
@@ -492,10 +512,10 @@ static void fmt_shape(char *buf, size_t n, uint32_t nd, const int64_t *ne)
     if (o < n) snprintf(buf + o, n - o, "]");
 }
 
-/* Binds tensor `name` with expected shape ne[0..nd) (ggml order). Missing: NULL if optional,
+/* Finds tensor `name` with expected shape ne[0..nd) (ggml order). Missing: NULL if optional,
  * else SL_ERR_FORMAT. A 1-D tensor may be stored with trailing 1s (and vice versa). */
-static sl_status bind(sl_model *m, const char *name, uint32_t nd, const int64_t *ne,
-                      bool required, sl_weight **out, sl_error *err)
+static sl_status find_shaped(const sl_model *m, const char *name, uint32_t nd, const int64_t *ne,
+                             bool required, const sl_gguf_tensor **out, sl_error *err)
 {
     *out = NULL;
     char want[96], have[96];
@@ -519,11 +539,13 @@ static sl_status bind(sl_model *m, const char *name, uint32_t nd, const int64_t 
                             "%s: tensor '%s' has shape %s, expected %s (ggml ne order)", m->path,
                             name, have, want);
     }
-    for (size_t i = 0; i < m->n_w; i++)
-        if (m->w[i].t == t) { /* bound twice (e.g. tied output): share */
-            *out = &m->w[i];
-            return SL_OK;
-        }
+    *out = t;
+    return SL_OK;
+}
+
+/* A new weight of m bound to tensor t (m->w has room: sl__model_bind sizes it). */
+static sl_weight *new_weight(sl_model *m, const sl_gguf_tensor *t)
+{
     sl_weight *w = &m->w[m->n_w++];
     memset(w, 0, sizeof *w);
     w->name = t->name;
@@ -540,7 +562,24 @@ static sl_status bind(sl_model *m, const char *name, uint32_t nd, const int64_t 
     w->mtime_nsec = t->mtime_nsec;
     w->h_block = SL_BLOCK_NONE;
     w->d_block = SL_BLOCK_NONE;
-    *out = w;
+    return w;
+}
+
+/* Binds tensor `name` as find_shaped finds it; a tensor bound twice (e.g. tied output) is one
+ * shared weight. */
+static sl_status bind(sl_model *m, const char *name, uint32_t nd, const int64_t *ne,
+                      bool required, sl_weight **out, sl_error *err)
+{
+    *out = NULL;
+    const sl_gguf_tensor *t;
+    sl_status st = find_shaped(m, name, nd, ne, required, &t, err);
+    if (st || !t) return st;
+    for (size_t i = 0; i < m->n_w; i++)
+        if (m->w[i].t == t && m->w[i].derive == SL_DERIVE_NONE) {
+            *out = &m->w[i];
+            return SL_OK;
+        }
+    *out = new_weight(m, t);
     return SL_OK;
 }
 
@@ -597,6 +636,33 @@ static sl_status bind_attn(sl_model *m, int il, sl_error *err)
     return SL_OK;
 }
 
+/* A legacy file's attn_kv_b [kv_lora, H * (nope + v)] as the F32 attn_k_b [nope, kv_lora, H]
+ * and attn_v_b [kv_lora, v, H] the MLA path reads (weight.c derives them at load). */
+static sl_status bind_kv_b(sl_model *m, int il, sl_error *err)
+{
+    const sl__hparams *hp = &m->hp;
+    sl__layer *L = &m->layers[il];
+    const int64_t H = hp->n_head, C = hp->n_lora_kv, Dv = hp->n_embd_head_v_mla,
+                  nope = hp->n_embd_head_k_mla - hp->n_rot;
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.attn_kv_b.weight", il);
+    const sl_gguf_tensor *t;
+    const int64_t ne[] = {C, H * (nope + Dv)};
+    sl_status st = find_shaped(m, name, 2, ne, true, &t, err);
+    if (st) return st;
+    L->wk_b = new_weight(m, t);
+    L->wv_b = new_weight(m, t);
+    const int64_t kb[] = {nope, C, H}, vb[] = {C, Dv, H};
+    sl_weight *w[2] = {L->wk_b, L->wv_b};
+    for (int i = 0; i < 2; i++) {
+        w[i]->derive = i ? SL_DERIVE_V_B : SL_DERIVE_K_B;
+        w[i]->n_dims = 3;
+        for (int d = 0; d < SL_GGUF_MAX_DIMS; d++) w[i]->ne[d] = d < 3 ? (i ? vb : kb)[d] : 1;
+        w[i]->need_matvec = true;
+    }
+    return SL_OK;
+}
+
 /* deepseek2's MLA weights (llama_model_deepseek2::load_arch_tensors, MLA layout). */
 static sl_status bind_mla(sl_model *m, int il, sl_error *err)
 {
@@ -616,8 +682,10 @@ static sl_status bind_mla(sl_model *m, int il, sl_error *err)
     }
     if ((st = MAT(&L->wkv_a, true, "blk.%d.attn_kv_a_mqa.weight", il, E, C + R)) ||
         (st = VEC(&L->kv_a_norm, true, "blk.%d.attn_kv_a_norm.weight", il, C)) ||
-        (st = MAT(&L->wk_b, true, "blk.%d.attn_k_b.weight", il, Dk - R, C, H)) ||
-        (st = MAT(&L->wv_b, true, "blk.%d.attn_v_b.weight", il, C, Dv, H)) ||
+        (hp->mla_kv_b && (st = bind_kv_b(m, il, err))) ||
+        (!hp->mla_kv_b &&
+         (st = MAT(&L->wk_b, true, "blk.%d.attn_k_b.weight", il, Dk - R, C, H))) ||
+        (!hp->mla_kv_b && (st = MAT(&L->wv_b, true, "blk.%d.attn_v_b.weight", il, C, Dv, H))) ||
         (st = MAT(&L->wo, true, "blk.%d.attn_output.weight", il, H * Dv, E)))
         return st;
     return SL_OK;
@@ -728,7 +796,9 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
 sl_status sl__model_bind(sl_model *m, sl_error *err)
 {
     sl__hparams *hp = &m->hp;
-    const size_t cap = sl_gguf_tensor_count(m->gguf);
+    /* a legacy deepseek2 file derives two weights from each layer's attn_kv_b */
+    const size_t cap =
+        sl_gguf_tensor_count(m->gguf) + (hp->mla_kv_b ? (size_t)hp->n_layer : 0);
     m->w = calloc(cap ? cap : 1, sizeof *m->w);
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->w || !m->layers) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (weights)");

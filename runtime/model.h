@@ -99,6 +99,9 @@ typedef struct sl__hparams {
      * n_rot (n_head_kv = 1), the normalised compressed KV then the roped key part; V is the
      * first n_lora_kv entries of that same row. q_lora_rank 0: plain attn_q. */
     int32_t n_lora_q, n_lora_kv, n_embd_head_k_mla, n_embd_head_v_mla;
+    /* legacy file (no *_mla keys): blk.N.attn_kv_b instead of attn_k_b / attn_v_b, from which
+     * the load derives both in F32 (sl_weight.derive) */
+    bool mla_kv_b;
     int32_t n_dense_lead;                   /* layers [0, n_dense_lead) have a dense FFN */
     int32_t n_expert_shared;                /* shared experts, n_ff_exp wide each */
     float yarn_log_mul;                     /* rope.scaling.yarn_log_multiplier */

@@ -164,6 +164,9 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
 {
     sl_model *m = r->m;
     const double t0 = now_s();
+    if (w->derive != SL_DERIVE_NONE)
+        return refuse(r, w, SL_GGML_F32, "%s", "derived from attn_kv_b at load (legacy "
+                      "deepseek2 layout): reopen the model");
     const bool conv = sl__weight_needs_f32(w, nt->type);
     const uint32_t new_type = conv ? SL_GGML_F32 : nt->type;
     const uint64_t new_bytes =

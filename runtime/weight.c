@@ -260,7 +260,30 @@ sl_status sl__weight_dequant_f32(const sl_weight *w, uint32_t file_type, const v
     return SL_OK;
 }
 
-/* Dequantizes w's file bytes (through the mapping) into a malloc'd F32 copy. */
+/* w's F32 values from kv_b's ([kv_lora, H * (nope + v)], row h * (nope + v) + j holding head h's
+ * output j). As convert_hf_to_gguf.py's DeepseekV2Model splits kv_b_proj (viewed [H, nope + v,
+ * kv_lora]): k_b[h] = its first nope rows transposed, [kv_lora][nope] (ne [nope, kv_lora, H]);
+ * v_b[h] = the next v rows as they are, [v][kv_lora] (ne [kv_lora, v, H]). */
+static void derive_kv_b(const sl_weight *w, const float *kv_b, float *dst)
+{
+    const bool k = w->derive == SL_DERIVE_K_B;
+    const int64_t C = k ? w->ne[1] : w->ne[0], H = w->ne[2];
+    const int64_t per = w->t->ne[1] / H; /* nope + v */
+    const int64_t nope = k ? w->ne[0] : per - w->ne[1], v = per - nope;
+    for (int64_t h = 0; h < H; h++) {
+        const float *head = kv_b + h * per * C;
+        if (k) {
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t j = 0; j < nope; j++)
+                    dst[(h * C + c) * nope + j] = head[j * C + c];
+        } else {
+            memcpy(dst + h * v * C, head + nope * C, (size_t)(v * C) * sizeof(float));
+        }
+    }
+}
+
+/* Dequantizes w's file bytes (through the mapping) into a malloc'd F32 copy; a derived weight
+ * is computed from its source tensor's F32 values. */
 static sl_status convert_f32(sl_model *m, sl_weight *w, sl_error *err)
 {
     const uint8_t *src = sl_gguf_tensor_view(m->gguf, w->t);
@@ -268,8 +291,24 @@ static sl_status convert_f32(sl_model *m, sl_weight *w, sl_error *err)
         return sl_error_set(err, SL_ERR_IO, "%s: tensor '%s': no file mapping to convert from",
                             w->path, w->name);
     float *dst;
-    sl_status st = sl__weight_dequant_f32(w, w->file_type, src, &dst, err);
-    if (st) return st;
+    sl_status st;
+    if (w->derive != SL_DERIVE_NONE) {
+        sl_weight from = *w; /* the source tensor's shape */
+        for (int i = 0; i < SL_GGUF_MAX_DIMS; i++)
+            from.ne[i] = i < (int)w->t->n_dims ? w->t->ne[i] : 1;
+        float *all;
+        if ((st = sl__weight_dequant_f32(&from, w->file_type, src, &all, err))) return st;
+        dst = malloc((size_t)f32_bytes(w) ? (size_t)f32_bytes(w) : 1);
+        if (!dst) {
+            free(all);
+            return sl_error_set(err, SL_ERR_NOMEM, "tensor '%s': out of memory deriving "
+                                "(%llu bytes)", w->name, (unsigned long long)f32_bytes(w));
+        }
+        derive_kv_b(w, all, dst);
+        free(all);
+    } else if ((st = sl__weight_dequant_f32(w, w->file_type, src, &dst, err))) {
+        return st;
+    }
     w->h_owned = dst;
     w->data = dst;
     w->type = SL_GGML_F32;
@@ -599,7 +638,7 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
         if (st) return st;
     }
     uint64_t done = 0;
-    unsigned converted = 0;
+    unsigned converted = 0, derived = 0;
     staging sg = {0};
     for (size_t i = 0; i < m->n_w; i++) {
         sl_weight *w = &m->w[i];
@@ -611,6 +650,7 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
             return st;
         }
         converted += w->converted;
+        derived += w->derive != SL_DERIVE_NONE;
         done += w->nbytes;
         if (i % 16 == 0) progress(m, done, total, false);
     }
@@ -618,7 +658,8 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
     if (converted && !m->notice[0])
         snprintf(m->notice, sizeof m->notice,
                  "%u tensors converted to F32 at load (types without a CPU kernel, or "
-                 "non-F32 norms)", converted);
+                 "non-F32 norms%s)", converted,
+                 derived ? "; attn_k_b / attn_v_b derived from the legacy attn_kv_b" : "");
 
     for (int il = 0; il < m->hp.n_layer; il++) {
         sl__layer *L = &m->layers[il];

@@ -11,6 +11,7 @@ uint64_t sl__weight_slice_bytes(const sl_weight *w)
 
 bool sl__weight_needs_f32(const sl_weight *w, uint32_t file_type)
 {
+    if (w->derive != SL_DERIVE_NONE) return true;
     if (w->need_f32 && file_type != SL_GGML_F32) return true;
     return w->need_matvec && !sl_ref_matvec_supported(file_type);
 }
@@ -63,6 +64,9 @@ sl_status sl_weight_validate(const sl_weight *w, const sl_hostpool *pool, sl_err
                         w->residency != SL_RES_HOST))
         return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s': host fallback of a "
                             "weight that was not on the device", w->name);
+    if (w->derive != SL_DERIVE_NONE && !w->converted)
+        return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s' is derived but not "
+                            "converted", w->name);
     if (!w->converted && w->type != w->file_type)
         return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s' changed type without "
                             "conversion", w->name);

@@ -16,7 +16,9 @@
  *                                 land at file_offset % 4096 inside it);
  *   d_block != SL_BLOCK_NONE  <=>  SL_RES_DEVICE;
  *   type == file_type unless `converted` (a type the CPU kernels cannot compute, or a vector
- *   that must be F32, was dequantized to F32 at load: then nbytes is the F32 size).
+ *   that must be F32, was dequantized to F32 at load: then nbytes is the F32 size);
+ *   derive != SL_DERIVE_NONE  =>  t is the tensor it is computed from (its shape differs from
+ *                                 ne) and it is always converted.
  * Live reload (scheduler/swap.h) adds:
  *   the storage named by `orig` stays allocated for the model's lifetime;
  *   swapped  <=>  data != orig.data (the weight lives in a private block or host buffer of its
@@ -35,6 +37,11 @@
 #include "gguf/gguf.h"
 
 enum { SL_RES_HOST = 1u, SL_RES_DEVICE = 2u, SL_RES_PARTS = 4u };
+
+/* A weight computed at load from another tensor rather than read as is: deepseek2's attn_k_b
+ * [nope, kv_lora, H] and attn_v_b [kv_lora, v, H] from a legacy attn_kv_b
+ * [kv_lora, H * (nope + v)], split per head as llama.cpp's convert_hf_to_gguf.py does. */
+typedef enum sl_weight_derive { SL_DERIVE_NONE, SL_DERIVE_K_B, SL_DERIVE_V_B } sl_weight_derive;
 
 /* Where a weight's bytes were put at load: what a reload back to the original reattaches to. */
 typedef struct sl_weight_storage {
@@ -71,6 +78,7 @@ typedef struct sl_weight {
     bool want_device;           /* placement decision, before loading */
     bool need_f32;              /* kernels read it as plain floats (norms, biases) */
     bool need_matvec;           /* kernels read it through matvec */
+    sl_weight_derive derive;    /* computed from t at load (F32), or SL_DERIVE_NONE */
     /* live reload (scheduler/swap.h) */
     sl_weight_storage orig;     /* valid once orig_set */
     bool orig_set, swapped, fallback;

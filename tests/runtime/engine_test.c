@@ -370,6 +370,46 @@ static void check_model(const char *label, const char *path, bool placements)
     free(pre16);
 }
 
+/* deepseek2's legacy attn_kv_b layout (issue 15) holding the same F32 weights as the split
+ * attn_k_b / attn_v_b file: the k_b / v_b derived at load give the split file's logits, on the
+ * CPU and with the attention on the sim device. */
+static void check_legacy_deepseek2(void)
+{
+    tm_params p;
+    tm_defaults("deepseek2", &p);
+    sl_error e;
+    const char *split = tmp_path("ds2-split.gguf");
+    CHECK_MSG(tm_write(&p, split, &e) == SL_OK, "write: %s", e.msg);
+    p.legacy_kv_b = 1;
+    char legacy[600];
+    snprintf(legacy, sizeof legacy, "%s", tmp_path("ds2-kv_b.gguf"));
+    CHECK_MSG(tm_write(&p, legacy, &e) == SL_OK, "write legacy: %s", e.msg);
+    sl_model *ms = open_model(split, SL_PLACE_CPU, SL_LOAD_PREAD, 0);
+    float *want = ms ? run_prefill(ms, 512, false) : NULL;
+    sl_model_close(ms);
+    if (!want) return;
+    const combo cbs[] = {{.pl = SL_PLACE_CPU}, k_combos[0], k_combos[1]};
+    for (size_t i = 0; i < sizeof cbs / sizeof *cbs; i++) {
+        sl_model *m = open_combo(legacy, &cbs[i], i ? SL_LOAD_PREAD : SL_LOAD_MMAP);
+        if (!m) continue;
+        sl_model_info info;
+        sl_model_info_get(m, &info);
+        const size_t NV = (size_t)info.n_vocab * N_TOK;
+        CHECK_MSG(i == 0 || info.gpu_bytes > 0, "deepseek2 attn_kv_b combo %zu: nothing on "
+                  "the device", i);
+        float *got = run_prefill(m, 512, false);
+        if (got) {
+            double scale;
+            const double d = max_diff(want, got, NV, &scale);
+            CHECK_MSG(scale > 1e-3 && d <= 1e-6 * scale, "deepseek2 attn_kv_b (combo %zu): "
+                      "logits differ from the split layout's by %g (scale %g)", i, d, scale);
+        }
+        free(got);
+        sl_model_close(m);
+    }
+    free(want);
+}
+
 /* Opens a deepseek2 testmodel changed by one of omit / reshape / set_key / drop_key and
  * expects SL_ERR_FORMAT (or `want`) with a message holding a and b. */
 static void refuse_ds2(const char *path, const sl_model_options *o, const char *omit,
@@ -384,6 +424,8 @@ static void refuse_ds2(const char *path, const sl_model_options *o, const char *
     p.set_key = set_key;
     p.set_val = set_val;
     p.drop_key = drop_key;
+    p.legacy_kv_b =
+        (omit && strstr(omit, "attn_kv_b")) || (reshape && strstr(reshape, "attn_kv_b"));
     CHECK(tm_write(&p, path, &e) == SL_OK);
     sl_model *m = NULL;
     const sl_status st = sl_model_open(path, o, &m, &e);
@@ -435,8 +477,14 @@ static void check_broken_deepseek2(const char *path, const sl_model_options *o)
          "deepseek2.attention.head_count_kv", "expected 1"},
         {NULL, NULL, NULL, 0, "rope.dimension_count", false, "deepseek2.rope.dimension_count",
          "missing"},
-        {NULL, NULL, NULL, 0, "attention.key_length_mla", true,
-         "deepseek2.attention.key_length_mla", "attn_kv_b"},
+        /* no *_mla keys: the legacy attn_kv_b layout, whose head_count_kv is head_count and
+         * whose attn_kv_b is [kv_lora, H * (nope + v)] */
+        {NULL, NULL, NULL, 0, "attention.key_length_mla", false,
+         "deepseek2.attention.head_count_kv", "expected head_count 4"},
+        {NULL, "blk.1.attn_kv_b.weight", NULL, 0, NULL, false, "blk.1.attn_kv_b.weight",
+         "expected [32, 128]"},
+        {"blk.2.attn_kv_b.weight", NULL, NULL, 0, NULL, false, "blk.2.attn_kv_b.weight",
+         "[32, 128]"},
         {NULL, NULL, NULL, 0, "attention.kv_lora_rank", false,
          "deepseek2.attention.kv_lora_rank", "missing"},
         /* routing */
@@ -597,6 +645,7 @@ int main(int argc, char **argv)
         check_model(label, path, true);
     }
     check_broken();
+    check_legacy_deepseek2();
     if (argc > 1) {
         const char *ma[] = {"llama", "mixtral", "qwen3moe", "olmoe"};
         for (size_t i = 0; i < 4; i++) {

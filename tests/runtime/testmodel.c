@@ -87,6 +87,32 @@ static double gauss(uint64_t *s)
     return (a - 2.0) * 1.7320508075688772;
 }
 
+/* A tensor's values are a function of (seed, name), drawn row by row. */
+static uint64_t seed_of(const tdesc *t, uint64_t seed)
+{
+    for (const char *c = t->name; *c; c++) seed = (seed ^ (uint8_t)*c) * 0x100000001b3ull;
+    return seed;
+}
+
+static float value(const tdesc *t, uint64_t *s)
+{
+    const double g = gauss(s), sc = 1.0 / sqrt((double)t->ne[0]);
+    return (float)(t->k == T_MAT    ? g * sc
+                   : t->k == T_EMBD ? g
+                   : t->k == T_NORM ? 1.0 + 0.1 * g
+                                    : 0.1 * g);
+}
+
+/* All of t's values (malloc'd), or NULL when out of memory. */
+static float *values(const tdesc *t, uint64_t seed)
+{
+    const int64_t n = t->ne[0] * t->ne[1] * t->ne[2];
+    float *v = malloc((size_t)n * sizeof *v);
+    uint64_t s = seed_of(t, seed);
+    for (int64_t i = 0; v && i < n; i++) v[i] = value(t, &s);
+    return v;
+}
+
 sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
 {
     const char *a = p->arch;
@@ -114,8 +140,12 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
             add(t, &n, p, T_MAT, NM("blk.%d.attn_q_b.weight", i), QL, H * Dk, 0);
             add(t, &n, p, T_MAT, NM("blk.%d.attn_kv_a_mqa.weight", i), E, C + R, 0);
             add(t, &n, p, T_NORM, NM("blk.%d.attn_kv_a_norm.weight", i), C, 0, 0);
-            add(t, &n, p, T_MAT, NM("blk.%d.attn_k_b.weight", i), D, C, H);
-            add(t, &n, p, T_MAT, NM("blk.%d.attn_v_b.weight", i), C, D, H);
+            if (p->legacy_kv_b) {
+                add(t, &n, p, T_MAT, NM("blk.%d.attn_kv_b.weight", i), C, H * (D + D), 0);
+            } else {
+                add(t, &n, p, T_MAT, NM("blk.%d.attn_k_b.weight", i), D, C, H);
+                add(t, &n, p, T_MAT, NM("blk.%d.attn_v_b.weight", i), C, D, H);
+            }
             add(t, &n, p, T_MAT, NM("blk.%d.attn_output.weight", i), H * D, E, 0);
             add(t, &n, p, T_NORM, NM("blk.%d.ffn_norm.weight", i), E, 0, 0);
             if (i < p->n_dense) {
@@ -222,7 +252,8 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
     KU32("block_count", p->n_layer);
     KU32("feed_forward_length", F);
     KU32("attention.head_count", p->n_head);
-    KU32("attention.head_count_kv", ds ? 1 : p->n_head_kv); /* MLA: one latent head */
+    /* MLA: one latent head (the legacy layout states the per-head attention instead) */
+    KU32("attention.head_count_kv", ds ? (p->legacy_kv_b ? p->n_head : 1) : p->n_head_kv);
     KF32("attention.layer_norm_rms_epsilon", 1e-6);
     KF32("rope.freq_base", gemma ? 1000000.0 : 10000.0);
     if (D != E / p->n_head) {
@@ -246,10 +277,15 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
     if (ds) {
         KU32("attention.q_lora_rank", QL);
         KU32("attention.kv_lora_rank", C);
-        KU32("attention.key_length", C + R);
-        KU32("attention.value_length", C);
-        KU32("attention.key_length_mla", Dk);
-        KU32("attention.value_length_mla", D);
+        if (p->legacy_kv_b) {
+            KU32("attention.key_length", Dk);
+            KU32("attention.value_length", D);
+        } else {
+            KU32("attention.key_length", C + R);
+            KU32("attention.value_length", C);
+            KU32("attention.key_length_mla", Dk);
+            KU32("attention.value_length_mla", D);
+        }
         KU32("rope.dimension_count", R);
         KU32("leading_dense_block_count", p->n_dense);
         KU32("expert_feed_forward_length", F);
@@ -273,26 +309,46 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
 #undef KF32
     for (int i = 0; i < n && !st; i++)
         st = sl_gguf_writer_add_tensor(w, t[i].name, t[i].type, t[i].nd, t[i].ne, err);
-    float *row = malloc(4096 * sizeof *row);
+    float *row = malloc(4096 * sizeof *row), *kb = NULL, *vb = NULL;
     uint8_t *q = malloc(4096 * 4);
+    if (!row || !q) st = sl_error_set(err, SL_ERR_NOMEM, "testmodel: oom");
     for (int i = 0; i < n && !st; i++) {
-        uint64_t s = p->seed;
-        for (const char *c = t[i].name; *c; c++) s = (s ^ (uint8_t)*c) * 0x100000001b3ull;
         const int64_t cols = t[i].ne[0], rows = t[i].ne[1] * t[i].ne[2];
-        const double sc = 1.0 / sqrt((double)cols);
-        for (int64_t r = 0; r < rows && !st; r++) {
-            for (int64_t j = 0; j < cols; j++) {
-                const double g = gauss(&s);
-                row[j] = (float)(t[i].k == T_MAT    ? g * sc
-                                 : t[i].k == T_EMBD ? g
-                                 : t[i].k == T_NORM ? 1.0 + 0.1 * g
-                                                    : 0.1 * g);
+        const size_t rb = sl_quant_row_bytes(t[i].type, cols);
+        const char *kv_b = cols == C ? strstr(t[i].name, "attn_kv_b") : NULL;
+        if (kv_b) { /* rows h * 2D + j: k_b[h] column j (j < D), then v_b[h] row j - D */
+            char kn[64];
+            snprintf(kn, sizeof kn, "%.*sattn_k_b.weight", (int)(kv_b - t[i].name), t[i].name);
+            tdesc kd = {.k = T_MAT, .type = SL_GGML_F32, .nd = 3, .ne = {D, C, H, 1}};
+            tdesc vd = kd;
+            snprintf(kd.name, sizeof kd.name, "%s", kn);
+            snprintf(vd.name, sizeof vd.name, "%.*sattn_v_b.weight", (int)(kv_b - t[i].name),
+                     t[i].name);
+            vd.ne[0] = C;
+            vd.ne[1] = D;
+            free(kb);
+            free(vb);
+            kb = values(&kd, p->seed);
+            vb = values(&vd, p->seed);
+            if (!kb || !vb) st = sl_error_set(err, SL_ERR_NOMEM, "testmodel: oom");
+            for (int64_t r = 0; r < rows && !st; r++) {
+                const int64_t h = r / (2 * D), j = r % (2 * D);
+                for (int64_t c = 0; c < C; c++)
+                    row[c] = j < D ? kb[(h * C + c) * D + j] : vb[(h * D + j - D) * C + c];
+                st = sl_quant_row(t[i].type, row, q, cols, err);
+                if (!st) st = sl_gguf_writer_write(w, q, rb, err);
             }
-            const size_t rb = sl_quant_row_bytes(t[i].type, cols);
+            continue;
+        }
+        uint64_t s = seed_of(&t[i], p->seed);
+        for (int64_t r = 0; r < rows && !st; r++) {
+            for (int64_t j = 0; j < cols; j++) row[j] = value(&t[i], &s);
             st = sl_quant_row(t[i].type, row, q, cols, err);
             if (!st) st = sl_gguf_writer_write(w, q, rb, err);
         }
     }
+    free(kb);
+    free(vb);
     if (!st) st = sl_gguf_writer_finish(w, err);
     sl_gguf_writer_destroy(w);
     free(row);

@@ -26,6 +26,10 @@ typedef struct tm_params {
     /* deepseek2: MLA with q_lora, kv_lora n_embd / 2, nope head_dim, rope head_dim / 2, v
      * head_dim; n_dense leading dense layers; n_group expert groups (0: none), n_group_used */
     int n_dense, n_group, n_group_used;
+    /* deepseek2: the legacy layout of the same weights, blk.N.attn_kv_b [kv_lora, H * (nope +
+     * v)] assembled from what attn_k_b / attn_v_b would hold, and no *_mla keys (key_length
+     * nope + rope, value_length v, head_count_kv n_head) */
+    int legacy_kv_b;
     /* metadata: "{arch}.<set_key>" written as u32 set_val (added or replacing the usual
      * value); "{arch}.<drop_key>" left out; NULL: none */
     const char *set_key, *drop_key;
