@@ -31,8 +31,8 @@
  *   logits = W x + b, the top k of them, weights = softmax over those k; experts as wide as
  *   expert_feed_forward_length (required) with gate/up/down biases and the clamped SwiGLU
  *   (ggml_swiglu_oai: alpha 1.702, limit 7, (up + 1)).
- * - deepseek2 (llama_model_deepseek2, MLA layout only: hparams_mla says why and what is
- *   checked): NORMAL rope on the rope part of each head; head_dim is the latent row
+ * - deepseek2 (llama_model_deepseek2, run as MLA: hparams_mla says why and what is checked;
+ *   the legacy attn_kv_b layout gets attn_k_b / attn_v_b derived at load): NORMAL rope on the rope part of each head; head_dim is the latent row
  *   (kv_lora_rank + n_rot) and n_head_kv 1, so the KV cache holds the compressed latent;
  *   layers below leading_dense_block_count are dense; the router is the file's
  *   (expert_gating_func, expert_weights_norm / _scale, expert groups, exp_probs_b used for
