@@ -362,38 +362,47 @@ static void SL_MV_SUFFIX(gk_panel_build)(const g_tok8 *g, int64_t b0, int64_t b1
     }
 }
 
-/* The integer sums of one unpacked super-block i and a panel's super-block pi: sum over the 16-
+/* The integer sums of unpacked super-block i and NP panels' super-block i: sum over the 16-
  * element scale groups of scale * sum q x, and sum_j bw pair j . bsums pair j. G broadcast 4-byte
  * groups accumulate in int16 before widening: Q4_K (q <= 15) 8 groups reach 8 * 2 * 15 * 128 <
  * 2^15, Q5_K (q <= 31) 4, Q6_K (q <= 63) 2. */
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_isum)(
-    const gk_buf *u, int64_t i, const gk_panel *p, int64_t pi, const int G, __m256i *va,
-    __m256i *vm)
+    const gk_buf *u, int64_t i, const gk_panel *p, const int NP, const int G, __m256i va[2],
+    __m256i vm[2])
 {
-    __m256i acc = _mm256_setzero_si256(), s16 = _mm256_setzero_si256();
+    __m256i acc[2], s16[2];
+    for (int q = 0; q < NP; q++) acc[q] = s16[q] = _mm256_setzero_si256();
 #if defined(__clang__)
 #pragma clang loop unroll(full)
 #endif
     for (int g = 0; g < 64; g++) {
         int32_t w4;
         memcpy(&w4, u->q[i] + 4 * g, 4);
-        const __m256i xv = _mm256_load_si256((const __m256i *)p->q[pi][g]);
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_set1_epi32(w4), xv));
+        const __m256i wv = _mm256_set1_epi32(w4);
+        for (int q = 0; q < NP; q++) {
+            const __m256i xv = _mm256_load_si256((const __m256i *)p[q].q[i][g]);
+            s16[q] = _mm256_add_epi16(s16[q], _mm256_maddubs_epi16(wv, xv));
+        }
         if ((g + 1) % G == 0) {
-            acc = _mm256_add_epi32(
-                acc, _mm256_madd_epi16(s16, _mm256_set1_epi16(u->s16[i][g / 4])));
-            s16 = _mm256_setzero_si256();
+            const __m256i sc = _mm256_set1_epi16(u->s16[i][g / 4]);
+            for (int q = 0; q < NP; q++) {
+                acc[q] = _mm256_add_epi32(acc[q], _mm256_madd_epi16(s16[q], sc));
+                s16[q] = _mm256_setzero_si256();
+            }
         }
     }
-    __m256i m = _mm256_setzero_si256();
+    for (int q = 0; q < NP; q++) {
+        va[q] = acc[q];
+        vm[q] = _mm256_setzero_si256();
+    }
     for (int j = 0; j < 8; j++) {
         int32_t w2;
         memcpy(&w2, &u->bw[i][2 * j], 4);
-        m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)p->bs[pi][j]),
-                                                  _mm256_set1_epi32(w2)));
+        const __m256i bw = _mm256_set1_epi32(w2);
+        for (int q = 0; q < NP; q++)
+            vm[q] = _mm256_add_epi32(
+                vm[q], _mm256_madd_epi16(_mm256_load_si256((const __m256i *)p[q].bs[i][j]), bw));
     }
-    *va = acc;
-    *vm = m;
 }
 
 /* Super-blocks [b0, b1) of one unpacked row chunk against NP panels of 8 tokens. Q4_K/Q5_K:
@@ -408,17 +417,18 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_dot_panels)(
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
         const __m256 dw = _mm256_set1_ps(u->d[i]), mw = _mm256_set1_ps(u->dmin[i]);
+        __m256i va[2], vm[2];
+        SL_MV_SUFFIX(gk_isum)(u, i, p, NP, G, va, vm);
         for (int q = 0; q < NP; q++) {
-            __m256i va, vm;
-            SL_MV_SUFFIX(gk_isum)(u, i, &p[q], i, G, &va, &vm);
             const __m256 dx = _mm256_load_ps(p[q].d[i]);
             __m256 t;
             if (q6) {
-                va = _mm256_sub_epi32(va, _mm256_slli_epi32(vm, 5));
-                t = _mm256_mul_ps(_mm256_cvtepi32_ps(va), _mm256_mul_ps(dw, dx));
+                const __m256i v = _mm256_sub_epi32(va[q], _mm256_slli_epi32(vm[q], 5));
+                t = _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(dw, dx));
             } else {
-                const __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(va), _mm256_mul_ps(dw, dx));
-                t = _mm256_sub_ps(a, _mm256_mul_ps(_mm256_cvtepi32_ps(vm), _mm256_mul_ps(mw, dx)));
+                const __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(va[q]), _mm256_mul_ps(dw, dx));
+                t = _mm256_sub_ps(a,
+                                  _mm256_mul_ps(_mm256_cvtepi32_ps(vm[q]), _mm256_mul_ps(mw, dx)));
             }
             lt[q][b % 8] = _mm256_add_ps(lt[q][b % 8], t);
         }
