@@ -298,12 +298,13 @@ static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0
         const uint8_t *p = (const uint8_t *)w + b * (q5 ? 176 : 144);
         const uint8_t *qs = p + (q5 ? 48 : 16); /* after d, dmin, scales[12] (and qh[32]) */
         uint8_t sc[8];
-        int16_t mins[8];
-        _mm_storeu_si128((__m128i *)mins, SL_MV_SUFFIX(k4_unpack)(p + 4, sc));
-        for (int j = 0; j < 16; j++) {
-            u->s16[i][j] = sc[j / 2];
-            u->bw[i][j] = mins[j / 2];
-        }
+        const __m128i mins = SL_MV_SUFFIX(k4_unpack)(p + 4, sc);
+        const __m128i sc16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc));
+        /* each per-32 value twice: entry j belongs to elements 16j..16j+15 */
+        _mm256_storeu_si256((__m256i *)u->s16[i], _mm256_set_m128i(_mm_unpackhi_epi16(sc16, sc16),
+                                                                   _mm_unpacklo_epi16(sc16, sc16)));
+        _mm256_storeu_si256((__m256i *)u->bw[i], _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins),
+                                                                  _mm_unpacklo_epi16(mins, mins)));
         __m256i h = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
         for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
             /* Q5_K high bits as range_q5_K: round j holds qh >> 2j */
@@ -331,7 +332,9 @@ static void SL_MV_SUFFIX(gk_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk
             for (int g = 0; g < 4; g++)
                 _mm256_store_si256((__m256i *)(u->q[i] + 128 * n + 32 * g), q[g]);
         }
-        for (int j = 0; j < 16; j++) u->s16[i][j] = u->bw[i][j] = wp->scales[j];
+        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wp->scales));
+        _mm256_storeu_si256((__m256i *)u->s16[i], s16);
+        _mm256_storeu_si256((__m256i *)u->bw[i], s16);
         u->dmin[i] = 0.0f;
         uint16_t d;
         memcpy(&d, &wp->d, 2);
