@@ -46,14 +46,20 @@ static inline __m256 SL_MV_SUFFIX(g_halves8)(const g_tok8 *g, int64_t off)
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
 }
 
-/* y of the group's real tokens from the transposed lanes (sl__mv_reduce8, element-wise). */
-static void SL_MV_SUFFIX(g_store8)(const __m256 lt[8], int64_t t0, int64_t n_tok, float *y,
-                                   int64_t y_stride)
+/* The 8 tokens' results from the transposed lanes (sl__mv_reduce8, element-wise). */
+static inline void SL_MV_SUFFIX(g_reduce8)(const __m256 lt[8], float r[8])
 {
     const __m256 u0 = _mm256_add_ps(lt[0], lt[4]), u1 = _mm256_add_ps(lt[1], lt[5]);
     const __m256 u2 = _mm256_add_ps(lt[2], lt[6]), u3 = _mm256_add_ps(lt[3], lt[7]);
-    float r[8];
     _mm256_storeu_ps(r, _mm256_add_ps(_mm256_add_ps(u0, u2), _mm256_add_ps(u1, u3)));
+}
+
+/* y of the group's real tokens from the transposed lanes. */
+static void SL_MV_SUFFIX(g_store8)(const __m256 lt[8], int64_t t0, int64_t n_tok, float *y,
+                                   int64_t y_stride)
+{
+    float r[8];
+    SL_MV_SUFFIX(g_reduce8)(lt, r);
     for (int64_t k = 0; k < 8 && t0 + k < n_tok; k++) y[(t0 + k) * y_stride] = r[k];
 }
 
@@ -492,11 +498,19 @@ static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, i
                         (np - q > 1 ? d2 : d1)(&u, &p[q], c0, c1, &lt[k][q]);
                 }
             }
+            /* token by token, so that a token's stores of the row group share cache lines
+             * (y is token-major: one token's rows are y_stride floats from the next's) */
+            float res[GK_ROWS][8 * GK_NP];
+            int64_t out[GK_ROWS];
             for (int64_t k = 0; k < nr; k++) {
-                const int64_t i = r0 + k, r = a->idx ? a->idx[i] : i;
-                float *y = a->y + (a->idx && !a->scatter ? i : r);
-                for (int q = 0; q < np; q++)
-                    SL_MV_SUFFIX(g_store8)(lt[k][q], t0 + 8 * q, a->n_tok, y, a->y_stride);
+                const int64_t i = r0 + k;
+                out[k] = a->idx && !a->scatter ? i : a->idx ? a->idx[i] : i;
+                for (int q = 0; q < np; q++) SL_MV_SUFFIX(g_reduce8)(lt[k][q], res[k] + 8 * q);
+            }
+            const int64_t nt = left < 8 * GK_NP ? left : 8 * GK_NP;
+            for (int64_t tt = 0; tt < nt; tt++) {
+                float *y = a->y + (t0 + tt) * a->y_stride;
+                for (int64_t k = 0; k < nr; k++) y[out[k]] = res[k][tt];
             }
         }
     }
