@@ -18,9 +18,6 @@
 
 #include "kernels/ref/matvec_impl.h"
 
-/* Tokens whose lanes the K-quant kernel keeps at once per row (8 floats each, on the stack). */
-enum { SL__GEMM_TOK = 64 };
-
 /* Rows [i0, i1) of a call: row r = idx ? idx[i] : i of W (rows wrb bytes apart, nb blocks)
  * against n_tok activation rows (arb bytes apart); the result of row r, token b goes to
  * y[b * y_stride + out] with out = i for a compact gathered call (idx and !scatter), else r. */

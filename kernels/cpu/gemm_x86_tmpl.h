@@ -12,9 +12,12 @@
  *   tokens; each row chunk is unpacked once per 16 tokens and each 4-byte weight group,
  *   broadcast, meets 8 tokens in one vpmaddubsw: a block's 8 integer sums come out as one
  *   vector, with no horizontal sums;
- * - K-quants (Q4_K, Q5_K, Q6_K): per row, a chunk of super-blocks is unpacked once per 64
- *   tokens and each super-block is dotted with 8 tokens; their 8 integer sums are gathered into
- *   one vector (and Q4_K/Q5_K's mins, Q6_K's -32 go through the Q8_K block sums).
+ * - K-quants (Q4_K, Q5_K, Q6_K): the same panel scheme over Q8_K super-blocks (their block
+ *   sums transposed too). A broadcast 4-byte group of unsigned weights meets 8 tokens in one
+ *   vpmaddubsw; the int16 sums of the groups under one 6-bit scale (as many as cannot
+ *   overflow) are scaled by one vpmaddwd, so a super-block's 8 integer sums come out as one
+ *   vector; Q4_K/Q5_K's mins and Q6_K's -32 go through the transposed block sums. Each row
+ *   chunk is unpacked once per 32 tokens, each panel built once per 16 rows.
  * Why they give the reference's bits: the unpacked values are the same integers and floats the
  * range kernels compute, integer sums are exact in any order, and the float ops per (row,
  * token) are the reference's, lane for lane: the lanes are kept transposed (lt[l] holds lane l
@@ -35,7 +38,7 @@ static g_tok8 SL_MV_SUFFIX(g_tokens)(const void *xq, size_t arb, int64_t t0, int
     return g;
 }
 
-/* The 8 tokens' half (or float) scales at byte offset off of their rows. */
+/* The 8 tokens' half scales at byte offset off of their rows. */
 static inline __m256 SL_MV_SUFFIX(g_halves8)(const g_tok8 *g, int64_t off)
 {
     uint16_t h[8];
@@ -43,43 +46,22 @@ static inline __m256 SL_MV_SUFFIX(g_halves8)(const g_tok8 *g, int64_t off)
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
 }
 
-static inline __m256 SL_MV_SUFFIX(g_floats8)(const g_tok8 *g, int64_t off)
-{
-    float f[8];
-    for (int k = 0; k < 8; k++) memcpy(&f[k], g->x[k] + off, 4);
-    return _mm256_loadu_ps(f);
-}
-
-/* y of the group's real tokens from the transposed lanes (sl__mv_reduce8, element-wise). */
-static void SL_MV_SUFFIX(g_store8)(const __m256 lt[8], int64_t t0, int64_t n_tok, float *y,
-                                   int64_t y_stride)
+/* The 8 tokens' results from the transposed lanes (sl__mv_reduce8, element-wise). */
+static inline void SL_MV_SUFFIX(g_reduce8)(const __m256 lt[8], float r[8])
 {
     const __m256 u0 = _mm256_add_ps(lt[0], lt[4]), u1 = _mm256_add_ps(lt[1], lt[5]);
     const __m256 u2 = _mm256_add_ps(lt[2], lt[6]), u3 = _mm256_add_ps(lt[3], lt[7]);
-    float r[8];
     _mm256_storeu_ps(r, _mm256_add_ps(_mm256_add_ps(u0, u2), _mm256_add_ps(u1, u3)));
-    for (int64_t k = 0; k < 8 && t0 + k < n_tok; k++) y[(t0 + k) * y_stride] = r[k];
 }
 
-/* Runs a row: for each chunk of blocks, UNPACK(c0, c1) then DOT(group, c0, c1, lanes) for
- * every group of 8 tokens (at most SL__GEMM_TOK tokens' lanes live at once). */
-#define SL_GEMM_ROW(CH, UNPACK, DOT)                                                          \
-    __m256 lt[SL__GEMM_TOK / 8][8];                                                         \
-    for (int64_t t0 = 0; t0 < n_tok; t0 += SL__GEMM_TOK) {                                  \
-        const int64_t ng = ((n_tok - t0 < SL__GEMM_TOK ? n_tok - t0 : SL__GEMM_TOK) + 7) / 8;  \
-        for (int64_t gi = 0; gi < ng; gi++)                                                 \
-            for (int l = 0; l < 8; l++) lt[gi][l] = _mm256_setzero_ps();                    \
-        for (int64_t c0 = 0; c0 < nb; c0 += (CH)) {                                         \
-            const int64_t c1 = nb - c0 < (CH) ? nb : c0 + (CH);                             \
-            UNPACK;                                                                         \
-            for (int64_t gi = 0; gi < ng; gi++) {                                           \
-                const g_tok8 g = SL_MV_SUFFIX(g_tokens)(xq, arb, t0 + 8 * gi, n_tok);       \
-                DOT;                                                                        \
-            }                                                                               \
-        }                                                                                   \
-        for (int64_t gi = 0; gi < ng; gi++)                                                 \
-            SL_MV_SUFFIX(g_store8)(lt[gi], t0 + 8 * gi, n_tok, y, y_stride);                \
-    }
+/* y of the group's real tokens from the transposed lanes. */
+static void SL_MV_SUFFIX(g_store8)(const __m256 lt[8], int64_t t0, int64_t n_tok, float *y,
+                                   int64_t y_stride)
+{
+    float r[8];
+    SL_MV_SUFFIX(g_reduce8)(lt, r);
+    for (int64_t k = 0; k < 8 && t0 + k < n_tok; k++) y[(t0 + k) * y_stride] = r[k];
+}
 
 /* ---- 32-element blocks with Q8_0 activations: Q8_0, Q4_0, Q5_0, MXFP4 -------------------- */
 
@@ -139,6 +121,27 @@ static void SL_MV_SUFFIX(g32_unpack)(uint32_t type, const char *w, int64_t b0, i
     }
 }
 
+/* The 8x8 transpose of 32-bit groups: row g of dst (32 bytes) gets group g of r[0..7]. */
+static inline void SL_MV_SUFFIX(g_transpose8)(const __m256i r[8], void *dst)
+{
+    __m256i t[8], u[8];
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = _mm256_unpacklo_epi32(r[k], r[k + 1]);
+        t[k + 1] = _mm256_unpackhi_epi32(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        u[k] = _mm256_unpacklo_epi64(t[k], t[k + 2]);
+        u[k + 1] = _mm256_unpackhi_epi64(t[k], t[k + 2]);
+        u[k + 2] = _mm256_unpacklo_epi64(t[k + 1], t[k + 3]);
+        u[k + 3] = _mm256_unpackhi_epi64(t[k + 1], t[k + 3]);
+    }
+    __m256i *o = dst;
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_si256(o + k, _mm256_permute2x128_si256(u[k], u[k + 4], 0x20));
+        _mm256_storeu_si256(o + k + 4, _mm256_permute2x128_si256(u[k], u[k + 4], 0x31));
+    }
+}
+
 /* 8 tokens' Q8_0 blocks [b0, b0 + G32_CH), transposed so that one vector holds the same 4
  * elements of the 8 tokens: q[i][g] = token k's bytes 4g..4g+3 of block b0 + i at bytes 4k..
  * 4k+3. A broadcast 4-byte weight group then meets all 8 tokens in one vpmaddubsw, and a
@@ -152,28 +155,12 @@ static void SL_MV_SUFFIX(g32_panel_build)(const g_tok8 *g, int64_t b0, int64_t b
 {
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
-        __m256i r[8], t[8], u[8];
+        __m256i r[8];
         for (int k = 0; k < 8; k++) {
             r[k] = _mm256_loadu_si256((const __m256i *)(g->x[k] + b * 34 + 2));
             p->d[i][k] = SL_MV_SUFFIX(g_half)(g->x[k] + b * 34);
         }
-        /* 8x8 transpose of 32-bit groups */
-        for (int k = 0; k < 8; k += 2) {
-            t[k] = _mm256_unpacklo_epi32(r[k], r[k + 1]);
-            t[k + 1] = _mm256_unpackhi_epi32(r[k], r[k + 1]);
-        }
-        for (int k = 0; k < 8; k += 4) {
-            u[k] = _mm256_unpacklo_epi64(t[k], t[k + 2]);
-            u[k + 1] = _mm256_unpackhi_epi64(t[k], t[k + 2]);
-            u[k + 2] = _mm256_unpacklo_epi64(t[k + 1], t[k + 3]);
-            u[k + 3] = _mm256_unpackhi_epi64(t[k + 1], t[k + 3]);
-        }
-        for (int k = 0; k < 4; k++) {
-            _mm256_store_si256((__m256i *)p->q[i][k],
-                               _mm256_permute2x128_si256(u[k], u[k + 4], 0x20));
-            _mm256_store_si256((__m256i *)p->q[i][k + 4],
-                               _mm256_permute2x128_si256(u[k], u[k + 4], 0x31));
-        }
+        SL_MV_SUFFIX(g_transpose8)(r, p->q[i]);
     }
 }
 
@@ -292,16 +279,19 @@ static void SL_MV_SUFFIX(gemm_q32)(const sl__mv_type *t, const sl__gemm_rows *a,
 
 /* ---- K-quants with Q8_K activations ----------------------------------------------------- */
 
-enum { GK_CH = 32 }; /* super-blocks per unpacked chunk (8192 elements) */
+enum {
+    GK_PCH = 4,  /* super-blocks per unpacked row chunk and panel (1024 elements) */
+    GK_NP = 4,   /* panels (8 tokens each) a row chunk meets once unpacked */
+    GK_ROWS = 16 /* rows whose lanes live at once beside the panels */
+};
 
-/* Per super-block: q unsigned in element order (Q4_K/Q5_K: [0, 31], Q6_K: [0, 63]), the
- * per-32 (Q4_K/Q5_K) or per-16-pair (Q6_K) scales as vpmaddwd operands, and the float parts. */
+/* Per super-block: q unsigned in element order (Q4_K/Q5_K: [0, 31], Q6_K: [0, 63]), s16 the
+ * scale of each 16 elements (Q4_K/Q5_K's per-32 scales twice), bw the weights of the Q8_K block
+ * sums (Q4_K/Q5_K: min j for sums 2j, 2j+1; Q6_K: the scales), and the float parts. */
 typedef struct gk_buf {
-    _Alignas(32) uint8_t q[GK_CH][SL_QK_K];
-    __m256i sc[GK_CH][8];
-    __m256i mins[GK_CH];   /* Q4_K/Q5_K: min j as int16 pairs (j, j), beside bsums 2j, 2j+1 */
-    __m256i sc16[GK_CH];   /* Q6_K: the 16 scales as int16 (for the bsums correction) */
-    float d[GK_CH], dmin[GK_CH];
+    _Alignas(32) uint8_t q[GK_PCH][SL_QK_K];
+    int16_t s16[GK_PCH][16], bw[GK_PCH][16];
+    float d[GK_PCH], dmin[GK_PCH];
 } gk_buf;
 
 static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0, int64_t b1,
@@ -314,8 +304,13 @@ static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0
         const uint8_t *p = (const uint8_t *)w + b * (q5 ? 176 : 144);
         const uint8_t *qs = p + (q5 ? 48 : 16); /* after d, dmin, scales[12] (and qh[32]) */
         uint8_t sc[8];
-        const __m256i m32 = _mm256_cvtepu16_epi32(SL_MV_SUFFIX(k4_unpack)(p + 4, sc));
-        u->mins[i] = _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));
+        const __m128i mins = SL_MV_SUFFIX(k4_unpack)(p + 4, sc);
+        const __m128i sc16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc));
+        /* each per-32 value twice: entry j belongs to elements 16j..16j+15 */
+        _mm256_storeu_si256((__m256i *)u->s16[i], _mm256_set_m128i(_mm_unpackhi_epi16(sc16, sc16),
+                                                                   _mm_unpacklo_epi16(sc16, sc16)));
+        _mm256_storeu_si256((__m256i *)u->bw[i], _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins),
+                                                                  _mm_unpacklo_epi16(mins, mins)));
         __m256i h = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
         for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
             /* Q5_K high bits as range_q5_K: round j holds qh >> 2j */
@@ -326,8 +321,6 @@ static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0
                                                _mm256_and_si256(_mm256_slli_epi16(h, 3), x10));
             _mm256_store_si256((__m256i *)(u->q[i] + 64 * j), lo);
             _mm256_store_si256((__m256i *)(u->q[i] + 64 * j + 32), hi);
-            u->sc[i][2 * j] = _mm256_set1_epi16(sc[2 * j]);
-            u->sc[i][2 * j + 1] = _mm256_set1_epi16(sc[2 * j + 1]);
         }
         u->d[i] = SL_MV_SUFFIX(g_half)((const char *)p);
         u->dmin[i] = SL_MV_SUFFIX(g_half)((const char *)p + 2);
@@ -342,78 +335,184 @@ static void SL_MV_SUFFIX(gk_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk
         for (int n = 0; n < 2; n++) {
             __m256i q[4];
             SL_MV_SUFFIX(q6_half)(wp, n, q);
-            for (int g = 0; g < 4; g++) {
-                const int s = 8 * n + 2 * g;
+            for (int g = 0; g < 4; g++)
                 _mm256_store_si256((__m256i *)(u->q[i] + 128 * n + 32 * g), q[g]);
-                u->sc[i][4 * n + g] = _mm256_set_m128i(_mm_set1_epi16(wp->scales[s + 1]),
-                                                       _mm_set1_epi16(wp->scales[s]));
-            }
         }
-        u->sc16[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wp->scales));
+        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wp->scales));
+        _mm256_storeu_si256((__m256i *)u->s16[i], s16);
+        _mm256_storeu_si256((__m256i *)u->bw[i], s16);
+        u->dmin[i] = 0.0f;
         uint16_t d;
         memcpy(&d, &wp->d, 2);
         u->d[i] = _cvtsh_ss(d);
     }
 }
 
-/* Super-blocks [b0, b1) of 8 tokens. Q4_K/Q5_K: isum = sum_j sc_j sum q x and summ = sum_j
- * m_j (bsums 2j + 2j+1), then the reference's term_k; Q6_K: sum_s sc_s sum (q - 32) x =
- * sum_s sc_s sum q x - 32 sum_s sc_s bsums_s (exact integers; bsums are the Q8_K block's sums
- * of 16), then term_d. */
-static void SL_MV_SUFFIX(gk_dot8)(const gk_buf *u, bool q6, const g_tok8 *g, int64_t b0,
-                                  int64_t b1, __m256 lt[8])
+/* 8 tokens' Q8_K super-blocks [b0, b1), transposed like g32_panel: q[i][g] holds bytes 4g..
+ * 4g+3 of the 8 tokens' super-block b0 + i, bs[i][j] their block sums 2j, 2j+1 (int16 pairs). */
+typedef struct gk_panel {
+    _Alignas(32) int8_t q[GK_PCH][64][32];
+    _Alignas(32) int16_t bs[GK_PCH][8][16];
+    _Alignas(32) float d[GK_PCH][8]; /* the tokens' super-block scales */
+} gk_panel;
+
+static void SL_MV_SUFFIX(gk_panel_build)(const g_tok8 *g, int64_t b0, int64_t b1, gk_panel *p)
 {
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0, off = b * (int64_t)sizeof(sl_block_q8_K);
-        __m256i va[8], vm[8];
-        for (int k = 0; k < 8; k++) {
-            const char *xp = g->x[k] + off;
-            __m256i acc = _mm256_setzero_si256();
-            for (int j = 0; j < 8; j++) {
-                const __m256i q = _mm256_load_si256((const __m256i *)(u->q[i] + 32 * j));
-                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * j));
-                acc = _mm256_add_epi32(
-                    acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), u->sc[i][j]));
-            }
-            const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
-            if (q6) {
-                const __m256i m = _mm256_madd_epi16(bs, u->sc16[i]);
-                va[k] = _mm256_sub_epi32(acc, _mm256_slli_epi32(m, 5));
-            } else {
-                va[k] = acc;
-                vm[k] = _mm256_madd_epi16(bs, u->mins[i]);
-            }
+        __m256i r[8];
+        for (int c = 0; c <= 8; c++) {
+            /* c < 8: elements 32c..32c+31; c == 8: the 16 block sums */
+            for (int k = 0; k < 8; k++)
+                r[k] = _mm256_loadu_si256((const __m256i *)(g->x[k] + off + 4 + 32 * c));
+            SL_MV_SUFFIX(g_transpose8)(r, c < 8 ? (void *)p->q[i][8 * c] : (void *)p->bs[i]);
         }
-        const __m256 dx = SL_MV_SUFFIX(g_floats8)(g, off);
-        const __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(va)),
-                                       _mm256_mul_ps(_mm256_set1_ps(u->d[i]), dx));
-        __m256 t = a;
-        if (!q6)
-            t = _mm256_sub_ps(a, _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(vm)),
-                                               _mm256_mul_ps(_mm256_set1_ps(u->dmin[i]), dx)));
-        lt[b % 8] = _mm256_add_ps(lt[b % 8], t);
+        for (int k = 0; k < 8; k++) memcpy(&p->d[i][k], g->x[k] + off, 4);
     }
 }
 
-static void SL_MV_SUFFIX(gemm_row_k)(const sl__mv_type *t, const void *w, int64_t nb,
-                                     const void *xq, size_t arb, int64_t n_tok, float *y,
-                                     int64_t y_stride)
+/* The integer sums of unpacked super-block i and NP panels' super-block i: sum over the 16-
+ * element scale groups of scale * sum q x, and sum_j bw pair j . bsums pair j. G broadcast 4-byte
+ * groups accumulate in int16 before widening: Q4_K (q <= 15) 8 groups reach 8 * 2 * 15 * 128 <
+ * 2^15, Q5_K (q <= 31) 4, Q6_K (q <= 63) 2. */
+static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_isum)(
+    const gk_buf *u, int64_t i, const gk_panel *p, const int NP, const int G, __m256i va[2],
+    __m256i vm[2])
 {
-    gk_buf u;
-    const bool q6 = t->type == SL_GGML_Q6_K;
-    SL_GEMM_ROW(GK_CH,
-                if (q6) SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &u);
-                else SL_MV_SUFFIX(gk_unpack_q45)(t->type, w, c0, c1, &u),
-                SL_MV_SUFFIX(gk_dot8)(&u, q6, &g, c0, c1, lt[gi]))
+    __m256i acc[2], s16[2];
+    for (int q = 0; q < NP; q++) acc[q] = s16[q] = _mm256_setzero_si256();
+#if defined(__clang__)
+#pragma clang loop unroll(full)
+#endif
+    for (int g = 0; g < 64; g++) {
+        int32_t w4;
+        memcpy(&w4, u->q[i] + 4 * g, 4);
+        const __m256i wv = _mm256_set1_epi32(w4);
+        for (int q = 0; q < NP; q++) {
+            const __m256i xv = _mm256_load_si256((const __m256i *)p[q].q[i][g]);
+            s16[q] = _mm256_add_epi16(s16[q], _mm256_maddubs_epi16(wv, xv));
+        }
+        if ((g + 1) % G == 0) {
+            const __m256i sc = _mm256_set1_epi16(u->s16[i][g / 4]);
+            for (int q = 0; q < NP; q++) {
+                acc[q] = _mm256_add_epi32(acc[q], _mm256_madd_epi16(s16[q], sc));
+                s16[q] = _mm256_setzero_si256();
+            }
+        }
+    }
+    for (int q = 0; q < NP; q++) {
+        va[q] = acc[q];
+        vm[q] = _mm256_setzero_si256();
+    }
+    for (int j = 0; j < 8; j++) {
+        int32_t w2;
+        memcpy(&w2, &u->bw[i][2 * j], 4);
+        const __m256i bw = _mm256_set1_epi32(w2);
+        for (int q = 0; q < NP; q++)
+            vm[q] = _mm256_add_epi32(
+                vm[q], _mm256_madd_epi16(_mm256_load_si256((const __m256i *)p[q].bs[i][j]), bw));
+    }
 }
 
+/* Super-blocks [b0, b1) of one unpacked row chunk against NP panels of 8 tokens. Q4_K/Q5_K:
+ * isum = sum_j sc_j sum q x and summ = sum_j m_j (bsums 2j + 2j+1), then the reference's
+ * term_k; Q6_K: sum_s sc_s sum (q - 32) x = sum_s sc_s sum q x - 32 sum_s sc_s bsums_s (exact
+ * integers), then term_d. */
+static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_dot_panels)(
+    const gk_buf *u, const gk_panel *p, const int NP, const int G, int64_t b0, int64_t b1,
+    __m256 lt[GK_NP][8])
+{
+    const bool q6 = G == 2;
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        const __m256 dw = _mm256_set1_ps(u->d[i]), mw = _mm256_set1_ps(u->dmin[i]);
+        __m256i va[2], vm[2];
+        SL_MV_SUFFIX(gk_isum)(u, i, p, NP, G, va, vm);
+        for (int q = 0; q < NP; q++) {
+            const __m256 dx = _mm256_load_ps(p[q].d[i]);
+            __m256 t;
+            if (q6) {
+                const __m256i v = _mm256_sub_epi32(va[q], _mm256_slli_epi32(vm[q], 5));
+                t = _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(dw, dx));
+            } else {
+                const __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(va[q]), _mm256_mul_ps(dw, dx));
+                t = _mm256_sub_ps(a,
+                                  _mm256_mul_ps(_mm256_cvtepi32_ps(vm[q]), _mm256_mul_ps(mw, dx)));
+            }
+            lt[q][b % 8] = _mm256_add_ps(lt[q][b % 8], t);
+        }
+    }
+}
+
+typedef void (*gk_dot_fn)(const gk_buf *, const gk_panel *, int64_t, int64_t, __m256[GK_NP][8]);
+
+#define SL_GK_DOT(NAME, NP, G)                                                                \
+    static void SL_MV_SUFFIX(NAME)(const gk_buf *u, const gk_panel *p, int64_t b0, int64_t b1, \
+                                   __m256 lt[GK_NP][8])                                       \
+    {                                                                                         \
+        SL_MV_SUFFIX(gk_dot_panels)(u, p, NP, G, b0, b1, lt);                                 \
+    }
+SL_GK_DOT(gk_dot_1_8, 1, 8)
+SL_GK_DOT(gk_dot_2_8, 2, 8)
+SL_GK_DOT(gk_dot_1_4, 1, 4)
+SL_GK_DOT(gk_dot_2_4, 2, 4)
+SL_GK_DOT(gk_dot_1_2, 1, 2)
+SL_GK_DOT(gk_dot_2_2, 2, 2)
+#undef SL_GK_DOT
+
+/* Rows in groups of GK_ROWS, tokens in groups of 8 * GK_NP: the panels are built once per row
+ * group and chunk of GK_PCH super-blocks, each row chunk unpacked once per token group. */
 static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
                                  int64_t i1)
 {
-    for (int64_t i = i0; i < i1; i++) {
-        const int64_t r = a->idx ? a->idx[i] : i;
-        SL_MV_SUFFIX(gemm_row_k)(t, a->w + (size_t)r * a->wrb, a->nb, a->xq, a->arb, a->n_tok,
-                                 a->y + (a->idx && !a->scatter ? i : r), a->y_stride);
+    const int G = t->type == SL_GGML_Q4_K ? 8 : t->type == SL_GGML_Q5_K ? 4 : 2;
+    const gk_dot_fn d1 = G == 8   ? SL_MV_SUFFIX(gk_dot_1_8)
+                         : G == 4 ? SL_MV_SUFFIX(gk_dot_1_4)
+                                  : SL_MV_SUFFIX(gk_dot_1_2);
+    const gk_dot_fn d2 = G == 8   ? SL_MV_SUFFIX(gk_dot_2_8)
+                         : G == 4 ? SL_MV_SUFFIX(gk_dot_2_4)
+                                  : SL_MV_SUFFIX(gk_dot_2_2);
+    gk_buf u;
+    gk_panel p[GK_NP];
+    __m256 lt[GK_ROWS][GK_NP][8];
+    for (int64_t t0 = 0; t0 < a->n_tok; t0 += 8 * GK_NP) {
+        const int64_t left = a->n_tok - t0;
+        const int np = left >= 8 * GK_NP ? GK_NP : (int)((left + 7) / 8);
+        for (int64_t r0 = i0; r0 < i1; r0 += GK_ROWS) {
+            const int64_t nr = i1 - r0 < GK_ROWS ? i1 - r0 : GK_ROWS;
+            for (int64_t k = 0; k < nr; k++)
+                for (int q = 0; q < GK_NP; q++)
+                    for (int l = 0; l < 8; l++) lt[k][q][l] = _mm256_setzero_ps();
+            for (int64_t c0 = 0; c0 < a->nb; c0 += GK_PCH) {
+                const int64_t c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
+                for (int q = 0; q < np; q++) {
+                    const g_tok8 g = SL_MV_SUFFIX(g_tokens)(a->xq, a->arb, t0 + 8 * q, a->n_tok);
+                    SL_MV_SUFFIX(gk_panel_build)(&g, c0, c1, &p[q]);
+                }
+                for (int64_t k = 0; k < nr; k++) {
+                    const int64_t r = a->idx ? a->idx[r0 + k] : r0 + k;
+                    const char *w = a->w + (size_t)r * a->wrb;
+                    if (G == 2) SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &u);
+                    else SL_MV_SUFFIX(gk_unpack_q45)(t->type, w, c0, c1, &u);
+                    for (int q = 0; q < np; q += 2)
+                        (np - q > 1 ? d2 : d1)(&u, &p[q], c0, c1, &lt[k][q]);
+                }
+            }
+            /* token by token, so that a token's stores of the row group share cache lines
+             * (y is token-major: one token's rows are y_stride floats from the next's) */
+            float res[GK_ROWS][8 * GK_NP];
+            int64_t out[GK_ROWS];
+            for (int64_t k = 0; k < nr; k++) {
+                const int64_t i = r0 + k;
+                out[k] = a->idx && !a->scatter ? i : a->idx ? a->idx[i] : i;
+                for (int q = 0; q < np; q++) SL_MV_SUFFIX(g_reduce8)(lt[k][q], res[k] + 8 * q);
+            }
+            const int64_t nt = left < 8 * GK_NP ? left : 8 * GK_NP;
+            for (int64_t tt = 0; tt < nt; tt++) {
+                float *y = a->y + (t0 + tt) * a->y_stride;
+                for (int64_t k = 0; k < nr; k++) y[out[k]] = res[k][tt];
+            }
+        }
     }
 }
 
