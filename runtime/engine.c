@@ -634,14 +634,14 @@ sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, int32_t
 sl_status sl_ctx_eval_sample(sl_ctx *c, sl_sampler *s, const int32_t *tokens, size_t n,
                              int32_t *next, sl_error *err)
 {
-    if (!s) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_sample: NULL sampler");
+    if (!c || !s || !next)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_sample: NULL %s",
+                            !c ? "context" : !s ? "sampler" : "next");
+    /* with no tokens sl_ctx_eval would succeed and leave the previous step's logits */
+    if (!n) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_sample: no tokens to evaluate");
     if (sl_sampler_is_greedy(s)) return sl_ctx_eval_greedy(c, tokens, n, next, err);
-    if (!next) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_sample: NULL next");
     sl_status st = sl_ctx_eval(c, tokens, n, err);
-    const float *lg = st ? NULL : sl_ctx_logits(c, -1);
-    if (!st && !lg)
-        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_sample: no tokens to evaluate");
-    return st ? st : sl_sampler_sample(s, lg, c->m->hp.n_vocab, next, err);
+    return st ? st : sl_sampler_sample(s, sl_ctx_logits(c, -1), c->m->hp.n_vocab, next, err);
 }
 
 static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *greedy,

@@ -182,6 +182,14 @@ static void check_greedy(const char *label, sl_model *m, int combo_i)
     CHECK(sl_logits_argmax(sl_ctx_logits(a, -1), info.n_vocab, &ta, &e) == SL_OK);
     CHECK(sl_ctx_eval_sample(b, smp, k_tokens, PROMPT, &tb, &e) == SL_OK && ta == tb);
     CHECK(sl_ctx_eval_greedy(b, k_tokens, 0, &tb, &e) == SL_ERR_INVALID);
+    /* a non-greedy sampler with no tokens must not sample the previous step's logits */
+    sl_sampler *hot = NULL;
+    so.temp = 0.8f;
+    CHECK(sl_sampler_create(&so, &hot, &e) == SL_OK && !sl_sampler_is_greedy(hot));
+    CHECK(sl_ctx_eval_sample(a, hot, k_tokens, 0, &tb, &e) == SL_ERR_INVALID);
+    CHECK(sl_ctx_eval_sample(a, NULL, k_tokens, 1, &tb, &e) == SL_ERR_INVALID);
+    CHECK(sl_ctx_eval_sample(NULL, hot, k_tokens, 1, &tb, &e) == SL_ERR_INVALID);
+    sl_sampler_destroy(hot);
     CHECK(sl_ctx_eval_greedy(b, k_tokens, 1, NULL, &e) == SL_ERR_INVALID);
     sl_sampler_destroy(smp);
 done:

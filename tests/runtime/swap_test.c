@@ -106,6 +106,13 @@ static bool same(const float *a, const float *b, int n)
     return a && b && !memcmp(a, b, (size_t)n * sizeof *a);
 }
 
+/* Checks that got (a logits row, freed here; NULL counts as a failure) equals want. */
+static void expect(float *got, const float *want, int n, const char *what)
+{
+    CHECK_MSG(got && same(got, want, n), "%s", what);
+    free(got);
+}
+
 /* Logits of a fresh load of path. */
 static float *fresh_logits(const char *path, sl_placement pl, const char *sched)
 {
@@ -192,9 +199,7 @@ static void test_policy(sl_placement pl)
     e = find(&r, "blk.1.attn_q.weight");
     CHECK(e && e->kind == SL_RELOAD_REATTACHED && e->new_type == SL_GGML_Q8_0 && r.n_reloaded == 1);
     sl_reload_report_free(&r);
-    l = run_logits(m, NULL);
-    CHECK_MSG(same(l, l_orig, V), "reattach: logits differ from the original");
-    free(l);
+    expect(run_logits(m, NULL), l_orig, V, "reattach: logits differ from the original");
 
     copy_file(seed2, live); /* same types, other bytes: every tensor in place */
     reload(m, &r);
@@ -202,9 +207,7 @@ static void test_policy(sl_placement pl)
     CHECK(e && e->kind == SL_RELOAD_IN_PLACE);
     CHECK(r.n_refused == 0 && r.n_reloaded > 5);
     sl_reload_report_free(&r);
-    l = run_logits(m, NULL);
-    CHECK_MSG(same(l, l_seed2, V), "in place: logits differ from a fresh load");
-    free(l);
+    expect(run_logits(m, NULL), l_seed2, V, "in place: logits differ from a fresh load");
 
     copy_file(orig, live);
     reload(m, &r);
@@ -215,9 +218,7 @@ static void test_policy(sl_placement pl)
     CHECK(e && e->kind == SL_RELOAD_REFUSED && strstr(e->msg, "shape"));
     CHECK(r.n_reloaded == 0 && !r.changed);
     sl_reload_report_free(&r);
-    l = run_logits(m, NULL);
-    CHECK_MSG(same(l, l_orig, V), "refused: logits changed");
-    free(l);
+    expect(run_logits(m, NULL), l_orig, V, "refused: logits changed");
     free(l_orig);
     free(l_f16);
     free(l_seed2);
@@ -265,9 +266,7 @@ static void test_fallback_siblings(void)
           !strcmp(g->where, "device"));
     sl_reload_report_print(&r, stdout);
     sl_reload_report_free(&r);
-    l = run_logits(m, NULL);
-    CHECK_MSG(same(l, l_orig, V), "restore after fallback: logits differ from the original");
-    free(l);
+    expect(run_logits(m, NULL), l_orig, V, "restore after fallback: logits differ from the original");
     free(l_orig);
     free(l_f16);
     sl_model_close(m);
@@ -300,9 +299,7 @@ static void test_per_expert(void)
     reload(m, &r);
     CHECK(r.changed && r.n_reloaded == 8 && r.n_refused == 0);
     sl_reload_report_free(&r);
-    l = run_logits(m, NULL);
-    CHECK_MSG(same(l, l_all, V), "per-expert: logits differ from a fresh load");
-    free(l);
+    expect(run_logits(m, NULL), l_all, V, "per-expert: logits differ from a fresh load");
     free(l_orig);
     free(l_all);
     sl_model_close(m);
@@ -422,9 +419,7 @@ static void test_shards(void)
     reload(m, &r);
     CHECK(r.n_reloaded == 1 && r.entries[0].kind == SL_RELOAD_REATTACHED);
     sl_reload_report_free(&r);
-    l = run_logits(m, NULL);
-    CHECK(same(l, l_orig, V));
-    free(l);
+    expect(run_logits(m, NULL), l_orig, V, "logits differ");
     free(l_orig);
     free(l_new);
     sl_model_close(m);
@@ -602,18 +597,12 @@ static void test_runtime(bool shared)
           !strcmp(a->where, "device"));
     CHECK(b && b->kind == SL_RELOAD_PRIVATE && !strcmp(b->where, "host"));
     sl_reload_report_free(&r);
-    l = rt_logits(rt, m);
-    CHECK_MSG(same(l, l_q, V), "runtime reload: logits differ from a fresh load");
-    free(l);
+    expect(rt_logits(rt, m), l_q, V, "runtime reload: logits differ from a fresh load");
     /* evicted to the host floor and back: the floor held the new bytes */
     CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_HOST, &e) == SL_OK);
-    l = rt_logits(rt, m);
-    CHECK_MSG(same(l, l_q, V), "runtime reload: logits differ after evict + acquire");
-    free(l);
+    expect(rt_logits(rt, m), l_q, V, "runtime reload: logits differ after evict + acquire");
     CHECK_MSG(sl_runtime_compact(rt, &m, 1, &e) == SL_OK, "%s", e.msg);
-    l = rt_logits(rt, m);
-    CHECK_MSG(same(l, l_q, V), "runtime reload: logits differ after compaction");
-    free(l);
+    expect(rt_logits(rt, m), l_q, V, "runtime reload: logits differ after compaction");
     /* the file handle describes the old layout: the model may not go back to disk */
     CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_ERR_UNSUPPORTED);
     CHECK_CONTAINS(e.msg, "reopen");
@@ -622,9 +611,7 @@ static void test_runtime(bool shared)
         CHECK_MSG(same(l2, l_orig, V), "shared floor: the other runtime's logits changed");
         free(l2);
         CHECK(sl_runtime_set_residency(rt2, m2, SL_RESIDENCY_HOST, &e) == SL_OK);
-        l2 = rt_logits(rt2, m2);
-        CHECK_MSG(same(l2, l_orig, V), "shared floor: written under the other runtime");
-        free(l2);
+        expect(rt_logits(rt2, m2), l_orig, V, "shared floor: written under the other runtime");
     }
     /* a reload while evicted (on its floor) replaces the floor alone */
     CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_HOST, &e) == SL_OK);
@@ -633,9 +620,7 @@ static void test_runtime(bool shared)
     CHECK(r.changed && r.n_reloaded == 2 && !strcmp(find(&r, "token_embd.weight")->where, "host"));
     sl_reload_report_free(&r);
     CHECK_MSG(sl_runtime_validate(rt, &e) == SL_OK, "%s", e.msg);
-    l = rt_logits(rt, m);
-    CHECK_MSG(same(l, l_orig, V), "runtime restore: logits differ from the original");
-    free(l);
+    expect(rt_logits(rt, m), l_orig, V, "runtime restore: logits differ from the original");
     sl_model_close(m);
     sl_model_close(m2);
     CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
@@ -696,9 +681,7 @@ static void test_split(void)
     CHECK(en && en->kind == SL_RELOAD_PRIVATE && en->old_type == SL_GGML_Q8_0 &&
           en->new_type == SL_GGML_Q4_0);
     sl_reload_report_free(&r);
-    l = run_logits(m, NULL);
-    CHECK_MSG(same(l, l_q4, V), "split, new type: logits differ from a fresh open");
-    free(l);
+    expect(run_logits(m, NULL), l_q4, V, "split, new type: logits differ from a fresh open");
     copy_file(f16, live); /* layer 0's down F16 (granule 1): layer 0 refused, layer 1 back */
     reload(m, &r);
     en = find(&r, "blk.0.ffn_down.weight");
@@ -714,9 +697,7 @@ static void test_split(void)
     copy_file(orig, live); /* back: everything as first opened */
     reload(m, &r);
     sl_reload_report_free(&r);
-    l = run_logits(m, NULL);
-    CHECK_MSG(same(l, l_orig, V), "split, restored: logits differ from the first open");
-    free(l);
+    expect(run_logits(m, NULL), l_orig, V, "split, restored: logits differ from the first open");
     sl_model_close(m);
     free(l_orig);
     free(l_seed2);
