@@ -105,6 +105,9 @@ typedef struct sl__hparams {
     int32_t n_dense_lead;                   /* layers [0, n_dense_lead) have a dense FFN */
     int32_t n_expert_shared;                /* shared experts, n_ff_exp wide each */
     float yarn_log_mul;                     /* rope.scaling.yarn_log_multiplier */
+    /* nextn_predict_layers: the file's last blocks are multi-token-prediction blocks, not run
+     * for next-token logits (llama.cpp's n_layer_nextn); n_layer counts the trunk only */
+    int32_t n_layer_nextn;
 } sl__hparams;
 
 /* Sluice's metadata key for a dense FFN's activation ("relu", "silu"; arch.c says why) */

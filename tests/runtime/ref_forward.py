@@ -91,7 +91,8 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             yarn_get_mscale(factor, mscale_all_dim) = 1 for V3's configs); scores of [q_nope |
             q_pe] . [k_nope | k_pe] scaled by mscale^2 / sqrt(nope + rope), mscale = 1 +
             yarn_log_multiplier ln(factor) (the file holds 0.1 mscale_all_dim); heads [v] ->
-            attn_output. Layers below leading_dense_block_count: SwiGLU FFN. MoE (HF
+            attn_output. Layers below leading_dense_block_count: SwiGLU FFN. The last
+            nextn_predict_layers blocks (MTP) are not run. MoE (HF
             DeepseekV3MoE / MoEGate): p = sigmoid(logits) (expert_gating_func 2; 1 or absent:
             softmax); selection score p + exp_probs_b; with expert_group_count G > 1 a group
             scores the sum of its two best selection scores and only the
@@ -324,6 +325,13 @@ class Model:
             raise ValueError(f"{path}: gemma3 without attention.sliding_window is not supported")
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
         if a == "deepseek2":
+            # the last nextn_predict_layers blocks are MTP blocks, not run for next-token
+            # logits (llama.cpp: hparams.n_layer() = n_layer_all - n_layer_nextn)
+            nextn = int(self._kv(f"{a}.nextn_predict_layers", 0))
+            if not 0 <= nextn < self.n_layer:
+                raise ValueError(f"{path}: {a}.nextn_predict_layers {nextn} outside "
+                                 f"[0, {self.n_layer - 1}]")
+            self.n_layer -= nextn
             self.kv_lora = int(self._kv(f"{a}.attention.kv_lora_rank"))
             self.head_k = int(self._kv(f"{a}.attention.key_length_mla"))
             self.head_v = int(self._kv(f"{a}.attention.value_length_mla"))
