@@ -26,7 +26,8 @@ routed_scaling_factor 2.5, norm_topk_prob on and off, YaRN factor 40 with mscale
 mscale_all_dim = 0.707), its state dict converted to an F32 GGUF as convert_hf_to_gguf.py's
 DeepseekV2Model does (dsv3_convert), ref_forward run on the file, and every deliberate error
 of DSV3_MUTANTS must move the logits by more than 1e-3. Measured 2026-11-24 (transformers
-5.24, torch 2.15 CPU): 5.2e-07 and 6.8e-07; deliberate errors 6.1e-01 .. 1.8e+00.
+5.24, torch 2.15 CPU): 5.2e-07 and 6.8e-07, the legacy attn_kv_b layout (the converter before
+the MLA split) 5.2e-07; deliberate errors 6.1e-01 .. 1.8e+00.
 """
 import math
 import os
@@ -360,9 +361,11 @@ def rel_err(out, ref):
 
 
 def deepseek_v3(outdir):
-    """Both variants: q_lora_rank 32 with norm_topk_prob, and no q_lora_rank without it."""
+    """q_lora_rank 32 with norm_topk_prob, no q_lora_rank without it, and the first in the
+    legacy attn_kv_b layout."""
     worst, ok = 0.0, True
-    for q_lora, norm_topk, legacy in ((32, True, False), (None, False, False)):
+    for q_lora, norm_topk, legacy in ((32, True, False), (None, False, False),
+                                      (32, True, True)):
         cj = dsv3_config_json(q_lora, norm_topk)
         model = dsv3_model(cj, seed=15 + (q_lora or 0))
         path = os.path.join(outdir, f"dsv3-q{q_lora or 0}-n{int(norm_topk)}"

@@ -985,7 +985,14 @@ def build_flags():
                           (["mkmodel", "-o", OUT, "--activation", "relu", "--arch", "qwen3moe"],
                            ["--activation", "qwen3moe"]),
                           (["mkmodel", "-o", OUT, "--activation", "relu", "--activation",
-                            "relu"], ["--activation", "twice"])):
+                            "relu"], ["--activation", "twice"]),
+                          # --legacy-kv-b: deepseek2's layout only, no value, once
+                          (["mkmodel", "-o", OUT, "--legacy-kv-b", "--arch", "llama"],
+                           ["--legacy-kv-b", "llama"]),
+                          (["mkmodel", "-o", OUT, "--arch", "deepseek2", "--legacy-kv-b=1"],
+                           ["--legacy-kv-b", "no value"]),
+                          (["mkmodel", "-o", OUT, "--arch", "deepseek2", "--legacy-kv-b",
+                            "--legacy-kv-b"], ["--legacy-kv-b", "twice"])):
         case("flags", argv, needles, rcs=(2,), name=f"mkmodel {' '.join(argv[3:])}")
     for argv in (["serve", "-m", M, "--port", "0", "--hotswap", "--hotswap"],
                  ["serve", "-m", M, "--port", "0", "--trace", OUT],
