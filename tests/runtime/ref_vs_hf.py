@@ -2,7 +2,7 @@
 
 usage: python ref_vs_hf.py MODEL.gguf HFARCH [MODEL.gguf HFARCH ...]
        HFARCH: llama | mixtral | qwen3moe | olmoe | qwen2moe | gemma3 | gpt-oss
-       python ref_vs_hf.py --deepseek-v3 [OUTDIR]   (exit status 0 iff every check holds)
+       python ref_vs_hf.py --deepseek-v3 [OUTDIR] [--sluice BIN]   (exit 0 iff all hold)
 
 Needs torch and transformers (5.x: fused experts mlp.experts.gate_up_proj / down_proj) as well
 as gguf + numpy; not a Bazel target (CI has no torch). The GGUF weights are mapped back to the
@@ -27,10 +27,12 @@ mscale_all_dim = 0.707), its state dict converted to an F32 GGUF as convert_hf_t
 DeepseekV2Model does (dsv3_convert), ref_forward run on the file, and every deliberate error
 of DSV3_MUTANTS must move the logits by more than 1e-3. Measured 2026-11-24 (transformers
 5.24, torch 2.15 CPU): 5.2e-07 and 6.8e-07, the legacy attn_kv_b layout (the converter before
-the MLA split) 5.2e-07; deliberate errors 6.1e-01 .. 1.8e+00.
+the MLA split) 5.2e-07; deliberate errors 6.1e-01 .. 1.8e+00. With --sluice, `sluice eval` on
+the same three files against HF: 1.0e-06, 1.1e-06, 1.0e-06.
 """
 import math
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -360,9 +362,20 @@ def rel_err(out, ref):
     return (np.abs(out - ref).max(axis=1) / np.abs(ref).max(axis=1)).max()
 
 
-def deepseek_v3(outdir):
+def sluice_logits(sluice, path):
+    """`sluice eval` logits of the file (float32 [n_tokens, n_vocab], tools/cli/eval.c)."""
+    out = path + ".f32"
+    r = subprocess.run([sluice, "eval", "-m", path, "--tokens", ",".join(map(str, TOKENS)),
+                        "--logits-out", out], capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"sluice eval {path}: {r.stderr.strip()}")
+    return np.fromfile(out, dtype="<f4").astype(np.float64).reshape(len(TOKENS), -1)
+
+
+def deepseek_v3(outdir, sluice=None):
     """q_lora_rank 32 with norm_topk_prob, no q_lora_rank without it, and the first in the
-    legacy attn_kv_b layout."""
+    legacy attn_kv_b layout; with sluice (a binary), the engine's logits against HF's too
+    (float32 engine: <= 1e-5, deepseek2's F32 tolerance in logits_vs_reference)."""
     worst, ok = 0.0, True
     for q_lora, norm_topk, legacy in ((32, True, False), (None, False, False),
                                       (32, True, True)):
@@ -378,6 +391,10 @@ def deepseek_v3(outdir):
         worst = max(worst, rel)
         print(f"deepseek-v3 {os.path.basename(path)}: max rel err ref vs HF = {rel:.3e}")
         ok &= rel <= 1e-5
+        if sluice:
+            srel = rel_err(sluice_logits(sluice, path), out)
+            print(f"    sluice eval vs HF = {srel:.3e}")
+            ok &= srel <= 1e-5
         if legacy:
             continue
         for what, mutate in DSV3_MUTANTS:
@@ -393,11 +410,16 @@ def deepseek_v3(outdir):
 
 def main():
     if sys.argv[1:2] == ["--deepseek-v3"]:
-        if len(sys.argv) == 3:
-            os.makedirs(sys.argv[2], exist_ok=True)
-            return deepseek_v3(sys.argv[2])
+        args, sluice = sys.argv[2:], None
+        if "--sluice" in args:
+            i = args.index("--sluice")
+            sluice = args[i + 1]
+            del args[i:i + 2]
+        if args:
+            os.makedirs(args[0], exist_ok=True)
+            return deepseek_v3(args[0], sluice)
         with tempfile.TemporaryDirectory() as d:
-            return deepseek_v3(d)
+            return deepseek_v3(d, sluice)
     for path, hfarch in zip(sys.argv[1::2], sys.argv[2::2]):
         m = rf.load(path)
         ref = m.forward(TOKENS)
