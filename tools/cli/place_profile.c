@@ -86,13 +86,14 @@ static int write_stats(const char *cmd, const char *path, sl_ctx *c, const sl_mo
         if (layer_stats(c, in, il, &n, &tokens, NULL, NULL, NULL, &err)) goto fail;
         char name[64];
         const int64_t ne[1] = {n};
+        /* the small routing counts first: the file ends with data, not alignment padding */
+        snprintf(name, sizeof name, "blk.%d.ffn_expert_count", il);
+        if (in->n_expert && sl_gguf_writer_add_tensor(w, name, SL_GGML_I32, 1, ne_x, &err))
+            goto fail;
         snprintf(name, sizeof name, "blk.%d.ffn_act_count", il);
         if (sl_gguf_writer_add_tensor(w, name, SL_GGML_I32, 1, ne, &err)) goto fail;
         snprintf(name, sizeof name, "blk.%d.ffn_act_mag", il);
         if (sl_gguf_writer_add_tensor(w, name, SL_GGML_F32, 1, ne, &err)) goto fail;
-        snprintf(name, sizeof name, "blk.%d.ffn_expert_count", il);
-        if (in->n_expert && sl_gguf_writer_add_tensor(w, name, SL_GGML_I32, 1, ne_x, &err))
-            goto fail;
     }
     if (sl_gguf_writer_set_str(w, "general.architecture", "sluice.neuron_stats", &err) ||
         sl_gguf_writer_set_u64(w, "sluice.neuron_stats.tokens", tokens, &err) ||
@@ -114,10 +115,10 @@ static int write_stats(const char *cmd, const char *path, sl_ctx *c, const sl_mo
             goto fail;
         }
         if (layer_stats(c, in, il, &n, &tokens, cnt, mag, routed, &err) ||
-            sl_gguf_writer_write(w, cnt, (uint64_t)n * sizeof *cnt, &err) ||
-            sl_gguf_writer_write(w, mag, (uint64_t)n * sizeof *mag, &err) ||
             (routed && sl_gguf_writer_write(w, routed, (uint64_t)in->n_expert * sizeof *routed,
-                                            &err)))
+                                            &err)) ||
+            sl_gguf_writer_write(w, cnt, (uint64_t)n * sizeof *cnt, &err) ||
+            sl_gguf_writer_write(w, mag, (uint64_t)n * sizeof *mag, &err))
             goto fail;
         free(cnt);
         free(mag);
