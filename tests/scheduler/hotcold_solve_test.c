@@ -5,12 +5,13 @@
  *   GPU time binds, budgets from 0 to past everything): every subset of groups is tried and the
  *   solver's bound must be within 1% of the best feasible one. The same for MoE instances:
  *   2-4 experts a layer with skewed routing probabilities (some never routed), groups counted
- *   within each expert, some layers without experts (0 neurons, as a leading dense layer). The cost of each subset is
- *   computed here neuron by neuron, independently of the solver's item arithmetic; byte sizes
- *   and budgets are integers so feasibility does not hinge on rounding.
+ *   within each expert, some layers without experts (0 neurons, as a leading dense layer).
+ *   The cost of each subset is computed here neuron by neuron, independently of the solver's
+ *   item arithmetic; byte sizes and budgets are integers so feasibility does not hinge on
+ *   rounding.
  * - Every plan: within budget, whole groups, hot lists ascending (sl_gpuidx_validate), and the
  *   cost the solver reports is the cost computed here.
- * - A hand-solved case, edge cases (no budget, unlimited budget, neurons that never fire),
+ * - Hand-solved cases (dense, sparse, two routed experts), edge cases (no budget, unlimited budget, neurons that never fire),
  *   determinism, a large instance, invalid problems, and plan -> .gpuidx -> plan. */
 #include <inttypes.h>
 #include <math.h>
