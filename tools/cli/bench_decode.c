@@ -396,7 +396,7 @@ static int budget_row(const char *cmd, const char *path, int kind, sl_model_opti
         if (sl_ctx_neuron_stats(c, il, -1, &nn, &nt, &act, &mag, &err)) goto out;
         for (int64_t j = 0; j < nn; j++) freq[il * hm.n_ff + j] = (float)act[j] / (float)nt;
     }
-    if (!freq || sl_cli_hotcold_solve(cmd, &hm, freq, cpu_gbs, gpu_gbs, &plan)) goto out;
+    if (!freq || sl_cli_hotcold_solve(cmd, &hm, freq, NULL, cpu_gbs, gpu_gbs, &plan)) goto out;
     char *idx = malloc(4096);
     if (!idx) goto out;
     snprintf(idx, 4096, "%s/sluice-bench-decode-%d.gpuidx", dir, (int)getpid());
