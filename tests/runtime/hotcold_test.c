@@ -2,8 +2,12 @@
  * project's writer splits every dense FFN (llama, gemma3) into hot neurons in the device arena
  * and cold ones on the host; with SLUICE_ACT_F32=1 the logits match the CPU run within 1e-5
  * relative, two runs of the same split are bit-identical, a layer with no or all neurons hot is
- * not split, and bad indexes (wrong layer count, wrong width, a MoE model, no index at all)
- * fail the open with a message naming the file. The neuron statistics (profile) count
+ * not split, and bad indexes (wrong layer count, wrong width, no index at all) fail the open
+ * with a message naming the file. A MoE index (expert-major) splits every routed expert of
+ * every MoE architecture the same way (F32, Q8_0, Q4_K; experts all hot, all cold or split;
+ * biases and gpt-oss's clamped SwiGLU; shared experts and deepseek2's dense layer whole on the
+ * device); a mis-sized MoE index is refused naming file, layer and experts, and one beside
+ * the model is picked up. The neuron statistics (profile) count
  * activations of every layer. A ReLU llama split hot/cold skips inactive neurons in both
  * parts with the split-but-dense logits bit for bit. */
 #include <math.h>
@@ -23,6 +27,7 @@ enum { N_TOK = 9 };
 static const int32_t k_tok[N_TOK] = {1, 17, 250, 3, 99, 42, 7, 128, 5};
 static char g_dir[256];
 static bool g_relu_dense; /* the contexts' relu_dense option */
+static uint64_t g_gpu_bytes; /* the last model run's weight bytes on the device */
 
 static float *run(const char *path, sl_placement pl, const char *idx, size_t *nv,
                   sl_status *st_out, char *msg)
@@ -41,6 +46,7 @@ static float *run(const char *path, sl_placement pl, const char *idx, size_t *nv
     if (st) return NULL;
     sl_model_info in;
     sl_model_info_get(m, &in);
+    g_gpu_bytes = in.gpu_bytes;
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = 32;
     co.all_logits = true;
@@ -125,6 +131,84 @@ static void check_arch(const char *arch, uint32_t wtype, int g)
         free(a);
         free(b);
     }
+    free(base);
+}
+
+enum { MOE_RANDOM, MOE_COLD, MOE_HOT, MOE_EDGES };
+
+/* A MoE index of X experts of n_ff neurons per layer, in granules of g: each granule hot
+ * with probability 1/2 (MOE_RANDOM), none or all (MOE_COLD, MOE_HOT), or per expert all hot,
+ * all cold or random by e % 3 (MOE_EDGES: parts of width 0 on either side). */
+static void write_moe_index(const char *path, int n_layer, int X, int n_ff, int g, int mode,
+                            uint64_t seed)
+{
+    sl_gpuidx idx;
+    sl_error e;
+    const int N = X * n_ff;
+    uint32_t *nn = malloc((size_t)n_layer * sizeof *nn), *hot = malloc((size_t)N * 4);
+    for (int il = 0; il < n_layer; il++) nn[il] = (uint32_t)N;
+    CHECK(sl_gpuidx_init(&idx, (uint32_t)n_layer, nn, &e) == SL_OK);
+    idx.n_expert = (uint32_t)X;
+    uint64_t r[4];
+    sl_prng_seed(r, seed);
+    for (int il = 0; il < n_layer; il++) {
+        uint32_t n = 0;
+        for (int k = 0; k < N / g; k++) {
+            const int x = k * g / n_ff;
+            const bool coin = (sl_prng_next(r) >> 63) != 0;
+            const bool h = mode == MOE_HOT || (mode == MOE_RANDOM && coin) ||
+                           (mode == MOE_EDGES && (x % 3 == 0 || (x % 3 == 2 && coin)));
+            for (int j = 0; j < g && h; j++) hot[n++] = (uint32_t)(k * g + j);
+        }
+        CHECK(sl_gpuidx_set_layer(&idx, (uint32_t)il, hot, n, &e) == SL_OK);
+    }
+    CHECK_MSG(sl_gpuidx_write(path, &idx, NULL, &e) == SL_OK, "%s", e.msg);
+    sl_gpuidx_free(&idx);
+    free(nn);
+    free(hot);
+}
+
+/* Routed experts split hot/cold on the sim device: every split's logits within 1e-5 of the
+ * CPU run and bit-identical between two runs; a random split holds strictly fewer device
+ * bytes than all hot and more than all cold. n_embd / n_ff: 0 for the defaults. */
+static void check_moe(const char *arch, uint32_t wtype, int g, int n_embd, int n_ff)
+{
+    char path[512], idx[512], label[64];
+    snprintf(label, sizeof label, "%s/type %u", arch, wtype);
+    snprintf(path, sizeof path, "%s/moe_%s_%u.gguf", g_dir, arch, wtype);
+    snprintf(idx, sizeof idx, "%s/moe_%s_%u.gpuidx", g_dir, arch, wtype);
+    tm_params p;
+    tm_defaults(arch, &p);
+    p.wtype = wtype;
+    if (n_embd) p.n_embd = n_embd;
+    if (n_ff) p.n_ff = n_ff;
+    sl_error e;
+    CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "%s", e.msg);
+    size_t n0 = 0, n1 = 0, n2 = 0;
+    float *base = run(path, SL_PLACE_CPU, NULL, &n0, NULL, NULL);
+    uint64_t dev[4] = {0, 0, 0, 0};
+    for (int mode = MOE_RANDOM; mode <= MOE_EDGES; mode++) {
+        char msg[SL_ERROR_MSG_BYTES] = "";
+        sl_status st;
+        write_moe_index(idx, p.n_layer, p.n_expert, p.n_ff, g, mode, 5 + (uint64_t)mode);
+        float *a = run(path, SL_PLACE_HOT_COLD, idx, &n1, &st, msg);
+        dev[mode] = g_gpu_bytes;
+        float *b = run(path, SL_PLACE_HOT_COLD, idx, &n2, NULL, NULL);
+        CHECK_MSG(a && b, "%s, index mode %d: %s", label, mode, msg);
+        if (base && a && b) {
+            const double d = rel_diff(base, a, n0);
+            CHECK_MSG(d <= 1e-5, "%s, index mode %d: hot-cold differs from the CPU by %g "
+                      "relative", label, mode, d);
+            CHECK_MSG(!memcmp(a, b, n1 * sizeof *a), "%s, index mode %d: two hot-cold runs "
+                      "differ", label, mode);
+        }
+        free(a);
+        free(b);
+    }
+    CHECK_MSG(dev[MOE_COLD] < dev[MOE_RANDOM] && dev[MOE_RANDOM] < dev[MOE_HOT],
+              "%s: device bytes cold %llu, split %llu, hot %llu", label,
+              (unsigned long long)dev[MOE_COLD], (unsigned long long)dev[MOE_RANDOM],
+              (unsigned long long)dev[MOE_HOT]);
     free(base);
 }
 
@@ -215,13 +299,35 @@ static void check_errors(void)
     free(a);
     free(b);
     unlink(beside);
-    /* a MoE model */
+    /* a MoE model: a dense index, then MoE indexes of the wrong expert count or width */
     tm_defaults("qwen3moe", &p);
     snprintf(path, sizeof path, "%s/moe.gguf", g_dir);
     CHECK(tm_write(&p, path, &e) == SL_OK);
-    write_index(idx, p.n_layer, p.n_ff, 1, false, 1);
-    CHECK(!run(path, SL_PLACE_HOT_COLD, idx, &n, &st, msg) && st == SL_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(msg, "routed experts");
+    write_index(idx, p.n_layer, p.n_ff * p.n_expert, 1, false, 1);
+    CHECK(!run(path, SL_PLACE_HOT_COLD, idx, &n, &st, msg) && st == SL_ERR_RANGE);
+    CHECK_CONTAINS(msg, "e3.gpuidx");
+    CHECK_CONTAINS(msg, "layer 0: 512 neurons in 1 expert(s)");
+    write_moe_index(idx, p.n_layer, p.n_expert / 2, p.n_ff * 2, 1, MOE_RANDOM, 1);
+    CHECK(!run(path, SL_PLACE_HOT_COLD, idx, &n, &st, msg) && st == SL_ERR_RANGE);
+    CHECK_CONTAINS(msg, "in 4 expert(s) of 128");
+    CHECK_CONTAINS(msg, "8 routed experts of 64 neurons");
+    write_moe_index(idx, p.n_layer, p.n_expert, p.n_ff + 32, 32, MOE_RANDOM, 1);
+    CHECK(!run(path, SL_PLACE_HOT_COLD, idx, &n, &st, msg) && st == SL_ERR_RANGE);
+    CHECK_CONTAINS(msg, "e3.gpuidx: layer 0: 768 neurons in 8 expert(s) of 96");
+    /* the MoE index beside the model is picked up, by hot-cold and auto */
+    snprintf(beside, sizeof beside, "%s.generated.gpuidx", path);
+    write_moe_index(beside, p.n_layer, p.n_expert, p.n_ff, 1, MOE_RANDOM, 3);
+    a = run(path, SL_PLACE_HOT_COLD, NULL, &n, &st, msg);
+    CHECK_MSG(a != NULL, "MoE index beside the model: %s", msg);
+    const uint64_t split_bytes = g_gpu_bytes;
+    b = run(path, SL_PLACE_AUTO, NULL, &n, &st, msg);
+    if (a && b) CHECK(!memcmp(a, b, n * sizeof *a) && g_gpu_bytes == split_bytes);
+    free(a);
+    free(b);
+    unlink(beside);
+    a = run(path, SL_PLACE_AUTO, NULL, &n, &st, msg); /* without it: all on the device */
+    CHECK_MSG(a && g_gpu_bytes > split_bytes, "auto without an index: %s", msg);
+    free(a);
 }
 
 /* A CPU context with neuron statistics on a test model of arch, written as prof_ARCH.gguf;
@@ -333,6 +439,15 @@ int main(void)
     check_arch("llama", SL_GGML_Q8_0, 32);
     check_arch("llama", SL_GGML_Q4_K, 256);
     check_relu();
+    check_moe("qwen3moe", SL_GGML_F32, 1, 0, 0);
+    check_moe("qwen3moe", SL_GGML_Q8_0, 32, 0, 0);
+    check_moe("qwen3moe", SL_GGML_Q4_K, 256, 256, 512);
+    check_moe("mixtral", SL_GGML_Q8_0, 32, 0, 0);
+    check_moe("mixtral-split", SL_GGML_F32, 1, 0, 0);
+    check_moe("olmoe", SL_GGML_Q8_0, 32, 0, 0);
+    check_moe("qwen2moe", SL_GGML_Q8_0, 32, 0, 0);
+    check_moe("gpt-oss", SL_GGML_Q8_0, 32, 0, 0);
+    check_moe("deepseek2", SL_GGML_Q8_0, 32, 0, 0);
     check_errors();
     check_profile();
     check_profile_moe("qwen3moe");
