@@ -22,12 +22,14 @@
 #include "scheduler/gpuidx.h"
 #include "tests/runtime/testmodel.h"
 #include "tests/testing.h"
+#include "tools/lib/requant.h"
 
 enum { N_TOK = 9 };
 static const int32_t k_tok[N_TOK] = {1, 17, 250, 3, 99, 42, 7, 128, 5};
 static char g_dir[256];
 static bool g_relu_dense; /* the contexts' relu_dense option */
 static uint64_t g_gpu_bytes; /* the last model run's weight bytes on the device */
+static bool g_decode;        /* run() evaluates token by token (decode) instead of at once */
 
 static float *run(const char *path, sl_placement pl, const char *idx, size_t *nv,
                   sl_status *st_out, char *msg)
@@ -53,14 +55,23 @@ static float *run(const char *path, sl_placement pl, const char *idx, size_t *nv
     co.relu_dense = g_relu_dense;
     sl_ctx *c = NULL;
     float *out = NULL;
-    if (sl_ctx_create(m, &co, &c, &e) || sl_ctx_eval(c, k_tok, N_TOK, &e)) {
+    if (sl_ctx_create(m, &co, &c, &e)) {
         CHECK_MSG(0, "%s: %s", path, e.msg);
     } else {
         *nv = (size_t)in.n_vocab * N_TOK;
         out = malloc(*nv * sizeof *out);
-        for (int i = 0; i < N_TOK; i++)
-            memcpy(out + (size_t)i * in.n_vocab, sl_ctx_logits(c, i),
-                   (size_t)in.n_vocab * sizeof *out);
+        for (int i = 0; i < N_TOK; i += g_decode ? 1 : N_TOK) {
+            const int n = g_decode ? 1 : N_TOK;
+            if (sl_ctx_eval(c, k_tok + i, n, &e)) {
+                CHECK_MSG(0, "%s: %s", path, e.msg);
+                free(out);
+                out = NULL;
+                break;
+            }
+            for (int j = 0; j < n; j++)
+                memcpy(out + (size_t)(i + j) * in.n_vocab, sl_ctx_logits(c, j),
+                       (size_t)in.n_vocab * sizeof *out);
+        }
     }
     sl_ctx_destroy(c);
     sl_model_close(m);
@@ -205,11 +216,80 @@ static void check_moe(const char *arch, uint32_t wtype, int g, int n_embd, int n
         free(a);
         free(b);
     }
+    /* decode (one token per step: the scheduler's single-token path) gives the same split
+     * logits within the same tolerance */
+    write_moe_index(idx, p.n_layer, p.n_expert, p.n_ff, g, MOE_EDGES, 5 + MOE_EDGES);
+    g_decode = true;
+    float *dec = run(path, SL_PLACE_HOT_COLD, idx, &n1, NULL, NULL);
+    g_decode = false;
+    if (base && dec) {
+        const double d = rel_diff(base, dec, n0);
+        CHECK_MSG(d <= 1e-5, "%s, decode: hot-cold differs from the CPU by %g relative", label,
+                  d);
+    }
+    free(dec);
     CHECK_MSG(dev[MOE_COLD] < dev[MOE_RANDOM] && dev[MOE_RANDOM] < dev[MOE_HOT],
               "%s: device bytes cold %llu, split %llu, hot %llu", label,
               (unsigned long long)dev[MOE_COLD], (unsigned long long)dev[MOE_RANDOM],
               (unsigned long long)dev[MOE_HOT]);
     free(base);
+}
+
+/* A live reload of a layer whose experts are split hot/cold is refused (their bytes live in
+ * parts packed across the experts), naming the reason; the model computes what it did. */
+static void check_moe_reload(void)
+{
+    char path[512], live[512], q4[512], idx[512];
+    snprintf(path, sizeof path, "%s/rl.gguf", g_dir);
+    snprintf(live, sizeof live, "%s/rl_live.gguf", g_dir);
+    snprintf(q4, sizeof q4, "%s/rl_q4.gguf", g_dir);
+    snprintf(idx, sizeof idx, "%s/rl.gpuidx", g_dir);
+    tm_params p;
+    tm_defaults("qwen3moe", &p);
+    p.wtype = SL_GGML_Q8_0;
+    sl_error e;
+    uint32_t n_req = 0;
+    CHECK(tm_write(&p, path, &e) == SL_OK);
+    CHECK(tm_write(&p, live, &e) == SL_OK);
+    const char *exps = "blk\\.[0-9]+\\.ffn_(gate|up|down)_exps\\.weight";
+    CHECK_MSG(sl_requant_file(path, q4, exps, SL_GGML_Q4_0, &n_req, &e) == SL_OK &&
+                  n_req == 3u * (uint32_t)p.n_layer, "requant: %s", e.msg);
+    write_moe_index(idx, p.n_layer, p.n_expert, p.n_ff, 32, MOE_RANDOM, 9);
+    sl_model_options o = sl_model_options_default();
+    o.placement = SL_PLACE_HOT_COLD;
+    o.gpu_index = idx;
+    o.progress = false;
+    o.device = "sim";
+    sl_model *m = NULL;
+    CHECK_MSG(sl_model_open(live, &o, &m, &e) == SL_OK, "%s", e.msg);
+    if (!m) return;
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 32;
+    sl_ctx *c = NULL;
+    CHECK(sl_ctx_create(m, &co, &c, &e) == SL_OK);
+    float before[300], after[300];
+    CHECK(c && sl_ctx_eval(c, k_tok, N_TOK, &e) == SL_OK);
+    if (c) memcpy(before, sl_ctx_logits(c, -1), sizeof before);
+    CHECK(rename(q4, live) == 0);
+    sl_reload_report r;
+    CHECK_MSG(sl_reload_changed(m, &r, &e) == SL_OK, "%s", e.msg);
+    size_t refused = 0;
+    for (size_t i = 0; i < r.n; i++)
+        if (r.entries[i].kind == SL_RELOAD_REFUSED && strstr(r.entries[i].name, "_exps") &&
+            strstr(r.entries[i].msg, "split hot/cold"))
+            refused++;
+    CHECK_MSG(refused == 3u * (size_t)p.n_layer && r.n_reloaded == 0, "%zu refused, %u reloaded",
+              refused, r.n_reloaded);
+    sl_reload_report_free(&r);
+    sl_ctx_destroy(c);
+    c = NULL;
+    CHECK(sl_ctx_create(m, &co, &c, &e) == SL_OK);
+    CHECK(c && sl_ctx_eval(c, k_tok, N_TOK, &e) == SL_OK);
+    if (c) memcpy(after, sl_ctx_logits(c, -1), sizeof after);
+    CHECK_MSG(p.n_vocab == 300 && !memcmp(before, after, sizeof before),
+              "logits changed after a refused reload");
+    sl_ctx_destroy(c);
+    sl_model_close(m);
 }
 
 /* A ReLU llama split hot/cold on the sim device: each part skips its own inactive neurons
@@ -448,6 +528,7 @@ int main(void)
     check_moe("qwen2moe", SL_GGML_Q8_0, 32, 0, 0);
     check_moe("gpt-oss", SL_GGML_Q8_0, 32, 0, 0);
     check_moe("deepseek2", SL_GGML_Q8_0, 32, 0, 0);
+    check_moe_reload();
     check_errors();
     check_profile();
     check_profile_moe("qwen3moe");
