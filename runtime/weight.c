@@ -546,38 +546,6 @@ static void to_parts(sl_model *m, sl_weight *w)
     w->residency = SL_RES_PARTS;
 }
 
-/* HOT_COLD: replaces a split layer's loaded gate/up/down by compact hot parts in the device
- * arena and cold parts in the host pool (scheduler/ffn_split.h), then frees the originals. */
-static sl_status split_layer(sl_model *m, sl__layer *L, staging *sg, sl_error *err)
-{
-    const int64_t F = L->ffn_up->ne[1];
-    sl_ffn_split_src src = {.type_gate = L->ffn_gate->type, .type_up = L->ffn_up->type,
-                            .type_down = L->ffn_down->type, .n_embd = L->ffn_up->ne[0],
-                            .n_ff = F, .granule = sl_ffn_split_granule(L->ffn_down->type),
-                            .gate = L->ffn_gate->data, .up = L->ffn_up->data,
-                            .down = L->ffn_down->data};
-    for (int side = 0; side < 2; side++) {
-        const bool hot = side == 0;
-        const int64_t n_part = hot ? L->n_hot : F - L->n_hot;
-        uint64_t bytes[3];
-        sl_ffn_split_part_bytes(&src, n_part, bytes);
-        sl_weight *pw = hot ? L->split_hot : L->split_cold;
-        const sl_weight *orig[3] = {L->ffn_gate, L->ffn_up, L->ffn_down};
-        sl_status st;
-        for (int p = 0; p < 3; p++)
-            if ((st = make_part(m, orig[p], p, hot, n_part, bytes, &pw[p], err))) return st;
-        if ((st = sl_ffn_split_gather(&src, L->split_granule, hot, (void *)pw[0].data,
-                                      (void *)pw[1].data, (void *)pw[2].data, err)))
-            return st;
-        if (hot)
-            for (int p = 0; p < 3; p++)
-                if ((st = upload(m, &pw[p], sg, err))) return st;
-    }
-    sl_weight *orig[3] = {L->ffn_gate, L->ffn_up, L->ffn_down};
-    for (int p = 0; p < 3; p++) to_parts(m, orig[p]);
-    return SL_OK;
-}
-
 static void free_moe_split(sl__layer *L)
 {
     sl__moe_split *ms = L->moe_split;
@@ -593,50 +561,58 @@ static void free_moe_split(sl__layer *L)
     L->moe_split = NULL;
 }
 
-/* HOT_COLD of routed experts: each expert split at its own granules (scheduler/ffn_split.h),
- * the hot sides of all experts packed into three device blocks, the cold ones into three host
- * pool blocks; then the expert tensors drop their bytes (their biases stay, read by both
- * sides' gathered copies and by nothing else). The descriptions are made by refresh. */
-static sl_status split_experts(sl_model *m, sl__layer *L, staging *sg, sl_error *err)
+/* HOT_COLD: replaces a split layer's loaded FFN — its dense gate/up/down, or all its routed
+ * experts — by compact parts (scheduler/ffn_split.h; a dense FFN is split as a layer of one
+ * expert): each side's gate', up', down' of all experts packed into three blobs, the hot ones
+ * in the device arena and the cold ones in the host pool; then the originals drop their bytes
+ * (expert biases stay whole: both sides hold gathered copies). Routed experts also get the
+ * two sides' arrays (L->moe_split), which sl__model_refresh_pointers turns into their
+ * descriptions once every pointer is final. */
+static sl_status split_ffn(sl_model *m, sl__layer *L, bool experts, staging *sg, sl_error *err)
 {
-    const int32_t X = m->hp.n_expert;
-    const sl_weight *wg = experts_w(L, 0), *wu = experts_w(L, 1), *wd = experts_w(L, 2);
-    sl__moe_split *ms = calloc(1, sizeof *ms);
+    const int32_t X = experts ? m->hp.n_expert : 1;
+    const sl_weight *orig[3] = {experts ? experts_w(L, 0) : L->ffn_gate,
+                                experts ? experts_w(L, 1) : L->ffn_up,
+                                experts ? experts_w(L, 2) : L->ffn_down};
     const void **src = calloc(3 * (size_t)X, sizeof *src);
-    if (!ms || !src) {
-        free(ms);
+    sl__moe_split *ms = experts ? calloc(1, sizeof *ms) : NULL;
+    if (!src || (experts && !ms)) {
         free(src);
-        return sl_error_set(err, SL_ERR_NOMEM, "layer %d: out of memory (expert split)",
+        free(ms);
+        return sl_error_set(err, SL_ERR_NOMEM, "layer %d: out of memory (FFN split)",
                             (int)(L - m->layers));
     }
     L->moe_split = ms;
     for (int32_t x = 0; x < X; x++)
-        for (int p = 0; p < 3; p++) src[p * X + x] = sl__expert_data(L, p, x);
+        for (int p = 0; p < 3; p++) src[p * X + x] = experts ? sl__expert_data(L, p, x)
+                                                             : orig[p]->data;
     const sl_moe_layer whole = {
-        .layer = (int32_t)(L - m->layers), .n_expert = X, .n_embd = m->hp.n_embd,
-        .n_ff = m->hp.n_ff_exp, .type_gate = wg->type, .type_up = wu->type,
-        .type_down = wd->type, .gate = src, .up = src + X, .down = src + 2 * X,
-        .gate_b = L->gate_exps_b ? L->gate_exps_b->data : NULL,
-        .up_b = L->up_exps_b ? L->up_exps_b->data : NULL, .act = m->tr->act};
-    const int64_t G = sl_ffn_split_granule(wd->type);
+        .layer = (int32_t)(L - m->layers), .n_expert = X, .n_embd = orig[1]->ne[0],
+        .n_ff = orig[1]->ne[1], .type_gate = orig[0]->type, .type_up = orig[1]->type,
+        .type_down = orig[2]->type, .gate = src, .up = src + X, .down = src + 2 * X,
+        .gate_b = experts && L->gate_exps_b ? L->gate_exps_b->data : NULL,
+        .up_b = experts && L->up_exps_b ? L->up_exps_b->data : NULL, .act = m->tr->act};
+    const int64_t G = sl_ffn_split_granule(orig[2]->type);
+    int64_t dense_at[2][2]; /* a dense FFN's sides: [0, n_part] */
     sl_status st = SL_OK;
-    ms->hot_on_device = malloc((size_t)X * sizeof *ms->hot_on_device);
-    if (!ms->hot_on_device) st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
-    for (int32_t x = 0; x < X && !st; x++) ms->hot_on_device[x] = true;
+    if (ms && !(ms->hot_on_device = malloc((size_t)X * sizeof *ms->hot_on_device)))
+        st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
+    for (int32_t x = 0; ms && x < X && !st; x++) ms->hot_on_device[x] = true;
     for (int side = 0; side < 2 && !st; side++) {
         const bool hot = side == 0;
         sl_weight *pw = hot ? L->split_hot : L->split_cold;
-        uint64_t bytes[3];
-        if (!(ms->ff_at[side] = malloc(((size_t)X + 1) * sizeof *ms->ff_at[side]))) {
+        int64_t *at = ms ? ms->ff_at[side] = malloc(((size_t)X + 1) * sizeof *at)
+                         : dense_at[side];
+        if (!at) {
             st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
             break;
         }
-        sl_ffn_split_experts_layout(&whole, L->split_granule, G, hot, ms->ff_at[side], bytes);
-        const int64_t n_part = ms->ff_at[side][X];
-        const sl_weight *orig[3] = {wg, wu, wd};
+        uint64_t bytes[3];
+        sl_ffn_split_experts_layout(&whole, L->split_granule, G, hot, at, bytes);
+        const int64_t n_part = at[X];
         for (int p = 0; p < 3 && !st; p++) {
             st = make_part(m, orig[p], p, hot, n_part, bytes, &pw[p], err);
-            if (!st && !(ms->ptr[side][p] = calloc((size_t)X, sizeof(void *))))
+            if (!st && ms && !(ms->ptr[side][p] = calloc((size_t)X, sizeof(void *))))
                 st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
         }
         for (int b = 0; b < 2 && !st; b++)
@@ -644,20 +620,19 @@ static sl_status split_experts(sl_model *m, sl__layer *L, staging *sg, sl_error 
                 !(ms->bias[side][b] = malloc((size_t)(n_part ? n_part : 1) * sizeof(float))))
                 st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
         if (!st)
-            st = sl_ffn_split_experts_gather(&whole, L->split_granule, G, hot, ms->ff_at[side],
+            st = sl_ffn_split_experts_gather(&whole, L->split_granule, G, hot, at,
                                              (void *)pw[0].data, (void *)pw[1].data,
-                                             (void *)pw[2].data, ms->bias[side][0],
-                                             ms->bias[side][1], err);
+                                             (void *)pw[2].data, ms ? ms->bias[side][0] : NULL,
+                                             ms ? ms->bias[side][1] : NULL, err);
         for (int p = 0; p < 3 && hot && !st; p++) st = upload(m, &pw[p], sg, err);
     }
     free(src);
     if (st) return st;
-    for (int32_t x = 0; x < X; x++) /* merged tensors: once (x == 0); per-expert: each */
+    for (int32_t x = 0; x < X; x++) /* merged tensors and a dense FFN: once; per-expert: each */
         for (int p = 0; p < 3; p++) {
-            sl_weight *per = p == 0 ? (L->gate_e ? L->gate_e[x] : NULL)
-                             : p == 1 ? (L->up_e ? L->up_e[x] : NULL)
-                                      : (L->down_e ? L->down_e[x] : NULL);
-            sl_weight *w = per ? per : x == 0 ? experts_w(L, p) : NULL;
+            sl_weight *const *pe = !experts ? NULL : p == 0 ? L->gate_e : p == 1 ? L->up_e
+                                                                                 : L->down_e;
+            sl_weight *w = pe ? pe[x] : x == 0 ? (sl_weight *)orig[p] : NULL;
             if (w) to_parts(m, w);
         }
     return SL_OK;
@@ -699,7 +674,7 @@ sl_status sl__weight_resplit(sl_model *m, sl__layer *L, const void *const data[3
         if (!converted[p]) orig[p]->file_type = type[p]; /* the parts copy it (validate) */
         orig[p]->residency = SL_RES_HOST;
         orig[p]->h_block = orig[p]->d_block = SL_BLOCK_NONE;
-        orig[p]->h_owned = NULL; /* borrowed: split_layer frees nothing of it */
+        orig[p]->h_owned = NULL; /* borrowed: split_ffn frees nothing of it */
     }
     for (int i = 0; i < 3; i++) {
         memset(&L->split_hot[i], 0, sizeof L->split_hot[i]);
@@ -708,7 +683,7 @@ sl_status sl__weight_resplit(sl_model *m, sl__layer *L, const void *const data[3
         L->split_cold[i].h_block = L->split_cold[i].d_block = SL_BLOCK_NONE;
     }
     staging sg = {0};
-    sl_status st = split_layer(m, L, &sg, err);
+    sl_status st = split_ffn(m, L, false, &sg, err);
     const sl_status fs = staging_flush(m, &sg, st ? NULL : err);
     staging_free(m, &sg);
     if (!st) st = fs;
@@ -785,7 +760,7 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
         const sl_weight *eu = experts_w(L, 1);
         const bool dense = L->ffn_up && m->plan.split[L->ffn_up - m->w];
         if (L->n_hot && (dense || (eu && m->plan.split[eu - m->w]))) {
-            sl_status st = dense ? split_layer(m, L, &sg, err) : split_experts(m, L, &sg, err);
+            sl_status st = split_ffn(m, L, !dense, &sg, err);
             if (st) {
                 staging_free(m, &sg);
                 return st;
@@ -896,7 +871,11 @@ sl_status sl__model_validate(const sl_model *m, sl_error *err)
             if (st) return st;
             const sl__moe_split *ms = L->moe_split;
             const int32_t X = m->hp.n_expert;
-            if (ms && (ms->ff_at[0][0] || ms->ff_at[1][0] ||
+            bool monotone = true;
+            for (int32_t x = 0; ms && x < X; x++)
+                monotone &= ms->ff_at[0][x] <= ms->ff_at[0][x + 1] &&
+                            ms->ff_at[1][x] <= ms->ff_at[1][x + 1];
+            if (ms && (!monotone || ms->ff_at[0][0] || ms->ff_at[1][0] ||
                        ms->ff_at[0][X] + ms->ff_at[1][X] != (int64_t)X * m->hp.n_ff_exp ||
                        ms->part[0].down_b || ms->part[1].down_b != L->moe.down_b))
                 return sl_error_set(err, SL_ERR_INVALID, "model invariant: layer %d: the "

@@ -1,6 +1,7 @@
 /* scheduler/ffn_split.c: see ffn_split.h. */
 #include "scheduler/ffn_split.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "gguf/gguf.h"
@@ -29,15 +30,25 @@ static uint64_t row_bytes(uint32_t type, int64_t n)
     return ti ? (uint64_t)(n / ti->block_size) * ti->type_size : 0;
 }
 
-void sl_ffn_split_part_bytes(const sl_ffn_split_src *s, int64_t n_part, uint64_t bytes[3])
+/* One expert as a dense FFN, host memory. */
+typedef struct split_src {
+    uint32_t type_gate, type_up, type_down;
+    int64_t n_embd, n_ff, granule;
+    const void *gate, *up, *down;
+} split_src;
+
+/* Bytes of a part of n_part neurons: gate' [n_part][n_embd], up', down' [n_embd][n_part]. */
+static void part_bytes(const split_src *s, int64_t n_part, uint64_t bytes[3])
 {
     bytes[0] = (uint64_t)n_part * row_bytes(s->type_gate, s->n_embd);
     bytes[1] = (uint64_t)n_part * row_bytes(s->type_up, s->n_embd);
     bytes[2] = (uint64_t)s->n_embd * row_bytes(s->type_down, n_part);
 }
 
-sl_status sl_ffn_split_gather(const sl_ffn_split_src *s, const bool *hot_granule, bool want,
-                              void *gate, void *up, void *down, sl_error *err)
+/* Gathers one part: the neurons of the granules whose hot_granule[k] == want into compact
+ * gate', up', down' (sized by part_bytes). */
+static sl_status gather(const split_src *s, const bool *hot_granule, bool want,
+                        void *gate, void *up, void *down, sl_error *err)
 {
     const int64_t G = s->granule, K = G > 0 ? s->n_ff / G : 0;
     if (G <= 0 || s->n_ff % G || sl_ffn_split_granule(s->type_down) != G ||
@@ -66,9 +77,9 @@ sl_status sl_ffn_split_gather(const sl_ffn_split_src *s, const bool *hot_granule
 }
 
 /* The source of expert e of `whole` as a dense FFN. */
-static sl_ffn_split_src expert_src(const sl_moe_layer *whole, int32_t e, int64_t granule)
+static split_src expert_src(const sl_moe_layer *whole, int32_t e, int64_t granule)
 {
-    return (sl_ffn_split_src){.type_gate = whole->type_gate, .type_up = whole->type_up,
+    return (split_src){.type_gate = whole->type_gate, .type_up = whole->type_up,
                               .type_down = whole->type_down, .n_embd = whole->n_embd,
                               .n_ff = whole->n_ff, .granule = granule, .gate = whole->gate[e],
                               .up = whole->up[e], .down = whole->down[e]};
@@ -84,8 +95,8 @@ void sl_ffn_split_experts_layout(const sl_moe_layer *whole, const bool *hot_gran
         for (int64_t k = 0; k < K; k++) n += hot_granule[e * K + k] == want;
         ff_at[e + 1] = ff_at[e] + n * granule;
     }
-    const sl_ffn_split_src s = expert_src(whole, 0, granule);
-    sl_ffn_split_part_bytes(&s, ff_at[whole->n_expert], bytes);
+    const split_src s = expert_src(whole, 0, granule);
+    part_bytes(&s, ff_at[whole->n_expert], bytes);
 }
 
 /* dst[0 ..) = the entries of src [n_ff] in granules whose hot_granule[k] == want. */
@@ -108,15 +119,19 @@ sl_status sl_ffn_split_experts_gather(const sl_moe_layer *whole, const bool *hot
     const int64_t K = granule > 0 ? whole->n_ff / granule : 0, E = whole->n_embd;
     const uint64_t rg = row_bytes(whole->type_gate, E), ru = row_bytes(whole->type_up, E);
     for (int32_t e = 0; e < whole->n_expert; e++) {
-        const sl_ffn_split_src s = expert_src(whole, e, granule);
+        const split_src s = expert_src(whole, e, granule);
         const int64_t at = ff_at[e];
         const bool *hg = hot_granule + e * K;
-        sl_status st = sl_ffn_split_gather(&s, hg, want, (uint8_t *)gate + (uint64_t)at * rg,
-                                           (uint8_t *)up + (uint64_t)at * ru,
-                                           (uint8_t *)down +
-                                               (uint64_t)E * row_bytes(whole->type_down, at),
-                                           err);
-        if (st) return sl_error_set(err, st, "expert %d: %s", e, err ? err->msg : "");
+        sl_status st = gather(&s, hg, want, (uint8_t *)gate + (uint64_t)at * rg,
+                              (uint8_t *)up + (uint64_t)at * ru,
+                              (uint8_t *)down + (uint64_t)E * row_bytes(whole->type_down, at),
+                              err);
+        if (st && whole->n_expert > 1) {
+            char why[SL_ERROR_MSG_BYTES];
+            snprintf(why, sizeof why, "%s", err ? err->msg : "");
+            return sl_error_set(err, st, "expert %d: %s", e, why);
+        }
+        if (st) return st;
         if (whole->gate_b) gather_vec(whole->gate_b + e * whole->n_ff, K, granule, hg, want,
                                       gate_b + at);
         if (whole->up_b) gather_vec(whole->up_b + e * whole->n_ff, K, granule, hg, want,

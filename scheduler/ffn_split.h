@@ -1,5 +1,9 @@
-/* scheduler/ffn_split: a dense FFN split by neurons (PowerInfer's hot/cold) into two compact
- * FFNs whose outputs sum to the whole: hot neurons on the device, cold ones on the CPU.
+/* scheduler/ffn_split: a layer's FFN as parts (PowerInfer's hot/cold neurons): a dense FFN,
+ * or each routed expert, split by neurons into a compact hot part (device) and cold part (CPU)
+ * whose outputs sum to the whole. One description serves both: the FFN is an sl_moe_layer of
+ * X experts (a dense FFN is one expert), and a side is the set of its experts' parts, packed
+ * into three blobs (every expert's gate' slice in ascending expert order, then up', then
+ * down') and described by where each expert's neurons start (ff_at, moe.h).
  *
  * Neuron j of an FFN with gate/up [n_ff][n_embd] (rows) and down [n_embd][n_ff] is row j of
  * gate and up and column j of down. Rows can be picked one by one; down's quantization blocks
@@ -8,22 +12,24 @@
  * therefore splits at that granule — a part's down is then a valid matrix of the same type
  * with fewer columns, computed by the ordinary kernels — instead of keeping a transposed copy
  * of down (PowerInfer's ffn_down_t), which would need its own kernels and a second copy.
- * A granule is hot when at least half of its neurons are hot in the index.
+ * A granule is hot when at least half of its neurons are hot in the index; an expert's
+ * granules are its own stretch of the mask (the MoE .gpuidx is expert-major, gpuidx.h).
+ *
+ * Running the parts (runtime/forward.c ffn_hot_cold, one path for both): the hot side on the
+ * device while the host runs the cold side, then hot + cold, in that order. A dense side is
+ * one compact FFN, run by the executors' matmuls (cuda included); an expert side is the
+ * sl_moe_layer of sl_ffn_split_experts_part, run by the one CPU expert routine
+ * (expert_ffn.h) — host and sim only so far. act() is per neuron and the router weight is
+ * linear, so
+ *   sum_e w_e (down_e act(...) + bd_e) = sum_e w_e hot_e + sum_e w_e (cold_e + bd_e):
+ * each side's weighted sum is computed whole (ascending experts). gate/up biases go with
+ * their neurons; down's bias with the cold side only (an expert with no cold neurons yields
+ * its bias there).
  *
  * Numerics: with the granule aligned to the activation quantization blocks, each part
  * quantizes its activations exactly as the whole would; only the sum over neurons is split
  * in two (hot + cold, in that order), so the result differs from the unsplit FFN by rounding
  * (~1e-7 relative) and is identical from run to run.
- *
- * Routed experts: each expert of a layer is split the same way, by its own stretch of the
- * granule mask (the MoE .gpuidx is expert-major, scheduler/gpuidx.h). One side's parts of all
- * experts are packed into three blobs (all gate' slices in ascending expert order, then up',
- * then down'), and that side is described as an sl_moe_layer of per-expert widths (moe.h
- * ff_at), which the one CPU expert routine (expert_ffn.h) and the executors run like any
- * layer. act() is per neuron and the router weight is linear, so
- *   sum_e w_e (down_e act(...) + bd_e) = sum_e w_e hot_e + sum_e w_e (cold_e + bd_e):
- * each side's weighted sum is computed whole (ascending experts) and the two are added hot,
- * then cold. gate/up biases go with their neurons; down's bias with the cold side only.
  */
 #ifndef SL_SCHEDULER_FFN_SPLIT_H
 #define SL_SCHEDULER_FFN_SPLIT_H
@@ -41,22 +47,7 @@ int64_t sl_ffn_split_granule(uint32_t type_down);
  * k < n_ff / granule; returns the number of hot neurons. n_ff must be a multiple of granule. */
 int64_t sl_ffn_split_round(const bool *hot, int64_t n_ff, int64_t granule, bool *hot_granule);
 
-/* Gathers one part: the neurons of the granules whose hot_granule[k] == want into compact
- * gate'/up' [n_part][n_embd] and down' [n_embd][n_part] (row bytes by type; dst buffers sized
- * by sl_ffn_split_part_bytes). Sources are host memory. */
-typedef struct sl_ffn_split_src {
-    uint32_t type_gate, type_up, type_down;
-    int64_t n_embd, n_ff, granule;
-    const void *gate, *up, *down;
-} sl_ffn_split_src;
-
-/* Bytes of a part of n_part neurons: gate', up', down'. */
-void sl_ffn_split_part_bytes(const sl_ffn_split_src *s, int64_t n_part, uint64_t bytes[3]);
-
-sl_status sl_ffn_split_gather(const sl_ffn_split_src *s, const bool *hot_granule, bool want,
-                              void *gate, void *up, void *down, sl_error *err);
-
-/* Routed experts (above): `whole` has host-addressable experts of n_ff neurons (no ff_at);
+/* `whole` has host-addressable experts of n_ff neurons (no ff_at; a dense FFN: one expert);
  * hot_granule[e * K + k] is granule k of expert e (K = n_ff / granule). Fills ff_at
  * [n_expert + 1] for side `want` (true: hot) and the bytes of its gate, up and down blobs. */
 void sl_ffn_split_experts_layout(const sl_moe_layer *whole, const bool *hot_granule,
