@@ -106,6 +106,20 @@ static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
     return vt->mm(o->dx, wd, o->g, n, out, err);
 }
 
+/* Part `part` (0 hot, 1 cold) of layer L's split FFN on side o, from o->xn (and for experts
+ * the routing in o->topk_*) into o->tmp. */
+static sl_status split_part(sl_ctx *c, const sl__side *o, const sl__layer *L, int part,
+                            int64_t n, bool experts, sl_error *err)
+{
+    if (!experts) {
+        const sl_weight *w = part ? L->split_cold : L->split_hot;
+        return ffn_dense(c, o, &w[0], &w[1], &w[2], -1, n, o->tmp, err);
+    }
+    const sl__dx_moe M = {.L = &L->moe_split->part[part]};
+    return o->dx->vt->moe(o->dx, &M, o->topk_idx, o->topk_w, n, (int32_t)c->m->hp.n_expert_used,
+                          o->xn, o->tmp, err);
+}
+
 /* A layer's FFN split by neurons (HOT_COLD, scheduler/ffn_split.h) — a dense FFN, or the
  * routed experts (`experts`: each side an sl_moe_layer of the experts' parts, run by that
  * side's executor from the routing in s->topk_*): the hot part runs on the device while the
@@ -129,24 +143,9 @@ static sl_status ffn_hot_cold(sl_ctx *c, const sl__side *s, const sl__layer *L, 
                      (st = copy(c, o->topk_w, s->topk_w, wb, to_o, err)))) ||
         (s == d && (st = sl_device_event_record(m->dev, c->ev_xn, m->stream, err))))
         return st;
-    const sl_weight *hw = L->split_hot, *cw = L->split_cold;
-    if (experts) {
-        const sl__dx_moe hot = {.L = &L->moe_split->part[0]};
-        st = d->dx->vt->moe(d->dx, &hot, d->topk_idx, d->topk_w, n, (int32_t)K, d->xn, d->tmp,
-                            err);
-    } else {
-        st = ffn_dense(c, d, &hw[0], &hw[1], &hw[2], -1, n, d->tmp, err);
-    }
-    if (st) return st;
+    if ((st = split_part(c, d, L, 0, n, experts, err))) return st;
     if (s == d && (st = sl_device_event_sync(m->dev, c->ev_xn, err))) return st;
-    if (experts) {
-        const sl__dx_moe cold = {.L = &L->moe_split->part[1]};
-        st = h->dx->vt->moe(h->dx, &cold, h->topk_idx, h->topk_w, n, (int32_t)K, h->xn, h->tmp,
-                            err);
-    } else {
-        st = ffn_dense(c, h, &cw[0], &cw[1], &cw[2], -1, n, h->tmp, err);
-    }
-    if (st) return st;
+    if ((st = split_part(c, h, L, 1, n, experts, err))) return st;
     if (s == d)
         return (st = copy(c, d->att, h->tmp, xb, SL_COPY_H2D, err)) ? st
                : d->dx->vt->add(d->dx, d->tmp, d->att, d->tmp, n * m->hp.n_embd, err);

@@ -78,22 +78,47 @@ static float *run(const char *path, sl_placement pl, const char *idx, size_t *nv
     return out;
 }
 
-/* A random split: each granule of g neurons hot with probability 1/2; layer 0 all hot and
- * the last layer all cold when `edges` (not split, PowerInfer's rule). */
-static void write_index(const char *path, int n_layer, int n_ff, int g, bool edges, uint64_t seed)
+enum { MOE_RANDOM, MOE_COLD, MOE_HOT, MOE_EDGES };
+
+/* Whether granule of expert x in layer il is hot, given a fair coin. Dense (mode = edges):
+ * each granule hot with probability 1/2; layer 0 all hot and the last layer all cold when
+ * edges (not split, PowerInfer's rule). MoE: each granule by the coin (MOE_RANDOM), none or
+ * all (MOE_COLD, MOE_HOT), or per expert all hot, all cold or by the coin by x % 3
+ * (MOE_EDGES: parts of width 0 on either side). */
+typedef bool (*pick_fn)(int mode, int il, int n_layer, int x, bool coin);
+
+static bool pick_dense(int edges, int il, int n_layer, int x, bool coin)
+{
+    (void)x;
+    return edges && il == 0 ? true : edges && il == n_layer - 1 ? false : coin;
+}
+
+static bool pick_moe(int mode, int il, int n_layer, int x, bool coin)
+{
+    (void)il;
+    (void)n_layer;
+    return mode == MOE_HOT || (mode == MOE_RANDOM && coin) ||
+           (mode == MOE_EDGES && (x % 3 == 0 || (x % 3 == 2 && coin)));
+}
+
+/* An index of n_layer layers of X experts (0: a dense index) of n_ff neurons, in granules of
+ * g chosen by pick. */
+static void write_idx(const char *path, int n_layer, int X, int n_ff, int g, pick_fn pick,
+                      int mode, uint64_t seed)
 {
     sl_gpuidx idx;
     sl_error e;
-    uint32_t *nn = malloc((size_t)n_layer * sizeof *nn), *hot = malloc((size_t)n_ff * 4);
-    for (int il = 0; il < n_layer; il++) nn[il] = (uint32_t)n_ff;
+    const int N = (X ? X : 1) * n_ff;
+    uint32_t *nn = malloc((size_t)n_layer * sizeof *nn), *hot = malloc((size_t)N * 4);
+    for (int il = 0; il < n_layer; il++) nn[il] = (uint32_t)N;
     CHECK(sl_gpuidx_init(&idx, (uint32_t)n_layer, nn, &e) == SL_OK);
+    idx.n_expert = (uint32_t)X;
     uint64_t r[4];
     sl_prng_seed(r, seed);
     for (int il = 0; il < n_layer; il++) {
         uint32_t n = 0;
-        for (int k = 0; k < n_ff / g; k++) {
-            const bool h = edges && il == 0 ? true : edges && il == n_layer - 1 ? false
-                                                   : (sl_prng_next(r) >> 63) != 0;
+        for (int k = 0; k < N / g; k++) {
+            const bool h = pick(mode, il, n_layer, k * g / n_ff, (sl_prng_next(r) >> 63) != 0);
             for (int j = 0; j < g && h; j++) hot[n++] = (uint32_t)(k * g + j);
         }
         CHECK(sl_gpuidx_set_layer(&idx, (uint32_t)il, hot, n, &e) == SL_OK);
@@ -102,6 +127,17 @@ static void write_index(const char *path, int n_layer, int n_ff, int g, bool edg
     sl_gpuidx_free(&idx);
     free(nn);
     free(hot);
+}
+
+static void write_index(const char *path, int n_layer, int n_ff, int g, bool edges, uint64_t seed)
+{
+    write_idx(path, n_layer, 0, n_ff, g, pick_dense, edges, seed);
+}
+
+static void write_moe_index(const char *path, int n_layer, int X, int n_ff, int g, int mode,
+                            uint64_t seed)
+{
+    write_idx(path, n_layer, X, n_ff, g, pick_moe, mode, seed);
 }
 
 static double rel_diff(const float *a, const float *b, size_t n)
@@ -114,69 +150,59 @@ static double rel_diff(const float *a, const float *b, size_t n)
     return d / (s > 0 ? s : 1);
 }
 
+/* Writes a test model of arch (prefix_ARCH_TYPE.gguf; n_embd, n_ff, head_dim 0: defaults)
+ * and names its index and label. */
+static void test_model(const char *prefix, const char *arch, uint32_t wtype, int n_embd,
+                       int n_ff, int head_dim, tm_params *p, char path[512], char idx[512],
+                       char label[64])
+{
+    snprintf(label, 64, "%s/type %u", arch, wtype);
+    snprintf(path, 512, "%s/%s%s_%u.gguf", g_dir, prefix, arch, wtype);
+    snprintf(idx, 512, "%s/%s%s_%u.gpuidx", g_dir, prefix, arch, wtype);
+    tm_defaults(arch, p);
+    p->wtype = wtype;
+    if (n_embd) p->n_embd = n_embd;
+    if (n_ff) p->n_ff = n_ff;
+    if (head_dim) p->head_dim = head_dim;
+    sl_error e;
+    CHECK_MSG(tm_write(p, path, &e) == SL_OK, "%s", e.msg);
+}
+
+/* Two hot-cold runs of path with index idx: within 1e-5 of base (the CPU run) and
+ * bit-identical to each other. The first run's device bytes in *dev (may be NULL). */
+static void check_split(const char *label, int mode, const char *path, const char *idx,
+                        const float *base, size_t n0, uint64_t *dev)
+{
+    char msg[SL_ERROR_MSG_BYTES] = "";
+    sl_status st;
+    size_t n1 = 0, n2 = 0;
+    float *a = run(path, SL_PLACE_HOT_COLD, idx, &n1, &st, msg);
+    if (dev) *dev = g_gpu_bytes;
+    float *b = run(path, SL_PLACE_HOT_COLD, idx, &n2, NULL, NULL);
+    CHECK_MSG(a && b, "%s, index mode %d: %s", label, mode, msg);
+    if (base && a && b) {
+        const double d = rel_diff(base, a, n0);
+        CHECK_MSG(d <= 1e-5, "%s, index mode %d: hot-cold differs from the CPU by %g relative",
+                  label, mode, d);
+        CHECK_MSG(n1 == n2 && !memcmp(a, b, n1 * sizeof *a), "%s, index mode %d: two hot-cold "
+                  "runs differ", label, mode);
+    }
+    free(a);
+    free(b);
+}
+
 static void check_arch(const char *arch, uint32_t wtype, int g)
 {
     char path[512], idx[512], label[64];
-    snprintf(label, sizeof label, "%s/type %u", arch, wtype);
-    snprintf(path, sizeof path, "%s/%s_%u.gguf", g_dir, arch, wtype);
-    snprintf(idx, sizeof idx, "%s/%s_%u.gpuidx", g_dir, arch, wtype);
     tm_params p;
-    tm_defaults(arch, &p);
-    p.wtype = wtype;
-    p.n_embd = 256;
-    p.n_ff = 1024;
-    p.head_dim = 64;
-    sl_error e;
-    CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "%s", e.msg);
-    size_t n0 = 0, n1 = 0, n2 = 0;
+    test_model("", arch, wtype, 256, 1024, 64, &p, path, idx, label);
+    size_t n0 = 0;
     float *base = run(path, SL_PLACE_CPU, NULL, &n0, NULL, NULL);
     for (int edges = 0; edges < 2; edges++) {
         write_index(idx, p.n_layer, p.n_ff, g, edges, 7 + (uint64_t)edges);
-        float *a = run(path, SL_PLACE_HOT_COLD, idx, &n1, NULL, NULL);
-        float *b = run(path, SL_PLACE_HOT_COLD, idx, &n2, NULL, NULL);
-        if (base && a && b) {
-            const double d = rel_diff(base, a, n0);
-            CHECK_MSG(d <= 1e-5, "%s: hot-cold differs from the CPU by %g relative", label, d);
-            CHECK_MSG(!memcmp(a, b, n1 * sizeof *a), "%s: two hot-cold runs differ", label);
-        }
-        free(a);
-        free(b);
+        check_split(label, edges, path, idx, base, n0, NULL);
     }
     free(base);
-}
-
-enum { MOE_RANDOM, MOE_COLD, MOE_HOT, MOE_EDGES };
-
-/* A MoE index of X experts of n_ff neurons per layer, in granules of g: each granule hot
- * with probability 1/2 (MOE_RANDOM), none or all (MOE_COLD, MOE_HOT), or per expert all hot,
- * all cold or random by e % 3 (MOE_EDGES: parts of width 0 on either side). */
-static void write_moe_index(const char *path, int n_layer, int X, int n_ff, int g, int mode,
-                            uint64_t seed)
-{
-    sl_gpuidx idx;
-    sl_error e;
-    const int N = X * n_ff;
-    uint32_t *nn = malloc((size_t)n_layer * sizeof *nn), *hot = malloc((size_t)N * 4);
-    for (int il = 0; il < n_layer; il++) nn[il] = (uint32_t)N;
-    CHECK(sl_gpuidx_init(&idx, (uint32_t)n_layer, nn, &e) == SL_OK);
-    idx.n_expert = (uint32_t)X;
-    uint64_t r[4];
-    sl_prng_seed(r, seed);
-    for (int il = 0; il < n_layer; il++) {
-        uint32_t n = 0;
-        for (int k = 0; k < N / g; k++) {
-            const int x = k * g / n_ff;
-            const bool coin = (sl_prng_next(r) >> 63) != 0;
-            const bool h = mode == MOE_HOT || (mode == MOE_RANDOM && coin) ||
-                           (mode == MOE_EDGES && (x % 3 == 0 || (x % 3 == 2 && coin)));
-            for (int j = 0; j < g && h; j++) hot[n++] = (uint32_t)(k * g + j);
-        }
-        CHECK(sl_gpuidx_set_layer(&idx, (uint32_t)il, hot, n, &e) == SL_OK);
-    }
-    CHECK_MSG(sl_gpuidx_write(path, &idx, NULL, &e) == SL_OK, "%s", e.msg);
-    sl_gpuidx_free(&idx);
-    free(nn);
-    free(hot);
 }
 
 /* Routed experts split hot/cold on the sim device: every split's logits within 1e-5 of the
@@ -185,36 +211,14 @@ static void write_moe_index(const char *path, int n_layer, int X, int n_ff, int 
 static void check_moe(const char *arch, uint32_t wtype, int g, int n_embd, int n_ff)
 {
     char path[512], idx[512], label[64];
-    snprintf(label, sizeof label, "%s/type %u", arch, wtype);
-    snprintf(path, sizeof path, "%s/moe_%s_%u.gguf", g_dir, arch, wtype);
-    snprintf(idx, sizeof idx, "%s/moe_%s_%u.gpuidx", g_dir, arch, wtype);
     tm_params p;
-    tm_defaults(arch, &p);
-    p.wtype = wtype;
-    if (n_embd) p.n_embd = n_embd;
-    if (n_ff) p.n_ff = n_ff;
-    sl_error e;
-    CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "%s", e.msg);
-    size_t n0 = 0, n1 = 0, n2 = 0;
+    test_model("moe_", arch, wtype, n_embd, n_ff, 0, &p, path, idx, label);
+    size_t n0 = 0, n1 = 0;
     float *base = run(path, SL_PLACE_CPU, NULL, &n0, NULL, NULL);
     uint64_t dev[4] = {0, 0, 0, 0};
     for (int mode = MOE_RANDOM; mode <= MOE_EDGES; mode++) {
-        char msg[SL_ERROR_MSG_BYTES] = "";
-        sl_status st;
         write_moe_index(idx, p.n_layer, p.n_expert, p.n_ff, g, mode, 5 + (uint64_t)mode);
-        float *a = run(path, SL_PLACE_HOT_COLD, idx, &n1, &st, msg);
-        dev[mode] = g_gpu_bytes;
-        float *b = run(path, SL_PLACE_HOT_COLD, idx, &n2, NULL, NULL);
-        CHECK_MSG(a && b, "%s, index mode %d: %s", label, mode, msg);
-        if (base && a && b) {
-            const double d = rel_diff(base, a, n0);
-            CHECK_MSG(d <= 1e-5, "%s, index mode %d: hot-cold differs from the CPU by %g "
-                      "relative", label, mode, d);
-            CHECK_MSG(!memcmp(a, b, n1 * sizeof *a), "%s, index mode %d: two hot-cold runs "
-                      "differ", label, mode);
-        }
-        free(a);
-        free(b);
+        check_split(label, mode, path, idx, base, n0, &dev[mode]);
     }
     /* decode (one token per step: the scheduler's single-token path) gives the same split
      * logits within the same tolerance */
