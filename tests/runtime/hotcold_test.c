@@ -140,16 +140,6 @@ static void write_moe_index(const char *path, int n_layer, int X, int n_ff, int 
     write_idx(path, n_layer, X, n_ff, g, pick_moe, mode, seed);
 }
 
-static double rel_diff(const float *a, const float *b, size_t n)
-{
-    double d = 0, s = 0;
-    for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)a[i] - b[i]));
-        s = fmax(s, fabs((double)a[i]));
-    }
-    return d / (s > 0 ? s : 1);
-}
-
 /* Writes a test model of arch (prefix_ARCH_TYPE.gguf; n_embd, n_ff, head_dim 0: defaults)
  * and names its index and label. */
 static void test_model(const char *prefix, const char *arch, uint32_t wtype, int n_embd,
@@ -181,7 +171,7 @@ static void check_split(const char *label, int mode, const char *path, const cha
     float *b = run(path, SL_PLACE_HOT_COLD, idx, &n2, NULL, NULL);
     CHECK_MSG(a && b, "%s, index mode %d: %s", label, mode, msg);
     if (base && a && b) {
-        const double d = rel_diff(base, a, n0);
+        const double d = sl_test_rel_diff(base, a, n0);
         CHECK_MSG(d <= 1e-5, "%s, index mode %d: hot-cold differs from the CPU by %g relative",
                   label, mode, d);
         CHECK_MSG(n1 == n2 && !memcmp(a, b, n1 * sizeof *a), "%s, index mode %d: two hot-cold "
@@ -227,7 +217,7 @@ static void check_moe(const char *arch, uint32_t wtype, int g, int n_embd, int n
     float *dec = run(path, SL_PLACE_HOT_COLD, idx, &n1, NULL, NULL);
     g_decode = false;
     if (base && dec) {
-        const double d = rel_diff(base, dec, n0);
+        const double d = sl_test_rel_diff(base, dec, n0);
         CHECK_MSG(d <= 1e-5, "%s, decode: hot-cold differs from the CPU by %g relative", label,
                   d);
     }
@@ -318,7 +308,7 @@ static void check_relu(void)
     float *base = run(path, SL_PLACE_CPU, NULL, &n0, NULL, NULL);
     float *split = run(path, SL_PLACE_HOT_COLD, idx, &n1, NULL, NULL);
     if (base && split) {
-        const double d = rel_diff(base, split, n0);
+        const double d = sl_test_rel_diff(base, split, n0);
         CHECK_MSG(d <= 1e-5, "relu: hot-cold differs from the CPU by %g relative", d);
     }
     free(base);

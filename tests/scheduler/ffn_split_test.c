@@ -101,16 +101,6 @@ static void free_side(side *s)
     free(s->b[1]);
 }
 
-static double rel_diff(const float *a, const float *b, size_t n)
-{
-    double d = 0, m = 0;
-    for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)a[i] - b[i]));
-        m = fmax(m, fabs((double)a[i]));
-    }
-    return d / (m > 0 ? m : 1);
-}
-
 /* Whole vs hot + cold for n_tok tokens routed to K experts each. */
 static void check(sl_moe_sched *cpu, uint32_t type, bool bias, sl_moe_act act, int n_tok)
 {
@@ -141,7 +131,7 @@ static void check(sl_moe_sched *cpu, uint32_t type, bool bias, sl_moe_act act, i
     CHECK(sl_moe_exec(cpu, &hot.L, a, n_tok * K, x_in, n_tok, h, &e) == SL_OK);
     CHECK(sl_moe_exec(cpu, &cold.L, a, n_tok * K, x_in, n_tok, c, &e) == SL_OK);
     for (int i = 0; i < n_tok * E; i++) h[i] += c[i];
-    const double d = rel_diff(whole, h, (size_t)(n_tok * E));
+    const double d = sl_test_rel_diff(whole, h, (size_t)(n_tok * E));
     CHECK_MSG(d <= 1e-5, "type %u bias %d act %d, %d tokens: hot + cold differs by %g", type,
               bias, act, n_tok, d);
     /* a broken part is refused, naming the expert */
