@@ -271,7 +271,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
                 if (eb[i] && (st = check_weight(c, eb[i], m->arena && L->moe_on_device[0], where,
                                                 err)))
                     return st;
-            any_dev |= L->moe_on_device[0];
+            any_dev |= L->moe_on_device[0] || L->moe_split; /* a split's hot parts too */
         }
         c->layer_dev[il] = dev;
         if (dev) c->kv_slot[il] = n_dev++;

@@ -101,10 +101,16 @@ void sl__model_info_fill(sl_model *m)
         const sl_weight *w = &m->w[i];
         in->n_params += (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]);
         in->weight_bytes += w->file_nbytes;
+        if (w->residency == SL_RES_PARTS) continue; /* counted by its parts, below */
         if (w->residency ? w->residency & SL_RES_DEVICE : w->want_device)
             in->gpu_bytes += w->nbytes;
         else in->host_bytes += w->nbytes;
     }
+    for (int32_t il = 0; m->layers && il < hp->n_layer; il++) /* hot/cold splits */
+        for (int p = 0; p < 3; p++) {
+            in->gpu_bytes += m->layers[il].split_hot[p].nbytes;
+            in->host_bytes += m->layers[il].split_cold[p].nbytes;
+        }
     uint32_t id;
     in->bos = sl_gguf_get_u32(m->gguf, "tokenizer.ggml.bos_token_id", &id, NULL) ? -1 : (int32_t)id;
     in->eos = sl_gguf_get_u32(m->gguf, "tokenizer.ggml.eos_token_id", &id, NULL) ? -1 : (int32_t)id;

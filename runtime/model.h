@@ -139,7 +139,25 @@ typedef struct sl__layer {
     const void **moe_gate, **moe_up, **moe_down;
     bool *moe_on_device;
     sl_moe_layer moe;
+    /* hot/cold split of the routed experts (HOT_COLD with a MoE index), else NULL: then
+     * n_hot counts the hot neurons of all experts, split_granule is [n_expert][n_ff_exp /
+     * granule] (expert-major), split_hot / split_cold hold one side's packed gate', up', down'
+     * blobs (scheduler/ffn_split.h), the expert tensors are SL_RES_PARTS (their biases stay
+     * whole on the host) and moe's expert pointers are NULL: parts replace it */
+    struct sl__moe_split *moe_split;
 } sl__layer;
+
+/* One MoE layer's two sides (0 hot, on the device; 1 cold, on the host), each an
+ * sl_moe_layer of per-expert widths over its blobs (refreshed with the other pointers).
+ * Invariants: ff_at[s][0] == 0, non-decreasing, ff_at[0][X] + ff_at[1][X] == n_expert * n_ff;
+ * part[s].gate[e] etc. point into split_hot / split_cold; only part[1] has the down bias. */
+typedef struct sl__moe_split {
+    sl_moe_layer part[2];
+    int64_t *ff_at[2];        /* [n_expert + 1] */
+    const void **ptr[2][3];   /* [n_expert]: part[s]'s gate, up, down */
+    float *bias[2][2];        /* [ff_at[s][n_expert]]: side s's gate, up bias entries, or NULL */
+    bool *hot_on_device;      /* [n_expert], all true: part[0].on_device (stats) */
+} sl__moe_split;
 
 struct sl_model {
     char *path;

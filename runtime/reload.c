@@ -159,6 +159,20 @@ static sl__layer *split_layer_of(const sl_model *m, const sl_weight *w)
     return NULL;
 }
 
+/* Whether w is a routed-expert tensor (or expert bias) of a layer whose experts are split
+ * hot/cold: its bytes live in parts packed across all experts, which a reload does not rebuild. */
+static bool in_moe_split(const sl_model *m, const sl_weight *w)
+{
+    int32_t il = -1;
+    if (is_routed(m, w, &il)) return m->layers[il].moe_split != NULL;
+    for (il = 0; il < m->hp.n_layer; il++) {
+        const sl__layer *L = &m->layers[il];
+        if (L->moe_split && (w == L->gate_exps_b || w == L->up_exps_b || w == L->down_exps_b))
+            return true;
+    }
+    return false;
+}
+
 /* Stages weight w from the fresh handle g (tensor nt). false: out of memory for the report. */
 static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gguf_tensor *nt)
 {
@@ -167,6 +181,9 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
     if (w->derive != SL_DERIVE_NONE)
         return refuse(r, w, SL_GGML_F32, "%s", "derived from attn_kv_b at load (legacy "
                       "deepseek2 layout): reopen the model");
+    if (in_moe_split(m, w))
+        return refuse(r, w, nt->type, "%s", "its layer's routed experts are split hot/cold "
+                      "(placement hot-cold): reopen the model");
     const bool conv = sl__weight_needs_f32(w, nt->type);
     const uint32_t new_type = conv ? SL_GGML_F32 : nt->type;
     const uint64_t new_bytes =

@@ -855,6 +855,10 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
                             sl_error *err)
 {
     fetch *f = (fetch *)s;
+    if (L->ff_at) /* its slots, cache and device jobs assume one width per layer */
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "moe layer %d: a hot/cold part of routed "
+                            "experts (per-expert widths) runs on the cpu scheduler, not the "
+                            "fetching one (SLUICE_POSTFETCH_MODE=cpu)", L->layer);
     memset(out, 0, (size_t)n_tok * (size_t)L->n_embd * sizeof(float));
     if (!n_assign) return SL_OK;
     f->cur = *L;

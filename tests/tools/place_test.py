@@ -1,9 +1,9 @@
 """tools/run place and the placement flags end to end on sim: place show follows llama.cpp's
 -ngl (the last layers) and -ot (first match), place profile -> place solve -> --placement
 hot-cold gives the CPU's greedy text and logits within 1e-5 (SLUICE_ACT_F32), bench decode's
-budget rows run, place profile -> place solve on a MoE model writes the MoE index, and bad
-requests (a budget too small, a split group, an index or stats for another model, -o aliasing
-the model) fail naming the culprit."""
+budget rows run (dense, and MoE with its experts split hot/cold), place profile -> place solve
+on a MoE model writes the MoE index, and bad requests (a budget too small, a split group, an
+index or stats for another model, -o aliasing the model) fail naming the culprit."""
 import json
 import os
 import struct
@@ -152,6 +152,21 @@ def main():
     rows = [x["placement"] for x in json.loads(r.stdout)["runs"]] if r.returncode == 0 else []
     expect(any(x.startswith("ngl ") for x in rows) and "hot-cold" in rows,
            f"bench decode budget rows: {rows} {r.stderr[-300:]}")
+    # a MoE model's three ways under a budget that holds part of its experts: hot-cold splits
+    # them (hot neurons by routing rate), so both sides read expert bytes every token
+    moe8 = os.path.join(d, "moe8.gguf")
+    r = run("mkmodel", "--arch", "qwen3moe", "--layers", "3", "--dim", "128", "--ffn", "128",
+            "--type", "Q8_0", "-o", moe8)
+    expect(r.returncode == 0, f"mkmodel moe Q8_0: {r.stderr}")
+    r = run("bench", "decode", "-m", moe8, "-n", "2", "--prompt-tokens", "16",
+            "--vram-budget", "5MiB", "--json")
+    runs = {x["placement"]: x for x in json.loads(r.stdout)["runs"]} if r.returncode == 0 else {}
+    hc = runs.get("hot-cold", {})
+    expect(any(x.startswith("n-cpu-moe ") and x != "n-cpu-moe 0" for x in runs) and
+           any(x.startswith("ngl ") for x in runs) and hc.get("ok") and
+           hc.get("device_bytes_per_token", 0) > 0 and hc.get("host_bytes_per_token", 0) > 0 and
+           hc.get("bound_ms_per_token") and 0 < hc.get("gpu_bytes", 0) < 5 << 20,
+           f"bench decode MoE budget rows: {list(runs)} {hc} {r.stderr[-300:]}")
     return finish()
 
 
