@@ -201,17 +201,36 @@ sl_status sl__runtime_load_floor(sl_model *m, sl_error *err);
 sl_status sl__runtime_lend(sl_model *m, uint64_t *device_free, sl_error *err);
 sl_status sl__runtime_attach(sl_model *m, sl_error *err);
 sl_status sl__runtime_register(sl_model *m, sl_error *err);
+/* Fault injection of a live reload (tests: SLUICE_FAULT_SWAP_ALLOC=N): the run's at-th new
+ * device block is refused as if the arena were full; at == 0 never. */
+typedef struct sl__swap_fault {
+    uint64_t at, n;
+} sl__swap_fault;
+
+static inline bool sl__swap_fault_hit(sl__swap_fault *f)
+{
+    return f && f->at && ++f->n == f->at;
+}
+
 /* Live reload of a runtime model (reload.c), between lock and unlock (the runtime's mutex:
  * no residency change meanwhile; take it after the swap gate, as evaluations do):
  * swap_weight makes ns (a host copy of the new bytes, type and size) w's host floor and, when
- * w is on the device, copies it there (a new arena block when the size changed; SL_ERR_NOMEM
- * leaves w unchanged). On success ns belongs to the model; the weight's previous host copy is
+ * the plan put w on the device and the model is there, copies it there (the same block when
+ * the size is the same, else a new one); a device with no room for it (or the fault) leaves
+ * w on the host with the new bytes when may_fall (*fell, w->fallback, and the model's device
+ * bytes no longer count it), else returns SL_ERR_NOMEM with w unchanged. On success ns belongs to the model; the weight's previous host copy is
  * freed unless it lies in a shared floor (copy-on-write: the other processes keep theirs).
- * SL_ERR_UNSUPPORTED for a model on DISK. The model may not go back to DISK afterwards. */
+ * SL_ERR_UNSUPPORTED for a model on DISK.
+ * weight_to_host moves a device weight to its floor as a fallback (a sibling's); weight_to_device
+ * returns a fallen-back weight of a model on the device to a new block (*ok false: no room,
+ * nothing changed). */
 void sl__runtime_lock(sl_model *m);
 void sl__runtime_unlock(sl_model *m);
 sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns, uint32_t type,
-                                  uint64_t nbytes, sl_error *err);
+                                  uint64_t nbytes, bool may_fall, sl__swap_fault *fault,
+                                  bool *fell, sl_error *err);
+sl_status sl__runtime_weight_to_host(sl_model *m, sl_weight *w, sl_error *err);
+sl_status sl__runtime_weight_to_device(sl_model *m, sl_weight *w, bool *ok, sl_error *err);
 /* Evaluation brackets of a context of a runtime model: begin fails with SL_ERR_NOT_RESIDENT
  * below DEVICE, marks the model busy (never evicted) and, unless creating, refreshes the
  * context's pointers (sl__ctx_refresh) when the weights moved since its last eval; end clears

@@ -31,8 +31,11 @@
  * A model in a runtime (sl_model_open_in) moves between its host floor and the device, so it
  * has no original block to reattach to: each changed tensor replaces its host floor copy and,
  * when on the device, its device copy (commit_runtime). A later eviction, reload or compaction
- * then brings back the new bytes. A shared floor (other processes map it) is never written:
- * the new bytes go to a private block of this process (copy-on-write).
+ * then brings back the new bytes. A device short of memory for a new size leaves the tensor on
+ * the host (a fallback, counted; its expert siblings follow; the runtime's residency stops
+ * counting it as device bytes and keeps it there until a reload returns its group). A shared
+ * floor (other processes map it) is never written: the new bytes go to a private block of this
+ * process (copy-on-write).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,9 +68,7 @@ typedef struct reload_run {
     staged *s;
     size_t n_s, cap_s;
     sl_swap_source file;        /* the stat of the file being staged */
-    /* fault injection (tests): SLUICE_FAULT_SWAP_ALLOC=N fails the run's Nth device block as
-     * if the arena were full; 0 never */
-    uint64_t fault_at, n_dev_allocs;
+    sl__swap_fault fault;       /* SLUICE_FAULT_SWAP_ALLOC (tests) */
     bool *fell_layer;           /* [n_layer]: an expert tensor of the layer fell back now */
 } reload_run;
 
@@ -368,7 +369,7 @@ static sl_status new_storage(reload_run *r, staged *s, bool want_device,
     s->blk = SL_BLOCK_NONE;
     s->f32 = NULL;
     *fell = false;
-    if (want_device && r->fault_at && ++r->n_dev_allocs == r->fault_at) {
+    if (want_device && sl__swap_fault_hit(&r->fault)) {
         *fell = true;
     } else if (want_device) {
         sl_error e;
@@ -521,6 +522,13 @@ static sl_status back_to_device(sl_model *m, sl_weight *w, bool *ok, sl_error *e
     return SL_OK;
 }
 
+/* A sibling following a fallback: to the host, by the model's own means (a runtime's weight
+ * reads its host floor again). */
+static sl_status host_side(sl_model *m, sl_weight *w, sl_error *err)
+{
+    return m->rt ? sl__runtime_weight_to_host(m, w, err) : to_host(m, w, err);
+}
+
 static sl_status sibling_entry(reload_run *r, const sl_weight *w, sl_error *err)
 {
     sl_reload_entry *e = add_entry(r->rep, w->name, SL_RELOAD_SIBLING);
@@ -533,7 +541,8 @@ static sl_status sibling_entry(reload_run *r, const sl_weight *w, sl_error *err)
 }
 
 /* Sibling expert tensors share a side: mixed groups go to the host; groups wholly on the host
- * by fallback try to return to the device together. */
+ * by fallback try to return to the device together. The same for a model in a runtime, whose
+ * moves are runtime.c's (its floor is the host copy). */
 static sl_status siblings(reload_run *r, sl_error *err)
 {
     sl_model *m = r->m;
@@ -563,17 +572,19 @@ static sl_status siblings(reload_run *r, sl_error *err)
             bool ok = true;
             size_t k = 0;
             for (; k < n && ok; k++)
-                if (g[k]->fallback && (st = back_to_device(m, g[k], &ok, err))) return st;
+                if (g[k]->fallback && (st = m->rt ? sl__runtime_weight_to_device(m, g[k], &ok, err)
+                                                  : back_to_device(m, g[k], &ok, err)))
+                    return st;
             for (size_t i = 0; i < k; i++) {
                 if (ok) st = sibling_entry(r, g[i], err);
-                else if (i + 1 < k && g[i]->residency & SL_RES_DEVICE) st = to_host(m, g[i], err);
+                else if (i + 1 < k && g[i]->residency & SL_RES_DEVICE) st = host_side(m, g[i], err);
                 if (st) return st;
             }
             if (ok) continue;
         }
         for (size_t i = 0; on_dev && on_dev < n && i < n; i++) { /* mixed: all to the host */
             if (!(g[i]->residency & SL_RES_DEVICE)) continue;
-            if ((st = to_host(m, g[i], err)) || (st = sibling_entry(r, g[i], err))) return st;
+            if ((st = host_side(m, g[i], err)) || (st = sibling_entry(r, g[i], err))) return st;
         }
     }
     return SL_OK;
@@ -686,15 +697,18 @@ static void refresh_plan(sl_model *m)
         }
         m->place_t[i].bytes = w->nbytes;
         m->place_t[i].type_name = type_name(w->type);
-        if (w->residency & SL_RES_DEVICE) m->plan.device_bytes += w->nbytes;
+        /* a runtime's model may be evicted: where it goes when loaded */
+        if (m->rt ? w->want_device : (w->residency & SL_RES_DEVICE) != 0)
+            m->plan.device_bytes += w->nbytes;
         else m->plan.host_bytes += w->nbytes;
     }
 }
 
-/* The commit of a model in a runtime (gate held): no original to reattach to and no
- * fallback — each staged tensor becomes its weight's host floor and, on the device, its device
- * copy (runtime.c: sl__runtime_swap_weight), under the runtime's mutex so no eviction, load or
- * compaction runs meanwhile; a tensor the arena has no room for is refused. */
+/* The commit of a model in a runtime (gate held): no original to reattach to — each staged
+ * tensor becomes its weight's host floor and, on the device, its device copy (runtime.c:
+ * sl__runtime_swap_weight), under the runtime's mutex so no eviction, load or compaction runs
+ * meanwhile; a device with no room for it leaves it on the host (a fallback, as in commit:
+ * counted, reported, its expert siblings follow it, and the group returns together later). */
 static sl_status commit_runtime(reload_run *r, sl_error *err)
 {
     sl_model *m = r->m;
@@ -707,8 +721,13 @@ static sl_status commit_runtime(reload_run *r, sl_error *err)
         const uint32_t old_type = w->type;
         const uint64_t old_bytes = w->nbytes;
         const sl__floor ns = {.data = staged_bytes(s), .h_block = s->blk, .h_owned = s->f32};
+        int32_t layer;
+        /* a device layer's kernels read a host fallback only where the device is the host */
+        const bool may_fall = is_routed(m, w, &layer) || host_addressable(m, SL_RES_DEVICE);
         sl_error e;
-        const sl_status ws = sl__runtime_swap_weight(m, w, &ns, s->new_type, s->new_bytes, &e);
+        bool fell;
+        const sl_status ws = sl__runtime_swap_weight(m, w, &ns, s->new_type, s->new_bytes,
+                                                     may_fall, &r->fault, &fell, &e);
         if (ws == SL_ERR_NOMEM || ws == SL_ERR_UNSUPPORTED) {
             if (!refuse(r, w, s->new_type, "not applied: %s", e.msg))
                 st = sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
@@ -720,18 +739,17 @@ static sl_status commit_runtime(reload_run *r, sl_error *err)
         }
         s->blk = SL_BLOCK_NONE; /* the floor owns them now */
         s->f32 = NULL;
-        const size_t k = (size_t)(w - m->w);
-        if (m->place_t) {
-            m->place_t[k].bytes = w->nbytes;
-            m->place_t[k].type_name = type_name(w->type);
-        }
         w->converted = ns.h_owned != NULL;
+        r->rep->n_fallback += fell;
+        if (fell && is_routed(m, w, &layer)) r->fell_layer[layer] = true;
         st = applied(r, s, old_type == w->type && old_bytes == w->nbytes ? SL_RELOAD_IN_PLACE
                                                                          : SL_RELOAD_PRIVATE,
                      old_type, old_bytes, t0, err);
     }
+    if (!st) st = siblings(r, err);
     sl__runtime_unlock(m);
     if (!st) st = sl__model_refresh_pointers(m, err);
+    refresh_plan(m);
     sl__model_info_fill(m);
     if (!st) st = sl__model_validate(m, err);
     return st;
@@ -769,7 +787,7 @@ sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
         return SL_ERR_INVALID;
     pthread_mutex_lock(&m->gate.reload);
     reload_run r = {.m = m, .rep = rep};
-    r.fault_at = fault_at;
+    r.fault.at = fault_at;
     const uint32_t n_src = m->sources.n;
     sl_gguf **handles = calloc(n_src ? n_src : 1, sizeof *handles);
     sl_swap_source *seen = calloc(n_src ? n_src : 1, sizeof *seen);

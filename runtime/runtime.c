@@ -17,6 +17,10 @@
  *   state >= DEVICE  <=>  every want_device weight is SL_RES_DEVICE with its floor kept;
  *   state == HOST    <=>  every weight is SL_RES_HOST (floors empty);
  *   state == DISK    <=>  every weight's residency is 0;
+ *   want_device  <=>  the plan put the weight on the device and it is not a host fallback
+ *   (fallback: a live reload found no room for its new bytes, or a sibling expert tensor's;
+ *   it stays on the host, floor and all, until a later reload returns it with its group);
+ *   device_bytes == sum of granted(nbytes) over want_device weights;
  *   pinned_bytes == sum of device_bytes over PINNED models; busy + holds > 0 => state >=
  *   DEVICE or the model has no device weights;
  *   epoch changes whenever any weight's data pointer may have changed.
@@ -368,7 +372,23 @@ const void *sl__floor_shared_data(const sl_model *m, const sl_weight *w)
     return sl_shm_floor_payload(r->shm) + r->shm_off[w - m->w];
 }
 
+static uint64_t want_bytes(const sl_model *m);
+
 /* ---- moves ------------------------------------------------------------------------------ */
+
+/* Weight i of m leaves the device: its block is freed and it reads its floor again. */
+static void to_floor(sl_model *m, size_t i)
+{
+    sl_weight *w = &m->w[i];
+    sl__floor *f = &m->res->floor[i];
+    sl_bfc_free(m->arena, w->d_block, NULL);
+    w->d_block = SL_BLOCK_NONE;
+    w->data = f->data;
+    w->h_block = f->h_block;
+    w->h_owned = f->h_owned;
+    w->residency = f->data || !w->nbytes ? SL_RES_HOST : 0;
+    *f = (sl__floor){.h_block = SL_BLOCK_NONE};
+}
 
 /* Device weights back to their floors (HOST). Nothing of m may be in flight. */
 static void evict(sl_runtime *rt, sl_model *m)
@@ -376,16 +396,8 @@ static void evict(sl_runtime *rt, sl_model *m)
     struct sl__resident *r = m->res;
     bool any = false;
     for (size_t i = 0; i < m->n_w; i++) {
-        sl_weight *w = &m->w[i];
-        if (w->d_block == SL_BLOCK_NONE) continue;
-        sl_bfc_free(m->arena, w->d_block, NULL);
-        w->d_block = SL_BLOCK_NONE;
-        sl__floor *f = &r->floor[i];
-        w->data = f->data;
-        w->h_block = f->h_block;
-        w->h_owned = f->h_owned;
-        w->residency = f->data || !w->nbytes ? SL_RES_HOST : 0;
-        *f = (sl__floor){.h_block = SL_BLOCK_NONE};
+        if (m->w[i].d_block == SL_BLOCK_NONE) continue;
+        to_floor(m, i);
         any = true;
     }
     /* the views are recomputed from data the load already checked: it cannot fail (a model
@@ -752,6 +764,20 @@ static sl_status validate_model(const sl_runtime *rt, const sl_model *m, sl_erro
                                          sl_res_state_name(r->state));
         if (st) return st;
     }
+    for (size_t i = 0; i < m->n_w; i++) {
+        const sl_weight *w = &m->w[i];
+        if (w->fallback != (m->plan.on_device[i] && !w->want_device) ||
+            (w->want_device && !m->plan.on_device[i]))
+            return sl_error_set(err, SL_ERR_INVALID, "runtime invariant: %s: weight '%s': "
+                                "fallback %d, wanted on the device %d, placed there %d",
+                                m->path, w->name, w->fallback, w->want_device,
+                                m->plan.on_device[i]);
+    }
+    if (r->device_bytes != want_bytes(m))
+        return sl_error_set(err, SL_ERR_INVALID, "runtime invariant: %s: device bytes %llu, its "
+                            "device weights take %llu", m->path,
+                            (unsigned long long)r->device_bytes,
+                            (unsigned long long)want_bytes(m));
     if (r->busy < 0 || r->holds < 0 ||
         (in_use(r) && r->state < SL_RS_DEVICE && r->device_bytes))
         return sl_error_set(err, SL_ERR_INVALID, "runtime invariant: %s: busy %d, holds %d in "
@@ -800,24 +826,71 @@ static void release_host(sl_model *m, sl_block h_block, void *h_owned)
     free(h_owned);
 }
 
+/* The arena bytes m's device weights take (validate_model). */
+static uint64_t want_bytes(const sl_model *m)
+{
+    uint64_t b = 0;
+    for (size_t i = 0; i < m->n_w; i++)
+        if (m->w[i].want_device) b += granted(m->w[i].nbytes);
+    return b;
+}
+
+/* A host weight of a model on the device into a new arena block (its host copy becomes its
+ * floor). false: no block (the arena is full, or the injected fault): w is unchanged. */
+static sl_status host_to_device(sl_model *m, sl_weight *w, sl__swap_fault *fault, bool *ok,
+                                sl_error *err)
+{
+    *ok = false;
+    if (sl__swap_fault_hit(fault)) return SL_OK;
+    sl_error e;
+    const sl_status st = sl__weight_to_device(m, w, &e);
+    if (st && w->d_block != SL_BLOCK_NONE && !(w->residency & SL_RES_DEVICE)) {
+        sl_bfc_free(m->arena, w->d_block, NULL); /* a block whose copy failed */
+        w->d_block = SL_BLOCK_NONE;
+    }
+    if (st && st != SL_ERR_NOMEM) return sl_error_set(err, st, "'%s': %s", w->name, e.msg);
+    *ok = !st;
+    return SL_OK;
+}
+
+/* Records where a weight the placement put on the device now is: the device (fallback
+ * cleared) or the host by a fallback, with the model's device bytes following. */
+static void set_fallback(sl_model *m, sl_weight *w, bool fallback)
+{
+    struct sl__resident *r = m->res;
+    if (w->want_device == !fallback) return;
+    if (fallback) r->device_bytes -= granted(w->nbytes);
+    else r->device_bytes += granted(w->nbytes);
+    w->want_device = !fallback;
+    w->fallback = fallback;
+    r->epoch++;
+}
+
 sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns, uint32_t type,
-                                  uint64_t nbytes, sl_error *err)
+                                  uint64_t nbytes, bool may_fall, sl__swap_fault *fault,
+                                  bool *fell, sl_error *err)
 {
     sl_runtime *rt = m->rt;
     struct sl__resident *r = m->res;
     const size_t i = (size_t)(w - m->w);
+    *fell = false;
     if (r->state == SL_RS_DISK)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "the model is on disk in its runtime "
                             "(nothing loaded to replace)");
-    if (w->d_block != SL_BLOCK_NONE) {
-        /* on the device: the new bytes go there (a block of their own when the size changed),
-         * and become the weight's floor, so eviction and compaction bring them back */
+    if (w->d_block != SL_BLOCK_NONE && (nbytes == w->nbytes || !may_fall)) {
+        /* on the device, staying there: the new bytes go to its block (or to a new one, taken
+         * before the old one goes, when the size changed) and ns becomes its floor, so
+         * eviction and compaction bring them back */
         sl_block nb = w->d_block;
-        sl_status st = nbytes == w->nbytes
-                           ? SL_OK : sl_bfc_alloc(rt->arena, nbytes ? nbytes : 1, SL_BFC_PINNED,
-                                                  &nb, err);
-        void *d = st ? NULL : sl_bfc_ptr(rt->arena, nb);
-        if (!st && nbytes &&
+        sl_status st = SL_OK;
+        if (nbytes != w->nbytes)
+            st = sl__swap_fault_hit(fault)
+                     ? sl_error_set(err, SL_ERR_NOMEM, "no device block for its new size "
+                                    "(injected fault)")
+                     : sl_bfc_alloc(rt->arena, nbytes ? nbytes : 1, SL_BFC_PINNED, &nb, err);
+        if (st) return st;
+        void *d = sl_bfc_ptr(rt->arena, nb);
+        if (nbytes &&
             !(st = sl_device_copy(rt->dev, m->stream, d, ns->data, nbytes, SL_COPY_H2D, err)))
             st = sl_device_stream_sync(rt->dev, m->stream, err);
         if (st) {
@@ -833,20 +906,51 @@ sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns
         release_host(m, old.h_block, old.h_owned);
         r->floor[i] = *ns;
     } else {
-        /* on the host (the model is evicted, or the weight is a host weight): the copy it
-         * reads is its floor; a shared floor's region is left alone (copy-on-write) */
+        /* the host copy takes the new bytes (a device block of the old size goes first, which
+         * frees room for the new one); a shared floor's region is left alone (copy-on-write) */
+        if (w->d_block != SL_BLOCK_NONE) to_floor(m, i);
         release_host(m, w->h_block, w->h_owned);
         w->data = ns->data;
         w->h_block = ns->h_block;
         w->h_owned = ns->h_owned;
+        w->residency = SL_RES_HOST;
     }
-    if (m->plan.on_device[i])
-        r->device_bytes = r->device_bytes - granted(w->nbytes) + granted(nbytes);
+    if (w->want_device) r->device_bytes = r->device_bytes - granted(w->nbytes) + granted(nbytes);
     w->type = type;
     w->nbytes = nbytes;
     r->reloaded = true;
     r->epoch++;
+    /* placed on the device and the model is there: a new block, else the host fallback (a
+     * fallen-back weight of an evicted model stays on the host: its group returns together, at
+     * a reload while the model is on the device) */
+    if (m->plan.on_device[i] && r->state >= SL_RS_DEVICE && !(w->residency & SL_RES_DEVICE) &&
+        (w->want_device || may_fall)) {
+        bool ok;
+        sl_status st = host_to_device(m, w, fault, &ok, err);
+        if (st) return st;
+        set_fallback(m, w, !ok);
+        *fell = !ok;
+    }
     return SL_OK;
+}
+
+sl_status sl__runtime_weight_to_host(sl_model *m, sl_weight *w, sl_error *err)
+{
+    const size_t i = (size_t)(w - m->w);
+    if (w->d_block == SL_BLOCK_NONE || !m->plan.on_device[i])
+        return sl_error_set(err, SL_ERR_INVALID, "'%s': not a device weight", w->name);
+    to_floor(m, i);
+    set_fallback(m, w, true);
+    return SL_OK;
+}
+
+sl_status sl__runtime_weight_to_device(sl_model *m, sl_weight *w, bool *ok, sl_error *err)
+{
+    *ok = false;
+    if (!w->fallback || m->res->state < SL_RS_DEVICE) return SL_OK;
+    sl_status st = host_to_device(m, w, NULL, ok, err);
+    if (!st && *ok) set_fallback(m, w, false);
+    return st;
 }
 
 /* ---- evaluation brackets and detaching ---------------------------------------------------- */

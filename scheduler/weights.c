@@ -60,8 +60,8 @@ sl_status sl_weight_validate(const sl_weight *w, const sl_hostpool *pool, sl_err
     if (w->orig_set && w->swapped != (w->data != w->orig.data))
         return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s': swapped flag and "
                             "storage disagree", w->name);
-    if (w->fallback && (!w->swapped || !(w->orig.residency & SL_RES_DEVICE) ||
-                        w->residency != SL_RES_HOST))
+    if (w->fallback && (w->residency != SL_RES_HOST ||
+                        (w->orig_set && (!w->swapped || !(w->orig.residency & SL_RES_DEVICE)))))
         return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s': host fallback of a "
                             "weight that was not on the device", w->name);
     if (w->derive != SL_DERIVE_NONE && !w->converted)

@@ -23,8 +23,9 @@
  *   the storage named by `orig` stays allocated for the model's lifetime;
  *   swapped  <=>  data != orig.data (the weight lives in a private block or host buffer of its
  *                 own, which it alone owns, while orig's storage waits for a reattach);
- *   fallback =>  swapped, (orig.residency & SL_RES_DEVICE) and SL_RES_HOST (the device had no
- *                 room for the new bytes, or a sibling expert tensor had none).
+ *   fallback =>  SL_RES_HOST, and when orig_set: swapped and (orig.residency & SL_RES_DEVICE)
+ *                 (the device had no room for the new bytes, or a sibling expert tensor had
+ *                 none; a model in a runtime has no orig: its placement said device).
  */
 #ifndef SL_SCHEDULER_WEIGHTS_H
 #define SL_SCHEDULER_WEIGHTS_H

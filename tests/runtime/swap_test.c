@@ -545,6 +545,54 @@ static float *rt_logits(sl_runtime *rt, sl_model *m)
     return run_logits(m, NULL);
 }
 
+/* A runtime on the sim device (64 MiB arena) with path opened in it (placement gpu). */
+static sl_model *rt_open(const char *path, bool shared, sl_runtime **rt)
+{
+    sl_runtime_options ro = sl_runtime_options_default();
+    ro.device = "sim";
+    ro.arena_bytes = 64ull << 20;
+    ro.host_slab_bytes = 4ull << 20;
+    ro.shared_floor = shared;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "sluice-swaptest-%d", (int)getpid());
+    ro.shm_prefix = prefix;
+    sl_model_options o = sl_model_options_default();
+    o.placement = SL_PLACE_GPU;
+    o.progress = false;
+    o.n_threads = 1;
+    sl_model *m = NULL;
+    sl_error e;
+    *rt = NULL;
+    CHECK_MSG(sl_runtime_create(&ro, rt, &e) == SL_OK && sl_model_open_in(*rt, path, &o, &m, &e)
+              == SL_OK, "%s", e.msg);
+    return m;
+}
+
+static uint64_t rt_device_bytes(sl_runtime *rt, sl_model *m)
+{
+    sl_runtime_model_info mi = {0};
+    sl_error e;
+    CHECK_MSG(sl_runtime_model_info_get(rt, m, &mi, &e) == SL_OK, "%s", e.msg);
+    return mi.device_bytes;
+}
+
+/* reload under SLUICE_FAULT_SWAP_ALLOC=fault (0: none) */
+static void reload_fault(sl_model *m, sl_reload_report *r, const char *fault)
+{
+    if (fault) setenv("SLUICE_FAULT_SWAP_ALLOC", fault, 1);
+    reload(m, r);
+    unsetenv("SLUICE_FAULT_SWAP_ALLOC");
+}
+
+static bool entry_is(const sl_reload_report *r, const char *name, sl_reload_kind kind,
+                     const char *where)
+{
+    const sl_reload_entry *e = find(r, name);
+    CHECK_MSG(e && e->kind == kind && !strcmp(e->where, where), "%s: kind %d where '%s'", name,
+              e ? (int)e->kind : -1, e ? e->where : "(none)");
+    return e && e->kind == kind && !strcmp(e->where, where);
+}
+
 /* A model in a runtime: the new bytes replace its host floor and its device copy, so its
  * logits equal a fresh load of the changed file after the reload, after an eviction and
  * reacquire, and after a compaction; a restore brings the original's back. With a shared
@@ -561,26 +609,9 @@ static void test_runtime(bool shared)
     copy_file(orig, live);
     float *l_orig = fresh_logits(orig, SL_PLACE_GPU, NULL);
     float *l_q = fresh_logits(q, SL_PLACE_GPU, NULL);
-    sl_runtime_options ro = sl_runtime_options_default();
-    ro.device = "sim";
-    ro.arena_bytes = 64ull << 20;
-    ro.host_slab_bytes = 4ull << 20;
-    ro.shared_floor = shared;
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "sluice-swaptest-%d", (int)getpid());
-    ro.shm_prefix = prefix;
-    sl_model_options o = sl_model_options_default();
-    o.placement = SL_PLACE_GPU;
-    o.progress = false;
-    o.n_threads = 1;
     sl_runtime *rt = NULL, *rt2 = NULL;
-    sl_model *m = NULL, *m2 = NULL;
+    sl_model *m = rt_open(live, shared, &rt), *m2 = shared ? rt_open(live, true, &rt2) : NULL;
     sl_error e;
-    CHECK_MSG(sl_runtime_create(&ro, &rt, &e) == SL_OK && sl_model_open_in(rt, live, &o, &m, &e)
-              == SL_OK, "%s", e.msg);
-    if (shared)
-        CHECK_MSG(sl_runtime_create(&ro, &rt2, &e) == SL_OK &&
-                  sl_model_open_in(rt2, live, &o, &m2, &e) == SL_OK, "%s", e.msg);
     if (!m || (shared && !m2)) return;
     const int V = n_vocab(m);
     float *l = rt_logits(rt, m);
@@ -626,6 +657,89 @@ static void test_runtime(bool shared)
     CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
     CHECK(sl_runtime_destroy(rt2, &e) == SL_OK);
     free(l_orig);
+    free(l_q);
+}
+
+/* Host fallback in a runtime (the device short of memory for a tensor's new size, injected):
+ * the tensor and its expert siblings stay on the host, counted and reported; the runtime's
+ * residency knows it (device bytes, eviction, reacquire and compaction keep them there and the
+ * logits right); a repeated fault keeps the group there; a later reload returns it together;
+ * a non-expert tensor falls back alone on the sim device. */
+static void test_runtime_fallback(void)
+{
+    const char *orig = tmp_path("rf_orig.gguf"), *live = tmp_path("rf_live.gguf");
+    const char *a = tmp_path("rf_a.gguf"), *a1 = tmp_path("rf_a1.gguf");
+    const char *q = tmp_path("rf_q.gguf");
+    write_model("qwen3moe", SL_GGML_Q8_0, 11, NULL, 0, orig);
+    requant(orig, a1, "blk\\.0\\.ffn_up_exps\\.weight", SL_GGML_F16);
+    requant(a1, a, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16);
+    requant(orig, q, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16);
+    copy_file(orig, live);
+    float *l_orig = fresh_logits(orig, SL_PLACE_GPU, NULL);
+    float *l_a = fresh_logits(a, SL_PLACE_GPU, NULL), *l_q = fresh_logits(q, SL_PLACE_GPU, NULL);
+    float *l_a1 = fresh_logits(a1, SL_PLACE_GPU, NULL);
+    sl_runtime *rt;
+    sl_model *m = rt_open(live, false, &rt);
+    if (!m) return;
+    const int V = n_vocab(m);
+    sl_error e;
+    expect(rt_logits(rt, m), l_orig, V, "runtime fallback: first logits");
+    const uint64_t dev0 = rt_device_bytes(rt, m);
+    sl_reload_report r;
+
+    copy_file(a, live); /* the first new device block (up_exps, the file's first) is refused */
+    reload_fault(m, &r, "1");
+    sl_reload_report_print(&r, stdout);
+    CHECK(r.changed && r.n_fallback == 1 && r.n_reloaded == 2 && r.n_refused == 0);
+    entry_is(&r, "blk.0.ffn_up_exps.weight", SL_RELOAD_PRIVATE, "host (fallback)");
+    entry_is(&r, "blk.0.ffn_gate_exps.weight", SL_RELOAD_SIBLING, "host (fallback)");
+    entry_is(&r, "blk.0.ffn_down_exps.weight", SL_RELOAD_SIBLING, "host (fallback)");
+    entry_is(&r, "blk.1.attn_q.weight", SL_RELOAD_PRIVATE, "device");
+    CHECK(!find(&r, "blk.1.ffn_up_exps.weight"));
+    sl_reload_report_free(&r);
+    CHECK(sl_model_residency(m) == SL_RESIDENCY_DEVICE);
+    const uint64_t dev_a = rt_device_bytes(rt, m);
+    CHECK_MSG(dev_a < dev0, "device bytes %llu, before %llu: the fallen-back experts still "
+              "count", (unsigned long long)dev_a, (unsigned long long)dev0);
+    expect(rt_logits(rt, m), l_a, V, "runtime fallback: logits differ from a fresh load");
+    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_HOST, &e) == SL_OK);
+    expect(rt_logits(rt, m), l_a, V, "runtime fallback: logits differ after evict + acquire");
+    CHECK(rt_device_bytes(rt, m) == dev_a);
+    CHECK_MSG(sl_runtime_compact(rt, &m, 1, &e) == SL_OK, "%s", e.msg);
+    expect(rt_logits(rt, m), l_a, V, "runtime fallback: logits differ after compaction");
+
+    /* attn_q back to Q8_0 needs a new block and is refused it: a non-expert device tensor
+     * falls back alone (sim: host-addressable); the experts' group, wholly on the host by a
+     * fallback of an earlier call, returns to the device together */
+    copy_file(a1, live);
+    reload_fault(m, &r, "1");
+    sl_reload_report_print(&r, stdout);
+    entry_is(&r, "blk.1.attn_q.weight", SL_RELOAD_PRIVATE, "host (fallback)");
+    entry_is(&r, "blk.0.ffn_up_exps.weight", SL_RELOAD_SIBLING, "device");
+    entry_is(&r, "blk.0.ffn_gate_exps.weight", SL_RELOAD_SIBLING, "device");
+    entry_is(&r, "blk.0.ffn_down_exps.weight", SL_RELOAD_SIBLING, "device");
+    CHECK(r.n_fallback == 1 && r.n_reloaded == 1);
+    sl_reload_report_free(&r);
+    expect(rt_logits(rt, m), l_a1, V, "runtime fallback, non-expert: logits differ");
+    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_HOST, &e) == SL_OK);
+    expect(rt_logits(rt, m), l_a1, V, "runtime fallback, non-expert: after evict + acquire");
+    copy_file(q, live); /* attn_q reloaded with room: back on the device */
+    reload(m, &r);
+    entry_is(&r, "blk.1.attn_q.weight", SL_RELOAD_PRIVATE, "device");
+    entry_is(&r, "blk.0.ffn_up_exps.weight", SL_RELOAD_PRIVATE, "device");
+    CHECK(r.n_fallback == 0);
+    sl_reload_report_free(&r);
+    expect(rt_logits(rt, m), l_q, V, "runtime fallback: logits differ after the return");
+    copy_file(orig, live);
+    reload(m, &r);
+    sl_reload_report_free(&r);
+    CHECK(rt_device_bytes(rt, m) == dev0);
+    expect(rt_logits(rt, m), l_orig, V, "runtime fallback: restore");
+    sl_model_close(m);
+    CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
+    free(l_orig);
+    free(l_a);
+    free(l_a1);
     free(l_q);
 }
 
@@ -719,5 +833,6 @@ int main(void)
     test_stress();
     test_runtime(false);
     test_runtime(true);
+    test_runtime_fallback();
     return sl_test_finish("swap_test");
 }
