@@ -163,6 +163,7 @@ struct sl_model {
     sl_swap_gate gate;
     bool gate_ready;
     sl_swap_sources sources;        /* every shard's size and mtime as loaded */
+    sl_gguf *file_view;             /* the files re-parsed after a reload, or NULL (file_view.c) */
     /* In a runtime (sl_model_open_in): dev, hostpool and arena are the runtime's (borrowed,
      * not destroyed by close); the rest is runtime.c's (sl__resident). NULL rt: private. */
     sl_runtime *rt;
@@ -239,6 +240,15 @@ sl_status sl__runtime_eval_begin(sl_ctx *c, bool creating, sl_error *err);
 void sl__runtime_eval_end(sl_ctx *c);
 /* Detaches a closing model (frees its device weights and floors); close calls it first. */
 void sl__runtime_detach(sl_model *m);
+
+/* file_view.c */
+/* The handle w->t of every weight lies in: m->file_view, or m->gguf before any refresh. */
+const sl_gguf *sl__model_file(const sl_model *m);
+/* Parses m's files again and binds every weight's t there, so that a load from the files reads
+ * what a live reload left in the weights; SL_ERR_UNSUPPORTED (model unchanged) when the files
+ * changed since the last reload or a tensor's change was refused; SL_ERR_IO when they do not
+ * parse. */
+sl_status sl__model_files_refresh(sl_model *m, sl_error *err);
 
 /* arch.c */
 const sl__arch_traits *sl__arch_traits_get(sl__arch a);

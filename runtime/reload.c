@@ -33,7 +33,8 @@
  * when on the device, its device copy (commit_runtime). A later eviction, reload or compaction
  * then brings back the new bytes. A device short of memory for a new size leaves the tensor on
  * the host (a fallback, counted; its expert siblings follow; the runtime's residency stops
- * counting it as device bytes and keeps it there until a reload returns its group). A shared
+ * counting it as device bytes and keeps it there until a reload returns its group). Released
+ * to DISK, it reads its files again through a refreshed view (file_view.c). A shared
  * floor (other processes map it) is never written: the new bytes go to a private block of this
  * process (copy-on-write).
  */

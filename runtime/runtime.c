@@ -58,8 +58,8 @@ struct sl__resident {
     sl_shm_floor *shm;
     uint64_t *shm_off;
     bool shm_made, shm_registered;
-    /* a live reload changed its weights: its floor holds bytes its file handle's header does
-     * not describe, so it may not go back to DISK (a load from the file would misread) */
+    /* a live reload changed its weights since its file view was last refreshed: going back to
+     * DISK refreshes it first (sl__model_files_refresh), or stays if the files moved on */
     bool reloaded;
 };
 
@@ -312,7 +312,7 @@ static sl_status fill_floor(void *user, uint8_t *payload, uint64_t bytes, sl_err
         if (!w->file_nbytes) continue;
         const uint64_t at = m->res->shm_off[i], slot = at - w->file_offset % SL_GGUF_DIRECT_ALIGN;
         void *data = NULL;
-        sl_status st = sl_gguf_tensor_read(m->gguf, w->t, SL_GGUF_IO_DIRECT, payload + slot,
+        sl_status st = sl_gguf_tensor_read(sl__model_file(m), w->t, SL_GGUF_IO_DIRECT, payload + slot,
                                            bytes - slot, &data, err);
         if (st) return st;
         /* a file system without O_DIRECT: the pread fallback may land the bytes elsewhere */
@@ -630,12 +630,10 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
     const sl_res_state to = (sl_res_state)state;
     if (to < SL_RS_DEVICE && in_use(r)) {
         st = busy_error(m, "cannot leave the device", err);
-    } else if (to == SL_RS_DISK && r->reloaded) {
-        st = sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: live-reloaded tensors live only in its "
-                          "host floor (its file handle describes the old file): it cannot go "
-                          "back to disk; close and reopen it instead", m->path);
     } else if (to == SL_RS_DISK) {
-        to_disk(rt, m);
+        /* after a live reload its next load must read the new file versions */
+        if (r->reloaded && !(st = sl__model_files_refresh(m, err))) r->reloaded = false;
+        if (!st) to_disk(rt, m);
     } else if (to == SL_RS_HOST) {
         if (r->state == SL_RS_DISK && (st = sl__runtime_load_floor(m, err))) {
             sl__model_free_weights(m);

@@ -606,6 +606,9 @@ static void test_runtime(bool shared)
     /* a device tensor to a new type (new block), the host embedding to a new type */
     requant(orig, q2, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16);
     requant(q2, q, "token_embd\\.weight", SL_GGML_Q4_0);
+    const char *shape = tmp_path("rt_shape.gguf");
+    write_model("llama", SL_GGML_Q8_0, 5, "blk.0.ffn_up.weight", 0, shape);
+    requant(shape, shape, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16); /* q2 but a shape */
     copy_file(orig, live);
     float *l_orig = fresh_logits(orig, SL_PLACE_GPU, NULL);
     float *l_q = fresh_logits(q, SL_PLACE_GPU, NULL);
@@ -634,9 +637,6 @@ static void test_runtime(bool shared)
     expect(rt_logits(rt, m), l_q, V, "runtime reload: logits differ after evict + acquire");
     CHECK_MSG(sl_runtime_compact(rt, &m, 1, &e) == SL_OK, "%s", e.msg);
     expect(rt_logits(rt, m), l_q, V, "runtime reload: logits differ after compaction");
-    /* the file handle describes the old layout: the model may not go back to disk */
-    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(e.msg, "reopen");
     if (shared) {
         float *l2 = rt_logits(rt2, m2);
         CHECK_MSG(same(l2, l_orig, V), "shared floor: the other runtime's logits changed");
@@ -652,6 +652,33 @@ static void test_runtime(bool shared)
     sl_reload_report_free(&r);
     CHECK_MSG(sl_runtime_validate(rt, &e) == SL_OK, "%s", e.msg);
     expect(rt_logits(rt, m), l_orig, V, "runtime restore: logits differ from the original");
+    /* back to disk and loaded again: the new file versions are read (the files were replaced
+     * by rename, so the handle of the first open still reads the old ones) — once a reload has
+     * caught up with the files */
+    copy_file(q, live);
+    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(e.msg, "reload it first");
+    CHECK(sl_model_residency(m) == SL_RESIDENCY_DEVICE);
+    reload(m, &r);
+    CHECK(r.n_reloaded == 2);
+    sl_reload_report_free(&r);
+    CHECK_MSG(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_OK, "%s", e.msg);
+    CHECK(sl_model_residency(m) == SL_RESIDENCY_DISK);
+    expect(rt_logits(rt, m), l_q, V, "reload, disk, load: logits differ from a fresh load");
+    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_OK);
+    expect(rt_logits(rt, m), l_q, V, "disk twice: logits differ from a fresh load");
+    /* a refused change beside an applied one leaves a tensor whose bytes the file no longer
+     * has: no way back to disk */
+    copy_file(shape, live);
+    reload(m, &r);
+    CHECK(r.n_refused == 1 && r.n_reloaded == 1);
+    sl_reload_report_free(&r);
+    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(e.msg, "blk.0.ffn_up.weight");
+    CHECK(sl_model_residency(m) == SL_RESIDENCY_DEVICE);
+    float *l_q2 = fresh_logits(q2, SL_PLACE_GPU, NULL);
+    expect(rt_logits(rt, m), l_q2, V, "refused: logits differ from the file before it");
+    free(l_q2);
     sl_model_close(m);
     sl_model_close(m2);
     CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
