@@ -12,14 +12,16 @@
  * sibling expert tensors are then put back on one side. Before these, a hot/cold split layer
  * (placement hot-cold) whose gate, up or down changed is split again from the new bytes of all
  * three with the same hot neurons (sl__weight_resplit: new compact parts, device copies
- * included), which gives the logits of a fresh open of the new file with the same index.
+ * included), which gives the logits of a fresh open of the new file with the same index; a
+ * projection in an unchanged file (one tensor per shard) is read from it for that
+ * (stage_companions) and reported as moved with its siblings.
  * Expert pointers, moe descriptions, plan record and info are refreshed; the epoch is bumped
  * so contexts refresh what they cache.
  *
  * Rules specific to the engine (refused with a message, tensor untouched):
  *   a tensor of a hot/cold split FFN whose down's new type has another block size (the
- *   split's granule), or whose gate/up/down did not all come from the rewritten files
- *   (their bytes are gone after the split: the parts are rebuilt from all three);
+ *   split's granule), or whose gate/up/down could not all be read (a torn or refused
+ *   companion: their bytes are gone after the split, the parts are rebuilt from all three);
  *   rope_freqs.weight (contexts copy it at creation);
  *   per-expert tensors whose types would differ between experts of one layer (sl_moe_layer
  *   has one type per projection);
@@ -61,6 +63,7 @@ typedef struct staged {
     double seconds;
     uint64_t file_size;
     bool resplit;               /* a tensor of a hot/cold split FFN: rebuilt by resplit() */
+    bool companion;             /* resplit's: read from an unchanged file for its layer */
 } staged;
 
 typedef struct reload_run {
@@ -338,6 +341,44 @@ static sl_status stage_file(reload_run *r, uint32_t i, sl_gguf **handle, bool *d
     return SL_OK;
 }
 
+/* A split layer is rebuilt from its gate, up and down together (resplit): those of a changed
+ * layer that live in unchanged files (a model split one tensor per file) are read from them
+ * as they are (companions; reported as siblings unless their type changes, which happens when
+ * an earlier change of theirs was refused). One whose file changed but is not staged (a torn file, a refused
+ * change) stays missing, and resplit refuses the layer. handles[i]: the fresh parse of
+ * source i (opened here for an unchanged one, closed by the caller). */
+static sl_status stage_companions(reload_run *r, sl_gguf **handles, sl_error *err)
+{
+    sl_model *m = r->m;
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        sl__layer *L = &m->layers[il];
+        sl_weight *proj[3] = {L->ffn_gate, L->ffn_up, L->ffn_down};
+        bool have[3] = {false, false, false}, any = false;
+        for (size_t i = 0; i < r->n_s; i++)
+            for (int p = 0; p < 3; p++)
+                if (r->s[i].resplit && r->s[i].w == proj[p]) have[p] = any = true;
+        for (int p = 0; p < 3 && any; p++) {
+            if (have[p]) continue;
+            const uint32_t k = proj[p]->shard;
+            const sl_swap_source *src = &m->sources.v[k];
+            sl_error e;
+            if (sl_swap_stat(src->path, &r->file, &e) || sl_swap_source_differs(&r->file, src))
+                continue; /* changed: staged by its own file, or not at all */
+            const sl_gguf_options go = {.no_shards = true};
+            if (!handles[k] && sl_gguf_open(src->path, &go, &handles[k], &e)) continue;
+            /* its file as it is now (a fresh open reads the same), even where an earlier
+             * change of it was refused */
+            const sl_gguf_tensor *nt = sl_gguf_tensor_find(handles[k], proj[p]->t->name);
+            if (!nt) continue;
+            const size_t n0 = r->n_s;
+            if (!stage_one(r, handles[k], proj[p], nt))
+                return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
+            if (r->n_s > n0) r->s[n0].companion = true;
+        }
+    }
+    return SL_OK;
+}
+
 /* ---- commit --------------------------------------------------------------------------- */
 
 static sl_status write_into(sl_model *m, const sl_weight_storage *dst, const void *src,
@@ -611,8 +652,9 @@ static sl_status resplit(reload_run *r, sl_error *err)
         char why[SL_ERROR_MSG_BYTES] = "";
         if (!sp[0] || !sp[1] || !sp[2]) {
             snprintf(why, sizeof why, "its FFN is split hot/cold and is rebuilt from gate, up "
-                     "and down together, but '%s' did not change with it (it lives in another "
-                     "file): reopen the model", proj[!sp[0] ? 0 : !sp[1] ? 1 : 2]->name);
+                     "and down together, but '%s' could not be read with it (its file is being "
+                     "rewritten, or its change was refused)",
+                     proj[!sp[0] ? 0 : !sp[1] ? 1 : 2]->name);
         } else {
             const void *data[3];
             uint32_t type[3];
@@ -644,8 +686,11 @@ static sl_status resplit(reload_run *r, sl_error *err)
                     w->mtime_sec = sp[p]->nt->mtime_sec;
                     w->mtime_nsec = sp[p]->nt->mtime_nsec;
                     w->file_size = sp[p]->file_size;
-                    sl_reload_entry *en = add_entry(r->rep, w->name, old_type[p] == w->type
-                                                    ? SL_RELOAD_IN_PLACE : SL_RELOAD_PRIVATE);
+                    const bool same_type = old_type[p] == w->type;
+                    const bool sib = sp[p]->companion && same_type;
+                    sl_reload_entry *en = add_entry(r->rep, w->name, sib ? SL_RELOAD_SIBLING
+                                                    : same_type ? SL_RELOAD_IN_PLACE
+                                                    : SL_RELOAD_PRIVATE);
                     if (!en) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
                     en->old_type = old_type[p];
                     en->new_type = w->type;
@@ -653,7 +698,7 @@ static sl_status resplit(reload_run *r, sl_error *err)
                     en->new_bytes = w->nbytes;
                     en->where = "hot/cold parts (device + host)";
                     en->seconds = sp[p]->seconds + (now_s() - t0) / 3;
-                    r->rep->n_reloaded++;
+                    r->rep->n_reloaded += !sib;
                 }
                 r->rep->changed = true;
             }
@@ -800,6 +845,7 @@ sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
         st = stage_file(&r, i, &handles[i], &done[i], err);
         seen[i] = r.file;
     }
+    if (!st && r.n_s) st = stage_companions(&r, handles, err);
     if (!st && r.n_s) {
         sl_swap_exclusive_begin(&m->gate);
         st = m->rt ? commit_runtime(&r, err) : commit(&r, err);

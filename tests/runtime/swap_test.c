@@ -374,36 +374,50 @@ static void reshard(const char *in, const char *out)
     sl_gguf_close(g);
 }
 
+/* The first shard of the one-tensor-per-file copy NAME-0000K-of-N.gguf of in (first) and the
+ * shard holding each of tensors[0..n) (shard[k]); returns the shard count (0: failed). */
+static uint32_t reshard_find(const char *in, const char *name, char first[700],
+                             const char *const *tensors, size_t n, char (*shard)[700])
+{
+    char pat[700];
+    reshard(in, tmp_path(name));
+    snprintf(pat, sizeof pat, "%.*s-00001-of-*.gguf", (int)strlen(name) - 5, name);
+    glob_t gl;
+    CHECK(glob(tmp_path(pat), 0, NULL, &gl) == 0 && gl.gl_pathc == 1);
+    if (gl.gl_pathc != 1) return 0;
+    snprintf(first, 700, "%s", gl.gl_pathv[0]);
+    globfree(&gl);
+    sl_gguf *g = NULL;
+    sl_error e;
+    CHECK_MSG(sl_gguf_open(first, NULL, &g, &e) == SL_OK, "%s", e.msg);
+    if (!g) return 0;
+    const uint32_t n_shard = sl_gguf_shard_count(g);
+    for (size_t k = 0; k < n; k++) {
+        const sl_gguf_tensor *t = sl_gguf_tensor_find(g, tensors[k]);
+        snprintf(shard[k], 700, "%s", t ? sl_gguf_shard_path(g, t->shard) : "");
+    }
+    sl_gguf_close(g);
+    return n_shard;
+}
+
 /* Many shards: only the changed one is parsed; the result equals a fresh load. */
 static void test_shards(void)
 {
     const char *orig = tmp_path("h_orig.gguf");
     write_model("llama", SL_GGML_Q8_0, 6, NULL, 112, orig); /* 1,011 tensors */
-    reshard(orig, tmp_path("h.gguf"));
-    glob_t gl;
-    char first[700];
-    CHECK(glob(tmp_path("h-00001-of-*.gguf"), 0, NULL, &gl) == 0 && gl.gl_pathc == 1);
-    if (gl.gl_pathc != 1) return;
-    snprintf(first, sizeof first, "%s", gl.gl_pathv[0]);
-    globfree(&gl);
-    sl_gguf *g = NULL;
-    sl_error e;
-    CHECK_MSG(sl_gguf_open(first, NULL, &g, &e) == SL_OK, "%s", e.msg);
-    if (!g) return;
-    const uint32_t n_shard = sl_gguf_shard_count(g);
-    const sl_gguf_tensor *t = sl_gguf_tensor_find(g, "blk.7.ffn_down.weight");
-    char shard[700];
-    snprintf(shard, sizeof shard, "%s", sl_gguf_shard_path(g, t->shard));
-    sl_gguf_close(g);
+    char first[700], shard[1][700];
+    const char *const down = "blk.7.ffn_down.weight";
+    const uint32_t n_shard = reshard_find(orig, "h.gguf", first, &down, 1, shard);
+    if (!n_shard) return;
     CHECK(n_shard >= 1000); /* the layout of per-tensor sweeps (ik_llama.cpp users) */
     sl_model *m = open_model(first, SL_PLACE_GPU);
     if (!m) return;
     const int V = n_vocab(m);
     float *l_orig = run_logits(m, NULL);
     char saved[720];
-    snprintf(saved, sizeof saved, "%s.orig", shard);
-    copy_file(shard, saved);
-    requant(shard, shard, "blk\\.7\\.ffn_down\\.weight", SL_GGML_Q4_0);
+    snprintf(saved, sizeof saved, "%s.orig", shard[0]);
+    copy_file(shard[0], saved);
+    requant(shard[0], shard[0], "blk\\.7\\.ffn_down\\.weight", SL_GGML_Q4_0);
     float *l_new = fresh_logits(first, SL_PLACE_GPU, NULL);
     sl_reload_report r;
     reload(m, &r);
@@ -415,7 +429,7 @@ static void test_shards(void)
     CHECK_MSG(same(l, l_new, V), "shards: logits differ from a fresh load");
     CHECK(!same(l, l_orig, V));
     free(l);
-    copy_file(saved, shard);
+    copy_file(saved, shard[0]);
     reload(m, &r);
     CHECK(r.n_reloaded == 1 && r.entries[0].kind == SL_RELOAD_REATTACHED);
     sl_reload_report_free(&r);
@@ -778,6 +792,84 @@ static float *split_logits(const char *path, const char *idx)
     return l;
 }
 
+/* A .gpuidx for the 2-layer test models (n_ff 128): granules 0 and 3 of each layer hot. */
+static void write_idx(const char *idx)
+{
+    sl_gpuidx gi;
+    sl_error e;
+    const uint32_t nn[2] = {128, 128};
+    uint32_t hot[64];
+    for (uint32_t j = 0; j < 64; j++) hot[j] = j < 32 ? j : 64 + j;
+    CHECK(sl_gpuidx_init(&gi, 2, nn, &e) == SL_OK);
+    for (uint32_t il = 0; il < 2; il++) CHECK(sl_gpuidx_set_layer(&gi, il, hot, 64, &e) == SL_OK);
+    CHECK_MSG(sl_gpuidx_write(idx, &gi, NULL, &e) == SL_OK, "%s", e.msg);
+    sl_gpuidx_free(&gi);
+}
+
+/* A split layer whose gate, up and down sit in different files (one tensor per shard): up
+ * rewritten, the layer is rebuilt from it and its two unchanged companions read from their
+ * files, and the logits equal a fresh open with the same index. A companion whose file is torn
+ * meanwhile is not read: the layer is refused and keeps computing what it did; once that file
+ * is whole again the layer is rebuilt from it and up's file (the first open's bytes again). */
+static void test_split_shards(void)
+{
+    const char *orig = tmp_path("ss_orig.gguf"), *idx = tmp_path("ss.gpuidx");
+    write_model("llama", SL_GGML_Q8_0, 12, NULL, 0, orig);
+    write_idx(idx);
+    char first[700], shard[3][700], saved[2][720];
+    const char *const names[3] = {"blk.0.ffn_up.weight", "blk.0.ffn_gate.weight",
+                                  "blk.0.ffn_down.weight"};
+    if (!reshard_find(orig, "ss.gguf", first, names, 3, shard)) return;
+    CHECK(strcmp(shard[0], shard[1]) && strcmp(shard[0], shard[2]) && strcmp(shard[1], shard[2]));
+    sl_model *m = open_model_idx(first, SL_PLACE_HOT_COLD, idx);
+    if (!m) return;
+    const int V = n_vocab(m);
+    float *l_orig = run_logits(m, NULL);
+    for (int k = 0; k < 2; k++) { /* up's and down's files */
+        snprintf(saved[k], sizeof saved[k], "%s.orig", shard[2 * k]);
+        copy_file(shard[2 * k], saved[k]);
+    }
+    requant(shard[0], shard[0], "blk\\.0\\.ffn_up\\.weight", SL_GGML_Q4_0);
+    float *l_new = split_logits(first, idx);
+    CHECK(l_new && !same(l_new, l_orig, V));
+    sl_reload_report r;
+    reload(m, &r);
+    sl_reload_report_print(&r, stdout);
+    CHECK(r.files_changed == 1 && r.n_reloaded == 1 && r.n_refused == 0 && r.changed);
+    const sl_reload_entry *en = find(&r, "blk.0.ffn_up.weight");
+    CHECK(en && en->kind == SL_RELOAD_PRIVATE && en->new_type == SL_GGML_Q4_0 &&
+          strstr(en->where, "hot/cold"));
+    for (int p = 1; p < 3; p++) {
+        en = find(&r, names[p]);
+        CHECK_MSG(en && en->kind == SL_RELOAD_SIBLING && en->new_type == SL_GGML_Q8_0,
+                  "%s", names[p]);
+    }
+    sl_reload_report_free(&r);
+    expect(run_logits(m, NULL), l_new, V, "split in shards: logits differ from a fresh open");
+
+    copy_file(saved[0], shard[0]); /* up back, while down's file is torn */
+    CHECK(truncate(shard[2], 100) == 0);
+    reload(m, &r);
+    CHECK(r.files_skipped == 1 && r.n_reloaded == 0 && !r.changed);
+    en = find(&r, "blk.0.ffn_up.weight");
+    CHECK(en && en->kind == SL_RELOAD_REFUSED && strstr(en->msg, "blk.0.ffn_down.weight"));
+    sl_reload_report_free(&r);
+    expect(run_logits(m, NULL), l_new, V, "split in shards, torn companion: logits changed");
+    /* down whole again: up's file (its refused change back to Q8_0) is read with it */
+    copy_file(saved[1], shard[2]);
+    reload(m, &r);
+    CHECK(r.changed && r.n_refused == 0 && r.files_skipped == 0);
+    en = find(&r, "blk.0.ffn_up.weight");
+    CHECK(en && en->kind == SL_RELOAD_PRIVATE && en->new_type == SL_GGML_Q8_0);
+    en = find(&r, "blk.0.ffn_gate.weight");
+    CHECK(en && en->kind == SL_RELOAD_SIBLING);
+    sl_reload_report_free(&r);
+    expect(run_logits(m, NULL), l_orig, V, "split in shards, restored: logits differ");
+    sl_model_close(m);
+    free(l_orig);
+    free(l_new);
+}
+
 /* A split layer's gate/up/down rewritten: its parts are rebuilt from the new bytes and the
  * logits equal a fresh open of the new file with the same index — new bytes in the same type,
  * a new type, and back; a down whose new type changes the granule is refused with its layer's
@@ -791,15 +883,7 @@ static void test_split(void)
     write_model("llama", SL_GGML_Q8_0, 2, NULL, 0, seed2);
     requant(orig, q4, "blk\\.[01]\\.ffn_(gate|up|down)\\.weight", SL_GGML_Q4_0);
     requant(orig, f16, "blk\\.0\\.ffn_down\\.weight", SL_GGML_F16);
-    sl_gpuidx gi;
-    sl_error e;
-    const uint32_t nn[2] = {128, 128};
-    uint32_t hot[64];
-    for (uint32_t j = 0; j < 64; j++) hot[j] = j < 32 ? j : 64 + j; /* granules 0 and 3 */
-    CHECK(sl_gpuidx_init(&gi, 2, nn, &e) == SL_OK);
-    for (uint32_t il = 0; il < 2; il++) CHECK(sl_gpuidx_set_layer(&gi, il, hot, 64, &e) == SL_OK);
-    CHECK_MSG(sl_gpuidx_write(idx, &gi, NULL, &e) == SL_OK, "%s", e.msg);
-    sl_gpuidx_free(&gi);
+    write_idx(idx);
     copy_file(orig, live);
     sl_model *m = open_model_idx(live, SL_PLACE_HOT_COLD, idx);
     if (!m) return;
@@ -852,6 +936,7 @@ int main(void)
     test_policy(SL_PLACE_GPU);
     test_policy(SL_PLACE_CPU);
     test_split();
+    test_split_shards();
     test_fallback_siblings();
     test_per_expert();
     test_torn();
