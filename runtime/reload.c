@@ -726,6 +726,16 @@ static int by_action(const void *a, const void *b)
     return rx - ry;
 }
 
+/* A runtime's order: tensors that shrink first (their old blocks go before the new ones are
+ * taken, so memory they free serves the tensors that grow), then the model's weight order. */
+static int by_growth(const void *a, const void *b)
+{
+    const staged *x = a, *y = b;
+    const int64_t gx = (int64_t)x->new_bytes - (int64_t)x->w->nbytes;
+    const int64_t gy = (int64_t)y->new_bytes - (int64_t)y->w->nbytes;
+    return gx < gy ? -1 : gx > gy ? 1 : x->w < y->w ? -1 : x->w > y->w;
+}
+
 /* The plan record follows the weights: bytes and type of each, totals by side. */
 static void refresh_plan(sl_model *m)
 {
@@ -759,6 +769,7 @@ static sl_status commit_runtime(reload_run *r, sl_error *err)
 {
     sl_model *m = r->m;
     sl_status st = SL_OK;
+    qsort(r->s, r->n_s, sizeof *r->s, by_growth);
     sl__runtime_lock(m);
     for (size_t i = 0; i < r->n_s && !st; i++) {
         staged *s = &r->s[i];

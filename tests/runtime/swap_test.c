@@ -715,8 +715,11 @@ static void test_runtime_fallback(void)
     requant(orig, a1, "blk\\.0\\.ffn_up_exps\\.weight", SL_GGML_F16);
     requant(a1, a, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16);
     requant(orig, q, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16);
+    const char *g = tmp_path("rf_g.gguf");
+    requant(orig, g, "blk\\.0\\.attn_q\\.weight", SL_GGML_F16);
     copy_file(orig, live);
     float *l_orig = fresh_logits(orig, SL_PLACE_GPU, NULL);
+    float *l_g = fresh_logits(g, SL_PLACE_GPU, NULL);
     float *l_a = fresh_logits(a, SL_PLACE_GPU, NULL), *l_q = fresh_logits(q, SL_PLACE_GPU, NULL);
     float *l_a1 = fresh_logits(a1, SL_PLACE_GPU, NULL);
     sl_runtime *rt;
@@ -728,8 +731,9 @@ static void test_runtime_fallback(void)
     const uint64_t dev0 = rt_device_bytes(rt, m);
     sl_reload_report r;
 
-    copy_file(a, live); /* the first new device block (up_exps, the file's first) is refused */
-    reload_fault(m, &r, "1");
+    /* up_exps's new block is refused (the second taken: attn_q grows less, so it goes first) */
+    copy_file(a, live);
+    reload_fault(m, &r, "2");
     sl_reload_report_print(&r, stdout);
     CHECK(r.changed && r.n_fallback == 1 && r.n_reloaded == 2 && r.n_refused == 0);
     entry_is(&r, "blk.0.ffn_up_exps.weight", SL_RELOAD_PRIVATE, "host (fallback)");
@@ -776,12 +780,32 @@ static void test_runtime_fallback(void)
     sl_reload_report_free(&r);
     CHECK(rt_device_bytes(rt, m) == dev0);
     expect(rt_logits(rt, m), l_orig, V, "runtime fallback: restore");
+    /* tensors that shrink go first, so the memory they free serves those that grow: with the
+     * first new block refused, blk.1.attn_q (F16 -> Q8_0) takes the refusal, not blk.0's
+     * (Q8_0 -> F16), which comes first in the file */
+    copy_file(q, live);
+    reload(m, &r);
+    sl_reload_report_free(&r);
+    copy_file(g, live);
+    reload_fault(m, &r, "1");
+    entry_is(&r, "blk.1.attn_q.weight", SL_RELOAD_PRIVATE, "host (fallback)");
+    entry_is(&r, "blk.0.attn_q.weight", SL_RELOAD_PRIVATE, "device");
+    sl_reload_report_free(&r);
+    expect(rt_logits(rt, m), l_g, V, "runtime fallback, order: logits differ");
+    for (int k = 0; k < 2; k++) { /* blk.1.attn_q reloaded with room returns; then all back */
+        copy_file(k ? orig : q, live);
+        reload(m, &r);
+        sl_reload_report_free(&r);
+    }
+    CHECK(rt_device_bytes(rt, m) == dev0);
+    expect(rt_logits(rt, m), l_orig, V, "runtime fallback: second restore");
     sl_model_close(m);
     CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
     free(l_orig);
     free(l_a);
     free(l_a1);
     free(l_q);
+    free(l_g);
 }
 
 static float *split_logits(const char *path, const char *idx)
