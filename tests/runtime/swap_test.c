@@ -158,6 +158,75 @@ static void write_model(const char *arch, uint32_t wtype, uint64_t seed, const c
     CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "%s", e.msg);
 }
 
+/* Whether two KV values are equal: type, and value (element by element for arrays). */
+static bool value_eq(const sl_gguf_value *a, const sl_gguf_value *b)
+{
+    if (a->type != b->type) return false;
+    switch (a->type) {
+    case SL_GGUF_F32:
+        return !memcmp(&a->v.f32, &b->v.f32, sizeof a->v.f32);
+    case SL_GGUF_F64:
+        return !memcmp(&a->v.f64, &b->v.f64, sizeof a->v.f64);
+    case SL_GGUF_BOOL:
+        return a->v.b == b->v.b;
+    case SL_GGUF_I8: case SL_GGUF_I16: case SL_GGUF_I32: case SL_GGUF_I64:
+        return a->v.i64 == b->v.i64;
+    case SL_GGUF_STR:
+        return a->v.str.len == b->v.str.len &&
+               !memcmp(a->v.str.ptr, b->v.str.ptr, (size_t)a->v.str.len);
+    case SL_GGUF_ARR:
+        if (a->v.arr.elem != b->v.arr.elem || a->v.arr.n != b->v.arr.n) return false;
+        for (uint64_t i = 0; i < a->v.arr.n; i++) {
+            sl_gguf_value x, y;
+            if (sl_gguf_arr_get(a, i, &x, NULL) || sl_gguf_arr_get(b, i, &y, NULL) ||
+                !value_eq(&x, &y))
+                return false;
+        }
+        return true;
+    default:
+        return a->v.u64 == b->v.u64;
+    }
+}
+
+/* requant keeps everything but the chosen tensors' types and bytes: every KV pair (order and
+ * value), the alignment, every tensor's name, shape and order, every other tensor's bytes. */
+static void test_requant_keeps(void)
+{
+    const char *in = tmp_path("k_in.gguf"), *out = tmp_path("k_out.gguf");
+    write_model("qwen3moe", SL_GGML_Q8_0, 13, NULL, 0, in);
+    requant(in, out, "blk\\.1\\.ffn_down_exps\\.weight|output\\.weight", SL_GGML_Q4_0);
+    sl_gguf *a = NULL, *b = NULL;
+    sl_error e;
+    CHECK_MSG(sl_gguf_open(in, NULL, &a, &e) == SL_OK && sl_gguf_open(out, NULL, &b, &e) == SL_OK,
+              "%s", e.msg);
+    if (!a || !b) return;
+    CHECK(sl_gguf_kv_count(a) == sl_gguf_kv_count(b) && sl_gguf_kv_count(a) > 5);
+    for (size_t i = 0; i < sl_gguf_kv_count(a) && i < sl_gguf_kv_count(b); i++)
+        CHECK_MSG(!strcmp(sl_gguf_kv_key(a, i), sl_gguf_kv_key(b, i)) &&
+                  value_eq(sl_gguf_kv_value(a, i), sl_gguf_kv_value(b, i)), "KV %s",
+                  sl_gguf_kv_key(a, i));
+    CHECK(sl_gguf_alignment(a) == sl_gguf_alignment(b));
+    CHECK(sl_gguf_tensor_count(a) == sl_gguf_tensor_count(b));
+    int changed = 0;
+    for (size_t i = 0; i < sl_gguf_tensor_count(a) && i < sl_gguf_tensor_count(b); i++) {
+        const sl_gguf_tensor *x = sl_gguf_tensor_at(a, i), *y = sl_gguf_tensor_at(b, i);
+        const bool chosen = !strcmp(x->name, "blk.1.ffn_down_exps.weight") ||
+                            !strcmp(x->name, "output.weight");
+        CHECK_MSG(!strcmp(x->name, y->name) && x->n_dims == y->n_dims &&
+                  !memcmp(x->ne, y->ne, sizeof x->ne), "tensor %zu: %s / %s", i, x->name, y->name);
+        if (chosen) {
+            changed += y->type == SL_GGML_Q4_0 && x->type == SL_GGML_Q8_0;
+            continue;
+        }
+        CHECK_MSG(x->type == y->type && x->nbytes == y->nbytes &&
+                  !memcmp(sl_gguf_tensor_view(a, x), sl_gguf_tensor_view(b, y),
+                          (size_t)x->nbytes), "requant changed '%s'", x->name);
+    }
+    CHECK(changed == 2);
+    sl_gguf_close(a);
+    sl_gguf_close(b);
+}
+
 /* Private block, reattach, in place, refused shape, on a device (gpu) and a host (cpu)
  * placement. */
 static void test_policy(sl_placement pl)
@@ -957,6 +1026,7 @@ int main(void)
 {
     const char *t = getenv("TEST_TMPDIR");
     snprintf(g_dir, sizeof g_dir, "%s", t ? t : "/tmp");
+    test_requant_keeps();
     test_policy(SL_PLACE_GPU);
     test_policy(SL_PLACE_CPU);
     test_split();

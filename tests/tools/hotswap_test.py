@@ -55,6 +55,11 @@ def main():
         rec = rounds[k + 1]
         names = {x["name"]: x for x in rec["tensors"]}
         check(t in names and names[t]["new_type"] == "Q4_0", f"round {k + 1}: {rec['tensors']}")
+        x = names[t]  # the record's fields: old -> new type and bytes, where, time
+        check(x["old_type"] == "Q8_0" and 0 < x["new_bytes"] < x["old_bytes"] and x["where"]
+              and x["seconds"] >= 0, f"round {k + 1}: {x}")
+        check(rec["ppl_stderr"] > 0 and rec["seconds"] > 0 and rec["round"] == k + 1,
+              f"round {k + 1}: ± error, seconds, round: {rec}")
         want = ppl(ref, text)
         check(rec["ppl"] == want, f"round {k + 1}: {rec['ppl']} != fresh load {want}")
         check(rec["delta_ppl"] == rec["ppl"] - base, "delta")
@@ -70,6 +75,10 @@ def main():
                  "LLAMA_PERPLEXITY_PRE_RELOAD_SCRIPT": "exit 7"})
     check(r.returncode == 7, f"status {r.returncode}: {r.stderr}")
     check("hotswap round 0" in r.stdout and "Final estimate" in r.stdout, r.stdout)
+    r = run("perplexity", "-m", live, "-f", text, "-c", "64",
+            env={"LLAMA_HOTSWAP_ENABLED": "1", "SLUICE_PERPLEXITY_PRE_RELOAD_SCRIPT": "exit 5"})
+    check(r.returncode == 5 and "hotswap round 0" in r.stdout,
+          f"LLAMA_HOTSWAP_ENABLED and SLUICE_PERPLEXITY_PRE_RELOAD_SCRIPT: {r.returncode}")
     r = run("perplexity", "-m", live, "-f", text, "-c", "64",
             env={"LLAMA_HOTSWAP_ENABLED": "yes"})
     check(r.returncode == 2, r.stderr)

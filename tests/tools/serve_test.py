@@ -292,8 +292,12 @@ def test_endpoints(srv, model):
            vals.get("llamacpp:predicted_tokens_seconds", 0) > 0 and
            vals.get("sluice_model_host_bytes", 0) > 0 and
            "sluice_model_device_bytes" in vals and "sluice_expert_calls_cpu_total" in vals and
-           "sluice_expert_fetches_total" in vals, "GET /metrics: Prometheus text with tokens, "
-           "tok/s and the engine's stats")
+           "sluice_expert_fetches_total" in vals and "sluice_copy_overlap_percent" in vals and
+           "sluice_expert_fallbacks_total" in vals and
+           "sluice_expert_cache_hits_total" in vals and
+           "sluice_expert_cache_lookups_total" in vals and "sluice_reloads_total" in vals,
+           "GET /metrics: Prometheus text with tokens, tok/s and the engine's stats (overlap %, "
+           "fallbacks, cache hits over lookups, device and host bytes, reloads)")
     return ref
 
 
