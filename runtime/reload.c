@@ -40,9 +40,11 @@
  * floor (other processes map it) is never written: the new bytes go to a private block of this
  * process (copy-on-write).
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "kernels/cuda/gemv.h"
@@ -73,6 +75,9 @@ typedef struct reload_run {
     size_t n_s, cap_s;
     sl_swap_source file;        /* the stat of the file being staged */
     sl__swap_fault fault;       /* SLUICE_FAULT_SWAP_ALLOC (tests) */
+    /* SLUICE_FAULT_SWAP_TOUCH=N (tests): the Nth changed file read has its mtime moved before
+     * the stat that follows the reads, as a writer still at work would */
+    sl__swap_fault touch;
     bool *fell_layer;           /* [n_layer]: an expert tensor of the layer fell back now */
 } reload_run;
 
@@ -328,6 +333,11 @@ static sl_status stage_file(reload_run *r, uint32_t i, sl_gguf **handle, bool *d
         bool ok = nt ? stage_one(r, *handle, w, nt)
                      : refuse(r, w, w->type, "%s", "missing from the rewritten file");
         if (!ok) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
+    }
+    if (sl__swap_fault_hit(&r->touch)) {
+        const int64_t ns = r->file.mtime_ns + 1;
+        const struct timespec ts[2] = {{0, UTIME_OMIT}, {ns / 1000000000, ns % 1000000000}};
+        utimensat(AT_FDCWD, src->path, ts, 0);
     }
     sl_swap_source after;
     if (sl_swap_stat(src->path, &after, &e) || sl_swap_source_differs(&after, &r->file)) {
@@ -827,6 +837,14 @@ static sl_status commit(reload_run *r, sl_error *err)
     return st;
 }
 
+/* A fault injection variable of the tests (a count from 1), unset: never. */
+static sl_status fault_env(const char *name, sl__swap_fault *f, sl_error *err)
+{
+    const char *v = getenv(name);
+    *f = (sl__swap_fault){0};
+    return v ? sl_parse_u64(name, v, (sl_urange){1, UINT64_MAX}, &f->at, err) : SL_OK;
+}
+
 sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
 {
     sl_reload_report local;
@@ -837,14 +855,11 @@ sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
         return sl_error_set(err, SL_ERR_INVALID, "%s: opened with plan_only: nothing to reload",
                             m->path);
     const double t0 = now_s();
-    const char *fault = getenv("SLUICE_FAULT_SWAP_ALLOC");
-    uint64_t fault_at = 0;
-    if (fault && sl_parse_u64("SLUICE_FAULT_SWAP_ALLOC", fault, (sl_urange){1, UINT64_MAX},
-                              &fault_at, err))
+    reload_run r = {.m = m, .rep = rep};
+    if (fault_env("SLUICE_FAULT_SWAP_ALLOC", &r.fault, err) ||
+        fault_env("SLUICE_FAULT_SWAP_TOUCH", &r.touch, err))
         return SL_ERR_INVALID;
     pthread_mutex_lock(&m->gate.reload);
-    reload_run r = {.m = m, .rep = rep};
-    r.fault.at = fault_at;
     const uint32_t n_src = m->sources.n;
     sl_gguf **handles = calloc(n_src ? n_src : 1, sizeof *handles);
     sl_swap_source *seen = calloc(n_src ? n_src : 1, sizeof *seen);

@@ -415,6 +415,39 @@ static void test_torn(void)
     sl_model_close(m);
 }
 
+/* A file that changes while a reload reads it (its mtime moved between the stat before the
+ * reads and the one after: SLUICE_FAULT_SWAP_TOUCH, deterministically) is skipped with a
+ * message and the model keeps its bytes; the next reload takes the file. */
+static void test_changing(void)
+{
+    const char *orig = tmp_path("w_orig.gguf"), *live = tmp_path("w_live.gguf");
+    const char *f16 = tmp_path("w_f16.gguf");
+    write_model("llama", SL_GGML_Q8_0, 14, NULL, 0, orig);
+    requant(orig, f16, "blk\\.0\\.attn_k\\.weight", SL_GGML_F16);
+    copy_file(orig, live);
+    sl_model *m = open_model(live, SL_PLACE_GPU);
+    if (!m) return;
+    const int V = n_vocab(m);
+    float *l_orig = run_logits(m, NULL), *l_f16 = fresh_logits(f16, SL_PLACE_GPU, NULL);
+    copy_file(f16, live);
+    sl_reload_report r;
+    setenv("SLUICE_FAULT_SWAP_TOUCH", "1", 1);
+    reload(m, &r);
+    unsetenv("SLUICE_FAULT_SWAP_TOUCH");
+    CHECK(r.files_skipped == 1 && !r.changed && r.n_reloaded == 0 && r.n == 1 &&
+          r.entries[0].kind == SL_RELOAD_SKIPPED_FILE &&
+          strstr(r.entries[0].msg, "changed while it was read"));
+    sl_reload_report_free(&r);
+    expect(run_logits(m, NULL), l_orig, V, "a file changing while read: logits changed");
+    reload(m, &r); /* still now: taken */
+    CHECK(r.files_changed == 1 && r.files_skipped == 0 && r.changed && r.n_reloaded == 1);
+    sl_reload_report_free(&r);
+    expect(run_logits(m, NULL), l_f16, V, "after the retry: logits differ from a fresh load");
+    free(l_orig);
+    free(l_f16);
+    sl_model_close(m);
+}
+
 /* Copies a model into one shard per tensor (llama.cpp's gguf-split layout). */
 static void reshard(const char *in, const char *out)
 {
@@ -1034,6 +1067,7 @@ int main(void)
     test_fallback_siblings();
     test_per_expert();
     test_torn();
+    test_changing();
     test_shards();
     test_expert_cache();
     test_stress();
