@@ -374,7 +374,8 @@ static void test_per_expert(void)
     sl_model_close(m);
 }
 
-/* A torn file (truncated, header or data past the end) is skipped and retried. */
+/* A torn file (truncated, header or data past the end) or one that changes while it is read
+ * is skipped and retried. */
 static void test_torn(void)
 {
     const char *orig = tmp_path("t_orig.gguf"), *live = tmp_path("t_live.gguf");
@@ -403,34 +404,9 @@ static void test_torn(void)
         CHECK_MSG(same(l, l_orig, V), "torn file %d: the old tensors must stay", k);
         free(l);
     }
-    copy_file(f16, live); /* whole again: retried and applied */
-    reload(m, &r);
-    CHECK(r.changed && r.n_reloaded == 1 && r.files_skipped == 0);
-    sl_reload_report_free(&r);
-    float *l = run_logits(m, NULL);
-    CHECK(same(l, l_f16, V));
-    free(l);
-    free(l_orig);
-    free(l_f16);
-    sl_model_close(m);
-}
-
-/* A file that changes while a reload reads it (its mtime moved between the stat before the
- * reads and the one after: SLUICE_FAULT_SWAP_TOUCH, deterministically) is skipped with a
- * message and the model keeps its bytes; the next reload takes the file. */
-static void test_changing(void)
-{
-    const char *orig = tmp_path("w_orig.gguf"), *live = tmp_path("w_live.gguf");
-    const char *f16 = tmp_path("w_f16.gguf");
-    write_model("llama", SL_GGML_Q8_0, 14, NULL, 0, orig);
-    requant(orig, f16, "blk\\.0\\.attn_k\\.weight", SL_GGML_F16);
-    copy_file(orig, live);
-    sl_model *m = open_model(live, SL_PLACE_GPU);
-    if (!m) return;
-    const int V = n_vocab(m);
-    float *l_orig = run_logits(m, NULL), *l_f16 = fresh_logits(f16, SL_PLACE_GPU, NULL);
+    /* whole, but its mtime moves between the stat before the reads and the one after (a writer
+     * still at work; SLUICE_FAULT_SWAP_TOUCH does it deterministically): skipped too */
     copy_file(f16, live);
-    sl_reload_report r;
     setenv("SLUICE_FAULT_SWAP_TOUCH", "1", 1);
     reload(m, &r);
     unsetenv("SLUICE_FAULT_SWAP_TOUCH");
@@ -439,10 +415,13 @@ static void test_changing(void)
           strstr(r.entries[0].msg, "changed while it was read"));
     sl_reload_report_free(&r);
     expect(run_logits(m, NULL), l_orig, V, "a file changing while read: logits changed");
-    reload(m, &r); /* still now: taken */
-    CHECK(r.files_changed == 1 && r.files_skipped == 0 && r.changed && r.n_reloaded == 1);
+    /* still now: retried and applied */
+    reload(m, &r);
+    CHECK(r.changed && r.n_reloaded == 1 && r.files_skipped == 0);
     sl_reload_report_free(&r);
-    expect(run_logits(m, NULL), l_f16, V, "after the retry: logits differ from a fresh load");
+    float *l = run_logits(m, NULL);
+    CHECK(same(l, l_f16, V));
+    free(l);
     free(l_orig);
     free(l_f16);
     sl_model_close(m);
@@ -1067,7 +1046,6 @@ int main(void)
     test_fallback_siblings();
     test_per_expert();
     test_torn();
-    test_changing();
     test_shards();
     test_expert_cache();
     test_stress();
