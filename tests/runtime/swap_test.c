@@ -136,6 +136,23 @@ static void reload(sl_model *m, sl_reload_report *r)
     CHECK_MSG(st == SL_OK, "reload: %s", e.msg);
 }
 
+/* reload under SLUICE_FAULT_SWAP_ALLOC=fault (NULL: none) */
+static void reload_fault(sl_model *m, sl_reload_report *r, const char *fault)
+{
+    if (fault) setenv("SLUICE_FAULT_SWAP_ALLOC", fault, 1);
+    reload(m, r);
+    unsetenv("SLUICE_FAULT_SWAP_ALLOC");
+}
+
+static bool entry_is(const sl_reload_report *r, const char *name, sl_reload_kind kind,
+                     const char *where)
+{
+    const sl_reload_entry *e = find(r, name);
+    CHECK_MSG(e && e->kind == kind && !strcmp(e->where, where), "%s: kind %d where '%s'", name,
+              e ? (int)e->kind : -1, e ? e->where : "(none)");
+    return e && e->kind == kind && !strcmp(e->where, where);
+}
+
 static void requant(const char *in, const char *out, const char *pat, uint32_t type)
 {
     sl_error e;
@@ -308,9 +325,7 @@ static void test_fallback_siblings(void)
     float *l_orig = run_logits(m, NULL), *l_f16 = fresh_logits(f16, SL_PLACE_GPU, NULL);
     sl_reload_report r;
     copy_file(f16, live);
-    setenv("SLUICE_FAULT_SWAP_ALLOC", "1", 1);
-    reload(m, &r);
-    unsetenv("SLUICE_FAULT_SWAP_ALLOC");
+    reload_fault(m, &r, "1");
     const sl_reload_entry *e = find(&r, "blk.0.ffn_up_exps.weight");
     CHECK(e && e->kind == SL_RELOAD_PRIVATE && !strcmp(e->where, "host (fallback)"));
     CHECK(r.n_fallback == 1);
@@ -364,6 +379,19 @@ static void test_per_expert(void)
     float *l = run_logits(m, NULL);
     CHECK(same(l, l_orig, V));
     free(l);
+    copy_file(all, live); /* the first new block refused: every expert of layer 0 follows */
+    reload_fault(m, &r, "1");
+    CHECK(r.changed && r.n_reloaded == 8 && r.n_refused == 0 && r.n_fallback == 1);
+    entry_is(&r, "blk.0.ffn_up.0.weight", SL_RELOAD_PRIVATE, "host (fallback)");
+    entry_is(&r, "blk.0.ffn_gate.5.weight", SL_RELOAD_SIBLING, "host (fallback)");
+    entry_is(&r, "blk.0.ffn_down.7.weight", SL_RELOAD_SIBLING, "host (fallback)");
+    CHECK(!find(&r, "blk.1.ffn_gate.0.weight"));
+    sl_reload_report_free(&r);
+    expect(run_logits(m, NULL), l_all, V, "per-expert fallback: logits differ from a fresh load");
+    copy_file(orig, live);
+    reload(m, &r);
+    sl_reload_report_free(&r);
+    expect(run_logits(m, NULL), l_orig, V, "per-expert: restore");
     copy_file(all, live);
     reload(m, &r);
     CHECK(r.changed && r.n_reloaded == 8 && r.n_refused == 0);
@@ -669,23 +697,6 @@ static uint64_t rt_device_bytes(sl_runtime *rt, sl_model *m)
     sl_error e;
     CHECK_MSG(sl_runtime_model_info_get(rt, m, &mi, &e) == SL_OK, "%s", e.msg);
     return mi.device_bytes;
-}
-
-/* reload under SLUICE_FAULT_SWAP_ALLOC=fault (0: none) */
-static void reload_fault(sl_model *m, sl_reload_report *r, const char *fault)
-{
-    if (fault) setenv("SLUICE_FAULT_SWAP_ALLOC", fault, 1);
-    reload(m, r);
-    unsetenv("SLUICE_FAULT_SWAP_ALLOC");
-}
-
-static bool entry_is(const sl_reload_report *r, const char *name, sl_reload_kind kind,
-                     const char *where)
-{
-    const sl_reload_entry *e = find(r, name);
-    CHECK_MSG(e && e->kind == kind && !strcmp(e->where, where), "%s: kind %d where '%s'", name,
-              e ? (int)e->kind : -1, e ? e->where : "(none)");
-    return e && e->kind == kind && !strcmp(e->where, where);
 }
 
 /* A model in a runtime: the new bytes replace its host floor and its device copy, so its
