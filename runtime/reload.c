@@ -169,6 +169,15 @@ static sl__layer *split_layer_of(const sl_model *m, const sl_weight *w)
     return NULL;
 }
 
+/* Whether the staged bytes equal w's current ones (same type and size, where the host can look:
+ * a model in a runtime looks at commit, under the runtime's mutex, as its bytes may move). */
+static bool unchanged(const sl_model *m, const sl_weight *w, const staged *s)
+{
+    return s->new_type == w->type && s->new_bytes == w->nbytes &&
+           host_addressable(m, w->residency) && w->data &&
+           !memcmp(w->data, staged_bytes(s), (size_t)s->new_bytes);
+}
+
 /* Stages weight w from the fresh handle g (tensor nt). false: out of memory for the report. */
 static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gguf_tensor *nt)
 {
@@ -224,10 +233,8 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
         s.seconds = now_s() - t0;
         goto keep;
     }
-    /* equal bytes in the same type and size: nothing to do (only where the host can look) */
-    if (act == SL_SWAP_IN_PLACE && new_type == w->type && new_bytes == w->nbytes &&
-        host_addressable(m, w->residency) && w->data &&
-        !memcmp(w->data, staged_bytes(&s), (size_t)new_bytes)) {
+    /* equal bytes in the same type and size: nothing to do */
+    if (act == SL_SWAP_IN_PLACE && !m->rt && unchanged(m, w, &s)) {
         staged_free(m, &s);
         act = SL_SWAP_NONE;
     }
@@ -240,11 +247,7 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
     s.seconds = now_s() - t0;
     if (act == SL_SWAP_NONE) {
         /* provenance still moves to the new file version (done at commit for staged ones) */
-        w->file_offset = nt->file_offset;
-        w->file_nbytes = nt->nbytes;
-        w->mtime_sec = nt->mtime_sec;
-        w->mtime_nsec = nt->mtime_nsec;
-        w->file_size = r->file.size;
+        sl__weight_provenance_set(w, nt, r->file.size);
         return true;
     }
 keep:
@@ -466,12 +469,7 @@ static sl_status applied(reload_run *r, const staged *s, sl_reload_kind kind, ui
                          uint64_t old_bytes, double t0, sl_error *err)
 {
     sl_weight *w = s->w;
-    w->file_type = s->new_file_type;
-    w->file_offset = s->nt->file_offset;
-    w->file_nbytes = s->nt->nbytes;
-    w->mtime_sec = s->nt->mtime_sec;
-    w->mtime_nsec = s->nt->mtime_nsec;
-    w->file_size = s->file_size;
+    sl__weight_provenance_set(w, s->nt, s->file_size);
     sl_reload_entry *e = add_entry(r->rep, w->name, kind);
     if (!e) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
     e->old_type = old_type;
@@ -787,6 +785,10 @@ static sl_status commit_runtime(reload_run *r, sl_error *err)
         const double t0 = now_s();
         const uint32_t old_type = w->type;
         const uint64_t old_bytes = w->nbytes;
+        if (s->act == SL_SWAP_IN_PLACE && unchanged(m, w, s)) {
+            sl__weight_provenance_set(w, s->nt, s->file_size);
+            continue;
+        }
         const sl__floor ns = {.data = staged_bytes(s), .h_block = s->blk, .h_owned = s->f32};
         int32_t layer;
         /* a device layer's kernels read a host fallback only where the device is the host */

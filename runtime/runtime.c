@@ -625,6 +625,10 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
     if ((unsigned)state > SL_RESIDENCY_PINNED)
         return sl_error_set(err, SL_ERR_INVALID, "sl_runtime_set_residency: state %d: unknown",
                             (int)state);
+    /* going to DISK frees the weights and may refresh the file view from the reload sources:
+     * not while a live reload of m reads them (its lock comes first, as in sl_reload_changed) */
+    const bool gate = state == SL_RESIDENCY_DISK && m->gate_ready;
+    if (gate) pthread_mutex_lock(&m->gate.reload);
     pthread_mutex_lock(&rt->mu);
     struct sl__resident *r = m->res;
     const sl_res_state to = (sl_res_state)state;
@@ -652,6 +656,7 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
     if (!st && to >= SL_RS_DEVICE) r->last_use = ++rt->tick;
     update_budget(rt);
     pthread_mutex_unlock(&rt->mu);
+    if (gate) pthread_mutex_unlock(&m->gate.reload);
     return st;
 }
 
@@ -925,9 +930,9 @@ sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns
         (w->want_device || may_fall)) {
         bool ok;
         sl_status st = host_to_device(m, w, fault, &ok, err);
+        set_fallback(m, w, !ok); /* on an error too: it is on the host, with the new bytes */
+        *fell = !ok && !st;
         if (st) return st;
-        set_fallback(m, w, !ok);
-        *fell = !ok;
     }
     return SL_OK;
 }

@@ -87,6 +87,10 @@ typedef struct sl_weight {
                                    (moved for a sibling): returning there needs no copy */
 } sl_weight;
 
+/* w's provenance becomes tensor record t's (file type, offset, bytes, mtime) in a file version
+ * of file_size bytes: at binding, and when a live reload moves w to a new file version. */
+void sl__weight_provenance_set(sl_weight *w, const sl_gguf_tensor *t, uint64_t file_size);
+
 /* Bytes of one 2-D slice (ne[0] * ne[1] elements) of w as stored at `data`. */
 uint64_t sl__weight_slice_bytes(const sl_weight *w);
 
