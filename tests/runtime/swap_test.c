@@ -589,76 +589,6 @@ static void test_expert_cache(void)
     sl_model_close(m);
 }
 
-/* One thread evaluates continuously while another rewrites the file and reloads: every logits
- * vector equals one of the two references. */
-typedef struct stress {
-    sl_model *m;
-    const float *ref[2];
-    int V;
-    atomic_bool stop;
-    atomic_int evals, bad, errors;
-} stress;
-
-static void *evaluator(void *arg)
-{
-    stress *s = arg;
-    sl_ctx_options co = sl_ctx_options_default();
-    co.n_ctx = 32;
-    sl_ctx *c;
-    sl_error e;
-    if (sl_ctx_create(s->m, &co, &c, &e)) {
-        atomic_fetch_add(&s->errors, 1);
-        return NULL;
-    }
-    while (!atomic_load(&s->stop)) {
-        if (sl_ctx_rewind(c, 0, &e) || sl_ctx_eval(c, k_tokens, N_TOK, &e)) {
-            atomic_fetch_add(&s->errors, 1);
-            break;
-        }
-        const float *l = sl_ctx_logits(c, -1);
-        if (!same(l, s->ref[0], s->V) && !same(l, s->ref[1], s->V)) atomic_fetch_add(&s->bad, 1);
-        atomic_fetch_add(&s->evals, 1);
-    }
-    sl_ctx_destroy(c);
-    return NULL;
-}
-
-static void test_stress(void)
-{
-    const char *a = tmp_path("r_a.gguf"), *b = tmp_path("r_b.gguf");
-    const char *live = tmp_path("r_live.gguf");
-    write_model("qwen3moe", SL_GGML_Q8_0, 9, NULL, 0, a);
-    requant(a, b, "blk\\.1\\.ffn_(gate|up)_exps\\.weight|blk\\.0\\.attn_q\\.weight",
-            SL_GGML_F16);
-    copy_file(a, live);
-    float *ra = fresh_logits(a, SL_PLACE_GPU, NULL), *rb = fresh_logits(b, SL_PLACE_GPU, NULL);
-    stress s = {.m = open_model(live, SL_PLACE_GPU), .ref = {ra, rb}};
-    if (!s.m) return;
-    s.V = n_vocab(s.m);
-    CHECK(!same(ra, rb, s.V));
-    pthread_t th[2];
-    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, evaluator, &s);
-    const time_t t0 = time(NULL);
-    int reloads = 0;
-    for (int k = 0; k < 40 && time(NULL) - t0 < 20; k++) {
-        copy_file(k % 2 ? a : b, live);
-        sl_reload_report r;
-        reload(s.m, &r);
-        reloads += r.changed;
-        sl_reload_report_free(&r);
-        usleep(2000);
-    }
-    atomic_store(&s.stop, true);
-    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-    printf("stress: %d reloads, %d evaluations, %d torn, %d errors\n", reloads,
-           atomic_load(&s.evals), atomic_load(&s.bad), atomic_load(&s.errors));
-    CHECK(reloads >= 10 && atomic_load(&s.evals) > 0);
-    CHECK(atomic_load(&s.bad) == 0 && atomic_load(&s.errors) == 0);
-    sl_model_close(s.m);
-    free(ra);
-    free(rb);
-}
-
 /* Logits of m in rt after acquiring it (the runtime's invariants checked too). */
 static float *rt_logits(sl_runtime *rt, sl_model *m)
 {
@@ -791,6 +721,86 @@ static void test_runtime(bool shared)
     CHECK(sl_runtime_destroy(rt2, &e) == SL_OK);
     free(l_orig);
     free(l_q);
+}
+
+/* One thread evaluates continuously while another rewrites the file and reloads: every logits
+ * vector equals one of the two references; a private model, and one in a runtime. */
+typedef struct stress {
+    sl_model *m;
+    const float *ref[2];
+    int V;
+    atomic_bool stop;
+    atomic_int evals, bad, errors;
+} stress;
+
+static void *evaluator(void *arg)
+{
+    stress *s = arg;
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 32;
+    sl_ctx *c;
+    sl_error e;
+    if (sl_ctx_create(s->m, &co, &c, &e)) {
+        atomic_fetch_add(&s->errors, 1);
+        return NULL;
+    }
+    while (!atomic_load(&s->stop)) {
+        if (sl_ctx_rewind(c, 0, &e) || sl_ctx_eval(c, k_tokens, N_TOK, &e)) {
+            atomic_fetch_add(&s->errors, 1);
+            break;
+        }
+        const float *l = sl_ctx_logits(c, -1);
+        if (!same(l, s->ref[0], s->V) && !same(l, s->ref[1], s->V)) atomic_fetch_add(&s->bad, 1);
+        atomic_fetch_add(&s->evals, 1);
+    }
+    sl_ctx_destroy(c);
+    return NULL;
+}
+
+static void test_stress(bool in_runtime)
+{
+    const char *a = tmp_path("r_a.gguf"), *b = tmp_path("r_b.gguf");
+    const char *live = tmp_path("r_live.gguf");
+    write_model("qwen3moe", SL_GGML_Q8_0, 9, NULL, 0, a);
+    requant(a, b, "blk\\.1\\.ffn_(gate|up)_exps\\.weight|blk\\.0\\.attn_q\\.weight",
+            SL_GGML_F16);
+    copy_file(a, live);
+    float *ra = fresh_logits(a, SL_PLACE_GPU, NULL), *rb = fresh_logits(b, SL_PLACE_GPU, NULL);
+    sl_runtime *rt = NULL;
+    stress s = {.m = in_runtime ? rt_open(live, false, &rt) : open_model(live, SL_PLACE_GPU),
+                .ref = {ra, rb}};
+    if (!s.m) return;
+    sl_error e;
+    if (rt) CHECK_MSG(sl_runtime_acquire(rt, s.m, &e) == SL_OK, "%s", e.msg);
+    s.V = n_vocab(s.m);
+    CHECK(!same(ra, rb, s.V));
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, evaluator, &s);
+    const time_t t0 = time(NULL);
+    int reloads = 0, fallbacks = 0;
+    for (int k = 0; k < 40 && time(NULL) - t0 < 20; k++) {
+        copy_file(k % 2 ? a : b, live);
+        sl_reload_report r;
+        /* in a runtime, every third reload finds no room for a new block: fallbacks and returns
+         * of expert groups under the evaluations too */
+        reload_fault(s.m, &r, rt && k % 3 == 0 ? "1" : NULL);
+        reloads += r.changed;
+        fallbacks += (int)r.n_fallback;
+        sl_reload_report_free(&r);
+        usleep(2000);
+    }
+    atomic_store(&s.stop, true);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    printf("stress%s: %d reloads (%d fallbacks), %d evaluations, %d torn, %d errors\n",
+           rt ? " (runtime)" : "", reloads, fallbacks, atomic_load(&s.evals),
+           atomic_load(&s.bad), atomic_load(&s.errors));
+    CHECK(reloads >= 10 && atomic_load(&s.evals) > 0 && (!rt || fallbacks > 0));
+    CHECK(atomic_load(&s.bad) == 0 && atomic_load(&s.errors) == 0);
+    if (rt) CHECK_MSG(sl_runtime_validate(rt, &e) == SL_OK, "%s", e.msg);
+    sl_model_close(s.m);
+    if (rt) CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
+    free(ra);
+    free(rb);
 }
 
 /* Host fallback in a runtime (the device short of memory for a tensor's new size, injected):
@@ -1059,7 +1069,8 @@ int main(void)
     test_torn();
     test_shards();
     test_expert_cache();
-    test_stress();
+    test_stress(false);
+    test_stress(true);
     test_runtime(false);
     test_runtime(true);
     test_runtime_fallback();
