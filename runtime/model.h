@@ -219,8 +219,9 @@ static inline bool sl__swap_fault_hit(sl__swap_fault *f)
  * the plan put w on the device and the model is there, copies it there (the same block when
  * the size is the same, else a new one); a device with no room for it (or the fault) leaves
  * w on the host with the new bytes when may_fall (*fell, w->fallback, and the model's device
- * bytes no longer count it), else returns SL_ERR_NOMEM with w unchanged. On success ns belongs to the model; the weight's previous host copy is
- * freed unless it lies in a shared floor (copy-on-write: the other processes keep theirs).
+ * bytes no longer count it), else returns SL_ERR_NOMEM with w unchanged. On success ns
+ * belongs to the model; the weight's previous host copy is freed unless it lies in a shared
+ * floor (copy-on-write: the other processes keep theirs).
  * SL_ERR_UNSUPPORTED for a model on DISK.
  * weight_to_host moves a device weight to its floor as a fallback (a sibling's); weight_to_device
  * returns a fallen-back weight of a model on the device to a new block (*ok false: no room,

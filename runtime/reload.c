@@ -357,9 +357,9 @@ static sl_status stage_file(reload_run *r, uint32_t i, sl_gguf **handle, bool *d
 /* A split layer is rebuilt from its gate, up and down together (resplit): those of a changed
  * layer that live in unchanged files (a model split one tensor per file) are read from them
  * as they are (companions; reported as siblings unless their type changes, which happens when
- * an earlier change of theirs was refused). One whose file changed but is not staged (a torn file, a refused
- * change) stays missing, and resplit refuses the layer. handles[i]: the fresh parse of
- * source i (opened here for an unchanged one, closed by the caller). */
+ * an earlier change of theirs was refused). One whose file changed but is not staged (a torn
+ * file, a refused change) stays missing, and resplit refuses the layer. handles[i]: the fresh
+ * parse of source i (opened here for an unchanged one, closed by the caller). */
 static sl_status stage_companions(reload_run *r, sl_gguf **handles, sl_error *err)
 {
     sl_model *m = r->m;

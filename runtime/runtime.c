@@ -312,8 +312,8 @@ static sl_status fill_floor(void *user, uint8_t *payload, uint64_t bytes, sl_err
         if (!w->file_nbytes) continue;
         const uint64_t at = m->res->shm_off[i], slot = at - w->file_offset % SL_GGUF_DIRECT_ALIGN;
         void *data = NULL;
-        sl_status st = sl_gguf_tensor_read(sl__model_file(m), w->t, SL_GGUF_IO_DIRECT, payload + slot,
-                                           bytes - slot, &data, err);
+        sl_status st = sl_gguf_tensor_read(sl__model_file(m), w->t, SL_GGUF_IO_DIRECT,
+                                           payload + slot, bytes - slot, &data, err);
         if (st) return st;
         /* a file system without O_DIRECT: the pread fallback may land the bytes elsewhere */
         if (data != payload + at) memmove(payload + at, data, w->file_nbytes);

@@ -359,8 +359,8 @@ static sl_status load_host(sl_model *m, sl_weight *w, sl_error *err)
         return SL_OK;
     }
     void *data;
-    sl_status st = sl__weight_read(m, sl__model_file(m), w->t, m->opt.io == SL_LOAD_DIRECT, &w->h_block,
-                                   &data, err);
+    sl_status st = sl__weight_read(m, sl__model_file(m), w->t, m->opt.io == SL_LOAD_DIRECT,
+                                   &w->h_block, &data, err);
     if (st) return st;
     w->data = data;
     w->residency = SL_RES_HOST;

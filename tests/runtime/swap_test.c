@@ -350,7 +350,8 @@ static void test_fallback_siblings(void)
           !strcmp(g->where, "device"));
     sl_reload_report_print(&r, stdout);
     sl_reload_report_free(&r);
-    expect(run_logits(m, NULL), l_orig, V, "restore after fallback: logits differ from the original");
+    expect(run_logits(m, NULL), l_orig, V,
+           "restore after fallback: logits differ from the original");
     free(l_orig);
     free(l_f16);
     sl_model_close(m);
