@@ -31,8 +31,9 @@ static bool matches(const sl_weight *w, const sl_gguf_tensor *nt)
     return !memcmp(nt->ne, w->t->ne, sizeof nt->ne);
 }
 
-sl_status sl__model_files_refresh(sl_model *m, sl_error *err)
+sl_status sl__model_files_refresh(sl_model *m, sl_gguf **old, sl_error *err)
 {
+    *old = NULL;
     sl_gguf *g;
     sl_error e;
     const sl_gguf_options go = {.no_shards = false};
@@ -65,7 +66,7 @@ sl_status sl__model_files_refresh(sl_model *m, sl_error *err)
         return st;
     }
     for (size_t i = 0; i < m->n_w; i++) m->w[i].t = sl_gguf_tensor_find(g, m->w[i].t->name);
-    sl_gguf_close(m->file_view);
+    *old = m->file_view; /* host weights of io = mmap may still point into its mapping */
     m->file_view = g;
     return SL_OK;
 }

@@ -246,10 +246,11 @@ void sl__runtime_detach(sl_model *m);
 /* The handle w->t of every weight lies in: m->file_view, or m->gguf before any refresh. */
 const sl_gguf *sl__model_file(const sl_model *m);
 /* Parses m's files again and binds every weight's t there, so that a load from the files reads
- * what a live reload left in the weights; SL_ERR_UNSUPPORTED (model unchanged) when the files
- * changed since the last reload or a tensor's change was refused; SL_ERR_IO when they do not
- * parse. */
-sl_status sl__model_files_refresh(sl_model *m, sl_error *err);
+ * what a live reload left in the weights; *old: the previous view (NULL: none), which the
+ * caller closes once the weights no longer point into it (io = mmap). SL_ERR_UNSUPPORTED
+ * (model unchanged) when the files changed since the last reload or a tensor's change was
+ * refused; SL_ERR_IO when they do not parse. */
+sl_status sl__model_files_refresh(sl_model *m, sl_gguf **old, sl_error *err);
 
 /* arch.c */
 const sl__arch_traits *sl__arch_traits_get(sl__arch a);

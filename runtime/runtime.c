@@ -636,8 +636,10 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
         st = busy_error(m, "cannot leave the device", err);
     } else if (to == SL_RS_DISK) {
         /* after a live reload its next load must read the new file versions */
-        if (r->reloaded && !(st = sl__model_files_refresh(m, err))) r->reloaded = false;
+        sl_gguf *old = NULL;
+        if (r->reloaded && !(st = sl__model_files_refresh(m, &old, err))) r->reloaded = false;
         if (!st) to_disk(rt, m);
+        sl_gguf_close(old);
     } else if (to == SL_RS_HOST) {
         if (r->state == SL_RS_DISK && (st = sl__runtime_load_floor(m, err))) {
             sl__model_free_weights(m);

@@ -600,7 +600,7 @@ static float *rt_logits(sl_runtime *rt, sl_model *m)
 }
 
 /* A runtime on the sim device (64 MiB arena) with path opened in it (placement gpu). */
-static sl_model *rt_open(const char *path, bool shared, sl_runtime **rt)
+static sl_model *rt_open_io(const char *path, bool shared, sl_load_io io, sl_runtime **rt)
 {
     sl_runtime_options ro = sl_runtime_options_default();
     ro.device = "sim";
@@ -614,12 +614,18 @@ static sl_model *rt_open(const char *path, bool shared, sl_runtime **rt)
     o.placement = SL_PLACE_GPU;
     o.progress = false;
     o.n_threads = 1;
+    o.io = io;
     sl_model *m = NULL;
     sl_error e;
     *rt = NULL;
     CHECK_MSG(sl_runtime_create(&ro, rt, &e) == SL_OK && sl_model_open_in(*rt, path, &o, &m, &e)
               == SL_OK, "%s", e.msg);
     return m;
+}
+
+static sl_model *rt_open(const char *path, bool shared, sl_runtime **rt)
+{
+    return rt_open_io(path, shared, SL_LOAD_DIRECT, rt);
 }
 
 static uint64_t rt_device_bytes(sl_runtime *rt, sl_model *m)
@@ -634,8 +640,10 @@ static uint64_t rt_device_bytes(sl_runtime *rt, sl_model *m)
  * logits equal a fresh load of the changed file after the reload, after an eviction and
  * reacquire, and after a compaction; a restore brings the original's back. With a shared
  * floor the region is never written (copy-on-write): a second runtime mapping the same
- * region (another process, as far as the floor knows) keeps the original's logits. */
-static void test_runtime(bool shared)
+ * region (another process, as far as the floor knows) keeps the original's logits. Released
+ * to disk and loaded again it reads the new file versions (io: how; with mmap its host weights
+ * point into the refreshed file view). */
+static void test_runtime(bool shared, sl_load_io io)
 {
     const char *orig = tmp_path("rt_orig.gguf"), *live = tmp_path("rt_live.gguf");
     const char *q = tmp_path("rt_q.gguf"), *q2 = tmp_path("rt_q2.gguf");
@@ -650,7 +658,8 @@ static void test_runtime(bool shared)
     float *l_orig = fresh_logits(orig, SL_PLACE_GPU, NULL);
     float *l_q = fresh_logits(q, SL_PLACE_GPU, NULL);
     sl_runtime *rt = NULL, *rt2 = NULL;
-    sl_model *m = rt_open(live, shared, &rt), *m2 = shared ? rt_open(live, true, &rt2) : NULL;
+    sl_model *m = rt_open_io(live, shared, io, &rt);
+    sl_model *m2 = shared ? rt_open(live, true, &rt2) : NULL;
     sl_error e;
     if (!m || (shared && !m2)) return;
     const int V = n_vocab(m);
@@ -1072,8 +1081,9 @@ int main(void)
     test_expert_cache();
     test_stress(false);
     test_stress(true);
-    test_runtime(false);
-    test_runtime(true);
+    test_runtime(false, SL_LOAD_DIRECT);
+    test_runtime(true, SL_LOAD_DIRECT);
+    test_runtime(false, SL_LOAD_MMAP); /* host weights in the file view's mapping */
     test_runtime_fallback();
     return sl_test_finish("swap_test");
 }
