@@ -68,6 +68,16 @@ def main():
           f"restore: {last['ppl']} != {base} (must be bit-identical)")
     check(any(x["kind"] == "reattached" for x in last["tensors"]), str(last["tensors"]))
 
+    # text mode: llama.cpp's lines, and per round the tensors reloaded before it
+    subprocess.run(["cp", orig, live], check=True)
+    os.remove(live + ".sweep-done")
+    r = run("perplexity", "-m", live, "-f", text, "-c", "64", "--hotswap",
+            "--pre-reload-script", SCRIPT, env=env)
+    check(r.returncode == 0 and r.stdout.count("Final estimate") == 4 and
+          "hotswap round 1: 1 tensors reloaded" in r.stdout and
+          "blk.0.ffn_up.weight: Q8_0 -> Q4_0" in r.stdout and
+          "nothing changed after round 3" in r.stdout, f"text mode: {r.stdout[-1500:]}")
+
     # a failing script stops the loop with its status; the environment switch works
     subprocess.run(["cp", orig, live], check=True)
     r = run("perplexity", "-m", live, "-f", text, "-c", "64",

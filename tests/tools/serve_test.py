@@ -159,7 +159,8 @@ def with_template(src, dst, template):
 def test_cli(tmp, model):
     r = run("serve", "--help")
     expect(r.returncode == 0 and "usage:" in r.stdout and "/v1/chat/completions" in r.stdout
-           and "--max-body-bytes" in r.stdout, "serve --help documents endpoints and flags")
+           and "--max-body-bytes" in r.stdout and "(default 127.0.0.1)" in r.stdout and
+           "(default 8080)" in r.stdout, "serve --help documents endpoints, flags, 127.0.0.1:8080")
     r = run("serve")
     expect(r.returncode == 2 and "-m FILE" in r.stderr, "serve without -m exits 2")
     r = run("serve", "-m", model, "--port", "70000")
