@@ -165,7 +165,8 @@ struct sl_model {
     sl_swap_sources sources;        /* every shard's size and mtime as loaded */
     sl_gguf *file_view;             /* the files re-parsed after a reload, or NULL (file_view.c) */
     /* In a runtime (sl_model_open_in): dev, hostpool and arena are the runtime's (borrowed,
-     * not destroyed by close); the rest is runtime.c's (sl__resident). NULL rt: private. */
+     * not destroyed by close); the rest is runtime.c's (sl__resident, runtime_impl.h). NULL
+     * rt: private. */
     sl_runtime *rt;
     struct sl__resident *res;
 };
@@ -213,6 +214,7 @@ static inline bool sl__swap_fault_hit(sl__swap_fault *f)
     return f && f->at && ++f->n == f->at;
 }
 
+/* runtime_reload.c */
 /* Live reload of a runtime model (reload.c), between lock and unlock (the runtime's mutex:
  * no residency change meanwhile; take it after the swap gate, as evaluations do):
  * swap_weight makes ns (a host copy of the new bytes, type and size) w's host floor and, when
@@ -233,6 +235,7 @@ sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns
                                   bool *fell, sl_error *err);
 sl_status sl__runtime_weight_to_host(sl_model *m, sl_weight *w, sl_error *err);
 sl_status sl__runtime_weight_to_device(sl_model *m, sl_weight *w, bool *ok, sl_error *err);
+/* runtime.c */
 /* Evaluation brackets of a context of a runtime model: begin fails with SL_ERR_NOT_RESIDENT
  * below DEVICE, marks the model busy (never evicted) and, unless creating, refreshes the
  * context's pointers (sl__ctx_refresh) when the weights moved since its last eval; end clears

@@ -592,7 +592,7 @@ static sl_status sibling_entry(reload_run *r, const sl_weight *w, sl_error *err)
 
 /* Sibling expert tensors share a side: mixed groups go to the host; groups wholly on the host
  * by fallback try to return to the device together. The same for a model in a runtime, whose
- * moves are runtime.c's (its floor is the host copy). */
+ * moves are runtime_reload.c's (its floor is the host copy). */
 static sl_status siblings(reload_run *r, sl_error *err)
 {
     sl_model *m = r->m;

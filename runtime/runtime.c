@@ -1,6 +1,7 @@
 /* runtime/runtime.c: serving residency — one device arena and one host pool shared by the
  * models of a process (sl_runtime of sluice.h), and the moves between residency states.
  * The policy (budget, which model to evict) is scheduler/residency.h's; here the bytes move.
+ * The structures are in runtime_impl.h; a live reload's part is runtime_reload.c's.
  *
  * A model opened into a runtime keeps a host copy of every weight (its host floor) for as
  * long as it is open below DISK: a device weight's host copy is parked in its sl__floor while
@@ -20,7 +21,7 @@
  *   want_device  <=>  the plan put the weight on the device and it is not a host fallback
  *   (fallback: a live reload found no room for its new bytes, or a sibling expert tensor's;
  *   it stays on the host, floor and all, until a later reload returns it with its group);
- *   device_bytes == sum of granted(nbytes) over want_device weights;
+ *   device_bytes == sum of granted arena bytes (sl__runtime_granted) over want_device weights;
  *   pinned_bytes == sum of device_bytes over PINNED models; busy + holds > 0 => state >=
  *   DEVICE or the model has no device weights;
  *   epoch changes whenever any weight's data pointer may have changed.
@@ -35,6 +36,7 @@
 #include "alloc/shm_floor.h"
 #include "runtime/ctx.h"
 #include "runtime/model.h"
+#include "runtime/runtime_impl.h"
 #include "scheduler/residency.h"
 
 _Static_assert((int)SL_RESIDENCY_DISK == (int)SL_RS_DISK &&
@@ -42,42 +44,6 @@ _Static_assert((int)SL_RESIDENCY_DISK == (int)SL_RS_DISK &&
                (int)SL_RESIDENCY_DEVICE == (int)SL_RS_DEVICE &&
                (int)SL_RESIDENCY_PINNED == (int)SL_RS_PINNED,
                "sluice.h's sl_residency and residency.h's sl_res_state must agree");
-
-struct sl__resident {
-    sl_res_state state;
-    uint64_t device_bytes;      /* granted arena bytes of its device weights */
-    uint64_t scratch_bytes;     /* its contexts' device estimate (sl__model_reserve_bytes) */
-    uint64_t last_use;          /* runtime tick of its last acquire */
-    uint64_t epoch;             /* bumped when weights were (re)loaded */
-    int busy;                   /* contexts evaluating it */
-    int holds;                  /* sl_runtime_hold without its unhold yet: busy as well */
-    bool registered;            /* in rt->models */
-    sl__floor *floor;           /* [n_w] */
-    /* a shared host floor (rt->opt.shared_floor, state >= HOST): the region, each weight's
-     * data offset in its payload, whether this process filled it and registered it */
-    sl_shm_floor *shm;
-    uint64_t *shm_off;
-    bool shm_made, shm_registered;
-    /* a live reload changed its weights since its file view was last refreshed: going back to
-     * DISK refreshes it first (sl__model_files_refresh), or stays if the files moved on */
-    bool reloaded;
-};
-
-struct sl_runtime {
-    sl_runtime_options opt;
-    sl_device *dev;
-    sl_stream *stream;          /* the arena's (moves; unused: it is never slid) */
-    sl_bfc *arena;
-    sl_hostpool *hostpool;
-    uint64_t arena_bytes;
-    pthread_mutex_t mu;
-    sl_model **models;
-    size_t n_models, cap_models;
-    uint64_t tick;
-    sl_res_budget budget;
-    uint64_t pinned_bytes;
-    uint64_t loads, evictions, compactions, bytes_loaded;
-};
 
 sl_runtime_options sl_runtime_options_default(void)
 {
@@ -99,7 +65,7 @@ static void notice(const sl_runtime *rt, const char *fmt, ...)
 }
 
 /* Recomputes the budget from the models' scratch estimates and the pinned bytes. */
-static void update_budget(sl_runtime *rt)
+void sl__runtime_update_budget(sl_runtime *rt)
 {
     uint64_t scratch = rt->opt.max_scratch_bytes, pinned = 0;
     for (size_t i = 0; i < rt->n_models; i++) {
@@ -158,7 +124,7 @@ sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_
     ho.numa_node = rt->opt.numa_node < 0 ? SL_HOSTPOOL_NODE_AUTO : rt->opt.numa_node;
     ho.slab_bytes = rt->opt.host_slab_bytes;
     if ((st = sl_hostpool_create(rt->dev, NULL, &ho, &rt->hostpool, err))) goto fail;
-    update_budget(rt);
+    sl__runtime_update_budget(rt);
     *out = rt;
     return SL_OK;
 fail:
@@ -200,7 +166,7 @@ sl_status sl__runtime_lend(sl_model *m, uint64_t *device_free, sl_error *err)
     return SL_OK;
 }
 
-static uint64_t granted(uint64_t bytes)
+uint64_t sl__runtime_granted(uint64_t bytes)
 {
     return ((bytes ? bytes : 1) + SL_BFC_ALIGN - 1) & ~(uint64_t)(SL_BFC_ALIGN - 1);
 }
@@ -221,7 +187,7 @@ sl_status sl__runtime_attach(sl_model *m, sl_error *err)
     }
     for (size_t i = 0; i < m->n_w; i++) {
         r->floor[i].h_block = SL_BLOCK_NONE;
-        if (m->plan.on_device[i]) r->device_bytes += granted(m->place_t[i].bytes);
+        if (m->plan.on_device[i]) r->device_bytes += sl__runtime_granted(m->place_t[i].bytes);
     }
     r->scratch_bytes = sl__model_reserve_bytes(m);
     r->state = SL_RS_DISK;
@@ -247,7 +213,7 @@ sl_status sl__runtime_register(sl_model *m, sl_error *err)
     m->res->registered = true;
     m->res->state = SL_RS_HOST;
     m->res->epoch++;
-    update_budget(rt);
+    sl__runtime_update_budget(rt);
     pthread_mutex_unlock(&rt->mu);
     return SL_OK;
 }
@@ -372,12 +338,19 @@ const void *sl__floor_shared_data(const sl_model *m, const sl_weight *w)
     return sl_shm_floor_payload(r->shm) + r->shm_off[w - m->w];
 }
 
-static uint64_t want_bytes(const sl_model *m);
+/* The arena bytes m's device weights take (validate_model). */
+static uint64_t want_bytes(const sl_model *m)
+{
+    uint64_t b = 0;
+    for (size_t i = 0; i < m->n_w; i++)
+        if (m->w[i].want_device) b += sl__runtime_granted(m->w[i].nbytes);
+    return b;
+}
 
 /* ---- moves ------------------------------------------------------------------------------ */
 
 /* Weight i of m leaves the device: its block is freed and it reads its floor again. */
-static void to_floor(sl_model *m, size_t i)
+void sl__runtime_to_floor(sl_model *m, size_t i)
 {
     sl_weight *w = &m->w[i];
     sl__floor *f = &m->res->floor[i];
@@ -397,7 +370,7 @@ static void evict(sl_runtime *rt, sl_model *m)
     bool any = false;
     for (size_t i = 0; i < m->n_w; i++) {
         if (m->w[i].d_block == SL_BLOCK_NONE) continue;
-        to_floor(m, i);
+        sl__runtime_to_floor(m, i);
         any = true;
     }
     /* the views are recomputed from data the load already checked: it cannot fail (a model
@@ -656,7 +629,7 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
         st = load(rt, m, err);
     }
     if (!st && to >= SL_RS_DEVICE) r->last_use = ++rt->tick;
-    update_budget(rt);
+    sl__runtime_update_budget(rt);
     pthread_mutex_unlock(&rt->mu);
     if (gate) pthread_mutex_unlock(&m->gate.reload);
     return st;
@@ -809,155 +782,6 @@ sl_status sl_runtime_validate(const sl_runtime *rt, sl_error *err)
     return st;
 }
 
-/* ---- live reload ------------------------------------------------------------------------ */
-
-void sl__runtime_lock(sl_model *m)
-{
-    pthread_mutex_lock(&m->rt->mu);
-}
-
-void sl__runtime_unlock(sl_model *m)
-{
-    sl_runtime *rt = m->rt;
-    update_budget(rt); /* a reload may have changed a pinned model's device bytes */
-    pthread_mutex_unlock(&rt->mu);
-}
-
-/* Frees a host copy the model owns (a pool block or a converted copy); one in a shared floor's
- * region has neither and stays for the other processes. */
-static void release_host(sl_model *m, sl_block h_block, void *h_owned)
-{
-    if (h_block != SL_BLOCK_NONE) sl_hostpool_free(m->hostpool, h_block, NULL);
-    free(h_owned);
-}
-
-/* The arena bytes m's device weights take (validate_model). */
-static uint64_t want_bytes(const sl_model *m)
-{
-    uint64_t b = 0;
-    for (size_t i = 0; i < m->n_w; i++)
-        if (m->w[i].want_device) b += granted(m->w[i].nbytes);
-    return b;
-}
-
-/* A host weight of a model on the device into a new arena block (its host copy becomes its
- * floor). false: no block (the arena is full, or the injected fault): w is unchanged. */
-static sl_status host_to_device(sl_model *m, sl_weight *w, sl__swap_fault *fault, bool *ok,
-                                sl_error *err)
-{
-    *ok = false;
-    if (sl__swap_fault_hit(fault)) return SL_OK;
-    sl_error e;
-    const sl_status st = sl__weight_to_device(m, w, &e);
-    if (st && w->d_block != SL_BLOCK_NONE && !(w->residency & SL_RES_DEVICE)) {
-        sl_bfc_free(m->arena, w->d_block, NULL); /* a block whose copy failed */
-        w->d_block = SL_BLOCK_NONE;
-    }
-    if (st && st != SL_ERR_NOMEM) return sl_error_set(err, st, "'%s': %s", w->name, e.msg);
-    *ok = !st;
-    return SL_OK;
-}
-
-/* Records where a weight the placement put on the device now is: the device (fallback
- * cleared) or the host by a fallback, with the model's device bytes following. */
-static void set_fallback(sl_model *m, sl_weight *w, bool fallback)
-{
-    struct sl__resident *r = m->res;
-    if (w->want_device == !fallback) return;
-    if (fallback) r->device_bytes -= granted(w->nbytes);
-    else r->device_bytes += granted(w->nbytes);
-    w->want_device = !fallback;
-    w->fallback = fallback;
-    r->epoch++;
-}
-
-sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns, uint32_t type,
-                                  uint64_t nbytes, bool may_fall, sl__swap_fault *fault,
-                                  bool *fell, sl_error *err)
-{
-    sl_runtime *rt = m->rt;
-    struct sl__resident *r = m->res;
-    const size_t i = (size_t)(w - m->w);
-    *fell = false;
-    if (r->state == SL_RS_DISK)
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "the model is on disk in its runtime "
-                            "(nothing loaded to replace)");
-    if (w->d_block != SL_BLOCK_NONE && (nbytes == w->nbytes || !may_fall)) {
-        /* on the device, staying there: the new bytes go to its block (or to a new one, taken
-         * before the old one goes, when the size changed) and ns becomes its floor, so
-         * eviction and compaction bring them back */
-        sl_block nb = w->d_block;
-        sl_status st = SL_OK;
-        if (nbytes != w->nbytes)
-            st = sl__swap_fault_hit(fault)
-                     ? sl_error_set(err, SL_ERR_NOMEM, "no device block for its new size "
-                                    "(injected fault)")
-                     : sl_bfc_alloc(rt->arena, nbytes ? nbytes : 1, SL_BFC_PINNED, &nb, err);
-        if (st) return st;
-        void *d = sl_bfc_ptr(rt->arena, nb);
-        if (nbytes &&
-            !(st = sl_device_copy(rt->dev, m->stream, d, ns->data, nbytes, SL_COPY_H2D, err)))
-            st = sl_device_stream_sync(rt->dev, m->stream, err);
-        if (st) {
-            if (nb != w->d_block) sl_bfc_free(rt->arena, nb, NULL);
-            return st;
-        }
-        if (nb != w->d_block) {
-            sl_bfc_free(rt->arena, w->d_block, NULL);
-            w->d_block = nb;
-            w->data = d;
-        }
-        const sl__floor old = r->floor[i];
-        release_host(m, old.h_block, old.h_owned);
-        r->floor[i] = *ns;
-    } else {
-        /* the host copy takes the new bytes (a device block of the old size goes first, which
-         * frees room for the new one); a shared floor's region is left alone (copy-on-write) */
-        if (w->d_block != SL_BLOCK_NONE) to_floor(m, i);
-        release_host(m, w->h_block, w->h_owned);
-        w->data = ns->data;
-        w->h_block = ns->h_block;
-        w->h_owned = ns->h_owned;
-        w->residency = SL_RES_HOST;
-    }
-    if (w->want_device) r->device_bytes = r->device_bytes - granted(w->nbytes) + granted(nbytes);
-    w->type = type;
-    w->nbytes = nbytes;
-    r->reloaded = true;
-    r->epoch++;
-    /* placed on the device and the model is there: a new block, else the host fallback (a
-     * fallen-back weight of an evicted model stays on the host: its group returns together, at
-     * a reload while the model is on the device) */
-    if (m->plan.on_device[i] && r->state >= SL_RS_DEVICE && !(w->residency & SL_RES_DEVICE) &&
-        (w->want_device || may_fall)) {
-        bool ok;
-        sl_status st = host_to_device(m, w, fault, &ok, err);
-        set_fallback(m, w, !ok); /* on an error too: it is on the host, with the new bytes */
-        *fell = !ok && !st;
-        if (st) return st;
-    }
-    return SL_OK;
-}
-
-sl_status sl__runtime_weight_to_host(sl_model *m, sl_weight *w, sl_error *err)
-{
-    const size_t i = (size_t)(w - m->w);
-    if (w->d_block == SL_BLOCK_NONE || !m->plan.on_device[i])
-        return sl_error_set(err, SL_ERR_INVALID, "'%s': not a device weight", w->name);
-    to_floor(m, i);
-    set_fallback(m, w, true);
-    return SL_OK;
-}
-
-sl_status sl__runtime_weight_to_device(sl_model *m, sl_weight *w, bool *ok, sl_error *err)
-{
-    *ok = false;
-    if (!w->fallback || m->res->state < SL_RS_DEVICE) return SL_OK;
-    sl_status st = host_to_device(m, w, NULL, ok, err);
-    if (!st && *ok) set_fallback(m, w, false);
-    return st;
-}
-
 /* ---- evaluation brackets and detaching ---------------------------------------------------- */
 
 sl_status sl__runtime_eval_begin(sl_ctx *c, bool creating, sl_error *err)
@@ -1004,7 +828,7 @@ void sl__runtime_detach(sl_model *m)
                 break;
             }
     }
-    update_budget(rt);
+    sl__runtime_update_budget(rt);
     /* the weights point into the region: the engine's free after this only drops records */
     if (r->shm) floor_release(rt, r);
     pthread_mutex_unlock(&rt->mu);
