@@ -115,7 +115,9 @@ sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns
         w->h_owned = ns->h_owned;
         w->residency = SL_RES_HOST;
     }
-    if (w->want_device) r->device_bytes = r->device_bytes - sl__runtime_granted(w->nbytes) + sl__runtime_granted(nbytes);
+    if (w->want_device)
+        r->device_bytes = r->device_bytes - sl__runtime_granted(w->nbytes) +
+                          sl__runtime_granted(nbytes);
     w->type = type;
     w->nbytes = nbytes;
     r->reloaded = true;

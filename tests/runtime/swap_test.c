@@ -1,9 +1,10 @@
-/* Live tensor swap (sl_reload_changed, scheduler/swap.h) on the sim device: every case of the
- * policy, each checked by logits that must equal a fresh load of the changed file bit for bit
- * (and the original's after a restore); a hot/cold split layer rebuilt from new bytes; a torn
- * file; a many-shard model; the fetch scheduler's expert cache; a stress run with one thread
- * evaluating while another rewrites and reloads; and models in a runtime (host floor and
- * device copy replaced, shared floor left alone). */
+/* Live tensor swap (sl_reload_changed, scheduler/swap.h) of a private model on the sim device:
+ * every case of the policy, each checked by logits that must equal a fresh load of the changed
+ * file bit for bit (and the original's after a restore); a hot/cold split layer rebuilt from
+ * new bytes (also with its gate/up/down in separate shards); a torn file and one changing while
+ * read; a many-shard model; the fetch scheduler's expert cache; a stress run with one thread
+ * reloading while two evaluate (also on a model in a runtime); requant keeping every other
+ * byte. Models in a runtime: swap_runtime_test.c. */
 #include <glob.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -16,164 +17,8 @@
 #include "gguf/gguf.h"
 #include "runtime/sluice.h"
 #include "scheduler/gpuidx.h"
-#include "tests/runtime/testmodel.h"
+#include "tests/runtime/swap_testlib.h"
 #include "tests/testing.h"
-#include "tools/lib/requant.h"
-
-enum { N_TOK = 6 };
-static const int32_t k_tokens[N_TOK] = {1, 17, 250, 3, 99, 42};
-static char g_dir[512];
-
-static const char *tmp_path(const char *name)
-{
-    static char buf[16][640];
-    static int i;
-    char *b = buf[i++ % 16];
-    snprintf(b, sizeof buf[0], "%s/%s", g_dir, name);
-    return b;
-}
-
-static void copy_file(const char *from, const char *to)
-{
-    char tmp[700];
-    snprintf(tmp, sizeof tmp, "%s.copy", to);
-    FILE *in = fopen(from, "rb"), *out = fopen(tmp, "wb");
-    CHECK(in && out);
-    if (!in || !out) exit(1);
-    char b[65536];
-    size_t n;
-    while ((n = fread(b, 1, sizeof b, in)) > 0) fwrite(b, 1, n, out);
-    fclose(in);
-    fclose(out);
-    CHECK(rename(tmp, to) == 0); /* atomic replace, as a careful user does */
-}
-
-/* idx: the .gpuidx of placement hot-cold, else NULL */
-static sl_model *open_model_idx(const char *path, sl_placement pl, const char *idx)
-{
-    sl_model_options o = sl_model_options_default();
-    o.placement = pl;
-    o.gpu_index = idx;
-    o.device = "sim";
-    o.progress = false;
-    o.n_threads = 1;
-    sl_model *m = NULL;
-    sl_error e;
-    sl_status st = sl_model_open(path, &o, &m, &e);
-    CHECK_MSG(st == SL_OK, "%s: %s", path, e.msg);
-    return m;
-}
-
-static sl_model *open_model(const char *path, sl_placement pl)
-{
-    return open_model_idx(path, pl, NULL);
-}
-
-/* Last-token logits of k_tokens from an empty cache, malloc'd. */
-static float *run_logits(sl_model *m, const char *sched)
-{
-    sl_ctx_options co = sl_ctx_options_default();
-    co.n_ctx = 32;
-    co.sched = sched;
-    sl_ctx *c = NULL;
-    sl_error e;
-    if (sl_ctx_create(m, &co, &c, &e)) {
-        CHECK_MSG(0, "ctx: %s", e.msg);
-        return NULL;
-    }
-    float *out = NULL;
-    if (sl_ctx_eval(c, k_tokens, N_TOK, &e) == SL_OK) {
-        sl_model_info mi;
-        sl_model_info_get(m, &mi);
-        out = malloc((size_t)mi.n_vocab * sizeof *out);
-        memcpy(out, sl_ctx_logits(c, -1), (size_t)mi.n_vocab * sizeof *out);
-    } else {
-        CHECK_MSG(0, "eval: %s", e.msg);
-    }
-    sl_ctx_destroy(c);
-    return out;
-}
-
-static int n_vocab(sl_model *m)
-{
-    sl_model_info mi;
-    sl_model_info_get(m, &mi);
-    return mi.n_vocab;
-}
-
-static bool same(const float *a, const float *b, int n)
-{
-    return a && b && !memcmp(a, b, (size_t)n * sizeof *a);
-}
-
-/* Checks that got (a logits row, freed here; NULL counts as a failure) equals want. */
-static void expect(float *got, const float *want, int n, const char *what)
-{
-    CHECK_MSG(got && same(got, want, n), "%s", what);
-    free(got);
-}
-
-/* Logits of a fresh load of path. */
-static float *fresh_logits(const char *path, sl_placement pl, const char *sched)
-{
-    sl_model *m = open_model(path, pl);
-    float *l = m ? run_logits(m, sched) : NULL;
-    sl_model_close(m);
-    return l;
-}
-
-static const sl_reload_entry *find(const sl_reload_report *r, const char *name)
-{
-    for (size_t i = 0; i < r->n; i++)
-        if (!strcmp(r->entries[i].name, name)) return &r->entries[i];
-    return NULL;
-}
-
-static void reload(sl_model *m, sl_reload_report *r)
-{
-    sl_error e;
-    sl_status st = sl_reload_changed(m, r, &e);
-    CHECK_MSG(st == SL_OK, "reload: %s", e.msg);
-}
-
-/* reload under SLUICE_FAULT_SWAP_ALLOC=fault (NULL: none) */
-static void reload_fault(sl_model *m, sl_reload_report *r, const char *fault)
-{
-    if (fault) setenv("SLUICE_FAULT_SWAP_ALLOC", fault, 1);
-    reload(m, r);
-    unsetenv("SLUICE_FAULT_SWAP_ALLOC");
-}
-
-static bool entry_is(const sl_reload_report *r, const char *name, sl_reload_kind kind,
-                     const char *where)
-{
-    const sl_reload_entry *e = find(r, name);
-    CHECK_MSG(e && e->kind == kind && !strcmp(e->where, where), "%s: kind %d where '%s'", name,
-              e ? (int)e->kind : -1, e ? e->where : "(none)");
-    return e && e->kind == kind && !strcmp(e->where, where);
-}
-
-static void requant(const char *in, const char *out, const char *pat, uint32_t type)
-{
-    sl_error e;
-    uint32_t n;
-    sl_status st = sl_requant_file(in, out, pat, type, &n, &e);
-    CHECK_MSG(st == SL_OK, "requant %s: %s", pat, e.msg);
-}
-
-static void write_model(const char *arch, uint32_t wtype, uint64_t seed, const char *reshape,
-                        int n_layer, const char *path)
-{
-    tm_params p;
-    tm_defaults(arch, &p);
-    p.wtype = wtype;
-    p.seed = seed;
-    p.n_ff = 128; /* non-square FFN matrices: a swapped shape is a different shape */
-    p.reshape = reshape;
-    if (n_layer) p.n_layer = n_layer;
-    sl_error e;
-    CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "%s", e.msg);
-}
 
 /* Whether two KV values are equal: type, and value (element by element for arrays). */
 static bool value_eq(const sl_gguf_value *a, const sl_gguf_value *b)
@@ -590,149 +435,6 @@ static void test_expert_cache(void)
     sl_model_close(m);
 }
 
-/* Logits of m in rt after acquiring it (the runtime's invariants checked too). */
-static float *rt_logits(sl_runtime *rt, sl_model *m)
-{
-    sl_error e;
-    CHECK_MSG(sl_runtime_acquire(rt, m, &e) == SL_OK, "acquire: %s", e.msg);
-    CHECK_MSG(sl_runtime_validate(rt, &e) == SL_OK, "%s", e.msg);
-    return run_logits(m, NULL);
-}
-
-/* A runtime on the sim device (64 MiB arena) with path opened in it (placement gpu). */
-static sl_model *rt_open_io(const char *path, bool shared, sl_load_io io, sl_runtime **rt)
-{
-    sl_runtime_options ro = sl_runtime_options_default();
-    ro.device = "sim";
-    ro.arena_bytes = 64ull << 20;
-    ro.host_slab_bytes = 4ull << 20;
-    ro.shared_floor = shared;
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "sluice-swaptest-%d", (int)getpid());
-    ro.shm_prefix = prefix;
-    sl_model_options o = sl_model_options_default();
-    o.placement = SL_PLACE_GPU;
-    o.progress = false;
-    o.n_threads = 1;
-    o.io = io;
-    sl_model *m = NULL;
-    sl_error e;
-    *rt = NULL;
-    CHECK_MSG(sl_runtime_create(&ro, rt, &e) == SL_OK && sl_model_open_in(*rt, path, &o, &m, &e)
-              == SL_OK, "%s", e.msg);
-    return m;
-}
-
-static sl_model *rt_open(const char *path, bool shared, sl_runtime **rt)
-{
-    return rt_open_io(path, shared, SL_LOAD_DIRECT, rt);
-}
-
-static uint64_t rt_device_bytes(sl_runtime *rt, sl_model *m)
-{
-    sl_runtime_model_info mi = {0};
-    sl_error e;
-    CHECK_MSG(sl_runtime_model_info_get(rt, m, &mi, &e) == SL_OK, "%s", e.msg);
-    return mi.device_bytes;
-}
-
-/* A model in a runtime: the new bytes replace its host floor and its device copy, so its
- * logits equal a fresh load of the changed file after the reload, after an eviction and
- * reacquire, and after a compaction; a restore brings the original's back. With a shared
- * floor the region is never written (copy-on-write): a second runtime mapping the same
- * region (another process, as far as the floor knows) keeps the original's logits. Released
- * to disk and loaded again it reads the new file versions (io: how; with mmap its host weights
- * point into the refreshed file view). */
-static void test_runtime(bool shared, sl_load_io io)
-{
-    const char *orig = tmp_path("rt_orig.gguf"), *live = tmp_path("rt_live.gguf");
-    const char *q = tmp_path("rt_q.gguf"), *q2 = tmp_path("rt_q2.gguf");
-    write_model("llama", SL_GGML_Q8_0, 5, NULL, 0, orig);
-    /* a device tensor to a new type (new block), the host embedding to a new type */
-    requant(orig, q2, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16);
-    requant(q2, q, "token_embd\\.weight", SL_GGML_Q4_0);
-    const char *shape = tmp_path("rt_shape.gguf");
-    write_model("llama", SL_GGML_Q8_0, 5, "blk.0.ffn_up.weight", 0, shape);
-    requant(shape, shape, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16); /* q2 but a shape */
-    copy_file(orig, live);
-    float *l_orig = fresh_logits(orig, SL_PLACE_GPU, NULL);
-    float *l_q = fresh_logits(q, SL_PLACE_GPU, NULL);
-    sl_runtime *rt = NULL, *rt2 = NULL;
-    sl_model *m = rt_open_io(live, shared, io, &rt);
-    sl_model *m2 = shared ? rt_open(live, true, &rt2) : NULL;
-    sl_error e;
-    if (!m || (shared && !m2)) return;
-    const int V = n_vocab(m);
-    float *l = rt_logits(rt, m);
-    CHECK_MSG(same(l, l_orig, V), "runtime: logits differ from a private open's");
-    free(l);
-    CHECK(!same(l_orig, l_q, V));
-
-    copy_file(q, live);
-    sl_reload_report r;
-    reload(m, &r);
-    const sl_reload_entry *a = find(&r, "blk.1.attn_q.weight"), *b = find(&r, "token_embd.weight");
-    CHECK(r.changed && r.n_reloaded == 2 && r.n_refused == 0);
-    CHECK(a && a->kind == SL_RELOAD_PRIVATE && a->new_type == SL_GGML_F16 &&
-          !strcmp(a->where, "device"));
-    CHECK(b && b->kind == SL_RELOAD_PRIVATE && !strcmp(b->where, "host"));
-    sl_reload_report_free(&r);
-    expect(rt_logits(rt, m), l_q, V, "runtime reload: logits differ from a fresh load");
-    /* evicted to the host floor and back: the floor held the new bytes */
-    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_HOST, &e) == SL_OK);
-    expect(rt_logits(rt, m), l_q, V, "runtime reload: logits differ after evict + acquire");
-    CHECK_MSG(sl_runtime_compact(rt, &m, 1, &e) == SL_OK, "%s", e.msg);
-    expect(rt_logits(rt, m), l_q, V, "runtime reload: logits differ after compaction");
-    if (shared) {
-        float *l2 = rt_logits(rt2, m2);
-        CHECK_MSG(same(l2, l_orig, V), "shared floor: the other runtime's logits changed");
-        free(l2);
-        CHECK(sl_runtime_set_residency(rt2, m2, SL_RESIDENCY_HOST, &e) == SL_OK);
-        expect(rt_logits(rt2, m2), l_orig, V, "shared floor: written under the other runtime");
-    }
-    /* a reload while evicted (on its floor) replaces the floor alone */
-    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_HOST, &e) == SL_OK);
-    copy_file(orig, live);
-    reload(m, &r);
-    CHECK(r.changed && r.n_reloaded == 2 && !strcmp(find(&r, "token_embd.weight")->where, "host"));
-    sl_reload_report_free(&r);
-    CHECK_MSG(sl_runtime_validate(rt, &e) == SL_OK, "%s", e.msg);
-    expect(rt_logits(rt, m), l_orig, V, "runtime restore: logits differ from the original");
-    /* back to disk and loaded again: the new file versions are read (the files were replaced
-     * by rename, so the handle of the first open still reads the old ones) — once a reload has
-     * caught up with the files */
-    copy_file(q, live);
-    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(e.msg, "reload it first");
-    CHECK(sl_model_residency(m) == SL_RESIDENCY_DEVICE);
-    reload(m, &r);
-    CHECK(r.n_reloaded == 2);
-    sl_reload_report_free(&r);
-    CHECK_MSG(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_OK, "%s", e.msg);
-    CHECK(sl_model_residency(m) == SL_RESIDENCY_DISK);
-    expect(rt_logits(rt, m), l_q, V, "reload, disk, load: logits differ from a fresh load");
-    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_OK);
-    expect(rt_logits(rt, m), l_q, V, "disk twice: logits differ from a fresh load");
-    /* a refused change beside an applied one leaves a tensor whose bytes the file no longer
-     * has: no way back to disk */
-    copy_file(shape, live);
-    reload(m, &r);
-    CHECK(r.n_refused == 1 && r.n_reloaded == 1);
-    sl_reload_report_free(&r);
-    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(e.msg, "blk.0.ffn_up.weight");
-    CHECK(sl_model_residency(m) == SL_RESIDENCY_DEVICE);
-    float *l_q2 = fresh_logits(q2, SL_PLACE_GPU, NULL);
-    expect(rt_logits(rt, m), l_q2, V, "refused: logits differ from the file before it");
-    free(l_q2);
-    sl_model_close(m);
-    sl_model_close(m2);
-    CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
-    CHECK(sl_runtime_destroy(rt2, &e) == SL_OK);
-    free(l_orig);
-    free(l_q);
-}
-
 /* One thread evaluates continuously while another rewrites the file and reloads: every logits
  * vector equals one of the two references; a private model, and one in a runtime. */
 typedef struct stress {
@@ -811,113 +513,6 @@ static void test_stress(bool in_runtime)
     if (rt) CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
     free(ra);
     free(rb);
-}
-
-/* Host fallback in a runtime (the device short of memory for a tensor's new size, injected):
- * the tensor and its expert siblings stay on the host, counted and reported; the runtime's
- * residency knows it (device bytes, eviction, reacquire and compaction keep them there and the
- * logits right); a repeated fault keeps the group there; a later reload returns it together;
- * a non-expert tensor falls back alone on the sim device. */
-static void test_runtime_fallback(void)
-{
-    const char *orig = tmp_path("rf_orig.gguf"), *live = tmp_path("rf_live.gguf");
-    const char *a = tmp_path("rf_a.gguf"), *a1 = tmp_path("rf_a1.gguf");
-    const char *q = tmp_path("rf_q.gguf");
-    write_model("qwen3moe", SL_GGML_Q8_0, 11, NULL, 0, orig);
-    requant(orig, a1, "blk\\.0\\.ffn_up_exps\\.weight", SL_GGML_F16);
-    requant(a1, a, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16);
-    requant(orig, q, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16);
-    const char *g = tmp_path("rf_g.gguf");
-    requant(orig, g, "blk\\.0\\.attn_q\\.weight", SL_GGML_F16);
-    copy_file(orig, live);
-    float *l_orig = fresh_logits(orig, SL_PLACE_GPU, NULL);
-    float *l_g = fresh_logits(g, SL_PLACE_GPU, NULL);
-    float *l_a = fresh_logits(a, SL_PLACE_GPU, NULL), *l_q = fresh_logits(q, SL_PLACE_GPU, NULL);
-    float *l_a1 = fresh_logits(a1, SL_PLACE_GPU, NULL);
-    sl_runtime *rt;
-    sl_model *m = rt_open(live, false, &rt);
-    if (!m) return;
-    const int V = n_vocab(m);
-    sl_error e;
-    expect(rt_logits(rt, m), l_orig, V, "runtime fallback: first logits");
-    const uint64_t dev0 = rt_device_bytes(rt, m);
-    sl_reload_report r;
-
-    /* up_exps's new block is refused (the second taken: attn_q grows less, so it goes first) */
-    copy_file(a, live);
-    reload_fault(m, &r, "2");
-    sl_reload_report_print(&r, stdout);
-    CHECK(r.changed && r.n_fallback == 1 && r.n_reloaded == 2 && r.n_refused == 0);
-    entry_is(&r, "blk.0.ffn_up_exps.weight", SL_RELOAD_PRIVATE, "host (fallback)");
-    entry_is(&r, "blk.0.ffn_gate_exps.weight", SL_RELOAD_SIBLING, "host (fallback)");
-    entry_is(&r, "blk.0.ffn_down_exps.weight", SL_RELOAD_SIBLING, "host (fallback)");
-    entry_is(&r, "blk.1.attn_q.weight", SL_RELOAD_PRIVATE, "device");
-    CHECK(!find(&r, "blk.1.ffn_up_exps.weight"));
-    sl_reload_report_free(&r);
-    CHECK(sl_model_residency(m) == SL_RESIDENCY_DEVICE);
-    const uint64_t dev_a = rt_device_bytes(rt, m);
-    CHECK_MSG(dev_a < dev0, "device bytes %llu, before %llu: the fallen-back experts still "
-              "count", (unsigned long long)dev_a, (unsigned long long)dev0);
-    expect(rt_logits(rt, m), l_a, V, "runtime fallback: logits differ from a fresh load");
-    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_HOST, &e) == SL_OK);
-    expect(rt_logits(rt, m), l_a, V, "runtime fallback: logits differ after evict + acquire");
-    CHECK(rt_device_bytes(rt, m) == dev_a);
-    CHECK_MSG(sl_runtime_compact(rt, &m, 1, &e) == SL_OK, "%s", e.msg);
-    expect(rt_logits(rt, m), l_a, V, "runtime fallback: logits differ after compaction");
-
-    /* attn_q back to Q8_0 needs a new block and is refused it: a non-expert device tensor
-     * falls back alone (sim: host-addressable); the experts' group, wholly on the host by a
-     * fallback of an earlier call, returns to the device together */
-    copy_file(a1, live);
-    reload_fault(m, &r, "1");
-    sl_reload_report_print(&r, stdout);
-    entry_is(&r, "blk.1.attn_q.weight", SL_RELOAD_PRIVATE, "host (fallback)");
-    entry_is(&r, "blk.0.ffn_up_exps.weight", SL_RELOAD_SIBLING, "device");
-    entry_is(&r, "blk.0.ffn_gate_exps.weight", SL_RELOAD_SIBLING, "device");
-    entry_is(&r, "blk.0.ffn_down_exps.weight", SL_RELOAD_SIBLING, "device");
-    CHECK(r.n_fallback == 1 && r.n_reloaded == 1);
-    sl_reload_report_free(&r);
-    expect(rt_logits(rt, m), l_a1, V, "runtime fallback, non-expert: logits differ");
-    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_HOST, &e) == SL_OK);
-    expect(rt_logits(rt, m), l_a1, V, "runtime fallback, non-expert: after evict + acquire");
-    copy_file(q, live); /* attn_q reloaded with room: back on the device */
-    reload(m, &r);
-    entry_is(&r, "blk.1.attn_q.weight", SL_RELOAD_PRIVATE, "device");
-    entry_is(&r, "blk.0.ffn_up_exps.weight", SL_RELOAD_PRIVATE, "device");
-    CHECK(r.n_fallback == 0);
-    sl_reload_report_free(&r);
-    expect(rt_logits(rt, m), l_q, V, "runtime fallback: logits differ after the return");
-    copy_file(orig, live);
-    reload(m, &r);
-    sl_reload_report_free(&r);
-    CHECK(rt_device_bytes(rt, m) == dev0);
-    expect(rt_logits(rt, m), l_orig, V, "runtime fallback: restore");
-    /* tensors that shrink go first, so the memory they free serves those that grow: with the
-     * first new block refused, blk.1.attn_q (F16 -> Q8_0) takes the refusal, not blk.0's
-     * (Q8_0 -> F16), which comes first in the file */
-    copy_file(q, live);
-    reload(m, &r);
-    sl_reload_report_free(&r);
-    copy_file(g, live);
-    reload_fault(m, &r, "1");
-    entry_is(&r, "blk.1.attn_q.weight", SL_RELOAD_PRIVATE, "host (fallback)");
-    entry_is(&r, "blk.0.attn_q.weight", SL_RELOAD_PRIVATE, "device");
-    sl_reload_report_free(&r);
-    expect(rt_logits(rt, m), l_g, V, "runtime fallback, order: logits differ");
-    for (int k = 0; k < 2; k++) { /* blk.1.attn_q reloaded with room returns; then all back */
-        copy_file(k ? orig : q, live);
-        reload(m, &r);
-        sl_reload_report_free(&r);
-    }
-    CHECK(rt_device_bytes(rt, m) == dev0);
-    expect(rt_logits(rt, m), l_orig, V, "runtime fallback: second restore");
-    sl_model_close(m);
-    CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
-    free(l_orig);
-    free(l_a);
-    free(l_a1);
-    free(l_q);
-    free(l_g);
 }
 
 static float *split_logits(const char *path, const char *idx)
@@ -1067,8 +662,6 @@ static void test_split(void)
 
 int main(void)
 {
-    const char *t = getenv("TEST_TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s", t ? t : "/tmp");
     test_requant_keeps();
     test_policy(SL_PLACE_GPU);
     test_policy(SL_PLACE_CPU);
@@ -1081,9 +674,5 @@ int main(void)
     test_expert_cache();
     test_stress(false);
     test_stress(true);
-    test_runtime(false, SL_LOAD_DIRECT);
-    test_runtime(true, SL_LOAD_DIRECT);
-    test_runtime(false, SL_LOAD_MMAP); /* host weights in the file view's mapping */
-    test_runtime_fallback();
     return sl_test_finish("swap_test");
 }
