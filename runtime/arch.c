@@ -563,16 +563,13 @@ static sl_weight *new_weight(sl_model *m, const sl_gguf_tensor *t)
     memset(w, 0, sizeof *w);
     w->name = t->name;
     w->t = t;
-    w->file_type = w->type = t->type;
+    w->type = t->type;
     w->n_dims = t->n_dims;
     for (int i = 0; i < SL_GGUF_MAX_DIMS; i++) w->ne[i] = i < (int)t->n_dims ? t->ne[i] : 1;
     w->nbytes = t->nbytes;
     w->path = t->path;
     w->shard = t->shard;
-    w->file_offset = t->file_offset;
-    w->file_nbytes = t->nbytes;
-    w->mtime_sec = t->mtime_sec;
-    w->mtime_nsec = t->mtime_nsec;
+    sl__weight_provenance_set(w, t, 0); /* the file's size: once the sources are stat'ed */
     w->h_block = SL_BLOCK_NONE;
     w->d_block = SL_BLOCK_NONE;
     return w;

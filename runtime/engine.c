@@ -232,6 +232,7 @@ void sl_model_close(sl_model *m)
         if (m->dev) sl_device_close(m->dev);
     }
     sl_vocab_free(m->vocab);
+    sl_gguf_close(m->file_view);
     sl_gguf_close(m->gguf);
     free(m->path);
     free(m);

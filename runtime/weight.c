@@ -314,7 +314,7 @@ static void derive_kv_b(const sl_weight *w, const float *kv_b, float *dst)
  * is computed from its source tensor's F32 values. */
 static sl_status convert_f32(sl_model *m, sl_weight *w, sl_error *err)
 {
-    const uint8_t *src = sl_gguf_tensor_view(m->gguf, w->t);
+    const uint8_t *src = sl_gguf_tensor_view(sl__model_file(m), w->t);
     if (!src && sl_quant_supported(w->file_type))
         return sl_error_set(err, SL_ERR_IO, "%s: tensor '%s': no file mapping to convert from",
                             w->path, w->name);
@@ -379,7 +379,7 @@ static sl_status load_host(sl_model *m, sl_weight *w, sl_error *err)
         return SL_OK;
     }
     if (m->opt.io == SL_LOAD_MMAP) {
-        w->data = sl_gguf_tensor_view(m->gguf, w->t);
+        w->data = sl_gguf_tensor_view(sl__model_file(m), w->t);
         if (!w->data && w->nbytes)
             return sl_error_set(err, SL_ERR_IO, "%s: tensor '%s': no file mapping", w->path,
                                 w->name);
@@ -387,8 +387,8 @@ static sl_status load_host(sl_model *m, sl_weight *w, sl_error *err)
         return SL_OK;
     }
     void *data;
-    sl_status st = sl__weight_read(m, m->gguf, w->t, m->opt.io == SL_LOAD_DIRECT, &w->h_block,
-                                   &data, err);
+    sl_status st = sl__weight_read(m, sl__model_file(m), w->t, m->opt.io == SL_LOAD_DIRECT,
+                                   &w->h_block, &data, err);
     if (st) return st;
     w->data = data;
     w->residency = SL_RES_HOST;

@@ -845,6 +845,7 @@ ENV_VARS = {
     "SLUICE_POSTFETCH_DEBUG": (["", "2"], SIM_RUN),
     "SLUICE_HOTSWAP_ENABLED": (["", "2", "yes", " 1"], []),
     "SLUICE_FAULT_SWAP_ALLOC": (["", "-1", "1x", "0"], ["--hotswap"]),
+    "SLUICE_FAULT_SWAP_TOUCH": (["", "-1", "1x", "0"], ["--hotswap"]),
 }
 # Variables that carry no value to check: a shell command the hot-swap loop runs, and the round
 # number it sets for that command.
