@@ -427,11 +427,11 @@ static sl_status matvec_work_bytes(const sl_model *m, size_t *out, sl_error *err
     return SL_OK;
 }
 
-/* A live reload changed the model (its gate's epoch moved): everything the context derived
- * from weight locations and types is rebuilt before the step reads a weight. */
-static sl_status ctx_refresh(sl_ctx *c, sl_error *err)
+sl_status sl__ctx_refresh(sl_ctx *c, sl_error *err)
 {
     sl_moe_invalidate(c->moe);
+    const sl_weight *rf = c->m->rope_freqs;
+    c->host.rope_freqs = rf && !(rf->residency & SL_RES_DEVICE) ? rf->data : NULL;
     size_t wb;
     sl_status st = matvec_work_bytes(c->m, &wb, err);
     if (!st) st = embd_rows_alloc(c, err);
@@ -616,7 +616,7 @@ static sl_status eval(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *greed
 {
     const uint64_t epoch = sl_swap_step_begin(&c->m->gate);
     sl_status st = SL_OK;
-    if (epoch != c->epoch && !(st = ctx_refresh(c, err))) c->epoch = epoch;
+    if (epoch != c->epoch && !(st = sl__ctx_refresh(c, err))) c->epoch = epoch;
     if (!st) st = eval_step(c, tokens, n, greedy, err);
     sl_swap_step_end(&c->m->gate);
     return st;
