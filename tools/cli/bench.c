@@ -43,11 +43,6 @@ int sl_bench_long_value(sl_cli_args *a, long lo, long hi, long *out)
     return !v || sl_bench_parse_long(v, a->flag, lo, hi, out) ? 2 : 0;
 }
 
-int sl_bench_no_value(const sl_cli_args *a)
-{
-    return a->inline_val ? sl_cli_usage_error(a->cmd, "%s takes no value", a->flag) : 0;
-}
-
 int sl_cli_bench(int argc, char **argv)
 {
     size_t n = sizeof k_benches / sizeof k_benches[0];

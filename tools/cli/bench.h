@@ -38,7 +38,5 @@ void sl_bench_budget_row_done(sl_model_options *mo);
 int sl_bench_parse_long(const char *s, const char *flag, long lo, long hi, long *out);
 /* The current flag's value (sl_cli_value) parsed as above: 0, or 2 after a message. */
 int sl_bench_long_value(sl_cli_args *a, long lo, long hi, long *out);
-/* A flag without a value given as --flag=V: 2 after a message, else 0. */
-int sl_bench_no_value(const sl_cli_args *a);
 
 #endif

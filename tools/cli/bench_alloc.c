@@ -373,7 +373,7 @@ int sl_bench_alloc(int argc, char **argv)
     sl_cli_args_init(&a, "bench alloc", argc, argv);
     while (sl_cli_args_next(&a)) {
         if (sl_cli_is(&a, "--json", NULL)) {
-            if (sl_bench_no_value(&a)) return 2;
+            if (sl_cli_no_value(&a)) return 2;
             json = true;
         } else if (sl_cli_is(&a, "--device", NULL)) {
             if (!(kind = sl_cli_value(&a))) return 2;

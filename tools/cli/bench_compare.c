@@ -487,7 +487,7 @@ int sl_bench_compare(int argc, char **argv)
             usage(stdout);
             return 0;
         } else if (sl_cli_is(&a, "--json", NULL)) {
-            if (a.inline_val) return sl_cli_usage_error(k_cmd, "--json takes no value");
+            if (sl_cli_no_value(&a)) return 2;
             json = true;
         } else if (sl_cli_is(&a, "-p", "--n-prompt")) {
             if (!(v = sl_cli_value(&a)) || sl_cli_parse_i64(k_cmd, a.flag, v, 0, 1 << 20, &x.p))

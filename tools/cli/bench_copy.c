@@ -98,7 +98,7 @@ int sl_bench_copy(int argc, char **argv)
     while (sl_cli_args_next(&a)) {
         const char *v;
         if (sl_cli_is(&a, "--json", NULL)) {
-            if (sl_bench_no_value(&a)) return 2;
+            if (sl_cli_no_value(&a)) return 2;
             json = true;
         } else if (sl_cli_is(&a, "--device", NULL)) {
             if (!(kind = sl_cli_value(&a))) return 2;

@@ -148,7 +148,7 @@ int sl_bench_gguf(int argc, char **argv)
     sl_cli_args_init(&a, "bench gguf", argc, argv);
     while (sl_cli_args_next(&a)) {
         if (sl_cli_is(&a, "--json", NULL)) {
-            if (sl_bench_no_value(&a)) return 2;
+            if (sl_cli_no_value(&a)) return 2;
             json = true;
         } else if (sl_cli_is(&a, "--dir", NULL)) {
             if (!(dir = sl_cli_value(&a))) return 2;

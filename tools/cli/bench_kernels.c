@@ -188,7 +188,7 @@ int sl_bench_kernels(int argc, char **argv)
     while (sl_cli_args_next(&a)) {
         const char *v;
         if (sl_cli_is(&a, "--json", NULL)) {
-            if (sl_bench_no_value(&a)) return 2;
+            if (sl_cli_no_value(&a)) return 2;
             json = true;
         } else if (sl_cli_is(&a, "--threads", NULL)) {
             if (sl_bench_long_value(&a, 1, SL_CPU_POOL_MAX_THREADS, &threads)) return 2;

@@ -381,7 +381,7 @@ int sl_bench_moe(int argc, char **argv)
             usage(stdout);
             return 0;
         } else if (sl_cli_is(&a, "--json", "--keep")) {
-            if (a.inline_val) return sl_cli_usage_error(k_cmd, "%s takes no value", a.flag);
+            if (sl_cli_no_value(&a)) return 2;
             if (!strcmp(a.flag, "--json")) json = true;
             else keep = true;
         } else if (sl_cli_is(&a, "-m", "--model")) {

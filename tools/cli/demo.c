@@ -300,7 +300,7 @@ int sl_cli_demo(int argc, char **argv)
             usage(stdout);
             return 0;
         } else if (sl_cli_is(&a, "--synthetic", NULL)) {
-            if (a.inline_val) return sl_cli_usage_error(k_cmd, "--synthetic takes no value");
+            if (sl_cli_no_value(&a)) return 2;
             synthetic = true;
         } else if (sl_cli_is(&a, "--dir", NULL)) {
             if (!(dir = sl_cli_value(&a))) return 2;

@@ -106,9 +106,9 @@ int sl_cli_eval(int argc, char **argv)
     sl_cli_io io;
     sl_cli_io_init(&io, k_cmd);
     while (sl_cli_args_next(&a)) {
-        const char *v;
         int r = sl_cli_model_flags_parse(&mf, &a);
         if (!r) r = sl_cli_kv_flag_parse(&a, &kv_f16);
+        if (!r) r = sl_cli_ctx_flags_parse(&a, SL_RANGE_N_CTX.lo, &n_ctx, &n_batch);
         if (r == 2) return 2;
         if (r == 1) continue;
         if (sl_cli_is(&a, "-h", "--help")) {
@@ -120,17 +120,8 @@ int sl_cli_eval(int argc, char **argv)
             if (!(out_path = sl_cli_value(&a))) return 2;
             if (!*out_path) return sl_cli_usage_error(k_cmd, "--logits-out: empty file name");
         } else if (sl_cli_is(&a, "--json", NULL)) {
-            if (a.inline_val) return sl_cli_usage_error(k_cmd, "--json takes no value");
+            if (sl_cli_no_value(&a)) return 2;
             json = true;
-        } else if (sl_cli_is(&a, "-c", "--ctx-size") || sl_cli_is(&a, "--ctx", NULL)) {
-            if (!(v = sl_cli_value(&a)) ||
-                sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_CTX.lo, SL_RANGE_N_CTX.hi, &n_ctx))
-                return 2;
-        } else if (sl_cli_is(&a, "-b", "--batch-size")) {
-            if (!(v = sl_cli_value(&a)) ||
-                sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_BATCH.lo, SL_RANGE_N_BATCH.hi,
-                                 &n_batch))
-                return 2;
         } else {
             return sl_cli_unknown(&a);
         }

@@ -99,20 +99,20 @@ int sl_cli_generate(int argc, char **argv)
         if (!r) r = sl_cli_kv_flag_parse(&a, &kv_f16);
         if (!r) r = sl_cli_io_flag_parse(&io, &a);
         if (!r) r = sl_cli_sampling_flags_parse(&a, &so);
+        if (!r) r = sl_cli_ctx_flags_parse(&a, SL_RANGE_N_CTX.lo, &n_ctx, &n_batch);
         if (r == 2) return 2;
         if (r == 1) continue;
         if (sl_cli_is(&a, "-h", "--help")) {
             usage(stdout);
             return 0;
         } else if (sl_cli_is(&a, "--json", NULL) || sl_cli_is(&a, "--ignore-eos", NULL)) {
-            if (a.inline_val) return sl_cli_usage_error(k_cmd, "%s takes no value", a.flag);
+            if (sl_cli_no_value(&a)) return 2;
             if (!strcmp(a.flag, "--json")) json = true;
             else ignore_eos = true;
             continue;
         }
         static const char *const k_value_flags[] = {
-            "-p", "--prompt", "-f", "--file", "-n", "--n-predict", "-c", "--ctx-size", "--ctx",
-            "-b", "--batch-size"};
+            "-p", "--prompt", "-f", "--file", "-n", "--n-predict"};
         size_t k = 0;
         while (k < sizeof k_value_flags / sizeof *k_value_flags && strcmp(a.flag, k_value_flags[k]))
             k++;
@@ -125,13 +125,6 @@ int sl_cli_generate(int argc, char **argv)
             prompt_file = v;
         } else if (sl_cli_is(&a, "-n", "--n-predict")) {
             if (sl_cli_parse_i64(k_cmd, a.flag, v, -1, INT32_MAX, &n_predict)) return 2;
-        } else if (sl_cli_is(&a, "-c", "--ctx-size") || sl_cli_is(&a, "--ctx", NULL)) {
-            if (sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_CTX.lo, SL_RANGE_N_CTX.hi, &n_ctx))
-                return 2;
-        } else if (sl_cli_is(&a, "-b", "--batch-size")) {
-            if (sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_BATCH.lo, SL_RANGE_N_BATCH.hi,
-                                 &n_batch))
-                return 2;
         } else {
             return sl_cli_unknown(&a);
         }

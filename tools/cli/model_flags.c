@@ -135,6 +135,11 @@ const char *sl_cli_value(sl_cli_args *a)
     return v;
 }
 
+int sl_cli_no_value(const sl_cli_args *a)
+{
+    return a->inline_val ? sl_cli_usage_error(a->cmd, "%s takes no value", a->flag) : 0;
+}
+
 int sl_cli_unknown(const sl_cli_args *a)
 {
     if (a->arg[0] == '-' && a->arg[1])
@@ -430,6 +435,17 @@ int sl_cli_kv_flag_parse(sl_cli_args *a, bool *kv_f16)
         return sl_cli_usage_error(a->cmd, "%s %s and %s %s contradict: the engine has one KV "
                                   "cache type for K and V", o->as, o->value, a->flag, v);
     return 1;
+}
+
+int sl_cli_ctx_flags_parse(sl_cli_args *a, int64_t min_ctx, int64_t *n_ctx, int64_t *n_batch)
+{
+    const bool c = sl_cli_is(a, "-c", "--ctx-size") || sl_cli_is(a, "--ctx", NULL);
+    if (!c && !sl_cli_is(a, "-b", "--batch-size")) return 0;
+    const char *v = sl_cli_value(a);
+    if (!v) return 2;
+    const int64_t lo = c ? min_ctx : SL_RANGE_N_BATCH.lo;
+    const int64_t hi = c ? SL_RANGE_N_CTX.hi : SL_RANGE_N_BATCH.hi;
+    return sl_cli_parse_i64(a->cmd, a->flag, v, lo, hi, c ? n_ctx : n_batch) ? 2 : 1;
 }
 
 void sl_cli_model_flags_help(FILE *out)

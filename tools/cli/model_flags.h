@@ -67,6 +67,9 @@ bool sl_cli_is(const sl_cli_args *a, const char *n1, const char *n2);
 /* The current flag's value ("=value" or the next argument); NULL after printing "FLAG needs a
  * value" (the caller returns 2). */
 const char *sl_cli_value(sl_cli_args *a);
+/* A flag that takes no value given one ("--json=1"): prints "FLAG takes no value", returns 2;
+ * else 0. */
+int sl_cli_no_value(const sl_cli_args *a);
 /* Prints "sluice CMD: unknown flag 'X'" (or "unexpected argument") with a help hint; returns 2. */
 int sl_cli_unknown(const sl_cli_args *a);
 /* Prints "sluice CMD: " + message + help hint to stderr; returns 2. */
@@ -129,6 +132,9 @@ bool sl_cli_model_adds_bos(const sl_model *m);
  * T = f16 | f32. The engine has one type for K and V: either flag sets both. Same return
  * convention as sl_cli_model_flags_parse. */
 int sl_cli_kv_flag_parse(sl_cli_args *a, bool *kv_f16);
+/* Context flags: -c/--ctx-size/--ctx N in [min_ctx, SL_RANGE_N_CTX.hi] and -b/--batch-size N
+ * in SL_RANGE_N_BATCH. Same return convention as sl_cli_model_flags_parse. */
+int sl_cli_ctx_flags_parse(sl_cli_args *a, int64_t min_ctx, int64_t *n_ctx, int64_t *n_batch);
 #define SL_CLI_KV_HELP                                                                          \
     "  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"                                      \
     "                         KV cache type f16 | f32 (one type for K and V; default %s)\n"

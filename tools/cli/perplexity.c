@@ -115,16 +115,18 @@ int sl_cli_perplexity(int argc, char **argv)
         int r = sl_cli_model_flags_parse(&mf, &a);
         if (!r) r = sl_cli_kv_flag_parse(&a, &kv_f16);
         if (!r) r = sl_cli_io_flag_parse(&io, &a);
+        /* 4 and up: the method scores the second half of each chunk */
+        if (!r) r = sl_cli_ctx_flags_parse(&a, 4, &n_ctx, &n_batch);
         if (r == 2) return 2;
         if (r == 1) continue;
         if (sl_cli_is(&a, "-h", "--help")) {
             usage(stdout);
             return 0;
         } else if (sl_cli_is(&a, "--json", NULL)) {
-            if (a.inline_val) return sl_cli_usage_error(k_cmd, "--json takes no value");
+            if (sl_cli_no_value(&a)) return 2;
             json = true;
         } else if (sl_cli_is(&a, "--hotswap", NULL)) {
-            if (a.inline_val) return sl_cli_usage_error(k_cmd, "--hotswap takes no value");
+            if (sl_cli_no_value(&a)) return 2;
             hotswap = true;
         } else if (sl_cli_is(&a, "--pre-reload-script", NULL)) {
             if (!(script = sl_cli_value(&a))) return 2;
@@ -137,16 +139,6 @@ int sl_cli_perplexity(int argc, char **argv)
         } else if (sl_cli_is(&a, "--kl-divergence-base", NULL)) {
             if (!(base_path = sl_cli_value(&a))) return 2;
             if (!*base_path) return sl_cli_usage_error(k_cmd, "%s: empty file name", a.flag);
-        } else if (sl_cli_is(&a, "-c", "--ctx-size") || sl_cli_is(&a, "--ctx", NULL)) {
-            /* 4 and up: the method scores the second half of each chunk */
-            if (!(v = sl_cli_value(&a)) ||
-                sl_cli_parse_i64(k_cmd, a.flag, v, 4, SL_RANGE_N_CTX.hi, &n_ctx))
-                return 2;
-        } else if (sl_cli_is(&a, "-b", "--batch-size")) {
-            if (!(v = sl_cli_value(&a)) ||
-                sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_BATCH.lo, SL_RANGE_N_BATCH.hi,
-                                 &n_batch))
-                return 2;
         } else if (sl_cli_is(&a, "--chunks", NULL)) {
             if (!(v = sl_cli_value(&a)) ||
                 sl_cli_parse_i64(k_cmd, a.flag, v, -1, INT32_MAX, &chunks))

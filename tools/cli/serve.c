@@ -244,6 +244,7 @@ int sl_cli_serve(int argc, char **argv)
         int r = sl_cli_model_flags_parse(&mf, &a);
         if (!r) r = sl_cli_kv_flag_parse(&a, &kv_f16);
         if (!r) r = sl_cli_sampling_flags_parse(&a, &so);
+        if (!r) r = sl_cli_ctx_flags_parse(&a, SL_RANGE_N_CTX.lo, &n_ctx, &n_batch);
         if (r == 2) return 2;
         if (r == 1) continue;
         if (sl_cli_is(&a, "-h", "--help")) {
@@ -251,13 +252,14 @@ int sl_cli_serve(int argc, char **argv)
             return 0;
         }
         if (sl_cli_is(&a, "--hotswap", NULL)) {
+            if (sl_cli_no_value(&a)) return 2;
             hotswap = true;
             continue;
         }
         static const char *const k_value_flags[] = {
-            "--host", "--port", "-np", "--parallel", "-c", "--ctx-size", "-b", "--batch-size",
-            "-n", "--n-predict", "-a", "--alias", "--chat-template", "--max-body-bytes",
-            "--max-connections", "--timeout", "--pin", "--residency"};
+            "--host", "--port", "-np", "--parallel", "-n", "--n-predict", "-a", "--alias",
+            "--chat-template", "--max-body-bytes", "--max-connections", "--timeout", "--pin",
+            "--residency"};
         size_t k = 0;
         while (k < sizeof k_value_flags / sizeof *k_value_flags && strcmp(a.flag, k_value_flags[k]))
             k++;
@@ -271,13 +273,6 @@ int sl_cli_serve(int argc, char **argv)
             if (sl_cli_parse_i64(k_cmd, a.flag, v, 0, 65535, &port)) return 2;
         } else if (sl_cli_is(&a, "-np", "--parallel")) {
             if (sl_cli_parse_i64(k_cmd, a.flag, v, 1, 256, &parallel)) return 2;
-        } else if (sl_cli_is(&a, "-c", "--ctx-size")) {
-            if (sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_CTX.lo, SL_RANGE_N_CTX.hi, &n_ctx))
-                return 2;
-        } else if (sl_cli_is(&a, "-b", "--batch-size")) {
-            if (sl_cli_parse_i64(k_cmd, a.flag, v, SL_RANGE_N_BATCH.lo, SL_RANGE_N_BATCH.hi,
-                                 &n_batch))
-                return 2;
         } else if (sl_cli_is(&a, "-n", "--n-predict")) {
             if (sl_cli_parse_i64(k_cmd, a.flag, v, -1, INT32_MAX, &n_predict)) return 2;
         } else if (sl_cli_is(&a, "-a", "--alias")) {
