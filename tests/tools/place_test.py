@@ -167,6 +167,16 @@ def main():
            hc.get("device_bytes_per_token", 0) > 0 and hc.get("host_bytes_per_token", 0) > 0 and
            hc.get("bound_ms_per_token") and 0 < hc.get("gpu_bytes", 0) < 5 << 20,
            f"bench decode MoE budget rows: {list(runs)} {hc} {r.stderr[-300:]}")
+    # the rows are the edge of what fits: the largest -ngl, the smallest --n-cpu-moe
+    ngl = next((int(x.split()[1]) for x in runs if x.startswith("ngl ")), None)
+    ncm = next((int(x.split()[1]) for x in runs if x.startswith("n-cpu-moe ")), None)
+    # (auto placement would fit any of them: it adapts to the budget)
+    lay, gpu = ["--placement", "layers", "-ngl"], ["--placement", "gpu", "--n-cpu-moe"]
+    for flags, fits in ((lay + [str(ngl)], True), (lay + [str((ngl or 0) + 1)], False),
+                        (gpu + [str(ncm)], True), (gpu + [str((ncm or 1) - 1)], False)):
+        r = run("place", "show", "-m", moe8, *flags, "--vram-budget", "5MiB", "--no-bound")
+        expect(ngl is not None and ncm is not None and (r.returncode == 0) == fits,
+               f"budget row edge: {' '.join(flags)} fits={r.returncode == 0}, want {fits}")
     return finish()
 
 

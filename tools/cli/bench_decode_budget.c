@@ -40,34 +40,47 @@ static int profile_of(const sl_ctx *c, const sl_cli_hotcold_model *hm, int32_t n
     return 0;
 }
 
+/* Whether budget row `kind` with k (-ngl or --n-cpu-moe) has a plan under o's budget. */
+static bool budget_fits(const char *path, int kind, int32_t k, sl_model_options o)
+{
+    o.plan_only = true;
+    o.placement = kind == 0 ? SL_PLACE_LAYERS : SL_PLACE_GPU;
+    o.gpu_layers = kind == 0 ? k : 0;
+    o.n_cpu_moe = kind == 1 ? k : 0;
+    sl_model *m = NULL;
+    sl_error err = {0};
+    const bool fits = sl_model_open(path, &o, &m, &err) == SL_OK;
+    sl_model_close(m);
+    return fits;
+}
+
 int sl_bench_budget_row(const char *cmd, const char *path, int kind, sl_model_options *mo,
                         const sl_model_info *in, int32_t n_prompt, double cpu_gbs,
                         double gpu_gbs, const char *dir, char *label, size_t cap)
 {
     if (kind == 1 && !in->n_expert) return 1;
     if (kind < 2) {
-        sl_model_options o = *mo;
-        o.plan_only = true;
-        const int32_t L = in->n_layer;
-        for (int32_t i = 0; i <= L + 1; i++) {
-            const int32_t k = kind == 0 ? L + 1 - i : i;
-            if (kind == 1 && k > L) break;
-            o.placement = kind == 0 ? SL_PLACE_LAYERS : SL_PLACE_GPU;
-            o.gpu_layers = kind == 0 ? k : 0;
-            o.n_cpu_moe = kind == 1 ? k : 0;
-            sl_model *m = NULL;
-            sl_error err = {0};
-            const bool fits = sl_model_open(path, &o, &m, &err) == SL_OK;
-            sl_model_close(m);
-            if (!fits) continue;
-            *mo = o;
-            mo->plan_only = false;
-            snprintf(label, cap, kind == 0 ? "ngl %d" : "n-cpu-moe %d", k);
-            return 0;
+        /* the device bytes grow with -ngl and shrink with --n-cpu-moe: with j counting from
+         * the most device-heavy end, "fits" is false up to a point and true after it, so a
+         * bisection finds it in log2(n_layer) plan-only opens */
+        const int32_t L = in->n_layer, J = kind == 0 ? L + 1 : L;
+        int32_t lo = 0, hi = J + 1; /* fits(j) is false below lo, true from hi (J + 1: none) */
+        while (lo < hi) {
+            const int32_t j = lo + (hi - lo) / 2;
+            if (budget_fits(path, kind, kind == 0 ? L + 1 - j : j, *mo)) hi = j;
+            else lo = j + 1;
         }
-        fprintf(stderr, "bench decode: %s: nothing fits the budget\n",
-                kind == 0 ? "-ngl" : "--n-cpu-moe");
-        return 1;
+        if (hi > J) {
+            fprintf(stderr, "bench decode: %s: nothing fits the budget\n",
+                    kind == 0 ? "-ngl" : "--n-cpu-moe");
+            return 1;
+        }
+        const int32_t k = kind == 0 ? L + 1 - hi : hi;
+        mo->placement = kind == 0 ? SL_PLACE_LAYERS : SL_PLACE_GPU;
+        mo->gpu_layers = kind == 0 ? k : 0;
+        mo->n_cpu_moe = kind == 1 ? k : 0;
+        snprintf(label, cap, kind == 0 ? "ngl %d" : "n-cpu-moe %d", k);
+        return 0;
     }
     /* hot-cold: profile on the CPU, solve, write the index */
     sl_model_options po = *mo;
