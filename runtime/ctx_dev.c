@@ -135,7 +135,8 @@ static size_t gemm_work_bytes(const sl_ctx *c)
         if (b <= GEMM_WORK_CAP && b > best) best = b;
     }
     for (int32_t il = 0; il < c->m->hp.n_layer; il++)
-        for (int p = 0; p < 3 && c->m->layers[il].n_hot; p++) { /* hot parts of split FFNs */
+        /* hot parts of split dense FFNs (split experts run through the expert GEMV) */
+        for (int p = 0; p < 3 && c->m->layers[il].n_hot && !c->m->layers[il].moe_split; p++) {
             const sl_weight *w = &c->m->layers[il].split_hot[p];
             if (!on_dev(w) || w->type == SL_GGML_F32) continue;
             const size_t b = sl_cuda_gemm_work_bytes(w->ne[1], w->ne[0], c->cap);
