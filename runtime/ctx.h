@@ -70,7 +70,8 @@ struct sl_ctx {
     bool *layer_dev;            /* [n_layer]: the layer runs on the device side */
     int32_t *kv_slot;           /* [n_layer]: device KV slot of a device layer, else -1 */
     sl_event *ev_xn;            /* hot/cold FFNs: the rows' copy to the host has landed */
-    sl__dx_moe *dmoe;           /* [n_layer]: the executors' view of each MoE layer */
+    sl__dx_moe *dmoe;           /* [n_layer]: the executors' view of each MoE layer (of a
+                                 * layer split hot/cold: of its hot part) */
     float *dev_logits;          /* device side: [dev_logits_rows][n_vocab] */
     int64_t dev_logits_rows;
     sl_block dev_blocks[SL__CTX_MAX_DEV_BLOCKS]; /* everything the context took from the arena */

@@ -135,7 +135,8 @@ static size_t gemm_work_bytes(const sl_ctx *c)
         if (b <= GEMM_WORK_CAP && b > best) best = b;
     }
     for (int32_t il = 0; il < c->m->hp.n_layer; il++)
-        for (int p = 0; p < 3 && c->m->layers[il].n_hot; p++) { /* hot parts of split FFNs */
+        /* hot parts of split dense FFNs (split experts run through the expert GEMV) */
+        for (int p = 0; p < 3 && c->m->layers[il].n_hot && !c->m->layers[il].moe_split; p++) {
             const sl_weight *w = &c->m->layers[il].split_hot[p];
             if (!on_dev(w) || w->type == SL_GGML_F32) continue;
             const size_t b = sl_cuda_gemm_work_bytes(w->ne[1], w->ne[0], c->cap);
@@ -144,21 +145,32 @@ static size_t gemm_work_bytes(const sl_ctx *c)
     return c->cap >= SL__DX_GEMM_MIN_BATCH ? best : 0;
 }
 
-/* Copies the model's expert pointers of layer il into the context's device arrays. */
+/* cuda: layer L's experts run on the device: all of them, or their hot parts (a split). */
+static bool dev_experts(const sl__layer *L)
+{
+    return sl__layer_moe(L) && (L->moe_on_device[0] || L->moe_split);
+}
+
+/* Copies the model's expert pointers of layer il (of a split layer: its hot parts', and
+ * their widths) into the context's device arrays. */
 static sl_status upload_ptrs(sl_ctx *c, int32_t il, sl_error *err)
 {
     const sl_model *m = c->m;
     const sl__layer *L = &m->layers[il];
+    const sl__moe_split *ms = L->moe_split;
     const void *const *dst[3] = {c->dmoe[il].d_gate, c->dmoe[il].d_up, c->dmoe[il].d_down};
     const void **src[3] = {L->moe_gate, L->moe_up, L->moe_down};
     for (int p = 0; p < 3; p++) {
         /* the host arrays are the model's and live as long as it: the caller syncs once */
-        sl_status st = sl_device_copy(m->dev, m->stream, (void *)dst[p], src[p],
+        sl_status st = sl_device_copy(m->dev, m->stream, (void *)dst[p],
+                                      ms ? ms->ptr[0][p] : src[p],
                                       (uint64_t)m->hp.n_expert * sizeof(void *), SL_COPY_H2D,
                                       err);
         if (st) return st;
     }
-    return SL_OK;
+    if (!ms) return SL_OK;
+    return sl_device_copy(m->dev, m->stream, (void *)c->dmoe[il].d_ff_at, ms->ff_at[0],
+                          ((uint64_t)m->hp.n_expert + 1) * sizeof(int64_t), SL_COPY_H2D, err);
 }
 
 sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err)
@@ -196,27 +208,29 @@ sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err)
     return sl_device_stream_sync(m->dev, m->stream, err);
 }
 
-/* cuda: device arrays of each device MoE layer's expert pointers, [gate | up | down]. */
+/* cuda: device arrays of each device MoE layer's expert pointers, [gate | up | down], and
+ * of a split layer's hot widths after them. */
 static sl_status expert_ptrs(sl_ctx *c, sl_error *err)
 {
     const sl_model *m = c->m;
     const int32_t X = m->hp.n_expert;
     int32_t n_layers = 0;
-    for (int32_t il = 0; il < m->hp.n_layer; il++)
-        n_layers += sl__layer_moe(&m->layers[il]) && m->layers[il].moe_on_device[0];
+    for (int32_t il = 0; il < m->hp.n_layer; il++) n_layers += dev_experts(&m->layers[il]);
     if (!n_layers) return SL_OK;
-    const uint64_t per = 3 * (uint64_t)X * sizeof(void *);
+    const uint64_t per = 3 * (uint64_t)X * sizeof(void *) + ((uint64_t)X + 1) * sizeof(int64_t);
     uint8_t *base;
     sl_status st = take(c, per * (uint64_t)n_layers, (void **)&base, err);
     if (st) return st;
     int32_t slot = 0;
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const sl__layer *L = &m->layers[il];
-        if (!sl__layer_moe(L) || !L->moe_on_device[0]) continue;
+        if (!dev_experts(L)) continue;
         const void *const **dst[3] = {&c->dmoe[il].d_gate, &c->dmoe[il].d_up, &c->dmoe[il].d_down};
+        uint8_t *at = base + (uint64_t)slot * per;
         for (int p = 0; p < 3; p++)
-            *dst[p] = (const void *const *)(base + (uint64_t)slot * per +
-                                            (uint64_t)p * X * sizeof(void *));
+            *dst[p] = (const void *const *)(at + (uint64_t)p * X * sizeof(void *));
+        if (L->moe_split)
+            c->dmoe[il].d_ff_at = (const int64_t *)(at + 3 * (uint64_t)X * sizeof(void *));
         if ((st = upload_ptrs(c, il, err))) return st;
         slot++;
     }
@@ -238,7 +252,8 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
     const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
     for (int32_t il = 0; il < hp->n_layer; il++) {
         sl__layer *L = &m->layers[il];
-        c->dmoe[il].L = &L->moe;
+        /* a split layer's: its hot part, which the device side runs (forward.c) */
+        c->dmoe[il].L = L->moe_split ? &L->moe_split->part[0] : &L->moe;
         c->kv_slot[il] = -1;
         const bool dev = m->arena && on_dev(L->wo); /* every architecture's attention has wo */
         if (cuda && dev && m->tr->mla)
@@ -267,13 +282,13 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
                     return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: routed experts "
                                         "split between host and device (a placement keeps "
                                         "them on one side)", m->path, il);
-            if (cuda && L->moe_on_device[0] &&
+            if (cuda && dev_experts(L) &&
                 (!sl_cuda_gemv_supported(L->moe.type_gate) ||
                  !sl_cuda_gemv_supported(L->moe.type_up) ||
                  !sl_cuda_gemv_supported(L->moe.type_down)))
                 return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: expert types have no "
                                     "CUDA GEMV", m->path, il);
-            if (cuda && L->moe_on_device[0] && L->gate_exps_b)
+            if (cuda && dev_experts(L) && L->gate_exps_b)
                 return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: experts with biases "
                                     "have no CUDA expert FFN", m->path, il);
             snprintf(where, sizeof where, "layer %d experts", il);

@@ -45,10 +45,12 @@ enum { SL__DX_GEMM_MIN_BATCH = 8 };
 typedef struct sl__dx sl__dx;
 
 /* A routed-expert layer as the executor sees it: the scheduler's description (host and sim)
- * plus, for cuda, device arrays of the experts' device pointers (uploaded once). */
+ * plus, for cuda, device arrays of the experts' device pointers (uploaded once) and, for the
+ * hot part of experts split by neurons (L->ff_at set), a device copy of L->ff_at. */
 typedef struct sl__dx_moe {
     const sl_moe_layer *L;
     const void *const *d_gate, *const *d_up, *const *d_down; /* cuda: device arrays, else NULL */
+    const int64_t *d_ff_at; /* cuda and L->ff_at: [n_expert + 1], else NULL */
 } sl__dx_moe;
 
 typedef struct sl__dx_vt {

@@ -6,7 +6,8 @@
  * batches. Attention is one decode-attention launch per token (prefill correctness first; a
  * flash-style prefill kernel is future work). Routed experts: per token, batched-expert GEMVs
  * for gate and up (one X), the activation, down (each expert's own X), then one combine for
- * all tokens. */
+ * all tokens; the hot part of experts split by neurons (ffn_split.h) the same way through
+ * per-expert widths. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -123,17 +124,35 @@ static sl_status c_router(sl__dx *x, const float *logits, int64_t n, const sl_ro
     return sl_cuda_router_topk(((dx_cuda *)x)->cu, logits, n, p, idx, w, err);
 }
 
+/* One batched-expert GEMV of part p (0 gate, 1 up, 2 down) of M for the k experts in ids:
+ * gate/up Y [k][F] from one x [E], down Y [k][E] from x [k][F]; a hot/cold part (ff_at)
+ * through its per-expert widths. */
+static sl_status experts_gemv(dx_cuda *c, const sl__dx_moe *M, int p, const int32_t *ids,
+                              int32_t k, const float *in, float *y, sl_error *err)
+{
+    const sl_moe_layer *L = M->L;
+    const int64_t E = L->n_embd, F = L->n_ff;
+    const uint32_t type = p == 0 ? L->type_gate : p == 1 ? L->type_up : L->type_down;
+    const void *const *w = p == 0 ? M->d_gate : p == 1 ? M->d_up : M->d_down;
+    const int64_t rows = p == 2 ? E : F, cols = p == 2 ? F : E;
+    if (M->d_ff_at)
+        return sl_cuda_gemv_expert_parts(c->cu, type, w, L->n_expert, M->d_ff_at, p == 2, ids, k,
+                                         rows, cols, in, y, err);
+    return sl_cuda_gemv_experts(c->cu, type, w, L->n_expert, ids, k, rows, cols, in, p == 2, y,
+                                err);
+}
+
 static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const float *w,
                        int64_t n, int32_t k, const float *in, float *out, sl_error *err)
 {
     dx_cuda *c = (dx_cuda *)x;
     const sl_moe_layer *L = M->L;
-    if (!M->d_gate || !M->d_up || !M->d_down)
-        return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): experts not on the device",
-                            L->layer);
-    if (L->ff_at)
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "moe layer %d (cuda): hot/cold parts of "
-                            "experts (per-expert widths) have no CUDA kernel yet", L->layer);
+    if (!M->d_gate || !M->d_up || !M->d_down || (L->ff_at && !M->d_ff_at))
+        return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): experts%s not on the "
+                            "device", L->layer, L->ff_at ? "' widths (ff_at)" : "");
+    if (L->gate_b || L->up_b || L->down_b)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "moe layer %d (cuda): expert biases have "
+                            "no CUDA kernel", L->layer);
     if (n > c->n_tok || k > c->k_max || L->n_ff > c->f_max || L->n_embd > c->e_max)
         return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): %lld tokens x k %d, n_ff "
                             "%lld, n_embd %lld exceed the scratch's sizes", L->layer,
@@ -142,13 +161,11 @@ static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const
     for (int64_t t = 0; t < n; t++) {
         const int32_t *ids = idx + t * k;
         sl_status st;
-        if ((st = sl_cuda_gemv_experts(c->cu, L->type_gate, M->d_gate, L->n_expert, ids, k, F, E,
-                                       in + t * E, false, c->eg, err)) ||
-            (st = sl_cuda_gemv_experts(c->cu, L->type_up, M->d_up, L->n_expert, ids, k, F, E,
-                                       in + t * E, false, c->eu, err)) ||
+        /* past a part's width gate' and up' give 0, and act(0) * 0 = 0 is never read */
+        if ((st = experts_gemv(c, M, 0, ids, k, in + t * E, c->eg, err)) ||
+            (st = experts_gemv(c, M, 1, ids, k, in + t * E, c->eu, err)) ||
             (st = c_glu(x, L->act, c->eg, c->eu, (int64_t)k * F, err)) ||
-            (st = sl_cuda_gemv_experts(c->cu, L->type_down, M->d_down, L->n_expert, ids, k, E, F,
-                                       c->eg, true, c->ey + t * k * E, err)))
+            (st = experts_gemv(c, M, 2, ids, k, c->eg, c->ey + t * k * E, err)))
             return sl_error_set(err, st, "moe layer %d (cuda), token %lld: %s", L->layer,
                                 (long long)t, err ? err->msg : "");
     }

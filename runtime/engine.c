@@ -280,8 +280,11 @@ static bool gpu_with_host_experts(const sl_model *m)
 {
     if (!m->dev || sl_device_kind_get(m->dev) != SL_DEVICE_CUDA) return false;
     bool host_experts = false, dev_weights = false;
-    for (int il = 0; il < m->hp.n_layer; il++)
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        /* the cold parts of split experts run on the CPU scheduler only (fetch_exec) */
+        if (m->layers[il].moe_split) return false;
         if (m->layers[il].moe_on_device && !m->layers[il].moe_on_device[0]) host_experts = true;
+    }
     for (size_t i = 0; i < m->n_w && !dev_weights; i++)
         dev_weights = (m->w[i].residency & SL_RES_DEVICE) != 0;
     return host_experts && dev_weights;

@@ -115,8 +115,10 @@ static sl_status split_part(sl_ctx *c, const sl__side *o, const sl__layer *L, in
         const sl_weight *w = part ? L->split_cold : L->split_hot;
         return ffn_dense(c, o, &w[0], &w[1], &w[2], -1, n, o->tmp, err);
     }
-    const sl__dx_moe M = {.L = &L->moe_split->part[part]};
-    return o->dx->vt->moe(o->dx, &M, o->topk_idx, o->topk_w, n, (int32_t)c->m->hp.n_expert_used,
+    /* the hot part's view (cuda: its device arrays) is the context's; the cold one the host's */
+    const sl__dx_moe cold = {.L = &L->moe_split->part[1]};
+    const sl__dx_moe *M = part ? &cold : &c->dmoe[L - c->m->layers];
+    return o->dx->vt->moe(o->dx, M, o->topk_idx, o->topk_w, n, (int32_t)c->m->hp.n_expert_used,
                           o->xn, o->tmp, err);
 }
 

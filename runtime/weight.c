@@ -179,8 +179,9 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
     char ibuf[4096];
     const char *ipath = index_path(m, ibuf, sizeof ibuf);
     /* as PowerInfer: an index beside the model turns auto placement into hot-cold (routed
-     * experts: not on cuda, which has no kernel for their parts yet) */
-    if (mode == SL_PLACE_AUTO && ipath && (!m->hp.n_expert || !cuda) && device_free) {
+     * experts with biases: not on cuda, whose expert kernels have none) */
+    const bool no_cuda_split = cuda && m->hp.n_expert && m->tr->moe_biases;
+    if (mode == SL_PLACE_AUTO && ipath && !no_cuda_split && device_free) {
         mode = SL_PLACE_HOT_COLD;
         if (!m->notice[0])
             snprintf(m->notice, sizeof m->notice, "placement hot-cold with the neuron index %s",
@@ -191,11 +192,10 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
             return sl_error_set(err, SL_ERR_INVALID, "%s: placement hot-cold needs a neuron "
                                 "index: --gpu-index FILE, or %s.generated.gpuidx beside the "
                                 "model (tools/run place solve writes one)", m->path, m->path);
-        if (m->hp.n_expert && cuda)
-            return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: placement hot-cold of routed "
-                                "experts runs on the sim device and the CPU only: the CUDA "
-                                "expert kernels take one width per layer, a split expert has "
-                                "its own (use --n-cpu-moe or -ot on cuda)", ipath);
+        if (no_cuda_split)
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: placement hot-cold of %s's routed "
+                                "experts: the CUDA expert kernels have no expert biases (use "
+                                "--n-cpu-moe or -ot on cuda)", ipath, m->tr->name);
         frac = calloc((size_t)m->hp.n_layer + 1, sizeof *frac);
         if (!frac) return sl_error_set(err, SL_ERR_NOMEM, "out of memory");
         sl_status st = load_index(m, ipath, frac, err);

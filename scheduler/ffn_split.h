@@ -18,8 +18,9 @@
  * Running the parts (runtime/forward.c ffn_hot_cold, one path for both): the hot side on the
  * device while the host runs the cold side, then hot + cold, in that order. A dense side is
  * one compact FFN, run by the executors' matmuls (cuda included); an expert side is the
- * sl_moe_layer of sl_ffn_split_experts_part, run by the one CPU expert routine
- * (expert_ffn.h) — host and sim only so far. act() is per neuron and the router weight is
+ * sl_moe_layer of sl_ffn_split_experts_part, run on host and sim by the one CPU expert
+ * routine (expert_ffn.h) and on cuda by the expert GEMV over per-expert widths
+ * (kernels/cuda/gemv.h sl_cuda_gemv_expert_parts). act() is per neuron and the router weight is
  * linear, so
  *   sum_e w_e (down_e act(...) + bd_e) = sum_e w_e hot_e + sum_e w_e (cold_e + bd_e):
  * each side's weighted sum is computed whole (ascending experts). gate/up biases go with

@@ -47,7 +47,30 @@ struct gv_args {
     int64_t y_bstride, y_estride;
     int n_batch;
     bool scatter;
+    /* experts of per-expert widths (hot/cold parts): [n_expert + 1] neuron offsets, device;
+     * NULL: every expert is rows x cols. ff_cols: the width is the column count (down'),
+     * cols the widest and X's stride; else the row count (gate', up'), rows the widest. */
+    const int64_t *ff_at;
+    bool ff_cols;
 };
+
+/* Narrows a to expert e's part (gv_args.ff_at); false: nothing to compute (a zero width of
+ * down', or a width that is no whole number of blocks), its outputs are 0. Rows past a
+ * gate'/up' width are outside a.rows and come out 0 like any unlisted row. */
+template <uint32_t T> static __device__ __forceinline__ bool gv_part(gv_args &a, int32_t e)
+{
+    typedef sl_qt<T> Q;
+    constexpr bool FLOAT_T = T == 0 || T == 1 || T == 30;
+    const int64_t w = a.ff_at[e + 1] - a.ff_at[e];
+    if (!a.ff_cols) {
+        a.rows = max((int64_t)0, min(a.rows, w));
+        return true;
+    }
+    if (w <= 0 || w > a.cols || (!FLOAT_T && w % Q::QK)) return false;
+    a.cols = w;
+    a.row_bytes = FLOAT_T ? w * (Q::BB / Q::QK) : w / Q::QK * Q::BB;
+    return true;
+}
 
 template <uint32_t T, int NB>
 static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
@@ -70,7 +93,8 @@ static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
     const uint8_t *W = a.w;
     if (a.wptrs) {
         const int32_t e = a.ids[slot];
-        if (e < 0 || e >= a.n_expert) { /* uniform over the block, before any barrier */
+        /* uniform over the block, before any barrier */
+        if (e < 0 || e >= a.n_expert || (a.ff_at && !gv_part<T>(a, e))) {
             for (int i = tid; i < GV_ROWS * NB; i += GV_THREADS) {
                 const int64_t o = o0 + i % GV_ROWS;
                 if (o < a.n_out && i / GV_ROWS < nb) Y[(int64_t)(i / GV_ROWS) * a.y_bstride + o] = 0.0f;
@@ -303,11 +327,6 @@ template <uint32_t T>
 static __global__ void __launch_bounds__(QX_THREADS) k_gemv_qx(gv_args a)
 {
     extern __shared__ __align__(16) uint8_t qsm[];
-    const int64_t n_units = a.cols / 32;
-    int8_t *xq = (int8_t *)qsm;                                   /* [cols] */
-    float *xd = (float *)(void *)(qsm + (a.cols + 15) / 16 * 16);  /* [n_units] */
-    float *xs = xd + n_units;                                     /* [n_units]: d * sum q */
-
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int64_t o0 = (int64_t)blockIdx.x * QX_ROWS;
     const int slot = (int)blockIdx.z;
@@ -315,7 +334,8 @@ static __global__ void __launch_bounds__(QX_THREADS) k_gemv_qx(gv_args a)
     const uint8_t *W = a.w;
     if (a.wptrs) {
         const int32_t e = a.ids[slot];
-        if (e < 0 || e >= a.n_expert) { /* uniform over the block, before any barrier */
+        /* uniform over the block, before any barrier */
+        if (e < 0 || e >= a.n_expert || (a.ff_at && !gv_part<T>(a, e))) {
             for (int i = tid; i < QX_ROWS; i += QX_THREADS)
                 if (o0 + i < a.n_out) Y[o0 + i] = 0.0f;
             return;
@@ -323,6 +343,11 @@ static __global__ void __launch_bounds__(QX_THREADS) k_gemv_qx(gv_args a)
         W = (const uint8_t *)a.wptrs[e];
     }
     const float *X = a.x + (int64_t)slot * a.x_estride;
+    /* after gv_part: an expert part's own columns (the widest's bytes were reserved) */
+    const int64_t n_units = a.cols / 32;
+    int8_t *xq = (int8_t *)qsm;                                   /* [cols] */
+    float *xd = (float *)(void *)(qsm + (a.cols + 15) / 16 * 16);  /* [n_units] */
+    float *xs = xd + n_units;                                     /* [n_units]: d * sum q */
 
     /* x -> int8: 4 threads per unit of 32, 8 values each; the trip count is uniform so the
      * shuffles see full warps */
@@ -527,8 +552,10 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
     }
     /* x of any alignment is read correctly by the kernel; a dense / rows matrix must be
      * 16-byte aligned, expert matrices (a device-side pointer array) are checked in-kernel */
+    /* (a Q8_0 down' part's rows need not keep the 16-byte multiple the widest has) */
     if (!c->f32_act && a.n_batch == 1 && (type == 12 || type == 8) && a.cols <= QX_MAX_COLS &&
-        (a.row_bytes & 15) == 0 && (a.wptrs || ((uintptr_t)a.w & 15) == 0)) {
+        (a.row_bytes & 15) == 0 && (a.wptrs || ((uintptr_t)a.w & 15) == 0) &&
+        !(a.ff_at && a.ff_cols && type == 8)) {
         const dim3 grid((unsigned)((a.n_out + QX_ROWS - 1) / QX_ROWS), 1, (unsigned)n_slots);
         const size_t sm = qx_smem(a.cols);
         if (type == 12) k_gemv_qx<12><<<grid, QX_THREADS, sm, c->stream>>>(a);
@@ -586,21 +613,24 @@ extern "C" sl_status sl_cuda_gemv_rows(sl_cuda_ctx *c, uint32_t type, const void
     return gv_run(__func__, c, type, a, 1, err);
 }
 
-extern "C" sl_status sl_cuda_gemv_experts(sl_cuda_ctx *c, uint32_t type,
-                                          const void *const *d_wptrs, int32_t n_expert,
-                                          const int32_t *d_ids, int32_t n_sel, int64_t rows,
-                                          int64_t cols, const float *d_x, bool x_per_expert,
-                                          float *d_y, sl_error *err)
+/* sl_cuda_gemv_experts and sl_cuda_gemv_expert_parts (ff_at NULL: one width). */
+static sl_status gv_experts(const char *fn, sl_cuda_ctx *c, uint32_t type,
+                            const void *const *d_wptrs, int32_t n_expert, const int64_t *ff_at,
+                            bool ff_cols, const int32_t *d_ids, int32_t n_sel, int64_t rows,
+                            int64_t cols, const float *d_x, bool x_per_expert, float *d_y,
+                            sl_error *err)
 {
     gv_args a = {};
-    sl_status st = gv_check(__func__, type, rows, cols, 1, &a, err);
+    sl_status st = gv_check(fn, type, rows, cols, 1, &a, err);
     if (st) return st;
     if (n_expert < 1 || n_sel < 1 || n_sel > 65535)
         return sl_error_set(err, SL_ERR_INVALID, "%s: n_expert = %d must be >= 1 and n_sel = %d "
-                            "in [1, 65535]", __func__, n_expert, n_sel);
+                            "in [1, 65535]", fn, n_expert, n_sel);
     if (!d_wptrs || !d_ids || !d_x || !d_y)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", fn,
                             !d_wptrs ? "d_wptrs" : !d_ids ? "d_ids" : !d_x ? "d_x" : "d_y");
+    a.ff_at = ff_at;
+    a.ff_cols = ff_cols;
     a.wptrs = d_wptrs;
     a.ids = d_ids;
     a.n_expert = n_expert;
@@ -610,5 +640,27 @@ extern "C" sl_status sl_cuda_gemv_experts(sl_cuda_ctx *c, uint32_t type,
     a.y = d_y;
     a.y_bstride = rows;
     a.y_estride = rows;
-    return gv_run(__func__, c, type, a, n_sel, err);
+    return gv_run(fn, c, type, a, n_sel, err);
+}
+
+extern "C" sl_status sl_cuda_gemv_experts(sl_cuda_ctx *c, uint32_t type,
+                                          const void *const *d_wptrs, int32_t n_expert,
+                                          const int32_t *d_ids, int32_t n_sel, int64_t rows,
+                                          int64_t cols, const float *d_x, bool x_per_expert,
+                                          float *d_y, sl_error *err)
+{
+    return gv_experts(__func__, c, type, d_wptrs, n_expert, NULL, false, d_ids, n_sel, rows,
+                      cols, d_x, x_per_expert, d_y, err);
+}
+
+extern "C" sl_status sl_cuda_gemv_expert_parts(sl_cuda_ctx *c, uint32_t type,
+                                               const void *const *d_wptrs, int32_t n_expert,
+                                               const int64_t *d_ff_at, bool down,
+                                               const int32_t *d_ids, int32_t n_sel,
+                                               int64_t rows, int64_t cols, const float *d_x,
+                                               float *d_y, sl_error *err)
+{
+    if (!d_ff_at) return sl_error_set(err, SL_ERR_INVALID, "%s: d_ff_at is NULL", __func__);
+    return gv_experts(__func__, c, type, d_wptrs, n_expert, d_ff_at, down, d_ids, n_sel, rows,
+                      cols, d_x, down, d_y, err);
 }

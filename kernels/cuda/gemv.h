@@ -72,6 +72,20 @@ sl_status sl_cuda_gemv_experts(sl_cuda_ctx *c, uint32_t type, const void *const 
                                int64_t rows, int64_t cols, const float *d_x, bool x_per_expert,
                                float *d_y, sl_error *err);
 
+/* The same over one side of experts split by neurons (scheduler/ffn_split.h; the experts of
+ * an sl_moe_layer with ff_at): expert e has w_e = d_ff_at[e + 1] - d_ff_at[e] neurons
+ * (d_ff_at: [n_expert + 1], device; each w_e a whole number of blocks of a down' type).
+ *   down == false (gate', up'): W_e [w_e][cols], rows >= every w_e; Y[s][r] as above for
+ *     r < w_{ids[s]}, 0 for the rest of its [rows]; one X for all.
+ *   down == true (down'): W_e [rows][w_e] (row bytes of w_e columns), cols >= every w_e is
+ *     the stride of X_s = d_x + s * cols, whose first w_e entries are used; a width of 0
+ *     gives Y[s] = 0 (the expert's bias alone is the caller's).
+ * Errors as sl_cuda_gemv_experts, and SL_ERR_INVALID for a NULL d_ff_at. */
+sl_status sl_cuda_gemv_expert_parts(sl_cuda_ctx *c, uint32_t type, const void *const *d_wptrs,
+                                    int32_t n_expert, const int64_t *d_ff_at, bool down,
+                                    const int32_t *d_ids, int32_t n_sel, int64_t rows,
+                                    int64_t cols, const float *d_x, float *d_y, sl_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -147,6 +147,13 @@ static void test_host_side(void)
     CHECK(sl_cuda_gemv_rows(NULL, SL_GGML_Q8_0, p, 4, 64, NULL, 3, false, p, 1, p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "d_idx");
     CHECK(sl_cuda_gemv_experts(NULL, SL_GGML_Q8_0, NULL, 4, NULL, 2, 4, 64, p, false, p, &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_gemv_expert_parts(NULL, SL_GGML_Q8_0, (const void *const *)p, 4, NULL, true,
+                                    (const int32_t *)p, 2, 4, 64, p, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "d_ff_at");
+    CHECK(sl_cuda_gemv_expert_parts(NULL, SL_GGML_Q8_0, (const void *const *)p, 4,
+                                    (const int64_t *)p, true, (const int32_t *)p, 2, 4, 33, p, p,
+                                    &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "multiple");
     CHECK(sl_cuda_dequant_f32(NULL, SL_GGML_Q8_0, p, 33, p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "multiple");
     CHECK(sl_cuda_dequant_f16(NULL, SL_GGML_IQ2_XXS, p, 256, (uint16_t *)p, &e) == SL_ERR_UNSUPPORTED);
@@ -394,6 +401,87 @@ static void test_gemv_rows_experts(sl_cuda_ctx *c)
         free(w), free(wf), free(x), free(xe);
         cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(di), cudaFree(dp), cudaFree(dids);
         cudaFree(dxe), cudaFree(dye);
+    }
+}
+
+/* Experts split by neurons (sl_cuda_gemv_expert_parts): 4 experts of widths {2, 0, 1, 3}
+ * granules (a block; 5 for float types) packed as ffn_split.h does — gate' [sum w][E] rows,
+ * each expert's down' [E][w_e] after the previous one — selected as {3, 1, 0, 2}. gate': the
+ * first w_e outputs are its rows' dots, the rest 0; down': the dot over w_e columns of the
+ * slot's x (stride the widest), a width of 0 gives 0. */
+static void test_gemv_expert_parts(sl_cuda_ctx *c)
+{
+    enum { NE = 4, NS = 4 };
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const uint32_t t = TYPES[ti];
+        const int64_t G = blk(t) == 1 ? 5 : blk(t), E = blk(t) == 1 ? 70 : 2 * blk(t);
+        const int64_t wdt[NE] = {2 * G, 0, G, 3 * G}, F = 3 * G;
+        int64_t at[NE + 1] = {0};
+        for (int k = 0; k < NE; k++) at[k + 1] = at[k] + wdt[k];
+        size_t gb, db[NE], dtot = 0;
+        uint8_t *gw = make_weights(t, at[NE] * E, &gb), *dw[NE];
+        float *gwf = dequant_ref(t, gw, at[NE] * E), *dwf[NE];
+        for (int k = 0; k < NE; k++) {
+            dw[k] = wdt[k] ? make_weights(t, E * wdt[k], &db[k]) : NULL;
+            dwf[k] = wdt[k] ? dequant_ref(t, dw[k], E * wdt[k]) : NULL;
+            if (!wdt[k]) db[k] = 0;
+            dtot += db[k];
+        }
+        uint8_t *dg = dmalloc(gb), *dd = dmalloc(dtot + 16);
+        h2d(dg, gw, gb);
+        const void *pg[NE], *pd[NE];
+        for (size_t k = 0, off = 0; k < NE; off += db[k], k++) {
+            pg[k] = dg + (size_t)at[k] * sl_quant_row_bytes(t, E);
+            pd[k] = dd + off;
+            if (db[k]) h2d(dd + off, dw[k], db[k]);
+        }
+        const int32_t ids[NS] = {3, 1, 0, 2};
+        float *x = xmalloc((size_t)(NS * F) * 4), yg[NS * 3 * 256], yd[NS * 512];
+        for (int64_t i = 0; i < NS * F; i++) x[i] = rnd_f(-1, 1);
+        void **dpg = dmalloc(sizeof pg), **dpd = dmalloc(sizeof pd);
+        int64_t *dat = dmalloc(sizeof at);
+        int32_t *dids = dmalloc(sizeof ids);
+        float *dx = dmalloc((size_t)(NS * F) * 4), *dyg = dmalloc(sizeof yg);
+        float *dyd = dmalloc(sizeof yd);
+        h2d(dpg, pg, sizeof pg), h2d(dpd, pd, sizeof pd), h2d(dat, at, sizeof at);
+        h2d(dids, ids, sizeof ids), h2d(dx, x, (size_t)(NS * F) * 4);
+        sl_error e;
+        const void *const *cpg = (const void *const *)dpg, *const *cpd = (const void *const *)dpd;
+        CHECK_MSG(sl_cuda_gemv_expert_parts(c, t, cpg, NE, dat, false, dids, NS, F, E, dx, dyg,
+                                            &e) == SL_OK, "%s", e.msg);
+        CHECK_MSG(sl_cuda_gemv_expert_parts(c, t, cpd, NE, dat, true, dids, NS, E, F, dx, dyd,
+                                            &e) == SL_OK, "%s", e.msg);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(yg, dyg, (size_t)(NS * F) * 4);
+        d2h(yd, dyd, (size_t)(NS * E) * 4);
+        /* the Q8-activation rule of gemv.cu, on the widest shape; never for a Q8_0 down' */
+        const bool q8g = q8_path(t, E, 1, true), q8d = t != SL_GGML_Q8_0 && q8_path(t, F, 1, true);
+        for (int s = 0; s < NS; s++) {
+            const int32_t k = ids[s];
+            for (int64_t r = 0; r < F; r++) {
+                if (r < wdt[k])
+                    check_gemv("gemv_expert_parts(gate')", t, gwf, at[k] + r, E, x,
+                               yg[s * F + r], q8g);
+                else
+                    REPORT(yg[s * F + r] == 0.0f, "expert parts %s: gate' past width %lld gives %g",
+                           tname(t), (long long)wdt[k], (double)yg[s * F + r]);
+            }
+            for (int64_t r = 0; r < E; r++) {
+                if (wdt[k])
+                    check_gemv("gemv_expert_parts(down')", t, dwf[k], r, wdt[k], x + s * F,
+                               yd[s * E + r], q8d);
+                else
+                    REPORT(yd[s * E + r] == 0.0f, "expert parts %s: down' of width 0 gives %g",
+                           tname(t), (double)yd[s * E + r]);
+            }
+        }
+        CHECK(sl_cuda_gemv_expert_parts(c, t, cpg, NE, NULL, false, dids, NS, F, E, dx, dyg,
+                                        &e) == SL_ERR_INVALID);
+        CHECK_CONTAINS(e.msg, "d_ff_at");
+        for (int k = 0; k < NE; k++) free(dw[k]), free(dwf[k]);
+        free(gw), free(gwf), free(x);
+        cudaFree(dg), cudaFree(dd), cudaFree(dpg), cudaFree(dpd), cudaFree(dat), cudaFree(dids);
+        cudaFree(dx), cudaFree(dyg), cudaFree(dyd);
     }
 }
 
@@ -811,6 +899,7 @@ int main(void)
         sl_cuda_ctx_set_f32_act(c, !q8);
         test_gemv(c);
         test_gemv_rows_experts(c);
+        test_gemv_expert_parts(c);
     }
     test_gemm(c);
     test_ops(c);

@@ -4,7 +4,9 @@
  * as the GPU kernels keep them). Tolerances, relative to the largest |logit|: 1e-4 for F32
  * weights (both sides compute in float from the same weights; the GPU sums in a different
  * order), 2e-2 for Q8_0 (the GPU's cuBLAS GEMM for batches >= 8 rounds activations to F16).
- * Also: prefill == decodes on the device, F16 KV, chunked prefill.
+ * Also: prefill == decodes on the device, F16 KV, chunked prefill; and routed experts split
+ * hot/cold (qwen3moe, mixtral; a random index and one with empty parts), hot parts on the GPU,
+ * against the CPU (its sim twin: hotcold_test).
  * Without a usable GPU: prints "SKIPPED, no usable GPU" and passes (CI). Its CPU twin in CI is
  * engine_test, which runs the same placements on the sim device (bit-identical to the CPU). */
 #include <math.h>
@@ -16,16 +18,19 @@
 #include "gguf/gguf.h"
 #include "kernels/cuda/ctx.h"
 #include "runtime/sluice.h"
+#include "tests/runtime/testidx.h"
 #include "tests/runtime/testmodel.h"
 #include "tests/testing.h"
 
 enum { N_TOK = 11 };
 static const int32_t k_tokens[N_TOK] = {1, 17, 250, 3, 99, 42, 7, 7, 128, 5, 260};
 
-static sl_model *open_model(const char *path, sl_placement pl, const char *dev)
+/* idx: the neuron index of placement hot-cold, else NULL. */
+static sl_model *open_model(const char *path, sl_placement pl, const char *dev, const char *idx)
 {
     sl_model_options o = sl_model_options_default();
     o.placement = pl;
+    o.gpu_index = idx;
     o.gpu_layers = 1;
     o.progress = false;
     o.n_threads = 2;
@@ -90,21 +95,27 @@ static double rel_diff(const float *ref, const float *x, size_t n)
     return d / (s > 0 ? s : 1);
 }
 
+/* Writes arch's tiny model of wtype to dir/PREFIXarch-wtype.gguf (path) with parameters *p. */
+static bool write_model(const char *arch, uint32_t wtype, bool tie, const char *prefix,
+                        const char *dir, tm_params *p, char path[700])
+{
+    tm_defaults(arch, p);
+    p->wtype = wtype;
+    p->tie_output = tie;
+    snprintf(path, 700, "%s/%s%s-%u.gguf", dir, prefix, arch, wtype);
+    sl_error e;
+    const bool ok = tm_write(p, path, &e) == SL_OK;
+    CHECK_MSG(ok, "write %s: %s", arch, e.msg);
+    return ok;
+}
+
 static void check_arch(const char *arch, uint32_t wtype, const char *dir)
 {
     tm_params p;
-    tm_defaults(arch, &p);
-    p.wtype = wtype;
-    p.tie_output = wtype != SL_GGML_F32;
     char path[700];
-    snprintf(path, sizeof path, "%s/%s-%u.gguf", dir, arch, wtype);
-    sl_error e;
-    if (tm_write(&p, path, &e) != SL_OK) {
-        CHECK_MSG(false, "write %s: %s", arch, e.msg);
-        return;
-    }
+    if (!write_model(arch, wtype, wtype != SL_GGML_F32, "", dir, &p, path)) return;
     const double tol = wtype == SL_GGML_F32 ? 1e-4 : 2e-2;
-    sl_model *mc = open_model(path, SL_PLACE_CPU, "sim");
+    sl_model *mc = open_model(path, SL_PLACE_CPU, "sim", NULL);
     if (!mc) return;
     sl_model_info info;
     sl_model_info_get(mc, &info);
@@ -113,7 +124,7 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
     sl_model_close(mc);
     const sl_placement pls[] = {SL_PLACE_GPU, SL_PLACE_LAYERS, SL_PLACE_EXPERTS_CPU};
     for (size_t i = 0; i < 3 && ref && ref16; i++) {
-        sl_model *m = open_model(path, pls[i], "cuda");
+        sl_model *m = open_model(path, pls[i], "cuda", NULL);
         if (!m) continue;
         float *l = run(m, 512, false, false);
         float *d = run(m, 1, false, true);
@@ -142,6 +153,65 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
     free(ref16);
 }
 
+static uint64_t gpu_bytes(const sl_model *m)
+{
+    sl_model_info info;
+    sl_model_info_get(m, &info);
+    return info.gpu_bytes;
+}
+
+/* Routed experts split hot/cold (hot parts on the GPU through the per-expert-width expert
+ * kernels, cold ones on the CPU) against the CPU placement, prefill and decode: a random
+ * index, and one with parts of width 0 on either side (TIDX_MOE_EDGES); the split must hold
+ * fewer device bytes than placement gpu. Granule g: 1 for F32, 32 for Q8_0 (the down blocks). */
+static void check_hot_cold(const char *arch, uint32_t wtype, int g, const char *dir)
+{
+    tm_params p;
+    char path[700], idx[720];
+    if (!write_model(arch, wtype, false, "hc-", dir, &p, path)) return;
+    snprintf(idx, sizeof idx, "%s.gpuidx", path);
+    sl_error e;
+    const double tol = wtype == SL_GGML_F32 ? 1e-4 : 2e-2;
+    sl_model *mc = open_model(path, SL_PLACE_CPU, "sim", NULL);
+    sl_model *mg = open_model(path, SL_PLACE_GPU, "cuda", NULL);
+    if (!mc || !mg) {
+        sl_model_close(mc);
+        sl_model_close(mg);
+        return;
+    }
+    const size_t NV = (size_t)p.n_vocab * N_TOK;
+    float *ref = run(mc, 512, false, false);
+    const uint64_t whole = gpu_bytes(mg);
+    sl_model_close(mc);
+    sl_model_close(mg);
+    const int modes[] = {TIDX_MOE_RANDOM, TIDX_MOE_EDGES};
+    for (size_t i = 0; i < 2 && ref; i++) {
+        if (tidx_write(idx, p.n_layer, p.n_expert, p.n_ff, g, tidx_pick_moe, modes[i],
+                       5 + (uint64_t)i, &e) != SL_OK) {
+            CHECK_MSG(false, "index %s: %s", idx, e.msg);
+            continue;
+        }
+        sl_model *m = open_model(path, SL_PLACE_HOT_COLD, "cuda", idx);
+        if (!m) continue;
+        CHECK_MSG(gpu_bytes(m) < whole, "%s %u hot-cold: %llu device bytes, gpu %llu", arch,
+                  wtype, (unsigned long long)gpu_bytes(m), (unsigned long long)whole);
+        float *l = run(m, 512, false, false), *d = run(m, 1, false, true);
+        if (l) {
+            const double r = rel_diff(ref, l, NV);
+            printf("%-8s %-5s hot-cold %d prefill vs CPU: rel %.3g\n", arch,
+                   wtype == SL_GGML_F32 ? "F32" : "Q8_0", modes[i], r);
+            CHECK_MSG(r <= tol, "%s %u hot-cold %d: prefill vs CPU rel %g > %g", arch, wtype,
+                      modes[i], r, tol);
+        }
+        if (d) CHECK_MSG(rel_diff(ref, d, NV) <= tol, "%s %u hot-cold %d: decode vs CPU rel %g",
+                         arch, wtype, modes[i], rel_diff(ref, d, NV));
+        free(l);
+        free(d);
+        sl_model_close(m);
+    }
+    free(ref);
+}
+
 int main(void)
 {
     int n = 0;
@@ -165,6 +235,10 @@ int main(void)
         check_arch(archs[i], SL_GGML_F32, dir);
         check_arch(archs[i], SL_GGML_Q8_0, dir);
     }
+    check_hot_cold("qwen3moe", SL_GGML_F32, 1, dir);
+    check_hot_cold("qwen3moe", SL_GGML_Q8_0, 32, dir);
+    check_hot_cold("mixtral", SL_GGML_F32, 1, dir);
+    check_hot_cold("mixtral", SL_GGML_Q8_0, 32, dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) fprintf(stderr, "warning: could not remove %s\n", dir);

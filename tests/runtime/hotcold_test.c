@@ -20,6 +20,7 @@
 #include "runtime/prng.h"
 #include "runtime/sluice.h"
 #include "scheduler/gpuidx.h"
+#include "tests/runtime/testidx.h"
 #include "tests/runtime/testmodel.h"
 #include "tests/testing.h"
 #include "tools/lib/requant.h"
@@ -78,14 +79,17 @@ static float *run(const char *path, sl_placement pl, const char *idx, size_t *nv
     return out;
 }
 
-enum { MOE_RANDOM, MOE_COLD, MOE_HOT, MOE_EDGES };
+enum {
+    MOE_RANDOM = TIDX_MOE_RANDOM,
+    MOE_COLD = TIDX_MOE_COLD,
+    MOE_HOT = TIDX_MOE_HOT,
+    MOE_EDGES = TIDX_MOE_EDGES
+};
 
 /* Whether granule of expert x in layer il is hot, given a fair coin. Dense (mode = edges):
  * each granule hot with probability 1/2; layer 0 all hot and the last layer all cold when
- * edges (not split, PowerInfer's rule). MoE: each granule by the coin (MOE_RANDOM), none or
- * all (MOE_COLD, MOE_HOT), or per expert all hot, all cold or by the coin by x % 3
- * (MOE_EDGES: parts of width 0 on either side). */
-typedef bool (*pick_fn)(int mode, int il, int n_layer, int x, bool coin);
+ * edges (not split, PowerInfer's rule). MoE: tidx_pick_moe. */
+typedef tidx_pick_fn pick_fn;
 
 static bool pick_dense(int edges, int il, int n_layer, int x, bool coin)
 {
@@ -93,40 +97,14 @@ static bool pick_dense(int edges, int il, int n_layer, int x, bool coin)
     return edges && il == 0 ? true : edges && il == n_layer - 1 ? false : coin;
 }
 
-static bool pick_moe(int mode, int il, int n_layer, int x, bool coin)
-{
-    (void)il;
-    (void)n_layer;
-    return mode == MOE_HOT || (mode == MOE_RANDOM && coin) ||
-           (mode == MOE_EDGES && (x % 3 == 0 || (x % 3 == 2 && coin)));
-}
-
 /* An index of n_layer layers of X experts (0: a dense index) of n_ff neurons, in granules of
- * g chosen by pick. */
+ * g chosen by pick (tests/runtime/testidx.h). */
 static void write_idx(const char *path, int n_layer, int X, int n_ff, int g, pick_fn pick,
                       int mode, uint64_t seed)
 {
-    sl_gpuidx idx;
     sl_error e;
-    const int N = (X ? X : 1) * n_ff;
-    uint32_t *nn = malloc((size_t)n_layer * sizeof *nn), *hot = malloc((size_t)N * 4);
-    for (int il = 0; il < n_layer; il++) nn[il] = (uint32_t)N;
-    CHECK(sl_gpuidx_init(&idx, (uint32_t)n_layer, nn, &e) == SL_OK);
-    idx.n_expert = (uint32_t)X;
-    uint64_t r[4];
-    sl_prng_seed(r, seed);
-    for (int il = 0; il < n_layer; il++) {
-        uint32_t n = 0;
-        for (int k = 0; k < N / g; k++) {
-            const bool h = pick(mode, il, n_layer, k * g / n_ff, (sl_prng_next(r) >> 63) != 0);
-            for (int j = 0; j < g && h; j++) hot[n++] = (uint32_t)(k * g + j);
-        }
-        CHECK(sl_gpuidx_set_layer(&idx, (uint32_t)il, hot, n, &e) == SL_OK);
-    }
-    CHECK_MSG(sl_gpuidx_write(path, &idx, NULL, &e) == SL_OK, "%s", e.msg);
-    sl_gpuidx_free(&idx);
-    free(nn);
-    free(hot);
+    CHECK_MSG(tidx_write(path, n_layer, X, n_ff, g, pick, mode, seed, &e) == SL_OK, "%s",
+              e.msg);
 }
 
 static void write_index(const char *path, int n_layer, int n_ff, int g, bool edges, uint64_t seed)
@@ -137,7 +115,7 @@ static void write_index(const char *path, int n_layer, int n_ff, int g, bool edg
 static void write_moe_index(const char *path, int n_layer, int X, int n_ff, int g, int mode,
                             uint64_t seed)
 {
-    write_idx(path, n_layer, X, n_ff, g, pick_moe, mode, seed);
+    write_idx(path, n_layer, X, n_ff, g, tidx_pick_moe, mode, seed);
 }
 
 /* Writes a test model of arch (prefix_ARCH_TYPE.gguf; n_embd, n_ff, head_dim 0: defaults)
