@@ -191,7 +191,7 @@ sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err)
             return st;
     }
     for (int32_t il = 0; cuda && il < m->hp.n_layer && m->hp.n_expert; il++) {
-        if (!sl__layer_moe(&m->layers[il]) || !m->layers[il].moe_on_device[0]) continue;
+        if (!dev_experts(&m->layers[il])) continue;
         if (!c->dmoe[il].d_gate)
             return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: a reload moved its "
                                 "experts to the device after this context was created: "
