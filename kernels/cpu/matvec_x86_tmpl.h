@@ -15,7 +15,9 @@
  *   for the Q8_1 types, a separately rounded + mw * sx) and lane += t, element for element.
  *   a short last group adds its m terms to lanes 0 .. m-1 only (a blend); an unaligned head
  *   (column-listed runs) goes through the scalar reference code on the same lanes;
- * - K-quants: one super-block's integer sums by SIMD, then the reference's scalar float term;
+ * - K-quants: one super-block's integer sums by SIMD; whole rows form the float terms of 8
+ *   super-blocks at once as the 32-element types do (lane b % 8), column-listed runs one
+ *   super-block at a time with the reference's scalar term;
  * - float weights: lane i % 32 of four 8-wide (or two 16-wide) accumulators, vfmadd = fmaf.
  */
 /* The includer has included <immintrin.h>, <string.h>, gguf/gguf.h and matvec_impl.h before
@@ -185,20 +187,21 @@ SL_MV_SUFFIX(group_terms)(const char *wp, const char *xp, int m, int wbytes, int
     return _mm256_add_ps(a, ms);
 }
 
+/* The terms of a group of m (<= 8) blocks, lane k block k's; lanes m..7 finite, meaningless. */
+typedef __m256 (*SL_MV_SUFFIX(group_fn))(const char *wp, const char *xp, int m);
+
 /* Adds the terms of blocks [b, b1) (b a multiple of 8) to acc: whole 8-block groups (block b
  * to lane b % 8, one vector add per group, as the reference adds term by term), then a short
  * last group whose m terms go to lanes 0 .. m-1 only (a blend keeps the rest bit for bit). */
 static inline __attribute__((always_inline)) __m256
-SL_MV_SUFFIX(range32_acc)(__m256 acc, const char *wb, const char *xb, int64_t b, int64_t b1,
-                          int wbytes, int xbytes, SL_MV_SUFFIX(dot_fn) dot, int term)
+SL_MV_SUFFIX(groups_acc)(__m256 acc, const char *wb, const char *xb, int64_t b, int64_t b1,
+                         int wbytes, int xbytes, SL_MV_SUFFIX(group_fn) group)
 {
     for (; b + 8 <= b1; b += 8)
-        acc = _mm256_add_ps(acc, SL_MV_SUFFIX(group_terms)(wb + b * wbytes, xb + b * xbytes, 8,
-                                                           wbytes, xbytes, dot, term));
+        acc = _mm256_add_ps(acc, group(wb + b * wbytes, xb + b * xbytes, 8));
     if (b < b1) {
         const int m = (int)(b1 - b);
-        const __m256 tb = SL_MV_SUFFIX(group_terms)(wb + b * wbytes, xb + b * xbytes, m, wbytes,
-                                                    xbytes, dot, term);
+        const __m256 tb = group(wb + b * wbytes, xb + b * xbytes, m);
         const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(m),
                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         acc = _mm256_blendv_ps(acc, _mm256_add_ps(acc, tb), _mm256_castsi256_ps(live));
@@ -207,18 +210,18 @@ SL_MV_SUFFIX(range32_acc)(__m256 acc, const char *wb, const char *xb, int64_t b,
 }
 
 /* Blocks [b0, b1) of a 32-element block type into lane[0..8): an unaligned head through the
- * scalar reference (only column-listed runs start mid-group), the rest by range32_acc. */
+ * scalar reference (only column-listed runs start mid-group), the rest by groups_acc. */
 static inline __attribute__((always_inline)) void
 SL_MV_SUFFIX(range32)(const sl__mv_type *t, const void *w, const void *xq, int64_t b0,
-                      int64_t b1, float *lane, int wbytes, int xbytes, SL_MV_SUFFIX(dot_fn) dot,
-                      int term)
+                      int64_t b1, float *lane, int wbytes, int xbytes,
+                      SL_MV_SUFFIX(group_fn) group)
 {
     int64_t head = (b0 + 7) & ~(int64_t)7;
     if (head > b1) head = b1;
     if (head > b0) sl__mv_dot_blocks(t, w, xq, b0, head, lane);
     if (head >= b1) return;
-    _mm256_storeu_ps(lane, SL_MV_SUFFIX(range32_acc)(_mm256_loadu_ps(lane), w, xq, head, b1,
-                                                     wbytes, xbytes, dot, term));
+    _mm256_storeu_ps(lane, SL_MV_SUFFIX(groups_acc)(_mm256_loadu_ps(lane), w, xq, head, b1,
+                                                    wbytes, xbytes, group));
 }
 
 /* The reference's 8-lane reduction (sl__mv_reduce8): (s0 + s4) + (s2 + s6) and
@@ -231,21 +234,30 @@ static inline float SL_MV_SUFFIX(reduce8)(__m256 s)
 }
 
 /* Whole rows for one batch column (sl__mv_rows_fn): a row's 8 lanes never leave a register. */
-#define SL_MV_RANGE32(NAME, WBYTES, XBYTES, TERM)                                                \
-    static void SL_MV_SUFFIX(range_##NAME)(const sl__mv_type *t, const void *w, const void *xq, \
-                                           int64_t b0, int64_t b1, float *lane)                 \
-    {                                                                                            \
-        SL_MV_SUFFIX(range32)(t, w, xq, b0, b1, lane, (int)(WBYTES), (int)(XBYTES),             \
-                              SL_MV_SUFFIX(dot_##NAME), TERM);                                   \
-    }                                                                                            \
+#define SL_MV_ROWS(NAME, WBYTES, XBYTES)                                                         \
     static void SL_MV_SUFFIX(rows_##NAME)(const void *w, size_t wrb, const void *xq, int64_t nb, \
                                           int64_t r0, int64_t r1, float *y)                      \
     {                                                                                            \
         for (int64_t r = r0; r < r1; r++)                                                        \
-            y[r] = SL_MV_SUFFIX(reduce8)(SL_MV_SUFFIX(range32_acc)(                              \
+            y[r] = SL_MV_SUFFIX(reduce8)(SL_MV_SUFFIX(groups_acc)(                               \
                 _mm256_setzero_ps(), (const char *)w + (size_t)r * wrb, xq, 0, nb,               \
-                (int)(WBYTES), (int)(XBYTES), SL_MV_SUFFIX(dot_##NAME), TERM));                  \
+                (int)(WBYTES), (int)(XBYTES), SL_MV_SUFFIX(group_##NAME)));                      \
     }
+
+#define SL_MV_RANGE32(NAME, WBYTES, XBYTES, TERM)                                                \
+    static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(group_##NAME)(              \
+        const char *wp, const char *xp, int m)                                                   \
+    {                                                                                            \
+        return SL_MV_SUFFIX(group_terms)(wp, xp, m, (int)(WBYTES), (int)(XBYTES),               \
+                                         SL_MV_SUFFIX(dot_##NAME), TERM);                        \
+    }                                                                                            \
+    static void SL_MV_SUFFIX(range_##NAME)(const sl__mv_type *t, const void *w, const void *xq, \
+                                           int64_t b0, int64_t b1, float *lane)                 \
+    {                                                                                            \
+        SL_MV_SUFFIX(range32)(t, w, xq, b0, b1, lane, (int)(WBYTES), (int)(XBYTES),             \
+                              SL_MV_SUFFIX(group_##NAME));                                       \
+    }                                                                                            \
+    SL_MV_ROWS(NAME, WBYTES, XBYTES)
 
 SL_MV_RANGE32(q8_0, sizeof(sl_block_q8_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
 SL_MV_RANGE32(q4_0, sizeof(sl_block_q4_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
@@ -274,97 +286,49 @@ static inline __m128i SL_MV_SUFFIX(k4_unpack)(const uint8_t *scales, uint8_t sc[
     return _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2])); /* the 8 mins */
 }
 
-/* summ from the 8 mins (int16, k4_unpack) and the Q8_K block at xp. */
-static inline int32_t SL_MV_SUFFIX(k4_summ)(__m128i mins, const char *xp)
+/* One Q4_K (q5 0) or Q5_K (q5 1) super-block at wp times the Q8_K block at xp: 8 int32 whose
+ * sum is the reference's isum, and in *summ 4 int32 whose sum is its summ. The sub-block
+ * scales sit as int16 in both 128-bit halves of sc16, so vpshufb broadcasts scale 2j (low
+ * nibbles of round j) and 2j + 1 (high nibbles) without a trip through memory. Q5_K: round j
+ * holds qh >> 2j: bits 0 and 1 of each byte are qh bits 2j and 2j + 1, which the epi16 shifts
+ * << 4 and << 3 move to bit 4 of the same byte; only those two bits reach bit 4, so what the
+ * 16-bit shifts carry across the byte boundary is masked off. q <= 31, x in [-127, 127]: the
+ * vpmaddubsw pair sums stay below 2^15. */
+static inline __attribute__((always_inline)) __m256i
+SL_MV_SUFFIX(k45_block)(const char *wp, const char *xp, int q5, __m128i *summ)
 {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
+    const uint8_t *qs = (const uint8_t *)wp + (q5 ? 48 : 16);
+    uint8_t sc[8];
+    const __m128i mins = SL_MV_SUFFIX(k4_unpack)((const uint8_t *)wp + 4, sc);
     const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
     const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
                                          _mm256_extracti128_si256(bs, 1));
-    __m128i pm = _mm_madd_epi16(mins, pairs);
-    pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0x4e));
-    pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0xb1));
-    return _mm_cvtsi128_si32(pm);
-}
-
-static inline int32_t SL_MV_SUFFIX(k4_scales)(const uint8_t *scales, const char *xp,
-                                              uint8_t sc[8])
-{
-    return SL_MV_SUFFIX(k4_summ)(SL_MV_SUFFIX(k4_unpack)(scales, sc), xp);
-}
-
-static void SL_MV_SUFFIX(range_q4_K)(const sl__mv_type *t, const void *w, const void *xq,
-                                     int64_t b0, int64_t b1, float *lane)
-{
-    (void)t;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t b = b0; b < b1; b++) {
-        const sl_block_q4_K *wp = (const sl_block_q4_K *)((const char *)w + b * 144);
-        const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
-        uint8_t sc[8];
-        const int32_t summ = SL_MV_SUFFIX(k4_scales)(wp->scales, xp, sc);
-        __m256i acc = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(wp->qs + 32 * j));
-            const __m256i lo = _mm256_and_si256(q, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
-            const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
-            const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),
-                                                 _mm256_set1_epi16(sc[2 * j]));
-            const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh),
-                                                 _mm256_set1_epi16(sc[2 * j + 1]));
-            acc = _mm256_add_epi32(acc, _mm256_add_epi32(pl, ph));
+    *summ = _mm_madd_epi16(mins, pairs);
+    const __m256i sc16 =
+        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+    __m256i h = q5 ? _mm256_loadu_si256((const __m256i *)(wp + 16)) : _mm256_setzero_si256();
+    __m256i acc = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(q, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (q5) {
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), x10));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), x10));
+            h = _mm256_srli_epi16(h, 2);
         }
-        float dx;
-        memcpy(&dx, xp, sizeof dx);
-        uint16_t d, dmin;
-        memcpy(&d, &wp->d, 2);
-        memcpy(&dmin, &wp->dmin, 2);
-        lane[b % 8] += sl__mv_term_k(SL_MV_SUFFIX(hsum_i32)(acc), _cvtsh_ss(d) * dx, summ,
-                                     _cvtsh_ss(dmin) * dx);
+        const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
+        const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
+        const __m256i sl =
+            _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | 4 * j)));
+        const __m256i sh = _mm256_shuffle_epi8(
+            sc16, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(
+                                        _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), sl),
+                                        _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sh)));
     }
-}
-
-/* Q5_K: Q4_K plus bit j of qh[l] as bit 4 of sub-block j's element l, so q in [0, 31] and the
- * vpmaddubsw pair sums stay below 2 * 31 * 127 < 2^15. */
-static void SL_MV_SUFFIX(range_q5_K)(const sl__mv_type *t, const void *w, const void *xq,
-                                     int64_t b0, int64_t b1, float *lane)
-{
-    (void)t;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
-    for (int64_t b = b0; b < b1; b++) {
-        const sl_block_q5_K *wp = (const sl_block_q5_K *)((const char *)w + b * 176);
-        const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
-        uint8_t sc[8];
-        const int32_t summ = SL_MV_SUFFIX(k4_scales)(wp->scales, xp, sc);
-        /* Round j holds qh >> 2j: bits 0 and 1 of each byte are qh bits 2j and 2j + 1, which
-         * the epi16 shifts << 4 and << 3 move to bit 4 of the same byte. Only those two bits
-         * reach bit 4, so what the 16-bit shifts carry across the byte boundary is masked off. */
-        __m256i h = _mm256_loadu_si256((const __m256i *)wp->qh);
-        __m256i acc = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(wp->qs + 32 * j));
-            const __m256i hl = _mm256_slli_epi16(h, 4), hh = _mm256_slli_epi16(h, 3);
-            const __m256i lo =
-                _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(hl, x10));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                               _mm256_and_si256(hh, x10));
-            const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
-            const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
-            const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),
-                                                 _mm256_set1_epi16(sc[2 * j]));
-            const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh),
-                                                 _mm256_set1_epi16(sc[2 * j + 1]));
-            acc = _mm256_add_epi32(acc, _mm256_add_epi32(pl, ph));
-        }
-        float dx;
-        memcpy(&dx, xp, sizeof dx);
-        uint16_t d, dmin;
-        memcpy(&d, &wp->d, 2);
-        memcpy(&dmin, &wp->dmin, 2);
-        lane[b % 8] += sl__mv_term_k(SL_MV_SUFFIX(hsum_i32)(acc), _cvtsh_ss(d) * dx, summ,
-                                     _cvtsh_ss(dmin) * dx);
-    }
+    return acc;
 }
 
 /* Q6_K half n (elements 128n..128n+127) of a super-block: q[g] = its 32-element group g as
@@ -385,37 +349,143 @@ static inline void SL_MV_SUFFIX(q6_half)(const sl_block_q6_K *wp, int n, __m256i
                            _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
 }
 
-static void SL_MV_SUFFIX(range_q6_K)(const sl__mv_type *t, const void *w, const void *xq,
-                                     int64_t b0, int64_t b1, float *lane)
+
+/* One Q6_K super-block times the Q8_K block at xp: 8 int32 whose sum is the reference's isum.
+ * (q - 32) * x is summed as q * x per sub-block, less 32 * scale * bsum once per super-block
+ * (vpmaddubsw pair sums <= 2 * 63 * 127 < 2^15; every partial sum fits int32). The 16 int8
+ * scales are widened once; vpshufb broadcasts sub-block s to the low and s + 1 to the high
+ * half of a round. */
+static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(q6k_block)(const char *wp,
+                                                                              const char *xp)
 {
-    (void)t;
-    const __m256i k32 = _mm256_set1_epi8(32);
-    for (int64_t b = b0; b < b1; b++) {
-        const sl_block_q6_K *wp = (const sl_block_q6_K *)((const char *)w + b * 210);
-        const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
-        __m256i acc = _mm256_setzero_si256();
-        for (int n = 0; n < 2; n++) {
-            __m256i q[4];
-            SL_MV_SUFFIX(q6_half)(wp, n, q);
-            for (int g = 0; g < 4; g++) {
-                const __m256i xv =
-                    _mm256_loadu_si256((const __m256i *)(xp + 4 + 128 * n + 32 * g));
-                /* (q - 32) * x as q * x - 32 * x: both pair sums stay below 2^15. */
-                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g], xv),
-                                                   _mm256_maddubs_epi16(k32, xv));
-                const int s = 8 * n + 2 * g;
-                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(wp->scales[s + 1]),
-                                                     _mm_set1_epi16(wp->scales[s]));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
-            }
+    const sl_block_q6_K *w = (const sl_block_q6_K *)wp;
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
+    const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
+    __m256i acc = _mm256_setzero_si256();
+    for (int n = 0; n < 2; n++) {
+        __m256i q[4];
+        SL_MV_SUFFIX(q6_half)(w, n, q);
+        const __m256i half = _mm256_broadcastsi128_si256(
+            n ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+        for (int g = 0; g < 4; g++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + 4 + 128 * n + 32 * g));
+            const __m256i scv = _mm256_shuffle_epi8(
+                half, _mm256_set_m128i(_mm_set1_epi16((short)(((4 * g + 3) << 8) | (4 * g + 2))),
+                                       _mm_set1_epi16((short)(((4 * g + 1) << 8) | 4 * g))));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[g], xv), scv));
         }
+    }
+    return _mm256_sub_epi32(acc, off);
+}
+
+/* m (<= 8) floats `stride` bytes apart from p (the Q8_K scales) as a vector, lanes m..7 0;
+ * built in registers like load_halves. */
+static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, size_t stride, int m)
+{
+    uint64_t q[4] = {0, 0, 0, 0};
+    for (int k = 0; k < m; k++) {
+        uint32_t f;
+        memcpy(&f, p + (size_t)k * stride, 4);
+        q[k >> 1] |= (uint64_t)f << (32 * (k & 1));
+    }
+    return _mm256_castsi256_ps(
+        _mm256_set_epi64x((long long)q[3], (long long)q[2], (long long)q[1], (long long)q[0]));
+}
+
+/* v[k] (4 int32 each) -> one vector whose element k is the sum of v[k]'s elements. */
+static inline __m256i SL_MV_SUFFIX(hsum8x4)(const __m128i v[8])
+{
+    const __m128i a = _mm_hadd_epi32(v[0], v[1]), b = _mm_hadd_epi32(v[2], v[3]);
+    const __m128i c = _mm_hadd_epi32(v[4], v[5]), d = _mm_hadd_epi32(v[6], v[7]);
+    return _mm256_set_m128i(_mm_hadd_epi32(c, d), _mm_hadd_epi32(a, b));
+}
+
+static inline int32_t SL_MV_SUFFIX(hsum_i32x4)(__m128i v)
+{
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
+    return _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1)));
+}
+
+enum { SL_MV_K4, SL_MV_K5, SL_MV_K6 }; /* which K-quant a kgroup / krange call is for */
+
+/* The terms of K-quant super-blocks k = 0 .. m-1 (m <= 8) of the group at wp/xp, lane k, as
+ * the reference forms them (sl__mv_term_k / sl__mv_term_d): a = (float)isum * (d * dx), minus
+ * b = (float)summ * (dmin * dx) for Q4_K/Q5_K, each a separate rounding, eight at a time.
+ * Lanes m..7 are 0 (their scales are); nothing past block m - 1 is read. */
+static inline __attribute__((always_inline)) __m256
+SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, int kind)
+{
+    const int wbytes = kind == SL_MV_K4 ? 144 : kind == SL_MV_K5 ? 176 : 210;
+    const int xbytes = (int)sizeof(sl_block_q8_K);
+    __m256i v[8];
+    __m128i s[8];
+    for (int k = 0; k < 8; k++) {
+        s[k] = _mm_setzero_si128();
+        if (k >= m) v[k] = _mm256_setzero_si256();
+        else if (kind == SL_MV_K6) v[k] = SL_MV_SUFFIX(q6k_block)(wp + k * wbytes, xp + k * xbytes);
+        else v[k] = SL_MV_SUFFIX(k45_block)(wp + k * wbytes, xp + k * xbytes,
+                                                  kind == SL_MV_K5, &s[k]);
+    }
+    const __m256 dx = SL_MV_SUFFIX(load_floats)(xp, (size_t)xbytes, m);
+    const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v));
+    const __m256 dd =
+        _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + (kind == SL_MV_K6 ? 208 : 0),
+                                                (size_t)wbytes, m), dx);
+    const __m256 a = _mm256_mul_ps(isum, dd);
+    if (kind == SL_MV_K6) return a;
+    const __m256 dmd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, (size_t)wbytes, m), dx);
+    return _mm256_sub_ps(a, _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x4)(s)), dmd));
+}
+
+/* Super-blocks [b0, b1) one at a time into lane[b % 8] (column-listed runs start anywhere):
+ * the same integer sums, the reference's scalar term. */
+static inline __attribute__((always_inline)) void
+SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, float *lane,
+                     int kind)
+{
+    const int64_t wbytes = kind == SL_MV_K4 ? 144 : kind == SL_MV_K5 ? 176 : 210;
+    for (int64_t b = b0; b < b1; b++) {
+        const char *wp = (const char *)w + b * wbytes;
+        const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
         float dx;
         memcpy(&dx, xp, sizeof dx);
-        uint16_t d;
-        memcpy(&d, &wp->d, 2);
-        lane[b % 8] += sl__mv_term_d(SL_MV_SUFFIX(hsum_i32)(acc), _cvtsh_ss(d) * dx);
+        uint16_t d, dmin;
+        memcpy(&d, wp + (kind == SL_MV_K6 ? 208 : 0), 2);
+        memcpy(&dmin, wp + 2, 2);
+        if (kind == SL_MV_K6) {
+            const int32_t isum = SL_MV_SUFFIX(hsum_i32)(SL_MV_SUFFIX(q6k_block)(wp, xp));
+            lane[b % 8] += sl__mv_term_d(isum, _cvtsh_ss(d) * dx);
+        } else {
+            __m128i s;
+            const __m256i v = SL_MV_SUFFIX(k45_block)(wp, xp, kind == SL_MV_K5, &s);
+            const int32_t isum = SL_MV_SUFFIX(hsum_i32)(v);
+            lane[b % 8] += sl__mv_term_k(isum, _cvtsh_ss(d) * dx, SL_MV_SUFFIX(hsum_i32x4)(s),
+                                         _cvtsh_ss(dmin) * dx);
+        }
     }
 }
+
+#define SL_MV_KQUANT(NAME, KIND, WBYTES)                                                         \
+    static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(group_##NAME)(              \
+        const char *wp, const char *xp, int m)                                                   \
+    {                                                                                            \
+        return SL_MV_SUFFIX(kgroup)(wp, xp, m, KIND);                                            \
+    }                                                                                            \
+    static void SL_MV_SUFFIX(range_##NAME)(const sl__mv_type *t, const void *w, const void *xq, \
+                                           int64_t b0, int64_t b1, float *lane)                 \
+    {                                                                                            \
+        (void)t;                                                                                 \
+        SL_MV_SUFFIX(krange)(w, xq, b0, b1, lane, KIND);                                         \
+    }                                                                                            \
+    SL_MV_ROWS(NAME, WBYTES, sizeof(sl_block_q8_K))
+
+SL_MV_KQUANT(q4_K, SL_MV_K4, 144)
+SL_MV_KQUANT(q5_K, SL_MV_K5, 176)
+SL_MV_KQUANT(q6_K, SL_MV_K6, 210)
+
+#undef SL_MV_KQUANT
+#undef SL_MV_ROWS
 
 /* ---- float weights ---------------------------------------------------------------------- */
 
@@ -507,6 +577,9 @@ sl__mv_rows_fn SL_MV_SUFFIX(sl__mv_rows)(uint32_t type)
     case SL_GGML_Q5_0: return SL_MV_SUFFIX(rows_q5_0);
     case SL_GGML_Q5_1: return SL_MV_SUFFIX(rows_q5_1);
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(rows_mxfp4);
+    case SL_GGML_Q4_K: return SL_MV_SUFFIX(rows_q4_K);
+    case SL_GGML_Q5_K: return SL_MV_SUFFIX(rows_q5_K);
+    case SL_GGML_Q6_K: return SL_MV_SUFFIX(rows_q6_K);
     default: return NULL;
     }
 }

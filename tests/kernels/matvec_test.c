@@ -54,6 +54,49 @@ static void put_half(uint8_t *p, float f)
 
 /* rows x cols weights of `type`: quantized from random floats when kernels/ref/quant supports
  * the type, else random bytes with finite scales. */
+/* Row r of `type` as random bytes with sane scales (the full range of every quant and
+ * sub-block scale, which a quantizer of smooth data rarely reaches). */
+static void random_row(uint32_t type, uint8_t *wr, size_t rb, int64_t cols, int64_t r)
+{
+    for (size_t i = 0; i < rb; i++) wr[i] = (uint8_t)rnd();
+    const sl_gguf_type_info *ti = sl_gguf_type_get(type);
+    const int64_t nb = cols / ti->block_size;
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *p = wr + b * ti->type_size;
+        const float d = 0.001f + 0.01f * (float)(rnd() % 100) / 100.0f;
+        switch (type) {
+        case SL_GGML_F32: {
+            const float f = rndf();
+            memcpy(p, &f, 4);
+            break;
+        }
+        case SL_GGML_F16: put_half(p, rndf()); break;
+        case SL_GGML_BF16: {
+            const uint16_t h = sl_quant_fp32_to_bf16(rndf());
+            memcpy(p, &h, 2);
+            break;
+        }
+        case SL_GGML_Q4_1:
+        case SL_GGML_Q5_1:
+        case SL_GGML_Q4_K:
+        case SL_GGML_Q5_K:
+            put_half(p, d);
+            put_half(p + 2, d * rndf());
+            break;
+        case SL_GGML_Q6_K: put_half(p + 208, d); break;
+        case SL_GGML_MXFP4: {
+            /* Edges of the E8M0 decode: every row r % 3 == 2 has only the subnormal halves
+             * (e = 0, 1) and the first normal (2), so their terms decide its sum; other
+             * rows have ordinary exponents and, every 7th block, a large one (200). */
+            if (r % 3 == 2) p[0] = (uint8_t)(rnd() % 3);
+            else p[0] = b % 7 == 3 ? 200 : (uint8_t)(118 + rnd() % 8);
+            break;
+        }
+        default: put_half(p, d); break;
+        }
+    }
+}
+
 static void *make_weights(uint32_t type, int64_t rows, int64_t cols, bool *quantized)
 {
     const size_t rb = sl_ref_matvec_row_bytes(type, cols);
@@ -72,43 +115,7 @@ static void *make_weights(uint32_t type, int64_t rows, int64_t cols, bool *quant
             CHECK_MSG(s == SL_ERR_UNSUPPORTED && r == 0, "sl_quant_row: %s", e.msg);
             *quantized = false;
         }
-        for (size_t i = 0; i < rb; i++) wr[i] = (uint8_t)rnd();
-        const sl_gguf_type_info *ti = sl_gguf_type_get(type);
-        const int64_t nb = cols / ti->block_size;
-        for (int64_t b = 0; b < nb; b++) {
-            uint8_t *p = wr + b * ti->type_size;
-            const float d = 0.001f + 0.01f * (float)(rnd() % 100) / 100.0f;
-            switch (type) {
-            case SL_GGML_F32: {
-                const float f = rndf();
-                memcpy(p, &f, 4);
-                break;
-            }
-            case SL_GGML_F16: put_half(p, rndf()); break;
-            case SL_GGML_BF16: {
-                const uint16_t h = sl_quant_fp32_to_bf16(rndf());
-                memcpy(p, &h, 2);
-                break;
-            }
-            case SL_GGML_Q4_1:
-            case SL_GGML_Q5_1:
-            case SL_GGML_Q4_K:
-            case SL_GGML_Q5_K:
-                put_half(p, d);
-                put_half(p + 2, d * rndf());
-                break;
-            case SL_GGML_Q6_K: put_half(p + 208, d); break;
-            case SL_GGML_MXFP4: {
-                /* Edges of the E8M0 decode: every row r % 3 == 2 has only the subnormal halves
-                 * (e = 0, 1) and the first normal (2), so their terms decide its sum; other
-                 * rows have ordinary exponents and, every 7th block, a large one (200). */
-                if (r % 3 == 2) p[0] = (uint8_t)(rnd() % 3);
-                else p[0] = b % 7 == 3 ? 200 : (uint8_t)(118 + rnd() % 8);
-                break;
-            }
-            default: put_half(p, d); break;
-            }
-        }
+        random_row(type, wr, rb, cols, r);
     }
     free(row);
     return w;
@@ -619,9 +626,9 @@ int main(void)
         if (blk == 1) {
             const int64_t c[] = {1, 7, 33, 4096 + 3};
             for (int i = 0; i < 4; i++) cols_list[n_cols++] = c[i];
-        } else if (blk == 256) {
-            const int64_t c[] = {1, 2, 3, 16};
-            for (int i = 0; i < 4; i++) cols_list[n_cols++] = c[i] * blk;
+        } else if (blk == 256) { /* 9 and 11: a whole 8-super-block group and a tail */
+            const int64_t c[] = {1, 2, 3, 9, 11, 16};
+            for (int i = 0; i < 6; i++) cols_list[n_cols++] = c[i] * blk;
         } else { /* 8-block groups: 9, 17 and 20 (Gemma's 640) hit the group loop with a
                   * short last group; 128 = 4096 */
             const int64_t c[] = {1, 2, 3, 7, 9, 17, 20, 128};
@@ -656,6 +663,17 @@ int main(void)
             free(w);
         }
         check_batch_shapes(&cs, type);
+        /* Quantizer output rarely reaches the extremes the integer-range argument of matvec.h
+         * is about (Q6_K scale -128, every quant at its limit): random bytes do. */
+        if (quantized && blk > 1) {
+            const int64_t rows = 17, cols = (blk == 256 ? 11 : 20) * blk;
+            const size_t rb = sl_ref_matvec_row_bytes(type, cols);
+            uint8_t *w = malloc(rb * (size_t)rows);
+            for (int64_t r = 0; r < rows; r++) random_row(type, w + (size_t)r * rb, rb, cols, r);
+            check_fast(&cs, type, w, rows, cols, 1);
+            check_fast(&cs, type, w, rows, cols, 3);
+            free(w);
+        }
         printf("matvec_test: %-5s weights %s\n", tname(type),
                quantized ? "from kernels/ref/quant" : "random bytes (no quantizer yet)");
     }
