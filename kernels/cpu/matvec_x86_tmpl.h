@@ -187,6 +187,21 @@ SL_MV_SUFFIX(group_terms)(const char *wp, const char *xp, int m, int wbytes, int
     return _mm256_add_ps(a, ms);
 }
 
+/* return FN(wp, xp, m, ...) with m (1..8) a constant in each case: the group's loops unroll
+ * and its eight vectors stay in registers (with a run-time m they went through the stack, and
+ * short rows, e.g. 4 super-blocks, are nothing but such a group). */
+#define SL_MV_CONST_M(FN, m, ...)                                                                \
+    switch (m) {                                                                                 \
+    case 1: return FN(wp, xp, 1, __VA_ARGS__);                                                   \
+    case 2: return FN(wp, xp, 2, __VA_ARGS__);                                                   \
+    case 3: return FN(wp, xp, 3, __VA_ARGS__);                                                   \
+    case 4: return FN(wp, xp, 4, __VA_ARGS__);                                                   \
+    case 5: return FN(wp, xp, 5, __VA_ARGS__);                                                   \
+    case 6: return FN(wp, xp, 6, __VA_ARGS__);                                                   \
+    case 7: return FN(wp, xp, 7, __VA_ARGS__);                                                   \
+    default: return FN(wp, xp, 8, __VA_ARGS__);                                                 \
+    }
+
 /* The terms of a group of m (<= 8) blocks, lane k block k's; lanes m..7 finite, meaningless. */
 typedef __m256 (*SL_MV_SUFFIX(group_fn))(const char *wp, const char *xp, int m);
 
@@ -248,8 +263,8 @@ static inline float SL_MV_SUFFIX(reduce8)(__m256 s)
     static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(group_##NAME)(              \
         const char *wp, const char *xp, int m)                                                   \
     {                                                                                            \
-        return SL_MV_SUFFIX(group_terms)(wp, xp, m, (int)(WBYTES), (int)(XBYTES),               \
-                                         SL_MV_SUFFIX(dot_##NAME), TERM);                        \
+        SL_MV_CONST_M(SL_MV_SUFFIX(group_terms), m, (int)(WBYTES), (int)(XBYTES),               \
+                      SL_MV_SUFFIX(dot_##NAME), TERM)                                            \
     }                                                                                            \
     static void SL_MV_SUFFIX(range_##NAME)(const sl__mv_type *t, const void *w, const void *xq, \
                                            int64_t b0, int64_t b1, float *lane)                 \
@@ -270,20 +285,25 @@ SL_MV_RANGE32(q5_1, sizeof(sl_block_q5_1), sizeof(sl_block_q8_1), SL_MV_TERM_DM)
 
 /* ---- K-quants: SIMD integer sums per super-block, reference float term ------------------ */
 
-/* Q4_K/Q5_K: the 8 six-bit sub-block scales into sc (ggml's 12-byte unpack: bytes 0..7 of u
- * are the scales, 8..15 the mins) and summ = sum_j m_j * (bsums[2j] + bsums[2j+1]) from the
- * Q8_K block at xp; pair sums <= 2 * 16 * 127 fit int16. Integer sums are exact in any order. */
+/* Q4_K/Q5_K: ggml's 12-byte unpack of the six-bit sub-block scales and mins, in registers:
+ * bytes 0..7 of the result are the 8 scales, 8..15 the 8 mins. */
+static inline __m128i SL_MV_SUFFIX(k4_unpack_v)(const uint8_t *scales)
+{
+    uint32_t u[3];
+    memcpy(u, scales, 12);
+    const uint32_t mins_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    return _mm_set_epi32((int)mins_hi, (int)(u[1] & 0x3f3f3f3fu), (int)sc_hi,
+                         (int)(u[0] & 0x3f3f3f3fu));
+}
+
+/* The same with the scales stored to sc and the 8 mins returned as int16. Integer sums are
+ * exact in any order. */
 static inline __m128i SL_MV_SUFFIX(k4_unpack)(const uint8_t *scales, uint8_t sc[8])
 {
-    uint32_t u[4];
-    memcpy(u, scales, 12);
-    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-    const uint32_t aux = u[1] & 0x3f3f3f3fu;
-    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-    u[2] = aux;
-    u[0] &= 0x3f3f3f3fu;
-    memcpy(sc, u, 8);
-    return _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2])); /* the 8 mins */
+    const __m128i v = SL_MV_SUFFIX(k4_unpack_v)(scales);
+    _mm_storel_epi64((__m128i *)sc, v);
+    return _mm_cvtepu8_epi16(_mm_unpackhi_epi64(v, v));
 }
 
 /* One Q4_K (q5 0) or Q5_K (q5 1) super-block at wp times the Q8_K block at xp: 8 int32 whose
@@ -299,14 +319,13 @@ SL_MV_SUFFIX(k45_block)(const char *wp, const char *xp, int q5, __m128i *summ)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
     const uint8_t *qs = (const uint8_t *)wp + (q5 ? 48 : 16);
-    uint8_t sc[8];
-    const __m128i mins = SL_MV_SUFFIX(k4_unpack)((const uint8_t *)wp + 4, sc);
+    const __m128i scm = SL_MV_SUFFIX(k4_unpack_v)((const uint8_t *)wp + 4);
     const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
     const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
                                          _mm256_extracti128_si256(bs, 1));
-    *summ = _mm_madd_epi16(mins, pairs);
-    const __m256i sc16 =
-        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+    /* pair sums <= 2 * 16 * 127 fit int16 */
+    *summ = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(scm, scm)), pairs);
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
     __m256i h = q5 ? _mm256_loadu_si256((const __m256i *)(wp + 16)) : _mm256_setzero_si256();
     __m256i acc = _mm256_setzero_si256();
     for (int j = 0; j < 4; j++) {
@@ -470,7 +489,7 @@ SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, floa
     static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(group_##NAME)(              \
         const char *wp, const char *xp, int m)                                                   \
     {                                                                                            \
-        return SL_MV_SUFFIX(kgroup)(wp, xp, m, KIND);                                            \
+        SL_MV_CONST_M(SL_MV_SUFFIX(kgroup), m, KIND)                                             \
     }                                                                                            \
     static void SL_MV_SUFFIX(range_##NAME)(const sl__mv_type *t, const void *w, const void *xq, \
                                            int64_t b0, int64_t b1, float *lane)                 \
@@ -486,6 +505,7 @@ SL_MV_KQUANT(q6_K, SL_MV_K6, 210)
 
 #undef SL_MV_KQUANT
 #undef SL_MV_ROWS
+#undef SL_MV_CONST_M
 
 /* ---- float weights ---------------------------------------------------------------------- */
 
