@@ -49,6 +49,17 @@ static inline __m256i SL_MV_SUFFIX(hsum8x8)(const __m256i v[8])
                             _mm256_permute2x128_si256(ab, cd, 0x31));
 }
 
+/* hsum8x8 of a group of m blocks (v[m..7] zero): for m <= 4 the upper four sums are 0 and
+ * half the tree is skipped (rows of 2 or 4 super-blocks are one such group). */
+static inline __m256i SL_MV_SUFFIX(hsum8x8_m)(const __m256i v[8], int m)
+{
+    if (m > 4) return SL_MV_SUFFIX(hsum8x8)(v);
+    const __m256i ab = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]),
+                                         _mm256_hadd_epi32(v[2], v[3]));
+    return _mm256_zextsi128_si256(
+        _mm_add_epi32(_mm256_castsi256_si128(ab), _mm256_extracti128_si256(ab, 1)));
+}
+
 static inline int32_t SL_MV_SUFFIX(hsum_i32)(__m256i v)
 {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -174,7 +185,7 @@ SL_MV_SUFFIX(group_terms)(const char *wp, const char *xp, int m, int wbytes, int
     __m256i v[8];
     for (int k = 0; k < 8; k++)
         v[k] = k < m ? dot(wp + k * wbytes, xp + k * xbytes) : _mm256_setzero_si256();
-    const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v));
+    const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(v, m));
     const __m256 hx = SL_MV_SUFFIX(load_halves)(xp, (size_t)xbytes, m);
     if (term == SL_MV_TERM_E8M0) /* the reference's dx * dw; IEEE products commute anyway */
         return _mm256_mul_ps(isum, _mm256_mul_ps(hx, SL_MV_SUFFIX(load_e8m0_half)(
@@ -412,12 +423,14 @@ static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, size_t stride, int
         _mm256_set_epi64x((long long)q[3], (long long)q[2], (long long)q[1], (long long)q[0]));
 }
 
-/* v[k] (4 int32 each) -> one vector whose element k is the sum of v[k]'s elements. */
-static inline __m256i SL_MV_SUFFIX(hsum8x4)(const __m128i v[8])
+/* v[k] (4 int32 each, zero from k = m on) -> one vector whose element k is the sum of v[k]'s
+ * elements. */
+static inline __m256i SL_MV_SUFFIX(hsum8x4_m)(const __m128i v[8], int m)
 {
-    const __m128i a = _mm_hadd_epi32(v[0], v[1]), b = _mm_hadd_epi32(v[2], v[3]);
+    const __m128i lo = _mm_hadd_epi32(_mm_hadd_epi32(v[0], v[1]), _mm_hadd_epi32(v[2], v[3]));
+    if (m <= 4) return _mm256_zextsi128_si256(lo);
     const __m128i c = _mm_hadd_epi32(v[4], v[5]), d = _mm_hadd_epi32(v[6], v[7]);
-    return _mm256_set_m128i(_mm_hadd_epi32(c, d), _mm_hadd_epi32(a, b));
+    return _mm256_set_m128i(_mm_hadd_epi32(c, d), lo);
 }
 
 static inline int32_t SL_MV_SUFFIX(hsum_i32x4)(__m128i v)
@@ -447,14 +460,14 @@ SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, int kind)
                                                   kind == SL_MV_K5, &s[k]);
     }
     const __m256 dx = SL_MV_SUFFIX(load_floats)(xp, (size_t)xbytes, m);
-    const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v));
+    const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(v, m));
     const __m256 dd =
         _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + (kind == SL_MV_K6 ? 208 : 0),
                                                 (size_t)wbytes, m), dx);
     const __m256 a = _mm256_mul_ps(isum, dd);
     if (kind == SL_MV_K6) return a;
     const __m256 dmd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, (size_t)wbytes, m), dx);
-    return _mm256_sub_ps(a, _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x4)(s)), dmd));
+    return _mm256_sub_ps(a, _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x4_m)(s, m)), dmd));
 }
 
 /* Super-blocks [b0, b1) one at a time into lane[b % 8] (column-listed runs start anywhere):
