@@ -68,18 +68,34 @@ static inline int32_t SL_MV_SUFFIX(hsum_i32)(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
-/* m (<= 8) half scales of blocks `stride` bytes apart from p, as floats (F16C is exact, like
- * the reference's conversion); lanes m..7 are 0. Built in two 64-bit registers rather than
- * stored to memory and reloaded, which would stall on store-to-load forwarding. */
-static inline __m256 SL_MV_SUFFIX(load_halves)(const char *p, size_t stride, int m)
+/* Which block feeds lane k of a group. pair 0: blocks 0..m-1 (m <= 8) of one row, p its
+ * first. pair 1: blocks 0..m-1 (m <= 4) of two rows, p's in lanes 0..3 and q's in 4..7, so
+ * one group serves two short rows (activations: the same x blocks for both, q = p). */
+static inline int SL_MV_SUFFIX(lane_on)(int k, int m, int pair)
 {
-    uint64_t q[2] = {0, 0};
-    for (int k = 0; k < m; k++) {
+    return pair ? (k & 3) < m : k < m;
+}
+
+static inline const char *SL_MV_SUFFIX(lane_at)(const char *p, const char *q, int k,
+                                               size_t stride, int pair)
+{
+    return pair ? (k < 4 ? p : q) + (size_t)(k & 3) * stride : p + (size_t)k * stride;
+}
+
+/* The half scales at p/q of the group's lanes (lane_on), as floats (F16C is exact, like the
+ * reference's conversion); other lanes 0. Built in two 64-bit registers rather than stored to
+ * memory and reloaded, which would stall on store-to-load forwarding. */
+static inline __m256 SL_MV_SUFFIX(load_halves)(const char *p, const char *q, size_t stride,
+                                               int m, int pair)
+{
+    uint64_t v[2] = {0, 0};
+    for (int k = 0; k < 8; k++) {
+        if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) continue;
         uint16_t h;
-        memcpy(&h, p + (size_t)k * stride, 2);
-        q[k >> 2] |= (uint64_t)h << (16 * (k & 3));
+        memcpy(&h, SL_MV_SUFFIX(lane_at)(p, q, k, stride, pair), 2);
+        v[k >> 2] |= (uint64_t)h << (16 * (k & 3));
     }
-    return _mm256_cvtph_ps(_mm_set_epi64x((long long)q[1], (long long)q[0]));
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)v[1], (long long)v[0]));
 }
 
 /* Q4_0 nibbles of one block -> 32 bytes in element order (low nibbles 0..15, high 16..31). */
@@ -155,13 +171,16 @@ static inline __m256i SL_MV_SUFFIX(dot_q5_1)(const char *wp, const char *xp)
     return SL_MV_SUFFIX(u8s8_dot)(q, _mm256_loadu_si256((const __m256i *)(xp + 4)));
 }
 
-/* m (<= 8) MXFP4 block scales (E8M0 bytes `stride` bytes apart) as sl__mv_e8m0_half gives
+/* The MXFP4 block scales (E8M0 bytes) at p/q of the group's lanes as sl__mv_e8m0_half gives
  * them: 2^(e-128) as the float with exponent field e - 1, or the subnormal 0x00200000 << e for
- * e < 2. Lanes m..7 hold a finite value of no meaning (the caller masks them). */
-static inline __m256 SL_MV_SUFFIX(load_e8m0_half)(const char *p, size_t stride, int m)
+ * e < 2. Other lanes hold a finite value of no meaning (the caller masks them). */
+static inline __m256 SL_MV_SUFFIX(load_e8m0_half)(const char *p, const char *q, size_t stride,
+                                                  int m, int pair)
 {
     int32_t e[8] = {0};
-    for (int k = 0; k < m; k++) e[k] = (uint8_t)p[(size_t)k * stride];
+    for (int k = 0; k < 8; k++)
+        if (SL_MV_SUFFIX(lane_on)(k, m, pair))
+            e[k] = (uint8_t)*SL_MV_SUFFIX(lane_at)(p, q, k, stride, pair);
     const __m256i ev = _mm256_setr_epi32(e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]);
     const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
     const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
@@ -176,25 +195,29 @@ enum { SL_MV_TERM_D, SL_MV_TERM_E8M0, SL_MV_TERM_DM };
 
 typedef __m256i (*SL_MV_SUFFIX(dot_fn))(const char *wp, const char *xp);
 
-/* The terms of blocks k = 0 .. m-1 (m <= 8) of the group at wp/xp, lane k; lanes m..7 are
- * finite and meaningless. Reads nothing past block m - 1 (a row's last group may be short). */
+/* The terms of the group's blocks (lane_on: one row's blocks at wp or two rows' at wp and
+ * wq), x blocks from xp; other lanes finite and meaningless. Reads no block past the group. */
 static inline __attribute__((always_inline)) __m256
-SL_MV_SUFFIX(group_terms)(const char *wp, const char *xp, int m, int wbytes, int xbytes,
-                          SL_MV_SUFFIX(dot_fn) dot, int term)
+SL_MV_SUFFIX(group_terms)(const char *wp, const char *xp, int m, const char *wq, int pair,
+                          int wbytes, int xbytes, SL_MV_SUFFIX(dot_fn) dot, int term)
 {
+    const size_t wb = (size_t)wbytes, xb = (size_t)xbytes;
     __m256i v[8];
     for (int k = 0; k < 8; k++)
-        v[k] = k < m ? dot(wp + k * wbytes, xp + k * xbytes) : _mm256_setzero_si256();
-    const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(v, m));
-    const __m256 hx = SL_MV_SUFFIX(load_halves)(xp, (size_t)xbytes, m);
+        v[k] = SL_MV_SUFFIX(lane_on)(k, m, pair)
+                   ? dot(SL_MV_SUFFIX(lane_at)(wp, wq, k, wb, pair),
+                         SL_MV_SUFFIX(lane_at)(xp, xp, k, xb, pair))
+                   : _mm256_setzero_si256();
+    const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(v, pair ? 8 : m));
+    const __m256 hx = SL_MV_SUFFIX(load_halves)(xp, xp, xb, m, pair);
     if (term == SL_MV_TERM_E8M0) /* the reference's dx * dw; IEEE products commute anyway */
         return _mm256_mul_ps(isum, _mm256_mul_ps(hx, SL_MV_SUFFIX(load_e8m0_half)(
-                                                         wp, (size_t)wbytes, m)));
-    const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, (size_t)wbytes, m), hx);
+                                                         wp, wq, wb, m, pair)));
+    const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, wq, wb, m, pair), hx);
     const __m256 a = _mm256_mul_ps(isum, dd);
     if (term == SL_MV_TERM_D) return a;
-    const __m256 ms = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, (size_t)wbytes, m),
-                                    SL_MV_SUFFIX(load_halves)(xp + 2, (size_t)xbytes, m));
+    const __m256 ms = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, wq + 2, wb, m, pair),
+                                    SL_MV_SUFFIX(load_halves)(xp + 2, xp + 2, xb, m, pair));
     return _mm256_add_ps(a, ms);
 }
 
@@ -211,6 +234,13 @@ SL_MV_SUFFIX(group_terms)(const char *wp, const char *xp, int m, int wbytes, int
     case 6: return FN(wp, xp, 6, __VA_ARGS__);                                                   \
     case 7: return FN(wp, xp, 7, __VA_ARGS__);                                                   \
     default: return FN(wp, xp, 8, __VA_ARGS__);                                                 \
+    }
+#define SL_MV_CONST_M4(FN, m, ...)                                                               \
+    switch (m) {                                                                                 \
+    case 1: return FN(wp, xp, 1, __VA_ARGS__);                                                   \
+    case 2: return FN(wp, xp, 2, __VA_ARGS__);                                                   \
+    case 3: return FN(wp, xp, 3, __VA_ARGS__);                                                   \
+    default: return FN(wp, xp, 4, __VA_ARGS__);                                                 \
     }
 
 /* The terms of a group of m (<= 8) blocks, lane k block k's; lanes m..7 finite, meaningless. */
@@ -259,12 +289,33 @@ static inline float SL_MV_SUFFIX(reduce8)(__m256 s)
     return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
 }
 
-/* Whole rows for one batch column (sl__mv_rows_fn): a row's 8 lanes never leave a register. */
+/* Rows a and a + 1 from the terms of a pair group (lane_on, pair 1) of m blocks each: the
+ * lanes each row would have on its own (0 + term, untouched lanes +0), reduced as the
+ * reference reduces them. */
+static inline void SL_MV_SUFFIX(pair_rows)(__m256 t, int m, float *y)
+{
+    const __m256i k3 = _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3);
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), k3);
+    const __m256 z = _mm256_setzero_ps();
+    const __m256 acc = _mm256_blendv_ps(z, _mm256_add_ps(z, t), _mm256_castsi256_ps(live));
+    y[0] = SL_MV_SUFFIX(reduce8)(_mm256_zextps128_ps256(_mm256_castps256_ps128(acc)));
+    y[1] = SL_MV_SUFFIX(reduce8)(_mm256_zextps128_ps256(_mm256_extractf128_ps(acc, 1)));
+}
+
+/* Whole rows for one batch column (sl__mv_rows_fn): a row's 8 lanes never leave a register;
+ * rows of at most 4 blocks go two to a group (the group's fixed work is then shared). */
 #define SL_MV_ROWS(NAME, WBYTES, XBYTES)                                                         \
     static void SL_MV_SUFFIX(rows_##NAME)(const void *w, size_t wrb, const void *xq, int64_t nb, \
                                           int64_t r0, int64_t r1, float *y)                      \
     {                                                                                            \
-        for (int64_t r = r0; r < r1; r++)                                                        \
+        int64_t r = r0;                                                                          \
+        if (nb <= 4)                                                                             \
+            for (; r + 2 <= r1; r += 2) {                                                        \
+                const char *wa = (const char *)w + (size_t)r * wrb;                              \
+                SL_MV_SUFFIX(pair_rows)(SL_MV_SUFFIX(pair_##NAME)(wa, xq, (int)nb, wa + wrb),   \
+                                        (int)nb, y + r);                                         \
+            }                                                                                    \
+        for (; r < r1; r++)                                                                      \
             y[r] = SL_MV_SUFFIX(reduce8)(SL_MV_SUFFIX(groups_acc)(                               \
                 _mm256_setzero_ps(), (const char *)w + (size_t)r * wrb, xq, 0, nb,               \
                 (int)(WBYTES), (int)(XBYTES), SL_MV_SUFFIX(group_##NAME)));                      \
@@ -274,8 +325,14 @@ static inline float SL_MV_SUFFIX(reduce8)(__m256 s)
     static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(group_##NAME)(              \
         const char *wp, const char *xp, int m)                                                   \
     {                                                                                            \
-        SL_MV_CONST_M(SL_MV_SUFFIX(group_terms), m, (int)(WBYTES), (int)(XBYTES),               \
+        SL_MV_CONST_M(SL_MV_SUFFIX(group_terms), m, wp, 0, (int)(WBYTES), (int)(XBYTES),        \
                       SL_MV_SUFFIX(dot_##NAME), TERM)                                            \
+    }                                                                                            \
+    static __m256 SL_MV_SUFFIX(pair_##NAME)(const char *wp, const char *xp, int m,               \
+                                            const char *wq)                                      \
+    {                                                                                            \
+        SL_MV_CONST_M4(SL_MV_SUFFIX(group_terms), m, wq, 1, (int)(WBYTES), (int)(XBYTES),       \
+                       SL_MV_SUFFIX(dot_##NAME), TERM)                                           \
     }                                                                                            \
     static void SL_MV_SUFFIX(range_##NAME)(const sl__mv_type *t, const void *w, const void *xq, \
                                            int64_t b0, int64_t b1, float *lane)                 \
@@ -409,18 +466,20 @@ static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(q6k_block)(con
     return _mm256_sub_epi32(acc, off);
 }
 
-/* m (<= 8) floats `stride` bytes apart from p (the Q8_K scales) as a vector, lanes m..7 0;
- * built in registers like load_halves. */
-static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, size_t stride, int m)
+/* The floats at p/q of the group's lanes (the Q8_K scales), other lanes 0; built in
+ * registers like load_halves. */
+static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, size_t stride,
+                                               int m, int pair)
 {
-    uint64_t q[4] = {0, 0, 0, 0};
-    for (int k = 0; k < m; k++) {
+    uint64_t v[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 8; k++) {
+        if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) continue;
         uint32_t f;
-        memcpy(&f, p + (size_t)k * stride, 4);
-        q[k >> 1] |= (uint64_t)f << (32 * (k & 1));
+        memcpy(&f, SL_MV_SUFFIX(lane_at)(p, q, k, stride, pair), 4);
+        v[k >> 1] |= (uint64_t)f << (32 * (k & 1));
     }
     return _mm256_castsi256_ps(
-        _mm256_set_epi64x((long long)q[3], (long long)q[2], (long long)q[1], (long long)q[0]));
+        _mm256_set_epi64x((long long)v[3], (long long)v[2], (long long)v[1], (long long)v[0]));
 }
 
 /* v[k] (4 int32 each, zero from k = m on) -> one vector whose element k is the sum of v[k]'s
@@ -441,33 +500,36 @@ static inline int32_t SL_MV_SUFFIX(hsum_i32x4)(__m128i v)
 
 enum { SL_MV_K4, SL_MV_K5, SL_MV_K6 }; /* which K-quant a kgroup / krange call is for */
 
-/* The terms of K-quant super-blocks k = 0 .. m-1 (m <= 8) of the group at wp/xp, lane k, as
- * the reference forms them (sl__mv_term_k / sl__mv_term_d): a = (float)isum * (d * dx), minus
- * b = (float)summ * (dmin * dx) for Q4_K/Q5_K, each a separate rounding, eight at a time.
- * Lanes m..7 are 0 (their scales are); nothing past block m - 1 is read. */
+/* The terms of a group of K-quant super-blocks (lane_on: one row's at wp or two rows' at wp
+ * and wq), as the reference forms them (sl__mv_term_k / sl__mv_term_d): a = (float)isum *
+ * (d * dx), minus b = (float)summ * (dmin * dx) for Q4_K/Q5_K, each a separate rounding,
+ * eight at a time. Other lanes are 0 (their scales are); no block past the group is read. */
 static inline __attribute__((always_inline)) __m256
-SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, int kind)
+SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int pair, int kind)
 {
-    const int wbytes = kind == SL_MV_K4 ? 144 : kind == SL_MV_K5 ? 176 : 210;
-    const int xbytes = (int)sizeof(sl_block_q8_K);
+    const size_t wb = kind == SL_MV_K4 ? 144 : kind == SL_MV_K5 ? 176 : 210;
+    const size_t xb = sizeof(sl_block_q8_K);
     __m256i v[8];
     __m128i s[8];
     for (int k = 0; k < 8; k++) {
         s[k] = _mm_setzero_si128();
-        if (k >= m) v[k] = _mm256_setzero_si256();
-        else if (kind == SL_MV_K6) v[k] = SL_MV_SUFFIX(q6k_block)(wp + k * wbytes, xp + k * xbytes);
-        else v[k] = SL_MV_SUFFIX(k45_block)(wp + k * wbytes, xp + k * xbytes,
-                                                  kind == SL_MV_K5, &s[k]);
+        const char *w = SL_MV_SUFFIX(lane_at)(wp, wq, k, wb, pair);
+        const char *x = SL_MV_SUFFIX(lane_at)(xp, xp, k, xb, pair);
+        if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) v[k] = _mm256_setzero_si256();
+        else if (kind == SL_MV_K6) v[k] = SL_MV_SUFFIX(q6k_block)(w, x);
+        else v[k] = SL_MV_SUFFIX(k45_block)(w, x, kind == SL_MV_K5, &s[k]);
     }
-    const __m256 dx = SL_MV_SUFFIX(load_floats)(xp, (size_t)xbytes, m);
-    const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(v, m));
+    const int n = pair ? 8 : m; /* lanes that may be live, for the sum trees */
+    const __m256 dx = SL_MV_SUFFIX(load_floats)(xp, xp, xb, m, pair);
+    const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(v, n));
+    const size_t dofs = kind == SL_MV_K6 ? 208 : 0;
     const __m256 dd =
-        _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + (kind == SL_MV_K6 ? 208 : 0),
-                                                (size_t)wbytes, m), dx);
+        _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + dofs, wq + dofs, wb, m, pair), dx);
     const __m256 a = _mm256_mul_ps(isum, dd);
     if (kind == SL_MV_K6) return a;
-    const __m256 dmd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, (size_t)wbytes, m), dx);
-    return _mm256_sub_ps(a, _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x4_m)(s, m)), dmd));
+    const __m256 dmd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, wq + 2, wb, m, pair), dx);
+    const __m256 summ = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x4_m)(s, n));
+    return _mm256_sub_ps(a, _mm256_mul_ps(summ, dmd));
 }
 
 /* Super-blocks [b0, b1) one at a time into lane[b % 8] (column-listed runs start anywhere):
@@ -502,7 +564,12 @@ SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, floa
     static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(group_##NAME)(              \
         const char *wp, const char *xp, int m)                                                   \
     {                                                                                            \
-        SL_MV_CONST_M(SL_MV_SUFFIX(kgroup), m, KIND)                                             \
+        SL_MV_CONST_M(SL_MV_SUFFIX(kgroup), m, wp, 0, KIND)                                      \
+    }                                                                                            \
+    static __m256 SL_MV_SUFFIX(pair_##NAME)(const char *wp, const char *xp, int m,               \
+                                            const char *wq)                                      \
+    {                                                                                            \
+        SL_MV_CONST_M4(SL_MV_SUFFIX(kgroup), m, wq, 1, KIND)                                     \
     }                                                                                            \
     static void SL_MV_SUFFIX(range_##NAME)(const sl__mv_type *t, const void *w, const void *xq, \
                                            int64_t b0, int64_t b1, float *lane)                 \
@@ -519,6 +586,7 @@ SL_MV_KQUANT(q6_K, SL_MV_K6, 210)
 #undef SL_MV_KQUANT
 #undef SL_MV_ROWS
 #undef SL_MV_CONST_M
+#undef SL_MV_CONST_M4
 
 /* ---- float weights ---------------------------------------------------------------------- */
 
