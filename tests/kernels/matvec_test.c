@@ -402,6 +402,62 @@ static void check_sparse(const ctx_set *cs, uint32_t type, const void *w, int64_
 /* Each part's y equals the reference bit for bit, every row written (y starts NaN), for mixes
  * of types that share an activation type or not, parts far larger than a chunk (split by
  * bytes) and parts of one row, on every ISA and pool. */
+/* Parts with their own inputs (an expert's down projection each): parts 0 and 3 share x0,
+ * part 2 shares the call's x with part 1's type, part 4 has x1; every part against a lone
+ * reference call on its own input, then all inputs per part with no call x. */
+static void check_multi_own_x(const ctx_set *cs)
+{
+    static const uint32_t types[] = {SL_GGML_Q4_K, SL_GGML_Q8_0, SL_GGML_Q8_0, SL_GGML_Q4_K,
+                                     SL_GGML_Q6_K};
+    const int64_t cols = 512, rows = 300;
+    float *xs[3] = {make_x(cols), make_x(cols), make_x(cols)}; /* call x, x0, x1 */
+    const int src[] = {1, 0, 0, 1, 2};
+    sl_cpu_matvec_part parts[5];
+    float *ref[5];
+    bool quantized;
+    sl_error e;
+    for (int p = 0; p < 5; p++) {
+        parts[p] = (sl_cpu_matvec_part){.type = types[p], .rows = rows,
+                                        .w = make_weights(types[p], rows, cols, &quantized),
+                                        .y = malloc((size_t)rows * sizeof(float)),
+                                        .x = src[p] ? xs[src[p]] : NULL};
+        ref[p] = malloc((size_t)rows * sizeof(float));
+        CHECK(!sl_ref_matvec(types[p], parts[p].w, rows, cols, xs[src[p]], 1, ref[p], &e));
+    }
+    for (int no_call_x = 0; no_call_x < 2; no_call_x++) {
+        if (no_call_x) { /* parts 1 and 2 bring the call's x themselves */
+            parts[1].x = xs[0];
+            parts[2].x = xs[0];
+        }
+        const size_t wb = sl_cpu_matvec_multi_work_bytes(parts, 5, cols);
+        /* shared inputs are quantized once: Q8_K x0, Q8_0 x (call), Q8_K x1 */
+        CHECK(wb == 2 * sl_ref_matvec_act_bytes(SL_GGML_Q4_K, cols) +
+                        sl_ref_matvec_act_bytes(SL_GGML_Q8_0, cols));
+        char *work = malloc(wb);
+        for (int m = 0; m < cs->n_mv; m++)
+            for (int pi = 0; pi < 4; pi++) {
+                for (int p = 0; p < 5; p++)
+                    for (int64_t r = 0; r < rows; r++) parts[p].y[r] = NAN;
+                CHECK_MSG(!sl_cpu_matvec_multi(&cs->mv[m], cs->pools[pi], parts, 5, cols,
+                                               no_call_x ? NULL : xs[0], work, wb, &e),
+                          "multi own x: %s", e.msg);
+                for (int p = 0; p < 5; p++) {
+                    CHECK_MSG(!memcmp(parts[p].y, ref[p], (size_t)rows * 4),
+                              "multi own x %s pool %d: part %d (%s) differs from the reference",
+                              sl_cpu_matvec_name(&cs->mv[m]), pi, p, tname(types[p]));
+                    n_exact_checks++;
+                }
+            }
+        free(work);
+    }
+    for (int p = 0; p < 5; p++) {
+        free((void *)parts[p].w);
+        free(parts[p].y);
+        free(ref[p]);
+    }
+    for (int i = 0; i < 3; i++) free(xs[i]);
+}
+
 static void check_multi(const ctx_set *cs)
 {
     static const uint32_t mix_k[] = {SL_GGML_Q5_0, SL_GGML_Q8_0, SL_GGML_Q4_K, SL_GGML_Q6_K,
@@ -459,10 +515,13 @@ static void check_multi(const ctx_set *cs)
             }
         }
     }
+    check_multi_own_x(cs);
     float x[64] = {0}, y[2];
     uint8_t w[256] = {0}, work[256];
     sl_error e;
     sl_cpu_matvec_part bad = {.type = SL_GGML_Q8_0, .w = w, .rows = 2, .y = y};
+    CHECK(sl_cpu_matvec_multi(&cs->mv[0], NULL, &bad, 1, 32, NULL, work, 256, &e) ==
+          SL_ERR_INVALID); /* no x anywhere */
     CHECK(sl_cpu_matvec_multi(&cs->mv[0], NULL, &bad, 0, 32, x, work, 256, &e) ==
           SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "n_parts = 0");
