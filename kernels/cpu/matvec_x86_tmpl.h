@@ -195,11 +195,25 @@ enum { SL_MV_TERM_D, SL_MV_TERM_E8M0, SL_MV_TERM_DM };
 
 typedef __m256i (*SL_MV_SUFFIX(dot_fn))(const char *wp, const char *xp);
 
+/* The x block scales of a group's lanes as floats: from hx (the row's precomputed scales,
+ * 0 past its end; a pair's two rows share x) or from the blocks at xp, halves or (isfloat, Q8_K)
+ * floats. Both are exact, so either gives the reference's values. */
+static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, size_t stride,
+                                               int m, int pair);
+static inline __m256 SL_MV_SUFFIX(x_scales)(const float *hx, const char *xp, size_t xb, int m,
+                                            int pair, int isfloat)
+{
+    if (hx) return pair ? _mm256_broadcast_ps((const __m128 *)hx) : _mm256_loadu_ps(hx);
+    return isfloat ? SL_MV_SUFFIX(load_floats)(xp, xp, xb, m, pair)
+                   : SL_MV_SUFFIX(load_halves)(xp, xp, xb, m, pair);
+}
+
 /* The terms of the group's blocks (lane_on: one row's blocks at wp or two rows' at wp and
  * wq), x blocks from xp; other lanes finite and meaningless. Reads no block past the group. */
 static inline __attribute__((always_inline)) __m256
 SL_MV_SUFFIX(group_terms)(const char *wp, const char *xp, int m, const char *wq, int pair,
-                          int wbytes, int xbytes, SL_MV_SUFFIX(dot_fn) dot, int term)
+                          const float *hxs, int wbytes, int xbytes, SL_MV_SUFFIX(dot_fn) dot,
+                          int term)
 {
     const size_t wb = (size_t)wbytes, xb = (size_t)xbytes;
     __m256i v[8];
@@ -209,7 +223,7 @@ SL_MV_SUFFIX(group_terms)(const char *wp, const char *xp, int m, const char *wq,
                          SL_MV_SUFFIX(lane_at)(xp, xp, k, xb, pair))
                    : _mm256_setzero_si256();
     const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(v, pair ? 8 : m));
-    const __m256 hx = SL_MV_SUFFIX(load_halves)(xp, xp, xb, m, pair);
+    const __m256 hx = SL_MV_SUFFIX(x_scales)(hxs, xp, xb, m, pair, 0);
     if (term == SL_MV_TERM_E8M0) /* the reference's dx * dw; IEEE products commute anyway */
         return _mm256_mul_ps(isum, _mm256_mul_ps(hx, SL_MV_SUFFIX(load_e8m0_half)(
                                                          wp, wq, wb, m, pair)));
@@ -243,21 +257,22 @@ SL_MV_SUFFIX(group_terms)(const char *wp, const char *xp, int m, const char *wq,
     default: return FN(wp, xp, 4, __VA_ARGS__);                                                 \
     }
 
-/* The terms of a group of m (<= 8) blocks, lane k block k's; lanes m..7 finite, meaningless. */
-typedef __m256 (*SL_MV_SUFFIX(group_fn))(const char *wp, const char *xp, int m);
+/* The terms of a group of m (<= 8) blocks, lane k block k's; lanes m..7 finite, meaningless.
+ * hx: the group's x block scales as floats (8 readable, 0 past the row), or NULL: from xp. */
+typedef __m256 (*SL_MV_SUFFIX(group_fn))(const char *wp, const char *xp, int m, const float *hx);
 
 /* Adds the terms of blocks [b, b1) (b a multiple of 8) to acc: whole 8-block groups (block b
  * to lane b % 8, one vector add per group, as the reference adds term by term), then a short
  * last group whose m terms go to lanes 0 .. m-1 only (a blend keeps the rest bit for bit). */
 static inline __attribute__((always_inline)) __m256
 SL_MV_SUFFIX(groups_acc)(__m256 acc, const char *wb, const char *xb, int64_t b, int64_t b1,
-                         int wbytes, int xbytes, SL_MV_SUFFIX(group_fn) group)
+                         int wbytes, int xbytes, SL_MV_SUFFIX(group_fn) group, const float *hx)
 {
     for (; b + 8 <= b1; b += 8)
-        acc = _mm256_add_ps(acc, group(wb + b * wbytes, xb + b * xbytes, 8));
+        acc = _mm256_add_ps(acc, group(wb + b * wbytes, xb + b * xbytes, 8, hx ? hx + b : NULL));
     if (b < b1) {
         const int m = (int)(b1 - b);
-        const __m256 tb = group(wb + b * wbytes, xb + b * xbytes, m);
+        const __m256 tb = group(wb + b * wbytes, xb + b * xbytes, m, hx ? hx + b : NULL);
         const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(m),
                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         acc = _mm256_blendv_ps(acc, _mm256_add_ps(acc, tb), _mm256_castsi256_ps(live));
@@ -277,7 +292,7 @@ SL_MV_SUFFIX(range32)(const sl__mv_type *t, const void *w, const void *xq, int64
     if (head > b0) sl__mv_dot_blocks(t, w, xq, b0, head, lane);
     if (head >= b1) return;
     _mm256_storeu_ps(lane, SL_MV_SUFFIX(groups_acc)(_mm256_loadu_ps(lane), w, xq, head, b1,
-                                                    wbytes, xbytes, group));
+                                                    wbytes, xbytes, group, NULL));
 }
 
 /* The reference's 8-lane reduction (sl__mv_reduce8): (s0 + s4) + (s2 + s6) and
@@ -304,34 +319,63 @@ static inline void SL_MV_SUFFIX(pair_rows)(__m256 t, int m, float *y)
 
 /* Whole rows for one batch column (sl__mv_rows_fn): a row's 8 lanes never leave a register;
  * rows of at most 4 blocks go two to a group (the group's fixed work is then shared). */
-#define SL_MV_ROWS(NAME, WBYTES, XBYTES)                                                         \
+enum { SL_MV_HX_MAX = 1024 }; /* blocks whose x scales rows kernels convert once per call */
+
+/* The x scales of nb (<= SL_MV_HX_MAX) activation blocks as floats into hx, zero-padded to a
+ * multiple of 8: every row of a call reads the same ones (halves, or Q8_K's floats). */
+static inline void SL_MV_SUFFIX(hx_fill)(const char *xq, size_t xb, int64_t nb, int isfloat,
+                                         float *hx)
+{
+    int64_t b = 0;
+    for (; b < nb; b++) {
+        if (isfloat) {
+            memcpy(&hx[b], xq + (size_t)b * xb, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, xq + (size_t)b * xb, 2);
+            hx[b] = _cvtsh_ss(h);
+        }
+    }
+    for (; b % 8; b++) hx[b] = 0.0f;
+}
+
+/* Whole rows for one batch column (sl__mv_rows_fn): a row's 8 lanes never leave a register;
+ * rows of at most 4 blocks go two to a group (the group's fixed work is then shared); the x
+ * scales are converted once per call, not once per row. */
+#define SL_MV_ROWS(NAME, WBYTES, XBYTES, XFLOAT)                                                 \
     static void SL_MV_SUFFIX(rows_##NAME)(const void *w, size_t wrb, const void *xq, int64_t nb, \
                                           int64_t r0, int64_t r1, float *y)                      \
     {                                                                                            \
+        float hxa[SL_MV_HX_MAX + 8];                                                             \
+        const float *hx = NULL;                                                                  \
+        if (nb <= SL_MV_HX_MAX) {                                                                \
+            SL_MV_SUFFIX(hx_fill)(xq, (size_t)(XBYTES), nb, XFLOAT, hxa);                        \
+            hx = hxa;                                                                            \
+        }                                                                                        \
         int64_t r = r0;                                                                          \
         if (nb <= 4)                                                                             \
             for (; r + 2 <= r1; r += 2) {                                                        \
                 const char *wa = (const char *)w + (size_t)r * wrb;                              \
-                SL_MV_SUFFIX(pair_rows)(SL_MV_SUFFIX(pair_##NAME)(wa, xq, (int)nb, wa + wrb),   \
-                                        (int)nb, y + r);                                         \
+                SL_MV_SUFFIX(pair_rows)(                                                         \
+                    SL_MV_SUFFIX(pair_##NAME)(wa, xq, (int)nb, wa + wrb, hx), (int)nb, y + r);   \
             }                                                                                    \
         for (; r < r1; r++)                                                                      \
             y[r] = SL_MV_SUFFIX(reduce8)(SL_MV_SUFFIX(groups_acc)(                               \
                 _mm256_setzero_ps(), (const char *)w + (size_t)r * wrb, xq, 0, nb,               \
-                (int)(WBYTES), (int)(XBYTES), SL_MV_SUFFIX(group_##NAME)));                      \
+                (int)(WBYTES), (int)(XBYTES), SL_MV_SUFFIX(group_##NAME), hx));                  \
     }
 
 #define SL_MV_RANGE32(NAME, WBYTES, XBYTES, TERM)                                                \
     static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(group_##NAME)(              \
-        const char *wp, const char *xp, int m)                                                   \
+        const char *wp, const char *xp, int m, const float *hx)                                  \
     {                                                                                            \
-        SL_MV_CONST_M(SL_MV_SUFFIX(group_terms), m, wp, 0, (int)(WBYTES), (int)(XBYTES),        \
+        SL_MV_CONST_M(SL_MV_SUFFIX(group_terms), m, wp, 0, hx, (int)(WBYTES), (int)(XBYTES),    \
                       SL_MV_SUFFIX(dot_##NAME), TERM)                                            \
     }                                                                                            \
     static __m256 SL_MV_SUFFIX(pair_##NAME)(const char *wp, const char *xp, int m,               \
-                                            const char *wq)                                      \
+                                            const char *wq, const float *hx)                     \
     {                                                                                            \
-        SL_MV_CONST_M4(SL_MV_SUFFIX(group_terms), m, wq, 1, (int)(WBYTES), (int)(XBYTES),       \
+        SL_MV_CONST_M4(SL_MV_SUFFIX(group_terms), m, wq, 1, hx, (int)(WBYTES), (int)(XBYTES),   \
                        SL_MV_SUFFIX(dot_##NAME), TERM)                                           \
     }                                                                                            \
     static void SL_MV_SUFFIX(range_##NAME)(const sl__mv_type *t, const void *w, const void *xq, \
@@ -340,7 +384,7 @@ static inline void SL_MV_SUFFIX(pair_rows)(__m256 t, int m, float *y)
         SL_MV_SUFFIX(range32)(t, w, xq, b0, b1, lane, (int)(WBYTES), (int)(XBYTES),             \
                               SL_MV_SUFFIX(group_##NAME));                                       \
     }                                                                                            \
-    SL_MV_ROWS(NAME, WBYTES, XBYTES)
+    SL_MV_ROWS(NAME, WBYTES, XBYTES, 0)
 
 SL_MV_RANGE32(q8_0, sizeof(sl_block_q8_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
 SL_MV_RANGE32(q4_0, sizeof(sl_block_q4_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
@@ -505,7 +549,8 @@ enum { SL_MV_K4, SL_MV_K5, SL_MV_K6 }; /* which K-quant a kgroup / krange call i
  * (d * dx), minus b = (float)summ * (dmin * dx) for Q4_K/Q5_K, each a separate rounding,
  * eight at a time. Other lanes are 0 (their scales are); no block past the group is read. */
 static inline __attribute__((always_inline)) __m256
-SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int pair, int kind)
+SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int pair,
+                     const float *hx, int kind)
 {
     const size_t wb = kind == SL_MV_K4 ? 144 : kind == SL_MV_K5 ? 176 : 210;
     const size_t xb = sizeof(sl_block_q8_K);
@@ -520,7 +565,7 @@ SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int 
         else v[k] = SL_MV_SUFFIX(k45_block)(w, x, kind == SL_MV_K5, &s[k]);
     }
     const int n = pair ? 8 : m; /* lanes that may be live, for the sum trees */
-    const __m256 dx = SL_MV_SUFFIX(load_floats)(xp, xp, xb, m, pair);
+    const __m256 dx = SL_MV_SUFFIX(x_scales)(hx, xp, xb, m, pair, 1);
     const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(v, n));
     const size_t dofs = kind == SL_MV_K6 ? 208 : 0;
     const __m256 dd =
@@ -562,14 +607,14 @@ SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, floa
 
 #define SL_MV_KQUANT(NAME, KIND, WBYTES)                                                         \
     static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(group_##NAME)(              \
-        const char *wp, const char *xp, int m)                                                   \
+        const char *wp, const char *xp, int m, const float *hx)                                  \
     {                                                                                            \
-        SL_MV_CONST_M(SL_MV_SUFFIX(kgroup), m, wp, 0, KIND)                                      \
+        SL_MV_CONST_M(SL_MV_SUFFIX(kgroup), m, wp, 0, hx, KIND)                                  \
     }                                                                                            \
     static __m256 SL_MV_SUFFIX(pair_##NAME)(const char *wp, const char *xp, int m,               \
-                                            const char *wq)                                      \
+                                            const char *wq, const float *hx)                     \
     {                                                                                            \
-        SL_MV_CONST_M4(SL_MV_SUFFIX(kgroup), m, wq, 1, KIND)                                     \
+        SL_MV_CONST_M4(SL_MV_SUFFIX(kgroup), m, wq, 1, hx, KIND)                                 \
     }                                                                                            \
     static void SL_MV_SUFFIX(range_##NAME)(const sl__mv_type *t, const void *w, const void *xq, \
                                            int64_t b0, int64_t b1, float *lane)                 \
@@ -577,7 +622,7 @@ SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, floa
         (void)t;                                                                                 \
         SL_MV_SUFFIX(krange)(w, xq, b0, b1, lane, KIND);                                         \
     }                                                                                            \
-    SL_MV_ROWS(NAME, WBYTES, sizeof(sl_block_q8_K))
+    SL_MV_ROWS(NAME, WBYTES, sizeof(sl_block_q8_K), 1)
 
 SL_MV_KQUANT(q4_K, SL_MV_K4, 144)
 SL_MV_KQUANT(q5_K, SL_MV_K5, 176)
