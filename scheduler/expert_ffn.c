@@ -55,15 +55,22 @@ sl_status sl__expert_gate_up(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
     return bias_act(ops, L, e, m, g, u, err);
 }
 
+/* SL_ERR_INVALID unless 1 <= k <= SL_CPU_SPLIT_MAX_PARTS / 2 (2 parts per expert fit). */
+static sl_status check_token_k(const char *stage, int k, sl_error *err)
+{
+    if (k >= 1 && 2 * k <= SL_CPU_SPLIT_MAX_PARTS) return SL_OK;
+    return sl_error_set(err, SL_ERR_INVALID, "expert %s of one token: k = %d is not in [1, %d]",
+                        stage, k, SL_CPU_SPLIT_MAX_PARTS / 2);
+}
+
 sl_status sl__expert_gate_up_token(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
                                    sl_cpu_pool *pool, const sl_moe_layer *L,
                                    const int32_t *experts, int k, const float *x, float *g,
                                    float *u, void *work, size_t work_cap, sl_error *err)
 {
     const int64_t E = L->n_embd, F = L->n_ff;
-    if (k < 1 || 2 * k > SL_CPU_SPLIT_MAX_PARTS)
-        return sl_error_set(err, SL_ERR_INVALID, "expert gate/up of one token: k = %d is not in "
-                            "[1, %d]", k, SL_CPU_SPLIT_MAX_PARTS / 2);
+    sl_status st = check_token_k("gate/up", k, err);
+    if (st) return st;
     sl_cpu_matvec_part parts[SL_CPU_SPLIT_MAX_PARTS];
     int n_parts = 0;
     for (int i = 0; i < k; i++) { /* rows at stride n_ff; empty parts (width 0) left out */
@@ -75,11 +82,38 @@ sl_status sl__expert_gate_up_token(const sl_cpu_ops *ops, const sl_cpu_matvec_ct
         parts[n_parts++] = (sl_cpu_matvec_part){.type = L->type_up, .w = L->up[e], .rows = Fe,
                                                 .y = u + i * F};
     }
-    sl_status st = n_parts ? sl_cpu_matvec_multi(mv, pool, parts, n_parts, E, x, work, work_cap,
-                                                 err)
-                           : SL_OK;
+    st = n_parts ? sl_cpu_matvec_multi(mv, pool, parts, n_parts, E, x, work, work_cap, err)
+                 : SL_OK;
     for (int i = 0; !st && i < k; i++)
         st = bias_act(ops, L, experts[i], 1, g + i * F, u + i * F, err);
+    return st;
+}
+
+sl_status sl__expert_down_token(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
+                                const sl_moe_layer *L, const int32_t *experts, int k,
+                                const float *g, float *d, void *work, size_t work_cap,
+                                sl_error *err)
+{
+    const int64_t E = L->n_embd, F = L->n_ff;
+    sl_status st = check_token_k("down", k, err);
+    if (st) return st;
+    for (int i = 0; i < k; i++) {
+        if (sl_moe_expert_ff(L, experts[i]) == F) continue;
+        /* a part of a hot/cold split: widths differ per expert, a multi call has one */
+        for (int j = 0; !st && j < k; j++)
+            st = sl__expert_down(mv, pool, L, experts[j], L->down[experts[j]], g + j * F, 1,
+                                 d + j * E, work, work_cap, err);
+        return st;
+    }
+    sl_cpu_matvec_part parts[SL_CPU_SPLIT_MAX_PARTS];
+    for (int i = 0; i < k; i++)
+        parts[i] = (sl_cpu_matvec_part){.type = L->type_down, .w = L->down[experts[i]],
+                                        .rows = E, .y = d + i * E, .x = g + i * F};
+    st = sl_cpu_matvec_multi(mv, pool, parts, k, F, NULL, work, work_cap, err);
+    for (int i = 0; !st && i < k; i++) {
+        const int32_t e = experts[i];
+        add_bias(d + i * E, L->down_b ? L->down_b + (int64_t)e * E : NULL, 1, E);
+    }
     return st;
 }
 

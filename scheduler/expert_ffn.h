@@ -45,4 +45,14 @@ sl_status sl__expert_down(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
                           const sl_moe_layer *L, int32_t e, const void *wd, const float *g,
                           int64_t m, float *d, void *work, size_t work_cap, sl_error *err);
 
+/* One token's down stage of k experts (as sl__expert_gate_up_token: 1 <= k <=
+ * SL_CPU_SPLIT_MAX_PARTS / 2) in one pool call: d [k][n_embd], row i = expert experts[i]'s
+ * down projection of g [i][n_ff] plus its bias, the bits of k sl__expert_down calls with
+ * m = 1 (g's rows at stride L->n_ff; experts of other widths, as in a hot/cold part, run
+ * one call each). work: as for sl__expert_gate_up_token. */
+sl_status sl__expert_down_token(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
+                                const sl_moe_layer *L, const int32_t *experts, int k,
+                                const float *g, float *d, void *work, size_t work_cap,
+                                sl_error *err);
+
 #endif

@@ -113,22 +113,21 @@ static sl_status run_group(moe_cpu *c, const sl_moe_layer *L, int32_t e, const s
 }
 
 /* A single token's k assignments, in ascending expert order (order[0..k)): the gate/up
- * stage of all k experts in one pool call (they read the same x), then each down and its
- * weighted add in that order — the bits of run_group per expert, fewer handoffs. */
+ * stage of all k experts in one pool call (they read the same x), the k downs in another,
+ * then the weighted adds in that order — the bits of run_group per expert, fewer handoffs.
+ * d holds the k results (k <= SL__MOE_TOKEN_MAX <= SL__MOE_CHUNK rows). */
 static sl_status run_token(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign *a,
                            const int32_t *order, int k, const float *x, float *out,
                            sl_error *err)
 {
-    const int64_t E = L->n_embd, F = L->n_ff;
+    const int64_t E = L->n_embd;
     int32_t experts[SL__MOE_TOKEN_MAX];
     for (int i = 0; i < k; i++) experts[i] = a[order[i]].expert;
     sl_status st = sl__expert_gate_up_token(&c->ops, &c->mv, c->pool, L, experts, k, x, c->g,
                                             c->u, c->work, c->work_cap, err);
-    for (int i = 0; !st && i < k; i++) {
-        st = sl__expert_down(&c->mv, c->pool, L, experts[i], L->down[experts[i]], c->g + i * F,
-                             1, c->d, c->work, c->work_cap, err);
-        if (!st) add_weighted(out, a[order[i]].weight, c->d, E);
-    }
+    if (!st) st = sl__expert_down_token(&c->mv, c->pool, L, experts, k, c->g, c->d, c->work,
+                                        c->work_cap, err);
+    for (int i = 0; !st && i < k; i++) add_weighted(out, a[order[i]].weight, c->d + i * E, E);
     if (st) {
         char why[SL_ERROR_MSG_BYTES];
         snprintf(why, sizeof why, "%s", err ? err->msg : "kernel failed");

@@ -74,17 +74,21 @@ sl_status sl_cpu_matvec_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32
                           const void *w, int64_t rows, int64_t cols, const void *xq,
                           int64_t n_batch, float *y, sl_error *err);
 
-/* One matrix of a multi-matrix call: y [rows] = W [rows][cols] x (cols: the call's). */
+/* One matrix of a multi-matrix call: y [rows] = W [rows][cols] x (cols: the call's; x: the
+ * part's own input [cols] when set, e.g. each expert's down projection, else the call's). */
 typedef struct sl_cpu_matvec_part {
     uint32_t type;
     const void *w;
     int64_t rows;
     float *y;
+    const float *x; /* NULL: the call's x */
 } sl_cpu_matvec_part;
 
 /* Single-token decode: several matrices (1 .. SL_CPU_SPLIT_MAX_PARTS, any mix of types) of
  * the same x [cols], e.g. q/k/v or gate/up, in one pool call: x is quantized once per
- * activation type and the rows of all parts are split between threads by weight bytes
+ * activation type (and input: parts may bring their own x, quantized once each; x may then be
+ * NULL when every part has one) and the rows of all parts are split between threads by weight
+ * bytes
  * (kernels/cpu/split.h). Each part's y has the bits sl_cpu_matvec gives it (f32_act included).
  * work: sl_cpu_matvec_multi_work_bytes() bytes, any alignment; 0 when an argument is invalid. */
 size_t sl_cpu_matvec_multi_work_bytes(const sl_cpu_matvec_part *parts, int n_parts,

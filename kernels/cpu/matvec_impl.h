@@ -32,7 +32,7 @@ sl__mv_range_fn sl__cpu_mv_range(const sl_cpu_matvec_ctx *mv, uint32_t type);
 /* NULL when the ISA has no kernel for the type. */
 sl__mv_range_fn sl__mv_range_avx2(uint32_t type);
 sl__mv_range_fn sl__mv_range_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
-/* NULL when the ISA has no whole-row kernel for the type (K-quants, float types). */
+/* NULL when the ISA has no whole-row kernel for the type (float types). */
 sl__mv_rows_fn sl__mv_rows_avx2(uint32_t type);
 sl__mv_rows_fn sl__mv_rows_avx512(uint32_t type);
 /* mv's whole-row kernel for type, NULL where it has none (then: range kernel per row). */

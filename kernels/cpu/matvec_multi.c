@@ -60,14 +60,22 @@ static void multi_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
     }
 }
 
-/* Bytes of quantized activations of part p's type, 0 when an earlier part has the same
- * activation type (it shares that region) or the activations are x itself (F32). */
-static size_t own_act_bytes(const sl_cpu_matvec_part *parts, int p, int64_t cols)
+/* The earlier part whose quantized activations part p shares (same input, same activation
+ * type), -1 when none does. */
+static int shares_with(const sl_cpu_matvec_part *parts, int p)
 {
     const uint32_t at = sl_ref_matvec_act_type(parts[p].type);
-    if (at == SL_GGML_F32) return 0;
     for (int q = 0; q < p; q++)
-        if (sl_ref_matvec_act_type(parts[q].type) == at) return 0;
+        if (parts[q].x == parts[p].x && sl_ref_matvec_act_type(parts[q].type) == at) return q;
+    return -1;
+}
+
+/* Bytes of quantized activations of part p, 0 when it shares an earlier part's or the
+ * activations are its x itself (F32). */
+static size_t own_act_bytes(const sl_cpu_matvec_part *parts, int p, int64_t cols)
+{
+    if (sl_ref_matvec_act_type(parts[p].type) == SL_GGML_F32 || shares_with(parts, p) >= 0)
+        return 0;
     return sl_ref_matvec_act_bytes(parts[p].type, cols);
 }
 
@@ -101,7 +109,8 @@ sl_status sl_cpu_matvec_multi(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
     for (int p = 0; p < n_parts; p++) {
         const sl_cpu_matvec_part *P = &parts[p];
         const sl__mv_type *t;
-        sl_status s = sl__mv_validate(fn, P->type, P->w, P->rows, cols, x, 1, P->y, &t, err);
+        sl_status s = sl__mv_validate(fn, P->type, P->w, P->rows, cols, P->x ? P->x : x, 1, P->y,
+                                      &t, err);
         if (s) {
             char why[SL_ERROR_MSG_BYTES];
             snprintf(why, sizeof why, "%s", err ? err->msg : "");
@@ -116,8 +125,8 @@ sl_status sl_cpu_matvec_multi(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
     if (mv->f32_act) { /* verification mode: each part as its own call computes it */
         for (int p = 0; p < n_parts; p++) {
             const sl_cpu_matvec_part *P = &parts[p];
-            sl_status s = sl_cpu_matvec(mv, pool, P->type, P->w, P->rows, cols, x, 1, P->y,
-                                        work, work_bytes, err);
+            sl_status s = sl_cpu_matvec(mv, pool, P->type, P->w, P->rows, cols,
+                                        P->x ? P->x : x, 1, P->y, work, work_bytes, err);
             if (s) return s;
         }
         return SL_OK;
@@ -126,23 +135,20 @@ sl_status sl_cpu_matvec_multi(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
     if (!work || work_bytes < need)
         return sl_error_set(err, SL_ERR_INVALID, "%s: work_bytes = %zu < %zu needed (work %s)",
                             fn, work ? work_bytes : 0, need, work ? "set" : "NULL");
-    /* quantize x once per activation type; parts of the same type share the region */
+    /* quantize each input once per activation type; parts of the same input and type share
+     * the region */
     size_t off = 0;
     for (int p = 0; p < n_parts; p++) {
-        const uint32_t at = sl_ref_matvec_act_type(parts[p].type);
+        const float *xp = parts[p].x ? parts[p].x : x;
         const size_t own = own_act_bytes(parts, p, cols);
-        if (at == SL_GGML_F32) {
-            j.part[p].xq = (const char *)x;
+        if (sl_ref_matvec_act_type(parts[p].type) == SL_GGML_F32) {
+            j.part[p].xq = (const char *)xp;
         } else if (own) {
             j.part[p].xq = (const char *)work + off;
-            sl__mv_quant_rows(j.part[p].t, x, cols, 1, (char *)work + off, own);
+            sl__mv_quant_rows(j.part[p].t, xp, cols, 1, (char *)work + off, own);
             off += own;
         } else {
-            for (int q = 0; q < p; q++)
-                if (sl_ref_matvec_act_type(parts[q].type) == at) {
-                    j.part[p].xq = j.part[q].xq;
-                    break;
-                }
+            j.part[p].xq = j.part[shares_with(parts, p)].xq;
         }
     }
     sl_status s = sl_cpu_split_plan(rows, row_bytes, n_parts, sl_cpu_pool_threads(pool),

@@ -15,7 +15,9 @@
  *   for the Q8_1 types, a separately rounded + mw * sx) and lane += t, element for element.
  *   a short last group adds its m terms to lanes 0 .. m-1 only (a blend); an unaligned head
  *   (column-listed runs) goes through the scalar reference code on the same lanes;
- * - K-quants: one super-block's integer sums by SIMD, then the reference's scalar float term;
+ * - K-quants: one super-block's integer sums by SIMD; whole rows form the float terms of 8
+ *   super-blocks at once as the 32-element types do (lane b % 8), column-listed runs one
+ *   super-block at a time with the reference's scalar term;
  * - float weights: lane i % 32 of four 8-wide (or two 16-wide) accumulators, vfmadd = fmaf.
  */
 /* The includer has included <immintrin.h>, <string.h>, gguf/gguf.h and matvec_impl.h before
@@ -47,6 +49,17 @@ static inline __m256i SL_MV_SUFFIX(hsum8x8)(const __m256i v[8])
                             _mm256_permute2x128_si256(ab, cd, 0x31));
 }
 
+/* hsum8x8 of a group of m blocks (v[m..7] zero): for m <= 4 the upper four sums are 0 and
+ * half the tree is skipped (rows of 2 or 4 super-blocks are one such group). */
+static inline __m256i SL_MV_SUFFIX(hsum8x8_m)(const __m256i v[8], int m)
+{
+    if (m > 4) return SL_MV_SUFFIX(hsum8x8)(v);
+    const __m256i ab = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]),
+                                         _mm256_hadd_epi32(v[2], v[3]));
+    return _mm256_zextsi128_si256(
+        _mm_add_epi32(_mm256_castsi256_si128(ab), _mm256_extracti128_si256(ab, 1)));
+}
+
 static inline int32_t SL_MV_SUFFIX(hsum_i32)(__m256i v)
 {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -55,18 +68,34 @@ static inline int32_t SL_MV_SUFFIX(hsum_i32)(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
-/* m (<= 8) half scales of blocks `stride` bytes apart from p, as floats (F16C is exact, like
- * the reference's conversion); lanes m..7 are 0. Built in two 64-bit registers rather than
- * stored to memory and reloaded, which would stall on store-to-load forwarding. */
-static inline __m256 SL_MV_SUFFIX(load_halves)(const char *p, size_t stride, int m)
+/* Which block feeds lane k of a group. pair 0: blocks 0..m-1 (m <= 8) of one row, p its
+ * first. pair 1: blocks 0..m-1 (m <= 4) of two rows, p's in lanes 0..3 and q's in 4..7, so
+ * one group serves two short rows (activations: the same x blocks for both, q = p). */
+static inline int SL_MV_SUFFIX(lane_on)(int k, int m, int pair)
 {
-    uint64_t q[2] = {0, 0};
-    for (int k = 0; k < m; k++) {
+    return pair ? (k & 3) < m : k < m;
+}
+
+static inline const char *SL_MV_SUFFIX(lane_at)(const char *p, const char *q, int k,
+                                               size_t stride, int pair)
+{
+    return pair ? (k < 4 ? p : q) + (size_t)(k & 3) * stride : p + (size_t)k * stride;
+}
+
+/* The half scales at p/q of the group's lanes (lane_on), as floats (F16C is exact, like the
+ * reference's conversion); other lanes 0. Built in two 64-bit registers rather than stored to
+ * memory and reloaded, which would stall on store-to-load forwarding. */
+static inline __m256 SL_MV_SUFFIX(load_halves)(const char *p, const char *q, size_t stride,
+                                               int m, int pair)
+{
+    uint64_t v[2] = {0, 0};
+    for (int k = 0; k < 8; k++) {
+        if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) continue;
         uint16_t h;
-        memcpy(&h, p + (size_t)k * stride, 2);
-        q[k >> 2] |= (uint64_t)h << (16 * (k & 3));
+        memcpy(&h, SL_MV_SUFFIX(lane_at)(p, q, k, stride, pair), 2);
+        v[k >> 2] |= (uint64_t)h << (16 * (k & 3));
     }
-    return _mm256_cvtph_ps(_mm_set_epi64x((long long)q[1], (long long)q[0]));
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)v[1], (long long)v[0]));
 }
 
 /* Q4_0 nibbles of one block -> 32 bytes in element order (low nibbles 0..15, high 16..31). */
@@ -142,13 +171,16 @@ static inline __m256i SL_MV_SUFFIX(dot_q5_1)(const char *wp, const char *xp)
     return SL_MV_SUFFIX(u8s8_dot)(q, _mm256_loadu_si256((const __m256i *)(xp + 4)));
 }
 
-/* m (<= 8) MXFP4 block scales (E8M0 bytes `stride` bytes apart) as sl__mv_e8m0_half gives
+/* The MXFP4 block scales (E8M0 bytes) at p/q of the group's lanes as sl__mv_e8m0_half gives
  * them: 2^(e-128) as the float with exponent field e - 1, or the subnormal 0x00200000 << e for
- * e < 2. Lanes m..7 hold a finite value of no meaning (the caller masks them). */
-static inline __m256 SL_MV_SUFFIX(load_e8m0_half)(const char *p, size_t stride, int m)
+ * e < 2. Other lanes hold a finite value of no meaning (the caller masks them). */
+static inline __m256 SL_MV_SUFFIX(load_e8m0_half)(const char *p, const char *q, size_t stride,
+                                                  int m, int pair)
 {
     int32_t e[8] = {0};
-    for (int k = 0; k < m; k++) e[k] = (uint8_t)p[(size_t)k * stride];
+    for (int k = 0; k < 8; k++)
+        if (SL_MV_SUFFIX(lane_on)(k, m, pair))
+            e[k] = (uint8_t)*SL_MV_SUFFIX(lane_at)(p, q, k, stride, pair);
     const __m256i ev = _mm256_setr_epi32(e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]);
     const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
     const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
@@ -163,42 +195,84 @@ enum { SL_MV_TERM_D, SL_MV_TERM_E8M0, SL_MV_TERM_DM };
 
 typedef __m256i (*SL_MV_SUFFIX(dot_fn))(const char *wp, const char *xp);
 
-/* The terms of blocks k = 0 .. m-1 (m <= 8) of the group at wp/xp, lane k; lanes m..7 are
- * finite and meaningless. Reads nothing past block m - 1 (a row's last group may be short). */
-static inline __attribute__((always_inline)) __m256
-SL_MV_SUFFIX(group_terms)(const char *wp, const char *xp, int m, int wbytes, int xbytes,
-                          SL_MV_SUFFIX(dot_fn) dot, int term)
+/* The x block scales of a group's lanes as floats: from hx (the row's precomputed scales,
+ * 0 past its end; a pair's two rows share x) or from the blocks at xp, halves or (isfloat, Q8_K)
+ * floats. Both are exact, so either gives the reference's values. */
+static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, size_t stride,
+                                               int m, int pair);
+static inline __m256 SL_MV_SUFFIX(x_scales)(const float *hx, const char *xp, size_t xb, int m,
+                                            int pair, int isfloat)
 {
+    if (hx) return pair ? _mm256_broadcast_ps((const __m128 *)hx) : _mm256_loadu_ps(hx);
+    return isfloat ? SL_MV_SUFFIX(load_floats)(xp, xp, xb, m, pair)
+                   : SL_MV_SUFFIX(load_halves)(xp, xp, xb, m, pair);
+}
+
+/* The terms of the group's blocks (lane_on: one row's blocks at wp or two rows' at wp and
+ * wq), x blocks from xp; other lanes finite and meaningless. Reads no block past the group. */
+static inline __attribute__((always_inline)) __m256
+SL_MV_SUFFIX(group_terms)(const char *wp, const char *xp, int m, const char *wq, int pair,
+                          const float *hxs, int wbytes, int xbytes, SL_MV_SUFFIX(dot_fn) dot,
+                          int term)
+{
+    const size_t wb = (size_t)wbytes, xb = (size_t)xbytes;
     __m256i v[8];
     for (int k = 0; k < 8; k++)
-        v[k] = k < m ? dot(wp + k * wbytes, xp + k * xbytes) : _mm256_setzero_si256();
-    const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(v));
-    const __m256 hx = SL_MV_SUFFIX(load_halves)(xp, (size_t)xbytes, m);
+        v[k] = SL_MV_SUFFIX(lane_on)(k, m, pair)
+                   ? dot(SL_MV_SUFFIX(lane_at)(wp, wq, k, wb, pair),
+                         SL_MV_SUFFIX(lane_at)(xp, xp, k, xb, pair))
+                   : _mm256_setzero_si256();
+    const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(v, pair ? 8 : m));
+    const __m256 hx = SL_MV_SUFFIX(x_scales)(hxs, xp, xb, m, pair, 0);
     if (term == SL_MV_TERM_E8M0) /* the reference's dx * dw; IEEE products commute anyway */
         return _mm256_mul_ps(isum, _mm256_mul_ps(hx, SL_MV_SUFFIX(load_e8m0_half)(
-                                                         wp, (size_t)wbytes, m)));
-    const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, (size_t)wbytes, m), hx);
+                                                         wp, wq, wb, m, pair)));
+    const __m256 dd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, wq, wb, m, pair), hx);
     const __m256 a = _mm256_mul_ps(isum, dd);
     if (term == SL_MV_TERM_D) return a;
-    const __m256 ms = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, (size_t)wbytes, m),
-                                    SL_MV_SUFFIX(load_halves)(xp + 2, (size_t)xbytes, m));
+    const __m256 ms = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, wq + 2, wb, m, pair),
+                                    SL_MV_SUFFIX(load_halves)(xp + 2, xp + 2, xb, m, pair));
     return _mm256_add_ps(a, ms);
 }
+
+/* return FN(wp, xp, m, ...) with m (1..8) a constant in each case: the group's loops unroll
+ * and its eight vectors stay in registers (with a run-time m they went through the stack, and
+ * short rows, e.g. 4 super-blocks, are nothing but such a group). */
+#define SL_MV_CONST_M(FN, m, ...)                                                                \
+    switch (m) {                                                                                 \
+    case 1: return FN(wp, xp, 1, __VA_ARGS__);                                                   \
+    case 2: return FN(wp, xp, 2, __VA_ARGS__);                                                   \
+    case 3: return FN(wp, xp, 3, __VA_ARGS__);                                                   \
+    case 4: return FN(wp, xp, 4, __VA_ARGS__);                                                   \
+    case 5: return FN(wp, xp, 5, __VA_ARGS__);                                                   \
+    case 6: return FN(wp, xp, 6, __VA_ARGS__);                                                   \
+    case 7: return FN(wp, xp, 7, __VA_ARGS__);                                                   \
+    default: return FN(wp, xp, 8, __VA_ARGS__);                                                 \
+    }
+#define SL_MV_CONST_M4(FN, m, ...)                                                               \
+    switch (m) {                                                                                 \
+    case 1: return FN(wp, xp, 1, __VA_ARGS__);                                                   \
+    case 2: return FN(wp, xp, 2, __VA_ARGS__);                                                   \
+    case 3: return FN(wp, xp, 3, __VA_ARGS__);                                                   \
+    default: return FN(wp, xp, 4, __VA_ARGS__);                                                 \
+    }
+
+/* The terms of a group of m (<= 8) blocks, lane k block k's; lanes m..7 finite, meaningless.
+ * hx: the group's x block scales as floats (8 readable, 0 past the row), or NULL: from xp. */
+typedef __m256 (*SL_MV_SUFFIX(group_fn))(const char *wp, const char *xp, int m, const float *hx);
 
 /* Adds the terms of blocks [b, b1) (b a multiple of 8) to acc: whole 8-block groups (block b
  * to lane b % 8, one vector add per group, as the reference adds term by term), then a short
  * last group whose m terms go to lanes 0 .. m-1 only (a blend keeps the rest bit for bit). */
 static inline __attribute__((always_inline)) __m256
-SL_MV_SUFFIX(range32_acc)(__m256 acc, const char *wb, const char *xb, int64_t b, int64_t b1,
-                          int wbytes, int xbytes, SL_MV_SUFFIX(dot_fn) dot, int term)
+SL_MV_SUFFIX(groups_acc)(__m256 acc, const char *wb, const char *xb, int64_t b, int64_t b1,
+                         int wbytes, int xbytes, SL_MV_SUFFIX(group_fn) group, const float *hx)
 {
     for (; b + 8 <= b1; b += 8)
-        acc = _mm256_add_ps(acc, SL_MV_SUFFIX(group_terms)(wb + b * wbytes, xb + b * xbytes, 8,
-                                                           wbytes, xbytes, dot, term));
+        acc = _mm256_add_ps(acc, group(wb + b * wbytes, xb + b * xbytes, 8, hx ? hx + b : NULL));
     if (b < b1) {
         const int m = (int)(b1 - b);
-        const __m256 tb = SL_MV_SUFFIX(group_terms)(wb + b * wbytes, xb + b * xbytes, m, wbytes,
-                                                    xbytes, dot, term);
+        const __m256 tb = group(wb + b * wbytes, xb + b * xbytes, m, hx ? hx + b : NULL);
         const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(m),
                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         acc = _mm256_blendv_ps(acc, _mm256_add_ps(acc, tb), _mm256_castsi256_ps(live));
@@ -207,18 +281,18 @@ SL_MV_SUFFIX(range32_acc)(__m256 acc, const char *wb, const char *xb, int64_t b,
 }
 
 /* Blocks [b0, b1) of a 32-element block type into lane[0..8): an unaligned head through the
- * scalar reference (only column-listed runs start mid-group), the rest by range32_acc. */
+ * scalar reference (only column-listed runs start mid-group), the rest by groups_acc. */
 static inline __attribute__((always_inline)) void
 SL_MV_SUFFIX(range32)(const sl__mv_type *t, const void *w, const void *xq, int64_t b0,
-                      int64_t b1, float *lane, int wbytes, int xbytes, SL_MV_SUFFIX(dot_fn) dot,
-                      int term)
+                      int64_t b1, float *lane, int wbytes, int xbytes,
+                      SL_MV_SUFFIX(group_fn) group)
 {
     int64_t head = (b0 + 7) & ~(int64_t)7;
     if (head > b1) head = b1;
     if (head > b0) sl__mv_dot_blocks(t, w, xq, b0, head, lane);
     if (head >= b1) return;
-    _mm256_storeu_ps(lane, SL_MV_SUFFIX(range32_acc)(_mm256_loadu_ps(lane), w, xq, head, b1,
-                                                     wbytes, xbytes, dot, term));
+    _mm256_storeu_ps(lane, SL_MV_SUFFIX(groups_acc)(_mm256_loadu_ps(lane), w, xq, head, b1,
+                                                    wbytes, xbytes, group, NULL));
 }
 
 /* The reference's 8-lane reduction (sl__mv_reduce8): (s0 + s4) + (s2 + s6) and
@@ -230,22 +304,87 @@ static inline float SL_MV_SUFFIX(reduce8)(__m256 s)
     return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
 }
 
-/* Whole rows for one batch column (sl__mv_rows_fn): a row's 8 lanes never leave a register. */
+/* Rows a and a + 1 from the terms of a pair group (lane_on, pair 1) of m blocks each: the
+ * lanes each row would have on its own (0 + term, untouched lanes +0), reduced as the
+ * reference reduces them. */
+static inline void SL_MV_SUFFIX(pair_rows)(__m256 t, int m, float *y)
+{
+    const __m256i k3 = _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3);
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), k3);
+    const __m256 z = _mm256_setzero_ps();
+    const __m256 acc = _mm256_blendv_ps(z, _mm256_add_ps(z, t), _mm256_castsi256_ps(live));
+    y[0] = SL_MV_SUFFIX(reduce8)(_mm256_zextps128_ps256(_mm256_castps256_ps128(acc)));
+    y[1] = SL_MV_SUFFIX(reduce8)(_mm256_zextps128_ps256(_mm256_extractf128_ps(acc, 1)));
+}
+
+/* Whole rows for one batch column (sl__mv_rows_fn): a row's 8 lanes never leave a register;
+ * rows of at most 4 blocks go two to a group (the group's fixed work is then shared). */
+enum { SL_MV_HX_MAX = 1024 }; /* blocks whose x scales rows kernels convert once per call */
+
+/* The x scales of nb (<= SL_MV_HX_MAX) activation blocks as floats into hx, zero-padded to a
+ * multiple of 8: every row of a call reads the same ones (halves, or Q8_K's floats). */
+static inline void SL_MV_SUFFIX(hx_fill)(const char *xq, size_t xb, int64_t nb, int isfloat,
+                                         float *hx)
+{
+    int64_t b = 0;
+    for (; b < nb; b++) {
+        if (isfloat) {
+            memcpy(&hx[b], xq + (size_t)b * xb, 4);
+        } else {
+            uint16_t h;
+            memcpy(&h, xq + (size_t)b * xb, 2);
+            hx[b] = _cvtsh_ss(h);
+        }
+    }
+    for (; b % 8; b++) hx[b] = 0.0f;
+}
+
+/* Whole rows for one batch column (sl__mv_rows_fn): a row's 8 lanes never leave a register;
+ * rows of at most 4 blocks go two to a group (the group's fixed work is then shared); the x
+ * scales are converted once per call, not once per row. */
+#define SL_MV_ROWS(NAME, WBYTES, XBYTES, XFLOAT)                                                 \
+    static void SL_MV_SUFFIX(rows_##NAME)(const void *w, size_t wrb, const void *xq, int64_t nb, \
+                                          int64_t r0, int64_t r1, float *y)                      \
+    {                                                                                            \
+        float hxa[SL_MV_HX_MAX + 8];                                                             \
+        const float *hx = NULL;                                                                  \
+        if (nb <= SL_MV_HX_MAX) {                                                                \
+            SL_MV_SUFFIX(hx_fill)(xq, (size_t)(XBYTES), nb, XFLOAT, hxa);                        \
+            hx = hxa;                                                                            \
+        }                                                                                        \
+        int64_t r = r0;                                                                          \
+        if (nb <= 4)                                                                             \
+            for (; r + 2 <= r1; r += 2) {                                                        \
+                const char *wa = (const char *)w + (size_t)r * wrb;                              \
+                SL_MV_SUFFIX(pair_rows)(                                                         \
+                    SL_MV_SUFFIX(pair_##NAME)(wa, xq, (int)nb, wa + wrb, hx), (int)nb, y + r);   \
+            }                                                                                    \
+        for (; r < r1; r++)                                                                      \
+            y[r] = SL_MV_SUFFIX(reduce8)(SL_MV_SUFFIX(groups_acc)(                               \
+                _mm256_setzero_ps(), (const char *)w + (size_t)r * wrb, xq, 0, nb,               \
+                (int)(WBYTES), (int)(XBYTES), SL_MV_SUFFIX(group_##NAME), hx));                  \
+    }
+
 #define SL_MV_RANGE32(NAME, WBYTES, XBYTES, TERM)                                                \
+    static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(group_##NAME)(              \
+        const char *wp, const char *xp, int m, const float *hx)                                  \
+    {                                                                                            \
+        SL_MV_CONST_M(SL_MV_SUFFIX(group_terms), m, wp, 0, hx, (int)(WBYTES), (int)(XBYTES),    \
+                      SL_MV_SUFFIX(dot_##NAME), TERM)                                            \
+    }                                                                                            \
+    static __m256 SL_MV_SUFFIX(pair_##NAME)(const char *wp, const char *xp, int m,               \
+                                            const char *wq, const float *hx)                     \
+    {                                                                                            \
+        SL_MV_CONST_M4(SL_MV_SUFFIX(group_terms), m, wq, 1, hx, (int)(WBYTES), (int)(XBYTES),   \
+                       SL_MV_SUFFIX(dot_##NAME), TERM)                                           \
+    }                                                                                            \
     static void SL_MV_SUFFIX(range_##NAME)(const sl__mv_type *t, const void *w, const void *xq, \
                                            int64_t b0, int64_t b1, float *lane)                 \
     {                                                                                            \
         SL_MV_SUFFIX(range32)(t, w, xq, b0, b1, lane, (int)(WBYTES), (int)(XBYTES),             \
-                              SL_MV_SUFFIX(dot_##NAME), TERM);                                   \
+                              SL_MV_SUFFIX(group_##NAME));                                       \
     }                                                                                            \
-    static void SL_MV_SUFFIX(rows_##NAME)(const void *w, size_t wrb, const void *xq, int64_t nb, \
-                                          int64_t r0, int64_t r1, float *y)                      \
-    {                                                                                            \
-        for (int64_t r = r0; r < r1; r++)                                                        \
-            y[r] = SL_MV_SUFFIX(reduce8)(SL_MV_SUFFIX(range32_acc)(                              \
-                _mm256_setzero_ps(), (const char *)w + (size_t)r * wrb, xq, 0, nb,               \
-                (int)(WBYTES), (int)(XBYTES), SL_MV_SUFFIX(dot_##NAME), TERM));                  \
-    }
+    SL_MV_ROWS(NAME, WBYTES, XBYTES, 0)
 
 SL_MV_RANGE32(q8_0, sizeof(sl_block_q8_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
 SL_MV_RANGE32(q4_0, sizeof(sl_block_q4_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
@@ -258,113 +397,69 @@ SL_MV_RANGE32(q5_1, sizeof(sl_block_q5_1), sizeof(sl_block_q8_1), SL_MV_TERM_DM)
 
 /* ---- K-quants: SIMD integer sums per super-block, reference float term ------------------ */
 
-/* Q4_K/Q5_K: the 8 six-bit sub-block scales into sc (ggml's 12-byte unpack: bytes 0..7 of u
- * are the scales, 8..15 the mins) and summ = sum_j m_j * (bsums[2j] + bsums[2j+1]) from the
- * Q8_K block at xp; pair sums <= 2 * 16 * 127 fit int16. Integer sums are exact in any order. */
-static inline __m128i SL_MV_SUFFIX(k4_unpack)(const uint8_t *scales, uint8_t sc[8])
+/* Q4_K/Q5_K: ggml's 12-byte unpack of the six-bit sub-block scales and mins, in registers:
+ * bytes 0..7 of the result are the 8 scales, 8..15 the 8 mins. */
+static inline __m128i SL_MV_SUFFIX(k4_unpack_v)(const uint8_t *scales)
 {
-    uint32_t u[4];
+    uint32_t u[3];
     memcpy(u, scales, 12);
-    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-    const uint32_t aux = u[1] & 0x3f3f3f3fu;
-    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-    u[2] = aux;
-    u[0] &= 0x3f3f3f3fu;
-    memcpy(sc, u, 8);
-    return _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)u[3], (int)u[2])); /* the 8 mins */
+    const uint32_t mins_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    return _mm_set_epi32((int)mins_hi, (int)(u[1] & 0x3f3f3f3fu), (int)sc_hi,
+                         (int)(u[0] & 0x3f3f3f3fu));
 }
 
-/* summ from the 8 mins (int16, k4_unpack) and the Q8_K block at xp. */
-static inline int32_t SL_MV_SUFFIX(k4_summ)(__m128i mins, const char *xp)
+/* The same with the scales stored to sc and the 8 mins returned as int16. Integer sums are
+ * exact in any order. */
+static inline __m128i SL_MV_SUFFIX(k4_unpack)(const uint8_t *scales, uint8_t sc[8])
 {
+    const __m128i v = SL_MV_SUFFIX(k4_unpack_v)(scales);
+    _mm_storel_epi64((__m128i *)sc, v);
+    return _mm_cvtepu8_epi16(_mm_unpackhi_epi64(v, v));
+}
+
+/* One Q4_K (q5 0) or Q5_K (q5 1) super-block at wp times the Q8_K block at xp: 8 int32 whose
+ * sum is the reference's isum, and in *summ 4 int32 whose sum is its summ. The sub-block
+ * scales sit as int16 in both 128-bit halves of sc16, so vpshufb broadcasts scale 2j (low
+ * nibbles of round j) and 2j + 1 (high nibbles) without a trip through memory. Q5_K: round j
+ * holds qh >> 2j: bits 0 and 1 of each byte are qh bits 2j and 2j + 1, which the epi16 shifts
+ * << 4 and << 3 move to bit 4 of the same byte; only those two bits reach bit 4, so what the
+ * 16-bit shifts carry across the byte boundary is masked off. q <= 31, x in [-127, 127]: the
+ * vpmaddubsw pair sums stay below 2^15. */
+static inline __attribute__((always_inline)) __m256i
+SL_MV_SUFFIX(k45_block)(const char *wp, const char *xp, int q5, __m128i *summ)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
+    const uint8_t *qs = (const uint8_t *)wp + (q5 ? 48 : 16);
+    const __m128i scm = SL_MV_SUFFIX(k4_unpack_v)((const uint8_t *)wp + 4);
     const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
     const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
                                          _mm256_extracti128_si256(bs, 1));
-    __m128i pm = _mm_madd_epi16(mins, pairs);
-    pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0x4e));
-    pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0xb1));
-    return _mm_cvtsi128_si32(pm);
-}
-
-static inline int32_t SL_MV_SUFFIX(k4_scales)(const uint8_t *scales, const char *xp,
-                                              uint8_t sc[8])
-{
-    return SL_MV_SUFFIX(k4_summ)(SL_MV_SUFFIX(k4_unpack)(scales, sc), xp);
-}
-
-static void SL_MV_SUFFIX(range_q4_K)(const sl__mv_type *t, const void *w, const void *xq,
-                                     int64_t b0, int64_t b1, float *lane)
-{
-    (void)t;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t b = b0; b < b1; b++) {
-        const sl_block_q4_K *wp = (const sl_block_q4_K *)((const char *)w + b * 144);
-        const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
-        uint8_t sc[8];
-        const int32_t summ = SL_MV_SUFFIX(k4_scales)(wp->scales, xp, sc);
-        __m256i acc = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(wp->qs + 32 * j));
-            const __m256i lo = _mm256_and_si256(q, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
-            const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
-            const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),
-                                                 _mm256_set1_epi16(sc[2 * j]));
-            const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh),
-                                                 _mm256_set1_epi16(sc[2 * j + 1]));
-            acc = _mm256_add_epi32(acc, _mm256_add_epi32(pl, ph));
+    /* pair sums <= 2 * 16 * 127 fit int16 */
+    *summ = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(scm, scm)), pairs);
+    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
+    __m256i h = q5 ? _mm256_loadu_si256((const __m256i *)(wp + 16)) : _mm256_setzero_si256();
+    __m256i acc = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(q, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (q5) {
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), x10));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), x10));
+            h = _mm256_srli_epi16(h, 2);
         }
-        float dx;
-        memcpy(&dx, xp, sizeof dx);
-        uint16_t d, dmin;
-        memcpy(&d, &wp->d, 2);
-        memcpy(&dmin, &wp->dmin, 2);
-        lane[b % 8] += sl__mv_term_k(SL_MV_SUFFIX(hsum_i32)(acc), _cvtsh_ss(d) * dx, summ,
-                                     _cvtsh_ss(dmin) * dx);
+        const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
+        const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
+        const __m256i sl =
+            _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | 4 * j)));
+        const __m256i sh = _mm256_shuffle_epi8(
+            sc16, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(
+                                        _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), sl),
+                                        _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sh)));
     }
-}
-
-/* Q5_K: Q4_K plus bit j of qh[l] as bit 4 of sub-block j's element l, so q in [0, 31] and the
- * vpmaddubsw pair sums stay below 2 * 31 * 127 < 2^15. */
-static void SL_MV_SUFFIX(range_q5_K)(const sl__mv_type *t, const void *w, const void *xq,
-                                     int64_t b0, int64_t b1, float *lane)
-{
-    (void)t;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
-    for (int64_t b = b0; b < b1; b++) {
-        const sl_block_q5_K *wp = (const sl_block_q5_K *)((const char *)w + b * 176);
-        const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
-        uint8_t sc[8];
-        const int32_t summ = SL_MV_SUFFIX(k4_scales)(wp->scales, xp, sc);
-        /* Round j holds qh >> 2j: bits 0 and 1 of each byte are qh bits 2j and 2j + 1, which
-         * the epi16 shifts << 4 and << 3 move to bit 4 of the same byte. Only those two bits
-         * reach bit 4, so what the 16-bit shifts carry across the byte boundary is masked off. */
-        __m256i h = _mm256_loadu_si256((const __m256i *)wp->qh);
-        __m256i acc = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(wp->qs + 32 * j));
-            const __m256i hl = _mm256_slli_epi16(h, 4), hh = _mm256_slli_epi16(h, 3);
-            const __m256i lo =
-                _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(hl, x10));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                               _mm256_and_si256(hh, x10));
-            const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
-            const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
-            const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),
-                                                 _mm256_set1_epi16(sc[2 * j]));
-            const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh),
-                                                 _mm256_set1_epi16(sc[2 * j + 1]));
-            acc = _mm256_add_epi32(acc, _mm256_add_epi32(pl, ph));
-        }
-        float dx;
-        memcpy(&dx, xp, sizeof dx);
-        uint16_t d, dmin;
-        memcpy(&d, &wp->d, 2);
-        memcpy(&dmin, &wp->dmin, 2);
-        lane[b % 8] += sl__mv_term_k(SL_MV_SUFFIX(hsum_i32)(acc), _cvtsh_ss(d) * dx, summ,
-                                     _cvtsh_ss(dmin) * dx);
-    }
+    return acc;
 }
 
 /* Q6_K half n (elements 128n..128n+127) of a super-block: q[g] = its 32-element group g as
@@ -385,37 +480,158 @@ static inline void SL_MV_SUFFIX(q6_half)(const sl_block_q6_K *wp, int n, __m256i
                            _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
 }
 
-static void SL_MV_SUFFIX(range_q6_K)(const sl__mv_type *t, const void *w, const void *xq,
-                                     int64_t b0, int64_t b1, float *lane)
+
+/* One Q6_K super-block times the Q8_K block at xp: 8 int32 whose sum is the reference's isum.
+ * (q - 32) * x is summed as q * x per sub-block, less 32 * scale * bsum once per super-block
+ * (vpmaddubsw pair sums <= 2 * 63 * 127 < 2^15; every partial sum fits int32). The 16 int8
+ * scales are widened once; vpshufb broadcasts sub-block s to the low and s + 1 to the high
+ * half of a round. */
+static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(q6k_block)(const char *wp,
+                                                                              const char *xp)
 {
-    (void)t;
-    const __m256i k32 = _mm256_set1_epi8(32);
-    for (int64_t b = b0; b < b1; b++) {
-        const sl_block_q6_K *wp = (const sl_block_q6_K *)((const char *)w + b * 210);
-        const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
-        __m256i acc = _mm256_setzero_si256();
-        for (int n = 0; n < 2; n++) {
-            __m256i q[4];
-            SL_MV_SUFFIX(q6_half)(wp, n, q);
-            for (int g = 0; g < 4; g++) {
-                const __m256i xv =
-                    _mm256_loadu_si256((const __m256i *)(xp + 4 + 128 * n + 32 * g));
-                /* (q - 32) * x as q * x - 32 * x: both pair sums stay below 2^15. */
-                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g], xv),
-                                                   _mm256_maddubs_epi16(k32, xv));
-                const int s = 8 * n + 2 * g;
-                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(wp->scales[s + 1]),
-                                                     _mm_set1_epi16(wp->scales[s]));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
-            }
+    const sl_block_q6_K *w = (const sl_block_q6_K *)wp;
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
+    const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
+    __m256i acc = _mm256_setzero_si256();
+    for (int n = 0; n < 2; n++) {
+        __m256i q[4];
+        SL_MV_SUFFIX(q6_half)(w, n, q);
+        const __m256i half = _mm256_broadcastsi128_si256(
+            n ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+        for (int g = 0; g < 4; g++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + 4 + 128 * n + 32 * g));
+            const __m256i scv = _mm256_shuffle_epi8(
+                half, _mm256_set_m128i(_mm_set1_epi16((short)(((4 * g + 3) << 8) | (4 * g + 2))),
+                                       _mm_set1_epi16((short)(((4 * g + 1) << 8) | 4 * g))));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[g], xv), scv));
         }
+    }
+    return _mm256_sub_epi32(acc, off);
+}
+
+/* The floats at p/q of the group's lanes (the Q8_K scales), other lanes 0; built in
+ * registers like load_halves. */
+static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, size_t stride,
+                                               int m, int pair)
+{
+    uint64_t v[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 8; k++) {
+        if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) continue;
+        uint32_t f;
+        memcpy(&f, SL_MV_SUFFIX(lane_at)(p, q, k, stride, pair), 4);
+        v[k >> 1] |= (uint64_t)f << (32 * (k & 1));
+    }
+    return _mm256_castsi256_ps(
+        _mm256_set_epi64x((long long)v[3], (long long)v[2], (long long)v[1], (long long)v[0]));
+}
+
+/* v[k] (4 int32 each, zero from k = m on) -> one vector whose element k is the sum of v[k]'s
+ * elements. */
+static inline __m256i SL_MV_SUFFIX(hsum8x4_m)(const __m128i v[8], int m)
+{
+    const __m128i lo = _mm_hadd_epi32(_mm_hadd_epi32(v[0], v[1]), _mm_hadd_epi32(v[2], v[3]));
+    if (m <= 4) return _mm256_zextsi128_si256(lo);
+    const __m128i c = _mm_hadd_epi32(v[4], v[5]), d = _mm_hadd_epi32(v[6], v[7]);
+    return _mm256_set_m128i(_mm_hadd_epi32(c, d), lo);
+}
+
+static inline int32_t SL_MV_SUFFIX(hsum_i32x4)(__m128i v)
+{
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
+    return _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1)));
+}
+
+enum { SL_MV_K4, SL_MV_K5, SL_MV_K6 }; /* which K-quant a kgroup / krange call is for */
+
+/* The terms of a group of K-quant super-blocks (lane_on: one row's at wp or two rows' at wp
+ * and wq), as the reference forms them (sl__mv_term_k / sl__mv_term_d): a = (float)isum *
+ * (d * dx), minus b = (float)summ * (dmin * dx) for Q4_K/Q5_K, each a separate rounding,
+ * eight at a time. Other lanes are 0 (their scales are); no block past the group is read. */
+static inline __attribute__((always_inline)) __m256
+SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int pair,
+                     const float *hx, int kind)
+{
+    const size_t wb = kind == SL_MV_K4 ? 144 : kind == SL_MV_K5 ? 176 : 210;
+    const size_t xb = sizeof(sl_block_q8_K);
+    __m256i v[8];
+    __m128i s[8];
+    for (int k = 0; k < 8; k++) {
+        s[k] = _mm_setzero_si128();
+        const char *w = SL_MV_SUFFIX(lane_at)(wp, wq, k, wb, pair);
+        const char *x = SL_MV_SUFFIX(lane_at)(xp, xp, k, xb, pair);
+        if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) v[k] = _mm256_setzero_si256();
+        else if (kind == SL_MV_K6) v[k] = SL_MV_SUFFIX(q6k_block)(w, x);
+        else v[k] = SL_MV_SUFFIX(k45_block)(w, x, kind == SL_MV_K5, &s[k]);
+    }
+    const int n = pair ? 8 : m; /* lanes that may be live, for the sum trees */
+    const __m256 dx = SL_MV_SUFFIX(x_scales)(hx, xp, xb, m, pair, 1);
+    const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(v, n));
+    const size_t dofs = kind == SL_MV_K6 ? 208 : 0;
+    const __m256 dd =
+        _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + dofs, wq + dofs, wb, m, pair), dx);
+    const __m256 a = _mm256_mul_ps(isum, dd);
+    if (kind == SL_MV_K6) return a;
+    const __m256 dmd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, wq + 2, wb, m, pair), dx);
+    const __m256 summ = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x4_m)(s, n));
+    return _mm256_sub_ps(a, _mm256_mul_ps(summ, dmd));
+}
+
+/* Super-blocks [b0, b1) one at a time into lane[b % 8] (column-listed runs start anywhere):
+ * the same integer sums, the reference's scalar term. */
+static inline __attribute__((always_inline)) void
+SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, float *lane,
+                     int kind)
+{
+    const int64_t wbytes = kind == SL_MV_K4 ? 144 : kind == SL_MV_K5 ? 176 : 210;
+    for (int64_t b = b0; b < b1; b++) {
+        const char *wp = (const char *)w + b * wbytes;
+        const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
         float dx;
         memcpy(&dx, xp, sizeof dx);
-        uint16_t d;
-        memcpy(&d, &wp->d, 2);
-        lane[b % 8] += sl__mv_term_d(SL_MV_SUFFIX(hsum_i32)(acc), _cvtsh_ss(d) * dx);
+        uint16_t d, dmin;
+        memcpy(&d, wp + (kind == SL_MV_K6 ? 208 : 0), 2);
+        memcpy(&dmin, wp + 2, 2);
+        if (kind == SL_MV_K6) {
+            const int32_t isum = SL_MV_SUFFIX(hsum_i32)(SL_MV_SUFFIX(q6k_block)(wp, xp));
+            lane[b % 8] += sl__mv_term_d(isum, _cvtsh_ss(d) * dx);
+        } else {
+            __m128i s;
+            const __m256i v = SL_MV_SUFFIX(k45_block)(wp, xp, kind == SL_MV_K5, &s);
+            const int32_t isum = SL_MV_SUFFIX(hsum_i32)(v);
+            lane[b % 8] += sl__mv_term_k(isum, _cvtsh_ss(d) * dx, SL_MV_SUFFIX(hsum_i32x4)(s),
+                                         _cvtsh_ss(dmin) * dx);
+        }
     }
 }
+
+#define SL_MV_KQUANT(NAME, KIND, WBYTES)                                                         \
+    static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(group_##NAME)(              \
+        const char *wp, const char *xp, int m, const float *hx)                                  \
+    {                                                                                            \
+        SL_MV_CONST_M(SL_MV_SUFFIX(kgroup), m, wp, 0, hx, KIND)                                  \
+    }                                                                                            \
+    static __m256 SL_MV_SUFFIX(pair_##NAME)(const char *wp, const char *xp, int m,               \
+                                            const char *wq, const float *hx)                     \
+    {                                                                                            \
+        SL_MV_CONST_M4(SL_MV_SUFFIX(kgroup), m, wq, 1, hx, KIND)                                 \
+    }                                                                                            \
+    static void SL_MV_SUFFIX(range_##NAME)(const sl__mv_type *t, const void *w, const void *xq, \
+                                           int64_t b0, int64_t b1, float *lane)                 \
+    {                                                                                            \
+        (void)t;                                                                                 \
+        SL_MV_SUFFIX(krange)(w, xq, b0, b1, lane, KIND);                                         \
+    }                                                                                            \
+    SL_MV_ROWS(NAME, WBYTES, sizeof(sl_block_q8_K), 1)
+
+SL_MV_KQUANT(q4_K, SL_MV_K4, 144)
+SL_MV_KQUANT(q5_K, SL_MV_K5, 176)
+SL_MV_KQUANT(q6_K, SL_MV_K6, 210)
+
+#undef SL_MV_KQUANT
+#undef SL_MV_ROWS
+#undef SL_MV_CONST_M
+#undef SL_MV_CONST_M4
 
 /* ---- float weights ---------------------------------------------------------------------- */
 
@@ -507,6 +723,9 @@ sl__mv_rows_fn SL_MV_SUFFIX(sl__mv_rows)(uint32_t type)
     case SL_GGML_Q5_0: return SL_MV_SUFFIX(rows_q5_0);
     case SL_GGML_Q5_1: return SL_MV_SUFFIX(rows_q5_1);
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(rows_mxfp4);
+    case SL_GGML_Q4_K: return SL_MV_SUFFIX(rows_q4_K);
+    case SL_GGML_Q5_K: return SL_MV_SUFFIX(rows_q5_K);
+    case SL_GGML_Q6_K: return SL_MV_SUFFIX(rows_q6_K);
     default: return NULL;
     }
 }

@@ -54,6 +54,49 @@ static void put_half(uint8_t *p, float f)
 
 /* rows x cols weights of `type`: quantized from random floats when kernels/ref/quant supports
  * the type, else random bytes with finite scales. */
+/* Row r of `type` as random bytes with sane scales (the full range of every quant and
+ * sub-block scale, which a quantizer of smooth data rarely reaches). */
+static void random_row(uint32_t type, uint8_t *wr, size_t rb, int64_t cols, int64_t r)
+{
+    for (size_t i = 0; i < rb; i++) wr[i] = (uint8_t)rnd();
+    const sl_gguf_type_info *ti = sl_gguf_type_get(type);
+    const int64_t nb = cols / ti->block_size;
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *p = wr + b * ti->type_size;
+        const float d = 0.001f + 0.01f * (float)(rnd() % 100) / 100.0f;
+        switch (type) {
+        case SL_GGML_F32: {
+            const float f = rndf();
+            memcpy(p, &f, 4);
+            break;
+        }
+        case SL_GGML_F16: put_half(p, rndf()); break;
+        case SL_GGML_BF16: {
+            const uint16_t h = sl_quant_fp32_to_bf16(rndf());
+            memcpy(p, &h, 2);
+            break;
+        }
+        case SL_GGML_Q4_1:
+        case SL_GGML_Q5_1:
+        case SL_GGML_Q4_K:
+        case SL_GGML_Q5_K:
+            put_half(p, d);
+            put_half(p + 2, d * rndf());
+            break;
+        case SL_GGML_Q6_K: put_half(p + 208, d); break;
+        case SL_GGML_MXFP4: {
+            /* Edges of the E8M0 decode: every row r % 3 == 2 has only the subnormal halves
+             * (e = 0, 1) and the first normal (2), so their terms decide its sum; other
+             * rows have ordinary exponents and, every 7th block, a large one (200). */
+            if (r % 3 == 2) p[0] = (uint8_t)(rnd() % 3);
+            else p[0] = b % 7 == 3 ? 200 : (uint8_t)(118 + rnd() % 8);
+            break;
+        }
+        default: put_half(p, d); break;
+        }
+    }
+}
+
 static void *make_weights(uint32_t type, int64_t rows, int64_t cols, bool *quantized)
 {
     const size_t rb = sl_ref_matvec_row_bytes(type, cols);
@@ -72,43 +115,7 @@ static void *make_weights(uint32_t type, int64_t rows, int64_t cols, bool *quant
             CHECK_MSG(s == SL_ERR_UNSUPPORTED && r == 0, "sl_quant_row: %s", e.msg);
             *quantized = false;
         }
-        for (size_t i = 0; i < rb; i++) wr[i] = (uint8_t)rnd();
-        const sl_gguf_type_info *ti = sl_gguf_type_get(type);
-        const int64_t nb = cols / ti->block_size;
-        for (int64_t b = 0; b < nb; b++) {
-            uint8_t *p = wr + b * ti->type_size;
-            const float d = 0.001f + 0.01f * (float)(rnd() % 100) / 100.0f;
-            switch (type) {
-            case SL_GGML_F32: {
-                const float f = rndf();
-                memcpy(p, &f, 4);
-                break;
-            }
-            case SL_GGML_F16: put_half(p, rndf()); break;
-            case SL_GGML_BF16: {
-                const uint16_t h = sl_quant_fp32_to_bf16(rndf());
-                memcpy(p, &h, 2);
-                break;
-            }
-            case SL_GGML_Q4_1:
-            case SL_GGML_Q5_1:
-            case SL_GGML_Q4_K:
-            case SL_GGML_Q5_K:
-                put_half(p, d);
-                put_half(p + 2, d * rndf());
-                break;
-            case SL_GGML_Q6_K: put_half(p + 208, d); break;
-            case SL_GGML_MXFP4: {
-                /* Edges of the E8M0 decode: every row r % 3 == 2 has only the subnormal halves
-                 * (e = 0, 1) and the first normal (2), so their terms decide its sum; other
-                 * rows have ordinary exponents and, every 7th block, a large one (200). */
-                if (r % 3 == 2) p[0] = (uint8_t)(rnd() % 3);
-                else p[0] = b % 7 == 3 ? 200 : (uint8_t)(118 + rnd() % 8);
-                break;
-            }
-            default: put_half(p, d); break;
-            }
-        }
+        random_row(type, wr, rb, cols, r);
     }
     free(row);
     return w;
@@ -395,6 +402,62 @@ static void check_sparse(const ctx_set *cs, uint32_t type, const void *w, int64_
 /* Each part's y equals the reference bit for bit, every row written (y starts NaN), for mixes
  * of types that share an activation type or not, parts far larger than a chunk (split by
  * bytes) and parts of one row, on every ISA and pool. */
+/* Parts with their own inputs (an expert's down projection each): parts 0 and 3 share x0,
+ * part 2 shares the call's x with part 1's type, part 4 has x1; every part against a lone
+ * reference call on its own input, then all inputs per part with no call x. */
+static void check_multi_own_x(const ctx_set *cs)
+{
+    static const uint32_t types[] = {SL_GGML_Q4_K, SL_GGML_Q8_0, SL_GGML_Q8_0, SL_GGML_Q4_K,
+                                     SL_GGML_Q6_K};
+    const int64_t cols = 512, rows = 300;
+    float *xs[3] = {make_x(cols), make_x(cols), make_x(cols)}; /* call x, x0, x1 */
+    const int src[] = {1, 0, 0, 1, 2};
+    sl_cpu_matvec_part parts[5];
+    float *ref[5];
+    bool quantized;
+    sl_error e;
+    for (int p = 0; p < 5; p++) {
+        parts[p] = (sl_cpu_matvec_part){.type = types[p], .rows = rows,
+                                        .w = make_weights(types[p], rows, cols, &quantized),
+                                        .y = malloc((size_t)rows * sizeof(float)),
+                                        .x = src[p] ? xs[src[p]] : NULL};
+        ref[p] = malloc((size_t)rows * sizeof(float));
+        CHECK(!sl_ref_matvec(types[p], parts[p].w, rows, cols, xs[src[p]], 1, ref[p], &e));
+    }
+    for (int no_call_x = 0; no_call_x < 2; no_call_x++) {
+        if (no_call_x) { /* parts 1 and 2 bring the call's x themselves */
+            parts[1].x = xs[0];
+            parts[2].x = xs[0];
+        }
+        const size_t wb = sl_cpu_matvec_multi_work_bytes(parts, 5, cols);
+        /* shared inputs are quantized once: Q8_K x0, Q8_0 x (call), Q8_K x1 */
+        CHECK(wb == 2 * sl_ref_matvec_act_bytes(SL_GGML_Q4_K, cols) +
+                        sl_ref_matvec_act_bytes(SL_GGML_Q8_0, cols));
+        char *work = malloc(wb);
+        for (int m = 0; m < cs->n_mv; m++)
+            for (int pi = 0; pi < 4; pi++) {
+                for (int p = 0; p < 5; p++)
+                    for (int64_t r = 0; r < rows; r++) parts[p].y[r] = NAN;
+                CHECK_MSG(!sl_cpu_matvec_multi(&cs->mv[m], cs->pools[pi], parts, 5, cols,
+                                               no_call_x ? NULL : xs[0], work, wb, &e),
+                          "multi own x: %s", e.msg);
+                for (int p = 0; p < 5; p++) {
+                    CHECK_MSG(!memcmp(parts[p].y, ref[p], (size_t)rows * 4),
+                              "multi own x %s pool %d: part %d (%s) differs from the reference",
+                              sl_cpu_matvec_name(&cs->mv[m]), pi, p, tname(types[p]));
+                    n_exact_checks++;
+                }
+            }
+        free(work);
+    }
+    for (int p = 0; p < 5; p++) {
+        free((void *)parts[p].w);
+        free(parts[p].y);
+        free(ref[p]);
+    }
+    for (int i = 0; i < 3; i++) free(xs[i]);
+}
+
 static void check_multi(const ctx_set *cs)
 {
     static const uint32_t mix_k[] = {SL_GGML_Q5_0, SL_GGML_Q8_0, SL_GGML_Q4_K, SL_GGML_Q6_K,
@@ -452,10 +515,13 @@ static void check_multi(const ctx_set *cs)
             }
         }
     }
+    check_multi_own_x(cs);
     float x[64] = {0}, y[2];
     uint8_t w[256] = {0}, work[256];
     sl_error e;
     sl_cpu_matvec_part bad = {.type = SL_GGML_Q8_0, .w = w, .rows = 2, .y = y};
+    CHECK(sl_cpu_matvec_multi(&cs->mv[0], NULL, &bad, 1, 32, NULL, work, 256, &e) ==
+          SL_ERR_INVALID); /* no x anywhere */
     CHECK(sl_cpu_matvec_multi(&cs->mv[0], NULL, &bad, 0, 32, x, work, 256, &e) ==
           SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "n_parts = 0");
@@ -619,9 +685,9 @@ int main(void)
         if (blk == 1) {
             const int64_t c[] = {1, 7, 33, 4096 + 3};
             for (int i = 0; i < 4; i++) cols_list[n_cols++] = c[i];
-        } else if (blk == 256) {
-            const int64_t c[] = {1, 2, 3, 16};
-            for (int i = 0; i < 4; i++) cols_list[n_cols++] = c[i] * blk;
+        } else if (blk == 256) { /* 9 and 11: a whole 8-super-block group and a tail */
+            const int64_t c[] = {1, 2, 3, 9, 11, 16};
+            for (int i = 0; i < 6; i++) cols_list[n_cols++] = c[i] * blk;
         } else { /* 8-block groups: 9, 17 and 20 (Gemma's 640) hit the group loop with a
                   * short last group; 128 = 4096 */
             const int64_t c[] = {1, 2, 3, 7, 9, 17, 20, 128};
@@ -656,6 +722,17 @@ int main(void)
             free(w);
         }
         check_batch_shapes(&cs, type);
+        /* Quantizer output rarely reaches the extremes the integer-range argument of matvec.h
+         * is about (Q6_K scale -128, every quant at its limit): random bytes do. */
+        if (quantized && blk > 1) {
+            const int64_t rows = 17, cols = (blk == 256 ? 11 : 20) * blk;
+            const size_t rb = sl_ref_matvec_row_bytes(type, cols);
+            uint8_t *w = malloc(rb * (size_t)rows);
+            for (int64_t r = 0; r < rows; r++) random_row(type, w + (size_t)r * rb, rb, cols, r);
+            check_fast(&cs, type, w, rows, cols, 1);
+            check_fast(&cs, type, w, rows, cols, 3);
+            free(w);
+        }
         printf("matvec_test: %-5s weights %s\n", tname(type),
                quantized ? "from kernels/ref/quant" : "random bytes (no quantizer yet)");
     }
