@@ -138,8 +138,7 @@ sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, co
     if (xq_bytes < need)
         return sl_error_set(err, SL_ERR_INVALID, "%s: xq_bytes = %zu < %zu needed", fn, xq_bytes,
                             need);
-    /* Scalar on purpose: it is O(cols) per call against O(rows * cols) for the products. */
-    sl__mv_quant_rows(t, x, cols, n_batch, xq, need / (size_t)n_batch);
+    sl__cpu_quant_rows(mv, t, x, cols, n_batch, xq, need / (size_t)n_batch);
     return SL_OK;
 }
 
@@ -319,7 +318,7 @@ sl_status sl_cpu_matvec_cols(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uin
         listed[idx[i] / t->block] = 1;
         for (int64_t b = 0; b < n_batch; b++) xm[b * cols + idx[i]] = x[b * cols + idx[i]];
     }
-    sl__mv_quant_rows(t, xm, cols, n_batch, xq, act / (size_t)n_batch);
+    sl__cpu_quant_rows(mv, t, xm, cols, n_batch, xq, act / (size_t)n_batch);
     rows_job j;
     init_job(&j, t, w, rows, cols, xq, n_batch, y);
     j.listed = listed;
