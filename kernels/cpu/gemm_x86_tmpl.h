@@ -547,9 +547,11 @@ static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, i
         const int np = left >= 8 * GK_NP ? GK_NP : (int)((left + 7) / 8);
         for (int64_t r0 = i0; r0 < i1; r0 += GK_ROWS) {
             const int64_t nr = i1 - r0 < GK_ROWS ? i1 - r0 : GK_ROWS;
+            __m256 zero = _mm256_setzero_ps(); /* opaque: vector stores, no memset call */
+            __asm__("" : "+x"(zero));
             for (int64_t k = 0; k < nr; k++)
-                for (int q = 0; q < GK_NP; q++)
-                    for (int l = 0; l < 8; l++) lt[k][q][l] = _mm256_setzero_ps();
+                for (int q = 0; q < np; q++)
+                    for (int l = 0; l < 8; l++) lt[k][q][l] = zero;
             for (int64_t c0 = 0; c0 < a->nb; c0 += GK_PCH) {
                 const int64_t c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
                 for (int q = 0; q < np; q++) {
