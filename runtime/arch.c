@@ -36,7 +36,8 @@
  *   (kv_lora_rank + n_rot) and n_head_kv 1, so the KV cache holds the compressed latent;
  *   layers below leading_dense_block_count are dense; the router is the file's
  *   (expert_gating_func, expert_weights_norm / _scale, expert groups, exp_probs_b used for
- *   selection only); shared experts are n_ff_exp * expert_shared_count wide and ungated.
+ *   selection only); shared experts are n_ff_exp * expert_shared_count wide and ungated;
+ *   the last nextn_predict_layers blocks (MTP) are not run, their tensors not bound.
  */
 #include <math.h>
 #include <stdio.h>
@@ -257,6 +258,18 @@ static sl_status hparams_mla(sl_model *m, sl_error *err)
     char k[128];
     sl_status st;
     const bool legacy = !sl_gguf_find(m->gguf, akey(k, sizeof k, m, "attention.key_length_mla"));
+    /* MTP blocks (DeepSeek-V3/R1 num_nextn_predict_layers): llama.cpp's deepseek2 loader
+     * treats the last N of block_count blocks as MTP blocks, skips their tensors unless it
+     * drafts with them, and builds the next-token graph over the first block_count - N; so
+     * does Sluice (it never drafts). A file of MTP blocks only has nothing to run. */
+    if ((st = get_i32(m, "nextn_predict_layers", false, 0, 0, hp->n_layer - 1,
+                      &hp->n_layer_nextn, err)))
+        return st;
+    hp->n_layer -= hp->n_layer_nextn;
+    if (hp->n_layer_nextn && !m->notice[0])
+        snprintf(m->notice, sizeof m->notice, "%s.nextn_predict_layers = %d: the last %d "
+                 "block(s) are multi-token prediction, not run (as llama.cpp)", a,
+                 hp->n_layer_nextn, hp->n_layer_nextn);
     if ((st = get_i32(m, "attention.kv_lora_rank", true, 0, 1, BIG, &hp->n_lora_kv, err)) ||
         (st = get_i32(m, "attention.q_lora_rank", false, 0, 0, BIG, &hp->n_lora_q, err)) ||
         (legacy && (st = legacy_mla(m, err))) ||
@@ -550,16 +563,13 @@ static sl_weight *new_weight(sl_model *m, const sl_gguf_tensor *t)
     memset(w, 0, sizeof *w);
     w->name = t->name;
     w->t = t;
-    w->file_type = w->type = t->type;
+    w->type = t->type;
     w->n_dims = t->n_dims;
     for (int i = 0; i < SL_GGUF_MAX_DIMS; i++) w->ne[i] = i < (int)t->n_dims ? t->ne[i] : 1;
     w->nbytes = t->nbytes;
     w->path = t->path;
     w->shard = t->shard;
-    w->file_offset = t->file_offset;
-    w->file_nbytes = t->nbytes;
-    w->mtime_sec = t->mtime_sec;
-    w->mtime_nsec = t->mtime_nsec;
+    sl__weight_provenance_set(w, t, 0); /* the file's size: once the sources are stat'ed */
     w->h_block = SL_BLOCK_NONE;
     w->d_block = SL_BLOCK_NONE;
     return w;

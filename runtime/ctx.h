@@ -87,6 +87,7 @@ struct sl_ctx {
     uint64_t epoch;
     size_t work_bytes, embd_rows_bytes;
     uint64_t res_epoch;         /* the model's residency epoch its pointers were taken at */
+    uint64_t dev_rope_bytes;    /* dev.rope_freqs is the context's copy of that size; 0: none */
 };
 
 /* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention
@@ -100,14 +101,16 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err);
  * aligned): with base, points s's buffers into it; returns the bytes it needs either way. */
 size_t sl__side_carve(const sl_ctx *c, sl__side *s, void *base);
 void sl__ctx_dev_destroy(sl_ctx *c);
-/* After a live reload: uploads the model's expert pointers again into the device arrays (cuda)
- * and recreates the sim executor when the workspace grew (work_bytes). SL_ERR_UNSUPPORTED when
- * a layer's experts moved to the device side that the context has no arrays for (recreate it). */
+/* The device side's part of sl__ctx_refresh: the rope factors (a device-resident tensor's
+ * address, or the context's own copy rewritten from the host tensor), cuda's device arrays of
+ * expert pointers (rewritten in place), the sim executor recreated when the CPU workspace grew
+ * (work_bytes). SL_ERR_UNSUPPORTED when a layer's experts moved to the device side that the
+ * context has no arrays for, or the rope factors changed size (recreate the context). */
 sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err);
-/* After the model's weights moved (runtime.c: evicted and reloaded): re-takes what the
- * context derived from weight addresses (rope factors of either side; cuda: the device arrays
- * of expert pointers, rewritten in place). The sides and buffers stay: the placement is the
- * same. */
+/* engine.c: the one refresh after the model's weights moved or changed — a live reload (the
+ * swap gate's epoch) or a runtime's eviction and reload (the residency epoch) — before a step
+ * reads a weight: expert caches invalidated, everything derived from weight addresses and
+ * types re-taken. The sides and buffers stay: the placement is the same. */
 sl_status sl__ctx_refresh(sl_ctx *c, sl_error *err);
 
 /* forward.c: evaluates tokens[0..n) (n <= cap) at positions n_past.. and appends them to the

@@ -167,6 +167,17 @@ sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err)
     if (!c->dev.dx) return SL_OK;
     const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
     sl_status st;
+    const sl_weight *rf = m->rope_freqs;
+    if (rf && on_dev(rf)) {
+        c->dev.rope_freqs = rf->data;
+    } else if (rf && c->dev_rope_bytes) {
+        if (rf->nbytes != c->dev_rope_bytes)
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: %s changed size after this "
+                                "context was created: recreate the context", m->path, rf->name);
+        if ((st = sl_device_copy(m->dev, m->stream, (void *)c->dev.rope_freqs, rf->data,
+                                 rf->nbytes, SL_COPY_H2D, err)))
+            return st;
+    }
     for (int32_t il = 0; cuda && il < m->hp.n_layer && m->hp.n_expert; il++) {
         if (!sl__layer_moe(&m->layers[il]) || !m->layers[il].moe_on_device[0]) continue;
         if (!c->dmoe[il].d_gate)
@@ -271,7 +282,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
                 if (eb[i] && (st = check_weight(c, eb[i], m->arena && L->moe_on_device[0], where,
                                                 err)))
                     return st;
-            any_dev |= L->moe_on_device[0];
+            any_dev |= L->moe_on_device[0] || L->moe_split; /* a split's hot parts too */
         }
         c->layer_dev[il] = dev;
         if (dev) c->kv_slot[il] = n_dev++;
@@ -295,6 +306,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
             (st = sl_device_copy(m->dev, m->stream, p, rf->data, rf->nbytes, SL_COPY_H2D, err)))
             return st;
         d->rope_freqs = p;
+        c->dev_rope_bytes = rf->nbytes;
     }
     if (out_dev) {
         const int64_t row = (int64_t)hp->n_vocab * (int64_t)sizeof(float);
@@ -341,19 +353,4 @@ void sl__ctx_dev_destroy(sl_ctx *c)
     c->layer_dev = NULL;
     c->kv_slot = NULL;
     c->dmoe = NULL;
-}
-
-sl_status sl__ctx_refresh(sl_ctx *c, sl_error *err)
-{
-    const sl_model *m = c->m;
-    const sl_weight *rf = m->rope_freqs;
-    c->host.rope_freqs = rf && !(rf->residency & SL_RES_DEVICE) ? rf->data : NULL;
-    if (rf && on_dev(rf) && c->dev.dx) c->dev.rope_freqs = rf->data;
-    if (!c->dmoe || !c->dev.dx) return SL_OK;
-    for (int32_t il = 0; il < m->hp.n_layer; il++) {
-        if (!c->dmoe[il].d_gate) continue; /* no device arrays for this layer */
-        sl_status st = upload_ptrs(c, il, err);
-        if (st) return st;
-    }
-    return sl_device_stream_sync(m->dev, m->stream, err);
 }

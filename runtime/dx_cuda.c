@@ -131,6 +131,9 @@ static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const
     if (!M->d_gate || !M->d_up || !M->d_down)
         return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): experts not on the device",
                             L->layer);
+    if (L->ff_at)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "moe layer %d (cuda): hot/cold parts of "
+                            "experts (per-expert widths) have no CUDA kernel yet", L->layer);
     if (n > c->n_tok || k > c->k_max || L->n_ff > c->f_max || L->n_embd > c->e_max)
         return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): %lld tokens x k %d, n_ff "
                             "%lld, n_embd %lld exceed the scratch's sizes", L->layer,

@@ -166,7 +166,10 @@ static sl_status h_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int6
  * down multiplies zeros: the column-listed matvec quantizes the same activations and skips only
  * quantization blocks without a listed column, whose activations are all zero and add exactly
  * nothing to the block lanes. So the logits equal the dense FFN's bit for bit. Up's saving is
- * per neuron; down's only per block of its type (32 or 256 neurons all inactive). */
+ * per neuron; down's only per block of its type (32 or 256 neurons all inactive; none for
+ * float types). A transposed down (row j = column j, PowerInfer's ffn_down_t) would skip per
+ * neuron, but it sums in another order (not these bits) and needs down requantized along the
+ * other axis for block types; an F16 trial was not faster on 2 shared cores (issue 11). */
 static sl_status relu_chunk(dx_host *h, const sl_weight *wg, const sl_weight *wu,
                             const sl_weight *wd, const float *x, int64_t n, float *g, float *u,
                             float *y, uint64_t cnt[3], sl_error *err)
@@ -194,7 +197,10 @@ static sl_status relu_chunk(dx_host *h, const sl_weight *wg, const sl_weight *wu
                                    true, h->work, n, u, err)))
         return st;
     for (int64_t i = 0; i < n * F; i++) g[i] = g[i] > 0 ? g[i] * u[i] : 0.0f;
-    /* down's blocks with no listed neuron; none: the plain matvec (same bits, no masking) */
+    /* down's blocks with no listed neuron; none, or a float down (blocks of one neuron, whose
+     * listed columns still touch every cache line while the column-listed kernel masks element
+     * by element: 10-12x the plain matvec's decode time on F16): the plain matvec (same bits,
+     * no masking) */
     const sl_gguf_type_info *ti = sl_gguf_type_get(wd->type);
     const int64_t G = ti && ti->block_size ? (int64_t)ti->block_size : 1;
     int64_t skip = 0, last = -1;
@@ -204,7 +210,7 @@ static sl_status relu_chunk(dx_host *h, const sl_weight *wg, const sl_weight *wu
         last = b;
     }
     skip += F / G - last - 1;
-    if (!skip)
+    if (!skip || G == 1)
         return sl_cpu_matvec(&h->mv, h->pool, wd->type, wd->data, O, F, g, n, y, h->work,
                              h->work_bytes, err);
     return sl_cpu_matvec_cols(&h->mv, h->pool, wd->type, wd->data, O, F, h->idx, n_idx, g, n,

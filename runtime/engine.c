@@ -101,10 +101,16 @@ void sl__model_info_fill(sl_model *m)
         const sl_weight *w = &m->w[i];
         in->n_params += (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]);
         in->weight_bytes += w->file_nbytes;
+        if (w->residency == SL_RES_PARTS) continue; /* counted by its parts, below */
         if (w->residency ? w->residency & SL_RES_DEVICE : w->want_device)
             in->gpu_bytes += w->nbytes;
         else in->host_bytes += w->nbytes;
     }
+    for (int32_t il = 0; m->layers && il < hp->n_layer; il++) /* hot/cold splits */
+        for (int p = 0; p < 3; p++) {
+            in->gpu_bytes += m->layers[il].split_hot[p].nbytes;
+            in->host_bytes += m->layers[il].split_cold[p].nbytes;
+        }
     uint32_t id;
     in->bos = sl_gguf_get_u32(m->gguf, "tokenizer.ggml.bos_token_id", &id, NULL) ? -1 : (int32_t)id;
     in->eos = sl_gguf_get_u32(m->gguf, "tokenizer.ggml.eos_token_id", &id, NULL) ? -1 : (int32_t)id;
@@ -226,6 +232,7 @@ void sl_model_close(sl_model *m)
         if (m->dev) sl_device_close(m->dev);
     }
     sl_vocab_free(m->vocab);
+    sl_gguf_close(m->file_view);
     sl_gguf_close(m->gguf);
     free(m->path);
     free(m);
@@ -420,11 +427,11 @@ static sl_status matvec_work_bytes(const sl_model *m, size_t *out, sl_error *err
     return SL_OK;
 }
 
-/* A live reload changed the model (its gate's epoch moved): everything the context derived
- * from weight locations and types is rebuilt before the step reads a weight. */
-static sl_status ctx_refresh(sl_ctx *c, sl_error *err)
+sl_status sl__ctx_refresh(sl_ctx *c, sl_error *err)
 {
     sl_moe_invalidate(c->moe);
+    const sl_weight *rf = c->m->rope_freqs;
+    c->host.rope_freqs = rf && !(rf->residency & SL_RES_DEVICE) ? rf->data : NULL;
     size_t wb;
     sl_status st = matvec_work_bytes(c->m, &wb, err);
     if (!st) st = embd_rows_alloc(c, err);
@@ -609,7 +616,7 @@ static sl_status eval(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *greed
 {
     const uint64_t epoch = sl_swap_step_begin(&c->m->gate);
     sl_status st = SL_OK;
-    if (epoch != c->epoch && !(st = ctx_refresh(c, err))) c->epoch = epoch;
+    if (epoch != c->epoch && !(st = sl__ctx_refresh(c, err))) c->epoch = epoch;
     if (!st) st = eval_step(c, tokens, n, greedy, err);
     sl_swap_step_end(&c->m->gate);
     return st;

@@ -106,28 +106,46 @@ static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
     return vt->mm(o->dx, wd, o->g, n, out, err);
 }
 
-/* A dense FFN split by neurons (HOT_COLD, scheduler/ffn_split.h): the hot part runs on the
- * device while the host runs the cold part; the layer's side s gets hot + cold, in that order.
- * The rows go to the other side first and the host waits only for that copy (an event), so on
- * a GPU the hot kernels run while the CPU computes. */
+/* Part `part` (0 hot, 1 cold) of layer L's split FFN on side o, from o->xn (and for experts
+ * the routing in o->topk_*) into o->tmp. */
+static sl_status split_part(sl_ctx *c, const sl__side *o, const sl__layer *L, int part,
+                            int64_t n, bool experts, sl_error *err)
+{
+    if (!experts) {
+        const sl_weight *w = part ? L->split_cold : L->split_hot;
+        return ffn_dense(c, o, &w[0], &w[1], &w[2], -1, n, o->tmp, err);
+    }
+    const sl__dx_moe M = {.L = &L->moe_split->part[part]};
+    return o->dx->vt->moe(o->dx, &M, o->topk_idx, o->topk_w, n, (int32_t)c->m->hp.n_expert_used,
+                          o->xn, o->tmp, err);
+}
+
+/* A layer's FFN split by neurons (HOT_COLD, scheduler/ffn_split.h) — a dense FFN, or the
+ * routed experts (`experts`: each side an sl_moe_layer of the experts' parts, run by that
+ * side's executor from the routing in s->topk_*): the hot part runs on the device while the
+ * host runs the cold part; the layer's side s gets hot + cold, in that order. The rows (and
+ * the routing) go to the other side first and the host waits only for that copy (an event),
+ * so on a GPU the hot kernels run while the CPU computes. */
 static sl_status ffn_hot_cold(sl_ctx *c, const sl__side *s, const sl__layer *L, int64_t n,
-                              sl_error *err)
+                              bool experts, sl_error *err)
 {
     sl__side *d = &c->dev, *h = &c->host;
     const sl_model *m = c->m;
+    const int64_t K = m->hp.n_expert_used;
     const uint64_t xb = (uint64_t)(n * m->hp.n_embd) * sizeof(float);
+    const uint64_t ib = (uint64_t)(n * K) * sizeof(int32_t);
+    const uint64_t wb = (uint64_t)(n * K) * sizeof(float);
+    const sl_copy_kind to_o = s == d ? SL_COPY_D2H : SL_COPY_H2D;
+    sl__side *o = s == d ? h : d;
     sl_status st;
-    if (s == d) {
-        if ((st = copy(c, h->xn, d->xn, xb, SL_COPY_D2H, err)) ||
-            (st = sl_device_event_record(m->dev, c->ev_xn, m->stream, err)))
-            return st;
-    } else if ((st = copy(c, d->xn, h->xn, xb, SL_COPY_H2D, err))) {
+    if ((st = copy(c, o->xn, s->xn, xb, to_o, err)) ||
+        (experts && ((st = copy(c, o->topk_idx, s->topk_idx, ib, to_o, err)) ||
+                     (st = copy(c, o->topk_w, s->topk_w, wb, to_o, err)))) ||
+        (s == d && (st = sl_device_event_record(m->dev, c->ev_xn, m->stream, err))))
         return st;
-    }
-    const sl_weight *hw = L->split_hot, *cw = L->split_cold;
-    if ((st = ffn_dense(c, d, &hw[0], &hw[1], &hw[2], -1, n, d->tmp, err))) return st;
+    if ((st = split_part(c, d, L, 0, n, experts, err))) return st;
     if (s == d && (st = sl_device_event_sync(m->dev, c->ev_xn, err))) return st;
-    if ((st = ffn_dense(c, h, &cw[0], &cw[1], &cw[2], -1, n, h->tmp, err))) return st;
+    if ((st = split_part(c, h, L, 1, n, experts, err))) return st;
     if (s == d)
         return (st = copy(c, d->att, h->tmp, xb, SL_COPY_H2D, err)) ? st
                : d->dx->vt->add(d->dx, d->tmp, d->att, d->tmp, n * m->hp.n_embd, err);
@@ -206,7 +224,9 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
                                  .n_group = hp->n_group, .top_group = hp->n_group_used};
     if ((st = vt->router(s->dx, s->router, n, &rp, s->topk_idx, s->topk_w, err))) return st;
     const bool experts_dev = L->moe_on_device && L->moe_on_device[0];
-    if (experts_dev == (s == &c->dev))
+    if (L->moe_split)
+        st = ffn_hot_cold(c, s, L, n, true, err);
+    else if (experts_dev == (s == &c->dev))
         st = vt->moe(s->dx, &c->dmoe[il], s->topk_idx, s->topk_w, n, K, s->xn, s->tmp, err);
     else
         st = ffn_elsewhere(c, s, L, il, n, true, err);
@@ -390,7 +410,7 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
     if (sl__layer_moe(L)) {
         st = moe_ffn(c, s, il, n, err);
     } else if (L->ffn_up->residency == SL_RES_PARTS) {
-        st = ffn_hot_cold(c, s, L, n, err);
+        st = ffn_hot_cold(c, s, L, n, false, err);
     } else if (on_device(L->ffn_up) != (s == &c->dev)) {
         st = ffn_elsewhere(c, s, L, il, n, false, err);
     } else {

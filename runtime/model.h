@@ -105,6 +105,9 @@ typedef struct sl__hparams {
     int32_t n_dense_lead;                   /* layers [0, n_dense_lead) have a dense FFN */
     int32_t n_expert_shared;                /* shared experts, n_ff_exp wide each */
     float yarn_log_mul;                     /* rope.scaling.yarn_log_multiplier */
+    /* nextn_predict_layers: the file's last blocks are multi-token-prediction blocks, not run
+     * for next-token logits (llama.cpp's n_layer_nextn); n_layer counts the trunk only */
+    int32_t n_layer_nextn;
 } sl__hparams;
 
 /* Sluice's metadata key for a dense FFN's activation ("relu", "silu"; arch.c says why) */
@@ -136,7 +139,25 @@ typedef struct sl__layer {
     const void **moe_gate, **moe_up, **moe_down;
     bool *moe_on_device;
     sl_moe_layer moe;
+    /* hot/cold split of the routed experts (HOT_COLD with a MoE index), else NULL: then
+     * n_hot counts the hot neurons of all experts, split_granule is [n_expert][n_ff_exp /
+     * granule] (expert-major), split_hot / split_cold hold one side's packed gate', up', down'
+     * blobs (scheduler/ffn_split.h), the expert tensors are SL_RES_PARTS (their biases stay
+     * whole on the host) and moe's expert pointers are NULL: parts replace it */
+    struct sl__moe_split *moe_split;
 } sl__layer;
+
+/* One MoE layer's two sides (0 hot, on the device; 1 cold, on the host), each an
+ * sl_moe_layer of per-expert widths over its blobs (refreshed with the other pointers).
+ * Invariants: ff_at[s][0] == 0, non-decreasing, ff_at[0][X] + ff_at[1][X] == n_expert * n_ff;
+ * part[s].gate[e] etc. point into split_hot / split_cold; only part[1] has the down bias. */
+typedef struct sl__moe_split {
+    sl_moe_layer part[2];
+    int64_t *ff_at[2];        /* [n_expert + 1] */
+    const void **ptr[2][3];   /* [n_expert]: part[s]'s gate, up, down */
+    float *bias[2][2];        /* [ff_at[s][n_expert]]: side s's gate, up bias entries, or NULL */
+    bool *hot_on_device;      /* [n_expert], all true: part[0].on_device (stats) */
+} sl__moe_split;
 
 struct sl_model {
     char *path;
@@ -163,8 +184,10 @@ struct sl_model {
     sl_swap_gate gate;
     bool gate_ready;
     sl_swap_sources sources;        /* every shard's size and mtime as loaded */
+    sl_gguf *file_view;             /* the files re-parsed after a reload, or NULL (file_view.c) */
     /* In a runtime (sl_model_open_in): dev, hostpool and arena are the runtime's (borrowed,
-     * not destroyed by close); the rest is runtime.c's (sl__resident). NULL rt: private. */
+     * not destroyed by close); the rest is runtime.c's (sl__resident, runtime_impl.h). NULL
+     * rt: private. */
     sl_runtime *rt;
     struct sl__resident *res;
 };
@@ -201,17 +224,39 @@ sl_status sl__runtime_load_floor(sl_model *m, sl_error *err);
 sl_status sl__runtime_lend(sl_model *m, uint64_t *device_free, sl_error *err);
 sl_status sl__runtime_attach(sl_model *m, sl_error *err);
 sl_status sl__runtime_register(sl_model *m, sl_error *err);
+/* Fault injection of a live reload (tests: SLUICE_FAULT_SWAP_ALLOC=N): the run's at-th new
+ * device block is refused as if the arena were full; at == 0 never. */
+typedef struct sl__swap_fault {
+    uint64_t at, n;
+} sl__swap_fault;
+
+static inline bool sl__swap_fault_hit(sl__swap_fault *f)
+{
+    return f && f->at && ++f->n == f->at;
+}
+
+/* runtime_reload.c */
 /* Live reload of a runtime model (reload.c), between lock and unlock (the runtime's mutex:
  * no residency change meanwhile; take it after the swap gate, as evaluations do):
  * swap_weight makes ns (a host copy of the new bytes, type and size) w's host floor and, when
- * w is on the device, copies it there (a new arena block when the size changed; SL_ERR_NOMEM
- * leaves w unchanged). On success ns belongs to the model; the weight's previous host copy is
- * freed unless it lies in a shared floor (copy-on-write: the other processes keep theirs).
- * SL_ERR_UNSUPPORTED for a model on DISK. The model may not go back to DISK afterwards. */
+ * the plan put w on the device and the model is there, copies it there (the same block when
+ * the size is the same, else a new one); a device with no room for it (or the fault) leaves
+ * w on the host with the new bytes when may_fall (*fell, w->fallback, and the model's device
+ * bytes no longer count it), else returns SL_ERR_NOMEM with w unchanged. On success ns
+ * belongs to the model; the weight's previous host copy is freed unless it lies in a shared
+ * floor (copy-on-write: the other processes keep theirs).
+ * SL_ERR_UNSUPPORTED for a model on DISK.
+ * weight_to_host moves a device weight to its floor as a fallback (a sibling's); weight_to_device
+ * returns a fallen-back weight of a model on the device to a new block (*ok false: no room,
+ * nothing changed). */
 void sl__runtime_lock(sl_model *m);
 void sl__runtime_unlock(sl_model *m);
 sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns, uint32_t type,
-                                  uint64_t nbytes, sl_error *err);
+                                  uint64_t nbytes, bool may_fall, sl__swap_fault *fault,
+                                  bool *fell, sl_error *err);
+sl_status sl__runtime_weight_to_host(sl_model *m, sl_weight *w, sl_error *err);
+sl_status sl__runtime_weight_to_device(sl_model *m, sl_weight *w, bool *ok, sl_error *err);
+/* runtime.c */
 /* Evaluation brackets of a context of a runtime model: begin fails with SL_ERR_NOT_RESIDENT
  * below DEVICE, marks the model busy (never evicted) and, unless creating, refreshes the
  * context's pointers (sl__ctx_refresh) when the weights moved since its last eval; end clears
@@ -220,6 +265,16 @@ sl_status sl__runtime_eval_begin(sl_ctx *c, bool creating, sl_error *err);
 void sl__runtime_eval_end(sl_ctx *c);
 /* Detaches a closing model (frees its device weights and floors); close calls it first. */
 void sl__runtime_detach(sl_model *m);
+
+/* file_view.c */
+/* The handle w->t of every weight lies in: m->file_view, or m->gguf before any refresh. */
+const sl_gguf *sl__model_file(const sl_model *m);
+/* Parses m's files again and binds every weight's t there, so that a load from the files reads
+ * what a live reload left in the weights; *old: the previous view (NULL: none), which the
+ * caller closes once the weights no longer point into it (io = mmap). SL_ERR_UNSUPPORTED
+ * (model unchanged) when the files changed since the last reload or a tensor's change was
+ * refused; SL_ERR_IO when they do not parse. */
+sl_status sl__model_files_refresh(sl_model *m, sl_gguf **old, sl_error *err);
 
 /* arch.c */
 const sl__arch_traits *sl__arch_traits_get(sl__arch a);

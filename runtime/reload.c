@@ -12,14 +12,16 @@
  * sibling expert tensors are then put back on one side. Before these, a hot/cold split layer
  * (placement hot-cold) whose gate, up or down changed is split again from the new bytes of all
  * three with the same hot neurons (sl__weight_resplit: new compact parts, device copies
- * included), which gives the logits of a fresh open of the new file with the same index.
+ * included), which gives the logits of a fresh open of the new file with the same index; a
+ * projection in an unchanged file (one tensor per shard) is read from it for that
+ * (stage_companions) and reported as moved with its siblings.
  * Expert pointers, moe descriptions, plan record and info are refreshed; the epoch is bumped
  * so contexts refresh what they cache.
  *
  * Rules specific to the engine (refused with a message, tensor untouched):
  *   a tensor of a hot/cold split FFN whose down's new type has another block size (the
- *   split's granule), or whose gate/up/down did not all come from the rewritten files
- *   (their bytes are gone after the split: the parts are rebuilt from all three);
+ *   split's granule), or whose gate/up/down could not all be read (a torn or refused
+ *   companion: their bytes are gone after the split, the parts are rebuilt from all three);
  *   rope_freqs.weight (contexts copy it at creation);
  *   per-expert tensors whose types would differ between experts of one layer (sl_moe_layer
  *   has one type per projection);
@@ -31,12 +33,18 @@
  * A model in a runtime (sl_model_open_in) moves between its host floor and the device, so it
  * has no original block to reattach to: each changed tensor replaces its host floor copy and,
  * when on the device, its device copy (commit_runtime). A later eviction, reload or compaction
- * then brings back the new bytes. A shared floor (other processes map it) is never written:
- * the new bytes go to a private block of this process (copy-on-write).
+ * then brings back the new bytes. A device short of memory for a new size leaves the tensor on
+ * the host (a fallback, counted; its expert siblings follow; the runtime's residency stops
+ * counting it as device bytes and keeps it there until a reload returns its group). Released
+ * to DISK, it reads its files again through a refreshed view (file_view.c). A shared
+ * floor (other processes map it) is never written: the new bytes go to a private block of this
+ * process (copy-on-write).
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "kernels/cuda/gemv.h"
@@ -57,6 +65,7 @@ typedef struct staged {
     double seconds;
     uint64_t file_size;
     bool resplit;               /* a tensor of a hot/cold split FFN: rebuilt by resplit() */
+    bool companion;             /* resplit's: read from an unchanged file for its layer */
 } staged;
 
 typedef struct reload_run {
@@ -65,9 +74,10 @@ typedef struct reload_run {
     staged *s;
     size_t n_s, cap_s;
     sl_swap_source file;        /* the stat of the file being staged */
-    /* fault injection (tests): SLUICE_FAULT_SWAP_ALLOC=N fails the run's Nth device block as
-     * if the arena were full; 0 never */
-    uint64_t fault_at, n_dev_allocs;
+    sl__swap_fault fault;       /* SLUICE_FAULT_SWAP_ALLOC (tests) */
+    /* SLUICE_FAULT_SWAP_TOUCH=N (tests): the Nth changed file read has its mtime moved before
+     * the stat that follows the reads, as a writer still at work would */
+    sl__swap_fault touch;
     bool *fell_layer;           /* [n_layer]: an expert tensor of the layer fell back now */
 } reload_run;
 
@@ -159,6 +169,29 @@ static sl__layer *split_layer_of(const sl_model *m, const sl_weight *w)
     return NULL;
 }
 
+/* Whether w is a routed-expert tensor (or expert bias) of a layer whose experts are split
+ * hot/cold: its bytes live in parts packed across all experts, which a reload does not rebuild. */
+static bool in_moe_split(const sl_model *m, const sl_weight *w)
+{
+    int32_t il = -1;
+    if (is_routed(m, w, &il)) return m->layers[il].moe_split != NULL;
+    for (il = 0; il < m->hp.n_layer; il++) {
+        const sl__layer *L = &m->layers[il];
+        if (L->moe_split && (w == L->gate_exps_b || w == L->up_exps_b || w == L->down_exps_b))
+            return true;
+    }
+    return false;
+}
+
+/* Whether the staged bytes equal w's current ones (same type and size, where the host can look:
+ * a model in a runtime looks at commit, under the runtime's mutex, as its bytes may move). */
+static bool unchanged(const sl_model *m, const sl_weight *w, const staged *s)
+{
+    return s->new_type == w->type && s->new_bytes == w->nbytes &&
+           host_addressable(m, w->residency) && w->data &&
+           !memcmp(w->data, staged_bytes(s), (size_t)s->new_bytes);
+}
+
 /* Stages weight w from the fresh handle g (tensor nt). false: out of memory for the report. */
 static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gguf_tensor *nt)
 {
@@ -167,6 +200,9 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
     if (w->derive != SL_DERIVE_NONE)
         return refuse(r, w, SL_GGML_F32, "%s", "derived from attn_kv_b at load (legacy "
                       "deepseek2 layout): reopen the model");
+    if (in_moe_split(m, w))
+        return refuse(r, w, nt->type, "%s", "its layer's routed experts are split hot/cold "
+                      "(placement hot-cold): reopen the model");
     const bool conv = sl__weight_needs_f32(w, nt->type);
     const uint32_t new_type = conv ? SL_GGML_F32 : nt->type;
     const uint64_t new_bytes =
@@ -214,10 +250,8 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
         s.seconds = now_s() - t0;
         goto keep;
     }
-    /* equal bytes in the same type and size: nothing to do (only where the host can look) */
-    if (act == SL_SWAP_IN_PLACE && new_type == w->type && new_bytes == w->nbytes &&
-        host_addressable(m, w->residency) && w->data &&
-        !memcmp(w->data, staged_bytes(&s), (size_t)new_bytes)) {
+    /* equal bytes in the same type and size: nothing to do */
+    if (act == SL_SWAP_IN_PLACE && !m->rt && unchanged(m, w, &s)) {
         staged_free(m, &s);
         act = SL_SWAP_NONE;
     }
@@ -230,11 +264,7 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
     s.seconds = now_s() - t0;
     if (act == SL_SWAP_NONE) {
         /* provenance still moves to the new file version (done at commit for staged ones) */
-        w->file_offset = nt->file_offset;
-        w->file_nbytes = nt->nbytes;
-        w->mtime_sec = nt->mtime_sec;
-        w->mtime_nsec = nt->mtime_nsec;
-        w->file_size = r->file.size;
+        sl__weight_provenance_set(w, nt, r->file.size);
         return true;
     }
 keep:
@@ -324,6 +354,11 @@ static sl_status stage_file(reload_run *r, uint32_t i, sl_gguf **handle, bool *d
                      : refuse(r, w, w->type, "%s", "missing from the rewritten file");
         if (!ok) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
     }
+    if (sl__swap_fault_hit(&r->touch)) {
+        const int64_t ns = r->file.mtime_ns + 1;
+        const struct timespec ts[2] = {{0, UTIME_OMIT}, {ns / 1000000000, ns % 1000000000}};
+        utimensat(AT_FDCWD, src->path, ts, 0);
+    }
     sl_swap_source after;
     if (sl_swap_stat(src->path, &after, &e) || sl_swap_source_differs(&after, &r->file)) {
         skip_file(r, src->path, "the file changed while it was read", first);
@@ -333,6 +368,44 @@ static sl_status stage_file(reload_run *r, uint32_t i, sl_gguf **handle, bool *d
     }
     check_expert_types(r, first);
     *done = true;
+    return SL_OK;
+}
+
+/* A split layer is rebuilt from its gate, up and down together (resplit): those of a changed
+ * layer that live in unchanged files (a model split one tensor per file) are read from them
+ * as they are (companions; reported as siblings unless their type changes, which happens when
+ * an earlier change of theirs was refused). One whose file changed but is not staged (a torn
+ * file, a refused change) stays missing, and resplit refuses the layer. handles[i]: the fresh
+ * parse of source i (opened here for an unchanged one, closed by the caller). */
+static sl_status stage_companions(reload_run *r, sl_gguf **handles, sl_error *err)
+{
+    sl_model *m = r->m;
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        sl__layer *L = &m->layers[il];
+        sl_weight *proj[3] = {L->ffn_gate, L->ffn_up, L->ffn_down};
+        bool have[3] = {false, false, false}, any = false;
+        for (size_t i = 0; i < r->n_s; i++)
+            for (int p = 0; p < 3; p++)
+                if (r->s[i].resplit && r->s[i].w == proj[p]) have[p] = any = true;
+        for (int p = 0; p < 3 && any; p++) {
+            if (have[p]) continue;
+            const uint32_t k = proj[p]->shard;
+            const sl_swap_source *src = &m->sources.v[k];
+            sl_error e;
+            if (sl_swap_stat(src->path, &r->file, &e) || sl_swap_source_differs(&r->file, src))
+                continue; /* changed: staged by its own file, or not at all */
+            const sl_gguf_options go = {.no_shards = true};
+            if (!handles[k] && sl_gguf_open(src->path, &go, &handles[k], &e)) continue;
+            /* its file as it is now (a fresh open reads the same), even where an earlier
+             * change of it was refused */
+            const sl_gguf_tensor *nt = sl_gguf_tensor_find(handles[k], proj[p]->t->name);
+            if (!nt) continue;
+            const size_t n0 = r->n_s;
+            if (!stage_one(r, handles[k], proj[p], nt))
+                return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
+            if (r->n_s > n0) r->s[n0].companion = true;
+        }
+    }
     return SL_OK;
 }
 
@@ -368,7 +441,7 @@ static sl_status new_storage(reload_run *r, staged *s, bool want_device,
     s->blk = SL_BLOCK_NONE;
     s->f32 = NULL;
     *fell = false;
-    if (want_device && r->fault_at && ++r->n_dev_allocs == r->fault_at) {
+    if (want_device && sl__swap_fault_hit(&r->fault)) {
         *fell = true;
     } else if (want_device) {
         sl_error e;
@@ -413,12 +486,7 @@ static sl_status applied(reload_run *r, const staged *s, sl_reload_kind kind, ui
                          uint64_t old_bytes, double t0, sl_error *err)
 {
     sl_weight *w = s->w;
-    w->file_type = s->new_file_type;
-    w->file_offset = s->nt->file_offset;
-    w->file_nbytes = s->nt->nbytes;
-    w->mtime_sec = s->nt->mtime_sec;
-    w->mtime_nsec = s->nt->mtime_nsec;
-    w->file_size = s->file_size;
+    sl__weight_provenance_set(w, s->nt, s->file_size);
     sl_reload_entry *e = add_entry(r->rep, w->name, kind);
     if (!e) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
     e->old_type = old_type;
@@ -521,6 +589,13 @@ static sl_status back_to_device(sl_model *m, sl_weight *w, bool *ok, sl_error *e
     return SL_OK;
 }
 
+/* A sibling following a fallback: to the host, by the model's own means (a runtime's weight
+ * reads its host floor again). */
+static sl_status host_side(sl_model *m, sl_weight *w, sl_error *err)
+{
+    return m->rt ? sl__runtime_weight_to_host(m, w, err) : to_host(m, w, err);
+}
+
 static sl_status sibling_entry(reload_run *r, const sl_weight *w, sl_error *err)
 {
     sl_reload_entry *e = add_entry(r->rep, w->name, SL_RELOAD_SIBLING);
@@ -533,7 +608,8 @@ static sl_status sibling_entry(reload_run *r, const sl_weight *w, sl_error *err)
 }
 
 /* Sibling expert tensors share a side: mixed groups go to the host; groups wholly on the host
- * by fallback try to return to the device together. */
+ * by fallback try to return to the device together. The same for a model in a runtime, whose
+ * moves are runtime_reload.c's (its floor is the host copy). */
 static sl_status siblings(reload_run *r, sl_error *err)
 {
     sl_model *m = r->m;
@@ -563,17 +639,19 @@ static sl_status siblings(reload_run *r, sl_error *err)
             bool ok = true;
             size_t k = 0;
             for (; k < n && ok; k++)
-                if (g[k]->fallback && (st = back_to_device(m, g[k], &ok, err))) return st;
+                if (g[k]->fallback && (st = m->rt ? sl__runtime_weight_to_device(m, g[k], &ok, err)
+                                                  : back_to_device(m, g[k], &ok, err)))
+                    return st;
             for (size_t i = 0; i < k; i++) {
                 if (ok) st = sibling_entry(r, g[i], err);
-                else if (i + 1 < k && g[i]->residency & SL_RES_DEVICE) st = to_host(m, g[i], err);
+                else if (i + 1 < k && g[i]->residency & SL_RES_DEVICE) st = host_side(m, g[i], err);
                 if (st) return st;
             }
             if (ok) continue;
         }
         for (size_t i = 0; on_dev && on_dev < n && i < n; i++) { /* mixed: all to the host */
             if (!(g[i]->residency & SL_RES_DEVICE)) continue;
-            if ((st = to_host(m, g[i], err)) || (st = sibling_entry(r, g[i], err))) return st;
+            if ((st = host_side(m, g[i], err)) || (st = sibling_entry(r, g[i], err))) return st;
         }
     }
     return SL_OK;
@@ -599,8 +677,9 @@ static sl_status resplit(reload_run *r, sl_error *err)
         char why[SL_ERROR_MSG_BYTES] = "";
         if (!sp[0] || !sp[1] || !sp[2]) {
             snprintf(why, sizeof why, "its FFN is split hot/cold and is rebuilt from gate, up "
-                     "and down together, but '%s' did not change with it (it lives in another "
-                     "file): reopen the model", proj[!sp[0] ? 0 : !sp[1] ? 1 : 2]->name);
+                     "and down together, but '%s' could not be read with it (its file is being "
+                     "rewritten, or its change was refused)",
+                     proj[!sp[0] ? 0 : !sp[1] ? 1 : 2]->name);
         } else {
             const void *data[3];
             uint32_t type[3];
@@ -632,8 +711,11 @@ static sl_status resplit(reload_run *r, sl_error *err)
                     w->mtime_sec = sp[p]->nt->mtime_sec;
                     w->mtime_nsec = sp[p]->nt->mtime_nsec;
                     w->file_size = sp[p]->file_size;
-                    sl_reload_entry *en = add_entry(r->rep, w->name, old_type[p] == w->type
-                                                    ? SL_RELOAD_IN_PLACE : SL_RELOAD_PRIVATE);
+                    const bool same_type = old_type[p] == w->type;
+                    const bool sib = sp[p]->companion && same_type;
+                    sl_reload_entry *en = add_entry(r->rep, w->name, sib ? SL_RELOAD_SIBLING
+                                                    : same_type ? SL_RELOAD_IN_PLACE
+                                                    : SL_RELOAD_PRIVATE);
                     if (!en) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
                     en->old_type = old_type[p];
                     en->new_type = w->type;
@@ -641,7 +723,7 @@ static sl_status resplit(reload_run *r, sl_error *err)
                     en->new_bytes = w->nbytes;
                     en->where = "hot/cold parts (device + host)";
                     en->seconds = sp[p]->seconds + (now_s() - t0) / 3;
-                    r->rep->n_reloaded++;
+                    r->rep->n_reloaded += !sib;
                 }
                 r->rep->changed = true;
             }
@@ -669,6 +751,16 @@ static int by_action(const void *a, const void *b)
     return rx - ry;
 }
 
+/* A runtime's order: tensors that shrink first (their old blocks go before the new ones are
+ * taken, so memory they free serves the tensors that grow), then the model's weight order. */
+static int by_growth(const void *a, const void *b)
+{
+    const staged *x = a, *y = b;
+    const int64_t gx = (int64_t)x->new_bytes - (int64_t)x->w->nbytes;
+    const int64_t gy = (int64_t)y->new_bytes - (int64_t)y->w->nbytes;
+    return gx < gy ? -1 : gx > gy ? 1 : x->w < y->w ? -1 : x->w > y->w;
+}
+
 /* The plan record follows the weights: bytes and type of each, totals by side. */
 static void refresh_plan(sl_model *m)
 {
@@ -686,19 +778,23 @@ static void refresh_plan(sl_model *m)
         }
         m->place_t[i].bytes = w->nbytes;
         m->place_t[i].type_name = type_name(w->type);
-        if (w->residency & SL_RES_DEVICE) m->plan.device_bytes += w->nbytes;
+        /* a runtime's model may be evicted: where it goes when loaded */
+        if (m->rt ? w->want_device : (w->residency & SL_RES_DEVICE) != 0)
+            m->plan.device_bytes += w->nbytes;
         else m->plan.host_bytes += w->nbytes;
     }
 }
 
-/* The commit of a model in a runtime (gate held): no original to reattach to and no
- * fallback — each staged tensor becomes its weight's host floor and, on the device, its device
- * copy (runtime.c: sl__runtime_swap_weight), under the runtime's mutex so no eviction, load or
- * compaction runs meanwhile; a tensor the arena has no room for is refused. */
+/* The commit of a model in a runtime (gate held): no original to reattach to — each staged
+ * tensor becomes its weight's host floor and, on the device, its device copy (runtime.c:
+ * sl__runtime_swap_weight), under the runtime's mutex so no eviction, load or compaction runs
+ * meanwhile; a device with no room for it leaves it on the host (a fallback, as in commit:
+ * counted, reported, its expert siblings follow it, and the group returns together later). */
 static sl_status commit_runtime(reload_run *r, sl_error *err)
 {
     sl_model *m = r->m;
     sl_status st = SL_OK;
+    qsort(r->s, r->n_s, sizeof *r->s, by_growth);
     sl__runtime_lock(m);
     for (size_t i = 0; i < r->n_s && !st; i++) {
         staged *s = &r->s[i];
@@ -706,9 +802,18 @@ static sl_status commit_runtime(reload_run *r, sl_error *err)
         const double t0 = now_s();
         const uint32_t old_type = w->type;
         const uint64_t old_bytes = w->nbytes;
+        if (s->act == SL_SWAP_IN_PLACE && unchanged(m, w, s)) {
+            sl__weight_provenance_set(w, s->nt, s->file_size);
+            continue;
+        }
         const sl__floor ns = {.data = staged_bytes(s), .h_block = s->blk, .h_owned = s->f32};
+        int32_t layer;
+        /* a device layer's kernels read a host fallback only where the device is the host */
+        const bool may_fall = is_routed(m, w, &layer) || host_addressable(m, SL_RES_DEVICE);
         sl_error e;
-        const sl_status ws = sl__runtime_swap_weight(m, w, &ns, s->new_type, s->new_bytes, &e);
+        bool fell;
+        const sl_status ws = sl__runtime_swap_weight(m, w, &ns, s->new_type, s->new_bytes,
+                                                     may_fall, &r->fault, &fell, &e);
         if (ws == SL_ERR_NOMEM || ws == SL_ERR_UNSUPPORTED) {
             if (!refuse(r, w, s->new_type, "not applied: %s", e.msg))
                 st = sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
@@ -720,18 +825,17 @@ static sl_status commit_runtime(reload_run *r, sl_error *err)
         }
         s->blk = SL_BLOCK_NONE; /* the floor owns them now */
         s->f32 = NULL;
-        const size_t k = (size_t)(w - m->w);
-        if (m->place_t) {
-            m->place_t[k].bytes = w->nbytes;
-            m->place_t[k].type_name = type_name(w->type);
-        }
         w->converted = ns.h_owned != NULL;
+        r->rep->n_fallback += fell;
+        if (fell && is_routed(m, w, &layer)) r->fell_layer[layer] = true;
         st = applied(r, s, old_type == w->type && old_bytes == w->nbytes ? SL_RELOAD_IN_PLACE
                                                                          : SL_RELOAD_PRIVATE,
                      old_type, old_bytes, t0, err);
     }
+    if (!st) st = siblings(r, err);
     sl__runtime_unlock(m);
     if (!st) st = sl__model_refresh_pointers(m, err);
+    refresh_plan(m);
     sl__model_info_fill(m);
     if (!st) st = sl__model_validate(m, err);
     return st;
@@ -752,6 +856,14 @@ static sl_status commit(reload_run *r, sl_error *err)
     return st;
 }
 
+/* A fault injection variable of the tests (a count from 1), unset: never. */
+static sl_status fault_env(const char *name, sl__swap_fault *f, sl_error *err)
+{
+    const char *v = getenv(name);
+    *f = (sl__swap_fault){0};
+    return v ? sl_parse_u64(name, v, (sl_urange){1, UINT64_MAX}, &f->at, err) : SL_OK;
+}
+
 sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
 {
     sl_reload_report local;
@@ -762,14 +874,11 @@ sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
         return sl_error_set(err, SL_ERR_INVALID, "%s: opened with plan_only: nothing to reload",
                             m->path);
     const double t0 = now_s();
-    const char *fault = getenv("SLUICE_FAULT_SWAP_ALLOC");
-    uint64_t fault_at = 0;
-    if (fault && sl_parse_u64("SLUICE_FAULT_SWAP_ALLOC", fault, (sl_urange){1, UINT64_MAX},
-                              &fault_at, err))
+    reload_run r = {.m = m, .rep = rep};
+    if (fault_env("SLUICE_FAULT_SWAP_ALLOC", &r.fault, err) ||
+        fault_env("SLUICE_FAULT_SWAP_TOUCH", &r.touch, err))
         return SL_ERR_INVALID;
     pthread_mutex_lock(&m->gate.reload);
-    reload_run r = {.m = m, .rep = rep};
-    r.fault_at = fault_at;
     const uint32_t n_src = m->sources.n;
     sl_gguf **handles = calloc(n_src ? n_src : 1, sizeof *handles);
     sl_swap_source *seen = calloc(n_src ? n_src : 1, sizeof *seen);
@@ -781,6 +890,7 @@ sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
         st = stage_file(&r, i, &handles[i], &done[i], err);
         seen[i] = r.file;
     }
+    if (!st && r.n_s) st = stage_companions(&r, handles, err);
     if (!st && r.n_s) {
         sl_swap_exclusive_begin(&m->gate);
         st = m->rt ? commit_runtime(&r, err) : commit(&r, err);

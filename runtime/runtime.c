@@ -1,6 +1,7 @@
 /* runtime/runtime.c: serving residency — one device arena and one host pool shared by the
  * models of a process (sl_runtime of sluice.h), and the moves between residency states.
  * The policy (budget, which model to evict) is scheduler/residency.h's; here the bytes move.
+ * The structures are in runtime_impl.h; a live reload's part is runtime_reload.c's.
  *
  * A model opened into a runtime keeps a host copy of every weight (its host floor) for as
  * long as it is open below DISK: a device weight's host copy is parked in its sl__floor while
@@ -17,6 +18,10 @@
  *   state >= DEVICE  <=>  every want_device weight is SL_RES_DEVICE with its floor kept;
  *   state == HOST    <=>  every weight is SL_RES_HOST (floors empty);
  *   state == DISK    <=>  every weight's residency is 0;
+ *   want_device  <=>  the plan put the weight on the device and it is not a host fallback
+ *   (fallback: a live reload found no room for its new bytes, or a sibling expert tensor's;
+ *   it stays on the host, floor and all, until a later reload returns it with its group);
+ *   device_bytes == sum of granted arena bytes (sl__runtime_granted) over want_device weights;
  *   pinned_bytes == sum of device_bytes over PINNED models; busy + holds > 0 => state >=
  *   DEVICE or the model has no device weights;
  *   epoch changes whenever any weight's data pointer may have changed.
@@ -31,6 +36,7 @@
 #include "alloc/shm_floor.h"
 #include "runtime/ctx.h"
 #include "runtime/model.h"
+#include "runtime/runtime_impl.h"
 #include "scheduler/residency.h"
 
 _Static_assert((int)SL_RESIDENCY_DISK == (int)SL_RS_DISK &&
@@ -38,42 +44,6 @@ _Static_assert((int)SL_RESIDENCY_DISK == (int)SL_RS_DISK &&
                (int)SL_RESIDENCY_DEVICE == (int)SL_RS_DEVICE &&
                (int)SL_RESIDENCY_PINNED == (int)SL_RS_PINNED,
                "sluice.h's sl_residency and residency.h's sl_res_state must agree");
-
-struct sl__resident {
-    sl_res_state state;
-    uint64_t device_bytes;      /* granted arena bytes of its device weights */
-    uint64_t scratch_bytes;     /* its contexts' device estimate (sl__model_reserve_bytes) */
-    uint64_t last_use;          /* runtime tick of its last acquire */
-    uint64_t epoch;             /* bumped when weights were (re)loaded */
-    int busy;                   /* contexts evaluating it */
-    int holds;                  /* sl_runtime_hold without its unhold yet: busy as well */
-    bool registered;            /* in rt->models */
-    sl__floor *floor;           /* [n_w] */
-    /* a shared host floor (rt->opt.shared_floor, state >= HOST): the region, each weight's
-     * data offset in its payload, whether this process filled it and registered it */
-    sl_shm_floor *shm;
-    uint64_t *shm_off;
-    bool shm_made, shm_registered;
-    /* a live reload changed its weights: its floor holds bytes its file handle's header does
-     * not describe, so it may not go back to DISK (a load from the file would misread) */
-    bool reloaded;
-};
-
-struct sl_runtime {
-    sl_runtime_options opt;
-    sl_device *dev;
-    sl_stream *stream;          /* the arena's (moves; unused: it is never slid) */
-    sl_bfc *arena;
-    sl_hostpool *hostpool;
-    uint64_t arena_bytes;
-    pthread_mutex_t mu;
-    sl_model **models;
-    size_t n_models, cap_models;
-    uint64_t tick;
-    sl_res_budget budget;
-    uint64_t pinned_bytes;
-    uint64_t loads, evictions, compactions, bytes_loaded;
-};
 
 sl_runtime_options sl_runtime_options_default(void)
 {
@@ -95,7 +65,7 @@ static void notice(const sl_runtime *rt, const char *fmt, ...)
 }
 
 /* Recomputes the budget from the models' scratch estimates and the pinned bytes. */
-static void update_budget(sl_runtime *rt)
+void sl__runtime_update_budget(sl_runtime *rt)
 {
     uint64_t scratch = rt->opt.max_scratch_bytes, pinned = 0;
     for (size_t i = 0; i < rt->n_models; i++) {
@@ -154,7 +124,7 @@ sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_
     ho.numa_node = rt->opt.numa_node < 0 ? SL_HOSTPOOL_NODE_AUTO : rt->opt.numa_node;
     ho.slab_bytes = rt->opt.host_slab_bytes;
     if ((st = sl_hostpool_create(rt->dev, NULL, &ho, &rt->hostpool, err))) goto fail;
-    update_budget(rt);
+    sl__runtime_update_budget(rt);
     *out = rt;
     return SL_OK;
 fail:
@@ -196,7 +166,7 @@ sl_status sl__runtime_lend(sl_model *m, uint64_t *device_free, sl_error *err)
     return SL_OK;
 }
 
-static uint64_t granted(uint64_t bytes)
+uint64_t sl__runtime_granted(uint64_t bytes)
 {
     return ((bytes ? bytes : 1) + SL_BFC_ALIGN - 1) & ~(uint64_t)(SL_BFC_ALIGN - 1);
 }
@@ -217,7 +187,7 @@ sl_status sl__runtime_attach(sl_model *m, sl_error *err)
     }
     for (size_t i = 0; i < m->n_w; i++) {
         r->floor[i].h_block = SL_BLOCK_NONE;
-        if (m->plan.on_device[i]) r->device_bytes += granted(m->place_t[i].bytes);
+        if (m->plan.on_device[i]) r->device_bytes += sl__runtime_granted(m->place_t[i].bytes);
     }
     r->scratch_bytes = sl__model_reserve_bytes(m);
     r->state = SL_RS_DISK;
@@ -243,7 +213,7 @@ sl_status sl__runtime_register(sl_model *m, sl_error *err)
     m->res->registered = true;
     m->res->state = SL_RS_HOST;
     m->res->epoch++;
-    update_budget(rt);
+    sl__runtime_update_budget(rt);
     pthread_mutex_unlock(&rt->mu);
     return SL_OK;
 }
@@ -308,8 +278,8 @@ static sl_status fill_floor(void *user, uint8_t *payload, uint64_t bytes, sl_err
         if (!w->file_nbytes) continue;
         const uint64_t at = m->res->shm_off[i], slot = at - w->file_offset % SL_GGUF_DIRECT_ALIGN;
         void *data = NULL;
-        sl_status st = sl_gguf_tensor_read(m->gguf, w->t, SL_GGUF_IO_DIRECT, payload + slot,
-                                           bytes - slot, &data, err);
+        sl_status st = sl_gguf_tensor_read(sl__model_file(m), w->t, SL_GGUF_IO_DIRECT,
+                                           payload + slot, bytes - slot, &data, err);
         if (st) return st;
         /* a file system without O_DIRECT: the pread fallback may land the bytes elsewhere */
         if (data != payload + at) memmove(payload + at, data, w->file_nbytes);
@@ -368,7 +338,30 @@ const void *sl__floor_shared_data(const sl_model *m, const sl_weight *w)
     return sl_shm_floor_payload(r->shm) + r->shm_off[w - m->w];
 }
 
+/* The arena bytes m's device weights take (validate_model). */
+static uint64_t want_bytes(const sl_model *m)
+{
+    uint64_t b = 0;
+    for (size_t i = 0; i < m->n_w; i++)
+        if (m->w[i].want_device) b += sl__runtime_granted(m->w[i].nbytes);
+    return b;
+}
+
 /* ---- moves ------------------------------------------------------------------------------ */
+
+/* Weight i of m leaves the device: its block is freed and it reads its floor again. */
+void sl__runtime_to_floor(sl_model *m, size_t i)
+{
+    sl_weight *w = &m->w[i];
+    sl__floor *f = &m->res->floor[i];
+    sl_bfc_free(m->arena, w->d_block, NULL);
+    w->d_block = SL_BLOCK_NONE;
+    w->data = f->data;
+    w->h_block = f->h_block;
+    w->h_owned = f->h_owned;
+    w->residency = f->data || !w->nbytes ? SL_RES_HOST : 0;
+    *f = (sl__floor){.h_block = SL_BLOCK_NONE};
+}
 
 /* Device weights back to their floors (HOST). Nothing of m may be in flight. */
 static void evict(sl_runtime *rt, sl_model *m)
@@ -376,16 +369,8 @@ static void evict(sl_runtime *rt, sl_model *m)
     struct sl__resident *r = m->res;
     bool any = false;
     for (size_t i = 0; i < m->n_w; i++) {
-        sl_weight *w = &m->w[i];
-        if (w->d_block == SL_BLOCK_NONE) continue;
-        sl_bfc_free(m->arena, w->d_block, NULL);
-        w->d_block = SL_BLOCK_NONE;
-        sl__floor *f = &r->floor[i];
-        w->data = f->data;
-        w->h_block = f->h_block;
-        w->h_owned = f->h_owned;
-        w->residency = f->data || !w->nbytes ? SL_RES_HOST : 0;
-        *f = (sl__floor){.h_block = SL_BLOCK_NONE};
+        if (m->w[i].d_block == SL_BLOCK_NONE) continue;
+        sl__runtime_to_floor(m, i);
         any = true;
     }
     /* the views are recomputed from data the load already checked: it cannot fail (a model
@@ -613,17 +598,21 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
     if ((unsigned)state > SL_RESIDENCY_PINNED)
         return sl_error_set(err, SL_ERR_INVALID, "sl_runtime_set_residency: state %d: unknown",
                             (int)state);
+    /* going to DISK frees the weights and may refresh the file view from the reload sources:
+     * not while a live reload of m reads them (its lock comes first, as in sl_reload_changed) */
+    const bool gate = state == SL_RESIDENCY_DISK && m->gate_ready;
+    if (gate) pthread_mutex_lock(&m->gate.reload);
     pthread_mutex_lock(&rt->mu);
     struct sl__resident *r = m->res;
     const sl_res_state to = (sl_res_state)state;
     if (to < SL_RS_DEVICE && in_use(r)) {
         st = busy_error(m, "cannot leave the device", err);
-    } else if (to == SL_RS_DISK && r->reloaded) {
-        st = sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: live-reloaded tensors live only in its "
-                          "host floor (its file handle describes the old file): it cannot go "
-                          "back to disk; close and reopen it instead", m->path);
     } else if (to == SL_RS_DISK) {
-        to_disk(rt, m);
+        /* after a live reload its next load must read the new file versions */
+        sl_gguf *old = NULL;
+        if (r->reloaded && !(st = sl__model_files_refresh(m, &old, err))) r->reloaded = false;
+        if (!st) to_disk(rt, m);
+        sl_gguf_close(old);
     } else if (to == SL_RS_HOST) {
         if (r->state == SL_RS_DISK && (st = sl__runtime_load_floor(m, err))) {
             sl__model_free_weights(m);
@@ -640,8 +629,9 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
         st = load(rt, m, err);
     }
     if (!st && to >= SL_RS_DEVICE) r->last_use = ++rt->tick;
-    update_budget(rt);
+    sl__runtime_update_budget(rt);
     pthread_mutex_unlock(&rt->mu);
+    if (gate) pthread_mutex_unlock(&m->gate.reload);
     return st;
 }
 
@@ -752,6 +742,20 @@ static sl_status validate_model(const sl_runtime *rt, const sl_model *m, sl_erro
                                          sl_res_state_name(r->state));
         if (st) return st;
     }
+    for (size_t i = 0; i < m->n_w; i++) {
+        const sl_weight *w = &m->w[i];
+        if (w->fallback != (m->plan.on_device[i] && !w->want_device) ||
+            (w->want_device && !m->plan.on_device[i]))
+            return sl_error_set(err, SL_ERR_INVALID, "runtime invariant: %s: weight '%s': "
+                                "fallback %d, wanted on the device %d, placed there %d",
+                                m->path, w->name, w->fallback, w->want_device,
+                                m->plan.on_device[i]);
+    }
+    if (r->device_bytes != want_bytes(m))
+        return sl_error_set(err, SL_ERR_INVALID, "runtime invariant: %s: device bytes %llu, its "
+                            "device weights take %llu", m->path,
+                            (unsigned long long)r->device_bytes,
+                            (unsigned long long)want_bytes(m));
     if (r->busy < 0 || r->holds < 0 ||
         (in_use(r) && r->state < SL_RS_DEVICE && r->device_bytes))
         return sl_error_set(err, SL_ERR_INVALID, "runtime invariant: %s: busy %d, holds %d in "
@@ -776,77 +780,6 @@ sl_status sl_runtime_validate(const sl_runtime *rt, sl_error *err)
                           (unsigned long long)pinned);
     pthread_mutex_unlock(&w->mu);
     return st;
-}
-
-/* ---- live reload ------------------------------------------------------------------------ */
-
-void sl__runtime_lock(sl_model *m)
-{
-    pthread_mutex_lock(&m->rt->mu);
-}
-
-void sl__runtime_unlock(sl_model *m)
-{
-    sl_runtime *rt = m->rt;
-    update_budget(rt); /* a reload may have changed a pinned model's device bytes */
-    pthread_mutex_unlock(&rt->mu);
-}
-
-/* Frees a host copy the model owns (a pool block or a converted copy); one in a shared floor's
- * region has neither and stays for the other processes. */
-static void release_host(sl_model *m, sl_block h_block, void *h_owned)
-{
-    if (h_block != SL_BLOCK_NONE) sl_hostpool_free(m->hostpool, h_block, NULL);
-    free(h_owned);
-}
-
-sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns, uint32_t type,
-                                  uint64_t nbytes, sl_error *err)
-{
-    sl_runtime *rt = m->rt;
-    struct sl__resident *r = m->res;
-    const size_t i = (size_t)(w - m->w);
-    if (r->state == SL_RS_DISK)
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "the model is on disk in its runtime "
-                            "(nothing loaded to replace)");
-    if (w->d_block != SL_BLOCK_NONE) {
-        /* on the device: the new bytes go there (a block of their own when the size changed),
-         * and become the weight's floor, so eviction and compaction bring them back */
-        sl_block nb = w->d_block;
-        sl_status st = nbytes == w->nbytes
-                           ? SL_OK : sl_bfc_alloc(rt->arena, nbytes ? nbytes : 1, SL_BFC_PINNED,
-                                                  &nb, err);
-        void *d = st ? NULL : sl_bfc_ptr(rt->arena, nb);
-        if (!st && nbytes &&
-            !(st = sl_device_copy(rt->dev, m->stream, d, ns->data, nbytes, SL_COPY_H2D, err)))
-            st = sl_device_stream_sync(rt->dev, m->stream, err);
-        if (st) {
-            if (nb != w->d_block) sl_bfc_free(rt->arena, nb, NULL);
-            return st;
-        }
-        if (nb != w->d_block) {
-            sl_bfc_free(rt->arena, w->d_block, NULL);
-            w->d_block = nb;
-            w->data = d;
-        }
-        const sl__floor old = r->floor[i];
-        release_host(m, old.h_block, old.h_owned);
-        r->floor[i] = *ns;
-    } else {
-        /* on the host (the model is evicted, or the weight is a host weight): the copy it
-         * reads is its floor; a shared floor's region is left alone (copy-on-write) */
-        release_host(m, w->h_block, w->h_owned);
-        w->data = ns->data;
-        w->h_block = ns->h_block;
-        w->h_owned = ns->h_owned;
-    }
-    if (m->plan.on_device[i])
-        r->device_bytes = r->device_bytes - granted(w->nbytes) + granted(nbytes);
-    w->type = type;
-    w->nbytes = nbytes;
-    r->reloaded = true;
-    r->epoch++;
-    return SL_OK;
 }
 
 /* ---- evaluation brackets and detaching ---------------------------------------------------- */
@@ -895,7 +828,7 @@ void sl__runtime_detach(sl_model *m)
                 break;
             }
     }
-    update_budget(rt);
+    sl__runtime_update_budget(rt);
     /* the weights point into the region: the engine's free after this only drops records */
     if (r->shm) floor_release(rt, r);
     pthread_mutex_unlock(&rt->mu);

@@ -203,7 +203,8 @@ void sl_runtime_unhold(sl_runtime *rt, sl_model *m);
  * arena cannot hold it) or unpins; PINNED loads it too — a model that was not on the device
  * goes to the base of the arena (above the pinned ones): the unpinned models are freed
  * first and reloaded after it as far as the on-demand budget allows; HOST frees its device
- * weights; DISK its host floor too. SL_ERR_INVALID while a context evaluates it. */
+ * weights; DISK its host floor too (after a live reload only while its files hold what it
+ * holds: see sl_reload_changed). SL_ERR_INVALID while a context evaluates it. */
 sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency state,
                                    sl_error *err);
 /* Releases everything m holds (device weights and host floor): set_residency(DISK). */
@@ -404,10 +405,13 @@ typedef struct sl_reload_report {
  * plan_only; I/O and format problems of one file are not errors but SKIPPED_FILE entries, and
  * tensors that cannot be applied are REFUSED entries. Thread-safe (one reload at a time).
  * A model in a runtime: each changed tensor replaces its host floor copy and, when on the
- * device, its device copy (a new arena block for a new size; no room: REFUSED), so eviction and
- * compaction bring back the new bytes; a shared floor is never written (the new bytes go to a
- * private block: copy-on-write); on DISK every change is REFUSED; once reloaded the model
- * cannot be released to DISK (sl_runtime_set_residency: SL_ERR_UNSUPPORTED). */
+ * device, its device copy (a new arena block for a new size; no room: a host fallback, as for
+ * a private model, which the runtime's residency keeps until a later reload returns it), so
+ * eviction and compaction bring back the new bytes; a shared floor is never written (the new
+ * bytes go to a private block: copy-on-write); on DISK every change is REFUSED. Released to
+ * DISK after a reload, the model reads its files again when loaded: that is refused
+ * (SL_ERR_UNSUPPORTED, nothing changed) while they hold other bytes than it does (changed since
+ * the last reload, or a tensor whose change was refused). */
 sl_status sl_reload_changed(sl_model *m, sl_reload_report *report, sl_error *err);
 /* The same for the context's model. */
 sl_status sl_ctx_reload_changed(sl_ctx *c, sl_reload_report *report, sl_error *err);

@@ -99,45 +99,66 @@ static void mark_routed(const sl_model *m, bool *routed)
     }
 }
 
+/* The first expert tensor of layer L for projection proj (0 gate, 1 up, 2 down), merged or
+ * per-expert; NULL: a dense layer. */
+static sl_weight *experts_w(const sl__layer *L, int proj)
+{
+    sl_weight *merged = proj == 0 ? L->gate_exps : proj == 1 ? L->up_exps : L->down_exps;
+    sl_weight *const *per = proj == 0 ? L->gate_e : proj == 1 ? L->up_e : L->down_e;
+    return merged ? merged : per ? per[0] : NULL;
+}
+
 /* HOT_COLD: the neuron index (opt.gpu_index, else MODEL.generated.gpuidx as PowerInfer
  * looks for it), rounded to each layer's down granule (scheduler/ffn_split.h): fills every
- * layer's split_granule / n_hot and the hot fraction per layer. */
+ * layer's split_granule / n_hot and the hot fraction per layer. A MoE model's index splits
+ * its routed experts (expert-major, gpuidx.h); its dense layers' entries are not read. */
 static sl_status load_index(sl_model *m, const char *path, float *frac, sl_error *err)
 {
-    const int32_t n_layer = m->hp.n_layer;
-    if (m->hp.n_expert)
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: placement hot-cold splits dense FFNs; "
-                            "this %s model has routed experts (use --n-cpu-moe, -ot or the "
-                            "expert cache)", path, m->tr->name);
+    const int32_t n_layer = m->hp.n_layer, X = m->hp.n_expert;
     uint32_t *n_neuron = calloc((size_t)n_layer + 1, sizeof *n_neuron);
     if (!n_neuron) return sl_error_set(err, SL_ERR_NOMEM, "out of memory");
-    for (int32_t il = 0; il < n_layer; il++)
+    for (int32_t il = 0; il < n_layer && !X; il++)
         n_neuron[il] = (uint32_t)m->layers[il].ffn_up->ne[1];
-    sl_gpuidx idx;
-    sl_status st = sl_gpuidx_read(path, (uint32_t)n_layer, n_neuron, &idx, err);
+    sl_gpuidx idx; /* a MoE index's widths are checked below, per expert */
+    sl_status st = sl_gpuidx_read(path, (uint32_t)n_layer, X ? NULL : n_neuron, &idx, err);
     free(n_neuron);
     if (st) return st;
-    if (idx.n_expert > 1)
+    if (!X && idx.n_expert > 1)
         st = sl_error_set(err, SL_ERR_RANGE, "%s: an index of %u experts' neurons "
                           "(generic.gpu_index.expert_count) for the dense model %s", path,
                           idx.n_expert, m->path);
+    for (int32_t il = 0; il < n_layer && X && !st; il++) {
+        const uint32_t nx = idx.n_expert > 1 ? idx.n_expert : 1, nn = idx.layers[il].n_neuron;
+        if (experts_w(&m->layers[il], 1) &&
+            (nx != (uint32_t)X || nn != (uint32_t)X * (uint32_t)m->hp.n_ff_exp))
+            st = sl_error_set(err, SL_ERR_RANGE, "%s: layer %d: %u neurons in %u expert(s) of "
+                              "%u (generic.gpu_index.expert_count), where %s has %d routed "
+                              "experts of %d neurons", path, il, nn, nx, nn / nx, m->path, X,
+                              m->hp.n_ff_exp);
+    }
     for (int32_t il = 0; il < n_layer && !st; il++) {
         sl__layer *L = &m->layers[il];
-        const int64_t F = L->ffn_up->ne[1];
-        const int64_t G = sl_ffn_split_granule(loaded_type(L->ffn_down));
-        bool *hot = malloc((size_t)F * sizeof *hot);
-        L->split_granule = calloc((size_t)(F / (G ? G : 1)) + 1, sizeof *L->split_granule);
-        if (!hot || !L->split_granule || G <= 0 || F % G) {
-            free(hot);
-            st = sl_error_set(err, hot && L->split_granule ? SL_ERR_UNSUPPORTED : SL_ERR_NOMEM,
+        const sl_weight *down = X ? experts_w(L, 2) : L->ffn_down;
+        if (!down) continue; /* a MoE model's dense layer: whole, with the layer */
+        const int64_t F = X ? m->hp.n_ff_exp : L->ffn_up->ne[1], N = X ? X * F : F;
+        const int64_t G = sl_ffn_split_granule(loaded_type(down));
+        L->split_granule = calloc((size_t)(N / (G ? G : 1)) + 1, sizeof *L->split_granule);
+        if (!L->split_granule || G <= 0 || F % G) {
+            st = sl_error_set(err, L->split_granule ? SL_ERR_UNSUPPORTED : SL_ERR_NOMEM,
                               "%s: layer %d: cannot split an FFN of %lld neurons in blocks of "
                               "%lld", m->path, il, (long long)F, (long long)G);
             break;
         }
-        for (int64_t j = 0; j < F; j++) hot[j] = idx.layers[il].hot[j];
-        L->n_hot = sl_ffn_split_round(hot, F, G, L->split_granule);
+        bool *hot = malloc((size_t)N * sizeof *hot);
+        if (!hot) {
+            st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
+            break;
+        }
+        for (int64_t j = 0; j < N; j++) hot[j] = idx.layers[il].hot[j];
+        /* granules never straddle experts: F is a multiple of G */
+        L->n_hot = sl_ffn_split_round(hot, N, G, L->split_granule);
         free(hot);
-        frac[il] = (float)L->n_hot / (float)F;
+        frac[il] = (float)L->n_hot / (float)N;
     }
     sl_gpuidx_free(&idx);
     return st;
@@ -157,8 +178,9 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
     sl_placement mode = m->opt.placement;
     char ibuf[4096];
     const char *ipath = index_path(m, ibuf, sizeof ibuf);
-    /* as PowerInfer: an index beside a dense model turns auto placement into hot-cold */
-    if (mode == SL_PLACE_AUTO && ipath && !m->hp.n_expert && device_free) {
+    /* as PowerInfer: an index beside the model turns auto placement into hot-cold (routed
+     * experts: not on cuda, which has no kernel for their parts yet) */
+    if (mode == SL_PLACE_AUTO && ipath && (!m->hp.n_expert || !cuda) && device_free) {
         mode = SL_PLACE_HOT_COLD;
         if (!m->notice[0])
             snprintf(m->notice, sizeof m->notice, "placement hot-cold with the neuron index %s",
@@ -169,6 +191,11 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
             return sl_error_set(err, SL_ERR_INVALID, "%s: placement hot-cold needs a neuron "
                                 "index: --gpu-index FILE, or %s.generated.gpuidx beside the "
                                 "model (tools/run place solve writes one)", m->path, m->path);
+        if (m->hp.n_expert && cuda)
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: placement hot-cold of routed "
+                                "experts runs on the sim device and the CPU only: the CUDA "
+                                "expert kernels take one width per layer, a split expert has "
+                                "its own (use --n-cpu-moe or -ot on cuda)", ipath);
         frac = calloc((size_t)m->hp.n_layer + 1, sizeof *frac);
         if (!frac) return sl_error_set(err, SL_ERR_NOMEM, "out of memory");
         sl_status st = load_index(m, ipath, frac, err);
@@ -206,6 +233,7 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
     const sl_place_options po = {
         .mode = (sl_place_mode)mode, .n_gpu_layers = o->gpu_layers, .ffn_hot_frac = frac,
         .override_tensor = o->override_tensor, .cpu_moe = o->cpu_moe, .n_cpu_moe = o->n_cpu_moe,
+        .split_experts = m->hp.n_expert > 0,
         .vram_budget = o->vram_budget, .device_free = device_free,
         .reserve_bytes = device_free || o->vram_budget ? sl__model_reserve_bytes(m) : 0};
     sl_status st = sl_place_resolve(t, m->n_w, m->hp.n_layer, &po, &m->plan, err);
@@ -286,7 +314,7 @@ static void derive_kv_b(const sl_weight *w, const float *kv_b, float *dst)
  * is computed from its source tensor's F32 values. */
 static sl_status convert_f32(sl_model *m, sl_weight *w, sl_error *err)
 {
-    const uint8_t *src = sl_gguf_tensor_view(m->gguf, w->t);
+    const uint8_t *src = sl_gguf_tensor_view(sl__model_file(m), w->t);
     if (!src && sl_quant_supported(w->file_type))
         return sl_error_set(err, SL_ERR_IO, "%s: tensor '%s': no file mapping to convert from",
                             w->path, w->name);
@@ -351,7 +379,7 @@ static sl_status load_host(sl_model *m, sl_weight *w, sl_error *err)
         return SL_OK;
     }
     if (m->opt.io == SL_LOAD_MMAP) {
-        w->data = sl_gguf_tensor_view(m->gguf, w->t);
+        w->data = sl_gguf_tensor_view(sl__model_file(m), w->t);
         if (!w->data && w->nbytes)
             return sl_error_set(err, SL_ERR_IO, "%s: tensor '%s': no file mapping", w->path,
                                 w->name);
@@ -359,8 +387,8 @@ static sl_status load_host(sl_model *m, sl_weight *w, sl_error *err)
         return SL_OK;
     }
     void *data;
-    sl_status st = sl__weight_read(m, m->gguf, w->t, m->opt.io == SL_LOAD_DIRECT, &w->h_block,
-                                   &data, err);
+    sl_status st = sl__weight_read(m, sl__model_file(m), w->t, m->opt.io == SL_LOAD_DIRECT,
+                                   &w->h_block, &data, err);
     if (st) return st;
     w->data = data;
     w->residency = SL_RES_HOST;
@@ -478,17 +506,19 @@ sl_status sl__weight_to_device(sl_model *m, sl_weight *w, sl_error *err)
 /* One compact part of a split FFN matrix (proj 0 gate, 1 up, 2 down), gathered from the
  * loaded original into a host pool block (cold) or through a temporary into a device block
  * (hot). */
-static sl_status make_part(sl_model *m, const sl__layer *L, int proj, bool hot, int64_t n_part,
-                           const uint64_t bytes[3], sl_weight *pw, sl_error *err)
+static sl_status make_part(sl_model *m, const sl_weight *orig, int proj, bool hot,
+                           int64_t n_part, const uint64_t bytes[3], sl_weight *pw, sl_error *err)
 {
-    const sl_weight *orig = proj == 0 ? L->ffn_gate : proj == 1 ? L->ffn_up : L->ffn_down;
     *pw = *orig;
     pw->orig_set = pw->swapped = pw->fallback = false; /* a part has no live-reload history */
     pw->h_block = pw->d_block = SL_BLOCK_NONE;
     pw->h_owned = NULL;
     pw->n_dims = 2;
-    pw->ne[0] = proj == 2 ? n_part : orig->ne[0];
-    pw->ne[1] = proj == 2 ? orig->ne[1] : n_part;
+    /* [n_embd][n_part] for down, else [n_part][n_embd] (experts: one side's blob of all) */
+    const int64_t embd = proj == 2 ? orig->ne[1] : orig->ne[0];
+    pw->ne[0] = proj == 2 ? n_part : embd;
+    pw->ne[1] = proj == 2 ? embd : n_part;
+    pw->ne[2] = pw->ne[3] = 1;
     pw->nbytes = bytes[proj];
     void *dst = NULL;
     sl_status st;
@@ -505,42 +535,106 @@ static sl_status make_part(sl_model *m, const sl__layer *L, int proj, bool hot, 
     return SL_OK;
 }
 
-/* HOT_COLD: replaces a split layer's loaded gate/up/down by compact hot parts in the device
- * arena and cold parts in the host pool (scheduler/ffn_split.h), then frees the originals. */
-static sl_status split_layer(sl_model *m, sl__layer *L, staging *sg, sl_error *err)
+/* Drops w's own storage: its bytes now live in a split's parts. */
+static void to_parts(sl_model *m, sl_weight *w)
 {
-    const int64_t F = L->ffn_up->ne[1];
-    sl_ffn_split_src src = {.type_gate = L->ffn_gate->type, .type_up = L->ffn_up->type,
-                            .type_down = L->ffn_down->type, .n_embd = L->ffn_up->ne[0],
-                            .n_ff = F, .granule = sl_ffn_split_granule(L->ffn_down->type),
-                            .gate = L->ffn_gate->data, .up = L->ffn_up->data,
-                            .down = L->ffn_down->data};
-    for (int side = 0; side < 2; side++) {
+    if (w->h_block != SL_BLOCK_NONE) sl_hostpool_free(m->hostpool, w->h_block, NULL);
+    free(w->h_owned);
+    w->h_block = SL_BLOCK_NONE;
+    w->h_owned = NULL;
+    w->data = NULL;
+    w->residency = SL_RES_PARTS;
+}
+
+static void free_moe_split(sl__layer *L)
+{
+    sl__moe_split *ms = L->moe_split;
+    if (!ms) return;
+    for (int s = 0; s < 2; s++) {
+        free(ms->ff_at[s]);
+        for (int p = 0; p < 3; p++) free((void *)ms->ptr[s][p]);
+        free(ms->bias[s][0]);
+        free(ms->bias[s][1]);
+    }
+    free(ms->hot_on_device);
+    free(ms);
+    L->moe_split = NULL;
+}
+
+/* HOT_COLD: replaces a split layer's loaded FFN — its dense gate/up/down, or all its routed
+ * experts — by compact parts (scheduler/ffn_split.h; a dense FFN is split as a layer of one
+ * expert): each side's gate', up', down' of all experts packed into three blobs, the hot ones
+ * in the device arena and the cold ones in the host pool; then the originals drop their bytes
+ * (expert biases stay whole: both sides hold gathered copies). Routed experts also get the
+ * two sides' arrays (L->moe_split), which sl__model_refresh_pointers turns into their
+ * descriptions once every pointer is final. */
+static sl_status split_ffn(sl_model *m, sl__layer *L, bool experts, staging *sg, sl_error *err)
+{
+    const int32_t X = experts ? m->hp.n_expert : 1;
+    const sl_weight *orig[3] = {experts ? experts_w(L, 0) : L->ffn_gate,
+                                experts ? experts_w(L, 1) : L->ffn_up,
+                                experts ? experts_w(L, 2) : L->ffn_down};
+    const void **src = calloc(3 * (size_t)X, sizeof *src);
+    sl__moe_split *ms = experts ? calloc(1, sizeof *ms) : NULL;
+    if (!src || (experts && !ms)) {
+        free(src);
+        free(ms);
+        return sl_error_set(err, SL_ERR_NOMEM, "layer %d: out of memory (FFN split)",
+                            (int)(L - m->layers));
+    }
+    L->moe_split = ms;
+    for (int32_t x = 0; x < X; x++)
+        for (int p = 0; p < 3; p++) src[p * X + x] = experts ? sl__expert_data(L, p, x)
+                                                             : orig[p]->data;
+    const sl_moe_layer whole = {
+        .layer = (int32_t)(L - m->layers), .n_expert = X, .n_embd = orig[1]->ne[0],
+        .n_ff = orig[1]->ne[1], .type_gate = orig[0]->type, .type_up = orig[1]->type,
+        .type_down = orig[2]->type, .gate = src, .up = src + X, .down = src + 2 * X,
+        .gate_b = experts && L->gate_exps_b ? L->gate_exps_b->data : NULL,
+        .up_b = experts && L->up_exps_b ? L->up_exps_b->data : NULL, .act = m->tr->act};
+    const int64_t G = sl_ffn_split_granule(orig[2]->type);
+    int64_t dense_at[2][2]; /* a dense FFN's sides: [0, n_part] */
+    sl_status st = SL_OK;
+    if (ms && !(ms->hot_on_device = malloc((size_t)X * sizeof *ms->hot_on_device)))
+        st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
+    for (int32_t x = 0; ms && x < X && !st; x++) ms->hot_on_device[x] = true;
+    for (int side = 0; side < 2 && !st; side++) {
         const bool hot = side == 0;
-        const int64_t n_part = hot ? L->n_hot : F - L->n_hot;
-        uint64_t bytes[3];
-        sl_ffn_split_part_bytes(&src, n_part, bytes);
         sl_weight *pw = hot ? L->split_hot : L->split_cold;
-        sl_status st;
-        for (int p = 0; p < 3; p++)
-            if ((st = make_part(m, L, p, hot, n_part, bytes, &pw[p], err))) return st;
-        if ((st = sl_ffn_split_gather(&src, L->split_granule, hot, (void *)pw[0].data,
-                                      (void *)pw[1].data, (void *)pw[2].data, err)))
-            return st;
-        if (hot)
-            for (int p = 0; p < 3; p++)
-                if ((st = upload(m, &pw[p], sg, err))) return st;
+        int64_t *at = ms ? ms->ff_at[side] = malloc(((size_t)X + 1) * sizeof *at)
+                         : dense_at[side];
+        if (!at) {
+            st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
+            break;
+        }
+        uint64_t bytes[3];
+        sl_ffn_split_experts_layout(&whole, L->split_granule, G, hot, at, bytes);
+        const int64_t n_part = at[X];
+        for (int p = 0; p < 3 && !st; p++) {
+            st = make_part(m, orig[p], p, hot, n_part, bytes, &pw[p], err);
+            if (!st && ms && !(ms->ptr[side][p] = calloc((size_t)X, sizeof(void *))))
+                st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
+        }
+        for (int b = 0; b < 2 && !st; b++)
+            if ((b ? whole.up_b : whole.gate_b) &&
+                !(ms->bias[side][b] = malloc((size_t)(n_part ? n_part : 1) * sizeof(float))))
+                st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
+        if (!st)
+            st = sl_ffn_split_experts_gather(&whole, L->split_granule, G, hot, at,
+                                             (void *)pw[0].data, (void *)pw[1].data,
+                                             (void *)pw[2].data, ms ? ms->bias[side][0] : NULL,
+                                             ms ? ms->bias[side][1] : NULL, err);
+        for (int p = 0; p < 3 && hot && !st; p++) st = upload(m, &pw[p], sg, err);
     }
-    sl_weight *orig[3] = {L->ffn_gate, L->ffn_up, L->ffn_down};
-    for (int p = 0; p < 3; p++) {
-        sl_weight *w = orig[p];
-        if (w->h_block != SL_BLOCK_NONE) sl_hostpool_free(m->hostpool, w->h_block, NULL);
-        free(w->h_owned);
-        w->h_block = SL_BLOCK_NONE;
-        w->h_owned = NULL;
-        w->data = NULL;
-        w->residency = SL_RES_PARTS;
-    }
+    free(src);
+    if (st) return st;
+    for (int32_t x = 0; x < X; x++) /* merged tensors and a dense FFN: once; per-expert: each */
+        for (int p = 0; p < 3; p++) {
+            sl_weight *const *pe = !experts ? NULL : p == 0 ? L->gate_e : p == 1 ? L->up_e
+                                                                                 : L->down_e;
+            sl_weight *w = pe ? pe[x] : x == 0 ? (sl_weight *)orig[p] : NULL;
+            if (w) to_parts(m, w);
+        }
     return SL_OK;
 }
 
@@ -580,7 +674,7 @@ sl_status sl__weight_resplit(sl_model *m, sl__layer *L, const void *const data[3
         if (!converted[p]) orig[p]->file_type = type[p]; /* the parts copy it (validate) */
         orig[p]->residency = SL_RES_HOST;
         orig[p]->h_block = orig[p]->d_block = SL_BLOCK_NONE;
-        orig[p]->h_owned = NULL; /* borrowed: split_layer frees nothing of it */
+        orig[p]->h_owned = NULL; /* borrowed: split_ffn frees nothing of it */
     }
     for (int i = 0; i < 3; i++) {
         memset(&L->split_hot[i], 0, sizeof L->split_hot[i]);
@@ -589,7 +683,7 @@ sl_status sl__weight_resplit(sl_model *m, sl__layer *L, const void *const data[3
         L->split_cold[i].h_block = L->split_cold[i].d_block = SL_BLOCK_NONE;
     }
     staging sg = {0};
-    sl_status st = split_layer(m, L, &sg, err);
+    sl_status st = split_ffn(m, L, false, &sg, err);
     const sl_status fs = staging_flush(m, &sg, st ? NULL : err);
     staging_free(m, &sg);
     if (!st) st = fs;
@@ -663,8 +757,10 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
 
     for (int il = 0; il < m->hp.n_layer; il++) {
         sl__layer *L = &m->layers[il];
-        if (L->n_hot && L->ffn_up && m->plan.split[L->ffn_up - m->w]) {
-            sl_status st = split_layer(m, L, &sg, err);
+        const sl_weight *eu = experts_w(L, 1);
+        const bool dense = L->ffn_up && m->plan.split[L->ffn_up - m->w];
+        if (L->n_hot && (dense || (eu && m->plan.split[eu - m->w]))) {
+            sl_status st = split_ffn(m, L, !dense, &sg, err);
             if (st) {
                 staging_free(m, &sg);
                 return st;
@@ -693,10 +789,12 @@ sl_status sl__model_refresh_pointers(sl_model *m, sl_error *err)
         const sl_weight *g = L->gate_exps ? L->gate_exps : L->gate_e[0];
         const sl_weight *u = L->up_exps ? L->up_exps : L->up_e[0];
         const sl_weight *d = L->down_exps ? L->down_exps : L->down_e[0];
+        sl__moe_split *ms = L->moe_split;
         for (int x = 0; x < m->hp.n_expert; x++) {
-            L->moe_gate[x] = sl__expert_data(L, 0, x);
-            L->moe_up[x] = sl__expert_data(L, 1, x);
-            L->moe_down[x] = sl__expert_data(L, 2, x);
+            /* a split layer's experts have no whole copy: its parts describe them */
+            L->moe_gate[x] = ms ? NULL : sl__expert_data(L, 0, x);
+            L->moe_up[x] = ms ? NULL : sl__expert_data(L, 1, x);
+            L->moe_down[x] = ms ? NULL : sl__expert_data(L, 2, x);
             const sl_weight *gx = L->gate_exps ? L->gate_exps : L->gate_e[x];
             const sl_weight *ux = L->up_exps ? L->up_exps : L->up_e[x];
             const sl_weight *dx = L->down_exps ? L->down_exps : L->down_e[x];
@@ -715,6 +813,14 @@ sl_status sl__model_refresh_pointers(sl_model *m, sl_error *err)
             .gate_b = L->gate_exps_b ? L->gate_exps_b->data : NULL,
             .up_b = L->up_exps_b ? L->up_exps_b->data : NULL,
             .down_b = L->down_exps_b ? L->down_exps_b->data : NULL};
+        for (int side = 0; ms && side < 2; side++) {
+            const sl_weight *pw = side ? L->split_cold : L->split_hot;
+            sl_ffn_split_experts_part(&L->moe, ms->ff_at[side], pw[0].data, pw[1].data,
+                                      pw[2].data, ms->bias[side][0], ms->bias[side][1],
+                                      side == 1, side ? NULL : ms->hot_on_device,
+                                      ms->ptr[side][0], ms->ptr[side][1], ms->ptr[side][2],
+                                      &ms->part[side]);
+        }
     }
     return SL_OK;
 }
@@ -723,6 +829,7 @@ void sl__model_free_weights(sl_model *m)
 {
     for (int il = 0; m->layers && il < m->hp.n_layer; il++) {
         free_parts(m, &m->layers[il]);
+        free_moe_split(&m->layers[il]);
         free(m->layers[il].split_granule);
         m->layers[il].split_granule = NULL;
     }
@@ -757,11 +864,22 @@ sl_status sl__model_validate(const sl_model *m, sl_error *err)
     }
     for (int il = 0; il < m->hp.n_layer; il++) {
         const sl__layer *L = &m->layers[il];
-        const bool split = L->ffn_up && L->ffn_up->residency == SL_RES_PARTS;
+        const bool split = (L->ffn_up && L->ffn_up->residency == SL_RES_PARTS) || L->moe_split;
         for (int p = 0; p < 3 && split; p++) {
             sl_status st = sl_weight_validate(&L->split_hot[p], m->hostpool, err);
             if (!st) st = sl_weight_validate(&L->split_cold[p], m->hostpool, err);
             if (st) return st;
+            const sl__moe_split *ms = L->moe_split;
+            const int32_t X = m->hp.n_expert;
+            bool monotone = true;
+            for (int32_t x = 0; ms && x < X; x++)
+                monotone &= ms->ff_at[0][x] <= ms->ff_at[0][x + 1] &&
+                            ms->ff_at[1][x] <= ms->ff_at[1][x + 1];
+            if (ms && (!monotone || ms->ff_at[0][0] || ms->ff_at[1][0] ||
+                       ms->ff_at[0][X] + ms->ff_at[1][X] != (int64_t)X * m->hp.n_ff_exp ||
+                       ms->part[0].down_b || ms->part[1].down_b != L->moe.down_b))
+                return sl_error_set(err, SL_ERR_INVALID, "model invariant: layer %d: the "
+                                    "experts' hot and cold parts do not cover them once", il);
             if (!(L->split_hot[p].residency & SL_RES_DEVICE) ||
                 L->split_cold[p].residency != SL_RES_HOST)
                 return sl_error_set(err, SL_ERR_INVALID, "model invariant: layer %d: hot part "
@@ -770,8 +888,9 @@ sl_status sl__model_validate(const sl_model *m, sl_error *err)
     }
     for (int il = 0; il < m->hp.n_layer && m->hp.n_expert; il++)
         for (int x = 0; sl__layer_moe(&m->layers[il]) && x < m->hp.n_expert; x++)
-            if (!m->layers[il].moe_gate[x] || !m->layers[il].moe_up[x] ||
-                !m->layers[il].moe_down[x])
+            if (!m->layers[il].moe_split &&
+                (!m->layers[il].moe_gate[x] || !m->layers[il].moe_up[x] ||
+                 !m->layers[il].moe_down[x]))
                 return sl_error_set(err, SL_ERR_INVALID, "model invariant: layer %d expert %d "
                                     "has no weights", il, x);
     return SL_OK;

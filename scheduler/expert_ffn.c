@@ -1,6 +1,8 @@
 /* scheduler/expert_ffn.c: see expert_ffn.h. */
 #include "scheduler/expert_ffn.h"
 
+#include <string.h>
+
 size_t sl__expert_work_bytes(const sl_moe_layer *L, int64_t m)
 {
     const size_t wg = sl_cpu_matvec_work_bytes(L->type_gate, L->n_embd, m);
@@ -23,9 +25,10 @@ static void add_bias(float *y, const float *b, int64_t m, int64_t dim)
 static sl_status bias_act(const sl_cpu_ops *ops, const sl_moe_layer *L, int32_t e, int64_t m,
                           float *g, float *u, sl_error *err)
 {
-    const int64_t F = L->n_ff;
-    add_bias(g, L->gate_b ? L->gate_b + (int64_t)e * F : NULL, m, F);
-    add_bias(u, L->up_b ? L->up_b + (int64_t)e * F : NULL, m, F);
+    const int64_t F = sl_moe_expert_ff(L, e), at = sl_moe_expert_ff_at(L, e);
+    if (!F) return SL_OK;
+    add_bias(g, L->gate_b ? L->gate_b + at : NULL, m, F);
+    add_bias(u, L->up_b ? L->up_b + at : NULL, m, F);
     if (L->act == SL_MOE_SILU) return sl_cpu_swiglu(ops, g, u, g, F * m, err);
     if (L->act == SL_MOE_SWIGLU_OAI)
         return sl_cpu_swiglu_oai(ops, g, u, g, F * m, SL_OAI_ALPHA, SL_OAI_LIMIT, err);
@@ -37,8 +40,9 @@ sl_status sl__expert_gate_up(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
                              const void *wg, const void *wu, const float *x, int64_t m,
                              float *g, float *u, void *work, size_t work_cap, sl_error *err)
 {
-    const int64_t E = L->n_embd, F = L->n_ff;
+    const int64_t E = L->n_embd, F = sl_moe_expert_ff(L, e);
     sl_status st;
+    if (!F) return SL_OK; /* an empty part: nothing to gate */
     if (L->type_gate == L->type_up && !mv->f32_act) {
         st = sl_cpu_matvec_quant_act(mv, L->type_gate, x, E, m, work, work_cap, err);
         if (!st) st = sl_cpu_matvec_q(mv, pool, L->type_gate, wg, F, E, work, m, g, err);
@@ -61,14 +65,19 @@ sl_status sl__expert_gate_up_token(const sl_cpu_ops *ops, const sl_cpu_matvec_ct
         return sl_error_set(err, SL_ERR_INVALID, "expert gate/up of one token: k = %d is not in "
                             "[1, %d]", k, SL_CPU_SPLIT_MAX_PARTS / 2);
     sl_cpu_matvec_part parts[SL_CPU_SPLIT_MAX_PARTS];
-    for (int i = 0; i < k; i++) {
+    int n_parts = 0;
+    for (int i = 0; i < k; i++) { /* rows at stride n_ff; empty parts (width 0) left out */
         const int32_t e = experts[i];
-        parts[2 * i] = (sl_cpu_matvec_part){.type = L->type_gate, .w = L->gate[e], .rows = F,
-                                            .y = g + i * F};
-        parts[2 * i + 1] = (sl_cpu_matvec_part){.type = L->type_up, .w = L->up[e], .rows = F,
+        const int64_t Fe = sl_moe_expert_ff(L, e);
+        if (!Fe) continue;
+        parts[n_parts++] = (sl_cpu_matvec_part){.type = L->type_gate, .w = L->gate[e],
+                                                .rows = Fe, .y = g + i * F};
+        parts[n_parts++] = (sl_cpu_matvec_part){.type = L->type_up, .w = L->up[e], .rows = Fe,
                                                 .y = u + i * F};
     }
-    sl_status st = sl_cpu_matvec_multi(mv, pool, parts, 2 * k, E, x, work, work_cap, err);
+    sl_status st = n_parts ? sl_cpu_matvec_multi(mv, pool, parts, n_parts, E, x, work, work_cap,
+                                                 err)
+                           : SL_OK;
     for (int i = 0; !st && i < k; i++)
         st = bias_act(ops, L, experts[i], 1, g + i * F, u + i * F, err);
     return st;
@@ -78,8 +87,11 @@ sl_status sl__expert_down(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
                           const sl_moe_layer *L, int32_t e, const void *wd, const float *g,
                           int64_t m, float *d, void *work, size_t work_cap, sl_error *err)
 {
-    sl_status st = sl_cpu_matvec(mv, pool, L->type_down, wd, L->n_embd, L->n_ff, g, m, d, work,
-                                 work_cap, err);
+    const int64_t F = sl_moe_expert_ff(L, e);
+    sl_status st = SL_OK;
+    if (F) st = sl_cpu_matvec(mv, pool, L->type_down, wd, L->n_embd, F, g, m, d, work, work_cap,
+                              err);
+    else memset(d, 0, (size_t)(m * L->n_embd) * sizeof *d); /* an empty part: its bias alone */
     if (!st) add_bias(d, L->down_b ? L->down_b + (int64_t)e * L->n_embd : NULL, m, L->n_embd);
     return st;
 }

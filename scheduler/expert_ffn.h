@@ -6,7 +6,9 @@
  * back to back. For m rows x [m][n_embd]:
  *   sl__expert_gate_up: g [m][n_ff] = act(Wg x + bg, Wu x + bu)   (u [m][n_ff] is scratch)
  *   sl__expert_down:    d [m][n_embd] = Wd g + bd
- * with expert e's biases of L (moe.h; none when L has none).
+ * with expert e's biases of L (moe.h; none when L has none). n_ff is expert e's width
+ * (sl_moe_expert_ff: one part of a hot/cold split has its own per expert; rows of g and u in
+ * sl__expert_gate_up_token stay at stride L->n_ff).
  * Kernel sequence (the bits of a result depend on it): when gate and up share a type and
  * activations are quantized (mv->f32_act false), x is quantized once into `work` and both
  * matvecs read it (the _q kernels); otherwise each matvec quantizes (or not) on its own.

@@ -69,12 +69,53 @@ static int by_key(const void *pa, const void *pb)
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
+static uint32_t experts_of(const sl_hotcold_layer *L) { return L->n_expert > 1 ? L->n_expert : 1; }
+
+/* Expected reads of neuron i per token (the header's w_i). */
+static double neuron_weight(const sl_hotcold_layer *L, uint32_t i)
+{
+    double w = L->dense ? 1.0 : L->freq[i];
+    if (L->n_expert > 1) w *= L->route_p[i / (L->n_neuron / L->n_expert)];
+    return w;
+}
+
 static double group_weight(const sl_hotcold_layer *L, uint32_t first, uint32_t size)
 {
-    if (L->dense) return size;
     double w = 0;
-    for (uint32_t i = first; i < first + size; i++) w += L->freq[i];
+    for (uint32_t i = first; i < first + size; i++) w += neuron_weight(L, i);
     return w;
+}
+
+/* The experts per layer of the problem's index: 0 when no layer has routed experts. */
+static uint32_t problem_experts(const sl_hotcold_problem *p)
+{
+    for (uint32_t l = 0; l < p->n_layer; l++)
+        if (p->layers[l].n_expert > 1) return p->layers[l].n_expert;
+    return 0;
+}
+
+static sl_status validate_experts(const sl_hotcold_problem *p, sl_error *err)
+{
+    const uint32_t X = problem_experts(p);
+    for (uint32_t l = 0; l < p->n_layer; l++) {
+        const sl_hotcold_layer *L = &p->layers[l];
+        if (X && L->n_neuron && L->n_expert != X)
+            return sl_error_set(err, SL_ERR_INVALID, "hotcold: layer %u has %u experts, another "
+                                "layer %u (one expert count per index; a layer without routed "
+                                "experts has 0 neurons)", l, L->n_expert, X);
+        if (L->n_expert <= 1) continue;
+        if (L->n_neuron % L->n_expert)
+            return sl_error_set(err, SL_ERR_INVALID, "hotcold: layer %u: %u neurons are not a "
+                                "multiple of its %u experts", l, L->n_neuron, L->n_expert);
+        if (!L->route_p)
+            return sl_error_set(err, SL_ERR_INVALID, "hotcold: layer %u has %u experts but "
+                                "route_p is NULL", l, L->n_expert);
+        for (uint32_t e = 0; e < L->n_expert; e++)
+            if (!(L->route_p[e] >= 0 && L->route_p[e] <= 1))
+                return sl_error_set(err, SL_ERR_INVALID, "hotcold: layer %u: route_p[%u] = %g, "
+                                    "expected a probability in [0, 1]", l, e, L->route_p[e]);
+    }
+    return SL_OK;
 }
 
 sl_status sl_hotcold_problem_validate(const sl_hotcold_problem *p, sl_error *err)
@@ -112,7 +153,7 @@ sl_status sl_hotcold_problem_validate(const sl_hotcold_problem *p, sl_error *err
                                     "expected a probability in [0, 1]", l, i, L->freq[i]);
         }
     }
-    return SL_OK;
+    return validate_experts(p, err);
 }
 
 sl_status sl_hotcold_evaluate(const sl_hotcold_problem *p, const sl_gpuidx *idx,
@@ -123,6 +164,9 @@ sl_status sl_hotcold_evaluate(const sl_hotcold_problem *p, const sl_gpuidx *idx,
     if (idx->n_layer != p->n_layer)
         return sl_error_set(err, SL_ERR_INVALID, "hotcold: index has %u layers, problem %u",
                             idx->n_layer, p->n_layer);
+    if ((idx->n_expert > 1 ? idx->n_expert : 0) != problem_experts(p))
+        return sl_error_set(err, SL_ERR_INVALID, "hotcold: index has %u experts per layer, "
+                            "problem %u", idx->n_expert, problem_experts(p));
     sl_hotcold_cost c = {.cpu_bytes = p->cpu_base_bytes, .gpu_bytes = p->gpu_base_bytes};
     for (uint32_t l = 0; l < p->n_layer; l++) {
         const sl_hotcold_layer *L = &p->layers[l];
@@ -132,7 +176,7 @@ sl_status sl_hotcold_evaluate(const sl_hotcold_problem *p, const sl_gpuidx *idx,
                                 "problem %u", l, X->n_neuron, L->n_neuron);
         double w_cold = 0, w_hot = 0;
         for (uint32_t i = 0; i < L->n_neuron; i++) {
-            double w = L->dense ? 1.0 : L->freq[i];
+            double w = neuron_weight(L, i);
             if (X->hot[i]) w_hot += w;
             else w_cold += w;
         }
@@ -151,8 +195,10 @@ sl_status sl_hotcold_evaluate(const sl_hotcold_problem *p, const sl_gpuidx *idx,
 static sl_status build_items(const sl_hotcold_problem *p, search *s, sl_error *err)
 {
     uint64_t n_groups = 0;
-    for (uint32_t l = 0; l < p->n_layer; l++)
-        n_groups += (p->layers[l].n_neuron + (uint64_t)p->granularity - 1) / p->granularity;
+    for (uint32_t l = 0; l < p->n_layer; l++) {
+        const uint32_t E = experts_of(&p->layers[l]), width = p->layers[l].n_neuron / E;
+        n_groups += E * ((width + (uint64_t)p->granularity - 1) / p->granularity);
+    }
     if (n_groups > UINT32_MAX)
         return sl_error_set(err, SL_ERR_RANGE, "hotcold: %llu groups",
                             (unsigned long long)n_groups);
@@ -164,14 +210,18 @@ static sl_status build_items(const sl_hotcold_problem *p, search *s, sl_error *e
     s->n = 0;
     for (uint32_t l = 0; l < p->n_layer; l++) {
         const sl_hotcold_layer *L = &p->layers[l];
-        for (uint32_t first = 0; first < L->n_neuron; first += p->granularity) {
-            uint32_t size = L->n_neuron - first < p->granularity ? L->n_neuron - first
-                                                                 : p->granularity;
-            double w = group_weight(L, first, size);
-            cpu_bytes += L->neuron_bytes_cpu * w;
-            item x = {l, first, size, L->neuron_bytes_cpu * w / p->cpu_bytes_per_s,
-                      L->neuron_bytes_gpu * w / p->gpu_bytes_per_s, L->neuron_bytes_gpu * size};
-            if (x.a > 0 && x.c <= s->budget) s->it[s->n++] = x;
+        const uint32_t E = experts_of(L), width = L->n_neuron / E;
+        for (uint32_t e = 0; e < E; e++) {
+            for (uint32_t at = 0; at < width; at += p->granularity) {
+                const uint32_t first = e * width + at;
+                const uint32_t size = width - at < p->granularity ? width - at : p->granularity;
+                const double w = group_weight(L, first, size);
+                cpu_bytes += L->neuron_bytes_cpu * w;
+                item x = {l, first, size, L->neuron_bytes_cpu * w / p->cpu_bytes_per_s,
+                          L->neuron_bytes_gpu * w / p->gpu_bytes_per_s,
+                          L->neuron_bytes_gpu * size};
+                if (x.a > 0 && x.c <= s->budget) s->it[s->n++] = x;
+            }
         }
     }
     s->c0 = cpu_bytes / p->cpu_bytes_per_s;
@@ -517,6 +567,7 @@ static sl_status to_plan(const sl_hotcold_problem *p, const search *s, const uin
     free(n_neuron);
     if (st) return st;
     out->idx.vram_capacity_bytes = p->vram_budget_bytes;
+    out->idx.n_expert = problem_experts(p);
     /* Items are in (layer, neuron) order, so each layer's list comes out ascending. */
     uint32_t k = 0;
     for (uint32_t l = 0; l < p->n_layer && !st; l++) {

@@ -3,7 +3,9 @@
  *
  * Cost model (per decoded token; a neuron is row i of gate and up and column i of down):
  *   w_i       = p_i for a sparse layer (ReLU-like: neuron i is read only when it fires, with
- *               probability p_i), 1 for a dense layer (every neuron is read every token)
+ *               probability p_i), 1 for a dense layer (every neuron is read every token),
+ *               times r_e for routed experts (neuron i of expert e is read only by the tokens
+ *               routed to e, probability r_e; p_i is then the probability given routed)
  *   cpu_bytes = cpu_base_bytes + sum over cold neurons of neuron_bytes_cpu(layer) * w_i
  *   gpu_bytes = gpu_base_bytes + sum over hot neurons  of neuron_bytes_gpu(layer) * w_i
  *   bound     = max(cpu_bytes / cpu_bytes_per_s, gpu_bytes / gpu_bytes_per_s)
@@ -11,7 +13,9 @@
  * Both sides run at once and are memory-bound, so the slower one sets the token time (the
  * DESIGN.md bound without PCIe: nothing moves per token). With granularity g, neurons are hot
  * or cold in groups [k*g, (k+1)*g) (the last group may be shorter): down's quantization blocks
- * run along the FFN dimension, so a slice of down can only be cut at block boundaries.
+ * run along the FFN dimension, so a slice of down can only be cut at block boundaries. With
+ * routed experts the groups are counted within each expert (an expert's down is its own
+ * tensor slice), so no group spans two experts.
  *
  * Solver: items are the groups. (1) Greedy: each ordering of a family (by CPU time saved per
  * unit of "price" = GPU time added + mu * VRAM, mu from 0 to infinity) is filled under the
@@ -22,8 +26,9 @@
  * bound (at most 2^18 nodes) searches for better. On model-sized inputs the items are fine and
  * (1) is already proven within ~0.1%; on tiny inputs one item is several percent of the total
  * and (3) closes the gap: on 4,000 random instances of up to 14 neurons in 1-3 layers the
- * solver is within 1% of exhaustive search (the greedy alone is not: a coarse knapsack can
- * need a 3-for-1 exchange). Deterministic: ties break by layer, then neuron.
+ * solver is within 1% of exhaustive search, and so on 4,000 MoE instances of up to 14 neurons
+ * in 2-4 experts a layer (the greedy alone is not: a coarse knapsack can need a 3-for-1
+ * exchange). Deterministic: ties break by layer, then neuron.
  *
  * Contract: pure functions, no globals; results own their memory (sl_hotcold_plan_free). */
 #ifndef SL_SCHEDULER_HOTCOLD_SOLVE_H
@@ -46,10 +51,18 @@ typedef struct sl_hotcold_layer {
      * neuron's VRAM cost. */
     double neuron_bytes_cpu;
     double neuron_bytes_gpu;
+    /* Routed experts: n_expert >= 2 experts of n_neuron / n_expert neurons each, expert-major
+     * (neuron e * width + j; gpuidx.h's MoE layout), expert e routed with probability
+     * route_p[e] ([n_expert]). 0 or 1: a dense FFN (route_p unread). */
+    uint32_t n_expert;
+    const float *route_p;
 } sl_hotcold_layer;
 
 /* Invariants (sl_hotcold_problem_validate): bandwidths > 0, bytes >= 0 and finite,
- * granularity >= 1, layers non-NULL when n_layer > 0, freq in [0, 1] where read. */
+ * granularity >= 1, layers non-NULL when n_layer > 0, freq and route_p in [0, 1] where read;
+ * an expert layer's n_neuron is a multiple of n_expert, and when any layer has experts, every
+ * layer with neurons has the same n_expert (one .gpuidx expert count; a layer without routed
+ * experts, such as a leading dense layer, has 0 neurons: it is base bytes). */
 typedef struct sl_hotcold_problem {
     uint32_t n_layer;
     const sl_hotcold_layer *layers;
@@ -70,7 +83,9 @@ typedef struct sl_hotcold_cost {
 } sl_hotcold_cost;
 
 typedef struct sl_hotcold_plan {
-    sl_gpuidx idx;                /* hot lists ascending; vram_capacity_bytes = the budget */
+    /* hot lists ascending; vram_capacity_bytes = the budget; n_expert = the layers' experts
+     * (0 for dense FFNs) */
+    sl_gpuidx idx;
     sl_hotcold_cost cost;
     /* No split within the budget has a lower bound than this (the LP relaxation's optimum, or
      * cost.bound_s itself when the search proved it optimal): cost.bound_s / lower_bound_s - 1

@@ -20,6 +20,12 @@ sl_status sl_moe_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assig
                             "moe layer %d: bad layer description (n_expert %d, n_embd %lld, "
                             "n_ff %lld)",
                             L->layer, L->n_expert, (long long)L->n_embd, (long long)L->n_ff);
+    for (int32_t e = 0; L->ff_at && e < L->n_expert; e++) /* one part of a split (moe.h) */
+        if (L->ff_at[0] || sl_moe_expert_ff(L, e) < 0 || sl_moe_expert_ff(L, e) > L->n_ff)
+            return sl_error_set(err, SL_ERR_INVALID, "moe layer %d: expert %d of a hot/cold "
+                                "part has %lld neurons (ff_at from %lld), outside [0, n_ff %lld]",
+                                L->layer, e, (long long)sl_moe_expert_ff(L, e),
+                                (long long)L->ff_at[0], (long long)L->n_ff);
     for (int64_t i = 0; i < n_assign; i++) {
         if (a[i].token < 0 || a[i].token >= n_tok)
             return sl_error_set(err, SL_ERR_INVALID,

@@ -60,7 +60,23 @@ typedef struct sl_moe_layer {
     const float *gate_b, *up_b, *down_b; /* [n_expert][n_ff], [n_expert][n_ff],
                                             [n_expert][n_embd], or NULL */
     sl_moe_act act;
+    /* NULL: every expert has n_ff neurons. Else the layer is one part of a hot/cold split
+     * (scheduler/ffn_split.h): expert e has the ff_at[e + 1] - ff_at[e] (>= 0) neurons of its
+     * part, n_ff is the widest, and gate_b / up_b hold expert e's entries from ff_at[e] on
+     * ([n_expert + 1], ff_at[0] == 0, non-decreasing). An expert of width 0 yields its down
+     * bias (or zero). Only the CPU scheduler runs such a part. */
+    const int64_t *ff_at;
 } sl_moe_layer;
+
+/* Expert e's width (neurons) and the index of its first bias entry, in L. */
+static inline int64_t sl_moe_expert_ff(const sl_moe_layer *L, int32_t e)
+{
+    return L->ff_at ? L->ff_at[e + 1] - L->ff_at[e] : L->n_ff;
+}
+static inline int64_t sl_moe_expert_ff_at(const sl_moe_layer *L, int32_t e)
+{
+    return L->ff_at ? L->ff_at[e] : (int64_t)e * L->n_ff;
+}
 
 typedef struct sl_moe_assign {
     int32_t token;                  /* row of x / out, 0 <= token < n_tok */

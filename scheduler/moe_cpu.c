@@ -113,7 +113,7 @@ static sl_status run_group(moe_cpu *c, const sl_moe_layer *L, int32_t e, const s
     sl_status st = sl__expert_gate_up(&c->ops, &c->mv, c->pool, L, e, L->gate[e], L->up[e], c->x,
                                       m, c->g, c->u, c->work, c->work_cap, err);
     const sl_moe_sched *b = &c->base;
-    if (!st && b->nstats && L->layer >= 0 && L->layer < b->nstats_layers &&
+    if (!st && b->nstats && !L->ff_at && L->layer >= 0 && L->layer < b->nstats_layers &&
         e < b->nstats_experts) {
         sl_neuron_stats *ns = &b->nstats[(int64_t)L->layer * b->nstats_experts + e];
         if (ns->n_neuron == L->n_ff) sl_neuron_stats_add(ns, c->g, m);

@@ -166,7 +166,7 @@ void sl_place_classify(const char *name, uint32_t n_dims, int32_t n_expert,
 
 /* Side of t under a base mode (no overrides). */
 static bool base_device(const sl_place_tensor *t, sl_place_mode mode, int32_t ngl,
-                        int32_t n_cpu_moe, int32_t n_layer)
+                        int32_t n_cpu_moe, int32_t n_layer, sl_place_group hot_group)
 {
     const sl_place_group g = t->tied ? SL_PG_OUTPUT : t->group;
     if (g == SL_PG_EMBD) return false;
@@ -177,7 +177,7 @@ static bool base_device(const sl_place_tensor *t, sl_place_mode mode, int32_t ng
         return t->layer >= n_layer - ngl;
     case SL_PM_EXPERTS_CPU:
         return g != SL_PG_EXPERTS || (n_cpu_moe >= 0 && t->layer >= n_cpu_moe);
-    case SL_PM_HOT_COLD: return g != SL_PG_FFN; /* the FFN: by the index (split_of) */
+    case SL_PM_HOT_COLD: return g != hot_group; /* the split group: by the index */
     default: return false;
     }
 }
@@ -200,6 +200,7 @@ typedef struct resolver {
     int32_t *first;         /* [n_key]: the tensor whose rule decided the group, -1 */
     int8_t *gside;          /* [n_key]: -1 undecided, 0 host, 1 device, 2 host (no kernel) */
     const float *hot_frac;  /* HOT_COLD: per layer */
+    sl_place_group hot_group; /* HOT_COLD: the group the index splits (FFN or EXPERTS) */
     bool any_rule;          /* some tensor has an explicit rule */
 } resolver;
 
@@ -265,7 +266,7 @@ static sl_status assign(resolver *r, sl_place_mode mode, int32_t ngl, int32_t n_
     for (size_t i = 0; i < r->n; i++) {
         const int64_t k = r->key[i];
         if (r->gside[k] >= 0 || r->t[i].vector) continue;
-        r->gside[k] = base_device(&r->t[i], mode, ngl, n_cpu_moe, r->n_layer);
+        r->gside[k] = base_device(&r->t[i], mode, ngl, n_cpu_moe, r->n_layer, r->hot_group);
     }
     /* a group with a matrix the device cannot compute: host (an override forcing it: error) */
     for (size_t i = 0; i < r->n; i++) {
@@ -283,7 +284,7 @@ static sl_status assign(resolver *r, sl_place_mode mode, int32_t ngl, int32_t n_
         const int64_t k = r->key[i];
         const int8_t gs = r->gside[k];
         const bool dev = gs == 1 || (gs < 0 && base_device(&r->t[i], mode, ngl, n_cpu_moe,
-                                                           r->n_layer));
+                                                           r->n_layer, r->hot_group));
         p->on_device[i] = dev;
         const int16_t ex = r->explicit_by[i];
         if (gs == 2) p->by[i] = SL_PLACE_BY_DEVICE;
@@ -292,7 +293,7 @@ static sl_status assign(resolver *r, sl_place_mode mode, int32_t ngl, int32_t n_
         else p->by[i] = SL_PLACE_BY_MODE;
         p->split[i] = false;
         p->hot_frac[i] = 0;
-        if (mode == SL_PM_HOT_COLD && r->t[i].group == SL_PG_FFN && r->first[k] < 0 &&
+        if (mode == SL_PM_HOT_COLD && r->t[i].group == r->hot_group && r->first[k] < 0 &&
             gs != 2 && r->hot_frac) {
             const float f = r->t[i].layer >= 0 && r->t[i].layer < r->n_layer
                                 ? r->hot_frac[r->t[i].layer] : 0.0f;
@@ -420,7 +421,8 @@ sl_status sl_place_resolve(const sl_place_tensor *t, size_t n, int32_t n_layer,
     out->by = calloc(n ? n : 1, sizeof *out->by);
     out->split = calloc(n ? n : 1, sizeof *out->split);
     out->hot_frac = calloc(n ? n : 1, sizeof *out->hot_frac);
-    resolver r = {.t = t, .n = n, .n_layer = n_layer, .hot_frac = o->ffn_hot_frac};
+    resolver r = {.t = t, .n = n, .n_layer = n_layer, .hot_frac = o->ffn_hot_frac,
+                  .hot_group = o->split_experts ? SL_PG_EXPERTS : SL_PG_FFN};
     r.explicit_by = calloc(n ? n : 1, sizeof *r.explicit_by);
     r.explicit_dev = calloc(n ? n : 1, sizeof *r.explicit_dev);
     r.key = calloc(n ? n : 1, sizeof *r.key);
@@ -475,6 +477,9 @@ sl_status sl_place_resolve(const sl_place_tensor *t, size_t n, int32_t n_layer,
             snprintf(out->why, sizeof out->why, "layers: the last %d of %d layers on the "
                      "device%s", ngl < n_layer ? ngl : n_layer, n_layer,
                      ngl > n_layer ? ", and the output" : "");
+        else if (o->mode == SL_PM_HOT_COLD && o->split_experts)
+            snprintf(out->why, sizeof out->why, "hot-cold: routed experts split by the neuron "
+                     "index");
         else
             snprintf(out->why, sizeof out->why, "%s", names[o->mode]);
         if (!st && !fits(out)) st = too_big(&r, out, o, err);

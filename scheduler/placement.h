@@ -38,7 +38,8 @@ typedef enum sl_place_mode {
     SL_PM_LAYERS = 2,
     SL_PM_EXPERTS_CPU = 3,
     SL_PM_CPU = 4,
-    SL_PM_HOT_COLD = 5,   /* dense FFNs split by a neuron index, everything else on the GPU */
+    SL_PM_HOT_COLD = 5,   /* dense FFNs (or routed experts: split_experts) split by a neuron
+                           * index, everything else on the GPU */
 } sl_place_mode;
 
 typedef enum sl_place_group {
@@ -73,6 +74,10 @@ typedef struct sl_place_options {
     /* HOT_COLD: per layer, the fraction of its dense FFN's neurons that are hot (0: the FFN
      * stays on the host, 1: it goes to the device whole, else it is split); NULL: none */
     const float *ffn_hot_frac;
+    /* HOT_COLD: the index splits each layer's routed experts (a MoE index), ffn_hot_frac being
+     * the hot fraction of all its experts' neurons; dense FFNs (leading dense layers, shared
+     * experts) then go whole with the layer */
+    bool split_experts;
 } sl_place_options;
 
 /* Who decided a tensor's side. */

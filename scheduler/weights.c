@@ -35,6 +35,16 @@ void sl__weight_storage_set(sl_weight *w, const sl_weight_storage *s)
     w->converted = s->converted;
 }
 
+void sl__weight_provenance_set(sl_weight *w, const sl_gguf_tensor *t, uint64_t file_size)
+{
+    w->file_type = t->type;
+    w->file_offset = t->file_offset;
+    w->file_nbytes = t->nbytes;
+    w->mtime_sec = t->mtime_sec;
+    w->mtime_nsec = t->mtime_nsec;
+    w->file_size = file_size;
+}
+
 sl_status sl_weight_validate(const sl_weight *w, const sl_hostpool *pool, sl_error *err)
 {
     if (w->residency == SL_RES_PARTS) {
@@ -60,8 +70,8 @@ sl_status sl_weight_validate(const sl_weight *w, const sl_hostpool *pool, sl_err
     if (w->orig_set && w->swapped != (w->data != w->orig.data))
         return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s': swapped flag and "
                             "storage disagree", w->name);
-    if (w->fallback && (!w->swapped || !(w->orig.residency & SL_RES_DEVICE) ||
-                        w->residency != SL_RES_HOST))
+    if (w->fallback && (w->residency != SL_RES_HOST ||
+                        (w->orig_set && (!w->swapped || !(w->orig.residency & SL_RES_DEVICE)))))
         return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s': host fallback of a "
                             "weight that was not on the device", w->name);
     if (w->derive != SL_DERIVE_NONE && !w->converted)

@@ -23,8 +23,9 @@
  *   the storage named by `orig` stays allocated for the model's lifetime;
  *   swapped  <=>  data != orig.data (the weight lives in a private block or host buffer of its
  *                 own, which it alone owns, while orig's storage waits for a reattach);
- *   fallback =>  swapped, (orig.residency & SL_RES_DEVICE) and SL_RES_HOST (the device had no
- *                 room for the new bytes, or a sibling expert tensor had none).
+ *   fallback =>  SL_RES_HOST, and when orig_set: swapped and (orig.residency & SL_RES_DEVICE)
+ *                 (the device had no room for the new bytes, or a sibling expert tensor had
+ *                 none; a model in a runtime has no orig: its placement said device).
  */
 #ifndef SL_SCHEDULER_WEIGHTS_H
 #define SL_SCHEDULER_WEIGHTS_H
@@ -85,6 +86,10 @@ typedef struct sl_weight {
     bool orig_fresh;            /* swapped, and orig's storage still holds the current bytes
                                    (moved for a sibling): returning there needs no copy */
 } sl_weight;
+
+/* w's provenance becomes tensor record t's (file type, offset, bytes, mtime) in a file version
+ * of file_size bytes: at binding, and when a live reload moves w to a new file version. */
+void sl__weight_provenance_set(sl_weight *w, const sl_gguf_tensor *t, uint64_t file_size);
 
 /* Bytes of one 2-D slice (ne[0] * ne[1] elements) of w as stored at `data`. */
 uint64_t sl__weight_slice_bytes(const sl_weight *w);

@@ -36,6 +36,19 @@ static sl_test_state sl_test_g; /* per test binary; tests are single-purpose pro
 #define CHECK_CONTAINS(hay, needle)                                                        \
     CHECK_MSG(strstr((hay), (needle)) != NULL, "\"%s\" lacks \"%s\"", (hay), (needle))
 
+/* max |a - b| over n values, relative to max |a| (1 when a is all zero): how far b is from
+ * the reference a. */
+static inline double sl_test_rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double x = (double)a[i] - (double)b[i], y = (double)a[i];
+        if ((x < 0 ? -x : x) > d) d = x < 0 ? -x : x;
+        if ((y < 0 ? -y : y) > m) m = y < 0 ? -y : y;
+    }
+    return d / (m > 0 ? m : 1);
+}
+
 static inline int sl_test_finish(const char *name)
 {
     printf("%s: %d checks, %d failed\n", name, sl_test_g.checks, sl_test_g.failures);

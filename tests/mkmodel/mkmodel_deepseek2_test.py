@@ -14,7 +14,10 @@ here from the file's own keys, not from the C code:
   the others: ffn_gate_inp [E, X], exp_probs_b.bias [X], ffn_{gate,up}_exps [E, F, X],
   ffn_down_exps [F, E, X], ffn_{gate,up}_shexp [E, F * n_shared], ffn_down_shexp [F * n_shared, E]
 and the MLA key relations of DeepseekV2Model.set_gguf_parameters: key_length = kv_lora + rope,
-value_length = kv_lora, head_count_kv = 1.
+value_length = kv_lora, head_count_kv = 1. With --legacy-kv-b, the layout of the converter
+before the split (which llama.cpp still loads: hparams.is_mla() false): no *_mla keys,
+key_length = nope + rope and value_length = v per head, head_count_kv = H, and instead of
+attn_k_b / attn_v_b one attn_kv_b [kv_lora, H * (key_length - rope + value_length)].
 """
 import os
 import subprocess
@@ -36,6 +39,7 @@ def expect(cond, msg):
 
 
 def check(args, layers, experts, groups):
+    legacy = "--legacy-kv-b" in args
     path = os.path.join(tempfile.mkdtemp(prefix="mkmodel_ds2."), "m.gguf")
     r = subprocess.run([SLUICE, "mkmodel", "--arch", "deepseek2", *args, "-o", path],
                        capture_output=True, text=True)
@@ -55,7 +59,8 @@ def check(args, layers, experts, groups):
                "LEADING_DENSE_BLOCK_COUNT", "EXPERT_WEIGHTS_SCALE", "EXPERT_WEIGHTS_NORM",
                "EXPERT_GATING_FUNC", "EXPERT_GROUP_COUNT", "EXPERT_GROUP_USED_COUNT",
                "SCALING_TYPE", "SCALING_FACTOR", "SCALING_ORIG_CTX_LEN", "SCALING_YARN_LOG_MUL")}
-    missing = [n for n, k in key.items() if k not in kv and
+    mla = ("KEY_LENGTH_MLA", "VALUE_LENGTH_MLA")
+    missing = [n for n, k in key.items() if k not in kv and not (legacy and n in mla) and
                (groups or n not in ("EXPERT_GROUP_COUNT", "EXPERT_GROUP_USED_COUNT"))]
     if not expect(not missing, f"{args}: keys present (missing {missing})"):
         return
@@ -64,12 +69,20 @@ def check(args, layers, experts, groups):
     E, H, L = v["EMBEDDING_LENGTH"], v["HEAD_COUNT"], v["BLOCK_COUNT"]
     QL, C, R = v["Q_LORA_RANK"], v["KV_LORA_RANK"], v["DIMENSION_COUNT"]
     Dk, Dv, X = v["KEY_LENGTH_MLA"], v["VALUE_LENGTH_MLA"], v["EXPERT_COUNT"]
+    if legacy:
+        expect(Dk is None and Dv is None, f"{args}: no *_mla keys")
+        Dk, Dv = v["KEY_LENGTH"], v["VALUE_LENGTH"]
     F, S, NF = v["EXPERT_FEED_FORWARD_LENGTH"], v["EXPERT_SHARED_COUNT"], v["FEED_FORWARD_LENGTH"]
     dense = v["LEADING_DENSE_BLOCK_COUNT"]
     expect(L == layers and X == experts, f"{args}: block_count {L}, expert_count {X}")
-    expect(v["KEY_LENGTH"] == C + R, f"key_length {v['KEY_LENGTH']} == kv_lora + rope {C + R}")
-    expect(v["VALUE_LENGTH"] == C, f"value_length {v['VALUE_LENGTH']} == kv_lora {C}")
-    expect(v["HEAD_COUNT_KV"] == 1, f"head_count_kv {v['HEAD_COUNT_KV']} == 1 (MLA)")
+    if legacy:
+        expect(Dk > R and v["HEAD_COUNT_KV"] == H,
+               f"legacy: key_length {Dk} > rope {R}, head_count_kv {v['HEAD_COUNT_KV']} == {H}")
+    else:
+        expect(v["KEY_LENGTH"] == C + R,
+               f"key_length {v['KEY_LENGTH']} == kv_lora + rope {C + R}")
+        expect(v["VALUE_LENGTH"] == C, f"value_length {v['VALUE_LENGTH']} == kv_lora {C}")
+        expect(v["HEAD_COUNT_KV"] == 1, f"head_count_kv {v['HEAD_COUNT_KV']} == 1 (MLA)")
     expect(0 < dense < L, f"leading dense layers {dense} in (0, {L})")
     expect(v["EXPERT_GATING_FUNC"] == gguf.ExpertGatingFuncType.SIGMOID,
            "expert_gating_func sigmoid")
@@ -89,8 +102,12 @@ def check(args, layers, experts, groups):
         want.update({b + "attn_norm.weight": [E], b + "attn_q_a.weight": [E, QL],
                      b + "attn_q_a_norm.weight": [QL], b + "attn_q_b.weight": [QL, H * Dk],
                      b + "attn_kv_a_mqa.weight": [E, C + R], b + "attn_kv_a_norm.weight": [C],
-                     b + "attn_k_b.weight": [Dk - R, C, H], b + "attn_v_b.weight": [C, Dv, H],
                      b + "attn_output.weight": [H * Dv, E], b + "ffn_norm.weight": [E]})
+        if legacy:
+            want[b + "attn_kv_b.weight"] = [C, H * (Dk - R + Dv)]
+        else:
+            want.update({b + "attn_k_b.weight": [Dk - R, C, H],
+                         b + "attn_v_b.weight": [C, Dv, H]})
         if i < dense:
             want.update({b + "ffn_gate.weight": [E, NF], b + "ffn_up.weight": [E, NF],
                          b + "ffn_down.weight": [NF, E]})
@@ -118,5 +135,8 @@ check([], 3, 8, True)
 check(["--dim", "256", "--heads", "2", "--experts", "16", "--top-k", "6", "--layers", "2",
        "--type", "Q8_0"], 2, 16, True)
 check(["--experts", "6", "--top-k", "2"], 3, 6, False)
+check(["--legacy-kv-b"], 3, 8, True)
+check(["--legacy-kv-b", "--dim", "256", "--ffn", "256", "--heads", "2", "--type", "Q4_K"], 3,
+      8, True)
 print("\n" + ("all ok" if not FAILURES else f"{len(FAILURES)} failures"))
 sys.exit(1 if FAILURES else 0)

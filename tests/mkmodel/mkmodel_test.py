@@ -387,6 +387,8 @@ def check_threads():
                                  "--experts", "16", "--type", "Q4_K", "--neuron-skew", "1"]),
         ("qwen2moe-q8-pooled", ["--arch", "qwen2moe", "--dim", "256", "--ffn", "256",
                                 "--experts", "16", "--type", "Q8_0", "--neuron-skew", "2"]),
+        ("gpt-oss-mxfp4-pooled", ["--arch", "gpt-oss", "--dim", "256", "--ffn", "256",
+                                  "--experts", "16", "--type", "MXFP4", "--neuron-skew", "1"]),
     ]
     for label, args in cases:
         files = []
@@ -440,7 +442,9 @@ def check_pooled(ty):
     """Pooled tensors (block type, >= 2^20 weights, >= 512 rows): every block finite, the
     intended scale, the neuron skew per expert, the MoE channel rules kept, and --exact-quant
     makes every row exactly (then different bytes, same statistics). Q4_K scales its fp16
-    fields by the neuron factor, MXFP4 its exponent byte by the nearest power of two."""
+    fields by the neuron factor; MXFP4 pools rows at 16 scale levels per octave and moves each
+    block's exponent byte by the factor's power of two, so every block must still be exactly
+    what the reference quantizer (gguf-py's) makes of its own values."""
     args = ["--arch", "qwen3moe", "--dim", "256", "--ffn", "256", "--experts", "16",
             "--type", ty, "--layers", "1", "--neuron-skew", "1"]
     pooled = os.path.join(TMP, f"pooled-{ty}.gguf")
@@ -459,6 +463,11 @@ def check_pooled(ty):
             raw = np.array(tp[name].data).view(np.uint8).reshape(-1, 144)
             d = raw[:, 0:4].copy().view(np.float16).astype(np.float32)  # d, dmin of each block
             expect(np.all(np.isfinite(d)), f"pooled {name}: non-finite fp16 scales")
+        if ty == "MXFP4":
+            raw = np.array(tp[name].data).view(np.uint8).reshape(-1, 17)
+            again = quantize(dequantize(raw, T.MXFP4).reshape(-1, 32), T.MXFP4)
+            expect(np.array_equal(again.reshape(-1, 17), raw),
+                   f"pooled {name}: blocks that the MXFP4 quantizer does not reproduce")
         a, b = tensor_f32(tp[name]), tensor_f32(te[name])
         expect(np.all(np.isfinite(a)), f"pooled {name}: non-finite values")
         sa, sb = a.std() * np.sqrt(a.shape[-1]), b.std() * np.sqrt(b.shape[-1])

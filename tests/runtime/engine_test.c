@@ -418,6 +418,45 @@ static void check_legacy_deepseek2(void)
     free(want);
 }
 
+/* A deepseek2 file whose last block is an MTP block (nextn_predict_layers 1, issue 15) runs
+ * the trunk only, as llama.cpp: its logits are the trunk-only file's, and the same four
+ * blocks without the key give different ones (so the block would have shown). */
+static void check_mtp_deepseek2(void)
+{
+    tm_params p;
+    tm_defaults("deepseek2", &p);
+    sl_error e;
+    float *logits[3] = {NULL, NULL, NULL};
+    int32_t n_layer[3] = {0, 0, 0}, n_vocab = 0;
+    for (int i = 0; i < 3; i++) {
+        p.n_layer = i ? 4 : 3;
+        p.n_nextn = i == 1;
+        const char *path = tmp_path("ds2-mtp.gguf");
+        CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "write: %s", e.msg);
+        sl_model *m = open_model(path, SL_PLACE_CPU, SL_LOAD_PREAD, 0);
+        if (!m) continue;
+        sl_model_info info;
+        sl_model_info_get(m, &info);
+        n_layer[i] = info.n_layer;
+        n_vocab = info.n_vocab;
+        logits[i] = run_prefill(m, 512, false);
+        sl_model_close(m);
+    }
+    CHECK_MSG(n_layer[0] == 3 && n_layer[1] == 3 && n_layer[2] == 4,
+              "deepseek2 MTP: n_layer %d / %d / %d, want 3 / 3 / 4", n_layer[0], n_layer[1],
+              n_layer[2]);
+    if (logits[0] && logits[1] && logits[2]) {
+        const size_t NV = (size_t)n_vocab * N_TOK;
+        double scale;
+        const double same = max_diff(logits[0], logits[1], NV, &scale);
+        CHECK_MSG(scale > 1e-3 && same <= 1e-6 * scale, "deepseek2 MTP: logits differ from the "
+                  "trunk's by %g (scale %g)", same, scale);
+        const double other = max_diff(logits[0], logits[2], NV, &scale);
+        CHECK_MSG(other > 1e-3 * scale, "deepseek2: a fourth block changed nothing (%g)", other);
+    }
+    for (int i = 0; i < 3; i++) free(logits[i]);
+}
+
 /* Opens a deepseek2 testmodel changed by one of omit / reshape / set_key / drop_key and
  * expects SL_ERR_FORMAT (or `want`) with a message holding a and b. */
 static void refuse_ds2(const char *path, const sl_model_options *o, const char *omit,
@@ -506,6 +545,9 @@ static void check_broken_deepseek2(const char *path, const sl_model_options *o)
          "outside [1, 2]"},
         {NULL, NULL, "leading_dense_block_count", 4, NULL, false,
          "deepseek2.leading_dense_block_count", "outside [0, 3]"},
+        /* MTP blocks: at least one trunk block stays */
+        {NULL, NULL, "nextn_predict_layers", 3, NULL, false, "deepseek2.nextn_predict_layers",
+         "value 3 outside [0, 2]"},
     };
     for (size_t i = 0; i < sizeof k_cases / sizeof *k_cases; i++)
         refuse_ds2(path, o, k_cases[i].omit, k_cases[i].reshape, k_cases[i].set_key,
@@ -654,6 +696,7 @@ int main(int argc, char **argv)
     }
     check_broken();
     check_legacy_deepseek2();
+    check_mtp_deepseek2();
     if (argc > 1) {
         const char *ma[] = {"llama", "mixtral", "qwen3moe", "olmoe"};
         for (size_t i = 0; i < 4; i++) {

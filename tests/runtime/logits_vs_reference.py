@@ -3,7 +3,7 @@
 usage: logits_vs_reference.py SLUICE_BINARY [--quick] [ARCH ...]   (default: every arch)
 
 For every architecture mkmodel writes (llama, mixtral, qwen3moe, olmoe, qwen2moe, gemma3, gpt-oss,
-deepseek2) and
+deepseek2, and deepseek2 in the legacy attn_kv_b layout: deepseek2-kv_b) and
 weight types F32, Q8_0 and Q4_K (and gpt-oss in MXFP4), a small synthetic model is made with `sluice mkmodel`, run by
 `sluice eval` and by the reference on the same 12 tokens, and compared.
 
@@ -34,10 +34,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ref_forward as rf  # noqa: E402
 
-ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2")
+# deepseek2-kv_b: deepseek2 in the legacy attn_kv_b layout (mkmodel --legacy-kv-b)
+ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
+         "deepseek2-kv_b")
 TYPES = {"F32": 1e-4, "Q8_0": 1e-2, "Q4_K": 1e-2}
 # deepseek2 (issue 15) is held to 1e-5 with F32 weights
-TOL_ARCH = {("deepseek2", "F32"): 1e-5}
+TOL_ARCH = {("deepseek2", "F32"): 1e-5, ("deepseek2-kv_b", "F32"): 1e-5}
 # gpt-oss as its real files store it (mkmodel --type MXFP4: experts MXFP4, the rest Q8_0)
 EXTRA = {"gpt-oss": {"MXFP4": 1e-2}}
 # 12 tokens: more than gemma3's and gpt-oss's default sliding window (8), so local layers
@@ -69,6 +71,8 @@ def eval_help(sluice):
 
 def mkmodel_args(arch, ty):
     # dim/ffn 256: whole K-quant super-blocks; gemma3 keeps its 6 layers (layer 5 global)
+    if arch == "deepseek2-kv_b":
+        return mkmodel_args("deepseek2", ty) + ["--legacy-kv-b"]
     a = ["--arch", arch, "--dim", "256", "--ffn", "256", "--type", ty]
     if arch == "deepseek2":
         # 8 experts: 4 groups of 2, 2 used; 3 layers: the leading dense one and two MoE

@@ -84,14 +84,17 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             (q_a_norm), or Wq h when q_lora_rank is 0, split per head into q_nope [nope] and
             q_pe [rope]; [c | k_pe] = Wkv_a h; kv = kv_b RMSNorm(c) (kv_a_norm) with HF's
             kv_b_proj rebuilt from the split tensors (head h: k rows = attn_k_b[h]^T, v rows =
-            attn_v_b[h], as convert_hf_to_gguf.py split them) into k_nope [nope] and v [v];
+            attn_v_b[h], as convert_hf_to_gguf.py split them), or read whole from attn_kv_b
+            in the legacy layout (no *_mla keys: key_length / value_length are the per-head
+            sizes, head_count_kv = head_count), into k_nope [nope] and v [v];
             q_pe and the one shared k_pe are roped with interleaved pairs (HF's
             apply_rotary_pos_emb de-interleaves before rotate_half: ggml NORM), YaRN frequencies
             as above but no magnitude correction (HF: yarn_get_mscale(factor, mscale) /
             yarn_get_mscale(factor, mscale_all_dim) = 1 for V3's configs); scores of [q_nope |
             q_pe] . [k_nope | k_pe] scaled by mscale^2 / sqrt(nope + rope), mscale = 1 +
             yarn_log_multiplier ln(factor) (the file holds 0.1 mscale_all_dim); heads [v] ->
-            attn_output. Layers below leading_dense_block_count: SwiGLU FFN. MoE (HF
+            attn_output. Layers below leading_dense_block_count: SwiGLU FFN. The last
+            nextn_predict_layers blocks (MTP) are not run. MoE (HF
             DeepseekV3MoE / MoEGate): p = sigmoid(logits) (expert_gating_func 2; 1 or absent:
             softmax); selection score p + exp_probs_b; with expert_group_count G > 1 a group
             scores the sum of its two best selection scores and only the
@@ -324,9 +327,20 @@ class Model:
             raise ValueError(f"{path}: gemma3 without attention.sliding_window is not supported")
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
         if a == "deepseek2":
+            # the last nextn_predict_layers blocks are MTP blocks, not run for next-token
+            # logits (llama.cpp: hparams.n_layer() = n_layer_all - n_layer_nextn)
+            nextn = int(self._kv(f"{a}.nextn_predict_layers", 0))
+            if not 0 <= nextn < self.n_layer:
+                raise ValueError(f"{path}: {a}.nextn_predict_layers {nextn} outside "
+                                 f"[0, {self.n_layer - 1}]")
+            self.n_layer -= nextn
             self.kv_lora = int(self._kv(f"{a}.attention.kv_lora_rank"))
-            self.head_k = int(self._kv(f"{a}.attention.key_length_mla"))
-            self.head_v = int(self._kv(f"{a}.attention.value_length_mla"))
+            # the legacy layout (no *_mla keys): key/value_length are the per-head sizes and
+            # attn_kv_b holds kv_b_proj whole
+            self.legacy_kv_b = f"{a}.attention.key_length_mla" not in f
+            mla = "" if self.legacy_kv_b else "_mla"
+            self.head_k = int(self._kv(f"{a}.attention.key_length{mla}"))
+            self.head_v = int(self._kv(f"{a}.attention.value_length{mla}"))
             self.n_dense = int(self._kv(f"{a}.leading_dense_block_count", 0))
             self.yarn_log_mul = float(self._kv(f"{a}.rope.scaling.yarn_log_multiplier", 0.0))
             self.gating_sigmoid = int(self._kv(f"{a}.expert_gating_func", 1)) == 2
@@ -380,9 +394,11 @@ class Model:
         q = q.reshape(n, H, self.head_k)
         ckv = h @ self.w(b + "attn_kv_a_mqa.weight").T                # [n, C + R]
         c = rms_norm(ckv[:, :C], self.w(b + "attn_kv_a_norm.weight"), self.eps)
-        # numpy order: k_b [H, C, nope], v_b [H, dv, C]
-        k_b, v_b = self.w(b + "attn_k_b.weight"), self.w(b + "attn_v_b.weight")
-        kv_b = np.concatenate([np.transpose(k_b, (0, 2, 1)), v_b], axis=1)  # [H, nope + dv, C]
+        if self.legacy_kv_b:  # HF's kv_b_proj [H * (nope + dv), C] as it is
+            kv_b = self.w(b + "attn_kv_b.weight").reshape(H, nope + dv, C)
+        else:  # numpy order: k_b [H, C, nope], v_b [H, dv, C]
+            k_b, v_b = self.w(b + "attn_k_b.weight"), self.w(b + "attn_v_b.weight")
+            kv_b = np.concatenate([np.transpose(k_b, (0, 2, 1)), v_b], axis=1)
         kv = (c @ kv_b.reshape(H * (nope + dv), C).T).reshape(n, H, nope + dv)
         yarn = self.yarn
         q_pe = rope(q[:, :, nope:], positions, self.rope_base, R, ROPE_NORM, yarn, False)

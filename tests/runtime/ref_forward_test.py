@@ -9,7 +9,8 @@ usage: ref_forward_test.py [SLUICE_BINARY]
 - A 1-layer llama written with gguf-py's GGUFWriter whose logits are worked out by hand below
   (closed form), including a non-symmetric weight to pin the [out, in] orientation.
 - With SLUICE_BINARY: every `mkmodel` arch runs through the reference with finite logits, and a
-  quantized model's logits stay close to the F32 model's (sanity of the dequantized path).
+  quantized model's logits stay close to the F32 model's (sanity of the dequantized path);
+  deepseek2's MTP blocks (nextn_predict_layers) are not run.
 """
 import math
 import os
@@ -204,6 +205,54 @@ def check_mkmodel_archs(sluice):
         expect(rel < 0.15, f"{arch}: Q8_0 model within 15% of F32 (rel {rel:.4f})")
 
 
+def with_key(src, dst, key, value):
+    """A copy of the F32 GGUF src with the u32 metadata key added (gguf-py reader / writer)."""
+    rd = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dst, str(rd.fields["general.architecture"].contents()))
+    for f in rd.fields.values():
+        if f.name.startswith("GGUF.") or f.name == "general.architecture":
+            continue
+        if f.types[0] == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(f.name, f.contents(), f.types[0], sub_type=f.types[-1])
+        else:
+            w.add_key_value(f.name, f.contents(), f.types[0])
+    w.add_uint32(key, value)
+    for t in rd.tensors:
+        w.add_tensor(t.name, np.array(t.data))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def check_nextn(sluice):
+    """deepseek2.nextn_predict_layers N: the last N blocks (MTP) are not run, so a 4-block file
+    with N = 1 gives the 3-block file's logits (mkmodel's weights depend on the tensor name
+    only); N = block_count is refused naming the key."""
+    toks = [1, 17, 300, 5, 9]
+    paths = {}
+    for n in (3, 4):
+        paths[n] = os.path.join(TMP, f"ds2-{n}.gguf")
+        r = subprocess.run([sluice, "mkmodel", "--arch", "deepseek2", "--layers", str(n), "-o",
+                            paths[n]], capture_output=True, text=True)
+        expect(r.returncode == 0, f"deepseek2 {n} layers: mkmodel {r.stderr.strip()}")
+        if r.returncode:
+            return
+    mtp, bad = os.path.join(TMP, "ds2-mtp.gguf"), os.path.join(TMP, "ds2-mtp-bad.gguf")
+    with_key(paths[4], mtp, "deepseek2.nextn_predict_layers", 1)
+    with_key(paths[3], bad, "deepseek2.nextn_predict_layers", 3)
+    trunk, four = rf.load(paths[3]).forward(toks), rf.load(paths[4]).forward(toks)
+    m = rf.load(mtp)
+    expect(m.n_layer == 3 and np.array_equal(m.forward(toks), trunk),
+           "deepseek2 nextn_predict_layers 1: 3 blocks run, the 3-block file's logits")
+    expect(np.abs(four - trunk).max() > 1e-3, "deepseek2: the fourth block changes the logits")
+    try:
+        rf.load(bad)
+        expect(False, "deepseek2 nextn_predict_layers 3 of 3 blocks: accepted")
+    except ValueError as e:
+        expect("nextn_predict_layers 3" in str(e), f"nextn_predict_layers 3 refused: {e}")
+
+
 def main():
     check_rope()
     check_attention()
@@ -211,6 +260,7 @@ def main():
     check_tiny_llama()
     if len(sys.argv) > 1:
         check_mkmodel_archs(sys.argv[1])
+        check_nextn(sys.argv[1])
     if FAILURES:
         print(f"\n{len(FAILURES)} failures")
         return 1

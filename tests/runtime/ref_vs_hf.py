@@ -2,6 +2,7 @@
 
 usage: python ref_vs_hf.py MODEL.gguf HFARCH [MODEL.gguf HFARCH ...]
        HFARCH: llama | mixtral | qwen3moe | olmoe | qwen2moe | gemma3 | gpt-oss
+       python ref_vs_hf.py --deepseek-v3 [OUTDIR] [--sluice BIN]   (exit 0 iff all hold)
 
 Needs torch and transformers (5.x: fused experts mlp.experts.gate_up_proj / down_proj) as well
 as gguf + numpy; not a Bazel target (CI has no torch). The GGUF weights are mapped back to the
@@ -17,9 +18,23 @@ gpt-oss, measured 2026-11-24 (transformers 5.24, torch 2.15 CPU, mkmodel --arch 
 defaults: 2 layers, one sliding, sinks, biases, YaRN factor 32): 1.245e-07; with HF's own
 "truncate": false YaRN boundaries instead of llama.cpp's 1.2e-03, with gate and up swapped in
 gate_up_proj 6.6e-01.
+DeepSeek-V3 (--deepseek-v3) goes the other way, as a real checkpoint does: DeepseekV3ForCausalLM
+random-initialised from a tiny config (every weight random and float32-exact, norms 1 + noise,
+e_score_correction_bias non-zero; q_lora_rank 32 and none, kv_lora_rank 16, nope 16 / rope 8 /
+v 12, one leading dense layer, 2 shared experts, 8 experts in 4 groups of which 2 stay, top 3,
+routed_scaling_factor 2.5, norm_topk_prob on and off, YaRN factor 40 with mscale =
+mscale_all_dim = 0.707), its state dict converted to an F32 GGUF as convert_hf_to_gguf.py's
+DeepseekV2Model does (dsv3_convert), ref_forward run on the file, and every deliberate error
+of DSV3_MUTANTS must move the logits by more than 1e-3. Measured 2026-11-24 (transformers
+5.24, torch 2.15 CPU): 5.2e-07 and 6.8e-07, the legacy attn_kv_b layout (the converter before
+the MLA split) 5.2e-07; deliberate errors 6.1e-01 .. 1.8e+00. With --sluice, `sluice eval` on
+the same three files against HF: 1.0e-06, 1.1e-06, 1.0e-06.
 """
+import math
 import os
+import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import torch
@@ -174,7 +189,237 @@ def build(m, hfarch):
     return model
 
 
+# ---- DeepSeek-V3: an HF model random-initialised from a config, converted as llama.cpp does ----
+
+def dsv3_config_json(q_lora, norm_topk):
+    """A tiny DeepSeek-V3 config.json: every feature of the real one at toy sizes (v_head_dim
+    differs from qk_nope_head_dim so a swapped kv_b split cannot pass)."""
+    return {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+            "vocab_size": 512, "hidden_size": 64, "intermediate_size": 80,
+            "moe_intermediate_size": 24, "num_hidden_layers": 3, "first_k_dense_replace": 1,
+            "num_attention_heads": 4, "num_key_value_heads": 4, "n_shared_experts": 2,
+            "n_routed_experts": 8, "num_experts_per_tok": 3, "n_group": 4, "topk_group": 2,
+            "routed_scaling_factor": 2.5, "norm_topk_prob": norm_topk, "scoring_func": "sigmoid",
+            "kv_lora_rank": 16, "q_lora_rank": q_lora, "qk_nope_head_dim": 16,
+            "qk_rope_head_dim": 8, "v_head_dim": 12, "rms_norm_eps": 1e-6,
+            "max_position_embeddings": 2560, "tie_word_embeddings": False,
+            "rope_scaling": {"type": "yarn", "factor": 40.0, "original_max_position_embeddings": 64,
+                             "beta_fast": 32, "beta_slow": 1, "mscale": 0.707,
+                             "mscale_all_dim": 0.707},
+            "rope_theta": 10000.0, "num_nextn_predict_layers": 0}
+
+
+def dsv3_model(cj, seed):
+    """HF DeepseekV3ForCausalLM in float64 with every weight random (norms near 1, a non-zero
+    e_score_correction_bias as large as the spread of the sigmoid scores), float32-exact so
+    the F32 GGUF holds exactly the weights HF runs."""
+    rs = dict(cj["rope_scaling"], rope_type="yarn", rope_theta=cj["rope_theta"])
+    rs.pop("type")
+    skip = ("architectures", "model_type", "scoring_func", "rope_scaling", "rope_theta",
+            "num_nextn_predict_layers")
+    cfg = tf.DeepseekV3Config(**{k: v for k, v in cj.items() if k not in skip},
+                              rope_parameters=rs, num_mtp_layers=0,
+                              attn_implementation="eager", experts_implementation="eager")
+    torch.manual_seed(seed)
+    model = tf.DeepseekV3ForCausalLM(cfg).double().eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in list(model.named_parameters()) + list(model.named_buffers()):
+            if name.endswith("inv_freq"):
+                continue
+            r = torch.randn(p.shape, generator=g, dtype=torch.float64)
+            if "norm" in name:
+                v = 1.0 + 0.2 * r
+            elif name.endswith("e_score_correction_bias"):
+                v = 0.2 * r
+            else:
+                v = r / math.sqrt(p.shape[-1])
+            p.copy_(v.float().double())
+    return model
+
+
+def dsv3_checkpoint(model, cj):
+    """The state dict under the names of a real checkpoint: one tensor per expert (HF 5.x
+    fuses them as gate_up_proj = [gate; up] along the output rows, and down_proj)."""
+    out = {}
+    for k, v in model.state_dict().items():
+        v = v.numpy()
+        if k.endswith("rotary_emb.inv_freq"):
+            continue
+        if k.endswith("mlp.experts.gate_up_proj"):
+            base, F = k[:-len("gate_up_proj")], cj["moe_intermediate_size"]
+            for x in range(v.shape[0]):
+                out[f"{base}{x}.gate_proj.weight"] = v[x, :F]
+                out[f"{base}{x}.up_proj.weight"] = v[x, F:]
+        elif k.endswith("mlp.experts.down_proj"):
+            base = k[:-len("down_proj")]
+            for x in range(v.shape[0]):
+                out[f"{base}{x}.down_proj.weight"] = v[x]
+        else:
+            out[k] = v
+    return out
+
+
+def dsv3_convert(cj, ckpt, path, legacy=False):
+    """convert_hf_to_gguf.py DeepseekV2Model (llama.cpp 0c1e570, conversion/deepseek.py and
+    TextModel.set_gguf_parameters), F32 out: the same tensor names (gguf-py's map), experts
+    stacked, kv_b_proj split into k_b (transposed) and v_b, and the same metadata keys.
+    legacy: the converter before the MLA split (attn_kv_b kept, per-head key/value lengths,
+    head_count_kv = head_count, no *_mla keys)."""
+    import gguf
+    L, E, H = cj["num_hidden_layers"], cj["hidden_size"], cj["num_attention_heads"]
+    nope, R, dv, C = (cj["qk_nope_head_dim"], cj["qk_rope_head_dim"], cj["v_head_dim"],
+                      cj["kv_lora_rank"])
+    rs = cj["rope_scaling"]
+    w = gguf.GGUFWriter(path, "deepseek2")
+    w.add_block_count(L)
+    w.add_context_length(cj["max_position_embeddings"])
+    w.add_embedding_length(E)
+    w.add_feed_forward_length(cj["intermediate_size"])
+    w.add_head_count(H)
+    w.add_head_count_kv(cj["num_key_value_heads"] if legacy else 1)
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(rs["factor"])
+    w.add_rope_scaling_orig_ctx_len(rs["original_max_position_embeddings"])
+    w.add_rope_scaling_yarn_beta_fast(rs["beta_fast"])
+    w.add_rope_scaling_yarn_beta_slow(rs["beta_slow"])
+    w.add_rope_freq_base(cj["rope_theta"])
+    w.add_layer_norm_rms_eps(cj["rms_norm_eps"])
+    w.add_expert_count(cj["n_routed_experts"])
+    w.add_expert_used_count(cj["num_experts_per_tok"])
+    w.add_expert_group_count(cj["n_group"])
+    w.add_expert_group_used_count(cj["topk_group"])
+    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_leading_dense_block_count(cj["first_k_dense_replace"])
+    w.add_vocab_size(cj["vocab_size"])
+    if cj["q_lora_rank"] is not None:
+        w.add_q_lora_rank(cj["q_lora_rank"])
+    w.add_kv_lora_rank(C)
+    if legacy:
+        w.add_key_length(nope + R)
+        w.add_value_length(dv)
+    else:
+        w.add_key_length(C + R)
+        w.add_value_length(C)
+        w.add_key_length_mla(nope + R)
+        w.add_value_length_mla(dv)
+    w.add_expert_feed_forward_length(cj["moe_intermediate_size"])
+    w.add_expert_shared_count(cj["n_shared_experts"])
+    w.add_expert_weights_scale(cj["routed_scaling_factor"])
+    if cj["norm_topk_prob"]:
+        w.add_expert_weights_norm(True)
+    w.add_rope_dimension_count(R)
+    w.add_rope_scaling_yarn_log_mul(0.1 * rs["mscale_all_dim"])
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.DEEPSEEK2, L)
+
+    def put(hf_name, data):
+        new = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+        if new is None:
+            raise ValueError(f"can not map tensor {hf_name!r}")
+        w.add_tensor(new, np.ascontiguousarray(data, dtype=np.float32))
+
+    X = cj["n_routed_experts"]
+    for name, data in ckpt.items():
+        name = name.replace("e_score_correction_bias", "e_score_correction.bias")
+        if ".mlp.experts." in name:
+            if not name.endswith(f".{X - 1}.down_proj.weight"):
+                continue  # stacked once the layer's last expert is seen
+            base = name[:name.index(".mlp.experts.") + len(".mlp.experts.")]
+            for wn in ("down_proj", "gate_proj", "up_proj"):
+                put(f"{base}{wn}.weight", np.stack([ckpt[f"{base}{x}.{wn}.weight"]
+                                                    for x in range(X)]))
+        elif name.endswith("kv_b_proj.weight") and not legacy:
+            kv_b = data.reshape(H, nope + dv, C)
+            put(name.replace("kv_b_proj", "k_b_proj"), kv_b[:, :nope].transpose(0, 2, 1))
+            put(name.replace("kv_b_proj", "v_b_proj"), kv_b[:, nope:])
+        else:
+            put(name, data)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+# deliberate errors in the reference: each must move the logits far past the tolerance
+def _no_bias(m):
+    for k in [k for k in m.tensors if k.endswith("exp_probs_b.bias")]:
+        del m.tensors[k]
+
+
+DSV3_MUTANTS = (
+    ("e_score_correction_bias ignored", _no_bias),
+    ("no YaRN mscale in the attention scale", lambda m: setattr(m, "yarn_log_mul", 0.0)),
+    ("yarn_log_multiplier read as mscale_all_dim", lambda m: setattr(m, "yarn_log_mul",
+                                                                     m.yarn_log_mul / 0.1)),
+    ("expert groups ignored", lambda m: setattr(m, "n_group", 1)),
+    ("softmax gating", lambda m: setattr(m, "gating_sigmoid", False)),
+    ("routed_scaling_factor ignored", lambda m: setattr(m, "w_scale", 1.0)),
+)
+
+
+def rel_err(out, ref):
+    return (np.abs(out - ref).max(axis=1) / np.abs(ref).max(axis=1)).max()
+
+
+def sluice_logits(sluice, path):
+    """`sluice eval` logits of the file (float32 [n_tokens, n_vocab], tools/cli/eval.c)."""
+    out = path + ".f32"
+    r = subprocess.run([sluice, "eval", "-m", path, "--tokens", ",".join(map(str, TOKENS)),
+                        "--logits-out", out], capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"sluice eval {path}: {r.stderr.strip()}")
+    return np.fromfile(out, dtype="<f4").astype(np.float64).reshape(len(TOKENS), -1)
+
+
+def deepseek_v3(outdir, sluice=None):
+    """q_lora_rank 32 with norm_topk_prob, no q_lora_rank without it, and the first in the
+    legacy attn_kv_b layout; with sluice (a binary), the engine's logits against HF's too
+    (float32 engine: <= 1e-5, deepseek2's F32 tolerance in logits_vs_reference)."""
+    worst, ok = 0.0, True
+    for q_lora, norm_topk, legacy in ((32, True, False), (None, False, False),
+                                      (32, True, True)):
+        cj = dsv3_config_json(q_lora, norm_topk)
+        model = dsv3_model(cj, seed=15 + (q_lora or 0))
+        path = os.path.join(outdir, f"dsv3-q{q_lora or 0}-n{int(norm_topk)}"
+                                    f"{'-legacy' if legacy else ''}.gguf")
+        dsv3_convert(cj, dsv3_checkpoint(model, cj), path, legacy)
+        with torch.no_grad():
+            out = model(torch.tensor([TOKENS])).logits[0].numpy()
+        m = rf.load(path)
+        rel = rel_err(out, m.forward(TOKENS))
+        worst = max(worst, rel)
+        print(f"deepseek-v3 {os.path.basename(path)}: max rel err ref vs HF = {rel:.3e}")
+        ok &= rel <= 1e-5
+        if sluice:
+            srel = rel_err(sluice_logits(sluice, path), out)
+            print(f"    sluice eval vs HF = {srel:.3e}")
+            ok &= srel <= 1e-5
+        if legacy:
+            continue
+        for what, mutate in DSV3_MUTANTS:
+            bad = rf.load(path)
+            mutate(bad)
+            mrel = rel_err(out, bad.forward(TOKENS))
+            print(f"    with a deliberate error ({what}): {mrel:.3e}")
+            ok &= mrel > 1e-3
+    print(f"deepseek-v3: worst {worst:.3e}; {'PASS' if ok else 'FAIL'} (<= 1e-5, every "
+          "deliberate error > 1e-3)")
+    return 0 if ok else 1
+
+
 def main():
+    if sys.argv[1:2] == ["--deepseek-v3"]:
+        args, sluice = sys.argv[2:], None
+        if "--sluice" in args:
+            i = args.index("--sluice")
+            sluice = args[i + 1]
+            del args[i:i + 2]
+        if args:
+            os.makedirs(args[0], exist_ok=True)
+            return deepseek_v3(args[0], sluice)
+        with tempfile.TemporaryDirectory() as d:
+            return deepseek_v3(d, sluice)
     for path, hfarch in zip(sys.argv[1::2], sys.argv[2::2]):
         m = rf.load(path)
         ref = m.forward(TOKENS)
@@ -186,4 +431,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

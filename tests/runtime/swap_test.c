@@ -1,9 +1,10 @@
-/* Live tensor swap (sl_reload_changed, scheduler/swap.h) on the sim device: every case of the
- * policy, each checked by logits that must equal a fresh load of the changed file bit for bit
- * (and the original's after a restore); a hot/cold split layer rebuilt from new bytes; a torn
- * file; a many-shard model; the fetch scheduler's expert cache; a stress run with one thread
- * evaluating while another rewrites and reloads; and models in a runtime (host floor and
- * device copy replaced, shared floor left alone). */
+/* Live tensor swap (sl_reload_changed, scheduler/swap.h) of a private model on the sim device:
+ * every case of the policy, each checked by logits that must equal a fresh load of the changed
+ * file bit for bit (and the original's after a restore); a hot/cold split layer rebuilt from
+ * new bytes (also with its gate/up/down in separate shards); a torn file and one changing while
+ * read; a many-shard model; the fetch scheduler's expert cache; a stress run with one thread
+ * reloading while two evaluate (also on a model in a runtime); requant keeping every other
+ * byte. Models in a runtime: swap_runtime_test.c. */
 #include <glob.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -16,146 +17,76 @@
 #include "gguf/gguf.h"
 #include "runtime/sluice.h"
 #include "scheduler/gpuidx.h"
-#include "tests/runtime/testmodel.h"
+#include "tests/runtime/swap_testlib.h"
 #include "tests/testing.h"
-#include "tools/lib/requant.h"
 
-enum { N_TOK = 6 };
-static const int32_t k_tokens[N_TOK] = {1, 17, 250, 3, 99, 42};
-static char g_dir[512];
-
-static const char *tmp_path(const char *name)
+/* Whether two KV values are equal: type, and value (element by element for arrays). */
+static bool value_eq(const sl_gguf_value *a, const sl_gguf_value *b)
 {
-    static char buf[16][640];
-    static int i;
-    char *b = buf[i++ % 16];
-    snprintf(b, sizeof buf[0], "%s/%s", g_dir, name);
-    return b;
-}
-
-static void copy_file(const char *from, const char *to)
-{
-    char tmp[700];
-    snprintf(tmp, sizeof tmp, "%s.copy", to);
-    FILE *in = fopen(from, "rb"), *out = fopen(tmp, "wb");
-    CHECK(in && out);
-    if (!in || !out) exit(1);
-    char b[65536];
-    size_t n;
-    while ((n = fread(b, 1, sizeof b, in)) > 0) fwrite(b, 1, n, out);
-    fclose(in);
-    fclose(out);
-    CHECK(rename(tmp, to) == 0); /* atomic replace, as a careful user does */
-}
-
-/* idx: the .gpuidx of placement hot-cold, else NULL */
-static sl_model *open_model_idx(const char *path, sl_placement pl, const char *idx)
-{
-    sl_model_options o = sl_model_options_default();
-    o.placement = pl;
-    o.gpu_index = idx;
-    o.device = "sim";
-    o.progress = false;
-    o.n_threads = 1;
-    sl_model *m = NULL;
-    sl_error e;
-    sl_status st = sl_model_open(path, &o, &m, &e);
-    CHECK_MSG(st == SL_OK, "%s: %s", path, e.msg);
-    return m;
-}
-
-static sl_model *open_model(const char *path, sl_placement pl)
-{
-    return open_model_idx(path, pl, NULL);
-}
-
-/* Last-token logits of k_tokens from an empty cache, malloc'd. */
-static float *run_logits(sl_model *m, const char *sched)
-{
-    sl_ctx_options co = sl_ctx_options_default();
-    co.n_ctx = 32;
-    co.sched = sched;
-    sl_ctx *c = NULL;
-    sl_error e;
-    if (sl_ctx_create(m, &co, &c, &e)) {
-        CHECK_MSG(0, "ctx: %s", e.msg);
-        return NULL;
+    if (a->type != b->type) return false;
+    switch (a->type) {
+    case SL_GGUF_F32:
+        return !memcmp(&a->v.f32, &b->v.f32, sizeof a->v.f32);
+    case SL_GGUF_F64:
+        return !memcmp(&a->v.f64, &b->v.f64, sizeof a->v.f64);
+    case SL_GGUF_BOOL:
+        return a->v.b == b->v.b;
+    case SL_GGUF_I8: case SL_GGUF_I16: case SL_GGUF_I32: case SL_GGUF_I64:
+        return a->v.i64 == b->v.i64;
+    case SL_GGUF_STR:
+        return a->v.str.len == b->v.str.len &&
+               !memcmp(a->v.str.ptr, b->v.str.ptr, (size_t)a->v.str.len);
+    case SL_GGUF_ARR:
+        if (a->v.arr.elem != b->v.arr.elem || a->v.arr.n != b->v.arr.n) return false;
+        for (uint64_t i = 0; i < a->v.arr.n; i++) {
+            sl_gguf_value x, y;
+            if (sl_gguf_arr_get(a, i, &x, NULL) || sl_gguf_arr_get(b, i, &y, NULL) ||
+                !value_eq(&x, &y))
+                return false;
+        }
+        return true;
+    default:
+        return a->v.u64 == b->v.u64;
     }
-    float *out = NULL;
-    if (sl_ctx_eval(c, k_tokens, N_TOK, &e) == SL_OK) {
-        sl_model_info mi;
-        sl_model_info_get(m, &mi);
-        out = malloc((size_t)mi.n_vocab * sizeof *out);
-        memcpy(out, sl_ctx_logits(c, -1), (size_t)mi.n_vocab * sizeof *out);
-    } else {
-        CHECK_MSG(0, "eval: %s", e.msg);
+}
+
+/* requant keeps everything but the chosen tensors' types and bytes: every KV pair (order and
+ * value), the alignment, every tensor's name, shape and order, every other tensor's bytes. */
+static void test_requant_keeps(void)
+{
+    const char *in = tmp_path("k_in.gguf"), *out = tmp_path("k_out.gguf");
+    write_model("qwen3moe", SL_GGML_Q8_0, 13, NULL, 0, in);
+    requant(in, out, "blk\\.1\\.ffn_down_exps\\.weight|output\\.weight", SL_GGML_Q4_0);
+    sl_gguf *a = NULL, *b = NULL;
+    sl_error e;
+    CHECK_MSG(sl_gguf_open(in, NULL, &a, &e) == SL_OK && sl_gguf_open(out, NULL, &b, &e) == SL_OK,
+              "%s", e.msg);
+    if (!a || !b) return;
+    CHECK(sl_gguf_kv_count(a) == sl_gguf_kv_count(b) && sl_gguf_kv_count(a) > 5);
+    for (size_t i = 0; i < sl_gguf_kv_count(a) && i < sl_gguf_kv_count(b); i++)
+        CHECK_MSG(!strcmp(sl_gguf_kv_key(a, i), sl_gguf_kv_key(b, i)) &&
+                  value_eq(sl_gguf_kv_value(a, i), sl_gguf_kv_value(b, i)), "KV %s",
+                  sl_gguf_kv_key(a, i));
+    CHECK(sl_gguf_alignment(a) == sl_gguf_alignment(b));
+    CHECK(sl_gguf_tensor_count(a) == sl_gguf_tensor_count(b));
+    int changed = 0;
+    for (size_t i = 0; i < sl_gguf_tensor_count(a) && i < sl_gguf_tensor_count(b); i++) {
+        const sl_gguf_tensor *x = sl_gguf_tensor_at(a, i), *y = sl_gguf_tensor_at(b, i);
+        const bool chosen = !strcmp(x->name, "blk.1.ffn_down_exps.weight") ||
+                            !strcmp(x->name, "output.weight");
+        CHECK_MSG(!strcmp(x->name, y->name) && x->n_dims == y->n_dims &&
+                  !memcmp(x->ne, y->ne, sizeof x->ne), "tensor %zu: %s / %s", i, x->name, y->name);
+        if (chosen) {
+            changed += y->type == SL_GGML_Q4_0 && x->type == SL_GGML_Q8_0;
+            continue;
+        }
+        CHECK_MSG(x->type == y->type && x->nbytes == y->nbytes &&
+                  !memcmp(sl_gguf_tensor_view(a, x), sl_gguf_tensor_view(b, y),
+                          (size_t)x->nbytes), "requant changed '%s'", x->name);
     }
-    sl_ctx_destroy(c);
-    return out;
-}
-
-static int n_vocab(sl_model *m)
-{
-    sl_model_info mi;
-    sl_model_info_get(m, &mi);
-    return mi.n_vocab;
-}
-
-static bool same(const float *a, const float *b, int n)
-{
-    return a && b && !memcmp(a, b, (size_t)n * sizeof *a);
-}
-
-/* Checks that got (a logits row, freed here; NULL counts as a failure) equals want. */
-static void expect(float *got, const float *want, int n, const char *what)
-{
-    CHECK_MSG(got && same(got, want, n), "%s", what);
-    free(got);
-}
-
-/* Logits of a fresh load of path. */
-static float *fresh_logits(const char *path, sl_placement pl, const char *sched)
-{
-    sl_model *m = open_model(path, pl);
-    float *l = m ? run_logits(m, sched) : NULL;
-    sl_model_close(m);
-    return l;
-}
-
-static const sl_reload_entry *find(const sl_reload_report *r, const char *name)
-{
-    for (size_t i = 0; i < r->n; i++)
-        if (!strcmp(r->entries[i].name, name)) return &r->entries[i];
-    return NULL;
-}
-
-static void reload(sl_model *m, sl_reload_report *r)
-{
-    sl_error e;
-    sl_status st = sl_reload_changed(m, r, &e);
-    CHECK_MSG(st == SL_OK, "reload: %s", e.msg);
-}
-
-static void requant(const char *in, const char *out, const char *pat, uint32_t type)
-{
-    sl_error e;
-    uint32_t n;
-    sl_status st = sl_requant_file(in, out, pat, type, &n, &e);
-    CHECK_MSG(st == SL_OK, "requant %s: %s", pat, e.msg);
-}
-
-static void write_model(const char *arch, uint32_t wtype, uint64_t seed, const char *reshape,
-                        int n_layer, const char *path)
-{
-    tm_params p;
-    tm_defaults(arch, &p);
-    p.wtype = wtype;
-    p.seed = seed;
-    p.n_ff = 128; /* non-square FFN matrices: a swapped shape is a different shape */
-    p.reshape = reshape;
-    if (n_layer) p.n_layer = n_layer;
-    sl_error e;
-    CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "%s", e.msg);
+    CHECK(changed == 2);
+    sl_gguf_close(a);
+    sl_gguf_close(b);
 }
 
 /* Private block, reattach, in place, refused shape, on a device (gpu) and a host (cpu)
@@ -239,9 +170,7 @@ static void test_fallback_siblings(void)
     float *l_orig = run_logits(m, NULL), *l_f16 = fresh_logits(f16, SL_PLACE_GPU, NULL);
     sl_reload_report r;
     copy_file(f16, live);
-    setenv("SLUICE_FAULT_SWAP_ALLOC", "1", 1);
-    reload(m, &r);
-    unsetenv("SLUICE_FAULT_SWAP_ALLOC");
+    reload_fault(m, &r, "1");
     const sl_reload_entry *e = find(&r, "blk.0.ffn_up_exps.weight");
     CHECK(e && e->kind == SL_RELOAD_PRIVATE && !strcmp(e->where, "host (fallback)"));
     CHECK(r.n_fallback == 1);
@@ -266,7 +195,8 @@ static void test_fallback_siblings(void)
           !strcmp(g->where, "device"));
     sl_reload_report_print(&r, stdout);
     sl_reload_report_free(&r);
-    expect(run_logits(m, NULL), l_orig, V, "restore after fallback: logits differ from the original");
+    expect(run_logits(m, NULL), l_orig, V,
+           "restore after fallback: logits differ from the original");
     free(l_orig);
     free(l_f16);
     sl_model_close(m);
@@ -295,6 +225,19 @@ static void test_per_expert(void)
     float *l = run_logits(m, NULL);
     CHECK(same(l, l_orig, V));
     free(l);
+    copy_file(all, live); /* the first new block refused: every expert of layer 0 follows */
+    reload_fault(m, &r, "1");
+    CHECK(r.changed && r.n_reloaded == 8 && r.n_refused == 0 && r.n_fallback == 1);
+    entry_is(&r, "blk.0.ffn_up.0.weight", SL_RELOAD_PRIVATE, "host (fallback)");
+    entry_is(&r, "blk.0.ffn_gate.5.weight", SL_RELOAD_SIBLING, "host (fallback)");
+    entry_is(&r, "blk.0.ffn_down.7.weight", SL_RELOAD_SIBLING, "host (fallback)");
+    CHECK(!find(&r, "blk.1.ffn_gate.0.weight"));
+    sl_reload_report_free(&r);
+    expect(run_logits(m, NULL), l_all, V, "per-expert fallback: logits differ from a fresh load");
+    copy_file(orig, live);
+    reload(m, &r);
+    sl_reload_report_free(&r);
+    expect(run_logits(m, NULL), l_orig, V, "per-expert: restore");
     copy_file(all, live);
     reload(m, &r);
     CHECK(r.changed && r.n_reloaded == 8 && r.n_refused == 0);
@@ -305,7 +248,8 @@ static void test_per_expert(void)
     sl_model_close(m);
 }
 
-/* A torn file (truncated, header or data past the end) is skipped and retried. */
+/* A torn file (truncated, header or data past the end) or one that changes while it is read
+ * is skipped and retried. */
 static void test_torn(void)
 {
     const char *orig = tmp_path("t_orig.gguf"), *live = tmp_path("t_live.gguf");
@@ -334,7 +278,18 @@ static void test_torn(void)
         CHECK_MSG(same(l, l_orig, V), "torn file %d: the old tensors must stay", k);
         free(l);
     }
-    copy_file(f16, live); /* whole again: retried and applied */
+    /* whole, but its mtime moves between the stat before the reads and the one after (a writer
+     * still at work; SLUICE_FAULT_SWAP_TOUCH does it deterministically): skipped too */
+    copy_file(f16, live);
+    setenv("SLUICE_FAULT_SWAP_TOUCH", "1", 1);
+    reload(m, &r);
+    unsetenv("SLUICE_FAULT_SWAP_TOUCH");
+    CHECK(r.files_skipped == 1 && !r.changed && r.n_reloaded == 0 && r.n == 1 &&
+          r.entries[0].kind == SL_RELOAD_SKIPPED_FILE &&
+          strstr(r.entries[0].msg, "changed while it was read"));
+    sl_reload_report_free(&r);
+    expect(run_logits(m, NULL), l_orig, V, "a file changing while read: logits changed");
+    /* still now: retried and applied */
     reload(m, &r);
     CHECK(r.changed && r.n_reloaded == 1 && r.files_skipped == 0);
     sl_reload_report_free(&r);
@@ -374,36 +329,50 @@ static void reshard(const char *in, const char *out)
     sl_gguf_close(g);
 }
 
+/* The first shard of the one-tensor-per-file copy NAME-0000K-of-N.gguf of in (first) and the
+ * shard holding each of tensors[0..n) (shard[k]); returns the shard count (0: failed). */
+static uint32_t reshard_find(const char *in, const char *name, char first[700],
+                             const char *const *tensors, size_t n, char (*shard)[700])
+{
+    char pat[700];
+    reshard(in, tmp_path(name));
+    snprintf(pat, sizeof pat, "%.*s-00001-of-*.gguf", (int)strlen(name) - 5, name);
+    glob_t gl;
+    CHECK(glob(tmp_path(pat), 0, NULL, &gl) == 0 && gl.gl_pathc == 1);
+    if (gl.gl_pathc != 1) return 0;
+    snprintf(first, 700, "%s", gl.gl_pathv[0]);
+    globfree(&gl);
+    sl_gguf *g = NULL;
+    sl_error e;
+    CHECK_MSG(sl_gguf_open(first, NULL, &g, &e) == SL_OK, "%s", e.msg);
+    if (!g) return 0;
+    const uint32_t n_shard = sl_gguf_shard_count(g);
+    for (size_t k = 0; k < n; k++) {
+        const sl_gguf_tensor *t = sl_gguf_tensor_find(g, tensors[k]);
+        snprintf(shard[k], 700, "%s", t ? sl_gguf_shard_path(g, t->shard) : "");
+    }
+    sl_gguf_close(g);
+    return n_shard;
+}
+
 /* Many shards: only the changed one is parsed; the result equals a fresh load. */
 static void test_shards(void)
 {
     const char *orig = tmp_path("h_orig.gguf");
     write_model("llama", SL_GGML_Q8_0, 6, NULL, 112, orig); /* 1,011 tensors */
-    reshard(orig, tmp_path("h.gguf"));
-    glob_t gl;
-    char first[700];
-    CHECK(glob(tmp_path("h-00001-of-*.gguf"), 0, NULL, &gl) == 0 && gl.gl_pathc == 1);
-    if (gl.gl_pathc != 1) return;
-    snprintf(first, sizeof first, "%s", gl.gl_pathv[0]);
-    globfree(&gl);
-    sl_gguf *g = NULL;
-    sl_error e;
-    CHECK_MSG(sl_gguf_open(first, NULL, &g, &e) == SL_OK, "%s", e.msg);
-    if (!g) return;
-    const uint32_t n_shard = sl_gguf_shard_count(g);
-    const sl_gguf_tensor *t = sl_gguf_tensor_find(g, "blk.7.ffn_down.weight");
-    char shard[700];
-    snprintf(shard, sizeof shard, "%s", sl_gguf_shard_path(g, t->shard));
-    sl_gguf_close(g);
+    char first[700], shard[1][700];
+    const char *const down = "blk.7.ffn_down.weight";
+    const uint32_t n_shard = reshard_find(orig, "h.gguf", first, &down, 1, shard);
+    if (!n_shard) return;
     CHECK(n_shard >= 1000); /* the layout of per-tensor sweeps (ik_llama.cpp users) */
     sl_model *m = open_model(first, SL_PLACE_GPU);
     if (!m) return;
     const int V = n_vocab(m);
     float *l_orig = run_logits(m, NULL);
     char saved[720];
-    snprintf(saved, sizeof saved, "%s.orig", shard);
-    copy_file(shard, saved);
-    requant(shard, shard, "blk\\.7\\.ffn_down\\.weight", SL_GGML_Q4_0);
+    snprintf(saved, sizeof saved, "%s.orig", shard[0]);
+    copy_file(shard[0], saved);
+    requant(shard[0], shard[0], "blk\\.7\\.ffn_down\\.weight", SL_GGML_Q4_0);
     float *l_new = fresh_logits(first, SL_PLACE_GPU, NULL);
     sl_reload_report r;
     reload(m, &r);
@@ -415,7 +384,7 @@ static void test_shards(void)
     CHECK_MSG(same(l, l_new, V), "shards: logits differ from a fresh load");
     CHECK(!same(l, l_orig, V));
     free(l);
-    copy_file(saved, shard);
+    copy_file(saved, shard[0]);
     reload(m, &r);
     CHECK(r.n_reloaded == 1 && r.entries[0].kind == SL_RELOAD_REATTACHED);
     sl_reload_report_free(&r);
@@ -467,7 +436,7 @@ static void test_expert_cache(void)
 }
 
 /* One thread evaluates continuously while another rewrites the file and reloads: every logits
- * vector equals one of the two references. */
+ * vector equals one of the two references; a private model, and one in a runtime. */
 typedef struct stress {
     sl_model *m;
     const float *ref[2];
@@ -500,7 +469,7 @@ static void *evaluator(void *arg)
     return NULL;
 }
 
-static void test_stress(void)
+static void test_stress(bool in_runtime)
 {
     const char *a = tmp_path("r_a.gguf"), *b = tmp_path("r_b.gguf");
     const char *live = tmp_path("r_live.gguf");
@@ -509,124 +478,41 @@ static void test_stress(void)
             SL_GGML_F16);
     copy_file(a, live);
     float *ra = fresh_logits(a, SL_PLACE_GPU, NULL), *rb = fresh_logits(b, SL_PLACE_GPU, NULL);
-    stress s = {.m = open_model(live, SL_PLACE_GPU), .ref = {ra, rb}};
+    sl_runtime *rt = NULL;
+    stress s = {.m = in_runtime ? rt_open(live, false, &rt) : open_model(live, SL_PLACE_GPU),
+                .ref = {ra, rb}};
     if (!s.m) return;
+    sl_error e;
+    if (rt) CHECK_MSG(sl_runtime_acquire(rt, s.m, &e) == SL_OK, "%s", e.msg);
     s.V = n_vocab(s.m);
     CHECK(!same(ra, rb, s.V));
     pthread_t th[2];
     for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, evaluator, &s);
     const time_t t0 = time(NULL);
-    int reloads = 0;
+    int reloads = 0, fallbacks = 0;
     for (int k = 0; k < 40 && time(NULL) - t0 < 20; k++) {
         copy_file(k % 2 ? a : b, live);
         sl_reload_report r;
-        reload(s.m, &r);
+        /* in a runtime, every third reload finds no room for a new block: fallbacks and returns
+         * of expert groups under the evaluations too */
+        reload_fault(s.m, &r, rt && k % 3 == 0 ? "1" : NULL);
         reloads += r.changed;
+        fallbacks += (int)r.n_fallback;
         sl_reload_report_free(&r);
         usleep(2000);
     }
     atomic_store(&s.stop, true);
     for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-    printf("stress: %d reloads, %d evaluations, %d torn, %d errors\n", reloads,
-           atomic_load(&s.evals), atomic_load(&s.bad), atomic_load(&s.errors));
-    CHECK(reloads >= 10 && atomic_load(&s.evals) > 0);
+    printf("stress%s: %d reloads (%d fallbacks), %d evaluations, %d torn, %d errors\n",
+           rt ? " (runtime)" : "", reloads, fallbacks, atomic_load(&s.evals),
+           atomic_load(&s.bad), atomic_load(&s.errors));
+    CHECK(reloads >= 10 && atomic_load(&s.evals) > 0 && (!rt || fallbacks > 0));
     CHECK(atomic_load(&s.bad) == 0 && atomic_load(&s.errors) == 0);
+    if (rt) CHECK_MSG(sl_runtime_validate(rt, &e) == SL_OK, "%s", e.msg);
     sl_model_close(s.m);
+    if (rt) CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
     free(ra);
     free(rb);
-}
-
-/* Logits of m in rt after acquiring it (the runtime's invariants checked too). */
-static float *rt_logits(sl_runtime *rt, sl_model *m)
-{
-    sl_error e;
-    CHECK_MSG(sl_runtime_acquire(rt, m, &e) == SL_OK, "acquire: %s", e.msg);
-    CHECK_MSG(sl_runtime_validate(rt, &e) == SL_OK, "%s", e.msg);
-    return run_logits(m, NULL);
-}
-
-/* A model in a runtime: the new bytes replace its host floor and its device copy, so its
- * logits equal a fresh load of the changed file after the reload, after an eviction and
- * reacquire, and after a compaction; a restore brings the original's back. With a shared
- * floor the region is never written (copy-on-write): a second runtime mapping the same
- * region (another process, as far as the floor knows) keeps the original's logits. */
-static void test_runtime(bool shared)
-{
-    const char *orig = tmp_path("rt_orig.gguf"), *live = tmp_path("rt_live.gguf");
-    const char *q = tmp_path("rt_q.gguf"), *q2 = tmp_path("rt_q2.gguf");
-    write_model("llama", SL_GGML_Q8_0, 5, NULL, 0, orig);
-    /* a device tensor to a new type (new block), the host embedding to a new type */
-    requant(orig, q2, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16);
-    requant(q2, q, "token_embd\\.weight", SL_GGML_Q4_0);
-    copy_file(orig, live);
-    float *l_orig = fresh_logits(orig, SL_PLACE_GPU, NULL);
-    float *l_q = fresh_logits(q, SL_PLACE_GPU, NULL);
-    sl_runtime_options ro = sl_runtime_options_default();
-    ro.device = "sim";
-    ro.arena_bytes = 64ull << 20;
-    ro.host_slab_bytes = 4ull << 20;
-    ro.shared_floor = shared;
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "sluice-swaptest-%d", (int)getpid());
-    ro.shm_prefix = prefix;
-    sl_model_options o = sl_model_options_default();
-    o.placement = SL_PLACE_GPU;
-    o.progress = false;
-    o.n_threads = 1;
-    sl_runtime *rt = NULL, *rt2 = NULL;
-    sl_model *m = NULL, *m2 = NULL;
-    sl_error e;
-    CHECK_MSG(sl_runtime_create(&ro, &rt, &e) == SL_OK && sl_model_open_in(rt, live, &o, &m, &e)
-              == SL_OK, "%s", e.msg);
-    if (shared)
-        CHECK_MSG(sl_runtime_create(&ro, &rt2, &e) == SL_OK &&
-                  sl_model_open_in(rt2, live, &o, &m2, &e) == SL_OK, "%s", e.msg);
-    if (!m || (shared && !m2)) return;
-    const int V = n_vocab(m);
-    float *l = rt_logits(rt, m);
-    CHECK_MSG(same(l, l_orig, V), "runtime: logits differ from a private open's");
-    free(l);
-    CHECK(!same(l_orig, l_q, V));
-
-    copy_file(q, live);
-    sl_reload_report r;
-    reload(m, &r);
-    const sl_reload_entry *a = find(&r, "blk.1.attn_q.weight"), *b = find(&r, "token_embd.weight");
-    CHECK(r.changed && r.n_reloaded == 2 && r.n_refused == 0);
-    CHECK(a && a->kind == SL_RELOAD_PRIVATE && a->new_type == SL_GGML_F16 &&
-          !strcmp(a->where, "device"));
-    CHECK(b && b->kind == SL_RELOAD_PRIVATE && !strcmp(b->where, "host"));
-    sl_reload_report_free(&r);
-    expect(rt_logits(rt, m), l_q, V, "runtime reload: logits differ from a fresh load");
-    /* evicted to the host floor and back: the floor held the new bytes */
-    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_HOST, &e) == SL_OK);
-    expect(rt_logits(rt, m), l_q, V, "runtime reload: logits differ after evict + acquire");
-    CHECK_MSG(sl_runtime_compact(rt, &m, 1, &e) == SL_OK, "%s", e.msg);
-    expect(rt_logits(rt, m), l_q, V, "runtime reload: logits differ after compaction");
-    /* the file handle describes the old layout: the model may not go back to disk */
-    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(e.msg, "reopen");
-    if (shared) {
-        float *l2 = rt_logits(rt2, m2);
-        CHECK_MSG(same(l2, l_orig, V), "shared floor: the other runtime's logits changed");
-        free(l2);
-        CHECK(sl_runtime_set_residency(rt2, m2, SL_RESIDENCY_HOST, &e) == SL_OK);
-        expect(rt_logits(rt2, m2), l_orig, V, "shared floor: written under the other runtime");
-    }
-    /* a reload while evicted (on its floor) replaces the floor alone */
-    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_HOST, &e) == SL_OK);
-    copy_file(orig, live);
-    reload(m, &r);
-    CHECK(r.changed && r.n_reloaded == 2 && !strcmp(find(&r, "token_embd.weight")->where, "host"));
-    sl_reload_report_free(&r);
-    CHECK_MSG(sl_runtime_validate(rt, &e) == SL_OK, "%s", e.msg);
-    expect(rt_logits(rt, m), l_orig, V, "runtime restore: logits differ from the original");
-    sl_model_close(m);
-    sl_model_close(m2);
-    CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
-    CHECK(sl_runtime_destroy(rt2, &e) == SL_OK);
-    free(l_orig);
-    free(l_q);
 }
 
 static float *split_logits(const char *path, const char *idx)
@@ -635,6 +521,84 @@ static float *split_logits(const char *path, const char *idx)
     float *l = m ? run_logits(m, NULL) : NULL;
     sl_model_close(m);
     return l;
+}
+
+/* A .gpuidx for the 2-layer test models (n_ff 128): granules 0 and 3 of each layer hot. */
+static void write_idx(const char *idx)
+{
+    sl_gpuidx gi;
+    sl_error e;
+    const uint32_t nn[2] = {128, 128};
+    uint32_t hot[64];
+    for (uint32_t j = 0; j < 64; j++) hot[j] = j < 32 ? j : 64 + j;
+    CHECK(sl_gpuidx_init(&gi, 2, nn, &e) == SL_OK);
+    for (uint32_t il = 0; il < 2; il++) CHECK(sl_gpuidx_set_layer(&gi, il, hot, 64, &e) == SL_OK);
+    CHECK_MSG(sl_gpuidx_write(idx, &gi, NULL, &e) == SL_OK, "%s", e.msg);
+    sl_gpuidx_free(&gi);
+}
+
+/* A split layer whose gate, up and down sit in different files (one tensor per shard): up
+ * rewritten, the layer is rebuilt from it and its two unchanged companions read from their
+ * files, and the logits equal a fresh open with the same index. A companion whose file is torn
+ * meanwhile is not read: the layer is refused and keeps computing what it did; once that file
+ * is whole again the layer is rebuilt from it and up's file (the first open's bytes again). */
+static void test_split_shards(void)
+{
+    const char *orig = tmp_path("ss_orig.gguf"), *idx = tmp_path("ss.gpuidx");
+    write_model("llama", SL_GGML_Q8_0, 12, NULL, 0, orig);
+    write_idx(idx);
+    char first[700], shard[3][700], saved[2][720];
+    const char *const names[3] = {"blk.0.ffn_up.weight", "blk.0.ffn_gate.weight",
+                                  "blk.0.ffn_down.weight"};
+    if (!reshard_find(orig, "ss.gguf", first, names, 3, shard)) return;
+    CHECK(strcmp(shard[0], shard[1]) && strcmp(shard[0], shard[2]) && strcmp(shard[1], shard[2]));
+    sl_model *m = open_model_idx(first, SL_PLACE_HOT_COLD, idx);
+    if (!m) return;
+    const int V = n_vocab(m);
+    float *l_orig = run_logits(m, NULL);
+    for (int k = 0; k < 2; k++) { /* up's and down's files */
+        snprintf(saved[k], sizeof saved[k], "%s.orig", shard[2 * k]);
+        copy_file(shard[2 * k], saved[k]);
+    }
+    requant(shard[0], shard[0], "blk\\.0\\.ffn_up\\.weight", SL_GGML_Q4_0);
+    float *l_new = split_logits(first, idx);
+    CHECK(l_new && !same(l_new, l_orig, V));
+    sl_reload_report r;
+    reload(m, &r);
+    sl_reload_report_print(&r, stdout);
+    CHECK(r.files_changed == 1 && r.n_reloaded == 1 && r.n_refused == 0 && r.changed);
+    const sl_reload_entry *en = find(&r, "blk.0.ffn_up.weight");
+    CHECK(en && en->kind == SL_RELOAD_PRIVATE && en->new_type == SL_GGML_Q4_0 &&
+          strstr(en->where, "hot/cold"));
+    for (int p = 1; p < 3; p++) {
+        en = find(&r, names[p]);
+        CHECK_MSG(en && en->kind == SL_RELOAD_SIBLING && en->new_type == SL_GGML_Q8_0,
+                  "%s", names[p]);
+    }
+    sl_reload_report_free(&r);
+    expect(run_logits(m, NULL), l_new, V, "split in shards: logits differ from a fresh open");
+
+    copy_file(saved[0], shard[0]); /* up back, while down's file is torn */
+    CHECK(truncate(shard[2], 100) == 0);
+    reload(m, &r);
+    CHECK(r.files_skipped == 1 && r.n_reloaded == 0 && !r.changed);
+    en = find(&r, "blk.0.ffn_up.weight");
+    CHECK(en && en->kind == SL_RELOAD_REFUSED && strstr(en->msg, "blk.0.ffn_down.weight"));
+    sl_reload_report_free(&r);
+    expect(run_logits(m, NULL), l_new, V, "split in shards, torn companion: logits changed");
+    /* down whole again: up's file (its refused change back to Q8_0) is read with it */
+    copy_file(saved[1], shard[2]);
+    reload(m, &r);
+    CHECK(r.changed && r.n_refused == 0 && r.files_skipped == 0);
+    en = find(&r, "blk.0.ffn_up.weight");
+    CHECK(en && en->kind == SL_RELOAD_PRIVATE && en->new_type == SL_GGML_Q8_0);
+    en = find(&r, "blk.0.ffn_gate.weight");
+    CHECK(en && en->kind == SL_RELOAD_SIBLING);
+    sl_reload_report_free(&r);
+    expect(run_logits(m, NULL), l_orig, V, "split in shards, restored: logits differ");
+    sl_model_close(m);
+    free(l_orig);
+    free(l_new);
 }
 
 /* A split layer's gate/up/down rewritten: its parts are rebuilt from the new bytes and the
@@ -650,15 +614,7 @@ static void test_split(void)
     write_model("llama", SL_GGML_Q8_0, 2, NULL, 0, seed2);
     requant(orig, q4, "blk\\.[01]\\.ffn_(gate|up|down)\\.weight", SL_GGML_Q4_0);
     requant(orig, f16, "blk\\.0\\.ffn_down\\.weight", SL_GGML_F16);
-    sl_gpuidx gi;
-    sl_error e;
-    const uint32_t nn[2] = {128, 128};
-    uint32_t hot[64];
-    for (uint32_t j = 0; j < 64; j++) hot[j] = j < 32 ? j : 64 + j; /* granules 0 and 3 */
-    CHECK(sl_gpuidx_init(&gi, 2, nn, &e) == SL_OK);
-    for (uint32_t il = 0; il < 2; il++) CHECK(sl_gpuidx_set_layer(&gi, il, hot, 64, &e) == SL_OK);
-    CHECK_MSG(sl_gpuidx_write(idx, &gi, NULL, &e) == SL_OK, "%s", e.msg);
-    sl_gpuidx_free(&gi);
+    write_idx(idx);
     copy_file(orig, live);
     sl_model *m = open_model_idx(live, SL_PLACE_HOT_COLD, idx);
     if (!m) return;
@@ -706,18 +662,17 @@ static void test_split(void)
 
 int main(void)
 {
-    const char *t = getenv("TEST_TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s", t ? t : "/tmp");
+    test_requant_keeps();
     test_policy(SL_PLACE_GPU);
     test_policy(SL_PLACE_CPU);
     test_split();
+    test_split_shards();
     test_fallback_siblings();
     test_per_expert();
     test_torn();
     test_shards();
     test_expert_cache();
-    test_stress();
-    test_runtime(false);
-    test_runtime(true);
+    test_stress(false);
+    test_stress(true);
     return sl_test_finish("swap_test");
 }

@@ -134,6 +134,12 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
     add(t, &n, p, T_EMBD, "token_embd.weight", E, V, 0);
     for (int i = 0; i < p->n_layer; i++) {
         add(t, &n, p, T_NORM, NM("blk.%d.attn_norm.weight", i), E, 0, 0);
+        if (ds && i >= p->n_layer - p->n_nextn) {
+            add(t, &n, p, T_MAT, NM("blk.%d.nextn.eh_proj.weight", i), 2 * E, E, 0);
+            add(t, &n, p, T_NORM, NM("blk.%d.nextn.enorm.weight", i), E, 0, 0);
+            add(t, &n, p, T_NORM, NM("blk.%d.nextn.hnorm.weight", i), E, 0, 0);
+            add(t, &n, p, T_NORM, NM("blk.%d.nextn.shared_head_norm.weight", i), E, 0, 0);
+        }
         if (ds) {
             add(t, &n, p, T_MAT, NM("blk.%d.attn_q_a.weight", i), E, QL, 0);
             add(t, &n, p, T_NORM, NM("blk.%d.attn_q_a_norm.weight", i), QL, 0, 0);
@@ -301,6 +307,7 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
         KF32("rope.scaling.yarn_log_multiplier", 0.1);
         if (!st) st = sl_gguf_writer_set_str(w, "deepseek2.rope.scaling.type", "yarn", err);
         if (!st) st = sl_gguf_writer_set_bool(w, "deepseek2.expert_weights_norm", true, err);
+        if (p->n_nextn) KU32("nextn_predict_layers", p->n_nextn);
     }
     if (p->set_key && !set_done) KU32(p->set_key, p->set_val);
     if (!st) st = sl_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1, err);

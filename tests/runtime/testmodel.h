@@ -30,6 +30,10 @@ typedef struct tm_params {
      * v)] assembled from what attn_k_b / attn_v_b would hold, and no *_mla keys (key_length
      * nope + rope, value_length v, head_count_kv n_head) */
     int legacy_kv_b;
+    /* deepseek2: the last n_nextn of the n_layer blocks are MTP blocks, as a DeepSeek-V3 or
+     * GLM-4.5 file with nextn_predict_layers = n_nextn holds them (each also carries
+     * blk.N.nextn.eh_proj [2 * n_embd, n_embd], enorm, hnorm and shared_head_norm [n_embd]) */
+    int n_nextn;
     /* metadata: "{arch}.<set_key>" written as u32 set_val (added or replacing the usual
      * value); "{arch}.<drop_key>" left out; NULL: none */
     const char *set_key, *drop_key;

@@ -1,5 +1,6 @@
 /* Test helper for gpuidx_powerinfer.py: reads or writes a .gpuidx through scheduler/gpuidx.
- *   gpuidx_tool read FILE [N_LAYER [W0,W1,...]]   prints the index as JSON, or
+ *   gpuidx_tool read FILE [N_LAYER [W0,W1,...]]   prints the index as JSON (n_expert 0 or 1:
+ *                                                 dense; flat expert-major hot lists), or
  *                                                 {"status": ..., "error": ...} and exits 1
  *   gpuidx_tool write FILE VRAM [--gguf-magic] N:I,J,... ...   one argument per layer
  *                                                 (N neurons, hot I, J ...; "N:" for none) */
@@ -46,8 +47,8 @@ static int do_read(int argc, char **argv)
     sl_status s = sl_gpuidx_read(argv[2], n_layer, widths, &idx, &e);
     free(widths);
     if (s) return fail(s, &e);
-    printf("{\"n_layer\": %u, \"vram_capacity\": %" PRIu64 ", \"layers\": [", idx.n_layer,
-           idx.vram_capacity_bytes);
+    printf("{\"n_layer\": %u, \"n_expert\": %u, \"vram_capacity\": %" PRIu64
+           ", \"layers\": [", idx.n_layer, idx.n_expert, idx.vram_capacity_bytes);
     for (uint32_t l = 0; l < idx.n_layer; l++) {
         const sl_gpuidx_layer *L = &idx.layers[l];
         printf("%s{\"n_neuron\": %u, \"split\": %s, \"hot\": [", l ? ", " : "", L->n_neuron,

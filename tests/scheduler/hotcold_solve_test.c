@@ -3,12 +3,15 @@
  * - Random small instances (1-3 layers, at most 14 neurons, granularity 1-4, sparse and dense
  *   layers, skewed frequencies, GPU/CPU bandwidth ratios from 0.5 to 40 so that either VRAM or
  *   GPU time binds, budgets from 0 to past everything): every subset of groups is tried and the
- *   solver's bound must be within 1% of the best feasible one. The cost of each subset is
- *   computed here neuron by neuron, independently of the solver's item arithmetic; byte sizes
- *   and budgets are integers so feasibility does not hinge on rounding.
+ *   solver's bound must be within 1% of the best feasible one. The same for MoE instances:
+ *   2-4 experts a layer with skewed routing probabilities (some never routed), groups counted
+ *   within each expert, some layers without experts (0 neurons, as a leading dense layer).
+ *   The cost of each subset is computed here neuron by neuron, independently of the solver's
+ *   item arithmetic; byte sizes and budgets are integers so feasibility does not hinge on
+ *   rounding.
  * - Every plan: within budget, whole groups, hot lists ascending (sl_gpuidx_validate), and the
  *   cost the solver reports is the cost computed here.
- * - A hand-solved case, edge cases (no budget, unlimited budget, neurons that never fire),
+ * - Hand-solved cases (dense, sparse, two routed experts), edge cases (no budget, unlimited budget, neurons that never fire),
  *   determinism, a large instance, invalid problems, and plan -> .gpuidx -> plan. */
 #include <inttypes.h>
 #include <math.h>
@@ -32,7 +35,48 @@ typedef struct instance {
     sl_hotcold_problem p;
     sl_hotcold_layer layers[MAX_LAYERS];
     float freq[MAX_LAYERS][MAX_NEURONS];
+    float route_p[MAX_LAYERS][MAX_NEURONS];
 } instance;
+
+static uint32_t experts(const sl_hotcold_layer *L) { return L->n_expert > 1 ? L->n_expert : 1; }
+
+/* Expected reads of neuron i per token, straight from the header's model. */
+static double weight(const sl_hotcold_layer *L, uint32_t i)
+{
+    double w = L->dense ? 1.0 : L->freq[i];
+    return L->n_expert > 1 ? w * L->route_p[i / (L->n_neuron / L->n_expert)] : w;
+}
+
+/* The first neuron of neuron i's group: groups of g counted within its expert. */
+static uint32_t group_start(const sl_hotcold_layer *L, uint32_t g, uint32_t i)
+{
+    const uint32_t width = L->n_neuron / experts(L);
+    return i / width * width + i % width / g * g;
+}
+
+/* Turns a drawn instance into a MoE one: every layer gets X experts (or, sometimes, none and
+ * 0 neurons), the neurons it had split as evenly as X allows. */
+static void make_moe(uint64_t s[4], instance *in)
+{
+    const uint32_t X = 2 + (uint32_t)below(s, 3);
+    bool any = false;
+    for (uint32_t l = 0; l < in->p.n_layer; l++) {
+        sl_hotcold_layer *L = &in->layers[l];
+        uint32_t width = L->n_neuron / X;
+        if (!width || (any && below(s, 5) == 0)) {
+            L->n_neuron = 0; /* no routed experts here: base bytes only */
+            continue;
+        }
+        any = true;
+        L->n_neuron = X * width;
+        L->n_expert = X;
+        L->route_p = in->route_p[l];
+        double skew = 3 * unit(s);
+        for (uint32_t e = 0; e < X; e++)
+            in->route_p[l][e] = below(s, 6) == 0 ? 0.0f : (float)pow(unit(s), skew);
+        if (!L->freq) L->freq = in->freq[l];
+    }
+}
 
 static void draw(uint64_t s[4], instance *in)
 {
@@ -75,7 +119,7 @@ static sl_hotcold_cost cost_of(const sl_hotcold_problem *p, uint8_t hot[][MAX_NE
     for (uint32_t l = 0; l < p->n_layer; l++) {
         const sl_hotcold_layer *L = &p->layers[l];
         for (uint32_t i = 0; i < L->n_neuron; i++) {
-            double w = L->dense ? 1.0 : L->freq[i];
+            double w = weight(L, i);
             if (hot[l][i]) {
                 c.gpu_bytes += L->neuron_bytes_gpu * w;
                 c.vram_bytes += L->neuron_bytes_gpu;
@@ -95,18 +139,19 @@ static double exhaustive(const sl_hotcold_problem *p)
 {
     uint32_t n_groups = 0, g_layer[MAX_NEURONS], g_first[MAX_NEURONS];
     for (uint32_t l = 0; l < p->n_layer; l++)
-        for (uint32_t f = 0; f < p->layers[l].n_neuron; f += p->granularity) {
-            g_layer[n_groups] = l;
-            g_first[n_groups++] = f;
-        }
+        for (uint32_t i = 0; i < p->layers[l].n_neuron; i++)
+            if (group_start(&p->layers[l], p->granularity, i) == i) {
+                g_layer[n_groups] = l;
+                g_first[n_groups++] = i;
+            }
     double best = INFINITY;
     for (uint32_t m = 0; m < (1u << n_groups); m++) {
         uint8_t hot[MAX_LAYERS][MAX_NEURONS] = {{0}};
         for (uint32_t g = 0; g < n_groups; g++) {
             if (!(m >> g & 1)) continue;
             const sl_hotcold_layer *L = &p->layers[g_layer[g]];
-            for (uint32_t i = g_first[g]; i < L->n_neuron && i < g_first[g] + p->granularity; i++)
-                hot[g_layer[g]][i] = 1;
+            for (uint32_t i = g_first[g]; i < L->n_neuron; i++)
+                if (group_start(L, p->granularity, i) == g_first[g]) hot[g_layer[g]][i] = 1;
         }
         sl_hotcold_cost c = cost_of(p, hot);
         if (c.vram_bytes <= (double)p->vram_budget_bytes && c.bound_s < best) best = c.bound_s;
@@ -123,6 +168,11 @@ static void check_plan(const sl_hotcold_problem *p, const sl_hotcold_plan *plan,
     CHECK_MSG(sl_gpuidx_validate(&plan->idx, &e) == SL_OK, "case %d: %s", case_no, e.msg);
     CHECK(plan->idx.n_layer == p->n_layer);
     CHECK(plan->idx.vram_capacity_bytes == p->vram_budget_bytes);
+    uint32_t X = 0;
+    for (uint32_t l = 0; l < p->n_layer; l++)
+        if (p->layers[l].n_expert > 1) X = p->layers[l].n_expert;
+    CHECK_MSG(plan->idx.n_expert == X, "case %d: index of %u experts, problem %u", case_no,
+              plan->idx.n_expert, X);
     if (plan->idx.n_layer != p->n_layer) return;
     uint8_t hot[MAX_LAYERS][MAX_NEURONS] = {{0}};
     for (uint32_t l = 0; l < p->n_layer; l++) {
@@ -130,7 +180,7 @@ static void check_plan(const sl_hotcold_problem *p, const sl_hotcold_plan *plan,
         CHECK(X->n_neuron == p->layers[l].n_neuron);
         for (uint32_t i = 0; i < X->n_neuron; i++) {
             hot[l][i] = X->hot[i];
-            uint32_t g0 = i / p->granularity * p->granularity;
+            uint32_t g0 = group_start(&p->layers[l], p->granularity, i);
             CHECK_MSG(X->hot[i] == X->hot[g0], "case %d: layer %u neuron %u splits its group",
                       case_no, l, i);
         }
@@ -149,44 +199,65 @@ static double rel_gap(double got, double opt)
     return got > 0 ? INFINITY : 0;
 }
 
-/* greedy_only: measure the greedy and local search alone (printed, not asserted). */
-static void run_against_exhaustive(bool greedy_only)
+/* Gap statistics of one solver variant against the exhaustive optimum. */
+typedef struct gaps {
+    double worst, sum;
+    int exact, worst_case, over;
+} gaps;
+
+static void gaps_add(gaps *g, double gap, int k)
+{
+    if (gap > g->worst) {
+        g->worst = gap;
+        g->worst_case = k;
+    }
+    g->sum += gap;
+    g->exact += gap <= 1e-9;
+    g->over += gap > 0.01;
+}
+
+static void gaps_print(const gaps *g, const char *what)
+{
+    printf("%s vs exhaustive: %d instances, %d optimal, %d over 1%%, mean gap %.4f%%, worst "
+           "%.4f%% (case %d)\n", what, INSTANCES, g->exact, g->over, 100 * g->sum / INSTANCES,
+           100 * g->worst, g->worst_case);
+}
+
+/* Each instance solved twice, the greedy and local search alone (measured, printed) and the
+ * whole solver (asserted within 1%), against one exhaustive search; moe: the instances have
+ * routed experts. */
+static void run_against_exhaustive(bool moe)
 {
     uint64_t s[4];
     sl_prng_seed(s, 20261124);
-    double worst = 0, sum_gap = 0;
-    int exact = 0, worst_case = -1, over = 0;
+    gaps g[2] = {{0, 0, 0, -1, 0}, {0, 0, 0, -1, 0}};
     for (int k = 0; k < INSTANCES; k++) {
         instance in;
         draw(s, &in);
-        in.p.greedy_only = greedy_only;
-        sl_hotcold_plan plan;
-        sl_error e = {0};
-        sl_status st = sl_hotcold_solve(&in.p, &plan, &e);
-        CHECK_MSG(st == SL_OK, "case %d: %s", k, e.msg);
-        if (st) continue;
-        check_plan(&in.p, &plan, k);
+        if (moe) make_moe(s, &in);
         double opt = exhaustive(&in.p);
-        double gap = rel_gap(plan.cost.bound_s, opt);
-        CHECK_MSG(gap >= -1e-9, "case %d: solver %g beats exhaustive %g", k, plan.cost.bound_s,
-                  opt);
-        CHECK_MSG(plan.lower_bound_s <= opt * (1 + 1e-9), "case %d: lower bound %g > optimum %g",
-                  k, plan.lower_bound_s, opt);
-        if (!greedy_only)
-            CHECK_MSG(gap <= 0.01, "case %d: solver %g, optimum %g (gap %.3f%%)", k,
-                      plan.cost.bound_s, opt, 100 * gap);
-        if (gap > worst) {
-            worst = gap;
-            worst_case = k;
+        for (int greedy_only = 1; greedy_only >= 0; greedy_only--) {
+            in.p.greedy_only = greedy_only;
+            sl_hotcold_plan plan;
+            sl_error e = {0};
+            sl_status st = sl_hotcold_solve(&in.p, &plan, &e);
+            CHECK_MSG(st == SL_OK, "case %d: %s", k, e.msg);
+            if (st) continue;
+            check_plan(&in.p, &plan, k);
+            double gap = rel_gap(plan.cost.bound_s, opt);
+            CHECK_MSG(gap >= -1e-9, "case %d: solver %g beats exhaustive %g", k,
+                      plan.cost.bound_s, opt);
+            CHECK_MSG(plan.lower_bound_s <= opt * (1 + 1e-9), "case %d: lower bound %g > "
+                      "optimum %g", k, plan.lower_bound_s, opt);
+            if (!greedy_only)
+                CHECK_MSG(gap <= 0.01, "case %d: solver %g, optimum %g (gap %.3f%%)", k,
+                          plan.cost.bound_s, opt, 100 * gap);
+            gaps_add(&g[greedy_only], gap, k);
+            sl_hotcold_plan_free(&plan);
         }
-        sum_gap += gap;
-        exact += gap <= 1e-9;
-        over += gap > 0.01;
-        sl_hotcold_plan_free(&plan);
     }
-    printf("%s vs exhaustive: %d instances, %d optimal, %d over 1%%, mean gap %.4f%%, worst "
-           "%.4f%% (case %d)\n", greedy_only ? "greedy alone" : "solver", INSTANCES, exact, over,
-           100 * sum_gap / INSTANCES, 100 * worst, worst_case);
+    gaps_print(&g[1], moe ? "greedy alone (MoE)" : "greedy alone");
+    gaps_print(&g[0], moe ? "solver (MoE)" : "solver");
 }
 
 /* One dense layer of 4 neurons of 100 bytes, CPU 1 B/s, GPU 3 B/s: k hot gives
@@ -323,6 +394,57 @@ static void test_invalid(void)
     L.freq = NULL;
     CHECK(sl_hotcold_solve(&p, &plan, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "freq is NULL");
+    /* routed experts */
+    L.freq = f;
+    L.dense = true;
+    L.n_expert = 2;
+    CHECK(sl_hotcold_solve(&p, &plan, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "route_p is NULL");
+    float r[3] = {0.5f, -0.25f, 0.5f};
+    L.route_p = r;
+    CHECK(sl_hotcold_solve(&p, &plan, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "route_p[1] = -0.25");
+    L.n_expert = 3;
+    r[1] = 0.5f;
+    CHECK(sl_hotcold_solve(&p, &plan, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "not a multiple of its 3 experts");
+    sl_hotcold_layer two[2] = {L, L};
+    two[0].n_expert = 2;
+    two[1].n_expert = 0;
+    p.layers = two;
+    p.n_layer = 2;
+    CHECK(sl_hotcold_solve(&p, &plan, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "layer 1 has 0 experts, another layer 2");
+    two[1].n_neuron = 0; /* a layer without routed experts: allowed */
+    CHECK_MSG(sl_hotcold_solve(&p, &plan, &e) == SL_OK, "%s", e.msg);
+    CHECK(plan.idx.n_expert == 2 && plan.idx.layers[1].n_neuron == 0);
+    sl_hotcold_plan_free(&plan);
+}
+
+/* Two experts of 2 neurons of 100 bytes, routed with probability 0.25 and 0.75; CPU 1 B/s, GPU
+ * 100 B/s; room for 2 neurons: the popular expert goes hot whole (CPU side 2 x 100 x 0.25 =
+ * 50 s instead of 150 s), and a neuron's weight is its expert's probability. */
+static void test_moe_by_hand(void)
+{
+    float route[2] = {0.25f, 0.75f};
+    sl_hotcold_layer L = {.n_neuron = 4, .dense = true, .neuron_bytes_cpu = 100,
+                          .neuron_bytes_gpu = 100, .n_expert = 2, .route_p = route};
+    sl_hotcold_problem p = {.n_layer = 1, .layers = &L, .vram_budget_bytes = 200,
+                            .cpu_bytes_per_s = 1, .gpu_bytes_per_s = 100, .granularity = 2};
+    sl_hotcold_plan plan;
+    sl_error e = {0};
+    CHECK(sl_hotcold_solve(&p, &plan, &e) == SL_OK);
+    CHECK(plan.idx.n_expert == 2 && plan.idx.layers[0].n_hot == 2 &&
+          plan.idx.layers[0].hot_list[0] == 2 && plan.idx.layers[0].hot_list[1] == 3);
+    CHECK(near(plan.cost.cpu_bytes, 50) && near(plan.cost.gpu_bytes, 150));
+    CHECK(near(plan.cost.bound_s, 50));
+    sl_hotcold_plan_free(&plan);
+    /* granularity 3 > the expert's width: each expert is one group, never a cross-expert one */
+    p.granularity = 3;
+    p.vram_budget_bytes = 300;
+    CHECK(sl_hotcold_solve(&p, &plan, &e) == SL_OK);
+    CHECK(plan.idx.layers[0].n_hot == 2 && plan.idx.layers[0].hot[2] && plan.idx.layers[0].hot[3]);
+    sl_hotcold_plan_free(&plan);
 }
 
 /* The solver's index goes through part 1's writer and comes back the same. */
@@ -355,11 +477,12 @@ static void test_plan_to_file(void)
 int main(void)
 {
     test_by_hand();
+    test_moe_by_hand();
     test_edges();
     test_invalid();
     test_plan_to_file();
     test_large();
-    run_against_exhaustive(true);
     run_against_exhaustive(false);
+    run_against_exhaustive(true);
     return sl_test_finish("hotcold_solve_test");
 }

@@ -409,6 +409,8 @@ def setup():
                  ["place", "solve", "-m", w("d.gguf"), "--stats", w("stats.gguf"),
                   "--vram-budget", "3M", "--cpu-gbs", "10", "--gpu-gbs", "10", "-o",
                   w("d.gpuidx")],
+                 ["place", "profile", "-m", w("m.gguf"), "-f", w("text.txt"), "-o",
+                  w("moe-stats.gguf"), "--tokens", "64"],
                  ["perplexity", "-m", w("m.gguf"), "-f", w("text.txt"), "-c", "16",
                   "--chunks", "1", "--logits-out", w("base.f32")]):
         rc, _, err = run(argv)
@@ -465,6 +467,7 @@ def hostile_files():
 
 M, D, TEXT, PROMPT = w("m.gguf"), w("d.gguf"), w("text.txt"), w("prompt.txt")
 STATS, IDX, BASE = w("stats.gguf"), w("d.gpuidx"), w("base.f32")
+MOE_STATS = w("moe-stats.gguf")  # the MoE model's profile (per expert counts)
 OUT = w("new-out.bin")  # an output that does not exist: created only by a good run
 
 # Every command with a model, as a template: "{m}" is the model.
@@ -559,6 +562,8 @@ def build_models():
     for src, tag, argv_of in (
             (STATS, "stats", lambda p: with_model("place solve", D)[:5] + [p] +
              with_model("place solve", D)[6:]),
+            (MOE_STATS, "moestats", lambda p: with_model("place solve", M)[:5] + [p] +
+             with_model("place solve", M)[6:]),
             (IDX, "gpuidx", lambda p: [*with_model("eval", D), "--placement", "hot-cold",
                                        "--device", "sim", "--gpu-index", p]),
             (BASE, "klbase", lambda p: [*with_model("perplexity", M),
@@ -578,6 +583,11 @@ def build_models():
                                 (8, u64b(1 << 62), "count")):
             path = write_variant(f"{tag}-bad-{what}", data, [(at, value)])
             case("corrupted", argv_of(path), [path], name=f"{tag} with a bad {what}")
+    # a well-formed profile of the other kind of model (same layer count): its expert count
+    for model, stats in ((M, STATS), (D, MOE_STATS)):
+        case("corrupted", with_model("place solve", model)[:5] + [stats] +
+             with_model("place solve", model)[6:], [stats, "expert_count"],
+             name=f"place solve {os.path.basename(model)} --stats {os.path.basename(stats)}")
 
 
 # Output flags: (command, argv without the output, flag, inputs of the run as (flag, path))
@@ -835,6 +845,7 @@ ENV_VARS = {
     "SLUICE_POSTFETCH_DEBUG": (["", "2"], SIM_RUN),
     "SLUICE_HOTSWAP_ENABLED": (["", "2", "yes", " 1"], []),
     "SLUICE_FAULT_SWAP_ALLOC": (["", "-1", "1x", "0"], ["--hotswap"]),
+    "SLUICE_FAULT_SWAP_TOUCH": (["", "-1", "1x", "0"], ["--hotswap"]),
 }
 # Variables that carry no value to check: a shell command the hot-swap loop runs, and the round
 # number it sets for that command.
@@ -985,7 +996,14 @@ def build_flags():
                           (["mkmodel", "-o", OUT, "--activation", "relu", "--arch", "qwen3moe"],
                            ["--activation", "qwen3moe"]),
                           (["mkmodel", "-o", OUT, "--activation", "relu", "--activation",
-                            "relu"], ["--activation", "twice"])):
+                            "relu"], ["--activation", "twice"]),
+                          # --legacy-kv-b: deepseek2's layout only, no value, once
+                          (["mkmodel", "-o", OUT, "--legacy-kv-b", "--arch", "llama"],
+                           ["--legacy-kv-b", "llama"]),
+                          (["mkmodel", "-o", OUT, "--arch", "deepseek2", "--legacy-kv-b=1"],
+                           ["--legacy-kv-b", "no value"]),
+                          (["mkmodel", "-o", OUT, "--arch", "deepseek2", "--legacy-kv-b",
+                            "--legacy-kv-b"], ["--legacy-kv-b", "twice"])):
         case("flags", argv, needles, rcs=(2,), name=f"mkmodel {' '.join(argv[3:])}")
     for argv in (["serve", "-m", M, "--port", "0", "--hotswap", "--hotswap"],
                  ["serve", "-m", M, "--port", "0", "--trace", OUT],

@@ -55,6 +55,11 @@ def main():
         rec = rounds[k + 1]
         names = {x["name"]: x for x in rec["tensors"]}
         check(t in names and names[t]["new_type"] == "Q4_0", f"round {k + 1}: {rec['tensors']}")
+        x = names[t]  # the record's fields: old -> new type and bytes, where, time
+        check(x["old_type"] == "Q8_0" and 0 < x["new_bytes"] < x["old_bytes"] and x["where"]
+              and x["seconds"] >= 0, f"round {k + 1}: {x}")
+        check(rec["ppl_stderr"] > 0 and rec["seconds"] > 0 and rec["round"] == k + 1,
+              f"round {k + 1}: ± error, seconds, round: {rec}")
         want = ppl(ref, text)
         check(rec["ppl"] == want, f"round {k + 1}: {rec['ppl']} != fresh load {want}")
         check(rec["delta_ppl"] == rec["ppl"] - base, "delta")
@@ -63,6 +68,16 @@ def main():
           f"restore: {last['ppl']} != {base} (must be bit-identical)")
     check(any(x["kind"] == "reattached" for x in last["tensors"]), str(last["tensors"]))
 
+    # text mode: llama.cpp's lines, and per round the tensors reloaded before it
+    subprocess.run(["cp", orig, live], check=True)
+    os.remove(live + ".sweep-done")
+    r = run("perplexity", "-m", live, "-f", text, "-c", "64", "--hotswap",
+            "--pre-reload-script", SCRIPT, env=env)
+    check(r.returncode == 0 and r.stdout.count("Final estimate") == 4 and
+          "hotswap round 1: 1 tensors reloaded" in r.stdout and
+          "blk.0.ffn_up.weight: Q8_0 -> Q4_0" in r.stdout and
+          "nothing changed after round 3" in r.stdout, f"text mode: {r.stdout[-1500:]}")
+
     # a failing script stops the loop with its status; the environment switch works
     subprocess.run(["cp", orig, live], check=True)
     r = run("perplexity", "-m", live, "-f", text, "-c", "64",
@@ -70,6 +85,10 @@ def main():
                  "LLAMA_PERPLEXITY_PRE_RELOAD_SCRIPT": "exit 7"})
     check(r.returncode == 7, f"status {r.returncode}: {r.stderr}")
     check("hotswap round 0" in r.stdout and "Final estimate" in r.stdout, r.stdout)
+    r = run("perplexity", "-m", live, "-f", text, "-c", "64",
+            env={"LLAMA_HOTSWAP_ENABLED": "1", "SLUICE_PERPLEXITY_PRE_RELOAD_SCRIPT": "exit 5"})
+    check(r.returncode == 5 and "hotswap round 0" in r.stdout,
+          f"LLAMA_HOTSWAP_ENABLED and SLUICE_PERPLEXITY_PRE_RELOAD_SCRIPT: {r.returncode}")
     r = run("perplexity", "-m", live, "-f", text, "-c", "64",
             env={"LLAMA_HOTSWAP_ENABLED": "yes"})
     check(r.returncode == 2, r.stderr)

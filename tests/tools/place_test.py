@@ -1,8 +1,9 @@
 """tools/run place and the placement flags end to end on sim: place show follows llama.cpp's
 -ngl (the last layers) and -ot (first match), place profile -> place solve -> --placement
 hot-cold gives the CPU's greedy text and logits within 1e-5 (SLUICE_ACT_F32), bench decode's
-budget rows run, and bad requests (a budget too small, a split group, an index for another
-model, -o aliasing the model) fail naming the culprit."""
+budget rows run (dense, and MoE with its experts split hot/cold), place profile -> place solve
+on a MoE model writes the MoE index, and bad requests (a budget too small, a split group, an
+index or stats for another model, -o aliasing the model) fail naming the culprit."""
 import json
 import os
 import struct
@@ -83,10 +84,8 @@ def main():
     r = run("place", "solve", "-m", dense, "--stats", stats, "--vram-budget", "16MiB",
             "-o", dense, "--cpu-gbs", "10", "--gpu-gbs", "20")
     expect(r.returncode != 0 and "dense.gguf" in r.stderr, "place solve -o MODEL is refused")
-    r = run("place", "solve", "-m", moe, "--stats", stats, "--vram-budget", "16MiB",
-            "-o", os.path.join(d, "x.gpuidx"), "--cpu-gbs", "10", "--gpu-gbs", "20")
-    expect(r.returncode != 0 and "routed experts" in r.stderr, "place solve on a MoE model")
-    # routed experts: the profile counts per layer, expert and neuron (expert-major)
+    # routed experts: the profile counts per layer, expert and neuron (expert-major), and the
+    # tokens routed to each expert
     mstats = os.path.join(d, "moe_stats.gguf")
     r = run("place", "profile", "-m", moe, "-f", text, "-o", mstats, "--tokens", "64")
     expect(r.returncode == 0, f"place profile on a MoE model: {r.stderr}")
@@ -94,7 +93,34 @@ def main():
     j = json.loads(r.stdout) if r.returncode == 0 else {"kv": {}, "tensors": []}
     shapes = {t["name"]: t["shape"] for t in j["tensors"]}
     expect(j["kv"].get("sluice.neuron_stats.expert_count") == 8 and
-           shapes.get("blk.2.ffn_act_count") == [8 * 128], f"MoE stats layout: {shapes}")
+           shapes.get("blk.2.ffn_act_count") == [8 * 128] and
+           shapes.get("blk.2.ffn_expert_count") == [8], f"MoE stats layout: {shapes}")
+    # place solve on a MoE model: the experts' neurons, the MoE index, a line per layer
+    midx = os.path.join(d, "moe.gpuidx")
+    solve = ["--vram-budget", "8MiB", "--cpu-gbs", "10", "--gpu-gbs", "20"]
+    r = run("place", "solve", "-m", moe, "--stats", mstats, "-o", midx, *solve)
+    expect(r.returncode == 0 and "expert neurons hot" in r.stdout and
+           r.stdout.count("  blk.") == 3 and os.path.exists(midx), f"place solve MoE: {r.stderr}")
+    # bad inputs name the file, the field and the value
+    moe4, m4stats = os.path.join(d, "moe4.gguf"), os.path.join(d, "moe4_stats.gguf")
+    run("mkmodel", "--arch", "qwen3moe", "--layers", "3", "--dim", "128", "--ffn", "128",
+        "--experts", "4", "-o", moe4)
+    r = run("place", "profile", "-m", moe4, "-f", text, "-o", m4stats, "--tokens", "32")
+    expect(r.returncode == 0, f"place profile moe4: {r.stderr}")
+    x = os.path.join(d, "x.gpuidx")
+    for model, st, needles in (
+            (moe, stats, ["stats.gguf", "block_count = 4", "3 layers"]),
+            (moe, m4stats, ["moe4_stats.gguf", "expert_count = 4", "8 routed experts"]),
+            (moe4, mstats, ["moe_stats.gguf", "expert_count = 8", "4 routed experts"]),
+            (dense, mstats, ["moe_stats.gguf", "block_count = 3", "4 layers"])):
+        r = run("place", "solve", "-m", model, "--stats", st, "-o", x, *solve[2:],
+                "--vram-budget", "16MiB")
+        expect(r.returncode == 1 and all(n in r.stderr for n in needles) and
+               not os.path.exists(x), f"place solve {model} with {st}: {r.stderr}")
+    r = run("place", "solve", "-m", moe, "--stats", mstats, "-o", x, *solve[2:],
+            "--vram-budget", "5MiB")
+    expect(r.returncode == 1 and "--vram-budget" in r.stderr and "moe.gguf" in r.stderr and
+           not os.path.exists(x), f"place solve MoE, budget below the base: {r.stderr}")
     r = run("place", "show", "-m", dense, "--placement", "hot-cold", "--gpu-index", idx,
             "--json", "--no-bound")
     plan = json.loads(r.stdout)["plan"] if r.returncode == 0 else {"tensors": []}
@@ -126,6 +152,21 @@ def main():
     rows = [x["placement"] for x in json.loads(r.stdout)["runs"]] if r.returncode == 0 else []
     expect(any(x.startswith("ngl ") for x in rows) and "hot-cold" in rows,
            f"bench decode budget rows: {rows} {r.stderr[-300:]}")
+    # a MoE model's three ways under a budget that holds part of its experts: hot-cold splits
+    # them (hot neurons by routing rate), so both sides read expert bytes every token
+    moe8 = os.path.join(d, "moe8.gguf")
+    r = run("mkmodel", "--arch", "qwen3moe", "--layers", "3", "--dim", "128", "--ffn", "128",
+            "--type", "Q8_0", "-o", moe8)
+    expect(r.returncode == 0, f"mkmodel moe Q8_0: {r.stderr}")
+    r = run("bench", "decode", "-m", moe8, "-n", "2", "--prompt-tokens", "16",
+            "--vram-budget", "5MiB", "--json")
+    runs = {x["placement"]: x for x in json.loads(r.stdout)["runs"]} if r.returncode == 0 else {}
+    hc = runs.get("hot-cold", {})
+    expect(any(x.startswith("n-cpu-moe ") and x != "n-cpu-moe 0" for x in runs) and
+           any(x.startswith("ngl ") for x in runs) and hc.get("ok") and
+           hc.get("device_bytes_per_token", 0) > 0 and hc.get("host_bytes_per_token", 0) > 0 and
+           hc.get("bound_ms_per_token") and 0 < hc.get("gpu_bytes", 0) < 5 << 20,
+           f"bench decode MoE budget rows: {list(runs)} {hc} {r.stderr[-300:]}")
     return finish()
 
 

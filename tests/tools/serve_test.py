@@ -159,7 +159,8 @@ def with_template(src, dst, template):
 def test_cli(tmp, model):
     r = run("serve", "--help")
     expect(r.returncode == 0 and "usage:" in r.stdout and "/v1/chat/completions" in r.stdout
-           and "--max-body-bytes" in r.stdout, "serve --help documents endpoints and flags")
+           and "--max-body-bytes" in r.stdout and "(default 127.0.0.1)" in r.stdout and
+           "(default 8080)" in r.stdout, "serve --help documents endpoints, flags, 127.0.0.1:8080")
     r = run("serve")
     expect(r.returncode == 2 and "-m FILE" in r.stderr, "serve without -m exits 2")
     r = run("serve", "-m", model, "--port", "70000")
@@ -292,8 +293,12 @@ def test_endpoints(srv, model):
            vals.get("llamacpp:predicted_tokens_seconds", 0) > 0 and
            vals.get("sluice_model_host_bytes", 0) > 0 and
            "sluice_model_device_bytes" in vals and "sluice_expert_calls_cpu_total" in vals and
-           "sluice_expert_fetches_total" in vals, "GET /metrics: Prometheus text with tokens, "
-           "tok/s and the engine's stats")
+           "sluice_expert_fetches_total" in vals and "sluice_copy_overlap_percent" in vals and
+           "sluice_expert_fallbacks_total" in vals and
+           "sluice_expert_cache_hits_total" in vals and
+           "sluice_expert_cache_lookups_total" in vals and "sluice_reloads_total" in vals,
+           "GET /metrics: Prometheus text with tokens, tok/s and the engine's stats (overlap %, "
+           "fallbacks, cache hits over lookups, device and host bytes, reloads)")
     return ref
 
 

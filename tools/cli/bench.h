@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "runtime/sluice.h"
 #include "tools/cli/model_flags.h"
@@ -21,6 +22,17 @@ int sl_bench_compare(int argc, char **argv);
 /* GB/s of a multi-threaded streaming read (max(8 x LLC, 1 GiB), median of 5) with mo's threads
  * and binding (bench_decode.c); 0 after printing an error. */
 double sl_bench_stream_gbps(const sl_model_options *mo, int *threads_out, size_t *mib_out);
+
+/* bench decode's --vram-budget row `kind` (bench_decode_budget.c; 0: -ngl, 1: --n-cpu-moe,
+ * 2: hot-cold) under mo->vram_budget: the largest -ngl / smallest --n-cpu-moe whose plan fits
+ * (resolved by the placement policy without loading), or for hot-cold an index solved from a
+ * CPU profile of n_prompt tokens (written into dir). 0 with *mo and label set; 1 when the
+ * kind does not apply or nothing fits (printed unless it does not apply). Rates in GB/s. */
+int sl_bench_budget_row(const char *cmd, const char *path, int kind, sl_model_options *mo,
+                        const sl_model_info *in, int32_t n_prompt, double cpu_gbs,
+                        double gpu_gbs, const char *dir, char *label, size_t cap);
+/* Removes and frees the index a hot-cold row wrote (no-op otherwise). */
+void sl_bench_budget_row_done(sl_model_options *mo);
 
 /* Strict decimal parse of flag `flag` into [lo, hi]; prints the error and returns non-zero. */
 int sl_bench_parse_long(const char *s, const char *flag, long lo, long hi, long *out);

@@ -47,7 +47,6 @@
 #include "kernels/cuda/bench.h"
 #include "kernels/cpu/pool.h"
 #include "runtime/device/device.h"
-#include "scheduler/gpuidx.h"
 #include "scheduler/placement.h"
 #include "tools/cli/bench.h"
 #include "tools/cli/cli.h"
@@ -100,8 +99,9 @@ static void usage(FILE *f)
           "kernels). --sched applies to every placement; --trace writes the trace of the last\n"
           "placement that ran the fetch scheduler. With --vram-budget SIZE, rows for the same\n"
           "budget spent three ways: `ngl N` (the largest -ngl that fits), `n-cpu-moe K` (MoE:\n"
-          "the smallest that fits) and `hot-cold` (dense: hot neurons solved from a CPU\n"
-          "profile of the prompt tokens), each with its bytes per side and bound.\n",
+          "the smallest that fits) and `hot-cold` (hot neurons solved from a CPU profile of\n"
+          "the prompt tokens: a dense FFN's by activation, a MoE's experts' by routing rate),\n"
+          "each with its bytes per side and bound.\n",
           f);
     sl_cli_model_flags_help(f);
 }
@@ -330,101 +330,6 @@ static const char *bound_kind(sl_place_mode p, const char *device, token_bytes b
 {
     if (p == SL_PM_CPU || strcmp(device, "cuda") || b.dev <= 0) return "cpu";
     return p == SL_PM_GPU ? "hbm" : "hbm+cpu";
-}
-
-/* ---- the budget rows --------------------------------------------------------------------- */
-
-/* Options for budget row `kind` (0: -ngl, 1: --n-cpu-moe, 2: hot-cold) under mo->vram_budget:
- * the largest -ngl / smallest --n-cpu-moe whose plan fits (resolved by the placement policy
- * without loading), or for hot-cold an index solved from a CPU profile of the prompt tokens
- * (written into dir). 0 with *mo and label set; 1 when the kind does not apply or nothing
- * fits (printed unless it does not apply). */
-static int budget_row(const char *cmd, const char *path, int kind, sl_model_options *mo,
-                      const sl_model_info *in, int32_t n_prompt, double cpu_gbs, double gpu_gbs,
-                      const char *dir, char *label, size_t cap)
-{
-    if ((kind == 1 && !in->n_expert) || (kind == 2 && in->n_expert)) return 1;
-    if (kind < 2) {
-        sl_model_options o = *mo;
-        o.plan_only = true;
-        const int32_t L = in->n_layer;
-        for (int32_t i = 0; i <= L + 1; i++) {
-            const int32_t k = kind == 0 ? L + 1 - i : i;
-            if (kind == 1 && k > L) break;
-            o.placement = kind == 0 ? SL_PLACE_LAYERS : SL_PLACE_GPU;
-            o.gpu_layers = kind == 0 ? k : 0;
-            o.n_cpu_moe = kind == 1 ? k : 0;
-            sl_model *m = NULL;
-            sl_error err = {0};
-            const bool fits = sl_model_open(path, &o, &m, &err) == SL_OK;
-            sl_model_close(m);
-            if (!fits) continue;
-            *mo = o;
-            mo->plan_only = false;
-            snprintf(label, cap, kind == 0 ? "ngl %d" : "n-cpu-moe %d", k);
-            return 0;
-        }
-        fprintf(stderr, "bench decode: %s: nothing fits the budget\n",
-                kind == 0 ? "-ngl" : "--n-cpu-moe");
-        return 1;
-    }
-    /* hot-cold: profile on the CPU, solve, write the index */
-    sl_model_options po = *mo;
-    po.placement = SL_PLACE_CPU;
-    po.device = NULL;
-    sl_model *m = NULL;
-    sl_ctx *c = NULL;
-    sl_error err = {0};
-    sl_cli_hotcold_model hm = {0};
-    sl_hotcold_plan plan = {0};
-    float *freq = NULL;
-    int32_t *tok = malloc((size_t)n_prompt * sizeof *tok);
-    int rc = 1;
-    sl_ctx_options co = sl_ctx_options_default();
-    co.n_ctx = n_prompt + 1;
-    co.neuron_stats = true;
-    if (!tok || sl_model_open(path, &po, &m, &err) || sl_ctx_create(m, &co, &c, &err)) goto out;
-    for (int32_t i = 0; i < n_prompt; i++) tok[i] = (int32_t)((7 * (int64_t)i + 1) % in->n_vocab);
-    if (sl_ctx_eval(c, tok, (size_t)n_prompt, &err)) goto out;
-    if (sl_cli_hotcold_model_get(cmd, path, *mo, &hm)) goto out;
-    freq = malloc((size_t)(hm.n_layer * hm.n_ff) * sizeof *freq);
-    for (int32_t il = 0; freq && il < hm.n_layer; il++) {
-        int64_t nn;
-        uint64_t nt;
-        const uint64_t *act;
-        const double *mag;
-        if (sl_ctx_neuron_stats(c, il, -1, &nn, &nt, &act, &mag, &err)) goto out;
-        for (int64_t j = 0; j < nn; j++) freq[il * hm.n_ff + j] = (float)act[j] / (float)nt;
-    }
-    if (!freq || sl_cli_hotcold_solve(cmd, &hm, freq, cpu_gbs, gpu_gbs, &plan)) goto out;
-    char *idx = malloc(4096);
-    if (!idx) goto out;
-    snprintf(idx, 4096, "%s/sluice-bench-decode-%d.gpuidx", dir, (int)getpid());
-    if (sl_gpuidx_write(idx, &plan.idx, NULL, &err)) {
-        free(idx);
-        goto out;
-    }
-    mo->placement = SL_PLACE_HOT_COLD;
-    mo->gpu_index = idx; /* budget_row_done removes and frees it */
-    snprintf(label, cap, "hot-cold");
-    rc = 0;
-out:
-    if (rc && err.msg[0]) fprintf(stderr, "bench decode: hot-cold: %s\n", err.msg);
-    sl_hotcold_plan_free(&plan);
-    sl_cli_hotcold_model_free(&hm);
-    free(freq);
-    free(tok);
-    sl_ctx_destroy(c);
-    sl_model_close(m);
-    return rc;
-}
-
-static void budget_row_done(sl_model_options *mo)
-{
-    if (!mo->gpu_index) return;
-    unlink(mo->gpu_index);
-    free((char *)mo->gpu_index);
-    mo->gpu_index = NULL;
 }
 
 /* ---- one placement -------------------------------------------------------------------- */
@@ -773,7 +678,7 @@ int sl_bench_decode(int argc, char **argv)
         run_result *r = &runs[n_runs];
         sl_model_options mo = mf.opt;
         mo.device = dev_name;
-        if (budget_row(k_cmd, path, kind, &mo, &info, (int32_t)n_prompt, gbps,
+        if (sl_bench_budget_row(k_cmd, path, kind, &mo, &info, (int32_t)n_prompt, gbps,
                        cuda ? dev.hbm_gbps : gbps, dir, r->label, sizeof r->label))
             continue;
         n_runs++;
@@ -783,10 +688,10 @@ int sl_bench_decode(int argc, char **argv)
         if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
                           (int32_t)n_gen, false, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
-            budget_row_done(&mo);
+            sl_bench_budget_row_done(&mo);
             goto done;
         }
-        budget_row_done(&mo);
+        sl_bench_budget_row_done(&mo);
         r->bound_ms = bound_ms(r->tb, &dev, gbps);
         r->bound_kind = bound_kind(p, r->device, r->tb);
     }

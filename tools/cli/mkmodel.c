@@ -60,6 +60,8 @@ static void usage(FILE *f)
             "                    energy in its hottest 10%% of neurons)\n"
             "  --activation A    llama only: silu (default) or relu (a ReLU FFN, as in\n"
             "                    ReluLLaMA; recorded as sluice.feed_forward_activation)\n"
+            "  --legacy-kv-b     deepseek2 only: the older layout llama.cpp still loads\n"
+            "                    (blk.N.attn_kv_b, no attn_k_b / attn_v_b nor *_mla keys)\n"
             "  --exact-quant     quantize every row with the reference quantizer; by default\n"
             "                    tensors in a block type with >= 2^20 weights and >= 512 rows\n"
             "                    are resampled from 256 exactly quantized rows (fast; every\n"
@@ -115,6 +117,7 @@ int sl_cli_mkmodel(int argc, char **argv)
     const size_t n_uf = sizeof uf / sizeof uf[0];
     const char *arch_s = NULL, *type_s = NULL, *out = NULL, *act_s = NULL;
     bool skew_given = false, nskew_given = false, seed_given = false, exact = false;
+    bool legacy_kv_b = false;
     double skew = 0, nskew = 0;
     uint64_t seed = 0, threads = 0;
     char seen[32][64]; /* the flags given so far, each once (by its first name) */
@@ -145,9 +148,10 @@ int sl_cli_mkmodel(int argc, char **argv)
             if (!strcmp(seen[k], canon)) return usage_error("%s given twice", name);
         if (n_seen < sizeof seen / sizeof *seen)
             snprintf(seen[n_seen++], sizeof *seen, "%s", canon);
-        if (!strcmp(name, "--exact-quant")) {
-            if (val) return usage_error("--exact-quant takes no value");
-            exact = true;
+        if (!strcmp(name, "--exact-quant") || !strcmp(name, "--legacy-kv-b")) {
+            if (val) return usage_error("%s takes no value", name);
+            if (!strcmp(name, "--exact-quant")) exact = true;
+            else legacy_kv_b = true;
             continue;
         }
         bool known = !strcmp(name, "--arch") || !strcmp(name, "--type") ||
@@ -251,6 +255,7 @@ int sl_cli_mkmodel(int argc, char **argv)
     if (nskew_given) p.neuron_skew = nskew;
     if (seed_given) p.seed = seed;
     p.exact_quant = exact;
+    p.legacy_kv_b = legacy_kv_b;
     p.relu = act_s && !strcmp(act_s, "relu");
     if (sl_synth_validate(&p, &err) != SL_OK) return usage_error("%s", err.msg);
 

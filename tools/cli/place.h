@@ -23,24 +23,30 @@ double sl_cli_device_gbps(const char *kind, double host_gbps);
 int sl_cli_place_profile(int argc, char **argv);
 int sl_cli_place_solve(int argc, char **argv);
 
-/* The hot/cold problem of a dense model (place solve, bench decode's hot-cold row): its FFN
- * bytes per layer, down's block granule, and the device bytes left for hot neurons under
- * mo.vram_budget (or free memory) once everything but the FFNs is on the device. */
+/* The hot/cold problem of a model (place solve, bench decode's hot-cold row): its split FFN
+ * bytes per layer (a dense model's FFNs; a MoE model's routed experts, all of a layer's
+ * experts together), down's block granule, and the device bytes left for hot neurons under
+ * mo.vram_budget (or free memory) once everything else is on the device (a MoE model's
+ * attention, router, shared experts, leading dense FFNs, output: base bytes). */
 typedef struct sl_cli_hotcold_model {
     int32_t n_layer;
-    int64_t n_ff;
+    int32_t n_expert;           /* routed experts per layer; 0: dense FFNs */
+    int64_t n_ff;               /* FFN width; an expert's for MoE */
     uint32_t granule;
-    double *bytes;              /* [n_layer]: gate + up + down bytes */
+    double *bytes;              /* [n_layer]: gate + up + down bytes (0: no routed experts) */
     uint64_t hot_budget;
     double base_device_bytes;
 } sl_cli_hotcold_model;
 
-/* 0, or 1 after printing why (a MoE model, an unreadable file). */
+/* 0, or 1 after printing why (an unreadable file, a budget too small for the base). */
 int sl_cli_hotcold_model_get(const char *cmd, const char *path, sl_model_options mo,
                              sl_cli_hotcold_model *hm);
 void sl_cli_hotcold_model_free(sl_cli_hotcold_model *hm);
-/* Solves with per-neuron activation frequencies freq [n_layer][n_ff] and the bandwidths. */
+/* Solves with per-neuron activation frequencies freq [n_layer][n_ff] (MoE: [n_layer]
+ * [n_expert * n_ff], given the expert is routed) and, for MoE, the routing probabilities
+ * route_p [n_layer][n_expert] (NULL for dense), and the bandwidths. */
 int sl_cli_hotcold_solve(const char *cmd, const sl_cli_hotcold_model *hm, const float *freq,
-                         double cpu_gbs, double gpu_gbs, sl_hotcold_plan *plan);
+                         const float *route_p, double cpu_gbs, double gpu_gbs,
+                         sl_hotcold_plan *plan);
 
 #endif

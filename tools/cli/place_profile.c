@@ -9,7 +9,8 @@
  * active) and blk.N.ffn_act_mag (F32 [n_ff]: mean |activation| over all tokens). Routed
  * experts: .expert_count (u32) and both tensors [n_expert * n_ff], entry e * n_ff + j for
  * neuron j of expert e (gpuidx.h's MoE layout); a neuron of an expert a token is not routed
- * to is not active for it. */
+ * to is not active for it; and blk.N.ffn_expert_count (I32 [n_expert]: tokens routed to
+ * expert e, the routing probability `place solve` weighs an expert's neurons by). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +27,8 @@ static void usage(FILE *f)
     fputs("usage: sluice place profile -m MODEL -f TEXT -o STATS.gguf [--tokens N] [-c N]\n"
           "  Runs MODEL on the CPU over TEXT and counts, per layer and FFN neuron, the tokens\n"
           "  that activate it (|act(gate)*up| > 0.1 x the token's RMS) and its mean magnitude;\n"
-          "  with routed experts per layer, expert and neuron (the cpu MoE scheduler). A ReLU\n"
-          "  model's measured skip rate is printed.\n"
+          "  with routed experts per layer, expert and neuron (the cpu MoE scheduler), and the\n"
+          "  tokens routed to each expert. A ReLU model's measured skip rate is printed.\n"
           "  --tokens N   at most N tokens of TEXT (default 4096)\n"
           "  -c, --ctx N  window of tokens evaluated with one KV cache (default 512)\n",
           f);
@@ -36,9 +37,11 @@ static void usage(FILE *f)
 
 /* Layer il's statistics, flattened expert-major for routed experts (entry e * n_ff + j, as
  * gpuidx.h's MoE index): *n entries; with cnt/mag NULL only *n and *tokens (the tokens
- * evaluated: each is routed to n_expert_used experts of the layer). */
+ * evaluated: each is routed to n_expert_used experts of the layer); routed (may be NULL):
+ * [n_expert] tokens routed to each expert. */
 static sl_status layer_stats(sl_ctx *c, const sl_model_info *in, int32_t il, int64_t *n,
-                             uint64_t *tokens, int32_t *cnt, float *mag, sl_error *err)
+                             uint64_t *tokens, int32_t *cnt, float *mag, int32_t *routed_to,
+                             sl_error *err)
 {
     const int32_t X = in->n_expert;
     uint64_t routed = 0;
@@ -51,6 +54,7 @@ static sl_status layer_stats(sl_ctx *c, const sl_model_info *in, int32_t il, int
         sl_status st = sl_ctx_neuron_stats(c, il, X ? e : -1, &nn, &nt, &act, &ms, err);
         if (st) return st;
         routed += nt;
+        if (routed_to) routed_to[e] = nt > INT32_MAX ? INT32_MAX : (int32_t)nt;
         for (int64_t j = 0; cnt && j < nn; j++) {
             cnt[*n + j] = act[j] > INT32_MAX ? INT32_MAX : (int32_t)act[j];
             mag[*n + j] = (float)ms[j]; /* a sum: divided by the tokens below */
@@ -69,14 +73,23 @@ static int write_stats(const char *cmd, const char *path, sl_ctx *c, const sl_mo
     sl_gguf_writer_options wo = {0};
     uint64_t tokens = 0;
     int rc = 1;
-    int32_t *cnt = NULL;
+    int32_t *cnt = NULL, *routed = NULL;
     float *mag = NULL;
+    const int64_t ne_x[1] = {in->n_expert};
+    if (in->n_expert && !(routed = malloc((size_t)in->n_expert * sizeof *routed))) {
+        snprintf(err.msg, sizeof err.msg, "out of memory");
+        goto fail;
+    }
     if (sl_gguf_writer_create(path, &wo, &w, &err)) goto fail;
     for (int32_t il = 0; il < in->n_layer; il++) {
         int64_t n;
-        if (layer_stats(c, in, il, &n, &tokens, NULL, NULL, &err)) goto fail;
+        if (layer_stats(c, in, il, &n, &tokens, NULL, NULL, NULL, &err)) goto fail;
         char name[64];
         const int64_t ne[1] = {n};
+        /* the small routing counts first: the file ends with data, not alignment padding */
+        snprintf(name, sizeof name, "blk.%d.ffn_expert_count", il);
+        if (in->n_expert && sl_gguf_writer_add_tensor(w, name, SL_GGML_I32, 1, ne_x, &err))
+            goto fail;
         snprintf(name, sizeof name, "blk.%d.ffn_act_count", il);
         if (sl_gguf_writer_add_tensor(w, name, SL_GGML_I32, 1, ne, &err)) goto fail;
         snprintf(name, sizeof name, "blk.%d.ffn_act_mag", il);
@@ -94,14 +107,16 @@ static int write_stats(const char *cmd, const char *path, sl_ctx *c, const sl_mo
         goto fail;
     for (int32_t il = 0; il < in->n_layer; il++) {
         int64_t n;
-        if (layer_stats(c, in, il, &n, &tokens, NULL, NULL, &err)) goto fail;
+        if (layer_stats(c, in, il, &n, &tokens, NULL, NULL, NULL, &err)) goto fail;
         cnt = malloc((size_t)n * sizeof *cnt);
         mag = malloc((size_t)n * sizeof *mag);
         if (!cnt || !mag) {
             snprintf(err.msg, sizeof err.msg, "out of memory");
             goto fail;
         }
-        if (layer_stats(c, in, il, &n, &tokens, cnt, mag, &err) ||
+        if (layer_stats(c, in, il, &n, &tokens, cnt, mag, routed, &err) ||
+            (routed && sl_gguf_writer_write(w, routed, (uint64_t)in->n_expert * sizeof *routed,
+                                            &err)) ||
             sl_gguf_writer_write(w, cnt, (uint64_t)n * sizeof *cnt, &err) ||
             sl_gguf_writer_write(w, mag, (uint64_t)n * sizeof *mag, &err))
             goto fail;
@@ -116,6 +131,7 @@ fail:
     if (rc) fprintf(stderr, "sluice %s: %s: %s\n", cmd, path, err.msg);
     free(cnt);
     free(mag);
+    free(routed);
     sl_gguf_writer_destroy(w);
     return rc;
 }

@@ -248,6 +248,9 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
                             "--sliding-window %u: only gemma3 and gpt-oss have sliding-window "
                             "layers (not %s)", p->n_swa, ai->name);
     }
+    if (p->legacy_kv_b && p->arch != SL_SYNTH_DEEPSEEK2)
+        return sl_error_set(err, SL_ERR_INVALID, "--legacy-kv-b: only deepseek2 has an "
+                            "attn_kv_b layout (not %s)", ai->name);
     if (p->arch == SL_SYNTH_DEEPSEEK2) {
         const mla_dims d = mla_of(p);
         if (d.rope < 2 || d.rope % 2 || d.nope < 1 || d.kv_lora < 1 || d.v < 1)
@@ -369,8 +372,14 @@ static uint32_t plan_mla(const sl_synth_params *p, sl__synth_tensor *t, uint32_t
         add(t, &n, SL__K_IN, row_type(w, E), E, C + d.rope, 0, "blk.%d.attn_kv_a_mqa.weight",
             i);
         add(t, &n, SL__K_NORM, f32, C, 0, 0, "blk.%d.attn_kv_a_norm.weight", i);
-        add(t, &n, SL__K_IN, row_type(w, d.nope), d.nope, C, H, "blk.%d.attn_k_b.weight", i);
-        add(t, &n, SL__K_IN, row_type(w, C), C, d.v, H, "blk.%d.attn_v_b.weight", i);
+        if (p->legacy_kv_b) {
+            add(t, &n, SL__K_IN, row_type(w, C), C, H * (d.nope + d.v), 0,
+                "blk.%d.attn_kv_b.weight", i);
+        } else {
+            add(t, &n, SL__K_IN, row_type(w, d.nope), d.nope, C, H, "blk.%d.attn_k_b.weight",
+                i);
+            add(t, &n, SL__K_IN, row_type(w, C), C, d.v, H, "blk.%d.attn_v_b.weight", i);
+        }
         add(t, &n, SL__K_OUT, row_type(w, H * d.v), H * d.v, E, 0, "blk.%d.attn_output.weight",
             i);
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
@@ -534,10 +543,15 @@ static void write_kv_mla(kv_ctx *c, const sl_synth_params *p)
     kv_arch_u32(c, "leading_dense_block_count", (uint32_t)d.dense);
     kv_arch_u32(c, "attention.q_lora_rank", (uint32_t)d.q_lora);
     kv_arch_u32(c, "attention.kv_lora_rank", (uint32_t)d.kv_lora);
-    kv_arch_u32(c, "attention.key_length", (uint32_t)(d.kv_lora + d.rope));
-    kv_arch_u32(c, "attention.value_length", (uint32_t)d.kv_lora);
-    kv_arch_u32(c, "attention.key_length_mla", (uint32_t)(d.nope + d.rope));
-    kv_arch_u32(c, "attention.value_length_mla", (uint32_t)d.v);
+    if (p->legacy_kv_b) { /* the per-head sizes of the attention kv_b expands to */
+        kv_arch_u32(c, "attention.key_length", (uint32_t)(d.nope + d.rope));
+        kv_arch_u32(c, "attention.value_length", (uint32_t)d.v);
+    } else {
+        kv_arch_u32(c, "attention.key_length", (uint32_t)(d.kv_lora + d.rope));
+        kv_arch_u32(c, "attention.value_length", (uint32_t)d.kv_lora);
+        kv_arch_u32(c, "attention.key_length_mla", (uint32_t)(d.nope + d.rope));
+        kv_arch_u32(c, "attention.value_length_mla", (uint32_t)d.v);
+    }
     kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
     kv_arch_u32(c, "expert_shared_count", 1);
     kv_arch_f32(c, "expert_weights_scale", 2.5f);
@@ -578,9 +592,11 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
                 : p->n_ff_dense              ? p->n_ff_dense
                                              : p->n_ff);
     kv_arch_u32(c, "attention.head_count", p->n_head);
-    /* deepseek2: MLA is MQA over one latent head */
+    /* deepseek2: MLA is MQA over one latent head (the legacy layout: MHA, one per head) */
     kv_arch_u32(c, "attention.head_count_kv",
-                p->arch == SL_SYNTH_DEEPSEEK2 ? 1 : p->n_head_kv);
+                p->arch != SL_SYNTH_DEEPSEEK2 ? p->n_head_kv
+                : p->legacy_kv_b              ? p->n_head
+                                              : 1);
     kv_arch_f32(c, "rope.freq_base", ai->rope_base);
     kv_arch_f32(c, "attention.layer_norm_rms_epsilon", ai->rms_eps);
     if (ai->moe) {

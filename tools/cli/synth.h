@@ -78,6 +78,9 @@ typedef struct sl_synth_params {
     uint32_t mla_q_lora, mla_kv_lora, mla_nope, mla_rope, mla_v;
     uint32_t n_dense_lead;
     uint32_t n_ff_dense;    /* the leading dense layers' FFN width (0: --ffn) */
+    bool legacy_kv_b;       /* --legacy-kv-b: deepseek2 in the layout before llama.cpp split
+                             * kv_b (blk.N.attn_kv_b [kv_lora, heads * (nope + v)], per-head
+                             * key/value_length, head_count_kv = heads, no *_mla keys) */
 } sl_synth_params;
 
 typedef struct sl_synth_summary {

@@ -22,8 +22,14 @@
  * applied to a pooled block by multiplying its fp16 scale fields (d, and dmin / m where the
  * format has one) - every value of the block is linear in them - and clamping to the largest
  * finite fp16, so every block stays finite and valid. MXFP4's scale is a power-of-two exponent
- * (E8M0), too coarse for the factor, so its scaled rows are dequantized, multiplied and packed
- * again by the reference quantizer. --exact-quant turns pooling off.
+ * (E8M0), too coarse for the factor, and packing every scaled row again costs the reference
+ * quantizer's time (600 s for gpt-oss-20b's shape), so a neuron-skewed MXFP4 tensor pools by
+ * levels instead: pool row k is made at scale g_l = 2^(l / MXFP4_LEVELS), l = k mod
+ * MXFP4_LEVELS; a row of factor f = 2^s g (g in [1, 2)) takes its blocks from the level nearest
+ * g (in log2) and adds s to each block's exponent byte. Adding s to E8M0 multiplies the block by
+ * exactly 2^s, and the reference quantizer of 2^s x is its quantization of x with the exponent
+ * moved by s (its choices are ratios to a power of two), so each block is still exactly what it
+ * makes of Irwin-Hall values, at 2^s g_l, within 2.2% of f. --exact-quant turns pooling off.
  *
  * Neuron skew (--neuron-skew Z): in each FFN (layer, and the shared expert separately), neuron
  * n of expert x has factor f = rank^(-Z/2) / sqrt(mean_rank rank^-Z), ranks 1..F a random
@@ -47,6 +53,22 @@
  * at 2^20 weights (~0.1 s of exact Q4_K on one core) it starts to matter; below that (every
  * test model of the repository) rows stay exact, so quantized files match their F32 twins. */
 enum { POOL_MIN_WEIGHTS = 1 << 20, POOL_MIN_ROWS = 2 * SL__SYNTH_POOL_ROWS, POOL_CHUNK_ROWS = 16 };
+
+/* MXFP4 pool levels (see the top of the file): 16 rows each; the level scales 2^(l / 16) and
+ * the midpoints 2^((l + 1/2) / 16) between neighbours, as literals so that no libm rounding
+ * can differ between machines. */
+enum { MXFP4_LEVELS = 16 };
+_Static_assert(SL__SYNTH_POOL_ROWS % MXFP4_LEVELS == 0, "whole pool rows per level");
+static const double k_mxfp4_level[MXFP4_LEVELS] = {
+    1.0, 1.0442737824274138, 1.0905077326652577, 1.1387886347566916, 1.189207115002721,
+    1.241857812073484, 1.2968395546510096, 1.3542555469368927, 1.4142135623730951,
+    1.4768261459394993, 1.5422108254079407, 1.6104903319492543, 1.681792830507429,
+    1.7562521603732995, 1.8340080864093424, 1.9152065613971474};
+static const double k_mxfp4_mid[MXFP4_LEVELS] = {
+    1.0218971486541166, 1.0671404006768237, 1.1143867425958924, 1.1637248587775775,
+    1.215247359980469, 1.2690509571917332, 1.3252366431597413, 1.383909881963832,
+    1.4451808069770467, 1.5091644275934228, 1.5759808451078865, 1.645755478153965,
+    1.718619298122478, 1.7947090750031072, 1.8741676341103, 1.9571441241754002};
 
 /* ---- deterministic numbers -------------------------------------------------------------- */
 
@@ -217,9 +239,39 @@ static int scale_fields(uint32_t type, size_t off[2])
     case SL_GGML_Q5_K:
         off[0] = offsetof(sl_block_q5_K, d), off[1] = offsetof(sl_block_q5_K, dmin);
         return 2;
-    case SL_GGML_MXFP4: return -1; /* E8M0: scaled rows are packed again, see above */
+    case SL_GGML_MXFP4: return -1; /* E8M0: scaled rows pool by levels, see above */
     default: return 0;
     }
+}
+
+/* Whether t pools by MXFP4 levels: an MXFP4 pool with neuron factors. */
+static bool mxfp4_levels(const sl__synth_tensor *t, const sl__synth_prep *s)
+{
+    return s->pooled && t->type == SL_GGML_MXFP4 && s->neuron_scale;
+}
+
+/* The level of factor f > 0 and its power of two: f ~ 2^*shift * k_mxfp4_level[level]. */
+static int mxfp4_level(float f, int *shift)
+{
+    int ex;
+    const double m = 2.0 * frexp((double)f, &ex); /* [1, 2), exact */
+    int l = 0;
+    while (l < MXFP4_LEVELS && m >= k_mxfp4_mid[l]) l++;
+    *shift = ex - 1;
+    if (l == MXFP4_LEVELS) {
+        l = 0;
+        ++*shift;
+    }
+    return l;
+}
+
+/* Adds shift to an MXFP4 block's exponent byte (kept in [1, 254]: finite, never the
+ * subnormal pair); an all-zero block (exponent 0) stays as it is. */
+static void shift_e8m0(uint8_t *e, int shift)
+{
+    if (!*e || !shift) return;
+    const int v = (int)*e + shift;
+    *e = (uint8_t)(v < 1 ? 1 : v > 254 ? 254 : v);
 }
 
 /* h * f rounded to fp16, clamped to the largest finite fp16 (65504) with h's sign. */
@@ -232,14 +284,18 @@ static void scale_half(uint8_t *p, float f)
     memcpy(p, &g, sizeof g);
 }
 
-static sl_status pooled_rows(const sl__synth_tensor *t, const sl__synth_prep *s, int64_t r0,
-                             int64_t r1, uint8_t *dst, float *scratch, sl_error *err)
+static void pooled_rows(const sl__synth_tensor *t, const sl__synth_prep *s, int64_t r0,
+                        int64_t r1, uint8_t *dst)
 {
     const sl_gguf_type_info *ti = sl_gguf_type_get(t->type);
     const size_t bs = ti->type_size, rb = s->row_bytes;
     const uint64_t nb = (uint64_t)t->ne[0] / ti->block_size;
     size_t off[2];
     const int n_off = scale_fields(t->type, off);
+    const bool levels = mxfp4_levels(t, s);
+    /* a row picks among the pool rows of its level: every one, or one in MXFP4_LEVELS */
+    const uint64_t n_pick = levels ? SL__SYNTH_POOL_ROWS / MXFP4_LEVELS : SL__SYNTH_POOL_ROWS,
+                   stride = levels ? MXFP4_LEVELS : 1;
     const uint64_t pick = sl_prng_mix64(s->key ^ SALT_PICK);
     for (int64_t row = r0; row < r1; row++) {
         uint8_t *d = dst + (size_t)(row - r0) * rb;
@@ -247,26 +303,20 @@ static sl_status pooled_rows(const sl__synth_tensor *t, const sl__synth_prep *s,
             memcpy(d, s->zero_row, rb);
             continue;
         }
+        const float f = s->neuron_scale ? s->neuron_scale[row] : 1.0f;
+        int shift = 0;
+        const uint64_t level = levels ? (uint64_t)mxfp4_level(f, &shift) : 0;
         for (uint64_t b = 0; b < nb; b++) {
             const uint64_t h =
                 sl_prng_mix64((pick + (uint64_t)row * nb + b) * 0x9e3779b97f4a7c15ull);
-            const uint64_t k = (h >> 32) % SL__SYNTH_POOL_ROWS;
+            const uint64_t k = level + stride * ((h >> 32) % n_pick);
             memcpy(d + b * bs, s->pool + k * rb + b * bs, bs);
+            if (levels) shift_e8m0(d + b * bs + offsetof(sl_block_mxfp4, e), shift);
         }
-        const float f = s->neuron_scale ? s->neuron_scale[row] : 1.0f;
-        if (f == 1.0f) continue;
-        if (n_off < 0) {
-            const int64_t n = t->ne[0];
-            sl_status st = sl_quant_dequant_row(t->type, d, scratch, n, err);
-            for (int64_t i = 0; i < n && !st; i++) scratch[i] *= f;
-            if (!st) st = sl_quant_row(t->type, scratch, d, n, err);
-            if (st) return st;
-            continue;
-        }
+        if (levels || f == 1.0f) continue;
         for (uint64_t b = 0; b < nb; b++)
             for (int i = 0; i < n_off; i++) scale_half(d + b * bs + off[i], f);
     }
-    return SL_OK;
 }
 
 /* ---- prep and rows ------------------------------------------------------------------------ */
@@ -322,10 +372,12 @@ sl_status sl__synth_prep_step(const sl_synth_params *p, const sl__synth_tensor *
      * (zero rows and neuron factors are applied when rows are picked) */
     const uint64_t k0 = (uint64_t)(step - 1) * POOL_CHUNK_ROWS;
     const uint64_t key = s->key ^ SALT_POOL;
+    const bool levels = mxfp4_levels(t, s);
     for (uint64_t k = k0; k < k0 + POOL_CHUNK_ROWS && !st; k++) {
         rng r;
         rng_init(&r, key, k);
-        gen_values(t, arch_is_moe(p), &r, 1.0, scratch);
+        gen_values(t, arch_is_moe(p), &r, levels ? k_mxfp4_level[k % MXFP4_LEVELS] : 1.0,
+                   scratch);
         st = sl_quant_row(t->type, scratch, s->pool + k * s->row_bytes, n, err);
     }
     return st;
@@ -344,7 +396,10 @@ sl_status sl__synth_rows(const sl_synth_params *p, const sl__synth_tensor *t,
                          const sl__synth_prep *s, int64_t r0, int64_t r1, uint8_t *dst,
                          float *scratch, sl_error *err)
 {
-    if (s->pooled) return pooled_rows(t, s, r0, r1, dst, scratch, err);
+    if (s->pooled) {
+        pooled_rows(t, s, r0, r1, dst);
+        return SL_OK;
+    }
     for (int64_t row = r0; row < r1; row++) {
         gen_row(p, t, s, row, scratch);
         const sl_status st =

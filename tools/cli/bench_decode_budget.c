@@ -1,0 +1,127 @@
+/* bench decode's --vram-budget rows (bench.h): the same device budget spent three ways —
+ * llama.cpp's -ngl (the largest that fits), --n-cpu-moe (MoE: the smallest that fits) and
+ * PowerInfer's hot/cold neurons (an index solved from a CPU profile of the prompt tokens).
+ *
+ * The hot-cold row poses the problem exactly as place solve does (place.h: the same model
+ * bytes, budget and solver), from a profile taken in memory instead of a stats file: for a MoE
+ * model each expert's neurons weigh the rate at which the prompt's tokens were routed to it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gguf/gguf.h"
+#include "scheduler/gpuidx.h"
+#include "scheduler/placement.h"
+#include "tools/cli/bench.h"
+#include "tools/cli/place.h"
+
+/* The profile of c as place solve reads it from a stats file: freq [n_layer][X * n_ff] (an
+ * expert's given it is routed) and, with experts, route_p [n_layer][X]. 0, or 1 with err. */
+static int profile_of(const sl_ctx *c, const sl_cli_hotcold_model *hm, int32_t n_prompt,
+                      float *freq, float *route_p, sl_error *err)
+{
+    const int64_t X = hm->n_expert ? hm->n_expert : 1, per = X * hm->n_ff;
+    for (int32_t il = 0; il < hm->n_layer; il++) {
+        if (hm->n_expert && !hm->bytes[il]) continue; /* no routed experts: base bytes */
+        for (int64_t e = 0; e < X; e++) {
+            int64_t nn;
+            uint64_t nt;
+            const uint64_t *act;
+            const double *mag;
+            if (sl_ctx_neuron_stats(c, il, hm->n_expert ? (int32_t)e : -1, &nn, &nt, &act, &mag,
+                                    err))
+                return 1;
+            if (hm->n_expert) route_p[il * X + e] = n_prompt > 0 ? (float)nt / (float)n_prompt : 0;
+            for (int64_t j = 0; j < nn && j < hm->n_ff; j++)
+                freq[il * per + e * hm->n_ff + j] = nt ? (float)act[j] / (float)nt : 0.0f;
+        }
+    }
+    return 0;
+}
+
+int sl_bench_budget_row(const char *cmd, const char *path, int kind, sl_model_options *mo,
+                        const sl_model_info *in, int32_t n_prompt, double cpu_gbs,
+                        double gpu_gbs, const char *dir, char *label, size_t cap)
+{
+    if (kind == 1 && !in->n_expert) return 1;
+    if (kind < 2) {
+        sl_model_options o = *mo;
+        o.plan_only = true;
+        const int32_t L = in->n_layer;
+        for (int32_t i = 0; i <= L + 1; i++) {
+            const int32_t k = kind == 0 ? L + 1 - i : i;
+            if (kind == 1 && k > L) break;
+            o.placement = kind == 0 ? SL_PLACE_LAYERS : SL_PLACE_GPU;
+            o.gpu_layers = kind == 0 ? k : 0;
+            o.n_cpu_moe = kind == 1 ? k : 0;
+            sl_model *m = NULL;
+            sl_error err = {0};
+            const bool fits = sl_model_open(path, &o, &m, &err) == SL_OK;
+            sl_model_close(m);
+            if (!fits) continue;
+            *mo = o;
+            mo->plan_only = false;
+            snprintf(label, cap, kind == 0 ? "ngl %d" : "n-cpu-moe %d", k);
+            return 0;
+        }
+        fprintf(stderr, "bench decode: %s: nothing fits the budget\n",
+                kind == 0 ? "-ngl" : "--n-cpu-moe");
+        return 1;
+    }
+    /* hot-cold: profile on the CPU, solve, write the index */
+    sl_model_options po = *mo;
+    po.placement = SL_PLACE_CPU;
+    po.device = NULL;
+    sl_model *m = NULL;
+    sl_ctx *c = NULL;
+    sl_error err = {0};
+    sl_cli_hotcold_model hm = {0};
+    sl_hotcold_plan plan = {0};
+    float *freq = NULL, *route_p = NULL;
+    int32_t *tok = malloc((size_t)n_prompt * sizeof *tok);
+    int rc = 1;
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = n_prompt + 1;
+    co.neuron_stats = true;
+    if (!tok || sl_model_open(path, &po, &m, &err) || sl_ctx_create(m, &co, &c, &err)) goto out;
+    for (int32_t i = 0; i < n_prompt; i++) tok[i] = (int32_t)((7 * (int64_t)i + 1) % in->n_vocab);
+    if (sl_ctx_eval(c, tok, (size_t)n_prompt, &err)) goto out;
+    if (sl_cli_hotcold_model_get(cmd, path, *mo, &hm)) goto out;
+    const int64_t X = hm.n_expert ? hm.n_expert : 1;
+    freq = calloc((size_t)(hm.n_layer * X * hm.n_ff) + 1, sizeof *freq);
+    route_p = calloc((size_t)(hm.n_layer * X) + 1, sizeof *route_p);
+    if (!freq || !route_p || profile_of(c, &hm, n_prompt, freq, route_p, &err) ||
+        sl_cli_hotcold_solve(cmd, &hm, freq, hm.n_expert ? route_p : NULL, cpu_gbs, gpu_gbs,
+                             &plan))
+        goto out;
+    char *idx = malloc(4096);
+    if (!idx) goto out;
+    snprintf(idx, 4096, "%s/sluice-bench-decode-%d.gpuidx", dir, (int)getpid());
+    if (sl_gpuidx_write(idx, &plan.idx, NULL, &err)) {
+        free(idx);
+        goto out;
+    }
+    mo->placement = SL_PLACE_HOT_COLD;
+    mo->gpu_index = idx; /* sl_bench_budget_row_done removes and frees it */
+    snprintf(label, cap, "hot-cold");
+    rc = 0;
+out:
+    if (rc && err.msg[0]) fprintf(stderr, "bench decode: hot-cold: %s\n", err.msg);
+    sl_hotcold_plan_free(&plan);
+    sl_cli_hotcold_model_free(&hm);
+    free(freq);
+    free(route_p);
+    free(tok);
+    sl_ctx_destroy(c);
+    sl_model_close(m);
+    return rc;
+}
+
+void sl_bench_budget_row_done(sl_model_options *mo)
+{
+    if (!mo->gpu_index) return;
+    unlink(mo->gpu_index);
+    free((char *)mo->gpu_index);
+    mo->gpu_index = NULL;
+}
