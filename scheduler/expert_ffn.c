@@ -103,9 +103,10 @@ sl_status sl__expert_gate_up_groups(const sl_cpu_ops *ops, const sl_cpu_matvec_c
                                     sl_error *err)
 {
     const int64_t E = L->n_embd, F = L->n_ff;
-    if (L->type_gate != L->type_up || mv->f32_act)
+    if (L->type_gate != L->type_up || mv->f32_act || L->ff_at)
         return sl_error_set(err, SL_ERR_INVALID, "expert gate/up groups: gate type %u != up type "
-                            "%u or f32_act mode (%d)", L->type_gate, L->type_up, mv->f32_act);
+                            "%u, f32_act mode (%d) or experts of their own widths (ff_at %s)",
+                            L->type_gate, L->type_up, mv->f32_act, L->ff_at ? "set" : "NULL");
     const size_t arb = sl_cpu_matvec_work_bytes(L->type_gate, E, 1);
     int64_t off = 0;
     for (int64_t i = 0; i < n_groups; i++) {
@@ -130,6 +131,9 @@ sl_status sl__expert_down_groups(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
                                  float *d, sl_cpu_matvec_group *grp, sl_error *err)
 {
     const int64_t E = L->n_embd, F = L->n_ff;
+    if (L->ff_at)
+        return sl_error_set(err, SL_ERR_INVALID, "expert down groups: experts of their own widths "
+                            "(ff_at set) take sl__expert_down");
     int64_t rows = 0;
     for (int64_t i = 0; i < n_groups; i++) rows += m[i];
     if (!rows) return SL_OK;

@@ -48,7 +48,8 @@ sl_status sl__expert_down(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
 /* Many groups at once (the CPU scheduler's prefill): group i is expert experts[i] over m[i]
  * (>= 1) rows, the groups' rows back to back (M = sum m rows in all). xq: the M rows of x
  * quantized for type_gate (sl_cpu_matvec_quant_act, rows act_bytes apart), which must equal
- * type_up, and not in f32_act mode (SL_ERR_INVALID otherwise: use sl__expert_gate_up). One
+ * type_up, every expert n_ff wide (no ff_at), and not in f32_act mode (SL_ERR_INVALID
+ * otherwise: use sl__expert_gate_up). One
  * pool call for every gate and up, then each group's bias and activation: g, u [M][n_ff]
  * with the bits group by group sl__expert_gate_up calls give. grp: 2 * n_groups entries. */
 sl_status sl__expert_gate_up_groups(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,

@@ -244,7 +244,8 @@ static sl_status cpu_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_a
         }
         return SL_OK;
     }
-    const bool grouped = L->type_gate == L->type_up && !c->mv.f32_act;
+    /* experts of one width (not a hot/cold part), gate and up sharing their activations */
+    const bool grouped = L->type_gate == L->type_up && !c->mv.f32_act && !L->ff_at;
     if (grouped) {
         if ((st = ensure_groups(c, L, n_tok, err))) return st;
         st = sl_cpu_matvec_quant_act(&c->mv, L->type_gate, x, L->n_embd, n_tok, c->tq, c->tq_cap,
