@@ -129,3 +129,59 @@ sl_status sl__expert_down(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
     if (!st) add_bias(d, L->down_b ? L->down_b + (int64_t)e * L->n_embd : NULL, m, L->n_embd);
     return st;
 }
+
+sl_status sl__expert_gate_up_groups(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
+                                    sl_cpu_pool *pool, const sl_moe_layer *L,
+                                    const int32_t *experts, const int64_t *m, int64_t n_groups,
+                                    const void *xq, float *g, float *u, sl_cpu_matvec_group *grp,
+                                    sl_error *err)
+{
+    const int64_t E = L->n_embd, F = L->n_ff;
+    if (L->type_gate != L->type_up || mv->f32_act || L->ff_at)
+        return sl_error_set(err, SL_ERR_INVALID, "expert gate/up groups: gate type %u != up type "
+                            "%u, f32_act mode (%d) or experts of their own widths (ff_at %s)",
+                            L->type_gate, L->type_up, mv->f32_act, L->ff_at ? "set" : "NULL");
+    const size_t arb = sl_cpu_matvec_work_bytes(L->type_gate, E, 1);
+    int64_t off = 0;
+    for (int64_t i = 0; i < n_groups; i++) {
+        const int32_t e = experts[i];
+        const char *x = (const char *)xq + (size_t)off * arb;
+        grp[2 * i] = (sl_cpu_matvec_group){.w = L->gate[e], .xq = x, .n_batch = m[i],
+                                           .y = g + off * F};
+        grp[2 * i + 1] = (sl_cpu_matvec_group){.w = L->up[e], .xq = x, .n_batch = m[i],
+                                               .y = u + off * F};
+        off += m[i];
+    }
+    sl_status st = sl_cpu_matvec_groups_q(mv, pool, L->type_gate, F, E, grp, 2 * n_groups, err);
+    off = 0;
+    for (int64_t i = 0; !st && i < n_groups; off += m[i++])
+        st = bias_act(ops, L, experts[i], m[i], g + off * F, u + off * F, err);
+    return st;
+}
+
+sl_status sl__expert_down_groups(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
+                                 const sl_moe_layer *L, const int32_t *experts, const int64_t *m,
+                                 int64_t n_groups, const float *g, void *gq, size_t gq_bytes,
+                                 float *d, sl_cpu_matvec_group *grp, sl_error *err)
+{
+    const int64_t E = L->n_embd, F = L->n_ff;
+    if (L->ff_at)
+        return sl_error_set(err, SL_ERR_INVALID, "expert down groups: experts of their own widths "
+                            "(ff_at set) take sl__expert_down");
+    int64_t rows = 0;
+    for (int64_t i = 0; i < n_groups; i++) rows += m[i];
+    if (!rows) return SL_OK;
+    sl_status st = sl_cpu_matvec_quant_act(mv, L->type_down, g, F, rows, gq, gq_bytes, err);
+    if (st) return st;
+    const size_t arb = sl_cpu_matvec_work_bytes(L->type_down, F, 1);
+    int64_t off = 0;
+    for (int64_t i = 0; i < n_groups; off += m[i++])
+        grp[i] = (sl_cpu_matvec_group){.w = L->down[experts[i]],
+                                       .xq = (const char *)gq + (size_t)off * arb,
+                                       .n_batch = m[i], .y = d + off * E};
+    st = sl_cpu_matvec_groups_q(mv, pool, L->type_down, E, F, grp, n_groups, err);
+    off = 0;
+    for (int64_t i = 0; !st && i < n_groups; off += m[i++])
+        add_bias(d + off * E, L->down_b ? L->down_b + (int64_t)experts[i] * E : NULL, m[i], E);
+    return st;
+}

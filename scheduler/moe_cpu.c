@@ -1,5 +1,7 @@
 /* scheduler/moe_cpu.c: the CPU MoE scheduler — group tokens by expert, one small-batch matvec
- * per expert and projection.
+ * per expert and projection; in a batch, every expert's gate and up in one pool call and
+ * every down in another (run_slab), so threads stay busy across groups of very different
+ * sizes and the layer pays three handoffs (not three per expert) and quantizes each token once.
  *
  * Why grouping: an expert's weights are read from memory once per group of tokens (up to
  * SL__MOE_CHUNK rows per matvec call) instead of once per token, which is what makes prefill
@@ -13,7 +15,7 @@
  * on the other tokens in its group.
  *
  * Scratch (grown on demand, never shrunk): X, D [CHUNK][n_embd]; G, U [CHUNK][n_ff];
- * the activation workspace; the sort arrays [n_assign].
+ * the activation workspace; the sort arrays [n_assign]; the grouped path's (ensure_groups).
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +26,9 @@
 #include "scheduler/moe_impl.h"
 
 enum { SL__MOE_CHUNK = 64 };
+/* Assignments per slab of the grouped path (bounds its scratch: a 128-token top-8 batch is
+ * one slab). */
+enum { SL__MOE_SLAB = 1024 };
 /* A lone token with at most this many assignments takes run_token (top-4 models; gate and up
  * of each expert are two parts of one multi call). */
 enum { SL__MOE_TOKEN_MAX = SL_CPU_SPLIT_MAX_PARTS / 2 };
@@ -39,6 +44,15 @@ typedef struct moe_cpu {
     size_t work_cap;
     int32_t *order, *count;
     size_t order_cap, count_cap;
+    /* grouped path (slabs of SL__MOE_SLAB assignments): the tokens' quantized x, its rows
+     * gathered per assignment, G, U [SLAB][n_ff], G quantized, D [SLAB][n_embd], the groups */
+    char *tq, *xq, *gq;
+    float *sg, *su, *sd;
+    size_t tq_cap, xq_cap, gq_cap, sg_cap, su_cap, sd_cap;
+    int32_t *gexp;
+    int64_t *gm;
+    sl_cpu_matvec_group *grp;
+    size_t gexp_cap, gm_cap, grp_cap;
 } moe_cpu;
 
 static sl_status grow(void **p, size_t *cap, size_t need, size_t elt, sl_error *err)
@@ -137,6 +151,72 @@ static sl_status run_token(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assig
     return SL_OK;
 }
 
+/* The grouped path's scratch for n_tok tokens (grown on demand, never shrunk). */
+static sl_status ensure_groups(moe_cpu *c, const sl_moe_layer *L, int64_t n_tok, sl_error *err)
+{
+    const size_t S = SL__MOE_SLAB, E = (size_t)L->n_embd, F = (size_t)L->n_ff;
+    const size_t ax = sl_cpu_matvec_work_bytes(L->type_gate, L->n_embd, 1);
+    const size_t ag = sl_cpu_matvec_work_bytes(L->type_down, L->n_ff, 1);
+    if (!ax || !ag)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "moe layer %d: expert weight types %u/%u "
+                            "have no CPU matvec", L->layer, L->type_gate, L->type_down);
+    sl_status st;
+    if ((st = grow((void **)&c->tq, &c->tq_cap, (size_t)n_tok * ax, 1, err))) return st;
+    if ((st = grow((void **)&c->xq, &c->xq_cap, S * ax, 1, err))) return st;
+    if ((st = grow((void **)&c->gq, &c->gq_cap, S * ag, 1, err))) return st;
+    if ((st = grow((void **)&c->sg, &c->sg_cap, S * F, sizeof(float), err))) return st;
+    if ((st = grow((void **)&c->su, &c->su_cap, S * F, sizeof(float), err))) return st;
+    if ((st = grow((void **)&c->sd, &c->sd_cap, S * E, sizeof(float), err))) return st;
+    if ((st = grow((void **)&c->gexp, &c->gexp_cap, S, sizeof(int32_t), err))) return st;
+    if ((st = grow((void **)&c->gm, &c->gm_cap, S, sizeof(int64_t), err))) return st;
+    return grow((void **)&c->grp, &c->grp_cap, 2 * S, sizeof(sl_cpu_matvec_group), err);
+}
+
+/* Sorted assignments order[s0, s1) (at most SLAB) as groups of equal experts, every group's
+ * gate/up in one pool call and every down in another; results join out[] in sorted order, as
+ * run_group's do, so the bits are run_group's chunk by chunk (matvec.h: a batch column's bits
+ * do not depend on the batch). tq: the n_tok tokens' x quantized for type_gate. */
+static sl_status run_slab(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign *a,
+                          const int32_t *order, int64_t s0, int64_t s1, float *out,
+                          sl_error *err)
+{
+    const int64_t E = L->n_embd, F = L->n_ff, M = s1 - s0;
+    const size_t ax = sl_cpu_matvec_work_bytes(L->type_gate, E, 1);
+    int64_t n = 0;
+    for (int64_t i = s0; i < s1; i++) {
+        const int32_t e = a[order[i]].expert;
+        if (!n || c->gexp[n - 1] != e) {
+            c->gexp[n] = e;
+            c->gm[n++] = 0;
+        }
+        c->gm[n - 1]++;
+        memcpy(c->xq + (size_t)(i - s0) * ax, c->tq + (size_t)a[order[i]].token * ax, ax);
+    }
+    sl_status st = sl__expert_gate_up_groups(&c->ops, &c->mv, c->pool, L, c->gexp, c->gm, n,
+                                             c->xq, c->sg, c->su, c->grp, err);
+    const sl_moe_sched *b = &c->base;
+    int64_t off = 0;
+    for (int64_t i = 0; !st && b->nstats && i < n; off += c->gm[i++]) {
+        const int32_t e = c->gexp[i];
+        if (L->layer < 0 || L->layer >= b->nstats_layers || e >= b->nstats_experts) continue;
+        sl_neuron_stats *ns = &b->nstats[(int64_t)L->layer * b->nstats_experts + e];
+        if (ns->n_neuron == F) sl_neuron_stats_add(ns, c->sg + off * F, c->gm[i]);
+    }
+    if (!st) st = sl__expert_down_groups(&c->mv, c->pool, L, c->gexp, c->gm, n, c->sg, c->gq,
+                                         c->gq_cap, c->sd, c->grp, err);
+    if (st) {
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "kernel failed");
+        return sl_error_set(err, st, "moe layer %d (%lld assignments of %lld experts): %s",
+                            L->layer, (long long)M, (long long)n, why);
+    }
+    for (int64_t i = 0; i < M; i++) {
+        const sl_moe_assign *ai = &a[order[s0 + i]];
+        add_weighted(out + (int64_t)ai->token * E, ai->weight, c->sd + i * E, E);
+    }
+    return SL_OK;
+}
+
 static sl_status cpu_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
                           int64_t n_assign, const float *x, int64_t n_tok, float *out,
                           sl_error *err)
@@ -163,10 +243,25 @@ static sl_status cpu_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_a
         }
         return SL_OK;
     }
+    /* experts of one width (not a hot/cold part), gate and up sharing their activations */
+    const bool grouped = L->type_gate == L->type_up && !c->mv.f32_act && !L->ff_at;
+    if (grouped) {
+        if ((st = ensure_groups(c, L, n_tok, err))) return st;
+        st = sl_cpu_matvec_quant_act(&c->mv, L->type_gate, x, L->n_embd, n_tok, c->tq, c->tq_cap,
+                                     err);
+        for (int64_t s0 = 0; !st && s0 < n_assign; s0 += SL__MOE_SLAB)
+            st = run_slab(c, L, a, c->order, s0,
+                          n_assign - s0 < SL__MOE_SLAB ? n_assign : s0 + SL__MOE_SLAB, out, err);
+        if (st) return st;
+    }
     int64_t begin = 0;
     for (int32_t e = 0; e < L->n_expert; e++) {
         const int64_t end = cnt[e];
         for (int64_t b = begin; b < end; b += SL__MOE_CHUNK) {
+            if (grouped) { /* counted as run_group's chunks */
+                s->stats.batches++;
+                continue;
+            }
             const int64_t m = end - b < SL__MOE_CHUNK ? end - b : SL__MOE_CHUNK;
             st = run_group(c, L, e, a, c->order + b, m, x, out, err);
             if (st) {
@@ -196,6 +291,15 @@ static void cpu_destroy(sl_moe_sched *s)
     free(c->work);
     free(c->order);
     free(c->count);
+    free(c->tq);
+    free(c->xq);
+    free(c->gq);
+    free(c->sg);
+    free(c->su);
+    free(c->sd);
+    free(c->gexp);
+    free(c->gm);
+    free(c->grp);
     free(c);
 }
 

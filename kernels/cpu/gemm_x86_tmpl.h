@@ -67,10 +67,17 @@ static void SL_MV_SUFFIX(g_store8)(const __m256 lt[8], int64_t t0, int64_t n_tok
 
 enum { G32_CH = 32 }; /* blocks per unpacked chunk and activation panel (a multiple of 8) */
 
+/* G32_OFFSET: the AVX2 kernel of the narrow types (|w| <= 16: Q4_0, Q5_0, MXFP4) feeds
+ * vpmaddubsw x + 128 (unsigned, the panel stores it so) against the signed weights, which
+ * saves the vpsignb per group that the sign trick costs; sum (x + 128) w - 128 sum w is the
+ * same exact integer. Pair sums reach 2 * 255 * 16, so 4 groups stay below 2^15 in int16. */
+#define G32_OFFSET(wide) (!(wide) && !SL_MV_AVX512)
+
 typedef struct g32_buf {
     _Alignas(32) int8_t sw[G32_CH * 32]; /* signed weights, element order */
-    _Alignas(32) int8_t aw[G32_CH * 32]; /* |w|: vpmaddubsw's unsigned operand */
+    _Alignas(32) int8_t aw[G32_CH * 32]; /* |w|: vpmaddubsw's unsigned operand (sign trick) */
     _Alignas(32) float dw[G32_CH];       /* block scales as the reference converts them */
+    int32_t w128[G32_CH];                /* 128 * sum of the block's w (G32_OFFSET) */
 } g32_buf;
 
 static inline float SL_MV_SUFFIX(g_half)(const char *p)
@@ -80,9 +87,10 @@ static inline float SL_MV_SUFFIX(g_half)(const char *p)
     return _cvtsh_ss(h);
 }
 
-static void SL_MV_SUFFIX(g32_unpack)(uint32_t type, const char *w, int64_t b0, int64_t b1,
-                                     g32_buf *u)
+static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_unpack)(
+    uint32_t type, const char *w, int64_t b0, int64_t b1, g32_buf *u)
 {
+    const bool offset = G32_OFFSET(type == SL_GGML_Q8_0);
     const __m256i eight = _mm256_set1_epi8(8), f0 = _mm256_set1_epi8((char)0xF0);
     const __m128i kv = _mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4);
     const __m256i table = _mm256_set_m128i(kv, kv);
@@ -117,7 +125,16 @@ static void SL_MV_SUFFIX(g32_unpack)(uint32_t type, const char *w, int64_t b0, i
         }
         }
         _mm256_store_si256((__m256i *)(u->sw + 32 * i), q);
-        _mm256_store_si256((__m256i *)(u->aw + 32 * i), _mm256_sign_epi8(q, q));
+        if (!offset) {
+            _mm256_store_si256((__m256i *)(u->aw + 32 * i), _mm256_sign_epi8(q, q));
+            continue;
+        }
+        const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q),
+                                             _mm256_set1_epi16(1));
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+        u->w128[i] = 128 * _mm_cvtsi128_si32(h);
     }
 }
 
@@ -151,13 +168,16 @@ typedef struct g32_panel {
     _Alignas(32) float d[G32_CH][8]; /* the tokens' block scales */
 } g32_panel;
 
-static void SL_MV_SUFFIX(g32_panel_build)(const g_tok8 *g, int64_t b0, int64_t b1, g32_panel *p)
+static void SL_MV_SUFFIX(g32_panel_build)(const g_tok8 *g, int64_t b0, int64_t b1, bool offset,
+                                          g32_panel *p)
 {
+    const __m256i flip = _mm256_set1_epi8(offset ? (char)0x80 : 0); /* x + 128 as unsigned */
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
         __m256i r[8];
         for (int k = 0; k < 8; k++) {
-            r[k] = _mm256_loadu_si256((const __m256i *)(g->x[k] + b * 34 + 2));
+            r[k] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(g->x[k] + b * 34 + 2)),
+                                    flip);
             p->d[i][k] = SL_MV_SUFFIX(g_half)(g->x[k] + b * 34);
         }
         SL_MV_SUFFIX(g_transpose8)(r, p->q[i]);
@@ -202,6 +222,35 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_dot_panels)(
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
         __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        if (G32_OFFSET(wide)) {
+            __m256i h[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+            const __m256i w128 = _mm256_set1_epi32(u->w128[i]), one = _mm256_set1_epi16(1);
+#if defined(__clang__)
+#pragma clang loop unroll(full)
+#endif
+            for (int g = 0; g < 8; g++) {
+                int32_t w4;
+                memcpy(&w4, u->sw + 32 * i + 4 * g, 4);
+                const __m256i sw = _mm256_set1_epi32(w4);
+                for (int q = 0; q < NP; q++)
+                    h[q] = _mm256_add_epi16(
+                        h[q], _mm256_maddubs_epi16(
+                                  _mm256_load_si256((const __m256i *)p[q].q[i][g]), sw));
+                if (g % 4 == 3)
+                    for (int q = 0; q < NP; q++) {
+                        s[q] = _mm256_add_epi32(s[q], _mm256_madd_epi16(h[q], one));
+                        h[q] = _mm256_setzero_si256();
+                    }
+            }
+            for (int q = 0; q < NP; q++) {
+                const __m256i v = _mm256_sub_epi32(s[q], w128);
+                const __m256 t = _mm256_mul_ps(
+                    _mm256_cvtepi32_ps(v),
+                    _mm256_mul_ps(_mm256_set1_ps(u->dw[i]), _mm256_load_ps(p[q].d[i])));
+                lt[q][b % 8] = _mm256_add_ps(lt[q][b % 8], t);
+            }
+            continue;
+        }
 #if defined(__clang__)
 #pragma clang loop unroll(full)
 #endif
@@ -239,10 +288,10 @@ enum { G32_ROWS = 64 }; /* rows whose lanes live at once beside one pair of pane
 
 /* Rows in groups of G32_ROWS, tokens in groups of 16 (two panels): each panel pair is built
  * once per row group and chunk, each row chunk unpacked once per 16 tokens. */
-static void SL_MV_SUFFIX(gemm_q32)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
-                                   int64_t i1)
+static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
+    const uint32_t type, const sl__gemm_rows *a, int64_t i0, int64_t i1)
 {
-    const bool wide = t->type == SL_GGML_Q8_0;
+    const bool wide = type == SL_GGML_Q8_0;
     g32_buf u;
     g32_panel p[2];
     __m256 lt[G32_ROWS][2][8];
@@ -253,17 +302,21 @@ static void SL_MV_SUFFIX(gemm_q32)(const sl__mv_type *t, const sl__gemm_rows *a,
             void (*dot)(const g32_buf *, const g32_panel *, int64_t, int64_t, __m256[2][8]) =
                 wide ? (np > 1 ? SL_MV_SUFFIX(g32_dot_2w) : SL_MV_SUFFIX(g32_dot_1w))
                      : (np > 1 ? SL_MV_SUFFIX(g32_dot_2n) : SL_MV_SUFFIX(g32_dot_1n));
+            /* an opaque zero: stored by vector stores (a zero constant became a memset call
+             * of nr * 512 bytes per row group and token group) */
+            __m256 zero = _mm256_setzero_ps();
+            __asm__("" : "+x"(zero));
             for (int64_t k = 0; k < nr; k++)
-                for (int l = 0; l < 8; l++) lt[k][0][l] = lt[k][1][l] = _mm256_setzero_ps();
+                for (int l = 0; l < 8; l++) lt[k][0][l] = lt[k][1][l] = zero;
             for (int64_t c0 = 0; c0 < a->nb; c0 += G32_CH) {
                 const int64_t c1 = a->nb - c0 < G32_CH ? a->nb : c0 + G32_CH;
                 for (int q = 0; q < np; q++) {
                     const g_tok8 g = SL_MV_SUFFIX(g_tokens)(a->xq, a->arb, t0 + 8 * q, a->n_tok);
-                    SL_MV_SUFFIX(g32_panel_build)(&g, c0, c1, &p[q]);
+                    SL_MV_SUFFIX(g32_panel_build)(&g, c0, c1, G32_OFFSET(wide), &p[q]);
                 }
                 for (int64_t k = 0; k < nr; k++) {
                     const int64_t r = a->idx ? a->idx[r0 + k] : r0 + k;
-                    SL_MV_SUFFIX(g32_unpack)(t->type, a->w + (size_t)r * a->wrb, c0, c1, &u);
+                    SL_MV_SUFFIX(g32_unpack)(type, a->w + (size_t)r * a->wrb, c0, c1, &u);
                     dot(&u, p, c0, c1, lt[k]);
                 }
             }
@@ -276,6 +329,20 @@ static void SL_MV_SUFFIX(gemm_q32)(const sl__mv_type *t, const sl__gemm_rows *a,
         }
     }
 }
+
+/* One kernel per type, so that its unpack is compiled for it. */
+#define SL_G32_GEMM(NAME, TYPE)                                                               \
+    static void SL_MV_SUFFIX(NAME)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0, \
+                                   int64_t i1)                                                \
+    {                                                                                         \
+        (void)t;                                                                              \
+        SL_MV_SUFFIX(gemm_q32)(TYPE, a, i0, i1);                                              \
+    }
+SL_G32_GEMM(gemm_q8_0, SL_GGML_Q8_0)
+SL_G32_GEMM(gemm_q4_0, SL_GGML_Q4_0)
+SL_G32_GEMM(gemm_q5_0, SL_GGML_Q5_0)
+SL_G32_GEMM(gemm_mxfp4, SL_GGML_MXFP4)
+#undef SL_G32_GEMM
 
 /* ---- K-quants with Q8_K activations ----------------------------------------------------- */
 
@@ -480,9 +547,11 @@ static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, i
         const int np = left >= 8 * GK_NP ? GK_NP : (int)((left + 7) / 8);
         for (int64_t r0 = i0; r0 < i1; r0 += GK_ROWS) {
             const int64_t nr = i1 - r0 < GK_ROWS ? i1 - r0 : GK_ROWS;
+            __m256 zero = _mm256_setzero_ps(); /* opaque: vector stores, no memset call */
+            __asm__("" : "+x"(zero));
             for (int64_t k = 0; k < nr; k++)
-                for (int q = 0; q < GK_NP; q++)
-                    for (int l = 0; l < 8; l++) lt[k][q][l] = _mm256_setzero_ps();
+                for (int q = 0; q < np; q++)
+                    for (int l = 0; l < 8; l++) lt[k][q][l] = zero;
             for (int64_t c0 = 0; c0 < a->nb; c0 += GK_PCH) {
                 const int64_t c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
                 for (int q = 0; q < np; q++) {
@@ -519,10 +588,10 @@ static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, i
 sl__gemm_fn SL_MV_SUFFIX(sl__gemm)(uint32_t type)
 {
     switch (type) {
-    case SL_GGML_Q8_0:
-    case SL_GGML_Q4_0:
-    case SL_GGML_Q5_0:
-    case SL_GGML_MXFP4: return SL_MV_SUFFIX(gemm_q32);
+    case SL_GGML_Q8_0: return SL_MV_SUFFIX(gemm_q8_0);
+    case SL_GGML_Q4_0: return SL_MV_SUFFIX(gemm_q4_0);
+    case SL_GGML_Q5_0: return SL_MV_SUFFIX(gemm_q5_0);
+    case SL_GGML_MXFP4: return SL_MV_SUFFIX(gemm_mxfp4);
     case SL_GGML_Q4_K:
     case SL_GGML_Q5_K:
     case SL_GGML_Q6_K: return SL_MV_SUFFIX(gemm_k);

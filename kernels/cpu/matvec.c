@@ -15,6 +15,7 @@
 #include "kernels/cpu/matvec.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,8 +139,7 @@ sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, co
     if (xq_bytes < need)
         return sl_error_set(err, SL_ERR_INVALID, "%s: xq_bytes = %zu < %zu needed", fn, xq_bytes,
                             need);
-    /* Scalar on purpose: it is O(cols) per call against O(rows * cols) for the products. */
-    sl__mv_quant_rows(t, x, cols, n_batch, xq, need / (size_t)n_batch);
+    sl__cpu_quant_rows(mv, t, x, cols, n_batch, xq, need / (size_t)n_batch);
     return SL_OK;
 }
 
@@ -266,6 +266,64 @@ sl_status sl_cpu_matvec(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t
     return sl_cpu_matvec_q(mv, pool, type, w, rows, cols, work, n_batch, y, err);
 }
 
+/* ---- grouped batches ---------------------------------------------------------------------- */
+
+enum { GROUP_ROWS = 64 }; /* at most this many rows per chunk (the q32 GEMM's row group) */
+
+typedef struct groups_job {
+    const sl_cpu_matvec_ctx *mv;
+    const sl__mv_type *t;
+    const sl_cpu_matvec_group *g;
+    int64_t rows, cols, per, chunk_rows; /* chunks per group, rows per chunk */
+} groups_job;
+
+static void groups_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
+{
+    const groups_job *gj = ctx;
+    for (int64_t c = c0; c < c1; c++) {
+        const sl_cpu_matvec_group *G = &gj->g[c / gj->per];
+        const int64_t r0 = c % gj->per * gj->chunk_rows;
+        const int64_t r1 = r0 + gj->chunk_rows < gj->rows ? r0 + gj->chunk_rows : gj->rows;
+        rows_job j;
+        init_job(&j, gj->t, G->w, gj->rows, gj->cols, G->xq, G->n_batch, G->y);
+        j.range = range_for(gj->mv, gj->t->type);
+        j.gemm = j.n_batch > 1 ? gemm_for(gj->mv, gj->t->type) : NULL; /* as run_rows */
+        rows_chunk(&j, r0, r1, thread);
+    }
+}
+
+sl_status sl_cpu_matvec_groups_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
+                                 int64_t rows, int64_t cols, const sl_cpu_matvec_group *groups,
+                                 int64_t n_groups, sl_error *err)
+{
+    static const char fn[] = "sl_cpu_matvec_groups_q";
+    sl_status s = check_mv(fn, mv, err);
+    if (s) return s;
+    if (mv->f32_act)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: not in f32_act mode (it takes float x)", fn);
+    if (n_groups < 0 || (n_groups > 0 && !groups))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_groups = %lld (groups %s)", fn,
+                            (long long)n_groups, groups ? "set" : "NULL");
+    const sl__mv_type *t = NULL;
+    for (int64_t i = 0; i < n_groups; i++) {
+        const sl_cpu_matvec_group *G = &groups[i];
+        s = sl__mv_validate(fn, type, G->w, rows, cols, G->xq, G->n_batch, G->y, &t, err);
+        if (s) {
+            char why[SL_ERROR_MSG_BYTES];
+            snprintf(why, sizeof why, "%s", err ? err->msg : "");
+            return sl_error_set(err, s, "group %lld: %s", (long long)i, why);
+        }
+    }
+    if (!n_groups) return SL_OK;
+    const int64_t per = (rows + GROUP_ROWS - 1) / GROUP_ROWS;
+    groups_job gj = {.mv = mv, .t = t, .g = groups, .rows = rows, .cols = cols, .per = per,
+                     .chunk_rows = (rows + per - 1) / per};
+    if (n_groups > INT64_MAX / per)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %lld groups of %lld chunks overflow", fn,
+                            (long long)n_groups, (long long)per);
+    return sl_cpu_pool_parallel_for(pool, n_groups * per, 1, groups_chunk, &gj, err);
+}
+
 sl_status sl_cpu_matvec_rows_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
                                const void *w, int64_t rows, int64_t cols, const int32_t *idx,
                                int64_t n_idx, bool scatter, const void *xq, int64_t n_batch,
@@ -319,7 +377,7 @@ sl_status sl_cpu_matvec_cols(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uin
         listed[idx[i] / t->block] = 1;
         for (int64_t b = 0; b < n_batch; b++) xm[b * cols + idx[i]] = x[b * cols + idx[i]];
     }
-    sl__mv_quant_rows(t, xm, cols, n_batch, xq, act / (size_t)n_batch);
+    sl__cpu_quant_rows(mv, t, xm, cols, n_batch, xq, act / (size_t)n_batch);
     rows_job j;
     init_job(&j, t, w, rows, cols, xq, n_batch, y);
     j.listed = listed;

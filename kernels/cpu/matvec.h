@@ -74,6 +74,23 @@ sl_status sl_cpu_matvec_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32
                           const void *w, int64_t rows, int64_t cols, const void *xq,
                           int64_t n_batch, float *y, sl_error *err);
 
+/* One group of a grouped batch call: Y [n_batch][rows] = W [rows][cols] · Xq, Xq n_batch rows
+ * quantized by sl_cpu_matvec_quant_act (x itself for float weights). Groups may share xq. */
+typedef struct sl_cpu_matvec_group {
+    const void *w, *xq;
+    int64_t n_batch;
+    float *y;
+} sl_cpu_matvec_group;
+
+/* Prefill of many matrices of one type and shape (a MoE layer's used experts: their gate and
+ * up, or their down) in one pool call: the row chunks of every group are handed out together,
+ * so threads stay busy across groups of very different sizes and pay one handoff, not one
+ * per group. Each group's y has the bits sl_cpu_matvec_q gives it. n_groups >= 0; n_batch of a
+ * group >= 1. SL_ERR_INVALID naming the group for a bad group; not in f32_act mode. */
+sl_status sl_cpu_matvec_groups_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
+                                 int64_t rows, int64_t cols, const sl_cpu_matvec_group *groups,
+                                 int64_t n_groups, sl_error *err);
+
 /* One matrix of a multi-matrix call: y [rows] = W [rows][cols] x (cols: the call's; x: the
  * part's own input [cols] when set, e.g. each expert's down projection, else the call's). */
 typedef struct sl_cpu_matvec_part {

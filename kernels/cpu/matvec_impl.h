@@ -40,6 +40,11 @@ sl__mv_rows_fn sl__cpu_mv_rows(const sl_cpu_matvec_ctx *mv, uint32_t type);
 void sl__mv_axpy_avx2(float a, const float *x, float *y, int64_t n);
 void sl__mv_axpy_avx512(float a, const float *x, float *y, int64_t n);
 
+/* sl__mv_quant_rows (the reference's activation quantizers, row by row) with mv's SIMD
+ * quantizers where it has them (quant_act.c): the same bytes, faster. */
+void sl__cpu_quant_rows(const sl_cpu_matvec_ctx *mv, const sl__mv_type *t, const float *x,
+                        int64_t cols, int64_t n_batch, void *xq, size_t act_row_bytes);
+
 /* sl_cpu_matvec with mv->f32_act (matvec_f32act.c): dequantized rows · F32 x, in double. */
 sl_status sl__cpu_matvec_f32act(sl_cpu_pool *pool, uint32_t type, const void *w, int64_t rows,
                                 int64_t cols, const float *x, int64_t n_batch, float *y,

@@ -258,11 +258,13 @@ sl_status sl_cpu_rope(const sl_cpu_ops *ops, float *x, int64_t n_tokens, int32_t
     /* the table is per token (angles depend on the position only); built in double by the
      * reference so there is one definition of the angles, rounded once to float */
     float cs[2 * SL_CPU_ROPE_MAX_ROT];
+    double pw[SL_CPU_ROPE_MAX_ROT / 2];
     const int32_t nr = p->n_rot, half = nr / 2;
+    for (int32_t i = 0; i < half; i++) pw[i] = sl_ref_rope_pow(p, i);
     for (int64_t t = 0; t < n_tokens; t++) {
         for (int32_t i = 0; i < half; i++) {
             double c, s;
-            sl_ref_rope_cos_sin(p, corr, pos[t], i, &c, &s);
+            sl_ref_rope_cos_sin_pow(p, corr, pos[t], i, pw[i], &c, &s);
             if (p->mode == SL_ROPE_NEOX) {
                 cs[i] = (float)c;
                 cs[nr + i] = (float)s;

@@ -159,10 +159,21 @@ void sl_ref_rope_corr_dims(const sl_rope_params *p, float dims[2])
     dims[1] = fminf((float)(p->n_rot - 1), end);
 }
 
+double sl_ref_rope_pow(const sl_rope_params *p, int32_t i)
+{
+    return pow((double)p->freq_base, -2.0 * i / (double)p->n_rot);
+}
+
 void sl_ref_rope_cos_sin(const sl_rope_params *p, const float corr[2], int32_t pos, int32_t i,
                          double *cos_out, double *sin_out)
 {
-    double theta_extrap = (double)pos * pow((double)p->freq_base, -2.0 * i / (double)p->n_rot);
+    sl_ref_rope_cos_sin_pow(p, corr, pos, i, sl_ref_rope_pow(p, i), cos_out, sin_out);
+}
+
+void sl_ref_rope_cos_sin_pow(const sl_rope_params *p, const float corr[2], int32_t pos,
+                             int32_t i, double pw, double *cos_out, double *sin_out)
+{
+    double theta_extrap = (double)pos * pw;
     if (p->freq_factors) theta_extrap /= (double)p->freq_factors[i];
     const double theta_interp = (double)p->freq_scale * theta_extrap;
     double theta = theta_interp;

@@ -86,6 +86,11 @@ void sl_ref_rope_corr_dims(const sl_rope_params *p, float dims[2]);
  * per-token tables from this function so that the angle definition lives in one place. */
 void sl_ref_rope_cos_sin(const sl_rope_params *p, const float corr[2], int32_t pos, int32_t i,
                          double *cos_out, double *sin_out);
+/* The same with base^(-2i/n_rot) given (sl_ref_rope_pow(p, i)): a table of many positions
+ * computes the pow once per pair, not once per position; the same bits. */
+double sl_ref_rope_pow(const sl_rope_params *p, int32_t i);
+void sl_ref_rope_cos_sin_pow(const sl_rope_params *p, const float corr[2], int32_t pos,
+                             int32_t i, double pw, double *cos_out, double *sin_out);
 
 /* In place over x [n_tokens][n_head][head_dim]; token t is at position pos[t] (any int32,
  * negative allowed as in ggml). */

@@ -558,6 +558,40 @@ static void check_act_quant(void)
     }
 }
 
+/* The SIMD activation quantizers (kernels/cpu/quant_act.c) give the reference's bytes: random
+ * rows, rounding ties (amax 127 makes x * id exact: 2.5 rounds away from zero for Q8_0, to even
+ * for Q8_K), an all-zero block, and +-amax in both orders (Q8_K's max is the first). */
+static void check_act_quant_fast(const ctx_set *cs)
+{
+    const uint32_t wt[] = {SL_GGML_Q8_0, SL_GGML_Q4_K};
+    const int64_t n = 1024, n_batch = 3;
+    for (int i = 0; i < 2; i++) {
+        float *x = make_x(n * n_batch);
+        for (int64_t k = 0; k < 32; k++) x[k] = 0.0f; /* block 0 (row 0): zeros */
+        for (int64_t k = 256; k < 512; k++) x[k] = (float)(k % 9) - 4.5f; /* ties */
+        x[256] = 127.0f;
+        x[300] = -127.0f;
+        x[n + 40] = -x[n + 40] * 3.0f; /* row 1: a large negative, then its positive twin */
+        x[n + 41] = -x[n + 40];
+        x[2 * n + 7] = 9.0f;           /* row 2: the positive one first */
+        x[2 * n + 8] = -9.0f;
+        const size_t rb = sl_ref_matvec_act_bytes(wt[i], n), nb = rb * (size_t)n_batch;
+        uint8_t *a = malloc(nb), *b = malloc(nb);
+        sl_error e;
+        for (int64_t r = 0; r < n_batch; r++)
+            CHECK(!sl_ref_matvec_quant_act(wt[i], x + r * n, n, a + (size_t)r * rb, &e));
+        for (int m = 0; m < cs->n_mv; m++) {
+            memset(b, 0x5a, nb);
+            CHECK(!sl_cpu_matvec_quant_act(&cs->mv[m], wt[i], x, n, n_batch, b, nb, &e));
+            CHECK_MSG(!memcmp(a, b, nb), "%s: %s activation quantizer differs from the reference",
+                      sl_cpu_matvec_name(&cs->mv[m]), tname(sl_ref_matvec_act_type(wt[i])));
+        }
+        free(a);
+        free(b);
+        free(x);
+    }
+}
+
 static void check_errors(const sl_cpu_matvec_ctx *mv)
 {
     float x[64] = {0}, y[4];
@@ -673,6 +707,7 @@ int main(void)
     }
     check_errors(&cs.mv[0]);
     check_act_quant();
+    check_act_quant_fast(&cs);
     check_pool();
     check_multi(&cs);
 

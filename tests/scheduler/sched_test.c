@@ -1,13 +1,18 @@
 /* The fetching scheduler through its own API (scheduler/fetch.h), on hand-built layers: output
  * bit-identical to the CPU scheduler's call by call (decode-sized and prefill-sized calls with
  * groups past the 64-token chunk, throttled copies, every mode); per-layer stats; the cache
- * evicting in LRU order and compacting the arena when the evictions leave it fragmented. */
+ * evicting in LRU order and compacting the arena when the evictions leave it fragmented.
+ * The CPU scheduler's grouped prefill on quantized experts: a batch (several slabs, 1 and 2
+ * threads) gives each token the bits of its own one-token call. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf/gguf.h"
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/pool.h"
+#include "kernels/ref/quant.h"
 #include "runtime/device/device.h"
 #include "scheduler/fetch.h"
 #include "scheduler/moe.h"
@@ -189,6 +194,73 @@ static void test_modes(env *v, sl_device *dev, const char *dev_name)
     free_layer(&l0);
 }
 
+/* Quantized experts (Q8_0, Q4_K, and Q6_K down under Q4_K gate/up, as Q4_K_M files mix them):
+ * 700 tokens top-2 (1400 assignments: two slabs of the grouped path, an expert split between
+ * them) on no pool and a 2-thread pool, each token's output equal to its one-token call's. */
+static void test_cpu_batch_invariance(const env *v)
+{
+    enum { QE = 256, QF = 256, QX = 6, NT = 700, K = 2 };
+    const uint32_t types[][2] = {{SL_GGML_Q8_0, SL_GGML_Q8_0}, {SL_GGML_Q4_K, SL_GGML_Q6_K}};
+    sl_cpu_pool *pool = NULL;
+    sl_error e;
+    sl_cpu_pool_options po = {.n_threads = 2, .numa_node = -1};
+    CHECK_MSG(sl_cpu_pool_create(&po, &pool, &e) == SL_OK, "%s", e.msg);
+    float *w = malloc((size_t)QE * QF * 4), *x = malloc((size_t)NT * QE * 4);
+    float *ob = malloc((size_t)NT * QE * 4), *o1 = malloc(QE * 4);
+    sl_moe_assign *a = malloc((size_t)NT * K * sizeof *a);
+    for (int64_t i = 0; i < (int64_t)NT * QE; i++) x[i] = rnd() * 4;
+    for (int t = 0; t < NT; t++) /* skewed: expert 0 takes most tokens */
+        for (int j = 0; j < K; j++)
+            a[t * K + j] = (sl_moe_assign){t, j == 0 ? (t % 5 ? 0 : 1 + t % QX / 2)
+                                                     : 1 + (t * 7 + j) % (QX - 1),
+                                           0.3f + 0.4f * (float)j};
+    for (int ti = 0; ti < 2; ti++) {
+        const void *g[QX], *u[QX], *d[QX];
+        for (int m = 0; m < 3 * QX; m++) {
+            const uint32_t ty = types[ti][m >= 2 * QX];
+            const size_t rb = sl_quant_row_bytes(ty, QE);
+            void *q = malloc(rb * QF);
+            for (int64_t i = 0; i < (int64_t)QE * QF; i++) w[i] = rnd();
+            for (int r = 0; r < QF; r++)
+                CHECK(!sl_quant_row(ty, w + (size_t)r * QE, (char *)q + rb * (size_t)r, QE, &e));
+            (m < QX ? g : m < 2 * QX ? u : d)[m % QX] = q;
+        }
+        const sl_moe_layer L = {.layer = 0, .n_expert = QX, .n_embd = QE, .n_ff = QF,
+                                .type_gate = types[ti][0], .type_up = types[ti][0],
+                                .type_down = types[ti][1], .gate = g, .up = u, .down = d,
+                                .act = SL_MOE_SILU};
+        for (int p = 0; p < 2; p++) {
+            sl_moe_sched *s = NULL;
+            CHECK(!sl_moe_cpu_create(&v->ops, &v->mv, p ? pool : NULL, &s, &e));
+            if (!s) break;
+            CHECK_MSG(!sl_moe_exec(s, &L, a, NT * K, x, NT, ob, &e), "%s", e.msg);
+            int bad = 0;
+            for (int t = 0; t < NT; t++) {
+                sl_moe_assign one[K];
+                for (int j = 0; j < K; j++) one[j] = (sl_moe_assign){0, a[t * K + j].expert,
+                                                                     a[t * K + j].weight};
+                CHECK(!sl_moe_exec(s, &L, one, K, x + (size_t)t * QE, 1, o1, &e));
+                bad += memcmp(o1, ob + (size_t)t * QE, QE * 4) != 0;
+            }
+            CHECK_MSG(!bad, "%s/%s experts, %d threads: %d of %d tokens differ from their "
+                      "one-token call", sl_gguf_type_get(types[ti][0])->name,
+                      sl_gguf_type_get(types[ti][1])->name, p ? 2 : 1, bad, NT);
+            sl_moe_destroy(s);
+        }
+        for (int m = 0; m < QX; m++) {
+            free((void *)g[m]);
+            free((void *)u[m]);
+            free((void *)d[m]);
+        }
+    }
+    sl_cpu_pool_destroy(pool);
+    free(w);
+    free(x);
+    free(ob);
+    free(o1);
+    free(a);
+}
+
 int main(void)
 {
     env v;
@@ -220,6 +292,7 @@ int main(void)
         test_modes(&v, dev, "throttled");
         sl_device_close(dev);
     }
+    test_cpu_batch_invariance(&v);
     sl_moe_destroy(v.cpu);
     return sl_test_finish("sched_test");
 }

@@ -71,7 +71,9 @@ static void usage(FILE *f)
     sl_cli_model_flags_help(f);
 }
 
-/* out[v] = log softmax(x)[v] in double; returns the argmax. */
+/* out[v] = log softmax(x)[v] in double; returns the argmax. The terms are llama-perplexity's
+ * (expf of x - max in float, summed in double): float exp is half the cost of double exp over
+ * a 262k vocabulary and its ~1e-7 relative error per term is far below the reported digits. */
 static int32_t log_softmax(const float *x, int32_t n, double *out)
 {
     int32_t best = 0;
@@ -79,7 +81,7 @@ static int32_t log_softmax(const float *x, int32_t n, double *out)
         if (x[i] > x[best]) best = i;
     const double mx = x[best];
     double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += exp((double)x[i] - mx);
+    for (int32_t i = 0; i < n; i++) sum += (double)expf(x[i] - x[best]);
     const double lse = mx + log(sum);
     for (int32_t i = 0; i < n; i++) out[i] = (double)x[i] - lse;
     return best;

@@ -1,0 +1,170 @@
+/* kernels/cpu/quant_act.c: the activation quantizers (Q8_0, Q8_K) in AVX2, bit-exact to the
+ * reference ones (kernels/ref/matvec_blocks.c), and the driver that picks them.
+ *
+ * Why: a prefill batch quantizes every token of every matmul input; with the reference's
+ * scalar roundf that was ~9% of a MoE prefill on the calling thread alone (the pool's other
+ * threads wait), so it shows most at 2 threads.
+ *
+ * Why the bits match:
+ * - Q8_0: amax is a max (exact in any order; vmaxps(|x|, acc) keeps acc for a NaN |x| as fmaxf
+ *   does), d and id are the reference's scalar expressions, v = x * id is one rounding either
+ *   way, and roundf (ties away from zero) is rebuilt exactly: t = trunc(v), v - t is exact, and
+ *   t moves one away from zero when |v - t| >= 0.5.
+ * - Q8_K: max is the first element of largest magnitude (found by a compare on amax, first set
+ *   bit), nearest_int's 1.5 * 2^23 addition rounds ties to even as vroundps does for |v| <= 127,
+ *   the clamp at 127 is a vpminsd, bsums are exact integer sums, d = 1 / iscale as there.
+ * - A block holding a NaN or an infinity takes the reference's scalar code (its casts of
+ *   non-finite values are not reproduced here). */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+#include <math.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kernels/cpu/matvec_impl.h"
+#include "kernels/ref/blocks.h"
+#include "kernels/ref/quant.h"
+
+#if defined(__x86_64__) && defined(__clang__)
+#include <immintrin.h>
+
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+
+/* max of |x| over n (a multiple of 8) floats, and whether any was a NaN or an infinity. */
+static float qa_amax(const float *x, int n, bool *nonfinite)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    __m256 acc = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (int j = 0; j < n; j += 8) {
+        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + j), absmask);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* NaN or inf */
+        acc = _mm256_max_ps(a, acc);
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    *nonfinite = _mm256_movemask_ps(bad) != 0;
+    return _mm_cvtss_f32(m);
+}
+
+/* 32 int32 (4 vectors) to 32 int8 in element order (values in [-128, 127]). */
+static __m256i qa_pack32(__m256i a, __m256i b, __m256i c, __m256i d)
+{
+    const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+    const __m256i q = _mm256_packs_epi16(ab, cd);
+    /* the two packs interleave 128-bit lanes: elements come out as 0 2 1 3 (groups of 4) */
+    return _mm256_permutevar8x32_epi32(q, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* roundf(v) for finite v: trunc, then one away from zero when the rest is >= 0.5. */
+static __m256i qa_roundf(__m256 v)
+{
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 rest = _mm256_and_ps(_mm256_sub_ps(v, t), absmask);
+    const __m256 up = _mm256_cmp_ps(rest, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f),
+                                    _mm256_andnot_ps(absmask, v)); /* copysign(1, v) */
+    return _mm256_cvtps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, one)));
+}
+
+static void qa_q8_0(const float *x, void *y, int64_t n)
+{
+    for (int64_t i = 0; i < n / SL_QK8_0; i++, x += SL_QK8_0) {
+        char *yb = (char *)y + i * (int64_t)sizeof(sl_block_q8_0);
+        bool bad;
+        const float amax = qa_amax(x, SL_QK8_0, &bad);
+        if (bad) {
+            sl__mv_quant_q8_0(x, yb, SL_QK8_0);
+            continue;
+        }
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const uint16_t dh = sl_quant_fp32_to_fp16(d);
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = qa_roundf(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid));
+        memcpy(yb, &dh, 2);
+        _mm256_storeu_si256((__m256i *)(yb + 2), qa_pack32(q[0], q[1], q[2], q[3]));
+    }
+}
+
+static void qa_q8_K(const float *x, void *y, int64_t n)
+{
+    for (int64_t i = 0; i < n / SL_QK_K; i++, x += SL_QK_K) {
+        sl_block_q8_K *yb = (sl_block_q8_K *)((char *)y + i * (int64_t)sizeof(sl_block_q8_K));
+        bool bad;
+        const float amax = qa_amax(x, SL_QK_K, &bad);
+        if (bad || amax == 0.0f) { /* the reference's zero block is a memset */
+            sl__mv_quant_q8_K(x, yb, SL_QK_K);
+            continue;
+        }
+        /* the reference's max: the first element whose magnitude is amax */
+        const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+        const __m256 va = _mm256_set1_ps(amax);
+        float max = amax;
+        for (int j = 0; j < SL_QK_K; j += 8) {
+            const __m256 xv = _mm256_loadu_ps(x + j);
+            const int m = _mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_and_ps(xv, absmask), va, _CMP_EQ_OQ));
+            if (m) {
+                max = x[j + __builtin_ctz((unsigned)m)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 vs = _mm256_set1_ps(iscale);
+        const __m256i top = _mm256_set1_epi32(127), ones = _mm256_set1_epi8(1);
+        const __m256i ones16 = _mm256_set1_epi16(1);
+        for (int j = 0; j < SL_QK_K; j += 32) {
+            __m256i q[4];
+            for (int k = 0; k < 4; k++) {
+                const __m256 v = _mm256_mul_ps(vs, _mm256_loadu_ps(x + j + 8 * k));
+                q[k] = _mm256_min_epi32(
+                    _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT |
+                                                              _MM_FROUND_NO_EXC)),
+                    top);
+            }
+            const __m256i b = qa_pack32(q[0], q[1], q[2], q[3]);
+            _mm256_storeu_si256((__m256i *)(yb->qs + j), b);
+            /* the two 16-element sums: pairs (vpmaddubsw with 1s), then quads, then halves */
+            const __m256i s4 =
+                _mm256_madd_epi16(_mm256_maddubs_epi16(ones, b), ones16); /* 8 sums of 4 */
+            const __m256i s8 = _mm256_hadd_epi32(s4, s4); /* per lane: 0+1, 2+3 (x2) */
+            const __m256i s16 = _mm256_hadd_epi32(s8, s8); /* per lane: the lane's 16 */
+            yb->bsums[j / 16] = (int16_t)_mm256_extract_epi32(s16, 0);
+            yb->bsums[j / 16 + 1] = (int16_t)_mm256_extract_epi32(s16, 4);
+        }
+        yb->d = 1 / iscale;
+    }
+}
+
+#pragma clang attribute pop
+#define SL_QA_X86 1
+#else
+#define SL_QA_X86 0
+#endif
+
+void sl__cpu_quant_rows(const sl_cpu_matvec_ctx *mv, const sl__mv_type *t, const float *x,
+                        int64_t cols, int64_t n_batch, void *xq, size_t act_row_bytes)
+{
+#if SL_QA_X86
+    if (mv->isa == SL_CPU_ISA_AVX2 || mv->isa == SL_CPU_ISA_AVX512) {
+        if (t->act_type == SL_GGML_Q8_0 || t->act_type == SL_GGML_Q8_K) {
+            for (int64_t b = 0; b < n_batch; b++) {
+                void *yb = (char *)xq + (size_t)b * act_row_bytes;
+                if (t->act_type == SL_GGML_Q8_0) qa_q8_0(x + b * cols, yb, cols);
+                else qa_q8_K(x + b * cols, yb, cols);
+            }
+            return;
+        }
+    }
+#else
+    (void)mv;
+#endif
+    sl__mv_quant_rows(t, x, cols, n_batch, xq, act_row_bytes);
+}
