@@ -145,7 +145,7 @@ sl_status sl_cpu_matvec_multi(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
             j.part[p].xq = (const char *)xp;
         } else if (own) {
             j.part[p].xq = (const char *)work + off;
-            sl__mv_quant_rows(j.part[p].t, xp, cols, 1, (char *)work + off, own);
+            sl__cpu_quant_rows(mv, j.part[p].t, xp, cols, 1, (char *)work + off, own);
             off += own;
         } else {
             j.part[p].xq = j.part[shares_with(parts, p)].xq;
