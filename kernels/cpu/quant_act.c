@@ -20,6 +20,7 @@
 #endif
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "gguf/gguf.h"
@@ -96,7 +97,10 @@ static void qa_q8_0(const float *x, void *y, int64_t n)
 static void qa_q8_K(const float *x, void *y, int64_t n)
 {
     for (int64_t i = 0; i < n / SL_QK_K; i++, x += SL_QK_K) {
-        sl_block_q8_K *yb = (sl_block_q8_K *)((char *)y + i * (int64_t)sizeof(sl_block_q8_K));
+        /* bytes, not a struct pointer: rows of blocks need not be 4-byte aligned */
+        char *yb = (char *)y + i * (int64_t)sizeof(sl_block_q8_K);
+        char *const qs = yb + offsetof(sl_block_q8_K, qs);
+        char *const bsums = yb + offsetof(sl_block_q8_K, bsums);
         bool bad;
         const float amax = qa_amax(x, SL_QK_K, &bad);
         if (bad || amax == 0.0f) { /* the reference's zero block is a memset */
@@ -130,16 +134,18 @@ static void qa_q8_K(const float *x, void *y, int64_t n)
                     top);
             }
             const __m256i b = qa_pack32(q[0], q[1], q[2], q[3]);
-            _mm256_storeu_si256((__m256i *)(yb->qs + j), b);
+            _mm256_storeu_si256((__m256i *)(qs + j), b);
             /* the two 16-element sums: pairs (vpmaddubsw with 1s), then quads, then halves */
             const __m256i s4 =
                 _mm256_madd_epi16(_mm256_maddubs_epi16(ones, b), ones16); /* 8 sums of 4 */
             const __m256i s8 = _mm256_hadd_epi32(s4, s4); /* per lane: 0+1, 2+3 (x2) */
             const __m256i s16 = _mm256_hadd_epi32(s8, s8); /* per lane: the lane's 16 */
-            yb->bsums[j / 16] = (int16_t)_mm256_extract_epi32(s16, 0);
-            yb->bsums[j / 16 + 1] = (int16_t)_mm256_extract_epi32(s16, 4);
+            const int16_t two[2] = {(int16_t)_mm256_extract_epi32(s16, 0),
+                                    (int16_t)_mm256_extract_epi32(s16, 4)};
+            memcpy(bsums + (j / 16) * sizeof(int16_t), two, sizeof two);
         }
-        yb->d = 1 / iscale;
+        const float d = 1 / iscale;
+        memcpy(yb + offsetof(sl_block_q8_K, d), &d, sizeof d);
     }
 }
 
