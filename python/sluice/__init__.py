@@ -9,6 +9,7 @@ SluiceError (NotResident for SL_ERR_NOT_RESIDENT) carrying the C library's messa
     ctx.eval(m.tokenize("Hello"))
     logits = ctx.logits_all()          # numpy float32 [n_tokens, n_vocab]
 """
+import contextlib
 import ctypes
 from ctypes import POINTER, byref, c_int32, c_size_t, c_uint64, c_void_p
 
@@ -411,6 +412,25 @@ class Runtime(_Handle):
     def acquire(self, model):
         err = _lib.Error()
         _check(lib().sl_runtime_acquire(self._h, model._h, byref(err)), err)
+
+    def hold(self, model):
+        """acquire() that also keeps the model on the device until unhold(): never evicted,
+        moved, unpinned away or compacted between evaluations (a whole request's worth)."""
+        err = _lib.Error()
+        _check(lib().sl_runtime_hold(self._h, model._h, byref(err)), err)
+
+    def unhold(self, model):
+        """Ends one hold() (none held: no effect)."""
+        lib().sl_runtime_unhold(self._h, model._h)
+
+    @contextlib.contextmanager
+    def held(self, model):
+        """with rt.held(model): ... — hold() for the block."""
+        self.hold(model)
+        try:
+            yield model
+        finally:
+            self.unhold(model)
 
     def set_residency(self, model, state):
         if state not in RESIDENCY:

@@ -197,6 +197,8 @@ def load():
         "sl_runtime_acquire": (c_int, [P, P, E]),
         "sl_runtime_set_residency": (c_int, [P, P, c_int, E]),
         "sl_runtime_release_all": (c_int, [P, P, E]),
+        "sl_runtime_hold": (c_int, [P, P, E]),
+        "sl_runtime_unhold": (None, [P, P]),
         "sl_runtime_compact": (c_int, [P, POINTER(P), c_size_t, E]),
         "sl_model_residency": (c_int, [P]),
         "sl_runtime_stats_get": (None, [P, POINTER(RuntimeStats)]),

@@ -207,6 +207,16 @@ def test_runtime(d, dense):
         with ms[1].context() as c:
             c.eval([1, 2, 3])
             expect(np.array_equal(c.logits(), refs[1]), "logits unchanged after reload")
+        with rt.held(ms[1]):
+            expect(raises(lambda: rt.set_residency(ms[1], "host"), sluice.SluiceError,
+                          "cannot leave the device"), "held: not evicted")
+            expect(raises(lambda: rt.compact(), sluice.SluiceError, "compaction moves it"),
+                   "held: not compacted")
+            with ms[1].context() as c:
+                c.eval([1, 2, 3])
+                expect(np.array_equal(c.logits(), refs[1]), "held: logits")
+        rt.set_residency(ms[1], "host")  # unheld: it may leave again
+        expect(ms[1].residency == "host", "unhold: evictable again")
         rt.release_all(ms[1])
         expect(ms[1].residency == "disk", "release_all: disk")
     prefix = f"sluice-pytest-{os.getpid()}"
