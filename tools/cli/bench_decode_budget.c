@@ -7,12 +7,9 @@
  * model each expert's neurons weigh the rate at which the prompt's tokens were routed to it. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
-#include "gguf/gguf.h"
 #include "scheduler/gpuidx.h"
-#include "scheduler/placement.h"
 #include "tools/cli/bench.h"
 #include "tools/cli/place.h"
 
