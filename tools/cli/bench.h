@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cpu/pool.h"
 #include "runtime/sluice.h"
 #include "tools/cli/model_flags.h"
 
@@ -19,8 +20,16 @@ int sl_bench_decode(int argc, char **argv);
 int sl_bench_moe(int argc, char **argv);
 int sl_bench_compare(int argc, char **argv);
 
-/* GB/s of a multi-threaded streaming read (max(8 x LLC, 1 GiB), median of 5) with mo's threads
- * and binding (bench_decode.c); 0 after printing an error. */
+/* The streaming-read roofline (bench_stream.c). The last-level cache's bytes (32 MiB when
+ * sysfs does not say); the buffer a roofline reads: max(8 x LLC, 1 GiB). */
+size_t sl_bench_llc_bytes(void);
+size_t sl_bench_stream_bytes(void);
+/* *gbps: the median GB/s of `reps` (1..64) reads of a `bytes` buffer that pool's threads
+ * filled (first touch); 0 and an error when memory is short. */
+sl_status sl_bench_stream_pool_gbps(sl_cpu_pool *pool, size_t bytes, int reps, double *gbps,
+                                    sl_error *err);
+/* The same with a pool of mo's threads and binding, sl_bench_stream_bytes(), median of 5;
+ * 0 after printing an error. */
 double sl_bench_stream_gbps(const sl_model_options *mo, int *threads_out, size_t *mib_out);
 
 /* bench decode's --vram-budget row `kind` (bench_decode_budget.c; 0: -ngl, 1: --n-cpu-moe,

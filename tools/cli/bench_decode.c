@@ -58,7 +58,7 @@
 
 static const char *const k_cmd = "bench decode";
 
-enum { MAX_RUNS = 8, ROOF_REPS = 5, CHUNK = 1 << 20 };
+enum { MAX_RUNS = 8 };
 
 static void usage(FILE *f)
 {
@@ -104,118 +104,6 @@ static void usage(FILE *f)
           "each with its bytes per side and bound.\n",
           f);
     sl_cli_model_flags_help(f);
-}
-
-/* ---- streaming-read bandwidth --------------------------------------------------------- */
-
-static size_t llc_bytes(void)
-{
-    size_t best = 0;
-    for (int i = 0; i < 8; i++) {
-        char path[96];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        unsigned long v = 0;
-        char unit = 0;
-        if (fscanf(f, "%lu%c", &v, &unit) >= 1) {
-            const size_t b = v * (unit == 'K' ? 1024ul : unit == 'M' ? 1024ul * 1024 : 1ul);
-            if (b > best) best = b;
-        }
-        fclose(f);
-    }
-    return best ? best : 32ul << 20;
-}
-
-typedef struct stream_job {
-    uint64_t *p;
-    size_t n; /* words */
-    uint64_t part[SL_CPU_POOL_MAX_THREADS];
-} stream_job;
-
-/* First touch on the pool threads (pages land on their node), distinct values per chunk. */
-static void stream_fill(void *ctx, int64_t b, int64_t e, int thread)
-{
-    (void)thread;
-    stream_job *j = ctx;
-    const size_t w = CHUNK / 8;
-    for (int64_t c = b; c < e; c++) {
-        const size_t lo = (size_t)c * w, hi = lo + w < j->n ? lo + w : j->n;
-        for (size_t i = lo; i < hi; i++) j->p[i] = i * 0x9E3779B97F4A7C15ull;
-    }
-}
-
-static void stream_sum(void *ctx, int64_t b, int64_t e, int thread)
-{
-    stream_job *j = ctx;
-    const size_t w = CHUNK / 8;
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (int64_t c = b; c < e; c++) {
-        const uint64_t *p = j->p + (size_t)c * w;
-        const size_t n = (size_t)c * w + w <= j->n ? w : j->n - (size_t)c * w;
-        for (size_t i = 0; i + 4 <= n; i += 4) {
-            s0 += p[i];
-            s1 += p[i + 1];
-            s2 += p[i + 2];
-            s3 += p[i + 3];
-        }
-    }
-    j->part[thread] += s0 + s1 + s2 + s3; /* each thread writes only its own slot */
-}
-
-/* GB/s of a multi-threaded streaming read with the model's threads and binding; 0 on error
- * (printed). *threads_out: threads used, *mib_out: buffer size. */
-double sl_bench_stream_gbps(const sl_model_options *mo, int *threads_out, size_t *mib_out)
-{
-    int nt = mo->n_threads;
-    if (nt <= 0) {
-        const long n = sysconf(_SC_NPROCESSORS_ONLN);
-        nt = n > 0 ? (int)n : 1;
-    }
-    if (nt > SL_CPU_POOL_MAX_THREADS) nt = SL_CPU_POOL_MAX_THREADS;
-    sl_cpu_pool_options po = {.n_threads = nt, .numa_node = mo->numa_node, .cpus = mo->cpus,
-                              .topo = NULL};
-    sl_cpu_pool *pool = NULL;
-    sl_error err = {0};
-    if (sl_cpu_pool_create(&po, &pool, &err)) {
-        fprintf(stderr, "sluice bench: streaming read: thread pool: %s\n", err.msg);
-        return 0;
-    }
-    size_t bytes = 8 * llc_bytes();
-    if (bytes < (1ul << 30)) bytes = 1ul << 30;
-    stream_job *j = calloc(1, sizeof *j);
-    uint64_t *p = malloc(bytes);
-    double gbps = 0;
-    if (!j || !p) {
-        fprintf(stderr, "sluice bench: streaming read: out of memory (%zu MiB)\n",
-                bytes >> 20);
-        goto out;
-    }
-    j->p = p;
-    j->n = bytes / 8;
-    const int64_t chunks = (int64_t)((bytes + CHUNK - 1) / CHUNK);
-    if (sl_cpu_pool_parallel_for(pool, chunks, 1, stream_fill, j, &err)) goto fail;
-    double t[ROOF_REPS];
-    for (int r = 0; r < ROOF_REPS; r++) {
-        const double t0 = sl_cli_now_s();
-        if (sl_cpu_pool_parallel_for(pool, chunks, 1, stream_sum, j, &err)) goto fail;
-        t[r] = sl_cli_now_s() - t0;
-    }
-    uint64_t sink = 0;
-    for (int i = 0; i < nt; i++) sink += j->part[i];
-    const double med = sl_cli_median(t, ROOF_REPS);
-    gbps = med > 0 ? (double)bytes / med / 1e9 : 0;
-    if (sink == 42) fputc(' ', stderr); /* keeps the sums observable */
-    *threads_out = nt;
-    *mib_out = bytes >> 20;
-    goto out;
-fail:
-    fprintf(stderr, "sluice bench: streaming read: %s\n", err.msg);
-out:
-    free(p);
-    free(j);
-    sl_cpu_pool_destroy(pool);
-    return gbps;
 }
 
 /* ---- weight bytes per token ------------------------------------------------------------ */

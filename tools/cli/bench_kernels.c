@@ -52,25 +52,6 @@ static uint64_t median(uint64_t *t, int n)
     return t[n / 2];
 }
 
-static size_t llc_bytes(void)
-{
-    size_t best = 0;
-    for (int i = 0; i < 8; i++) {
-        char path[96];
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        unsigned long v = 0;
-        char unit = 0;
-        if (fscanf(f, "%lu%c", &v, &unit) >= 1) {
-            size_t b = v * (unit == 'K' ? 1024ul : unit == 'M' ? 1024ul * 1024 : 1ul);
-            if (b > best) best = b;
-        }
-        fclose(f);
-    }
-    return best ? best : 32ul << 20;
-}
-
 /* ---- parallel helpers ------------------------------------------------------------------- */
 
 typedef struct fill_job {
@@ -126,30 +107,6 @@ static void fill_chunk(void *ctx, int64_t b, int64_t e, int thread)
             }
         }
     }
-}
-
-typedef struct sum_job {
-    const uint64_t *p;
-    size_t n; /* uint64 words */
-    uint64_t part[SL_CPU_POOL_MAX_THREADS];
-} sum_job;
-
-static void sum_chunk(void *ctx, int64_t b, int64_t e, int thread)
-{
-    sum_job *j = ctx;
-    const size_t words = CHUNK / 8;
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (int64_t c = b; c < e; c++) {
-        const uint64_t *p = j->p + (size_t)c * words;
-        size_t n = (size_t)c * words + words <= j->n ? words : j->n - (size_t)c * words;
-        for (size_t i = 0; i + 4 <= n; i += 4) {
-            s0 += p[i];
-            s1 += p[i + 1];
-            s2 += p[i + 2];
-            s3 += p[i + 3];
-        }
-    }
-    j->part[thread] += s0 + s1 + s2 + s3; /* each thread writes only its own slot */
 }
 
 /* ---- main -------------------------------------------------------------------------------- */
@@ -277,30 +234,14 @@ int sl_bench_kernels(int argc, char **argv)
     sl_topo_destroy(topo);
 
     /* roofline */
-    const size_t llc = llc_bytes();
-    size_t rbytes = 8 * llc > (1ul << 30) ? 8 * llc : 1ul << 30;
-    rbytes = (rbytes + CHUNK - 1) / CHUNK * CHUNK;
-    uint8_t *rbuf = malloc(rbytes);
-    sum_job *sj = calloc(1, sizeof *sj);
+    const size_t llc = sl_bench_llc_bytes();
+    double roof_gbps = 0;
     int rc = 0;
-    if (!rbuf || !sj) {
-        fprintf(stderr, "sluice bench kernels: no memory for a %zu MiB roofline buffer\n", rbytes >> 20);
+    if (sl_bench_stream_pool_gbps(pool, sl_bench_stream_bytes(), 16, &roof_gbps, &e)) {
+        fprintf(stderr, "sluice bench kernels: %s\n", e.msg);
         rc = 1;
         goto out;
     }
-    fill_job fj = {.p = rbuf, .n = rbytes};
-    sl_cpu_pool_parallel_for(pool, (int64_t)(rbytes / CHUNK), 1, fill_chunk, &fj, &e);
-    sj->p = (const uint64_t *)(void *)rbuf;
-    sj->n = rbytes / 8;
-    uint64_t rt[16];
-    for (int r = 0; r < 16; r++) {
-        const uint64_t t0 = now_ns();
-        sl_cpu_pool_parallel_for(pool, (int64_t)(rbytes / CHUNK), 4, sum_chunk, sj, &e);
-        rt[r] = now_ns() - t0;
-    }
-    const double roof_gbps = (double)rbytes / (double)median(rt, 16);
-    free(rbuf);
-    rbuf = NULL;
 
     result res[MAX_TYPES * MAX_ISAS];
     int n_res = 0;
@@ -420,7 +361,7 @@ int sl_bench_kernels(int argc, char **argv)
                cols, threads, threads == 1 ? "" : "s", numa_node >= 0 ? " on the NUMA node" : "",
                reps);
         printf("roofline: streaming read %.1f GB/s (%zu MiB buffer, LLC %zu MiB)\n", roof_gbps,
-               (8 * llc > (1ul << 30) ? 8 * llc : 1ul << 30) >> 20, llc >> 20);
+               sl_bench_stream_bytes() >> 20, llc >> 20);
         printf("%-6s %-12s %10s %10s %10s %7s\n", "type", "isa", "weight MB", "ms", "GB/s", "ratio");
         bool fallback = false;
         for (int i = 0; i < n_res; i++) {
@@ -454,8 +395,6 @@ int sl_bench_kernels(int argc, char **argv)
         }
     }
 out:
-    free(rbuf);
-    free(sj);
     sl_cpu_pool_destroy(pool);
     return rc;
 }
