@@ -32,6 +32,18 @@ sl_status sl_bench_stream_pool_gbps(sl_cpu_pool *pool, size_t bytes, int reps, d
  * 0 after printing an error. */
 double sl_bench_stream_gbps(const sl_model_options *mo, int *threads_out, size_t *mib_out);
 
+/* A model's bytes by kind (bench_model_bytes.c). Invariant: dense + experts + the whole
+ * token_embd == total; experts == gate_up + down; a decode step reads dense + embd_row +
+ * experts x n_expert_used / n_expert (embd_row is all of token_embd when the output is tied
+ * to it). n_moe_layers: layers with routed experts (counted by their down tensors). */
+typedef struct sl_bench_bytes {
+    uint64_t total, dense, embd_row, experts, gate_up, down;
+    int64_t n_moe_layers;
+    bool tied;
+} sl_bench_bytes;
+/* Reads path's tensor table; prints "sluice CMD: ..." and returns 1 if it cannot. */
+int sl_bench_model_bytes(const char *cmd, const char *path, sl_bench_bytes *b);
+
 /* bench decode's --vram-budget row `kind` (bench_decode_budget.c; 0: -ngl, 1: --n-cpu-moe,
  * 2: hot-cold) under mo->vram_budget: the largest -ngl / smallest --n-cpu-moe whose plan fits
  * (resolved by the placement policy without loading), or for hot-cold an index solved from a

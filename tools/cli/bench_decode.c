@@ -111,44 +111,6 @@ static void usage(FILE *f)
 /* Bytes one decode step reads, by where they live under one placement (place.h). */
 typedef sl_cli_token_bytes token_bytes;
 
-/* The model's bytes by kind. Invariant: dense + experts + embd bytes (the whole tensor) ==
- * total; a decode step reads dense + embd_row + experts * n_expert_used / n_expert. */
-typedef struct weight_split {
-    uint64_t dense, embd_row, experts, total;
-    bool tied;
-} weight_split;
-
-/* Prints the error and returns 1 if the file cannot be read. */
-static int weight_bytes(const char *path, weight_split *w)
-{
-    memset(w, 0, sizeof *w);
-    sl_gguf *g = NULL;
-    sl_error err = {0};
-    sl_gguf_options go = {.no_shards = false, .notice = NULL, .notice_user = NULL};
-    if (sl_gguf_open(path, &go, &g, &err)) {
-        fprintf(stderr, "sluice bench decode: %s\n", err.msg);
-        return 1;
-    }
-    const sl_gguf_tensor *embd = NULL;
-    bool has_output = false;
-    for (size_t i = 0; i < sl_gguf_tensor_count(g); i++) {
-        const sl_gguf_tensor *t = sl_gguf_tensor_at(g, i);
-        w->total += t->nbytes;
-        if (!strcmp(t->name, "token_embd.weight")) embd = t;
-        else if (strstr(t->name, "_exps.")) w->experts += t->nbytes;
-        else w->dense += t->nbytes;
-        has_output |= !strcmp(t->name, "output.weight");
-    }
-    if (embd) {
-        w->tied = !has_output;
-        w->embd_row = w->tied || embd->ne[1] <= 0 ? embd->nbytes
-                                                  : embd->nbytes / (uint64_t)embd->ne[1];
-    }
-    sl_gguf_close(g);
-    return 0;
-}
-
-
 /* ---- the device and its bandwidth ------------------------------------------------------ */
 
 typedef struct dev_info {
@@ -477,7 +439,7 @@ int sl_bench_decode(int argc, char **argv)
     }
 
     int rc = 1;
-    weight_split ws;
+    sl_bench_bytes ws;
     run_result runs[MAX_RUNS];
     size_t n_runs = 0;
     memset(runs, 0, sizeof runs);
@@ -498,7 +460,7 @@ int sl_bench_decode(int argc, char **argv)
         sl_model_close(m);
     }
     const double expert_frac = info.n_expert > 0 ? (double)info.n_expert_used / info.n_expert : 1;
-    if (weight_bytes(path, &ws)) goto done;
+    if (sl_bench_model_bytes(k_cmd, path, &ws)) goto done;
     const double bytes_tok = (double)ws.dense + (double)ws.embd_row + expert_frac * ws.experts;
     int threads = 0;
     size_t mib = 0;

@@ -96,53 +96,6 @@ static void usage(FILE *f)
           f);
 }
 
-/* ---- model bytes ------------------------------------------------------------------------ */
-
-typedef struct moe_bytes {
-    uint64_t total, experts, gu, down, dense_step; /* dense_step: non-expert bytes per step */
-    int64_t n_moe_layers;
-} moe_bytes;
-
-static int model_bytes(const char *path, moe_bytes *b)
-{
-    memset(b, 0, sizeof *b);
-    sl_gguf *g = NULL;
-    sl_error err = {0};
-    sl_gguf_options go = {.no_shards = false, .notice = NULL, .notice_user = NULL};
-    if (sl_gguf_open(path, &go, &g, &err)) {
-        fprintf(stderr, "sluice %s: %s\n", k_cmd, err.msg);
-        return 1;
-    }
-    const sl_gguf_tensor *embd = NULL;
-    bool has_output = false;
-    uint64_t dense = 0;
-    for (size_t i = 0; i < sl_gguf_tensor_count(g); i++) {
-        const sl_gguf_tensor *t = sl_gguf_tensor_at(g, i);
-        b->total += t->nbytes;
-        if (!strcmp(t->name, "token_embd.weight")) {
-            embd = t;
-        } else if (strstr(t->name, "_exps.")) {
-            b->experts += t->nbytes;
-            if (strstr(t->name, "ffn_down_exps.")) {
-                b->down += t->nbytes;
-                b->n_moe_layers++;
-            } else {
-                b->gu += t->nbytes;
-            }
-        } else {
-            dense += t->nbytes;
-        }
-        has_output |= !strcmp(t->name, "output.weight");
-    }
-    uint64_t row = 0;
-    if (embd)
-        row = !has_output || embd->ne[1] <= 0 ? embd->nbytes
-                                              : embd->nbytes / (uint64_t)embd->ne[1];
-    b->dense_step = dense + row;
-    sl_gguf_close(g);
-    return 0;
-}
-
 /* ---- device bandwidths ----------------------------------------------------------------- */
 
 /* H2D GB/s (registered host memory) and D2D GB/s (read + write) on a device of the kind the
@@ -217,7 +170,7 @@ typedef struct row {
     double bound_s;                          /* per decode step */
 } row;
 
-static void run_row(sl_model *m, const sl_model_info *info, const moe_bytes *mb, bool fetch_mode,
+static void run_row(sl_model *m, const sl_model_info *info, const sl_bench_bytes *mb, bool fetch_mode,
                     bool post, int32_t n_dec, int32_t n_pre, const char *trace, row *r)
 {
     sl_ctx *c = NULL;
@@ -262,7 +215,7 @@ static void run_row(sl_model *m, const sl_model_info *info, const moe_bytes *mb,
     /* per-step bytes (see the top of the file) */
     const double n_exp = info->n_expert > 0 ? info->n_expert : 1;
     const double L = mb->n_moe_layers > 0 ? (double)mb->n_moe_layers : 1;
-    const double Bgu = (double)mb->gu / (L * n_exp), Bd = (double)mb->down / (L * n_exp);
+    const double Bgu = (double)mb->gate_up / (L * n_exp), Bd = (double)mb->down / (L * n_exp);
     const double A = L * info->n_expert_used;
     double g = (double)(s1.expert_calls_gpu - s0.expert_calls_gpu) / n_dec;
     if (g > A) g = A;
@@ -270,13 +223,13 @@ static void run_row(sl_model *m, const sl_model_info *info, const moe_bytes *mb,
     r->pcie_bytes = (double)(s1.copy_bytes - s0.copy_bytes) / n_dec;
     if (!fetch_mode) {
         r->cpu_bytes = A * (Bgu + Bd);
-        r->hbm_bytes = (double)mb->dense_step;
+        r->hbm_bytes = ((double)mb->dense + (double)mb->embd_row);
     } else if (post) {
         r->cpu_bytes = A * Bgu + cc * Bd;
-        r->hbm_bytes = (double)mb->dense_step + g * Bd;
+        r->hbm_bytes = ((double)mb->dense + (double)mb->embd_row) + g * Bd;
     } else {
         r->cpu_bytes = cc * (Bgu + Bd);
-        r->hbm_bytes = (double)mb->dense_step + g * (Bgu + Bd);
+        r->hbm_bytes = ((double)mb->dense + (double)mb->embd_row) + g * (Bgu + Bd);
     }
     sl_ctx_destroy(c);
     c = NULL;
@@ -501,8 +454,8 @@ int sl_bench_moe(int argc, char **argv)
     sl_model *m = NULL;
     row rows[N_ROWS];
     memset(rows, 0, sizeof rows);
-    moe_bytes mb;
-    if (model_bytes(path, &mb)) goto done;
+    sl_bench_bytes mb;
+    if (sl_bench_model_bytes(k_cmd, path, &mb)) goto done;
     sl_model_options mo = sl_model_options_default();
     mo.progress = false;
     mo.placement = SL_PLACE_EXPERTS_CPU;
