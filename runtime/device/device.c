@@ -123,6 +123,12 @@ static sl_status parse_kind(const char *what, const char *s, kind_choice *out, s
     return SL_OK;
 }
 
+sl_status sl_device_kind_check(const char *what, const char *s, sl_error *err)
+{
+    kind_choice kc;
+    return parse_kind(what, s, &kc, err);
+}
+
 static void notice(const sl_device_options *opt, const char *msg)
 {
     if (opt->notice)

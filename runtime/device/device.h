@@ -82,6 +82,9 @@ sl_device_kind sl_device_kind_get(const sl_device *d);
  * and for NULL. */
 int sl_device_ordinal_get(const sl_device *d);
 const char *sl_device_kind_name(sl_device_kind k);
+/* Whether s names a device kind sl_device_open takes ("cuda", "sim" or "auto"); otherwise an
+ * SL_ERR_INVALID naming `what` (the option, flag or variable) and s. */
+sl_status sl_device_kind_check(const char *what, const char *s, sl_error *err);
 
 /* Device memory regions (one cudaMalloc each). Freed regions must be idle (no copy in flight).
  * Out of device memory (cudaMalloc's, or sim's mem_bytes) is SL_ERR_NOMEM; other failures are

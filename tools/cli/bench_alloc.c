@@ -376,9 +376,7 @@ int sl_bench_alloc(int argc, char **argv)
             if (sl_cli_no_value(&a)) return 2;
             json = true;
         } else if (sl_cli_is(&a, "--device", NULL)) {
-            if (!(kind = sl_cli_value(&a))) return 2;
-            if (strcmp(kind, "sim") && strcmp(kind, "cuda") && strcmp(kind, "auto"))
-                return sl_cli_usage_error(a.cmd, "--device '%s' is not sim, cuda or auto", kind);
+            if (!(kind = sl_cli_device_value(&a))) return 2;
         } else if (sl_cli_is(&a, "--ops", NULL)) {
             if (sl_bench_long_value(&a, 100, 100000000, &ops)) return 2;
         } else if (sl_cli_is(&a, "--region-ops", NULL)) {

@@ -101,9 +101,7 @@ int sl_bench_copy(int argc, char **argv)
             if (sl_cli_no_value(&a)) return 2;
             json = true;
         } else if (sl_cli_is(&a, "--device", NULL)) {
-            if (!(kind = sl_cli_value(&a))) return 2;
-            if (strcmp(kind, "sim") && strcmp(kind, "cuda") && strcmp(kind, "auto"))
-                return sl_cli_usage_error(a.cmd, "--device '%s' is not sim, cuda or auto", kind);
+            if (!(kind = sl_cli_device_value(&a))) return 2;
         } else if (sl_cli_is(&a, "--max-mib", NULL)) {
             if (sl_bench_long_value(&a, 1, 16384, &max_mib)) return 2;
         } else if (sl_cli_is(&a, "--reps", NULL)) {

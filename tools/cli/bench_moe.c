@@ -352,10 +352,7 @@ int sl_bench_moe(int argc, char **argv)
             if (!(trace = sl_cli_value(&a))) return 2;
             if (!*trace) return sl_cli_usage_error(k_cmd, "--trace: empty file name");
         } else if (sl_cli_is(&a, "--device", NULL)) {
-            if (!(device = sl_cli_value(&a))) return 2;
-            if (strcmp(device, "cuda") && strcmp(device, "sim") && strcmp(device, "auto"))
-                return sl_cli_usage_error(k_cmd, "--device '%s': unknown (sim, cuda, auto)",
-                                          device);
+            if (!(device = sl_cli_device_value(&a))) return 2;
         } else if (sl_cli_is(&a, "--tokens", NULL)) {
             if (!(v = sl_cli_value(&a)) || sl_cli_parse_i64(k_cmd, a.flag, v, 1, 100000, &n_dec))
                 return 2;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/device/device.h"
 #include "runtime/parse.h"
 #include "scheduler/fetch.h"
 #include "scheduler/placement.h"
@@ -132,6 +133,17 @@ const char *sl_cli_value(sl_cli_args *a)
     }
     if (!v) v = a->argv[++a->i];
     if (a->cur >= 0) a->given[a->cur].value = v;
+    return v;
+}
+
+const char *sl_cli_device_value(sl_cli_args *a)
+{
+    const char *v = sl_cli_value(a);
+    sl_error err = {0};
+    if (v && sl_device_kind_check(a->flag, v, &err)) {
+        sl_cli_usage_error(a->cmd, "%s", err.msg);
+        return NULL;
+    }
     return v;
 }
 
@@ -317,9 +329,7 @@ static int parse_model_flag(sl_cli_model_flags *f, sl_cli_args *a)
             return sl_cli_usage_error(a->cmd, "%s", err.msg);
         f->opt.vram_budget = b;
     } else if (sl_cli_is(a, "--device", NULL)) {
-        if (!(v = sl_cli_value(a))) return 2;
-        if (strcmp(v, "cuda") && strcmp(v, "sim") && strcmp(v, "auto"))
-            return sl_cli_usage_error(a->cmd, "--device '%s': unknown (cuda, sim, auto)", v);
+        if (!(v = sl_cli_device_value(a))) return 2;
         f->opt.device = v;
     } else if (sl_cli_is(a, "--io", NULL)) {
         if (!(v = sl_cli_value(a))) return 2;

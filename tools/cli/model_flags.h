@@ -70,6 +70,9 @@ const char *sl_cli_value(sl_cli_args *a);
 /* A flag that takes no value given one ("--json=1"): prints "FLAG takes no value", returns 2;
  * else 0. */
 int sl_cli_no_value(const sl_cli_args *a);
+/* The current flag's value as a device kind (cuda, sim, auto): NULL after printing why (the
+ * caller returns 2). */
+const char *sl_cli_device_value(sl_cli_args *a);
 /* Prints "sluice CMD: unknown flag 'X'" (or "unexpected argument") with a help hint; returns 2. */
 int sl_cli_unknown(const sl_cli_args *a);
 /* Prints "sluice CMD: " + message + help hint to stderr; returns 2. */
