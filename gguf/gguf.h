@@ -203,6 +203,10 @@ typedef struct sl_gguf_writer_options {
                                    a shard of its own) */
     bool split_keys_verbatim;   /* without sharding: the caller may set split.* (rewriting
                                    one shard of a set alone); else they are reserved */
+    /* NULL, or called after each sl_gguf_writer_write with the tensor bytes written so far and
+     * all declared (a progress display; it must not call the writer) */
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
 } sl_gguf_writer_options;
 
 /* With sharding, `path` "X.gguf" becomes X-00001-of-0000N.gguf ...; N is fixed when the first

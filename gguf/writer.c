@@ -131,6 +131,8 @@ struct sl_gguf_writer {
     uint64_t shard_max_bytes;
     bool sharded;
     bool split_keys_verbatim;
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
 
     wkv *kv;
     size_t n_kv, cap_kv;
@@ -369,6 +371,8 @@ sl_status sl_gguf_writer_create(const char *path, const sl_gguf_writer_options *
     w->shard_max_bytes = o.shard_max_bytes;
     w->sharded = o.shard_max_tensors || o.shard_max_bytes;
     w->split_keys_verbatim = o.split_keys_verbatim && !w->sharded;
+    w->progress = o.progress;
+    w->progress_user = o.progress_user;
     *out = w;
     return SL_OK;
 }
@@ -878,6 +882,7 @@ sl_status sl_gguf_writer_write(sl_gguf_writer *w, const void *data, uint64_t n, 
         w->written += k;
         if ((s = advance(w, err))) return s;
     }
+    if (w->progress) w->progress(w->progress_user, w->written, w->total_nbytes);
     return SL_OK;
 }
 

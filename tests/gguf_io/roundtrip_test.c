@@ -233,6 +233,20 @@ typedef struct exp_tensor {
 static uint32_t g_live_types[SL_GGML_TYPE_LIMIT];
 static uint32_t g_n_live;
 
+/* What the writer's progress callback saw: every call's (done, total), checked as they come. */
+typedef struct progress_log {
+    uint64_t calls, last_done, total, bad;
+} progress_log;
+
+static void on_progress(void *user, uint64_t done, uint64_t total)
+{
+    progress_log *l = user;
+    if (done < l->last_done || done > total || (l->calls && total != l->total)) l->bad++;
+    l->calls++;
+    l->last_done = done;
+    l->total = total;
+}
+
 static void round_trip(uint64_t seed, int round)
 {
     rng r = {seed};
@@ -244,6 +258,11 @@ static void round_trip(uint64_t seed, int round)
     uint32_t align_opt = aligns[below(&r, 8)];
     if (align_opt == 4096 && below(&r, 2)) align_opt = 16;
     sl_gguf_writer_options opt = {.alignment = align_opt};
+    progress_log plog = {0};
+    if (below(&r, 2)) {
+        opt.progress = on_progress;
+        opt.progress_user = &plog;
+    }
     uint32_t mode = (uint32_t)below(&r, 4); /* 0, 1: plain; 2: by count; 3: by bytes */
     if (mode == 2) opt.shard_max_tensors = 1 + (uint32_t)below(&r, 3);
     if (mode == 3) opt.shard_max_bytes = 32 + below(&r, 3000);
@@ -338,7 +357,7 @@ static void round_trip(uint64_t seed, int round)
         }
     }
     CHECK(sl_gguf_writer_shard_count(w) == 0);
-    uint64_t done = 0;
+    uint64_t done = 0, writes = 0;
     while (done < total) {
         uint64_t k = 1 + below(&r, below(&r, 3) ? 64 : total);
         if (k > total - done) k = total - done;
@@ -346,7 +365,16 @@ static void round_trip(uint64_t seed, int round)
         CHECK_MSG(s == SL_OK, "round %d write: %s", round, err.msg);
         if (s) break;
         done += k;
+        writes++;
+        /* the writer reports each write as it ends: the bytes so far, of all declared */
+        if (opt.progress)
+            CHECK_MSG(plog.calls == writes && plog.last_done == done && plog.total == total,
+                      "round %d progress: call %llu saw %llu / %llu after %llu / %llu", round,
+                      (unsigned long long)plog.calls, (unsigned long long)plog.last_done,
+                      (unsigned long long)plog.total, (unsigned long long)done,
+                      (unsigned long long)total);
     }
+    CHECK_MSG(!plog.bad, "round %d progress went back or past its total", round);
     if (below(&r, 3) == 0) CHECK(sl_gguf_writer_write(w, data, 0, &err) == SL_OK);
     sl_status fs = sl_gguf_writer_finish(w, &err);
     CHECK_MSG(fs == SL_OK, "round %d finish: %s", round, err.msg);

@@ -33,6 +33,25 @@ def mkmodel(path, *flags):
         sys.exit(f"mkmodel {flags} failed: {r.stderr}")
 
 
+def run_tty_stderr(*args):
+    """Runs sluice with stderr on a pseudo-terminal (stdout a pipe): (exit status, stderr)."""
+    master, slave = os.openpty()
+    p = subprocess.Popen([SLUICE, *map(str, args)], stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            b = os.read(master, 65536)
+        except OSError:  # EIO once the child closed the terminal
+            break
+        if not b:
+            break
+        chunks.append(b)
+    os.close(master)
+    p.stdout.read()
+    return p.wait(), b"".join(chunks).decode(errors="replace")
+
+
 def text_corpus():
     words = ("the quick brown fox jumps over a lazy dog while seven wizards quietly hex "
              "every jovial bank clerk near the old harbour").split()
@@ -307,6 +326,21 @@ def main():
          "/nonexistent/b.bin"),
         (["generate", "-m", text, "-p", "x"], 1, text),
     ]
+    # ---- progress display: on a terminal only, ending at 100%, the line cleared ----
+    big = os.path.join(tmp, "progress.gguf")
+    rc, err = run_tty_stderr("mkmodel", "-o", big, "--layers", "2", "--dim", "512",
+                             "--ffn", "256", "--experts", "8")
+    expect(rc == 0 and "mkmodel: writing:" in err and "100% (" in err
+           and err.rstrip(" ").endswith("\r"),
+           f"mkmodel on a terminal: exit {rc}, progress shown and cleared: {err[-200:]!r}")
+    rc, err = run_tty_stderr("requant", "-m", big, "--tensor", "blk.0.ffn_up_exps.weight",
+                             "--type", "Q8_0", "-o", big, "--in-place")
+    expect(rc == 0 and "requant: writing:" in err and "100% (" in err,
+           f"requant on a terminal: exit {rc}, progress shown: {err[-200:]!r}")
+    r = run("mkmodel", "-o", big, "--layers", "1")
+    expect(r.returncode == 0 and "writing:" not in r.stderr and "\r" not in r.stderr,
+           f"mkmodel with stderr a pipe draws no progress: {r.stderr[-200:]!r}")
+
     for args, rc, needle in cases:
         r = run(*args)
         expect(r.returncode == rc and needle in r.stderr,

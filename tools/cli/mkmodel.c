@@ -18,6 +18,7 @@
 #include "runtime/file.h"
 #include "runtime/parse.h"
 #include "tools/cli/cli.h"
+#include "tools/cli/progress.h"
 #include "tools/cli/synth.h"
 
 static void usage(FILE *f)
@@ -261,7 +262,12 @@ int sl_cli_mkmodel(int argc, char **argv)
 
     sl_synth_summary sum;
     const double t0 = sl_cli_now_s();
-    if (sl_synth_write(&p, out, (int)threads, &sum, &err) != SL_OK) {
+    sl_cli_progress bar;
+    sl_cli_progress_start(&bar, "mkmodel: writing");
+    const sl_status wst = sl_synth_write(&p, out, (int)threads, sl_cli_progress_update, &bar,
+                                         &sum, &err);
+    sl_cli_progress_end(&bar);
+    if (wst != SL_OK) {
         fprintf(stderr, "mkmodel: %s\n", err.msg);
         return 1;
     }

@@ -9,6 +9,7 @@
 #include "tools/cli/cli.h"
 #include "tools/cli/fileio.h"
 #include "tools/cli/model_flags.h"
+#include "tools/cli/progress.h"
 #include "tools/lib/requant.h"
 
 static void usage(FILE *f)
@@ -76,8 +77,11 @@ int sl_cli_requant(int argc, char **argv)
     uint32_t n = 0;
     sl_error err = {0};
     const double t0 = sl_cli_now_s();
-    const sl_status st =
-        sl_requant_file(in, in_place ? out : sl_cli_out_name(&o), pat, ti->code, &n, &err);
+    sl_cli_progress bar;
+    sl_cli_progress_start(&bar, "requant: writing");
+    const sl_status st = sl_requant_file(in, in_place ? out : sl_cli_out_name(&o), pat, ti->code,
+                                         &n, sl_cli_progress_update, &bar, &err);
+    sl_cli_progress_end(&bar);
     if (st == SL_ERR_NOT_FOUND) {
         fprintf(stderr, "sluice %s: %s: --tensor '%s': %s\n", cmd, in, pat, err.msg);
         goto done;

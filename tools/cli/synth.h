@@ -119,8 +119,10 @@ int sl_synth_default_threads(void);
 /* Validates p and writes the model to `path` (one file), making rows on n_threads threads
  * (0: sl_synth_default_threads(); the bytes do not depend on it). SL_ERR_RANGE naming
  * --threads outside [0, SL_SYNTH_MAX_THREADS]. On failure nothing is left at path (the writer
- * removes unfinished files). summary may be NULL. */
+ * removes unfinished files). progress (may be NULL) follows the data written, as
+ * sl_gguf_writer_options.progress. summary may be NULL. */
 sl_status sl_synth_write(const sl_synth_params *p, const char *path, int n_threads,
-                         sl_synth_summary *summary, sl_error *err);
+                         void (*progress)(void *user, uint64_t done, uint64_t total),
+                         void *progress_user, sl_synth_summary *summary, sl_error *err);
 
 #endif

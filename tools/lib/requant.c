@@ -42,11 +42,12 @@ static sl_status write_tensor(sl_gguf_writer *wr, const sl_gguf *g, const sl_ggu
 }
 
 static sl_status requant(const sl_gguf *g, const char *tmp_path, const regex_t *re,
-                         uint32_t type, uint32_t *n_changed, sl_error *err)
+                         uint32_t type, uint32_t *n_changed, sl_gguf_writer_options wo,
+                         sl_error *err)
 {
     const sl_gguf_type_info *ti = sl_gguf_type_get(type);
     /* alignment 0: a copied general.alignment decides, as in the source */
-    sl_gguf_writer_options wo = {.split_keys_verbatim = true};
+    wo.split_keys_verbatim = true;
     sl_gguf_writer *wr;
     sl_status st = sl_gguf_writer_create(tmp_path, &wo, &wr, err);
     if (st) return st;
@@ -79,7 +80,9 @@ static sl_status requant(const sl_gguf *g, const char *tmp_path, const regex_t *
 }
 
 sl_status sl_requant_file(const char *in, const char *out, const char *pattern, uint32_t type,
-                          uint32_t *n_changed, sl_error *err)
+                          uint32_t *n_changed,
+                          void (*progress)(void *user, uint64_t done, uint64_t total),
+                          void *progress_user, sl_error *err)
 {
     uint32_t n = 0;
     if (n_changed) *n_changed = 0;
@@ -103,7 +106,8 @@ sl_status sl_requant_file(const char *in, const char *out, const char *pattern, 
     if (!st && !tmp) st = sl_error_set(err, SL_ERR_NOMEM, "requant: out of memory");
     if (!st) {
         sprintf(tmp, "%s.requant-%ld.tmp", out, (long)getpid());
-        st = requant(g, tmp, &re, type, &n, err);
+        const sl_gguf_writer_options wo = {.progress = progress, .progress_user = progress_user};
+        st = requant(g, tmp, &re, type, &n, wo, err);
         if (!st && rename(tmp, out))
             st = sl_error_set(err, SL_ERR_IO, "%s: cannot rename %s over it", out, tmp);
         if (st) unlink(tmp);

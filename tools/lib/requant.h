@@ -18,8 +18,11 @@
  * so a plain name matches itself) become `type`: dequantized to F32 and quantized again (an
  * F32 source is quantized directly). *n_changed: how many matched. SL_ERR_NOT_FOUND when none
  * matches; SL_ERR_INVALID for a bad pattern or a type the quantizers cannot write or whose
- * block does not divide a matched row; I/O and format errors name the file. */
+ * block does not divide a matched row; I/O and format errors name the file. progress (may be
+ * NULL) follows the bytes written, as sl_gguf_writer_options.progress. */
 sl_status sl_requant_file(const char *in, const char *out, const char *pattern, uint32_t type,
-                          uint32_t *n_changed, sl_error *err);
+                          uint32_t *n_changed,
+                          void (*progress)(void *user, uint64_t done, uint64_t total),
+                          void *progress_user, sl_error *err);
 
 #endif
