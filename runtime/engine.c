@@ -281,7 +281,8 @@ static bool gpu_with_host_experts(const sl_model *m)
     if (!m->dev || sl_device_kind_get(m->dev) != SL_DEVICE_CUDA) return false;
     bool host_experts = false, dev_weights = false;
     for (int il = 0; il < m->hp.n_layer; il++) {
-        /* the cold parts of split experts run on the CPU scheduler only (fetch_exec) */
+        /* hot-cold: its index already chose what the GPU holds and its cold experts run on
+         * the CPU (fetch.h: hot/cold parts); fetching stays opt-in (mode=...) there */
         if (m->layers[il].moe_split) return false;
         if (m->layers[il].moe_on_device && !m->layers[il].moe_on_device[0]) host_experts = true;
     }
