@@ -91,7 +91,7 @@ static void make_side(const sl_moe_layer *whole, const bool *hg, int64_t G, bool
                                           s->blob[2], s->b[0], s->b[1], &e) == SL_OK,
               "%s", e.msg);
     sl_ffn_split_experts_part(whole, s->ff_at, s->blob[0], s->blob[1], s->blob[2], s->b[0],
-                              s->b[1], !hot, NULL, s->p[0], s->p[1], s->p[2], &s->L);
+                              s->b[1], hot, NULL, s->p[0], s->p[1], s->p[2], &s->L);
 }
 
 static void free_side(side *s)
