@@ -554,14 +554,6 @@ static void free_moe_split(sl_model *m, sl__layer *L)
     L->moe_split = NULL;
 }
 
-/* HOT_COLD: replaces a split layer's loaded FFN — its dense gate/up/down, or all its routed
- * experts — by compact parts (scheduler/ffn_split.h; a dense FFN is split as a layer of one
- * expert): each side's gate', up', down' of all experts packed into three blobs, the hot ones
- * in the device arena and the cold ones in the host pool; then the originals drop their bytes
- * (expert biases stay whole: each side holds a gathered copy of its gate/up entries, the hot
- * one uploaded beside its parts: bias_part). Routed experts also get the
- * two sides' arrays (L->moe_split), which sl__model_refresh_pointers turns into their
- * descriptions once every pointer is final. */
 /* The hot side's entries of expert bias orig_b (gate_exps_b or up_exps_b), gathered into
  * `entries` (n_part floats, malloc'd; owned by pw from here on), as a weight of its own in the
  * device arena: the hot matrices' executor reads it there. */
@@ -578,11 +570,18 @@ static sl_status bias_part(sl_model *m, const sl_weight *orig_b, float *entries,
     pw->ne[0] = n_part;
     pw->ne[1] = pw->ne[2] = pw->ne[3] = 1;
     pw->type = SL_GGML_F32;
-    pw->converted = pw->file_type != SL_GGML_F32;
     pw->nbytes = (uint64_t)n_part * sizeof(float);
     return upload(m, pw, sg, err);
 }
 
+/* HOT_COLD: replaces a split layer's loaded FFN — its dense gate/up/down, or all its routed
+ * experts — by compact parts (scheduler/ffn_split.h; a dense FFN is split as a layer of one
+ * expert): each side's gate', up', down' of all experts packed into three blobs, the hot ones
+ * in the device arena and the cold ones in the host pool; then the originals drop their bytes
+ * (expert biases stay whole: each side holds a gathered copy of its gate/up entries, the hot
+ * one uploaded beside its parts: bias_part). Routed experts also get the
+ * two sides' arrays (L->moe_split), which sl__model_refresh_pointers turns into their
+ * descriptions once every pointer is final. */
 static sl_status split_ffn(sl_model *m, sl__layer *L, bool experts, staging *sg, sl_error *err)
 {
     const int32_t X = experts ? m->hp.n_expert : 1;
