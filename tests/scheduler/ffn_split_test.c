@@ -118,6 +118,8 @@ static void check(sl_moe_sched *cpu, uint32_t type, bool bias, sl_moe_act act, i
     for (int x = 0; x < X; x++)
         CHECK(hot.ff_at[x + 1] - hot.ff_at[x] + cold.ff_at[x + 1] - cold.ff_at[x] == F);
     CHECK(hot.ff_at[1] == F && cold.ff_at[2] - cold.ff_at[1] == F);
+    /* each expert's down bias once, on the cold side (whatever device runs the hot one) */
+    CHECK(!hot.L.down_b && cold.L.down_b == l.L.down_b);
     float x_in[N_TOK * E], whole[N_TOK * E], h[N_TOK * E], c[N_TOK * E];
     uint64_t r[4];
     sl_prng_seed(r, 11);
