@@ -288,9 +288,6 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
                  !sl_cuda_gemv_supported(L->moe.type_down)))
                 return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: expert types have no "
                                     "CUDA GEMV", m->path, il);
-            if (cuda && dev_experts(L) && L->gate_exps_b)
-                return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: experts with biases "
-                                    "have no CUDA expert FFN", m->path, il);
             snprintf(where, sizeof where, "layer %d experts", il);
             const sl_weight *eb[] = {L->gate_exps_b, L->up_exps_b, L->down_exps_b};
             for (int i = 0; i < 3; i++)

@@ -6,8 +6,9 @@
  * batches. Attention is one decode-attention launch per token (prefill correctness first; a
  * flash-style prefill kernel is future work). Routed experts: per token, batched-expert GEMVs
  * for gate and up (one X), the activation, down (each expert's own X), then one combine for
- * all tokens; the hot part of experts split by neurons (ffn_split.h) the same way through
- * per-expert widths. */
+ * all tokens; expert biases (gpt-oss) after each GEMV and the clamped SwiGLU, as the CPU's
+ * expert FFN; the hot part of experts split by neurons (ffn_split.h) the same way through
+ * per-expert widths and its own bias entries. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -81,8 +82,8 @@ static sl_status c_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int6
 {
     dx_cuda *c = (dx_cuda *)x;
     if (act == SL_MOE_SILU) return sl_cuda_swiglu(c->cu, g, u, g, n, err);
-    if (act == SL_MOE_SWIGLU_OAI) /* gpt-oss's experts never run here (weight.c) */
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "cuda: no clamped SwiGLU (gpt-oss)");
+    if (act == SL_MOE_SWIGLU_OAI)
+        return sl_cuda_swiglu_oai(c->cu, g, u, g, n, SL_OAI_ALPHA, SL_OAI_LIMIT, err);
     if (act == SL_MOE_RELU) /* no CUDA kernel yet: a ReLU model's FFNs stay on the host */
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "cuda: no ReLU FFN (ReLU llama)");
     return sl_cuda_geglu(c->cu, g, u, g, n, SL_GELU_TANH, err);
@@ -124,9 +125,11 @@ static sl_status c_router(sl__dx *x, const float *logits, int64_t n, const sl_ro
     return sl_cuda_router_topk(((dx_cuda *)x)->cu, logits, n, p, idx, w, err);
 }
 
-/* One batched-expert GEMV of part p (0 gate, 1 up, 2 down) of M for the k experts in ids:
- * gate/up Y [k][F] from one x [E], down Y [k][E] from x [k][F]; a hot/cold part (ff_at)
- * through its per-expert widths. */
+/* One batched-expert GEMV of part p (0 gate, 1 up, 2 down) of M for the k experts in ids,
+ * then that part's expert bias (gpt-oss) as the CPU's expert FFN adds it: gate/up Y [k][F]
+ * from one x [E], down Y [k][E] from x [k][F]; a hot/cold part (ff_at) through its
+ * per-expert widths and its own gate/up bias entries (ffn_split.h; its down bias is the cold
+ * side's). */
 static sl_status experts_gemv(dx_cuda *c, const sl__dx_moe *M, int p, const int32_t *ids,
                               int32_t k, const float *in, float *y, sl_error *err)
 {
@@ -134,12 +137,17 @@ static sl_status experts_gemv(dx_cuda *c, const sl__dx_moe *M, int p, const int3
     const int64_t E = L->n_embd, F = L->n_ff;
     const uint32_t type = p == 0 ? L->type_gate : p == 1 ? L->type_up : L->type_down;
     const void *const *w = p == 0 ? M->d_gate : p == 1 ? M->d_up : M->d_down;
+    const float *bias = p == 0 ? L->gate_b : p == 1 ? L->up_b : L->down_b;
     const int64_t rows = p == 2 ? E : F, cols = p == 2 ? F : E;
+    sl_status st;
     if (M->d_ff_at)
-        return sl_cuda_gemv_expert_parts(c->cu, type, w, L->n_expert, M->d_ff_at, p == 2, ids, k,
-                                         rows, cols, in, y, err);
-    return sl_cuda_gemv_experts(c->cu, type, w, L->n_expert, ids, k, rows, cols, in, p == 2, y,
-                                err);
+        st = sl_cuda_gemv_expert_parts(c->cu, type, w, L->n_expert, M->d_ff_at, p == 2, ids, k,
+                                       rows, cols, in, y, err);
+    else
+        st = sl_cuda_gemv_experts(c->cu, type, w, L->n_expert, ids, k, rows, cols, in, p == 2,
+                                  y, err);
+    if (st || !bias) return st;
+    return sl_cuda_expert_bias(c->cu, y, bias, p == 2 ? NULL : M->d_ff_at, ids, k, rows, err);
 }
 
 static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const float *w,
@@ -150,9 +158,6 @@ static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const
     if (!M->d_gate || !M->d_up || !M->d_down || (L->ff_at && !M->d_ff_at))
         return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): experts%s not on the "
                             "device", L->layer, L->ff_at ? "' widths (ff_at)" : "");
-    if (L->gate_b || L->up_b || L->down_b)
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "moe layer %d (cuda): expert biases have "
-                            "no CUDA kernel", L->layer);
     if (n > c->n_tok || k > c->k_max || L->n_ff > c->f_max || L->n_embd > c->e_max)
         return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): %lld tokens x k %d, n_ff "
                             "%lld, n_embd %lld exceed the scratch's sizes", L->layer,
@@ -161,7 +166,8 @@ static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const
     for (int64_t t = 0; t < n; t++) {
         const int32_t *ids = idx + t * k;
         sl_status st;
-        /* past a part's width gate' and up' give 0, and act(0) * 0 = 0 is never read */
+        /* past a part's width gate' and up' give 0 (no bias there), act(0, 0) = 0 for every
+         * activation (the clamped SwiGLU's too), and down' never reads it */
         if ((st = experts_gemv(c, M, 0, ids, k, in + t * E, c->eg, err)) ||
             (st = experts_gemv(c, M, 1, ids, k, in + t * E, c->eu, err)) ||
             (st = c_glu(x, L->act, c->eg, c->eu, (int64_t)k * F, err)) ||

@@ -106,11 +106,14 @@ void sl__model_info_fill(sl_model *m)
             in->gpu_bytes += w->nbytes;
         else in->host_bytes += w->nbytes;
     }
-    for (int32_t il = 0; m->layers && il < hp->n_layer; il++) /* hot/cold splits */
+    for (int32_t il = 0; m->layers && il < hp->n_layer; il++) { /* hot/cold splits */
         for (int p = 0; p < 3; p++) {
             in->gpu_bytes += m->layers[il].split_hot[p].nbytes;
             in->host_bytes += m->layers[il].split_cold[p].nbytes;
         }
+        const sl__moe_split *ms = m->layers[il].moe_split;
+        for (int b = 0; ms && b < 2; b++) in->gpu_bytes += ms->hot_b[b].nbytes;
+    }
     uint32_t id;
     in->bos = sl_gguf_get_u32(m->gguf, "tokenizer.ggml.bos_token_id", &id, NULL) ? -1 : (int32_t)id;
     in->eos = sl_gguf_get_u32(m->gguf, "tokenizer.ggml.eos_token_id", &id, NULL) ? -1 : (int32_t)id;
@@ -281,7 +284,8 @@ static bool gpu_with_host_experts(const sl_model *m)
     if (!m->dev || sl_device_kind_get(m->dev) != SL_DEVICE_CUDA) return false;
     bool host_experts = false, dev_weights = false;
     for (int il = 0; il < m->hp.n_layer; il++) {
-        /* the cold parts of split experts run on the CPU scheduler only (fetch_exec) */
+        /* hot-cold: its index already chose what the GPU holds and its cold experts run on
+         * the CPU (fetch.h: hot/cold parts); fetching stays opt-in (mode=...) there */
         if (m->layers[il].moe_split) return false;
         if (m->layers[il].moe_on_device && !m->layers[il].moe_on_device[0]) host_experts = true;
     }

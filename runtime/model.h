@@ -150,12 +150,17 @@ typedef struct sl__layer {
 /* One MoE layer's two sides (0 hot, on the device; 1 cold, on the host), each an
  * sl_moe_layer of per-expert widths over its blobs (refreshed with the other pointers).
  * Invariants: ff_at[s][0] == 0, non-decreasing, ff_at[0][X] + ff_at[1][X] == n_expert * n_ff;
- * part[s].gate[e] etc. point into split_hot / split_cold; only part[1] has the down bias. */
+ * part[s].gate[e] etc. point into split_hot / split_cold; only part[1] has the down bias
+ * (scheduler/ffn_split.h); the hot side's gate/up bias entries are in the device arena with
+ * its parts (hot_b, so every executor reads them where it reads the hot matrices), the cold
+ * side's in host memory. */
 typedef struct sl__moe_split {
     sl_moe_layer part[2];
     int64_t *ff_at[2];        /* [n_expert + 1] */
     const void **ptr[2][3];   /* [n_expert]: part[s]'s gate, up, down */
-    float *bias[2][2];        /* [ff_at[s][n_expert]]: side s's gate, up bias entries, or NULL */
+    sl_weight hot_b[2];       /* F32 [ff_at[0][n_expert]]: the hot gate, up bias entries on the
+                                 device (residency 0: the experts have no such bias) */
+    float *cold_b[2];         /* [ff_at[1][n_expert]]: the cold gate, up bias entries, or NULL */
     bool *hot_on_device;      /* [n_expert], all true: part[0].on_device (stats) */
 } sl__moe_split;
 

@@ -178,10 +178,8 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
     sl_placement mode = m->opt.placement;
     char ibuf[4096];
     const char *ipath = index_path(m, ibuf, sizeof ibuf);
-    /* as PowerInfer: an index beside the model turns auto placement into hot-cold (routed
-     * experts with biases: not on cuda, whose expert kernels have none) */
-    const bool no_cuda_split = cuda && m->hp.n_expert && m->tr->moe_biases;
-    if (mode == SL_PLACE_AUTO && ipath && !no_cuda_split && device_free) {
+    /* as PowerInfer: an index beside the model turns auto placement into hot-cold */
+    if (mode == SL_PLACE_AUTO && ipath && device_free) {
         mode = SL_PLACE_HOT_COLD;
         if (!m->notice[0])
             snprintf(m->notice, sizeof m->notice, "placement hot-cold with the neuron index %s",
@@ -192,10 +190,6 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
             return sl_error_set(err, SL_ERR_INVALID, "%s: placement hot-cold needs a neuron "
                                 "index: --gpu-index FILE, or %s.generated.gpuidx beside the "
                                 "model (tools/run place solve writes one)", m->path, m->path);
-        if (no_cuda_split)
-            return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: placement hot-cold of %s's routed "
-                                "experts: the CUDA expert kernels have no expert biases (use "
-                                "--n-cpu-moe or -ot on cuda)", ipath, m->tr->name);
         frac = calloc((size_t)m->hp.n_layer + 1, sizeof *frac);
         if (!frac) return sl_error_set(err, SL_ERR_NOMEM, "out of memory");
         sl_status st = load_index(m, ipath, frac, err);
@@ -225,8 +219,6 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
         const sl_gguf_type_info *ti = sl_gguf_type_get(loaded_type(w));
         t[i].type_name = ti ? ti->name : "?";
         t[i].no_device = cuda && w->need_matvec && !sl_cuda_gemv_supported(loaded_type(w));
-        /* the CUDA expert paths have no expert biases nor gpt-oss's clamped SwiGLU yet */
-        if (cuda && routed[i] && m->tr->moe_biases) t[i].no_device = true;
     }
     free(routed);
     const sl_model_options *o = &m->opt;
@@ -248,12 +240,8 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
     for (size_t i = 0; i < m->n_w; i++) {
         m->w[i].want_device = m->plan.on_device[i];
         if (m->plan.by[i] != SL_PLACE_BY_DEVICE || m->notice[0]) continue;
-        char why[64];
-        if (sl_cuda_gemv_supported(loaded_type(&m->w[i])))
-            snprintf(why, sizeof why, "no CUDA expert FFN with biases");
-        else
-            snprintf(why, sizeof why, "type %s has no CUDA GEMV", t[i].type_name);
-        snprintf(m->notice, sizeof m->notice, "%s: %s: its %s runs on the CPU", t[i].name, why,
+        snprintf(m->notice, sizeof m->notice, "%s: type %s has no CUDA GEMV: its %s runs on the "
+                 "CPU", t[i].name, t[i].type_name,
                  t[i].group == SL_PG_EXPERTS ? "layer's routed experts"
                  : t[i].group == SL_PG_OUTPUT ? "output matrix" : "layer group");
     }
@@ -546,26 +534,52 @@ static void to_parts(sl_model *m, sl_weight *w)
     w->residency = SL_RES_PARTS;
 }
 
-static void free_moe_split(sl__layer *L)
+static void free_moe_split(sl_model *m, sl__layer *L)
 {
     sl__moe_split *ms = L->moe_split;
     if (!ms) return;
     for (int s = 0; s < 2; s++) {
         free(ms->ff_at[s]);
         for (int p = 0; p < 3; p++) free((void *)ms->ptr[s][p]);
-        free(ms->bias[s][0]);
-        free(ms->bias[s][1]);
+        free(ms->cold_b[s]);
+        sl_weight *hb = &ms->hot_b[s];
+        if (!hb->residency) continue; /* never made (a zeroed record's blocks are 0) */
+        if (hb->d_block != SL_BLOCK_NONE && m->arena) sl_bfc_free(m->arena, hb->d_block, NULL);
+        if (hb->h_block != SL_BLOCK_NONE && m->hostpool)
+            sl_hostpool_free(m->hostpool, hb->h_block, NULL);
+        free(hb->h_owned);
     }
     free(ms->hot_on_device);
     free(ms);
     L->moe_split = NULL;
 }
 
+/* The hot side's entries of expert bias orig_b (gate_exps_b or up_exps_b), gathered into
+ * `entries` (n_part floats, malloc'd; owned by pw from here on), as a weight of its own in the
+ * device arena: the hot matrices' executor reads it there. */
+static sl_status bias_part(sl_model *m, const sl_weight *orig_b, float *entries, int64_t n_part,
+                           sl_weight *pw, staging *sg, sl_error *err)
+{
+    *pw = *orig_b;
+    pw->orig_set = pw->swapped = pw->fallback = false;
+    pw->h_block = pw->d_block = SL_BLOCK_NONE;
+    pw->h_owned = entries;
+    pw->data = entries;
+    pw->residency = SL_RES_HOST;
+    pw->n_dims = 1;
+    pw->ne[0] = n_part;
+    pw->ne[1] = pw->ne[2] = pw->ne[3] = 1;
+    pw->type = SL_GGML_F32;
+    pw->nbytes = (uint64_t)n_part * sizeof(float);
+    return upload(m, pw, sg, err);
+}
+
 /* HOT_COLD: replaces a split layer's loaded FFN — its dense gate/up/down, or all its routed
  * experts — by compact parts (scheduler/ffn_split.h; a dense FFN is split as a layer of one
  * expert): each side's gate', up', down' of all experts packed into three blobs, the hot ones
  * in the device arena and the cold ones in the host pool; then the originals drop their bytes
- * (expert biases stay whole: both sides hold gathered copies). Routed experts also get the
+ * (expert biases stay whole: each side holds a gathered copy of its gate/up entries, the hot
+ * one uploaded beside its parts: bias_part). Routed experts also get the
  * two sides' arrays (L->moe_split), which sl__model_refresh_pointers turns into their
  * descriptions once every pointer is final. */
 static sl_status split_ffn(sl_model *m, sl__layer *L, bool experts, staging *sg, sl_error *err)
@@ -615,16 +629,24 @@ static sl_status split_ffn(sl_model *m, sl__layer *L, bool experts, staging *sg,
             if (!st && ms && !(ms->ptr[side][p] = calloc((size_t)X, sizeof(void *))))
                 st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
         }
+        float *bias[2] = {NULL, NULL}; /* this side's gate, up bias entries */
         for (int b = 0; b < 2 && !st; b++)
             if ((b ? whole.up_b : whole.gate_b) &&
-                !(ms->bias[side][b] = malloc((size_t)(n_part ? n_part : 1) * sizeof(float))))
+                !(bias[b] = malloc((size_t)(n_part ? n_part : 1) * sizeof(float))))
                 st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
         if (!st)
             st = sl_ffn_split_experts_gather(&whole, L->split_granule, G, hot, at,
                                              (void *)pw[0].data, (void *)pw[1].data,
-                                             (void *)pw[2].data, ms ? ms->bias[side][0] : NULL,
-                                             ms ? ms->bias[side][1] : NULL, err);
+                                             (void *)pw[2].data, bias[0], bias[1], err);
         for (int p = 0; p < 3 && hot && !st; p++) st = upload(m, &pw[p], sg, err);
+        const sl_weight *orig_b[2] = {L->gate_exps_b, L->up_exps_b};
+        for (int b = 0; b < 2; b++) {
+            if (!bias[b]) continue;
+            if (st) free(bias[b]);
+            else if (hot)
+                st = bias_part(m, orig_b[b], bias[b], n_part, &ms->hot_b[b], sg, err);
+            else ms->cold_b[b] = bias[b];
+        }
     }
     free(src);
     if (st) return st;
@@ -815,9 +837,11 @@ sl_status sl__model_refresh_pointers(sl_model *m, sl_error *err)
             .down_b = L->down_exps_b ? L->down_exps_b->data : NULL};
         for (int side = 0; ms && side < 2; side++) {
             const sl_weight *pw = side ? L->split_cold : L->split_hot;
+            const float *gb = side ? ms->cold_b[0] : ms->hot_b[0].data;
+            const float *ub = side ? ms->cold_b[1] : ms->hot_b[1].data;
             sl_ffn_split_experts_part(&L->moe, ms->ff_at[side], pw[0].data, pw[1].data,
-                                      pw[2].data, ms->bias[side][0], ms->bias[side][1],
-                                      side == 1, side ? NULL : ms->hot_on_device,
+                                      pw[2].data, gb, ub, side == 0,
+                                      side ? NULL : ms->hot_on_device,
                                       ms->ptr[side][0], ms->ptr[side][1], ms->ptr[side][2],
                                       &ms->part[side]);
         }
@@ -829,7 +853,7 @@ void sl__model_free_weights(sl_model *m)
 {
     for (int il = 0; m->layers && il < m->hp.n_layer; il++) {
         free_parts(m, &m->layers[il]);
-        free_moe_split(&m->layers[il]);
+        free_moe_split(m, &m->layers[il]);
         free(m->layers[il].split_granule);
         m->layers[il].split_granule = NULL;
     }
@@ -884,6 +908,19 @@ sl_status sl__model_validate(const sl_model *m, sl_error *err)
                 L->split_cold[p].residency != SL_RES_HOST)
                 return sl_error_set(err, SL_ERR_INVALID, "model invariant: layer %d: hot part "
                                     "not on the device or cold part not on the host", il);
+        }
+        const sl__moe_split *ms = L->moe_split;
+        for (int b = 0; ms && b < 2; b++) {
+            const bool has = b ? L->moe.up_b != NULL : L->moe.gate_b != NULL;
+            const sl_weight *hb = &ms->hot_b[b];
+            sl_status st = has ? sl_weight_validate(hb, m->hostpool, err) : SL_OK;
+            if (st) return st;
+            const float *part_b = b ? ms->part[0].up_b : ms->part[0].gate_b;
+            if (has != !!(hb->residency & SL_RES_DEVICE) || has != !!ms->cold_b[b] ||
+                part_b != (has ? hb->data : NULL))
+                return sl_error_set(err, SL_ERR_INVALID, "model invariant: layer %d: the hot "
+                                    "%s bias entries are not on the device with the hot parts",
+                                    il, b ? "up" : "gate");
         }
     }
     for (int il = 0; il < m->hp.n_layer && m->hp.n_expert; il++)

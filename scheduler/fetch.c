@@ -752,15 +752,30 @@ static sl_status run_all(fetch *f, sl_fetch_mode mode, const sl_moe_assign *a, c
     return finish_device(f, mode, err);
 }
 
+/* A hot/cold part through the CPU scheduler, its counters added to this scheduler's. */
+static sl_status run_part(fetch *f, const sl_moe_layer *L, const sl_moe_assign *a,
+                          int64_t n_assign, const float *x, int64_t n_tok, float *out,
+                          sl_error *err)
+{
+    sl_moe_stats before, after;
+    sl_moe_stats_get(f->parts, &before);
+    const sl_status st = sl_moe_exec(f->parts, L, a, n_assign, x, n_tok, out, err);
+    sl_moe_stats_get(f->parts, &after);
+    f->base.stats.calls_cpu += after.calls_cpu - before.calls_cpu;
+    f->base.stats.calls_gpu += after.calls_gpu - before.calls_gpu;
+    f->base.stats.batches += after.batches - before.batches;
+    return st;
+}
+
 static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
                             int64_t n_assign, const float *x, int64_t n_tok, float *out,
                             sl_error *err)
 {
     fetch *f = (fetch *)s;
-    if (L->ff_at) /* its slots, cache and device jobs assume one width per layer */
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "moe layer %d: a hot/cold part of routed "
-                            "experts (per-expert widths) runs on the cpu scheduler, not the "
-                            "fetching one (SLUICE_POSTFETCH_MODE=cpu)", L->layer);
+    /* a hot/cold part (per-expert widths): the hot side lives in the engine's arena and the
+     * cold side is the CPU's by the placement, so nothing is fetched or cached; the CPU
+     * scheduler runs it, which keeps the sum order (and on sim the bits) of a cpu run */
+    if (L->ff_at) return run_part(f, L, a, n_assign, x, n_tok, out, err);
     memset(out, 0, (size_t)n_tok * (size_t)L->n_embd * sizeof(float));
     if (!n_assign) return SL_OK;
     f->cur = *L;
@@ -837,6 +852,7 @@ static void fetch_destroy(sl_moe_sched *s)
     if (f->buf_pinned) sl_device_host_unregister(f->dev, f->buf, NULL);
     sl_cuda_ctx_destroy(f->cu);
     sl__trace_free(&f->trace);
+    sl_moe_destroy(f->parts);
     free(f->pins);
     free(f->per_layer);
     free(f->buf);
@@ -905,6 +921,7 @@ sl_status sl_moe_fetch_create(sl_device *dev, const sl_fetch_options *opt, const
     f->trace.cap = opt->trace_max_spans;
     f->trace.origin_ns = sl__now_ns();
     sl_status st = parse_pins(f, opt->pinned, err);
+    if (!st) st = sl_moe_cpu_create(ops, mv, pool, &f->parts, err);
     if (!st) st = sl_device_stream_create(dev, &f->cs, err);
     if (!st) {
         if (opt->dedicated_streams) st = sl_device_stream_create(dev, &f->ks, err);

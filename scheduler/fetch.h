@@ -53,6 +53,13 @@
  * compacts when fragmentation blocks an allocation (compact_on_oom) — cache pointers are
  * re-read from handles at every use, scratch is a pinned block.
  *
+ * Hot/cold parts (a layer split by neurons, moe.h ff_at): nothing to fetch — the hot side is
+ * resident in the engine's arena and the cold side runs on the CPU by the placement's choice
+ * (a split exists to keep those bytes off PCIe) — so the call goes to a CPU scheduler owned by
+ * this one: the same sum order and, on sim, the CPU scheduler's bits; counted in its moe
+ * stats (calls_cpu / calls_gpu by the part's on_device), not in the fetch stats. Unsplit
+ * layers of the same model fetch as usual.
+ *
  * Faults: a failed or refused copy sends its expert to the CPU (counted as fallbacks_fail);
  * on sim a failed device job is redone on the CPU. On cuda a fault inside a kernel is fatal:
  * CUDA keeps the error sticky for the whole context, so the call returns SL_ERR_DEVICE naming

@@ -112,6 +112,10 @@ typedef struct fetch {
     sl_fetch_stats *per_layer;
     int32_t n_layer_stats;
     double cpu_bw, pcie_bw, dev_bw; /* bytes/s */
+    /* the CPU scheduler, for the hot/cold parts of split experts (fetch_exec): a part has
+     * nothing to fetch (the hot side is resident in the engine's arena, the cold side runs
+     * on the CPU by the placement's choice) */
+    sl_moe_sched *parts;
 } fetch;
 
 #endif

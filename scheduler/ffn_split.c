@@ -142,7 +142,7 @@ sl_status sl_ffn_split_experts_gather(const sl_moe_layer *whole, const bool *hot
 
 void sl_ffn_split_experts_part(const sl_moe_layer *whole, const int64_t *ff_at, const void *gate,
                                const void *up, const void *down, const float *gate_b,
-                               const float *up_b, bool with_down_b, const bool *on_device,
+                               const float *up_b, bool hot, const bool *on_device,
                                const void **pg, const void **pu, const void **pd,
                                sl_moe_layer *out)
 {
@@ -163,6 +163,6 @@ void sl_ffn_split_experts_part(const sl_moe_layer *whole, const int64_t *ff_at, 
     out->on_device = on_device;
     out->gate_b = whole->gate_b ? gate_b : NULL;
     out->up_b = whole->up_b ? up_b : NULL;
-    out->down_b = with_down_b ? whole->down_b : NULL;
+    out->down_b = hot ? NULL : whole->down_b; /* each expert's bias once: on the cold side */
     out->ff_at = ff_at;
 }

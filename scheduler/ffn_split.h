@@ -20,12 +20,15 @@
  * one compact FFN, run by the executors' matmuls (cuda included); an expert side is the
  * sl_moe_layer of sl_ffn_split_experts_part, run on host and sim by the one CPU expert
  * routine (expert_ffn.h) and on cuda by the expert GEMV over per-expert widths
- * (kernels/cuda/gemv.h sl_cuda_gemv_expert_parts). act() is per neuron and the router weight is
+ * (kernels/cuda/gemv.h sl_cuda_gemv_expert_parts), whose executor adds the part's biases and
+ * applies its activation as that routine does (runtime/dx_cuda.c; kernels/cuda/fwd.h
+ * sl_cuda_expert_bias, ops.h sl_cuda_swiglu_oai). act() is per neuron and the router weight is
  * linear, so
  *   sum_e w_e (down_e act(...) + bd_e) = sum_e w_e hot_e + sum_e w_e (cold_e + bd_e):
  * each side's weighted sum is computed whole (ascending experts). gate/up biases go with
- * their neurons; down's bias with the cold side only (an expert with no cold neurons yields
- * its bias there).
+ * their neurons (sl_ffn_split_experts_gather slices them, for either side and device); down's
+ * bias with the cold side only (sl_ffn_split_experts_part; an expert with no cold neurons
+ * yields its bias there).
  *
  * Numerics: with the granule aligned to the activation quantization blocks, each part
  * quantizes its activations exactly as the whole would; only the sum over neurons is split
@@ -60,13 +63,15 @@ sl_status sl_ffn_split_experts_gather(const sl_moe_layer *whole, const bool *hot
                                       int64_t granule, bool want, const int64_t *ff_at,
                                       void *gate, void *up, void *down, float *gate_b,
                                       float *up_b, sl_error *err);
-/* *out = the description of one side: whole's shape, types and activation, expert e's
+/* *out = the description of side `hot`: whole's shape, types and activation, expert e's
  * matrices at pg[e], pu[e], pd[e] (filled here, [n_expert], pointing into the blobs gate, up,
- * down wherever they now live), ff_at, the side's biases, and down's bias only when
- * with_down_b. on_device as given. */
+ * down wherever they now live), ff_at, the side's gate/up bias entries gate_b / up_b (where
+ * they now live: the hot side's in device memory, read by that side's executor), and down's
+ * bias (whole's) on the cold side only — the one place that rule is made, for every device
+ * kind. on_device as given. */
 void sl_ffn_split_experts_part(const sl_moe_layer *whole, const int64_t *ff_at, const void *gate,
                                const void *up, const void *down, const float *gate_b,
-                               const float *up_b, bool with_down_b, const bool *on_device,
+                               const float *up_b, bool hot, const bool *on_device,
                                const void **pg, const void **pu, const void **pd,
                                sl_moe_layer *out);
 

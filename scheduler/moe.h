@@ -64,8 +64,8 @@ typedef struct sl_moe_layer {
      * (scheduler/ffn_split.h): expert e has the ff_at[e + 1] - ff_at[e] (>= 0) neurons of its
      * part, n_ff is the widest, and gate_b / up_b hold expert e's entries from ff_at[e] on
      * ([n_expert + 1], ff_at[0] == 0, non-decreasing). An expert of width 0 yields its down
-     * bias (or zero). Of the schedulers only the CPU one runs such a part; the cuda executor
-     * runs a hot part itself (kernels/cuda/gemv.h sl_cuda_gemv_expert_parts). */
+     * bias (or zero). The CPU scheduler runs such a part (the fetching one hands it to its
+     * own CPU scheduler: fetch.h); the cuda executor runs a hot part itself (kernels/cuda/gemv.h sl_cuda_gemv_expert_parts). */
     const int64_t *ff_at;
 } sl_moe_layer;
 

@@ -23,6 +23,17 @@ extern "C" {
 sl_status sl_cuda_add_rows(sl_cuda_ctx *c, float *d_y, const float *d_b, int64_t n_rows,
                            int64_t dim, sl_error *err);
 
+/* Expert biases of a batched-expert GEMV's output d_y [k][stride] (kernels/cuda/gemv.h): row
+ * i belongs to expert e = d_ids[i] and gets d_b[at + j] added for j < w, where at = e * stride
+ * and w = stride (whole experts; down's bias: stride n_embd), or, for a hot/cold part's
+ * per-expert widths (scheduler/moe.h ff_at), at = d_ff_at[e] and w = d_ff_at[e + 1] - at; the
+ * entries past w stay as they are. The CPU's expert FFN adds the same (scheduler/expert_ffn.c).
+ * Ids and widths are not checked on the device: the caller guarantees 0 <= e < n_expert and
+ * w <= stride. */
+sl_status sl_cuda_expert_bias(sl_cuda_ctx *c, float *d_y, const float *d_b,
+                              const int64_t *d_ff_at, const int32_t *d_ids, int32_t k,
+                              int64_t stride, sl_error *err);
+
 /* KV cache store: for t < n, row t of d_src [n][row] (F32) goes to cache row d_pos[t] of
  * d_cache ([n_ctx][row] of F32, or of IEEE half bits rounded to nearest even when f16).
  * Positions are not checked on the device: the caller guarantees 0 <= pos < n_ctx. */

@@ -186,7 +186,9 @@ extern "C" sl_status sl_cuda_softmax(sl_cuda_ctx *c, float *d_x, int64_t n_rows,
 
 /* ---- elementwise ----------------------------------------------------------------------------- */
 
-enum ew_op { EW_SWIGLU, EW_GEGLU_TANH, EW_GEGLU_ERF, EW_ADD, EW_MUL, EW_SCALE };
+/* the GLUs first (EW_GLU_LAST: names their operands gate / up / out) */
+enum ew_op { EW_SWIGLU, EW_GEGLU_TANH, EW_GEGLU_ERF, EW_SWIGLU_OAI, EW_ADD, EW_MUL, EW_SCALE };
+enum { EW_GLU_LAST = EW_SWIGLU_OAI };
 
 static __device__ __forceinline__ float gelu_f(float x, bool erf_kind)
 {
@@ -195,7 +197,8 @@ static __device__ __forceinline__ float gelu_f(float x, bool erf_kind)
 }
 
 template <int OP>
-static __global__ void k_ew(const float *a, const float *b, float *y, int64_t n, float s)
+static __global__ void k_ew(const float *a, const float *b, float *y, int64_t n, float s,
+                           float s2)
 {
     for (int64_t i = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * EW_THREADS) {
@@ -204,6 +207,10 @@ static __global__ void k_ew(const float *a, const float *b, float *y, int64_t n,
         if (OP == EW_SWIGLU) r = va / (1.0f + expf(-va)) * b[i];
         else if (OP == EW_GEGLU_TANH) r = gelu_f(va, false) * b[i];
         else if (OP == EW_GEGLU_ERF) r = gelu_f(va, true) * b[i];
+        else if (OP == EW_SWIGLU_OAI) { /* s: alpha, s2: limit (sl_ref_swiglu_oai) */
+            const float g = fminf(va, s2), u = fmaxf(fminf(b[i], s2), -s2);
+            r = g / (1.0f + expf(-s * g)) * (u + 1.0f);
+        }
         else if (OP == EW_ADD) r = va + b[i];
         else if (OP == EW_MUL) r = va * b[i];
         else r = va * s;
@@ -213,15 +220,15 @@ static __global__ void k_ew(const float *a, const float *b, float *y, int64_t n,
 
 template <int OP>
 static sl_status ew(const char *fn, sl_cuda_ctx *c, const float *a, const float *b, float *y,
-                    int64_t n, float s, sl_error *err)
+                    int64_t n, float s, sl_error *err, float s2 = 0.0f)
 {
     if (n < 0) return sl_error_set(err, SL_ERR_INVALID, "%s: n = %lld < 0", fn, (long long)n);
-    NEED(a, OP == EW_SCALE ? "d_x" : OP <= EW_GEGLU_ERF ? "d_gate" : "d_a", n);
-    NEED(b, OP <= EW_GEGLU_ERF ? "d_up" : "d_b", OP == EW_SCALE ? 0 : n);
-    NEED(y, OP <= EW_GEGLU_ERF ? "d_out" : "d_y", n);
+    NEED(a, OP == EW_SCALE ? "d_x" : OP <= EW_GLU_LAST ? "d_gate" : "d_a", n);
+    NEED(b, OP <= EW_GLU_LAST ? "d_up" : "d_b", OP == EW_SCALE ? 0 : n);
+    NEED(y, OP <= EW_GLU_LAST ? "d_out" : "d_y", n);
     sl_status st = enter(fn, c, err);
     if (st || !n) return st;
-    k_ew<OP><<<ew_grid(n), EW_THREADS, 0, c->stream>>>(a, b, y, n, s);
+    k_ew<OP><<<ew_grid(n), EW_THREADS, 0, c->stream>>>(a, b, y, n, s, s2);
     SL_CU_LAUNCH(err, "k_ew");
     return SL_OK;
 }
@@ -239,6 +246,16 @@ extern "C" sl_status sl_cuda_geglu(sl_cuda_ctx *c, const float *d_gate, const fl
     if (kind == SL_GELU_ERF) return ew<EW_GEGLU_ERF>(__func__, c, d_gate, d_up, d_out, n, 0.0f, err);
     return sl_error_set(err, SL_ERR_INVALID, "%s: kind = %d is not TANH (0) or ERF (1)", __func__,
                         (int)kind);
+}
+
+extern "C" sl_status sl_cuda_swiglu_oai(sl_cuda_ctx *c, const float *d_gate, const float *d_up,
+                                        float *d_out, int64_t n, float alpha, float limit,
+                                        sl_error *err)
+{
+    if (!isfinite(alpha) || !(limit >= 0.0f) || !isfinite(limit))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: alpha = %g, limit = %g: need finite values, "
+                            "limit >= 0", __func__, (double)alpha, (double)limit);
+    return ew<EW_SWIGLU_OAI>(__func__, c, d_gate, d_up, d_out, n, alpha, err, limit);
 }
 
 extern "C" sl_status sl_cuda_add(sl_cuda_ctx *c, const float *d_a, const float *d_b, float *d_y,

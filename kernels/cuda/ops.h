@@ -51,6 +51,10 @@ sl_status sl_cuda_swiglu(sl_cuda_ctx *c, const float *d_gate, const float *d_up,
                          int64_t n, sl_error *err);
 sl_status sl_cuda_geglu(sl_cuda_ctx *c, const float *d_gate, const float *d_up, float *d_out,
                         int64_t n, sl_gelu_kind kind, sl_error *err);
+/* sl_ref_swiglu_oai (gpt-oss's clamped SwiGLU; SL_OAI_ALPHA, SL_OAI_LIMIT); SL_ERR_INVALID for
+ * a non-finite alpha or limit, or limit < 0. */
+sl_status sl_cuda_swiglu_oai(sl_cuda_ctx *c, const float *d_gate, const float *d_up,
+                             float *d_out, int64_t n, float alpha, float limit, sl_error *err);
 sl_status sl_cuda_add(sl_cuda_ctx *c, const float *d_a, const float *d_b, float *d_y, int64_t n,
                       sl_error *err);
 sl_status sl_cuda_mul(sl_cuda_ctx *c, const float *d_a, const float *d_b, float *d_y, int64_t n,

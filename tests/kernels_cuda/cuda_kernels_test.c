@@ -23,10 +23,13 @@
  * - GEMM (cuBLAS after dequant): F16 |err| <= 2e-3 S + 1e-6, BF16 <= 1.6e-2 S + 1e-6; rows 1, 37;
  *   batches 1, 3, 17.
  * - rms_norm: <= 1e-5 x max |ref| of the row; rope: <= 4e-6 x max |x|; softmax: <= 1e-5 |ref| +
- *   1e-7; swiglu / geglu: <= 1e-5 |ref| + 1e-6 |up| (1 + |gate|); add, mul, scale: bit-exact;
+ *   1e-7; swiglu / geglu / swiglu_oai (limit 1.5: both clamps bite): <= 1e-5 |ref| +
+ *   1e-6 |up| (1 + |gate|); add, mul, scale: bit-exact;
  *   router: indices exact, weights <= 1e-6 |ref| + 1e-7; attention: <= 2e-5 max |v| + 1e-5 |ref|.
  * - forward glue (fwd.h): add_rows, kv_store (F32 and F16), moe_combine (ascending expert
- *   order, as the CPU scheduler sums) bit-exact vs C loops in float; gated_add <= 1e-6 |ref|.
+ *   order, as the CPU scheduler sums), expert_bias (whole experts and per-expert widths with
+ *   an empty one; entries past a width untouched) bit-exact vs C loops in float; gated_add
+ *   <= 1e-6 |ref|.
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -629,13 +632,16 @@ static void test_ops(sl_cuda_ctx *c)
         float *g = xmalloc((size_t)n * 4), *u = xmalloc((size_t)n * 4), *y = xmalloc((size_t)n * 4), *ref = xmalloc((size_t)n * 4);
         for (int64_t i = 0; i < n; i++) g[i] = rnd_f(-12, 12), u[i] = rnd_f(-2, 2);
         float *dg = dup_d(g, n), *du = dup_d(u, n), *dy = dmalloc((size_t)n * 4);
-        for (int op = 0; op < 6; op++) {
+        for (int op = 0; op < 7; op++) {
             sl_status st;
             if (op == 0) st = sl_cuda_swiglu(c, dg, du, dy, n, &e), sl_ref_swiglu(g, u, ref, n, &e);
             else if (op == 1) st = sl_cuda_geglu(c, dg, du, dy, n, SL_GELU_TANH, &e), sl_ref_geglu(g, u, ref, n, SL_GELU_TANH, &e);
             else if (op == 2) st = sl_cuda_geglu(c, dg, du, dy, n, SL_GELU_ERF, &e), sl_ref_geglu(g, u, ref, n, SL_GELU_ERF, &e);
             else if (op == 3) st = sl_cuda_add(c, dg, du, dy, n, &e), sl_ref_add(g, u, ref, n, &e);
             else if (op == 4) st = sl_cuda_mul(c, dg, du, dy, n, &e), sl_ref_mul(g, u, ref, n, &e);
+            else if (op == 6)
+                st = sl_cuda_swiglu_oai(c, dg, du, dy, n, SL_OAI_ALPHA, 1.5f, &e),
+                sl_ref_swiglu_oai(g, u, ref, n, SL_OAI_ALPHA, 1.5f, &e);
             else {
                 h2d(dy, g, (size_t)n * 4);
                 memcpy(ref, g, (size_t)n * 4);
@@ -645,7 +651,9 @@ static void test_ops(sl_cuda_ctx *c)
             CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
             d2h(y, dy, (size_t)n * 4);
             for (int64_t i = 0; i < n; i++) {
-                const double tol = op >= 3 ? 0.0 : 1e-5 * fabs(ref[i]) + 1e-6 * fabs(u[i]) * (1 + fabs(g[i]));
+                const bool exact = op >= 3 && op <= 5;
+                const double tol =
+                    exact ? 0.0 : 1e-5 * fabs(ref[i]) + 1e-6 * fabs(u[i]) * (1 + fabs(g[i]));
                 REPORT(fabs(y[i] - ref[i]) <= tol, "elementwise op %d [%lld]: %a vs %a", op,
                        (long long)i, (double)y[i], (double)ref[i]);
             }
@@ -831,6 +839,40 @@ static void test_fwd(sl_cuda_ctx *c)
     }
     CHECK_MSG(bad == 0, "moe_combine: %d mismatches", bad);
     CHECK(sl_cuda_moe_combine(c, dey, didx, dw, R, 0, D, dout, &e) == SL_ERR_INVALID);
+    /* expert_bias: rows R (ids of 4 experts), whole experts (bias [4][D]) and per-expert
+     * widths 300, 0, 729, 471 (bias [1500]) */
+    {
+        const int64_t ff_at[5] = {0, 300, 300, 1029, 1500};
+        const int32_t ids[5] = {2, 0, 3, 1, 3};
+        float *eb = xmalloc((size_t)(4 * D) * 4);
+        for (int64_t i = 0; i < 4 * D; i++) eb[i] = rnd_f(-1, 1);
+        float *deb = dup_d(eb, 4 * D);
+        int64_t *dat = dmalloc(sizeof ff_at);
+        int32_t *dids = dmalloc(sizeof ids);
+        h2d(dat, ff_at, sizeof ff_at);
+        h2d(dids, ids, sizeof ids);
+        for (int parts = 0; parts < 2; parts++) {
+            float *dyb = dup_d(y, R * D);
+            CHECK(sl_cuda_expert_bias(c, dyb, deb, parts ? dat : NULL, dids, (int32_t)R, D,
+                                      &e) == SL_OK);
+            CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+            d2h(out, dyb, (size_t)(R * D) * 4);
+            bad = 0;
+            for (int64_t i = 0; i < R; i++) {
+                const int32_t x = ids[i];
+                const int64_t at = parts ? ff_at[x] : x * D, w = parts ? ff_at[x + 1] - at : D;
+                for (int64_t j = 0; j < D; j++)
+                    bad += out[i * D + j] != (j < w ? y[i * D + j] + eb[at + j] : y[i * D + j]);
+            }
+            CHECK_MSG(bad == 0, "expert_bias (parts %d): %d mismatches", parts, bad);
+            cudaFree(dyb);
+        }
+        CHECK(sl_cuda_expert_bias(c, dy, NULL, NULL, dids, (int32_t)R, D, &e) == SL_ERR_INVALID);
+        cudaFree(deb);
+        cudaFree(dat);
+        cudaFree(dids);
+        free(eb);
+    }
     /* gated_add */
     float logit[5];
     for (int t = 0; t < R; t++) logit[t] = rnd_f(-4, 4);

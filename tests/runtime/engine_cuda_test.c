@@ -5,8 +5,9 @@
  * weights (both sides compute in float from the same weights; the GPU sums in a different
  * order), 2e-2 for Q8_0 (the GPU's cuBLAS GEMM for batches >= 8 rounds activations to F16).
  * Also: prefill == decodes on the device, F16 KV, chunked prefill; and routed experts split
- * hot/cold (qwen3moe, mixtral; a random index and one with empty parts), hot parts on the GPU,
- * against the CPU (its sim twin: hotcold_test).
+ * hot/cold (qwen3moe, mixtral, gpt-oss: expert biases and the clamped SwiGLU; a random index
+ * and one with empty parts), hot parts and their gate/up bias entries on the GPU, against the
+ * CPU (its sim twin: hotcold_test).
  * Without a usable GPU: prints "SKIPPED, no usable GPU" and passes (CI). Its CPU twin in CI is
  * engine_test, which runs the same placements on the sim device (bit-identical to the CPU). */
 #include <math.h>
@@ -230,7 +231,7 @@ int main(void)
         return 1;
     }
     const char *archs[] = {"llama", "mixtral", "mixtral-split", "qwen2moe", "qwen3moe", "olmoe",
-                           "gemma3"};
+                           "gemma3", "gpt-oss"};
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
         check_arch(archs[i], SL_GGML_F32, dir);
         check_arch(archs[i], SL_GGML_Q8_0, dir);
@@ -239,6 +240,8 @@ int main(void)
     check_hot_cold("qwen3moe", SL_GGML_Q8_0, 32, dir);
     check_hot_cold("mixtral", SL_GGML_F32, 1, dir);
     check_hot_cold("mixtral", SL_GGML_Q8_0, 32, dir);
+    check_hot_cold("gpt-oss", SL_GGML_F32, 1, dir);
+    check_hot_cold("gpt-oss", SL_GGML_Q8_0, 32, dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) fprintf(stderr, "warning: could not remove %s\n", dir);

@@ -7,7 +7,8 @@
  * every MoE architecture the same way (F32, Q8_0, Q4_K; experts all hot, all cold or split;
  * biases and gpt-oss's clamped SwiGLU; shared experts and deepseek2's dense layer whole on the
  * device); a mis-sized MoE index is refused naming file, layer and experts, and one beside
- * the model is picked up. The neuron statistics (profile) count
+ * the model is picked up. The fetching scheduler runs a split model (its parts through the CPU
+ * scheduler) with the CPU scheduler's logits bit for bit. The neuron statistics (profile) count
  * activations of every layer. A ReLU llama split hot/cold skips inactive neurons in both
  * parts with the split-but-dense logits bit for bit. */
 #include <math.h>
@@ -31,6 +32,8 @@ static char g_dir[256];
 static bool g_relu_dense; /* the contexts' relu_dense option */
 static uint64_t g_gpu_bytes; /* the last model run's weight bytes on the device */
 static bool g_decode;        /* run() evaluates token by token (decode) instead of at once */
+static const char *g_sched;  /* the contexts' MoE scheduler options (NULL: the CPU one) */
+static sl_ctx_stats g_stats; /* the last run's context counters */
 
 static float *run(const char *path, sl_placement pl, const char *idx, size_t *nv,
                   sl_status *st_out, char *msg)
@@ -54,6 +57,7 @@ static float *run(const char *path, sl_placement pl, const char *idx, size_t *nv
     co.n_ctx = 32;
     co.all_logits = true;
     co.relu_dense = g_relu_dense;
+    co.sched = g_sched;
     sl_ctx *c = NULL;
     float *out = NULL;
     if (sl_ctx_create(m, &co, &c, &e)) {
@@ -73,6 +77,7 @@ static float *run(const char *path, sl_placement pl, const char *idx, size_t *nv
                 memcpy(out + (size_t)(i + j) * in.n_vocab, sl_ctx_logits(c, j),
                        (size_t)in.n_vocab * sizeof *out);
         }
+        sl_ctx_stats_get(c, &g_stats);
     }
     sl_ctx_destroy(c);
     sl_model_close(m);
@@ -205,6 +210,52 @@ static void check_moe(const char *arch, uint32_t wtype, int g, int n_embd, int n
               (unsigned long long)dev[MOE_COLD], (unsigned long long)dev[MOE_RANDOM],
               (unsigned long long)dev[MOE_HOT]);
     free(base);
+}
+
+/* The fetching scheduler (modes post, full, auto) on a hot/cold split: the parts of split
+ * layers run through the CPU scheduler inside it (nothing to fetch: the hot side is resident,
+ * the cold side the CPU's); an all-cold index leaves the experts whole on the host, fetched as
+ * usual. Prefill and decode logits equal the CPU scheduler's bit for bit, with as many expert
+ * evaluations counted. */
+static void check_moe_fetch(const char *arch)
+{
+    char path[512], idx[512], label[64], msg[SL_ERROR_MSG_BYTES] = "";
+    tm_params p;
+    test_model("fetch_", arch, SL_GGML_Q8_0, 0, 0, 0, &p, path, idx, label);
+    static const char *const modes[] = {"mode=post", "mode=full", "mode=auto"};
+    static const int idx_modes[] = {MOE_RANDOM, MOE_EDGES, MOE_COLD};
+    for (size_t k = 0; k < sizeof idx_modes / sizeof *idx_modes; k++) {
+        const int mode = idx_modes[k];
+        write_moe_index(idx, p.n_layer, p.n_expert, p.n_ff, 32, mode, 11 + (uint64_t)mode);
+        for (int dec = 0; dec < 2; dec++) {
+            size_t n0 = 0, n1 = 0;
+            g_decode = dec;
+            g_sched = NULL;
+            float *base = run(path, SL_PLACE_HOT_COLD, idx, &n0, NULL, msg);
+            const sl_ctx_stats bs = g_stats;
+            CHECK_MSG(base && bs.moe_scheduler && !strcmp(bs.moe_scheduler, "cpu"),
+                      "%s, index %d: cpu scheduler: %s", label, mode, msg);
+            for (size_t i = 0; i < sizeof modes / sizeof *modes && base; i++) {
+                g_sched = modes[i];
+                float *l = run(path, SL_PLACE_HOT_COLD, idx, &n1, NULL, msg);
+                CHECK_MSG(l && g_stats.moe_scheduler && !strcmp(g_stats.moe_scheduler, "fetch"),
+                          "%s, index %d, %s: %s", label, mode, modes[i], msg);
+                CHECK_MSG(l && n1 == n0 && !memcmp(base, l, n0 * sizeof *l),
+                          "%s, index %d, %s, %s: logits differ from the cpu scheduler's", label,
+                          mode, modes[i], dec ? "decode" : "prefill");
+                CHECK_MSG(g_stats.expert_calls_cpu + g_stats.expert_calls_gpu ==
+                              bs.expert_calls_cpu + bs.expert_calls_gpu,
+                          "%s, %s: %llu expert evaluations, cpu scheduler %llu", label, modes[i],
+                          (unsigned long long)(g_stats.expert_calls_cpu +
+                                               g_stats.expert_calls_gpu),
+                          (unsigned long long)(bs.expert_calls_cpu + bs.expert_calls_gpu));
+                free(l);
+            }
+            free(base);
+        }
+    }
+    g_sched = NULL;
+    g_decode = false;
 }
 
 /* A live reload of a layer whose experts are split hot/cold is refused (their bytes live in
@@ -500,6 +551,9 @@ int main(void)
     check_moe("qwen2moe", SL_GGML_Q8_0, 32, 0, 0);
     check_moe("gpt-oss", SL_GGML_Q8_0, 32, 0, 0);
     check_moe("deepseek2", SL_GGML_Q8_0, 32, 0, 0);
+    check_moe_fetch("qwen3moe");
+    check_moe_fetch("mixtral");
+    check_moe_fetch("gpt-oss");
     check_moe_reload();
     check_errors();
     check_profile();

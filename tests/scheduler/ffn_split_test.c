@@ -91,7 +91,7 @@ static void make_side(const sl_moe_layer *whole, const bool *hg, int64_t G, bool
                                           s->blob[2], s->b[0], s->b[1], &e) == SL_OK,
               "%s", e.msg);
     sl_ffn_split_experts_part(whole, s->ff_at, s->blob[0], s->blob[1], s->blob[2], s->b[0],
-                              s->b[1], !hot, NULL, s->p[0], s->p[1], s->p[2], &s->L);
+                              s->b[1], hot, NULL, s->p[0], s->p[1], s->p[2], &s->L);
 }
 
 static void free_side(side *s)
@@ -118,6 +118,8 @@ static void check(sl_moe_sched *cpu, uint32_t type, bool bias, sl_moe_act act, i
     for (int x = 0; x < X; x++)
         CHECK(hot.ff_at[x + 1] - hot.ff_at[x] + cold.ff_at[x + 1] - cold.ff_at[x] == F);
     CHECK(hot.ff_at[1] == F && cold.ff_at[2] - cold.ff_at[1] == F);
+    /* each expert's down bias once, on the cold side (whatever device runs the hot one) */
+    CHECK(!hot.L.down_b && cold.L.down_b == l.L.down_b);
     float x_in[N_TOK * E], whole[N_TOK * E], h[N_TOK * E], c[N_TOK * E];
     uint64_t r[4];
     sl_prng_seed(r, 11);
