@@ -67,17 +67,25 @@ static void SL_MV_SUFFIX(g_store8)(const __m256 lt[8], int64_t t0, int64_t n_tok
 
 enum { G32_CH = 32 }; /* blocks per unpacked chunk and activation panel (a multiple of 8) */
 
-/* G32_OFFSET: the AVX2 kernel of the narrow types (|w| <= 16: Q4_0, Q5_0, MXFP4) feeds
- * vpmaddubsw x + 128 (unsigned, the panel stores it so) against the signed weights, which
- * saves the vpsignb per group that the sign trick costs; sum (x + 128) w - 128 sum w is the
- * same exact integer. Pair sums reach 2 * 255 * 16, so 4 groups stay below 2^15 in int16. */
+/* G32_OFFSET: the AVX2 kernel of the narrow types (Q4_0, Q5_0, MXFP4) feeds vpmaddubsw the
+ * weights as unsigned u = w + c (Q4_0: the nibble, c = 8; Q5_0: the 5-bit q, c = 16; MXFP4:
+ * the doubled e2m1 value + 12, c = 12) against the signed x, which saves the vpsignb per group
+ * that the sign trick costs; sum u x - c sum x is the same exact integer, and c sum x of each
+ * token and block is formed once per panel (g32_panel.cx), not once per row. Pair sums reach
+ * 2 * 31 * 127, so 4 groups stay below 2^15 in int16. */
 #define G32_OFFSET(wide) (!(wide) && !SL_MV_AVX512)
 
+/* c of G32_OFFSET for a narrow type. */
+static inline int SL_MV_SUFFIX(g32_c)(uint32_t type)
+{
+    return type == SL_GGML_Q4_0 ? 8 : type == SL_GGML_Q5_0 ? 16 : 12;
+}
+
 typedef struct g32_buf {
-    _Alignas(32) int8_t sw[G32_CH * 32]; /* signed weights, element order */
+    _Alignas(32) int8_t sw[G32_CH * 32]; /* weights, element order: signed, or (G32_OFFSET)
+                                          * unsigned u = w + c */
     _Alignas(32) int8_t aw[G32_CH * 32]; /* |w|: vpmaddubsw's unsigned operand (sign trick) */
     _Alignas(32) float dw[G32_CH];       /* block scales as the reference converts them */
-    int32_t w128[G32_CH];                /* 128 * sum of the block's w (G32_OFFSET) */
 } g32_buf;
 
 static inline float SL_MV_SUFFIX(g_half)(const char *p)
@@ -91,8 +99,11 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_unpack)(
     uint32_t type, const char *w, int64_t b0, int64_t b1, g32_buf *u)
 {
     const bool offset = G32_OFFSET(type == SL_GGML_Q8_0);
-    const __m256i eight = _mm256_set1_epi8(8), f0 = _mm256_set1_epi8((char)0xF0);
-    const __m128i kv = _mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4);
+    /* G32_OFFSET: u = w + c, so the Q4_0 and Q5_0 quants stay as stored */
+    const __m256i eight = _mm256_set1_epi8(offset ? 0 : 8);
+    const __m256i f0 = _mm256_set1_epi8(offset ? 0x10 : (char)0xF0);
+    const __m128i kv = _mm_add_epi8(_mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4),
+                                    _mm_set1_epi8(offset ? 12 : 0));
     const __m256i table = _mm256_set_m128i(kv, kv);
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
@@ -112,8 +123,9 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_unpack)(
         }
         case SL_GGML_Q5_0: {
             const char *p = w + b * 22;
+            const __m256i hb = SL_MV_SUFFIX(qh_bytes)(p + 2); /* bit 4 set */
             q = _mm256_or_si256(SL_MV_SUFFIX(nibbles)((const uint8_t *)(p + 6)),
-                                _mm256_andnot_si256(SL_MV_SUFFIX(qh_bytes)(p + 2), f0));
+                                offset ? _mm256_and_si256(hb, f0) : _mm256_andnot_si256(hb, f0));
             u->dw[i] = SL_MV_SUFFIX(g_half)(p);
             break;
         }
@@ -125,16 +137,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_unpack)(
         }
         }
         _mm256_store_si256((__m256i *)(u->sw + 32 * i), q);
-        if (!offset) {
-            _mm256_store_si256((__m256i *)(u->aw + 32 * i), _mm256_sign_epi8(q, q));
-            continue;
-        }
-        const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q),
-                                             _mm256_set1_epi16(1));
-        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
-        u->w128[i] = 128 * _mm_cvtsi128_si32(h);
+        if (!offset) _mm256_store_si256((__m256i *)(u->aw + 32 * i), _mm256_sign_epi8(q, q));
     }
 }
 
@@ -166,21 +169,29 @@ static inline void SL_MV_SUFFIX(g_transpose8)(const __m256i r[8], void *dst)
 typedef struct g32_panel {
     _Alignas(32) int8_t q[G32_CH][8][32];
     _Alignas(32) float d[G32_CH][8]; /* the tokens' block scales */
+    _Alignas(32) int32_t cx[G32_CH][8]; /* c * the tokens' block sums of x (G32_OFFSET) */
 } g32_panel;
 
-static void SL_MV_SUFFIX(g32_panel_build)(const g_tok8 *g, int64_t b0, int64_t b1, bool offset,
+/* c: G32_OFFSET's c of the weight type, 0 when not offset (cx then unused). */
+static void SL_MV_SUFFIX(g32_panel_build)(const g_tok8 *g, int64_t b0, int64_t b1, int c,
                                           g32_panel *p)
 {
-    const __m256i flip = _mm256_set1_epi8(offset ? (char)0x80 : 0); /* x + 128 as unsigned */
+    const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
         __m256i r[8];
         for (int k = 0; k < 8; k++) {
-            r[k] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(g->x[k] + b * 34 + 2)),
-                                    flip);
+            r[k] = _mm256_loadu_si256((const __m256i *)(g->x[k] + b * 34 + 2));
             p->d[i][k] = SL_MV_SUFFIX(g_half)(g->x[k] + b * 34);
         }
         SL_MV_SUFFIX(g_transpose8)(r, p->q[i]);
+        if (!c) continue;
+        __m256i h = _mm256_setzero_si256(); /* int16 pair sums: 8 * 2 * 127 at most */
+        for (int gi = 0; gi < 8; gi++)
+            h = _mm256_add_epi16(h, _mm256_maddubs_epi16(
+                                        one8, _mm256_load_si256((const __m256i *)p->q[i][gi])));
+        _mm256_store_si256((__m256i *)p->cx[i],
+                           _mm256_mullo_epi32(_mm256_madd_epi16(h, one16), _mm256_set1_epi32(c)));
     }
 }
 
@@ -224,18 +235,18 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_dot_panels)(
         __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         if (G32_OFFSET(wide)) {
             __m256i h[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-            const __m256i w128 = _mm256_set1_epi32(u->w128[i]), one = _mm256_set1_epi16(1);
+            const __m256i one = _mm256_set1_epi16(1);
 #if defined(__clang__)
 #pragma clang loop unroll(full)
 #endif
             for (int g = 0; g < 8; g++) {
                 int32_t w4;
                 memcpy(&w4, u->sw + 32 * i + 4 * g, 4);
-                const __m256i sw = _mm256_set1_epi32(w4);
+                const __m256i uw = _mm256_set1_epi32(w4);
                 for (int q = 0; q < NP; q++)
                     h[q] = _mm256_add_epi16(
                         h[q], _mm256_maddubs_epi16(
-                                  _mm256_load_si256((const __m256i *)p[q].q[i][g]), sw));
+                                  uw, _mm256_load_si256((const __m256i *)p[q].q[i][g])));
                 if (g % 4 == 3)
                     for (int q = 0; q < NP; q++) {
                         s[q] = _mm256_add_epi32(s[q], _mm256_madd_epi16(h[q], one));
@@ -243,7 +254,8 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_dot_panels)(
                     }
             }
             for (int q = 0; q < NP; q++) {
-                const __m256i v = _mm256_sub_epi32(s[q], w128);
+                const __m256i v =
+                    _mm256_sub_epi32(s[q], _mm256_load_si256((const __m256i *)p[q].cx[i]));
                 const __m256 t = _mm256_mul_ps(
                     _mm256_cvtepi32_ps(v),
                     _mm256_mul_ps(_mm256_set1_ps(u->dw[i]), _mm256_load_ps(p[q].d[i])));
@@ -312,7 +324,8 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
                 const int64_t c1 = a->nb - c0 < G32_CH ? a->nb : c0 + G32_CH;
                 for (int q = 0; q < np; q++) {
                     const g_tok8 g = SL_MV_SUFFIX(g_tokens)(a->xq, a->arb, t0 + 8 * q, a->n_tok);
-                    SL_MV_SUFFIX(g32_panel_build)(&g, c0, c1, G32_OFFSET(wide), &p[q]);
+                    SL_MV_SUFFIX(g32_panel_build)(
+                        &g, c0, c1, G32_OFFSET(wide) ? SL_MV_SUFFIX(g32_c)(type) : 0, &p[q]);
                 }
                 for (int64_t k = 0; k < nr; k++) {
                     const int64_t r = a->idx ? a->idx[r0 + k] : r0 + k;
