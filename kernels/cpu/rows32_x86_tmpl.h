@@ -91,7 +91,10 @@ SL_MV_SUFFIX(r32_rows)(const void *w, size_t wrb, const void *xq, int64_t nb, in
             __m256 t;
             if (kind == SL_R32_MXFP4) {
                 uint64_t ev = 0;
-                for (int k = 0; k < 8; k++) ev |= (uint64_t)(uint8_t)wp[k * wb] << (8 * k);
+                for (int k = 0; k < 8; k++) {
+                    ev |= (uint64_t)(uint8_t)wp[k * wb] << (8 * k);
+                    __asm__("" : "+r"(ev)); /* scalar ALU work, not vpinsrb on the shuffle ports */
+                }
                 const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)ev));
                 t = _mm256_mul_ps(fs, _mm256_mul_ps(hxv, SL_MV_SUFFIX(e8m0_bits)(e)));
             } else {
