@@ -298,6 +298,43 @@ SL_G32_DOT(g32_dot_2w, 2, true)
 
 enum { G32_ROWS = 64 }; /* rows whose lanes live at once beside one pair of panels */
 
+#if !SL_MV_AVX512
+/* Tokens that the whole-row kernel serves faster than a panel pass of 8 (measured on AVX2
+ * Zen 4: a token of the row kernel costs about a fifth of an 8-token pass, a 16-token pass
+ * about 1.6 of them). */
+enum { G32_FEW = 4 };
+
+/* Whether tokens left over by the panels may go to the whole-row kernel (rows32_x86_tmpl.h:
+ * MXFP4 and Q4_0, rows of 8 .. SL_MV_HX_MAX blocks). */
+static inline bool SL_MV_SUFFIX(g32_few_ok)(uint32_t type, const sl__gemm_rows *a)
+{
+    return (type == SL_GGML_MXFP4 || type == SL_GGML_Q4_0) && a->nb >= 8 &&
+           a->nb <= SL_MV_HX_MAX;
+}
+
+/* Tokens [t0, n_tok) of rows [i0, i1) when they are at most G32_FEW and g32_few_ok: one row
+ * kernel call per (row, token), which unpacks each block once per token but fills no 8-token
+ * panel with repeats. Returns whether it did them (the bits are the same either way). */
+static inline __attribute__((always_inline)) bool
+SL_MV_SUFFIX(g32_few)(uint32_t type, const sl__gemm_rows *a, int64_t t0, int64_t i0, int64_t i1)
+{
+    if (!SL_MV_SUFFIX(g32_few_ok)(type, a) || a->n_tok - t0 > G32_FEW) return false;
+    const int kind = type == SL_GGML_MXFP4 ? SL_R32_MXFP4 : SL_R32_Q4_0;
+    r32_x p;
+    for (int64_t t = t0; t < a->n_tok; t++) {
+        const char *xq = a->xq + (size_t)t * a->arb;
+        SL_MV_SUFFIX(r32_prep)(xq, a->nb, kind, &p);
+        for (int64_t i = i0; i < i1; i++) {
+            const int64_t r = a->idx ? a->idx[i] : i;
+            const int64_t out = a->idx && !a->scatter ? i : r;
+            a->y[t * a->y_stride + out] =
+                SL_MV_SUFFIX(r32_row)(a->w + (size_t)r * a->wrb, xq, a->nb, &p, kind);
+        }
+    }
+    return true;
+}
+#endif
+
 /* Rows in groups of G32_ROWS, tokens in groups of 16 (two panels): each panel pair is built
  * once per row group and chunk, each row chunk unpacked once per 16 tokens. */
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
@@ -309,8 +346,15 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
     __m256 lt[G32_ROWS][2][8];
     for (int64_t r0 = i0; r0 < i1; r0 += G32_ROWS) {
         const int64_t nr = i1 - r0 < G32_ROWS ? i1 - r0 : G32_ROWS;
-        for (int64_t t0 = 0; t0 < a->n_tok; t0 += 16) {
-            const int np = a->n_tok - t0 > 8 ? 2 : 1;
+        int np = 2;
+        for (int64_t t0 = 0; t0 < a->n_tok; t0 += 8 * np) {
+            /* 9 or 10 tokens left: one panel and the row kernel beat two panels */
+            int64_t two = 8;
+#if !SL_MV_AVX512
+            if (SL_MV_SUFFIX(g32_few)(type, a, t0, r0, r0 + nr)) break;
+            if (SL_MV_SUFFIX(g32_few_ok)(type, a)) two = 10;
+#endif
+            np = a->n_tok - t0 > two ? 2 : 1;
             void (*dot)(const g32_buf *, const g32_panel *, int64_t, int64_t, __m256[2][8]) =
                 wide ? (np > 1 ? SL_MV_SUFFIX(g32_dot_2w) : SL_MV_SUFFIX(g32_dot_1w))
                      : (np > 1 ? SL_MV_SUFFIX(g32_dot_2n) : SL_MV_SUFFIX(g32_dot_1n));

@@ -61,55 +61,70 @@ static inline __m256i SL_MV_SUFFIX(r32_u)(const char *wp, int kind, __m256i tabl
     return kind == SL_R32_MXFP4 ? _mm256_shuffle_epi8(table, n) : n;
 }
 
-static inline __attribute__((always_inline)) void
-SL_MV_SUFFIX(r32_rows)(const void *w, size_t wrb, const void *xq, int64_t nb, int64_t r0,
-                       int64_t r1, float *y, int kind)
+/* What every row of one activation row reads: its x scales as floats (hx, zero-padded to a
+ * multiple of 8) and c * its block sums (cx, whole groups). nb <= SL_MV_HX_MAX. */
+typedef struct r32_x {
+    float hx[SL_MV_HX_MAX + 8];
+    int32_t cx[SL_MV_HX_MAX];
+} r32_x;
+
+static inline void SL_MV_SUFFIX(r32_prep)(const char *xq, int64_t nb, int kind, r32_x *p)
+{
+    SL_MV_SUFFIX(hx_fill)(xq, sizeof(sl_block_q8_0), nb, 0, p->hx);
+    SL_MV_SUFFIX(r32_xsums)(xq, nb & ~(int64_t)7, kind == SL_R32_MXFP4 ? 12 : 8, p->cx);
+}
+
+/* One row at wr (nb >= 1 blocks) times the activation row xq prepared in p. */
+static inline __attribute__((always_inline)) float
+SL_MV_SUFFIX(r32_row)(const char *wr, const char *xq, int64_t nb, const r32_x *p, int kind)
 {
     const int wb = kind == SL_R32_MXFP4 ? (int)sizeof(sl_block_mxfp4) : (int)sizeof(sl_block_q4_0);
     const int xb = (int)sizeof(sl_block_q8_0);
     const int64_t nb8 = nb & ~(int64_t)7;
-    float hx[SL_MV_HX_MAX + 8];
-    int32_t cx[SL_MV_HX_MAX];
-    SL_MV_SUFFIX(hx_fill)(xq, (size_t)xb, nb, 0, hx);
-    SL_MV_SUFFIX(r32_xsums)(xq, nb8, kind == SL_R32_MXFP4 ? 12 : 8, cx);
     const __m128i kv = _mm_add_epi8(_mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4),
                                     _mm_set1_epi8(12));
     const __m256i table = _mm256_broadcastsi128_si256(kv);
-    for (int64_t r = r0; r < r1; r++) {
-        const char *wr = (const char *)w + (size_t)r * wrb;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb8; b += 8) {
-            const char *wp = wr + b * wb, *xp = (const char *)xq + b * xb;
-            __m256i p[8];
-            for (int k = 0; k < 8; k++)
-                p[k] = _mm256_maddubs_epi16(
-                    SL_MV_SUFFIX(r32_u)(wp + k * wb, kind, table),
-                    _mm256_loadu_si256((const __m256i *)(xp + k * xb + 2)));
-            const __m256i isum = _mm256_sub_epi32(SL_MV_SUFFIX(r32_tree)(p),
-                                                  _mm256_loadu_si256((const __m256i *)(cx + b)));
-            const __m256 fs = _mm256_cvtepi32_ps(isum), hxv = _mm256_loadu_ps(hx + b);
-            __m256 t;
-            if (kind == SL_R32_MXFP4) {
-                uint64_t ev = 0;
-                for (int k = 0; k < 8; k++) {
-                    ev |= (uint64_t)(uint8_t)wp[k * wb] << (8 * k);
-                    __asm__("" : "+r"(ev)); /* scalar ALU work, not vpinsrb on the shuffle ports */
-                }
-                const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)ev));
-                t = _mm256_mul_ps(fs, _mm256_mul_ps(hxv, SL_MV_SUFFIX(e8m0_bits)(e)));
-            } else {
-                t = _mm256_mul_ps(
-                    fs, _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, wp, (size_t)wb, 8, 0), hxv));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb8; b += 8) {
+        const char *wp = wr + b * wb, *xp = xq + b * xb;
+        __m256i q[8];
+        for (int k = 0; k < 8; k++)
+            q[k] = _mm256_maddubs_epi16(SL_MV_SUFFIX(r32_u)(wp + k * wb, kind, table),
+                                        _mm256_loadu_si256((const __m256i *)(xp + k * xb + 2)));
+        const __m256i isum = _mm256_sub_epi32(SL_MV_SUFFIX(r32_tree)(q),
+                                              _mm256_loadu_si256((const __m256i *)(p->cx + b)));
+        const __m256 fs = _mm256_cvtepi32_ps(isum), hxv = _mm256_loadu_ps(p->hx + b);
+        __m256 t;
+        if (kind == SL_R32_MXFP4) {
+            uint64_t ev = 0;
+            for (int k = 0; k < 8; k++) {
+                ev |= (uint64_t)(uint8_t)wp[k * wb] << (8 * k);
+                __asm__("" : "+r"(ev)); /* scalar ALU work, not vpinsrb on the shuffle ports */
             }
-            acc = _mm256_add_ps(acc, t);
+            const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)ev));
+            t = _mm256_mul_ps(fs, _mm256_mul_ps(hxv, SL_MV_SUFFIX(e8m0_bits)(e)));
+        } else {
+            t = _mm256_mul_ps(
+                fs, _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp, wp, (size_t)wb, 8, 0), hxv));
         }
-        if (nb8 < nb)
-            acc = SL_MV_SUFFIX(groups_acc)(acc, wr, xq, nb8, nb, wb, xb,
-                                           kind == SL_R32_MXFP4 ? SL_MV_SUFFIX(group_mxfp4)
-                                                                : SL_MV_SUFFIX(group_q4_0),
-                                           hx);
-        y[r] = SL_MV_SUFFIX(reduce8)(acc);
+        acc = _mm256_add_ps(acc, t);
     }
+    if (nb8 < nb)
+        acc = SL_MV_SUFFIX(groups_acc)(acc, wr, xq, nb8, nb, wb, xb,
+                                       kind == SL_R32_MXFP4 ? SL_MV_SUFFIX(group_mxfp4)
+                                                            : SL_MV_SUFFIX(group_q4_0),
+                                       p->hx);
+    return SL_MV_SUFFIX(reduce8)(acc);
+}
+
+static inline __attribute__((always_inline)) void
+SL_MV_SUFFIX(r32_rows)(const void *w, size_t wrb, const void *xq, int64_t nb, int64_t r0,
+                       int64_t r1, float *y, int kind)
+{
+    r32_x p;
+    SL_MV_SUFFIX(r32_prep)(xq, nb, kind, &p);
+    for (int64_t r = r0; r < r1; r++)
+        y[r] = SL_MV_SUFFIX(r32_row)((const char *)w + (size_t)r * wrb, xq, nb, &p, kind);
 }
 
 static void SL_MV_SUFFIX(rows32_mxfp4)(const void *w, size_t wrb, const void *xq, int64_t nb,
