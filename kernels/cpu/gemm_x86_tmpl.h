@@ -54,15 +54,6 @@ static inline void SL_MV_SUFFIX(g_reduce8)(const __m256 lt[8], float r[8])
     _mm256_storeu_ps(r, _mm256_add_ps(_mm256_add_ps(u0, u2), _mm256_add_ps(u1, u3)));
 }
 
-/* y of the group's real tokens from the transposed lanes. */
-static void SL_MV_SUFFIX(g_store8)(const __m256 lt[8], int64_t t0, int64_t n_tok, float *y,
-                                   int64_t y_stride)
-{
-    float r[8];
-    SL_MV_SUFFIX(g_reduce8)(lt, r);
-    for (int64_t k = 0; k < 8 && t0 + k < n_tok; k++) y[(t0 + k) * y_stride] = r[k];
-}
-
 /* ---- 32-element blocks with Q8_0 activations: Q8_0, Q4_0, Q5_0, MXFP4 -------------------- */
 
 enum { G32_CH = 32 }; /* blocks per unpacked chunk and activation panel (a multiple of 8) */
@@ -298,6 +289,26 @@ SL_G32_DOT(g32_dot_2w, 2, true)
 
 enum { G32_ROWS = 64 }; /* rows whose lanes live at once beside one pair of panels */
 
+/* The results of rows [r0, r0 + nr) of a call for tokens [t0, t0 + 8 np) (the real ones)
+ * from their transposed lanes lt[k][q] (row r0 + k, tokens t0 + 8q ..), stored token by
+ * token: a token's stores of the row group then share cache lines, where row by row they go
+ * y_stride floats apart (at 1024 rows, 4 KiB: every token's line in one L1 set). */
+static void SL_MV_SUFFIX(g_store_rows)(const sl__gemm_rows *a, const __m256 (*lt)[2][8],
+                                       int64_t r0, int64_t nr, int64_t t0, int np)
+{
+    float res[G32_ROWS][16];
+    for (int64_t k = 0; k < nr; k++)
+        for (int q = 0; q < np; q++) SL_MV_SUFFIX(g_reduce8)(lt[k][q], res[k] + 8 * q);
+    const int64_t nt = a->n_tok - t0 < 8 * np ? a->n_tok - t0 : 8 * np;
+    for (int64_t tt = 0; tt < nt; tt++) {
+        float *y = a->y + (t0 + tt) * a->y_stride;
+        for (int64_t k = 0; k < nr; k++) {
+            const int64_t i = r0 + k;
+            y[a->idx && !a->scatter ? i : a->idx ? a->idx[i] : i] = res[k][tt];
+        }
+    }
+}
+
 #if !SL_MV_AVX512
 /* Tokens that the whole-row kernel serves faster than a panel pass of 8 (measured on AVX2
  * Zen 4: a token of the row kernel costs about a fifth of an 8-token pass, a 16-token pass
@@ -377,12 +388,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
                     dot(&u, p, c0, c1, lt[k]);
                 }
             }
-            for (int64_t k = 0; k < nr; k++) {
-                const int64_t i = r0 + k, r = a->idx ? a->idx[i] : i;
-                float *y = a->y + (a->idx && !a->scatter ? i : r);
-                for (int q = 0; q < np; q++)
-                    SL_MV_SUFFIX(g_store8)(lt[k][q], t0 + 8 * q, a->n_tok, y, a->y_stride);
-            }
+            SL_MV_SUFFIX(g_store_rows)(a, (const __m256(*)[2][8])lt, r0, nr, t0, np);
         }
     }
 }
