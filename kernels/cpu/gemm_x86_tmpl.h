@@ -316,7 +316,8 @@ static void SL_MV_SUFFIX(g_store_rows)(const sl__gemm_rows *a, const __m256 (*lt
 enum { G32_FEW = 4 };
 
 /* Whether tokens left over by the panels may go to the whole-row kernel (rows32_x86_tmpl.h:
- * MXFP4 and Q4_0, rows of 8 .. SL_MV_HX_MAX blocks). */
+ * MXFP4 and Q4_0, rows of 8 .. SL_MV_HX_MAX blocks; Q5_0's row kernel, which also unpacks
+ * qh per token, gains too little to pay). */
 static inline bool SL_MV_SUFFIX(g32_few_ok)(uint32_t type, const sl__gemm_rows *a)
 {
     return (type == SL_GGML_MXFP4 || type == SL_GGML_Q4_0) && a->nb >= 8 &&

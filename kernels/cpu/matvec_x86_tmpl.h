@@ -736,7 +736,11 @@ sl__mv_rows_fn SL_MV_SUFFIX(sl__mv_rows)(uint32_t type)
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(rows32_mxfp4);
 #endif
     case SL_GGML_Q4_1: return SL_MV_SUFFIX(rows_q4_1);
+#if SL_MV_AVX512
     case SL_GGML_Q5_0: return SL_MV_SUFFIX(rows_q5_0);
+#else
+    case SL_GGML_Q5_0: return SL_MV_SUFFIX(rows32_q5_0);
+#endif
     case SL_GGML_Q5_1: return SL_MV_SUFFIX(rows_q5_1);
     case SL_GGML_Q4_K: return SL_MV_SUFFIX(rows_q4_K);
     case SL_GGML_Q5_K: return SL_MV_SUFFIX(rows_q5_K);
