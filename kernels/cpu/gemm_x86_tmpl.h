@@ -54,30 +54,29 @@ static inline void SL_MV_SUFFIX(g_reduce8)(const __m256 lt[8], float r[8])
     _mm256_storeu_ps(r, _mm256_add_ps(_mm256_add_ps(u0, u2), _mm256_add_ps(u1, u3)));
 }
 
-/* y of the group's real tokens from the transposed lanes. */
-static void SL_MV_SUFFIX(g_store8)(const __m256 lt[8], int64_t t0, int64_t n_tok, float *y,
-                                   int64_t y_stride)
-{
-    float r[8];
-    SL_MV_SUFFIX(g_reduce8)(lt, r);
-    for (int64_t k = 0; k < 8 && t0 + k < n_tok; k++) y[(t0 + k) * y_stride] = r[k];
-}
-
 /* ---- 32-element blocks with Q8_0 activations: Q8_0, Q4_0, Q5_0, MXFP4 -------------------- */
 
 enum { G32_CH = 32 }; /* blocks per unpacked chunk and activation panel (a multiple of 8) */
 
-/* G32_OFFSET: the AVX2 kernel of the narrow types (|w| <= 16: Q4_0, Q5_0, MXFP4) feeds
- * vpmaddubsw x + 128 (unsigned, the panel stores it so) against the signed weights, which
- * saves the vpsignb per group that the sign trick costs; sum (x + 128) w - 128 sum w is the
- * same exact integer. Pair sums reach 2 * 255 * 16, so 4 groups stay below 2^15 in int16. */
+/* G32_OFFSET: the AVX2 kernel of the narrow types (Q4_0, Q5_0, MXFP4) feeds vpmaddubsw the
+ * weights as unsigned u = w + c (Q4_0: the nibble, c = 8; Q5_0: the 5-bit q, c = 16; MXFP4:
+ * the doubled e2m1 value + 12, c = 12) against the signed x, which saves the vpsignb per group
+ * that the sign trick costs; sum u x - c sum x is the same exact integer, and c sum x of each
+ * token and block is formed once per panel (g32_panel.cx), not once per row. Pair sums reach
+ * 2 * 31 * 127, so 4 groups stay below 2^15 in int16. */
 #define G32_OFFSET(wide) (!(wide) && !SL_MV_AVX512)
 
+/* c of G32_OFFSET for a narrow type. */
+static inline int SL_MV_SUFFIX(g32_c)(uint32_t type)
+{
+    return type == SL_GGML_Q4_0 ? 8 : type == SL_GGML_Q5_0 ? 16 : 12;
+}
+
 typedef struct g32_buf {
-    _Alignas(32) int8_t sw[G32_CH * 32]; /* signed weights, element order */
+    _Alignas(32) int8_t sw[G32_CH * 32]; /* weights, element order: signed, or (G32_OFFSET)
+                                          * unsigned u = w + c */
     _Alignas(32) int8_t aw[G32_CH * 32]; /* |w|: vpmaddubsw's unsigned operand (sign trick) */
     _Alignas(32) float dw[G32_CH];       /* block scales as the reference converts them */
-    int32_t w128[G32_CH];                /* 128 * sum of the block's w (G32_OFFSET) */
 } g32_buf;
 
 static inline float SL_MV_SUFFIX(g_half)(const char *p)
@@ -91,8 +90,11 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_unpack)(
     uint32_t type, const char *w, int64_t b0, int64_t b1, g32_buf *u)
 {
     const bool offset = G32_OFFSET(type == SL_GGML_Q8_0);
-    const __m256i eight = _mm256_set1_epi8(8), f0 = _mm256_set1_epi8((char)0xF0);
-    const __m128i kv = _mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4);
+    /* G32_OFFSET: u = w + c, so the Q4_0 and Q5_0 quants stay as stored */
+    const __m256i eight = _mm256_set1_epi8(offset ? 0 : 8);
+    const __m256i f0 = _mm256_set1_epi8(offset ? 0x10 : (char)0xF0);
+    const __m128i kv = _mm_add_epi8(_mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4),
+                                    _mm_set1_epi8(offset ? 12 : 0));
     const __m256i table = _mm256_set_m128i(kv, kv);
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
@@ -112,8 +114,9 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_unpack)(
         }
         case SL_GGML_Q5_0: {
             const char *p = w + b * 22;
+            const __m256i hb = SL_MV_SUFFIX(qh_bytes)(p + 2); /* bit 4 set */
             q = _mm256_or_si256(SL_MV_SUFFIX(nibbles)((const uint8_t *)(p + 6)),
-                                _mm256_andnot_si256(SL_MV_SUFFIX(qh_bytes)(p + 2), f0));
+                                offset ? _mm256_and_si256(hb, f0) : _mm256_andnot_si256(hb, f0));
             u->dw[i] = SL_MV_SUFFIX(g_half)(p);
             break;
         }
@@ -125,16 +128,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_unpack)(
         }
         }
         _mm256_store_si256((__m256i *)(u->sw + 32 * i), q);
-        if (!offset) {
-            _mm256_store_si256((__m256i *)(u->aw + 32 * i), _mm256_sign_epi8(q, q));
-            continue;
-        }
-        const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q),
-                                             _mm256_set1_epi16(1));
-        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
-        u->w128[i] = 128 * _mm_cvtsi128_si32(h);
+        if (!offset) _mm256_store_si256((__m256i *)(u->aw + 32 * i), _mm256_sign_epi8(q, q));
     }
 }
 
@@ -166,21 +160,29 @@ static inline void SL_MV_SUFFIX(g_transpose8)(const __m256i r[8], void *dst)
 typedef struct g32_panel {
     _Alignas(32) int8_t q[G32_CH][8][32];
     _Alignas(32) float d[G32_CH][8]; /* the tokens' block scales */
+    _Alignas(32) int32_t cx[G32_CH][8]; /* c * the tokens' block sums of x (G32_OFFSET) */
 } g32_panel;
 
-static void SL_MV_SUFFIX(g32_panel_build)(const g_tok8 *g, int64_t b0, int64_t b1, bool offset,
+/* c: G32_OFFSET's c of the weight type, 0 when not offset (cx then unused). */
+static void SL_MV_SUFFIX(g32_panel_build)(const g_tok8 *g, int64_t b0, int64_t b1, int c,
                                           g32_panel *p)
 {
-    const __m256i flip = _mm256_set1_epi8(offset ? (char)0x80 : 0); /* x + 128 as unsigned */
+    const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
         __m256i r[8];
         for (int k = 0; k < 8; k++) {
-            r[k] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(g->x[k] + b * 34 + 2)),
-                                    flip);
+            r[k] = _mm256_loadu_si256((const __m256i *)(g->x[k] + b * 34 + 2));
             p->d[i][k] = SL_MV_SUFFIX(g_half)(g->x[k] + b * 34);
         }
         SL_MV_SUFFIX(g_transpose8)(r, p->q[i]);
+        if (!c) continue;
+        __m256i h = _mm256_setzero_si256(); /* int16 pair sums: 8 * 2 * 127 at most */
+        for (int gi = 0; gi < 8; gi++)
+            h = _mm256_add_epi16(h, _mm256_maddubs_epi16(
+                                        one8, _mm256_load_si256((const __m256i *)p->q[i][gi])));
+        _mm256_store_si256((__m256i *)p->cx[i],
+                           _mm256_mullo_epi32(_mm256_madd_epi16(h, one16), _mm256_set1_epi32(c)));
     }
 }
 
@@ -224,18 +226,18 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_dot_panels)(
         __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         if (G32_OFFSET(wide)) {
             __m256i h[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-            const __m256i w128 = _mm256_set1_epi32(u->w128[i]), one = _mm256_set1_epi16(1);
+            const __m256i one = _mm256_set1_epi16(1);
 #if defined(__clang__)
 #pragma clang loop unroll(full)
 #endif
             for (int g = 0; g < 8; g++) {
                 int32_t w4;
                 memcpy(&w4, u->sw + 32 * i + 4 * g, 4);
-                const __m256i sw = _mm256_set1_epi32(w4);
+                const __m256i uw = _mm256_set1_epi32(w4);
                 for (int q = 0; q < NP; q++)
                     h[q] = _mm256_add_epi16(
                         h[q], _mm256_maddubs_epi16(
-                                  _mm256_load_si256((const __m256i *)p[q].q[i][g]), sw));
+                                  uw, _mm256_load_si256((const __m256i *)p[q].q[i][g])));
                 if (g % 4 == 3)
                     for (int q = 0; q < NP; q++) {
                         s[q] = _mm256_add_epi32(s[q], _mm256_madd_epi16(h[q], one));
@@ -243,7 +245,8 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_dot_panels)(
                     }
             }
             for (int q = 0; q < NP; q++) {
-                const __m256i v = _mm256_sub_epi32(s[q], w128);
+                const __m256i v =
+                    _mm256_sub_epi32(s[q], _mm256_load_si256((const __m256i *)p[q].cx[i]));
                 const __m256 t = _mm256_mul_ps(
                     _mm256_cvtepi32_ps(v),
                     _mm256_mul_ps(_mm256_set1_ps(u->dw[i]), _mm256_load_ps(p[q].d[i])));
@@ -286,6 +289,64 @@ SL_G32_DOT(g32_dot_2w, 2, true)
 
 enum { G32_ROWS = 64 }; /* rows whose lanes live at once beside one pair of panels */
 
+/* The results of rows [r0, r0 + nr) of a call for tokens [t0, t0 + 8 np) (the real ones)
+ * from their transposed lanes lt[k][q] (row r0 + k, tokens t0 + 8q ..), stored token by
+ * token: a token's stores of the row group then share cache lines, where row by row they go
+ * y_stride floats apart (at 1024 rows, 4 KiB: every token's line in one L1 set). */
+static void SL_MV_SUFFIX(g_store_rows)(const sl__gemm_rows *a, const __m256 (*lt)[2][8],
+                                       int64_t r0, int64_t nr, int64_t t0, int np)
+{
+    float res[G32_ROWS][16];
+    for (int64_t k = 0; k < nr; k++)
+        for (int q = 0; q < np; q++) SL_MV_SUFFIX(g_reduce8)(lt[k][q], res[k] + 8 * q);
+    const int64_t nt = a->n_tok - t0 < 8 * np ? a->n_tok - t0 : 8 * np;
+    for (int64_t tt = 0; tt < nt; tt++) {
+        float *y = a->y + (t0 + tt) * a->y_stride;
+        for (int64_t k = 0; k < nr; k++) {
+            const int64_t i = r0 + k;
+            y[a->idx && !a->scatter ? i : a->idx ? a->idx[i] : i] = res[k][tt];
+        }
+    }
+}
+
+#if !SL_MV_AVX512
+/* Tokens that the whole-row kernel serves faster than a panel pass of 8 (measured on AVX2
+ * Zen 4: a token of the row kernel costs about a fifth of an 8-token pass, a 16-token pass
+ * about 1.6 of them). */
+enum { G32_FEW = 4 };
+
+/* Whether tokens left over by the panels may go to the whole-row kernel (rows32_x86_tmpl.h:
+ * MXFP4 and Q4_0, rows of 8 .. SL_MV_HX_MAX blocks; Q5_0's row kernel, which also unpacks
+ * qh per token, gains too little to pay). */
+static inline bool SL_MV_SUFFIX(g32_few_ok)(uint32_t type, const sl__gemm_rows *a)
+{
+    return (type == SL_GGML_MXFP4 || type == SL_GGML_Q4_0) && a->nb >= 8 &&
+           a->nb <= SL_MV_HX_MAX;
+}
+
+/* Tokens [t0, n_tok) of rows [i0, i1) when they are at most G32_FEW and g32_few_ok: one row
+ * kernel call per (row, token), which unpacks each block once per token but fills no 8-token
+ * panel with repeats. Returns whether it did them (the bits are the same either way). */
+static inline __attribute__((always_inline)) bool
+SL_MV_SUFFIX(g32_few)(uint32_t type, const sl__gemm_rows *a, int64_t t0, int64_t i0, int64_t i1)
+{
+    if (!SL_MV_SUFFIX(g32_few_ok)(type, a) || a->n_tok - t0 > G32_FEW) return false;
+    const int kind = type == SL_GGML_MXFP4 ? SL_R32_MXFP4 : SL_R32_Q4_0;
+    r32_x p;
+    for (int64_t t = t0; t < a->n_tok; t++) {
+        const char *xq = a->xq + (size_t)t * a->arb;
+        SL_MV_SUFFIX(r32_prep)(xq, a->nb, kind, &p);
+        for (int64_t i = i0; i < i1; i++) {
+            const int64_t r = a->idx ? a->idx[i] : i;
+            const int64_t out = a->idx && !a->scatter ? i : r;
+            a->y[t * a->y_stride + out] =
+                SL_MV_SUFFIX(r32_row)(a->w + (size_t)r * a->wrb, xq, a->nb, &p, kind);
+        }
+    }
+    return true;
+}
+#endif
+
 /* Rows in groups of G32_ROWS, tokens in groups of 16 (two panels): each panel pair is built
  * once per row group and chunk, each row chunk unpacked once per 16 tokens. */
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
@@ -297,8 +358,15 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
     __m256 lt[G32_ROWS][2][8];
     for (int64_t r0 = i0; r0 < i1; r0 += G32_ROWS) {
         const int64_t nr = i1 - r0 < G32_ROWS ? i1 - r0 : G32_ROWS;
-        for (int64_t t0 = 0; t0 < a->n_tok; t0 += 16) {
-            const int np = a->n_tok - t0 > 8 ? 2 : 1;
+        int np = 2;
+        for (int64_t t0 = 0; t0 < a->n_tok; t0 += 8 * np) {
+            /* 9 or 10 tokens left: one panel and the row kernel beat two panels */
+            int64_t two = 8;
+#if !SL_MV_AVX512
+            if (SL_MV_SUFFIX(g32_few)(type, a, t0, r0, r0 + nr)) break;
+            if (SL_MV_SUFFIX(g32_few_ok)(type, a)) two = 10;
+#endif
+            np = a->n_tok - t0 > two ? 2 : 1;
             void (*dot)(const g32_buf *, const g32_panel *, int64_t, int64_t, __m256[2][8]) =
                 wide ? (np > 1 ? SL_MV_SUFFIX(g32_dot_2w) : SL_MV_SUFFIX(g32_dot_1w))
                      : (np > 1 ? SL_MV_SUFFIX(g32_dot_2n) : SL_MV_SUFFIX(g32_dot_1n));
@@ -312,7 +380,8 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
                 const int64_t c1 = a->nb - c0 < G32_CH ? a->nb : c0 + G32_CH;
                 for (int q = 0; q < np; q++) {
                     const g_tok8 g = SL_MV_SUFFIX(g_tokens)(a->xq, a->arb, t0 + 8 * q, a->n_tok);
-                    SL_MV_SUFFIX(g32_panel_build)(&g, c0, c1, G32_OFFSET(wide), &p[q]);
+                    SL_MV_SUFFIX(g32_panel_build)(
+                        &g, c0, c1, G32_OFFSET(wide) ? SL_MV_SUFFIX(g32_c)(type) : 0, &p[q]);
                 }
                 for (int64_t k = 0; k < nr; k++) {
                     const int64_t r = a->idx ? a->idx[r0 + k] : r0 + k;
@@ -320,12 +389,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
                     dot(&u, p, c0, c1, lt[k]);
                 }
             }
-            for (int64_t k = 0; k < nr; k++) {
-                const int64_t i = r0 + k, r = a->idx ? a->idx[i] : i;
-                float *y = a->y + (a->idx && !a->scatter ? i : r);
-                for (int q = 0; q < np; q++)
-                    SL_MV_SUFFIX(g_store8)(lt[k][q], t0 + 8 * q, a->n_tok, y, a->y_stride);
-            }
+            SL_MV_SUFFIX(g_store_rows)(a, (const __m256(*)[2][8])lt, r0, nr, t0, np);
         }
     }
 }

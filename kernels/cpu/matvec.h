@@ -11,7 +11,9 @@
  *
  * Exactness: every path (scalar, AVX2, AVX-512, any thread count, any batch) returns the same
  * bits as the reference, for every type: integer block sums are exact (activation quants lie in
- * [-127, 127], so vpmaddubsw never saturates: |w| <= 128 times |x| <= 127, twice, < 2^15), and
+ * [-127, 127], so vpmaddubsw never saturates: |w| <= 128 times |x| <= 127, twice, < 2^15; the
+ * narrow types' AVX2 kernels feed unsigned u = w + c <= 31 and subtract c * sum x, adding up to
+ * 8 such products in int16, 8 * 31 * 127 < 2^15), and
  * the float work follows the reference's lane order (8 block lanes / 32 element lanes, no FMA
  * in block terms, fmaf for float weights). Rows are split between threads, never a row's sum.
  * Batches (n_batch > 1) of the 32-element block types and K-quants run a GEMM (gemm.h: weight

@@ -171,9 +171,18 @@ static inline __m256i SL_MV_SUFFIX(dot_q5_1)(const char *wp, const char *xp)
     return SL_MV_SUFFIX(u8s8_dot)(q, _mm256_loadu_si256((const __m256i *)(xp + 4)));
 }
 
-/* The MXFP4 block scales (E8M0 bytes) at p/q of the group's lanes as sl__mv_e8m0_half gives
- * them: 2^(e-128) as the float with exponent field e - 1, or the subnormal 0x00200000 << e for
- * e < 2. Other lanes hold a finite value of no meaning (the caller masks them). */
+/* E8M0 exponents (8 int32 in [0, 255]) as sl__mv_e8m0_half gives them: 2^(e-128) as the float
+ * with exponent field e - 1, or the subnormal 0x00200000 << e for e < 2. */
+static inline __m256 SL_MV_SUFFIX(e8m0_bits)(__m256i ev)
+{
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
+    const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), ev);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, is_sub));
+}
+
+/* The MXFP4 block scales (E8M0 bytes) at p/q of the group's lanes (e8m0_bits). Other lanes
+ * hold a finite value of no meaning (the caller masks them). */
 static inline __m256 SL_MV_SUFFIX(load_e8m0_half)(const char *p, const char *q, size_t stride,
                                                   int m, int pair)
 {
@@ -181,11 +190,8 @@ static inline __m256 SL_MV_SUFFIX(load_e8m0_half)(const char *p, const char *q, 
     for (int k = 0; k < 8; k++)
         if (SL_MV_SUFFIX(lane_on)(k, m, pair))
             e[k] = (uint8_t)*SL_MV_SUFFIX(lane_at)(p, q, k, stride, pair);
-    const __m256i ev = _mm256_setr_epi32(e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]);
-    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
-    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
-    const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), ev);
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, is_sub));
+    return SL_MV_SUFFIX(e8m0_bits)(
+        _mm256_setr_epi32(e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]));
 }
 
 /* How a type's block term is formed from its integer sum (kernels/ref/matvec_blocks.c):
@@ -394,6 +400,10 @@ SL_MV_RANGE32(q4_1, sizeof(sl_block_q4_1), sizeof(sl_block_q8_1), SL_MV_TERM_DM)
 SL_MV_RANGE32(q5_1, sizeof(sl_block_q5_1), sizeof(sl_block_q8_1), SL_MV_TERM_DM)
 
 #undef SL_MV_RANGE32
+
+#if !SL_MV_AVX512
+#include "kernels/cpu/rows32_x86_tmpl.h"
+#endif
 
 /* ---- K-quants: SIMD integer sums per super-block, reference float term ------------------ */
 
@@ -718,11 +728,20 @@ sl__mv_rows_fn SL_MV_SUFFIX(sl__mv_rows)(uint32_t type)
 {
     switch (type) {
     case SL_GGML_Q8_0: return SL_MV_SUFFIX(rows_q8_0);
+#if SL_MV_AVX512
     case SL_GGML_Q4_0: return SL_MV_SUFFIX(rows_q4_0);
-    case SL_GGML_Q4_1: return SL_MV_SUFFIX(rows_q4_1);
-    case SL_GGML_Q5_0: return SL_MV_SUFFIX(rows_q5_0);
-    case SL_GGML_Q5_1: return SL_MV_SUFFIX(rows_q5_1);
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(rows_mxfp4);
+#else
+    case SL_GGML_Q4_0: return SL_MV_SUFFIX(rows32_q4_0);
+    case SL_GGML_MXFP4: return SL_MV_SUFFIX(rows32_mxfp4);
+#endif
+    case SL_GGML_Q4_1: return SL_MV_SUFFIX(rows_q4_1);
+#if SL_MV_AVX512
+    case SL_GGML_Q5_0: return SL_MV_SUFFIX(rows_q5_0);
+#else
+    case SL_GGML_Q5_0: return SL_MV_SUFFIX(rows32_q5_0);
+#endif
+    case SL_GGML_Q5_1: return SL_MV_SUFFIX(rows_q5_1);
     case SL_GGML_Q4_K: return SL_MV_SUFFIX(rows_q4_K);
     case SL_GGML_Q5_K: return SL_MV_SUFFIX(rows_q5_K);
     case SL_GGML_Q6_K: return SL_MV_SUFFIX(rows_q6_K);

@@ -198,10 +198,10 @@ typedef struct ctx_set {
 
 static int64_t n_exact_checks;
 
-static void check_fast(const ctx_set *cs, uint32_t type, const void *w, int64_t rows,
-                       int64_t cols, int64_t n_batch)
+/* Every fast path (ISAs x pools) against the reference on activations x [n_batch][cols]. */
+static void check_fast_x(const ctx_set *cs, uint32_t type, const void *w, int64_t rows,
+                         int64_t cols, int64_t n_batch, const float *x)
 {
-    float *x = make_x(cols * n_batch);
     float *yr = malloc((size_t)(rows * n_batch) * sizeof *yr);
     float *yf = malloc((size_t)(rows * n_batch) * sizeof *yf);
     sl_error e;
@@ -221,9 +221,61 @@ static void check_fast(const ctx_set *cs, uint32_t type, const void *w, int64_t 
                       (long long)rows, (long long)cols, (long long)n_batch);
         }
     free(work);
-    free(x);
     free(yr);
     free(yf);
+}
+
+static void check_fast(const ctx_set *cs, uint32_t type, const void *w, int64_t rows,
+                       int64_t cols, int64_t n_batch)
+{
+    float *x = make_x(cols * n_batch);
+    check_fast_x(cs, type, w, rows, cols, n_batch, x);
+    free(x);
+}
+
+/* The 32-element block types on random bytes (every quant, every E8M0 edge of random_row)
+ * across the row lengths the whole-row and GEMM kernels split differently: short rows (< 8
+ * blocks), whole 8-block groups with and without a short last group, and rows past the
+ * kernels' per-call x-scale buffer (1024 blocks); decode (batch 1) and a ragged GEMM batch.
+ * Then the int16 bounds of the unsigned-weight kernels (matvec.h): every weight at the
+ * extreme of its range against activations that all quantize to +127 or -127. */
+static void check_blocks32_bytes(const ctx_set *cs, uint32_t type)
+{
+    static const int64_t nbs[] = {1, 5, 8, 16, 23, 40, 1024, 1031};
+    for (int i = 0; i < 8; i++) {
+        const int64_t rows = nbs[i] > 64 ? 3 : 13, cols = nbs[i] * 32;
+        const size_t rb = sl_ref_matvec_row_bytes(type, cols);
+        uint8_t *w = malloc(rb * (size_t)rows);
+        for (int64_t r = 0; r < rows; r++) random_row(type, w + (size_t)r * rb, rb, cols, r);
+        check_fast(cs, type, w, rows, cols, 1);
+        check_fast(cs, type, w, rows, cols, nbs[i] > 64 ? 9 : 17);
+        free(w);
+    }
+    const int64_t rows = 4, cols = 24 * 32, n_batch = 9;
+    const size_t rb = sl_ref_matvec_row_bytes(type, cols);
+    const size_t qofs = type == SL_GGML_MXFP4 ? 1 : type == SL_GGML_Q5_0 ? 6 : 2;
+    uint8_t *w = malloc(rb * (size_t)rows);
+    float *x = malloc((size_t)(cols * n_batch) * sizeof *x);
+    for (int64_t r = 0; r < rows; r++) { /* rows: the largest weight, the smallest, mixed */
+        uint8_t *wr = w + (size_t)r * rb;
+        random_row(type, wr, rb, cols, 0);
+        const size_t bb = rb / (size_t)(cols / 32);
+        for (size_t b = 0; b < (size_t)(cols / 32); b++) {
+            /* MXFP4: nibble 7 is +12, 15 is -12; Q4_0: 15 is +7, 0 is -8; Q5_0 with qh all
+             * set or clear: 31 / 0; Q8_0: 127 / -128 */
+            const bool mx = type == SL_GGML_MXFP4, q8 = type == SL_GGML_Q8_0;
+            const uint8_t big = mx ? 0x77 : q8 ? 0x7F : 0xFF;
+            const uint8_t small = mx ? 0xFF : q8 ? 0x80 : 0x00;
+            const uint8_t q = r == 0 ? big : r == 1 ? small : (b % 2 ? big : small);
+            memset(wr + b * bb + qofs, q, bb - qofs);
+            if (type == SL_GGML_Q5_0) memset(wr + b * bb + 2, q ? 0xFF : 0x00, 4);
+        }
+    }
+    for (int64_t i = 0; i < cols * n_batch; i++) x[i] = (i / cols) % 2 ? -1.0f : 1.0f;
+    check_fast_x(cs, type, w, rows, cols, n_batch, x);
+    check_fast_x(cs, type, w, rows, cols, 1, x);
+    free(x);
+    free(w);
 }
 
 /* Batch shapes for the GEMM row kernels (kernels/cpu/gemm.h): random row lengths that cross
@@ -768,6 +820,8 @@ int main(void)
             check_fast(&cs, type, w, rows, cols, 3);
             free(w);
         }
+        if (blk == 32 && sl_ref_matvec_act_type(type) == SL_GGML_Q8_0)
+            check_blocks32_bytes(&cs, type);
         printf("matvec_test: %-5s weights %s\n", tname(type),
                quantized ? "from kernels/ref/quant" : "random bytes (no quantizer yet)");
     }
