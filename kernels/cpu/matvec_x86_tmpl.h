@@ -398,15 +398,24 @@ SL_MV_RANGE32(q5_1, sizeof(sl_block_q5_1), sizeof(sl_block_q8_1), SL_MV_TERM_DM)
 /* ---- K-quants: SIMD integer sums per super-block, reference float term ------------------ */
 
 /* Q4_K/Q5_K: ggml's 12-byte unpack of the six-bit sub-block scales and mins, in registers:
- * bytes 0..7 of the result are the 8 scales, 8..15 the 8 mins. */
+ * bytes 0..7 of the result are the 8 scales, 8..15 the 8 mins. Scale/min j < 4 is the low six
+ * bits of byte j / j + 4; j >= 4 takes its low four bits from a nibble of byte j + 4 and its
+ * top two from bits 6-7 of byte j - 4 / j. Two byte shuffles line those bytes up, so the
+ * unpack is a few vector ops instead of a scalar round trip. Reads 16 bytes at scales (the
+ * block's quants follow its 12 scale bytes; the extra 4 are shuffled away). */
 static inline __m128i SL_MV_SUFFIX(k4_unpack_v)(const uint8_t *scales)
 {
-    uint32_t u[3];
-    memcpy(u, scales, 12);
-    const uint32_t mins_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-    const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-    return _mm_set_epi32((int)mins_hi, (int)(u[1] & 0x3f3f3f3fu), (int)sc_hi,
-                         (int)(u[0] & 0x3f3f3f3fu));
+    const __m128i v = _mm_loadu_si128((const __m128i *)scales);
+    const __m128i a =
+        _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i b =
+        _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m128i low = _mm_and_si128(
+        a, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
+    const __m128i nib = _mm_and_si128(
+        _mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
+    const __m128i top = _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30));
+    return _mm_or_si128(_mm_or_si128(low, nib), top);
 }
 
 /* The same with the scales stored to sc and the 8 mins returned as int16. Integer sums are
@@ -419,47 +428,53 @@ static inline __m128i SL_MV_SUFFIX(k4_unpack)(const uint8_t *scales, uint8_t sc[
 }
 
 /* One Q4_K (q5 0) or Q5_K (q5 1) super-block at wp times the Q8_K block at xp: 8 int32 whose
- * sum is the reference's isum, and in *summ 4 int32 whose sum is its summ. The sub-block
- * scales sit as int16 in both 128-bit halves of sc16, so vpshufb broadcasts scale 2j (low
- * nibbles of round j) and 2j + 1 (high nibbles) without a trip through memory. Q5_K: round j
- * holds qh >> 2j: bits 0 and 1 of each byte are qh bits 2j and 2j + 1, which the epi16 shifts
- * << 4 and << 3 move to bit 4 of the same byte; only those two bits reach bit 4, so what the
- * 16-bit shifts carry across the byte boundary is masked off. q <= 31, x in [-127, 127]: the
- * vpmaddubsw pair sums stay below 2^15. */
+ * sum is the reference's isum, and in *summ 8 int32 whose sum is its summ. The sub-block
+ * scales sit as int16 pairs (s, s) in the 32-bit elements of s03 (scales 0..3) and s47, both
+ * 128-bit halves, so one vpshufd broadcasts scale 2j (low nibbles of round j) or 2j + 1 (high
+ * nibbles). Q5_K: round j holds qh >> 2j: bits 0 and 1 of each byte are qh bits 2j and 2j + 1,
+ * which the epi16 shifts << 4 and << 3 move to bit 4 of the same byte; only those two bits
+ * reach bit 4, so what the 16-bit shifts carry across the byte boundary is masked off.
+ * q <= 31, x in [-127, 127]: the vpmaddubsw pair sums stay below 2^15. */
 static inline __attribute__((always_inline)) __m256i
-SL_MV_SUFFIX(k45_block)(const char *wp, const char *xp, int q5, __m128i *summ)
+SL_MV_SUFFIX(k45_block)(const char *wp, const char *xp, int q5, __m256i *summ)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
     const uint8_t *qs = (const uint8_t *)wp + (q5 ? 48 : 16);
     const __m128i scm = SL_MV_SUFFIX(k4_unpack_v)((const uint8_t *)wp + 4);
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
-    const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
-                                         _mm256_extracti128_si256(bs, 1));
-    /* pair sums <= 2 * 16 * 127 fit int16 */
-    *summ = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(scm, scm)), pairs);
-    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
+    /* min j twice, against bsums 2j and 2j + 1 (|bsum| <= 16 * 127: products fit int32) */
+    const __m128i mins2 = _mm_shuffle_epi8(
+        scm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15));
+    *summ = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mins2),
+                              _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K)));
+    const __m128i sc = _mm_cvtepu8_epi16(scm);
+    const __m256i s03 = _mm256_broadcastsi128_si256(_mm_unpacklo_epi16(sc, sc));
+    const __m256i s47 = _mm256_broadcastsi128_si256(_mm_unpackhi_epi16(sc, sc));
     __m256i h = q5 ? _mm256_loadu_si256((const __m256i *)(wp + 16)) : _mm256_setzero_si256();
-    __m256i acc = _mm256_setzero_si256();
-    for (int j = 0; j < 4; j++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-        __m256i lo = _mm256_and_si256(q, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        if (q5) {
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), x10));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), x10));
-            h = _mm256_srli_epi16(h, 2);
-        }
-        const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
-        const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
-        const __m256i sl =
-            _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | 4 * j)));
-        const __m256i sh = _mm256_shuffle_epi8(
-            sc16, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
-        acc = _mm256_add_epi32(acc, _mm256_add_epi32(
-                                        _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), sl),
-                                        _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sh)));
-    }
-    return acc;
+    __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+    /* round j: its 64 quants, scales s[2j], s[2j + 1] from S at vpshufd IL, IH */
+#define SL_MV_K45_ROUND(j, S, IL, IH)                                                            \
+    do {                                                                                         \
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j)));                  \
+        __m256i lo = _mm256_and_si256(q, m4);                                                    \
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);                              \
+        if (q5) {                                                                                \
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), x10));            \
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), x10));            \
+            h = _mm256_srli_epi16(h, 2);                                                         \
+        }                                                                                        \
+        const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * (j)));             \
+        const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * (j) + 32));        \
+        acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),            \
+                                                        _mm256_shuffle_epi32(S, IL)));           \
+        acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh),            \
+                                                        _mm256_shuffle_epi32(S, IH)));           \
+    } while (0)
+    SL_MV_K45_ROUND(0, s03, 0x00, 0x55);
+    SL_MV_K45_ROUND(1, s03, 0xaa, 0xff);
+    SL_MV_K45_ROUND(2, s47, 0x00, 0x55);
+    SL_MV_K45_ROUND(3, s47, 0xaa, 0xff);
+#undef SL_MV_K45_ROUND
+    return _mm256_add_epi32(acc0, acc1);
 }
 
 /* Q6_K half n (elements 128n..128n+127) of a super-block: q[g] = its 32-element group g as
@@ -526,22 +541,6 @@ static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, siz
         _mm256_set_epi64x((long long)v[3], (long long)v[2], (long long)v[1], (long long)v[0]));
 }
 
-/* v[k] (4 int32 each, zero from k = m on) -> one vector whose element k is the sum of v[k]'s
- * elements. */
-static inline __m256i SL_MV_SUFFIX(hsum8x4_m)(const __m128i v[8], int m)
-{
-    const __m128i lo = _mm_hadd_epi32(_mm_hadd_epi32(v[0], v[1]), _mm_hadd_epi32(v[2], v[3]));
-    if (m <= 4) return _mm256_zextsi128_si256(lo);
-    const __m128i c = _mm_hadd_epi32(v[4], v[5]), d = _mm_hadd_epi32(v[6], v[7]);
-    return _mm256_set_m128i(_mm_hadd_epi32(c, d), lo);
-}
-
-static inline int32_t SL_MV_SUFFIX(hsum_i32x4)(__m128i v)
-{
-    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
-    return _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1)));
-}
-
 enum { SL_MV_K4, SL_MV_K5, SL_MV_K6 }; /* which K-quant a kgroup / krange call is for */
 
 /* The terms of a group of K-quant super-blocks (lane_on: one row's at wp or two rows' at wp
@@ -555,9 +554,9 @@ SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int 
     const size_t wb = kind == SL_MV_K4 ? 144 : kind == SL_MV_K5 ? 176 : 210;
     const size_t xb = sizeof(sl_block_q8_K);
     __m256i v[8];
-    __m128i s[8];
+    __m256i s[8];
     for (int k = 0; k < 8; k++) {
-        s[k] = _mm_setzero_si128();
+        s[k] = _mm256_setzero_si256();
         const char *w = SL_MV_SUFFIX(lane_at)(wp, wq, k, wb, pair);
         const char *x = SL_MV_SUFFIX(lane_at)(xp, xp, k, xb, pair);
         if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) v[k] = _mm256_setzero_si256();
@@ -573,7 +572,7 @@ SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int 
     const __m256 a = _mm256_mul_ps(isum, dd);
     if (kind == SL_MV_K6) return a;
     const __m256 dmd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, wq + 2, wb, m, pair), dx);
-    const __m256 summ = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x4_m)(s, n));
+    const __m256 summ = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(s, n));
     return _mm256_sub_ps(a, _mm256_mul_ps(summ, dmd));
 }
 
@@ -596,10 +595,10 @@ SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, floa
             const int32_t isum = SL_MV_SUFFIX(hsum_i32)(SL_MV_SUFFIX(q6k_block)(wp, xp));
             lane[b % 8] += sl__mv_term_d(isum, _cvtsh_ss(d) * dx);
         } else {
-            __m128i s;
+            __m256i s;
             const __m256i v = SL_MV_SUFFIX(k45_block)(wp, xp, kind == SL_MV_K5, &s);
             const int32_t isum = SL_MV_SUFFIX(hsum_i32)(v);
-            lane[b % 8] += sl__mv_term_k(isum, _cvtsh_ss(d) * dx, SL_MV_SUFFIX(hsum_i32x4)(s),
+            lane[b % 8] += sl__mv_term_k(isum, _cvtsh_ss(d) * dx, SL_MV_SUFFIX(hsum_i32)(s),
                                          _cvtsh_ss(dmin) * dx);
         }
     }
