@@ -70,15 +70,18 @@ static inline int32_t SL_MV_SUFFIX(hsum_i32)(__m256i v)
 
 /* Which block feeds lane k of a group. pair 0: blocks 0..m-1 (m <= 8) of one row, p its
  * first. pair 1: blocks 0..m-1 (m <= 4) of two rows, p's in lanes 0..3 and q's in 4..7, so
- * one group serves two short rows (activations: the same x blocks for both, q = p). */
+ * one group serves two short rows (activations: the same x blocks for both, q = p). pair 2:
+ * blocks 0..m-1 (m <= 2) of four rows q - p bytes apart, row i's in lanes 2i, 2i + 1 (rows of
+ * 512 columns, a MoE expert's down projection, fill a group four at a time). */
 static inline int SL_MV_SUFFIX(lane_on)(int k, int m, int pair)
 {
-    return pair ? (k & 3) < m : k < m;
+    return pair == 2 ? (k & 1) < m : pair ? (k & 3) < m : k < m;
 }
 
 static inline const char *SL_MV_SUFFIX(lane_at)(const char *p, const char *q, int k,
                                                size_t stride, int pair)
 {
+    if (pair == 2) return p + (k >> 1) * (q - p) + (size_t)(k & 1) * stride;
     return pair ? (k < 4 ? p : q) + (size_t)(k & 3) * stride : p + (size_t)k * stride;
 }
 
@@ -203,6 +206,11 @@ static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, siz
 static inline __m256 SL_MV_SUFFIX(x_scales)(const float *hx, const char *xp, size_t xb, int m,
                                             int pair, int isfloat)
 {
+    if (hx && pair == 2) {
+        double two; /* hx[0], hx[1] in every 64-bit element */
+        memcpy(&two, hx, sizeof two);
+        return _mm256_castpd_ps(_mm256_set1_pd(two));
+    }
     if (hx) return pair ? _mm256_broadcast_ps((const __m128 *)hx) : _mm256_loadu_ps(hx);
     return isfloat ? SL_MV_SUFFIX(load_floats)(xp, xp, xb, m, pair)
                    : SL_MV_SUFFIX(load_halves)(xp, xp, xb, m, pair);
@@ -317,6 +325,28 @@ static inline void SL_MV_SUFFIX(pair_rows)(__m256 t, int m, float *y)
     y[1] = SL_MV_SUFFIX(reduce8)(_mm256_zextps128_ps256(_mm256_extractf128_ps(acc, 1)));
 }
 
+/* Rows a .. a + 3 from the terms of a four-row group (lane_on, pair 2) of m <= 2 blocks each:
+ * each row's lanes start at 0 + term (never -0, so the + 0 of its unused lanes in the
+ * reference's reduction changes nothing) and reduce to lane 0 + lane 1. */
+static inline void SL_MV_SUFFIX(quad_rows)(__m256 t, float *y)
+{
+    const __m256 l = _mm256_add_ps(_mm256_setzero_ps(), t);
+    const __m256 h = _mm256_hadd_ps(l, l); /* [l0+l1, l2+l3, .., l4+l5, l6+l7, ..] */
+    const __m128 lo = _mm256_castps256_ps128(h), hi = _mm256_extractf128_ps(h, 1);
+    _mm_storeu_ps(y, _mm_shuffle_ps(lo, hi, 0x44));
+}
+
+/* No four-row groups (the 32-element block types) / four-row groups of rows <= 2 blocks
+ * (K-quants), inside SL_MV_ROWS. */
+#define SL_MV_NO_QUAD(NAME)
+#define SL_MV_QUAD(NAME)                                                                         \
+    if (nb <= 2)                                                                                 \
+        for (; r + 4 <= r1; r += 4) {                                                            \
+            const char *wa = (const char *)w + (size_t)r * wrb;                                  \
+            SL_MV_SUFFIX(quad_rows)(SL_MV_SUFFIX(quad_##NAME)(wa, xq, (int)nb, wa + wrb, hx),    \
+                                    y + r);                                                      \
+        }
+
 /* Whole rows for one batch column (sl__mv_rows_fn): a row's 8 lanes never leave a register;
  * rows of at most 4 blocks go two to a group (the group's fixed work is then shared). */
 enum { SL_MV_HX_MAX = 1024 }; /* blocks whose x scales rows kernels convert once per call */
@@ -340,9 +370,10 @@ static inline void SL_MV_SUFFIX(hx_fill)(const char *xq, size_t xb, int64_t nb, 
 }
 
 /* Whole rows for one batch column (sl__mv_rows_fn): a row's 8 lanes never leave a register;
- * rows of at most 4 blocks go two to a group (the group's fixed work is then shared); the x
- * scales are converted once per call, not once per row. */
-#define SL_MV_ROWS(NAME, WBYTES, XBYTES, XFLOAT)                                                 \
+ * rows of at most 4 blocks go two to a group (the group's fixed work is then shared), K-quant
+ * rows of at most 2 four to a group (QUAD); the x scales are converted once per call, not once
+ * per row. */
+#define SL_MV_ROWS(NAME, WBYTES, XBYTES, XFLOAT, QUAD)                                           \
     static void SL_MV_SUFFIX(rows_##NAME)(const void *w, size_t wrb, const void *xq, int64_t nb, \
                                           int64_t r0, int64_t r1, float *y)                      \
     {                                                                                            \
@@ -353,6 +384,7 @@ static inline void SL_MV_SUFFIX(hx_fill)(const char *xq, size_t xb, int64_t nb, 
             hx = hxa;                                                                            \
         }                                                                                        \
         int64_t r = r0;                                                                          \
+        QUAD(NAME)                                                                               \
         if (nb <= 4)                                                                             \
             for (; r + 2 <= r1; r += 2) {                                                        \
                 const char *wa = (const char *)w + (size_t)r * wrb;                              \
@@ -384,7 +416,7 @@ static inline void SL_MV_SUFFIX(hx_fill)(const char *xq, size_t xb, int64_t nb, 
         SL_MV_SUFFIX(range32)(t, w, xq, b0, b1, lane, (int)(WBYTES), (int)(XBYTES),             \
                               SL_MV_SUFFIX(group_##NAME));                                       \
     }                                                                                            \
-    SL_MV_ROWS(NAME, WBYTES, XBYTES, 0)
+    SL_MV_ROWS(NAME, WBYTES, XBYTES, 0, SL_MV_NO_QUAD)
 
 SL_MV_RANGE32(q8_0, sizeof(sl_block_q8_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
 SL_MV_RANGE32(q4_0, sizeof(sl_block_q4_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
@@ -621,7 +653,13 @@ SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, floa
         (void)t;                                                                                 \
         SL_MV_SUFFIX(krange)(w, xq, b0, b1, lane, KIND);                                         \
     }                                                                                            \
-    SL_MV_ROWS(NAME, WBYTES, sizeof(sl_block_q8_K), 1)
+    static __m256 SL_MV_SUFFIX(quad_##NAME)(const char *wp, const char *xp, int m,               \
+                                            const char *wq, const float *hx)                     \
+    {                                                                                            \
+        if (m <= 1) return SL_MV_SUFFIX(kgroup)(wp, xp, 1, wq, 2, hx, KIND);                     \
+        return SL_MV_SUFFIX(kgroup)(wp, xp, 2, wq, 2, hx, KIND);                                 \
+    }                                                                                            \
+    SL_MV_ROWS(NAME, WBYTES, sizeof(sl_block_q8_K), 1, SL_MV_QUAD)
 
 SL_MV_KQUANT(q4_K, SL_MV_K4, 144)
 SL_MV_KQUANT(q5_K, SL_MV_K5, 176)
@@ -629,6 +667,8 @@ SL_MV_KQUANT(q6_K, SL_MV_K6, 210)
 
 #undef SL_MV_KQUANT
 #undef SL_MV_ROWS
+#undef SL_MV_QUAD
+#undef SL_MV_NO_QUAD
 #undef SL_MV_CONST_M
 #undef SL_MV_CONST_M4
 
