@@ -70,15 +70,18 @@ static inline int32_t SL_MV_SUFFIX(hsum_i32)(__m256i v)
 
 /* Which block feeds lane k of a group. pair 0: blocks 0..m-1 (m <= 8) of one row, p its
  * first. pair 1: blocks 0..m-1 (m <= 4) of two rows, p's in lanes 0..3 and q's in 4..7, so
- * one group serves two short rows (activations: the same x blocks for both, q = p). */
+ * one group serves two short rows (activations: the same x blocks for both, q = p). pair 2:
+ * blocks 0..m-1 (m <= 2) of four rows q - p bytes apart, row i's in lanes 2i, 2i + 1 (rows of
+ * 512 columns, a MoE expert's down projection, fill a group four at a time). */
 static inline int SL_MV_SUFFIX(lane_on)(int k, int m, int pair)
 {
-    return pair ? (k & 3) < m : k < m;
+    return pair == 2 ? (k & 1) < m : pair ? (k & 3) < m : k < m;
 }
 
 static inline const char *SL_MV_SUFFIX(lane_at)(const char *p, const char *q, int k,
                                                size_t stride, int pair)
 {
+    if (pair == 2) return p + (k >> 1) * (q - p) + (size_t)(k & 1) * stride;
     return pair ? (k < 4 ? p : q) + (size_t)(k & 3) * stride : p + (size_t)k * stride;
 }
 
@@ -209,6 +212,11 @@ static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, siz
 static inline __m256 SL_MV_SUFFIX(x_scales)(const float *hx, const char *xp, size_t xb, int m,
                                             int pair, int isfloat)
 {
+    if (hx && pair == 2) {
+        double two; /* hx[0], hx[1] in every 64-bit element */
+        memcpy(&two, hx, sizeof two);
+        return _mm256_castpd_ps(_mm256_set1_pd(two));
+    }
     if (hx) return pair ? _mm256_broadcast_ps((const __m128 *)hx) : _mm256_loadu_ps(hx);
     return isfloat ? SL_MV_SUFFIX(load_floats)(xp, xp, xb, m, pair)
                    : SL_MV_SUFFIX(load_halves)(xp, xp, xb, m, pair);
@@ -323,6 +331,28 @@ static inline void SL_MV_SUFFIX(pair_rows)(__m256 t, int m, float *y)
     y[1] = SL_MV_SUFFIX(reduce8)(_mm256_zextps128_ps256(_mm256_extractf128_ps(acc, 1)));
 }
 
+/* Rows a .. a + 3 from the terms of a four-row group (lane_on, pair 2) of m <= 2 blocks each:
+ * each row's lanes start at 0 + term (never -0, so the + 0 of its unused lanes in the
+ * reference's reduction changes nothing) and reduce to lane 0 + lane 1. */
+static inline void SL_MV_SUFFIX(quad_rows)(__m256 t, float *y)
+{
+    const __m256 l = _mm256_add_ps(_mm256_setzero_ps(), t);
+    const __m256 h = _mm256_hadd_ps(l, l); /* [l0+l1, l2+l3, .., l4+l5, l6+l7, ..] */
+    const __m128 lo = _mm256_castps256_ps128(h), hi = _mm256_extractf128_ps(h, 1);
+    _mm_storeu_ps(y, _mm_shuffle_ps(lo, hi, 0x44));
+}
+
+/* No four-row groups (the 32-element block types) / four-row groups of rows <= 2 blocks
+ * (K-quants), inside SL_MV_ROWS. */
+#define SL_MV_NO_QUAD(NAME)
+#define SL_MV_QUAD(NAME)                                                                         \
+    if (nb <= 2)                                                                                 \
+        for (; r + 4 <= r1; r += 4) {                                                            \
+            const char *wa = (const char *)w + (size_t)r * wrb;                                  \
+            SL_MV_SUFFIX(quad_rows)(SL_MV_SUFFIX(quad_##NAME)(wa, xq, (int)nb, wa + wrb, hx),    \
+                                    y + r);                                                      \
+        }
+
 /* Whole rows for one batch column (sl__mv_rows_fn): a row's 8 lanes never leave a register;
  * rows of at most 4 blocks go two to a group (the group's fixed work is then shared). */
 enum { SL_MV_HX_MAX = 1024 }; /* blocks whose x scales rows kernels convert once per call */
@@ -346,9 +376,10 @@ static inline void SL_MV_SUFFIX(hx_fill)(const char *xq, size_t xb, int64_t nb, 
 }
 
 /* Whole rows for one batch column (sl__mv_rows_fn): a row's 8 lanes never leave a register;
- * rows of at most 4 blocks go two to a group (the group's fixed work is then shared); the x
- * scales are converted once per call, not once per row. */
-#define SL_MV_ROWS(NAME, WBYTES, XBYTES, XFLOAT)                                                 \
+ * rows of at most 4 blocks go two to a group (the group's fixed work is then shared), K-quant
+ * rows of at most 2 four to a group (QUAD); the x scales are converted once per call, not once
+ * per row. */
+#define SL_MV_ROWS(NAME, WBYTES, XBYTES, XFLOAT, QUAD)                                           \
     static void SL_MV_SUFFIX(rows_##NAME)(const void *w, size_t wrb, const void *xq, int64_t nb, \
                                           int64_t r0, int64_t r1, float *y)                      \
     {                                                                                            \
@@ -359,6 +390,7 @@ static inline void SL_MV_SUFFIX(hx_fill)(const char *xq, size_t xb, int64_t nb, 
             hx = hxa;                                                                            \
         }                                                                                        \
         int64_t r = r0;                                                                          \
+        QUAD(NAME)                                                                               \
         if (nb <= 4)                                                                             \
             for (; r + 2 <= r1; r += 2) {                                                        \
                 const char *wa = (const char *)w + (size_t)r * wrb;                              \
@@ -390,7 +422,7 @@ static inline void SL_MV_SUFFIX(hx_fill)(const char *xq, size_t xb, int64_t nb, 
         SL_MV_SUFFIX(range32)(t, w, xq, b0, b1, lane, (int)(WBYTES), (int)(XBYTES),             \
                               SL_MV_SUFFIX(group_##NAME));                                       \
     }                                                                                            \
-    SL_MV_ROWS(NAME, WBYTES, XBYTES, 0)
+    SL_MV_ROWS(NAME, WBYTES, XBYTES, 0, SL_MV_NO_QUAD)
 
 SL_MV_RANGE32(q8_0, sizeof(sl_block_q8_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
 SL_MV_RANGE32(q4_0, sizeof(sl_block_q4_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
@@ -408,15 +440,24 @@ SL_MV_RANGE32(q5_1, sizeof(sl_block_q5_1), sizeof(sl_block_q8_1), SL_MV_TERM_DM)
 /* ---- K-quants: SIMD integer sums per super-block, reference float term ------------------ */
 
 /* Q4_K/Q5_K: ggml's 12-byte unpack of the six-bit sub-block scales and mins, in registers:
- * bytes 0..7 of the result are the 8 scales, 8..15 the 8 mins. */
+ * bytes 0..7 of the result are the 8 scales, 8..15 the 8 mins. Scale/min j < 4 is the low six
+ * bits of byte j / j + 4; j >= 4 takes its low four bits from a nibble of byte j + 4 and its
+ * top two from bits 6-7 of byte j - 4 / j. Two byte shuffles line those bytes up, so the
+ * unpack is a few vector ops instead of a scalar round trip. Reads 16 bytes at scales (the
+ * block's quants follow its 12 scale bytes; the extra 4 are shuffled away). */
 static inline __m128i SL_MV_SUFFIX(k4_unpack_v)(const uint8_t *scales)
 {
-    uint32_t u[3];
-    memcpy(u, scales, 12);
-    const uint32_t mins_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-    const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-    return _mm_set_epi32((int)mins_hi, (int)(u[1] & 0x3f3f3f3fu), (int)sc_hi,
-                         (int)(u[0] & 0x3f3f3f3fu));
+    const __m128i v = _mm_loadu_si128((const __m128i *)scales);
+    const __m128i a =
+        _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i b =
+        _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+    const __m128i low = _mm_and_si128(
+        a, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
+    const __m128i nib = _mm_and_si128(
+        _mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
+    const __m128i top = _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30));
+    return _mm_or_si128(_mm_or_si128(low, nib), top);
 }
 
 /* The same with the scales stored to sc and the 8 mins returned as int16. Integer sums are
@@ -429,47 +470,53 @@ static inline __m128i SL_MV_SUFFIX(k4_unpack)(const uint8_t *scales, uint8_t sc[
 }
 
 /* One Q4_K (q5 0) or Q5_K (q5 1) super-block at wp times the Q8_K block at xp: 8 int32 whose
- * sum is the reference's isum, and in *summ 4 int32 whose sum is its summ. The sub-block
- * scales sit as int16 in both 128-bit halves of sc16, so vpshufb broadcasts scale 2j (low
- * nibbles of round j) and 2j + 1 (high nibbles) without a trip through memory. Q5_K: round j
- * holds qh >> 2j: bits 0 and 1 of each byte are qh bits 2j and 2j + 1, which the epi16 shifts
- * << 4 and << 3 move to bit 4 of the same byte; only those two bits reach bit 4, so what the
- * 16-bit shifts carry across the byte boundary is masked off. q <= 31, x in [-127, 127]: the
- * vpmaddubsw pair sums stay below 2^15. */
+ * sum is the reference's isum, and in *summ 8 int32 whose sum is its summ. The sub-block
+ * scales sit as int16 pairs (s, s) in the 32-bit elements of s03 (scales 0..3) and s47, both
+ * 128-bit halves, so one vpshufd broadcasts scale 2j (low nibbles of round j) or 2j + 1 (high
+ * nibbles). Q5_K: round j holds qh >> 2j: bits 0 and 1 of each byte are qh bits 2j and 2j + 1,
+ * which the epi16 shifts << 4 and << 3 move to bit 4 of the same byte; only those two bits
+ * reach bit 4, so what the 16-bit shifts carry across the byte boundary is masked off.
+ * q <= 31, x in [-127, 127]: the vpmaddubsw pair sums stay below 2^15. */
 static inline __attribute__((always_inline)) __m256i
-SL_MV_SUFFIX(k45_block)(const char *wp, const char *xp, int q5, __m128i *summ)
+SL_MV_SUFFIX(k45_block)(const char *wp, const char *xp, int q5, __m256i *summ)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
     const uint8_t *qs = (const uint8_t *)wp + (q5 ? 48 : 16);
     const __m128i scm = SL_MV_SUFFIX(k4_unpack_v)((const uint8_t *)wp + 4);
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
-    const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
-                                         _mm256_extracti128_si256(bs, 1));
-    /* pair sums <= 2 * 16 * 127 fit int16 */
-    *summ = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(scm, scm)), pairs);
-    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
+    /* min j twice, against bsums 2j and 2j + 1 (|bsum| <= 16 * 127: products fit int32) */
+    const __m128i mins2 = _mm_shuffle_epi8(
+        scm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15));
+    *summ = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mins2),
+                              _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K)));
+    const __m128i sc = _mm_cvtepu8_epi16(scm);
+    const __m256i s03 = _mm256_broadcastsi128_si256(_mm_unpacklo_epi16(sc, sc));
+    const __m256i s47 = _mm256_broadcastsi128_si256(_mm_unpackhi_epi16(sc, sc));
     __m256i h = q5 ? _mm256_loadu_si256((const __m256i *)(wp + 16)) : _mm256_setzero_si256();
-    __m256i acc = _mm256_setzero_si256();
-    for (int j = 0; j < 4; j++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-        __m256i lo = _mm256_and_si256(q, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        if (q5) {
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), x10));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), x10));
-            h = _mm256_srli_epi16(h, 2);
-        }
-        const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j));
-        const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * j + 32));
-        const __m256i sl =
-            _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | 4 * j)));
-        const __m256i sh = _mm256_shuffle_epi8(
-            sc16, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
-        acc = _mm256_add_epi32(acc, _mm256_add_epi32(
-                                        _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), sl),
-                                        _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sh)));
-    }
-    return acc;
+    __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+    /* round j: its 64 quants, scales s[2j], s[2j + 1] from S at vpshufd IL, IH */
+#define SL_MV_K45_ROUND(j, S, IL, IH)                                                            \
+    do {                                                                                         \
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j)));                  \
+        __m256i lo = _mm256_and_si256(q, m4);                                                    \
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);                              \
+        if (q5) {                                                                                \
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(h, 4), x10));            \
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(h, 3), x10));            \
+            h = _mm256_srli_epi16(h, 2);                                                         \
+        }                                                                                        \
+        const __m256i xl = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * (j)));             \
+        const __m256i xh = _mm256_loadu_si256((const __m256i *)(xp + 4 + 64 * (j) + 32));        \
+        acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl),            \
+                                                        _mm256_shuffle_epi32(S, IL)));           \
+        acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh),            \
+                                                        _mm256_shuffle_epi32(S, IH)));           \
+    } while (0)
+    SL_MV_K45_ROUND(0, s03, 0x00, 0x55);
+    SL_MV_K45_ROUND(1, s03, 0xaa, 0xff);
+    SL_MV_K45_ROUND(2, s47, 0x00, 0x55);
+    SL_MV_K45_ROUND(3, s47, 0xaa, 0xff);
+#undef SL_MV_K45_ROUND
+    return _mm256_add_epi32(acc0, acc1);
 }
 
 /* Q6_K half n (elements 128n..128n+127) of a super-block: q[g] = its 32-element group g as
@@ -536,22 +583,6 @@ static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, siz
         _mm256_set_epi64x((long long)v[3], (long long)v[2], (long long)v[1], (long long)v[0]));
 }
 
-/* v[k] (4 int32 each, zero from k = m on) -> one vector whose element k is the sum of v[k]'s
- * elements. */
-static inline __m256i SL_MV_SUFFIX(hsum8x4_m)(const __m128i v[8], int m)
-{
-    const __m128i lo = _mm_hadd_epi32(_mm_hadd_epi32(v[0], v[1]), _mm_hadd_epi32(v[2], v[3]));
-    if (m <= 4) return _mm256_zextsi128_si256(lo);
-    const __m128i c = _mm_hadd_epi32(v[4], v[5]), d = _mm_hadd_epi32(v[6], v[7]);
-    return _mm256_set_m128i(_mm_hadd_epi32(c, d), lo);
-}
-
-static inline int32_t SL_MV_SUFFIX(hsum_i32x4)(__m128i v)
-{
-    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
-    return _mm_cvtsi128_si32(_mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1)));
-}
-
 enum { SL_MV_K4, SL_MV_K5, SL_MV_K6 }; /* which K-quant a kgroup / krange call is for */
 
 /* The terms of a group of K-quant super-blocks (lane_on: one row's at wp or two rows' at wp
@@ -565,9 +596,9 @@ SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int 
     const size_t wb = kind == SL_MV_K4 ? 144 : kind == SL_MV_K5 ? 176 : 210;
     const size_t xb = sizeof(sl_block_q8_K);
     __m256i v[8];
-    __m128i s[8];
+    __m256i s[8];
     for (int k = 0; k < 8; k++) {
-        s[k] = _mm_setzero_si128();
+        s[k] = _mm256_setzero_si256();
         const char *w = SL_MV_SUFFIX(lane_at)(wp, wq, k, wb, pair);
         const char *x = SL_MV_SUFFIX(lane_at)(xp, xp, k, xb, pair);
         if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) v[k] = _mm256_setzero_si256();
@@ -583,7 +614,7 @@ SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int 
     const __m256 a = _mm256_mul_ps(isum, dd);
     if (kind == SL_MV_K6) return a;
     const __m256 dmd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, wq + 2, wb, m, pair), dx);
-    const __m256 summ = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x4_m)(s, n));
+    const __m256 summ = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(s, n));
     return _mm256_sub_ps(a, _mm256_mul_ps(summ, dmd));
 }
 
@@ -606,10 +637,10 @@ SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, floa
             const int32_t isum = SL_MV_SUFFIX(hsum_i32)(SL_MV_SUFFIX(q6k_block)(wp, xp));
             lane[b % 8] += sl__mv_term_d(isum, _cvtsh_ss(d) * dx);
         } else {
-            __m128i s;
+            __m256i s;
             const __m256i v = SL_MV_SUFFIX(k45_block)(wp, xp, kind == SL_MV_K5, &s);
             const int32_t isum = SL_MV_SUFFIX(hsum_i32)(v);
-            lane[b % 8] += sl__mv_term_k(isum, _cvtsh_ss(d) * dx, SL_MV_SUFFIX(hsum_i32x4)(s),
+            lane[b % 8] += sl__mv_term_k(isum, _cvtsh_ss(d) * dx, SL_MV_SUFFIX(hsum_i32)(s),
                                          _cvtsh_ss(dmin) * dx);
         }
     }
@@ -632,7 +663,13 @@ SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, floa
         (void)t;                                                                                 \
         SL_MV_SUFFIX(krange)(w, xq, b0, b1, lane, KIND);                                         \
     }                                                                                            \
-    SL_MV_ROWS(NAME, WBYTES, sizeof(sl_block_q8_K), 1)
+    static __m256 SL_MV_SUFFIX(quad_##NAME)(const char *wp, const char *xp, int m,               \
+                                            const char *wq, const float *hx)                     \
+    {                                                                                            \
+        if (m <= 1) return SL_MV_SUFFIX(kgroup)(wp, xp, 1, wq, 2, hx, KIND);                     \
+        return SL_MV_SUFFIX(kgroup)(wp, xp, 2, wq, 2, hx, KIND);                                 \
+    }                                                                                            \
+    SL_MV_ROWS(NAME, WBYTES, sizeof(sl_block_q8_K), 1, SL_MV_QUAD)
 
 SL_MV_KQUANT(q4_K, SL_MV_K4, 144)
 SL_MV_KQUANT(q5_K, SL_MV_K5, 176)
@@ -640,6 +677,8 @@ SL_MV_KQUANT(q6_K, SL_MV_K6, 210)
 
 #undef SL_MV_KQUANT
 #undef SL_MV_ROWS
+#undef SL_MV_QUAD
+#undef SL_MV_NO_QUAD
 #undef SL_MV_CONST_M
 #undef SL_MV_CONST_M4
 
