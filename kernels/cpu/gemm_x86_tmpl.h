@@ -348,7 +348,10 @@ SL_G32_GEMM(gemm_mxfp4, SL_GGML_MXFP4)
 
 enum {
     GK_PCH = 4,  /* super-blocks per unpacked row chunk and panel (1024 elements) */
-    GK_NP = 4,   /* panels (8 tokens each) a row chunk meets once unpacked */
+    /* panels (8 tokens each) a row chunk meets once unpacked: AVX2 machines may have a
+     * 32 KiB L1, which 4 panels (37 KiB) overflow (32 tokens ran 1.75x slower than 2 x 16
+     * on a 2-core EPYC); AVX-512 ones have 48 KiB */
+    GK_NP = SL_MV_AVX512 ? 4 : 2,
     GK_ROWS = 16 /* rows whose lanes live at once beside the panels */
 };
 
