@@ -9,7 +9,8 @@
  *
  * Scratch is sized at creation for `cap` = n_batch tokens; sl_ctx_eval feeds the forward pass
  * chunks of at most cap tokens. Invariants: 0 <= n_past <= n_ctx; n_logits rows of n_vocab
- * floats at logits belong to the last eval (n_logits == 0 before the first).
+ * floats at logits belong to the last eval (n_logits == 0 before the first), row r to its
+ * token logits_first + r, and logits_first + n_logits == n_eval when n_logits > 0.
  */
 #ifndef SL_RUNTIME_CTX_H
 #define SL_RUNTIME_CTX_H
@@ -80,7 +81,8 @@ struct sl_ctx {
     /* logits of the last eval */
     float *logits;
     int64_t n_logits, logits_cap;
-    int64_t n_eval;             /* tokens of the last eval (its logits rows: all or the last) */
+    int64_t logits_first;       /* the last eval's first token with logits (a tail, or n-1) */
+    int64_t n_eval;             /* tokens of the last eval */
     sl_ctx_stats stats;
     sl_neuron_stats *nstats;    /* [n_layer] with opt.neuron_stats, else NULL */
     /* live reload: the model's gate epoch the caches above were built for, and what depends
@@ -115,12 +117,13 @@ sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err);
 sl_status sl__ctx_refresh(sl_ctx *c, sl_error *err);
 
 /* forward.c: evaluates tokens[0..n) (n <= cap) at positions n_past.. and appends them to the
- * cache; writes logits rows for every token into logits_out (all) or for the last one only
- * (logits_out NULL: none). Does not advance n_past (the caller does on success).
- * greedy non-NULL (with all false and logits_out a host row of scratch): *greedy = the greedy
- * pick of the last token, taken by the executor of the side the output layer runs on; the
- * logits then stay there (logits_out's content is unspecified). */
-sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out, bool all,
-                      int32_t *greedy, sl_error *err);
+ * cache; writes the logits rows of tokens out_from..n-1 (0 <= out_from < n) into logits_out
+ * (NULL: none; the output layer runs for those rows only). Does not advance n_past (the
+ * caller does on success).
+ * greedy non-NULL (with out_from n-1 and logits_out a host row of scratch): *greedy = the
+ * greedy pick of the last token, taken by the executor of the side the output layer runs on;
+ * the logits then stay there (logits_out's content is unspecified). */
+sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out,
+                      int64_t out_from, int32_t *greedy, sl_error *err);
 
 #endif

@@ -1,6 +1,7 @@
 /* runtime/dx_host.c: the host and sim executors (dx.h) — the CPU kernels, the latter after
  * draining the device stream. The step definitions here are the forward pass's CPU path. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,16 +110,67 @@ static sl_status h_mm_many(sl__dx *x, const sl_weight *const *ws, int count, con
     return SL_OK;
 }
 
+/* Per-token work of a prefill batch spread over the pool in runs of tokens: a token's result
+ * depends on that token alone, so the bits are those of one loop. fn does tokens [t0, t1).
+ * The first token runs alone on the calling thread, so argument errors come back with their
+ * message; the rest cannot fail differently (same arguments), a failure is still reported. */
+typedef sl_status (*tok_fn)(dx_host *h, const void *args, int64_t t0, int64_t t1,
+                            sl_error *err);
+typedef struct tok_job {
+    dx_host *h;
+    tok_fn fn;
+    const void *args;
+    atomic_int st; /* a worker's failure, 0: none */
+} tok_job;
+
+enum { TOK_GRAIN = 16 }; /* tokens per handout: short ops, few handoffs */
+
+static void tok_chunk(void *ctx, int64_t t0, int64_t t1, int thread)
+{
+    (void)thread;
+    tok_job *j = ctx;
+    sl_error e;
+    const sl_status st = j->fn(j->h, j->args, 1 + t0, 1 + t1, &e);
+    if (st) atomic_store(&j->st, (int)st);
+}
+
+static sl_status tok_run(dx_host *h, tok_fn fn, const void *args, int64_t n, sl_error *err)
+{
+    if (n < 2 * TOK_GRAIN || sl_cpu_pool_threads(h->pool) < 2) return fn(h, args, 0, n, err);
+    sl_status st = fn(h, args, 0, 1, err);
+    if (st) return st;
+    tok_job j = {.h = h, .fn = fn, .args = args};
+    atomic_init(&j.st, 0);
+    if ((st = sl_cpu_pool_parallel_for(h->pool, n - 1, TOK_GRAIN, tok_chunk, &j, err))) return st;
+    st = (sl_status)atomic_load(&j.st);
+    return st ? sl_error_set(err, st, "a per-token host op failed on a worker thread") : SL_OK;
+}
+
+typedef struct rms_args {
+    const float *in, *w;
+    float *y;
+    int64_t dim;
+    float eps;
+} rms_args;
+
+static sl_status rms_tokens(dx_host *h, const void *args, int64_t t0, int64_t t1, sl_error *err)
+{
+    const rms_args *a = args;
+    for (int64_t t = t0; t < t1; t++) {
+        sl_status st = sl_cpu_rms_norm(&h->ops, a->in + t * a->dim, a->w, a->y + t * a->dim,
+                                       a->dim, a->eps, false, err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
 static sl_status h_rms_norm(sl__dx *x, const float *in, const float *w, float *y, int64_t rows,
                             int64_t dim, float eps, sl_error *err)
 {
     dx_host *h = (dx_host *)x;
     DRAIN(h);
-    for (int64_t t = 0; t < rows; t++) {
-        sl_status st = sl_cpu_rms_norm(&h->ops, in + t * dim, w, y + t * dim, dim, eps, false, err);
-        if (st) return st;
-    }
-    return SL_OK;
+    const rms_args a = {.in = in, .w = w, .y = y, .dim = dim, .eps = eps};
+    return tok_run(h, rms_tokens, &a, rows, err);
 }
 
 static sl_status h_add(sl__dx *x, const float *a, const float *b, float *y, int64_t n,
@@ -252,12 +304,28 @@ static sl_status h_relu_ffn(sl__dx *x, const sl_weight *wg, const sl_weight *wu,
     return SL_OK;
 }
 
+typedef struct rope_args {
+    float *v;
+    int32_t n_head, head_dim;
+    const int32_t *pos;
+    const sl_rope_params *p;
+} rope_args;
+
+static sl_status rope_tokens(dx_host *h, const void *args, int64_t t0, int64_t t1, sl_error *err)
+{
+    const rope_args *a = args;
+    return sl_cpu_rope(&h->ops, a->v + t0 * a->n_head * a->head_dim, t1 - t0, a->n_head,
+                       a->head_dim, a->pos + t0, a->p, err);
+}
+
 static sl_status h_rope(sl__dx *x, float *v, int64_t n_tok, int32_t n_head, int32_t head_dim,
                         const int32_t *pos, const sl_rope_params *p, sl_error *err)
 {
     dx_host *h = (dx_host *)x;
     DRAIN(h);
-    return sl_cpu_rope(&h->ops, v, n_tok, n_head, head_dim, pos, p, err);
+    /* the angles are computed per token (sin and cos in double): worth the threads */
+    const rope_args a = {.v = v, .n_head = n_head, .head_dim = head_dim, .pos = pos, .p = p};
+    return tok_run(h, rope_tokens, &a, n_tok, err);
 }
 
 /* F16 entries are rounded to nearest even from the F32 projections (ggml's cpy to an F16

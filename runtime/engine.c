@@ -613,18 +613,18 @@ sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int32_t expert, int64
     return SL_OK;
 }
 
-static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *greedy,
-                           sl_error *err);
+static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, int64_t keep_from,
+                           int32_t *greedy, sl_error *err);
 
 /* One evaluation step: holds the model's swap gate shared, so a live reload applies its
  * changes before or after it, never during (scheduler/swap.h). */
-static sl_status eval(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *greedy,
-                      sl_error *err)
+static sl_status eval(sl_ctx *c, const int32_t *tokens, size_t n, int64_t keep_from,
+                      int32_t *greedy, sl_error *err)
 {
     const uint64_t epoch = sl_swap_step_begin(&c->m->gate);
     sl_status st = SL_OK;
     if (epoch != c->epoch && !(st = sl__ctx_refresh(c, err))) c->epoch = epoch;
-    if (!st) st = eval_step(c, tokens, n, greedy, err);
+    if (!st) st = eval_step(c, tokens, n, keep_from, greedy, err);
     sl_swap_step_end(&c->m->gate);
     return st;
 }
@@ -632,7 +632,20 @@ static sl_status eval(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *greed
 sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err)
 {
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL context");
-    return n ? eval(c, tokens, n, NULL, err) : SL_OK;
+    return n ? eval(c, tokens, n, 0, NULL, err) : SL_OK;
+}
+
+sl_status sl_ctx_eval_tail(sl_ctx *c, const int32_t *tokens, size_t n, size_t first,
+                           sl_error *err)
+{
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_tail: NULL context");
+    if (!c->opt.all_logits)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_tail: the context keeps the last "
+                            "row only (all_logits off)");
+    if (first >= n)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_tail: first %zu of %zu tokens: "
+                            "must be below the token count", first, n);
+    return eval(c, tokens, n, (int64_t)first, NULL, err);
 }
 
 sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *token,
@@ -642,7 +655,7 @@ sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, int32_t
         return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_greedy: NULL %s",
                             !c ? "context" : "token");
     if (!n) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_greedy: no tokens to evaluate");
-    return eval(c, tokens, n, token, err);
+    return eval(c, tokens, n, 0, token, err);
 }
 
 sl_status sl_ctx_eval_sample(sl_ctx *c, sl_sampler *s, const int32_t *tokens, size_t n,
@@ -658,8 +671,8 @@ sl_status sl_ctx_eval_sample(sl_ctx *c, sl_sampler *s, const int32_t *tokens, si
     return st ? st : sl_sampler_sample(s, sl_ctx_logits(c, -1), c->m->hp.n_vocab, next, err);
 }
 
-static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *greedy,
-                           sl_error *err)
+static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, int64_t keep_from,
+                           int32_t *greedy, sl_error *err)
 {
     if (!tokens) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL tokens");
     if ((uint64_t)c->n_past + n > (uint64_t)c->opt.n_ctx)
@@ -667,8 +680,9 @@ static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *
                             "sl_ctx_eval: n_past %d + %zu tokens exceeds n_ctx %d", c->n_past, n,
                             c->opt.n_ctx);
     const int64_t V = c->m->hp.n_vocab;
-    const bool all = c->opt.all_logits && !greedy;
-    const int64_t rows = all ? (int64_t)n : 1;
+    /* logits rows from..n-1 are computed and kept (all_logits: from keep_from; else the last) */
+    const int64_t from = c->opt.all_logits && !greedy ? keep_from : (int64_t)n - 1;
+    const int64_t rows = (int64_t)n - from;
     if (rows > c->logits_cap) {
         /* only all_logits calls of more tokens than a batch get here (creation sizes the
          * buffer for a batch); doubling keeps re-registrations to a few per context */
@@ -685,8 +699,10 @@ static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *
     for (size_t off = 0; off < n; off += (size_t)c->cap) {
         const int64_t m = (int64_t)(n - off < (size_t)c->cap ? n - off : (size_t)c->cap);
         const bool last = off + (size_t)m == n;
-        float *lo = all ? c->logits + (int64_t)off * V : last ? c->logits : NULL;
-        sl_status st = sl__forward(c, tokens + off, m, lo, all, last ? greedy : NULL, err);
+        /* this batch's first row with logits; none when the kept rows start past it */
+        const int64_t lf = from > (int64_t)off ? from - (int64_t)off : 0;
+        float *lo = lf < m ? c->logits + ((int64_t)off + lf - from) * V : NULL;
+        sl_status st = sl__forward(c, tokens + off, m, lo, lf, last ? greedy : NULL, err);
         if (st) {
             c->n_past = start; /* entries written past it are ignored, then overwritten */
             sl__runtime_eval_end(c);
@@ -696,6 +712,7 @@ static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *
     }
     sl__runtime_eval_end(c);
     c->n_logits = greedy ? 0 : rows; /* a greedy step keeps no logits (sluice.h) */
+    c->logits_first = from;
     c->n_eval = (int64_t)n;
     const double dt = now_s() - t0;
     if (n > 1) {
@@ -711,10 +728,10 @@ static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *
 const float *sl_ctx_logits(const sl_ctx *c, int64_t i)
 {
     if (!c || !c->n_logits) return NULL;
-    if (i == -1 || i == c->n_eval - 1) return c->logits + (c->n_logits - 1) * c->m->hp.n_vocab;
-    /* without all_logits only the last row is kept */
-    if (!c->opt.all_logits || i < 0 || i >= c->n_logits) return NULL;
-    return c->logits + i * c->m->hp.n_vocab;
+    if (i == -1) i = c->n_eval - 1;
+    /* rows before logits_first were not computed (without all_logits: all but the last) */
+    if (i < c->logits_first || i >= c->n_eval) return NULL;
+    return c->logits + (i - c->logits_first) * c->m->hp.n_vocab;
 }
 
 int32_t sl_ctx_n_past(const sl_ctx *c)

@@ -455,12 +455,12 @@ static sl_status pick(sl_ctx *c, const sl__side *s, const float *row, int32_t *g
     return st ? st : sl_ref_argmax_token(c->host.pick, V, greedy, err);
 }
 
-static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_out, bool all,
-                        int32_t *greedy, sl_error *err)
+static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_out,
+                        int64_t first, int32_t *greedy, sl_error *err)
 {
     const sl_model *m = c->m;
     const int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
-    const int64_t first = all ? 0 : n - 1, rows = n - first;
+    const int64_t rows = n - first;
     const sl__side *s = (m->output->residency & SL_RES_DEVICE) && c->dev.dx ? &c->dev : &c->host;
     sl_status st = move_x(c, &at, s, n, err);
     if (st) return st;
@@ -487,8 +487,8 @@ static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_
     return sync_dev(c, err);
 }
 
-sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out, bool all,
-                      int32_t *greedy, sl_error *err)
+sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out,
+                      int64_t out_from, int32_t *greedy, sl_error *err)
 {
     const sl_model *m = c->m;
     const sl__hparams *hp = &m->hp;
@@ -529,7 +529,7 @@ sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits
             return st;
         }
     }
-    if (logits_out) st = output(c, at, n, logits_out, all, greedy, err);
+    if (logits_out) st = output(c, at, n, logits_out, out_from, greedy, err);
     else if (c->dev.dx) st = sync_dev(c, err);
     if (st && c->dev.dx) sync_dev(c, NULL);
     return st;

@@ -294,14 +294,20 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
 void sl_ctx_destroy(sl_ctx *c);
 /* Evaluates n tokens at positions n_past .. n_past+n-1 (appending to the KV cache). */
 sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err);
+/* sl_ctx_eval on an all_logits context keeping the logits of tokens first..n-1 only (llama.cpp's
+ * batch.logits flags on a tail, as its perplexity sets them): the output layer runs for those
+ * n - first rows alone, each the bits sl_ctx_eval gives it; sl_ctx_logits(c, i) serves i in
+ * [first, n), NULL below. SL_ERR_INVALID without all_logits or unless first < n. */
+sl_status sl_ctx_eval_tail(sl_ctx *c, const int32_t *tokens, size_t n, size_t first,
+                           sl_error *err);
 /* sl_ctx_eval, then the greedy pick (sl_logits_argmax's rule) of the next token, taken where
  * the output layer ran: with the output on the GPU only the token id crosses to the host, not
  * n_vocab logits. The logits are not kept (sl_ctx_logits returns NULL until the next eval).
  * An all_logits context computes only the last row's logits in this call. */
 sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *token,
                              sl_error *err);
-/* Logits of the i-th token of the last eval (i = -1: the last one; needs all_logits for others).
- * Valid until the next eval. NULL if unavailable. */
+/* Logits of the i-th token of the last eval (i = -1: the last one; needs all_logits for others,
+ * and i >= first after sl_ctx_eval_tail). Valid until the next eval. NULL if unavailable. */
 const float *sl_ctx_logits(const sl_ctx *c, int64_t i);
 int32_t sl_ctx_n_past(const sl_ctx *c);
 /* Forgets positions >= n_past (n_past = 0 clears the cache). */

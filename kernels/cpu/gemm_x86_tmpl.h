@@ -412,7 +412,10 @@ SL_G32_GEMM(gemm_mxfp4, SL_GGML_MXFP4)
 
 enum {
     GK_PCH = 4,  /* super-blocks per unpacked row chunk and panel (1024 elements) */
-    GK_NP = 4,   /* panels (8 tokens each) a row chunk meets once unpacked */
+    /* panels (8 tokens each) a row chunk meets once unpacked: AVX2 machines may have a
+     * 32 KiB L1, which 4 panels (37 KiB) overflow (32 tokens ran 1.75x slower than 2 x 16
+     * on a 2-core EPYC); AVX-512 ones have 48 KiB */
+    GK_NP = SL_MV_AVX512 ? 4 : 2,
     GK_ROWS = 16 /* rows whose lanes live at once beside the panels */
 };
 
@@ -606,9 +609,15 @@ static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, i
     gk_buf u;
     gk_panel p[GK_NP];
     __m256 lt[GK_ROWS][GK_NP][8];
+    /* a row of one chunk (an MoE expert's 1024-wide rows): its panels serve every row group */
+    const bool one_chunk = a->nb <= GK_PCH;
     for (int64_t t0 = 0; t0 < a->n_tok; t0 += 8 * GK_NP) {
         const int64_t left = a->n_tok - t0;
         const int np = left >= 8 * GK_NP ? GK_NP : (int)((left + 7) / 8);
+        for (int q = 0; one_chunk && q < np; q++) {
+            const g_tok8 g = SL_MV_SUFFIX(g_tokens)(a->xq, a->arb, t0 + 8 * q, a->n_tok);
+            SL_MV_SUFFIX(gk_panel_build)(&g, 0, a->nb, &p[q]);
+        }
         for (int64_t r0 = i0; r0 < i1; r0 += GK_ROWS) {
             const int64_t nr = i1 - r0 < GK_ROWS ? i1 - r0 : GK_ROWS;
             __m256 zero = _mm256_setzero_ps(); /* opaque: vector stores, no memset call */
@@ -618,7 +627,7 @@ static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, i
                     for (int l = 0; l < 8; l++) lt[k][q][l] = zero;
             for (int64_t c0 = 0; c0 < a->nb; c0 += GK_PCH) {
                 const int64_t c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
-                for (int q = 0; q < np; q++) {
+                for (int q = 0; !one_chunk && q < np; q++) {
                     const g_tok8 g = SL_MV_SUFFIX(g_tokens)(a->xq, a->arb, t0 + 8 * q, a->n_tok);
                     SL_MV_SUFFIX(gk_panel_build)(&g, c0, c1, &p[q]);
                 }

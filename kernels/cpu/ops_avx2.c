@@ -316,28 +316,24 @@ static inline float k_dot_f16(const float *a, const uint16_t *b, int32_t n)
     return hsum(_mm256_add_ps(s0, s1));
 }
 
-/* Weighted sum of nb rows into acc: 32 columns at a time in 4 registers (4 independent FMA
- * chains hide the FMA latency), then 8 at a time, then the masked tail. */
-#define SL_WSUM_AVX2(NAME, T, LOAD)                                                          \
+/* Weighted sum of nb rows into acc: 64 columns at a time in 8 registers (8 independent FMA
+ * chains hide the FMA latency), then 8 at a time, then the masked tail. Every column is the
+ * same chain over t in any of them. The wide loop loads whole vectors (FULL): a tail load's
+ * call would make the compiler spill the accumulators around it on every row. */
+#define SL_WSUM_AVX2(NAME, T, LOAD, FULL)                                                    \
     static inline void NAME(float *acc, const float *w, const T *v, size_t stride, int32_t nb, \
                             int32_t n)                                                        \
     {                                                                                         \
         int32_t d = 0;                                                                        \
-        for (; d + 32 <= n; d += 32) {                                                        \
-            __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);          \
-            __m256 a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);    \
+        for (; d + 64 <= n; d += 64) {                                                        \
+            __m256 a[8];                                                                      \
+            for (int u = 0; u < 8; u++) a[u] = _mm256_loadu_ps(acc + d + 8 * u);             \
             for (int32_t t = 0; t < nb; t++) {                                                \
-                const T *r = v + (size_t)t * stride;                                          \
+                const T *r = v + (size_t)t * stride + d;                                      \
                 const __m256 wt = _mm256_set1_ps(w[t]);                                       \
-                a0 = _mm256_fmadd_ps(wt, LOAD(r, d, n), a0);                                  \
-                a1 = _mm256_fmadd_ps(wt, LOAD(r, d + 8, n), a1);                              \
-                a2 = _mm256_fmadd_ps(wt, LOAD(r, d + 16, n), a2);                             \
-                a3 = _mm256_fmadd_ps(wt, LOAD(r, d + 24, n), a3);                             \
+                for (int u = 0; u < 8; u++) a[u] = _mm256_fmadd_ps(wt, FULL(r + 8 * u), a[u]); \
             }                                                                                 \
-            _mm256_storeu_ps(acc + d, a0);                                                    \
-            _mm256_storeu_ps(acc + d + 8, a1);                                                \
-            _mm256_storeu_ps(acc + d + 16, a2);                                               \
-            _mm256_storeu_ps(acc + d + 24, a3);                                               \
+            for (int u = 0; u < 8; u++) _mm256_storeu_ps(acc + d + 8 * u, a[u]);             \
         }                                                                                     \
         for (; d < n; d += 8) {                                                               \
             __m256 a = ld8(acc, d, n);                                                        \
@@ -348,8 +344,13 @@ static inline float k_dot_f16(const float *a, const uint16_t *b, int32_t n)
         }                                                                                     \
     }
 
-SL_WSUM_AVX2(k_wsum_f32, float, ld8)
-SL_WSUM_AVX2(k_wsum_f16, uint16_t, ld8_f16)
+static inline __m256 full8_f16(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+SL_WSUM_AVX2(k_wsum_f32, float, ld8, _mm256_loadu_ps)
+SL_WSUM_AVX2(k_wsum_f16, uint16_t, ld8_f16, full8_f16)
 
 static inline void k_scal(float *acc, float s, int32_t n) { scale(acc, n, s); }
 

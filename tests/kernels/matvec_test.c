@@ -281,18 +281,21 @@ static void check_blocks32_bytes(const ctx_set *cs, uint32_t type)
 /* Batch shapes for the GEMM row kernels (kernels/cpu/gemm.h): random row lengths that cross
  * their unpack chunks (256 32-element blocks, 4 super-blocks) with ragged ends, row counts
  * past the K-quant kernel's 16-row groups, and batches past one 64-token lane set (32-token
- * K-quant groups) with ragged 8-token groups; dense and row-gathered. */
+ * K-quant groups) with ragged 8-token groups, whose K-quant tails of 1 or 2 tokens (9, 130, 65;
+ * 2 alone) take the range kernels; dense and row-gathered. */
 static void check_batch_shapes(const ctx_set *cs, uint32_t type)
 {
     const int64_t blk = sl_gguf_type_get(type)->block_size;
     const int64_t chunk = blk == 256 ? 4 : blk == 32 ? 256 : 1024; /* in blocks */
-    for (int i = 0; i < 4; i++) {
-        /* long rows with few tokens, short rows with many: the cost stays small */
-        const bool long_row = i % 2 == 0;
-        const int64_t rows = 1 + (int64_t)(rnd() % (long_row ? 2 : 20));
-        const int64_t nb =
-            long_row ? chunk + 1 + (int64_t)(rnd() % 9) : 1 + (int64_t)(rnd() % 40);
-        const int64_t batches[] = {9, 130, 65, 2 + (int64_t)(rnd() % 70)};
+    for (int i = 0; i < 6; i++) {
+        /* long rows with few tokens, short rows with many: the cost stays small; the last
+         * case is rows of at most one chunk (an MoE expert's), several row groups of them */
+        const bool long_row = i % 2 == 0, one_chunk = i == 5;
+        const int64_t rows = one_chunk ? 40 : 1 + (int64_t)(rnd() % (long_row ? 2 : 20));
+        const int64_t nb = one_chunk  ? 1 + (int64_t)(rnd() % (uint64_t)chunk)
+                           : long_row ? chunk + 1 + (int64_t)(rnd() % 9)
+                                      : 1 + (int64_t)(rnd() % 40);
+        const int64_t batches[] = {9, 130, 65, 2 + (int64_t)(rnd() % 70), 2, 19};
         const int64_t n_batch = batches[i], cols = nb * blk;
         bool quantized;
         void *w = make_weights(type, rows, cols, &quantized);

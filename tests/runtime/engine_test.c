@@ -83,14 +83,21 @@ static sl_model *open_model(const char *path, sl_placement pl, sl_load_io io, in
     return open_combo(path, &cb, io);
 }
 
-/* Evaluates k_tokens (all logits) in one call with n_batch, returns a malloc'd copy. */
-static float *run_prefill(sl_model *m, int n_batch, bool f16)
+/* The options of an all-logits context of 64 positions. */
+static sl_ctx_options all_logits_opts(int n_batch, bool f16)
 {
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = 64;
     co.n_batch = n_batch;
     co.kv_f16 = f16;
     co.all_logits = true;
+    return co;
+}
+
+/* Evaluates k_tokens (all logits) in one call with n_batch, returns a malloc'd copy. */
+static float *run_prefill(sl_model *m, int n_batch, bool f16)
+{
+    const sl_ctx_options co = all_logits_opts(n_batch, f16);
     sl_ctx *c = NULL;
     sl_error e;
     sl_status st = sl_ctx_create(m, &co, &c, &e);
@@ -131,6 +138,50 @@ static double max_diff(const float *a, const float *b, size_t n, double *scale)
     }
     if (scale) *scale = s;
     return d;
+}
+
+/* sl_ctx_eval_tail keeps rows first..N_TOK-1 only, each the bits of the full eval's row (ref,
+ * run with the same n_batch), whether the tail starts inside the first batch or a later one;
+ * rows below first are not served; the argument errors are SL_ERR_INVALID. */
+static void check_tail(const char *label, sl_model *m, int n_batch, const float *ref)
+{
+    sl_model_info info;
+    sl_model_info_get(m, &info);
+    const size_t V = (size_t)info.n_vocab;
+    sl_ctx_options co = all_logits_opts(n_batch, false);
+    sl_ctx *c = NULL;
+    sl_error e;
+    CHECK_MSG(sl_ctx_create(m, &co, &c, &e) == SL_OK, "%s: ctx: %s", label, e.msg);
+    const size_t firsts[] = {1, N_TOK / 2, N_TOK - 1};
+    for (size_t f = 0; c && f < sizeof firsts / sizeof *firsts; f++) {
+        const size_t first = firsts[f];
+        CHECK(sl_ctx_rewind(c, 0, &e) == SL_OK);
+        CHECK_MSG(sl_ctx_eval_tail(c, k_tokens, N_TOK, first, &e) == SL_OK, "%s: %s", label,
+                  e.msg);
+        CHECK(sl_ctx_n_past(c) == N_TOK);
+        CHECK(sl_ctx_logits(c, (int64_t)first - 1) == NULL);
+        CHECK(sl_ctx_logits(c, N_TOK) == NULL);
+        CHECK(sl_ctx_logits(c, -1) == sl_ctx_logits(c, N_TOK - 1));
+        bool same = true;
+        for (size_t i = first; i < N_TOK; i++) {
+            const float *l = sl_ctx_logits(c, (int64_t)i);
+            same &= l && !memcmp(l, ref + i * V, V * sizeof *l);
+        }
+        CHECK_MSG(same, "%s: n_batch %d, tail from %zu: rows differ from the full eval's",
+                  label, n_batch, first);
+    }
+    if (c) {
+        CHECK(sl_ctx_rewind(c, 0, &e) == SL_OK);
+        CHECK(sl_ctx_eval_tail(c, k_tokens, N_TOK, N_TOK, &e) == SL_ERR_INVALID);
+        CHECK(sl_ctx_eval_tail(c, k_tokens, 0, 0, &e) == SL_ERR_INVALID);
+        CHECK(sl_ctx_n_past(c) == 0);
+    }
+    sl_ctx_destroy(c);
+    co.all_logits = false;
+    CHECK(sl_ctx_create(m, &co, &c, &e) == SL_OK);
+    if (c) CHECK(sl_ctx_eval_tail(c, k_tokens, N_TOK, 1, &e) == SL_ERR_INVALID);
+    sl_ctx_destroy(c);
+    CHECK(sl_ctx_eval_tail(NULL, k_tokens, N_TOK, 1, &e) == SL_ERR_INVALID);
 }
 
 /* The full property set on one model file. */
@@ -264,7 +315,9 @@ static void check_model(const char *label, const char *path, bool placements)
     if (chunk) {
         const double d = max_diff(pre, chunk, NV, NULL);
         CHECK_MSG(d <= 1e-4 * (1 + scale), "%s: chunked prefill differs by %g", label, d);
+        check_tail(label, m, 3, chunk);
     }
+    check_tail(label, m, 512, pre);
     free(chunk);
     /* F16 KV */
     float *h = run_prefill(m, 512, true);

@@ -147,6 +147,16 @@ def main():
     pj = json.loads(r.stdout) if r.returncode == 0 else {}
     expect(len(pj.get("chunks", [])) == 3 and pj.get("n_scored") == 3 * 31,
            "perplexity --json: 3 chunks, 31 scored positions each")
+    # rows scored by one thread or spread over several, summed in row order: the same bits
+    # (the forward pass is thread-count invariant too); the KL path scores serially
+    per_t = {}
+    for t in ("1", "3"):
+        r = run("perplexity", "-m", m1, "-f", text, "--ctx", "64", "--chunks", "3", "--json",
+                "-t", t)
+        per_t[t] = json.loads(r.stdout) if r.returncode == 0 else {}
+    expect(per_t["1"].get("chunks") and per_t["1"].get("chunks") == per_t["3"].get("chunks")
+           and per_t["1"].get("ppl_stderr") == per_t["3"].get("ppl_stderr"),
+           "perplexity -t 1 and -t 3: the same per-chunk values, bit for bit")
 
     base = os.path.join(tmp, "base.bin")
     r = run("perplexity", "-m", m1, "-f", text, "--ctx", "64", "--chunks", "3", "--logits-out",

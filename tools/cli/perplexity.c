@@ -23,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "kernels/cpu/pool.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/fileio.h"
 #include "tools/cli/json.h"
@@ -71,20 +73,51 @@ static void usage(FILE *f)
     sl_cli_model_flags_help(f);
 }
 
-/* out[v] = log softmax(x)[v] in double; returns the argmax. The terms are llama-perplexity's
- * (expf of x - max in float, summed in double): float exp is half the cost of double exp over
- * a 262k vocabulary and its ~1e-7 relative error per term is far below the reported digits. */
+/* log sum_v exp(x[v]) in double; *best = the argmax. The terms are llama-perplexity's (expf of
+ * x - max in float, summed in double in index order): float exp is half the cost of double exp
+ * over a 262k vocabulary and its ~1e-7 relative error per term is far below the reported
+ * digits. A row's value depends on the row alone, whichever thread computes it. */
+static double log_sum_exp(const float *x, int32_t n, int32_t *best)
+{
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += (double)expf(x[i] - x[b]);
+    *best = b;
+    return (double)x[b] + log(sum);
+}
+
+/* out[v] = log softmax(x)[v] in double; returns the argmax. */
 static int32_t log_softmax(const float *x, int32_t n, double *out)
 {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    const double mx = x[best];
-    double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += (double)expf(x[i] - x[best]);
-    const double lse = mx + log(sum);
+    int32_t best;
+    const double lse = log_sum_exp(x, n, &best);
     for (int32_t i = 0; i < n; i++) out[i] = (double)x[i] - lse;
     return best;
+}
+
+/* One chunk's scored rows, spread over the pool: nll[r] = -log softmax(logits row first + r)
+ * [target[r]] and best[r] its argmax. Each row is computed whole by one thread and the sums
+ * over rows are taken afterwards in row order, so the per-chunk values are those of a serial
+ * loop, bit for bit, for any thread count. */
+typedef struct score_job {
+    const sl_ctx *c;
+    const int32_t *target;      /* [rows] the token each row predicts */
+    int32_t first, n_vocab;
+    double *nll;                /* [rows] */
+    int32_t *best;              /* [rows] */
+} score_job;
+
+static void score_rows(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    const score_job *j = ctx;
+    for (int64_t r = begin; r < end; r++) {
+        const float *row = sl_ctx_logits(j->c, j->first + r);
+        const double lse = log_sum_exp(row, j->n_vocab, &j->best[r]);
+        j->nll[r] = -((double)row[j->target[r]] - lse);
+    }
 }
 
 typedef struct kl_acc {
@@ -163,8 +196,10 @@ int sl_cli_perplexity(int argc, char **argv)
     char *text = NULL;
     size_t text_len = 0, n_tok = 0;
     int32_t *tok = NULL, *chunk = NULL;
-    double *lp = NULL, *lpb = NULL, *running = NULL;
+    double *lp = NULL, *lpb = NULL, *running = NULL, *row_nll = NULL;
+    int32_t *row_best = NULL;
     float *brow = NULL;
+    sl_cpu_pool *pool = NULL;
     FILE *fb = NULL;
     uint64_t base_bytes = 0;
     sl_model *m = NULL;
@@ -223,9 +258,22 @@ int sl_cli_perplexity(int argc, char **argv)
     lpb = malloc((size_t)V * sizeof *lpb);
     brow = malloc((size_t)V * sizeof *brow);
     running = malloc((size_t)n_chunk * sizeof *running);
-    if (!chunk || !lp || !lpb || !brow || !running) {
+    row_nll = malloc((size_t)per_chunk * sizeof *row_nll);
+    row_best = malloc((size_t)per_chunk * sizeof *row_best);
+    if (!chunk || !lp || !lpb || !brow || !running || !row_nll || !row_best) {
         fprintf(stderr, "sluice perplexity: out of memory\n");
         goto done;
+    }
+    /* scoring threads between the chunks' forward passes: as many as the model computes with
+     * (-t; 0: the cores online) */
+    long n_thr = mf.opt.n_threads > 0 ? mf.opt.n_threads : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_thr > SL_CPU_POOL_MAX_THREADS) n_thr = SL_CPU_POOL_MAX_THREADS;
+    if (n_thr > 1) {
+        const sl_cpu_pool_options po = {.n_threads = (int)n_thr, .numa_node = -1};
+        if (sl_cpu_pool_create(&po, &pool, &err)) {
+            fprintf(stderr, "sluice perplexity: scoring threads: %s\n", err.msg);
+            goto done;
+        }
     }
     if (!json)
         fprintf(stderr, "perplexity: %zu tokens, %" PRId64 " chunks of %" PRId32 " (%" PRId64
@@ -240,20 +288,23 @@ round:; /* the hot-swap loop measures again from here */
     for (int64_t i = 0; i < n_chunk; i++) {
         memcpy(chunk, tok + i * C, (size_t)C * sizeof *chunk);
         if (add_bos) chunk[0] = info.bos;
-        if (sl_ctx_rewind(c, 0, &err) || sl_ctx_eval(c, chunk, (size_t)C, &err)) {
+        /* logits for the scored rows (and the last) only, as llama-perplexity asks */
+        if (sl_ctx_rewind(c, 0, &err) ||
+            sl_ctx_eval_tail(c, chunk, (size_t)C, (size_t)first, &err)) {
             fprintf(stderr, "sluice perplexity: %s: chunk %" PRId64 ": %s\n", mf.path, i + 1,
+                    err.msg);
+            goto done;
+        }
+        const score_job job = {.c = c, .target = tok + i * C + first + 1, .first = first,
+                               .n_vocab = V, .nll = row_nll, .best = row_best};
+        if (sl_cpu_pool_parallel_for(pool, per_chunk, 4, score_rows, (void *)&job, &err)) {
+            fprintf(stderr, "sluice perplexity: scoring chunk %" PRId64 ": %s\n", i + 1,
                     err.msg);
             goto done;
         }
         for (int32_t k = first; k < C - 1; k++) {
             const float *row = sl_ctx_logits(c, k);
-            if (!row) {
-                fprintf(stderr, "sluice perplexity: %s: no logits for position %" PRId32 "\n",
-                        mf.path, k);
-                goto done;
-            }
-            const int32_t best = log_softmax(row, V, lp);
-            const double x = -lp[tok[i * C + k + 1]];
+            const double x = row_nll[k - first];
             nll += x;
             nll2 += x * x;
             count++;
@@ -269,12 +320,13 @@ round:; /* the hot-swap loop measures again from here */
                 if (sl_cli_logits_check(k_cmd, "--kl-divergence-base", base_path, brow, V,
                                         (int64_t)kl.n, where))
                     goto done;
+                log_softmax(row, V, lp);
                 const int32_t bbest = log_softmax(brow, V, lpb);
                 double d = 0;
                 for (int32_t v = 0; v < V; v++) d += exp(lpb[v]) * (lpb[v] - lp[v]);
                 kl.sum += d;
                 kl.sum2 += d * d;
-                kl.same += bbest == best;
+                kl.same += bbest == row_best[k - first];
                 kl.n++;
             }
         }
@@ -349,8 +401,11 @@ done:
     sl_cli_out_discard(&trace);
     sl_cli_io_free(&io);
     if (fb) fclose(fb);
+    sl_cpu_pool_destroy(pool);
     sl_ctx_destroy(c);
     sl_model_close(m);
+    free(row_best);
+    free(row_nll);
     free(running);
     free(brow);
     free(lpb);
