@@ -261,8 +261,8 @@ class Model(_Handle):
                 if add_bos:
                     chunk[0] = self.info["bos"]
                 ctx.rewind(0)
-                ctx.eval(chunk)
-                lp = _log_softmax(ctx.logits_all()[first:n_ctx - 1])
+                ctx.eval(chunk, logits_from=first)
+                lp = _log_softmax(ctx.logits_all()[:n_ctx - 1 - first])
                 target = toks[i * n_ctx + first + 1:(i + 1) * n_ctx]
                 nll.extend(-lp[np.arange(len(target)), target])
                 running.append(float(np.exp(np.mean(nll))))
@@ -314,6 +314,7 @@ class Context(_Handle):
         self.all_logits = all_logits
         self.n_ctx = n_ctx or min(model.info["n_ctx_train"], 4096)
         self._n_last = 0
+        self._first = 0
 
     def close(self):
         if self._h:
@@ -326,13 +327,21 @@ class Context(_Handle):
         except Exception:
             pass
 
-    def eval(self, tokens):
-        """Appends tokens (ints or a numpy array) at positions n_past.. to the cache."""
+    def eval(self, tokens, logits_from=0):
+        """Appends tokens (ints or a numpy array) at positions n_past.. to the cache. With
+        logits_from > 0 (an all_logits context) the output layer runs only for the tokens
+        from that index on (llama.cpp's batch.logits on a tail, as its perplexity does): the
+        same values for those rows, the others not computed."""
         t = np.ascontiguousarray(tokens, dtype=np.int32)
         err = _lib.Error()
-        _check(lib().sl_ctx_eval(self._h, t.ctypes.data_as(POINTER(c_int32)), len(t),
-                                 byref(err)), err)
+        if logits_from:
+            _check(lib().sl_ctx_eval_tail(self._h, t.ctypes.data_as(POINTER(c_int32)), len(t),
+                                          logits_from, byref(err)), err)
+        else:
+            _check(lib().sl_ctx_eval(self._h, t.ctypes.data_as(POINTER(c_int32)), len(t),
+                                     byref(err)), err)
         self._n_last = len(t)
+        self._first = logits_from
 
     def _eval_sample(self, sampler, tokens):
         """eval(tokens), then the next token from sampler (sl_ctx_eval_sample)."""
@@ -341,6 +350,7 @@ class Context(_Handle):
         _check(lib().sl_ctx_eval_sample(self._h, sampler, t.ctypes.data_as(POINTER(c_int32)),
                                         len(t), byref(nxt), byref(err)), err)
         self._n_last = len(t)
+        self._first = 0
         return nxt.value
 
     def logits(self, i=-1):
@@ -351,13 +361,15 @@ class Context(_Handle):
         return np.ctypeslib.as_array(p, shape=(self.model.n_vocab,)).copy()
 
     def logits_all(self):
-        """Every row of the last eval (needs all_logits=True): float32 [n_tokens, n_vocab]."""
+        """Every row the last eval computed (needs all_logits=True): float32 [n_tokens, n_vocab],
+        or [n_tokens - logits_from, n_vocab] after eval(tokens, logits_from)."""
         if not self.all_logits:
             raise ValueError("logits_all needs a context created with all_logits=True")
-        p = lib().sl_ctx_logits(self._h, 0)
+        p = lib().sl_ctx_logits(self._h, self._first)
         if not p:
             raise IndexError("no logits yet")
-        return np.ctypeslib.as_array(p, shape=(self._n_last, self.model.n_vocab)).copy()
+        return np.ctypeslib.as_array(p, shape=(self._n_last - self._first,
+                                               self.model.n_vocab)).copy()
 
     @property
     def n_past(self):

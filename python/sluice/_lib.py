@@ -180,6 +180,7 @@ def load():
         "sl_ctx_create": (c_int, [P, POINTER(CtxOptions), POINTER(P), E]),
         "sl_ctx_destroy": (None, [P]),
         "sl_ctx_eval": (c_int, [P, POINTER(c_int32), c_size_t, E]),
+        "sl_ctx_eval_tail": (c_int, [P, POINTER(c_int32), c_size_t, c_size_t, E]),
         "sl_ctx_eval_sample": (c_int, [P, P, POINTER(c_int32), c_size_t, POINTER(c_int32), E]),
         "sl_ctx_logits": (POINTER(c_float), [P, c_int64]),
         "sl_ctx_n_past": (c_int32, [P]),

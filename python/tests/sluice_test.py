@@ -88,6 +88,18 @@ def test_model(d, dense, moe, text):
             expect(ctx.n_past == 2, "rewind")
             st = ctx.stats()
             expect(st["prefill_tokens"] == len(toks), f"stats: {st['prefill_tokens']}")
+            # the output layer for a tail only (perplexity's rows): those rows, the same bits
+            k = len(toks) // 2
+            ctx.rewind(0)
+            ctx.eval(toks, logits_from=k)
+            tail = ctx.logits_all()
+            expect(tail.shape == (len(toks) - k, 512) and np.array_equal(tail, allr[k:]),
+                   f"eval(logits_from={k}): rows {k}.. bit for bit those of a full eval")
+            try:
+                ctx.logits(k - 1)
+                expect(False, "a row before logits_from is not served")
+            except IndexError:
+                pass
         t = m.tokenize("the cat sat", add_special=False)
         expect(t.dtype == np.int32 and len(t) > 0, f"tokenize: {t}")
         expect(m.detokenize(t).strip() == "the cat sat", f"detokenize: {m.detokenize(t)!r}")
