@@ -265,11 +265,12 @@ int sl_cli_perplexity(int argc, char **argv)
         goto done;
     }
     /* scoring threads between the chunks' forward passes: as many as the model computes with
-     * (-t; 0: the cores online) */
+     * (-t; 0: the cores online), bound where its threads are (--numa-node, --cpus) */
     long n_thr = mf.opt.n_threads > 0 ? mf.opt.n_threads : sysconf(_SC_NPROCESSORS_ONLN);
     if (n_thr > SL_CPU_POOL_MAX_THREADS) n_thr = SL_CPU_POOL_MAX_THREADS;
     if (n_thr > 1) {
-        const sl_cpu_pool_options po = {.n_threads = (int)n_thr, .numa_node = -1};
+        const sl_cpu_pool_options po = {.n_threads = (int)n_thr, .numa_node = mf.opt.numa_node,
+                                        .cpus = mf.opt.cpus, .topo = NULL};
         if (sl_cpu_pool_create(&po, &pool, &err)) {
             fprintf(stderr, "sluice perplexity: scoring threads: %s\n", err.msg);
             goto done;
