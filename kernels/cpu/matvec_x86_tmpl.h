@@ -585,6 +585,21 @@ static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, siz
 
 enum { SL_MV_K4, SL_MV_K5, SL_MV_K6 }; /* which K-quant a kgroup / krange call is for */
 
+/* Lane k of a K-quant group (kgroup): its integer sums v (and s, the mins', Q4_K/Q5_K), 0 when
+ * the lane is off. */
+static inline __attribute__((always_inline)) void
+SL_MV_SUFFIX(klane)(const char *wp, const char *xp, int m, const char *wq, int pair, int kind,
+                    int k, __m256i *v, __m256i *s)
+{
+    const size_t wb = kind == SL_MV_K4 ? 144 : kind == SL_MV_K5 ? 176 : 210;
+    const char *w = SL_MV_SUFFIX(lane_at)(wp, wq, k, wb, pair);
+    const char *x = SL_MV_SUFFIX(lane_at)(xp, xp, k, sizeof(sl_block_q8_K), pair);
+    *s = _mm256_setzero_si256();
+    if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) *v = _mm256_setzero_si256();
+    else if (kind == SL_MV_K6) *v = SL_MV_SUFFIX(q6k_block)(w, x);
+    else *v = SL_MV_SUFFIX(k45_block)(w, x, kind == SL_MV_K5, s);
+}
+
 /* The terms of a group of K-quant super-blocks (lane_on: one row's at wp or two rows' at wp
  * and wq), as the reference forms them (sl__mv_term_k / sl__mv_term_d): a = (float)isum *
  * (d * dx), minus b = (float)summ * (dmin * dx) for Q4_K/Q5_K, each a separate rounding,
@@ -597,13 +612,13 @@ SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int 
     const size_t xb = sizeof(sl_block_q8_K);
     __m256i v[8];
     __m256i s[8];
-    for (int k = 0; k < 8; k++) {
-        s[k] = _mm256_setzero_si256();
-        const char *w = SL_MV_SUFFIX(lane_at)(wp, wq, k, wb, pair);
-        const char *x = SL_MV_SUFFIX(lane_at)(xp, xp, k, xb, pair);
-        if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) v[k] = _mm256_setzero_si256();
-        else if (kind == SL_MV_K6) v[k] = SL_MV_SUFFIX(q6k_block)(w, x);
-        else v[k] = SL_MV_SUFFIX(k45_block)(w, x, kind == SL_MV_K5, &s[k]);
+    if (pair == 2) {
+        /* four rows' blocks: unrolled, their addresses are constants off wp, wq (measured:
+         * 8% less time for 1024 x 512 Q4_K; two-row and one-row groups measured no gain) */
+#pragma clang loop unroll(full)
+        for (int k = 0; k < 8; k++) SL_MV_SUFFIX(klane)(wp, xp, m, wq, pair, kind, k, &v[k], &s[k]);
+    } else {
+        for (int k = 0; k < 8; k++) SL_MV_SUFFIX(klane)(wp, xp, m, wq, pair, kind, k, &v[k], &s[k]);
     }
     const int n = pair ? 8 : m; /* lanes that may be live, for the sum trees */
     const __m256 dx = SL_MV_SUFFIX(x_scales)(hx, xp, xb, m, pair, 1);

@@ -814,11 +814,11 @@ int main(void)
         check_batch_shapes(&cs, type);
         /* Quantizer output rarely reaches the extremes the integer-range argument of matvec.h
          * is about (Q6_K scale -128, every quant at its limit) or every bit pattern of the
-         * packed Q4_K/Q5_K six-bit scales and mins: random bytes do. K-quant rows of 2 and 4
-         * super-blocks (a MoE expert's 512 and 1024 columns) take the two-rows-per-group
-         * decode path, 11 the 8-block groups with a tail. */
-        for (int n = 0; quantized && blk > 1 && n < (blk == 256 ? 3 : 1); n++) {
-            static const int64_t k_blocks[] = {11, 4, 2};
+         * packed Q4_K/Q5_K six-bit scales and mins: random bytes do. K-quant rows of 4
+         * super-blocks (a MoE expert's 1024 columns) take the two-rows-per-group decode path,
+         * 1 and 2 (its 512) the four-rows-per-group one, 11 the 8-block groups with a tail. */
+        for (int n = 0; quantized && blk > 1 && n < (blk == 256 ? 4 : 1); n++) {
+            static const int64_t k_blocks[] = {11, 4, 2, 1};
             const int64_t rows = 17, cols = (blk == 256 ? k_blocks[n] : 20) * blk;
             const size_t rb = sl_ref_matvec_row_bytes(type, cols);
             uint8_t *w = malloc(rb * (size_t)rows);
