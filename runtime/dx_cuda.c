@@ -147,7 +147,8 @@ static sl_status experts_gemv(dx_cuda *c, const sl__dx_moe *M, int p, const int3
         st = sl_cuda_gemv_experts(c->cu, type, w, L->n_expert, ids, k, rows, cols, in, p == 2,
                                   y, err);
     if (st || !bias) return st;
-    return sl_cuda_expert_bias(c->cu, y, bias, p == 2 ? NULL : M->d_ff_at, ids, k, rows, err);
+    return sl_cuda_expert_bias(c->cu, y, bias, p == 2 ? NULL : M->d_ff_at, L->n_expert, ids,
+                               k, rows, err);
 }
 
 static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const float *w,

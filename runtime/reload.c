@@ -705,12 +705,7 @@ static sl_status resplit(reload_run *r, sl_error *err)
             } else {
                 for (int p = 0; p < 3; p++) {
                     sl_weight *w = proj[p];
-                    w->file_type = sp[p]->new_file_type;
-                    w->file_offset = sp[p]->nt->file_offset;
-                    w->file_nbytes = sp[p]->nt->nbytes;
-                    w->mtime_sec = sp[p]->nt->mtime_sec;
-                    w->mtime_nsec = sp[p]->nt->mtime_nsec;
-                    w->file_size = sp[p]->file_size;
+                    sl__weight_provenance_set(w, sp[p]->nt, sp[p]->file_size);
                     const bool same_type = old_type[p] == w->type;
                     const bool sib = sp[p]->companion && same_type;
                     sl_reload_entry *en = add_entry(r->rep, w->name, sib ? SL_RELOAD_SIBLING

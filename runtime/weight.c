@@ -808,9 +808,7 @@ sl_status sl__model_refresh_pointers(sl_model *m, sl_error *err)
         sl__layer *L = &m->layers[il];
         if (m->rope_freqs) L->rope.freq_factors = m->rope_freqs->data;
         if (!sl__layer_moe(L)) continue;
-        const sl_weight *g = L->gate_exps ? L->gate_exps : L->gate_e[0];
-        const sl_weight *u = L->up_exps ? L->up_exps : L->up_e[0];
-        const sl_weight *d = L->down_exps ? L->down_exps : L->down_e[0];
+        const sl_weight *g = experts_w(L, 0), *u = experts_w(L, 1), *d = experts_w(L, 2);
         sl__moe_split *ms = L->moe_split;
         for (int x = 0; x < m->hp.n_expert; x++) {
             /* a split layer's experts have no whole copy: its parts describe them */

@@ -317,24 +317,28 @@ static inline float k_dot_f16(const float *a, const uint16_t *b, int32_t n)
 }
 
 /* Weighted sum of nb rows into acc: 64 columns at a time in 8 registers (8 independent FMA
- * chains hide the FMA latency), then 8 at a time, then the masked tail. Every column is the
- * same chain over t in any of them. The wide loop loads whole vectors (FULL): a tail load's
- * call would make the compiler spill the accumulators around it on every row. */
+ * chains hide the FMA latency), then 32 in 4 (head sizes 80, 96, 112), then 8 at a time, then
+ * the masked tail. Every column is the same chain over t in any of them. The wide steps load
+ * whole vectors (FULL): a tail load's call would make the compiler spill the accumulators
+ * around it on every row. SL_WSUM_STEP: one step of U vectors (8 U columns). */
+#define SL_WSUM_STEP(T, FULL, U)                                                             \
+    for (; d + 8 * (U) <= n; d += 8 * (U)) {                                                  \
+        __m256 a[U];                                                                          \
+        for (int u = 0; u < (U); u++) a[u] = _mm256_loadu_ps(acc + d + 8 * u);               \
+        for (int32_t t = 0; t < nb; t++) {                                                    \
+            const T *r = v + (size_t)t * stride + d;                                          \
+            const __m256 wt = _mm256_set1_ps(w[t]);                                           \
+            for (int u = 0; u < (U); u++) a[u] = _mm256_fmadd_ps(wt, FULL(r + 8 * u), a[u]);   \
+        }                                                                                     \
+        for (int u = 0; u < (U); u++) _mm256_storeu_ps(acc + d + 8 * u, a[u]);               \
+    }
 #define SL_WSUM_AVX2(NAME, T, LOAD, FULL)                                                    \
     static inline void NAME(float *acc, const float *w, const T *v, size_t stride, int32_t nb, \
                             int32_t n)                                                        \
     {                                                                                         \
         int32_t d = 0;                                                                        \
-        for (; d + 64 <= n; d += 64) {                                                        \
-            __m256 a[8];                                                                      \
-            for (int u = 0; u < 8; u++) a[u] = _mm256_loadu_ps(acc + d + 8 * u);             \
-            for (int32_t t = 0; t < nb; t++) {                                                \
-                const T *r = v + (size_t)t * stride + d;                                      \
-                const __m256 wt = _mm256_set1_ps(w[t]);                                       \
-                for (int u = 0; u < 8; u++) a[u] = _mm256_fmadd_ps(wt, FULL(r + 8 * u), a[u]); \
-            }                                                                                 \
-            for (int u = 0; u < 8; u++) _mm256_storeu_ps(acc + d + 8 * u, a[u]);             \
-        }                                                                                     \
+        SL_WSUM_STEP(T, FULL, 8)                                                              \
+        SL_WSUM_STEP(T, FULL, 4)                                                              \
         for (; d < n; d += 8) {                                                               \
             __m256 a = ld8(acc, d, n);                                                        \
             for (int32_t t = 0; t < nb; t++)                                                  \

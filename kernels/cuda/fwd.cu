@@ -50,14 +50,19 @@ extern "C" sl_status sl_cuda_add_rows(sl_cuda_ctx *c, float *d_y, const float *d
     return SL_OK;
 }
 
-/* Row i of y (stride floats) is expert ids[i]'s: bias entries from at on, w of them. */
+/* Row i of y (stride floats) is expert ids[i]'s: bias entries from at on, w of them. An id
+ * outside [0, n_expert) adds nothing and a width is clamped to [0, stride], as the expert GEMVs
+ * treat such ids: a bad id from the router never reads or writes out of bounds. */
 static __global__ void k_expert_bias(float *y, const float *b, const int64_t *ff_at,
-                                     const int32_t *ids, int64_t stride)
+                                     const int32_t *ids, int32_t n_expert, int64_t stride)
 {
     const int64_t i = blockIdx.y;
     const int32_t e = ids[i];
+    if (e < 0 || e >= n_expert) return;
     const int64_t at = ff_at ? ff_at[e] : (int64_t)e * stride;
-    const int64_t w = ff_at ? ff_at[e + 1] - at : stride;
+    int64_t w = ff_at ? ff_at[e + 1] - at : stride;
+    if (w < 0) w = 0;
+    if (w > stride) w = stride;
     float *yr = y + i * stride;
     for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < w;
          j += (int64_t)gridDim.x * blockDim.x)
@@ -65,18 +70,21 @@ static __global__ void k_expert_bias(float *y, const float *b, const int64_t *ff
 }
 
 extern "C" sl_status sl_cuda_expert_bias(sl_cuda_ctx *c, float *d_y, const float *d_b,
-                                         const int64_t *d_ff_at, const int32_t *d_ids, int32_t k,
-                                         int64_t stride, sl_error *err)
+                                         const int64_t *d_ff_at, int32_t n_expert,
+                                         const int32_t *d_ids, int32_t k, int64_t stride,
+                                         sl_error *err)
 {
     sl_status st = check_rows(__func__, k, stride, err);
     if (st) return st;
+    if (n_expert < 1)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_expert %d", __func__, n_expert);
     if (k && stride && (!d_y || !d_b || !d_ids))
         return sl_error_set(err, SL_ERR_INVALID, "%s: NULL pointer", __func__);
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
     if (!k || !stride) return SL_OK;
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
     k_expert_bias<<<grid_for(stride, k), FWD_THREADS, 0, c->stream>>>(d_y, d_b, d_ff_at, d_ids,
-                                                                       stride);
+                                                                       n_expert, stride);
     SL_CU_LAUNCH(err, "k_expert_bias");
     return SL_OK;
 }

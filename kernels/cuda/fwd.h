@@ -28,11 +28,11 @@ sl_status sl_cuda_add_rows(sl_cuda_ctx *c, float *d_y, const float *d_b, int64_t
  * and w = stride (whole experts; down's bias: stride n_embd), or, for a hot/cold part's
  * per-expert widths (scheduler/moe.h ff_at), at = d_ff_at[e] and w = d_ff_at[e + 1] - at; the
  * entries past w stay as they are. The CPU's expert FFN adds the same (scheduler/expert_ffn.c).
- * Ids and widths are not checked on the device: the caller guarantees 0 <= e < n_expert and
- * w <= stride. */
+ * On the device an id outside [0, n_expert) adds nothing and w is clamped to [0, stride] (the
+ * expert GEMVs' rule for bad ids), so a bad id never reads or writes out of bounds. */
 sl_status sl_cuda_expert_bias(sl_cuda_ctx *c, float *d_y, const float *d_b,
-                              const int64_t *d_ff_at, const int32_t *d_ids, int32_t k,
-                              int64_t stride, sl_error *err);
+                              const int64_t *d_ff_at, int32_t n_expert, const int32_t *d_ids,
+                              int32_t k, int64_t stride, sl_error *err);
 
 /* KV cache store: for t < n, row t of d_src [n][row] (F32) goes to cache row d_pos[t] of
  * d_cache ([n_ctx][row] of F32, or of IEEE half bits rounded to nearest even when f16).

@@ -333,6 +333,8 @@ class Context(_Handle):
         from that index on (llama.cpp's batch.logits on a tail, as its perplexity does): the
         same values for those rows, the others not computed."""
         t = np.ascontiguousarray(tokens, dtype=np.int32)
+        if not isinstance(logits_from, (int, np.integer)) or not 0 <= logits_from < max(len(t), 1):
+            raise ValueError(f"logits_from={logits_from!r}: an index into the {len(t)} tokens")
         err = _lib.Error()
         if logits_from:
             _check(lib().sl_ctx_eval_tail(self._h, t.ctypes.data_as(POINTER(c_int32)), len(t),

@@ -100,6 +100,12 @@ def test_model(d, dense, moe, text):
                 expect(False, "a row before logits_from is not served")
             except IndexError:
                 pass
+            for bad in (-2, len(toks), 1.5):
+                try:
+                    ctx.eval(toks, logits_from=bad)
+                    expect(False, f"eval(logits_from={bad!r}) refused")
+                except ValueError as ex:
+                    expect("logits_from" in str(ex), f"eval(logits_from={bad!r}): {ex}")
         t = m.tokenize("the cat sat", add_special=False)
         expect(t.dtype == np.int32 and len(t) > 0, f"tokenize: {t}")
         expect(m.detokenize(t).strip() == "the cat sat", f"detokenize: {m.detokenize(t)!r}")

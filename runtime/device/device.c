@@ -125,8 +125,10 @@ static sl_status parse_kind(const char *what, const char *s, kind_choice *out, s
 
 sl_status sl_device_kind_check(const char *what, const char *s, sl_error *err)
 {
+    const char *w = what ? what : "device kind";
+    if (!s) return sl_error_set(err, SL_ERR_INVALID, "%s: none given", w);
     kind_choice kc;
-    return parse_kind(what, s, &kc, err);
+    return parse_kind(w, s, &kc, err);
 }
 
 static void notice(const sl_device_options *opt, const char *msg)

@@ -853,7 +853,7 @@ static void test_fwd(sl_cuda_ctx *c)
         h2d(dids, ids, sizeof ids);
         for (int parts = 0; parts < 2; parts++) {
             float *dyb = dup_d(y, R * D);
-            CHECK(sl_cuda_expert_bias(c, dyb, deb, parts ? dat : NULL, dids, (int32_t)R, D,
+            CHECK(sl_cuda_expert_bias(c, dyb, deb, parts ? dat : NULL, 4, dids, (int32_t)R, D,
                                       &e) == SL_OK);
             CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
             d2h(out, dyb, (size_t)(R * D) * 4);
@@ -867,7 +867,10 @@ static void test_fwd(sl_cuda_ctx *c)
             CHECK_MSG(bad == 0, "expert_bias (parts %d): %d mismatches", parts, bad);
             cudaFree(dyb);
         }
-        CHECK(sl_cuda_expert_bias(c, dy, NULL, NULL, dids, (int32_t)R, D, &e) == SL_ERR_INVALID);
+        CHECK(sl_cuda_expert_bias(c, dy, NULL, NULL, 4, dids, (int32_t)R, D, &e) ==
+              SL_ERR_INVALID);
+        CHECK(sl_cuda_expert_bias(c, dy, deb, NULL, 0, dids, (int32_t)R, D, &e) ==
+              SL_ERR_INVALID);
         cudaFree(deb);
         cudaFree(dat);
         cudaFree(dids);

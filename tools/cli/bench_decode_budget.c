@@ -94,10 +94,11 @@ int sl_bench_budget_row(const char *cmd, const char *path, int kind, sl_model_op
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = n_prompt + 1;
     co.neuron_stats = true;
-    if (!tok || sl_model_open(path, &po, &m, &err) || sl_ctx_create(m, &co, &c, &err)) goto out;
+    /* the plan first (cheap, and refused when nothing fits), then the profile (a CPU load) */
+    if (!tok || sl_cli_hotcold_model_get(cmd, path, *mo, &hm)) goto out;
+    if (sl_model_open(path, &po, &m, &err) || sl_ctx_create(m, &co, &c, &err)) goto out;
     for (int32_t i = 0; i < n_prompt; i++) tok[i] = (int32_t)((7 * (int64_t)i + 1) % in->n_vocab);
     if (sl_ctx_eval(c, tok, (size_t)n_prompt, &err)) goto out;
-    if (sl_cli_hotcold_model_get(cmd, path, *mo, &hm)) goto out;
     const int64_t X = hm.n_expert ? hm.n_expert : 1;
     freq = calloc((size_t)(hm.n_layer * X * hm.n_ff) + 1, sizeof *freq);
     route_p = calloc((size_t)(hm.n_layer * X) + 1, sizeof *route_p);

@@ -296,6 +296,12 @@ round:; /* the hot-swap loop measures again from here */
                     err.msg);
             goto done;
         }
+        /* the rows the scoring threads read: checked once here, not in every thread */
+        if (!sl_ctx_logits(c, first) || !sl_ctx_logits(c, C - 2)) {
+            fprintf(stderr, "sluice perplexity: %s: chunk %" PRId64 ": no logits for rows %"
+                    PRId32 "..%" PRId32 "\n", mf.path, i + 1, first, C - 2);
+            goto done;
+        }
         const score_job job = {.c = c, .target = tok + i * C + first + 1, .first = first,
                                .n_vocab = V, .nll = row_nll, .best = row_best};
         if (sl_cpu_pool_parallel_for(pool, per_chunk, 4, score_rows, (void *)&job, &err)) {

@@ -268,6 +268,14 @@ int sl_cli_hotcold_solve(const char *cmd, const sl_cli_hotcold_model *hm, const 
 }
 
 /* The plan per layer and expert: hot neurons of each expert that has any, hottest first. */
+/* Hot neurons of expert e in layer Y (F neurons per expert). */
+static int64_t expert_hot(const sl_gpuidx_layer *Y, int64_t e, int64_t F)
+{
+    int64_t h = 0;
+    for (int64_t j = 0; j < F; j++) h += Y->hot[e * F + j];
+    return h;
+}
+
 static void print_experts(const sl_hotcold_plan *plan, const sl_cli_hotcold_model *hm,
                           const float *route_p)
 {
@@ -280,8 +288,7 @@ static void print_experts(const sl_hotcold_plan *plan, const sl_cli_hotcold_mode
         }
         int64_t whole = 0, part = 0;
         for (int64_t e = 0; e < X; e++) {
-            int64_t h = 0;
-            for (int64_t j = 0; j < F; j++) h += Y->hot[e * F + j];
+            const int64_t h = expert_hot(Y, e, F);
             whole += h == F;
             part += h && h < F;
         }
@@ -289,8 +296,7 @@ static void print_experts(const sl_hotcold_plan *plan, const sl_cli_hotcold_mode
                "(hot neurons / %lld, routed %%):", il, Y->n_hot, Y->n_neuron, (long long)whole,
                (long long)part, (long long)(X - whole - part), (long long)F);
         for (int64_t e = 0; e < X; e++) {
-            int64_t h = 0;
-            for (int64_t j = 0; j < F; j++) h += Y->hot[e * F + j];
+            const int64_t h = expert_hot(Y, e, F);
             if (h) printf(" e%lld %lld (%.0f%%)", (long long)e, (long long)h,
                           100.0 * route_p[il * X + e]);
         }
