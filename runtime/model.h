@@ -260,6 +260,9 @@ sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns
                                   uint64_t nbytes, bool may_fall, sl__swap_fault *fault,
                                   bool *fell, sl_error *err);
 sl_status sl__runtime_weight_to_host(sl_model *m, sl_weight *w, sl_error *err);
+/* A reload moved w's provenance to the new file version without swapping its bytes (they are
+ * equal): the model's files are re-parsed before it next loads from disk, as after a swap. */
+void sl__runtime_provenance_moved(sl_model *m);
 sl_status sl__runtime_weight_to_device(sl_model *m, sl_weight *w, bool *ok, sl_error *err);
 /* runtime.c */
 /* Evaluation brackets of a context of a runtime model: begin fails with SL_ERR_NOT_RESIDENT

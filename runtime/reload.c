@@ -799,6 +799,7 @@ static sl_status commit_runtime(reload_run *r, sl_error *err)
         const uint64_t old_bytes = w->nbytes;
         if (s->act == SL_SWAP_IN_PLACE && unchanged(m, w, s)) {
             sl__weight_provenance_set(w, s->nt, s->file_size);
+            sl__runtime_provenance_moved(m);
             continue;
         }
         const sl__floor ns = {.data = staged_bytes(s), .h_block = s->blk, .h_owned = s->f32};

@@ -66,6 +66,11 @@ static void set_fallback(sl_model *m, sl_weight *w, bool fallback)
     r->epoch++;
 }
 
+void sl__runtime_provenance_moved(sl_model *m)
+{
+    m->res->reloaded = true;
+}
+
 sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns, uint32_t type,
                                   uint64_t nbytes, bool may_fall, sl__swap_fault *fault,
                                   bool *fell, sl_error *err)

@@ -29,8 +29,13 @@ static int profile_of(const sl_ctx *c, const sl_cli_hotcold_model *hm, int32_t n
             if (sl_ctx_neuron_stats(c, il, hm->n_expert ? (int32_t)e : -1, &nn, &nt, &act, &mag,
                                     err))
                 return 1;
+            if (nn != hm->n_ff) {
+                sl_error_set(err, SL_ERR_INVALID, "layer %d: profile of %lld neurons, the "
+                             "plan's FFN has %lld", il, (long long)nn, (long long)hm->n_ff);
+                return 1;
+            }
             if (hm->n_expert) route_p[il * X + e] = n_prompt > 0 ? (float)nt / (float)n_prompt : 0;
-            for (int64_t j = 0; j < nn && j < hm->n_ff; j++)
+            for (int64_t j = 0; j < nn; j++)
                 freq[il * per + e * hm->n_ff + j] = nt ? (float)act[j] / (float)nt : 0.0f;
         }
     }
