@@ -13,6 +13,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/ref/matvec_impl.h"
+#include "kernels/ref/repack.h"
 
 bool sl_ref_matvec_supported(uint32_t type) { return sl__mv_type_get(type) != NULL; }
 
@@ -58,6 +59,9 @@ sl_status sl__mv_validate(const char *fn, uint32_t type, const void *w, int64_t 
     if (rows < 1 || rows > INT32_MAX)
         return sl_error_set(err, SL_ERR_INVALID, "%s: rows = %lld is not in [1, 2^31)", fn,
                             (long long)rows);
+    if ((*t)->type == SL_TYPE_Q4_K_R8 && rows % 8)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: rows = %lld: a %s matrix has whole groups "
+                            "of 8 rows", fn, (long long)rows, (*t)->name);
     if (cols < 1 || cols % (*t)->block || cols > ((int64_t)1 << 40))
         return sl_error_set(err, SL_ERR_INVALID,
                             "%s: cols = %lld is not a positive multiple of %s's block size %u", fn,
@@ -147,6 +151,17 @@ static sl_status quant_scratch(const char *fn, const sl__mv_type *t, const float
     return SL_OK;
 }
 
+/* A buffer for one row copied out of a Q4_K_R8 matrix (sl__mv_row_at); NULL for other types. */
+static sl_status row_scratch(const char *fn, const sl__mv_type *t, int64_t cols, void **buf,
+                             sl_error *err)
+{
+    *buf = NULL;
+    if (t->type != SL_TYPE_Q4_K_R8) return SL_OK;
+    if (!(*buf = malloc(row_bytes(t, cols, t->bytes))))
+        return sl_error_set(err, SL_ERR_NOMEM, "%s: no memory for a row", fn);
+    return SL_OK;
+}
+
 /* Shared by dense and row-gathered: out row i of batch b = dot(W row idx[i] or i, xq[b]). */
 static sl_status gathered(const char *fn, uint32_t type, const void *w, int64_t rows,
                           int64_t cols, const int32_t *idx, int64_t n_idx, bool scatter,
@@ -156,19 +171,24 @@ static sl_status gathered(const char *fn, uint32_t type, const void *w, int64_t 
     sl_status s = sl__mv_validate(fn, type, w, rows, cols, x, n_batch, y, &t, err);
     if (!s && idx) s = sl__mv_validate_idx(fn, idx, n_idx, rows, "rows", err);
     if (s) return s;
-    void *xq;
+    void *xq, *buf;
     size_t arb;
-    if ((s = quant_scratch(fn, t, x, cols, n_batch, &xq, &arb, err))) return s;
-    const size_t wrb = row_bytes(t, cols, t->bytes);
+    if ((s = row_scratch(fn, t, cols, &buf, err))) return s;
+    if ((s = quant_scratch(fn, t, x, cols, n_batch, &xq, &arb, err))) {
+        free(buf);
+        return s;
+    }
     const int64_t n_out = idx ? n_idx : rows, y_stride = idx && !scatter ? n_idx : rows;
+    const int64_t nb = cols / t->block;
     for (int64_t b = 0; b < n_batch; b++)
         for (int64_t i = 0; i < n_out; i++) {
             const int64_t r = idx ? idx[i] : i;
-            const float v = sl__mv_dot_row(t, (const char *)w + (size_t)r * wrb,
-                                           (const char *)xq + (size_t)b * arb, cols / t->block);
+            const float v = sl__mv_dot_row(sl__mv_row_type(t), sl__mv_row_at(t, w, r, nb, buf),
+                                           (const char *)xq + (size_t)b * arb, nb);
             y[b * y_stride + (idx && !scatter ? i : r)] = v;
         }
     free(xq);
+    free(buf);
     return SL_OK;
 }
 
@@ -208,29 +228,33 @@ sl_status sl_ref_matvec_cols(uint32_t type, const void *w, int64_t rows, int64_t
         listed[idx[i] / t->block] = 1;
         for (int64_t b = 0; b < n_batch; b++) xm[b * cols + idx[i]] = x[b * cols + idx[i]];
     }
+    void *buf = NULL;
+    if (!s) s = row_scratch(fn, t, cols, &buf, err);
     if (!s) s = quant_scratch(fn, t, xm, cols, n_batch, &xq, &arb, err);
     if (s) {
+        free(buf);
         free(listed);
         free(xm);
         return s;
     }
-    const size_t wrb = row_bytes(t, cols, t->bytes);
+    const sl__mv_type *rt = sl__mv_row_type(t);
     for (int64_t b = 0; b < n_batch; b++) {
         const char *xqb = (const char *)xq + (size_t)b * arb;
         for (int64_t o = 0; o < rows; o++) {
-            const char *wr = (const char *)w + (size_t)o * wrb;
+            const char *wr = sl__mv_row_at(t, w, o, nb, buf);
             float lane[32] = {0}, s8[8] = {0};
             for (int64_t k = 0; k < nb; k++) {
                 if (!listed[k]) continue; /* holds no listed column: skipped (matvec.h) */
                 if (t->block == 1)
                     sl__mv_dot_floats(t->type, wr, (const float *)xqb, k, k + 1, lane);
                 else
-                    sl__mv_dot_blocks(t, wr, xqb, k, k + 1, s8);
+                    sl__mv_dot_blocks(rt, wr, xqb, k, k + 1, s8);
             }
             if (t->block == 1) sl__mv_fold32(lane, s8);
             y[b * rows + o] += sl__mv_reduce8(s8);
         }
     }
+    free(buf);
     free(xq);
     free(listed);
     free(xm);
@@ -247,18 +271,23 @@ sl_status sl_ref_matvec_t_rows(uint32_t type, const void *wt, int64_t rows, int6
     if (!s) s = sl__mv_validate_idx(fn, idx, n_idx, rows, "rows", err);
     if (s) return s;
     float *row = malloc((size_t)cols * sizeof *row);
-    if (!row) return sl_error_set(err, SL_ERR_NOMEM, "%s: no memory for a dequantized row", fn);
-    const size_t wrb = row_bytes(t, cols, t->bytes);
+    void *buf = NULL;
+    if (!row || (s = row_scratch(fn, t, cols, &buf, err))) {
+        free(row);
+        return s ? s : sl_error_set(err, SL_ERR_NOMEM, "%s: no memory for a dequantized row", fn);
+    }
+    const sl__mv_type *rt = sl__mv_row_type(t);
     for (int64_t i = 0; i < n_idx; i++) {
-        const char *wr = (const char *)wt + (size_t)idx[i] * wrb;
+        const char *wr = sl__mv_row_at(t, wt, idx[i], cols / t->block, buf);
         for (int64_t k = 0; k < cols / t->block; k++)
-            sl__mv_dequant_block(t, wr + k * t->bytes, row + k * t->block);
+            sl__mv_dequant_block(rt, wr + k * t->bytes, row + k * t->block);
         for (int64_t b = 0; b < n_batch; b++) {
             const float xj = x[b * rows + idx[i]];
             float *yb = y + b * cols;
             for (int64_t c = 0; c < cols; c++) yb[c] = fmaf(xj, row[c], yb[c]);
         }
     }
+    free(buf);
     free(row);
     return SL_OK;
 }

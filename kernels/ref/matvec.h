@@ -4,6 +4,8 @@
  * Layout (ggml's): a weight W is [rows][cols], each row `cols` elements stored as consecutive
  * blocks of its type (ne[0] = cols is the contiguous dimension), rows packed end to end, row r
  * at byte r * sl_ref_matvec_row_bytes(type, cols). cols must be a multiple of the block size.
+ * SL_TYPE_Q4_K_R8 (kernels/ref/repack.h) is Q4_K with eight rows interleaved (rows % 8 == 0):
+ * every function here computes it as Q4_K of its rows, the same bits.
  *
  * Activations, as ggml's CPU backend (vec_dot_type): x is quantized once per call into
  *   Q8_0 for Q8_0, Q4_0, Q5_0, MXFP4 weights;

@@ -21,6 +21,7 @@
 #include "gguf/gguf.h"
 #include "kernels/ref/matvec_impl.h"
 #include "kernels/ref/quant.h"
+#include "kernels/ref/repack.h"
 
 static const sl__mv_type k_types[] = {
     {SL_GGML_F32, 1, 4, SL_GGML_F32, 4, "F32"},
@@ -35,6 +36,8 @@ static const sl__mv_type k_types[] = {
     {SL_GGML_Q5_K, 256, sizeof(sl_block_q5_K), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "Q5_K"},
     {SL_GGML_Q6_K, 256, sizeof(sl_block_q6_K), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "Q6_K"},
     {SL_GGML_MXFP4, 32, sizeof(sl_block_mxfp4), SL_GGML_Q8_0, sizeof(sl_block_q8_0), "MXFP4"},
+    /* a layout of Q4_K (repack.h): its rows are Q4_K's, read through sl__mv_row_at */
+    {SL_TYPE_Q4_K_R8, 256, sizeof(sl_block_q4_K), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "Q4_K_R8"},
 };
 
 const sl__mv_type *sl__mv_type_get(uint32_t type)
@@ -42,6 +45,18 @@ const sl__mv_type *sl__mv_type_get(uint32_t type)
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         if (k_types[i].type == type) return &k_types[i];
     return NULL;
+}
+
+const sl__mv_type *sl__mv_row_type(const sl__mv_type *t)
+{
+    return t->type == SL_TYPE_Q4_K_R8 ? sl__mv_type_get(SL_GGML_Q4_K) : t;
+}
+
+const void *sl__mv_row_at(const sl__mv_type *t, const void *w, int64_t r, int64_t nb, void *buf)
+{
+    if (t->type != SL_TYPE_Q4_K_R8) return (const char *)w + (size_t)r * (size_t)nb * t->bytes;
+    sl__q4_K_r8_row(w, nb, r, 0, nb, buf);
+    return buf;
 }
 
 /* ---- activation quantizers ------------------------------------------------------------- */

@@ -24,9 +24,16 @@ typedef struct sl__mv_type {
 
 /* The descriptor of a supported weight type, NULL otherwise. */
 const sl__mv_type *sl__mv_type_get(uint32_t type);
+/* The descriptor the block functions below take for t's rows: Q4_K's for Q4_K_R8
+ * (kernels/ref/repack.h), t itself for every row-major type. */
+const sl__mv_type *sl__mv_row_type(const sl__mv_type *t);
+/* Row r of W (nb blocks a row) in row-major form: its address for row-major types; for
+ * Q4_K_R8 the row copied out into buf (nb Q4_K blocks). */
+const void *sl__mv_row_at(const sl__mv_type *t, const void *w, int64_t r, int64_t nb, void *buf);
 
 /* Argument checks shared by the reference and the fast kernels (`fn` names the caller in the
- * message): type supported, w/x/y non-NULL, rows >= 1, cols >= 1 and a multiple of the block,
+ * message): type supported, w/x/y non-NULL, rows >= 1 (Q4_K_R8: a multiple of 8), cols >= 1 and
+ * a multiple of the block,
  * 1 <= n_batch <= SL__MV_MAX_BATCH, byte sizes without overflow. *t gets the descriptor. */
 enum { SL__MV_MAX_BATCH = 1 << 20 };
 sl_status sl__mv_validate(const char *fn, uint32_t type, const void *w, int64_t rows,
