@@ -307,7 +307,7 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
 static sl_weight head_view(const sl_weight *w, int64_t h)
 {
     sl_weight v = *w;
-    const size_t mat = (size_t)w->ne[1] * sl_quant_row_bytes(w->type, w->ne[0]);
+    const size_t mat = (size_t)sl__weight_slice_bytes(w);
     v.data = (const uint8_t *)w->data + (size_t)h * mat;
     v.ne[2] = 1;
     v.n_dims = 2;

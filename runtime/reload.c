@@ -48,9 +48,11 @@
 #include <time.h>
 
 #include "kernels/cuda/gemv.h"
+#include "kernels/ref/repack.h"
 #include "runtime/ctx.h"
 #include "runtime/model.h"
 #include "runtime/parse.h"
+#include "runtime/repack.h"
 #include "scheduler/ffn_split.h"
 
 typedef struct staged {
@@ -88,6 +90,13 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The ggml type a report names: a repacked weight's is its file's, Q4_K (the layout is the
+ * loader's business, runtime/repack.h). */
+static uint32_t report_type(uint32_t t)
+{
+    return t == SL_TYPE_Q4_K_R8 ? SL_GGML_Q4_K : t;
+}
+
 static const char *type_name(uint32_t t)
 {
     const sl_gguf_type_info *ti = sl_gguf_type_get(t);
@@ -114,8 +123,8 @@ static bool refuse(reload_run *r, const sl_weight *w, uint32_t new_type, const c
 {
     sl_reload_entry *e = add_entry(r->rep, w->name, SL_RELOAD_REFUSED);
     if (!e) return false;
-    e->old_type = w->type;
-    e->new_type = new_type;
+    e->old_type = report_type(w->type);
+    e->new_type = report_type(new_type);
     e->old_bytes = e->new_bytes = w->nbytes;
     snprintf(e->msg, sizeof e->msg, fmt, a);
     r->rep->n_refused++;
@@ -204,7 +213,10 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
         return refuse(r, w, nt->type, "%s", "its layer's routed experts are split hot/cold "
                       "(placement hot-cold): reopen the model");
     const bool conv = sl__weight_needs_f32(w, nt->type);
-    const uint32_t new_type = conv ? SL_GGML_F32 : nt->type;
+    /* new bytes the loader would repack are repacked too (runtime/repack.h), so they are
+     * compared with, written over and reattached to storage of the same layout */
+    const bool rp = !conv && sl__weight_repack_wanted(m, w, nt->type);
+    const uint32_t new_type = conv ? SL_GGML_F32 : rp ? SL_TYPE_Q4_K_R8 : nt->type;
     const uint64_t new_bytes =
         conv ? (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]) * sizeof(float) : nt->nbytes;
     sl_swap_action act = sl_swap_classify(w, nt, new_type, new_bytes);
@@ -233,6 +245,7 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
                 .file_size = r->file.size};
     sl_error e;
     sl_status st = sl__weight_read(m, g, nt, m->opt.io == SL_LOAD_DIRECT, &s.blk, &s.raw, &e);
+    if (!st && rp) st = sl__weight_repack_bytes(w, s.raw, &e);
     if (!st && conv) {
         st = sl__weight_dequant_f32(w, nt->type, s.raw, &s.f32, &e);
         if (!st) {
@@ -489,8 +502,8 @@ static sl_status applied(reload_run *r, const staged *s, sl_reload_kind kind, ui
     sl__weight_provenance_set(w, s->nt, s->file_size);
     sl_reload_entry *e = add_entry(r->rep, w->name, kind);
     if (!e) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
-    e->old_type = old_type;
-    e->new_type = w->type;
+    e->old_type = report_type(old_type);
+    e->new_type = report_type(w->type);
     e->old_bytes = old_bytes;
     e->new_bytes = w->nbytes;
     e->where = where(w);
@@ -600,7 +613,7 @@ static sl_status sibling_entry(reload_run *r, const sl_weight *w, sl_error *err)
 {
     sl_reload_entry *e = add_entry(r->rep, w->name, SL_RELOAD_SIBLING);
     if (!e) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
-    e->old_type = e->new_type = w->type;
+    e->old_type = e->new_type = report_type(w->type);
     e->old_bytes = e->new_bytes = w->nbytes;
     e->where = where(w);
     r->rep->changed = true;

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "kernels/ref/repack.h"
 #include "runtime/model.h"
 #include "runtime/runtime_impl.h"
 #include "scheduler/residency.h"
@@ -124,6 +125,7 @@ sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns
         r->device_bytes = r->device_bytes - sl__runtime_granted(w->nbytes) +
                           sl__runtime_granted(nbytes);
     w->type = type;
+    w->repacked = type == SL_TYPE_Q4_K_R8; /* reload.c repacked ns for a host-only weight */
     w->nbytes = nbytes;
     r->reloaded = true;
     r->epoch++;

@@ -77,6 +77,10 @@ typedef struct sl_model_options {
     int n_threads;              /* CPU compute threads; 0: all cores of the chosen node */
     const char *cpus;           /* explicit CPU list "0-7,16" or NULL */
     bool progress;              /* progress bar on stderr when it is a terminal */
+    /* false (default): Q4_K matrices the CPU computes are repacked at load into Q4_K_R8, eight
+     * rows interleaved (runtime/repack.h), as llama.cpp's CPU backend does; true: kept as
+     * stored (llama.cpp's --no-repack). The logits are the same bits either way. */
+    bool no_repack;
 } sl_model_options;
 
 /* Defaults: auto placement, O_DIRECT loading, node nearest the GPU, all its cores. */
@@ -106,6 +110,8 @@ typedef struct sl_model_info {
     /* device memory allocations and host-memory registrations so far (loading and context
      * creation included): an evaluation that needs neither keeps them unchanged */
     uint64_t device_region_allocs, device_host_registers;
+    /* Q4_K tensors repacked into Q4_K_R8 at load (no_repack false), and their bytes */
+    uint64_t repacked_tensors, repacked_bytes;
 } sl_model_info;
 void sl_model_info_get(const sl_model *m, sl_model_info *out);
 

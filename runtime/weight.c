@@ -26,6 +26,7 @@
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
 #include "runtime/model.h"
+#include "runtime/repack.h"
 #include "scheduler/ffn_split.h"
 #include "scheduler/gpuidx.h"
 
@@ -792,6 +793,9 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
     sl_status fst = staging_flush(m, &sg, err);
     staging_free(m, &sg);
     if (fst) return fst;
+    /* after the split (parts are gathered by rows as Q4_K), before the snapshot below: a
+     * reattach returns to the repacked bytes */
+    if ((fst = sl__model_repack(m, err))) return fst;
     /* what a live reload reattaches to; a runtime's model moves between its host floor and
      * the device and has none: its reloads replace the floor (reload.c: commit_runtime) */
     for (size_t i = 0; i < m->n_w && !m->rt; i++) {

@@ -13,6 +13,7 @@
 #include "kernels/ref/quant.h"
 #include "scheduler/expert_ffn.h"
 #include "scheduler/fetch_state.h"
+#include "scheduler/weights.h"
 
 static sl_status grow(void **p, size_t *cap, size_t need, size_t elt, sl_error *err)
 {
@@ -786,9 +787,11 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     const bool dev_ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
     sl_status st = prepare(f, L, a, n_assign, err);
     if (st) return st;
-    f->pb[0] = sl_quant_row_bytes(L->type_gate, L->n_embd) * (uint64_t)L->n_ff;
-    f->pb[1] = sl_quant_row_bytes(L->type_up, L->n_embd) * (uint64_t)L->n_ff;
-    f->pb[2] = sl_quant_row_bytes(L->type_down, L->n_ff) * (uint64_t)L->n_embd;
+    /* an expert's bytes, copied verbatim (a Q4_K_R8 expert only on the sim device, where the
+     * CPU kernels compute the copy: runtime/repack.h) */
+    f->pb[0] = sl__type_row_bytes(L->type_gate, L->n_embd) * (uint64_t)L->n_ff;
+    f->pb[1] = sl__type_row_bytes(L->type_up, L->n_embd) * (uint64_t)L->n_ff;
+    f->pb[2] = sl__type_row_bytes(L->type_down, L->n_ff) * (uint64_t)L->n_embd;
     const uint64_t off[3] = {0, align_up(f->pb[0]), align_up(f->pb[0]) + align_up(f->pb[1])};
     const bool use_dev = f->opt.mode != SL_FETCH_CPU && dev_ok;
     if (use_dev) ensure_arena(f, f->pb);

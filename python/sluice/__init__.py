@@ -73,7 +73,7 @@ def _size(what, v):
 
 def _model_options(placement="auto", n_gpu_layers=0, override_tensor=None, cpu_moe=False,
                    n_cpu_moe=0, vram_budget=None, gpu_index=None, device=None, io="pread",
-                   n_threads=0, budget_ctx=0):
+                   n_threads=0, budget_ctx=0, no_repack=False):
     o = lib().sl_model_options_default()
     if placement not in PLACEMENTS:
         raise ValueError(f"placement {placement!r}: one of {', '.join(PLACEMENTS)}")
@@ -96,6 +96,7 @@ def _model_options(placement="auto", n_gpu_layers=0, override_tensor=None, cpu_m
     o.io = _IO.index(io)
     o.n_threads = n_threads
     o.progress = False
+    o.no_repack = bool(no_repack)
     return o, keep
 
 
@@ -128,7 +129,8 @@ class Model(_Handle):
     ("auto", "gpu", "layers", "experts-cpu", "cpu", "hot-cold"), n_gpu_layers (-ngl),
     override_tensor ("REGEX=BUFT,..." or a list: -ot), cpu_moe, n_cpu_moe, vram_budget (bytes
     or "8G"), gpu_index (.gpuidx for hot-cold), device ("cuda", "sim", "auto"), io ("direct",
-    "pread", "mmap"), n_threads. Use as a context manager or call close()."""
+    "pread", "mmap"), n_threads, no_repack (-nr: keep Q4_K weights as stored instead of
+    repacking the CPU's into Q4_K_R8 at load). Use as a context manager or call close()."""
 
     def __init__(self, path, _runtime=None, **placement):
         o, _keep = _model_options(**placement)

@@ -26,7 +26,7 @@ class ModelOptions(Structure):
         ("cpu_moe", c_bool), ("n_cpu_moe", c_int), ("vram_budget", c_uint64),
         ("budget_ctx", c_int), ("plan_only", c_bool), ("gpu_index", c_char_p),
         ("device", c_char_p), ("io", c_int), ("numa_node", c_int), ("n_threads", c_int),
-        ("cpus", c_char_p), ("progress", c_bool),
+        ("cpus", c_char_p), ("progress", c_bool), ("no_repack", c_bool),
     ]
 
 
@@ -40,7 +40,8 @@ class ModelInfo(Structure):
         ("n_params", c_uint64), ("weight_bytes", c_uint64), ("gpu_bytes", c_uint64),
         ("host_bytes", c_uint64), ("bos", c_int32), ("eos", c_int32),
         ("device_copies_pageable", c_uint64), ("device_region_allocs", c_uint64),
-        ("device_host_registers", c_uint64),
+        ("device_host_registers", c_uint64), ("repacked_tensors", c_uint64),
+        ("repacked_bytes", c_uint64),
     ]
 
 

@@ -751,6 +751,7 @@ def build_flags():
                           (g, "--json", None), (p, "-f", TEXT), (p, "--chunks", "1"),
                           (p, "--logits-out", OUT), (e, "--tokens", "1"), (e, "--device", "sim"),
                           (e, "--io", "pread"), (e, "--sched", "mode=cpu"),
+                          (g, "--no-repack", None), (p, "-nr", None),
                           (e, "--trace", OUT), (e, "--max-input-bytes", "9"),
                           (["inspect", M], "--json", None), (["inspect", M], "--checksum", None),
                           (["inspect", M], M, None),
@@ -794,6 +795,11 @@ def build_flags():
                  with_model("bench moe", M)):
         case("flags", [*argv, "--no-such-flag"], ["--no-such-flag"], rcs=(2,),
              name=f"{label(argv)} --no-such-flag")
+    # -nr / --no-repack: one option under two names, and no value
+    case("flags", [*e, "-nr", "--no-repack"], ["--no-repack", "-nr", "twice"], rcs=(2,),
+         name="eval -nr --no-repack")
+    case("flags", [*e, "--no-repack=1"], ["--no-repack", "no value"], rcs=(2,),
+         name="eval --no-repack=1")
     rq = with_model("requant", M)
     for argv, needles in (([*rq[:-4], "--type", "Q9_9", "-o", OUT], ["--type", "Q9_9"]),
                           ([*rq[:3], "--tensor", "(", *rq[5:]], ["("]),

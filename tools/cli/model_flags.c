@@ -44,6 +44,7 @@ static const flag_group k_groups[] = {
     {{"-ot", "--override-tensor"}, true},
     {{"--cpu-moe", "-cmoe"}, false},
     {{"--n-cpu-moe", "-ncmoe"}, false},
+    {{"-nr", "--no-repack"}, false},
     {{"-h", "--help"}, true},
     {{"--pin"}, true},          /* serve: one per pinned model */
 };
@@ -317,6 +318,9 @@ static int parse_model_flag(sl_cli_model_flags *f, sl_cli_args *a)
         if (a->inline_val)
             return sl_cli_usage_error(a->cmd, "%s takes no value", a->flag);
         f->opt.cpu_moe = true;
+    } else if (sl_cli_is(a, "-nr", "--no-repack")) {
+        if (a->inline_val) return sl_cli_no_value(a);
+        f->opt.no_repack = true;
     } else if (sl_cli_is(a, "--n-cpu-moe", "-ncmoe")) {
         if (!(v = sl_cli_value(a)) ||
             parse_int_flag(a, v, SL_RANGE_N_CPU_MOE, &f->opt.n_cpu_moe))
@@ -478,6 +482,9 @@ void sl_cli_model_flags_help(FILE *out)
           "                         --numa-node\n"
           "  -t, --threads N        CPU compute threads, 1..1024 (default, or 0: all cores of\n"
           "                         the node)\n"
+          "  -nr, --no-repack       keep Q4_K weights as stored (default: the CPU's Q4_K\n"
+          "                         matrices are repacked at load into Q4_K_R8, eight rows\n"
+          "                         interleaved; the same logits, faster CPU matvecs)\n"
           "MoE scheduler:\n"
           "  --sched \"K=V ...\"      scheduler options over $SLUICE_POSTFETCH_*: mode=cpu\n"
           "                         (default) | post | full | auto, block_on_miss=0|1,\n"

@@ -1,0 +1,51 @@
+/* runtime/repack.c: see repack.h. */
+#include "runtime/repack.h"
+
+#include <stdio.h>
+
+#include "kernels/ref/repack.h"
+
+bool sl__weight_repack_wanted(const sl_model *m, const sl_weight *w, uint32_t file_type)
+{
+    const size_t i = (size_t)(w - m->w);
+    if (m->opt.no_repack || file_type != SL_GGML_Q4_K || !w->need_matvec || w == m->tok_embd ||
+        w->derive != SL_DERIVE_NONE || w->residency == SL_RES_PARTS || i >= m->n_w)
+        return false;
+    if (w->ne[0] <= 0 || w->ne[0] % 256 || w->ne[1] <= 0 || w->ne[1] % 8) return false;
+    if (m->plan.on_device && m->plan.on_device[i]) return false;
+    if (sl__floor_shared_data(m, w)) return false;
+    const bool cuda = m->dev && sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
+    return !(cuda && m->place_t && m->place_t[i].group == SL_PG_EXPERTS);
+}
+
+sl_status sl__weight_repack_bytes(const sl_weight *w, void *data, sl_error *err)
+{
+    const int64_t rows = w->ne[1] * w->ne[2] * w->ne[3];
+    sl_status st = sl_repack_q4_K_r8(data, data, rows, w->ne[0], err);
+    if (st)
+        return sl_error_set(err, st, "tensor '%s': repacking to Q4_K_R8: %s", w->name,
+                            err ? err->msg : "");
+    return SL_OK;
+}
+
+sl_status sl__model_repack(sl_model *m, sl_error *err)
+{
+    uint64_t n = 0, bytes = 0;
+    for (size_t i = 0; i < m->n_w; i++) {
+        sl_weight *w = &m->w[i];
+        if (w->residency != SL_RES_HOST || w->h_block == SL_BLOCK_NONE || w->converted ||
+            !sl__weight_repack_wanted(m, w, w->type))
+            continue;
+        sl_status st = sl__weight_repack_bytes(w, (void *)w->data, err);
+        if (st) return st;
+        w->type = SL_TYPE_Q4_K_R8;
+        w->repacked = true;
+        n++;
+        bytes += w->nbytes;
+    }
+    if (n && !m->notice[0])
+        snprintf(m->notice, sizeof m->notice, "CPU repack: %llu Q4_K tensors (%.2f MiB) into "
+                 "Q4_K_R8 (--no-repack: as stored)", (unsigned long long)n,
+                 (double)bytes / (1024.0 * 1024.0));
+    return SL_OK;
+}
