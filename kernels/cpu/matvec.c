@@ -23,6 +23,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matvec_impl.h"
 #include "kernels/ref/matvec.h"
+#include "kernels/ref/repack.h"
 
 sl_status sl_cpu_matvec_init(sl_cpu_matvec_ctx *mv, sl_cpu_isa isa, sl_cpu_features f,
                              sl_error *err)
@@ -78,8 +79,20 @@ static sl__gemm_fn gemm_for(const sl_cpu_matvec_ctx *mv, uint32_t type)
 
 static sl__mv_range_fn range_for(const sl_cpu_matvec_ctx *mv, uint32_t type)
 {
-    sl__mv_range_fn f = simd_range(mv, type);
+    sl__mv_range_fn f = simd_range(mv, type == SL_TYPE_Q4_K_R8 ? SL_GGML_Q4_K : type);
     return f ? f : scalar_range;
+}
+
+void sl__cpu_r8_range(sl__mv_range_fn range, const sl__mv_type *rt, const void *w, int64_t nb,
+                      int64_t r, const void *xq, int64_t b0, int64_t b1, float *lane)
+{
+    /* chunks start at multiples of 8, so a block's lane (b % 8) is the same in the chunk */
+    for (int64_t c = b0 - b0 % 8; c < b1; c += 8) {
+        const int64_t lo = b0 > c ? b0 : c, hi = b1 < c + 8 ? b1 : c + 8;
+        sl_block_q4_K buf[8];
+        sl__q4_K_r8_row(w, nb, r, lo, hi, &buf[lo - c]);
+        range(rt, buf, (const char *)xq + (size_t)c * rt->act_bytes, lo - c, hi - c, lane);
+    }
 }
 
 sl__mv_range_fn sl__cpu_mv_range(const sl_cpu_matvec_ctx *mv, uint32_t type)
@@ -132,6 +145,7 @@ sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, co
 {
     static const char fn[] = "sl_cpu_matvec_quant_act";
     const sl__mv_type *t;
+    if (type == SL_TYPE_Q4_K_R8) type = SL_GGML_Q4_K; /* the same activations */
     sl_status s = check_mv(fn, mv, err);
     if (!s) s = sl__mv_validate(fn, type, x, 1, cols, x, n_batch, xq, &t, err);
     if (s) return s;
@@ -147,6 +161,7 @@ sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, co
 
 typedef struct rows_job {
     const sl__mv_type *t;
+    const sl__mv_type *rt; /* what range takes: sl__mv_row_type(t) */
     sl__mv_range_fn range;
     sl__gemm_fn gemm; /* rows of a batch (not column-listed): gemm.h */
     const char *w, *xq;
@@ -160,6 +175,16 @@ typedef struct rows_job {
 } rows_job;
 
 enum { GEMM_TAIL_MAX = 2 }; /* see rows_chunk */
+
+/* Blocks [b0, b1) of row r against the activation row xb, into lane. */
+static inline void row_range(const rows_job *j, int64_t r, const char *xb, int64_t b0,
+                             int64_t b1, float *lane)
+{
+    if (j->t->type == SL_TYPE_Q4_K_R8)
+        sl__cpu_r8_range(j->range, j->rt, j->w, j->nb, r, xb, b0, b1, lane);
+    else
+        j->range(j->rt, j->w + (size_t)r * j->wrb, xb, b0, b1, lane);
+}
 
 static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
 {
@@ -185,13 +210,12 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
     }
     for (int64_t i = begin; i < end; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
-        const char *wr = j->w + (size_t)r * j->wrb;
         const int64_t out = j->idx && !j->scatter ? i : r;
         for (int64_t b = b0; b < j->n_batch; b++) {
             const char *xb = j->xq + (size_t)b * j->arb;
             float lane[32] = {0}, s8[8];
             if (!j->listed) {
-                j->range(j->t, wr, xb, 0, j->nb, lane);
+                row_range(j, r, xb, 0, j->nb, lane);
             } else {
                 for (int64_t k = 0; k < j->nb;) {
                     if (!j->listed[k]) {
@@ -200,7 +224,7 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
                     }
                     int64_t k2 = k + 1;
                     while (k2 < j->nb && j->listed[k2]) k2++;
-                    j->range(j->t, wr, xb, k, k2, lane);
+                    row_range(j, r, xb, k, k2, lane);
                     k = k2;
                 }
             }
@@ -213,12 +237,18 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
     }
 }
 
-static int64_t row_grain(const sl_cpu_pool *pool, int64_t n)
+/* Rows per pool chunk; a multiple of `unit` (8 for Q4_K_R8: its row kernels take whole
+ * groups). */
+static int64_t row_grain(const sl_cpu_pool *pool, int64_t n, int64_t unit)
 {
     const int64_t parts = (int64_t)sl_cpu_pool_threads(pool) * 4;
     int64_t g = (n + parts - 1) / parts;
-    return g < 1 ? 1 : g > 64 ? 64 : g;
+    g = g < 1 ? 1 : g > 64 ? 64 : g;
+    return (g + unit - 1) / unit * unit;
 }
+
+/* Rows a Q4_K_R8 kernel takes together; 1 for row-major types. */
+static int64_t row_unit(const sl__mv_type *t) { return t->type == SL_TYPE_Q4_K_R8 ? 8 : 1; }
 
 static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_job *j, int64_t n,
                           sl_error *err)
@@ -226,7 +256,9 @@ static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_j
     j->range = range_for(mv, j->t->type);
     /* one token has nothing to share an unpacked block with: the range kernels run */
     j->gemm = j->n_batch > 1 ? gemm_for(mv, j->t->type) : NULL;
-    return sl_cpu_pool_parallel_for(pool, n, row_grain(pool, n), rows_chunk, j, err);
+    /* gathered rows of a Q4_K_R8 matrix are single rows: any grain */
+    const int64_t unit = j->idx ? 1 : row_unit(j->t);
+    return sl_cpu_pool_parallel_for(pool, n, row_grain(pool, n, unit), rows_chunk, j, err);
 }
 
 static void init_job(rows_job *j, const sl__mv_type *t, const void *w, int64_t rows,
@@ -234,6 +266,7 @@ static void init_job(rows_job *j, const sl__mv_type *t, const void *w, int64_t r
 {
     memset(j, 0, sizeof *j);
     j->t = t;
+    j->rt = sl__mv_row_type(t);
     j->w = w;
     j->xq = xq;
     j->wrb = sl_ref_matvec_row_bytes(t->type, cols);
@@ -327,9 +360,11 @@ sl_status sl_cpu_matvec_groups_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
         }
     }
     if (!n_groups) return SL_OK;
-    const int64_t per = (rows + GROUP_ROWS - 1) / GROUP_ROWS;
+    const int64_t per0 = (rows + GROUP_ROWS - 1) / GROUP_ROWS, unit = row_unit(t);
+    const int64_t chunk_rows = ((rows + per0 - 1) / per0 + unit - 1) / unit * unit;
+    const int64_t per = (rows + chunk_rows - 1) / chunk_rows;
     groups_job gj = {.mv = mv, .t = t, .g = groups, .rows = rows, .cols = cols, .per = per,
-                     .chunk_rows = (rows + per - 1) / per};
+                     .chunk_rows = chunk_rows};
     if (n_groups > INT64_MAX / per)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %lld groups of %lld chunks overflow", fn,
                             (long long)n_groups, (long long)per);
@@ -411,11 +446,21 @@ typedef struct t_job {
     float *y;
 } t_job;
 
-static void dequant_range(const sl__mv_type *t, const char *row, int64_t k0, int64_t k1,
-                          float *buf)
+/* Blocks [k0, k1) of row r of W into buf (Q4_K_R8: copied out of its group first). */
+static void dequant_range(const sl__mv_type *t, const char *w, size_t wrb, int64_t nb, int64_t r,
+                          int64_t k0, int64_t k1, float *buf)
 {
+    const char *row = w + (size_t)r * wrb;
     if (t->type == SL_GGML_F32) {
         memcpy(buf, row + 4 * k0, (size_t)(k1 - k0) * 4);
+        return;
+    }
+    if (t->type == SL_TYPE_Q4_K_R8) {
+        sl_block_q4_K b;
+        for (int64_t k = k0; k < k1; k++) {
+            sl__q4_K_r8_row(w, nb, r, k, k + 1, &b);
+            sl__mv_dequant_block(sl__mv_row_type(t), &b, buf + (k - k0) * t->block);
+        }
         return;
     }
     for (int64_t k = k0; k < k1; k++)
@@ -430,7 +475,7 @@ static void t_chunk(void *ctx, int64_t k0, int64_t k1, int thread)
     const int64_t c0 = k0 * j->t->block, n = (k1 - k0) * j->t->block;
     for (int64_t i = 0; i < j->n_idx; i++) {
         const int64_t r = j->idx[i];
-        dequant_range(j->t, j->wt + (size_t)r * j->wrb, k0, k1, buf);
+        dequant_range(j->t, j->wt, j->wrb, j->cols / j->t->block, r, k0, k1, buf);
         for (int64_t b = 0; b < j->n_batch; b++)
             j->axpy(j->x[b * j->rows + r], buf, j->y + b * j->cols + c0, n);
     }

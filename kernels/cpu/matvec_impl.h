@@ -26,7 +26,16 @@ typedef void (*sl__mv_rows_fn)(const void *w, size_t wrb, const void *xq, int64_
 /* y[0..n) = fmaf(a, x[i], y[i]) element by element (bit-exact to the scalar loop). */
 typedef void (*sl__mv_axpy_fn)(float a, const float *x, float *y, int64_t n);
 
-/* mv's range kernel for type (the scalar reference code where the ISA has none). */
+/* Blocks [b0, b1) of row r of the Q4_K_R8 matrix w (nb super-blocks a row) into lane, as
+ * range(rt, row, ...) on the row's Q4_K bytes would add them (rt: Q4_K's descriptor): the row
+ * is copied out eight super-blocks at a time (kernels/ref/repack.h). For the paths that read
+ * one row at a time (gathered and column-listed rows, a token past the GEMM's panels, ISAs
+ * without a Q4_K_R8 kernel). */
+void sl__cpu_r8_range(sl__mv_range_fn range, const sl__mv_type *rt, const void *w, int64_t nb,
+                      int64_t r, const void *xq, int64_t b0, int64_t b1, float *lane);
+
+/* mv's range kernel for type (the scalar reference code where the ISA has none); Q4_K_R8's
+ * is Q4_K's, for sl__cpu_r8_range. */
 sl__mv_range_fn sl__cpu_mv_range(const sl_cpu_matvec_ctx *mv, uint32_t type);
 
 /* NULL when the ISA has no kernel for the type. */
