@@ -122,6 +122,23 @@ def main():
            "generate streams exactly the --json text to stdout")
     expect("prefill" in r.stderr and "decode" in r.stderr and "tok/s" in r.stderr,
            "generate prints prefill and decode tok/s to stderr")
+    # Q4_K repacked at load (the default) or kept as stored (-nr): the same logits, bit for bit
+    mq = os.path.join(tmp, "q4k.gguf")
+    mkmodel(mq, "--type", "Q4_K", "--dim", "256", "--ffn", "512", "--layers", "1")
+    outs = {}
+    cpu = ("--placement", "cpu")  # auto without a GPU puts every weight on the sim device
+    for flags in (cpu, (*cpu, "-nr"), (*cpu, "--no-repack", "-t", "2")):
+        lq = os.path.join(tmp, f"q4k{len(flags)}.bin")
+        r = run("eval", "-m", mq, "--tokens", "1,2,3,4,5", "--logits-out", lq, *flags)
+        expect(r.returncode == 0, f"eval {' '.join(flags)} on Q4_K exits 0 ({r.stderr.strip()})")
+        outs[flags] = open(lq, "rb").read() if r.returncode == 0 else b"?"
+    expect(len(set(outs.values())) == 1 and len(outs[cpu]) == 5 * VOCAB * 4,
+           "eval logits with and without -nr/--no-repack are the same bytes")
+    r = run("generate", "-m", mq, "-p", "hello", "-n", "2", "--temp", "0", *cpu)
+    expect(r.returncode == 0 and "CPU repack:" in r.stderr and "Q4_K_R8" in r.stderr,
+           f"generate says how many tensors it repacked ({r.stderr.strip()[-200:]})")
+    r = run("generate", "-m", mq, "-p", "hello", "-n", "2", "--temp", "0", *cpu, "-nr")
+    expect(r.returncode == 0 and "CPU repack" not in r.stderr, "generate -nr repacks nothing")
     r1 = run("generate", "-m", ml, "-p", "hello", "-n", "5", "--temp", "0.9", "--seed", "7",
              "--json")
     r2 = run("generate", "-m", ml, "-p", "hello", "-n", "5", "--temp", "0.9", "--seed", "7",

@@ -266,6 +266,12 @@ int sl_cli_generate(int argc, char **argv)
         fprintf(stderr, "generate: prefill %zu tokens in %.3f s = %.1f tok/s; decode %zu tokens "
                         "in %.3f s = %.1f tok/s; stop: %s\n",
                 n_prompt, prefill_s, prefill_tps, n_decoded, decode_s, decode_tps, stop);
+        sl_model_info mi;
+        sl_model_info_get(m, &mi);
+        if (mi.repacked_tensors) /* as llama.cpp's CPU_REPACK buffer line */
+            fprintf(stderr, "generate: CPU repack: %" PRIu64 " Q4_K tensors (%.2f MiB) as "
+                            "Q4_K_R8 (-nr: as stored)\n", mi.repacked_tensors,
+                    (double)mi.repacked_bytes / 1048576.0);
     }
     if (sl_cli_trace_finish(&mf, k_cmd, c, sl_cli_out_name(&trace)) ||
         sl_cli_out_commit(&io, &trace))
