@@ -5,10 +5,12 @@
  * scheduler copying them to the device cache); a llama whose FFN rows are not a multiple of
  * eight (left Q4_K) still runs; the repacked count is exactly the file's eligible Q4_K
  * matrices, and 0 with no_repack; a live reload of repacked tensors (new bytes in place, a
- * new type, back to Q4_K by reattaching) gives a fresh load's logits. */
+ * new type, back to Q4_K by reattaching) gives a fresh load's logits; in a runtime, a private
+ * floor's host experts are repacked (again after going to disk), a shared floor's are not. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "runtime/sluice.h"
@@ -199,9 +201,84 @@ static void test_reload(void)
     sl_model_close(m);
 }
 
+/* A model in a runtime (placement gpu, routed experts on the host with cpu_moe): a private
+ * floor repacks its host experts, a shared floor (read-only, other processes map it) nothing;
+ * the logits equal a private no_repack model's with the same placement after the first
+ * acquire, after going back to disk and loading again, and after a live reload of the
+ * repacked experts (the same as a fresh load of the new file). */
+static void test_runtime(bool shared)
+{
+    const char *path = tmp_path(shared ? "repack-rt-shared.gguf" : "repack-rt.gguf");
+    const char *b = tmp_path(shared ? "repack-rt-shared-b.gguf" : "repack-rt-b.gguf");
+    write_q4k("qwen3moe", 256, 21, path);
+    write_q4k("qwen3moe", 256, 22, b);
+    const run_opt base = {.pl = SL_PLACE_GPU, .cpu_moe = true, .threads = 1, .no_repack = true};
+    sl_model *pm = open_with(path, &base);
+    float *want = pm ? prefill_decode(pm, NULL) : NULL;
+    sl_model_close(pm);
+    sl_runtime_options ro = sl_runtime_options_default();
+    ro.device = "sim";
+    ro.arena_bytes = 64ull << 20;
+    ro.host_slab_bytes = 4ull << 20;
+    ro.shared_floor = shared;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "sluice-repacktest-%d", (int)getpid());
+    ro.shm_prefix = prefix;
+    sl_model_options o = sl_model_options_default();
+    o.placement = SL_PLACE_GPU;
+    o.cpu_moe = true;
+    o.progress = false;
+    o.n_threads = 1;
+    sl_runtime *rt = NULL;
+    sl_model *m = NULL;
+    sl_error e;
+    CHECK_MSG(sl_runtime_create(&ro, &rt, &e) == SL_OK && sl_model_open_in(rt, path, &o, &m, &e)
+              == SL_OK, "runtime: %s", e.msg);
+    if (!m) {
+        free(want);
+        if (rt) sl_runtime_destroy(rt, NULL);
+        return;
+    }
+    const char *what = shared ? "shared floor" : "private floor";
+    CHECK_MSG(shared ? repacked(m) == 0 : repacked(m) > 0, "%s: %llu repacked", what,
+              (unsigned long long)repacked(m));
+    for (int round = 0; round < 2; round++) {
+        CHECK_MSG(sl_runtime_acquire(rt, m, &e) == SL_OK, "acquire: %s", e.msg);
+        CHECK_MSG(sl_runtime_validate(rt, &e) == SL_OK, "%s", e.msg);
+        float *got = prefill_decode(m, NULL);
+        CHECK_MSG(same(got, want, (1 + N_DECODE) * n_vocab(m)), "%s, round %d: logits differ "
+                  "from a private no_repack model's", what, round);
+        free(got);
+        /* to disk and back: the floor is read (and repacked) again */
+        CHECK_MSG(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_OK, "disk: %s",
+                  e.msg);
+    }
+    CHECK_MSG(sl_runtime_acquire(rt, m, &e) == SL_OK, "acquire: %s", e.msg);
+    copy_file(b, path);
+    sl_reload_report rep;
+    reload(m, &rep);
+    CHECK_MSG(rep.n_reloaded > 0 && sl_runtime_validate(rt, &e) == SL_OK, "%s: reload: %u "
+              "reloaded (%s)", what, rep.n_reloaded, e.msg);
+    sl_reload_report_free(&rep);
+    sl_model *f = open_with(path, &base);
+    float *fresh = f ? prefill_decode(f, NULL) : NULL, *got = prefill_decode(m, NULL);
+    CHECK_MSG(same(got, fresh, (1 + N_DECODE) * n_vocab(m)), "%s: reload: logits differ from "
+              "a fresh load", what);
+    CHECK_MSG(shared || repacked(m) > 0, "%s: reload left %llu repacked", what,
+              (unsigned long long)repacked(m));
+    free(fresh);
+    free(got);
+    free(want);
+    sl_model_close(f);
+    sl_model_close(m);
+    CHECK_MSG(sl_runtime_destroy(rt, &e) == SL_OK, "%s", e.msg);
+}
+
 int main(void)
 {
     test_models();
     test_reload();
+    test_runtime(false);
+    test_runtime(true);
     return sl_test_finish("repack_test");
 }
