@@ -41,6 +41,16 @@ int main(int argc, char **argv)
         usage(stdout);
         return sl_cli_stdout_close("help");
     }
+    /* a --help text runs past stdio's 4 KiB block, and glibc drops the rest of a block whose
+     * write failed: one buffer for the whole text lets the final flush see a full disk's
+     * errno (sl_cli_stdout_close) instead of "an earlier write failed" */
+    char help_buf[1 << 16]; /* glibc ignores setvbuf's size without a buffer; stdout is
+                               closed below, while this frame lives */
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            setvbuf(stdout, help_buf, _IOFBF, sizeof help_buf);
+            break;
+        }
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++) {
         if (strcmp(argv[1], k_commands[i].name)) continue;
         const int rc = k_commands[i].fn(argc - 1, argv + 1);
