@@ -310,6 +310,23 @@ def test_reload(d):
             expect(np.array_equal(c.logits(), want),
                    "runtime model: after reload, eviction and acquire: a fresh load's logits")
 
+def test_repack(d):
+    """no_repack=True keeps Q4_K as stored; the default repacks the CPU's Q4_K matrices into
+    Q4_K_R8 at load (info counts them): the same logits bit for bit."""
+    q = os.path.join(d, "q4k.gguf")
+    r = run("mkmodel", "--arch", "llama", "--layers", "1", "--dim", "256", "--ffn", "512",
+            "--type", "Q4_K", "-o", q)
+    expect(r.returncode == 0, f"mkmodel q4k: {r.stderr}")
+    out = {}
+    for nr in (False, True):
+        with sluice.Model(q, placement="cpu", no_repack=nr) as m, m.context() as c:
+            c.eval([1, 2, 3, 4])
+            out[nr] = (m.info["repacked_tensors"], c.logits().copy())
+    expect(out[False][0] > 0 and out[True][0] == 0,
+           f"repacked tensors: {out[False][0]} by default, {out[True][0]} with no_repack")
+    expect(np.array_equal(out[False][1], out[True][1]), "no_repack: the same logits")
+
+
 def main():
     d = tempfile.mkdtemp(prefix="sluice-py-test-")
     dense, moe = os.path.join(d, "dense.gguf"), os.path.join(d, "moe.gguf")
@@ -327,6 +344,7 @@ def main():
     test_hot_cold(d, dense, text)
     test_runtime(d, dense)
     test_reload(d)
+    test_repack(d)
     sys.exit(finish())
 
 
