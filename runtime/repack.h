@@ -15,7 +15,7 @@
 #include "runtime/model.h"
 
 /* Whether w, holding bytes of file type file_type in host storage of its own, is to be
- * repacked: repack on (opt.no_repack false); file_type Q4_K; a matvec weight (not the token
+ * repacked: repack on (opt.no_repack false); weights not read by io = mmap; file_type Q4_K; a matvec weight (not the token
  * embedding, whose rows are gathered as Q4_K); ne[0] % 256 == 0 and ne[1] % 8 == 0 (each 2-D
  * slice, an expert's or a head's, is whole groups of eight rows); the plan keeps it on the
  * host (a device copy, or a runtime's upload of its floor, would carry R8 to the device);

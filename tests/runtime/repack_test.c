@@ -3,8 +3,9 @@
  * qwen3moe (routed experts repacked) and a dense llama, on the sim device with placement cpu
  * and auto (its routed experts on the host with cpu_moe, the CPU scheduler and the fetch
  * scheduler copying them to the device cache); a llama whose FFN rows are not a multiple of
- * eight (left Q4_K) still runs; the repacked count is exactly the file's eligible Q4_K
- * matrices, and 0 with no_repack; a live reload of repacked tensors (new bytes in place, a
+ * eight (left Q4_K) and a model read by io = mmap (the mapping, as stored) still run; the
+ * repacked count is exactly the file's eligible Q4_K matrices, and 0 with no_repack or mmap;
+ * a live reload of repacked tensors (new bytes in place, a
  * new type, back to Q4_K by reattaching) gives a fresh load's logits; in a runtime, a private
  * floor's host experts are repacked (again after going to disk), a shared floor's are not. */
 #include <stdio.h>
@@ -25,6 +26,7 @@ typedef struct run_opt {
     int threads;
     const char *sched;
     bool no_repack;
+    bool mmap;
 } run_opt;
 
 static sl_model *open_with(const char *path, const run_opt *r)
@@ -36,6 +38,7 @@ static sl_model *open_with(const char *path, const run_opt *r)
     o.progress = false;
     o.n_threads = r->threads;
     o.no_repack = r->no_repack;
+    if (r->mmap) o.io = SL_LOAD_MMAP;
     sl_model *m = NULL;
     sl_error e;
     CHECK_MSG(sl_model_open(path, &o, &m, &e) == SL_OK, "%s: %s", path, e.msg);
@@ -161,6 +164,9 @@ static void test_models(void)
     compare(moe, (run_opt){.pl = SL_PLACE_AUTO, .cpu_moe = true, .sched = "mode=full"},
             "qwen3moe auto cpu-moe, fetch mode=full", &n);
     compare(llama, (run_opt){.pl = SL_PLACE_AUTO}, "llama auto", &n);
+    /* io = mmap: the host weights are the file mapping, read as stored */
+    compare(llama, (run_opt){.pl = SL_PLACE_CPU, .mmap = true}, "llama cpu mmap", &n);
+    CHECK_MSG(n == 0, "llama cpu mmap: %llu repacked", (unsigned long long)n);
 }
 
 /* A repacked model's tensors reloaded with new bytes (repacked too, written in place), with a
