@@ -8,10 +8,9 @@
 bool sl__weight_repack_wanted(const sl_model *m, const sl_weight *w, uint32_t file_type)
 {
     const size_t i = (size_t)(w - m->w);
-    /* io = mmap: host weights are the read-only mapping, and a reload must still find
-     * unchanged bytes equal to it (runtime/reload.c) */
-    if (m->opt.no_repack || m->opt.io == SL_LOAD_MMAP || file_type != SL_GGML_Q4_K || !w->need_matvec || w == m->tok_embd ||
-        w->derive != SL_DERIVE_NONE || w->residency == SL_RES_PARTS || i >= m->n_w)
+    if (m->opt.no_repack || m->opt.io == SL_LOAD_MMAP || file_type != SL_GGML_Q4_K ||
+        !w->need_matvec || w == m->tok_embd || w->derive != SL_DERIVE_NONE ||
+        w->residency == SL_RES_PARTS || i >= m->n_w)
         return false;
     if (w->ne[0] <= 0 || w->ne[0] % 256 || w->ne[1] <= 0 || w->ne[1] % 8) return false;
     if (m->plan.on_device && m->plan.on_device[i]) return false;
