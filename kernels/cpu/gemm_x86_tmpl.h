@@ -461,6 +461,38 @@ static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0
     }
 }
 
+/* gk_unpack_q45 (Q4_K) of row r of a Q4_K_R8 matrix (kernels/ref/repack.h; nb super-blocks
+ * a row): the row's 4-byte quant groups lie 32 bytes apart in its group's blocks. */
+static void SL_MV_SUFFIX(gk_unpack_r8)(const char *w, int64_t nb, int64_t r, int64_t b0,
+                                       int64_t b1, gk_buf *u)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const int l = (int)(r % 8);
+    const char *g = w + (r / 8) * nb * (int64_t)sizeof(sl_block_q4_K_r8);
+    const __m256i gather = _mm256_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224);
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        const sl_block_q4_K_r8 *p = (const sl_block_q4_K_r8 *)(g + b * (int64_t)sizeof *p);
+        for (int j = 0; j < 8; j++) {
+            const int k = 16 * (j / 2) + 2 * l + j % 2;
+            const uint8_t sb = p->sc[k], nib = p->mn[k % 32];
+            const int16_t sc = sb & 63;
+            const int16_t mn = (int16_t)(((k < 32 ? nib : nib >> 4) & 15) | ((sb >> 6) << 4));
+            u->s16[i][2 * j] = u->s16[i][2 * j + 1] = sc;
+            u->bw[i][2 * j] = u->bw[i][2 * j + 1] = mn;
+        }
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = _mm256_i32gather_epi32((const int *)(p->qs + 256 * j + 4 * l),
+                                                     gather, 1);
+            _mm256_store_si256((__m256i *)(u->q[i] + 64 * j), _mm256_and_si256(q, m4));
+            _mm256_store_si256((__m256i *)(u->q[i] + 64 * j + 32),
+                               _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+        }
+        u->d[i] = SL_MV_SUFFIX(g_half)((const char *)p + 2 * l);
+        u->dmin[i] = SL_MV_SUFFIX(g_half)((const char *)p + 16 + 2 * l);
+    }
+}
+
 static void SL_MV_SUFFIX(gk_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
 {
     for (int64_t b = b0; b < b1; b++) {
@@ -599,7 +631,8 @@ SL_GK_DOT(gk_dot_2_2, 2, 2)
 static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
                                  int64_t i1)
 {
-    const int G = t->type == SL_GGML_Q4_K ? 8 : t->type == SL_GGML_Q5_K ? 4 : 2;
+    const bool r8 = t->type == SL_TYPE_Q4_K_R8;
+    const int G = t->type == SL_GGML_Q4_K || r8 ? 8 : t->type == SL_GGML_Q5_K ? 4 : 2;
     const gk_dot_fn d1 = G == 8   ? SL_MV_SUFFIX(gk_dot_1_8)
                          : G == 4 ? SL_MV_SUFFIX(gk_dot_1_4)
                                   : SL_MV_SUFFIX(gk_dot_1_2);
@@ -634,7 +667,8 @@ static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, i
                 for (int64_t k = 0; k < nr; k++) {
                     const int64_t r = a->idx ? a->idx[r0 + k] : r0 + k;
                     const char *w = a->w + (size_t)r * a->wrb;
-                    if (G == 2) SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &u);
+                    if (r8) SL_MV_SUFFIX(gk_unpack_r8)(a->w, a->nb, r, c0, c1, &u);
+                    else if (G == 2) SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &u);
                     else SL_MV_SUFFIX(gk_unpack_q45)(t->type, w, c0, c1, &u);
                     for (int q = 0; q < np; q += 2)
                         (np - q > 1 ? d2 : d1)(&u, &p[q], c0, c1, &lt[k][q]);
@@ -666,6 +700,7 @@ sl__gemm_fn SL_MV_SUFFIX(sl__gemm)(uint32_t type)
     case SL_GGML_Q5_0: return SL_MV_SUFFIX(gemm_q5_0);
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(gemm_mxfp4);
     case SL_GGML_Q4_K:
+    case SL_TYPE_Q4_K_R8:
     case SL_GGML_Q5_K:
     case SL_GGML_Q6_K: return SL_MV_SUFFIX(gemm_k);
     default: return NULL;

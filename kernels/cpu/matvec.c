@@ -121,6 +121,7 @@ static sl__mv_axpy_fn axpy_for(const sl_cpu_matvec_ctx *mv)
 
 bool sl_cpu_matvec_has_simd(const sl_cpu_matvec_ctx *mv, uint32_t type)
 {
+    if (mv && type == SL_TYPE_Q4_K_R8) return sl__cpu_mv_rows(mv, type) != NULL;
     return mv && sl__mv_type_get(type) && simd_range(mv, type) != NULL;
 }
 
@@ -163,6 +164,7 @@ typedef struct rows_job {
     const sl__mv_type *t;
     const sl__mv_type *rt; /* what range takes: sl__mv_row_type(t) */
     sl__mv_range_fn range;
+    sl__mv_rows_fn rows_fn; /* Q4_K_R8 dense rows, one token at a time; NULL otherwise */
     sl__gemm_fn gemm; /* rows of a batch (not column-listed): gemm.h */
     const char *w, *xq;
     size_t wrb, arb;
@@ -207,6 +209,12 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
             j->gemm(j->t, &a, begin, end);
         }
         if (!tail) return;
+    }
+    if (j->rows_fn && !j->idx && !j->listed) { /* whole groups of 8 rows (row_grain) */
+        for (int64_t b = b0; b < j->n_batch; b++)
+            j->rows_fn(j->w, j->wrb, j->xq + (size_t)b * j->arb, j->nb, begin, end,
+                       j->y + b * j->y_stride);
+        return;
     }
     for (int64_t i = begin; i < end; i++) {
         const int64_t r = j->idx ? j->idx[i] : i;
@@ -254,6 +262,7 @@ static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_j
                           sl_error *err)
 {
     j->range = range_for(mv, j->t->type);
+    j->rows_fn = j->t->type == SL_TYPE_Q4_K_R8 ? sl__cpu_mv_rows(mv, j->t->type) : NULL;
     /* one token has nothing to share an unpacked block with: the range kernels run */
     j->gemm = j->n_batch > 1 ? gemm_for(mv, j->t->type) : NULL;
     /* gathered rows of a Q4_K_R8 matrix are single rows: any grain */
@@ -332,6 +341,7 @@ static void groups_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
         rows_job j;
         init_job(&j, gj->t, G->w, gj->rows, gj->cols, G->xq, G->n_batch, G->y);
         j.range = range_for(gj->mv, gj->t->type);
+        j.rows_fn = gj->t->type == SL_TYPE_Q4_K_R8 ? sl__cpu_mv_rows(gj->mv, gj->t->type) : NULL;
         j.gemm = j.n_batch > 1 ? gemm_for(gj->mv, gj->t->type) : NULL; /* as run_rows */
         rows_chunk(&j, r0, r1, thread);
     }

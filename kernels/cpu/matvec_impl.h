@@ -15,6 +15,7 @@
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/ref/matvec_impl.h"
+#include "kernels/ref/repack.h"
 
 typedef void (*sl__mv_range_fn)(const sl__mv_type *t, const void *w, const void *xq, int64_t b0,
                                 int64_t b1, float *lane);

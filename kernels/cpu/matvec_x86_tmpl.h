@@ -757,6 +757,8 @@ SL_MV_FLOAT_RANGE(range_bf16, LOAD_BF16)
 #undef LOAD_F16
 #undef LOAD_BF16
 
+#include "kernels/cpu/r8_x86_tmpl.h"
+
 /* ---- tables ----------------------------------------------------------------------------- */
 
 sl__mv_range_fn SL_MV_SUFFIX(sl__mv_range)(uint32_t type)
@@ -797,6 +799,7 @@ sl__mv_rows_fn SL_MV_SUFFIX(sl__mv_rows)(uint32_t type)
 #endif
     case SL_GGML_Q5_1: return SL_MV_SUFFIX(rows_q5_1);
     case SL_GGML_Q4_K: return SL_MV_SUFFIX(rows_q4_K);
+    case SL_TYPE_Q4_K_R8: return SL_MV_SUFFIX(rows_q4_K_r8);
     case SL_GGML_Q5_K: return SL_MV_SUFFIX(rows_q5_K);
     case SL_GGML_Q6_K: return SL_MV_SUFFIX(rows_q6_K);
     default: return NULL;

@@ -28,6 +28,7 @@
 #include "kernels/cuda/bench.h"
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
+#include "kernels/ref/repack.h"
 #include "tools/cli/bench.h"
 #include "tools/cli/json.h"
 
@@ -109,6 +110,12 @@ static void fill_chunk(void *ctx, int64_t b, int64_t e, int thread)
     }
 }
 
+/* The name of a matvec type: GGUF's, or the repacked layout's (kernels/ref/repack.h). */
+static const char *tname(uint32_t type)
+{
+    return type == SL_TYPE_Q4_K_R8 ? "Q4_K_R8" : sl_gguf_type_get(type)->name;
+}
+
 /* ---- main -------------------------------------------------------------------------------- */
 
 /* isa is the code path that actually ran for the type: a type without a kernel on the
@@ -129,7 +136,8 @@ static int usage(FILE *f, int rc)
             "  (default 14336 x 4096, Q4_K and Q8_0, every SIMD ISA of this CPU, 20 reps) next\n"
             "  to a streaming-read roofline with the same threads; --isa scalar|avx2|avx512\n"
             "  measures one ISA only. Types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K\n"
-            "  Q6_K MXFP4.\n");
+            "  Q6_K MXFP4, and Q4_K_R8 (Q4_K repacked eight rows at a time, as the loader\n"
+            "  does; R a multiple of 8).\n");
     return rc;
 }
 
@@ -174,12 +182,14 @@ int sl_bench_kernels(int argc, char **argv)
     if (a.status) return a.status;
 
     /* types */
-    uint32_t types[MAX_TYPES];
-    int n_types = 0;
+    uint32_t types[MAX_TYPES], gpu_types[MAX_TYPES]; /* the GPU has no repacked layouts */
+    int n_types = 0, n_gpu = 0;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", types_arg);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        const sl_gguf_type_info *ti = sl_gguf_type_by_name(tok);
+        /* Q4_K_R8: Q4_K repacked as the loader does (kernels/ref/repack.h) */
+        const bool r8 = !strcmp(tok, "Q4_K_R8");
+        const sl_gguf_type_info *ti = sl_gguf_type_by_name(r8 ? "Q4_K" : tok);
         if (!ti || !sl_ref_matvec_supported(ti->code) || n_types == MAX_TYPES) {
             fprintf(stderr, "sluice bench kernels: --types entry '%s' is not a matvec type\n", tok);
             return 2;
@@ -189,7 +199,13 @@ int sl_bench_kernels(int argc, char **argv)
                     cols, ti->name, ti->block_size);
             return 2;
         }
-        types[n_types++] = ti->code;
+        if (r8 && rows % 8) {
+            fprintf(stderr, "sluice bench kernels: --rows %ld: Q4_K_R8 needs a multiple of 8\n",
+                    rows);
+            return 2;
+        }
+        types[n_types++] = r8 ? SL_TYPE_Q4_K_R8 : ti->code;
+        if (!r8) gpu_types[n_gpu++] = ti->code;
     }
     if (!n_types) {
         fprintf(stderr, "sluice bench kernels: --types '%s' lists no type\n", types_arg);
@@ -247,7 +263,8 @@ int sl_bench_kernels(int argc, char **argv)
     int n_res = 0;
     for (int ti = 0; ti < n_types && !rc; ti++) {
         const uint32_t type = types[ti];
-        const sl_gguf_type_info *info = sl_gguf_type_get(type);
+        const sl_gguf_type_info *info =
+            sl_gguf_type_get(type == SL_TYPE_Q4_K_R8 ? SL_GGML_Q4_K : type);
         const size_t wbytes = sl_ref_matvec_row_bytes(type, cols) * (size_t)rows;
         int copies = (int)((2 * llc + wbytes - 1) / wbytes);
         if (copies < 1) copies = 1;
@@ -263,6 +280,8 @@ int sl_bench_kernels(int argc, char **argv)
             fill_job wj = {.p = w[c], .n = wbytes, .type = type, .block_bytes = info->type_size};
             if (ok) sl_cpu_pool_parallel_for(pool, (int64_t)((wbytes + CHUNK - 1) / CHUNK), 1,
                                              fill_chunk, &wj, &e);
+            if (ok && type == SL_TYPE_Q4_K_R8)
+                ok = !sl_repack_q4_K_r8(w[c], w[c], rows, cols, &e);
         }
         for (long i = 0; ok && i < cols; i++) x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
         for (int m = 0; ok && m < n_isa; m++) {
@@ -288,7 +307,7 @@ int sl_bench_kernels(int argc, char **argv)
         }
         if (!ok) {
             if (!w || !x || !y || !work || !t)
-                fprintf(stderr, "sluice bench kernels: no memory for %s weights\n", info->name);
+                fprintf(stderr, "sluice bench kernels: no memory for %s weights\n", tname(type));
             rc = 1;
         }
         for (int c = 0; w && c < copies; c++) free(w[c]);
@@ -307,7 +326,7 @@ int sl_bench_kernels(int argc, char **argv)
         printf(",\"cpu\":[");
         for (int i = 0; i < n_res; i++) {
             printf("%s{\"type\":", i ? "," : "");
-            sl_json_cstr(stdout, sl_gguf_type_get(res[i].type)->name);
+            sl_json_cstr(stdout, tname(res[i].type));
             printf(",\"isa\":");
             sl_json_cstr(stdout, res[i].isa);
             printf(",\"requested_isa\":");
@@ -328,7 +347,8 @@ int sl_bench_kernels(int argc, char **argv)
          * "gpu" stays empty and "gpu_unavailable" says why. */
         sl_cuda_bench_result gr;
         sl_error ge;
-        const sl_status gst = sl_cuda_bench_gemv(types, n_types, rows, cols, (int)reps, &gr, &ge);
+        const sl_status gst =
+            sl_cuda_bench_gemv(gpu_types, n_gpu, rows, cols, (int)reps, &gr, &ge);
         printf("],\"gpu\":[");
         for (int i = 0; !gst && i < gr.n_rows; i++) {
             printf("%s{\"type\":", i ? "," : "");
@@ -362,14 +382,14 @@ int sl_bench_kernels(int argc, char **argv)
                reps);
         printf("roofline: streaming read %.1f GB/s (%zu MiB buffer, LLC %zu MiB)\n", roof_gbps,
                sl_bench_stream_bytes() >> 20, llc >> 20);
-        printf("%-6s %-12s %10s %10s %10s %7s\n", "type", "isa", "weight MB", "ms", "GB/s", "ratio");
+        printf("%-7s %-12s %10s %10s %10s %7s\n", "type", "isa", "weight MB", "ms", "GB/s", "ratio");
         bool fallback = false;
         for (int i = 0; i < n_res; i++) {
             const bool fb = strcmp(res[i].isa, res[i].requested_isa) != 0;
             char label[32];
             snprintf(label, sizeof label, "%s%s", res[i].isa, fb ? "*" : "");
             fallback |= fb;
-            printf("%-6s %-12s %10.1f %10.3f %10.1f %7.2f\n", sl_gguf_type_get(res[i].type)->name,
+            printf("%-7s %-12s %10.1f %10.3f %10.1f %7.2f\n", tname(res[i].type),
                    label, res[i].weight_mb, res[i].median_ms, res[i].gbps,
                    res[i].gbps / roof_gbps);
         }
@@ -378,7 +398,7 @@ int sl_bench_kernels(int argc, char **argv)
         /* gpu: the CUDA GEMV rows are printed here by the CUDA part. */
         sl_cuda_bench_result gr;
         sl_error ge;
-        if (sl_cuda_bench_gemv(types, n_types, rows, cols, (int)reps, &gr, &ge)) {
+        if (sl_cuda_bench_gemv(gpu_types, n_gpu, rows, cols, (int)reps, &gr, &ge)) {
             printf("gpu: unavailable (%s)\n", ge.msg);
         } else {
             printf("gpu roofline: %s, device-to-device copy %.1f GB/s (read + write of %llu MiB)\n",
