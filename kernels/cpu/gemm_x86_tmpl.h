@@ -132,8 +132,8 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_unpack)(
     }
 }
 
-/* The 8x8 transpose of 32-bit groups: row g of dst (32 bytes) gets group g of r[0..7]. */
-static inline void SL_MV_SUFFIX(g_transpose8)(const __m256i r[8], void *dst)
+/* The 8x8 transpose of 32-bit groups: o[g] gets group g of r[0..7]. */
+static inline void SL_MV_SUFFIX(g_transpose8v)(const __m256i r[8], __m256i o[8])
 {
     __m256i t[8], u[8];
     for (int k = 0; k < 8; k += 2) {
@@ -146,11 +146,18 @@ static inline void SL_MV_SUFFIX(g_transpose8)(const __m256i r[8], void *dst)
         u[k + 2] = _mm256_unpacklo_epi64(t[k + 1], t[k + 3]);
         u[k + 3] = _mm256_unpackhi_epi64(t[k + 1], t[k + 3]);
     }
-    __m256i *o = dst;
     for (int k = 0; k < 4; k++) {
-        _mm256_storeu_si256(o + k, _mm256_permute2x128_si256(u[k], u[k + 4], 0x20));
-        _mm256_storeu_si256(o + k + 4, _mm256_permute2x128_si256(u[k], u[k + 4], 0x31));
+        o[k] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x20);
+        o[k + 4] = _mm256_permute2x128_si256(u[k], u[k + 4], 0x31);
     }
+}
+
+/* The same stored: row g of dst (32 bytes) gets group g of r[0..7]. */
+static inline void SL_MV_SUFFIX(g_transpose8)(const __m256i r[8], void *dst)
+{
+    __m256i o[8];
+    SL_MV_SUFFIX(g_transpose8v)(r, o);
+    for (int k = 0; k < 8; k++) _mm256_storeu_si256((__m256i *)dst + k, o[k]);
 }
 
 /* 8 tokens' Q8_0 blocks [b0, b0 + G32_CH), transposed so that one vector holds the same 4
@@ -493,6 +500,76 @@ static void SL_MV_SUFFIX(gk_unpack_r8)(const char *w, int64_t nb, int64_t r, int
     }
 }
 
+/* One byte per row of a Q4_K_R8 block's scale or min bytes v0 (rounds 0, 1) and v1 (2, 3),
+ * stored as gk_buf wants them (each per-32 value twice, int16): dst(r)[16] for row r. Bytes
+ * 2r, 2r + 1 of each round's 16 are row r's two sub-blocks: a word transpose gathers them. */
+static inline void SL_MV_SUFFIX(gk_r8_pairs)(__m256i v0, __m256i v1, int16_t *dst[8])
+{
+    const __m128i p0 = _mm256_castsi256_si128(v0), p1 = _mm256_extracti128_si256(v0, 1);
+    const __m128i p2 = _mm256_castsi256_si128(v1), p3 = _mm256_extracti128_si256(v1, 1);
+    const __m128i a = _mm_unpacklo_epi16(p0, p1), b = _mm_unpackhi_epi16(p0, p1);
+    const __m128i c = _mm_unpacklo_epi16(p2, p3), d = _mm_unpackhi_epi16(p2, p3);
+    const __m128i rows[4] = {_mm_unpacklo_epi32(a, c), _mm_unpackhi_epi32(a, c),
+                             _mm_unpacklo_epi32(b, d), _mm_unpackhi_epi32(b, d)};
+    for (int k = 0; k < 8; k++) {
+        const __m128i v = _mm_cvtepu8_epi16(k % 2 ? _mm_unpackhi_epi64(rows[k / 2], rows[k / 2])
+                                                  : rows[k / 2]);
+        _mm256_storeu_si256((__m256i *)dst[k],
+                            _mm256_set_m128i(_mm_unpackhi_epi16(v, v), _mm_unpacklo_epi16(v, v)));
+    }
+}
+
+/* gk_unpack_q45 (Q4_K) of the eight rows of group g of a Q4_K_R8 matrix at once (nb super-
+ * blocks a row) into u[0..7]: a round's eight 32-byte chunks, transposed by 4-byte groups,
+ * are the eight rows' quant bytes. */
+static void SL_MV_SUFFIX(gk_unpack_r8x8)(const char *w, int64_t nb, int64_t g, int64_t b0,
+                                         int64_t b1, gk_buf u[8])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i m63 = _mm256_set1_epi8(63);
+    const char *gw = w + g * nb * (int64_t)sizeof(sl_block_q4_K_r8);
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        const char *p = gw + b * (int64_t)sizeof(sl_block_q4_K_r8);
+        for (int j = 0; j < 4; j++) {
+            __m256i lo[8], hi[8], o[8];
+            for (int c = 0; c < 8; c++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(p + 128 + 256 * j + 32 * c));
+                lo[c] = _mm256_and_si256(q, m4);
+                hi[c] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            }
+            SL_MV_SUFFIX(g_transpose8v)(lo, o);
+            for (int r = 0; r < 8; r++) _mm256_store_si256((__m256i *)(u[r].q[i] + 64 * j), o[r]);
+            SL_MV_SUFFIX(g_transpose8v)(hi, o);
+            for (int r = 0; r < 8; r++)
+                _mm256_store_si256((__m256i *)(u[r].q[i] + 64 * j + 32), o[r]);
+        }
+        /* scales and mins as the decode kernel reads them (r8_x86_tmpl.h) */
+        const __m256i s0 = _mm256_loadu_si256((const __m256i *)(p + 32));
+        const __m256i s1 = _mm256_loadu_si256((const __m256i *)(p + 64));
+        const __m256i mn = _mm256_loadu_si256((const __m256i *)(p + 96));
+        int16_t *ds[8], *dm[8];
+        for (int r = 0; r < 8; r++) {
+            ds[r] = u[r].s16[i];
+            dm[r] = u[r].bw[i];
+        }
+        SL_MV_SUFFIX(gk_r8_pairs)(_mm256_and_si256(s0, m63), _mm256_and_si256(s1, m63), ds);
+        SL_MV_SUFFIX(gk_r8_pairs)(
+            _mm256_or_si256(_mm256_and_si256(mn, m4),
+                            _mm256_and_si256(_mm256_srli_epi16(s0, 2), m30)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(mn, 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi16(s1, 2), m30)),
+            dm);
+        float d[8], dmin[8];
+        _mm256_storeu_ps(d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
+        _mm256_storeu_ps(dmin, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16))));
+        for (int r = 0; r < 8; r++) {
+            u[r].d[i] = d[r];
+            u[r].dmin[i] = dmin[r];
+        }
+    }
+}
+
 static void SL_MV_SUFFIX(gk_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
 {
     for (int64_t b = b0; b < b1; b++) {
@@ -640,6 +717,7 @@ static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, i
                          : G == 4 ? SL_MV_SUFFIX(gk_dot_2_4)
                                   : SL_MV_SUFFIX(gk_dot_2_2);
     gk_buf u;
+    gk_buf u8[8]; /* Q4_K_R8 dense rows: a group's eight rows unpacked together */
     gk_panel p[GK_NP];
     __m256 lt[GK_ROWS][GK_NP][8];
     /* a row of one chunk (an MoE expert's 1024-wide rows): its panels serve every row group */
@@ -667,11 +745,20 @@ static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, i
                 for (int64_t k = 0; k < nr; k++) {
                     const int64_t r = a->idx ? a->idx[r0 + k] : r0 + k;
                     const char *w = a->w + (size_t)r * a->wrb;
-                    if (r8) SL_MV_SUFFIX(gk_unpack_r8)(a->w, a->nb, r, c0, c1, &u);
-                    else if (G == 2) SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &u);
-                    else SL_MV_SUFFIX(gk_unpack_q45)(t->type, w, c0, c1, &u);
+                    const gk_buf *ur = &u;
+                    if (r8 && !a->idx) { /* i0, i1 whole groups (matvec.c: row_grain) */
+                        if (r % 8 == 0)
+                            SL_MV_SUFFIX(gk_unpack_r8x8)(a->w, a->nb, r / 8, c0, c1, u8);
+                        ur = &u8[r % 8];
+                    } else if (r8) {
+                        SL_MV_SUFFIX(gk_unpack_r8)(a->w, a->nb, r, c0, c1, &u);
+                    } else if (G == 2) {
+                        SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &u);
+                    } else {
+                        SL_MV_SUFFIX(gk_unpack_q45)(t->type, w, c0, c1, &u);
+                    }
                     for (int q = 0; q < np; q += 2)
-                        (np - q > 1 ? d2 : d1)(&u, &p[q], c0, c1, &lt[k][q]);
+                        (np - q > 1 ? d2 : d1)(ur, &p[q], c0, c1, &lt[k][q]);
                 }
             }
             /* token by token, so that a token's stores of the row group share cache lines
