@@ -532,17 +532,15 @@ static void SL_MV_SUFFIX(gk_unpack_r8x8)(const char *w, int64_t nb, int64_t g, i
         const int64_t i = b - b0;
         const char *p = gw + b * (int64_t)sizeof(sl_block_q4_K_r8);
         for (int j = 0; j < 4; j++) {
-            __m256i lo[8], hi[8], o[8];
-            for (int c = 0; c < 8; c++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(p + 128 + 256 * j + 32 * c));
-                lo[c] = _mm256_and_si256(q, m4);
-                hi[c] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i q[8], o[8];
+            for (int c = 0; c < 8; c++)
+                q[c] = _mm256_loadu_si256((const __m256i *)(p + 128 + 256 * j + 32 * c));
+            SL_MV_SUFFIX(g_transpose8v)(q, o); /* o[r]: row r's 32 quant bytes of round j */
+            for (int r = 0; r < 8; r++) {
+                _mm256_store_si256((__m256i *)(u[r].q[i] + 64 * j), _mm256_and_si256(o[r], m4));
+                _mm256_store_si256((__m256i *)(u[r].q[i] + 64 * j + 32),
+                                   _mm256_and_si256(_mm256_srli_epi16(o[r], 4), m4));
             }
-            SL_MV_SUFFIX(g_transpose8v)(lo, o);
-            for (int r = 0; r < 8; r++) _mm256_store_si256((__m256i *)(u[r].q[i] + 64 * j), o[r]);
-            SL_MV_SUFFIX(g_transpose8v)(hi, o);
-            for (int r = 0; r < 8; r++)
-                _mm256_store_si256((__m256i *)(u[r].q[i] + 64 * j + 32), o[r]);
         }
         /* scales and mins as the decode kernel reads them (r8_x86_tmpl.h) */
         const __m256i s0 = _mm256_loadu_si256((const __m256i *)(p + 32));
