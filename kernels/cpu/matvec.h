@@ -18,6 +18,10 @@
  * in block terms, fmaf for float weights). Rows are split between threads, never a row's sum.
  * Batches (n_batch > 1) of the 32-element block types and K-quants run a GEMM (gemm.h: weight
  * blocks unpacked once for many tokens, 8 tokens' block terms per vector) under the same rule.
+ * SL_TYPE_Q4_K_R8 (kernels/ref/repack.h, Q4_K with eight rows interleaved, rows % 8 == 0) is
+ * taken by every function here with Q4_K's bits: whole groups of eight rows per vector in
+ * decode (r8_x86_tmpl.h), a group's rows unpacked together for the GEMM, rows copied out for
+ * the row-wise paths and ISAs without its kernel.
  *
  * Activations: the quantized activations need a workspace of sl_cpu_matvec_work_bytes() bytes
  * (caller-owned, any alignment; reuse it across calls: the kernels never allocate). The _q

@@ -2,6 +2,7 @@
 #include "kernels/ref/repack.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,7 +79,12 @@ static sl_status check(const char *fn, const void *src, const void *dst, int64_t
     if (cols < SL_QK_K || cols % SL_QK_K || cols > ((int64_t)1 << 40))
         return sl_error_set(err, SL_ERR_INVALID, "%s: cols = %lld is not a positive multiple "
                             "of %d", fn, (long long)cols, SL_QK_K);
-    const uint64_t bytes = (uint64_t)rows * (uint64_t)(cols / SL_QK_K) * sizeof(sl_block_q4_K);
+    const uint64_t nb = (uint64_t)(cols / SL_QK_K);
+    if (nb > UINT64_MAX / sizeof(sl_block_q4_K) / (uint64_t)rows ||
+        nb * sizeof(sl_block_q4_K) * (uint64_t)rows > (uint64_t)SIZE_MAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: rows = %lld x cols = %lld overflows size_t",
+                            fn, (long long)rows, (long long)cols);
+    const uint64_t bytes = (uint64_t)rows * nb * sizeof(sl_block_q4_K);
     const uintptr_t s = (uintptr_t)src, d = (uintptr_t)dst;
     if (s != d && s < d + bytes && d < s + bytes)
         return sl_error_set(err, SL_ERR_INVALID, "%s: src and dst overlap without being equal",
