@@ -253,7 +253,7 @@ static sl_status relu_chunk(dx_host *h, const sl_weight *wg, const sl_weight *wu
      * listed columns still touch every cache line while the column-listed kernel masks element
      * by element: 10-12x the plain matvec's decode time on F16): the plain matvec (same bits,
      * no masking) */
-    const sl_gguf_type_info *ti = sl_gguf_type_get(wd->repacked ? wd->file_type : wd->type);
+    const sl_gguf_type_info *ti = sl_gguf_type_get(sl_repack_base_type(wd->type));
     const int64_t G = ti && ti->block_size ? (int64_t)ti->block_size : 1;
     int64_t skip = 0, last = -1;
     for (int64_t i = 0; i < n_idx; i++) {

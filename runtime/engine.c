@@ -101,8 +101,8 @@ void sl__model_info_fill(sl_model *m)
     for (size_t i = 0; i < m->n_w; i++) {
         const sl_weight *w = &m->w[i];
         in->n_params += (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]);
-        in->repacked_tensors += w->repacked;
-        in->repacked_bytes += w->repacked ? w->nbytes : 0;
+        in->repacked_tensors += sl__weight_repacked(w);
+        in->repacked_bytes += sl__weight_repacked(w) ? w->nbytes : 0;
         in->weight_bytes += w->file_nbytes;
         if (w->residency == SL_RES_PARTS) continue; /* counted by its parts, below */
         if (w->residency ? w->residency & SL_RES_DEVICE : w->want_device)

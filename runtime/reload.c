@@ -90,13 +90,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The ggml type a report names: a repacked weight's is its file's, Q4_K (the layout is the
- * loader's business, runtime/repack.h). */
-static uint32_t report_type(uint32_t t)
-{
-    return t == SL_TYPE_Q4_K_R8 ? SL_GGML_Q4_K : t;
-}
-
 static const char *type_name(uint32_t t)
 {
     const sl_gguf_type_info *ti = sl_gguf_type_get(t);
@@ -123,8 +116,8 @@ static bool refuse(reload_run *r, const sl_weight *w, uint32_t new_type, const c
 {
     sl_reload_entry *e = add_entry(r->rep, w->name, SL_RELOAD_REFUSED);
     if (!e) return false;
-    e->old_type = report_type(w->type);
-    e->new_type = report_type(new_type);
+    e->old_type = sl_repack_base_type(w->type);
+    e->new_type = sl_repack_base_type(new_type);
     e->old_bytes = e->new_bytes = w->nbytes;
     snprintf(e->msg, sizeof e->msg, fmt, a);
     r->rep->n_refused++;
@@ -502,8 +495,8 @@ static sl_status applied(reload_run *r, const staged *s, sl_reload_kind kind, ui
     sl__weight_provenance_set(w, s->nt, s->file_size);
     sl_reload_entry *e = add_entry(r->rep, w->name, kind);
     if (!e) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
-    e->old_type = report_type(old_type);
-    e->new_type = report_type(w->type);
+    e->old_type = sl_repack_base_type(old_type);
+    e->new_type = sl_repack_base_type(w->type);
     e->old_bytes = old_bytes;
     e->new_bytes = w->nbytes;
     e->where = where(w);
@@ -613,7 +606,7 @@ static sl_status sibling_entry(reload_run *r, const sl_weight *w, sl_error *err)
 {
     sl_reload_entry *e = add_entry(r->rep, w->name, SL_RELOAD_SIBLING);
     if (!e) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
-    e->old_type = e->new_type = report_type(w->type);
+    e->old_type = e->new_type = sl_repack_base_type(w->type);
     e->old_bytes = e->new_bytes = w->nbytes;
     e->where = where(w);
     r->rep->changed = true;

@@ -39,8 +39,7 @@ sl_status sl__model_repack(sl_model *m, sl_error *err)
             continue;
         sl_status st = sl__weight_repack_bytes(w, (void *)w->data, err);
         if (st) return st;
-        w->type = SL_TYPE_Q4_K_R8;
-        w->repacked = true;
+        w->type = SL_TYPE_Q4_K_R8; /* sl__weight_repacked */
         n++;
         bytes += w->nbytes;
     }

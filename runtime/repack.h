@@ -2,8 +2,8 @@
  * and the repack itself — at load (sl__model_repack) and for a live reload's new bytes.
  *
  * Contract: a weight is repacked in place, once its bytes sit in a host pool block of its own,
- * when sl__weight_repack_wanted holds; its type becomes SL_TYPE_Q4_K_R8 and `repacked` is set
- * (scheduler/weights.h's invariants). Byte counts never change, so budgets, expert slices and
+ * when sl__weight_repack_wanted holds; its type becomes SL_TYPE_Q4_K_R8 (sl__weight_repacked,
+ * scheduler/weights.h's invariants). Byte counts never change, so budgets, expert slices and
  * the plan's byte figures stay valid. Nothing here puts R8 bytes anywhere a device could read
  * them as Q4_K: see sl__weight_repack_wanted's rules. */
 #ifndef SL_RUNTIME_REPACK_H

@@ -87,6 +87,12 @@ sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_
     sl_runtime *rt = calloc(1, sizeof *rt);
     if (!rt) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (runtime)");
     rt->opt = opt ? *opt : sl_runtime_options_default();
+    /* floors are attached long after this call: the prefix must outlive the caller's string */
+    if (rt->opt.shm_prefix &&
+        !(rt->opt.shm_prefix = rt->shm_prefix = strdup(rt->opt.shm_prefix))) {
+        free(rt);
+        return sl_error_set(err, SL_ERR_NOMEM, "out of memory (runtime)");
+    }
     sl_status st;
     const sl_res_budget_in probe = {1, rt->opt.weight_fraction, rt->opt.wiggle_fraction, 0, 0};
     if ((st = sl_res_budget_solve(&probe, &rt->budget, err)) ||
@@ -94,6 +100,7 @@ sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_
         (unsigned)rt->opt.mode > SL_RESIDENCY_EXTERNAL) {
         if (!st) st = sl_error_set(err, SL_ERR_INVALID, "residency mode %d: unknown (self, "
                                    "external)", (int)rt->opt.mode);
+        free(rt->shm_prefix);
         free(rt);
         return st;
     }
@@ -144,6 +151,7 @@ sl_status sl_runtime_destroy(sl_runtime *rt, sl_error *err)
     if (rt->dev) sl_device_close(rt->dev);
     pthread_mutex_destroy(&rt->mu);
     free(rt->models);
+    free(rt->shm_prefix);
     free(rt);
     return SL_OK;
 }

@@ -32,7 +32,8 @@ struct sl__resident {
 };
 
 struct sl_runtime {
-    sl_runtime_options opt;
+    sl_runtime_options opt;     /* the caller's, with shm_prefix pointing at the copy below */
+    char *shm_prefix;           /* owned copy of opt.shm_prefix (NULL: none given) */
     sl_device *dev;
     sl_stream *stream;          /* the arena's (moves; unused: it is never slid) */
     sl_bfc *arena;

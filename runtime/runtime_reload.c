@@ -124,8 +124,7 @@ sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns
     if (w->want_device)
         r->device_bytes = r->device_bytes - sl__runtime_granted(w->nbytes) +
                           sl__runtime_granted(nbytes);
-    w->type = type;
-    w->repacked = type == SL_TYPE_Q4_K_R8; /* reload.c repacked ns for a host-only weight */
+    w->type = type; /* Q4_K_R8 when reload.c repacked ns for a host-only weight */
     w->nbytes = nbytes;
     r->reloaded = true;
     r->epoch++;

@@ -165,7 +165,8 @@ typedef struct sl_runtime_options {
      * read-only by all, removed by the last process to let go of it). */
     bool shared_floor;
     unsigned shm_mode;          /* permission bits of the shared objects (0: 0600) */
-    const char *shm_prefix;     /* their name prefix under /dev/shm (NULL: "sluice-floor") */
+    const char *shm_prefix;     /* their name prefix under /dev/shm (NULL: "sluice-floor");
+                                   copied by sl_runtime_create */
     /* called while this process fills a shared floor, after each tensor; NULL: none */
     void (*floor_progress)(void *user, uint64_t done_bytes, uint64_t total_bytes);
     void *floor_progress_user;

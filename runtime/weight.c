@@ -867,7 +867,7 @@ void sl__model_free_weights(sl_model *m)
         }
         sl_weight_storage cur = sl__weight_storage_get(w);
         sl__weight_storage_release(m, &cur);
-        if (w->repacked) cur.type = w->file_type; /* a later load reads Q4_K and repacks it */
+        if (sl__weight_repacked(w)) cur.type = w->file_type; /* a later load reads Q4_K and repacks it */
         sl__weight_storage_set(w, &cur);
         w->residency = 0;
     }

@@ -7,7 +7,7 @@
 
 size_t sl__type_row_bytes(uint32_t type, int64_t n)
 {
-    return sl_quant_row_bytes(type == SL_TYPE_Q4_K_R8 ? SL_GGML_Q4_K : type, n);
+    return sl_quant_row_bytes(sl_repack_base_type(type), n);
 }
 
 uint64_t sl__weight_slice_bytes(const sl_weight *w)
@@ -40,7 +40,6 @@ void sl__weight_storage_set(sl_weight *w, const sl_weight_storage *s)
     w->d_block = s->d_block;
     w->h_owned = s->h_owned;
     w->converted = s->converted;
-    w->repacked = s->type == SL_TYPE_Q4_K_R8;
 }
 
 void sl__weight_provenance_set(sl_weight *w, const sl_gguf_tensor *t, uint64_t file_size)
@@ -85,15 +84,14 @@ sl_status sl_weight_validate(const sl_weight *w, const sl_hostpool *pool, sl_err
     if (w->derive != SL_DERIVE_NONE && !w->converted)
         return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s' is derived but not "
                             "converted", w->name);
-    if (w->repacked != (w->type == SL_TYPE_Q4_K_R8) ||
-        (w->repacked && (w->file_type != SL_GGML_Q4_K || w->residency != SL_RES_HOST ||
-                         w->converted ||
-                         (w->h_block == SL_BLOCK_NONE && w->h_owned == NULL))))
-        return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s': repacked %d with "
-                            "type %u, file type %u, residency %u, %s storage of its own",
-                            w->name, w->repacked, w->type, w->file_type, w->residency,
+    const bool repacked = sl__weight_repacked(w);
+    if (repacked && (w->file_type != SL_GGML_Q4_K || w->residency != SL_RES_HOST ||
+                     w->converted || (w->h_block == SL_BLOCK_NONE && w->h_owned == NULL)))
+        return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s': repacked (Q4_K_R8) "
+                            "with file type %u, residency %u, converted %d, %s storage of its "
+                            "own", w->name, w->file_type, w->residency, w->converted,
                             w->h_block != SL_BLOCK_NONE || w->h_owned ? "with" : "no");
-    if (!w->converted && !w->repacked && w->type != w->file_type)
+    if (!w->converted && !repacked && w->type != w->file_type)
         return sl_error_set(err, SL_ERR_INVALID, "weight invariant: '%s' changed type without "
                             "conversion", w->name);
     return SL_OK;

@@ -17,8 +17,8 @@
  *   d_block != SL_BLOCK_NONE  <=>  SL_RES_DEVICE;
  *   type == file_type unless `converted` (a type the CPU kernels cannot compute, or a vector
  *   that must be F32, was dequantized to F32 at load: then nbytes is the F32 size) or
- *   `repacked`;
- *   repacked  <=>  type == SL_TYPE_Q4_K_R8 (kernels/ref/repack.h), and then: file_type Q4_K,
+ *   repacked (sl__weight_repacked);
+ *   repacked (type == SL_TYPE_Q4_K_R8, kernels/ref/repack.h)  =>  file_type Q4_K,
  *                 SL_RES_HOST with a pool block or h_owned of its own (never the file mapping,
  *                 a shared floor or a device block: only the CPU kernels read R8), not
  *                 converted; nbytes stays Q4_K's (runtime/repack.h decides which weights);
@@ -42,6 +42,7 @@
 #include "alloc/bfc.h"
 #include "alloc/hostpool.h"
 #include "gguf/gguf.h"
+#include "kernels/ref/repack.h"
 
 enum { SL_RES_HOST = 1u, SL_RES_DEVICE = 2u, SL_RES_PARTS = 4u };
 
@@ -58,7 +59,7 @@ typedef struct sl_weight_storage {
     const void *data;
     sl_block h_block, d_block;
     void *h_owned;
-    bool converted;             /* repacked follows type (== SL_TYPE_Q4_K_R8) */
+    bool converted;
 } sl_weight_storage;
 
 typedef struct sl_weight {
@@ -82,7 +83,6 @@ typedef struct sl_weight {
     void *h_owned;              /* malloc'd converted copy or NULL */
     sl_block d_block;           /* device arena block or SL_BLOCK_NONE */
     bool converted;
-    bool repacked;              /* Q4_K bytes held as Q4_K_R8 (type), see the invariants */
     bool want_device;           /* placement decision, before loading */
     bool need_f32;              /* kernels read it as plain floats (norms, biases) */
     bool need_matvec;           /* kernels read it through matvec */
@@ -98,6 +98,12 @@ typedef struct sl_weight {
  * of file_size bytes: at binding, and when a live reload moves w to a new file version. */
 void sl__weight_provenance_set(sl_weight *w, const sl_gguf_tensor *t, uint64_t file_size);
 
+/* Q4_K bytes held as Q4_K_R8 (the invariants above). */
+static inline bool sl__weight_repacked(const sl_weight *w)
+{
+    return w->type == SL_TYPE_Q4_K_R8;
+}
+
 /* Bytes of a row of n elements of `type` as stored: sl_quant_row_bytes's, where a Q4_K_R8
  * row counts as Q4_K's (the same bytes per group of eight rows); 0 where that is 0. */
 size_t sl__type_row_bytes(uint32_t type, int64_t n);
@@ -109,8 +115,7 @@ uint64_t sl__weight_slice_bytes(const sl_weight *w);
  * read as floats, or a matmul type without a CPU matvec). */
 bool sl__weight_needs_f32(const sl_weight *w, uint32_t file_type);
 
-/* The weight's current storage, and the weight with storage s put back (repacked follows
- * s->type). */
+/* The weight's current storage, and the weight with storage s put back. */
 sl_weight_storage sl__weight_storage_get(const sl_weight *w);
 void sl__weight_storage_set(sl_weight *w, const sl_weight_storage *s);
 

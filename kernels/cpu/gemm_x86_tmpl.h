@@ -468,38 +468,6 @@ static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0
     }
 }
 
-/* gk_unpack_q45 (Q4_K) of row r of a Q4_K_R8 matrix (kernels/ref/repack.h; nb super-blocks
- * a row): the row's 4-byte quant groups lie 32 bytes apart in its group's blocks. */
-static void SL_MV_SUFFIX(gk_unpack_r8)(const char *w, int64_t nb, int64_t r, int64_t b0,
-                                       int64_t b1, gk_buf *u)
-{
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const int l = (int)(r % 8);
-    const char *g = w + (r / 8) * nb * (int64_t)sizeof(sl_block_q4_K_r8);
-    const __m256i gather = _mm256_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224);
-    for (int64_t b = b0; b < b1; b++) {
-        const int64_t i = b - b0;
-        const sl_block_q4_K_r8 *p = (const sl_block_q4_K_r8 *)(g + b * (int64_t)sizeof *p);
-        for (int j = 0; j < 8; j++) {
-            const int k = 16 * (j / 2) + 2 * l + j % 2;
-            const uint8_t sb = p->sc[k], nib = p->mn[k % 32];
-            const int16_t sc = sb & 63;
-            const int16_t mn = (int16_t)(((k < 32 ? nib : nib >> 4) & 15) | ((sb >> 6) << 4));
-            u->s16[i][2 * j] = u->s16[i][2 * j + 1] = sc;
-            u->bw[i][2 * j] = u->bw[i][2 * j + 1] = mn;
-        }
-        for (int j = 0; j < 4; j++) {
-            const __m256i q = _mm256_i32gather_epi32((const int *)(p->qs + 256 * j + 4 * l),
-                                                     gather, 1);
-            _mm256_store_si256((__m256i *)(u->q[i] + 64 * j), _mm256_and_si256(q, m4));
-            _mm256_store_si256((__m256i *)(u->q[i] + 64 * j + 32),
-                               _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
-        }
-        u->d[i] = SL_MV_SUFFIX(g_half)((const char *)p + 2 * l);
-        u->dmin[i] = SL_MV_SUFFIX(g_half)((const char *)p + 16 + 2 * l);
-    }
-}
-
 /* One byte per row of a Q4_K_R8 block's scale or min bytes v0 (rounds 0, 1) and v1 (2, 3),
  * stored as gk_buf wants them (each per-32 value twice, int16): dst(r)[16] for row r. Bytes
  * 2r, 2r + 1 of each round's 16 are row r's two sub-blocks: a word transpose gathers them. */
@@ -525,8 +493,7 @@ static inline void SL_MV_SUFFIX(gk_r8_pairs)(__m256i v0, __m256i v1, int16_t *ds
 static void SL_MV_SUFFIX(gk_unpack_r8x8)(const char *w, int64_t nb, int64_t g, int64_t b0,
                                          int64_t b1, gk_buf u[8])
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    const __m256i m63 = _mm256_set1_epi8(63);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     const char *gw = w + g * nb * (int64_t)sizeof(sl_block_q4_K_r8);
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
@@ -543,21 +510,15 @@ static void SL_MV_SUFFIX(gk_unpack_r8x8)(const char *w, int64_t nb, int64_t g, i
             }
         }
         /* scales and mins as the decode kernel reads them (r8_x86_tmpl.h) */
-        const __m256i s0 = _mm256_loadu_si256((const __m256i *)(p + 32));
-        const __m256i s1 = _mm256_loadu_si256((const __m256i *)(p + 64));
-        const __m256i mn = _mm256_loadu_si256((const __m256i *)(p + 96));
+        __m256i sc[2], mk[2];
+        SL_MV_SUFFIX(r8_scales)(p, sc, mk);
         int16_t *ds[8], *dm[8];
         for (int r = 0; r < 8; r++) {
             ds[r] = u[r].s16[i];
             dm[r] = u[r].bw[i];
         }
-        SL_MV_SUFFIX(gk_r8_pairs)(_mm256_and_si256(s0, m63), _mm256_and_si256(s1, m63), ds);
-        SL_MV_SUFFIX(gk_r8_pairs)(
-            _mm256_or_si256(_mm256_and_si256(mn, m4),
-                            _mm256_and_si256(_mm256_srli_epi16(s0, 2), m30)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(mn, 4), m4),
-                            _mm256_and_si256(_mm256_srli_epi16(s1, 2), m30)),
-            dm);
+        SL_MV_SUFFIX(gk_r8_pairs)(sc[0], sc[1], ds);
+        SL_MV_SUFFIX(gk_r8_pairs)(mk[0], mk[1], dm);
         float d[8], dmin[8];
         _mm256_storeu_ps(d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
         _mm256_storeu_ps(dmin, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16))));
@@ -748,8 +709,11 @@ static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, i
                         if (r % 8 == 0)
                             SL_MV_SUFFIX(gk_unpack_r8x8)(a->w, a->nb, r / 8, c0, c1, u8);
                         ur = &u8[r % 8];
-                    } else if (r8) {
-                        SL_MV_SUFFIX(gk_unpack_r8)(a->w, a->nb, r, c0, c1, &u);
+                    } else if (r8) { /* a gathered row: copied out, read as Q4_K */
+                        sl_block_q4_K row[GK_PCH];
+                        sl__q4_K_r8_row(a->w, a->nb, r, c0, c1, row);
+                        SL_MV_SUFFIX(gk_unpack_q45)(SL_GGML_Q4_K, (const char *)row, 0, c1 - c0,
+                                                    &u);
                     } else if (G == 2) {
                         SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &u);
                     } else {

@@ -79,13 +79,19 @@ static sl__gemm_fn gemm_for(const sl_cpu_matvec_ctx *mv, uint32_t type)
 
 static sl__mv_range_fn range_for(const sl_cpu_matvec_ctx *mv, uint32_t type)
 {
-    sl__mv_range_fn f = simd_range(mv, type == SL_TYPE_Q4_K_R8 ? SL_GGML_Q4_K : type);
+    sl__mv_range_fn f = simd_range(mv, sl_repack_base_type(type));
     return f ? f : scalar_range;
 }
 
-void sl__cpu_r8_range(sl__mv_range_fn range, const sl__mv_type *rt, const void *w, int64_t nb,
-                      int64_t r, const void *xq, int64_t b0, int64_t b1, float *lane)
+void sl__cpu_row_range(sl__mv_range_fn range, const sl__mv_type *t, const void *w, size_t wrb,
+                       int64_t nb, int64_t r, const void *xq, int64_t b0, int64_t b1,
+                       float *lane)
 {
+    if (t->type != SL_TYPE_Q4_K_R8) {
+        range(t, (const char *)w + (size_t)r * wrb, xq, b0, b1, lane);
+        return;
+    }
+    const sl__mv_type *rt = sl__mv_row_type(t);
     /* chunks start at multiples of 8, so a block's lane (b % 8) is the same in the chunk */
     for (int64_t c = b0 - b0 % 8; c < b1; c += 8) {
         const int64_t lo = b0 > c ? b0 : c, hi = b1 < c + 8 ? b1 : c + 8;
@@ -146,7 +152,7 @@ sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, co
 {
     static const char fn[] = "sl_cpu_matvec_quant_act";
     const sl__mv_type *t;
-    if (type == SL_TYPE_Q4_K_R8) type = SL_GGML_Q4_K; /* the same activations */
+    type = sl_repack_base_type(type); /* the same activations */
     sl_status s = check_mv(fn, mv, err);
     if (!s) s = sl__mv_validate(fn, type, x, 1, cols, x, n_batch, xq, &t, err);
     if (s) return s;
@@ -162,7 +168,6 @@ sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, co
 
 typedef struct rows_job {
     const sl__mv_type *t;
-    const sl__mv_type *rt; /* what range takes: sl__mv_row_type(t) */
     sl__mv_range_fn range;
     sl__mv_rows_fn rows_fn; /* Q4_K_R8 dense rows, one token at a time; NULL otherwise */
     sl__gemm_fn gemm; /* rows of a batch (not column-listed): gemm.h */
@@ -182,10 +187,7 @@ enum { GEMM_TAIL_MAX = 2 }; /* see rows_chunk */
 static inline void row_range(const rows_job *j, int64_t r, const char *xb, int64_t b0,
                              int64_t b1, float *lane)
 {
-    if (j->t->type == SL_TYPE_Q4_K_R8)
-        sl__cpu_r8_range(j->range, j->rt, j->w, j->nb, r, xb, b0, b1, lane);
-    else
-        j->range(j->rt, j->w + (size_t)r * j->wrb, xb, b0, b1, lane);
+    sl__cpu_row_range(j->range, j->t, j->w, j->wrb, j->nb, r, xb, b0, b1, lane);
 }
 
 static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
@@ -255,18 +257,21 @@ static int64_t row_grain(const sl_cpu_pool *pool, int64_t n, int64_t unit)
     return (g + unit - 1) / unit * unit;
 }
 
-/* Rows a Q4_K_R8 kernel takes together; 1 for row-major types. */
-static int64_t row_unit(const sl__mv_type *t) { return t->type == SL_TYPE_Q4_K_R8 ? 8 : 1; }
+/* The kernels a job runs on mv's ISA: range per row, Q4_K_R8's row kernel for its dense rows,
+ * the GEMM for a batch (one token has nothing to share an unpacked block with). */
+static void job_kernels(rows_job *j, const sl_cpu_matvec_ctx *mv)
+{
+    j->range = range_for(mv, j->t->type);
+    j->rows_fn = sl__cpu_row_unit(j->t->type) > 1 ? sl__cpu_mv_rows(mv, j->t->type) : NULL;
+    j->gemm = j->n_batch > 1 ? gemm_for(mv, j->t->type) : NULL;
+}
 
 static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_job *j, int64_t n,
                           sl_error *err)
 {
-    j->range = range_for(mv, j->t->type);
-    j->rows_fn = j->t->type == SL_TYPE_Q4_K_R8 ? sl__cpu_mv_rows(mv, j->t->type) : NULL;
-    /* one token has nothing to share an unpacked block with: the range kernels run */
-    j->gemm = j->n_batch > 1 ? gemm_for(mv, j->t->type) : NULL;
+    job_kernels(j, mv);
     /* gathered rows of a Q4_K_R8 matrix are single rows: any grain */
-    const int64_t unit = j->idx ? 1 : row_unit(j->t);
+    const int64_t unit = j->idx ? 1 : sl__cpu_row_unit(j->t->type);
     return sl_cpu_pool_parallel_for(pool, n, row_grain(pool, n, unit), rows_chunk, j, err);
 }
 
@@ -275,7 +280,6 @@ static void init_job(rows_job *j, const sl__mv_type *t, const void *w, int64_t r
 {
     memset(j, 0, sizeof *j);
     j->t = t;
-    j->rt = sl__mv_row_type(t);
     j->w = w;
     j->xq = xq;
     j->wrb = sl_ref_matvec_row_bytes(t->type, cols);
@@ -340,9 +344,7 @@ static void groups_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
         const int64_t r1 = r0 + gj->chunk_rows < gj->rows ? r0 + gj->chunk_rows : gj->rows;
         rows_job j;
         init_job(&j, gj->t, G->w, gj->rows, gj->cols, G->xq, G->n_batch, G->y);
-        j.range = range_for(gj->mv, gj->t->type);
-        j.rows_fn = gj->t->type == SL_TYPE_Q4_K_R8 ? sl__cpu_mv_rows(gj->mv, gj->t->type) : NULL;
-        j.gemm = j.n_batch > 1 ? gemm_for(gj->mv, gj->t->type) : NULL; /* as run_rows */
+        job_kernels(&j, gj->mv);
         rows_chunk(&j, r0, r1, thread);
     }
 }
@@ -370,7 +372,7 @@ sl_status sl_cpu_matvec_groups_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
         }
     }
     if (!n_groups) return SL_OK;
-    const int64_t per0 = (rows + GROUP_ROWS - 1) / GROUP_ROWS, unit = row_unit(t);
+    const int64_t per0 = (rows + GROUP_ROWS - 1) / GROUP_ROWS, unit = sl__cpu_row_unit(t->type);
     const int64_t chunk_rows = ((rows + per0 - 1) / per0 + unit - 1) / unit * unit;
     const int64_t per = (rows + chunk_rows - 1) / chunk_rows;
     groups_job gj = {.mv = mv, .t = t, .g = groups, .rows = rows, .cols = cols, .per = per,

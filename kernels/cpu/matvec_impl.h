@@ -27,13 +27,16 @@ typedef void (*sl__mv_rows_fn)(const void *w, size_t wrb, const void *xq, int64_
 /* y[0..n) = fmaf(a, x[i], y[i]) element by element (bit-exact to the scalar loop). */
 typedef void (*sl__mv_axpy_fn)(float a, const float *x, float *y, int64_t n);
 
-/* Blocks [b0, b1) of row r of the Q4_K_R8 matrix w (nb super-blocks a row) into lane, as
- * range(rt, row, ...) on the row's Q4_K bytes would add them (rt: Q4_K's descriptor): the row
- * is copied out eight super-blocks at a time (kernels/ref/repack.h). For the paths that read
- * one row at a time (gathered and column-listed rows, a token past the GEMM's panels, ISAs
- * without a Q4_K_R8 kernel). */
-void sl__cpu_r8_range(sl__mv_range_fn range, const sl__mv_type *rt, const void *w, int64_t nb,
-                      int64_t r, const void *xq, int64_t b0, int64_t b1, float *lane);
+/* Blocks [b0, b1) of row r of W (type t, rows wrb bytes apart, nb blocks each) against the
+ * activation row xq, added into lane by range (sl__cpu_mv_range's for t). A Q4_K_R8 row is
+ * copied out eight super-blocks at a time (kernels/ref/repack.h) and read as Q4_K: the paths
+ * that read one row at a time (gathered and column-listed rows, ISAs without its kernel). */
+void sl__cpu_row_range(sl__mv_range_fn range, const sl__mv_type *t, const void *w, size_t wrb,
+                       int64_t nb, int64_t r, const void *xq, int64_t b0, int64_t b1,
+                       float *lane);
+/* Rows the row kernels of `type` take together: 8 for Q4_K_R8 (whole groups), else 1. Splits
+ * of its rows between threads are multiples of it. */
+static inline int64_t sl__cpu_row_unit(uint32_t type) { return type == SL_TYPE_Q4_K_R8 ? 8 : 1; }
 
 /* mv's range kernel for type (the scalar reference code where the ISA has none); Q4_K_R8's
  * is Q4_K's, for sl__cpu_r8_range. */

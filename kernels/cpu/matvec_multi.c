@@ -21,12 +21,10 @@
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/matvec_impl.h"
 #include "kernels/ref/matvec.h"
-#include "kernels/ref/repack.h"
 
 typedef struct multi_part {
     const sl__mv_type *t;
-    const sl__mv_type *rt; /* what range takes: sl__mv_row_type(t) */
-    int64_t unit;          /* rows per split row: 8 for Q4_K_R8 (whole groups), else 1 */
+    int64_t unit; /* rows per split row: sl__cpu_row_unit */
     sl__mv_range_fn range;
     sl__mv_rows_fn rows; /* NULL: range per row */
     const char *w, *xq; /* xq: this part's activations (x itself for float weights) */
@@ -57,10 +55,7 @@ static void multi_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
         }
         for (int64_t r = r0; r < r1; r++) {
             float lane[32] = {0}, s8[8];
-            if (P->t->type == SL_TYPE_Q4_K_R8)
-                sl__cpu_r8_range(P->range, P->rt, P->w, P->nb, r, P->xq, 0, P->nb, lane);
-            else
-                P->range(P->rt, P->w + (size_t)r * P->wrb, P->xq, 0, P->nb, lane);
+            sl__cpu_row_range(P->range, P->t, P->w, P->wrb, P->nb, r, P->xq, 0, P->nb, lane);
             if (P->t->block == 1) sl__mv_fold32(lane, s8);
             else memcpy(s8, lane, sizeof s8);
             P->y[r] = sl__mv_reduce8(s8);
@@ -125,11 +120,11 @@ sl_status sl_cpu_matvec_multi(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
             return sl_error_set(err, s, "part %d: %s", p, why);
         }
         /* a Q4_K_R8 part is split in whole groups of 8 rows (its row kernels take groups) */
-        const int64_t unit = P->type == SL_TYPE_Q4_K_R8 ? 8 : 1;
+        const int64_t unit = sl__cpu_row_unit(P->type);
         const size_t wrb = sl_ref_matvec_row_bytes(P->type, cols);
         rows[p] = P->rows / unit;
         row_bytes[p] = wrb * (size_t)unit;
-        j.part[p] = (multi_part){.t = t, .rt = sl__mv_row_type(t), .unit = unit,
+        j.part[p] = (multi_part){.t = t, .unit = unit,
                                  .range = sl__cpu_mv_range(mv, P->type),
                                  .rows = sl__cpu_mv_rows(mv, P->type), .w = P->w, .wrb = wrb,
                                  .nb = cols / t->block, .y = P->y};

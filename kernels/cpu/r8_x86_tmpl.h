@@ -10,13 +10,31 @@
  * sum_j m_j (bsums 2j + 2j+1): the rows' mins of sub-blocks 2p, 2p + 1 (stored as int16
  * pairs by the layout) times the activation's two pair sums, one vpmaddwd per p. */
 
+/* The scales (sc) and mins (mk) of Q4_K_R8 block p, one byte each in the layout's k order
+ * (kernels/ref/repack.h): [0] k < 32 (rounds 0, 1), [1] k >= 32 (rounds 2, 3). Six-bit
+ * scales are sc's low bits; a min's four low bits come from mn, its two high bits from bits 6-7
+ * of the scale byte. */
+static inline void SL_MV_SUFFIX(r8_scales)(const char *p, __m256i sc[2], __m256i mk[2])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i m63 = _mm256_set1_epi8(63);
+    const __m256i s0 = _mm256_loadu_si256((const __m256i *)(p + 32));
+    const __m256i s1 = _mm256_loadu_si256((const __m256i *)(p + 64));
+    const __m256i mn = _mm256_loadu_si256((const __m256i *)(p + 96));
+    sc[0] = _mm256_and_si256(s0, m63);
+    sc[1] = _mm256_and_si256(s1, m63);
+    mk[0] = _mm256_or_si256(_mm256_and_si256(mn, m4),
+                            _mm256_and_si256(_mm256_srli_epi16(s0, 2), m30));
+    mk[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(mn, 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi16(s1, 2), m30));
+}
+
 /* Rows [r0, r1) (multiples of 8) of the Q4_K_R8 matrix at w: y[r] as the reference gives row
  * r of the original Q4_K matrix. wrb: bytes of one row (nb * 144). */
 static void SL_MV_SUFFIX(rows_q4_K_r8)(const void *w, size_t wrb, const void *xq, int64_t nb,
                                        int64_t r0, int64_t r1, float *y)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    const __m256i m63 = _mm256_set1_epi8(63);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     /* vpshufb patterns: (s_r, s_r) as int16 for rows 0-3 (low lane) and 4-7 (high lane) from
      * the 16 scale bytes of one p (byte 2r + e), e = 0 and e = 1 */
     const __m256i pe0 = _mm256_setr_epi8(0, -1, 0, -1, 2, -1, 2, -1, 4, -1, 4, -1, 6, -1, 6, -1,
@@ -32,16 +50,8 @@ static void SL_MV_SUFFIX(rows_q4_K_r8)(const void *w, size_t wrb, const void *xq
         for (int64_t b = 0; b < nb; b++) {
             const char *bw = gw + b * (int64_t)sizeof(sl_block_q4_K_r8);
             const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
-            const __m256i s0 = _mm256_loadu_si256((const __m256i *)(bw + 32));
-            const __m256i s1 = _mm256_loadu_si256((const __m256i *)(bw + 64));
-            const __m256i mn = _mm256_loadu_si256((const __m256i *)(bw + 96));
-            const __m256i sc[2] = {_mm256_and_si256(s0, m63), _mm256_and_si256(s1, m63)};
-            /* mins k < 32 and k >= 32: four low bits from mn, two high bits from sc's 6-7 */
-            const __m256i mk[2] = {
-                _mm256_or_si256(_mm256_and_si256(mn, m4),
-                                _mm256_and_si256(_mm256_srli_epi16(s0, 2), m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(mn, 4), m4),
-                                _mm256_and_si256(_mm256_srli_epi16(s1, 2), m30))};
+            __m256i sc[2], mk[2];
+            SL_MV_SUFFIX(r8_scales)(bw, sc, mk);
             /* bsums pairs j (8 int16), broadcast two at a time: (pair 2p, pair 2p + 1) */
             const __m128i bsp = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)(xp + 260)),
                                                _mm_loadu_si128((const __m128i *)(xp + 276)));

@@ -109,7 +109,7 @@ sl_status sl_ref_matvec_quant_act(uint32_t type, const float *x, int64_t cols, v
                                   sl_error *err)
 {
     const sl__mv_type *t;
-    if (type == SL_TYPE_Q4_K_R8) type = SL_GGML_Q4_K; /* the same activations */
+    type = sl_repack_base_type(type); /* the same activations */
     sl_status s = sl__mv_validate("sl_ref_matvec_quant_act", type, x, 1, cols, x, 1, xq, &t, err);
     if (s) return s;
     sl__mv_quant_rows(t, x, cols, 1, xq, sl_ref_matvec_act_bytes(type, cols));

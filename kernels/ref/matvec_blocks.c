@@ -49,7 +49,7 @@ const sl__mv_type *sl__mv_type_get(uint32_t type)
 
 const sl__mv_type *sl__mv_row_type(const sl__mv_type *t)
 {
-    return t->type == SL_TYPE_Q4_K_R8 ? sl__mv_type_get(SL_GGML_Q4_K) : t;
+    return t->type == SL_TYPE_Q4_K_R8 ? sl__mv_type_get(sl_repack_base_type(t->type)) : t;
 }
 
 const void *sl__mv_row_at(const sl__mv_type *t, const void *w, int64_t r, int64_t nb, void *buf)

@@ -16,11 +16,19 @@
 
 #include <stdint.h>
 
+#include "gguf/gguf.h"
 #include "kernels/ref/blocks.h"
 #include "runtime/status.h"
 
 /* Outside ggml's type numbers (< 64) and any GGUF file's. */
 enum { SL_TYPE_Q4_K_R8 = 0x100 + 12 };
+
+/* The GGUF type whose rows a matvec type's rows are (blocks, bytes, activations, names in
+ * reports): Q4_K for Q4_K_R8, the type itself otherwise. */
+static inline uint32_t sl_repack_base_type(uint32_t type)
+{
+    return type == SL_TYPE_Q4_K_R8 ? (uint32_t)SL_GGML_Q4_K : type;
+}
 
 /* Super-block b of rows 8g .. 8g + 7; row r (0..7), sub-block j = 2p + e (p 0..3, e 0..1):
  *   d[r], dmin[r]        row r's d and dmin (binary16, as in sl_block_q4_K);

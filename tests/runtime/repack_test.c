@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "runtime/sluice.h"
@@ -222,24 +221,14 @@ static void test_runtime(bool shared)
     sl_model *pm = open_with(path, &base);
     float *want = pm ? prefill_decode(pm, NULL) : NULL;
     sl_model_close(pm);
-    sl_runtime_options ro = sl_runtime_options_default();
-    ro.device = "sim";
-    ro.arena_bytes = 64ull << 20;
-    ro.host_slab_bytes = 4ull << 20;
-    ro.shared_floor = shared;
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "sluice-repacktest-%d", (int)getpid());
-    ro.shm_prefix = prefix;
     sl_model_options o = sl_model_options_default();
     o.placement = SL_PLACE_GPU;
     o.cpu_moe = true;
     o.progress = false;
     o.n_threads = 1;
     sl_runtime *rt = NULL;
-    sl_model *m = NULL;
+    sl_model *m = rt_open_opts(path, shared, &o, &rt);
     sl_error e;
-    CHECK_MSG(sl_runtime_create(&ro, &rt, &e) == SL_OK && sl_model_open_in(rt, path, &o, &m, &e)
-              == SL_OK, "runtime: %s", e.msg);
     if (!m) {
         free(want);
         if (rt) sl_runtime_destroy(rt, NULL);

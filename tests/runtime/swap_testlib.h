@@ -185,8 +185,10 @@ static inline float *rt_logits(sl_runtime *rt, sl_model *m)
     return run_logits(m, NULL);
 }
 
-/* A runtime on the sim device (64 MiB arena) with path opened in it (placement gpu). */
-static inline sl_model *rt_open_io(const char *path, bool shared, sl_load_io io, sl_runtime **rt)
+/* A runtime on the sim device (64 MiB arena, a shared host floor or not) with path opened in
+ * it with options o. */
+static inline sl_model *rt_open_opts(const char *path, bool shared, const sl_model_options *o,
+                                     sl_runtime **rt)
 {
     sl_runtime_options ro = sl_runtime_options_default();
     ro.device = "sim";
@@ -196,17 +198,23 @@ static inline sl_model *rt_open_io(const char *path, bool shared, sl_load_io io,
     char prefix[64];
     snprintf(prefix, sizeof prefix, "sluice-swaptest-%d", (int)getpid());
     ro.shm_prefix = prefix;
+    sl_model *m = NULL;
+    sl_error e;
+    *rt = NULL;
+    CHECK_MSG(sl_runtime_create(&ro, rt, &e) == SL_OK && sl_model_open_in(*rt, path, o, &m, &e)
+              == SL_OK, "%s", e.msg);
+    return m;
+}
+
+/* The same with placement gpu, one thread and io. */
+static inline sl_model *rt_open_io(const char *path, bool shared, sl_load_io io, sl_runtime **rt)
+{
     sl_model_options o = sl_model_options_default();
     o.placement = SL_PLACE_GPU;
     o.progress = false;
     o.n_threads = 1;
     o.io = io;
-    sl_model *m = NULL;
-    sl_error e;
-    *rt = NULL;
-    CHECK_MSG(sl_runtime_create(&ro, rt, &e) == SL_OK && sl_model_open_in(*rt, path, &o, &m, &e)
-              == SL_OK, "%s", e.msg);
-    return m;
+    return rt_open_opts(path, shared, &o, rt);
 }
 
 static inline sl_model *rt_open(const char *path, bool shared, sl_runtime **rt)
