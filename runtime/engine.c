@@ -45,6 +45,20 @@ _Static_assert((int)SL_PLACE_AUTO == (int)SL_PM_AUTO && (int)SL_PLACE_GPU == (in
 static sl_status open_device(sl_model *m, sl_error *err)
 {
     sl_device_options dopt = {0};
+    /* As llama.cpp without a GPU: auto placement with no CUDA device runs on the CPU, where the
+     * CPU's own layouts (the Q4_K repack) apply. The simulated device is for tests and is taken
+     * only when asked for (--device sim, SLUICE_DEVICE). */
+    if (m->opt.placement == SL_PLACE_AUTO && !m->rt && !m->opt.device &&
+        !getenv("SLUICE_DEVICE")) {
+        sl_error why = {0};
+        if (sl_device_cuda_count(&why) == 0) {
+            m->opt.placement = SL_PLACE_CPU;
+            char msg[SL_ERROR_MSG_BYTES + 96];
+            snprintf(msg, sizeof msg, "placement auto: no usable CUDA device (%s); everything on "
+                     "the CPU", why.code ? why.msg : "0 devices");
+            gguf_notice(m, msg);
+        }
+    }
     const bool cpu = m->opt.placement == SL_PLACE_CPU;
     dopt.kind = m->opt.device ? m->opt.device : cpu ? "sim" : NULL;
     dopt.notice = gguf_notice;

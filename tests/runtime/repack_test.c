@@ -7,12 +7,16 @@
  * repacked count is exactly the file's eligible Q4_K matrices, and 0 with no_repack or mmap;
  * a live reload of repacked tensors (new bytes in place, a
  * new type, back to Q4_K by reattaching) gives a fresh load's logits; in a runtime, a private
- * floor's host experts are repacked (again after going to disk), a shared floor's are not. */
+ * floor's host experts are repacked (again after going to disk), a shared floor's are not.
+ * Default options on a machine without a CUDA device (no device named, SLUICE_DEVICE unset)
+ * place everything on the CPU, repacked, with placement cpu's logits; SLUICE_DEVICE=sim still
+ * takes the simulated device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "runtime/device/device.h"
 #include "runtime/sluice.h"
 #include "tests/runtime/swap_testlib.h"
 #include "tests/testing.h"
@@ -269,9 +273,59 @@ static void test_runtime(bool shared)
     CHECK_MSG(sl_runtime_destroy(rt, &e) == SL_OK, "%s", e.msg);
 }
 
+static sl_model *open_default(const char *path)
+{
+    sl_model_options o = sl_model_options_default();
+    o.progress = false;
+    sl_model *m = NULL;
+    sl_error e;
+    CHECK_MSG(sl_model_open(path, &o, &m, &e) == SL_OK, "%s (default options): %s", path, e.msg);
+    return m;
+}
+
+static void test_default_placement(void)
+{
+    const char *llama = tmp_path("repack-llama.gguf"); /* written by test_models */
+    CHECK(unsetenv("SLUICE_DEVICE") == 0);
+    sl_model *d = open_default(llama), *c = open_with(llama, &(run_opt){.pl = SL_PLACE_CPU});
+    if (d && c) {
+        sl_model_info mi;
+        sl_model_info_get(d, &mi);
+        if (sl_device_cuda_count(NULL) == 0) {
+            CHECK_MSG(mi.gpu_bytes == 0 && mi.host_bytes > 0, "default options without CUDA: "
+                      "%llu bytes on the device", (unsigned long long)mi.gpu_bytes);
+            CHECK_MSG(repacked(d) == eligible(llama), "default options without CUDA: %llu "
+                      "repacked, %llu eligible", (unsigned long long)repacked(d),
+                      (unsigned long long)eligible(llama));
+            float *a = prefill_decode(d, NULL), *b = prefill_decode(c, NULL);
+            CHECK_MSG(same(a, b, (1 + N_DECODE) * n_vocab(d)),
+                      "default options without CUDA: logits differ from placement cpu");
+            free(a);
+            free(b);
+        } else {
+            CHECK_MSG(mi.gpu_bytes > 0, "default options with a CUDA device: nothing on it");
+        }
+    }
+    sl_model_close(d);
+    sl_model_close(c);
+    /* asked for by the environment, the simulated device holds the model (auto: all of it) */
+    CHECK(setenv("SLUICE_DEVICE", "sim", 1) == 0);
+    d = open_default(llama);
+    if (d) {
+        sl_model_info mi;
+        sl_model_info_get(d, &mi);
+        CHECK_MSG(mi.gpu_bytes > 0 && repacked(d) == 0, "SLUICE_DEVICE=sim: %llu bytes on the "
+                  "device, %llu repacked", (unsigned long long)mi.gpu_bytes,
+                  (unsigned long long)repacked(d));
+    }
+    sl_model_close(d);
+    CHECK(unsetenv("SLUICE_DEVICE") == 0);
+}
+
 int main(void)
 {
     test_models();
+    test_default_placement();
     test_reload();
     test_runtime(false);
     test_runtime(true);
