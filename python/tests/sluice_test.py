@@ -328,7 +328,7 @@ def test_repack(d):
 
 
 def main():
-    d = tempfile.mkdtemp(prefix="sluice-py-test-")
+    d = tempfile.mkdtemp(prefix="sluice-py-test-", dir=os.environ.get("TEST_TMPDIR"))
     dense, moe = os.path.join(d, "dense.gguf"), os.path.join(d, "moe.gguf")
     r = run("mkmodel", "--arch", "llama", "--layers", "4", "--dim", "128", "--ffn", "512",
             "--type", "Q8_0", "--neuron-skew", "1", "-o", dense)

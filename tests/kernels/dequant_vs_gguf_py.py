@@ -32,7 +32,7 @@ from gguf.constants import GGML_QUANT_SIZES
 from gguf.quants import dequantize, quantize
 
 TOOL = sys.argv[1]
-TMP = tempfile.mkdtemp(prefix="dequant_vs_gguf_py.")
+TMP = tempfile.mkdtemp(prefix="dequant_vs_gguf_py.", dir=os.environ.get("TEST_TMPDIR"))
 FAILURES = []
 RNG = np.random.default_rng(20240601)
 

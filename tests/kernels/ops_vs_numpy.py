@@ -27,7 +27,7 @@ import tempfile
 import numpy as np
 
 TOOL = sys.argv[1]
-TMP = tempfile.mkdtemp(prefix="ops_vs_numpy.")
+TMP = tempfile.mkdtemp(prefix="ops_vs_numpy.", dir=os.environ.get("TEST_TMPDIR"))
 IMPLS = ["ref", "scalar", "avx2", "avx512"]
 FAILURES = []
 SKIPPED = set()

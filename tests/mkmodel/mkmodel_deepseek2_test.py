@@ -40,7 +40,7 @@ def expect(cond, msg):
 
 def check(args, layers, experts, groups):
     legacy = "--legacy-kv-b" in args
-    path = os.path.join(tempfile.mkdtemp(prefix="mkmodel_ds2."), "m.gguf")
+    path = os.path.join(tempfile.mkdtemp(prefix="mkmodel_ds2.", dir=os.environ.get("TEST_TMPDIR")), "m.gguf")
     r = subprocess.run([SLUICE, "mkmodel", "--arch", "deepseek2", *args, "-o", path],
                        capture_output=True, text=True)
     if not expect(r.returncode == 0, f"mkmodel {args}: {r.stderr.strip()}"):

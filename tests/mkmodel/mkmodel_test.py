@@ -22,7 +22,7 @@ from gguf import GGUFReader, GGUFValueType as VT
 from gguf.quants import dequantize, quantize
 
 SLUICE = sys.argv[1]
-TMP = tempfile.mkdtemp(prefix="mkmodel_test.")
+TMP = tempfile.mkdtemp(prefix="mkmodel_test.", dir=os.environ.get("TEST_TMPDIR"))
 FAILURES = []
 
 

@@ -19,7 +19,7 @@ from gguf import GGMLQuantizationType as T
 from gguf.quants import dequantize, quantize
 
 TOOL = sys.argv[1]
-TMP = tempfile.mkdtemp(prefix="quant_vs_gguf_py.")
+TMP = tempfile.mkdtemp(prefix="quant_vs_gguf_py.", dir=os.environ.get("TEST_TMPDIR"))
 FAILURES = []
 
 

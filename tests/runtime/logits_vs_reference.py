@@ -97,7 +97,7 @@ def main():
         return 2
     sluice = sys.argv[1]
     quick = "--quick" in sys.argv[2:]
-    tmp = tempfile.mkdtemp(prefix="logits_vs_reference.")
+    tmp = tempfile.mkdtemp(prefix="logits_vs_reference.", dir=os.environ.get("TEST_TMPDIR"))
 
     rc, help_text = eval_help(sluice)
     if rc != 0:

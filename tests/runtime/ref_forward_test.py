@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ref_forward as rf  # noqa: E402
 
 FAILURES = []
-TMP = tempfile.mkdtemp(prefix="ref_forward_test.")
+TMP = tempfile.mkdtemp(prefix="ref_forward_test.", dir=os.environ.get("TEST_TMPDIR"))
 
 
 def expect(cond, msg):

@@ -63,7 +63,7 @@ def text_corpus():
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="sluice-cli-test-")
+    tmp = tempfile.mkdtemp(prefix="sluice-cli-test-", dir=os.environ.get("TEST_TMPDIR"))
     m1 = os.path.join(tmp, "m1.gguf")       # qwen3moe, BPE, no BOS
     m2 = os.path.join(tmp, "m2.gguf")       # same shape, other weights
     ml = os.path.join(tmp, "llama.gguf")    # SPM, adds BOS

@@ -36,7 +36,7 @@ def refused(r, rc, needles, what):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="sluice-values-test-")
+    tmp = tempfile.mkdtemp(prefix="sluice-values-test-", dir=os.environ.get("TEST_TMPDIR"))
     m = os.path.join(tmp, "m.gguf")    # qwen3moe: 2 layers of experts
     d = os.path.join(tmp, "d.gguf")    # llama: dense
     for path, flags in ((m, []), (d, ["--arch", "llama"])):

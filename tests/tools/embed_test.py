@@ -19,7 +19,7 @@ def expect(cond, msg):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="sluice-embed-test-")
+    tmp = tempfile.mkdtemp(prefix="sluice-embed-test-", dir=os.environ.get("TEST_TMPDIR"))
     for arch in ("qwen3moe", "llama"):
         model = os.path.join(tmp, arch + ".gguf")
         subprocess.run([SLUICE, "mkmodel", "--arch", arch, "-o", model], check=True,

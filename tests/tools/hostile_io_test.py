@@ -52,7 +52,7 @@ def refused(r, what, *needles):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="sluice-hostile-io-")
+    tmp = tempfile.mkdtemp(prefix="sluice-hostile-io-", dir=os.environ.get("TEST_TMPDIR"))
     os.chdir(tmp)
     p = lambda name: os.path.join(tmp, name)
     model = p("m.gguf")

@@ -29,7 +29,7 @@ def ppl(model, text):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="sluice-hotswap-")
+    tmp = tempfile.mkdtemp(prefix="sluice-hotswap-", dir=os.environ.get("TEST_TMPDIR"))
     orig, live = os.path.join(tmp, "m.gguf"), os.path.join(tmp, "live.gguf")
     text = os.path.join(tmp, "t.txt")
     r = run("mkmodel", "--arch", "llama", "--type", "Q8_0", "-o", orig)

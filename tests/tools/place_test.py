@@ -28,7 +28,7 @@ def floats(path):
 
 
 def main():
-    d = tempfile.mkdtemp(prefix="place_test.")
+    d = tempfile.mkdtemp(prefix="place_test.", dir=os.environ.get("TEST_TMPDIR"))
     dense, moe = os.path.join(d, "dense.gguf"), os.path.join(d, "moe.gguf")
     r = run("mkmodel", "--arch", "llama", "--layers", "4", "--dim", "256", "--ffn", "1024",
             "--type", "Q8_0", "--neuron-skew", "1", "-o", dense)

@@ -579,7 +579,7 @@ def test_hotswap(tmp, model):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="sluice-serve-test-")
+    tmp = tempfile.mkdtemp(prefix="sluice-serve-test-", dir=os.environ.get("TEST_TMPDIR"))
     model = os.path.join(tmp, "llama.gguf")
     model_long = os.path.join(tmp, "long.gguf")
     mkmodel(model, "--arch", "llama")
