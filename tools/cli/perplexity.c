@@ -23,9 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "kernels/cpu/pool.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/fileio.h"
 #include "tools/cli/json.h"
@@ -88,7 +86,7 @@ static double log_sum_exp(const float *x, int32_t n, int32_t *best)
     return (double)x[b] + log(sum);
 }
 
-/* A block of one chunk's scored rows, spread over the pool: for scored row r = row0 + i
+/* A block of one chunk's scored rows, spread over the threads: for scored row r = row0 + i
  * (i in [0, n) of the parallel_for), nll[r] = -log softmax(logits row first + r)[target[r]],
  * best[r] its argmax and, with a base (KL), kld[r] = KL(base row i || this row) and
  * base_best[r] the base row's argmax. Each row is computed whole by one thread and the sums
@@ -206,7 +204,6 @@ int sl_cli_perplexity(int argc, char **argv)
     double *running = NULL, *row_nll = NULL, *row_kld = NULL;
     int32_t *row_best = NULL, *row_base_best = NULL;
     float *brow = NULL;
-    sl_cpu_pool *pool = NULL;
     FILE *fb = NULL;
     uint64_t base_bytes = 0;
     sl_model *m = NULL;
@@ -261,7 +258,7 @@ int sl_cli_perplexity(int argc, char **argv)
     if ((rc = sl_cli_ctx_create(&mf, k_cmd, m, &co, &c))) goto done;
     rc = 1;
     /* base rows are read a block at a time (~32 MiB: 32 rows of a 262k vocabulary) and
-     * scored by the pool before the next block is read */
+     * scored before the next block is read */
     int64_t block_rows = fb ? (int64_t)((32u << 20) / ((size_t)V * sizeof *brow)) : per_chunk;
     if (block_rows < 1) block_rows = 1;
     if (block_rows > per_chunk) block_rows = per_chunk;
@@ -278,18 +275,6 @@ int sl_cli_perplexity(int argc, char **argv)
         (fb && (!brow || !row_kld || !row_base_best))) {
         fprintf(stderr, "sluice perplexity: out of memory\n");
         goto done;
-    }
-    /* scoring threads between the chunks' forward passes: as many as the model computes with
-     * (-t; 0: the cores online), bound where its threads are (--numa-node, --cpus) */
-    long n_thr = mf.opt.n_threads > 0 ? mf.opt.n_threads : sysconf(_SC_NPROCESSORS_ONLN);
-    if (n_thr > SL_CPU_POOL_MAX_THREADS) n_thr = SL_CPU_POOL_MAX_THREADS;
-    if (n_thr > 1) {
-        const sl_cpu_pool_options po = {.n_threads = (int)n_thr, .numa_node = mf.opt.numa_node,
-                                        .cpus = mf.opt.cpus, .topo = NULL};
-        if (sl_cpu_pool_create(&po, &pool, &err)) {
-            fprintf(stderr, "sluice perplexity: scoring threads: %s\n", err.msg);
-            goto done;
-        }
     }
     if (!json)
         fprintf(stderr, "perplexity: %zu tokens, %" PRId64 " chunks of %" PRId32 " (%" PRId64
@@ -338,7 +323,8 @@ round:; /* the hot-swap loop measures again from here */
             }
             job.base = fb ? brow : NULL;
             job.row0 = b0;
-            if (sl_cpu_pool_parallel_for(pool, b1 - b0, fb ? 1 : 4, score_rows, &job, &err)) {
+            /* on the context's own threads, idle between the chunks' forward passes */
+            if (sl_ctx_parallel_for(c, b1 - b0, fb ? 1 : 4, score_rows, &job, &err)) {
                 fprintf(stderr, "sluice perplexity: scoring chunk %" PRId64 ": %s\n", i + 1,
                         err.msg);
                 goto done;
@@ -431,7 +417,6 @@ done:
     sl_cli_out_discard(&trace);
     sl_cli_io_free(&io);
     if (fb) fclose(fb);
-    sl_cpu_pool_destroy(pool);
     sl_ctx_destroy(c);
     sl_model_close(m);
     free(row_best);
