@@ -175,16 +175,14 @@ void sl_cli_hotcold_model_free(sl_cli_hotcold_model *hm)
     hm->bytes = NULL;
 }
 
-/* Opens path's plan with the FFNs to split on the host and the rest on the device: dense FFNs
- * (dense true) and/or routed experts (experts true; a MoE model's dense FFNs, leading
- * layers', are then base). */
-static int open_plan(const char *cmd, const char *path, sl_model_options mo, bool dense,
-                     bool experts, sl_model **m)
+/* Opens path's plan with every FFN that may be split on the host (dense FFNs and routed
+ * experts) and the rest on the device: the budget check must not fail on what will be split. */
+static int open_plan(const char *cmd, const char *path, sl_model_options mo, sl_model **m)
 {
     mo.plan_only = true;
     mo.placement = SL_PLACE_GPU;
-    mo.override_tensor = dense ? "^blk\\.[0-9]+\\.ffn_(gate|up|down)\\.weight$=CPU" : NULL;
-    mo.cpu_moe = experts;
+    mo.override_tensor = "^blk\\.[0-9]+\\.ffn_(gate|up|down)\\.weight$=CPU";
+    mo.cpu_moe = true;
     mo.n_cpu_moe = 0;
     mo.gpu_index = NULL;
     sl_error err = {0};
@@ -199,23 +197,30 @@ int sl_cli_hotcold_model_get(const char *cmd, const char *path, sl_model_options
 {
     memset(hm, 0, sizeof *hm);
     sl_model *m = NULL;
-    /* both kinds on the host first: the budget check must not fail on what will be split */
-    if (open_plan(cmd, path, mo, true, true, &m)) return 1;
+    if (open_plan(cmd, path, mo, &m)) return 1;
     sl_model_info in;
     sl_model_info_get(m, &in);
-    if (in.n_expert) {
-        sl_model_close(m);
-        m = NULL;
-        if (open_plan(cmd, path, mo, false, true, &m)) return 1;
-    }
     int rc = 1;
     const sl_place_plan *p;
     const sl_place_tensor *t;
     size_t n;
+    sl_place_plan moe_plan = {0};
     sl_error err = {0};
+    if (sl_model_plan_get(m, &p, &t, &n, &err)) goto done;
+    if (in.n_expert) {
+        /* a MoE model splits its routed experts alone: its dense FFNs (leading dense layers)
+         * are base bytes on the device. The placement resolves the same tensors again so,
+         * under the same budget (the plan's, with the reserve the open took off it). */
+        const uint64_t cap = mo.vram_budget ? mo.vram_budget : p->budget;
+        const sl_place_options po = {
+            .mode = SL_PM_GPU, .cpu_moe = true, .vram_budget = p->budget_known ? cap : 0,
+            .reserve_bytes = p->budget_known && cap > p->budget ? cap - p->budget : 0};
+        if (sl_place_resolve(t, n, in.n_layer, &po, &moe_plan, &err)) goto done;
+        p = &moe_plan;
+    }
     const sl_place_group split = in.n_expert ? SL_PG_EXPERTS : SL_PG_FFN;
     hm->bytes = calloc((size_t)in.n_layer + 1, sizeof *hm->bytes);
-    if (!hm->bytes || sl_model_plan_get(m, &p, &t, &n, &err)) goto done;
+    if (!hm->bytes) goto done;
     hm->n_layer = in.n_layer;
     hm->n_expert = in.n_expert;
     hm->n_ff = in.n_expert ? in.n_ff_exp : in.n_ff;
@@ -232,7 +237,9 @@ int sl_cli_hotcold_model_get(const char *cmd, const char *path, sl_model_options
     rc = hm->n_ff > 0 ? 0 : 1;
     if (rc) fprintf(stderr, "sluice %s: %s: FFN width %lld\n", cmd, path, (long long)hm->n_ff);
 done:
+    if (rc && err.msg[0]) fprintf(stderr, "sluice %s: %s: %s\n", cmd, path, err.msg);
     if (rc) sl_cli_hotcold_model_free(hm);
+    sl_place_plan_free(&moe_plan);
     sl_model_close(m);
     return rc;
 }
