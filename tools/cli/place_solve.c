@@ -61,17 +61,37 @@ static const int32_t *stats_i32(const sl_gguf *g, const char *name, int64_t n, i
     return v;
 }
 
-/* Checks counts v [n] of tensor `name` against [0, cap[k]]: 1 with err filled if one is out. */
-static int counts_bad(const char *name, const int32_t *v, int64_t n, const uint64_t *cap,
-                      int64_t cap_stride, const char *of, sl_error *err)
+/* Checks counts v [lo, hi) of tensor `name` against [0, c]: 1 with err filled if one is out. */
+static int counts_bad(const char *name, const int32_t *v, int64_t lo, int64_t hi, uint64_t c,
+                      const char *of, sl_error *err)
 {
-    for (int64_t j = 0; j < n; j++) {
-        const uint64_t c = cap[cap_stride ? j / cap_stride : 0];
+    for (int64_t j = lo; j < hi; j++) {
         if (v[j] < 0 || (uint64_t)v[j] > c) {
             snprintf(err->msg, sizeof err->msg, "tensor %s: entry %lld: count %d outside [0, "
                      "%llu %s]", name, (long long)j, v[j], (unsigned long long)c, of);
             return 1;
         }
+    }
+    return 0;
+}
+
+int sl_cli_hotcold_layer_freq(const sl_cli_hotcold_model *hm, int32_t il, uint64_t tokens,
+                              const int32_t *routed, const int32_t *act, float *freq,
+                              float *route_p, sl_error *err)
+{
+    const int64_t X = hm->n_expert ? hm->n_expert : 1, F = hm->n_ff, per = X * F;
+    char rt_name[64], act_name[64];
+    snprintf(rt_name, sizeof rt_name, "blk.%d.ffn_expert_count", il);
+    snprintf(act_name, sizeof act_name, "blk.%d.ffn_act_count", il);
+    if (hm->n_expert && counts_bad(rt_name, routed, 0, X, tokens, "tokens", err)) return 1;
+    for (int64_t e = 0; e < X; e++) {
+        const uint64_t d = hm->n_expert ? (uint64_t)routed[e] : tokens;
+        if (hm->n_expert) route_p[il * X + e] = (float)((double)d / (double)tokens);
+        if (counts_bad(act_name, act, e * F, (e + 1) * F, d,
+                       hm->n_expert ? "tokens routed to its expert" : "tokens", err))
+            return 1;
+        for (int64_t j = e * F; j < (e + 1) * F; j++)
+            freq[il * per + j] = d ? (float)((double)act[j] / (double)d) : 0.0f;
     }
     return 0;
 }
@@ -87,7 +107,6 @@ static int read_stats(const char *cmd, const char *path, const sl_cli_hotcold_mo
     sl_gguf_options go = {0};
     const int64_t X = hm->n_expert ? hm->n_expert : 1, per = X * hm->n_ff;
     float *freq = NULL, *route = NULL;
-    uint64_t *routed = NULL;
     int rc = 1;
     if (sl_gguf_open(path, &go, &g, &err)) goto fail;
     uint64_t tokens = 0;
@@ -113,34 +132,23 @@ static int read_stats(const char *cmd, const char *path, const sl_cli_hotcold_mo
     }
     freq = calloc((size_t)(hm->n_layer * per) + 1, sizeof *freq);
     route = calloc((size_t)(hm->n_layer * X) + 1, sizeof *route);
-    routed = calloc((size_t)X, sizeof *routed);
-    if (!freq || !route || !routed) {
+    if (!freq || !route) {
         snprintf(err.msg, sizeof err.msg, "out of memory");
         goto fail;
     }
     for (int32_t il = 0; il < hm->n_layer; il++) {
         if (hm->n_expert && !hm->bytes[il]) continue; /* no routed experts: base bytes */
         char name[64];
-        for (int64_t e = 0; e < X; e++) routed[e] = tokens;
+        const int32_t *rt = NULL;
         if (hm->n_expert) {
             snprintf(name, sizeof name, "blk.%d.ffn_expert_count", il);
-            const int32_t *rt = stats_i32(g, name, X, il, "routed experts", &err);
-            if (!rt || counts_bad(name, rt, X, &tokens, 0, "tokens", &err)) goto fail;
-            for (int64_t e = 0; e < X; e++) {
-                routed[e] = (uint64_t)rt[e];
-                route[il * X + e] = (float)((double)rt[e] / (double)tokens);
-            }
+            if (!(rt = stats_i32(g, name, X, il, "routed experts", &err))) goto fail;
         }
         snprintf(name, sizeof name, "blk.%d.ffn_act_count", il);
         const int32_t *cnt = stats_i32(g, name, per, il, hm->n_expert ? "expert FFN neurons "
                                        "(experts x width)" : "FFN neurons", &err);
-        if (!cnt || counts_bad(name, cnt, per, routed, hm->n_ff,
-                               hm->n_expert ? "tokens routed to its expert" : "tokens", &err))
+        if (!cnt || sl_cli_hotcold_layer_freq(hm, il, tokens, rt, cnt, freq, route, &err))
             goto fail;
-        for (int64_t j = 0; j < per; j++) {
-            const uint64_t d = routed[j / hm->n_ff];
-            freq[il * per + j] = d ? (float)((double)cnt[j] / (double)d) : 0.0f;
-        }
     }
     *freq_out = freq;
     *route_out = route;
@@ -150,7 +158,6 @@ fail:
     if (rc) fprintf(stderr, "sluice %s: --stats %s: %s\n", cmd, path, err.msg);
     free(freq);
     free(route);
-    free(routed);
     sl_gguf_close(g);
     return rc;
 }
