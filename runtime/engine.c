@@ -537,13 +537,7 @@ static sl_status ctx_build(sl_ctx *c, sl_error *err)
      * float64 references; see kernels/cpu/matvec.h). */
     const char *act = getenv("SLUICE_ACT_F32");
     if (act && (st = sl_parse_bool("SLUICE_ACT_F32", act, &c->mv.f32_act, err))) goto fail;
-    int nt = m->opt.n_threads;
-    if (nt <= 0) {
-        const long n = sysconf(_SC_NPROCESSORS_ONLN);
-        nt = n > 0 ? (int)n : 1;
-    }
-    _Static_assert(SL_N_THREADS_MAX == SL_CPU_POOL_MAX_THREADS, "sluice.h's thread limit");
-    if (nt > SL_CPU_POOL_MAX_THREADS) nt = SL_CPU_POOL_MAX_THREADS; /* all cores of a big node */
+    const int nt = sl_model_options_threads(&m->opt);
     if (nt > 1 || m->opt.numa_node >= 0 || m->opt.cpus) {
         sl_cpu_pool_options po = {.n_threads = nt, .numa_node = m->opt.numa_node,
                                   .cpus = m->opt.cpus, .topo = NULL};

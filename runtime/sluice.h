@@ -86,6 +86,9 @@ typedef struct sl_model_options {
 
 /* Defaults: auto placement, O_DIRECT loading, node nearest the GPU, all its cores. */
 sl_model_options sl_model_options_default(void);
+/* The CPU compute threads opt asks for, the one rule: n_threads, or when it is <= 0 the CPUs
+ * online (1 if unknown); at most SL_N_THREADS_MAX. NULL: the defaults'. */
+int sl_model_options_threads(const sl_model_options *opt);
 
 sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model **out,
                         sl_error *err);
@@ -318,6 +321,15 @@ sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, int32_t
  * and i >= first after sl_ctx_eval_tail). Valid until the next eval. NULL if unavailable. */
 const float *sl_ctx_logits(const sl_ctx *c, int64_t i);
 int32_t sl_ctx_n_past(const sl_ctx *c);
+/* Runs fn(user, begin, end, thread) over [0, n) in chunks of grain indices on c's compute
+ * threads (sl_model_options_threads of its model; the caller is thread 0, the others are
+ * bound as the model's options say), each index once, and returns when all are done: a front
+ * end's per-row work between evaluations (perplexity's scoring of the logits) without threads
+ * of its own. thread is in [0, the thread count). Not concurrently with another call on c,
+ * nor from inside fn. SL_ERR_INVALID for n < 0, grain < 1 or a NULL fn. */
+typedef void (*sl_ctx_work_fn)(void *user, int64_t begin, int64_t end, int thread);
+sl_status sl_ctx_parallel_for(sl_ctx *c, int64_t n, int64_t grain, sl_ctx_work_fn fn,
+                              void *user, sl_error *err);
 /* Forgets positions >= n_past (n_past = 0 clears the cache). */
 sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err);
 /* Layer il's FFN neuron statistics so far (needs the neuron_stats option; valid until the next

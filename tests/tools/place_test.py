@@ -121,6 +121,33 @@ def main():
             "--vram-budget", "5MiB")
     expect(r.returncode == 1 and "--vram-budget" in r.stderr and "moe.gguf" in r.stderr and
            not os.path.exists(x), f"place solve MoE, budget below the base: {r.stderr}")
+    # a MoE model's leading dense FFNs are base bytes on the device (deepseek2: layer 0):
+    # solve's budget for hot neurons is the gpu --cpu-moe plan's budget less its device bytes,
+    # and a budget that holds the base only with those FFNs on the host is refused
+    ds2, ds2stats = os.path.join(d, "ds2.gguf"), os.path.join(d, "ds2_stats.gguf")
+    run("mkmodel", "--arch", "deepseek2", "--ffn", "256", "-o", ds2)
+    r = run("place", "profile", "-m", ds2, "-f", text, "-o", ds2stats, "--tokens", "32")
+    expect(r.returncode == 0, f"place profile deepseek2: {r.stderr}")
+    r = run("place", "show", "-m", ds2, "--placement", "gpu", "--cpu-moe", "--vram-budget",
+            "64MiB", "--json", "--no-bound")
+    plan = json.loads(r.stdout)["plan"] if r.returncode == 0 else {"tensors": []}
+    dense_ffn = sum(t["bytes"] for t in plan["tensors"]
+                    if t["name"].startswith("blk.0.ffn_") and t["buft"] == "CUDA0")
+    expect(dense_ffn > 0, "deepseek2: layer 0's dense FFN on the device with --cpu-moe")
+    r = run("place", "solve", "-m", ds2, "--stats", ds2stats, "-o", x, *solve[2:],
+            "--vram-budget", "64MiB")
+    hot = r.stdout.split(" MiB for hot neurons")[0].split(" of ")[-1] if r.returncode == 0 else ""
+    want = (plan.get("budget_bytes", 0) - plan.get("device_bytes", 0)) / 1048576
+    expect(hot and abs(float(hot) - want) < 0.006,
+           f"deepseek2: {hot} MiB for hot neurons, the plan leaves {want:.2f} MiB: {r.stderr}")
+    os.path.exists(x) and os.unlink(x)
+    tight = 64 * 1048576 - plan.get("budget_bytes", 0) + plan.get("device_bytes", 0) - \
+        dense_ffn // 2
+    r = run("place", "solve", "-m", ds2, "--stats", ds2stats, "-o", x, *solve[2:],
+            "--vram-budget", str(tight))
+    expect(r.returncode == 1 and "--vram-budget" in r.stderr and "ds2.gguf" in r.stderr and
+           not os.path.exists(x), f"place solve deepseek2, base fits only without its dense "
+           f"FFN: {r.stderr}")
     r = run("place", "show", "-m", dense, "--placement", "hot-cold", "--gpu-index", idx,
             "--json", "--no-bound")
     plan = json.loads(r.stdout)["plan"] if r.returncode == 0 else {"tensors": []}

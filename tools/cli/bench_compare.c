@@ -531,12 +531,8 @@ int sl_bench_compare(int argc, char **argv)
                                          "CPU only here)");
     mf.opt.placement = SL_PLACE_CPU;
     x.model = mf.path;
+    mf.opt.n_threads = sl_model_options_threads(&mf.opt);
     x.threads = mf.opt.n_threads;
-    if (x.threads <= 0) {
-        long nc = sysconf(_SC_NPROCESSORS_ONLN);
-        x.threads = nc > 0 ? nc : 1;
-    }
-    mf.opt.n_threads = (int)x.threads;
 
     sl_cli_io io;
     sl_cli_io_init(&io, k_cmd);

@@ -3,8 +3,9 @@
  * PowerInfer's hot/cold neurons (an index solved from a CPU profile of the prompt tokens).
  *
  * The hot-cold row poses the problem exactly as place solve does (place.h: the same model
- * bytes, budget and solver), from a profile taken in memory instead of a stats file: for a MoE
- * model each expert's neurons weigh the rate at which the prompt's tokens were routed to it. */
+ * bytes, budget, conversion of the profile's counts and solver), from a profile taken in
+ * memory (sl_cli_hotcold_profile) instead of a stats file: for a MoE model each expert's
+ * neurons weigh the rate at which the prompt's tokens were routed to it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -12,35 +13,6 @@
 #include "scheduler/gpuidx.h"
 #include "tools/cli/bench.h"
 #include "tools/cli/place.h"
-
-/* The profile of c as place solve reads it from a stats file: freq [n_layer][X * n_ff] (an
- * expert's given it is routed) and, with experts, route_p [n_layer][X]. 0, or 1 with err. */
-static int profile_of(const sl_ctx *c, const sl_cli_hotcold_model *hm, int32_t n_prompt,
-                      float *freq, float *route_p, sl_error *err)
-{
-    const int64_t X = hm->n_expert ? hm->n_expert : 1, per = X * hm->n_ff;
-    for (int32_t il = 0; il < hm->n_layer; il++) {
-        if (hm->n_expert && !hm->bytes[il]) continue; /* no routed experts: base bytes */
-        for (int64_t e = 0; e < X; e++) {
-            int64_t nn;
-            uint64_t nt;
-            const uint64_t *act;
-            const double *mag;
-            if (sl_ctx_neuron_stats(c, il, hm->n_expert ? (int32_t)e : -1, &nn, &nt, &act, &mag,
-                                    err))
-                return 1;
-            if (nn != hm->n_ff) {
-                sl_error_set(err, SL_ERR_INVALID, "layer %d: profile of %lld neurons, the "
-                             "plan's FFN has %lld", il, (long long)nn, (long long)hm->n_ff);
-                return 1;
-            }
-            if (hm->n_expert) route_p[il * X + e] = n_prompt > 0 ? (float)nt / (float)n_prompt : 0;
-            for (int64_t j = 0; j < nn; j++)
-                freq[il * per + e * hm->n_ff + j] = nt ? (float)act[j] / (float)nt : 0.0f;
-        }
-    }
-    return 0;
-}
 
 /* Whether budget row `kind` with k (-ngl or --n-cpu-moe) has a plan under o's budget. */
 static bool budget_fits(const char *path, int kind, int32_t k, sl_model_options o)
@@ -107,7 +79,7 @@ int sl_bench_budget_row(const char *cmd, const char *path, int kind, sl_model_op
     const int64_t X = hm.n_expert ? hm.n_expert : 1;
     freq = calloc((size_t)(hm.n_layer * X * hm.n_ff) + 1, sizeof *freq);
     route_p = calloc((size_t)(hm.n_layer * X) + 1, sizeof *route_p);
-    if (!freq || !route_p || profile_of(c, &hm, n_prompt, freq, route_p, &err) ||
+    if (!freq || !route_p || sl_cli_hotcold_profile(c, in, &hm, freq, route_p, &err) ||
         sl_cli_hotcold_solve(cmd, &hm, freq, hm.n_expert ? route_p : NULL, cpu_gbs, gpu_gbs,
                              &plan))
         goto out;

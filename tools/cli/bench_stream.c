@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "kernels/cpu/pool.h"
 #include "tools/cli/bench.h"
@@ -115,12 +114,7 @@ out:
 
 double sl_bench_stream_gbps(const sl_model_options *mo, int *threads_out, size_t *mib_out)
 {
-    int nt = mo->n_threads;
-    if (nt <= 0) {
-        const long n = sysconf(_SC_NPROCESSORS_ONLN);
-        nt = n > 0 ? (int)n : 1;
-    }
-    if (nt > SL_CPU_POOL_MAX_THREADS) nt = SL_CPU_POOL_MAX_THREADS;
+    const int nt = sl_model_options_threads(mo);
     sl_cpu_pool_options po = {.n_threads = nt, .numa_node = mo->numa_node, .cpus = mo->cpus,
                               .topo = NULL};
     sl_cpu_pool *pool = NULL;

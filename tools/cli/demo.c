@@ -317,10 +317,7 @@ int sl_cli_demo(int argc, char **argv)
         }
     }
     if (a.status) return a.status;
-    if (!threads) {
-        long nc = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = nc > 0 ? nc : 1;
-    }
+    threads = sl_model_options_threads(&(sl_model_options){.n_threads = (int)threads});
     const double t0 = sl_cli_now_s();
     char path[4096];
     bool real;

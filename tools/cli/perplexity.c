@@ -23,9 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "kernels/cpu/pool.h"
 #include "tools/cli/cli.h"
 #include "tools/cli/fileio.h"
 #include "tools/cli/json.h"
@@ -88,35 +86,42 @@ static double log_sum_exp(const float *x, int32_t n, int32_t *best)
     return (double)x[b] + log(sum);
 }
 
-/* out[v] = log softmax(x)[v] in double; returns the argmax. */
-static int32_t log_softmax(const float *x, int32_t n, double *out)
-{
-    int32_t best;
-    const double lse = log_sum_exp(x, n, &best);
-    for (int32_t i = 0; i < n; i++) out[i] = (double)x[i] - lse;
-    return best;
-}
-
-/* One chunk's scored rows, spread over the pool: nll[r] = -log softmax(logits row first + r)
- * [target[r]] and best[r] its argmax. Each row is computed whole by one thread and the sums
- * over rows are taken afterwards in row order, so the per-chunk values are those of a serial
- * loop, bit for bit, for any thread count. */
+/* A block of one chunk's scored rows, spread over the threads: for scored row r = row0 + i
+ * (i in [0, n) of the parallel_for), nll[r] = -log softmax(logits row first + r)[target[r]],
+ * best[r] its argmax and, with a base (KL), kld[r] = KL(base row i || this row) and
+ * base_best[r] the base row's argmax. Each row is computed whole by one thread and the sums
+ * over rows are taken afterwards in row order, so the figures are those of a serial loop, bit
+ * for bit, for any thread count. */
 typedef struct score_job {
     const sl_ctx *c;
     const int32_t *target;      /* [rows] the token each row predicts */
+    const float *base;          /* [n][n_vocab] the block's base logits; NULL: no KL */
+    int64_t row0;               /* the block's first scored row */
     int32_t first, n_vocab;
-    double *nll;                /* [rows] */
-    int32_t *best;              /* [rows] */
+    double *nll, *kld;          /* [rows] */
+    int32_t *best, *base_best;  /* [rows] */
 } score_job;
 
 static void score_rows(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     const score_job *j = ctx;
-    for (int64_t r = begin; r < end; r++) {
+    const int32_t V = j->n_vocab;
+    for (int64_t r = j->row0 + begin; r < j->row0 + end; r++) {
         const float *row = sl_ctx_logits(j->c, j->first + r);
-        const double lse = log_sum_exp(row, j->n_vocab, &j->best[r]);
+        const double lse = log_sum_exp(row, V, &j->best[r]);
         j->nll[r] = -((double)row[j->target[r]] - lse);
+        if (!j->base) continue;
+        /* KL(base || this) = sum_v p_base(v) (log p_base(v) - log p(v)) over the log-softmax
+         * of both rows, summed in index order */
+        const float *brow = j->base + (r - j->row0) * V;
+        const double lse_b = log_sum_exp(brow, V, &j->base_best[r]);
+        double d = 0;
+        for (int32_t v = 0; v < V; v++) {
+            const double lpb = (double)brow[v] - lse_b, lp = (double)row[v] - lse;
+            d += exp(lpb) * (lpb - lp);
+        }
+        j->kld[r] = d;
     }
 }
 
@@ -196,10 +201,9 @@ int sl_cli_perplexity(int argc, char **argv)
     char *text = NULL;
     size_t text_len = 0, n_tok = 0;
     int32_t *tok = NULL, *chunk = NULL;
-    double *lp = NULL, *lpb = NULL, *running = NULL, *row_nll = NULL;
-    int32_t *row_best = NULL;
+    double *running = NULL, *row_nll = NULL, *row_kld = NULL;
+    int32_t *row_best = NULL, *row_base_best = NULL;
     float *brow = NULL;
-    sl_cpu_pool *pool = NULL;
     FILE *fb = NULL;
     uint64_t base_bytes = 0;
     sl_model *m = NULL;
@@ -253,28 +257,24 @@ int sl_cli_perplexity(int argc, char **argv)
     co.kv_f16 = kv_f16;
     if ((rc = sl_cli_ctx_create(&mf, k_cmd, m, &co, &c))) goto done;
     rc = 1;
+    /* base rows are read a block at a time (~32 MiB: 32 rows of a 262k vocabulary) and
+     * scored before the next block is read */
+    int64_t block_rows = fb ? (int64_t)((32u << 20) / ((size_t)V * sizeof *brow)) : per_chunk;
+    if (block_rows < 1) block_rows = 1;
+    if (block_rows > per_chunk) block_rows = per_chunk;
     chunk = malloc((size_t)C * sizeof *chunk);
-    lp = malloc((size_t)V * sizeof *lp);
-    lpb = malloc((size_t)V * sizeof *lpb);
-    brow = malloc((size_t)V * sizeof *brow);
     running = malloc((size_t)n_chunk * sizeof *running);
     row_nll = malloc((size_t)per_chunk * sizeof *row_nll);
     row_best = malloc((size_t)per_chunk * sizeof *row_best);
-    if (!chunk || !lp || !lpb || !brow || !running || !row_nll || !row_best) {
+    if (fb) {
+        brow = malloc((size_t)block_rows * (size_t)V * sizeof *brow);
+        row_kld = malloc((size_t)per_chunk * sizeof *row_kld);
+        row_base_best = malloc((size_t)per_chunk * sizeof *row_base_best);
+    }
+    if (!chunk || !running || !row_nll || !row_best ||
+        (fb && (!brow || !row_kld || !row_base_best))) {
         fprintf(stderr, "sluice perplexity: out of memory\n");
         goto done;
-    }
-    /* scoring threads between the chunks' forward passes: as many as the model computes with
-     * (-t; 0: the cores online), bound where its threads are (--numa-node, --cpus) */
-    long n_thr = mf.opt.n_threads > 0 ? mf.opt.n_threads : sysconf(_SC_NPROCESSORS_ONLN);
-    if (n_thr > SL_CPU_POOL_MAX_THREADS) n_thr = SL_CPU_POOL_MAX_THREADS;
-    if (n_thr > 1) {
-        const sl_cpu_pool_options po = {.n_threads = (int)n_thr, .numa_node = mf.opt.numa_node,
-                                        .cpus = mf.opt.cpus, .topo = NULL};
-        if (sl_cpu_pool_create(&po, &pool, &err)) {
-            fprintf(stderr, "sluice perplexity: scoring threads: %s\n", err.msg);
-            goto done;
-        }
     }
     if (!json)
         fprintf(stderr, "perplexity: %zu tokens, %" PRId64 " chunks of %" PRId32 " (%" PRId64
@@ -302,38 +302,47 @@ round:; /* the hot-swap loop measures again from here */
                     PRId32 "..%" PRId32 "\n", mf.path, i + 1, first, C - 2);
             goto done;
         }
-        const score_job job = {.c = c, .target = tok + i * C + first + 1, .first = first,
-                               .n_vocab = V, .nll = row_nll, .best = row_best};
-        if (sl_cpu_pool_parallel_for(pool, per_chunk, 4, score_rows, (void *)&job, &err)) {
-            fprintf(stderr, "sluice perplexity: scoring chunk %" PRId64 ": %s\n", i + 1,
-                    err.msg);
-            goto done;
-        }
-        for (int32_t k = first; k < C - 1; k++) {
-            const float *row = sl_ctx_logits(c, k);
-            const double x = row_nll[k - first];
-            nll += x;
-            nll2 += x * x;
-            count++;
-            if (fo && sl_cli_logits_write(fo, k_cmd, out_path, row, 1, V)) goto done;
-            if (fb) {
-                if (fread(brow, sizeof *brow, (size_t)V, fb) != (size_t)V) {
+        score_job job = {.c = c, .target = tok + i * C + first + 1, .first = first,
+                         .n_vocab = V, .nll = row_nll, .best = row_best, .kld = row_kld,
+                         .base_best = row_base_best};
+        for (int64_t b0 = 0; b0 < per_chunk; b0 += block_rows) {
+            const int64_t b1 = b0 + block_rows < per_chunk ? b0 + block_rows : per_chunk;
+            for (int64_t r = b0; fb && r < b1; r++) {
+                float *br = brow + (r - b0) * V;
+                if (fread(br, sizeof *br, (size_t)V, fb) != (size_t)V) {
                     fprintf(stderr, "sluice perplexity: --kl-divergence-base %s: read error\n",
                             base_path);
                     goto done;
                 }
                 char where[64];
-                snprintf(where, sizeof where, "chunk %" PRId64 ", position %" PRId32, i + 1, k);
-                if (sl_cli_logits_check(k_cmd, "--kl-divergence-base", base_path, brow, V,
-                                        (int64_t)kl.n, where))
+                snprintf(where, sizeof where, "chunk %" PRId64 ", position %" PRId64, i + 1,
+                         first + r);
+                if (sl_cli_logits_check(k_cmd, "--kl-divergence-base", base_path, br, V,
+                                        (int64_t)kl.n + r, where))
                     goto done;
-                log_softmax(row, V, lp);
-                const int32_t bbest = log_softmax(brow, V, lpb);
-                double d = 0;
-                for (int32_t v = 0; v < V; v++) d += exp(lpb[v]) * (lpb[v] - lp[v]);
+            }
+            job.base = fb ? brow : NULL;
+            job.row0 = b0;
+            /* on the context's own threads, idle between the chunks' forward passes */
+            if (sl_ctx_parallel_for(c, b1 - b0, fb ? 1 : 4, score_rows, &job, &err)) {
+                fprintf(stderr, "sluice perplexity: scoring chunk %" PRId64 ": %s\n", i + 1,
+                        err.msg);
+                goto done;
+            }
+        }
+        for (int32_t k = first; k < C - 1; k++) {
+            const int64_t r = k - first;
+            const double x = row_nll[r];
+            nll += x;
+            nll2 += x * x;
+            count++;
+            if (fo && sl_cli_logits_write(fo, k_cmd, out_path, sl_ctx_logits(c, k), 1, V))
+                goto done;
+            if (fb) {
+                const double d = row_kld[r];
                 kl.sum += d;
                 kl.sum2 += d * d;
-                kl.same += bbest == row_best[k - first];
+                kl.same += row_base_best[r] == row_best[r];
                 kl.n++;
             }
         }
@@ -408,15 +417,14 @@ done:
     sl_cli_out_discard(&trace);
     sl_cli_io_free(&io);
     if (fb) fclose(fb);
-    sl_cpu_pool_destroy(pool);
     sl_ctx_destroy(c);
     sl_model_close(m);
     free(row_best);
     free(row_nll);
     free(running);
     free(brow);
-    free(lpb);
-    free(lp);
+    free(row_base_best);
+    free(row_kld);
     free(chunk);
     free(tok);
     free(text);

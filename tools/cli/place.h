@@ -42,6 +42,21 @@ typedef struct sl_cli_hotcold_model {
 int sl_cli_hotcold_model_get(const char *cmd, const char *path, sl_model_options mo,
                              sl_cli_hotcold_model *hm);
 void sl_cli_hotcold_model_free(sl_cli_hotcold_model *hm);
+/* The one conversion of a profile's counts into what the solver weighs, for a stats file
+ * (place solve) and a profile in memory (sl_cli_hotcold_profile) alike: layer il's
+ * freq[il][e * n_ff + j] = act[e * n_ff + j] / tokens routed to expert e (dense: / tokens) and,
+ * with experts, route_p[il][e] = routed[e] / tokens. act [X * n_ff] and routed [X] (NULL for
+ * dense) are the stats file's blk.N.ffn_act_count and blk.N.ffn_expert_count; a count outside
+ * [0, its tokens] is refused: 1 with err naming the entry. */
+int sl_cli_hotcold_layer_freq(const sl_cli_hotcold_model *hm, int32_t il, uint64_t tokens,
+                              const int32_t *routed, const int32_t *act, float *freq,
+                              float *route_p, sl_error *err);
+/* The profile c recorded (sl_ctx_options.neuron_stats) as place solve reads it from the stats
+ * file place profile would write: freq [n_layer][X * n_ff], route_p [n_layer][X] (X = n_expert,
+ * 1 for dense), the layers with split bytes filled. 0, or 1 with err. */
+int sl_cli_hotcold_profile(const sl_ctx *c, const sl_model_info *in,
+                           const sl_cli_hotcold_model *hm, float *freq, float *route_p,
+                           sl_error *err);
 /* Solves with per-neuron activation frequencies freq [n_layer][n_ff] (MoE: [n_layer]
  * [n_expert * n_ff], given the expert is routed) and, for MoE, the routing probabilities
  * route_p [n_layer][n_expert] (NULL for dense), and the bandwidths. */

@@ -36,10 +36,10 @@ static void usage(FILE *f)
 }
 
 /* Layer il's statistics, flattened expert-major for routed experts (entry e * n_ff + j, as
- * gpuidx.h's MoE index): *n entries; with cnt/mag NULL only *n and *tokens (the tokens
- * evaluated: each is routed to n_expert_used experts of the layer); routed (may be NULL):
- * [n_expert] tokens routed to each expert. */
-static sl_status layer_stats(sl_ctx *c, const sl_model_info *in, int32_t il, int64_t *n,
+ * gpuidx.h's MoE index): *n entries; with cnt NULL only *n and *tokens (the tokens
+ * evaluated: each is routed to n_expert_used experts of the layer); mag may be NULL; routed
+ * (may be NULL): [n_expert] tokens routed to each expert. */
+static sl_status layer_stats(const sl_ctx *c, const sl_model_info *in, int32_t il, int64_t *n,
                              uint64_t *tokens, int32_t *cnt, float *mag, int32_t *routed_to,
                              sl_error *err)
 {
@@ -57,13 +57,46 @@ static sl_status layer_stats(sl_ctx *c, const sl_model_info *in, int32_t il, int
         if (routed_to) routed_to[e] = nt > INT32_MAX ? INT32_MAX : (int32_t)nt;
         for (int64_t j = 0; cnt && j < nn; j++) {
             cnt[*n + j] = act[j] > INT32_MAX ? INT32_MAX : (int32_t)act[j];
-            mag[*n + j] = (float)ms[j]; /* a sum: divided by the tokens below */
+            if (mag) mag[*n + j] = (float)ms[j]; /* a sum: divided by the tokens below */
         }
         *n += nn;
     }
     *tokens = X ? routed / (uint64_t)(in->n_expert_used > 0 ? in->n_expert_used : 1) : routed;
     for (int64_t j = 0; mag && j < *n; j++) mag[j] = *tokens ? mag[j] / (float)*tokens : 0.0f;
     return SL_OK;
+}
+
+int sl_cli_hotcold_profile(const sl_ctx *c, const sl_model_info *in,
+                           const sl_cli_hotcold_model *hm, float *freq, float *route_p,
+                           sl_error *err)
+{
+    const int64_t X = hm->n_expert ? hm->n_expert : 1, per = X * hm->n_ff;
+    int32_t *cnt = malloc((size_t)per * sizeof *cnt), *routed = malloc((size_t)X * sizeof *routed);
+    int rc = 1;
+    if (!cnt || !routed) {
+        sl_error_set(err, SL_ERR_NOMEM, "profile: out of memory");
+        goto out;
+    }
+    for (int32_t il = 0; il < hm->n_layer; il++) {
+        if (hm->n_expert && !hm->bytes[il]) continue; /* no routed experts: base bytes */
+        int64_t n;
+        uint64_t tokens;
+        if (layer_stats(c, in, il, &n, &tokens, NULL, NULL, NULL, err)) goto out;
+        if (n != per) {
+            sl_error_set(err, SL_ERR_INVALID, "layer %d: profile of %lld neurons, the plan's "
+                         "FFN has %lld", il, (long long)n, (long long)per);
+            goto out;
+        }
+        if (layer_stats(c, in, il, &n, &tokens, cnt, NULL, hm->n_expert ? routed : NULL, err) ||
+            sl_cli_hotcold_layer_freq(hm, il, tokens, hm->n_expert ? routed : NULL, cnt, freq,
+                                      route_p, err))
+            goto out;
+    }
+    rc = 0;
+out:
+    free(cnt);
+    free(routed);
+    return rc;
 }
 
 static int write_stats(const char *cmd, const char *path, sl_ctx *c, const sl_model_info *in)

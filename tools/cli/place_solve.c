@@ -61,17 +61,37 @@ static const int32_t *stats_i32(const sl_gguf *g, const char *name, int64_t n, i
     return v;
 }
 
-/* Checks counts v [n] of tensor `name` against [0, cap[k]]: 1 with err filled if one is out. */
-static int counts_bad(const char *name, const int32_t *v, int64_t n, const uint64_t *cap,
-                      int64_t cap_stride, const char *of, sl_error *err)
+/* Checks counts v [lo, hi) of tensor `name` against [0, c]: 1 with err filled if one is out. */
+static int counts_bad(const char *name, const int32_t *v, int64_t lo, int64_t hi, uint64_t c,
+                      const char *of, sl_error *err)
 {
-    for (int64_t j = 0; j < n; j++) {
-        const uint64_t c = cap[cap_stride ? j / cap_stride : 0];
+    for (int64_t j = lo; j < hi; j++) {
         if (v[j] < 0 || (uint64_t)v[j] > c) {
             snprintf(err->msg, sizeof err->msg, "tensor %s: entry %lld: count %d outside [0, "
                      "%llu %s]", name, (long long)j, v[j], (unsigned long long)c, of);
             return 1;
         }
+    }
+    return 0;
+}
+
+int sl_cli_hotcold_layer_freq(const sl_cli_hotcold_model *hm, int32_t il, uint64_t tokens,
+                              const int32_t *routed, const int32_t *act, float *freq,
+                              float *route_p, sl_error *err)
+{
+    const int64_t X = hm->n_expert ? hm->n_expert : 1, F = hm->n_ff, per = X * F;
+    char rt_name[64], act_name[64];
+    snprintf(rt_name, sizeof rt_name, "blk.%d.ffn_expert_count", il);
+    snprintf(act_name, sizeof act_name, "blk.%d.ffn_act_count", il);
+    if (hm->n_expert && counts_bad(rt_name, routed, 0, X, tokens, "tokens", err)) return 1;
+    for (int64_t e = 0; e < X; e++) {
+        const uint64_t d = hm->n_expert ? (uint64_t)routed[e] : tokens;
+        if (hm->n_expert) route_p[il * X + e] = (float)((double)d / (double)tokens);
+        if (counts_bad(act_name, act, e * F, (e + 1) * F, d,
+                       hm->n_expert ? "tokens routed to its expert" : "tokens", err))
+            return 1;
+        for (int64_t j = e * F; j < (e + 1) * F; j++)
+            freq[il * per + j] = d ? (float)((double)act[j] / (double)d) : 0.0f;
     }
     return 0;
 }
@@ -87,7 +107,6 @@ static int read_stats(const char *cmd, const char *path, const sl_cli_hotcold_mo
     sl_gguf_options go = {0};
     const int64_t X = hm->n_expert ? hm->n_expert : 1, per = X * hm->n_ff;
     float *freq = NULL, *route = NULL;
-    uint64_t *routed = NULL;
     int rc = 1;
     if (sl_gguf_open(path, &go, &g, &err)) goto fail;
     uint64_t tokens = 0;
@@ -113,34 +132,23 @@ static int read_stats(const char *cmd, const char *path, const sl_cli_hotcold_mo
     }
     freq = calloc((size_t)(hm->n_layer * per) + 1, sizeof *freq);
     route = calloc((size_t)(hm->n_layer * X) + 1, sizeof *route);
-    routed = calloc((size_t)X, sizeof *routed);
-    if (!freq || !route || !routed) {
+    if (!freq || !route) {
         snprintf(err.msg, sizeof err.msg, "out of memory");
         goto fail;
     }
     for (int32_t il = 0; il < hm->n_layer; il++) {
         if (hm->n_expert && !hm->bytes[il]) continue; /* no routed experts: base bytes */
         char name[64];
-        for (int64_t e = 0; e < X; e++) routed[e] = tokens;
+        const int32_t *rt = NULL;
         if (hm->n_expert) {
             snprintf(name, sizeof name, "blk.%d.ffn_expert_count", il);
-            const int32_t *rt = stats_i32(g, name, X, il, "routed experts", &err);
-            if (!rt || counts_bad(name, rt, X, &tokens, 0, "tokens", &err)) goto fail;
-            for (int64_t e = 0; e < X; e++) {
-                routed[e] = (uint64_t)rt[e];
-                route[il * X + e] = (float)((double)rt[e] / (double)tokens);
-            }
+            if (!(rt = stats_i32(g, name, X, il, "routed experts", &err))) goto fail;
         }
         snprintf(name, sizeof name, "blk.%d.ffn_act_count", il);
         const int32_t *cnt = stats_i32(g, name, per, il, hm->n_expert ? "expert FFN neurons "
                                        "(experts x width)" : "FFN neurons", &err);
-        if (!cnt || counts_bad(name, cnt, per, routed, hm->n_ff,
-                               hm->n_expert ? "tokens routed to its expert" : "tokens", &err))
+        if (!cnt || sl_cli_hotcold_layer_freq(hm, il, tokens, rt, cnt, freq, route, &err))
             goto fail;
-        for (int64_t j = 0; j < per; j++) {
-            const uint64_t d = routed[j / hm->n_ff];
-            freq[il * per + j] = d ? (float)((double)cnt[j] / (double)d) : 0.0f;
-        }
     }
     *freq_out = freq;
     *route_out = route;
@@ -150,7 +158,6 @@ fail:
     if (rc) fprintf(stderr, "sluice %s: --stats %s: %s\n", cmd, path, err.msg);
     free(freq);
     free(route);
-    free(routed);
     sl_gguf_close(g);
     return rc;
 }
@@ -175,16 +182,14 @@ void sl_cli_hotcold_model_free(sl_cli_hotcold_model *hm)
     hm->bytes = NULL;
 }
 
-/* Opens path's plan with the FFNs to split on the host and the rest on the device: dense FFNs
- * (dense true) and/or routed experts (experts true; a MoE model's dense FFNs, leading
- * layers', are then base). */
-static int open_plan(const char *cmd, const char *path, sl_model_options mo, bool dense,
-                     bool experts, sl_model **m)
+/* Opens path's plan with every FFN that may be split on the host (dense FFNs and routed
+ * experts) and the rest on the device: the budget check must not fail on what will be split. */
+static int open_plan(const char *cmd, const char *path, sl_model_options mo, sl_model **m)
 {
     mo.plan_only = true;
     mo.placement = SL_PLACE_GPU;
-    mo.override_tensor = dense ? "^blk\\.[0-9]+\\.ffn_(gate|up|down)\\.weight$=CPU" : NULL;
-    mo.cpu_moe = experts;
+    mo.override_tensor = "^blk\\.[0-9]+\\.ffn_(gate|up|down)\\.weight$=CPU";
+    mo.cpu_moe = true;
     mo.n_cpu_moe = 0;
     mo.gpu_index = NULL;
     sl_error err = {0};
@@ -199,23 +204,30 @@ int sl_cli_hotcold_model_get(const char *cmd, const char *path, sl_model_options
 {
     memset(hm, 0, sizeof *hm);
     sl_model *m = NULL;
-    /* both kinds on the host first: the budget check must not fail on what will be split */
-    if (open_plan(cmd, path, mo, true, true, &m)) return 1;
+    if (open_plan(cmd, path, mo, &m)) return 1;
     sl_model_info in;
     sl_model_info_get(m, &in);
-    if (in.n_expert) {
-        sl_model_close(m);
-        m = NULL;
-        if (open_plan(cmd, path, mo, false, true, &m)) return 1;
-    }
     int rc = 1;
     const sl_place_plan *p;
     const sl_place_tensor *t;
     size_t n;
+    sl_place_plan moe_plan = {0};
     sl_error err = {0};
+    if (sl_model_plan_get(m, &p, &t, &n, &err)) goto done;
+    if (in.n_expert) {
+        /* a MoE model splits its routed experts alone: its dense FFNs (leading dense layers)
+         * are base bytes on the device. The placement resolves the same tensors again so,
+         * under the same budget (the plan's, with the reserve the open took off it). */
+        const uint64_t cap = mo.vram_budget ? mo.vram_budget : p->budget;
+        const sl_place_options po = {
+            .mode = SL_PM_GPU, .cpu_moe = true, .vram_budget = p->budget_known ? cap : 0,
+            .reserve_bytes = p->budget_known && cap > p->budget ? cap - p->budget : 0};
+        if (sl_place_resolve(t, n, in.n_layer, &po, &moe_plan, &err)) goto done;
+        p = &moe_plan;
+    }
     const sl_place_group split = in.n_expert ? SL_PG_EXPERTS : SL_PG_FFN;
     hm->bytes = calloc((size_t)in.n_layer + 1, sizeof *hm->bytes);
-    if (!hm->bytes || sl_model_plan_get(m, &p, &t, &n, &err)) goto done;
+    if (!hm->bytes) goto done;
     hm->n_layer = in.n_layer;
     hm->n_expert = in.n_expert;
     hm->n_ff = in.n_expert ? in.n_ff_exp : in.n_ff;
@@ -232,7 +244,9 @@ int sl_cli_hotcold_model_get(const char *cmd, const char *path, sl_model_options
     rc = hm->n_ff > 0 ? 0 : 1;
     if (rc) fprintf(stderr, "sluice %s: %s: FFN width %lld\n", cmd, path, (long long)hm->n_ff);
 done:
+    if (rc && err.msg[0]) fprintf(stderr, "sluice %s: %s: %s\n", cmd, path, err.msg);
     if (rc) sl_cli_hotcold_model_free(hm);
+    sl_place_plan_free(&moe_plan);
     sl_model_close(m);
     return rc;
 }
