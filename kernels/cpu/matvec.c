@@ -361,7 +361,10 @@ sl_status sl_cpu_matvec_groups_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
     if (n_groups < 0 || (n_groups > 0 && !groups))
         return sl_error_set(err, SL_ERR_INVALID, "%s: n_groups = %lld (groups %s)", fn,
                             (long long)n_groups, groups ? "set" : "NULL");
-    const sl__mv_type *t = NULL;
+    /* the shape first: a call with no groups is still a call on a (type, rows, cols) */
+    const sl__mv_type *t;
+    s = sl__mv_validate_shape(fn, type, rows, cols, &t, err);
+    if (s) return s;
     for (int64_t i = 0; i < n_groups; i++) {
         const sl_cpu_matvec_group *G = &groups[i];
         s = sl__mv_validate(fn, type, G->w, rows, cols, G->xq, G->n_batch, G->y, &t, err);

@@ -25,6 +25,7 @@
 #include "kernels/cpu/pool.h"
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
+#include "kernels/ref/repack.h"
 #include "tests/testing.h"
 
 static uint64_t rng_state = 0x5eed1234abcdULL;
@@ -668,6 +669,18 @@ static void check_errors(const sl_cpu_matvec_ctx *mv)
     CHECK(sl_cpu_matvec_t_rows(mv, NULL, SL_GGML_Q8_0, w, 2, 32, bad, 2, x, 1, y, &e) ==
           SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "rows = 2");
+    /* no groups: the type and the shape are still checked */
+    CHECK(!sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q8_0, 2, 32, NULL, 0, &e));
+    CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q2_K, 2, 256, NULL, 0, &e) ==
+          SL_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(e.msg, "weight type Q2_K");
+    CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q8_0, 2, 48, NULL, 0, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "cols = 48");
+    CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q8_0, 0, 32, NULL, 0, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "rows = 0");
+    CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_TYPE_Q4_K_R8, 12, 256, NULL, 0, &e) ==
+          SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "rows = 12");
 }
 
 /* ---- pool -------------------------------------------------------------------------------- */
