@@ -442,7 +442,8 @@ static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0
     const bool q5 = type == SL_GGML_Q5_K;
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
-        const uint8_t *p = (const uint8_t *)w + b * (q5 ? 176 : 144);
+        const uint8_t *p = (const uint8_t *)w +
+                           b * (int64_t)(q5 ? sizeof(sl_block_q5_K) : sizeof(sl_block_q4_K));
         const uint8_t *qs = p + (q5 ? 48 : 16); /* after d, dmin, scales[12] (and qh[32]) */
         uint8_t sc[8];
         const __m128i mins = SL_MV_SUFFIX(k4_unpack)(p + 4, sc);
@@ -533,7 +534,7 @@ static void SL_MV_SUFFIX(gk_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk
 {
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
-        const sl_block_q6_K *wp = (const sl_block_q6_K *)(w + b * 210);
+        const sl_block_q6_K *wp = (const sl_block_q6_K *)(w + b * (int64_t)sizeof(sl_block_q6_K));
         for (int n = 0; n < 2; n++) {
             __m256i q[4];
             SL_MV_SUFFIX(q6_half)(wp, n, q);
