@@ -25,6 +25,8 @@
  * is sl__mv_reduce8's, element-wise over the 8 tokens. A group short of 8 tokens repeats its
  * last token in the spare slots and drops their results. */
 
+#include "kernels/cpu/q32_offset.h"
+
 /* The activation rows of 8 tokens (spare slots repeat the last real one). */
 typedef struct g_tok8 {
     const char *x[8];
@@ -59,18 +61,11 @@ static inline void SL_MV_SUFFIX(g_reduce8)(const __m256 lt[8], float r[8])
 enum { G32_CH = 32 }; /* blocks per unpacked chunk and activation panel (a multiple of 8) */
 
 /* G32_OFFSET: the AVX2 kernel of the narrow types (Q4_0, Q5_0, MXFP4) feeds vpmaddubsw the
- * weights as unsigned u = w + c (Q4_0: the nibble, c = 8; Q5_0: the 5-bit q, c = 16; MXFP4:
- * the doubled e2m1 value + 12, c = 12) against the signed x, which saves the vpsignb per group
- * that the sign trick costs; sum u x - c sum x is the same exact integer, and c sum x of each
- * token and block is formed once per panel (g32_panel.cx), not once per row. Pair sums reach
- * 2 * 31 * 127, so 4 groups stay below 2^15 in int16. */
+ * weights as unsigned u = w + c (c: q32_offset.h) against the signed x, which saves the vpsignb
+ * per group that the sign trick costs; sum u x - c sum x is the same exact integer, and c sum x
+ * of each token and block is formed once per panel (g32_panel.cx), not once per row. Pair sums
+ * reach 2 * 31 * 127, so 4 groups stay below 2^15 in int16. */
 #define G32_OFFSET(wide) (!(wide) && !SL_MV_AVX512)
-
-/* c of G32_OFFSET for a narrow type. */
-static inline int SL_MV_SUFFIX(g32_c)(uint32_t type)
-{
-    return type == SL_GGML_Q4_0 ? 8 : type == SL_GGML_Q5_0 ? 16 : 12;
-}
 
 typedef struct g32_buf {
     _Alignas(32) int8_t sw[G32_CH * 32]; /* weights, element order: signed, or (G32_OFFSET)
@@ -94,7 +89,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_unpack)(
     const __m256i eight = _mm256_set1_epi8(offset ? 0 : 8);
     const __m256i f0 = _mm256_set1_epi8(offset ? 0x10 : (char)0xF0);
     const __m128i kv = _mm_add_epi8(_mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4),
-                                    _mm_set1_epi8(offset ? 12 : 0));
+                                    _mm_set1_epi8(offset ? SL_Q32_OFFSET_MXFP4 : 0));
     const __m256i table = _mm256_set_m128i(kv, kv);
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
@@ -388,7 +383,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
                 for (int q = 0; q < np; q++) {
                     const g_tok8 g = SL_MV_SUFFIX(g_tokens)(a->xq, a->arb, t0 + 8 * q, a->n_tok);
                     SL_MV_SUFFIX(g32_panel_build)(
-                        &g, c0, c1, G32_OFFSET(wide) ? SL_MV_SUFFIX(g32_c)(type) : 0, &p[q]);
+                        &g, c0, c1, G32_OFFSET(wide) ? sl__q32_offset(type) : 0, &p[q]);
                 }
                 for (int64_t k = 0; k < nr; k++) {
                     const int64_t r = a->idx ? a->idx[r0 + k] : r0 + k;
