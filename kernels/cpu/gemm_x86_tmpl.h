@@ -312,27 +312,21 @@ static void SL_MV_SUFFIX(g_store_rows)(const sl__gemm_rows *a, const __m256 (*lt
 }
 
 #if !SL_MV_AVX512
-/* Tokens that the whole-row kernel serves faster than a panel pass of 8 (measured on AVX2
- * Zen 4: a token of the row kernel costs about a fifth of an 8-token pass, a 16-token pass
- * about 1.6 of them). */
-enum { G32_FEW = 4 };
-
-/* Whether tokens left over by the panels may go to the whole-row kernel (rows32_x86_tmpl.h:
- * MXFP4 and Q4_0, rows of 8 .. SL_MV_HX_MAX blocks; Q5_0's row kernel, which also unpacks
- * qh per token, gains too little to pay). */
+/* Whether the panels' leftover tokens (sl__gemm_tail) may go to the whole-row kernel
+ * (rows32_x86_tmpl.h: MXFP4 and Q4_0, rows of 8 .. SL_MV_HX_MAX blocks; Q5_0's row kernel,
+ * which also unpacks qh per token, gains too little to pay). */
 static inline bool SL_MV_SUFFIX(g32_few_ok)(uint32_t type, const sl__gemm_rows *a)
 {
     return (type == SL_GGML_MXFP4 || type == SL_GGML_Q4_0) && a->nb >= 8 &&
            a->nb <= SL_MV_HX_MAX;
 }
 
-/* Tokens [t0, n_tok) of rows [i0, i1) when they are at most G32_FEW and g32_few_ok: one row
- * kernel call per (row, token), which unpacks each block once per token but fills no 8-token
- * panel with repeats. Returns whether it did them (the bits are the same either way). */
-static inline __attribute__((always_inline)) bool
+/* Tokens [t0, n_tok) of rows [i0, i1) (the tail, when g32_few_ok): one row kernel call per
+ * (row, token), which unpacks each block once per token but fills no 8-token panel with
+ * repeats (the bits are the same either way). */
+static inline __attribute__((always_inline)) void
 SL_MV_SUFFIX(g32_few)(uint32_t type, const sl__gemm_rows *a, int64_t t0, int64_t i0, int64_t i1)
 {
-    if (!SL_MV_SUFFIX(g32_few_ok)(type, a) || a->n_tok - t0 > G32_FEW) return false;
     const int kind = type == SL_GGML_MXFP4 ? SL_R32_MXFP4 : SL_R32_Q4_0;
     r32_x p;
     for (int64_t t = t0; t < a->n_tok; t++) {
@@ -345,16 +339,24 @@ SL_MV_SUFFIX(g32_few)(uint32_t type, const sl__gemm_rows *a, int64_t t0, int64_t
                 SL_MV_SUFFIX(r32_row)(a->w + (size_t)r * a->wrb, xq, a->nb, &p, kind);
         }
     }
-    return true;
 }
 #endif
 
 /* Rows in groups of G32_ROWS, tokens in groups of 16 (two panels): each panel pair is built
- * once per row group and chunk, each row chunk unpacked once per 16 tokens. */
+ * once per row group and chunk, each row chunk unpacked once per 16 tokens. The tail
+ * (sl__gemm_tail) goes to the whole-row kernel where g32_few_ok. */
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
-    const uint32_t type, const sl__gemm_rows *a, int64_t i0, int64_t i1)
+    const uint32_t type, const sl__gemm_rows *call, int64_t i0, int64_t i1)
 {
     const bool wide = type == SL_GGML_Q8_0;
+#if !SL_MV_AVX512
+    const int64_t tail = SL_MV_SUFFIX(g32_few_ok)(type, call) ? sl__gemm_tail(call->n_tok) : 0;
+#else
+    const int64_t tail = 0;
+#endif
+    sl__gemm_rows pan = *call; /* the tokens the panels take */
+    pan.n_tok -= tail;
+    const sl__gemm_rows *a = &pan;
     g32_buf u;
     g32_panel p[2];
     __m256 lt[G32_ROWS][2][8];
@@ -362,13 +364,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
         const int64_t nr = i1 - r0 < G32_ROWS ? i1 - r0 : G32_ROWS;
         int np = 2;
         for (int64_t t0 = 0; t0 < a->n_tok; t0 += 8 * np) {
-            /* 9 or 10 tokens left: one panel and the row kernel beat two panels */
-            int64_t two = 8;
-#if !SL_MV_AVX512
-            if (SL_MV_SUFFIX(g32_few)(type, a, t0, r0, r0 + nr)) break;
-            if (SL_MV_SUFFIX(g32_few_ok)(type, a)) two = 10;
-#endif
-            np = a->n_tok - t0 > two ? 2 : 1;
+            np = a->n_tok - t0 > 8 ? 2 : 1;
             void (*dot)(const g32_buf *, const g32_panel *, int64_t, int64_t, __m256[2][8]) =
                 wide ? (np > 1 ? SL_MV_SUFFIX(g32_dot_2w) : SL_MV_SUFFIX(g32_dot_1w))
                      : (np > 1 ? SL_MV_SUFFIX(g32_dot_2n) : SL_MV_SUFFIX(g32_dot_1n));
@@ -394,6 +390,9 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
             SL_MV_SUFFIX(g_store_rows)(a, (const __m256(*)[2][8])lt, r0, nr, t0, np);
         }
     }
+#if !SL_MV_AVX512
+    if (tail) SL_MV_SUFFIX(g32_few)(type, call, pan.n_tok, i0, i1);
+#endif
 }
 
 /* One kernel per type, so that its unpack is compiled for it. */

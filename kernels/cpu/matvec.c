@@ -181,8 +181,6 @@ typedef struct rows_job {
     int64_t y_stride;
 } rows_job;
 
-enum { GEMM_TAIL_MAX = 2 }; /* see rows_chunk */
-
 /* Blocks [b0, b1) of row r against the activation row xb, into lane. */
 static inline void row_range(const rows_job *j, int64_t r, const char *xb, int64_t b0,
                              int64_t b1, float *lane)
@@ -197,12 +195,9 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
     const int64_t per = j->t->block == 1 ? 32 : 8;
     int64_t b0 = 0; /* tokens before b0 went through the GEMM */
     if (j->gemm && j->n_batch > 1 && !j->listed) {
-        /* K-quants: the tokens past the last full panel of 8, when at most GEMM_TAIL_MAX, run
-         * the range kernel token by token: a panel costs what ~3 tokens of it do (Q4_K
-         * 512 x 1024 on AVX2: 27.7 us a token, 91 us for one panel), and an MoE expert's
-         * batch is often a few tokens past a multiple of 8. The same bits either way. */
-        const int64_t tail = j->t->block == SL_QK_K && j->n_batch % 8 <= GEMM_TAIL_MAX
-                                 ? j->n_batch % 8 : 0;
+        /* K-quants: the tail (gemm.h's sl__gemm_tail) runs the range kernel token by token;
+         * the 32-element types' GEMM takes its tail itself, to its whole-row kernel */
+        const int64_t tail = j->t->block == SL_QK_K ? sl__gemm_tail(j->n_batch) : 0;
         b0 = j->n_batch - tail;
         if (b0) {
             const sl__gemm_rows a = {.w = j->w, .xq = j->xq, .wrb = j->wrb, .arb = j->arb,
