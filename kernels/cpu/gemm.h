@@ -33,6 +33,20 @@ typedef struct sl__gemm_rows {
 typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
                             int64_t i1);
 
+/* The rule for a batch's leftover tokens, the one both callers apply (matvec.c's K-quant
+ * rows, gemm_q32's MXFP4/Q4_0 rows on AVX2): the n_tok % 8 tokens past the last full 8-token
+ * panel go to a row kernel, one token at a time, when they are at most SL__GEMM_TAIL_MAX; the
+ * panels take the rest. A short panel costs a full one (its spare slots repeat a token),
+ * while the row kernel's cost grows with the tokens: a panel costs what ~3.3 tokens of the
+ * K-quant range kernel do (Q4_K 512 x 1024 on AVX2: 91 us a panel, 27.7 us a token) and ~5 of
+ * the MXFP4/Q4_0 row kernel (AVX2 on Zen 4). 3 is the most tokens that beat a panel for both;
+ * MoE experts' batches often end a few tokens past a multiple of 8. The same bits either way. */
+enum { SL__GEMM_TAIL_MAX = 3 };
+static inline int64_t sl__gemm_tail(int64_t n_tok)
+{
+    return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
+}
+
 /* NULL when the ISA has no batch kernel for the type (the range kernels then run). */
 sl__gemm_fn sl__gemm_avx2(uint32_t type);
 sl__gemm_fn sl__gemm_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */

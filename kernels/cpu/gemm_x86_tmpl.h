@@ -25,6 +25,8 @@
  * is sl__mv_reduce8's, element-wise over the 8 tokens. A group short of 8 tokens repeats its
  * last token in the spare slots and drops their results. */
 
+#include "kernels/cpu/q32_offset.h"
+
 /* The activation rows of 8 tokens (spare slots repeat the last real one). */
 typedef struct g_tok8 {
     const char *x[8];
@@ -59,18 +61,11 @@ static inline void SL_MV_SUFFIX(g_reduce8)(const __m256 lt[8], float r[8])
 enum { G32_CH = 32 }; /* blocks per unpacked chunk and activation panel (a multiple of 8) */
 
 /* G32_OFFSET: the AVX2 kernel of the narrow types (Q4_0, Q5_0, MXFP4) feeds vpmaddubsw the
- * weights as unsigned u = w + c (Q4_0: the nibble, c = 8; Q5_0: the 5-bit q, c = 16; MXFP4:
- * the doubled e2m1 value + 12, c = 12) against the signed x, which saves the vpsignb per group
- * that the sign trick costs; sum u x - c sum x is the same exact integer, and c sum x of each
- * token and block is formed once per panel (g32_panel.cx), not once per row. Pair sums reach
- * 2 * 31 * 127, so 4 groups stay below 2^15 in int16. */
+ * weights as unsigned u = w + c (c: q32_offset.h) against the signed x, which saves the vpsignb
+ * per group that the sign trick costs; sum u x - c sum x is the same exact integer, and c sum x
+ * of each token and block is formed once per panel (g32_panel.cx), not once per row. Pair sums
+ * reach 2 * 31 * 127, so 4 groups stay below 2^15 in int16. */
 #define G32_OFFSET(wide) (!(wide) && !SL_MV_AVX512)
-
-/* c of G32_OFFSET for a narrow type. */
-static inline int SL_MV_SUFFIX(g32_c)(uint32_t type)
-{
-    return type == SL_GGML_Q4_0 ? 8 : type == SL_GGML_Q5_0 ? 16 : 12;
-}
 
 typedef struct g32_buf {
     _Alignas(32) int8_t sw[G32_CH * 32]; /* weights, element order: signed, or (G32_OFFSET)
@@ -94,7 +89,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_unpack)(
     const __m256i eight = _mm256_set1_epi8(offset ? 0 : 8);
     const __m256i f0 = _mm256_set1_epi8(offset ? 0x10 : (char)0xF0);
     const __m128i kv = _mm_add_epi8(_mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4),
-                                    _mm_set1_epi8(offset ? 12 : 0));
+                                    _mm_set1_epi8(offset ? SL_Q32_OFFSET_MXFP4 : 0));
     const __m256i table = _mm256_set_m128i(kv, kv);
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
@@ -317,27 +312,21 @@ static void SL_MV_SUFFIX(g_store_rows)(const sl__gemm_rows *a, const __m256 (*lt
 }
 
 #if !SL_MV_AVX512
-/* Tokens that the whole-row kernel serves faster than a panel pass of 8 (measured on AVX2
- * Zen 4: a token of the row kernel costs about a fifth of an 8-token pass, a 16-token pass
- * about 1.6 of them). */
-enum { G32_FEW = 4 };
-
-/* Whether tokens left over by the panels may go to the whole-row kernel (rows32_x86_tmpl.h:
- * MXFP4 and Q4_0, rows of 8 .. SL_MV_HX_MAX blocks; Q5_0's row kernel, which also unpacks
- * qh per token, gains too little to pay). */
+/* Whether the panels' leftover tokens (sl__gemm_tail) may go to the whole-row kernel
+ * (rows32_x86_tmpl.h: MXFP4 and Q4_0, rows of 8 .. SL_MV_HX_MAX blocks; Q5_0's row kernel,
+ * which also unpacks qh per token, gains too little to pay). */
 static inline bool SL_MV_SUFFIX(g32_few_ok)(uint32_t type, const sl__gemm_rows *a)
 {
     return (type == SL_GGML_MXFP4 || type == SL_GGML_Q4_0) && a->nb >= 8 &&
            a->nb <= SL_MV_HX_MAX;
 }
 
-/* Tokens [t0, n_tok) of rows [i0, i1) when they are at most G32_FEW and g32_few_ok: one row
- * kernel call per (row, token), which unpacks each block once per token but fills no 8-token
- * panel with repeats. Returns whether it did them (the bits are the same either way). */
-static inline __attribute__((always_inline)) bool
+/* Tokens [t0, n_tok) of rows [i0, i1) (the tail, when g32_few_ok): one row kernel call per
+ * (row, token), which unpacks each block once per token but fills no 8-token panel with
+ * repeats (the bits are the same either way). */
+static inline __attribute__((always_inline)) void
 SL_MV_SUFFIX(g32_few)(uint32_t type, const sl__gemm_rows *a, int64_t t0, int64_t i0, int64_t i1)
 {
-    if (!SL_MV_SUFFIX(g32_few_ok)(type, a) || a->n_tok - t0 > G32_FEW) return false;
     const int kind = type == SL_GGML_MXFP4 ? SL_R32_MXFP4 : SL_R32_Q4_0;
     r32_x p;
     for (int64_t t = t0; t < a->n_tok; t++) {
@@ -350,16 +339,24 @@ SL_MV_SUFFIX(g32_few)(uint32_t type, const sl__gemm_rows *a, int64_t t0, int64_t
                 SL_MV_SUFFIX(r32_row)(a->w + (size_t)r * a->wrb, xq, a->nb, &p, kind);
         }
     }
-    return true;
 }
 #endif
 
 /* Rows in groups of G32_ROWS, tokens in groups of 16 (two panels): each panel pair is built
- * once per row group and chunk, each row chunk unpacked once per 16 tokens. */
+ * once per row group and chunk, each row chunk unpacked once per 16 tokens. The tail
+ * (sl__gemm_tail) goes to the whole-row kernel where g32_few_ok. */
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
-    const uint32_t type, const sl__gemm_rows *a, int64_t i0, int64_t i1)
+    const uint32_t type, const sl__gemm_rows *call, int64_t i0, int64_t i1)
 {
     const bool wide = type == SL_GGML_Q8_0;
+#if !SL_MV_AVX512
+    const int64_t tail = SL_MV_SUFFIX(g32_few_ok)(type, call) ? sl__gemm_tail(call->n_tok) : 0;
+#else
+    const int64_t tail = 0;
+#endif
+    sl__gemm_rows pan = *call; /* the tokens the panels take */
+    pan.n_tok -= tail;
+    const sl__gemm_rows *a = &pan;
     g32_buf u;
     g32_panel p[2];
     __m256 lt[G32_ROWS][2][8];
@@ -367,13 +364,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
         const int64_t nr = i1 - r0 < G32_ROWS ? i1 - r0 : G32_ROWS;
         int np = 2;
         for (int64_t t0 = 0; t0 < a->n_tok; t0 += 8 * np) {
-            /* 9 or 10 tokens left: one panel and the row kernel beat two panels */
-            int64_t two = 8;
-#if !SL_MV_AVX512
-            if (SL_MV_SUFFIX(g32_few)(type, a, t0, r0, r0 + nr)) break;
-            if (SL_MV_SUFFIX(g32_few_ok)(type, a)) two = 10;
-#endif
-            np = a->n_tok - t0 > two ? 2 : 1;
+            np = a->n_tok - t0 > 8 ? 2 : 1;
             void (*dot)(const g32_buf *, const g32_panel *, int64_t, int64_t, __m256[2][8]) =
                 wide ? (np > 1 ? SL_MV_SUFFIX(g32_dot_2w) : SL_MV_SUFFIX(g32_dot_1w))
                      : (np > 1 ? SL_MV_SUFFIX(g32_dot_2n) : SL_MV_SUFFIX(g32_dot_1n));
@@ -388,7 +379,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
                 for (int q = 0; q < np; q++) {
                     const g_tok8 g = SL_MV_SUFFIX(g_tokens)(a->xq, a->arb, t0 + 8 * q, a->n_tok);
                     SL_MV_SUFFIX(g32_panel_build)(
-                        &g, c0, c1, G32_OFFSET(wide) ? SL_MV_SUFFIX(g32_c)(type) : 0, &p[q]);
+                        &g, c0, c1, G32_OFFSET(wide) ? sl__q32_offset(type) : 0, &p[q]);
                 }
                 for (int64_t k = 0; k < nr; k++) {
                     const int64_t r = a->idx ? a->idx[r0 + k] : r0 + k;
@@ -399,6 +390,9 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
             SL_MV_SUFFIX(g_store_rows)(a, (const __m256(*)[2][8])lt, r0, nr, t0, np);
         }
     }
+#if !SL_MV_AVX512
+    if (tail) SL_MV_SUFFIX(g32_few)(type, call, pan.n_tok, i0, i1);
+#endif
 }
 
 /* One kernel per type, so that its unpack is compiled for it. */
@@ -442,7 +436,8 @@ static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0
     const bool q5 = type == SL_GGML_Q5_K;
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
-        const uint8_t *p = (const uint8_t *)w + b * (q5 ? 176 : 144);
+        const uint8_t *p = (const uint8_t *)w +
+                           b * (int64_t)(q5 ? sizeof(sl_block_q5_K) : sizeof(sl_block_q4_K));
         const uint8_t *qs = p + (q5 ? 48 : 16); /* after d, dmin, scales[12] (and qh[32]) */
         uint8_t sc[8];
         const __m128i mins = SL_MV_SUFFIX(k4_unpack)(p + 4, sc);
@@ -533,7 +528,7 @@ static void SL_MV_SUFFIX(gk_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk
 {
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
-        const sl_block_q6_K *wp = (const sl_block_q6_K *)(w + b * 210);
+        const sl_block_q6_K *wp = (const sl_block_q6_K *)(w + b * (int64_t)sizeof(sl_block_q6_K));
         for (int n = 0; n < 2; n++) {
             __m256i q[4];
             SL_MV_SUFFIX(q6_half)(wp, n, q);

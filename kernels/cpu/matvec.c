@@ -170,7 +170,7 @@ typedef struct rows_job {
     const sl__mv_type *t;
     sl__mv_range_fn range;
     sl__mv_rows_fn rows_fn; /* Q4_K_R8 dense rows, one token at a time; NULL otherwise */
-    sl__gemm_fn gemm; /* rows of a batch (not column-listed): gemm.h */
+    sl__gemm_fn gemm; /* rows of a batch (n_batch > 1, not column-listed): gemm.h */
     const char *w, *xq;
     size_t wrb, arb;
     int64_t nb, n_batch, rows;
@@ -180,8 +180,6 @@ typedef struct rows_job {
     float *y;
     int64_t y_stride;
 } rows_job;
-
-enum { GEMM_TAIL_MAX = 2 }; /* see rows_chunk */
 
 /* Blocks [b0, b1) of row r against the activation row xb, into lane. */
 static inline void row_range(const rows_job *j, int64_t r, const char *xb, int64_t b0,
@@ -196,13 +194,10 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
     const rows_job *j = ctx;
     const int64_t per = j->t->block == 1 ? 32 : 8;
     int64_t b0 = 0; /* tokens before b0 went through the GEMM */
-    if (j->gemm && !j->listed) {
-        /* K-quants: the tokens past the last full panel of 8, when at most GEMM_TAIL_MAX, run
-         * the range kernel token by token: a panel costs what ~3 tokens of it do (Q4_K
-         * 512 x 1024 on AVX2: 27.7 us a token, 91 us for one panel), and an MoE expert's
-         * batch is often a few tokens past a multiple of 8. The same bits either way. */
-        const int64_t tail = j->t->block == SL_QK_K && j->n_batch % 8 <= GEMM_TAIL_MAX
-                                 ? j->n_batch % 8 : 0;
+    if (j->gemm && j->n_batch > 1 && !j->listed) {
+        /* K-quants: the tail (gemm.h's sl__gemm_tail) runs the range kernel token by token;
+         * the 32-element types' GEMM takes its tail itself, to its whole-row kernel */
+        const int64_t tail = j->t->block == SL_QK_K ? sl__gemm_tail(j->n_batch) : 0;
         b0 = j->n_batch - tail;
         if (b0) {
             const sl__gemm_rows a = {.w = j->w, .xq = j->xq, .wrb = j->wrb, .arb = j->arb,
@@ -258,12 +253,13 @@ static int64_t row_grain(const sl_cpu_pool *pool, int64_t n, int64_t unit)
 }
 
 /* The kernels a job runs on mv's ISA: range per row, Q4_K_R8's row kernel for its dense rows,
- * the GEMM for a batch (one token has nothing to share an unpacked block with). */
+ * the GEMM for a batch (rows_chunk runs it only for n_batch > 1: one token has nothing to
+ * share an unpacked block with). */
 static void job_kernels(rows_job *j, const sl_cpu_matvec_ctx *mv)
 {
     j->range = range_for(mv, j->t->type);
     j->rows_fn = sl__cpu_row_unit(j->t->type) > 1 ? sl__cpu_mv_rows(mv, j->t->type) : NULL;
-    j->gemm = j->n_batch > 1 ? gemm_for(mv, j->t->type) : NULL;
+    j->gemm = gemm_for(mv, j->t->type);
 }
 
 static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_job *j, int64_t n,
@@ -328,11 +324,12 @@ sl_status sl_cpu_matvec(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t
 
 enum { GROUP_ROWS = 64 }; /* at most this many rows per chunk (the q32 GEMM's row group) */
 
+/* base: what every group shares (type, shape, kernels), built once per call; a chunk adds
+ * its group's operands. */
 typedef struct groups_job {
-    const sl_cpu_matvec_ctx *mv;
-    const sl__mv_type *t;
+    rows_job base;
     const sl_cpu_matvec_group *g;
-    int64_t rows, cols, per, chunk_rows; /* chunks per group, rows per chunk */
+    int64_t per, chunk_rows; /* chunks per group, rows per chunk */
 } groups_job;
 
 static void groups_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
@@ -340,11 +337,13 @@ static void groups_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
     const groups_job *gj = ctx;
     for (int64_t c = c0; c < c1; c++) {
         const sl_cpu_matvec_group *G = &gj->g[c / gj->per];
-        const int64_t r0 = c % gj->per * gj->chunk_rows;
-        const int64_t r1 = r0 + gj->chunk_rows < gj->rows ? r0 + gj->chunk_rows : gj->rows;
-        rows_job j;
-        init_job(&j, gj->t, G->w, gj->rows, gj->cols, G->xq, G->n_batch, G->y);
-        job_kernels(&j, gj->mv);
+        const int64_t r0 = c % gj->per * gj->chunk_rows, rows = gj->base.rows;
+        const int64_t r1 = r0 + gj->chunk_rows < rows ? r0 + gj->chunk_rows : rows;
+        rows_job j = gj->base;
+        j.w = G->w;
+        j.xq = G->xq;
+        j.n_batch = G->n_batch;
+        j.y = G->y;
         rows_chunk(&j, r0, r1, thread);
     }
 }
@@ -361,7 +360,10 @@ sl_status sl_cpu_matvec_groups_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
     if (n_groups < 0 || (n_groups > 0 && !groups))
         return sl_error_set(err, SL_ERR_INVALID, "%s: n_groups = %lld (groups %s)", fn,
                             (long long)n_groups, groups ? "set" : "NULL");
-    const sl__mv_type *t = NULL;
+    /* the shape first: a call with no groups is still a call on a (type, rows, cols) */
+    const sl__mv_type *t;
+    s = sl__mv_validate_shape(fn, type, rows, cols, &t, err);
+    if (s) return s;
     for (int64_t i = 0; i < n_groups; i++) {
         const sl_cpu_matvec_group *G = &groups[i];
         s = sl__mv_validate(fn, type, G->w, rows, cols, G->xq, G->n_batch, G->y, &t, err);
@@ -375,11 +377,12 @@ sl_status sl_cpu_matvec_groups_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
     const int64_t per0 = (rows + GROUP_ROWS - 1) / GROUP_ROWS, unit = sl__cpu_row_unit(t->type);
     const int64_t chunk_rows = ((rows + per0 - 1) / per0 + unit - 1) / unit * unit;
     const int64_t per = (rows + chunk_rows - 1) / chunk_rows;
-    groups_job gj = {.mv = mv, .t = t, .g = groups, .rows = rows, .cols = cols, .per = per,
-                     .chunk_rows = chunk_rows};
     if (n_groups > INT64_MAX / per)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %lld groups of %lld chunks overflow", fn,
                             (long long)n_groups, (long long)per);
+    groups_job gj = {.g = groups, .per = per, .chunk_rows = chunk_rows};
+    init_job(&gj.base, t, NULL, rows, cols, NULL, 0, NULL);
+    job_kernels(&gj.base, mv);
     return sl_cpu_pool_parallel_for(pool, n_groups * per, 1, groups_chunk, &gj, err);
 }
 

@@ -92,7 +92,8 @@ typedef struct sl_cpu_matvec_group {
  * up, or their down) in one pool call: the row chunks of every group are handed out together,
  * so threads stay busy across groups of very different sizes and pay one handoff, not one
  * per group. Each group's y has the bits sl_cpu_matvec_q gives it. n_groups >= 0; n_batch of a
- * group >= 1. SL_ERR_INVALID naming the group for a bad group; not in f32_act mode. */
+ * group >= 1. The type and shape are checked even with no groups; SL_ERR_INVALID naming the
+ * group for a bad group; not in f32_act mode. */
 sl_status sl_cpu_matvec_groups_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,
                                  int64_t rows, int64_t cols, const sl_cpu_matvec_group *groups,
                                  int64_t n_groups, sl_error *err);

@@ -585,13 +585,21 @@ static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, siz
 
 enum { SL_MV_K4, SL_MV_K5, SL_MV_K6 }; /* which K-quant a kgroup / krange call is for */
 
+/* Bytes of a super-block of a kind (the block structs of kernels/ref/blocks.h). */
+static inline size_t SL_MV_SUFFIX(k_bytes)(int kind)
+{
+    return kind == SL_MV_K4   ? sizeof(sl_block_q4_K)
+           : kind == SL_MV_K5 ? sizeof(sl_block_q5_K)
+                              : sizeof(sl_block_q6_K);
+}
+
 /* Lane k of a K-quant group (kgroup): its integer sums v (and s, the mins', Q4_K/Q5_K), 0 when
  * the lane is off. */
 static inline __attribute__((always_inline)) void
 SL_MV_SUFFIX(klane)(const char *wp, const char *xp, int m, const char *wq, int pair, int kind,
                     int k, __m256i *v, __m256i *s)
 {
-    const size_t wb = kind == SL_MV_K4 ? 144 : kind == SL_MV_K5 ? 176 : 210;
+    const size_t wb = SL_MV_SUFFIX(k_bytes)(kind);
     const char *w = SL_MV_SUFFIX(lane_at)(wp, wq, k, wb, pair);
     const char *x = SL_MV_SUFFIX(lane_at)(xp, xp, k, sizeof(sl_block_q8_K), pair);
     *s = _mm256_setzero_si256();
@@ -608,7 +616,7 @@ static inline __attribute__((always_inline)) __m256
 SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int pair,
                      const float *hx, int kind)
 {
-    const size_t wb = kind == SL_MV_K4 ? 144 : kind == SL_MV_K5 ? 176 : 210;
+    const size_t wb = SL_MV_SUFFIX(k_bytes)(kind);
     const size_t xb = sizeof(sl_block_q8_K);
     __m256i v[8];
     __m256i s[8];
@@ -623,7 +631,7 @@ SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int 
     const int n = pair ? 8 : m; /* lanes that may be live, for the sum trees */
     const __m256 dx = SL_MV_SUFFIX(x_scales)(hx, xp, xb, m, pair, 1);
     const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(v, n));
-    const size_t dofs = kind == SL_MV_K6 ? 208 : 0;
+    const size_t dofs = kind == SL_MV_K6 ? offsetof(sl_block_q6_K, d) : 0;
     const __m256 dd =
         _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + dofs, wq + dofs, wb, m, pair), dx);
     const __m256 a = _mm256_mul_ps(isum, dd);
@@ -639,14 +647,14 @@ static inline __attribute__((always_inline)) void
 SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, float *lane,
                      int kind)
 {
-    const int64_t wbytes = kind == SL_MV_K4 ? 144 : kind == SL_MV_K5 ? 176 : 210;
+    const int64_t wbytes = (int64_t)SL_MV_SUFFIX(k_bytes)(kind);
     for (int64_t b = b0; b < b1; b++) {
         const char *wp = (const char *)w + b * wbytes;
         const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
         float dx;
         memcpy(&dx, xp, sizeof dx);
         uint16_t d, dmin;
-        memcpy(&d, wp + (kind == SL_MV_K6 ? 208 : 0), 2);
+        memcpy(&d, wp + (kind == SL_MV_K6 ? offsetof(sl_block_q6_K, d) : 0), 2);
         memcpy(&dmin, wp + 2, 2);
         if (kind == SL_MV_K6) {
             const int32_t isum = SL_MV_SUFFIX(hsum_i32)(SL_MV_SUFFIX(q6k_block)(wp, xp));
@@ -686,9 +694,9 @@ SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, floa
     }                                                                                            \
     SL_MV_ROWS(NAME, WBYTES, sizeof(sl_block_q8_K), 1, SL_MV_QUAD)
 
-SL_MV_KQUANT(q4_K, SL_MV_K4, 144)
-SL_MV_KQUANT(q5_K, SL_MV_K5, 176)
-SL_MV_KQUANT(q6_K, SL_MV_K6, 210)
+SL_MV_KQUANT(q4_K, SL_MV_K4, sizeof(sl_block_q4_K))
+SL_MV_KQUANT(q5_K, SL_MV_K5, sizeof(sl_block_q5_K))
+SL_MV_KQUANT(q6_K, SL_MV_K6, sizeof(sl_block_q6_K))
 
 #undef SL_MV_KQUANT
 #undef SL_MV_ROWS

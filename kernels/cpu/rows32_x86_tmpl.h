@@ -7,9 +7,8 @@
  *
  * Why a second kernel: per block the group kernels spend two vpsignb (the sign trick) and a
  * vpmaddwd, and per 8 blocks a vphaddd tree and a scalar gather of the E8M0 scales into
- * vector lanes. Here a block's weights enter vpmaddubsw unsigned, u = w + c (MXFP4: the
- * doubled e2m1 table plus 12, in [0, 24]; Q4_0: the raw nibble, c = 8; Q5_0: the raw 5-bit
- * q, c = 16), and isum = sum u x - c sum x, where c sum x of every activation block is formed
+ * vector lanes. Here a block's weights enter vpmaddubsw unsigned, u = w + c (c: q32_offset.h),
+ * and isum = sum u x - c sum x, where c sum x of every activation block is formed
  * once per call (all rows read the same x). The 8 blocks' int16 pair sums are added in int16
  * while that cannot overflow (8 products: 8 * 31 * 127 < 2^15; x in [-127, 127]), then one
  * vpmaddwd per 4 blocks finishes the sums in int32. The 16 nibbles come from one broadcast
@@ -18,6 +17,8 @@
  * Exactness: isum is the reference's integer (exact arithmetic in any order); the float work
  * per lane is group_terms' (isum * (dx * dw) resp. isum * (dw * dx)), block b to lane b % 8,
  * then the reference's reduction: y has the reference's bits. */
+
+#include "kernels/cpu/q32_offset.h"
 
 enum { SL_R32_MXFP4, SL_R32_Q4_0, SL_R32_Q5_0 };
 
@@ -30,7 +31,9 @@ static inline int SL_MV_SUFFIX(r32_wb)(int kind)
 }
 static inline int SL_MV_SUFFIX(r32_c)(int kind)
 {
-    return kind == SL_R32_MXFP4 ? 12 : kind == SL_R32_Q4_0 ? 8 : 16;
+    return kind == SL_R32_MXFP4 ? SL_Q32_OFFSET_MXFP4
+           : kind == SL_R32_Q4_0 ? SL_Q32_OFFSET_Q4_0
+                                 : SL_Q32_OFFSET_Q5_0;
 }
 
 /* p[k]: block k's 16 int16 vpmaddubsw pair sums (low half: its elements 0..15, high half
@@ -98,7 +101,7 @@ SL_MV_SUFFIX(r32_row)(const char *wr, const char *xq, int64_t nb, const r32_x *p
     const int wb = SL_MV_SUFFIX(r32_wb)(kind), xb = (int)sizeof(sl_block_q8_0);
     const int64_t nb8 = nb & ~(int64_t)7;
     const __m128i kv = _mm_add_epi8(_mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4),
-                                    _mm_set1_epi8(12));
+                                    _mm_set1_epi8(SL_Q32_OFFSET_MXFP4));
     const __m256i table = _mm256_broadcastsi128_si256(kv);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb8; b += 8) {

@@ -43,9 +43,8 @@ size_t sl_ref_matvec_act_bytes(uint32_t type, int64_t cols)
     return row_bytes(t, cols, t ? t->act_bytes : 1);
 }
 
-sl_status sl__mv_validate(const char *fn, uint32_t type, const void *w, int64_t rows,
-                          int64_t cols, const void *x, int64_t n_batch, const void *y,
-                          const sl__mv_type **t, sl_error *err)
+sl_status sl__mv_validate_shape(const char *fn, uint32_t type, int64_t rows, int64_t cols,
+                                const sl__mv_type **t, sl_error *err)
 {
     *t = sl__mv_type_get(type);
     if (!*t) {
@@ -53,9 +52,6 @@ sl_status sl__mv_validate(const char *fn, uint32_t type, const void *w, int64_t 
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: weight type %s (%u) has no matvec kernel",
                             fn, ti ? ti->name : "unknown", type);
     }
-    if (!w) return sl_error_set(err, SL_ERR_INVALID, "%s: w is NULL", fn);
-    if (!x) return sl_error_set(err, SL_ERR_INVALID, "%s: x is NULL", fn);
-    if (!y) return sl_error_set(err, SL_ERR_INVALID, "%s: y is NULL", fn);
     if (rows < 1 || rows > INT32_MAX)
         return sl_error_set(err, SL_ERR_INVALID, "%s: rows = %lld is not in [1, 2^31)", fn,
                             (long long)rows);
@@ -66,13 +62,25 @@ sl_status sl__mv_validate(const char *fn, uint32_t type, const void *w, int64_t 
         return sl_error_set(err, SL_ERR_INVALID,
                             "%s: cols = %lld is not a positive multiple of %s's block size %u", fn,
                             (long long)cols, (*t)->name, (*t)->block);
-    if (n_batch < 1 || n_batch > SL__MV_MAX_BATCH)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: n_batch = %lld is not in [1, %d]", fn,
-                            (long long)n_batch, SL__MV_MAX_BATCH);
     const uint64_t wb = (uint64_t)cols / (*t)->block * (*t)->bytes;
     if (wb > (uint64_t)SIZE_MAX / (uint64_t)rows)
         return sl_error_set(err, SL_ERR_INVALID, "%s: rows = %lld x cols = %lld overflows size_t",
                             fn, (long long)rows, (long long)cols);
+    return SL_OK;
+}
+
+sl_status sl__mv_validate(const char *fn, uint32_t type, const void *w, int64_t rows,
+                          int64_t cols, const void *x, int64_t n_batch, const void *y,
+                          const sl__mv_type **t, sl_error *err)
+{
+    sl_status s = sl__mv_validate_shape(fn, type, rows, cols, t, err);
+    if (s) return s;
+    if (!w) return sl_error_set(err, SL_ERR_INVALID, "%s: w is NULL", fn);
+    if (!x) return sl_error_set(err, SL_ERR_INVALID, "%s: x is NULL", fn);
+    if (!y) return sl_error_set(err, SL_ERR_INVALID, "%s: y is NULL", fn);
+    if (n_batch < 1 || n_batch > SL__MV_MAX_BATCH)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_batch = %lld is not in [1, %d]", fn,
+                            (long long)n_batch, SL__MV_MAX_BATCH);
     return SL_OK;
 }
 

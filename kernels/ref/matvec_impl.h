@@ -32,10 +32,12 @@ const sl__mv_type *sl__mv_row_type(const sl__mv_type *t);
 const void *sl__mv_row_at(const sl__mv_type *t, const void *w, int64_t r, int64_t nb, void *buf);
 
 /* Argument checks shared by the reference and the fast kernels (`fn` names the caller in the
- * message): type supported, w/x/y non-NULL, rows >= 1 (Q4_K_R8: a multiple of 8), cols >= 1 and
- * a multiple of the block,
- * 1 <= n_batch <= SL__MV_MAX_BATCH, byte sizes without overflow. *t gets the descriptor. */
+ * message). The shape: type supported, rows >= 1 (Q4_K_R8: a multiple of 8), cols >= 1 and a
+ * multiple of the block, byte sizes without overflow; *t gets the descriptor. sl__mv_validate
+ * adds one call's operands: w/x/y non-NULL, 1 <= n_batch <= SL__MV_MAX_BATCH. */
 enum { SL__MV_MAX_BATCH = 1 << 20 };
+sl_status sl__mv_validate_shape(const char *fn, uint32_t type, int64_t rows, int64_t cols,
+                                const sl__mv_type **t, sl_error *err);
 sl_status sl__mv_validate(const char *fn, uint32_t type, const void *w, int64_t rows,
                           int64_t cols, const void *x, int64_t n_batch, const void *y,
                           const sl__mv_type **t, sl_error *err);

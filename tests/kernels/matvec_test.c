@@ -25,6 +25,7 @@
 #include "kernels/cpu/pool.h"
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
+#include "kernels/ref/repack.h"
 #include "tests/testing.h"
 
 static uint64_t rng_state = 0x5eed1234abcdULL;
@@ -248,7 +249,7 @@ static void check_blocks32_bytes(const ctx_set *cs, uint32_t type)
         uint8_t *w = malloc(rb * (size_t)rows);
         for (int64_t r = 0; r < rows; r++) random_row(type, w + (size_t)r * rb, rb, cols, r);
         check_fast(cs, type, w, rows, cols, 1);
-        check_fast(cs, type, w, rows, cols, nbs[i] > 64 ? 9 : 17);
+        check_fast(cs, type, w, rows, cols, nbs[i] > 64 ? 9 : 20); /* tails of 1 and 4 */
         free(w);
     }
     const int64_t rows = 4, cols = 24 * 32, n_batch = 9;
@@ -281,8 +282,9 @@ static void check_blocks32_bytes(const ctx_set *cs, uint32_t type)
 /* Batch shapes for the GEMM row kernels (kernels/cpu/gemm.h): random row lengths that cross
  * their unpack chunks (256 32-element blocks, 4 super-blocks) with ragged ends, row counts
  * past the K-quant kernel's 16-row groups, and batches past one 64-token lane set (32-token
- * K-quant groups) with ragged 8-token groups, whose K-quant tails of 1 or 2 tokens (9, 130, 65;
- * 2 alone) take the range kernels; dense and row-gathered. */
+ * K-quant groups) with ragged 8-token groups: tails of 1 to 3 tokens (9, 130, 19; 3 alone) take
+ * the row kernels (gemm.h's sl__gemm_tail), one of 4 (68) is over the limit and takes a panel;
+ * dense and row-gathered. */
 static void check_batch_shapes(const ctx_set *cs, uint32_t type)
 {
     const int64_t blk = sl_gguf_type_get(type)->block_size;
@@ -295,7 +297,7 @@ static void check_batch_shapes(const ctx_set *cs, uint32_t type)
         const int64_t nb = one_chunk  ? 1 + (int64_t)(rnd() % (uint64_t)chunk)
                            : long_row ? chunk + 1 + (int64_t)(rnd() % 9)
                                       : 1 + (int64_t)(rnd() % 40);
-        const int64_t batches[] = {9, 130, 65, 2 + (int64_t)(rnd() % 70), 2, 19};
+        const int64_t batches[] = {9, 130, 68, 2 + (int64_t)(rnd() % 70), 3, 19};
         const int64_t n_batch = batches[i], cols = nb * blk;
         bool quantized;
         void *w = make_weights(type, rows, cols, &quantized);
@@ -668,6 +670,18 @@ static void check_errors(const sl_cpu_matvec_ctx *mv)
     CHECK(sl_cpu_matvec_t_rows(mv, NULL, SL_GGML_Q8_0, w, 2, 32, bad, 2, x, 1, y, &e) ==
           SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "rows = 2");
+    /* no groups: the type and the shape are still checked */
+    CHECK(!sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q8_0, 2, 32, NULL, 0, &e));
+    CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q2_K, 2, 256, NULL, 0, &e) ==
+          SL_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(e.msg, "weight type Q2_K");
+    CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q8_0, 2, 48, NULL, 0, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "cols = 48");
+    CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q8_0, 0, 32, NULL, 0, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "rows = 0");
+    CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_TYPE_Q4_K_R8, 12, 256, NULL, 0, &e) ==
+          SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "rows = 12");
 }
 
 /* ---- pool -------------------------------------------------------------------------------- */
