@@ -266,10 +266,11 @@ void sl__runtime_provenance_moved(sl_model *m);
 sl_status sl__runtime_weight_to_device(sl_model *m, sl_weight *w, bool *ok, sl_error *err);
 /* runtime.c */
 /* Evaluation brackets of a context of a runtime model: begin fails with SL_ERR_NOT_RESIDENT
- * below DEVICE, marks the model busy (never evicted) and, unless creating, refreshes the
- * context's pointers (sl__ctx_refresh) when the weights moved since its last eval; end clears
- * busy. No-ops outside a runtime. */
-sl_status sl__runtime_eval_begin(sl_ctx *c, bool creating, sl_error *err);
+ * below DEVICE, marks the model busy (never evicted or moved until end) and returns its
+ * residency epoch (*res_epoch; c->res_epoch outside a runtime), which engine.c compares with
+ * the context's to refresh it once with the swap gate's epoch — outside the runtime's mutex,
+ * as nothing moves a busy model; end clears busy. No-ops outside a runtime. */
+sl_status sl__runtime_eval_begin(sl_ctx *c, uint64_t *res_epoch, sl_error *err);
 void sl__runtime_eval_end(sl_ctx *c);
 /* Detaches a closing model (frees its device weights and floors); close calls it first. */
 void sl__runtime_detach(sl_model *m);

@@ -792,9 +792,10 @@ sl_status sl_runtime_validate(const sl_runtime *rt, sl_error *err)
 
 /* ---- evaluation brackets and detaching ---------------------------------------------------- */
 
-sl_status sl__runtime_eval_begin(sl_ctx *c, bool creating, sl_error *err)
+sl_status sl__runtime_eval_begin(sl_ctx *c, uint64_t *res_epoch, sl_error *err)
 {
     sl_model *m = c->m;
+    *res_epoch = c->res_epoch;
     if (!m->res) return SL_OK;
     sl_runtime *rt = m->rt;
     pthread_mutex_lock(&rt->mu);
@@ -803,10 +804,8 @@ sl_status sl__runtime_eval_begin(sl_ctx *c, bool creating, sl_error *err)
     if (r->state < SL_RS_DEVICE && (r->device_bytes || r->state == SL_RS_DISK))
         st = sl_error_set(err, SL_ERR_NOT_RESIDENT, "%s is not resident (%s): acquire it "
                           "before it runs", m->path, sl_res_state_name(r->state));
-    else if (!creating && c->res_epoch != r->epoch)
-        st = sl__ctx_refresh(c, err);
     if (!st) {
-        c->res_epoch = r->epoch;
+        *res_epoch = r->epoch;
         r->busy++;
     }
     pthread_mutex_unlock(&rt->mu);

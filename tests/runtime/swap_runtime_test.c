@@ -217,11 +217,75 @@ static void test_runtime_fallback(void)
     free(l_g);
 }
 
+/* The last-token logits of tokens evaluated from position 0 by context c (kept across calls,
+ * unlike rt_logits's). */
+static float *ctx_logits(sl_ctx *c, int V)
+{
+    sl_error e;
+    CHECK(sl_ctx_rewind(c, 0, &e) == SL_OK);
+    if (sl_ctx_eval(c, k_tokens, N_TOK, &e)) {
+        CHECK_MSG(0, "eval: %s", e.msg);
+        return NULL;
+    }
+    float *out = malloc((size_t)V * sizeof *out);
+    memcpy(out, sl_ctx_logits(c, -1), (size_t)V * sizeof *out);
+    return out;
+}
+
+static uint64_t refreshes(const sl_ctx *c)
+{
+    sl_ctx_stats s;
+    sl_ctx_stats_get(c, &s);
+    return s.refreshes;
+}
+
+/* A context kept across a live reload of its runtime's model refreshes once: the reload bumps
+ * the swap gate's epoch and the residency's, and the step sees both. */
+static void test_runtime_refresh(void)
+{
+    const char *orig = tmp_path("rr_orig.gguf"), *live = tmp_path("rr_live.gguf");
+    const char *q = tmp_path("rr_q.gguf");
+    write_model("qwen3moe", SL_GGML_Q8_0, 13, NULL, 0, orig);
+    requant(orig, q, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16);
+    copy_file(orig, live);
+    float *l_orig = fresh_logits(orig, SL_PLACE_GPU, NULL);
+    float *l_q = fresh_logits(q, SL_PLACE_GPU, NULL);
+    sl_runtime *rt;
+    sl_model *m = rt_open(live, false, &rt);
+    if (!m) return;
+    const int V = n_vocab(m);
+    sl_error e;
+    CHECK_MSG(sl_runtime_acquire(rt, m, &e) == SL_OK, "%s", e.msg);
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 32;
+    sl_ctx *c = NULL;
+    CHECK_MSG(sl_ctx_create(m, &co, &c, &e) == SL_OK, "%s", e.msg);
+    if (!c) return;
+    expect(ctx_logits(c, V), l_orig, V, "refresh: first logits");
+    CHECK(refreshes(c) == 0);
+    copy_file(q, live);
+    sl_reload_report r;
+    reload(m, &r);
+    CHECK(r.changed && r.n_reloaded == 1);
+    sl_reload_report_free(&r);
+    expect(ctx_logits(c, V), l_q, V, "refresh: logits after the reload");
+    CHECK_MSG(refreshes(c) == 1, "a reload refreshed the context %llu times",
+              (unsigned long long)refreshes(c));
+    expect(ctx_logits(c, V), l_q, V, "refresh: logits of the next step");
+    CHECK(refreshes(c) == 1);
+    sl_ctx_destroy(c);
+    sl_model_close(m);
+    CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
+    free(l_orig);
+    free(l_q);
+}
+
 int main(void)
 {
     test_runtime(false, SL_LOAD_DIRECT);
     test_runtime(true, SL_LOAD_DIRECT);
     test_runtime(false, SL_LOAD_MMAP); /* host weights in the file view's mapping */
     test_runtime_fallback();
+    test_runtime_refresh();
     return sl_test_finish("swap_runtime_test");
 }
