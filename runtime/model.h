@@ -267,10 +267,12 @@ sl_status sl__runtime_weight_to_device(sl_model *m, sl_weight *w, bool *ok, sl_e
 /* runtime.c */
 /* Evaluation brackets of a context of a runtime model: begin fails with SL_ERR_NOT_RESIDENT
  * below DEVICE, marks the model busy (never evicted or moved until end) and returns its
- * residency epoch (*res_epoch; c->res_epoch outside a runtime), which engine.c compares with
- * the context's to refresh it once with the swap gate's epoch — outside the runtime's mutex,
- * as nothing moves a busy model; end clears busy. No-ops outside a runtime. */
-sl_status sl__runtime_eval_begin(sl_ctx *c, uint64_t *res_epoch, sl_error *err);
+ * residency epochs (runtime_impl.h: pointers moved, types or bytes changed; the context's
+ * outside a runtime), which engine.c compares with the context's to refresh or rebind it
+ * once with the swap gate's epoch — outside the runtime's mutex, as nothing moves a busy
+ * model; end clears busy. No-ops outside a runtime. */
+sl_status sl__runtime_eval_begin(sl_ctx *c, uint64_t *res_epoch, uint64_t *layout_epoch,
+                                 sl_error *err);
 void sl__runtime_eval_end(sl_ctx *c);
 /* Detaches a closing model (frees its device weights and floors); close calls it first. */
 void sl__runtime_detach(sl_model *m);

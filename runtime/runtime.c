@@ -24,7 +24,9 @@
  *   device_bytes == sum of granted arena bytes (sl__runtime_granted) over want_device weights;
  *   pinned_bytes == sum of device_bytes over PINNED models; busy + holds > 0 => state >=
  *   DEVICE or the model has no device weights;
- *   epoch changes whenever any weight's data pointer may have changed.
+ *   epoch changes whenever any weight's data pointer may have changed; layout_epoch whenever
+ *   its type, size or bytes may have (a read of its files, a live reload): a move between
+ *   the floor and the device changes pointers alone, so contexts rebind rather than refresh.
  * Locking: one mutex per runtime serialises every state change and the evaluation brackets;
  * a model that is busy or held (sl_runtime_hold) is never evicted or moved.
  */
@@ -334,6 +336,8 @@ sl_status sl__runtime_load_floor(sl_model *m, sl_error *err)
             notice(rt, "%s: shared floor %s not page-locked: %s", m->path,
                    sl_shm_floor_name(r->shm), re.msg);
     }
+    /* the files may have moved on (a refreshed view, a rewrite): types and bytes may differ */
+    r->layout_epoch++;
     sl_status st = sl__model_load_weights(m, err);
     if (st && r->shm) floor_release(rt, r);
     return st;
@@ -792,10 +796,12 @@ sl_status sl_runtime_validate(const sl_runtime *rt, sl_error *err)
 
 /* ---- evaluation brackets and detaching ---------------------------------------------------- */
 
-sl_status sl__runtime_eval_begin(sl_ctx *c, uint64_t *res_epoch, sl_error *err)
+sl_status sl__runtime_eval_begin(sl_ctx *c, uint64_t *res_epoch, uint64_t *layout_epoch,
+                                 sl_error *err)
 {
     sl_model *m = c->m;
     *res_epoch = c->res_epoch;
+    *layout_epoch = c->res_layout_epoch;
     if (!m->res) return SL_OK;
     sl_runtime *rt = m->rt;
     pthread_mutex_lock(&rt->mu);
@@ -806,6 +812,7 @@ sl_status sl__runtime_eval_begin(sl_ctx *c, uint64_t *res_epoch, sl_error *err)
                           "before it runs", m->path, sl_res_state_name(r->state));
     if (!st) {
         *res_epoch = r->epoch;
+        *layout_epoch = r->layout_epoch;
         r->busy++;
     }
     pthread_mutex_unlock(&rt->mu);

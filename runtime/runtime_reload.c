@@ -65,6 +65,7 @@ static void set_fallback(sl_model *m, sl_weight *w, bool fallback)
     w->want_device = !fallback;
     w->fallback = fallback;
     r->epoch++;
+    r->layout_epoch++;
 }
 
 void sl__runtime_provenance_moved(sl_model *m)
@@ -128,6 +129,7 @@ sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns
     w->nbytes = nbytes;
     r->reloaded = true;
     r->epoch++;
+    r->layout_epoch++;
     /* placed on the device and the model is there: a new block, else the host fallback (a
      * fallen-back weight of an evicted model stays on the host: its group returns together, at
      * a reload while the model is on the device) */

@@ -232,15 +232,19 @@ static float *ctx_logits(sl_ctx *c, int V)
     return out;
 }
 
-static uint64_t refreshes(const sl_ctx *c)
+static uint64_t refreshes(const sl_ctx *c, uint64_t *rebinds)
 {
     sl_ctx_stats s;
     sl_ctx_stats_get(c, &s);
+    *rebinds = s.rebinds;
     return s.refreshes;
 }
 
 /* A context kept across a live reload of its runtime's model refreshes once: the reload bumps
- * the swap gate's epoch and the residency's, and the step sees both. */
+ * the swap gate's epoch and the residency's, and the step sees both. Moves between the host
+ * floor and the device (eviction and reacquire, compaction) change addresses alone: a rebind
+ * each, no refresh; released to disk and loaded again from the files: a refresh. The logits
+ * equal a fresh load's after each. */
 static void test_runtime_refresh(void)
 {
     const char *orig = tmp_path("rr_orig.gguf"), *live = tmp_path("rr_live.gguf");
@@ -261,18 +265,31 @@ static void test_runtime_refresh(void)
     sl_ctx *c = NULL;
     CHECK_MSG(sl_ctx_create(m, &co, &c, &e) == SL_OK, "%s", e.msg);
     if (!c) return;
+    uint64_t rb;
     expect(ctx_logits(c, V), l_orig, V, "refresh: first logits");
-    CHECK(refreshes(c) == 0);
+    CHECK(refreshes(c, &rb) == 0 && rb == 0);
     copy_file(q, live);
     sl_reload_report r;
     reload(m, &r);
     CHECK(r.changed && r.n_reloaded == 1);
     sl_reload_report_free(&r);
     expect(ctx_logits(c, V), l_q, V, "refresh: logits after the reload");
-    CHECK_MSG(refreshes(c) == 1, "a reload refreshed the context %llu times",
-              (unsigned long long)refreshes(c));
+    CHECK_MSG(refreshes(c, &rb) == 1 && rb == 0, "a reload refreshed the context %llu times, "
+              "rebound it %llu", (unsigned long long)refreshes(c, &rb), (unsigned long long)rb);
     expect(ctx_logits(c, V), l_q, V, "refresh: logits of the next step");
-    CHECK(refreshes(c) == 1);
+    CHECK(refreshes(c, &rb) == 1 && rb == 0);
+    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_HOST, &e) == SL_OK);
+    CHECK_MSG(sl_runtime_acquire(rt, m, &e) == SL_OK, "%s", e.msg);
+    expect(ctx_logits(c, V), l_q, V, "refresh: logits after evict + acquire");
+    CHECK_MSG(refreshes(c, &rb) == 1 && rb == 1, "evict + acquire: %llu refreshes, %llu "
+              "rebinds", (unsigned long long)refreshes(c, &rb), (unsigned long long)rb);
+    CHECK_MSG(sl_runtime_compact(rt, &m, 1, &e) == SL_OK, "%s", e.msg);
+    expect(ctx_logits(c, V), l_q, V, "refresh: logits after compaction");
+    CHECK(refreshes(c, &rb) == 1 && rb == 2);
+    CHECK_MSG(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_OK, "%s", e.msg);
+    CHECK_MSG(sl_runtime_acquire(rt, m, &e) == SL_OK, "%s", e.msg);
+    expect(ctx_logits(c, V), l_q, V, "refresh: logits after disk + acquire");
+    CHECK(refreshes(c, &rb) == 2 && rb == 2);
     sl_ctx_destroy(c);
     sl_model_close(m);
     CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
