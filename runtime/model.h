@@ -263,6 +263,12 @@ sl_status sl__runtime_weight_to_host(sl_model *m, sl_weight *w, sl_error *err);
 /* A reload moved w's provenance to the new file version without swapping its bytes (they are
  * equal): the model's files are re-parsed before it next loads from disk, as after a swap. */
 void sl__runtime_provenance_moved(sl_model *m);
+/* The host copy of w's bytes (its floor while on the device), NULL on DISK; takes the
+ * runtime's mutex itself. Those bytes stay where they are until the model's next reload or
+ * release to DISK — moves between the floor and the device move the pointer, not the bytes —
+ * so a reload (which holds the gate's reload lock, as the release to DISK does) may read them
+ * after this returns, without the mutex. */
+const void *sl__runtime_host_copy(sl_model *m, const sl_weight *w);
 sl_status sl__runtime_weight_to_device(sl_model *m, sl_weight *w, bool *ok, sl_error *err);
 /* runtime.c */
 /* Evaluation brackets of a context of a runtime model: begin fails with SL_ERR_NOT_RESIDENT

@@ -68,6 +68,14 @@ static void set_fallback(sl_model *m, sl_weight *w, bool fallback)
     r->layout_epoch++;
 }
 
+const void *sl__runtime_host_copy(sl_model *m, const sl_weight *w)
+{
+    pthread_mutex_lock(&m->rt->mu);
+    const void *p = w->d_block != SL_BLOCK_NONE ? m->res->floor[w - m->w].data : w->data;
+    pthread_mutex_unlock(&m->rt->mu);
+    return p;
+}
+
 void sl__runtime_provenance_moved(sl_model *m)
 {
     m->res->reloaded = true;
