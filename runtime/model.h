@@ -286,12 +286,15 @@ void sl__runtime_detach(sl_model *m);
 /* file_view.c */
 /* The handle w->t of every weight lies in: m->file_view, or m->gguf before any refresh. */
 const sl_gguf *sl__model_file(const sl_model *m);
-/* Parses m's files again and binds every weight's t there, so that a load from the files reads
- * what a live reload left in the weights; *old: the previous view (NULL: none), which the
- * caller closes once the weights no longer point into it (io = mmap). SL_ERR_UNSUPPORTED
- * (model unchanged) when the files changed since the last reload or a tensor's change was
- * refused; SL_ERR_IO when they do not parse. */
-sl_status sl__model_files_refresh(sl_model *m, sl_gguf **old, sl_error *err);
+/* Refreshing the view, so that a load from the files reads what a live reload left in the
+ * weights, in two steps: parse reads m's files again into *fresh (the file I/O; it reads only
+ * what a reload writes: path, sources, provenance, the current view), SL_ERR_UNSUPPORTED when
+ * the files changed since the last reload or a tensor's change was refused, SL_ERR_IO when they
+ * do not parse; bind (cheap, no failure) makes fresh the view and binds every weight's t there,
+ * *old: the previous view (NULL: none), which the caller closes once the weights no longer
+ * point into it (io = mmap). */
+sl_status sl__model_files_parse(const sl_model *m, sl_gguf **fresh, sl_error *err);
+void sl__model_files_bind(sl_model *m, sl_gguf *fresh, sl_gguf **old);
 
 /* arch.c */
 const sl__arch_traits *sl__arch_traits_get(sl__arch a);

@@ -614,17 +614,28 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
      * not while a live reload of m reads them (its lock comes first, as in sl_reload_changed) */
     const bool gate = state == SL_RESIDENCY_DISK && m->gate_ready;
     if (gate) pthread_mutex_lock(&m->gate.reload);
-    pthread_mutex_lock(&rt->mu);
     struct sl__resident *r = m->res;
     const sl_res_state to = (sl_res_state)state;
+    /* after a live reload its next load must read the new file versions: their parse (file
+     * I/O) runs before the mutex, as what it reads only a reload writes and the reload lock
+     * held here excludes that (reloaded too; without the gate no reload ever set it) */
+    pthread_mutex_lock(&rt->mu);
+    const bool reparse = to == SL_RS_DISK && r->reloaded;
+    pthread_mutex_unlock(&rt->mu);
+    sl_gguf *fresh = NULL, *old = NULL;
+    const sl_status pst = reparse ? sl__model_files_parse(m, &fresh, err) : SL_OK;
+    pthread_mutex_lock(&rt->mu);
     if (to < SL_RS_DEVICE && in_use(r)) {
         st = busy_error(m, "cannot leave the device", err);
     } else if (to == SL_RS_DISK) {
-        /* after a live reload its next load must read the new file versions */
-        sl_gguf *old = NULL;
-        if (r->reloaded && !(st = sl__model_files_refresh(m, &old, err))) r->reloaded = false;
+        if (pst) {
+            st = pst; /* its message is in err */
+        } else if (fresh) {
+            sl__model_files_bind(m, fresh, &old);
+            fresh = NULL;
+            r->reloaded = false;
+        }
         if (!st) to_disk(rt, m);
-        sl_gguf_close(old);
     } else if (to == SL_RS_HOST) {
         if (r->state == SL_RS_DISK && (st = sl__runtime_load_floor(m, err))) {
             sl__model_free_weights(m);
@@ -644,6 +655,8 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
     sl__runtime_update_budget(rt);
     pthread_mutex_unlock(&rt->mu);
     if (gate) pthread_mutex_unlock(&m->gate.reload);
+    sl_gguf_close(old); /* no weight points into it after to_disk */
+    sl_gguf_close(fresh); /* parsed but not bound: the model was busy */
     return st;
 }
 

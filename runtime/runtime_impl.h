@@ -29,7 +29,7 @@ struct sl__resident {
     uint64_t *shm_off;
     bool shm_made, shm_registered;
     /* a live reload changed its weights since its file view was last refreshed: going back to
-     * DISK refreshes it first (sl__model_files_refresh), or stays if the files moved on */
+     * DISK refreshes it first (sl__model_files_parse, _bind), or stays if the files moved on */
     bool reloaded;
 };
 
