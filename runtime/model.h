@@ -161,7 +161,9 @@ typedef struct sl__moe_split {
     sl_weight hot_b[2];       /* F32 [ff_at[0][n_expert]]: the hot gate, up bias entries on the
                                  device (residency 0: the experts have no such bias) */
     float *cold_b[2];         /* [ff_at[1][n_expert]]: the cold gate, up bias entries, or NULL */
-    bool *hot_on_device;      /* [n_expert], all true: part[0].on_device (stats) */
+    bool *hot_on_device;      /* [n_expert]: part[0].on_device, each the hot blobs' residency
+                               * (sl__model_refresh_pointers; the fetch scheduler reads them in
+                               * place, and stats count their calls as device calls) */
 } sl__moe_split;
 
 struct sl_model {
