@@ -90,6 +90,7 @@ struct sl_ctx {
     uint64_t epoch;
     size_t work_bytes, embd_rows_bytes;
     uint64_t res_epoch;         /* the model's residency epoch its pointers were taken at */
+    uint64_t res_layout_epoch;  /* and its layout epoch the rest was derived at */
     uint64_t dev_rope_bytes;    /* dev.rope_freqs is the context's copy of that size; 0: none */
 };
 
@@ -104,17 +105,15 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err);
  * aligned): with base, points s's buffers into it; returns the bytes it needs either way. */
 size_t sl__side_carve(const sl_ctx *c, sl__side *s, void *base);
 void sl__ctx_dev_destroy(sl_ctx *c);
-/* The device side's part of sl__ctx_refresh: the rope factors (a device-resident tensor's
- * address, or the context's own copy rewritten from the host tensor), cuda's device arrays of
- * expert pointers (rewritten in place), the sim executor recreated when the CPU workspace grew
- * (work_bytes). SL_ERR_UNSUPPORTED when a layer's experts moved to the device side that the
+/* The device side's part of the context's refresh (engine.c): the rope factors (a
+ * device-resident tensor's address, or the context's own copy rewritten from the host tensor),
+ * cuda's device arrays of expert pointers (rewritten in place), the sim executor recreated
+ * when the CPU workspace grew (work_bytes). SL_ERR_UNSUPPORTED when a layer's experts moved to the device side that the
  * context has no arrays for, or the rope factors changed size (recreate the context). */
 sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err);
-/* engine.c: the one refresh after the model's weights moved or changed — a live reload (the
- * swap gate's epoch) or a runtime's eviction and reload (the residency epoch) — before a step
- * reads a weight: expert caches invalidated, everything derived from weight addresses and
- * types re-taken. The sides and buffers stay: the placement is the same. */
-sl_status sl__ctx_refresh(sl_ctx *c, sl_error *err);
+/* Its part that follows weight addresses alone (a runtime moved the model, types and bytes
+ * unchanged): a device-resident rope tensor's address and cuda's expert pointer arrays. */
+sl_status sl__ctx_dev_rebind(sl_ctx *c, sl_error *err);
 
 /* forward.c: evaluates tokens[0..n) (n <= cap) at positions n_past.. and appends them to the
  * cache; writes the logits rows of tokens out_from..n-1 (0 <= out_from < n) into logits_out

@@ -180,9 +180,7 @@ sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err)
     const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
     sl_status st;
     const sl_weight *rf = m->rope_freqs;
-    if (rf && on_dev(rf)) {
-        c->dev.rope_freqs = rf->data;
-    } else if (rf && c->dev_rope_bytes) {
+    if (rf && !on_dev(rf) && c->dev_rope_bytes) {
         if (rf->nbytes != c->dev_rope_bytes)
             return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: %s changed size after this "
                                 "context was created: recreate the context", m->path, rf->name);
@@ -190,6 +188,24 @@ sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err)
                                  rf->nbytes, SL_COPY_H2D, err)))
             return st;
     }
+    if (!cuda && work_bytes > c->work_bytes) {
+        sl__dx_destroy(c->dev.dx);
+        c->dev.dx = NULL;
+        if ((st = sl__dx_sim_create(m->dev, m->stream, &c->ops, &c->mv, c->pool, c->moe,
+                                    work_bytes, &c->dev.dx, err)))
+            return st;
+    }
+    return sl__ctx_dev_rebind(c, err);
+}
+
+sl_status sl__ctx_dev_rebind(sl_ctx *c, sl_error *err)
+{
+    sl_model *m = c->m;
+    if (!c->dev.dx) return SL_OK;
+    const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
+    sl_status st;
+    const sl_weight *rf = m->rope_freqs;
+    if (rf && on_dev(rf)) c->dev.rope_freqs = rf->data;
     for (int32_t il = 0; cuda && il < m->hp.n_layer && m->hp.n_expert; il++) {
         if (!dev_experts(&m->layers[il])) continue;
         if (!c->dmoe[il].d_gate)
@@ -197,13 +213,6 @@ sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err)
                                 "experts to the device after this context was created: "
                                 "recreate the context", m->path, il);
         if ((st = upload_ptrs(c, il, err))) return st;
-    }
-    if (!cuda && work_bytes > c->work_bytes) {
-        sl__dx_destroy(c->dev.dx);
-        c->dev.dx = NULL;
-        if ((st = sl__dx_sim_create(m->dev, m->stream, &c->ops, &c->mv, c->pool, c->moe,
-                                    work_bytes, &c->dev.dx, err)))
-            return st;
     }
     return sl_device_stream_sync(m->dev, m->stream, err);
 }

@@ -414,6 +414,22 @@ static sl_status embd_rows_alloc(sl_ctx *c, sl_error *err)
     return SL_OK;
 }
 
+/* The host side's rope factors: the host copy; a device-resident one (all layers on the
+ * device) is only read there. */
+static const float *host_rope(const sl_ctx *c)
+{
+    const sl_weight *rf = c->m->rope_freqs;
+    return rf && !(rf->residency & SL_RES_DEVICE) ? rf->data : NULL;
+}
+
+/* After a runtime moved the model's weights (types and bytes unchanged): what follows their
+ * addresses alone. */
+static sl_status ctx_rebind(sl_ctx *c, sl_error *err)
+{
+    c->host.rope_freqs = host_rope(c);
+    return sl__ctx_dev_rebind(c, err);
+}
+
 /* The host side: the host executor and its [cap][...] buffers. */
 static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
 {
@@ -422,10 +438,7 @@ static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
     sl_status st = host_buf_alloc(c, bytes, "context scratch", &h->mem, err);
     if (st) return st;
     sl__side_carve(c, h, h->mem);
-    /* rope factors: the host side reads the host copy; a device-resident one (all layers on
-     * the device) is only read there */
-    const sl_weight *rf = c->m->rope_freqs;
-    h->rope_freqs = rf && !(rf->residency & SL_RES_DEVICE) ? rf->data : NULL;
+    h->rope_freqs = host_rope(c);
     /* token_embd on the device (tied to the output matrix): rows are staged down */
     if ((st = embd_rows_alloc(c, err))) return st;
     c->work_bytes = work_bytes;
@@ -451,11 +464,14 @@ static sl_status matvec_work_bytes(const sl_model *m, size_t *out, sl_error *err
     return SL_OK;
 }
 
-sl_status sl__ctx_refresh(sl_ctx *c, sl_error *err)
+/* The refresh after the model's weights changed — a live reload (the swap gate's epoch) or a
+ * runtime's read of its files (the layout epoch) — before a step reads a weight: expert caches
+ * invalidated, everything derived from weight addresses, types and bytes re-taken (ctx_rebind's
+ * part included). The sides and buffers stay: the placement is the same. */
+static sl_status ctx_refresh(sl_ctx *c, sl_error *err)
 {
     sl_moe_invalidate(c->moe);
-    const sl_weight *rf = c->m->rope_freqs;
-    c->host.rope_freqs = rf && !(rf->residency & SL_RES_DEVICE) ? rf->data : NULL;
+    c->host.rope_freqs = host_rope(c);
     size_t wb;
     sl_status st = matvec_work_bytes(c->m, &wb, err);
     if (!st) st = embd_rows_alloc(c, err);
@@ -500,7 +516,7 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
     c->m = m;
     c->opt = opt ? *opt : sl_ctx_options_default();
     /* a runtime's model must be on the device while the context takes its sides */
-    sl_status st = sl__runtime_eval_begin(c, true, err);
+    sl_status st = sl__runtime_eval_begin(c, &c->res_epoch, &c->res_layout_epoch, err);
     if (st) {
         free(c);
         return st;
@@ -624,8 +640,8 @@ sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int32_t expert, int64
     return SL_OK;
 }
 
-static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, int64_t keep_from,
-                           int32_t *greedy, sl_error *err);
+static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, size_t n,
+                           int64_t keep_from, int32_t *greedy, sl_error *err);
 
 /* One evaluation step: holds the model's swap gate shared, so a live reload applies its
  * changes before or after it, never during (scheduler/swap.h). */
@@ -633,11 +649,28 @@ static sl_status eval(sl_ctx *c, const int32_t *tokens, size_t n, int64_t keep_f
                       int32_t *greedy, sl_error *err)
 {
     const uint64_t epoch = sl_swap_step_begin(&c->m->gate);
-    sl_status st = SL_OK;
-    if (epoch != c->epoch && !(st = sl__ctx_refresh(c, err))) c->epoch = epoch;
-    if (!st) st = eval_step(c, tokens, n, keep_from, greedy, err);
+    const sl_status st = eval_step(c, epoch, tokens, n, keep_from, greedy, err);
     sl_swap_step_end(&c->m->gate);
     return st;
+}
+
+/* Before a step reads a weight (gate held, a runtime's model busy): one refresh when the
+ * gate's epoch or the residency's layout epoch moved on since the last (a live reload of a
+ * runtime's model bumps all three, and is still one refresh), else a rebind when only the
+ * weights' addresses did (eviction, reload from the floor, compaction). */
+static sl_status ctx_sync(sl_ctx *c, uint64_t epoch, uint64_t res_epoch, uint64_t layout_epoch,
+                          sl_error *err)
+{
+    const bool refresh = epoch != c->epoch || layout_epoch != c->res_layout_epoch;
+    if (!refresh && res_epoch == c->res_epoch) return SL_OK;
+    const sl_status st = refresh ? ctx_refresh(c, err) : ctx_rebind(c, err);
+    if (st) return st;
+    c->epoch = epoch;
+    c->res_epoch = res_epoch;
+    c->res_layout_epoch = layout_epoch;
+    if (refresh) c->stats.refreshes++;
+    else c->stats.rebinds++;
+    return SL_OK;
 }
 
 sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err)
@@ -682,8 +715,8 @@ sl_status sl_ctx_eval_sample(sl_ctx *c, sl_sampler *s, const int32_t *tokens, si
     return st ? st : sl_sampler_sample(s, sl_ctx_logits(c, -1), c->m->hp.n_vocab, next, err);
 }
 
-static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, int64_t keep_from,
-                           int32_t *greedy, sl_error *err)
+static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, size_t n,
+                           int64_t keep_from, int32_t *greedy, sl_error *err)
 {
     if (!tokens) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL tokens");
     if ((uint64_t)c->n_past + n > (uint64_t)c->opt.n_ctx)
@@ -703,8 +736,13 @@ static sl_status eval_step(sl_ctx *c, const int32_t *tokens, size_t n, int64_t k
     }
     c->n_logits = 0;
     /* a runtime's model: resident and kept so (busy) while this runs */
-    sl_status rst = sl__runtime_eval_begin(c, false, err);
+    uint64_t res_epoch, layout_epoch;
+    sl_status rst = sl__runtime_eval_begin(c, &res_epoch, &layout_epoch, err);
     if (rst) return rst;
+    if ((rst = ctx_sync(c, epoch, res_epoch, layout_epoch, err))) {
+        sl__runtime_eval_end(c);
+        return rst;
+    }
     const int32_t start = c->n_past;
     const double t0 = now_s();
     for (size_t off = 0; off < n; off += (size_t)c->cap) {

@@ -5,10 +5,10 @@
  * file_type, mtime) describes the new file version, while m->gguf (whose descriptors may even
  * name a replaced inode) still describes the old one. Only a model that loads its weights again
  * from its files needs more — a runtime's model going back to DISK and loaded later — and for
- * it sl__model_files_refresh parses the files again into m->file_view and binds every weight's
- * tensor record there, after checking that the files still hold what the weights hold (no
- * change since the last reload, no tensor whose change was refused). m->gguf stays for what
- * points into it (names, metadata, vocabulary).
+ * it sl__model_files_parse parses the files again, checking that they still hold what the
+ * weights hold (no change since the last reload, no tensor whose change was refused), and
+ * sl__model_files_bind makes that m->file_view and binds every weight's tensor record there.
+ * m->gguf stays for what points into it (names, metadata, vocabulary).
  * Invariant: file_view == NULL, or every weight's t lies in it and matches its provenance.
  */
 #include <string.h>
@@ -31,9 +31,9 @@ static bool matches(const sl_weight *w, const sl_gguf_tensor *nt)
     return !memcmp(nt->ne, w->t->ne, sizeof nt->ne);
 }
 
-sl_status sl__model_files_refresh(sl_model *m, sl_gguf **old, sl_error *err)
+sl_status sl__model_files_parse(const sl_model *m, sl_gguf **fresh, sl_error *err)
 {
-    *old = NULL;
+    *fresh = NULL;
     sl_gguf *g;
     sl_error e;
     const sl_gguf_options go = {.no_shards = false};
@@ -65,8 +65,14 @@ sl_status sl__model_files_refresh(sl_model *m, sl_gguf **old, sl_error *err)
         sl_gguf_close(g);
         return st;
     }
-    for (size_t i = 0; i < m->n_w; i++) m->w[i].t = sl_gguf_tensor_find(g, m->w[i].t->name);
-    *old = m->file_view; /* host weights of io = mmap may still point into its mapping */
-    m->file_view = g;
+    *fresh = g;
     return SL_OK;
+}
+
+void sl__model_files_bind(sl_model *m, sl_gguf *fresh, sl_gguf **old)
+{
+    for (size_t i = 0; i < m->n_w; i++)
+        m->w[i].t = sl_gguf_tensor_find(fresh, m->w[i].t->name);
+    *old = m->file_view; /* host weights of io = mmap may still point into its mapping */
+    m->file_view = fresh;
 }

@@ -161,7 +161,9 @@ typedef struct sl__moe_split {
     sl_weight hot_b[2];       /* F32 [ff_at[0][n_expert]]: the hot gate, up bias entries on the
                                  device (residency 0: the experts have no such bias) */
     float *cold_b[2];         /* [ff_at[1][n_expert]]: the cold gate, up bias entries, or NULL */
-    bool *hot_on_device;      /* [n_expert], all true: part[0].on_device (stats) */
+    bool *hot_on_device;      /* [n_expert]: part[0].on_device, each the hot blobs' residency
+                               * (sl__model_refresh_pointers; the fetch scheduler reads them in
+                               * place, and stats count their calls as device calls) */
 } sl__moe_split;
 
 struct sl_model {
@@ -263,13 +265,22 @@ sl_status sl__runtime_weight_to_host(sl_model *m, sl_weight *w, sl_error *err);
 /* A reload moved w's provenance to the new file version without swapping its bytes (they are
  * equal): the model's files are re-parsed before it next loads from disk, as after a swap. */
 void sl__runtime_provenance_moved(sl_model *m);
+/* The host copy of w's bytes (its floor while on the device), NULL on DISK; takes the
+ * runtime's mutex itself. Those bytes stay where they are until the model's next reload or
+ * release to DISK — moves between the floor and the device move the pointer, not the bytes —
+ * so a reload (which holds the gate's reload lock, as the release to DISK does) may read them
+ * after this returns, without the mutex. */
+const void *sl__runtime_host_copy(sl_model *m, const sl_weight *w);
 sl_status sl__runtime_weight_to_device(sl_model *m, sl_weight *w, bool *ok, sl_error *err);
 /* runtime.c */
 /* Evaluation brackets of a context of a runtime model: begin fails with SL_ERR_NOT_RESIDENT
- * below DEVICE, marks the model busy (never evicted) and, unless creating, refreshes the
- * context's pointers (sl__ctx_refresh) when the weights moved since its last eval; end clears
- * busy. No-ops outside a runtime. */
-sl_status sl__runtime_eval_begin(sl_ctx *c, bool creating, sl_error *err);
+ * below DEVICE, marks the model busy (never evicted or moved until end) and returns its
+ * residency epochs (runtime_impl.h: pointers moved, types or bytes changed; the context's
+ * outside a runtime), which engine.c compares with the context's to refresh or rebind it
+ * once with the swap gate's epoch — outside the runtime's mutex, as nothing moves a busy
+ * model; end clears busy. No-ops outside a runtime. */
+sl_status sl__runtime_eval_begin(sl_ctx *c, uint64_t *res_epoch, uint64_t *layout_epoch,
+                                 sl_error *err);
 void sl__runtime_eval_end(sl_ctx *c);
 /* Detaches a closing model (frees its device weights and floors); close calls it first. */
 void sl__runtime_detach(sl_model *m);
@@ -277,12 +288,15 @@ void sl__runtime_detach(sl_model *m);
 /* file_view.c */
 /* The handle w->t of every weight lies in: m->file_view, or m->gguf before any refresh. */
 const sl_gguf *sl__model_file(const sl_model *m);
-/* Parses m's files again and binds every weight's t there, so that a load from the files reads
- * what a live reload left in the weights; *old: the previous view (NULL: none), which the
- * caller closes once the weights no longer point into it (io = mmap). SL_ERR_UNSUPPORTED
- * (model unchanged) when the files changed since the last reload or a tensor's change was
- * refused; SL_ERR_IO when they do not parse. */
-sl_status sl__model_files_refresh(sl_model *m, sl_gguf **old, sl_error *err);
+/* Refreshing the view, so that a load from the files reads what a live reload left in the
+ * weights, in two steps: parse reads m's files again into *fresh (the file I/O; it reads only
+ * what a reload writes: path, sources, provenance, the current view), SL_ERR_UNSUPPORTED when
+ * the files changed since the last reload or a tensor's change was refused, SL_ERR_IO when they
+ * do not parse; bind (cheap, no failure) makes fresh the view and binds every weight's t there,
+ * *old: the previous view (NULL: none), which the caller closes once the weights no longer
+ * point into it (io = mmap). */
+sl_status sl__model_files_parse(const sl_model *m, sl_gguf **fresh, sl_error *err);
+void sl__model_files_bind(sl_model *m, sl_gguf *fresh, sl_gguf **old);
 
 /* arch.c */
 const sl__arch_traits *sl__arch_traits_get(sl__arch a);

@@ -68,6 +68,7 @@ typedef struct staged {
     uint64_t file_size;
     bool resplit;               /* a tensor of a hot/cold split FFN: rebuilt by resplit() */
     bool companion;             /* resplit's: read from an unchanged file for its layer */
+    bool same;                  /* a runtime's model: the bytes it holds (freed at staging) */
 } staged;
 
 typedef struct reload_run {
@@ -128,6 +129,7 @@ static void staged_free(sl_model *m, staged *s)
 {
     if (s->blk != SL_BLOCK_NONE) sl_hostpool_free(m->hostpool, s->blk, NULL);
     s->blk = SL_BLOCK_NONE;
+    s->raw = NULL;
     free(s->f32);
     s->f32 = NULL;
 }
@@ -185,13 +187,16 @@ static bool in_moe_split(const sl_model *m, const sl_weight *w)
     return false;
 }
 
-/* Whether the staged bytes equal w's current ones (same type and size, where the host can look:
- * a model in a runtime looks at commit, under the runtime's mutex, as its bytes may move). */
-static bool unchanged(const sl_model *m, const sl_weight *w, const staged *s)
+/* Whether the staged bytes equal w's current ones (same type and size, where the host can
+ * look; a model in a runtime: its host copy, which a device weight keeps as its floor, read
+ * outside the runtime's mutex and the gate — see sl__runtime_host_copy). Type and size are
+ * only written by a reload, which the caller's reload lock excludes. */
+static bool unchanged(sl_model *m, const sl_weight *w, const staged *s)
 {
-    return s->new_type == w->type && s->new_bytes == w->nbytes &&
-           host_addressable(m, w->residency) && w->data &&
-           !memcmp(w->data, staged_bytes(s), (size_t)s->new_bytes);
+    if (s->new_type != w->type || s->new_bytes != w->nbytes) return false;
+    const void *cur = m->rt ? sl__runtime_host_copy(m, w)
+                            : host_addressable(m, w->residency) ? w->data : NULL;
+    return cur && !memcmp(cur, staged_bytes(s), (size_t)s->new_bytes);
 }
 
 /* Stages weight w from the fresh handle g (tensor nt). false: out of memory for the report. */
@@ -256,8 +261,10 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
         s.seconds = now_s() - t0;
         goto keep;
     }
-    /* equal bytes in the same type and size: nothing to do */
-    if (act == SL_SWAP_IN_PLACE && !m->rt && unchanged(m, w, &s)) {
+    /* equal bytes in the same type and size: nothing to do (compared here, out of the gate
+     * and a runtime's mutex) */
+    const bool same = act == SL_SWAP_IN_PLACE && unchanged(m, w, &s);
+    if (same && !m->rt) {
         staged_free(m, &s);
         act = SL_SWAP_NONE;
     }
@@ -266,6 +273,11 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
         memcmp(w->orig.data, staged_bytes(&s), (size_t)new_bytes))
         act = SL_SWAP_PRIVATE;
     if (act == SL_SWAP_IN_PLACE && !writable(&w->orig) && !w->swapped) act = SL_SWAP_PRIVATE;
+    /* a runtime's model: its provenance moves at commit, with the runtime's records */
+    if (same && m->rt && act == SL_SWAP_IN_PLACE) {
+        staged_free(m, &s);
+        s.same = true;
+    }
     s.act = act;
     s.seconds = now_s() - t0;
     if (act == SL_SWAP_NONE) {
@@ -803,7 +815,7 @@ static sl_status commit_runtime(reload_run *r, sl_error *err)
         const double t0 = now_s();
         const uint32_t old_type = w->type;
         const uint64_t old_bytes = w->nbytes;
-        if (s->act == SL_SWAP_IN_PLACE && unchanged(m, w, s)) {
+        if (s->same) {
             sl__weight_provenance_set(w, s->nt, s->file_size);
             sl__runtime_provenance_moved(m);
             continue;

@@ -24,7 +24,9 @@
  *   device_bytes == sum of granted arena bytes (sl__runtime_granted) over want_device weights;
  *   pinned_bytes == sum of device_bytes over PINNED models; busy + holds > 0 => state >=
  *   DEVICE or the model has no device weights;
- *   epoch changes whenever any weight's data pointer may have changed.
+ *   epoch changes whenever any weight's data pointer may have changed; layout_epoch whenever
+ *   its type, size or bytes may have (a read of its files, a live reload): a move between
+ *   the floor and the device changes pointers alone, so contexts rebind rather than refresh.
  * Locking: one mutex per runtime serialises every state change and the evaluation brackets;
  * a model that is busy or held (sl_runtime_hold) is never evicted or moved.
  */
@@ -334,6 +336,8 @@ sl_status sl__runtime_load_floor(sl_model *m, sl_error *err)
             notice(rt, "%s: shared floor %s not page-locked: %s", m->path,
                    sl_shm_floor_name(r->shm), re.msg);
     }
+    /* the files may have moved on (a refreshed view, a rewrite): types and bytes may differ */
+    r->layout_epoch++;
     sl_status st = sl__model_load_weights(m, err);
     if (st && r->shm) floor_release(rt, r);
     return st;
@@ -610,17 +614,28 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
      * not while a live reload of m reads them (its lock comes first, as in sl_reload_changed) */
     const bool gate = state == SL_RESIDENCY_DISK && m->gate_ready;
     if (gate) pthread_mutex_lock(&m->gate.reload);
-    pthread_mutex_lock(&rt->mu);
     struct sl__resident *r = m->res;
     const sl_res_state to = (sl_res_state)state;
+    /* after a live reload its next load must read the new file versions: their parse (file
+     * I/O) runs before the mutex, as what it reads only a reload writes and the reload lock
+     * held here excludes that (reloaded too; without the gate no reload ever set it) */
+    pthread_mutex_lock(&rt->mu);
+    const bool reparse = to == SL_RS_DISK && r->reloaded;
+    pthread_mutex_unlock(&rt->mu);
+    sl_gguf *fresh = NULL, *old = NULL;
+    const sl_status pst = reparse ? sl__model_files_parse(m, &fresh, err) : SL_OK;
+    pthread_mutex_lock(&rt->mu);
     if (to < SL_RS_DEVICE && in_use(r)) {
         st = busy_error(m, "cannot leave the device", err);
     } else if (to == SL_RS_DISK) {
-        /* after a live reload its next load must read the new file versions */
-        sl_gguf *old = NULL;
-        if (r->reloaded && !(st = sl__model_files_refresh(m, &old, err))) r->reloaded = false;
+        if (pst) {
+            st = pst; /* its message is in err */
+        } else if (fresh) {
+            sl__model_files_bind(m, fresh, &old);
+            fresh = NULL;
+            r->reloaded = false;
+        }
         if (!st) to_disk(rt, m);
-        sl_gguf_close(old);
     } else if (to == SL_RS_HOST) {
         if (r->state == SL_RS_DISK && (st = sl__runtime_load_floor(m, err))) {
             sl__model_free_weights(m);
@@ -640,6 +655,8 @@ sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency sta
     sl__runtime_update_budget(rt);
     pthread_mutex_unlock(&rt->mu);
     if (gate) pthread_mutex_unlock(&m->gate.reload);
+    sl_gguf_close(old); /* no weight points into it after to_disk */
+    sl_gguf_close(fresh); /* parsed but not bound: the model was busy */
     return st;
 }
 
@@ -792,9 +809,12 @@ sl_status sl_runtime_validate(const sl_runtime *rt, sl_error *err)
 
 /* ---- evaluation brackets and detaching ---------------------------------------------------- */
 
-sl_status sl__runtime_eval_begin(sl_ctx *c, bool creating, sl_error *err)
+sl_status sl__runtime_eval_begin(sl_ctx *c, uint64_t *res_epoch, uint64_t *layout_epoch,
+                                 sl_error *err)
 {
     sl_model *m = c->m;
+    *res_epoch = c->res_epoch;
+    *layout_epoch = c->res_layout_epoch;
     if (!m->res) return SL_OK;
     sl_runtime *rt = m->rt;
     pthread_mutex_lock(&rt->mu);
@@ -803,10 +823,9 @@ sl_status sl__runtime_eval_begin(sl_ctx *c, bool creating, sl_error *err)
     if (r->state < SL_RS_DEVICE && (r->device_bytes || r->state == SL_RS_DISK))
         st = sl_error_set(err, SL_ERR_NOT_RESIDENT, "%s is not resident (%s): acquire it "
                           "before it runs", m->path, sl_res_state_name(r->state));
-    else if (!creating && c->res_epoch != r->epoch)
-        st = sl__ctx_refresh(c, err);
     if (!st) {
-        c->res_epoch = r->epoch;
+        *res_epoch = r->epoch;
+        *layout_epoch = r->layout_epoch;
         r->busy++;
     }
     pthread_mutex_unlock(&rt->mu);

@@ -16,7 +16,9 @@ struct sl__resident {
     uint64_t device_bytes;      /* granted arena bytes of its device weights */
     uint64_t scratch_bytes;     /* its contexts' device estimate (sl__model_reserve_bytes) */
     uint64_t last_use;          /* runtime tick of its last acquire */
-    uint64_t epoch;             /* bumped when weights were (re)loaded */
+    uint64_t epoch;             /* bumped when any weight's data pointer may have changed */
+    uint64_t layout_epoch;      /* bumped when any weight's type, size or bytes may have
+                                 * changed (read from its files, a live reload): epoch too */
     int busy;                   /* contexts evaluating it */
     int holds;                  /* sl_runtime_hold without its unhold yet: busy as well */
     bool registered;            /* in rt->models */
@@ -27,7 +29,7 @@ struct sl__resident {
     uint64_t *shm_off;
     bool shm_made, shm_registered;
     /* a live reload changed its weights since its file view was last refreshed: going back to
-     * DISK refreshes it first (sl__model_files_refresh), or stays if the files moved on */
+     * DISK refreshes it first (sl__model_files_parse, _bind), or stays if the files moved on */
     bool reloaded;
 };
 

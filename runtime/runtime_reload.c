@@ -65,6 +65,15 @@ static void set_fallback(sl_model *m, sl_weight *w, bool fallback)
     w->want_device = !fallback;
     w->fallback = fallback;
     r->epoch++;
+    r->layout_epoch++;
+}
+
+const void *sl__runtime_host_copy(sl_model *m, const sl_weight *w)
+{
+    pthread_mutex_lock(&m->rt->mu);
+    const void *p = w->d_block != SL_BLOCK_NONE ? m->res->floor[w - m->w].data : w->data;
+    pthread_mutex_unlock(&m->rt->mu);
+    return p;
 }
 
 void sl__runtime_provenance_moved(sl_model *m)
@@ -128,6 +137,7 @@ sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns
     w->nbytes = nbytes;
     r->reloaded = true;
     r->epoch++;
+    r->layout_epoch++;
     /* placed on the device and the model is there: a new block, else the host fallback (a
      * fallen-back weight of an evicted model stays on the host: its group returns together, at
      * a reload while the model is on the device) */

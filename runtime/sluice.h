@@ -384,6 +384,10 @@ typedef struct sl_ctx_stats {
      * gate output was <= 0 (the exact sparsity), and those whose up row and down column were
      * skipped (no token of the step activated the neuron; == zero for one-token decode) */
     uint64_t ffn_neurons, ffn_neurons_zero, ffn_neurons_skipped;
+    /* full refreshes of what the context derives from the weights (after a live reload, or a
+     * runtime's read of the model's files: one per change an eval sees), and rebinds of their
+     * addresses alone (a runtime moved the model between its host floor and the device) */
+    uint64_t refreshes, rebinds;
 } sl_ctx_stats;
 void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 /* Writes the MoE scheduler's recorded copy/compute spans as Chrome/Perfetto trace JSON (the

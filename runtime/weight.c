@@ -610,9 +610,8 @@ static sl_status split_ffn(sl_model *m, sl__layer *L, bool experts, staging *sg,
     const int64_t G = sl_ffn_split_granule(orig[2]->type);
     int64_t dense_at[2][2]; /* a dense FFN's sides: [0, n_part] */
     sl_status st = SL_OK;
-    if (ms && !(ms->hot_on_device = malloc((size_t)X * sizeof *ms->hot_on_device)))
+    if (ms && !(ms->hot_on_device = calloc((size_t)X, sizeof *ms->hot_on_device)))
         st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
-    for (int32_t x = 0; ms && x < X && !st; x++) ms->hot_on_device[x] = true;
     for (int side = 0; side < 2 && !st; side++) {
         const bool hot = side == 0;
         sl_weight *pw = hot ? L->split_hot : L->split_cold;
@@ -837,6 +836,11 @@ sl_status sl__model_refresh_pointers(sl_model *m, sl_error *err)
             .gate_b = L->gate_exps_b ? L->gate_exps_b->data : NULL,
             .up_b = L->up_exps_b ? L->up_exps_b->data : NULL,
             .down_b = L->down_exps_b ? L->down_exps_b->data : NULL};
+        /* where the hot blobs are (the device arena wherever the placement splits) */
+        const sl_weight *hw = L->split_hot;
+        const bool hot_dev = hw[0].residency & hw[1].residency & hw[2].residency &
+                             SL_RES_DEVICE;
+        for (int32_t x = 0; ms && x < m->hp.n_expert; x++) ms->hot_on_device[x] = hot_dev;
         for (int side = 0; ms && side < 2; side++) {
             const sl_weight *pw = side ? L->split_cold : L->split_hot;
             const float *gb = side ? ms->cold_b[0] : ms->hot_b[0].data;

@@ -257,11 +257,9 @@ static sl_status cpu_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_a
     int64_t begin = 0;
     for (int32_t e = 0; e < L->n_expert; e++) {
         const int64_t end = cnt[e];
-        for (int64_t b = begin; b < end; b += SL__MOE_CHUNK) {
-            if (grouped) { /* counted as run_group's chunks */
-                s->stats.batches++;
-                continue;
-            }
+        if (grouped) /* run_slab ran them: counted as run_group's chunks */
+            s->stats.batches += (uint64_t)((end - begin + SL__MOE_CHUNK - 1) / SL__MOE_CHUNK);
+        for (int64_t b = begin; !grouped && b < end; b += SL__MOE_CHUNK) {
             const int64_t m = end - b < SL__MOE_CHUNK ? end - b : SL__MOE_CHUNK;
             st = run_group(c, L, e, a, c->order + b, m, x, out, err);
             if (st) {

@@ -74,7 +74,8 @@ class CtxStats(Structure):
         ("expert_cache_lookups", c_uint64), ("expert_cache_hits", c_uint64),
         ("copies", c_uint64), ("copy_bytes", c_uint64), ("copy_overlap_pct", c_double),
         ("ffn_neurons", c_uint64), ("ffn_neurons_zero", c_uint64),
-        ("ffn_neurons_skipped", c_uint64),
+        ("ffn_neurons_skipped", c_uint64), ("refreshes", c_uint64),
+        ("rebinds", c_uint64),
     ]
 
 

@@ -235,6 +235,9 @@ static void check_moe_fetch(const char *arch)
             const sl_ctx_stats bs = g_stats;
             CHECK_MSG(base && bs.moe_scheduler && !strcmp(bs.moe_scheduler, "cpu"),
                       "%s, index %d: cpu scheduler: %s", label, mode, msg);
+            /* the hot parts lie in the device arena: their calls count as device calls */
+            CHECK_MSG(mode == MOE_COLD || bs.expert_calls_gpu > 0, "%s, index %d: no expert "
+                      "call counted on the device", label, mode);
             for (size_t i = 0; i < sizeof modes / sizeof *modes && base; i++) {
                 g_sched = modes[i];
                 float *l = run(path, SL_PLACE_HOT_COLD, idx, &n1, NULL, msg);

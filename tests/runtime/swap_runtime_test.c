@@ -217,11 +217,92 @@ static void test_runtime_fallback(void)
     free(l_g);
 }
 
+/* The last-token logits of tokens evaluated from position 0 by context c (kept across calls,
+ * unlike rt_logits's). */
+static float *ctx_logits(sl_ctx *c, int V)
+{
+    sl_error e;
+    CHECK(sl_ctx_rewind(c, 0, &e) == SL_OK);
+    if (sl_ctx_eval(c, k_tokens, N_TOK, &e)) {
+        CHECK_MSG(0, "eval: %s", e.msg);
+        return NULL;
+    }
+    float *out = malloc((size_t)V * sizeof *out);
+    memcpy(out, sl_ctx_logits(c, -1), (size_t)V * sizeof *out);
+    return out;
+}
+
+static uint64_t refreshes(const sl_ctx *c, uint64_t *rebinds)
+{
+    sl_ctx_stats s;
+    sl_ctx_stats_get(c, &s);
+    *rebinds = s.rebinds;
+    return s.refreshes;
+}
+
+/* A context kept across a live reload of its runtime's model refreshes once: the reload bumps
+ * the swap gate's epoch and the residency's, and the step sees both. Moves between the host
+ * floor and the device (eviction and reacquire, compaction) change addresses alone: a rebind
+ * each, no refresh; released to disk and loaded again from the files: a refresh. The logits
+ * equal a fresh load's after each. */
+static void test_runtime_refresh(void)
+{
+    const char *orig = tmp_path("rr_orig.gguf"), *live = tmp_path("rr_live.gguf");
+    const char *q = tmp_path("rr_q.gguf");
+    write_model("qwen3moe", SL_GGML_Q8_0, 13, NULL, 0, orig);
+    requant(orig, q, "blk\\.1\\.attn_q\\.weight", SL_GGML_F16);
+    copy_file(orig, live);
+    float *l_orig = fresh_logits(orig, SL_PLACE_GPU, NULL);
+    float *l_q = fresh_logits(q, SL_PLACE_GPU, NULL);
+    sl_runtime *rt;
+    sl_model *m = rt_open(live, false, &rt);
+    if (!m) return;
+    const int V = n_vocab(m);
+    sl_error e;
+    CHECK_MSG(sl_runtime_acquire(rt, m, &e) == SL_OK, "%s", e.msg);
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 32;
+    sl_ctx *c = NULL;
+    CHECK_MSG(sl_ctx_create(m, &co, &c, &e) == SL_OK, "%s", e.msg);
+    if (!c) return;
+    uint64_t rb;
+    expect(ctx_logits(c, V), l_orig, V, "refresh: first logits");
+    CHECK(refreshes(c, &rb) == 0 && rb == 0);
+    copy_file(q, live);
+    sl_reload_report r;
+    reload(m, &r);
+    CHECK(r.changed && r.n_reloaded == 1);
+    sl_reload_report_free(&r);
+    expect(ctx_logits(c, V), l_q, V, "refresh: logits after the reload");
+    CHECK_MSG(refreshes(c, &rb) == 1 && rb == 0, "a reload refreshed the context %llu times, "
+              "rebound it %llu", (unsigned long long)refreshes(c, &rb), (unsigned long long)rb);
+    expect(ctx_logits(c, V), l_q, V, "refresh: logits of the next step");
+    CHECK(refreshes(c, &rb) == 1 && rb == 0);
+    CHECK(sl_runtime_set_residency(rt, m, SL_RESIDENCY_HOST, &e) == SL_OK);
+    CHECK_MSG(sl_runtime_acquire(rt, m, &e) == SL_OK, "%s", e.msg);
+    expect(ctx_logits(c, V), l_q, V, "refresh: logits after evict + acquire");
+    CHECK_MSG(refreshes(c, &rb) == 1 && rb == 1, "evict + acquire: %llu refreshes, %llu "
+              "rebinds", (unsigned long long)refreshes(c, &rb), (unsigned long long)rb);
+    CHECK_MSG(sl_runtime_compact(rt, &m, 1, &e) == SL_OK, "%s", e.msg);
+    expect(ctx_logits(c, V), l_q, V, "refresh: logits after compaction");
+    CHECK(refreshes(c, &rb) == 1 && rb == 2);
+    CHECK_MSG(sl_runtime_set_residency(rt, m, SL_RESIDENCY_DISK, &e) == SL_OK, "%s", e.msg);
+    CHECK_MSG(sl_runtime_acquire(rt, m, &e) == SL_OK, "%s", e.msg);
+    expect(ctx_logits(c, V), l_q, V, "refresh: logits after disk + acquire");
+    CHECK(refreshes(c, &rb) == 2 && rb == 2);
+    sl_ctx_destroy(c);
+    sl_model_close(m);
+    CHECK(sl_runtime_destroy(rt, &e) == SL_OK);
+    free(l_orig);
+    free(l_q);
+}
+
 int main(void)
 {
     test_runtime(false, SL_LOAD_DIRECT);
     test_runtime(true, SL_LOAD_DIRECT);
     test_runtime(false, SL_LOAD_MMAP); /* host weights in the file view's mapping */
     test_runtime_fallback();
+    test_runtime_refresh();
     return sl_test_finish("swap_runtime_test");
 }

@@ -194,9 +194,34 @@ static void test_modes(env *v, sl_device *dev, const char *dev_name)
     free_layer(&l0);
 }
 
+/* The batches the first call on s counted equal those of the same call on the per-expert path
+ * (F32 activations: no grouping), and exceed the distinct experts (one takes several chunks). */
+static void batches_as_per_expert(const env *v, sl_moe_sched *s, const sl_moe_layer *L,
+                                  const sl_moe_assign *a, int64_t n, const float *x,
+                                  int64_t n_tok)
+{
+    float *out = malloc((size_t)n_tok * (size_t)L->n_embd * sizeof *out);
+    sl_cpu_matvec_ctx mv = v->mv;
+    mv.f32_act = true;
+    sl_moe_sched *f = NULL;
+    sl_error e;
+    CHECK(!sl_moe_cpu_create(&v->ops, &mv, NULL, &f, &e));
+    if (!f) return;
+    CHECK_MSG(!sl_moe_exec(f, L, a, n, x, n_tok, out, &e), "%s", e.msg);
+    sl_moe_stats sg, sf;
+    sl_moe_stats_get(s, &sg);
+    sl_moe_stats_get(f, &sf);
+    CHECK_MSG(sg.batches == sf.batches && sg.batches > (uint64_t)L->n_expert,
+              "grouped path: %llu batches, per-expert path %llu, %d experts",
+              (unsigned long long)sg.batches, (unsigned long long)sf.batches, L->n_expert);
+    sl_moe_destroy(f);
+    free(out);
+}
+
 /* Quantized experts (Q8_0, Q4_K, and Q6_K down under Q4_K gate/up, as Q4_K_M files mix them):
  * 700 tokens top-2 (1400 assignments: two slabs of the grouped path, an expert split between
- * them) on no pool and a 2-thread pool, each token's output equal to its one-token call's. */
+ * them) on no pool and a 2-thread pool, each token's output equal to its one-token call's.
+ * The grouped path counts the batches the per-expert path (F32 activations) runs. */
 static void test_cpu_batch_invariance(const env *v)
 {
     enum { QE = 256, QF = 256, QX = 6, NT = 700, K = 2 };
@@ -234,6 +259,7 @@ static void test_cpu_batch_invariance(const env *v)
             CHECK(!sl_moe_cpu_create(&v->ops, &v->mv, p ? pool : NULL, &s, &e));
             if (!s) break;
             CHECK_MSG(!sl_moe_exec(s, &L, a, NT * K, x, NT, ob, &e), "%s", e.msg);
+            if (!p) batches_as_per_expert(v, s, &L, a, NT * K, x, NT);
             int bad = 0;
             for (int t = 0; t < NT; t++) {
                 sl_moe_assign one[K];
