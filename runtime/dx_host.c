@@ -9,6 +9,7 @@
 #include "gguf/gguf.h"
 #include "kernels/ref/quant.h"
 #include "runtime/dx.h"
+#include "runtime/rope_cache.h"
 
 enum { MM_BATCH = 64 }; /* the small-batch matvec's intended upper batch */
 
@@ -31,6 +32,7 @@ typedef struct dx_host {
     size_t cols_work_bytes;
     void *multi_work; /* single-token groups' activations (grows to the largest group) */
     size_t multi_work_bytes;
+    sl__rope_cache rope;
 } dx_host;
 
 static sl_status drain(dx_host *h, sl_error *err)
@@ -307,15 +309,15 @@ static sl_status h_relu_ffn(sl__dx *x, const sl_weight *wg, const sl_weight *wu,
 typedef struct rope_args {
     float *v;
     int32_t n_head, head_dim;
-    const int32_t *pos;
     const sl_rope_params *p;
+    const float *cs; /* the tables of the n_tok positions */
 } rope_args;
 
 static sl_status rope_tokens(dx_host *h, const void *args, int64_t t0, int64_t t1, sl_error *err)
 {
     const rope_args *a = args;
-    return sl_cpu_rope(&h->ops, a->v + t0 * a->n_head * a->head_dim, t1 - t0, a->n_head,
-                       a->head_dim, a->pos + t0, a->p, err);
+    return sl_cpu_rope_apply(&h->ops, a->v + t0 * a->n_head * a->head_dim, t1 - t0, a->n_head,
+                             a->head_dim, a->p, a->cs + t0 * 2 * a->p->n_rot, err);
 }
 
 static sl_status h_rope(sl__dx *x, float *v, int64_t n_tok, int32_t n_head, int32_t head_dim,
@@ -323,8 +325,12 @@ static sl_status h_rope(sl__dx *x, float *v, int64_t n_tok, int32_t n_head, int3
 {
     dx_host *h = (dx_host *)x;
     DRAIN(h);
-    /* the angles are computed per token (sin and cos in double): worth the threads */
-    const rope_args a = {.v = v, .n_head = n_head, .head_dim = head_dim, .pos = pos, .p = p};
+    if (n_tok < 1) return sl_cpu_rope_apply(&h->ops, v, n_tok, n_head, head_dim, p, NULL, err);
+    /* the angles (pow, cos and sin in double) once per position and rope configuration: q and
+     * k of every layer with the same configuration reuse them */
+    rope_args a = {.v = v, .n_head = n_head, .head_dim = head_dim, .p = p};
+    sl_status st = sl__rope_cache_get(&h->rope, p, pos, n_tok, &a.cs, err);
+    if (st) return st;
     return tok_run(h, rope_tokens, &a, n_tok, err);
 }
 
@@ -444,6 +450,7 @@ static void h_destroy(sl__dx *x)
     free(h->idx);
     free(h->cols_work);
     free(h->multi_work);
+    sl__rope_cache_free(&h->rope);
     free(h);
 }
 

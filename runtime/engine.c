@@ -531,6 +531,16 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
     return SL_OK;
 }
 
+sl_status sl__model_cpu_pool_create(const sl_model *m, sl_cpu_pool **out, sl_error *err)
+{
+    *out = NULL;
+    const int nt = sl_model_options_threads(&m->opt);
+    if (nt == 1 && m->opt.numa_node < 0 && !m->opt.cpus) return SL_OK;
+    const sl_cpu_pool_options po = {.n_threads = nt, .numa_node = m->opt.numa_node,
+                                    .cpus = m->opt.cpus, .topo = NULL};
+    return sl_cpu_pool_create(&po, out, err);
+}
+
 /* The rest of sl_ctx_create: everything but the residency bracket. */
 static sl_status ctx_build(sl_ctx *c, sl_error *err)
 {
@@ -553,12 +563,7 @@ static sl_status ctx_build(sl_ctx *c, sl_error *err)
      * float64 references; see kernels/cpu/matvec.h). */
     const char *act = getenv("SLUICE_ACT_F32");
     if (act && (st = sl_parse_bool("SLUICE_ACT_F32", act, &c->mv.f32_act, err))) goto fail;
-    const int nt = sl_model_options_threads(&m->opt);
-    if (nt > 1 || m->opt.numa_node >= 0 || m->opt.cpus) {
-        sl_cpu_pool_options po = {.n_threads = nt, .numa_node = m->opt.numa_node,
-                                  .cpus = m->opt.cpus, .topo = NULL};
-        if ((st = sl_cpu_pool_create(&po, &c->pool, err))) goto fail;
-    }
+    if ((st = sl__model_cpu_pool_create(m, &c->pool, err))) goto fail;
     if ((st = create_moe(c, err))) goto fail;
     /* what follows reads weights and takes arena blocks: not while a reload commits */
     c->epoch = sl_swap_step_begin(&m->gate);

@@ -32,7 +32,9 @@ sl_status sl__weight_repack_bytes(const sl_weight *w, void *data, sl_error *err)
 /* The load pass (after any hot/cold split, before the live-reload snapshot): every weight
  * with a host pool block whose repack is wanted is repacked in place; m->notice (if still
  * empty) says how many and how many MiB (sl_model_info counts them too). The plan keeps the
- * file's type names: tools read granules from them (place solve). */
+ * file's type names: tools read granules from them (place solve). The pass runs in row-group
+ * chunks (kernels/cpu/repack.h) on a pool of the contexts' rule (sl__model_cpu_pool_create),
+ * which it creates and stops: the bytes are those of one thread. */
 sl_status sl__model_repack(sl_model *m, sl_error *err);
 
 #endif

@@ -102,6 +102,15 @@ sl_status sl_cpu_geglu(const sl_cpu_ops *ops, const float *gate, const float *up
 sl_status sl_cpu_rope(const sl_cpu_ops *ops, float *x, int64_t n_tokens, int32_t n_head,
                       int32_t head_dim, const int32_t *pos, const sl_rope_params *p,
                       sl_error *err);
+/* sl_cpu_rope in two steps, for a caller that ropes several tensors (q and k, every layer of
+ * one rope configuration) at the same positions: the angle tables of n_tokens positions into
+ * cs [n_tokens][2 * n_rot] (the layout of kernels/cpu/ops_impl.h), then the rotation of x by
+ * them. Together the same bits as sl_cpu_rope; p's checks as there (table: head_dim = n_rot). */
+sl_status sl_cpu_rope_table(const sl_rope_params *p, int64_t n_tokens, const int32_t *pos,
+                            float *cs, sl_error *err);
+sl_status sl_cpu_rope_apply(const sl_cpu_ops *ops, float *x, int64_t n_tokens, int32_t n_head,
+                            int32_t head_dim, const sl_rope_params *p, const float *cs,
+                            sl_error *err);
 /* Online (blockwise) softmax over the cache, one pass over K and V, the q heads that share a
  * kv head processed together so each K/V row is read from memory once. out is the
  * accumulator, so it must not overlap q, k or v. */

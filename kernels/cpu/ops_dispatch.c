@@ -238,44 +238,118 @@ sl_status sl_cpu_geglu(const sl_cpu_ops *ops, const float *gate, const float *up
     return SL_OK;
 }
 
-sl_status sl_cpu_rope(const sl_cpu_ops *ops, float *x, int64_t n_tokens, int32_t n_head,
-                      int32_t head_dim, const int32_t *pos, const sl_rope_params *p,
-                      sl_error *err)
+/* p's checks for rows of head_dim, with the angle table's limit. */
+static sl_status rope_check(const sl_rope_params *p, int32_t head_dim, const char *fn,
+                            sl_error *err)
 {
-    if (check_common(ops, n_tokens, __func__, err)) return SL_ERR_INVALID;
-    if (n_head < 0)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: n_head = %d < 0", __func__, n_head);
     sl_status st = sl_ref_rope_validate(p, head_dim, err);
     if (st) return st;
     if (p->n_rot > SL_CPU_ROPE_MAX_ROT)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: n_rot = %d > %d (angle table limit)",
-                            __func__, p->n_rot, SL_CPU_ROPE_MAX_ROT);
-    if (n_tokens == 0 || n_head == 0) return SL_OK;
-    CHECK_PTR(x, "x");
-    CHECK_PTR(pos, "pos");
+                            fn, p->n_rot, SL_CPU_ROPE_MAX_ROT);
+    return SL_OK;
+}
+
+/* The checks of a rope over x [n_tokens][n_head][head_dim] (x only when there is work). */
+static sl_status rope_x_check(const sl_cpu_ops *ops, const float *x, int64_t n_tokens,
+                              int32_t n_head, int32_t head_dim, const sl_rope_params *p,
+                              const char *fn, sl_error *err)
+{
+    if (check_common(ops, n_tokens, fn, err)) return SL_ERR_INVALID;
+    if (n_head < 0) return sl_error_set(err, SL_ERR_INVALID, "%s: n_head = %d < 0", fn, n_head);
+    sl_status st = rope_check(p, head_dim, fn, err);
+    if (st) return st;
+    if (n_tokens && n_head && !x) return sl_error_set(err, SL_ERR_INVALID, "%s: x is NULL", fn);
+    return SL_OK;
+}
+
+/* The angles are built in double by the reference, so there is one definition of them,
+ * rounded once to float: corr and the pow of each pair once per call, then one row per token. */
+typedef struct rope_angles {
     float corr[2];
-    sl_ref_rope_corr_dims(p, corr);
-    /* the table is per token (angles depend on the position only); built in double by the
-     * reference so there is one definition of the angles, rounded once to float */
-    float cs[2 * SL_CPU_ROPE_MAX_ROT];
     double pw[SL_CPU_ROPE_MAX_ROT / 2];
-    const int32_t nr = p->n_rot, half = nr / 2;
-    for (int32_t i = 0; i < half; i++) pw[i] = sl_ref_rope_pow(p, i);
-    for (int64_t t = 0; t < n_tokens; t++) {
-        for (int32_t i = 0; i < half; i++) {
-            double c, s;
-            sl_ref_rope_cos_sin_pow(p, corr, pos[t], i, pw[i], &c, &s);
-            if (p->mode == SL_ROPE_NEOX) {
-                cs[i] = (float)c;
-                cs[nr + i] = (float)s;
-            } else {
-                cs[2 * i] = cs[2 * i + 1] = (float)c;
-                cs[nr + 2 * i] = (float)-s;
-                cs[nr + 2 * i + 1] = (float)s;
-            }
+} rope_angles;
+
+static void rope_angles_init(const sl_rope_params *p, rope_angles *a)
+{
+    sl_ref_rope_corr_dims(p, a->corr);
+    for (int32_t i = 0; i < p->n_rot / 2; i++) a->pw[i] = sl_ref_rope_pow(p, i);
+}
+
+/* The table of position pos into cs [2 * n_rot], every entry defined; p checked. */
+static void rope_table_row(const sl_rope_params *p, const rope_angles *a, int32_t pos,
+                           float *cs)
+{
+    const int32_t nr = p->n_rot;
+    if (p->mode == SL_ROPE_NEOX) { /* the halves NEOX does not read: tables compare whole */
+        memset(cs + nr / 2, 0, (size_t)(nr / 2) * sizeof *cs);
+        memset(cs + nr + nr / 2, 0, (size_t)(nr / 2) * sizeof *cs);
+    }
+    for (int32_t i = 0; i < nr / 2; i++) {
+        double c, s;
+        sl_ref_rope_cos_sin_pow(p, a->corr, pos, i, a->pw[i], &c, &s);
+        if (p->mode == SL_ROPE_NEOX) {
+            cs[i] = (float)c;
+            cs[nr + i] = (float)s;
+        } else {
+            cs[2 * i] = cs[2 * i + 1] = (float)c;
+            cs[nr + 2 * i] = (float)-s;
+            cs[nr + 2 * i + 1] = (float)s;
         }
-        ops->k->rope_rows(x + (size_t)t * (size_t)n_head * (size_t)head_dim, n_head, head_dim,
-                          nr, p->mode, cs);
+    }
+}
+
+/* x [n_tokens][n_head][head_dim] rotated by the tables cs [n_tokens][2 * n_rot]; checked. */
+static void rotate(const sl_cpu_ops *ops, float *x, int64_t n_tokens, int32_t n_head,
+                   int32_t head_dim, const sl_rope_params *p, const float *cs)
+{
+    const size_t row = (size_t)n_head * (size_t)head_dim, nr = (size_t)p->n_rot;
+    for (int64_t t = 0; t < n_tokens; t++)
+        ops->k->rope_rows(x + (size_t)t * row, n_head, head_dim, p->n_rot, p->mode,
+                          cs + (size_t)t * 2 * nr);
+}
+
+sl_status sl_cpu_rope_table(const sl_rope_params *p, int64_t n_tokens, const int32_t *pos,
+                            float *cs, sl_error *err)
+{
+    if (n_tokens < 0)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_tokens = %lld < 0", __func__,
+                            (long long)n_tokens);
+    sl_status st = rope_check(p, p ? p->n_rot : 0, __func__, err);
+    if (st || n_tokens == 0) return st;
+    CHECK_PTR(pos, "pos");
+    CHECK_PTR(cs, "cs");
+    rope_angles a;
+    rope_angles_init(p, &a);
+    for (int64_t t = 0; t < n_tokens; t++) rope_table_row(p, &a, pos[t], cs + t * 2 * p->n_rot);
+    return SL_OK;
+}
+
+sl_status sl_cpu_rope_apply(const sl_cpu_ops *ops, float *x, int64_t n_tokens, int32_t n_head,
+                            int32_t head_dim, const sl_rope_params *p, const float *cs,
+                            sl_error *err)
+{
+    sl_status st = rope_x_check(ops, x, n_tokens, n_head, head_dim, p, __func__, err);
+    if (st || n_tokens == 0 || n_head == 0) return st;
+    CHECK_PTR(cs, "cs");
+    rotate(ops, x, n_tokens, n_head, head_dim, p, cs);
+    return SL_OK;
+}
+
+sl_status sl_cpu_rope(const sl_cpu_ops *ops, float *x, int64_t n_tokens, int32_t n_head,
+                      int32_t head_dim, const int32_t *pos, const sl_rope_params *p,
+                      sl_error *err)
+{
+    sl_status st = rope_x_check(ops, x, n_tokens, n_head, head_dim, p, __func__, err);
+    if (st || n_tokens == 0 || n_head == 0) return st;
+    CHECK_PTR(pos, "pos");
+    /* one token's table at a time: no allocation */
+    float cs[2 * SL_CPU_ROPE_MAX_ROT];
+    rope_angles a;
+    rope_angles_init(p, &a);
+    for (int64_t t = 0; t < n_tokens; t++) {
+        rope_table_row(p, &a, pos[t], cs);
+        rotate(ops, x + (size_t)t * (size_t)n_head * (size_t)head_dim, 1, n_head, head_dim, p, cs);
     }
     return SL_OK;
 }

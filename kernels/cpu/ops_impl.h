@@ -15,7 +15,7 @@
 /* Rope angle table of one token, as rope_rows reads it (cs has 2 * n_rot floats):
  *  NORMAL: cs[j] = cos of pair j/2, cs[n_rot + j] = (j even ? -1 : +1) * sin of pair j/2, so
  *          out[j] = x[j] * cs[j] + x[j ^ 1] * cs[n_rot + j] (a lane swap and two FMAs);
- *  NEOX:   cs[i] = cos, cs[n_rot + i] = sin of pair i for i < n_rot/2 (the rest unused), so
+ *  NEOX:   cs[i] = cos, cs[n_rot + i] = sin of pair i for i < n_rot/2 (the rest 0), so
  *          out[i] = x[i] c - x[i + h] s and out[i + h] = x[i] s + x[i + h] c, h = n_rot/2. */
 struct sl__cpu_kernels {
     sl_cpu_isa isa;

@@ -195,6 +195,13 @@ static void fast_rope(const sl_cpu_ops *ops, uint64_t *rng)
                     snprintf(what, sizeof what, "%s rope n_rot=%d hd=%d mode=%d yarn=%d", isa,
                              n_rot, hd, mode, yarn);
                     close_arr(what, b, a, n, 0.0, 1e-6 * max_abs(x, n));
+                    /* the two-step form (tables, then the rotation) is the same bits */
+                    float *c = fcopy(x, n), *cs = malloc((size_t)T * 2 * (size_t)n_rot * 4);
+                    CHECK(sl_cpu_rope_table(&p, T, pos, cs, &err) == SL_OK);
+                    CHECK(sl_cpu_rope_apply(ops, c, T, H, hd, &p, cs, &err) == SL_OK);
+                    CHECK_MSG(!memcmp(b, c, (size_t)n * sizeof *c), "%s: table + apply", what);
+                    free(c);
+                    free(cs);
                     free(x);
                     free(a);
                     free(b);

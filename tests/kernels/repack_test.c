@@ -4,7 +4,8 @@
  * original Q4_K matrix: decode (single and multi-part, mixed with row-major parts sharing x),
  * batches through the GEMM and its tails, grouped batches, gathered and column-listed rows, the
  * transposed layout and the f32-activation mode. Weights are random bytes with sane half
- * scales, so every six-bit scale/min pattern and quant occurs. */
+ * scales, so every six-bit scale/min pattern and quant occurs. The load's repack of many
+ * matrices over a pool gives each one's bytes on every pool. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "gguf/gguf.h"
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/cpu/repack.h"
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
 #include "kernels/ref/repack.h"
@@ -99,6 +101,55 @@ static void check_round_trip(void)
     free(a);
     free(b);
     free(c);
+}
+
+/* The load's pass (kernels/cpu/repack.h) on every pool: several parts, some of many chunks
+ * (whole and partial), each in place with the bytes sl_repack_q4_K_r8 gives it alone; a bad
+ * part is refused by name before any part is written. */
+static void check_pool_repack(const env *v)
+{
+    enum { N = 4 };
+    static const int64_t rows[N] = {8, 2048, 136, 2000}, sb[N] = {1, 8, 11, 16};
+    uint8_t *q[N], *want[N], *got[N];
+    size_t bytes[N];
+    sl_error e;
+    int64_t chunks = 0;
+    for (int p = 0; p < N; p++) {
+        bytes[p] = (size_t)rows[p] * (size_t)sb[p] * 144;
+        q[p] = q4k_random(rows[p], sb[p] * 256);
+        want[p] = malloc(bytes[p]);
+        got[p] = malloc(bytes[p]);
+        CHECK(!sl_repack_q4_K_r8(q[p], want[p], rows[p], sb[p] * 256, &e));
+        chunks += (int64_t)(bytes[p] / SL_CPU_REPACK_CHUNK_BYTES);
+    }
+    CHECK_MSG(chunks >= 4, "the parts are only %lld chunks", (long long)chunks);
+    sl_cpu_repack_part parts[N];
+    for (int pi = 0; pi < 4; pi++) {
+        for (int p = 0; p < N; p++) {
+            memcpy(got[p], q[p], bytes[p]);
+            parts[p] = (sl_cpu_repack_part){.data = got[p], .rows = rows[p], .cols = sb[p] * 256};
+        }
+        CHECK_MSG(!sl_cpu_repack_q4_K_r8(v->pools[pi], parts, N, &e), "pool %d: %s", pi, e.msg);
+        for (int p = 0; p < N; p++) {
+            n_checks++;
+            CHECK_MSG(!memcmp(got[p], want[p], bytes[p]), "pool of %d threads: part %d (%lld "
+                      "x %lld) differs from the one-matrix repack",
+                      sl_cpu_pool_threads(v->pools[pi]), p, (long long)rows[p],
+                      (long long)sb[p] * 256);
+        }
+    }
+    for (int p = 0; p < N; p++) memcpy(got[p], q[p], bytes[p]);
+    parts[2].rows = 132;
+    parts[2].name = "blk.0.bad";
+    CHECK(sl_cpu_repack_q4_K_r8(v->pools[2], parts, N, &e) == SL_ERR_INVALID &&
+          strstr(e.msg, "blk.0.bad") && strstr(e.msg, "rows = 132"));
+    CHECK(!memcmp(got[0], q[0], bytes[0]) && !memcmp(got[1], q[1], bytes[1]));
+    CHECK(!sl_cpu_repack_q4_K_r8(v->pools[2], NULL, 0, &e));
+    for (int p = 0; p < N; p++) {
+        free(q[p]);
+        free(want[p]);
+        free(got[p]);
+    }
 }
 
 /* Every dense entry point on the repacked matrix against the reference on the original. */
@@ -280,6 +331,7 @@ int main(void)
         CHECK(!sl_cpu_pool_create(&o, &v.pools[nt], &e));
     }
     check_round_trip();
+    check_pool_repack(&v);
     check_multi(&v);
     /* rows: one group, an MoE expert's 512 and 1024, groups past the pool's 64-row grain;
      * cols: 1, 2 (the down projection's 512), 4 (1024), 9 and 11 super-blocks (whole lane
