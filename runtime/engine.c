@@ -45,28 +45,22 @@ _Static_assert((int)SL_PLACE_AUTO == (int)SL_PM_AUTO && (int)SL_PLACE_GPU == (in
 static sl_status open_device(sl_model *m, sl_error *err)
 {
     sl_device_options dopt = {0};
-    /* As llama.cpp without a GPU: auto placement with no CUDA device runs on the CPU, where the
-     * CPU's own layouts (the Q4_K repack) apply. The simulated device is for tests and is taken
-     * only when asked for (--device sim, SLUICE_DEVICE). */
-    if (m->opt.placement == SL_PLACE_AUTO && !m->rt && !m->opt.device &&
-        !getenv("SLUICE_DEVICE")) {
-        sl_error why = {0};
-        if (sl_device_cuda_count(&why) == 0) {
-            m->opt.placement = SL_PLACE_CPU;
-            char msg[SL_ERROR_MSG_BYTES + 96];
-            snprintf(msg, sizeof msg, "placement auto: no usable CUDA device (%s); everything on "
-                     "the CPU", why.code ? why.msg : "0 devices");
-            gguf_notice(m, msg);
-        }
-    }
-    const bool cpu = m->opt.placement == SL_PLACE_CPU;
-    dopt.kind = m->opt.device ? m->opt.device : cpu ? "sim" : NULL;
+    dopt.kind = m->opt.device             ? m->opt.device
+                : m->opt.placement == SL_PLACE_CPU ? "sim" : NULL;
     dopt.notice = gguf_notice;
     dopt.notice_user = m;
     uint64_t free_bytes = 0;
     sl_status st = m->rt ? sl__runtime_lend(m, &free_bytes, err)
                          : sl_device_open(&dopt, &m->dev, err);
     if (st) return st;
+    /* As llama.cpp without a GPU: auto placement where auto found no CUDA device runs on the
+     * CPU, where the CPU's own layouts (the Q4_K repack) apply. The simulated device is for
+     * tests and holds weights only when named (--device sim, SLUICE_DEVICE=sim). */
+    const char *named = m->opt.device ? m->opt.device : getenv("SLUICE_DEVICE");
+    if (m->opt.placement == SL_PLACE_AUTO && !m->rt && !(named && !strcmp(named, "sim")) &&
+        sl_device_kind_get(m->dev) == SL_DEVICE_SIM)
+        m->opt.placement = SL_PLACE_CPU;
+    const bool cpu = m->opt.placement == SL_PLACE_CPU;
     if (!cpu && !m->rt) {
         sl_device_props props;
         if ((st = sl_device_props_get(m->dev, &props, err))) return st;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "kernels/cpu/repack.h"
+#include "kernels/ref/quant.h"
 #include "kernels/ref/repack.h"
 
 bool sl__weight_repack_wanted(const sl_model *m, const sl_weight *w, uint32_t file_type)
@@ -56,9 +57,14 @@ sl_status sl__model_repack(sl_model *m, sl_error *err)
                                               .cols = w->ne[0]};
     }
     /* on the contexts' pool rule, for this pass only: no context exists yet, and each has a
-     * pool of its own (serve's slots run theirs at once) */
+     * pool of its own (serve's slots run theirs at once). A few MiB (a reload's handful of
+     * tensors, under a runtime's mutex) take less than starting the threads would. */
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < n; i++) total += sl_quant_row_bytes(SL_GGML_Q4_K, parts[i].cols) *
+                                              (uint64_t)parts[i].rows;
     sl_cpu_pool *pool = NULL;
-    sl_status st = sl__model_cpu_pool_create(m, &pool, err);
+    sl_status st = total < SL_CPU_REPACK_CHUNK_BYTES * 8 ? SL_OK
+                                                          : sl__model_cpu_pool_create(m, &pool, err);
     if (!st) st = sl_cpu_repack_q4_K_r8(pool, parts, (int64_t)n, err);
     sl_cpu_pool_destroy(pool);
     free(parts);

@@ -44,8 +44,8 @@ typedef struct sl_ctx sl_ctx;
 typedef enum sl_placement {
     SL_PLACE_AUTO = 0,        /* all on GPU if it fits in the budget, else the experts of the
                                  first layers on CPU (--n-cpu-moe), else the last layers on the
-                                 GPU (-ngl) that fit; all on the CPU when no device is named
-                                 (option, SLUICE_DEVICE) and no CUDA device is usable */
+                                 GPU (-ngl) that fit; all on the CPU when the device is auto
+                                 and finds no usable CUDA device */
     SL_PLACE_GPU = 1,         /* everything on the GPU */
     SL_PLACE_LAYERS = 2,      /* the LAST gpu_layers layers on the GPU, and the output matrix
                                  when gpu_layers > n_layer (llama.cpp -ngl) */

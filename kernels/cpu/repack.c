@@ -41,11 +41,12 @@ static void run_chunks(void *ctx, int64_t b, int64_t e, int thread)
         const chunk *c = &j->chunk[i];
         uint8_t *data = (uint8_t *)c->part->data + (size_t)c->g0 * group_bytes(c->part);
         sl_error *err = &j->err[thread];
-        sl_status st = sl_repack_q4_K_r8(data, data, 8 * (c->g1 - c->g0), c->part->cols, err);
+        sl_error why = {0}; /* err is formatted from it: the two must not alias */
+        sl_status st = sl_repack_q4_K_r8(data, data, 8 * (c->g1 - c->g0), c->part->cols, &why);
         if (st)
             j->st[thread] = sl_error_set(err, st, "tensor '%s': repacking rows %lld..%lld to "
                                          "Q4_K_R8: %s", name_of(c->part), (long long)(8 * c->g0),
-                                         (long long)(8 * c->g1), err->msg);
+                                         (long long)(8 * c->g1), why.msg);
     }
 }
 
@@ -79,14 +80,11 @@ sl_status sl_cpu_repack_q4_K_r8(sl_cpu_pool *pool, const sl_cpu_repack_part *par
     int64_t n = 0;
     for (int64_t i = 0; i < n_parts; i++) {
         const sl_cpu_repack_part *p = &parts[i];
-        /* the reference's own checks, on a first group, before anything is written */
-        if (!p->data || p->rows < 8 || p->rows % 8 || p->rows > INT32_MAX || p->cols < SL_QK_K ||
-            p->cols % SL_QK_K || p->cols > ((int64_t)1 << 40))
-            return sl_error_set(err, SL_ERR_INVALID, "sl_cpu_repack_q4_K_r8: part %lld ('%s'): "
-                                "data %s, rows = %lld (a positive multiple of 8 below 2^31), "
-                                "cols = %lld (a positive multiple of %d)", (long long)i,
-                                name_of(p), p->data ? "set" : "NULL", (long long)p->rows,
-                                (long long)p->cols, SL_QK_K);
+        /* the reference's own checks on the whole part, before anything is written */
+        sl_error why = {0};
+        if (sl_repack_q4_K_r8_check(p->data, p->rows, p->cols, &why))
+            return sl_error_set(err, SL_ERR_INVALID, "sl_cpu_repack_q4_K_r8: part %lld ('%s'): %s",
+                                (long long)i, name_of(p), why.msg);
         int64_t groups;
         const int64_t per = chunk_groups(p, &groups);
         n += (groups + per - 1) / per;

@@ -92,6 +92,11 @@ static sl_status check(const char *fn, const void *src, const void *dst, int64_t
     return SL_OK;
 }
 
+sl_status sl_repack_q4_K_r8_check(const void *data, int64_t rows, int64_t cols, sl_error *err)
+{
+    return check("sl_repack_q4_K_r8", data, data, rows, cols, err);
+}
+
 /* Both directions, group by group; in place through one group of scratch. */
 static sl_status convert(const char *fn, bool to_r8, const void *src, void *dst, int64_t rows,
                          int64_t cols, sl_error *err)

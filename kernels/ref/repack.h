@@ -53,6 +53,9 @@ _Static_assert(sizeof(sl_block_q4_K_r8) == 8 * sizeof(sl_block_q4_K),
  * not a positive multiple of 256; SL_ERR_NOMEM. */
 sl_status sl_repack_q4_K_r8(const void *src, void *dst, int64_t rows, int64_t cols,
                             sl_error *err);
+/* Whether an in-place repack of rows x cols Q4_K bytes at data would be taken (the checks
+ * sl_repack_q4_K_r8 makes before it writes anything): SL_OK, or SL_ERR_INVALID naming the value. */
+sl_status sl_repack_q4_K_r8_check(const void *data, int64_t rows, int64_t cols, sl_error *err);
 /* The inverse: Q4_K_R8 at src back to row-major Q4_K at dst (same rules). */
 sl_status sl_repack_q4_K_r8_undo(const void *src, void *dst, int64_t rows, int64_t cols,
                                  sl_error *err);

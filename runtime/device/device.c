@@ -131,15 +131,6 @@ sl_status sl_device_kind_check(const char *what, const char *s, sl_error *err)
     return parse_kind(w, s, &kc, err);
 }
 
-int sl_device_cuda_count(sl_error *err)
-{
-    int count = 0;
-    sl_error perr = {0};
-    if (sl__cuda_probe(&count, &perr) != SL_OK) count = 0;
-    if (err) *err = perr;
-    return count;
-}
-
 static void notice(const sl_device_options *opt, const char *msg)
 {
     if (opt->notice)

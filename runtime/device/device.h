@@ -85,9 +85,6 @@ const char *sl_device_kind_name(sl_device_kind k);
 /* Whether s names a device kind sl_device_open takes ("cuda", "sim" or "auto"); otherwise an
  * SL_ERR_INVALID naming `what` (the option, flag or variable) and s. */
 sl_status sl_device_kind_check(const char *what, const char *s, sl_error *err);
-/* How many CUDA devices this process can use: 0 (with the reason in err, when err is given)
- * where the build, the driver or the device is missing; never an error itself. */
-int sl_device_cuda_count(sl_error *err);
 
 /* Device memory regions (one cudaMalloc each). Freed regions must be idle (no copy in flight).
  * Out of device memory (cudaMalloc's, or sim's mem_bytes) is SL_ERR_NOMEM; other failures are

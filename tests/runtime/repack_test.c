@@ -283,15 +283,34 @@ static sl_model *open_default(const char *path)
     return m;
 }
 
+static void quiet(void *user, const char *msg)
+{
+    (void)user;
+    (void)msg;
+}
+
+/* What auto finds: a CUDA device, or none (then the sim device). */
+static bool cuda_usable(void)
+{
+    sl_device_options o = {.kind = "auto", .notice = quiet};
+    sl_device *d = NULL;
+    sl_error e;
+    if (sl_device_open(&o, &d, &e)) return false;
+    const bool cuda = sl_device_kind_get(d) == SL_DEVICE_CUDA;
+    sl_device_close(d);
+    return cuda;
+}
+
 static void test_default_placement(void)
 {
     const char *llama = tmp_path("repack-llama.gguf"); /* written by test_models */
+    const bool cuda = cuda_usable();
     CHECK(unsetenv("SLUICE_DEVICE") == 0);
     sl_model *d = open_default(llama), *c = open_with(llama, &(run_opt){.pl = SL_PLACE_CPU});
     if (d && c) {
         sl_model_info mi;
         sl_model_info_get(d, &mi);
-        if (sl_device_cuda_count(NULL) == 0) {
+        if (!cuda) {
             CHECK_MSG(mi.gpu_bytes == 0 && mi.host_bytes > 0, "default options without CUDA: "
                       "%llu bytes on the device", (unsigned long long)mi.gpu_bytes);
             CHECK_MSG(repacked(d) == eligible(llama), "default options without CUDA: %llu "
@@ -308,6 +327,17 @@ static void test_default_placement(void)
     }
     sl_model_close(d);
     sl_model_close(c);
+    /* SLUICE_DEVICE=auto is the default's auto */
+    CHECK(setenv("SLUICE_DEVICE", "auto", 1) == 0);
+    d = open_default(llama);
+    if (d) {
+        sl_model_info mi;
+        sl_model_info_get(d, &mi);
+        CHECK_MSG(cuda ? mi.gpu_bytes > 0 : mi.gpu_bytes == 0 && repacked(d) == eligible(llama),
+                  "SLUICE_DEVICE=auto: %llu bytes on the device, %llu repacked",
+                  (unsigned long long)mi.gpu_bytes, (unsigned long long)repacked(d));
+    }
+    sl_model_close(d);
     /* asked for by the environment, the simulated device holds the model (auto: all of it) */
     CHECK(setenv("SLUICE_DEVICE", "sim", 1) == 0);
     d = open_default(llama);

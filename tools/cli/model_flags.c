@@ -473,7 +473,7 @@ void sl_cli_model_flags_help(FILE *out)
           "                         gpuidx beside the model, which auto then uses too)\n"
           "  -ngl, --gpu-layers N   layers on the GPU (implies --placement layers)\n"
           "  --device D             cuda | sim (CPU-simulated GPU) | auto (default:\n"
-          "                         $SLUICE_DEVICE, then auto; with neither and no CUDA\n"
+          "                         $SLUICE_DEVICE, then auto; where auto finds no CUDA\n"
           "                         device, --placement auto puts everything on the CPU)\n"
           "  --io M                 how weights are read: direct (O_DIRECT, default) | pread |\n"
           "                         mmap\n"

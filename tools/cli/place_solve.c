@@ -84,6 +84,10 @@ int sl_cli_hotcold_layer_freq(const sl_cli_hotcold_model *hm, int32_t il, uint64
     snprintf(rt_name, sizeof rt_name, "blk.%d.ffn_expert_count", il);
     snprintf(act_name, sizeof act_name, "blk.%d.ffn_act_count", il);
     if (hm->n_expert && counts_bad(rt_name, routed, 0, X, tokens, "tokens", err)) return 1;
+    if (!tokens) { /* no evidence: a routing rate would be 0/0 */
+        snprintf(err->msg, sizeof err->msg, "layer %d: the profile counted no tokens", il);
+        return 1;
+    }
     for (int64_t e = 0; e < X; e++) {
         const uint64_t d = hm->n_expert ? (uint64_t)routed[e] : tokens;
         if (hm->n_expert) route_p[il * X + e] = (float)((double)d / (double)tokens);
