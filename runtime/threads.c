@@ -11,12 +11,10 @@ _Static_assert(SL_N_THREADS_MAX == SL_CPU_POOL_MAX_THREADS, "sluice.h's thread l
 
 int sl_model_options_threads(const sl_model_options *opt)
 {
-    int nt = opt ? opt->n_threads : 0;
-    if (nt <= 0) {
-        const long n = sysconf(_SC_NPROCESSORS_ONLN);
-        nt = n < 1 ? 1 : n > SL_N_THREADS_MAX ? SL_N_THREADS_MAX : (int)n;
-    }
-    return nt > SL_N_THREADS_MAX ? SL_N_THREADS_MAX : nt; /* all cores of a big node */
+    long nt = opt ? opt->n_threads : 0;
+    if (nt <= 0) nt = sysconf(_SC_NPROCESSORS_ONLN);
+    if (nt < 1) return 1;                                     /* unknown */
+    return nt > SL_N_THREADS_MAX ? SL_N_THREADS_MAX : (int)nt; /* all cores of a big node */
 }
 
 sl_status sl_ctx_parallel_for(sl_ctx *c, int64_t n, int64_t grain, sl_ctx_work_fn fn,

@@ -105,7 +105,9 @@ sl_status sl_cpu_rope(const sl_cpu_ops *ops, float *x, int64_t n_tokens, int32_t
 /* sl_cpu_rope in two steps, for a caller that ropes several tensors (q and k, every layer of
  * one rope configuration) at the same positions: the angle tables of n_tokens positions into
  * cs [n_tokens][2 * n_rot] (the layout of kernels/cpu/ops_impl.h), then the rotation of x by
- * them. Together the same bits as sl_cpu_rope; p's checks as there (table: head_dim = n_rot). */
+ * them. Together the same bits as sl_cpu_rope; p's checks as there (table: head_dim = n_rot).
+ * apply cannot tell how cs was built: it must come from sl_cpu_rope_table with the same mode
+ * and n_rot (runtime/rope_cache keys its tables by every field of p). */
 sl_status sl_cpu_rope_table(const sl_rope_params *p, int64_t n_tokens, const int32_t *pos,
                             float *cs, sl_error *err);
 sl_status sl_cpu_rope_apply(const sl_cpu_ops *ops, float *x, int64_t n_tokens, int32_t n_head,

@@ -276,15 +276,12 @@ static void rope_angles_init(const sl_rope_params *p, rope_angles *a)
     for (int32_t i = 0; i < p->n_rot / 2; i++) a->pw[i] = sl_ref_rope_pow(p, i);
 }
 
-/* The table of position pos into cs [2 * n_rot], every entry defined; p checked. */
+/* The table of position pos into cs [2 * n_rot] (NEOX leaves the halves it does not read);
+ * p checked. */
 static void rope_table_row(const sl_rope_params *p, const rope_angles *a, int32_t pos,
                            float *cs)
 {
     const int32_t nr = p->n_rot;
-    if (p->mode == SL_ROPE_NEOX) { /* the halves NEOX does not read: tables compare whole */
-        memset(cs + nr / 2, 0, (size_t)(nr / 2) * sizeof *cs);
-        memset(cs + nr + nr / 2, 0, (size_t)(nr / 2) * sizeof *cs);
-    }
     for (int32_t i = 0; i < nr / 2; i++) {
         double c, s;
         sl_ref_rope_cos_sin_pow(p, a->corr, pos, i, a->pw[i], &c, &s);
@@ -321,7 +318,15 @@ sl_status sl_cpu_rope_table(const sl_rope_params *p, int64_t n_tokens, const int
     CHECK_PTR(cs, "cs");
     rope_angles a;
     rope_angles_init(p, &a);
-    for (int64_t t = 0; t < n_tokens; t++) rope_table_row(p, &a, pos[t], cs + t * 2 * p->n_rot);
+    const int32_t nr = p->n_rot;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        float *row = cs + t * 2 * nr;
+        if (p->mode == SL_ROPE_NEOX) { /* the halves NEOX does not read: tables compare whole */
+            memset(row + nr / 2, 0, (size_t)(nr / 2) * sizeof *row);
+            memset(row + nr + nr / 2, 0, (size_t)(nr / 2) * sizeof *row);
+        }
+        rope_table_row(p, &a, pos[t], row);
+    }
     return SL_OK;
 }
 

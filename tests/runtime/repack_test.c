@@ -53,15 +53,9 @@ static sl_model *open_with(const char *path, const run_opt *r)
 static float *prefill_decode(sl_model *m, const char *sched)
 {
     const int V = n_vocab(m);
-    sl_ctx_options co = sl_ctx_options_default();
-    co.n_ctx = 32;
-    co.sched = sched;
-    sl_ctx *c = NULL;
+    sl_ctx *c = test_ctx(m, sched);
+    if (!c) return NULL;
     sl_error e;
-    if (sl_ctx_create(m, &co, &c, &e)) {
-        CHECK_MSG(0, "ctx: %s", e.msg);
-        return NULL;
-    }
     float *out = malloc((size_t)(1 + N_DECODE) * (size_t)V * sizeof *out);
     static const int32_t next[N_DECODE] = {7, 201, 64};
     bool ok = out && sl_ctx_eval(c, k_tokens, N_TOK, &e) == SL_OK;

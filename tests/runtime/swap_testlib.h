@@ -70,8 +70,8 @@ static inline sl_model *open_model(const char *path, sl_placement pl)
     return open_model_idx(path, pl, NULL);
 }
 
-/* Last-token logits of k_tokens from an empty cache, malloc'd. */
-static inline float *run_logits(sl_model *m, const char *sched)
+/* A 32-position context on m with scheduler options sched; NULL on a failure (reported). */
+static inline sl_ctx *test_ctx(sl_model *m, const char *sched)
 {
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = 32;
@@ -82,6 +82,15 @@ static inline float *run_logits(sl_model *m, const char *sched)
         CHECK_MSG(0, "ctx: %s", e.msg);
         return NULL;
     }
+    return c;
+}
+
+/* Last-token logits of k_tokens from an empty cache, malloc'd. */
+static inline float *run_logits(sl_model *m, const char *sched)
+{
+    sl_ctx *c = test_ctx(m, sched);
+    if (!c) return NULL;
+    sl_error e;
     float *out = NULL;
     if (sl_ctx_eval(c, k_tokens, N_TOK, &e) == SL_OK) {
         sl_model_info mi;
