@@ -23,8 +23,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "runtime/device/device.h"
-#include "runtime/status.h"
+#include "base/device/device.h"
+#include "base/status.h"
 
 enum { SL_BFC_ALIGN = 256 };
 

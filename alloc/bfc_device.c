@@ -1,4 +1,4 @@
-/* alloc/bfc_device.c: the BFC backend over runtime/device: regions by sl_device_region_alloc,
+/* alloc/bfc_device.c: the BFC backend over base/device: regions by sl_device_region_alloc,
  * moves as D2D copies on one stream, sync by sl_device_stream_sync.
  *
  * D2D copies must not overlap. Compaction's hole filling never asks for an overlapping move, but

@@ -29,8 +29,8 @@
 
 #include "alloc/bfc.h"
 #include "alloc/topo.h"
-#include "runtime/device/device.h"
-#include "runtime/status.h"
+#include "base/device/device.h"
+#include "base/status.h"
 
 enum { SL_HOSTPOOL_NODE_AUTO = -1 };
 

@@ -29,7 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 enum { SL_SHM_FLOOR_HEADER = 4096 };
 

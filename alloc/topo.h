@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 typedef struct sl_topo sl_topo;
 

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 /* ---- ggml type table (llama.cpp's ggml.h enum ggml_type) ------------------------------- */
 

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf_impl.h"
-#include "runtime/file.h"
+#include "base/file.h"
 
 static const char *tensor_name_at(const void *ctx, size_t i)
 {
@@ -49,7 +49,7 @@ static sl_status map_file(sl_gguf *g, sl__gguf_shard *sh, const char *path, sl_e
     sh->fd = sh->fd_direct = -1;
     sh->path = sl__arena_strndup(&g->arena, path, strlen(path));
     if (!sh->path) return sl_error_set(err, SL_ERR_NOMEM, "%s: out of memory", path);
-    /* never blocks on a FIFO, refuses anything but a regular file (runtime/file.h) */
+    /* never blocks on a FIFO, refuses anything but a regular file (base/file.h) */
     struct stat st;
     sl_status s = sl_file_open_input(path, &sh->fd, &st, err);
     if (s) return s;

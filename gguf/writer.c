@@ -10,7 +10,7 @@
  * - Each file is written as "<final>.partial" and renamed at finish, so the final path never
  *   holds a half-written model (and a reader that has the previous version mapped is not
  *   truncated under its feet). destroy() of an unfinished writer removes what exists. The
- *   rename is only right over a regular file or nothing: runtime/file.h's output rule refuses
+ *   rename is only right over a regular file or nothing: base/file.h's output rule refuses
  *   devices, FIFOs and directories, and follows a symbolic link to the file it names.
  * - general.alignment: with options.alignment != 0 the writer stores it (as the first KV) unless
  *   the caller set it, in which case both must agree; with options.alignment == 0 a caller-set
@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
-#include "runtime/file.h"
+#include "base/file.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf/writer.c copies raw array elements as they are: little-endian hosts only"
@@ -115,7 +115,7 @@ typedef struct wtensor {
 typedef enum disk_state { DISK_NONE = 0, DISK_TMP, DISK_FINAL } disk_state;
 
 typedef struct wshard {
-    char *path;         /* final name (a link's target: see runtime/file.h) */
+    char *path;         /* final name (a link's target: see base/file.h) */
     char *tmp;          /* path + ".partial", written first; NULL until created */
     disk_state disk;    /* which of the two exists on disk (ours to remove if unfinished) */
     size_t first, count; /* tensors [first, first + count) */
@@ -630,7 +630,7 @@ static sl_status plan(sl_gguf_writer *w, sl_error *err)
                      k + 1, n_shards);
         else
             snprintf(p, cap, "%s", w->path);
-        /* runtime/file.h's output rule: a regular file or nothing, links followed */
+        /* base/file.h's output rule: a regular file or nothing, links followed */
         bool exists;
         struct stat st;
         sl_error e = {0};

@@ -18,11 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/parse.h"
-#include "runtime/status.h"
+#include "base/parse.h"
+#include "base/status.h"
 
 /* The accepted range of every numeric option below, checked by the call that reads it
- * (sl_model_open, sl_ctx_create, sl_sampler_create) with runtime/parse.h's sl_check_*; a front
+ * (sl_model_open, sl_ctx_create, sl_sampler_create) with base/parse.h's sl_check_*; a front
  * end checks its flags with sl_parse_* against the same constants, so that whatever it accepts
  * the engine accepts too. Where a field's comment says "0: default", 0 is in the range. */
 #define SL_RANGE_GPU_LAYERS ((sl_irange){0, INT32_MAX})
@@ -61,7 +61,7 @@ typedef enum sl_load_io { SL_LOAD_DIRECT = 0, SL_LOAD_PREAD = 1, SL_LOAD_MMAP = 
 typedef struct sl_model_options {
     sl_placement placement;
     int gpu_layers;             /* for SL_PLACE_LAYERS: the last N; > n_layer: the output too */
-    /* llama.cpp's controls, applied on top of the placement (scheduler/placement.h):
+    /* llama.cpp's controls, applied on top of the placement (scheduler/policy/placement.h):
      * "REGEX=BUFT[,REGEX=BUFT...]" (BUFT CPU, CUDA0 or GPU; first match wins), or NULL */
     const char *override_tensor;
     bool cpu_moe;               /* every routed expert on the CPU */
@@ -79,7 +79,7 @@ typedef struct sl_model_options {
     const char *cpus;           /* explicit CPU list "0-7,16" or NULL */
     bool progress;              /* progress bar on stderr when it is a terminal */
     /* false (default): Q4_K matrices the CPU computes are repacked at load into Q4_K_R8, eight
-     * rows interleaved (runtime/repack.h), as llama.cpp's CPU backend does; true: kept as
+     * rows interleaved (runtime/engine/repack.h), as llama.cpp's CPU backend does; true: kept as
      * stored (llama.cpp's --no-repack). The logits are the same bits either way. */
     bool no_repack;
 } sl_model_options;
@@ -94,7 +94,7 @@ sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model 
                         sl_error *err);
 void sl_model_close(sl_model *m);
 
-/* The resolved placement plan (scheduler/placement.h), for tools: what lives where, tensor by
+/* The resolved placement plan (scheduler/policy/placement.h), for tools: what lives where, tensor by
  * tensor. Pointers stay valid while the model is open. */
 typedef struct sl_place_plan sl_place_plan;
 typedef struct sl_place_tensor sl_place_tensor;
@@ -121,7 +121,7 @@ void sl_model_info_get(const sl_model *m, sl_model_info *out);
 
 /* ---- serving residency ------------------------------------------------------------------
  * Several models of one process share one device arena and one host pool through a runtime
- * (scheduler/residency.h has the budget and the eviction policy). */
+ * (scheduler/policy/residency.h has the budget and the eviction policy). */
 
 /* A model's footprint from its metadata alone (no tensor is read): what the placement of opt
  * puts on the device and leaves on the host, as sl_model_open with the same options would. */
@@ -137,7 +137,7 @@ typedef struct sl_footprint {
 sl_status sl_model_footprint(const char *path, const sl_model_options *opt, sl_footprint *out,
                              sl_error *err);
 
-/* Residency of a model in a runtime (the values are scheduler/residency.h's sl_res_state). */
+/* Residency of a model in a runtime (the values are scheduler/policy/residency.h's sl_res_state). */
 typedef enum sl_residency {
     SL_RESIDENCY_DISK = 0,      /* nothing read: the model reloads from its file */
     SL_RESIDENCY_HOST = 1,      /* the host floor: every weight in the runtime's host pool */
@@ -238,7 +238,7 @@ typedef struct sl_runtime_stats {
 } sl_runtime_stats;
 void sl_runtime_stats_get(const sl_runtime *rt, sl_runtime_stats *out);
 
-/* Checks the runtime's invariants (runtime/runtime.c: each model's weights agree with its
+/* Checks the runtime's invariants (runtime/serve/runtime.c: each model's weights agree with its
  * state, floors kept exactly for device weights, pinned bytes); SL_ERR_INVALID naming the
  * model and weight. Cost O(weights of all models). */
 sl_status sl_runtime_validate(const sl_runtime *rt, sl_error *err);
@@ -285,14 +285,14 @@ typedef struct sl_ctx_options {
     int32_t n_batch;            /* prefill batch; 0: 512 */
     bool kv_f16;                /* F16 KV cache (default true) */
     bool all_logits;            /* keep logits of every evaluated position, not just the last */
-    /* MoE scheduler options, "key=value ..." (scheduler/fetch.h: mode=cpu|post|full|auto,
+    /* MoE scheduler options, "key=value ..." (scheduler/moe/fetch.h: mode=cpu|post|full|auto,
      * block_on_miss, max_transfers, scratch_kb, cache_kb, policy=lru|lfu, pin=L:E,..., trace,
      * ...), applied over the SLUICE_POSTFETCH_* environment; NULL: environment only. Mode cpu
      * (the default) is the CPU scheduler; the others need the sim device for now. Read by
      * sl_ctx_create only. */
     const char *sched;
     /* record per-neuron activation statistics of the dense FFNs computed on the host
-     * (sl_ctx_neuron_stats; scheduler/neuron_stats.h): the profile of hot/cold placement */
+     * (sl_ctx_neuron_stats; scheduler/policy/neuron_stats.h): the profile of hot/cold placement */
     bool neuron_stats;
     /* ReLU FFNs (a file with sluice.feed_forward_activation "relu"): compute every neuron
      * instead of skipping those whose gate output is <= 0 — the dense baseline the exact
@@ -375,7 +375,7 @@ typedef struct sl_ctx_stats {
     double prefill_seconds, decode_seconds;
     uint64_t expert_calls_cpu, expert_calls_gpu;
     /* the MoE scheduler ("cpu", "fetch"; NULL for dense models) and, for "fetch", its run
-     * totals (definitions in scheduler/fetch.h) */
+     * totals (definitions in scheduler/moe/fetch.h) */
     const char *moe_scheduler;
     uint64_t expert_fetches, expert_fallbacks, expert_cache_lookups, expert_cache_hits;
     uint64_t copies, copy_bytes;
@@ -428,7 +428,7 @@ typedef struct sl_reload_report {
 } sl_reload_report;
 
 /* Reloads every tensor whose source file (any shard) changed since it was read (ik_llama.cpp's
- * llama_reload_changed_tensors; policy in scheduler/swap.h). Files are read while contexts keep
+ * llama_reload_changed_tensors; policy in scheduler/policy/swap.h). Files are read while contexts keep
  * evaluating; the changes are applied between evaluation steps, so a step sees every tensor
  * either before or after the reload, never torn. report (may be NULL) is filled either way and
  * must be freed with sl_reload_report_free. Errors: SL_ERR_INVALID for a model opened with

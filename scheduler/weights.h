@@ -2,12 +2,12 @@
  *
  * A weight is bound to one GGUF tensor (name, file type, shape in ggml ne order) and keeps that
  * tensor's provenance (path, shard, absolute file offset, bytes, mtime and size of the file),
- * which is what live reload (scheduler/swap.h) re-checks, and a snapshot of its original
+ * which is what live reload (scheduler/policy/swap.h) re-checks, and a snapshot of its original
  * storage (`orig`, taken after loading). Residency says where its bytes are:
  *   SL_RES_HOST    a host copy: a block of the model's pinned host pool, a malloc'd converted
  *                  copy, or (io = mmap) the read-only file mapping itself;
  *   SL_RES_DEVICE  a block of the model's device arena (sim: a host-addressable region);
- *   SL_RES_PARTS   split by neurons (scheduler/ffn_split.h): compact hot and cold copies, held
+ *   SL_RES_PARTS   split by neurons (scheduler/moe/ffn_split.h): compact hot and cold copies, held
  *                  by the layer, replace it; `data` is NULL and it has no block of its own.
  * `data` is what kernels read: the device block when device-resident and the device is
  * host-addressable (sim), else the host copy. Invariants:
@@ -21,10 +21,10 @@
  *   repacked (type == SL_TYPE_Q4_K_R8, kernels/ref/repack.h)  =>  file_type Q4_K,
  *                 SL_RES_HOST with a pool block or h_owned of its own (never the file mapping,
  *                 a shared floor or a device block: only the CPU kernels read R8), not
- *                 converted; nbytes stays Q4_K's (runtime/repack.h decides which weights);
+ *                 converted; nbytes stays Q4_K's (runtime/engine/repack.h decides which weights);
  *   derive != SL_DERIVE_NONE  =>  t is the tensor it is computed from (its shape differs from
  *                                 ne) and it is always converted.
- * Live reload (scheduler/swap.h) adds:
+ * Live reload (scheduler/policy/swap.h) adds:
  *   the storage named by `orig` stays allocated for the model's lifetime;
  *   swapped  <=>  data != orig.data (the weight lives in a private block or host buffer of its
  *                 own, which it alone owns, while orig's storage waits for a reattach);
@@ -87,7 +87,7 @@ typedef struct sl_weight {
     bool need_f32;              /* kernels read it as plain floats (norms, biases) */
     bool need_matvec;           /* kernels read it through matvec */
     sl_weight_derive derive;    /* computed from t at load (F32), or SL_DERIVE_NONE */
-    /* live reload (scheduler/swap.h) */
+    /* live reload (scheduler/policy/swap.h) */
     sl_weight_storage orig;     /* valid once orig_set */
     bool orig_set, swapped, fallback;
     bool orig_fresh;            /* swapped, and orig's storage still holds the current bytes

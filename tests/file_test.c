@@ -1,4 +1,4 @@
-/* Tests of runtime/file.c and of the GGUF reader and writer that follow its rules, on hostile
+/* Tests of base/file.c and of the GGUF reader and writer that follow its rules, on hostile
  * paths: a FIFO with no writer (open must not block), /dev/zero and /dev/full, a directory,
  * symbolic links (to a regular file, to a device, to nothing), a stale temporary. alarm() turns
  * a hang into a failure. Everything is created under $TEST_TMPDIR; nothing outside is written
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
-#include "runtime/file.h"
+#include "base/file.h"
 #include "tests/testing.h"
 
 static char g_dir[512];

@@ -1,8 +1,8 @@
-/* Tests of runtime/status.c: message formatting, truncation, NULL handling and status names. */
+/* Tests of base/status.c: message formatting, truncation, NULL handling and status names. */
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/status.h"
+#include "base/status.h"
 #include "tests/testing.h"
 
 static sl_status via_setv(sl_error *err, sl_status code, const char *fmt, ...)

@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tools/cli/cli.h"
-#include "tools/cli/fileio.h"
+#include "tools/common/cli.h"
+#include "tools/common/fileio.h"
 
 typedef struct command {
     const char *name;

@@ -41,7 +41,7 @@
 #include "kernels/cpu/ops.h" /* sl_cpu_isa, sl_cpu_features */
 #include "kernels/cpu/pool.h"
 #include "kernels/cpu/split.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 /* A resolved dispatch: isa is never AUTO; vnni only with AVX512. Copyable value. */
 typedef struct sl_cpu_matvec_ctx {

@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "kernels/ref/ops.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 enum { SL_CPU_ROPE_MAX_ROT = 1024 };
 

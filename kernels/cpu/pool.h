@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "alloc/topo.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 typedef struct sl_cpu_pool sl_cpu_pool;
 

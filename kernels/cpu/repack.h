@@ -1,5 +1,5 @@
 /* kernels/cpu/repack: Q4_K -> Q4_K_R8 (kernels/ref/repack.h) of many matrices in place, split
- * over a thread pool (kernels/cpu/pool.h) — the load's repack pass (runtime/repack.h).
+ * over a thread pool (kernels/cpu/pool.h) — the load's repack pass (runtime/engine/repack.h).
  *
  * Contract: every part is a writable Q4_K matrix [rows][cols] (rows % 8 == 0, cols % 256 ==
  * 0), parts pairwise disjoint. The parts are cut into chunks of whole groups of eight rows
@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "kernels/cpu/pool.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 /* Small enough to balance the threads over few large tensors (a layer's experts are one),
  * large enough that a handout and its one group of scratch are cheap next to the copy. */

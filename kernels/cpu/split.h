@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 enum { SL_CPU_SPLIT_MAX_PARTS = 8 };
 #define SL_CPU_SPLIT_MIN_BYTES ((uint64_t)16 << 10)

@@ -19,7 +19,7 @@ extern "C" {
 
 #include <stdint.h>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 enum { SL_CUDA_BENCH_MAX_TYPES = 16 };
 

@@ -26,7 +26,7 @@
 #include <cublas_v2.h>
 
 extern "C" {
-#include "runtime/status.h"
+#include "base/status.h"
 }
 
 #define SL_CUBLAS_STR_(x) #x

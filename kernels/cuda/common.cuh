@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 extern "C" {
-#include "runtime/status.h"
+#include "base/status.h"
 }
 
 static inline sl_status sl__cu_fail(sl_error *err, cudaError_t rc, const char *call,

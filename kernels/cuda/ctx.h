@@ -17,8 +17,8 @@
  * - Without a usable GPU every function fails with SL_ERR_DEVICE carrying CUDA's own message
  *   ("CUDA driver version is insufficient...", "no CUDA-capable device...") and file:line.
  *
- * Getting the stream from runtime/device: the cuda backend keeps its cudaStream_t inside the
- * private struct cuda_stream (runtime/device/cuda.c); until runtime/device offers an accessor
+ * Getting the stream from base/device: the cuda backend keeps its cudaStream_t inside the
+ * private struct cuda_stream (base/device/cuda.c); until base/device offers an accessor
  * (e.g. `void *sl_device_stream_native(sl_stream *)`), callers pass the cudaStream_t here.
  */
 #ifndef SL_KERNELS_CUDA_CTX_H
@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 typedef struct sl_cuda_ctx sl_cuda_ctx;
 

@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #include "kernels/cuda/ctx.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 /* True for the twelve types above. */
 bool sl_cuda_dequant_supported(uint32_t type);

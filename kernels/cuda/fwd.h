@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 #include "kernels/cuda/ctx.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 /* y[r][j] += b[j] for r < n_rows, j < dim (projection biases). */
 sl_status sl_cuda_add_rows(sl_cuda_ctx *c, float *d_y, const float *d_b, int64_t n_rows,
@@ -26,8 +26,8 @@ sl_status sl_cuda_add_rows(sl_cuda_ctx *c, float *d_y, const float *d_b, int64_t
 /* Expert biases of a batched-expert GEMV's output d_y [k][stride] (kernels/cuda/gemv.h): row
  * i belongs to expert e = d_ids[i] and gets d_b[at + j] added for j < w, where at = e * stride
  * and w = stride (whole experts; down's bias: stride n_embd), or, for a hot/cold part's
- * per-expert widths (scheduler/moe.h ff_at), at = d_ff_at[e] and w = d_ff_at[e + 1] - at; the
- * entries past w stay as they are. The CPU's expert FFN adds the same (scheduler/expert_ffn.c).
+ * per-expert widths (scheduler/moe/moe.h ff_at), at = d_ff_at[e] and w = d_ff_at[e + 1] - at; the
+ * entries past w stay as they are. The CPU's expert FFN adds the same (scheduler/moe/expert_ffn.c).
  * On the device an id outside [0, n_expert) adds nothing and w is clamped to [0, stride] (the
  * expert GEMVs' rule for bad ids), so a bad id never reads or writes out of bounds. */
 sl_status sl_cuda_expert_bias(sl_cuda_ctx *c, float *d_y, const float *d_b,
@@ -41,7 +41,7 @@ sl_status sl_cuda_kv_store(sl_cuda_ctx *c, const float *d_src, const int32_t *d_
                            int64_t row, bool f16, void *d_cache, sl_error *err);
 
 /* MoE combine: d_out[t][j] = sum_{i<k} d_w[t*k + i] * d_y[(t*k + i)][j], summed in ascending
- * expert id (d_idx [n_tok][k]) so the order matches the CPU scheduler's (scheduler/moe.h). */
+ * expert id (d_idx [n_tok][k]) so the order matches the CPU scheduler's (scheduler/moe/moe.h). */
 sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const int32_t *d_idx,
                               const float *d_w, int64_t n_tok, int32_t k, int64_t dim,
                               float *d_out, sl_error *err);

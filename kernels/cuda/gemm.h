@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #include "kernels/cuda/ctx.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 typedef enum sl_cuda_gemm_prec { SL_CUDA_GEMM_F16 = 0, SL_CUDA_GEMM_BF16 = 1 } sl_cuda_gemm_prec;
 

@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 #include "kernels/cuda/ctx.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 enum { SL_CUDA_GEMV_MAX_BATCH = 65535 * 4 };
 
@@ -72,7 +72,7 @@ sl_status sl_cuda_gemv_experts(sl_cuda_ctx *c, uint32_t type, const void *const 
                                int64_t rows, int64_t cols, const float *d_x, bool x_per_expert,
                                float *d_y, sl_error *err);
 
-/* The same over one side of experts split by neurons (scheduler/ffn_split.h; the experts of
+/* The same over one side of experts split by neurons (scheduler/moe/ffn_split.h; the experts of
  * an sl_moe_layer with ff_at): expert e has w_e = d_ff_at[e + 1] - d_ff_at[e] neurons
  * (d_ff_at: [n_expert + 1], device; each w_e a whole number of blocks of a down' type).
  *   down == false (gate', up'): W_e [w_e][cols], rows >= every w_e; Y[s][r] as above for

@@ -29,7 +29,7 @@ extern "C" {
 
 #include "kernels/cuda/ctx.h"
 #include "kernels/ref/ops.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 enum { SL_CUDA_ATTN_MAX_HEAD_DIM = 256, SL_CUDA_ROUTER_MAX_EXPERT = 1024 };
 

@@ -66,7 +66,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 /* True for the twelve weight types above. */
 bool sl_ref_matvec_supported(uint32_t type);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "kernels/ref/blocks.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 /* Per weight type: elements and bytes per block, activation type and its bytes per block. */
 typedef struct sl__mv_type {

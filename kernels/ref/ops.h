@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 /* ---- norms ------------------------------------------------------------------------------ */
 

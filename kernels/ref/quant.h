@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #include "kernels/ref/blocks.h" /* sl_block_q8_0, sl_block_q4_0, ... (moved there) */
-#include "runtime/status.h"
+#include "base/status.h"
 
 /* ---- element conversions ---------------------------------------------------------------- */
 

@@ -18,7 +18,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/ref/blocks.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 /* Outside ggml's type numbers (< 64) and any GGUF file's. */
 enum { SL_TYPE_Q4_K_R8 = 0x100 + 12 };

@@ -58,7 +58,7 @@ def _check(st, err):
 
 
 def _size(what, v):
-    """Bytes from an int or a size text ("8G", "512MiB": runtime/parse.h's grammar)."""
+    """Bytes from an int or a size text ("8G", "512MiB": base/parse.h's grammar)."""
     if v is None:
         return 0
     if isinstance(v, int):

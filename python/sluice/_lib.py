@@ -84,7 +84,7 @@ class SamplerOptions(Structure):
                 ("seed", c_uint64)]
 
 
-class PlaceTensor(Structure):  # scheduler/placement.h
+class PlaceTensor(Structure):  # scheduler/policy/placement.h
     _fields_ = [("name", c_char_p), ("layer", c_int32), ("group", c_int),
                 ("vector", c_bool), ("tied", c_bool), ("no_device", c_bool),
                 ("bytes", c_uint64), ("type_name", c_char_p)]
@@ -93,7 +93,7 @@ class PlaceTensor(Structure):  # scheduler/placement.h
 PLACE_MAX_OVERRIDES = 64
 
 
-class PlacePlan(Structure):  # scheduler/placement.h
+class PlacePlan(Structure):  # scheduler/policy/placement.h
     _fields_ = [
         ("n", c_size_t), ("on_device", POINTER(c_bool)), ("split", POINTER(c_bool)),
         ("hot_frac", POINTER(c_float)), ("by", POINTER(c_int16)), ("mode", c_int),

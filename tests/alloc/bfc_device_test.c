@@ -11,7 +11,7 @@
 
 #include "alloc/bfc.h"
 #include "alloc/bfc_impl.h"
-#include "runtime/device/device.h"
+#include "base/device/device.h"
 #include "tests/testing.h"
 
 #define KiB (1ull << 10)

@@ -13,7 +13,7 @@
 #include "alloc/hostpool.h"
 #include "alloc/hostpool_impl.h"
 #include "alloc/topo.h"
-#include "runtime/device/device.h"
+#include "base/device/device.h"
 #include "tests/testing.h"
 
 enum { MIB = 1 << 20 };

@@ -2,7 +2,7 @@
  * a usable GPU (CI) it prints why and passes: device_test runs the same checks on sim. */
 #include <stdio.h>
 
-#include "runtime/device/device.h"
+#include "base/device/device.h"
 #include "tests/device/device_checks.h"
 
 int main(void)

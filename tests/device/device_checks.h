@@ -8,7 +8,7 @@
 #ifndef SL_TESTS_DEVICE_CHECKS_H
 #define SL_TESTS_DEVICE_CHECKS_H
 
-#include "runtime/device/device.h"
+#include "base/device/device.h"
 
 /* Opens devices with *base (its kind set by the caller; faults are overridden per check),
  * runs every check, prints a summary line naming `label`; returns the number of failed checks

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "runtime/device/device.h"
-#include "runtime/device/device_impl.h"
+#include "base/device/device.h"
+#include "base/device/device_impl.h"
 #include "tests/device/device_checks.h"
 #include "tests/testing.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scheduler/gpuidx.h"
+#include "scheduler/policy/gpuidx.h"
 
 static void die(const char *what, const char *msg)
 {

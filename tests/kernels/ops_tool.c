@@ -17,7 +17,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/ref/ops.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 static void *read_file(const char *path, size_t want_bytes)
 {

@@ -47,7 +47,7 @@
 #include "kernels/cuda/ops.h"
 #include "kernels/ref/ops.h"
 #include "kernels/ref/quant.h"
-#include "runtime/status.h"
+#include "base/status.h"
 #include "tests/testing.h"
 
 static const uint32_t TYPES[] = {SL_GGML_F32,  SL_GGML_F16,  SL_GGML_BF16, SL_GGML_Q4_0,

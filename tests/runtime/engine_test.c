@@ -30,7 +30,7 @@ static const char *tmp_path(const char *name)
     return b;
 }
 
-/* A placement and llama.cpp's controls on top of it (scheduler/placement.h). */
+/* A placement and llama.cpp's controls on top of it (scheduler/policy/placement.h). */
 typedef struct combo {
     sl_placement pl;
     int gpu_layers;
@@ -401,7 +401,7 @@ static void check_model(const char *label, const char *path, bool placements)
             sl_model_close(mp);
         }
     }
-    /* the post-fetch MoE scheduler's modes (scheduler/fetch.h) with experts on the host: the
+    /* the post-fetch MoE scheduler's modes (scheduler/moe/fetch.h) with experts on the host: the
      * same logits bit for bit (deepseek2, issue 15: groups, bias and shared experts) */
     for (int i = 0; placements && strstr(label, "deepseek2") && i < 5; i++) {
         static const char *const modes[] = {"mode=cpu", "mode=post", "mode=post block_on_miss=0",

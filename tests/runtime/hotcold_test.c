@@ -18,9 +18,9 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
-#include "runtime/prng.h"
+#include "base/prng.h"
 #include "runtime/sluice.h"
-#include "scheduler/gpuidx.h"
+#include "scheduler/policy/gpuidx.h"
 #include "tests/runtime/testidx.h"
 #include "tests/runtime/testmodel.h"
 #include "tests/testing.h"

@@ -7,7 +7,7 @@ deepseek2, and deepseek2 in the legacy attn_kv_b layout: deepseek2-kv_b) and
 weight types F32, Q8_0 and Q4_K (and gpt-oss in MXFP4), a small synthetic model is made with `sluice mkmodel`, run by
 `sluice eval` and by the reference on the same 12 tokens, and compared.
 
-Contract of `sluice eval` relied on (tools/cli/eval.c):
+Contract of `sluice eval` relied on (tools/commands/eval.c):
     sluice eval -m FILE --tokens 1,17,300 --logits-out OUT [--placement P] [--gpu-layers N]
   writes float32 little-endian logits, one row of n_vocab per token position, no header
   (exactly n_tokens * n_vocab * 4 bytes). Placements (when `sluice eval --help` lists
@@ -102,7 +102,7 @@ def main():
     rc, help_text = eval_help(sluice)
     if rc != 0:
         print(f"FAIL `sluice eval --help` exited {rc}: {help_text.strip()[:400]}\n"
-              "This test needs the `eval` command (tools/cli/eval.c) with the contract in this "
+              "This test needs the `eval` command (tools/commands/eval.c) with the contract in this "
               "file's docstring.")
         return 1
     placements = [("default", [])]

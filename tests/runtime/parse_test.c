@@ -1,4 +1,4 @@
-/* Tests of runtime/parse.c: the grammar's edges (blanks, signs, garbage, hex, inf/nan),
+/* Tests of base/parse.c: the grammar's edges (blanks, signs, garbage, hex, inf/nan),
  * overflow of every target type, ranges (open and closed ends) and the messages, which must
  * name what, quote the text and give the range. */
 #include <float.h>
@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "runtime/parse.h"
+#include "base/parse.h"
 #include "tests/testing.h"
 
 static void expect_msg(sl_status st, const sl_error *e, const char *want)

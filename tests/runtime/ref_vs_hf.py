@@ -363,7 +363,7 @@ def rel_err(out, ref):
 
 
 def sluice_logits(sluice, path):
-    """`sluice eval` logits of the file (float32 [n_tokens, n_vocab], tools/cli/eval.c)."""
+    """`sluice eval` logits of the file (float32 [n_tokens, n_vocab], tools/commands/eval.c)."""
     out = path + ".f32"
     r = subprocess.run([sluice, "eval", "-m", path, "--tokens", ",".join(map(str, TOKENS)),
                         "--logits-out", out], capture_output=True, text=True)

@@ -1,4 +1,4 @@
-/* Q4_K weights repacked at load into Q4_K_R8 (runtime/repack.h) against the same model kept as
+/* Q4_K weights repacked at load into Q4_K_R8 (runtime/engine/repack.h) against the same model kept as
  * stored (no_repack): logits bit for bit (prefill then decode, 1 and 2 threads) for a Q4_K
  * qwen3moe (routed experts repacked) and a dense llama, on the sim device with placement cpu
  * and auto (its routed experts on the host with cpu_moe, the CPU scheduler and the fetch
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
-#include "runtime/device/device.h"
+#include "base/device/device.h"
 #include "runtime/sluice.h"
 #include "tests/runtime/swap_testlib.h"
 #include "tests/testing.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "kernels/cpu/ops.h"
-#include "runtime/rope_cache.h"
+#include "runtime/engine/rope_cache.h"
 #include "tests/testing.h"
 
 static int64_t n_gets;

@@ -1,4 +1,4 @@
-/* runtime/sampler.c: greedy, per-seed determinism, top-k/top-p/min-p exclusion, temperature
+/* runtime/text/sampler.c: greedy, per-seed determinism, top-k/top-p/min-p exclusion, temperature
  * against softmax(logits / T) over many draws, option and logit validation. */
 #include <math.h>
 #include <string.h>

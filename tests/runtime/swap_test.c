@@ -1,4 +1,4 @@
-/* Live tensor swap (sl_reload_changed, scheduler/swap.h) of a private model on the sim device:
+/* Live tensor swap (sl_reload_changed, scheduler/policy/swap.h) of a private model on the sim device:
  * every case of the policy, each checked by logits that must equal a fresh load of the changed
  * file bit for bit (and the original's after a restore); a hot/cold split layer rebuilt from
  * new bytes (also with its gate/up/down in separate shards); a torn file and one changing while
@@ -16,7 +16,7 @@
 
 #include "gguf/gguf.h"
 #include "runtime/sluice.h"
-#include "scheduler/gpuidx.h"
+#include "scheduler/policy/gpuidx.h"
 #include "tests/runtime/swap_testlib.h"
 #include "tests/testing.h"
 

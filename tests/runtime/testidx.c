@@ -3,8 +3,8 @@
 
 #include <stdlib.h>
 
-#include "runtime/prng.h"
-#include "scheduler/gpuidx.h"
+#include "base/prng.h"
+#include "scheduler/policy/gpuidx.h"
 
 bool tidx_pick_moe(int mode, int il, int n_layer, int x, bool coin)
 {

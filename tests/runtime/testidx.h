@@ -1,4 +1,4 @@
-/* tests/runtime/testidx: neuron indexes (.gpuidx, scheduler/gpuidx.h) for the hot/cold tests,
+/* tests/runtime/testidx: neuron indexes (.gpuidx, scheduler/policy/gpuidx.h) for the hot/cold tests,
  * written with the project's writer. An index has n_layer layers of X experts (0: a dense
  * index) of n_ff neurons, hot in whole granules of g neurons chosen by a pick function from a
  * seeded coin per granule; the same arguments write the same file. Thread-compatible. */
@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 /* pick(mode, layer, n_layer, expert, coin): granule hot. */
 typedef bool (*tidx_pick_fn)(int mode, int il, int n_layer, int x, bool coin);

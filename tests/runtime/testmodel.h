@@ -1,7 +1,7 @@
 /* tests/runtime/testmodel: tiny GGUF models of every architecture the engine binds, written
  * with the project's GGUF writer, for engine tests (including deliberately broken files).
  *
- * Independent of tools/cli/synth.c on purpose: it covers the archs synth does not (qwen2moe,
+ * Independent of tools/synth/synth.c on purpose: it covers the archs synth does not (qwen2moe,
  * gemma3, per-expert Mixtral tensors) and lets a test omit or reshape one tensor. Weights are a
  * deterministic function of (seed, tensor name). Names and shapes follow llama.cpp. */
 #ifndef SL_TESTS_RUNTIME_TESTMODEL_H
@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 typedef struct tm_params {
     const char *arch;        /* llama, mixtral, mixtral-split, qwen2moe, qwen3moe, olmoe, gemma3,

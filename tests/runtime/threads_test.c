@@ -1,4 +1,4 @@
-/* runtime/threads.c: sl_model_options_threads is the rule the engine sizes its pool by, and
+/* runtime/engine/threads.c: sl_model_options_threads is the rule the engine sizes its pool by, and
  * sl_ctx_parallel_for runs on that pool: every index once, thread ids below the count, the
  * caller alone without a pool. */
 #include <stdatomic.h>

@@ -1,4 +1,4 @@
-/* tok_tool: command-line front end of runtime/tokenizer for tokenizer_vs_reference.py.
+/* tok_tool: command-line front end of runtime/text/tokenizer for tokenizer_vs_reference.py.
  *
  *   tok_tool MODEL.gguf [--special] [--parse-special] < TEXTS
  *
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/tokenizer.h"
+#include "runtime/text/tokenizer.h"
 
 static int fail(const char *what, const sl_error *err)
 {

@@ -1,4 +1,4 @@
-/* runtime/tokenizer: hand-computed merges on tiny vocabularies written with the GGUF writer,
+/* runtime/text/tokenizer: hand-computed merges on tiny vocabularies written with the GGUF writer,
  * the pre-tokenizer splits, special tokens, BOS/EOS, pieces, errors; round trips on the
  * vocabularies of `sluice mkmodel` (argv[1] is the sluice binary).
  * Token-for-token agreement with independent tokenizers is tokenizer_vs_reference.py's job. */
@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
-#include "runtime/tokenizer.h"
-#include "runtime/unicode.h"
-#include "runtime/vocab_impl.h"
+#include "runtime/text/tokenizer.h"
+#include "runtime/text/unicode.h"
+#include "runtime/text/vocab_impl.h"
 #include "tests/testing.h"
 
 #define SP "\xe2\x96\x81" /* U+2581 */

@@ -1,4 +1,4 @@
-"""runtime/tokenizer against independent implementations, token id for token id.
+"""runtime/text/tokenizer against independent implementations, token id for token id.
 
   tokenizer_vs_reference.py SLUICE TOK_TOOL
 

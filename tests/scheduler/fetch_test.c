@@ -1,4 +1,4 @@
-/* The fetching MoE scheduler (scheduler/fetch.h) through the engine, on the sim device.
+/* The fetching MoE scheduler (scheduler/moe/fetch.h) through the engine, on the sim device.
  *
  * Core property: logits are bit-identical to the CPU scheduler's for every mode (post, full,
  * auto) x cache policy (LRU, LFU) x block_on_miss (0, 1) x device condition (plain, throttled

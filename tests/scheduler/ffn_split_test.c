@@ -1,4 +1,4 @@
-/* FFN parts (scheduler/ffn_split.h) under the one CPU expert routine: a routed-expert layer
+/* FFN parts (scheduler/moe/ffn_split.h) under the one CPU expert routine: a routed-expert layer
  * split per expert into a hot and a cold side (packed blobs, per-expert widths ff_at) gives,
  * through the cpu MoE scheduler, hot + cold within 1e-5 relative of the whole layer (F32 and
  * Q8_0 with F32 activations; gpt-oss's biases and clamped SwiGLU; experts with no hot or no
@@ -13,9 +13,9 @@
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/ref/quant.h"
-#include "runtime/prng.h"
-#include "scheduler/ffn_split.h"
-#include "scheduler/moe.h"
+#include "base/prng.h"
+#include "scheduler/moe/ffn_split.h"
+#include "scheduler/moe/moe.h"
 #include "tests/testing.h"
 
 enum { X = 4, E = 64, F = 64, K = 2, N_TOK = 5 };

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
-#include "runtime/prng.h"
-#include "scheduler/gpuidx.h"
+#include "base/prng.h"
+#include "scheduler/policy/gpuidx.h"
 #include "tests/testing.h"
 
 static char g_dir[] = "/tmp/gpuidx_test_XXXXXX";

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scheduler/gpuidx.h"
+#include "scheduler/policy/gpuidx.h"
 
 static void json_str(const char *s)
 {

@@ -21,9 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/prng.h"
-#include "scheduler/gpuidx.h"
-#include "scheduler/hotcold_solve.h"
+#include "base/prng.h"
+#include "scheduler/policy/gpuidx.h"
+#include "scheduler/policy/hotcold_solve.h"
 #include "tests/testing.h"
 
 enum { INSTANCES = 4000, MAX_NEURONS = 14, MAX_LAYERS = 3 };

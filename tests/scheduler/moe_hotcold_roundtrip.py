@@ -1,5 +1,5 @@
 """MoE hot/cold end to end: a synthetic qwen3moe with skewed neurons and routing is profiled,
-solved and written as a MoE .gpuidx; the file loads through scheduler/gpuidx (gpuidx_tool) and
+solved and written as a MoE .gpuidx; the file loads through scheduler/policy/gpuidx (gpuidx_tool) and
 its hot set is the solved one, checked here independently of the solver's code:
   1. the profile: per layer the tokens routed to the experts sum to tokens x top-k, and no
      neuron of an expert is active more often than the expert is routed;
@@ -7,7 +7,7 @@ its hot set is the solved one, checked here independently of the solver's code:
      expert, the hot neurons per (layer, expert) are the ones `place solve` printed, VRAM within
      the budget for hot neurons it printed;
   3. the cost of that hot set, recomputed from the stats and the model file's tensor sizes with
-     the model in scheduler/hotcold_solve.h (an expert's neuron weighs the probability a token is
+     the model in scheduler/policy/hotcold_solve.h (an expert's neuron weighs the probability a token is
      routed to it; attention, router, norms and output are base bytes on the device), is the
      per-token bytes and bound it printed, and within 1% of a lower bound on any split (the
      continuous relaxation: the hottest groups that fit, cut where the sides cross);
@@ -68,7 +68,7 @@ def solve_and_check(sluice, tool, model, stats, budget, d):
             for e, h in re.findall(r" e(\d+) (\d+) \(", line):
                 printed[(int(lm.group(1)), int(e))] = int(h)
 
-    # 2. the index through scheduler/gpuidx
+    # 2. the index through scheduler/policy/gpuidx
     p = subprocess.run([tool, "read", idx, str(LAYERS), ",".join([str(EXPERTS * FFN)] * LAYERS)],
                        capture_output=True, text=True)
     got = json.loads(p.stdout) if p.stdout.startswith("{") else {}

@@ -1,4 +1,4 @@
-/* scheduler/placement: the policy's rules on a synthetic tensor list (no model, no device).
+/* scheduler/policy/placement: the policy's rules on a synthetic tensor list (no model, no device).
  * llama.cpp's meaning of -ngl (the LAST N layers; the output only when N > n_layer), -ot
  * precedence (first match wins, searched in the name, ECMAScript \d), --cpu-moe /
  * --n-cpu-moe, group coherence (a group follows its explicit rule; two explicit sides in
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scheduler/placement.h"
+#include "scheduler/policy/placement.h"
 #include "tests/testing.h"
 
 enum { N_LAYER = 4, MAX_T = 64 };

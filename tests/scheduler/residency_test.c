@@ -1,9 +1,9 @@
-/* scheduler/residency: the budget solver's arithmetic (ReactantServer's formulas, including
+/* scheduler/policy/residency: the budget solver's arithmetic (ReactantServer's formulas, including
  * over-commit and a scratch larger than the ceiling) and the eviction choice (least recently
  * used first, pinned and busy entries never chosen, a newcomer larger than the budget). */
 #include <stdio.h>
 
-#include "scheduler/residency.h"
+#include "scheduler/policy/residency.h"
 #include "tests/testing.h"
 
 enum { MiB = 1 << 20 };

@@ -1,4 +1,4 @@
-/* The fetching scheduler through its own API (scheduler/fetch.h), on hand-built layers: output
+/* The fetching scheduler through its own API (scheduler/moe/fetch.h), on hand-built layers: output
  * bit-identical to the CPU scheduler's call by call (decode-sized and prefill-sized calls with
  * groups past the 64-token chunk, throttled copies, every mode); per-layer stats; the cache
  * evicting in LRU order and compacting the arena when the evictions leave it fragmented.
@@ -13,9 +13,9 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/ref/quant.h"
-#include "runtime/device/device.h"
-#include "scheduler/fetch.h"
-#include "scheduler/moe.h"
+#include "base/device/device.h"
+#include "scheduler/moe/fetch.h"
+#include "scheduler/moe/moe.h"
 #include "tests/testing.h"
 
 enum { X = 8, E = 64 };

@@ -17,7 +17,7 @@ from harness import SLUICE, VOCAB, expect, finish
 
 
 # Generated text is whatever bytes the synthetic weights pick, not always valid UTF-8; decode an
-# invalid byte b as U+00bb, the same convention as the CLI's JSON strings (tools/cli/json.c).
+# invalid byte b as U+00bb, the same convention as the CLI's JSON strings (tools/common/json.c).
 codecs.register_error("sluice_bytes",
                       lambda e: ("".join(map(chr, e.object[e.start:e.end])), e.end))
 

@@ -1,7 +1,7 @@
 /* tools/lib/requant: rewrites chosen tensors of one GGUF file in another type with Sluice's own
  * quantizers (kernels/ref/quant.h), keeping everything else: every KV pair (values and order),
  * every other tensor's bytes, names, shapes and order, and the alignment. The research loop of
- * live swap (scheduler/swap.h) needs nothing else: requant a tensor, let the model reload it.
+ * live swap (scheduler/policy/swap.h) needs nothing else: requant a tensor, let the model reload it.
  *
  * The output is written beside `out` under a temporary name and renamed over it, so a model
  * reading `out` (in == out is allowed) sees the old file or the new one, never half of one.
@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 /* Tensors whose name matches `pattern` (a POSIX extended regex matched against the whole name,
  * so a plain name matches itself) become `type`: dequantized to F32 and quantized again (an

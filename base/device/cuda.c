@@ -1,0 +1,299 @@
+/* base/device/cuda.c: the CUDA backend, plain C over the CUDA runtime API.
+ *
+ * Built and linked in every configuration (the toolkit is on CI machines too); without a GPU
+ * every call returns SL_ERR_DEVICE carrying CUDA's own message, never a crash, and `auto`
+ * (device.c) falls back to sim.
+ *
+ * - Each entry point first makes the device current on the calling thread (cudaSetDevice is
+ *   per-thread state and the handle may be used from several threads).
+ * - Streams are non-blocking (no implicit synchronisation with the legacy default stream).
+ * - Events keep timing enabled so elapsed_ms works on any of them; the cost is negligible at
+ *   our event rate (one per copy).
+ * - Errors: "base/device/cuda.c:LINE: cudaXxx: <cudaGetErrorString>" as SL_ERR_DEVICE;
+ *   cudaErrorMemoryAllocation from cudaMalloc is SL_ERR_NOMEM, like sim's capacity limit, so
+ *   the arena above can tell "full" from "broken".
+ */
+#include <cuda_runtime.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/device/device_impl.h"
+
+typedef struct cuda_dev {
+    int ordinal;
+} cuda_dev;
+
+typedef struct cuda_stream {
+    sl_stream base;
+    cudaStream_t s;
+} cuda_stream;
+
+typedef struct cuda_event {
+    sl_event base;
+    cudaEvent_t e;
+} cuda_event;
+
+static sl_status cu_fail(sl_error *err, cudaError_t rc, const char *call, int line)
+{
+    sl_status code = rc == cudaErrorMemoryAllocation ? SL_ERR_NOMEM : SL_ERR_DEVICE;
+    return sl_error_set(err, code, "%s:%d: %s: %s", __FILE__, line, call,
+                        cudaGetErrorString(rc));
+}
+
+/* Evaluates a CUDA call; on failure returns a status naming the call and CUDA's message. */
+#define CU(err, call, name)                                                                \
+    do {                                                                                   \
+        cudaError_t cu_rc_ = (call);                                                       \
+        if (cu_rc_ != cudaSuccess)                                                         \
+            return cu_fail((err), cu_rc_, (name), __LINE__);                               \
+    } while (0)
+
+static int ORD(sl_device *d) { return ((cuda_dev *)d->impl)->ordinal; }
+
+#define ENTER(d, err) CU(err, cudaSetDevice(ORD(d)), "cudaSetDevice")
+
+sl_status sl__cuda_probe(int *count, sl_error *err)
+{
+    *count = 0;
+    CU(err, cudaGetDeviceCount(count), "cudaGetDeviceCount");
+    return SL_OK;
+}
+
+static sl_status cuda_open(sl_device *d, const sl_device_options *opt, sl_error *err)
+{
+    int count = 0;
+    sl_status st = sl__cuda_probe(&count, err);
+    if (st)
+        return st;
+    if (opt->cuda_ordinal >= count)
+        return sl_error_set(err, SL_ERR_NOT_FOUND,
+                            "cuda: options.cuda_ordinal=%d but %d device(s) present",
+                            opt->cuda_ordinal, count);
+    CU(err, cudaSetDevice(opt->cuda_ordinal), "cudaSetDevice");
+    cuda_dev *c = calloc(1, sizeof *c);
+    if (!c)
+        return sl_error_set(err, SL_ERR_NOMEM, "cuda: out of host memory");
+    c->ordinal = opt->cuda_ordinal;
+    d->impl = c;
+    return SL_OK;
+}
+
+static void cuda_close(sl_device *d)
+{
+    free(d->impl);
+    d->impl = NULL;
+}
+
+static sl_status cuda_props(sl_device *d, sl_device_props *out, sl_error *err)
+{
+    ENTER(d, err);
+    struct cudaDeviceProp p;
+    CU(err, cudaGetDeviceProperties(&p, ORD(d)), "cudaGetDeviceProperties");
+    size_t free_b = 0, total_b = 0;
+    CU(err, cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    snprintf(out->name, sizeof out->name, "%s", p.name);
+    snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "%04x:%02x:%02x.0",
+             (unsigned)p.pciDomainID, (unsigned)p.pciBusID, (unsigned)p.pciDeviceID);
+    out->total_mem_bytes = (uint64_t)p.totalGlobalMem;
+    out->free_mem_bytes = (uint64_t)free_b;
+    out->cc_major = p.major;
+    out->cc_minor = p.minor;
+    return SL_OK;
+}
+
+static sl_status cuda_region_alloc(sl_device *d, uint64_t bytes, void **d_ptr, sl_error *err)
+{
+    ENTER(d, err);
+    if (bytes > SIZE_MAX)
+        return sl_error_set(err, SL_ERR_NOMEM, "cuda: region of %" PRIu64 " bytes", bytes);
+    CU(err, cudaMalloc(d_ptr, (size_t)bytes), "cudaMalloc");
+    return SL_OK;
+}
+
+static sl_status cuda_region_free(sl_device *d, void *d_ptr, uint64_t bytes, sl_error *err)
+{
+    (void)bytes;
+    ENTER(d, err);
+    CU(err, cudaFree(d_ptr), "cudaFree"); /* synchronises the device */
+    return SL_OK;
+}
+
+static sl_status cuda_host_register(sl_device *d, void *h_ptr, uint64_t bytes, uint32_t *flags,
+                                    sl_error *err)
+{
+    *flags = 0;
+    ENTER(d, err);
+    CU(err, cudaHostRegister(h_ptr, (size_t)bytes, cudaHostRegisterDefault), "cudaHostRegister");
+    return SL_OK;
+}
+
+static sl_status cuda_host_unregister(sl_device *d, void *h_ptr, uint64_t bytes, uint32_t flags,
+                                      sl_error *err)
+{
+    (void)bytes;
+    (void)flags;
+    ENTER(d, err);
+    CU(err, cudaHostUnregister(h_ptr), "cudaHostUnregister");
+    return SL_OK;
+}
+
+static void *cuda_stream_native(sl_stream *s) { return (void *)((cuda_stream *)s)->s; }
+
+static sl_status cuda_stream_create(sl_device *d, sl_stream **out, sl_error *err)
+{
+    ENTER(d, err);
+    cuda_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return sl_error_set(err, SL_ERR_NOMEM, "cuda: out of host memory for a stream");
+    cudaError_t rc = cudaStreamCreateWithFlags(&s->s, cudaStreamNonBlocking);
+    if (rc != cudaSuccess) {
+        free(s);
+        return cu_fail(err, rc, "cudaStreamCreateWithFlags", __LINE__);
+    }
+    *out = &s->base;
+    return SL_OK;
+}
+
+static void cuda_stream_destroy(sl_device *d, sl_stream *bs)
+{
+    cuda_stream *s = (cuda_stream *)bs;
+    /* The interface returns nothing here: errors (a dead context) leave nothing to undo. */
+    (void)cudaSetDevice(ORD(d));
+    (void)cudaStreamSynchronize(s->s);
+    (void)cudaStreamDestroy(s->s);
+    free(s);
+}
+
+static sl_status cuda_stream_sync(sl_device *d, sl_stream *bs, sl_error *err)
+{
+    ENTER(d, err);
+    CU(err, cudaStreamSynchronize(((cuda_stream *)bs)->s), "cudaStreamSynchronize");
+    return SL_OK;
+}
+
+static sl_status cuda_event_create(sl_device *d, sl_event **out, sl_error *err)
+{
+    ENTER(d, err);
+    cuda_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return sl_error_set(err, SL_ERR_NOMEM, "cuda: out of host memory for an event");
+    cudaError_t rc = cudaEventCreate(&e->e);
+    if (rc != cudaSuccess) {
+        free(e);
+        return cu_fail(err, rc, "cudaEventCreate", __LINE__);
+    }
+    *out = &e->base;
+    return SL_OK;
+}
+
+static void cuda_event_destroy(sl_device *d, sl_event *be)
+{
+    cuda_event *e = (cuda_event *)be;
+    (void)cudaSetDevice(ORD(d));
+    (void)cudaEventDestroy(e->e); /* CUDA defers the release past a pending record */
+    free(e);
+}
+
+static sl_status cuda_event_record(sl_device *d, sl_event *be, sl_stream *bs, sl_error *err)
+{
+    ENTER(d, err);
+    CU(err, cudaEventRecord(((cuda_event *)be)->e, ((cuda_stream *)bs)->s), "cudaEventRecord");
+    return SL_OK;
+}
+
+static sl_status cuda_event_query(sl_device *d, sl_event *be, bool *done, sl_error *err)
+{
+    ENTER(d, err);
+    cudaError_t rc = cudaEventQuery(((cuda_event *)be)->e);
+    if (rc == cudaErrorNotReady) {
+        *done = false;
+        return SL_OK;
+    }
+    CU(err, rc, "cudaEventQuery");
+    *done = true;
+    return SL_OK;
+}
+
+static sl_status cuda_event_sync(sl_device *d, sl_event *be, sl_error *err)
+{
+    ENTER(d, err);
+    CU(err, cudaEventSynchronize(((cuda_event *)be)->e), "cudaEventSynchronize");
+    return SL_OK;
+}
+
+static sl_status cuda_stream_wait(sl_device *d, sl_stream *bs, sl_event *be, sl_error *err)
+{
+    ENTER(d, err);
+    CU(err, cudaStreamWaitEvent(((cuda_stream *)bs)->s, ((cuda_event *)be)->e, 0),
+       "cudaStreamWaitEvent");
+    return SL_OK;
+}
+
+static sl_status cuda_event_elapsed_ms(sl_device *d, sl_event *a, sl_event *b, float *ms,
+                                       sl_error *err)
+{
+    ENTER(d, err);
+    CU(err, cudaEventElapsedTime(ms, ((cuda_event *)a)->e, ((cuda_event *)b)->e),
+       "cudaEventElapsedTime");
+    return SL_OK;
+}
+
+static sl_status cuda_copy(sl_device *d, sl_stream *bs, void *dst, const void *src,
+                           uint64_t bytes, sl_copy_kind kind, sl_error *err)
+{
+    static const enum cudaMemcpyKind kinds[3] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                                                 cudaMemcpyDeviceToDevice};
+    ENTER(d, err);
+    CU(err, cudaMemcpyAsync(dst, src, (size_t)bytes, kinds[kind], ((cuda_stream *)bs)->s),
+       "cudaMemcpyAsync");
+    return SL_OK;
+}
+
+/* One cudaMemcpyAsync per item: cudaMemcpyBatchAsync may run its copies in any order, and
+ * a batch's items may depend on earlier ones (the pieces of a compaction slide). */
+static sl_status cuda_copy_batch(sl_device *d, sl_stream *bs, const sl_copy_item *items, size_t n,
+                                 sl_copy_kind kind, size_t *issued, sl_error *err)
+{
+    for (*issued = 0; *issued < n; ++*issued) {
+        sl_status st = cuda_copy(d, bs, items[*issued].dst, items[*issued].src,
+                                 items[*issued].bytes, kind, err);
+        if (st)
+            return st;
+    }
+    return SL_OK;
+}
+
+static sl_status cuda_launch_host(sl_device *d, sl_stream *bs, sl_host_fn fn, void *user,
+                                  sl_error *err)
+{
+    ENTER(d, err);
+    /* sl_host_fn and cudaHostFn_t are both void (*)(void *). */
+    CU(err, cudaLaunchHostFunc(((cuda_stream *)bs)->s, fn, user), "cudaLaunchHostFunc");
+    return SL_OK;
+}
+
+const sl__device_ops sl__cuda_ops = {
+    .kind = SL_DEVICE_CUDA,
+    .open = cuda_open,
+    .close = cuda_close,
+    .props = cuda_props,
+    .region_alloc = cuda_region_alloc,
+    .region_free = cuda_region_free,
+    .host_register = cuda_host_register,
+    .host_unregister = cuda_host_unregister,
+    .stream_create = cuda_stream_create,
+    .stream_native = cuda_stream_native,
+    .stream_destroy = cuda_stream_destroy,
+    .stream_sync = cuda_stream_sync,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .event_query = cuda_event_query,
+    .event_sync = cuda_event_sync,
+    .stream_wait = cuda_stream_wait,
+    .event_elapsed_ms = cuda_event_elapsed_ms,
+    .copy = cuda_copy,
+    .copy_batch = cuda_copy_batch,
+    .launch_host = cuda_launch_host,
+};

@@ -1,0 +1,133 @@
+/* runtime/dx: the executor the forward pass runs a layer's steps through — one interface,
+ * three places the steps can run (private to runtime/).
+ *
+ * Why: the layer is written once (forward.c) against this interface; which memory its buffers
+ * live in and which kernels compute is the executor's business:
+ *   host  (sl__dx_host_create)  host pointers, kernels/cpu on the calling thread (and pool);
+ *   sim   (sl__dx_sim_create)   pointers into sim device regions (host-addressable), the same
+ *                               CPU kernels — but first the device stream is drained, so every
+ *                               step sees the copies enqueued before it, as a GPU kernel on
+ *                               that stream would; CI runs the whole device path this way and
+ *                               its logits are bit-identical to the host executor's;
+ *   cuda  (sl__dx_cuda_create)  device pointers, kernels/cuda enqueued on the model's stream,
+ *                               nothing synchronises (the forward pass syncs when the host
+ *                               needs a result: routing for CPU experts, logits).
+ * Every pointer argument is in the executor's memory except where marked "host".
+ *
+ * Numerics: host and sim are the CPU kernels (Q8 activations for quantized matmuls unless
+ * SLUICE_ACT_F32); cuda's GEMV uses Q8 activations for Q4_K / Q8_0 and F32 for the other types
+ * (all F32 under SLUICE_ACT_F32; kernels/cuda/gemv.h), and rounds activations to
+ * F16 in the cuBLAS GEMM used for batches of >= SL__DX_GEMM_MIN_BATCH tokens with quantized
+ * weights — so cuda logits agree with the others within kernel tolerance, not bit for bit.
+ *
+ * MoE: `moe` computes a layer's routed experts from idx/w in executor memory ([n][k]); host and
+ * sim hand them to the context's scheduler (scheduler/moe/moe.h) — on sim the experts' device
+ * pointers are host-addressable, so the scheduler computes them where they are — cuda runs
+ * batched-expert GEMVs (weights must be device-resident) and sl_cuda_moe_combine.
+ * An executor is used by one thread at a time (its context's).
+ */
+#ifndef SL_RUNTIME_DX_H
+#define SL_RUNTIME_DX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/cpu/matvec.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/pool.h"
+#include "kernels/ref/ops.h"
+#include "base/device/device.h"
+#include "scheduler/weights.h"
+#include "scheduler/moe/moe.h"
+
+enum { SL__DX_GEMM_MIN_BATCH = 8 };
+
+typedef struct sl__dx sl__dx;
+
+/* A routed-expert layer as the executor sees it: the scheduler's description (host and sim)
+ * plus, for cuda, device arrays of the experts' device pointers (uploaded once) and, for the
+ * hot part of experts split by neurons (L->ff_at set), a device copy of L->ff_at. */
+typedef struct sl__dx_moe {
+    const sl_moe_layer *L;
+    const void *const *d_gate, *const *d_up, *const *d_down; /* cuda: device arrays, else NULL */
+    const int64_t *d_ff_at; /* cuda and L->ff_at: [n_expert + 1], else NULL */
+} sl__dx_moe;
+
+typedef struct sl__dx_vt {
+    /* y [n][rows] = W x, x [n][cols] (W: w->data in this executor's memory) */
+    sl_status (*mm)(sl__dx *, const sl_weight *w, const float *x, int64_t n, float *y,
+                    sl_error *);
+    /* ys[i] [n][rows_i] = ws[i] x for count (1 .. SL_CPU_SPLIT_MAX_PARTS) matrices of the
+     * same x [n][cols]: the same bits as count mm calls. Optional (NULL: forward.c makes the
+     * mm calls); the host executor runs a single token's group as one pool call. */
+    sl_status (*mm_many)(sl__dx *, const sl_weight *const *ws, int count, const float *x,
+                         int64_t n, float *const *ys, sl_error *);
+    sl_status (*rms_norm)(sl__dx *, const float *x, const float *w, float *y, int64_t rows,
+                          int64_t dim, float eps, sl_error *);
+    sl_status (*add)(sl__dx *, const float *a, const float *b, float *y, int64_t n, sl_error *);
+    /* y[r][:] += b[:] */
+    sl_status (*add_rows)(sl__dx *, float *y, const float *b, int64_t rows, int64_t dim,
+                          sl_error *);
+    sl_status (*scale)(sl__dx *, float *x, int64_t n, float s, sl_error *);
+    /* g = act(g) * u over n elements */
+    sl_status (*glu)(sl__dx *, sl_moe_act act, float *g, const float *u, int64_t n, sl_error *);
+    sl_status (*rope)(sl__dx *, float *x, int64_t n_tok, int32_t n_head, int32_t head_dim,
+                      const int32_t *pos, const sl_rope_params *p, sl_error *);
+    /* cache rows pos[t] (cache: [n_ctx][row] F32 or F16 bits) = src[t] */
+    sl_status (*kv_store)(sl__dx *, void *cache, bool f16, int64_t row, const int32_t *pos,
+                          int64_t n, const float *src, sl_error *);
+    /* token t attends to positions [0, h_pos[t]] (h_pos: host); p->n_pos is overwritten */
+    sl_status (*attn)(sl__dx *, const float *q, const void *kc, const void *vc,
+                      const sl_attn_params *p, const int32_t *h_pos, int64_t n, float *out,
+                      sl_error *);
+    sl_status (*router)(sl__dx *, const float *logits, int64_t n, const sl_router_params *p,
+                        int32_t *idx, float *w, sl_error *);
+    sl_status (*moe)(sl__dx *, const sl__dx_moe *L, const int32_t *idx, const float *w,
+                     int64_t n, int32_t k, const float *x, float *out, sl_error *);
+    /* dst[r * dst_stride + j] = src[r * src_stride + j] for r < rows, j < width: the gathers
+     * and scatters of per-head slices (deepseek2's MLA); NULL where not implemented (cuda) */
+    sl_status (*copy2d)(sl__dx *, float *dst, int64_t dst_stride, const float *src,
+                        int64_t src_stride, int64_t rows, int64_t width, sl_error *);
+    /* *r = the greedy pick over x[0..n) (kernels/ref/ops.h sl_ref_argmax; r in this
+     * executor's memory, so on a GPU only r crosses to the host) */
+    sl_status (*argmax)(sl__dx *, const float *x, int64_t n, sl_argmax_result *r, sl_error *);
+    /* A ReLU FFN y [n][rows of wd] = Wd (relu(Wg x) * (Wu x)) that skips the neurons whose
+     * gate output is <= 0 for every token (exact; g, u: [n][F] scratch, left holding the
+     * activations and garbage). cnt[0] += n * F neurons, cnt[1] += those with gate <= 0,
+     * cnt[2] += n * (neurons skipped). Usable only where sl__dx.sparse_ffn says so. */
+    sl_status (*relu_ffn)(sl__dx *, const sl_weight *wg, const sl_weight *wu,
+                          const sl_weight *wd, const float *x, int64_t n, float *g, float *u,
+                          float *y, uint64_t cnt[3], sl_error *);
+    /* out[t][:] += sigmoid(logit[t]) * y[t][:] */
+    sl_status (*gated_add)(sl__dx *, float *out, const float *y, const float *logit, int64_t n,
+                           int64_t dim, sl_error *);
+    void (*destroy)(sl__dx *);
+} sl__dx_vt;
+
+struct sl__dx {
+    const sl__dx_vt *vt;
+    /* vt->relu_ffn is usable: host and sim with Q8 activations (the row- and column-listed
+     * kernels it uses have no F32-activation form, so SLUICE_ACT_F32 runs ReLU FFNs dense) */
+    bool sparse_ffn;
+};
+
+/* host / sim: ops, mv copied; pool and moe borrowed (outlive the executor); work_bytes of
+ * matvec workspace allocated here. sim also syncs `stream` of `dev` before each step. */
+sl_status sl__dx_host_create(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
+                             sl_cpu_pool *pool, sl_moe_sched *moe, size_t work_bytes,
+                             sl__dx **out, sl_error *err);
+sl_status sl__dx_sim_create(sl_device *dev, sl_stream *stream, const sl_cpu_ops *ops,
+                            const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, sl_moe_sched *moe,
+                            size_t work_bytes, sl__dx **out, sl_error *err);
+/* cuda: kernels on `stream` (a cuda device's); d_work / work_bytes: the caller's device
+ * workspace for the GEMM (may be 0: GEMV only); k_max, f_max, e_max size the expert scratch
+ * d_scratch (sl__dx_cuda_scratch_bytes bytes, device); f32_act: GEMV keeps activations F32
+ * (SLUICE_ACT_F32, as the CPU kernels do), else Q4_K / Q8_0 decode uses Q8 activations. */
+size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max);
+sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, size_t work_bytes,
+                             void *d_scratch, int64_t n_tok, int32_t k_max, int64_t f_max,
+                             int64_t e_max, bool f32_act, sl__dx **out, sl_error *err);
+/* NULL allowed. */
+void sl__dx_destroy(sl__dx *x);
+
+#endif

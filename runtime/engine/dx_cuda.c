@@ -1,0 +1,251 @@
+/* runtime/engine/dx_cuda.c: the cuda executor (dx.h) — kernels/cuda on the model's stream.
+ *
+ * Matmuls: GEMV (F32 activations) for batches below SL__DX_GEMM_MIN_BATCH and for F32 weights
+ * (whose 1e-4 agreement with the reference an F16 GEMM would lose); the cuBLAS GEMM after
+ * dequantisation to F16 otherwise, when the caller's workspace holds the matrix, else GEMV in
+ * batches. Attention is one decode-attention launch per token (prefill correctness first; a
+ * flash-style prefill kernel is future work). Routed experts: per token, batched-expert GEMVs
+ * for gate and up (one X), the activation, down (each expert's own X), then one combine for
+ * all tokens; expert biases (gpt-oss) after each GEMV and the clamped SwiGLU, as the CPU's
+ * expert FFN; the hot part of experts split by neurons (ffn_split.h) the same way through
+ * per-expert widths and its own bias entries. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/cuda/fwd.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
+#include "kernels/cuda/ops.h"
+#include "runtime/engine/dx.h"
+
+typedef struct dx_cuda {
+    sl__dx base; /* must be first */
+    sl_cuda_ctx *cu;
+    void *work;
+    size_t work_bytes;
+    float *eg, *eu, *ey; /* [k_max][f_max], [k_max][f_max], [n_tok * k_max][e_max] */
+    int64_t n_tok, f_max, e_max;
+    int32_t k_max;
+} dx_cuda;
+
+static sl_status c_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n, float *y,
+                      sl_error *err)
+{
+    dx_cuda *c = (dx_cuda *)x;
+    const int64_t cols = w->ne[0], rows = w->ne[1];
+    sl_status st;
+    if (n >= SL__DX_GEMM_MIN_BATCH && w->type != SL_GGML_F32 &&
+        sl_cuda_gemm_work_bytes(rows, cols, n) <= c->work_bytes) {
+        st = sl_cuda_gemm(c->cu, w->type, w->data, rows, cols, in, n, y, SL_CUDA_GEMM_F16,
+                          c->work, c->work_bytes, err);
+    } else {
+        st = SL_OK;
+        for (int64_t b = 0; b < n && !st; b += SL_CUDA_GEMV_MAX_BATCH) {
+            const int64_t nb = n - b < SL_CUDA_GEMV_MAX_BATCH ? n - b : SL_CUDA_GEMV_MAX_BATCH;
+            st = sl_cuda_gemv(c->cu, w->type, w->data, rows, cols, in + b * cols, nb,
+                              y + b * rows, err);
+        }
+    }
+    if (st) {
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        return sl_error_set(err, st, "matmul with '%s' (cuda): %s", w->name, why);
+    }
+    return SL_OK;
+}
+
+static sl_status c_rms_norm(sl__dx *x, const float *in, const float *w, float *y, int64_t rows,
+                            int64_t dim, float eps, sl_error *err)
+{
+    return sl_cuda_rms_norm(((dx_cuda *)x)->cu, in, w, y, rows, dim, eps, false, err);
+}
+
+static sl_status c_add(sl__dx *x, const float *a, const float *b, float *y, int64_t n,
+                       sl_error *err)
+{
+    return sl_cuda_add(((dx_cuda *)x)->cu, a, b, y, n, err);
+}
+
+static sl_status c_add_rows(sl__dx *x, float *y, const float *b, int64_t rows, int64_t dim,
+                            sl_error *err)
+{
+    return sl_cuda_add_rows(((dx_cuda *)x)->cu, y, b, rows, dim, err);
+}
+
+static sl_status c_scale(sl__dx *x, float *v, int64_t n, float s, sl_error *err)
+{
+    return sl_cuda_scale(((dx_cuda *)x)->cu, v, n, s, err);
+}
+
+static sl_status c_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int64_t n,
+                       sl_error *err)
+{
+    dx_cuda *c = (dx_cuda *)x;
+    if (act == SL_MOE_SILU) return sl_cuda_swiglu(c->cu, g, u, g, n, err);
+    if (act == SL_MOE_SWIGLU_OAI)
+        return sl_cuda_swiglu_oai(c->cu, g, u, g, n, SL_OAI_ALPHA, SL_OAI_LIMIT, err);
+    if (act == SL_MOE_RELU) /* no CUDA kernel yet: a ReLU model's FFNs stay on the host */
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "cuda: no ReLU FFN (ReLU llama)");
+    return sl_cuda_geglu(c->cu, g, u, g, n, SL_GELU_TANH, err);
+}
+
+static sl_status c_rope(sl__dx *x, float *v, int64_t n_tok, int32_t n_head, int32_t head_dim,
+                        const int32_t *pos, const sl_rope_params *p, sl_error *err)
+{
+    return sl_cuda_rope(((dx_cuda *)x)->cu, v, n_tok, n_head, head_dim, pos, p, err);
+}
+
+static sl_status c_kv_store(sl__dx *x, void *cache, bool f16, int64_t row, const int32_t *pos,
+                            int64_t n, const float *src, sl_error *err)
+{
+    return sl_cuda_kv_store(((dx_cuda *)x)->cu, src, pos, n, row, f16, cache, err);
+}
+
+static sl_status c_attn(sl__dx *x, const float *q, const void *kc, const void *vc,
+                        const sl_attn_params *p, const int32_t *h_pos, int64_t n, float *out,
+                        sl_error *err)
+{
+    dx_cuda *c = (dx_cuda *)x;
+    const int64_t qd = (int64_t)p->n_head * p->head_dim;
+    for (int64_t t = 0; t < n; t++) {
+        sl_attn_params pt = *p;
+        pt.n_pos = h_pos[t] + 1;
+        sl_status st = sl_cuda_attn_decode(c->cu, q + t * qd, kc, vc, &pt, out + t * qd, err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
+static sl_status c_router(sl__dx *x, const float *logits, int64_t n, const sl_router_params *p,
+                          int32_t *idx, float *w, sl_error *err)
+{
+    if (p->n_group > 1)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "router (cuda): group-limited selection "
+                            "(expert_group_count %d) is not implemented on CUDA", p->n_group);
+    return sl_cuda_router_topk(((dx_cuda *)x)->cu, logits, n, p, idx, w, err);
+}
+
+/* One batched-expert GEMV of part p (0 gate, 1 up, 2 down) of M for the k experts in ids,
+ * then that part's expert bias (gpt-oss) as the CPU's expert FFN adds it: gate/up Y [k][F]
+ * from one x [E], down Y [k][E] from x [k][F]; a hot/cold part (ff_at) through its
+ * per-expert widths and its own gate/up bias entries (ffn_split.h; its down bias is the cold
+ * side's). */
+static sl_status experts_gemv(dx_cuda *c, const sl__dx_moe *M, int p, const int32_t *ids,
+                              int32_t k, const float *in, float *y, sl_error *err)
+{
+    const sl_moe_layer *L = M->L;
+    const int64_t E = L->n_embd, F = L->n_ff;
+    const uint32_t type = p == 0 ? L->type_gate : p == 1 ? L->type_up : L->type_down;
+    const void *const *w = p == 0 ? M->d_gate : p == 1 ? M->d_up : M->d_down;
+    const float *bias = p == 0 ? L->gate_b : p == 1 ? L->up_b : L->down_b;
+    const int64_t rows = p == 2 ? E : F, cols = p == 2 ? F : E;
+    sl_status st;
+    if (M->d_ff_at)
+        st = sl_cuda_gemv_expert_parts(c->cu, type, w, L->n_expert, M->d_ff_at, p == 2, ids, k,
+                                       rows, cols, in, y, err);
+    else
+        st = sl_cuda_gemv_experts(c->cu, type, w, L->n_expert, ids, k, rows, cols, in, p == 2,
+                                  y, err);
+    if (st || !bias) return st;
+    return sl_cuda_expert_bias(c->cu, y, bias, p == 2 ? NULL : M->d_ff_at, L->n_expert, ids,
+                               k, rows, err);
+}
+
+static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const float *w,
+                       int64_t n, int32_t k, const float *in, float *out, sl_error *err)
+{
+    dx_cuda *c = (dx_cuda *)x;
+    const sl_moe_layer *L = M->L;
+    if (!M->d_gate || !M->d_up || !M->d_down || (L->ff_at && !M->d_ff_at))
+        return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): experts%s not on the "
+                            "device", L->layer, L->ff_at ? "' widths (ff_at)" : "");
+    if (n > c->n_tok || k > c->k_max || L->n_ff > c->f_max || L->n_embd > c->e_max)
+        return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): %lld tokens x k %d, n_ff "
+                            "%lld, n_embd %lld exceed the scratch's sizes", L->layer,
+                            (long long)n, k, (long long)L->n_ff, (long long)L->n_embd);
+    const int64_t E = L->n_embd, F = L->n_ff;
+    for (int64_t t = 0; t < n; t++) {
+        const int32_t *ids = idx + t * k;
+        sl_status st;
+        /* past a part's width gate' and up' give 0 (no bias there), act(0, 0) = 0 for every
+         * activation (the clamped SwiGLU's too), and down' never reads it */
+        if ((st = experts_gemv(c, M, 0, ids, k, in + t * E, c->eg, err)) ||
+            (st = experts_gemv(c, M, 1, ids, k, in + t * E, c->eu, err)) ||
+            (st = c_glu(x, L->act, c->eg, c->eu, (int64_t)k * F, err)) ||
+            (st = experts_gemv(c, M, 2, ids, k, c->eg, c->ey + t * k * E, err)))
+            return sl_error_set(err, st, "moe layer %d (cuda), token %lld: %s", L->layer,
+                                (long long)t, err ? err->msg : "");
+    }
+    return sl_cuda_moe_combine(c->cu, c->ey, idx, w, n, k, E, out, err);
+}
+
+static sl_status c_gated_add(sl__dx *x, float *out, const float *y, const float *logit,
+                             int64_t n, int64_t dim, sl_error *err)
+{
+    return sl_cuda_gated_add(((dx_cuda *)x)->cu, out, y, logit, n, dim, err);
+}
+
+static sl_status c_argmax(sl__dx *x, const float *in, int64_t n, sl_argmax_result *r,
+                          sl_error *err)
+{
+    return sl_cuda_argmax(((dx_cuda *)x)->cu, in, n, r, err);
+}
+
+static void c_destroy(sl__dx *x)
+{
+    dx_cuda *c = (dx_cuda *)x;
+    sl_cuda_ctx_destroy(c->cu);
+    free(c);
+}
+
+static const sl__dx_vt cuda_vt = {
+    .mm = c_mm, .rms_norm = c_rms_norm, .add = c_add, .add_rows = c_add_rows,
+    .scale = c_scale, .glu = c_glu, .rope = c_rope, .kv_store = c_kv_store, .attn = c_attn,
+    .router = c_router, .moe = c_moe, .gated_add = c_gated_add, .argmax = c_argmax,
+    .destroy = c_destroy};
+
+static size_t align256(size_t b)
+{
+    return (b + 255) & ~(size_t)255;
+}
+
+size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max)
+{
+    if (n_tok < 1 || k_max < 1 || f_max < 1 || e_max < 1) return 256;
+    return 2 * align256((size_t)k_max * (size_t)f_max * sizeof(float)) +
+           align256((size_t)n_tok * (size_t)k_max * (size_t)e_max * sizeof(float));
+}
+
+sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, size_t work_bytes,
+                             void *d_scratch, int64_t n_tok, int32_t k_max, int64_t f_max,
+                             int64_t e_max, bool f32_act, sl__dx **out, sl_error *err)
+{
+    *out = NULL;
+    if (!dev || !stream || sl_device_kind_get(dev) != SL_DEVICE_CUDA)
+        return sl_error_set(err, SL_ERR_INVALID, "cuda executor: needs a cuda device and stream");
+    dx_cuda *c = calloc(1, sizeof *c);
+    if (!c) return sl_error_set(err, SL_ERR_NOMEM, "executor: out of memory");
+    c->base.vt = &cuda_vt;
+    c->work = d_work;
+    c->work_bytes = d_work ? work_bytes : 0;
+    c->n_tok = n_tok;
+    c->k_max = k_max;
+    c->f_max = f_max;
+    c->e_max = e_max;
+    if (d_scratch && n_tok > 0 && k_max > 0) {
+        uint8_t *s = d_scratch;
+        const size_t fb = align256((size_t)k_max * (size_t)f_max * sizeof(float));
+        c->eg = (float *)s;
+        c->eu = (float *)(s + fb);
+        c->ey = (float *)(s + 2 * fb);
+    }
+    sl_status st = sl_cuda_ctx_create(sl_device_ordinal_get(dev),
+                                      sl_device_stream_native(dev, stream), &c->cu, err);
+    if (st) {
+        free(c);
+        return st;
+    }
+    sl_cuda_ctx_set_f32_act(c->cu, f32_act);
+    *out = &c->base;
+    return SL_OK;
+}

@@ -1,0 +1,520 @@
+/* runtime/engine/dx_host.c: the host and sim executors (dx.h) — the CPU kernels, the latter after
+ * draining the device stream. The step definitions here are the forward pass's CPU path. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kernels/ref/quant.h"
+#include "runtime/engine/dx.h"
+#include "runtime/engine/rope_cache.h"
+
+enum { MM_BATCH = 64 }; /* the small-batch matvec's intended upper batch */
+
+typedef struct dx_host {
+    sl__dx base; /* must be first */
+    sl_cpu_ops ops;
+    sl_cpu_matvec_ctx mv;
+    sl_cpu_pool *pool;
+    sl_moe_sched *moe;
+    void *work;
+    size_t work_bytes;
+    sl_device *dev;      /* sim only */
+    sl_stream *stream;
+    sl_moe_assign *assign;
+    int64_t assign_cap;
+    /* relu_ffn: the listed neurons and the column-listed matvec's workspace, grown on use */
+    int32_t *idx;
+    int64_t idx_cap;
+    void *cols_work;
+    size_t cols_work_bytes;
+    void *multi_work; /* single-token groups' activations (grows to the largest group) */
+    size_t multi_work_bytes;
+    sl__rope_cache rope;
+} dx_host;
+
+static sl_status drain(dx_host *h, sl_error *err)
+{
+    return h->dev ? sl_device_stream_sync(h->dev, h->stream, err) : SL_OK;
+}
+
+#define DRAIN(h)                                                                            \
+    do {                                                                                    \
+        sl_status drain_st_ = drain((h), err);                                              \
+        if (drain_st_) return drain_st_;                                                    \
+    } while (0)
+
+/* One token through count matrices of the same input: one sl_cpu_matvec_multi call. */
+static sl_status token_many(dx_host *h, const sl_weight *const *ws, int count, const float *in,
+                            float *const *ys, sl_error *err)
+{
+    sl_cpu_matvec_part parts[SL_CPU_SPLIT_MAX_PARTS];
+    const int64_t cols = ws[0]->ne[0];
+    for (int i = 0; i < count; i++) {
+        if (ws[i]->ne[0] != cols)
+            return sl_error_set(err, SL_ERR_INVALID, "matmul group: '%s' has %lld columns, '%s' "
+                                "%lld", ws[0]->name, (long long)cols, ws[i]->name,
+                                (long long)ws[i]->ne[0]);
+        parts[i] = (sl_cpu_matvec_part){.type = ws[i]->type, .w = ws[i]->data,
+                                        .rows = ws[i]->ne[1], .y = ys[i]};
+    }
+    const size_t need = sl_cpu_matvec_multi_work_bytes(parts, count, cols);
+    if (need > h->multi_work_bytes) { /* grows once per shape, not per token */
+        void *p = realloc(h->multi_work, need);
+        if (!p) return sl_error_set(err, SL_ERR_NOMEM, "matmul group: out of memory (%zu bytes)",
+                                    need);
+        h->multi_work = p;
+        h->multi_work_bytes = need;
+    }
+    sl_status st = sl_cpu_matvec_multi(&h->mv, h->pool, parts, count, cols, in, h->multi_work,
+                                       h->multi_work_bytes, err);
+    if (st) {
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        return sl_error_set(err, st, "matmul with '%s'%s: %s", ws[0]->name,
+                            count > 1 ? " and the rest of its group" : "", why);
+    }
+    return SL_OK;
+}
+
+static sl_status h_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n, float *y,
+                      sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    if (n == 1) return token_many(h, &w, 1, in, &y, err);
+    const int64_t cols = w->ne[0], rows = w->ne[1];
+    for (int64_t b = 0; b < n; b += MM_BATCH) {
+        const int64_t nb = n - b < MM_BATCH ? n - b : MM_BATCH;
+        sl_status st = sl_cpu_matvec(&h->mv, h->pool, w->type, w->data, rows, cols,
+                                     in + b * cols, nb, y + b * rows, h->work, h->work_bytes, err);
+        if (st) {
+            char why[SL_ERROR_MSG_BYTES];
+            snprintf(why, sizeof why, "%s", err ? err->msg : "");
+            return sl_error_set(err, st, "matmul with '%s': %s", w->name, why);
+        }
+    }
+    return SL_OK;
+}
+
+static sl_status h_mm_many(sl__dx *x, const sl_weight *const *ws, int count, const float *in,
+                           int64_t n, float *const *ys, sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    if (n == 1) return token_many(h, ws, count, in, ys, err);
+    for (int i = 0; i < count; i++) {
+        sl_status st = h_mm(x, ws[i], in, n, ys[i], err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
+/* Per-token work of a prefill batch spread over the pool in runs of tokens: a token's result
+ * depends on that token alone, so the bits are those of one loop. fn does tokens [t0, t1).
+ * The first token runs alone on the calling thread, so argument errors come back with their
+ * message; the rest cannot fail differently (same arguments), a failure is still reported. */
+typedef sl_status (*tok_fn)(dx_host *h, const void *args, int64_t t0, int64_t t1,
+                            sl_error *err);
+typedef struct tok_job {
+    dx_host *h;
+    tok_fn fn;
+    const void *args;
+    atomic_int st; /* a worker's failure, 0: none */
+} tok_job;
+
+enum { TOK_GRAIN = 16 }; /* tokens per handout: short ops, few handoffs */
+
+static void tok_chunk(void *ctx, int64_t t0, int64_t t1, int thread)
+{
+    (void)thread;
+    tok_job *j = ctx;
+    sl_error e;
+    const sl_status st = j->fn(j->h, j->args, 1 + t0, 1 + t1, &e);
+    if (st) atomic_store(&j->st, (int)st);
+}
+
+static sl_status tok_run(dx_host *h, tok_fn fn, const void *args, int64_t n, sl_error *err)
+{
+    if (n < 2 * TOK_GRAIN || sl_cpu_pool_threads(h->pool) < 2) return fn(h, args, 0, n, err);
+    sl_status st = fn(h, args, 0, 1, err);
+    if (st) return st;
+    tok_job j = {.h = h, .fn = fn, .args = args};
+    atomic_init(&j.st, 0);
+    if ((st = sl_cpu_pool_parallel_for(h->pool, n - 1, TOK_GRAIN, tok_chunk, &j, err))) return st;
+    st = (sl_status)atomic_load(&j.st);
+    return st ? sl_error_set(err, st, "a per-token host op failed on a worker thread") : SL_OK;
+}
+
+typedef struct rms_args {
+    const float *in, *w;
+    float *y;
+    int64_t dim;
+    float eps;
+} rms_args;
+
+static sl_status rms_tokens(dx_host *h, const void *args, int64_t t0, int64_t t1, sl_error *err)
+{
+    const rms_args *a = args;
+    for (int64_t t = t0; t < t1; t++) {
+        sl_status st = sl_cpu_rms_norm(&h->ops, a->in + t * a->dim, a->w, a->y + t * a->dim,
+                                       a->dim, a->eps, false, err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
+static sl_status h_rms_norm(sl__dx *x, const float *in, const float *w, float *y, int64_t rows,
+                            int64_t dim, float eps, sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    const rms_args a = {.in = in, .w = w, .y = y, .dim = dim, .eps = eps};
+    return tok_run(h, rms_tokens, &a, rows, err);
+}
+
+static sl_status h_add(sl__dx *x, const float *a, const float *b, float *y, int64_t n,
+                       sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    return sl_cpu_add(&h->ops, a, b, y, n, err);
+}
+
+static sl_status h_add_rows(sl__dx *x, float *y, const float *b, int64_t rows, int64_t dim,
+                            sl_error *err)
+{
+    DRAIN((dx_host *)x);
+    for (int64_t t = 0; t < rows; t++)
+        for (int64_t j = 0; j < dim; j++) y[t * dim + j] += b[j];
+    return SL_OK;
+}
+
+static sl_status h_scale(sl__dx *x, float *v, int64_t n, float s, sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    return sl_cpu_scale(&h->ops, v, n, s, err);
+}
+
+static sl_status h_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int64_t n,
+                       sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    if (act == SL_MOE_SILU) return sl_cpu_swiglu(&h->ops, g, u, g, n, err);
+    if (act == SL_MOE_RELU) {
+        for (int64_t i = 0; i < n; i++) g[i] = g[i] > 0 ? g[i] * u[i] : 0.0f;
+        return SL_OK;
+    }
+    if (act == SL_MOE_SWIGLU_OAI)
+        return sl_cpu_swiglu_oai(&h->ops, g, u, g, n, SL_OAI_ALPHA, SL_OAI_LIMIT, err);
+    return sl_cpu_geglu(&h->ops, g, u, g, n, SL_GELU_TANH, err);
+}
+
+/* Why it is exact: a neuron no token activates (gate <= 0) has relu(g) * u == 0 whatever u
+ * is, so its up row need not be computed (u is zeroed, then the row-listed matvec writes the
+ * listed rows with the same bits as the full one: rows are never split) and its column of
+ * down multiplies zeros: the column-listed matvec quantizes the same activations and skips only
+ * quantization blocks without a listed column, whose activations are all zero and add exactly
+ * nothing to the block lanes. So the logits equal the dense FFN's bit for bit. Up's saving is
+ * per neuron; down's only per block of its type (32 or 256 neurons all inactive; none for
+ * float types). A transposed down (row j = column j, PowerInfer's ffn_down_t) would skip per
+ * neuron, but it sums in another order (not these bits) and needs down requantized along the
+ * other axis for block types; an F16 trial was not faster on 2 shared cores (issue 11). */
+static sl_status relu_chunk(dx_host *h, const sl_weight *wg, const sl_weight *wu,
+                            const sl_weight *wd, const float *x, int64_t n, float *g, float *u,
+                            float *y, uint64_t cnt[3], sl_error *err)
+{
+    const int64_t E = wg->ne[0], F = wg->ne[1], O = wd->ne[1];
+    sl_status st = sl_cpu_matvec(&h->mv, h->pool, wg->type, wg->data, F, E, x, n, g, h->work,
+                                 h->work_bytes, err);
+    if (st) return st;
+    int64_t n_idx = 0;
+    for (int64_t j = 0; j < F; j++) {
+        bool on = false;
+        for (int64_t t = 0; t < n; t++) {
+            on |= g[t * F + j] > 0;
+            cnt[1] += !(g[t * F + j] > 0);
+        }
+        if (on) h->idx[n_idx++] = (int32_t)j;
+    }
+    cnt[0] += (uint64_t)(n * F);
+    cnt[2] += (uint64_t)(n * (F - n_idx));
+    memset(u, 0, (size_t)(n * F) * sizeof *u);
+    memset(y, 0, (size_t)(n * O) * sizeof *y);
+    if (!n_idx) return SL_OK;
+    if ((st = sl_cpu_matvec_quant_act(&h->mv, wu->type, x, E, n, h->work, h->work_bytes, err)) ||
+        (st = sl_cpu_matvec_rows_q(&h->mv, h->pool, wu->type, wu->data, F, E, h->idx, n_idx,
+                                   true, h->work, n, u, err)))
+        return st;
+    for (int64_t i = 0; i < n * F; i++) g[i] = g[i] > 0 ? g[i] * u[i] : 0.0f;
+    /* down's blocks with no listed neuron; none, or a float down (blocks of one neuron, whose
+     * listed columns still touch every cache line while the column-listed kernel masks element
+     * by element: 10-12x the plain matvec's decode time on F16): the plain matvec (same bits,
+     * no masking) */
+    const sl_gguf_type_info *ti = sl_gguf_type_get(sl_repack_base_type(wd->type));
+    const int64_t G = ti && ti->block_size ? (int64_t)ti->block_size : 1;
+    int64_t skip = 0, last = -1;
+    for (int64_t i = 0; i < n_idx; i++) {
+        const int64_t b = h->idx[i] / G;
+        skip += b - last - 1;
+        last = b;
+    }
+    skip += F / G - last - 1;
+    if (!skip || G == 1)
+        return sl_cpu_matvec(&h->mv, h->pool, wd->type, wd->data, O, F, g, n, y, h->work,
+                             h->work_bytes, err);
+    return sl_cpu_matvec_cols(&h->mv, h->pool, wd->type, wd->data, O, F, h->idx, n_idx, g, n,
+                              y, h->cols_work, h->cols_work_bytes, err);
+}
+
+static sl_status h_relu_ffn(sl__dx *x, const sl_weight *wg, const sl_weight *wu,
+                            const sl_weight *wd, const float *in, int64_t n, float *g, float *u,
+                            float *y, uint64_t cnt[3], sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    const int64_t E = wg->ne[0], F = wg->ne[1], O = wd->ne[1];
+    if (wu->ne[0] != E || wu->ne[1] != F || wd->ne[0] != F)
+        return sl_error_set(err, SL_ERR_INVALID, "relu ffn: shapes of '%s', '%s', '%s' differ",
+                            wg->name, wu->name, wd->name);
+    const int64_t nb_max = n < MM_BATCH ? n : MM_BATCH;
+    const size_t cwb = sl_cpu_matvec_cols_work_bytes(wd->type, F, nb_max);
+    if (F > h->idx_cap) {
+        int32_t *p = realloc(h->idx, (size_t)F * sizeof *p);
+        if (!p) return sl_error_set(err, SL_ERR_NOMEM, "relu ffn: out of memory");
+        h->idx = p, h->idx_cap = F;
+    }
+    if (cwb > h->cols_work_bytes) {
+        void *p = realloc(h->cols_work, cwb);
+        if (!p) return sl_error_set(err, SL_ERR_NOMEM, "relu ffn: out of memory (%zu bytes)", cwb);
+        h->cols_work = p, h->cols_work_bytes = cwb;
+    }
+    for (int64_t b = 0; b < n; b += MM_BATCH) {
+        const int64_t nb = n - b < MM_BATCH ? n - b : MM_BATCH;
+        sl_status st = relu_chunk(h, wg, wu, wd, in + b * E, nb, g + b * F, u + b * F,
+                                  y + b * O, cnt, err);
+        if (st) {
+            char why[SL_ERROR_MSG_BYTES];
+            snprintf(why, sizeof why, "%s", err ? err->msg : "");
+            return sl_error_set(err, st, "relu ffn '%s': %s", wd->name, why);
+        }
+    }
+    return SL_OK;
+}
+
+typedef struct rope_args {
+    float *v;
+    int32_t n_head, head_dim;
+    const sl_rope_params *p;
+    const float *cs; /* the tables of the n_tok positions */
+} rope_args;
+
+static sl_status rope_tokens(dx_host *h, const void *args, int64_t t0, int64_t t1, sl_error *err)
+{
+    const rope_args *a = args;
+    return sl_cpu_rope_apply(&h->ops, a->v + t0 * a->n_head * a->head_dim, t1 - t0, a->n_head,
+                             a->head_dim, a->p, a->cs + t0 * 2 * a->p->n_rot, err);
+}
+
+static sl_status h_rope(sl__dx *x, float *v, int64_t n_tok, int32_t n_head, int32_t head_dim,
+                        const int32_t *pos, const sl_rope_params *p, sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    if (n_tok < 1) return sl_cpu_rope_apply(&h->ops, v, n_tok, n_head, head_dim, p, NULL, err);
+    /* the angles (pow, cos and sin in double) once per position and rope configuration: q and
+     * k of every layer with the same configuration reuse them */
+    rope_args a = {.v = v, .n_head = n_head, .head_dim = head_dim, .p = p};
+    sl_status st = sl__rope_cache_get(&h->rope, p, pos, n_tok, &a.cs, err);
+    if (st) return st;
+    return tok_run(h, rope_tokens, &a, n_tok, err);
+}
+
+/* F16 entries are rounded to nearest even from the F32 projections (ggml's cpy to an F16
+ * cache does the same). */
+static sl_status h_kv_store(sl__dx *x, void *cache, bool f16, int64_t row, const int32_t *pos,
+                            int64_t n, const float *src, sl_error *err)
+{
+    DRAIN((dx_host *)x);
+    uint8_t *cb = cache;
+    for (int64_t t = 0; t < n; t++) {
+        const float *s = src + t * row;
+        if (!f16) {
+            memcpy(cb + (size_t)pos[t] * (size_t)row * 4, s, (size_t)row * 4);
+        } else {
+            uint16_t *d = (uint16_t *)(cb + (size_t)pos[t] * (size_t)row * 2);
+            for (int64_t i = 0; i < row; i++) d[i] = sl_quant_fp32_to_fp16(s[i]);
+        }
+    }
+    return SL_OK;
+}
+
+typedef struct attn_job {
+    dx_host *h;
+    const float *q;
+    const void *kc, *vc;
+    sl_attn_params p;
+    const int32_t *pos;
+    float *out;
+    int64_t qd;
+    sl_status st;
+} attn_job;
+
+static void attn_token(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    attn_job *j = ctx;
+    for (int64_t t = begin; t < end; t++) {
+        sl_attn_params p = j->p;
+        p.n_pos = j->pos[t] + 1;
+        sl_error e;
+        sl_status st = sl_cpu_attn_decode(&j->h->ops, j->q + t * j->qd, j->kc, j->vc, &p,
+                                          j->out + t * j->qd, &e);
+        if (st) j->st = st; /* cannot fail on validated params; recorded anyway */
+    }
+}
+
+static sl_status h_attn(sl__dx *x, const float *q, const void *kc, const void *vc,
+                        const sl_attn_params *p, const int32_t *h_pos, int64_t n, float *out,
+                        sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    attn_job j = {.h = h, .q = q, .kc = kc, .vc = vc, .p = *p, .pos = h_pos, .out = out,
+                  .qd = (int64_t)p->n_head * p->head_dim};
+    j.p.n_pos = h_pos[n - 1] + 1;
+    sl_status st = sl_ref_attn_validate(&j.p, err);
+    if (st) return st;
+    st = sl_cpu_pool_parallel_for(n > 1 ? h->pool : NULL, n, 1, attn_token, &j, err);
+    if (st) return st;
+    if (j.st) return sl_error_set(err, j.st, "attention kernel failed");
+    return SL_OK;
+}
+
+static sl_status h_router(sl__dx *x, const float *logits, int64_t n, const sl_router_params *p,
+                          int32_t *idx, float *w, sl_error *err)
+{
+    DRAIN((dx_host *)x);
+    for (int64_t t = 0; t < n; t++) {
+        sl_status st = sl_ref_router_topk(logits + t * p->n_expert, p, idx + t * p->k,
+                                          w + t * p->k, err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
+static sl_status h_moe(sl__dx *x, const sl__dx_moe *L, const int32_t *idx, const float *w,
+                       int64_t n, int32_t k, const float *in, float *out, sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    if (n * k > h->assign_cap) {
+        sl_moe_assign *a = realloc(h->assign, (size_t)(n * k) * sizeof *a);
+        if (!a) return sl_error_set(err, SL_ERR_NOMEM, "moe: out of memory (assignments)");
+        h->assign = a;
+        h->assign_cap = n * k;
+    }
+    for (int64_t t = 0; t < n; t++)
+        for (int32_t i = 0; i < k; i++)
+            h->assign[t * k + i] = (sl_moe_assign){(int32_t)t, idx[t * k + i], w[t * k + i]};
+    return sl_moe_exec(h->moe, L->L, h->assign, n * k, in, n, out, err);
+}
+
+static sl_status h_gated_add(sl__dx *x, float *out, const float *y, const float *logit,
+                             int64_t n, int64_t dim, sl_error *err)
+{
+    DRAIN((dx_host *)x);
+    for (int64_t t = 0; t < n; t++) {
+        const float gate = 1.0f / (1.0f + expf(-logit[t]));
+        for (int64_t j = 0; j < dim; j++) out[t * dim + j] += gate * y[t * dim + j];
+    }
+    return SL_OK;
+}
+
+static sl_status h_argmax(sl__dx *x, const float *in, int64_t n, sl_argmax_result *r,
+                          sl_error *err)
+{
+    DRAIN((dx_host *)x);
+    return sl_ref_argmax(in, n, r, err);
+}
+
+static void h_destroy(sl__dx *x)
+{
+    dx_host *h = (dx_host *)x;
+    free(h->work);
+    free(h->assign);
+    free(h->idx);
+    free(h->cols_work);
+    free(h->multi_work);
+    sl__rope_cache_free(&h->rope);
+    free(h);
+}
+
+static sl_status h_copy2d(sl__dx *x, float *dst, int64_t dst_stride, const float *src,
+                          int64_t src_stride, int64_t rows, int64_t width, sl_error *err)
+{
+    DRAIN((dx_host *)x);
+    for (int64_t r = 0; r < rows; r++)
+        memmove(dst + r * dst_stride, src + r * src_stride, (size_t)width * sizeof *dst);
+    return SL_OK;
+}
+
+/* host and sim differ only in `dev` (drain() is a no-op without it) */
+static const sl__dx_vt host_vt = {
+    .mm = h_mm, .mm_many = h_mm_many, .rms_norm = h_rms_norm, .add = h_add,
+    .add_rows = h_add_rows, .scale = h_scale,
+    .glu = h_glu, .rope = h_rope, .kv_store = h_kv_store, .attn = h_attn, .router = h_router,
+    .moe = h_moe, .gated_add = h_gated_add, .copy2d = h_copy2d, .argmax = h_argmax,
+    .relu_ffn = h_relu_ffn,
+    .destroy = h_destroy};
+
+static sl_status create(sl_device *dev, sl_stream *stream,
+                        const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
+                        sl_moe_sched *moe, size_t work_bytes, sl__dx **out, sl_error *err)
+{
+    *out = NULL;
+    dx_host *h = calloc(1, sizeof *h);
+    if (!h) return sl_error_set(err, SL_ERR_NOMEM, "executor: out of memory");
+    h->base.vt = &host_vt;
+    h->base.sparse_ffn = !mv->f32_act;
+    h->ops = *ops;
+    h->mv = *mv;
+    h->pool = pool;
+    h->moe = moe;
+    h->dev = dev;
+    h->stream = stream;
+    h->work_bytes = work_bytes ? work_bytes : 1;
+    h->work = malloc(h->work_bytes);
+    if (!h->work) {
+        free(h);
+        return sl_error_set(err, SL_ERR_NOMEM, "executor: out of memory (%zu bytes of matvec "
+                            "workspace)", work_bytes);
+    }
+    *out = &h->base;
+    return SL_OK;
+}
+
+sl_status sl__dx_host_create(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
+                             sl_cpu_pool *pool, sl_moe_sched *moe, size_t work_bytes,
+                             sl__dx **out, sl_error *err)
+{
+    return create(NULL, NULL, ops, mv, pool, moe, work_bytes, out, err);
+}
+
+sl_status sl__dx_sim_create(sl_device *dev, sl_stream *stream, const sl_cpu_ops *ops,
+                            const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, sl_moe_sched *moe,
+                            size_t work_bytes, sl__dx **out, sl_error *err)
+{
+    if (!dev || !stream)
+        return sl_error_set(err, SL_ERR_INVALID, "sim executor: NULL device or stream");
+    return create(dev, stream, ops, mv, pool, moe, work_bytes, out, err);
+}
+
+void sl__dx_destroy(sl__dx *x)
+{
+    if (x) x->vt->destroy(x);
+}

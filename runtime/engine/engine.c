@@ -1,0 +1,833 @@
+/* runtime/engine/engine.c: the model/context/eval/info/stats part of the public API (sluice.h).
+ *
+ * Devices: SL_PLACE_CPU needs no device for compute; the host pool still wants one for
+ * page-locking, so CPU placement opens the "sim" device unless options.device names one.
+ * The device placements (GPU, LAYERS, EXPERTS_CPU, AUTO) put weights in a BFC arena of the
+ * device; the forward pass runs the device layers through the device's executor (runtime/
+ * dx.h): kernels/cuda on "cuda", the CPU kernels in stream order on "sim" — so the whole
+ * device path (copies between sides, device KV, device logits) runs in CI.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/ref/matvec.h"
+#include "kernels/ref/quant.h"
+#include "runtime/engine/ctx.h"
+#include "runtime/engine/model.h"
+#include "runtime/text/model_vocab.h"
+#include "scheduler/moe/fetch.h"
+
+sl_model_options sl_model_options_default(void)
+{
+    return (sl_model_options){.placement = SL_PLACE_AUTO, .gpu_layers = 0, .device = NULL,
+                              .io = SL_LOAD_DIRECT, .numa_node = -1, .n_threads = 0,
+                              .cpus = NULL, .progress = true};
+}
+
+static void gguf_notice(void *user, const char *msg)
+{
+    sl_model *m = user;
+    if (!m->notice[0]) snprintf(m->notice, sizeof m->notice, "%s", msg);
+}
+
+_Static_assert((int)SL_PLACE_AUTO == (int)SL_PM_AUTO && (int)SL_PLACE_GPU == (int)SL_PM_GPU &&
+               (int)SL_PLACE_LAYERS == (int)SL_PM_LAYERS &&
+               (int)SL_PLACE_EXPERTS_CPU == (int)SL_PM_EXPERTS_CPU &&
+               (int)SL_PLACE_CPU == (int)SL_PM_CPU &&
+               (int)SL_PLACE_HOT_COLD == (int)SL_PM_HOT_COLD,
+               "sluice.h's sl_placement and placement.h's sl_place_mode must agree");
+
+/* Opens the device, resolves the placement plan against its free memory, and creates the
+ * stream and arena when the plan puts anything on it. */
+static sl_status open_device(sl_model *m, sl_error *err)
+{
+    sl_device_options dopt = {0};
+    dopt.kind = m->opt.device             ? m->opt.device
+                : m->opt.placement == SL_PLACE_CPU ? "sim" : NULL;
+    dopt.notice = gguf_notice;
+    dopt.notice_user = m;
+    uint64_t free_bytes = 0;
+    sl_status st = m->rt ? sl__runtime_lend(m, &free_bytes, err)
+                         : sl_device_open(&dopt, &m->dev, err);
+    if (st) return st;
+    /* As llama.cpp without a GPU: auto placement where auto found no CUDA device runs on the
+     * CPU, where the CPU's own layouts (the Q4_K repack) apply. The simulated device is for
+     * tests and holds weights only when named (--device sim, SLUICE_DEVICE=sim). */
+    const char *named = m->opt.device ? m->opt.device : getenv("SLUICE_DEVICE");
+    if (m->opt.placement == SL_PLACE_AUTO && !m->rt && !(named && !strcmp(named, "sim")) &&
+        sl_device_kind_get(m->dev) == SL_DEVICE_SIM)
+        m->opt.placement = SL_PLACE_CPU;
+    const bool cpu = m->opt.placement == SL_PLACE_CPU;
+    if (!cpu && !m->rt) {
+        sl_device_props props;
+        if ((st = sl_device_props_get(m->dev, &props, err))) return st;
+        free_bytes = props.free_mem_bytes;
+    }
+    const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
+    if ((st = sl__model_plan(m, free_bytes, cuda, err))) return st;
+    if (m->rt && (st = sl__runtime_attach(m, err))) return st;
+    if (!m->plan.device_bytes || m->opt.plan_only) return SL_OK;
+    if ((st = sl_device_stream_create(m->dev, &m->stream, err))) return st;
+    return m->rt ? SL_OK : sl_bfc_create_device(m->dev, m->stream, NULL, &m->arena, err);
+}
+
+sl_status sl_model_plan_get(const sl_model *m, const sl_place_plan **plan,
+                            const sl_place_tensor **tensors, size_t *n, sl_error *err)
+{
+    if (!m || !plan || !tensors || !n)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_model_plan_get: NULL argument");
+    *plan = &m->plan;
+    *tensors = m->place_t;
+    *n = m->n_w;
+    return SL_OK;
+}
+
+void sl__model_info_fill(sl_model *m)
+{
+    sl_model_info *in = &m->info;
+    const sl__hparams *hp = &m->hp;
+    in->arch = m->tr->name;
+    const char *name = NULL;
+    if (sl_gguf_get_str(m->gguf, "general.name", &name, NULL)) name = "";
+    in->name = name;
+    in->n_vocab = hp->n_vocab;
+    in->n_ctx_train = hp->n_ctx_train;
+    in->n_embd = hp->n_embd;
+    in->n_layer = hp->n_layer;
+    in->n_head = hp->n_head;
+    in->n_head_kv = hp->n_head_kv;
+    in->head_dim = hp->head_dim;
+    in->n_expert = hp->n_expert;
+    in->n_expert_used = hp->n_expert_used;
+    in->n_ff = hp->n_ff;
+    in->n_ff_exp = hp->n_expert ? hp->n_ff_exp : 0;
+    in->n_params = in->weight_bytes = in->gpu_bytes = in->host_bytes = 0;
+    in->repacked_tensors = in->repacked_bytes = 0;
+    for (size_t i = 0; i < m->n_w; i++) {
+        const sl_weight *w = &m->w[i];
+        in->n_params += (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]);
+        in->repacked_tensors += sl__weight_repacked(w);
+        in->repacked_bytes += sl__weight_repacked(w) ? w->nbytes : 0;
+        in->weight_bytes += w->file_nbytes;
+        if (w->residency == SL_RES_PARTS) continue; /* counted by its parts, below */
+        if (w->residency ? w->residency & SL_RES_DEVICE : w->want_device)
+            in->gpu_bytes += w->nbytes;
+        else in->host_bytes += w->nbytes;
+    }
+    for (int32_t il = 0; m->layers && il < hp->n_layer; il++) { /* hot/cold splits */
+        for (int p = 0; p < 3; p++) {
+            in->gpu_bytes += m->layers[il].split_hot[p].nbytes;
+            in->host_bytes += m->layers[il].split_cold[p].nbytes;
+        }
+        const sl__moe_split *ms = m->layers[il].moe_split;
+        for (int b = 0; ms && b < 2; b++) in->gpu_bytes += ms->hot_b[b].nbytes;
+    }
+    uint32_t id;
+    in->bos = sl_gguf_get_u32(m->gguf, "tokenizer.ggml.bos_token_id", &id, NULL) ? -1 : (int32_t)id;
+    in->eos = sl_gguf_get_u32(m->gguf, "tokenizer.ggml.eos_token_id", &id, NULL) ? -1 : (int32_t)id;
+}
+
+/* sl_model_open (rt NULL) and sl_model_open_in. */
+static sl_status model_open(sl_runtime *rt, const char *path, const sl_model_options *opt,
+                            sl_model **out, sl_error *err)
+{
+    if (!path || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_model_open: NULL path or out");
+    *out = NULL;
+    sl_model *m = calloc(1, sizeof *m);
+    if (!m) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (model)");
+    m->rt = rt;
+    m->opt = opt ? *opt : sl_model_options_default();
+    sl_status st = SL_OK;
+    if ((unsigned)m->opt.placement > SL_PLACE_HOT_COLD) {
+        st = sl_error_set(err, SL_ERR_INVALID, "placement %d: unknown", (int)m->opt.placement);
+        goto fail;
+    }
+    if ((unsigned)m->opt.io > SL_LOAD_MMAP) {
+        st = sl_error_set(err, SL_ERR_INVALID, "io %d: unknown (direct, pread, mmap)",
+                          (int)m->opt.io);
+        goto fail;
+    }
+    if ((st = sl_check_i64("gpu_layers", m->opt.gpu_layers, SL_RANGE_GPU_LAYERS, err)) ||
+        (st = sl_check_i64("n_cpu_moe", m->opt.n_cpu_moe, SL_RANGE_N_CPU_MOE, err)) ||
+        (st = sl_check_i64("numa_node", m->opt.numa_node, SL_RANGE_NUMA_NODE, err)) ||
+        (st = sl_check_i64("n_threads", m->opt.n_threads, SL_RANGE_N_THREADS, err)))
+        goto fail;
+    m->path = strdup(path);
+    if (!m->path) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    sl_gguf_options go = {.no_shards = false, .notice = gguf_notice, .notice_user = m};
+    if ((st = sl_gguf_open(path, &go, &m->gguf, err))) goto fail;
+    const char *arch = NULL;
+    if ((st = sl_gguf_get_str(m->gguf, "general.architecture", &arch, err))) {
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        st = sl_error_set(err, SL_ERR_FORMAT, "%s: general.architecture: %s", path, why);
+        goto fail;
+    }
+    if ((st = sl__arch_parse(arch, &m->arch, err))) goto fail;
+    m->tr = sl__arch_traits_get(m->arch);
+    m->info.arch = m->tr->name;
+    if ((st = sl__hparams_load(m, err))) goto fail;
+    /* The tokenizer, when the file has one: a file with tokenizer.ggml.model must load (its
+     * errors fail the open); one without (synthetic test models, research files) still
+     * evaluates token ids, and the text functions say it has no tokenizer. */
+    if (sl_gguf_find(m->gguf, "tokenizer.ggml.model") &&
+        (st = sl_vocab_load(m->gguf, &m->vocab, err)))
+        goto fail;
+    if ((st = sl__model_bind(m, err))) goto fail;
+    if ((st = open_device(m, err))) goto fail;
+    if (m->opt.plan_only) {
+        sl__model_info_fill(m);
+        *out = m;
+        return SL_OK;
+    }
+    if ((st = m->rt ? sl__runtime_load_floor(m, err) : sl__model_load_weights(m, err)))
+        goto fail;
+    if ((st = sl__model_validate(m, err))) goto fail;
+    if ((st = sl_swap_gate_init(&m->gate, err))) goto fail;
+    m->gate_ready = true;
+    if ((st = sl_swap_sources_init(&m->sources, m->gguf, err))) goto fail;
+    for (size_t i = 0; i < m->n_w; i++)
+        m->w[i].file_size = m->sources.v[m->w[i].shard].size;
+    if (m->rt && (st = sl__runtime_register(m, err))) goto fail;
+    sl__model_info_fill(m);
+    *out = m;
+    return SL_OK;
+fail:
+    sl_model_close(m);
+    return st;
+}
+
+sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model **out,
+                        sl_error *err)
+{
+    return model_open(NULL, path, opt, out, err);
+}
+
+sl_status sl_model_open_in(sl_runtime *rt, const char *path, const sl_model_options *opt,
+                           sl_model **out, sl_error *err)
+{
+    if (!rt) return sl_error_set(err, SL_ERR_INVALID, "sl_model_open_in: NULL runtime");
+    return model_open(rt, path, opt, out, err);
+}
+
+void sl_model_close(sl_model *m)
+{
+    if (!m) return;
+    sl__runtime_detach(m); /* a runtime's model: its device weights back to their floors */
+    sl__model_free_weights(m);
+    sl_swap_sources_free(&m->sources);
+    if (m->gate_ready) sl_swap_gate_destroy(&m->gate);
+    if (m->layers) {
+        for (int il = 0; il < m->hp.n_layer; il++) {
+            sl__layer *L = &m->layers[il];
+            free(L->gate_e);
+            free(L->up_e);
+            free(L->down_e);
+            free(L->moe_gate);
+            free(L->moe_up);
+            free(L->moe_down);
+            free(L->moe_on_device);
+        }
+    }
+    free(m->layers);
+    free(m->w);
+    sl_place_plan_free(&m->plan);
+    free(m->place_t);
+    if (!m->rt) sl_bfc_destroy(m->arena); /* else borrowed from the runtime, as below */
+    if (m->stream) sl_device_stream_destroy(m->dev, m->stream);
+    if (!m->rt) {
+        sl_hostpool_destroy(m->hostpool);
+        if (m->dev) sl_device_close(m->dev);
+    }
+    sl_vocab_free(m->vocab);
+    sl_gguf_close(m->file_view);
+    sl_gguf_close(m->gguf);
+    free(m->path);
+    free(m);
+}
+
+void sl_model_info_get(const sl_model *m, sl_model_info *out)
+{
+    if (!out) return;
+    if (!m) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    *out = m->info;
+    if (m->dev) {
+        sl_device_counters dc;
+        sl_device_counters_get(m->dev, &dc);
+        out->device_copies_pageable = dc.copies_pageable;
+        out->device_region_allocs = dc.region_allocs;
+        out->device_host_registers = dc.host_registers;
+    }
+}
+
+const sl_vocab *sl__model_vocab(const sl_model *m)
+{
+    return m ? m->vocab : NULL;
+}
+
+/* ---- contexts ------------------------------------------------------------------------- */
+
+sl_ctx_options sl_ctx_options_default(void)
+{
+    return (sl_ctx_options){.n_ctx = 0, .n_batch = 0, .kv_f16 = true, .all_logits = false};
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Whether a GPU holds part of the model while routed experts stay in host memory: the case
+ * the fetching scheduler exists for. */
+static bool gpu_with_host_experts(const sl_model *m)
+{
+    if (!m->dev || sl_device_kind_get(m->dev) != SL_DEVICE_CUDA) return false;
+    bool host_experts = false, dev_weights = false;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        /* hot-cold: its index already chose what the GPU holds and its cold experts run on
+         * the CPU (fetch.h: hot/cold parts); fetching stays opt-in (mode=...) there */
+        if (m->layers[il].moe_split) return false;
+        if (m->layers[il].moe_on_device && !m->layers[il].moe_on_device[0]) host_experts = true;
+    }
+    for (size_t i = 0; i < m->n_w && !dev_weights; i++)
+        dev_weights = (m->w[i].residency & SL_RES_DEVICE) != 0;
+    return host_experts && dev_weights;
+}
+
+/* Pins name model parts, so they are checked here, where the model is known: each
+ * layer:expert must be an expert of a MoE layer (`from` names the variable or option). */
+static sl_status check_pins(const sl_model *m, const char *list, const char *from, sl_error *err)
+{
+    if (!list || !*list) return SL_OK;
+    int32_t(*pins)[2] = malloc(SL_FETCH_MAX_PINS * sizeof *pins);
+    if (!pins) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (pins)");
+    int n = 0;
+    sl_status st = sl_fetch_pins_parse(from, list, pins, &n, err);
+    const sl__hparams *hp = &m->hp;
+    for (int i = 0; !st && i < n; i++) {
+        const int32_t l = pins[i][0], e = pins[i][1];
+        if (!hp->n_expert)
+            st = sl_error_set(err, SL_ERR_INVALID, "%s=%d:%d: the model has no experts",
+                              from, l, e);
+        else if (l >= hp->n_layer)
+            st = sl_error_set(err, SL_ERR_INVALID, "%s=%d:%d: layer %d is outside the "
+                              "model's layers [0, %d]", from, l, e, l, hp->n_layer - 1);
+        else if (!m->layers[l].gate_inp)
+            st = sl_error_set(err, SL_ERR_INVALID, "%s=%d:%d: layer %d has no experts",
+                              from, l, e, l);
+        else if (e >= hp->n_expert)
+            st = sl_error_set(err, SL_ERR_INVALID, "%s=%d:%d: expert %d is outside the "
+                              "model's experts [0, %d]", from, l, e, e, hp->n_expert - 1);
+    }
+    free(pins);
+    return st;
+}
+
+/* The MoE scheduler: options over SLUICE_POSTFETCH_*; the fetching one on the model's device
+ * (sim or cuda), the CPU one otherwise. The default mode is cpu, except on a GPU that holds
+ * part of the model with experts on the host, where it is auto (the GPU should work); the
+ * environment and the sched string override either. A dense model creates none, but its
+ * options are still checked: nothing given is silently dropped. */
+static sl_status create_moe(sl_ctx *c, sl_error *err)
+{
+    sl_fetch_options fo = sl_fetch_options_default();
+    if (gpu_with_host_experts(c->m)) fo.mode = SL_FETCH_AUTO;
+    char pins[1024];
+    sl_status st = sl_fetch_options_env(&fo, err);
+    if (!st) st = sl_fetch_options_parse(&fo, c->opt.sched, pins, sizeof pins, err);
+    if (!st) st = check_pins(c->m, fo.pinned, fo.pinned == pins ? "scheduler option pin"
+                                                                : "SLUICE_POSTFETCH_PIN", err);
+    if (st || !c->m->hp.n_expert) return st;
+    if (fo.mode != SL_FETCH_CPU && c->m->dev) {
+        fo.reserve_assign = (int64_t)c->cap * c->m->hp.n_expert_used;
+        fo.reserve_embd = c->m->hp.n_embd;
+        fo.reserve_ff = c->m->hp.n_ff_exp;
+        return sl_moe_fetch_create(c->m->dev, &fo, &c->ops, &c->mv, c->pool, &c->moe, err);
+    }
+    return sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &c->moe, err);
+}
+
+/* Host buffers that take part in device copies (the host side's activations, staged
+ * embedding rows, logits) are page-locked with the model's device: CUDA runs a copy from or to
+ * pageable memory synchronously with the caller. Page-aligned and page-sized, so that no two
+ * registrations share a page. Plain malloc when no weight lives on a device. */
+static bool copies_host(const sl_ctx *c) { return c->m->dev && c->m->arena; }
+
+static sl_status host_buf_alloc(sl_ctx *c, size_t bytes, const char *what, void **out,
+                                sl_error *err)
+{
+    const size_t page = 4096, n = (bytes ? bytes : 1) + page - 1;
+    *out = NULL;
+    void *p = NULL;
+    if (n < bytes || (copies_host(c) ? posix_memalign(&p, page, n / page * page) != 0
+                                     : !(p = malloc(bytes ? bytes : 1))))
+        return sl_error_set(err, SL_ERR_NOMEM, "%s: out of memory (%zu bytes)", what, bytes);
+    sl_error re;
+    if (copies_host(c) && sl_device_host_register(c->m->dev, p, n / page * page, &re)) {
+        free(p);
+        return sl_error_set(err, re.code, "%s: page-locking %zu bytes: %s", what, bytes, re.msg);
+    }
+    *out = p;
+    return SL_OK;
+}
+
+static void host_buf_free(sl_ctx *c, void *p)
+{
+    if (!p) return;
+    if (copies_host(c)) sl_device_host_unregister(c->m->dev, p, NULL);
+    free(p);
+}
+
+/* token_embd on the device (tied to the output matrix): its rows are staged down into a host
+ * buffer sized for its current type (grown when a reload changed the type). */
+static sl_status embd_rows_alloc(sl_ctx *c, sl_error *err)
+{
+    const sl_weight *te = c->m->tok_embd;
+    if (!(te->residency & SL_RES_DEVICE)) return SL_OK;
+    const size_t bytes = (size_t)c->cap * sl_quant_row_bytes(te->type, c->m->hp.n_embd);
+    if (bytes <= c->embd_rows_bytes) return SL_OK;
+    host_buf_free(c, c->embd_rows);
+    c->embd_rows = NULL;
+    c->embd_rows_bytes = 0;
+    void *rows = NULL;
+    sl_status st = host_buf_alloc(c, bytes, "embedding rows", &rows, err);
+    if (st) return st;
+    c->embd_rows = rows;
+    c->embd_rows_bytes = bytes;
+    return SL_OK;
+}
+
+/* The host side's rope factors: the host copy; a device-resident one (all layers on the
+ * device) is only read there. */
+static const float *host_rope(const sl_ctx *c)
+{
+    const sl_weight *rf = c->m->rope_freqs;
+    return rf && !(rf->residency & SL_RES_DEVICE) ? rf->data : NULL;
+}
+
+/* After a runtime moved the model's weights (types and bytes unchanged): what follows their
+ * addresses alone. */
+static sl_status ctx_rebind(sl_ctx *c, sl_error *err)
+{
+    c->host.rope_freqs = host_rope(c);
+    return sl__ctx_dev_rebind(c, err);
+}
+
+/* The host side: the host executor and its [cap][...] buffers. */
+static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
+{
+    sl__side *h = &c->host;
+    const size_t bytes = sl__side_carve(c, h, NULL);
+    sl_status st = host_buf_alloc(c, bytes, "context scratch", &h->mem, err);
+    if (st) return st;
+    sl__side_carve(c, h, h->mem);
+    h->rope_freqs = host_rope(c);
+    /* token_embd on the device (tied to the output matrix): rows are staged down */
+    if ((st = embd_rows_alloc(c, err))) return st;
+    c->work_bytes = work_bytes;
+    return sl__dx_host_create(&c->ops, &c->mv, c->pool, c->moe, work_bytes, &h->dx, err);
+}
+
+/* The largest CPU matvec workspace any weight needs (0 and an error for a type without one). */
+static sl_status matvec_work_bytes(const sl_model *m, size_t *out, sl_error *err)
+{
+    size_t wb = 0;
+    for (size_t i = 0; i < m->n_w; i++) {
+        const sl_weight *w = &m->w[i];
+        if (!w->need_matvec) continue;
+        const size_t b = sl_cpu_matvec_work_bytes(w->type, w->ne[0], 64);
+        if (!b) {
+            const sl_gguf_type_info *ti = sl_gguf_type_get(w->type);
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "tensor '%s': type %s has no CPU "
+                                "matvec", w->name, ti ? ti->name : "?");
+        }
+        if (b > wb) wb = b;
+    }
+    *out = wb;
+    return SL_OK;
+}
+
+/* The refresh after the model's weights changed — a live reload (the swap gate's epoch) or a
+ * runtime's read of its files (the layout epoch) — before a step reads a weight: expert caches
+ * invalidated, everything derived from weight addresses, types and bytes re-taken (ctx_rebind's
+ * part included). The sides and buffers stay: the placement is the same. */
+static sl_status ctx_refresh(sl_ctx *c, sl_error *err)
+{
+    sl_moe_invalidate(c->moe);
+    c->host.rope_freqs = host_rope(c);
+    size_t wb;
+    sl_status st = matvec_work_bytes(c->m, &wb, err);
+    if (!st) st = embd_rows_alloc(c, err);
+    if (!st) st = sl__ctx_dev_refresh(c, wb, err);
+    if (st || wb <= c->work_bytes) return st;
+    sl__dx_destroy(c->host.dx);
+    c->host.dx = NULL;
+    if ((st = sl__dx_host_create(&c->ops, &c->mv, c->pool, c->moe, wb, &c->host.dx, err)))
+        return st;
+    c->work_bytes = wb;
+    return SL_OK;
+}
+
+static sl_status nstats_create(sl_ctx *c, sl_error *err);
+static sl_status ctx_build(sl_ctx *c, sl_error *err);
+
+/* The logits buffer for `rows` rows (old rows are not kept: every call rewrites its logits).
+ * Page-locked with the device (host_buf_alloc), so it is sized at creation, not in a call. */
+static sl_status logits_alloc(sl_ctx *c, int64_t rows, sl_error *err)
+{
+    host_buf_free(c, c->logits);
+    c->logits = NULL;
+    c->logits_cap = 0;
+    void *l = NULL;
+    sl_status st = host_buf_alloc(c, (size_t)(rows * c->m->hp.n_vocab) * sizeof(float),
+                                  "logits", &l, err);
+    if (st) return st;
+    c->logits = l;
+    c->logits_cap = rows;
+    return SL_OK;
+}
+
+sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl_error *err)
+{
+    if (!m || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_create: NULL model or out");
+    *out = NULL;
+    if (m->opt.plan_only)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: opened with plan_only (no weights read): "
+                            "no context can run it", m->path);
+    sl_ctx *c = calloc(1, sizeof *c);
+    if (!c) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (context)");
+    c->m = m;
+    c->opt = opt ? *opt : sl_ctx_options_default();
+    /* a runtime's model must be on the device while the context takes its sides */
+    sl_status st = sl__runtime_eval_begin(c, &c->res_epoch, &c->res_layout_epoch, err);
+    if (st) {
+        free(c);
+        return st;
+    }
+    st = ctx_build(c, err);
+    sl__runtime_eval_end(c);
+    if (st) {
+        sl_ctx_destroy(c);
+        return st;
+    }
+    *out = c;
+    return SL_OK;
+}
+
+sl_status sl__model_cpu_pool_create(const sl_model *m, sl_cpu_pool **out, sl_error *err)
+{
+    *out = NULL;
+    const int nt = sl_model_options_threads(&m->opt);
+    if (nt == 1 && m->opt.numa_node < 0 && !m->opt.cpus) return SL_OK;
+    const sl_cpu_pool_options po = {.n_threads = nt, .numa_node = m->opt.numa_node,
+                                    .cpus = m->opt.cpus, .topo = NULL};
+    return sl_cpu_pool_create(&po, out, err);
+}
+
+/* The rest of sl_ctx_create: everything but the residency bracket. */
+static sl_status ctx_build(sl_ctx *c, sl_error *err)
+{
+    sl_model *m = c->m;
+    const sl__hparams *hp = &m->hp;
+    sl_status st = SL_OK;
+    if ((st = sl_check_i64("n_ctx", c->opt.n_ctx, SL_RANGE_N_CTX, err)) ||
+        (st = sl_check_i64("n_batch", c->opt.n_batch, SL_RANGE_N_BATCH, err)))
+        goto fail;
+    if (!c->opt.n_ctx) c->opt.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (!c->opt.n_batch) c->opt.n_batch = 512;
+    c->cap = c->opt.n_batch < c->opt.n_ctx ? c->opt.n_batch : c->opt.n_ctx;
+    if ((st = sl__kv_init(&c->kv, c->opt.kv_f16 ? SL_KV_F16 : SL_KV_F32, hp->n_layer,
+                          c->opt.n_ctx, hp->n_head_kv, hp->head_dim, m->tr->mla, err)))
+        goto fail;
+    /* kernels: dispatch chosen once (SLUICE_CPU_ISA may force one), pool of the model's size */
+    if ((st = sl_cpu_ops_init_env(&c->ops, err))) goto fail;
+    if ((st = sl_cpu_matvec_init(&c->mv, c->ops.isa, sl_cpu_features_detect(), err))) goto fail;
+    /* SLUICE_ACT_F32=1: quantized matmuls on unquantized activations (verification against
+     * float64 references; see kernels/cpu/matvec.h). */
+    const char *act = getenv("SLUICE_ACT_F32");
+    if (act && (st = sl_parse_bool("SLUICE_ACT_F32", act, &c->mv.f32_act, err))) goto fail;
+    if ((st = sl__model_cpu_pool_create(m, &c->pool, err))) goto fail;
+    if ((st = create_moe(c, err))) goto fail;
+    /* what follows reads weights and takes arena blocks: not while a reload commits */
+    c->epoch = sl_swap_step_begin(&m->gate);
+    size_t wb = 0;
+    if (!(st = matvec_work_bytes(m, &wb, err)) && !(st = host_side_create(c, wb, err)) &&
+        !(st = logits_alloc(c, c->opt.all_logits ? c->cap : 1, err)))
+        st = sl__ctx_dev_create(c, wb, err);
+    sl_swap_step_end(&m->gate);
+    if (st) goto fail;
+    if (c->opt.neuron_stats && (st = nstats_create(c, err))) goto fail;
+    return SL_OK;
+fail:
+    return st;
+}
+
+void sl_ctx_destroy(sl_ctx *c)
+{
+    if (!c) return;
+    const int32_t n_ns = c->m->hp.n_layer * (c->m->hp.n_expert ? c->m->hp.n_expert : 1);
+    for (int32_t i = 0; c->nstats && i < n_ns; i++) sl_neuron_stats_free(&c->nstats[i]);
+    sl_moe_set_neuron_stats(c->moe, NULL, 0, 0);
+    free(c->nstats);
+    sl_swap_step_begin(&c->m->gate); /* gives arena blocks back */
+    sl__ctx_dev_destroy(c);
+    sl_swap_step_end(&c->m->gate);
+    sl__dx_destroy(c->host.dx);
+    sl_moe_destroy(c->moe);
+    sl_cpu_pool_destroy(c->pool);
+    sl__kv_free(&c->kv);
+    host_buf_free(c, c->host.mem);
+    host_buf_free(c, c->logits);
+    host_buf_free(c, c->embd_rows);
+    free(c);
+}
+
+/* neuron_stats: one record per layer, of the dense FFN's width; with routed experts one per
+ * layer and expert ([n_layer][n_expert], each n_ff_exp wide), filled by the CPU MoE scheduler
+ * (moe.h sl_moe_set_neuron_stats). */
+static sl_status nstats_create(sl_ctx *c, sl_error *err)
+{
+    const sl_model *m = c->m;
+    const int32_t X = m->hp.n_expert, n = m->hp.n_layer * (X ? X : 1);
+    if (X && (!c->moe || strcmp(sl_moe_name(c->moe), "cpu")))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: per-expert neuron statistics are "
+                            "recorded by the cpu MoE scheduler only (this context runs '%s')",
+                            m->path, c->moe ? sl_moe_name(c->moe) : "none");
+    c->nstats = calloc((size_t)n, sizeof *c->nstats);
+    if (!c->nstats) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (neuron stats)");
+    for (int32_t i = 0; i < n; i++) {
+        const int64_t F = X ? m->hp.n_ff_exp : m->layers[i].ffn_up->ne[1];
+        sl_status st = sl_neuron_stats_init(&c->nstats[i], F, err);
+        if (st) return st;
+    }
+    if (X) sl_moe_set_neuron_stats(c->moe, c->nstats, m->hp.n_layer, X);
+    return SL_OK;
+}
+
+sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int32_t expert, int64_t *n_neuron,
+                              uint64_t *n_tokens, const uint64_t **active,
+                              const double **mag_sum, sl_error *err)
+{
+    if (!c || !n_neuron || !n_tokens || !active || !mag_sum)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_neuron_stats: NULL argument");
+    if (!c->nstats)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_neuron_stats: the context was created "
+                            "without the neuron_stats option");
+    if (il < 0 || il >= c->m->hp.n_layer)
+        return sl_error_set(err, SL_ERR_RANGE, "sl_ctx_neuron_stats: layer %d outside [0, %d)",
+                            il, c->m->hp.n_layer);
+    const int32_t X = c->m->hp.n_expert;
+    if ((expert < 0) != (X == 0) || expert >= X)
+        return sl_error_set(err, SL_ERR_RANGE, "sl_ctx_neuron_stats: expert %d of a model with "
+                            "%d routed experts (-1: the dense FFN)", expert, X);
+    const sl_neuron_stats *s = &c->nstats[X ? il * X + expert : il];
+    *n_neuron = s->n_neuron;
+    *n_tokens = s->n_tokens;
+    *active = s->active;
+    *mag_sum = s->mag_sum;
+    return SL_OK;
+}
+
+static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, size_t n,
+                           int64_t keep_from, int32_t *greedy, sl_error *err);
+
+/* One evaluation step: holds the model's swap gate shared, so a live reload applies its
+ * changes before or after it, never during (scheduler/policy/swap.h). */
+static sl_status eval(sl_ctx *c, const int32_t *tokens, size_t n, int64_t keep_from,
+                      int32_t *greedy, sl_error *err)
+{
+    const uint64_t epoch = sl_swap_step_begin(&c->m->gate);
+    const sl_status st = eval_step(c, epoch, tokens, n, keep_from, greedy, err);
+    sl_swap_step_end(&c->m->gate);
+    return st;
+}
+
+/* Before a step reads a weight (gate held, a runtime's model busy): one refresh when the
+ * gate's epoch or the residency's layout epoch moved on since the last (a live reload of a
+ * runtime's model bumps all three, and is still one refresh), else a rebind when only the
+ * weights' addresses did (eviction, reload from the floor, compaction). */
+static sl_status ctx_sync(sl_ctx *c, uint64_t epoch, uint64_t res_epoch, uint64_t layout_epoch,
+                          sl_error *err)
+{
+    const bool refresh = epoch != c->epoch || layout_epoch != c->res_layout_epoch;
+    if (!refresh && res_epoch == c->res_epoch) return SL_OK;
+    const sl_status st = refresh ? ctx_refresh(c, err) : ctx_rebind(c, err);
+    if (st) return st;
+    c->epoch = epoch;
+    c->res_epoch = res_epoch;
+    c->res_layout_epoch = layout_epoch;
+    if (refresh) c->stats.refreshes++;
+    else c->stats.rebinds++;
+    return SL_OK;
+}
+
+sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err)
+{
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL context");
+    return n ? eval(c, tokens, n, 0, NULL, err) : SL_OK;
+}
+
+sl_status sl_ctx_eval_tail(sl_ctx *c, const int32_t *tokens, size_t n, size_t first,
+                           sl_error *err)
+{
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_tail: NULL context");
+    if (!c->opt.all_logits)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_tail: the context keeps the last "
+                            "row only (all_logits off)");
+    if (first >= n)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_tail: first %zu of %zu tokens: "
+                            "must be below the token count", first, n);
+    return eval(c, tokens, n, (int64_t)first, NULL, err);
+}
+
+sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *token,
+                             sl_error *err)
+{
+    if (!c || !token)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_greedy: NULL %s",
+                            !c ? "context" : "token");
+    if (!n) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_greedy: no tokens to evaluate");
+    return eval(c, tokens, n, 0, token, err);
+}
+
+sl_status sl_ctx_eval_sample(sl_ctx *c, sl_sampler *s, const int32_t *tokens, size_t n,
+                             int32_t *next, sl_error *err)
+{
+    if (!c || !s || !next)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_sample: NULL %s",
+                            !c ? "context" : !s ? "sampler" : "next");
+    /* with no tokens sl_ctx_eval would succeed and leave the previous step's logits */
+    if (!n) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_sample: no tokens to evaluate");
+    if (sl_sampler_is_greedy(s)) return sl_ctx_eval_greedy(c, tokens, n, next, err);
+    sl_status st = sl_ctx_eval(c, tokens, n, err);
+    return st ? st : sl_sampler_sample(s, sl_ctx_logits(c, -1), c->m->hp.n_vocab, next, err);
+}
+
+static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, size_t n,
+                           int64_t keep_from, int32_t *greedy, sl_error *err)
+{
+    if (!tokens) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL tokens");
+    if ((uint64_t)c->n_past + n > (uint64_t)c->opt.n_ctx)
+        return sl_error_set(err, SL_ERR_RANGE,
+                            "sl_ctx_eval: n_past %d + %zu tokens exceeds n_ctx %d", c->n_past, n,
+                            c->opt.n_ctx);
+    const int64_t V = c->m->hp.n_vocab;
+    /* logits rows from..n-1 are computed and kept (all_logits: from keep_from; else the last) */
+    const int64_t from = c->opt.all_logits && !greedy ? keep_from : (int64_t)n - 1;
+    const int64_t rows = (int64_t)n - from;
+    if (rows > c->logits_cap) {
+        /* only all_logits calls of more tokens than a batch get here (creation sizes the
+         * buffer for a batch); doubling keeps re-registrations to a few per context */
+        const int64_t want = rows > 2 * c->logits_cap ? rows : 2 * c->logits_cap;
+        sl_status st = logits_alloc(c, want, err);
+        if (st) return st;
+    }
+    c->n_logits = 0;
+    /* a runtime's model: resident and kept so (busy) while this runs */
+    uint64_t res_epoch, layout_epoch;
+    sl_status rst = sl__runtime_eval_begin(c, &res_epoch, &layout_epoch, err);
+    if (rst) return rst;
+    if ((rst = ctx_sync(c, epoch, res_epoch, layout_epoch, err))) {
+        sl__runtime_eval_end(c);
+        return rst;
+    }
+    const int32_t start = c->n_past;
+    const double t0 = now_s();
+    for (size_t off = 0; off < n; off += (size_t)c->cap) {
+        const int64_t m = (int64_t)(n - off < (size_t)c->cap ? n - off : (size_t)c->cap);
+        const bool last = off + (size_t)m == n;
+        /* this batch's first row with logits; none when the kept rows start past it */
+        const int64_t lf = from > (int64_t)off ? from - (int64_t)off : 0;
+        float *lo = lf < m ? c->logits + ((int64_t)off + lf - from) * V : NULL;
+        sl_status st = sl__forward(c, tokens + off, m, lo, lf, last ? greedy : NULL, err);
+        if (st) {
+            c->n_past = start; /* entries written past it are ignored, then overwritten */
+            sl__runtime_eval_end(c);
+            return st;
+        }
+        c->n_past += (int32_t)m;
+    }
+    sl__runtime_eval_end(c);
+    c->n_logits = greedy ? 0 : rows; /* a greedy step keeps no logits (sluice.h) */
+    c->logits_first = from;
+    c->n_eval = (int64_t)n;
+    const double dt = now_s() - t0;
+    if (n > 1) {
+        c->stats.prefill_tokens += n;
+        c->stats.prefill_seconds += dt;
+    } else {
+        c->stats.decode_tokens += 1;
+        c->stats.decode_seconds += dt;
+    }
+    return SL_OK;
+}
+
+const float *sl_ctx_logits(const sl_ctx *c, int64_t i)
+{
+    if (!c || !c->n_logits) return NULL;
+    if (i == -1) i = c->n_eval - 1;
+    /* rows before logits_first were not computed (without all_logits: all but the last) */
+    if (i < c->logits_first || i >= c->n_eval) return NULL;
+    return c->logits + (i - c->logits_first) * c->m->hp.n_vocab;
+}
+
+int32_t sl_ctx_n_past(const sl_ctx *c)
+{
+    return c ? c->n_past : 0;
+}
+
+sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err)
+{
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_rewind: NULL context");
+    if (n_past < 0 || n_past > c->n_past)
+        return sl_error_set(err, SL_ERR_RANGE, "sl_ctx_rewind: n_past %d outside [0, %d]", n_past,
+                            c->n_past);
+    c->n_past = n_past;
+    return SL_OK;
+}
+
+void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out)
+{
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!c) return;
+    *out = c->stats;
+    if (c->moe) {
+        sl_moe_stats ms;
+        sl_moe_stats_get(c->moe, &ms);
+        out->expert_calls_cpu = ms.calls_cpu;
+        out->expert_calls_gpu = ms.calls_gpu;
+        out->moe_scheduler = sl_moe_name(c->moe);
+        sl_fetch_stats fs;
+        if (sl_fetch_stats_get(c->moe, -1, &fs, NULL) == SL_OK) {
+            out->expert_fetches = fs.fetch_experts;
+            out->expert_fallbacks = fs.fallbacks_miss + fs.fallbacks_fail;
+            out->expert_cache_lookups = fs.cache_lookups;
+            out->expert_cache_hits = fs.cache_hits;
+            out->copies = fs.copies;
+            out->copy_bytes = fs.bytes_copied;
+            out->copy_overlap_pct = fs.overlap_pct;
+        }
+    }
+}
+
+sl_status sl_ctx_trace_write(const sl_ctx *c, const char *path, sl_error *err)
+{
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_trace_write: NULL context");
+    if (!c->moe || strcmp(sl_moe_name(c->moe), "fetch"))
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_trace_write: the %s scheduler records "
+                            "no trace (use a fetch mode: post, full or auto)",
+                            c->moe ? sl_moe_name(c->moe) : "(no MoE)");
+    return sl_sched_trace_write(c->moe, path, err);
+}

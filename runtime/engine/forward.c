@@ -1,0 +1,536 @@
+/* runtime/engine/forward.c: the forward pass over a chunk of tokens (prefill) or one (decode).
+ *
+ * Per layer, for the n tokens of the chunk (rows of x [n][n_embd], the residual stream):
+ *   xn = rms_norm(x, attn_norm)
+ *   q, k, v = W{q,k,v} xn (+ bias: qwen2moe, gpt-oss)
+ *   q/k norm: per head [head_dim] (qwen3moe, gemma3) or whole row (olmoe)
+ *   rope(q, k) at the tokens' positions (per-layer base/scale: gemma3's local layers)
+ *   store k, v in the cache, then each token attends to positions [0, its own] (causal inside
+ *   the chunk: token t sees n_pos = pos_t + 1 entries; sliding-window layers only the last
+ *   n_swa), GQA by the kernel; gemma3 scales by its own attention scale; gpt-oss's per-head
+ *   sinks join each softmax denominator
+ *   x += [post_norm](Wo att [+ bo: gpt-oss])
+ *   (deepseek2: multi-head latent attention instead, attn_mla below: the cache holds one
+ *   latent row per token, k_b absorbed into the query, v_b per head after the attention)
+ *   xn = rms_norm(x, ffn_norm)
+ *   dense: act(Wg xn) * (Wu xn) -> Wd;  MoE: router (+ bias: gpt-oss) -> top-k -> experts
+ *   (with biases: gpt-oss) (+ qwen2moe's shared expert times sigmoid(w_shexp_gate . xn))
+ *   (deepseek2: dense below leading_dense_block_count; sigmoid router whose selection adds
+ *   exp_probs_b within the best groups; weights normalised and scaled; + shared experts)
+ *   x += [post_norm](ffn)
+ * then logits = Wout rms_norm(x, output_norm) for the rows asked for.
+ *
+ * Where each step runs: a layer runs on the side its attention weights live on (ctx.h's
+ * sl__side: the host, or the device through its executor, runtime/engine/dx.h); the residual stream
+ * is copied across when consecutive layers sit on different sides (layer split). A layer's
+ * FFN part (dense FFN or routed experts) that lives on the other side (experts-on-CPU,
+ * --n-cpu-moe, -ot) is reached by copying the normalised rows (and the routing) over, running
+ * the part there (the context's MoE scheduler on the host, the device executor on the device),
+ * and copying the sum back. Logits are computed where the output matrix is.
+ *
+ * Batch invariance: matvec columns are bit-identical to single-token calls, norms/rope/
+ * attention are per token, and the MoE scheduler is batch-invariant (moe.h), so on the CPU
+ * kernels a token's logits do not depend on how a prompt is chunked — prefill equals a run of
+ * decodes bit for bit (the engine test checks it with a tolerance anyway, to allow kernels
+ * that block, like the GPU GEMM).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/ref/quant.h"
+#include "runtime/engine/ctx.h"
+
+/* Layer il's K or V cache on side s ([n_ctx][n_kv * head_dim] entries). */
+static void *kv_base(const sl_ctx *c, const sl__side *s, int32_t il, bool v)
+{
+    if (s == &c->host) return sl__kv_layer(&c->kv, v, il);
+    const size_t per = (size_t)c->kv.n_ctx * (size_t)c->kv.n_kv * (size_t)c->kv.head_dim *
+                       c->kv.elt;
+    return (uint8_t *)(v && !c->kv.k_only ? s->kv_v : s->kv_k) + (size_t)c->kv_slot[il] * per;
+}
+
+static sl_status copy(sl_ctx *c, void *dst, const void *src, uint64_t bytes, sl_copy_kind kind,
+                      sl_error *err)
+{
+    return sl_device_copy(c->m->dev, c->m->stream, dst, src, bytes, kind, err);
+}
+
+static sl_status sync_dev(sl_ctx *c, sl_error *err)
+{
+    return sl_device_stream_sync(c->m->dev, c->m->stream, err);
+}
+
+/* ys[i] = ws[i] x for count matrices of the same x: one executor call where the executor
+ * groups them (the host: one pool call and one activation quantization per token). */
+static sl_status mm_many(const sl__side *s, const sl_weight *const *ws, int count,
+                         const float *x, int64_t n, float *const *ys, sl_error *err)
+{
+    const sl__dx_vt *vt = s->dx->vt;
+    if (vt->mm_many) return vt->mm_many(s->dx, ws, count, x, n, ys, err);
+    for (int i = 0; i < count; i++) {
+        sl_status st = vt->mm(s->dx, ws[i], x, n, ys[i], err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
+/* A dense FFN (or one part of a split one) on side o from o->xn: out = Wd (act(Wg xn) * Wu xn).
+ * The one dense-FFN sequence of the forward pass, whichever side or part runs it. */
+static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
+                           const sl_weight *wu, const sl_weight *wd, int32_t il, int64_t n,
+                           float *out, sl_error *err)
+{
+    const sl__dx_vt *vt = o->dx->vt;
+    const int64_t F = wg->ne[1];
+    const sl_moe_act act = c->m->hp.act;
+    sl_status st;
+    /* ReLU: the neurons no token activates are skipped, exactly (dx.h relu_ffn) */
+    if (act == SL_MOE_RELU && o->dx->sparse_ffn && !c->opt.relu_dense) {
+        uint64_t cnt[3] = {0, 0, 0};
+        st = vt->relu_ffn(o->dx, wg, wu, wd, o->xn, n, o->g, o->u, out, cnt, err);
+        c->stats.ffn_neurons += cnt[0];
+        c->stats.ffn_neurons_zero += cnt[1];
+        c->stats.ffn_neurons_skipped += cnt[2];
+        if (!st && c->nstats && il >= 0 && o == &c->host)
+            sl_neuron_stats_add(&c->nstats[il], o->g, n);
+        return st;
+    }
+    const sl_weight *gu[2] = {wg, wu};
+    float *const gu_y[2] = {o->g, o->u};
+    if ((st = mm_many(o, gu, 2, o->xn, n, gu_y, err)) ||
+        (st = vt->glu(o->dx, act, o->g, o->u, F * n, err)))
+        return st;
+    /* the profile of hot/cold placement: whole FFNs computed on the host (il < 0: a part) */
+    if (c->nstats && il >= 0 && o == &c->host) sl_neuron_stats_add(&c->nstats[il], o->g, n);
+    return vt->mm(o->dx, wd, o->g, n, out, err);
+}
+
+/* Part `part` (0 hot, 1 cold) of layer L's split FFN on side o, from o->xn (and for experts
+ * the routing in o->topk_*) into o->tmp. */
+static sl_status split_part(sl_ctx *c, const sl__side *o, const sl__layer *L, int part,
+                            int64_t n, bool experts, sl_error *err)
+{
+    if (!experts) {
+        const sl_weight *w = part ? L->split_cold : L->split_hot;
+        return ffn_dense(c, o, &w[0], &w[1], &w[2], -1, n, o->tmp, err);
+    }
+    /* the hot part's view (cuda: its device arrays) is the context's; the cold one the host's */
+    const sl__dx_moe cold = {.L = &L->moe_split->part[1]};
+    const sl__dx_moe *M = part ? &cold : &c->dmoe[L - c->m->layers];
+    return o->dx->vt->moe(o->dx, M, o->topk_idx, o->topk_w, n, (int32_t)c->m->hp.n_expert_used,
+                          o->xn, o->tmp, err);
+}
+
+/* A layer's FFN split by neurons (HOT_COLD, scheduler/moe/ffn_split.h) — a dense FFN, or the
+ * routed experts (`experts`: each side an sl_moe_layer of the experts' parts, run by that
+ * side's executor from the routing in s->topk_*): the hot part runs on the device while the
+ * host runs the cold part; the layer's side s gets hot + cold, in that order. The rows (and
+ * the routing) go to the other side first and the host waits only for that copy (an event),
+ * so on a GPU the hot kernels run while the CPU computes. */
+static sl_status ffn_hot_cold(sl_ctx *c, const sl__side *s, const sl__layer *L, int64_t n,
+                              bool experts, sl_error *err)
+{
+    sl__side *d = &c->dev, *h = &c->host;
+    const sl_model *m = c->m;
+    const int64_t K = m->hp.n_expert_used;
+    const uint64_t xb = (uint64_t)(n * m->hp.n_embd) * sizeof(float);
+    const uint64_t ib = (uint64_t)(n * K) * sizeof(int32_t);
+    const uint64_t wb = (uint64_t)(n * K) * sizeof(float);
+    const sl_copy_kind to_o = s == d ? SL_COPY_D2H : SL_COPY_H2D;
+    sl__side *o = s == d ? h : d;
+    sl_status st;
+    if ((st = copy(c, o->xn, s->xn, xb, to_o, err)) ||
+        (experts && ((st = copy(c, o->topk_idx, s->topk_idx, ib, to_o, err)) ||
+                     (st = copy(c, o->topk_w, s->topk_w, wb, to_o, err)))) ||
+        (s == d && (st = sl_device_event_record(m->dev, c->ev_xn, m->stream, err))))
+        return st;
+    if ((st = split_part(c, d, L, 0, n, experts, err))) return st;
+    if (s == d && (st = sl_device_event_sync(m->dev, c->ev_xn, err))) return st;
+    if ((st = split_part(c, h, L, 1, n, experts, err))) return st;
+    if (s == d)
+        return (st = copy(c, d->att, h->tmp, xb, SL_COPY_H2D, err)) ? st
+               : d->dx->vt->add(d->dx, d->tmp, d->att, d->tmp, n * m->hp.n_embd, err);
+    if ((st = copy(c, h->att, d->tmp, xb, SL_COPY_D2H, err)) || (st = sync_dev(c, err)))
+        return st;
+    return h->dx->vt->add(h->dx, h->att, h->tmp, h->tmp, n * m->hp.n_embd, err);
+}
+
+/* The side a layer's FFN part lives on, when it is not the layer's own. */
+static sl__side *other(sl_ctx *c, const sl__side *s)
+{
+    return s == &c->host ? &c->dev : &c->host;
+}
+
+/* Copies bytes from side `from` to the other side. */
+static sl_status cross(sl_ctx *c, const sl__side *from, void *dst, const void *src,
+                       uint64_t bytes, sl_error *err)
+{
+    return copy(c, dst, src, bytes, from == &c->host ? SL_COPY_H2D : SL_COPY_D2H, err);
+}
+
+/* Runs a layer's FFN part that lives on the other side o of the layer's side s: the
+ * normalised rows (and the routing, for experts) go over, the part runs there through o's
+ * executor into o->tmp, and the sum comes back into s->tmp. The host reads what came down only
+ * after a sync; what goes up is ordered on the stream before the device steps that read it. */
+static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L, int32_t il,
+                               int64_t n, bool experts, sl_error *err)
+{
+    const sl_model *m = c->m;
+    const int64_t E = m->hp.n_embd, K = m->hp.n_expert_used;
+    sl__side *o = other(c, s);
+    sl_status st;
+    if ((st = cross(c, s, o->xn, s->xn, (uint64_t)(n * E) * sizeof(float), err)))
+        return st;
+    if (experts &&
+        ((st = cross(c, s, o->topk_idx, s->topk_idx, (uint64_t)(n * K) * sizeof(int32_t),
+                     err)) ||
+         (st = cross(c, s, o->topk_w, s->topk_w, (uint64_t)(n * K) * sizeof(float), err))))
+        return st;
+    if (o == &c->host && (st = sync_dev(c, err))) return st;
+    const sl__dx_vt *vt = o->dx->vt;
+    if (experts) {
+        const sl__dx_moe hm = {.L = &L->moe};
+        st = vt->moe(o->dx, o == &c->host ? &hm : &c->dmoe[il], o->topk_idx, o->topk_w, n,
+                     (int32_t)K, o->xn, o->tmp, err);
+    } else {
+        st = ffn_dense(c, o, L->ffn_gate, L->ffn_up, L->ffn_down, il, n, o->tmp, err);
+    }
+    if (st) return st;
+    if ((st = cross(c, o, s->tmp, o->tmp, (uint64_t)(n * E) * sizeof(float), err)))
+        return st;
+    return s == &c->host ? sync_dev(c, err) : SL_OK;
+}
+
+static bool on_device(const sl_weight *w)
+{
+    return w->residency & SL_RES_DEVICE;
+}
+
+static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
+{
+    const sl_model *m = c->m;
+    const sl__hparams *hp = &m->hp;
+    const sl__layer *L = &m->layers[il];
+    const sl__dx_vt *vt = s->dx->vt;
+    const int32_t X = hp->n_expert, K = hp->n_expert_used;
+    const int64_t E = hp->n_embd;
+    sl_status st;
+    if ((st = vt->mm(s->dx, L->gate_inp, s->xn, n, s->router, err))) return st;
+    if (L->gate_inp_b && (st = vt->add_rows(s->dx, s->router, L->gate_inp_b->data, n, X, err)))
+        return st;
+    const sl_router_params rp = {.gating = hp->gating, .n_expert = X, .k = K,
+                                 .norm_topk = hp->norm_topk,
+                                 .weight_scale = hp->expert_weights_scale,
+                                 .bias = L->exp_probs_b ? L->exp_probs_b->data : NULL,
+                                 .n_group = hp->n_group, .top_group = hp->n_group_used};
+    if ((st = vt->router(s->dx, s->router, n, &rp, s->topk_idx, s->topk_w, err))) return st;
+    const bool experts_dev = L->moe_on_device && L->moe_on_device[0];
+    if (L->moe_split)
+        st = ffn_hot_cold(c, s, L, n, true, err);
+    else if (experts_dev == (s == &c->dev))
+        st = vt->moe(s->dx, &c->dmoe[il], s->topk_idx, s->topk_w, n, K, s->xn, s->tmp, err);
+    else
+        st = ffn_elsewhere(c, s, L, il, n, true, err);
+    if (st) return st;
+    if (m->tr->mla && L->gate_shexp) { /* deepseek2: shared experts added ungated */
+        const int64_t S = L->gate_shexp->ne[1];
+        if ((st = vt->mm(s->dx, L->gate_shexp, s->xn, n, s->g, err)) ||
+            (st = vt->mm(s->dx, L->up_shexp, s->xn, n, s->u, err)) ||
+            (st = vt->glu(s->dx, m->tr->act, s->g, s->u, S * n, err)) ||
+            (st = vt->mm(s->dx, L->down_shexp, s->g, n, s->att, err)))
+            return st;
+        return vt->add(s->dx, s->tmp, s->att, s->tmp, n * E, err);
+    }
+    if (!m->tr->shared_expert) return SL_OK;
+    /* shared expert, gated per token by sigmoid(w . xn) (llm_build_qwen2moe) */
+    const int64_t S = L->gate_shexp->ne[1];
+    const sl_weight *sh[3] = {L->gate_shexp, L->up_shexp, L->gate_inp_shexp};
+    float *const sh_y[3] = {s->g, s->u, s->sh};
+    if ((st = mm_many(s, sh, 3, s->xn, n, sh_y, err)) ||
+        (st = vt->glu(s->dx, m->tr->act, s->g, s->u, S * n, err)) ||
+        (st = vt->mm(s->dx, L->down_shexp, s->g, n, s->att, err))) /* att is free here */
+        return st;
+    return vt->gated_add(s->dx, s->tmp, s->att, s->sh, n, E, err);
+}
+
+/* q/k/v attention from s->xn into s->tmp (Wo att [+ bo]). */
+static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
+{
+    const sl_model *m = c->m;
+    const sl__hparams *hp = &m->hp;
+    const sl__layer *L = &m->layers[il];
+    const sl__dx_vt *vt = s->dx->vt;
+    sl__dx *dx = s->dx;
+    const int64_t E = hp->n_embd, D = hp->head_dim, Q = (int64_t)hp->n_head * D,
+                  KV = (int64_t)hp->n_head_kv * D;
+    const float eps = hp->rms_eps;
+    sl_status st;
+    const sl_weight *qkv[3] = {L->wq, L->wk, L->wv};
+    float *const qkv_y[3] = {s->q, s->k, s->v};
+    if ((st = mm_many(s, qkv, 3, s->xn, n, qkv_y, err)))
+        return st;
+    if (L->bq && ((st = vt->add_rows(dx, s->q, L->bq->data, n, Q, err)) ||
+                  (st = vt->add_rows(dx, s->k, L->bk->data, n, KV, err)) ||
+                  (st = vt->add_rows(dx, s->v, L->bv->data, n, KV, err))))
+        return st;
+    if (m->tr->qk_norm == SL__QK_NORM_HEAD) {
+        if ((st = vt->rms_norm(dx, s->q, L->q_norm->data, s->q, n * hp->n_head, D, eps, err)) ||
+            (st = vt->rms_norm(dx, s->k, L->k_norm->data, s->k, n * hp->n_head_kv, D, eps, err)))
+            return st;
+    } else if (m->tr->qk_norm == SL__QK_NORM_FULL) {
+        if ((st = vt->rms_norm(dx, s->q, L->q_norm->data, s->q, n, Q, eps, err)) ||
+            (st = vt->rms_norm(dx, s->k, L->k_norm->data, s->k, n, KV, eps, err)))
+            return st;
+    }
+    sl_rope_params rope = L->rope;
+    rope.freq_factors = s->rope_freqs;
+    if ((st = vt->rope(dx, s->q, n, hp->n_head, (int32_t)D, s->pos, &rope, err)) ||
+        (st = vt->rope(dx, s->k, n, hp->n_head_kv, (int32_t)D, s->pos, &rope, err)))
+        return st;
+    const bool f16 = c->kv.type == SL_KV_F16;
+    void *kc = kv_base(c, s, il, false), *vc = kv_base(c, s, il, true);
+    if ((st = vt->kv_store(dx, kc, f16, KV, s->pos, n, s->k, err)) ||
+        (st = vt->kv_store(dx, vc, f16, KV, s->pos, n, s->v, err)))
+        return st;
+    const sl_attn_params ap = {.n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
+                               .head_dim = hp->head_dim, .n_pos = 1, .scale = hp->attn_scale,
+                               .window = L->swa ? hp->n_swa : 0, .kv_type = c->kv.type,
+                               .sinks = L->sinks ? L->sinks->data : NULL};
+    if ((st = vt->attn(dx, s->q, kc, vc, &ap, c->host.pos, n, s->att, err)))
+        return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
+    if ((st = vt->mm(dx, L->wo, s->att, n, s->tmp, err))) return st;
+    return L->bo ? vt->add_rows(dx, s->tmp, L->bo->data, n, E, err) : SL_OK;
+}
+
+/* Head h's matrix of a per-head 3-D weight [cols, rows, n_head]: a view, no copy. */
+static sl_weight head_view(const sl_weight *w, int64_t h)
+{
+    sl_weight v = *w;
+    const size_t mat = (size_t)sl__weight_slice_bytes(w);
+    v.data = (const uint8_t *)w->data + (size_t)h * mat;
+    v.ne[2] = 1;
+    v.n_dims = 2;
+    v.nbytes = mat;
+    return v;
+}
+
+/* For each head h: dst[t][h][0 .. rows) = W_h src[t][h][0 .. cols), with token strides
+ * src_ts / dst_ts and head strides src_hs / dst_hs (floats), through the gather buffer s->g
+ * and the product buffer s->u. */
+static sl_status mm_heads(const sl__side *s, const sl_weight *w, const float *src,
+                          int64_t src_ts, int64_t src_hs, float *dst, int64_t dst_ts,
+                          int64_t dst_hs, int64_t n, sl_error *err)
+{
+    const sl__dx_vt *vt = s->dx->vt;
+    const int64_t cols = w->ne[0], rows = w->ne[1];
+    sl_status st;
+    for (int64_t h = 0; h < w->ne[2]; h++) {
+        const sl_weight v = head_view(w, h);
+        if ((st = vt->copy2d(s->dx, s->g, cols, src + h * src_hs, src_ts, n, cols, err)) ||
+            (st = vt->mm(s->dx, &v, s->g, n, s->u, err)) ||
+            (st = vt->copy2d(s->dx, dst + h * dst_hs, dst_ts, s->u, rows, n, rows, err)))
+            return st;
+    }
+    return SL_OK;
+}
+
+/* deepseek2's multi-head latent attention from s->xn into s->tmp, with k_b absorbed into the
+ * query as llama.cpp does: the cache row of a token is [rms(c_kv) | rope(k_pe)] (n_lora_kv +
+ * n_rot wide), each head's query [k_b_h^T q_nope_h | rope(q_pe_h)] attends to it as one MQA
+ * head, the values being the rows' first n_lora_kv entries; v_b_h expands head h's result. */
+static sl_status attn_mla(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
+{
+    const sl_model *m = c->m;
+    const sl__hparams *hp = &m->hp;
+    const sl__layer *L = &m->layers[il];
+    const sl__dx_vt *vt = s->dx->vt;
+    sl__dx *dx = s->dx;
+    const int64_t H = hp->n_head, Dk = hp->n_embd_head_k_mla, Dv = hp->n_embd_head_v_mla,
+                  R = hp->n_rot, C = hp->n_lora_kv, Dl = C + R, nope = Dk - R;
+    const float eps = hp->rms_eps;
+    sl_status st;
+    if (!vt->copy2d)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "layer %d: MLA attention (%s) is not "
+                            "implemented on this device", il, m->tr->name);
+    /* q [n][H][Dk] in att */
+    if (L->wq_a) {
+        if ((st = vt->mm(dx, L->wq_a, s->xn, n, s->g, err)) ||
+            (st = vt->rms_norm(dx, s->g, L->q_a_norm->data, s->g, n, hp->n_lora_q, eps, err)) ||
+            (st = vt->mm(dx, L->wq_b, s->g, n, s->att, err)))
+            return st;
+    } else if ((st = vt->mm(dx, L->wq, s->xn, n, s->att, err))) {
+        return st;
+    }
+    /* the latent rows [n][Dl] in k */
+    if ((st = vt->mm(dx, L->wkv_a, s->xn, n, s->k, err))) return st;
+    for (int64_t t = 0; t < n; t++)
+        if ((st = vt->rms_norm(dx, s->k + t * Dl, L->kv_a_norm->data, s->k + t * Dl, 1, C, eps,
+                               err)))
+            return st;
+    /* the rope parts sit after the nope parts: rope the heads from that offset on */
+    sl_rope_params rope = L->rope;
+    rope.freq_factors = s->rope_freqs;
+    if ((st = vt->rope(dx, s->k + C, n, 1, (int32_t)Dl, s->pos, &rope, err)) ||
+        (st = vt->rope(dx, s->att + nope, n, (int32_t)H, (int32_t)Dk, s->pos, &rope, err)))
+        return st;
+    void *kc = kv_base(c, s, il, false);
+    if ((st = vt->kv_store(dx, kc, c->kv.type == SL_KV_F16, Dl, s->pos, n, s->k, err)))
+        return st;
+    /* the attention query [n][H][Dl] in q: absorbed nope part, then the roped part */
+    if ((st = mm_heads(s, L->wk_b, s->att, H * Dk, Dk, s->q, H * Dl, Dl, n, err)) ||
+        (st = vt->copy2d(dx, s->q + C, Dl, s->att + nope, Dk, n * H, R, err)))
+        return st;
+    const sl_attn_params ap = {.n_head = (int32_t)H, .n_kv_head = 1, .head_dim = (int32_t)Dl,
+                               .n_pos = 1, .scale = hp->attn_scale, .kv_type = c->kv.type};
+    if ((st = vt->attn(dx, s->q, kc, kc, &ap, c->host.pos, n, s->att, err)))
+        return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
+    /* each head's latent result [C] -> its value head [Dv]: [n][H][Dv] in q */
+    if ((st = mm_heads(s, L->wv_b, s->att, H * Dl, Dl, s->q, H * Dv, Dv, n, err))) return st;
+    return vt->mm(dx, L->wo, s->q, n, s->tmp, err);
+}
+
+static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
+{
+    const sl_model *m = c->m;
+    const sl__hparams *hp = &m->hp;
+    const sl__layer *L = &m->layers[il];
+    const sl__dx_vt *vt = s->dx->vt;
+    sl__dx *dx = s->dx;
+    const int64_t E = hp->n_embd;
+    const float eps = hp->rms_eps;
+    sl_status st;
+    if ((st = vt->rms_norm(dx, s->x, L->attn_norm->data, s->xn, n, E, eps, err)) ||
+        (st = m->tr->mla ? attn_mla(c, s, il, n, err) : attn_qkv(c, s, il, n, err)))
+        return st;
+    if (L->attn_post_norm &&
+        (st = vt->rms_norm(dx, s->tmp, L->attn_post_norm->data, s->tmp, n, E, eps, err)))
+        return st;
+    if ((st = vt->add(dx, s->x, s->tmp, s->x, n * E, err))) return st;
+
+    if ((st = vt->rms_norm(dx, s->x, L->ffn_norm->data, s->xn, n, E, eps, err))) return st;
+    if (sl__layer_moe(L)) {
+        st = moe_ffn(c, s, il, n, err);
+    } else if (L->ffn_up->residency == SL_RES_PARTS) {
+        st = ffn_hot_cold(c, s, L, n, false, err);
+    } else if (on_device(L->ffn_up) != (s == &c->dev)) {
+        st = ffn_elsewhere(c, s, L, il, n, false, err);
+    } else {
+        st = ffn_dense(c, s, L->ffn_gate, L->ffn_up, L->ffn_down, il, n, s->tmp, err);
+    }
+    if (st) return st;
+    if (L->ffn_post_norm &&
+        (st = vt->rms_norm(dx, s->tmp, L->ffn_post_norm->data, s->tmp, n, E, eps, err)))
+        return st;
+    return vt->add(dx, s->x, s->tmp, s->x, n * E, err);
+}
+
+/* Moves the residual stream [n][E] to side `to` if it is elsewhere. */
+static sl_status move_x(sl_ctx *c, const sl__side **at, const sl__side *to, int64_t n,
+                        sl_error *err)
+{
+    if (*at == to) return SL_OK;
+    const uint64_t bytes = (uint64_t)(n * c->m->hp.n_embd) * sizeof(float);
+    sl_status st;
+    if (to == &c->host) {
+        if ((st = copy(c, c->host.x, (*at)->x, bytes, SL_COPY_D2H, err))) return st;
+        if ((st = sync_dev(c, err))) return st;
+    } else if ((st = copy(c, to->x, c->host.x, bytes, SL_COPY_H2D, err))) {
+        return st;
+    }
+    *at = to;
+    return SL_OK;
+}
+
+/* The greedy pick of logits row `row` (in s's memory): on a device only the result comes
+ * back. */
+static sl_status pick(sl_ctx *c, const sl__side *s, const float *row, int32_t *greedy,
+                      sl_error *err)
+{
+    const int64_t V = c->m->hp.n_vocab;
+    sl_status st = s->dx->vt->argmax(s->dx, row, V, s->pick, err);
+    if (!st && s != &c->host &&
+        !(st = copy(c, c->host.pick, s->pick, sizeof *s->pick, SL_COPY_D2H, err)))
+        st = sync_dev(c, err);
+    return st ? st : sl_ref_argmax_token(c->host.pick, V, greedy, err);
+}
+
+static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_out,
+                        int64_t first, int32_t *greedy, sl_error *err)
+{
+    const sl_model *m = c->m;
+    const int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
+    const int64_t rows = n - first;
+    const sl__side *s = (m->output->residency & SL_RES_DEVICE) && c->dev.dx ? &c->dev : &c->host;
+    sl_status st = move_x(c, &at, s, n, err);
+    if (st) return st;
+    const sl__dx_vt *vt = s->dx->vt;
+    if (s == &c->host) {
+        if ((st = vt->rms_norm(s->dx, s->x + first * E, m->output_norm->data, s->xn, rows, E,
+                               m->hp.rms_eps, err)) ||
+            (st = vt->mm(s->dx, m->output, s->xn, rows, logits_out, err)))
+            return st;
+        return greedy ? pick(c, s, logits_out, greedy, err) : SL_OK;
+    }
+    /* device: in groups of logits_rows rows through the device logits buffer */
+    for (int64_t r = 0; r < rows; r += c->dev_logits_rows) {
+        const int64_t nr = rows - r < c->dev_logits_rows ? rows - r : c->dev_logits_rows;
+        if ((st = vt->rms_norm(s->dx, s->x + (first + r) * E, m->output_norm->data, s->xn, nr, E,
+                               m->hp.rms_eps, err)) ||
+            (st = vt->mm(s->dx, m->output, s->xn, nr, c->dev_logits, err)))
+            return st;
+        if (greedy) return pick(c, s, c->dev_logits + (nr - 1) * V, greedy, err);
+        if ((st = copy(c, logits_out + r * V, c->dev_logits, (uint64_t)(nr * V) * sizeof(float),
+                       SL_COPY_D2H, err)))
+            return st;
+    }
+    return sync_dev(c, err);
+}
+
+sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out,
+                      int64_t out_from, int32_t *greedy, sl_error *err)
+{
+    const sl_model *m = c->m;
+    const sl__hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd;
+    sl__side *h = &c->host;
+    sl_status st;
+    /* embeddings: token_embd rows dequantized on the host (any stored type); rows of a
+     * device-resident token_embd are copied down first */
+    const sl_weight *te = m->tok_embd;
+    const size_t rb = sl_quant_row_bytes(te->type, E);
+    const bool te_dev = te->residency & SL_RES_DEVICE;
+    for (int64_t t = 0; t < n; t++) {
+        if (tokens[t] < 0 || tokens[t] >= hp->n_vocab)
+            return sl_error_set(err, SL_ERR_RANGE, "token %lld of the batch: id %d outside "
+                                "[0, n_vocab %d)", (long long)t, tokens[t], hp->n_vocab);
+        h->pos[t] = c->n_past + (int32_t)t;
+        if (te_dev &&
+            (st = copy(c, c->embd_rows + (size_t)t * rb,
+                       (const uint8_t *)te->data + (size_t)tokens[t] * rb, rb, SL_COPY_D2H, err)))
+            return st;
+    }
+    if (te_dev && (st = sync_dev(c, err))) return st;
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *row = te_dev ? c->embd_rows + (size_t)t * rb
+                                    : (const uint8_t *)te->data + (size_t)tokens[t] * rb;
+        if ((st = sl_quant_dequant_row(te->type, row, h->x + t * E, E, err))) return st;
+    }
+    if (m->tr->embd_scale && (st = h->dx->vt->scale(h->dx, h->x, n * E, sqrtf((float)E), err)))
+        return st;
+    if (c->dev.dx &&
+        (st = copy(c, c->dev.pos, h->pos, (uint64_t)n * sizeof(int32_t), SL_COPY_H2D, err)))
+        return st;
+    const sl__side *at = h;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const sl__side *s = c->layer_dev[il] ? &c->dev : h;
+        if ((st = move_x(c, &at, s, n, err)) || (st = layer(c, s, il, n, err))) {
+            if (c->dev.dx) sync_dev(c, NULL); /* nothing in flight may outlive the call */
+            return st;
+        }
+    }
+    if (logits_out) st = output(c, at, n, logits_out, out_from, greedy, err);
+    else if (c->dev.dx) st = sync_dev(c, err);
+    if (st && c->dev.dx) sync_dev(c, NULL);
+    return st;
+}

@@ -1,0 +1,39 @@
+/* sluice.h's text functions: thin wrappers that find the model's vocabulary
+ * (sl__model_vocab, implemented by the engine) and call the tokenizer module. */
+#include "runtime/text/model_vocab.h"
+
+static sl_status vocab_of(const sl_model *m, const char *fn, const sl_vocab **v, sl_error *err)
+{
+    if (!m) return sl_error_set(err, SL_ERR_INVALID, "%s: model is NULL", fn);
+    *v = sl__model_vocab(m);
+    if (!*v) return sl_error_set(err, SL_ERR_INVALID, "%s: the model has no tokenizer", fn);
+    return SL_OK;
+}
+
+sl_status sl_tokenize(const sl_model *m, const char *text, size_t len, bool add_special,
+                      bool parse_special, int32_t *tokens, size_t cap, size_t *n_out,
+                      sl_error *err)
+{
+    const sl_vocab *v;
+    const sl_status st = vocab_of(m, "sl_tokenize", &v, err);
+    if (st != SL_OK) return st;
+    return sl_vocab_tokenize(v, text, len, add_special, parse_special, tokens, cap, n_out, err);
+}
+
+sl_status sl_token_to_piece(const sl_model *m, int32_t token, bool render_special, char *buf,
+                            size_t cap, size_t *n_out, sl_error *err)
+{
+    const sl_vocab *v;
+    const sl_status st = vocab_of(m, "sl_token_to_piece", &v, err);
+    if (st != SL_OK) return st;
+    return sl_vocab_token_to_piece(v, token, render_special, buf, cap, n_out, err);
+}
+
+sl_status sl_detokenize(const sl_model *m, const int32_t *tokens, size_t n, char *buf,
+                        size_t cap, size_t *n_out, sl_error *err)
+{
+    const sl_vocab *v;
+    const sl_status st = vocab_of(m, "sl_detokenize", &v, err);
+    if (st != SL_OK) return st;
+    return sl_vocab_detokenize(v, tokens, n, buf, cap, n_out, err);
+}

@@ -1,0 +1,121 @@
+/* scheduler/moe/fetch_state.h: the fetching MoE scheduler's state and one call's records, private
+ * to scheduler/moe/fetch.c (kept apart so fetch.c stays one readable unit; the design, modes, cost
+ * model and metrics are in fetch.h).
+ *
+ * One call's records (rebuilt per call, arrays grown on demand and never shrunk):
+ *   xs[0 .. n_x)     the distinct experts used, ascending; each with its kind (CPU, engine-
+ *                    resident, cached, fetched) and, when fetched, the copies that carry it;
+ *   gs[0 .. n_g)     groups of <= CHUNK assignments of one expert, in (expert, chunk) order —
+ *                    the order the CPU scheduler runs and sums them, which we keep for the sum;
+ *   cps[0 .. n_c)    planned H2D copies in enqueue order (pieces ordered by projection, then
+ *                    expert; host-adjacent pieces packed); cps[i].state: PENDING -> INFLIGHT
+ *                    -> DONE, or FAILED; copies are enqueued in index order, so on the one copy
+ *                    stream an expert is ready exactly when its last copy is.
+ * Invariants: c_enq (next copy to enqueue) >= c_ret (oldest not retired); copies in flight =
+ * those INFLIGHT in [c_ret, c_enq) <= max_transfers; a group's buffers (x, g, u, d) are its own,
+ * so device jobs and CPU work never share memory within a call; scratch slots of one call do
+ * not overlap; every device job and copy of a call has completed when the call returns.
+ */
+#ifndef SL_SCHEDULER_FETCH_STATE_H
+#define SL_SCHEDULER_FETCH_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/cpu/matvec.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/pool.h"
+#include "kernels/cuda/ops.h"
+#include "scheduler/moe/fetch_impl.h"
+#include "scheduler/moe/moe_impl.h"
+
+enum { CHUNK = 64, KNEE = 8 };
+
+typedef enum { X_CPU = 0, X_ENGINE, X_CACHED, X_FETCH } xkind;
+typedef enum { C_PENDING = 0, C_INFLIGHT, C_DONE, C_FAILED } cstate;
+
+typedef struct xinfo {
+    int32_t e;
+    xkind kind;
+    bool failed;            /* a fetch failed (slot, copy, ...): CPU path */
+    bool missed;            /* post: a down ran on the CPU because the copy was late */
+    int64_t last_copy;      /* -1: none planned */
+    int64_t copy[3];        /* the copy carrying gate, up, down (-1: none) */
+    const void *dp[3];      /* device-side gate, up, down */
+    int64_t g0, g1;         /* groups [g0, g1) */
+} xinfo;
+
+typedef struct fgroup {
+    struct fetch *f;
+    int32_t e, xi;
+    const int32_t *idx;     /* assignment indices, m of them */
+    int64_t m;
+    float *x, *g, *u, *d;
+    bool dev;               /* down ran (or is enqueued to run) on the device */
+    sl_status dev_st;
+    uint64_t t0, t1;        /* device span */
+} fgroup;
+
+typedef struct fcopy {
+    const void *src;
+    uint64_t dst_off, bytes;
+    cstate state;
+    uint64_t t_enq, t_start, t_done;
+} fcopy;
+
+typedef struct fetch {
+    sl_moe_sched base;      /* must be first */
+    sl_fetch_options opt;
+    sl_cpu_ops ops;
+    sl_cpu_matvec_ctx mv;
+    sl_cpu_pool *pool;
+    sl_device *dev;
+    sl_stream *cs, *ks;     /* copy and compute streams (the same one when not dedicated) */
+    sl_cuda_ctx *cu;        /* cuda: kernels on ks; NULL on sim */
+    void *dact;             /* cuda: device mirror of buf (group rows x, g, u, d) */
+    uint64_t dact_cap;
+    bool buf_pinned;        /* cuda: buf is page-locked (async copies need it) */
+    sl_bfc *arena;          /* created on the first call that needs it */
+    bool arena_failed;
+    sl_block scratch;
+    uint64_t scratch_bytes; /* granted */
+    sl__cache cache;
+    sl__trace trace;
+    int32_t (*pins)[2];
+    int n_pins;
+    sl_event **ev;          /* copy i done */
+    sl_event **ev0;         /* copy i started (event timing when not tracing) */
+    int64_t n_ev;
+    /* the current call */
+    sl_moe_layer cur;
+    float *buf;
+    size_t buf_cap;
+    void *work, *dwork;
+    size_t work_cap;
+    int32_t *order, *count;
+    size_t order_cap, count_cap;
+    xinfo *xs;
+    size_t xs_cap;
+    fgroup *gs;
+    size_t gs_cap;
+    fcopy *cps;
+    size_t cps_cap;
+    int64_t n_x, n_g, n_c, c_enq, c_ret;
+    sl__iv *iv;
+    size_t iv_cap;
+    int64_t n_iv;
+    sl_fetch_stats cs_stats; /* of the current call */
+    uint64_t pb[3];          /* bytes of one expert's gate, up, down */
+    uint64_t call_cpu_bytes, call_cpu_ns;
+    /* run */
+    sl_fetch_stats total;
+    sl_fetch_stats *per_layer;
+    int32_t n_layer_stats;
+    double cpu_bw, pcie_bw, dev_bw; /* bytes/s */
+    /* the CPU scheduler, for the hot/cold parts of split experts (fetch_exec): a part has
+     * nothing to fetch (the hot side is resident in the engine's arena, the cold side runs
+     * on the CPU by the placement's choice) */
+    sl_moe_sched *parts;
+} fetch;
+
+#endif

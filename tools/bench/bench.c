@@ -1,0 +1,59 @@
+/* `tools/run bench <name>`: dispatch to one file per benchmark. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/parse.h"
+#include "tools/bench/bench.h"
+#include "tools/common/cli.h"
+
+typedef struct bench {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} bench;
+
+static const bench k_benches[] = {
+    {"gguf", sl_bench_gguf, "GGUF parse time (vs gguf-py) and read GB/s by mmap, pread, O_DIRECT"},
+    {"alloc", sl_bench_alloc, "BFC alloc+free ns vs device regions; churn fragmentation; compaction GB/s"},
+    {"copy", sl_bench_copy, "H2D GB/s from the host pool, pageable and pinned memory; page-lock cost"},
+    {"kernels", sl_bench_kernels, "CPU GEMV GB/s per type and ISA vs a streaming-read roofline"},
+    {"decode", sl_bench_decode, "decode ms/token per placement vs weight bytes/token / bandwidth"},
+    {"swap", sl_bench_swap, "live reload of one changed tensor vs B / read bandwidth + 1 ms"},
+    {"compare", sl_bench_compare,
+     "llama.cpp's llama-bench beside Sluice: pp/tg tok/s and ratios; PPL and greedy agreement"},
+    {"moe", sl_bench_moe, "MoE expert offload: decode/prefill tok/s of scheduler modes cpu, post, full, auto+cache vs bounds"},
+};
+
+int sl_bench_parse_long(const char *s, const char *flag, long lo, long hi, long *out)
+{
+    sl_error err;
+    int64_t v;
+    if (sl_parse_i64(flag, s, (sl_irange){lo, hi}, &v, &err)) {
+        fprintf(stderr, "sluice bench: %s\n", err.msg);
+        return 1;
+    }
+    *out = (long)v;
+    return 0;
+}
+
+int sl_bench_long_value(sl_cli_args *a, long lo, long hi, long *out)
+{
+    const char *v = sl_cli_value(a);
+    return !v || sl_bench_parse_long(v, a->flag, lo, hi, out) ? 2 : 0;
+}
+
+int sl_cli_bench(int argc, char **argv)
+{
+    size_t n = sizeof k_benches / sizeof k_benches[0];
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        FILE *f = argc < 2 ? stderr : stdout;
+        fprintf(f, "usage: tools/run bench <name> [flags]   (tools/run bench <name> --help)\n");
+        for (size_t i = 0; i < n; i++) fprintf(f, "  %-8s %s\n", k_benches[i].name, k_benches[i].help);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(argv[1], k_benches[i].name)) return k_benches[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "sluice bench: unknown benchmark '%s'\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,63 @@
+/* Benchmarks behind `tools/run bench <name>`: each takes argv after "bench" (argv[0] is the
+ * benchmark's name) and returns the exit status. Numbers come from these, never from tests. */
+#ifndef SL_CLI_BENCH_H
+#define SL_CLI_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/cpu/pool.h"
+#include "runtime/sluice.h"
+#include "tools/common/model_flags.h"
+
+int sl_bench_gguf(int argc, char **argv);
+int sl_bench_alloc(int argc, char **argv);
+int sl_bench_copy(int argc, char **argv);
+int sl_bench_swap(int argc, char **argv);
+int sl_bench_kernels(int argc, char **argv);
+int sl_bench_decode(int argc, char **argv);
+int sl_bench_moe(int argc, char **argv);
+int sl_bench_compare(int argc, char **argv);
+
+/* The streaming-read roofline (bench_stream.c). The last-level cache's bytes (32 MiB when
+ * sysfs does not say); the buffer a roofline reads: max(8 x LLC, 1 GiB). */
+size_t sl_bench_llc_bytes(void);
+size_t sl_bench_stream_bytes(void);
+/* *gbps: the median GB/s of `reps` (1..64) reads of a `bytes` buffer that pool's threads
+ * filled (first touch); 0 and an error when memory is short. */
+sl_status sl_bench_stream_pool_gbps(sl_cpu_pool *pool, size_t bytes, int reps, double *gbps,
+                                    sl_error *err);
+/* The same with a pool of mo's threads and binding, sl_bench_stream_bytes(), median of 5;
+ * 0 after printing an error. */
+double sl_bench_stream_gbps(const sl_model_options *mo, int *threads_out, size_t *mib_out);
+
+/* A model's bytes by kind (bench_model_bytes.c). Invariant: dense + experts + the whole
+ * token_embd == total; experts == gate_up + down; a decode step reads dense + embd_row +
+ * experts x n_expert_used / n_expert (embd_row is all of token_embd when the output is tied
+ * to it). n_moe_layers: layers with routed experts (counted by their down tensors). */
+typedef struct sl_bench_bytes {
+    uint64_t total, dense, embd_row, experts, gate_up, down;
+    int64_t n_moe_layers;
+    bool tied;
+} sl_bench_bytes;
+/* Reads path's tensor table; prints "sluice CMD: ..." and returns 1 if it cannot. */
+int sl_bench_model_bytes(const char *cmd, const char *path, sl_bench_bytes *b);
+
+/* bench decode's --vram-budget row `kind` (bench_decode_budget.c; 0: -ngl, 1: --n-cpu-moe,
+ * 2: hot-cold) under mo->vram_budget: the largest -ngl / smallest --n-cpu-moe whose plan fits
+ * (resolved by the placement policy without loading), or for hot-cold an index solved from a
+ * CPU profile of n_prompt tokens (written into dir). 0 with *mo and label set; 1 when the
+ * kind does not apply or nothing fits (printed unless it does not apply). Rates in GB/s. */
+int sl_bench_budget_row(const char *cmd, const char *path, int kind, sl_model_options *mo,
+                        const sl_model_info *in, int32_t n_prompt, double cpu_gbs,
+                        double gpu_gbs, const char *dir, char *label, size_t cap);
+/* Removes and frees the index a hot-cold row wrote (no-op otherwise). */
+void sl_bench_budget_row_done(sl_model_options *mo);
+
+/* Strict decimal parse of flag `flag` into [lo, hi]; prints the error and returns non-zero. */
+int sl_bench_parse_long(const char *s, const char *flag, long lo, long hi, long *out);
+/* The current flag's value (sl_cli_value) parsed as above: 0, or 2 after a message. */
+int sl_bench_long_value(sl_cli_args *a, long lo, long hi, long *out);
+
+#endif

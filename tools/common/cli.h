@@ -1,0 +1,28 @@
+/* Subcommands of tools/run (the `sluice` binary). Each takes argv after the command name
+ * (argv[0] is the command) and returns the process exit status; they print their own errors. */
+#ifndef SL_CLI_H
+#define SL_CLI_H
+
+int sl_cli_inspect(int argc, char **argv);
+int sl_cli_mkmodel(int argc, char **argv);
+int sl_cli_bench(int argc, char **argv);
+int sl_cli_demo(int argc, char **argv);
+int sl_cli_generate(int argc, char **argv);
+int sl_cli_perplexity(int argc, char **argv);
+int sl_cli_eval(int argc, char **argv);
+int sl_cli_place(int argc, char **argv);
+int sl_cli_serve(int argc, char **argv);
+int sl_cli_requant(int argc, char **argv);
+
+/* Shared by the commands (tools/common/cli_util.c). */
+#include <stddef.h>
+double sl_cli_now_s(void);                          /* CLOCK_MONOTONIC seconds */
+int sl_cli_cmp_f64(const void *a, const void *b);  /* qsort comparator, ascending doubles */
+double sl_cli_median(double *v, size_t n);          /* sorts v in place; 0 for n == 0 */
+/* Appends n bytes to the malloc'd buffer *buf (*len used of *cap, doubled as needed) and keeps
+ * it NUL-terminated; 1 when out of memory (the buffer is then unchanged). */
+int sl_cli_append(char **buf, size_t *len, size_t *cap, const void *s, size_t n);
+/* The path of this program (/proc/self/exe) into buf; 1 after "sluice CMD: ..." on failure. */
+int sl_cli_self_exe(const char *cmd, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,849 @@
+/* The endpoints of `sluice serve`, in llama-server's shapes:
+ *
+ *   GET  /health               {"status":"ok"} (and the hot-swap point, see health())
+ *   POST /completion           llama-server's native completion (content, stop_type, timings..)
+ *   POST /v1/completions       OpenAI text completion
+ *   POST /v1/chat/completions  OpenAI chat completion, prompt from the model's chat template
+ *   GET  /v1/models, /props    what is served (every model with its residency) and with
+ *                              which defaults
+ *
+ * A completion runs on the model its "model" field names (the OpenAI field, on /completion
+ * too): absent, the only model (400 when there are several); a name not served is a 404
+ * listing the served ones; with --residency external a model that is not on the device is a
+ * 409 (nothing loads: the operator loads it with POST /models/load, serve_admin.c).
+ *
+ * Requests are parsed strictly (json_doc.h); a known field of the wrong type or out of range is
+ * a 400 naming it, unknown fields are ignored (as llama-server does), and null counts as absent.
+ * Ranges are the CLI's (generate.c): temperature 0..1e6, top_k 0..2^31-1, top_p and min_p
+ * 0..1, n_predict -1..2^31-1, seed 0..2^64-1 (or -1: a random seed, as llama-server).
+ * Streams are server-sent events, "data: {json}\n\n"; the OpenAI endpoints end theirs with
+ * "data: [DONE]\n\n", /completion with a last chunk whose "stop" is true. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gguf/gguf.h"
+#include "tools/common/json.h"
+#include "tools/common/json_doc.h"
+#include "tools/common/model_flags.h"
+#include "tools/serve/serve_impl.h"
+
+static const char *const k_json = "application/json; charset=utf-8";
+
+/* ---- replies -------------------------------------------------------------------------------- */
+
+FILE *sl__serve_body_open(sl_serve_reply *r)
+{
+    free(r->body);
+    r->body = NULL;
+    r->body_len = 0;
+    return open_memstream(&r->body, &r->body_len);
+}
+
+void sl__serve_body_close(sl_serve_reply *r, FILE *f, int status, const char *type)
+{
+    const bool bad = !f || ferror(f);
+    if (f) fclose(f);
+    r->status = status;
+    r->content_type = type;
+    if (!bad) return;
+    static const char k_oom[] =
+        "{\"error\":{\"code\":500,\"message\":\"out of memory\",\"type\":\"server_error\"}}";
+    free(r->body);
+    r->body = strdup(k_oom);
+    r->body_len = r->body ? sizeof k_oom - 1 : 0;
+    r->status = 500;
+    r->content_type = k_json;
+}
+
+static const char *error_type(int status)
+{
+    switch (status) {
+    case 404: return "not_found_error";
+    case 409: return "conflict_error";
+    case 500: return "server_error";
+    case 501: return "not_supported_error";
+    case 503: return "unavailable_error";
+    default: return "invalid_request_error";
+    }
+}
+
+/* {"error":{"code","message","type"[, extra]}}; extra: more members, already JSON. */
+static void put_error(FILE *f, int status, const char *type, const char *extra, const char *msg)
+{
+    fprintf(f, "{\"error\":{\"code\":%d,\"message\":", status);
+    sl_json_cstr(f, msg);
+    fprintf(f, ",\"type\":\"%s\"%s}}", type ? type : error_type(status), extra ? extra : "");
+}
+
+static void verror(sl_serve_reply *r, int status, const char *type, const char *extra,
+                   const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    FILE *f = sl__serve_body_open(r);
+    if (f) put_error(f, status, type, extra, msg);
+    sl__serve_body_close(r, f, status, k_json);
+}
+
+void sl__serve_error(sl_serve_reply *r, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verror(r, status, NULL, NULL, fmt, ap);
+    va_end(ap);
+}
+
+static void error_typed(sl_serve_reply *r, int status, const char *type, const char *extra,
+                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void error_typed(sl_serve_reply *r, int status, const char *type, const char *extra,
+                        const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verror(r, status, type, extra, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- request fields ------------------------------------------------------------------------- */
+
+typedef struct req {
+    sl_serve *s;
+    sl_serve_model *sm;         /* the request's model, once known */
+    sl_jdoc *d;
+    sl_jref root;
+    sl_serve_reply *r;
+} req;
+
+/* A field: SL_JNONE when absent or null. */
+static sl_jref field(const req *q, const char *key)
+{
+    const sl_jref v = sl_jdoc_get(q->d, q->root, key);
+    return v != SL_JNONE && sl_jdoc_kind(q->d, v) == SL_JNULL ? SL_JNONE : v;
+}
+
+/* The getters leave *out alone when the field is absent; false after a 400 reply. */
+static bool get_int(const req *q, const char *key, int64_t lo, int64_t hi, int64_t *out)
+{
+    const sl_jref v = field(q, key);
+    if (v == SL_JNONE) return true;
+    if (sl_jdoc_kind(q->d, v) == SL_JNUM && sl_jdoc_int(q->d, v, lo, hi, out)) return true;
+    sl__serve_error(q->r, 400, "'%s' must be an integer in [%" PRId64 ", %" PRId64 "]", key, lo,
+                    hi);
+    return false;
+}
+
+static bool get_num(const req *q, const char *key, double lo, double hi, float *out)
+{
+    const sl_jref v = field(q, key);
+    if (v == SL_JNONE) return true;
+    const double x = sl_jdoc_num(q->d, v);
+    if (sl_jdoc_kind(q->d, v) == SL_JNUM && x >= lo && x <= hi) {
+        *out = (float)x;
+        return true;
+    }
+    sl__serve_error(q->r, 400, "'%s' must be a number in [%g, %g]", key, lo, hi);
+    return false;
+}
+
+static bool get_bool(const req *q, const char *key, bool *out)
+{
+    const sl_jref v = field(q, key);
+    if (v == SL_JNONE) return true;
+    if (sl_jdoc_kind(q->d, v) == SL_JBOOL) {
+        *out = sl_jdoc_bool(q->d, v);
+        return true;
+    }
+    sl__serve_error(q->r, 400, "'%s' must be a boolean", key);
+    return false;
+}
+
+static bool add_stop(const req *q, sl_serve_params *p, sl_jref v)
+{
+    size_t len;
+    const char *s = sl_jdoc_str(q->d, v, &len);
+    if (!s || !len || len > SL_SERVE_MAX_STOP_BYTES || memchr(s, 0, len)) {
+        sl__serve_error(q->r, 400, "'stop' must be a string or an array of at most %d strings "
+                        "of 1 to %d bytes", SL_SERVE_MAX_STOP, SL_SERVE_MAX_STOP_BYTES);
+        return false;
+    }
+    if (p->n_stop == SL_SERVE_MAX_STOP) {
+        sl__serve_error(q->r, 400, "'stop' has more than %d strings", SL_SERVE_MAX_STOP);
+        return false;
+    }
+    if (!(p->stop[p->n_stop] = strdup(s))) {
+        sl__serve_error(q->r, 500, "out of memory");
+        return false;
+    }
+    p->n_stop++;
+    return true;
+}
+
+/* The generation fields common to every completion endpoint. oai: the OpenAI names
+ * (max_tokens, max_completion_tokens) are accepted next to n_predict. */
+static bool get_params(const req *q, bool oai, sl_serve_params *p)
+{
+    sl_serve *s = q->s;
+    *p = (sl_serve_params){.so = s->so_default, .n_predict = s->n_predict_default};
+    int64_t i64 = p->n_predict;
+    if (!get_int(q, "n_predict", -1, INT32_MAX, &i64)) return false;
+    if (oai && (!get_int(q, "max_tokens", -1, INT32_MAX, &i64) ||
+                !get_int(q, "max_completion_tokens", -1, INT32_MAX, &i64)))
+        return false;
+    p->n_predict = (int32_t)i64;
+    i64 = p->so.top_k;
+    if (!get_num(q, "temperature", 0, 1e6, &p->so.temp) ||
+        !get_int(q, "top_k", 0, INT32_MAX, &i64) || !get_num(q, "top_p", 0, 1, &p->so.top_p) ||
+        !get_num(q, "min_p", 0, 1, &p->so.min_p) || !get_bool(q, "ignore_eos", &p->ignore_eos))
+        return false;
+    p->so.top_k = (int32_t)i64;
+    const sl_jref seed = field(q, "seed");
+    if (seed != SL_JNONE) {
+        int64_t minus1;
+        if (sl_jdoc_int(q->d, seed, -1, -1, &minus1)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            pthread_mutex_lock(&s->mu);
+            const uint64_t id = s->next_id++;
+            pthread_mutex_unlock(&s->mu);
+            p->so.seed = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                         (id * 0x9E3779B97F4A7C15u);
+        } else if (sl_jdoc_kind(q->d, seed) != SL_JNUM || !sl_jdoc_u64(q->d, seed, &p->so.seed)) {
+            sl__serve_error(q->r, 400, "'seed' must be an integer in [0, 2^64-1], or -1 (random)");
+            return false;
+        }
+    }
+    int64_t n = 1;
+    if (oai && !get_int(q, "n", 1, 1, &n)) return false;
+    const sl_jref stop = field(q, "stop");
+    if (stop == SL_JNONE) return true;
+    if (sl_jdoc_kind(q->d, stop) == SL_JSTR) return add_stop(q, p, stop);
+    if (sl_jdoc_kind(q->d, stop) != SL_JARR) return add_stop(q, p, stop); /* the 400 */
+    for (sl_jref v = sl_jdoc_first(q->d, stop); v != SL_JNONE; v = sl_jdoc_next(q->d, v))
+        if (!add_stop(q, p, v)) return false;
+    return true;
+}
+
+/* ---- prompts -------------------------------------------------------------------------------- */
+
+/* Tokenizes text as `sluice generate` does (BOS as the model says, special tokens parsed). */
+static bool tokenize(const req *q, const char *text, size_t len, int32_t **tok, size_t *n)
+{
+    if (sl_cli_tokenize(q->sm->model, "serve", q->sm->path, text, len, true, true, tok, n)) {
+        sl__serve_error(q->r, 500, "the prompt could not be tokenized");
+        return false;
+    }
+    return true;
+}
+
+/* "prompt": a string, an array holding one string, or an array of token ids. */
+static bool get_prompt(const req *q, int32_t **tok, size_t *n)
+{
+    sl_jref v = field(q, "prompt");
+    if (v != SL_JNONE && sl_jdoc_kind(q->d, v) == SL_JARR && sl_jdoc_count(q->d, v) == 1 &&
+        sl_jdoc_kind(q->d, sl_jdoc_first(q->d, v)) == SL_JSTR)
+        v = sl_jdoc_first(q->d, v);
+    size_t len;
+    const char *s = sl_jdoc_str(q->d, v, &len);
+    if (s) return tokenize(q, s, len, tok, n);
+    if (v == SL_JNONE || sl_jdoc_kind(q->d, v) != SL_JARR) {
+        sl__serve_error(q->r, 400, "'prompt' must be a string or an array of token ids");
+        return false;
+    }
+    *n = sl_jdoc_count(q->d, v);
+    if (!(*tok = malloc((*n ? *n : 1) * sizeof **tok))) {
+        sl__serve_error(q->r, 500, "out of memory");
+        return false;
+    }
+    size_t i = 0;
+    for (sl_jref e = sl_jdoc_first(q->d, v); e != SL_JNONE; e = sl_jdoc_next(q->d, e)) {
+        int64_t id;
+        if (sl_jdoc_kind(q->d, e) != SL_JNUM ||
+            !sl_jdoc_int(q->d, e, 0, q->sm->info.n_vocab - 1, &id)) {
+            sl__serve_error(q->r, 400, "'prompt'[%zu] must be a token id in [0, %" PRId32 "]",
+                            i, q->sm->info.n_vocab - 1);
+            free(*tok);
+            *tok = NULL;
+            return false;
+        }
+        (*tok)[i++] = (int32_t)id;
+    }
+    return true;
+}
+
+/* A message's content: a string, null, or an array of {"type":"text","text":...} parts
+ * (concatenated). Appends it to f. */
+static bool put_message_content(const req *q, size_t i, sl_jref c, FILE *f)
+{
+    size_t len;
+    const char *s = sl_jdoc_str(q->d, c, &len);
+    if (s || c == SL_JNONE || sl_jdoc_kind(q->d, c) == SL_JNULL) {
+        if (s) fwrite(s, 1, len, f);
+        return true;
+    }
+    if (sl_jdoc_kind(q->d, c) == SL_JARR) {
+        for (sl_jref p = sl_jdoc_first(q->d, c); p != SL_JNONE; p = sl_jdoc_next(q->d, p)) {
+            const char *type = sl_jdoc_str(q->d, sl_jdoc_get(q->d, p, "type"), NULL);
+            const char *text = sl_jdoc_str(q->d, sl_jdoc_get(q->d, p, "text"), &len);
+            if (!type || strcmp(type, "text") || !text) {
+                sl__serve_error(q->r, 400, "'messages'[%zu].content: only parts "
+                                "{\"type\":\"text\",\"text\":...} are supported", i);
+                return false;
+            }
+            fwrite(text, 1, len, f);
+        }
+        return true;
+    }
+    sl__serve_error(q->r, 400, "'messages'[%zu].content must be a string or an array of parts", i);
+    return false;
+}
+
+/* "messages" -> the chat template's prompt -> tokens. */
+static bool get_chat_prompt(const req *q, int32_t **tok, size_t *n)
+{
+    const sl_jref msgs = field(q, "messages");
+    const size_t n_msg = sl_jdoc_count(q->d, msgs);
+    if (msgs == SL_JNONE || sl_jdoc_kind(q->d, msgs) != SL_JARR || !n_msg) {
+        sl__serve_error(q->r, 400, "'messages' must be a non-empty array of messages");
+        return false;
+    }
+    sl_chat_msg *cm = calloc(n_msg, sizeof *cm);
+    char **content = calloc(n_msg, sizeof *content);
+    size_t *clen = calloc(n_msg, sizeof *clen);
+    char *text = NULL;
+    size_t text_len = 0;
+    bool ok = cm && content && clen;
+    if (!ok) sl__serve_error(q->r, 500, "out of memory");
+    size_t i = 0;
+    for (sl_jref m = sl_jdoc_first(q->d, msgs); ok && m != SL_JNONE; m = sl_jdoc_next(q->d, m)) {
+        const char *role = sl_jdoc_str(q->d, sl_jdoc_get(q->d, m, "role"), NULL);
+        if (sl_jdoc_kind(q->d, m) != SL_JOBJ || !role || !*role || strlen(role) > 64) {
+            sl__serve_error(q->r, 400, "'messages'[%zu] must be an object with a \"role\" string "
+                            "of 1 to 64 bytes", i);
+            ok = false;
+            break;
+        }
+        FILE *f = open_memstream(&content[i], &clen[i]);
+        if (!f) {
+            sl__serve_error(q->r, 500, "out of memory");
+            ok = false;
+            break;
+        }
+        ok = put_message_content(q, i, sl_jdoc_get(q->d, m, "content"), f);
+        if (fclose(f) && ok) {
+            sl__serve_error(q->r, 500, "out of memory");
+            ok = false;
+        }
+        cm[i] = (sl_chat_msg){.role = role, .content = content[i], .len = clen[i]};
+        i++;
+    }
+    if (ok) {
+        FILE *f = open_memstream(&text, &text_len);
+        if (!f || sl_chat_apply(q->sm->chat, cm, n_msg, true, f)) {
+            sl__serve_error(q->r, 500, "out of memory");
+            ok = false;
+        }
+        if (f) fclose(f);
+    }
+    if (ok) ok = tokenize(q, text, text_len, tok, n);
+    for (size_t k = 0; content && k < n_msg; k++) free(content[k]);
+    free(content);
+    free(clen);
+    free(cm);
+    free(text);
+    return ok;
+}
+
+/* ---- running a job -------------------------------------------------------------------------- */
+
+typedef enum api_kind { API_NATIVE, API_OAI_TEXT, API_OAI_CHAT } api_kind;
+
+struct sl_serve_stream {
+    sl_serve *s;
+    const sl_serve_model *sm;
+    sl_serve_job *job;
+    api_kind kind;
+    char id[48];
+    int64_t created;
+    size_t sent;                /* text bytes already sent */
+    bool role_sent, ended;
+    char *buf;                  /* formatted bytes not yet handed out: buf[off, n) */
+    size_t n, off;
+};
+
+static void put_timings(FILE *f, const sl_serve_job *j)
+{
+    const double pms = j->prompt_s * 1e3, gms = j->gen_s * 1e3;
+    fprintf(f, "\"timings\":{\"prompt_n\":%zu,\"prompt_ms\":", j->n_prompt);
+    sl_json_f64(f, pms);
+    fputs(",\"prompt_per_token_ms\":", f);
+    sl_json_f64(f, j->n_prompt ? pms / (double)j->n_prompt : 0);
+    fputs(",\"prompt_per_second\":", f);
+    sl_json_f64(f, pms > 0 ? 1e3 * (double)j->n_prompt / pms : 0);
+    fprintf(f, ",\"predicted_n\":%" PRId32 ",\"predicted_ms\":", j->n_predicted);
+    sl_json_f64(f, gms);
+    fputs(",\"predicted_per_token_ms\":", f);
+    sl_json_f64(f, j->n_decoded ? gms / j->n_decoded : 0);
+    fputs(",\"predicted_per_second\":", f);
+    sl_json_f64(f, gms > 0 ? 1e3 * j->n_decoded / gms : 0);
+    fputs("}", f);
+}
+
+static const char *stop_type(sl_serve_stop s)
+{
+    static const char *const k[] = {"none", "eos", "limit", "word"};
+    return k[s];
+}
+
+/* llama-server's /completion object: the whole result (stream: its last chunk, content ""). */
+static void put_native(FILE *f, const sl_serve_model *sm, const sl_serve_job *j,
+                       const char *content,
+                       size_t len)
+{
+    fputs("{\"index\":0,\"content\":", f);
+    sl_json_str(f, content, len);
+    fprintf(f, ",\"tokens\":[],\"id_slot\":%d,\"stop\":true,\"model\":", j->slot);
+    sl_json_cstr(f, sm->name);
+    fprintf(f, ",\"tokens_predicted\":%" PRId32 ",\"tokens_evaluated\":%zu,"
+            "\"generation_settings\":{\"n_predict\":%" PRId32 ",\"seed\":%" PRIu64
+            ",\"temperature\":", j->n_predicted, j->n_prompt, j->p.n_predict, j->p.so.seed);
+    sl_json_f32(f, j->p.so.temp);
+    fprintf(f, ",\"top_k\":%" PRId32 ",\"top_p\":", j->p.so.top_k);
+    sl_json_f32(f, j->p.so.top_p);
+    fputs(",\"min_p\":", f);
+    sl_json_f32(f, j->p.so.min_p);
+    fprintf(f, ",\"ignore_eos\":%s,\"stop\":[", j->p.ignore_eos ? "true" : "false");
+    for (size_t i = 0; i < j->p.n_stop; i++) {
+        if (i) fputc(',', f);
+        sl_json_cstr(f, j->p.stop[i]);
+    }
+    const bool new_line = j->text && memchr(j->text, '\n', j->n_text);
+    fprintf(f, "]},\"has_new_line\":%s,\"truncated\":false,\"stop_type\":\"%s\","
+            "\"stopping_word\":", new_line ? "true" : "false", stop_type(j->stop));
+    sl_json_cstr(f, j->stop == SL_STOP_WORD ? j->p.stop[j->stop_word] : "");
+    fprintf(f, ",\"tokens_cached\":%zu,", j->n_prompt + (size_t)j->n_decoded);
+    put_timings(f, j);
+    fputs("}", f);
+}
+
+static const char *finish_reason(const sl_serve_job *j)
+{
+    return j->stop == SL_STOP_LIMIT ? "length" : "stop";
+}
+
+static void put_usage(FILE *f, const sl_serve_job *j)
+{
+    fprintf(f, "\"usage\":{\"completion_tokens\":%" PRId32 ",\"prompt_tokens\":%zu,"
+            "\"total_tokens\":%zu}", j->n_predicted, j->n_prompt,
+            j->n_prompt + (size_t)j->n_predicted);
+}
+
+/* The opening members of an OpenAI object: id, object, created, model. */
+static void put_oai_head(FILE *f, const sl_serve_model *sm, const char *id, const char *object,
+                         int64_t created)
+{
+    fprintf(f, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64 ",\"model\":", id, object,
+            created);
+    sl_json_cstr(f, sm->name);
+}
+
+/* An OpenAI completion (stream: a chunk). text NULL: no text member (a chat delta {}).
+ * finish: NULL for a chunk that does not end the choice. */
+static void put_oai(FILE *f, const sl_serve_stream *st, const sl_serve_job *j, const char *text,
+                    size_t len, const char *finish, bool stream)
+{
+    const bool chat = st->kind == API_OAI_CHAT;
+    put_oai_head(f, st->sm, st->id, chat ? (stream ? "chat.completion.chunk" : "chat.completion")
+                                     : "text_completion", st->created);
+    fputs(",\"choices\":[{\"index\":0,", f);
+    if (!chat) {
+        fputs("\"text\":", f);
+        sl_json_str(f, text ? text : "", text ? len : 0);
+        fputs(",\"logprobs\":null,", f);
+    } else {
+        fputs(stream ? "\"delta\":{" : "\"message\":{\"role\":\"assistant\",", f);
+        if (text) {
+            fputs("\"content\":", f);
+            sl_json_str(f, text, len);
+        }
+        fputs("},", f);
+    }
+    fputs("\"finish_reason\":", f);
+    if (finish) fprintf(f, "\"%s\"", finish);
+    else fputs("null", f);
+    fputs("}]", f);
+    if (finish) {
+        fputc(',', f);
+        put_usage(f, j);
+        fputc(',', f);
+        put_timings(f, j);
+    }
+    fputs("}", f);
+}
+
+/* Blocks until the job is done, or returns early (false) if the client goes away. */
+static bool wait_done(sl_serve_job *j, sl_serve_gone_fn gone, void *user)
+{
+    pthread_mutex_lock(&j->mu);
+    while (j->state != SL_JOB_DONE) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        if (j->state != SL_JOB_DONE && gone && gone(user)) {
+            j->cancel = true;
+            pthread_mutex_unlock(&j->mu);
+            return false;
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    return true;
+}
+
+static void new_id(sl_serve *s, api_kind kind, char *id, size_t cap)
+{
+    pthread_mutex_lock(&s->mu);
+    const uint64_t n = s->next_id++;
+    pthread_mutex_unlock(&s->mu);
+    snprintf(id, cap, "%s-%08" PRIx64 "%08" PRIx64, kind == API_OAI_CHAT ? "chatcmpl" : "cmpl",
+             (uint64_t)s->started & 0xffffffffu, n);
+}
+
+/* The model the request names ("model"); NULL after an error reply. */
+static sl_serve_model *request_model(const req *q)
+{
+    sl_serve *s = q->s;
+    const sl_jref v = field(q, "model");
+    size_t len = 0;
+    const char *name = v == SL_JNONE ? NULL : sl_jdoc_str(q->d, v, &len);
+    if (v != SL_JNONE && !name) {
+        sl__serve_error(q->r, 400, "'model' must be a string naming a served model");
+        return NULL;
+    }
+    sl_serve_model *sm = sl__serve_model_find(s, name, len);
+    if (!sm && !name) {
+        char names[512];
+        sl__serve_model_names(s, names, sizeof names);
+        sl__serve_error(q->r, 400, "'model' is required: the server serves several models (%s)",
+                        names);
+        return NULL;
+    }
+    if (!sm) {
+        sl__serve_model_unknown(s, q->r, name, len);
+        return NULL;
+    }
+    uint64_t dev = 0;
+    const char *state = sl__serve_model_state(s, sm, &dev);
+    if (s->external && dev && (!strcmp(state, "disk") || !strcmp(state, "host"))) {
+        /* the same answer the slot's hold would give, without waiting for a slot */
+        error_typed(q->r, 409, "model_not_loaded_error", NULL, "model '%s' is not loaded (%s) "
+                    "and the server's residency is external: load it with POST /models/load "
+                    "{\"model\":\"%s\"}", sm->name, state, sm->name);
+        return NULL;
+    }
+    return sm;
+}
+
+static void completion(req *q, api_kind kind, sl_serve_gone_fn gone, void *user)
+{
+    sl_serve *s = q->s;
+    sl_serve_params p;
+    bool stream = false;
+    int32_t *tok = NULL;
+    size_t n_tok = 0;
+    if (!(q->sm = request_model(q))) return;
+    if (!get_params(q, kind != API_NATIVE, &p)) goto fail;
+    if (!get_bool(q, "stream", &stream)) goto fail;
+    if (!(kind == API_OAI_CHAT ? get_chat_prompt(q, &tok, &n_tok) : get_prompt(q, &tok, &n_tok)))
+        goto fail;
+    const int32_t n_ctx = sl__serve_pool_n_ctx(q->sm->pool);
+    if (!n_tok) {
+        sl__serve_error(q->r, 400, "the prompt is empty");
+        goto fail;
+    }
+    if (n_tok > (size_t)n_ctx) {
+        char extra[96];
+        snprintf(extra, sizeof extra, ",\"n_prompt_tokens\":%zu,\"n_ctx\":%" PRId32, n_tok, n_ctx);
+        error_typed(q->r, 400, "exceed_context_size_error", extra, "the prompt has %zu tokens, "
+                    "more than the context (%" PRId32 "); raise -c", n_tok, n_ctx);
+        goto fail;
+    }
+    sl_serve_job *j;
+    sl_error err = {0};
+    if (sl__serve_job_create(tok, n_tok, &p, &j, &err)) {
+        tok = NULL;
+        sl__serve_error(q->r, 500, "%s", err.msg);
+        goto fail;
+    }
+    tok = NULL;
+    if (sl__serve_pool_submit(q->sm->pool, j, &err)) {
+        sl__serve_job_release(j);
+        sl__serve_error(q->r, 503, "%s", err.msg);
+        return;
+    }
+    sl_serve_stream *st = calloc(1, sizeof *st);
+    if (!st) {
+        sl__serve_job_cancel(j);
+        sl__serve_job_release(j);
+        sl__serve_error(q->r, 500, "out of memory");
+        return;
+    }
+    *st = (sl_serve_stream){.s = s, .sm = q->sm, .job = j, .kind = kind,
+                            .created = (int64_t)time(NULL)};
+    new_id(s, kind, st->id, sizeof st->id);
+    if (stream) {
+        q->r->stream = st;
+        q->r->status = 200;
+        q->r->content_type = "text/event-stream";
+        return;
+    }
+    if (!wait_done(j, gone, user)) {
+        sl__serve_error(q->r, 400, "the client closed the connection");
+    } else if (j->error_status) {
+        sl__serve_error(q->r, j->error_status, "%s", j->error_msg);
+    } else {
+        FILE *f = sl__serve_body_open(q->r);
+        if (f && kind == API_NATIVE) put_native(f, q->sm, j, j->text ? j->text : "", j->n_text);
+        else if (f) put_oai(f, st, j, j->text ? j->text : "", j->n_text, finish_reason(j), false);
+        sl__serve_body_close(q->r, f, 200, k_json);
+    }
+    sl__serve_job_release(j);
+    free(st);
+    return;
+fail:
+    free(tok);
+    sl__serve_params_free(&p);
+}
+
+/* ---- streams -------------------------------------------------------------------------------- */
+
+/* Formats the next event(s) into st->buf; blocks until there is something to say. */
+static void stream_next(sl_serve_stream *st)
+{
+    free(st->buf);
+    st->buf = NULL;
+    st->n = st->off = 0;
+    FILE *f = open_memstream(&st->buf, &st->n);
+    if (!f) {
+        st->ended = true;
+        return;
+    }
+    sl_serve_job *j = st->job;
+    if (st->kind == API_OAI_CHAT && !st->role_sent) {
+        /* the first chunk names the role, as OpenAI's do */
+        fputs("data: ", f);
+        put_oai_head(f, st->sm, st->id, "chat.completion.chunk", st->created);
+        fputs(",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null},"
+              "\"finish_reason\":null}]}\n\n", f);
+        st->role_sent = true;
+        if (fclose(f)) st->ended = true;
+        return;
+    }
+    pthread_mutex_lock(&j->mu);
+    while (j->n_ready <= st->sent && j->state != SL_JOB_DONE && !j->cancel)
+        pthread_cond_wait(&j->cv, &j->mu);
+    const size_t from = st->sent, to = j->n_ready;
+    const bool finished = j->state == SL_JOB_DONE;
+    const bool done = finished || (j->cancel && to <= from);
+    st->sent = to;
+    /* formatted under the lock: the worker may move j->text while it appends */
+    if (to > from) {
+        fputs("data: ", f);
+        if (st->kind == API_NATIVE) {
+            fputs("{\"index\":0,\"content\":", f);
+            sl_json_str(f, j->text + from, to - from);
+            fprintf(f, ",\"tokens\":[],\"stop\":false,\"id_slot\":%d,\"tokens_predicted\":%" PRId32
+                    ",\"tokens_evaluated\":%zu}", j->slot, j->n_predicted, j->n_prompt);
+        } else {
+            put_oai(f, st, j, j->text + from, to - from, NULL, true);
+        }
+        fputs("\n\n", f);
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (done) {
+        if (!finished || j->error_status) {
+            fputs("data: ", f);
+            put_error(f, finished ? j->error_status : 500, NULL, NULL,
+                      finished ? j->error_msg : "the generation was cancelled");
+            fputs("\n\n", f);
+        } else {
+            fputs("data: ", f);
+            if (st->kind == API_NATIVE) put_native(f, st->sm, j, "", 0);
+            else put_oai(f, st, j, st->kind == API_OAI_CHAT ? NULL : "", 0, finish_reason(j),
+                         true);
+            fputs("\n\n", f);
+            if (st->kind != API_NATIVE) fputs("data: [DONE]\n\n", f);
+        }
+        st->ended = true;
+    }
+    if (fclose(f)) st->ended = true;
+}
+
+size_t sl__serve_stream_read(sl_serve_stream *st, char *buf, size_t max)
+{
+    while (st->off == st->n) {
+        if (st->ended) return 0;
+        stream_next(st);
+    }
+    const size_t k = st->n - st->off < max ? st->n - st->off : max;
+    memcpy(buf, st->buf + st->off, k);
+    st->off += k;
+    return k;
+}
+
+void sl__serve_stream_close(sl_serve_stream *st)
+{
+    if (!st) return;
+    sl__serve_job_cancel(st->job); /* no effect on a finished job */
+    sl__serve_job_release(st->job);
+    free(st->buf);
+    free(st);
+}
+
+/* ---- the other endpoints ------------------------------------------------------------------- */
+
+/* /health is where ik_llama.cpp's server runs its tensor hot-swap (LLAMA_HOTSWAP_ENABLED):
+ * with --hotswap or SLUICE_HOTSWAP_ENABLED=1 every /health reloads the tensors whose files
+ * changed, in every model (sl_reload_changed waits for the slots' running evaluation steps
+ * and commits between them, so no slot sees a torn tensor; a runtime's model gets the new
+ * bytes in its host floor too), and reports what it did, each tensor with its model. */
+static void health(sl_serve *s, sl_serve_reply *r)
+{
+    static const char *const kinds[] = {"reattached", "in_place", "private", "sibling",
+                                        "refused", "skipped_file"};
+    const size_t n = s->hotswap ? s->n_models : 0;
+    sl_reload_report *rep = calloc(n ? n : 1, sizeof *rep);
+    if (!rep) {
+        sl__serve_error(r, 500, "out of memory");
+        return;
+    }
+    sl_reload_report all = {0};
+    for (size_t k = 0; k < n; k++) {
+        sl_error err = {0};
+        if (sl_reload_changed(s->models[k].model, &rep[k], &err)) {
+            sl__serve_error(r, 500, "reload of model '%s': %s", s->models[k].name, err.msg);
+            goto out;
+        }
+        all.changed |= rep[k].changed;
+        all.files_changed += rep[k].files_changed;
+        all.files_skipped += rep[k].files_skipped;
+        all.n_reloaded += rep[k].n_reloaded;
+        all.n_refused += rep[k].n_refused;
+        all.n_fallback += rep[k].n_fallback;
+        all.seconds += rep[k].seconds;
+    }
+    FILE *f = sl__serve_body_open(r);
+    if (f && !s->hotswap) fputs("{\"status\":\"ok\"}", f);
+    if (f && s->hotswap) {
+        fprintf(f, "{\"status\":\"ok\",\"reload\":{\"changed\":%s,\"files_changed\":%u,"
+                "\"files_skipped\":%u,\"reloaded\":%u,\"refused\":%u,\"fallback\":%u,"
+                "\"seconds\":%.6f,\"tensors\":[", all.changed ? "true" : "false",
+                all.files_changed, all.files_skipped, all.n_reloaded, all.n_refused,
+                all.n_fallback, all.seconds);
+        bool first = true;
+        for (size_t k = 0; k < n; k++)
+            for (size_t i = 0; i < rep[k].n; i++, first = false) {
+                const sl_reload_entry *e = &rep[k].entries[i];
+                const sl_gguf_type_info *ot = sl_gguf_type_get(e->old_type);
+                const sl_gguf_type_info *nt = sl_gguf_type_get(e->new_type);
+                fputs(first ? "{\"model\":" : ",{\"model\":", f);
+                sl_json_cstr(f, s->models[k].name);
+                fputs(",\"name\":", f);
+                sl_json_cstr(f, e->name);
+                fprintf(f, ",\"kind\":\"%s\",\"old_type\":\"%s\",\"new_type\":\"%s\","
+                        "\"old_bytes\":%" PRIu64 ",\"new_bytes\":%" PRIu64 ",\"where\":",
+                        (unsigned)e->kind < 6 ? kinds[e->kind] : "?", ot ? ot->name : "?",
+                        nt ? nt->name : "?", e->old_bytes, e->new_bytes);
+                sl_json_cstr(f, e->where ? e->where : "");
+                fputs(",\"message\":", f);
+                sl_json_cstr(f, e->msg);
+                fputs("}", f);
+            }
+        fputs("]}}", f);
+        pthread_mutex_lock(&s->mu);
+        s->reloads += all.changed;
+        s->reloaded_tensors += all.n_reloaded;
+        pthread_mutex_unlock(&s->mu);
+    }
+    sl__serve_body_close(r, f, 200, k_json);
+out:
+    for (size_t k = 0; k < n; k++) sl_reload_report_free(&rep[k]);
+    free(rep);
+}
+
+static void models(sl_serve *s, sl_serve_reply *r)
+{
+    FILE *f = sl__serve_body_open(r);
+    if (f) sl__serve_models_json(f, s);
+    sl__serve_body_close(r, f, 200, k_json);
+}
+
+/* The defaults, and the model a request without "model" runs on (the first one). */
+static void props(sl_serve *s, sl_serve_reply *r)
+{
+    const sl_serve_model *sm = &s->models[0];
+    FILE *f = sl__serve_body_open(r);
+    if (f) {
+        const sl_sampler_options *so = &s->so_default;
+        fprintf(f, "{\"default_generation_settings\":{\"n_ctx\":%" PRId32 ",\"params\":{"
+                "\"n_predict\":%" PRId32 ",\"seed\":%" PRIu64 ",\"temperature\":",
+                sl__serve_pool_n_ctx(sm->pool), s->n_predict_default, so->seed);
+        sl_json_f32(f, so->temp);
+        fprintf(f, ",\"top_k\":%" PRId32 ",\"top_p\":", so->top_k);
+        sl_json_f32(f, so->top_p);
+        fputs(",\"min_p\":", f);
+        sl_json_f32(f, so->min_p);
+        fprintf(f, "}},\"total_slots\":%d,\"model_path\":", sl__serve_pool_n_slots(sm->pool));
+        sl_json_cstr(f, sm->path);
+        fputs(",\"model_alias\":", f);
+        sl_json_cstr(f, sm->name);
+        fputs(",\"chat_template\":", f);
+        sl_json_cstr(f, sm->chat_source ? sm->chat_source : "");
+        fprintf(f, ",\"chat_template_family\":\"%s\",\"arch\":", sl_chat_name(sm->chat));
+        sl_json_cstr(f, sm->info.arch);
+        fputs(",\"models\":[", f);
+        for (size_t i = 0; i < s->n_models; i++) {
+            if (i) fputc(',', f);
+            sl_json_cstr(f, s->models[i].name);
+        }
+        fputc(']', f);
+        fputs(",\"build_info\":\"sluice\",\"modalities\":{\"vision\":false,\"audio\":false}}", f);
+    }
+    sl__serve_body_close(r, f, 200, k_json);
+}
+
+void sl__serve_api_handle(sl_serve *s, sl_serve_route route, const char *body, size_t len,
+                          sl_serve_gone_fn gone, void *gone_user, sl_serve_reply *r)
+{
+    switch (route) {
+    case SL_ROUTE_HEALTH: health(s, r); return;
+    case SL_ROUTE_MODELS: models(s, r); return;
+    case SL_ROUTE_PROPS: props(s, r); return;
+    case SL_ROUTE_METRICS: sl__serve_metrics(s, r); return;
+    default: break;
+    }
+    sl_error err = {0};
+    req q = {.s = s, .r = r};
+    if (sl_jdoc_parse(body, len, 64, &q.d, &err)) {
+        sl__serve_error(r, err.code == SL_ERR_NOMEM ? 500 : 400, "%s", err.msg);
+        return;
+    }
+    if (sl_jdoc_validate(q.d, &err)) {
+        sl__serve_error(r, 500, "%s", err.msg);
+    } else if (sl_jdoc_kind(q.d, q.root) != SL_JOBJ) {
+        sl__serve_error(r, 400, "the request body must be a JSON object");
+    } else if (route >= SL_ROUTE_ADMIN_PIN) {
+        sl__serve_admin(s, route, q.d, q.root, r);
+    } else {
+        const api_kind k = route == SL_ROUTE_COMPLETION ? API_NATIVE
+                         : route == SL_ROUTE_OAI_COMPLETION ? API_OAI_TEXT : API_OAI_CHAT;
+        completion(&q, k, gone, gone_user);
+    }
+    sl_jdoc_free(q.d);
+}

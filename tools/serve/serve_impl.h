@@ -1,0 +1,244 @@
+/* Internals of `sluice serve`, shared by its files:
+ *
+ *   serve.c          flags, start-up (models, chat templates, slots, HTTP daemon), signals,
+ *                    exit
+ *   serve_models.c   the served models: their runtime (one device arena and host floor for
+ *                    all), the model of a request, holding it for a request's run
+ *   serve_admin.c    POST /models/{pin,unpin,load,unload,compact}: residency by hand
+ *   serve_http.c     libmicrohttpd glue: routing, methods, body limit, replies, SSE streams,
+ *                    disconnect detection
+ *   serve_api.c      the endpoints: request JSON -> job, job -> response JSON / SSE chunks
+ *   serve_metrics.c  GET /metrics (Prometheus text)
+ *   serve_slots.c    the slots: one context + worker thread each, the job queue, the
+ *                    generation loop
+ *   serve_chat.c     chat templates (serve_chat.h)
+ *
+ * Threads: libmicrohttpd runs one thread per connection; it parses the request, submits a job
+ * and waits on the job (or streams from it). Each slot's worker thread owns its context: no
+ * other thread touches it. A job is shared by its connection and its worker through a
+ * reference count; everything that changes after submission is guarded by the job's mutex.
+ *
+ * Invariants (checked by sl__serve_job_validate):
+ *   n_ready <= n_text; state DONE => n_ready == n_text;
+ *   n_predicted <= max(n_predict, n_ctx) (n_predict < 0: up to the context);
+ *   refs >= 1 while anyone holds the job. */
+#ifndef SL_CLI_SERVE_IMPL_H
+#define SL_CLI_SERVE_IMPL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/sluice.h"
+#include "tools/common/json_doc.h"
+#include "tools/serve/serve_chat.h"
+
+typedef struct sl_serve_pool sl_serve_pool;
+
+enum { SL_SERVE_MAX_STOP = 16, SL_SERVE_MAX_STOP_BYTES = 256 };
+
+/* What a request asks of the generation. */
+typedef struct sl_serve_params {
+    sl_sampler_options so;
+    int32_t n_predict;          /* -1: until EOS or the context is full */
+    bool ignore_eos;
+    size_t n_stop;
+    char *stop[SL_SERVE_MAX_STOP];   /* malloc'd strings, each 1..SL_SERVE_MAX_STOP_BYTES */
+} sl_serve_params;
+
+typedef enum sl_serve_state { SL_JOB_QUEUED, SL_JOB_RUNNING, SL_JOB_DONE } sl_serve_state;
+
+/* llama-server's stop types (its "stop_type" field). */
+typedef enum sl_serve_stop {
+    SL_STOP_NONE,               /* cancelled or failed */
+    SL_STOP_EOS,
+    SL_STOP_LIMIT,              /* n_predict or the context */
+    SL_STOP_WORD,               /* one of the stop strings */
+} sl_serve_stop;
+
+typedef struct sl_serve_job {
+    /* set before submission, then read-only */
+    int32_t *prompt;            /* malloc'd */
+    size_t n_prompt;
+    sl_serve_params p;
+    /* guarded by mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;          /* signalled on new text, on DONE and on cancel */
+    int refs;
+    sl_serve_state state;
+    bool cancel;                /* the client is gone or the server is stopping */
+    char *text;                 /* generated text, n_text bytes + NUL */
+    size_t n_text, cap_text;
+    size_t n_ready;             /* bytes a stream may send: no partial stop string or UTF-8 */
+    int32_t n_predicted;
+    sl_serve_stop stop;
+    int stop_word;              /* index into p.stop for SL_STOP_WORD, else -1 */
+    int slot;                   /* slot that ran it, -1 before */
+    double prompt_s, gen_s;     /* prefill time; decode time */
+    int32_t n_decoded;          /* tokens of gen_s */
+    int error_status;           /* 0, or the HTTP status of a failure */
+    char error_msg[256];
+} sl_serve_job;
+
+/* Counters for /metrics (llama-server's names in serve_metrics.c). */
+typedef struct sl_serve_counters {
+    uint64_t prompt_tokens, predicted_tokens, n_decode, requests_done, requests_cancelled,
+        requests_failed;
+    uint64_t decoded;           /* one-token decode evaluations */
+    double prompt_s, predicted_s;
+    int busy, queued;
+    sl_ctx_stats engine;        /* summed over the slots, as of each one's last job */
+    sl_model_info model;        /* as of the last job */
+} sl_serve_counters;
+
+typedef struct sl_serve sl_serve;
+typedef struct sl_serve_model sl_serve_model;
+
+/* serve_slots.c */
+/* Creates n_slots slots for sm and their workers. Each slot's context (options co, copied)
+ * is created now, or with a runtime (s->rt) at its first job, once the model is held (a
+ * context of a model off the device cannot be created). eval_mu (or NULL): held around each
+ * evaluation (contexts that share a device evaluate one at a time). */
+sl_status sl__serve_pool_create(sl_serve *s, sl_serve_model *sm, const sl_ctx_options *co,
+                                int n_slots, pthread_mutex_t *eval_mu, sl_serve_pool **out,
+                                sl_error *err);
+/* Cancels every job (queued ones end with 503) and joins the workers; later submissions are
+ * refused. The pool stays readable until destroyed. Idempotent. */
+void sl__serve_pool_stop(sl_serve_pool *pool);
+/* sl__serve_pool_stop, then frees the contexts and the pool. */
+void sl__serve_pool_destroy(sl_serve_pool *pool);
+int32_t sl__serve_pool_n_ctx(const sl_serve_pool *pool);
+int sl__serve_pool_n_slots(const sl_serve_pool *pool);
+void sl__serve_pool_counters(sl_serve_pool *pool, sl_serve_counters *out);
+/* Takes ownership of prompt; the job starts with one reference (the caller's). */
+sl_status sl__serve_job_create(int32_t *prompt, size_t n_prompt, const sl_serve_params *p,
+                               sl_serve_job **out, sl_error *err);
+/* Queues the job (the pool takes its own reference); SL_ERR_UNSUPPORTED when stopping. */
+sl_status sl__serve_pool_submit(sl_serve_pool *pool, sl_serve_job *job, sl_error *err);
+void sl__serve_job_cancel(sl_serve_job *job);
+void sl__serve_job_release(sl_serve_job *job);
+sl_status sl__serve_job_validate(const sl_serve_job *job, sl_error *err); /* under job->mu */
+void sl__serve_params_free(sl_serve_params *p);
+
+/* One served model (read-only once serving starts, but for what its runtime says). */
+struct sl_serve_model {
+    const char *name;           /* its id in the API: the requests' "model" */
+    const char *path;
+    sl_model *model;
+    sl_model_info info;         /* at start-up */
+    sl_chat_tmpl chat;          /* family used for chat prompts */
+    char *chat_source;          /* the GGUF's template text (malloc'd), or NULL */
+    sl_serve_pool *pool;
+};
+
+/* serve.c: the server as the endpoints see it (read-only once serving starts).
+ * Invariants: n_models >= 1; names are distinct; rt != NULL <=> the models were opened in
+ * a runtime (several models, NAME=PATH, --pin or --residency); held == the holds taken by
+ * sl__serve_model_hold and not yet given back (res_mu). */
+struct sl_serve {
+    sl_serve_model *models;     /* [n_models]; models[0] answers requests without "model" */
+    size_t n_models;
+    sl_runtime *rt;
+    bool external;              /* --residency external: requests never load a model */
+    pthread_mutex_t res_mu;     /* guards held; res_cv: a hold was given back */
+    pthread_cond_t res_cv;
+    int held;
+    pthread_mutex_t eval_mu;    /* the pools' evaluations, when they share a device */
+    sl_sampler_options so_default;
+    int32_t n_predict_default;
+    size_t max_body_bytes;
+    bool adds_bos;
+    int64_t started;            /* unix time */
+    pthread_mutex_t mu;         /* guards next_id and http_* */
+    uint64_t next_id;
+    uint64_t http_requests, http_errors;
+    bool hotswap;               /* /health reloads changed tensors (sl_reload_changed) */
+    uint64_t reloads, reloaded_tensors; /* /health reloads that changed something; tensors */
+};
+
+/* serve_api.c / serve_metrics.c: a reply is a whole body or an SSE stream. */
+typedef struct sl_serve_stream sl_serve_stream;
+typedef struct sl_serve_reply {
+    int status;
+    const char *content_type;
+    char *body;                 /* malloc'd, body_len bytes */
+    size_t body_len;
+    sl_serve_stream *stream;    /* set instead of body for SSE */
+    const char *allow;          /* Allow header of a 405 */
+} sl_serve_reply;
+
+/* Whether the client went away (polled while a non-streaming request waits). */
+typedef bool (*sl_serve_gone_fn)(void *user);
+
+typedef enum sl_serve_route {
+    SL_ROUTE_HEALTH,
+    SL_ROUTE_COMPLETION,
+    SL_ROUTE_OAI_COMPLETION,
+    SL_ROUTE_OAI_CHAT,
+    SL_ROUTE_MODELS,
+    SL_ROUTE_PROPS,
+    SL_ROUTE_METRICS,
+    SL_ROUTE_ADMIN_PIN,
+    SL_ROUTE_ADMIN_UNPIN,
+    SL_ROUTE_ADMIN_LOAD,
+    SL_ROUTE_ADMIN_UNLOAD,
+    SL_ROUTE_ADMIN_COMPACT,
+} sl_serve_route;
+
+void sl__serve_api_handle(sl_serve *s, sl_serve_route route, const char *body, size_t len,
+                          sl_serve_gone_fn gone, void *gone_user, sl_serve_reply *r);
+/* A memory stream for a reply body; NULL when out of memory. */
+FILE *sl__serve_body_open(sl_serve_reply *r);
+/* Closes the body as the reply (status, content type); a 500 with a fixed body when the
+ * stream failed (out of memory). */
+void sl__serve_body_close(sl_serve_reply *r, FILE *f, int status, const char *type);
+/* A JSON error {"error": {"code", "message", "type"}} as llama-server writes it. */
+void sl__serve_error(sl_serve_reply *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Blocks until stream bytes are ready; copies at most max. Returns the count, 0 at the end. */
+size_t sl__serve_stream_read(sl_serve_stream *st, char *buf, size_t max);
+/* The client is done with the stream (finished or gone): cancels its job if still running. */
+void sl__serve_stream_close(sl_serve_stream *st);
+void sl__serve_metrics(sl_serve *s, sl_serve_reply *r);
+
+/* serve_models.c */
+/* The model named name[0, len) (name NULL: the default, models[0], when there is one model;
+ * NULL with several). NULL when there is none of that name. */
+sl_serve_model *sl__serve_model_find(sl_serve *s, const char *name, size_t len);
+/* Appends "'a', 'b'" (the names, for messages) to buf (cap bytes). */
+void sl__serve_model_names(const sl_serve *s, char *buf, size_t cap);
+/* The 404 of a name no model has, naming it and listing the served ones. */
+void sl__serve_model_unknown(const sl_serve *s, sl_serve_reply *r, const char *name,
+                             size_t len);
+/* Holds sm for a request's run (sl_runtime_hold; without a runtime nothing to do). When the
+ * arena is full of models other requests hold, waits until one is given back. 0, or the HTTP
+ * status of a failure with err set: 409 (externally managed and not resident), 503. */
+int sl__serve_model_hold(sl_serve *s, sl_serve_model *sm, sl_error *err);
+void sl__serve_model_unhold(sl_serve *s, sl_serve_model *sm);
+/* Its residency as "disk", "host", "device", "pinned" and its device bytes (without a
+ * runtime: "device" and the model's own device bytes). */
+const char *sl__serve_model_state(const sl_serve *s, const sl_serve_model *sm,
+                                  uint64_t *device_bytes);
+/* The JSON object /v1/models lists for sm. */
+void sl__serve_model_json(FILE *f, const sl_serve *s, const sl_serve_model *sm);
+/* Checks the invariants of sl_serve (and its runtime's); SL_ERR_INVALID naming the broken
+ * one. */
+sl_status sl__serve_validate(sl_serve *s, sl_error *err);
+/* The list GET /v1/models answers: {"object":"list","data":[every model]}. */
+void sl__serve_models_json(FILE *f, const sl_serve *s);
+
+/* serve_admin.c: an admin route; d is the request body, already parsed; root its value. */
+void sl__serve_admin(sl_serve *s, sl_serve_route route, const sl_jdoc *d, sl_jref root,
+                     sl_serve_reply *r);
+
+/* serve_http.c */
+typedef struct sl_serve_http sl_serve_http;
+/* Listens on host:port (port 0: any free port; *bound_port says which). */
+sl_status sl__serve_http_start(sl_serve *s, const char *host, int port, int max_conn,
+                               int timeout_s, sl_serve_http **out, int *bound_port,
+                               sl_error *err);
+void sl__serve_http_stop(sl_serve_http *h);
+
+#endif

@@ -1,0 +1,487 @@
+/* The slots of `sluice serve` (llama-server's --parallel): N contexts, each owned by one worker
+ * thread, fed from one FIFO queue of jobs. A job runs on one slot from start to end: the slot's
+ * KV cache is cleared, the prompt is evaluated in one prefill, then tokens are sampled and
+ * decoded one at a time — the same steps, in the same order, as `sluice generate`, so that
+ * temperature 0 gives the same text for the same prompt and n.
+ *
+ * Streaming and stop strings: the text grows by one token's piece at a time; n_ready holds
+ * back the bytes that could still turn out to begin a stop string, and an incomplete UTF-8
+ * sequence at the end, so that a stream never sends what the final text will not contain.
+ *
+ * Invariants of the pool (under pool->mu): every job in the queue is QUEUED and referenced by
+ * the queue; slot->job is RUNNING and referenced by the slot, or NULL; counters.busy is the
+ * number of non-NULL slot->job and counters.queued the queue's length. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/common/cli.h"
+#include "tools/common/model_flags.h"
+#include "tools/serve/serve_impl.h"
+
+typedef struct slot {
+    sl_serve_pool *pool;
+    int id;
+    sl_ctx *ctx;
+    pthread_t thread;
+    bool started;
+    sl_serve_job *job;          /* running job (pool->mu) */
+    sl_ctx_stats stats;         /* the context's totals after its last job (pool->mu) */
+    char *piece;                /* token text scratch, owned by the worker */
+    size_t piece_cap;
+} slot;
+
+typedef struct qnode {
+    sl_serve_job *job;
+    struct qnode *next;
+} qnode;
+
+struct sl_serve_pool {
+    sl_serve *s;
+    sl_serve_model *sm;
+    sl_model *m;
+    sl_ctx_options co;          /* of the contexts created at a slot's first job */
+    sl_model_info info;
+    int32_t n_ctx;
+    int n_slots;
+    slot *slots;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;          /* a job was queued, or stopping */
+    bool stopping;
+    qnode *head, *tail;
+    pthread_mutex_t *eval_mu;   /* held around each eval, or NULL */
+    sl_serve_counters c;
+};
+
+/* ---- jobs --------------------------------------------------------------------------------- */
+
+void sl__serve_params_free(sl_serve_params *p)
+{
+    for (size_t i = 0; i < p->n_stop; i++) free(p->stop[i]);
+    p->n_stop = 0;
+}
+
+sl_status sl__serve_job_create(int32_t *prompt, size_t n_prompt, const sl_serve_params *p,
+                               sl_serve_job **out, sl_error *err)
+{
+    sl_serve_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        free(prompt);
+        return sl_error_set(err, SL_ERR_NOMEM, "out of memory");
+    }
+    j->prompt = prompt;
+    j->n_prompt = n_prompt;
+    j->p = *p;
+    j->refs = 1;
+    j->stop_word = -1;
+    j->slot = -1;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    *out = j;
+    return SL_OK;
+}
+
+void sl__serve_job_release(sl_serve_job *j)
+{
+    if (!j) return;
+    pthread_mutex_lock(&j->mu);
+    const int refs = --j->refs;
+    pthread_mutex_unlock(&j->mu);
+    if (refs) return;
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    sl__serve_params_free(&j->p);
+    free(j->prompt);
+    free(j->text);
+    free(j);
+}
+
+void sl__serve_job_cancel(sl_serve_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    j->cancel = true;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+sl_status sl__serve_job_validate(const sl_serve_job *j, sl_error *err)
+{
+    if (j->n_ready > j->n_text)
+        return sl_error_set(err, SL_ERR_INVALID, "job: n_ready %zu > n_text %zu", j->n_ready,
+                            j->n_text);
+    if (j->state == SL_JOB_DONE && j->n_ready != j->n_text)
+        return sl_error_set(err, SL_ERR_INVALID, "job: done with %zu bytes held back",
+                            j->n_text - j->n_ready);
+    if (j->refs < 1) return sl_error_set(err, SL_ERR_INVALID, "job: %d references", j->refs);
+    if (j->text && j->text[j->n_text])
+        return sl_error_set(err, SL_ERR_INVALID, "job: text not NUL-terminated");
+    return SL_OK;
+}
+
+/* Bytes at the end of text[0, n) that may be the start of a stop string or an incomplete
+ * UTF-8 sequence: a stream must not send them yet. */
+static size_t held_back(const sl_serve_job *j)
+{
+    const char *t = j->text;
+    const size_t n = j->n_text;
+    size_t hold = 0;
+    for (size_t s = 0; s < j->p.n_stop; s++) {
+        const size_t len = strlen(j->p.stop[s]);
+        for (size_t k = len - 1; k > hold; k--)
+            if (k <= n && !memcmp(t + n - k, j->p.stop[s], k)) {
+                hold = k;
+                break;
+            }
+    }
+    for (size_t back = 1; back <= 4 && back <= n; back++) {
+        const unsigned char b = (unsigned char)t[n - back];
+        if ((b & 0xC0) == 0x80) continue; /* continuation byte */
+        const size_t need = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+        if (need > back && back > hold) hold = back;
+        break;
+    }
+    return hold;
+}
+
+/* Appends a token's text and applies the stop strings; under j->mu. false: out of memory. */
+static bool job_append(sl_serve_job *j, const char *s, size_t n)
+{
+    const size_t old = j->n_text;
+    if (sl_cli_append(&j->text, &j->n_text, &j->cap_text, s, n)) return false;
+    /* the earliest stop string that now appears (it can only end inside the new piece) */
+    size_t cut = SIZE_MAX;
+    for (size_t k = 0; k < j->p.n_stop; k++) {
+        const size_t len = strlen(j->p.stop[k]);
+        const size_t from = old >= len - 1 ? old - (len - 1) : 0;
+        const char *hit = memmem(j->text + from, j->n_text - from, j->p.stop[k], len);
+        if (hit && (size_t)(hit - j->text) < cut) {
+            cut = (size_t)(hit - j->text);
+            j->stop_word = (int)k;
+        }
+    }
+    if (cut != SIZE_MAX) {
+        j->n_text = cut;
+        j->text[cut] = 0;
+        j->stop = SL_STOP_WORD;
+    }
+    const size_t ready = j->n_text - held_back(j);
+    if (ready > j->n_ready) j->n_ready = ready;
+    if (j->n_ready > j->n_text) j->n_ready = j->n_text;
+    return true;
+}
+
+/* ---- the worker ----------------------------------------------------------------------------- */
+
+/* Evaluates and samples the next token in one call (a greedy pick happens where the output
+ * layer ran: on a GPU only the id comes back). */
+static sl_status eval(slot *sl, sl_sampler *smp, const int32_t *tok, size_t n, int32_t *next,
+                      double *secs, sl_error *err)
+{
+    sl_serve_pool *pool = sl->pool;
+    if (pool->eval_mu) pthread_mutex_lock(pool->eval_mu);
+    const double t0 = sl_cli_now_s();
+    const sl_status st = sl_ctx_eval_sample(sl->ctx, smp, tok, n, next, err);
+    *secs += sl_cli_now_s() - t0;
+    if (pool->eval_mu) pthread_mutex_unlock(pool->eval_mu);
+    return st;
+}
+
+static void job_fail(sl_serve_job *j, int status, const char *what, const char *msg)
+{
+    pthread_mutex_lock(&j->mu);
+    j->error_status = status;
+    snprintf(j->error_msg, sizeof j->error_msg, "%s: %s", what, msg);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Runs one job on the slot's context, its model held from the first step to the last (so
+ * that no other request evicts or moves it between two steps). Mirrors generate.c's loop
+ * step for step. */
+static void run_job(slot *sl, sl_serve_job *j)
+{
+    sl_serve_pool *pool = sl->pool;
+    sl_error err = {0};
+    sl_sampler *smp = NULL;
+    sl_serve_stop stop = SL_STOP_LIMIT;
+    const int held = sl__serve_model_hold(pool->s, pool->sm, &err);
+    if (held) {
+        job_fail(j, held, "model", err.msg);
+        goto done;
+    }
+    if (!sl->ctx && sl_ctx_create(pool->m, &pool->co, &sl->ctx, &err)) {
+        job_fail(j, 500, "context", err.msg);
+        goto done;
+    }
+    if (sl_ctx_rewind(sl->ctx, 0, &err)) {
+        job_fail(j, 500, "rewind", err.msg);
+        goto done;
+    }
+    if (sl_sampler_create(&j->p.so, &smp, &err)) {
+        job_fail(j, 500, "sampler", err.msg);
+        goto done;
+    }
+    int32_t next;
+    if (eval(sl, smp, j->prompt, j->n_prompt, &next, &j->prompt_s, &err)) {
+        job_fail(j, 500, "prefill", err.msg);
+        goto done;
+    }
+    const int32_t max_gen = j->p.n_predict < 0 ? pool->n_ctx : j->p.n_predict;
+    for (int32_t n_gen = 0; n_gen < max_gen;) {
+        const int32_t tok = next;
+        if (tok == pool->info.eos && !j->p.ignore_eos) {
+            stop = SL_STOP_EOS;
+            break;
+        }
+        n_gen++;
+        size_t n;
+        if (sl_cli_token_piece(pool->m, tok, &sl->piece, &sl->piece_cap, &n, &err)) {
+            job_fail(j, 500, "detokenize", err.msg[0] ? err.msg : "out of memory");
+            goto done;
+        }
+        pthread_mutex_lock(&j->mu);
+        const bool ok = job_append(j, sl->piece, n) && !sl__serve_job_validate(j, &err);
+        j->n_predicted = n_gen;
+        const bool cancel = j->cancel, word = j->stop == SL_STOP_WORD;
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
+        if (!ok) {
+            job_fail(j, 500, "generate", err.msg[0] ? err.msg : "out of memory");
+            goto done;
+        }
+        if (word) {
+            stop = SL_STOP_WORD;
+            break;
+        }
+        if (cancel) {
+            stop = SL_STOP_NONE;
+            break;
+        }
+        if (n_gen == max_gen) break; /* the last token needs no eval */
+        if (sl_ctx_n_past(sl->ctx) >= pool->n_ctx) break;
+        if (eval(sl, smp, &tok, 1, &next, &j->gen_s, &err)) {
+            job_fail(j, 500, "decode", err.msg);
+            goto done;
+        }
+        j->n_decoded++;
+    }
+done:
+    sl_sampler_destroy(smp);
+    if (!held) sl__serve_model_unhold(pool->s, pool->sm);
+    pthread_mutex_lock(&j->mu);
+    j->stop = j->error_status ? SL_STOP_NONE : stop;
+    j->n_ready = j->n_text;
+    j->state = SL_JOB_DONE;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void *worker(void *arg)
+{
+    slot *sl = arg;
+    sl_serve_pool *pool = sl->pool;
+    pthread_mutex_lock(&pool->mu);
+    for (;;) {
+        while (!pool->head && !pool->stopping) pthread_cond_wait(&pool->cv, &pool->mu);
+        if (pool->stopping) break;
+        qnode *q = pool->head;
+        pool->head = q->next;
+        if (!pool->head) pool->tail = NULL;
+        sl_serve_job *j = q->job;
+        free(q);
+        pool->c.queued--;
+        pool->c.busy++;
+        sl->job = j;
+        pthread_mutex_unlock(&pool->mu);
+
+        pthread_mutex_lock(&j->mu);
+        const bool skip = j->cancel;
+        j->state = SL_JOB_RUNNING;
+        j->slot = sl->id;
+        pthread_mutex_unlock(&j->mu);
+        if (skip) { /* the client left while the job waited */
+            pthread_mutex_lock(&j->mu);
+            j->state = SL_JOB_DONE;
+            pthread_cond_broadcast(&j->cv);
+            pthread_mutex_unlock(&j->mu);
+        } else {
+            run_job(sl, j);
+        }
+        sl_ctx_stats stats = sl->stats;
+        if (sl->ctx) sl_ctx_stats_get(sl->ctx, &stats);
+        sl_model_info info;
+        if (pool->eval_mu) pthread_mutex_lock(pool->eval_mu);
+        sl_model_info_get(pool->m, &info);
+        if (pool->eval_mu) pthread_mutex_unlock(pool->eval_mu);
+
+        pthread_mutex_lock(&j->mu);
+        const bool failed = j->error_status != 0, cancelled = j->cancel;
+        const int32_t n_predicted = j->n_predicted;
+        pthread_mutex_unlock(&j->mu);
+        pthread_mutex_lock(&pool->mu);
+        sl->stats = stats;
+        pool->c.model = info;
+        pool->c.busy--;
+        sl->job = NULL;
+        pool->c.prompt_tokens += skip ? 0 : j->n_prompt;
+        pool->c.prompt_s += j->prompt_s;
+        pool->c.predicted_tokens += (uint64_t)n_predicted;
+        pool->c.predicted_s += j->gen_s;
+        pool->c.decoded += (uint64_t)j->n_decoded;
+        pool->c.n_decode += (uint64_t)j->n_decoded + (skip ? 0 : 1);
+        if (failed) pool->c.requests_failed++;
+        else if (cancelled) pool->c.requests_cancelled++;
+        else pool->c.requests_done++;
+        sl__serve_job_release(j);
+    }
+    pthread_mutex_unlock(&pool->mu);
+    return NULL;
+}
+
+/* ---- the pool ------------------------------------------------------------------------------- */
+
+sl_status sl__serve_pool_create(sl_serve *s, sl_serve_model *sm, const sl_ctx_options *co,
+                                int n_slots, pthread_mutex_t *eval_mu, sl_serve_pool **out,
+                                sl_error *err)
+{
+    *out = NULL;
+    sl_serve_pool *pool = calloc(1, sizeof *pool);
+    slot *slots = calloc((size_t)n_slots, sizeof *slots);
+    if (!pool || !slots) {
+        free(pool);
+        free(slots);
+        return sl_error_set(err, SL_ERR_NOMEM, "out of memory");
+    }
+    sl_model *m = sm->model;
+    pool->s = s;
+    pool->sm = sm;
+    pool->m = m;
+    sl_model_info_get(m, &pool->info);
+    pool->c.model = pool->info;
+    pool->n_ctx = co->n_ctx ? co->n_ctx
+                            : (pool->info.n_ctx_train < 4096 ? pool->info.n_ctx_train : 4096);
+    pool->n_slots = n_slots;
+    pool->slots = slots;
+    pool->eval_mu = eval_mu;
+    pool->co = *co;
+    pool->co.n_ctx = pool->n_ctx;
+    pthread_mutex_init(&pool->mu, NULL);
+    pthread_cond_init(&pool->cv, NULL);
+    sl_status st = SL_OK;
+    for (int i = 0; i < n_slots && !st; i++) {
+        slots[i] = (slot){.pool = pool, .id = i};
+        if (!s->rt && (st = sl_ctx_create(m, &pool->co, &slots[i].ctx, err))) break;
+        if (slots[i].ctx) sl_ctx_stats_get(slots[i].ctx, &slots[i].stats);
+        if (pthread_create(&slots[i].thread, NULL, worker, &slots[i]))
+            st = sl_error_set(err, SL_ERR_NOMEM, "slot %d: cannot start its thread", i);
+        else
+            slots[i].started = true;
+    }
+    if (st) {
+        sl__serve_pool_destroy(pool);
+        return st;
+    }
+    *out = pool;
+    return SL_OK;
+}
+
+void sl__serve_pool_stop(sl_serve_pool *pool)
+{
+    pthread_mutex_lock(&pool->mu);
+    if (pool->stopping) {
+        pthread_mutex_unlock(&pool->mu);
+        return;
+    }
+    pool->stopping = true;
+    for (qnode *q = pool->head, *next; q; q = next) {
+        next = q->next;
+        sl_serve_job *j = q->job;
+        pthread_mutex_lock(&j->mu);
+        j->cancel = true;
+        j->error_status = 503;
+        snprintf(j->error_msg, sizeof j->error_msg, "the server is shutting down");
+        j->state = SL_JOB_DONE;
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
+        sl__serve_job_release(j);
+        free(q);
+    }
+    pool->head = pool->tail = NULL;
+    pool->c.queued = 0;
+    for (int i = 0; i < pool->n_slots; i++)
+        if (pool->slots[i].job) sl__serve_job_cancel(pool->slots[i].job);
+    pthread_cond_broadcast(&pool->cv);
+    pthread_mutex_unlock(&pool->mu);
+    for (int i = 0; i < pool->n_slots; i++) {
+        slot *sl = &pool->slots[i];
+        if (sl->started) pthread_join(sl->thread, NULL);
+        sl->started = false;
+    }
+}
+
+void sl__serve_pool_destroy(sl_serve_pool *pool)
+{
+    if (!pool) return;
+    sl__serve_pool_stop(pool);
+    for (int i = 0; i < pool->n_slots; i++) {
+        sl_ctx_destroy(pool->slots[i].ctx);
+        free(pool->slots[i].piece);
+    }
+    pthread_mutex_destroy(&pool->mu);
+    pthread_cond_destroy(&pool->cv);
+    free(pool->slots);
+    free(pool);
+}
+
+int32_t sl__serve_pool_n_ctx(const sl_serve_pool *pool) { return pool->n_ctx; }
+int sl__serve_pool_n_slots(const sl_serve_pool *pool) { return pool->n_slots; }
+
+sl_status sl__serve_pool_submit(sl_serve_pool *pool, sl_serve_job *j, sl_error *err)
+{
+    qnode *q = malloc(sizeof *q);
+    if (!q) return sl_error_set(err, SL_ERR_NOMEM, "out of memory");
+    pthread_mutex_lock(&pool->mu);
+    if (pool->stopping) {
+        pthread_mutex_unlock(&pool->mu);
+        free(q);
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "the server is shutting down");
+    }
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    pthread_mutex_unlock(&j->mu);
+    *q = (qnode){.job = j};
+    if (pool->tail) pool->tail->next = q;
+    else pool->head = q;
+    pool->tail = q;
+    pool->c.queued++;
+    pthread_cond_signal(&pool->cv);
+    pthread_mutex_unlock(&pool->mu);
+    return SL_OK;
+}
+
+void sl__serve_pool_counters(sl_serve_pool *pool, sl_serve_counters *out)
+{
+    pthread_mutex_lock(&pool->mu);
+    *out = pool->c;
+    sl_ctx_stats *e = &out->engine;
+    memset(e, 0, sizeof *e);
+    double overlap = 0;
+    for (int i = 0; i < pool->n_slots; i++) {
+        const sl_ctx_stats *s = &pool->slots[i].stats;
+        e->prefill_tokens += s->prefill_tokens;
+        e->decode_tokens += s->decode_tokens;
+        e->prefill_seconds += s->prefill_seconds;
+        e->decode_seconds += s->decode_seconds;
+        e->expert_calls_cpu += s->expert_calls_cpu;
+        e->expert_calls_gpu += s->expert_calls_gpu;
+        e->expert_fetches += s->expert_fetches;
+        e->expert_fallbacks += s->expert_fallbacks;
+        e->expert_cache_lookups += s->expert_cache_lookups;
+        e->expert_cache_hits += s->expert_cache_hits;
+        e->copies += s->copies;
+        e->copy_bytes += s->copy_bytes;
+        overlap += s->copy_overlap_pct * (double)s->copies;
+        if (!e->moe_scheduler) e->moe_scheduler = s->moe_scheduler;
+    }
+    /* the copies' overlap, weighted by each slot's number of copies */
+    e->copy_overlap_pct = e->copies ? overlap / (double)e->copies : 0;
+    pthread_mutex_unlock(&pool->mu);
+}

@@ -1,0 +1,738 @@
+/* Synthetic models of real architectures, written through the streaming GGUF writer.
+ *
+ * Layout (ggml ne order, ne[0] contiguous = a matmul's input dimension), as llama.cpp's
+ * llama-model.cpp creates the tensors (E = n_embd, H = n_head, Hkv = n_head_kv, D = E / H,
+ * F = n_ff, S = n_ff_shexp, X = n_expert, V = n_vocab):
+ *   token_embd [E, V]   output_norm [E] (F32)   output [E, V] (not gemma3: tied to token_embd)
+ *   blk.i.attn_norm [E] (F32)   attn_q [E, H*D]   attn_k, attn_v [E, Hkv*D]   attn_output [H*D, E]
+ *   qwen2moe: attn_q.bias [H*D], attn_k.bias, attn_v.bias [Hkv*D] (F32)
+ *   qwen3moe, gemma3: attn_q_norm, attn_k_norm [D] (F32); olmoe: attn_q_norm, attn_k_norm [E]
+ *     (F32, which is why olmoe needs Hkv == H: llama.cpp sizes k_norm by n_embd, not Hkv*D)
+ *   gemma3: post_attention_norm [E] (F32, after attention, before the residual add)
+ *   blk.i.ffn_norm [E] (F32)
+ *   dense (llama, gemma3): ffn_gate, ffn_up [E, F]   ffn_down [F, E]
+ *   gemma3: post_ffw_norm [E] (F32, after the FFN, before the residual add)
+ *   MoE: ffn_gate_inp [E, X] (F32, the router)   ffn_gate_exps, ffn_up_exps [E, F, X]
+ *        ffn_down_exps [F, E, X]   (mixtral is arch "llama" with these merged 3-D experts)
+ *   qwen2moe shared expert: ffn_gate_inp_shexp [E] (F32, its sigmoid gate)
+ *        ffn_gate_shexp, ffn_up_shexp [E, S]   ffn_down_shexp [S, E]
+ * Matmul weights (token_embd and output included) get the requested type (MXFP4: the routed
+ * experts only, the others Q8_0, as gpt-oss's files and llama.cpp's MXFP4_MOE); norms, biases, the
+ * router and the shared-expert gate stay F32, as llama.cpp's converter and quantizer keep them
+ * (1-D tensors and ffn_gate_inp are never quantized).
+ * Gemma norms: convert_hf_to_gguf.py (Gemma3Model.modify_tensors) stores 1 + w for every
+ * "*norm.weight" (HF's Gemma3RMSNorm computes x * (1 + w)), so llama.cpp and we multiply by the
+ * stored value as for every other arch; the synthetic stored values are 1 + 0.02 g like all
+ * norms here.
+ *
+ * Weights (synth_rows.c): every row has its own xoshiro256** stream seeded from (seed, tensor
+ * name, row), so values depend on nothing else and rows are made on many threads
+ * (synth_stream.c) with the same bytes for any thread count. Entries are Irwin-Hall(4)
+ * "Gaussian-ish" numbers; matmul weights are scaled by 1/sqrt(fan_in) (fan_in = ne[0]); norms
+ * are 1 + 0.02 g. Big tensors in a block type are resampled from a pool of exactly quantized
+ * rows (synth_rows.c says why and how); FFN gate/up rows carry a Zipf neuron skew.
+ * Metadata: besides llama.cpp's keys, sluice.synth.neuron_skew (and, for MoE archs,
+ * sluice.synth.router_skew) record the skews, F32, so tools can tell what to expect.
+ *
+ * Router (MoE archs): expert popularity follows Zipf, p_e ~ 1 / rank_e^Z, with ranks a random
+ * permutation per layer. Mechanism: hidden dimension 0 is a reserved "bias channel".
+ *   - Every token embedding holds C = sqrt(E - 1) in dimension 0 (about half the row's energy,
+ *     the other entries being unit-variance), so after RMSNorm x[0] ~ sqrt(E / 2) for every
+ *     token.
+ *   - No layer writes dimension 0 (row 0 of attn_output, ffn_down(_exps) is zero) and none
+ *     reads it (column 0 of attn_q/k/v, ffn_gate/up(_exps), output is zero), so the channel
+ *     survives every layer unchanged and does not act as a bias anywhere else.
+ *   - Router row e has w[e][0] = -Z ln(rank_e) / sqrt(E / 2), giving expert e the logit offset
+ *     ln p_e + const; the other entries are random with total logit std ~1 per token, so
+ *     which experts a token picks varies, with frequencies ordered by p_e (softmax with
+ *     Gumbel-like noise picks expert e with probability ~ p_e). Z = 0 gives uniform routing.
+ *   Deeper layers see larger residual norms, so the effective skew weakens somewhat with depth.
+ */
+#include "tools/synth/synth.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gguf/gguf.h"
+#include "kernels/ref/quant.h"
+#include "tools/synth/synth_impl.h"
+#include "tools/synth/synth_vocab.h"
+
+/* ---- architecture table ----------------------------------------------------------------- */
+
+typedef struct arch_info {
+    const char *name;       /* CLI name */
+    const char *gguf_arch;  /* general.architecture */
+    bool moe;
+    bool bpe;               /* GPT-2 byte-level BPE (else SentencePiece) */
+    const char *bpe_pre;    /* tokenizer.ggml.pre */
+    float rope_base;        /* rope.freq_base (gemma3: of the global layers) */
+    float rms_eps;
+    sl__synth_vocab_style vocab;
+} arch_info;
+
+static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
+    [SL_SYNTH_LLAMA] = {"llama", "llama", false, false, NULL, 10000.0f, 1e-5f, SL__VOCAB_SPM},
+    [SL_SYNTH_MIXTRAL] = {"mixtral", "llama", true, false, NULL, 1000000.0f, 1e-5f,
+                          SL__VOCAB_SPM},
+    [SL_SYNTH_QWEN3MOE] = {"qwen3moe", "qwen3moe", true, true, "qwen2", 1000000.0f, 1e-6f,
+                           SL__VOCAB_BPE_IM_END},
+    [SL_SYNTH_OLMOE] = {"olmoe", "olmoe", true, true, "olmo", 10000.0f, 1e-5f, SL__VOCAB_BPE},
+    /* Qwen1.5-MoE-A2.7B: rope_theta 1e6, rms_norm_eps 1e-6, eos <|endoftext|> */
+    [SL_SYNTH_QWEN2MOE] = {"qwen2moe", "qwen2moe", true, true, "qwen2", 1000000.0f, 1e-6f,
+                           SL__VOCAB_BPE},
+    /* Gemma 3: rope_theta 1e6 (global layers; local layers use 10000, fixed in llama.cpp),
+     * rms_norm_eps 1e-6 */
+    [SL_SYNTH_GEMMA3] = {"gemma3", "gemma3", false, false, NULL, 1000000.0f, 1e-6f,
+                         SL__VOCAB_SPM_GEMMA},
+    /* gpt-oss-20b: rope_theta 150000, rms_norm_eps 1e-5; its o200k vocabulary's pre-tokenizer
+     * is "gpt-4o" */
+    [SL_SYNTH_GPT_OSS] = {"gpt-oss", "gpt-oss", true, true, "gpt-4o", 150000.0f, 1e-5f,
+                          SL__VOCAB_BPE},
+    /* DeepSeek-V3: rope_theta 10000, rms_norm_eps 1e-6, pre-tokenizer "deepseek-v3" (not
+     * implemented by runtime/text/pretok.c: the synthetic vocabulary uses the default one) */
+    [SL_SYNTH_DEEPSEEK2] = {"deepseek2", "deepseek2", true, true, "default", 10000.0f, 1e-6f,
+                            SL__VOCAB_BPE},
+};
+
+/* deepseek2's MLA and routing dimensions: the explicit ones, else derived (synth.h). */
+typedef struct mla_dims {
+    int64_t q_lora, kv_lora, nope, rope, v, dense, group, group_used;
+} mla_dims;
+
+static mla_dims mla_of(const sl_synth_params *p)
+{
+    const int64_t D = p->n_head ? p->n_embd / p->n_head : 0;
+    mla_dims d = {p->mla_q_lora ? p->mla_q_lora : p->n_embd / 2,
+                  p->mla_kv_lora ? p->mla_kv_lora : p->n_embd / 2,
+                  p->mla_nope ? p->mla_nope : D, p->mla_rope ? p->mla_rope : D / 2,
+                  p->mla_v ? p->mla_v : D, p->n_dense_lead, 1, 1};
+    if (!p->n_dense_lead && p->n_layer > 1) d.dense = 1;
+    if (p->n_expert >= 8 && p->n_expert % 4 == 0) {
+        const int64_t per = p->n_expert / 4, need = (p->n_expert_used + per - 1) / per;
+        d.group = 4;
+        d.group_used = need > 2 ? need : 2;
+    }
+    return d;
+}
+
+const char *sl_synth_arch_name(sl_synth_arch a)
+{
+    return (unsigned)a < SL_SYNTH_ARCH_COUNT ? k_arch[a].name : "?";
+}
+
+bool sl_synth_arch_is_moe(sl_synth_arch a)
+{
+    return (unsigned)a < SL_SYNTH_ARCH_COUNT && k_arch[a].moe;
+}
+
+sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err)
+{
+    for (int a = 0; a < SL_SYNTH_ARCH_COUNT; a++)
+        if (s && !strcmp(s, k_arch[a].name)) {
+            *out = (sl_synth_arch)a;
+            return SL_OK;
+        }
+    return sl_error_set(err, SL_ERR_INVALID,
+                        "--arch '%s': unknown architecture (llama, mixtral, qwen3moe, olmoe, "
+                        "qwen2moe, gemma3, gpt-oss, deepseek2)",
+                        s ? s : "(null)");
+}
+
+void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->arch = a;
+    p->n_layer = 2;
+    p->n_embd = 64;
+    p->n_ff = 128;
+    p->n_expert = k_arch[a].moe ? 8 : 0;
+    p->n_expert_used = k_arch[a].moe ? 2 : 0;
+    p->n_head = 4;
+    p->n_head_kv = a == SL_SYNTH_OLMOE ? 4 : 2;
+    p->n_vocab = 512;
+    p->n_ctx = 256;
+    p->type = SL_GGML_F32;
+    p->router_skew = 1.0;
+    p->neuron_skew = 0.0; /* on, it makes small models' logits sensitive to routing flips */
+    p->seed = 1;
+    if (a == SL_SYNTH_QWEN2MOE) p->n_ff_shexp = 2 * p->n_ff;
+    if (a == SL_SYNTH_GEMMA3) {
+        p->n_layer = 6; /* llama.cpp's Gemma 3 pattern: every 6th layer is global */
+        p->n_swa = 8;
+    }
+    if (a == SL_SYNTH_GPT_OSS) {
+        p->n_expert = 4;
+        p->n_swa = 8; /* gpt-oss: 128; even layers slide */
+    }
+    if (a == SL_SYNTH_DEEPSEEK2) p->n_layer = 3; /* a dense layer, then two MoE layers */
+}
+
+uint32_t sl_synth_file_type(uint32_t type)
+{
+    switch (type) { /* llama.h enum llama_ftype */
+    case SL_GGML_F32: return 0;   /* LLAMA_FTYPE_ALL_F32 */
+    case SL_GGML_F16: return 1;   /* LLAMA_FTYPE_MOSTLY_F16 */
+    case SL_GGML_Q4_0: return 2;  /* LLAMA_FTYPE_MOSTLY_Q4_0 */
+    case SL_GGML_Q4_1: return 3;  /* LLAMA_FTYPE_MOSTLY_Q4_1 */
+    case SL_GGML_Q8_0: return 7;  /* LLAMA_FTYPE_MOSTLY_Q8_0 */
+    case SL_GGML_Q5_0: return 8;  /* LLAMA_FTYPE_MOSTLY_Q5_0 */
+    case SL_GGML_Q5_1: return 9;  /* LLAMA_FTYPE_MOSTLY_Q5_1 */
+    /* K-quant files with every matmul weight of one type are the _S ("small") mixes: the _M
+     * mixes promote some tensors (attn_v, ffn_down, output) to a wider type, which we don't. */
+    case SL_GGML_Q4_K: return 14; /* LLAMA_FTYPE_MOSTLY_Q4_K_S */
+    case SL_GGML_Q5_K: return 16; /* LLAMA_FTYPE_MOSTLY_Q5_K_S */
+    case SL_GGML_Q6_K: return 18; /* LLAMA_FTYPE_MOSTLY_Q6_K */
+    case SL_GGML_BF16: return 32; /* LLAMA_FTYPE_MOSTLY_BF16 */
+    /* gpt-oss's own files: experts MXFP4, the other matmul weights Q8_0 */
+    case SL_GGML_MXFP4: return 38; /* LLAMA_FTYPE_MOSTLY_MXFP4_MOE */
+    default: return UINT32_MAX;
+    }
+}
+
+static sl_status check_range(const char *flag, uint64_t v, uint64_t lo, uint64_t hi,
+                             sl_error *err)
+{
+    if (v < lo || v > hi)
+        return sl_error_set(err, SL_ERR_RANGE, "%s %llu: out of range [%llu, %llu]", flag,
+                            (unsigned long long)v, (unsigned long long)lo,
+                            (unsigned long long)hi);
+    return SL_OK;
+}
+
+sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
+{
+    sl_status st;
+    if ((unsigned)p->arch >= SL_SYNTH_ARCH_COUNT)
+        return sl_error_set(err, SL_ERR_INVALID, "--arch: invalid architecture %d", (int)p->arch);
+    const arch_info *ai = &k_arch[p->arch];
+    if ((st = check_range("--layers", p->n_layer, 1, 4096, err))) return st;
+    if ((st = check_range("--dim", p->n_embd, 2, 1 << 20, err))) return st;
+    if ((st = check_range("--ffn", p->n_ff, 1, 1 << 22, err))) return st;
+    if ((st = check_range("--heads", p->n_head, 1, p->n_embd, err))) return st;
+    if ((st = check_range("--kv-heads", p->n_head_kv, 1, p->n_head, err))) return st;
+    if ((st = check_range("--vocab", p->n_vocab, SL_SYNTH_MIN_VOCAB, SL_SYNTH_MAX_VOCAB, err)))
+        return sl_error_set(err, st,
+                            "--vocab %u: must be in [%u, %u]: the tokenizer's base vocabulary "
+                            "alone has up to %u tokens (3 or 4 special + 256 byte tokens)",
+                            p->n_vocab, (unsigned)SL_SYNTH_MIN_VOCAB,
+                            (unsigned)SL_SYNTH_MAX_VOCAB, (unsigned)SL_SYNTH_BASE_VOCAB);
+    if ((st = check_range("--ctx", p->n_ctx, 1, 1 << 24, err))) return st;
+    if (p->n_embd % p->n_head)
+        return sl_error_set(err, SL_ERR_INVALID, "--heads %u: --dim %u is not divisible by it",
+                            p->n_head, p->n_embd);
+    if ((p->n_embd / p->n_head) % 2)
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--heads %u: head dimension --dim/--heads = %u is odd; RoPE rotates "
+                            "pairs of dimensions",
+                            p->n_head, p->n_embd / p->n_head);
+    if (p->n_head % p->n_head_kv)
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--kv-heads %u: --heads %u is not divisible by it", p->n_head_kv,
+                            p->n_head);
+    if (p->arch == SL_SYNTH_QWEN2MOE) {
+        if ((st = check_range("--shared-ffn", p->n_ff_shexp, 1, 1 << 22, err))) return st;
+    } else if (p->n_ff_shexp) {
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--shared-ffn %u: only qwen2moe has a shared expert (not %s)",
+                            p->n_ff_shexp, ai->name);
+    }
+    if (p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GPT_OSS) {
+        if ((st = check_range("--sliding-window", p->n_swa, 1, 1 << 24, err))) return st;
+    } else if (p->n_swa) {
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--sliding-window %u: only gemma3 and gpt-oss have sliding-window "
+                            "layers (not %s)", p->n_swa, ai->name);
+    }
+    if (p->legacy_kv_b && p->arch != SL_SYNTH_DEEPSEEK2)
+        return sl_error_set(err, SL_ERR_INVALID, "--legacy-kv-b: only deepseek2 has an "
+                            "attn_kv_b layout (not %s)", ai->name);
+    if (p->arch == SL_SYNTH_DEEPSEEK2) {
+        const mla_dims d = mla_of(p);
+        if (d.rope < 2 || d.rope % 2 || d.nope < 1 || d.kv_lora < 1 || d.v < 1)
+            return sl_error_set(err, SL_ERR_INVALID, "--dim %u / --heads %u: deepseek2's MLA "
+                                "dimensions (nope %lld, rope %lld, kv_lora %lld, v %lld) need "
+                                "an even rope part >= 2 (head dimension a multiple of 4)",
+                                p->n_embd, p->n_head, (long long)d.nope, (long long)d.rope,
+                                (long long)d.kv_lora, (long long)d.v);
+        if (d.dense > p->n_layer)
+            return sl_error_set(err, SL_ERR_INVALID, "deepseek2: %lld leading dense layers of "
+                                "--layers %u", (long long)d.dense, p->n_layer);
+    }
+    if (p->arch == SL_SYNTH_OLMOE && p->n_head_kv != p->n_head)
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--kv-heads %u: olmoe needs --kv-heads == --heads (%u): llama.cpp "
+                            "sizes OLMoE's attn_k_norm by n_embd",
+                            p->n_head_kv, p->n_head);
+    if (!ai->moe) {
+        if (p->n_expert || p->n_expert_used)
+            return sl_error_set(err, SL_ERR_INVALID,
+                                "--experts/--top-k: %s is dense (use --arch mixtral for "
+                                "llama-style experts)",
+                                ai->name);
+    } else {
+        if ((st = check_range("--experts", p->n_expert, 1, SL_SYNTH_MAX_EXPERTS, err)))
+            return st;
+        if (p->n_expert_used < 1 || p->n_expert_used > p->n_expert)
+            return sl_error_set(err, SL_ERR_INVALID,
+                                "--top-k %u: must be between 1 and --experts (%u)",
+                                p->n_expert_used, p->n_expert);
+    }
+    const sl_gguf_type_info *ti = sl_gguf_type_get(p->type);
+    if (sl_synth_file_type(p->type) == UINT32_MAX || !sl_quant_can_quantize(p->type))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "--type %s: unsupported (%s)",
+                            ti ? ti->name : "?", SL_SYNTH_TYPES);
+    if (p->type == SL_GGML_MXFP4 && !k_arch[p->arch].moe)
+        return sl_error_set(err, SL_ERR_INVALID, "--type MXFP4: for routed experts, and --arch "
+                            "%s has none (MoE archs only)", k_arch[p->arch].name);
+    /* every matmul weight row has --dim or --ffn elements (q/k/v/o rows are --dim since
+     * heads * head_dim == --dim), and a row must be whole blocks */
+    if (p->n_embd % ti->block_size)
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--dim %u: not a multiple of %u, which --type %s needs (its rows "
+                            "are %u-element blocks)",
+                            p->n_embd, ti->block_size, ti->name, ti->block_size);
+    if (p->n_ff % ti->block_size)
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--ffn %u: not a multiple of %u, which --type %s needs (its rows "
+                            "are %u-element blocks)",
+                            p->n_ff, ti->block_size, ti->name, ti->block_size);
+    if (p->n_ff_shexp % ti->block_size)
+        return sl_error_set(err, SL_ERR_INVALID,
+                            "--shared-ffn %u: not a multiple of %u, which --type %s needs (its "
+                            "rows are %u-element blocks)",
+                            p->n_ff_shexp, ti->block_size, ti->name, ti->block_size);
+    if (!isfinite(p->router_skew) || p->router_skew < 0.0 || p->router_skew > 16.0)
+        return sl_error_set(err, SL_ERR_RANGE, "--router-skew %g: must be in [0, 16]",
+                            p->router_skew);
+    /* above 4 the hottest neuron's factor passes sqrt(F) and the rest round towards zero */
+    if (p->relu && p->arch != SL_SYNTH_LLAMA)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "--activation relu: %s is not a dense "
+                            "llama (only --arch llama has a ReLU FFN)", k_arch[p->arch].name);
+    if (!isfinite(p->neuron_skew) || p->neuron_skew < 0.0 || p->neuron_skew > 4.0)
+        return sl_error_set(err, SL_ERR_RANGE, "--neuron-skew %g: must be in [0, 4]",
+                            p->neuron_skew);
+    return SL_OK;
+}
+
+/* ---- tensor plan -------------------------------------------------------------------------- */
+
+static void add(sl__synth_tensor *t, uint32_t *n, sl__synth_kind k, uint32_t type, int64_t ne0,
+                int64_t ne1, int64_t ne2, const char *fmt, int layer)
+{
+    sl__synth_tensor *s = &t[(*n)++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, fmt, layer);
+    s->k = k;
+    s->type = type;
+    s->ne[0] = ne0;
+    s->ne[1] = ne1 ? ne1 : 1;
+    s->ne[2] = ne2 ? ne2 : 1;
+    s->ne[3] = 1;
+    s->n_dims = ne2 ? 3 : ne1 ? 2 : 1;
+    s->layer = strncmp(s->name, "blk.", 4) ? -1 : layer;
+    s->neurons = SL__NEURONS_NONE;
+}
+
+/* The FFN input projection just added carries the neuron skew of FFN `nr`. */
+static void neurons(sl__synth_tensor *t, uint32_t n, sl__synth_neurons nr)
+{
+    t[n - 1].neurons = nr;
+}
+
+enum { PLAN_PER_LAYER = 24, PLAN_FIXED = 4 };
+
+/* A matmul weight's type: the requested one when its rows are whole blocks, else F16 (the
+ * MLA tensors' rows are head-sized, as llama.cpp's quantizer also falls back for them). */
+static uint32_t row_type(uint32_t type, int64_t ne0)
+{
+    const sl_gguf_type_info *ti = sl_gguf_type_get(type);
+    return ti && ne0 % ti->block_size == 0 ? type : SL_GGML_F16;
+}
+
+/* deepseek2's blocks after token_embd (llama_model_deepseek2::load_arch_tensors, MLA layout:
+ * attn_k_b [nope, kv_lora, H], attn_v_b [kv_lora, v, H] as convert_hf_to_gguf.py splits
+ * kv_b_proj), then output_norm and output. */
+static uint32_t plan_mla(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
+{
+    const mla_dims d = mla_of(p);
+    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert, H = p->n_head;
+    const int64_t Dk = d.nope + d.rope, C = d.kv_lora, FD = p->n_ff_dense ? p->n_ff_dense : F;
+    const uint32_t w = p->type, f32 = SL_GGML_F32;
+    for (int i = 0; i < (int)p->n_layer; i++) {
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
+        add(t, &n, SL__K_IN, row_type(w, E), E, d.q_lora, 0, "blk.%d.attn_q_a.weight", i);
+        add(t, &n, SL__K_NORM, f32, d.q_lora, 0, 0, "blk.%d.attn_q_a_norm.weight", i);
+        add(t, &n, SL__K_IN, row_type(w, d.q_lora), d.q_lora, H * Dk, 0,
+            "blk.%d.attn_q_b.weight", i);
+        add(t, &n, SL__K_IN, row_type(w, E), E, C + d.rope, 0, "blk.%d.attn_kv_a_mqa.weight",
+            i);
+        add(t, &n, SL__K_NORM, f32, C, 0, 0, "blk.%d.attn_kv_a_norm.weight", i);
+        if (p->legacy_kv_b) {
+            add(t, &n, SL__K_IN, row_type(w, C), C, H * (d.nope + d.v), 0,
+                "blk.%d.attn_kv_b.weight", i);
+        } else {
+            add(t, &n, SL__K_IN, row_type(w, d.nope), d.nope, C, H, "blk.%d.attn_k_b.weight",
+                i);
+            add(t, &n, SL__K_IN, row_type(w, C), C, d.v, H, "blk.%d.attn_v_b.weight", i);
+        }
+        add(t, &n, SL__K_OUT, row_type(w, H * d.v), H * d.v, E, 0, "blk.%d.attn_output.weight",
+            i);
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
+        if (i < d.dense) {
+            add(t, &n, SL__K_IN, w, E, FD, 0, "blk.%d.ffn_gate.weight", i);
+            neurons(t, n, SL__NEURONS_FFN);
+            add(t, &n, SL__K_IN, w, E, FD, 0, "blk.%d.ffn_up.weight", i);
+            neurons(t, n, SL__NEURONS_FFN);
+            add(t, &n, SL__K_OUT, w, FD, E, 0, "blk.%d.ffn_down.weight", i);
+            continue;
+        }
+        add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
+        add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.exp_probs_b.bias", i);
+        add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_gate_exps.weight", i);
+        neurons(t, n, SL__NEURONS_FFN);
+        add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_up_exps.weight", i);
+        neurons(t, n, SL__NEURONS_FFN);
+        add(t, &n, SL__K_OUT, w, F, E, X, "blk.%d.ffn_down_exps.weight", i);
+        /* one shared expert, as wide as a routed one */
+        add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_gate_shexp.weight", i);
+        neurons(t, n, SL__NEURONS_SHEXP);
+        add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_up_shexp.weight", i);
+        neurons(t, n, SL__NEURONS_SHEXP);
+        add(t, &n, SL__K_OUT, w, F, E, 0, "blk.%d.ffn_down_shexp.weight", i);
+    }
+    add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
+    add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
+    return n;
+}
+
+/* Fills t (capacity PLAN_FIXED + PLAN_PER_LAYER * n_layer) with the model's tensors in file
+ * order. */
+static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
+{
+    const bool moe = k_arch[p->arch].moe;
+    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert;
+    const int64_t S = p->n_ff_shexp;
+    const int64_t D = E / p->n_head, Q = p->n_head * D, KV = p->n_head_kv * D;
+    /* MXFP4 (MXFP4_MOE): the routed experts only, every other matmul weight Q8_0 */
+    const uint32_t wx = p->type, f32 = SL_GGML_F32;
+    const uint32_t w = wx == SL_GGML_MXFP4 ? SL_GGML_Q8_0 : wx;
+    const bool qwen2moe = p->arch == SL_SYNTH_QWEN2MOE, gemma3 = p->arch == SL_SYNTH_GEMMA3;
+    const bool oss = p->arch == SL_SYNTH_GPT_OSS, qkv_bias = qwen2moe || oss;
+    uint32_t n = 0;
+    add(t, &n, SL__K_EMBD, w, E, V, 0, "token_embd.weight", 0);
+    if (p->arch == SL_SYNTH_DEEPSEEK2) return plan_mla(p, t, n);
+    for (int i = 0; i < (int)p->n_layer; i++) {
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
+        add(t, &n, SL__K_IN, w, E, Q, 0, "blk.%d.attn_q.weight", i);
+        if (qkv_bias) add(t, &n, SL__K_BIAS, f32, Q, 0, 0, "blk.%d.attn_q.bias", i);
+        add(t, &n, SL__K_IN, w, E, KV, 0, "blk.%d.attn_k.weight", i);
+        if (qkv_bias) add(t, &n, SL__K_BIAS, f32, KV, 0, 0, "blk.%d.attn_k.bias", i);
+        add(t, &n, SL__K_IN, w, E, KV, 0, "blk.%d.attn_v.weight", i);
+        if (qkv_bias) add(t, &n, SL__K_BIAS, f32, KV, 0, 0, "blk.%d.attn_v.bias", i);
+        add(t, &n, SL__K_OUT, w, Q, E, 0, "blk.%d.attn_output.weight", i);
+        if (oss) {
+            add(t, &n, SL__K_BIAS_OUT, f32, E, 0, 0, "blk.%d.attn_output.bias", i);
+            add(t, &n, SL__K_BIAS, f32, p->n_head, 0, 0, "blk.%d.attn_sinks.weight", i);
+        }
+        if (p->arch == SL_SYNTH_QWEN3MOE || gemma3) {
+            add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_q_norm.weight", i);
+            add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_k_norm.weight", i);
+        } else if (p->arch == SL_SYNTH_OLMOE) {
+            add(t, &n, SL__K_NORM, f32, Q, 0, 0, "blk.%d.attn_q_norm.weight", i);
+            add(t, &n, SL__K_NORM, f32, KV, 0, 0, "blk.%d.attn_k_norm.weight", i);
+        }
+        /* gpt-oss names the FFN's input norm post_attention_norm */
+        if (gemma3 || oss)
+            add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
+        if (!oss) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
+        if (!moe) {
+            add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_gate.weight", i);
+            neurons(t, n, SL__NEURONS_FFN);
+            add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_up.weight", i);
+            neurons(t, n, SL__NEURONS_FFN);
+            add(t, &n, SL__K_OUT, w, F, E, 0, "blk.%d.ffn_down.weight", i);
+        } else {
+            add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
+            add(t, &n, SL__K_IN, wx, E, F, X, "blk.%d.ffn_gate_exps.weight", i);
+            neurons(t, n, SL__NEURONS_FFN);
+            add(t, &n, SL__K_IN, wx, E, F, X, "blk.%d.ffn_up_exps.weight", i);
+            neurons(t, n, SL__NEURONS_FFN);
+            add(t, &n, SL__K_OUT, wx, F, E, X, "blk.%d.ffn_down_exps.weight", i);
+        }
+        if (oss) {
+            add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.ffn_gate_inp.bias", i);
+            add(t, &n, SL__K_BIAS, f32, F, X, 0, "blk.%d.ffn_gate_exps.bias", i);
+            add(t, &n, SL__K_BIAS, f32, F, X, 0, "blk.%d.ffn_up_exps.bias", i);
+            add(t, &n, SL__K_BIAS_OUT, f32, E, X, 0, "blk.%d.ffn_down_exps.bias", i);
+        }
+        if (qwen2moe) {
+            /* the gate reads the residual stream like any input matmul (column 0 zero) */
+            add(t, &n, SL__K_IN, f32, E, 0, 0, "blk.%d.ffn_gate_inp_shexp.weight", i);
+            add(t, &n, SL__K_IN, w, E, S, 0, "blk.%d.ffn_gate_shexp.weight", i);
+            neurons(t, n, SL__NEURONS_SHEXP);
+            add(t, &n, SL__K_IN, w, E, S, 0, "blk.%d.ffn_up_shexp.weight", i);
+            neurons(t, n, SL__NEURONS_SHEXP);
+            add(t, &n, SL__K_OUT, w, S, E, 0, "blk.%d.ffn_down_shexp.weight", i);
+        }
+        if (gemma3) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_ffw_norm.weight", i);
+    }
+    add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
+    /* Gemma 3 ties the output projection to token_embd (llama.cpp duplicates it on load) */
+    if (!gemma3) add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
+    return n;
+}
+
+/* ---- metadata ---------------------------------------------------------------------------- */
+
+typedef struct kv_ctx {
+    sl_gguf_writer *w;
+    const char *arch;
+    sl_error *err;
+    sl_status st;
+    uint32_t n;
+} kv_ctx;
+
+static void kv_u32(kv_ctx *c, const char *key, uint32_t v)
+{
+    if (c->st) return;
+    c->st = sl_gguf_writer_set_u32(c->w, key, v, c->err);
+    c->n++;
+}
+
+static void kv_arch_u32(kv_ctx *c, const char *suffix, uint32_t v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", c->arch, suffix);
+    kv_u32(c, key, v);
+}
+
+static void kv_arch_f32(kv_ctx *c, const char *suffix, float v)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", c->arch, suffix);
+    if (c->st) return;
+    c->st = sl_gguf_writer_set_f32(c->w, key, v, c->err);
+    c->n++;
+}
+
+static void kv_str(kv_ctx *c, const char *key, const char *v)
+{
+    if (c->st) return;
+    c->st = sl_gguf_writer_set_str(c->w, key, v, c->err);
+    c->n++;
+}
+
+static void kv_bool(kv_ctx *c, const char *key, bool v)
+{
+    if (c->st) return;
+    c->st = sl_gguf_writer_set_bool(c->w, key, v, c->err);
+    c->n++;
+}
+
+/* DeepseekV2Model.set_gguf_parameters (MLA layout) with DeepSeek-V3's routing and YaRN
+ * (factor 40 over 4096, mscale_all_dim 1: yarn_log_multiplier 0.1). */
+static void write_kv_mla(kv_ctx *c, const sl_synth_params *p)
+{
+    const mla_dims d = mla_of(p);
+    kv_arch_u32(c, "vocab_size", p->n_vocab);
+    kv_arch_u32(c, "leading_dense_block_count", (uint32_t)d.dense);
+    kv_arch_u32(c, "attention.q_lora_rank", (uint32_t)d.q_lora);
+    kv_arch_u32(c, "attention.kv_lora_rank", (uint32_t)d.kv_lora);
+    if (p->legacy_kv_b) { /* the per-head sizes of the attention kv_b expands to */
+        kv_arch_u32(c, "attention.key_length", (uint32_t)(d.nope + d.rope));
+        kv_arch_u32(c, "attention.value_length", (uint32_t)d.v);
+    } else {
+        kv_arch_u32(c, "attention.key_length", (uint32_t)(d.kv_lora + d.rope));
+        kv_arch_u32(c, "attention.value_length", (uint32_t)d.kv_lora);
+        kv_arch_u32(c, "attention.key_length_mla", (uint32_t)(d.nope + d.rope));
+        kv_arch_u32(c, "attention.value_length_mla", (uint32_t)d.v);
+    }
+    kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
+    kv_arch_u32(c, "expert_shared_count", 1);
+    kv_arch_f32(c, "expert_weights_scale", 2.5f);
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", c->arch);
+    kv_bool(c, key, true);
+    kv_arch_u32(c, "expert_gating_func", 2); /* sigmoid */
+    if (d.group > 1) {
+        kv_arch_u32(c, "expert_group_count", (uint32_t)d.group);
+        kv_arch_u32(c, "expert_group_used_count", (uint32_t)d.group_used);
+    }
+    kv_arch_u32(c, "rope.dimension_count", (uint32_t)d.rope);
+    kv_str(c, "deepseek2.rope.scaling.type", "yarn");
+    kv_arch_f32(c, "rope.scaling.factor", 40.0f);
+    kv_arch_u32(c, "rope.scaling.original_context_length", 4096);
+    kv_arch_f32(c, "rope.scaling.yarn_log_multiplier", 0.1f);
+}
+
+/* Keys as convert_hf_to_gguf.py writes them for the corresponding HF models. */
+static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab *v)
+{
+    const arch_info *ai = &k_arch[p->arch];
+    const uint32_t head_dim = p->n_embd / p->n_head;
+    char name[64];
+    snprintf(name, sizeof name, "sluice-synth-%s", ai->name);
+    kv_str(c, "general.architecture", ai->gguf_arch);
+    kv_str(c, "general.type", "model");
+    kv_str(c, "general.name", name);
+    kv_u32(c, "general.file_type", sl_synth_file_type(p->type));
+    kv_u32(c, "general.quantization_version", 2); /* GGML_QNT_VERSION */
+    if (!strcmp(ai->gguf_arch, "llama")) kv_arch_u32(c, "vocab_size", p->n_vocab); /* LlamaModel */
+    kv_arch_u32(c, "context_length", p->n_ctx);
+    kv_arch_u32(c, "embedding_length", p->n_embd);
+    kv_arch_u32(c, "block_count", p->n_layer);
+    /* qwen2moe: Qwen1.5-MoE's intermediate_size equals its shared expert's width */
+    kv_arch_u32(c, "feed_forward_length",
+                p->arch == SL_SYNTH_QWEN2MOE ? p->n_ff_shexp
+                : p->n_ff_dense              ? p->n_ff_dense
+                                             : p->n_ff);
+    kv_arch_u32(c, "attention.head_count", p->n_head);
+    /* deepseek2: MLA is MQA over one latent head (the legacy layout: MHA, one per head) */
+    kv_arch_u32(c, "attention.head_count_kv",
+                p->arch != SL_SYNTH_DEEPSEEK2 ? p->n_head_kv
+                : p->legacy_kv_b              ? p->n_head
+                                              : 1);
+    kv_arch_f32(c, "rope.freq_base", ai->rope_base);
+    kv_arch_f32(c, "attention.layer_norm_rms_epsilon", ai->rms_eps);
+    if (ai->moe) {
+        kv_arch_u32(c, "expert_count", p->n_expert);
+        kv_arch_u32(c, "expert_used_count", p->n_expert_used);
+    }
+    if (p->arch == SL_SYNTH_LLAMA || p->arch == SL_SYNTH_MIXTRAL)
+        kv_arch_u32(c, "rope.dimension_count", head_dim);
+    if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN2MOE ||
+        p->arch == SL_SYNTH_GPT_OSS)
+        kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
+    if (p->arch == SL_SYNTH_QWEN2MOE)
+        kv_arch_u32(c, "expert_shared_feed_forward_length", p->n_ff_shexp);
+    if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_GEMMA3 ||
+        p->arch == SL_SYNTH_GPT_OSS) {
+        kv_arch_u32(c, "attention.key_length", head_dim);
+        kv_arch_u32(c, "attention.value_length", head_dim);
+    }
+    if (p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GPT_OSS)
+        kv_arch_u32(c, "attention.sliding_window", p->n_swa);
+    if (p->arch == SL_SYNTH_GPT_OSS) {
+        /* GptOssModel.set_gguf_parameters: YaRN x32 over a 4096-token original context */
+        kv_arch_u32(c, "rope.dimension_count", head_dim);
+        kv_str(c, "gpt-oss.rope.scaling.type", "yarn");
+        kv_arch_f32(c, "rope.scaling.factor", 32.0f);
+        kv_arch_u32(c, "rope.scaling.original_context_length", 4096);
+    }
+
+    if (p->arch == SL_SYNTH_DEEPSEEK2) write_kv_mla(c, p);
+
+    kv_str(c, "tokenizer.ggml.model", ai->bpe ? "gpt2" : "llama");
+    if (ai->bpe) kv_str(c, "tokenizer.ggml.pre", ai->bpe_pre);
+    if (!c->st) {
+        c->st = sl_gguf_writer_set_arr_str(c->w, "tokenizer.ggml.tokens", v->tokens, v->n, c->err);
+        c->n++;
+    }
+    if (!c->st && v->scores) {
+        c->st = sl_gguf_writer_set_arr(c->w, "tokenizer.ggml.scores", SL_GGUF_F32, v->scores,
+                                       v->n, c->err);
+        c->n++;
+    }
+    if (!c->st) {
+        c->st = sl_gguf_writer_set_arr(c->w, "tokenizer.ggml.token_type", SL_GGUF_I32, v->types,
+                                       v->n, c->err);
+        c->n++;
+    }
+    if (!c->st && ai->bpe) {
+        c->st = sl_gguf_writer_set_arr_str(c->w, "tokenizer.ggml.merges", v->merges,
+                                           v->n_merges, c->err);
+        c->n++;
+    }
+    kv_u32(c, "tokenizer.ggml.bos_token_id", v->bos);
+    kv_u32(c, "tokenizer.ggml.eos_token_id", v->eos);
+    if (v->unk != UINT32_MAX) kv_u32(c, "tokenizer.ggml.unknown_token_id", v->unk);
+    if (v->pad != UINT32_MAX) kv_u32(c, "tokenizer.ggml.padding_token_id", v->pad);
+    kv_bool(c, "tokenizer.ggml.add_bos_token", !ai->bpe);
+    kv_bool(c, "tokenizer.ggml.add_eos_token", false);
+    /* Gemma3Model.set_vocab: SentencePiece without the dummy-prefix space */
+    if (p->arch == SL_SYNTH_GEMMA3) kv_bool(c, "tokenizer.ggml.add_space_prefix", false);
+    /* ours: the FFN's activation where it is not the arch's (no llama.cpp key exists) */
+    if (p->relu) kv_str(c, "sluice.feed_forward_activation", "relu");
+    /* ours: what the weights were made to contain */
+    if (ai->moe && !c->st) {
+        c->st = sl_gguf_writer_set_f32(c->w, "sluice.synth.router_skew", (float)p->router_skew,
+                                       c->err);
+        c->n++;
+    }
+    if (!c->st) {
+        c->st = sl_gguf_writer_set_f32(c->w, "sluice.synth.neuron_skew", (float)p->neuron_skew,
+                                       c->err);
+        c->n++;
+    }
+}
+
+/* ---- writing ----------------------------------------------------------------------------- */
+
+int sl_synth_default_threads(void)
+{
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > SL_SYNTH_MAX_THREADS ? SL_SYNTH_MAX_THREADS : (int)n;
+}
+
+sl_status sl_synth_write(const sl_synth_params *p, const char *path, int n_threads,
+                         void (*progress)(void *user, uint64_t done, uint64_t total),
+                         void *progress_user, sl_synth_summary *summary, sl_error *err)
+{
+    sl_status st = sl_synth_validate(p, err);
+    if (st) return st;
+    if (n_threads < 0 || n_threads > SL_SYNTH_MAX_THREADS)
+        return sl_error_set(err, SL_ERR_RANGE, "--threads %d: must be in [1, %d]", n_threads,
+                            SL_SYNTH_MAX_THREADS);
+    if (n_threads == 0) n_threads = sl_synth_default_threads();
+    const arch_info *ai = &k_arch[p->arch];
+    const uint32_t cap = PLAN_FIXED + PLAN_PER_LAYER * p->n_layer;
+    sl__synth_tensor *t = calloc(cap, sizeof *t);
+    sl__synth_vocab vocab = {0};
+    sl_gguf_writer *w = NULL;
+    if (!t) return sl_error_set(err, SL_ERR_NOMEM, "mkmodel: out of memory (tensor plan)");
+    const uint32_t n_t = plan(p, t);
+
+    /* sizes first: fail on overflow before creating the file */
+    uint64_t data_bytes = 0;
+    for (uint32_t i = 0; i < n_t; i++) {
+        uint64_t nb;
+        st = sl_gguf_type_nbytes(t[i].type, t[i].n_dims, t[i].ne, &nb, t[i].name, err);
+        if (st) goto out;
+        if (data_bytes + nb < data_bytes) {
+            st = sl_error_set(err, SL_ERR_RANGE, "mkmodel: model size overflows 64 bits");
+            goto out;
+        }
+        data_bytes += nb;
+    }
+
+    st = sl__synth_vocab_build(ai->vocab, p->n_vocab, &vocab, err);
+    if (st) goto out;
+    const sl_gguf_writer_options wo = {.progress = progress, .progress_user = progress_user};
+    st = sl_gguf_writer_create(path, &wo, &w, err);
+    if (st) goto out;
+    kv_ctx kc = {w, ai->gguf_arch, err, SL_OK, 0};
+    write_kv(&kc, p, &vocab);
+    if ((st = kc.st)) goto out;
+    for (uint32_t i = 0; i < n_t; i++) {
+        st = sl_gguf_writer_add_tensor(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne, err);
+        if (st) goto out;
+    }
+    if ((st = sl__synth_stream(p, t, n_t, w, n_threads, err))) goto out;
+    if ((st = sl_gguf_writer_finish(w, err))) goto out;
+    if (summary) {
+        summary->n_tensors = n_t;
+        summary->data_bytes = data_bytes;
+        summary->n_kv = kc.n;
+        summary->n_threads = n_threads;
+    }
+out:
+    sl_gguf_writer_destroy(w); /* removes the file if unfinished */
+    sl__synth_vocab_free(&vocab);
+    free(t);
+    return st;
+}

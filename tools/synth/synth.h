@@ -1,0 +1,128 @@
+/* synth: synthetic GGUF models in the layouts llama.cpp loads (llama, mixtral, qwen3moe, olmoe,
+ * qwen2moe, gemma3, gpt-oss, deepseek2).
+ *
+ * What a file contains (names, shapes in ggml ne order, keys) follows llama.cpp's
+ * llama-model.cpp / llama-arch.cpp and convert_hf_to_gguf.py; tests/mkmodel/mkmodel_test.py
+ * checks it against an independent table. Weights are deterministic functions of (seed, tensor
+ * name, row), so the same parameters give byte-identical files whatever the thread count, and a
+ * tensor's values do not depend on which other tensors exist. Expert popularity follows a Zipf
+ * law (see synth.c, "Router"); so does FFN neuron magnitude (synth_rows.c, "Neuron skew").
+ *
+ * Speed: rows are made on a pool of threads; big tensors in a block type (Q4_K experts of a
+ * 30B model) are resampled from a pool of exactly quantized rows unless exact_quant is set
+ * (synth_rows.c), which makes a Qwen3-30B-A3B-shaped file a matter of write bandwidth.
+ *
+ * Memory: tensors are generated in chunks of about 1 MiB, two per thread plus two, and written
+ * in order through the streaming GGUF writer; besides the vocabulary only per-tensor tables
+ * (pool rows, neuron factors) of the tensors in flight are held. No global state; functions are
+ * reentrant.
+ */
+#ifndef SL_TOOLS_SYNTH_H
+#define SL_TOOLS_SYNTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+typedef enum sl_synth_arch {
+    SL_SYNTH_LLAMA = 0,     /* dense llama */
+    SL_SYNTH_MIXTRAL,       /* general.architecture "llama" with merged 3-D experts */
+    SL_SYNTH_QWEN3MOE,
+    SL_SYNTH_OLMOE,
+    SL_SYNTH_QWEN2MOE,      /* routed experts + a sigmoid-gated shared expert, q/k/v biases */
+    SL_SYNTH_GEMMA3,        /* dense; q/k norms, post-norms, GeGLU, sliding-window layers, tied
+                             * output */
+    SL_SYNTH_GPT_OSS,       /* routed experts with biases, clamped SwiGLU, attention biases and
+                             * sinks, alternating sliding-window layers, YaRN rope */
+    SL_SYNTH_DEEPSEEK2,     /* DeepSeek-V3 layout: MLA (q_a/q_b, kv_a_mqa, k_b/v_b), a leading
+                             * dense layer, sigmoid group-limited routing with the selection
+                             * bias, one shared expert, YaRN */
+    SL_SYNTH_ARCH_COUNT
+} sl_synth_arch;
+
+enum {
+    SL_SYNTH_BASE_VOCAB = 260,    /* at most 4 special + 256 byte tokens, every tokenizer style */
+    SL_SYNTH_MIN_VOCAB = 300,     /* base plus room for a few merges / pieces */
+    SL_SYNTH_MAX_VOCAB = 1 << 20,
+    SL_SYNTH_MAX_EXPERTS = 512,   /* llama.cpp's LLAMA_MAX_EXPERTS */
+    SL_SYNTH_MAX_THREADS = 1024,
+};
+
+typedef struct sl_synth_params {
+    sl_synth_arch arch;
+    uint32_t n_layer;       /* --layers */
+    uint32_t n_embd;        /* --dim */
+    uint32_t n_ff;          /* --ffn: dense FFN width, or per-expert width for MoE */
+    uint32_t n_expert;      /* --experts: 0 for llama (dense) */
+    uint32_t n_expert_used; /* --top-k: 0 for llama */
+    uint32_t n_head;        /* --heads; head_dim = n_embd / n_head */
+    uint32_t n_head_kv;     /* --kv-heads */
+    uint32_t n_vocab;       /* --vocab */
+    uint32_t n_ctx;         /* --ctx: context_length */
+    uint32_t n_ff_shexp;    /* --shared-ffn: shared-expert FFN width (qwen2moe; else 0) */
+    uint32_t n_swa;         /* --sliding-window: local layers' window in tokens (gemma3,
+                             * gpt-oss; else 0) */
+    uint32_t type;          /* --type: ggml type of matmul weights (SL_SYNTH_TYPES); MXFP4
+                             * (MoE only): routed experts MXFP4, other matmuls Q8_0 */
+    double router_skew;     /* --router-skew: Zipf exponent Z of expert popularity */
+    double neuron_skew;     /* --neuron-skew: Zipf exponent of FFN neuron activations, [0, 4] */
+    bool exact_quant;       /* --exact-quant: quantize every row (no pooled resampling) */
+    bool relu;              /* --activation relu: a ReLU FFN (dense llama only), written as
+                             * sluice.feed_forward_activation = "relu" (runtime/engine/arch.c) */
+    uint64_t seed;          /* --seed */
+    /* deepseek2 only (no flags; 0: derived from --dim/--heads with D = dim / heads: q_lora and
+     * kv_lora dim / 2, nope D, rope D / 2, v D; leading dense layers 1 if --layers > 1;
+     * expert groups 4 if --experts is a multiple of 4, using the fewest that hold --top-k,
+     * at least half) */
+    uint32_t mla_q_lora, mla_kv_lora, mla_nope, mla_rope, mla_v;
+    uint32_t n_dense_lead;
+    uint32_t n_ff_dense;    /* the leading dense layers' FFN width (0: --ffn) */
+    bool legacy_kv_b;       /* --legacy-kv-b: deepseek2 in the layout before llama.cpp split
+                             * kv_b (blk.N.attn_kv_b [kv_lora, heads * (nope + v)], per-head
+                             * key/value_length, head_count_kv = heads, no *_mla keys) */
+} sl_synth_params;
+
+typedef struct sl_synth_summary {
+    uint32_t n_tensors;
+    uint64_t data_bytes;    /* tensor data, unpadded */
+    uint32_t n_kv;
+    int n_threads;          /* threads that made the rows */
+} sl_synth_summary;
+
+/* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2"; "?"
+ * out of range. */
+const char *sl_synth_arch_name(sl_synth_arch a);
+/* Whether the architecture has routed experts (--experts/--top-k apply). */
+bool sl_synth_arch_is_moe(sl_synth_arch a);
+/* Parses an arch name (exact, lower case). SL_ERR_INVALID naming the value and the choices. */
+sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err);
+/* The architecture's default small model (layers 2, dim 64, ffn 128, 8 experts top-2 for MoE,
+ * heads 4, kv-heads 2 (4 for olmoe), vocab 512, ctx 256, F32, router skew 1.0, neuron
+ * skew 0, exact_quant false, seed 1; qwen2moe:
+ * shared-ffn 2 * ffn = 256; gemma3: layers 6 (so that layer 5 is a global-attention layer),
+ * sliding-window 8; gpt-oss: 4 experts top-2, sliding-window 8, so that 2 layers have one
+ * sliding and one global layer; deepseek2: 3 layers (one leading dense), heads 4, the MLA
+ * dimensions derived as sl_synth_params says). */
+void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p);
+/* Checks every field for range and consistency; the message names the CLI flag (e.g. "--heads")
+ * and the values at fault. SL_ERR_INVALID or SL_ERR_RANGE. */
+sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err);
+/* The --type values mkmodel accepts, for messages. */
+#define SL_SYNTH_TYPES "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4"
+/* general.file_type (llama_ftype) for a weight type (one of SL_SYNTH_TYPES): 0 F32, 1 F16,
+ * 2 Q4_0, 3 Q4_1, 7 Q8_0, 8 Q5_0, 9 Q5_1, 14 Q4_K_S, 16 Q5_K_S, 18 Q6_K, 32 BF16,
+ * 38 MXFP4_MOE; UINT32_MAX if none. */
+uint32_t sl_synth_file_type(uint32_t type);
+/* Online CPUs, clamped to [1, SL_SYNTH_MAX_THREADS]. */
+int sl_synth_default_threads(void);
+/* Validates p and writes the model to `path` (one file), making rows on n_threads threads
+ * (0: sl_synth_default_threads(); the bytes do not depend on it). SL_ERR_RANGE naming
+ * --threads outside [0, SL_SYNTH_MAX_THREADS]. On failure nothing is left at path (the writer
+ * removes unfinished files). progress (may be NULL) follows the data written, as
+ * sl_gguf_writer_options.progress. summary may be NULL. */
+sl_status sl_synth_write(const sl_synth_params *p, const char *path, int n_threads,
+                         void (*progress)(void *user, uint64_t done, uint64_t total),
+                         void *progress_user, sl_synth_summary *summary, sl_error *err);
+
+#endif
