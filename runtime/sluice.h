@@ -20,6 +20,7 @@
 
 #include "base/parse.h"
 #include "base/status.h"
+#include "scheduler/policy/place_mode.h"
 
 /* The accepted range of every numeric option below, checked by the call that reads it
  * (sl_model_open, sl_ctx_create, sl_sampler_create) with base/parse.h's sl_check_*; a front
@@ -40,21 +41,13 @@ enum { SL_N_THREADS_MAX = 1024 }; /* kernels/cpu's pool limit */
 typedef struct sl_model sl_model;
 typedef struct sl_ctx sl_ctx;
 
-/* Where weights live. Names follow llama.cpp where the concept is the same. */
-typedef enum sl_placement {
-    SL_PLACE_AUTO = 0,        /* all on GPU if it fits in the budget, else the experts of the
-                                 first layers on CPU (--n-cpu-moe), else the last layers on the
-                                 GPU (-ngl) that fit; all on the CPU when the device is auto
-                                 and finds no usable CUDA device */
-    SL_PLACE_GPU = 1,         /* everything on the GPU */
-    SL_PLACE_LAYERS = 2,      /* the LAST gpu_layers layers on the GPU, and the output matrix
-                                 when gpu_layers > n_layer (llama.cpp -ngl) */
-    SL_PLACE_EXPERTS_CPU = 3, /* routed experts on CPU, the rest on GPU (-ot exps=CPU) */
-    SL_PLACE_CPU = 4,         /* everything on the CPU */
-    SL_PLACE_HOT_COLD = 5     /* PowerInfer: each dense FFN split by a neuron index (gpu_index)
-                                 into hot neurons on the GPU and cold ones on the CPU, computed
-                                 at the same time; everything else on the GPU */
-} sl_placement;
+/* Where weights live: sl_placement and SL_PLACE_* (auto, gpu, layers, experts-cpu, cpu,
+ * hot-cold) are the placement policy's one table of modes, documented there. */
+
+/* The name of placement mode `mode` ("experts-cpu"), or NULL when it is not a mode: bindings
+ * list the modes by asking from 0 until NULL. */
+const char *sl_placement_name(int mode);
+
 
 typedef enum sl_load_io { SL_LOAD_DIRECT = 0, SL_LOAD_PREAD = 1, SL_LOAD_MMAP = 2 } sl_load_io;
 

@@ -20,7 +20,6 @@ from . import _lib
 __all__ = ["SluiceError", "NotResident", "Model", "Context", "Runtime", "footprint",
            "PLACEMENTS", "RESIDENCY"]
 
-PLACEMENTS = ("auto", "gpu", "layers", "experts-cpu", "cpu", "hot-cold")  # sl_placement order
 RESIDENCY = ("disk", "host", "device", "pinned")                           # sl_residency order
 _IO = ("direct", "pread", "mmap")
 _GROUPS = ("embd", "output", "core", "ffn", "experts")
@@ -36,6 +35,28 @@ def lib():
     if _L is None:
         _L = _lib.load()
     return _L
+
+
+def _placements():
+    """The placement modes in sl_placement order, as the library's one table names them."""
+    global _PLACEMENTS
+    if _PLACEMENTS is None:
+        names, m = [], 0
+        while (n := lib().sl_placement_name(m)) is not None:
+            names.append(n.decode())
+            m += 1
+        _PLACEMENTS = tuple(names)
+    return _PLACEMENTS
+
+
+_PLACEMENTS = None
+
+
+def __getattr__(name):
+    # PLACEMENTS is read from the library on first use (PEP 562), so no list is kept here.
+    if name == "PLACEMENTS":
+        return _placements()
+    raise AttributeError(f"module 'sluice' has no attribute {name!r}")
 
 
 class SluiceError(RuntimeError):
@@ -75,11 +96,11 @@ def _model_options(placement="auto", n_gpu_layers=0, override_tensor=None, cpu_m
                    n_cpu_moe=0, vram_budget=None, gpu_index=None, device=None, io="pread",
                    n_threads=0, budget_ctx=0, no_repack=False):
     o = lib().sl_model_options_default()
-    if placement not in PLACEMENTS:
-        raise ValueError(f"placement {placement!r}: one of {', '.join(PLACEMENTS)}")
+    if placement not in _placements():
+        raise ValueError(f"placement {placement!r}: one of {', '.join(_placements())}")
     if io not in _IO:
         raise ValueError(f"io {io!r}: one of {', '.join(_IO)}")
-    o.placement = PLACEMENTS.index(placement)
+    o.placement = _placements().index(placement)
     o.gpu_layers = n_gpu_layers
     if isinstance(override_tensor, (list, tuple)):
         override_tensor = ",".join(override_tensor)
@@ -108,7 +129,7 @@ def footprint(path, **placement):
     _check(lib().sl_model_footprint(str(path).encode(), byref(o), byref(fp), byref(err)), err)
     return {"device_bytes": fp.device_bytes, "host_bytes": fp.host_bytes,
             "weight_bytes": fp.weight_bytes, "scratch_bytes": fp.scratch_bytes,
-            "placement": PLACEMENTS[fp.placement], "n_gpu_layers": fp.n_gpu_layers,
+            "placement": _placements()[fp.placement], "n_gpu_layers": fp.n_gpu_layers,
             "n_cpu_moe": fp.n_cpu_moe}
 
 
@@ -232,7 +253,7 @@ class Model(_Handle):
                 "on_device": bool(pl.on_device[i]), "split": bool(pl.split[i]),
                 "hot_frac": float(pl.hot_frac[i]),
                 "by": f"override {by}" if by >= 0 else _BY.get(by, str(by))})
-        return {"mode": PLACEMENTS[pl.mode], "n_gpu_layers": pl.n_gpu_layers,
+        return {"mode": _placements()[pl.mode], "n_gpu_layers": pl.n_gpu_layers,
                 "n_cpu_moe": pl.n_cpu_moe, "device_bytes": pl.device_bytes,
                 "host_bytes": pl.host_bytes, "why": pl.why.decode(errors="replace"),
                 "tensors": tensors}

@@ -208,6 +208,7 @@ def load():
         "sl_runtime_model_info_get": (c_int, [P, P, POINTER(RuntimeModelInfo), E]),
         "sl_reload_changed": (c_int, [P, POINTER(ReloadReport), E]),
         "sl_reload_report_free": (None, [POINTER(ReloadReport)]),
+        "sl_placement_name": (c_char_p, [c_int]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)

@@ -33,12 +33,10 @@ static void gguf_notice(void *user, const char *msg)
     if (!m->notice[0]) snprintf(m->notice, sizeof m->notice, "%s", msg);
 }
 
-_Static_assert((int)SL_PLACE_AUTO == (int)SL_PM_AUTO && (int)SL_PLACE_GPU == (int)SL_PM_GPU &&
-               (int)SL_PLACE_LAYERS == (int)SL_PM_LAYERS &&
-               (int)SL_PLACE_EXPERTS_CPU == (int)SL_PM_EXPERTS_CPU &&
-               (int)SL_PLACE_CPU == (int)SL_PM_CPU &&
-               (int)SL_PLACE_HOT_COLD == (int)SL_PM_HOT_COLD,
-               "sluice.h's sl_placement and placement.h's sl_place_mode must agree");
+const char *sl_placement_name(int mode)
+{
+    return sl_place_mode_name((sl_placement)mode);
+}
 
 /* Opens the device, resolves the placement plan against its free memory, and creates the
  * stream and arena when the plan puts anything on it. */
@@ -141,7 +139,7 @@ static sl_status model_open(sl_runtime *rt, const char *path, const sl_model_opt
     m->rt = rt;
     m->opt = opt ? *opt : sl_model_options_default();
     sl_status st = SL_OK;
-    if ((unsigned)m->opt.placement > SL_PLACE_HOT_COLD) {
+    if (!sl_place_mode_info_get(m->opt.placement)) {
         st = sl_error_set(err, SL_ERR_INVALID, "placement %d: unknown", (int)m->opt.placement);
         goto fail;
     }

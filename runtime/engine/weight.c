@@ -224,7 +224,7 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
     free(routed);
     const sl_model_options *o = &m->opt;
     const sl_place_options po = {
-        .mode = (sl_place_mode)mode, .n_gpu_layers = o->gpu_layers, .ffn_hot_frac = frac,
+        .mode = (sl_placement)mode, .n_gpu_layers = o->gpu_layers, .ffn_hot_frac = frac,
         .override_tensor = o->override_tensor, .cpu_moe = o->cpu_moe, .n_cpu_moe = o->n_cpu_moe,
         .split_experts = m->hp.n_expert > 0,
         .vram_budget = o->vram_budget, .device_free = device_free,

@@ -165,19 +165,19 @@ void sl_place_classify(const char *name, uint32_t n_dims, int32_t n_expert,
 }
 
 /* Side of t under a base mode (no overrides). */
-static bool base_device(const sl_place_tensor *t, sl_place_mode mode, int32_t ngl,
+static bool base_device(const sl_place_tensor *t, sl_placement mode, int32_t ngl,
                         int32_t n_cpu_moe, int32_t n_layer, sl_place_group hot_group)
 {
     const sl_place_group g = t->tied ? SL_PG_OUTPUT : t->group;
     if (g == SL_PG_EMBD) return false;
     switch (mode) {
-    case SL_PM_GPU: return true;
-    case SL_PM_LAYERS:
+    case SL_PLACE_GPU: return true;
+    case SL_PLACE_LAYERS:
         if (g == SL_PG_OUTPUT || t->layer < 0) return ngl > n_layer;
         return t->layer >= n_layer - ngl;
-    case SL_PM_EXPERTS_CPU:
+    case SL_PLACE_EXPERTS_CPU:
         return g != SL_PG_EXPERTS || (n_cpu_moe >= 0 && t->layer >= n_cpu_moe);
-    case SL_PM_HOT_COLD: return g != hot_group; /* the split group: by the index */
+    case SL_PLACE_HOT_COLD: return g != hot_group; /* the split group: by the index */
     default: return false;
     }
 }
@@ -232,7 +232,7 @@ static void account(sl_place_plan *p, const sl_place_tensor *t, size_t i)
 }
 
 /* One candidate: fills p->on_device / p->by from the explicit rules and a base mode. */
-static sl_status assign(resolver *r, sl_place_mode mode, int32_t ngl, int32_t n_cpu_moe,
+static sl_status assign(resolver *r, sl_placement mode, int32_t ngl, int32_t n_cpu_moe,
                         sl_place_plan *p, sl_error *err)
 {
     for (int64_t k = 0; k < r->n_key; k++) {
@@ -293,7 +293,7 @@ static sl_status assign(resolver *r, sl_place_mode mode, int32_t ngl, int32_t n_
         else p->by[i] = SL_PLACE_BY_MODE;
         p->split[i] = false;
         p->hot_frac[i] = 0;
-        if (mode == SL_PM_HOT_COLD && r->t[i].group == r->hot_group && r->first[k] < 0 &&
+        if (mode == SL_PLACE_HOT_COLD && r->t[i].group == r->hot_group && r->first[k] < 0 &&
             gs != 2 && r->hot_frac) {
             const float f = r->t[i].layer >= 0 && r->t[i].layer < r->n_layer
                                 ? r->hot_frac[r->t[i].layer] : 0.0f;
@@ -359,10 +359,10 @@ static bool has_experts(const resolver *r)
 static sl_status resolve_auto(resolver *r, sl_place_plan *p, sl_error *err)
 {
     char a[32], b[32];
-    sl_status st = assign(r, SL_PM_GPU, r->n_layer + 1, -1, p, err);
+    sl_status st = assign(r, SL_PLACE_GPU, r->n_layer + 1, -1, p, err);
     if (st) return st;
     if (fits(p)) {
-        p->mode = SL_PM_GPU;
+        p->mode = SL_PLACE_GPU;
         p->n_gpu_layers = r->n_layer + 1;
         snprintf(p->why, sizeof p->why, "auto: every weight%s on the device (%s of %s)",
                  p->n_override || r->any_rule ? " the rules leave free" : "",
@@ -371,9 +371,9 @@ static sl_status resolve_auto(resolver *r, sl_place_plan *p, sl_error *err)
     }
     if (has_experts(r)) {
         for (int32_t k = 1; k <= r->n_layer; k++) {
-            if ((st = assign(r, SL_PM_EXPERTS_CPU, 0, k, p, err))) return st;
+            if ((st = assign(r, SL_PLACE_EXPERTS_CPU, 0, k, p, err))) return st;
             if (!fits(p)) continue;
-            p->mode = SL_PM_EXPERTS_CPU;
+            p->mode = SL_PLACE_EXPERTS_CPU;
             p->n_cpu_moe = k;
             snprintf(p->why, sizeof p->why, "auto: routed experts of the first %d layer%s on "
                      "the host (--n-cpu-moe %d), the rest on the device (%s of %s)", k,
@@ -383,9 +383,9 @@ static sl_status resolve_auto(resolver *r, sl_place_plan *p, sl_error *err)
         }
     }
     for (int32_t ngl = r->n_layer; ngl >= 0; ngl--) {
-        if ((st = assign(r, SL_PM_LAYERS, ngl, -1, p, err))) return st;
+        if ((st = assign(r, SL_PLACE_LAYERS, ngl, -1, p, err))) return st;
         if (!fits(p)) continue;
-        p->mode = ngl ? SL_PM_LAYERS : SL_PM_CPU;
+        p->mode = ngl ? SL_PLACE_LAYERS : SL_PLACE_CPU;
         p->n_gpu_layers = ngl;
         if (ngl)
             snprintf(p->why, sizeof p->why, "auto: the last %d of %d layers on the device "
@@ -407,11 +407,11 @@ sl_status sl_place_resolve(const sl_place_tensor *t, size_t n, int32_t n_layer,
     if (!t || !o || !out || n_layer < 0)
         return sl_error_set(err, SL_ERR_INVALID, "sl_place_resolve: NULL argument");
     memset(out, 0, sizeof *out);
-    if ((unsigned)o->mode > SL_PM_HOT_COLD)
-        return sl_error_set(err, SL_ERR_INVALID, "placement mode %d: unknown", (int)o->mode);
-    if (o->mode == SL_PM_HOT_COLD && !o->ffn_hot_frac)
-        return sl_error_set(err, SL_ERR_INVALID, "placement hot-cold needs a neuron index");
-    if (o->mode == SL_PM_LAYERS && o->n_gpu_layers < 0)
+    const sl_place_mode_info *mi = sl_place_mode_info_get(o->mode);
+    if (!mi) return sl_error_set(err, SL_ERR_INVALID, "placement mode %d: unknown", (int)o->mode);
+    if (mi->needs_index && !o->ffn_hot_frac)
+        return sl_error_set(err, SL_ERR_INVALID, "placement %s needs a neuron index", mi->name);
+    if (o->mode == SL_PLACE_LAYERS && o->n_gpu_layers < 0)
         return sl_error_set(err, SL_ERR_INVALID, "-ngl %d: must be >= 0", o->n_gpu_layers);
     if (o->n_cpu_moe < 0)
         return sl_error_set(err, SL_ERR_INVALID, "--n-cpu-moe %d: must be >= 0", o->n_cpu_moe);
@@ -455,7 +455,7 @@ sl_status sl_place_resolve(const sl_place_tensor *t, size_t n, int32_t n_layer,
         }
         r.any_rule |= r.explicit_by[i] != SL_PLACE_BY_MODE;
     }
-    if (o->mode == SL_PM_CPU && any_dev_rule) {
+    if (o->mode == SL_PLACE_CPU && any_dev_rule) {
         st = sl_error_set(err, SL_ERR_INVALID, "placement: an override puts tensors on the "
                           "device but the placement is cpu");
         goto done;
@@ -464,24 +464,22 @@ sl_status sl_place_resolve(const sl_place_tensor *t, size_t n, int32_t n_layer,
                                         : o->device_free ? o->device_free / 10 * 9 : 0;
     out->budget = cap > o->reserve_bytes ? cap - o->reserve_bytes : 0;
     out->budget_known = cap != 0;
-    if (o->mode == SL_PM_AUTO) {
+    if (o->mode == SL_PLACE_AUTO) {
         st = resolve_auto(&r, out, err);
     } else {
-        const int32_t ngl = o->mode == SL_PM_GPU ? n_layer + 1 : o->n_gpu_layers;
+        const int32_t ngl = o->mode == SL_PLACE_GPU ? n_layer + 1 : o->n_gpu_layers;
         st = assign(&r, o->mode, ngl, -1, out, err);
         out->mode = o->mode;
-        out->n_gpu_layers = o->mode == SL_PM_LAYERS || o->mode == SL_PM_GPU ? ngl : 0;
-        static const char *names[] = {"auto", "gpu", "layers", "experts-cpu", "cpu",
-                                      "hot-cold: dense FFNs split by the neuron index"};
-        if (o->mode == SL_PM_LAYERS)
+        out->n_gpu_layers = o->mode == SL_PLACE_LAYERS || o->mode == SL_PLACE_GPU ? ngl : 0;
+        if (o->mode == SL_PLACE_LAYERS)
             snprintf(out->why, sizeof out->why, "layers: the last %d of %d layers on the "
                      "device%s", ngl < n_layer ? ngl : n_layer, n_layer,
                      ngl > n_layer ? ", and the output" : "");
-        else if (o->mode == SL_PM_HOT_COLD && o->split_experts)
+        else if (o->mode == SL_PLACE_HOT_COLD && o->split_experts)
             snprintf(out->why, sizeof out->why, "hot-cold: routed experts split by the neuron "
                      "index");
         else
-            snprintf(out->why, sizeof out->why, "%s", names[o->mode]);
+            snprintf(out->why, sizeof out->why, "%s", mi->why);
         if (!st && !fits(out)) st = too_big(&r, out, o, err);
     }
     if (!st && (o->cpu_moe || o->n_cpu_moe) && out->n_cpu_moe < 0)
@@ -502,7 +500,7 @@ sl_status sl_place_plan_validate(const sl_place_plan *p, const sl_place_tensor *
                                  sl_error *err)
 {
     if (!p || p->n != n || (n && (!p->on_device || !p->by || !p->split || !p->hot_frac)) ||
-        p->mode == SL_PM_AUTO)
+        p->mode == SL_PLACE_AUTO)
         return sl_error_set(err, SL_ERR_INVALID, "placement plan: malformed");
     int32_t max_layer = -1;
     for (size_t i = 0; i < n; i++)
@@ -557,12 +555,11 @@ void sl_place_plan_write(FILE *f, const sl_place_plan *p, const sl_place_tensor 
                          unsigned parts, bool json)
 {
     const bool per_tensor = parts & SL_PLACE_WRITE_TENSORS;
-    static const char *modes[] = {"auto", "gpu", "layers", "experts-cpu", "cpu", "hot-cold"};
     size_t nd = 0;
     for (size_t i = 0; i < n; i++) nd += p->on_device[i];
     if (json) {
         fprintf(f, "{\"mode\": \"%s\", \"n_gpu_layers\": %d, \"n_cpu_moe\": %d, \"why\": ",
-                modes[p->mode], p->n_gpu_layers, p->n_cpu_moe);
+                sl_place_mode_name(p->mode), p->n_gpu_layers, p->n_cpu_moe);
         json_str(f, p->why);
         fprintf(f, ", \"device_bytes\": %llu, \"host_bytes\": %llu, \"budget_bytes\": %llu, "
                 "\"device_tensors\": %zu, \"host_tensors\": %zu, \"overrides\": [",

@@ -30,17 +30,10 @@
 #include <stdio.h>
 
 #include "base/status.h"
+#include "scheduler/policy/place_mode.h"
 
-/* Base modes; the values are sluice.h's sl_placement (the engine checks they agree). */
-typedef enum sl_place_mode {
-    SL_PM_AUTO = 0,
-    SL_PM_GPU = 1,
-    SL_PM_LAYERS = 2,
-    SL_PM_EXPERTS_CPU = 3,
-    SL_PM_CPU = 4,
-    SL_PM_HOT_COLD = 5,   /* dense FFNs (or routed experts: split_experts) split by a neuron
-                           * index, everything else on the GPU */
-} sl_place_mode;
+/* Base modes: the one table of modes (place_mode.h), which sluice.h exports. */
+
 
 typedef enum sl_place_group {
     SL_PG_EMBD = 0,
@@ -63,7 +56,7 @@ typedef struct sl_place_tensor {
 } sl_place_tensor;
 
 typedef struct sl_place_options {
-    sl_place_mode mode;
+    sl_placement mode;
     int32_t n_gpu_layers;        /* LAYERS: the last N layers; > n_layer: output too */
     const char *override_tensor; /* "REGEX=BUFT[,REGEX=BUFT...]", BUFT CPU | CUDA0 | GPU */
     bool cpu_moe;                /* every layer's routed experts on the host */
@@ -96,7 +89,7 @@ typedef struct sl_place_plan {
     bool *split;                 /* [n]: split by neurons (HOT_COLD), hot part on the device */
     float *hot_frac;             /* [n]: the hot fraction of a split tensor, else 0 */
     int16_t *by;                 /* [n]: override index >= 0, or SL_PLACE_BY_* */
-    sl_place_mode mode;          /* what AUTO resolved to (GPU, LAYERS, EXPERTS_CPU or CPU) */
+    sl_placement mode;          /* what AUTO resolved to (GPU, LAYERS, EXPERTS_CPU or CPU) */
     int32_t n_gpu_layers;        /* resolved -ngl (LAYERS); n_layer + 1 for GPU */
     int32_t n_cpu_moe;           /* resolved --n-cpu-moe (AUTO on a MoE model), else -1 */
     uint64_t device_bytes, host_bytes;

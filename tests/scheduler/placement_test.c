@@ -101,7 +101,7 @@ static void test_ngl(void)
     moe_model(&m);
     sl_place_plan p;
     sl_error e;
-    sl_place_options o = {.mode = SL_PM_LAYERS, .n_gpu_layers = 1};
+    sl_place_options o = {.mode = SL_PLACE_LAYERS, .n_gpu_layers = 1};
     CHECK(resolve(&m, &o, &p, &e) == SL_OK);
     /* llama.cpp: -ngl 1 is the LAST layer, not the first; the output stays on the CPU */
     CHECK(dev(&m, &p, "blk.3.attn_q.weight") && dev(&m, &p, "blk.3.ffn_up_exps.weight"));
@@ -133,7 +133,7 @@ static void test_overrides(void)
     sl_place_plan p;
     sl_error e;
     /* first match wins: blk.1's experts to the GPU, every other expert to the CPU */
-    sl_place_options o = {.mode = SL_PM_LAYERS, .n_gpu_layers = 0,
+    sl_place_options o = {.mode = SL_PLACE_LAYERS, .n_gpu_layers = 0,
                           .override_tensor = "blk\\.1\\.ffn_.*_exps=CUDA0,exps=CPU"};
     CHECK(resolve(&m, &o, &p, &e) == SL_OK);
     CHECK(dev(&m, &p, "blk.1.ffn_down_exps.weight") && !dev(&m, &p, "blk.2.ffn_up_exps.weight"));
@@ -148,7 +148,7 @@ static void test_overrides(void)
     CHECK(!dev(&m, &p, "blk.1.ffn_down_exps.weight"));
     sl_place_plan_free(&p);
     /* ECMAScript \d, and GPU as a synonym of CUDA0; -ot exps=CPU with -ngl 999 */
-    o = (sl_place_options){.mode = SL_PM_LAYERS, .n_gpu_layers = 999,
+    o = (sl_place_options){.mode = SL_PLACE_LAYERS, .n_gpu_layers = 999,
                            .override_tensor = "blk\\.[\\d]\\.ffn_up_exps=CPU"};
     CHECK(resolve(&m, &o, &p, &e) == SL_OK);
     /* up decides its group: gate and down follow (a layer's experts live on one side) */
@@ -166,7 +166,7 @@ static void test_overrides(void)
     CHECK(dev(&m, &p, "blk.0.attn_norm.weight"));
     sl_place_plan_free(&p);
     /* cpu mode with a device override */
-    o = (sl_place_options){.mode = SL_PM_CPU, .override_tensor = "output=CUDA0"};
+    o = (sl_place_options){.mode = SL_PLACE_CPU, .override_tensor = "output=CUDA0"};
     CHECK(resolve(&m, &o, &p, &e) == SL_ERR_INVALID);
     /* syntax errors name the entry */
     CHECK(sl_place_overrides_check("exps=CPU,(=CPU", &e) == SL_ERR_INVALID);
@@ -184,13 +184,13 @@ static void test_cpu_moe(void)
     moe_model(&m);
     sl_place_plan p;
     sl_error e;
-    sl_place_options o = {.mode = SL_PM_GPU, .n_cpu_moe = 2};
+    sl_place_options o = {.mode = SL_PLACE_GPU, .n_cpu_moe = 2};
     CHECK(resolve(&m, &o, &p, &e) == SL_OK);
     CHECK(!dev(&m, &p, "blk.1.ffn_up_exps.weight") && dev(&m, &p, "blk.2.ffn_up_exps.weight"));
     CHECK(dev(&m, &p, "blk.0.attn_q.weight"));
     CHECK(p.by[find(&m, "blk.0.ffn_up_exps.weight")] == SL_PLACE_BY_CPU_MOE);
     sl_place_plan_free(&p);
-    o = (sl_place_options){.mode = SL_PM_GPU, .cpu_moe = true};
+    o = (sl_place_options){.mode = SL_PLACE_GPU, .cpu_moe = true};
     CHECK(resolve(&m, &o, &p, &e) == SL_OK);
     for (int il = 0; il < N_LAYER; il++) {
         char b[64];
@@ -215,14 +215,14 @@ static void test_budget(void)
     const uint64_t core = 5 * 200 + 2 * 64, ex = 3 * (8192 / 3), out = 64 + 2048;
     const uint64_t all = 4 * (core + ex) + out;
     /* AUTO: all fits */
-    sl_place_options o = {.mode = SL_PM_AUTO, .vram_budget = all + 100, .reserve_bytes = 100};
+    sl_place_options o = {.mode = SL_PLACE_AUTO, .vram_budget = all + 100, .reserve_bytes = 100};
     CHECK(resolve(&m, &o, &p, &e) == SL_OK);
-    CHECK(p.mode == SL_PM_GPU && p.device_bytes == all);
+    CHECK(p.mode == SL_PLACE_GPU && p.device_bytes == all);
     sl_place_plan_free(&p);
     /* one byte short: the experts of the first layer go to the host (--n-cpu-moe 1) */
     o.vram_budget = all + 99;
     CHECK(resolve(&m, &o, &p, &e) == SL_OK);
-    CHECK(p.mode == SL_PM_EXPERTS_CPU && p.n_cpu_moe == 1);
+    CHECK(p.mode == SL_PLACE_EXPERTS_CPU && p.n_cpu_moe == 1);
     CHECK(!dev(&m, &p, "blk.0.ffn_up_exps.weight") && dev(&m, &p, "blk.1.ffn_up_exps.weight"));
     CHECK_CONTAINS(p.why, "--n-cpu-moe 1");
     sl_place_plan_free(&p);
@@ -234,32 +234,32 @@ static void test_budget(void)
     /* every expert on the host still fits */
     o.vram_budget = 4 * core + out + 100;
     CHECK(resolve(&m, &o, &p, &e) == SL_OK);
-    CHECK(p.mode == SL_PM_EXPERTS_CPU && p.n_cpu_moe == N_LAYER);
+    CHECK(p.mode == SL_PLACE_EXPERTS_CPU && p.n_cpu_moe == N_LAYER);
     sl_place_plan_free(&p);
     /* not even the dense part, and a whole layer does not fit either */
     o.vram_budget = 4 * core + out + 99;
     CHECK(resolve(&m, &o, &p, &e) == SL_OK);
-    CHECK(p.mode == SL_PM_CPU && p.device_bytes == 0);
+    CHECK(p.mode == SL_PLACE_CPU && p.device_bytes == 0);
     sl_place_plan_free(&p);
     /* less than the reserve: everything on the host */
     o.vram_budget = 50;
     CHECK(resolve(&m, &o, &p, &e) == SL_OK);
-    CHECK(p.mode == SL_PM_CPU && p.device_bytes == 0);
+    CHECK(p.mode == SL_PLACE_CPU && p.device_bytes == 0);
     sl_place_plan_free(&p);
     /* an explicit mode that does not fit: the error names the tensor and the sizes */
-    o = (sl_place_options){.mode = SL_PM_GPU, .vram_budget = 4000, .reserve_bytes = 100};
+    o = (sl_place_options){.mode = SL_PLACE_GPU, .vram_budget = 4000, .reserve_bytes = 100};
     CHECK(resolve(&m, &o, &p, &e) == SL_ERR_NOMEM);
     CHECK_CONTAINS(e.msg, "--vram-budget");
     CHECK_CONTAINS(e.msg, "blk.0.ffn_up_exps.weight"); /* 1128 + 2730 fit in 3900; + 2730 not */
     CHECK_CONTAINS(e.msg, "first that does not fit");
     /* no budget and no device figure: no check */
-    o = (sl_place_options){.mode = SL_PM_GPU};
+    o = (sl_place_options){.mode = SL_PLACE_GPU};
     CHECK(resolve(&m, &o, &p, &e) == SL_OK);
     sl_place_plan_free(&p);
     /* the default budget is 90% of free memory */
-    o = (sl_place_options){.mode = SL_PM_AUTO, .device_free = all * 10 / 9 + 20};
+    o = (sl_place_options){.mode = SL_PLACE_AUTO, .device_free = all * 10 / 9 + 20};
     CHECK(resolve(&m, &o, &p, &e) == SL_OK);
-    CHECK(p.mode == SL_PM_GPU);
+    CHECK(p.mode == SL_PLACE_GPU);
     sl_place_plan_free(&p);
 }
 
@@ -271,7 +271,7 @@ static void test_no_device_kernel(void)
     m.t[find(&m, "blk.1.attn_v.weight")].no_device = true;
     sl_place_plan p;
     sl_error e;
-    sl_place_options o = {.mode = SL_PM_GPU};
+    sl_place_options o = {.mode = SL_PLACE_GPU};
     CHECK(resolve(&m, &o, &p, &e) == SL_OK);
     CHECK(!dev(&m, &p, "blk.2.ffn_up_exps.weight") && dev(&m, &p, "blk.2.attn_q.weight"));
     CHECK(!dev(&m, &p, "blk.1.attn_q.weight") && dev(&m, &p, "blk.1.ffn_up_exps.weight"));
@@ -296,11 +296,11 @@ static void test_tied_and_dense(void)
     add(&m, "output_norm.weight", 1, 10);
     sl_place_plan p;
     sl_error e;
-    sl_place_options o = {.mode = SL_PM_GPU};
+    sl_place_options o = {.mode = SL_PLACE_GPU};
     CHECK(sl_place_resolve(m.t, m.n, 1, &o, &p, &e) == SL_OK);
     CHECK(p.on_device[0] && p.on_device[5]); /* tied: with the output */
     sl_place_plan_free(&p);
-    o = (sl_place_options){.mode = SL_PM_GPU, .override_tensor = "ffn_down=CPU"};
+    o = (sl_place_options){.mode = SL_PLACE_GPU, .override_tensor = "ffn_down=CPU"};
     CHECK(sl_place_resolve(m.t, m.n, 1, &o, &p, &e) == SL_OK);
     CHECK(!p.on_device[2] && !p.on_device[3] && !p.on_device[4] && p.on_device[1]);
     sl_place_plan_free(&p);
@@ -322,20 +322,50 @@ static void test_auto_dense(void)
     add(&m, "output.weight", 2, 1000);
     sl_place_plan p;
     sl_error e;
-    sl_place_options o = {.mode = SL_PM_AUTO, .vram_budget = 2500};
+    sl_place_options o = {.mode = SL_PLACE_AUTO, .vram_budget = 2500};
     CHECK(sl_place_resolve(m.t, m.n, N_LAYER, &o, &p, &e) == SL_OK);
-    CHECK(p.mode == SL_PM_LAYERS && p.n_gpu_layers == 2 && p.device_bytes == 2000);
+    CHECK(p.mode == SL_PLACE_LAYERS && p.n_gpu_layers == 2 && p.device_bytes == 2000);
     CHECK(p.on_device[7] && p.on_device[5] && !p.on_device[3] && !p.on_device[9]);
     CHECK_CONTAINS(p.why, "-ngl 2");
     sl_place_plan_free(&p);
     o.vram_budget = 5000; /* all layers and the output */
     CHECK(sl_place_resolve(m.t, m.n, N_LAYER, &o, &p, &e) == SL_OK);
-    CHECK(p.mode == SL_PM_GPU && p.on_device[9] && !p.on_device[0]);
+    CHECK(p.mode == SL_PLACE_GPU && p.on_device[9] && !p.on_device[0]);
     sl_place_plan_free(&p);
+}
+
+/* The modes' one table: every name parses back to its mode, an unknown name's error lists them
+ * all, and a value outside the table has no row. */
+static void test_mode_table(void)
+{
+    sl_error e;
+    char names[256];
+    sl_place_mode_names(names, sizeof names, ", ");
+    for (int m = 0; m < SL_PLACE_COUNT; m++) {
+        const sl_place_mode_info *i = sl_place_mode_info_get((sl_placement)m);
+        CHECK(i && i->name && i->why && i->help && strstr(names, i->name));
+        sl_placement back = SL_PLACE_COUNT;
+        CHECK(sl_place_mode_parse(i->name, &back, &e) == SL_OK && back == (sl_placement)m);
+    }
+    CHECK(sl_place_mode_info_get(SL_PLACE_HOT_COLD)->needs_index);
+    CHECK(!sl_place_mode_info_get(SL_PLACE_CPU)->needs_index);
+    sl_placement p = SL_PLACE_AUTO;
+    CHECK(sl_place_mode_parse("experts_cpu", &p, &e) == SL_ERR_INVALID && p == SL_PLACE_AUTO);
+    CHECK(strstr(e.msg, "experts_cpu") && strstr(e.msg, names));
+    CHECK(sl_place_mode_parse(NULL, &p, &e) == SL_ERR_INVALID);
+    CHECK(!sl_place_mode_info_get(SL_PLACE_COUNT) && !sl_place_mode_name((sl_placement)-1));
+    /* the policy refuses a mode outside the table, and names the mode an index needs */
+    sl_place_options o = {.mode = SL_PLACE_COUNT};
+    sl_place_tensor t = {.name = "output.weight", .layer = -1, .group = SL_PG_OUTPUT, .bytes = 1};
+    sl_place_plan plan;
+    CHECK(sl_place_resolve(&t, 1, 1, &o, &plan, &e) == SL_ERR_INVALID);
+    o.mode = SL_PLACE_HOT_COLD;
+    CHECK(sl_place_resolve(&t, 1, 1, &o, &plan, &e) == SL_ERR_INVALID && strstr(e.msg, "hot-cold"));
 }
 
 int main(void)
 {
+    test_mode_table();
     test_classify();
     test_ngl();
     test_overrides();

@@ -176,10 +176,10 @@ static double bound_ms(token_bytes b, const dev_info *d, double host_gbps)
 
 /* What limits the placement: "cpu" (host bandwidth; also every placement on sim), "hbm" (gpu
  * on cuda; the token_embd row it reads on the host is counted but negligible), "hbm+cpu". */
-static const char *bound_kind(sl_place_mode p, const char *device, token_bytes b)
+static const char *bound_kind(sl_placement p, const char *device, token_bytes b)
 {
-    if (p == SL_PM_CPU || strcmp(device, "cuda") || b.dev <= 0) return "cpu";
-    return p == SL_PM_GPU ? "hbm" : "hbm+cpu";
+    if (p == SL_PLACE_CPU || strcmp(device, "cuda") || b.dev <= 0) return "cpu";
+    return p == SL_PLACE_GPU ? "hbm" : "hbm+cpu";
 }
 
 /* ---- one placement -------------------------------------------------------------------- */
@@ -203,7 +203,7 @@ typedef struct run_result {
 /* Returns 0 (r->ok says whether it ran; r->why if not) or 1 on an out-of-memory. */
 static int run_placement(const char *path, sl_model_options mo, sl_cli_model_flags *mf,
                          const char *trace_path, int32_t n_prompt, int32_t n_gen,
-                         bool relu_dense, sl_place_mode *mode, run_result *r)
+                         bool relu_dense, sl_placement *mode, run_result *r)
 {
     sl_model *m = NULL;
     sl_ctx *c = NULL;
@@ -494,7 +494,7 @@ int sl_bench_decode(int argc, char **argv)
             snprintf(r->why, sizeof r->why, "%s", gpu_why); /* would not fit: not tried */
             continue;
         }
-        sl_place_mode p = SL_PM_CPU; /* what the plan resolved to (auto's choice) */
+        sl_placement p = SL_PLACE_CPU; /* what the plan resolved to (auto's choice) */
         if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
                           (int32_t)n_gen, false, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
@@ -513,7 +513,7 @@ int sl_bench_decode(int argc, char **argv)
         snprintf(r->label, sizeof r->label, "%s dense", runs[0].placement);
         r->placement = r->label;
         r->device = runs[0].device;
-        sl_place_mode p = SL_PM_CPU;
+        sl_placement p = SL_PLACE_CPU;
         if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
                           (int32_t)n_gen, true, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
@@ -534,7 +534,7 @@ int sl_bench_decode(int argc, char **argv)
         n_runs++;
         r->placement = r->label;
         r->device = dev_name;
-        sl_place_mode p = SL_PM_CPU;
+        sl_placement p = SL_PLACE_CPU;
         if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
                           (int32_t)n_gen, false, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");

@@ -92,7 +92,7 @@ int sl_bench_budget_row(const char *cmd, const char *path, int kind, sl_model_op
     }
     mo->placement = SL_PLACE_HOT_COLD;
     mo->gpu_index = idx; /* sl_bench_budget_row_done removes and frees it */
-    snprintf(label, cap, "hot-cold");
+    snprintf(label, cap, "%s", sl_place_mode_name(SL_PLACE_HOT_COLD));
     rc = 0;
 out:
     if (rc && err.msg[0]) fprintf(stderr, "bench decode: hot-cold: %s\n", err.msg);

@@ -17,13 +17,13 @@
 #include "tools/common/model_flags.h"
 #include "tools/commands/place.h"
 
-sl_cli_token_bytes sl_cli_plan_token_bytes(const sl_model *m, sl_place_mode *mode)
+sl_cli_token_bytes sl_cli_plan_token_bytes(const sl_model *m, sl_placement *mode)
 {
     sl_cli_token_bytes b = {0, 0};
     const sl_place_plan *p;
     const sl_place_tensor *t;
     size_t n;
-    if (mode) *mode = SL_PM_CPU;
+    if (mode) *mode = SL_PLACE_CPU;
     if (sl_model_plan_get(m, &p, &t, &n, NULL)) return b;
     if (mode) *mode = p->mode;
     sl_model_info in;

@@ -16,7 +16,7 @@
 typedef struct sl_cli_token_bytes {
     double dev, host;
 } sl_cli_token_bytes;
-sl_cli_token_bytes sl_cli_plan_token_bytes(const sl_model *m, sl_place_mode *mode);
+sl_cli_token_bytes sl_cli_plan_token_bytes(const sl_model *m, sl_placement *mode);
 /* Device bandwidth in GB/s for the bound: the copy roofline on cuda, host_gbps on sim. */
 double sl_cli_device_gbps(const char *kind, double host_gbps);
 

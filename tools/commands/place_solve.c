@@ -224,7 +224,7 @@ int sl_cli_hotcold_model_get(const char *cmd, const char *path, sl_model_options
          * under the same budget (the plan's, with the reserve the open took off it). */
         const uint64_t cap = mo.vram_budget ? mo.vram_budget : p->budget;
         const sl_place_options po = {
-            .mode = SL_PM_GPU, .cpu_moe = true, .vram_budget = p->budget_known ? cap : 0,
+            .mode = SL_PLACE_GPU, .cpu_moe = true, .vram_budget = p->budget_known ? cap : 0,
             .reserve_bytes = p->budget_known && cap > p->budget ? cap - p->budget : 0};
         if (sl_place_resolve(t, n, in.n_layer, &po, &moe_plan, &err)) goto done;
         p = &moe_plan;

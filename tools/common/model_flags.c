@@ -193,15 +193,8 @@ void sl_cli_model_flags_init(sl_cli_model_flags *f)
 
 const char *sl_cli_placement_name(sl_placement p)
 {
-    switch (p) {
-    case SL_PLACE_AUTO: return "auto";
-    case SL_PLACE_GPU: return "gpu";
-    case SL_PLACE_LAYERS: return "layers";
-    case SL_PLACE_EXPERTS_CPU: return "experts-cpu";
-    case SL_PLACE_CPU: return "cpu";
-    case SL_PLACE_HOT_COLD: return "hot-cold";
-    }
-    return "?";
+    const char *name = sl_place_mode_name(p);
+    return name ? name : "?";
 }
 
 /* Flags that contradict each other when given together: `clash` says whether the values do
@@ -281,16 +274,9 @@ static int parse_model_flag(sl_cli_model_flags *f, sl_cli_args *a)
         f->path = v;
     } else if (sl_cli_is(a, "--placement", NULL)) {
         if (!(v = sl_cli_value(a))) return 2;
-        static const sl_placement all[] = {SL_PLACE_AUTO, SL_PLACE_GPU, SL_PLACE_LAYERS,
-                                           SL_PLACE_EXPERTS_CPU, SL_PLACE_CPU,
-                                           SL_PLACE_HOT_COLD};
-        const size_t n_all = sizeof all / sizeof *all;
-        size_t k = 0;
-        while (k < n_all && strcmp(v, sl_cli_placement_name(all[k]))) k++;
-        if (k == n_all)
-            return sl_cli_usage_error(a->cmd, "--placement '%s': unknown (auto, gpu, layers, "
-                                      "experts-cpu, cpu, hot-cold)", v);
-        f->opt.placement = all[k];
+        sl_error e;
+        if (sl_place_mode_parse(v, &f->opt.placement, &e))
+            return sl_cli_usage_error(a->cmd, "--%s", e.msg);
         f->placement_given = true;
     } else if (sl_cli_is(a, "-ngl", "--gpu-layers") || sl_cli_is(a, "--n-gpu-layers", NULL)) {
         if (!(v = sl_cli_value(a)) || parse_int_flag(a, v, SL_RANGE_GPU_LAYERS,
@@ -466,10 +452,13 @@ void sl_cli_model_flags_help(FILE *out)
 {
     fputs("model and placement:\n"
           "  -m, --model FILE       GGUF model (first shard of a set)\n"
-          "  --placement P          auto (default) | gpu | layers | experts-cpu | cpu |\n"
-          "                         hot-cold (dense FFNs split by --gpu-index: hot neurons on\n"
-          "                         the GPU, cold ones on the CPU, at the same time)\n"
-          "  --gpu-index FILE       PowerInfer neuron index (.gpuidx; default: MODEL.generated.\n"
+          "  --placement P          where weights live (default auto):\n",
+          out);
+    for (int m = 0; m < SL_PLACE_COUNT; m++) {
+        const sl_place_mode_info *i = sl_place_mode_info_get((sl_placement)m);
+        fprintf(out, "      %-12s %s\n", i->name, i->help);
+    }
+    fputs(          "  --gpu-index FILE       PowerInfer neuron index (.gpuidx; default: MODEL.generated.\n"
           "                         gpuidx beside the model, which auto then uses too)\n"
           "  -ngl, --gpu-layers N   layers on the GPU (implies --placement layers)\n"
           "  --device D             cuda | sim (CPU-simulated GPU) | auto (default:\n"
