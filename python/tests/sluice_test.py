@@ -70,6 +70,11 @@ def test_model(d, dense, moe, text):
     r = run("eval", "-m", dense, "--tokens", ",".join(map(str, toks)), "--placement", "cpu",
             "--logits-out", base)
     expect(r.returncode == 0, f"sluice eval: {r.stderr.strip()[-200:]}")
+    # the modes come from the library's one table, in sl_placement order
+    expect(sluice.PLACEMENTS[0] == "auto" and "experts-cpu" in sluice.PLACEMENTS and
+           sluice.PLACEMENTS.index("hot-cold") == len(sluice.PLACEMENTS) - 1, "PLACEMENTS")
+    expect(raises(lambda: sluice.Model(dense, placement="everywhere"), ValueError, "experts-cpu"),
+           "an unknown placement is refused naming the modes")
     cli = np.fromfile(base, dtype=np.float32)
     with sluice.Model(dense, placement="cpu") as m:
         expect(m.info["arch"] == "llama" and m.n_vocab == 512 and m.info["n_layer"] == 4,
