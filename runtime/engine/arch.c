@@ -46,47 +46,35 @@
 
 #include "runtime/engine/model.h"
 
-static const sl__arch_traits k_traits[SL__ARCH_COUNT] = {
-    [SL__ARCH_LLAMA] = {.name = "llama", .rope = SL_ROPE_NORMAL, .moe_capable = true,
+static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
+    [SL_ARCH_LLAMA] = {.rope = SL_ROPE_NORMAL, .moe_capable = true,
                         .norm_topk = true, .act = SL_MOE_SILU},
-    [SL__ARCH_QWEN2MOE] = {.name = "qwen2moe", .rope = SL_ROPE_NEOX, .qkv_bias = true,
+    [SL_ARCH_QWEN2MOE] = {.rope = SL_ROPE_NEOX, .qkv_bias = true,
                            .moe_capable = true, .moe_required = true, .norm_topk = false,
                            .shared_expert = true, .act = SL_MOE_SILU},
-    [SL__ARCH_QWEN3MOE] = {.name = "qwen3moe", .rope = SL_ROPE_NEOX,
+    [SL_ARCH_QWEN3MOE] = {.rope = SL_ROPE_NEOX,
                            .qk_norm = SL__QK_NORM_HEAD, .moe_capable = true,
                            .moe_required = true, .norm_topk = true, .act = SL_MOE_SILU},
-    [SL__ARCH_OLMOE] = {.name = "olmoe", .rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_FULL,
+    [SL_ARCH_OLMOE] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_FULL,
                         .moe_capable = true, .moe_required = true, .norm_topk = false,
                         .act = SL_MOE_SILU},
-    [SL__ARCH_GEMMA3] = {.name = "gemma3", .rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
+    [SL_ARCH_GEMMA3] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
                          .post_norms = true, .embd_scale = true, .swa_period = 6,
                          .act = SL_MOE_GELU_TANH},
-    [SL__ARCH_GPT_OSS] = {.name = "gpt-oss", .rope = SL_ROPE_NEOX, .qkv_bias = true,
+    [SL_ARCH_GPT_OSS] = {.rope = SL_ROPE_NEOX, .qkv_bias = true,
                           .moe_capable = true, .moe_required = true, .swa_period = 2,
                           .attn_out_bias = true, .attn_sinks = true, .moe_biases = true,
                           .post_attn_ffn_norm = true, .gating = SL_GATING_TOPK_SOFTMAX,
                           .act = SL_MOE_SWIGLU_OAI},
-    [SL__ARCH_DEEPSEEK2] = {.name = "deepseek2", .rope = SL_ROPE_NORMAL, .moe_capable = true,
+    [SL_ARCH_DEEPSEEK2] = {.rope = SL_ROPE_NORMAL, .moe_capable = true,
                             .moe_required = true, .mla = true, .act = SL_MOE_SILU},
 };
 
-const sl__arch_traits *sl__arch_traits_get(sl__arch a)
+const sl__arch_traits *sl__arch_traits_get(sl_arch a)
 {
-    return (unsigned)a < SL__ARCH_COUNT ? &k_traits[a] : NULL;
+    return (unsigned)a < SL_ARCH_COUNT ? &k_traits[a] : NULL;
 }
 
-sl_status sl__arch_parse(const char *name, sl__arch *out, sl_error *err)
-{
-    for (int a = 0; a < SL__ARCH_COUNT; a++)
-        if (name && !strcmp(name, k_traits[a].name)) {
-            *out = (sl__arch)a;
-            return SL_OK;
-        }
-    return sl_error_set(err, SL_ERR_UNSUPPORTED,
-                        "general.architecture '%s': unsupported (supported: llama (incl. "
-                        "mixtral), qwen2moe, qwen3moe, olmoe, gemma3, gpt-oss, deepseek2)",
-                        name ? name : "(null)");
-}
 
 /* ---- metadata helpers ------------------------------------------------------------------ */
 
@@ -171,7 +159,7 @@ static sl_status get_float(const sl_gguf *g, const char *key, bool required, flo
 /* "{arch}.{suffix}" */
 static const char *akey(char *buf, size_t n, const sl_model *m, const char *suffix)
 {
-    snprintf(buf, n, "%s.%s", m->tr->name, suffix);
+    snprintf(buf, n, "%s.%s", sl_arch_name(m->arch), suffix);
     return buf;
 }
 
@@ -214,13 +202,13 @@ static sl_status ffn_activation(sl_model *m, sl_error *err)
     snprintf(val, sizeof val, "%.*s", (int)(v->v.str.len < 31 ? v->v.str.len : 31),
              v->v.str.ptr);
     if (!strcmp(val, "silu") && m->tr->act == SL_MOE_SILU) return SL_OK;
-    if (!strcmp(val, "relu") && m->arch == SL__ARCH_LLAMA && m->hp.n_expert == 0) {
+    if (!strcmp(val, "relu") && m->arch == SL_ARCH_LLAMA && m->hp.n_expert == 0) {
         m->hp.act = SL_MOE_RELU;
         return SL_OK;
     }
     return sl_error_set(err, SL_ERR_UNSUPPORTED, "metadata key '%s': '%s' not supported for "
                         "%s%s (\"relu\": dense llama; \"silu\": archs whose FFN is SwiGLU)",
-                        SL_FFN_ACT_KEY, val, m->tr->name, m->hp.n_expert ? " with experts" : "");
+                        SL_FFN_ACT_KEY, val, sl_arch_name(m->arch), m->hp.n_expert ? " with experts" : "");
 }
 
 /* deepseek2 (llama.cpp llama_model_deepseek2::load_arch_hparams and the MLA layout its
@@ -233,7 +221,7 @@ static sl_status ffn_activation(sl_model *m, sl_error *err)
 static sl_status legacy_mla(sl_model *m, sl_error *err)
 {
     sl__hparams *hp = &m->hp;
-    const char *a = m->tr->name;
+    const char *a = sl_arch_name(m->arch);
     int32_t vl;
     sl_status st;
     if ((st = get_i32(m, "attention.value_length", false, hp->head_dim, 1, 1 << 16, &vl, err)))
@@ -254,7 +242,7 @@ static sl_status hparams_mla(sl_model *m, sl_error *err)
 {
     sl__hparams *hp = &m->hp;
     const int64_t BIG = 1 << 30;
-    const char *a = m->tr->name;
+    const char *a = sl_arch_name(m->arch);
     char k[128];
     sl_status st;
     const bool legacy = !sl_gguf_find(m->gguf, akey(k, sizeof k, m, "attention.key_length_mla"));
@@ -371,7 +359,7 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
         return sl_error_set(err, SL_ERR_FORMAT,
                             "metadata: %s.attention.head_count %d is not a multiple of "
                             "head_count_kv %d",
-                            m->tr->name, hp->n_head, hp->n_head_kv);
+                            sl_arch_name(m->arch), hp->n_head, hp->n_head_kv);
     const int32_t dflt_hd = hp->n_embd / hp->n_head;
     int32_t kl, vl;
     if ((st = get_i32(m, "attention.key_length", false, dflt_hd, 1, 1 << 16, &kl, err))) return st;
@@ -381,7 +369,7 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
         return sl_error_set(err, SL_ERR_UNSUPPORTED,
                             "metadata: %s.attention.key_length %d != value_length %d "
                             "(different K and V head sizes are not supported)",
-                            m->tr->name, kl, vl);
+                            sl_arch_name(m->arch), kl, vl);
     hp->head_dim = kl;
     if (hp->head_dim % 2)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata: head dimension %d is odd (RoPE "
@@ -391,16 +379,16 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
         return st;
     if (hp->n_rot % 2)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.rope.dimension_count': %d is odd",
-                            m->tr->name, hp->n_rot);
+                            sl_arch_name(m->arch), hp->n_rot);
     if ((st = get_f32(m, "attention.layer_norm_rms_epsilon", true, 0, &hp->rms_eps, err)))
         return st;
     if (hp->rms_eps < 0)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.layer_norm_rms_epsilon'"
-                            ": %g is negative", m->tr->name, (double)hp->rms_eps);
+                            ": %g is negative", sl_arch_name(m->arch), (double)hp->rms_eps);
     if ((st = get_f32(m, "rope.freq_base", false, 10000.0f, &hp->rope_base, err))) return st;
     if (hp->rope_base <= 0)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.rope.freq_base': %g <= 0",
-                            m->tr->name, (double)hp->rope_base);
+                            sl_arch_name(m->arch), (double)hp->rope_base);
 
     /* rope scaling (llama.cpp: type none/linear/yarn; factor 0 means 1) */
     char k[128];
@@ -415,12 +403,12 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
     if (stype && !strcmp(stype, "none")) factor = 0.0f;
     if (factor < 0)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.rope.scaling.factor': %g < 0",
-                            m->tr->name, (double)factor);
+                            sl_arch_name(m->arch), (double)factor);
     if (factor > 0) hp->rope_scale = 1.0f / factor;
     if (stype && strcmp(stype, "none") && strcmp(stype, "linear") && strcmp(stype, "yarn"))
         return sl_error_set(err, SL_ERR_UNSUPPORTED,
                             "metadata key '%s.rope.scaling.type': '%s' not supported (none, "
-                            "linear, yarn)", m->tr->name, stype);
+                            "linear, yarn)", sl_arch_name(m->arch), stype);
     hp->yarn_attn_factor = 1.0f;
     hp->yarn_beta_fast = 32.0f;
     hp->yarn_beta_slow = 1.0f;
@@ -450,20 +438,20 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
             return sl_error_set(err, SL_ERR_FORMAT,
                                 "metadata key '%s.expert_used_count': %d outside [1, "
                                 "expert_count %d]",
-                                m->tr->name, hp->n_expert_used, hp->n_expert);
+                                sl_arch_name(m->arch), hp->n_expert_used, hp->n_expert);
         if (m->tr->moe_required && hp->n_expert < 1)
             return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_count': %d (a %s "
-                                "model needs experts)", m->tr->name, hp->n_expert, m->tr->name);
+                                "model needs experts)", sl_arch_name(m->arch), hp->n_expert, sl_arch_name(m->arch));
         if ((st = get_i32(m, "expert_feed_forward_length", false, 0, 0, BIG, &hp->n_ff_exp, err)))
             return st;
         if ((st = get_i32(m, "expert_shared_feed_forward_length", false, 0, 0, BIG,
                           &hp->n_ff_shexp, err)))
             return st;
     }
-    if (m->arch == SL__ARCH_QWEN2MOE || m->arch == SL__ARCH_QWEN3MOE) {
+    if (m->arch == SL_ARCH_QWEN2MOE || m->arch == SL_ARCH_QWEN3MOE) {
         if (!hp->n_ff_exp && hp->n_expert_used) hp->n_ff_exp = hp->n_ff / hp->n_expert_used;
         if (!hp->n_ff_shexp) hp->n_ff_shexp = hp->n_ff;
-    } else if (m->arch == SL__ARCH_GPT_OSS) {
+    } else if (m->arch == SL_ARCH_GPT_OSS) {
         if ((st = get_i32(m, "expert_feed_forward_length", true, 0, 1, BIG, &hp->n_ff_exp, err)))
             return st;
         if (hp->n_rot != hp->head_dim)
@@ -477,28 +465,28 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
     if (hp->n_expert > 0 && hp->n_ff_exp < 1)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata: expert FFN width is 0 (%s."
                             "expert_feed_forward_length / feed_forward_length missing)",
-                            m->tr->name);
+                            sl_arch_name(m->arch));
     hp->gating = m->tr->gating;
     hp->norm_topk = m->tr->norm_topk;
     hp->expert_weights_scale = 1.0f;
     if (m->tr->mla && (st = hparams_mla(m, err))) return st;
     if ((hp->n_expert == 0 || hp->n_dense_lead > 0) && hp->n_ff < 1)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.feed_forward_length' missing "
-                            "or 0 (dense FFN width)", m->tr->name);
-    if (m->arch == SL__ARCH_QWEN2MOE && hp->n_ff_shexp < 1)
+                            "or 0 (dense FFN width)", sl_arch_name(m->arch));
+    if (m->arch == SL_ARCH_QWEN2MOE && hp->n_ff_shexp < 1)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata: shared expert width is 0 (%s."
-                            "expert_shared_feed_forward_length)", m->tr->name);
+                            "expert_shared_feed_forward_length)", sl_arch_name(m->arch));
 
     if (m->tr->swa_period) {
         if ((st = get_i32(m, "attention.sliding_window", true, 0, 1, BIG, &hp->n_swa, err)))
             return st;
         hp->swa_period = m->tr->swa_period;
     }
-    if (m->arch == SL__ARCH_GEMMA3) {
+    if (m->arch == SL_ARCH_GEMMA3) {
         hp->rope_base_swa = 10000.0f; /* llama.cpp: rope_freq_base_train_swa for gemma3 */
         hp->rope_scale_swa = 1.0f;
     }
-    if (m->arch == SL__ARCH_GPT_OSS) {
+    if (m->arch == SL_ARCH_GPT_OSS) {
         if ((st = get_i32(m, "attention.sliding_window_pattern", false, hp->swa_period, 1, BIG,
                           &hp->swa_period, err)) ||
             (st = get_f32(m, "rope.freq_base_swa", false, hp->rope_base, &hp->rope_base_swa,
@@ -509,7 +497,7 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
                                 "%g, expected > 0", (double)hp->rope_base_swa);
         hp->attn_scale = 1.0f / sqrtf((float)hp->n_rot);
     }
-    if (m->arch == SL__ARCH_GEMMA3)
+    if (m->arch == SL_ARCH_GEMMA3)
         hp->attn_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
                                            : 1.0f / sqrtf((float)hp->head_dim);
     return ffn_activation(m, err);
@@ -539,7 +527,7 @@ static sl_status find_shaped(const sl_model *m, const char *name, uint32_t nd, c
         return sl_error_set(err, SL_ERR_FORMAT,
                             "%s: tensor '%s' missing: expected shape %s (ggml ne order) for "
                             "architecture %s",
-                            m->path, name, want, m->tr->name);
+                            m->path, name, want, sl_arch_name(m->arch));
     }
     bool ok = true;
     for (uint32_t i = 0; i < SL_GGUF_MAX_DIMS; i++) {
@@ -734,7 +722,7 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
         /* merged 3-D experts, or (older Mixtral files) one tensor per expert */
         const bool merged = sl_gguf_tensor_find(m->gguf, "blk.0.ffn_gate_exps.weight") ||
                             !sl_gguf_tensor_find(m->gguf, "blk.0.ffn_gate.0.weight");
-        if (merged || tr != &k_traits[SL__ARCH_LLAMA]) {
+        if (merged || tr != &k_traits[SL_ARCH_LLAMA]) {
             if ((st = MAT(&L->gate_exps, true, "blk.%d.ffn_gate_exps.weight", il, E, F, X)))
                 return st;
             if ((st = MAT(&L->up_exps, true, "blk.%d.ffn_up_exps.weight", il, E, F, X))) return st;
@@ -840,7 +828,7 @@ sl_status sl__model_bind(sl_model *m, sl_error *err)
         m->output = m->tok_embd;
         m->output->need_matvec = true;
     }
-    if (m->arch == SL__ARCH_LLAMA)
+    if (m->arch == SL_ARCH_LLAMA)
         if ((st = VEC(&m->rope_freqs, false, "rope_freqs.weight", 0, hp->n_rot / 2))) return st;
     return SL_OK;
 }

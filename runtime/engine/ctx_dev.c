@@ -268,7 +268,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
         if (cuda && dev && m->tr->mla)
             return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: %s's MLA attention and "
                                 "group-limited router have no CUDA kernels yet (run it on the "
-                                "CPU or with -ngl 0)", m->path, il, m->tr->name);
+                                "CPU or with -ngl 0)", m->path, il, sl_arch_name(m->arch));
         const sl_weight *ws[32];
         const size_t nw = core_weights(L, ws);
         char where[48];

@@ -87,7 +87,7 @@ void sl__model_info_fill(sl_model *m)
 {
     sl_model_info *in = &m->info;
     const sl__hparams *hp = &m->hp;
-    in->arch = m->tr->name;
+    in->arch = sl_arch_name(m->arch);
     const char *name = NULL;
     if (sl_gguf_get_str(m->gguf, "general.name", &name, NULL)) name = "";
     in->name = name;
@@ -167,9 +167,9 @@ static sl_status model_open(sl_runtime *rt, const char *path, const sl_model_opt
         st = sl_error_set(err, SL_ERR_FORMAT, "%s: general.architecture: %s", path, why);
         goto fail;
     }
-    if ((st = sl__arch_parse(arch, &m->arch, err))) goto fail;
+    if ((st = sl_arch_parse(arch, &m->arch, err))) goto fail;
     m->tr = sl__arch_traits_get(m->arch);
-    m->info.arch = m->tr->name;
+    m->info.arch = sl_arch_name(m->arch);
     if ((st = sl__hparams_load(m, err))) goto fail;
     /* The tokenizer, when the file has one: a file with tokenizer.ggml.model must load (its
      * errors fail the open); one without (synthetic test models, research files) still

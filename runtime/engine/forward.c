@@ -352,7 +352,7 @@ static sl_status attn_mla(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
     sl_status st;
     if (!vt->copy2d)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "layer %d: MLA attention (%s) is not "
-                            "implemented on this device", il, m->tr->name);
+                            "implemented on this device", il, sl_arch_name(m->arch));
     /* q [n][H][Dk] in att */
     if (L->wq_a) {
         if ((st = vt->mm(dx, L->wq_a, s->xn, n, s->g, err)) ||

@@ -24,6 +24,7 @@
 
 #include "alloc/bfc.h"
 #include "alloc/hostpool.h"
+#include "gguf/arch.h"
 #include "gguf/gguf.h"
 #include "kernels/ref/ops.h"
 #include "base/device/device.h"
@@ -34,16 +35,6 @@
 #include "scheduler/policy/placement.h"
 #include "scheduler/policy/swap.h"
 
-typedef enum sl__arch {
-    SL__ARCH_LLAMA = 0,     /* llama, and Mixtral files (llama + expert_count) */
-    SL__ARCH_QWEN2MOE,
-    SL__ARCH_QWEN3MOE,
-    SL__ARCH_OLMOE,
-    SL__ARCH_GEMMA3,
-    SL__ARCH_GPT_OSS,       /* llama.cpp LLM_ARCH_OPENAI_MOE, general.architecture "gpt-oss" */
-    SL__ARCH_DEEPSEEK2,     /* DeepSeek-V2/V3/R1, Kimi-K2: MLA attention, groups, shared experts */
-    SL__ARCH_COUNT
-} sl__arch;
 
 typedef enum sl__qk_norm {
     SL__QK_NORM_NONE = 0,
@@ -53,7 +44,6 @@ typedef enum sl__qk_norm {
 
 /* What distinguishes the architectures in the forward pass (arch.c's table). */
 typedef struct sl__arch_traits {
-    const char *name;       /* general.architecture */
     sl_rope_mode rope;      /* llama.cpp's llama_model_rope_type */
     sl__qk_norm qk_norm;
     bool qkv_bias;          /* attn_{q,k,v}.bias (qwen2moe) */
@@ -169,7 +159,7 @@ typedef struct sl__moe_split {
 struct sl_model {
     char *path;
     sl_gguf *gguf;
-    sl__arch arch;
+    sl_arch arch;
     const sl__arch_traits *tr;
     sl__hparams hp;
     sl_model_options opt;
@@ -299,9 +289,7 @@ sl_status sl__model_files_parse(const sl_model *m, sl_gguf **fresh, sl_error *er
 void sl__model_files_bind(sl_model *m, sl_gguf *fresh, sl_gguf **old);
 
 /* arch.c */
-const sl__arch_traits *sl__arch_traits_get(sl__arch a);
-/* Maps general.architecture to an arch; SL_ERR_UNSUPPORTED naming it and the supported list. */
-sl_status sl__arch_parse(const char *name, sl__arch *out, sl_error *err);
+const sl__arch_traits *sl__arch_traits_get(sl_arch a);
 /* Reads hyperparameters (llama.cpp's key names, "{arch}.…") into m->hp; errors name the key. */
 sl_status sl__hparams_load(sl_model *m, sl_error *err);
 /* Binds every tensor of the architecture into m->w / m->layers / the globals, with shape checks. */

@@ -57,6 +57,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gguf/arch.h"
 #include "gguf/gguf.h"
 #include "kernels/ref/quant.h"
 #include "tools/synth/synth_impl.h"
@@ -65,8 +66,8 @@
 /* ---- architecture table ----------------------------------------------------------------- */
 
 typedef struct arch_info {
-    const char *name;       /* CLI name */
-    const char *gguf_arch;  /* general.architecture */
+    const char *variant;    /* --arch name of a variant ("mixtral"); NULL: general.architecture's */
+    sl_arch gguf_arch;      /* general.architecture (gguf/arch.h's one list) */
     bool moe;
     bool bpe;               /* GPT-2 byte-level BPE (else SentencePiece) */
     const char *bpe_pre;    /* tokenizer.ggml.pre */
@@ -76,26 +77,26 @@ typedef struct arch_info {
 } arch_info;
 
 static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
-    [SL_SYNTH_LLAMA] = {"llama", "llama", false, false, NULL, 10000.0f, 1e-5f, SL__VOCAB_SPM},
-    [SL_SYNTH_MIXTRAL] = {"mixtral", "llama", true, false, NULL, 1000000.0f, 1e-5f,
+    [SL_SYNTH_LLAMA] = {NULL, SL_ARCH_LLAMA, false, false, NULL, 10000.0f, 1e-5f, SL__VOCAB_SPM},
+    [SL_SYNTH_MIXTRAL] = {"mixtral", SL_ARCH_LLAMA, true, false, NULL, 1000000.0f, 1e-5f,
                           SL__VOCAB_SPM},
-    [SL_SYNTH_QWEN3MOE] = {"qwen3moe", "qwen3moe", true, true, "qwen2", 1000000.0f, 1e-6f,
+    [SL_SYNTH_QWEN3MOE] = {NULL, SL_ARCH_QWEN3MOE, true, true, "qwen2", 1000000.0f, 1e-6f,
                            SL__VOCAB_BPE_IM_END},
-    [SL_SYNTH_OLMOE] = {"olmoe", "olmoe", true, true, "olmo", 10000.0f, 1e-5f, SL__VOCAB_BPE},
+    [SL_SYNTH_OLMOE] = {NULL, SL_ARCH_OLMOE, true, true, "olmo", 10000.0f, 1e-5f, SL__VOCAB_BPE},
     /* Qwen1.5-MoE-A2.7B: rope_theta 1e6, rms_norm_eps 1e-6, eos <|endoftext|> */
-    [SL_SYNTH_QWEN2MOE] = {"qwen2moe", "qwen2moe", true, true, "qwen2", 1000000.0f, 1e-6f,
+    [SL_SYNTH_QWEN2MOE] = {NULL, SL_ARCH_QWEN2MOE, true, true, "qwen2", 1000000.0f, 1e-6f,
                            SL__VOCAB_BPE},
     /* Gemma 3: rope_theta 1e6 (global layers; local layers use 10000, fixed in llama.cpp),
      * rms_norm_eps 1e-6 */
-    [SL_SYNTH_GEMMA3] = {"gemma3", "gemma3", false, false, NULL, 1000000.0f, 1e-6f,
+    [SL_SYNTH_GEMMA3] = {NULL, SL_ARCH_GEMMA3, false, false, NULL, 1000000.0f, 1e-6f,
                          SL__VOCAB_SPM_GEMMA},
     /* gpt-oss-20b: rope_theta 150000, rms_norm_eps 1e-5; its o200k vocabulary's pre-tokenizer
      * is "gpt-4o" */
-    [SL_SYNTH_GPT_OSS] = {"gpt-oss", "gpt-oss", true, true, "gpt-4o", 150000.0f, 1e-5f,
+    [SL_SYNTH_GPT_OSS] = {NULL, SL_ARCH_GPT_OSS, true, true, "gpt-4o", 150000.0f, 1e-5f,
                           SL__VOCAB_BPE},
     /* DeepSeek-V3: rope_theta 10000, rms_norm_eps 1e-6, pre-tokenizer "deepseek-v3" (not
      * implemented by runtime/text/pretok.c: the synthetic vocabulary uses the default one) */
-    [SL_SYNTH_DEEPSEEK2] = {"deepseek2", "deepseek2", true, true, "default", 10000.0f, 1e-6f,
+    [SL_SYNTH_DEEPSEEK2] = {NULL, SL_ARCH_DEEPSEEK2, true, true, "default", 10000.0f, 1e-6f,
                             SL__VOCAB_BPE},
 };
 
@@ -122,7 +123,8 @@ static mla_dims mla_of(const sl_synth_params *p)
 
 const char *sl_synth_arch_name(sl_synth_arch a)
 {
-    return (unsigned)a < SL_SYNTH_ARCH_COUNT ? k_arch[a].name : "?";
+    if ((unsigned)a >= SL_SYNTH_ARCH_COUNT) return "?";
+    return k_arch[a].variant ? k_arch[a].variant : sl_arch_name(k_arch[a].gguf_arch);
 }
 
 bool sl_synth_arch_is_moe(sl_synth_arch a)
@@ -132,15 +134,22 @@ bool sl_synth_arch_is_moe(sl_synth_arch a)
 
 sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err)
 {
-    for (int a = 0; a < SL_SYNTH_ARCH_COUNT; a++)
-        if (s && !strcmp(s, k_arch[a].name)) {
+    char list[256];
+    size_t len = 0;
+    list[0] = '\0';
+    for (int a = 0; a < SL_SYNTH_ARCH_COUNT; a++) {
+        const char *name = sl_synth_arch_name((sl_synth_arch)a);
+        if (s && !strcmp(s, name)) {
             *out = (sl_synth_arch)a;
             return SL_OK;
         }
-    return sl_error_set(err, SL_ERR_INVALID,
-                        "--arch '%s': unknown architecture (llama, mixtral, qwen3moe, olmoe, "
-                        "qwen2moe, gemma3, gpt-oss, deepseek2)",
-                        s ? s : "(null)");
+        if (len < sizeof list) {
+            const int k = snprintf(list + len, sizeof list - len, "%s%s", a ? ", " : "", name);
+            if (k > 0) len += (size_t)k;
+        }
+    }
+    return sl_error_set(err, SL_ERR_INVALID, "--arch '%s': unknown architecture (%s)",
+                        s ? s : "(null)", list);
 }
 
 void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
@@ -239,18 +248,18 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
     } else if (p->n_ff_shexp) {
         return sl_error_set(err, SL_ERR_INVALID,
                             "--shared-ffn %u: only qwen2moe has a shared expert (not %s)",
-                            p->n_ff_shexp, ai->name);
+                            p->n_ff_shexp, sl_synth_arch_name(p->arch));
     }
     if (p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GPT_OSS) {
         if ((st = check_range("--sliding-window", p->n_swa, 1, 1 << 24, err))) return st;
     } else if (p->n_swa) {
         return sl_error_set(err, SL_ERR_INVALID,
                             "--sliding-window %u: only gemma3 and gpt-oss have sliding-window "
-                            "layers (not %s)", p->n_swa, ai->name);
+                            "layers (not %s)", p->n_swa, sl_synth_arch_name(p->arch));
     }
     if (p->legacy_kv_b && p->arch != SL_SYNTH_DEEPSEEK2)
         return sl_error_set(err, SL_ERR_INVALID, "--legacy-kv-b: only deepseek2 has an "
-                            "attn_kv_b layout (not %s)", ai->name);
+                            "attn_kv_b layout (not %s)", sl_synth_arch_name(p->arch));
     if (p->arch == SL_SYNTH_DEEPSEEK2) {
         const mla_dims d = mla_of(p);
         if (d.rope < 2 || d.rope % 2 || d.nope < 1 || d.kv_lora < 1 || d.v < 1)
@@ -273,7 +282,7 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
             return sl_error_set(err, SL_ERR_INVALID,
                                 "--experts/--top-k: %s is dense (use --arch mixtral for "
                                 "llama-style experts)",
-                                ai->name);
+                                sl_synth_arch_name(p->arch));
     } else {
         if ((st = check_range("--experts", p->n_expert, 1, SL_SYNTH_MAX_EXPERTS, err)))
             return st;
@@ -288,7 +297,7 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
                             ti ? ti->name : "?", SL_SYNTH_TYPES);
     if (p->type == SL_GGML_MXFP4 && !k_arch[p->arch].moe)
         return sl_error_set(err, SL_ERR_INVALID, "--type MXFP4: for routed experts, and --arch "
-                            "%s has none (MoE archs only)", k_arch[p->arch].name);
+                            "%s has none (MoE archs only)", sl_synth_arch_name(p->arch));
     /* every matmul weight row has --dim or --ffn elements (q/k/v/o rows are --dim since
      * heads * head_dim == --dim), and a row must be whole blocks */
     if (p->n_embd % ti->block_size)
@@ -312,7 +321,7 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
     /* above 4 the hottest neuron's factor passes sqrt(F) and the rest round towards zero */
     if (p->relu && p->arch != SL_SYNTH_LLAMA)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "--activation relu: %s is not a dense "
-                            "llama (only --arch llama has a ReLU FFN)", k_arch[p->arch].name);
+                            "llama (only --arch llama has a ReLU FFN)", sl_synth_arch_name(p->arch));
     if (!isfinite(p->neuron_skew) || p->neuron_skew < 0.0 || p->neuron_skew > 4.0)
         return sl_error_set(err, SL_ERR_RANGE, "--neuron-skew %g: must be in [0, 4]",
                             p->neuron_skew);
@@ -576,13 +585,13 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     const arch_info *ai = &k_arch[p->arch];
     const uint32_t head_dim = p->n_embd / p->n_head;
     char name[64];
-    snprintf(name, sizeof name, "sluice-synth-%s", ai->name);
-    kv_str(c, "general.architecture", ai->gguf_arch);
+    snprintf(name, sizeof name, "sluice-synth-%s", sl_synth_arch_name(p->arch));
+    kv_str(c, "general.architecture", sl_arch_name(ai->gguf_arch));
     kv_str(c, "general.type", "model");
     kv_str(c, "general.name", name);
     kv_u32(c, "general.file_type", sl_synth_file_type(p->type));
     kv_u32(c, "general.quantization_version", 2); /* GGML_QNT_VERSION */
-    if (!strcmp(ai->gguf_arch, "llama")) kv_arch_u32(c, "vocab_size", p->n_vocab); /* LlamaModel */
+    if (ai->gguf_arch == SL_ARCH_LLAMA) kv_arch_u32(c, "vocab_size", p->n_vocab); /* LlamaModel */
     kv_arch_u32(c, "context_length", p->n_ctx);
     kv_arch_u32(c, "embedding_length", p->n_embd);
     kv_arch_u32(c, "block_count", p->n_layer);
@@ -715,7 +724,7 @@ sl_status sl_synth_write(const sl_synth_params *p, const char *path, int n_threa
     const sl_gguf_writer_options wo = {.progress = progress, .progress_user = progress_user};
     st = sl_gguf_writer_create(path, &wo, &w, err);
     if (st) goto out;
-    kv_ctx kc = {w, ai->gguf_arch, err, SL_OK, 0};
+    kv_ctx kc = {w, sl_arch_name(ai->gguf_arch), err, SL_OK, 0};
     write_kv(&kc, p, &vocab);
     if ((st = kc.st)) goto out;
     for (uint32_t i = 0; i < n_t; i++) {

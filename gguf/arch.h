@@ -1,0 +1,30 @@
+/* gguf/arch: the model architectures Sluice runs, by their GGUF general.architecture names
+ * (llama.cpp's LLM_ARCH_NAMES spelling). The one list of them: the engine's traits table
+ * (runtime/engine/arch.c) is indexed by it, its "supported" message is made from it, and the
+ * synthetic-model writer (tools/synth) names the architecture it writes through it.
+ * Adding an architecture: a row here, then its traits, hyperparameters and tensors in the
+ * engine and its layout in synth. Pure, thread-safe. */
+#ifndef SL_GGUF_ARCH_H
+#define SL_GGUF_ARCH_H
+
+#include <stddef.h>
+
+#include "base/status.h"
+
+typedef enum sl_arch {
+    SL_ARCH_LLAMA = 0,  /* llama, and Mixtral files (llama + expert_count) */
+    SL_ARCH_QWEN2MOE,
+    SL_ARCH_QWEN3MOE,
+    SL_ARCH_OLMOE,
+    SL_ARCH_GEMMA3,
+    SL_ARCH_GPT_OSS,    /* llama.cpp LLM_ARCH_OPENAI_MOE, general.architecture "gpt-oss" */
+    SL_ARCH_DEEPSEEK2,  /* DeepSeek-V2/V3/R1, Kimi-K2: MLA attention, groups, shared experts */
+    SL_ARCH_COUNT       /* not an architecture: the list's length */
+} sl_arch;
+
+/* a's general.architecture name, or NULL when a is not in the list. */
+const char *sl_arch_name(sl_arch a);
+/* The architecture named name; SL_ERR_UNSUPPORTED naming it and every supported one otherwise. */
+sl_status sl_arch_parse(const char *name, sl_arch *out, sl_error *err);
+
+#endif
