@@ -164,11 +164,14 @@ typedef struct sl_runtime_options {
     uint64_t host_slab_bytes;   /* host pool slab (mapped, touched, page-locked at once);
                                    0: 256 MiB */
     /* The host floor: false, private to this process (its host pool); true, shared by the
-     * processes of the node (alloc/shm_floor.h: one POSIX shared-memory region per model,
-     * keyed by a digest of its identity and layout, filled once with O_DIRECT reads, mapped
-     * read-only by all, removed by the last process to let go of it). */
+     * processes of one user on the node (alloc/shm_floor.h: one POSIX shared-memory region
+     * per content, named by its layout and sampled bytes, identified by the files' device,
+     * inode, size, mtime and ctime or else by a full content digest; filled once with O_DIRECT
+     * reads, mapped read-only by all, removed by the last process to let go of it; objects of
+     * another owner or writable by others are refused). */
     bool shared_floor;
-    unsigned shm_mode;          /* permission bits of the shared objects (0: 0600) */
+    unsigned shm_mode;          /* permission bits of the shared objects, applied exactly
+                                   (not cut by the umask) (0: 0600) */
     const char *shm_prefix;     /* their name prefix under /dev/shm (NULL: "sluice-floor");
                                    copied by sl_runtime_create */
     /* called while this process fills a shared floor, after each tensor; NULL: none */
@@ -177,6 +180,12 @@ typedef struct sl_runtime_options {
     /* warnings (a model larger than the whole budget) go here; NULL: dropped */
     void (*notice)(void *user, const char *msg);
     void *notice_user;
+    /* the longest wait for a shared floor's lock (another process filling it), in ms (0: ten
+     * minutes); the error names the holder. shm_cancelled (NULL: none) is polled while waiting
+     * (e.g. a flag a SIGINT handler sets): true gives up. */
+    uint32_t shm_wait_ms;
+    bool (*shm_cancelled)(void *user);
+    void *shm_cancelled_user;
 } sl_runtime_options;
 sl_runtime_options sl_runtime_options_default(void);
 
@@ -256,6 +265,9 @@ typedef struct sl_runtime_model_info {
      * whether this process filled it */
     char floor_name[96];
     bool floor_materialized;
+    /* a shared floor filled from another file or version: attached after its content digest
+     * was checked against this process's files (a full read) */
+    bool floor_digest_checked;
 } sl_runtime_model_info;
 sl_status sl_runtime_model_info_get(const sl_runtime *rt, const sl_model *m,
                                     sl_runtime_model_info *out, sl_error *err);

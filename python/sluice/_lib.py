@@ -121,6 +121,7 @@ class RuntimeOptions(Structure):
         ("numa_node", c_int), ("host_slab_bytes", c_uint64), ("shared_floor", c_bool),
         ("shm_mode", c_uint32), ("shm_prefix", c_char_p), ("floor_progress", PROGRESS),
         ("floor_progress_user", c_void_p), ("notice", NOTICE), ("notice_user", c_void_p),
+        ("shm_wait_ms", c_uint32), ("shm_cancelled", c_void_p), ("shm_cancelled_user", c_void_p),
     ]
 
 
@@ -139,7 +140,7 @@ class RuntimeModelInfo(Structure):
     _fields_ = [("state", c_int), ("device_bytes", c_uint64), ("last_use", c_uint64),
                 ("busy", c_int), ("d_lo", c_uint64), ("d_hi", c_uint64),
                 ("d_digest", c_uint64), ("floor_name", c_char * 96),
-                ("floor_materialized", c_bool)]
+                ("floor_materialized", c_bool), ("floor_digest_checked", c_bool)]
 
 
 class URange(Structure):
