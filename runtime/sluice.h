@@ -417,6 +417,9 @@ typedef enum sl_reload_kind {
     SL_RELOAD_SIBLING,          /* unchanged, moved with a sibling expert tensor */
     SL_RELOAD_REFUSED,          /* not applied (msg says why); the old tensor stays in use */
     SL_RELOAD_SKIPPED_FILE,     /* a file being rewritten or unreadable: retried next call */
+    SL_RELOAD_REFUSED_FILE,     /* a file that cannot be applied whole (another architecture,
+                                   changed metadata, a new tensor, any REFUSED tensor of it):
+                                   nothing of it applied; reported again at every call */
 } sl_reload_kind;
 
 typedef struct sl_reload_entry {
@@ -437,6 +440,7 @@ typedef struct sl_reload_report {
     uint32_t n_reloaded, n_refused, n_fallback;
     uint64_t bytes_read;
     double seconds;
+    uint32_t files_refused;     /* REFUSED_FILE entries */
 } sl_reload_report;
 
 /* Reloads every tensor whose source file (any shard) changed since it was read (ik_llama.cpp's
@@ -444,8 +448,14 @@ typedef struct sl_reload_report {
  * evaluating; the changes are applied between evaluation steps, so a step sees every tensor
  * either before or after the reload, never torn. report (may be NULL) is filled either way and
  * must be freed with sl_reload_report_free. Errors: SL_ERR_INVALID for a model opened with
- * plan_only; I/O and format problems of one file are not errors but SKIPPED_FILE entries, and
- * tensors that cannot be applied are REFUSED entries. Thread-safe (one reload at a time).
+ * plan_only; I/O and format problems of one file are not errors but SKIPPED_FILE entries.
+ * A file is applied whole or not at all: one of another architecture, with any other metadata
+ * value (but descriptive general.* and quantize.* keys: hyperparameters and the vocabulary were
+ * read at open), with a tensor the model's files lacked, or with any tensor that cannot be
+ * applied (a REFUSED entry each) gets a REFUSED_FILE entry, none of its tensors changes, and
+ * the call returns SL_ERR_UNSUPPORTED naming the first such file and why — after applying the
+ * other files; the file stays "changed", so every later call refuses and reports it again.
+ * Thread-safe (one reload at a time).
  * A model in a runtime: each changed tensor replaces its host floor copy and, when on the
  * device, its device copy (a new arena block for a new size; no room: a host fallback, as for
  * a private model, which the runtime's residency keeps until a later reload returns it), so

@@ -195,7 +195,8 @@ class Model(_Handle):
         they were read, between evaluation steps. Returns {"changed", "files_changed",
         "files_skipped", "reloaded", "refused", "fallback", "seconds", "tensors": [{"name",
         "kind", "old_type", "new_type", "old_bytes", "new_bytes", "where", "message"}]}."""
-        kinds = ("reattached", "in_place", "private", "sibling", "refused", "skipped_file")
+        kinds = ("reattached", "in_place", "private", "sibling", "refused", "skipped_file",
+                 "refused_file")
         rep, err = _lib.ReloadReport(), _lib.Error()
         st = lib().sl_reload_changed(self._h, byref(rep), byref(err))
         try:

@@ -55,7 +55,7 @@ class ReloadReport(Structure):  # sluice.h sl_reload_report
     _fields_ = [("changed", c_bool), ("entries", POINTER(ReloadEntry)), ("n", c_size_t),
                 ("files_changed", c_uint32), ("files_skipped", c_uint32),
                 ("n_reloaded", c_uint32), ("n_refused", c_uint32), ("n_fallback", c_uint32),
-                ("bytes_read", c_uint64), ("seconds", c_double)]
+                ("bytes_read", c_uint64), ("seconds", c_double), ("files_refused", c_uint32)]
 
 
 class CtxOptions(Structure):

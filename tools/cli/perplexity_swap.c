@@ -69,7 +69,7 @@ static const char *tname(uint32_t t)
 static void print_json(const sl_cli_hotswap *h, double ppl, double ppl_err, double secs)
 {
     static const char *const kinds[] = {"reattached", "in_place", "private", "sibling",
-                                        "refused", "skipped_file"};
+                                        "refused", "skipped_file", "refused_file"};
     const sl_reload_report *r = &h->pending;
     printf("{\"round\":%d,\"tensors\":[", h->round);
     for (size_t i = 0; i < r->n; i++) {
