@@ -157,11 +157,14 @@ typedef struct sl_runtime_options {
     uint64_t host_slab_bytes;   /* host pool slab (mapped, touched, page-locked at once);
                                    0: 256 MiB */
     /* The host floor: false, private to this process (its host pool); true, shared by the
-     * processes of the node (alloc/shm_floor.h: one POSIX shared-memory region per model,
-     * keyed by a digest of its identity and layout, filled once with O_DIRECT reads, mapped
-     * read-only by all, removed by the last process to let go of it). */
+     * processes of one user on the node (alloc/shm_floor.h: one POSIX shared-memory region
+     * per content, named by its layout and sampled bytes, identified by the files' device,
+     * inode, size, mtime and ctime or else by a full content digest; filled once with O_DIRECT
+     * reads, mapped read-only by all, removed by the last process to let go of it; objects of
+     * another owner or writable by others are refused). */
     bool shared_floor;
-    unsigned shm_mode;          /* permission bits of the shared objects (0: 0600) */
+    unsigned shm_mode;          /* permission bits of the shared objects, applied exactly
+                                   (not cut by the umask) (0: 0600) */
     const char *shm_prefix;     /* their name prefix under /dev/shm (NULL: "sluice-floor");
                                    copied by sl_runtime_create */
     /* called while this process fills a shared floor, after each tensor; NULL: none */
@@ -170,6 +173,12 @@ typedef struct sl_runtime_options {
     /* warnings (a model larger than the whole budget) go here; NULL: dropped */
     void (*notice)(void *user, const char *msg);
     void *notice_user;
+    /* the longest wait for a shared floor's lock (another process filling it), in ms (0: ten
+     * minutes); the error names the holder. shm_cancelled (NULL: none) is polled while waiting
+     * (e.g. a flag a SIGINT handler sets): true gives up. */
+    uint32_t shm_wait_ms;
+    bool (*shm_cancelled)(void *user);
+    void *shm_cancelled_user;
 } sl_runtime_options;
 sl_runtime_options sl_runtime_options_default(void);
 
@@ -249,6 +258,9 @@ typedef struct sl_runtime_model_info {
      * whether this process filled it */
     char floor_name[96];
     bool floor_materialized;
+    /* a shared floor filled from another file or version: attached after its content digest
+     * was checked against this process's files (a full read) */
+    bool floor_digest_checked;
 } sl_runtime_model_info;
 sl_status sl_runtime_model_info_get(const sl_runtime *rt, const sl_model *m,
                                     sl_runtime_model_info *out, sl_error *err);
@@ -398,6 +410,9 @@ typedef enum sl_reload_kind {
     SL_RELOAD_SIBLING,          /* unchanged, moved with a sibling expert tensor */
     SL_RELOAD_REFUSED,          /* not applied (msg says why); the old tensor stays in use */
     SL_RELOAD_SKIPPED_FILE,     /* a file being rewritten or unreadable: retried next call */
+    SL_RELOAD_REFUSED_FILE,     /* a file that cannot be applied whole (another architecture,
+                                   changed metadata, a new tensor, any REFUSED tensor of it):
+                                   nothing of it applied; reported again at every call */
 } sl_reload_kind;
 
 typedef struct sl_reload_entry {
@@ -408,6 +423,8 @@ typedef struct sl_reload_entry {
     const char *where;          /* "device", "host", "host (fallback)"; "" when not applied */
     double seconds;             /* reading and applying it */
     char msg[160];              /* REFUSED / SKIPPED_FILE: why */
+    char *file;                 /* SKIPPED_FILE / REFUSED_FILE: the file's whole path (name may
+                                   be cut short), owned by the report; else NULL */
 } sl_reload_entry;
 
 typedef struct sl_reload_report {
@@ -418,6 +435,7 @@ typedef struct sl_reload_report {
     uint32_t n_reloaded, n_refused, n_fallback;
     uint64_t bytes_read;
     double seconds;
+    uint32_t files_refused;     /* REFUSED_FILE entries */
 } sl_reload_report;
 
 /* Reloads every tensor whose source file (any shard) changed since it was read (ik_llama.cpp's
@@ -425,8 +443,14 @@ typedef struct sl_reload_report {
  * evaluating; the changes are applied between evaluation steps, so a step sees every tensor
  * either before or after the reload, never torn. report (may be NULL) is filled either way and
  * must be freed with sl_reload_report_free. Errors: SL_ERR_INVALID for a model opened with
- * plan_only; I/O and format problems of one file are not errors but SKIPPED_FILE entries, and
- * tensors that cannot be applied are REFUSED entries. Thread-safe (one reload at a time).
+ * plan_only; I/O and format problems of one file are not errors but SKIPPED_FILE entries.
+ * A file is applied whole or not at all: one of another architecture, with any other metadata
+ * value (but descriptive general.* and quantize.* keys: hyperparameters and the vocabulary were
+ * read at open), with a tensor the model's files lacked, or with any tensor that cannot be
+ * applied (a REFUSED entry each) gets a REFUSED_FILE entry, none of its tensors changes, and
+ * the call returns SL_ERR_UNSUPPORTED naming the first such file and why — after applying the
+ * other files; the file stays "changed", so every later call refuses and reports it again.
+ * Thread-safe (one reload at a time).
  * A model in a runtime: each changed tensor replaces its host floor copy and, when on the
  * device, its device copy (a new arena block for a new size; no room: a host fallback, as for
  * a private model, which the runtime's residency keeps until a later reload returns it), so

@@ -9,8 +9,10 @@ SluiceError (NotResident for SL_ERR_NOT_RESIDENT) carrying the C library's messa
     ctx.eval(m.tokenize("Hello"))
     logits = ctx.logits_all()          # numpy float32 [n_tokens, n_vocab]
 """
+import atexit
 import contextlib
 import ctypes
+import weakref
 from ctypes import POINTER, byref, c_int32, c_size_t, c_uint64, c_void_p
 
 import numpy as np
@@ -216,7 +218,8 @@ class Model(_Handle):
         they were read, between evaluation steps. Returns {"changed", "files_changed",
         "files_skipped", "reloaded", "refused", "fallback", "seconds", "tensors": [{"name",
         "kind", "old_type", "new_type", "old_bytes", "new_bytes", "where", "message"}]}."""
-        kinds = ("reattached", "in_place", "private", "sibling", "refused", "skipped_file")
+        kinds = ("reattached", "in_place", "private", "sibling", "refused", "skipped_file",
+                 "refused_file")
         rep, err = _lib.ReloadReport(), _lib.Error()
         st = lib().sl_reload_changed(self._h, byref(rep), byref(err))
         try:
@@ -412,6 +415,15 @@ class Context(_Handle):
         return d
 
 
+def _close_at_exit(ref):
+    rt = ref()
+    if rt is not None:
+        try:
+            rt.close()
+        except SluiceError:
+            pass  # a model still in use: the process ends anyway
+
+
 class Runtime(_Handle):
     """Several models sharing one device arena and host pool (sl_runtime): budget, LRU
     eviction (mode "self") or caller-driven residency (mode "external"), pinned models,
@@ -439,6 +451,9 @@ class Runtime(_Handle):
         _check(lib().sl_runtime_create(byref(o), byref(h), byref(err)), err)
         self._h = h
         self._models = set()
+        # a program that exits without close() would leave its shared floors in /dev/shm (and
+        # its models open): closed at interpreter exit; the weak reference keeps GC as it was
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     def open(self, path, **placement):
         """Opens a model into the runtime; it starts on its host floor ("host")."""

@@ -48,14 +48,15 @@ class ModelInfo(Structure):
 class ReloadEntry(Structure):  # sluice.h sl_reload_entry
     _fields_ = [("name", c_char * 96), ("kind", c_int), ("old_type", c_uint32),
                 ("new_type", c_uint32), ("old_bytes", c_uint64), ("new_bytes", c_uint64),
-                ("where", c_char_p), ("seconds", c_double), ("msg", c_char * 160)]
+                ("where", c_char_p), ("seconds", c_double), ("msg", c_char * 160),
+                ("file", c_char_p)]
 
 
 class ReloadReport(Structure):  # sluice.h sl_reload_report
     _fields_ = [("changed", c_bool), ("entries", POINTER(ReloadEntry)), ("n", c_size_t),
                 ("files_changed", c_uint32), ("files_skipped", c_uint32),
                 ("n_reloaded", c_uint32), ("n_refused", c_uint32), ("n_fallback", c_uint32),
-                ("bytes_read", c_uint64), ("seconds", c_double)]
+                ("bytes_read", c_uint64), ("seconds", c_double), ("files_refused", c_uint32)]
 
 
 class CtxOptions(Structure):
@@ -121,6 +122,7 @@ class RuntimeOptions(Structure):
         ("numa_node", c_int), ("host_slab_bytes", c_uint64), ("shared_floor", c_bool),
         ("shm_mode", c_uint32), ("shm_prefix", c_char_p), ("floor_progress", PROGRESS),
         ("floor_progress_user", c_void_p), ("notice", NOTICE), ("notice_user", c_void_p),
+        ("shm_wait_ms", c_uint32), ("shm_cancelled", c_void_p), ("shm_cancelled_user", c_void_p),
     ]
 
 
@@ -139,7 +141,7 @@ class RuntimeModelInfo(Structure):
     _fields_ = [("state", c_int), ("device_bytes", c_uint64), ("last_use", c_uint64),
                 ("busy", c_int), ("d_lo", c_uint64), ("d_hi", c_uint64),
                 ("d_digest", c_uint64), ("floor_name", c_char * 96),
-                ("floor_materialized", c_bool)]
+                ("floor_materialized", c_bool), ("floor_digest_checked", c_bool)]
 
 
 class URange(Structure):

@@ -263,6 +263,24 @@ def test_runtime(d, dense):
 
 
 
+def test_exit_without_close(d, dense):
+    """A program that ends without closing its Runtime leaves nothing in /dev/shm: the
+    Runtime closes at interpreter exit (its shared floor goes with its last holder)."""
+    prefix = f"sluice-pyexit-{os.getpid()}"
+    code = ("import sys, sluice\n"
+            f"rt = sluice.Runtime(device='sim', arena_bytes='64M', host_slab_bytes='4M', "
+            f"shared_floor=True, shm_prefix={prefix!r})\n"
+            f"m = rt.open({dense!r}, placement='gpu')\n"
+            "rt.acquire(m)\n"
+            "print(rt.model_info(m)['floor_name'])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    expect(r.returncode == 0 and r.stdout.strip().startswith(prefix),
+           f"exit without close: the child ran ({r.returncode}, {r.stderr[-300:]})")
+    left = [x for x in os.listdir("/dev/shm") if x.startswith(prefix)]
+    expect(not left, f"exit without close: left in /dev/shm: {left}")
+
+
 def test_reload(d):
     """Model.reload_changed: a tensor rewritten in another type (requant, renamed over the
     file) is reloaded; putting the original back reattaches and gives the first logits."""
@@ -345,6 +363,7 @@ def main():
     with open(text, "w") as f:
         f.write(" ".join(["the cat sat on the mat and the dog ran far away"] * 60))
     test_model(d, dense, moe, text)
+    test_exit_without_close(d, dense)
     test_placement(d, moe)
     test_hot_cold(d, dense, text)
     test_runtime(d, dense)

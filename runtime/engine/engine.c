@@ -184,12 +184,13 @@ static sl_status model_open(sl_runtime *rt, const char *path, const sl_model_opt
         *out = m;
         return SL_OK;
     }
+    /* before the load: a shared floor fingerprints the versions these records name */
+    if ((st = sl_swap_sources_init(&m->sources, m->gguf, err))) goto fail;
     if ((st = m->rt ? sl__runtime_load_floor(m, err) : sl__model_load_weights(m, err)))
         goto fail;
     if ((st = sl__model_validate(m, err))) goto fail;
     if ((st = sl_swap_gate_init(&m->gate, err))) goto fail;
     m->gate_ready = true;
-    if ((st = sl_swap_sources_init(&m->sources, m->gguf, err))) goto fail;
     for (size_t i = 0; i < m->n_w; i++)
         m->w[i].file_size = m->sources.v[m->w[i].shard].size;
     if (m->rt && (st = sl__runtime_register(m, err))) goto fail;

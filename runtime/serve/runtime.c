@@ -245,68 +245,13 @@ bool sl__load_host_only(const sl_model *m)
 
 /* ---- the shared host floor ------------------------------------------------------------- */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
-/* The region's layout and key: each weight in a slot of its O_DIRECT span at a 4096-aligned
- * offset (its bytes at file_offset % 4096 inside, as an O_DIRECT read lands them); the key
- * digests a format version and every weight's name, type, shape and provenance (offset,
- * bytes, mtime), so processes opening the same file agree and a changed file gets a new one. */
-static uint64_t floor_layout(const sl_model *m, uint64_t *off, uint64_t *key)
-{
-    uint64_t total = 0, h = 1469598103934665603ull;
-    const uint32_t version = 1;
-    h = fnv(h, &version, sizeof version);
-    for (size_t i = 0; i < m->n_w; i++) {
-        const sl_weight *w = &m->w[i];
-        const uint64_t slot = (total + SL_GGUF_DIRECT_ALIGN - 1) &
-                              ~(uint64_t)(SL_GGUF_DIRECT_ALIGN - 1);
-        off[i] = slot + w->file_offset % SL_GGUF_DIRECT_ALIGN;
-        total = slot + (w->file_nbytes ? sl_gguf_direct_span(w->t) : 0);
-        h = fnv(h, w->name, strlen(w->name) + 1);
-        const uint64_t id[] = {w->file_type, w->n_dims, (uint64_t)w->ne[0], (uint64_t)w->ne[1],
-                               (uint64_t)w->ne[2], (uint64_t)w->ne[3], w->file_offset,
-                               w->file_nbytes, (uint64_t)w->mtime_sec, (uint64_t)w->mtime_nsec};
-        h = fnv(h, id, sizeof id);
-    }
-    *key = h;
-    return total ? total : 1;
-}
-
-/* sl_shm_floor_fill_fn: every weight's file bytes into its slot (O_DIRECT). */
-static sl_status fill_floor(void *user, uint8_t *payload, uint64_t bytes, sl_error *err)
-{
-    sl_model *m = user;
-    const sl_runtime *rt = m->rt;
-    uint64_t done = 0;
-    for (size_t i = 0; i < m->n_w; i++) {
-        const sl_weight *w = &m->w[i];
-        if (!w->file_nbytes) continue;
-        const uint64_t at = m->res->shm_off[i], slot = at - w->file_offset % SL_GGUF_DIRECT_ALIGN;
-        void *data = NULL;
-        sl_status st = sl_gguf_tensor_read(sl__model_file(m), w->t, SL_GGUF_IO_DIRECT,
-                                           payload + slot, bytes - slot, &data, err);
-        if (st) return st;
-        /* a file system without O_DIRECT: the pread fallback may land the bytes elsewhere */
-        if (data != payload + at) memmove(payload + at, data, w->file_nbytes);
-        done += w->file_nbytes;
-        if (rt->opt.floor_progress)
-            rt->opt.floor_progress(rt->opt.floor_progress_user, done, bytes);
-    }
-    return SL_OK;
-}
-
 static void floor_release(sl_runtime *rt, struct sl__resident *r)
 {
     if (r->shm_registered)
         sl_device_host_unregister(rt->dev, (void *)sl_shm_floor_payload(r->shm), NULL);
     sl_shm_floor_detach(r->shm);
     r->shm = NULL;
-    r->shm_registered = r->shm_made = false;
+    r->shm_registered = r->shm_made = r->shm_checked = false;
 }
 
 sl_status sl__runtime_load_floor(sl_model *m, sl_error *err)
@@ -314,19 +259,9 @@ sl_status sl__runtime_load_floor(sl_model *m, sl_error *err)
     sl_runtime *rt = m->rt;
     struct sl__resident *r = m->res;
     if (rt->opt.shared_floor && !r->shm) {
-        if (!r->shm_off && !(r->shm_off = malloc((m->n_w ? m->n_w : 1) * sizeof *r->shm_off)))
-            return sl_error_set(err, SL_ERR_NOMEM, "out of memory (shared floor layout)");
-        uint64_t key;
-        const uint64_t bytes = floor_layout(m, r->shm_off, &key);
-        const sl_shm_floor_options so = {.prefix = rt->opt.shm_prefix, .key = key,
-                                         .bytes = bytes, .mode = rt->opt.shm_mode,
-                                         .fill = fill_floor, .fill_user = m};
-        sl_status st = sl_shm_floor_attach(&so, &r->shm, &r->shm_made, err);
-        if (st) {
-            char why[SL_ERROR_MSG_BYTES];
-            snprintf(why, sizeof why, "%s", err ? err->msg : "");
-            return sl_error_set(err, st, "%s: %s", m->path, why);
-        }
+        sl_status st = sl__runtime_floor_attach(m, err);
+        if (st) return st;
+        const uint64_t bytes = sl_shm_floor_bytes(r->shm);
         /* page-locked per process for DMA; a refusal (e.g. a read-only mapping the driver
          * will not register) leaves copies from pageable memory, slower but correct */
         sl_error re;
@@ -744,6 +679,7 @@ sl_status sl_runtime_model_info_get(const sl_runtime *rt, const sl_model *m,
     }
     if (r->shm) snprintf(out->floor_name, sizeof out->floor_name, "%s", sl_shm_floor_name(r->shm));
     out->floor_materialized = r->shm_made;
+    out->floor_digest_checked = r->shm_checked;
     pthread_mutex_unlock(&w->mu);
     return SL_OK;
 }

@@ -27,7 +27,7 @@ struct sl__resident {
      * data offset in its payload, whether this process filled it and registered it */
     sl_shm_floor *shm;
     uint64_t *shm_off;
-    bool shm_made, shm_registered;
+    bool shm_made, shm_registered, shm_checked;
     /* a live reload changed its weights since its file view was last refreshed: going back to
      * DISK refreshes it first (sl__model_files_parse, _bind), or stays if the files moved on */
     bool reloaded;
@@ -54,6 +54,8 @@ struct sl_runtime {
 uint64_t sl__runtime_granted(uint64_t bytes);
 /* Weight i of m leaves the device: its block is freed and it reads its floor again. */
 void sl__runtime_to_floor(sl_model *m, size_t i);
+/* Attaches m's shared floor (runtime_floor.c): r->shm, shm_off, shm_made, shm_checked. */
+sl_status sl__runtime_floor_attach(sl_model *m, sl_error *err);
 /* Recomputes rt's budget from the models' scratch estimates and the pinned bytes. */
 void sl__runtime_update_budget(sl_runtime *rt);
 

@@ -146,6 +146,19 @@ static inline void reload(sl_model *m, sl_reload_report *r)
     CHECK_MSG(st == SL_OK, "reload: %s", e.msg);
 }
 
+/* A reload that refuses a file whole: SL_ERR_UNSUPPORTED whose message has why, a
+ * REFUSED_FILE entry, nothing changed. */
+static inline void reload_refused(sl_model *m, sl_reload_report *r, const char *why)
+{
+    sl_error e;
+    sl_status st = sl_reload_changed(m, r, &e);
+    CHECK_MSG(st == SL_ERR_UNSUPPORTED, "reload: status %d: %s", (int)st, e.msg);
+    if (st) CHECK_CONTAINS(e.msg, why);
+    bool entry = false;
+    for (size_t i = 0; i < r->n; i++) entry |= r->entries[i].kind == SL_RELOAD_REFUSED_FILE;
+    CHECK(entry && r->files_refused >= 1 && !r->changed);
+}
+
 /* reload under SLUICE_FAULT_SWAP_ALLOC=fault (NULL: none) */
 static inline void reload_fault(sl_model *m, sl_reload_report *r, const char *fault)
 {

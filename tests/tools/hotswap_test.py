@@ -78,6 +78,15 @@ def main():
           "blk.0.ffn_up.weight: Q8_0 -> Q4_0" in r.stdout and
           "nothing changed after round 3" in r.stdout, f"text mode: {r.stdout[-1500:]}")
 
+    # a script that leaves an unreadable file: reported, and the loop ends non-zero (not
+    # "nothing changed" with the remaining rounds dropped)
+    subprocess.run(["cp", orig, live], check=True)
+    r = run("perplexity", "-m", live, "-f", text, "-c", "64", "--hotswap",
+            "--pre-reload-script", f"printf garbage > '{live}.g' && mv '{live}.g' '{live}'")
+    check(r.returncode == 1 and "skipped" in r.stderr and live in r.stderr and
+          "nothing changed" not in r.stdout,
+          f"unreadable file: exit {r.returncode}: {r.stderr[-400:]}")
+
     # a failing script stops the loop with its status; the environment switch works
     subprocess.run(["cp", orig, live], check=True)
     r = run("perplexity", "-m", live, "-f", text, "-c", "64",

@@ -202,6 +202,17 @@ def test_eviction(tmp, paths):
         srv.stop()
 
 
+def test_pin_too_big(tmp, paths):
+    """A pinned model that does not fit on the device in full is refused at start, with the
+    budget's figures, rather than answering every request with a 500."""
+    r = st.run("serve", "--port", "0", "--model", f"a={paths['a']}", "--pin", "a",
+               "--vram-budget", "4M", "--device", "sim")
+    expect(r.returncode == 1 and "does not fit on the device in full" in r.stderr and
+           "weight pool" in r.stderr,
+           f"--pin of a model larger than --vram-budget 4M: refused at start ({r.returncode}, "
+           f"{r.stderr.strip()[-300:]})")
+
+
 def test_external(tmp, paths):
     srv = st.Server(tmp, f"a={paths['a']}", "--model", f"b={paths['b']}", "--residency",
                     "external", *SIM, name="external")
@@ -336,6 +347,7 @@ def main():
         test_flags(paths)
         test_routing(tmp, paths)
         test_eviction(tmp, paths)
+        test_pin_too_big(tmp, paths)
         test_external(tmp, paths)
         test_single_admin(tmp, paths)
         test_hotswap(tmp, paths)

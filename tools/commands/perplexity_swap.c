@@ -50,6 +50,20 @@ static int reload(sl_cli_hotswap *h, sl_model *m)
     sl_error e;
     if (sl_reload_changed(m, &h->pending, &e)) {
         fprintf(stderr, "sluice perplexity: reload: %s\n", e.msg);
+        sl_reload_report_print(&h->pending, stderr);
+        return 1;
+    }
+    /* a file the script left unreadable or half-written is not "nothing changed": the
+     * rounds it was meant for would be dropped without a word */
+    for (size_t i = 0; i < h->pending.n; i++)
+        if (h->pending.entries[i].kind == SL_RELOAD_SKIPPED_FILE)
+            fprintf(stderr, "sluice perplexity: reload: %s: skipped: %s\n",
+                    h->pending.entries[i].file ? h->pending.entries[i].file
+                                               : h->pending.entries[i].name,
+                    h->pending.entries[i].msg);
+    if (h->pending.files_skipped) {
+        fprintf(stderr, "sluice perplexity: %u file(s) could not be reloaded: the hot-swap loop "
+                "stops\n", h->pending.files_skipped);
         return 1;
     }
     return 0;
@@ -69,7 +83,7 @@ static const char *tname(uint32_t t)
 static void print_json(const sl_cli_hotswap *h, double ppl, double ppl_err, double secs)
 {
     static const char *const kinds[] = {"reattached", "in_place", "private", "sibling",
-                                        "refused", "skipped_file"};
+                                        "refused", "skipped_file", "refused_file"};
     const sl_reload_report *r = &h->pending;
     printf("{\"round\":%d,\"tensors\":[", h->round);
     for (size_t i = 0; i < r->n; i++) {

@@ -206,6 +206,25 @@ static int open_runtime(sl_serve *s, sl_cli_model_flags *mf, int64_t parallel, b
     }
     sl_runtime_stats rs;
     sl_runtime_stats_get(s->rt, &rs);
+    /* a pin of a model that auto placement had to shrink into the arena cannot serve: its
+     * slots' scratch then finds no room and every request fails; refused here with what fits
+     * (a placement the user chose, -ot or --n-cpu-moe, may leave host bytes on purpose) */
+    const bool auto_place = mf->opt.placement == SL_PLACE_AUTO && !mf->opt.override_tensor &&
+                            !mf->opt.cpu_moe && mf->opt.n_cpu_moe <= 0;
+    for (size_t k = 0; k < n_pins && auto_place; k++) {
+        const sl_serve_model *sm = sl__serve_model_find(s, pins[k], strlen(pins[k]));
+        sl_model_info mi;
+        sl_model_info_get(sm->model, &mi);
+        if (!mi.host_bytes) continue;
+        fprintf(stderr, "sluice %s: --pin %s: the model does not fit on the device in full: "
+                "%" PRIu64 " of its %" PRIu64 " weight bytes would stay in host memory. The "
+                "budget: arena %" PRIu64 " (--vram-budget), scratch ceiling %" PRIu64 ", weight "
+                "pool %" PRIu64 " after the scratch of %" PRId64 " slot(s) per model, pinned %"
+                PRIu64 ": raise --vram-budget or do not pin it\n", k_cmd, sm->name,
+                mi.host_bytes, mi.weight_bytes, rs.arena_bytes, rs.scratch_ceiling,
+                rs.weight_pool, parallel, rs.pinned_bytes);
+        return 1;
+    }
     /* the budget solver reports an over-commit rather than refusing it: so does serve */
     if (rs.over_commit)
         fprintf(stderr, "sluice %s: warning: the pinned models take %" PRIu64 " device bytes, "

@@ -716,7 +716,7 @@ void sl__serve_stream_close(sl_serve_stream *st)
 static void health(sl_serve *s, sl_serve_reply *r)
 {
     static const char *const kinds[] = {"reattached", "in_place", "private", "sibling",
-                                        "refused", "skipped_file"};
+                                        "refused", "skipped_file", "refused_file"};
     const size_t n = s->hotswap ? s->n_models : 0;
     sl_reload_report *rep = calloc(n ? n : 1, sizeof *rep);
     if (!rep) {
@@ -758,7 +758,7 @@ static void health(sl_serve *s, sl_serve_reply *r)
                 sl_json_cstr(f, e->name);
                 fprintf(f, ",\"kind\":\"%s\",\"old_type\":\"%s\",\"new_type\":\"%s\","
                         "\"old_bytes\":%" PRIu64 ",\"new_bytes\":%" PRIu64 ",\"where\":",
-                        (unsigned)e->kind < 6 ? kinds[e->kind] : "?", ot ? ot->name : "?",
+                        (unsigned)e->kind < 7 ? kinds[e->kind] : "?", ot ? ot->name : "?",
                         nt ? nt->name : "?", e->old_bytes, e->new_bytes);
                 sl_json_cstr(f, e->where ? e->where : "");
                 fputs(",\"message\":", f);
