@@ -48,7 +48,7 @@ static sl_status open_device(sl_model *m, sl_error *err)
     dopt.notice = gguf_notice;
     dopt.notice_user = m;
     uint64_t free_bytes = 0;
-    sl_status st = m->rt ? sl__runtime_lend(m, &free_bytes, err)
+    sl_status st = m->serving ? m->serving->lend(m, &free_bytes, err)
                          : sl_device_open(&dopt, &m->dev, err);
     if (st) return st;
     /* As llama.cpp without a GPU: auto placement where auto found no CUDA device runs on the
@@ -66,7 +66,7 @@ static sl_status open_device(sl_model *m, sl_error *err)
     }
     const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
     if ((st = sl__model_plan(m, free_bytes, cuda, err))) return st;
-    if (m->rt && (st = sl__runtime_attach(m, err))) return st;
+    if (m->serving && (st = m->serving->attach(m, err))) return st;
     if (!m->plan.device_bytes || m->opt.plan_only) return SL_OK;
     if ((st = sl_device_stream_create(m->dev, &m->stream, err))) return st;
     return m->rt ? SL_OK : sl_bfc_create_device(m->dev, m->stream, NULL, &m->arena, err);
@@ -128,15 +128,15 @@ void sl__model_info_fill(sl_model *m)
     in->eos = sl_gguf_get_u32(m->gguf, "tokenizer.ggml.eos_token_id", &id, NULL) ? -1 : (int32_t)id;
 }
 
-/* sl_model_open (rt NULL) and sl_model_open_in. */
-static sl_status model_open(sl_runtime *rt, const char *path, const sl_model_options *opt,
-                            sl_model **out, sl_error *err)
+sl_status sl__model_open(sl_runtime *rt, const sl__serving *serving, const char *path,
+                         const sl_model_options *opt, sl_model **out, sl_error *err)
 {
     if (!path || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_model_open: NULL path or out");
     *out = NULL;
     sl_model *m = calloc(1, sizeof *m);
     if (!m) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (model)");
     m->rt = rt;
+    m->serving = rt ? serving : NULL;
     m->opt = opt ? *opt : sl_model_options_default();
     sl_status st = SL_OK;
     if (!sl_place_mode_info_get(m->opt.placement)) {
@@ -186,14 +186,14 @@ static sl_status model_open(sl_runtime *rt, const char *path, const sl_model_opt
     }
     /* before the load: a shared floor fingerprints the versions these records name */
     if ((st = sl_swap_sources_init(&m->sources, m->gguf, err))) goto fail;
-    if ((st = m->rt ? sl__runtime_load_floor(m, err) : sl__model_load_weights(m, err)))
+    if ((st = m->serving ? m->serving->load_floor(m, err) : sl__model_load_weights(m, err)))
         goto fail;
     if ((st = sl__model_validate(m, err))) goto fail;
     if ((st = sl_swap_gate_init(&m->gate, err))) goto fail;
     m->gate_ready = true;
     for (size_t i = 0; i < m->n_w; i++)
         m->w[i].file_size = m->sources.v[m->w[i].shard].size;
-    if (m->rt && (st = sl__runtime_register(m, err))) goto fail;
+    if (m->serving && (st = m->serving->register_model(m, err))) goto fail;
     sl__model_info_fill(m);
     *out = m;
     return SL_OK;
@@ -205,20 +205,13 @@ fail:
 sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model **out,
                         sl_error *err)
 {
-    return model_open(NULL, path, opt, out, err);
-}
-
-sl_status sl_model_open_in(sl_runtime *rt, const char *path, const sl_model_options *opt,
-                           sl_model **out, sl_error *err)
-{
-    if (!rt) return sl_error_set(err, SL_ERR_INVALID, "sl_model_open_in: NULL runtime");
-    return model_open(rt, path, opt, out, err);
+    return sl__model_open(NULL, NULL, path, opt, out, err);
 }
 
 void sl_model_close(sl_model *m)
 {
     if (!m) return;
-    sl__runtime_detach(m); /* a runtime's model: its device weights back to their floors */
+    if (m->serving) m->serving->detach(m); /* its device weights back to their floors */
     sl__model_free_weights(m);
     sl_swap_sources_free(&m->sources);
     if (m->gate_ready) sl_swap_gate_destroy(&m->gate);
@@ -497,6 +490,21 @@ static sl_status logits_alloc(sl_ctx *c, int64_t rows, sl_error *err)
     return SL_OK;
 }
 
+/* An evaluation's bracket (sl__serving.eval_begin / eval_end); outside a runtime the epochs
+ * are the context's own and nothing is held. */
+static sl_status eval_begin(sl_ctx *c, uint64_t *res_epoch, uint64_t *layout_epoch, sl_error *err)
+{
+    if (c->m->serving) return c->m->serving->eval_begin(c, res_epoch, layout_epoch, err);
+    *res_epoch = c->res_epoch;
+    *layout_epoch = c->res_layout_epoch;
+    return SL_OK;
+}
+
+static void eval_end(sl_ctx *c)
+{
+    if (c->m->serving) c->m->serving->eval_end(c);
+}
+
 sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl_error *err)
 {
     if (!m || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_create: NULL model or out");
@@ -509,13 +517,13 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
     c->m = m;
     c->opt = opt ? *opt : sl_ctx_options_default();
     /* a runtime's model must be on the device while the context takes its sides */
-    sl_status st = sl__runtime_eval_begin(c, &c->res_epoch, &c->res_layout_epoch, err);
+    sl_status st = eval_begin(c, &c->res_epoch, &c->res_layout_epoch, err);
     if (st) {
         free(c);
         return st;
     }
     st = ctx_build(c, err);
-    sl__runtime_eval_end(c);
+    eval_end(c);
     if (st) {
         sl_ctx_destroy(c);
         return st;
@@ -735,10 +743,10 @@ static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, siz
     c->n_logits = 0;
     /* a runtime's model: resident and kept so (busy) while this runs */
     uint64_t res_epoch, layout_epoch;
-    sl_status rst = sl__runtime_eval_begin(c, &res_epoch, &layout_epoch, err);
+    sl_status rst = eval_begin(c, &res_epoch, &layout_epoch, err);
     if (rst) return rst;
     if ((rst = ctx_sync(c, epoch, res_epoch, layout_epoch, err))) {
-        sl__runtime_eval_end(c);
+        eval_end(c);
         return rst;
     }
     const int32_t start = c->n_past;
@@ -752,12 +760,12 @@ static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, siz
         sl_status st = sl__forward(c, tokens + off, m, lo, lf, last ? greedy : NULL, err);
         if (st) {
             c->n_past = start; /* entries written past it are ignored, then overwritten */
-            sl__runtime_eval_end(c);
+            eval_end(c);
             return st;
         }
         c->n_past += (int32_t)m;
     }
-    sl__runtime_eval_end(c);
+    eval_end(c);
     c->n_logits = greedy ? 0 : rows; /* a greedy step keeps no logits (sluice.h) */
     c->logits_first = from;
     c->n_eval = (int64_t)n;

@@ -187,6 +187,7 @@ struct sl_model {
      * rt: private. */
     sl_runtime *rt;
     struct sl__resident *res;
+    const struct sl__serving *serving; /* the serving table (sl__serving), NULL without rt */
 };
 
 /* Whether layer L has routed experts (a deepseek2 model's leading layers are dense). */
@@ -203,24 +204,6 @@ typedef struct sl__floor {
     void *h_owned;                  /* malloc'd converted copy, or NULL */
 } sl__floor;
 
-/* runtime.c */
-/* to_device's hand-off: keeps w's host copy as its floor (instead of freeing it) when the
- * model is in a runtime; returns false when the model has no floor to keep (private model). */
-bool sl__floor_keep(sl_model *m, sl_weight *w);
-/* Whether loading should stop at the host copies (a runtime's host floor). */
-bool sl__load_host_only(const sl_model *m);
-/* w's bytes in the model's shared host floor, or NULL (no shared floor: load as usual). */
-const void *sl__floor_shared_data(const sl_model *m, const sl_weight *w);
-/* A runtime model's host floor: attaches its shared region first when the runtime shares
- * floors, then loads every weight's host copy (sl__model_load_weights). */
-sl_status sl__runtime_load_floor(sl_model *m, sl_error *err);
-/* Open hooks, in order: lend (instead of opening a device: the runtime's device, arena and
- * host pool; *device_free = the arena; vram_budget 0 becomes the arena), attach (after
- * the plan: residency records; hot-cold refused), register (after the load: in the
- * runtime's list, at HOST). */
-sl_status sl__runtime_lend(sl_model *m, uint64_t *device_free, sl_error *err);
-sl_status sl__runtime_attach(sl_model *m, sl_error *err);
-sl_status sl__runtime_register(sl_model *m, sl_error *err);
 /* Fault injection of a live reload (tests: SLUICE_FAULT_SWAP_ALLOC=N): the run's at-th new
  * device block is refused as if the arena were full; at == 0 never. */
 typedef struct sl__swap_fault {
@@ -232,48 +215,75 @@ static inline bool sl__swap_fault_hit(sl__swap_fault *f)
     return f && f->at && ++f->n == f->at;
 }
 
-/* runtime_reload.c */
-/* Live reload of a runtime model (reload.c), between lock and unlock (the runtime's mutex:
- * no residency change meanwhile; take it after the swap gate, as evaluations do):
- * swap_weight makes ns (a host copy of the new bytes, type and size) w's host floor and, when
- * the plan put w on the device and the model is there, copies it there (the same block when
- * the size is the same, else a new one); a device with no room for it (or the fault) leaves
- * w on the host with the new bytes when may_fall (*fell, w->fallback, and the model's device
- * bytes no longer count it), else returns SL_ERR_NOMEM with w unchanged. On success ns
- * belongs to the model; the weight's previous host copy is freed unless it lies in a shared
- * floor (copy-on-write: the other processes keep theirs).
- * SL_ERR_UNSUPPORTED for a model on DISK.
- * weight_to_host moves a device weight to its floor as a fallback (a sibling's); weight_to_device
- * returns a fallen-back weight of a model on the device to a new block (*ok false: no room,
- * nothing changed). */
-void sl__runtime_lock(sl_model *m);
-void sl__runtime_unlock(sl_model *m);
-sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns, uint32_t type,
-                                  uint64_t nbytes, bool may_fall, sl__swap_fault *fault,
-                                  bool *fell, sl_error *err);
-sl_status sl__runtime_weight_to_host(sl_model *m, sl_weight *w, sl_error *err);
-/* A reload moved w's provenance to the new file version without swapping its bytes (they are
- * equal): the model's files are re-parsed before it next loads from disk, as after a swap. */
-void sl__runtime_provenance_moved(sl_model *m);
-/* The host copy of w's bytes (its floor while on the device), NULL on DISK; takes the
- * runtime's mutex itself. Those bytes stay where they are until the model's next reload or
- * release to DISK — moves between the floor and the device move the pointer, not the bytes —
- * so a reload (which holds the gate's reload lock, as the release to DISK does) may read them
- * after this returns, without the mutex. */
-const void *sl__runtime_host_copy(sl_model *m, const sl_weight *w);
-sl_status sl__runtime_weight_to_device(sl_model *m, sl_weight *w, bool *ok, sl_error *err);
-/* runtime.c */
-/* Evaluation brackets of a context of a runtime model: begin fails with SL_ERR_NOT_RESIDENT
- * below DEVICE, marks the model busy (never evicted or moved until end) and returns its
- * residency epochs (runtime_impl.h: pointers moved, types or bytes changed; the context's
- * outside a runtime), which engine.c compares with the context's to refresh or rebind it
- * once with the swap gate's epoch — outside the runtime's mutex, as nothing moves a busy
- * model; end clears busy. No-ops outside a runtime. */
-sl_status sl__runtime_eval_begin(sl_ctx *c, uint64_t *res_epoch, uint64_t *layout_epoch,
-                                 sl_error *err);
-void sl__runtime_eval_end(sl_ctx *c);
-/* Detaches a closing model (frees its device weights and floors); close calls it first. */
-void sl__runtime_detach(sl_model *m);
+/* The serving layer's part in a model's life. runtime/serve installs its table in the models
+ * it opens (sl_model_open_in); a private model has none (NULL). The engine reaches serving only
+ * through it, so the loader never names serving. Every entry takes a model of a runtime.
+ * - floor_keep: to_device's hand-off: keeps w's host copy as its floor (instead of freeing it).
+ * - floor_shared_data: w's bytes in the model's shared host floor, or NULL (load as usual).
+ * - load_floor: the model's host floor: attaches its shared region first when the runtime
+ *   shares floors, then loads every weight's host copy (sl__model_load_weights).
+ * - Open hooks, in order: lend (instead of opening a device: the runtime's device, arena and
+ *   host pool; *device_free = the arena; vram_budget 0 becomes the arena), attach (after the
+ *   plan: residency records; hot-cold refused), register (after the load: in the runtime's
+ *   list, at HOST).
+ * - Live reload (reload.c), between lock and unlock (the runtime's mutex: no residency change
+ *   meanwhile; taken after the swap gate, as evaluations do): swap_weight makes ns (a host
+ *   copy of the new bytes, type and size) w's host floor and, when the plan put w on the
+ *   device and the model is there, copies it there (the same block when the size is the same,
+ *   else a new one); a device with no room for it (or the fault) leaves w on the host with the
+ *   new bytes when may_fall (*fell, w->fallback, and the model's device bytes no longer count
+ *   it), else returns SL_ERR_NOMEM with w unchanged. On success ns belongs to the model; the
+ *   weight's previous host copy is freed unless it lies in a shared floor (copy-on-write).
+ *   SL_ERR_UNSUPPORTED for a model on DISK. weight_to_host moves a device weight to its floor
+ *   as a fallback (a sibling's); weight_to_device returns a fallen-back weight of a model on
+ *   the device to a new block (*ok false: no room, nothing changed). provenance_moved: a
+ *   reload moved w's provenance to the new file version without swapping its bytes; the
+ *   model's files are re-parsed before it next loads from disk. host_copy: the host copy of
+ *   w's bytes (its floor while on the device), NULL on DISK; takes the runtime's mutex itself;
+ *   those bytes stay where they are until the model's next reload or release to DISK, so a
+ *   reload (which holds the gate's reload lock) may read them after it returns.
+ * - eval_begin / eval_end bracket an evaluation of a context: begin fails with
+ *   SL_ERR_NOT_RESIDENT below DEVICE, marks the model busy (never evicted or moved until end)
+ *   and returns its residency epochs, which engine.c compares with the context's to refresh or
+ *   rebind it once with the swap gate's epoch.
+ * - detach: a closing model's device weights and floors freed; close calls it first. */
+typedef struct sl__serving {
+    bool (*floor_keep)(sl_model *m, sl_weight *w);
+    const void *(*floor_shared_data)(const sl_model *m, const sl_weight *w);
+    sl_status (*load_floor)(sl_model *m, sl_error *err);
+    sl_status (*lend)(sl_model *m, uint64_t *device_free, sl_error *err);
+    sl_status (*attach)(sl_model *m, sl_error *err);
+    sl_status (*register_model)(sl_model *m, sl_error *err);
+    void (*lock)(sl_model *m);
+    void (*unlock)(sl_model *m);
+    sl_status (*swap_weight)(sl_model *m, sl_weight *w, const sl__floor *ns, uint32_t type,
+                             uint64_t nbytes, bool may_fall, sl__swap_fault *fault, bool *fell,
+                             sl_error *err);
+    sl_status (*weight_to_host)(sl_model *m, sl_weight *w, sl_error *err);
+    sl_status (*weight_to_device)(sl_model *m, sl_weight *w, bool *ok, sl_error *err);
+    void (*provenance_moved)(sl_model *m);
+    const void *(*host_copy)(sl_model *m, const sl_weight *w);
+    sl_status (*eval_begin)(sl_ctx *c, uint64_t *res_epoch, uint64_t *layout_epoch,
+                            sl_error *err);
+    void (*eval_end)(sl_ctx *c);
+    void (*detach)(sl_model *m);
+} sl__serving;
+
+/* Whether loading should stop at the host copies (a runtime's host floor). */
+static inline bool sl__load_host_only(const sl_model *m)
+{
+    return m->res != NULL;
+}
+
+/* w's bytes in m's shared host floor, or NULL (none: load as usual). */
+static inline const void *sl__floor_shared_data(const sl_model *m, const sl_weight *w)
+{
+    return m->serving ? m->serving->floor_shared_data(m, w) : NULL;
+}
+
+/* engine.c: sl_model_open's body; serving (with rt) opens a model of a runtime. */
+sl_status sl__model_open(sl_runtime *rt, const sl__serving *serving, const char *path,
+                         const sl_model_options *opt, sl_model **out, sl_error *err);
 
 /* file_view.c */
 /* The handle w->t of every weight lies in: m->file_view, or m->gguf before any refresh. */

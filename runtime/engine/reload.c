@@ -194,12 +194,12 @@ static bool in_moe_split(const sl_model *m, const sl_weight *w)
 
 /* Whether the staged bytes equal w's current ones (same type and size, where the host can
  * look; a model in a runtime: its host copy, which a device weight keeps as its floor, read
- * outside the runtime's mutex and the gate — see sl__runtime_host_copy). Type and size are
+ * outside the runtime's mutex and the gate — see sl__serving.host_copy). Type and size are
  * only written by a reload, which the caller's reload lock excludes. */
 static bool unchanged(sl_model *m, const sl_weight *w, const staged *s)
 {
     if (s->new_type != w->type || s->new_bytes != w->nbytes) return false;
-    const void *cur = m->rt ? sl__runtime_host_copy(m, w)
+    const void *cur = m->serving ? m->serving->host_copy(m, w)
                             : host_addressable(m, w->residency) ? w->data : NULL;
     return cur && !memcmp(cur, staged_bytes(s), (size_t)s->new_bytes);
 }
@@ -759,7 +759,7 @@ static sl_status back_to_device(sl_model *m, sl_weight *w, bool *ok, sl_error *e
  * reads its host floor again). */
 static sl_status host_side(sl_model *m, sl_weight *w, sl_error *err)
 {
-    return m->rt ? sl__runtime_weight_to_host(m, w, err) : to_host(m, w, err);
+    return m->serving ? m->serving->weight_to_host(m, w, err) : to_host(m, w, err);
 }
 
 static sl_status sibling_entry(reload_run *r, const sl_weight *w, sl_error *err)
@@ -805,7 +805,7 @@ static sl_status siblings(reload_run *r, sl_error *err)
             bool ok = true;
             size_t k = 0;
             for (; k < n && ok; k++)
-                if (g[k]->fallback && (st = m->rt ? sl__runtime_weight_to_device(m, g[k], &ok, err)
+                if (g[k]->fallback && (st = m->serving ? m->serving->weight_to_device(m, g[k], &ok, err)
                                                   : back_to_device(m, g[k], &ok, err)))
                     return st;
             for (size_t i = 0; i < k; i++) {
@@ -948,7 +948,7 @@ static void refresh_plan(sl_model *m)
 
 /* The commit of a model in a runtime (gate held): no original to reattach to — each staged
  * tensor becomes its weight's host floor and, on the device, its device copy (runtime.c:
- * sl__runtime_swap_weight), under the runtime's mutex so no eviction, load or compaction runs
+ * sl__serving.swap_weight), under the runtime's mutex so no eviction, load or compaction runs
  * meanwhile; a device with no room for it leaves it on the host (a fallback, as in commit:
  * counted, reported, its expert siblings follow it, and the group returns together later). */
 static sl_status commit_runtime(reload_run *r, sl_error *err)
@@ -956,7 +956,7 @@ static sl_status commit_runtime(reload_run *r, sl_error *err)
     sl_model *m = r->m;
     sl_status st = SL_OK;
     qsort(r->s, r->n_s, sizeof *r->s, by_growth);
-    sl__runtime_lock(m);
+    m->serving->lock(m);
     for (size_t i = 0; i < r->n_s && !st; i++) {
         staged *s = &r->s[i];
         sl_weight *w = s->w;
@@ -965,7 +965,7 @@ static sl_status commit_runtime(reload_run *r, sl_error *err)
         const uint64_t old_bytes = w->nbytes;
         if (s->same) {
             sl__weight_provenance_set(w, s->nt, s->file_size);
-            sl__runtime_provenance_moved(m);
+            m->serving->provenance_moved(m);
             continue;
         }
         const sl__floor ns = {.data = staged_bytes(s), .h_block = s->blk, .h_owned = s->f32};
@@ -974,7 +974,7 @@ static sl_status commit_runtime(reload_run *r, sl_error *err)
         const bool may_fall = is_routed(m, w, &layer) || host_addressable(m, SL_RES_DEVICE);
         sl_error e;
         bool fell;
-        const sl_status ws = sl__runtime_swap_weight(m, w, &ns, s->new_type, s->new_bytes,
+        const sl_status ws = m->serving->swap_weight(m, w, &ns, s->new_type, s->new_bytes,
                                                      may_fall, &r->fault, &fell, &e);
         if (ws == SL_ERR_NOMEM || ws == SL_ERR_UNSUPPORTED) {
             if (!refuse(r, w, s->new_type, "not applied: %s", e.msg))
@@ -995,7 +995,7 @@ static sl_status commit_runtime(reload_run *r, sl_error *err)
                      old_type, old_bytes, t0, err);
     }
     if (!st) st = siblings(r, err);
-    sl__runtime_unlock(m);
+    m->serving->unlock(m);
     if (!st) st = sl__model_refresh_pointers(m, err);
     refresh_plan(m);
     sl__model_info_fill(m);
@@ -1070,11 +1070,11 @@ sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
     free(handles);
     free(seen);
     free(done);
-    if (m->rt && rep->files_refused) {
+    if (m->serving && rep->files_refused) {
         /* its files moved on past what it holds: going to DISK must check them first */
-        sl__runtime_lock(m);
-        sl__runtime_provenance_moved(m);
-        sl__runtime_unlock(m);
+        m->serving->lock(m);
+        m->serving->provenance_moved(m);
+        m->serving->unlock(m);
     }
     free(r.fell_layer);
     free(r.prov);

@@ -471,7 +471,7 @@ static sl_status upload(sl_model *m, sl_weight *w, staging *sg, sl_error *err)
         sg->queued = true; /* a flush must wait for it even when nothing is left to free */
     }
     /* the host copy goes once the copy has landed, unless it is a runtime's host floor */
-    const bool keep = sl__floor_keep(m, w);
+    const bool keep = m->serving && m->serving->floor_keep(m, w);
     const sl_block hb = keep ? SL_BLOCK_NONE : w->h_block;
     void *owned = keep ? NULL : w->h_owned;
     w->h_block = SL_BLOCK_NONE;

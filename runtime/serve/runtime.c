@@ -228,7 +228,7 @@ sl_status sl__runtime_register(sl_model *m, sl_error *err)
     return SL_OK;
 }
 
-bool sl__floor_keep(sl_model *m, sl_weight *w)
+bool sl__runtime_floor_keep(sl_model *m, sl_weight *w)
 {
     if (!m->res || w < m->w || w >= m->w + m->n_w) return false;
     sl__floor *f = &m->res->floor[w - m->w];
@@ -236,11 +236,6 @@ bool sl__floor_keep(sl_model *m, sl_weight *w)
     f->h_block = w->h_block;
     f->h_owned = w->h_owned;
     return true;
-}
-
-bool sl__load_host_only(const sl_model *m)
-{
-    return m->res != NULL;
 }
 
 /* ---- the shared host floor ------------------------------------------------------------- */
@@ -278,7 +273,7 @@ sl_status sl__runtime_load_floor(sl_model *m, sl_error *err)
     return st;
 }
 
-const void *sl__floor_shared_data(const sl_model *m, const sl_weight *w)
+const void *sl__runtime_floor_shared_data(const sl_model *m, const sl_weight *w)
 {
     const struct sl__resident *r = m->res;
     if (!r || !r->shm || w < m->w || w >= m->w + m->n_w) return NULL;
@@ -743,7 +738,33 @@ sl_status sl_runtime_validate(const sl_runtime *rt, sl_error *err)
     return st;
 }
 
-/* ---- evaluation brackets and detaching ---------------------------------------------------- */
+/* ---- the serving table, opening, evaluation brackets and detaching ------------------------ */
+
+const sl__serving sl__runtime_serving = {
+    .floor_keep = sl__runtime_floor_keep,
+    .floor_shared_data = sl__runtime_floor_shared_data,
+    .load_floor = sl__runtime_load_floor,
+    .lend = sl__runtime_lend,
+    .attach = sl__runtime_attach,
+    .register_model = sl__runtime_register,
+    .lock = sl__runtime_lock,
+    .unlock = sl__runtime_unlock,
+    .swap_weight = sl__runtime_swap_weight,
+    .weight_to_host = sl__runtime_weight_to_host,
+    .weight_to_device = sl__runtime_weight_to_device,
+    .provenance_moved = sl__runtime_provenance_moved,
+    .host_copy = sl__runtime_host_copy,
+    .eval_begin = sl__runtime_eval_begin,
+    .eval_end = sl__runtime_eval_end,
+    .detach = sl__runtime_detach,
+};
+
+sl_status sl_model_open_in(sl_runtime *rt, const char *path, const sl_model_options *opt,
+                           sl_model **out, sl_error *err)
+{
+    if (!rt) return sl_error_set(err, SL_ERR_INVALID, "sl_model_open_in: NULL runtime");
+    return sl__model_open(rt, &sl__runtime_serving, path, opt, out, err);
+}
 
 sl_status sl__runtime_eval_begin(sl_ctx *c, uint64_t *res_epoch, uint64_t *layout_epoch,
                                  sl_error *err)

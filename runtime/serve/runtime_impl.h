@@ -59,4 +59,27 @@ sl_status sl__runtime_floor_attach(sl_model *m, sl_error *err);
 /* Recomputes rt's budget from the models' scratch estimates and the pinned bytes. */
 void sl__runtime_update_budget(sl_runtime *rt);
 
+/* The serving table's entries (sl__serving in runtime/engine/model.h says what each does),
+ * in runtime.c and runtime_reload.c; sl__runtime_serving is the table itself. */
+extern const sl__serving sl__runtime_serving;
+bool sl__runtime_floor_keep(sl_model *m, sl_weight *w);
+const void *sl__runtime_floor_shared_data(const sl_model *m, const sl_weight *w);
+sl_status sl__runtime_load_floor(sl_model *m, sl_error *err);
+sl_status sl__runtime_lend(sl_model *m, uint64_t *device_free, sl_error *err);
+sl_status sl__runtime_attach(sl_model *m, sl_error *err);
+sl_status sl__runtime_register(sl_model *m, sl_error *err);
+void sl__runtime_lock(sl_model *m);
+void sl__runtime_unlock(sl_model *m);
+sl_status sl__runtime_swap_weight(sl_model *m, sl_weight *w, const sl__floor *ns, uint32_t type,
+                                  uint64_t nbytes, bool may_fall, sl__swap_fault *fault,
+                                  bool *fell, sl_error *err);
+sl_status sl__runtime_weight_to_host(sl_model *m, sl_weight *w, sl_error *err);
+sl_status sl__runtime_weight_to_device(sl_model *m, sl_weight *w, bool *ok, sl_error *err);
+void sl__runtime_provenance_moved(sl_model *m);
+const void *sl__runtime_host_copy(sl_model *m, const sl_weight *w);
+sl_status sl__runtime_eval_begin(sl_ctx *c, uint64_t *res_epoch, uint64_t *layout_epoch,
+                                 sl_error *err);
+void sl__runtime_eval_end(sl_ctx *c);
+void sl__runtime_detach(sl_model *m);
+
 #endif
