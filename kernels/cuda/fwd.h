@@ -1,8 +1,9 @@
 /* kernels/cuda/fwd: the forward pass's glue on the GPU — the few element-wise steps between
- * the big kernels that have no reference op of their own (runtime/forward_dev.c uses them).
+ * the big kernels that have no reference op of their own (the cuda executor,
+ * runtime/engine/dx_cuda.c, uses them).
  *
- * Each one has a CPU twin with the same definition in runtime/dx_sim.c (the simulated device's
- * executor), which CI runs; tests/kernels_cuda checks these against plain C loops on the GPU.
+ * Each one has a CPU twin with the same definition in the sim executor (runtime/engine/dx_host.c,
+ * sl__dx_sim_create), which CI runs; tests/kernels_cuda checks these against plain C loops on the GPU.
  * Common contract (as ops.h): enqueued on the context's stream; nothing synchronises; no
  * allocation; pointers are device memory; SL_ERR_INVALID naming the argument is checked before
  * the context; SL_ERR_DEVICE with CUDA's message for a failed launch. */

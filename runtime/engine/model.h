@@ -1,7 +1,7 @@
 /* runtime/engine/model.h: the engine's model — hyperparameters, architecture traits, bound weights
  * (private to runtime/; the public handle is sl_model of runtime/sluice.h).
  *
- * Opening (model.c): sl_gguf_open, read hyperparameters as llama.cpp's load_hparams does
+ * Opening (engine.c): sl_gguf_open, read hyperparameters as llama.cpp's load_hparams does
  * (arch.c), bind every tensor the architecture needs by llama.cpp's names with its expected
  * shape in ggml ne order (a missing or mis-shaped tensor is SL_ERR_FORMAT naming it and the
  * expected shape), decide each weight's placement, load (weight.c). The gguf handle stays open
@@ -317,7 +317,7 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
 uint64_t sl__model_reserve_bytes(const sl_model *m);
 /* Reads/converts/copies every bound weight to where the plan put it. */
 sl_status sl__model_load_weights(sl_model *m, sl_error *err);
-/* Checks the invariants above and weight.h's (residency vs data/blocks, data inside its host
+/* Checks the invariants above and scheduler/weights.h's (residency vs data/blocks, data inside its host
  * block, type changes only by conversion, expert pointers); SL_ERR_INVALID naming the weight.
  * Run at the end of every open (cost O(weights + layers * experts)). */
 sl_status sl__model_validate(const sl_model *m, sl_error *err);
