@@ -231,7 +231,8 @@ def main():
                x["decode_ms_per_token"] == x["decode_ms_per_token_mean"] and
                math.isclose(x["decode_tps"], 1e3 / x["decode_ms_per_token_mean"], rel_tol=1e-9)
                and x.get("expert_calls_cpu_per_step", 0) > 0 and
-               x.get("expert_calls_gpu_per_step") == 0 for x in runs),
+               x.get("expert_calls_gpu_per_step") == 0 and x.get("copy_bytes_per_step") == 0
+               for x in runs),
            f"bench decode rows name the placement and scheduler that ran, mean/median/p90 "
            f"({[{k: x.get(k) for k in ('placement_ran', 'scheduler', 'sched_mode')} for x in runs]})")
     r = run("bench", "decode", "-m", m1, "-n", "3", "--prompt-tokens", "2", "--placement",

@@ -204,6 +204,7 @@ typedef struct run_result {
     const char *sched_mode;  /* its configured mode (sl_ctx_stats moe_mode) */
     /* per decode step: (token, expert) evaluations by side, fetch calls by the mode each ran */
     double calls_cpu, calls_gpu, mcalls_cpu, mcalls_post, mcalls_full;
+    double copy_bytes;       /* expert weight bytes the MoE scheduler copied per decode step */
     uint64_t gpu_bytes, host_bytes;
     bool traced;
     token_bytes tb;          /* bytes per token on each side, from the placement */
@@ -270,6 +271,7 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     r->mcalls_cpu = (double)(s1.moe_calls_cpu - s0.moe_calls_cpu) / n_gen;
     r->mcalls_post = (double)(s1.moe_calls_post - s0.moe_calls_post) / n_gen;
     r->mcalls_full = (double)(s1.moe_calls_full - s0.moe_calls_full) / n_gen;
+    r->copy_bytes = (double)(s1.copy_bytes - s0.copy_bytes) / n_gen;
     const double nn = (double)(s1.ffn_neurons - s0.ffn_neurons);
     r->relu_zero = nn > 0 ? (double)(s1.ffn_neurons_zero - s0.ffn_neurons_zero) / nn : -1;
     r->relu_skip = nn > 0 ? (double)(s1.ffn_neurons_skipped - s0.ffn_neurons_skipped) / nn : -1;
@@ -612,7 +614,8 @@ int sl_bench_decode(int argc, char **argv)
                 sl_json_f64(stdout, r->calls_cpu);
                 printf(",\"expert_calls_gpu_per_step\":");
                 sl_json_f64(stdout, r->calls_gpu);
-                printf(",\"moe_calls_per_step\":");
+                printf(",\"copy_bytes_per_step\":%.0f,\"moe_calls_per_step\":",
+                       r->copy_bytes);
                 if (r->scheduler && !strcmp(r->scheduler, "fetch")) {
                     printf("{\"cpu\":");
                     sl_json_f64(stdout, r->mcalls_cpu);
