@@ -146,6 +146,9 @@ def main():
     expect(all(k in s["null_reasons"] for k in s["ratio_definitions"] if s[k] is None) and
            all(set(r["null_reasons"]) == {k for k in r if r[k] is None and k != "null_reasons"}
                for r in s["rows"]), "every null, top and per row, has a reason")
+    expect(s.get("llamacpp_perplexity", 0) is None and
+           "llama-perplexity" in s["null_reasons"].get("llamacpp_perplexity", ""),
+           "no llama.cpp perplexity: the CUDA peer has no llama-perplexity, said so")
     tl = s.get("warm_token_timeline", {})
     layers = tl.get("layers") or []
     expect(tl.get("passes_in_trace") == 2 and tl.get("token") and layers and
