@@ -393,6 +393,11 @@ typedef struct sl_ctx_stats {
      * runtime's read of the model's files: one per change an eval sees), and rebinds of their
      * addresses alone (a runtime moved the model between its host floor and the device) */
     uint64_t refreshes, rebinds;
+    /* the MoE scheduler's configured mode: "cpu" for the CPU scheduler, the fetch scheduler's
+     * "cpu" | "post" | "full" | "auto" (NULL for dense models), and, for "fetch", its MoE layer
+     * calls by the mode each ran in (auto picks one per call; 0 for the CPU scheduler) */
+    const char *moe_mode;
+    uint64_t moe_calls_cpu, moe_calls_post, moe_calls_full;
 } sl_ctx_stats;
 void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 /* Writes the MoE scheduler's recorded copy/compute spans as Chrome/Perfetto trace JSON (the

@@ -412,6 +412,7 @@ class Context(_Handle):
         lib().sl_ctx_stats_get(self._h, byref(s))
         d = {f: getattr(s, f) for f, _ in _lib.CtxStats._fields_}
         d["moe_scheduler"] = (d["moe_scheduler"] or b"").decode() or None
+        d["moe_mode"] = (d["moe_mode"] or b"").decode() or None
         return d
 
 

@@ -76,7 +76,8 @@ class CtxStats(Structure):
         ("copies", c_uint64), ("copy_bytes", c_uint64), ("copy_overlap_pct", c_double),
         ("ffn_neurons", c_uint64), ("ffn_neurons_zero", c_uint64),
         ("ffn_neurons_skipped", c_uint64), ("refreshes", c_uint64),
-        ("rebinds", c_uint64),
+        ("rebinds", c_uint64), ("moe_mode", c_char_p),
+        ("moe_calls_cpu", c_uint64), ("moe_calls_post", c_uint64), ("moe_calls_full", c_uint64),
     ]
 
 

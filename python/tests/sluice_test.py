@@ -93,6 +93,9 @@ def test_model(d, dense, moe, text):
             expect(ctx.n_past == 2, "rewind")
             st = ctx.stats()
             expect(st["prefill_tokens"] == len(toks), f"stats: {st['prefill_tokens']}")
+            expect((st["moe_scheduler"] is None) == (st["moe_mode"] is None) and
+                   st["moe_mode"] in (None, "cpu", "post", "full", "auto"),
+                   f"stats: moe_mode {st['moe_mode']} beside moe_scheduler {st['moe_scheduler']}")
             # the output layer for a tail only (perplexity's rows): those rows, the same bits
             k = len(toks) // 2
             ctx.rewind(0)

@@ -66,6 +66,7 @@ struct sl_ctx {
     sl_cpu_matvec_ctx mv;
     sl_cpu_pool *pool;
     sl_moe_sched *moe;
+    const char *moe_mode;       /* the MoE scheduler's configured mode (sl_ctx_stats) */
     int32_t cap;                /* tokens per forward chunk */
     sl__side host, dev;
     bool *layer_dev;            /* [n_layer]: the layer runs on the device side */

@@ -345,8 +345,10 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
         fo.reserve_assign = (int64_t)c->cap * c->m->hp.n_expert_used;
         fo.reserve_embd = c->m->hp.n_embd;
         fo.reserve_ff = c->m->hp.n_ff_exp;
+        c->moe_mode = sl_fetch_mode_name(fo.mode);
         return sl_moe_fetch_create(c->m->dev, &fo, &c->ops, &c->mv, c->pool, &c->moe, err);
     }
+    c->moe_mode = "cpu";
     return sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &c->moe, err);
 }
 
@@ -816,8 +818,12 @@ void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out)
         out->expert_calls_cpu = ms.calls_cpu;
         out->expert_calls_gpu = ms.calls_gpu;
         out->moe_scheduler = sl_moe_name(c->moe);
+        out->moe_mode = c->moe_mode;
         sl_fetch_stats fs;
         if (sl_fetch_stats_get(c->moe, -1, &fs, NULL) == SL_OK) {
+            out->moe_calls_cpu = fs.calls_mode[SL_FETCH_CPU];
+            out->moe_calls_post = fs.calls_mode[SL_FETCH_POST];
+            out->moe_calls_full = fs.calls_mode[SL_FETCH_FULL];
             out->expert_fetches = fs.fetch_experts;
             out->expert_fallbacks = fs.fallbacks_miss + fs.fallbacks_fail;
             out->expert_cache_lookups = fs.cache_lookups;

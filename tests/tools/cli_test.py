@@ -223,6 +223,29 @@ def main():
                for x in runs) and
            runs[0]["device_bytes_per_token"] == 0 and runs[1]["device_bytes_per_token"] > 0,
            "bench decode: per-run bound_ms_per_token, bound_kind and bytes split on sim")
+    # honest rows (issue 31): what ran, and the decode steps' mean, median and p90
+    expect(all(x.get("placement_ran") == x["placement"] and x.get("scheduler") == "cpu" and
+               x.get("sched_mode") == "cpu" and x.get("sched") is None and
+               x.get("moe_calls_per_step", 0) is None and x.get("decode_steps") == 4 and
+               0 < x["decode_ms_per_token_median"] <= x["decode_ms_per_token_p90"] and
+               x["decode_ms_per_token"] == x["decode_ms_per_token_mean"] and
+               math.isclose(x["decode_tps"], 1e3 / x["decode_ms_per_token_mean"], rel_tol=1e-9)
+               and x.get("expert_calls_cpu_per_step", 0) > 0 and
+               x.get("expert_calls_gpu_per_step") == 0 and x.get("copy_bytes_per_step") == 0
+               for x in runs),
+           f"bench decode rows name the placement and scheduler that ran, mean/median/p90 "
+           f"({[{k: x.get(k) for k in ('placement_ran', 'scheduler', 'sched_mode')} for x in runs]})")
+    r = run("bench", "decode", "-m", m1, "-n", "3", "--prompt-tokens", "2", "--placement",
+            "experts-cpu", "--device", "sim", "--sched", "mode=auto", "--json")
+    bj = json.loads(r.stdout) if r.returncode == 0 else {}
+    x = (bj.get("runs") or [{}])[0]
+    mc = x.get("moe_calls_per_step") or {}
+    expect(r.returncode == 0 and x.get("placement_ran") == "experts-cpu" and
+           x.get("scheduler") == "fetch" and x.get("sched_mode") == "auto" and
+           x.get("sched") == "mode=auto" and sorted(mc) == ["cpu", "full", "post"] and
+           sum(mc.values()) > 0 and x.get("decode_steps") == 3,
+           f"bench decode --sched mode=auto names the fetch scheduler, its mode and calls per "
+           f"mode ({x}; {r.stderr.strip()[-300:]})")
     r = run("bench", "decode", "-m", m1, "-n", "2", "--prompt-tokens", "2", "--placement", "gpu",
             "--device", "sim", "--json")
     bj = json.loads(r.stdout) if r.returncode == 0 else {}
@@ -296,6 +319,18 @@ def main():
            mj.get("cpu_gbps", 0) > 0 and mj.get("pcie_gbps", 0) > 0 and
            rows[1:2] and rows[1].get("pcie_bytes_per_step", 0) > 0,
            "bench moe on sim: banner, measured bandwidths, post copies bytes")
+    modes = [(x.get("scheduler"), x.get("sched_mode")) for x in rows]
+    expect(mj.get("placement") == "experts-cpu" and
+           modes == [("cpu", "cpu"), ("fetch", "post"), ("fetch", "full"), ("fetch", "auto")] and
+           all(x.get("placement") == "experts-cpu" and x.get("decode_steps") == 2 and
+               0 < x["decode_ms_per_token_median"] <= x["decode_ms_per_token_p90"] and
+               math.isclose(x["decode_tps"], 1e3 / x["decode_ms_per_token_mean"], rel_tol=1e-9)
+               for x in rows) and rows[0].get("moe_calls_per_step", 0) is None and
+           rows[1].get("moe_calls_per_step", {}).get("post", 0) > 0 and
+           rows[1]["moe_calls_per_step"]["full"] == 0 and
+           rows[2].get("moe_calls_per_step", {}).get("full", 0) > 0 and
+           rows[2]["moe_calls_per_step"]["post"] == 0,
+           f"bench moe rows name the scheduler, its mode and calls per mode ({modes})")
     r = run("bench", "moe", "--help")
     expect(r.returncode == 0 and "usage:" in r.stdout and "--sim-h2d-gbs" in r.stdout,
            "bench moe --help exits 0")

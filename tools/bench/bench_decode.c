@@ -20,7 +20,14 @@
  * but runs with --placement gpu.
  *
  * Measurement: per placement, a fresh context, a prefill of --prompt-tokens fixed ids, then -n
- * greedy one-token evals; decode ms/token is the median of those evals (tok/s their mean).
+ * greedy one-token evals (default 32). decode_tps = steps / their total time (llama-bench's
+ * tg) and decode_ms_per_token = its inverse, the mean; the median and p90 (nearest rank) of
+ * the steps beside them. Each row names what ran: the plan's resolved placement
+ * (placement_ran: auto's choice, with ngl / n-cpu-moe), the MoE scheduler the engine created
+ * (scheduler: cpu | fetch; a GPU model with host experts runs fetch in auto unless --sched
+ * says otherwise) and its configured mode (sched_mode), and per decode step the (token,
+ * expert) evaluations by side and the fetch scheduler's MoE layer calls by the mode each ran
+ * in (null for the CPU scheduler, which has one mode).
  *
  * Bound: a decode step reads every dense weight once, one row of token_embd (all of it when the
  * output matrix is tied to it) and, per MoE layer, n_expert_used of n_expert experts:
@@ -67,8 +74,9 @@ static void usage(FILE *f)
           "         [-n N] [--prompt-tokens P] [--dir DIR] [--keep] [--json] [model and\n"
           "         placement flags]\n"
           "\n"
-          "Decode ms/token (median over N one-token evals after a P-token prefill) per\n"
-          "placement, next to that placement's bound: bytes read per token on the device /\n"
+          "Decode ms/token (mean over N one-token evals after a P-token prefill; median and\n"
+          "p90 beside it) per placement, next to that placement's bound: bytes read per token on\n"
+          "the device /\n"
           "HBM bandwidth + bytes read on the host / host bandwidth, both measured in the same\n"
           "run (HBM: a device-to-device copy on cuda; host: a streaming read with the same\n"
           "threads; on sim, device memory is host memory, so all of it is host bandwidth).\n"
@@ -190,6 +198,13 @@ typedef struct run_result {
     bool ok;
     char why[SL_ERROR_MSG_BYTES];
     double load_s, prefill_tps, decode_ms, decode_tps;
+    sl_cli_steps steps;      /* the decode steps: median, mean (== decode_ms) and p90 */
+    char ran[48];            /* the plan's resolved placement (sl_cli_plan_describe) */
+    const char *scheduler;   /* the MoE scheduler that ran ("cpu", "fetch"; NULL: dense) */
+    const char *sched_mode;  /* its configured mode (sl_ctx_stats moe_mode) */
+    /* per decode step: (token, expert) evaluations by side, fetch calls by the mode each ran */
+    double calls_cpu, calls_gpu, mcalls_cpu, mcalls_post, mcalls_full;
+    double copy_bytes;       /* expert weight bytes the MoE scheduler copied per decode step */
     uint64_t gpu_bytes, host_bytes;
     bool traced;
     token_bytes tb;          /* bytes per token on each side, from the placement */
@@ -223,6 +238,7 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     r->gpu_bytes = info.gpu_bytes;
     r->host_bytes = info.host_bytes;
     r->tb = sl_cli_plan_token_bytes(m, mode);
+    sl_cli_plan_describe(m, r->ran, sizeof r->ran);
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = n_prompt + n_gen + 1;
     co.relu_dense = relu_dense;
@@ -239,16 +255,23 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     r->prefill_tps = pf > 0 ? n_prompt / pf : 0;
     sl_ctx_stats s0, s1;
     sl_ctx_stats_get(c, &s0);
-    double sum = 0;
     for (int32_t i = 0; i < n_gen; i++) {
         t0 = sl_cli_now_s();
         if (sl_ctx_eval_greedy(c, &tok, 1, &tok, &err)) goto fail;
         dt[i] = sl_cli_now_s() - t0;
-        sum += dt[i];
     }
-    r->decode_tps = sum > 0 ? n_gen / sum : 0;
-    r->decode_ms = 1e3 * sl_cli_median(dt, (size_t)n_gen);
+    r->steps = sl_cli_steps_of(dt, (size_t)n_gen);
+    r->decode_ms = r->steps.mean_ms;
+    r->decode_tps = r->decode_ms > 0 ? 1e3 / r->decode_ms : 0;
     sl_ctx_stats_get(c, &s1);
+    r->scheduler = s1.moe_scheduler;
+    r->sched_mode = s1.moe_mode;
+    r->calls_cpu = (double)(s1.expert_calls_cpu - s0.expert_calls_cpu) / n_gen;
+    r->calls_gpu = (double)(s1.expert_calls_gpu - s0.expert_calls_gpu) / n_gen;
+    r->mcalls_cpu = (double)(s1.moe_calls_cpu - s0.moe_calls_cpu) / n_gen;
+    r->mcalls_post = (double)(s1.moe_calls_post - s0.moe_calls_post) / n_gen;
+    r->mcalls_full = (double)(s1.moe_calls_full - s0.moe_calls_full) / n_gen;
+    r->copy_bytes = (double)(s1.copy_bytes - s0.copy_bytes) / n_gen;
     const double nn = (double)(s1.ffn_neurons - s0.ffn_neurons);
     r->relu_zero = nn > 0 ? (double)(s1.ffn_neurons_zero - s0.ffn_neurons_zero) / nn : -1;
     r->relu_skip = nn > 0 ? (double)(s1.ffn_neurons_skipped - s0.ffn_neurons_skipped) / nn : -1;
@@ -572,7 +595,38 @@ int sl_bench_decode(int argc, char **argv)
             const run_result *r = &runs[i];
             printf("%s{\"placement\":\"%s\",\"device\":\"%s\",\"ok\":%s", i ? "," : "",
                    r->placement, r->device, r->ok ? "true" : "false");
+            printf(",\"placement_ran\":");
+            sl_json_cstr(stdout, r->ran[0] ? r->ran : NULL);
+            printf(",\"sched\":");
+            sl_json_cstr(stdout, mf.sched);
             if (r->ok) {
+                printf(",\"scheduler\":");
+                sl_json_cstr(stdout, r->scheduler);
+                printf(",\"sched_mode\":");
+                sl_json_cstr(stdout, r->sched_mode);
+                printf(",\"decode_steps\":%zu,\"decode_ms_per_token_mean\":", r->steps.n);
+                sl_json_f64(stdout, r->steps.mean_ms);
+                printf(",\"decode_ms_per_token_median\":");
+                sl_json_f64(stdout, r->steps.median_ms);
+                printf(",\"decode_ms_per_token_p90\":");
+                sl_json_f64(stdout, r->steps.p90_ms);
+                printf(",\"expert_calls_cpu_per_step\":");
+                sl_json_f64(stdout, r->calls_cpu);
+                printf(",\"expert_calls_gpu_per_step\":");
+                sl_json_f64(stdout, r->calls_gpu);
+                printf(",\"copy_bytes_per_step\":%.0f,\"moe_calls_per_step\":",
+                       r->copy_bytes);
+                if (r->scheduler && !strcmp(r->scheduler, "fetch")) {
+                    printf("{\"cpu\":");
+                    sl_json_f64(stdout, r->mcalls_cpu);
+                    printf(",\"post\":");
+                    sl_json_f64(stdout, r->mcalls_post);
+                    printf(",\"full\":");
+                    sl_json_f64(stdout, r->mcalls_full);
+                    putchar('}');
+                } else {
+                    printf("null");
+                }
                 printf(",\"load_s\":");
                 sl_json_f64(stdout, r->load_s);
                 printf(",\"prefill_tps\":");
@@ -630,16 +684,18 @@ int sl_bench_decode(int argc, char **argv)
                    "%" PRIu64 " MiB)\n", dev.hbm_gbps, dev.hbm_copy_bytes >> 20);
         else
             printf("device bandwidth: HBM not measured (%s)\n", dev.hbm_why);
-        printf("\n%-12s %-6s %8s %12s %14s %10s %12s %9s  %s\n", "placement", "device", "load s",
-               "prefill t/s", "decode ms/tok", "decode t/s", "bound ms/tok", "of bound", "bound");
+        printf("\n%-12s %-6s %8s %12s %14s %10s %15s %12s %9s  %s\n", "placement", "device",
+               "load s", "prefill t/s", "decode ms/tok", "decode t/s", "median/p90 ms",
+               "bound ms/tok", "of bound", "bound");
         for (size_t i = 0; i < n_runs; i++) {
             const run_result *r = &runs[i];
             if (!r->ok) {
                 printf("%-12s %-6s unavailable: %s\n", r->placement, r->device, r->why);
                 continue;
             }
-            printf("%-12s %-6s %8.2f %12.1f %14.3f %10.1f", r->placement, r->device, r->load_s,
-                   r->prefill_tps, r->decode_ms, r->decode_tps);
+            printf("%-12s %-6s %8.2f %12.1f %14.3f %10.1f %7.3f/%-7.3f", r->placement, r->device,
+                   r->load_s, r->prefill_tps, r->decode_ms, r->decode_tps, r->steps.median_ms,
+                   r->steps.p90_ms);
             if (r->bound_ms > 0)
                 printf(" %12.3f %8.0f%%", r->bound_ms,
                        r->decode_ms > 0 ? 100 * r->bound_ms / r->decode_ms : 0.0);
@@ -650,6 +706,10 @@ int sl_bench_decode(int argc, char **argv)
             if (r->relu_zero >= 0)
                 printf("; ReLU gate <= 0 %.1f%%, skipped %.1f%%", 100 * r->relu_zero,
                        100 * r->relu_skip);
+            printf("; ran %s", r->ran);
+            if (r->scheduler)
+                printf(", %s scheduler (mode %s)", r->scheduler,
+                       r->sched_mode ? r->sched_mode : "?");
             putchar('\n');
         }
         if (!gpu_ran && gpu_why[0] && !mf.placement_given)

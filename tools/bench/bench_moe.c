@@ -13,9 +13,13 @@
  *   post        mode=post                      gate/up/act on the CPU, down copied + on device
  *   full        mode=full                      whole experts copied, computed on the device
  *   auto+cache  mode=auto cache_kb=<25%> cpu_gbs/pcie_gbs/dev_gbs=<measured>
- * Each row: one context; a --prompt of 8 tokens, then --tokens one-token decode steps (timed;
- * tok/s = steps / their total time; counters are deltas over those steps), then a fresh context
- * evaluating --prefill tokens in one batch (tok/s).
+ * Each row: one context; a --prompt of 8 tokens, then --tokens one-token decode steps (default
+ * 32, timed; tok/s = steps / their total time, ms/token their mean, median and p90 beside it;
+ * counters are deltas over those steps), then a fresh context evaluating --prefill tokens in
+ * one batch (tok/s). Each row names what ran: placement experts-cpu, the MoE scheduler the
+ * engine created (scheduler) and its configured mode (sched_mode), and per decode step the
+ * (token, expert) evaluations by side and the fetch scheduler's MoE layer calls by the mode
+ * each ran in (null for the CPU scheduler).
  *
  * Bound per decode step: max(CPU bytes / CPU BW, PCIe bytes / PCIe BW, HBM bytes / HBM BW).
  * The scheduler does not expose per-step byte counts, so they come from its counters:
@@ -34,7 +38,10 @@
  * On the sim device every number is a CPU number: copies are memcpy throttled to --sim-h2d-gbs
  * (SLUICE_SIM_H2D_GBS for the model's device) and "device" kernels are the CPU kernels; a
  * banner says so. On cuda the fetch scheduler's device groups run kernels/cuda GEMVs and the
- * engine's non-expert layers run on the GPU (runtime/engine/dx.h). --trace FILE writes the trace of one decode step of the post row. */
+ * engine's non-expert layers run on the GPU (runtime/engine/dx.h). --trace FILE writes the trace of
+ * the post row's scheduler on a fresh context: an 8-token prompt, then one decode step (warm:
+ * the decode step is the last pass over the layers in the file). Tracing stamps every copy and
+ * device group with host functions, so the traced step is slower than the timed ones. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,13 +88,14 @@ static void usage(FILE *f)
           "  --dir DIR              where the synthetic model is written (default $TMPDIR or\n"
           "                         /tmp); removed at the end unless --keep\n"
           "  --keep                 keep the synthetic model file\n"
-          "  --tokens N             decode steps timed per mode (default 16)\n"
+          "  --tokens N             decode steps timed per mode (default 32)\n"
           "  --prefill N            prefill length per mode (default 512; 64 on sim)\n"
           "  --device D             auto (default: cuda if a GPU is usable, else sim) | cuda |\n"
           "                         sim\n"
           "  --sim-h2d-gbs X        sim copy throttle in GB/s (default 25, PCIe 4 x16-like)\n"
-          "  --trace FILE           write one decode step of the post mode as Chrome/Perfetto\n"
-          "                         trace JSON\n"
+          "  --trace FILE           write the post mode's scheduler spans of an 8-token\n"
+          "                         prompt and one warm decode step (the last layer pass) as\n"
+          "                         Chrome/Perfetto trace JSON (host-stamped)\n"
           "  -t, --threads N        CPU threads (default: all cores)\n"
           "  --json                 one JSON object on stdout\n"
           "  -h, --help             this text\n"
@@ -163,8 +171,11 @@ typedef struct row {
     bool ok;
     char why[SL_ERROR_MSG_BYTES], trace_why[SL_ERROR_MSG_BYTES];
     bool traced;
-    const char *scheduler;
+    const char *scheduler, *sched_mode;
     double decode_tps, prefill_tps;
+    sl_cli_steps steps;                      /* decode steps: median, mean, p90 ms */
+    /* per decode step: (token, expert) evaluations by side, fetch calls by the mode each ran */
+    double calls_cpu, calls_gpu, mcalls_cpu, mcalls_post, mcalls_full;
     double overlap_pct, fallback_rate, hit_rate;
     double cpu_bytes, pcie_bytes, hbm_bytes; /* per decode step */
     double bound_s;                          /* per decode step */
@@ -176,8 +187,11 @@ static void run_row(sl_model *m, const sl_model_info *info, const sl_bench_bytes
     sl_ctx *c = NULL;
     sl_error err = {0};
     int32_t *tok = malloc((size_t)(n_pre > PROMPT ? n_pre : PROMPT) * sizeof *tok);
-    if (!tok) {
+    double *dt = malloc((size_t)n_dec * sizeof *dt);
+    if (!tok || !dt) {
         snprintf(r->why, sizeof r->why, "out of memory");
+        free(tok);
+        free(dt);
         return;
     }
     for (int32_t i = 0; i < (n_pre > PROMPT ? n_pre : PROMPT); i++)
@@ -197,14 +211,20 @@ static void run_row(sl_model *m, const sl_model_info *info, const sl_bench_bytes
     int32_t t;
     if (sl_ctx_eval_greedy(c, tok, PROMPT, &t, &err)) goto fail;
     sl_ctx_stats_get(c, &s0);
-    double sum = 0;
     for (int32_t i = 0; i < n_dec; i++) {
         const double t0 = sl_cli_now_s();
         if (sl_ctx_eval_greedy(c, &t, 1, &t, &err)) goto fail;
-        sum += sl_cli_now_s() - t0;
+        dt[i] = sl_cli_now_s() - t0;
     }
     sl_ctx_stats_get(c, &s1);
-    r->decode_tps = sum > 0 ? n_dec / sum : 0;
+    r->steps = sl_cli_steps_of(dt, (size_t)n_dec);
+    r->decode_tps = r->steps.mean_ms > 0 ? 1e3 / r->steps.mean_ms : 0;
+    r->sched_mode = s1.moe_mode;
+    r->calls_cpu = (double)(s1.expert_calls_cpu - s0.expert_calls_cpu) / n_dec;
+    r->calls_gpu = (double)(s1.expert_calls_gpu - s0.expert_calls_gpu) / n_dec;
+    r->mcalls_cpu = (double)(s1.moe_calls_cpu - s0.moe_calls_cpu) / n_dec;
+    r->mcalls_post = (double)(s1.moe_calls_post - s0.moe_calls_post) / n_dec;
+    r->mcalls_full = (double)(s1.moe_calls_full - s0.moe_calls_full) / n_dec;
     r->overlap_pct = s1.copy_overlap_pct;
     const double fe = (double)(s1.expert_fetches - s0.expert_fetches);
     const double fb = (double)(s1.expert_fallbacks - s0.expert_fallbacks);
@@ -244,15 +264,15 @@ static void run_row(sl_model *m, const sl_model_info *info, const sl_bench_bytes
     sl_ctx_destroy(c);
     c = NULL;
     r->ok = true;
-    /* one decode step's trace */
+    /* one warm decode step's trace: the prompt, then one step (the file's last layer pass) */
     if (trace && post) {
         char spec[300];
         snprintf(spec, sizeof spec, "%s trace=1", r->sched);
         co = sl_ctx_options_default();
         co.sched = spec;
-        co.n_ctx = 2;
-        if (sl_ctx_create(m, &co, &c, &err) || sl_ctx_eval(c, tok, 1, &err) ||
-            sl_ctx_trace_write(c, trace, &err))
+        co.n_ctx = PROMPT + 2;
+        if (sl_ctx_create(m, &co, &c, &err) || sl_ctx_eval_greedy(c, tok, PROMPT, &t, &err) ||
+            sl_ctx_eval(c, &t, 1, &err) || sl_ctx_trace_write(c, trace, &err))
             snprintf(r->trace_why, sizeof r->trace_why, "%s", err.msg);
         else
             r->traced = true;
@@ -263,6 +283,7 @@ fail:
 out:
     sl_ctx_destroy(c);
     free(tok);
+    free(dt);
 }
 
 /* ---- main ------------------------------------------------------------------------------- */
@@ -296,8 +317,33 @@ static void json_row(const row *r)
         putchar('}');
         return;
     }
-    printf(",\"scheduler\":\"%s\",\"decode_tps\":", r->scheduler);
+    printf(",\"placement\":\"experts-cpu\",\"scheduler\":\"%s\",\"sched_mode\":",
+           r->scheduler);
+    sl_json_cstr(stdout, r->sched_mode);
+    printf(",\"decode_tps\":");
     sl_json_f64(stdout, r->decode_tps);
+    printf(",\"decode_steps\":%zu,\"decode_ms_per_token_mean\":", r->steps.n);
+    sl_json_f64(stdout, r->steps.mean_ms);
+    printf(",\"decode_ms_per_token_median\":");
+    sl_json_f64(stdout, r->steps.median_ms);
+    printf(",\"decode_ms_per_token_p90\":");
+    sl_json_f64(stdout, r->steps.p90_ms);
+    printf(",\"expert_calls_cpu_per_step\":");
+    sl_json_f64(stdout, r->calls_cpu);
+    printf(",\"expert_calls_gpu_per_step\":");
+    sl_json_f64(stdout, r->calls_gpu);
+    printf(",\"moe_calls_per_step\":");
+    if (!strcmp(r->scheduler, "fetch")) {
+        printf("{\"cpu\":");
+        sl_json_f64(stdout, r->mcalls_cpu);
+        printf(",\"post\":");
+        sl_json_f64(stdout, r->mcalls_post);
+        printf(",\"full\":");
+        sl_json_f64(stdout, r->mcalls_full);
+        putchar('}');
+    } else {
+        printf("null");
+    }
     printf(",\"bound_tps\":");
     sl_json_f64(stdout, r->bound_s > 0 ? 1 / r->bound_s : 0);
     printf(",\"fraction_of_bound\":");
@@ -326,7 +372,7 @@ int sl_bench_moe(int argc, char **argv)
     const char *path_arg = NULL, *shape = NULL, *device = "auto", *trace = NULL;
     const char *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     bool json = false, keep = false, prefill_given = false;
-    int64_t n_dec = 16, n_pre = 512, threads = 0;
+    int64_t n_dec = 32, n_pre = 512, threads = 0;
     double sim_gbs = 25, skew = 1.2;
     while (sl_cli_args_next(&a)) {
         const char *v;
@@ -526,7 +572,7 @@ int sl_bench_moe(int argc, char **argv)
         printf(",\"device\":\"%s\",\"simulated\":%s,\"sim_h2d_gbs\":", device,
                sim ? "true" : "false");
         sl_json_f64(stdout, sim ? sim_gbs : 0);
-        printf(",\"n_layer\":%" PRId32 ",\"n_expert\":%" PRId32 ",\"n_expert_used\":%" PRId32
+        printf(",\"placement\":\"experts-cpu\",\"n_layer\":%" PRId32 ",\"n_expert\":%" PRId32 ",\"n_expert_used\":%" PRId32
                ",\"tokens\":%" PRId64 ",\"prefill\":%" PRId64 ",\"threads\":%d"
                ",\"weight_bytes\":%" PRIu64 ",\"expert_bytes\":%" PRIu64
                ",\"vram_budget_bytes\":%" PRIu64 ",\"cache_bytes\":%" PRIu64 ",\"cpu_gbps\":",
@@ -546,6 +592,8 @@ int sl_bench_moe(int argc, char **argv)
         if (trace) {
             printf(",\"trace\":");
             sl_json_cstr(stdout, trace_done ? trace : NULL);
+            printf(",\"trace_token\":\"post mode, fresh context: an %d-token prompt, then one "
+                   "warm decode step (the last pass over the layers); host-stamped\"", PROMPT);
         }
         printf("}\n");
     } else {

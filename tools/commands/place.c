@@ -8,6 +8,7 @@
  * opened with plan_only: header, binding and placement, no weight read, no device memory
  * taken) and prints it: the summary (how it was decided, bytes per side, the budget) and one
  * line per tensor (name, type, bytes, CPU or CUDA0, the rule that decided it). */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,6 +40,25 @@ sl_cli_token_bytes sl_cli_plan_token_bytes(const sl_model *m, sl_placement *mode
         else b.dev += hot, b.host += per - hot;
     }
     return b;
+}
+
+void sl_cli_plan_describe(const sl_model *m, char *buf, size_t cap)
+{
+    const sl_place_plan *p;
+    const sl_place_tensor *t;
+    size_t n;
+    if (!cap) return;
+    if (!m || sl_model_plan_get(m, &p, &t, &n, NULL)) {
+        snprintf(buf, cap, "unknown");
+        return;
+    }
+    const char *name = sl_cli_placement_name(p->mode);
+    if (p->mode == SL_PLACE_LAYERS)
+        snprintf(buf, cap, "%s ngl %" PRId32, name, p->n_gpu_layers);
+    else if (p->mode != SL_PLACE_CPU && p->n_cpu_moe > 0)
+        snprintf(buf, cap, "%s n-cpu-moe %" PRId32, name, p->n_cpu_moe);
+    else
+        snprintf(buf, cap, "%s", name);
 }
 
 static void usage(FILE *f)

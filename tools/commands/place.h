@@ -3,6 +3,7 @@
 #ifndef SL_CLI_PLACE_H
 #define SL_CLI_PLACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "runtime/sluice.h"
@@ -17,6 +18,10 @@ typedef struct sl_cli_token_bytes {
     double dev, host;
 } sl_cli_token_bytes;
 sl_cli_token_bytes sl_cli_plan_token_bytes(const sl_model *m, sl_placement *mode);
+/* What an open model's plan resolved to, as text for a benchmark row: the mode's name
+ * (auto's choice, never "auto"), with " ngl N" for layers and " n-cpu-moe K" for a device
+ * placement that keeps the experts of K layers on the host; "unknown" without a plan. */
+void sl_cli_plan_describe(const sl_model *m, char *buf, size_t cap);
 /* Device bandwidth in GB/s for the bound: the copy roofline on cuda, host_gbps on sim. */
 double sl_cli_device_gbps(const char *kind, double host_gbps);
 

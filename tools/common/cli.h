@@ -19,6 +19,14 @@ int sl_cli_requant(int argc, char **argv);
 double sl_cli_now_s(void);                          /* CLOCK_MONOTONIC seconds */
 int sl_cli_cmp_f64(const void *a, const void *b);  /* qsort comparator, ascending doubles */
 double sl_cli_median(double *v, size_t n);          /* sorts v in place; 0 for n == 0 */
+/* Per-step times of a timed loop (seconds in v, sorted in place): median (v[n / 2]), mean
+ * (sum / n: tok/s = n / sum = 1 / mean, llama-bench's tg) and p90 (nearest rank,
+ * v[ceil(0.9 n) - 1]), in milliseconds; all 0 for n == 0. */
+typedef struct sl_cli_steps {
+    double median_ms, mean_ms, p90_ms;
+    size_t n;
+} sl_cli_steps;
+sl_cli_steps sl_cli_steps_of(double *v, size_t n);
 /* Appends n bytes to the malloc'd buffer *buf (*len used of *cap, doubled as needed) and keeps
  * it NUL-terminated; 1 when out of memory (the buffer is then unchanged). */
 int sl_cli_append(char **buf, size_t *len, size_t *cap, const void *s, size_t n);

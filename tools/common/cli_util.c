@@ -28,6 +28,18 @@ double sl_cli_median(double *v, size_t n)
     return v[n / 2];
 }
 
+sl_cli_steps sl_cli_steps_of(double *v, size_t n)
+{
+    sl_cli_steps s = {0, 0, 0, n};
+    if (n == 0) return s;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += v[i];
+    s.median_ms = 1e3 * sl_cli_median(v, n); /* sorts v */
+    s.mean_ms = 1e3 * sum / (double)n;
+    s.p90_ms = 1e3 * v[(9 * n + 9) / 10 - 1]; /* ceil(0.9 n) - 1, in [0, n) for n >= 1 */
+    return s;
+}
+
 int sl_cli_append(char **buf, size_t *len, size_t *cap, const void *s, size_t n)
 {
     if (n > SIZE_MAX / 4 - *len) return 1;

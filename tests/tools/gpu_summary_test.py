@@ -1,0 +1,201 @@
+"""Tests of tools/gpu-summary (issue 31): summary.json of a run folder whose bench JSON is made
+here by sluice on the simulated device (a mkmodel MoE) and whose llama-bench JSON is written in
+llama-bench's -o json layout with known figures: the ratio arithmetic against the rows' own
+numbers, nulls with reasons for everything missing, mismatched or failed, and the warm token's
+timeline from bench moe's trace.
+
+usage: gpu_summary_test.py SLUICE_BINARY GPU_SUMMARY_SCRIPT
+"""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from harness import SLUICE, expect, finish
+
+SUMMARY = os.path.abspath(sys.argv[2])
+SIM = {**os.environ, "SLUICE_DEVICE": "sim"}
+
+
+def run(*args):
+    return subprocess.run([SLUICE, *map(str, args)], capture_output=True, text=True, env=SIM)
+
+
+def bench(out, *args):
+    r = run(*args)
+    if r.returncode:
+        sys.exit(f"sluice {' '.join(map(str, args))} failed: {r.stderr[-500:]}")
+    with open(out, "w") as f:
+        f.write(r.stdout)
+    return json.loads(r.stdout)
+
+
+def summarize(d, *extra):
+    r = subprocess.run([sys.executable, SUMMARY, d, *extra], capture_output=True, text=True)
+    s = None
+    out = os.path.join(d, "summary.json") if not extra else extra[-1]
+    if r.returncode == 0 and os.path.exists(out):
+        with open(out) as f:
+            s = json.load(f)
+    return r, s
+
+
+def llama_entry(n_prompt, n_gen, avg_ts, ngl=99, ncmoe=0, threads=2):
+    """One test of llama-bench -o json (0c1e570's fields that the summary reads and a few)."""
+    return {"build_commit": "0c1e570", "backends": "CUDA", "model_filename": "m.gguf",
+            "n_threads": threads, "n_gpu_layers": ngl, "n_cpu_moe": ncmoe,
+            "n_prompt": n_prompt, "n_gen": n_gen, "avg_ts": avg_ts, "stddev_ts": 0.5,
+            "avg_ns": int(1e9 * (n_prompt + n_gen) / avg_ts), "samples_ts": [avg_ts] * 2}
+
+
+def row(s, rid):
+    return next((r for r in s["rows"] if r["id"] == rid), None)
+
+
+def close(a, b):
+    return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-12)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="sluice-gpu-summary-", dir=os.environ.get("TEST_TMPDIR"))
+    m = os.path.join(tmp, "m.gguf")
+    r = run("mkmodel", "-o", m)
+    if r.returncode:
+        sys.exit(f"mkmodel failed: {r.stderr}")
+    d = os.path.join(tmp, "run")
+    os.makedirs(d)
+    mj = bench(os.path.join(d, "moe-big.json"), "bench", "moe", "-m", m, "--device", "sim",
+               "--tokens", "3", "--prefill", "16", "--trace",
+               os.path.join(d, "trace-moe-big-post.json"), "--json")
+    budget = mj["vram_budget_bytes"]
+    hj = bench(os.path.join(d, "decode-hybrid.json"), "bench", "decode", "-m", m, "-n", "3",
+               "--prompt-tokens", "16", "--placement", "gpu", "--n-cpu-moe", "1", "--json")
+    gj = bench(os.path.join(d, "decode-gpu.json"), "bench", "decode", "-m", m, "-n", "3",
+               "--prompt-tokens", "8", "--placement", "gpu", "--json")
+    # llama.cpp at the same prompt length as the hybrid row (16) and another (512) for the gpu
+    lnc = [llama_entry(16, 0, 800.0, ncmoe=1), llama_entry(0, 8, 40.0, ncmoe=1)]
+    lg = [llama_entry(512, 0, 3000.0), llama_entry(0, 8, 160.0)]
+    for name, v in (("llama-ncmoe.json", lnc), ("llama-gpu.json", lg)):
+        with open(os.path.join(d, name), "w") as f:
+            json.dump(v, f)
+    info = {"commit": "abc1234", "device": "Test GPU 1", "vram_budget_bytes": budget,
+            "n_cpu_moe": 1, "steps": [{"name": "bench-moe", "rc": 0, "seconds": 3}]}
+    with open(os.path.join(d, "run-info.json"), "w") as f:
+        json.dump(info, f)
+
+    r, s = summarize(d)
+    expect(r.returncode == 0 and s is not None, f"gpu-summary writes summary.json ({r.stderr})")
+    s = s or {"rows": []}
+    expect(s.get("device") == "Test GPU 1" and s.get("commit") == "abc1234" and
+           s.get("vram_budget_bytes") == budget and s.get("n_cpu_moe") == 1,
+           "device, commit, budget and n-cpu-moe from run-info.json")
+    hy, mc = row(s, "sluice/decode-hybrid/gpu"), row(s, "sluice/moe/cpu")
+    ln, lgr = row(s, "llama.cpp/llama-ncmoe/ngl99-ncmoe1"), row(s, "llama.cpp/llama-gpu/ngl99-ncmoe0")
+    gp = row(s, "sluice/decode-gpu/gpu")
+    expect(None not in (hy, mc, ln, lgr, gp) and s["roles"] == {
+        "hybrid": "sluice/decode-hybrid/gpu", "mode_cpu": "sluice/moe/cpu",
+        "gpu": "sluice/decode-gpu/gpu", "llamacpp_ncmoe": "llama.cpp/llama-ncmoe/ngl99-ncmoe1",
+        "llamacpp_gpu": "llama.cpp/llama-gpu/ngl99-ncmoe0"}, f"roles: {s.get('roles')}")
+    if None in (hy, mc, ln, lgr, gp):
+        return finish()
+    h0, g0 = hj["runs"][0], gj["runs"][0]
+    # rows carry the bench's own figures
+    expect(hy["tok_s_decode"] == h0["decode_tps"] and hy["tok_s_prefill"] == h0["prefill_tps"]
+           and hy["ms_per_token_median"] == h0["decode_ms_per_token_median"] and
+           hy["ms_per_token_p90"] == h0["decode_ms_per_token_p90"] and
+           hy["scheduler"] == h0["scheduler"] == "cpu" and hy["placement"] == "gpu n-cpu-moe 1"
+           and hy["prefill_tokens"] == 16 and hy["decode_steps"] == 3 and
+           close(hy["cpu_mb_per_token"], h0["host_bytes_per_token"] / 1e6) and
+           hy["pcie_mb_per_token"] == 0, f"hybrid row from decode-hybrid.json ({hy})")
+    m0 = mj["rows"][0]
+    expect(mc["tok_s_decode"] == m0["decode_tps"] and mc["sched_mode"] == "cpu" and
+           close(mc["cpu_mb_per_token"], m0["cpu_bytes_per_step"] / 1e6) and
+           mc["pcie_mb_per_token"] == 0 and mc["moe_calls_per_step"] is None and
+           "one mode" in mc["null_reasons"].get("moe_calls_per_step", ""),
+           "mode=cpu row from moe-big.json; its missing per-mode calls have a reason")
+    post = row(s, "sluice/moe/post")
+    expect(post is not None and post["scheduler"] == "fetch" and post["sched_mode"] == "post" and
+           post["moe_calls_per_step"]["post"] > 0 and post["pcie_mb_per_token"] > 0,
+           "post row: fetch scheduler, calls per mode, PCIe MB")
+    # llama.cpp rows: pp and tg of one configuration together; per-token medians are null
+    expect(ln["tok_s_decode"] == 40.0 and ln["tok_s_prefill"] == 800.0 and
+           ln["prefill_tokens"] == 16 and close(ln["ms_per_token_mean"], 25.0) and
+           ln["ms_per_token_median"] is None and
+           "repetitions" in ln["null_reasons"]["ms_per_token_median"] and
+           ln["cpu_mb_per_token"] is None and ln["null_reasons"].get("cpu_mb_per_token"),
+           f"llama.cpp row: tg/pp merged, nulls with reasons ({ln})")
+    # the ratios, from the rows' own figures
+    expect(close(s["hybrid_vs_mode_cpu_decode"], h0["decode_tps"] / m0["decode_tps"]),
+           "hybrid_vs_mode_cpu_decode = hybrid decode / mode=cpu decode")
+    expect(close(s["hybrid_vs_llamacpp_ncmoe_decode"], h0["decode_tps"] / 40.0),
+           "hybrid_vs_llamacpp_ncmoe_decode = hybrid decode / llama.cpp tg")
+    expect(close(s["hybrid_vs_llamacpp_ncmoe_prefill"], h0["prefill_tps"] / 800.0),
+           "hybrid_vs_llamacpp_ncmoe_prefill at the same prompt length (16)")
+    expect(close(s["gpu_vs_llamacpp_decode"], g0["decode_tps"] / 160.0),
+           "gpu_vs_llamacpp_decode = gpu decode / llama.cpp -ngl 99 tg")
+    expect(s["gpu_vs_llamacpp_prefill"] is None and
+           "prefill lengths differ" in s["null_reasons"].get("gpu_vs_llamacpp_prefill", ""),
+           "gpu_vs_llamacpp_prefill: 8 vs 512 tokens is null with the reason")
+    expect(close(s["gpu_decode_vs_bound"], g0["fraction_of_bound"]) and
+           close(g0["fraction_of_bound"],
+                 g0["bound_ms_per_token"] / g0["decode_ms_per_token_mean"]),
+           "gpu_decode_vs_bound = the gpu row's bound / its mean ms per token")
+    expect(all(k in s["null_reasons"] for k in s["ratio_definitions"] if s[k] is None) and
+           all(set(r["null_reasons"]) == {k for k in r if r[k] is None and k != "null_reasons"}
+               for r in s["rows"]), "every null, top and per row, has a reason")
+    expect(s.get("llamacpp_perplexity", 0) is None and
+           "llama-perplexity" in s["null_reasons"].get("llamacpp_perplexity", ""),
+           "no llama.cpp perplexity: the CUDA peer has no llama-perplexity, said so")
+    tl = s.get("warm_token_timeline", {})
+    layers = tl.get("layers") or []
+    expect(tl.get("passes_in_trace") == 2 and tl.get("token") and layers and
+           [x["layer"] for x in layers] == sorted(x["layer"] for x in layers) and
+           all(x["span_us"] > 0 for x in layers) and tl.get("gpu_phase_us") is None and
+           tl["null_reasons"].get("gpu_phase_us"),
+           f"warm token timeline: the last of 2 passes, per layer ({tl.get('passes_in_trace')})")
+
+    # a prompt-length mismatch on the hybrid side, a failed gpu row, a broken llama file
+    h0m = dict(h0)
+    with open(os.path.join(d, "llama-ncmoe.json"), "w") as f:
+        json.dump([llama_entry(512, 0, 800.0, ncmoe=1), llama_entry(0, 8, 40.0, ncmoe=1)], f)
+    gjf = dict(gj)
+    gjf["runs"] = [{"placement": "gpu", "device": "cuda", "ok": False,
+                    "error": "model 17.0 GiB > 90% of free 10.0 GiB"}]
+    with open(os.path.join(d, "decode-gpu.json"), "w") as f:
+        json.dump(gjf, f)
+    with open(os.path.join(d, "llama-gpu.json"), "w") as f:
+        f.write("[{\"n_prompt\": 512,")
+    out2 = os.path.join(tmp, "s2.json")
+    r, s2 = summarize(d, "-o", out2)
+    s2 = s2 or {}
+    nr = s2.get("null_reasons", {})
+    expect(r.returncode == 0 and s2.get("hybrid_vs_llamacpp_ncmoe_prefill") is None and
+           "16 tokens" in nr.get("hybrid_vs_llamacpp_ncmoe_prefill", "") and
+           close(s2.get("hybrid_vs_llamacpp_ncmoe_decode"), h0m["decode_tps"] / 40.0),
+           "hybrid prefill vs pp512 of another length: null naming both lengths")
+    expect(s2.get("gpu_vs_llamacpp_decode") is None and s2.get("gpu_decode_vs_bound") is None and
+           "did not run" in nr.get("gpu_decode_vs_bound", "") and
+           "llama-gpu.json does not parse" in " ".join(s2.get("notes", [])),
+           f"a failed gpu row and a broken llama-gpu.json: nulls with reasons ({nr})")
+    expect(not os.path.exists(os.path.join(d, "summary.json.partial")), "no partial file left")
+
+    # an empty folder: every figure null with a reason, exit 0
+    e = os.path.join(tmp, "empty")
+    os.makedirs(e)
+    r, s3 = summarize(e)
+    s3 = s3 or {}
+    keys = ["device", "commit", "vram_budget_bytes"] + list(s3.get("ratio_definitions", {}))
+    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 9 and
+           all(s3.get(k) is None and s3["null_reasons"].get(k) for k in keys),
+           f"empty run folder: all null with reasons ({s3.get('null_reasons')})")
+    r, _ = summarize(os.path.join(tmp, "no-such-folder"))
+    expect(r.returncode == 1 and "not a folder" in r.stderr, "a missing folder: exit 1 naming it")
+    shutil.rmtree(tmp, ignore_errors=True)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

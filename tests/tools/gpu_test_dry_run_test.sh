@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# tools/gpu-test all --dry-run (issue 31): every step of the one GPU call is listed with its cap,
+# the caps plus packing fit the budget and the budget the overall timeout of at most 450 s, and
+# the carry check reports the tree, bin-gpu/ and the peer tarball against the 64 MiB limit.
+# Runs without a GPU, bin-gpu or the peer tarball (the dry run then says NOT READY, exit 1).
+set -uo pipefail
+gt="$1"
+fail=0
+check() { # check COND_STATUS MESSAGE
+    if [[ "$1" == 0 ]]; then echo "ok   $2"; else echo "FAIL $2"; fail=1; fi
+}
+out="$("$gt" all --dry-run 2>&1)"
+rc=$?
+echo "$out"
+[[ $rc == 0 || $rc == 1 ]]
+check $? "dry run exits 0 (ready) or 1 (not ready), not $rc"
+for s in doctor mkmodel kernels bench-moe budget decode-budget decode-hybrid decode-gpu \
+    llama-ncmoe llama-gpu tests summary pack; do
+    grep -qE "^  $s +[0-9]+  " <<<"$out"
+    check $? "step $s listed with a cap"
+done
+sum=0
+while read -r _ cap _; do sum=$((sum + cap)); done < <(grep -E '^  [a-z-]+ +[0-9]+  ' <<<"$out")
+line="$(grep '^caps: ' <<<"$out")"
+[[ "$line" =~ ^caps:\ ([0-9]+)\ s\ of\ steps\ \+\ ([0-9]+)\ s\ packing\ =\ ([0-9]+)\ s\ \(budget\ ([0-9]+)\ s\)\;\ overall\ timeout\ ([0-9]+)\ s$ ]]
+check $? "caps line: $line"
+steps="${BASH_REMATCH[1]:-0}" pack="${BASH_REMATCH[2]:-0}" tot="${BASH_REMATCH[3]:-0}"
+budget="${BASH_REMATCH[4]:-0}" limit="${BASH_REMATCH[5]:-999}"
+((sum == tot && steps + pack == tot))
+check $? "the listed caps ($sum s) are the total ($tot s)"
+((tot <= budget && budget <= limit && limit <= 450))
+check $? "caps $tot s <= budget $budget s <= overall timeout $limit s <= 450 s"
+grep -q '^carry (limit 64 MiB = 67108864 bytes):' <<<"$out" &&
+    grep -qE '^  total +[0-9]+ bytes' <<<"$out" &&
+    grep -qE 'bin-gpu/(: NOT BUILT| +[0-9]+ bytes)' <<<"$out" &&
+    grep -qE 'llama-bench-cuda-sm90.tar.xz(: MISSING| +[0-9]+ bytes)' <<<"$out"
+check $? "carry check: tree, bin-gpu/, the peer tarball, the total against 64 MiB"
+grep -q "command 'tools/gpu-test all bin-gpu \"\$OUT\"'" <<<"$out"
+check $? "the device tool's command line is printed"
+"$gt" all --bogus >/dev/null 2>&1
+[[ $? == 2 ]]
+check $? "an unknown flag exits 2"
+exit $fail
