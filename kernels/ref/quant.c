@@ -14,6 +14,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gguf/gguf.h"
@@ -334,57 +335,73 @@ static void quant_q8_1(const float *x, void *b) { quant_block_q8_1(x, b); }
 
 /* ---- type table ------------------------------------------------------------------------- */
 
-/* How each type converts. Element types (block 1) have no block functions: the row loops
- * handle them directly. Invariant: block_bytes == the GGUF type_size of gguf/types.c (checked
- * by quant_ref_test), and a type with quant has dequant. */
+/* How each type converts: one row per type beside gguf/types.c's row of its format facts
+ * (block size and bytes, name), which conv_of joins to it, as ggml's type_traits_cpu sits
+ * beside type_traits. Element types (block 1) have no block functions: the row loops handle
+ * them directly. Invariant: a type with quant has dequant; the block structs' sizes equal the
+ * GGUF type_size (kernels/ref/blocks.h asserts each, quant_ref_test checks the table). */
 typedef struct type_ops {
-    int64_t block;        /* elements per block; 0 = unsupported */
-    size_t block_bytes;   /* bytes per block (element size for block 1) */
+    bool element;         /* an element type (block 1): converted by the row loops */
     sl__dequant_fn dequant;
     sl__quant_fn quant;
 } type_ops;
 
+/* A type's row joined with its format facts; block 0: no reference conversion. */
+typedef struct type_conv {
+    int64_t block;        /* elements per block */
+    size_t block_bytes;   /* bytes per block (element size for block 1) */
+    sl__dequant_fn dequant;
+    sl__quant_fn quant;
+} type_conv;
+
 static const type_ops TYPE_OPS[SL_GGML_TYPE_LIMIT] = {
-    [SL_GGML_F32] = {1, 4, NULL, NULL},
-    [SL_GGML_F16] = {1, 2, NULL, NULL},
-    [SL_GGML_BF16] = {1, 2, NULL, NULL},
-    [SL_GGML_I8] = {1, 1, NULL, NULL},
-    [SL_GGML_I16] = {1, 2, NULL, NULL},
-    [SL_GGML_I32] = {1, 4, NULL, NULL},
-    [SL_GGML_I64] = {1, 8, NULL, NULL},
-    [SL_GGML_F64] = {1, 8, NULL, NULL},
-    [SL_GGML_Q4_0] = {SL_QK4_0, sizeof(sl_block_q4_0), dequant_q4_0, quant_q4_0},
-    [SL_GGML_Q4_1] = {SL_QK4_1, sizeof(sl_block_q4_1), dequant_q4_1, quant_q4_1},
-    [SL_GGML_Q5_0] = {SL_QK5_0, sizeof(sl_block_q5_0), dequant_q5_0, quant_q5_0},
-    [SL_GGML_Q5_1] = {SL_QK5_1, sizeof(sl_block_q5_1), dequant_q5_1, quant_q5_1},
-    [SL_GGML_Q8_0] = {SL_QK8_0, sizeof(sl_block_q8_0), dequant_q8_0, quant_q8_0},
-    [SL_GGML_Q8_1] = {SL_QK8_1, sizeof(sl_block_q8_1), dequant_q8_1, quant_q8_1},
-    [SL_GGML_Q2_K] = {SL_QK_K, sizeof(sl_block_q2_K), sl__dequant_q2_K, NULL},
-    [SL_GGML_Q3_K] = {SL_QK_K, sizeof(sl_block_q3_K), sl__dequant_q3_K, NULL},
-    [SL_GGML_Q4_K] = {SL_QK_K, sizeof(sl_block_q4_K), sl__dequant_q4_K, sl__quant_q4_K},
-    [SL_GGML_Q5_K] = {SL_QK_K, sizeof(sl_block_q5_K), sl__dequant_q5_K, sl__quant_q5_K},
-    [SL_GGML_Q6_K] = {SL_QK_K, sizeof(sl_block_q6_K), sl__dequant_q6_K, sl__quant_q6_K},
-    [SL_GGML_Q8_K] = {SL_QK_K, sizeof(sl_block_q8_K), sl__dequant_q8_K, sl__quant_q8_K},
-    [SL_GGML_IQ2_XXS] = {SL_QK_K, sizeof(sl_block_iq2_xxs), sl__dequant_iq2_xxs, NULL},
-    [SL_GGML_IQ2_XS] = {SL_QK_K, sizeof(sl_block_iq2_xs), sl__dequant_iq2_xs, NULL},
-    [SL_GGML_IQ2_S] = {SL_QK_K, sizeof(sl_block_iq2_s), sl__dequant_iq2_s, NULL},
-    [SL_GGML_IQ3_XXS] = {SL_QK_K, sizeof(sl_block_iq3_xxs), sl__dequant_iq3_xxs, NULL},
-    [SL_GGML_IQ3_S] = {SL_QK_K, sizeof(sl_block_iq3_s), sl__dequant_iq3_s, NULL},
-    [SL_GGML_IQ1_S] = {SL_QK_K, sizeof(sl_block_iq1_s), sl__dequant_iq1_s, NULL},
-    [SL_GGML_IQ1_M] = {SL_QK_K, sizeof(sl_block_iq1_m), sl__dequant_iq1_m, NULL},
-    [SL_GGML_IQ4_NL] = {SL_QK4_NL, sizeof(sl_block_iq4_nl), sl__dequant_iq4_nl, NULL},
-    [SL_GGML_IQ4_XS] = {SL_QK_K, sizeof(sl_block_iq4_xs), sl__dequant_iq4_xs, NULL},
-    [SL_GGML_TQ1_0] = {SL_QK_K, sizeof(sl_block_tq1_0), sl__dequant_tq1_0, NULL},
-    [SL_GGML_TQ2_0] = {SL_QK_K, sizeof(sl_block_tq2_0), sl__dequant_tq2_0, NULL},
-    [SL_GGML_MXFP4] = {SL_QK_MXFP4, sizeof(sl_block_mxfp4), sl__dequant_mxfp4,
-                       sl__quant_mxfp4},
-    [SL_GGML_NVFP4] = {SL_QK_NVFP4, sizeof(sl_block_nvfp4), sl__dequant_nvfp4, NULL},
+    [SL_GGML_F32] = {true, NULL, NULL},
+    [SL_GGML_F16] = {true, NULL, NULL},
+    [SL_GGML_BF16] = {true, NULL, NULL},
+    [SL_GGML_I8] = {true, NULL, NULL},
+    [SL_GGML_I16] = {true, NULL, NULL},
+    [SL_GGML_I32] = {true, NULL, NULL},
+    [SL_GGML_I64] = {true, NULL, NULL},
+    [SL_GGML_F64] = {true, NULL, NULL},
+    [SL_GGML_Q4_0] = {false, dequant_q4_0, quant_q4_0},
+    [SL_GGML_Q4_1] = {false, dequant_q4_1, quant_q4_1},
+    [SL_GGML_Q5_0] = {false, dequant_q5_0, quant_q5_0},
+    [SL_GGML_Q5_1] = {false, dequant_q5_1, quant_q5_1},
+    [SL_GGML_Q8_0] = {false, dequant_q8_0, quant_q8_0},
+    [SL_GGML_Q8_1] = {false, dequant_q8_1, quant_q8_1},
+    [SL_GGML_Q2_K] = {false, sl__dequant_q2_K, NULL},
+    [SL_GGML_Q3_K] = {false, sl__dequant_q3_K, NULL},
+    [SL_GGML_Q4_K] = {false, sl__dequant_q4_K, sl__quant_q4_K},
+    [SL_GGML_Q5_K] = {false, sl__dequant_q5_K, sl__quant_q5_K},
+    [SL_GGML_Q6_K] = {false, sl__dequant_q6_K, sl__quant_q6_K},
+    [SL_GGML_Q8_K] = {false, sl__dequant_q8_K, sl__quant_q8_K},
+    [SL_GGML_IQ2_XXS] = {false, sl__dequant_iq2_xxs, NULL},
+    [SL_GGML_IQ2_XS] = {false, sl__dequant_iq2_xs, NULL},
+    [SL_GGML_IQ2_S] = {false, sl__dequant_iq2_s, NULL},
+    [SL_GGML_IQ3_XXS] = {false, sl__dequant_iq3_xxs, NULL},
+    [SL_GGML_IQ3_S] = {false, sl__dequant_iq3_s, NULL},
+    [SL_GGML_IQ1_S] = {false, sl__dequant_iq1_s, NULL},
+    [SL_GGML_IQ1_M] = {false, sl__dequant_iq1_m, NULL},
+    [SL_GGML_IQ4_NL] = {false, sl__dequant_iq4_nl, NULL},
+    [SL_GGML_IQ4_XS] = {false, sl__dequant_iq4_xs, NULL},
+    [SL_GGML_TQ1_0] = {false, sl__dequant_tq1_0, NULL},
+    [SL_GGML_TQ2_0] = {false, sl__dequant_tq2_0, NULL},
+    [SL_GGML_MXFP4] = {false, sl__dequant_mxfp4, sl__quant_mxfp4},
+    [SL_GGML_NVFP4] = {false, sl__dequant_nvfp4, NULL},
 };
 
-static const type_ops *ops_of(uint32_t type)
+static type_conv conv_of(uint32_t type)
 {
-    if (type >= SL_GGML_TYPE_LIMIT || TYPE_OPS[type].block == 0) return NULL;
-    return &TYPE_OPS[type];
+    type_conv c = {0};
+    const sl_gguf_type_info *ti = sl_gguf_type_get(type);
+    if (!ti || type >= SL_GGML_TYPE_LIMIT) return c;
+    const type_ops *o = &TYPE_OPS[type];
+    if (!o->element && !o->dequant) return c;
+    c.block = ti->block_size;
+    c.block_bytes = ti->type_size;
+    c.dequant = o->dequant;
+    c.quant = o->quant;
+    return c;
 }
 
 static bool elementwise_quantizable(uint32_t type)
@@ -396,30 +413,30 @@ static bool elementwise_quantizable(uint32_t type)
 
 bool sl_quant_supported(uint32_t type)
 {
-    return ops_of(type) != NULL;
+    return conv_of(type).block != 0;
 }
 
 bool sl_quant_can_quantize(uint32_t type)
 {
-    const type_ops *o = ops_of(type);
-    return o && (o->quant || elementwise_quantizable(type));
+    const type_conv o = conv_of(type);
+    return o.block && (o.quant || elementwise_quantizable(type));
 }
 
 size_t sl_quant_row_bytes(uint32_t type, int64_t n)
 {
-    const type_ops *o = ops_of(type);
-    if (!o || n < 0 || n % o->block != 0) return 0;
-    const uint64_t blocks = (uint64_t)(n / o->block);
-    if (blocks > SIZE_MAX / o->block_bytes) return 0;
-    return (size_t)blocks * o->block_bytes;
+    const type_conv o = conv_of(type);
+    if (!o.block || n < 0 || n % o.block != 0) return 0;
+    const uint64_t blocks = (uint64_t)(n / o.block);
+    if (blocks > SIZE_MAX / o.block_bytes) return 0;
+    return (size_t)blocks * o.block_bytes;
 }
 
 static sl_status check_row(const char *fn, uint32_t type, bool quant, const void *a,
                            const void *b, int64_t n, sl_error *err)
 {
     const sl_gguf_type_info *ti = sl_gguf_type_get(type);
-    const type_ops *o = ops_of(type);
-    if (!o) {
+    const type_conv o = conv_of(type);
+    if (!o.block) {
         if (ti)
             return sl_error_set(err, SL_ERR_UNSUPPORTED,
                                 "%s: type %s (code %u) has no reference conversion "
@@ -427,17 +444,27 @@ static sl_status check_row(const char *fn, uint32_t type, bool quant, const void
                                 fn, ti->name, type);
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: unknown type code %u", fn, type);
     }
-    if (quant && !sl_quant_can_quantize(type))
+    if (quant && !sl_quant_can_quantize(type)) {
+        char have[256];
+        size_t len = 0;
+        have[0] = '\0';
+        for (uint32_t k = 0; k < SL_GGML_TYPE_LIMIT && len < sizeof have; k++) {
+            const sl_gguf_type_info *tk = sl_gguf_type_get(k);
+            if (!tk || !sl_quant_can_quantize(k)) continue;
+            const int w = snprintf(have + len, sizeof have - len, "%s%s", len ? ", " : "",
+                                   tk->name);
+            if (w > 0) len += (size_t)w;
+        }
         return sl_error_set(err, SL_ERR_UNSUPPORTED,
                             "%s: type %s (code %u) can be dequantized but has no reference "
-                            "quantizer (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, "
-                            "Q4_K, Q5_K, Q6_K, Q8_K, MXFP4 have)",
-                            fn, ti ? ti->name : "?", type);
-    if (n < 0 || n % o->block != 0)
+                            "quantizer (%s have)",
+                            fn, ti ? ti->name : "?", type, have);
+    }
+    if (n < 0 || n % o.block != 0)
         return sl_error_set(err, SL_ERR_INVALID,
                             "%s: row length n = %lld is not a non-negative multiple of the %s "
                             "block size %lld",
-                            fn, (long long)n, ti ? ti->name : "?", (long long)o->block);
+                            fn, (long long)n, ti ? ti->name : "?", (long long)o.block);
     if (n > 0 && (a == NULL || b == NULL))
         return sl_error_set(err, SL_ERR_INVALID, "%s: NULL %s pointer for n = %lld", fn,
                             a == NULL ? "source" : "destination", (long long)n);
@@ -452,7 +479,7 @@ sl_status sl_quant_row(uint32_t type, const float *src, void *dst, int64_t n, sl
     sl_status st = check_row("sl_quant_row", type, true, src, dst, n, err);
     if (st != SL_OK) return st;
     uint8_t *out = dst;
-    const type_ops *o = ops_of(type);
+    const type_conv o = conv_of(type);
     switch (type) {
     case SL_GGML_F32:
         if (n) memcpy(dst, src, (size_t)n * sizeof(float));
@@ -472,11 +499,11 @@ sl_status sl_quant_row(uint32_t type, const float *src, void *dst, int64_t n, sl
     default: break;
     }
     /* blocks are built in aligned storage, then copied to the (possibly unaligned) row */
-    for (int64_t b = 0; b < n / o->block; b++) {
+    for (int64_t b = 0; b < n / o.block; b++) {
         sl__any_block blk;
         memset(&blk, 0, sizeof blk);
-        o->quant(src + b * o->block, &blk);
-        memcpy(out + (size_t)b * o->block_bytes, &blk, o->block_bytes);
+        o.quant(src + b * o.block, &blk);
+        memcpy(out + (size_t)b * o.block_bytes, &blk, o.block_bytes);
     }
     return SL_OK;
 }
@@ -510,7 +537,7 @@ sl_status sl_quant_dequant_row(uint32_t type, const void *src, float *dst, int64
     sl_status st = check_row("sl_quant_dequant_row", type, false, src, dst, n, err);
     if (st != SL_OK) return st;
     const uint8_t *in = src;
-    const type_ops *o = ops_of(type);
+    const type_conv o = conv_of(type);
     switch (type) {
     case SL_GGML_F32:
         if (n) memcpy(dst, src, (size_t)n * sizeof(float));
@@ -542,14 +569,14 @@ sl_status sl_quant_dequant_row(uint32_t type, const void *src, float *dst, int64
     case SL_GGML_I64:
         /* round to nearest even where the integer has more than 24 significant bits */
         for (int64_t i = 0; i < n; i++)
-            dst[i] = (float)load_int(in + (size_t)i * o->block_bytes, o->block_bytes);
+            dst[i] = (float)load_int(in + (size_t)i * o.block_bytes, o.block_bytes);
         return SL_OK;
     default: break;
     }
-    for (int64_t b = 0; b < n / o->block; b++) {
+    for (int64_t b = 0; b < n / o.block; b++) {
         sl__any_block blk;
-        memcpy(&blk, in + (size_t)b * o->block_bytes, o->block_bytes);
-        o->dequant(&blk, dst + b * o->block);
+        memcpy(&blk, in + (size_t)b * o.block_bytes, o.block_bytes);
+        o.dequant(&blk, dst + b * o.block);
     }
     return SL_OK;
 }
