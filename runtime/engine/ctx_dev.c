@@ -54,8 +54,8 @@ static sl_status check_weight(const sl_ctx *c, const sl_weight *w, bool dev, con
                             "placement keeps each group of a layer on one side)", c->m->path,
                             w->name,
                             dev ? "host" : "device", where, dev ? "device" : "host");
-    if (dev && sl_device_kind_get(c->m->dev) == SL_DEVICE_CUDA && w->need_matvec &&
-        !sl_cuda_gemv_supported(w->type)) {
+    if (dev && w->need_matvec &&
+        !sl__dx_supports(sl_device_kind_get(c->m->dev), w->type, SL__DX_OP_MATVEC)) {
         const sl_gguf_type_info *ti = sl_gguf_type_get(w->type);
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: weight '%s': type %s has no CUDA GEMV",
                             c->m->path, w->name, ti ? ti->name : "?");
@@ -291,10 +291,11 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
                     return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: routed experts "
                                         "split between host and device (a placement keeps "
                                         "them on one side)", m->path, il);
-            if (cuda && dev_experts(L) &&
-                (!sl_cuda_gemv_supported(L->moe.type_gate) ||
-                 !sl_cuda_gemv_supported(L->moe.type_up) ||
-                 !sl_cuda_gemv_supported(L->moe.type_down)))
+            const sl_device_kind kind = sl_device_kind_get(m->dev);
+            if (dev_experts(L) &&
+                (!sl__dx_supports(kind, L->moe.type_gate, SL__DX_OP_MATVEC) ||
+                 !sl__dx_supports(kind, L->moe.type_up, SL__DX_OP_MATVEC) ||
+                 !sl__dx_supports(kind, L->moe.type_down, SL__DX_OP_MATVEC)))
                 return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: expert types have no "
                                     "CUDA GEMV", m->path, il);
             snprintf(where, sizeof where, "layer %d experts", il);

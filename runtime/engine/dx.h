@@ -42,6 +42,17 @@
 
 enum { SL__DX_GEMM_MIN_BATCH = 8 };
 
+/* What the planner may ask an executor before any exists (ggml's supports_op): a weight the
+ * executor of its side cannot compute stays on the host. */
+typedef enum sl__dx_op {
+    SL__DX_OP_MATVEC = 0,   /* mm / mm_multi / the expert GEMVs on a weight of this type */
+} sl__dx_op;
+
+/* Whether the executor of a device of `kind` runs op on weights of ggml type `type`: sim runs
+ * the CPU kernels (every type the engine loads); cuda what kernels/cuda has (gemv.h).
+ * Pure, thread-safe. */
+bool sl__dx_supports(sl_device_kind kind, uint32_t type, sl__dx_op op);
+
 typedef struct sl__dx sl__dx;
 
 /* A routed-expert layer as the executor sees it: the scheduler's description (host and sim)

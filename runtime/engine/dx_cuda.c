@@ -249,3 +249,12 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
     *out = &c->base;
     return SL_OK;
 }
+
+bool sl__dx_supports(sl_device_kind kind, uint32_t type, sl__dx_op op)
+{
+    if (kind != SL_DEVICE_CUDA) return true; /* sim: the CPU kernels the host executor runs */
+    switch (op) {
+    case SL__DX_OP_MATVEC: return sl_cuda_gemv_supported(type);
+    }
+    return false;
+}

@@ -47,9 +47,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "kernels/cuda/gemv.h"
 #include "kernels/ref/repack.h"
 #include "runtime/engine/ctx.h"
+#include "runtime/engine/dx.h"
 #include "runtime/engine/model.h"
 #include "base/parse.h"
 #include "runtime/engine/repack.h"
@@ -223,7 +223,6 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
     const uint64_t new_bytes =
         conv ? (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]) * sizeof(float) : nt->nbytes;
     sl_swap_action act = sl_swap_classify(w, nt, new_type, new_bytes);
-    const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
     if (act == SL_SWAP_REFUSED)
         return refuse(r, w, new_type, "%s", "logical shape differs from the loaded tensor's");
     const sl__layer *SL = split_layer_of(m, w);
@@ -239,8 +238,8 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
     if (w == m->rope_freqs)
         return refuse(r, w, new_type, "%s", "rope frequency factors are copied by contexts at "
                       "creation; reopen the model");
-    if (cuda && (w->orig.residency & SL_RES_DEVICE) && w->need_matvec &&
-        !sl_cuda_gemv_supported(new_type))
+    if ((w->orig.residency & SL_RES_DEVICE) && w->need_matvec &&
+        !sl__dx_supports(sl_device_kind_get(m->dev), new_type, SL__DX_OP_MATVEC))
         return refuse(r, w, new_type, "type %s has no CUDA GEMV", type_name(new_type));
 
     staged s = {.w = w, .act = act, .new_file_type = nt->type, .new_type = new_type,

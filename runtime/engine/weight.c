@@ -22,9 +22,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kernels/cuda/gemv.h"
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
+#include "runtime/engine/dx.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/repack.h"
 #include "scheduler/moe/ffn_split.h"
@@ -219,7 +219,8 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
         t[i].bytes = loaded_bytes(w);
         const sl_gguf_type_info *ti = sl_gguf_type_get(loaded_type(w));
         t[i].type_name = ti ? ti->name : "?";
-        t[i].no_device = cuda && w->need_matvec && !sl_cuda_gemv_supported(loaded_type(w));
+        t[i].no_device = w->need_matvec && !sl__dx_supports(cuda ? SL_DEVICE_CUDA : SL_DEVICE_SIM,
+                                                            loaded_type(w), SL__DX_OP_MATVEC);
     }
     free(routed);
     const sl_model_options *o = &m->opt;
