@@ -80,6 +80,11 @@ def _check(st, err):
         raise (NotResident if st == _NOT_RESIDENT else SluiceError)(st, msg)
 
 
+def _type_or_none(t):
+    """A reload entry's ggml type code, or None where it has none (SL_RELOAD_NO_TYPE)."""
+    return None if t == 0xFFFFFFFF else t
+
+
 def _size(what, v):
     """Bytes from an int or a size text ("8G", "512MiB": base/parse.h's grammar)."""
     if v is None:
@@ -217,7 +222,8 @@ class Model(_Handle):
         """Live tensor swap (sl_reload_changed): reloads the tensors whose files changed since
         they were read, between evaluation steps. Returns {"changed", "files_changed",
         "files_skipped", "reloaded", "refused", "fallback", "seconds", "tensors": [{"name",
-        "kind", "old_type", "new_type", "old_bytes", "new_bytes", "where", "message"}]}."""
+        "kind", "old_type", "new_type", "old_bytes", "new_bytes", "where", "message"}]}; a type is
+        None where the entry has none (a file, a tensor missing from its file)."""
         kinds = ("reattached", "in_place", "private", "sibling", "refused", "skipped_file",
                  "refused_file")
         rep, err = _lib.ReloadReport(), _lib.Error()
@@ -230,7 +236,8 @@ class Model(_Handle):
                     "seconds": rep.seconds,
                     "tensors": [{"name": e.name.decode(errors="replace"),
                                  "kind": kinds[e.kind] if 0 <= e.kind < len(kinds) else "?",
-                                 "old_type": e.old_type, "new_type": e.new_type,
+                                 "old_type": _type_or_none(e.old_type),
+                                 "new_type": _type_or_none(e.new_type),
                                  "old_bytes": e.old_bytes, "new_bytes": e.new_bytes,
                                  "where": (e.where or b"").decode(),
                                  "message": e.msg.decode(errors="replace")}

@@ -356,6 +356,7 @@ static void skip_file(reload_run *r, const char *path, const char *why, size_t f
     for (size_t i = first; i < r->n_s; i++) staged_free(r->m, &r->s[i]);
     r->n_s = first;
     sl_reload_entry *e = add_entry(r->rep, path, SL_RELOAD_SKIPPED_FILE);
+    if (e) e->old_type = e->new_type = SL_RELOAD_NO_TYPE;
     if (e) e->file = strdup(path);
     if (e) snprintf(e->msg, sizeof e->msg, "%s; the old tensors stay in use, retried at the "
                     "next call", why);
@@ -372,6 +373,7 @@ static void refuse_file(reload_run *r, const char *path, const char *why, size_t
     r->n_s = first;
     r->n_prov = first_prov;
     sl_reload_entry *e = add_entry(r->rep, path, SL_RELOAD_REFUSED_FILE);
+    if (e) e->old_type = e->new_type = SL_RELOAD_NO_TYPE;
     if (e) e->file = strdup(path);
     if (e) snprintf(e->msg, sizeof e->msg, "%s; nothing of it was applied", why);
     if (!r->rep->files_refused++)
@@ -413,7 +415,7 @@ static sl_status stage_file(reload_run *r, uint32_t i, sl_gguf **handle, bool *d
         if (w->shard != i) continue;
         const sl_gguf_tensor *nt = sl_gguf_tensor_find(*handle, w->name);
         bool ok = nt ? stage_one(r, *handle, w, nt)
-                     : refuse(r, w, w->type, "%s", "missing from the rewritten file");
+                     : refuse(r, w, SL_RELOAD_NO_TYPE, "%s", "missing from the rewritten file");
         if (!ok) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
     }
     if (sl__swap_fault_hit(&r->touch)) {
