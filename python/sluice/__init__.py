@@ -435,12 +435,14 @@ class Runtime(_Handle):
     """Several models sharing one device arena and host pool (sl_runtime): budget, LRU
     eviction (mode "self") or caller-driven residency (mode "external"), pinned models,
     compaction; shared_floor=True shares each model's host copy with the other processes of
-    the node (POSIX shared memory, shm_mode permission bits). Close its models before the
-    runtime (close() closes those still open)."""
+    the node (POSIX shared memory, shm_mode permission bits); opening a model whose floor
+    another process is filling waits at most shm_wait_ms (0: ten minutes), then raises naming
+    that process. Close its models before the runtime (close() closes those still open)."""
 
     def __init__(self, device=None, arena_bytes=None, weight_fraction=0.9,
                  wiggle_fraction=0.05, max_scratch_bytes=None, mode="self",
-                 host_slab_bytes=None, shared_floor=False, shm_mode=0o600, shm_prefix=None):
+                 host_slab_bytes=None, shared_floor=False, shm_mode=0o600, shm_prefix=None,
+                 shm_wait_ms=0):
         o = lib().sl_runtime_options_default()
         self._device = device.encode() if device else None
         o.device = self._device
@@ -452,6 +454,9 @@ class Runtime(_Handle):
         o.mode = 0 if mode == "self" else 1
         o.host_slab_bytes = _size("host_slab_bytes", host_slab_bytes)
         o.shared_floor, o.shm_mode = shared_floor, shm_mode
+        if not 0 <= shm_wait_ms < 2**32:
+            raise ValueError(f"shm_wait_ms {shm_wait_ms!r}: 0 .. 2**32 - 1")
+        o.shm_wait_ms = shm_wait_ms
         self._prefix = shm_prefix.encode() if shm_prefix else None
         o.shm_prefix = self._prefix
         h, err = c_void_p(), _lib.Error()
