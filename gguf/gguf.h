@@ -207,6 +207,11 @@ typedef struct sl_gguf_writer_options {
      * all declared (a progress display; it must not call the writer) */
     void (*progress)(void *user, uint64_t done, uint64_t total);
     void *progress_user;
+    /* NULL, or asked before each sl_gguf_writer_write and at finish: true stops the writer
+     * (SL_ERR_INVALID "cancelled"; destroy then removes its files), e.g. a flag that a
+     * SIGINT handler sets */
+    bool (*cancelled)(void *user);
+    void *cancelled_user;
 } sl_gguf_writer_options;
 
 /* With sharding, `path` "X.gguf" becomes X-00001-of-0000N.gguf ...; N is fixed when the first

@@ -133,6 +133,8 @@ struct sl_gguf_writer {
     bool split_keys_verbatim;
     void (*progress)(void *user, uint64_t done, uint64_t total);
     void *progress_user;
+    bool (*cancelled)(void *user);
+    void *cancelled_user;
 
     wkv *kv;
     size_t n_kv, cap_kv;
@@ -373,6 +375,8 @@ sl_status sl_gguf_writer_create(const char *path, const sl_gguf_writer_options *
     w->split_keys_verbatim = o.split_keys_verbatim && !w->sharded;
     w->progress = o.progress;
     w->progress_user = o.progress_user;
+    w->cancelled = o.cancelled;
+    w->cancelled_user = o.cancelled_user;
     *out = w;
     return SL_OK;
 }
@@ -657,6 +661,14 @@ static sl_status fail(sl_gguf_writer *w, sl_error *err, sl_status code, const ch
     return sl_error_set(err, code, "%s", w->failure.msg);
 }
 
+/* The caller's cancel hook said stop: the writer fails, destroy removes its files. */
+static sl_status check_cancelled(sl_gguf_writer *w, sl_error *err)
+{
+    if (!w->cancelled || !w->cancelled(w->cancelled_user)) return SL_OK;
+    return fail(w, err, SL_ERR_INVALID, "gguf writer %s: cancelled after %" PRIu64 " of %" PRIu64
+                " tensor bytes", w->path, w->written, w->total_nbytes);
+}
+
 static sl_status out_bytes(sl_gguf_writer *w, const void *p, size_t n, sl_error *err)
 {
     if (!n) return SL_OK;
@@ -866,6 +878,7 @@ sl_status sl_gguf_writer_write(sl_gguf_writer *w, const void *data, uint64_t n, 
                             "from NULL", w->path, n);
     sl_status s = check_streamable(w, err);
     if (s) return s;
+    if ((s = check_cancelled(w, err))) return s;
     if (n > w->total_nbytes - w->written)
         return fail(w, err, SL_ERR_RANGE, "gguf writer %s: write of %" PRIu64 " bytes exceeds "
                     "the declared tensor data: %" PRIu64 " of %" PRIu64 " bytes remain", w->path,
@@ -891,6 +904,7 @@ sl_status sl_gguf_writer_finish(sl_gguf_writer *w, sl_error *err)
     if (!w) return sl_error_set(err, SL_ERR_INVALID, "gguf writer: finish with a NULL writer");
     sl_status s = check_streamable(w, err);
     if (s) return s;
+    if ((s = check_cancelled(w, err))) return s;
     if (w->cur < w->n_t)
         return sl_error_set(err, SL_ERR_RANGE, "gguf writer %s: tensor '%s' has %" PRIu64 " of "
                             "%" PRIu64 " bytes written (%" PRIu64 " of %" PRIu64 " bytes of all "

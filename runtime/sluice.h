@@ -420,10 +420,15 @@ typedef enum sl_reload_kind {
                                    nothing of it applied; reported again at every call */
 } sl_reload_kind;
 
+/* An sl_reload_entry's type where none applies: both types of a file entry, the new type of
+ * a tensor missing from its rewritten file. */
+#define SL_RELOAD_NO_TYPE UINT32_MAX
+
 typedef struct sl_reload_entry {
     char name[96];              /* tensor name, or the file's path (SKIPPED_FILE) */
     sl_reload_kind kind;
-    uint32_t old_type, new_type;    /* ggml type codes as stored in memory */
+    uint32_t old_type, new_type;    /* ggml type codes as stored in memory, or
+                                       SL_RELOAD_NO_TYPE */
     uint64_t old_bytes, new_bytes;
     const char *where;          /* "device", "host", "host (fallback)"; "" when not applied */
     double seconds;             /* reading and applying it */

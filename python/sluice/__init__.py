@@ -80,6 +80,11 @@ def _check(st, err):
         raise (NotResident if st == _NOT_RESIDENT else SluiceError)(st, msg)
 
 
+def _type_or_none(t):
+    """A reload entry's ggml type code, or None where it has none (SL_RELOAD_NO_TYPE)."""
+    return None if t == 0xFFFFFFFF else t
+
+
 def _size(what, v):
     """Bytes from an int or a size text ("8G", "512MiB": base/parse.h's grammar)."""
     if v is None:
@@ -217,7 +222,8 @@ class Model(_Handle):
         """Live tensor swap (sl_reload_changed): reloads the tensors whose files changed since
         they were read, between evaluation steps. Returns {"changed", "files_changed",
         "files_skipped", "reloaded", "refused", "fallback", "seconds", "tensors": [{"name",
-        "kind", "old_type", "new_type", "old_bytes", "new_bytes", "where", "message"}]}."""
+        "kind", "old_type", "new_type", "old_bytes", "new_bytes", "where", "message"}]}; a type is
+        None where the entry has none (a file, a tensor missing from its file)."""
         kinds = ("reattached", "in_place", "private", "sibling", "refused", "skipped_file",
                  "refused_file")
         rep, err = _lib.ReloadReport(), _lib.Error()
@@ -230,7 +236,8 @@ class Model(_Handle):
                     "seconds": rep.seconds,
                     "tensors": [{"name": e.name.decode(errors="replace"),
                                  "kind": kinds[e.kind] if 0 <= e.kind < len(kinds) else "?",
-                                 "old_type": e.old_type, "new_type": e.new_type,
+                                 "old_type": _type_or_none(e.old_type),
+                                 "new_type": _type_or_none(e.new_type),
                                  "old_bytes": e.old_bytes, "new_bytes": e.new_bytes,
                                  "where": (e.where or b"").decode(),
                                  "message": e.msg.decode(errors="replace")}
@@ -429,12 +436,14 @@ class Runtime(_Handle):
     """Several models sharing one device arena and host pool (sl_runtime): budget, LRU
     eviction (mode "self") or caller-driven residency (mode "external"), pinned models,
     compaction; shared_floor=True shares each model's host copy with the other processes of
-    the node (POSIX shared memory, shm_mode permission bits). Close its models before the
-    runtime (close() closes those still open)."""
+    the node (POSIX shared memory, shm_mode permission bits); opening a model whose floor
+    another process is filling waits at most shm_wait_ms (0: ten minutes), then raises naming
+    that process. Close its models before the runtime (close() closes those still open)."""
 
     def __init__(self, device=None, arena_bytes=None, weight_fraction=0.9,
                  wiggle_fraction=0.05, max_scratch_bytes=None, mode="self",
-                 host_slab_bytes=None, shared_floor=False, shm_mode=0o600, shm_prefix=None):
+                 host_slab_bytes=None, shared_floor=False, shm_mode=0o600, shm_prefix=None,
+                 shm_wait_ms=0):
         o = lib().sl_runtime_options_default()
         self._device = device.encode() if device else None
         o.device = self._device
@@ -446,6 +455,9 @@ class Runtime(_Handle):
         o.mode = 0 if mode == "self" else 1
         o.host_slab_bytes = _size("host_slab_bytes", host_slab_bytes)
         o.shared_floor, o.shm_mode = shared_floor, shm_mode
+        if not 0 <= shm_wait_ms < 2**32:
+            raise ValueError(f"shm_wait_ms {shm_wait_ms!r}: 0 .. 2**32 - 1")
+        o.shm_wait_ms = shm_wait_ms
         self._prefix = shm_prefix.encode() if shm_prefix else None
         o.shm_prefix = self._prefix
         h, err = c_void_p(), _lib.Error()

@@ -39,6 +39,8 @@
  * to DISK, it reads its files again through a refreshed view (file_view.c). A shared
  * floor (other processes map it) is never written: the new bytes go to a private block of this
  * process (copy-on-write).
+ * The file-level checks (metadata, new tensors) are reload_meta.c's; the report's free and
+ * print, and the context's entry point, reload_report.c's.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -51,6 +53,7 @@
 #include "runtime/engine/ctx.h"
 #include "runtime/engine/dx.h"
 #include "runtime/engine/model.h"
+#include "runtime/engine/reload_meta.h"
 #include "base/parse.h"
 #include "runtime/engine/repack.h"
 #include "scheduler/moe/ffn_split.h"
@@ -352,6 +355,7 @@ static void skip_file(reload_run *r, const char *path, const char *why, size_t f
     for (size_t i = first; i < r->n_s; i++) staged_free(r->m, &r->s[i]);
     r->n_s = first;
     sl_reload_entry *e = add_entry(r->rep, path, SL_RELOAD_SKIPPED_FILE);
+    if (e) e->old_type = e->new_type = SL_RELOAD_NO_TYPE;
     if (e) e->file = strdup(path);
     if (e) snprintf(e->msg, sizeof e->msg, "%s; the old tensors stay in use, retried at the "
                     "next call", why);
@@ -368,104 +372,11 @@ static void refuse_file(reload_run *r, const char *path, const char *why, size_t
     r->n_s = first;
     r->n_prov = first_prov;
     sl_reload_entry *e = add_entry(r->rep, path, SL_RELOAD_REFUSED_FILE);
+    if (e) e->old_type = e->new_type = SL_RELOAD_NO_TYPE;
     if (e) e->file = strdup(path);
     if (e) snprintf(e->msg, sizeof e->msg, "%s; nothing of it was applied", why);
     if (!r->rep->files_refused++)
         snprintf(r->refused_why, sizeof r->refused_why, "%s: %s", path, why);
-}
-
-static bool value_equal(const sl_gguf_value *a, const sl_gguf_value *b)
-{
-    if (a->type != b->type) return false;
-    switch (a->type) {
-    case SL_GGUF_STR:
-        return a->v.str.len == b->v.str.len && !memcmp(a->v.str.ptr, b->v.str.ptr, a->v.str.len);
-    case SL_GGUF_F32: return !memcmp(&a->v.f32, &b->v.f32, sizeof a->v.f32);
-    case SL_GGUF_F64: return !memcmp(&a->v.f64, &b->v.f64, sizeof a->v.f64);
-    case SL_GGUF_BOOL: return a->v.b == b->v.b;
-    case SL_GGUF_I8: case SL_GGUF_I16: case SL_GGUF_I32: case SL_GGUF_I64:
-        return a->v.i64 == b->v.i64;
-    case SL_GGUF_ARR:
-        if (a->v.arr.elem != b->v.arr.elem || a->v.arr.n != b->v.arr.n) return false;
-        if (a->v.arr.elem == SL_GGUF_STR) {
-            for (uint64_t i = 0; i < a->v.arr.n; i++)
-                if (a->v.arr.strs[i].len != b->v.arr.strs[i].len ||
-                    memcmp(a->v.arr.strs[i].ptr, b->v.arr.strs[i].ptr, a->v.arr.strs[i].len))
-                    return false;
-            return true;
-        }
-        if (a->v.arr.elem == SL_GGUF_ARR) {
-            for (uint64_t i = 0; i < a->v.arr.n; i++)
-                if (!value_equal(&a->v.arr.items[i], &b->v.arr.items[i])) return false;
-            return true;
-        }
-        return !memcmp(a->v.arr.raw, b->v.arr.raw,
-                       (size_t)a->v.arr.n * sl_gguf_vtype_size(a->v.arr.elem));
-    default: return a->v.u64 == b->v.u64;
-    }
-}
-
-static void value_str(const sl_gguf_value *v, char *buf, size_t n)
-{
-    if (!v) snprintf(buf, n, "absent");
-    else if (v->type == SL_GGUF_STR) snprintf(buf, n, "'%.*s'", (int)(v->v.str.len < 40 ? v->v.str.len : 40), v->v.str.ptr);
-    else if (v->type == SL_GGUF_F32) snprintf(buf, n, "%g", (double)v->v.f32);
-    else if (v->type == SL_GGUF_F64) snprintf(buf, n, "%g", v->v.f64);
-    else if (v->type == SL_GGUF_BOOL) snprintf(buf, n, "%s", v->v.b ? "true" : "false");
-    else if (v->type == SL_GGUF_ARR) snprintf(buf, n, "an array of %llu %s",
-                                             (unsigned long long)v->v.arr.n,
-                                             sl_gguf_vtype_name(v->v.arr.elem));
-    else if (v->type <= SL_GGUF_I64 && (v->type == SL_GGUF_I8 || v->type == SL_GGUF_I16 ||
-                                        v->type == SL_GGUF_I32 || v->type == SL_GGUF_I64))
-        snprintf(buf, n, "%lld", (long long)v->v.i64);
-    else snprintf(buf, n, "%llu", (unsigned long long)v->v.u64);
-}
-
-/* Keys no part of the engine computes with (descriptive general.* keys: name, file_type,
- * quantization_version, ...; quantize.* notes): a change of them is applied (nothing to do). Any
- * other key may be a hyperparameter, the vocabulary or the architecture, which the model read
- * at open into state a reload does not rebuild. */
-static bool inert_key(const char *k)
-{
-    return (!strncmp(k, "general.", 8) && strcmp(k, "general.architecture")) ||
-           !strncmp(k, "quantize.", 9);
-}
-
-/* Whether the rewritten first shard g keeps every metadata value the model was opened with;
- * why: the first key that differs, with both values. */
-static bool same_metadata(const sl_model *m, const sl_gguf *g, char *why, size_t n)
-{
-    const sl_gguf *o = m->gguf;
-    for (int pass = 0; pass < 2; pass++) {
-        const sl_gguf *x = pass ? g : o, *y = pass ? o : g;
-        for (size_t i = 0; i < sl_gguf_kv_count(x); i++) {
-            const char *k = sl_gguf_kv_key(x, i);
-            if (inert_key(k)) continue;
-            const sl_gguf_value *vx = sl_gguf_kv_value(x, i), *vy = sl_gguf_find(y, k);
-            if (vy && value_equal(vx, vy)) continue;
-            char was[64], now[64];
-            value_str(pass ? vy : vx, was, sizeof was);
-            value_str(pass ? vx : vy, now, sizeof now);
-            snprintf(why, n, "metadata key '%s' changed (%s -> %s): the model read it at open "
-                     "and a live reload cannot apply it; reopen the model", k, was, now);
-            return false;
-        }
-    }
-    return true;
-}
-
-/* A tensor of the rewritten shard that the model's files did not have: a fresh open might
- * bind it (an optional tensor), so the file is not the one the model was built from. */
-static bool new_tensor(const sl_model *m, const sl_gguf *g, char *why, size_t n)
-{
-    for (size_t i = 0; i < sl_gguf_tensor_count(g); i++) {
-        const char *name = sl_gguf_tensor_at(g, i)->name;
-        if (sl_gguf_tensor_find(m->gguf, name)) continue;
-        snprintf(why, n, "tensor '%s' is new in the file (the model was built without it); "
-                 "reopen the model", name);
-        return true;
-    }
-    return false;
 }
 
 /* The read phase for source file i. handle: the parsed file, kept until commit. */
@@ -493,8 +404,8 @@ static sl_status stage_file(reload_run *r, uint32_t i, sl_gguf **handle, bool *d
     const uint32_t refused0 = r->rep->n_refused;
     char why[SL_ERROR_MSG_BYTES] = "";
     /* metadata lives in the first shard; the model depends on all of it but inert keys */
-    if ((i == 0 && !same_metadata(m, *handle, why, sizeof why)) ||
-        new_tensor(m, *handle, why, sizeof why)) {
+    if ((i == 0 && !sl__reload_same_metadata(m, *handle, why, sizeof why)) ||
+        sl__reload_new_tensor(m, *handle, why, sizeof why)) {
         refuse_file(r, src->path, why, first, first_prov);
         return SL_OK;
     }
@@ -503,7 +414,7 @@ static sl_status stage_file(reload_run *r, uint32_t i, sl_gguf **handle, bool *d
         if (w->shard != i) continue;
         const sl_gguf_tensor *nt = sl_gguf_tensor_find(*handle, w->name);
         bool ok = nt ? stage_one(r, *handle, w, nt)
-                     : refuse(r, w, w->type, "%s", "missing from the rewritten file");
+                     : refuse(r, w, SL_RELOAD_NO_TYPE, "%s", "missing from the rewritten file");
         if (!ok) return sl_error_set(err, SL_ERR_NOMEM, "reload: out of memory");
     }
     if (sl__swap_fault_hit(&r->touch)) {
@@ -1086,38 +997,4 @@ sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
                           "until the file is restored or the model reopened)", r.refused_why,
                           rep->files_refused);
     return st;
-}
-
-sl_status sl_ctx_reload_changed(sl_ctx *c, sl_reload_report *rep, sl_error *err)
-{
-    if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_reload_changed: NULL context");
-    return sl_reload_changed(c->m, rep, err);
-}
-
-void sl_reload_report_free(sl_reload_report *rep)
-{
-    if (!rep) return;
-    for (size_t i = 0; i < rep->n; i++) free(rep->entries[i].file);
-    free(rep->entries);
-    rep->entries = NULL;
-    rep->n = 0;
-}
-
-void sl_reload_report_print(const sl_reload_report *rep, void *fp)
-{
-    FILE *f = fp;
-    static const char *const kinds[] = {"reattached", "in place", "private block",
-                                        "moved with its siblings", "refused", "skipped",
-                                        "file refused"};
-    for (size_t i = 0; rep && i < rep->n; i++) {
-        const sl_reload_entry *e = &rep->entries[i];
-        if (e->kind == SL_RELOAD_SKIPPED_FILE || e->kind == SL_RELOAD_REFUSED ||
-            e->kind == SL_RELOAD_REFUSED_FILE) {
-            fprintf(f, "  %s: %s: %s\n", e->file ? e->file : e->name, kinds[e->kind], e->msg);
-            continue;
-        }
-        fprintf(f, "  %s: %s -> %s, %.3f MiB -> %.3f MiB, %s, %s, %.2f ms\n", e->name,
-                type_name(e->old_type), type_name(e->new_type), (double)e->old_bytes / 1048576.0,
-                (double)e->new_bytes / 1048576.0, e->where, kinds[e->kind], e->seconds * 1e3);
-    }
 }

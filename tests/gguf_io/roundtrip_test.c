@@ -484,6 +484,43 @@ static sl_gguf_writer *new_writer(const char *name, const sl_gguf_writer_options
     return w;
 }
 
+/* The cancel hook (a SIGINT flag in the CLI): asked before each write and at finish; true fails
+ * the writer with "cancelled" and destroy removes its temporary. */
+static int g_cancel_at, g_cancel_calls;
+static bool cancel_hook(void *user)
+{
+    (void)user;
+    return ++g_cancel_calls >= g_cancel_at;
+}
+
+static void test_cancel(void)
+{
+    for (int at = 1; at <= 3; at++) {
+        g_cancel_at = at;
+        g_cancel_calls = 0;
+        const sl_gguf_writer_options opt = {.cancelled = cancel_hook};
+        sl_gguf_writer *w = new_writer("cancel", &opt);
+        sl_error err = {0};
+        int64_t ne[4] = {32, 1, 1, 1};
+        float row[32] = {0};
+        CHECK(w && sl_gguf_writer_add_tensor(w, "t", SL_GGML_F32, 1, ne, &err) == SL_OK);
+        CHECK(w && sl_gguf_writer_add_tensor(w, "u", SL_GGML_F32, 1, ne, &err) == SL_OK);
+        sl_status st = SL_OK;
+        for (int k = 0; k < 2 && !st; k++) st = sl_gguf_writer_write(w, row, sizeof row, &err);
+        if (!st) st = sl_gguf_writer_finish(w, &err);
+        CHECK_MSG(st == SL_ERR_INVALID, "cancel at call %d: %d %s", at, st, err.msg);
+        CHECK_CONTAINS(err.msg, "cancelled");
+        char p[700], q[720];
+        snprintf(p, sizeof p, "%s/cancel.gguf", g_dir);
+        snprintf(q, sizeof q, "%s.partial", p);
+        CHECK_MSG(access(q, F_OK) == 0, "cancel at call %d: the temporary exists until "
+                  "destroy", at);
+        sl_gguf_writer_destroy(w);
+        CHECK_MSG(access(p, F_OK) != 0 && access(q, F_OK) != 0,
+                  "cancel at call %d: nothing left", at);
+    }
+}
+
 static void test_errors(void)
 {
     sl_error err;
@@ -710,6 +747,7 @@ int main(void)
     CHECK(g_n_live >= 30);
 
     test_errors();
+    test_cancel();
     rng seeds = {20261122};
     for (int i = 0; i < ROUNDS; i++) round_trip(rnd(&seeds), i);
     rmdir(g_dir);

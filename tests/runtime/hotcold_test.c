@@ -278,7 +278,8 @@ static void check_moe_reload(void)
     CHECK(tm_write(&p, path, &e) == SL_OK);
     CHECK(tm_write(&p, live, &e) == SL_OK);
     const char *exps = "blk\\.[0-9]+\\.ffn_(gate|up|down)_exps\\.weight";
-    CHECK_MSG(sl_requant_file(path, q4, exps, SL_GGML_Q4_0, &n_req, NULL, NULL, &e) == SL_OK &&
+    CHECK_MSG(sl_requant_file(path, q4, exps, SL_GGML_Q4_0, &n_req, NULL, NULL, NULL, NULL,
+                              &e) == SL_OK &&
                   n_req == 3u * (uint32_t)p.n_layer, "requant: %s", e.msg);
     write_moe_index(idx, p.n_layer, p.n_expert, p.n_ff, 32, MOE_RANDOM, 9);
     sl_model_options o = sl_model_options_default();

@@ -180,7 +180,7 @@ static inline void requant(const char *in, const char *out, const char *pat, uin
 {
     sl_error e;
     uint32_t n;
-    sl_status st = sl_requant_file(in, out, pat, type, &n, NULL, NULL, &e);
+    sl_status st = sl_requant_file(in, out, pat, type, &n, NULL, NULL, NULL, NULL, &e);
     CHECK_MSG(st == SL_OK, "requant %s: %s", pat, e.msg);
 }
 

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -205,8 +206,14 @@ def test_eviction(tmp, paths):
 def test_pin_too_big(tmp, paths):
     """A pinned model that does not fit on the device in full is refused at start, with the
     budget's figures, rather than answering every request with a 500."""
-    r = st.run("serve", "--port", "0", "--model", f"a={paths['a']}", "--pin", "a",
-               "--vram-budget", "4M", "--device", "sim")
+    args = [st.SLUICE, "serve", "--port", "0", "--model", f"a={paths['a']}", "--pin", "a",
+            "--vram-budget", "4M", "--device", "sim"]
+    try:  # a server that starts anyway would serve until killed: a failure, not a hang
+        r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        expect(False, "--pin of a model larger than --vram-budget 4M: refused at start (it "
+                      "was still serving after 60 s)")
+        return
     expect(r.returncode == 1 and "does not fit on the device in full" in r.stderr and
            "weight pool" in r.stderr,
            f"--pin of a model larger than --vram-budget 4M: refused at start ({r.returncode}, "

@@ -578,6 +578,55 @@ def test_hotswap(tmp, model):
     srv.stop()
 
 
+def test_hotswap_refused(tmp, model):
+    """--hotswap's /health on files it cannot apply (issue 29, case 7): an unreadable file is a
+    skipped_file entry with null types (not a made-up old_type = new_type) and the reason; a
+    file with other metadata is refused whole — status 200 with files_refused and the model's
+    error, not a 500 — and the model keeps answering with its old weights."""
+    live = os.path.join(tmp, "refuse.gguf")
+    shutil.copyfile(model, live)
+    srv = Server(tmp, live, "--hotswap", name="hotswap_refused")
+    req = {"prompt": "hello", "n_predict": 8, "temperature": 0}
+    _, first = srv.json("POST", "/completion", req)
+    alt = os.path.join(tmp, "refuse_alt.gguf")
+    with open(model, "rb") as f:
+        head = f.read(4096)
+    with open(alt, "wb") as f:
+        f.write(head)  # a cut-short file: its tensor data is missing
+    os.replace(alt, live)
+    st, body = srv.json("GET", "/health")
+    ents = body.get("reload", {}).get("tensors", []) if st == 200 else []
+    skipped = [t for t in ents if t.get("kind") == "skipped_file"]
+    expect(st == 200 and len(skipped) == 1 and skipped[0].get("name") == live and
+           skipped[0].get("old_type") is None and skipped[0].get("new_type") is None and
+           skipped[0].get("message"),
+           f"/health on a cut-short file: a skipped_file entry with null types and the reason "
+           f"({st} {body})")
+    r = run("mkmodel", "--arch", "llama", "--ctx", "512", "-o", alt)
+    expect(r.returncode == 0, f"mkmodel --ctx 512: {r.stderr}")
+    os.replace(alt, live)
+    st, body = srv.json("GET", "/health")
+    rel = body.get("reload", {}) if st == 200 else {}
+    refused = [t for t in rel.get("tensors", []) if t.get("kind") == "refused_file"]
+    errors = rel.get("errors", [])
+    expect(st == 200 and rel.get("files_refused") == 1 and rel.get("changed") is False and
+           len(refused) == 1 and refused[0].get("old_type") is None and
+           "context_length" in refused[0].get("message", "") and len(errors) == 1 and
+           "reload refused" in errors[0].get("message", ""),
+           f"/health on a file with other metadata: refused whole, reported with status 200 "
+           f"({st} {body})")
+    st2, again = srv.json("POST", "/completion", req)
+    expect(st2 == 200 and again.get("content") == first.get("content"),
+           "after the refusal the model answers with its old weights")
+    shutil.copyfile(model, alt)
+    os.replace(alt, live)
+    st, body = srv.json("GET", "/health")
+    rel = body.get("reload", {}) if st == 200 else {}
+    expect(st == 200 and rel.get("files_refused") == 0 and rel.get("errors") == [],
+           f"the original file back: nothing refused ({st} {body})")
+    srv.stop()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="sluice-serve-test-", dir=os.environ.get("TEST_TMPDIR"))
     model = os.path.join(tmp, "llama.gguf")
@@ -593,6 +642,7 @@ def main():
     test_disconnect(tmp, model_long)
     test_templates(tmp, model)
     test_hotswap(tmp, model)
+    test_hotswap_refused(tmp, model)
     print(f"{'FAILED' if FAILURES else 'passed'}: {len(FAILURES)} failure(s)")
     return 1 if FAILURES else 0
 

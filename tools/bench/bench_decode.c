@@ -449,7 +449,8 @@ int sl_bench_decode(int argc, char **argv)
         const double t0 = sl_cli_now_s();
         sl_synth_summary sum;
         /* -t threads write it too (0: every online CPU) */
-        if (sl_synth_write(&sp, synth_path, mf.opt.n_threads, NULL, NULL, &sum, &err)) {
+        if (sl_synth_write(&sp, synth_path, mf.opt.n_threads, NULL, NULL, NULL, NULL, &sum,
+                           &err)) {
             fprintf(stderr, "sluice bench decode: %s: %s\n", synth_path, err.msg);
             sl_cli_out_discard(&tr);
             sl_cli_io_free(&io);

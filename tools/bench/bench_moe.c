@@ -481,7 +481,7 @@ int sl_bench_moe(int argc, char **argv)
         sl_synth_summary sum;
         const double t0 = sl_cli_now_s();
         /* -t threads write it too (0: every online CPU) */
-        if (sl_synth_write(&sp, synth_path, (int)threads, NULL, NULL, &sum, &err)) {
+        if (sl_synth_write(&sp, synth_path, (int)threads, NULL, NULL, NULL, NULL, &sum, &err)) {
             fprintf(stderr, "sluice %s: %s: %s\n", k_cmd, synth_path, err.msg);
             sl_cli_out_discard(&tr);
             sl_cli_io_free(&io);

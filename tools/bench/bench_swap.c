@@ -124,8 +124,8 @@ int sl_bench_swap(int argc, char **argv)
         esc[k++] = *c;
     }
     esc[k] = 0;
-    if (sl_requant_file(pa, pb, esc, other, NULL, NULL, NULL, &err) ||
-        sl_requant_file(pb, pb, esc, type, NULL, NULL, NULL, &err)) {
+    if (sl_requant_file(pa, pb, esc, other, NULL, NULL, NULL, NULL, NULL, &err) ||
+        sl_requant_file(pb, pb, esc, type, NULL, NULL, NULL, NULL, NULL, &err)) {
         fprintf(stderr, "sluice bench swap: %s: %s\n", tname, err.msg);
         goto done;
     }

@@ -2,7 +2,8 @@
  *
  * Flags are collected first and applied on top of the chosen architecture's defaults, so their
  * order does not matter. Numbers are parsed strictly (decimal digits only, range-checked);
- * every usage error names the flag and exits 2; I/O errors exit 1. */
+ * every usage error names the flag and exits 2; I/O errors exit 1; SIGINT / SIGTERM while
+ * writing remove FILE.partial and exit 130 / 143 (tools/common/interrupt.h). */
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
@@ -18,6 +19,7 @@
 #include "base/file.h"
 #include "base/parse.h"
 #include "tools/common/cli.h"
+#include "tools/common/interrupt.h"
 #include "tools/common/progress.h"
 #include "tools/synth/synth.h"
 
@@ -264,9 +266,15 @@ int sl_cli_mkmodel(int argc, char **argv)
     const double t0 = sl_cli_now_s();
     sl_cli_progress bar;
     sl_cli_progress_start(&bar, "mkmodel: writing");
+    sl_cli_interrupt_catch();
     const sl_status wst = sl_synth_write(&p, out, (int)threads, sl_cli_progress_update, &bar,
-                                         &sum, &err);
+                                         sl_cli_interrupted, NULL, &sum, &err);
     sl_cli_progress_end(&bar);
+    if (wst != SL_OK && sl_cli_interrupt_status()) {
+        fprintf(stderr, "mkmodel: %s: stopped, nothing written to %s, its .partial file "
+                "removed (%s)\n", sl_cli_interrupt_name(), out, err.msg);
+        return sl_cli_interrupt_status();
+    }
     if (wst != SL_OK) {
         fprintf(stderr, "mkmodel: %s\n", err.msg);
         return 1;

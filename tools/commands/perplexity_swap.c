@@ -80,6 +80,13 @@ static const char *tname(uint32_t t)
     return ti ? ti->name : "?";
 }
 
+/* A type's name in quotes, or null where the entry has none (a file, a missing tensor). */
+static void json_type(uint32_t t)
+{
+    if (t == SL_RELOAD_NO_TYPE) fputs("null", stdout);
+    else printf("\"%s\"", tname(t));
+}
+
 static void print_json(const sl_cli_hotswap *h, double ppl, double ppl_err, double secs)
 {
     static const char *const kinds[] = {"reattached", "in_place", "private", "sibling",
@@ -90,10 +97,12 @@ static void print_json(const sl_cli_hotswap *h, double ppl, double ppl_err, doub
         const sl_reload_entry *e = &r->entries[i];
         printf("%s{\"name\":", i ? "," : "");
         sl_json_cstr(stdout, e->name);
-        printf(",\"kind\":\"%s\",\"old_type\":\"%s\",\"new_type\":\"%s\",\"old_bytes\":%llu,"
-               "\"new_bytes\":%llu,\"where\":", kinds[e->kind], tname(e->old_type),
-               tname(e->new_type), (unsigned long long)e->old_bytes,
-               (unsigned long long)e->new_bytes);
+        printf(",\"kind\":\"%s\",\"old_type\":", kinds[e->kind]);
+        json_type(e->old_type);
+        printf(",\"new_type\":");
+        json_type(e->new_type);
+        printf(",\"old_bytes\":%llu,\"new_bytes\":%llu,\"where\":",
+               (unsigned long long)e->old_bytes, (unsigned long long)e->new_bytes);
         sl_json_cstr(stdout, e->where);
         printf(",\"seconds\":");
         sl_json_f64(stdout, e->seconds);

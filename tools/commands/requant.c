@@ -1,6 +1,7 @@
 /* `tools/run requant`: one tensor (or a regex of tensors) of a GGUF file in another type, with
  * Sluice's quantizers, every other byte kept (tools/lib/requant.h). The step a live-swap sweep
- * script runs between rounds (tools/examples/hotswap_sweep.sh). */
+ * script runs between rounds (tools/examples/hotswap_sweep.sh). SIGINT / SIGTERM while writing
+ * leave no temporary behind and exit 130 / 143. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -8,6 +9,7 @@
 #include "gguf/gguf.h"
 #include "tools/common/cli.h"
 #include "tools/common/fileio.h"
+#include "tools/common/interrupt.h"
 #include "tools/common/model_flags.h"
 #include "tools/common/progress.h"
 #include "tools/lib/requant.h"
@@ -79,9 +81,18 @@ int sl_cli_requant(int argc, char **argv)
     const double t0 = sl_cli_now_s();
     sl_cli_progress bar;
     sl_cli_progress_start(&bar, "requant: writing");
+    sl_cli_interrupt_catch();
     const sl_status st = sl_requant_file(in, in_place ? out : sl_cli_out_name(&o), pat, ti->code,
-                                         &n, sl_cli_progress_update, &bar, &err);
+                                         &n, sl_cli_progress_update, &bar, sl_cli_interrupted,
+                                         NULL, &err);
     sl_cli_progress_end(&bar);
+    if (st && sl_cli_interrupt_status()) {
+        /* the writer removed its file; done: discards the command's own temporary */
+        fprintf(stderr, "sluice %s: %s: stopped, nothing written to %s (%s)\n", cmd,
+                sl_cli_interrupt_name(), out, err.msg);
+        rc = sl_cli_interrupt_status();
+        goto done;
+    }
     if (st == SL_ERR_NOT_FOUND) {
         fprintf(stderr, "sluice %s: %s: --tensor '%s': %s\n", cmd, in, pat, err.msg);
         goto done;

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "kernels/ref/quant.h"
@@ -41,7 +40,7 @@ static sl_status write_tensor(sl_gguf_writer *wr, const sl_gguf *g, const sl_ggu
     return st;
 }
 
-static sl_status requant(const sl_gguf *g, const char *tmp_path, const regex_t *re,
+static sl_status requant(const sl_gguf *g, const char *out_path, const regex_t *re,
                          uint32_t type, uint32_t *n_changed, sl_gguf_writer_options wo,
                          sl_error *err)
 {
@@ -49,7 +48,7 @@ static sl_status requant(const sl_gguf *g, const char *tmp_path, const regex_t *
     /* alignment 0: a copied general.alignment decides, as in the source */
     wo.split_keys_verbatim = true;
     sl_gguf_writer *wr;
-    sl_status st = sl_gguf_writer_create(tmp_path, &wo, &wr, err);
+    sl_status st = sl_gguf_writer_create(out_path, &wo, &wr, err);
     if (st) return st;
     for (size_t i = 0; i < sl_gguf_kv_count(g) && !st; i++)
         st = sl_gguf_writer_set(wr, sl_gguf_kv_key(g, i), sl_gguf_kv_value(g, i), err);
@@ -74,7 +73,7 @@ static sl_status requant(const sl_gguf *g, const char *tmp_path, const regex_t *
     for (size_t i = 0; i < nt && !st; i++)
         st = write_tensor(wr, g, sl_gguf_tensor_at(g, i), change[i], type, err);
     if (!st) st = sl_gguf_writer_finish(wr, err);
-    sl_gguf_writer_destroy(wr);
+    sl_gguf_writer_destroy(wr); /* removes OUT.partial if unfinished */
     free(change);
     return st;
 }
@@ -82,7 +81,8 @@ static sl_status requant(const sl_gguf *g, const char *tmp_path, const regex_t *
 sl_status sl_requant_file(const char *in, const char *out, const char *pattern, uint32_t type,
                           uint32_t *n_changed,
                           void (*progress)(void *user, uint64_t done, uint64_t total),
-                          void *progress_user, sl_error *err)
+                          void *progress_user, bool (*cancelled)(void *user),
+                          void *cancelled_user, sl_error *err)
 {
     uint32_t n = 0;
     if (n_changed) *n_changed = 0;
@@ -102,17 +102,14 @@ sl_status sl_requant_file(const char *in, const char *out, const char *pattern, 
     sl_gguf *g = NULL;
     sl_gguf_options go = {.no_shards = true};
     sl_status st = sl_gguf_open(in, &go, &g, err);
-    char *tmp = malloc(strlen(out) + 32);
-    if (!st && !tmp) st = sl_error_set(err, SL_ERR_NOMEM, "requant: out of memory");
     if (!st) {
-        sprintf(tmp, "%s.requant-%ld.tmp", out, (long)getpid());
-        const sl_gguf_writer_options wo = {.progress = progress, .progress_user = progress_user};
-        st = requant(g, tmp, &re, type, &n, wo, err);
-        if (!st && rename(tmp, out))
-            st = sl_error_set(err, SL_ERR_IO, "%s: cannot rename %s over it", out, tmp);
-        if (st) unlink(tmp);
+        /* the writer's OUT.partial, renamed at finish, is the only temporary: a fixed name
+         * that the next run replaces if this one is killed */
+        const sl_gguf_writer_options wo = {.progress = progress, .progress_user = progress_user,
+                                           .cancelled = cancelled,
+                                           .cancelled_user = cancelled_user};
+        st = requant(g, out, &re, type, &n, wo, err);
     }
-    free(tmp);
     sl_gguf_close(g);
     regfree(&re);
     if (n_changed) *n_changed = n;

@@ -32,6 +32,7 @@ static void usage(FILE *f)
           "Serves the models over HTTP with llama-server's endpoints until SIGINT or SIGTERM:\n"
           "  GET  /health                {\"status\":\"ok\"}; with --hotswap it first reloads\n"
           "                              the tensors whose files changed and reports them\n"
+          "                              (a file it cannot apply whole: in \"errors\")\n"
           "  POST /completion            llama-server's completion: prompt (text or token ids),\n"
           "                              n_predict, temperature, top_k, top_p, min_p, seed,\n"
           "                              stop, ignore_eos, stream -> content, stop_type,\n"

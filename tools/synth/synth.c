@@ -690,7 +690,8 @@ int sl_synth_default_threads(void)
 
 sl_status sl_synth_write(const sl_synth_params *p, const char *path, int n_threads,
                          void (*progress)(void *user, uint64_t done, uint64_t total),
-                         void *progress_user, sl_synth_summary *summary, sl_error *err)
+                         void *progress_user, bool (*cancelled)(void *user),
+                         void *cancelled_user, sl_synth_summary *summary, sl_error *err)
 {
     sl_status st = sl_synth_validate(p, err);
     if (st) return st;
@@ -721,7 +722,8 @@ sl_status sl_synth_write(const sl_synth_params *p, const char *path, int n_threa
 
     st = sl__synth_vocab_build(ai->vocab, p->n_vocab, &vocab, err);
     if (st) goto out;
-    const sl_gguf_writer_options wo = {.progress = progress, .progress_user = progress_user};
+    const sl_gguf_writer_options wo = {.progress = progress, .progress_user = progress_user,
+                                       .cancelled = cancelled, .cancelled_user = cancelled_user};
     st = sl_gguf_writer_create(path, &wo, &w, err);
     if (st) goto out;
     kv_ctx kc = {w, sl_arch_name(ai->gguf_arch), err, SL_OK, 0};

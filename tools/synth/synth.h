@@ -120,9 +120,11 @@ int sl_synth_default_threads(void);
  * (0: sl_synth_default_threads(); the bytes do not depend on it). SL_ERR_RANGE naming
  * --threads outside [0, SL_SYNTH_MAX_THREADS]. On failure nothing is left at path (the writer
  * removes unfinished files). progress (may be NULL) follows the data written, as
- * sl_gguf_writer_options.progress. summary may be NULL. */
+ * sl_gguf_writer_options.progress; cancelled (may be NULL) stops it as
+ * sl_gguf_writer_options.cancelled (SL_ERR_INVALID, nothing left). summary may be NULL. */
 sl_status sl_synth_write(const sl_synth_params *p, const char *path, int n_threads,
                          void (*progress)(void *user, uint64_t done, uint64_t total),
-                         void *progress_user, sl_synth_summary *summary, sl_error *err);
+                         void *progress_user, bool (*cancelled)(void *user),
+                         void *cancelled_user, sl_synth_summary *summary, sl_error *err);
 
 #endif
