@@ -58,7 +58,13 @@ typedef enum sl_placement {
 
 typedef enum sl_load_io { SL_LOAD_DIRECT = 0, SL_LOAD_PREAD = 1, SL_LOAD_MMAP = 2 } sl_load_io;
 
+/* Every option struct below opens with struct_size: sizeof the struct the caller was built with,
+ * set by its *_default() (start from that, then change fields). The calls that read one refuse
+ * any other value (SL_ERR_INVALID naming the struct and both sizes), so that a caller built
+ * against another version of this header, or a binding's stale mirror, fails instead of being
+ * read with the wrong layout. */
 typedef struct sl_model_options {
+    size_t struct_size;         /* sizeof(sl_model_options), from sl_model_options_default() */
     sl_placement placement;
     int gpu_layers;             /* for SL_PLACE_LAYERS: the last N; > n_layer: the output too */
     /* llama.cpp's controls, applied on top of the placement (scheduler/policy/placement.h):
@@ -87,7 +93,8 @@ typedef struct sl_model_options {
 /* Defaults: auto placement, O_DIRECT loading, node nearest the GPU, all its cores. */
 SL_API sl_model_options sl_model_options_default(void);
 /* The CPU compute threads opt asks for, the one rule: n_threads, or when it is <= 0 the CPUs
- * online (1 if unknown); at most SL_N_THREADS_MAX. NULL: the defaults'. */
+ * online (1 if unknown); at most SL_N_THREADS_MAX. NULL, or a struct_size other than this
+ * library's: the defaults'. */
 SL_API int sl_model_options_threads(const sl_model_options *opt);
 
 SL_API sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model **out,
@@ -153,6 +160,7 @@ typedef enum sl_residency_mode {
 } sl_residency_mode;
 
 typedef struct sl_runtime_options {
+    size_t struct_size;         /* sizeof(sl_runtime_options), from sl_runtime_options_default() */
     const char *device;         /* "cuda" | "sim" | "auto" | NULL (SLUICE_DEVICE, then auto) */
     uint64_t arena_bytes;       /* the one device arena; 0: 90% of the device's free memory */
     double weight_fraction;     /* share of the arena for weights, [0, 1] (default 0.9) */
@@ -282,6 +290,7 @@ SL_API sl_status sl_detokenize(const sl_model *m, const int32_t *tokens, size_t 
 /* ---- evaluation ------------------------------------------------------------------------- */
 
 typedef struct sl_ctx_options {
+    size_t struct_size;         /* sizeof(sl_ctx_options), from sl_ctx_options_default() */
     int32_t n_ctx;              /* KV cache positions; 0: min(n_ctx_train, 4096) */
     int32_t n_batch;            /* prefill batch; 0: 512 */
     bool kv_f16;                /* F16 KV cache (default true) */
@@ -345,6 +354,7 @@ SL_API sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int32_t expert
 /* ---- sampling --------------------------------------------------------------------------- */
 
 typedef struct sl_sampler_options {
+    size_t struct_size;         /* sizeof(sl_sampler_options), from sl_sampler_options_default() */
     float temp;                 /* <= 0: greedy */
     int32_t top_k;              /* <= 0: off */
     float top_p;                /* 1: off */

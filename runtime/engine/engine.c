@@ -17,12 +17,14 @@
 #include "kernels/ref/quant.h"
 #include "runtime/engine/ctx.h"
 #include "runtime/engine/model.h"
+#include "runtime/struct_size.h"
 #include "runtime/text/model_vocab.h"
 #include "scheduler/moe/fetch.h"
 
 sl_model_options sl_model_options_default(void)
 {
-    return (sl_model_options){.placement = SL_PLACE_AUTO, .gpu_layers = 0, .device = NULL,
+    return (sl_model_options){.struct_size = sizeof(sl_model_options),
+                              .placement = SL_PLACE_AUTO, .gpu_layers = 0, .device = NULL,
                               .io = SL_LOAD_DIRECT, .numa_node = -1, .n_threads = 0,
                               .cpus = NULL, .progress = true};
 }
@@ -136,11 +138,14 @@ static sl_status model_open(sl_runtime *rt, const char *path, const sl_model_opt
 {
     if (!path || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_model_open: NULL path or out");
     *out = NULL;
+    sl_status st;
+    if (opt && (st = sl__struct_size_check("sl_model_options", opt->struct_size,
+                                           sizeof *opt, err)))
+        return st;
     sl_model *m = calloc(1, sizeof *m);
     if (!m) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (model)");
     m->rt = rt;
     m->opt = opt ? *opt : sl_model_options_default();
-    sl_status st = SL_OK;
     if ((unsigned)m->opt.placement > SL_PLACE_HOT_COLD) {
         st = sl_error_set(err, SL_ERR_INVALID, "placement %d: unknown", (int)m->opt.placement);
         goto fail;
@@ -278,7 +283,8 @@ const sl_vocab *sl__model_vocab(const sl_model *m)
 
 sl_ctx_options sl_ctx_options_default(void)
 {
-    return (sl_ctx_options){.n_ctx = 0, .n_batch = 0, .kv_f16 = true, .all_logits = false};
+    return (sl_ctx_options){.struct_size = sizeof(sl_ctx_options), .n_ctx = 0, .n_batch = 0,
+                            .kv_f16 = true, .all_logits = false};
 }
 
 static double now_s(void)
@@ -502,6 +508,10 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
 {
     if (!m || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_create: NULL model or out");
     *out = NULL;
+    sl_status st;
+    if (opt && (st = sl__struct_size_check("sl_ctx_options", opt->struct_size, sizeof *opt,
+                                           err)))
+        return st;
     if (m->opt.plan_only)
         return sl_error_set(err, SL_ERR_INVALID, "%s: opened with plan_only (no weights read): "
                             "no context can run it", m->path);
@@ -510,7 +520,7 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
     c->m = m;
     c->opt = opt ? *opt : sl_ctx_options_default();
     /* a runtime's model must be on the device while the context takes its sides */
-    sl_status st = sl__runtime_eval_begin(c, &c->res_epoch, &c->res_layout_epoch, err);
+    st = sl__runtime_eval_begin(c, &c->res_epoch, &c->res_layout_epoch, err);
     if (st) {
         free(c);
         return st;

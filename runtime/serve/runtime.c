@@ -39,6 +39,7 @@
 #include "runtime/engine/ctx.h"
 #include "runtime/engine/model.h"
 #include "runtime/serve/runtime_impl.h"
+#include "runtime/struct_size.h"
 #include "scheduler/policy/residency.h"
 
 _Static_assert((int)SL_RESIDENCY_DISK == (int)SL_RS_DISK &&
@@ -49,7 +50,8 @@ _Static_assert((int)SL_RESIDENCY_DISK == (int)SL_RS_DISK &&
 
 sl_runtime_options sl_runtime_options_default(void)
 {
-    return (sl_runtime_options){.weight_fraction = 0.9, .wiggle_fraction = 0.05,
+    return (sl_runtime_options){.struct_size = sizeof(sl_runtime_options),
+                                .weight_fraction = 0.9, .wiggle_fraction = 0.05,
                                 .mode = SL_RESIDENCY_SELF, .numa_node = -1};
 }
 
@@ -86,6 +88,10 @@ sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_
 {
     if (!out) return sl_error_set(err, SL_ERR_INVALID, "sl_runtime_create: NULL out");
     *out = NULL;
+    sl_status st;
+    if (opt && (st = sl__struct_size_check("sl_runtime_options", opt->struct_size, sizeof *opt,
+                                           err)))
+        return st;
     sl_runtime *rt = calloc(1, sizeof *rt);
     if (!rt) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (runtime)");
     rt->opt = opt ? *opt : sl_runtime_options_default();
@@ -95,7 +101,6 @@ sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_
         free(rt);
         return sl_error_set(err, SL_ERR_NOMEM, "out of memory (runtime)");
     }
-    sl_status st;
     const sl_res_budget_in probe = {1, rt->opt.weight_fraction, rt->opt.wiggle_fraction, 0, 0};
     if ((st = sl_res_budget_solve(&probe, &rt->budget, err)) ||
         (st = sl_check_i64("numa_node", rt->opt.numa_node, SL_RANGE_NUMA_NODE, err)) ||
