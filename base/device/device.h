@@ -18,8 +18,8 @@
  *   cuda when a GPU is usable, otherwise sim with a one-line notice. An invalid value is an
  *   error naming the variable and the value.
  * - Fault injection (tests): the Nth region allocation, host registration or copy (1-based,
- *   counted per device) fails with SL_ERR_DEVICE; 0 disables. Also settable by env
- *   SLUICE_FAULT_REGION_ALLOC / SLUICE_FAULT_HOST_REGISTER / SLUICE_FAULT_COPY.
+ *   counted per device) fails with SL_ERR_DEVICE and an "injected fault" message; the Nth is
+ *   options.faults (0: never) or the installed hook's choice (base/fault.h).
  * - Sim throttle from the environment where the options leave it 0: SLUICE_SIM_H2D_GBS (GB/s)
  *   and SLUICE_SIM_LATENCY_NS (ns per copy); invalid values are errors naming the variable.
  */

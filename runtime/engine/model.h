@@ -27,6 +27,7 @@
 #include "gguf/gguf.h"
 #include "kernels/ref/ops.h"
 #include "base/device/device.h"
+#include "base/fault.h"
 #include "runtime/sluice.h"
 #include "runtime/text/tokenizer.h"
 #include "scheduler/weights.h"
@@ -231,15 +232,16 @@ sl_status sl__runtime_load_floor(sl_model *m, sl_error *err);
 sl_status sl__runtime_lend(sl_model *m, uint64_t *device_free, sl_error *err);
 sl_status sl__runtime_attach(sl_model *m, sl_error *err);
 sl_status sl__runtime_register(sl_model *m, sl_error *err);
-/* Fault injection of a live reload (tests: SLUICE_FAULT_SWAP_ALLOC=N): the run's at-th new
- * device block is refused as if the arena were full; at == 0 never. */
+/* Fault injection of a live reload (base/fault.h's swap sites): a site's calls counted per
+ * reload run, each asked of the installed hook. */
 typedef struct sl__swap_fault {
-    uint64_t at, n;
+    sl_fault_site site;
+    uint64_t n;
 } sl__swap_fault;
 
 static inline bool sl__swap_fault_hit(sl__swap_fault *f)
 {
-    return f && f->at && ++f->n == f->at;
+    return f && sl__fault_hit(f->site, ++f->n);
 }
 
 /* runtime_reload.c */
