@@ -14,7 +14,6 @@
 
 #include "base/device/device_impl.h"
 #include "base/fault.h"
-#include "base/parse.h"
 
 /* ---- range tables ------------------------------------------------------------------------ */
 
@@ -86,27 +85,7 @@ static void range_remove(sl__range_table *t, size_t i)
     t->n--;
 }
 
-/* ---- options and environment ------------------------------------------------------------- */
-
-/* A value the options leave 0 from the environment variable, when set. */
-static sl_status env_u64(uint64_t opt_value, const char *env_name, uint64_t *out,
-                             sl_error *err)
-{
-    *out = opt_value;
-    if (opt_value)
-        return SL_OK;
-    const char *s = getenv(env_name);
-    return s ? sl_parse_u64(env_name, s, (sl_urange){0, UINT64_MAX}, out, err) : SL_OK;
-}
-
-/* A GB/s value from env_name, when set: a finite decimal in [0, 1e6]. */
-static sl_status sim_gbs_env(const char *env_name, double *out, sl_error *err)
-{
-    const char *s = getenv(env_name);
-    if (!s)
-        return SL_OK;
-    return sl_parse_f64(env_name, s, (sl_frange){0.0, 1e6, false, false}, out, err);
-}
+/* ---- options ------------------------------------------------------------------------------ */
 
 typedef enum { KIND_SIM, KIND_CUDA, KIND_AUTO } kind_choice;
 
@@ -160,24 +139,13 @@ sl_status sl_device_open(const sl_device_options *opt_in, sl_device **out, sl_er
 
     kind_choice kc = KIND_AUTO;
     sl_status st = SL_OK;
-    if (opt.kind) {
-        st = parse_kind("options.kind", opt.kind, &kc, err);
-    } else {
-        const char *env = getenv("SLUICE_DEVICE");
-        if (env)
-            st = parse_kind("SLUICE_DEVICE", env, &kc, err);
-    }
-    if (st)
+    /* the environment (SLUICE_DEVICE, SLUICE_SIM_*) reaches here through the options, filled
+     * by runtime/engine/env.c */
+    if (opt.kind && (st = parse_kind("options.kind", opt.kind, &kc, err)))
         return st;
     if (opt.cuda_ordinal < 0)
         return sl_error_set(err, SL_ERR_INVALID, "options.cuda_ordinal=%d: must be >= 0",
                             opt.cuda_ordinal);
-    /* Sim H2D throttle from the environment when the options leave it at 0, so engine tests
-     * (which open their device through sl_model_open) can make copies slow enough to miss. */
-    if (opt.sim.h2d_gbs == 0.0 && (st = sim_gbs_env("SLUICE_SIM_H2D_GBS", &opt.sim.h2d_gbs, err)))
-        return st;
-    if ((st = env_u64(opt.sim.latency_ns, "SLUICE_SIM_LATENCY_NS", &opt.sim.latency_ns, err)))
-        return st;
     const double gbs[3] = {opt.sim.h2d_gbs, opt.sim.d2h_gbs, opt.sim.d2d_gbs};
     static const char *const gbs_name[3] = {"h2d_gbs", "d2h_gbs", "d2d_gbs"};
     for (int i = 0; i < 3; i++)

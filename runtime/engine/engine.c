@@ -17,6 +17,7 @@
 #include "kernels/ref/quant.h"
 #include "runtime/engine/ctx.h"
 #include "runtime/engine/model.h"
+#include "runtime/engine/env.h"
 #include "runtime/struct_size.h"
 #include "runtime/text/model_vocab.h"
 #include "scheduler/moe/fetch.h"
@@ -53,12 +54,13 @@ static sl_status open_device(sl_model *m, sl_error *err)
     dopt.notice_user = m;
     uint64_t free_bytes = 0;
     sl_status st = m->rt ? sl__runtime_lend(m, &free_bytes, err)
-                         : sl_device_open(&dopt, &m->dev, err);
+                         : sl_env_device_options(&dopt, err);
+    if (!st && !m->rt) st = sl_device_open(&dopt, &m->dev, err);
     if (st) return st;
     /* As llama.cpp without a GPU: auto placement where auto found no CUDA device runs on the
      * CPU, where the CPU's own layouts (the Q4_K repack) apply. The simulated device is for
      * tests and holds weights only when named (--device sim, SLUICE_DEVICE=sim). */
-    const char *named = m->opt.device ? m->opt.device : getenv("SLUICE_DEVICE");
+    const char *named = m->opt.device ? m->opt.device : sl_env_device_kind();
     if (m->opt.placement == SL_PLACE_AUTO && !m->rt && !(named && !strcmp(named, "sim")) &&
         sl_device_kind_get(m->dev) == SL_DEVICE_SIM)
         m->opt.placement = SL_PLACE_CPU;
@@ -350,7 +352,7 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
     sl_fetch_options fo = sl_fetch_options_default();
     if (gpu_with_host_experts(c->m)) fo.mode = SL_FETCH_AUTO;
     char pins[1024];
-    sl_status st = sl_fetch_options_env(&fo, err);
+    sl_status st = sl_env_fetch_options(&fo, err);
     if (!st) st = sl_fetch_options_parse(&fo, c->opt.sched, pins, sizeof pins, err);
     if (!st) st = check_pins(c->m, fo.pinned, fo.pinned == pins ? "scheduler option pin"
                                                                 : "SLUICE_POSTFETCH_PIN", err);
@@ -540,9 +542,12 @@ sl_status sl__model_cpu_pool_create(const sl_model *m, sl_cpu_pool **out, sl_err
     *out = NULL;
     const int nt = sl_model_options_threads(&m->opt);
     if (nt == 1 && m->opt.numa_node < 0 && !m->opt.cpus) return SL_OK;
-    const sl_cpu_pool_options po = {.n_threads = nt, .numa_node = m->opt.numa_node,
-                                    .cpus = m->opt.cpus, .topo = NULL};
-    return sl_cpu_pool_create(&po, out, err);
+    sl_cpu_pool_options po = {.n_threads = nt, .numa_node = m->opt.numa_node,
+                              .cpus = m->opt.cpus, .topo = NULL};
+    /* the topology is loaded only to bind: SLUICE_TOPOLOGY is read then too */
+    const sl_status st = po.numa_node >= 0 || po.cpus ? sl_env_topo_options(&po.topology, err)
+                                                      : SL_OK;
+    return st ? st : sl_cpu_pool_create(&po, out, err);
 }
 
 /* The rest of sl_ctx_create: everything but the residency bracket. */
@@ -561,12 +566,14 @@ static sl_status ctx_build(sl_ctx *c, sl_error *err)
                           c->opt.n_ctx, hp->n_head_kv, hp->head_dim, m->tr->mla, err)))
         goto fail;
     /* kernels: dispatch chosen once (SLUICE_CPU_ISA may force one), pool of the model's size */
-    if ((st = sl_cpu_ops_init_env(&c->ops, err))) goto fail;
+    sl_cpu_isa isa;
+    if ((st = sl_env_cpu_isa(&isa, err)) ||
+        (st = sl_cpu_ops_init(&c->ops, isa, sl_cpu_features_detect(), err)))
+        goto fail;
     if ((st = sl_cpu_matvec_init(&c->mv, c->ops.isa, sl_cpu_features_detect(), err))) goto fail;
     /* SLUICE_ACT_F32=1: quantized matmuls on unquantized activations (verification against
      * float64 references; see kernels/cpu/matvec.h). */
-    const char *act = getenv("SLUICE_ACT_F32");
-    if (act && (st = sl_parse_bool("SLUICE_ACT_F32", act, &c->mv.f32_act, err))) goto fail;
+    if ((st = sl_env_act_f32(&c->mv.f32_act, err))) goto fail;
     if ((st = sl__model_cpu_pool_create(m, &c->pool, err))) goto fail;
     if ((st = create_moe(c, err))) goto fail;
     /* what follows reads weights and takes arena blocks: not while a reload commits */

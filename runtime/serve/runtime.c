@@ -37,6 +37,7 @@
 
 #include "alloc/shm_floor.h"
 #include "runtime/engine/ctx.h"
+#include "runtime/engine/env.h"
 #include "runtime/engine/model.h"
 #include "runtime/serve/runtime_impl.h"
 #include "runtime/struct_size.h"
@@ -112,8 +113,10 @@ sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_
         return st;
     }
     pthread_mutex_init(&rt->mu, NULL);
-    const sl_device_options dopt = {.kind = rt->opt.device};
-    if ((st = sl_device_open(&dopt, &rt->dev, err))) goto fail;
+    sl_device_options dopt = {.kind = rt->opt.device};
+    if ((st = sl_env_device_options(&dopt, err)) ||
+        (st = sl_device_open(&dopt, &rt->dev, err)))
+        goto fail;
     rt->arena_bytes = rt->opt.arena_bytes;
     if (!rt->arena_bytes) {
         sl_device_props props;
@@ -137,7 +140,9 @@ sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_
     sl_hostpool_options ho = sl_hostpool_options_default();
     ho.numa_node = rt->opt.numa_node < 0 ? SL_HOSTPOOL_NODE_AUTO : rt->opt.numa_node;
     ho.slab_bytes = rt->opt.host_slab_bytes;
-    if ((st = sl_hostpool_create(rt->dev, NULL, &ho, &rt->hostpool, err))) goto fail;
+    if ((st = sl_env_topo_options(&ho.topology, err)) ||
+        (st = sl_hostpool_create(rt->dev, NULL, &ho, &rt->hostpool, err)))
+        goto fail;
     sl__runtime_update_budget(rt);
     *out = rt;
     return SL_OK;

@@ -415,10 +415,6 @@ static void test_threads(void)
 
 int main(void)
 {
-    unsetenv("SLUICE_DEVICE");
-    unsetenv("SLUICE_FAULT_REGION_ALLOC");
-    unsetenv("SLUICE_FAULT_HOST_REGISTER");
-    unsetenv("SLUICE_FAULT_COPY");
     test_env_and_kind();
     test_props_and_capacity();
     test_throttle();
