@@ -445,9 +445,9 @@ sl_status sl_hostpool_create(sl_device *dev, const sl_topo *topo, const sl_hostp
     if (topo) {
         p->topo = topo;
     } else {
-        s = sl_topo_load(NULL, &p->owned_topo, &te);
-        /* A typo in SLUICE_TOPOLOGY is the user's error; hwloc failing is the machine's, and
-         * only costs placement. */
+        s = sl_topo_load(&o.topology, &p->owned_topo, &te);
+        /* A topology the user named that does not load is the user's error; hwloc failing is
+         * the machine's, and only costs placement. */
         if (s == SL_ERR_INVALID) {
             sl_error_set(err, s, "host pool: %s", te.msg);
             goto fail;

@@ -43,6 +43,9 @@ typedef struct sl_hostpool_options {
     uint64_t max_bytes;       /* total over all slabs; 0 = no limit */
     int touch_threads;        /* threads pre-touching a slab; 0 = one per 64 MiB, at most 4
                                  and at most the node's CPUs */
+    /* the topology loaded when sl_hostpool_create is given none (zero: this machine; the
+     * engine passes SLUICE_TOPOLOGY's through runtime/engine/env.c) */
+    sl_topo_options topology;
 } sl_hostpool_options;
 
 /* Defaults: auto node, 256 MiB slabs, no limit, automatic touch threads. */
@@ -65,8 +68,8 @@ typedef struct sl_hostpool_placement {
 
 typedef struct sl_hostpool sl_hostpool;
 
-/* Creates a pool for `dev`. topo may be NULL (this machine's topology is loaded, and failure
- * to load it only makes placement unavailable); a given topo must outlive the pool. opt may be
+/* Creates a pool for `dev`. topo may be NULL (opt->topology's is loaded; failure to load it
+ * only makes placement unavailable, except a source the user named: SL_ERR_INVALID); a given topo must outlive the pool. opt may be
  * NULL (defaults). No slab is mapped until the first allocation needs one. */
 sl_status sl_hostpool_create(sl_device *dev, const sl_topo *topo, const sl_hostpool_options *opt,
                              sl_hostpool **out, sl_error *err);

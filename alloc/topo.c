@@ -149,24 +149,6 @@ static sl_status snapshot_nodes(sl_topo *t, sl_error *err)
     return SL_OK;
 }
 
-/* SLUICE_TOPOLOGY=xml:PATH|synthetic:DESC overrides discovery for tests and tools. */
-static sl_status apply_env(sl_topo_options *o, sl_error *err)
-{
-    const char *v = getenv("SLUICE_TOPOLOGY");
-    if (!v || !*v) return SL_OK;
-    if (!strncmp(v, "xml:", 4) && v[4]) {
-        o->source = SL_TOPO_XML;
-        o->desc = v + 4;
-    } else if (!strncmp(v, "synthetic:", 10) && v[10]) {
-        o->source = SL_TOPO_SYNTHETIC;
-        o->desc = v + 10;
-    } else {
-        return sl_error_set(err, SL_ERR_INVALID,
-                            "SLUICE_TOPOLOGY='%s' is not xml:PATH or synthetic:DESC", v);
-    }
-    return SL_OK;
-}
-
 sl_status sl_topo_load(const sl_topo_options *opt, sl_topo **out, sl_error *err)
 {
     if (!out) return sl_error_set(err, SL_ERR_INVALID, "sl_topo_load: out is NULL");
@@ -174,12 +156,9 @@ sl_status sl_topo_load(const sl_topo_options *opt, sl_topo **out, sl_error *err)
     sl_topo_options o = {0};
     if (opt) o = *opt;
     sl_status s = SL_OK;
-    if (o.source == SL_TOPO_THIS_MACHINE && !o.ignore_env && (s = apply_env(&o, err))) return s;
-    /* a topology the user named in SLUICE_TOPOLOGY that cannot be loaded is the user's error
-     * (SL_ERR_INVALID naming the variable), not the machine's */
-    const bool from_env = o.source != SL_TOPO_THIS_MACHINE &&
-                          (!opt || opt->source == SL_TOPO_THIS_MACHINE);
-    const char *env = from_env ? getenv("SLUICE_TOPOLOGY") : NULL;
+    /* a topology the user named that cannot be loaded is the user's error (SL_ERR_INVALID
+     * naming what named it), not the machine's */
+    const char *named = o.source != SL_TOPO_THIS_MACHINE ? o.named_by : NULL;
     if (o.source != SL_TOPO_THIS_MACHINE && (!o.desc || !*o.desc))
         return sl_error_set(err, SL_ERR_INVALID, "topology source %s needs a description",
                             o.source == SL_TOPO_XML ? "xml" : "synthetic");
@@ -237,10 +216,11 @@ sl_status sl_topo_load(const sl_topo_options *opt, sl_topo **out, sl_error *err)
     return SL_OK;
 fail:
     sl_topo_destroy(t);
-    if (env) {
+    if (named) {
         char why[SL_ERROR_MSG_BYTES];
         snprintf(why, sizeof why, "%s", err ? err->msg : "");
-        s = sl_error_set(err, SL_ERR_INVALID, "SLUICE_TOPOLOGY='%s': %s", env, why);
+        s = sl_error_set(err, SL_ERR_INVALID, "%s='%s:%s': %s", named,
+                         o.source == SL_TOPO_XML ? "xml" : "synthetic", o.desc, why);
     }
     return s;
 }

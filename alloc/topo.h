@@ -32,7 +32,7 @@
 typedef struct sl_topo sl_topo;
 
 typedef enum sl_topo_source {
-    SL_TOPO_THIS_MACHINE = 0, /* hwloc discovery of the running machine (then SLUICE_TOPOLOGY) */
+    SL_TOPO_THIS_MACHINE = 0, /* hwloc discovery of the running machine */
     SL_TOPO_SYNTHETIC,        /* desc = hwloc synthetic description */
     SL_TOPO_XML,              /* desc = path of an hwloc XML export */
 } sl_topo_source;
@@ -40,7 +40,10 @@ typedef enum sl_topo_source {
 typedef struct sl_topo_options {
     sl_topo_source source;
     const char *desc;     /* synthetic description or XML path; unused for THIS_MACHINE */
-    bool ignore_env;      /* THIS_MACHINE only: do not consult SLUICE_TOPOLOGY */
+    /* who chose this source, for messages ("SLUICE_TOPOLOGY": runtime/engine/env.c); NULL:
+     * none. A source named so that cannot be loaded is the user's error: SL_ERR_INVALID
+     * "NAMED_BY='SOURCE:DESC': why", not the machine's */
+    const char *named_by;
 } sl_topo_options;
 
 /* Largest CPU OS index + 1 that CPU lists may name (sl_cpu_set capacity). */
@@ -59,10 +62,9 @@ typedef struct sl_topo_node {
     const int *cpus;        /* ncpus OS CPU indices, ascending; owned by the topology */
 } sl_topo_node;
 
-/* Loads a topology. opt may be NULL (this machine, SLUICE_TOPOLOGY honoured). With source
- * THIS_MACHINE and env SLUICE_TOPOLOGY=xml:PATH or synthetic:DESC set (and !ignore_env), that
- * source is loaded instead; any other value of the variable is SL_ERR_INVALID naming it.
- * I/O discovery is on, so PCI devices are part of the topology. *out is NULL on failure. */
+/* Loads a topology. opt may be NULL (this machine). Reads no environment: SLUICE_TOPOLOGY
+ * becomes options in runtime/engine/env.c. I/O discovery is on, so PCI devices are part of
+ * the topology. *out is NULL on failure. */
 sl_status sl_topo_load(const sl_topo_options *opt, sl_topo **out, sl_error *err);
 void sl_topo_destroy(sl_topo *t);   /* NULL allowed */
 

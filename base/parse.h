@@ -40,26 +40,26 @@ typedef struct sl_frange {                                  /* lo < v or lo <= v
 } sl_frange;
 
 /* Integers of the grammar above, from a NUL-terminated text or from (s, len). */
-sl_status sl_parse_i64(const char *what, const char *s, sl_irange r, int64_t *out,
-                       sl_error *err);
-sl_status sl_parse_i64n(const char *what, const char *s, size_t len, sl_irange r, int64_t *out,
-                        sl_error *err);
+SL_API sl_status sl_parse_i64(const char *what, const char *s, sl_irange r, int64_t *out,
+                              sl_error *err);
+SL_API sl_status sl_parse_i64n(const char *what, const char *s, size_t len, sl_irange r,
+                               int64_t *out, sl_error *err);
 /* Non-negative integers up to 2^64 - 1 ("-1" is out of range, not wrapped). */
-sl_status sl_parse_u64(const char *what, const char *s, sl_urange r, uint64_t *out,
-                       sl_error *err);
+SL_API sl_status sl_parse_u64(const char *what, const char *s, sl_urange r, uint64_t *out,
+                              sl_error *err);
 /* A byte count with an optional K/M/G/T suffix; the range is in bytes. */
-sl_status sl_parse_size(const char *what, const char *s, sl_urange r, uint64_t *out,
-                        sl_error *err);
-sl_status sl_parse_f64(const char *what, const char *s, sl_frange r, double *out,
-                       sl_error *err);
-sl_status sl_parse_bool(const char *what, const char *s, bool *out, sl_error *err);
+SL_API sl_status sl_parse_size(const char *what, const char *s, sl_urange r, uint64_t *out,
+                               sl_error *err);
+SL_API sl_status sl_parse_f64(const char *what, const char *s, sl_frange r, double *out,
+                              sl_error *err);
+SL_API sl_status sl_parse_bool(const char *what, const char *s, bool *out, sl_error *err);
 
 /* The same range rules for values that are already numbers: "WHAT: V is outside R"; NaN and
  * infinities fail sl_check_f64 whatever the range. */
-sl_status sl_check_i64(const char *what, int64_t v, sl_irange r, sl_error *err);
-sl_status sl_check_f64(const char *what, double v, sl_frange r, sl_error *err);
+SL_API sl_status sl_check_i64(const char *what, int64_t v, sl_irange r, sl_error *err);
+SL_API sl_status sl_check_f64(const char *what, double v, sl_frange r, sl_error *err);
 
 /* "[lo, hi]", "(0, 1]" ... into buf (cap bytes, NUL-terminated, truncated); returns buf. */
-const char *sl_frange_str(sl_frange r, char *buf, size_t cap);
+SL_API const char *sl_frange_str(sl_frange r, char *buf, size_t cap);
 
 #endif

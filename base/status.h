@@ -9,6 +9,12 @@
 
 #include <stdarg.h>
 
+/* SL_API marks what libsluice.so exports: the functions of runtime/sluice.h and of the headers
+ * it includes (base/status.h, base/parse.h, scheduler/policy/place_mode.h). Everything else is built with -fvisibility=hidden
+ * (.bazelrc), so the shared object's symbol table is the public header and nothing more
+ * (tests/runtime/exports_test.py checks it). */
+#define SL_API __attribute__((visibility("default")))
+
 typedef enum sl_status {
     SL_OK = 0,
     SL_ERR_INVALID,     /* bad argument or option value */
@@ -32,15 +38,15 @@ typedef struct sl_error {
 } sl_error;
 
 /* Stable lower-case name of a status ("ok", "format", ...). Never NULL. */
-const char *sl_status_name(sl_status s);
+SL_API const char *sl_status_name(sl_status s);
 
 /* Fills err (may be NULL) with code and a printf-formatted message; returns code, so that
  * `return sl_error_set(err, SL_ERR_FORMAT, "...")` is the idiom. Truncates long messages. */
-sl_status sl_error_set(sl_error *err, sl_status code, const char *fmt, ...)
+SL_API sl_status sl_error_set(sl_error *err, sl_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-sl_status sl_error_setv(sl_error *err, sl_status code, const char *fmt, va_list ap);
+SL_API sl_status sl_error_setv(sl_error *err, sl_status code, const char *fmt, va_list ap);
 
 /* Resets err to SL_OK with an empty message; NULL is allowed. */
-void sl_error_clear(sl_error *err);
+SL_API void sl_error_clear(sl_error *err);
 
 #endif

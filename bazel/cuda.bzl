@@ -18,6 +18,9 @@ NVCC_FLAGS = [
     "-std=c++17",
     "-Xcompiler",
     "-fPIC",
+    # hidden like the C code (.bazelrc): libsluice.so exports runtime/sluice.h only
+    "-Xcompiler",
+    "-fvisibility=hidden",
     "-gencode",
     "arch=compute_90,code=sm_90",
 ]

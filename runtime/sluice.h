@@ -44,14 +44,16 @@ typedef struct sl_ctx sl_ctx;
 /* Where weights live: sl_placement and SL_PLACE_* (auto, gpu, layers, experts-cpu, cpu,
  * hot-cold) are the placement policy's one table of modes, documented there. */
 
-/* The name of placement mode `mode` ("experts-cpu"), or NULL when it is not a mode: bindings
- * list the modes by asking from 0 until NULL. */
-const char *sl_placement_name(int mode);
-
 
 typedef enum sl_load_io { SL_LOAD_DIRECT = 0, SL_LOAD_PREAD = 1, SL_LOAD_MMAP = 2 } sl_load_io;
 
+/* Every option struct below opens with struct_size: sizeof the struct the caller was built with,
+ * set by its *_default() (start from that, then change fields). The calls that read one refuse
+ * any other value (SL_ERR_INVALID naming the struct and both sizes), so that a caller built
+ * against another version of this header, or a binding's stale mirror, fails instead of being
+ * read with the wrong layout. */
 typedef struct sl_model_options {
+    size_t struct_size;         /* sizeof(sl_model_options), from sl_model_options_default() */
     sl_placement placement;
     int gpu_layers;             /* for SL_PLACE_LAYERS: the last N; > n_layer: the output too */
     /* llama.cpp's controls, applied on top of the placement (scheduler/policy/placement.h):
@@ -78,21 +80,22 @@ typedef struct sl_model_options {
 } sl_model_options;
 
 /* Defaults: auto placement, O_DIRECT loading, node nearest the GPU, all its cores. */
-sl_model_options sl_model_options_default(void);
+SL_API sl_model_options sl_model_options_default(void);
 /* The CPU compute threads opt asks for, the one rule: n_threads, or when it is <= 0 the CPUs
- * online (1 if unknown); at most SL_N_THREADS_MAX. NULL: the defaults'. */
-int sl_model_options_threads(const sl_model_options *opt);
+ * online (1 if unknown); at most SL_N_THREADS_MAX. NULL, or a struct_size other than this
+ * library's: the defaults'. */
+SL_API int sl_model_options_threads(const sl_model_options *opt);
 
-sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model **out,
-                        sl_error *err);
-void sl_model_close(sl_model *m);
+SL_API sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model **out,
+                               sl_error *err);
+SL_API void sl_model_close(sl_model *m);
 
 /* The resolved placement plan (scheduler/policy/placement.h), for tools: what lives where, tensor by
  * tensor. Pointers stay valid while the model is open. */
 typedef struct sl_place_plan sl_place_plan;
 typedef struct sl_place_tensor sl_place_tensor;
-sl_status sl_model_plan_get(const sl_model *m, const sl_place_plan **plan,
-                            const sl_place_tensor **tensors, size_t *n, sl_error *err);
+SL_API sl_status sl_model_plan_get(const sl_model *m, const sl_place_plan **plan,
+                                   const sl_place_tensor **tensors, size_t *n, sl_error *err);
 
 typedef struct sl_model_info {
     const char *arch;           /* general.architecture */
@@ -110,7 +113,7 @@ typedef struct sl_model_info {
     /* Q4_K tensors repacked into Q4_K_R8 at load (no_repack false), and their bytes */
     uint64_t repacked_tensors, repacked_bytes;
 } sl_model_info;
-void sl_model_info_get(const sl_model *m, sl_model_info *out);
+SL_API void sl_model_info_get(const sl_model *m, sl_model_info *out);
 
 /* ---- serving residency ------------------------------------------------------------------
  * Several models of one process share one device arena and one host pool through a runtime
@@ -127,8 +130,8 @@ typedef struct sl_footprint {
     int32_t n_gpu_layers;       /* the resolved -ngl (LAYERS), n_layer + 1 for GPU */
     int32_t n_cpu_moe;          /* the resolved --n-cpu-moe (AUTO on a MoE model), else -1 */
 } sl_footprint;
-sl_status sl_model_footprint(const char *path, const sl_model_options *opt, sl_footprint *out,
-                             sl_error *err);
+SL_API sl_status sl_model_footprint(const char *path, const sl_model_options *opt,
+                                    sl_footprint *out, sl_error *err);
 
 /* Residency of a model in a runtime (the values are scheduler/policy/residency.h's sl_res_state). */
 typedef enum sl_residency {
@@ -146,6 +149,7 @@ typedef enum sl_residency_mode {
 } sl_residency_mode;
 
 typedef struct sl_runtime_options {
+    size_t struct_size;         /* sizeof(sl_runtime_options), from sl_runtime_options_default() */
     const char *device;         /* "cuda" | "sim" | "auto" | NULL (SLUICE_DEVICE, then auto) */
     uint64_t arena_bytes;       /* the one device arena; 0: 90% of the device's free memory */
     double weight_fraction;     /* share of the arena for weights, [0, 1] (default 0.9) */
@@ -180,13 +184,13 @@ typedef struct sl_runtime_options {
     bool (*shm_cancelled)(void *user);
     void *shm_cancelled_user;
 } sl_runtime_options;
-sl_runtime_options sl_runtime_options_default(void);
+SL_API sl_runtime_options sl_runtime_options_default(void);
 
 typedef struct sl_runtime sl_runtime;
 /* Opens the device and creates the arena (one region of arena_bytes) and the host pool. */
-sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_error *err);
+SL_API sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_error *err);
 /* SL_ERR_INVALID (and nothing destroyed) while a model opened into it is still open. */
-sl_status sl_runtime_destroy(sl_runtime *rt, sl_error *err);
+SL_API sl_status sl_runtime_destroy(sl_runtime *rt, sl_error *err);
 
 /* Opens a model into rt: it borrows rt's device, arena and host pool and ends in the host
  * floor (SL_RESIDENCY_HOST); sl_runtime_acquire or _set_residency puts it on the device.
@@ -194,8 +198,8 @@ sl_status sl_runtime_destroy(sl_runtime *rt, sl_error *err);
  * whole arena (a model larger than the on-demand budget opens and loads alone).
  * Unsupported in a runtime: plan_only (use sl_model_footprint) and hot-cold placement.
  * sl_model_close detaches it (close every context of it first). */
-sl_status sl_model_open_in(sl_runtime *rt, const char *path, const sl_model_options *opt,
-                           sl_model **out, sl_error *err);
+SL_API sl_status sl_model_open_in(sl_runtime *rt, const char *path, const sl_model_options *opt,
+                                  sl_model **out, sl_error *err);
 
 /* Before a model runs (contexts of a model below DEVICE fail with SL_ERR_NOT_RESIDENT):
  * pinned and resident models return at once (resident ones become the most recently used).
@@ -205,30 +209,31 @@ sl_status sl_model_open_in(sl_runtime *rt, const char *path, const sl_model_opti
  * never evicted. Externally managed: SL_ERR_NOT_RESIDENT, nothing loads.
  * Thread safety: rt's functions may be called from any thread (one mutex); evaluation of
  * contexts in other threads is safe against them. */
-sl_status sl_runtime_acquire(sl_runtime *rt, sl_model *m, sl_error *err);
+SL_API sl_status sl_runtime_acquire(sl_runtime *rt, sl_model *m, sl_error *err);
 /* sl_runtime_acquire that also holds m until sl_runtime_unhold (holds count): a held model
  * is busy as if a context evaluated it (never evicted, moved, unpinned away or compacted),
  * across the gaps between evaluations (a server's whole request). unhold without a hold: no
  * effect. */
-sl_status sl_runtime_hold(sl_runtime *rt, sl_model *m, sl_error *err);
-void sl_runtime_unhold(sl_runtime *rt, sl_model *m);
+SL_API sl_status sl_runtime_hold(sl_runtime *rt, sl_model *m, sl_error *err);
+SL_API void sl_runtime_unhold(sl_runtime *rt, sl_model *m);
 /* Moves m to a state, in either mode: DEVICE loads without evicting (SL_ERR_NOMEM if the
  * arena cannot hold it) or unpins; PINNED loads it too — a model that was not on the device
  * goes to the base of the arena (above the pinned ones): the unpinned models are freed
  * first and reloaded after it as far as the on-demand budget allows; HOST frees its device
  * weights; DISK its host floor too (after a live reload only while its files hold what it
  * holds: see sl_reload_changed). SL_ERR_INVALID while a context evaluates it. */
-sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency state,
-                                   sl_error *err);
+SL_API sl_status sl_runtime_set_residency(sl_runtime *rt, sl_model *m, sl_residency state,
+                                          sl_error *err);
 /* Releases everything m holds (device weights and host floor): set_residency(DISK). */
-sl_status sl_runtime_release_all(sl_runtime *rt, sl_model *m, sl_error *err);
+SL_API sl_status sl_runtime_release_all(sl_runtime *rt, sl_model *m, sl_error *err);
 /* Frees every unpinned model's device weights at once, so the arena's free space coalesces
  * above the pinned models, then reloads reload[0..n) from their host floors in that order
  * (host->device copies; models of rt, unpinned). Pinned models never move. SL_ERR_RANGE
  * (nothing done) if the list exceeds the on-demand budget; SL_ERR_INVALID while a context
  * evaluates an unpinned resident model. */
-sl_status sl_runtime_compact(sl_runtime *rt, sl_model *const *reload, size_t n, sl_error *err);
-sl_residency sl_model_residency(const sl_model *m); /* a model outside a runtime: DEVICE */
+SL_API sl_status sl_runtime_compact(sl_runtime *rt, sl_model *const *reload, size_t n,
+                                    sl_error *err);
+SL_API sl_residency sl_model_residency(const sl_model *m); /* a model outside a runtime: DEVICE */
 
 typedef struct sl_runtime_stats {
     uint64_t arena_bytes, scratch_ceiling, weight_pool, on_demand_budget, pinned_bytes;
@@ -238,12 +243,12 @@ typedef struct sl_runtime_stats {
     uint64_t loads, evictions, compactions, bytes_loaded;
     uint32_t n_models;
 } sl_runtime_stats;
-void sl_runtime_stats_get(const sl_runtime *rt, sl_runtime_stats *out);
+SL_API void sl_runtime_stats_get(const sl_runtime *rt, sl_runtime_stats *out);
 
 /* Checks the runtime's invariants (runtime/serve/runtime.c: each model's weights agree with its
  * state, floors kept exactly for device weights, pinned bytes); SL_ERR_INVALID naming the
  * model and weight. Cost O(weights of all models). */
-sl_status sl_runtime_validate(const sl_runtime *rt, sl_error *err);
+SL_API sl_status sl_runtime_validate(const sl_runtime *rt, sl_error *err);
 
 typedef struct sl_runtime_model_info {
     sl_residency state;
@@ -262,8 +267,8 @@ typedef struct sl_runtime_model_info {
      * was checked against this process's files (a full read) */
     bool floor_digest_checked;
 } sl_runtime_model_info;
-sl_status sl_runtime_model_info_get(const sl_runtime *rt, const sl_model *m,
-                                    sl_runtime_model_info *out, sl_error *err);
+SL_API sl_status sl_runtime_model_info_get(const sl_runtime *rt, const sl_model *m,
+                                           sl_runtime_model_info *out, sl_error *err);
 
 /* ---- text ------------------------------------------------------------------------------- */
 
@@ -272,20 +277,21 @@ sl_status sl_runtime_model_info_get(const sl_runtime *rt, const sl_model *m,
  * recognise special/control tokens written in the text (e.g. "<|im_start|>").
  * Writes at most cap tokens; *n_out is the full count (call again with a bigger buffer if
  * *n_out > cap: then SL_ERR_RANGE). */
-sl_status sl_tokenize(const sl_model *m, const char *text, size_t len, bool add_special,
-                      bool parse_special, int32_t *tokens, size_t cap, size_t *n_out,
-                      sl_error *err);
+SL_API sl_status sl_tokenize(const sl_model *m, const char *text, size_t len, bool add_special,
+                             bool parse_special, int32_t *tokens, size_t cap, size_t *n_out,
+                             sl_error *err);
 /* Appends the text of one token to buf (cap bytes, NUL-terminated if room); *n_out = bytes the
  * piece has. Byte-fallback tokens give their byte; control tokens give "" unless render_special. */
-sl_status sl_token_to_piece(const sl_model *m, int32_t token, bool render_special, char *buf,
-                            size_t cap, size_t *n_out, sl_error *err);
+SL_API sl_status sl_token_to_piece(const sl_model *m, int32_t token, bool render_special, char *buf,
+                                   size_t cap, size_t *n_out, sl_error *err);
 /* Whole-sequence detokenization (handles SPM's leading space rule). */
-sl_status sl_detokenize(const sl_model *m, const int32_t *tokens, size_t n, char *buf,
-                        size_t cap, size_t *n_out, sl_error *err);
+SL_API sl_status sl_detokenize(const sl_model *m, const int32_t *tokens, size_t n, char *buf,
+                               size_t cap, size_t *n_out, sl_error *err);
 
 /* ---- evaluation ------------------------------------------------------------------------- */
 
 typedef struct sl_ctx_options {
+    size_t struct_size;         /* sizeof(sl_ctx_options), from sl_ctx_options_default() */
     int32_t n_ctx;              /* KV cache positions; 0: min(n_ctx_train, 4096) */
     int32_t n_batch;            /* prefill batch; 0: 512 */
     bool kv_f16;                /* F16 KV cache (default true) */
@@ -304,28 +310,28 @@ typedef struct sl_ctx_options {
      * sparse path is checked and benchmarked against (same logits, bit for bit) */
     bool relu_dense;
 } sl_ctx_options;
-sl_ctx_options sl_ctx_options_default(void);
+SL_API sl_ctx_options sl_ctx_options_default(void);
 
-sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl_error *err);
-void sl_ctx_destroy(sl_ctx *c);
+SL_API sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl_error *err);
+SL_API void sl_ctx_destroy(sl_ctx *c);
 /* Evaluates n tokens at positions n_past .. n_past+n-1 (appending to the KV cache). */
-sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err);
+SL_API sl_status sl_ctx_eval(sl_ctx *c, const int32_t *tokens, size_t n, sl_error *err);
 /* sl_ctx_eval on an all_logits context keeping the logits of tokens first..n-1 only (llama.cpp's
  * batch.logits flags on a tail, as its perplexity sets them): the output layer runs for those
  * n - first rows alone, each the bits sl_ctx_eval gives it; sl_ctx_logits(c, i) serves i in
  * [first, n), NULL below. SL_ERR_INVALID without all_logits or unless first < n. */
-sl_status sl_ctx_eval_tail(sl_ctx *c, const int32_t *tokens, size_t n, size_t first,
-                           sl_error *err);
+SL_API sl_status sl_ctx_eval_tail(sl_ctx *c, const int32_t *tokens, size_t n, size_t first,
+                                  sl_error *err);
 /* sl_ctx_eval, then the greedy pick (sl_logits_argmax's rule) of the next token, taken where
  * the output layer ran: with the output on the GPU only the token id crosses to the host, not
  * n_vocab logits. The logits are not kept (sl_ctx_logits returns NULL until the next eval).
  * An all_logits context computes only the last row's logits in this call. */
-sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *token,
-                             sl_error *err);
+SL_API sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *token,
+                                    sl_error *err);
 /* Logits of the i-th token of the last eval (i = -1: the last one; needs all_logits for others,
  * and i >= first after sl_ctx_eval_tail). Valid until the next eval. NULL if unavailable. */
-const float *sl_ctx_logits(const sl_ctx *c, int64_t i);
-int32_t sl_ctx_n_past(const sl_ctx *c);
+SL_API const float *sl_ctx_logits(const sl_ctx *c, int64_t i);
+SL_API int32_t sl_ctx_n_past(const sl_ctx *c);
 /* Runs fn(user, begin, end, thread) over [0, n) in chunks of grain indices on c's compute
  * threads (sl_model_options_threads of its model; the caller is thread 0, the others are
  * bound as the model's options say), each index once, and returns when all are done: a front
@@ -333,45 +339,48 @@ int32_t sl_ctx_n_past(const sl_ctx *c);
  * of its own. thread is in [0, the thread count). Not concurrently with another call on c,
  * nor from inside fn. SL_ERR_INVALID for n < 0, grain < 1 or a NULL fn. */
 typedef void (*sl_ctx_work_fn)(void *user, int64_t begin, int64_t end, int thread);
-sl_status sl_ctx_parallel_for(sl_ctx *c, int64_t n, int64_t grain, sl_ctx_work_fn fn,
-                              void *user, sl_error *err);
+SL_API sl_status sl_ctx_parallel_for(sl_ctx *c, int64_t n, int64_t grain, sl_ctx_work_fn fn,
+                                     void *user, sl_error *err);
 /* Forgets positions >= n_past (n_past = 0 clears the cache). */
-sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err);
+SL_API sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err);
 /* Layer il's FFN neuron statistics so far (needs the neuron_stats option; valid until the next
  * eval): n_neuron neurons, n_tokens evaluations, per neuron how many found it active and the
  * sum of its |activation|. expert: -1 for a dense model's FFN; with routed experts the
  * expert's (0 .. n_expert-1; n_tokens: the tokens routed to it; recorded by the cpu MoE
  * scheduler only), SL_ERR_RANGE otherwise. */
-sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int32_t expert, int64_t *n_neuron,
-                              uint64_t *n_tokens, const uint64_t **active,
-                              const double **mag_sum, sl_error *err);
+SL_API sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int32_t expert, int64_t *n_neuron,
+                                     uint64_t *n_tokens, const uint64_t **active,
+                                     const double **mag_sum, sl_error *err);
 
 /* ---- sampling --------------------------------------------------------------------------- */
 
 typedef struct sl_sampler_options {
+    size_t struct_size;         /* sizeof(sl_sampler_options), from sl_sampler_options_default() */
     float temp;                 /* <= 0: greedy */
     int32_t top_k;              /* <= 0: off */
     float top_p;                /* 1: off */
     float min_p;                /* 0: off */
     uint64_t seed;
 } sl_sampler_options;
-sl_sampler_options sl_sampler_options_default(void); /* temp 0.8, top_k 40, top_p 0.95, min_p 0.05 */
+SL_API sl_sampler_options sl_sampler_options_default(void);
+/* temp 0.8, top_k 40, top_p 0.95, min_p 0.05 */
 
 typedef struct sl_sampler sl_sampler;
-sl_status sl_sampler_create(const sl_sampler_options *opt, sl_sampler **out, sl_error *err);
-void sl_sampler_destroy(sl_sampler *s);
+SL_API sl_status sl_sampler_create(const sl_sampler_options *opt, sl_sampler **out, sl_error *err);
+SL_API void sl_sampler_destroy(sl_sampler *s);
 /* Picks a token from n_vocab logits (llama.cpp's order: top-k, top-p, min-p, temperature). */
-sl_status sl_sampler_sample(sl_sampler *s, const float *logits, int32_t n_vocab, int32_t *token,
-                            sl_error *err);
+SL_API sl_status sl_sampler_sample(sl_sampler *s, const float *logits, int32_t n_vocab,
+                                   int32_t *token, sl_error *err);
 /* True when s samples greedily (temp <= 0); false for NULL. */
-bool sl_sampler_is_greedy(const sl_sampler *s);
+SL_API bool sl_sampler_is_greedy(const sl_sampler *s);
 /* The greedy pick (temp <= 0) over one row of logits: the lowest id of the largest value, -inf
  * masking a token; a NaN or +inf anywhere is SL_ERR_INVALID naming it, as is a row of -inf. */
-sl_status sl_logits_argmax(const float *logits, int32_t n_vocab, int32_t *token, sl_error *err);
+SL_API sl_status sl_logits_argmax(const float *logits, int32_t n_vocab, int32_t *token,
+                                  sl_error *err);
 /* sl_ctx_eval, then the next token from s; a greedy sampler picks it where the output layer
  * ran (sl_ctx_eval_greedy: the logits are then not kept), any other from sl_ctx_logits. */
-sl_status sl_ctx_eval_sample(sl_ctx *c, sl_sampler *s, const int32_t *tokens, size_t n,
-                             int32_t *next, sl_error *err);
+SL_API sl_status sl_ctx_eval_sample(sl_ctx *c, sl_sampler *s, const int32_t *tokens, size_t n,
+                                    int32_t *next, sl_error *err);
 
 /* ---- stats ------------------------------------------------------------------------------ */
 
@@ -399,11 +408,11 @@ typedef struct sl_ctx_stats {
     const char *moe_mode;
     uint64_t moe_calls_cpu, moe_calls_post, moe_calls_full;
 } sl_ctx_stats;
-void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
+SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 /* Writes the MoE scheduler's recorded copy/compute spans as Chrome/Perfetto trace JSON (the
  * fetch scheduler with option trace=1 or debug); SL_ERR_INVALID for other schedulers, SL_ERR_IO
  * naming the path. */
-sl_status sl_ctx_trace_write(const sl_ctx *c, const char *path, sl_error *err);
+SL_API sl_status sl_ctx_trace_write(const sl_ctx *c, const char *path, sl_error *err);
 
 /* ---- live reload -------------------------------------------------------------------- */
 
@@ -469,12 +478,12 @@ typedef struct sl_reload_report {
  * DISK after a reload, the model reads its files again when loaded: that is refused
  * (SL_ERR_UNSUPPORTED, nothing changed) while they hold other bytes than it does (changed since
  * the last reload, or a tensor whose change was refused). */
-sl_status sl_reload_changed(sl_model *m, sl_reload_report *report, sl_error *err);
+SL_API sl_status sl_reload_changed(sl_model *m, sl_reload_report *report, sl_error *err);
 /* The same for the context's model. */
-sl_status sl_ctx_reload_changed(sl_ctx *c, sl_reload_report *report, sl_error *err);
-void sl_reload_report_free(sl_reload_report *report);
+SL_API sl_status sl_ctx_reload_changed(sl_ctx *c, sl_reload_report *report, sl_error *err);
+SL_API void sl_reload_report_free(sl_reload_report *report);
 /* Appends one line per entry ("name: Q8_0 -> Q4_K, 1.2 MiB -> 0.6 MiB, device, 0.8 ms") to f,
  * a FILE * (void * keeps <stdio.h> out of this header). */
-void sl_reload_report_print(const sl_reload_report *report, void *f);
+SL_API void sl_reload_report_print(const sl_reload_report *report, void *f);
 
 #endif

@@ -51,9 +51,13 @@ int main(int argc, char **argv)
             setvbuf(stdout, help_buf, _IOFBF, sizeof help_buf);
             break;
         }
+    sl_fault_plan fault_plan; /* this frame outlives every command */
+    sl_fault_hook fault_hook;
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++) {
         if (strcmp(argv[1], k_commands[i].name)) continue;
+        if (sl_cli_fault_env_install(&fault_plan, &fault_hook)) return 1;
         const int rc = k_commands[i].fn(argc - 1, argv + 1);
+        sl_fault_install(NULL); /* before this frame goes */
         /* output lost to a full disk or a closed pipe is a failure, whatever the command did */
         const int out = sl_cli_stdout_close(k_commands[i].name);
         return rc ? rc : out;

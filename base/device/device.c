@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "base/device/device_impl.h"
-#include "base/parse.h"
+#include "base/fault.h"
 
 /* ---- range tables ------------------------------------------------------------------------ */
 
@@ -85,27 +85,7 @@ static void range_remove(sl__range_table *t, size_t i)
     t->n--;
 }
 
-/* ---- options and environment ------------------------------------------------------------- */
-
-/* An option value that is non-zero wins; otherwise the environment variable, when set. */
-static sl_status fault_value(uint64_t opt_value, const char *env_name, uint64_t *out,
-                             sl_error *err)
-{
-    *out = opt_value;
-    if (opt_value)
-        return SL_OK;
-    const char *s = getenv(env_name);
-    return s ? sl_parse_u64(env_name, s, (sl_urange){0, UINT64_MAX}, out, err) : SL_OK;
-}
-
-/* A GB/s value from env_name, when set: a finite decimal in [0, 1e6]. */
-static sl_status sim_gbs_env(const char *env_name, double *out, sl_error *err)
-{
-    const char *s = getenv(env_name);
-    if (!s)
-        return SL_OK;
-    return sl_parse_f64(env_name, s, (sl_frange){0.0, 1e6, false, false}, out, err);
-}
+/* ---- options ------------------------------------------------------------------------------ */
 
 typedef enum { KIND_SIM, KIND_CUDA, KIND_AUTO } kind_choice;
 
@@ -131,6 +111,12 @@ sl_status sl_device_kind_check(const char *what, const char *s, sl_error *err)
     return parse_kind(w, s, &kc, err);
 }
 
+/* Call n of a site fails: the device's own option (at, 0: never) or the installed test hook. */
+static bool fault(uint64_t at, sl_fault_site site, uint64_t n)
+{
+    return (at && n == at) || sl__fault_hit(site, n);
+}
+
 static void notice(const sl_device_options *opt, const char *msg)
 {
     if (opt->notice)
@@ -153,38 +139,19 @@ sl_status sl_device_open(const sl_device_options *opt_in, sl_device **out, sl_er
 
     kind_choice kc = KIND_AUTO;
     sl_status st = SL_OK;
-    if (opt.kind) {
-        st = parse_kind("options.kind", opt.kind, &kc, err);
-    } else {
-        const char *env = getenv("SLUICE_DEVICE");
-        if (env)
-            st = parse_kind("SLUICE_DEVICE", env, &kc, err);
-    }
-    if (st)
+    /* the environment (SLUICE_DEVICE, SLUICE_SIM_*) reaches here through the options, filled
+     * by runtime/engine/env.c */
+    if (opt.kind && (st = parse_kind("options.kind", opt.kind, &kc, err)))
         return st;
     if (opt.cuda_ordinal < 0)
         return sl_error_set(err, SL_ERR_INVALID, "options.cuda_ordinal=%d: must be >= 0",
                             opt.cuda_ordinal);
-    /* Sim H2D throttle from the environment when the options leave it at 0, so engine tests
-     * (which open their device through sl_model_open) can make copies slow enough to miss. */
-    if (opt.sim.h2d_gbs == 0.0 && (st = sim_gbs_env("SLUICE_SIM_H2D_GBS", &opt.sim.h2d_gbs, err)))
-        return st;
-    if ((st = fault_value(opt.sim.latency_ns, "SLUICE_SIM_LATENCY_NS", &opt.sim.latency_ns, err)))
-        return st;
     const double gbs[3] = {opt.sim.h2d_gbs, opt.sim.d2h_gbs, opt.sim.d2d_gbs};
     static const char *const gbs_name[3] = {"h2d_gbs", "d2h_gbs", "d2d_gbs"};
     for (int i = 0; i < 3; i++)
         if (!(gbs[i] >= 0.0) || gbs[i] > 1e6) /* also rejects NaN */
             return sl_error_set(err, SL_ERR_INVALID, "options.sim.%s=%g: must be in [0, 1e6]",
                                 gbs_name[i], gbs[i]);
-
-    sl_fault_options faults;
-    if ((st = fault_value(opt.faults.region_alloc_at, "SLUICE_FAULT_REGION_ALLOC",
-                          &faults.region_alloc_at, err)) ||
-        (st = fault_value(opt.faults.host_register_at, "SLUICE_FAULT_HOST_REGISTER",
-                          &faults.host_register_at, err)) ||
-        (st = fault_value(opt.faults.copy_at, "SLUICE_FAULT_COPY", &faults.copy_at, err)))
-        return st;
 
     const sl__device_ops *ops = &sl__sim_ops;
     if (kc == KIND_CUDA) {
@@ -206,7 +173,7 @@ sl_status sl_device_open(const sl_device_options *opt_in, sl_device **out, sl_er
     if (!d)
         return sl_error_set(err, SL_ERR_NOMEM, "sl_device_open: out of host memory");
     d->ops = ops;
-    d->faults = faults;
+    d->faults = opt.faults;
     d->ordinal = ops == &sl__cuda_ops ? opt.cuda_ordinal : 0;
     if (pthread_mutex_init(&d->mu, NULL)) {
         free(d);
@@ -282,7 +249,7 @@ sl_status sl_device_region_alloc(sl_device *d, uint64_t bytes, void **d_ptr, sl_
     if (bytes == 0)
         return sl_error_set(err, SL_ERR_INVALID, "sl_device_region_alloc: bytes=0");
     uint64_t n = atomic_fetch_add(&d->region_allocs, 1) + 1;
-    if (d->faults.region_alloc_at && n == d->faults.region_alloc_at)
+    if (fault(d->faults.region_alloc_at, SL_FAULT_REGION_ALLOC, n))
         return sl_error_set(err, SL_ERR_DEVICE,
                             "injected fault: region alloc #%" PRIu64 " (%" PRIu64 " bytes)", n,
                             bytes);
@@ -340,7 +307,7 @@ sl_status sl_device_host_register(sl_device *d, void *h_ptr, uint64_t bytes, sl_
         return sl_error_set(err, SL_ERR_INVALID,
                             "sl_device_host_register: bad range %p + %" PRIu64, h_ptr, bytes);
     uint64_t n = atomic_fetch_add(&d->host_registers, 1) + 1;
-    if (d->faults.host_register_at && n == d->faults.host_register_at)
+    if (fault(d->faults.host_register_at, SL_FAULT_HOST_REGISTER, n))
         return sl_error_set(err, SL_ERR_DEVICE,
                             "injected fault: host register #%" PRIu64 " (%p, %" PRIu64 " bytes)",
                             n, h_ptr, bytes);
@@ -627,7 +594,7 @@ static sl_status check_copy(sl_device *d, void *dst, const void *src, uint64_t b
                             "sl_device_copy D2D: dst %p and src %p overlap (%" PRIu64 " bytes)",
                             dst, src, bytes);
     uint64_t n = atomic_fetch_add(&d->copy_calls, 1) + 1;
-    if (d->faults.copy_at && n == d->faults.copy_at)
+    if (fault(d->faults.copy_at, SL_FAULT_COPY, n))
         return sl_error_set(err, SL_ERR_DEVICE,
                             "injected fault: copy #%" PRIu64 " (%s, %" PRIu64 " bytes)", n,
                             copy_kind_name[kind], bytes);

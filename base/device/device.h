@@ -14,14 +14,13 @@
  *   caller and ordered within its stream; nothing synchronises implicitly.
  * - A device handle may be used from several threads at once; a stream must be fed by one
  *   thread at a time (as with CUDA streams in practice).
- * - Backend choice: options.kind, else env SLUICE_DEVICE=cuda|sim|auto, else auto. auto picks
- *   cuda when a GPU is usable, otherwise sim with a one-line notice. An invalid value is an
- *   error naming the variable and the value.
+ * - Backend choice: options.kind, else auto. auto picks cuda when a GPU is usable, otherwise
+ *   sim with a one-line notice. An invalid value is an error naming it. Nothing here reads
+ *   the environment: SLUICE_DEVICE and the sim throttle SLUICE_SIM_H2D_GBS /
+ *   SLUICE_SIM_LATENCY_NS fill these options in runtime/engine/env.c.
  * - Fault injection (tests): the Nth region allocation, host registration or copy (1-based,
- *   counted per device) fails with SL_ERR_DEVICE; 0 disables. Also settable by env
- *   SLUICE_FAULT_REGION_ALLOC / SLUICE_FAULT_HOST_REGISTER / SLUICE_FAULT_COPY.
- * - Sim throttle from the environment where the options leave it 0: SLUICE_SIM_H2D_GBS (GB/s)
- *   and SLUICE_SIM_LATENCY_NS (ns per copy); invalid values are errors naming the variable.
+ *   counted per device) fails with SL_ERR_DEVICE and an "injected fault" message; the Nth is
+ *   options.faults (0: never) or the installed hook's choice (base/fault.h).
  */
 #ifndef SL_DEVICE_H
 #define SL_DEVICE_H
@@ -55,7 +54,7 @@ typedef struct sl_fault_options {
 typedef void (*sl_device_notice_fn)(void *user, const char *msg);
 
 typedef struct sl_device_options {
-    const char *kind;       /* "cuda", "sim", "auto" or NULL (then SLUICE_DEVICE, then auto) */
+    const char *kind;       /* "cuda", "sim", "auto" or NULL (auto) */
     int cuda_ordinal;       /* which GPU for cuda */
     sl_sim_options sim;
     sl_fault_options faults;
@@ -72,7 +71,7 @@ typedef struct sl_device_props {
     int cc_major, cc_minor;     /* 0 for sim */
 } sl_device_props;
 
-/* opt may be NULL (defaults + environment). */
+/* opt may be NULL (the defaults). */
 sl_status sl_device_open(const sl_device_options *opt, sl_device **out, sl_error *err);
 /* Waits for all streams, frees what is left (leaks are reported by the counters below). */
 void sl_device_close(sl_device *d);

@@ -101,7 +101,7 @@ struct sl_device {
     const sl__device_ops *ops;
     void *impl;                 /* backend state */
     int ordinal;                /* options.cuda_ordinal (cuda), 0 (sim) */
-    sl_fault_options faults;    /* effective values (options, else environment) */
+    sl_fault_options faults;    /* the options' (the installed hook is asked as well) */
 
     pthread_mutex_t mu;         /* guards the tables and lists below */
     sl__range_table regions, regs;

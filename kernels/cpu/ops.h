@@ -11,8 +11,8 @@
  * the scalar table exists.
  *
  * Forcing a path (tests, bisecting a numerical difference): sl_cpu_ops_init(ISA) refuses an ISA
- * the CPU lacks (SL_ERR_UNSUPPORTED); sl_cpu_ops_init_env() reads SLUICE_CPU_ISA =
- * auto|scalar|avx2|avx512 (unset or empty: auto) and rejects any other value (SL_ERR_INVALID).
+ * the CPU lacks (SL_ERR_UNSUPPORTED); the engine takes the ISA from SLUICE_CPU_ISA =
+ * auto|scalar|avx2|avx512 (runtime/engine/env.c; unset or empty: auto).
  *
  * Numerics: all paths compute in float with several partial sums (reductions reassociate), exp
  * by a Cephes-style polynomial (~2 ulp) in the SIMD paths and libm expf in the scalar path, so
@@ -76,8 +76,6 @@ sl_status sl_cpu_isa_parse(const char *s, sl_cpu_isa *out, sl_error *err);
 /* Fills *ops for isa given features f (AUTO picks the best). SL_ERR_UNSUPPORTED naming the
  * missing feature if f lacks it; SL_ERR_INVALID for an out-of-range isa or NULL ops. */
 sl_status sl_cpu_ops_init(sl_cpu_ops *ops, sl_cpu_isa isa, sl_cpu_features f, sl_error *err);
-/* sl_cpu_ops_init(ops, <SLUICE_CPU_ISA or auto>, sl_cpu_features_detect(), err). */
-sl_status sl_cpu_ops_init_env(sl_cpu_ops *ops, sl_error *err);
 
 /* ---- ops (see kernels/ref/ops.h for each definition) ---------------------------------- */
 

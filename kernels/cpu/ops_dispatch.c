@@ -112,18 +112,6 @@ sl_status sl_cpu_ops_init(sl_cpu_ops *ops, sl_cpu_isa isa, sl_cpu_features f, sl
     return SL_OK;
 }
 
-sl_status sl_cpu_ops_init_env(sl_cpu_ops *ops, sl_error *err)
-{
-    const char *s = getenv("SLUICE_CPU_ISA");
-    sl_cpu_isa isa = SL_CPU_ISA_AUTO;
-    if (s && *s) {
-        sl_error e;
-        if (sl_cpu_isa_parse(s, &isa, &e))
-            return sl_error_set(err, SL_ERR_INVALID, "SLUICE_CPU_ISA: %s", e.msg);
-    }
-    return sl_cpu_ops_init(ops, isa, sl_cpu_features_detect(), err);
-}
-
 /* ---- validated entry points ------------------------------------------------------------- */
 
 static sl_status check_common(const sl_cpu_ops *ops, int64_t n, const char *fn, sl_error *err)

@@ -147,7 +147,7 @@ sl_status sl_cpu_pool_create(const sl_cpu_pool_options *opt, sl_cpu_pool **out, 
     const bool bind = opt->numa_node >= 0 || opt->cpus;
     sl_topo *own_topo = NULL;
     if (bind && !opt->topo) {
-        sl_status s = sl_topo_load(NULL, &own_topo, err);
+        sl_status s = sl_topo_load(&opt->topology, &own_topo, err);
         if (s) return s;
     }
     sl_cpu_pool *p = calloc(1, sizeof *p);

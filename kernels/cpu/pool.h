@@ -32,7 +32,8 @@ typedef struct sl_cpu_pool_options {
     int n_threads;        /* total, caller included: 1 .. SL_CPU_POOL_MAX_THREADS */
     int numa_node;        /* OS index to bind workers to; -1: do not bind by node */
     const char *cpus;     /* CPU list ("0-3,8") to bind workers to; NULL: none */
-    const sl_topo *topo;  /* topology for binding; NULL: this machine's is loaded for it */
+    const sl_topo *topo;  /* topology for binding; NULL: `topology`'s is loaded for it */
+    sl_topo_options topology; /* zero: this machine (the engine: SLUICE_TOPOLOGY's, env.c) */
 } sl_cpu_pool_options;
 
 enum { SL_CPU_POOL_MAX_THREADS = 1024 };

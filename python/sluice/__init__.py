@@ -44,7 +44,7 @@ def _placements():
     global _PLACEMENTS
     if _PLACEMENTS is None:
         names, m = [], 0
-        while (n := lib().sl_placement_name(m)) is not None:
+        while (n := lib().sl_place_mode_name(m)) is not None:
             names.append(n.decode())
             m += 1
         _PLACEMENTS = tuple(names)

@@ -20,9 +20,18 @@ class Error(Structure):
     _fields_ = [("code", c_int), ("msg", c_char * ERROR_MSG_BYTES)]
 
 
-class ModelOptions(Structure):
+class _Sized(Structure):
+    """An option struct of sluice.h: struct_size first, set to this mirror's size on creation
+    (the library refuses another size, so a mirror that no longer matches the header fails
+    with a message instead of being read with the wrong layout)."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(ctypes.sizeof(type(self)), *args, **kw)
+
+
+class ModelOptions(_Sized):
     _fields_ = [
-        ("placement", c_int), ("gpu_layers", c_int), ("override_tensor", c_char_p),
+        ("struct_size", c_size_t), ("placement", c_int), ("gpu_layers", c_int), ("override_tensor", c_char_p),
         ("cpu_moe", c_bool), ("n_cpu_moe", c_int), ("vram_budget", c_uint64),
         ("budget_ctx", c_int), ("plan_only", c_bool), ("gpu_index", c_char_p),
         ("device", c_char_p), ("io", c_int), ("numa_node", c_int), ("n_threads", c_int),
@@ -59,8 +68,8 @@ class ReloadReport(Structure):  # sluice.h sl_reload_report
                 ("bytes_read", c_uint64), ("seconds", c_double), ("files_refused", c_uint32)]
 
 
-class CtxOptions(Structure):
-    _fields_ = [("n_ctx", c_int32), ("n_batch", c_int32), ("kv_f16", c_bool),
+class CtxOptions(_Sized):
+    _fields_ = [("struct_size", c_size_t), ("n_ctx", c_int32), ("n_batch", c_int32), ("kv_f16", c_bool),
                 ("all_logits", c_bool), ("sched", c_char_p), ("neuron_stats", c_bool),
                 ("relu_dense", c_bool)]
 
@@ -81,8 +90,8 @@ class CtxStats(Structure):
     ]
 
 
-class SamplerOptions(Structure):
-    _fields_ = [("temp", c_float), ("top_k", c_int32), ("top_p", c_float), ("min_p", c_float),
+class SamplerOptions(_Sized):
+    _fields_ = [("struct_size", c_size_t), ("temp", c_float), ("top_k", c_int32), ("top_p", c_float), ("min_p", c_float),
                 ("seed", c_uint64)]
 
 
@@ -116,9 +125,9 @@ NOTICE = CFUNCTYPE(None, c_void_p, c_char_p)
 PROGRESS = CFUNCTYPE(None, c_void_p, c_uint64, c_uint64)
 
 
-class RuntimeOptions(Structure):
+class RuntimeOptions(_Sized):
     _fields_ = [
-        ("device", c_char_p), ("arena_bytes", c_uint64), ("weight_fraction", c_double),
+        ("struct_size", c_size_t), ("device", c_char_p), ("arena_bytes", c_uint64), ("weight_fraction", c_double),
         ("wiggle_fraction", c_double), ("max_scratch_bytes", c_uint64), ("mode", c_int),
         ("numa_node", c_int), ("host_slab_bytes", c_uint64), ("shared_floor", c_bool),
         ("shm_mode", c_uint32), ("shm_prefix", c_char_p), ("floor_progress", PROGRESS),
@@ -211,7 +220,7 @@ def load():
         "sl_runtime_model_info_get": (c_int, [P, P, POINTER(RuntimeModelInfo), E]),
         "sl_reload_changed": (c_int, [P, POINTER(ReloadReport), E]),
         "sl_reload_report_free": (None, [POINTER(ReloadReport)]),
-        "sl_placement_name": (c_char_p, [c_int]),
+        "sl_place_mode_name": (c_char_p, [c_int]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)

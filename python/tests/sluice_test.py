@@ -355,6 +355,44 @@ def test_repack(d):
     expect(np.array_equal(out[False][1], out[True][1]), "no_repack: the same logits")
 
 
+def test_struct_size(d, dense):
+    """sluice.h's option structs open with struct_size: the library's defaults carry the size
+    the mirrors have, and a call refuses any other (0, smaller, garbage) naming the struct."""
+    import ctypes
+    from ctypes import byref, c_void_p
+    from sluice import _lib
+    L = sluice.lib()
+    for name, cls in (("sl_model_options", _lib.ModelOptions), ("sl_ctx_options", _lib.CtxOptions),
+                      ("sl_runtime_options", _lib.RuntimeOptions),
+                      ("sl_sampler_options", _lib.SamplerOptions)):
+        got = getattr(L, name + "_default")().struct_size
+        expect(got == ctypes.sizeof(cls) == cls().struct_size,
+               f"{name}_default().struct_size {got} == the mirror's {ctypes.sizeof(cls)}")
+
+    def refused(name, call, opt):
+        for bad in (0, 8, ctypes.sizeof(opt) + 8, 2**40):
+            opt.struct_size = bad
+            err = _lib.Error()
+            st = call(opt, err)
+            msg = err.msg.decode()
+            expect(st == 1 and f"{name}: struct_size is {bad}, this library's is "
+                   f"{ctypes.sizeof(opt)}" in msg, f"{name} struct_size {bad} refused: {st} {msg}")
+
+    h = c_void_p()
+    refused("sl_model_options", lambda o, e: L.sl_model_open(
+        dense.encode(), byref(o), byref(h), byref(e)), L.sl_model_options_default())
+    refused("sl_model_options", lambda o, e: L.sl_model_footprint(
+        dense.encode(), byref(o), byref(_lib.Footprint()), byref(e)), L.sl_model_options_default())
+    refused("sl_runtime_options", lambda o, e: L.sl_runtime_create(byref(o), byref(h), byref(e)),
+            L.sl_runtime_options_default())
+    refused("sl_sampler_options", lambda o, e: L.sl_sampler_create(byref(o), byref(h), byref(e)),
+            L.sl_sampler_options_default())
+    with sluice.Model(dense, placement="cpu") as m:
+        refused("sl_ctx_options", lambda o, e: L.sl_ctx_create(m._h, byref(o), byref(h), byref(e)),
+                L.sl_ctx_options_default())
+    expect(h.value is None, "nothing was created with a refused struct")
+
+
 def main():
     d = tempfile.mkdtemp(prefix="sluice-py-test-", dir=os.environ.get("TEST_TMPDIR"))
     dense, moe = os.path.join(d, "dense.gguf"), os.path.join(d, "moe.gguf")
@@ -374,6 +412,7 @@ def main():
     test_runtime(d, dense)
     test_reload(d)
     test_repack(d)
+    test_struct_size(d, dense)
     sys.exit(finish())
 
 

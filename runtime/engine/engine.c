@@ -17,12 +17,15 @@
 #include "kernels/ref/quant.h"
 #include "runtime/engine/ctx.h"
 #include "runtime/engine/model.h"
+#include "runtime/engine/env.h"
+#include "runtime/struct_size.h"
 #include "runtime/text/model_vocab.h"
 #include "scheduler/moe/fetch.h"
 
 sl_model_options sl_model_options_default(void)
 {
-    return (sl_model_options){.placement = SL_PLACE_AUTO, .gpu_layers = 0, .device = NULL,
+    return (sl_model_options){.struct_size = sizeof(sl_model_options),
+                              .placement = SL_PLACE_AUTO, .gpu_layers = 0, .device = NULL,
                               .io = SL_LOAD_DIRECT, .numa_node = -1, .n_threads = 0,
                               .cpus = NULL, .progress = true};
 }
@@ -33,10 +36,6 @@ static void gguf_notice(void *user, const char *msg)
     if (!m->notice[0]) snprintf(m->notice, sizeof m->notice, "%s", msg);
 }
 
-const char *sl_placement_name(int mode)
-{
-    return sl_place_mode_name((sl_placement)mode);
-}
 
 /* Opens the device, resolves the placement plan against its free memory, and creates the
  * stream and arena when the plan puts anything on it. */
@@ -49,12 +48,13 @@ static sl_status open_device(sl_model *m, sl_error *err)
     dopt.notice_user = m;
     uint64_t free_bytes = 0;
     sl_status st = m->serving ? m->serving->lend(m, &free_bytes, err)
-                         : sl_device_open(&dopt, &m->dev, err);
+                              : sl_env_device_options(&dopt, err);
+    if (!st && !m->serving) st = sl_device_open(&dopt, &m->dev, err);
     if (st) return st;
     /* As llama.cpp without a GPU: auto placement where auto found no CUDA device runs on the
      * CPU, where the CPU's own layouts (the Q4_K repack) apply. The simulated device is for
      * tests and holds weights only when named (--device sim, SLUICE_DEVICE=sim). */
-    const char *named = m->opt.device ? m->opt.device : getenv("SLUICE_DEVICE");
+    const char *named = m->opt.device ? m->opt.device : sl_env_device_kind();
     if (m->opt.placement == SL_PLACE_AUTO && !m->rt && !(named && !strcmp(named, "sim")) &&
         sl_device_kind_get(m->dev) == SL_DEVICE_SIM)
         m->opt.placement = SL_PLACE_CPU;
@@ -133,12 +133,15 @@ sl_status sl__model_open(sl_runtime *rt, const sl__serving *serving, const char 
 {
     if (!path || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_model_open: NULL path or out");
     *out = NULL;
+    sl_status st;
+    if (opt && (st = sl__struct_size_check("sl_model_options", opt->struct_size,
+                                           sizeof *opt, err)))
+        return st;
     sl_model *m = calloc(1, sizeof *m);
     if (!m) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (model)");
     m->rt = rt;
     m->serving = rt ? serving : NULL;
     m->opt = opt ? *opt : sl_model_options_default();
-    sl_status st = SL_OK;
     if (!sl_place_mode_info_get(m->opt.placement)) {
         st = sl_error_set(err, SL_ERR_INVALID, "placement %d: unknown", (int)m->opt.placement);
         goto fail;
@@ -270,7 +273,8 @@ const sl_vocab *sl__model_vocab(const sl_model *m)
 
 sl_ctx_options sl_ctx_options_default(void)
 {
-    return (sl_ctx_options){.n_ctx = 0, .n_batch = 0, .kv_f16 = true, .all_logits = false};
+    return (sl_ctx_options){.struct_size = sizeof(sl_ctx_options), .n_ctx = 0, .n_batch = 0,
+                            .kv_f16 = true, .all_logits = false};
 }
 
 static double now_s(void)
@@ -336,7 +340,7 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
     sl_fetch_options fo = sl_fetch_options_default();
     if (gpu_with_host_experts(c->m)) fo.mode = SL_FETCH_AUTO;
     char pins[1024];
-    sl_status st = sl_fetch_options_env(&fo, err);
+    sl_status st = sl_env_fetch_options(&fo, err);
     if (!st) st = sl_fetch_options_parse(&fo, c->opt.sched, pins, sizeof pins, err);
     if (!st) st = check_pins(c->m, fo.pinned, fo.pinned == pins ? "scheduler option pin"
                                                                 : "SLUICE_POSTFETCH_PIN", err);
@@ -511,6 +515,10 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
 {
     if (!m || !out) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_create: NULL model or out");
     *out = NULL;
+    sl_status st;
+    if (opt && (st = sl__struct_size_check("sl_ctx_options", opt->struct_size, sizeof *opt,
+                                           err)))
+        return st;
     if (m->opt.plan_only)
         return sl_error_set(err, SL_ERR_INVALID, "%s: opened with plan_only (no weights read): "
                             "no context can run it", m->path);
@@ -519,7 +527,7 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
     c->m = m;
     c->opt = opt ? *opt : sl_ctx_options_default();
     /* a runtime's model must be on the device while the context takes its sides */
-    sl_status st = eval_begin(c, &c->res_epoch, &c->res_layout_epoch, err);
+    st = eval_begin(c, &c->res_epoch, &c->res_layout_epoch, err);
     if (st) {
         free(c);
         return st;
@@ -539,9 +547,12 @@ sl_status sl__model_cpu_pool_create(const sl_model *m, sl_cpu_pool **out, sl_err
     *out = NULL;
     const int nt = sl_model_options_threads(&m->opt);
     if (nt == 1 && m->opt.numa_node < 0 && !m->opt.cpus) return SL_OK;
-    const sl_cpu_pool_options po = {.n_threads = nt, .numa_node = m->opt.numa_node,
-                                    .cpus = m->opt.cpus, .topo = NULL};
-    return sl_cpu_pool_create(&po, out, err);
+    sl_cpu_pool_options po = {.n_threads = nt, .numa_node = m->opt.numa_node,
+                              .cpus = m->opt.cpus, .topo = NULL};
+    /* the topology is loaded only to bind: SLUICE_TOPOLOGY is read then too */
+    const sl_status st = po.numa_node >= 0 || po.cpus ? sl_env_topo_options(&po.topology, err)
+                                                      : SL_OK;
+    return st ? st : sl_cpu_pool_create(&po, out, err);
 }
 
 /* The rest of sl_ctx_create: everything but the residency bracket. */
@@ -560,12 +571,14 @@ static sl_status ctx_build(sl_ctx *c, sl_error *err)
                           c->opt.n_ctx, hp->n_head_kv, hp->head_dim, m->tr->mla, err)))
         goto fail;
     /* kernels: dispatch chosen once (SLUICE_CPU_ISA may force one), pool of the model's size */
-    if ((st = sl_cpu_ops_init_env(&c->ops, err))) goto fail;
+    sl_cpu_isa isa;
+    if ((st = sl_env_cpu_isa(&isa, err)) ||
+        (st = sl_cpu_ops_init(&c->ops, isa, sl_cpu_features_detect(), err)))
+        goto fail;
     if ((st = sl_cpu_matvec_init(&c->mv, c->ops.isa, sl_cpu_features_detect(), err))) goto fail;
     /* SLUICE_ACT_F32=1: quantized matmuls on unquantized activations (verification against
      * float64 references; see kernels/cpu/matvec.h). */
-    const char *act = getenv("SLUICE_ACT_F32");
-    if (act && (st = sl_parse_bool("SLUICE_ACT_F32", act, &c->mv.f32_act, err))) goto fail;
+    if ((st = sl_env_act_f32(&c->mv.f32_act, err))) goto fail;
     if ((st = sl__model_cpu_pool_create(m, &c->pool, err))) goto fail;
     if ((st = create_moe(c, err))) goto fail;
     /* what follows reads weights and takes arena blocks: not while a reload commits */

@@ -4,17 +4,22 @@
 #include <stdio.h>
 
 #include "runtime/engine/model.h"
+#include "runtime/struct_size.h"
 
 sl_status sl_model_footprint(const char *path, const sl_model_options *opt, sl_footprint *out,
                              sl_error *err)
 {
     if (!path || !out)
         return sl_error_set(err, SL_ERR_INVALID, "sl_model_footprint: NULL path or out");
+    sl_status st;
+    if (opt && (st = sl__struct_size_check("sl_model_options", opt->struct_size, sizeof *opt,
+                                           err)))
+        return st;
     sl_model_options o = opt ? *opt : sl_model_options_default();
     o.plan_only = true;
     o.progress = false;
     sl_model *m = NULL;
-    sl_status st = sl_model_open(path, &o, &m, err);
+    st = sl_model_open(path, &o, &m, err);
     if (st) return st;
     const sl_place_plan *p = &m->plan;
     *out = (sl_footprint){.device_bytes = p->device_bytes, .host_bytes = p->host_bytes,

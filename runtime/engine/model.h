@@ -28,6 +28,7 @@
 #include "gguf/gguf.h"
 #include "kernels/ref/ops.h"
 #include "base/device/device.h"
+#include "base/fault.h"
 #include "runtime/sluice.h"
 #include "runtime/text/tokenizer.h"
 #include "scheduler/weights.h"
@@ -204,15 +205,16 @@ typedef struct sl__floor {
     void *h_owned;                  /* malloc'd converted copy, or NULL */
 } sl__floor;
 
-/* Fault injection of a live reload (tests: SLUICE_FAULT_SWAP_ALLOC=N): the run's at-th new
- * device block is refused as if the arena were full; at == 0 never. */
+/* Fault injection of a live reload (base/fault.h's swap sites): a site's calls counted per
+ * reload run, each asked of the installed hook. */
 typedef struct sl__swap_fault {
-    uint64_t at, n;
+    sl_fault_site site;
+    uint64_t n;
 } sl__swap_fault;
 
 static inline bool sl__swap_fault_hit(sl__swap_fault *f)
 {
-    return f && f->at && ++f->n == f->at;
+    return f && sl__fault_hit(f->site, ++f->n);
 }
 
 /* The serving layer's part in a model's life. runtime/serve installs its table in the models

@@ -80,9 +80,9 @@ typedef struct reload_run {
     staged *s;
     size_t n_s, cap_s;
     sl_swap_source file;        /* the stat of the file being staged */
-    sl__swap_fault fault;       /* SLUICE_FAULT_SWAP_ALLOC (tests) */
-    /* SLUICE_FAULT_SWAP_TOUCH=N (tests): the Nth changed file read has its mtime moved before
-     * the stat that follows the reads, as a writer still at work would */
+    sl__swap_fault fault;       /* SL_FAULT_SWAP_ALLOC (tests) */
+    /* SL_FAULT_SWAP_TOUCH (tests): the Nth changed file read has its mtime moved before the
+     * stat that follows the reads, as a writer still at work would */
     sl__swap_fault touch;
     bool *fell_layer;           /* [n_layer]: an expert tensor of the layer fell back now */
     /* unchanged tensors of the file being staged: their provenance moves to the new version
@@ -928,14 +928,6 @@ static sl_status commit(reload_run *r, sl_error *err)
     return st;
 }
 
-/* A fault injection variable of the tests (a count from 1), unset: never. */
-static sl_status fault_env(const char *name, sl__swap_fault *f, sl_error *err)
-{
-    const char *v = getenv(name);
-    *f = (sl__swap_fault){0};
-    return v ? sl_parse_u64(name, v, (sl_urange){1, UINT64_MAX}, &f->at, err) : SL_OK;
-}
-
 sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
 {
     sl_reload_report local;
@@ -946,10 +938,8 @@ sl_status sl_reload_changed(sl_model *m, sl_reload_report *rep, sl_error *err)
         return sl_error_set(err, SL_ERR_INVALID, "%s: opened with plan_only: nothing to reload",
                             m->path);
     const double t0 = now_s();
-    reload_run r = {.m = m, .rep = rep};
-    if (fault_env("SLUICE_FAULT_SWAP_ALLOC", &r.fault, err) ||
-        fault_env("SLUICE_FAULT_SWAP_TOUCH", &r.touch, err))
-        return SL_ERR_INVALID;
+    reload_run r = {.m = m, .rep = rep, .fault = {.site = SL_FAULT_SWAP_ALLOC},
+                    .touch = {.site = SL_FAULT_SWAP_TOUCH}};
     pthread_mutex_lock(&m->gate.reload);
     const uint32_t n_src = m->sources.n;
     sl_gguf **handles = calloc(n_src ? n_src : 1, sizeof *handles);

@@ -11,7 +11,8 @@ _Static_assert(SL_N_THREADS_MAX == SL_CPU_POOL_MAX_THREADS, "sluice.h's thread l
 
 int sl_model_options_threads(const sl_model_options *opt)
 {
-    long nt = opt ? opt->n_threads : 0;
+    /* a struct of another layout is not read (sl_model_open refuses it with a message) */
+    long nt = opt && opt->struct_size == sizeof *opt ? opt->n_threads : 0;
     if (nt <= 0) nt = sysconf(_SC_NPROCESSORS_ONLN);
     if (nt < 1) return 1;                                     /* unknown */
     return nt > SL_N_THREADS_MAX ? SL_N_THREADS_MAX : (int)nt; /* all cores of a big node */

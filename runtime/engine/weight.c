@@ -25,6 +25,7 @@
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
 #include "runtime/engine/dx.h"
+#include "runtime/engine/env.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/repack.h"
 #include "scheduler/moe/ffn_split.h"
@@ -751,7 +752,8 @@ sl_status sl__model_load_weights(sl_model *m, sl_error *err)
         const uint64_t cap = (uint64_t)1 << 30;
         ho.slab_bytes = host_bytes < cap ? host_bytes : cap;
         if (ho.slab_bytes < biggest) ho.slab_bytes = biggest;
-        sl_status st = sl_hostpool_create(m->dev, NULL, &ho, &m->hostpool, err);
+        sl_status st = sl_env_topo_options(&ho.topology, err);
+        if (!st) st = sl_hostpool_create(m->dev, NULL, &ho, &m->hostpool, err);
         if (st) return st;
     }
     uint64_t done = 0;

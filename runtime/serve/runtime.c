@@ -37,8 +37,10 @@
 
 #include "alloc/shm_floor.h"
 #include "runtime/engine/ctx.h"
+#include "runtime/engine/env.h"
 #include "runtime/engine/model.h"
 #include "runtime/serve/runtime_impl.h"
+#include "runtime/struct_size.h"
 #include "scheduler/policy/residency.h"
 
 _Static_assert((int)SL_RESIDENCY_DISK == (int)SL_RS_DISK &&
@@ -49,7 +51,8 @@ _Static_assert((int)SL_RESIDENCY_DISK == (int)SL_RS_DISK &&
 
 sl_runtime_options sl_runtime_options_default(void)
 {
-    return (sl_runtime_options){.weight_fraction = 0.9, .wiggle_fraction = 0.05,
+    return (sl_runtime_options){.struct_size = sizeof(sl_runtime_options),
+                                .weight_fraction = 0.9, .wiggle_fraction = 0.05,
                                 .mode = SL_RESIDENCY_SELF, .numa_node = -1};
 }
 
@@ -86,6 +89,10 @@ sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_
 {
     if (!out) return sl_error_set(err, SL_ERR_INVALID, "sl_runtime_create: NULL out");
     *out = NULL;
+    sl_status st;
+    if (opt && (st = sl__struct_size_check("sl_runtime_options", opt->struct_size, sizeof *opt,
+                                           err)))
+        return st;
     sl_runtime *rt = calloc(1, sizeof *rt);
     if (!rt) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (runtime)");
     rt->opt = opt ? *opt : sl_runtime_options_default();
@@ -95,7 +102,6 @@ sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_
         free(rt);
         return sl_error_set(err, SL_ERR_NOMEM, "out of memory (runtime)");
     }
-    sl_status st;
     const sl_res_budget_in probe = {1, rt->opt.weight_fraction, rt->opt.wiggle_fraction, 0, 0};
     if ((st = sl_res_budget_solve(&probe, &rt->budget, err)) ||
         (st = sl_check_i64("numa_node", rt->opt.numa_node, SL_RANGE_NUMA_NODE, err)) ||
@@ -107,8 +113,10 @@ sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_
         return st;
     }
     pthread_mutex_init(&rt->mu, NULL);
-    const sl_device_options dopt = {.kind = rt->opt.device};
-    if ((st = sl_device_open(&dopt, &rt->dev, err))) goto fail;
+    sl_device_options dopt = {.kind = rt->opt.device};
+    if ((st = sl_env_device_options(&dopt, err)) ||
+        (st = sl_device_open(&dopt, &rt->dev, err)))
+        goto fail;
     rt->arena_bytes = rt->opt.arena_bytes;
     if (!rt->arena_bytes) {
         sl_device_props props;
@@ -132,7 +140,9 @@ sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_
     sl_hostpool_options ho = sl_hostpool_options_default();
     ho.numa_node = rt->opt.numa_node < 0 ? SL_HOSTPOOL_NODE_AUTO : rt->opt.numa_node;
     ho.slab_bytes = rt->opt.host_slab_bytes;
-    if ((st = sl_hostpool_create(rt->dev, NULL, &ho, &rt->hostpool, err))) goto fail;
+    if ((st = sl_env_topo_options(&ho.topology, err)) ||
+        (st = sl_hostpool_create(rt->dev, NULL, &ho, &rt->hostpool, err)))
+        goto fail;
     sl__runtime_update_budget(rt);
     *out = rt;
     return SL_OK;

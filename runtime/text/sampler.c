@@ -17,6 +17,7 @@
 #include "kernels/ref/ops.h"
 #include "base/prng.h"
 #include "runtime/sluice.h"
+#include "runtime/struct_size.h"
 
 typedef struct cand {
     float logit;
@@ -34,8 +35,8 @@ struct sl_sampler {
 sl_sampler_options sl_sampler_options_default(void)
 {
     /* llama.cpp's common defaults; a fixed seed so that runs repeat unless asked otherwise */
-    return (sl_sampler_options){.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
-                                .seed = 0};
+    return (sl_sampler_options){.struct_size = sizeof(sl_sampler_options), .temp = 0.8f,
+                                .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .seed = 0};
 }
 
 /* uniform in [0, 1) with 53 random bits */
@@ -58,8 +59,12 @@ sl_status sl_sampler_create(const sl_sampler_options *opt, sl_sampler **out, sl_
 {
     if (!out) return sl_error_set(err, SL_ERR_INVALID, "sl_sampler_create: out is NULL");
     *out = NULL;
+    sl_status st;
+    if (opt && (st = sl__struct_size_check("sl_sampler_options", opt->struct_size, sizeof *opt,
+                                           err)))
+        return st;
     const sl_sampler_options o = opt ? *opt : sl_sampler_options_default();
-    const sl_status st = validate(&o, err);
+    st = validate(&o, err);
     if (st != SL_OK) return st;
     sl_sampler *s = calloc(1, sizeof *s);
     if (!s) return sl_error_set(err, SL_ERR_NOMEM, "sampler: out of memory");

@@ -134,13 +134,16 @@ typedef struct sl_fetch_options {
 
 sl_fetch_options sl_fetch_options_default(void);
 
-/* Applies the Post-Fetch environment aliases that are set: SLUICE_POSTFETCH_ENABLE (0/1: mode
+/* Applies the Post-Fetch aliases that get(user, NAME) finds set (runtime/engine/env.c looks
+ * them up in the environment; this module reads none): SLUICE_POSTFETCH_ENABLE (0/1: mode
  * post / cpu), _FORCE_CPU (1: mode cpu, wins over ENABLE), _BLOCK_ON_MISS (0/1),
  * _MAX_TRANSFERS (1..256), _SCRATCHPAD_MB (1..1048576), _USE_DEDICATED_STREAMS (0/1),
  * _DEBUG (0/1), plus SLUICE_POSTFETCH_MODE (cpu|post|full|auto), _CACHE_MB, _POLICY (lru|lfu),
- * _PIN ("layer:expert,..."; the string stays owned by the environment). An invalid value is
- * SL_ERR_INVALID naming the variable and the value. */
-sl_status sl_fetch_options_env(sl_fetch_options *o, sl_error *err);
+ * _PIN ("layer:expert,..."; o->pinned then points at get's string, which must outlive o). An
+ * invalid value is SL_ERR_INVALID naming the variable and the value. */
+typedef const char *(*sl_fetch_var_fn)(void *user, const char *name);
+sl_status sl_fetch_options_vars(sl_fetch_options *o, sl_fetch_var_fn get, void *user,
+                                sl_error *err);
 
 /* Applies "key=value" items separated by spaces or ';' (NULL or "" changes nothing): mode,
  * block_on_miss, max_transfers, scratch_kb, cache_kb, policy, decay, pin (copied into

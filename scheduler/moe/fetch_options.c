@@ -1,4 +1,5 @@
-/* scheduler/moe/fetch_options.c: defaults, the Post-Fetch environment aliases, the option string
+/* scheduler/moe/fetch_options.c: defaults, the Post-Fetch aliases (looked up by
+ * the caller: runtime/engine/env.c), the option string
  * and the pinned-expert list of the fetching scheduler (fetch.h). Every value is checked by
  * base/parse.h's rules; nothing is silently ignored. */
 #include <stdio.h>
@@ -85,14 +86,16 @@ sl_status sl_fetch_pins_parse(const char *what, const char *list, int32_t (*out)
     return SL_OK;
 }
 
-sl_status sl_fetch_options_env(sl_fetch_options *o, sl_error *err)
+sl_status sl_fetch_options_vars(sl_fetch_options *o, sl_fetch_var_fn get, void *user,
+                                sl_error *err)
 {
-    if (!o) return sl_error_set(err, SL_ERR_INVALID, "sl_fetch_options_env: NULL options");
+    if (!o || !get)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_fetch_options_vars: NULL options or get");
     const char *v;
     sl_status st;
     bool b;
     uint64_t u;
-#define ENV(name) ((v = getenv(name)) != NULL)
+#define ENV(name) ((v = get(user, name)) != NULL)
     if (ENV("SLUICE_POSTFETCH_ENABLE")) {
         if ((st = sl_parse_bool("SLUICE_POSTFETCH_ENABLE", v, &b, err))) return st;
         o->mode = b ? SL_FETCH_POST : SL_FETCH_CPU;

@@ -1,7 +1,7 @@
 /* scheduler/policy/place_mode: the placement modes, one table that everything naming a mode
  * reads (the policy, its plan, sluice.h's sl_model_options, the CLI's --placement and help,
- * error messages, Python through sl_placement_name). A new mode is a row here plus its rule in
- * placement.c; nothing else spells a mode's name.
+ * error messages, Python). Public: sluice.h includes it and libsluice.so exports it.
+ * A new mode is a row here plus its rule in placement.c; nothing else spells a mode's name.
  * Names follow llama.cpp where the concept is the same. Pure, thread-safe, no allocation. */
 #ifndef SL_SCHEDULER_PLACE_MODE_H
 #define SL_SCHEDULER_PLACE_MODE_H
@@ -36,12 +36,12 @@ typedef struct sl_place_mode_info {
 } sl_place_mode_info;
 
 /* The row of mode m, or NULL when m is not a mode. */
-const sl_place_mode_info *sl_place_mode_info_get(sl_placement m);
+SL_API const sl_place_mode_info *sl_place_mode_info_get(sl_placement m);
 /* m's name, or NULL when m is not a mode. */
-const char *sl_place_mode_name(sl_placement m);
+SL_API const char *sl_place_mode_name(sl_placement m);
 /* The mode named text; SL_ERR_INVALID naming text and every mode's name otherwise. */
-sl_status sl_place_mode_parse(const char *text, sl_placement *out, sl_error *err);
+SL_API sl_status sl_place_mode_parse(const char *text, sl_placement *out, sl_error *err);
 /* Every mode's name joined by sep into buf (truncated to cap, always terminated); returns buf. */
-const char *sl_place_mode_names(char *buf, size_t cap, const char *sep);
+SL_API const char *sl_place_mode_names(char *buf, size_t cap, const char *sep);
 
 #endif

@@ -370,10 +370,11 @@ static void test_invalid_options(void)
     o.touch_threads = -1;
     CHECK(sl_hostpool_create(d, NULL, &o, &p, &e) == SL_ERR_INVALID);
     CHECK(sl_hostpool_create(NULL, NULL, NULL, &p, &e) == SL_ERR_INVALID);
-    setenv("SLUICE_TOPOLOGY", "bogus", 1);
-    CHECK(sl_hostpool_create(d, NULL, NULL, &p, &e) == SL_ERR_INVALID && p == NULL);
-    CHECK_CONTAINS(e.msg, "SLUICE_TOPOLOGY='bogus'");
-    unsetenv("SLUICE_TOPOLOGY");
+    /* a topology the user named that does not load fails the pool, naming it */
+    o = sl_hostpool_options_default();
+    o.topology = (sl_topo_options){SL_TOPO_SYNTHETIC, "junk", "SLUICE_TOPOLOGY"};
+    CHECK(sl_hostpool_create(d, NULL, &o, &p, &e) == SL_ERR_INVALID && p == NULL);
+    CHECK_CONTAINS(e.msg, "SLUICE_TOPOLOGY='synthetic:junk'");
 
     /* Defaults (256 MiB slabs): created lazily, so creating costs nothing. */
     CHECK(sl_hostpool_create(d, NULL, NULL, &p, &e) == SL_OK);

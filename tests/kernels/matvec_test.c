@@ -711,7 +711,7 @@ static void check_pool(void)
 {
     sl_error e;
     sl_topo *topo = NULL;
-    sl_topo_options to = {.source = SL_TOPO_THIS_MACHINE, .ignore_env = true};
+    sl_topo_options to = {.source = SL_TOPO_THIS_MACHINE};
     CHECK(!sl_topo_load(&to, &topo, &e));
     const sl_topo_node *node0 = topo ? sl_topo_node_at(topo, 0) : NULL;
     enum { N = 1000 };

@@ -8,7 +8,7 @@
 
 static sl_sampler *make(float temp, int32_t top_k, float top_p, float min_p, uint64_t seed)
 {
-    const sl_sampler_options o = {temp, top_k, top_p, min_p, seed};
+    const sl_sampler_options o = {sizeof o, temp, top_k, top_p, min_p, seed};
     sl_sampler *s = NULL;
     sl_error err = {0};
     CHECK_MSG(sl_sampler_create(&o, &s, &err) == SL_OK, "%s", err.msg);

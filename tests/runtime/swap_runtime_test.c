@@ -140,7 +140,7 @@ static void test_runtime_fallback(void)
 
     /* up_exps's new block is refused (the second taken: attn_q grows less, so it goes first) */
     copy_file(a, live);
-    reload_fault(m, &r, "2");
+    reload_fault(m, &r, 2);
     sl_reload_report_print(&r, stdout);
     CHECK(r.changed && r.n_fallback == 1 && r.n_reloaded == 2 && r.n_refused == 0);
     entry_is(&r, "blk.0.ffn_up_exps.weight", SL_RELOAD_PRIVATE, "host (fallback)");
@@ -164,7 +164,7 @@ static void test_runtime_fallback(void)
      * falls back alone (sim: host-addressable); the experts' group, wholly on the host by a
      * fallback of an earlier call, returns to the device together */
     copy_file(a1, live);
-    reload_fault(m, &r, "1");
+    reload_fault(m, &r, 1);
     sl_reload_report_print(&r, stdout);
     entry_is(&r, "blk.1.attn_q.weight", SL_RELOAD_PRIVATE, "host (fallback)");
     entry_is(&r, "blk.0.ffn_up_exps.weight", SL_RELOAD_SIBLING, "device");
@@ -194,7 +194,7 @@ static void test_runtime_fallback(void)
     reload(m, &r);
     sl_reload_report_free(&r);
     copy_file(g, live);
-    reload_fault(m, &r, "1");
+    reload_fault(m, &r, 1);
     entry_is(&r, "blk.1.attn_q.weight", SL_RELOAD_PRIVATE, "host (fallback)");
     entry_is(&r, "blk.0.attn_q.weight", SL_RELOAD_PRIVATE, "device");
     sl_reload_report_free(&r);

@@ -173,7 +173,7 @@ static void test_fallback_siblings(void)
     float *l_orig = run_logits(m, NULL), *l_f16 = fresh_logits(f16, SL_PLACE_GPU, NULL);
     sl_reload_report r;
     copy_file(f16, live);
-    reload_fault(m, &r, "1");
+    reload_fault(m, &r, 1);
     const sl_reload_entry *e = find(&r, "blk.0.ffn_up_exps.weight");
     CHECK(e && e->kind == SL_RELOAD_PRIVATE && !strcmp(e->where, "host (fallback)"));
     CHECK(r.n_fallback == 1);
@@ -229,7 +229,7 @@ static void test_per_expert(void)
     CHECK(same(l, l_orig, V));
     free(l);
     copy_file(all, live); /* the first new block refused: every expert of layer 0 follows */
-    reload_fault(m, &r, "1");
+    reload_fault(m, &r, 1);
     CHECK(r.changed && r.n_reloaded == 8 && r.n_refused == 0 && r.n_fallback == 1);
     entry_is(&r, "blk.0.ffn_up.0.weight", SL_RELOAD_PRIVATE, "host (fallback)");
     entry_is(&r, "blk.0.ffn_gate.5.weight", SL_RELOAD_SIBLING, "host (fallback)");
@@ -282,11 +282,13 @@ static void test_torn(void)
         free(l);
     }
     /* whole, but its mtime moves between the stat before the reads and the one after (a writer
-     * still at work; SLUICE_FAULT_SWAP_TOUCH does it deterministically): skipped too */
+     * still at work; the SL_FAULT_SWAP_TOUCH hook does it deterministically): skipped too */
     copy_file(f16, live);
-    setenv("SLUICE_FAULT_SWAP_TOUCH", "1", 1);
+    sl_fault_plan touch = {.at = {[SL_FAULT_SWAP_TOUCH] = 1}};
+    const sl_fault_hook hook = {sl_fault_plan_fn, &touch};
+    sl_fault_install(&hook);
     reload(m, &r);
-    unsetenv("SLUICE_FAULT_SWAP_TOUCH");
+    sl_fault_install(NULL);
     CHECK(r.files_skipped == 1 && !r.changed && r.n_reloaded == 0 && r.n == 1 &&
           r.entries[0].kind == SL_RELOAD_SKIPPED_FILE &&
           strstr(r.entries[0].msg, "changed while it was read"));
@@ -498,7 +500,7 @@ static void test_stress(bool in_runtime)
         sl_reload_report r;
         /* in a runtime, every third reload finds no room for a new block: fallbacks and returns
          * of expert groups under the evaluations too */
-        reload_fault(s.m, &r, rt && k % 3 == 0 ? "1" : NULL);
+        reload_fault(s.m, &r, rt && k % 3 == 0 ? 1 : 0);
         reloads += r.changed;
         fallbacks += (int)r.n_fallback;
         sl_reload_report_free(&r);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fault.h"
 #include "gguf/gguf.h"
 #include "runtime/sluice.h"
 #include "tests/runtime/testmodel.h"
@@ -159,12 +160,15 @@ static inline void reload_refused(sl_model *m, sl_reload_report *r, const char *
     CHECK(entry && r->files_refused >= 1 && !r->changed);
 }
 
-/* reload under SLUICE_FAULT_SWAP_ALLOC=fault (NULL: none) */
-static inline void reload_fault(sl_model *m, sl_reload_report *r, const char *fault)
+/* reload with the reload's at-th new device block refused (base/fault.h's SL_FAULT_SWAP_ALLOC
+ * through the installed hook; 0: none) */
+static inline void reload_fault(sl_model *m, sl_reload_report *r, uint64_t at)
 {
-    if (fault) setenv("SLUICE_FAULT_SWAP_ALLOC", fault, 1);
+    sl_fault_plan plan = {.at = {[SL_FAULT_SWAP_ALLOC] = at}};
+    const sl_fault_hook hook = {sl_fault_plan_fn, &plan};
+    sl_fault_install(at ? &hook : NULL);
     reload(m, r);
-    unsetenv("SLUICE_FAULT_SWAP_ALLOC");
+    sl_fault_install(NULL);
 }
 
 static inline bool entry_is(const sl_reload_report *r, const char *name, sl_reload_kind kind,

@@ -24,6 +24,7 @@
 
 #include <math.h>
 
+#include "base/fault.h"
 #include "gguf/gguf.h"
 #include "kernels/cuda/ctx.h"
 #include "runtime/sluice.h"
@@ -52,7 +53,7 @@ static void clear_env(void)
         "SLUICE_POSTFETCH_USE_DEDICATED_STREAMS", "SLUICE_POSTFETCH_DEBUG",
         "SLUICE_POSTFETCH_MODE", "SLUICE_POSTFETCH_CACHE_MB", "SLUICE_POSTFETCH_POLICY",
         "SLUICE_POSTFETCH_PIN", "SLUICE_SIM_H2D_GBS", "SLUICE_SIM_LATENCY_NS",
-        "SLUICE_FAULT_COPY", "SLUICE_DEVICE", "SLUICE_ACT_F32"};
+        "SLUICE_DEVICE", "SLUICE_ACT_F32"};
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) unsetenv(vars[i]);
     if (g_cuda) setenv("SLUICE_ACT_F32", "1", 1);
 }
@@ -62,18 +63,19 @@ static void clear_env(void)
 typedef enum { DEV_PLAIN = 0, DEV_THROTTLED, DEV_FAULT, DEV_FAULT_LATE, DEV_COUNT } dev_cond;
 static const char *const k_cond_name[DEV_COUNT] = {"plain", "throttled", "fault", "fault-late"};
 
+/* the copy faults, through the library's one fault hook (base/fault.h) */
+static sl_fault_plan g_faults;
+static const sl_fault_hook k_fault_hook = {sl_fault_plan_fn, &g_faults};
+
 static void set_cond(dev_cond c)
 {
     unsetenv("SLUICE_SIM_H2D_GBS");
     unsetenv("SLUICE_SIM_LATENCY_NS");
-    unsetenv("SLUICE_FAULT_COPY");
+    g_faults.at[SL_FAULT_COPY] = c == DEV_FAULT ? 1 : c == DEV_FAULT_LATE ? 5 : 0;
+    sl_fault_install(g_faults.at[SL_FAULT_COPY] ? &k_fault_hook : NULL);
     if (c == DEV_THROTTLED) {
         setenv("SLUICE_SIM_H2D_GBS", "2", 1);
         setenv("SLUICE_SIM_LATENCY_NS", "20000", 1);
-    } else if (c == DEV_FAULT) {
-        setenv("SLUICE_FAULT_COPY", "1", 1);
-    } else if (c == DEV_FAULT_LATE) {
-        setenv("SLUICE_FAULT_COPY", "5", 1);
     }
 }
 

@@ -155,7 +155,7 @@ int main(void)
     sl_cpu_matvec_ctx mv;
     sl_moe_sched *cpu = NULL;
     sl_error e;
-    if (sl_cpu_ops_init_env(&ops, &e) ||
+    if (sl_cpu_ops_init(&ops, SL_CPU_ISA_AUTO, sl_cpu_features_detect(), &e) ||
         sl_cpu_matvec_init(&mv, ops.isa, sl_cpu_features_detect(), &e)) {
         fprintf(stderr, "init: %s\n", e.msg);
         return 1;

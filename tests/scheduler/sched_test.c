@@ -291,7 +291,7 @@ int main(void)
 {
     env v;
     sl_error e;
-    if (sl_cpu_ops_init_env(&v.ops, &e) ||
+    if (sl_cpu_ops_init(&v.ops, SL_CPU_ISA_AUTO, sl_cpu_features_detect(), &e) ||
         sl_cpu_matvec_init(&v.mv, v.ops.isa, sl_cpu_features_detect(), &e) ||
         sl_moe_cpu_create(&v.ops, &v.mv, NULL, &v.cpu, &e)) {
         fprintf(stderr, "init: %s\n", e.msg);

@@ -38,6 +38,7 @@
 #include "tools/bench/bench.h"
 #include "tools/common/cli.h"
 #include "tools/common/json.h"
+#include "runtime/engine/env.h"
 
 static uint64_t now_ns(void)
 {
@@ -411,7 +412,7 @@ int sl_bench_alloc(int argc, char **argv)
     double median_ratio = 0;
     int rc = 1;
     sl_device_options dopt = {.kind = kind};
-    if (sl_device_open(&dopt, &dev, &err)) goto fail;
+    if (sl_env_device_options(&dopt, &err) || sl_device_open(&dopt, &dev, &err)) goto fail;
     if (sl_device_props_get(dev, &props, &err)) goto fail;
     if (sl_device_stream_create(dev, &st, &err)) goto fail;
     bool sim = props.kind == SL_DEVICE_SIM;

@@ -24,6 +24,7 @@
 #include "tools/common/cli.h"
 #include "tools/bench/bench.h"
 #include "tools/common/json.h"
+#include "runtime/engine/env.h"
 
 enum { MIB = 1 << 20, MAX_SIZES = 16, MAX_REPS = 1000 };
 
@@ -144,7 +145,7 @@ int sl_bench_copy(int argc, char **argv)
     sl_hostpool_stats pst;
 
     sl_device_options dopt = {.kind = kind};
-    if (sl_device_open(&dopt, &dev, &err)) goto done;
+    if (sl_env_device_options(&dopt, &err) || sl_device_open(&dopt, &dev, &err)) goto done;
     c.dev = dev;
     if (sl_device_props_get(dev, &props, &err)) goto done;
 
@@ -152,6 +153,7 @@ int sl_bench_copy(int argc, char **argv)
     popt.numa_node = numa_node;
     popt.slab_bytes = (uint64_t)slab_mib * MIB;
     if (popt.slab_bytes < max_bytes) popt.slab_bytes = max_bytes;
+    if (sl_env_topo_options(&popt.topology, &err)) goto done;
     if (sl_hostpool_create(dev, NULL, &popt, &pool, &err)) goto done;
     if (sl_hostpool_alloc(pool, max_bytes, &blk, &h_pool, &err)) goto done;
     sl_hostpool_placement_get(pool, &place);

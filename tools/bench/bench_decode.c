@@ -62,6 +62,7 @@
 #include "tools/common/model_flags.h"
 #include "tools/commands/place.h"
 #include "tools/synth/synth.h"
+#include "runtime/engine/env.h"
 
 static const char *const k_cmd = "bench decode";
 
@@ -150,7 +151,8 @@ static int dev_resolve(const char *kind, dev_info *d)
     o.notice_user = d;
     sl_device *dev = NULL;
     sl_error err = {0};
-    if (sl_device_open(&o, &dev, &err) || sl_device_props_get(dev, &d->props, &err)) {
+    if (sl_env_device_options(&o, &err) || sl_device_open(&o, &dev, &err) ||
+        sl_device_props_get(dev, &d->props, &err)) {
         const char *env = getenv("SLUICE_DEVICE");
         fprintf(stderr, "sluice bench decode: cannot open device '%s' (%s): %s\n",
                 kind ? kind : env ? env : "auto",

@@ -31,6 +31,7 @@
 #include "kernels/ref/repack.h"
 #include "tools/bench/bench.h"
 #include "tools/common/json.h"
+#include "runtime/engine/env.h"
 
 enum { MAX_TYPES = 16, MAX_ISAS = 3 };
 
@@ -234,7 +235,9 @@ int sl_bench_kernels(int argc, char **argv)
     /* pool (+ the calling thread bound to the node too: it is thread 0) */
     sl_topo *topo = NULL;
     if (numa_node >= 0) {
-        if (sl_topo_load(NULL, &topo, &e) || sl_topo_bind_thread_to_node(topo, numa_node, &e)) {
+        sl_topo_options to;
+        if (sl_env_topo_options(&to, &e) || sl_topo_load(&to, &topo, &e) ||
+            sl_topo_bind_thread_to_node(topo, numa_node, &e)) {
             fprintf(stderr, "sluice bench kernels: --numa-node %d: %s\n", numa_node, e.msg);
             sl_topo_destroy(topo);
             return 1;

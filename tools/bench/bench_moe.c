@@ -58,6 +58,7 @@
 #include "tools/common/json.h"
 #include "tools/common/model_flags.h"
 #include "tools/synth/synth.h"
+#include "runtime/engine/env.h"
 
 static const char *const k_cmd = "bench moe";
 
@@ -121,7 +122,7 @@ static void device_gbps(const char *kind, double sim_h2d, double *h2d, double *d
     void *src = NULL, *dst = NULL, *host = NULL;
     bool reg = false;
     sl_error err = {0};
-    if (sl_device_open(&o, &d, &err)) goto fail;
+    if (sl_env_device_options(&o, &err) || sl_device_open(&o, &d, &err)) goto fail;
     const uint64_t bytes = sl_device_kind_get(d) == SL_DEVICE_SIM ? 64ull << 20 : 256ull << 20;
     if (sl_device_region_alloc(d, bytes, &src, &err) ||
         sl_device_region_alloc(d, bytes, &dst, &err) || sl_device_stream_create(d, &s, &err))

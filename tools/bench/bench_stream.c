@@ -13,6 +13,7 @@
 #include "kernels/cpu/pool.h"
 #include "tools/bench/bench.h"
 #include "tools/common/cli.h"
+#include "runtime/engine/env.h"
 
 enum { CHUNK = 1 << 20, MAX_REPS = 64 };
 
@@ -119,7 +120,7 @@ double sl_bench_stream_gbps(const sl_model_options *mo, int *threads_out, size_t
                               .topo = NULL};
     sl_cpu_pool *pool = NULL;
     sl_error err = {0};
-    if (sl_cpu_pool_create(&po, &pool, &err)) {
+    if (sl_env_topo_options(&po.topology, &err) || sl_cpu_pool_create(&po, &pool, &err)) {
         fprintf(stderr, "sluice bench: streaming read: thread pool: %s\n", err.msg);
         return 0;
     }

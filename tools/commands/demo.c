@@ -317,7 +317,9 @@ int sl_cli_demo(int argc, char **argv)
         }
     }
     if (a.status) return a.status;
-    threads = sl_model_options_threads(&(sl_model_options){.n_threads = (int)threads});
+    sl_model_options mo = sl_model_options_default();
+    mo.n_threads = (int)threads;
+    threads = sl_model_options_threads(&mo);
     const double t0 = sl_cli_now_s();
     char path[4096];
     bool real;

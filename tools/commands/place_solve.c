@@ -29,6 +29,7 @@
 #include "tools/common/fileio.h"
 #include "tools/common/model_flags.h"
 #include "tools/commands/place.h"
+#include "runtime/engine/env.h"
 
 static void usage(FILE *f)
 {
@@ -173,7 +174,7 @@ double sl_cli_device_gbps(const char *kind, double host_gbps)
     sl_device *dev = NULL;
     sl_error err = {0};
     bool cuda = false;
-    if (!sl_device_open(&o, &dev, &err)) cuda = sl_device_kind_get(dev) == SL_DEVICE_CUDA;
+    if (!sl_env_device_options(&o, &err) && !sl_device_open(&o, &dev, &err)) cuda = sl_device_kind_get(dev) == SL_DEVICE_CUDA;
     sl_device_close(dev);
     if (!cuda) return host_gbps;
     sl_cuda_bench_result br;

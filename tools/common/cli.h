@@ -33,4 +33,10 @@ int sl_cli_append(char **buf, size_t *len, size_t *cap, const void *s, size_t n)
 /* The path of this program (/proc/self/exe) into buf; 1 after "sluice CMD: ..." on failure. */
 int sl_cli_self_exe(const char *cmd, char *buf, size_t cap);
 
+/* The test switches SLUICE_FAULT_REGION_ALLOC / _HOST_REGISTER / _COPY / _SWAP_ALLOC /
+ * _SWAP_TOUCH (the Nth such call fails) installed as the library's fault hook (base/fault.h);
+ * plan and hook must outlive the run. 1 after "sluice: VAR: ..." for a bad value. */
+#include "base/fault.h"
+int sl_cli_fault_env_install(sl_fault_plan *plan, sl_fault_hook *hook);
+
 #endif
