@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gguf/arch.h"
 #include "gguf/gguf.h"
 #include "tools/common/cli.h"
 #include "tools/bench/bench.h"
@@ -33,7 +34,7 @@ static sl_status write_parse_file(const char *path, int n_tensors, int n_vocab, 
         scores[i] = (float)-i;
         if (!tok[i]) s = sl_error_set(err, SL_ERR_NOMEM, "out of memory");
     }
-    if (!s) s = sl_gguf_writer_set_str(w, "general.architecture", "llama", err);
+    if (!s) s = sl_gguf_writer_set_str(w, "general.architecture", sl_arch_name(SL_ARCH_LLAMA), err);
     if (!s) s = sl_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama", err);
     if (!s) s = sl_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tok,
                                            (uint64_t)n_vocab, err);
