@@ -559,6 +559,10 @@ static sl_status ctx_build(sl_ctx *c, sl_error *err)
     if (act && (st = sl_parse_bool("SLUICE_ACT_F32", act, &c->mv.f32_act, err))) goto fail;
     if ((st = sl__model_cpu_pool_create(m, &c->pool, err))) goto fail;
     if ((st = create_moe(c, err))) goto fail;
+    if (!(c->async_parts = calloc((size_t)m->hp.n_layer, sizeof *c->async_parts))) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "out of memory (context)");
+        goto fail;
+    }
     /* what follows reads weights and takes arena blocks: not while a reload commits */
     c->epoch = sl_swap_step_begin(&m->gate);
     size_t wb = 0;
@@ -580,6 +584,7 @@ void sl_ctx_destroy(sl_ctx *c)
     for (int32_t i = 0; c->nstats && i < n_ns; i++) sl_neuron_stats_free(&c->nstats[i]);
     sl_moe_set_neuron_stats(c->moe, NULL, 0, 0);
     free(c->nstats);
+    free(c->async_parts);
     sl_swap_step_begin(&c->m->gate); /* gives arena blocks back */
     sl__ctx_dev_destroy(c);
     sl_swap_step_end(&c->m->gate);

@@ -388,6 +388,14 @@ typedef struct sl_ctx_stats {
      * runtime's read of the model's files: one per change an eval sees), and rebinds of their
      * addresses alone (a runtime moved the model between its host floor and the device) */
     uint64_t refreshes, rebinds;
+    /* what evaluations cost the host in device operations, whatever the bytes (0 without a
+     * device): dev_syncs = blocking waits of the host on the device (stream and event syncs,
+     * the MoE scheduler's included); dev_calls = device operations issued (copies, event and
+     * stream operations, host functions, steps of the device executor). Counted on the
+     * model's device around each forward pass (another context using the device at the same
+     * time counts too); the sim executor's own waits before each step are not counted (a GPU
+     * kernel waits on its stream). copy_bytes above are the expert bytes over PCIe. */
+    uint64_t dev_syncs, dev_calls;
 } sl_ctx_stats;
 void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 /* Writes the MoE scheduler's recorded copy/compute spans as Chrome/Perfetto trace JSON (the

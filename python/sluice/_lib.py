@@ -75,7 +75,7 @@ class CtxStats(Structure):
         ("copies", c_uint64), ("copy_bytes", c_uint64), ("copy_overlap_pct", c_double),
         ("ffn_neurons", c_uint64), ("ffn_neurons_zero", c_uint64),
         ("ffn_neurons_skipped", c_uint64), ("refreshes", c_uint64),
-        ("rebinds", c_uint64),
+        ("rebinds", c_uint64), ("dev_syncs", c_uint64), ("dev_calls", c_uint64),
     ]
 
 

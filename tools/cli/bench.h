@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kernels/cpu/pool.h"
 #include "runtime/sluice.h"
@@ -19,6 +20,18 @@ int sl_bench_kernels(int argc, char **argv);
 int sl_bench_decode(int argc, char **argv);
 int sl_bench_moe(int argc, char **argv);
 int sl_bench_compare(int argc, char **argv);
+
+/* What decode steps cost the host in device operations, from sl_ctx_stats taken before and
+ * after `steps` steps of a model of n_layer layers (sluice.h dev_syncs, dev_calls, copy_bytes):
+ * blocking syncs and device calls per layer and step, expert bytes over PCIe per step. */
+typedef struct sl_bench_dev_cost {
+    double syncs_per_layer, calls_per_layer, pcie_expert_bytes_per_token;
+} sl_bench_dev_cost;
+sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stats *s1,
+                                       int64_t steps, int32_t n_layer);
+/* Its JSON fields, each after a ',': "syncs_per_layer", "device_calls_per_layer",
+ * "pcie_expert_bytes_per_token". */
+void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c);
 
 /* The streaming-read roofline (bench_stream.c). The last-level cache's bytes (32 MiB when
  * sysfs does not say); the buffer a roofline reads: max(8 x LLC, 1 GiB). */

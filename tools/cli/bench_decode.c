@@ -198,6 +198,8 @@ typedef struct run_result {
     /* ReLU FFNs over the decode steps (sl_ctx_stats): the fraction of token x neuron pairs
      * with gate <= 0 and of those skipped; -1: no ReLU FFN ran */
     double relu_zero, relu_skip;
+    const char *moe_scheduler; /* the MoE scheduler the context ran (NULL: dense) */
+    sl_bench_dev_cost cost;  /* the decode steps' blocking syncs, device calls, PCIe bytes */
 } run_result;
 
 /* Returns 0 (r->ok says whether it ran; r->why if not) or 1 on an out-of-memory. */
@@ -252,6 +254,8 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     const double nn = (double)(s1.ffn_neurons - s0.ffn_neurons);
     r->relu_zero = nn > 0 ? (double)(s1.ffn_neurons_zero - s0.ffn_neurons_zero) / nn : -1;
     r->relu_skip = nn > 0 ? (double)(s1.ffn_neurons_skipped - s0.ffn_neurons_skipped) / nn : -1;
+    r->moe_scheduler = s1.moe_scheduler; /* a static name (sl_moe_name) */
+    r->cost = sl_bench_dev_cost_of(&s0, &s1, n_gen, info.n_layer);
     r->ok = true;
     if (mf->trace) {
         sl_ctx_stats st;
@@ -592,6 +596,9 @@ int sl_bench_decode(int argc, char **argv)
                        r->tb.dev, r->tb.host);
                 printf(",\"gpu_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64, r->gpu_bytes,
                        r->host_bytes);
+                printf(",\"moe_scheduler\":");
+                sl_json_cstr(stdout, r->moe_scheduler);
+                sl_bench_dev_cost_json(stdout, &r->cost);
                 if (r->relu_zero >= 0) {
                     printf(",\"relu_zero_frac\":");
                     sl_json_f64(stdout, r->relu_zero);
@@ -650,6 +657,12 @@ int sl_bench_decode(int argc, char **argv)
             if (r->relu_zero >= 0)
                 printf("; ReLU gate <= 0 %.1f%%, skipped %.1f%%", 100 * r->relu_zero,
                        100 * r->relu_skip);
+            if (r->moe_scheduler)
+                printf("; moe %s", r->moe_scheduler);
+            if (r->cost.calls_per_layer > 0)
+                printf("; per layer %.2f syncs, %.1f device calls; PCIe %.2f MB/token",
+                       r->cost.syncs_per_layer, r->cost.calls_per_layer,
+                       r->cost.pcie_expert_bytes_per_token / 1e6);
             putchar('\n');
         }
         if (!gpu_ran && gpu_why[0] && !mf.placement_given)

@@ -168,6 +168,7 @@ typedef struct row {
     double overlap_pct, fallback_rate, hit_rate;
     double cpu_bytes, pcie_bytes, hbm_bytes; /* per decode step */
     double bound_s;                          /* per decode step */
+    sl_bench_dev_cost cost;                  /* the decode steps' syncs, calls, PCIe bytes */
 } row;
 
 static void run_row(sl_model *m, const sl_model_info *info, const sl_bench_bytes *mb, bool fetch_mode,
@@ -205,6 +206,7 @@ static void run_row(sl_model *m, const sl_model_info *info, const sl_bench_bytes
     }
     sl_ctx_stats_get(c, &s1);
     r->decode_tps = sum > 0 ? n_dec / sum : 0;
+    r->cost = sl_bench_dev_cost_of(&s0, &s1, n_dec, info->n_layer);
     r->overlap_pct = s1.copy_overlap_pct;
     const double fe = (double)(s1.expert_fetches - s0.expert_fetches);
     const double fb = (double)(s1.expert_fallbacks - s0.expert_fallbacks);
@@ -316,6 +318,7 @@ static void json_row(const row *r)
     sl_json_f64(stdout, r->hit_rate);
     printf(",\"prefill_tps\":");
     sl_json_f64(stdout, r->prefill_tps);
+    sl_bench_dev_cost_json(stdout, &r->cost);
     putchar('}');
 }
 
@@ -562,22 +565,25 @@ int sl_bench_moe(int argc, char **argv)
         printf("bandwidth: CPU streaming read %.2f GB/s (%zu MiB); H2D %.2f GB/s; D2D %.2f GB/s "
                "(read + write)%s%s\n\n",
                cpu_gbs, mib, h2d_gbs, d2d_gbs, dev_why[0] ? " -- " : "", dev_why);
-        printf("%-11s %9s %9s %6s %8s %8s %8s %8s %6s %6s %11s\n", "mode", "dec t/s",
+        printf("%-11s %9s %9s %6s %8s %8s %8s %8s %6s %6s %11s %6s %6s\n", "mode", "dec t/s",
                "bound t/s", "of bd", "CPU MB", "PCIe MB", "HBM MB", "overlap", "fallbk", "hit",
-               "prefill t/s");
+               "prefill t/s", "sync/L", "call/L");
         for (int k = 0; k < N_ROWS; k++) {
             const row *r = &rows[k];
             if (!r->ok) {
                 printf("%-11s unavailable: %s\n", r->name, r->why);
                 continue;
             }
-            printf("%-11s %9.1f %9.1f %5.0f%% %8.3f %8.3f %8.3f %7.1f%% %5.1f%% %5.1f%% %11.1f\n",
+            printf("%-11s %9.1f %9.1f %5.0f%% %8.3f %8.3f %8.3f %7.1f%% %5.1f%% %5.1f%% %11.1f "
+                   "%6.2f %6.1f\n",
                    r->name, r->decode_tps, r->bound_s > 0 ? 1 / r->bound_s : 0.0,
                    r->bound_s > 0 ? 100 * r->decode_tps * r->bound_s : 0.0, r->cpu_bytes / 1e6,
                    r->pcie_bytes / 1e6, r->hbm_bytes / 1e6, r->overlap_pct,
-                   100 * r->fallback_rate, 100 * r->hit_rate, r->prefill_tps);
+                   100 * r->fallback_rate, 100 * r->hit_rate, r->prefill_tps,
+                   r->cost.syncs_per_layer, r->cost.calls_per_layer);
         }
-        printf("(MB per decode step; decode %" PRId64 " steps after an %d-token prompt; prefill "
+        printf("(MB per decode step; sync/L, call/L: blocking syncs and device calls per layer "
+               "and step; decode %" PRId64 " steps after an %d-token prompt; prefill "
                "%" PRId64 " tokens in one batch)\n", n_dec, PROMPT, n_pre);
         if (trace_done) printf("trace of one post decode step: %s\n", trace);
     }
