@@ -349,7 +349,14 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
     if (!st) st = check_pins(c->m, fo.pinned, fo.pinned == pins ? "scheduler option pin"
                                                                 : "SLUICE_POSTFETCH_PIN", err);
     if (st || !c->m->hp.n_expert) return st;
-    if (fo.mode != SL_FETCH_CPU && c->m->dev) {
+    /* mode cpu with experts resident (pinned, hot, uploaded) is the fetching scheduler's:
+     * they run on the device beside the CPU's part (fetch.h) */
+    const bool resident = (fo.pinned && *fo.pinned) || fo.hot_bytes ||
+                          (fo.cache_bytes && fo.uploads);
+    fo.hot_layers = 0;
+    for (int32_t il = 0; il < c->m->hp.n_layer; il++)
+        fo.hot_layers += sl__layer_moe(&c->m->layers[il]);
+    if ((fo.mode != SL_FETCH_CPU || resident) && c->m->dev) {
         fo.reserve_assign = (int64_t)c->cap * c->m->hp.n_expert_used;
         fo.reserve_embd = c->m->hp.n_embd;
         fo.reserve_ff = c->m->hp.n_ff_exp;

@@ -214,12 +214,24 @@ static void copy_seen_done(const fetch *f, fcopy *c)
     if (!host_stamps(f) && !c->t_done) c->t_done = sl__now_ns();
 }
 
+/* Waits for the copy stream when something was enqueued there since the last wait (a
+ * blocking sync per layer costs the host as much as a small copy; mode cpu with a static hot
+ * set enqueues nothing in steady decode). Arena compaction enqueues there too: every
+ * admission marks it. */
+static bool cs_drain(fetch *f)
+{
+    if (!f->cs_dirty) return true;
+    f->cs_dirty = false;
+    return sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
+}
+
 static void enqueue_one(fetch *f, int64_t i)
 {
     fcopy *c = &f->cps[i];
     uint8_t *dst = (uint8_t *)sl_bfc_ptr(f->arena, f->scratch) + c->dst_off;
     c->t_enq = sl__now_ns();
     c->t_start = c->t_done = 0;
+    f->cs_dirty = true;
     const bool hs = host_stamps(f);
     if ((hs ? sl_device_launch_host(f->dev, f->cs, stamp, &c->t_start, NULL)
             : sl_device_event_record(f->dev, f->ev0[i], f->cs, NULL)) ||
@@ -313,7 +325,8 @@ static void ensure_arena(fetch *f, const uint64_t pb[3])
      * allows exactly one cache region — fragmentation there is met by compaction
      * (compact_on_oom), not by growth. A smaller scratch shares the first region. */
     const uint64_t xb = align_up(pb[0]) + align_up(pb[1]) + align_up(pb[2]);
-    uint64_t region = align_up(f->opt.cache_bytes) + (uint64_t)f->n_pins * xb;
+    uint64_t region = align_up(f->opt.cache_bytes) + (uint64_t)f->n_pins * xb +
+                      align_up(f->opt.hot_bytes);
     if (region < ((uint64_t)64 << 10)) region = (uint64_t)64 << 10;
     const uint64_t sb = align_up(f->opt.scratch_bytes);
     const uint64_t bytes = (sb > region ? sb : region) + region;
@@ -327,17 +340,19 @@ static void ensure_arena(fetch *f, const uint64_t pb[3])
     }
     f->scratch_bytes = sl_bfc_size(f->arena, f->scratch);
     f->cache.arena = f->arena;
+    f->cs_dirty = true;
 }
 
 /* Fills a freshly admitted cache entry: a piece this call already brought into scratch
  * (slot[p] != NULL) moves device to device — no second trip over PCIe; the rest comes from the
  * host copies. Enqueued on the copy stream, behind this call's copies (so the slot is filled)
  * and ahead of the next call's (which reuse the slots). */
-static bool fill_entry(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_t pb[3],
-                       const void *const slot[3])
+bool sl__fetch_fill(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_t pb[3],
+                    const void *const slot[3])
 {
     const void *src[3] = {f->cur.gate[e], f->cur.up[e], f->cur.down[e]};
     uint8_t *base = sl_bfc_ptr(f->arena, x->block);
+    f->cs_dirty = true;
     for (int p = 0; p < 3; p++) {
         const bool d2d = slot && slot[p];
         if (sl_device_copy(f->dev, f->cs, base + x->off[p], d2d ? slot[p] : src[p], pb[p],
@@ -348,25 +363,6 @@ static bool fill_entry(fetch *f, const sl__cache_entry *x, int32_t e, const uint
         f->cs_stats.bytes_copied += pb[p];
     }
     return true;
-}
-
-static void load_pins(fetch *f, sl__cache_layer *CL, const uint64_t pb[3], const uint64_t off[3])
-{
-    CL->pins_loaded = true;
-    const sl_moe_layer *L = &f->cur;
-    bool any = false;
-    for (int i = 0; i < f->n_pins; i++) {
-        const int32_t e = f->pins[i][1];
-        if (f->pins[i][0] != L->layer || e >= L->n_expert) continue;
-        if (L->on_device && L->on_device[e]) continue;
-        if (!sl__cache_admit(&f->cache, CL, e, off[2] + pb[2], off, true)) continue;
-        if (!fill_entry(f, &CL->e[e], e, pb, NULL)) sl__cache_drop(&f->cache, CL, e);
-        any = true;
-    }
-    if (any && sl_device_stream_sync(f->dev, f->cs, NULL))
-        for (int i = 0; i < f->n_pins; i++)
-            if (f->pins[i][0] == L->layer && f->pins[i][1] < L->n_expert)
-                sl__cache_drop(&f->cache, CL, f->pins[i][1]);
 }
 
 /* ---- the cost model (fetch.h) ------------------------------------------------------------ */
@@ -608,7 +604,7 @@ static sl_status finish_device(fetch *f, sl_fetch_mode mode, sl_error *err)
                             "(kernels/cuda GEMV/activation on the compute stream): %s; a CUDA "
                             "kernel fault leaves this process's GPU context unusable: restart the "
                             "process", f->cur.layer, ke.msg);
-    const bool cs_ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
+    const bool cs_ok = cs_drain(f);
     for (int64_t i = 0; i < f->n_c; i++)
         if (f->cps[i].state == C_INFLIGHT) {
             f->cps[i].state = cs_ok ? C_DONE : C_FAILED;
@@ -693,16 +689,21 @@ static void measure(fetch *f, int64_t n_assign)
 static void promote(fetch *f, sl__cache_layer *CL, const uint64_t off[3])
 {
     const uint64_t before = f->cache.evictions;
-    for (int64_t xi = 0; xi < f->n_x; xi++) {
+    int admitted = 0;
+    for (int64_t xi = 0; xi < f->n_x && (!f->opt.uploads || admitted < f->opt.uploads); xi++) {
         const xinfo *xx = &f->xs[xi];
         if (xx->kind != X_FETCH || xx->failed) continue;
+        f->cs_dirty = true; /* an admission may compact the arena on cs */
         if (!sl__cache_admit(&f->cache, CL, xx->e, off[2] + f->pb[2], off, false)) continue;
         /* slots are a source only when every copy into them completed (post with
          * block_on_miss 0 may leave a late expert's copy never enqueued) */
-        if (fill_entry(f, &CL->e[xx->e], xx->e, f->pb, copies_landed(f, xx) ? xx->dp : NULL))
+        if (sl__fetch_fill(f, &CL->e[xx->e], xx->e, f->pb,
+                           copies_landed(f, xx) ? xx->dp : NULL)) {
             f->cs_stats.promotions++;
-        else
+            admitted++;
+        } else {
             sl__cache_drop(&f->cache, CL, xx->e);
+        }
     }
     f->cs_stats.evictions += f->cache.evictions - before;
 }
@@ -784,7 +785,7 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     f->cs_stats.calls = 1;
     f->call_cpu_bytes = f->call_cpu_ns = 0;
     /* promotions of the previous call land before anything reads the cache or the scratch */
-    const bool dev_ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
+    const bool dev_ok = cs_drain(f);
     sl_status st = prepare(f, L, a, n_assign, err);
     if (st) return st;
     /* an expert's bytes, copied verbatim (a Q4_K_R8 expert only on the sim device, where the
@@ -793,13 +794,16 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     f->pb[1] = sl__type_row_bytes(L->type_up, L->n_embd) * (uint64_t)L->n_ff;
     f->pb[2] = sl__type_row_bytes(L->type_down, L->n_ff) * (uint64_t)L->n_embd;
     const uint64_t off[3] = {0, align_up(f->pb[0]), align_up(f->pb[0]) + align_up(f->pb[1])};
-    const bool use_dev = f->opt.mode != SL_FETCH_CPU && dev_ok;
+    /* mode cpu still computes resident experts on the device: pinned, hot or uploaded ones */
+    const bool use_dev = dev_ok && (f->opt.mode != SL_FETCH_CPU || f->n_pins || f->opt.hot_bytes ||
+                                    (f->opt.cache_bytes && f->opt.uploads));
     if (use_dev) ensure_arena(f, f->pb);
     sl__cache_layer *CL =
         use_dev && f->arena ? sl__cache_layer_get(&f->cache, L->layer, L->n_expert) : NULL;
     if (CL) {
         CL->step++;
-        if (!CL->pins_loaded) load_pins(f, CL, f->pb, off);
+        if (!CL->pins_loaded) sl__fetch_load_pins(f, CL, off);
+        if (f->opt.hot_bytes && !CL->hot_chosen) sl__fetch_hot(f, CL, a, n_assign, off);
     }
     const int64_t misses = use_dev ? classify(f, CL) : 0;
     sl_fetch_mode mode = f->opt.mode;
@@ -828,6 +832,8 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     sum_groups(f, a, out);
     measure(f, n_assign);
     if (CL && f->opt.cache_bytes && mode != SL_FETCH_CPU) promote(f, CL, off);
+    if (CL && f->opt.cache_bytes && f->opt.uploads && mode == SL_FETCH_CPU)
+        sl__fetch_upload(f, CL, off);
     if (f->opt.debug && (st = sl__cache_validate(&f->cache, err))) return st;
     account(f);
     return SL_OK;

@@ -71,6 +71,7 @@ typedef struct fetch {
     sl_cpu_pool *pool;
     sl_device *dev;
     sl_stream *cs, *ks;     /* copy and compute streams (the same one when not dedicated) */
+    bool cs_dirty;          /* something was enqueued on cs since the last wait for it */
     sl_cuda_ctx *cu;        /* cuda: kernels on ks; NULL on sim */
     void *dact;             /* cuda: device mirror of buf (group rows x, g, u, d) */
     uint64_t dact_cap;
@@ -117,5 +118,26 @@ typedef struct fetch {
      * on the CPU by the placement's choice) */
     sl_moe_sched *parts;
 } fetch;
+
+/* fetch.c: fills an admitted cache entry of expert e (pieces in slot[p] device to device,
+ * the rest from the host) on the copy stream; false when a copy was refused. */
+bool sl__fetch_fill(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_t pb[3],
+                    const void *const slot[3]);
+
+/* fetch_hot.c: expert e of the current layer becomes a pinned resident (outside the cache
+ * budget), its fill from the host enqueued on the copy stream; false when it is engine-
+ * resident or got no block. sl__fetch_pins_land waits for the fills (a failure drops the
+ * layer's pinned experts: they run on the CPU). sl__fetch_load_pins: the pinned list's
+ * experts of the current layer, at its first call. */
+bool sl__fetch_pin(fetch *f, sl__cache_layer *CL, int32_t e, const uint64_t off[3]);
+void sl__fetch_pins_land(fetch *f, sl__cache_layer *CL);
+void sl__fetch_load_pins(fetch *f, sl__cache_layer *CL, const uint64_t off[3]);
+/* (fetch.h hot_kb, uploads) sl__fetch_hot counts the call's routing into the layer's profile
+ * and, once it holds hot_warm assignments, pins the layer's hottest experts; after a mode-cpu
+ * call, sl__fetch_upload uploads at most `uploads` of its CPU-computed experts by decayed
+ * frequency. */
+void sl__fetch_hot(fetch *f, sl__cache_layer *CL, const sl_moe_assign *a, int64_t n_assign,
+                   const uint64_t off[3]);
+void sl__fetch_upload(fetch *f, sl__cache_layer *CL, const uint64_t off[3]);
 
 #endif

@@ -6,7 +6,10 @@
  *   - the logits of every decode step equal the CPU placement's bit for bit;
  *   - mode=cpu with the experts on the host moves no expert bytes over PCIe, and its host part
  *     is ordered on the stream: the one blocking wait of a token is for its logits (0 per
- *     layer), with a fixed number of device calls per layer. */
+ *     layer), with a fixed number of device calls per layer;
+ *   - static hot residency (mode=cpu hot_kb=...) computes part of the assignments on the device
+ *     and moves no expert bytes in decode once its set is resident; a run-time cache with
+ *     uploads=1 moves at most one expert per layer and token. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +116,54 @@ static void check_arch(const char *arch, const char *dir)
     printf("%s mode=cpu: %.2f blocking syncs and %.1f device calls per MoE layer and token\n",
            arch, (double)syncs / N_DECODE / (double)moe_layers,
            (double)calls / N_DECODE / (double)moe_layers);
+    free(r.logits);
+
+    /* static hot residency (fetch.h hot_kb): half of each layer's experts pinned from the
+     * prompt's routing, the rest on the CPU; the same bits, no expert bytes over PCIe once
+     * the set is resident, and some assignments on the device */
+    char sched[128];
+    /* the test models' experts are F32: gate, up, down of n_embd x n_ff_exp */
+    const uint64_t per_expert = 3 * (uint64_t)info.n_embd *
+                                (uint64_t)(info.n_ff_exp ? info.n_ff_exp : info.n_ff) * 4;
+    const uint64_t half_kb = (uint64_t)info.n_expert / 2 * per_expert * (uint64_t)moe_layers >> 10;
+    snprintf(sched, sizeof sched, "mode=cpu hot_kb=%llu hot_warm=1", (unsigned long long)half_kb);
+    r = decode(m, sched, info.n_vocab);
+    CHECK_MSG(r.ok && same(ref.logits, r.logits, NV), "%s %s: decode logits differ from the "
+              "CPU placement's", arch, sched);
+    CHECK_MSG(!strcmp(r.sched, "fetch"), "%s %s: scheduler %s", arch, sched, r.sched);
+    const uint64_t gpu = r.s1.expert_calls_gpu - r.s0.expert_calls_gpu,
+                   all = gpu + r.s1.expert_calls_cpu - r.s0.expert_calls_cpu;
+    CHECK_MSG(r.s1.copy_bytes == r.s0.copy_bytes && r.s0.copy_bytes > 0,
+              "%s static hot: %llu expert bytes over PCIe in decode (%llu to load)", arch,
+              (unsigned long long)(r.s1.copy_bytes - r.s0.copy_bytes),
+              (unsigned long long)r.s0.copy_bytes);
+    CHECK_MSG(gpu > 0 && gpu < all, "%s static hot: %llu of %llu assignments on the device",
+              arch, (unsigned long long)gpu, (unsigned long long)all);
+    /* the blocking structure as it stands: per MoE layer the wait before the host part (the
+     * fetching scheduler calls the device, so it cannot run in stream order) and the one for
+     * the device's expert groups; the copy stream is idle in steady decode (no wait) */
+    const uint64_t hot_syncs = r.s1.dev_syncs - r.s0.dev_syncs;
+    CHECK_MSG(hot_syncs == (uint64_t)N_DECODE * (1 + 2 * (uint64_t)moe_layers),
+              "%s static hot: %llu blocking syncs in %d tokens", arch,
+              (unsigned long long)hot_syncs, N_DECODE);
+    printf("%s static hot: %.2f blocking syncs and %.1f device calls per MoE layer and token; "
+           "%llu of %llu assignments on the device\n", arch,
+           (double)(r.s1.dev_syncs - r.s0.dev_syncs) / N_DECODE / (double)moe_layers,
+           (double)(r.s1.dev_calls - r.s0.dev_calls) / N_DECODE / (double)moe_layers,
+           (unsigned long long)gpu, (unsigned long long)all);
+    free(r.logits);
+
+    /* a run-time cache with at most one upload per layer and step: the same bits, and never
+     * more than one expert's bytes per layer and token over PCIe */
+    snprintf(sched, sizeof sched, "mode=cpu cache_kb=%llu policy=lfu uploads=1",
+             (unsigned long long)half_kb);
+    r = decode(m, sched, info.n_vocab);
+    CHECK_MSG(r.ok && same(ref.logits, r.logits, NV), "%s %s: decode logits differ from the "
+              "CPU placement's", arch, sched);
+    CHECK_MSG(r.s1.copy_bytes - r.s0.copy_bytes <= (uint64_t)N_DECODE * moe_layers * per_expert,
+              "%s uploads=1: %llu expert bytes over PCIe in %d tokens (experts of %llu)", arch,
+              (unsigned long long)(r.s1.copy_bytes - r.s0.copy_bytes), N_DECODE,
+              (unsigned long long)per_expert);
     free(r.logits);
     sl_model_close(m);
     free(ref.logits);
