@@ -13,6 +13,11 @@
  *   post        mode=post                      gate/up/act on the CPU, down copied + on device
  *   full        mode=full                      whole experts copied, computed on the device
  *   auto+cache  mode=auto cache_kb=<25%> cpu_gbs/pcie_gbs/dev_gbs=<measured>
+ *   static hot  mode=cpu hot_kb=<25%> hot_warm=<the prompt's assignments>: each layer's most
+ *               routed experts in the prompt stay resident, computed on the device beside
+ *               the CPU's misses; nothing crosses PCIe in decode
+ *   cpu+uploads mode=cpu cache_kb=<25%> policy=lfu uploads=2: a run-time cache of at most two
+ *               uploads per layer and step, by decayed frequency
  * Each row: one context; a --prompt of 8 tokens, then --tokens one-token decode steps (timed;
  * tok/s = steps / their total time; counters are deltas over those steps), then a fresh context
  * evaluating --prefill tokens in one batch (tok/s).
@@ -54,7 +59,7 @@
 
 static const char *const k_cmd = "bench moe";
 
-enum { N_ROWS = 4, PROMPT = 8, COPY_REPS = 5 };
+enum { N_ROWS = 6, PROMPT = 8, COPY_REPS = 5 };
 
 static void usage(FILE *f)
 {
@@ -65,7 +70,9 @@ static void usage(FILE *f)
           "Decode and prefill tok/s of a MoE model with its routed experts in host memory\n"
           "(placement experts-cpu), for the scheduler modes cpu (baseline), post, full and\n"
           "auto with an expert cache of 25% of the expert bytes (VRAM budget = non-expert\n"
-          "weights + 25% of experts), each next to its bound max(CPU bytes / CPU BW, PCIe\n"
+          "weights + 25% of experts), static hot (mode cpu, the prompt's most routed experts\n"
+          "resident in that 25%) and cpu+uploads (mode cpu, a cache of at most 2 uploads per\n"
+          "layer and step), each next to its bound max(CPU bytes / CPU BW, PCIe\n"
           "bytes / PCIe BW, HBM bytes / HBM BW) with bandwidths measured in the same run,\n"
           "plus copy/compute overlap %, miss-fallback rate and cache hit rate.\n"
           "\n"
@@ -495,7 +502,8 @@ int sl_bench_moe(int argc, char **argv)
     const double per_layer = (double)mb.experts / (double)mb.n_moe_layers;
     uint64_t scratch_kb = (uint64_t)(per_layer / 1024) + 1024;
     if (scratch_kb < 64 * 1024) scratch_kb = 64 * 1024;
-    const char *names[N_ROWS] = {"cpu", "post", "full", "auto+cache"};
+    const char *names[N_ROWS] = {"cpu", "post", "full", "auto+cache", "static hot",
+                                 "cpu+uploads"};
     snprintf(rows[0].sched, sizeof rows[0].sched, "mode=cpu");
     snprintf(rows[1].sched, sizeof rows[1].sched, "mode=post scratch_kb=%" PRIu64, scratch_kb);
     snprintf(rows[2].sched, sizeof rows[2].sched, "mode=full scratch_kb=%" PRIu64, scratch_kb);
@@ -507,6 +515,10 @@ int sl_bench_moe(int argc, char **argv)
         snprintf(rows[3].sched + n, sizeof rows[3].sched - n, " pcie_gbs=%.3f dev_gbs=%.3f",
                  h2d_gbs, d2d_gbs / 2);
     }
+    snprintf(rows[4].sched, sizeof rows[4].sched, "mode=cpu hot_kb=%" PRIu64 " hot_warm=%d",
+             cache_bytes >> 10, PROMPT * info.n_expert_used);
+    snprintf(rows[5].sched, sizeof rows[5].sched,
+             "mode=cpu cache_kb=%" PRIu64 " policy=lfu uploads=2", cache_bytes >> 10);
     bool trace_done = false;
     for (int k = 0; k < N_ROWS; k++) {
         row *r = &rows[k];
