@@ -65,7 +65,8 @@ static void usage(FILE *f)
 {
     fputs("usage: tools/run bench moe [-m FILE | --shape small|qwen3-30b-a3b] [--json]\n"
           "         [--tokens N] [--prefill N] [--device sim|cuda|auto] [--sim-h2d-gbs X]\n"
-          "         [--router-skew Z] [--trace FILE] [-t N] [--dir DIR] [--keep]\n"
+          "         [--router-skew Z] [--router-topics N] [--trace FILE] [-t N] [--dir DIR]\n"
+          "         [--keep]\n"
           "\n"
           "Decode and prefill tok/s of a MoE model with its routed experts in host memory\n"
           "(placement experts-cpu), for the scheduler modes cpu (baseline), post, full and\n"
@@ -85,6 +86,9 @@ static void usage(FILE *f)
           "                         neuron skew 1 (mkmodel --neuron-skew)\n"
           "  --router-skew Z        Zipf exponent of expert popularity of the synthetic model\n"
           "                         (default 1.2; 0 = uniform)\n"
+          "  --router-topics N      the synthetic model's router has temporal locality instead\n"
+          "                         (mkmodel --router-topics N --topic-run 16; use with\n"
+          "                         --router-skew 0): static hot vs cpu+uploads\n"
           "  --dir DIR              where the synthetic model is written (default $TMPDIR or\n"
           "                         /tmp); removed at the end unless --keep\n"
           "  --keep                 keep the synthetic model file\n"
@@ -276,13 +280,14 @@ out:
 
 /* ---- main ------------------------------------------------------------------------------- */
 
-static void synth_shape(bool big, double skew, sl_synth_params *p)
+static void synth_shape(bool big, double skew, uint32_t topics, sl_synth_params *p)
 {
     sl_synth_defaults(SL_SYNTH_QWEN3MOE, p);
     p->type = SL_GGML_Q4_K;
     p->seed = 1;
     p->neuron_skew = 1.0; /* hot/cold FFN neurons, for placement to find (mkmodel's default 0) */
     p->router_skew = skew;
+    p->router_topics = topics;
     if (big) {
         p->n_layer = 48, p->n_embd = 2048, p->n_ff = 768, p->n_expert = 128;
         p->n_expert_used = 8, p->n_head = 16, p->n_head_kv = 4, p->n_vocab = 151936;
@@ -338,6 +343,7 @@ int sl_bench_moe(int argc, char **argv)
     bool json = false, keep = false, prefill_given = false;
     int64_t n_dec = 16, n_pre = 512, threads = 0;
     double sim_gbs = 25, skew = 1.2;
+    long topics = 0;
     while (sl_cli_args_next(&a)) {
         const char *v;
         if (sl_cli_is(&a, "-h", "--help")) {
@@ -378,6 +384,8 @@ int sl_bench_moe(int argc, char **argv)
             if (!(v = sl_cli_value(&a)) ||
                 sl_cli_parse_f64(k_cmd, a.flag, v, (sl_frange){0.001, 1e4, false, false}, &sim_gbs))
                 return 2;
+        } else if (sl_cli_is(&a, "--router-topics", NULL)) {
+            if (sl_bench_long_value(&a, 0, 128, &topics)) return 2;
         } else if (sl_cli_is(&a, "--router-skew", NULL)) {
             if (!(v = sl_cli_value(&a)) ||
                 sl_cli_parse_f64(k_cmd, a.flag, v, (sl_frange){0, 16, false, false}, &skew))
@@ -427,7 +435,7 @@ int sl_bench_moe(int argc, char **argv)
     if (!path) {
         const bool big = shape && !strcmp(shape, "qwen3-30b-a3b");
         sl_synth_params sp;
-        synth_shape(big, skew, &sp);
+        synth_shape(big, skew, (uint32_t)topics, &sp);
         if ((size_t)snprintf(synth_path, sizeof synth_path, "%s/sluice-bench-moe-%s-%d.gguf", dir,
                              big ? "qwen3-30b-a3b" : "small", (int)getpid()) >= sizeof synth_path) {
             sl_cli_out_discard(&tr);
@@ -439,8 +447,9 @@ int sl_bench_moe(int argc, char **argv)
                             "%s and loaded into RAM (writing takes ~10 s on 16 cores; "
                             "--keep, then -m FILE to reuse)\n", dir);
         if (!json)
-            fprintf(stderr, "bench moe: writing the %s synthetic model (router skew %g) to %s ...\n",
-                    big ? "qwen3-30b-a3b" : "small", skew, synth_path);
+            fprintf(stderr, "bench moe: writing the %s synthetic model (router skew %g, %ld "
+                    "topics) to %s ...\n", big ? "qwen3-30b-a3b" : "small", skew, topics,
+                    synth_path);
         sl_error err = {0};
         sl_synth_summary sum;
         const double t0 = sl_cli_now_s();
