@@ -306,8 +306,7 @@ static bool copies_failed(const fetch *f, const xinfo *x)
     return false;
 }
 
-/* Every piece that was planned has landed (after the final synchronisation). */
-static bool copies_landed(const fetch *f, const xinfo *x)
+bool sl__fetch_copies_landed(const fetch *f, const xinfo *x)
 {
     for (int p = 0; p < 3; p++)
         if (x->copy[p] >= 0 && f->cps[x->copy[p]].state != C_DONE) return false;
@@ -685,29 +684,6 @@ static void measure(fetch *f, int64_t n_assign)
                                           (double)f->call_cpu_ns;
 }
 
-/* Offers this call's fetched experts to the cache; fills land before the next call. */
-static void promote(fetch *f, sl__cache_layer *CL, const uint64_t off[3])
-{
-    const uint64_t before = f->cache.evictions;
-    int admitted = 0;
-    for (int64_t xi = 0; xi < f->n_x && (!f->opt.uploads || admitted < f->opt.uploads); xi++) {
-        const xinfo *xx = &f->xs[xi];
-        if (xx->kind != X_FETCH || xx->failed) continue;
-        f->cs_dirty = true; /* an admission may compact the arena on cs */
-        if (!sl__cache_admit(&f->cache, CL, xx->e, off[2] + f->pb[2], off, false)) continue;
-        /* slots are a source only when every copy into them completed (post with
-         * block_on_miss 0 may leave a late expert's copy never enqueued) */
-        if (sl__fetch_fill(f, &CL->e[xx->e], xx->e, f->pb,
-                           copies_landed(f, xx) ? xx->dp : NULL)) {
-            f->cs_stats.promotions++;
-            admitted++;
-        } else {
-            sl__cache_drop(&f->cache, CL, xx->e);
-        }
-    }
-    f->cs_stats.evictions += f->cache.evictions - before;
-}
-
 static void account(fetch *f)
 {
     const int32_t layer = f->cur.layer;
@@ -731,8 +707,44 @@ static void account(fetch *f)
     sl__fetch_stats_add(&f->total, &f->cs_stats);
 }
 
+/* The experts the CPU computes by choice (X_CPU) in one batch through the CPU scheduler — a
+ * layer's gate/up in one pool call, its downs in another, not three handoffs per expert —
+ * each result landing in its group's d, so sum_groups adds in the usual order. */
+static sl_status run_cpu_batch(fetch *f, const sl_moe_assign *a, const float *x, int64_t n_tok,
+                               sl_error *err)
+{
+    const int64_t E = f->cur.n_embd;
+    int64_t n = 0, nx = 0;
+    for (int64_t xi = 0; xi < f->n_x; xi++) {
+        if (f->xs[xi].kind != X_CPU) continue;
+        nx++;
+        for (int64_t gi = f->xs[xi].g0; gi < f->xs[xi].g1; gi++) n += f->gs[gi].m;
+    }
+    if (!n) return SL_OK;
+    sl_status st;
+    if ((st = grow((void **)&f->sub, &f->sub_cap, (size_t)n, sizeof *f->sub, err)) ||
+        (st = grow((void **)&f->rows, &f->rows_cap, (size_t)(n * E), sizeof *f->rows, err)))
+        return st;
+    int64_t j = 0;
+    for (int64_t xi = 0; xi < f->n_x; xi++)
+        for (int64_t gi = f->xs[xi].g0; f->xs[xi].kind == X_CPU && gi < f->xs[xi].g1; gi++)
+            for (int64_t i = 0; i < f->gs[gi].m; i++) f->sub[j++] = a[f->gs[gi].idx[i]];
+    const uint64_t t0 = sl__now_ns();
+    if ((st = sl__moe_cpu_rows(f->parts, &f->cur, f->sub, n, x, n_tok, f->rows, err))) return st;
+    j = 0;
+    for (int64_t xi = 0; xi < f->n_x; xi++)
+        for (int64_t gi = f->xs[xi].g0; f->xs[xi].kind == X_CPU && gi < f->xs[xi].g1; gi++) {
+            fgroup *g = &f->gs[gi];
+            memcpy(g->d, f->rows + j * E, (size_t)(g->m * E) * sizeof *g->d);
+            j += g->m;
+            g->dev = false;
+        }
+    cpu_span(f, t0, "experts", -1, (uint64_t)nx * (f->pb[0] + f->pb[1] + f->pb[2]));
+    return SL_OK;
+}
+
 static sl_status run_all(fetch *f, sl_fetch_mode mode, const sl_moe_assign *a, const float *x,
-                         sl_error *err)
+                         int64_t n_tok, sl_error *err)
 {
     sl_status st;
     /* resident experts first, so the device works on them while the CPU does its part */
@@ -742,11 +754,12 @@ static sl_status run_all(fetch *f, sl_fetch_mode mode, const sl_moe_assign *a, c
             (st = run_dev_full(f, xx, a, x, err)))
             return st;
     }
+    if ((st = run_cpu_batch(f, a, x, n_tok, err))) return st;
     for (int64_t xi = 0; xi < f->n_x; xi++) {
         xinfo *xx = &f->xs[xi];
-        if (xx->kind == X_ENGINE || xx->kind == X_CACHED) continue;
+        if (xx->kind == X_ENGINE || xx->kind == X_CACHED || xx->kind == X_CPU) continue;
         if (xx->kind == X_FETCH && !xx->failed && copies_failed(f, xx)) xx->failed = true;
-        if (xx->kind == X_CPU || xx->failed) st = run_cpu(f, xx, a, x, err);
+        if (xx->failed) st = run_cpu(f, xx, a, x, err);
         else if (mode == SL_FETCH_FULL) st = run_full(f, xi, a, x, err);
         else st = run_post(f, xi, a, x, err);
         if (st) return st;
@@ -821,7 +834,7 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
         }
         pump(f, -1);
     }
-    if ((st = run_all(f, mode, a, x, err))) {
+    if ((st = run_all(f, mode, a, x, n_tok, err))) {
         /* a CPU kernel error: leave the device idle before the buffers can be reused */
         sl_device_stream_sync(f->dev, f->ks, NULL);
         sl_device_stream_sync(f->dev, f->cs, NULL);
@@ -831,7 +844,7 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     }
     sum_groups(f, a, out);
     measure(f, n_assign);
-    if (CL && f->opt.cache_bytes && mode != SL_FETCH_CPU) promote(f, CL, off);
+    if (CL && f->opt.cache_bytes && mode != SL_FETCH_CPU) sl__fetch_promote(f, CL, off);
     if (CL && f->opt.cache_bytes && f->opt.uploads && mode == SL_FETCH_CPU)
         sl__fetch_upload(f, CL, off);
     if (f->opt.debug && (st = sl__cache_validate(&f->cache, err))) return st;
@@ -873,6 +886,8 @@ static void fetch_destroy(sl_moe_sched *s)
     free(f->gs);
     free(f->cps);
     free(f->iv);
+    free(f->sub);
+    free(f->rows);
     free(f);
 }
 

@@ -1,6 +1,6 @@
-/* scheduler/fetch_hot.c: what the fetching scheduler keeps resident besides its LRU/LFU
- * promotions — pinned experts, static hot residency, bounded uploads (fetch.h: pinned,
- * hot_bytes, hot_warm, uploads; issue 33).
+/* scheduler/fetch_hot.c: what the fetching scheduler makes resident — pinned experts, static
+ * hot residency, bounded uploads, promotions of fetched experts (fetch.h: pinned, hot_bytes,
+ * hot_warm, uploads, cache_bytes; issue 33).
  *
  * Why: at batch 1 a copied expert serves one token, so PCIe loses to the CPU; what wins is
  * keeping the experts the router picks most often resident (a profile-seeded static set) and
@@ -98,6 +98,28 @@ void sl__fetch_upload(fetch *f, sl__cache_layer *CL, const uint64_t off[3])
         if (!sl__cache_admit(&f->cache, CL, best, off[2] + f->pb[2], off, false)) continue;
         if (sl__fetch_fill(f, &CL->e[best], best, f->pb, NULL)) f->cs_stats.promotions++;
         else sl__cache_drop(&f->cache, CL, best);
+    }
+    f->cs_stats.evictions += f->cache.evictions - before;
+}
+
+void sl__fetch_promote(fetch *f, sl__cache_layer *CL, const uint64_t off[3])
+{
+    const uint64_t before = f->cache.evictions;
+    int admitted = 0;
+    for (int64_t xi = 0; xi < f->n_x && (!f->opt.uploads || admitted < f->opt.uploads); xi++) {
+        const xinfo *xx = &f->xs[xi];
+        if (xx->kind != X_FETCH || xx->failed) continue;
+        f->cs_dirty = true; /* an admission may compact the arena on cs */
+        if (!sl__cache_admit(&f->cache, CL, xx->e, off[2] + f->pb[2], off, false)) continue;
+        /* slots are a source only when every copy into them completed (post with
+         * block_on_miss 0 may leave a late expert's copy never enqueued) */
+        if (sl__fetch_fill(f, &CL->e[xx->e], xx->e, f->pb,
+                           sl__fetch_copies_landed(f, xx) ? xx->dp : NULL)) {
+            f->cs_stats.promotions++;
+            admitted++;
+        } else {
+            sl__cache_drop(&f->cache, CL, xx->e);
+        }
     }
     f->cs_stats.evictions += f->cache.evictions - before;
 }

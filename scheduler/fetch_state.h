@@ -102,6 +102,9 @@ typedef struct fetch {
     fcopy *cps;
     size_t cps_cap;
     int64_t n_x, n_g, n_c, c_enq, c_ret;
+    sl_moe_assign *sub;      /* run_cpu_batch: the CPU's assignments and their results */
+    float *rows;
+    size_t sub_cap, rows_cap;
     sl__iv *iv;
     size_t iv_cap;
     int64_t n_iv;
@@ -123,6 +126,8 @@ typedef struct fetch {
  * the rest from the host) on the copy stream; false when a copy was refused. */
 bool sl__fetch_fill(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_t pb[3],
                     const void *const slot[3]);
+/* Every piece of x's that was planned has landed (after the call's final synchronisation). */
+bool sl__fetch_copies_landed(const fetch *f, const xinfo *x);
 
 /* fetch_hot.c: expert e of the current layer becomes a pinned resident (outside the cache
  * budget), its fill from the host enqueued on the copy stream; false when it is engine-
@@ -139,5 +144,8 @@ void sl__fetch_load_pins(fetch *f, sl__cache_layer *CL, const uint64_t off[3]);
 void sl__fetch_hot(fetch *f, sl__cache_layer *CL, const sl_moe_assign *a, int64_t n_assign,
                    const uint64_t off[3]);
 void sl__fetch_upload(fetch *f, sl__cache_layer *CL, const uint64_t off[3]);
+/* Fetch modes: offers the call's fetched experts to the cache (at most `uploads` when set),
+ * pieces already in scratch device to device; fills land before the next call. */
+void sl__fetch_promote(fetch *f, sl__cache_layer *CL, const uint64_t off[3]);
 
 #endif
