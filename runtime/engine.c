@@ -820,6 +820,8 @@ void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out)
         sl_moe_stats_get(c->moe, &ms);
         out->expert_calls_cpu = ms.calls_cpu;
         out->expert_calls_gpu = ms.calls_gpu;
+        out->expert_cpu_bytes = ms.cpu_bytes;
+        out->expert_cpu_seconds = (double)ms.cpu_ns * 1e-9;
         out->moe_scheduler = sl_moe_name(c->moe);
         sl_fetch_stats fs;
         if (sl_fetch_stats_get(c->moe, -1, &fs, NULL) == SL_OK) {

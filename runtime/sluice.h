@@ -396,6 +396,10 @@ typedef struct sl_ctx_stats {
      * time counts too); the sim executor's own waits before each step are not counted (a GPU
      * kernel waits on its stream). copy_bytes above are the expert bytes over PCIe. */
     uint64_t dev_syncs, dev_calls;
+    /* the CPU expert path (moe.h sl_moe_stats cpu_bytes, cpu_ns): weight bytes of the experts
+     * the CPU computed (each distinct one once per layer and step) and its time */
+    uint64_t expert_cpu_bytes;
+    double expert_cpu_seconds;
 } sl_ctx_stats;
 void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 /* Writes the MoE scheduler's recorded copy/compute spans as Chrome/Perfetto trace JSON (the

@@ -677,6 +677,8 @@ static void measure(fetch *f, int64_t n_assign)
         }
         if (ns > 0) f->pcie_bw = 0.8 * f->pcie_bw + 0.2 * (double)c->bytes * 1e9 / ns;
     }
+    f->base.stats.cpu_bytes += f->call_cpu_bytes;
+    f->base.stats.cpu_ns += f->call_cpu_ns;
     /* CPU bandwidth: weight bytes the CPU read over its expert time, from memory-bound calls
      * only (few tokens per expert), since the cost model scales compute-bound calls itself */
     if (f->call_cpu_ns > 0 && n_assign <= (int64_t)KNEE * f->n_x)
@@ -779,6 +781,8 @@ static sl_status run_part(fetch *f, const sl_moe_layer *L, const sl_moe_assign *
     f->base.stats.calls_cpu += after.calls_cpu - before.calls_cpu;
     f->base.stats.calls_gpu += after.calls_gpu - before.calls_gpu;
     f->base.stats.batches += after.batches - before.batches;
+    f->base.stats.cpu_bytes += after.cpu_bytes - before.cpu_bytes;
+    f->base.stats.cpu_ns += after.cpu_ns - before.cpu_ns;
     return st;
 }
 

@@ -21,9 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "scheduler/expert_ffn.h"
 #include "scheduler/moe_impl.h"
+#include "scheduler/weights.h"
 
 enum { SL__MOE_CHUNK = 64 };
 /* Assignments per slab of the grouped path (bounds its scratch: a 128-token top-8 batch is
@@ -236,6 +238,13 @@ static sl_status cpu_run(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign 
     int32_t *cnt = c->count;
     memset(cnt, 0, ((size_t)L->n_expert + 1) * sizeof *cnt);
     for (int64_t i = 0; i < n_assign; i++) cnt[a[i].expert + 1]++;
+    for (int32_t e = 0; e < L->n_expert; e++) /* what the call reads: each used expert once */
+        if (cnt[e + 1]) {
+            const int64_t F = sl_moe_expert_ff(L, e);
+            s->stats.cpu_bytes += (uint64_t)F * (sl__type_row_bytes(L->type_gate, L->n_embd) +
+                                                 sl__type_row_bytes(L->type_up, L->n_embd)) +
+                                  (uint64_t)L->n_embd * sl__type_row_bytes(L->type_down, F);
+        }
     for (int32_t e = 0; e < L->n_expert; e++) cnt[e + 1] += cnt[e];
     for (int64_t i = 0; i < n_assign; i++) c->order[cnt[a[i].expert]++] = (int32_t)i;
     /* cnt[e] is now the end of expert e's bucket, cnt[e-1] its start */
@@ -285,12 +294,22 @@ static sl_status cpu_run(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign 
     return SL_OK;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static sl_status cpu_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
                           int64_t n_assign, const float *x, int64_t n_tok, float *out,
                           sl_error *err)
 {
+    const uint64_t t0 = now_ns();
     memset(out, 0, (size_t)n_tok * (size_t)L->n_embd * sizeof(float));
-    return cpu_run((moe_cpu *)s, L, a, n_assign, x, n_tok, out, err);
+    const sl_status st = cpu_run((moe_cpu *)s, L, a, n_assign, x, n_tok, out, err);
+    s->stats.cpu_ns += now_ns() - t0;
+    return st;
 }
 
 static void cpu_destroy(sl_moe_sched *s)

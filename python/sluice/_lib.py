@@ -76,6 +76,7 @@ class CtxStats(Structure):
         ("ffn_neurons", c_uint64), ("ffn_neurons_zero", c_uint64),
         ("ffn_neurons_skipped", c_uint64), ("refreshes", c_uint64),
         ("rebinds", c_uint64), ("dev_syncs", c_uint64), ("dev_calls", c_uint64),
+        ("expert_cpu_bytes", c_uint64), ("expert_cpu_seconds", c_double),
     ]
 
 

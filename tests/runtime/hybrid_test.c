@@ -113,6 +113,15 @@ static void check_arch(const char *arch, const char *dir)
               (unsigned long long)pcie);
     CHECK_MSG(calls % N_DECODE == 0 && calls > 0, "%s mode=cpu: %llu device calls in %d tokens "
               "(each token the same work)", arch, (unsigned long long)calls, N_DECODE);
+    /* the CPU expert path's reads: top-k distinct experts of each MoE layer per token (the
+     * test models' experts are F32: gate, up, down of n_embd x n_ff_exp) */
+    const uint64_t per_expert = 3 * (uint64_t)info.n_embd *
+                                (uint64_t)(info.n_ff_exp ? info.n_ff_exp : info.n_ff) * 4;
+    const uint64_t cpu_bytes = r.s1.expert_cpu_bytes - r.s0.expert_cpu_bytes;
+    CHECK_MSG(cpu_bytes == (uint64_t)N_DECODE * moe_layers * info.n_expert_used * per_expert &&
+                  r.s1.expert_cpu_seconds > r.s0.expert_cpu_seconds,
+              "%s mode=cpu: the CPU expert path read %llu bytes in %g s", arch,
+              (unsigned long long)cpu_bytes, r.s1.expert_cpu_seconds - r.s0.expert_cpu_seconds);
     printf("%s mode=cpu: %.2f blocking syncs and %.1f device calls per MoE layer and token\n",
            arch, (double)syncs / N_DECODE / (double)moe_layers,
            (double)calls / N_DECODE / (double)moe_layers);
@@ -122,9 +131,6 @@ static void check_arch(const char *arch, const char *dir)
      * prompt's routing, the rest on the CPU; the same bits, no expert bytes over PCIe once
      * the set is resident, and some assignments on the device */
     char sched[128];
-    /* the test models' experts are F32: gate, up, down of n_embd x n_ff_exp */
-    const uint64_t per_expert = 3 * (uint64_t)info.n_embd *
-                                (uint64_t)(info.n_ff_exp ? info.n_ff_exp : info.n_ff) * 4;
     const uint64_t half_kb = (uint64_t)info.n_expert / 2 * per_expert * (uint64_t)moe_layers >> 10;
     snprintf(sched, sizeof sched, "mode=cpu hot_kb=%llu hot_warm=1", (unsigned long long)half_kb);
     r = decode(m, sched, info.n_vocab);

@@ -52,7 +52,11 @@ sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stat
         .syncs_per_layer = (double)(s1->dev_syncs - s0->dev_syncs) / ls,
         .calls_per_layer = (double)(s1->dev_calls - s0->dev_calls) / ls,
         .pcie_expert_bytes_per_token =
-            (double)(s1->copy_bytes - s0->copy_bytes) / (double)(steps > 0 ? steps : 1)};
+            (double)(s1->copy_bytes - s0->copy_bytes) / (double)(steps > 0 ? steps : 1),
+        .cpu_expert_gbps = s1->expert_cpu_seconds > s0->expert_cpu_seconds
+                               ? (double)(s1->expert_cpu_bytes - s0->expert_cpu_bytes) / 1e9 /
+                                     (s1->expert_cpu_seconds - s0->expert_cpu_seconds)
+                               : 0};
 }
 
 void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c)
@@ -63,6 +67,8 @@ void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c)
     sl_json_f64(f, c->calls_per_layer);
     fprintf(f, ",\"pcie_expert_bytes_per_token\":");
     sl_json_f64(f, c->pcie_expert_bytes_per_token);
+    fprintf(f, ",\"cpu_expert_gbps\":");
+    sl_json_f64(f, c->cpu_expert_gbps);
 }
 
 int sl_cli_bench(int argc, char **argv)

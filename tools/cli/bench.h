@@ -23,14 +23,16 @@ int sl_bench_compare(int argc, char **argv);
 
 /* What decode steps cost the host in device operations, from sl_ctx_stats taken before and
  * after `steps` steps of a model of n_layer layers (sluice.h dev_syncs, dev_calls, copy_bytes):
- * blocking syncs and device calls per layer and step, expert bytes over PCIe per step. */
+ * blocking syncs and device calls per layer and step, expert bytes over PCIe per step; and
+ * the CPU expert path's GB/s (expert_cpu_bytes / expert_cpu_seconds). */
 typedef struct sl_bench_dev_cost {
     double syncs_per_layer, calls_per_layer, pcie_expert_bytes_per_token;
+    double cpu_expert_gbps;  /* the CPU expert path's read rate (0: it ran nothing) */
 } sl_bench_dev_cost;
 sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stats *s1,
                                        int64_t steps, int32_t n_layer);
 /* Its JSON fields, each after a ',': "syncs_per_layer", "device_calls_per_layer",
- * "pcie_expert_bytes_per_token". */
+ * "pcie_expert_bytes_per_token", "cpu_expert_gbps". */
 void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c);
 
 /* The streaming-read roofline (bench_stream.c). The last-level cache's bytes (32 MiB when

@@ -586,9 +586,9 @@ int sl_bench_moe(int argc, char **argv)
         printf("bandwidth: CPU streaming read %.2f GB/s (%zu MiB); H2D %.2f GB/s; D2D %.2f GB/s "
                "(read + write)%s%s\n\n",
                cpu_gbs, mib, h2d_gbs, d2d_gbs, dev_why[0] ? " -- " : "", dev_why);
-        printf("%-11s %9s %9s %6s %8s %8s %8s %8s %6s %6s %11s %6s %6s\n", "mode", "dec t/s",
-               "bound t/s", "of bd", "CPU MB", "PCIe MB", "HBM MB", "overlap", "fallbk", "hit",
-               "prefill t/s", "sync/L", "call/L");
+        printf("%-11s %9s %9s %6s %8s %8s %8s %8s %6s %6s %11s %6s %6s %8s\n", "mode",
+               "dec t/s", "bound t/s", "of bd", "CPU MB", "PCIe MB", "HBM MB", "overlap",
+               "fallbk", "hit", "prefill t/s", "sync/L", "call/L", "CPU GB/s");
         for (int k = 0; k < N_ROWS; k++) {
             const row *r = &rows[k];
             if (!r->ok) {
@@ -596,16 +596,18 @@ int sl_bench_moe(int argc, char **argv)
                 continue;
             }
             printf("%-11s %9.1f %9.1f %5.0f%% %8.3f %8.3f %8.3f %7.1f%% %5.1f%% %5.1f%% %11.1f "
-                   "%6.2f %6.1f\n",
+                   "%6.2f %6.1f %8.2f\n",
                    r->name, r->decode_tps, r->bound_s > 0 ? 1 / r->bound_s : 0.0,
                    r->bound_s > 0 ? 100 * r->decode_tps * r->bound_s : 0.0, r->cpu_bytes / 1e6,
                    r->pcie_bytes / 1e6, r->hbm_bytes / 1e6, r->overlap_pct,
                    100 * r->fallback_rate, 100 * r->hit_rate, r->prefill_tps,
-                   r->cost.syncs_per_layer, r->cost.calls_per_layer);
+                   r->cost.syncs_per_layer, r->cost.calls_per_layer, r->cost.cpu_expert_gbps);
         }
         printf("(MB per decode step; sync/L, call/L: blocking syncs and device calls per layer "
-               "and step; decode %" PRId64 " steps after an %d-token prompt; prefill "
-               "%" PRId64 " tokens in one batch)\n", n_dec, PROMPT, n_pre);
+               "and step; CPU GB/s: the CPU expert path's weight reads over its time, beside the "
+               "streaming read of %.2f GB/s above; decode %" PRId64 " steps after an %d-token "
+               "prompt; prefill %" PRId64 " tokens in one batch)\n", cpu_gbs, n_dec, PROMPT,
+               n_pre);
         if (trace_done) printf("trace of one post decode step: %s\n", trace);
     }
     rc = 0;
