@@ -98,10 +98,12 @@ static void usage(FILE *f)
           "only when asked for (--placement gpu --device sim: the GPU code path on CPU\n"
           "kernels). --sched applies to every placement; --trace writes the trace of the last\n"
           "placement that ran the fetch scheduler. With --vram-budget SIZE, rows for the same\n"
-          "budget spent three ways: `ngl N` (the largest -ngl that fits), `n-cpu-moe K` (MoE:\n"
-          "the smallest that fits) and `hot-cold` (hot neurons solved from a CPU profile of\n"
-          "the prompt tokens: a dense FFN's by activation, a MoE's experts' by routing rate),\n"
-          "each with its bytes per side and bound.\n",
+          "budget spent four ways: `ngl N` (the largest -ngl that fits), `n-cpu-moe K` (MoE:\n"
+          "the smallest that fits), `hot-cold` (hot neurons solved from a CPU profile of\n"
+          "the prompt tokens: a dense FFN's by activation, a MoE's experts' by routing rate)\n"
+          "and `static hot` (MoE: --cpu-moe, the rest of the budget holding each layer's most\n"
+          "routed experts of the prompt: --sched \"mode=cpu hot_kb=...\"), each with its bytes\n"
+          "per side and bound.\n",
           f);
     sl_cli_model_flags_help(f);
 }
@@ -200,6 +202,7 @@ typedef struct run_result {
     double relu_zero, relu_skip;
     const char *moe_scheduler; /* the MoE scheduler the context ran (NULL: dense) */
     sl_bench_dev_cost cost;  /* the decode steps' blocking syncs, device calls, PCIe bytes */
+    char hot_sched[96];      /* the static hot budget row's scheduler string */
 } run_result;
 
 /* Returns 0 (r->ok says whether it ran; r->why if not) or 1 on an out-of-memory. */
@@ -526,9 +529,9 @@ int sl_bench_decode(int argc, char **argv)
         r->bound_ms = bound_ms(r->tb, &dev, gbps);
         r->bound_kind = bound_kind(p, r->device, r->tb);
     }
-    /* --vram-budget: the same budget spent three ways (llama.cpp's -ngl, --n-cpu-moe, and
-     * PowerInfer's hot/cold neurons), each the best of its kind that fits */
-    for (int kind = 0; mf.opt.vram_budget && kind < 3 && n_runs < MAX_RUNS; kind++) {
+    /* --vram-budget: the same budget spent four ways (llama.cpp's -ngl, --n-cpu-moe,
+     * PowerInfer's hot/cold neurons, static hot experts), each the best of its kind that fits */
+    for (int kind = 0; mf.opt.vram_budget && kind < 4 && n_runs < MAX_RUNS; kind++) {
         run_result *r = &runs[n_runs];
         sl_model_options mo = mf.opt;
         mo.device = dev_name;
@@ -539,7 +542,12 @@ int sl_bench_decode(int argc, char **argv)
         r->placement = r->label;
         r->device = dev_name;
         sl_place_mode p = SL_PM_CPU;
-        if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
+        /* static hot: its own scheduler string (over --sched) */
+        sl_cli_model_flags rf = mf;
+        if (kind == 3 && sl_bench_budget_hot_sched(path, &mo, &info, (int32_t)n_prompt,
+                                                   r->hot_sched, sizeof r->hot_sched) == 0)
+            rf.sched = r->hot_sched;
+        if (run_placement(path, mo, &rf, sl_cli_out_name(&tr), (int32_t)n_prompt,
                           (int32_t)n_gen, false, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             sl_bench_budget_row_done(&mo);
