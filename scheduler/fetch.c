@@ -327,11 +327,15 @@ static void ensure_arena(fetch *f, const uint64_t pb[3])
     uint64_t region = align_up(f->opt.cache_bytes) + (uint64_t)f->n_pins * xb +
                       align_up(f->opt.hot_bytes);
     if (region < ((uint64_t)64 << 10)) region = (uint64_t)64 << 10;
-    const uint64_t sb = align_up(f->opt.scratch_bytes);
-    const uint64_t bytes = (sb > region ? sb : region) + region;
+    /* mode cpu never fetches: a token scratch block in the one region the resident experts
+     * fill, so the device holds what the options ask for and no more */
+    const bool cpu = f->opt.mode == SL_FETCH_CPU;
+    const uint64_t sb = cpu ? 256 : align_up(f->opt.scratch_bytes);
+    if (cpu) region += sb;
+    const uint64_t bytes = cpu ? region : (sb > region ? sb : region) + region;
     sl_bfc_options bo = {.region_bytes = region, .max_bytes = bytes, .compact_on_oom = true};
     if (sl_bfc_create_device(f->dev, f->cs, &bo, &f->arena, NULL) ||
-        sl_bfc_alloc(f->arena, f->opt.scratch_bytes, SL_BFC_PINNED, &f->scratch, NULL)) {
+        sl_bfc_alloc(f->arena, sb, SL_BFC_PINNED, &f->scratch, NULL)) {
         sl_bfc_destroy(f->arena);
         f->arena = NULL;
         f->arena_failed = true;

@@ -39,10 +39,11 @@ void sl__fetch_load_pins(fetch *f, sl__cache_layer *CL, const uint64_t off[3])
     if (any) sl__fetch_pins_land(f, CL);
 }
 
-/* The layer's share of hot_bytes in whole experts (entries as admitted: off[2] + down). */
+/* The layer's share of hot_bytes in whole experts (entries as admitted, off[2] + down, in
+ * the arena's granules: the arena holds exactly hot_bytes for them). */
 static int32_t hot_count(const fetch *f, const uint64_t off[3], int32_t n_expert)
 {
-    const uint64_t xb = off[2] + f->pb[2];
+    const uint64_t a = SL_BFC_ALIGN, xb = (off[2] + f->pb[2] + a - 1) / a * a;
     const int32_t layers = f->opt.hot_layers > 0 ? f->opt.hot_layers : 1;
     const uint64_t n = xb ? f->opt.hot_bytes / (uint64_t)layers / xb : 0;
     return n < (uint64_t)n_expert ? (int32_t)n : n_expert;
