@@ -288,23 +288,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Whether a GPU holds part of the model while routed experts stay in host memory: the case
- * the fetching scheduler exists for. */
-static bool gpu_with_host_experts(const sl_model *m)
-{
-    if (!m->dev || sl_device_kind_get(m->dev) != SL_DEVICE_CUDA) return false;
-    bool host_experts = false, dev_weights = false;
-    for (int il = 0; il < m->hp.n_layer; il++) {
-        /* hot-cold: its index already chose what the GPU holds and its cold experts run on
-         * the CPU (fetch.h: hot/cold parts); fetching stays opt-in (mode=...) there */
-        if (m->layers[il].moe_split) return false;
-        if (m->layers[il].moe_on_device && !m->layers[il].moe_on_device[0]) host_experts = true;
-    }
-    for (size_t i = 0; i < m->n_w && !dev_weights; i++)
-        dev_weights = (m->w[i].residency & SL_RES_DEVICE) != 0;
-    return host_experts && dev_weights;
-}
-
 /* Pins name model parts, so they are checked here, where the model is known: each
  * layer:expert must be an expert of a MoE layer (`from` names the variable or option). */
 static sl_status check_pins(const sl_model *m, const char *list, const char *from, sl_error *err)
@@ -335,14 +318,16 @@ static sl_status check_pins(const sl_model *m, const char *list, const char *fro
 }
 
 /* The MoE scheduler: options over SLUICE_POSTFETCH_*; the fetching one on the model's device
- * (sim or cuda), the CPU one otherwise. The default mode is cpu, except on a GPU that holds
- * part of the model with experts on the host, where it is auto (the GPU should work); the
- * environment and the sched string override either. A dense model creates none, but its
- * options are still checked: nothing given is silently dropped. */
+ * (sim or cuda) for a fetch mode or resident experts, the CPU one otherwise. The default mode
+ * is cpu everywhere, a GPU holding part of the model included: at batch 1 a copied expert
+ * serves one token, and on the H100 every fetch mode decoded slower than the CPU computing
+ * the host experts (GPU-REVIEW.md, run 5: auto 19.9 tok/s, cpu 27.1), whose part a device
+ * layer now orders on the stream (forward.c). The environment and the sched string override
+ * it. A dense model creates none, but its options are still checked: nothing given is
+ * silently dropped. */
 static sl_status create_moe(sl_ctx *c, sl_error *err)
 {
     sl_fetch_options fo = sl_fetch_options_default();
-    if (gpu_with_host_experts(c->m)) fo.mode = SL_FETCH_AUTO;
     char pins[1024];
     sl_status st = sl_fetch_options_env(&fo, err);
     if (!st) st = sl_fetch_options_parse(&fo, c->opt.sched, pins, sizeof pins, err);
