@@ -407,6 +407,18 @@ typedef struct sl_ctx_stats {
      * calls by the mode each ran in (auto picks one per call; 0 for the CPU scheduler) */
     const char *moe_mode;
     uint64_t moe_calls_cpu, moe_calls_post, moe_calls_full;
+    /* what evaluations cost the host in device operations, whatever the bytes (0 without a
+     * device): dev_syncs = blocking waits of the host on the device (stream and event syncs,
+     * the MoE scheduler's included); dev_calls = device operations issued (copies, event and
+     * stream operations, host functions, steps of the device executor). Counted on the
+     * model's device around each forward pass (another context using the device at the same
+     * time counts too); the sim executor's own waits before each step are not counted (a GPU
+     * kernel waits on its stream). copy_bytes above are the expert bytes over PCIe. */
+    uint64_t dev_syncs, dev_calls;
+    /* the CPU expert path (moe.h sl_moe_stats cpu_bytes, cpu_ns): weight bytes of the experts
+     * the CPU computed (each distinct one once per layer and step) and its time */
+    uint64_t expert_cpu_bytes;
+    double expert_cpu_seconds;
 } sl_ctx_stats;
 SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 /* Writes the MoE scheduler's recorded copy/compute spans as Chrome/Perfetto trace JSON (the

@@ -432,10 +432,18 @@ void *sl_device_stream_native(sl_device *d, sl_stream *s)
     return d->ops->stream_native(s);
 }
 
+/* One stream or event operation issued by the host (sync: one that blocks it). */
+static void count_call(sl_device *d, bool sync)
+{
+    atomic_fetch_add(&d->calls, 1);
+    if (sync) atomic_fetch_add(&d->syncs, 1);
+}
+
 sl_status sl_device_stream_sync(sl_device *d, sl_stream *s, sl_error *err)
 {
     sl_error_clear(err);
     sl_status st = check_stream(d, s, "sl_device_stream_sync", err);
+    if (!st) count_call(d, true);
     return st ? st : d->ops->stream_sync(d, s, err);
 }
 
@@ -486,6 +494,7 @@ sl_status sl_device_event_record(sl_device *d, sl_event *e, sl_stream *s, sl_err
     if ((st = check_event(d, e, "sl_device_event_record", err)) ||
         (st = check_stream(d, s, "sl_device_event_record", err)))
         return st;
+    count_call(d, false);
     if ((st = d->ops->event_record(d, e, s, err)))
         return st;
     atomic_store(&e->recorded, true);
@@ -500,6 +509,7 @@ sl_status sl_device_event_query(sl_device *d, sl_event *e, bool *done, sl_error 
         return st;
     if (!done)
         return sl_error_set(err, SL_ERR_INVALID, "sl_device_event_query: done is NULL");
+    count_call(d, false);
     return d->ops->event_query(d, e, done, err);
 }
 
@@ -507,6 +517,7 @@ sl_status sl_device_event_sync(sl_device *d, sl_event *e, sl_error *err)
 {
     sl_error_clear(err);
     sl_status st = check_event(d, e, "sl_device_event_sync", err);
+    if (!st) count_call(d, true);
     return st ? st : d->ops->event_sync(d, e, err);
 }
 
@@ -517,6 +528,7 @@ sl_status sl_device_stream_wait(sl_device *d, sl_stream *s, sl_event *e, sl_erro
     if ((st = check_stream(d, s, "sl_device_stream_wait", err)) ||
         (st = check_event(d, e, "sl_device_stream_wait", err)))
         return st;
+    count_call(d, false);
     return d->ops->stream_wait(d, s, e, err);
 }
 
@@ -618,6 +630,7 @@ sl_status sl_device_copy(sl_device *d, sl_stream *s, void *dst, const void *src,
                             (int)kind);
     if (bytes == 0 && dst && src)
         return SL_OK; /* nothing to move; not counted, never faulted */
+    count_call(d, false);
     pthread_mutex_lock(&d->mu);
     st = check_copy(d, dst, src, bytes, kind, err);
     pthread_mutex_unlock(&d->mu);
@@ -695,6 +708,8 @@ sl_status sl_device_copy_batch(sl_device *d, sl_stream *s, const sl_copy_item *i
     atomic_fetch_add(&d->copy_bytes[kind], bytes);
     if (done)
         atomic_fetch_add(&d->copy_batches, 1);
+    /* cuda enqueues a batch as one cudaMemcpyAsync per item (device.h) */
+    atomic_fetch_add(&d->calls, sl_device_kind_get(d) == SL_DEVICE_CUDA ? done : 1);
     *issued = done == m ? j : (v ? at[done] : done);
     free(v);
     free(at);
@@ -714,6 +729,7 @@ sl_status sl_device_launch_host(sl_device *d, sl_stream *s, sl_host_fn fn, void 
         return st;
     if (!fn)
         return sl_error_set(err, SL_ERR_INVALID, "sl_device_launch_host: fn is NULL");
+    count_call(d, false);
     return d->ops->launch_host(d, s, fn, user, err);
 }
 
@@ -734,6 +750,8 @@ void sl_device_counters_get(const sl_device *d, sl_device_counters *out)
     out->copies_pageable = atomic_load(&m->copies_pageable);
     out->region_allocs = atomic_load(&m->region_allocs);
     out->host_registers = atomic_load(&m->host_registers);
+    out->syncs = atomic_load(&m->syncs);
+    out->calls = atomic_load(&m->calls);
 }
 
 static sl_status validate_table(const sl__range_table *t, const char *what, sl_error *err)

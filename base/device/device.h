@@ -152,6 +152,10 @@ typedef struct sl_device_counters {
     /* H2D / D2H copy calls whose host side is not inside one host registration: on CUDA such
      * a copy is synchronous with the caller (a stall, or a deadlock behind a gated stream) */
     uint64_t copies_pageable;
+    /* what the host pays per operation, whatever the bytes: syncs = blocking waits (stream and
+     * event syncs); calls = stream and event operations issued (a copy or a copy batch, event
+     * record / query / sync, stream wait / sync, host function), refused ones included */
+    uint64_t syncs, calls;
 } sl_device_counters;
 void sl_device_counters_get(const sl_device *d, sl_device_counters *out);
 

@@ -111,7 +111,7 @@ struct sl_device {
     /* Counters are atomics so that counters_get (const, any thread) needs no lock. */
     atomic_uint_least64_t regions_live, region_bytes_live, registrations_live, streams_live,
         events_live, copies, copy_bytes[3], copy_batches, region_allocs, host_registers,
-        copies_pageable;
+        copies_pageable, syncs, calls;
     atomic_uint_least64_t copy_calls; /* valid copy calls incl. injected failures: the fault
                                          counter (not public: `copies` counts enqueued ones) */
 };

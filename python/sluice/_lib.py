@@ -87,6 +87,8 @@ class CtxStats(Structure):
         ("ffn_neurons_skipped", c_uint64), ("refreshes", c_uint64),
         ("rebinds", c_uint64), ("moe_mode", c_char_p),
         ("moe_calls_cpu", c_uint64), ("moe_calls_post", c_uint64), ("moe_calls_full", c_uint64),
+        ("dev_syncs", c_uint64), ("dev_calls", c_uint64),
+        ("expert_cpu_bytes", c_uint64), ("expert_cpu_seconds", c_double),
     ]
 
 

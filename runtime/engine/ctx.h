@@ -55,6 +55,12 @@ typedef struct sl__side {
     void *kv_k, *kv_v;          /* device side: [n_slots][n_ctx][n_kv * head_dim] (kv_slot) */
 } sl__side;
 
+typedef struct sl__async_part {
+    struct sl_ctx *c;
+    int32_t layer;
+    int64_t n;
+} sl__async_part;
+
 enum { SL__CTX_MAX_DEV_BLOCKS = 32 };
 
 struct sl_ctx {
@@ -93,6 +99,12 @@ struct sl_ctx {
     uint64_t res_epoch;         /* the model's residency epoch its pointers were taken at */
     uint64_t res_layout_epoch;  /* and its layout epoch the rest was derived at */
     uint64_t dev_rope_bytes;    /* dev.rope_freqs is the context's copy of that size; 0: none */
+    /* the stream-ordered host parts of a pass (forward.c host_experts_fn): one record per
+     * layer ([n_layer]; the host thread may queue several before the first runs), and their
+     * first failure */
+    struct sl__async_part *async_parts;
+    sl_status async_st;
+    sl_error async_err;
 };
 
 /* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention

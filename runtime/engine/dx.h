@@ -120,6 +120,11 @@ struct sl__dx {
     /* vt->relu_ffn is usable: host and sim with Q8 activations (the row- and column-listed
      * kernels it uses have no F32-activation form, so SLUICE_ACT_F32 runs ReLU FFNs dense) */
     bool sparse_ffn;
+    /* counters (dx.h users read deltas): steps run or enqueued through vt (one per vt call
+     * that computes; a cuda step may launch several kernels), and of those the sim
+     * executor's drains of the device stream (a sim artefact: a GPU kernel waits on the
+     * stream, not the host) */
+    uint64_t steps, drains;
 };
 
 /* host / sim: ops, mv copied; pool and moe borrowed (outlive the executor); work_bytes of

@@ -31,6 +31,7 @@ typedef struct dx_cuda {
 static sl_status c_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n, float *y,
                       sl_error *err)
 {
+    x->steps++;
     dx_cuda *c = (dx_cuda *)x;
     const int64_t cols = w->ne[0], rows = w->ne[1];
     sl_status st;
@@ -57,29 +58,34 @@ static sl_status c_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n,
 static sl_status c_rms_norm(sl__dx *x, const float *in, const float *w, float *y, int64_t rows,
                             int64_t dim, float eps, sl_error *err)
 {
+    x->steps++;
     return sl_cuda_rms_norm(((dx_cuda *)x)->cu, in, w, y, rows, dim, eps, false, err);
 }
 
 static sl_status c_add(sl__dx *x, const float *a, const float *b, float *y, int64_t n,
                        sl_error *err)
 {
+    x->steps++;
     return sl_cuda_add(((dx_cuda *)x)->cu, a, b, y, n, err);
 }
 
 static sl_status c_add_rows(sl__dx *x, float *y, const float *b, int64_t rows, int64_t dim,
                             sl_error *err)
 {
+    x->steps++;
     return sl_cuda_add_rows(((dx_cuda *)x)->cu, y, b, rows, dim, err);
 }
 
 static sl_status c_scale(sl__dx *x, float *v, int64_t n, float s, sl_error *err)
 {
+    x->steps++;
     return sl_cuda_scale(((dx_cuda *)x)->cu, v, n, s, err);
 }
 
 static sl_status c_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int64_t n,
                        sl_error *err)
 {
+    x->steps++;
     dx_cuda *c = (dx_cuda *)x;
     if (act == SL_MOE_SILU) return sl_cuda_swiglu(c->cu, g, u, g, n, err);
     if (act == SL_MOE_SWIGLU_OAI)
@@ -92,12 +98,14 @@ static sl_status c_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int6
 static sl_status c_rope(sl__dx *x, float *v, int64_t n_tok, int32_t n_head, int32_t head_dim,
                         const int32_t *pos, const sl_rope_params *p, sl_error *err)
 {
+    x->steps++;
     return sl_cuda_rope(((dx_cuda *)x)->cu, v, n_tok, n_head, head_dim, pos, p, err);
 }
 
 static sl_status c_kv_store(sl__dx *x, void *cache, bool f16, int64_t row, const int32_t *pos,
                             int64_t n, const float *src, sl_error *err)
 {
+    x->steps++;
     return sl_cuda_kv_store(((dx_cuda *)x)->cu, src, pos, n, row, f16, cache, err);
 }
 
@@ -105,6 +113,7 @@ static sl_status c_attn(sl__dx *x, const float *q, const void *kc, const void *v
                         const sl_attn_params *p, const int32_t *h_pos, int64_t n, float *out,
                         sl_error *err)
 {
+    x->steps++;
     dx_cuda *c = (dx_cuda *)x;
     const int64_t qd = (int64_t)p->n_head * p->head_dim;
     for (int64_t t = 0; t < n; t++) {
@@ -119,6 +128,7 @@ static sl_status c_attn(sl__dx *x, const float *q, const void *kc, const void *v
 static sl_status c_router(sl__dx *x, const float *logits, int64_t n, const sl_router_params *p,
                           int32_t *idx, float *w, sl_error *err)
 {
+    x->steps++;
     if (p->n_group > 1)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "router (cuda): group-limited selection "
                             "(expert_group_count %d) is not implemented on CUDA", p->n_group);
@@ -154,6 +164,7 @@ static sl_status experts_gemv(dx_cuda *c, const sl__dx_moe *M, int p, const int3
 static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const float *w,
                        int64_t n, int32_t k, const float *in, float *out, sl_error *err)
 {
+    x->steps++;
     dx_cuda *c = (dx_cuda *)x;
     const sl_moe_layer *L = M->L;
     if (!M->d_gate || !M->d_up || !M->d_down || (L->ff_at && !M->d_ff_at))
@@ -182,12 +193,14 @@ static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const
 static sl_status c_gated_add(sl__dx *x, float *out, const float *y, const float *logit,
                              int64_t n, int64_t dim, sl_error *err)
 {
+    x->steps++;
     return sl_cuda_gated_add(((dx_cuda *)x)->cu, out, y, logit, n, dim, err);
 }
 
 static sl_status c_argmax(sl__dx *x, const float *in, int64_t n, sl_argmax_result *r,
                           sl_error *err)
 {
+    x->steps++;
     return sl_cuda_argmax(((dx_cuda *)x)->cu, in, n, r, err);
 }
 

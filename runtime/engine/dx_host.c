@@ -35,9 +35,13 @@ typedef struct dx_host {
     sl__rope_cache rope;
 } dx_host;
 
+/* Each step counts (dx.h steps); on sim it first waits for the stream (drains). */
 static sl_status drain(dx_host *h, sl_error *err)
 {
-    return h->dev ? sl_device_stream_sync(h->dev, h->stream, err) : SL_OK;
+    h->base.steps++;
+    if (!h->dev) return SL_OK;
+    h->base.drains++;
+    return sl_device_stream_sync(h->dev, h->stream, err);
 }
 
 #define DRAIN(h)                                                                            \

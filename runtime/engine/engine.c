@@ -284,23 +284,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Whether a GPU holds part of the model while routed experts stay in host memory: the case
- * the fetching scheduler exists for. */
-static bool gpu_with_host_experts(const sl_model *m)
-{
-    if (!m->dev || sl_device_kind_get(m->dev) != SL_DEVICE_CUDA) return false;
-    bool host_experts = false, dev_weights = false;
-    for (int il = 0; il < m->hp.n_layer; il++) {
-        /* hot-cold: its index already chose what the GPU holds and its cold experts run on
-         * the CPU (fetch.h: hot/cold parts); fetching stays opt-in (mode=...) there */
-        if (m->layers[il].moe_split) return false;
-        if (m->layers[il].moe_on_device && !m->layers[il].moe_on_device[0]) host_experts = true;
-    }
-    for (size_t i = 0; i < m->n_w && !dev_weights; i++)
-        dev_weights = (m->w[i].residency & SL_RES_DEVICE) != 0;
-    return host_experts && dev_weights;
-}
-
 /* Pins name model parts, so they are checked here, where the model is known: each
  * layer:expert must be an expert of a MoE layer (`from` names the variable or option). */
 static sl_status check_pins(const sl_model *m, const char *list, const char *from, sl_error *err)
@@ -331,21 +314,30 @@ static sl_status check_pins(const sl_model *m, const char *list, const char *fro
 }
 
 /* The MoE scheduler: options over SLUICE_POSTFETCH_*; the fetching one on the model's device
- * (sim or cuda), the CPU one otherwise. The default mode is cpu, except on a GPU that holds
- * part of the model with experts on the host, where it is auto (the GPU should work); the
- * environment and the sched string override either. A dense model creates none, but its
- * options are still checked: nothing given is silently dropped. */
+ * (sim or cuda) for a fetch mode or resident experts, the CPU one otherwise. The default mode
+ * is cpu everywhere, a GPU holding part of the model included: at batch 1 a copied expert
+ * serves one token, and on the H100 every fetch mode decoded slower than the CPU computing
+ * the host experts (GPU-REVIEW.md, run 5: auto 19.9 tok/s, cpu 27.1), whose part a device
+ * layer now orders on the stream (forward.c). The environment and the sched string override
+ * it. A dense model creates none, but its options are still checked: nothing given is
+ * silently dropped. */
 static sl_status create_moe(sl_ctx *c, sl_error *err)
 {
     sl_fetch_options fo = sl_fetch_options_default();
-    if (gpu_with_host_experts(c->m)) fo.mode = SL_FETCH_AUTO;
     char pins[1024];
     sl_status st = sl_env_fetch_options(&fo, err);
     if (!st) st = sl_fetch_options_parse(&fo, c->opt.sched, pins, sizeof pins, err);
     if (!st) st = check_pins(c->m, fo.pinned, fo.pinned == pins ? "scheduler option pin"
                                                                 : "SLUICE_POSTFETCH_PIN", err);
     if (st || !c->m->hp.n_expert) return st;
-    if (fo.mode != SL_FETCH_CPU && c->m->dev) {
+    /* mode cpu with experts resident (pinned, hot, uploaded) is the fetching scheduler's:
+     * they run on the device beside the CPU's part (fetch.h) */
+    const bool resident = (fo.pinned && *fo.pinned) || fo.hot_bytes ||
+                          (fo.cache_bytes && fo.uploads);
+    fo.hot_layers = 0;
+    for (int32_t il = 0; il < c->m->hp.n_layer; il++)
+        fo.hot_layers += sl__layer_moe(&c->m->layers[il]);
+    if ((fo.mode != SL_FETCH_CPU || resident) && c->m->dev) {
         fo.reserve_assign = (int64_t)c->cap * c->m->hp.n_expert_used;
         fo.reserve_embd = c->m->hp.n_embd;
         fo.reserve_ff = c->m->hp.n_ff_exp;
@@ -581,6 +573,10 @@ static sl_status ctx_build(sl_ctx *c, sl_error *err)
     if ((st = sl_env_act_f32(&c->mv.f32_act, err))) goto fail;
     if ((st = sl__model_cpu_pool_create(m, &c->pool, err))) goto fail;
     if ((st = create_moe(c, err))) goto fail;
+    if (!(c->async_parts = calloc((size_t)m->hp.n_layer, sizeof *c->async_parts))) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "out of memory (context)");
+        goto fail;
+    }
     /* what follows reads weights and takes arena blocks: not while a reload commits */
     c->epoch = sl_swap_step_begin(&m->gate);
     size_t wb = 0;
@@ -602,6 +598,7 @@ void sl_ctx_destroy(sl_ctx *c)
     for (int32_t i = 0; c->nstats && i < n_ns; i++) sl_neuron_stats_free(&c->nstats[i]);
     sl_moe_set_neuron_stats(c->moe, NULL, 0, 0);
     free(c->nstats);
+    free(c->async_parts);
     sl_swap_step_begin(&c->m->gate); /* gives arena blocks back */
     sl__ctx_dev_destroy(c);
     sl_swap_step_end(&c->m->gate);
@@ -830,6 +827,8 @@ void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out)
         sl_moe_stats_get(c->moe, &ms);
         out->expert_calls_cpu = ms.calls_cpu;
         out->expert_calls_gpu = ms.calls_gpu;
+        out->expert_cpu_bytes = ms.cpu_bytes;
+        out->expert_cpu_seconds = (double)ms.cpu_ns * 1e-9;
         out->moe_scheduler = sl_moe_name(c->moe);
         out->moe_mode = c->moe_mode;
         sl_fetch_stats fs;

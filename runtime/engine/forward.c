@@ -169,6 +169,33 @@ static sl_status cross(sl_ctx *c, const sl__side *from, void *dst, const void *s
     return copy(c, dst, src, bytes, from == &c->host ? SL_COPY_H2D : SL_COPY_D2H, err);
 }
 
+/* The host part of a device layer whose routed experts live on the host, ordered on the
+ * stream (a host function: the stream's worker on sim, CUDA's callback thread on cuda): it
+ * runs when the rows and the routing have come down, and what the device does next waits for
+ * it, so the host thread never blocks here and goes on queuing the next layers. The first
+ * failure is kept for the end of the pass (sl__forward). */
+static void host_experts_fn(void *user)
+{
+    const sl__async_part *p = user;
+    sl_ctx *c = p->c;
+    const sl__side *h = &c->host;
+    const sl__dx_moe hm = {.L = &c->m->layers[p->layer].moe};
+    sl_error e;
+    const sl_status st = h->dx->vt->moe(h->dx, &hm, h->topk_idx, h->topk_w, p->n,
+                                        (int32_t)c->m->hp.n_expert_used, h->xn, h->tmp, &e);
+    if (st && !c->async_st) {
+        c->async_err = e;
+        c->async_st = st;
+    }
+}
+
+/* Whether a device layer's host experts can run in stream order (host_experts_fn): a host
+ * function may not call into the device, so only the CPU scheduler's work can. */
+static bool experts_in_stream_order(const sl_ctx *c, const sl__side *s)
+{
+    return s == &c->dev && c->moe && !strcmp(sl_moe_name(c->moe), "cpu");
+}
+
 /* Runs a layer's FFN part that lives on the other side o of the layer's side s: the
  * normalised rows (and the routing, for experts) go over, the part runs there through o's
  * executor into o->tmp, and the sum comes back into s->tmp. The host reads what came down only
@@ -187,6 +214,12 @@ static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L,
                      err)) ||
          (st = cross(c, s, o->topk_w, s->topk_w, (uint64_t)(n * K) * sizeof(float), err))))
         return st;
+    if (experts && experts_in_stream_order(c, s)) {
+        sl__async_part *p = &c->async_parts[il]; /* the host thread may run layers ahead */
+        *p = (sl__async_part){.c = c, .layer = il, .n = n};
+        if ((st = sl_device_launch_host(m->dev, m->stream, host_experts_fn, p, err))) return st;
+        return cross(c, o, s->tmp, o->tmp, (uint64_t)(n * E) * sizeof(float), err);
+    }
     if (o == &c->host && (st = sync_dev(c, err))) return st;
     const sl__dx_vt *vt = o->dx->vt;
     if (experts) {
@@ -487,8 +520,8 @@ static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_
     return sync_dev(c, err);
 }
 
-sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out,
-                      int64_t out_from, int32_t *greedy, sl_error *err)
+static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out,
+                             int64_t out_from, int32_t *greedy, sl_error *err)
 {
     const sl_model *m = c->m;
     const sl__hparams *hp = &m->hp;
@@ -532,5 +565,29 @@ sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits
     if (logits_out) st = output(c, at, n, logits_out, out_from, greedy, err);
     else if (c->dev.dx) st = sync_dev(c, err);
     if (st && c->dev.dx) sync_dev(c, NULL);
+    return st;
+}
+
+/* The pass, and what it cost the host in device operations (sluice.h dev_syncs, dev_calls):
+ * the device's counters around it, less the sim executor's drains (a GPU kernel waits on its
+ * stream, not the host), plus the device executor's steps (kernels enqueued past the device
+ * interface). */
+sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out,
+                      int64_t out_from, int32_t *greedy, sl_error *err)
+{
+    sl_device_counters d0 = {0}, d1 = {0};
+    const sl__dx *dx = c->dev.dx;
+    const uint64_t steps0 = dx ? dx->steps : 0, drains0 = dx ? dx->drains : 0;
+    if (c->m->dev) sl_device_counters_get(c->m->dev, &d0);
+    c->async_st = SL_OK;
+    sl_status st = forward_run(c, tokens, n, logits_out, out_from, greedy, err);
+    /* a stream-ordered host part failed (the pass has synchronised: it ends with a sync) */
+    if (!st && c->async_st) st = sl_error_set(err, c->async_st, "%s", c->async_err.msg);
+    if (c->m->dev) {
+        sl_device_counters_get(c->m->dev, &d1);
+        const uint64_t drains = dx ? dx->drains - drains0 : 0;
+        c->stats.dev_syncs += d1.syncs - d0.syncs - drains;
+        c->stats.dev_calls += d1.calls - d0.calls - drains + (dx ? dx->steps - steps0 : 0);
+    }
     return st;
 }

@@ -214,12 +214,24 @@ static void copy_seen_done(const fetch *f, fcopy *c)
     if (!host_stamps(f) && !c->t_done) c->t_done = sl__now_ns();
 }
 
+/* Waits for the copy stream when something was enqueued there since the last wait (a
+ * blocking sync per layer costs the host as much as a small copy; mode cpu with a static hot
+ * set enqueues nothing in steady decode). Arena compaction enqueues there too: every
+ * admission marks it. */
+static bool cs_drain(fetch *f)
+{
+    if (!f->cs_dirty) return true;
+    f->cs_dirty = false;
+    return sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
+}
+
 static void enqueue_one(fetch *f, int64_t i)
 {
     fcopy *c = &f->cps[i];
     uint8_t *dst = (uint8_t *)sl_bfc_ptr(f->arena, f->scratch) + c->dst_off;
     c->t_enq = sl__now_ns();
     c->t_start = c->t_done = 0;
+    f->cs_dirty = true;
     const bool hs = host_stamps(f);
     if ((hs ? sl_device_launch_host(f->dev, f->cs, stamp, &c->t_start, NULL)
             : sl_device_event_record(f->dev, f->ev0[i], f->cs, NULL)) ||
@@ -294,8 +306,7 @@ static bool copies_failed(const fetch *f, const xinfo *x)
     return false;
 }
 
-/* Every piece that was planned has landed (after the final synchronisation). */
-static bool copies_landed(const fetch *f, const xinfo *x)
+bool sl__fetch_copies_landed(const fetch *f, const xinfo *x)
 {
     for (int p = 0; p < 3; p++)
         if (x->copy[p] >= 0 && f->cps[x->copy[p]].state != C_DONE) return false;
@@ -313,13 +324,18 @@ static void ensure_arena(fetch *f, const uint64_t pb[3])
      * allows exactly one cache region — fragmentation there is met by compaction
      * (compact_on_oom), not by growth. A smaller scratch shares the first region. */
     const uint64_t xb = align_up(pb[0]) + align_up(pb[1]) + align_up(pb[2]);
-    uint64_t region = align_up(f->opt.cache_bytes) + (uint64_t)f->n_pins * xb;
+    uint64_t region = align_up(f->opt.cache_bytes) + (uint64_t)f->n_pins * xb +
+                      align_up(f->opt.hot_bytes);
     if (region < ((uint64_t)64 << 10)) region = (uint64_t)64 << 10;
-    const uint64_t sb = align_up(f->opt.scratch_bytes);
-    const uint64_t bytes = (sb > region ? sb : region) + region;
+    /* mode cpu never fetches: a token scratch block in the one region the resident experts
+     * fill, so the device holds what the options ask for and no more */
+    const bool cpu = f->opt.mode == SL_FETCH_CPU;
+    const uint64_t sb = cpu ? 256 : align_up(f->opt.scratch_bytes);
+    if (cpu) region += sb;
+    const uint64_t bytes = cpu ? region : (sb > region ? sb : region) + region;
     sl_bfc_options bo = {.region_bytes = region, .max_bytes = bytes, .compact_on_oom = true};
     if (sl_bfc_create_device(f->dev, f->cs, &bo, &f->arena, NULL) ||
-        sl_bfc_alloc(f->arena, f->opt.scratch_bytes, SL_BFC_PINNED, &f->scratch, NULL)) {
+        sl_bfc_alloc(f->arena, sb, SL_BFC_PINNED, &f->scratch, NULL)) {
         sl_bfc_destroy(f->arena);
         f->arena = NULL;
         f->arena_failed = true;
@@ -327,17 +343,19 @@ static void ensure_arena(fetch *f, const uint64_t pb[3])
     }
     f->scratch_bytes = sl_bfc_size(f->arena, f->scratch);
     f->cache.arena = f->arena;
+    f->cs_dirty = true;
 }
 
 /* Fills a freshly admitted cache entry: a piece this call already brought into scratch
  * (slot[p] != NULL) moves device to device — no second trip over PCIe; the rest comes from the
  * host copies. Enqueued on the copy stream, behind this call's copies (so the slot is filled)
  * and ahead of the next call's (which reuse the slots). */
-static bool fill_entry(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_t pb[3],
-                       const void *const slot[3])
+bool sl__fetch_fill(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_t pb[3],
+                    const void *const slot[3])
 {
     const void *src[3] = {f->cur.gate[e], f->cur.up[e], f->cur.down[e]};
     uint8_t *base = sl_bfc_ptr(f->arena, x->block);
+    f->cs_dirty = true;
     for (int p = 0; p < 3; p++) {
         const bool d2d = slot && slot[p];
         if (sl_device_copy(f->dev, f->cs, base + x->off[p], d2d ? slot[p] : src[p], pb[p],
@@ -348,25 +366,6 @@ static bool fill_entry(fetch *f, const sl__cache_entry *x, int32_t e, const uint
         f->cs_stats.bytes_copied += pb[p];
     }
     return true;
-}
-
-static void load_pins(fetch *f, sl__cache_layer *CL, const uint64_t pb[3], const uint64_t off[3])
-{
-    CL->pins_loaded = true;
-    const sl_moe_layer *L = &f->cur;
-    bool any = false;
-    for (int i = 0; i < f->n_pins; i++) {
-        const int32_t e = f->pins[i][1];
-        if (f->pins[i][0] != L->layer || e >= L->n_expert) continue;
-        if (L->on_device && L->on_device[e]) continue;
-        if (!sl__cache_admit(&f->cache, CL, e, off[2] + pb[2], off, true)) continue;
-        if (!fill_entry(f, &CL->e[e], e, pb, NULL)) sl__cache_drop(&f->cache, CL, e);
-        any = true;
-    }
-    if (any && sl_device_stream_sync(f->dev, f->cs, NULL))
-        for (int i = 0; i < f->n_pins; i++)
-            if (f->pins[i][0] == L->layer && f->pins[i][1] < L->n_expert)
-                sl__cache_drop(&f->cache, CL, f->pins[i][1]);
 }
 
 /* ---- the cost model (fetch.h) ------------------------------------------------------------ */
@@ -608,7 +607,7 @@ static sl_status finish_device(fetch *f, sl_fetch_mode mode, sl_error *err)
                             "(kernels/cuda GEMV/activation on the compute stream): %s; a CUDA "
                             "kernel fault leaves this process's GPU context unusable: restart the "
                             "process", f->cur.layer, ke.msg);
-    const bool cs_ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
+    const bool cs_ok = cs_drain(f);
     for (int64_t i = 0; i < f->n_c; i++)
         if (f->cps[i].state == C_INFLIGHT) {
             f->cps[i].state = cs_ok ? C_DONE : C_FAILED;
@@ -682,29 +681,13 @@ static void measure(fetch *f, int64_t n_assign)
         }
         if (ns > 0) f->pcie_bw = 0.8 * f->pcie_bw + 0.2 * (double)c->bytes * 1e9 / ns;
     }
+    f->base.stats.cpu_bytes += f->call_cpu_bytes;
+    f->base.stats.cpu_ns += f->call_cpu_ns;
     /* CPU bandwidth: weight bytes the CPU read over its expert time, from memory-bound calls
      * only (few tokens per expert), since the cost model scales compute-bound calls itself */
     if (f->call_cpu_ns > 0 && n_assign <= (int64_t)KNEE * f->n_x)
         f->cpu_bw = 0.8 * f->cpu_bw + 0.2 * (double)f->call_cpu_bytes * 1e9 /
                                           (double)f->call_cpu_ns;
-}
-
-/* Offers this call's fetched experts to the cache; fills land before the next call. */
-static void promote(fetch *f, sl__cache_layer *CL, const uint64_t off[3])
-{
-    const uint64_t before = f->cache.evictions;
-    for (int64_t xi = 0; xi < f->n_x; xi++) {
-        const xinfo *xx = &f->xs[xi];
-        if (xx->kind != X_FETCH || xx->failed) continue;
-        if (!sl__cache_admit(&f->cache, CL, xx->e, off[2] + f->pb[2], off, false)) continue;
-        /* slots are a source only when every copy into them completed (post with
-         * block_on_miss 0 may leave a late expert's copy never enqueued) */
-        if (fill_entry(f, &CL->e[xx->e], xx->e, f->pb, copies_landed(f, xx) ? xx->dp : NULL))
-            f->cs_stats.promotions++;
-        else
-            sl__cache_drop(&f->cache, CL, xx->e);
-    }
-    f->cs_stats.evictions += f->cache.evictions - before;
 }
 
 static void account(fetch *f)
@@ -730,8 +713,44 @@ static void account(fetch *f)
     sl__fetch_stats_add(&f->total, &f->cs_stats);
 }
 
+/* The experts the CPU computes by choice (X_CPU) in one batch through the CPU scheduler — a
+ * layer's gate/up in one pool call, its downs in another, not three handoffs per expert —
+ * each result landing in its group's d, so sum_groups adds in the usual order. */
+static sl_status run_cpu_batch(fetch *f, const sl_moe_assign *a, const float *x, int64_t n_tok,
+                               sl_error *err)
+{
+    const int64_t E = f->cur.n_embd;
+    int64_t n = 0, nx = 0;
+    for (int64_t xi = 0; xi < f->n_x; xi++) {
+        if (f->xs[xi].kind != X_CPU) continue;
+        nx++;
+        for (int64_t gi = f->xs[xi].g0; gi < f->xs[xi].g1; gi++) n += f->gs[gi].m;
+    }
+    if (!n) return SL_OK;
+    sl_status st;
+    if ((st = grow((void **)&f->sub, &f->sub_cap, (size_t)n, sizeof *f->sub, err)) ||
+        (st = grow((void **)&f->rows, &f->rows_cap, (size_t)(n * E), sizeof *f->rows, err)))
+        return st;
+    int64_t j = 0;
+    for (int64_t xi = 0; xi < f->n_x; xi++)
+        for (int64_t gi = f->xs[xi].g0; f->xs[xi].kind == X_CPU && gi < f->xs[xi].g1; gi++)
+            for (int64_t i = 0; i < f->gs[gi].m; i++) f->sub[j++] = a[f->gs[gi].idx[i]];
+    const uint64_t t0 = sl__now_ns();
+    if ((st = sl__moe_cpu_rows(f->parts, &f->cur, f->sub, n, x, n_tok, f->rows, err))) return st;
+    j = 0;
+    for (int64_t xi = 0; xi < f->n_x; xi++)
+        for (int64_t gi = f->xs[xi].g0; f->xs[xi].kind == X_CPU && gi < f->xs[xi].g1; gi++) {
+            fgroup *g = &f->gs[gi];
+            memcpy(g->d, f->rows + j * E, (size_t)(g->m * E) * sizeof *g->d);
+            j += g->m;
+            g->dev = false;
+        }
+    cpu_span(f, t0, "experts", -1, (uint64_t)nx * (f->pb[0] + f->pb[1] + f->pb[2]));
+    return SL_OK;
+}
+
 static sl_status run_all(fetch *f, sl_fetch_mode mode, const sl_moe_assign *a, const float *x,
-                         sl_error *err)
+                         int64_t n_tok, sl_error *err)
 {
     sl_status st;
     /* resident experts first, so the device works on them while the CPU does its part */
@@ -741,11 +760,12 @@ static sl_status run_all(fetch *f, sl_fetch_mode mode, const sl_moe_assign *a, c
             (st = run_dev_full(f, xx, a, x, err)))
             return st;
     }
+    if ((st = run_cpu_batch(f, a, x, n_tok, err))) return st;
     for (int64_t xi = 0; xi < f->n_x; xi++) {
         xinfo *xx = &f->xs[xi];
-        if (xx->kind == X_ENGINE || xx->kind == X_CACHED) continue;
+        if (xx->kind == X_ENGINE || xx->kind == X_CACHED || xx->kind == X_CPU) continue;
         if (xx->kind == X_FETCH && !xx->failed && copies_failed(f, xx)) xx->failed = true;
-        if (xx->kind == X_CPU || xx->failed) st = run_cpu(f, xx, a, x, err);
+        if (xx->failed) st = run_cpu(f, xx, a, x, err);
         else if (mode == SL_FETCH_FULL) st = run_full(f, xi, a, x, err);
         else st = run_post(f, xi, a, x, err);
         if (st) return st;
@@ -765,6 +785,8 @@ static sl_status run_part(fetch *f, const sl_moe_layer *L, const sl_moe_assign *
     f->base.stats.calls_cpu += after.calls_cpu - before.calls_cpu;
     f->base.stats.calls_gpu += after.calls_gpu - before.calls_gpu;
     f->base.stats.batches += after.batches - before.batches;
+    f->base.stats.cpu_bytes += after.cpu_bytes - before.cpu_bytes;
+    f->base.stats.cpu_ns += after.cpu_ns - before.cpu_ns;
     return st;
 }
 
@@ -784,7 +806,7 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     f->cs_stats.calls = 1;
     f->call_cpu_bytes = f->call_cpu_ns = 0;
     /* promotions of the previous call land before anything reads the cache or the scratch */
-    const bool dev_ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
+    const bool dev_ok = cs_drain(f);
     sl_status st = prepare(f, L, a, n_assign, err);
     if (st) return st;
     /* an expert's bytes, copied verbatim (a Q4_K_R8 expert only on the sim device, where the
@@ -793,13 +815,16 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     f->pb[1] = sl__type_row_bytes(L->type_up, L->n_embd) * (uint64_t)L->n_ff;
     f->pb[2] = sl__type_row_bytes(L->type_down, L->n_ff) * (uint64_t)L->n_embd;
     const uint64_t off[3] = {0, align_up(f->pb[0]), align_up(f->pb[0]) + align_up(f->pb[1])};
-    const bool use_dev = f->opt.mode != SL_FETCH_CPU && dev_ok;
+    /* mode cpu still computes resident experts on the device: pinned, hot or uploaded ones */
+    const bool use_dev = dev_ok && (f->opt.mode != SL_FETCH_CPU || f->n_pins || f->opt.hot_bytes ||
+                                    (f->opt.cache_bytes && f->opt.uploads));
     if (use_dev) ensure_arena(f, f->pb);
     sl__cache_layer *CL =
         use_dev && f->arena ? sl__cache_layer_get(&f->cache, L->layer, L->n_expert) : NULL;
     if (CL) {
         CL->step++;
-        if (!CL->pins_loaded) load_pins(f, CL, f->pb, off);
+        if (!CL->pins_loaded) sl__fetch_load_pins(f, CL, off);
+        if (f->opt.hot_bytes && !CL->hot_chosen) sl__fetch_hot(f, CL, a, n_assign, off);
     }
     const int64_t misses = use_dev ? classify(f, CL) : 0;
     sl_fetch_mode mode = f->opt.mode;
@@ -817,7 +842,7 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
         }
         pump(f, -1);
     }
-    if ((st = run_all(f, mode, a, x, err))) {
+    if ((st = run_all(f, mode, a, x, n_tok, err))) {
         /* a CPU kernel error: leave the device idle before the buffers can be reused */
         sl_device_stream_sync(f->dev, f->ks, NULL);
         sl_device_stream_sync(f->dev, f->cs, NULL);
@@ -827,7 +852,9 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     }
     sum_groups(f, a, out);
     measure(f, n_assign);
-    if (CL && f->opt.cache_bytes && mode != SL_FETCH_CPU) promote(f, CL, off);
+    if (CL && f->opt.cache_bytes && mode != SL_FETCH_CPU) sl__fetch_promote(f, CL, off);
+    if (CL && f->opt.cache_bytes && f->opt.uploads && mode == SL_FETCH_CPU)
+        sl__fetch_upload(f, CL, off);
     if (f->opt.debug && (st = sl__cache_validate(&f->cache, err))) return st;
     account(f);
     return SL_OK;
@@ -867,6 +894,8 @@ static void fetch_destroy(sl_moe_sched *s)
     free(f->gs);
     free(f->cps);
     free(f->iv);
+    free(f->sub);
+    free(f->rows);
     free(f);
 }
 

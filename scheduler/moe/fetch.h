@@ -53,6 +53,20 @@
  * compacts when fragmentation blocks an allocation (compact_on_oom) — cache pointers are
  * re-read from handles at every use, scratch is a pinned block.
  *
+ * Static hot residency and bounded uploads (fetch_hot.c; issue 33): for one token, copying an
+ * expert over PCIe loses to computing it on the CPU, so decode keeps the popular experts
+ * resident and computes the rest on the CPU (mode cpu), concurrently — a resident expert's
+ * groups go to the device first (run_all). hot_bytes: per layer, floor(hot_bytes / hot_layers
+ * / expert bytes) experts with the most routed assignments in the layer's profile (its first
+ * hot_warm assignments, counted in the calls; ties: lower index; never-routed ones are not
+ * taken) become pinned residents, uploaded once: a profile-seeded static set (a prefill pass
+ * is the profile). uploads + cache_bytes + mode cpu: a run-time cache beside it for routers
+ * with temporal locality: after each call at most `uploads` of the experts it computed on the
+ * CPU are uploaded, highest decayed frequency first (the cache's lfu score, `decay` per call
+ * of the layer), each admitted only if the cache has room or (policy lfu) it beats the
+ * coldest resident — never on every miss. The sum order, and so the sim's bits, are the CPU
+ * scheduler's whatever is resident.
+ *
  * Hot/cold parts (a layer split by neurons, moe.h ff_at): nothing to fetch — the hot side is
  * resident in the engine's arena and the cold side runs on the CPU by the placement's choice
  * (a split exists to keep those bytes off PCIe) — so the call goes to a CPU scheduler owned by
@@ -121,6 +135,17 @@ typedef struct sl_fetch_options {
     double lfu_decay;           /* LFU score factor per call of the layer, (0, 1] (default 0.9) */
     const char *pinned;         /* "layer:expert,..." always resident, or NULL; borrowed until
                                    create returns (parsed there) */
+    /* static hot residency (any mode; below): device bytes for the hottest experts of the
+     * MoE layers (0: none), split evenly over hot_layers layers (the engine sets the model's
+     * MoE layer count; 0: 1), chosen per layer from its first hot_warm routed assignments
+     * (default 256; 1: the layer's first call) */
+    uint64_t hot_bytes;
+    int32_t hot_layers;
+    int64_t hot_warm;
+    /* at most this many experts enter the cache per layer and step (0: fetch modes promote
+     * every fetched expert, mode cpu uploads none); in mode cpu, with cache_bytes, the CPU-
+     * computed experts of highest decayed frequency (lfu score) are uploaded after the call */
+    int uploads;
     bool dedicated_streams;     /* own copy and compute streams (default); false: one stream */
     bool debug;                 /* validate the cache after every call; record the trace */
     bool trace;                 /* record spans for sl_sched_trace_write */
@@ -146,7 +171,8 @@ sl_status sl_fetch_options_vars(sl_fetch_options *o, sl_fetch_var_fn get, void *
                                 sl_error *err);
 
 /* Applies "key=value" items separated by spaces or ';' (NULL or "" changes nothing): mode,
- * block_on_miss, max_transfers, scratch_kb, cache_kb, policy, decay, pin (copied into
+ * block_on_miss, max_transfers, scratch_kb, cache_kb, hot_kb, hot_warm, uploads, policy,
+ * decay, pin (copied into
  * pin_buf of pin_cap bytes, which o->pinned then points at), streams (dedicated|shared),
  * debug, trace, cpu_gbs, pcie_gbs, dev_gbs. Unknown keys and bad values are SL_ERR_INVALID
  * naming them. */

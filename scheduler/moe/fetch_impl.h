@@ -23,12 +23,15 @@ typedef struct sl__cache_entry {
     uint64_t last_use;      /* LRU: the cache tick of the last use */
     double score;           /* LFU: decayed use count, as of score_step */
     uint64_t score_step;
+    uint64_t routed;        /* assignments counted for static hot residency (fetch_hot.c) */
 } sl__cache_entry;
 
 typedef struct sl__cache_layer {
     int32_t n_expert;       /* 0: layer not seen yet */
     uint64_t step;          /* calls of this layer */
     bool pins_loaded;
+    bool hot_chosen;        /* static hot residency: the layer's hot set is resident */
+    uint64_t routed;        /* assignments counted so far (sum of e[].routed) */
     sl__cache_entry *e;     /* [n_expert] */
 } sl__cache_layer;
 

@@ -15,7 +15,7 @@ sl_fetch_options sl_fetch_options_default(void)
                               .scratch_bytes = (uint64_t)64 << 20, .cache_bytes = 0,
                               .policy = SL_CACHE_LRU, .lfu_decay = 0.9, .pinned = NULL,
                               .dedicated_streams = true, .debug = false, .trace = false,
-                              .trace_max_spans = (uint64_t)1 << 20};
+                              .trace_max_spans = (uint64_t)1 << 20, .hot_warm = 256};
 }
 
 const char *sl_fetch_mode_name(sl_fetch_mode m)
@@ -49,6 +49,7 @@ static sl_status parse_policy(const char *what, const char *v, sl_cache_policy *
 static const sl_urange k_transfers = {1, SL_FETCH_MAX_TRANSFERS};
 static const sl_urange k_scratch_mb = {1, 1048576}, k_cache_mb = {0, 1048576};
 static const sl_urange k_scratch_kb = {1, (uint64_t)1 << 30}, k_cache_kb = {0, (uint64_t)1 << 30};
+static const sl_urange k_hot_warm = {1, (uint64_t)1 << 40}, k_uploads = {0, 1 << 20};
 static const sl_frange k_decay = {0.0, 1.0, true, false}, k_gbs = {0.0, 1e6, false, false};
 
 sl_status sl_fetch_pins_parse(const char *what, const char *list, int32_t (*out)[2], int *n_out,
@@ -181,6 +182,12 @@ sl_status sl_fetch_options_parse(sl_fetch_options *o, const char *spec, char *pi
         } else if (!strcmp(k, "cache_kb")) {
             if (!(st = sl_parse_u64(what, v, k_cache_kb, &u, err)))
                 o->cache_bytes = u << 10;
+        } else if (!strcmp(k, "hot_kb")) {
+            if (!(st = sl_parse_u64(what, v, k_cache_kb, &u, err))) o->hot_bytes = u << 10;
+        } else if (!strcmp(k, "hot_warm")) {
+            if (!(st = sl_parse_u64(what, v, k_hot_warm, &u, err))) o->hot_warm = (int64_t)u;
+        } else if (!strcmp(k, "uploads")) {
+            if (!(st = sl_parse_u64(what, v, k_uploads, &u, err))) o->uploads = (int)u;
         } else if (!strcmp(k, "policy")) st = parse_policy(what, v, &o->policy, err);
         else if (!strcmp(k, "decay")) st = sl_parse_f64(what, v, k_decay, &o->lfu_decay, err);
         else if (!strcmp(k, "pin")) {
@@ -204,8 +211,9 @@ sl_status sl_fetch_options_parse(sl_fetch_options *o, const char *spec, char *pi
         else
             st = sl_error_set(err, SL_ERR_INVALID,
                               "scheduler option '%s': unknown key (mode, block_on_miss, "
-                              "max_transfers, scratch_kb, cache_kb, policy, decay, pin, streams, "
-                              "debug, trace, cpu_gbs, pcie_gbs, dev_gbs)", k);
+                              "max_transfers, scratch_kb, cache_kb, hot_kb, hot_warm, uploads, "
+                              "policy, decay, pin, streams, debug, trace, cpu_gbs, pcie_gbs, "
+                              "dev_gbs)", k);
         if (st) return st;
     }
     return SL_OK;

@@ -71,6 +71,7 @@ typedef struct fetch {
     sl_cpu_pool *pool;
     sl_device *dev;
     sl_stream *cs, *ks;     /* copy and compute streams (the same one when not dedicated) */
+    bool cs_dirty;          /* something was enqueued on cs since the last wait for it */
     sl_cuda_ctx *cu;        /* cuda: kernels on ks; NULL on sim */
     void *dact;             /* cuda: device mirror of buf (group rows x, g, u, d) */
     uint64_t dact_cap;
@@ -101,6 +102,9 @@ typedef struct fetch {
     fcopy *cps;
     size_t cps_cap;
     int64_t n_x, n_g, n_c, c_enq, c_ret;
+    sl_moe_assign *sub;      /* run_cpu_batch: the CPU's assignments and their results */
+    float *rows;
+    size_t sub_cap, rows_cap;
     sl__iv *iv;
     size_t iv_cap;
     int64_t n_iv;
@@ -117,5 +121,31 @@ typedef struct fetch {
      * on the CPU by the placement's choice) */
     sl_moe_sched *parts;
 } fetch;
+
+/* fetch.c: fills an admitted cache entry of expert e (pieces in slot[p] device to device,
+ * the rest from the host) on the copy stream; false when a copy was refused. */
+bool sl__fetch_fill(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_t pb[3],
+                    const void *const slot[3]);
+/* Every piece of x's that was planned has landed (after the call's final synchronisation). */
+bool sl__fetch_copies_landed(const fetch *f, const xinfo *x);
+
+/* fetch_hot.c: expert e of the current layer becomes a pinned resident (outside the cache
+ * budget), its fill from the host enqueued on the copy stream; false when it is engine-
+ * resident or got no block. sl__fetch_pins_land waits for the fills (a failure drops the
+ * layer's pinned experts: they run on the CPU). sl__fetch_load_pins: the pinned list's
+ * experts of the current layer, at its first call. */
+bool sl__fetch_pin(fetch *f, sl__cache_layer *CL, int32_t e, const uint64_t off[3]);
+void sl__fetch_pins_land(fetch *f, sl__cache_layer *CL);
+void sl__fetch_load_pins(fetch *f, sl__cache_layer *CL, const uint64_t off[3]);
+/* (fetch.h hot_kb, uploads) sl__fetch_hot counts the call's routing into the layer's profile
+ * and, once it holds hot_warm assignments, pins the layer's hottest experts; after a mode-cpu
+ * call, sl__fetch_upload uploads at most `uploads` of its CPU-computed experts by decayed
+ * frequency. */
+void sl__fetch_hot(fetch *f, sl__cache_layer *CL, const sl_moe_assign *a, int64_t n_assign,
+                   const uint64_t off[3]);
+void sl__fetch_upload(fetch *f, sl__cache_layer *CL, const uint64_t off[3]);
+/* Fetch modes: offers the call's fetched experts to the cache (at most `uploads` when set),
+ * pieces already in scratch device to device; fills land before the next call. */
+void sl__fetch_promote(fetch *f, sl__cache_layer *CL, const uint64_t off[3]);
 
 #endif

@@ -88,6 +88,9 @@ typedef struct sl_moe_assign {
 typedef struct sl_moe_stats {
     uint64_t calls_cpu, calls_gpu;  /* (token, expert) evaluations by where the weights were */
     uint64_t batches;               /* expert groups run (one per distinct expert per call) */
+    /* the CPU expert path: weight bytes of the experts it computed (each distinct expert of a
+     * call once: what it must read) and its wall time, so bytes / time is its read rate */
+    uint64_t cpu_bytes, cpu_ns;
 } sl_moe_stats;
 
 typedef struct sl_moe_sched sl_moe_sched;

@@ -21,9 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "scheduler/moe/expert_ffn.h"
 #include "scheduler/moe/moe_impl.h"
+#include "scheduler/weights.h"
 
 enum { SL__MOE_CHUNK = 64 };
 /* Assignments per slab of the grouped path (bounds its scratch: a 128-token top-8 batch is
@@ -53,6 +55,7 @@ typedef struct moe_cpu {
     int64_t *gm;
     sl_cpu_matvec_group *grp;
     size_t gexp_cap, gm_cap, grp_cap;
+    float *rows; /* sl__moe_cpu_rows: results go to rows[assignment], not summed into out */
 } moe_cpu;
 
 static sl_status grow(void **p, size_t *cap, size_t need, size_t elt, sl_error *err)
@@ -102,6 +105,14 @@ static void add_weighted(float *out, float w, const float *d, int64_t E)
     for (int64_t j = 0; j < E; j++) out[j] += w * d[j];
 }
 
+/* Assignment i's result d joins token t's row of out, or (sl__moe_cpu_rows) is kept as row i. */
+static void join(const moe_cpu *c, float *out, const sl_moe_assign *a, int64_t i,
+                 const float *d, int64_t E)
+{
+    if (c->rows) memcpy(c->rows + i * E, d, (size_t)E * sizeof *d);
+    else add_weighted(out + (int64_t)a[i].token * E, a[i].weight, d, E);
+}
+
 /* Runs expert e over the m assignments idx[0..m) (m <= CHUNK) and adds into out. */
 static sl_status run_group(moe_cpu *c, const sl_moe_layer *L, int32_t e, const sl_moe_assign *a,
                            const int32_t *idx, int64_t m, const float *x, float *out,
@@ -121,8 +132,7 @@ static sl_status run_group(moe_cpu *c, const sl_moe_layer *L, int32_t e, const s
     if (!st) st = sl__expert_down(&c->mv, c->pool, L, e, L->down[e], c->g, m, c->d, c->work,
                                   c->work_cap, err);
     if (st) return st;
-    for (int64_t i = 0; i < m; i++)
-        add_weighted(out + (int64_t)a[idx[i]].token * E, a[idx[i]].weight, c->d + i * E, E);
+    for (int64_t i = 0; i < m; i++) join(c, out, a, idx[i], c->d + i * E, E);
     return SL_OK;
 }
 
@@ -141,7 +151,7 @@ static sl_status run_token(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assig
                                             c->u, c->work, c->work_cap, err);
     if (!st) st = sl__expert_down_token(&c->mv, c->pool, L, experts, k, c->g, c->d, c->work,
                                         c->work_cap, err);
-    for (int i = 0; !st && i < k; i++) add_weighted(out, a[order[i]].weight, c->d + i * E, E);
+    for (int i = 0; !st && i < k; i++) join(c, out, a, order[i], c->d + i * E, E);
     if (st) {
         char why[SL_ERROR_MSG_BYTES];
         snprintf(why, sizeof why, "%s", err ? err->msg : "kernel failed");
@@ -210,19 +220,17 @@ static sl_status run_slab(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign
         return sl_error_set(err, st, "moe layer %d (%lld assignments of %lld experts): %s",
                             L->layer, (long long)M, (long long)n, why);
     }
-    for (int64_t i = 0; i < M; i++) {
-        const sl_moe_assign *ai = &a[order[s0 + i]];
-        add_weighted(out + (int64_t)ai->token * E, ai->weight, c->sd + i * E, E);
-    }
+    for (int64_t i = 0; i < M; i++) join(c, out, a, order[s0 + i], c->sd + i * E, E);
     return SL_OK;
 }
 
-static sl_status cpu_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
-                          int64_t n_assign, const float *x, int64_t n_tok, float *out,
-                          sl_error *err)
+/* The call, its results joined by join(): summed into out (c->rows NULL), or kept per
+ * assignment. */
+static sl_status cpu_run(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign *a,
+                         int64_t n_assign, const float *x, int64_t n_tok, float *out,
+                         sl_error *err)
 {
-    moe_cpu *c = (moe_cpu *)s;
-    memset(out, 0, (size_t)n_tok * (size_t)L->n_embd * sizeof(float));
+    sl_moe_sched *s = &c->base;
     if (!n_assign) return SL_OK;
     sl_status st = ensure(c, L, n_assign, err);
     if (st) return st;
@@ -230,6 +238,13 @@ static sl_status cpu_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_a
     int32_t *cnt = c->count;
     memset(cnt, 0, ((size_t)L->n_expert + 1) * sizeof *cnt);
     for (int64_t i = 0; i < n_assign; i++) cnt[a[i].expert + 1]++;
+    for (int32_t e = 0; e < L->n_expert; e++) /* what the call reads: each used expert once */
+        if (cnt[e + 1]) {
+            const int64_t F = sl_moe_expert_ff(L, e);
+            s->stats.cpu_bytes += (uint64_t)F * (sl__type_row_bytes(L->type_gate, L->n_embd) +
+                                                 sl__type_row_bytes(L->type_up, L->n_embd)) +
+                                  (uint64_t)L->n_embd * sl__type_row_bytes(L->type_down, F);
+        }
     for (int32_t e = 0; e < L->n_expert; e++) cnt[e + 1] += cnt[e];
     for (int64_t i = 0; i < n_assign; i++) c->order[cnt[a[i].expert]++] = (int32_t)i;
     /* cnt[e] is now the end of expert e's bucket, cnt[e-1] its start */
@@ -279,6 +294,24 @@ static sl_status cpu_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_a
     return SL_OK;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static sl_status cpu_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
+                          int64_t n_assign, const float *x, int64_t n_tok, float *out,
+                          sl_error *err)
+{
+    const uint64_t t0 = now_ns();
+    memset(out, 0, (size_t)n_tok * (size_t)L->n_embd * sizeof(float));
+    const sl_status st = cpu_run((moe_cpu *)s, L, a, n_assign, x, n_tok, out, err);
+    s->stats.cpu_ns += now_ns() - t0;
+    return st;
+}
+
 static void cpu_destroy(sl_moe_sched *s)
 {
     moe_cpu *c = (moe_cpu *)s;
@@ -302,6 +335,19 @@ static void cpu_destroy(sl_moe_sched *s)
 }
 
 static const sl__moe_vtable k_cpu_vt = {"cpu", cpu_exec, cpu_destroy, NULL};
+
+sl_status sl__moe_cpu_rows(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
+                           int64_t n_assign, const float *x, int64_t n_tok, float *rows,
+                           sl_error *err)
+{
+    if (!s || s->vt != &k_cpu_vt || !rows)
+        return sl_error_set(err, SL_ERR_INVALID, "moe cpu rows: not a CPU scheduler, or NULL");
+    moe_cpu *c = (moe_cpu *)s;
+    c->rows = rows;
+    const sl_status st = cpu_run(c, L, a, n_assign, x, n_tok, NULL, err);
+    c->rows = NULL;
+    return st;
+}
 
 sl_status sl_moe_cpu_create(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
                             sl_cpu_pool *pool, sl_moe_sched **out, sl_error *err)

@@ -161,6 +161,9 @@ static void check_copies(const sl_device_options *base)
     /* malloc'd host buffers: every H2D and D2H is flagged, D2D never */
     CHECK_MSG(c.copies_pageable == 48, "copies_pageable = %llu",
               (unsigned long long)c.copies_pageable);
+    /* per-operation cost: 3 copies and 1 blocking sync per round */
+    CHECK_MSG(c.calls == 96 && c.syncs == 24, "calls %llu, syncs %llu",
+              (unsigned long long)c.calls, (unsigned long long)c.syncs);
     OK(sl_device_copy(d, s, r, src, 0, SL_COPY_H2D, &err)); /* zero bytes: a no-op */
     sl_device_stream_destroy(d, s);
     OK(sl_device_region_free(d, r, &err));

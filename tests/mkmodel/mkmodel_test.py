@@ -363,6 +363,45 @@ def router_shares(path):
     return out
 
 
+def check_router_topics():
+    """--router-topics: tokens prefer their topic's experts, long-run shares stay flat, and the
+    output row of v is the embedding of v - 1 (greedy walks v -> v + 1)."""
+    path = os.path.join(TMP, "topics.gguf")
+    n_topics, run, X, k = 4, 8, 16, 2
+    r, _ = mkmodel("--arch", "qwen3moe", "--vocab", "4096", "--dim", "128", "--layers", "2",
+                   "--experts", str(X), "--top-k", str(k), "--router-topics", str(n_topics),
+                   "--topic-run", str(run), "--router-skew", "0", out=path)
+    if not expect(r.returncode == 0, f"--router-topics run: {r.stderr}"):
+        return
+    rd = GGUFReader(path)
+    expect(int(rd.fields["sluice.synth.router_topics"].contents()) == n_topics and
+           int(rd.fields["sluice.synth.topic_run"].contents()) == run, "topic metadata")
+    t = {x.name: x for x in rd.tensors}
+    emb = tensor_f32(t["token_embd.weight"])
+    V = emb.shape[0]
+    topic = (np.arange(V) // run) % n_topics
+    expect(np.all(np.argmax(emb[:, 1:1 + n_topics], axis=1) == topic), "topic channels")
+    out = tensor_f32(t["output.weight"])
+    res = 1 + n_topics
+    expect(np.all(out[:, :res] == 0), "output reads a reserved channel")
+    ratio = out[1:, res:] / emb[:-1, res:]
+    expect(np.allclose(ratio, ratio.flat[0], rtol=1e-4), "output row v is not embedding v - 1")
+    for layer in range(2):
+        w = tensor_f32(t[f"blk.{layer}.ffn_norm.weight"])
+        x = emb / np.sqrt((emb ** 2).mean(axis=1, keepdims=True) + 1e-6) * w
+        router = tensor_f32(t[f"blk.{layer}.ffn_gate_inp.weight"])
+        group = np.argmax(router[:, 1:1 + n_topics], axis=1)
+        expect(np.all(np.bincount(group, minlength=n_topics) == X // n_topics), "topic groups")
+        top = np.argsort(-(x @ router.T), axis=1)[:, :k]
+        in_topic = (group[top] == topic[:, None]).mean()
+        share = np.bincount(top.ravel(), minlength=X) / top.size
+        print(f"     topics layer {layer}: {in_topic:.2f} of picks in the token's topic, "
+              f"shares {share.min():.3f}..{share.max():.3f}")
+        expect(in_topic > 0.8, f"topics layer {layer}: {in_topic:.2f} of picks in topic")
+        expect(share.max() < 2.0 / X, f"topics layer {layer}: static skew {share.max():.3f}")
+    print("ok   router topics")
+
+
 def spearman(a, b):
     ra = np.argsort(np.argsort(a)).astype(float)
     rb = np.argsort(np.argsort(b)).astype(float)
@@ -608,6 +647,7 @@ def main():
         print(f"ok   {arch} router skew")
 
     check_threads()
+    check_router_topics()
     check_neuron_skew()
     check_pooled("Q4_K")
     check_pooled("MXFP4")
@@ -632,6 +672,9 @@ def main():
         (["--experts", "513"], "--experts"),
         (["--arch", "llama", "--experts", "8"], "--experts"),
         (["--arch", "llama", "--top-k", "2"], "--top-k"),
+        (["--arch", "llama", "--router-topics", "2"], "--router-topics"),
+        (["--router-topics", "9"], "--router-topics"),
+        (["--router-topics", "2", "--topic-run", "0"], "--topic-run"),
         (["--arch", "olmoe", "--kv-heads", "2"], "--kv-heads"),
         (["--type", "Q8_0", "--dim", "48", "--heads", "4"], "--dim"),
         (["--type", "Q4_0", "--ffn", "100"], "--ffn"),

@@ -311,17 +311,30 @@ def main():
     mj = json.loads(r.stdout) if r.returncode == 0 else {}
     rows = mj.get("rows", [])
     expect(r.returncode == 0 and [x.get("mode") for x in rows] ==
-           ["cpu", "post", "full", "auto+cache"] and
+           ["cpu", "post", "full", "auto+cache", "static hot", "cpu+uploads"] and
            all(x.get("ok") and x.get("decode_tps", 0) > 0 and x.get("bound_tps", 0) > 0 and
                x.get("prefill_tps", 0) > 0 for x in rows),
-           f"bench moe --json runs cpu, post, full, auto+cache ({r.stderr.strip()[-300:]})")
+           f"bench moe --json runs cpu, post, full, auto+cache, static hot, cpu+uploads "
+           f"({r.stderr.strip()[-300:]})")
+    # the host's cost per layer and token: the cpu row waits only for the logits (its host
+    # part is ordered on the stream) and moves no expert bytes; the static hot row none either
+    by = {x.get("mode"): x for x in rows}
+    expect(all(k in x for x in rows for k in ("syncs_per_layer", "device_calls_per_layer",
+                                              "pcie_expert_bytes_per_token", "cpu_expert_gbps")),
+           "bench moe rows carry syncs, device calls, PCIe expert bytes, CPU GB/s")
+    expect(by.get("cpu", {}).get("pcie_expert_bytes_per_token") == 0 and
+           by.get("static hot", {}).get("pcie_expert_bytes_per_token") == 0 and
+           0 < by.get("cpu", {}).get("syncs_per_layer", 1) < 1 and
+           by.get("cpu", {}).get("cpu_expert_gbps", 0) > 0,
+           f"bench moe: cpu / static hot rows: {by.get('cpu')} {by.get('static hot')}")
     expect(mj.get("simulated") is True and "SIMULATED" in r.stderr and
            mj.get("cpu_gbps", 0) > 0 and mj.get("pcie_gbps", 0) > 0 and
            rows[1:2] and rows[1].get("pcie_bytes_per_step", 0) > 0,
            "bench moe on sim: banner, measured bandwidths, post copies bytes")
     modes = [(x.get("scheduler"), x.get("sched_mode")) for x in rows]
     expect(mj.get("placement") == "experts-cpu" and
-           modes == [("cpu", "cpu"), ("fetch", "post"), ("fetch", "full"), ("fetch", "auto")] and
+           modes == [("cpu", "cpu"), ("fetch", "post"), ("fetch", "full"), ("fetch", "auto"),
+                     ("fetch", "cpu"), ("fetch", "cpu")] and
            all(x.get("placement") == "experts-cpu" and x.get("decode_steps") == 2 and
                0 < x["decode_ms_per_token_median"] <= x["decode_ms_per_token_p90"] and
                math.isclose(x["decode_tps"], 1e3 / x["decode_ms_per_token_mean"], rel_tol=1e-9)

@@ -194,6 +194,12 @@ def main():
            hc.get("device_bytes_per_token", 0) > 0 and hc.get("host_bytes_per_token", 0) > 0 and
            hc.get("bound_ms_per_token") and 0 < hc.get("gpu_bytes", 0) < 5 << 20,
            f"bench decode MoE budget rows: {list(runs)} {hc} {r.stderr[-300:]}")
+    # static hot: every expert on the host, the rest of the budget holding the prompt's most
+    # routed experts, computed on the device beside the CPU's; no expert bytes cross in decode
+    sh = runs.get("static hot", {})
+    expect(sh.get("ok") and sh.get("moe_scheduler") == "fetch" and
+           sh.get("pcie_expert_bytes_per_token") == 0 and sh.get("syncs_per_layer", 0) > 0,
+           f"bench decode static hot row: {sh} {r.stderr[-300:]}")
     # the rows are the edge of what fits: the largest -ngl, the smallest --n-cpu-moe
     ngl = next((int(x.split()[1]) for x in runs if x.startswith("ngl ")), None)
     ncm = next((int(x.split()[1]) for x in runs if x.startswith("n-cpu-moe ")), None)

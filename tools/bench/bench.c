@@ -6,6 +6,7 @@
 #include "base/parse.h"
 #include "tools/bench/bench.h"
 #include "tools/common/cli.h"
+#include "tools/common/json.h"
 
 typedef struct bench {
     const char *name;
@@ -41,6 +42,33 @@ int sl_bench_long_value(sl_cli_args *a, long lo, long hi, long *out)
 {
     const char *v = sl_cli_value(a);
     return !v || sl_bench_parse_long(v, a->flag, lo, hi, out) ? 2 : 0;
+}
+
+sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stats *s1,
+                                       int64_t steps, int32_t n_layer)
+{
+    const double ls = (double)(steps > 0 ? steps : 1) * (n_layer > 0 ? n_layer : 1);
+    return (sl_bench_dev_cost){
+        .syncs_per_layer = (double)(s1->dev_syncs - s0->dev_syncs) / ls,
+        .calls_per_layer = (double)(s1->dev_calls - s0->dev_calls) / ls,
+        .pcie_expert_bytes_per_token =
+            (double)(s1->copy_bytes - s0->copy_bytes) / (double)(steps > 0 ? steps : 1),
+        .cpu_expert_gbps = s1->expert_cpu_seconds > s0->expert_cpu_seconds
+                               ? (double)(s1->expert_cpu_bytes - s0->expert_cpu_bytes) / 1e9 /
+                                     (s1->expert_cpu_seconds - s0->expert_cpu_seconds)
+                               : 0};
+}
+
+void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c)
+{
+    fprintf(f, ",\"syncs_per_layer\":");
+    sl_json_f64(f, c->syncs_per_layer);
+    fprintf(f, ",\"device_calls_per_layer\":");
+    sl_json_f64(f, c->calls_per_layer);
+    fprintf(f, ",\"pcie_expert_bytes_per_token\":");
+    sl_json_f64(f, c->pcie_expert_bytes_per_token);
+    fprintf(f, ",\"cpu_expert_gbps\":");
+    sl_json_f64(f, c->cpu_expert_gbps);
 }
 
 int sl_cli_bench(int argc, char **argv)

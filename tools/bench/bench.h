@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kernels/cpu/pool.h"
 #include "runtime/sluice.h"
@@ -19,6 +20,20 @@ int sl_bench_kernels(int argc, char **argv);
 int sl_bench_decode(int argc, char **argv);
 int sl_bench_moe(int argc, char **argv);
 int sl_bench_compare(int argc, char **argv);
+
+/* What decode steps cost the host in device operations, from sl_ctx_stats taken before and
+ * after `steps` steps of a model of n_layer layers (sluice.h dev_syncs, dev_calls, copy_bytes):
+ * blocking syncs and device calls per layer and step, expert bytes over PCIe per step; and
+ * the CPU expert path's GB/s (expert_cpu_bytes / expert_cpu_seconds). */
+typedef struct sl_bench_dev_cost {
+    double syncs_per_layer, calls_per_layer, pcie_expert_bytes_per_token;
+    double cpu_expert_gbps;  /* the CPU expert path's read rate (0: it ran nothing) */
+} sl_bench_dev_cost;
+sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stats *s1,
+                                       int64_t steps, int32_t n_layer);
+/* Its JSON fields, each after a ',': "syncs_per_layer", "device_calls_per_layer",
+ * "pcie_expert_bytes_per_token", "cpu_expert_gbps". */
+void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c);
 
 /* The streaming-read roofline (bench_stream.c). The last-level cache's bytes (32 MiB when
  * sysfs does not say); the buffer a roofline reads: max(8 x LLC, 1 GiB). */
@@ -45,13 +60,19 @@ typedef struct sl_bench_bytes {
 int sl_bench_model_bytes(const char *cmd, const char *path, sl_bench_bytes *b);
 
 /* bench decode's --vram-budget row `kind` (bench_decode_budget.c; 0: -ngl, 1: --n-cpu-moe,
- * 2: hot-cold) under mo->vram_budget: the largest -ngl / smallest --n-cpu-moe whose plan fits
- * (resolved by the placement policy without loading), or for hot-cold an index solved from a
- * CPU profile of n_prompt tokens (written into dir). 0 with *mo and label set; 1 when the
+ * 2: hot-cold, 3: static hot) under mo->vram_budget: the largest -ngl / smallest --n-cpu-moe
+ * whose plan fits (resolved by the placement policy without loading), for hot-cold an index
+ * solved from a CPU profile of n_prompt tokens (written into dir), for static hot --cpu-moe
+ * (its scheduler string from sl_bench_budget_hot_sched). 0 with *mo and label set; 1 when the
  * kind does not apply or nothing fits (printed unless it does not apply). Rates in GB/s. */
 int sl_bench_budget_row(const char *cmd, const char *path, int kind, sl_model_options *mo,
                         const sl_model_info *in, int32_t n_prompt, double cpu_gbs,
                         double gpu_gbs, const char *dir, char *label, size_t cap);
+/* The static hot row's scheduler string into buf: mode cpu with the budget mo's plan leaves
+ * (device weights and the context's buffers off) as hot_kb, the prompt's n_prompt tokens as
+ * the profile (hot_warm). 0, or 1 when nothing is left or buf is too small. */
+int sl_bench_budget_hot_sched(const char *path, const sl_model_options *mo,
+                              const sl_model_info *in, int32_t n_prompt, char *buf, size_t cap);
 /* Removes and frees the index a hot-cold row wrote (no-op otherwise). */
 void sl_bench_budget_row_done(sl_model_options *mo);
 

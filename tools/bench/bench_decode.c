@@ -107,10 +107,12 @@ static void usage(FILE *f)
           "only when asked for (--placement gpu --device sim: the GPU code path on CPU\n"
           "kernels). --sched applies to every placement; --trace writes the trace of the last\n"
           "placement that ran the fetch scheduler. With --vram-budget SIZE, rows for the same\n"
-          "budget spent three ways: `ngl N` (the largest -ngl that fits), `n-cpu-moe K` (MoE:\n"
-          "the smallest that fits) and `hot-cold` (hot neurons solved from a CPU profile of\n"
-          "the prompt tokens: a dense FFN's by activation, a MoE's experts' by routing rate),\n"
-          "each with its bytes per side and bound.\n",
+          "budget spent four ways: `ngl N` (the largest -ngl that fits), `n-cpu-moe K` (MoE:\n"
+          "the smallest that fits), `hot-cold` (hot neurons solved from a CPU profile of\n"
+          "the prompt tokens: a dense FFN's by activation, a MoE's experts' by routing rate)\n"
+          "and `static hot` (MoE: --cpu-moe, the rest of the budget holding each layer's most\n"
+          "routed experts of the prompt: --sched \"mode=cpu hot_kb=...\"), each with its bytes\n"
+          "per side and bound.\n",
           f);
     sl_cli_model_flags_help(f);
 }
@@ -215,6 +217,9 @@ typedef struct run_result {
     /* ReLU FFNs over the decode steps (sl_ctx_stats): the fraction of token x neuron pairs
      * with gate <= 0 and of those skipped; -1: no ReLU FFN ran */
     double relu_zero, relu_skip;
+    const char *moe_scheduler; /* the MoE scheduler the context ran (NULL: dense) */
+    sl_bench_dev_cost cost;  /* the decode steps' blocking syncs, device calls, PCIe bytes */
+    char hot_sched[96];      /* the static hot budget row's scheduler string */
 } run_result;
 
 /* Returns 0 (r->ok says whether it ran; r->why if not) or 1 on an out-of-memory. */
@@ -277,6 +282,8 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     const double nn = (double)(s1.ffn_neurons - s0.ffn_neurons);
     r->relu_zero = nn > 0 ? (double)(s1.ffn_neurons_zero - s0.ffn_neurons_zero) / nn : -1;
     r->relu_skip = nn > 0 ? (double)(s1.ffn_neurons_skipped - s0.ffn_neurons_skipped) / nn : -1;
+    r->moe_scheduler = s1.moe_scheduler; /* a static name (sl_moe_name) */
+    r->cost = sl_bench_dev_cost_of(&s0, &s1, n_gen, info.n_layer);
     r->ok = true;
     if (mf->trace) {
         sl_ctx_stats st;
@@ -548,9 +555,9 @@ int sl_bench_decode(int argc, char **argv)
         r->bound_ms = bound_ms(r->tb, &dev, gbps);
         r->bound_kind = bound_kind(p, r->device, r->tb);
     }
-    /* --vram-budget: the same budget spent three ways (llama.cpp's -ngl, --n-cpu-moe, and
-     * PowerInfer's hot/cold neurons), each the best of its kind that fits */
-    for (int kind = 0; mf.opt.vram_budget && kind < 3 && n_runs < MAX_RUNS; kind++) {
+    /* --vram-budget: the same budget spent four ways (llama.cpp's -ngl, --n-cpu-moe,
+     * PowerInfer's hot/cold neurons, static hot experts), each the best of its kind that fits */
+    for (int kind = 0; mf.opt.vram_budget && kind < 4 && n_runs < MAX_RUNS; kind++) {
         run_result *r = &runs[n_runs];
         sl_model_options mo = mf.opt;
         mo.device = dev_name;
@@ -561,7 +568,12 @@ int sl_bench_decode(int argc, char **argv)
         r->placement = r->label;
         r->device = dev_name;
         sl_placement p = SL_PLACE_CPU;
-        if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
+        /* static hot: its own scheduler string (over --sched) */
+        sl_cli_model_flags rf = mf;
+        if (kind == 3 && sl_bench_budget_hot_sched(path, &mo, &info, (int32_t)n_prompt,
+                                                   r->hot_sched, sizeof r->hot_sched) == 0)
+            rf.sched = r->hot_sched;
+        if (run_placement(path, mo, &rf, sl_cli_out_name(&tr), (int32_t)n_prompt,
                           (int32_t)n_gen, false, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             sl_bench_budget_row_done(&mo);
@@ -649,6 +661,9 @@ int sl_bench_decode(int argc, char **argv)
                        r->tb.dev, r->tb.host);
                 printf(",\"gpu_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64, r->gpu_bytes,
                        r->host_bytes);
+                printf(",\"moe_scheduler\":");
+                sl_json_cstr(stdout, r->moe_scheduler);
+                sl_bench_dev_cost_json(stdout, &r->cost);
                 if (r->relu_zero >= 0) {
                     printf(",\"relu_zero_frac\":");
                     sl_json_f64(stdout, r->relu_zero);
@@ -713,6 +728,12 @@ int sl_bench_decode(int argc, char **argv)
             if (r->scheduler)
                 printf(", %s scheduler (mode %s)", r->scheduler,
                        r->sched_mode ? r->sched_mode : "?");
+            if (r->moe_scheduler)
+                printf("; moe %s", r->moe_scheduler);
+            if (r->cost.calls_per_layer > 0)
+                printf("; per layer %.2f syncs, %.1f device calls; PCIe %.2f MB/token",
+                       r->cost.syncs_per_layer, r->cost.calls_per_layer,
+                       r->cost.pcie_expert_bytes_per_token / 1e6);
             putchar('\n');
         }
         if (!gpu_ran && gpu_why[0] && !mf.placement_given)

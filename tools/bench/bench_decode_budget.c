@@ -1,6 +1,8 @@
-/* bench decode's --vram-budget rows (bench.h): the same device budget spent three ways —
- * llama.cpp's -ngl (the largest that fits), --n-cpu-moe (MoE: the smallest that fits) and
- * PowerInfer's hot/cold neurons (an index solved from a CPU profile of the prompt tokens).
+/* bench decode's --vram-budget rows (bench.h): the same device budget spent four ways —
+ * llama.cpp's -ngl (the largest that fits), --n-cpu-moe (MoE: the smallest that fits),
+ * PowerInfer's hot/cold neurons (an index solved from a CPU profile of the prompt tokens) and
+ * static hot experts (MoE: every routed expert on the host, the budget the rest leaves holding
+ * each layer's most routed experts of the prompt, scheduler/moe/fetch.h hot_kb).
  *
  * The hot-cold row poses the problem exactly as place solve does (place.h: the same model
  * bytes, budget, conversion of the profile's counts and solver), from a profile taken in
@@ -32,7 +34,31 @@ int sl_bench_budget_row(const char *cmd, const char *path, int kind, sl_model_op
                         const sl_model_info *in, int32_t n_prompt, double cpu_gbs,
                         double gpu_gbs, const char *dir, char *label, size_t cap)
 {
-    if (kind == 1 && !in->n_expert) return 1;
+    if ((kind == 1 || kind == 3) && !in->n_expert) return 1;
+    if (kind == 3) {
+        /* --cpu-moe's plan, and what it leaves of the budget beside the context's buffers */
+        sl_model_options o = *mo;
+        o.placement = SL_PLACE_GPU;
+        o.gpu_layers = 0;
+        o.cpu_moe = true;
+        o.n_cpu_moe = 0;
+        sl_footprint fp;
+        sl_error err = {0};
+        if (sl_model_footprint(path, &o, &fp, &err)) {
+            fprintf(stderr, "bench decode: static hot: %s\n", err.msg);
+            return 1;
+        }
+        const uint64_t used = fp.device_bytes + fp.scratch_bytes;
+        if (used >= mo->vram_budget) {
+            fprintf(stderr, "bench decode: static hot: --cpu-moe needs %.1f MiB of the %.1f MiB "
+                    "budget: no room for hot experts\n", used / 1048576.0,
+                    mo->vram_budget / 1048576.0);
+            return 1;
+        }
+        *mo = o;
+        snprintf(label, cap, "static hot"); /* its hot_kb: sl_bench_budget_hot_sched */
+        return 0;
+    }
     if (kind < 2) {
         /* the device bytes grow with -ngl and shrink with --n-cpu-moe: with j counting from
          * the most device-heavy end, "fits" is false up to a point and true after it, so a
@@ -104,6 +130,21 @@ out:
     sl_ctx_destroy(c);
     sl_model_close(m);
     return rc;
+}
+
+int sl_bench_budget_hot_sched(const char *path, const sl_model_options *mo,
+                              const sl_model_info *in, int32_t n_prompt, char *buf, size_t cap)
+{
+    sl_footprint fp;
+    sl_error err = {0};
+    if (sl_model_footprint(path, mo, &fp, &err) ||
+        fp.device_bytes + fp.scratch_bytes >= mo->vram_budget)
+        return 1;
+    const uint64_t hot = mo->vram_budget - fp.device_bytes - fp.scratch_bytes;
+    const int64_t warm = (int64_t)n_prompt * in->n_expert_used;
+    return snprintf(buf, cap, "mode=cpu hot_kb=%llu hot_warm=%lld",
+                    (unsigned long long)(hot >> 10), (long long)(warm > 0 ? warm : 1)) >=
+           (int)cap;
 }
 
 void sl_bench_budget_row_done(sl_model_options *mo)

@@ -13,6 +13,11 @@
  *   post        mode=post                      gate/up/act on the CPU, down copied + on device
  *   full        mode=full                      whole experts copied, computed on the device
  *   auto+cache  mode=auto cache_kb=<25%> cpu_gbs/pcie_gbs/dev_gbs=<measured>
+ *   static hot  mode=cpu hot_kb=<25%> hot_warm=<the prompt's assignments>: each layer's most
+ *               routed experts in the prompt stay resident, computed on the device beside
+ *               the CPU's misses; nothing crosses PCIe in decode
+ *   cpu+uploads mode=cpu cache_kb=<25%> policy=lfu uploads=2: a run-time cache of at most two
+ *               uploads per layer and step, by decayed frequency
  * Each row: one context; a --prompt of 8 tokens, then --tokens one-token decode steps (default
  * 32, timed; tok/s = steps / their total time, ms/token their mean, median and p90 beside it;
  * counters are deltas over those steps), then a fresh context evaluating --prefill tokens in
@@ -62,18 +67,21 @@
 
 static const char *const k_cmd = "bench moe";
 
-enum { N_ROWS = 4, PROMPT = 8, COPY_REPS = 5 };
+enum { N_ROWS = 6, PROMPT = 8, COPY_REPS = 5 };
 
 static void usage(FILE *f)
 {
     fputs("usage: tools/run bench moe [-m FILE | --shape small|qwen3-30b-a3b] [--json]\n"
           "         [--tokens N] [--prefill N] [--device sim|cuda|auto] [--sim-h2d-gbs X]\n"
-          "         [--router-skew Z] [--trace FILE] [-t N] [--dir DIR] [--keep]\n"
+          "         [--router-skew Z] [--router-topics N] [--trace FILE] [-t N] [--dir DIR]\n"
+          "         [--keep]\n"
           "\n"
           "Decode and prefill tok/s of a MoE model with its routed experts in host memory\n"
           "(placement experts-cpu), for the scheduler modes cpu (baseline), post, full and\n"
           "auto with an expert cache of 25% of the expert bytes (VRAM budget = non-expert\n"
-          "weights + 25% of experts), each next to its bound max(CPU bytes / CPU BW, PCIe\n"
+          "weights + 25% of experts), static hot (mode cpu, the prompt's most routed experts\n"
+          "resident in that 25%) and cpu+uploads (mode cpu, a cache of at most 2 uploads per\n"
+          "layer and step), each next to its bound max(CPU bytes / CPU BW, PCIe\n"
           "bytes / PCIe BW, HBM bytes / HBM BW) with bandwidths measured in the same run,\n"
           "plus copy/compute overlap %, miss-fallback rate and cache hit rate.\n"
           "\n"
@@ -86,6 +94,9 @@ static void usage(FILE *f)
           "                         neuron skew 1 (mkmodel --neuron-skew)\n"
           "  --router-skew Z        Zipf exponent of expert popularity of the synthetic model\n"
           "                         (default 1.2; 0 = uniform)\n"
+          "  --router-topics N      the synthetic model's router has temporal locality instead\n"
+          "                         (mkmodel --router-topics N --topic-run 16; use with\n"
+          "                         --router-skew 0): static hot vs cpu+uploads\n"
           "  --dir DIR              where the synthetic model is written (default $TMPDIR or\n"
           "                         /tmp); removed at the end unless --keep\n"
           "  --keep                 keep the synthetic model file\n"
@@ -180,6 +191,7 @@ typedef struct row {
     double overlap_pct, fallback_rate, hit_rate;
     double cpu_bytes, pcie_bytes, hbm_bytes; /* per decode step */
     double bound_s;                          /* per decode step */
+    sl_bench_dev_cost cost;                  /* the decode steps' syncs, calls, PCIe bytes */
 } row;
 
 static void run_row(sl_model *m, const sl_model_info *info, const sl_bench_bytes *mb, bool fetch_mode,
@@ -226,6 +238,7 @@ static void run_row(sl_model *m, const sl_model_info *info, const sl_bench_bytes
     r->mcalls_cpu = (double)(s1.moe_calls_cpu - s0.moe_calls_cpu) / n_dec;
     r->mcalls_post = (double)(s1.moe_calls_post - s0.moe_calls_post) / n_dec;
     r->mcalls_full = (double)(s1.moe_calls_full - s0.moe_calls_full) / n_dec;
+    r->cost = sl_bench_dev_cost_of(&s0, &s1, n_dec, info->n_layer);
     r->overlap_pct = s1.copy_overlap_pct;
     const double fe = (double)(s1.expert_fetches - s0.expert_fetches);
     const double fb = (double)(s1.expert_fallbacks - s0.expert_fallbacks);
@@ -289,13 +302,14 @@ out:
 
 /* ---- main ------------------------------------------------------------------------------- */
 
-static void synth_shape(bool big, double skew, sl_synth_params *p)
+static void synth_shape(bool big, double skew, uint32_t topics, sl_synth_params *p)
 {
     sl_synth_defaults(SL_SYNTH_QWEN3MOE, p);
     p->type = SL_GGML_Q4_K;
     p->seed = 1;
     p->neuron_skew = 1.0; /* hot/cold FFN neurons, for placement to find (mkmodel's default 0) */
     p->router_skew = skew;
+    p->router_topics = topics;
     if (big) {
         p->n_layer = 48, p->n_embd = 2048, p->n_ff = 768, p->n_expert = 128;
         p->n_expert_used = 8, p->n_head = 16, p->n_head_kv = 4, p->n_vocab = 151936;
@@ -363,6 +377,7 @@ static void json_row(const row *r)
     sl_json_f64(stdout, r->hit_rate);
     printf(",\"prefill_tps\":");
     sl_json_f64(stdout, r->prefill_tps);
+    sl_bench_dev_cost_json(stdout, &r->cost);
     putchar('}');
 }
 
@@ -375,6 +390,7 @@ int sl_bench_moe(int argc, char **argv)
     bool json = false, keep = false, prefill_given = false;
     int64_t n_dec = 32, n_pre = 512, threads = 0;
     double sim_gbs = 25, skew = 1.2;
+    long topics = 0;
     while (sl_cli_args_next(&a)) {
         const char *v;
         if (sl_cli_is(&a, "-h", "--help")) {
@@ -415,6 +431,8 @@ int sl_bench_moe(int argc, char **argv)
             if (!(v = sl_cli_value(&a)) ||
                 sl_cli_parse_f64(k_cmd, a.flag, v, (sl_frange){0.001, 1e4, false, false}, &sim_gbs))
                 return 2;
+        } else if (sl_cli_is(&a, "--router-topics", NULL)) {
+            if (sl_bench_long_value(&a, 0, 128, &topics)) return 2;
         } else if (sl_cli_is(&a, "--router-skew", NULL)) {
             if (!(v = sl_cli_value(&a)) ||
                 sl_cli_parse_f64(k_cmd, a.flag, v, (sl_frange){0, 16, false, false}, &skew))
@@ -464,7 +482,7 @@ int sl_bench_moe(int argc, char **argv)
     if (!path) {
         const bool big = shape && !strcmp(shape, "qwen3-30b-a3b");
         sl_synth_params sp;
-        synth_shape(big, skew, &sp);
+        synth_shape(big, skew, (uint32_t)topics, &sp);
         if ((size_t)snprintf(synth_path, sizeof synth_path, "%s/sluice-bench-moe-%s-%d.gguf", dir,
                              big ? "qwen3-30b-a3b" : "small", (int)getpid()) >= sizeof synth_path) {
             sl_cli_out_discard(&tr);
@@ -476,8 +494,9 @@ int sl_bench_moe(int argc, char **argv)
                             "%s and loaded into RAM (writing takes ~10 s on 16 cores; "
                             "--keep, then -m FILE to reuse)\n", dir);
         if (!json)
-            fprintf(stderr, "bench moe: writing the %s synthetic model (router skew %g) to %s ...\n",
-                    big ? "qwen3-30b-a3b" : "small", skew, synth_path);
+            fprintf(stderr, "bench moe: writing the %s synthetic model (router skew %g, %ld "
+                    "topics) to %s ...\n", big ? "qwen3-30b-a3b" : "small", skew, topics,
+                    synth_path);
         sl_error err = {0};
         sl_synth_summary sum;
         const double t0 = sl_cli_now_s();
@@ -539,7 +558,8 @@ int sl_bench_moe(int argc, char **argv)
     const double per_layer = (double)mb.experts / (double)mb.n_moe_layers;
     uint64_t scratch_kb = (uint64_t)(per_layer / 1024) + 1024;
     if (scratch_kb < 64 * 1024) scratch_kb = 64 * 1024;
-    const char *names[N_ROWS] = {"cpu", "post", "full", "auto+cache"};
+    const char *names[N_ROWS] = {"cpu", "post", "full", "auto+cache", "static hot",
+                                 "cpu+uploads"};
     snprintf(rows[0].sched, sizeof rows[0].sched, "mode=cpu");
     snprintf(rows[1].sched, sizeof rows[1].sched, "mode=post scratch_kb=%" PRIu64, scratch_kb);
     snprintf(rows[2].sched, sizeof rows[2].sched, "mode=full scratch_kb=%" PRIu64, scratch_kb);
@@ -551,6 +571,10 @@ int sl_bench_moe(int argc, char **argv)
         snprintf(rows[3].sched + n, sizeof rows[3].sched - n, " pcie_gbs=%.3f dev_gbs=%.3f",
                  h2d_gbs, d2d_gbs / 2);
     }
+    snprintf(rows[4].sched, sizeof rows[4].sched, "mode=cpu hot_kb=%" PRIu64 " hot_warm=%d",
+             cache_bytes >> 10, PROMPT * info.n_expert_used);
+    snprintf(rows[5].sched, sizeof rows[5].sched,
+             "mode=cpu cache_kb=%" PRIu64 " policy=lfu uploads=2", cache_bytes >> 10);
     bool trace_done = false;
     for (int k = 0; k < N_ROWS; k++) {
         row *r = &rows[k];
@@ -611,23 +635,28 @@ int sl_bench_moe(int argc, char **argv)
         printf("bandwidth: CPU streaming read %.2f GB/s (%zu MiB); H2D %.2f GB/s; D2D %.2f GB/s "
                "(read + write)%s%s\n\n",
                cpu_gbs, mib, h2d_gbs, d2d_gbs, dev_why[0] ? " -- " : "", dev_why);
-        printf("%-11s %9s %9s %6s %8s %8s %8s %8s %6s %6s %11s\n", "mode", "dec t/s",
-               "bound t/s", "of bd", "CPU MB", "PCIe MB", "HBM MB", "overlap", "fallbk", "hit",
-               "prefill t/s");
+        printf("%-11s %9s %9s %6s %8s %8s %8s %8s %6s %6s %11s %6s %6s %8s\n", "mode",
+               "dec t/s", "bound t/s", "of bd", "CPU MB", "PCIe MB", "HBM MB", "overlap",
+               "fallbk", "hit", "prefill t/s", "sync/L", "call/L", "CPU GB/s");
         for (int k = 0; k < N_ROWS; k++) {
             const row *r = &rows[k];
             if (!r->ok) {
                 printf("%-11s unavailable: %s\n", r->name, r->why);
                 continue;
             }
-            printf("%-11s %9.1f %9.1f %5.0f%% %8.3f %8.3f %8.3f %7.1f%% %5.1f%% %5.1f%% %11.1f\n",
+            printf("%-11s %9.1f %9.1f %5.0f%% %8.3f %8.3f %8.3f %7.1f%% %5.1f%% %5.1f%% %11.1f "
+                   "%6.2f %6.1f %8.2f\n",
                    r->name, r->decode_tps, r->bound_s > 0 ? 1 / r->bound_s : 0.0,
                    r->bound_s > 0 ? 100 * r->decode_tps * r->bound_s : 0.0, r->cpu_bytes / 1e6,
                    r->pcie_bytes / 1e6, r->hbm_bytes / 1e6, r->overlap_pct,
-                   100 * r->fallback_rate, 100 * r->hit_rate, r->prefill_tps);
+                   100 * r->fallback_rate, 100 * r->hit_rate, r->prefill_tps,
+                   r->cost.syncs_per_layer, r->cost.calls_per_layer, r->cost.cpu_expert_gbps);
         }
-        printf("(MB per decode step; decode %" PRId64 " steps after an %d-token prompt; prefill "
-               "%" PRId64 " tokens in one batch)\n", n_dec, PROMPT, n_pre);
+        printf("(MB per decode step; sync/L, call/L: blocking syncs and device calls per layer "
+               "and step; CPU GB/s: the CPU expert path's weight reads over its time, beside the "
+               "streaming read of %.2f GB/s above; decode %" PRId64 " steps after an %d-token "
+               "prompt; prefill %" PRId64 " tokens in one batch)\n", cpu_gbs, n_dec, PROMPT,
+               n_pre);
         if (trace_done) printf("trace of one post decode step: %s\n", trace);
     }
     rc = 0;

@@ -58,6 +58,12 @@ static void usage(FILE *f)
             "                    and --ffn must be multiples of the block size (32; 256 for\n"
             "                    the K-quants)\n"
             "  --router-skew Z   Zipf exponent of expert popularity, 0 = uniform (default 1.0)\n"
+            "  --router-topics N MoE: a router with temporal locality: token ids in runs of\n"
+            "                    --topic-run R (default 16) cycle through N topics, each\n"
+            "                    preferring its own 1/N of every layer's experts, and greedy\n"
+            "                    decoding walks the ids (v -> v + 1), so the topic drifts\n"
+            "                    every R tokens (0: off, the default; use with --router-skew 0\n"
+            "                    for little static skew)\n"
             "  --neuron-skew Z   Zipf exponent of FFN neuron activations (gate/up row scales),\n"
             "                    0 = none, max 4 (default 0; 1 puts ~2/3 of an FFN's weight\n"
             "                    energy in its hottest 10%% of neurons)\n"
@@ -116,6 +122,8 @@ int sl_cli_mkmodel(int argc, char **argv)
         {"--ctx", offsetof(sl_synth_params, n_ctx), false, 0},
         {"--shared-ffn", offsetof(sl_synth_params, n_ff_shexp), false, 0},
         {"--sliding-window", offsetof(sl_synth_params, n_swa), false, 0},
+        {"--router-topics", offsetof(sl_synth_params, router_topics), false, 0},
+        {"--topic-run", offsetof(sl_synth_params, topic_run), false, 0},
     };
     const size_t n_uf = sizeof uf / sizeof uf[0];
     const char *arch_s = NULL, *type_s = NULL, *out = NULL, *act_s = NULL;
@@ -285,6 +293,7 @@ int sl_cli_mkmodel(int argc, char **argv)
            p.n_layer, p.n_embd, p.n_ff);
     if (p.n_expert) printf("%u experts top-%u skew %g, ", p.n_expert, p.n_expert_used,
                            p.router_skew);
+    if (p.router_topics) printf("%u topics of %u tokens, ", p.router_topics, p.topic_run);
     printf("neuron skew %g, %s, ", p.neuron_skew, p.relu ? "ReLU FFN" : "arch activation");
     if (p.n_ff_shexp) printf("shared ffn %u, ", p.n_ff_shexp);
     if (p.n_swa) printf("sliding window %u, ", p.n_swa);

@@ -47,6 +47,20 @@
  *     which experts a token picks varies, with frequencies ordered by p_e (softmax with
  *     Gumbel-like noise picks expert e with probability ~ p_e). Z = 0 gives uniform routing.
  *   Deeper layers see larger residual norms, so the effective skew weakens somewhat with depth.
+ *
+ * Temporal locality (--router-topics N, --topic-run R; MoE archs): real routers differ — some
+ * have strong static skew, others little, but consecutive tokens of one topic reuse experts.
+ * Token v belongs to topic (v / R) mod N; channels 1 .. N are reserved like channel 0, token
+ * v's embedding holding sqrt(E - 1) in channel 1 + its topic; each layer deals its experts
+ * into N groups (its popularity permutation, round-robin), and router row e reads channel 1 +
+ * its group with a logit of SL__SYNTH_TOPIC_LOGIT, so a token prefers its topic's experts.
+ * Output row v is token v - 1's embedding (reserved columns zero; the rows, like the
+ * embedding's, made exactly), and the embeddings are SL__SYNTH_TOPIC_EMBD_SCALE times louder
+ * than the layers' outputs: the residual stream keeps the current token's embedding, so
+ * greedy decoding walks v, v + 1, v + 2, ... and the topic drifts every R tokens. With
+ * --router-skew 0 the long-run expert frequencies are flat while any R consecutive tokens use
+ * about k * X / N experts per layer: a profile's static top list covers little, a cache of
+ * recent experts a lot.
  */
 #include "tools/synth/synth.h"
 
@@ -167,6 +181,7 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
     p->n_ctx = 256;
     p->type = SL_GGML_F32;
     p->router_skew = 1.0;
+    p->topic_run = 16;
     p->neuron_skew = 0.0; /* on, it makes small models' logits sensitive to routing flips */
     p->seed = 1;
     if (a == SL_SYNTH_QWEN2MOE) p->n_ff_shexp = 2 * p->n_ff;
@@ -315,6 +330,17 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
                             "--shared-ffn %u: not a multiple of %u, which --type %s needs (its "
                             "rows are %u-element blocks)",
                             p->n_ff_shexp, ti->block_size, ti->name, ti->block_size);
+    if (p->router_topics && !k_arch[p->arch].moe)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "--router-topics: %s has no router",
+                            sl_synth_arch_name(p->arch));
+    if (p->router_topics && (p->router_topics > p->n_expert ||
+                             (uint64_t)p->router_topics + 2 > p->n_embd / 2))
+        return sl_error_set(err, SL_ERR_RANGE, "--router-topics %u: must be at most the experts "
+                            "(%u) and leave half of --dim %u to the other channels",
+                            p->router_topics, p->n_expert, p->n_embd);
+    if (p->topic_run < 1)
+        return sl_error_set(err, SL_ERR_RANGE, "--topic-run %u: must be at least 1",
+                            p->topic_run);
     if (!isfinite(p->router_skew) || p->router_skew < 0.0 || p->router_skew > 16.0)
         return sl_error_set(err, SL_ERR_RANGE, "--router-skew %g: must be in [0, 16]",
                             p->router_skew);
@@ -672,6 +698,13 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
         c->st = sl_gguf_writer_set_f32(c->w, "sluice.synth.router_skew", (float)p->router_skew,
                                        c->err);
         c->n++;
+    }
+    if (ai->moe && p->router_topics && !c->st) {
+        c->st = sl_gguf_writer_set_u32(c->w, "sluice.synth.router_topics", p->router_topics,
+                                       c->err);
+        if (!c->st)
+            c->st = sl_gguf_writer_set_u32(c->w, "sluice.synth.topic_run", p->topic_run, c->err);
+        c->n += 2;
     }
     if (!c->st) {
         c->st = sl_gguf_writer_set_f32(c->w, "sluice.synth.neuron_skew", (float)p->neuron_skew,

@@ -66,6 +66,8 @@ typedef struct sl_synth_params {
     uint32_t type;          /* --type: ggml type of matmul weights (SL_SYNTH_TYPES); MXFP4
                              * (MoE only): routed experts MXFP4, other matmuls Q8_0 */
     double router_skew;     /* --router-skew: Zipf exponent Z of expert popularity */
+    uint32_t router_topics; /* --router-topics N: temporal locality (synth.c); 0: off */
+    uint32_t topic_run;     /* --topic-run R: consecutive token ids per topic (default 16) */
     double neuron_skew;     /* --neuron-skew: Zipf exponent of FFN neuron activations, [0, 4] */
     bool exact_quant;       /* --exact-quant: quantize every row (no pooled resampling) */
     bool relu;              /* --activation relu: a ReLU FFN (dense llama only), written as

@@ -60,12 +60,18 @@ typedef struct sl__synth_prep {
     bool pooled;            /* rows are resampled from `pool` (see synth_rows.c) */
     uint32_t n_steps;       /* sl__synth_prep_step calls needed, any order, any threads */
     double *router_bias;    /* [ne[1]] logit offsets */
+    int32_t *router_group;  /* [ne[1]] topic group of each expert (--router-topics), or NULL */
+    int64_t zero_rows;      /* pooled OUT rows r with r % ne[1] below this are zero_row */
     float *neuron_scale;    /* [ne[2]][ne[1]] per-neuron factors, mean square 1 per expert */
     uint8_t *pool;          /* [SL__SYNTH_POOL_ROWS][row_bytes] packed rows */
     uint8_t *zero_row;      /* [row_bytes] the packed all-zero row */
 } sl__synth_prep;
 
 enum { SL__SYNTH_POOL_ROWS = 256 };
+/* Router logit the experts of the current topic get (synth.c, "Temporal locality"). */
+#define SL__SYNTH_TOPIC_LOGIT 4.0
+/* and the factor of its embeddings (the greedy walk survives deep models) */
+#define SL__SYNTH_TOPIC_EMBD_SCALE 8.0
 
 /* Whether t's rows are resampled from a pool (synth_rows.c) rather than made exactly. */
 bool sl__synth_pooled(const sl_synth_params *p, const sl__synth_tensor *t);

@@ -113,9 +113,23 @@ static bool arch_is_moe(const sl_synth_params *p)
     return sl_synth_arch_is_moe(p->arch);
 }
 
+/* The reserved channels of the residual stream (synth.c, "Router"): none for a dense model;
+ * the bias channel 0 and, with --router-topics N, the topic channels 1 .. N for MoE. */
+static int64_t reserved(const sl_synth_params *p)
+{
+    return arch_is_moe(p) ? 1 + (int64_t)p->router_topics : 0;
+}
+
+/* Token v's topic (synth.c, "Temporal locality"). */
+static int64_t topic_of(const sl_synth_params *p, int64_t v)
+{
+    return v / (int64_t)p->topic_run % (int64_t)p->router_topics;
+}
+
 /* ne[0] values of a row of kind k from r, before the row-specific rules (zero rows, router
- * column, neuron factor f), with the column rules of the MoE bias channel applied. */
-static void gen_values(const sl__synth_tensor *t, bool moe, rng *r, double f, float *out)
+ * columns, topic channel, neuron factor f), with the column rules of the res reserved
+ * channels applied. */
+static void gen_values(const sl__synth_tensor *t, int64_t res, rng *r, double f, float *out)
 {
     const int64_t n = t->ne[0];
     const double scale = f / sqrt((double)n);
@@ -125,12 +139,12 @@ static void gen_values(const sl__synth_tensor *t, bool moe, rng *r, double f, fl
         break;
     case SL__K_EMBD:
         for (int64_t j = 0; j < n; j++) out[j] = (float)rng_gauss(r);
-        if (moe) out[0] = (float)sqrt((double)(n - 1));
+        for (int64_t j = 0; j < res; j++) out[j] = j ? 0.0f : (float)sqrt((double)(n - 1));
         break;
     case SL__K_OUTPUT:
     case SL__K_IN:
         for (int64_t j = 0; j < n; j++) out[j] = (float)(rng_gauss(r) * scale);
-        if (moe) out[0] = 0.0f;
+        for (int64_t j = 0; j < res; j++) out[j] = 0.0f;
         break;
     case SL__K_OUT:
         for (int64_t j = 0; j < n; j++) out[j] = (float)(rng_gauss(r) * scale);
@@ -138,7 +152,7 @@ static void gen_values(const sl__synth_tensor *t, bool moe, rng *r, double f, fl
     case SL__K_BIAS:
     case SL__K_BIAS_OUT:
         for (int64_t j = 0; j < n; j++) out[j] = (float)(0.1 * rng_gauss(r));
-        if (moe && t->k == SL__K_BIAS_OUT) out[0] = 0.0f;
+        for (int64_t j = 0; t->k == SL__K_BIAS_OUT && j < res; j++) out[j] = 0.0f;
         break;
     case SL__K_ROUTER: {
         /* other dims: total logit noise std 1 given x[j] ~ N(0, 1/2) after RMSNorm */
@@ -153,22 +167,42 @@ static void gen_values(const sl__synth_tensor *t, bool moe, rng *r, double f, fl
 static void gen_row(const sl_synth_params *p, const sl__synth_tensor *t, const sl__synth_prep *s,
                     int64_t row, float *out)
 {
-    const int64_t n = t->ne[0];
-    const bool moe = arch_is_moe(p);
-    if (t->k == SL__K_OUT && moe && row % t->ne[1] == 0) {
-        memset(out, 0, (size_t)n * sizeof *out); /* nothing writes the bias channel */
+    const int64_t n = t->ne[0], res = reserved(p);
+    if (t->k == SL__K_OUT && row % t->ne[1] < res) {
+        memset(out, 0, (size_t)n * sizeof *out); /* nothing writes the reserved channels */
         return;
     }
     rng r;
+    if (t->k == SL__K_OUTPUT && p->router_topics) {
+        /* output row v is token v - 1's embedding: the greedy successor of v is v + 1 */
+        const int64_t prev = (row + t->ne[1] - 1) % t->ne[1];
+        const sl__synth_tensor embd = {.ne = {n, t->ne[1], 1, 1}, .k = SL__K_EMBD};
+        rng_init(&r, name_key(p->seed, "token_embd.weight"), (uint64_t)prev);
+        gen_values(&embd, res, &r, 1.0, out);
+        const double scale = 1.0 / sqrt((double)n);
+        for (int64_t j = 0; j < n; j++) out[j] = j < res ? 0.0f : (float)(out[j] * scale);
+        return;
+    }
     rng_init(&r, s->key, (uint64_t)row);
-    gen_values(t, moe, &r, s->neuron_scale ? s->neuron_scale[row] : 1.0, out);
-    if (t->k == SL__K_ROUTER) out[0] = (float)(s->router_bias[row] / sqrt((double)n / 2.0));
+    gen_values(t, res, &r, s->neuron_scale ? s->neuron_scale[row] : 1.0, out);
+    if (t->k == SL__K_EMBD && p->router_topics) {
+        out[1 + topic_of(p, row)] = (float)sqrt((double)(n - 1));
+        /* louder than what the layers add, so the stream keeps the token for the output */
+        for (int64_t j = 0; j < n; j++) out[j] *= (float)SL__SYNTH_TOPIC_EMBD_SCALE;
+    }
+    if (t->k == SL__K_ROUTER) {
+        /* x[c] ~ sqrt(n / 2) after RMSNorm for a reserved channel c that holds sqrt(n - 1) */
+        const double x = sqrt((double)n / 2.0);
+        out[0] = (float)(s->router_bias[row] / x);
+        if (p->router_topics)
+            out[1 + s->router_group[row]] = (float)(SL__SYNTH_TOPIC_LOGIT / x);
+    }
 }
 
 /* Zipf offsets -Z ln(rank) with ranks 1..X in a random order (Fisher-Yates from the tensor's
  * own stream). rank is scratch space for X entries. */
 static sl_status router_biases(const sl_synth_params *p, uint64_t key, double *bias,
-                               sl_error *err)
+                               int32_t *group, sl_error *err)
 {
     const uint32_t x = p->n_expert;
     uint32_t *rank = malloc((size_t)x * sizeof *rank);
@@ -183,6 +217,9 @@ static sl_status router_biases(const sl_synth_params *p, uint64_t key, double *b
         rank[j] = tmp;
     }
     for (uint32_t e = 0; e < x; e++) bias[e] = -p->router_skew * log((double)rank[e]);
+    /* topic groups: the same permutation, dealt round-robin (groups differ by at most one) */
+    for (uint32_t e = 0; group && e < x; e++)
+        group[e] = (int32_t)((rank[e] - 1) % p->router_topics);
     free(rank);
     return SL_OK;
 }
@@ -299,7 +336,7 @@ static void pooled_rows(const sl__synth_tensor *t, const sl__synth_prep *s, int6
     const uint64_t pick = sl_prng_mix64(s->key ^ SALT_PICK);
     for (int64_t row = r0; row < r1; row++) {
         uint8_t *d = dst + (size_t)(row - r0) * rb;
-        if (s->zero_row && row % t->ne[1] == 0) {
+        if (s->zero_row && row % t->ne[1] < s->zero_rows) {
             memcpy(d, s->zero_row, rb);
             continue;
         }
@@ -325,6 +362,8 @@ bool sl__synth_pooled(const sl_synth_params *p, const sl__synth_tensor *t)
 {
     size_t off[2];
     const int64_t rows = t->ne[1] * t->ne[2];
+    /* topics: the output's rows are the embedding's, value for value */
+    if (p->router_topics && (t->k == SL__K_EMBD || t->k == SL__K_OUTPUT)) return false;
     return !p->exact_quant && scale_fields(t->type, off) != 0 &&
            t->ne[0] * rows >= POOL_MIN_WEIGHTS && rows >= POOL_MIN_ROWS;
 }
@@ -340,12 +379,15 @@ sl_status sl__synth_prep_init(const sl_synth_params *p, const sl__synth_tensor *
     bool ok = true;
     if (t->k == SL__K_ROUTER)
         ok &= (s->router_bias = malloc((size_t)t->ne[1] * sizeof *s->router_bias)) != NULL;
+    if (t->k == SL__K_ROUTER && p->router_topics)
+        ok &= (s->router_group = malloc((size_t)t->ne[1] * sizeof *s->router_group)) != NULL;
     if (t->neurons != SL__NEURONS_NONE && p->neuron_skew > 0)
         ok &= (s->neuron_scale = malloc((size_t)(t->ne[1] * t->ne[2]) * sizeof(float))) != NULL;
     if (s->pooled) {
         ok &= (s->pool = malloc(SL__SYNTH_POOL_ROWS * s->row_bytes)) != NULL;
         if (t->k == SL__K_OUT && arch_is_moe(p))
             ok &= (s->zero_row = malloc(s->row_bytes)) != NULL;
+        s->zero_rows = reserved(p);
     }
     if (!ok) {
         sl__synth_prep_free(s);
@@ -360,7 +402,9 @@ sl_status sl__synth_prep_step(const sl_synth_params *p, const sl__synth_tensor *
     const int64_t n = t->ne[0];
     sl_status st = SL_OK;
     if (step == 0) {
-        if (s->router_bias && (st = router_biases(p, s->key, s->router_bias, err))) return st;
+        if (s->router_bias &&
+            (st = router_biases(p, s->key, s->router_bias, s->router_group, err)))
+            return st;
         if (s->neuron_scale) neuron_scales(p, t, s->neuron_scale);
         if (s->zero_row) {
             memset(scratch, 0, (size_t)n * sizeof *scratch);
@@ -376,8 +420,7 @@ sl_status sl__synth_prep_step(const sl_synth_params *p, const sl__synth_tensor *
     for (uint64_t k = k0; k < k0 + POOL_CHUNK_ROWS && !st; k++) {
         rng r;
         rng_init(&r, key, k);
-        gen_values(t, arch_is_moe(p), &r, levels ? k_mxfp4_level[k % MXFP4_LEVELS] : 1.0,
-                   scratch);
+        gen_values(t, reserved(p), &r, levels ? k_mxfp4_level[k % MXFP4_LEVELS] : 1.0, scratch);
         st = sl_quant_row(t->type, scratch, s->pool + k * s->row_bytes, n, err);
     }
     return st;
@@ -386,6 +429,7 @@ sl_status sl__synth_prep_step(const sl_synth_params *p, const sl__synth_tensor *
 void sl__synth_prep_free(sl__synth_prep *s)
 {
     free(s->router_bias);
+    free(s->router_group);
     free(s->neuron_scale);
     free(s->pool);
     free(s->zero_row);
