@@ -18,7 +18,10 @@
  *   (deepseek2: dense below leading_dense_block_count; sigmoid router whose selection adds
  *   exp_probs_b within the best groups; weights normalised and scaled; + shared experts)
  *   x += [post_norm](ffn)
- * then logits = Wout rms_norm(x, output_norm) for the rows asked for.
+ *   (granite: both block outputs times residual_scale before their add)
+ * then logits = Wout rms_norm(x, output_norm) for the rows asked for (granite: / logit_scale;
+ * gemma2: final soft-capping). Embeddings are scaled by hp.embd_scale (gemma, granite);
+ * gemma2's attention logits are soft-capped inside the attention kernel.
  *
  * Where each step runs: a layer runs on the side its attention weights live on (ctx.h's
  * sl__side: the host, or the device through its executor, runtime/engine/dx.h); the residual stream
@@ -296,6 +299,7 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
     const sl_attn_params ap = {.n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
                                .head_dim = hp->head_dim, .n_pos = 1, .scale = hp->attn_scale,
                                .window = L->swa ? hp->n_swa : 0, .kv_type = c->kv.type,
+                               .softcap = hp->attn_softcap,
                                .sinks = L->sinks ? L->sinks->data : NULL};
     if ((st = vt->attn(dx, s->q, kc, vc, &ap, c->host.pos, n, s->att, err)))
         return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
@@ -406,6 +410,9 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
     if (L->attn_post_norm &&
         (st = vt->rms_norm(dx, s->tmp, L->attn_post_norm->data, s->tmp, n, E, eps, err)))
         return st;
+    if (hp->residual_scale != 0.0f &&
+        (st = vt->scale(dx, s->tmp, n * E, hp->residual_scale, err)))
+        return st;
     if ((st = vt->add(dx, s->x, s->tmp, s->x, n * E, err))) return st;
 
     if ((st = vt->rms_norm(dx, s->x, L->ffn_norm->data, s->xn, n, E, eps, err))) return st;
@@ -421,6 +428,9 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
     if (st) return st;
     if (L->ffn_post_norm &&
         (st = vt->rms_norm(dx, s->tmp, L->ffn_post_norm->data, s->tmp, n, E, eps, err)))
+        return st;
+    if (hp->residual_scale != 0.0f &&
+        (st = vt->scale(dx, s->tmp, n * E, hp->residual_scale, err)))
         return st;
     return vt->add(dx, s->x, s->tmp, s->x, n * E, err);
 }
@@ -487,6 +497,20 @@ static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_
     return sync_dev(c, err);
 }
 
+/* The output logits' last step, on the host rows: granite's / logit_scale, gemma2's final
+ * soft-capping c tanh(l / c). Both are monotone: an argmax taken before is unchanged. */
+static void logits_finish(const sl__hparams *hp, float *logits, int64_t count)
+{
+    if (hp->logit_scale != 0.0f) {
+        const float inv = 1.0f / hp->logit_scale;
+        for (int64_t i = 0; i < count; i++) logits[i] *= inv;
+    }
+    if (hp->final_softcap > 0.0f) {
+        const float c = hp->final_softcap;
+        for (int64_t i = 0; i < count; i++) logits[i] = c * tanhf(logits[i] / c);
+    }
+}
+
 sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out,
                       int64_t out_from, int32_t *greedy, sl_error *err)
 {
@@ -516,7 +540,8 @@ sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits
                                     : (const uint8_t *)te->data + (size_t)tokens[t] * rb;
         if ((st = sl_quant_dequant_row(te->type, row, h->x + t * E, E, err))) return st;
     }
-    if (m->tr->embd_scale && (st = h->dx->vt->scale(h->dx, h->x, n * E, sqrtf((float)E), err)))
+    if (hp->embd_scale != 0.0f &&
+        (st = h->dx->vt->scale(h->dx, h->x, n * E, hp->embd_scale, err)))
         return st;
     if (c->dev.dx &&
         (st = copy(c, c->dev.pos, h->pos, (uint64_t)n * sizeof(int32_t), SL_COPY_H2D, err)))
@@ -529,8 +554,13 @@ sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits
             return st;
         }
     }
-    if (logits_out) st = output(c, at, n, logits_out, out_from, greedy, err);
-    else if (c->dev.dx) st = sync_dev(c, err);
+    if (logits_out) {
+        st = output(c, at, n, logits_out, out_from, greedy, err);
+        /* monotone, so a greedy pick made before it stands */
+        if (!st && !greedy) logits_finish(hp, logits_out, (n - out_from) * hp->n_vocab);
+    } else if (c->dev.dx) {
+        st = sync_dev(c, err);
+    }
     if (st && c->dev.dx) sync_dev(c, NULL);
     return st;
 }
