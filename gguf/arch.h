@@ -23,6 +23,7 @@ typedef enum sl_arch {
     SL_ARCH_QWEN3,      /* dense Qwen3: per-head q/k norms */
     SL_ARCH_GEMMA2,     /* soft-capped logits, alternating sliding window, post-norms */
     SL_ARCH_GRANITE,    /* IBM Granite 3: embedding, residual, attention and logit multipliers */
+    SL_ARCH_PHI3,       /* Phi-3 / Phi-4: fused attn_qkv and gate|up, partial rotary */
     SL_ARCH_COUNT       /* not an architecture: the list's length */
 } sl_arch;
 

@@ -76,6 +76,8 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
     [SL_ARCH_GRANITE] = {.rope = SL_ROPE_NORMAL, .act = SL_MOE_SILU, .rope_freqs = true,
                           .hparams = sl__granite_hparams,
                           .bind_layer = sl__granite_bind_layer},
+    [SL_ARCH_PHI3] = {.rope = SL_ROPE_NEOX, .act = SL_MOE_SILU, .fused = true,
+                       .hparams = sl__phi3_hparams, .bind_layer = sl__phi3_bind_layer},
 };
 
 const sl__arch_traits *sl__arch_traits_get(sl_arch a)
@@ -742,7 +744,7 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
     if ((st = VEC(&L->attn_norm, true, "blk.%d.attn_norm.weight", il, E))) return st;
     if (tr->mla) {
         if ((st = bind_mla(m, il, err))) return st;
-    } else if ((st = bind_attn(m, il, err))) {
+    } else if (!tr->fused && (st = bind_attn(m, il, err))) {
         return st;
     }
     const char *ffn_norm = tr->post_attn_ffn_norm ? "blk.%d.post_attention_norm.weight"
@@ -755,7 +757,9 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
         return st;
     if (tr->bind_layer && (st = tr->bind_layer(m, il, err))) return st;
 
-    if (hp->n_expert == 0 || il < hp->n_dense_lead) {
+    if (tr->fused) {
+        /* bind_layer bound the attention and the FFN */
+    } else if (hp->n_expert == 0 || il < hp->n_dense_lead) {
         const int64_t F = hp->n_ff;
         if ((st = MAT(&L->ffn_gate, true, "blk.%d.ffn_gate.weight", il, E, F))) return st;
         if ((st = MAT(&L->ffn_up, true, "blk.%d.ffn_up.weight", il, E, F))) return st;

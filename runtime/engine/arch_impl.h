@@ -24,5 +24,7 @@ sl_status sl__arch_bind(sl_model *m, sl_weight **out, bool required, bool vec, c
 sl_status sl__gemma2_hparams(sl_model *m, sl_error *err);
 sl_status sl__granite_hparams(sl_model *m, sl_error *err);
 sl_status sl__granite_bind_layer(sl_model *m, int il, sl_error *err);
+sl_status sl__phi3_hparams(sl_model *m, sl_error *err);
+sl_status sl__phi3_bind_layer(sl_model *m, int il, sl_error *err);
 
 #endif

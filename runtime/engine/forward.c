@@ -2,7 +2,7 @@
  *
  * Per layer, for the n tokens of the chunk (rows of x [n][n_embd], the residual stream):
  *   xn = rms_norm(x, attn_norm)
- *   q, k, v = W{q,k,v} xn (+ bias: qwen2moe, gpt-oss)
+ *   q, k, v = W{q,k,v} xn (+ bias: qwen2moe, gpt-oss; phi3: row views of one fused W)
  *   q/k norm: per head [head_dim] (qwen3moe, gemma3) or whole row (olmoe)
  *   rope(q, k) at the tokens' positions (per-layer base/scale: gemma3's local layers)
  *   store k, v in the cache, then each token attends to positions [0, its own] (causal inside
@@ -78,15 +78,35 @@ static sl_status mm_many(const sl__side *s, const sl_weight *const *ws, int coun
     return SL_OK;
 }
 
-/* A dense FFN (or one part of a split one) on side o from o->xn: out = Wd (act(Wg xn) * Wu xn).
+/* Rows [r0, r0 + rows) of a 2-D weight: a view, no copy (phi3's fused projections; r0 and
+ * rows multiples of 8, so a Q4_K_R8 repacked weight's groups of eight stay whole). */
+static sl_weight rows_view(const sl_weight *w, int64_t r0, int64_t rows)
+{
+    sl_weight v = *w;
+    const size_t rb = (size_t)(sl__weight_slice_bytes(w) / (uint64_t)w->ne[1]);
+    v.data = (const uint8_t *)w->data + (size_t)r0 * rb;
+    v.ne[1] = rows;
+    v.nbytes = (uint64_t)rows * rb;
+    return v;
+}
+
+/* A dense FFN (or one part of a split one) on side o from o->xn: out = Wd (act(Wg xn) * Wu xn);
+ * wg NULL: wu is the fused gate | up (phi3).
  * The one dense-FFN sequence of the forward pass, whichever side or part runs it. */
 static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
                            const sl_weight *wu, const sl_weight *wd, int32_t il, int64_t n,
                            float *out, sl_error *err)
 {
     const sl__dx_vt *vt = o->dx->vt;
-    const int64_t F = wg->ne[1];
+    const int64_t F = wd->ne[0];
     const sl_moe_act act = c->m->hp.act;
+    sl_weight fused[2];
+    if (!wg) {
+        fused[0] = rows_view(wu, 0, F);
+        fused[1] = rows_view(wu, F, F);
+        wg = &fused[0];
+        wu = &fused[1];
+    }
     sl_status st;
     /* ReLU: the neurons no token activates are skipped, exactly (dx.h relu_ffn) */
     if (act == SL_MOE_RELU && o->dx->sparse_ffn && !c->opt.relu_dense) {
@@ -270,6 +290,13 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
     const float eps = hp->rms_eps;
     sl_status st;
     const sl_weight *qkv[3] = {L->wq, L->wk, L->wv};
+    sl_weight fused[3];
+    if (L->wqkv) { /* phi3: rows q | k | v */
+        fused[0] = rows_view(L->wqkv, 0, Q);
+        fused[1] = rows_view(L->wqkv, Q, KV);
+        fused[2] = rows_view(L->wqkv, Q + KV, KV);
+        for (int i = 0; i < 3; i++) qkv[i] = &fused[i];
+    }
     float *const qkv_y[3] = {s->q, s->k, s->v};
     if ((st = mm_many(s, qkv, 3, s->xn, n, qkv_y, err)))
         return st;

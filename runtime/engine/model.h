@@ -66,6 +66,8 @@ typedef struct sl__arch_traits {
     bool mla;               /* multi-head latent attention, leading dense layers, ungated shared
                                experts, router from the file's keys (deepseek2) */
     bool rope_freqs;        /* an optional rope_freqs.weight [n_rot / 2] (llama, granite) */
+    bool fused;             /* bind_layer binds the attention and the dense FFN: attn_qkv
+                               (or q, k, v) and ffn_up [n_embd, 2 n_ff] = gate | up (phi3) */
     int32_t swa_default;    /* attention.sliding_window when absent (gemma2: 4096); 0: required */
     /* The arch's own keys and tensors (arch_<name>.c), after the common ones; NULL: none.
      * hparams runs at the end of sl__hparams_load, bind_layer after a layer's common tensors. */
@@ -119,7 +121,9 @@ typedef struct sl__hparams {
 typedef struct sl__layer {
     sl_weight *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *q_norm, *k_norm, *attn_post_norm;
     sl_weight *ffn_norm, *ffn_post_norm;
-    sl_weight *ffn_gate, *ffn_up, *ffn_down;                 /* dense FFN */
+    sl_weight *ffn_gate, *ffn_up, *ffn_down;                 /* dense FFN; ffn_gate NULL:
+                                                                ffn_up is gate | up (phi3) */
+    sl_weight *wqkv;        /* fused [n_embd, Q + 2 KV] = q | k | v rows, or NULL (phi3) */
     sl_weight *gate_inp;                                     /* router [n_embd, n_expert] */
     sl_weight *gate_exps, *up_exps, *down_exps;              /* merged experts, or NULL */
     sl_weight **gate_e, **up_e, **down_e;                    /* per-expert tensors, or NULL */

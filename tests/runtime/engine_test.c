@@ -608,7 +608,8 @@ static void check_broken_deepseek2(const char *path, const sl_model_options *o)
                    k_cases[i].unsupported ? SL_ERR_UNSUPPORTED : F, k_cases[i].a, k_cases[i].b);
 }
 
-/* The dense archs of issue 34: a missing or mis-shaped tensor, a missing or mistyped key. */
+/* The dense archs of issue 34: a missing or mis-shaped tensor, a missing or mistyped key
+ * (phi3: the fused attn_qkv and gate | up). */
 static void check_broken_dense(const char *path, const sl_model_options *o)
 {
     static const struct {
@@ -632,6 +633,10 @@ static void check_broken_dense(const char *path, const sl_model_options *o)
          "expected f32"},
         {"granite", "blk.0.ffn_down.weight", NULL, NULL, NULL, SL_ERR_FORMAT,
          "blk.0.ffn_down.weight", "[64, 64]"},
+        {"phi3", NULL, "blk.1.attn_qkv.weight", NULL, NULL, SL_ERR_FORMAT,
+         "blk.1.attn_qkv.weight", "expected [64, 128]"},
+        {"phi3", "blk.0.ffn_up.weight", NULL, NULL, NULL, SL_ERR_FORMAT, "blk.0.ffn_up.weight",
+         "[64, 128]"},
     };
     for (size_t i = 0; i < sizeof k_cases / sizeof *k_cases; i++) {
         tm_params p;
@@ -773,7 +778,7 @@ int main(int argc, char **argv)
     }
     const char *archs[] = {"llama", "mixtral", "mixtral-split", "qwen2moe", "qwen3moe", "olmoe",
                            "gemma3", "gpt-oss", "deepseek2", "qwen2", "qwen3", "gemma2",
-                           "granite"};
+                           "granite", "phi3"};
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
         tm_params p;
         tm_defaults(archs[i], &p);

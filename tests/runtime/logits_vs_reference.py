@@ -4,7 +4,7 @@ usage: logits_vs_reference.py SLUICE_BINARY [--quick] [ARCH ...]   (default: eve
 
 For every architecture mkmodel writes (llama, mixtral, qwen3moe, olmoe, qwen2moe, gemma3, gpt-oss,
 deepseek2, and deepseek2 in the legacy attn_kv_b layout: deepseek2-kv_b; qwen2, qwen3, gemma2,
-granite) and
+granite, phi3) and
 weight types F32, Q8_0 and Q4_K (and gpt-oss in MXFP4), a small synthetic model is made with `sluice mkmodel`, run by
 `sluice eval` and by the reference on the same 12 tokens, and compared.
 
@@ -37,8 +37,8 @@ import ref_forward as rf  # noqa: E402
 
 # deepseek2-kv_b: deepseek2 in the legacy attn_kv_b layout (mkmodel --legacy-kv-b)
 ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
-         "deepseek2-kv_b", "qwen2", "qwen3", "gemma2", "granite")
-DENSE = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "granite")
+         "deepseek2-kv_b", "qwen2", "qwen3", "gemma2", "granite", "phi3")
+DENSE = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "granite", "phi3")
 TYPES = {"F32": 1e-4, "Q8_0": 1e-2, "Q4_K": 1e-2}
 # deepseek2 (issue 15) is held to 1e-5 with F32 weights
 TOL_ARCH = {("deepseek2", "F32"): 1e-5, ("deepseek2-kv_b", "F32"): 1e-5}

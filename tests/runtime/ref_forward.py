@@ -91,6 +91,9 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
   granite   (llm_build_granite; HF GraniteForCausalLM) llama with embeddings * embedding_scale,
             each block output * residual_scale before its residual add, attention scale
             attention.scale (0: 1/sqrt(head_dim)), logits / logit_scale; NORM rope.
+  phi3      (llm_build_phi3; HF Phi3ForCausalLM) attn_qkv rows q | k | v; ffn_up rows gate | up,
+            silu(gate) * up (ggml_swiglu); NEOX rope on the first rope.dimension_count entries
+            of each head (partial_rotary_factor); scale 1/sqrt(head_dim). No LongRoPE factors.
   deepseek2 (HF DeepseekV3ForCausalLM / modeling_deepseek_v3, in its plain MHA form; the GGUF
             layout of llama_model_deepseek2 with the MLA keys) q = Wq_b RMSNorm(Wq_a h)
             (q_a_norm), or Wq h when q_lora_rank is 0, split per head into q_nope [nope] and
@@ -131,7 +134,7 @@ ROPE_NORM, ROPE_NEOX = "norm", "neox"
 ROPE_TYPE = {"llama": ROPE_NORM, "qwen2moe": ROPE_NEOX, "qwen3moe": ROPE_NEOX,
              "olmoe": ROPE_NEOX, "gemma3": ROPE_NEOX, "gpt-oss": ROPE_NEOX,
              "deepseek2": ROPE_NORM, "qwen2": ROPE_NEOX, "qwen3": ROPE_NEOX,
-             "gemma2": ROPE_NEOX, "granite": ROPE_NORM}
+             "gemma2": ROPE_NEOX, "granite": ROPE_NORM, "phi3": ROPE_NEOX}
 # build_moe_ffn's norm_w argument in each graph builder
 MOE_NORM_W = {"llama": True, "qwen3moe": True, "qwen2moe": False, "olmoe": False}
 GEMMA3_SWA_PATTERN = 6          # llama-model.cpp: hparams.set_swa_pattern(6)
@@ -446,9 +449,14 @@ class Model:
         if self.arch == "deepseek2":
             return self._attention_mla(il, h, positions)
         a, n = self.arch, h.shape[0]
-        q = h @ self.w(b + "attn_q.weight").T
-        k = h @ self.w(b + "attn_k.weight").T
-        v = h @ self.w(b + "attn_v.weight").T
+        if self.has(b + "attn_qkv.weight"):  # phi3: rows q | k | v
+            qkv = h @ self.w(b + "attn_qkv.weight").T
+            nq, nkv = self.n_head * self.head_dim, self.n_head_kv * self.head_dim
+            q, k, v = qkv[:, :nq], qkv[:, nq:nq + nkv], qkv[:, nq + nkv:]
+        else:
+            q = h @ self.w(b + "attn_q.weight").T
+            k = h @ self.w(b + "attn_k.weight").T
+            v = h @ self.w(b + "attn_v.weight").T
         for name, m in (("attn_q.bias", "q"), ("attn_k.bias", "k"), ("attn_v.bias", "v")):
             if self.has(b + name):
                 bias = self.w(b + name)
@@ -519,6 +527,10 @@ class Model:
                                     self.w(b + "ffn_up_shexp.weight"),
                                     self.w(b + "ffn_down_shexp.weight"), silu)
             return out
+        if self.arch == "phi3":  # ffn_up rows gate | up (ggml_swiglu: silu of the first half)
+            gu = h @ self.w(b + "ffn_up.weight").T
+            f = gu.shape[1] // 2
+            return (silu(gu[:, :f]) * gu[:, f:]) @ self.w(b + "ffn_down.weight").T
         if not self.has(b + "ffn_gate_inp.weight"):
             return glu_ffn(h, self.w(b + "ffn_gate.weight"), self.w(b + "ffn_up.weight"),
                            self.w(b + "ffn_down.weight"), silu)

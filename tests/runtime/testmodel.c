@@ -22,7 +22,7 @@ void tm_defaults(const char *arch, tm_params *p)
     const bool oss = !strcmp(arch, "gpt-oss");
     p->n_ff = 64;
     static const char *const k_dense[] = {"llama", "gemma3", "qwen2", "qwen3", "gemma2",
-                                          "granite"};
+                                          "granite", "phi3"};
     bool moe = true;
     for (size_t i = 0; i < sizeof k_dense / sizeof *k_dense; i++)
         if (!strcmp(arch, k_dense[i])) moe = false;
@@ -124,6 +124,7 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
     const char *garch = mixtral ? "llama" : a;
     const bool moe = p->n_expert > 0, gemma3 = !strcmp(a, "gemma3"), oss = !strcmp(a, "gpt-oss");
     const bool gemma = gemma3 || !strcmp(a, "gemma2"), granite = !strcmp(a, "granite");
+    const bool phi3 = !strcmp(a, "phi3"); /* fused attn_qkv and gate | up; Q == n_embd */
     const int64_t E = p->n_embd, D = p->head_dim, Q = (int64_t)p->n_head * D,
                   KV = (int64_t)p->n_head_kv * D, F = p->n_ff, X = p->n_expert,
                   V = p->n_vocab, S = p->n_ff_shexp;
@@ -176,9 +177,13 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_down_shexp.weight", i), F, E, 0);
             continue;
         }
-        add(t, &n, p, T_MAT, NM("blk.%d.attn_q.weight", i), E, Q, 0);
-        add(t, &n, p, T_MAT, NM("blk.%d.attn_k.weight", i), E, KV, 0);
-        add(t, &n, p, T_MAT, NM("blk.%d.attn_v.weight", i), E, KV, 0);
+        if (phi3) {
+            add(t, &n, p, T_MAT, NM("blk.%d.attn_qkv.weight", i), E, Q + 2 * KV, 0);
+        } else {
+            add(t, &n, p, T_MAT, NM("blk.%d.attn_q.weight", i), E, Q, 0);
+            add(t, &n, p, T_MAT, NM("blk.%d.attn_k.weight", i), E, KV, 0);
+            add(t, &n, p, T_MAT, NM("blk.%d.attn_v.weight", i), E, KV, 0);
+        }
         add(t, &n, p, T_MAT, NM("blk.%d.attn_output.weight", i), Q, E, 0);
         if (oss) {
             add(t, &n, p, T_BIAS, NM("blk.%d.attn_output.bias", i), E, 0, 0);
@@ -202,7 +207,10 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
         }
         add(t, &n, p, T_NORM, NM(oss ? "blk.%d.post_attention_norm.weight"
                                      : "blk.%d.ffn_norm.weight", i), E, 0, 0);
-        if (!moe) {
+        if (phi3) {
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_up.weight", i), E, 2 * F, 0);
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_down.weight", i), F, E, 0);
+        } else if (!moe) {
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate.weight", i), E, F, 0);
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_up.weight", i), E, F, 0);
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_down.weight", i), F, E, 0);

@@ -27,8 +27,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tools/run mkmodel [--arch llama|mixtral|qwen3moe|olmoe|qwen2moe|gemma3|\n"
-            "                         gpt-oss|deepseek2|qwen2|qwen3|gemma2|granite] [flags]\n"
-            "                         -o FILE\n"
+            "                         gpt-oss|deepseek2|qwen2|qwen3|gemma2|granite|phi3]\n"
+            "                         [flags] -o FILE\n"
             "\n"
             "Writes a small synthetic model in the GGUF layout llama.cpp loads, with a valid\n"
             "tokenizer vocabulary and deterministic weights (same flags and seed: same bytes).\n"
@@ -42,7 +42,8 @@ static void usage(FILE *f)
             "                    --experts is a multiple of 4, one shared expert, YaRN),\n"
             "                    qwen2 (dense, q/k/v biases), qwen3 (dense, q/k norms),\n"
             "                    gemma2 (dense, soft-capping, even layers sliding), granite\n"
-            "                    (dense, embedding/residual/attention/logit multipliers)\n"
+            "                    (dense, embedding/residual/attention/logit multipliers),\n"
+            "                    phi3 (dense, fused attn_qkv and gate|up, 3/4 rotary)\n"
             "                    (default: qwen3moe)\n"
             "  --layers N        transformer blocks (default 2; gemma3: 6; deepseek2: 3)\n"
             "  --dim N           embedding width (default 64)\n"

@@ -110,6 +110,8 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
      * implemented by runtime/text/pretok.c, so the synthetic vocabulary uses "default" */
     [SL_SYNTH_GRANITE] = {NULL, SL_ARCH_GRANITE, false, true, "default", 10000.0f, 1e-5f,
                           SL__VOCAB_BPE},
+    /* Phi-3 / Phi-4-mini: rope_theta 10000, rms_norm_eps 1e-5, llama's SentencePiece */
+    [SL_SYNTH_PHI3] = {NULL, SL_ARCH_PHI3, false, false, NULL, 10000.0f, 1e-5f, SL__VOCAB_SPM},
 };
 
 /* Granite 3.0 2B's multipliers (embedding_multiplier, residual_multiplier,
@@ -442,6 +444,26 @@ static uint32_t plan_mla(const sl_synth_params *p, sl__synth_tensor *t, uint32_t
     return n;
 }
 
+/* phi3's blocks after token_embd (llama_model_phi3::load_arch_tensors, fused layout as
+ * Phi3MiniModel writes it: attn_qkv rows q | k | v, ffn_up rows gate | up). */
+static uint32_t plan_phi3(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
+{
+    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff;
+    const int64_t KV = p->n_head_kv * (E / p->n_head);
+    const uint32_t w = p->type, f32 = SL_GGML_F32;
+    for (int i = 0; i < (int)p->n_layer; i++) {
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
+        add(t, &n, SL__K_IN, w, E, E + 2 * KV, 0, "blk.%d.attn_qkv.weight", i);
+        add(t, &n, SL__K_OUT, w, E, E, 0, "blk.%d.attn_output.weight", i);
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
+        add(t, &n, SL__K_IN, w, E, 2 * F, 0, "blk.%d.ffn_up.weight", i);
+        add(t, &n, SL__K_OUT, w, F, E, 0, "blk.%d.ffn_down.weight", i);
+    }
+    add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
+    add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
+    return n;
+}
+
 /* Fills t (capacity PLAN_FIXED + PLAN_PER_LAYER * n_layer) with the model's tensors in file
  * order. */
 static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
@@ -460,6 +482,7 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
     uint32_t n = 0;
     add(t, &n, SL__K_EMBD, w, E, V, 0, "token_embd.weight", 0);
     if (p->arch == SL_SYNTH_DEEPSEEK2) return plan_mla(p, t, n);
+    if (p->arch == SL_SYNTH_PHI3) return plan_phi3(p, t, n);
     for (int i = 0; i < (int)p->n_layer; i++) {
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
         add(t, &n, SL__K_IN, w, E, Q, 0, "blk.%d.attn_q.weight", i);
@@ -656,6 +679,10 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     if (p->arch == SL_SYNTH_GEMMA2) { /* Gemma2Model.set_gguf_parameters */
         kv_arch_f32(c, "attn_logit_softcapping", k_gemma2_softcap[0]);
         kv_arch_f32(c, "final_logit_softcapping", k_gemma2_softcap[1]);
+    }
+    if (p->arch == SL_SYNTH_PHI3) { /* Phi3MiniModel: Phi-4-mini's partial_rotary_factor 0.75 */
+        kv_arch_u32(c, "rope.dimension_count", head_dim * 3 / 4 / 2 * 2);
+        kv_arch_u32(c, "rope.scaling.original_context_length", p->n_ctx);
     }
     if (p->arch == SL_SYNTH_GRANITE) { /* GraniteModel.set_gguf_parameters */
         kv_arch_f32(c, "embedding_scale", k_granite_scale[0]);

@@ -1,5 +1,5 @@
 /* synth: synthetic GGUF models in the layouts llama.cpp loads (llama, mixtral, qwen3moe, olmoe,
- * qwen2moe, gemma3, gpt-oss, deepseek2, qwen2, qwen3, gemma2, granite).
+ * qwen2moe, gemma3, gpt-oss, deepseek2, qwen2, qwen3, gemma2, granite, phi3).
  *
  * What a file contains (names, shapes in ggml ne order, keys) follows llama.cpp's
  * llama-model.cpp / llama-arch.cpp and convert_hf_to_gguf.py; tests/mkmodel/mkmodel_test.py
@@ -44,6 +44,7 @@ typedef enum sl_synth_arch {
                              * final logit soft-capping, tied output */
     SL_SYNTH_GRANITE,       /* dense llama layout with embedding, residual, attention and
                              * logit multipliers */
+    SL_SYNTH_PHI3,          /* dense; fused attn_qkv and gate | up, rotary on 3/4 of a head */
     SL_SYNTH_ARCH_COUNT
 } sl_synth_arch;
 
@@ -97,7 +98,7 @@ typedef struct sl_synth_summary {
 } sl_synth_summary;
 
 /* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
- * "qwen2", "qwen3", "gemma2", "granite"; "?" out of range. */
+ * "qwen2", "qwen3", "gemma2", "granite", "phi3"; "?" out of range. */
 const char *sl_synth_arch_name(sl_synth_arch a);
 /* Whether the architecture has routed experts (--experts/--top-k apply). */
 bool sl_synth_arch_is_moe(sl_synth_arch a);
