@@ -15,6 +15,11 @@ static const struct {
     [SL_ARCH_GEMMA3] = {"gemma3", NULL},
     [SL_ARCH_GPT_OSS] = {"gpt-oss", NULL},
     [SL_ARCH_DEEPSEEK2] = {"deepseek2", "Kimi-K2"},
+    [SL_ARCH_QWEN2] = {"qwen2", NULL},
+    [SL_ARCH_QWEN3] = {"qwen3", NULL},
+    [SL_ARCH_GEMMA2] = {"gemma2", NULL},
+    [SL_ARCH_GRANITE] = {"granite", NULL},
+    [SL_ARCH_PHI3] = {"phi3", NULL},
 };
 
 const char *sl_arch_name(sl_arch a)

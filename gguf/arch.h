@@ -19,6 +19,11 @@ typedef enum sl_arch {
     SL_ARCH_GEMMA3,
     SL_ARCH_GPT_OSS,    /* llama.cpp LLM_ARCH_OPENAI_MOE, general.architecture "gpt-oss" */
     SL_ARCH_DEEPSEEK2,  /* DeepSeek-V2/V3/R1, Kimi-K2: MLA attention, groups, shared experts */
+    SL_ARCH_QWEN2,      /* dense Qwen2 / Qwen2.5: q/k/v biases */
+    SL_ARCH_QWEN3,      /* dense Qwen3: per-head q/k norms */
+    SL_ARCH_GEMMA2,     /* soft-capped logits, alternating sliding window, post-norms */
+    SL_ARCH_GRANITE,    /* IBM Granite 3: embedding, residual, attention and logit multipliers */
+    SL_ARCH_PHI3,       /* Phi-3 / Phi-4: fused attn_qkv and gate|up, partial rotary */
     SL_ARCH_COUNT       /* not an architecture: the list's length */
 } sl_arch;
 

@@ -44,11 +44,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/engine/model.h"
+#include "runtime/engine/arch_impl.h"
 
 static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
     [SL_ARCH_LLAMA] = {.rope = SL_ROPE_NORMAL, .moe_capable = true,
-                        .norm_topk = true, .act = SL_MOE_SILU},
+                        .norm_topk = true, .act = SL_MOE_SILU, .rope_freqs = true},
     [SL_ARCH_QWEN2MOE] = {.rope = SL_ROPE_NEOX, .qkv_bias = true,
                            .moe_capable = true, .moe_required = true, .norm_topk = false,
                            .shared_expert = true, .act = SL_MOE_SILU},
@@ -68,6 +68,16 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                           .act = SL_MOE_SWIGLU_OAI},
     [SL_ARCH_DEEPSEEK2] = {.rope = SL_ROPE_NORMAL, .moe_capable = true,
                             .moe_required = true, .mla = true, .act = SL_MOE_SILU},
+    [SL_ARCH_QWEN2] = {.rope = SL_ROPE_NEOX, .qkv_bias = true, .act = SL_MOE_SILU},
+    [SL_ARCH_QWEN3] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .act = SL_MOE_SILU},
+    [SL_ARCH_GEMMA2] = {.rope = SL_ROPE_NEOX, .post_norms = true, .embd_scale = true,
+                         .swa_period = 2, .swa_default = 4096, .act = SL_MOE_GELU_TANH,
+                         .hparams = sl__gemma2_hparams},
+    [SL_ARCH_GRANITE] = {.rope = SL_ROPE_NORMAL, .act = SL_MOE_SILU, .rope_freqs = true,
+                          .hparams = sl__granite_hparams,
+                          .bind_layer = sl__granite_bind_layer},
+    [SL_ARCH_PHI3] = {.rope = SL_ROPE_NEOX, .act = SL_MOE_SILU, .fused = true,
+                       .hparams = sl__phi3_hparams, .bind_layer = sl__phi3_bind_layer},
 };
 
 const sl__arch_traits *sl__arch_traits_get(sl_arch a)
@@ -182,6 +192,32 @@ static sl_status get_f32(const sl_model *m, const char *suffix, bool required, f
 {
     char k[128];
     return get_float(m->gguf, akey(k, sizeof k, m, suffix), required, def, out, err);
+}
+
+sl_status sl__arch_get_i32(const sl_model *m, const char *suffix, bool required, int64_t def,
+                           int64_t lo, int64_t hi, int32_t *out, sl_error *err)
+{
+    return get_i32(m, suffix, required, def, lo, hi, out, err);
+}
+
+sl_status sl__arch_get_f32(const sl_model *m, const char *suffix, bool required, float def,
+                           float *out, sl_error *err)
+{
+    return get_f32(m, suffix, required, def, out, err);
+}
+
+sl_status sl__arch_get_bool(const sl_model *m, const char *suffix, bool def, bool *out,
+                            sl_error *err)
+{
+    char k[128];
+    const sl_gguf_value *v = sl_gguf_find(m->gguf, akey(k, sizeof k, m, suffix));
+    *out = def;
+    if (!v) return SL_OK;
+    if (v->type != SL_GGUF_BOOL)
+        return sl_error_set(err, SL_ERR_TYPE, "metadata key '%s': %s, expected bool", k,
+                            sl_gguf_vtype_name(v->type));
+    *out = v->v.b;
+    return SL_OK;
 }
 
 /* The dense FFN's activation: the arch's, or ReLU where the file says so. llama.cpp has no
@@ -478,7 +514,8 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
                             "expert_shared_feed_forward_length)", sl_arch_name(m->arch));
 
     if (m->tr->swa_period) {
-        if ((st = get_i32(m, "attention.sliding_window", true, 0, 1, BIG, &hp->n_swa, err)))
+        if ((st = get_i32(m, "attention.sliding_window", !m->tr->swa_default,
+                          m->tr->swa_default, 1, BIG, &hp->n_swa, err)))
             return st;
         hp->swa_period = m->tr->swa_period;
     }
@@ -500,6 +537,8 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
     if (m->arch == SL_ARCH_GEMMA3)
         hp->attn_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
                                            : 1.0f / sqrtf((float)hp->head_dim);
+    if (m->tr->embd_scale) hp->embd_scale = sqrtf((float)hp->n_embd);
+    if (m->tr->hparams && (st = m->tr->hparams(m, err))) return st;
     return ffn_activation(m, err);
 }
 
@@ -601,6 +640,12 @@ static sl_status bindf(sl_model *m, sl_weight **out, bool required, bool vec, bo
 #define VEC(out, req, fmt, il, ...) bindf(m, out, req, true, false, NE(__VA_ARGS__), fmt, il, 0, err)
 #define MAT(out, req, fmt, il, ...) bindf(m, out, req, false, true, NE(__VA_ARGS__), fmt, il, 0, err)
 
+sl_status sl__arch_bind(sl_model *m, sl_weight **out, bool required, bool vec, const int64_t *ne,
+                        uint32_t nd, const char *fmt, int il, sl_error *err)
+{
+    return bindf(m, out, required, vec, !vec, ne, nd, fmt, il, 0, err);
+}
+
 /* The attention weights of the q/k/v architectures. */
 static sl_status bind_attn(sl_model *m, int il, sl_error *err)
 {
@@ -699,7 +744,7 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
     if ((st = VEC(&L->attn_norm, true, "blk.%d.attn_norm.weight", il, E))) return st;
     if (tr->mla) {
         if ((st = bind_mla(m, il, err))) return st;
-    } else if ((st = bind_attn(m, il, err))) {
+    } else if (!tr->fused && (st = bind_attn(m, il, err))) {
         return st;
     }
     const char *ffn_norm = tr->post_attn_ffn_norm ? "blk.%d.post_attention_norm.weight"
@@ -710,8 +755,11 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
     if (tr->attn_sinks &&
         (st = VEC(&L->sinks, true, "blk.%d.attn_sinks.weight", il, (int64_t)hp->n_head)))
         return st;
+    if (tr->bind_layer && (st = tr->bind_layer(m, il, err))) return st;
 
-    if (hp->n_expert == 0 || il < hp->n_dense_lead) {
+    if (tr->fused) {
+        /* bind_layer bound the attention and the FFN */
+    } else if (hp->n_expert == 0 || il < hp->n_dense_lead) {
         const int64_t F = hp->n_ff;
         if ((st = MAT(&L->ffn_gate, true, "blk.%d.ffn_gate.weight", il, E, F))) return st;
         if ((st = MAT(&L->ffn_up, true, "blk.%d.ffn_up.weight", il, E, F))) return st;
@@ -828,7 +876,7 @@ sl_status sl__model_bind(sl_model *m, sl_error *err)
         m->output = m->tok_embd;
         m->output->need_matvec = true;
     }
-    if (m->arch == SL_ARCH_LLAMA)
+    if (m->tr->rope_freqs)
         if ((st = VEC(&m->rope_freqs, false, "rope_freqs.weight", 0, hp->n_rot / 2))) return st;
     return SL_OK;
 }

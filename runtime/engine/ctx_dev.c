@@ -31,8 +31,8 @@ static bool on_dev(const sl_weight *w)
  * layer runs (scheduler/policy/placement.h's CORE group). */
 static size_t core_weights(const sl__layer *L, const sl_weight **out)
 {
-    const sl_weight *all[] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->bq, L->bk, L->bv,
-                              L->q_norm, L->k_norm, L->attn_post_norm, L->ffn_norm,
+    const sl_weight *all[] = {L->attn_norm, L->wqkv, L->wq, L->wk, L->wv, L->wo, L->bq, L->bk,
+                              L->bv, L->q_norm, L->k_norm, L->attn_post_norm, L->ffn_norm,
                               L->ffn_post_norm, L->gate_inp, L->gate_shexp, L->up_shexp,
                               L->down_shexp, L->gate_inp_shexp, L->bo, L->sinks,
                               L->gate_inp_b, L->wq_a, L->q_a_norm, L->wq_b, L->wkv_a,
@@ -281,8 +281,8 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
             const bool fdev = m->arena && on_dev(L->ffn_up);
             snprintf(where, sizeof where, "layer %d FFN", il);
             const sl_weight *fw[] = {L->ffn_gate, L->ffn_up, L->ffn_down};
-            for (int i = 0; i < 3; i++)
-                if ((st = check_weight(c, fw[i], fdev, where, err))) return st;
+            for (int i = 0; i < 3; i++) /* no ffn_gate: gate | up fused (phi3) */
+                if (fw[i] && (st = check_weight(c, fw[i], fdev, where, err))) return st;
             any_dev |= fdev;
         }
         if (sl__layer_moe(L)) {

@@ -2,7 +2,7 @@
  *
  * Per layer, for the n tokens of the chunk (rows of x [n][n_embd], the residual stream):
  *   xn = rms_norm(x, attn_norm)
- *   q, k, v = W{q,k,v} xn (+ bias: qwen2moe, gpt-oss)
+ *   q, k, v = W{q,k,v} xn (+ bias: qwen2moe, gpt-oss; phi3: row views of one fused W)
  *   q/k norm: per head [head_dim] (qwen3moe, gemma3) or whole row (olmoe)
  *   rope(q, k) at the tokens' positions (per-layer base/scale: gemma3's local layers)
  *   store k, v in the cache, then each token attends to positions [0, its own] (causal inside
@@ -18,7 +18,10 @@
  *   (deepseek2: dense below leading_dense_block_count; sigmoid router whose selection adds
  *   exp_probs_b within the best groups; weights normalised and scaled; + shared experts)
  *   x += [post_norm](ffn)
- * then logits = Wout rms_norm(x, output_norm) for the rows asked for.
+ *   (granite: both block outputs times residual_scale before their add)
+ * then logits = Wout rms_norm(x, output_norm) for the rows asked for (granite: / logit_scale;
+ * gemma2: final soft-capping). Embeddings are scaled by hp.embd_scale (gemma, granite);
+ * gemma2's attention logits are soft-capped inside the attention kernel.
  *
  * Where each step runs: a layer runs on the side its attention weights live on (ctx.h's
  * sl__side: the host, or the device through its executor, runtime/engine/dx.h); the residual stream
@@ -75,15 +78,35 @@ static sl_status mm_many(const sl__side *s, const sl_weight *const *ws, int coun
     return SL_OK;
 }
 
-/* A dense FFN (or one part of a split one) on side o from o->xn: out = Wd (act(Wg xn) * Wu xn).
+/* Rows [r0, r0 + rows) of a 2-D weight: a view, no copy (phi3's fused projections; r0 and
+ * rows multiples of 8, so a Q4_K_R8 repacked weight's groups of eight stay whole). */
+static sl_weight rows_view(const sl_weight *w, int64_t r0, int64_t rows)
+{
+    sl_weight v = *w;
+    const size_t rb = (size_t)(sl__weight_slice_bytes(w) / (uint64_t)w->ne[1]);
+    v.data = (const uint8_t *)w->data + (size_t)r0 * rb;
+    v.ne[1] = rows;
+    v.nbytes = (uint64_t)rows * rb;
+    return v;
+}
+
+/* A dense FFN (or one part of a split one) on side o from o->xn: out = Wd (act(Wg xn) * Wu xn);
+ * wg NULL: wu is the fused gate | up (phi3).
  * The one dense-FFN sequence of the forward pass, whichever side or part runs it. */
 static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
                            const sl_weight *wu, const sl_weight *wd, int32_t il, int64_t n,
                            float *out, sl_error *err)
 {
     const sl__dx_vt *vt = o->dx->vt;
-    const int64_t F = wg->ne[1];
+    const int64_t F = wd->ne[0];
     const sl_moe_act act = c->m->hp.act;
+    sl_weight fused[2];
+    if (!wg) {
+        fused[0] = rows_view(wu, 0, F);
+        fused[1] = rows_view(wu, F, F);
+        wg = &fused[0];
+        wu = &fused[1];
+    }
     sl_status st;
     /* ReLU: the neurons no token activates are skipped, exactly (dx.h relu_ffn) */
     if (act == SL_MOE_RELU && o->dx->sparse_ffn && !c->opt.relu_dense) {
@@ -300,6 +323,13 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
     const float eps = hp->rms_eps;
     sl_status st;
     const sl_weight *qkv[3] = {L->wq, L->wk, L->wv};
+    sl_weight fused[3];
+    if (L->wqkv) { /* phi3: rows q | k | v */
+        fused[0] = rows_view(L->wqkv, 0, Q);
+        fused[1] = rows_view(L->wqkv, Q, KV);
+        fused[2] = rows_view(L->wqkv, Q + KV, KV);
+        for (int i = 0; i < 3; i++) qkv[i] = &fused[i];
+    }
     float *const qkv_y[3] = {s->q, s->k, s->v};
     if ((st = mm_many(s, qkv, 3, s->xn, n, qkv_y, err)))
         return st;
@@ -329,6 +359,7 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
     const sl_attn_params ap = {.n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
                                .head_dim = hp->head_dim, .n_pos = 1, .scale = hp->attn_scale,
                                .window = L->swa ? hp->n_swa : 0, .kv_type = c->kv.type,
+                               .softcap = hp->attn_softcap,
                                .sinks = L->sinks ? L->sinks->data : NULL};
     if ((st = vt->attn(dx, s->q, kc, vc, &ap, c->host.pos, n, s->att, err)))
         return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
@@ -439,6 +470,9 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
     if (L->attn_post_norm &&
         (st = vt->rms_norm(dx, s->tmp, L->attn_post_norm->data, s->tmp, n, E, eps, err)))
         return st;
+    if (hp->residual_scale != 0.0f &&
+        (st = vt->scale(dx, s->tmp, n * E, hp->residual_scale, err)))
+        return st;
     if ((st = vt->add(dx, s->x, s->tmp, s->x, n * E, err))) return st;
 
     if ((st = vt->rms_norm(dx, s->x, L->ffn_norm->data, s->xn, n, E, eps, err))) return st;
@@ -454,6 +488,9 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
     if (st) return st;
     if (L->ffn_post_norm &&
         (st = vt->rms_norm(dx, s->tmp, L->ffn_post_norm->data, s->tmp, n, E, eps, err)))
+        return st;
+    if (hp->residual_scale != 0.0f &&
+        (st = vt->scale(dx, s->tmp, n * E, hp->residual_scale, err)))
         return st;
     return vt->add(dx, s->x, s->tmp, s->x, n * E, err);
 }
@@ -520,6 +557,20 @@ static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_
     return sync_dev(c, err);
 }
 
+/* The output logits' last step, on the host rows: granite's / logit_scale, gemma2's final
+ * soft-capping c tanh(l / c). Both are monotone: an argmax taken before is unchanged. */
+static void logits_finish(const sl__hparams *hp, float *logits, int64_t count)
+{
+    if (hp->logit_scale != 0.0f) {
+        const float inv = 1.0f / hp->logit_scale;
+        for (int64_t i = 0; i < count; i++) logits[i] *= inv;
+    }
+    if (hp->final_softcap > 0.0f) {
+        const float c = hp->final_softcap;
+        for (int64_t i = 0; i < count; i++) logits[i] = c * tanhf(logits[i] / c);
+    }
+}
+
 static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out,
                              int64_t out_from, int32_t *greedy, sl_error *err)
 {
@@ -549,7 +600,8 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, float 
                                     : (const uint8_t *)te->data + (size_t)tokens[t] * rb;
         if ((st = sl_quant_dequant_row(te->type, row, h->x + t * E, E, err))) return st;
     }
-    if (m->tr->embd_scale && (st = h->dx->vt->scale(h->dx, h->x, n * E, sqrtf((float)E), err)))
+    if (hp->embd_scale != 0.0f &&
+        (st = h->dx->vt->scale(h->dx, h->x, n * E, hp->embd_scale, err)))
         return st;
     if (c->dev.dx &&
         (st = copy(c, c->dev.pos, h->pos, (uint64_t)n * sizeof(int32_t), SL_COPY_H2D, err)))
@@ -562,8 +614,13 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, float 
             return st;
         }
     }
-    if (logits_out) st = output(c, at, n, logits_out, out_from, greedy, err);
-    else if (c->dev.dx) st = sync_dev(c, err);
+    if (logits_out) {
+        st = output(c, at, n, logits_out, out_from, greedy, err);
+        /* monotone, so a greedy pick made before it stands */
+        if (!st && !greedy) logits_finish(hp, logits_out, (n - out_from) * hp->n_vocab);
+    } else if (c->dev.dx) {
+        st = sync_dev(c, err);
+    }
     if (st && c->dev.dx) sync_dev(c, NULL);
     return st;
 }

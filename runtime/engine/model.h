@@ -49,7 +49,7 @@ typedef struct sl__arch_traits {
     sl__qk_norm qk_norm;
     bool qkv_bias;          /* attn_{q,k,v}.bias (qwen2moe) */
     bool post_norms;        /* attn_post_norm, ffn_post_norm (gemma3) */
-    bool embd_scale;        /* embeddings * sqrt(n_embd) (gemma3) */
+    bool embd_scale;        /* embeddings * sqrt(n_embd) (gemma2, gemma3) */
     bool moe_capable;       /* may have routed experts */
     bool moe_required;      /* must have them */
     bool norm_topk;         /* renormalise the top-k softmax weights */
@@ -66,6 +66,14 @@ typedef struct sl__arch_traits {
     sl_moe_act act;
     bool mla;               /* multi-head latent attention, leading dense layers, ungated shared
                                experts, router from the file's keys (deepseek2) */
+    bool rope_freqs;        /* an optional rope_freqs.weight [n_rot / 2] (llama, granite) */
+    bool fused;             /* bind_layer binds the attention and the dense FFN: attn_qkv
+                               (or q, k, v) and ffn_up [n_embd, 2 n_ff] = gate | up (phi3) */
+    int32_t swa_default;    /* attention.sliding_window when absent (gemma2: 4096); 0: required */
+    /* The arch's own keys and tensors (arch_<name>.c), after the common ones; NULL: none.
+     * hparams runs at the end of sl__hparams_load, bind_layer after a layer's common tensors. */
+    sl_status (*hparams)(struct sl_model *m, sl_error *err);
+    sl_status (*bind_layer)(struct sl_model *m, int il, sl_error *err);
 } sl__arch_traits;
 
 typedef struct sl__hparams {
@@ -79,6 +87,13 @@ typedef struct sl__hparams {
     float yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
     int32_t n_ctx_orig;
     float attn_scale;       /* 0: 1/sqrt(head_dim) */
+    float attn_softcap;     /* attention logits c tanh(l / c) (gemma2); 0: none */
+    float final_softcap;    /* output logits c tanh(l / c) (gemma2); 0: none */
+    float embd_scale;       /* embeddings times this (gemma: sqrt(n_embd); granite's
+                               embedding_scale); 0: none */
+    float residual_scale;   /* each block's output times this before the residual add
+                               (granite); 0: none */
+    float logit_scale;      /* output logits divided by this (granite); 0: none */
     sl_moe_act act;         /* the dense FFN's activation: traits.act, or SL_MOE_RELU from
                                SL_FFN_ACT_KEY (arch.c) */
     /* router (the arch's traits, or the file's keys: deepseek2) */
@@ -107,7 +122,9 @@ typedef struct sl__hparams {
 typedef struct sl__layer {
     sl_weight *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *q_norm, *k_norm, *attn_post_norm;
     sl_weight *ffn_norm, *ffn_post_norm;
-    sl_weight *ffn_gate, *ffn_up, *ffn_down;                 /* dense FFN */
+    sl_weight *ffn_gate, *ffn_up, *ffn_down;                 /* dense FFN; ffn_gate NULL:
+                                                                ffn_up is gate | up (phi3) */
+    sl_weight *wqkv;        /* fused [n_embd, Q + 2 KV] = q | k | v rows, or NULL (phi3) */
     sl_weight *gate_inp;                                     /* router [n_embd, n_expert] */
     sl_weight *gate_exps, *up_exps, *down_exps;              /* merged experts, or NULL */
     sl_weight **gate_e, **up_e, **down_e;                    /* per-expert tensors, or NULL */

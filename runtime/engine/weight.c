@@ -117,6 +117,10 @@ static sl_weight *experts_w(const sl__layer *L, int proj)
 static sl_status load_index(sl_model *m, const char *path, float *frac, sl_error *err)
 {
     const int32_t n_layer = m->hp.n_layer, X = m->hp.n_expert;
+    if (!X && !m->layers[0].ffn_gate)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: hot-cold placement: %s's fused "
+                            "gate | up (blk.N.ffn_up) is not split by neurons yet", m->path,
+                            sl_arch_name(m->arch));
     uint32_t *n_neuron = calloc((size_t)n_layer + 1, sizeof *n_neuron);
     if (!n_neuron) return sl_error_set(err, SL_ERR_NOMEM, "out of memory");
     for (int32_t il = 0; il < n_layer && !X; il++)

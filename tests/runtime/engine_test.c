@@ -608,6 +608,56 @@ static void check_broken_deepseek2(const char *path, const sl_model_options *o)
                    k_cases[i].unsupported ? SL_ERR_UNSUPPORTED : F, k_cases[i].a, k_cases[i].b);
 }
 
+/* The dense archs of issue 34: a missing or mis-shaped tensor, a missing or mistyped key
+ * (phi3: the fused attn_qkv and gate | up). */
+static void check_broken_dense(const char *path, const sl_model_options *o)
+{
+    static const struct {
+        const char *arch, *omit, *reshape, *drop_key, *set_key;
+        sl_status st;
+        const char *a, *b;
+    } k_cases[] = {
+        {"qwen2", "blk.1.attn_k.bias", NULL, NULL, NULL, SL_ERR_FORMAT, "blk.1.attn_k.bias",
+         "[32]"},
+        {"qwen3", "blk.0.attn_k_norm.weight", NULL, NULL, NULL, SL_ERR_FORMAT,
+         "blk.0.attn_k_norm.weight", "[32]"},
+        {"qwen3", NULL, "blk.1.attn_q.weight", NULL, NULL, SL_ERR_FORMAT, "blk.1.attn_q.weight",
+         "expected [64, 128]"},
+        {"gemma2", "blk.1.post_attention_norm.weight", NULL, NULL, NULL, SL_ERR_FORMAT,
+         "blk.1.post_attention_norm.weight", "[64]"},
+        {"gemma2", NULL, NULL, NULL, "final_logit_softcapping", SL_ERR_TYPE,
+         "gemma2.final_logit_softcapping", "expected f32"},
+        {"granite", NULL, NULL, "logit_scale", NULL, SL_ERR_FORMAT, "granite.logit_scale",
+         "missing"},
+        {"granite", NULL, NULL, NULL, "logit_scale", SL_ERR_TYPE, "granite.logit_scale",
+         "expected f32"},
+        {"granite", "blk.0.ffn_down.weight", NULL, NULL, NULL, SL_ERR_FORMAT,
+         "blk.0.ffn_down.weight", "[64, 64]"},
+        {"phi3", NULL, "blk.1.attn_qkv.weight", NULL, NULL, SL_ERR_FORMAT,
+         "blk.1.attn_qkv.weight", "expected [64, 128]"},
+        {"phi3", "blk.0.ffn_up.weight", NULL, NULL, NULL, SL_ERR_FORMAT, "blk.0.ffn_up.weight",
+         "[64, 128]"},
+    };
+    for (size_t i = 0; i < sizeof k_cases / sizeof *k_cases; i++) {
+        tm_params p;
+        sl_error e;
+        sl_model *m = NULL;
+        tm_defaults(k_cases[i].arch, &p);
+        p.omit = k_cases[i].omit;
+        p.reshape = k_cases[i].reshape;
+        p.drop_key = k_cases[i].drop_key;
+        p.set_key = k_cases[i].set_key;
+        p.set_val = 1;
+        CHECK(tm_write(&p, path, &e) == SL_OK);
+        const sl_status st = sl_model_open(path, o, &m, &e);
+        CHECK_MSG(st == k_cases[i].st && !m, "%s case %zu: status %d", k_cases[i].arch, i,
+                  (int)st);
+        CHECK_CONTAINS(e.msg, k_cases[i].a);
+        CHECK_CONTAINS(e.msg, k_cases[i].b);
+        if (m) sl_model_close(m);
+    }
+}
+
 static void check_broken(void)
 {
     tm_params p;
@@ -671,6 +721,7 @@ static void check_broken(void)
     CHECK(sl_model_open(path, &o, &m, &e) == SL_ERR_FORMAT);
     CHECK_CONTAINS(e.msg, "blk.1.post_attention_norm.weight");
     check_broken_deepseek2(path, &o);
+    check_broken_dense(path, &o);
     /* unknown architecture */
     tm_defaults("llama", &p);
     CHECK(tm_write(&p, path, &e) == SL_OK);
@@ -726,7 +777,8 @@ int main(int argc, char **argv)
         return 1;
     }
     const char *archs[] = {"llama", "mixtral", "mixtral-split", "qwen2moe", "qwen3moe", "olmoe",
-                           "gemma3", "gpt-oss", "deepseek2"};
+                           "gemma3", "gpt-oss", "deepseek2", "qwen2", "qwen3", "gemma2",
+                           "granite", "phi3"};
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
         tm_params p;
         tm_defaults(archs[i], &p);

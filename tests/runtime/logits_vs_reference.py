@@ -3,7 +3,8 @@
 usage: logits_vs_reference.py SLUICE_BINARY [--quick] [ARCH ...]   (default: every arch)
 
 For every architecture mkmodel writes (llama, mixtral, qwen3moe, olmoe, qwen2moe, gemma3, gpt-oss,
-deepseek2, and deepseek2 in the legacy attn_kv_b layout: deepseek2-kv_b) and
+deepseek2, and deepseek2 in the legacy attn_kv_b layout: deepseek2-kv_b; qwen2, qwen3, gemma2,
+granite, phi3) and
 weight types F32, Q8_0 and Q4_K (and gpt-oss in MXFP4), a small synthetic model is made with `sluice mkmodel`, run by
 `sluice eval` and by the reference on the same 12 tokens, and compared.
 
@@ -36,7 +37,8 @@ import ref_forward as rf  # noqa: E402
 
 # deepseek2-kv_b: deepseek2 in the legacy attn_kv_b layout (mkmodel --legacy-kv-b)
 ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
-         "deepseek2-kv_b")
+         "deepseek2-kv_b", "qwen2", "qwen3", "gemma2", "granite", "phi3")
+DENSE = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "granite", "phi3")
 TYPES = {"F32": 1e-4, "Q8_0": 1e-2, "Q4_K": 1e-2}
 # deepseek2 (issue 15) is held to 1e-5 with F32 weights
 TOL_ARCH = {("deepseek2", "F32"): 1e-5, ("deepseek2-kv_b", "F32"): 1e-5}
@@ -77,7 +79,7 @@ def mkmodel_args(arch, ty):
     if arch == "deepseek2":
         # 8 experts: 4 groups of 2, 2 used; 3 layers: the leading dense one and two MoE
         return a + ["--experts", "8", "--top-k", "2", "--layers", "3"]
-    if arch not in ("llama", "gemma3"):
+    if arch not in DENSE:
         a += ["--experts", "4", "--top-k", "2"]
     if arch != "gemma3":
         a += ["--layers", "2"]

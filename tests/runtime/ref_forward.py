@@ -79,6 +79,21 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             YaRN boundaries: llama.cpp floors/ceils the correction range
             (ggml_rope_yarn_corr_dims); HF gpt-oss configs set "truncate": false, which does
             not. We follow the GGUF semantics (llama.cpp); ref_vs_hf.py sets truncate true.
+  qwen2     (llm_build_qwen2) attention biases bq, bk, bv; NEOX rope; SwiGLU.
+  qwen3     (llm_build_qwen3) per-head q/k RMSNorm as qwen3moe; NEOX rope; SwiGLU.
+  gemma2    (llm_build_gemma2_iswa; HF Gemma2ForCausalLM) gemma3 without q/k norms: embeddings
+            * sqrt(n_embd), post_attention_norm and post_ffw_norm, GeGLU, tied output; Q scaled
+            by 1/sqrt(head_dim) (27B, 46 layers: 1/sqrt(n_embd/n_head)); attention logits
+            soft-capped c tanh(l / c), c = attn_logit_softcapping (default 50), before the mask
+            (llama-graph build_attn_mha; HF eager attention); even layers slide
+            (set_swa_pattern(2)), window attention.sliding_window (default 4096), the same rope
+            base everywhere; final logits soft-capped with final_logit_softcapping (default 30).
+  granite   (llm_build_granite; HF GraniteForCausalLM) llama with embeddings * embedding_scale,
+            each block output * residual_scale before its residual add, attention scale
+            attention.scale (0: 1/sqrt(head_dim)), logits / logit_scale; NORM rope.
+  phi3      (llm_build_phi3; HF Phi3ForCausalLM) attn_qkv rows q | k | v; ffn_up rows gate | up,
+            silu(gate) * up (ggml_swiglu); NEOX rope on the first rope.dimension_count entries
+            of each head (partial_rotary_factor); scale 1/sqrt(head_dim). No LongRoPE factors.
   deepseek2 (HF DeepseekV3ForCausalLM / modeling_deepseek_v3, in its plain MHA form; the GGUF
             layout of llama_model_deepseek2 with the MLA keys) q = Wq_b RMSNorm(Wq_a h)
             (q_a_norm), or Wq h when q_lora_rank is 0, split per head into q_nope [nope] and
@@ -118,11 +133,14 @@ ROPE_NORM, ROPE_NEOX = "norm", "neox"
 # llama.cpp llama_model_rope_type()
 ROPE_TYPE = {"llama": ROPE_NORM, "qwen2moe": ROPE_NEOX, "qwen3moe": ROPE_NEOX,
              "olmoe": ROPE_NEOX, "gemma3": ROPE_NEOX, "gpt-oss": ROPE_NEOX,
-             "deepseek2": ROPE_NORM}
+             "deepseek2": ROPE_NORM, "qwen2": ROPE_NEOX, "qwen3": ROPE_NEOX,
+             "gemma2": ROPE_NEOX, "granite": ROPE_NORM, "phi3": ROPE_NEOX}
 # build_moe_ffn's norm_w argument in each graph builder
 MOE_NORM_W = {"llama": True, "qwen3moe": True, "qwen2moe": False, "olmoe": False}
 GEMMA3_SWA_PATTERN = 6          # llama-model.cpp: hparams.set_swa_pattern(6)
 GEMMA3_SWA_ROPE_BASE = 10000.0  # llama-model.cpp: rope_freq_base_train_swa
+GEMMA2_SWA_PATTERN = 2          # llama-model.cpp: hparams.set_swa_pattern(2)
+GEMMA2_SOFTCAP = (50.0, 30.0)   # llama-hparams.h defaults: attention, final
 OAI_ALPHA, OAI_LIMIT = 1.702, 7.0  # llm_graph_context::build_moe_ffn, LLM_FFN_SWIGLU_OAI_MOE
 
 
@@ -174,10 +192,11 @@ def rope(x, positions, base, n_rot, mode, yarn=None, yarn_mscale=True):
     return x
 
 
-def attention(q, k, v, scale, window=None, sinks=None):
+def attention(q, k, v, scale, window=None, sinks=None, softcap=None):
     """Causal GQA attention. q [n, H, D], k [n, Hkv, D], v [n, Hkv, Dv] -> [n, H * Dv].
     window: if set, key p0 is masked for query p1 when p1 - p0 >= window.
-    sinks: None or [H] logits that join each row's softmax denominator only."""
+    sinks: None or [H] logits that join each row's softmax denominator only.
+    softcap: None or c: scaled logits l -> c tanh(l / c) before the mask (gemma2)."""
     n, n_head, d = q.shape
     n_head_kv = k.shape[1]
     group = n_head // n_head_kv
@@ -189,6 +208,8 @@ def attention(q, k, v, scale, window=None, sinks=None):
     for h in range(n_head):
         g = h // group
         s = (q[:, h, :] @ k[:, g, :].T) * scale
+        if softcap:
+            s = softcap * np.tanh(s / softcap)
         s = np.where(masked, -np.inf, s)
         if sinks is not None:
             s = np.concatenate([s, np.full((n, 1), sinks[h])], axis=1)
@@ -322,6 +343,16 @@ class Model:
         elif stype != "none":
             raise ValueError(f"{path}: rope scaling {stype!r} is not supported by the reference")
         self.swa_period = int(self._kv(f"{a}.attention.sliding_window_pattern", 2))
+        if a == "gemma2":
+            self.n_swa = self.n_swa or 4096
+            self.attn_softcap = float(self._kv(f"{a}.attn_logit_softcapping", GEMMA2_SOFTCAP[0]))
+            self.final_softcap = float(self._kv(f"{a}.final_logit_softcapping",
+                                                GEMMA2_SOFTCAP[1]))
+        if a == "granite":
+            self.embd_scale = float(self._kv(f"{a}.embedding_scale", 0.0))
+            self.residual_scale = float(self._kv(f"{a}.residual_scale", 0.0))
+            self.attn_scale = float(self._kv(f"{a}.attention.scale", 0.0))
+            self.logit_scale = float(self._kv(f"{a}.logit_scale"))
         if a == "gemma3" and not self.n_swa:
             # llm_build_gemma3<false> (no SWA) would also apply final logit soft-capping
             raise ValueError(f"{path}: gemma3 without attention.sliding_window is not supported")
@@ -376,6 +407,8 @@ class Model:
     def is_swa_layer(self, il):
         if self.arch == "gpt-oss":
             return il % self.swa_period < self.swa_period - 1
+        if self.arch == "gemma2":
+            return il % GEMMA2_SWA_PATTERN < GEMMA2_SWA_PATTERN - 1
         return self.arch == "gemma3" and il % GEMMA3_SWA_PATTERN < GEMMA3_SWA_PATTERN - 1
 
     # -- one block's pieces --
@@ -416,9 +449,14 @@ class Model:
         if self.arch == "deepseek2":
             return self._attention_mla(il, h, positions)
         a, n = self.arch, h.shape[0]
-        q = h @ self.w(b + "attn_q.weight").T
-        k = h @ self.w(b + "attn_k.weight").T
-        v = h @ self.w(b + "attn_v.weight").T
+        if self.has(b + "attn_qkv.weight"):  # phi3: rows q | k | v
+            qkv = h @ self.w(b + "attn_qkv.weight").T
+            nq, nkv = self.n_head * self.head_dim, self.n_head_kv * self.head_dim
+            q, k, v = qkv[:, :nq], qkv[:, nq:nq + nkv], qkv[:, nq + nkv:]
+        else:
+            q = h @ self.w(b + "attn_q.weight").T
+            k = h @ self.w(b + "attn_k.weight").T
+            v = h @ self.w(b + "attn_v.weight").T
         for name, m in (("attn_q.bias", "q"), ("attn_k.bias", "k"), ("attn_v.bias", "v")):
             if self.has(b + name):
                 bias = self.w(b + name)
@@ -435,23 +473,29 @@ class Model:
         q = q.reshape(n, self.n_head, d)
         k = k.reshape(n, self.n_head_kv, d)
         v = v.reshape(n, self.n_head_kv, d)
-        if a in ("qwen3moe", "gemma3"):  # per-head norm over head_dim, before RoPE
+        if a in ("qwen3moe", "gemma3", "qwen3"):  # per-head norm over head_dim, before RoPE
             q = rms_norm(q, self.w(b + "attn_q_norm.weight"), self.eps)
             k = rms_norm(k, self.w(b + "attn_k_norm.weight"), self.eps)
         swa = self.is_swa_layer(il)
         base = GEMMA3_SWA_ROPE_BASE if swa and a == "gemma3" else self.rope_base
         q = rope(q, positions, base, self.n_rot, self.rope_mode, self.yarn)
         k = rope(k, positions, base, self.n_rot, self.rope_mode, self.yarn)
-        sinks = None
+        sinks, softcap = None, None
         if a == "gemma3":
             q = q * (1.0 / math.sqrt(d))  # f_attention_scale (not the 27B rule)
             scale = 1.0
+        elif a == "gemma2":  # f_attention_scale: the 27B (46 layers) rule, else 1/sqrt(d)
+            q = q * (1.0 / math.sqrt(self.n_embd / self.n_head if self.n_layer == 46 else d))
+            scale, softcap = 1.0, self.attn_softcap
+        elif a == "granite" and self.attn_scale:
+            scale = self.attn_scale
         elif a == "gpt-oss":
             scale = 1.0 / math.sqrt(self.n_rot)
             sinks = self.w(b + "attn_sinks.weight")
         else:
             scale = 1.0 / math.sqrt(d)
-        o = attention(q, k, v, scale, window=self.n_swa if swa else None, sinks=sinks)
+        o = attention(q, k, v, scale, window=self.n_swa if swa else None, sinks=sinks,
+                      softcap=softcap)
         o = o @ self.w(b + "attn_output.weight").T
         if self.has(b + "attn_output.bias"):
             o = o + self.w(b + "attn_output.bias")
@@ -459,7 +503,7 @@ class Model:
 
     def _ffn(self, il, h):
         b = f"blk.{il}."
-        if self.arch == "gemma3":
+        if self.arch in ("gemma3", "gemma2"):
             return glu_ffn(h, self.w(b + "ffn_gate.weight"), self.w(b + "ffn_up.weight"),
                            self.w(b + "ffn_down.weight"), gelu_tanh)
         if self.arch == "gpt-oss":
@@ -483,6 +527,10 @@ class Model:
                                     self.w(b + "ffn_up_shexp.weight"),
                                     self.w(b + "ffn_down_shexp.weight"), silu)
             return out
+        if self.arch == "phi3":  # ffn_up rows gate | up (ggml_swiglu: silu of the first half)
+            gu = h @ self.w(b + "ffn_up.weight").T
+            f = gu.shape[1] // 2
+            return (silu(gu[:, :f]) * gu[:, f:]) @ self.w(b + "ffn_down.weight").T
         if not self.has(b + "ffn_gate_inp.weight"):
             return glu_ffn(h, self.w(b + "ffn_gate.weight"), self.w(b + "ffn_up.weight"),
                            self.w(b + "ffn_down.weight"), silu)
@@ -507,24 +555,34 @@ class Model:
         positions = np.arange(len(tokens))
         embd = self.w("token_embd.weight")
         x = embd[tokens].copy()
-        if self.arch == "gemma3":
+        gemma = self.arch in ("gemma3", "gemma2")
+        if gemma:
             x *= math.sqrt(self.n_embd)
+        # granite: embedding_scale, and residual_scale on both block outputs
+        if self.arch == "granite" and self.embd_scale:
+            x *= self.embd_scale
+        rs = self.residual_scale if self.arch == "granite" and self.residual_scale else 1.0
         for il in range(self.n_layer):
             b = f"blk.{il}."
             h = rms_norm(x, self.w(b + "attn_norm.weight"), self.eps)
             o = self._attention(il, h, positions)
-            if self.arch == "gemma3":
+            if gemma:
                 o = rms_norm(o, self.w(b + "post_attention_norm.weight"), self.eps)
-            x = x + o
+            x = x + rs * o
             ffn_norm = "post_attention_norm" if self.arch == "gpt-oss" else "ffn_norm"
             h = rms_norm(x, self.w(b + ffn_norm + ".weight"), self.eps)
             f = self._ffn(il, h)
-            if self.arch == "gemma3":
+            if gemma:
                 f = rms_norm(f, self.w(b + "post_ffw_norm.weight"), self.eps)
-            x = x + f
+            x = x + rs * f
         x = rms_norm(x, self.w("output_norm.weight"), self.eps)
         out = self.w("output.weight") if self.has("output.weight") else embd
-        return x @ out.T
+        logits = x @ out.T
+        if self.arch == "granite":
+            logits = logits / self.logit_scale
+        if self.arch == "gemma2" and self.final_softcap:
+            logits = self.final_softcap * np.tanh(logits / self.final_softcap)
+        return logits
 
 
 def load(path):

@@ -18,10 +18,14 @@ void tm_defaults(const char *arch, tm_params *p)
     p->n_embd = 64;
     p->n_head = 4;
     p->n_head_kv = strcmp(arch, "olmoe") ? 2 : 4;
-    p->head_dim = strcmp(arch, "qwen3moe") ? 16 : 32;
+    p->head_dim = strcmp(arch, "qwen3moe") && strcmp(arch, "qwen3") ? 16 : 32;
     const bool oss = !strcmp(arch, "gpt-oss");
     p->n_ff = 64;
-    const bool moe = strcmp(arch, "llama") && strcmp(arch, "gemma3");
+    static const char *const k_dense[] = {"llama", "gemma3", "qwen2", "qwen3", "gemma2",
+                                          "granite", "phi3"};
+    bool moe = true;
+    for (size_t i = 0; i < sizeof k_dense / sizeof *k_dense; i++)
+        if (!strcmp(arch, k_dense[i])) moe = false;
     p->n_expert = moe ? oss ? 4 : 8 : 0;
     p->n_expert_used = moe ? 2 : 0;
     p->n_vocab = 300;
@@ -118,7 +122,9 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
     const char *a = p->arch;
     const bool mixtral = !strncmp(a, "mixtral", 7), split = !strcmp(a, "mixtral-split");
     const char *garch = mixtral ? "llama" : a;
-    const bool moe = p->n_expert > 0, gemma = !strcmp(a, "gemma3"), oss = !strcmp(a, "gpt-oss");
+    const bool moe = p->n_expert > 0, gemma3 = !strcmp(a, "gemma3"), oss = !strcmp(a, "gpt-oss");
+    const bool gemma = gemma3 || !strcmp(a, "gemma2"), granite = !strcmp(a, "granite");
+    const bool phi3 = !strcmp(a, "phi3"); /* fused attn_qkv and gate | up; Q == n_embd */
     const int64_t E = p->n_embd, D = p->head_dim, Q = (int64_t)p->n_head * D,
                   KV = (int64_t)p->n_head_kv * D, F = p->n_ff, X = p->n_expert,
                   V = p->n_vocab, S = p->n_ff_shexp;
@@ -171,20 +177,24 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_down_shexp.weight", i), F, E, 0);
             continue;
         }
-        add(t, &n, p, T_MAT, NM("blk.%d.attn_q.weight", i), E, Q, 0);
-        add(t, &n, p, T_MAT, NM("blk.%d.attn_k.weight", i), E, KV, 0);
-        add(t, &n, p, T_MAT, NM("blk.%d.attn_v.weight", i), E, KV, 0);
+        if (phi3) {
+            add(t, &n, p, T_MAT, NM("blk.%d.attn_qkv.weight", i), E, Q + 2 * KV, 0);
+        } else {
+            add(t, &n, p, T_MAT, NM("blk.%d.attn_q.weight", i), E, Q, 0);
+            add(t, &n, p, T_MAT, NM("blk.%d.attn_k.weight", i), E, KV, 0);
+            add(t, &n, p, T_MAT, NM("blk.%d.attn_v.weight", i), E, KV, 0);
+        }
         add(t, &n, p, T_MAT, NM("blk.%d.attn_output.weight", i), Q, E, 0);
         if (oss) {
             add(t, &n, p, T_BIAS, NM("blk.%d.attn_output.bias", i), E, 0, 0);
             add(t, &n, p, T_BIAS, NM("blk.%d.attn_sinks.weight", i), p->n_head, 0, 0);
         }
-        if (!strcmp(a, "qwen2moe") || oss) {
+        if (!strcmp(a, "qwen2moe") || !strcmp(a, "qwen2") || oss) {
             add(t, &n, p, T_BIAS, NM("blk.%d.attn_q.bias", i), Q, 0, 0);
             add(t, &n, p, T_BIAS, NM("blk.%d.attn_k.bias", i), KV, 0, 0);
             add(t, &n, p, T_BIAS, NM("blk.%d.attn_v.bias", i), KV, 0, 0);
         }
-        if (!strcmp(a, "qwen3moe") || gemma) {
+        if (!strcmp(a, "qwen3moe") || !strcmp(a, "qwen3") || gemma3) {
             add(t, &n, p, T_NORM, NM("blk.%d.attn_q_norm.weight", i), D, 0, 0);
             add(t, &n, p, T_NORM, NM("blk.%d.attn_k_norm.weight", i), D, 0, 0);
         } else if (!strcmp(a, "olmoe")) {
@@ -197,7 +207,10 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
         }
         add(t, &n, p, T_NORM, NM(oss ? "blk.%d.post_attention_norm.weight"
                                      : "blk.%d.ffn_norm.weight", i), E, 0, 0);
-        if (!moe) {
+        if (phi3) {
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_up.weight", i), E, 2 * F, 0);
+            add(t, &n, p, T_MAT, NM("blk.%d.ffn_down.weight", i), F, E, 0);
+        } else if (!moe) {
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate.weight", i), E, F, 0);
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_up.weight", i), E, F, 0);
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_down.weight", i), F, E, 0);
@@ -245,7 +258,7 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
         st = sl_gguf_writer_set_u32(w, k, (uint32_t)(set_ ? p->set_val : (v)), err);          \
     }
 #define KF32(suffix, v)                                                                       \
-    if (!st) {                                                                                \
+    if (!st && !(p->drop_key && !strcmp(p->drop_key, suffix))) {                             \
         snprintf(k, sizeof k, "%s.%s", garch, suffix);                                        \
         st = sl_gguf_writer_set_f32(w, k, (float)(v), err);                                   \
     }
@@ -261,7 +274,7 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
     /* MLA: one latent head (the legacy layout states the per-head attention instead) */
     KU32("attention.head_count_kv", ds ? (p->legacy_kv_b ? p->n_head : 1) : p->n_head_kv);
     KF32("attention.layer_norm_rms_epsilon", 1e-6);
-    KF32("rope.freq_base", gemma ? 1000000.0 : 10000.0);
+    KF32("rope.freq_base", gemma3 ? 1000000.0 : 10000.0);
     if (D != E / p->n_head) {
         KU32("attention.key_length", D);
         KU32("attention.value_length", D);
@@ -274,6 +287,16 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
         KU32("expert_feed_forward_length", F);
     if (!strcmp(a, "qwen2moe")) KU32("expert_shared_feed_forward_length", S);
     if (gemma || oss) KU32("attention.sliding_window", p->n_swa);
+    if (granite) { /* set_key "logit_scale" writes it as a u32: the wrong type */
+        if (p->set_key && !strcmp(p->set_key, "logit_scale")) {
+            KU32("logit_scale", 8);
+        } else {
+            KF32("logit_scale", 8.0);
+        }
+        KF32("embedding_scale", 12.0);
+        KF32("residual_scale", 0.22);
+        KF32("attention.scale", 0.015625);
+    }
     if (oss) {
         KU32("rope.dimension_count", D);
         KF32("rope.scaling.factor", 32.0);

@@ -13,7 +13,7 @@
 
 typedef struct tm_params {
     const char *arch;        /* llama, mixtral, mixtral-split, qwen2moe, qwen3moe, olmoe, gemma3,
-                              * gpt-oss, deepseek2 */
+                              * gpt-oss, deepseek2, qwen2, qwen3, gemma2, granite */
     int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_expert, n_expert_used, n_vocab;
     int n_ff_shexp;          /* qwen2moe */
     int n_swa;               /* gemma3, gpt-oss */
@@ -41,7 +41,8 @@ typedef struct tm_params {
 } tm_params;
 
 /* Small defaults for arch: 2 layers (gemma3: 7, so layer 5 is global), dim 64, 4 heads, 2 kv
- * heads, head_dim 16 (qwen3moe 32, i.e. n_head * head_dim != n_embd), ffn 64, 8 experts top 2,
+ * heads, head_dim 16 (qwen3moe, qwen3 32, i.e. n_head * head_dim != n_embd), ffn 64, 8
+ * experts top 2 (none for the dense llama, gemma3, qwen2, qwen3, gemma2, granite),
  * vocab 300, F32; gpt-oss: 4 experts, sliding window 4 (layer 0 slides, layer 1 does not);
  * deepseek2: 3 layers, the first dense, 4 expert groups of which 2 are used. */
 void tm_defaults(const char *arch, tm_params *p);

@@ -3,15 +3,15 @@
  * Layout (ggml ne order, ne[0] contiguous = a matmul's input dimension), as llama.cpp's
  * llama-model.cpp creates the tensors (E = n_embd, H = n_head, Hkv = n_head_kv, D = E / H,
  * F = n_ff, S = n_ff_shexp, X = n_expert, V = n_vocab):
- *   token_embd [E, V]   output_norm [E] (F32)   output [E, V] (not gemma3: tied to token_embd)
+ *   token_embd [E, V]   output_norm [E] (F32)   output [E, V] (not gemma2/3: tied to token_embd)
  *   blk.i.attn_norm [E] (F32)   attn_q [E, H*D]   attn_k, attn_v [E, Hkv*D]   attn_output [H*D, E]
- *   qwen2moe: attn_q.bias [H*D], attn_k.bias, attn_v.bias [Hkv*D] (F32)
- *   qwen3moe, gemma3: attn_q_norm, attn_k_norm [D] (F32); olmoe: attn_q_norm, attn_k_norm [E]
+ *   qwen2moe, qwen2: attn_q.bias [H*D], attn_k.bias, attn_v.bias [Hkv*D] (F32)
+ *   qwen3moe, qwen3, gemma3: attn_q_norm, attn_k_norm [D] (F32); olmoe: attn_q_norm, attn_k_norm [E]
  *     (F32, which is why olmoe needs Hkv == H: llama.cpp sizes k_norm by n_embd, not Hkv*D)
- *   gemma3: post_attention_norm [E] (F32, after attention, before the residual add)
+ *   gemma2/3: post_attention_norm [E] (F32, after attention, before the residual add)
  *   blk.i.ffn_norm [E] (F32)
- *   dense (llama, gemma3): ffn_gate, ffn_up [E, F]   ffn_down [F, E]
- *   gemma3: post_ffw_norm [E] (F32, after the FFN, before the residual add)
+ *   dense (llama, qwen2, qwen3, gemma2/3, granite): ffn_gate, ffn_up [E, F]   ffn_down [F, E]
+ *   gemma2/3: post_ffw_norm [E] (F32, after the FFN, before the residual add)
  *   MoE: ffn_gate_inp [E, X] (F32, the router)   ffn_gate_exps, ffn_up_exps [E, F, X]
  *        ffn_down_exps [F, E, X]   (mixtral is arch "llama" with these merged 3-D experts)
  *   qwen2moe shared expert: ffn_gate_inp_shexp [E] (F32, its sigmoid gate)
@@ -112,7 +112,29 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
      * implemented by runtime/text/pretok.c: the synthetic vocabulary uses the default one) */
     [SL_SYNTH_DEEPSEEK2] = {NULL, SL_ARCH_DEEPSEEK2, true, true, "default", 10000.0f, 1e-6f,
                             SL__VOCAB_BPE},
+    /* Qwen2.5: rope_theta 1e6, rms_norm_eps 1e-6; Qwen3 the same, eos <|im_end|> */
+    [SL_SYNTH_QWEN2] = {NULL, SL_ARCH_QWEN2, false, true, "qwen2", 1000000.0f, 1e-6f,
+                        SL__VOCAB_BPE},
+    [SL_SYNTH_QWEN3] = {NULL, SL_ARCH_QWEN3, false, true, "qwen2", 1000000.0f, 1e-6f,
+                        SL__VOCAB_BPE_IM_END},
+    /* Gemma 2: rope_theta 10000 on every layer, rms_norm_eps 1e-6 */
+    [SL_SYNTH_GEMMA2] = {NULL, SL_ARCH_GEMMA2, false, false, NULL, 10000.0f, 1e-6f,
+                         SL__VOCAB_SPM_GEMMA},
+    /* Granite 3.0: rope_theta 10000, rms_norm_eps 1e-5; its pre-tokenizer "refact" is not
+     * implemented by runtime/text/pretok.c, so the synthetic vocabulary uses "default" */
+    [SL_SYNTH_GRANITE] = {NULL, SL_ARCH_GRANITE, false, true, "default", 10000.0f, 1e-5f,
+                          SL__VOCAB_BPE},
+    /* Phi-3 / Phi-4-mini: rope_theta 10000, rms_norm_eps 1e-5, llama's SentencePiece */
+    [SL_SYNTH_PHI3] = {NULL, SL_ARCH_PHI3, false, false, NULL, 10000.0f, 1e-5f, SL__VOCAB_SPM},
 };
+
+/* Granite 3.0 2B's multipliers (embedding_multiplier, residual_multiplier,
+ * attention_multiplier, logits_scaling) */
+static const float k_granite_scale[4] = {12.0f, 0.22f, 0.015625f, 8.0f};
+/* Gemma 2's soft-caps: attention 50, final 30. The synthetic attention logits are small (a
+ * cap of 50 changes the logits by ~1e-4, the F32 test tolerance), so the synthetic file caps
+ * attention at 10 (~3e-3); the synthetic output logits (tied, ~10-250) meet the real 30. */
+static const float k_gemma2_softcap[2] = {10.0f, 30.0f};
 
 /* deepseek2's MLA and routing dimensions: the explicit ones, else derived (synth.h). */
 typedef struct mla_dims {
@@ -189,6 +211,7 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
         p->n_layer = 6; /* llama.cpp's Gemma 3 pattern: every 6th layer is global */
         p->n_swa = 8;
     }
+    if (a == SL_SYNTH_GEMMA2) p->n_swa = 8; /* layer 0 slides, layer 1 is global */
     if (a == SL_SYNTH_GPT_OSS) {
         p->n_expert = 4;
         p->n_swa = 8; /* gpt-oss: 128; even layers slide */
@@ -265,12 +288,14 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
                             "--shared-ffn %u: only qwen2moe has a shared expert (not %s)",
                             p->n_ff_shexp, sl_synth_arch_name(p->arch));
     }
-    if (p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GPT_OSS) {
+    if (p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GPT_OSS ||
+        p->arch == SL_SYNTH_GEMMA2) {
         if ((st = check_range("--sliding-window", p->n_swa, 1, 1 << 24, err))) return st;
     } else if (p->n_swa) {
         return sl_error_set(err, SL_ERR_INVALID,
-                            "--sliding-window %u: only gemma3 and gpt-oss have sliding-window "
-                            "layers (not %s)", p->n_swa, sl_synth_arch_name(p->arch));
+                            "--sliding-window %u: only gemma3, gemma2 and gpt-oss have "
+                            "sliding-window layers (not %s)", p->n_swa,
+                            sl_synth_arch_name(p->arch));
     }
     if (p->legacy_kv_b && p->arch != SL_SYNTH_DEEPSEEK2)
         return sl_error_set(err, SL_ERR_INVALID, "--legacy-kv-b: only deepseek2 has an "
@@ -445,6 +470,26 @@ static uint32_t plan_mla(const sl_synth_params *p, sl__synth_tensor *t, uint32_t
     return n;
 }
 
+/* phi3's blocks after token_embd (llama_model_phi3::load_arch_tensors, fused layout as
+ * Phi3MiniModel writes it: attn_qkv rows q | k | v, ffn_up rows gate | up). */
+static uint32_t plan_phi3(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
+{
+    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff;
+    const int64_t KV = p->n_head_kv * (E / p->n_head);
+    const uint32_t w = p->type, f32 = SL_GGML_F32;
+    for (int i = 0; i < (int)p->n_layer; i++) {
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
+        add(t, &n, SL__K_IN, w, E, E + 2 * KV, 0, "blk.%d.attn_qkv.weight", i);
+        add(t, &n, SL__K_OUT, w, E, E, 0, "blk.%d.attn_output.weight", i);
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
+        add(t, &n, SL__K_IN, w, E, 2 * F, 0, "blk.%d.ffn_up.weight", i);
+        add(t, &n, SL__K_OUT, w, F, E, 0, "blk.%d.ffn_down.weight", i);
+    }
+    add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
+    add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
+    return n;
+}
+
 /* Fills t (capacity PLAN_FIXED + PLAN_PER_LAYER * n_layer) with the model's tensors in file
  * order. */
 static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
@@ -456,11 +501,14 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
     /* MXFP4 (MXFP4_MOE): the routed experts only, every other matmul weight Q8_0 */
     const uint32_t wx = p->type, f32 = SL_GGML_F32;
     const uint32_t w = wx == SL_GGML_MXFP4 ? SL_GGML_Q8_0 : wx;
-    const bool qwen2moe = p->arch == SL_SYNTH_QWEN2MOE, gemma3 = p->arch == SL_SYNTH_GEMMA3;
-    const bool oss = p->arch == SL_SYNTH_GPT_OSS, qkv_bias = qwen2moe || oss;
+    const bool qwen2moe = p->arch == SL_SYNTH_QWEN2MOE;
+    const bool gemma = p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GEMMA2;
+    const bool oss = p->arch == SL_SYNTH_GPT_OSS;
+    const bool qkv_bias = qwen2moe || oss || p->arch == SL_SYNTH_QWEN2;
     uint32_t n = 0;
     add(t, &n, SL__K_EMBD, w, E, V, 0, "token_embd.weight", 0);
     if (p->arch == SL_SYNTH_DEEPSEEK2) return plan_mla(p, t, n);
+    if (p->arch == SL_SYNTH_PHI3) return plan_phi3(p, t, n);
     for (int i = 0; i < (int)p->n_layer; i++) {
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
         add(t, &n, SL__K_IN, w, E, Q, 0, "blk.%d.attn_q.weight", i);
@@ -474,7 +522,8 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
             add(t, &n, SL__K_BIAS_OUT, f32, E, 0, 0, "blk.%d.attn_output.bias", i);
             add(t, &n, SL__K_BIAS, f32, p->n_head, 0, 0, "blk.%d.attn_sinks.weight", i);
         }
-        if (p->arch == SL_SYNTH_QWEN3MOE || gemma3) {
+        if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN3 ||
+            p->arch == SL_SYNTH_GEMMA3) {
             add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_q_norm.weight", i);
             add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_k_norm.weight", i);
         } else if (p->arch == SL_SYNTH_OLMOE) {
@@ -482,7 +531,7 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
             add(t, &n, SL__K_NORM, f32, KV, 0, 0, "blk.%d.attn_k_norm.weight", i);
         }
         /* gpt-oss names the FFN's input norm post_attention_norm */
-        if (gemma3 || oss)
+        if (gemma || oss)
             add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
         if (!oss) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
         if (!moe) {
@@ -514,11 +563,11 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
             neurons(t, n, SL__NEURONS_SHEXP);
             add(t, &n, SL__K_OUT, w, S, E, 0, "blk.%d.ffn_down_shexp.weight", i);
         }
-        if (gemma3) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_ffw_norm.weight", i);
+        if (gemma) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_ffw_norm.weight", i);
     }
     add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
-    /* Gemma 3 ties the output projection to token_embd (llama.cpp duplicates it on load) */
-    if (!gemma3) add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
+    /* Gemma ties the output projection to token_embd (llama.cpp duplicates it on load) */
+    if (!gemma) add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
     return n;
 }
 
@@ -638,7 +687,8 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
         kv_arch_u32(c, "expert_count", p->n_expert);
         kv_arch_u32(c, "expert_used_count", p->n_expert_used);
     }
-    if (p->arch == SL_SYNTH_LLAMA || p->arch == SL_SYNTH_MIXTRAL)
+    if (p->arch == SL_SYNTH_LLAMA || p->arch == SL_SYNTH_MIXTRAL ||
+        p->arch == SL_SYNTH_GRANITE)
         kv_arch_u32(c, "rope.dimension_count", head_dim);
     if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN2MOE ||
         p->arch == SL_SYNTH_GPT_OSS)
@@ -646,12 +696,26 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     if (p->arch == SL_SYNTH_QWEN2MOE)
         kv_arch_u32(c, "expert_shared_feed_forward_length", p->n_ff_shexp);
     if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_GEMMA3 ||
-        p->arch == SL_SYNTH_GPT_OSS) {
+        p->arch == SL_SYNTH_GPT_OSS || p->arch == SL_SYNTH_QWEN3 || p->arch == SL_SYNTH_GEMMA2) {
         kv_arch_u32(c, "attention.key_length", head_dim);
         kv_arch_u32(c, "attention.value_length", head_dim);
     }
-    if (p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GPT_OSS)
+    if (p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GPT_OSS || p->arch == SL_SYNTH_GEMMA2)
         kv_arch_u32(c, "attention.sliding_window", p->n_swa);
+    if (p->arch == SL_SYNTH_GEMMA2) { /* Gemma2Model.set_gguf_parameters */
+        kv_arch_f32(c, "attn_logit_softcapping", k_gemma2_softcap[0]);
+        kv_arch_f32(c, "final_logit_softcapping", k_gemma2_softcap[1]);
+    }
+    if (p->arch == SL_SYNTH_PHI3) { /* Phi3MiniModel: Phi-4-mini's partial_rotary_factor 0.75 */
+        kv_arch_u32(c, "rope.dimension_count", head_dim * 3 / 4 / 2 * 2);
+        kv_arch_u32(c, "rope.scaling.original_context_length", p->n_ctx);
+    }
+    if (p->arch == SL_SYNTH_GRANITE) { /* GraniteModel.set_gguf_parameters */
+        kv_arch_f32(c, "embedding_scale", k_granite_scale[0]);
+        kv_arch_f32(c, "residual_scale", k_granite_scale[1]);
+        kv_arch_f32(c, "attention.scale", k_granite_scale[2]);
+        kv_arch_f32(c, "logit_scale", k_granite_scale[3]);
+    }
     if (p->arch == SL_SYNTH_GPT_OSS) {
         /* GptOssModel.set_gguf_parameters: YaRN x32 over a 4096-token original context */
         kv_arch_u32(c, "rope.dimension_count", head_dim);
@@ -690,7 +754,8 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     kv_bool(c, "tokenizer.ggml.add_bos_token", !ai->bpe);
     kv_bool(c, "tokenizer.ggml.add_eos_token", false);
     /* Gemma3Model.set_vocab: SentencePiece without the dummy-prefix space */
-    if (p->arch == SL_SYNTH_GEMMA3) kv_bool(c, "tokenizer.ggml.add_space_prefix", false);
+    if (p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GEMMA2)
+        kv_bool(c, "tokenizer.ggml.add_space_prefix", false);
     /* ours: the FFN's activation where it is not the arch's (no llama.cpp key exists) */
     if (p->relu) kv_str(c, "sluice.feed_forward_activation", "relu");
     /* ours: what the weights were made to contain */

@@ -1,5 +1,5 @@
 /* synth: synthetic GGUF models in the layouts llama.cpp loads (llama, mixtral, qwen3moe, olmoe,
- * qwen2moe, gemma3, gpt-oss, deepseek2).
+ * qwen2moe, gemma3, gpt-oss, deepseek2, qwen2, qwen3, gemma2, granite, phi3).
  *
  * What a file contains (names, shapes in ggml ne order, keys) follows llama.cpp's
  * llama-model.cpp / llama-arch.cpp and convert_hf_to_gguf.py; tests/mkmodel/mkmodel_test.py
@@ -38,6 +38,13 @@ typedef enum sl_synth_arch {
     SL_SYNTH_DEEPSEEK2,     /* DeepSeek-V3 layout: MLA (q_a/q_b, kv_a_mqa, k_b/v_b), a leading
                              * dense layer, sigmoid group-limited routing with the selection
                              * bias, one shared expert, YaRN */
+    SL_SYNTH_QWEN2,         /* dense; q/k/v biases */
+    SL_SYNTH_QWEN3,         /* dense; per-head q/k norms */
+    SL_SYNTH_GEMMA2,        /* dense; post-norms, GeGLU, even layers sliding, attention and
+                             * final logit soft-capping, tied output */
+    SL_SYNTH_GRANITE,       /* dense llama layout with embedding, residual, attention and
+                             * logit multipliers */
+    SL_SYNTH_PHI3,          /* dense; fused attn_qkv and gate | up, rotary on 3/4 of a head */
     SL_SYNTH_ARCH_COUNT
 } sl_synth_arch;
 
@@ -62,7 +69,7 @@ typedef struct sl_synth_params {
     uint32_t n_ctx;         /* --ctx: context_length */
     uint32_t n_ff_shexp;    /* --shared-ffn: shared-expert FFN width (qwen2moe; else 0) */
     uint32_t n_swa;         /* --sliding-window: local layers' window in tokens (gemma3,
-                             * gpt-oss; else 0) */
+                             * gpt-oss, gemma2; else 0) */
     uint32_t type;          /* --type: ggml type of matmul weights (SL_SYNTH_TYPES); MXFP4
                              * (MoE only): routed experts MXFP4, other matmuls Q8_0 */
     double router_skew;     /* --router-skew: Zipf exponent Z of expert popularity */
@@ -92,8 +99,8 @@ typedef struct sl_synth_summary {
     int n_threads;          /* threads that made the rows */
 } sl_synth_summary;
 
-/* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2"; "?"
- * out of range. */
+/* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
+ * "qwen2", "qwen3", "gemma2", "granite", "phi3"; "?" out of range. */
 const char *sl_synth_arch_name(sl_synth_arch a);
 /* Whether the architecture has routed experts (--experts/--top-k apply). */
 bool sl_synth_arch_is_moe(sl_synth_arch a);
@@ -105,7 +112,8 @@ sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err);
  * shared-ffn 2 * ffn = 256; gemma3: layers 6 (so that layer 5 is a global-attention layer),
  * sliding-window 8; gpt-oss: 4 experts top-2, sliding-window 8, so that 2 layers have one
  * sliding and one global layer; deepseek2: 3 layers (one leading dense), heads 4, the MLA
- * dimensions derived as sl_synth_params says). */
+ * dimensions derived as sl_synth_params says; gemma2: sliding-window 8, so that its 2 layers
+ * are one sliding and one global). */
 void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p);
 /* Checks every field for range and consistency; the message names the CLI flag (e.g. "--heads")
  * and the values at fault. SL_ERR_INVALID or SL_ERR_RANGE. */

@@ -1,0 +1,30 @@
+/* runtime/engine/arch_impl.h: what arch.c lends the per-architecture files arch_<name>.c
+ * (private to runtime/engine). Keys are "{arch}.{suffix}"; errors name the key or the tensor
+ * with its expected shape (ggml ne order), as arch.c's own. */
+#ifndef SL_RUNTIME_ARCH_IMPL_H
+#define SL_RUNTIME_ARCH_IMPL_H
+
+#include "runtime/engine/model.h"
+
+/* An integer key in [lo, hi]; absent: def, or SL_ERR_FORMAT when required. */
+sl_status sl__arch_get_i32(const sl_model *m, const char *suffix, bool required, int64_t def,
+                           int64_t lo, int64_t hi, int32_t *out, sl_error *err);
+/* A finite f32 (or f64) key; absent: def, or SL_ERR_FORMAT when required. */
+sl_status sl__arch_get_f32(const sl_model *m, const char *suffix, bool required, float def,
+                           float *out, sl_error *err);
+/* A bool key; absent: def. SL_ERR_TYPE naming it when it is not a bool. */
+sl_status sl__arch_get_bool(const sl_model *m, const char *suffix, bool def, bool *out,
+                            sl_error *err);
+/* Binds tensor printf(fmt, il) of shape ne[0..nd) into *out (NULL when absent and not
+ * required); vec: read as F32 (norms, biases), else a matmul weight. */
+sl_status sl__arch_bind(sl_model *m, sl_weight **out, bool required, bool vec, const int64_t *ne,
+                        uint32_t nd, const char *fmt, int il, sl_error *err);
+
+/* the arch files' hooks (sl__arch_traits.hparams / bind_layer) */
+sl_status sl__gemma2_hparams(sl_model *m, sl_error *err);
+sl_status sl__granite_hparams(sl_model *m, sl_error *err);
+sl_status sl__granite_bind_layer(sl_model *m, int il, sl_error *err);
+sl_status sl__phi3_hparams(sl_model *m, sl_error *err);
+sl_status sl__phi3_bind_layer(sl_model *m, int il, sl_error *err);
+
+#endif
