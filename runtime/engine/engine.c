@@ -619,7 +619,7 @@ static sl_status nstats_create(sl_ctx *c, sl_error *err)
 {
     const sl_model *m = c->m;
     const int32_t X = m->hp.n_expert, n = m->hp.n_layer * (X ? X : 1);
-    if (X && (!c->moe || strcmp(sl_moe_name(c->moe), "cpu")))
+    if (X && !(sl_moe_caps(c->moe) & SL_MOE_CAP_NEURON_STATS))
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: per-expert neuron statistics are "
                             "recorded by the cpu MoE scheduler only (this context runs '%s')",
                             m->path, c->moe ? sl_moe_name(c->moe) : "none");
@@ -831,28 +831,21 @@ void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out)
         out->expert_cpu_seconds = (double)ms.cpu_ns * 1e-9;
         out->moe_scheduler = sl_moe_name(c->moe);
         out->moe_mode = c->moe_mode;
-        sl_fetch_stats fs;
-        if (sl_fetch_stats_get(c->moe, -1, &fs, NULL) == SL_OK) {
-            out->moe_calls_cpu = fs.calls_mode[SL_FETCH_CPU];
-            out->moe_calls_post = fs.calls_mode[SL_FETCH_POST];
-            out->moe_calls_full = fs.calls_mode[SL_FETCH_FULL];
-            out->expert_fetches = fs.fetch_experts;
-            out->expert_fallbacks = fs.fallbacks_miss + fs.fallbacks_fail;
-            out->expert_cache_lookups = fs.cache_lookups;
-            out->expert_cache_hits = fs.cache_hits;
-            out->copies = fs.copies;
-            out->copy_bytes = fs.bytes_copied;
-            out->copy_overlap_pct = fs.overlap_pct;
-        }
+        out->moe_calls_cpu = ms.layer_calls_cpu;
+        out->moe_calls_post = ms.layer_calls_post;
+        out->moe_calls_full = ms.layer_calls_full;
+        out->expert_fetches = ms.fetches;
+        out->expert_fallbacks = ms.fallbacks;
+        out->expert_cache_lookups = ms.cache_lookups;
+        out->expert_cache_hits = ms.cache_hits;
+        out->copies = ms.copies;
+        out->copy_bytes = ms.copy_bytes;
+        out->copy_overlap_pct = ms.copy_overlap_pct;
     }
 }
 
 sl_status sl_ctx_trace_write(const sl_ctx *c, const char *path, sl_error *err)
 {
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_trace_write: NULL context");
-    if (!c->moe || strcmp(sl_moe_name(c->moe), "fetch"))
-        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_trace_write: the %s scheduler records "
-                            "no trace (use a fetch mode: post, full or auto)",
-                            c->moe ? sl_moe_name(c->moe) : "(no MoE)");
-    return sl_sched_trace_write(c->moe, path, err);
+    return sl_moe_trace_write(c->moe, path, err);
 }

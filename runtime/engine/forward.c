@@ -216,7 +216,7 @@ static void host_experts_fn(void *user)
  * function may not call into the device, so only the CPU scheduler's work can. */
 static bool experts_in_stream_order(const sl_ctx *c, const sl__side *s)
 {
-    return s == &c->dev && c->moe && !strcmp(sl_moe_name(c->moe), "cpu");
+    return s == &c->dev && (sl_moe_caps(c->moe) & SL_MOE_CAP_HOST_ONLY);
 }
 
 /* Runs a layer's FFN part that lives on the other side o of the layer's side s: the

@@ -909,7 +909,31 @@ static void fetch_invalidate(sl_moe_sched *s)
     sl__cache_flush(&f->cache);
 }
 
-static const sl__moe_vtable k_fetch_vt = {"fetch", fetch_exec, fetch_destroy, fetch_invalidate};
+static void fetch_stats(const sl_moe_sched *s, sl_moe_stats *out)
+{
+    const sl_fetch_stats *t = &((const fetch *)s)->total;
+    out->fetches = t->fetch_experts;
+    out->fallbacks = t->fallbacks_miss + t->fallbacks_fail;
+    out->cache_lookups = t->cache_lookups;
+    out->cache_hits = t->cache_hits;
+    out->copies = t->copies;
+    out->copy_bytes = t->bytes_copied;
+    out->copy_overlap_pct = t->overlap_pct;
+    out->layer_calls_cpu = t->calls_mode[SL_FETCH_CPU];
+    out->layer_calls_post = t->calls_mode[SL_FETCH_POST];
+    out->layer_calls_full = t->calls_mode[SL_FETCH_FULL];
+}
+
+static sl_status fetch_trace_write(const sl_moe_sched *s, const char *path, sl_error *err)
+{
+    return sl__trace_write(&((const fetch *)s)->trace, path, err);
+}
+
+static const sl__moe_vtable k_fetch_vt = {
+    .name = "fetch", .exec = fetch_exec, .destroy = fetch_destroy,
+    .invalidate = fetch_invalidate, .caps = SL_MOE_CAP_TRACE, .stats = fetch_stats,
+    .trace_write = fetch_trace_write,
+};
 
 static sl_status parse_pins(fetch *f, const char *list, sl_error *err)
 {
@@ -991,10 +1015,4 @@ sl_status sl_fetch_stats_get(const sl_moe_sched *s, int32_t layer, sl_fetch_stat
     return SL_OK;
 }
 
-sl_status sl_sched_trace_write(const sl_moe_sched *s, const char *path, sl_error *err)
-{
-    if (!s || s->vt != &k_fetch_vt)
-        return sl_error_set(err, SL_ERR_INVALID, "trace: not a fetch scheduler");
-    const fetch *f = (const fetch *)s;
-    return sl__trace_write(&f->trace, path, err);
-}
+

@@ -92,7 +92,7 @@
  *   from scratch are D2D and not counted).
  *
  * Trace (trace.c): with options.trace (or debug), spans are recorded (copy stream tid 1, compute stream
- * tid 2, CPU thread tid 0; up to trace_max_spans) and sl_sched_trace_write writes Chrome /
+ * tid 2, CPU thread tid 0; up to trace_max_spans) and sl_moe_trace_write writes Chrome /
  * Perfetto JSON: {"traceEvents":[{"name","ph":"X","ts","dur","pid","tid"},...]} (µs).
  *
  * Thread safety: as moe.h (one caller thread); the device's stream workers touch only the job
@@ -148,7 +148,7 @@ typedef struct sl_fetch_options {
     int uploads;
     bool dedicated_streams;     /* own copy and compute streams (default); false: one stream */
     bool debug;                 /* validate the cache after every call; record the trace */
-    bool trace;                 /* record spans for sl_sched_trace_write */
+    bool trace;                 /* record spans for sl_moe_trace_write */
     uint64_t trace_max_spans;   /* default 1 << 20 */
     double cpu_gbs, pcie_gbs, dev_gbs;  /* cost-model starting bandwidths; 0: defaults */
     /* the group buffers (page-locked on cuda, with a device mirror) sized at creation for this
@@ -220,6 +220,6 @@ sl_status sl_fetch_stats_get(const sl_moe_sched *s, int32_t layer, sl_fetch_stat
 /* Writes the recorded spans as Chrome/Perfetto trace JSON to path (SL_ERR_IO naming it);
  * SL_ERR_INVALID for a non-fetch scheduler. Spans beyond trace_max_spans were dropped (the
  * file's "otherData" says how many). */
-sl_status sl_sched_trace_write(const sl_moe_sched *s, const char *path, sl_error *err);
+sl_status sl_moe_trace_write(const sl_moe_sched *s, const char *path, sl_error *err);
 
 #endif

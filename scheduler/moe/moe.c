@@ -60,6 +60,21 @@ void sl_moe_stats_get(const sl_moe_sched *s, sl_moe_stats *out)
         return;
     }
     *out = s->stats;
+    if (s->vt->stats) s->vt->stats(s, out);
+}
+
+unsigned sl_moe_caps(const sl_moe_sched *s)
+{
+    return s ? s->vt->caps : 0;
+}
+
+sl_status sl_moe_trace_write(const sl_moe_sched *s, const char *path, sl_error *err)
+{
+    if (!s || !s->vt->trace_write)
+        return sl_error_set(err, SL_ERR_INVALID, "the %s MoE scheduler records no trace (use a "
+                            "fetch mode: post, full or auto)", sl_moe_name(s));
+    if (!path) return sl_error_set(err, SL_ERR_INVALID, "trace: NULL path");
+    return s->vt->trace_write(s, path, err);
 }
 
 const char *sl_moe_name(const sl_moe_sched *s)

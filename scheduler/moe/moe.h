@@ -91,7 +91,22 @@ typedef struct sl_moe_stats {
     /* the CPU expert path: weight bytes of the experts it computed (each distinct expert of a
      * call once: what it must read) and its wall time, so bytes / time is its read rate */
     uint64_t cpu_bytes, cpu_ns;
+    /* a scheduler that moves expert weights (0 for one that does not): experts copied to the
+     * device, misses and failures computed on the CPU instead, cache lookups and hits, copies
+     * and their bytes, the share of copy time hidden under compute, and its MoE layer calls by
+     * the mode each ran in (cpu, post, full) */
+    uint64_t fetches, fallbacks, cache_lookups, cache_hits, copies, copy_bytes;
+    double copy_overlap_pct;
+    uint64_t layer_calls_cpu, layer_calls_post, layer_calls_full;
 } sl_moe_stats;
+
+/* What a scheduler can do (sl_moe_caps): the engine asks this, never the scheduler's name. */
+enum {
+    SL_MOE_CAP_HOST_ONLY = 1u << 0,    /* computes on the host and never calls the device, so
+                                          it may run in a host function ordered on a stream */
+    SL_MOE_CAP_NEURON_STATS = 1u << 1, /* records per-expert neuron statistics */
+    SL_MOE_CAP_TRACE = 1u << 2,        /* records a trace (sl_moe_trace_write) */
+};
 
 typedef struct sl_moe_sched sl_moe_sched;
 
@@ -115,8 +130,12 @@ void sl_moe_stats_get(const sl_moe_sched *s, sl_moe_stats *out);
  * fetching scheduler records none. */
 void sl_moe_set_neuron_stats(sl_moe_sched *s, sl_neuron_stats *stats, int32_t n_layer,
                              int32_t n_expert);
-/* "cpu", ... */
+/* "cpu", ... (for messages and reports) */
 const char *sl_moe_name(const sl_moe_sched *s);
+/* The SL_MOE_CAP_* bits of s (0 for NULL). */
+unsigned sl_moe_caps(const sl_moe_sched *s);
+/* Writes s's trace (Chrome / Perfetto JSON) to path; SL_ERR_INVALID when s records none. */
+sl_status sl_moe_trace_write(const sl_moe_sched *s, const char *path, sl_error *err);
 /* Forgets every copy of expert weights the scheduler keeps (the fetch scheduler's expert
  * cache, pinned entries included: they are refilled on next use). Called after a live reload
  * (scheduler/policy/swap.h) changed weights; NULL allowed. */

@@ -334,7 +334,10 @@ static void cpu_destroy(sl_moe_sched *s)
     free(c);
 }
 
-static const sl__moe_vtable k_cpu_vt = {"cpu", cpu_exec, cpu_destroy, NULL};
+static const sl__moe_vtable k_cpu_vt = {
+    .name = "cpu", .exec = cpu_exec, .destroy = cpu_destroy,
+    .caps = SL_MOE_CAP_HOST_ONLY | SL_MOE_CAP_NEURON_STATS,
+};
 
 sl_status sl__moe_cpu_rows(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
                            int64_t n_assign, const float *x, int64_t n_tok, float *rows,

@@ -14,6 +14,11 @@ typedef struct sl__moe_vtable {
     void (*destroy)(sl_moe_sched *s);
     /* forgets every cached copy of expert weights (NULL: caches none) */
     void (*invalidate)(sl_moe_sched *s);
+    unsigned caps; /* SL_MOE_CAP_* */
+    /* fills the fields of *out beyond the header's counters (NULL: none) */
+    void (*stats)(const sl_moe_sched *s, sl_moe_stats *out);
+    /* writes the trace (NULL: records none) */
+    sl_status (*trace_write)(const sl_moe_sched *s, const char *path, sl_error *err);
 } sl__moe_vtable;
 
 /* Every implementation's struct starts with this header. */

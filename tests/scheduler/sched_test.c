@@ -132,6 +132,22 @@ static void test_cache_compaction(env *v, sl_device *dev)
     sl_fetch_stats_get(f, -1, &t, &e);
     sl_fetch_stats_get(f, 1, &s1, &e);
     CHECK(t.calls == 4 && s0.calls == 3 && s1.calls == 1);
+    /* the interface the engine reads: the same counters through sl_moe_stats, capabilities
+     * instead of names, a trace only where one is recorded */
+    sl_moe_stats ms, mc;
+    sl_moe_stats_get(f, &ms);
+    sl_moe_stats_get(v->cpu, &mc);
+    CHECK(ms.cache_hits == t.cache_hits && ms.cache_lookups == t.cache_lookups &&
+          ms.fetches == t.fetch_experts && ms.copies == t.copies &&
+          ms.copy_bytes == t.bytes_copied && ms.layer_calls_full == t.calls_mode[SL_FETCH_FULL]);
+    CHECK(mc.fetches == 0 && mc.copies == 0 && mc.layer_calls_full == 0);
+    CHECK((sl_moe_caps(v->cpu) & SL_MOE_CAP_HOST_ONLY) &&
+          (sl_moe_caps(v->cpu) & SL_MOE_CAP_NEURON_STATS) &&
+          !(sl_moe_caps(v->cpu) & SL_MOE_CAP_TRACE));
+    CHECK(!(sl_moe_caps(f) & SL_MOE_CAP_HOST_ONLY) && !(sl_moe_caps(f) & SL_MOE_CAP_NEURON_STATS));
+    CHECK(sl_moe_caps(NULL) == 0);
+    CHECK(sl_moe_trace_write(v->cpu, "/nonexistent/x", &e) == SL_ERR_INVALID &&
+          strstr(e.msg, "cpu") != NULL);
     CHECK_MSG(t.promotions == 4 && t.evictions == 2, "promotions %llu evictions %llu",
               (unsigned long long)t.promotions, (unsigned long long)t.evictions);
     CHECK_MSG(s0.cache_hits == 2 && s0.cache_lookups == 5, "layer 0: hits %llu of %llu",
