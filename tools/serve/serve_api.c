@@ -64,6 +64,7 @@ void sl__serve_body_close(sl_serve_reply *r, FILE *f, int status, const char *ty
 static const char *error_type(int status)
 {
     switch (status) {
+    case 401: return "authentication_error";
     case 404: return "not_found_error";
     case 409: return "conflict_error";
     case 500: return "server_error";

@@ -200,6 +200,7 @@ struct sl_serve {
     pthread_mutex_t mu;         /* guards next_id and http_* */
     uint64_t next_id;
     uint64_t http_requests, http_errors;
+    const char *api_key;        /* --api-key: Bearer KEY required (but on /health, /models) */
     bool hotswap;               /* /health reloads changed tensors (sl_reload_changed) */
     uint64_t reloads, reloaded_tensors; /* /health reloads that changed something; tensors */
 };
