@@ -425,17 +425,17 @@ static void completion(req *q, sl_serve_api kind, sl_serve_gone_fn gone, void *u
         goto fail;
     }
     tok = NULL;
+    sl_serve_stream *st = NULL;
     if (sl__serve_pool_submit(q->sm->pool, j, &err)) {
         sl__serve_job_release(j);
         sl__serve_error(q->r, 503, "%s", err.msg);
-        return;
+        goto out;
     }
-    sl_serve_stream *st = calloc(1, sizeof *st);
-    if (!st) {
+    if (!(st = calloc(1, sizeof *st))) {
         sl__serve_job_cancel(j);
         sl__serve_job_release(j);
         sl__serve_error(q->r, 500, "out of memory");
-        return;
+        goto out;
     }
     *st = (sl_serve_stream){.s = s, .sm = q->sm, .job = j, .kind = kind,
                             .created = (int64_t)time(NULL), .echo = echo_text, .n_echo = n_echo};
@@ -476,9 +476,10 @@ static void completion(req *q, sl_serve_api kind, sl_serve_gone_fn gone, void *u
     return;
 fail:
     free(tok);
+    sl__serve_params_free(&p);
+out:
     free(text);
     free(echo_text);
-    sl__serve_params_free(&p);
 }
 
 /* ---- streams -------------------------------------------------------------------------------- */
