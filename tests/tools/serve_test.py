@@ -283,8 +283,9 @@ def test_endpoints(srv, model):
     expect(status == 200 and body.get("content") == "" and body.get("tokens_predicted") == 0,
            "n_predict 0 generates nothing")
     status, body = srv.json("POST", "/completion", {"prompt": prompt, "n_predict": None,
-                                                    "temperature": None, "max_tokens": "x"})
-    expect(status == 200, "null fields are absent; unknown fields (max_tokens) ignored")
+                                                    "temperature": None, "max_tokens": 2})
+    expect(status == 200 and body.get("tokens_predicted") == 2,
+           "null fields are absent; max_tokens is n_predict on /completion too (llama-server)")
 
     status, headers, vals = metrics(srv)
     expect(status == 200 and headers.get("Content-Type", "").startswith("text/plain") and

@@ -87,8 +87,12 @@ static void usage(FILE *f)
           "                         its host floor too) (also SLUICE_HOTSWAP_ENABLED=1 or\n"
           "                         LLAMA_HOTSWAP_ENABLED=1, as ik_llama.cpp's server)\n"
           "  --max-body-bytes N     largest request body (default 1048576); larger: 413\n"
-          "  --max-connections N    connections at once (default 64)\n"
-          "  --timeout N            seconds an idle connection is kept (default 600)\n"
+          "  --max-connections N    connections at once (default 64); past it the connection\n"
+          "                         idle the longest is closed (none idle: a 503)\n"
+          "  --timeout N            seconds an idle connection is kept (default 30)\n"
+          "  --api-key KEY          require \"Authorization: Bearer KEY\" (or X-Api-Key) on every\n"
+          "                         endpoint but /health and /models: else a 401 (also the\n"
+          "                         LLAMA_API_KEY environment variable)\n"
           "  -h, --help             this text\n",
           f);
     fprintf(f, SL_CLI_KV_HELP, "f16");
@@ -244,8 +248,9 @@ int sl_cli_serve(int argc, char **argv)
     sl_cli_model_flags_init(&mf);
     sl_sampler_options so = sl_sampler_options_default();
     const char *host = "127.0.0.1", *alias = NULL, *chat_flag = NULL;
+    const char *api_key = getenv("LLAMA_API_KEY");
     int64_t port = 8080, parallel = 1, n_ctx = 0, n_batch = 0, n_predict = -1;
-    int64_t max_conn = 64, timeout = 600, i64;
+    int64_t max_conn = 64, timeout = 30, i64;
     uint64_t max_body = 1 << 20;
     bool kv_f16 = true, hotswap = false, external = false, residency_given = false;
     model_spec specs[MAX_MODELS];
@@ -279,7 +284,7 @@ int sl_cli_serve(int argc, char **argv)
         static const char *const k_value_flags[] = {
             "--host", "--port", "-np", "--parallel", "-n", "--n-predict", "-a", "--alias",
             "--chat-template", "--max-body-bytes", "--max-connections", "--timeout", "--pin",
-            "--residency"};
+            "--residency", "--api-key"};
         size_t k = 0;
         while (k < sizeof k_value_flags / sizeof *k_value_flags && strcmp(a.flag, k_value_flags[k]))
             k++;
@@ -305,6 +310,9 @@ int sl_cli_serve(int argc, char **argv)
             max_body = (uint64_t)i64;
         } else if (sl_cli_is(&a, "--max-connections", NULL)) {
             if (sl_cli_parse_i64(k_cmd, a.flag, v, 1, 4096, &max_conn)) return 2;
+        } else if (sl_cli_is(&a, "--api-key", NULL)) {
+            if (!*v) return sl_cli_usage_error(k_cmd, "--api-key: empty key");
+            api_key = v;
         } else if (sl_cli_is(&a, "--timeout", NULL)) {
             if (sl_cli_parse_i64(k_cmd, a.flag, v, 1, 86400, &timeout)) return 2;
         } else if (sl_cli_is(&a, "--pin", NULL)) {
@@ -366,7 +374,8 @@ int sl_cli_serve(int argc, char **argv)
     sl_serve s = {.models = models, .n_models = n_specs, .external = external,
                   .max_body_bytes = (size_t)max_body, .so_default = so,
                   .n_predict_default = (int32_t)n_predict, .started = (int64_t)time(NULL),
-                  .hotswap = hotswap || env_swap};
+                  .hotswap = hotswap || env_swap,
+                  .api_key = api_key && *api_key ? api_key : NULL};
     pthread_mutex_init(&s.mu, NULL);
     pthread_mutex_init(&s.res_mu, NULL);
     pthread_cond_init(&s.res_cv, NULL);

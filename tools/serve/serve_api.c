@@ -12,10 +12,11 @@
  * listing the served ones; with --residency external a model that is not on the device is a
  * 409 (nothing loads: the operator loads it with POST /models/load, serve_admin.c).
  *
- * Requests are parsed strictly (json_doc.h); a known field of the wrong type or out of range is
- * a 400 naming it, unknown fields are ignored (as llama-server does), and null counts as absent.
- * Ranges are the CLI's (generate.c): temperature 0..1e6, top_k 0..2^31-1, top_p and min_p
- * 0..1, n_predict -1..2^31-1, seed 0..2^64-1 (or -1: a random seed, as llama-server).
+ * With one model served, any "model" name runs on it (as llama-server). Fields are read by
+ * serve_req.c: every field is honoured or refused with a 400 naming it. Responses carry
+ * llama-server's "tokens" (return_tokens; always in stream chunks), "completion_probabilities"
+ * (n_probs) and, on the OpenAI endpoints, "logprobs": {"content": [...]} and
+ * "system_fingerprint"; /v1/completions' echo puts the prompt's text first.
  * Streams are server-sent events, "data: {json}\n\n"; the OpenAI endpoints end theirs with
  * "data: [DONE]\n\n", /completion with a last chunk whose "stop" is true. */
 #include <inttypes.h>
@@ -25,12 +26,14 @@
 #include <time.h>
 
 #include "gguf/gguf.h"
+#include "tools/common/cli.h"
 #include "tools/common/json.h"
 #include "tools/common/json_doc.h"
 #include "tools/common/model_flags.h"
 #include "tools/serve/serve_impl.h"
 
 static const char *const k_json = "application/json; charset=utf-8";
+static const char *const k_build = "sluice"; /* build_info, system_fingerprint */
 
 /* ---- replies -------------------------------------------------------------------------------- */
 
@@ -61,6 +64,7 @@ void sl__serve_body_close(sl_serve_reply *r, FILE *f, int status, const char *ty
 static const char *error_type(int status)
 {
     switch (status) {
+    case 401: return "authentication_error";
     case 404: return "not_found_error";
     case 409: return "conflict_error";
     case 500: return "server_error";
@@ -107,271 +111,76 @@ static void error_typed(sl_serve_reply *r, int status, const char *type, const c
     va_end(ap);
 }
 
-/* ---- request fields ------------------------------------------------------------------------- */
-
-typedef struct req {
-    sl_serve *s;
-    sl_serve_model *sm;         /* the request's model, once known */
-    sl_jdoc *d;
-    sl_jref root;
-    sl_serve_reply *r;
-} req;
-
-/* A field: SL_JNONE when absent or null. */
-static sl_jref field(const req *q, const char *key)
-{
-    const sl_jref v = sl_jdoc_get(q->d, q->root, key);
-    return v != SL_JNONE && sl_jdoc_kind(q->d, v) == SL_JNULL ? SL_JNONE : v;
-}
-
-/* The getters leave *out alone when the field is absent; false after a 400 reply. */
-static bool get_int(const req *q, const char *key, int64_t lo, int64_t hi, int64_t *out)
-{
-    const sl_jref v = field(q, key);
-    if (v == SL_JNONE) return true;
-    if (sl_jdoc_kind(q->d, v) == SL_JNUM && sl_jdoc_int(q->d, v, lo, hi, out)) return true;
-    sl__serve_error(q->r, 400, "'%s' must be an integer in [%" PRId64 ", %" PRId64 "]", key, lo,
-                    hi);
-    return false;
-}
-
-static bool get_num(const req *q, const char *key, double lo, double hi, float *out)
-{
-    const sl_jref v = field(q, key);
-    if (v == SL_JNONE) return true;
-    const double x = sl_jdoc_num(q->d, v);
-    if (sl_jdoc_kind(q->d, v) == SL_JNUM && x >= lo && x <= hi) {
-        *out = (float)x;
-        return true;
-    }
-    sl__serve_error(q->r, 400, "'%s' must be a number in [%g, %g]", key, lo, hi);
-    return false;
-}
-
-static bool get_bool(const req *q, const char *key, bool *out)
-{
-    const sl_jref v = field(q, key);
-    if (v == SL_JNONE) return true;
-    if (sl_jdoc_kind(q->d, v) == SL_JBOOL) {
-        *out = sl_jdoc_bool(q->d, v);
-        return true;
-    }
-    sl__serve_error(q->r, 400, "'%s' must be a boolean", key);
-    return false;
-}
-
-static bool add_stop(const req *q, sl_serve_params *p, sl_jref v)
-{
-    size_t len;
-    const char *s = sl_jdoc_str(q->d, v, &len);
-    if (!s || !len || len > SL_SERVE_MAX_STOP_BYTES || memchr(s, 0, len)) {
-        sl__serve_error(q->r, 400, "'stop' must be a string or an array of at most %d strings "
-                        "of 1 to %d bytes", SL_SERVE_MAX_STOP, SL_SERVE_MAX_STOP_BYTES);
-        return false;
-    }
-    if (p->n_stop == SL_SERVE_MAX_STOP) {
-        sl__serve_error(q->r, 400, "'stop' has more than %d strings", SL_SERVE_MAX_STOP);
-        return false;
-    }
-    if (!(p->stop[p->n_stop] = strdup(s))) {
-        sl__serve_error(q->r, 500, "out of memory");
-        return false;
-    }
-    p->n_stop++;
-    return true;
-}
-
-/* The generation fields common to every completion endpoint. oai: the OpenAI names
- * (max_tokens, max_completion_tokens) are accepted next to n_predict. */
-static bool get_params(const req *q, bool oai, sl_serve_params *p)
-{
-    sl_serve *s = q->s;
-    *p = (sl_serve_params){.so = s->so_default, .n_predict = s->n_predict_default};
-    int64_t i64 = p->n_predict;
-    if (!get_int(q, "n_predict", -1, INT32_MAX, &i64)) return false;
-    if (oai && (!get_int(q, "max_tokens", -1, INT32_MAX, &i64) ||
-                !get_int(q, "max_completion_tokens", -1, INT32_MAX, &i64)))
-        return false;
-    p->n_predict = (int32_t)i64;
-    i64 = p->so.top_k;
-    if (!get_num(q, "temperature", 0, 1e6, &p->so.temp) ||
-        !get_int(q, "top_k", 0, INT32_MAX, &i64) || !get_num(q, "top_p", 0, 1, &p->so.top_p) ||
-        !get_num(q, "min_p", 0, 1, &p->so.min_p) || !get_bool(q, "ignore_eos", &p->ignore_eos))
-        return false;
-    p->so.top_k = (int32_t)i64;
-    const sl_jref seed = field(q, "seed");
-    if (seed != SL_JNONE) {
-        int64_t minus1;
-        if (sl_jdoc_int(q->d, seed, -1, -1, &minus1)) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            pthread_mutex_lock(&s->mu);
-            const uint64_t id = s->next_id++;
-            pthread_mutex_unlock(&s->mu);
-            p->so.seed = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
-                         (id * 0x9E3779B97F4A7C15u);
-        } else if (sl_jdoc_kind(q->d, seed) != SL_JNUM || !sl_jdoc_u64(q->d, seed, &p->so.seed)) {
-            sl__serve_error(q->r, 400, "'seed' must be an integer in [0, 2^64-1], or -1 (random)");
-            return false;
-        }
-    }
-    int64_t n = 1;
-    if (oai && !get_int(q, "n", 1, 1, &n)) return false;
-    const sl_jref stop = field(q, "stop");
-    if (stop == SL_JNONE) return true;
-    if (sl_jdoc_kind(q->d, stop) == SL_JSTR) return add_stop(q, p, stop);
-    if (sl_jdoc_kind(q->d, stop) != SL_JARR) return add_stop(q, p, stop); /* the 400 */
-    for (sl_jref v = sl_jdoc_first(q->d, stop); v != SL_JNONE; v = sl_jdoc_next(q->d, v))
-        if (!add_stop(q, p, v)) return false;
-    return true;
-}
-
-/* ---- prompts -------------------------------------------------------------------------------- */
-
-/* Tokenizes text as `sluice generate` does (BOS as the model says, special tokens parsed). */
-static bool tokenize(const req *q, const char *text, size_t len, int32_t **tok, size_t *n)
-{
-    if (sl_cli_tokenize(q->sm->model, "serve", q->sm->path, text, len, true, true, tok, n)) {
-        sl__serve_error(q->r, 500, "the prompt could not be tokenized");
-        return false;
-    }
-    return true;
-}
-
-/* "prompt": a string, an array holding one string, or an array of token ids. */
-static bool get_prompt(const req *q, int32_t **tok, size_t *n)
-{
-    sl_jref v = field(q, "prompt");
-    if (v != SL_JNONE && sl_jdoc_kind(q->d, v) == SL_JARR && sl_jdoc_count(q->d, v) == 1 &&
-        sl_jdoc_kind(q->d, sl_jdoc_first(q->d, v)) == SL_JSTR)
-        v = sl_jdoc_first(q->d, v);
-    size_t len;
-    const char *s = sl_jdoc_str(q->d, v, &len);
-    if (s) return tokenize(q, s, len, tok, n);
-    if (v == SL_JNONE || sl_jdoc_kind(q->d, v) != SL_JARR) {
-        sl__serve_error(q->r, 400, "'prompt' must be a string or an array of token ids");
-        return false;
-    }
-    *n = sl_jdoc_count(q->d, v);
-    if (!(*tok = malloc((*n ? *n : 1) * sizeof **tok))) {
-        sl__serve_error(q->r, 500, "out of memory");
-        return false;
-    }
-    size_t i = 0;
-    for (sl_jref e = sl_jdoc_first(q->d, v); e != SL_JNONE; e = sl_jdoc_next(q->d, e)) {
-        int64_t id;
-        if (sl_jdoc_kind(q->d, e) != SL_JNUM ||
-            !sl_jdoc_int(q->d, e, 0, q->sm->info.n_vocab - 1, &id)) {
-            sl__serve_error(q->r, 400, "'prompt'[%zu] must be a token id in [0, %" PRId32 "]",
-                            i, q->sm->info.n_vocab - 1);
-            free(*tok);
-            *tok = NULL;
-            return false;
-        }
-        (*tok)[i++] = (int32_t)id;
-    }
-    return true;
-}
-
-/* A message's content: a string, null, or an array of {"type":"text","text":...} parts
- * (concatenated). Appends it to f. */
-static bool put_message_content(const req *q, size_t i, sl_jref c, FILE *f)
-{
-    size_t len;
-    const char *s = sl_jdoc_str(q->d, c, &len);
-    if (s || c == SL_JNONE || sl_jdoc_kind(q->d, c) == SL_JNULL) {
-        if (s) fwrite(s, 1, len, f);
-        return true;
-    }
-    if (sl_jdoc_kind(q->d, c) == SL_JARR) {
-        for (sl_jref p = sl_jdoc_first(q->d, c); p != SL_JNONE; p = sl_jdoc_next(q->d, p)) {
-            const char *type = sl_jdoc_str(q->d, sl_jdoc_get(q->d, p, "type"), NULL);
-            const char *text = sl_jdoc_str(q->d, sl_jdoc_get(q->d, p, "text"), &len);
-            if (!type || strcmp(type, "text") || !text) {
-                sl__serve_error(q->r, 400, "'messages'[%zu].content: only parts "
-                                "{\"type\":\"text\",\"text\":...} are supported", i);
-                return false;
-            }
-            fwrite(text, 1, len, f);
-        }
-        return true;
-    }
-    sl__serve_error(q->r, 400, "'messages'[%zu].content must be a string or an array of parts", i);
-    return false;
-}
-
-/* "messages" -> the chat template's prompt -> tokens. */
-static bool get_chat_prompt(const req *q, int32_t **tok, size_t *n)
-{
-    const sl_jref msgs = field(q, "messages");
-    const size_t n_msg = sl_jdoc_count(q->d, msgs);
-    if (msgs == SL_JNONE || sl_jdoc_kind(q->d, msgs) != SL_JARR || !n_msg) {
-        sl__serve_error(q->r, 400, "'messages' must be a non-empty array of messages");
-        return false;
-    }
-    sl_chat_msg *cm = calloc(n_msg, sizeof *cm);
-    char **content = calloc(n_msg, sizeof *content);
-    size_t *clen = calloc(n_msg, sizeof *clen);
-    char *text = NULL;
-    size_t text_len = 0;
-    bool ok = cm && content && clen;
-    if (!ok) sl__serve_error(q->r, 500, "out of memory");
-    size_t i = 0;
-    for (sl_jref m = sl_jdoc_first(q->d, msgs); ok && m != SL_JNONE; m = sl_jdoc_next(q->d, m)) {
-        const char *role = sl_jdoc_str(q->d, sl_jdoc_get(q->d, m, "role"), NULL);
-        if (sl_jdoc_kind(q->d, m) != SL_JOBJ || !role || !*role || strlen(role) > 64) {
-            sl__serve_error(q->r, 400, "'messages'[%zu] must be an object with a \"role\" string "
-                            "of 1 to 64 bytes", i);
-            ok = false;
-            break;
-        }
-        FILE *f = open_memstream(&content[i], &clen[i]);
-        if (!f) {
-            sl__serve_error(q->r, 500, "out of memory");
-            ok = false;
-            break;
-        }
-        ok = put_message_content(q, i, sl_jdoc_get(q->d, m, "content"), f);
-        if (fclose(f) && ok) {
-            sl__serve_error(q->r, 500, "out of memory");
-            ok = false;
-        }
-        cm[i] = (sl_chat_msg){.role = role, .content = content[i], .len = clen[i]};
-        i++;
-    }
-    if (ok) {
-        FILE *f = open_memstream(&text, &text_len);
-        if (!f || sl_chat_apply(q->sm->chat, cm, n_msg, true, f)) {
-            sl__serve_error(q->r, 500, "out of memory");
-            ok = false;
-        }
-        if (f) fclose(f);
-    }
-    if (ok) ok = tokenize(q, text, text_len, tok, n);
-    for (size_t k = 0; content && k < n_msg; k++) free(content[k]);
-    free(content);
-    free(clen);
-    free(cm);
-    free(text);
-    return ok;
-}
-
 /* ---- running a job -------------------------------------------------------------------------- */
 
-typedef enum api_kind { API_NATIVE, API_OAI_TEXT, API_OAI_CHAT } api_kind;
+typedef sl_serve_req req;
 
 struct sl_serve_stream {
     sl_serve *s;
     const sl_serve_model *sm;
     sl_serve_job *job;
-    api_kind kind;
+    sl_serve_api kind;
     char id[48];
     int64_t created;
     size_t sent;                /* text bytes already sent */
-    bool role_sent, ended;
+    size_t toks_sent;           /* tokens already sent (tokens, probabilities) */
+    char *echo;                 /* /v1/completions echo: the prompt's text (malloc'd) or NULL */
+    size_t n_echo;
+    bool role_sent, echo_sent, ended;
     char *buf;                  /* formatted bytes not yet handed out: buf[off, n) */
     size_t n, off;
 };
+
+/* The tokens of j whose text starts before byte `to` (or is empty and ends by it). */
+static size_t toks_upto(const sl_serve_job *j, size_t to)
+{
+    size_t k = 0;
+    while (k < j->n_toks && ((k ? j->toks[k - 1].end : 0) < to || j->toks[k].end <= to)) k++;
+    return k;
+}
+
+/* A token as llama-server's probabilities list it: {"id","token","bytes","logprob" (open). */
+static void put_tok(FILE *f, const sl_serve_model *sm, int32_t id, float logprob)
+{
+    char *piece = NULL;
+    size_t cap = 0, n = 0;
+    sl_error err = {0};
+    if (sl_cli_token_piece(sm->model, id, &piece, &cap, &n, &err)) n = 0;
+    fprintf(f, "{\"id\":%" PRId32 ",\"token\":", id);
+    sl_json_str(f, piece ? piece : "", n);
+    fputs(",\"bytes\":[", f);
+    for (size_t i = 0; i < n; i++) fprintf(f, "%s%u", i ? "," : "", (unsigned char)piece[i]);
+    fputs("],\"logprob\":", f);
+    sl_json_f32(f, logprob);
+    free(piece);
+}
+
+/* Tokens [from, to) of j with their top_logprobs: llama-server's probabilities array. */
+static void put_probs(FILE *f, const sl_serve_model *sm, const sl_serve_job *j, size_t from,
+                      size_t to)
+{
+    const size_t k = (size_t)j->p.n_probs;
+    fputc('[', f);
+    for (size_t i = from; i < to; i++) {
+        if (i > from) fputc(',', f);
+        put_tok(f, sm, j->toks[i].id, j->toks[i].logprob);
+        fputs(",\"top_logprobs\":[", f);
+        for (size_t a = 0; a < k && j->top[i * k + a].id >= 0; a++) {
+            if (a) fputc(',', f);
+            put_tok(f, sm, j->top[i * k + a].id, j->top[i * k + a].logprob);
+            fputc('}', f);
+        }
+        fputs("]}", f);
+    }
+    fputc(']', f);
+}
+
+static void put_token_ids(FILE *f, const sl_serve_job *j, size_t from, size_t to)
+{
+    fputc('[', f);
+    for (size_t i = from; i < to; i++) fprintf(f, "%s%" PRId32, i > from ? "," : "", j->toks[i].id);
+    fputc(']', f);
+}
 
 static void put_timings(FILE *f, const sl_serve_job *j)
 {
@@ -399,28 +208,25 @@ static const char *stop_type(sl_serve_stop s)
 
 /* llama-server's /completion object: the whole result (stream: its last chunk, content ""). */
 static void put_native(FILE *f, const sl_serve_model *sm, const sl_serve_job *j,
-                       const char *content,
-                       size_t len)
+                       const char *content, size_t len, bool last_chunk, size_t from)
 {
     fputs("{\"index\":0,\"content\":", f);
     sl_json_str(f, content, len);
-    fprintf(f, ",\"tokens\":[],\"id_slot\":%d,\"stop\":true,\"model\":", j->slot);
+    /* a stream's last chunk: what the earlier chunks did not carry */
+    const size_t to = toks_upto(j, j->n_text);
+    fputs(",\"tokens\":", f);
+    put_token_ids(f, j, from, j->p.return_tokens || last_chunk ? to : from);
+    if (j->p.probs) {
+        fputs(",\"completion_probabilities\":", f);
+        put_probs(f, sm, j, from, to);
+    }
+    fprintf(f, ",\"id_slot\":%d,\"stop\":true,\"model\":", j->slot);
     sl_json_cstr(f, sm->name);
     fprintf(f, ",\"tokens_predicted\":%" PRId32 ",\"tokens_evaluated\":%zu,"
-            "\"generation_settings\":{\"n_predict\":%" PRId32 ",\"seed\":%" PRIu64
-            ",\"temperature\":", j->n_predicted, j->n_prompt, j->p.n_predict, j->p.so.seed);
-    sl_json_f32(f, j->p.so.temp);
-    fprintf(f, ",\"top_k\":%" PRId32 ",\"top_p\":", j->p.so.top_k);
-    sl_json_f32(f, j->p.so.top_p);
-    fputs(",\"min_p\":", f);
-    sl_json_f32(f, j->p.so.min_p);
-    fprintf(f, ",\"ignore_eos\":%s,\"stop\":[", j->p.ignore_eos ? "true" : "false");
-    for (size_t i = 0; i < j->p.n_stop; i++) {
-        if (i) fputc(',', f);
-        sl_json_cstr(f, j->p.stop[i]);
-    }
+            "\"generation_settings\":", j->n_predicted, j->n_prompt);
+    sl__serve_params_json(f, &j->p);
     const bool new_line = j->text && memchr(j->text, '\n', j->n_text);
-    fprintf(f, "]},\"has_new_line\":%s,\"truncated\":false,\"stop_type\":\"%s\","
+    fprintf(f, ",\"has_new_line\":%s,\"truncated\":false,\"stop_type\":\"%s\","
             "\"stopping_word\":", new_line ? "true" : "false", stop_type(j->stop));
     sl_json_cstr(f, j->stop == SL_STOP_WORD ? j->p.stop[j->stop_word] : "");
     fprintf(f, ",\"tokens_cached\":%zu,", j->n_prompt + (size_t)j->n_decoded);
@@ -444,24 +250,24 @@ static void put_usage(FILE *f, const sl_serve_job *j)
 static void put_oai_head(FILE *f, const sl_serve_model *sm, const char *id, const char *object,
                          int64_t created)
 {
-    fprintf(f, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64 ",\"model\":", id, object,
-            created);
+    fprintf(f, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64 ",\"system_fingerprint\":"
+            "\"%s\",\"model\":", id, object, created, k_build);
     sl_json_cstr(f, sm->name);
 }
 
 /* An OpenAI completion (stream: a chunk). text NULL: no text member (a chat delta {}).
  * finish: NULL for a chunk that does not end the choice. */
 static void put_oai(FILE *f, const sl_serve_stream *st, const sl_serve_job *j, const char *text,
-                    size_t len, const char *finish, bool stream)
+                    size_t len, const char *finish, bool stream, size_t tf, size_t tt)
 {
-    const bool chat = st->kind == API_OAI_CHAT;
+    const bool chat = st->kind == SL_API_OAI_CHAT;
     put_oai_head(f, st->sm, st->id, chat ? (stream ? "chat.completion.chunk" : "chat.completion")
                                      : "text_completion", st->created);
     fputs(",\"choices\":[{\"index\":0,", f);
     if (!chat) {
         fputs("\"text\":", f);
         sl_json_str(f, text ? text : "", text ? len : 0);
-        fputs(",\"logprobs\":null,", f);
+        fputc(',', f);
     } else {
         fputs(stream ? "\"delta\":{" : "\"message\":{\"role\":\"assistant\",", f);
         if (text) {
@@ -469,6 +275,13 @@ static void put_oai(FILE *f, const sl_serve_stream *st, const sl_serve_job *j, c
             sl_json_str(f, text, len);
         }
         fputs("},", f);
+    }
+    if (j->p.probs && tt > tf) { /* llama-server's shape on both OpenAI endpoints */
+        fputs("\"logprobs\":{\"content\":", f);
+        put_probs(f, st->sm, j, tf, tt);
+        fputs("},", f);
+    } else if (!chat) {
+        fputs("\"logprobs\":null,", f);
     }
     fputs("\"finish_reason\":", f);
     if (finish) fprintf(f, "\"%s\"", finish);
@@ -506,20 +319,19 @@ static bool wait_done(sl_serve_job *j, sl_serve_gone_fn gone, void *user)
     return true;
 }
 
-static void new_id(sl_serve *s, api_kind kind, char *id, size_t cap)
+static void new_id(sl_serve *s, sl_serve_api kind, char *id, size_t cap)
 {
     pthread_mutex_lock(&s->mu);
     const uint64_t n = s->next_id++;
     pthread_mutex_unlock(&s->mu);
-    snprintf(id, cap, "%s-%08" PRIx64 "%08" PRIx64, kind == API_OAI_CHAT ? "chatcmpl" : "cmpl",
+    snprintf(id, cap, "%s-%08" PRIx64 "%08" PRIx64, kind == SL_API_OAI_CHAT ? "chatcmpl" : "cmpl",
              (uint64_t)s->started & 0xffffffffu, n);
 }
 
-/* The model the request names ("model"); NULL after an error reply. */
-static sl_serve_model *request_model(const req *q)
+sl_serve_model *sl__serve_req_model(const sl_serve_req *q)
 {
     sl_serve *s = q->s;
-    const sl_jref v = field(q, "model");
+    const sl_jref v = sl__serve_field(q, "model");
     size_t len = 0;
     const char *name = v == SL_JNONE ? NULL : sl_jdoc_str(q->d, v, &len);
     if (v != SL_JNONE && !name) {
@@ -527,6 +339,7 @@ static sl_serve_model *request_model(const req *q)
         return NULL;
     }
     sl_serve_model *sm = sl__serve_model_find(s, name, len);
+    if (!sm && s->n_models == 1) sm = &s->models[0]; /* llama-server: any name, one model */
     if (!sm && !name) {
         char names[512];
         sl__serve_model_names(s, names, sizeof names);
@@ -550,18 +363,48 @@ static sl_serve_model *request_model(const req *q)
     return sm;
 }
 
-static void completion(req *q, api_kind kind, sl_serve_gone_fn gone, void *user)
+/* /v1/completions' echo: the prompt as text (the request's string, or its tokens'
+ * text); malloc'd, NULL after an error reply. */
+static char *prompt_text(const req *q, const int32_t *tok, size_t n_tok, size_t *len)
+{
+    const char *s = sl_jdoc_str(q->d, sl__serve_field(q, "prompt"), len);
+    if (s) {
+        char *c = malloc(*len + 1);
+        if (c) memcpy(c, s, *len + 1);
+        else sl__serve_error(q->r, 500, "out of memory");
+        return c;
+    }
+    char *t = sl__serve_detokenize(q->sm, tok, n_tok, len);
+    if (!t) sl__serve_error(q->r, 500, "the prompt could not be detokenized");
+    return t;
+}
+
+static void completion(req *q, sl_serve_api kind, sl_serve_gone_fn gone, void *user)
 {
     sl_serve *s = q->s;
     sl_serve_params p;
-    bool stream = false;
+    bool stream = false, echo = false;
     int32_t *tok = NULL;
-    size_t n_tok = 0;
-    if (!(q->sm = request_model(q))) return;
-    if (!get_params(q, kind != API_NATIVE, &p)) goto fail;
-    if (!get_bool(q, "stream", &stream)) goto fail;
-    if (!(kind == API_OAI_CHAT ? get_chat_prompt(q, &tok, &n_tok) : get_prompt(q, &tok, &n_tok)))
+    size_t n_tok = 0, n_echo = 0;
+    char *text = NULL, *echo_text = NULL;
+    if (!(q->sm = sl__serve_req_model(q))) return;
+    if (!sl__serve_get_params(q, kind, &p)) goto fail;
+    if (!sl__serve_get_bool(q, "stream", &stream) || !sl__serve_get_bool(q, "echo", &echo))
         goto fail;
+    if (echo && p.probs) {
+        sl__serve_error(q->r, 400, "'echo' with 'logprobs' is not supported (the prompt's "
+                        "log-probabilities are not computed)");
+        goto fail;
+    }
+    if (kind == SL_API_OAI_CHAT) {
+        size_t len;
+        if (!sl__serve_chat_text(q, &text, &len) ||
+            !sl__serve_tokenize(q, text, len, true, true, &tok, &n_tok))
+            goto fail;
+    } else if (!sl__serve_get_prompt(q, &tok, &n_tok)) {
+        goto fail;
+    }
+    if (echo && !(echo_text = prompt_text(q, tok, n_tok, &n_echo))) goto fail;
     const int32_t n_ctx = sl__serve_pool_n_ctx(q->sm->pool);
     if (!n_tok) {
         sl__serve_error(q->r, 400, "the prompt is empty");
@@ -582,20 +425,23 @@ static void completion(req *q, api_kind kind, sl_serve_gone_fn gone, void *user)
         goto fail;
     }
     tok = NULL;
+    sl_serve_stream *st = NULL;
     if (sl__serve_pool_submit(q->sm->pool, j, &err)) {
         sl__serve_job_release(j);
         sl__serve_error(q->r, 503, "%s", err.msg);
-        return;
+        goto out;
     }
-    sl_serve_stream *st = calloc(1, sizeof *st);
-    if (!st) {
+    if (!(st = calloc(1, sizeof *st))) {
         sl__serve_job_cancel(j);
         sl__serve_job_release(j);
         sl__serve_error(q->r, 500, "out of memory");
-        return;
+        goto out;
     }
     *st = (sl_serve_stream){.s = s, .sm = q->sm, .job = j, .kind = kind,
-                            .created = (int64_t)time(NULL)};
+                            .created = (int64_t)time(NULL), .echo = echo_text, .n_echo = n_echo};
+    echo_text = NULL;
+    free(text);
+    text = NULL;
     new_id(s, kind, st->id, sizeof st->id);
     if (stream) {
         q->r->stream = st;
@@ -609,16 +455,31 @@ static void completion(req *q, api_kind kind, sl_serve_gone_fn gone, void *user)
         sl__serve_error(q->r, j->error_status, "%s", j->error_msg);
     } else {
         FILE *f = sl__serve_body_open(q->r);
-        if (f && kind == API_NATIVE) put_native(f, q->sm, j, j->text ? j->text : "", j->n_text);
-        else if (f) put_oai(f, st, j, j->text ? j->text : "", j->n_text, finish_reason(j), false);
-        sl__serve_body_close(q->r, f, 200, k_json);
+        const char *out = j->text ? j->text : "";
+        size_t n_out = j->n_text;
+        if (st->echo && sl_cli_append(&st->echo, &st->n_echo, &n_echo, out, n_out)) {
+            sl__serve_error(q->r, 500, "out of memory");
+            if (f) fclose(f);
+            f = NULL;
+        } else if (st->echo) {
+            out = st->echo;
+            n_out = st->n_echo;
+        }
+        const size_t nt = toks_upto(j, j->n_text);
+        if (f && kind == SL_API_NATIVE) put_native(f, q->sm, j, out, n_out, false, 0);
+        else if (f) put_oai(f, st, j, out, n_out, finish_reason(j), false, 0, nt);
+        if (f) sl__serve_body_close(q->r, f, 200, k_json);
     }
     sl__serve_job_release(j);
+    free(st->echo);
     free(st);
     return;
 fail:
     free(tok);
     sl__serve_params_free(&p);
+out:
+    free(text);
+    free(echo_text);
 }
 
 /* ---- streams -------------------------------------------------------------------------------- */
@@ -635,7 +496,15 @@ static void stream_next(sl_serve_stream *st)
         return;
     }
     sl_serve_job *j = st->job;
-    if (st->kind == API_OAI_CHAT && !st->role_sent) {
+    if (st->echo && !st->echo_sent) { /* echo: the prompt's text comes first */
+        fputs("data: ", f);
+        put_oai(f, st, j, st->echo, st->n_echo, NULL, true, 0, 0);
+        fputs("\n\n", f);
+        st->echo_sent = true;
+        if (fclose(f)) st->ended = true;
+        return;
+    }
+    if (st->kind == SL_API_OAI_CHAT && !st->role_sent) {
         /* the first chunk names the role, as OpenAI's do */
         fputs("data: ", f);
         put_oai_head(f, st->sm, st->id, "chat.completion.chunk", st->created);
@@ -651,17 +520,25 @@ static void stream_next(sl_serve_stream *st)
     const size_t from = st->sent, to = j->n_ready;
     const bool finished = j->state == SL_JOB_DONE;
     const bool done = finished || (j->cancel && to <= from);
+    const size_t tf = st->toks_sent, tt = to > from ? toks_upto(j, to) : tf;
     st->sent = to;
+    st->toks_sent = tt;
     /* formatted under the lock: the worker may move j->text while it appends */
     if (to > from) {
         fputs("data: ", f);
-        if (st->kind == API_NATIVE) {
+        if (st->kind == SL_API_NATIVE) {
             fputs("{\"index\":0,\"content\":", f);
             sl_json_str(f, j->text + from, to - from);
-            fprintf(f, ",\"tokens\":[],\"stop\":false,\"id_slot\":%d,\"tokens_predicted\":%" PRId32
+            fputs(",\"tokens\":", f);
+            put_token_ids(f, j, tf, tt);
+            if (j->p.probs) {
+                fputs(",\"completion_probabilities\":", f);
+                put_probs(f, st->sm, j, tf, tt);
+            }
+            fprintf(f, ",\"stop\":false,\"id_slot\":%d,\"tokens_predicted\":%" PRId32
                     ",\"tokens_evaluated\":%zu}", j->slot, j->n_predicted, j->n_prompt);
         } else {
-            put_oai(f, st, j, j->text + from, to - from, NULL, true);
+            put_oai(f, st, j, j->text + from, to - from, NULL, true, tf, tt);
         }
         fputs("\n\n", f);
     }
@@ -674,11 +551,12 @@ static void stream_next(sl_serve_stream *st)
             fputs("\n\n", f);
         } else {
             fputs("data: ", f);
-            if (st->kind == API_NATIVE) put_native(f, st->sm, j, "", 0);
-            else put_oai(f, st, j, st->kind == API_OAI_CHAT ? NULL : "", 0, finish_reason(j),
-                         true);
+            const size_t nt = toks_upto(j, j->n_text);
+            if (st->kind == SL_API_NATIVE) put_native(f, st->sm, j, "", 0, true, st->toks_sent);
+            else put_oai(f, st, j, st->kind == SL_API_OAI_CHAT ? NULL : "", 0, finish_reason(j),
+                         true, st->toks_sent, nt);
             fputs("\n\n", f);
-            if (st->kind != API_NATIVE) fputs("data: [DONE]\n\n", f);
+            if (st->kind != SL_API_NATIVE) fputs("data: [DONE]\n\n", f);
         }
         st->ended = true;
     }
@@ -703,6 +581,7 @@ void sl__serve_stream_close(sl_serve_stream *st)
     sl__serve_job_cancel(st->job); /* no effect on a finished job */
     sl__serve_job_release(st->job);
     free(st->buf);
+    free(st->echo);
     free(st);
 }
 
@@ -820,16 +699,15 @@ static void props(sl_serve *s, sl_serve_reply *r)
     const sl_serve_model *sm = &s->models[0];
     FILE *f = sl__serve_body_open(r);
     if (f) {
-        const sl_sampler_options *so = &s->so_default;
-        fprintf(f, "{\"default_generation_settings\":{\"n_ctx\":%" PRId32 ",\"params\":{"
-                "\"n_predict\":%" PRId32 ",\"seed\":%" PRIu64 ",\"temperature\":",
-                sl__serve_pool_n_ctx(sm->pool), s->n_predict_default, so->seed);
-        sl_json_f32(f, so->temp);
-        fprintf(f, ",\"top_k\":%" PRId32 ",\"top_p\":", so->top_k);
-        sl_json_f32(f, so->top_p);
-        fputs(",\"min_p\":", f);
-        sl_json_f32(f, so->min_p);
-        fprintf(f, "}},\"total_slots\":%d,\"model_path\":", sl__serve_pool_n_slots(sm->pool));
+        const sl_serve_params def = sl__serve_params_default(s);
+        fprintf(f, "{\"default_generation_settings\":{\"id\":0,\"id_task\":-1,\"n_ctx\":%" PRId32
+                ",\"speculative\":false,\"is_processing\":false,\"params\":",
+                sl__serve_pool_n_ctx(sm->pool));
+        sl__serve_params_json(f, &def);
+        fprintf(f, ",\"prompt\":\"\",\"next_token\":{\"has_next_token\":true,\"has_new_line\":"
+                "false,\"n_remain\":%" PRId32 ",\"n_decoded\":0,\"stopping_word\":\"\"}}",
+                def.n_predict);
+        fprintf(f, ",\"total_slots\":%d,\"model_path\":", sl__serve_pool_n_slots(sm->pool));
         sl_json_cstr(f, sm->path);
         fputs(",\"model_alias\":", f);
         sl_json_cstr(f, sm->name);
@@ -843,7 +721,8 @@ static void props(sl_serve *s, sl_serve_reply *r)
             sl_json_cstr(f, s->models[i].name);
         }
         fputc(']', f);
-        fputs(",\"build_info\":\"sluice\",\"modalities\":{\"vision\":false,\"audio\":false}}", f);
+        fprintf(f, ",\"build_info\":\"%s\",\"modalities\":{\"vision\":false,\"audio\":false}}",
+                k_build);
     }
     sl__serve_body_close(r, f, 200, k_json);
 }
@@ -856,6 +735,7 @@ void sl__serve_api_handle(sl_serve *s, sl_serve_route route, const char *body, s
     case SL_ROUTE_MODELS: models(s, r); return;
     case SL_ROUTE_PROPS: props(s, r); return;
     case SL_ROUTE_METRICS: sl__serve_metrics(s, r); return;
+    case SL_ROUTE_SLOTS: sl__serve_slots(s, r); return;
     default: break;
     }
     sl_error err = {0};
@@ -870,9 +750,11 @@ void sl__serve_api_handle(sl_serve *s, sl_serve_route route, const char *body, s
         sl__serve_error(r, 400, "the request body must be a JSON object");
     } else if (route >= SL_ROUTE_ADMIN_PIN) {
         sl__serve_admin(s, route, q.d, q.root, r);
+    } else if (route >= SL_ROUTE_TOKENIZE) {
+        sl__serve_text_handle(&q, route);
     } else {
-        const api_kind k = route == SL_ROUTE_COMPLETION ? API_NATIVE
-                         : route == SL_ROUTE_OAI_COMPLETION ? API_OAI_TEXT : API_OAI_CHAT;
+        const sl_serve_api k = route == SL_ROUTE_COMPLETION ? SL_API_NATIVE
+                         : route == SL_ROUTE_OAI_COMPLETION ? SL_API_OAI_TEXT : SL_API_OAI_CHAT;
         completion(&q, k, gone, gone_user);
     }
     sl_jdoc_free(q.d);

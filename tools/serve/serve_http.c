@@ -18,18 +18,36 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
 #include "tools/common/cli.h"
 #include "tools/serve/serve_impl.h"
 
+/* A connection the daemon holds: busy from a request's first call to its completion. */
+typedef struct conn {
+    struct MHD_Connection *c;
+    int fd;
+    bool busy;
+    double idle_since;
+    struct conn *next;
+} conn;
+
+/* Invariants (mu): conns lists every open connection once; n_conns its length. */
 struct sl_serve_http {
     sl_serve *s;
     struct MHD_Daemon *d;
+    int max_conn;
+    pthread_mutex_t mu;
+    conn *conns;
+    int n_conns;
 };
+
+enum { HEADER_LIMIT = 16384 };  /* header bytes: more is a JSON 431 (the pool holds 1 MiB) */
 
 typedef struct route {
     const char *path;
@@ -49,6 +67,10 @@ static const route k_routes[] = {
     {"/v1/models", "GET", SL_ROUTE_MODELS},
     {"/props", "GET", SL_ROUTE_PROPS},
     {"/metrics", "GET", SL_ROUTE_METRICS},
+    {"/slots", "GET", SL_ROUTE_SLOTS},
+    {"/tokenize", "POST", SL_ROUTE_TOKENIZE},
+    {"/detokenize", "POST", SL_ROUTE_DETOKENIZE},
+    {"/apply-template", "POST", SL_ROUTE_APPLY_TEMPLATE},
     {"/models/pin", "POST", SL_ROUTE_ADMIN_PIN},
     {"/models/unpin", "POST", SL_ROUTE_ADMIN_UNPIN},
     {"/models/load", "POST", SL_ROUTE_ADMIN_LOAD},
@@ -76,6 +98,16 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 
 static void stream_free(void *cls) { sl__serve_stream_close(cls); }
 
+/* CORS as llama-server: the request's Origin reflected (credentials allowed), else "*". */
+static void add_cors(struct MHD_Connection *c, struct MHD_Response *resp)
+{
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin ? origin : "*");
+    if (!origin) return;
+    MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
+    MHD_add_response_header(resp, "Vary", "Origin");
+}
+
 static enum MHD_Result send_reply(sl_serve *s, struct MHD_Connection *c, sl_serve_reply *r)
 {
     struct MHD_Response *resp;
@@ -90,8 +122,15 @@ static enum MHD_Result send_reply(sl_serve *s, struct MHD_Connection *c, sl_serv
     r->body = NULL;
     r->stream = NULL;
     if (!resp) return MHD_NO;
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
-    MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+    if (r->content_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
+    add_cors(c, resp);
+    if (r->status == 204) {
+        const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                    "Access-Control-Request-Headers");
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", h ? h : "*");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
+    }
     if (r->allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
     if (r->content_type && !strcmp(r->content_type, "text/event-stream"))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
@@ -137,6 +176,51 @@ static enum MHD_Result early_error(sl_serve *s, struct MHD_Connection *c, reques
     return send_reply(s, c, &r);
 }
 
+/* Paths answered without an API key (llama-server's public endpoints). */
+static bool is_public(const char *url)
+{
+    return !strcmp(url, "/health") || !strcmp(url, "/v1/health") || !strcmp(url, "/models") ||
+           !strcmp(url, "/v1/models");
+}
+
+/* Equal strings, in time that depends on their lengths only. */
+static bool same_key(const char *a, const char *b)
+{
+    const size_t na = strlen(a), nb = strlen(b);
+    unsigned char diff = na != nb;
+    for (size_t i = 0; i < na; i++) diff |= (unsigned char)(a[i] ^ b[i % (nb ? nb : 1)]);
+    return nb && !diff;
+}
+
+/* "Authorization: Bearer KEY" (or "X-Api-Key: KEY") matches --api-key. */
+static bool authorized(const sl_serve *s, struct MHD_Connection *c)
+{
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    const char *xkey = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key");
+    if (auth && !strncasecmp(auth, "Bearer ", 7)) return same_key(auth + 7, s->api_key);
+    return xkey && same_key(xkey, s->api_key);
+}
+
+static enum MHD_Result add_len(void *cls, enum MHD_ValueKind kind, const char *key,
+                               const char *value)
+{
+    (void)kind;
+    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4;
+    return MHD_YES;
+}
+
+/* Marks c busy (a request began) or idle (it ended). */
+static void mark(sl_serve_http *h, struct MHD_Connection *c, bool busy)
+{
+    pthread_mutex_lock(&h->mu);
+    for (conn *k = h->conns; k; k = k->next)
+        if (k->c == c) {
+            k->busy = busy;
+            k->idle_since = sl_cli_now_s();
+        }
+    pthread_mutex_unlock(&h->mu);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls)
@@ -148,6 +232,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!q) {
         if (!(q = calloc(1, sizeof *q))) return MHD_NO;
         *con_cls = q;
+        mark(h, c, true);
+        size_t head = strlen(url) + strlen(method) + 16;
+        MHD_get_connection_values(c, MHD_HEADER_KIND, add_len, &head);
+        if (head > HEADER_LIMIT)
+            return early_error(s, c, q, 431, NULL, "the request's headers are larger than %d "
+                               "bytes", HEADER_LIMIT);
+        if (!strcmp(method, "OPTIONS")) { /* CORS preflight, any path */
+            sl_serve_reply r = {.status = 204, .body = strdup("")};
+            q->replied = true;
+            return r.body ? send_reply(s, c, &r) : MHD_NO;
+        }
+        if (s->api_key && !is_public(url) && !authorized(s, c)) {
+            sl_serve_reply r = {0};
+            sl__serve_error(&r, 401, "Invalid API Key");
+            q->replied = true;
+            return send_reply(s, c, &r);
+        }
         const route *found = NULL;
         for (size_t i = 0; i < sizeof k_routes / sizeof *k_routes; i++) {
             if (strcmp(url, k_routes[i].path)) continue;
@@ -202,14 +303,66 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)c;
     (void)toe;
     request *q = *con_cls;
     if (!q) return;
+    mark(cls, c, false);
     free(q->body);
     free(q);
     *con_cls = NULL;
+}
+
+static const char k_busy[] =
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
+    "Connection: close\r\nContent-Length: 113\r\n\r\n"
+    "{\"error\":{\"code\":503,\"message\":\"too many connections (--max-connections), none "
+    "idle\",\"type\":\"unavailable_error\"}}";
+
+/* Connections opened and closed. Past --max-connections, the connection idle the longest is
+ * closed to make room (keep-alive sockets must not lock clients out); with none idle the new
+ * one gets a 503 and is closed. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)socket_context;
+    sl_serve_http *h = cls;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    pthread_mutex_lock(&h->mu);
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        for (conn **pk = &h->conns; *pk; pk = &(*pk)->next)
+            if ((*pk)->c == c) {
+                conn *k = *pk;
+                *pk = k->next;
+                free(k);
+                h->n_conns--;
+                break;
+            }
+        pthread_mutex_unlock(&h->mu);
+        return;
+    }
+    conn *k = calloc(1, sizeof *k);
+    if (k) {
+        *k = (conn){.c = c, .fd = ci ? ci->connect_fd : -1, .idle_since = sl_cli_now_s(),
+                    .next = h->conns};
+        h->conns = k;
+        h->n_conns++;
+    }
+    int victim = -1;
+    if (h->n_conns > h->max_conn) {
+        const conn *old = NULL;
+        for (const conn *o = h->conns; o; o = o->next)
+            if (o != k && !o->busy && o->fd >= 0 && (!old || o->idle_since < old->idle_since))
+                old = o;
+        if (old) {
+            victim = old->fd;
+        } else if (ci) {
+            (void)!write(ci->connect_fd, k_busy, sizeof k_busy - 1);
+            victim = ci->connect_fd;
+        }
+    }
+    if (victim >= 0) shutdown(victim, SHUT_RDWR); /* its thread sees the end and closes it */
+    pthread_mutex_unlock(&h->mu);
 }
 
 sl_status sl__serve_http_start(sl_serve *s, const char *host, int port, int max_conn,
@@ -229,18 +382,23 @@ sl_status sl__serve_http_start(sl_serve *s, const char *host, int port, int max_
         return sl_error_set(err, SL_ERR_NOMEM, "out of memory");
     }
     h->s = s;
+    h->max_conn = max_conn;
+    pthread_mutex_init(&h->mu, NULL);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     h->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h,
                             MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)max_conn + 1,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)1 << 20,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)timeout_s,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
                             MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->d) {
+        pthread_mutex_destroy(&h->mu);
         free(h);
         return sl_error_set(err, SL_ERR_IO, "cannot listen on %s:%d (in use, or not an address "
                             "of this machine)", host, port);
@@ -255,5 +413,11 @@ void sl__serve_http_stop(sl_serve_http *h)
 {
     if (!h) return;
     MHD_stop_daemon(h->d);
+    while (h->conns) {
+        conn *k = h->conns;
+        h->conns = k->next;
+        free(k);
+    }
+    pthread_mutex_destroy(&h->mu);
     free(h);
 }

@@ -39,6 +39,14 @@ typedef struct sl_serve_pool sl_serve_pool;
 
 enum { SL_SERVE_MAX_STOP = 16, SL_SERVE_MAX_STOP_BYTES = 256 };
 
+enum { SL_SERVE_MAX_PROBS = 100 };
+
+/* One logit_bias entry; bias -INFINITY bans the token. */
+typedef struct sl_serve_bias {
+    int32_t id;
+    float bias;
+} sl_serve_bias;
+
 /* What a request asks of the generation. */
 typedef struct sl_serve_params {
     sl_sampler_options so;
@@ -46,7 +54,29 @@ typedef struct sl_serve_params {
     bool ignore_eos;
     size_t n_stop;
     char *stop[SL_SERVE_MAX_STOP];   /* malloc'd strings, each 1..SL_SERVE_MAX_STOP_BYTES */
+    /* applied to the logits before the sampler, in llama.cpp's order (serve_sample.c) */
+    sl_serve_bias *bias;        /* malloc'd, n_bias entries */
+    size_t n_bias;
+    float repeat_penalty, frequency_penalty, presence_penalty; /* 1, 0, 0: off */
+    int32_t repeat_last_n;      /* window over prompt + generated tokens; -1: the context */
+    bool probs;                 /* record each token's log-probability ... */
+    int32_t n_probs;            /* ... and the n_probs most likely (0..SL_SERVE_MAX_PROBS) */
+    bool return_tokens;
 } sl_serve_params;
+
+/* A generated token as the responses report it: its id, its log-probability under the raw
+ * logits (probs only), where its text ends in job->text (before a stop string's cut), and its
+ * top alternatives at job->top[index * n_probs ...]. */
+typedef struct sl_serve_tok {
+    int32_t id;
+    float logprob;
+    size_t end;
+} sl_serve_tok;
+
+typedef struct sl_serve_alt {
+    int32_t id;
+    float logprob;
+} sl_serve_alt;
 
 typedef enum sl_serve_state { SL_JOB_QUEUED, SL_JOB_RUNNING, SL_JOB_DONE } sl_serve_state;
 
@@ -73,6 +103,9 @@ typedef struct sl_serve_job {
     size_t n_text, cap_text;
     size_t n_ready;             /* bytes a stream may send: no partial stop string or UTF-8 */
     int32_t n_predicted;
+    sl_serve_tok *toks;         /* [n_predicted] (n_toks), generated tokens */
+    sl_serve_alt *top;          /* [n_toks * p.n_probs] when p.probs */
+    size_t n_toks, cap_toks;
     sl_serve_stop stop;
     int stop_word;              /* index into p.stop for SL_STOP_WORD, else -1 */
     int slot;                   /* slot that ran it, -1 before */
@@ -122,6 +155,19 @@ void sl__serve_job_release(sl_serve_job *job);
 sl_status sl__serve_job_validate(const sl_serve_job *job, sl_error *err); /* under job->mu */
 void sl__serve_params_free(sl_serve_params *p);
 
+/* serve_sample.c: the step between the logits and the sampler (llama.cpp's chain: logit_bias,
+ * penalties, then sl_sampler_sample). */
+typedef struct sl_serve_sampling sl_serve_sampling;
+sl_status sl__serve_sampling_create(int32_t n_vocab, sl_serve_sampling **out, sl_error *err);
+void sl__serve_sampling_destroy(sl_serve_sampling *ss);
+/* Whether the request needs the logits (bias, penalties or probabilities). */
+bool sl__serve_params_need_logits(const sl_serve_params *p);
+/* Picks *tok from logits with p's bias and penalties over the window of hist[0, n_hist);
+ * with p->probs fills *logprob (of *tok, from the raw logits) and alt[0, p->n_probs). */
+sl_status sl__serve_sample(sl_serve_sampling *ss, sl_sampler *smp, const sl_serve_params *p,
+                           const float *logits, const int32_t *hist, size_t n_hist,
+                           int32_t *tok, float *logprob, sl_serve_alt *alt, sl_error *err);
+
 /* One served model (read-only once serving starts, but for what its runtime says). */
 struct sl_serve_model {
     const char *name;           /* its id in the API: the requests' "model" */
@@ -154,6 +200,7 @@ struct sl_serve {
     pthread_mutex_t mu;         /* guards next_id and http_* */
     uint64_t next_id;
     uint64_t http_requests, http_errors;
+    const char *api_key;        /* --api-key: Bearer KEY required (but on /health, /models) */
     bool hotswap;               /* /health reloads changed tensors (sl_reload_changed) */
     uint64_t reloads, reloaded_tensors; /* /health reloads that changed something; tensors */
 };
@@ -180,6 +227,10 @@ typedef enum sl_serve_route {
     SL_ROUTE_MODELS,
     SL_ROUTE_PROPS,
     SL_ROUTE_METRICS,
+    SL_ROUTE_TOKENIZE,
+    SL_ROUTE_DETOKENIZE,
+    SL_ROUTE_APPLY_TEMPLATE,
+    SL_ROUTE_SLOTS,
     SL_ROUTE_ADMIN_PIN,
     SL_ROUTE_ADMIN_UNPIN,
     SL_ROUTE_ADMIN_LOAD,
@@ -202,6 +253,49 @@ size_t sl__serve_stream_read(sl_serve_stream *st, char *buf, size_t max);
 /* The client is done with the stream (finished or gone): cancels its job if still running. */
 void sl__serve_stream_close(sl_serve_stream *st);
 void sl__serve_metrics(sl_serve *s, sl_serve_reply *r);
+
+/* serve_req.c: a request's JSON body as the endpoints read it. Getters leave *out alone when
+ * the field is absent or null and return false after a 400 reply naming the field. */
+typedef enum sl_serve_api { SL_API_NATIVE, SL_API_OAI_TEXT, SL_API_OAI_CHAT } sl_serve_api;
+typedef struct sl_serve_req {
+    sl_serve *s;
+    sl_serve_model *sm;         /* the request's model, once known */
+    sl_jdoc *d;
+    sl_jref root;
+    sl_serve_reply *r;
+} sl_serve_req;
+sl_jref sl__serve_field(const sl_serve_req *q, const char *key); /* SL_JNONE: absent or null */
+bool sl__serve_get_int(const sl_serve_req *q, const char *key, int64_t lo, int64_t hi,
+                       int64_t *out);
+bool sl__serve_get_bool(const sl_serve_req *q, const char *key, bool *out);
+/* Every member of the body is a field the endpoint honours, or a known one at the value that
+ * changes nothing; else a 400 naming it. names: the endpoint's own fields, NULL-terminated. */
+bool sl__serve_check_fields(const sl_serve_req *q, const char *const *names);
+/* The server's defaults (no stop strings, no bias: nothing to free). */
+sl_serve_params sl__serve_params_default(const sl_serve *s);
+/* The generation fields of a completion endpoint (and the check of every field). */
+bool sl__serve_get_params(const sl_serve_req *q, sl_serve_api kind, sl_serve_params *p);
+/* sl_tokenize into a malloc'd array (a 500 reply on failure). */
+bool sl__serve_tokenize(const sl_serve_req *q, const char *text, size_t len, bool add_special,
+                        bool parse_special, int32_t **tok, size_t *n);
+/* "prompt": a string, an array holding one string, or an array of token ids. */
+bool sl__serve_get_prompt(const sl_serve_req *q, int32_t **tok, size_t *n);
+/* "messages" through the model's chat template: the prompt text (malloc'd). */
+bool sl__serve_chat_text(const sl_serve_req *q, char **text, size_t *len);
+
+/* The text of tokens (malloc'd, *len bytes + NUL); NULL when out of memory or invalid. */
+char *sl__serve_detokenize(const sl_serve_model *sm, const int32_t *tok, size_t n, size_t *len);
+/* The model the request names ("model"): absent, or any name when one model is served, the
+ * first; NULL after an error reply (400, 404, 409). */
+sl_serve_model *sl__serve_req_model(const sl_serve_req *q);
+/* llama-server's generation settings object ({"n_predict", "seed", "temperature", ...}). */
+void sl__serve_params_json(FILE *f, const sl_serve_params *p);
+
+/* serve_text.c: POST /tokenize, /detokenize, /apply-template; GET /slots. */
+void sl__serve_text_handle(const sl_serve_req *q, sl_serve_route route);
+void sl__serve_slots(sl_serve *s, sl_serve_reply *r);
+/* The JSON objects GET /slots lists for pool's slots (first: no comma before the first). */
+void sl__serve_pool_slots_json(sl_serve_pool *pool, FILE *f, bool *first);
 
 /* serve_models.c */
 /* The model named name[0, len) (name NULL: the default, models[0], when there is one model;

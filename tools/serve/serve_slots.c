@@ -11,10 +11,12 @@
  * Invariants of the pool (under pool->mu): every job in the queue is QUEUED and referenced by
  * the queue; slot->job is RUNNING and referenced by the slot, or NULL; counters.busy is the
  * number of non-NULL slot->job and counters.queued the queue's length. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tools/common/cli.h"
+#include "tools/common/json.h"
 #include "tools/common/model_flags.h"
 #include "tools/serve/serve_impl.h"
 
@@ -25,9 +27,13 @@ typedef struct slot {
     pthread_t thread;
     bool started;
     sl_serve_job *job;          /* running job (pool->mu) */
+    int64_t id_task;            /* the running or last job's number, -1 before (pool->mu) */
     sl_ctx_stats stats;         /* the context's totals after its last job (pool->mu) */
     char *piece;                /* token text scratch, owned by the worker */
     size_t piece_cap;
+    sl_serve_sampling *ss;      /* bias, penalties, probabilities (created at first need) */
+    int32_t *hist;              /* prompt + generated tokens of the running job */
+    sl_serve_alt alt[SL_SERVE_MAX_PROBS];
 } slot;
 
 typedef struct qnode {
@@ -50,6 +56,7 @@ struct sl_serve_pool {
     qnode *head, *tail;
     pthread_mutex_t *eval_mu;   /* held around each eval, or NULL */
     sl_serve_counters c;
+    int64_t n_tasks;            /* jobs started so far (mu) */
 };
 
 /* ---- jobs --------------------------------------------------------------------------------- */
@@ -58,6 +65,9 @@ void sl__serve_params_free(sl_serve_params *p)
 {
     for (size_t i = 0; i < p->n_stop; i++) free(p->stop[i]);
     p->n_stop = 0;
+    free(p->bias);
+    p->bias = NULL;
+    p->n_bias = 0;
 }
 
 sl_status sl__serve_job_create(int32_t *prompt, size_t n_prompt, const sl_serve_params *p,
@@ -92,6 +102,8 @@ void sl__serve_job_release(sl_serve_job *j)
     sl__serve_params_free(&j->p);
     free(j->prompt);
     free(j->text);
+    free(j->toks);
+    free(j->top);
     free(j);
 }
 
@@ -174,15 +186,43 @@ static bool job_append(sl_serve_job *j, const char *s, size_t n)
 /* Evaluates and samples the next token in one call (a greedy pick happens where the output
  * layer ran: on a GPU only the id comes back). */
 static sl_status eval(slot *sl, sl_sampler *smp, const int32_t *tok, size_t n, int32_t *next,
-                      double *secs, sl_error *err)
+                      float *logprob, double *secs, sl_error *err)
 {
     sl_serve_pool *pool = sl->pool;
     if (pool->eval_mu) pthread_mutex_lock(pool->eval_mu);
     const double t0 = sl_cli_now_s();
-    const sl_status st = sl_ctx_eval_sample(sl->ctx, smp, tok, n, next, err);
+    const sl_serve_params *p = &sl->job->p;
+    const bool raw = sl__serve_params_need_logits(p);
+    sl_status st = raw ? sl_ctx_eval(sl->ctx, tok, n, err)
+                       : sl_ctx_eval_sample(sl->ctx, smp, tok, n, next, err);
     *secs += sl_cli_now_s() - t0;
     if (pool->eval_mu) pthread_mutex_unlock(pool->eval_mu);
-    return st;
+    if (st || !raw) return st;
+    const float *logits = sl_ctx_logits(sl->ctx, -1);
+    if (!logits) return sl_error_set(err, SL_ERR_INVALID, "no logits after the evaluation");
+    const size_t n_hist = (size_t)sl_ctx_n_past(sl->ctx);
+    memcpy(sl->hist + n_hist - n, tok, n * sizeof *tok);
+    return sl__serve_sample(sl->ss, smp, p, logits, sl->hist, n_hist, next, logprob, sl->alt,
+                            err);
+}
+
+/* Records a generated token (its probabilities from the last sample); under j->mu. */
+static bool job_push_tok(sl_serve_job *j, const slot *sl, int32_t tok, float logprob)
+{
+    const size_t k = (size_t)(j->p.probs ? j->p.n_probs : 0);
+    if (j->n_toks == j->cap_toks) {
+        const size_t cap = j->cap_toks ? 2 * j->cap_toks : 16;
+        sl_serve_tok *t = realloc(j->toks, cap * sizeof *t);
+        if (t) j->toks = t;
+        sl_serve_alt *a = k ? realloc(j->top, cap * k * sizeof *a) : NULL;
+        if (a) j->top = a;
+        if (!t || (k && !a)) return false;
+        j->cap_toks = cap;
+    }
+    j->toks[j->n_toks] = (sl_serve_tok){.id = tok, .logprob = logprob, .end = j->n_text};
+    if (k) memcpy(j->top + j->n_toks * k, sl->alt, k * sizeof *sl->alt);
+    j->n_toks++;
+    return true;
 }
 
 static void job_fail(sl_serve_job *j, int status, const char *what, const char *msg)
@@ -219,8 +259,15 @@ static void run_job(slot *sl, sl_serve_job *j)
         job_fail(j, 500, "sampler", err.msg);
         goto done;
     }
+    if (sl__serve_params_need_logits(&j->p) &&
+        ((!sl->ss && sl__serve_sampling_create(pool->info.n_vocab, &sl->ss, &err)) ||
+         (!sl->hist && !(sl->hist = malloc((size_t)pool->n_ctx * sizeof *sl->hist))))) {
+        job_fail(j, 500, "sampler", err.msg[0] ? err.msg : "out of memory");
+        goto done;
+    }
     int32_t next;
-    if (eval(sl, smp, j->prompt, j->n_prompt, &next, &j->prompt_s, &err)) {
+    float logprob = 0;
+    if (eval(sl, smp, j->prompt, j->n_prompt, &next, &logprob, &j->prompt_s, &err)) {
         job_fail(j, 500, "prefill", err.msg);
         goto done;
     }
@@ -238,7 +285,8 @@ static void run_job(slot *sl, sl_serve_job *j)
             goto done;
         }
         pthread_mutex_lock(&j->mu);
-        const bool ok = job_append(j, sl->piece, n) && !sl__serve_job_validate(j, &err);
+        const bool ok = job_append(j, sl->piece, n) && job_push_tok(j, sl, tok, logprob) &&
+                        !sl__serve_job_validate(j, &err);
         j->n_predicted = n_gen;
         const bool cancel = j->cancel, word = j->stop == SL_STOP_WORD;
         pthread_cond_broadcast(&j->cv);
@@ -257,7 +305,7 @@ static void run_job(slot *sl, sl_serve_job *j)
         }
         if (n_gen == max_gen) break; /* the last token needs no eval */
         if (sl_ctx_n_past(sl->ctx) >= pool->n_ctx) break;
-        if (eval(sl, smp, &tok, 1, &next, &j->gen_s, &err)) {
+        if (eval(sl, smp, &tok, 1, &next, &logprob, &j->gen_s, &err)) {
             job_fail(j, 500, "decode", err.msg);
             goto done;
         }
@@ -290,6 +338,7 @@ static void *worker(void *arg)
         pool->c.queued--;
         pool->c.busy++;
         sl->job = j;
+        sl->id_task = pool->n_tasks++;
         pthread_mutex_unlock(&pool->mu);
 
         pthread_mutex_lock(&j->mu);
@@ -367,7 +416,7 @@ sl_status sl__serve_pool_create(sl_serve *s, sl_serve_model *sm, const sl_ctx_op
     pthread_cond_init(&pool->cv, NULL);
     sl_status st = SL_OK;
     for (int i = 0; i < n_slots && !st; i++) {
-        slots[i] = (slot){.pool = pool, .id = i};
+        slots[i] = (slot){.pool = pool, .id = i, .id_task = -1};
         if (!s->rt && (st = sl_ctx_create(m, &pool->co, &slots[i].ctx, err))) break;
         if (slots[i].ctx) sl_ctx_stats_get(slots[i].ctx, &slots[i].stats);
         if (pthread_create(&slots[i].thread, NULL, worker, &slots[i]))
@@ -424,6 +473,8 @@ void sl__serve_pool_destroy(sl_serve_pool *pool)
     for (int i = 0; i < pool->n_slots; i++) {
         sl_ctx_destroy(pool->slots[i].ctx);
         free(pool->slots[i].piece);
+        sl__serve_sampling_destroy(pool->slots[i].ss);
+        free(pool->slots[i].hist);
     }
     pthread_mutex_destroy(&pool->mu);
     pthread_cond_destroy(&pool->cv);
@@ -483,5 +534,35 @@ void sl__serve_pool_counters(sl_serve_pool *pool, sl_serve_counters *out)
     }
     /* the copies' overlap, weighted by each slot's number of copies */
     e->copy_overlap_pct = e->copies ? overlap / (double)e->copies : 0;
+    pthread_mutex_unlock(&pool->mu);
+}
+
+void sl__serve_pool_slots_json(sl_serve_pool *pool, FILE *f, bool *first)
+{
+    const sl_serve_params def = sl__serve_params_default(pool->s);
+    pthread_mutex_lock(&pool->mu);
+    for (int i = 0; i < pool->n_slots; i++) {
+        const slot *sl = &pool->slots[i];
+        sl_serve_job *j = sl->job;
+        fprintf(f, "%s{\"id\":%d,\"id_task\":%" PRId64 ",\"n_ctx\":%" PRId32
+                ",\"speculative\":false,\"is_processing\":%s,\"model\":", *first ? "" : ",",
+                sl->id, sl->id_task, pool->n_ctx, j ? "true" : "false");
+        *first = false;
+        sl_json_cstr(f, pool->sm->name);
+        fputs(",\"params\":", f);
+        sl__serve_params_json(f, j ? &j->p : &def);
+        int32_t n_decoded = 0, n_predict = j ? j->p.n_predict : def.n_predict;
+        bool new_line = false;
+        if (j) {
+            pthread_mutex_lock(&j->mu);
+            n_decoded = j->n_predicted;
+            new_line = j->text && memchr(j->text, '\n', j->n_text);
+            pthread_mutex_unlock(&j->mu);
+        }
+        fprintf(f, ",\"next_token\":{\"has_next_token\":%s,\"has_new_line\":%s,\"n_remain\":%"
+                PRId32 ",\"n_decoded\":%" PRId32 "}}", j ? "true" : "false",
+                new_line ? "true" : "false", n_predict < 0 ? -1 : n_predict - n_decoded,
+                n_decoded);
+    }
     pthread_mutex_unlock(&pool->mu);
 }
