@@ -529,6 +529,26 @@ def check_pooled(ty):
     print(f"ok   pooled rows ({ty})")
 
 
+def check_phi3_vocab():
+    """phi3: llama's SentencePiece specials and, last, Phi-3's CONTROL "<|endoftext|>":
+    llama.cpp's vocabulary loader sets attributes of "<unk>", "<s>", "</s>" and "<|endoftext|>"
+    with token_to_id.at() when general.name contains "phi3", and fails to load the model
+    without them."""
+    r, path = mkmodel("--arch", "phi3", out=os.path.join(TMP, "phi3-vocab.gguf"))
+    if not expect(r.returncode == 0, f"phi3: exit {r.returncode}: {r.stderr}"):
+        return
+    f = GGUFReader(path).fields
+    toks = field_value(f["tokenizer.ggml.tokens"])
+    types = field_value(f["tokenizer.ggml.token_type"])
+    expect("phi3" in field_value(f["general.name"]).lower(), "phi3: general.name")
+    expect(toks[:3] == ["<unk>", "<s>", "</s>"] and toks[-1] == "<|endoftext|>",
+           f"phi3: specials {toks[:3]} ... {toks[-1]!r}")
+    expect(list(types[:3]) == [2, 3, 3] and types[-1] == 3 and len(set(toks)) == len(toks),
+           "phi3: special token types")
+    expect(field_value(f["tokenizer.ggml.eos_token_id"]) == 2, "phi3: eos")
+    print("ok   phi3 vocabulary")
+
+
 def main():
     # -- layouts and metadata for every arch and several types
     matrix = [(a, ty) for a in ARCHS
@@ -646,6 +666,7 @@ def main():
                    f"near uniform")
         print(f"ok   {arch} router skew")
 
+    check_phi3_vocab()
     check_threads()
     check_router_topics()
     check_neuron_skew()

@@ -656,6 +656,23 @@ static void check_broken_dense(const char *path, const sl_model_options *o)
         CHECK_CONTAINS(e.msg, k_cases[i].b);
         if (m) sl_model_close(m);
     }
+    /* gemma2 has no output tensor in llama.cpp (always token_embd): a file with one is refused,
+     * as llama.cpp refuses it; so is a sliding_window_pattern of 0 (llama.cpp: all layers) */
+    for (int c = 0; c < 2; c++) {
+        tm_params p;
+        sl_error e;
+        sl_model *m = NULL;
+        tm_defaults("gemma2", &p);
+        p.gemma_output = c == 0;
+        p.set_key = c == 1 ? "attention.sliding_window_pattern" : NULL;
+        p.set_val = 0;
+        CHECK(tm_write(&p, path, &e) == SL_OK);
+        CHECK(sl_model_open(path, o, &m, &e) == SL_ERR_FORMAT && !m);
+        CHECK_CONTAINS(e.msg, c == 0 ? "output.weight"
+                                     : "gemma2.attention.sliding_window_pattern");
+        CHECK_CONTAINS(e.msg, c == 0 ? "token_embd" : "outside [1,");
+        if (m) sl_model_close(m);
+    }
 }
 
 static void check_broken(void)

@@ -86,8 +86,11 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             by 1/sqrt(head_dim) (27B, 46 layers: 1/sqrt(n_embd/n_head)); attention logits
             soft-capped c tanh(l / c), c = attn_logit_softcapping (default 50), before the mask
             (llama-graph build_attn_mha; HF eager attention); even layers slide
-            (set_swa_pattern(2)), window attention.sliding_window (default 4096), the same rope
-            base everywhere; final logits soft-capped with final_logit_softcapping (default 30).
+            (attention.sliding_window_pattern, default 2), window attention.sliding_window
+            (default 4096), sliding layers roped with rope.freq_base_swa (default
+            rope.freq_base); final logits soft-capped with final_logit_softcapping (default
+            30). A gemma2 file with output.weight is refused (llama.cpp: wrong number of
+            tensors).
   granite   (llm_build_granite; HF GraniteForCausalLM) llama with embeddings * embedding_scale,
             each block output * residual_scale before its residual add, attention scale
             attention.scale (0: 1/sqrt(head_dim)), logits / logit_scale; NORM rope.
@@ -342,8 +345,12 @@ class Model:
                                  "reference")
         elif stype != "none":
             raise ValueError(f"{path}: rope scaling {stype!r} is not supported by the reference")
-        self.swa_period = int(self._kv(f"{a}.attention.sliding_window_pattern", 2))
+        self.swa_period = int(self._kv(f"{a}.attention.sliding_window_pattern",
+                                       GEMMA2_SWA_PATTERN if a == "gemma2" else 2))
         if a == "gemma2":
+            if "output.weight" in self.tensors:  # llama.cpp: wrong number of tensors
+                raise ValueError(f"{path}: gemma2 with output.weight (llama.cpp refuses it)")
+            self.rope_base_swa = float(self._kv(f"{a}.rope.freq_base_swa", self.rope_base))
             self.n_swa = self.n_swa or 4096
             self.attn_softcap = float(self._kv(f"{a}.attn_logit_softcapping", GEMMA2_SOFTCAP[0]))
             self.final_softcap = float(self._kv(f"{a}.final_logit_softcapping",
@@ -407,8 +414,8 @@ class Model:
     def is_swa_layer(self, il):
         if self.arch == "gpt-oss":
             return il % self.swa_period < self.swa_period - 1
-        if self.arch == "gemma2":
-            return il % GEMMA2_SWA_PATTERN < GEMMA2_SWA_PATTERN - 1
+        if self.arch == "gemma2":  # load_swa_pattern(ml, 2): the file's pattern, else 2
+            return il % self.swa_period < self.swa_period - 1
         return self.arch == "gemma3" and il % GEMMA3_SWA_PATTERN < GEMMA3_SWA_PATTERN - 1
 
     # -- one block's pieces --
@@ -477,7 +484,8 @@ class Model:
             q = rms_norm(q, self.w(b + "attn_q_norm.weight"), self.eps)
             k = rms_norm(k, self.w(b + "attn_k_norm.weight"), self.eps)
         swa = self.is_swa_layer(il)
-        base = GEMMA3_SWA_ROPE_BASE if swa and a == "gemma3" else self.rope_base
+        base = (GEMMA3_SWA_ROPE_BASE if swa and a == "gemma3" else
+                self.rope_base_swa if swa and a == "gemma2" else self.rope_base)
         q = rope(q, positions, base, self.n_rot, self.rope_mode, self.yarn)
         k = rope(k, positions, base, self.n_rot, self.rope_mode, self.yarn)
         sinks, softcap = None, None

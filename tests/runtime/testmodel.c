@@ -243,7 +243,8 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
         }
     }
     add(t, &n, p, T_NORM, "output_norm.weight", E, 0, 0);
-    if (!p->tie_output && !gemma) add(t, &n, p, T_MAT, "output.weight", E, V, 0);
+    if (!p->tie_output && (!gemma || p->gemma_output))
+        add(t, &n, p, T_MAT, "output.weight", E, V, 0);
 #undef NM
 
     sl_gguf_writer *w = NULL;

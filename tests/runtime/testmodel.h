@@ -22,6 +22,7 @@ typedef struct tm_params {
     const char *omit;        /* tensor name to leave out, or NULL */
     const char *reshape;     /* tensor name whose ne[0] and ne[1] are swapped, or NULL */
     int tie_output;          /* leave output.weight out (tied to token_embd) */
+    int gemma_output;        /* gemma3, gemma2: write an output.weight all the same */
     const char *ffn_act;     /* sluice.feed_forward_activation ("relu"), or NULL: none */
     /* deepseek2: MLA with q_lora, kv_lora n_embd / 2, nope head_dim, rope head_dim / 2, v
      * head_dim; n_dense leading dense layers; n_group expert groups (0: none), n_group_used */

@@ -124,8 +124,10 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
      * implemented by runtime/text/pretok.c, so the synthetic vocabulary uses "default" */
     [SL_SYNTH_GRANITE] = {NULL, SL_ARCH_GRANITE, false, true, "default", 10000.0f, 1e-5f,
                           SL__VOCAB_BPE},
-    /* Phi-3 / Phi-4-mini: rope_theta 10000, rms_norm_eps 1e-5, llama's SentencePiece */
-    [SL_SYNTH_PHI3] = {NULL, SL_ARCH_PHI3, false, false, NULL, 10000.0f, 1e-5f, SL__VOCAB_SPM},
+    /* Phi-3 / Phi-4-mini: rope_theta 10000, rms_norm_eps 1e-5, llama's SentencePiece with
+     * Phi-3's "<|endoftext|>" (llama.cpp refuses a "phi3"-named vocabulary without it) */
+    [SL_SYNTH_PHI3] = {NULL, SL_ARCH_PHI3, false, false, NULL, 10000.0f, 1e-5f,
+                       SL__VOCAB_SPM_PHI3},
 };
 
 /* Granite 3.0 2B's multipliers (embedding_multiplier, residual_multiplier,

@@ -210,9 +210,12 @@ nomem:
                         n);
 }
 
-static sl_status build_spm(builder *b, uint32_t n, bool gemma, sl__synth_vocab *v,
-                           sl_error *err)
+static sl_status build_spm(builder *b, uint32_t n, sl__synth_vocab_style style,
+                           sl__synth_vocab *v, sl_error *err)
 {
+    const bool gemma = style == SL__VOCAB_SPM_GEMMA;
+    /* Phi-3: llama's pieces, then its added CONTROL token "<|endoftext|>" (id 32000 there) */
+    const uint32_t limit = style == SL__VOCAB_SPM_PHI3 ? n - 1 : n;
     bool added;
     static const char *const llama_specials[3] = {"<unk>", "<s>", "</s>"};
     static const char *const gemma_specials[4] = {"<pad>", "<eos>", "<bos>", "<unk>"};
@@ -227,25 +230,26 @@ static sl_status build_spm(builder *b, uint32_t n, bool gemma, sl__synth_vocab *
     }
     char w[64];
     if (!add_token(b, k_spm_space, strlen(k_spm_space), &added)) goto nomem;
-    for (size_t i = 0; i < sizeof k_words / sizeof k_words[0] && b->n_tok < n; i++) {
+    for (size_t i = 0; i < sizeof k_words / sizeof k_words[0] && b->n_tok < limit; i++) {
         snprintf(w, sizeof w, "%s%s", k_spm_space, k_words[i]);
         if (!add_token(b, w, strlen(w), &added)) goto nomem;
     }
     static const char singles[] =
         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,!?'-:;()\"";
-    for (size_t i = 0; singles[i] && b->n_tok < n; i++)
+    for (size_t i = 0; singles[i] && b->n_tok < limit; i++)
         if (!add_token(b, &singles[i], 1, &added)) goto nomem;
-    for (int len = 1; b->n_tok < n; len++) {
+    for (int len = 1; b->n_tok < limit; len++) {
         uint64_t count = 1;
         for (int i = 0; i < len; i++) count *= 26;
-        for (uint64_t i = 0; i < count && b->n_tok < n; i++) {
+        for (uint64_t i = 0; i < count && b->n_tok < limit; i++) {
             char s[32];
             nth_string(i, len, s);
             snprintf(w, sizeof w, "%s%s", k_spm_space, s);
             if (!add_token(b, w, strlen(w), &added)) goto nomem;
-            if (len > 1 && b->n_tok < n && !add_token(b, s, (size_t)len, &added)) goto nomem;
+            if (len > 1 && b->n_tok < limit && !add_token(b, s, (size_t)len, &added)) goto nomem;
         }
     }
+    if (limit < n && (!add_token(b, "<|endoftext|>", 13, &added) || !added)) goto nomem;
     v->types = malloc((size_t)n * sizeof *v->types);
     v->scores = malloc((size_t)n * sizeof *v->scores);
     if (!v->types || !v->scores) goto nomem;
@@ -255,11 +259,11 @@ static sl_status build_spm(builder *b, uint32_t n, bool gemma, sl__synth_vocab *
     v->pad = gemma ? 0 : UINT32_MAX;
     for (uint32_t i = 0; i < n; i++) {
         v->types[i] = i == v->unk ? SL__TOKEN_UNKNOWN
-                      : i < n_special ? SL__TOKEN_CONTROL
+                      : i < n_special || i >= limit ? SL__TOKEN_CONTROL
                       : i < n_base ? SL__TOKEN_BYTE
                                    : SL__TOKEN_NORMAL;
         /* written as base - i so the first piece scores +0, not -0 */
-        v->scores[i] = i < n_base ? 0.0f : (float)n_base - (float)i;
+        v->scores[i] = i < n_base || i >= limit ? 0.0f : (float)n_base - (float)i;
     }
     return SL_OK;
 nomem:
@@ -292,7 +296,8 @@ sl_status sl__synth_vocab_build(sl__synth_vocab_style style, uint32_t n, sl__syn
         break;
     case SL__VOCAB_SPM:
     case SL__VOCAB_SPM_GEMMA:
-        st = build_spm(&b, n, style == SL__VOCAB_SPM_GEMMA, v, err);
+    case SL__VOCAB_SPM_PHI3:
+        st = build_spm(&b, n, style, v, err);
         break;
     default:
         st = sl_error_set(err, SL_ERR_INVALID, "synth vocab: unknown style %d", (int)style);

@@ -5,6 +5,10 @@
  *   then NORMAL (1) pieces: "▁", common words "▁the" ..., letters, digits, punctuation, then
  *   "▁a".."▁z" and lower-case strings in length-then-lexicographic order ("ab", "▁ab", ...).
  *   Scores: 0 for specials and bytes, -(rank) for pieces, so earlier pieces are preferred.
+ * Phi-3 SentencePiece style (phi3; "llama"): llama's, the last id being Phi-3's added CONTROL
+ *   token "<|endoftext|>" (score 0). llama.cpp's vocabulary loader needs it, with "<unk>", "<s>"
+ *   and "</s>", in a file whose general.name contains "phi3" or "phi-3" (it sets their
+ *   attributes with token_to_id.at() and fails to load the model without them).
  * Gemma SentencePiece style (gemma3; "llama"): Gemma's special ids 0 "<pad>", 1 "<eos>",
  *   2 "<bos>" (CONTROL 3), 3 "<unk>" (UNKNOWN 2), then bytes 4..259 and pieces as above.
  * GPT-2 byte-level BPE style (qwen3moe, qwen2moe, olmoe; "gpt2"):
@@ -40,6 +44,7 @@ typedef struct sl__synth_vocab {
 typedef enum sl__synth_vocab_style {
     SL__VOCAB_SPM,          /* llama's SentencePiece specials */
     SL__VOCAB_SPM_GEMMA,    /* Gemma's SentencePiece specials */
+    SL__VOCAB_SPM_PHI3,     /* llama's, plus Phi-3's "<|endoftext|>" last */
     SL__VOCAB_BPE,          /* eos "<|endoftext|>" */
     SL__VOCAB_BPE_IM_END,   /* eos "<|im_end|>" */
 } sl__synth_vocab_style;
