@@ -125,6 +125,12 @@ typedef enum sl_fetch_mode {
 
 typedef enum sl_cache_policy { SL_CACHE_LRU = 0, SL_CACHE_LFU = 1 } sl_cache_policy;
 
+/* How a device layer's host experts (the CPU scheduler's, engine forward.c) are ordered
+ * against the device: a host function on the stream (the host thread queues on; on cuda it
+ * runs on CUDA's callback thread), or a blocking sync per layer with the experts computed on
+ * the calling thread. Same bits either way. */
+typedef enum sl_fetch_order { SL_FETCH_ORDER_STREAM = 0, SL_FETCH_ORDER_SYNC = 1 } sl_fetch_order;
+
 typedef struct sl_fetch_options {
     sl_fetch_mode mode;
     bool block_on_miss;         /* post: the device waits for a late copy instead of the CPU */
@@ -146,6 +152,7 @@ typedef struct sl_fetch_options {
      * every fetched expert, mode cpu uploads none); in mode cpu, with cache_bytes, the CPU-
      * computed experts of highest decayed frequency (lfu score) are uploaded after the call */
     int uploads;
+    sl_fetch_order order;       /* host experts of a device layer (default stream; above) */
     bool dedicated_streams;     /* own copy and compute streams (default); false: one stream */
     bool debug;                 /* validate the cache after every call; record the trace */
     bool trace;                 /* record spans for sl_moe_trace_write */
@@ -173,7 +180,8 @@ sl_status sl_fetch_options_vars(sl_fetch_options *o, sl_fetch_var_fn get, void *
 /* Applies "key=value" items separated by spaces or ';' (NULL or "" changes nothing): mode,
  * block_on_miss, max_transfers, scratch_kb, cache_kb, hot_kb, hot_warm, uploads, policy,
  * decay, pin (copied into
- * pin_buf of pin_cap bytes, which o->pinned then points at), streams (dedicated|shared),
+ * pin_buf of pin_cap bytes, which o->pinned then points at), order (stream|sync), streams
+ * (dedicated|shared),
  * debug, trace, cpu_gbs, pcie_gbs, dev_gbs. Unknown keys and bad values are SL_ERR_INVALID
  * naming them. */
 sl_status sl_fetch_options_parse(sl_fetch_options *o, const char *spec, char *pin_buf,

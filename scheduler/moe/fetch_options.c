@@ -198,6 +198,11 @@ sl_status sl_fetch_options_parse(sl_fetch_options *o, const char *spec, char *pi
                                     v);
             memcpy(pin_buf, v, strlen(v) + 1);
             o->pinned = pin_buf;
+        } else if (!strcmp(k, "order")) {
+            if (!strcmp(v, "stream")) o->order = SL_FETCH_ORDER_STREAM;
+            else if (!strcmp(v, "sync")) o->order = SL_FETCH_ORDER_SYNC;
+            else st = sl_error_set(err, SL_ERR_INVALID, "%s: '%s' is not an order; expected "
+                                   "stream or sync", what, v);
         } else if (!strcmp(k, "streams")) {
             if (!strcmp(v, "dedicated")) o->dedicated_streams = true;
             else if (!strcmp(v, "shared")) o->dedicated_streams = false;
@@ -212,7 +217,7 @@ sl_status sl_fetch_options_parse(sl_fetch_options *o, const char *spec, char *pi
             st = sl_error_set(err, SL_ERR_INVALID,
                               "scheduler option '%s': unknown key (mode, block_on_miss, "
                               "max_transfers, scratch_kb, cache_kb, hot_kb, hot_warm, uploads, "
-                              "policy, decay, pin, streams, debug, trace, cpu_gbs, pcie_gbs, "
+                              "policy, decay, pin, order, streams, debug, trace, cpu_gbs, pcie_gbs, "
                               "dev_gbs)", k);
         if (st) return st;
     }
