@@ -16,7 +16,8 @@
  *                                              decode only: a prefill's order costs the same)
  *   post        mode=post                      gate/up/act on the CPU, down copied + on device
  *   full        mode=full                      whole experts copied, computed on the device
- *   auto+cache  mode=auto cache_kb=<25%> cpu_gbs/pcie_gbs/dev_gbs=<measured>
+ *   auto+cache  mode=auto cache_kb=<25%> cpu_gbs/pcie_gbs/dev_gbs=<measured>, dram_gbs=<the
+ *               streaming read> (DMA and the CPU share it)
  *   static hot  mode=cpu hot_kb=<25%> hot_warm=<the prompt's assignments>: each layer's most
  *               routed experts in the prompt stay resident, computed on the device beside
  *               the CPU's misses; nothing crosses PCIe in decode
@@ -577,8 +578,8 @@ int sl_bench_moe(int argc, char **argv)
              scratch_kb);
     snprintf(rows[3].sched, sizeof rows[3].sched, "mode=full scratch_kb=%" PRIu64, scratch_kb);
     snprintf(rows[R_AUTO].sched, sizeof rows[R_AUTO].sched,
-             "mode=auto scratch_kb=%" PRIu64 " cache_kb=%" PRIu64 " cpu_gbs=%.3f", scratch_kb,
-             cache_bytes >> 10, cpu_gbs);
+             "mode=auto scratch_kb=%" PRIu64 " cache_kb=%" PRIu64 " cpu_gbs=%.3f dram_gbs=%.3f",
+             scratch_kb, cache_bytes >> 10, cpu_gbs, cpu_gbs);
     if (h2d_gbs > 0) {
         const size_t n = strlen(rows[R_AUTO].sched);
         snprintf(rows[R_AUTO].sched + n, sizeof rows[R_AUTO].sched - n, " pcie_gbs=%.3f dev_gbs=%.3f",
