@@ -151,6 +151,28 @@ class _Handle:
     def __exit__(self, *exc):
         self.close()
 
+    def _live(self):
+        """The C handle; ValueError once closed (as a closed file)."""
+        if not self._h:
+            raise ValueError(f"{type(self).__name__}: used after close()")
+        return self._h
+
+
+def _token_array(tokens, what="tokens"):
+    """tokens (a sequence or 1-D array of ints) as a contiguous int32 array; TypeError for
+    text, floats or nested sequences, ValueError for ids outside int32."""
+    if isinstance(tokens, (str, bytes, bytearray)) or not hasattr(tokens, "__len__"):
+        raise TypeError(f"{what}: a sequence of int token ids, not {type(tokens).__name__}")
+    a = np.asarray(tokens)
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int32)
+    if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(f"{what}: a 1-D sequence of int token ids (got {a.dtype}, "
+                        f"{a.ndim}-D)")
+    if a.min() < -2**31 or a.max() >= 2**31:
+        raise ValueError(f"{what}: ids must fit in int32")
+    return np.ascontiguousarray(a, dtype=np.int32)
+
 
 class Model(_Handle):
     """An open model (sl_model). Placement keywords follow llama.cpp's flags: placement
@@ -179,12 +201,26 @@ class Model(_Handle):
         for k in ("arch", "name"):
             self.info[k] = (self.info[k] or b"").decode()
 
+    # Lifetime: each open Context holds a reference to its model (Context.model) and is
+    # counted in _n_ctx; close() while contexts are open only marks the model closed, and the
+    # last context's close() does the real sl_model_close (never a context over freed weights).
+    _n_ctx = 0
+    _closing = False
+
     def close(self):
-        if self._h:
+        """Closes the model; with contexts still open, when the last of them closes."""
+        if self._h and not self._closing:
+            self._closing = True
             if self.runtime is not None:
                 self.runtime._models.discard(self)
+        if self._h and self._n_ctx == 0:
             lib().sl_model_close(self._h)
             self._h = None
+
+    def _live(self):
+        if self._closing:
+            raise ValueError("Model: used after close()")
+        return super()._live()
 
     def __del__(self):
         try:
@@ -194,13 +230,19 @@ class Model(_Handle):
             pass
 
     def tokenize(self, text, add_special=True, parse_special=False):
-        """Token ids (numpy int32) of text."""
-        b = text.encode() if isinstance(text, str) else bytes(text)
+        """Token ids (numpy int32) of text (str, or bytes as UTF-8)."""
+        if isinstance(text, str):
+            b = text.encode()
+        elif isinstance(text, (bytes, bytearray, memoryview)):
+            b = bytes(text)
+        else:
+            raise TypeError(f"tokenize: text must be str or bytes, not {type(text).__name__}")
+        h = self._live()
         cap = len(b) + 16
         while True:
             buf, n, err = (c_int32 * cap)(), c_size_t(), _lib.Error()
-            st = lib().sl_tokenize(self._h, b, len(b), add_special, parse_special, buf, cap,
-                                   byref(n), byref(err))
+            st = lib().sl_tokenize(h, b, len(b), bool(add_special), bool(parse_special), buf,
+                                   cap, byref(n), byref(err))
             if st == 9 and n.value > cap:  # SL_ERR_RANGE: a bigger buffer
                 cap = n.value
                 continue
@@ -208,11 +250,13 @@ class Model(_Handle):
             return np.ctypeslib.as_array(buf)[:n.value].copy()
 
     def detokenize(self, tokens):
-        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        """The text of token ids (a sequence or 1-D array of ints)."""
+        t = _token_array(tokens, "detokenize")
+        h = self._live()
         cap = 16 * len(t) + 16
         while True:
             buf, n, err = ctypes.create_string_buffer(cap), c_size_t(), _lib.Error()
-            _check(lib().sl_detokenize(self._h, t.ctypes.data_as(POINTER(c_int32)), len(t),
+            _check(lib().sl_detokenize(h, t.ctypes.data_as(POINTER(c_int32)), len(t),
                                        buf, cap, byref(n), byref(err)), err)
             if n.value < cap:
                 return buf.raw[:n.value].decode(errors="replace")
@@ -227,7 +271,7 @@ class Model(_Handle):
         kinds = ("reattached", "in_place", "private", "sibling", "refused", "skipped_file",
                  "refused_file")
         rep, err = _lib.ReloadReport(), _lib.Error()
-        st = lib().sl_reload_changed(self._h, byref(rep), byref(err))
+        st = lib().sl_reload_changed(self._live(), byref(rep), byref(err))
         try:
             _check(st, err)
             return {"changed": bool(rep.changed), "files_changed": rep.files_changed,
@@ -251,7 +295,8 @@ class Model(_Handle):
         "on_device", "split", "hot_frac", "by"}]}."""
         p, t, n, err = POINTER(_lib.PlacePlan)(), POINTER(_lib.PlaceTensor)(), c_size_t(), \
             _lib.Error()
-        _check(lib().sl_model_plan_get(self._h, byref(p), byref(t), byref(n), byref(err)), err)
+        _check(lib().sl_model_plan_get(self._live(), byref(p), byref(t), byref(n), byref(err)),
+               err)
         pl = p.contents
         tensors = []
         for i in range(n.value):
@@ -271,9 +316,11 @@ class Model(_Handle):
     @property
     def residency(self):
         """"disk", "host", "device" or "pinned" (a model outside a runtime: "device")."""
-        return RESIDENCY[lib().sl_model_residency(self._h)]
+        return RESIDENCY[lib().sl_model_residency(self._live())]
 
     def context(self, n_ctx=0, n_batch=0, all_logits=False, kv_f16=True, sched=None):
+        """A new Context (kv_f16: F16 KV cache, the default of the library, the CLI's eval,
+        generate and serve and of llama.cpp; False for F32)."""
         return Context(self, n_ctx=n_ctx, n_batch=n_batch, all_logits=all_logits,
                        kv_f16=kv_f16, sched=sched)
 
@@ -281,6 +328,8 @@ class Model(_Handle):
         """llama.cpp's perplexity (tools/run perplexity): the text tokenized once, chunks of
         n_ctx tokens from an empty cache (first token BOS when the model adds one), the second
         half of each scored. Returns (ppl, per-chunk running ppl)."""
+        if not isinstance(text, str):
+            raise TypeError(f"perplexity: text must be str, not {type(text).__name__}")
         toks = self.tokenize(text)
         bos = self.tokenize("")
         add_bos = len(bos) > 0 and bos[0] == self.info["bos"]
@@ -304,6 +353,8 @@ class Model(_Handle):
     def generate(self, prompt, n_predict=32, temp=0.0, top_k=40, top_p=0.95, min_p=0.05,
                  seed=0, n_ctx=0, stop_at_eos=True):
         """Text continuing prompt (greedy with temp <= 0)."""
+        if not isinstance(prompt, str):
+            raise TypeError(f"generate: prompt must be str, not {type(prompt).__name__}")
         toks = list(self.tokenize(prompt))
         with self.context(n_ctx=n_ctx) as ctx:
             out = []
@@ -336,14 +387,18 @@ class Context(_Handle):
     """An evaluation context (sl_ctx): KV cache, logits of the last eval."""
 
     def __init__(self, model, n_ctx=0, n_batch=0, all_logits=False, kv_f16=True, sched=None):
+        if not isinstance(model, Model):
+            raise TypeError(f"Context: model must be a sluice.Model, not {type(model).__name__}")
+        mh = model._live()
         o = lib().sl_ctx_options_default()
         o.n_ctx, o.n_batch, o.all_logits, o.kv_f16 = n_ctx, n_batch, all_logits, kv_f16
         self._sched = sched.encode() if sched else None
         o.sched = self._sched
         h, err = c_void_p(), _lib.Error()
-        _check(lib().sl_ctx_create(model._h, byref(o), byref(h), byref(err)), err)
+        _check(lib().sl_ctx_create(mh, byref(o), byref(h), byref(err)), err)
         self._h = h
-        self.model = model
+        self.model = model  # keeps the model open (Model.close defers to the last context)
+        model._n_ctx += 1
         self.all_logits = all_logits
         self.n_ctx = n_ctx or min(model.info["n_ctx_train"], 4096)
         self._n_last = 0
@@ -353,6 +408,10 @@ class Context(_Handle):
         if self._h:
             lib().sl_ctx_destroy(self._h)
             self._h = None
+            m = self.model
+            m._n_ctx -= 1
+            if m._closing and m._n_ctx == 0:
+                m.close()  # the model's close() deferred to its last context
 
     def __del__(self):
         try:
@@ -365,24 +424,26 @@ class Context(_Handle):
         logits_from > 0 (an all_logits context) the output layer runs only for the tokens
         from that index on (llama.cpp's batch.logits on a tail, as its perplexity does): the
         same values for those rows, the others not computed."""
-        t = np.ascontiguousarray(tokens, dtype=np.int32)
-        if not isinstance(logits_from, (int, np.integer)) or not 0 <= logits_from < max(len(t), 1):
+        t = _token_array(tokens, "eval")
+        if isinstance(logits_from, bool) or not isinstance(logits_from, (int, np.integer)):
             raise ValueError(f"logits_from={logits_from!r}: an index into the {len(t)} tokens")
-        err = _lib.Error()
+        if not 0 <= logits_from < max(len(t), 1):
+            raise ValueError(f"logits_from={logits_from!r}: an index into the {len(t)} tokens")
+        h, err = self._live(), _lib.Error()
         if logits_from:
-            _check(lib().sl_ctx_eval_tail(self._h, t.ctypes.data_as(POINTER(c_int32)), len(t),
+            _check(lib().sl_ctx_eval_tail(h, t.ctypes.data_as(POINTER(c_int32)), len(t),
                                           logits_from, byref(err)), err)
         else:
-            _check(lib().sl_ctx_eval(self._h, t.ctypes.data_as(POINTER(c_int32)), len(t),
+            _check(lib().sl_ctx_eval(h, t.ctypes.data_as(POINTER(c_int32)), len(t),
                                      byref(err)), err)
         self._n_last = len(t)
         self._first = logits_from
 
     def _eval_sample(self, sampler, tokens):
         """eval(tokens), then the next token from sampler (sl_ctx_eval_sample)."""
-        t = np.ascontiguousarray(tokens, dtype=np.int32)
+        t = _token_array(tokens, "generate")
         err, nxt = _lib.Error(), c_int32()
-        _check(lib().sl_ctx_eval_sample(self._h, sampler, t.ctypes.data_as(POINTER(c_int32)),
+        _check(lib().sl_ctx_eval_sample(self._live(), sampler, t.ctypes.data_as(POINTER(c_int32)),
                                         len(t), byref(nxt), byref(err)), err)
         self._n_last = len(t)
         self._first = 0
@@ -390,7 +451,9 @@ class Context(_Handle):
 
     def logits(self, i=-1):
         """Logits row i of the last eval (numpy float32 [n_vocab], a copy)."""
-        p = lib().sl_ctx_logits(self._h, i)
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f"logits: row index must be an int, not {type(i).__name__}")
+        p = lib().sl_ctx_logits(self._live(), i)
         if not p:
             raise IndexError(f"logits row {i}: not available (all_logits={self.all_logits})")
         return np.ctypeslib.as_array(p, shape=(self.model.n_vocab,)).copy()
@@ -400,7 +463,7 @@ class Context(_Handle):
         or [n_tokens - logits_from, n_vocab] after eval(tokens, logits_from)."""
         if not self.all_logits:
             raise ValueError("logits_all needs a context created with all_logits=True")
-        p = lib().sl_ctx_logits(self._h, self._first)
+        p = lib().sl_ctx_logits(self._live(), self._first)
         if not p:
             raise IndexError("no logits yet")
         return np.ctypeslib.as_array(p, shape=(self._n_last - self._first,
@@ -408,15 +471,17 @@ class Context(_Handle):
 
     @property
     def n_past(self):
-        return lib().sl_ctx_n_past(self._h)
+        return lib().sl_ctx_n_past(self._live())
 
     def rewind(self, n_past=0):
+        if isinstance(n_past, bool) or not isinstance(n_past, (int, np.integer)):
+            raise TypeError(f"rewind: n_past must be an int, not {type(n_past).__name__}")
         err = _lib.Error()
-        _check(lib().sl_ctx_rewind(self._h, n_past, byref(err)), err)
+        _check(lib().sl_ctx_rewind(self._live(), n_past, byref(err)), err)
 
     def stats(self):
         s = _lib.CtxStats()
-        lib().sl_ctx_stats_get(self._h, byref(s))
+        lib().sl_ctx_stats_get(self._live(), byref(s))
         d = {f: getattr(s, f) for f, _ in _lib.CtxStats._fields_}
         d["moe_scheduler"] = (d["moe_scheduler"] or b"").decode() or None
         d["moe_mode"] = (d["moe_mode"] or b"").decode() or None
@@ -476,17 +541,17 @@ class Runtime(_Handle):
 
     def acquire(self, model):
         err = _lib.Error()
-        _check(lib().sl_runtime_acquire(self._h, model._h, byref(err)), err)
+        _check(lib().sl_runtime_acquire(self._live(), model._live(), byref(err)), err)
 
     def hold(self, model):
         """acquire() that also keeps the model on the device until unhold(): never evicted,
         moved, unpinned away or compacted between evaluations (a whole request's worth)."""
         err = _lib.Error()
-        _check(lib().sl_runtime_hold(self._h, model._h, byref(err)), err)
+        _check(lib().sl_runtime_hold(self._live(), model._live(), byref(err)), err)
 
     def unhold(self, model):
         """Ends one hold() (none held: no effect)."""
-        lib().sl_runtime_unhold(self._h, model._h)
+        lib().sl_runtime_unhold(self._live(), model._live())
 
     @contextlib.contextmanager
     def held(self, model):
@@ -501,26 +566,27 @@ class Runtime(_Handle):
         if state not in RESIDENCY:
             raise ValueError(f"residency {state!r}: one of {', '.join(RESIDENCY)}")
         err = _lib.Error()
-        _check(lib().sl_runtime_set_residency(self._h, model._h, RESIDENCY.index(state),
-                                              byref(err)), err)
+        _check(lib().sl_runtime_set_residency(self._live(), model._live(),
+                                              RESIDENCY.index(state), byref(err)), err)
 
     def release_all(self, model):
         err = _lib.Error()
-        _check(lib().sl_runtime_release_all(self._h, model._h, byref(err)), err)
+        _check(lib().sl_runtime_release_all(self._live(), model._live(), byref(err)), err)
 
     def compact(self, reload=()):
-        arr = (c_void_p * max(len(reload), 1))(*[m._h for m in reload])
+        arr = (c_void_p * max(len(reload), 1))(*[m._live() for m in reload])
         err = _lib.Error()
-        _check(lib().sl_runtime_compact(self._h, arr, len(reload), byref(err)), err)
+        _check(lib().sl_runtime_compact(self._live(), arr, len(reload), byref(err)), err)
 
     def stats(self):
         s = _lib.RuntimeStats()
-        lib().sl_runtime_stats_get(self._h, byref(s))
+        lib().sl_runtime_stats_get(self._live(), byref(s))
         return {f: getattr(s, f) for f, _ in _lib.RuntimeStats._fields_}
 
     def model_info(self, model):
         i, err = _lib.RuntimeModelInfo(), _lib.Error()
-        _check(lib().sl_runtime_model_info_get(self._h, model._h, byref(i), byref(err)), err)
+        _check(lib().sl_runtime_model_info_get(self._live(), model._live(), byref(i),
+                                               byref(err)), err)
         d = {f: getattr(i, f) for f, _ in _lib.RuntimeModelInfo._fields_}
         d["state"] = RESIDENCY[d["state"]]
         d["floor_name"] = d["floor_name"].decode()

@@ -1,9 +1,10 @@
 """ctypes mirror of runtime/sluice.h: the structures, the functions' signatures, the library.
 
 The library is libsluice.so (//runtime:libsluice.so), found in this order:
-  1. the SLUICE_LIB environment variable (a path to the .so file);
-  2. libsluice.so next to this package (copy it there before `pip install`);
-  3. libsluice.so through the dynamic loader's search path (LD_LIBRARY_PATH, ldconfig).
+  1. libsluice.so next to this package (what `pip install ./python` ships);
+  2. the SLUICE_LIB environment variable (a path to the .so file);
+  3. bazel-bin/runtime/libsluice.so of the repository this package sits in (from the source);
+  4. libsluice.so through the dynamic loader's search path (LD_LIBRARY_PATH, ldconfig).
 Every structure here must match sluice.h field for field; python/tests check the sizes that
 the layout decides against values computed the C way.
 """
@@ -161,11 +162,15 @@ class URange(Structure):
 
 
 def _find():
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.join(pkg, "libsluice.so")
+    if os.path.exists(here):
+        return here
     env = os.environ.get("SLUICE_LIB")
     if env:
         return env
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libsluice.so")
-    return here if os.path.exists(here) else "libsluice.so"
+    built = os.path.join(pkg, "..", "..", "bazel-bin", "runtime", "libsluice.so")
+    return os.path.normpath(built) if os.path.exists(built) else "libsluice.so"
 
 
 def load():
@@ -174,8 +179,9 @@ def load():
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:
-        raise OSError(f"sluice: cannot load {path} ({e}); set SLUICE_LIB to the path of "
-                      "libsluice.so (bazel build //runtime:libsluice.so)") from e
+        raise OSError(f"sluice: cannot load {path} ({e}); `pip install ./python` ships the "
+                      "library, or set SLUICE_LIB to the path of libsluice.so (bazel build "
+                      "//runtime:libsluice.so)") from e
     E = POINTER(Error)
     P = c_void_p
     sigs = {

@@ -4,10 +4,12 @@ Checks against the CLI as the oracle: logits bit for bit with `sluice eval --log
 perplexity with `sluice perplexity`, greedy text with `sluice generate`, the placement plan
 (-ngl, -ot, --cpu-moe, --n-cpu-moe, --vram-budget) with `sluice place show --json`, footprints
 with the plan; a hot/cold experiment (place profile -> solve -> hot-cold) within 1e-5 of the
-CPU; the serving runtime (LRU eviction, NotResident in external mode, pinning, compaction).
+CPU; the serving runtime (LRU eviction, NotResident in external mode, pinning, compaction); a
+context keeping its model open, closed handles and argument types refused.
 
 usage: sluice_test.py SLUICE_BINARY LIBSLUICE_SO
 """
+import gc
 import json
 import os
 import re
@@ -79,8 +81,8 @@ def test_model(d, dense, moe, text):
     with sluice.Model(dense, placement="cpu") as m:
         expect(m.info["arch"] == "llama" and m.n_vocab == 512 and m.info["n_layer"] == 4,
                f"info: {m.info['arch']} vocab {m.n_vocab} layers {m.info['n_layer']}")
-        # the CLI's eval keeps an F32 KV cache (the library's default is F16)
-        with m.context(n_ctx=128, all_logits=True, kv_f16=False) as ctx:
+        # defaults on both sides: one KV cache type (F16) for the CLI's eval and a Context
+        with m.context(n_ctx=128, all_logits=True) as ctx:
             ctx.eval(toks)
             allr = ctx.logits_all()
             expect(allr.shape == (len(toks), 512) and allr.dtype == np.float32, "logits_all shape")
@@ -131,7 +133,7 @@ def test_model(d, dense, moe, text):
                f"generate {out!r} within sluice generate's {r.stdout!r}")
     # the same logits with every weight on the sim device
     with sluice.Model(dense, placement="gpu", device="sim") as g:
-        with g.context(n_ctx=128, kv_f16=False) as ctx:
+        with g.context(n_ctx=128) as ctx:
             ctx.eval(toks)
             expect(np.array_equal(ctx.logits(), cli.reshape(-1, 512)[-1]),
                    "sim device logits == CPU logits")
@@ -264,6 +266,52 @@ def test_runtime(d, dense):
     expect(not [x for x in os.listdir("/dev/shm") if x.startswith(prefix)],
            "shared floor: nothing left in /dev/shm")
 
+
+
+def test_lifetime_and_types(dense):
+    """A context keeps its model open: Model.close() with a context open defers the real close
+    to the context's close (no crash using it); a closed context or model raises ValueError;
+    text and token arguments of the wrong type raise TypeError."""
+    m = sluice.Model(dense, placement="cpu")
+    ctx = m.context(n_ctx=64)
+    m.close()                                  # deferred: the context still uses the weights
+    ctx.eval([1, 2, 3])                        # used to read freed weights
+    expect(np.isfinite(ctx.logits()).all() and ctx.n_past == 3, "context after Model.close()")
+    expect(raises(lambda: m.tokenize("x"), ValueError, "after close"), "closed model refused")
+    expect(raises(lambda: m.context(), ValueError, "after close"), "no new context once closed")
+    ctx.close()                                # the model's real close happens here
+    expect(m._h is None, "the last context's close closes the model")
+    for call in (lambda: ctx.eval([1]), lambda: ctx.logits(), lambda: ctx.n_past,
+                 lambda: ctx.rewind(0), lambda: ctx.stats()):
+        expect(raises(call, ValueError, "after close"), "a closed context raises ValueError")
+    ctx.close()
+    m.close()                                  # both idempotent
+    # a context dropped without close() keeps its model alive until it goes
+    m = sluice.Model(dense, placement="cpu")
+    ctx = m.context(n_ctx=64)
+    del m
+    gc.collect()
+    ctx.eval([4, 5])
+    expect(np.isfinite(ctx.logits()).all(), "a context outlives its dropped Model object")
+    ctx.close()
+    with sluice.Model(dense, placement="cpu") as m:
+        for bad in (123, 1.5, None, [1, 2], object()):
+            expect(raises(lambda: m.tokenize(bad), TypeError, "str or bytes"),
+                   f"tokenize({bad!r}) raises TypeError")
+        expect(len(m.tokenize(b"the cat")) > 0, "tokenize(bytes) works")
+        for bad in ("abc", 5, [1.5, 2.0], [[1, 2]], ["a"]):
+            expect(raises(lambda: m.detokenize(bad), TypeError), f"detokenize({bad!r})")
+        expect(raises(lambda: m.generate(123), TypeError), "generate(123)")
+        expect(raises(lambda: m.perplexity(b"x"), TypeError), "perplexity(bytes)")
+        expect(raises(lambda: sluice.Context("m.gguf"), TypeError), "Context(str)")
+        with m.context(n_ctx=64) as c:
+            for bad in ("hello", 7, [0.5], [[1]], None):
+                expect(raises(lambda: c.eval(bad), TypeError), f"eval({bad!r}) raises TypeError")
+            expect(raises(lambda: c.eval([2**31]), ValueError), "eval: id beyond int32")
+            expect(raises(lambda: c.rewind("0"), TypeError), "rewind('0')")
+            expect(raises(lambda: c.logits("0"), TypeError), "logits('0')")
+            c.eval(np.array([1, 2, 3], dtype=np.int64))
+            expect(c.n_past == 3, "eval accepts any integer array")
 
 
 def test_exit_without_close(d, dense):
@@ -406,6 +454,7 @@ def main():
     with open(text, "w") as f:
         f.write(" ".join(["the cat sat on the mat and the dog ran far away"] * 60))
     test_model(d, dense, moe, text)
+    test_lifetime_and_types(dense)
     test_exit_without_close(d, dense)
     test_placement(d, moe)
     test_hot_cold(d, dense, text)

@@ -88,7 +88,7 @@ def mkmodel_args(arch, ty):
 
 def run_eval(sluice, model, out, placement_args, env):
     cmd = [sluice, "eval", "-m", model, "--tokens", ",".join(map(str, TOKENS)),
-           "--logits-out", out, *placement_args]
+           "--logits-out", out, "-ctk", "f32", *placement_args]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     return r, cmd
 

@@ -366,7 +366,7 @@ def sluice_logits(sluice, path):
     """`sluice eval` logits of the file (float32 [n_tokens, n_vocab], tools/commands/eval.c)."""
     out = path + ".f32"
     r = subprocess.run([sluice, "eval", "-m", path, "--tokens", ",".join(map(str, TOKENS)),
-                        "--logits-out", out], capture_output=True, text=True)
+                        "--logits-out", out, "-ctk", "f32"], capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(f"sluice eval {path}: {r.stderr.strip()}")
     return np.fromfile(out, dtype="<f4").astype(np.float64).reshape(len(TOKENS), -1)

@@ -112,7 +112,8 @@ def main():
     gen, prompt = g.get("tokens", []), g.get("prompt_tokens", [])
     expect(len(gen) >= 1 and len(prompt) >= 1, f"generate produced tokens ({gen})")
     seq = prompt + gen[:-1]
-    r = run("eval", "-m", m1, "--tokens", ",".join(map(str, seq)), "--logits-out", lo)
+    r = run("eval", "-m", m1, "--tokens", ",".join(map(str, seq)), "--logits-out", lo,
+            "-ctk", "f32")
     if expect(r.returncode == 0, "eval of prompt + generated tokens"):
         ev = np.fromfile(lo, dtype="<f4").reshape(len(seq), VOCAB)
         am = [int(x) for x in ev[len(prompt) - 1:].argmax(axis=1)]

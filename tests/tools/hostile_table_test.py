@@ -45,7 +45,7 @@ import time
 
 from gguf_edit import SEMANTIC, corruptions, gguf_layout, truncations, u32b, u64b
 from harness import SLUICE, expect, finish
-from hostile_values import ALIAS_JUNK, ALIASES_OF, JUNK, QUOTED
+from hostile_values import ALIAS_JUNK, ALIASES_OF, HELPS, JUNK, NOT_NUMERIC, QUOTED
 
 TIMEOUT_S = 60
 WORKERS = 2
@@ -852,17 +852,6 @@ def build_flags():
 
 
 # ---- completeness: the table knows every numeric flag and every SLUICE_* variable ----------
-
-NOT_NUMERIC = {"--cache-type-k", "--cache-type-v", "--type", "--placement", "--shape", "--io",
-               "--device", "--arch", "--isa", "--sched", "--pre-reload-script", "--tensor"}
-HELPS = {"generate": ["generate"], "perplexity": ["perplexity"], "eval": ["eval"],
-         "place show": ["place", "show"], "place profile": ["place", "profile"],
-         "place solve": ["place", "solve"], "mkmodel": ["mkmodel"], "demo": ["demo"],
-         "bench gguf": ["bench", "gguf"], "bench alloc": ["bench", "alloc"],
-         "bench copy": ["bench", "copy"], "bench kernels": ["bench", "kernels"],
-         "bench decode": ["bench", "decode"], "bench moe": ["bench", "moe"],
-         "serve": ["serve"], "requant": ["requant"]}
-
 
 def check_completeness():
     covered = {}

@@ -22,3 +22,14 @@ ALIASES_OF = {"--n-predict": "-n", "--ctx-size": "-c", "--ctx": "-c", "--batch-s
 
 # Values a message must quote as given (the others may be named by their range or value).
 QUOTED = (" 7", "7 ", "7x", "0x7", "+7", " 0.5", "0.5 ", "0.5x", " 8M", "8M ", "8Q", "8 M")
+
+# The completeness check: flags of --help that take no number, and each command's --help argv.
+NOT_NUMERIC = {"--cache-type-k", "--cache-type-v", "--type", "--placement", "--shape", "--io",
+               "--device", "--arch", "--isa", "--sched", "--pre-reload-script", "--tensor"}
+HELPS = {"generate": ["generate"], "perplexity": ["perplexity"], "eval": ["eval"],
+         "place show": ["place", "show"], "place profile": ["place", "profile"],
+         "place solve": ["place", "solve"], "mkmodel": ["mkmodel"], "demo": ["demo"],
+         "bench gguf": ["bench", "gguf"], "bench alloc": ["bench", "alloc"],
+         "bench copy": ["bench", "copy"], "bench kernels": ["bench", "kernels"],
+         "bench decode": ["bench", "decode"], "bench moe": ["bench", "moe"],
+         "serve": ["serve"], "requant": ["requant"]}

@@ -47,7 +47,8 @@ def log_softmax(row):
 
 def eval_logits(tmp, model, toks):
     out = os.path.join(tmp, "logits.f32")
-    r = st.run("eval", "-m", model, "--tokens", ",".join(map(str, toks)), "--logits-out", out)
+    r = st.run("eval", "-m", model, "--tokens", ",".join(map(str, toks)), "--logits-out", out,
+               "-ctk", "f32")
     if r.returncode:
         sys.exit(f"eval failed: {r.stderr}")
     a = array.array("f")

@@ -85,3 +85,31 @@ int sl_cli_bench(int argc, char **argv)
     fprintf(stderr, "sluice bench: unknown benchmark '%s'\n", argv[1]);
     return 2;
 }
+
+void sl_bench_decode_json(FILE *f, const sl_cli_steps *s, double calls_cpu, double calls_gpu,
+                          bool fetches, double mcalls_cpu, double mcalls_post,
+                          double mcalls_full)
+{
+    fprintf(f, ",\"decode_steps\":%zu,\"decode_ms_per_token_mean\":", s->n);
+    sl_json_f64(f, s->mean_ms);
+    fprintf(f, ",\"decode_ms_per_token_median\":");
+    sl_json_f64(f, s->median_ms);
+    fprintf(f, ",\"decode_ms_per_token_p90\":");
+    sl_json_f64(f, s->p90_ms);
+    fprintf(f, ",\"expert_calls_cpu_per_step\":");
+    sl_json_f64(f, calls_cpu);
+    fprintf(f, ",\"expert_calls_gpu_per_step\":");
+    sl_json_f64(f, calls_gpu);
+    fprintf(f, ",\"moe_calls_per_step\":");
+    if (!fetches) {
+        fprintf(f, "null");
+        return;
+    }
+    fprintf(f, "{\"cpu\":");
+    sl_json_f64(f, mcalls_cpu);
+    fprintf(f, ",\"post\":");
+    sl_json_f64(f, mcalls_post);
+    fprintf(f, ",\"full\":");
+    sl_json_f64(f, mcalls_full);
+    fputc('}', f);
+}

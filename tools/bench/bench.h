@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/pool.h"
 #include "runtime/sluice.h"
+#include "tools/common/cli.h"
 #include "tools/common/model_flags.h"
 
 int sl_bench_gguf(int argc, char **argv);
@@ -34,6 +35,12 @@ sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stat
 /* Its JSON fields, each after a ',': "syncs_per_layer", "device_calls_per_layer",
  * "pcie_expert_bytes_per_token", "cpu_expert_gbps". */
 void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c);
+/* The decode fields bench moe's and bench decode's rows share, each as ",\"key\":value": the
+ * steps (count; mean, median and p90 ms), expert evaluations per step by side, and the
+ * fetching scheduler's MoE layer calls per step by mode (null when fetches is false). */
+void sl_bench_decode_json(FILE *f, const sl_cli_steps *s, double calls_cpu, double calls_gpu,
+                          bool fetches, double mcalls_cpu, double mcalls_post,
+                          double mcalls_full);
 
 /* The streaming-read roofline (bench_stream.c). The last-level cache's bytes (32 MiB when
  * sysfs does not say); the buffer a roofline reads: max(8 x LLC, 1 GiB). */

@@ -619,29 +619,10 @@ int sl_bench_decode(int argc, char **argv)
                 sl_json_cstr(stdout, r->scheduler);
                 printf(",\"sched_mode\":");
                 sl_json_cstr(stdout, r->sched_mode);
-                printf(",\"decode_steps\":%zu,\"decode_ms_per_token_mean\":", r->steps.n);
-                sl_json_f64(stdout, r->steps.mean_ms);
-                printf(",\"decode_ms_per_token_median\":");
-                sl_json_f64(stdout, r->steps.median_ms);
-                printf(",\"decode_ms_per_token_p90\":");
-                sl_json_f64(stdout, r->steps.p90_ms);
-                printf(",\"expert_calls_cpu_per_step\":");
-                sl_json_f64(stdout, r->calls_cpu);
-                printf(",\"expert_calls_gpu_per_step\":");
-                sl_json_f64(stdout, r->calls_gpu);
-                printf(",\"copy_bytes_per_step\":%.0f,\"moe_calls_per_step\":",
-                       r->copy_bytes);
-                if (r->scheduler && !strcmp(r->scheduler, "fetch")) {
-                    printf("{\"cpu\":");
-                    sl_json_f64(stdout, r->mcalls_cpu);
-                    printf(",\"post\":");
-                    sl_json_f64(stdout, r->mcalls_post);
-                    printf(",\"full\":");
-                    sl_json_f64(stdout, r->mcalls_full);
-                    putchar('}');
-                } else {
-                    printf("null");
-                }
+                printf(",\"copy_bytes_per_step\":%.0f", r->copy_bytes);
+                sl_bench_decode_json(stdout, &r->steps, r->calls_cpu, r->calls_gpu,
+                                     r->scheduler && !strcmp(r->scheduler, "fetch"),
+                                     r->mcalls_cpu, r->mcalls_post, r->mcalls_full);
                 printf(",\"load_s\":");
                 sl_json_f64(stdout, r->load_s);
                 printf(",\"prefill_tps\":");

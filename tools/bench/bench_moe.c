@@ -346,28 +346,9 @@ static void json_row(const row *r)
     sl_json_cstr(stdout, r->sched_mode);
     printf(",\"decode_tps\":");
     sl_json_f64(stdout, r->decode_tps);
-    printf(",\"decode_steps\":%zu,\"decode_ms_per_token_mean\":", r->steps.n);
-    sl_json_f64(stdout, r->steps.mean_ms);
-    printf(",\"decode_ms_per_token_median\":");
-    sl_json_f64(stdout, r->steps.median_ms);
-    printf(",\"decode_ms_per_token_p90\":");
-    sl_json_f64(stdout, r->steps.p90_ms);
-    printf(",\"expert_calls_cpu_per_step\":");
-    sl_json_f64(stdout, r->calls_cpu);
-    printf(",\"expert_calls_gpu_per_step\":");
-    sl_json_f64(stdout, r->calls_gpu);
-    printf(",\"moe_calls_per_step\":");
-    if (!strcmp(r->scheduler, "fetch")) {
-        printf("{\"cpu\":");
-        sl_json_f64(stdout, r->mcalls_cpu);
-        printf(",\"post\":");
-        sl_json_f64(stdout, r->mcalls_post);
-        printf(",\"full\":");
-        sl_json_f64(stdout, r->mcalls_full);
-        putchar('}');
-    } else {
-        printf("null");
-    }
+    sl_bench_decode_json(stdout, &r->steps, r->calls_cpu, r->calls_gpu,
+                         !strcmp(r->scheduler, "fetch"), r->mcalls_cpu, r->mcalls_post,
+                         r->mcalls_full);
     printf(",\"bound_tps\":");
     sl_json_f64(stdout, r->bound_s > 0 ? 1 / r->bound_s : 0);
     printf(",\"fraction_of_bound\":");

@@ -7,8 +7,9 @@
  *
  * Token ids are taken as given (no BOS is added); each must be in [0, n_vocab). The context
  * holds exactly the tokens unless -c asks for more; the evaluation is one sl_ctx_eval call with
- * all_logits (split into -b batches inside the engine), with an F32 KV cache unless -ctk f16
- * asks otherwise (llama.cpp defaults to F16; eval exists to compare logits with references). */
+ * all_logits (split into -b batches inside the engine). KV cache: F16 by default, as llama.cpp,
+ * the library (sl_ctx_options_default), generate, serve and Python's Context, so their logits
+ * agree bit for bit; -ctk f32 for comparisons with float references. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -42,7 +43,7 @@ static void usage(FILE *f)
           "  -c, --ctx-size, --ctx N  context size (default: the number of tokens)\n"
           "  -b, --batch-size N     prefill batch (default 512)\n",
           f);
-    fprintf(f, SL_CLI_KV_HELP, "f32: the model's own logits, for reference comparisons");
+    fprintf(f, SL_CLI_KV_HELP, "f16, as llama.cpp and Python; f32 for reference comparisons");
     fputs("  -h, --help             this text\n"
           "Without --logits-out and --json it prints the argmax of each position.\n",
           f);
@@ -101,7 +102,7 @@ int sl_cli_eval(int argc, char **argv)
     sl_cli_model_flags mf;
     sl_cli_model_flags_init(&mf);
     const char *tokens_s = NULL, *out_path = NULL;
-    bool json = false, kv_f16 = false;
+    bool json = false, kv_f16 = true; /* F16 KV: the one default */
     int64_t n_ctx = 0, n_batch = 0;
     sl_cli_io io;
     sl_cli_io_init(&io, k_cmd);

@@ -182,15 +182,17 @@ static void put_token_ids(FILE *f, const sl_serve_job *j, size_t from, size_t to
     fputc(']', f);
 }
 
+/* prompt_n: the prompt tokens evaluated (those past the cached prefix), as llama-server. */
 static void put_timings(FILE *f, const sl_serve_job *j)
 {
     const double pms = j->prompt_s * 1e3, gms = j->gen_s * 1e3;
-    fprintf(f, "\"timings\":{\"prompt_n\":%zu,\"prompt_ms\":", j->n_prompt);
+    const size_t n = j->n_prompt - j->n_cached;
+    fprintf(f, "\"timings\":{\"cache_n\":%zu,\"prompt_n\":%zu,\"prompt_ms\":", j->n_cached, n);
     sl_json_f64(f, pms);
     fputs(",\"prompt_per_token_ms\":", f);
-    sl_json_f64(f, j->n_prompt ? pms / (double)j->n_prompt : 0);
+    sl_json_f64(f, n ? pms / (double)n : 0);
     fputs(",\"prompt_per_second\":", f);
-    sl_json_f64(f, pms > 0 ? 1e3 * (double)j->n_prompt / pms : 0);
+    sl_json_f64(f, pms > 0 ? 1e3 * (double)n / pms : 0);
     fprintf(f, ",\"predicted_n\":%" PRId32 ",\"predicted_ms\":", j->n_predicted);
     sl_json_f64(f, gms);
     fputs(",\"predicted_per_token_ms\":", f);
@@ -229,7 +231,7 @@ static void put_native(FILE *f, const sl_serve_model *sm, const sl_serve_job *j,
     fprintf(f, ",\"has_new_line\":%s,\"truncated\":false,\"stop_type\":\"%s\","
             "\"stopping_word\":", new_line ? "true" : "false", stop_type(j->stop));
     sl_json_cstr(f, j->stop == SL_STOP_WORD ? j->p.stop[j->stop_word] : "");
-    fprintf(f, ",\"tokens_cached\":%zu,", j->n_prompt + (size_t)j->n_decoded);
+    fprintf(f, ",\"tokens_cached\":%" PRId32 ",", j->n_past);
     put_timings(f, j);
     fputs("}", f);
 }
@@ -242,8 +244,8 @@ static const char *finish_reason(const sl_serve_job *j)
 static void put_usage(FILE *f, const sl_serve_job *j)
 {
     fprintf(f, "\"usage\":{\"completion_tokens\":%" PRId32 ",\"prompt_tokens\":%zu,"
-            "\"total_tokens\":%zu}", j->n_predicted, j->n_prompt,
-            j->n_prompt + (size_t)j->n_predicted);
+            "\"total_tokens\":%zu,\"prompt_tokens_details\":{\"cached_tokens\":%zu}}",
+            j->n_predicted, j->n_prompt, j->n_prompt + (size_t)j->n_predicted, j->n_cached);
 }
 
 /* The opening members of an OpenAI object: id, object, created, model. */

@@ -62,6 +62,7 @@ typedef struct sl_serve_params {
     bool probs;                 /* record each token's log-probability ... */
     int32_t n_probs;            /* ... and the n_probs most likely (0..SL_SERVE_MAX_PROBS) */
     bool return_tokens;
+    bool cache_prompt;          /* reuse the slot's KV for the prompt's common prefix (true) */
 } sl_serve_params;
 
 /* A generated token as the responses report it: its id, its log-probability under the raw
@@ -109,7 +110,9 @@ typedef struct sl_serve_job {
     sl_serve_stop stop;
     int stop_word;              /* index into p.stop for SL_STOP_WORD, else -1 */
     int slot;                   /* slot that ran it, -1 before */
-    double prompt_s, gen_s;     /* prefill time; decode time */
+    size_t n_cached;            /* prompt tokens whose KV the slot kept (not evaluated) */
+    int32_t n_past;             /* tokens in the slot's KV cache at the end */
+    double prompt_s, gen_s;     /* prefill time (of n_prompt - n_cached tokens); decode time */
     int32_t n_decoded;          /* tokens of gen_s */
     int error_status;           /* 0, or the HTTP status of a failure */
     char error_msg[256];

@@ -320,7 +320,7 @@ static bool get_probs(const sl_serve_req *q, sl_serve_api kind, sl_serve_params 
 sl_serve_params sl__serve_params_default(const sl_serve *s)
 {
     return (sl_serve_params){.so = s->so_default, .n_predict = s->n_predict_default,
-                             .repeat_penalty = 1, .repeat_last_n = 64};
+                             .repeat_penalty = 1, .repeat_last_n = 64, .cache_prompt = true};
 }
 
 bool sl__serve_get_params(const sl_serve_req *q, sl_serve_api kind, sl_serve_params *p)
@@ -336,7 +336,6 @@ bool sl__serve_get_params(const sl_serve_req *q, sl_serve_api kind, sl_serve_par
          !get_i32(q, "max_completion_tokens", -1, INT32_MAX, &p->n_predict)))
         return false;
     int64_t n = 1, n_keep = 0;
-    bool b = true;
     if (!get_num(q, "temperature", 0, 1e6, &p->so.temp) ||
         !get_i32(q, "top_k", 0, INT32_MAX, &p->so.top_k) ||
         !get_num(q, "top_p", 0, 1, &p->so.top_p) || !get_num(q, "min_p", 0, 1, &p->so.min_p) ||
@@ -346,7 +345,7 @@ bool sl__serve_get_params(const sl_serve_req *q, sl_serve_api kind, sl_serve_par
         !get_num(q, "presence_penalty", -1e6, 1e6, &p->presence_penalty) ||
         !get_i32(q, "repeat_last_n", -1, INT32_MAX, &p->repeat_last_n) ||
         !sl__serve_get_bool(q, "return_tokens", &p->return_tokens) ||
-        !sl__serve_get_bool(q, "cache_prompt", &b) ||
+        !sl__serve_get_bool(q, "cache_prompt", &p->cache_prompt) ||
         !sl__serve_get_int(q, "n_keep", -1, INT32_MAX, &n_keep) ||
         (kind != SL_API_NATIVE && !sl__serve_get_int(q, "n", 1, 1, &n)) ||
         !get_probs(q, kind, p) || !get_logit_bias(q, p))

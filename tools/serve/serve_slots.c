@@ -1,8 +1,15 @@
 /* The slots of `sluice serve` (llama-server's --parallel): N contexts, each owned by one worker
- * thread, fed from one FIFO queue of jobs. A job runs on one slot from start to end: the slot's
- * KV cache is cleared, the prompt is evaluated in one prefill, then tokens are sampled and
- * decoded one at a time — the same steps, in the same order, as `sluice generate`, so that
- * temperature 0 gives the same text for the same prompt and n.
+ * thread, fed from one FIFO queue of jobs. A job runs on one slot from start to end: the prompt is
+ * evaluated in one prefill, then tokens are sampled and decoded one at a time — the same steps,
+ * in the same order, as `sluice generate`, so that temperature 0 gives the same text for the
+ * same prompt and n.
+ *
+ * Prompt cache (llama-server's cache_prompt, on by default): a slot keeps its KV cache and the
+ * tokens in it (hist[0, n_kv)) after a job; the next job rewinds to the longest common prefix
+ * with its prompt (at most n_prompt - 1: the last prompt token is always evaluated, for its
+ * logits) and evaluates only the rest. A queued job goes to the idle slot with the longest
+ * such prefix, then the least recently used. The cache is dropped when the weights may have
+ * changed since (a --hotswap reload; with a runtime, any load, eviction or compaction).
  *
  * Streaming and stop strings: the text grows by one token's piece at a time; n_ready holds
  * back the bytes that could still turn out to begin a stop string, and an incomplete UTF-8
@@ -10,7 +17,9 @@
  *
  * Invariants of the pool (under pool->mu): every job in the queue is QUEUED and referenced by
  * the queue; slot->job is RUNNING and referenced by the slot, or NULL; counters.busy is the
- * number of non-NULL slot->job and counters.queued the queue's length. */
+ * number of non-NULL slot->job and counters.queued the queue's length. hist and n_kv of a slot
+ * are written by its worker while slot->job is set and read by the others only while it is
+ * NULL (both under pool->mu). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +41,9 @@ typedef struct slot {
     char *piece;                /* token text scratch, owned by the worker */
     size_t piece_cap;
     sl_serve_sampling *ss;      /* bias, penalties, probabilities (created at first need) */
-    int32_t *hist;              /* prompt + generated tokens of the running job */
+    int32_t *hist;              /* [n_ctx] the tokens of the KV cache, by position */
+    size_t n_kv;                /* positions of hist whose KV the context holds */
+    uint64_t epoch;             /* kv_epoch when the KV was last written */
     sl_serve_alt alt[SL_SERVE_MAX_PROBS];
 } slot;
 
@@ -197,11 +208,17 @@ static sl_status eval(slot *sl, sl_sampler *smp, const int32_t *tok, size_t n, i
                        : sl_ctx_eval_sample(sl->ctx, smp, tok, n, next, err);
     *secs += sl_cli_now_s() - t0;
     if (pool->eval_mu) pthread_mutex_unlock(pool->eval_mu);
-    if (st || !raw) return st;
+    const int32_t n_past = sl_ctx_n_past(sl->ctx);
+    if (st || n_past < 0 || (size_t)n_past < n || n_past > pool->n_ctx) {
+        sl->n_kv = 0; /* the cache's state is unknown: not reused */
+        return st ? st : sl_error_set(err, SL_ERR_INVALID, "n_past %d after an eval", n_past);
+    }
+    const size_t n_hist = (size_t)n_past;
+    memcpy(sl->hist + n_hist - n, tok, n * sizeof *tok);
+    sl->n_kv = n_hist;
+    if (!raw) return SL_OK;
     const float *logits = sl_ctx_logits(sl->ctx, -1);
     if (!logits) return sl_error_set(err, SL_ERR_INVALID, "no logits after the evaluation");
-    const size_t n_hist = (size_t)sl_ctx_n_past(sl->ctx);
-    memcpy(sl->hist + n_hist - n, tok, n * sizeof *tok);
     return sl__serve_sample(sl->ss, smp, p, logits, sl->hist, n_hist, next, logprob, sl->alt,
                             err);
 }
@@ -233,6 +250,50 @@ static void job_fail(sl_serve_job *j, int status, const char *what, const char *
     pthread_mutex_unlock(&j->mu);
 }
 
+/* What a slot's KV depends on besides its tokens: the --hotswap reloads and, with a runtime,
+ * its loads, evictions and compactions (sums of counters that only grow: equal means none). */
+static uint64_t kv_epoch(sl_serve *s)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t e = s->reloads;
+    pthread_mutex_unlock(&s->mu);
+    if (s->rt) {
+        sl_runtime_stats st;
+        sl_runtime_stats_get(s->rt, &st);
+        e += st.loads + st.evictions + st.compactions;
+    }
+    return e;
+}
+
+/* The tokens of j's prompt the slot holds in its KV cache from position 0; 0 without
+ * cache_prompt. Under pool->mu (another slot) or from its own worker. */
+static size_t common_prefix(const slot *sl, const sl_serve_job *j)
+{
+    if (!j->p.cache_prompt || !sl->hist || !sl->ctx) return 0;
+    const size_t lim = sl->n_kv < j->n_prompt ? sl->n_kv : j->n_prompt;
+    size_t n = 0;
+    while (n < lim && sl->hist[n] == j->prompt[n]) n++;
+    return n;
+}
+
+/* Whether idle slot sl takes job j: of the idle slots, the one with the longest cached prefix
+ * of its prompt, then the least recently used, then the lowest id (one winner). pool->mu. */
+static bool slot_takes(const slot *sl, const sl_serve_job *j)
+{
+    const sl_serve_pool *pool = sl->pool;
+    const size_t mine = common_prefix(sl, j);
+    for (int i = 0; i < pool->n_slots; i++) {
+        const slot *o = &pool->slots[i];
+        if (o == sl || o->job) continue;
+        const size_t theirs = common_prefix(o, j);
+        if (theirs > mine ||
+            (theirs == mine && (o->id_task < sl->id_task ||
+                                (o->id_task == sl->id_task && o->id < sl->id))))
+            return false;
+    }
+    return true;
+}
+
 /* Runs one job on the slot's context, its model held from the first step to the last (so
  * that no other request evicts or moves it between two steps). Mirrors generate.c's loop
  * step for step. */
@@ -251,23 +312,35 @@ static void run_job(slot *sl, sl_serve_job *j)
         job_fail(j, 500, "context", err.msg);
         goto done;
     }
-    if (sl_ctx_rewind(sl->ctx, 0, &err)) {
+    if (!sl->hist && !(sl->hist = malloc((size_t)pool->n_ctx * sizeof *sl->hist))) {
+        job_fail(j, 500, "context", "out of memory");
+        goto done;
+    }
+    /* the prompt cache: keep the KV of the common prefix (one token left to evaluate) */
+    const uint64_t epoch = kv_epoch(pool->s);
+    size_t keep = epoch == sl->epoch ? common_prefix(sl, j) : 0;
+    if (keep && keep >= j->n_prompt) keep = j->n_prompt - 1;
+    sl->n_kv = 0;
+    if (sl_ctx_rewind(sl->ctx, (int32_t)keep, &err)) {
         job_fail(j, 500, "rewind", err.msg);
         goto done;
     }
+    sl->n_kv = keep;
+    sl->epoch = epoch;
+    j->n_cached = keep;
     if (sl_sampler_create(&j->p.so, &smp, &err)) {
         job_fail(j, 500, "sampler", err.msg);
         goto done;
     }
-    if (sl__serve_params_need_logits(&j->p) &&
-        ((!sl->ss && sl__serve_sampling_create(pool->info.n_vocab, &sl->ss, &err)) ||
-         (!sl->hist && !(sl->hist = malloc((size_t)pool->n_ctx * sizeof *sl->hist))))) {
+    if (sl__serve_params_need_logits(&j->p) && !sl->ss &&
+        sl__serve_sampling_create(pool->info.n_vocab, &sl->ss, &err)) {
         job_fail(j, 500, "sampler", err.msg[0] ? err.msg : "out of memory");
         goto done;
     }
     int32_t next;
     float logprob = 0;
-    if (eval(sl, smp, j->prompt, j->n_prompt, &next, &logprob, &j->prompt_s, &err)) {
+    if (eval(sl, smp, j->prompt + keep, j->n_prompt - keep, &next, &logprob, &j->prompt_s,
+             &err)) {
         job_fail(j, 500, "prefill", err.msg);
         goto done;
     }
@@ -313,6 +386,7 @@ static void run_job(slot *sl, sl_serve_job *j)
     }
 done:
     sl_sampler_destroy(smp);
+    if (sl->ctx) j->n_past = sl_ctx_n_past(sl->ctx);
     if (!held) sl__serve_model_unhold(pool->s, pool->sm);
     pthread_mutex_lock(&j->mu);
     j->stop = j->error_status ? SL_STOP_NONE : stop;
@@ -328,11 +402,13 @@ static void *worker(void *arg)
     sl_serve_pool *pool = sl->pool;
     pthread_mutex_lock(&pool->mu);
     for (;;) {
-        while (!pool->head && !pool->stopping) pthread_cond_wait(&pool->cv, &pool->mu);
+        while (!pool->stopping && !(pool->head && slot_takes(sl, pool->head->job)))
+            pthread_cond_wait(&pool->cv, &pool->mu);
         if (pool->stopping) break;
         qnode *q = pool->head;
         pool->head = q->next;
         if (!pool->head) pool->tail = NULL;
+        else pthread_cond_broadcast(&pool->cv); /* the next job's slot */
         sl_serve_job *j = q->job;
         free(q);
         pool->c.queued--;
@@ -370,7 +446,8 @@ static void *worker(void *arg)
         pool->c.model = info;
         pool->c.busy--;
         sl->job = NULL;
-        pool->c.prompt_tokens += skip ? 0 : j->n_prompt;
+        if (pool->head) pthread_cond_broadcast(&pool->cv); /* an idle slot more to choose */
+        pool->c.prompt_tokens += skip ? 0 : j->n_prompt - j->n_cached;
         pool->c.prompt_s += j->prompt_s;
         pool->c.predicted_tokens += (uint64_t)n_predicted;
         pool->c.predicted_s += j->gen_s;
@@ -503,7 +580,7 @@ sl_status sl__serve_pool_submit(sl_serve_pool *pool, sl_serve_job *j, sl_error *
     else pool->head = q;
     pool->tail = q;
     pool->c.queued++;
-    pthread_cond_signal(&pool->cv);
+    pthread_cond_broadcast(&pool->cv); /* the slot that takes it decides (slot_takes) */
     pthread_mutex_unlock(&pool->mu);
     return SL_OK;
 }
