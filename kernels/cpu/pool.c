@@ -1,9 +1,12 @@
 /* Thread pool for data-parallel kernels (see pool.h).
  *
  * Invariants:
- * - `generation` counts calls; a worker that has seen generation g runs the job of g + 1 once.
- * - During a call: pending == number of workers that have not yet finished this generation;
- *   the caller returns only after pending == 0 (so fn and ctx outlive every use).
+ * - `generation` counts calls; a worker that sees a new generation g tries to join g once.
+ * - gate = (g mod 2^32) << 32 | CLOSED? | joined: a worker joins call g by one CAS while g's
+ *   gate is open, and only a joined worker reads the job (fn, ctx, n, grain). The caller
+ *   closes the gate once every chunk is claimed and waits only for the workers that joined
+ *   (finished == joined), so a worker still asleep or descheduled costs the call nothing;
+ *   fn and ctx outlive every use.
  * - next_chunk only grows within a call; chunk c covers [c * grain, min(n, (c + 1) * grain)).
  * - busy is 1 exactly while a parallel_for runs (it guards against concurrent calls).
  */
@@ -27,6 +30,9 @@
 /* ~ a few microseconds of pause before sleeping on the condition variable. */
 enum { SPIN_ITERS = 2000 };
 
+#define GATE_CLOSED ((uint64_t)1 << 31)
+#define GATE_JOINED (GATE_CLOSED - 1)
+
 typedef struct worker {
     struct sl_cpu_pool *pool;
     pthread_t tid;
@@ -40,9 +46,10 @@ struct sl_cpu_pool {
 
     pthread_mutex_t mu;
     pthread_cond_t wake; /* workers wait here for a new generation or quit */
-    pthread_cond_t done; /* the caller waits here for pending == 0 / start-up */
+    pthread_cond_t done; /* the caller waits here for joined workers / start-up */
     atomic_uint_fast64_t generation;
-    atomic_int pending;
+    atomic_uint_fast64_t gate; /* the call's generation, closed flag, workers joined */
+    atomic_int finished;       /* joined workers done with the call */
     atomic_int quit;
     atomic_int busy;
 
@@ -104,9 +111,18 @@ static void *worker_main(void *arg)
         }
         if (atomic_load(&p->quit)) return NULL;
         seen = g;
+        /* join call g unless its caller has already claimed every chunk (or moved on) */
+        uint64_t v = atomic_load_explicit(&p->gate, memory_order_acquire);
+        bool joined = false;
+        while ((v >> 32) == (g & 0xffffffffu) && !(v & GATE_CLOSED) && !joined)
+            joined = atomic_compare_exchange_weak_explicit(&p->gate, &v, v + 1,
+                                                           memory_order_acq_rel,
+                                                           memory_order_acquire);
+        if (!joined) continue;
         run_chunks(p, w->index);
-        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&p->mu);
+        atomic_fetch_add_explicit(&p->finished, 1, memory_order_acq_rel);
+        if (atomic_load_explicit(&p->gate, memory_order_acquire) & GATE_CLOSED) {
+            pthread_mutex_lock(&p->mu); /* the caller may be waiting for this one */
             pthread_cond_signal(&p->done);
             pthread_mutex_unlock(&p->mu);
         }
@@ -235,19 +251,25 @@ sl_status sl_cpu_pool_parallel_for(sl_cpu_pool *p, int64_t n, int64_t grain, sl_
     p->grain = grain;
     p->n_chunks = n_chunks;
     atomic_store_explicit(&p->next_chunk, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->pending, p->n_threads - 1, memory_order_relaxed);
+    atomic_store_explicit(&p->finished, 0, memory_order_relaxed);
+    const uint64_t g = atomic_load_explicit(&p->generation, memory_order_relaxed) + 1;
+    atomic_store_explicit(&p->gate, (g & 0xffffffffu) << 32, memory_order_release);
     pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    atomic_store_explicit(&p->generation, g, memory_order_release);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
 
     run_chunks(p, 0);
 
-    for (int i = 0; i < SPIN_ITERS && atomic_load_explicit(&p->pending, memory_order_acquire); i++)
+    /* every chunk is claimed: no worker joins from here; wait for those that did */
+    const int joined = (int)(atomic_fetch_or_explicit(&p->gate, GATE_CLOSED,
+                                                      memory_order_acq_rel) & GATE_JOINED);
+    for (int i = 0;
+         i < SPIN_ITERS && atomic_load_explicit(&p->finished, memory_order_acquire) < joined; i++)
         SL_CPU_RELAX();
-    if (atomic_load_explicit(&p->pending, memory_order_acquire)) {
+    if (atomic_load_explicit(&p->finished, memory_order_acquire) < joined) {
         pthread_mutex_lock(&p->mu);
-        while (atomic_load_explicit(&p->pending, memory_order_acquire))
+        while (atomic_load_explicit(&p->finished, memory_order_acquire) < joined)
             pthread_cond_wait(&p->done, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }

@@ -73,6 +73,8 @@ struct sl_ctx {
     sl_cpu_pool *pool;
     sl_moe_sched *moe;
     const char *moe_mode;       /* the MoE scheduler's configured mode (sl_ctx_stats) */
+    bool experts_sync;          /* sched order=sync: a device layer's host experts after a
+                                 * blocking sync, not as a host function (forward.c) */
     int32_t cap;                /* tokens per forward chunk */
     sl__side host, dev;
     bool *layer_dev;            /* [n_layer]: the layer runs on the device side */

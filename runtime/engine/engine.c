@@ -330,6 +330,7 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
     if (!st) st = check_pins(c->m, fo.pinned, fo.pinned == pins ? "scheduler option pin"
                                                                 : "SLUICE_POSTFETCH_PIN", err);
     if (st || !c->m->hp.n_expert) return st;
+    c->experts_sync = fo.order == SL_FETCH_ORDER_SYNC;
     /* mode cpu with experts resident (pinned, hot, uploaded) is the fetching scheduler's:
      * they run on the device beside the CPU's part (fetch.h) */
     const bool resident = (fo.pinned && *fo.pinned) || fo.hot_bytes ||

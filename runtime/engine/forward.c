@@ -212,11 +212,12 @@ static void host_experts_fn(void *user)
     }
 }
 
-/* Whether a device layer's host experts can run in stream order (host_experts_fn): a host
- * function may not call into the device, so only the CPU scheduler's work can. */
+/* Whether a device layer's host experts run in stream order (host_experts_fn): a host
+ * function may not call into the device, so only the CPU scheduler's work can, and not
+ * with sched order=sync (a blocking sync, the experts on this thread). */
 static bool experts_in_stream_order(const sl_ctx *c, const sl__side *s)
 {
-    return s == &c->dev && (sl_moe_caps(c->moe) & SL_MOE_CAP_HOST_ONLY);
+    return s == &c->dev && !c->experts_sync && (sl_moe_caps(c->moe) & SL_MOE_CAP_HOST_ONLY);
 }
 
 /* Runs a layer's FFN part that lives on the other side o of the layer's side s: the

@@ -152,9 +152,13 @@ static sl_status cuda_job(fetch *f, fgroup *g, bool full)
  * kernels on sim, kernels/cuda on cuda. true: enqueued. */
 static bool launch_dev(fetch *f, fgroup *g, bool full)
 {
-    if (!f->cu)
-        return sl_device_launch_host(f->dev, f->ks, full ? job_full : job_down, g, NULL) == SL_OK;
-    return f->dact && cuda_job(f, g, full) == SL_OK;
+    const uint64_t t0 = sl__now_ns();
+    const bool ok = f->cu ? f->dact && cuda_job(f, g, full) == SL_OK
+                          : sl_device_launch_host(f->dev, f->ks, full ? job_full : job_down, g,
+                                                  NULL) == SL_OK;
+    f->call_issue_ns += sl__now_ns() - t0;
+    f->call_issue_ops++;
+    return ok;
 }
 
 /* ---- CPU work (spans recorded for the overlap metric and the trace) -------------------- */
@@ -227,6 +231,7 @@ static bool cs_drain(fetch *f)
 
 static void enqueue_one(fetch *f, int64_t i)
 {
+    const uint64_t t0 = sl__now_ns();
     fcopy *c = &f->cps[i];
     uint8_t *dst = (uint8_t *)sl_bfc_ptr(f->arena, f->scratch) + c->dst_off;
     c->t_enq = sl__now_ns();
@@ -244,6 +249,8 @@ static void enqueue_one(fetch *f, int64_t i)
     c->state = C_INFLIGHT;
     f->cs_stats.copies++;
     f->cs_stats.bytes_copied += c->bytes;
+    f->call_issue_ns += sl__now_ns() - t0; /* the cost model's host cost per operation */
+    f->call_issue_ops++;
 }
 
 static int64_t inflight(const fetch *f)
@@ -366,24 +373,6 @@ bool sl__fetch_fill(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_
         f->cs_stats.bytes_copied += pb[p];
     }
     return true;
-}
-
-/* ---- the cost model (fetch.h) ------------------------------------------------------------ */
-
-static sl_fetch_mode choose(const fetch *f, int64_t misses, int64_t used, int64_t n_assign,
-                            const uint64_t pb[3])
-{
-    if (!misses) return SL_FETCH_POST;
-    const double m = (double)misses, bgu = (double)(pb[0] + pb[1]), bd = (double)pb[2];
-    const double tpe = (double)n_assign / (double)used;
-    const double k = tpe > KNEE ? tpe / KNEE : 1.0;
-    const double t_cpu = m * (bgu + bd) / f->cpu_bw * k;
-    double t_post = m * bgu / f->cpu_bw * k;
-    if (m * bd / f->pcie_bw > t_post) t_post = m * bd / f->pcie_bw;
-    t_post += m * bd / f->dev_bw;
-    const double t_full = m * (bgu + bd) / f->pcie_bw + m * (bgu + bd) / f->dev_bw;
-    if (t_cpu <= t_post && t_cpu <= t_full) return SL_FETCH_CPU;
-    return t_post <= t_full ? SL_FETCH_POST : SL_FETCH_FULL;
 }
 
 /* ---- exec -------------------------------------------------------------------------------- */
@@ -654,42 +643,6 @@ static void sum_groups(fetch *f, const sl_moe_assign *a, float *out)
     }
 }
 
-/* Fallbacks, copy overlap (fetch.h's definition), measured bandwidths. */
-static void measure(fetch *f, int64_t n_assign)
-{
-    for (int64_t xi = 0; xi < f->n_x; xi++) {
-        const xinfo *xx = &f->xs[xi];
-        if (xx->kind != X_FETCH) continue;
-        if (xx->failed) f->cs_stats.fallbacks_fail++;
-        else if (xx->missed) f->cs_stats.fallbacks_miss++;
-    }
-    for (int64_t i = 0; i < f->n_c; i++) {
-        const fcopy *c = &f->cps[i];
-        if (c->state != C_DONE || !c->t_done) continue;
-        const sl__iv span = {c->t_enq, c->t_done};
-        f->cs_stats.copy_ns += (double)(c->t_done - c->t_enq);
-        f->cs_stats.hidden_ns += (double)sl__overlap_ns(span, f->iv, f->n_iv);
-        double ns = 0;
-        if (host_stamps(f)) {
-            sl__trace_add(&f->trace, SL__TID_COPY, c->t_start, c->t_done, "copy L%d %llu KiB",
-                          f->cur.layer, (unsigned long long)(c->bytes >> 10));
-            if (c->t_done > c->t_start) ns = (double)(c->t_done - c->t_start);
-        } else {
-            float ms = 0;
-            if (sl_device_event_elapsed_ms(f->dev, f->ev0[i], f->ev[i], &ms, NULL) == SL_OK)
-                ns = (double)ms * 1e6;
-        }
-        if (ns > 0) f->pcie_bw = 0.8 * f->pcie_bw + 0.2 * (double)c->bytes * 1e9 / ns;
-    }
-    f->base.stats.cpu_bytes += f->call_cpu_bytes;
-    f->base.stats.cpu_ns += f->call_cpu_ns;
-    /* CPU bandwidth: weight bytes the CPU read over its expert time, from memory-bound calls
-     * only (few tokens per expert), since the cost model scales compute-bound calls itself */
-    if (f->call_cpu_ns > 0 && n_assign <= (int64_t)KNEE * f->n_x)
-        f->cpu_bw = 0.8 * f->cpu_bw + 0.2 * (double)f->call_cpu_bytes * 1e9 /
-                                          (double)f->call_cpu_ns;
-}
-
 static void account(fetch *f)
 {
     const int32_t layer = f->cur.layer;
@@ -737,6 +690,8 @@ static sl_status run_cpu_batch(fetch *f, const sl_moe_assign *a, const float *x,
             for (int64_t i = 0; i < f->gs[gi].m; i++) f->sub[j++] = a[f->gs[gi].idx[i]];
     const uint64_t t0 = sl__now_ns();
     if ((st = sl__moe_cpu_rows(f->parts, &f->cur, f->sub, n, x, n_tok, f->rows, err))) return st;
+    f->call_cpu_assign += n;
+    f->call_cpu_x += nx;
     j = 0;
     for (int64_t xi = 0; xi < f->n_x; xi++)
         for (int64_t gi = f->xs[xi].g0; f->xs[xi].kind == X_CPU && gi < f->xs[xi].g1; gi++) {
@@ -804,7 +759,8 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     f->cur = *L;
     memset(&f->cs_stats, 0, sizeof f->cs_stats);
     f->cs_stats.calls = 1;
-    f->call_cpu_bytes = f->call_cpu_ns = 0;
+    f->call_cpu_bytes = f->call_cpu_ns = f->call_issue_ns = 0;
+    f->call_cpu_assign = f->call_cpu_x = f->call_issue_ops = 0;
     /* promotions of the previous call land before anything reads the cache or the scratch */
     const bool dev_ok = cs_drain(f);
     sl_status st = prepare(f, L, a, n_assign, err);
@@ -828,7 +784,10 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     }
     const int64_t misses = use_dev ? classify(f, CL) : 0;
     sl_fetch_mode mode = f->opt.mode;
-    if (mode == SL_FETCH_AUTO) mode = choose(f, misses, f->n_x, n_assign, f->pb);
+    if (mode == SL_FETCH_AUTO) {
+        mode = sl__fetch_choose(f, misses, f->n_x, n_assign, f->pb);
+        if (mode != SL_FETCH_CPU) sl__fetch_probe(f); /* the CPU side stays measured */
+    }
     f->cs_stats.calls_mode[mode]++;
     for (int64_t xi = 0; xi < f->n_x; xi++)
         if (f->xs[xi].kind == X_FETCH) {
@@ -851,7 +810,7 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
         return sl_error_set(err, st, "moe layer %d: %s", L->layer, why);
     }
     sum_groups(f, a, out);
-    measure(f, n_assign);
+    sl__fetch_measure(f, mode, n_assign);
     if (CL && f->opt.cache_bytes && mode != SL_FETCH_CPU) sl__fetch_promote(f, CL, off);
     if (CL && f->opt.cache_bytes && f->opt.uploads && mode == SL_FETCH_CPU)
         sl__fetch_upload(f, CL, off);
@@ -972,6 +931,8 @@ sl_status sl_moe_fetch_create(sl_device *dev, const sl_fetch_options *opt, const
     f->cpu_bw = (opt->cpu_gbs > 0 ? opt->cpu_gbs : 100.0) * 1e9;
     f->pcie_bw = (opt->pcie_gbs > 0 ? opt->pcie_gbs : 25.0) * 1e9;
     f->dev_bw = (opt->dev_gbs > 0 ? opt->dev_gbs : 1000.0) * 1e9;
+    f->dram_bw = opt->dram_gbs * 1e9;
+    f->host_ns[SL_FETCH_POST] = f->host_ns[SL_FETCH_FULL] = 10e3; /* until measured */
     sl__cache_init(&f->cache, opt->policy, opt->lfu_decay, opt->cache_bytes);
     f->trace.on = opt->trace || opt->debug;
     f->trace.cap = opt->trace_max_spans;

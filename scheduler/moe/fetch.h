@@ -37,13 +37,24 @@
  *   tpe = tokens per used expert (n_assign / used); knee = 8 tokens (past it the CPU matvec is
  *   compute-bound, so CPU time grows with tpe / knee);
  *   cpu(bytes) = bytes / cpu_bw * max(1, tpe / knee);   dev(bytes) = bytes / dev_bw
+ *   ops_post = m (1 + jobs), ops_full = m (3 + jobs): device operations of the misses (a
+ *   copy with its events per piece, a device job per group of 64 assignments: jobs =
+ *   ceil(tpe / 64)); host_post, host_full = the host's time per operation, per mode; dram = dram_bw (the host DRAM that DMA and the CPU both
+ *   read; option dram_gbs, else max(cpu_bw, pcie_bw): what they read together takes at least
+ *   their sum over it)
  *   T_cpu  = cpu(m (Bgu + Bd))
- *   T_post = max(cpu(m Bgu), m Bd / pcie_bw) + dev(m Bd)
- *   T_full = m (Bgu + Bd) / pcie_bw + dev(m (Bgu + Bd))
+ *   T_post = max(cpu(m Bgu), m Bd / pcie_bw, m (Bgu + Bd) / dram) + dev(m Bd)
+ *            + ops_post host_post
+ *   T_full = max(m (Bgu + Bd) / pcie_bw, m (Bgu + Bd) / dram) + dev(m (Bgu + Bd))
+ *            + ops_full host_full
  *   the smallest wins (ties: cpu, then post); cpu applies to the misses only (resident experts
  *   stay on the device). cpu_bw and pcie_bw start from the options (or 100 and 25 GB/s) and
  *   follow measurements (exponential averages: weight bytes / CPU expert time of memory-bound
- *   calls, tpe <= knee; copy bytes / copy time); dev_bw is the option (default 1000 GB/s).
+ *   work, tpe <= knee; copy bytes / copy time); host_post / host_full start at 10 us and
+ *   follow the measured issue time per operation; dev_bw is the option (default 1000
+ *   GB/s). The CPU is never left unmeasured: an auto call that fetches two or more misses
+ *   computes the one with the fewest assignments on the CPU (the probe; fetch_cost.c), so a
+ *   choice of post or full is revisited as soon as the CPU's side would win again.
  *   Uncalibrated on real hardware so far: the constants are placeholders for the GPU machine.
  *
  * Expert cache (cache.c): whole experts (gate, up, down packed in one BFC block of the same
@@ -125,6 +136,12 @@ typedef enum sl_fetch_mode {
 
 typedef enum sl_cache_policy { SL_CACHE_LRU = 0, SL_CACHE_LFU = 1 } sl_cache_policy;
 
+/* How a device layer's host experts (the CPU scheduler's, engine forward.c) are ordered
+ * against the device: a host function on the stream (the host thread queues on; on cuda it
+ * runs on CUDA's callback thread), or a blocking sync per layer with the experts computed on
+ * the calling thread. Same bits either way. */
+typedef enum sl_fetch_order { SL_FETCH_ORDER_STREAM = 0, SL_FETCH_ORDER_SYNC = 1 } sl_fetch_order;
+
 typedef struct sl_fetch_options {
     sl_fetch_mode mode;
     bool block_on_miss;         /* post: the device waits for a late copy instead of the CPU */
@@ -146,11 +163,13 @@ typedef struct sl_fetch_options {
      * every fetched expert, mode cpu uploads none); in mode cpu, with cache_bytes, the CPU-
      * computed experts of highest decayed frequency (lfu score) are uploaded after the call */
     int uploads;
+    sl_fetch_order order;       /* host experts of a device layer (default stream; above) */
     bool dedicated_streams;     /* own copy and compute streams (default); false: one stream */
     bool debug;                 /* validate the cache after every call; record the trace */
     bool trace;                 /* record spans for sl_moe_trace_write */
     uint64_t trace_max_spans;   /* default 1 << 20 */
     double cpu_gbs, pcie_gbs, dev_gbs;  /* cost-model starting bandwidths; 0: defaults */
+    double dram_gbs;            /* host DRAM read bandwidth DMA and CPU share; 0: see above */
     /* the group buffers (page-locked on cuda, with a device mirror) sized at creation for this
      * many (token, expert) assignments of a layer n_embd / n_ff wide, so that no call
      * registers host memory or allocates device memory; 0: grown on first use */
@@ -173,8 +192,9 @@ sl_status sl_fetch_options_vars(sl_fetch_options *o, sl_fetch_var_fn get, void *
 /* Applies "key=value" items separated by spaces or ';' (NULL or "" changes nothing): mode,
  * block_on_miss, max_transfers, scratch_kb, cache_kb, hot_kb, hot_warm, uploads, policy,
  * decay, pin (copied into
- * pin_buf of pin_cap bytes, which o->pinned then points at), streams (dedicated|shared),
- * debug, trace, cpu_gbs, pcie_gbs, dev_gbs. Unknown keys and bad values are SL_ERR_INVALID
+ * pin_buf of pin_cap bytes, which o->pinned then points at), order (stream|sync), streams
+ * (dedicated|shared),
+ * debug, trace, cpu_gbs, pcie_gbs, dev_gbs, dram_gbs. Unknown keys and bad values are SL_ERR_INVALID
  * naming them. */
 sl_status sl_fetch_options_parse(sl_fetch_options *o, const char *spec, char *pin_buf,
                                  size_t pin_cap, sl_error *err);

@@ -198,6 +198,11 @@ sl_status sl_fetch_options_parse(sl_fetch_options *o, const char *spec, char *pi
                                     v);
             memcpy(pin_buf, v, strlen(v) + 1);
             o->pinned = pin_buf;
+        } else if (!strcmp(k, "order")) {
+            if (!strcmp(v, "stream")) o->order = SL_FETCH_ORDER_STREAM;
+            else if (!strcmp(v, "sync")) o->order = SL_FETCH_ORDER_SYNC;
+            else st = sl_error_set(err, SL_ERR_INVALID, "%s: '%s' is not an order; expected "
+                                   "stream or sync", what, v);
         } else if (!strcmp(k, "streams")) {
             if (!strcmp(v, "dedicated")) o->dedicated_streams = true;
             else if (!strcmp(v, "shared")) o->dedicated_streams = false;
@@ -208,12 +213,13 @@ sl_status sl_fetch_options_parse(sl_fetch_options *o, const char *spec, char *pi
         else if (!strcmp(k, "cpu_gbs")) st = sl_parse_f64(what, v, k_gbs, &o->cpu_gbs, err);
         else if (!strcmp(k, "pcie_gbs")) st = sl_parse_f64(what, v, k_gbs, &o->pcie_gbs, err);
         else if (!strcmp(k, "dev_gbs")) st = sl_parse_f64(what, v, k_gbs, &o->dev_gbs, err);
+        else if (!strcmp(k, "dram_gbs")) st = sl_parse_f64(what, v, k_gbs, &o->dram_gbs, err);
         else
             st = sl_error_set(err, SL_ERR_INVALID,
                               "scheduler option '%s': unknown key (mode, block_on_miss, "
                               "max_transfers, scratch_kb, cache_kb, hot_kb, hot_warm, uploads, "
-                              "policy, decay, pin, streams, debug, trace, cpu_gbs, pcie_gbs, "
-                              "dev_gbs)", k);
+                              "policy, decay, pin, order, streams, debug, trace, cpu_gbs, "
+                              "pcie_gbs, dev_gbs, dram_gbs)", k);
         if (st) return st;
     }
     return SL_OK;

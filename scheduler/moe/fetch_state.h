@@ -111,16 +111,30 @@ typedef struct fetch {
     sl_fetch_stats cs_stats; /* of the current call */
     uint64_t pb[3];          /* bytes of one expert's gate, up, down */
     uint64_t call_cpu_bytes, call_cpu_ns;
+    int64_t call_cpu_assign, call_cpu_x; /* run_cpu_batch's assignments and experts */
+    uint64_t call_issue_ns;  /* host time in the device calls of copies and device jobs */
+    int64_t call_issue_ops;  /* those copies (with their events) and jobs */
     /* run */
     sl_fetch_stats total;
     sl_fetch_stats *per_layer;
     int32_t n_layer_stats;
     double cpu_bw, pcie_bw, dev_bw; /* bytes/s */
+    double dram_bw;          /* host DRAM read, shared by DMA and the CPU; 0: max(cpu, pcie) */
+    double host_ns[4];       /* [post], [full]: host ns per device operation (fetch_cost.c) */
     /* the CPU scheduler, for the hot/cold parts of split experts (fetch_exec): a part has
      * nothing to fetch (the hot side is resident in the engine's arena, the cold side runs
      * on the CPU by the placement's choice) */
     sl_moe_sched *parts;
 } fetch;
+
+/* fetch_cost.c (fetch.h's cost model): the mode for a call's misses; the probe, a missed
+ * expert turned X_CPU in an auto call that fetches (the fewest assignments; none with fewer
+ * than two misses), so the CPU's bandwidth keeps being measured — returns its index or -1;
+ * after the call, the fallbacks, copy overlap and the model's inputs from what it measured. */
+sl_fetch_mode sl__fetch_choose(const fetch *f, int64_t misses, int64_t used, int64_t n_assign,
+                               const uint64_t pb[3]);
+int64_t sl__fetch_probe(fetch *f);
+void sl__fetch_measure(fetch *f, sl_fetch_mode mode, int64_t n_assign);
 
 /* fetch.c: fills an admitted cache entry of expert e (pieces in slot[p] device to device,
  * the rest from the host) on the copy stream; false when a copy was refused. */

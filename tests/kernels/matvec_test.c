@@ -13,6 +13,7 @@
  * finite half scales (which is harsher: qs may be -128). */
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -707,6 +708,50 @@ static void cover_fn(void *ctx, int64_t b, int64_t e, int thread)
     for (int64_t i = b; i < e; i++) atomic_fetch_add(&c->hits[i], 1);
 }
 
+/* Back-to-back small calls, from a thread other than the pool's creator (as a host function on
+ * a device stream's thread calls it): every index exactly once per call, whichever workers
+ * joined (a worker that wakes late must not run a chunk of a call that has returned). */
+typedef struct burst {
+    sl_cpu_pool *p;
+    int n_threads, wrong, failed;
+} burst;
+
+static void *burst_main(void *arg)
+{
+    burst *b = arg;
+    enum { N = 64 };
+    atomic_int hits[N];
+    for (int rep = 0; rep < 2000; rep++) {
+        const int64_t n = 1 + rep % N, grain = 1 + rep % 3;
+        for (int i = 0; i < N; i++) atomic_store(&hits[i], 0);
+        cover c = {.hits = hits, .n_threads = b->n_threads};
+        sl_error e;
+        b->failed += sl_cpu_pool_parallel_for(b->p, n, grain, cover_fn, &c, &e) != SL_OK;
+        for (int64_t i = 0; i < N; i++) b->wrong += atomic_load(&hits[i]) != (i < n);
+        b->wrong += atomic_load(&c.bad_thread);
+    }
+    return NULL;
+}
+
+static void check_pool_bursts(void)
+{
+    for (int nt = 2; nt <= 3; nt++) {
+        sl_cpu_pool_options o = {.n_threads = nt, .numa_node = -1};
+        burst b = {.n_threads = nt};
+        sl_error e;
+        CHECK_MSG(!sl_cpu_pool_create(&o, &b.p, &e), "%s", e.msg);
+        if (!b.p) continue;
+        pthread_t t;
+        for (int round = 0; round < 2; round++) {
+            CHECK(!pthread_create(&t, NULL, burst_main, &b) && !pthread_join(t, NULL));
+            burst_main(&b); /* and from the creator */
+        }
+        CHECK_MSG(!b.wrong && !b.failed, "pool %d threads, bursts from two threads: %d indices "
+                  "wrong, %d calls failed", nt, b.wrong, b.failed);
+        sl_cpu_pool_destroy(b.p);
+    }
+}
+
 static void check_pool(void)
 {
     sl_error e;
@@ -778,6 +823,7 @@ int main(void)
     check_act_quant();
     check_act_quant_fast(&cs);
     check_pool();
+    check_pool_bursts();
     check_multi(&cs);
 
     static const int64_t rows_list[] = {1, 3, 17, 64, 257};

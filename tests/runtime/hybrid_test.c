@@ -6,7 +6,8 @@
  *   - the logits of every decode step equal the CPU placement's bit for bit;
  *   - mode=cpu with the experts on the host moves no expert bytes over PCIe, and its host part
  *     is ordered on the stream: the one blocking wait of a token is for its logits (0 per
- *     layer), with a fixed number of device calls per layer;
+ *     layer), with a fixed number of device calls per layer; with order=sync the same bits
+ *     and one blocking sync per layer (the old path);
  *   - static hot residency (mode=cpu hot_kb=...) computes part of the assignments on the device
  *     and moves no expert bytes in decode once its set is resident; a run-time cache with
  *     uploads=1 moves at most one expert per layer and token. */
@@ -125,6 +126,21 @@ static void check_arch(const char *arch, const char *dir)
     printf("%s mode=cpu: %.2f blocking syncs and %.1f device calls per MoE layer and token\n",
            arch, (double)syncs / N_DECODE / (double)moe_layers,
            (double)calls / N_DECODE / (double)moe_layers);
+    free(r.logits);
+
+    /* order=sync (fetch.h sl_fetch_order): the old path, a blocking sync per MoE layer and
+     * the experts on the calling thread; the same bits */
+    r = decode(m, "mode=cpu order=sync", info.n_vocab);
+    CHECK_MSG(r.ok && same(ref.logits, r.logits, NV), "%s order=sync: decode logits differ "
+              "from the CPU placement's", arch);
+    CHECK_MSG(!strcmp(r.sched, "cpu"), "%s order=sync: scheduler %s", arch, r.sched);
+    const uint64_t sync_syncs = r.s1.dev_syncs - r.s0.dev_syncs;
+    CHECK_MSG(sync_syncs == (uint64_t)N_DECODE * (1 + (uint64_t)moe_layers),
+              "%s order=sync: %llu blocking syncs in %d tokens of %lld MoE layers (want one "
+              "per layer and one per token)", arch, (unsigned long long)sync_syncs, N_DECODE,
+              (long long)moe_layers);
+    CHECK_MSG(r.s1.copy_bytes == r.s0.copy_bytes, "%s order=sync: expert bytes over PCIe",
+              arch);
     free(r.logits);
 
     /* static hot residency (fetch.h hot_kb): half of each layer's experts pinned from the

@@ -324,6 +324,7 @@ static void test_config(const char *path)
     }
     expect_ctx_error(m, "mode=post colour=blue", "colour", "unknown key");
     expect_ctx_error(m, "mode=sideways", "mode", "sideways");
+    expect_ctx_error(m, "mode=cpu order=later", "order", "'later' is not an order");
     expect_ctx_error(m, "max_transfers=999", "max_transfers", "999");
     expect_ctx_error(m, "mode=post pin=1-2", "pin", "1-2");
     expect_ctx_error(m, "mode=post block_on_miss", "block_on_miss", "key=value");

@@ -312,17 +312,23 @@ def main():
     mj = json.loads(r.stdout) if r.returncode == 0 else {}
     rows = mj.get("rows", [])
     expect(r.returncode == 0 and [x.get("mode") for x in rows] ==
-           ["cpu", "post", "full", "auto+cache", "static hot", "cpu+uploads"] and
+           ["cpu", "cpu sync", "post", "full", "auto+cache", "static hot", "cpu+uploads"] and
            all(x.get("ok") and x.get("decode_tps", 0) > 0 and x.get("bound_tps", 0) > 0 and
-               x.get("prefill_tps", 0) > 0 for x in rows),
-           f"bench moe --json runs cpu, post, full, auto+cache, static hot, cpu+uploads "
-           f"({r.stderr.strip()[-300:]})")
+               ((x.get("prefill_tps") or 0) > 0) == (x.get("mode") != "cpu sync")
+               for x in rows),
+           f"bench moe --json runs cpu, cpu sync (decode only), post, full, auto+cache, "
+           f"static hot, cpu+uploads ({r.stderr.strip()[-300:]})")
     # the host's cost per layer and token: the cpu row waits only for the logits (its host
     # part is ordered on the stream) and moves no expert bytes; the static hot row none either
     by = {x.get("mode"): x for x in rows}
     expect(all(k in x for x in rows for k in ("syncs_per_layer", "device_calls_per_layer",
                                               "pcie_expert_bytes_per_token", "cpu_expert_gbps")),
            "bench moe rows carry syncs, device calls, PCIe expert bytes, CPU GB/s")
+    # order=sync: the same work after a blocking sync per layer (one per token beside it)
+    expect(by.get("cpu sync", {}).get("syncs_per_layer", 0) >= 1 and
+           by.get("cpu sync", {}).get("sched") == "mode=cpu order=sync" and
+           by.get("cpu sync", {}).get("prefill_skipped"),
+           f"bench moe: cpu sync row {by.get('cpu sync')}")
     expect(by.get("cpu", {}).get("pcie_expert_bytes_per_token") == 0 and
            by.get("static hot", {}).get("pcie_expert_bytes_per_token") == 0 and
            0 < by.get("cpu", {}).get("syncs_per_layer", 1) < 1 and
@@ -330,20 +336,20 @@ def main():
            f"bench moe: cpu / static hot rows: {by.get('cpu')} {by.get('static hot')}")
     expect(mj.get("simulated") is True and "SIMULATED" in r.stderr and
            mj.get("cpu_gbps", 0) > 0 and mj.get("pcie_gbps", 0) > 0 and
-           rows[1:2] and rows[1].get("pcie_bytes_per_step", 0) > 0,
+           by.get("post", {}).get("pcie_bytes_per_step", 0) > 0,
            "bench moe on sim: banner, measured bandwidths, post copies bytes")
     modes = [(x.get("scheduler"), x.get("sched_mode")) for x in rows]
     expect(mj.get("placement") == "experts-cpu" and
-           modes == [("cpu", "cpu"), ("fetch", "post"), ("fetch", "full"), ("fetch", "auto"),
-                     ("fetch", "cpu"), ("fetch", "cpu")] and
+           modes == [("cpu", "cpu"), ("cpu", "cpu"), ("fetch", "post"), ("fetch", "full"),
+                     ("fetch", "auto"), ("fetch", "cpu"), ("fetch", "cpu")] and
            all(x.get("placement") == "experts-cpu" and x.get("decode_steps") == 2 and
                0 < x["decode_ms_per_token_median"] <= x["decode_ms_per_token_p90"] and
                math.isclose(x["decode_tps"], 1e3 / x["decode_ms_per_token_mean"], rel_tol=1e-9)
                for x in rows) and rows[0].get("moe_calls_per_step", 0) is None and
-           rows[1].get("moe_calls_per_step", {}).get("post", 0) > 0 and
-           rows[1]["moe_calls_per_step"]["full"] == 0 and
-           rows[2].get("moe_calls_per_step", {}).get("full", 0) > 0 and
-           rows[2]["moe_calls_per_step"]["post"] == 0,
+           rows[2].get("moe_calls_per_step", {}).get("post", 0) > 0 and
+           rows[2]["moe_calls_per_step"]["full"] == 0 and
+           rows[3].get("moe_calls_per_step", {}).get("full", 0) > 0 and
+           rows[3]["moe_calls_per_step"]["post"] == 0,
            f"bench moe rows name the scheduler, its mode and calls per mode ({modes})")
     r = run("bench", "moe", "--help")
     expect(r.returncode == 0 and "usage:" in r.stdout and "--sim-h2d-gbs" in r.stdout,

@@ -9,10 +9,15 @@
  * Setup: placement experts-cpu (non-expert weights on the device, routed experts in host
  * memory); VRAM budget = non-expert weights + 25% of the expert bytes, the 25% going to the
  * scheduler's expert cache (sched cache_kb) in the auto+cache row. Rows (sched strings):
- *   cpu         mode=cpu                       experts on the CPU (baseline)
+ *   cpu         mode=cpu                       experts on the CPU (baseline), each device
+ *                                              layer's host part a host function on the stream
+ *   cpu sync    mode=cpu order=sync            the same, after a blocking sync per layer on
+ *                                              the calling thread (fetch.h sl_fetch_order;
+ *                                              decode only: a prefill's order costs the same)
  *   post        mode=post                      gate/up/act on the CPU, down copied + on device
  *   full        mode=full                      whole experts copied, computed on the device
- *   auto+cache  mode=auto cache_kb=<25%> cpu_gbs/pcie_gbs/dev_gbs=<measured>
+ *   auto+cache  mode=auto cache_kb=<25%> cpu_gbs/pcie_gbs/dev_gbs=<measured>, dram_gbs=<the
+ *               streaming read> (DMA and the CPU share it)
  *   static hot  mode=cpu hot_kb=<25%> hot_warm=<the prompt's assignments>: each layer's most
  *               routed experts in the prompt stay resident, computed on the device beside
  *               the CPU's misses; nothing crosses PCIe in decode
@@ -67,7 +72,7 @@
 
 static const char *const k_cmd = "bench moe";
 
-enum { N_ROWS = 6, PROMPT = 8, COPY_REPS = 5 };
+enum { N_ROWS = 7, PROMPT = 8, COPY_REPS = 5 };
 
 static void usage(FILE *f)
 {
@@ -77,7 +82,8 @@ static void usage(FILE *f)
           "         [--keep]\n"
           "\n"
           "Decode and prefill tok/s of a MoE model with its routed experts in host memory\n"
-          "(placement experts-cpu), for the scheduler modes cpu (baseline), post, full and\n"
+          "(placement experts-cpu), for the scheduler modes cpu (baseline; cpu sync: its\n"
+          "host part after a blocking sync per layer, decode only), post, full and\n"
           "auto with an expert cache of 25% of the expert bytes (VRAM budget = non-expert\n"
           "weights + 25% of experts), static hot (mode cpu, the prompt's most routed experts\n"
           "resident in that 25%) and cpu+uploads (mode cpu, a cache of at most 2 uploads per\n"
@@ -185,6 +191,7 @@ typedef struct row {
     bool traced;
     const char *scheduler, *sched_mode;
     double decode_tps, prefill_tps;
+    bool no_prefill;                         /* decode only (prefill_tps not measured) */
     sl_cli_steps steps;                      /* decode steps: median, mean, p90 ms */
     /* per decode step: (token, expert) evaluations by side, fetch calls by the mode each ran */
     double calls_cpu, calls_gpu, mcalls_cpu, mcalls_post, mcalls_full;
@@ -267,6 +274,8 @@ static void run_row(sl_model *m, const sl_model_info *info, const sl_bench_bytes
     }
     sl_ctx_destroy(c);
     c = NULL;
+    r->ok = r->no_prefill;
+    if (r->no_prefill) goto out;
     /* prefill in one batch on a fresh context */
     co.n_ctx = n_pre + 1;
     co.n_batch = n_pre;
@@ -357,7 +366,8 @@ static void json_row(const row *r)
     printf(",\"hit_rate\":");
     sl_json_f64(stdout, r->hit_rate);
     printf(",\"prefill_tps\":");
-    sl_json_f64(stdout, r->prefill_tps);
+    if (r->no_prefill) printf("null,\"prefill_skipped\":\"decode-only row\"");
+    else sl_json_f64(stdout, r->prefill_tps);
     sl_bench_dev_cost_json(stdout, &r->cost);
     putchar('}');
 }
@@ -539,29 +549,33 @@ int sl_bench_moe(int argc, char **argv)
     const double per_layer = (double)mb.experts / (double)mb.n_moe_layers;
     uint64_t scratch_kb = (uint64_t)(per_layer / 1024) + 1024;
     if (scratch_kb < 64 * 1024) scratch_kb = 64 * 1024;
-    const char *names[N_ROWS] = {"cpu", "post", "full", "auto+cache", "static hot",
+    const char *names[N_ROWS] = {"cpu", "cpu sync", "post", "full", "auto+cache", "static hot",
                                  "cpu+uploads"};
+    enum { R_POST = 2, R_AUTO = 4 }; /* rows from R_POST on run the fetching scheduler */
     snprintf(rows[0].sched, sizeof rows[0].sched, "mode=cpu");
-    snprintf(rows[1].sched, sizeof rows[1].sched, "mode=post scratch_kb=%" PRIu64, scratch_kb);
-    snprintf(rows[2].sched, sizeof rows[2].sched, "mode=full scratch_kb=%" PRIu64, scratch_kb);
-    snprintf(rows[3].sched, sizeof rows[3].sched,
-             "mode=auto scratch_kb=%" PRIu64 " cache_kb=%" PRIu64 " cpu_gbs=%.3f", scratch_kb,
-             cache_bytes >> 10, cpu_gbs);
+    snprintf(rows[1].sched, sizeof rows[1].sched, "mode=cpu order=sync");
+    rows[1].no_prefill = true;
+    snprintf(rows[R_POST].sched, sizeof rows[R_POST].sched, "mode=post scratch_kb=%" PRIu64,
+             scratch_kb);
+    snprintf(rows[3].sched, sizeof rows[3].sched, "mode=full scratch_kb=%" PRIu64, scratch_kb);
+    snprintf(rows[R_AUTO].sched, sizeof rows[R_AUTO].sched,
+             "mode=auto scratch_kb=%" PRIu64 " cache_kb=%" PRIu64 " cpu_gbs=%.3f dram_gbs=%.3f",
+             scratch_kb, cache_bytes >> 10, cpu_gbs, cpu_gbs);
     if (h2d_gbs > 0) {
-        const size_t n = strlen(rows[3].sched);
-        snprintf(rows[3].sched + n, sizeof rows[3].sched - n, " pcie_gbs=%.3f dev_gbs=%.3f",
+        const size_t n = strlen(rows[R_AUTO].sched);
+        snprintf(rows[R_AUTO].sched + n, sizeof rows[R_AUTO].sched - n, " pcie_gbs=%.3f dev_gbs=%.3f",
                  h2d_gbs, d2d_gbs / 2);
     }
-    snprintf(rows[4].sched, sizeof rows[4].sched, "mode=cpu hot_kb=%" PRIu64 " hot_warm=%d",
+    snprintf(rows[5].sched, sizeof rows[5].sched, "mode=cpu hot_kb=%" PRIu64 " hot_warm=%d",
              cache_bytes >> 10, PROMPT * info.n_expert_used);
-    snprintf(rows[5].sched, sizeof rows[5].sched,
+    snprintf(rows[6].sched, sizeof rows[6].sched,
              "mode=cpu cache_kb=%" PRIu64 " policy=lfu uploads=2", cache_bytes >> 10);
     bool trace_done = false;
     for (int k = 0; k < N_ROWS; k++) {
         row *r = &rows[k];
         r->name = names[k];
         if (!json) fprintf(stderr, "bench moe: %s ...\n", r->name);
-        run_row(m, &info, &mb, k > 0, k == 1, (int32_t)n_dec, (int32_t)n_pre,
+        run_row(m, &info, &mb, k >= R_POST, k == R_POST, (int32_t)n_dec, (int32_t)n_pre,
                 trace ? sl_cli_out_name(&tr) : NULL, r);
         trace_done |= r->traced;
         const double tc = r->cpu_bytes / (cpu_gbs * 1e9);
@@ -625,12 +639,14 @@ int sl_bench_moe(int argc, char **argv)
                 printf("%-11s unavailable: %s\n", r->name, r->why);
                 continue;
             }
-            printf("%-11s %9.1f %9.1f %5.0f%% %8.3f %8.3f %8.3f %7.1f%% %5.1f%% %5.1f%% %11.1f "
+            char pre[32] = "-"; /* a decode-only row */
+            if (!r->no_prefill) snprintf(pre, sizeof pre, "%.1f", r->prefill_tps);
+            printf("%-11s %9.1f %9.1f %5.0f%% %8.3f %8.3f %8.3f %7.1f%% %5.1f%% %5.1f%% %11s "
                    "%6.2f %6.1f %8.2f\n",
                    r->name, r->decode_tps, r->bound_s > 0 ? 1 / r->bound_s : 0.0,
                    r->bound_s > 0 ? 100 * r->decode_tps * r->bound_s : 0.0, r->cpu_bytes / 1e6,
                    r->pcie_bytes / 1e6, r->hbm_bytes / 1e6, r->overlap_pct,
-                   100 * r->fallback_rate, 100 * r->hit_rate, r->prefill_tps,
+                   100 * r->fallback_rate, 100 * r->hit_rate, pre,
                    r->cost.syncs_per_layer, r->cost.calls_per_layer, r->cost.cpu_expert_gbps);
         }
         printf("(MB per decode step; sync/L, call/L: blocking syncs and device calls per layer "
@@ -648,7 +664,7 @@ int sl_bench_moe(int argc, char **argv)
     }
     if (trace && !trace_done) {
         fprintf(stderr, "sluice %s: --trace %s: not written: %s\n", k_cmd, trace,
-                rows[1].trace_why[0] ? rows[1].trace_why : rows[1].why);
+                rows[R_POST].trace_why[0] ? rows[R_POST].trace_why : rows[R_POST].why);
         rc = 1;
     }
     if (trace_done && sl_cli_out_commit(&io, &tr)) rc = 1;
