@@ -309,6 +309,10 @@ typedef struct sl_ctx_options {
      * instead of skipping those whose gate output is <= 0 — the dense baseline the exact
      * sparse path is checked and benchmarked against (same logits, bit for bit) */
     bool relu_dense;
+    /* keep the final hidden state of every row of each eval — after the output norm, n_embd
+     * floats, llama.cpp's embeddings (pooling is the caller's) — for sl_ctx_embeddings, on
+     * every placement (copied back from the side the output runs on) */
+    bool embeddings;
 } sl_ctx_options;
 SL_API sl_ctx_options sl_ctx_options_default(void);
 
@@ -332,6 +336,10 @@ SL_API sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, 
  * and i >= first after sl_ctx_eval_tail). Valid until the next eval. NULL if unavailable. */
 SL_API const float *sl_ctx_logits(const sl_ctx *c, int64_t i);
 SL_API int32_t sl_ctx_n_past(const sl_ctx *c);
+/* The final hidden state (n_embd floats, after the output norm) of the i-th token of the last
+ * eval (i = -1: the last one); needs the embeddings option. Valid until the next eval. NULL if
+ * unavailable. */
+SL_API const float *sl_ctx_embeddings(const sl_ctx *c, int64_t i);
 /* Runs fn(user, begin, end, thread) over [0, n) in chunks of grain indices on c's compute
  * threads (sl_model_options_threads of its model; the caller is thread 0, the others are
  * bound as the model's options say), each index once, and returns when all are done: a front
