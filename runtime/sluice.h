@@ -349,6 +349,17 @@ SL_API const float *sl_ctx_embeddings(const sl_ctx *c, int64_t i);
 typedef void (*sl_ctx_work_fn)(void *user, int64_t begin, int64_t end, int thread);
 SL_API sl_status sl_ctx_parallel_for(sl_ctx *c, int64_t n, int64_t grain, sl_ctx_work_fn fn,
                                      void *user, sl_error *err);
+/* The KV cache of positions [0, n_past) as bytes (llama.cpp's llama_state_seq_get_data): a
+ * header describing its layout (layers, KV heads, head size, KV type, MLA) and every layer's
+ * rows, copied from the side each layer's cache is on. buf NULL: *n_out = the bytes it takes;
+ * else SL_ERR_RANGE when cap is smaller. A server saves a slot with it. */
+SL_API sl_status sl_ctx_state_get(sl_ctx *c, void *buf, size_t cap, size_t *n_out,
+                                  sl_error *err);
+/* Replaces c's cache with n bytes sl_ctx_state_get wrote: n_past becomes its positions (the
+ * last eval's logits and hidden rows are dropped). SL_ERR_INVALID naming what differs (KV
+ * type, layout of another model, a size that is not the header's) or SL_ERR_RANGE for more
+ * positions than n_ctx, before anything changes; a failed copy leaves n_past 0. */
+SL_API sl_status sl_ctx_state_set(sl_ctx *c, const void *buf, size_t n, sl_error *err);
 /* Forgets positions >= n_past (n_past = 0 clears the cache). */
 SL_API sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err);
 /* Layer il's FFN neuron statistics so far (needs the neuron_stats option; valid until the next
