@@ -10,7 +10,8 @@ against the real binary on mkmodel models:
 - /infill: the fill-in-the-middle prompt from the file's FIM tokens ([BOS] PRE prefix prompt
   SUF suffix MID; with input_extra the repo-level context REP "myproject\\n" SEP "a.py\\n" text
   SEP "filename\\n" first): its token count and text equal /completion of that token list at
-  temperature 0; the deprecated prefix/suffix/middle keys work too; a model without them 501.
+  temperature 0; the deprecated prefix/suffix/middle keys work too, and with no key the tokens
+  are found by their text (<|fim_prefix|> ...); a model without them 501.
 - prompt as a list: one result per prompt (/completion an array with "index", /v1/completions
   choices with "index" and summed usage), each equal to its own request at temperature 0.
 - id_slot runs on that slot (400 outside the slots).
@@ -66,6 +67,20 @@ def with_pooling_key(src, dst, arch, value):
     writer = gguf.GGUFWriter(dst, arch=arch, endianess=reader.endianess)
     new = {f"{arch}.pooling_type": nm.MetadataDetails(gguf.GGUFValueType.UINT32, value)}
     nm.copy_with_new_metadata(reader, writer, new, [])
+
+
+def with_token_texts(src, dst, texts):
+    """A copy of src whose last len(texts) vocabulary entries read texts (no FIM keys)."""
+    import gguf
+    from gguf.scripts import gguf_new_metadata as nm
+    reader = gguf.GGUFReader(src, "r")
+    toks = list(reader.fields["tokenizer.ggml.tokens"].contents())
+    toks[-len(texts):] = texts
+    writer = gguf.GGUFWriter(dst, arch="llama", endianess=reader.endianess)
+    new = {"tokenizer.ggml.tokens": nm.MetadataDetails(gguf.GGUFValueType.ARRAY, toks,
+                                                       sub_type=gguf.GGUFValueType.STRING)}
+    nm.copy_with_new_metadata(reader, writer, new, [])
+    return len(toks)
 
 
 def test_embeddings(tmp, model):
@@ -191,6 +206,23 @@ def test_infill(tmp, model, plain):
         s, b = srv.json("POST", "/infill", body)
         expect(st.is_error(s, b, 400) and field in b["error"]["message"],
                f"/infill {json.dumps(body)[:60]}: 400 naming {field}")
+    srv.stop()
+    # no FIM keys: llama.cpp's fallback finds the tokens by their text
+    texts = ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>",
+             "<|fim_repo|>", "<|file_sep|>"]
+    byname = os.path.join(tmp, "fim-text.gguf")
+    n = with_token_texts(model, byname, texts)
+    pre_, suf_, mid_, rep_, sep_ = n - 6, n - 5, n - 4, n - 2, n - 1
+    srv = st.Server(tmp, byname, "-c", 256, "-b", 64, name="fim-text")
+    req = {"input_prefix": "a b", "input_suffix": "c d", "n_predict": 3, "temperature": 0}
+    s, b = srv.json("POST", "/infill", req)
+    want = [rep_] + tokens(srv, "myproject\n", False) + [sep_] + \
+        tokens(srv, "filename\n", False) + tokens(srv, "") + [pre_] + tokens(srv, "a b", False) + \
+        [suf_] + tokens(srv, "c d", False) + [mid_]
+    s2, ref = srv.json("POST", "/completion", {"prompt": want, "n_predict": 3, "temperature": 0})
+    expect(s == 200 and b["tokens_evaluated"] == len(want) and b["content"] == ref["content"],
+           f"FIM tokens found by their text (<|fim_prefix|> ...): {b.get('tokens_evaluated')} "
+           f"tokens, want {len(want)}")
     srv.stop()
     old = os.path.join(tmp, "fim-old.gguf")
     with_metadata(model, old, "--special-token-by-id", "prefix", 20, "--special-token-by-id",

@@ -46,14 +46,6 @@ static void normalize(float *v, int32_t n, int32_t norm)
     for (int32_t i = 0; i < n; i++) v[i] *= k;
 }
 
-static void fail(sl_serve_job *j, int status, const char *what, const char *msg)
-{
-    pthread_mutex_lock(&j->mu);
-    j->error_status = status;
-    snprintf(j->error_msg, sizeof j->error_msg, "%s: %s", what, msg);
-    pthread_mutex_unlock(&j->mu);
-}
-
 void sl__serve_embd_run(sl_serve_slot_kv *kv, sl_serve_job *j)
 {
     const int32_t E = kv->sm->info.n_embd;
@@ -67,7 +59,7 @@ void sl__serve_embd_run(sl_serve_slot_kv *kv, sl_serve_job *j)
     j->prompt_s = sl_cli_now_s() - t0;
     if (kv->eval_mu) pthread_mutex_unlock(kv->eval_mu);
     if (st) {
-        fail(j, 500, "embedding", err.msg);
+        sl__serve_job_failf(j, 500, "embedding: %s", err.msg);
         return;
     }
     memcpy(kv->hist, j->prompt, n * sizeof *j->prompt);
@@ -76,7 +68,7 @@ void sl__serve_embd_run(sl_serve_slot_kv *kv, sl_serve_job *j)
     const size_t rows = j->pooling == SL_POOL_NONE ? n : 1;
     float *out = calloc(rows * (size_t)E, sizeof *out);
     if (!out) {
-        fail(j, 500, "embedding", "out of memory");
+        sl__serve_job_failf(j, 500, "embedding: out of memory");
         return;
     }
     for (size_t t = 0; t < n; t++) {
@@ -86,7 +78,7 @@ void sl__serve_embd_run(sl_serve_slot_kv *kv, sl_serve_job *j)
         const float *h = take ? sl_ctx_embeddings(kv->ctx, (int64_t)t) : NULL;
         if (take && !h) {
             free(out);
-            fail(j, 500, "embedding", "the context kept no hidden state (--embedding)");
+            sl__serve_job_failf(j, 500, "embedding: the context kept no hidden state");
             return;
         }
         float *dst = out + (j->pooling == SL_POOL_NONE ? t * (size_t)E : 0);

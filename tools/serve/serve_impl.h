@@ -201,6 +201,9 @@ sl_status sl__serve_job_create(int32_t *prompt, size_t n_prompt, const sl_serve_
 /* Queues the job (the pool takes its own reference); SL_ERR_UNSUPPORTED when stopping. */
 sl_status sl__serve_pool_submit(sl_serve_pool *pool, sl_serve_job *job, sl_error *err);
 void sl__serve_job_cancel(sl_serve_job *job);
+/* The job failed with an HTTP status and a message (from its worker). */
+void sl__serve_job_failf(sl_serve_job *j, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void sl__serve_job_release(sl_serve_job *job);
 sl_status sl__serve_job_validate(const sl_serve_job *job, sl_error *err); /* under job->mu */
 void sl__serve_params_free(sl_serve_params *p);

@@ -20,7 +20,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -36,19 +35,6 @@ static const char k_magic[8] = {'S', 'L', 'S', 'L', 'O', 'T', '0', '1'};
 enum { FILE_VERSION = 1, N_WORDS = 8, ARCH_BYTES = 32 };
 enum { W_VERSION, W_N_CTX, W_N_VOCAB, W_N_EMBD, W_N_LAYER, W_N_PARAMS, W_N_TOKENS, W_STATE };
 enum { HEAD_BYTES = 8 + N_WORDS * 8 + ARCH_BYTES };
-
-static void fail(sl_serve_job *j, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void fail(sl_serve_job *j, int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    pthread_mutex_lock(&j->mu);
-    j->error_status = status;
-    vsnprintf(j->error_msg, sizeof j->error_msg, fmt, ap);
-    pthread_mutex_unlock(&j->mu);
-    va_end(ap);
-}
 
 static bool write_all(int fd, const void *p, size_t n)
 {
@@ -83,12 +69,12 @@ static void save(sl_serve_slot_kv *kv, sl_serve_job *j)
     /* the KV the slot's tokens describe (a failed job may have left other positions) */
     if (sl_ctx_rewind(kv->ctx, (int32_t)kv->n_kv, &err) ||
         sl_ctx_state_get(kv->ctx, NULL, 0, &n_state, &err)) {
-        fail(j, 500, "Unable to save slot: %s", err.msg);
+        sl__serve_job_failf(j, 500, "Unable to save slot: %s", err.msg);
         return;
     }
     uint8_t *buf = malloc(HEAD_BYTES + kv->n_kv * sizeof(int32_t) + n_state);
     if (!buf) {
-        fail(j, 500, "Unable to save slot: out of memory");
+        sl__serve_job_failf(j, 500, "Unable to save slot: out of memory");
         return;
     }
     head_fill(kv, kv->n_kv, n_state, buf);
@@ -105,10 +91,10 @@ static void save(sl_serve_slot_kv *kv, sl_serve_job *j)
     int fd = -1;
     if (st || sl_file_output_resolve(j->path, &target, &exists, &sb, &err) ||
         sl_file_temp_create(target, &tmp, &fd, &err)) {
-        fail(j, 500, "Unable to save slot: %s", err.msg);
+        sl__serve_job_failf(j, 500, "Unable to save slot: %s", err.msg);
     } else if (!write_all(fd, buf, total) || fsync(fd) || close(fd) || (fd = -1, 0) ||
                rename(tmp, target)) {
-        fail(j, 500, "Unable to save slot: %s: %s", tmp, strerror(errno));
+        sl__serve_job_failf(j, 500, "Unable to save slot: %s: %s", tmp, strerror(errno));
         if (fd >= 0) close(fd);
         unlink(tmp);
     } else {
@@ -127,7 +113,7 @@ static void restore(sl_serve_slot_kv *kv, sl_serve_job *j)
     struct stat sb;
     uint8_t *buf = NULL;
     if (sl_file_open_input(j->path, &fd, &sb, &err)) {
-        fail(j, 400, "Unable to restore slot: %s", err.msg);
+        sl__serve_job_failf(j, 400, "Unable to restore slot: %s", err.msg);
         return;
     }
     const size_t size = (size_t)sb.st_size;
@@ -191,7 +177,7 @@ static void restore(sl_serve_slot_kv *kv, sl_serve_job *j)
     if (why[0]) {
         kv->n_kv = 0; /* llama-server clears the slot's prompt on a failed restore */
         sl_ctx_rewind(kv->ctx, 0, NULL);
-        fail(j, 400, "Unable to restore slot: %s", why);
+        sl__serve_job_failf(j, 400, "Unable to restore slot: %s", why);
     } else {
         memcpy(kv->hist, tok, w[W_N_TOKENS] * sizeof *tok);
         kv->n_kv = (size_t)w[W_N_TOKENS];

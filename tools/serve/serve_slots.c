@@ -21,6 +21,7 @@
  * are written by its worker while slot->job is set and read by the others only while it is
  * NULL (both under pool->mu). */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,6 +251,17 @@ static void job_fail(sl_serve_job *j, int status, const char *what, const char *
     j->error_status = status;
     snprintf(j->error_msg, sizeof j->error_msg, "%s: %s", what, msg);
     pthread_mutex_unlock(&j->mu);
+}
+
+void sl__serve_job_failf(sl_serve_job *j, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&j->mu);
+    j->error_status = status;
+    vsnprintf(j->error_msg, sizeof j->error_msg, fmt, ap);
+    pthread_mutex_unlock(&j->mu);
+    va_end(ap);
 }
 
 /* What a slot's KV depends on besides its tokens: the --hotswap reloads and, with a runtime,
