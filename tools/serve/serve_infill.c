@@ -251,10 +251,10 @@ void sl__serve_infill(sl_serve_req *q, sl_serve_gone_fn gone, void *user)
         int64_t ex_room = n_ctx - nb - 2 * n_predict;
         if (ex_room < 0) ex_room = 0;
         const int64_t ex_take = (int64_t)ex.n < ex_room ? (int64_t)ex.n : ex_room;
-        ok = push(&out, ex.t + ex.n - ex_take, (size_t)ex_take) &&
+        ok = push(&out, ex_take ? ex.t + ex.n - ex_take : NULL, (size_t)ex_take) &&
              (!add_bos || push(&out, &q->sm->info.bos, 1)) &&
              push(&out, &fim[SL_FIM_PRE], 1) &&
-             push(&out, pre.t + pre.n - pre_take, (size_t)pre_take) &&
+             push(&out, pre_take ? pre.t + pre.n - pre_take : NULL, (size_t)pre_take) &&
              push(&out, prompt, n_prompt) && push(&out, &fim[SL_FIM_SUF], 1) &&
              push(&out, suf.t, (size_t)suf_take) && push(&out, &fim[SL_FIM_MID], 1);
         pr.tok = calloc(1, sizeof *pr.tok);
