@@ -92,18 +92,57 @@ static void save(sl_serve_slot_kv *kv, sl_serve_job *j)
     if (st || sl_file_output_resolve(j->path, &target, &exists, &sb, &err) ||
         sl_file_temp_create(target, &tmp, &fd, &err)) {
         sl__serve_job_failf(j, 500, "Unable to save slot: %s", err.msg);
-    } else if (!write_all(fd, buf, total) || fsync(fd) || close(fd) || (fd = -1, 0) ||
-               rename(tmp, target)) {
-        sl__serve_job_failf(j, 500, "Unable to save slot: %s: %s", tmp, strerror(errno));
-        if (fd >= 0) close(fd);
-        unlink(tmp);
     } else {
-        j->io_tokens = kv->n_kv;
-        j->io_bytes = total;
+        bool ok = write_all(fd, buf, total) && !fsync(fd);
+        ok = !close(fd) && ok && !rename(tmp, target);
+        if (ok) {
+            j->io_tokens = kv->n_kv;
+            j->io_bytes = total;
+        } else {
+            sl__serve_job_failf(j, 500, "Unable to save slot: %s: %s", tmp, strerror(errno));
+            unlink(tmp);
+        }
     }
     free(target);
     free(tmp);
     free(buf);
+}
+
+static size_t read_all(int fd, uint8_t *p, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = read(fd, p + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+/* Why the header h of a file of size bytes cannot be restored into kv ("" when it can). */
+static void check_head(const sl_serve_slot_kv *kv, const uint8_t *h, size_t size, uint64_t *w,
+                       char *why, size_t cap)
+{
+    const sl_model_info *mi = &kv->sm->info;
+    char arch[ARCH_BYTES + 1] = "";
+    memcpy(w, h + 8, N_WORDS * sizeof *w);
+    memcpy(arch, h + 8 + N_WORDS * sizeof *w, ARCH_BYTES);
+    if (memcmp(h, k_magic, 8) || w[W_VERSION] != FILE_VERSION)
+        snprintf(why, cap, "not a Sluice slot file of version %d", FILE_VERSION);
+    else if (strcmp(arch, mi->arch) || w[W_N_VOCAB] != (uint64_t)mi->n_vocab ||
+             w[W_N_EMBD] != (uint64_t)mi->n_embd || w[W_N_LAYER] != (uint64_t)mi->n_layer ||
+             w[W_N_PARAMS] != mi->n_params)
+        snprintf(why, cap, "saved from another model (%.32s, %" PRIu64 " parameters, n_vocab %"
+                 PRIu64 ", n_embd %" PRIu64 ", %" PRIu64 " layers; this one: %s, %" PRIu64 ", %d, "
+                 "%d, %d)", arch, w[W_N_PARAMS], w[W_N_VOCAB], w[W_N_EMBD], w[W_N_LAYER],
+                 mi->arch, mi->n_params, mi->n_vocab, mi->n_embd, mi->n_layer);
+    else if (w[W_N_TOKENS] > (uint64_t)kv->n_ctx)
+        snprintf(why, cap, "%" PRIu64 " tokens (saved with n_ctx %" PRIu64 ") do not fit this "
+                 "slot's n_ctx %" PRId32, w[W_N_TOKENS], w[W_N_CTX], kv->n_ctx);
+    else if (w[W_STATE] > size || size != HEAD_BYTES + w[W_N_TOKENS] * 4 + w[W_STATE])
+        snprintf(why, cap, "%zu bytes, its header says %" PRIu64 " tokens and a KV state of %"
+                 PRIu64 " bytes", size, w[W_N_TOKENS], w[W_STATE]);
 }
 
 static void restore(sl_serve_slot_kv *kv, sl_serve_job *j)
@@ -111,54 +150,28 @@ static void restore(sl_serve_slot_kv *kv, sl_serve_job *j)
     sl_error err = {0};
     int fd = -1;
     struct stat sb;
-    uint8_t *buf = NULL;
+    uint8_t head[HEAD_BYTES], *buf = NULL; /* buf: the tokens, then the KV state */
     if (sl_file_open_input(j->path, &fd, &sb, &err)) {
         sl__serve_job_failf(j, 400, "Unable to restore slot: %s", err.msg);
         return;
     }
     const size_t size = (size_t)sb.st_size;
     const sl_model_info *mi = &kv->sm->info;
-    char why[200] = "";
-    if (size < HEAD_BYTES) {
-        snprintf(why, sizeof why, "%zu bytes: not a Sluice slot file", size);
-    } else if (!(buf = malloc(size))) {
-        snprintf(why, sizeof why, "out of memory (%zu bytes)", size);
-    } else {
-        size_t got = 0;
-        while (got < size) {
-            const ssize_t r = read(fd, buf + got, size - got);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) break;
-            got += (size_t)r;
-        }
-        if (got != size) snprintf(why, sizeof why, "read %zu of %zu bytes", got, size);
-    }
-    close(fd);
     uint64_t w[N_WORDS] = {0};
-    char arch[ARCH_BYTES + 1] = "";
-    if (!why[0]) {
-        memcpy(w, buf + 8, sizeof w);
-        memcpy(arch, buf + 8 + sizeof w, ARCH_BYTES);
-    }
-    if (why[0]) {
-    } else if (memcmp(buf, k_magic, 8) || w[W_VERSION] != FILE_VERSION) {
-        snprintf(why, sizeof why, "not a Sluice slot file of version %d", FILE_VERSION);
-    } else if (strcmp(arch, mi->arch) || w[W_N_VOCAB] != (uint64_t)mi->n_vocab ||
-               w[W_N_EMBD] != (uint64_t)mi->n_embd || w[W_N_LAYER] != (uint64_t)mi->n_layer ||
-               w[W_N_PARAMS] != mi->n_params) {
-        snprintf(why, sizeof why, "saved from another model (%.32s, %" PRIu64 " parameters, "
-                 "n_vocab %" PRIu64 ", n_embd %" PRIu64 ", %" PRIu64 " layers; this one: %s, %"
-                 PRIu64 ", %d, %d, %d)", arch, w[W_N_PARAMS], w[W_N_VOCAB], w[W_N_EMBD],
-                 w[W_N_LAYER], mi->arch, mi->n_params, mi->n_vocab, mi->n_embd, mi->n_layer);
-    } else if (w[W_N_TOKENS] > (uint64_t)kv->n_ctx) {
-        snprintf(why, sizeof why, "%" PRIu64 " tokens (saved with n_ctx %" PRIu64 ") do not "
-                 "fit this slot's n_ctx %" PRId32, w[W_N_TOKENS], w[W_N_CTX], kv->n_ctx);
-    } else if (w[W_STATE] > size ||
-               size != HEAD_BYTES + w[W_N_TOKENS] * sizeof(int32_t) + w[W_STATE]) {
-        snprintf(why, sizeof why, "%zu bytes, its header says %" PRIu64 " tokens and a KV state "
-                 "of %" PRIu64 " bytes", size, w[W_N_TOKENS], w[W_STATE]);
-    }
-    const int32_t *tok = why[0] ? NULL : (const int32_t *)(void *)(buf + HEAD_BYTES);
+    char why[240] = "";
+    if (size < HEAD_BYTES)
+        snprintf(why, sizeof why, "%zu bytes: not a Sluice slot file", size);
+    else if (read_all(fd, head, HEAD_BYTES) != HEAD_BYTES)
+        snprintf(why, sizeof why, "cannot read its header");
+    else
+        check_head(kv, head, size, w, why, sizeof why);
+    const size_t body = size - HEAD_BYTES;
+    if (!why[0] && !(buf = malloc(body ? body : 1)))
+        snprintf(why, sizeof why, "out of memory (%zu bytes)", body);
+    else if (!why[0] && read_all(fd, buf, body) != body)
+        snprintf(why, sizeof why, "cannot read its %zu bytes", size);
+    close(fd);
+    const int32_t *tok = why[0] ? NULL : (const int32_t *)(void *)buf;
     for (uint64_t i = 0; tok && !why[0] && i < w[W_N_TOKENS]; i++)
         if (tok[i] < 0 || tok[i] >= mi->n_vocab)
             snprintf(why, sizeof why, "token %" PRIu64 " is %" PRId32 ", outside the vocabulary "
@@ -166,8 +179,8 @@ static void restore(sl_serve_slot_kv *kv, sl_serve_job *j)
     if (!why[0]) {
         kv->n_kv = 0;
         if (kv->eval_mu) pthread_mutex_lock(kv->eval_mu);
-        const sl_status st = sl_ctx_state_set(kv->ctx, buf + HEAD_BYTES + w[W_N_TOKENS] * 4,
-                                              w[W_STATE], &err);
+        const sl_status st = sl_ctx_state_set(kv->ctx, buf + w[W_N_TOKENS] * 4, w[W_STATE],
+                                              &err);
         if (kv->eval_mu) pthread_mutex_unlock(kv->eval_mu);
         if (st) snprintf(why, sizeof why, "%s", err.msg);
         else if (sl_ctx_n_past(kv->ctx) != (int32_t)w[W_N_TOKENS])
