@@ -309,6 +309,10 @@ typedef struct sl_ctx_options {
      * instead of skipping those whose gate output is <= 0 — the dense baseline the exact
      * sparse path is checked and benchmarked against (same logits, bit for bit) */
     bool relu_dense;
+    /* keep the final hidden state of every row of each eval — after the output norm, n_embd
+     * floats, llama.cpp's embeddings (pooling is the caller's) — for sl_ctx_embeddings, on
+     * every placement (copied back from the side the output runs on) */
+    bool embeddings;
 } sl_ctx_options;
 SL_API sl_ctx_options sl_ctx_options_default(void);
 
@@ -332,6 +336,10 @@ SL_API sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, 
  * and i >= first after sl_ctx_eval_tail). Valid until the next eval. NULL if unavailable. */
 SL_API const float *sl_ctx_logits(const sl_ctx *c, int64_t i);
 SL_API int32_t sl_ctx_n_past(const sl_ctx *c);
+/* The final hidden state (n_embd floats, after the output norm) of the i-th token of the last
+ * eval (i = -1: the last one); needs the embeddings option. Valid until the next eval. NULL if
+ * unavailable. */
+SL_API const float *sl_ctx_embeddings(const sl_ctx *c, int64_t i);
 /* Runs fn(user, begin, end, thread) over [0, n) in chunks of grain indices on c's compute
  * threads (sl_model_options_threads of its model; the caller is thread 0, the others are
  * bound as the model's options say), each index once, and returns when all are done: a front
@@ -341,6 +349,17 @@ SL_API int32_t sl_ctx_n_past(const sl_ctx *c);
 typedef void (*sl_ctx_work_fn)(void *user, int64_t begin, int64_t end, int thread);
 SL_API sl_status sl_ctx_parallel_for(sl_ctx *c, int64_t n, int64_t grain, sl_ctx_work_fn fn,
                                      void *user, sl_error *err);
+/* The KV cache of positions [0, n_past) as bytes (llama.cpp's llama_state_seq_get_data): a
+ * header describing its layout (layers, KV heads, head size, KV type, MLA) and every layer's
+ * rows, copied from the side each layer's cache is on. buf NULL: *n_out = the bytes it takes;
+ * else SL_ERR_RANGE when cap is smaller. A server saves a slot with it. */
+SL_API sl_status sl_ctx_state_get(sl_ctx *c, void *buf, size_t cap, size_t *n_out,
+                                  sl_error *err);
+/* Replaces c's cache with n bytes sl_ctx_state_get wrote: n_past becomes its positions (the
+ * last eval's logits and hidden rows are dropped). SL_ERR_INVALID naming what differs (KV
+ * type, layout of another model, a size that is not the header's) or SL_ERR_RANGE for more
+ * positions than n_ctx, before anything changes; a failed copy leaves n_past 0. */
+SL_API sl_status sl_ctx_state_set(sl_ctx *c, const void *buf, size_t n, sl_error *err);
 /* Forgets positions >= n_past (n_past = 0 clears the cache). */
 SL_API sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err);
 /* Layer il's FFN neuron statistics so far (needs the neuron_stats option; valid until the next

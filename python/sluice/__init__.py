@@ -318,11 +318,12 @@ class Model(_Handle):
         """"disk", "host", "device" or "pinned" (a model outside a runtime: "device")."""
         return RESIDENCY[lib().sl_model_residency(self._live())]
 
-    def context(self, n_ctx=0, n_batch=0, all_logits=False, kv_f16=True, sched=None):
+    def context(self, n_ctx=0, n_batch=0, all_logits=False, kv_f16=True, sched=None,
+                embeddings=False):
         """A new Context (kv_f16: F16 KV cache, the default of the library, the CLI's eval,
         generate and serve and of llama.cpp; False for F32)."""
         return Context(self, n_ctx=n_ctx, n_batch=n_batch, all_logits=all_logits,
-                       kv_f16=kv_f16, sched=sched)
+                       kv_f16=kv_f16, sched=sched, embeddings=embeddings)
 
     def perplexity(self, text, n_ctx=512, chunks=None):
         """llama.cpp's perplexity (tools/run perplexity): the text tokenized once, chunks of
@@ -386,12 +387,14 @@ def _log_softmax(rows):
 class Context(_Handle):
     """An evaluation context (sl_ctx): KV cache, logits of the last eval."""
 
-    def __init__(self, model, n_ctx=0, n_batch=0, all_logits=False, kv_f16=True, sched=None):
+    def __init__(self, model, n_ctx=0, n_batch=0, all_logits=False, kv_f16=True, sched=None,
+                 embeddings=False):
         if not isinstance(model, Model):
             raise TypeError(f"Context: model must be a sluice.Model, not {type(model).__name__}")
         mh = model._live()
         o = lib().sl_ctx_options_default()
         o.n_ctx, o.n_batch, o.all_logits, o.kv_f16 = n_ctx, n_batch, all_logits, kv_f16
+        o.embeddings = bool(embeddings)
         self._sched = sched.encode() if sched else None
         o.sched = self._sched
         h, err = c_void_p(), _lib.Error()
@@ -400,6 +403,7 @@ class Context(_Handle):
         self.model = model  # keeps the model open (Model.close defers to the last context)
         model._n_ctx += 1
         self.all_logits = all_logits
+        self.keeps_embeddings = bool(embeddings)
         self.n_ctx = n_ctx or min(model.info["n_ctx_train"], 4096)
         self._n_last = 0
         self._first = 0
@@ -457,6 +461,20 @@ class Context(_Handle):
         if not p:
             raise IndexError(f"logits row {i}: not available (all_logits={self.all_logits})")
         return np.ctypeslib.as_array(p, shape=(self.model.n_vocab,)).copy()
+
+    def embeddings(self, i=None):
+        """The final hidden state (after the output norm) of the last eval's row i, float32
+        [n_embd] (a copy); i None: every row, [n_tokens, n_embd]. Needs embeddings=True."""
+        if i is not None and (isinstance(i, bool) or not isinstance(i, (int, np.integer))):
+            raise TypeError(f"embeddings: row index must be an int, not {type(i).__name__}")
+        if not self.keeps_embeddings:
+            raise ValueError("embeddings needs a context created with embeddings=True")
+        n_embd = self.model.info["n_embd"]
+        p = lib().sl_ctx_embeddings(self._live(), 0 if i is None else i)
+        if not p:
+            raise IndexError(f"embeddings row {i}: not available")
+        shape = (n_embd,) if i is not None else (self._n_last, n_embd)
+        return np.ctypeslib.as_array(p, shape=shape).copy()
 
     def logits_all(self):
         """Every row the last eval computed (needs all_logits=True): float32 [n_tokens, n_vocab],

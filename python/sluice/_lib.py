@@ -72,7 +72,7 @@ class ReloadReport(Structure):  # sluice.h sl_reload_report
 class CtxOptions(_Sized):
     _fields_ = [("struct_size", c_size_t), ("n_ctx", c_int32), ("n_batch", c_int32), ("kv_f16", c_bool),
                 ("all_logits", c_bool), ("sched", c_char_p), ("neuron_stats", c_bool),
-                ("relu_dense", c_bool)]
+                ("relu_dense", c_bool), ("embeddings", c_bool)]
 
 
 class CtxStats(Structure):
@@ -206,6 +206,7 @@ def load():
         "sl_ctx_eval_sample": (c_int, [P, P, POINTER(c_int32), c_size_t, POINTER(c_int32), E]),
         "sl_ctx_logits": (POINTER(c_float), [P, c_int64]),
         "sl_ctx_n_past": (c_int32, [P]),
+        "sl_ctx_embeddings": (POINTER(c_float), [P, c_int64]),
         "sl_ctx_rewind": (c_int, [P, c_int32, E]),
         "sl_ctx_stats_get": (None, [P, POINTER(CtxStats)]),
         "sl_sampler_options_default": (SamplerOptions, []),

@@ -403,6 +403,33 @@ def test_repack(d):
     expect(np.array_equal(out[False][1], out[True][1]), "no_repack: the same logits")
 
 
+def test_embeddings(dense):
+    """Context(embeddings=True): the hidden state after the output norm of every row of the
+    last eval (sl_ctx_embeddings), the same whether the tokens came in one eval or one by one."""
+    toks = [1, 7, 42, 300, 5, 9]
+    with sluice.Model(dense, placement="cpu") as m:
+        E = m.info["n_embd"]
+        with m.context(n_ctx=64, embeddings=True) as ctx:
+            ctx.eval(toks)
+            allr = ctx.embeddings()
+            expect(allr.shape == (len(toks), E) and allr.dtype == np.float32,
+                   f"embeddings shape {allr.shape}")
+            expect(np.array_equal(allr[2], ctx.embeddings(2)) and
+                   np.array_equal(allr[-1], ctx.embeddings(-1)), "row i == embeddings(i)")
+            expect(raises(lambda: ctx.embeddings(len(toks)), IndexError), "row past the eval")
+            expect(raises(lambda: ctx.embeddings("0"), TypeError), "a string index")
+            ctx.rewind(0)
+            rows = []
+            for t in toks:
+                ctx.eval([t])
+                rows.append(ctx.embeddings(0))
+            expect(np.array_equal(np.stack(rows), allr), "one eval == token by token")
+        with m.context(n_ctx=64) as ctx:
+            ctx.eval(toks)
+            expect(raises(lambda: ctx.embeddings(), ValueError, "embeddings=True"),
+                   "embeddings without the option")
+
+
 def test_struct_size(d, dense):
     """sluice.h's option structs open with struct_size: the library's defaults carry the size
     the mirrors have, and a call refuses any other (0, smaller, garbage) naming the struct."""
@@ -462,6 +489,7 @@ def main():
     test_reload(d)
     test_repack(d)
     test_struct_size(d, dense)
+    test_embeddings(dense)
     sys.exit(finish())
 
 

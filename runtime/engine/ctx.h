@@ -92,6 +92,10 @@ struct sl_ctx {
     int64_t n_logits, logits_cap;
     int64_t logits_first;       /* the last eval's first token with logits (a tail, or n-1) */
     int64_t n_eval;             /* tokens of the last eval */
+    /* opt.embeddings: the hidden rows [n_eval][n_embd] of the last eval (n_hidden rows;
+     * hidden_cap allocated), and where sl__forward writes its chunk's rows (NULL: nowhere) */
+    float *hidden, *hidden_out;
+    int64_t n_hidden, hidden_cap;
     sl_ctx_stats stats;
     sl_neuron_stats *nstats;    /* [n_layer] with opt.neuron_stats, else NULL */
     /* live reload: the model's gate epoch the caches above were built for, and what depends
@@ -136,7 +140,8 @@ sl_status sl__ctx_dev_rebind(sl_ctx *c, sl_error *err);
  * caller does on success).
  * greedy non-NULL (with out_from n-1 and logits_out a host row of scratch): *greedy = the
  * greedy pick of the last token, taken by the executor of the side the output layer runs on;
- * the logits then stay there (logits_out's content is unspecified). */
+ * the logits then stay there (logits_out's content is unspecified).
+ * c->hidden_out non-NULL: the output-normed hidden state of all n rows goes there too. */
 sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out,
                       int64_t out_from, int32_t *greedy, sl_error *err);
 

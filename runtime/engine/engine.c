@@ -609,6 +609,7 @@ void sl_ctx_destroy(sl_ctx *c)
     sl__kv_free(&c->kv);
     host_buf_free(c, c->host.mem);
     host_buf_free(c, c->logits);
+    host_buf_free(c, c->hidden);
     host_buf_free(c, c->embd_rows);
     free(c);
 }
@@ -754,6 +755,19 @@ static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, siz
         if (st) return st;
     }
     c->n_logits = 0;
+    c->n_hidden = 0;
+    if (c->opt.embeddings && (int64_t)n > c->hidden_cap) {
+        host_buf_free(c, c->hidden);
+        c->hidden = NULL;
+        c->hidden_cap = 0;
+        const int64_t want = (int64_t)n > 2 * c->cap ? (int64_t)n : 2 * c->cap;
+        void *h = NULL;
+        sl_status st = host_buf_alloc(c, (size_t)want * (size_t)c->m->hp.n_embd * sizeof(float),
+                                      "hidden states", &h, err);
+        if (st) return st;
+        c->hidden = h;
+        c->hidden_cap = want;
+    }
     /* a runtime's model: resident and kept so (busy) while this runs */
     uint64_t res_epoch, layout_epoch;
     sl_status rst = eval_begin(c, &res_epoch, &layout_epoch, err);
@@ -770,7 +784,9 @@ static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, siz
         /* this batch's first row with logits; none when the kept rows start past it */
         const int64_t lf = from > (int64_t)off ? from - (int64_t)off : 0;
         float *lo = lf < m ? c->logits + ((int64_t)off + lf - from) * V : NULL;
+        c->hidden_out = c->opt.embeddings ? c->hidden + (int64_t)off * c->m->hp.n_embd : NULL;
         sl_status st = sl__forward(c, tokens + off, m, lo, lf, last ? greedy : NULL, err);
+        c->hidden_out = NULL;
         if (st) {
             c->n_past = start; /* entries written past it are ignored, then overwritten */
             eval_end(c);
@@ -782,6 +798,7 @@ static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, siz
     c->n_logits = greedy ? 0 : rows; /* a greedy step keeps no logits (sluice.h) */
     c->logits_first = from;
     c->n_eval = (int64_t)n;
+    c->n_hidden = c->opt.embeddings ? (int64_t)n : 0;
     const double dt = now_s() - t0;
     if (n > 1) {
         c->stats.prefill_tokens += n;
@@ -800,6 +817,14 @@ const float *sl_ctx_logits(const sl_ctx *c, int64_t i)
     /* rows before logits_first were not computed (without all_logits: all but the last) */
     if (i < c->logits_first || i >= c->n_eval) return NULL;
     return c->logits + (i - c->logits_first) * c->m->hp.n_vocab;
+}
+
+const float *sl_ctx_embeddings(const sl_ctx *c, int64_t i)
+{
+    if (!c || !c->n_hidden) return NULL;
+    if (i == -1) i = c->n_hidden - 1;
+    if (i < 0 || i >= c->n_hidden) return NULL;
+    return c->hidden + i * c->m->hp.n_embd;
 }
 
 int32_t sl_ctx_n_past(const sl_ctx *c)

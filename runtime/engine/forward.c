@@ -526,6 +526,23 @@ static sl_status pick(sl_ctx *c, const sl__side *s, const float *row, int32_t *g
     return st ? st : sl_ref_argmax_token(c->host.pick, V, greedy, err);
 }
 
+/* The embeddings option: rows [0, n) normed with output_norm on the output's side s (where
+ * that weight lives) into c->hidden_out on the host. */
+static sl_status keep_hidden(sl_ctx *c, const sl__side *s, int64_t n, sl_error *err)
+{
+    const sl_model *m = c->m;
+    const int64_t E = m->hp.n_embd;
+    const uint64_t bytes = (uint64_t)(n * E) * sizeof(float);
+    sl_status st = s->dx->vt->rms_norm(s->dx, s->x, m->output_norm->data, s->xn, n, E,
+                                       m->hp.rms_eps, err);
+    if (st) return st;
+    if (s == &c->host) {
+        memcpy(c->hidden_out, s->xn, bytes);
+        return SL_OK;
+    }
+    return (st = copy(c, c->hidden_out, s->xn, bytes, SL_COPY_D2H, err)) ? st : sync_dev(c, err);
+}
+
 static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_out,
                         int64_t first, int32_t *greedy, sl_error *err)
 {
@@ -535,6 +552,8 @@ static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_
     const sl__side *s = (m->output->residency & SL_RES_DEVICE) && c->dev.dx ? &c->dev : &c->host;
     sl_status st = move_x(c, &at, s, n, err);
     if (st) return st;
+    if (c->hidden_out && (st = keep_hidden(c, s, n, err))) return st;
+    if (!logits_out) return s == &c->host ? SL_OK : sync_dev(c, err);
     const sl__dx_vt *vt = s->dx->vt;
     if (s == &c->host) {
         if ((st = vt->rms_norm(s->dx, s->x + first * E, m->output_norm->data, s->xn, rows, E,
@@ -615,10 +634,11 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, float 
             return st;
         }
     }
-    if (logits_out) {
+    if (logits_out || c->hidden_out) {
         st = output(c, at, n, logits_out, out_from, greedy, err);
         /* monotone, so a greedy pick made before it stands */
-        if (!st && !greedy) logits_finish(hp, logits_out, (n - out_from) * hp->n_vocab);
+        if (!st && !greedy && logits_out)
+            logits_finish(hp, logits_out, (n - out_from) * hp->n_vocab);
     } else if (c->dev.dx) {
         st = sync_dev(c, err);
     }

@@ -172,8 +172,8 @@ def test_logprobs(tmp, srv, model):
 
 def test_prompts_and_echo(srv):
     status, b = post(srv, "/completion", {"prompt": ["one", "two"], "n_predict": 1})
-    expect(st.is_error(status, b, 400) and "several prompts" in b["error"]["message"],
-           f"prompt as a list of strings: a 400 saying so ({b})")
+    expect(status == 200 and isinstance(b, list) and len(b) == 2,
+           f"prompt as a list of strings: one result each (serve_endp_test has the rest)")
     toks = post(srv, "/tokenize", {"content": PROMPT, "add_special": True})[1]["tokens"]
     a = post(srv, "/completion", {"prompt": PROMPT, "n_predict": 6, "temperature": 0})[1]
     b = post(srv, "/completion", {"prompt": [PROMPT], "n_predict": 6, "temperature": 0})[1]

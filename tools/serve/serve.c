@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "gguf/gguf.h"
@@ -43,6 +44,12 @@ static void usage(FILE *f)
           "  GET  /metrics               Prometheus text: tokens, tok/s, requests, weight bytes\n"
           "                              per side, expert calls, fetches, cache hits, copies,\n"
           "                              each model's residency\n"
+          "  POST /infill                fill-in-the-middle: input_prefix, input_suffix,\n"
+          "                              input_extra, prompt, with the model's FIM tokens\n"
+          "  POST /embedding, /v1/embeddings   pooled hidden states (--embedding)\n"
+          "  POST /slots/ID?action=save|restore|erase   a slot's cache (--slot-save-path)\n"
+          "A \"prompt\" array of several prompts gives one result each; \"id_slot\" picks the\n"
+          "slot (-1: any).\n"
           "  POST /models/pin, /models/unpin, /models/load, /models/unload {\"model\":NAME}\n"
           "  POST /models/compact {\"reload\":[NAME,...]}   residency by hand (with a runtime)\n"
           "A request runs on the model its \"model\" names (required with several; unknown:\n"
@@ -90,6 +97,12 @@ static void usage(FILE *f)
           "  --max-connections N    connections at once (default 64); past it the connection\n"
           "                         idle the longest is closed (none idle: a 503)\n"
           "  --timeout N            seconds an idle connection is kept (default 30)\n"
+"  --embedding, --embeddings  serve POST /embedding and /v1/embeddings: the final hidden\n"
+          "                         state pooled (contexts keep it: a little more work per eval)\n"
+          "  --pooling TYPE         none, mean, cls or last (default: the file's\n"
+          "                         <arch>.pooling_type, else none; /v1/embeddings refuses none)\n"
+          "  --slot-save-path DIR   enable POST /slots/{id}?action=save|restore|erase\n"
+          "                         {\"filename\": NAME}: slot prompt caches as files in DIR\n"
           "  --api-key KEY          require \"Authorization: Bearer KEY\" (or X-Api-Key) on every\n"
           "                         endpoint but /health and /models: else a 401 (also the\n"
           "                         LLAMA_API_KEY environment variable)\n"
@@ -253,6 +266,9 @@ int sl_cli_serve(int argc, char **argv)
     int64_t max_conn = 64, timeout = 30, i64;
     uint64_t max_body = 1 << 20;
     bool kv_f16 = true, hotswap = false, external = false, residency_given = false;
+    bool embedding = false;
+    int pooling = -1; /* the model's */
+    const char *slot_save_path = NULL;
     model_spec specs[MAX_MODELS];
     size_t n_specs = 0, n_pins = 0;
     const char *pins[MAX_MODELS];
@@ -281,10 +297,15 @@ int sl_cli_serve(int argc, char **argv)
             hotswap = true;
             continue;
         }
+        if (sl_cli_is(&a, "--embedding", "--embeddings")) {
+            if (sl_cli_no_value(&a)) return 2;
+            embedding = true;
+            continue;
+        }
         static const char *const k_value_flags[] = {
             "--host", "--port", "-np", "--parallel", "-n", "--n-predict", "-a", "--alias",
             "--chat-template", "--max-body-bytes", "--max-connections", "--timeout", "--pin",
-            "--residency", "--api-key"};
+            "--residency", "--api-key", "--pooling", "--slot-save-path"};
         size_t k = 0;
         while (k < sizeof k_value_flags / sizeof *k_value_flags && strcmp(a.flag, k_value_flags[k]))
             k++;
@@ -322,6 +343,18 @@ int sl_cli_serve(int argc, char **argv)
             if (n_pins == MAX_MODELS)
                 return sl_cli_usage_error(k_cmd, "--pin: more than %d models", MAX_MODELS);
             pins[n_pins++] = v;
+        } else if (sl_cli_is(&a, "--pooling", NULL)) {
+            static const char *const k_pool[] = {"none", "mean", "cls", "last"};
+            pooling = 0;
+            while (pooling < 4 && strcmp(v, k_pool[pooling])) pooling++;
+            if (pooling == 4)
+                return sl_cli_usage_error(k_cmd, "--pooling '%s': unknown (none, mean, cls, "
+                                          "last; rank is not implemented)", v);
+        } else if (sl_cli_is(&a, "--slot-save-path", NULL)) {
+            struct stat sb;
+            if (!*v || stat(v, &sb) || !S_ISDIR(sb.st_mode))
+                return sl_cli_usage_error(k_cmd, "--slot-save-path '%s': not a directory", v);
+            slot_save_path = v;
         } else if (sl_cli_is(&a, "--residency", NULL)) {
             if (strcmp(v, "self") && strcmp(v, "external"))
                 return sl_cli_usage_error(k_cmd, "--residency '%s': unknown (self, external)", v);
@@ -374,7 +407,9 @@ int sl_cli_serve(int argc, char **argv)
     sl_serve s = {.models = models, .n_models = n_specs, .external = external,
                   .max_body_bytes = (size_t)max_body, .so_default = so,
                   .n_predict_default = (int32_t)n_predict, .started = (int64_t)time(NULL),
-                  .hotswap = hotswap || env_swap,
+                  .hotswap = hotswap || env_swap, .embedding = embedding,
+                  .embd_normalize = 2, .n_batch = (int32_t)n_batch,
+                  .slot_save_path = slot_save_path,
                   .api_key = api_key && *api_key ? api_key : NULL};
     pthread_mutex_init(&s.mu, NULL);
     pthread_mutex_init(&s.res_mu, NULL);
@@ -400,6 +435,11 @@ int sl_cli_serve(int argc, char **argv)
     for (size_t i = 0; i < n_specs; i++) {
         models[i].model = opened[i];
         sl_model_info_get(opened[i], &models[i].info);
+        models[i].pooling = (sl_serve_pooling)pooling;
+        if (sl__serve_model_vocab_meta(&models[i], &err)) {
+            fprintf(stderr, "sluice serve: %s\n", err.msg);
+            goto done;
+        }
         sl_runtime_model_info mi = {.device_bytes = models[i].info.gpu_bytes};
         if (s.rt) sl_runtime_model_info_get(s.rt, opened[i], &mi, NULL);
         on_device |= mi.device_bytes > 0;
@@ -412,6 +452,7 @@ int sl_cli_serve(int argc, char **argv)
     co.n_ctx = (int32_t)n_ctx;
     co.n_batch = (int32_t)n_batch;
     co.kv_f16 = kv_f16;
+    co.embeddings = embedding; /* the hidden states the embeddings endpoints pool */
     sl_cli_ctx_sched(&mf, &co);
     /* contexts on a device share its streams and arena: evaluate one at a time there */
     for (size_t i = 0; i < n_specs; i++)

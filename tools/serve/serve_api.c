@@ -100,6 +100,14 @@ void sl__serve_error(sl_serve_reply *r, int status, const char *fmt, ...)
     va_end(ap);
 }
 
+void sl__serve_error_typed(sl_serve_reply *r, int status, const char *type, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verror(r, status, type, NULL, fmt, ap);
+    va_end(ap);
+}
+
 static void error_typed(sl_serve_reply *r, int status, const char *type, const char *extra,
                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 static void error_typed(sl_serve_reply *r, int status, const char *type, const char *extra,
@@ -210,9 +218,10 @@ static const char *stop_type(sl_serve_stop s)
 
 /* llama-server's /completion object: the whole result (stream: its last chunk, content ""). */
 static void put_native(FILE *f, const sl_serve_model *sm, const sl_serve_job *j,
-                       const char *content, size_t len, bool last_chunk, size_t from)
+                       const char *content, size_t len, bool last_chunk, size_t from,
+                       size_t index)
 {
-    fputs("{\"index\":0,\"content\":", f);
+    fprintf(f, "{\"index\":%zu,\"content\":", index);
     sl_json_str(f, content, len);
     /* a stream's last chunk: what the earlier chunks did not carry */
     const size_t to = toks_upto(j, j->n_text);
@@ -257,15 +266,14 @@ static void put_oai_head(FILE *f, const sl_serve_model *sm, const char *id, cons
     sl_json_cstr(f, sm->name);
 }
 
-/* An OpenAI completion (stream: a chunk). text NULL: no text member (a chat delta {}).
- * finish: NULL for a chunk that does not end the choice. */
-static void put_oai(FILE *f, const sl_serve_stream *st, const sl_serve_job *j, const char *text,
-                    size_t len, const char *finish, bool stream, size_t tf, size_t tt)
+/* One choice of an OpenAI completion: {"index", "text" or "message"/"delta", "logprobs",
+ * "finish_reason"}. */
+static void put_oai_choice(FILE *f, const sl_serve_stream *st, const sl_serve_job *j,
+                           const char *text, size_t len, const char *finish, bool stream,
+                           size_t tf, size_t tt, size_t index)
 {
     const bool chat = st->kind == SL_API_OAI_CHAT;
-    put_oai_head(f, st->sm, st->id, chat ? (stream ? "chat.completion.chunk" : "chat.completion")
-                                     : "text_completion", st->created);
-    fputs(",\"choices\":[{\"index\":0,", f);
+    fprintf(f, "{\"index\":%zu,", index);
     if (!chat) {
         fputs("\"text\":", f);
         sl_json_str(f, text ? text : "", text ? len : 0);
@@ -288,7 +296,20 @@ static void put_oai(FILE *f, const sl_serve_stream *st, const sl_serve_job *j, c
     fputs("\"finish_reason\":", f);
     if (finish) fprintf(f, "\"%s\"", finish);
     else fputs("null", f);
-    fputs("}]", f);
+    fputs("}", f);
+}
+
+/* An OpenAI completion (stream: a chunk). text NULL: no text member (a chat delta {}).
+ * finish: NULL for a chunk that does not end the choice. */
+static void put_oai(FILE *f, const sl_serve_stream *st, const sl_serve_job *j, const char *text,
+                    size_t len, const char *finish, bool stream, size_t tf, size_t tt)
+{
+    const bool chat = st->kind == SL_API_OAI_CHAT;
+    put_oai_head(f, st->sm, st->id, chat ? (stream ? "chat.completion.chunk" : "chat.completion")
+                                     : "text_completion", st->created);
+    fputs(",\"choices\":[", f);
+    put_oai_choice(f, st, j, text, len, finish, stream, tf, tt, 0);
+    fputs("]", f);
     if (finish) {
         fputc(',', f);
         put_usage(f, j);
@@ -298,8 +319,7 @@ static void put_oai(FILE *f, const sl_serve_stream *st, const sl_serve_job *j, c
     fputs("}", f);
 }
 
-/* Blocks until the job is done, or returns early (false) if the client goes away. */
-static bool wait_done(sl_serve_job *j, sl_serve_gone_fn gone, void *user)
+bool sl__serve_job_wait(sl_serve_job *j, sl_serve_gone_fn gone, void *user)
 {
     pthread_mutex_lock(&j->mu);
     while (j->state != SL_JOB_DONE) {
@@ -369,7 +389,7 @@ sl_serve_model *sl__serve_req_model(const sl_serve_req *q)
  * text); malloc'd, NULL after an error reply. */
 static char *prompt_text(const req *q, const int32_t *tok, size_t n_tok, size_t *len)
 {
-    const char *s = sl_jdoc_str(q->d, sl__serve_field(q, "prompt"), len);
+    const char *s = sl_jdoc_str(q->d, sl__serve_field(q, "prompt"), len); /* one prompt */
     if (s) {
         char *c = malloc(*len + 1);
         if (c) memcpy(c, s, *len + 1);
@@ -381,18 +401,168 @@ static char *prompt_text(const req *q, const int32_t *tok, size_t n_tok, size_t 
     return t;
 }
 
-static void completion(req *q, sl_serve_api kind, sl_serve_gone_fn gone, void *user)
+void sl__serve_error_ctx(sl_serve_reply *r, size_t n, int32_t n_ctx)
+{
+    char extra[96];
+    snprintf(extra, sizeof extra, ",\"n_prompt_tokens\":%zu,\"n_ctx\":%" PRId32, n, n_ctx);
+    error_typed(r, 400, "exceed_context_size_error", extra, "the prompt has %zu tokens, more "
+                "than the context (%" PRId32 "); raise -c", n, n_ctx);
+}
+
+/* A prompt a job can take: not empty, within the context (else the 400). */
+static bool prompt_fits(const req *q, size_t n, size_t index, size_t count)
+{
+    const int32_t n_ctx = sl__serve_pool_n_ctx(q->sm->pool);
+    if (!n && count > 1) sl__serve_error(q->r, 400, "prompt %zu of %zu is empty", index, count);
+    else if (!n) sl__serve_error(q->r, 400, "the prompt is empty");
+    else if (n > (size_t)n_ctx) sl__serve_error_ctx(q->r, n, n_ctx);
+    return n && n <= (size_t)n_ctx;
+}
+
+/* A copy of p that owns its own stop strings and bias (each job frees its params). */
+static bool params_dup(const sl_serve_params *p, sl_serve_params *out)
+{
+    *out = *p;
+    out->n_stop = 0;
+    out->bias = NULL;
+    out->n_bias = 0;
+    for (size_t i = 0; i < p->n_stop; i++, out->n_stop++)
+        if (!(out->stop[i] = strdup(p->stop[i]))) goto oom;
+    if (p->n_bias && !(out->bias = malloc(p->n_bias * sizeof *p->bias))) goto oom;
+    if (p->n_bias) memcpy(out->bias, p->bias, p->n_bias * sizeof *p->bias);
+    out->n_bias = p->n_bias;
+    return true;
+oom:
+    sl__serve_params_free(out);
+    return false;
+}
+
+/* Several prompts in one request (llama-server's multi-prompt): a job each, run as slots free
+ * up (each as it would run alone), answered together: /completion with an array of its
+ * objects ("index" i), /v1/completions with one object whose choices carry "index" i and whose
+ * usage sums them. Takes p and pr. */
+static void completion_many(req *q, sl_serve_api kind, sl_serve_params *p,
+                            sl_serve_prompts *pr, bool stream, bool echo, sl_serve_gone_fn gone,
+                            void *user)
+{
+    const size_t N = pr->count;
+    sl_serve_job **jobs = calloc(N, sizeof *jobs);
+    char **echoes = calloc(N, sizeof *echoes);
+    size_t *n_echoes = calloc(N, sizeof *n_echoes);
+    sl_error err = {0};
+    size_t made = 0;
+    bool ok = jobs && echoes && n_echoes;
+    if (!ok) sl__serve_error(q->r, 500, "out of memory");
+    if (ok && stream) {
+        sl__serve_error(q->r, 400, "'stream' with %zu prompts is not supported: stream one "
+                        "prompt per request", N);
+        ok = false;
+    }
+    for (size_t i = 0; ok && i < N; i++) {
+        ok = prompt_fits(q, pr->n[i], i, N);
+        if (ok && echo && !(echoes[i] = sl__serve_detokenize(q->sm, pr->tok[i], pr->n[i],
+                                                              &n_echoes[i]))) {
+            sl__serve_error(q->r, 500, "the prompt could not be detokenized");
+            ok = false;
+        }
+    }
+    for (size_t i = 0; ok && i < N; i++, made++) {
+        sl_serve_params pi;
+        if (!params_dup(p, &pi)) {
+            sl__serve_error(q->r, 500, "out of memory");
+            ok = false;
+            break;
+        }
+        if (sl__serve_job_create(pr->tok[i], pr->n[i], &pi, &jobs[i], &err)) {
+            sl__serve_error(q->r, 500, "%s", err.msg);
+            ok = false;
+        } else if (sl__serve_pool_submit(q->sm->pool, jobs[i], &err)) {
+            sl__serve_error(q->r, 503, "%s", err.msg);
+            ok = false;
+        }
+        pr->tok[i] = NULL; /* the job's (freed by job_create on failure) */
+    }
+    for (size_t i = 0; ok && i < made; i++)
+        if (!sl__serve_job_wait(jobs[i], gone, user)) {
+            sl__serve_error(q->r, 400, "the client closed the connection");
+            ok = false;
+        } else if (jobs[i]->error_status) {
+            sl__serve_error(q->r, jobs[i]->error_status, "%s", jobs[i]->error_msg);
+            ok = false;
+        }
+    FILE *f = ok ? sl__serve_body_open(q->r) : NULL;
+    if (f) {
+        sl_serve_stream st = {.s = q->s, .sm = q->sm, .kind = kind,
+                              .created = (int64_t)time(NULL)};
+        new_id(q->s, kind, st.id, sizeof st.id);
+        if (kind != SL_API_NATIVE) {
+            put_oai_head(f, q->sm, st.id, "text_completion", st.created);
+            fputs(",\"choices\":[", f);
+        } else {
+            fputc('[', f);
+        }
+        size_t gen = 0, prompt = 0, cached = 0;
+        for (size_t i = 0; i < N; i++) {
+            const sl_serve_job *j = jobs[i];
+            char *out = j->text ? j->text : "";
+            size_t n_out = j->n_text, cap = n_echoes[i];
+            if (echoes[i] && !sl_cli_append(&echoes[i], &n_echoes[i], &cap, out, n_out)) {
+                out = echoes[i];
+                n_out = n_echoes[i];
+            }
+            if (i) fputc(',', f);
+            if (kind == SL_API_NATIVE) put_native(f, q->sm, j, out, n_out, false, 0, i);
+            else put_oai_choice(f, &st, j, out, n_out, finish_reason(j), false, 0,
+                                toks_upto(j, j->n_text), i);
+            gen += (size_t)j->n_predicted;
+            prompt += j->n_prompt;
+            cached += j->n_cached;
+        }
+        if (kind != SL_API_NATIVE)
+            fprintf(f, "],\"usage\":{\"completion_tokens\":%zu,\"prompt_tokens\":%zu,"
+                    "\"total_tokens\":%zu,\"prompt_tokens_details\":{\"cached_tokens\":%zu}}}",
+                    gen, prompt, gen + prompt, cached);
+        else
+            fputc(']', f);
+        sl__serve_body_close(q->r, f, 200, k_json);
+    }
+    for (size_t i = 0; jobs && i < made; i++) {
+        if (!ok && jobs[i]) sl__serve_job_cancel(jobs[i]);
+        sl__serve_job_release(jobs[i]);
+    }
+    for (size_t i = 0; echoes && i < N; i++) free(echoes[i]);
+    free(jobs);
+    free(echoes);
+    free(n_echoes);
+    sl__serve_params_free(p);
+    sl__serve_prompts_free(pr);
+}
+
+static void completion(req *q, sl_serve_api kind, sl_serve_prompts *pre, sl_serve_gone_fn gone,
+                       void *user)
 {
     sl_serve *s = q->s;
-    sl_serve_params p;
+    sl_serve_params p = {0};
+    sl_serve_prompts pr = {0};
     bool stream = false, echo = false;
     int32_t *tok = NULL;
     size_t n_tok = 0, n_echo = 0;
     char *text = NULL, *echo_text = NULL;
-    if (!(q->sm = sl__serve_req_model(q))) return;
+    if (pre) { /* ours from here on */
+        pr = *pre;
+        *pre = (sl_serve_prompts){0};
+    }
+    if (!(q->sm = sl__serve_req_model(q))) goto fail;
     if (!sl__serve_get_params(q, kind, &p)) goto fail;
+    if (kind == SL_API_INFILL) kind = SL_API_NATIVE; /* /completion's shapes */
     if (!sl__serve_get_bool(q, "stream", &stream) || !sl__serve_get_bool(q, "echo", &echo))
         goto fail;
+    const int n_slots = sl__serve_pool_n_slots(q->sm->pool);
+    if (p.id_slot >= n_slots) {
+        sl__serve_error(q->r, 400, "'id_slot' %" PRId32 ": the model has %d slot%s (0..%d), or "
+                        "-1 for any", p.id_slot, n_slots, n_slots > 1 ? "s" : "", n_slots - 1);
+        goto fail;
+    }
     if (echo && p.probs) {
         sl__serve_error(q->r, 400, "'echo' with 'logprobs' is not supported (the prompt's "
                         "log-probabilities are not computed)");
@@ -403,22 +573,21 @@ static void completion(req *q, sl_serve_api kind, sl_serve_gone_fn gone, void *u
         if (!sl__serve_chat_text(q, &text, &len) ||
             !sl__serve_tokenize(q, text, len, true, true, &tok, &n_tok))
             goto fail;
-    } else if (!sl__serve_get_prompt(q, &tok, &n_tok)) {
+    } else if (!pr.count && !sl__serve_get_prompts(q, "prompt", true, &pr)) {
         goto fail;
+    }
+    if (pr.count > 1) {
+        completion_many(q, kind, &p, &pr, stream, echo, gone, user);
+        return;
+    }
+    if (pr.count == 1) {
+        tok = pr.tok[0];
+        n_tok = pr.n[0];
+        pr.tok[0] = NULL;
+        sl__serve_prompts_free(&pr);
     }
     if (echo && !(echo_text = prompt_text(q, tok, n_tok, &n_echo))) goto fail;
-    const int32_t n_ctx = sl__serve_pool_n_ctx(q->sm->pool);
-    if (!n_tok) {
-        sl__serve_error(q->r, 400, "the prompt is empty");
-        goto fail;
-    }
-    if (n_tok > (size_t)n_ctx) {
-        char extra[96];
-        snprintf(extra, sizeof extra, ",\"n_prompt_tokens\":%zu,\"n_ctx\":%" PRId32, n_tok, n_ctx);
-        error_typed(q->r, 400, "exceed_context_size_error", extra, "the prompt has %zu tokens, "
-                    "more than the context (%" PRId32 "); raise -c", n_tok, n_ctx);
-        goto fail;
-    }
+    if (!prompt_fits(q, n_tok, 0, 1)) goto fail;
     sl_serve_job *j;
     sl_error err = {0};
     if (sl__serve_job_create(tok, n_tok, &p, &j, &err)) {
@@ -451,7 +620,7 @@ static void completion(req *q, sl_serve_api kind, sl_serve_gone_fn gone, void *u
         q->r->content_type = "text/event-stream";
         return;
     }
-    if (!wait_done(j, gone, user)) {
+    if (!sl__serve_job_wait(j, gone, user)) {
         sl__serve_error(q->r, 400, "the client closed the connection");
     } else if (j->error_status) {
         sl__serve_error(q->r, j->error_status, "%s", j->error_msg);
@@ -468,7 +637,7 @@ static void completion(req *q, sl_serve_api kind, sl_serve_gone_fn gone, void *u
             n_out = st->n_echo;
         }
         const size_t nt = toks_upto(j, j->n_text);
-        if (f && kind == SL_API_NATIVE) put_native(f, q->sm, j, out, n_out, false, 0);
+        if (f && kind == SL_API_NATIVE) put_native(f, q->sm, j, out, n_out, false, 0, 0);
         else if (f) put_oai(f, st, j, out, n_out, finish_reason(j), false, 0, nt);
         if (f) sl__serve_body_close(q->r, f, 200, k_json);
     }
@@ -479,9 +648,16 @@ static void completion(req *q, sl_serve_api kind, sl_serve_gone_fn gone, void *u
 fail:
     free(tok);
     sl__serve_params_free(&p);
+    sl__serve_prompts_free(&pr);
 out:
     free(text);
     free(echo_text);
+}
+
+void sl__serve_completion(sl_serve_req *q, sl_serve_api kind, sl_serve_prompts *pre,
+                          sl_serve_gone_fn gone, void *user)
+{
+    completion(q, kind, pre, gone, user);
 }
 
 /* ---- streams -------------------------------------------------------------------------------- */
@@ -554,7 +730,7 @@ static void stream_next(sl_serve_stream *st)
         } else {
             fputs("data: ", f);
             const size_t nt = toks_upto(j, j->n_text);
-            if (st->kind == SL_API_NATIVE) put_native(f, st->sm, j, "", 0, true, st->toks_sent);
+            if (st->kind == SL_API_NATIVE) put_native(f, st->sm, j, "", 0, true, st->toks_sent, 0);
             else put_oai(f, st, j, st->kind == SL_API_OAI_CHAT ? NULL : "", 0, finish_reason(j),
                          true, st->toks_sent, nt);
             fputs("\n\n", f);
@@ -750,6 +926,10 @@ void sl__serve_api_handle(sl_serve *s, sl_serve_route route, const char *body, s
         sl__serve_error(r, 500, "%s", err.msg);
     } else if (sl_jdoc_kind(q.d, q.root) != SL_JOBJ) {
         sl__serve_error(r, 400, "the request body must be a JSON object");
+    } else if (route == SL_ROUTE_EMBEDDING || route == SL_ROUTE_OAI_EMBEDDINGS) {
+        sl__serve_embeddings(&q, route == SL_ROUTE_OAI_EMBEDDINGS, gone, gone_user);
+    } else if (route == SL_ROUTE_INFILL) {
+        sl__serve_infill(&q, gone, gone_user);
     } else if (route >= SL_ROUTE_ADMIN_PIN) {
         sl__serve_admin(s, route, q.d, q.root, r);
     } else if (route >= SL_ROUTE_TOKENIZE) {
@@ -757,7 +937,7 @@ void sl__serve_api_handle(sl_serve *s, sl_serve_route route, const char *body, s
     } else {
         const sl_serve_api k = route == SL_ROUTE_COMPLETION ? SL_API_NATIVE
                          : route == SL_ROUTE_OAI_COMPLETION ? SL_API_OAI_TEXT : SL_API_OAI_CHAT;
-        completion(&q, k, gone, gone_user);
+        completion(&q, k, NULL, gone, gone_user);
     }
     sl_jdoc_free(q.d);
 }

@@ -71,6 +71,11 @@ static const route k_routes[] = {
     {"/tokenize", "POST", SL_ROUTE_TOKENIZE},
     {"/detokenize", "POST", SL_ROUTE_DETOKENIZE},
     {"/apply-template", "POST", SL_ROUTE_APPLY_TEMPLATE},
+    {"/embedding", "POST", SL_ROUTE_EMBEDDING},
+    {"/embeddings", "POST", SL_ROUTE_EMBEDDING},
+    {"/v1/embeddings", "POST", SL_ROUTE_OAI_EMBEDDINGS},
+    {"/infill", "POST", SL_ROUTE_INFILL},
+    {"/slots/", "POST", SL_ROUTE_SLOT_ACTION}, /* a prefix: /slots/{id}?action=... */
     {"/models/pin", "POST", SL_ROUTE_ADMIN_PIN},
     {"/models/unpin", "POST", SL_ROUTE_ADMIN_UNPIN},
     {"/models/load", "POST", SL_ROUTE_ADMIN_LOAD},
@@ -82,6 +87,7 @@ static const route k_routes[] = {
  * unless body == NULL; too_large => body == NULL. */
 typedef struct request {
     const route *rt;
+    char slot_id[24];           /* SL_ROUTE_SLOT_ACTION: the URL's {id} ("" if too long) */
     char *body;
     size_t n, cap;
     bool replied;               /* a reply was queued on the first call (404, 405, 413) */
@@ -251,8 +257,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         const route *found = NULL;
         for (size_t i = 0; i < sizeof k_routes / sizeof *k_routes; i++) {
-            if (strcmp(url, k_routes[i].path)) continue;
-            found = &k_routes[i];
+            const route *k = &k_routes[i];
+            const size_t kl = strlen(k->path);
+            const bool prefix = k->route == SL_ROUTE_SLOT_ACTION;
+            if (prefix ? strncmp(url, k->path, kl) || !url[kl] : strcmp(url, k->path)) continue;
+            if (prefix && strlen(url + kl) < sizeof q->slot_id) strcpy(q->slot_id, url + kl);
+            found = k;
             break;
         }
         if (!found) return early_error(s, c, q, 404, NULL, "File Not Found: %s", url);
@@ -296,7 +306,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return early_error(s, c, q, 413, NULL, "the request body is larger than %zu bytes "
                            "(--max-body-bytes)", s->max_body_bytes);
     sl_serve_reply r = {0};
-    sl__serve_api_handle(s, q->rt->route, q->body ? q->body : "", q->n, conn_gone, c, &r);
+    if (q->rt->route == SL_ROUTE_SLOT_ACTION)
+        sl__serve_slot_action(s, q->slot_id,
+                              MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "action"),
+                              q->body ? q->body : "", q->n, conn_gone, c, &r);
+    else
+        sl__serve_api_handle(s, q->rt->route, q->body ? q->body : "", q->n, conn_gone, c, &r);
     return send_reply(s, c, &r);
 }
 

@@ -12,6 +12,9 @@
  *   serve_slots.c    the slots: one context + worker thread each, the job queue, the
  *                    generation loop
  *   serve_chat.c     chat templates (serve_chat.h)
+ *   serve_embd.c     POST /embedding, /v1/embeddings (--embedding): pooled hidden states
+ *   serve_infill.c   POST /infill: the model's FIM tokens, the fill-in-the-middle prompt
+ *   serve_slot_file.c POST /slots/{id}?action=save|restore|erase (--slot-save-path)
  *
  * Threads: libmicrohttpd runs one thread per connection; it parses the request, submits a job
  * and waits on the job (or streams from it). Each slot's worker thread owns its context: no
@@ -63,7 +66,29 @@ typedef struct sl_serve_params {
     int32_t n_probs;            /* ... and the n_probs most likely (0..SL_SERVE_MAX_PROBS) */
     bool return_tokens;
     bool cache_prompt;          /* reuse the slot's KV for the prompt's common prefix (true) */
+    int32_t id_slot;            /* the slot that must run the job; -1: any idle one */
 } sl_serve_params;
+
+/* What a job asks of its slot: a generation, or one of the slot operations (serve_embd.c,
+ * serve_slot_file.c), which run on the slot's context from its worker. */
+typedef enum sl_serve_op {
+    SL_OP_GENERATE,
+    SL_OP_EMBED,                /* evaluate the prompt, pool its hidden states */
+    SL_OP_SLOT_SAVE,
+    SL_OP_SLOT_RESTORE,
+    SL_OP_SLOT_ERASE,
+} sl_serve_op;
+
+/* llama.cpp's pooling types (<arch>.pooling_type, --pooling); rank is not implemented. */
+typedef enum sl_serve_pooling {
+    SL_POOL_NONE = 0,
+    SL_POOL_MEAN = 1,
+    SL_POOL_CLS = 2,
+    SL_POOL_LAST = 3,
+} sl_serve_pooling;
+
+/* The vocabulary's fill-in-the-middle tokens, llama.cpp's order; -1 where absent. */
+enum { SL_FIM_PRE, SL_FIM_SUF, SL_FIM_MID, SL_FIM_PAD, SL_FIM_REP, SL_FIM_SEP, SL_FIM_N };
 
 /* A generated token as the responses report it: its id, its log-probability under the raw
  * logits (probs only), where its text ends in job->text (before a stop string's cut), and its
@@ -116,6 +141,16 @@ typedef struct sl_serve_job {
     int32_t n_decoded;          /* tokens of gen_s */
     int error_status;           /* 0, or the HTTP status of a failure */
     char error_msg[256];
+    /* a slot operation (op != SL_OP_GENERATE): its input, set before submission ... */
+    sl_serve_op op;
+    sl_serve_pooling pooling;   /* SL_OP_EMBED */
+    int32_t embd_normalize;     /* llama.cpp's: -1 none, 0 max-abs int16, 1 taxicab, 2 L2, >2 p */
+    char *path;                 /* SAVE / RESTORE: the file (malloc'd) */
+    /* ... and its result, written by the slot's worker before DONE */
+    float *embd;                /* EMBED: n_embd_rows rows of info.n_embd floats (malloc'd) */
+    size_t n_embd_rows;
+    uint64_t io_tokens, io_bytes; /* SAVE / RESTORE / ERASE: tokens and bytes moved */
+    double io_ms;
 } sl_serve_job;
 
 /* Counters for /metrics (llama-server's names in serve_metrics.c). */
@@ -131,6 +166,18 @@ typedef struct sl_serve_counters {
 
 typedef struct sl_serve sl_serve;
 typedef struct sl_serve_model sl_serve_model;
+
+/* A slot as its operations see it, from its worker: the context and the tokens its KV holds
+ * (hist[0, n_kv), by position); an operation updates n_kv. */
+typedef struct sl_serve_slot_kv {
+    sl_ctx *ctx;
+    int32_t *hist;
+    size_t n_kv;
+    int32_t n_ctx;
+    int id;
+    pthread_mutex_t *eval_mu;   /* held around an evaluation, or NULL */
+    const sl_serve_model *sm;
+} sl_serve_slot_kv;
 
 /* serve_slots.c */
 /* Creates n_slots slots for sm and their workers. Each slot's context (options co, copied)
@@ -154,6 +201,9 @@ sl_status sl__serve_job_create(int32_t *prompt, size_t n_prompt, const sl_serve_
 /* Queues the job (the pool takes its own reference); SL_ERR_UNSUPPORTED when stopping. */
 sl_status sl__serve_pool_submit(sl_serve_pool *pool, sl_serve_job *job, sl_error *err);
 void sl__serve_job_cancel(sl_serve_job *job);
+/* The job failed with an HTTP status and a message (from its worker). */
+void sl__serve_job_failf(sl_serve_job *j, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void sl__serve_job_release(sl_serve_job *job);
 sl_status sl__serve_job_validate(const sl_serve_job *job, sl_error *err); /* under job->mu */
 void sl__serve_params_free(sl_serve_params *p);
@@ -180,6 +230,8 @@ struct sl_serve_model {
     sl_chat_tmpl chat;          /* family used for chat prompts */
     char *chat_source;          /* the GGUF's template text (malloc'd), or NULL */
     sl_serve_pool *pool;
+    sl_serve_pooling pooling;   /* --pooling, else the file's <arch>.pooling_type (none) */
+    int32_t fim[SL_FIM_N];      /* serve_infill.c sl__serve_model_vocab_meta */
 };
 
 /* serve.c: the server as the endpoints see it (read-only once serving starts).
@@ -205,6 +257,11 @@ struct sl_serve {
     uint64_t http_requests, http_errors;
     const char *api_key;        /* --api-key: Bearer KEY required (but on /health, /models) */
     bool hotswap;               /* /health reloads changed tensors (sl_reload_changed) */
+    bool embedding;             /* --embedding: the embeddings endpoints (contexts keep hidden
+                                   states) */
+    int32_t embd_normalize;     /* the default of a request's embd_normalize (2) */
+    int32_t n_batch;            /* -b (infill's prompt budget) */
+    const char *slot_save_path; /* --slot-save-path DIR, or NULL: slot actions refused (501) */
     uint64_t reloads, reloaded_tensors; /* /health reloads that changed something; tensors */
 };
 
@@ -239,10 +296,16 @@ typedef enum sl_serve_route {
     SL_ROUTE_ADMIN_LOAD,
     SL_ROUTE_ADMIN_UNLOAD,
     SL_ROUTE_ADMIN_COMPACT,
+    SL_ROUTE_EMBEDDING,         /* /embedding: llama-server's own shape */
+    SL_ROUTE_OAI_EMBEDDINGS,
+    SL_ROUTE_INFILL,
+    SL_ROUTE_SLOT_ACTION,       /* POST /slots/{id}?action= (sl__serve_slot_action) */
 } sl_serve_route;
 
 void sl__serve_api_handle(sl_serve *s, sl_serve_route route, const char *body, size_t len,
                           sl_serve_gone_fn gone, void *gone_user, sl_serve_reply *r);
+/* Blocks until the job is done; false (the job cancelled) when the client went away. */
+bool sl__serve_job_wait(sl_serve_job *j, sl_serve_gone_fn gone, void *user);
 /* A memory stream for a reply body; NULL when out of memory. */
 FILE *sl__serve_body_open(sl_serve_reply *r);
 /* Closes the body as the reply (status, content type); a 500 with a fixed body when the
@@ -259,7 +322,12 @@ void sl__serve_metrics(sl_serve *s, sl_serve_reply *r);
 
 /* serve_req.c: a request's JSON body as the endpoints read it. Getters leave *out alone when
  * the field is absent or null and return false after a 400 reply naming the field. */
-typedef enum sl_serve_api { SL_API_NATIVE, SL_API_OAI_TEXT, SL_API_OAI_CHAT } sl_serve_api;
+typedef enum sl_serve_api {
+    SL_API_NATIVE,
+    SL_API_OAI_TEXT,
+    SL_API_OAI_CHAT,
+    SL_API_INFILL,              /* /infill: /completion's fields and shapes, and its inputs */
+} sl_serve_api;
 typedef struct sl_serve_req {
     sl_serve *s;
     sl_serve_model *sm;         /* the request's model, once known */
@@ -283,6 +351,21 @@ bool sl__serve_tokenize(const sl_serve_req *q, const char *text, size_t len, boo
                         bool parse_special, int32_t **tok, size_t *n);
 /* "prompt": a string, an array holding one string, or an array of token ids. */
 bool sl__serve_get_prompt(const sl_serve_req *q, int32_t **tok, size_t *n);
+/* Several prompts, llama-server's tokenize_input_prompts: a string or an array of token ids
+ * (and strings) is one; any other array is one per element, each a string or such an array. */
+typedef struct sl_serve_prompts {
+    int32_t **tok;              /* [count] malloc'd arrays */
+    size_t *n;
+    size_t count;
+} sl_serve_prompts;
+/* The prompts of field key (a 400 naming it when absent or malformed); add_special: BOS as the
+ * model says before each prompt that starts with text. */
+bool sl__serve_get_prompts(const sl_serve_req *q, const char *key, bool add_special,
+                           sl_serve_prompts *out);
+/* One prompt from v: a string or an array of token ids and strings. what names it. */
+bool sl__serve_prompt_of(const sl_serve_req *q, sl_jref v, const char *what, bool add_special,
+                         int32_t **tok, size_t *n);
+void sl__serve_prompts_free(sl_serve_prompts *p);
 /* "messages" through the model's chat template: the prompt text (malloc'd). */
 bool sl__serve_chat_text(const sl_serve_req *q, char **text, size_t *len);
 
@@ -325,6 +408,33 @@ void sl__serve_model_json(FILE *f, const sl_serve *s, const sl_serve_model *sm);
 sl_status sl__serve_validate(sl_serve *s, sl_error *err);
 /* The list GET /v1/models answers: {"object":"list","data":[every model]}. */
 void sl__serve_models_json(FILE *f, const sl_serve *s);
+
+/* serve_api.c: a completion of kind (pre: its prompts, already built, or NULL: the body's) */
+void sl__serve_completion(sl_serve_req *q, sl_serve_api kind, sl_serve_prompts *pre,
+                          sl_serve_gone_fn gone, void *user);
+/* The 400 of a prompt of n tokens longer than the context (exceed_context_size_error). */
+void sl__serve_error_ctx(sl_serve_reply *r, size_t n, int32_t n_ctx);
+/* An error reply of a given type ("not_supported_error" ...). */
+void sl__serve_error_typed(sl_serve_reply *r, int status, const char *type, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* serve_embd.c */
+void sl__serve_embeddings(sl_serve_req *q, bool oai, sl_serve_gone_fn gone, void *user);
+/* SL_OP_EMBED on a slot (its worker) */
+void sl__serve_embd_run(sl_serve_slot_kv *kv, sl_serve_job *j);
+
+/* serve_infill.c */
+/* sm's pooling type (<arch>.pooling_type) and FIM tokens from its file, as llama.cpp's vocab
+ * reads them (the keys, then its fallback by token text). */
+sl_status sl__serve_model_vocab_meta(sl_serve_model *sm, sl_error *err);
+void sl__serve_infill(sl_serve_req *q, sl_serve_gone_fn gone, void *user);
+
+/* serve_slot_file.c: POST /slots/{id}?action=save|restore|erase; id and action from the URL
+ * (NULL: absent); body: {"filename"} (and "model" with several models). */
+void sl__serve_slot_action(sl_serve *s, const char *id, const char *action, const char *body,
+                           size_t len, sl_serve_gone_fn gone, void *user, sl_serve_reply *r);
+/* SL_OP_SLOT_SAVE / _RESTORE / _ERASE on a slot (its worker) */
+void sl__serve_slot_file_run(sl_serve_slot_kv *kv, sl_serve_job *j);
 
 /* serve_admin.c: an admin route; d is the request body, already parsed; root its value. */
 void sl__serve_admin(sl_serve *s, sl_serve_route route, const sl_jdoc *d, sl_jref root,

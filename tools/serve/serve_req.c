@@ -93,7 +93,7 @@ static const known k_neutral[] = {
     {"tools", N_EMPTY, 0, "tool calls are not implemented"},
     {"tool_choice", N_TOOL_CHOICE, 0, "tool calls are not implemented"},
     {"functions", N_EMPTY, 0, "function calls are not implemented"},
-    {"suffix", N_EMPTY, 0, "infilling is not implemented"},
+    {"suffix", N_EMPTY, 0, "infilling is served by POST /infill"},
     {"samplers", N_EMPTY, 0, "the sampler order is fixed"},
     {"lora", N_EMPTY, 0, "LoRA adapters are not implemented"},
     {"mirostat", N_NUM, 0, "mirostat is not implemented"},
@@ -108,7 +108,6 @@ static const known k_neutral[] = {
     {"t_max_predict_ms", N_NUM, 0, "a prediction time limit is not implemented"},
     {"n_cache_reuse", N_NUM, 0, "KV shifting is not implemented"},
     {"n_discard", N_NUM, 0, "context shift is not implemented"},
-    {"id_slot", N_NUM, -1, "a request cannot choose its slot"},
     {"n_cmpl", N_NUM, 1, "one completion per request"},
     {"best_of", N_NUM, 1, "one completion per request"},
     {"post_sampling_probs", N_FALSE, 0, "probabilities are those of the raw logits"},
@@ -290,8 +289,10 @@ static bool get_logit_bias(const sl_serve_req *q, sl_serve_params *p)
 #define COMMON "model", "stream", "n_predict", "max_tokens", "temperature", "top_k", "top_p", \
     "min_p", "seed", "stop", "ignore_eos", "logit_bias", "frequency_penalty",               \
     "presence_penalty", "repeat_penalty", "repeat_last_n", "cache_prompt", "n_keep",         \
-    "return_tokens", "stream_options", "user"
+    "return_tokens", "stream_options", "user", "id_slot"
 static const char *const k_native[] = {COMMON, "prompt", "n_probs", NULL};
+static const char *const k_infill[] = {COMMON, "prompt", "n_probs", "input_prefix",
+                                       "input_suffix", "input_extra", NULL};
 static const char *const k_text[] = {COMMON, "prompt", "n", "logprobs", "echo", NULL};
 static const char *const k_chat[] = {COMMON, "messages", "n", "max_completion_tokens", "logprobs",
                                      "top_logprobs", NULL};
@@ -299,7 +300,7 @@ static const char *const k_chat[] = {COMMON, "messages", "n", "max_completion_to
 static bool get_probs(const sl_serve_req *q, sl_serve_api kind, sl_serve_params *p)
 {
     const int32_t max = SL_SERVE_MAX_PROBS;
-    if (kind == SL_API_NATIVE) {
+    if (kind == SL_API_NATIVE || kind == SL_API_INFILL) {
         if (!get_i32(q, "n_probs", 0, max, &p->n_probs)) return false;
         p->probs = p->n_probs > 0;
         return true;
@@ -320,7 +321,8 @@ static bool get_probs(const sl_serve_req *q, sl_serve_api kind, sl_serve_params 
 sl_serve_params sl__serve_params_default(const sl_serve *s)
 {
     return (sl_serve_params){.so = s->so_default, .n_predict = s->n_predict_default,
-                             .repeat_penalty = 1, .repeat_last_n = 64, .cache_prompt = true};
+                             .repeat_penalty = 1, .repeat_last_n = 64, .cache_prompt = true,
+                             .id_slot = -1};
 }
 
 bool sl__serve_get_params(const sl_serve_req *q, sl_serve_api kind, sl_serve_params *p)
@@ -328,6 +330,7 @@ bool sl__serve_get_params(const sl_serve_req *q, sl_serve_api kind, sl_serve_par
     sl_serve *s = q->s;
     *p = sl__serve_params_default(s);
     if (!sl__serve_check_fields(q, kind == SL_API_NATIVE ? k_native
+                                   : kind == SL_API_INFILL ? k_infill
                                    : kind == SL_API_OAI_TEXT ? k_text : k_chat))
         return false;
     if (!get_i32(q, "n_predict", -1, INT32_MAX, &p->n_predict) ||
@@ -346,8 +349,10 @@ bool sl__serve_get_params(const sl_serve_req *q, sl_serve_api kind, sl_serve_par
         !get_i32(q, "repeat_last_n", -1, INT32_MAX, &p->repeat_last_n) ||
         !sl__serve_get_bool(q, "return_tokens", &p->return_tokens) ||
         !sl__serve_get_bool(q, "cache_prompt", &p->cache_prompt) ||
+        !get_i32(q, "id_slot", -1, INT32_MAX, &p->id_slot) ||
         !sl__serve_get_int(q, "n_keep", -1, INT32_MAX, &n_keep) ||
-        (kind != SL_API_NATIVE && !sl__serve_get_int(q, "n", 1, 1, &n)) ||
+        (kind != SL_API_NATIVE && kind != SL_API_INFILL &&
+         !sl__serve_get_int(q, "n", 1, 1, &n)) ||
         !get_probs(q, kind, p) || !get_logit_bias(q, p))
         return false;
     const sl_jref user = sl__serve_field(q, "user"), so = sl__serve_field(q, "stream_options");
@@ -390,8 +395,6 @@ bool sl__serve_get_params(const sl_serve_req *q, sl_serve_api kind, sl_serve_par
 
 /* ---- prompts -------------------------------------------------------------------------------- */
 
-/* ---- prompts -------------------------------------------------------------------------------- */
-
 bool sl__serve_tokenize(const sl_serve_req *q, const char *text, size_t len, bool add_special,
                         bool parse_special, int32_t **tok, size_t *n)
 {
@@ -403,33 +406,17 @@ bool sl__serve_tokenize(const sl_serve_req *q, const char *text, size_t len, boo
     return true;
 }
 
-/* Tokenizes a prompt as `sluice generate` does (BOS as the model says, special tokens parsed). */
-static bool tokenize(const sl_serve_req *q, const char *text, size_t len, int32_t **tok,
-                     size_t *n)
+/* One prompt from v: a string, or an array of token ids and strings (llama-server's mixed form:
+ * the strings tokenized in place, BOS only when the first element is a string). */
+bool sl__serve_prompt_of(const sl_serve_req *q, sl_jref v, const char *what, bool add_special,
+                         int32_t **tok, size_t *n)
 {
-    return sl__serve_tokenize(q, text, len, true, true, tok, n);
-}
-
-/* "prompt": a string, or an array of token ids and strings (llama-server's mixed form: the
- * strings tokenized in place, BOS only when the first element is a string); an array of
- * several strings alone is several prompts, which this server does not batch: a 400. */
-bool sl__serve_get_prompt(const sl_serve_req *q, int32_t **tok, size_t *n)
-{
-    const sl_jref v = sl__serve_field(q, "prompt");
     size_t len;
     const char *s = sl_jdoc_str(q->d, v, &len);
-    if (s) return tokenize(q, s, len, tok, n);
+    if (s) return sl__serve_tokenize(q, s, len, add_special, true, tok, n);
     if (v == SL_JNONE || sl_jdoc_kind(q->d, v) != SL_JARR) {
-        sl__serve_error(q->r, 400, "'prompt' must be a string or an array of token ids "
-                        "(and strings)");
-        return false;
-    }
-    size_t n_str = 0, n_el = 0;
-    for (sl_jref e = sl_jdoc_first(q->d, v); e != SL_JNONE; e = sl_jdoc_next(q->d, e), n_el++)
-        n_str += sl_jdoc_kind(q->d, e) == SL_JSTR;
-    if (n_str > 1 && n_str == n_el) {
-        sl__serve_error(q->r, 400, "'prompt' is an array of %zu strings: several prompts in one "
-                        "request are not supported; send one request per prompt", n_str);
+        sl__serve_error(q->r, 400, "'%s' must be a string or an array of token ids "
+                        "(and strings)", what);
         return false;
     }
     char *out = NULL; /* int32_t ids, appended as bytes */
@@ -441,7 +428,7 @@ bool sl__serve_get_prompt(const sl_serve_req *q, int32_t **tok, size_t *n)
         int64_t id;
         const char *str = sl_jdoc_str(q->d, e, &len);
         if (str) {
-            ok = sl__serve_tokenize(q, str, len, i == 0, true, &part, &n_part);
+            ok = sl__serve_tokenize(q, str, len, add_special && i == 0, true, &part, &n_part);
         } else if (sl_jdoc_kind(q->d, e) == SL_JNUM &&
                    sl_jdoc_int(q->d, e, 0, q->sm->info.n_vocab - 1, &id)) {
             const int32_t t = (int32_t)id;
@@ -449,8 +436,8 @@ bool sl__serve_get_prompt(const sl_serve_req *q, int32_t **tok, size_t *n)
             if (!ok) sl__serve_error(q->r, 500, "out of memory");
             continue;
         } else {
-            sl__serve_error(q->r, 400, "'prompt'[%zu] must be a token id in [0, %" PRId32 "] or "
-                            "a string", i, q->sm->info.n_vocab - 1);
+            sl__serve_error(q->r, 400, "'%s'[%zu] must be a token id in [0, %" PRId32 "] or "
+                            "a string", what, i, q->sm->info.n_vocab - 1);
             ok = false;
         }
         if (ok && sl_cli_append(&out, &n_out, &cap, part, n_part * sizeof *part)) {
@@ -468,6 +455,59 @@ bool sl__serve_get_prompt(const sl_serve_req *q, int32_t **tok, size_t *n)
     *n = n_out / sizeof **tok;
     if (!*tok) sl__serve_error(q->r, 500, "out of memory");
     return *tok != NULL;
+}
+
+bool sl__serve_get_prompt(const sl_serve_req *q, int32_t **tok, size_t *n)
+{
+    return sl__serve_prompt_of(q, sl__serve_field(q, "prompt"), "prompt", true, tok, n);
+}
+
+void sl__serve_prompts_free(sl_serve_prompts *p)
+{
+    for (size_t i = 0; p->tok && i < p->count; i++) free(p->tok[i]);
+    free(p->tok);
+    free(p->n);
+    *p = (sl_serve_prompts){0};
+}
+
+/* Whether array v holds a number (llama-server's json_is_array_and_contains_numbers). */
+static bool has_number(const sl_serve_req *q, sl_jref v)
+{
+    for (sl_jref e = sl_jdoc_first(q->d, v); e != SL_JNONE; e = sl_jdoc_next(q->d, e))
+        if (sl_jdoc_kind(q->d, e) == SL_JNUM) return true;
+    return false;
+}
+
+bool sl__serve_get_prompts(const sl_serve_req *q, const char *key, bool add_special,
+                           sl_serve_prompts *out)
+{
+    *out = (sl_serve_prompts){0};
+    const sl_jref v = sl__serve_field(q, key);
+    const bool many = v != SL_JNONE && sl_jdoc_kind(q->d, v) == SL_JARR && !has_number(q, v);
+    const size_t count = many ? sl_jdoc_count(q->d, v) : 1;
+    if (!count) {
+        sl__serve_error(q->r, 400, "'%s' must not be empty", key);
+        return false;
+    }
+    out->tok = calloc(count, sizeof *out->tok);
+    out->n = calloc(count, sizeof *out->n);
+    if (!out->tok || !out->n) {
+        sl__serve_prompts_free(out);
+        sl__serve_error(q->r, 500, "out of memory");
+        return false;
+    }
+    sl_jref e = many ? sl_jdoc_first(q->d, v) : v;
+    for (size_t i = 0; i < count; i++, e = many ? sl_jdoc_next(q->d, e) : e) {
+        char what[64];
+        if (many) snprintf(what, sizeof what, "%s[%zu]", key, i);
+        else snprintf(what, sizeof what, "%s", key);
+        if (!sl__serve_prompt_of(q, e, what, add_special, &out->tok[i], &out->n[i])) {
+            sl__serve_prompts_free(out);
+            return false;
+        }
+        out->count = i + 1;
+    }
+    return true;
 }
 
 /* A message's content: a string, null, or an array of {"type":"text","text":...} parts

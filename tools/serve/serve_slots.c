@@ -21,6 +21,7 @@
  * are written by its worker while slot->job is set and read by the others only while it is
  * NULL (both under pool->mu). */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +116,8 @@ void sl__serve_job_release(sl_serve_job *j)
     free(j->text);
     free(j->toks);
     free(j->top);
+    free(j->path);
+    free(j->embd);
     free(j);
 }
 
@@ -250,6 +253,17 @@ static void job_fail(sl_serve_job *j, int status, const char *what, const char *
     pthread_mutex_unlock(&j->mu);
 }
 
+void sl__serve_job_failf(sl_serve_job *j, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&j->mu);
+    j->error_status = status;
+    vsnprintf(j->error_msg, sizeof j->error_msg, fmt, ap);
+    pthread_mutex_unlock(&j->mu);
+    va_end(ap);
+}
+
 /* What a slot's KV depends on besides its tokens: the --hotswap reloads and, with a runtime,
  * its loads, evictions and compactions (sums of counters that only grow: equal means none). */
 static uint64_t kv_epoch(sl_serve *s)
@@ -281,6 +295,7 @@ static size_t common_prefix(const slot *sl, const sl_serve_job *j)
 static bool slot_takes(const slot *sl, const sl_serve_job *j)
 {
     const sl_serve_pool *pool = sl->pool;
+    if (j->p.id_slot >= 0) return j->p.id_slot == sl->id; /* id_slot: that one, when idle */
     const size_t mine = common_prefix(sl, j);
     for (int i = 0; i < pool->n_slots; i++) {
         const slot *o = &pool->slots[i];
@@ -292,6 +307,21 @@ static bool slot_takes(const slot *sl, const sl_serve_job *j)
             return false;
     }
     return true;
+}
+
+/* A slot operation (serve_embd.c, serve_slot_file.c) on the slot's context; the KV it leaves
+ * (an embedded prompt, a restored file) is as current as the weights. */
+static void run_op(slot *sl, sl_serve_job *j)
+{
+    sl_serve_pool *pool = sl->pool;
+    sl_serve_slot_kv kv = {.ctx = sl->ctx, .hist = sl->hist, .n_kv = sl->n_kv,
+                           .n_ctx = pool->n_ctx, .id = sl->id, .eval_mu = pool->eval_mu,
+                           .sm = pool->sm};
+    if (kv_epoch(pool->s) != sl->epoch) kv.n_kv = 0; /* stale: nothing worth saving */
+    if (j->op == SL_OP_EMBED) sl__serve_embd_run(&kv, j);
+    else sl__serve_slot_file_run(&kv, j);
+    sl->n_kv = kv.n_kv;
+    sl->epoch = kv_epoch(pool->s);
 }
 
 /* Runs one job on the slot's context, its model held from the first step to the last (so
@@ -314,6 +344,10 @@ static void run_job(slot *sl, sl_serve_job *j)
     }
     if (!sl->hist && !(sl->hist = malloc((size_t)pool->n_ctx * sizeof *sl->hist))) {
         job_fail(j, 500, "context", "out of memory");
+        goto done;
+    }
+    if (j->op != SL_OP_GENERATE) {
+        run_op(sl, j);
         goto done;
     }
     /* the prompt cache: keep the KV of the common prefix (one token left to evaluate) */
