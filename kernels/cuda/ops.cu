@@ -281,10 +281,11 @@ extern "C" sl_status sl_cuda_scale(sl_cuda_ctx *c, float *d_x, int64_t n, float 
  * reference's order (higher score, then lower index). */
 static __global__ void __launch_bounds__(32)
     k_router(const float *logits, int32_t E, int32_t k, int gating, bool norm_topk,
-             const float *bias, float weight_scale, int32_t *out_idx, float *out_w)
+             const float *bias, float weight_scale, int32_t n_group, int32_t top_group,
+             int32_t *out_idx, float *out_w)
 {
-    extern __shared__ double rs[]; /* prob[E], score[E] */
-    double *prob = rs, *score = rs + E;
+    extern __shared__ double rs[]; /* prob[E], score[E], group score[n_group] */
+    double *prob = rs, *score = rs + E, *gscore = rs + 2 * E;
     __shared__ int32_t sel[SL_CUDA_ROUTER_MAX_EXPERT];
     const int lane = threadIdx.x;
     const float *lg = logits + (int64_t)blockIdx.x * E;
@@ -305,6 +306,29 @@ static __global__ void __launch_bounds__(32)
     }
     for (int e = lane; e < E; e += 32) score[e] = prob[e] + (bias ? (double)bias[e] : 0.0);
     __syncwarp();
+    if (n_group > 1) {
+        /* the reference's group limit: a group scores the sum of its two best scores (its one
+         * score if it has one expert); the experts of groups with top_group or more groups
+         * ranking before them (higher score, then lower index) are masked to -inf */
+        const int32_t per = E / n_group;
+        for (int g = lane; g < n_group; g += 32) {
+            double b1 = -INFINITY, b2 = -INFINITY;
+            for (int32_t e = g * per; e < (g + 1) * per; e++) {
+                if (score[e] > b1) b2 = b1, b1 = score[e];
+                else if (score[e] > b2) b2 = score[e];
+            }
+            gscore[g] = per > 1 ? b1 + b2 : b1;
+        }
+        __syncwarp();
+        for (int g = lane; g < n_group; g += 32) {
+            int32_t better = 0;
+            for (int o = 0; o < n_group; o++)
+                better += o != g && (gscore[o] > gscore[g] || (gscore[o] == gscore[g] && o < g));
+            if (better >= top_group)
+                for (int32_t e = g * per; e < (g + 1) * per; e++) score[e] = -INFINITY;
+        }
+        __syncwarp();
+    }
 
     for (int j = 0; j < k; j++) {
         double bs = -INFINITY;
@@ -359,6 +383,10 @@ extern "C" sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, 
     if (!isfinite(p->weight_scale))
         return sl_error_set(err, SL_ERR_INVALID, "%s: weight_scale = %g is not finite", fn,
                             (double)p->weight_scale);
+    if (p->n_group < 0 || (p->n_group > 1 && (E % p->n_group || p->top_group < 1 ||
+                                              p->top_group > p->n_group)))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_group = %d, top_group = %d invalid for "
+                            "n_expert = %d", fn, p->n_group, p->top_group, E);
     if (E > SL_CUDA_ROUTER_MAX_EXPERT)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: n_expert = %d > %d", fn, E,
                             (int)SL_CUDA_ROUTER_MAX_EXPERT);
@@ -370,8 +398,10 @@ extern "C" sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, 
     NEED(d_w, "d_w", n_tokens);
     sl_status st = enter(fn, c, err);
     if (st || !n_tokens) return st;
-    k_router<<<(unsigned)n_tokens, 32, 2 * (size_t)E * sizeof(double), c->stream>>>(
-        d_logits, E, k, (int)p->gating, p->norm_topk, p->bias, p->weight_scale, d_idx, d_w);
+    const int32_t G = p->n_group > 1 ? p->n_group : 0;
+    k_router<<<(unsigned)n_tokens, 32, (2 * (size_t)E + (size_t)G) * sizeof(double),
+               c->stream>>>(d_logits, E, k, (int)p->gating, p->norm_topk, p->bias,
+                            p->weight_scale, G, p->top_group, d_idx, d_w);
     SL_CU_LAUNCH(err, "k_router");
     return SL_OK;
 }
@@ -439,7 +469,10 @@ extern "C" sl_status sl_cuda_argmax(sl_cuda_ctx *c, const float *d_x, int64_t n,
 
 /* ---- decode attention ------------------------------------------------------------------------ */
 
-enum { ATTN_DPL = SL_CUDA_ATTN_MAX_HEAD_DIM / 32 }; /* head dims per lane */
+/* head dims per lane: 8 up to head_dim 256 (every architecture but MLA), 18 up to 576
+ * (deepseek2's latent rows, n_lora_kv 512 + n_rot 64): two instantiations, so the common one
+ * keeps its registers */
+enum { ATTN_DPL_SMALL = 256 / 32, ATTN_DPL = SL_CUDA_ATTN_MAX_HEAD_DIM / 32 };
 
 template <typename KV> static __device__ __forceinline__ float kv_f(const KV *p, int64_t i);
 template <> __device__ __forceinline__ float kv_f<float>(const float *p, int64_t i) { return p[i]; }
@@ -456,18 +489,18 @@ struct attn_k {
 
 /* One block per query head, ATTN_WARPS warps over the positions (warp w: p0 + w, + ATTN_WARPS,
  * ...), lanes over the head dims; online softmax per warp, merged at the end. */
-template <typename KV>
+template <typename KV, int DPL>
 static __global__ void __launch_bounds__(32 * ATTN_WARPS)
     k_attn_decode(const float *q, const KV *k, const KV *v, attn_k a, float *out)
 {
     __shared__ float wm[ATTN_WARPS], wsum[ATTN_WARPS];
-    __shared__ float wacc[ATTN_WARPS][SL_CUDA_ATTN_MAX_HEAD_DIM];
+    __shared__ float wacc[ATTN_WARPS][32 * DPL];
     const int h = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int kvh = h / a.group;
     const int64_t row = (int64_t)a.n_kv_head * a.D;
-    float qr[ATTN_DPL], acc[ATTN_DPL];
+    float qr[DPL], acc[DPL];
 #pragma unroll
-    for (int i = 0; i < ATTN_DPL; i++) {
+    for (int i = 0; i < DPL; i++) {
         const int d = lane + 32 * i;
         qr[i] = d < a.D ? q[(int64_t)h * a.D + d] : 0.0f;
         acc[i] = 0.0f;
@@ -477,7 +510,7 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
         const int64_t base = (int64_t)j * row + (int64_t)kvh * a.D;
         float dot = 0.0f;
 #pragma unroll
-        for (int i = 0; i < ATTN_DPL; i++) {
+        for (int i = 0; i < DPL; i++) {
             const int d = lane + 32 * i;
             if (d < a.D) dot = fmaf(qr[i], kv_f(k, base + d), dot);
         }
@@ -487,7 +520,7 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
         const float corr = expf(m - mn), e = expf(l - mn);
         s = s * corr + e;
 #pragma unroll
-        for (int i = 0; i < ATTN_DPL; i++) {
+        for (int i = 0; i < DPL; i++) {
             const int d = lane + 32 * i;
             acc[i] = acc[i] * corr + (d < a.D ? e * kv_f(v, base + d) : 0.0f);
         }
@@ -498,7 +531,7 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
         wsum[warp] = s;
     }
 #pragma unroll
-    for (int i = 0; i < ATTN_DPL; i++) {
+    for (int i = 0; i < DPL; i++) {
         const int d = lane + 32 * i;
         if (d < a.D) wacc[warp][d] = acc[i];
     }
@@ -545,12 +578,18 @@ extern "C" sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const
     a.scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)p->head_dim));
     a.softcap = p->softcap;
     a.sinks = p->sinks;
-    if (p->kv_type == SL_KV_F16)
-        k_attn_decode<uint16_t><<<(unsigned)p->n_head, 32 * ATTN_WARPS, 0, c->stream>>>(
-            d_q, (const uint16_t *)d_k, (const uint16_t *)d_v, a, d_out);
+    const unsigned nb = (unsigned)p->n_head, nt = 32 * ATTN_WARPS;
+    const uint16_t *k16 = (const uint16_t *)d_k, *v16 = (const uint16_t *)d_v;
+    const float *k32 = (const float *)d_k, *v32 = (const float *)d_v;
+    const bool small = p->head_dim <= 32 * ATTN_DPL_SMALL;
+    if (p->kv_type == SL_KV_F16 && small)
+        k_attn_decode<uint16_t, ATTN_DPL_SMALL><<<nb, nt, 0, c->stream>>>(d_q, k16, v16, a, d_out);
+    else if (p->kv_type == SL_KV_F16)
+        k_attn_decode<uint16_t, ATTN_DPL><<<nb, nt, 0, c->stream>>>(d_q, k16, v16, a, d_out);
+    else if (small)
+        k_attn_decode<float, ATTN_DPL_SMALL><<<nb, nt, 0, c->stream>>>(d_q, k32, v32, a, d_out);
     else
-        k_attn_decode<float><<<(unsigned)p->n_head, 32 * ATTN_WARPS, 0, c->stream>>>(
-            d_q, (const float *)d_k, (const float *)d_v, a, d_out);
+        k_attn_decode<float, ATTN_DPL><<<nb, nt, 0, c->stream>>>(d_q, k32, v32, a, d_out);
     SL_CU_LAUNCH(err, "k_attn_decode");
     return SL_OK;
 }

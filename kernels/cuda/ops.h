@@ -31,7 +31,7 @@ extern "C" {
 #include "kernels/ref/ops.h"
 #include "base/status.h"
 
-enum { SL_CUDA_ATTN_MAX_HEAD_DIM = 256, SL_CUDA_ROUTER_MAX_EXPERT = 1024 };
+enum { SL_CUDA_ATTN_MAX_HEAD_DIM = 576, SL_CUDA_ROUTER_MAX_EXPERT = 1024 };
 
 /* Each of n_rows rows of x [n_rows][n]: sl_ref_rms_norm (d_w [n] or NULL, shared by rows). */
 sl_status sl_cuda_rms_norm(sl_cuda_ctx *c, const float *d_x, const float *d_w, float *d_y,
@@ -62,7 +62,8 @@ sl_status sl_cuda_mul(sl_cuda_ctx *c, const float *d_a, const float *d_b, float 
 sl_status sl_cuda_scale(sl_cuda_ctx *c, float *d_x, int64_t n, float s, sl_error *err);
 
 /* sl_ref_router_topk for each of n_tokens rows of d_logits [n_tokens][n_expert]:
- * d_idx [n_tokens][k], d_w [n_tokens][k]. All three gatings. */
+ * d_idx [n_tokens][k], d_w [n_tokens][k]. All three gatings, the selection bias and the
+ * group limit (n_group > 1: deepseek2). */
 sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, int64_t n_tokens,
                               const sl_router_params *p, int32_t *d_idx, float *d_w,
                               sl_error *err);

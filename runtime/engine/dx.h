@@ -46,6 +46,8 @@ enum { SL__DX_GEMM_MIN_BATCH = 8 };
  * executor of its side cannot compute stays on the host. */
 typedef enum sl__dx_op {
     SL__DX_OP_MATVEC = 0,   /* mm / mm_multi / the expert GEMVs on a weight of this type */
+    SL__DX_OP_ATTN = 1,     /* attn with a head dimension of `type` (deepseek2's MLA attends
+                               over latent rows of n_lora_kv + n_rot: 576 for DeepSeek-V3) */
 } sl__dx_op;
 
 /* Whether the executor of a device of `kind` runs op on weights of ggml type `type`: sim runs
@@ -96,7 +98,7 @@ typedef struct sl__dx_vt {
     sl_status (*moe)(sl__dx *, const sl__dx_moe *L, const int32_t *idx, const float *w,
                      int64_t n, int32_t k, const float *x, float *out, sl_error *);
     /* dst[r * dst_stride + j] = src[r * src_stride + j] for r < rows, j < width: the gathers
-     * and scatters of per-head slices (deepseek2's MLA); NULL where not implemented (cuda) */
+     * and scatters of per-head slices (deepseek2's MLA); src and dst do not overlap */
     sl_status (*copy2d)(sl__dx *, float *dst, int64_t dst_stride, const float *src,
                         int64_t src_stride, int64_t rows, int64_t width, sl_error *);
     /* *r = the greedy pick over x[0..n) (kernels/ref/ops.h sl_ref_argmax; r in this

@@ -129,9 +129,6 @@ static sl_status c_router(sl__dx *x, const float *logits, int64_t n, const sl_ro
                           int32_t *idx, float *w, sl_error *err)
 {
     x->steps++;
-    if (p->n_group > 1)
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "router (cuda): group-limited selection "
-                            "(expert_group_count %d) is not implemented on CUDA", p->n_group);
     return sl_cuda_router_topk(((dx_cuda *)x)->cu, logits, n, p, idx, w, err);
 }
 
@@ -197,6 +194,14 @@ static sl_status c_gated_add(sl__dx *x, float *out, const float *y, const float 
     return sl_cuda_gated_add(((dx_cuda *)x)->cu, out, y, logit, n, dim, err);
 }
 
+static sl_status c_copy2d(sl__dx *x, float *dst, int64_t dst_stride, const float *src,
+                          int64_t src_stride, int64_t rows, int64_t width, sl_error *err)
+{
+    x->steps++;
+    return sl_cuda_copy2d(((dx_cuda *)x)->cu, dst, dst_stride, src, src_stride, rows, width,
+                          err);
+}
+
 static sl_status c_argmax(sl__dx *x, const float *in, int64_t n, sl_argmax_result *r,
                           sl_error *err)
 {
@@ -214,7 +219,8 @@ static void c_destroy(sl__dx *x)
 static const sl__dx_vt cuda_vt = {
     .mm = c_mm, .rms_norm = c_rms_norm, .add = c_add, .add_rows = c_add_rows,
     .scale = c_scale, .glu = c_glu, .rope = c_rope, .kv_store = c_kv_store, .attn = c_attn,
-    .router = c_router, .moe = c_moe, .gated_add = c_gated_add, .argmax = c_argmax,
+    .router = c_router, .moe = c_moe, .gated_add = c_gated_add, .copy2d = c_copy2d,
+    .argmax = c_argmax,
     .destroy = c_destroy};
 
 static size_t align256(size_t b)
@@ -268,6 +274,7 @@ bool sl__dx_supports(sl_device_kind kind, uint32_t type, sl__dx_op op)
     if (kind != SL_DEVICE_CUDA) return true; /* sim: the CPU kernels the host executor runs */
     switch (op) {
     case SL__DX_OP_MATVEC: return sl_cuda_gemv_supported(type);
+    case SL__DX_OP_ATTN: return type >= 1 && type <= SL_CUDA_ATTN_MAX_HEAD_DIM;
     }
     return false;
 }

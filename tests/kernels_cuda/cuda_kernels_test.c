@@ -25,10 +25,11 @@
  * - rms_norm: <= 1e-5 x max |ref| of the row; rope: <= 4e-6 x max |x|; softmax: <= 1e-5 |ref| +
  *   1e-7; swiglu / geglu / swiglu_oai (limit 1.5: both clamps bite): <= 1e-5 |ref| +
  *   1e-6 |up| (1 + |gate|); add, mul, scale: bit-exact;
- *   router: indices exact, weights <= 1e-6 |ref| + 1e-7; attention: <= 2e-5 max |v| + 1e-5 |ref|.
+ *   router (also group-limited): indices exact, weights <= 1e-6 |ref| + 1e-7; attention (also
+ *   head_dim 576, MLA's): <= 2e-5 max |v| + 1e-5 |ref|.
  * - forward glue (fwd.h): add_rows, kv_store (F32 and F16), moe_combine (ascending expert
  *   order, as the CPU scheduler sums), expert_bias (whole experts and per-expert widths with
- *   an empty one; entries past a width untouched) bit-exact vs C loops in float; gated_add
+ *   an empty one; entries past a width untouched), copy2d bit-exact vs C loops in float; gated_add
  *   <= 1e-6 |ref|.
  */
 #include <cuda_runtime.h>
@@ -170,10 +171,18 @@ static void test_host_side(void)
     sl_attn_params ap = {.n_head = 6, .n_kv_head = 4, .head_dim = 64, .n_pos = 1};
     CHECK(sl_cuda_attn_decode(NULL, p, p, p, &ap, p, &e) == SL_ERR_INVALID);
     ap.n_kv_head = 2;
-    ap.head_dim = 512;
+    ap.head_dim = SL_CUDA_ATTN_MAX_HEAD_DIM + 1;
     CHECK(sl_cuda_attn_decode(NULL, p, p, p, &ap, p, &e) == SL_ERR_UNSUPPORTED);
     sl_router_params rt = {.gating = SL_GATING_SOFTMAX_TOPK, .n_expert = 8, .k = 9, .weight_scale = 1};
     CHECK(sl_cuda_router_topk(NULL, p, 1, &rt, (int32_t *)p, p, &e) == SL_ERR_INVALID);
+    rt.k = 2, rt.n_group = 3, rt.top_group = 1; /* 8 experts do not split into 3 groups */
+    CHECK(sl_cuda_router_topk(NULL, p, 1, &rt, (int32_t *)p, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "n_group");
+    rt.n_group = 4, rt.top_group = 5;
+    CHECK(sl_cuda_router_topk(NULL, p, 1, &rt, (int32_t *)p, p, &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_copy2d(NULL, p, 3, p, 8, 2, 4, &e) == SL_ERR_INVALID); /* stride < width */
+    CHECK(sl_cuda_copy2d(NULL, p, 4, p, 8, 2, 4, &e) == SL_ERR_INVALID); /* no context */
+    CHECK_CONTAINS(e.msg, "context");
     CHECK(sl_cuda_rms_norm(NULL, p, NULL, p, 1, 8, 1e-5f, false, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "ctx");
     CHECK(sl_cuda_gemv_supported(SL_GGML_MXFP4) && !sl_cuda_gemv_supported(SL_GGML_Q3_K));
@@ -662,18 +671,25 @@ static void test_ops(sl_cuda_ctx *c)
         cudaFree(dg), cudaFree(du), cudaFree(dy);
     }
 
-    /* router: three gatings, bias, renorm, weight scale; E = 8, 60, 128 */
-    for (int variant = 0; variant < 6; variant++) {
-        const int32_t Ev[3] = {8, 60, 128}, E = Ev[variant % 3], T = 5;
-        const int32_t k = variant % 3 == 0 ? 2 : 8;
+    /* router: three gatings, bias, renorm, weight scale; E = 8, 60, 128; then (variants 6-9)
+     * deepseek2's group limit: sigmoid + bias + renorm + scale over 64 experts in 8 groups
+     * (top 3, 1, 8) and 60 in 60 groups of one (top 4) */
+    for (int variant = 0; variant < 10; variant++) {
+        const int32_t Ev[3] = {8, 60, 128}, T = 5;
+        const bool grp = variant >= 6;
+        const int32_t E = grp ? (variant == 9 ? 60 : 64) : Ev[variant % 3];
+        const int32_t k = variant % 3 == 0 && !grp ? 2 : 8;
         float *lg = xmalloc((size_t)(T * E) * 4), *bias = xmalloc((size_t)E * 4);
         for (int i = 0; i < T * E; i++) lg[i] = rnd_f(-4, 4);
         for (int i = 0; i < E; i++) bias[i] = rnd_f(-0.1f, 0.1f);
         float *dl = dup_d(lg, T * E), *db = dup_d(bias, E), *dw = dmalloc((size_t)(T * k) * 4);
         int32_t *di = dmalloc((size_t)(T * k) * 4);
-        sl_router_params p = {.gating = (sl_gating)(variant % 3), .n_expert = E, .k = k,
+        sl_router_params p = {.gating = grp ? SL_GATING_SIGMOID : (sl_gating)(variant % 3),
+                              .n_expert = E, .k = k,
                               .norm_topk = variant >= 3, .bias = variant >= 3 ? db : NULL,
-                              .weight_scale = variant == 4 ? 2.5f : 1.0f};
+                              .weight_scale = variant == 4 || grp ? 2.5f : 1.0f,
+                              .n_group = grp ? (variant == 9 ? 60 : 8) : 0,
+                              .top_group = variant == 6 ? 3 : variant == 7 ? 1 : variant == 8 ? 8 : 4};
         CHECK_MSG(sl_cuda_router_topk(c, dl, T, &p, di, dw, &e) == SL_OK, "%s", e.msg);
         CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
         int32_t gi[8 * 5], ri[8];
@@ -716,10 +732,13 @@ static void test_ops(sl_cuda_ctx *c)
     }
     CHECK(sl_cuda_argmax(c, NULL, 5, (sl_argmax_result *)&e, &e) == SL_ERR_INVALID);
 
-    /* decode attention: F32 / F16 KV, GQA, window, softcap, sinks, head dims 64 / 80 / 128 */
-    for (int variant = 0; variant < 8; variant++) {
+    /* decode attention: F32 / F16 KV, GQA, window, softcap, sinks, head dims 64 / 80 / 128;
+     * variants 8-9: deepseek2's MLA shape, 8 heads on one latent head of 576 (F32, F16) */
+    for (int variant = 0; variant < 10; variant++) {
         const int32_t Dv[3] = {64, 80, 128}, npv[4] = {1, 37, 1000, 333};
-        sl_attn_params p = {.n_head = 8, .n_kv_head = variant & 1 ? 2 : 8, .head_dim = Dv[variant % 3],
+        const bool mla = variant >= 8;
+        sl_attn_params p = {.n_head = 8, .n_kv_head = mla ? 1 : variant & 1 ? 2 : 8,
+                            .head_dim = mla ? 576 : Dv[variant % 3],
                             .n_pos = npv[variant % 4], .scale = variant == 5 ? 0.1f : 0.0f,
                             .window = variant >= 6 ? 100 : 0, .softcap = variant == 4 ? 30.0f : 0.0f,
                             .kv_type = variant & 2 ? SL_KV_F16 : SL_KV_F32};
@@ -875,6 +894,24 @@ static void test_fwd(sl_cuda_ctx *c)
         cudaFree(dat);
         cudaFree(dids);
         free(eb);
+    }
+    /* copy2d: rows of 5 of y [R][D] into a wider destination, exact; the gaps untouched */
+    {
+        const int64_t W = 5, DS = 9;
+        float *dst = xmalloc((size_t)(R * DS) * 4);
+        for (int64_t i = 0; i < R * DS; i++) dst[i] = -7.0f;
+        float *dd = dup_d(dst, R * DS), *ds = dup_d(y, R * D);
+        CHECK(sl_cuda_copy2d(c, dd, DS, ds + 3, D, R, W, &e) == SL_OK);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(dst, dd, (size_t)(R * DS) * 4);
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t j = 0; j < DS; j++)
+                REPORT(dst[r * DS + j] == (j < W ? y[r * D + 3 + j] : -7.0f),
+                       "copy2d [%lld][%lld]: %g", (long long)r, (long long)j,
+                       (double)dst[r * DS + j]);
+        cudaFree(dd);
+        cudaFree(ds);
+        free(dst);
     }
     /* gated_add */
     float logit[5];
