@@ -79,15 +79,10 @@ struct rope_k {
     const float *ff;
 };
 
-/* One thread per (token, head, pair): the angle as sl_ref_rope_cos_sin, in double. */
-static __global__ void k_rope(float *x, int64_t n_pairs, const int32_t *pos, rope_k p)
+/* Pair i of one head's row at position pos: the angle as sl_ref_rope_cos_sin, in double. */
+static __device__ void rope_pair(float *row, int32_t i, int32_t pos, const rope_k &p)
 {
-    const int64_t g = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x;
-    if (g >= n_pairs) return;
-    const int32_t i = (int32_t)(g % p.half);
-    const int64_t th = g / p.half; /* token * n_head + head */
-    const int64_t t = th / p.n_head;
-    double theta_extrap = (double)pos[t] * pow(p.freq_base, -2.0 * i / (double)p.n_rot);
+    double theta_extrap = (double)pos * pow(p.freq_base, -2.0 * i / (double)p.n_rot);
     if (p.ff) theta_extrap /= (double)p.ff[i];
     const double theta_interp = p.freq_scale * theta_extrap;
     double theta = theta_interp, mscale = p.attn_factor;
@@ -102,11 +97,20 @@ static __global__ void k_rope(float *x, int64_t n_pairs, const int32_t *pos, rop
     sincos(theta, &s, &co);
     co *= mscale;
     s *= mscale;
-    float *row = x + th * p.head_dim;
     const int32_t a = p.neox ? i : 2 * i, b = p.neox ? i + p.half : 2 * i + 1;
     const double x0 = row[a], x1 = row[b];
     row[a] = (float)(x0 * co - x1 * s);
     row[b] = (float)(x0 * s + x1 * co);
+}
+
+/* One thread per (token, head, pair). */
+static __global__ void k_rope(float *x, int64_t n_pairs, const int32_t *pos, rope_k p)
+{
+    const int64_t g = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x;
+    if (g >= n_pairs) return;
+    const int32_t i = (int32_t)(g % p.half);
+    const int64_t th = g / p.half; /* token * n_head + head */
+    rope_pair(x + th * p.head_dim, i, pos[th / p.n_head], p);
 }
 
 extern "C" sl_status sl_cuda_rope(sl_cuda_ctx *c, float *d_x, int64_t n_tokens, int32_t n_head,
@@ -136,6 +140,135 @@ extern "C" sl_status sl_cuda_rope(sl_cuda_ctx *c, float *d_x, int64_t n_tokens, 
     if (blocks > INT32_MAX) return sl_error_set(err, SL_ERR_INVALID, "%s: too many rows", fn);
     k_rope<<<(unsigned)blocks, EW_THREADS, 0, c->stream>>>(d_x, n_pairs, d_pos, k);
     SL_CU_LAUNCH(err, "k_rope");
+    return SL_OK;
+}
+
+/* ---- fused: q/k norm + rope + KV store; residual add + rms_norm ---------------------------- */
+
+/* Block (slot, token): slots [0, H) are q heads, [H, H + Hk) k heads, [H + Hk, H + 2 Hk) v
+ * heads. A q or k head is normalised (its weight given: k_rms_norm's arithmetic), roped in
+ * place (rope_pair), and a k head then stored; a v head is only stored (k_kv_store's rounding
+ * for F16). The head's threads stride over it; the block syncs between the phases. */
+static __global__ void __launch_bounds__(ROW_THREADS)
+    k_qk_rope_store(float *q, float *k, const float *v, const float *qw, const float *kw,
+                    float eps, const int32_t *pos, rope_k p, int32_t H, int32_t Hk, bool f16,
+                    void *kc, void *vc)
+{
+    __shared__ float red[32];
+    const int32_t slot = blockIdx.x, D = p.head_dim;
+    const int64_t t = blockIdx.y, row_kv = (int64_t)Hk * D;
+    const bool is_q = slot < H, is_k = !is_q && slot < H + Hk;
+    if (!is_q && !is_k) {
+        const int32_t hv = slot - H - Hk;
+        const float *src = v + (t * Hk + hv) * D;
+        const int64_t base = (int64_t)pos[t] * row_kv + (int64_t)hv * D;
+        for (int32_t d = threadIdx.x; d < D; d += ROW_THREADS) {
+            if (f16) ((__half *)vc)[base + d] = __float2half_rn(src[d]);
+            else ((float *)vc)[base + d] = src[d];
+        }
+        return;
+    }
+    const int32_t h = is_q ? slot : slot - H;
+    float *row = is_q ? q + (t * H + h) * D : k + (t * Hk + h) * D;
+    const float *w = is_q ? qw : kw;
+    if (w) { /* uniform over the block: every thread takes part in the sum */
+        float ss = 0.0f;
+        for (int32_t d = threadIdx.x; d < D; d += ROW_THREADS) ss = fmaf(row[d], row[d], ss);
+        ss = sl_block_sum(ss, red);
+        const float r = 1.0f / sqrtf(ss / (float)D + eps);
+        for (int32_t d = threadIdx.x; d < D; d += ROW_THREADS) row[d] = row[d] * r * w[d];
+        __syncthreads();
+    }
+    for (int32_t i = threadIdx.x; i < p.half; i += ROW_THREADS) rope_pair(row, i, pos[t], p);
+    if (!is_k) return;
+    __syncthreads();
+    const int64_t base = (int64_t)pos[t] * row_kv + (int64_t)h * D;
+    for (int32_t d = threadIdx.x; d < D; d += ROW_THREADS) {
+        if (f16) ((__half *)kc)[base + d] = __float2half_rn(row[d]);
+        else ((float *)kc)[base + d] = row[d];
+    }
+}
+
+extern "C" sl_status sl_cuda_qk_rope_store(sl_cuda_ctx *c, float *d_q, float *d_k,
+                                           const float *d_v, int64_t n_tokens, int32_t n_head,
+                                           int32_t n_head_kv, int32_t head_dim,
+                                           const float *d_q_norm, const float *d_k_norm,
+                                           float eps, const int32_t *d_pos,
+                                           const sl_rope_params *p, bool f16, void *d_kc,
+                                           void *d_vc, sl_error *err)
+{
+    const char *fn = __func__;
+    if (n_tokens < 0 || n_tokens > 65535 || n_head < 1 || n_head_kv < 1 ||
+        (int64_t)n_head + 2 * (int64_t)n_head_kv > INT32_MAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_tokens = %lld (<= 65535), n_head = %d, "
+                            "n_head_kv = %d out of range", fn, (long long)n_tokens, n_head,
+                            n_head_kv);
+    if (!(eps >= 0.0f) || !isfinite(eps))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: eps = %g must be finite and >= 0", fn,
+                            (double)eps);
+    if (!p) return sl_error_set(err, SL_ERR_INVALID, "%s: params is NULL", fn);
+    sl_rope_params hp = *p;
+    hp.freq_factors = NULL; /* device pointer: not readable here */
+    sl_status st = sl_ref_rope_validate(&hp, head_dim, err);
+    if (st) return st;
+    NEED(d_q, "d_q", n_tokens);
+    NEED(d_k, "d_k", n_tokens);
+    NEED(d_v, "d_v", n_tokens);
+    NEED(d_pos, "d_pos", n_tokens);
+    NEED(d_kc, "d_kc", n_tokens);
+    NEED(d_vc, "d_vc", n_tokens);
+    st = enter(fn, c, err);
+    if (st || !n_tokens) return st;
+    float corr[2];
+    sl_ref_rope_corr_dims(&hp, corr);
+    rope_k k = {p->n_rot, p->n_rot / 2, head_dim, n_head, p->mode == SL_ROPE_NEOX,
+                (double)p->freq_base, (double)p->freq_scale, (double)p->ext_factor,
+                (double)p->attn_factor, corr[0], corr[1], p->freq_factors};
+    const dim3 grid((unsigned)(n_head + 2 * n_head_kv), (unsigned)n_tokens, 1);
+    k_qk_rope_store<<<grid, ROW_THREADS, 0, c->stream>>>(d_q, d_k, d_v, d_q_norm, d_k_norm, eps,
+                                                         d_pos, k, n_head, n_head_kv, f16,
+                                                         d_kc, d_vc);
+    SL_CU_LAUNCH(err, "k_qk_rope_store");
+    return SL_OK;
+}
+
+/* x = x + t (rounded as the element-wise add), then y = rms_norm(x) w: one block per row. */
+static __global__ void __launch_bounds__(ROW_THREADS)
+    k_add_rms_norm(float *x, const float *t, const float *w, float *y, int64_t n, float eps)
+{
+    __shared__ float red[32];
+    float *xr = x + (int64_t)blockIdx.x * n;
+    const float *tr = t + (int64_t)blockIdx.x * n;
+    float *yr = y + (int64_t)blockIdx.x * n;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) {
+        const float v = __fadd_rn(xr[i], tr[i]);
+        xr[i] = v;
+        ss = fmaf(v, v, ss);
+    }
+    ss = sl_block_sum(ss, red);
+    const float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) yr[i] = xr[i] * r * (w ? w[i] : 1.0f);
+}
+
+extern "C" sl_status sl_cuda_add_rms_norm(sl_cuda_ctx *c, float *d_x, const float *d_t,
+                                          const float *d_w, float *d_y, int64_t n_rows,
+                                          int64_t n, float eps, sl_error *err)
+{
+    const char *fn = __func__;
+    if (n_rows < 0 || n < 0 || n_rows > INT32_MAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_rows = %lld, n = %lld out of range", fn,
+                            (long long)n_rows, (long long)n);
+    if (!(eps >= 0.0f) || !isfinite(eps))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: eps = %g must be finite and >= 0", fn,
+                            (double)eps);
+    NEED(d_x, "d_x", n * n_rows);
+    NEED(d_t, "d_t", n * n_rows);
+    NEED(d_y, "d_y", n * n_rows);
+    sl_status st = enter(fn, c, err);
+    if (st || !n || !n_rows) return st;
+    k_add_rms_norm<<<(unsigned)n_rows, ROW_THREADS, 0, c->stream>>>(d_x, d_t, d_w, d_y, n, eps);
+    SL_CU_LAUNCH(err, "k_add_rms_norm");
     return SL_OK;
 }
 

@@ -202,6 +202,33 @@ static sl_status c_copy2d(sl__dx *x, float *dst, int64_t dst_stride, const float
                           err);
 }
 
+/* Fused steps: q/k norm + rope + KV store is one kernel (sl_cuda_qk_rope_store); wo / down +
+ * residual add + norm a GEMV then one add + norm kernel (sl_cuda_add_rms_norm); norm + QKV,
+ * router GEMV + top-k and gate/up + GLU are still their plain kernels in sequence
+ * (dx_fused.c; one multi-matrix GEMV launch is GEMV work to come). One step each. */
+static sl_status c_qk_rope_store(sl__dx *x, const sl__dx_qkv *a, sl_error *err)
+{
+    x->steps++;
+    return sl_cuda_qk_rope_store(((dx_cuda *)x)->cu, a->q, a->k, a->v, a->n, a->n_head,
+                                 a->n_head_kv, a->head_dim, a->q_norm, a->k_norm, a->eps, a->pos,
+                                 a->rope, a->f16, a->kc, a->vc, err);
+}
+
+static sl_status c_mm_add_norm(sl__dx *x, const sl_weight *w, const float *in, int64_t n,
+                               float *tmp, float *res, const float *norm_w, float eps, float *xn,
+                               sl_error *err)
+{
+    const uint64_t s0 = x->steps;
+    dx_cuda *c = (dx_cuda *)x;
+    const int64_t rows = w->ne[1];
+    sl_status st = c_mm(x, w, in, n, tmp, err);
+    if (!st)
+        st = norm_w ? sl_cuda_add_rms_norm(c->cu, res, tmp, norm_w, xn, n, rows, eps, err)
+                    : sl_cuda_add(c->cu, res, tmp, res, n * rows, err);
+    x->steps = s0 + 1;
+    return st;
+}
+
 static sl_status c_argmax(sl__dx *x, const float *in, int64_t n, sl_argmax_result *r,
                           sl_error *err)
 {
@@ -220,7 +247,9 @@ static const sl__dx_vt cuda_vt = {
     .mm = c_mm, .rms_norm = c_rms_norm, .add = c_add, .add_rows = c_add_rows,
     .scale = c_scale, .glu = c_glu, .rope = c_rope, .kv_store = c_kv_store, .attn = c_attn,
     .router = c_router, .moe = c_moe, .gated_add = c_gated_add, .copy2d = c_copy2d,
-    .argmax = c_argmax,
+    .argmax = c_argmax, .norm_mm = sl__dx_fused_norm_mm, .qk_rope_store = c_qk_rope_store,
+    .mm_add_norm = c_mm_add_norm, .mm_router = sl__dx_fused_mm_router,
+    .mm_glu = sl__dx_fused_mm_glu,
     .destroy = c_destroy};
 
 static size_t align256(size_t b)
