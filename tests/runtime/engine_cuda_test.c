@@ -238,8 +238,16 @@ static void check_hot_cold(const char *arch, uint32_t wtype, int g, const char *
     free(ref);
 }
 
-int main(void)
+/* No argument: everything below. "deepseek2": only deepseek2's F32 runs and the parity line
+ * (tools/gpu-test all's ds2-parity step: a few seconds). */
+int main(int argc, char **argv)
 {
+    const bool ds2_only = argc > 1 && !strcmp(argv[1], "deepseek2");
+    if (argc > 1 && !ds2_only) {
+        fprintf(stderr, "engine_cuda_test: unknown argument '%s' (none, or deepseek2)\n",
+                argv[1]);
+        return 2;
+    }
     int n = 0;
     sl_error e;
     if (sl_cuda_probe(&n, &e) != SL_OK) {
@@ -258,19 +266,19 @@ int main(void)
     const char *archs[] = {"llama", "mixtral", "mixtral-split", "qwen2moe", "qwen3moe", "olmoe",
                            "gemma3", "gpt-oss", "deepseek2"};
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
+        if (ds2_only && strcmp(archs[i], "deepseek2")) continue;
         check_arch(archs[i], SL_GGML_F32, dir);
-        check_arch(archs[i], SL_GGML_Q8_0, dir);
+        if (!ds2_only) check_arch(archs[i], SL_GGML_Q8_0, dir);
     }
     /* F32: prefill, decode, chunked and F16 KV under gpu, layers, experts-cpu, n-cpu-moe 2 */
     printf("deepseek2-parity: runs %d max_rel %.6g tolerance 1e-4 %s\n", g_ds2_runs,
            g_ds2_worst, g_ds2_runs == 16 && g_ds2_worst <= 1e-4 ? "PASS" : "FAIL");
     CHECK_MSG(g_ds2_runs == 16, "deepseek2: %d of 16 cuda runs", g_ds2_runs);
-    check_hot_cold("qwen3moe", SL_GGML_F32, 1, dir);
-    check_hot_cold("qwen3moe", SL_GGML_Q8_0, 32, dir);
-    check_hot_cold("mixtral", SL_GGML_F32, 1, dir);
-    check_hot_cold("mixtral", SL_GGML_Q8_0, 32, dir);
-    check_hot_cold("gpt-oss", SL_GGML_F32, 1, dir);
-    check_hot_cold("gpt-oss", SL_GGML_Q8_0, 32, dir);
+    const char *hc[] = {"qwen3moe", "mixtral", "gpt-oss"};
+    for (size_t i = 0; !ds2_only && i < sizeof hc / sizeof *hc; i++) {
+        check_hot_cold(hc[i], SL_GGML_F32, 1, dir);
+        check_hot_cold(hc[i], SL_GGML_Q8_0, 32, dir);
+    }
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) fprintf(stderr, "warning: could not remove %s\n", dir);

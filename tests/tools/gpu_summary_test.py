@@ -195,6 +195,12 @@ def main():
     expect(r.returncode == 0 and p4 == {"runs": 16, "max_rel": 3.25e-06, "tolerance": 1e-4,
                                         "pass": True} and "deepseek2 cuda vs CPU" in r.stdout,
            f"deepseek2_cuda_vs_cpu from the engine_cuda_test log ({p4})")
+    with open(os.path.join(d, "deepseek2-parity.log"), "w") as f:
+        f.write("deepseek2-parity: runs 16 max_rel 0.0021 tolerance 1e-4 FAIL\n")
+    r, s5 = summarize(d, "-o", os.path.join(tmp, "s5.json"))
+    p5 = (s5 or {}).get("deepseek2_cuda_vs_cpu") or {}
+    expect(r.returncode == 0 and p5.get("pass") is False and p5.get("max_rel") == 0.0021,
+           f"the ds2-parity step's log comes first, and a FAIL stays a failure ({p5})")
 
     # an empty folder: every figure null with a reason, exit 0
     e = os.path.join(tmp, "empty")
