@@ -49,20 +49,28 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     }
 }
 
-extern "C" sl_status sl_cuda_rms_norm(sl_cuda_ctx *c, const float *d_x, const float *d_w,
-                                      float *d_y, int64_t n_rows, int64_t n, float eps,
-                                      bool one_plus_w, sl_error *err)
+/* The row norms' arguments (sl_cuda_rms_norm, sl_cuda_add_rms_norm). */
+static sl_status norm_args(const char *fn, int64_t n_rows, int64_t n, float eps, sl_error *err)
 {
-    const char *fn = __func__;
     if (n_rows < 0 || n < 0 || n_rows > INT32_MAX)
         return sl_error_set(err, SL_ERR_INVALID, "%s: n_rows = %lld, n = %lld out of range", fn,
                             (long long)n_rows, (long long)n);
     if (!(eps >= 0.0f) || !isfinite(eps))
         return sl_error_set(err, SL_ERR_INVALID, "%s: eps = %g must be finite and >= 0", fn,
                             (double)eps);
+    return SL_OK;
+}
+
+extern "C" sl_status sl_cuda_rms_norm(sl_cuda_ctx *c, const float *d_x, const float *d_w,
+                                      float *d_y, int64_t n_rows, int64_t n, float eps,
+                                      bool one_plus_w, sl_error *err)
+{
+    const char *fn = __func__;
+    sl_status st = norm_args(fn, n_rows, n, eps, err);
+    if (st) return st;
     NEED(d_x, "d_x", n * n_rows);
     NEED(d_y, "d_y", n * n_rows);
-    sl_status st = enter(fn, c, err);
+    st = enter(fn, c, err);
     if (st || !n || !n_rows) return st;
     k_rms_norm<<<(unsigned)n_rows, ROW_THREADS, 0, c->stream>>>(d_x, d_w, d_y, n, eps, one_plus_w);
     SL_CU_LAUNCH(err, "k_rms_norm");
@@ -203,14 +211,12 @@ extern "C" sl_status sl_cuda_qk_rope_store(sl_cuda_ctx *c, float *d_q, float *d_
         return sl_error_set(err, SL_ERR_INVALID, "%s: n_tokens = %lld (<= 65535), n_head = %d, "
                             "n_head_kv = %d out of range", fn, (long long)n_tokens, n_head,
                             n_head_kv);
-    if (!(eps >= 0.0f) || !isfinite(eps))
-        return sl_error_set(err, SL_ERR_INVALID, "%s: eps = %g must be finite and >= 0", fn,
-                            (double)eps);
+    sl_status st = norm_args(fn, n_tokens, head_dim, eps, err);
+    if (st) return st;
     if (!p) return sl_error_set(err, SL_ERR_INVALID, "%s: params is NULL", fn);
     sl_rope_params hp = *p;
     hp.freq_factors = NULL; /* device pointer: not readable here */
-    sl_status st = sl_ref_rope_validate(&hp, head_dim, err);
-    if (st) return st;
+    if ((st = sl_ref_rope_validate(&hp, head_dim, err))) return st;
     NEED(d_q, "d_q", n_tokens);
     NEED(d_k, "d_k", n_tokens);
     NEED(d_v, "d_v", n_tokens);
@@ -256,16 +262,12 @@ extern "C" sl_status sl_cuda_add_rms_norm(sl_cuda_ctx *c, float *d_x, const floa
                                           int64_t n, float eps, sl_error *err)
 {
     const char *fn = __func__;
-    if (n_rows < 0 || n < 0 || n_rows > INT32_MAX)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: n_rows = %lld, n = %lld out of range", fn,
-                            (long long)n_rows, (long long)n);
-    if (!(eps >= 0.0f) || !isfinite(eps))
-        return sl_error_set(err, SL_ERR_INVALID, "%s: eps = %g must be finite and >= 0", fn,
-                            (double)eps);
+    sl_status st = norm_args(fn, n_rows, n, eps, err);
+    if (st) return st;
     NEED(d_x, "d_x", n * n_rows);
     NEED(d_t, "d_t", n * n_rows);
     NEED(d_y, "d_y", n * n_rows);
-    sl_status st = enter(fn, c, err);
+    st = enter(fn, c, err);
     if (st || !n || !n_rows) return st;
     k_add_rms_norm<<<(unsigned)n_rows, ROW_THREADS, 0, c->stream>>>(d_x, d_t, d_w, d_y, n, eps);
     SL_CU_LAUNCH(err, "k_add_rms_norm");
