@@ -438,6 +438,10 @@ typedef struct sl_ctx_stats {
      * the CPU computed (each distinct one once per layer and step) and its time */
     uint64_t expert_cpu_bytes;
     double expert_cpu_seconds;
+    /* the device executor's steps (its calls: one kernel sequence each, fused ops one step)
+     * inside the layers that ran on the device, and those layers, summed over passes: their
+     * ratio is the device steps per layer (issue 32; bench decode's device_steps_per_layer) */
+    uint64_t dev_layer_steps, dev_layers;
 } sl_ctx_stats;
 SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 /* Writes the MoE scheduler's recorded copy/compute spans as Chrome/Perfetto trace JSON (the

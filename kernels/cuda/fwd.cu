@@ -191,3 +191,37 @@ extern "C" sl_status sl_cuda_gated_add(sl_cuda_ctx *c, float *d_out, const float
     SL_CU_LAUNCH(err, "k_gated_add");
     return SL_OK;
 }
+
+static __global__ void k_copy2d(float *dst, int64_t ds, const float *src, int64_t ss,
+                                int64_t width, int64_t total)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / width, j = i - r * width;
+        dst[r * ds + j] = src[r * ss + j];
+    }
+}
+
+extern "C" sl_status sl_cuda_copy2d(sl_cuda_ctx *c, float *d_dst, int64_t dst_stride,
+                                    const float *d_src, int64_t src_stride, int64_t rows,
+                                    int64_t width, sl_error *err)
+{
+    if (rows < 0 || width < 0 || dst_stride < width || src_stride < width)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: rows %lld, width %lld, strides %lld / "
+                            "%lld (negative, or a stride below the width)", __func__,
+                            (long long)rows, (long long)width, (long long)dst_stride,
+                            (long long)src_stride);
+    if (rows && width && (!d_dst || !d_src))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: NULL pointer", __func__);
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
+    if (!rows || !width) return SL_OK;
+    sl_status st = sl__cuda_ctx_enter(c, err);
+    if (st) return st;
+    const int64_t total = rows * width;
+    int64_t blocks = (total + FWD_THREADS - 1) / FWD_THREADS;
+    if (blocks > 4096) blocks = 4096; /* threads stride */
+    k_copy2d<<<(unsigned)blocks, FWD_THREADS, 0, c->stream>>>(d_dst, dst_stride, d_src,
+                                                              src_stride, width, total);
+    SL_CU_LAUNCH(err, "k_copy2d");
+    return SL_OK;
+}

@@ -47,6 +47,12 @@ sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const int32_t *d
                               const float *d_w, int64_t n_tok, int32_t k, int64_t dim,
                               float *d_out, sl_error *err);
 
+/* Strided 2-D copy: d_dst[r * dst_stride + j] = d_src[r * src_stride + j] for r < rows,
+ * j < width (floats; strides >= width): deepseek2's per-head gathers and scatters. The two
+ * ranges must not overlap. One grid-stride launch over rows * width, so any row count. */
+sl_status sl_cuda_copy2d(sl_cuda_ctx *c, float *d_dst, int64_t dst_stride, const float *d_src,
+                         int64_t src_stride, int64_t rows, int64_t width, sl_error *err);
+
 /* Shared-expert gate: d_out[t][j] += sigmoid(d_logit[t]) * d_y[t][j] (qwen2moe). */
 sl_status sl_cuda_gated_add(sl_cuda_ctx *c, float *d_out, const float *d_y,
                             const float *d_logit, int64_t n_tok, int64_t dim, sl_error *err);

@@ -49,20 +49,28 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     }
 }
 
-extern "C" sl_status sl_cuda_rms_norm(sl_cuda_ctx *c, const float *d_x, const float *d_w,
-                                      float *d_y, int64_t n_rows, int64_t n, float eps,
-                                      bool one_plus_w, sl_error *err)
+/* The row norms' arguments (sl_cuda_rms_norm, sl_cuda_add_rms_norm). */
+static sl_status norm_args(const char *fn, int64_t n_rows, int64_t n, float eps, sl_error *err)
 {
-    const char *fn = __func__;
     if (n_rows < 0 || n < 0 || n_rows > INT32_MAX)
         return sl_error_set(err, SL_ERR_INVALID, "%s: n_rows = %lld, n = %lld out of range", fn,
                             (long long)n_rows, (long long)n);
     if (!(eps >= 0.0f) || !isfinite(eps))
         return sl_error_set(err, SL_ERR_INVALID, "%s: eps = %g must be finite and >= 0", fn,
                             (double)eps);
+    return SL_OK;
+}
+
+extern "C" sl_status sl_cuda_rms_norm(sl_cuda_ctx *c, const float *d_x, const float *d_w,
+                                      float *d_y, int64_t n_rows, int64_t n, float eps,
+                                      bool one_plus_w, sl_error *err)
+{
+    const char *fn = __func__;
+    sl_status st = norm_args(fn, n_rows, n, eps, err);
+    if (st) return st;
     NEED(d_x, "d_x", n * n_rows);
     NEED(d_y, "d_y", n * n_rows);
-    sl_status st = enter(fn, c, err);
+    st = enter(fn, c, err);
     if (st || !n || !n_rows) return st;
     k_rms_norm<<<(unsigned)n_rows, ROW_THREADS, 0, c->stream>>>(d_x, d_w, d_y, n, eps, one_plus_w);
     SL_CU_LAUNCH(err, "k_rms_norm");
@@ -79,15 +87,10 @@ struct rope_k {
     const float *ff;
 };
 
-/* One thread per (token, head, pair): the angle as sl_ref_rope_cos_sin, in double. */
-static __global__ void k_rope(float *x, int64_t n_pairs, const int32_t *pos, rope_k p)
+/* Pair i of one head's row at position pos: the angle as sl_ref_rope_cos_sin, in double. */
+static __device__ void rope_pair(float *row, int32_t i, int32_t pos, const rope_k &p)
 {
-    const int64_t g = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x;
-    if (g >= n_pairs) return;
-    const int32_t i = (int32_t)(g % p.half);
-    const int64_t th = g / p.half; /* token * n_head + head */
-    const int64_t t = th / p.n_head;
-    double theta_extrap = (double)pos[t] * pow(p.freq_base, -2.0 * i / (double)p.n_rot);
+    double theta_extrap = (double)pos * pow(p.freq_base, -2.0 * i / (double)p.n_rot);
     if (p.ff) theta_extrap /= (double)p.ff[i];
     const double theta_interp = p.freq_scale * theta_extrap;
     double theta = theta_interp, mscale = p.attn_factor;
@@ -102,11 +105,20 @@ static __global__ void k_rope(float *x, int64_t n_pairs, const int32_t *pos, rop
     sincos(theta, &s, &co);
     co *= mscale;
     s *= mscale;
-    float *row = x + th * p.head_dim;
     const int32_t a = p.neox ? i : 2 * i, b = p.neox ? i + p.half : 2 * i + 1;
     const double x0 = row[a], x1 = row[b];
     row[a] = (float)(x0 * co - x1 * s);
     row[b] = (float)(x0 * s + x1 * co);
+}
+
+/* One thread per (token, head, pair). */
+static __global__ void k_rope(float *x, int64_t n_pairs, const int32_t *pos, rope_k p)
+{
+    const int64_t g = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x;
+    if (g >= n_pairs) return;
+    const int32_t i = (int32_t)(g % p.half);
+    const int64_t th = g / p.half; /* token * n_head + head */
+    rope_pair(x + th * p.head_dim, i, pos[th / p.n_head], p);
 }
 
 extern "C" sl_status sl_cuda_rope(sl_cuda_ctx *c, float *d_x, int64_t n_tokens, int32_t n_head,
@@ -136,6 +148,129 @@ extern "C" sl_status sl_cuda_rope(sl_cuda_ctx *c, float *d_x, int64_t n_tokens, 
     if (blocks > INT32_MAX) return sl_error_set(err, SL_ERR_INVALID, "%s: too many rows", fn);
     k_rope<<<(unsigned)blocks, EW_THREADS, 0, c->stream>>>(d_x, n_pairs, d_pos, k);
     SL_CU_LAUNCH(err, "k_rope");
+    return SL_OK;
+}
+
+/* ---- fused: q/k norm + rope + KV store; residual add + rms_norm ---------------------------- */
+
+/* Block (slot, token): slots [0, H) are q heads, [H, H + Hk) k heads, [H + Hk, H + 2 Hk) v
+ * heads. A q or k head is normalised (its weight given: k_rms_norm's arithmetic), roped in
+ * place (rope_pair), and a k head then stored; a v head is only stored (k_kv_store's rounding
+ * for F16). The head's threads stride over it; the block syncs between the phases. */
+static __global__ void __launch_bounds__(ROW_THREADS)
+    k_qk_rope_store(float *q, float *k, const float *v, const float *qw, const float *kw,
+                    float eps, const int32_t *pos, rope_k p, int32_t H, int32_t Hk, bool f16,
+                    void *kc, void *vc)
+{
+    __shared__ float red[32];
+    const int32_t slot = blockIdx.x, D = p.head_dim;
+    const int64_t t = blockIdx.y, row_kv = (int64_t)Hk * D;
+    const bool is_q = slot < H, is_k = !is_q && slot < H + Hk;
+    if (!is_q && !is_k) {
+        const int32_t hv = slot - H - Hk;
+        const float *src = v + (t * Hk + hv) * D;
+        const int64_t base = (int64_t)pos[t] * row_kv + (int64_t)hv * D;
+        for (int32_t d = threadIdx.x; d < D; d += ROW_THREADS) {
+            if (f16) ((__half *)vc)[base + d] = __float2half_rn(src[d]);
+            else ((float *)vc)[base + d] = src[d];
+        }
+        return;
+    }
+    const int32_t h = is_q ? slot : slot - H;
+    float *row = is_q ? q + (t * H + h) * D : k + (t * Hk + h) * D;
+    const float *w = is_q ? qw : kw;
+    if (w) { /* uniform over the block: every thread takes part in the sum */
+        float ss = 0.0f;
+        for (int32_t d = threadIdx.x; d < D; d += ROW_THREADS) ss = fmaf(row[d], row[d], ss);
+        ss = sl_block_sum(ss, red);
+        const float r = 1.0f / sqrtf(ss / (float)D + eps);
+        for (int32_t d = threadIdx.x; d < D; d += ROW_THREADS) row[d] = row[d] * r * w[d];
+        __syncthreads();
+    }
+    for (int32_t i = threadIdx.x; i < p.half; i += ROW_THREADS) rope_pair(row, i, pos[t], p);
+    if (!is_k) return;
+    __syncthreads();
+    const int64_t base = (int64_t)pos[t] * row_kv + (int64_t)h * D;
+    for (int32_t d = threadIdx.x; d < D; d += ROW_THREADS) {
+        if (f16) ((__half *)kc)[base + d] = __float2half_rn(row[d]);
+        else ((float *)kc)[base + d] = row[d];
+    }
+}
+
+extern "C" sl_status sl_cuda_qk_rope_store(sl_cuda_ctx *c, float *d_q, float *d_k,
+                                           const float *d_v, int64_t n_tokens, int32_t n_head,
+                                           int32_t n_head_kv, int32_t head_dim,
+                                           const float *d_q_norm, const float *d_k_norm,
+                                           float eps, const int32_t *d_pos,
+                                           const sl_rope_params *p, bool f16, void *d_kc,
+                                           void *d_vc, sl_error *err)
+{
+    const char *fn = __func__;
+    if (n_tokens < 0 || n_tokens > 65535 || n_head < 1 || n_head_kv < 1 ||
+        (int64_t)n_head + 2 * (int64_t)n_head_kv > INT32_MAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_tokens = %lld (<= 65535), n_head = %d, "
+                            "n_head_kv = %d out of range", fn, (long long)n_tokens, n_head,
+                            n_head_kv);
+    sl_status st = norm_args(fn, n_tokens, head_dim, eps, err);
+    if (st) return st;
+    if (!p) return sl_error_set(err, SL_ERR_INVALID, "%s: params is NULL", fn);
+    sl_rope_params hp = *p;
+    hp.freq_factors = NULL; /* device pointer: not readable here */
+    if ((st = sl_ref_rope_validate(&hp, head_dim, err))) return st;
+    NEED(d_q, "d_q", n_tokens);
+    NEED(d_k, "d_k", n_tokens);
+    NEED(d_v, "d_v", n_tokens);
+    NEED(d_pos, "d_pos", n_tokens);
+    NEED(d_kc, "d_kc", n_tokens);
+    NEED(d_vc, "d_vc", n_tokens);
+    st = enter(fn, c, err);
+    if (st || !n_tokens) return st;
+    float corr[2];
+    sl_ref_rope_corr_dims(&hp, corr);
+    rope_k k = {p->n_rot, p->n_rot / 2, head_dim, n_head, p->mode == SL_ROPE_NEOX,
+                (double)p->freq_base, (double)p->freq_scale, (double)p->ext_factor,
+                (double)p->attn_factor, corr[0], corr[1], p->freq_factors};
+    const dim3 grid((unsigned)(n_head + 2 * n_head_kv), (unsigned)n_tokens, 1);
+    k_qk_rope_store<<<grid, ROW_THREADS, 0, c->stream>>>(d_q, d_k, d_v, d_q_norm, d_k_norm, eps,
+                                                         d_pos, k, n_head, n_head_kv, f16,
+                                                         d_kc, d_vc);
+    SL_CU_LAUNCH(err, "k_qk_rope_store");
+    return SL_OK;
+}
+
+/* x = x + t (rounded as the element-wise add), then y = rms_norm(x) w: one block per row. */
+static __global__ void __launch_bounds__(ROW_THREADS)
+    k_add_rms_norm(float *x, const float *t, const float *w, float *y, int64_t n, float eps)
+{
+    __shared__ float red[32];
+    float *xr = x + (int64_t)blockIdx.x * n;
+    const float *tr = t + (int64_t)blockIdx.x * n;
+    float *yr = y + (int64_t)blockIdx.x * n;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) {
+        const float v = __fadd_rn(xr[i], tr[i]);
+        xr[i] = v;
+        ss = fmaf(v, v, ss);
+    }
+    ss = sl_block_sum(ss, red);
+    const float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) yr[i] = xr[i] * r * (w ? w[i] : 1.0f);
+}
+
+extern "C" sl_status sl_cuda_add_rms_norm(sl_cuda_ctx *c, float *d_x, const float *d_t,
+                                          const float *d_w, float *d_y, int64_t n_rows,
+                                          int64_t n, float eps, sl_error *err)
+{
+    const char *fn = __func__;
+    sl_status st = norm_args(fn, n_rows, n, eps, err);
+    if (st) return st;
+    NEED(d_x, "d_x", n * n_rows);
+    NEED(d_t, "d_t", n * n_rows);
+    NEED(d_y, "d_y", n * n_rows);
+    st = enter(fn, c, err);
+    if (st || !n || !n_rows) return st;
+    k_add_rms_norm<<<(unsigned)n_rows, ROW_THREADS, 0, c->stream>>>(d_x, d_t, d_w, d_y, n, eps);
+    SL_CU_LAUNCH(err, "k_add_rms_norm");
     return SL_OK;
 }
 
@@ -281,10 +416,11 @@ extern "C" sl_status sl_cuda_scale(sl_cuda_ctx *c, float *d_x, int64_t n, float 
  * reference's order (higher score, then lower index). */
 static __global__ void __launch_bounds__(32)
     k_router(const float *logits, int32_t E, int32_t k, int gating, bool norm_topk,
-             const float *bias, float weight_scale, int32_t *out_idx, float *out_w)
+             const float *bias, float weight_scale, int32_t n_group, int32_t top_group,
+             int32_t *out_idx, float *out_w)
 {
-    extern __shared__ double rs[]; /* prob[E], score[E] */
-    double *prob = rs, *score = rs + E;
+    extern __shared__ double rs[]; /* prob[E], score[E], group score[n_group] */
+    double *prob = rs, *score = rs + E, *gscore = rs + 2 * E;
     __shared__ int32_t sel[SL_CUDA_ROUTER_MAX_EXPERT];
     const int lane = threadIdx.x;
     const float *lg = logits + (int64_t)blockIdx.x * E;
@@ -305,6 +441,29 @@ static __global__ void __launch_bounds__(32)
     }
     for (int e = lane; e < E; e += 32) score[e] = prob[e] + (bias ? (double)bias[e] : 0.0);
     __syncwarp();
+    if (n_group > 1) {
+        /* the reference's group limit: a group scores the sum of its two best scores (its one
+         * score if it has one expert); the experts of groups with top_group or more groups
+         * ranking before them (higher score, then lower index) are masked to -inf */
+        const int32_t per = E / n_group;
+        for (int g = lane; g < n_group; g += 32) {
+            double b1 = -INFINITY, b2 = -INFINITY;
+            for (int32_t e = g * per; e < (g + 1) * per; e++) {
+                if (score[e] > b1) b2 = b1, b1 = score[e];
+                else if (score[e] > b2) b2 = score[e];
+            }
+            gscore[g] = per > 1 ? b1 + b2 : b1;
+        }
+        __syncwarp();
+        for (int g = lane; g < n_group; g += 32) {
+            int32_t better = 0;
+            for (int o = 0; o < n_group; o++)
+                better += o != g && (gscore[o] > gscore[g] || (gscore[o] == gscore[g] && o < g));
+            if (better >= top_group)
+                for (int32_t e = g * per; e < (g + 1) * per; e++) score[e] = -INFINITY;
+        }
+        __syncwarp();
+    }
 
     for (int j = 0; j < k; j++) {
         double bs = -INFINITY;
@@ -359,6 +518,10 @@ extern "C" sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, 
     if (!isfinite(p->weight_scale))
         return sl_error_set(err, SL_ERR_INVALID, "%s: weight_scale = %g is not finite", fn,
                             (double)p->weight_scale);
+    if (p->n_group < 0 || (p->n_group > 1 && (E % p->n_group || p->top_group < 1 ||
+                                              p->top_group > p->n_group)))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_group = %d, top_group = %d invalid for "
+                            "n_expert = %d", fn, p->n_group, p->top_group, E);
     if (E > SL_CUDA_ROUTER_MAX_EXPERT)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: n_expert = %d > %d", fn, E,
                             (int)SL_CUDA_ROUTER_MAX_EXPERT);
@@ -370,8 +533,10 @@ extern "C" sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, 
     NEED(d_w, "d_w", n_tokens);
     sl_status st = enter(fn, c, err);
     if (st || !n_tokens) return st;
-    k_router<<<(unsigned)n_tokens, 32, 2 * (size_t)E * sizeof(double), c->stream>>>(
-        d_logits, E, k, (int)p->gating, p->norm_topk, p->bias, p->weight_scale, d_idx, d_w);
+    const int32_t G = p->n_group > 1 ? p->n_group : 0;
+    k_router<<<(unsigned)n_tokens, 32, (2 * (size_t)E + (size_t)G) * sizeof(double),
+               c->stream>>>(d_logits, E, k, (int)p->gating, p->norm_topk, p->bias,
+                            p->weight_scale, G, p->top_group, d_idx, d_w);
     SL_CU_LAUNCH(err, "k_router");
     return SL_OK;
 }
@@ -439,7 +604,10 @@ extern "C" sl_status sl_cuda_argmax(sl_cuda_ctx *c, const float *d_x, int64_t n,
 
 /* ---- decode attention ------------------------------------------------------------------------ */
 
-enum { ATTN_DPL = SL_CUDA_ATTN_MAX_HEAD_DIM / 32 }; /* head dims per lane */
+/* head dims per lane: 8 up to head_dim 256 (every architecture but MLA), 18 up to 576
+ * (deepseek2's latent rows, n_lora_kv 512 + n_rot 64): two instantiations, so the common one
+ * keeps its registers */
+enum { ATTN_DPL_SMALL = 256 / 32, ATTN_DPL = SL_CUDA_ATTN_MAX_HEAD_DIM / 32 };
 
 template <typename KV> static __device__ __forceinline__ float kv_f(const KV *p, int64_t i);
 template <> __device__ __forceinline__ float kv_f<float>(const float *p, int64_t i) { return p[i]; }
@@ -456,18 +624,18 @@ struct attn_k {
 
 /* One block per query head, ATTN_WARPS warps over the positions (warp w: p0 + w, + ATTN_WARPS,
  * ...), lanes over the head dims; online softmax per warp, merged at the end. */
-template <typename KV>
+template <typename KV, int DPL>
 static __global__ void __launch_bounds__(32 * ATTN_WARPS)
     k_attn_decode(const float *q, const KV *k, const KV *v, attn_k a, float *out)
 {
     __shared__ float wm[ATTN_WARPS], wsum[ATTN_WARPS];
-    __shared__ float wacc[ATTN_WARPS][SL_CUDA_ATTN_MAX_HEAD_DIM];
+    __shared__ float wacc[ATTN_WARPS][32 * DPL];
     const int h = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int kvh = h / a.group;
     const int64_t row = (int64_t)a.n_kv_head * a.D;
-    float qr[ATTN_DPL], acc[ATTN_DPL];
+    float qr[DPL], acc[DPL];
 #pragma unroll
-    for (int i = 0; i < ATTN_DPL; i++) {
+    for (int i = 0; i < DPL; i++) {
         const int d = lane + 32 * i;
         qr[i] = d < a.D ? q[(int64_t)h * a.D + d] : 0.0f;
         acc[i] = 0.0f;
@@ -477,7 +645,7 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
         const int64_t base = (int64_t)j * row + (int64_t)kvh * a.D;
         float dot = 0.0f;
 #pragma unroll
-        for (int i = 0; i < ATTN_DPL; i++) {
+        for (int i = 0; i < DPL; i++) {
             const int d = lane + 32 * i;
             if (d < a.D) dot = fmaf(qr[i], kv_f(k, base + d), dot);
         }
@@ -487,7 +655,7 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
         const float corr = expf(m - mn), e = expf(l - mn);
         s = s * corr + e;
 #pragma unroll
-        for (int i = 0; i < ATTN_DPL; i++) {
+        for (int i = 0; i < DPL; i++) {
             const int d = lane + 32 * i;
             acc[i] = acc[i] * corr + (d < a.D ? e * kv_f(v, base + d) : 0.0f);
         }
@@ -498,7 +666,7 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
         wsum[warp] = s;
     }
 #pragma unroll
-    for (int i = 0; i < ATTN_DPL; i++) {
+    for (int i = 0; i < DPL; i++) {
         const int d = lane + 32 * i;
         if (d < a.D) wacc[warp][d] = acc[i];
     }
@@ -545,12 +713,18 @@ extern "C" sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const
     a.scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)p->head_dim));
     a.softcap = p->softcap;
     a.sinks = p->sinks;
-    if (p->kv_type == SL_KV_F16)
-        k_attn_decode<uint16_t><<<(unsigned)p->n_head, 32 * ATTN_WARPS, 0, c->stream>>>(
-            d_q, (const uint16_t *)d_k, (const uint16_t *)d_v, a, d_out);
+    const unsigned nb = (unsigned)p->n_head, nt = 32 * ATTN_WARPS;
+    const uint16_t *k16 = (const uint16_t *)d_k, *v16 = (const uint16_t *)d_v;
+    const float *k32 = (const float *)d_k, *v32 = (const float *)d_v;
+    const bool small = p->head_dim <= 32 * ATTN_DPL_SMALL;
+    if (p->kv_type == SL_KV_F16 && small)
+        k_attn_decode<uint16_t, ATTN_DPL_SMALL><<<nb, nt, 0, c->stream>>>(d_q, k16, v16, a, d_out);
+    else if (p->kv_type == SL_KV_F16)
+        k_attn_decode<uint16_t, ATTN_DPL><<<nb, nt, 0, c->stream>>>(d_q, k16, v16, a, d_out);
+    else if (small)
+        k_attn_decode<float, ATTN_DPL_SMALL><<<nb, nt, 0, c->stream>>>(d_q, k32, v32, a, d_out);
     else
-        k_attn_decode<float><<<(unsigned)p->n_head, 32 * ATTN_WARPS, 0, c->stream>>>(
-            d_q, (const float *)d_k, (const float *)d_v, a, d_out);
+        k_attn_decode<float, ATTN_DPL><<<nb, nt, 0, c->stream>>>(d_q, k32, v32, a, d_out);
     SL_CU_LAUNCH(err, "k_attn_decode");
     return SL_OK;
 }

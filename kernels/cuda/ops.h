@@ -31,7 +31,7 @@ extern "C" {
 #include "kernels/ref/ops.h"
 #include "base/status.h"
 
-enum { SL_CUDA_ATTN_MAX_HEAD_DIM = 256, SL_CUDA_ROUTER_MAX_EXPERT = 1024 };
+enum { SL_CUDA_ATTN_MAX_HEAD_DIM = 576, SL_CUDA_ROUTER_MAX_EXPERT = 1024 };
 
 /* Each of n_rows rows of x [n_rows][n]: sl_ref_rms_norm (d_w [n] or NULL, shared by rows). */
 sl_status sl_cuda_rms_norm(sl_cuda_ctx *c, const float *d_x, const float *d_w, float *d_y,
@@ -41,6 +41,21 @@ sl_status sl_cuda_rms_norm(sl_cuda_ctx *c, const float *d_x, const float *d_w, f
 sl_status sl_cuda_rope(sl_cuda_ctx *c, float *d_x, int64_t n_tokens, int32_t n_head,
                        int32_t head_dim, const int32_t *d_pos, const sl_rope_params *p,
                        sl_error *err);
+
+/* Fused (issue 32: fewer launches per layer), each one launch:
+ * q/k norm + rope + KV store: q [n_tokens][n_head][head_dim] and k [n_tokens][n_head_kv]
+ * [head_dim], each head rms-normalised with d_q_norm / d_k_norm ([head_dim]; NULL: no norm)
+ * and roped at d_pos (sl_cuda_rope's definition), then k's and v's rows stored into the
+ * caches at rows d_pos (sl_cuda_kv_store's); n_tokens <= 65535. */
+sl_status sl_cuda_qk_rope_store(sl_cuda_ctx *c, float *d_q, float *d_k, const float *d_v,
+                                int64_t n_tokens, int32_t n_head, int32_t n_head_kv,
+                                int32_t head_dim, const float *d_q_norm, const float *d_k_norm,
+                                float eps, const int32_t *d_pos, const sl_rope_params *p,
+                                bool f16, void *d_kc, void *d_vc, sl_error *err);
+/* Residual add + norm: d_x += d_t (sl_cuda_add's rounding), then d_y = sl_cuda_rms_norm(d_x,
+ * d_w) over n_rows rows of n. */
+sl_status sl_cuda_add_rms_norm(sl_cuda_ctx *c, float *d_x, const float *d_t, const float *d_w,
+                               float *d_y, int64_t n_rows, int64_t n, float eps, sl_error *err);
 
 /* sl_ref_softmax on each row of d_x [n_rows][n] in place; d_mask NULL or rows of n entries,
  * row r using d_mask + r * mask_row_stride (0: one mask for all rows). */
@@ -62,7 +77,8 @@ sl_status sl_cuda_mul(sl_cuda_ctx *c, const float *d_a, const float *d_b, float 
 sl_status sl_cuda_scale(sl_cuda_ctx *c, float *d_x, int64_t n, float s, sl_error *err);
 
 /* sl_ref_router_topk for each of n_tokens rows of d_logits [n_tokens][n_expert]:
- * d_idx [n_tokens][k], d_w [n_tokens][k]. All three gatings. */
+ * d_idx [n_tokens][k], d_w [n_tokens][k]. All three gatings, the selection bias and the
+ * group limit (n_group > 1: deepseek2). */
 sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, int64_t n_tokens,
                               const sl_router_params *p, int32_t *d_idx, float *d_w,
                               sl_error *err);

@@ -90,6 +90,7 @@ class CtxStats(Structure):
         ("moe_calls_cpu", c_uint64), ("moe_calls_post", c_uint64), ("moe_calls_full", c_uint64),
         ("dev_syncs", c_uint64), ("dev_calls", c_uint64),
         ("expert_cpu_bytes", c_uint64), ("expert_cpu_seconds", c_double),
+        ("dev_layer_steps", c_uint64), ("dev_layers", c_uint64),
     ]
 
 

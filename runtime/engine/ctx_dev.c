@@ -265,10 +265,12 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
         c->dmoe[il].L = L->moe_split ? &L->moe_split->part[0] : &L->moe;
         c->kv_slot[il] = -1;
         const bool dev = m->arena && on_dev(L->wo); /* every architecture's attention has wo */
-        if (cuda && dev && m->tr->mla)
-            return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: %s's MLA attention and "
-                                "group-limited router have no CUDA kernels yet (run it on the "
-                                "CPU or with -ngl 0)", m->path, il, sl_arch_name(m->arch));
+        /* the attention's head: MLA attends over latent rows (n_lora_kv + n_rot) */
+        const int32_t attn_hd = m->tr->mla ? hp->n_lora_kv + hp->n_rot : hp->head_dim;
+        if (cuda && dev && !sl__dx_supports(SL_DEVICE_CUDA, (uint32_t)attn_hd, SL__DX_OP_ATTN))
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: %s's attention head of "
+                                "%d has no CUDA kernel (run it on the CPU or with -ngl 0)",
+                                m->path, il, sl_arch_name(m->arch), attn_hd);
         const sl_weight *ws[32];
         const size_t nw = core_weights(L, ws);
         char where[48];

@@ -46,6 +46,8 @@ enum { SL__DX_GEMM_MIN_BATCH = 8 };
  * executor of its side cannot compute stays on the host. */
 typedef enum sl__dx_op {
     SL__DX_OP_MATVEC = 0,   /* mm / mm_multi / the expert GEMVs on a weight of this type */
+    SL__DX_OP_ATTN = 1,     /* attn with a head dimension of `type` (deepseek2's MLA attends
+                               over latent rows of n_lora_kv + n_rot: 576 for DeepSeek-V3) */
 } sl__dx_op;
 
 /* Whether the executor of a device of `kind` runs op on weights of ggml type `type`: sim runs
@@ -63,6 +65,23 @@ typedef struct sl__dx_moe {
     const void *const *d_gate, *const *d_up, *const *d_down; /* cuda: device arrays, else NULL */
     const int64_t *d_ff_at; /* cuda and L->ff_at: [n_expert + 1], else NULL */
 } sl__dx_moe;
+
+/* The per-head part of a q/k/v attention between the projections and the attention itself,
+ * one fused step (qk_rope_store): q and k [n][heads][head_dim] normalised per head (q_norm,
+ * k_norm: [head_dim] weights, both NULL: no norm), roped at pos, then k and v stored in the
+ * caches kc, vc (dx.h kv_store) at rows pos. */
+typedef struct sl__dx_qkv {
+    float *q, *k;
+    const float *v;
+    int64_t n;
+    int32_t n_head, n_head_kv, head_dim;
+    const float *q_norm, *k_norm;
+    float eps;
+    const int32_t *pos;
+    const sl_rope_params *rope;
+    void *kc, *vc;
+    bool f16;
+} sl__dx_qkv;
 
 typedef struct sl__dx_vt {
     /* y [n][rows] = W x, x [n][cols] (W: w->data in this executor's memory) */
@@ -96,7 +115,7 @@ typedef struct sl__dx_vt {
     sl_status (*moe)(sl__dx *, const sl__dx_moe *L, const int32_t *idx, const float *w,
                      int64_t n, int32_t k, const float *x, float *out, sl_error *);
     /* dst[r * dst_stride + j] = src[r * src_stride + j] for r < rows, j < width: the gathers
-     * and scatters of per-head slices (deepseek2's MLA); NULL where not implemented (cuda) */
+     * and scatters of per-head slices (deepseek2's MLA); src and dst do not overlap */
     sl_status (*copy2d)(sl__dx *, float *dst, int64_t dst_stride, const float *src,
                         int64_t src_stride, int64_t rows, int64_t width, sl_error *);
     /* *r = the greedy pick over x[0..n) (kernels/ref/ops.h sl_ref_argmax; r in this
@@ -112,6 +131,29 @@ typedef struct sl__dx_vt {
     /* out[t][:] += sigmoid(logit[t]) * y[t][:] */
     sl_status (*gated_add)(sl__dx *, float *out, const float *y, const float *logit, int64_t n,
                            int64_t dim, sl_error *);
+    /* Fused steps (issue 32: fewer device steps per layer). Each is one step and gives the
+     * bits of the plain steps it stands for, run in the order written; all executors have
+     * them. */
+    /* xn [n][dim] = rms_norm(x, w); then ys[i] = ws[i] xn for count matrices (mm_many;
+     * count 0: the norm only): the attention norm + Q, K, V */
+    sl_status (*norm_mm)(sl__dx *, const float *x, const float *w, int64_t n, int64_t dim,
+                         float eps, float *xn, const sl_weight *const *ws, int count,
+                         float *const *ys, sl_error *);
+    /* sl__dx_qkv: q/k norm + rope + KV store */
+    sl_status (*qk_rope_store)(sl__dx *, const sl__dx_qkv *a, sl_error *);
+    /* tmp [n][rows] = W in; x = x + tmp; then, with norm_w, xn = rms_norm(x, norm_w): wo +
+     * residual add + FFN norm, and down + residual add (norm_w NULL) */
+    sl_status (*mm_add_norm)(sl__dx *, const sl_weight *w, const float *in, int64_t n,
+                             float *tmp, float *x, const float *norm_w, float eps, float *xn,
+                             sl_error *);
+    /* logits [n][E] = W xn (+ bias [E] per row, NULL: none); then router(logits): the router
+     * GEMV + top-k with its gating */
+    sl_status (*mm_router)(sl__dx *, const sl_weight *w, const float *bias, const float *xn,
+                           int64_t n, float *logits, const sl_router_params *p, int32_t *idx,
+                           float *wts, sl_error *);
+    /* g, u [n][F] = Wg xn, Wu xn (mm_many); g = act(g) * u: gate/up + the GLU */
+    sl_status (*mm_glu)(sl__dx *, const sl_weight *wg, const sl_weight *wu, sl_moe_act act,
+                        const float *xn, int64_t n, float *g, float *u, sl_error *);
     void (*destroy)(sl__dx *);
 } sl__dx_vt;
 
@@ -126,6 +168,23 @@ struct sl__dx {
      * stream, not the host) */
     uint64_t steps, drains;
 };
+
+/* The fused steps of sl__dx_vt as their plain steps through x->vt, in order, one step each
+ * (dx_fused.c): the definition of each fused op, and the host and sim executors' own. */
+sl_status sl__dx_fused_norm_mm(sl__dx *x, const float *in, const float *w, int64_t n,
+                               int64_t dim, float eps, float *xn, const sl_weight *const *ws,
+                               int count, float *const *ys, sl_error *err);
+sl_status sl__dx_fused_qk_rope_store(sl__dx *x, const sl__dx_qkv *a, sl_error *err);
+sl_status sl__dx_fused_mm_add_norm(sl__dx *x, const sl_weight *w, const float *in, int64_t n,
+                                   float *tmp, float *res, const float *norm_w, float eps,
+                                   float *xn, sl_error *err);
+sl_status sl__dx_fused_mm_router(sl__dx *x, const sl_weight *w, const float *bias,
+                                 const float *xn, int64_t n, float *logits,
+                                 const sl_router_params *p, int32_t *idx, float *wts,
+                                 sl_error *err);
+sl_status sl__dx_fused_mm_glu(sl__dx *x, const sl_weight *wg, const sl_weight *wu,
+                              sl_moe_act act, const float *xn, int64_t n, float *g, float *u,
+                              sl_error *err);
 
 /* host / sim: ops, mv copied; pool and moe borrowed (outlive the executor); work_bytes of
  * matvec workspace allocated here. sim also syncs `stream` of `dev` before each step. */

@@ -129,9 +129,6 @@ static sl_status c_router(sl__dx *x, const float *logits, int64_t n, const sl_ro
                           int32_t *idx, float *w, sl_error *err)
 {
     x->steps++;
-    if (p->n_group > 1)
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "router (cuda): group-limited selection "
-                            "(expert_group_count %d) is not implemented on CUDA", p->n_group);
     return sl_cuda_router_topk(((dx_cuda *)x)->cu, logits, n, p, idx, w, err);
 }
 
@@ -197,6 +194,41 @@ static sl_status c_gated_add(sl__dx *x, float *out, const float *y, const float 
     return sl_cuda_gated_add(((dx_cuda *)x)->cu, out, y, logit, n, dim, err);
 }
 
+static sl_status c_copy2d(sl__dx *x, float *dst, int64_t dst_stride, const float *src,
+                          int64_t src_stride, int64_t rows, int64_t width, sl_error *err)
+{
+    x->steps++;
+    return sl_cuda_copy2d(((dx_cuda *)x)->cu, dst, dst_stride, src, src_stride, rows, width,
+                          err);
+}
+
+/* Fused steps: q/k norm + rope + KV store is one kernel (sl_cuda_qk_rope_store); wo / down +
+ * residual add + norm a GEMV then one add + norm kernel (sl_cuda_add_rms_norm); norm + QKV,
+ * router GEMV + top-k and gate/up + GLU are still their plain kernels in sequence
+ * (dx_fused.c; one multi-matrix GEMV launch is GEMV work to come). One step each. */
+static sl_status c_qk_rope_store(sl__dx *x, const sl__dx_qkv *a, sl_error *err)
+{
+    x->steps++;
+    return sl_cuda_qk_rope_store(((dx_cuda *)x)->cu, a->q, a->k, a->v, a->n, a->n_head,
+                                 a->n_head_kv, a->head_dim, a->q_norm, a->k_norm, a->eps, a->pos,
+                                 a->rope, a->f16, a->kc, a->vc, err);
+}
+
+static sl_status c_mm_add_norm(sl__dx *x, const sl_weight *w, const float *in, int64_t n,
+                               float *tmp, float *res, const float *norm_w, float eps, float *xn,
+                               sl_error *err)
+{
+    const uint64_t s0 = x->steps;
+    dx_cuda *c = (dx_cuda *)x;
+    const int64_t rows = w->ne[1];
+    sl_status st = c_mm(x, w, in, n, tmp, err);
+    if (!st)
+        st = norm_w ? sl_cuda_add_rms_norm(c->cu, res, tmp, norm_w, xn, n, rows, eps, err)
+                    : sl_cuda_add(c->cu, res, tmp, res, n * rows, err);
+    x->steps = s0 + 1;
+    return st;
+}
+
 static sl_status c_argmax(sl__dx *x, const float *in, int64_t n, sl_argmax_result *r,
                           sl_error *err)
 {
@@ -214,7 +246,10 @@ static void c_destroy(sl__dx *x)
 static const sl__dx_vt cuda_vt = {
     .mm = c_mm, .rms_norm = c_rms_norm, .add = c_add, .add_rows = c_add_rows,
     .scale = c_scale, .glu = c_glu, .rope = c_rope, .kv_store = c_kv_store, .attn = c_attn,
-    .router = c_router, .moe = c_moe, .gated_add = c_gated_add, .argmax = c_argmax,
+    .router = c_router, .moe = c_moe, .gated_add = c_gated_add, .copy2d = c_copy2d,
+    .argmax = c_argmax, .norm_mm = sl__dx_fused_norm_mm, .qk_rope_store = c_qk_rope_store,
+    .mm_add_norm = c_mm_add_norm, .mm_router = sl__dx_fused_mm_router,
+    .mm_glu = sl__dx_fused_mm_glu,
     .destroy = c_destroy};
 
 static size_t align256(size_t b)
@@ -268,6 +303,7 @@ bool sl__dx_supports(sl_device_kind kind, uint32_t type, sl__dx_op op)
     if (kind != SL_DEVICE_CUDA) return true; /* sim: the CPU kernels the host executor runs */
     switch (op) {
     case SL__DX_OP_MATVEC: return sl_cuda_gemv_supported(type);
+    case SL__DX_OP_ATTN: return type >= 1 && type <= SL_CUDA_ATTN_MAX_HEAD_DIM;
     }
     return false;
 }

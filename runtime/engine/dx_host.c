@@ -473,7 +473,9 @@ static const sl__dx_vt host_vt = {
     .add_rows = h_add_rows, .scale = h_scale,
     .glu = h_glu, .rope = h_rope, .kv_store = h_kv_store, .attn = h_attn, .router = h_router,
     .moe = h_moe, .gated_add = h_gated_add, .copy2d = h_copy2d, .argmax = h_argmax,
-    .relu_ffn = h_relu_ffn,
+    .relu_ffn = h_relu_ffn, .norm_mm = sl__dx_fused_norm_mm,
+    .qk_rope_store = sl__dx_fused_qk_rope_store, .mm_add_norm = sl__dx_fused_mm_add_norm,
+    .mm_router = sl__dx_fused_mm_router, .mm_glu = sl__dx_fused_mm_glu,
     .destroy = h_destroy};
 
 static sl_status create(sl_device *dev, sl_stream *stream,

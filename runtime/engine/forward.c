@@ -91,11 +91,12 @@ static sl_weight rows_view(const sl_weight *w, int64_t r0, int64_t rows)
 }
 
 /* A dense FFN (or one part of a split one) on side o from o->xn: out = Wd (act(Wg xn) * Wu xn);
- * wg NULL: wu is the fused gate | up (phi3).
+ * wg NULL: wu is the fused gate | up (phi3); res not NULL: then res += out (the residual add,
+ * fused with down where the executor can).
  * The one dense-FFN sequence of the forward pass, whichever side or part runs it. */
 static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
                            const sl_weight *wu, const sl_weight *wd, int32_t il, int64_t n,
-                           float *out, sl_error *err)
+                           float *out, float *res, sl_error *err)
 {
     const sl__dx_vt *vt = o->dx->vt;
     const int64_t F = wd->ne[0];
@@ -117,15 +118,13 @@ static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
         c->stats.ffn_neurons_skipped += cnt[2];
         if (!st && c->nstats && il >= 0 && o == &c->host)
             sl_neuron_stats_add(&c->nstats[il], o->g, n);
+        if (!st && res) st = vt->add(o->dx, res, out, res, n * wd->ne[1], err);
         return st;
     }
-    const sl_weight *gu[2] = {wg, wu};
-    float *const gu_y[2] = {o->g, o->u};
-    if ((st = mm_many(o, gu, 2, o->xn, n, gu_y, err)) ||
-        (st = vt->glu(o->dx, act, o->g, o->u, F * n, err)))
-        return st;
+    if ((st = vt->mm_glu(o->dx, wg, wu, act, o->xn, n, o->g, o->u, err))) return st;
     /* the profile of hot/cold placement: whole FFNs computed on the host (il < 0: a part) */
     if (c->nstats && il >= 0 && o == &c->host) sl_neuron_stats_add(&c->nstats[il], o->g, n);
+    if (res) return vt->mm_add_norm(o->dx, wd, o->g, n, out, res, NULL, 0.0f, NULL, err);
     return vt->mm(o->dx, wd, o->g, n, out, err);
 }
 
@@ -136,7 +135,7 @@ static sl_status split_part(sl_ctx *c, const sl__side *o, const sl__layer *L, in
 {
     if (!experts) {
         const sl_weight *w = part ? L->split_cold : L->split_hot;
-        return ffn_dense(c, o, &w[0], &w[1], &w[2], -1, n, o->tmp, err);
+        return ffn_dense(c, o, &w[0], &w[1], &w[2], -1, n, o->tmp, NULL, err);
     }
     /* the hot part's view (cuda: its device arrays) is the context's; the cold one the host's */
     const sl__dx_moe cold = {.L = &L->moe_split->part[1]};
@@ -251,7 +250,7 @@ static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L,
         st = vt->moe(o->dx, o == &c->host ? &hm : &c->dmoe[il], o->topk_idx, o->topk_w, n,
                      (int32_t)K, o->xn, o->tmp, err);
     } else {
-        st = ffn_dense(c, o, L->ffn_gate, L->ffn_up, L->ffn_down, il, n, o->tmp, err);
+        st = ffn_dense(c, o, L->ffn_gate, L->ffn_up, L->ffn_down, il, n, o->tmp, NULL, err);
     }
     if (st) return st;
     if ((st = cross(c, o, s->tmp, o->tmp, (uint64_t)(n * E) * sizeof(float), err)))
@@ -273,15 +272,15 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
     const int32_t X = hp->n_expert, K = hp->n_expert_used;
     const int64_t E = hp->n_embd;
     sl_status st;
-    if ((st = vt->mm(s->dx, L->gate_inp, s->xn, n, s->router, err))) return st;
-    if (L->gate_inp_b && (st = vt->add_rows(s->dx, s->router, L->gate_inp_b->data, n, X, err)))
-        return st;
     const sl_router_params rp = {.gating = hp->gating, .n_expert = X, .k = K,
                                  .norm_topk = hp->norm_topk,
                                  .weight_scale = hp->expert_weights_scale,
                                  .bias = L->exp_probs_b ? L->exp_probs_b->data : NULL,
                                  .n_group = hp->n_group, .top_group = hp->n_group_used};
-    if ((st = vt->router(s->dx, s->router, n, &rp, s->topk_idx, s->topk_w, err))) return st;
+    /* the router GEMV (+ bias) and top-k: one step */
+    if ((st = vt->mm_router(s->dx, L->gate_inp, L->gate_inp_b ? L->gate_inp_b->data : NULL,
+                            s->xn, n, s->router, &rp, s->topk_idx, s->topk_w, err)))
+        return st;
     const bool experts_dev = L->moe_on_device && L->moe_on_device[0];
     if (L->moe_split)
         st = ffn_hot_cold(c, s, L, n, true, err);
@@ -291,10 +290,8 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
         st = ffn_elsewhere(c, s, L, il, n, true, err);
     if (st) return st;
     if (m->tr->mla && L->gate_shexp) { /* deepseek2: shared experts added ungated */
-        const int64_t S = L->gate_shexp->ne[1];
-        if ((st = vt->mm(s->dx, L->gate_shexp, s->xn, n, s->g, err)) ||
-            (st = vt->mm(s->dx, L->up_shexp, s->xn, n, s->u, err)) ||
-            (st = vt->glu(s->dx, m->tr->act, s->g, s->u, S * n, err)) ||
+        if ((st = vt->mm_glu(s->dx, L->gate_shexp, L->up_shexp, m->tr->act, s->xn, n, s->g,
+                             s->u, err)) ||
             (st = vt->mm(s->dx, L->down_shexp, s->g, n, s->att, err)))
             return st;
         return vt->add(s->dx, s->tmp, s->att, s->tmp, n * E, err);
@@ -311,7 +308,8 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
     return vt->gated_add(s->dx, s->tmp, s->att, s->sh, n, E, err);
 }
 
-/* q/k/v attention from s->xn into s->tmp (Wo att [+ bo]). */
+/* q/k/v attention from the residual stream s->x: attention norm into s->xn and Q, K, V (one
+ * step), then the heads' result, Wo's input, in s->att. */
 static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
 {
     const sl_model *m = c->m;
@@ -332,31 +330,28 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
         for (int i = 0; i < 3; i++) qkv[i] = &fused[i];
     }
     float *const qkv_y[3] = {s->q, s->k, s->v};
-    if ((st = mm_many(s, qkv, 3, s->xn, n, qkv_y, err)))
+    if ((st = vt->norm_mm(dx, s->x, L->attn_norm->data, n, E, eps, s->xn, qkv, 3, qkv_y, err)))
         return st;
     if (L->bq && ((st = vt->add_rows(dx, s->q, L->bq->data, n, Q, err)) ||
                   (st = vt->add_rows(dx, s->k, L->bk->data, n, KV, err)) ||
                   (st = vt->add_rows(dx, s->v, L->bv->data, n, KV, err))))
         return st;
-    if (m->tr->qk_norm == SL__QK_NORM_HEAD) {
-        if ((st = vt->rms_norm(dx, s->q, L->q_norm->data, s->q, n * hp->n_head, D, eps, err)) ||
-            (st = vt->rms_norm(dx, s->k, L->k_norm->data, s->k, n * hp->n_head_kv, D, eps, err)))
-            return st;
-    } else if (m->tr->qk_norm == SL__QK_NORM_FULL) {
-        if ((st = vt->rms_norm(dx, s->q, L->q_norm->data, s->q, n, Q, eps, err)) ||
-            (st = vt->rms_norm(dx, s->k, L->k_norm->data, s->k, n, KV, eps, err)))
-            return st;
-    }
+    if (m->tr->qk_norm == SL__QK_NORM_FULL &&
+        ((st = vt->rms_norm(dx, s->q, L->q_norm->data, s->q, n, Q, eps, err)) ||
+         (st = vt->rms_norm(dx, s->k, L->k_norm->data, s->k, n, KV, eps, err))))
+        return st;
+    /* per-head q/k norm, rope and the KV store: one step */
     sl_rope_params rope = L->rope;
     rope.freq_factors = s->rope_freqs;
-    if ((st = vt->rope(dx, s->q, n, hp->n_head, (int32_t)D, s->pos, &rope, err)) ||
-        (st = vt->rope(dx, s->k, n, hp->n_head_kv, (int32_t)D, s->pos, &rope, err)))
-        return st;
-    const bool f16 = c->kv.type == SL_KV_F16;
     void *kc = kv_base(c, s, il, false), *vc = kv_base(c, s, il, true);
-    if ((st = vt->kv_store(dx, kc, f16, KV, s->pos, n, s->k, err)) ||
-        (st = vt->kv_store(dx, vc, f16, KV, s->pos, n, s->v, err)))
-        return st;
+    const bool head_norm = m->tr->qk_norm == SL__QK_NORM_HEAD;
+    const sl__dx_qkv qa = {.q = s->q, .k = s->k, .v = s->v, .n = n, .n_head = hp->n_head,
+                           .n_head_kv = hp->n_head_kv, .head_dim = (int32_t)D,
+                           .q_norm = head_norm ? L->q_norm->data : NULL,
+                           .k_norm = head_norm ? L->k_norm->data : NULL, .eps = eps,
+                           .pos = s->pos, .rope = &rope, .kc = kc, .vc = vc,
+                           .f16 = c->kv.type == SL_KV_F16};
+    if ((st = vt->qk_rope_store(dx, &qa, err))) return st;
     const sl_attn_params ap = {.n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
                                .head_dim = hp->head_dim, .n_pos = 1, .scale = hp->attn_scale,
                                .window = L->swa ? hp->n_swa : 0, .kv_type = c->kv.type,
@@ -364,8 +359,7 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
                                .sinks = L->sinks ? L->sinks->data : NULL};
     if ((st = vt->attn(dx, s->q, kc, vc, &ap, c->host.pos, n, s->att, err)))
         return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
-    if ((st = vt->mm(dx, L->wo, s->att, n, s->tmp, err))) return st;
-    return L->bo ? vt->add_rows(dx, s->tmp, L->bo->data, n, E, err) : SL_OK;
+    return SL_OK;
 }
 
 /* Head h's matrix of a per-head 3-D weight [cols, rows, n_head]: a view, no copy. */
@@ -400,7 +394,8 @@ static sl_status mm_heads(const sl__side *s, const sl_weight *w, const float *sr
     return SL_OK;
 }
 
-/* deepseek2's multi-head latent attention from s->xn into s->tmp, with k_b absorbed into the
+/* deepseek2's multi-head latent attention from s->xn, Wo's input left in s->q, with k_b
+ * absorbed into the
  * query as llama.cpp does: the cache row of a token is [rms(c_kv) | rope(k_pe)] (n_lora_kv +
  * n_rot wide), each head's query [k_b_h^T q_nope_h | rope(q_pe_h)] attends to it as one MQA
  * head, the values being the rows' first n_lora_kv entries; v_b_h expands head h's result. */
@@ -451,8 +446,7 @@ static sl_status attn_mla(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
     if ((st = vt->attn(dx, s->q, kc, kc, &ap, c->host.pos, n, s->att, err)))
         return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
     /* each head's latent result [C] -> its value head [Dv]: [n][H][Dv] in q */
-    if ((st = mm_heads(s, L->wv_b, s->att, H * Dl, Dl, s->q, H * Dv, Dv, n, err))) return st;
-    return vt->mm(dx, L->wo, s->q, n, s->tmp, err);
+    return mm_heads(s, L->wv_b, s->att, H * Dl, Dl, s->q, H * Dv, Dv, n, err);
 }
 
 static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
@@ -465,18 +459,29 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
     const int64_t E = hp->n_embd;
     const float eps = hp->rms_eps;
     sl_status st;
-    if ((st = vt->rms_norm(dx, s->x, L->attn_norm->data, s->xn, n, E, eps, err)) ||
-        (st = m->tr->mla ? attn_mla(c, s, il, n, err) : attn_qkv(c, s, il, n, err)))
+    if (m->tr->mla) {
+        if ((st = vt->rms_norm(dx, s->x, L->attn_norm->data, s->xn, n, E, eps, err)) ||
+            (st = attn_mla(c, s, il, n, err)))
+            return st;
+    } else if ((st = attn_qkv(c, s, il, n, err))) {
         return st;
-    if (L->attn_post_norm &&
-        (st = vt->rms_norm(dx, s->tmp, L->attn_post_norm->data, s->tmp, n, E, eps, err)))
+    }
+    const float *wo_in = m->tr->mla ? s->q : s->att;
+    /* nothing between Wo, the residual add and the FFN norm: one step */
+    const bool plain_add = hp->residual_scale == 0.0f;
+    if (!L->bo && !L->attn_post_norm && plain_add) {
+        if ((st = vt->mm_add_norm(dx, L->wo, wo_in, n, s->tmp, s->x, L->ffn_norm->data, eps,
+                                  s->xn, err)))
+            return st;
+    } else if ((st = vt->mm(dx, L->wo, wo_in, n, s->tmp, err)) ||
+               (L->bo && (st = vt->add_rows(dx, s->tmp, L->bo->data, n, E, err))) ||
+               (L->attn_post_norm && (st = vt->rms_norm(dx, s->tmp, L->attn_post_norm->data,
+                                                        s->tmp, n, E, eps, err))) ||
+               (!plain_add && (st = vt->scale(dx, s->tmp, n * E, hp->residual_scale, err))) ||
+               (st = vt->add(dx, s->x, s->tmp, s->x, n * E, err)) ||
+               (st = vt->rms_norm(dx, s->x, L->ffn_norm->data, s->xn, n, E, eps, err))) {
         return st;
-    if (hp->residual_scale != 0.0f &&
-        (st = vt->scale(dx, s->tmp, n * E, hp->residual_scale, err)))
-        return st;
-    if ((st = vt->add(dx, s->x, s->tmp, s->x, n * E, err))) return st;
-
-    if ((st = vt->rms_norm(dx, s->x, L->ffn_norm->data, s->xn, n, E, eps, err))) return st;
+    }
     if (sl__layer_moe(L)) {
         st = moe_ffn(c, s, il, n, err);
     } else if (L->ffn_up->residency == SL_RES_PARTS) {
@@ -484,7 +489,11 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
     } else if (on_device(L->ffn_up) != (s == &c->dev)) {
         st = ffn_elsewhere(c, s, L, il, n, false, err);
     } else {
-        st = ffn_dense(c, s, L->ffn_gate, L->ffn_up, L->ffn_down, il, n, s->tmp, err);
+        /* down and the residual add in one step where nothing comes between them */
+        const bool add = !L->ffn_post_norm && plain_add;
+        st = ffn_dense(c, s, L->ffn_gate, L->ffn_up, L->ffn_down, il, n, s->tmp,
+                       add ? s->x : NULL, err);
+        if (st || add) return st;
     }
     if (st) return st;
     if (L->ffn_post_norm &&
@@ -629,9 +638,14 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, float 
     const sl__side *at = h;
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const sl__side *s = c->layer_dev[il] ? &c->dev : h;
+        const uint64_t steps0 = c->dev.dx ? c->dev.dx->steps : 0;
         if ((st = move_x(c, &at, s, n, err)) || (st = layer(c, s, il, n, err))) {
             if (c->dev.dx) sync_dev(c, NULL); /* nothing in flight may outlive the call */
             return st;
+        }
+        if (s == &c->dev) { /* sluice.h dev_layer_steps */
+            c->stats.dev_layer_steps += c->dev.dx->steps - steps0;
+            c->stats.dev_layers++;
         }
     }
     if (logits_out || c->hidden_out) {

@@ -22,13 +22,15 @@
  *   and per-expert x, an out-of-range id gives zeros): same tolerance.
  * - GEMM (cuBLAS after dequant): F16 |err| <= 2e-3 S + 1e-6, BF16 <= 1.6e-2 S + 1e-6; rows 1, 37;
  *   batches 1, 3, 17.
- * - rms_norm: <= 1e-5 x max |ref| of the row; rope: <= 4e-6 x max |x|; softmax: <= 1e-5 |ref| +
+ * - rms_norm: <= 1e-5 x max |ref| of the row; rope: <= 4e-6 x max |x|; the fused q/k norm +
+ *   rope + KV store and add + rms_norm (issue 32) within the sum of their parts' tolerances; softmax: <= 1e-5 |ref| +
  *   1e-7; swiglu / geglu / swiglu_oai (limit 1.5: both clamps bite): <= 1e-5 |ref| +
  *   1e-6 |up| (1 + |gate|); add, mul, scale: bit-exact;
- *   router: indices exact, weights <= 1e-6 |ref| + 1e-7; attention: <= 2e-5 max |v| + 1e-5 |ref|.
+ *   router (also group-limited): indices exact, weights <= 1e-6 |ref| + 1e-7; attention (also
+ *   head_dim 576, MLA's): <= 2e-5 max |v| + 1e-5 |ref|.
  * - forward glue (fwd.h): add_rows, kv_store (F32 and F16), moe_combine (ascending expert
  *   order, as the CPU scheduler sums), expert_bias (whole experts and per-expert widths with
- *   an empty one; entries past a width untouched) bit-exact vs C loops in float; gated_add
+ *   an empty one; entries past a width untouched), copy2d bit-exact vs C loops in float; gated_add
  *   <= 1e-6 |ref|.
  */
 #include <cuda_runtime.h>
@@ -170,10 +172,18 @@ static void test_host_side(void)
     sl_attn_params ap = {.n_head = 6, .n_kv_head = 4, .head_dim = 64, .n_pos = 1};
     CHECK(sl_cuda_attn_decode(NULL, p, p, p, &ap, p, &e) == SL_ERR_INVALID);
     ap.n_kv_head = 2;
-    ap.head_dim = 512;
+    ap.head_dim = SL_CUDA_ATTN_MAX_HEAD_DIM + 1;
     CHECK(sl_cuda_attn_decode(NULL, p, p, p, &ap, p, &e) == SL_ERR_UNSUPPORTED);
     sl_router_params rt = {.gating = SL_GATING_SOFTMAX_TOPK, .n_expert = 8, .k = 9, .weight_scale = 1};
     CHECK(sl_cuda_router_topk(NULL, p, 1, &rt, (int32_t *)p, p, &e) == SL_ERR_INVALID);
+    rt.k = 2, rt.n_group = 3, rt.top_group = 1; /* 8 experts do not split into 3 groups */
+    CHECK(sl_cuda_router_topk(NULL, p, 1, &rt, (int32_t *)p, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "n_group");
+    rt.n_group = 4, rt.top_group = 5;
+    CHECK(sl_cuda_router_topk(NULL, p, 1, &rt, (int32_t *)p, p, &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_copy2d(NULL, p, 3, p, 8, 2, 4, &e) == SL_ERR_INVALID); /* stride < width */
+    CHECK(sl_cuda_copy2d(NULL, p, 4, p, 8, 2, 4, &e) == SL_ERR_INVALID); /* no context */
+    CHECK_CONTAINS(e.msg, "context");
     CHECK(sl_cuda_rms_norm(NULL, p, NULL, p, 1, 8, 1e-5f, false, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "ctx");
     CHECK(sl_cuda_gemv_supported(SL_GGML_MXFP4) && !sl_cuda_gemv_supported(SL_GGML_Q3_K));
@@ -602,6 +612,98 @@ static void test_ops(sl_cuda_ctx *c)
         cudaFree(dx), cudaFree(dpos), cudaFree(dff);
     }
 
+    /* fused q/k norm + rope + KV store (issue 32): against rms_norm per head, rope and the
+     * stores of the references; with and without norm weights, F32 and F16 caches, NEOX and
+     * normal rope. Tolerance: rope's 4e-6 plus rms_norm's 1e-5 of the head's largest value;
+     * an F16 entry within one half-precision rounding of the reference (2^-10 relative). */
+    for (int variant = 0; variant < 4; variant++) {
+        const int32_t T = 3, H = 4, Hk = 2, D = 64, NCTX = 8;
+        const bool norm = variant & 1, f16 = variant & 2;
+        sl_rope_params p = sl_rope_params_make(variant < 2 ? SL_ROPE_NEOX : SL_ROPE_NORMAL, 32,
+                                               1e6f);
+        const int32_t pos[3] = {0, 5, 7};
+        const int64_t nq = (int64_t)T * H * D, nk = (int64_t)T * Hk * D, row = (int64_t)Hk * D;
+        float *q = xmalloc((size_t)nq * 4), *k = xmalloc((size_t)nk * 4), *v = xmalloc((size_t)nk * 4);
+        float *qw = xmalloc((size_t)D * 4), *kw = xmalloc((size_t)D * 4);
+        float *gq = xmalloc((size_t)nq * 4);
+        const size_t es = f16 ? 2 : 4, cb = (size_t)(NCTX * row) * es;
+        uint8_t *gkc = xmalloc(cb), *gvc = xmalloc(cb);
+        for (int64_t i = 0; i < nq; i++) q[i] = rnd_f(-2, 2);
+        for (int64_t i = 0; i < nk; i++) k[i] = rnd_f(-2, 2), v[i] = rnd_f(-2, 2);
+        for (int i = 0; i < D; i++) qw[i] = rnd_f(0.5f, 1.5f), kw[i] = rnd_f(0.5f, 1.5f);
+        float *dq = dup_d(q, nq), *dk = dup_d(k, nk), *dv = dup_d(v, nk);
+        float *dqw = dup_d(qw, D), *dkw = dup_d(kw, D);
+        int32_t *dpos = dmalloc(sizeof pos);
+        h2d(dpos, pos, sizeof pos);
+        void *dkc = dmalloc(cb), *dvc = dmalloc(cb);
+        cudaMemset(dkc, 0, cb);
+        cudaMemset(dvc, 0, cb);
+        CHECK_MSG(sl_cuda_qk_rope_store(c, dq, dk, dv, T, H, Hk, D, norm ? dqw : NULL,
+                                        norm ? dkw : NULL, 1e-6f, dpos, &p, f16, dkc, dvc,
+                                        &e) == SL_OK, "%s", e.msg);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(gq, dq, (size_t)nq * 4);
+        d2h(gkc, dkc, cb);
+        d2h(gvc, dvc, cb);
+        if (norm) {
+            for (int64_t h = 0; h < T * H; h++) sl_ref_rms_norm(q + h * D, qw, q + h * D, D, 1e-6f, false, &e);
+            for (int64_t h = 0; h < T * Hk; h++) sl_ref_rms_norm(k + h * D, kw, k + h * D, D, 1e-6f, false, &e);
+        }
+        CHECK(sl_ref_rope(q, T, H, D, pos, &p, &e) == SL_OK && sl_ref_rope(k, T, Hk, D, pos, &p, &e) == SL_OK);
+        double qmax = 0;
+        for (int64_t i = 0; i < nq; i++) qmax = fmax(qmax, fabs(q[i]));
+        for (int64_t i = 0; i < nq; i++)
+            REPORT(fabs(gq[i] - q[i]) <= 4e-6 + 1e-5 * qmax, "qk_rope_store %d q[%lld]: %g vs %g",
+                   variant, (long long)i, (double)gq[i], (double)q[i]);
+        for (int32_t t = 0; t < T; t++)
+            for (int64_t j = 0; j < row; j++) {
+                const int64_t at = (int64_t)pos[t] * row + j;
+                const float rk = k[t * row + j], rv = v[t * row + j];
+                const float ck = f16 ? sl_quant_fp16_to_fp32(((uint16_t *)gkc)[at]) : ((float *)gkc)[at];
+                const float cv = f16 ? sl_quant_fp16_to_fp32(((uint16_t *)gvc)[at]) : ((float *)gvc)[at];
+                const double tk = (f16 ? fabs(rk) / 1024 : 0) + 4e-6 + 1e-5 * qmax;
+                REPORT(fabs(ck - rk) <= tk, "qk_rope_store %d k cache [%d][%lld]: %g vs %g", variant, t,
+                       (long long)j, (double)ck, (double)rk);
+                REPORT(f16 ? ((uint16_t *)gvc)[at] == sl_quant_fp32_to_fp16(rv) : cv == rv,
+                       "qk_rope_store %d v cache [%d][%lld]: %g vs %g", variant, t, (long long)j,
+                       (double)cv, (double)rv);
+            }
+        free(q), free(k), free(v), free(qw), free(kw), free(gq), free(gkc), free(gvc);
+        cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dqw), cudaFree(dkw), cudaFree(dpos);
+        cudaFree(dkc), cudaFree(dvc);
+    }
+    CHECK(sl_cuda_qk_rope_store(c, NULL, NULL, NULL, 1, 4, 2, 64, NULL, NULL, 1e-6f, NULL,
+                                NULL, false, NULL, NULL, &e) == SL_ERR_INVALID);
+
+    /* fused residual add + rms_norm: x bit-exact as the element-wise add, y as rms_norm */
+    {
+        const int64_t R = 3, n = 1029;
+        float *x = xmalloc((size_t)(R * n) * 4), *t = xmalloc((size_t)(R * n) * 4);
+        float *w = xmalloc((size_t)n * 4), *gx = xmalloc((size_t)(R * n) * 4), *gy = xmalloc((size_t)(R * n) * 4);
+        for (int64_t i = 0; i < R * n; i++) x[i] = rnd_f(-3, 3), t[i] = rnd_f(-3, 3);
+        for (int64_t i = 0; i < n; i++) w[i] = rnd_f(0.5f, 1.5f);
+        float *dx = dup_d(x, R * n), *dt = dup_d(t, R * n), *dw = dup_d(w, n), *dy = dmalloc((size_t)(R * n) * 4);
+        CHECK_MSG(sl_cuda_add_rms_norm(c, dx, dt, dw, dy, R, n, 1e-5f, &e) == SL_OK, "%s", e.msg);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(gx, dx, (size_t)(R * n) * 4);
+        d2h(gy, dy, (size_t)(R * n) * 4);
+        for (int64_t r = 0; r < R; r++) {
+            for (int64_t i = 0; i < n; i++) x[r * n + i] = x[r * n + i] + t[r * n + i];
+            float *ref = t + r * n; /* t is spent */
+            sl_ref_rms_norm(x + r * n, w, ref, n, 1e-5f, false, &e);
+            double mx = 0;
+            for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(ref[i]));
+            for (int64_t i = 0; i < n; i++) {
+                REPORT(gx[r * n + i] == x[r * n + i], "add_rms_norm x [%lld][%lld]", (long long)r, (long long)i);
+                REPORT(fabs(gy[r * n + i] - ref[i]) <= 1e-5 * mx, "add_rms_norm y [%lld][%lld]: %g vs %g",
+                       (long long)r, (long long)i, (double)gy[r * n + i], (double)ref[i]);
+            }
+        }
+        free(x), free(t), free(w), free(gx), free(gy);
+        cudaFree(dx), cudaFree(dt), cudaFree(dw), cudaFree(dy);
+    }
+    CHECK(sl_cuda_add_rms_norm(c, NULL, NULL, NULL, NULL, 1, 8, 1e-5f, &e) == SL_ERR_INVALID);
+
     /* softmax: scale, a mask with -inf entries, one fully masked row (zeros) */
     {
         const int64_t R = 4, n = 1000;
@@ -662,18 +764,25 @@ static void test_ops(sl_cuda_ctx *c)
         cudaFree(dg), cudaFree(du), cudaFree(dy);
     }
 
-    /* router: three gatings, bias, renorm, weight scale; E = 8, 60, 128 */
-    for (int variant = 0; variant < 6; variant++) {
-        const int32_t Ev[3] = {8, 60, 128}, E = Ev[variant % 3], T = 5;
-        const int32_t k = variant % 3 == 0 ? 2 : 8;
+    /* router: three gatings, bias, renorm, weight scale; E = 8, 60, 128; then (variants 6-9)
+     * deepseek2's group limit: sigmoid + bias + renorm + scale over 64 experts in 8 groups
+     * (top 3, 1, 8) and 60 in 60 groups of one (top 4) */
+    for (int variant = 0; variant < 10; variant++) {
+        const int32_t Ev[3] = {8, 60, 128}, T = 5;
+        const bool grp = variant >= 6;
+        const int32_t E = grp ? (variant == 9 ? 60 : 64) : Ev[variant % 3];
+        const int32_t k = variant % 3 == 0 && !grp ? 2 : 8;
         float *lg = xmalloc((size_t)(T * E) * 4), *bias = xmalloc((size_t)E * 4);
         for (int i = 0; i < T * E; i++) lg[i] = rnd_f(-4, 4);
         for (int i = 0; i < E; i++) bias[i] = rnd_f(-0.1f, 0.1f);
         float *dl = dup_d(lg, T * E), *db = dup_d(bias, E), *dw = dmalloc((size_t)(T * k) * 4);
         int32_t *di = dmalloc((size_t)(T * k) * 4);
-        sl_router_params p = {.gating = (sl_gating)(variant % 3), .n_expert = E, .k = k,
+        sl_router_params p = {.gating = grp ? SL_GATING_SIGMOID : (sl_gating)(variant % 3),
+                              .n_expert = E, .k = k,
                               .norm_topk = variant >= 3, .bias = variant >= 3 ? db : NULL,
-                              .weight_scale = variant == 4 ? 2.5f : 1.0f};
+                              .weight_scale = variant == 4 || grp ? 2.5f : 1.0f,
+                              .n_group = grp ? (variant == 9 ? 60 : 8) : 0,
+                              .top_group = variant == 6 ? 3 : variant == 7 ? 1 : variant == 8 ? 8 : 4};
         CHECK_MSG(sl_cuda_router_topk(c, dl, T, &p, di, dw, &e) == SL_OK, "%s", e.msg);
         CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
         int32_t gi[8 * 5], ri[8];
@@ -716,10 +825,13 @@ static void test_ops(sl_cuda_ctx *c)
     }
     CHECK(sl_cuda_argmax(c, NULL, 5, (sl_argmax_result *)&e, &e) == SL_ERR_INVALID);
 
-    /* decode attention: F32 / F16 KV, GQA, window, softcap, sinks, head dims 64 / 80 / 128 */
-    for (int variant = 0; variant < 8; variant++) {
+    /* decode attention: F32 / F16 KV, GQA, window, softcap, sinks, head dims 64 / 80 / 128;
+     * variants 8-9: deepseek2's MLA shape, 8 heads on one latent head of 576 (F32, F16) */
+    for (int variant = 0; variant < 10; variant++) {
         const int32_t Dv[3] = {64, 80, 128}, npv[4] = {1, 37, 1000, 333};
-        sl_attn_params p = {.n_head = 8, .n_kv_head = variant & 1 ? 2 : 8, .head_dim = Dv[variant % 3],
+        const bool mla = variant >= 8;
+        sl_attn_params p = {.n_head = 8, .n_kv_head = mla ? 1 : variant & 1 ? 2 : 8,
+                            .head_dim = mla ? 576 : Dv[variant % 3],
                             .n_pos = npv[variant % 4], .scale = variant == 5 ? 0.1f : 0.0f,
                             .window = variant >= 6 ? 100 : 0, .softcap = variant == 4 ? 30.0f : 0.0f,
                             .kv_type = variant & 2 ? SL_KV_F16 : SL_KV_F32};
@@ -875,6 +987,24 @@ static void test_fwd(sl_cuda_ctx *c)
         cudaFree(dat);
         cudaFree(dids);
         free(eb);
+    }
+    /* copy2d: rows of 5 of y [R][D] into a wider destination, exact; the gaps untouched */
+    {
+        const int64_t W = 5, DS = 9;
+        float *dst = xmalloc((size_t)(R * DS) * 4);
+        for (int64_t i = 0; i < R * DS; i++) dst[i] = -7.0f;
+        float *dd = dup_d(dst, R * DS), *ds = dup_d(y, R * D);
+        CHECK(sl_cuda_copy2d(c, dd, DS, ds + 3, D, R, W, &e) == SL_OK);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(dst, dd, (size_t)(R * DS) * 4);
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t j = 0; j < DS; j++)
+                REPORT(dst[r * DS + j] == (j < W ? y[r * D + 3 + j] : -7.0f),
+                       "copy2d [%lld][%lld]: %g", (long long)r, (long long)j,
+                       (double)dst[r * DS + j]);
+        cudaFree(dd);
+        cudaFree(ds);
+        free(dst);
     }
     /* gated_add */
     float logit[5];

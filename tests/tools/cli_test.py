@@ -7,6 +7,7 @@ import codecs
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -255,6 +256,19 @@ def main():
            [("gpu", "sim", True)] and runs[0]["bound_ms_per_token"] > 0 and
            runs[0]["host_bytes_per_token"] < runs[0]["device_bytes_per_token"],
            f"bench decode --placement gpu --device sim runs ({r.stderr.strip()[-300:]})")
+    # issue 32: the device executor's steps per qwen3moe layer (fused ops), JSON and text
+    steps = runs[0].get("device_steps_per_layer") if runs else None
+    expect(steps is not None and 1 <= steps <= 8,
+           f"bench decode reports <= 8 device steps per qwen3moe layer on sim ({steps})")
+    r = run("bench", "decode", "-m", m1, "-n", "2", "--prompt-tokens", "2", "--placement", "gpu",
+            "--device", "sim")
+    expect(r.returncode == 0 and re.search(r"; [0-9.]+ device steps per device layer", r.stdout)
+           is not None, f"bench decode's text row names the device steps per layer ({r.stdout[-300:]})")
+    r = run("bench", "decode", "-m", m1, "-n", "2", "--prompt-tokens", "2", "--placement", "cpu",
+            "--json")
+    bj = json.loads(r.stdout) if r.returncode == 0 else {}
+    expect(r.returncode == 0 and [x.get("device_steps_per_layer", 0) for x in bj.get("runs", [])]
+           == [None], "no device layer (placement cpu): device_steps_per_layer is null")
     r = run("bench", "decode", "-m", m1, "-n", "2", "--prompt-tokens", "2")
     expect(r.returncode == 0 and "device: " in r.stdout and "bound ms/tok" in r.stdout and
            "no CUDA forward" not in r.stdout + r.stderr and

@@ -181,6 +181,26 @@ def main():
            "llama-gpu.json does not parse" in " ".join(s2.get("notes", [])),
            f"a failed gpu row and a broken llama-gpu.json: nulls with reasons ({nr})")
     expect(not os.path.exists(os.path.join(d, "summary.json.partial")), "no partial file left")
+    # deepseek2 on cuda vs the CPU (issue 32): null with a reason without the GPU tests' log,
+    # then the engine_cuda_test log's parity line (the format that test prints)
+    expect(s.get("deepseek2_cuda_vs_cpu", 0) is None and
+           "engine_cuda_test" in s["null_reasons"].get("deepseek2_cuda_vs_cpu", ""),
+           "no GPU test log: deepseek2_cuda_vs_cpu null with the reason")
+    os.makedirs(os.path.join(d, "logs"))
+    with open(os.path.join(d, "logs", "tests_runtime_engine_cuda_test.log"), "w") as f:
+        f.write("llama    F32   gpu          prefill vs CPU: rel 1e-07\n"
+                "deepseek2-parity: runs 16 max_rel 3.25e-06 tolerance 1e-4 PASS\n")
+    r, s4 = summarize(d, "-o", os.path.join(tmp, "s4.json"))
+    p4 = (s4 or {}).get("deepseek2_cuda_vs_cpu") or {}
+    expect(r.returncode == 0 and p4 == {"runs": 16, "max_rel": 3.25e-06, "tolerance": 1e-4,
+                                        "pass": True} and "deepseek2 cuda vs CPU" in r.stdout,
+           f"deepseek2_cuda_vs_cpu from the engine_cuda_test log ({p4})")
+    with open(os.path.join(d, "deepseek2-parity.log"), "w") as f:
+        f.write("deepseek2-parity: runs 16 max_rel 0.0021 tolerance 1e-4 FAIL\n")
+    r, s5 = summarize(d, "-o", os.path.join(tmp, "s5.json"))
+    p5 = (s5 or {}).get("deepseek2_cuda_vs_cpu") or {}
+    expect(r.returncode == 0 and p5.get("pass") is False and p5.get("max_rel") == 0.0021,
+           f"the ds2-parity step's log comes first, and a FAIL stays a failure ({p5})")
 
     # an empty folder: every figure null with a reason, exit 0
     e = os.path.join(tmp, "empty")

@@ -14,13 +14,13 @@ rc=$?
 echo "$out"
 [[ $rc == 0 || $rc == 1 ]]
 check $? "dry run exits 0 (ready) or 1 (not ready), not $rc"
-for s in doctor mkmodel kernels bench-moe budget decode-budget decode-hybrid decode-gpu \
+for s in doctor ds2-parity mkmodel kernels bench-moe budget decode-budget decode-hybrid decode-gpu \
     llama-ncmoe llama-gpu tests summary pack; do
     grep -qE "^  $s +[0-9]+  " <<<"$out"
     check $? "step $s listed with a cap"
 done
 sum=0
-while read -r _ cap _; do sum=$((sum + cap)); done < <(grep -E '^  [a-z-]+ +[0-9]+  ' <<<"$out")
+while read -r _ cap _; do sum=$((sum + cap)); done < <(grep -E '^  [a-z0-9-]+ +[0-9]+  ' <<<"$out")
 line="$(grep '^caps: ' <<<"$out")"
 [[ "$line" =~ ^caps:\ ([0-9]+)\ s\ of\ steps\ \+\ ([0-9]+)\ s\ packing\ =\ ([0-9]+)\ s\ \(budget\ ([0-9]+)\ s\)\;\ overall\ timeout\ ([0-9]+)\ s$ ]]
 check $? "caps line: $line"

@@ -56,7 +56,11 @@ sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stat
         .cpu_expert_gbps = s1->expert_cpu_seconds > s0->expert_cpu_seconds
                                ? (double)(s1->expert_cpu_bytes - s0->expert_cpu_bytes) / 1e9 /
                                      (s1->expert_cpu_seconds - s0->expert_cpu_seconds)
-                               : 0};
+                               : 0,
+        .steps_per_layer = s1->dev_layers > s0->dev_layers
+                               ? (double)(s1->dev_layer_steps - s0->dev_layer_steps) /
+                                     (double)(s1->dev_layers - s0->dev_layers)
+                               : -1};
 }
 
 void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c)
@@ -69,6 +73,9 @@ void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c)
     sl_json_f64(f, c->pcie_expert_bytes_per_token);
     fprintf(f, ",\"cpu_expert_gbps\":");
     sl_json_f64(f, c->cpu_expert_gbps);
+    fprintf(f, ",\"device_steps_per_layer\":");
+    if (c->steps_per_layer < 0) fprintf(f, "null");
+    else sl_json_f64(f, c->steps_per_layer);
 }
 
 int sl_cli_bench(int argc, char **argv)

@@ -715,6 +715,8 @@ int sl_bench_decode(int argc, char **argv)
                 printf("; per layer %.2f syncs, %.1f device calls; PCIe %.2f MB/token",
                        r->cost.syncs_per_layer, r->cost.calls_per_layer,
                        r->cost.pcie_expert_bytes_per_token / 1e6);
+            if (r->cost.steps_per_layer >= 0)
+                printf("; %.1f device steps per device layer", r->cost.steps_per_layer);
             putchar('\n');
         }
         if (!gpu_ran && gpu_why[0] && !mf.placement_given)

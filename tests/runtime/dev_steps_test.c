@@ -1,0 +1,123 @@
+/* Device steps per layer (issue 32): the device executor's calls inside a decode layer on the
+ * sim device (the same step list the cuda executor runs), from sl_ctx_stats dev_layer_steps /
+ * dev_layers.
+ *
+ * Held here, for one-token decode after a prompt on --placement gpu --device sim:
+ *   - llama and qwen3moe layers take at most 8 steps (the fused ops of dx.h: norm + QKV; q/k
+ *     norm + rope + KV store; attention; wo + add + FFN norm; router GEMV + top-k, experts, add
+ *     / gate-up + GLU, down + add), every architecture a positive count;
+ *   - every layer counts once per pass (dev_layers), none on the CPU placement, and only the
+ *     device layers with --placement layers -ngl 1;
+ *   - the logits equal the CPU placement's bit for bit (fusion changed no arithmetic). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/sluice.h"
+#include "tests/runtime/testmodel.h"
+#include "tests/testing.h"
+
+enum { N_PROMPT = 5, N_DECODE = 4, N_CTX = 32, MAX_STEPS = 8 };
+static const int32_t k_prompt[N_PROMPT] = {1, 17, 250, 3, 99};
+static const int32_t k_next[N_DECODE] = {7, 128, 5, 260};
+
+typedef struct run {
+    float *logits; /* [N_DECODE][n_vocab] */
+    uint64_t steps, layers;
+    bool ok;
+} run;
+
+static run decode(const char *path, sl_placement pl, int gpu_layers, int32_t n_vocab)
+{
+    run r = {0};
+    sl_model_options o = sl_model_options_default();
+    o.placement = pl;
+    o.gpu_layers = gpu_layers;
+    o.progress = false;
+    o.n_threads = 2;
+    if (pl != SL_PLACE_CPU) o.device = "sim";
+    sl_model *m = NULL;
+    sl_ctx *c = NULL;
+    sl_error e;
+    CHECK_MSG(sl_model_open(path, &o, &m, &e) == SL_OK, "open %s: %s", path, e.msg);
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = N_CTX;
+    co.kv_f16 = false;
+    if (m) CHECK_MSG(sl_ctx_create(m, &co, &c, &e) == SL_OK, "ctx: %s", e.msg);
+    r.logits = calloc((size_t)N_DECODE * (size_t)n_vocab, sizeof *r.logits);
+    bool ok = c && r.logits && sl_ctx_eval(c, k_prompt, N_PROMPT, &e) == SL_OK;
+    CHECK_MSG(ok, "%s prompt: %s", path, c ? e.msg : "no context");
+    sl_ctx_stats s0, s1;
+    sl_ctx_stats_get(c, &s0);
+    for (int i = 0; i < N_DECODE && ok; i++) {
+        ok = sl_ctx_eval(c, &k_next[i], 1, &e) == SL_OK;
+        CHECK_MSG(ok, "decode %d: %s", i, e.msg);
+        const float *l = ok ? sl_ctx_logits(c, -1) : NULL;
+        if (l) memcpy(r.logits + (size_t)i * n_vocab, l, (size_t)n_vocab * sizeof *l);
+    }
+    sl_ctx_stats_get(c, &s1);
+    r.steps = s1.dev_layer_steps - s0.dev_layer_steps;
+    r.layers = s1.dev_layers - s0.dev_layers;
+    r.ok = ok;
+    sl_ctx_destroy(c);
+    sl_model_close(m);
+    return r;
+}
+
+static void check_arch(const char *arch, const char *dir, bool bounded)
+{
+    tm_params p;
+    tm_defaults(arch, &p);
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, arch);
+    sl_error e;
+    if (tm_write(&p, path, &e) != SL_OK) {
+        CHECK_MSG(false, "write %s: %s", arch, e.msg);
+        return;
+    }
+    const size_t nv = (size_t)N_DECODE * (size_t)p.n_vocab;
+    run cpu = decode(path, SL_PLACE_CPU, 0, p.n_vocab);
+    run gpu = decode(path, SL_PLACE_GPU, 0, p.n_vocab);
+    run one = decode(path, SL_PLACE_LAYERS, 1, p.n_vocab);
+    if (cpu.ok && gpu.ok && one.ok) {
+        const double per = gpu.layers ? (double)gpu.steps / (double)gpu.layers : 0;
+        printf("%-9s device steps per layer: %.2f (%llu steps, %llu layers)\n", arch, per,
+               (unsigned long long)gpu.steps, (unsigned long long)gpu.layers);
+        CHECK_MSG(gpu.layers == (uint64_t)N_DECODE * (uint64_t)p.n_layer,
+                  "%s: %llu device layers, want %d", arch, (unsigned long long)gpu.layers,
+                  N_DECODE * p.n_layer);
+        CHECK_MSG(per >= 1 && (!bounded || per <= MAX_STEPS), "%s: %.2f device steps per "
+                  "layer (want 1 .. %d)", arch, per, bounded ? MAX_STEPS : 999);
+        CHECK_MSG(cpu.layers == 0 && cpu.steps == 0, "%s: the CPU placement counted %llu "
+                  "device layers", arch, (unsigned long long)cpu.layers);
+        /* uniform layers (llama, qwen3moe): the last layer's share; else just fewer */
+        CHECK_MSG(one.layers == N_DECODE && (bounded ? one.steps * p.n_layer == gpu.steps
+                                                     : one.steps < gpu.steps),
+                  "%s -ngl 1: %llu layers, %llu steps (gpu: %llu for %d layers)", arch,
+                  (unsigned long long)one.layers, (unsigned long long)one.steps,
+                  (unsigned long long)gpu.steps, p.n_layer);
+        CHECK_MSG(!memcmp(cpu.logits, gpu.logits, nv * sizeof *cpu.logits) &&
+                  !memcmp(cpu.logits, one.logits, nv * sizeof *cpu.logits),
+                  "%s: sim logits differ from the CPU's", arch);
+    }
+    free(cpu.logits);
+    free(gpu.logits);
+    free(one.logits);
+    unlink(path);
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TEST_TMPDIR");
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", tmp ? tmp : "/tmp");
+    check_arch("llama", dir, true);
+    check_arch("qwen3moe", dir, true);
+    /* the others: counted, and the same logits (their extra steps: biases, post-norms,
+     * sliding windows, MLA's per-head matmuls) */
+    const char *others[] = {"mixtral", "qwen2moe", "olmoe", "gemma3", "gpt-oss", "deepseek2",
+                            "qwen2", "qwen3", "gemma2", "granite", "phi3"};
+    for (size_t i = 0; i < sizeof others / sizeof *others; i++) check_arch(others[i], dir, false);
+    return sl_test_finish("dev_steps_test");
+}
