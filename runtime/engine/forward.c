@@ -331,8 +331,10 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
         fused[2] = rows_view(L->wqkv, Q + KV, KV);
         for (int i = 0; i < 3; i++) qkv[i] = &fused[i];
     }
-    float *const qkv_y[3] = {s->q, s->k, s->v};
-    if ((st = mm_many(s, qkv, 3, s->xn, n, qkv_y, err)))
+    /* qwen3next: q rows per head are q | gate (arch_qwen3next.c) */
+    float *const qkv_y[3] = {L->attn_gated ? s->g : s->q, s->k, s->v};
+    if ((st = mm_many(s, qkv, 3, s->xn, n, qkv_y, err)) ||
+        (L->attn_gated && (st = sl__qwen3next_q_split(c, s, n, err))))
         return st;
     if (L->bq && ((st = vt->add_rows(dx, s->q, L->bq->data, n, Q, err)) ||
                   (st = vt->add_rows(dx, s->k, L->bk->data, n, KV, err)) ||
@@ -364,6 +366,7 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
                                .sinks = L->sinks ? L->sinks->data : NULL};
     if ((st = vt->attn(dx, s->q, kc, vc, &ap, c->host.pos, n, s->att, err)))
         return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
+    if (L->attn_gated && (st = sl__qwen3next_att_gate(c, s, n, err))) return st;
     if ((st = vt->mm(dx, L->wo, s->att, n, s->tmp, err))) return st;
     return L->bo ? vt->add_rows(dx, s->tmp, L->bo->data, n, E, err) : SL_OK;
 }
@@ -466,7 +469,9 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
     const float eps = hp->rms_eps;
     sl_status st;
     if ((st = vt->rms_norm(dx, s->x, L->attn_norm->data, s->xn, n, E, eps, err)) ||
-        (st = m->tr->mla ? attn_mla(c, s, il, n, err) : attn_qkv(c, s, il, n, err)))
+        (st = L->ssm_out ? sl__qwen3next_linear(c, s, il, n, err)
+              : m->tr->mla ? attn_mla(c, s, il, n, err)
+                           : attn_qkv(c, s, il, n, err)))
         return st;
     if (L->attn_post_norm &&
         (st = vt->rms_norm(dx, s->tmp, L->attn_post_norm->data, s->tmp, n, E, eps, err)))
@@ -638,9 +643,11 @@ sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits
     const uint64_t steps0 = dx ? dx->steps : 0, drains0 = dx ? dx->drains : 0;
     if (c->m->dev) sl_device_counters_get(c->m->dev, &d0);
     c->async_st = SL_OK;
-    sl_status st = forward_run(c, tokens, n, logits_out, out_from, greedy, err);
+    sl_status st = sl__rs_begin(c, err);
+    if (!st) st = forward_run(c, tokens, n, logits_out, out_from, greedy, err);
     /* a stream-ordered host part failed (the pass has synchronised: it ends with a sync) */
     if (!st && c->async_st) st = sl_error_set(err, c->async_st, "%s", c->async_err.msg);
+    sl__rs_end(c, n, !st);
     if (c->m->dev) {
         sl_device_counters_get(c->m->dev, &d1);
         const uint64_t drains = dx ? dx->drains - drains0 : 0;
