@@ -419,6 +419,24 @@ static void neurons(sl__synth_tensor *t, uint32_t n, sl__synth_neurons nr)
     t[n - 1].neurons = nr;
 }
 
+/* A SwiGLU FFN's gate, up [E, F(, X)] and down [F, E(, X)] of layer i, named
+ * blk.i.ffn_{gate,up,down}<sfx>.weight (X 0: 2-D), gate and up carrying neuron table nr. */
+static void add_glu(sl__synth_tensor *t, uint32_t *n, uint32_t w, int64_t E, int64_t F,
+                    int64_t X, const char *sfx, sl__synth_neurons nr, int i)
+{
+    static const char *const proj[3] = {"gate", "up", "down"};
+    for (int k = 0; k < 3; k++) {
+        char fmt[64];
+        snprintf(fmt, sizeof fmt, "blk.%%d.ffn_%s%s.weight", proj[k], sfx);
+        if (k < 2) {
+            add(t, n, SL__K_IN, w, E, F, X, fmt, i);
+            neurons(t, *n, nr);
+        } else {
+            add(t, n, SL__K_OUT, w, F, E, X, fmt, i);
+        }
+    }
+}
+
 enum { PLAN_PER_LAYER = 24, PLAN_FIXED = 4 };
 /* qwen3next: full attention on every 4th layer (full_attention_interval), conv taps */
 enum { SL_SYNTH_QWEN3NEXT_FULL_ATTN = 4, SL_SYNTH_QWEN3NEXT_CONV = 4 };
@@ -461,26 +479,14 @@ static uint32_t plan_mla(const sl_synth_params *p, sl__synth_tensor *t, uint32_t
             i);
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
         if (i < d.dense) {
-            add(t, &n, SL__K_IN, w, E, FD, 0, "blk.%d.ffn_gate.weight", i);
-            neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_IN, w, E, FD, 0, "blk.%d.ffn_up.weight", i);
-            neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_OUT, w, FD, E, 0, "blk.%d.ffn_down.weight", i);
+            add_glu(t, &n, w, E, FD, 0, "", SL__NEURONS_FFN, i);
             continue;
         }
         add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
         add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.exp_probs_b.bias", i);
-        add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_gate_exps.weight", i);
-        neurons(t, n, SL__NEURONS_FFN);
-        add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_up_exps.weight", i);
-        neurons(t, n, SL__NEURONS_FFN);
-        add(t, &n, SL__K_OUT, w, F, E, X, "blk.%d.ffn_down_exps.weight", i);
+        add_glu(t, &n, w, E, F, X, "_exps", SL__NEURONS_FFN, i);
         /* one shared expert, as wide as a routed one */
-        add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_gate_shexp.weight", i);
-        neurons(t, n, SL__NEURONS_SHEXP);
-        add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_up_shexp.weight", i);
-        neurons(t, n, SL__NEURONS_SHEXP);
-        add(t, &n, SL__K_OUT, w, F, E, 0, "blk.%d.ffn_down_shexp.weight", i);
+        add_glu(t, &n, w, E, F, 0, "_shexp", SL__NEURONS_SHEXP, i);
     }
     add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
     add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
@@ -539,17 +545,9 @@ static uint32_t plan_qwen3next(const sl_synth_params *p, sl__synth_tensor *t, ui
         }
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
         add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
-        add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_gate_exps.weight", i);
-        neurons(t, n, SL__NEURONS_FFN);
-        add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_up_exps.weight", i);
-        neurons(t, n, SL__NEURONS_FFN);
-        add(t, &n, SL__K_OUT, w, F, E, X, "blk.%d.ffn_down_exps.weight", i);
+        add_glu(t, &n, w, E, F, X, "_exps", SL__NEURONS_FFN, i);
         add(t, &n, SL__K_IN, f32, E, 0, 0, "blk.%d.ffn_gate_inp_shexp.weight", i);
-        add(t, &n, SL__K_IN, w, E, SH, 0, "blk.%d.ffn_gate_shexp.weight", i);
-        neurons(t, n, SL__NEURONS_SHEXP);
-        add(t, &n, SL__K_IN, w, E, SH, 0, "blk.%d.ffn_up_shexp.weight", i);
-        neurons(t, n, SL__NEURONS_SHEXP);
-        add(t, &n, SL__K_OUT, w, SH, E, 0, "blk.%d.ffn_down_shexp.weight", i);
+        add_glu(t, &n, w, E, SH, 0, "_shexp", SL__NEURONS_SHEXP, i);
     }
     add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
     add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
@@ -602,18 +600,10 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
             add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
         if (!oss) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
         if (!moe) {
-            add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_gate.weight", i);
-            neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_up.weight", i);
-            neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_OUT, w, F, E, 0, "blk.%d.ffn_down.weight", i);
+            add_glu(t, &n, w, E, F, 0, "", SL__NEURONS_FFN, i);
         } else {
             add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
-            add(t, &n, SL__K_IN, wx, E, F, X, "blk.%d.ffn_gate_exps.weight", i);
-            neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_IN, wx, E, F, X, "blk.%d.ffn_up_exps.weight", i);
-            neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_OUT, wx, F, E, X, "blk.%d.ffn_down_exps.weight", i);
+            add_glu(t, &n, wx, E, F, X, "_exps", SL__NEURONS_FFN, i);
         }
         if (oss) {
             add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.ffn_gate_inp.bias", i);
@@ -624,11 +614,7 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
         if (qwen2moe) {
             /* the gate reads the residual stream like any input matmul (column 0 zero) */
             add(t, &n, SL__K_IN, f32, E, 0, 0, "blk.%d.ffn_gate_inp_shexp.weight", i);
-            add(t, &n, SL__K_IN, w, E, S, 0, "blk.%d.ffn_gate_shexp.weight", i);
-            neurons(t, n, SL__NEURONS_SHEXP);
-            add(t, &n, SL__K_IN, w, E, S, 0, "blk.%d.ffn_up_shexp.weight", i);
-            neurons(t, n, SL__NEURONS_SHEXP);
-            add(t, &n, SL__K_OUT, w, S, E, 0, "blk.%d.ffn_down_shexp.weight", i);
+            add_glu(t, &n, w, E, S, 0, "_shexp", SL__NEURONS_SHEXP, i);
         }
         if (gemma) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_ffw_norm.weight", i);
     }
