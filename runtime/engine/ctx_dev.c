@@ -278,7 +278,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
                                 "(ssm_conv, gated delta rule) and gated attention have no CUDA "
                                 "kernels yet (run it on the CPU: --placement cpu or -ngl 0)",
                                 m->path, il, sl_arch_name(m->arch));
-        const sl_weight *ws[32];
+        const sl_weight *ws[48]; /* core_weights' list has 37 entries */
         const size_t nw = core_weights(L, ws);
         char where[48];
         snprintf(where, sizeof where, "layer %d", il);

@@ -19,6 +19,8 @@
  *   exp_probs_b within the best groups; weights normalised and scaled; + shared experts)
  *   x += [post_norm](ffn)
  *   (granite: both block outputs times residual_scale before their add)
+ *   (qwen3next, arch_qwen3next.c: a Gated DeltaNet mixer instead of attention on most layers,
+ *   its recurrent state in the context; on the others q carries a gate, att * sigmoid(gate))
  * then logits = Wout rms_norm(x, output_norm) for the rows asked for (granite: / logit_scale;
  * gemma2: final soft-capping). Embeddings are scaled by hp.embd_scale (gemma, granite);
  * gemma2's attention logits are soft-capped inside the attention kernel.
