@@ -4,8 +4,9 @@
  * A block: x += mixer(rms(x, attn_norm)); x += moe(rms(x, post_attention_norm)) where the MoE
  * is qwen2moe's (softmax top-k, renormalised, plus the shared expert times sigmoid(w . xn)),
  * run by forward.c's MoE path (so the experts take every placement the other MoEs take).
- * The mixer of layer il is a Gated DeltaNet layer iff (il + 1) % full_attention_interval
- * (default 4), else gated full attention:
+ * The mixer of layer il is a Gated DeltaNet layer iff attention.recurrent_layers[il] (a bool
+ * per block, or one bool for all), else iff (il + 1) % full_attention_interval (default 4), as
+ * llama.cpp's load_arch_hparams; otherwise gated full attention:
  * - gated attention: attn_q [E, 2 H D] gives per head q | gate; q/k RMS-normed per head,
  *   NEOX rope over rope.dimension_count (partial rotary, Qwen3-Next: a quarter of a head),
  *   softmax attention scaled 1/sqrt(D), then out * sigmoid(gate) before attn_output;
@@ -15,8 +16,8 @@
  *   then SiLU, gates g = softplus(alpha + ssm_dt.bias) * ssm_a, beta = sigmoid(b), the delta
  *   rule over l2-normed q, k per value head, the gated RMS norm (ssm_norm [S], times
  *   silu(z)), ssm_out [Hv S, E]. The math is kernels/ref/delta_net.h's (pool: kernels/cpu).
- * Refused naming the key or tensor: attention.recurrent_layers (a per-layer array; not yet),
- * the legacy fused ssm_in layout, ssm.inner_size != state_size * time_step_rank (llama.cpp's
+ * Refused naming the key or tensor: recurrent_layers of another type or length, the legacy
+ * fused ssm_in layout, ssm.inner_size != state_size * time_step_rank (llama.cpp's
  * tensor shapes assume it), group_count not dividing time_step_rank.
  *
  * Recurrent state (sl__rs, in the context, host memory): per recurrent layer the conv's last
@@ -49,15 +50,40 @@ static int64_t max64(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
+#define RECR_KEY "qwen3next.attention.recurrent_layers"
+
+/* Checks the file's recurrent_layers, when present (llama.cpp get_key_or_arr: one bool, or a
+ * bool per block of block_count, MTP blocks included). */
+static sl_status recr_check(const sl_model *m, int64_t n_all, sl_error *err)
+{
+    const sl_gguf_value *v = sl_gguf_find(m->gguf, RECR_KEY);
+    if (!v || v->type == SL_GGUF_BOOL) return SL_OK;
+    if (v->type != SL_GGUF_ARR || v->v.arr.elem != SL_GGUF_BOOL)
+        return sl_error_set(err, SL_ERR_TYPE, "%s: metadata key '%s': %s, expected bool or an "
+                            "array of bool", m->path, RECR_KEY, sl_gguf_vtype_name(v->type));
+    if ((int64_t)v->v.arr.n != n_all)
+        return sl_error_set(err, SL_ERR_FORMAT, "%s: metadata key '%s': %llu entries, expected "
+                            "block_count %lld", m->path, RECR_KEY,
+                            (unsigned long long)v->v.arr.n, (long long)n_all);
+    return SL_OK;
+}
+
+static bool is_recurrent(const sl_model *m, int il)
+{
+    const sl_gguf_value *v = sl_gguf_find(m->gguf, RECR_KEY), *e = v;
+    sl_gguf_value item;
+    if (v && v->type == SL_GGUF_ARR)
+        e = sl_gguf_arr_get(v, (uint64_t)il, &item, NULL) == SL_OK ? &item : NULL;
+    if (e) return e->type == SL_GGUF_BOOL && e->v.b;
+    return (il + 1) % m->hp.full_attn_interval != 0;
+}
+
 sl_status sl__qwen3next_hparams(sl_model *m, sl_error *err)
 {
     sl__hparams *hp = &m->hp;
     const int64_t BIG = 1 << 20;
     sl_status st;
-    if (sl_gguf_find(m->gguf, "qwen3next.attention.recurrent_layers"))
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: metadata key "
-                            "'qwen3next.attention.recurrent_layers': a per-layer list is not "
-                            "supported yet (full_attention_interval is)", m->path);
+    if ((st = recr_check(m, hp->n_layer, err))) return st;
     if ((st = sl__arch_get_i32(m, "ssm.conv_kernel", true, 0, 1, 64, &hp->ssm_d_conv, err)) ||
         (st = sl__arch_get_i32(m, "ssm.inner_size", true, 0, 1, BIG, &hp->ssm_d_inner, err)) ||
         (st = sl__arch_get_i32(m, "ssm.state_size", true, 0, 1, SL_GDN_MAX_HEAD,
@@ -92,11 +118,6 @@ sl_status sl__qwen3next_hparams(sl_model *m, sl_error *err)
     return SL_OK;
 }
 
-static bool is_recurrent(const sl__hparams *hp, int il)
-{
-    return (il + 1) % hp->full_attn_interval != 0;
-}
-
 #define NE(...) ((const int64_t[]){__VA_ARGS__}), \
     (uint32_t)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
 
@@ -107,7 +128,7 @@ sl_status sl__qwen3next_bind_layer(sl_model *m, int il, sl_error *err)
     const int64_t E = hp->n_embd, D = hp->head_dim, Q = (int64_t)hp->n_head * D,
                   KV = (int64_t)hp->n_head_kv * D;
     sl_status st;
-    if (!is_recurrent(hp, il)) {
+    if (!is_recurrent(m, il)) {
         L->attn_gated = true;
         if ((st = sl__arch_bind(m, &L->wq, true, false, NE(E, 2 * Q), "blk.%d.attn_q.weight",
                                 il, err)) ||

@@ -2,8 +2,10 @@
 
 mkmodel --arch qwen3next writes a good F32 file (4 layers: 0-2 Gated DeltaNet, 3 gated
 attention; dim 64, 4 value heads and 2 key heads of 16, conv 4); gguf-py copies it with one
-corruption each: a missing or mis-shaped tensor, a missing or inconsistent ssm key, the
-per-layer recurrent_layers list and the legacy ssm_in layout (both not supported yet).
+corruption each: a missing or mis-shaped tensor, a missing or inconsistent ssm key, a
+recurrent_layers list of the wrong length or naming layers the file does not have, and the
+legacy ssm_in layout (not supported yet). A recurrent_layers list matching the file gives its
+logits.
 `sluice eval` on each must exit non-zero with a message holding the named strings; the good file
 evaluates.
 
@@ -91,13 +93,27 @@ def main():
          [a + "ssm.time_step_rank", "group_count"]),
         ("full_attention_interval 0", dict(set_key=(a + "full_attention_interval", 0)),
          [a + "full_attention_interval", "outside"]),
-        ("recurrent_layers list", dict(add_bools=(a + "attention.recurrent_layers",
-                                                  [True, True, True, False])),
-         [a + "attention.recurrent_layers", "not supported"]),
+        ("recurrent_layers too short", dict(add_bools=(a + "attention.recurrent_layers",
+                                                       [True, True, True])),
+         [a + "attention.recurrent_layers", "3 entries, expected block_count 4"]),
+        ("recurrent_layers naming an attention layer the file lacks",
+         dict(add_bools=(a + "attention.recurrent_layers", [False, True, True, False])),
+         ["blk.0.attn_q.weight", "missing"]),
         ("legacy ssm_in", dict(add_tensor=("blk.0.ssm_in.weight",
                                            np.zeros((256, 64), np.float32))),
          ["blk.0.ssm_in.weight", "not supported"]),
     ]
+    # recurrent_layers as the file is laid out (llama.cpp's list form): the same logits
+    same = os.path.join(TMP, "recurrent_layers.gguf")
+    copy(good, same, add_bools=(a + "attention.recurrent_layers", [True, True, True, False]))
+    outs = []
+    for path in (good, same):
+        out = path + ".f32"
+        r = subprocess.run([sluice, "eval", "-m", path, "--tokens", "1,2,3,4,5", "--placement",
+                            "cpu", "--logits-out", out], capture_output=True, text=True)
+        outs.append(np.fromfile(out, np.float32) if r.returncode == 0 else None)
+    expect(outs[0] is not None and outs[1] is not None and np.array_equal(outs[0], outs[1]),
+           "recurrent_layers [T, T, T, F]: the logits of full_attention_interval 4")
     for i, (label, change, want) in enumerate(cases):
         bad = os.path.join(TMP, f"bad{i}.gguf")
         copy(good, bad, **change)

@@ -121,7 +121,8 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             weights p[top k] (no bias), divided by their sum when expert_weights_norm,
             times expert_weights_scale; plus the shared experts (ffn_*_shexp) ungated.
   qwen3next (llm_build_qwen3next; HF Qwen3NextForCausalLM, recurrent form) layer il is a Gated
-            DeltaNet layer iff (il + 1) % full_attention_interval (default 4), else gated
+            DeltaNet layer iff attention.recurrent_layers[il] when the file has the list, else
+            iff (il + 1) % full_attention_interval (default 4), else gated
             attention: attn_q [E, 2 H D] gives per head q | gate, per-head q/k RMSNorm, NEOX
             rope over rope.dimension_count, scale 1/sqrt(D), output * sigmoid(gate) before
             attn_output (HF Qwen3NextAttention). DeltaNet (HF Qwen3NextGatedDeltaNet through
@@ -380,6 +381,11 @@ class Model:
             self.ssm_s = int(self._kv(f"{a}.ssm.state_size"))
             self.ssm_hk = int(self._kv(f"{a}.ssm.group_count"))
             self.ssm_hv = int(self._kv(f"{a}.ssm.time_step_rank"))
+            recr = f.get(f"{a}.attention.recurrent_layers")  # a bool per block, or one
+            self.recurrent = ([bool(x) for x in recr.contents()] if recr is not None and
+                              isinstance(recr.contents(), list) else
+                              [bool(recr.contents())] * self.n_layer if recr is not None else
+                              [bool((il + 1) % self.full_attn) for il in range(self.n_layer)])
         if a == "granite":
             self.embd_scale = float(self._kv(f"{a}.embedding_scale", 0.0))
             self.residual_scale = float(self._kv(f"{a}.residual_scale", 0.0))
@@ -512,7 +518,7 @@ class Model:
         b = f"blk.{il}."
         if self.arch == "deepseek2":
             return self._attention_mla(il, h, positions)
-        if self.arch == "qwen3next" and (il + 1) % self.full_attn:
+        if self.arch == "qwen3next" and self.recurrent[il]:
             return self._delta_net(il, h)
         gate = None
         a, n = self.arch, h.shape[0]
