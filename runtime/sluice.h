@@ -342,8 +342,10 @@ typedef void (*sl_ctx_work_fn)(void *user, int64_t begin, int64_t end, int threa
 SL_API sl_status sl_ctx_parallel_for(sl_ctx *c, int64_t n, int64_t grain, sl_ctx_work_fn fn,
                                      void *user, sl_error *err);
 /* Forgets positions >= n_past (n_past = 0 clears the cache). A model with recurrent layers
- * (qwen3next's Gated DeltaNet) keeps a state that cannot drop tokens: 0 < n_past < the
- * context's is SL_ERR_UNSUPPORTED (rewind to 0 and evaluate again). */
+ * (qwen3next's Gated DeltaNet) keeps a state that cannot drop tokens: besides 0 and the
+ * context's n_past it rewinds only to its checkpoint, the position before the last token of
+ * the last multi-token evaluation (a prompt's last token); any other n_past is
+ * SL_ERR_UNSUPPORTED (rewind to 0 and evaluate again). */
 SL_API sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err);
 /* Layer il's FFN neuron statistics so far (needs the neuron_stats option; valid until the next
  * eval): n_neuron neurons, n_tokens evaluations, per neuron how many found it active and the

@@ -22,9 +22,12 @@
  *
  * Recurrent state (sl__rs, in the context, host memory): per recurrent layer the conv's last
  * d_conv - 1 input rows and Hv S x S delta-rule matrices. It holds the history [0, pos): a pass
- * must start at pos (n_past 0 resets it), and a rewind to 0 < p < n_past is refused with
- * SL_ERR_UNSUPPORTED (a recurrent state cannot drop tokens; the caller re-evaluates from 0, as
- * serve's prompt cache does). A failed pass leaves it invalid until a rewind to 0.
+ * must start at pos (n_past 0 resets it). A state cannot drop tokens, so besides 0 and n_past a
+ * rewind goes exactly to one checkpoint: every pass of n > 1 tokens keeps the state after its
+ * first n - 1 (a prompt's last token is where serve's prompt cache rewinds a repeated prompt
+ * to), and single-token passes (decode) leave it. Any other rewind is refused with
+ * SL_ERR_UNSUPPORTED (the caller re-evaluates from 0, as serve's prompt cache does). A failed
+ * pass leaves the state and the checkpoint invalid until a rewind to 0.
  *
  * Where it runs: host, and sim (its memory is host-addressable: the CPU steps run on the
  * device side's buffers after draining the stream); cuda has no kernels for the conv and the
@@ -184,6 +187,9 @@ struct sl__rs {
     float *conv, *ssm;
     size_t conv_per, ssm_per;
     int32_t n_slots;
+    /* the checkpoint: the state after snap_pos tokens (-1: none), same layout as conv, ssm */
+    int32_t snap_pos;
+    float *snap_conv, *snap_ssm;
 };
 
 sl_status sl__rs_create(sl_ctx *c, sl_error *err)
@@ -201,9 +207,12 @@ sl_status sl__rs_create(sl_ctx *c, sl_error *err)
         rs->slot[il] = m->layers[il].ssm_out ? rs->n_slots++ : -1;
     rs->conv_per = (size_t)(d.d_conv - 1) * (size_t)sl_gdn_channels(&d);
     rs->ssm_per = (size_t)d.n_v_heads * (size_t)d.head_dim * (size_t)d.head_dim;
+    rs->snap_pos = -1;
     rs->conv = calloc(rs->conv_per * (size_t)rs->n_slots + 1, sizeof *rs->conv);
     rs->ssm = calloc(rs->ssm_per * (size_t)rs->n_slots + 1, sizeof *rs->ssm);
-    if (!rs->conv || !rs->ssm)
+    rs->snap_conv = calloc(rs->conv_per * (size_t)rs->n_slots + 1, sizeof *rs->conv);
+    rs->snap_ssm = calloc(rs->ssm_per * (size_t)rs->n_slots + 1, sizeof *rs->ssm);
+    if (!rs->conv || !rs->ssm || !rs->snap_conv || !rs->snap_ssm)
         return sl_error_set(err, SL_ERR_NOMEM, "out of memory (recurrent state: %d layers)",
                             rs->n_slots);
     return SL_OK;
@@ -215,6 +224,8 @@ void sl__rs_free(sl_ctx *c)
     free(c->rs->slot);
     free(c->rs->conv);
     free(c->rs->ssm);
+    free(c->rs->snap_conv);
+    free(c->rs->snap_ssm);
     free(c->rs);
     c->rs = NULL;
 }
@@ -227,6 +238,8 @@ sl_status sl__rs_begin(sl_ctx *c, sl_error *err)
         memset(rs->conv, 0, rs->conv_per * (size_t)rs->n_slots * sizeof *rs->conv);
         memset(rs->ssm, 0, rs->ssm_per * (size_t)rs->n_slots * sizeof *rs->ssm);
         rs->pos = 0;
+        rs->snap_pos = -1; /* another history: passes only append, rewinds go to 0, n_past or
+                            * the checkpoint, so only a reset makes it stale */
     }
     if (rs->pos != c->n_past)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: the recurrent state holds %d tokens, "
@@ -237,16 +250,27 @@ sl_status sl__rs_begin(sl_ctx *c, sl_error *err)
 
 void sl__rs_end(sl_ctx *c, int64_t n, bool ok)
 {
-    if (c->rs) c->rs->pos = ok ? c->n_past + (int32_t)n : -1;
+    sl__rs *rs = c->rs;
+    if (!rs) return;
+    rs->pos = ok ? c->n_past + (int32_t)n : -1;
+    if (!ok) rs->snap_pos = -1;
+    else if (n > 1) rs->snap_pos = c->n_past + (int32_t)n - 1; /* sl__qwen3next_linear */
 }
 
-sl_status sl__rs_rewind(const sl_ctx *c, int32_t n_past, sl_error *err)
+sl_status sl__rs_rewind(sl_ctx *c, int32_t n_past, sl_error *err)
 {
-    if (!c->rs || n_past == 0 || n_past == c->n_past) return SL_OK;
+    sl__rs *rs = c->rs;
+    if (!rs || n_past == 0 || n_past == c->n_past) return SL_OK;
+    if (n_past == rs->snap_pos && rs->pos == c->n_past) {
+        memcpy(rs->conv, rs->snap_conv, rs->conv_per * (size_t)rs->n_slots * sizeof *rs->conv);
+        memcpy(rs->ssm, rs->snap_ssm, rs->ssm_per * (size_t)rs->n_slots * sizeof *rs->ssm);
+        rs->pos = n_past;
+        return SL_OK;
+    }
     return sl_error_set(err, SL_ERR_UNSUPPORTED, "sl_ctx_rewind: n_past %d of %d: %s's "
                         "Gated DeltaNet layers keep a recurrent state that cannot drop tokens "
-                        "(rewind to 0 or stay at %d)", n_past, c->n_past,
-                        sl_arch_name(c->m->arch), c->n_past);
+                        "(rewind to 0, to %d or to the checkpoint %d)", n_past, c->n_past,
+                        sl_arch_name(c->m->arch), c->n_past, rs->snap_pos);
 }
 
 /* ---- layers ---------------------------------------------------------------------------- */
@@ -278,11 +302,26 @@ sl_status sl__qwen3next_linear(sl_ctx *c, const sl__side *s, int32_t il, int64_t
         return st;
     float *gate = s->v, *beta = s->v + n * Hv;
     sl_ref_gdn_gates(&d, s->k, n, L->ssm_dt->data, L->ssm_a->data, gate, beta);
-    sl_ref_gdn_conv(s->g, n, C, d.d_conv, L->ssm_conv1d->data,
-                    rs->conv + (size_t)slot * rs->conv_per, s->q);
-    if ((st = sl_cpu_gdn_heads(c->pool, &d, s->q, s->u, gate, beta, L->ssm_norm->data, n,
-                               rs->ssm + (size_t)slot * rs->ssm_per, s->att, err)))
-        return st;
+    float *conv = rs->conv + (size_t)slot * rs->conv_per, *ssm = rs->ssm + (size_t)slot *
+                                                                          rs->ssm_per;
+    /* tokens [0, n - 1), the checkpoint (n > 1: sl__rs_end records it), then the last; the
+     * steps are per token, so the split changes no bit */
+    const int64_t VD = (int64_t)Hv * d.head_dim, cut[3] = {0, n > 1 ? n - 1 : 0, n};
+    for (int p = 0; p < 2; p++) {
+        const int64_t t0 = cut[p], k = cut[p + 1] - t0;
+        if (p == 1 && n > 1) {
+            memcpy(rs->snap_conv + (size_t)slot * rs->conv_per, conv,
+                   rs->conv_per * sizeof *conv);
+            memcpy(rs->snap_ssm + (size_t)slot * rs->ssm_per, ssm, rs->ssm_per * sizeof *ssm);
+        }
+        if (!k) continue;
+        sl_ref_gdn_conv(s->g + t0 * C, k, C, d.d_conv, L->ssm_conv1d->data, conv,
+                        s->q + t0 * C);
+        if ((st = sl_cpu_gdn_heads(c->pool, &d, s->q + t0 * C, s->u + t0 * VD,
+                                   gate + t0 * Hv, beta + t0 * Hv, L->ssm_norm->data, k, ssm,
+                                   s->att + t0 * VD, err)))
+            return st;
+    }
     return vt->mm(s->dx, L->ssm_out, s->att, n, s->tmp, err);
 }
 

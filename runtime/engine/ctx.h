@@ -146,7 +146,8 @@ sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits
 /* arch_qwen3next.c: the recurrent state of a context whose model has recurrent layers
  * (create/free: nothing for the others), the pass's bracket (begin: SL_ERR_UNSUPPORTED unless
  * the state is at n_past; n_past 0 resets it; end: it advanced by n tokens, or failed), a
- * rewind's check (SL_ERR_UNSUPPORTED for 0 < n_past < the context's), and the layer steps
+ * rewind (to 0, n_past, or the checkpoint, which it restores: the state after the first n - 1
+ * tokens of the last pass of n > 1; SL_ERR_UNSUPPORTED otherwise), and the layer steps
  * forward.c dispatches: the Gated DeltaNet mixer from s->xn into s->tmp, and the gated
  * attention's split of s->g (q | gate per head) into s->q and s->u and its s->att *=
  * sigmoid(s->u). */
@@ -154,7 +155,7 @@ sl_status sl__rs_create(sl_ctx *c, sl_error *err);
 void sl__rs_free(sl_ctx *c);
 sl_status sl__rs_begin(sl_ctx *c, sl_error *err);
 void sl__rs_end(sl_ctx *c, int64_t n, bool ok);
-sl_status sl__rs_rewind(const sl_ctx *c, int32_t n_past, sl_error *err);
+sl_status sl__rs_rewind(sl_ctx *c, int32_t n_past, sl_error *err);
 sl_status sl__qwen3next_linear(sl_ctx *c, const sl__side *s, int32_t il, int64_t n,
                                sl_error *err);
 sl_status sl__qwen3next_q_split(sl_ctx *c, const sl__side *s, int64_t n, sl_error *err);

@@ -6,11 +6,12 @@
  *     CPU kernels (the delta rule runs token by token either way; the stated tolerance,
  *     1e-5 of the largest logit, would admit a blocked kernel);
  *   - the sim placements (gpu, experts-cpu, --n-cpu-moe 2, layers -ngl 2) give the CPU's bits;
- *   - the recurrent state is the context's: a rewind to 0 < p < n_past is refused with
- *     SL_ERR_UNSUPPORTED naming the architecture and the context is unchanged (the next token
- *     gives the same logits as without the attempt), a rewind to n_past is allowed, a rewind
- *     to 0 starts again with the first run's bits, and two contexts of one model do not share
- *     state. */
+ *   - the recurrent state is the context's: a rewind to 0 < p < n_past other than the
+ *     checkpoint is refused with SL_ERR_UNSUPPORTED naming the architecture and the context is
+ *     unchanged; a rewind to n_past is allowed; the checkpoint (before the last token of the
+ *     last multi-token pass) restores the state exactly (the next tokens give the first run's
+ *     bits), moves with the next multi-token pass and dies with a rewind to 0; a rewind to 0
+ *     starts again with the first run's bits; two contexts of one model do not share state. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,10 +117,26 @@ static void check_file(const char *label, const char *path)
         CHECK_CONTAINS(e.msg, "rewind to 0");
         CHECK(sl_ctx_n_past(c) == 8);
         CHECK(sl_ctx_rewind(c, 8, &e) == SL_OK);
-        CHECK(sl_ctx_eval(c, k_tok + 8, N_TOK - 8, &e) == SL_OK);
+        /* the checkpoint: before the last token of the 8-token pass */
+        CHECK_MSG(sl_ctx_rewind(c, 7, &e) == SL_OK, "%s: rewind to the checkpoint: %s", label,
+                  e.msg);
+        CHECK(sl_ctx_eval(c, k_tok + 7, 1, &e) == SL_OK);
         const float *l = sl_ctx_logits(c, -1);
+        CHECK_MSG(l && pre && !memcmp(l, pre + (size_t)7 * V, (size_t)V * sizeof *l),
+                  "%s: from the checkpoint, token 7's logits", label);
+        CHECK(sl_ctx_eval(c, k_tok + 8, N_TOK - 8, &e) == SL_OK);
+        l = sl_ctx_logits(c, -1);
         CHECK_MSG(l && pre && !memcmp(l, pre + (size_t)(N_TOK - 1) * V, (size_t)V * sizeof *l),
-                  "%s: after a refused rewind the context goes on unchanged", label);
+                  "%s: after a refused rewind and the checkpoint the same last logits", label);
+        /* the last pass (N_TOK - 8 > 1 tokens) moved the checkpoint to N_TOK - 1: 7 is gone */
+        CHECK(sl_ctx_rewind(c, 7, &e) == SL_ERR_UNSUPPORTED);
+        CHECK(sl_ctx_rewind(c, N_TOK - 1, &e) == SL_OK);
+        CHECK(sl_ctx_rewind(c, 0, &e) == SL_OK);
+        /* another history one token at a time: the old checkpoint must not come back */
+        CHECK(sl_ctx_eval(c, k_tok + 1, 1, &e) == SL_OK && sl_ctx_eval(c, k_tok, 1, &e) == 0);
+        CHECK(sl_ctx_eval(c, k_tok + 2, 1, &e) == SL_OK);
+        CHECK(sl_ctx_rewind(c, N_TOK - 1, &e) == SL_ERR_RANGE);
+        CHECK(sl_ctx_rewind(c, 2, &e) == SL_ERR_UNSUPPORTED);
         CHECK(sl_ctx_rewind(c, 0, &e) == SL_OK);
         CHECK(sl_ctx_eval(c, k_tok, N_TOK, &e) == SL_OK);
         l = sl_ctx_logits(c, 0);
