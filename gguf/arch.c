@@ -20,6 +20,7 @@ static const struct {
     [SL_ARCH_GEMMA2] = {"gemma2", NULL},
     [SL_ARCH_GRANITE] = {"granite", NULL},
     [SL_ARCH_PHI3] = {"phi3", NULL},
+    [SL_ARCH_QWEN3NEXT] = {"qwen3next", NULL},
 };
 
 const char *sl_arch_name(sl_arch a)

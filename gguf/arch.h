@@ -24,6 +24,8 @@ typedef enum sl_arch {
     SL_ARCH_GEMMA2,     /* soft-capped logits, alternating sliding window, post-norms */
     SL_ARCH_GRANITE,    /* IBM Granite 3: embedding, residual, attention and logit multipliers */
     SL_ARCH_PHI3,       /* Phi-3 / Phi-4: fused attn_qkv and gate|up, partial rotary */
+    SL_ARCH_QWEN3NEXT,  /* Qwen3-Next: Gated DeltaNet layers, gated attention every few
+                           layers, routed experts with a gated shared expert */
     SL_ARCH_COUNT       /* not an architecture: the list's length */
 } sl_arch;
 

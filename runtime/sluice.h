@@ -352,7 +352,8 @@ SL_API sl_status sl_ctx_parallel_for(sl_ctx *c, int64_t n, int64_t grain, sl_ctx
 /* The KV cache of positions [0, n_past) as bytes (llama.cpp's llama_state_seq_get_data): a
  * header describing its layout (layers, KV heads, head size, KV type, MLA) and every layer's
  * rows, copied from the side each layer's cache is on. buf NULL: *n_out = the bytes it takes;
- * else SL_ERR_RANGE when cap is smaller. A server saves a slot with it. */
+ * else SL_ERR_RANGE when cap is smaller. A server saves a slot with it. Both functions:
+ * SL_ERR_UNSUPPORTED for a model with recurrent layers (qwen3next), whose state is more. */
 SL_API sl_status sl_ctx_state_get(sl_ctx *c, void *buf, size_t cap, size_t *n_out,
                                   sl_error *err);
 /* Replaces c's cache with n bytes sl_ctx_state_get wrote: n_past becomes its positions (the
@@ -360,7 +361,11 @@ SL_API sl_status sl_ctx_state_get(sl_ctx *c, void *buf, size_t cap, size_t *n_ou
  * type, layout of another model, a size that is not the header's) or SL_ERR_RANGE for more
  * positions than n_ctx, before anything changes; a failed copy leaves n_past 0. */
 SL_API sl_status sl_ctx_state_set(sl_ctx *c, const void *buf, size_t n, sl_error *err);
-/* Forgets positions >= n_past (n_past = 0 clears the cache). */
+/* Forgets positions >= n_past (n_past = 0 clears the cache). A model with recurrent layers
+ * (qwen3next's Gated DeltaNet) keeps a state that cannot drop tokens: besides 0 and the
+ * context's n_past it rewinds only to its checkpoint, the position before the last token of
+ * the last multi-token evaluation (a prompt's last token); any other n_past is
+ * SL_ERR_UNSUPPORTED (rewind to 0 and evaluate again). */
 SL_API sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err);
 /* Layer il's FFN neuron statistics so far (needs the neuron_stats option; valid until the next
  * eval): n_neuron neurons, n_tokens evaluations, per neuron how many found it active and the

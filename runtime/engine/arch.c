@@ -78,6 +78,12 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                           .bind_layer = sl__granite_bind_layer},
     [SL_ARCH_PHI3] = {.rope = SL_ROPE_NEOX, .act = SL_MOE_SILU, .fused = true,
                        .hparams = sl__phi3_hparams, .bind_layer = sl__phi3_bind_layer},
+    [SL_ARCH_QWEN3NEXT] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
+                            .moe_capable = true, .moe_required = true, .norm_topk = true,
+                            .shared_expert = true, .act = SL_MOE_SILU,
+                            .post_attn_ffn_norm = true, .own_attn = true, .recurrent = true,
+                            .hparams = sl__qwen3next_hparams,
+                            .bind_layer = sl__qwen3next_bind_layer},
 };
 
 const sl__arch_traits *sl__arch_traits_get(sl_arch a)
@@ -484,7 +490,8 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
                           &hp->n_ff_shexp, err)))
             return st;
     }
-    if (m->arch == SL_ARCH_QWEN2MOE || m->arch == SL_ARCH_QWEN3MOE) {
+    if (m->arch == SL_ARCH_QWEN2MOE || m->arch == SL_ARCH_QWEN3MOE ||
+        m->arch == SL_ARCH_QWEN3NEXT) {
         if (!hp->n_ff_exp && hp->n_expert_used) hp->n_ff_exp = hp->n_ff / hp->n_expert_used;
         if (!hp->n_ff_shexp) hp->n_ff_shexp = hp->n_ff;
     } else if (m->arch == SL_ARCH_GPT_OSS) {
@@ -744,7 +751,7 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
     if ((st = VEC(&L->attn_norm, true, "blk.%d.attn_norm.weight", il, E))) return st;
     if (tr->mla) {
         if ((st = bind_mla(m, il, err))) return st;
-    } else if (!tr->fused && (st = bind_attn(m, il, err))) {
+    } else if (!tr->fused && !tr->own_attn && (st = bind_attn(m, il, err))) {
         return st;
     }
     const char *ffn_norm = tr->post_attn_ffn_norm ? "blk.%d.post_attention_norm.weight"

@@ -26,5 +26,7 @@ sl_status sl__granite_hparams(sl_model *m, sl_error *err);
 sl_status sl__granite_bind_layer(sl_model *m, int il, sl_error *err);
 sl_status sl__phi3_hparams(sl_model *m, sl_error *err);
 sl_status sl__phi3_bind_layer(sl_model *m, int il, sl_error *err);
+sl_status sl__qwen3next_hparams(sl_model *m, sl_error *err);
+sl_status sl__qwen3next_bind_layer(sl_model *m, int il, sl_error *err);
 
 #endif

@@ -63,6 +63,8 @@ typedef struct sl__async_part {
 
 enum { SL__CTX_MAX_DEV_BLOCKS = 32 };
 
+typedef struct sl__rs sl__rs; /* recurrent state (arch_qwen3next.c) */
+
 struct sl_ctx {
     sl_model *m;
     sl_ctx_options opt;
@@ -111,6 +113,7 @@ struct sl_ctx {
     struct sl__async_part *async_parts;
     sl_status async_st;
     sl_error async_err;
+    sl__rs *rs;                 /* the recurrent layers' state (traits.recurrent), else NULL */
 };
 
 /* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention
@@ -144,5 +147,24 @@ sl_status sl__ctx_dev_rebind(sl_ctx *c, sl_error *err);
  * c->hidden_out non-NULL: the output-normed hidden state of all n rows goes there too. */
 sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out,
                       int64_t out_from, int32_t *greedy, sl_error *err);
+
+/* arch_qwen3next.c: the recurrent state of a context whose model has recurrent layers
+ * (create/free: nothing for the others), the pass's bracket (begin: SL_ERR_UNSUPPORTED unless
+ * the state is at n_past; n_past 0 resets it; end: it advanced by n tokens, or failed), a
+ * rewind (to 0, n_past, or the checkpoint, which it restores: the state after the first n - 1
+ * tokens of the last pass of n > 1; SL_ERR_UNSUPPORTED otherwise), and the layer steps
+ * forward.c dispatches: the Gated DeltaNet mixer from s->xn into s->att (its out projection
+ * ssm_out is the layer's L->wo, applied by forward.c's layer()), and the gated
+ * attention's split of s->g (q | gate per head) into s->q and s->u and its s->att *=
+ * sigmoid(s->u). */
+sl_status sl__rs_create(sl_ctx *c, sl_error *err);
+void sl__rs_free(sl_ctx *c);
+sl_status sl__rs_begin(sl_ctx *c, sl_error *err);
+void sl__rs_end(sl_ctx *c, int64_t n, bool ok);
+sl_status sl__rs_rewind(sl_ctx *c, int32_t n_past, sl_error *err);
+sl_status sl__qwen3next_linear(sl_ctx *c, const sl__side *s, int32_t il, int64_t n,
+                               sl_error *err);
+sl_status sl__qwen3next_q_split(sl_ctx *c, const sl__side *s, int64_t n, sl_error *err);
+sl_status sl__qwen3next_att_gate(sl_ctx *c, const sl__side *s, int64_t n, sl_error *err);
 
 #endif

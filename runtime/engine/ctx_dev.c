@@ -36,7 +36,9 @@ static size_t core_weights(const sl__layer *L, const sl_weight **out)
                               L->ffn_post_norm, L->gate_inp, L->gate_shexp, L->up_shexp,
                               L->down_shexp, L->gate_inp_shexp, L->bo, L->sinks,
                               L->gate_inp_b, L->wq_a, L->q_a_norm, L->wq_b, L->wkv_a,
-                              L->kv_a_norm, L->wk_b, L->wv_b, L->exp_probs_b};
+                              L->kv_a_norm, L->wk_b, L->wv_b, L->exp_probs_b, L->ssm_qkv,
+                              L->ssm_z, L->ssm_conv1d, L->ssm_dt, L->ssm_a, L->ssm_ba,
+                              L->ssm_norm};
     size_t n = 0;
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (all[i]) out[n++] = all[i];
@@ -83,8 +85,10 @@ size_t sl__side_carve(const sl_ctx *c, sl__side *s, void *base)
     /* MLA: q holds n_head heads of key_length_mla, the attention n_head latent rows, its
      * expansion n_head value heads; g and u the per-head gathers and q_lora's projection */
     const int64_t HD = max64(D, max64(hp->n_embd_head_k_mla, hp->n_embd_head_v_mla));
-    const int64_t Q = (int64_t)hp->n_head * HD, KV = (int64_t)hp->n_head_kv * D;
-    const int64_t F = max64(max64(max64(hp->n_ff, hp->n_ff_shexp), max64(HD, hp->n_lora_q)), 1);
+    const int64_t Q = max64((int64_t)hp->n_head * HD, hp->scratch_tok),
+                  KV = max64((int64_t)hp->n_head_kv * D, hp->scratch_tok);
+    const int64_t F = max64(max64(max64(hp->n_ff, hp->n_ff_shexp), max64(HD, hp->n_lora_q)),
+                            max64(hp->scratch_tok, 1));
     const int64_t K = max64(hp->n_expert_used, 1);
     float **fp[] = {&s->x, &s->xn, &s->tmp, &s->q, &s->att, &s->k, &s->v, &s->g, &s->u,
                     &s->router, &s->sh, &s->topk_w};
@@ -271,7 +275,12 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
             return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: %s's attention head of "
                                 "%d has no CUDA kernel (run it on the CPU or with -ngl 0)",
                                 m->path, il, sl_arch_name(m->arch), attn_hd);
-        const sl_weight *ws[32];
+        if (cuda && dev && m->tr->recurrent)
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: layer %d: %s's Gated DeltaNet "
+                                "(ssm_conv, gated delta rule) and gated attention have no CUDA "
+                                "kernels yet (run it on the CPU: --placement cpu or -ngl 0)",
+                                m->path, il, sl_arch_name(m->arch));
+        const sl_weight *ws[48]; /* core_weights' list has 37 entries */
         const size_t nw = core_weights(L, ws);
         char where[48];
         snprintf(where, sizeof where, "layer %d", il);

@@ -83,6 +83,10 @@ static sl_status copy_all(sl_ctx *c, uint8_t *p, int32_t n_past, bool to_buf, sl
 sl_status sl_ctx_state_get(sl_ctx *c, void *buf, size_t cap, size_t *n_out, sl_error *err)
 {
     if (!c || !n_out) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_state_get: NULL argument");
+    if (c->m->tr->recurrent) /* the state holds the recurrent layers' state too: not saved */
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "sl_ctx_state_get: %s's recurrent layers keep a state "
+                            "besides the KV cache, which a saved state does not hold",
+                            sl_arch_name(c->m->arch));
     const size_t need = state_bytes(&c->kv, c->n_past);
     *n_out = need;
     if (!buf) return SL_OK;
@@ -100,6 +104,10 @@ sl_status sl_ctx_state_get(sl_ctx *c, void *buf, size_t cap, size_t *n_out, sl_e
 sl_status sl_ctx_state_set(sl_ctx *c, const void *buf, size_t n, sl_error *err)
 {
     if (!c || !buf) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_state_set: NULL argument");
+    if (c->m->tr->recurrent) /* the state holds the recurrent layers' state too: not saved */
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "sl_ctx_state_set: %s's recurrent layers keep a state "
+                            "besides the KV cache, which a saved state does not hold",
+                            sl_arch_name(c->m->arch));
     uint32_t h[STATE_WORDS];
     if (n < sizeof h)
         return sl_error_set(err, SL_ERR_INVALID, "KV state: %zu bytes, shorter than its "

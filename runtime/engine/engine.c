@@ -587,6 +587,7 @@ static sl_status ctx_build(sl_ctx *c, sl_error *err)
     sl_swap_step_end(&m->gate);
     if (st) goto fail;
     if (c->opt.neuron_stats && (st = nstats_create(c, err))) goto fail;
+    if ((st = sl__rs_create(c, err))) goto fail;
     return SL_OK;
 fail:
     return st;
@@ -607,6 +608,7 @@ void sl_ctx_destroy(sl_ctx *c)
     sl_moe_destroy(c->moe);
     sl_cpu_pool_destroy(c->pool);
     sl__kv_free(&c->kv);
+    sl__rs_free(c);
     host_buf_free(c, c->host.mem);
     host_buf_free(c, c->logits);
     host_buf_free(c, c->hidden);
@@ -838,6 +840,8 @@ sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err)
     if (n_past < 0 || n_past > c->n_past)
         return sl_error_set(err, SL_ERR_RANGE, "sl_ctx_rewind: n_past %d outside [0, %d]", n_past,
                             c->n_past);
+    const sl_status st = sl__rs_rewind(c, n_past, err);
+    if (st) return st;
     c->n_past = n_past;
     return SL_OK;
 }

@@ -19,6 +19,8 @@
  *   exp_probs_b within the best groups; weights normalised and scaled; + shared experts)
  *   x += [post_norm](ffn)
  *   (granite: both block outputs times residual_scale before their add)
+ *   (qwen3next, arch_qwen3next.c: a Gated DeltaNet mixer instead of attention on most layers,
+ *   its recurrent state in the context; on the others q carries a gate, att * sigmoid(gate))
  * then logits = Wout rms_norm(x, output_norm) for the rows asked for (granite: / logit_scale;
  * gemma2: final soft-capping). Embeddings are scaled by hp.embd_scale (gemma, granite);
  * gemma2's attention logits are soft-capped inside the attention kernel.
@@ -329,8 +331,10 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
         fused[2] = rows_view(L->wqkv, Q + KV, KV);
         for (int i = 0; i < 3; i++) qkv[i] = &fused[i];
     }
-    float *const qkv_y[3] = {s->q, s->k, s->v};
-    if ((st = vt->norm_mm(dx, s->x, L->attn_norm->data, n, E, eps, s->xn, qkv, 3, qkv_y, err)))
+    /* qwen3next: q rows per head are q | gate (arch_qwen3next.c) */
+    float *const qkv_y[3] = {L->attn_gated ? s->g : s->q, s->k, s->v};
+    if ((st = vt->norm_mm(dx, s->x, L->attn_norm->data, n, E, eps, s->xn, qkv, 3, qkv_y, err)) ||
+        (L->attn_gated && (st = sl__qwen3next_q_split(c, s, n, err))))
         return st;
     if (L->bq && ((st = vt->add_rows(dx, s->q, L->bq->data, n, Q, err)) ||
                   (st = vt->add_rows(dx, s->k, L->bk->data, n, KV, err)) ||
@@ -359,7 +363,7 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
                                .sinks = L->sinks ? L->sinks->data : NULL};
     if ((st = vt->attn(dx, s->q, kc, vc, &ap, c->host.pos, n, s->att, err)))
         return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
-    return SL_OK;
+    return L->attn_gated ? sl__qwen3next_att_gate(c, s, n, err) : SL_OK;
 }
 
 /* Head h's matrix of a per-head 3-D weight [cols, rows, n_head]: a view, no copy. */
@@ -459,9 +463,10 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
     const int64_t E = hp->n_embd;
     const float eps = hp->rms_eps;
     sl_status st;
-    if (m->tr->mla) {
+    if (m->tr->mla || L->ssm_out) {
         if ((st = vt->rms_norm(dx, s->x, L->attn_norm->data, s->xn, n, E, eps, err)) ||
-            (st = attn_mla(c, s, il, n, err)))
+            (st = L->ssm_out ? sl__qwen3next_linear(c, s, il, n, err)
+                             : attn_mla(c, s, il, n, err)))
             return st;
     } else if ((st = attn_qkv(c, s, il, n, err))) {
         return st;
@@ -672,9 +677,11 @@ sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits
     const uint64_t steps0 = dx ? dx->steps : 0, drains0 = dx ? dx->drains : 0;
     if (c->m->dev) sl_device_counters_get(c->m->dev, &d0);
     c->async_st = SL_OK;
-    sl_status st = forward_run(c, tokens, n, logits_out, out_from, greedy, err);
+    sl_status st = sl__rs_begin(c, err);
+    if (!st) st = forward_run(c, tokens, n, logits_out, out_from, greedy, err);
     /* a stream-ordered host part failed (the pass has synchronised: it ends with a sync) */
     if (!st && c->async_st) st = sl_error_set(err, c->async_st, "%s", c->async_err.msg);
+    sl__rs_end(c, n, !st);
     if (c->m->dev) {
         sl_device_counters_get(c->m->dev, &d1);
         const uint64_t drains = dx ? dx->drains - drains0 : 0;

@@ -70,6 +70,10 @@ typedef struct sl__arch_traits {
     bool fused;             /* bind_layer binds the attention and the dense FFN: attn_qkv
                                (or q, k, v) and ffn_up [n_embd, 2 n_ff] = gate | up (phi3) */
     int32_t swa_default;    /* attention.sliding_window when absent (gemma2: 4096); 0: required */
+    bool own_attn;          /* bind_layer binds each layer's attention (or recurrent mixer);
+                               the FFN is the common one (qwen3next) */
+    bool recurrent;         /* some layers are Gated DeltaNet layers with recurrent state in
+                               the context (qwen3next; arch_qwen3next.c) */
     /* The arch's own keys and tensors (arch_<name>.c), after the common ones; NULL: none.
      * hparams runs at the end of sl__hparams_load, bind_layer after a layer's common tensors. */
     sl_status (*hparams)(struct sl_model *m, sl_error *err);
@@ -114,6 +118,14 @@ typedef struct sl__hparams {
     /* nextn_predict_layers: the file's last blocks are multi-token-prediction blocks, not run
      * for next-token logits (llama.cpp's n_layer_nextn); n_layer counts the trunk only */
     int32_t n_layer_nextn;
+    /* Gated DeltaNet (qwen3next, llama.cpp's ssm.* keys): d_conv conv taps, n_k_heads
+     * (group_count) key heads and n_v_heads (time_step_rank) value heads of d_state each,
+     * d_inner = n_v_heads * d_state; layer il is recurrent iff (il + 1) % full_attn_interval */
+    int32_t ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_n_group, ssm_dt_rank;
+    int32_t full_attn_interval;
+    /* floats per token the arch's own steps need in each of a side's q, att, k, v, g, u
+     * buffers (ctx_dev.c sl__side_carve); 0: none */
+    int64_t scratch_tok;
 } sl__hparams;
 
 /* Sluice's metadata key for a dense FFN's activation ("relu", "silu"; arch.c says why) */
@@ -135,6 +147,11 @@ typedef struct sl__layer {
      * k_b[h] [nope -> n_lora_kv] absorbs into q, v_b[h] [n_lora_kv -> v] expands the output */
     sl_weight *wq_a, *q_a_norm, *wq_b, *wkv_a, *kv_a_norm, *wk_b, *wv_b;
     sl_weight *exp_probs_b;                                  /* selection bias, or NULL */
+    /* qwen3next: attn_q rows per head are q | gate (output * sigmoid(gate)); a recurrent
+     * (Gated DeltaNet) layer has ssm_out (also bound as wo: "the mixer's output") and the
+     * rest below, and no q/k/v */
+    bool attn_gated;
+    sl_weight *ssm_qkv, *ssm_z, *ssm_conv1d, *ssm_dt, *ssm_a, *ssm_ba, *ssm_norm, *ssm_out;
     bool swa;               /* sliding-window layer */
     sl_rope_params rope;
     /* hot/cold split of the dense FFN (HOT_COLD placement), else n_hot == 0 and NULL parts:

@@ -4,7 +4,7 @@ usage: logits_vs_reference.py SLUICE_BINARY [--quick] [ARCH ...]   (default: eve
 
 For every architecture mkmodel writes (llama, mixtral, qwen3moe, olmoe, qwen2moe, gemma3, gpt-oss,
 deepseek2, and deepseek2 in the legacy attn_kv_b layout: deepseek2-kv_b; qwen2, qwen3, gemma2,
-granite, phi3) and
+granite, phi3; qwen3next) and
 weight types F32, Q8_0 and Q4_K (and gpt-oss in MXFP4), a small synthetic model is made with `sluice mkmodel`, run by
 `sluice eval` and by the reference on the same 12 tokens, and compared.
 
@@ -37,7 +37,7 @@ import ref_forward as rf  # noqa: E402
 
 # deepseek2-kv_b: deepseek2 in the legacy attn_kv_b layout (mkmodel --legacy-kv-b)
 ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
-         "deepseek2-kv_b", "qwen2", "qwen3", "gemma2", "granite", "phi3")
+         "deepseek2-kv_b", "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next")
 DENSE = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "granite", "phi3")
 TYPES = {"F32": 1e-4, "Q8_0": 1e-2, "Q4_K": 1e-2}
 # deepseek2 (issue 15) is held to 1e-5 with F32 weights
@@ -81,7 +81,9 @@ def mkmodel_args(arch, ty):
         return a + ["--experts", "8", "--top-k", "2", "--layers", "3"]
     if arch not in DENSE:
         a += ["--experts", "4", "--top-k", "2"]
-    if arch != "gemma3":
+    if arch == "qwen3next":  # 3 Gated DeltaNet layers, then gated attention
+        a += ["--layers", "4"]
+    elif arch != "gemma3":
         a += ["--layers", "2"]
     return a
 

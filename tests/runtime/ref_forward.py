@@ -120,6 +120,24 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             the same selection whenever k unmasked scores are positive); top k of the scores;
             weights p[top k] (no bias), divided by their sum when expert_weights_norm,
             times expert_weights_scale; plus the shared experts (ffn_*_shexp) ungated.
+  qwen3next (llm_build_qwen3next; HF Qwen3NextForCausalLM, recurrent form) layer il is a Gated
+            DeltaNet layer iff attention.recurrent_layers[il] when the file has the list, else
+            iff (il + 1) % full_attention_interval (default 4), else gated
+            attention: attn_q [E, 2 H D] gives per head q | gate, per-head q/k RMSNorm, NEOX
+            rope over rope.dimension_count, scale 1/sqrt(D), output * sigmoid(gate) before
+            attn_output (HF Qwen3NextAttention). DeltaNet (HF Qwen3NextGatedDeltaNet through
+            the converter: in_proj_qkvz split into attn_qkv [q | k | v] and attn_gate z, A_log
+            stored as ssm_a = -exp(A_log), dt_bias as ssm_dt.bias, conv1d squeezed; the gated
+            norm's weight stored as is, every other norm as 1 + w): mixed = attn_qkv h, a causal
+            depthwise conv over the sequence (ssm_conv1d [d_conv, C], zeros before position 0)
+            then SiLU, split into q, k (Hk heads) and v (Hv heads) of S = ssm.state_size; ba =
+            ssm_ba h per key head [r betas | r alphas] (r = Hv / Hk), beta = sigmoid(b),
+            g = softplus(a + dt_bias) * ssm_a; q, k l2-normalised (x / sqrt(sum x^2 + eps)) and
+            repeated so value head h reads key head h // r; per value head the state S [k, v]
+            (zeros) goes S *= exp(g); S += k (beta (v - S^T k))^T; o = S^T q / sqrt(S)
+            (HF torch_recurrent_gated_delta_rule); o = RMSNorm(o) * ssm_norm * silu(z); ssm_out.
+            The FFN input norm is post_attention_norm; the MoE is qwen2moe's with the top-k
+            weights renormalised (norm_w true) plus the sigmoid-gated shared expert.
 """
 import argparse
 import math
@@ -137,9 +155,11 @@ ROPE_NORM, ROPE_NEOX = "norm", "neox"
 ROPE_TYPE = {"llama": ROPE_NORM, "qwen2moe": ROPE_NEOX, "qwen3moe": ROPE_NEOX,
              "olmoe": ROPE_NEOX, "gemma3": ROPE_NEOX, "gpt-oss": ROPE_NEOX,
              "deepseek2": ROPE_NORM, "qwen2": ROPE_NEOX, "qwen3": ROPE_NEOX,
-             "gemma2": ROPE_NEOX, "granite": ROPE_NORM, "phi3": ROPE_NEOX}
+             "gemma2": ROPE_NEOX, "granite": ROPE_NORM, "phi3": ROPE_NEOX,
+             "qwen3next": ROPE_NEOX}
 # build_moe_ffn's norm_w argument in each graph builder
-MOE_NORM_W = {"llama": True, "qwen3moe": True, "qwen2moe": False, "olmoe": False}
+MOE_NORM_W = {"llama": True, "qwen3moe": True, "qwen2moe": False, "olmoe": False,
+              "qwen3next": True}
 GEMMA3_SWA_PATTERN = 6          # llama-model.cpp: hparams.set_swa_pattern(6)
 GEMMA3_SWA_ROPE_BASE = 10000.0  # llama-model.cpp: rope_freq_base_train_swa
 GEMMA2_SWA_PATTERN = 2          # llama-model.cpp: hparams.set_swa_pattern(2)
@@ -355,6 +375,17 @@ class Model:
             self.attn_softcap = float(self._kv(f"{a}.attn_logit_softcapping", GEMMA2_SOFTCAP[0]))
             self.final_softcap = float(self._kv(f"{a}.final_logit_softcapping",
                                                 GEMMA2_SOFTCAP[1]))
+        if a == "qwen3next":
+            self.full_attn = int(self._kv(f"{a}.full_attention_interval", 4))
+            self.d_conv = int(self._kv(f"{a}.ssm.conv_kernel"))
+            self.ssm_s = int(self._kv(f"{a}.ssm.state_size"))
+            self.ssm_hk = int(self._kv(f"{a}.ssm.group_count"))
+            self.ssm_hv = int(self._kv(f"{a}.ssm.time_step_rank"))
+            recr = f.get(f"{a}.attention.recurrent_layers")  # a bool per block, or one
+            self.recurrent = ([bool(x) for x in recr.contents()] if recr is not None and
+                              isinstance(recr.contents(), list) else
+                              [bool(recr.contents())] * self.n_layer if recr is not None else
+                              [bool((il + 1) % self.full_attn) for il in range(self.n_layer)])
         if a == "granite":
             self.embd_scale = float(self._kv(f"{a}.embedding_scale", 0.0))
             self.residual_scale = float(self._kv(f"{a}.residual_scale", 0.0))
@@ -451,10 +482,45 @@ class Model:
         o = attention(qf, kf, kv[:, :, nope:], mscale * mscale / math.sqrt(self.head_k))
         return o @ self.w(b + "attn_output.weight").T
 
+    def _delta_net(self, il, h):
+        """qwen3next's Gated DeltaNet layer (see the module docstring)."""
+        b = f"blk.{il}."
+        n, S, Hk, Hv, K = h.shape[0], self.ssm_s, self.ssm_hk, self.ssm_hv, self.d_conv
+        r = Hv // Hk
+        mixed = h @ self.w(b + "attn_qkv.weight").T                   # [n, C]
+        z = (h @ self.w(b + "attn_gate.weight").T).reshape(n, Hv, S)
+        ba = (h @ self.w(b + "ssm_ba.weight").T).reshape(n, Hk, 2 * r)
+        beta = sigmoid(ba[:, :, :r].reshape(n, Hv))
+        a = ba[:, :, r:].reshape(n, Hv) + self.w(b + "ssm_dt.bias")
+        g = np.where(a > 20, a, np.log1p(np.exp(np.minimum(a, 20)))) * self.w(b + "ssm_a")
+        w = self.w(b + "ssm_conv1d.weight")                           # [C, K]
+        xin = np.concatenate([np.zeros((K - 1, mixed.shape[1])), mixed])
+        y = silu(sum(xin[k:k + n] * w[:, k] for k in range(K)))
+        kd = Hk * S
+
+        def l2(x):
+            return x / np.sqrt((x * x).sum(axis=-1, keepdims=True) + self.eps)
+        q = np.repeat(l2(y[:, :kd].reshape(n, Hk, S)), r, axis=1) / math.sqrt(S)
+        k = np.repeat(l2(y[:, kd:2 * kd].reshape(n, Hk, S)), r, axis=1)
+        v = y[:, 2 * kd:].reshape(n, Hv, S)
+        state = np.zeros((Hv, S, S))                                  # [head, k, v]
+        o = np.zeros((n, Hv, S))
+        for t in range(n):
+            state *= np.exp(g[t])[:, None, None]
+            mem = np.einsum("hkv,hk->hv", state, k[t])
+            delta = (v[t] - mem) * beta[t][:, None]
+            state += k[t][:, :, None] * delta[:, None, :]
+            o[t] = np.einsum("hkv,hk->hv", state, q[t])
+        o = rms_norm(o, self.w(b + "ssm_norm.weight"), self.eps) * silu(z)
+        return o.reshape(n, Hv * S) @ self.w(b + "ssm_out.weight").T
+
     def _attention(self, il, h, positions):
         b = f"blk.{il}."
         if self.arch == "deepseek2":
             return self._attention_mla(il, h, positions)
+        if self.arch == "qwen3next" and self.recurrent[il]:
+            return self._delta_net(il, h)
+        gate = None
         a, n = self.arch, h.shape[0]
         if self.has(b + "attn_qkv.weight"):  # phi3: rows q | k | v
             qkv = h @ self.w(b + "attn_qkv.weight").T
@@ -462,6 +528,10 @@ class Model:
             q, k, v = qkv[:, :nq], qkv[:, nq:nq + nkv], qkv[:, nq + nkv:]
         else:
             q = h @ self.w(b + "attn_q.weight").T
+            if a == "qwen3next":  # per head q | gate
+                qg = q.reshape(n, self.n_head, 2 * self.head_dim)
+                q = qg[:, :, :self.head_dim].reshape(n, -1)
+                gate = qg[:, :, self.head_dim:].reshape(n, -1)
             k = h @ self.w(b + "attn_k.weight").T
             v = h @ self.w(b + "attn_v.weight").T
         for name, m in (("attn_q.bias", "q"), ("attn_k.bias", "k"), ("attn_v.bias", "v")):
@@ -480,7 +550,7 @@ class Model:
         q = q.reshape(n, self.n_head, d)
         k = k.reshape(n, self.n_head_kv, d)
         v = v.reshape(n, self.n_head_kv, d)
-        if a in ("qwen3moe", "gemma3", "qwen3"):  # per-head norm over head_dim, before RoPE
+        if a in ("qwen3moe", "gemma3", "qwen3", "qwen3next"):  # per-head norm, before RoPE
             q = rms_norm(q, self.w(b + "attn_q_norm.weight"), self.eps)
             k = rms_norm(k, self.w(b + "attn_k_norm.weight"), self.eps)
         swa = self.is_swa_layer(il)
@@ -504,6 +574,8 @@ class Model:
             scale = 1.0 / math.sqrt(d)
         o = attention(q, k, v, scale, window=self.n_swa if swa else None, sinks=sinks,
                       softcap=softcap)
+        if gate is not None:
+            o = o * sigmoid(gate)
         o = o @ self.w(b + "attn_output.weight").T
         if self.has(b + "attn_output.bias"):
             o = o + self.w(b + "attn_output.bias")
@@ -545,7 +617,7 @@ class Model:
         out = moe_ffn(h, self.w(b + "ffn_gate_inp.weight"), self.w(b + "ffn_gate_exps.weight"),
                       self.w(b + "ffn_up_exps.weight"), self.w(b + "ffn_down_exps.weight"),
                       self.n_expert_used, MOE_NORM_W[self.arch])
-        if self.arch == "qwen2moe":
+        if self.arch in ("qwen2moe", "qwen3next"):
             gate = sigmoid(h @ self.w(b + "ffn_gate_inp_shexp.weight"))   # [n]
             shexp = glu_ffn(h, self.w(b + "ffn_gate_shexp.weight"),
                             self.w(b + "ffn_up_shexp.weight"),
@@ -577,7 +649,8 @@ class Model:
             if gemma:
                 o = rms_norm(o, self.w(b + "post_attention_norm.weight"), self.eps)
             x = x + rs * o
-            ffn_norm = "post_attention_norm" if self.arch == "gpt-oss" else "ffn_norm"
+            ffn_norm = ("post_attention_norm" if self.arch in ("gpt-oss", "qwen3next")
+                        else "ffn_norm")
             h = rms_norm(x, self.w(b + ffn_norm + ".weight"), self.eps)
             f = self._ffn(il, h)
             if gemma:

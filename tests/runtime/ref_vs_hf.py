@@ -3,6 +3,7 @@
 usage: python ref_vs_hf.py MODEL.gguf HFARCH [MODEL.gguf HFARCH ...]
        HFARCH: llama | mixtral | qwen3moe | olmoe | qwen2moe | gemma3 | gpt-oss
        python ref_vs_hf.py --deepseek-v3 [OUTDIR] [--sluice BIN]   (exit 0 iff all hold)
+       python ref_vs_hf.py --qwen3next [OUTDIR] [--sluice BIN]     (exit 0 iff all hold)
 
 Needs torch and transformers (5.x: fused experts mlp.experts.gate_up_proj / down_proj) as well
 as gguf + numpy; not a Bazel target (CI has no torch). The GGUF weights are mapped back to the
@@ -29,6 +30,14 @@ of DSV3_MUTANTS must move the logits by more than 1e-3. Measured 2026-11-24 (tra
 5.24, torch 2.15 CPU): 5.2e-07 and 6.8e-07, the legacy attn_kv_b layout (the converter before
 the MLA split) 5.2e-07; deliberate errors 6.1e-01 .. 1.8e+00. With --sluice, `sluice eval` on
 the same three files against HF: 1.0e-06, 1.1e-06, 1.0e-06.
+Qwen3-Next (--qwen3next) goes the same way: Qwen3NextForCausalLM random-initialised at
+mkmodel's default shapes (qnext_model), converted as llama.cpp's Qwen3NextModel does
+(qnext_convert), ref_forward and `sluice eval` run on the file. HF computes the DeltaNet's
+gates, its chunked delta rule and the gated norm in float32 even in a float64 model, so the
+bound is 5e-5. Measured 2026-11-28 (transformers 5.24, torch 2.15; the fla / causal_conv1d
+kernels absent, HF's PyTorch fallbacks): full_attention_interval 4: ref 3.6e-06, sluice 1.0e-05;
+interval 2: ref 1.1e-05, sluice 1.1e-05; deliberate conversion errors (value heads in Qwen3.5's
+tiled order, beta and alpha swapped, A_log stored as is) 1.5e+00 .. 1.6e+00.
 """
 import math
 import os
@@ -408,8 +417,160 @@ def deepseek_v3(outdir, sluice=None):
     return 0 if ok else 1
 
 
+def qnext_model(seed, interval):
+    """A random-initialised Qwen3NextForCausalLM of mkmodel's default shapes (4 layers, dim 64,
+    4 heads of 16, 2 KV heads; DeltaNet 2 key / 4 value heads of 16, conv 4; 8 experts top 2
+    of 32, shared expert 48, router renormalised), float64; every weight random (norms
+    zero-centred noise, the gated norm 1 + noise, A_log = log U(1, 16))."""
+    cfg = tf.Qwen3NextConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6,
+        max_position_embeddings=256, linear_conv_kernel_dim=4, linear_key_head_dim=16,
+        linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+        moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts_per_tok=2,
+        num_experts=8, norm_topk_prob=True, tie_word_embeddings=False,
+        full_attention_interval=interval,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e7,
+                         "partial_rotary_factor": 0.25},
+        attn_implementation="eager", experts_implementation="eager")
+    torch.manual_seed(seed)
+    model = tf.Qwen3NextForCausalLM(cfg).double().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("A_log"):
+                p.copy_(torch.log(torch.empty_like(p).uniform_(1.0, 16.0)))
+            elif name.endswith("linear_attn.norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+            elif p.dim() == 1:
+                p.normal_(0.0, 0.1)
+            else:
+                p.normal_(0.0, 1.0 / math.sqrt(p.shape[-1]))
+    return cfg, model
+
+
+def qnext_convert(cfg, model, path, mutant=None):
+    """Qwen3NextModel of llama.cpp 0c1e570 (conversion/qwen.py, on Qwen2MoeModel), F32: norms
+    + 1 but the gated one, A_log -> -exp, dt_bias -> ssm_dt.bias, conv1d squeezed,
+    in_proj_qkvz regrouped from per-key-head [q k v z] into attn_qkv [q | k | v] and
+    attn_gate z, experts' gate_up_proj split into ffn_gate_exps and ffn_up_exps. mutant: a
+    deliberate conversion error (QNEXT_MUTANTS)."""
+    import gguf
+    c = cfg
+    a = "qwen3next"
+    w = gguf.GGUFWriter(path, a)
+    u32 = {"block_count": c.num_hidden_layers, "context_length": c.max_position_embeddings,
+           "embedding_length": c.hidden_size, "feed_forward_length": c.intermediate_size,
+           "attention.head_count": c.num_attention_heads,
+           "attention.head_count_kv": c.num_key_value_heads,
+           "attention.key_length": c.head_dim, "attention.value_length": c.head_dim,
+           "expert_count": c.num_experts, "expert_used_count": c.num_experts_per_tok,
+           "expert_feed_forward_length": c.moe_intermediate_size,
+           "expert_shared_feed_forward_length": c.shared_expert_intermediate_size,
+           "ssm.conv_kernel": c.linear_conv_kernel_dim,
+           "ssm.state_size": c.linear_key_head_dim, "ssm.group_count": c.linear_num_key_heads,
+           "ssm.time_step_rank": c.linear_num_value_heads,
+           "ssm.inner_size": c.linear_value_head_dim * c.linear_num_value_heads,
+           "full_attention_interval": c.layer_types.index("full_attention") + 1,
+           "rope.dimension_count": int(c.head_dim * 0.25)}
+    for k, v in u32.items():
+        w.add_uint32(f"{a}.{k}", v)
+    w.add_float32(f"{a}.rope.freq_base", c.rope_parameters["rope_theta"])
+    w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", c.rms_norm_eps)
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+
+    def put(name, x):
+        w.add_tensor(name, np.ascontiguousarray(x, dtype=np.float32))
+    put("token_embd.weight", sd["model.embed_tokens.weight"])
+    E, S, Hk, Hv = c.hidden_size, c.linear_key_head_dim, c.linear_num_key_heads, \
+        c.linear_num_value_heads
+    r, F = Hv // Hk, c.moe_intermediate_size
+    for i in range(c.num_hidden_layers):
+        h, b = f"model.layers.{i}.", f"blk.{i}."
+        put(b + "attn_norm.weight", sd[h + "input_layernorm.weight"] + 1)
+        put(b + "post_attention_norm.weight", sd[h + "post_attention_layernorm.weight"] + 1)
+        if c.layer_types[i] == "full_attention":
+            for hf, gg in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"),
+                           ("o_proj", "attn_output")):
+                put(b + gg + ".weight", sd[h + f"self_attn.{hf}.weight"])
+            put(b + "attn_q_norm.weight", sd[h + "self_attn.q_norm.weight"] + 1)
+            put(b + "attn_k_norm.weight", sd[h + "self_attn.k_norm.weight"] + 1)
+        else:
+            la = h + "linear_attn."
+            qkvz = sd[la + "in_proj_qkvz.weight"].T.reshape(E, Hk, 2 * S + 2 * r * S)
+            q, k, v, z = np.split(qkvz, [S, 2 * S, 2 * S + r * S], axis=-1)
+            if mutant == "tiled":  # value heads in Qwen3.5's tiled order (k0 v0, k1 v1, ...)
+                v = v.reshape(E, Hk, r, S).transpose(0, 2, 1, 3).reshape(E, Hk, r * S)
+                z = z.reshape(E, Hk, r, S).transpose(0, 2, 1, 3).reshape(E, Hk, r * S)
+            put(b + "attn_qkv.weight", np.concatenate([q.reshape(E, -1), k.reshape(E, -1),
+                                                       v.reshape(E, -1)], axis=-1).T)
+            put(b + "attn_gate.weight", z.reshape(E, -1).T)
+            ba = sd[la + "in_proj_ba.weight"]
+            if mutant == "ba":  # beta and alpha swapped within each key head
+                ba = ba.reshape(Hk, 2, r, E)[:, ::-1].reshape(2 * Hv, E)
+            put(b + "ssm_ba.weight", ba)
+            put(b + "ssm_conv1d.weight", sd[la + "conv1d.weight"].squeeze(1))
+            put(b + "ssm_dt.bias", sd[la + "dt_bias"])
+            put(b + "ssm_a", -np.exp(sd[la + "A_log"]) if mutant != "a_log" else sd[la + "A_log"])
+            put(b + "ssm_norm.weight", sd[la + "norm.weight"])
+            put(b + "ssm_out.weight", sd[la + "out_proj.weight"])
+        mlp = h + "mlp."
+        put(b + "ffn_gate_inp.weight", sd[mlp + "gate.weight"])
+        gu = sd[mlp + "experts.gate_up_proj"]
+        put(b + "ffn_gate_exps.weight", gu[:, :F])
+        put(b + "ffn_up_exps.weight", gu[:, F:])
+        put(b + "ffn_down_exps.weight", sd[mlp + "experts.down_proj"])
+        put(b + "ffn_gate_inp_shexp.weight", sd[mlp + "shared_expert_gate.weight"][0])
+        for p in ("gate", "up", "down"):
+            put(b + f"ffn_{p}_shexp.weight", sd[mlp + f"shared_expert.{p}_proj.weight"])
+    put("output_norm.weight", sd["model.norm.weight"] + 1)
+    put("output.weight", sd["lm_head.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+QNEXT_MUTANTS = (("value heads tiled", "tiled"), ("beta and alpha swapped", "ba"),
+                 ("A_log stored as is", "a_log"))
+
+
+def qwen3next(outdir, sluice=None):
+    """Qwen3NextForCausalLM (random, float64) against ref_forward.py on its converted F32 GGUF
+    and, with sluice, `sluice eval` against HF: <= 5e-5 (HF computes the gates, the chunked
+    delta rule and the gated norm in float32 even in a float64 model, so agreement is ~1e-5,
+    not 1e-15); full_attention_interval 4 (layers 0-2 DeltaNet, 3 attention) and 2; every
+    deliberate conversion error (QNEXT_MUTANTS) must move the reference past 1e-3."""
+    ok, worst = True, 0.0
+    for interval in (4, 2):
+        cfg, model = qnext_model(34 + interval, interval)
+        path = os.path.join(outdir, f"qwen3next-i{interval}.gguf")
+        qnext_convert(cfg, model, path)
+        with torch.no_grad():
+            out = model(torch.tensor([TOKENS])).logits[0].numpy()
+        rel = rel_err(out, rf.load(path).forward(TOKENS))
+        worst = max(worst, rel)
+        print(f"qwen3next interval {interval}: max rel err ref vs HF = {rel:.3e}")
+        ok &= rel <= 5e-5
+        if sluice:
+            srel = rel_err(sluice_logits(sluice, path), out)
+            worst = max(worst, srel)
+            print(f"    sluice eval vs HF = {srel:.3e}")
+            ok &= srel <= 5e-5
+        for what, mutant in QNEXT_MUTANTS if interval == 4 else ():
+            bad = path + f".{mutant}.gguf"
+            qnext_convert(cfg, model, bad, mutant)
+            mrel = rel_err(out, rf.load(bad).forward(TOKENS))
+            print(f"    with a deliberate error ({what}): {mrel:.3e}")
+            ok &= mrel > 1e-3
+    print(f"qwen3next: worst {worst:.3e}; {'PASS' if ok else 'FAIL'} (<= 5e-5, every "
+          "deliberate error > 1e-3)")
+    return 0 if ok else 1
+
+
 def main():
-    if sys.argv[1:2] == ["--deepseek-v3"]:
+    for flag, fn in (("--deepseek-v3", deepseek_v3), ("--qwen3next", qwen3next)):
+        if sys.argv[1:2] != [flag]:
+            continue
         args, sluice = sys.argv[2:], None
         if "--sluice" in args:
             i = args.index("--sluice")
@@ -417,9 +578,9 @@ def main():
             del args[i:i + 2]
         if args:
             os.makedirs(args[0], exist_ok=True)
-            return deepseek_v3(args[0], sluice)
+            return fn(args[0], sluice)
         with tempfile.TemporaryDirectory() as d:
-            return deepseek_v3(d, sluice)
+            return fn(d, sluice)
     for path, hfarch in zip(sys.argv[1::2], sys.argv[2::2]):
         m = rf.load(path)
         ref = m.forward(TOKENS)

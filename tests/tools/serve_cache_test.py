@@ -107,6 +107,30 @@ def main():
     expect(cold.get("content") == ext.get("content") and pn == ref.get("tokens_evaluated"),
            "a fresh server's uncached run: the same text as the cached one")
     srv.stop()
+
+    # qwen3next (issue 34): its Gated DeltaNet state cannot drop tokens; it rewinds exactly to
+    # its checkpoint, the prompt's last token (sl_ctx_rewind), so a repeated prompt evaluates
+    # one token with the same text; a prompt sharing another part of the slot's history is
+    # evaluated from 0 (cache_n 0), with the text of the uncached run
+    qn = os.path.join(tmp, "qwen3next.gguf")
+    st.mkmodel(qn, "--arch", "qwen3next")
+    srv = st.Server(tmp, qn, "-np", 1, "-c", 512, name="srv3")
+    q1, pn, cn = complete(srv, LONG)
+    qn_prompt = q1.get("tokens_evaluated", 0)
+    expect(pn == qn_prompt and cn == 0, f"qwen3next first run: prompt_n {pn}, cache_n {cn}")
+    q2, pn, cn = complete(srv, LONG)
+    expect(pn == 1 and cn == qn_prompt - 1 and q2.get("content") == q1.get("content"),
+           f"qwen3next repeated prompt from the checkpoint: prompt_n {pn} == 1, cache_n {cn} "
+           f"== {qn_prompt - 1}, the same text")
+    q3, pn, cn = complete(srv, OTHER)
+    q4, _, _ = complete(srv, OTHER, cache_prompt=False)
+    expect(pn == q3.get("tokens_evaluated") and cn == 0 and q3.get("content") == q4.get("content"),
+           f"qwen3next another prompt: from 0 (prompt_n {pn}, cache_n {cn}), the uncached text")
+    q5, pn, cn = complete(srv, longer)
+    q6, _, _ = complete(srv, longer, cache_prompt=False)
+    expect(cn == 0 and q5.get("content") == q6.get("content"),
+           f"qwen3next extended prompt after another: cache_n {cn} == 0, the uncached text")
+    srv.stop()
     print(f"{'FAILED' if st.FAILURES else 'passed'}: {len(st.FAILURES)} failure(s)")
     return 1 if st.FAILURES else 0
 

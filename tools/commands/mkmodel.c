@@ -27,7 +27,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tools/run mkmodel [--arch llama|mixtral|qwen3moe|olmoe|qwen2moe|gemma3|\n"
-            "                         gpt-oss|deepseek2|qwen2|qwen3|gemma2|granite|phi3]\n"
+            "                         gpt-oss|deepseek2|qwen2|qwen3|gemma2|granite|phi3|\n"
+            "                         qwen3next]\n"
             "                         [flags] -o FILE\n"
             "\n"
             "Writes a small synthetic model in the GGUF layout llama.cpp loads, with a valid\n"
@@ -43,9 +44,13 @@ static void usage(FILE *f)
             "                    qwen2 (dense, q/k/v biases), qwen3 (dense, q/k norms),\n"
             "                    gemma2 (dense, soft-capping, even layers sliding), granite\n"
             "                    (dense, embedding/residual/attention/logit multipliers),\n"
-            "                    phi3 (dense, fused attn_qkv and gate|up, 3/4 rotary)\n"
+            "                    phi3 (dense, fused attn_qkv and gate|up, 3/4 rotary),\n"
+            "                    qwen3next (Gated DeltaNet layers: --heads value heads,\n"
+            "                    --kv-heads key heads, conv 4; gated attention on every 4th\n"
+            "                    layer, 1/4 rotary; experts + gated shared expert)\n"
             "                    (default: qwen3moe)\n"
-            "  --layers N        transformer blocks (default 2; gemma3: 6; deepseek2: 3)\n"
+            "  --layers N        transformer blocks (default 2; gemma3: 6; deepseek2: 3;\n"
+            "                    qwen3next: 4)\n"
             "  --dim N           embedding width (default 64)\n"
             "  --ffn N           FFN width; per expert for MoE archs (default 128)\n"
             "  --experts N       experts per layer, MoE archs only (default 8, gpt-oss 4, max %d)\n"
@@ -55,7 +60,8 @@ static void usage(FILE *f)
             "                    deepseek2 writes 1: MLA)\n"
             "  --vocab N         vocabulary size, >= %d (default 512)\n"
             "  --ctx N           context_length metadata (default 256)\n"
-            "  --shared-ffn N    qwen2moe only: shared-expert FFN width (default 2 * --ffn)\n"
+            "  --shared-ffn N    qwen2moe, qwen3next: shared-expert FFN width (default\n"
+            "                    qwen2moe 2 * --ffn, qwen3next --ffn)\n"
             "  --sliding-window N  gemma3, gemma2, gpt-oss: window of the local layers\n"
             "                    (default 8)\n"
             "  --type T          matmul weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1\n"
@@ -262,6 +268,7 @@ int sl_cli_mkmodel(int argc, char **argv)
         shexp_given |= uf[k].given && !strcmp(uf[k].name, "--shared-ffn");
     }
     if (arch == SL_SYNTH_QWEN2MOE && ffn_given && !shexp_given) p.n_ff_shexp = 2 * p.n_ff;
+    if (arch == SL_SYNTH_QWEN3NEXT && ffn_given && !shexp_given) p.n_ff_shexp = p.n_ff;
     if (type_s) {
         const sl_gguf_type_info *ti = sl_gguf_type_by_name(type_s);
         if (!ti || sl_synth_file_type(ti->code) == UINT32_MAX)

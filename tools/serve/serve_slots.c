@@ -355,6 +355,9 @@ static void run_job(slot *sl, sl_serve_job *j)
     size_t keep = epoch == sl->epoch ? common_prefix(sl, j) : 0;
     if (keep && keep >= j->n_prompt) keep = j->n_prompt - 1;
     sl->n_kv = 0;
+    /* a recurrent model (qwen3next) cannot drop tokens from its state: it keeps the whole
+     * history or starts again from 0 (sluice.h sl_ctx_rewind) */
+    if (keep && sl_ctx_rewind(sl->ctx, (int32_t)keep, &err) == SL_ERR_UNSUPPORTED) keep = 0;
     if (sl_ctx_rewind(sl->ctx, (int32_t)keep, &err)) {
         job_fail(j, 500, "rewind", err.msg);
         goto done;

@@ -128,6 +128,9 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
      * Phi-3's "<|endoftext|>" (llama.cpp refuses a "phi3"-named vocabulary without it) */
     [SL_SYNTH_PHI3] = {NULL, SL_ARCH_PHI3, false, false, NULL, 10000.0f, 1e-5f,
                        SL__VOCAB_SPM_PHI3},
+    /* Qwen3-Next-80B-A3B: rope_theta 1e7, rms_norm_eps 1e-6, Qwen's BPE with <|im_end|> */
+    [SL_SYNTH_QWEN3NEXT] = {NULL, SL_ARCH_QWEN3NEXT, true, true, "qwen2", 10000000.0f, 1e-6f,
+                            SL__VOCAB_BPE_IM_END},
 };
 
 /* Granite 3.0 2B's multipliers (embedding_multiplier, residual_multiplier,
@@ -209,6 +212,10 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
     p->neuron_skew = 0.0; /* on, it makes small models' logits sensitive to routing flips */
     p->seed = 1;
     if (a == SL_SYNTH_QWEN2MOE) p->n_ff_shexp = 2 * p->n_ff;
+    if (a == SL_SYNTH_QWEN3NEXT) {
+        p->n_layer = 4; /* full_attention_interval 4: layers 0-2 linear, 3 full attention */
+        p->n_ff_shexp = p->n_ff;
+    }
     if (a == SL_SYNTH_GEMMA3) {
         p->n_layer = 6; /* llama.cpp's Gemma 3 pattern: every 6th layer is global */
         p->n_swa = 8;
@@ -283,11 +290,12 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
         return sl_error_set(err, SL_ERR_INVALID,
                             "--kv-heads %u: --heads %u is not divisible by it", p->n_head_kv,
                             p->n_head);
-    if (p->arch == SL_SYNTH_QWEN2MOE) {
+    if (p->arch == SL_SYNTH_QWEN2MOE || p->arch == SL_SYNTH_QWEN3NEXT) {
         if ((st = check_range("--shared-ffn", p->n_ff_shexp, 1, 1 << 22, err))) return st;
     } else if (p->n_ff_shexp) {
         return sl_error_set(err, SL_ERR_INVALID,
-                            "--shared-ffn %u: only qwen2moe has a shared expert (not %s)",
+                            "--shared-ffn %u: only qwen2moe and qwen3next have a shared expert "
+                            "(not %s)",
                             p->n_ff_shexp, sl_synth_arch_name(p->arch));
     }
     if (p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GPT_OSS ||
@@ -314,6 +322,11 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
             return sl_error_set(err, SL_ERR_INVALID, "deepseek2: %lld leading dense layers of "
                                 "--layers %u", (long long)d.dense, p->n_layer);
     }
+    if (p->arch == SL_SYNTH_QWEN3NEXT && (p->n_embd / p->n_head < 8 ||
+                                          p->n_embd / p->n_head > 1024))
+        return sl_error_set(err, SL_ERR_INVALID, "--dim %u / --heads %u: qwen3next's head size "
+                            "%u must be in [8, 1024] (rotary on a quarter of it, at least 2)",
+                            p->n_embd, p->n_head, p->n_embd / p->n_head);
     if (p->arch == SL_SYNTH_OLMOE && p->n_head_kv != p->n_head)
         return sl_error_set(err, SL_ERR_INVALID,
                             "--kv-heads %u: olmoe needs --kv-heads == --heads (%u): llama.cpp "
@@ -406,7 +419,27 @@ static void neurons(sl__synth_tensor *t, uint32_t n, sl__synth_neurons nr)
     t[n - 1].neurons = nr;
 }
 
+/* A SwiGLU FFN's gate, up [E, F(, X)] and down [F, E(, X)] of layer i, named
+ * blk.i.ffn_{gate,up,down}<sfx>.weight (X 0: 2-D), gate and up carrying neuron table nr. */
+static void add_glu(sl__synth_tensor *t, uint32_t *n, uint32_t w, int64_t E, int64_t F,
+                    int64_t X, const char *sfx, sl__synth_neurons nr, int i)
+{
+    static const char *const proj[3] = {"gate", "up", "down"};
+    for (int k = 0; k < 3; k++) {
+        char fmt[64];
+        snprintf(fmt, sizeof fmt, "blk.%%d.ffn_%s%s.weight", proj[k], sfx);
+        if (k < 2) {
+            add(t, n, SL__K_IN, w, E, F, X, fmt, i);
+            neurons(t, *n, nr);
+        } else {
+            add(t, n, SL__K_OUT, w, F, E, X, fmt, i);
+        }
+    }
+}
+
 enum { PLAN_PER_LAYER = 24, PLAN_FIXED = 4 };
+/* qwen3next: full attention on every 4th layer (full_attention_interval), conv taps */
+enum { SL_SYNTH_QWEN3NEXT_FULL_ATTN = 4, SL_SYNTH_QWEN3NEXT_CONV = 4 };
 
 /* A matmul weight's type: the requested one when its rows are whole blocks, else F16 (the
  * MLA tensors' rows are head-sized, as llama.cpp's quantizer also falls back for them). */
@@ -446,26 +479,14 @@ static uint32_t plan_mla(const sl_synth_params *p, sl__synth_tensor *t, uint32_t
             i);
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
         if (i < d.dense) {
-            add(t, &n, SL__K_IN, w, E, FD, 0, "blk.%d.ffn_gate.weight", i);
-            neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_IN, w, E, FD, 0, "blk.%d.ffn_up.weight", i);
-            neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_OUT, w, FD, E, 0, "blk.%d.ffn_down.weight", i);
+            add_glu(t, &n, w, E, FD, 0, "", SL__NEURONS_FFN, i);
             continue;
         }
         add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
         add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.exp_probs_b.bias", i);
-        add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_gate_exps.weight", i);
-        neurons(t, n, SL__NEURONS_FFN);
-        add(t, &n, SL__K_IN, w, E, F, X, "blk.%d.ffn_up_exps.weight", i);
-        neurons(t, n, SL__NEURONS_FFN);
-        add(t, &n, SL__K_OUT, w, F, E, X, "blk.%d.ffn_down_exps.weight", i);
+        add_glu(t, &n, w, E, F, X, "_exps", SL__NEURONS_FFN, i);
         /* one shared expert, as wide as a routed one */
-        add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_gate_shexp.weight", i);
-        neurons(t, n, SL__NEURONS_SHEXP);
-        add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_up_shexp.weight", i);
-        neurons(t, n, SL__NEURONS_SHEXP);
-        add(t, &n, SL__K_OUT, w, F, E, 0, "blk.%d.ffn_down_shexp.weight", i);
+        add_glu(t, &n, w, E, F, 0, "_shexp", SL__NEURONS_SHEXP, i);
     }
     add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
     add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
@@ -492,6 +513,47 @@ static uint32_t plan_phi3(const sl_synth_params *p, sl__synth_tensor *t, uint32_
     return n;
 }
 
+/* qwen3next's blocks after token_embd (llama_model_qwen3next::load_arch_tensors, the layout
+ * its converter writes): a Gated DeltaNet layer (Hv = --heads value heads and Hk = --kv-heads
+ * key heads of S = --dim / --heads, conv 4) unless (i + 1) % 4 == 0, then gated attention
+ * (attn_q rows per head q | gate), and every layer the qwen2moe FFN with its shared expert. */
+static uint32_t plan_qwen3next(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
+{
+    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert;
+    const int64_t S = E / p->n_head, Hv = p->n_head, Hk = p->n_head_kv, Q = Hv * S,
+                  KV = Hk * S, C = 2 * KV + Q, SH = p->n_ff_shexp;
+    const uint32_t w = p->type, f32 = SL_GGML_F32;
+    for (int i = 0; i < (int)p->n_layer; i++) {
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
+        if ((i + 1) % SL_SYNTH_QWEN3NEXT_FULL_ATTN) {
+            add(t, &n, SL__K_IN, w, E, C, 0, "blk.%d.attn_qkv.weight", i);
+            add(t, &n, SL__K_IN, w, E, Q, 0, "blk.%d.attn_gate.weight", i);
+            add(t, &n, SL__K_BIAS, f32, SL_SYNTH_QWEN3NEXT_CONV, C, 0,
+                "blk.%d.ssm_conv1d.weight", i);
+            add(t, &n, SL__K_BIAS, f32, Hv, 0, 0, "blk.%d.ssm_dt.bias", i);
+            add(t, &n, SL__K_DECAY, f32, Hv, 0, 0, "blk.%d.ssm_a", i);
+            add(t, &n, SL__K_IN, w, E, 2 * Hv, 0, "blk.%d.ssm_ba.weight", i);
+            add(t, &n, SL__K_NORM, f32, S, 0, 0, "blk.%d.ssm_norm.weight", i);
+            add(t, &n, SL__K_OUT, row_type(w, Q), Q, E, 0, "blk.%d.ssm_out.weight", i);
+        } else {
+            add(t, &n, SL__K_IN, w, E, 2 * Q, 0, "blk.%d.attn_q.weight", i);
+            add(t, &n, SL__K_IN, w, E, KV, 0, "blk.%d.attn_k.weight", i);
+            add(t, &n, SL__K_IN, w, E, KV, 0, "blk.%d.attn_v.weight", i);
+            add(t, &n, SL__K_OUT, row_type(w, Q), Q, E, 0, "blk.%d.attn_output.weight", i);
+            add(t, &n, SL__K_NORM, f32, S, 0, 0, "blk.%d.attn_q_norm.weight", i);
+            add(t, &n, SL__K_NORM, f32, S, 0, 0, "blk.%d.attn_k_norm.weight", i);
+        }
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
+        add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
+        add_glu(t, &n, w, E, F, X, "_exps", SL__NEURONS_FFN, i);
+        add(t, &n, SL__K_IN, f32, E, 0, 0, "blk.%d.ffn_gate_inp_shexp.weight", i);
+        add_glu(t, &n, w, E, SH, 0, "_shexp", SL__NEURONS_SHEXP, i);
+    }
+    add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
+    add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
+    return n;
+}
+
 /* Fills t (capacity PLAN_FIXED + PLAN_PER_LAYER * n_layer) with the model's tensors in file
  * order. */
 static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
@@ -511,6 +573,7 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
     add(t, &n, SL__K_EMBD, w, E, V, 0, "token_embd.weight", 0);
     if (p->arch == SL_SYNTH_DEEPSEEK2) return plan_mla(p, t, n);
     if (p->arch == SL_SYNTH_PHI3) return plan_phi3(p, t, n);
+    if (p->arch == SL_SYNTH_QWEN3NEXT) return plan_qwen3next(p, t, n);
     for (int i = 0; i < (int)p->n_layer; i++) {
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
         add(t, &n, SL__K_IN, w, E, Q, 0, "blk.%d.attn_q.weight", i);
@@ -537,18 +600,10 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
             add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
         if (!oss) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
         if (!moe) {
-            add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_gate.weight", i);
-            neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_IN, w, E, F, 0, "blk.%d.ffn_up.weight", i);
-            neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_OUT, w, F, E, 0, "blk.%d.ffn_down.weight", i);
+            add_glu(t, &n, w, E, F, 0, "", SL__NEURONS_FFN, i);
         } else {
             add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
-            add(t, &n, SL__K_IN, wx, E, F, X, "blk.%d.ffn_gate_exps.weight", i);
-            neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_IN, wx, E, F, X, "blk.%d.ffn_up_exps.weight", i);
-            neurons(t, n, SL__NEURONS_FFN);
-            add(t, &n, SL__K_OUT, wx, F, E, X, "blk.%d.ffn_down_exps.weight", i);
+            add_glu(t, &n, wx, E, F, X, "_exps", SL__NEURONS_FFN, i);
         }
         if (oss) {
             add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.ffn_gate_inp.bias", i);
@@ -559,11 +614,7 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
         if (qwen2moe) {
             /* the gate reads the residual stream like any input matmul (column 0 zero) */
             add(t, &n, SL__K_IN, f32, E, 0, 0, "blk.%d.ffn_gate_inp_shexp.weight", i);
-            add(t, &n, SL__K_IN, w, E, S, 0, "blk.%d.ffn_gate_shexp.weight", i);
-            neurons(t, n, SL__NEURONS_SHEXP);
-            add(t, &n, SL__K_IN, w, E, S, 0, "blk.%d.ffn_up_shexp.weight", i);
-            neurons(t, n, SL__NEURONS_SHEXP);
-            add(t, &n, SL__K_OUT, w, S, E, 0, "blk.%d.ffn_down_shexp.weight", i);
+            add_glu(t, &n, w, E, S, 0, "_shexp", SL__NEURONS_SHEXP, i);
         }
         if (gemma) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_ffw_norm.weight", i);
     }
@@ -692,13 +743,15 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     if (p->arch == SL_SYNTH_LLAMA || p->arch == SL_SYNTH_MIXTRAL ||
         p->arch == SL_SYNTH_GRANITE)
         kv_arch_u32(c, "rope.dimension_count", head_dim);
+    const bool qnext = p->arch == SL_SYNTH_QWEN3NEXT;
     if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN2MOE ||
-        p->arch == SL_SYNTH_GPT_OSS)
+        p->arch == SL_SYNTH_GPT_OSS || qnext)
         kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
-    if (p->arch == SL_SYNTH_QWEN2MOE)
+    if (p->arch == SL_SYNTH_QWEN2MOE || qnext)
         kv_arch_u32(c, "expert_shared_feed_forward_length", p->n_ff_shexp);
     if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_GEMMA3 ||
-        p->arch == SL_SYNTH_GPT_OSS || p->arch == SL_SYNTH_QWEN3 || p->arch == SL_SYNTH_GEMMA2) {
+        p->arch == SL_SYNTH_GPT_OSS || p->arch == SL_SYNTH_QWEN3 || p->arch == SL_SYNTH_GEMMA2 ||
+        qnext) {
         kv_arch_u32(c, "attention.key_length", head_dim);
         kv_arch_u32(c, "attention.value_length", head_dim);
     }
@@ -711,6 +764,15 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     if (p->arch == SL_SYNTH_PHI3) { /* Phi3MiniModel: Phi-4-mini's partial_rotary_factor 0.75 */
         kv_arch_u32(c, "rope.dimension_count", head_dim * 3 / 4 / 2 * 2);
         kv_arch_u32(c, "rope.scaling.original_context_length", p->n_ctx);
+    }
+    if (qnext) { /* Qwen3NextModel.set_gguf_parameters: partial_rotary_factor 0.25 */
+        kv_arch_u32(c, "ssm.conv_kernel", SL_SYNTH_QWEN3NEXT_CONV);
+        kv_arch_u32(c, "ssm.state_size", head_dim);
+        kv_arch_u32(c, "ssm.group_count", p->n_head_kv);
+        kv_arch_u32(c, "ssm.time_step_rank", p->n_head);
+        kv_arch_u32(c, "ssm.inner_size", head_dim * p->n_head);
+        kv_arch_u32(c, "full_attention_interval", SL_SYNTH_QWEN3NEXT_FULL_ATTN);
+        kv_arch_u32(c, "rope.dimension_count", head_dim / 4 / 2 * 2);
     }
     if (p->arch == SL_SYNTH_GRANITE) { /* GraniteModel.set_gguf_parameters */
         kv_arch_f32(c, "embedding_scale", k_granite_scale[0]);

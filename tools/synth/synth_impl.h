@@ -29,6 +29,7 @@ typedef enum sl__synth_kind {
     SL__K_ROUTER,    /* ffn_gate_inp */
     SL__K_BIAS,      /* F32 biases that do not reach the residual stream (q/k/v, router,
                       * gate/up), attention sinks */
+    SL__K_DECAY,     /* F32 -exp(0.5 g): qwen3next's ssm_a (-exp(A_log), the state's decay) */
     SL__K_BIAS_OUT,  /* F32 biases added to the residual stream (attn_output, ffn_down_exps):
                       * entry 0 zero (MoE) */
 } sl__synth_kind;

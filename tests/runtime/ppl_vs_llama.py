@@ -1,0 +1,100 @@
+"""Manual parity check (issue 34): `sluice perplexity` against llama.cpp's llama-perplexity on
+mkmodel's F32 files, every architecture mkmodel writes (or those named), within 1e-4 relative.
+
+usage: python ppl_vs_llama.py SLUICE_BINARY [--llama DIR] [--ctx N] [ARCH ...]
+
+DIR holds llama-perplexity (default: $SLUICE_PEER_LLAMA_BIN, else .peer/build-0.3.36-cpu/bin,
+which tools/peer/llama.cpp builds); not a Bazel target (CI has no peer). The text is a fixed
+pseudo-random word sequence (seeded), 4 chunks of --ctx tokens (default 128), 2 threads, F32 KV
+cache on both sides. Exit 0 iff every architecture agrees. A peer built with -march=native on
+another machine may die of an illegal instruction on quantized files; F32 files avoid it.
+llama.cpp's log thread sometimes loses its last lines at exit, so it runs up to 3 times.
+Measured 2026-11-28 (llama.cpp 0c1e570, ctx 128): every architecture within 2.2e-05 but gemma3
+(9.3e-05: its synthetic PPL is ~3e25, the scores at the edge of float32); qwen3next 709.2450 /
+709.2445 (7.0e-07).
+"""
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+
+ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
+         "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next")
+WORDS = ("the of and to in a is that for it as was with be by on not he this are or his from "
+         "at which but have an they you were her she there one all we their").split()
+
+
+def final_ppl(text):
+    m = re.findall(r"Final estimate: PPL = ([0-9.]+)", text)
+    return float(m[-1]) if m else None
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        print(__doc__)
+        return 2
+    sluice, rest = args[0], args[1:]
+    llama = os.environ.get("SLUICE_PEER_LLAMA_BIN", ".peer/build-0.3.36-cpu/bin")
+    ctx = 128
+    while rest and rest[0].startswith("--"):
+        flag, val, rest = rest[0], rest[1], rest[2:]
+        if flag == "--llama":
+            llama = val
+        elif flag == "--ctx":
+            ctx = int(val)
+        else:
+            print(f"unknown flag {flag}")
+            return 2
+    archs = rest or ARCHS
+    peer = os.path.join(llama, "llama-perplexity")
+    if not os.access(peer, os.X_OK):
+        print(f"no llama-perplexity in {llama} (tools/peer/llama.cpp builds it)")
+        return 2
+    tmp = tempfile.mkdtemp(prefix="ppl_vs_llama.")
+    rng = random.Random(1)
+    text = os.path.join(tmp, "text.txt")
+    with open(text, "w") as f:
+        f.write(" ".join(rng.choice(WORDS) for _ in range(6 * ctx)) + "\n")
+    ok = True
+    for arch in archs:
+        model = os.path.join(tmp, f"{arch}.gguf")
+        r = subprocess.run([sluice, "mkmodel", "--arch", arch, "--type", "F32", "--ctx",
+                            str(max(ctx, 256)), "-o", model], capture_output=True, text=True)
+        if r.returncode:
+            print(f"{arch}: mkmodel failed: {r.stderr.strip()}")
+            ok = False
+            continue
+        ours = subprocess.run([sluice, "perplexity", "-m", model, "-f", text, "--ctx", str(ctx),
+                               "--chunks", "4", "-t", "2", "-ctk", "f32"],
+                              capture_output=True, text=True)
+        # llama.cpp's log thread sometimes loses its last lines at exit: up to 3 runs
+        log = os.path.join(tmp, f"{arch}.llama.log")
+        for _ in range(3):
+            with open(log, "w") as f:
+                theirs = subprocess.run([peer, "-m", model, "-f", text, "-c", str(ctx),
+                                         "--chunks", "4", "-t", "2", "-ctk", "f32", "-ctv",
+                                         "f32"], stdout=f, stderr=subprocess.STDOUT)
+            with open(log) as f:
+                theirs.stderr = f.read()
+            if final_ppl(theirs.stderr) is not None:
+                break
+        a, b = final_ppl(ours.stdout + ours.stderr), final_ppl(theirs.stderr)
+        if a is None or b is None:
+            print(f"{arch}: no final estimate (sluice rc {ours.returncode}: "
+                  f"{(ours.stdout + ours.stderr).strip()[-300:]}; llama rc {theirs.returncode}: "
+                  f"{theirs.stderr.strip()[-300:]})")
+            ok = False
+            continue
+        rel = abs(a - b) / b
+        good = rel <= 1e-4
+        ok &= good
+        print(f"{arch:10s} sluice {a:.4f}  llama.cpp {b:.4f}  rel {rel:.1e}  "
+              f"{'ok' if good else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

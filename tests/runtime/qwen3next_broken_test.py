@@ -1,0 +1,129 @@
+"""Malformed qwen3next files (issue 34) are refused naming the key or tensor, never run.
+
+mkmodel --arch qwen3next writes a good F32 file (4 layers: 0-2 Gated DeltaNet, 3 gated
+attention; dim 64, 4 value heads and 2 key heads of 16, conv 4); gguf-py copies it with one
+corruption each: a missing or mis-shaped tensor, a missing or inconsistent ssm key, a
+recurrent_layers list of the wrong length or naming layers the file does not have, and the
+legacy ssm_in layout (not supported yet). A recurrent_layers list matching the file gives its
+logits.
+`sluice eval` on each must exit non-zero with a message holding the named strings; the good file
+evaluates.
+
+usage: qwen3next_broken_test.py SLUICE_BINARY
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import gguf
+import numpy as np
+
+FAILURES = []
+TMP = tempfile.mkdtemp(prefix="qwen3next_broken.", dir=os.environ.get("TEST_TMPDIR"))
+
+
+def expect(cond, msg):
+    print(("ok   " if cond else "FAIL ") + msg)
+    if not cond:
+        FAILURES.append(msg)
+
+
+def copy(src, dst, drop_key=None, set_key=None, drop_tensor=None, reshape=None, add_tensor=None,
+         add_bools=None):
+    """src with one change: a key dropped or set (u32), a tensor dropped, one cut to its first
+    half of rows (reshape), one added (name, array), a bool array key added."""
+    rd = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dst, str(rd.fields["general.architecture"].contents()))
+    for f in rd.fields.values():
+        if f.name.startswith("GGUF.") or f.name in ("general.architecture", drop_key):
+            continue
+        if set_key and f.name == set_key[0]:
+            w.add_uint32(f.name, set_key[1])
+        elif f.types[0] == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(f.name, f.contents(), f.types[0], sub_type=f.types[-1])
+        else:
+            w.add_key_value(f.name, f.contents(), f.types[0])
+    if add_bools:
+        w.add_array(add_bools[0], add_bools[1])
+    for t in rd.tensors:
+        if t.name == drop_tensor:
+            continue
+        a = np.array(t.data)
+        if t.name == reshape:
+            a = a[: a.shape[0] // 2]
+        w.add_tensor(t.name, a)
+    if add_tensor:
+        w.add_tensor(*add_tensor)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def evaluate(sluice, path):
+    return subprocess.run([sluice, "eval", "-m", path, "--tokens", "1,2,3", "--placement",
+                           "cpu"], capture_output=True, text=True, timeout=120)
+
+
+def main():
+    sluice = sys.argv[1]
+    good = os.path.join(TMP, "good.gguf")
+    r = subprocess.run([sluice, "mkmodel", "--arch", "qwen3next", "--type", "F32", "-o", good],
+                       capture_output=True, text=True)
+    expect(r.returncode == 0, f"mkmodel --arch qwen3next: {r.stderr.strip()}")
+    r = evaluate(sluice, good)
+    expect(r.returncode == 0, f"the good file evaluates ({r.stderr.strip()[:200]})")
+    a = "qwen3next."
+    cases = [
+        ("ssm_a missing", dict(drop_tensor="blk.0.ssm_a"), ["blk.0.ssm_a", "[4]"]),
+        ("conv1d mis-shaped", dict(reshape="blk.1.ssm_conv1d.weight"),
+         ["blk.1.ssm_conv1d.weight", "expected [4, 128]"]),
+        ("gated q mis-shaped", dict(reshape="blk.3.attn_q.weight"),
+         ["blk.3.attn_q.weight", "expected [64, 128]"]),
+        ("ssm_out missing", dict(drop_tensor="blk.2.ssm_out.weight"),
+         ["blk.2.ssm_out.weight", "[64, 64]"]),
+        ("shared-expert gate missing", dict(drop_tensor="blk.1.ffn_gate_inp_shexp.weight"),
+         ["blk.1.ffn_gate_inp_shexp.weight"]),
+        ("state_size missing", dict(drop_key=a + "ssm.state_size"),
+         [a + "ssm.state_size", "missing"]),
+        ("inner_size inconsistent", dict(set_key=(a + "ssm.inner_size", 48)),
+         [a + "ssm.inner_size", "48"]),
+        ("value heads not a multiple of key heads", dict(set_key=(a + "ssm.time_step_rank", 3)),
+         [a + "ssm.time_step_rank", "group_count"]),
+        ("full_attention_interval 0", dict(set_key=(a + "full_attention_interval", 0)),
+         [a + "full_attention_interval", "outside"]),
+        ("recurrent_layers too short", dict(add_bools=(a + "attention.recurrent_layers",
+                                                       [True, True, True])),
+         [a + "attention.recurrent_layers", "3 entries, expected block_count 4"]),
+        ("recurrent_layers naming an attention layer the file lacks",
+         dict(add_bools=(a + "attention.recurrent_layers", [False, True, True, False])),
+         ["blk.0.attn_q.weight", "missing"]),
+        ("legacy ssm_in", dict(add_tensor=("blk.0.ssm_in.weight",
+                                           np.zeros((256, 64), np.float32))),
+         ["blk.0.ssm_in.weight", "not supported"]),
+    ]
+    # recurrent_layers as the file is laid out (llama.cpp's list form): the same logits
+    same = os.path.join(TMP, "recurrent_layers.gguf")
+    copy(good, same, add_bools=(a + "attention.recurrent_layers", [True, True, True, False]))
+    outs = []
+    for path in (good, same):
+        out = path + ".f32"
+        r = subprocess.run([sluice, "eval", "-m", path, "--tokens", "1,2,3,4,5", "--placement",
+                            "cpu", "--logits-out", out], capture_output=True, text=True)
+        outs.append(np.fromfile(out, np.float32) if r.returncode == 0 else None)
+    expect(outs[0] is not None and outs[1] is not None and np.array_equal(outs[0], outs[1]),
+           "recurrent_layers [T, T, T, F]: the logits of full_attention_interval 4")
+    for i, (label, change, want) in enumerate(cases):
+        bad = os.path.join(TMP, f"bad{i}.gguf")
+        copy(good, bad, **change)
+        r = evaluate(sluice, bad)
+        msg = r.stderr.strip()
+        expect(r.returncode != 0 and all(w in msg for w in want) and "Traceback" not in msg,
+               f"{label}: refused naming {want} (rc {r.returncode}: {msg[:240]})")
+    print(f"{'FAILED' if FAILURES else 'passed'}: {len(FAILURES)} failure(s)")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
