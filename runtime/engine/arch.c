@@ -31,6 +31,12 @@
  *   logits = W x + b, the top k of them, weights = softmax over those k; experts as wide as
  *   expert_feed_forward_length (required) with gate/up/down biases and the clamped SwiGLU
  *   (ggml_swiglu_oai: alpha 1.702, limit 7, (up + 1)).
+ * - Optional tensors are llama.cpp's TENSOR_NOT_REQUIRED ones that its graphs apply: every
+ *   q/k/v architecture's fused attn_qkv and q/k/v biases (arch_attn.c), llama's and granite's
+ *   attn_output.bias and dense FFN biases, qwen2's output.bias, rope_freqs or LongRoPE's
+ *   factors (llama, granite; phi3); any other tensor in the file is refused by name, as
+ *   llama.cpp refuses it ("wrong number of tensors"). rope.scaling.attn_factor scales every
+ *   rope, whatever the scaling type (llama.cpp: cparams.yarn_attn_factor *= it).
  * - deepseek2 (llama_model_deepseek2, run as MLA: hparams_mla says why and what is checked;
  *   the legacy attn_kv_b layout gets attn_k_b / attn_v_b derived at load): NORMAL rope on the rope part of each head; head_dim is the latent row
  *   (kv_lora_rank + n_rot) and n_head_kv 1, so the KV cache holds the compressed latent;

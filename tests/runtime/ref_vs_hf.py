@@ -1,7 +1,8 @@
 """Manual cross-check: ref_forward.py against HF transformers' modeling code.
 
-usage: python ref_vs_hf.py MODEL.gguf HFARCH [MODEL.gguf HFARCH ...]
-       HFARCH: llama | mixtral | qwen3moe | olmoe | qwen2moe | gemma3 | gpt-oss
+usage: python ref_vs_hf.py MODEL.gguf HFARCH [MODEL.gguf HFARCH ...] [--sluice BIN]
+       HFARCH: llama | mixtral | qwen3 | qwen3moe | olmoe | qwen2moe | gemma3 | gpt-oss
+       (--sluice: `sluice eval` on each file against HF too)
        python ref_vs_hf.py --deepseek-v3 [OUTDIR] [--sluice BIN]   (exit 0 iff all hold)
 
 Needs torch and transformers (5.x: fused experts mlp.experts.gate_up_proj / down_proj) as well
@@ -80,6 +81,11 @@ def build(m, hfarch):
                                 norm_topk_prob=True, rope_parameters=rope,
                                 tie_word_embeddings=False, **common)
         model = tf.Qwen3MoeForCausalLM(cfg)
+    elif hfarch == "qwen3":  # dense Qwen3: per-head q/k norms, no biases, NEOX rope
+        F = m.w("blk.0.ffn_gate.weight").shape[0]
+        cfg = tf.Qwen3Config(intermediate_size=F, rope_parameters=rope,
+                             tie_word_embeddings=not m.has("output.weight"), **common)
+        model = tf.Qwen3ForCausalLM(cfg)
     elif hfarch == "olmoe":
         F = m.w("blk.0.ffn_gate_exps.weight").shape[1]
         cfg = tf.OlmoeConfig(intermediate_size=F, num_experts=m.n_expert,
@@ -420,7 +426,12 @@ def main():
             return deepseek_v3(args[0], sluice)
         with tempfile.TemporaryDirectory() as d:
             return deepseek_v3(d, sluice)
-    for path, hfarch in zip(sys.argv[1::2], sys.argv[2::2]):
+    args, sluice = sys.argv[1:], None
+    if "--sluice" in args:
+        i = args.index("--sluice")
+        sluice = args[i + 1]
+        del args[i:i + 2]
+    for path, hfarch in zip(args[0::2], args[1::2]):
         m = rf.load(path)
         ref = m.forward(TOKENS)
         model = build(m, hfarch)
@@ -428,6 +439,8 @@ def main():
             out = model(torch.tensor([TOKENS])).logits[0].numpy()
         rel = (np.abs(out - ref).max(axis=1) / np.abs(ref).max(axis=1)).max()
         print(f"{hfarch:9s} {path}: max rel err ref vs HF = {rel:.3e}")
+        if sluice:
+            print(f"{'':9s} sluice eval vs HF = {rel_err(sluice_logits(sluice, path), out):.3e}")
 
 
 if __name__ == "__main__":
