@@ -19,6 +19,10 @@ gpt-oss, measured 2026-11-24 (transformers 5.24, torch 2.15 CPU, mkmodel --arch 
 defaults: 2 layers, one sliding, sinks, biases, YaRN factor 32): 1.245e-07; with HF's own
 "truncate": false YaRN boundaries instead of llama.cpp's 1.2e-03, with gate and up swapped in
 gate_up_proj 6.6e-01.
+qwen3 (dense Qwen3ForCausalLM), measured 2026-11-28 (transformers 5.24, torch 2.15 CPU, mkmodel
+--arch qwen3 defaults): ref vs HF 1.25e-07, `sluice eval` vs HF 2.86e-07 (qwen3moe beside it:
+1.26e-07, 2.35e-07); with a deliberate error in the reference (NORM rope, no q/k norms, rope
+base 1e4) 3.9e-01, 1.4e-01, 1.4e-01.
 DeepSeek-V3 (--deepseek-v3) goes the other way, as a real checkpoint does: DeepseekV3ForCausalLM
 random-initialised from a tiny config (every weight random and float32-exact, norms 1 + noise,
 e_score_correction_bias non-zero; q_lora_rank 32 and none, kv_lora_rank 16, nope 16 / rope 8 /

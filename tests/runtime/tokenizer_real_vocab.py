@@ -15,7 +15,8 @@ Checked, token id for token id, with detokenize(tokenize(text)) == text:
      built from the same vocabulary: qwen2 as Hugging Face `tokenizers` with Qwen2's
      tokenizer.json pipeline (NFC, Split(Qwen2 regex, isolated), ByteLevel, BPE with the
      file's merges); phi-3 as `sentencepiece` with a ModelProto of the file's pieces, scores
-     and types (BPE, byte fallback, dummy prefix).
+     and types up to its added tokens (BPE, byte fallback, dummy prefix), as Phi-3's
+     tokenizer.model is.
 Exit 0 iff all agree.
 """
 import os
@@ -71,7 +72,14 @@ def main():
             tvr.compare(f"{kind}: HF tokenizers, {len(nfc)} NFC texts", path, nfc,
                         lambda t: hf.encode(t, add_special_tokens=False).ids)
         else:
-            sp = tvr.sp_from_vocab(tokens, tvr.field(r, "tokenizer.ggml.scores"), types)
+            # tokenizer.model holds the pieces before the added tokens (<|endoftext|> ...,
+            # [PAD] fillers); the converter stores <unk> as CONTROL and </s> as USER_DEFINED,
+            # where the ModelProto has UNKNOWN and CONTROL
+            n = next(i for i in range(3, len(types)) if types[i] in (2, 3, 4))
+            unk = int(tvr.field(r, "tokenizer.ggml.unknown_token_id"))
+            eos2 = (int(tvr.field(r, "tokenizer.ggml.bos_token_id")), 2)
+            ty = [2 if i == unk else 3 if i in eos2 else int(t) for i, t in enumerate(types[:n])]
+            sp = tvr.sp_from_vocab(tokens[:n], tvr.field(r, "tokenizer.ggml.scores")[:n], ty)
             tvr.compare(f"{kind}: sentencepiece", path, texts, lambda t: sp.encode(t))
     for f in tvr.failures:
         print("FAIL", f)
