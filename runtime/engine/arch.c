@@ -827,19 +827,25 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
 static sl_status unused_tensors(const sl_model *m, sl_error *err)
 {
     const size_t n = sl_gguf_tensor_count(m->gguf);
-    for (size_t i = 0; i < n; i++) {
+    if (!n) return SL_OK;
+    bool *used = calloc(n, sizeof *used);
+    if (!used) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (tensor table)");
+    /* the weights point into the file's one tensor array (find_shaped) */
+    const sl_gguf_tensor *t0 = sl_gguf_tensor_at(m->gguf, 0);
+    for (size_t j = 0; j < m->n_w; j++) used[m->w[j].t - t0] = true;
+    sl_status st = SL_OK;
+    for (size_t i = 0; i < n && !st; i++) {
         const sl_gguf_tensor *t = sl_gguf_tensor_at(m->gguf, i);
-        bool used = false;
-        for (size_t j = 0; j < m->n_w && !used; j++) used = m->w[j].t == t;
         int il;
-        if (used || (m->hp.n_layer_nextn && sscanf(t->name, "blk.%d.", &il) == 1 &&
-                     il >= m->hp.n_layer))
+        if (used[i] || (m->hp.n_layer_nextn && sscanf(t->name, "blk.%d.", &il) == 1 &&
+                        il >= m->hp.n_layer))
             continue;
-        return sl_error_set(err, SL_ERR_FORMAT, "%s: tensor '%s' is not used by architecture %s "
-                            "as loaded (llama.cpp refuses such a file: wrong number of "
-                            "tensors)", m->path, t->name, sl_arch_name(m->arch));
+        st = sl_error_set(err, SL_ERR_FORMAT, "%s: tensor '%s' is not used by architecture %s "
+                          "as loaded (llama.cpp refuses such a file: wrong number of tensors)",
+                          m->path, t->name, sl_arch_name(m->arch));
     }
-    return SL_OK;
+    free(used);
+    return st;
 }
 
 sl_status sl__model_bind(sl_model *m, sl_error *err)
