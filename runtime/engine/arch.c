@@ -31,6 +31,12 @@
  *   logits = W x + b, the top k of them, weights = softmax over those k; experts as wide as
  *   expert_feed_forward_length (required) with gate/up/down biases and the clamped SwiGLU
  *   (ggml_swiglu_oai: alpha 1.702, limit 7, (up + 1)).
+ * - Optional tensors are llama.cpp's TENSOR_NOT_REQUIRED ones that its graphs apply: every
+ *   q/k/v architecture's fused attn_qkv and q/k/v biases (arch_attn.c), llama's and granite's
+ *   attn_output.bias and dense FFN biases, qwen2's output.bias, rope_freqs or LongRoPE's
+ *   factors (llama, granite; phi3); any other tensor in the file is refused by name, as
+ *   llama.cpp refuses it ("wrong number of tensors"). rope.scaling.attn_factor scales every
+ *   rope, whatever the scaling type (llama.cpp: cparams.yarn_attn_factor *= it).
  * - deepseek2 (llama_model_deepseek2, run as MLA: hparams_mla says why and what is checked;
  *   the legacy attn_kv_b layout gets attn_k_b / attn_v_b derived at load): NORMAL rope on the rope part of each head; head_dim is the latent row
  *   (kv_lora_rank + n_rot) and n_head_kv 1, so the KV cache holds the compressed latent;
@@ -48,9 +54,9 @@
 
 static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
     [SL_ARCH_LLAMA] = {.rope = SL_ROPE_NORMAL, .moe_capable = true,
-                        .norm_topk = true, .act = SL_MOE_SILU, .rope_freqs = true},
-    [SL_ARCH_QWEN2MOE] = {.rope = SL_ROPE_NEOX, .qkv_bias = true,
-                           .moe_capable = true, .moe_required = true, .norm_topk = false,
+                        .norm_topk = true, .act = SL_MOE_SILU, .rope_freqs = true,
+                        .llama_biases = true},
+    [SL_ARCH_QWEN2MOE] = {.rope = SL_ROPE_NEOX, .moe_capable = true, .moe_required = true, .norm_topk = false,
                            .shared_expert = true, .act = SL_MOE_SILU},
     [SL_ARCH_QWEN3MOE] = {.rope = SL_ROPE_NEOX,
                            .qk_norm = SL__QK_NORM_HEAD, .moe_capable = true,
@@ -61,22 +67,20 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
     [SL_ARCH_GEMMA3] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
                          .post_norms = true, .embd_scale = true, .swa_period = 6,
                          .act = SL_MOE_GELU_TANH},
-    [SL_ARCH_GPT_OSS] = {.rope = SL_ROPE_NEOX, .qkv_bias = true,
-                          .moe_capable = true, .moe_required = true, .swa_period = 2,
+    [SL_ARCH_GPT_OSS] = {.rope = SL_ROPE_NEOX, .moe_capable = true, .moe_required = true, .swa_period = 2,
                           .attn_out_bias = true, .attn_sinks = true, .moe_biases = true,
                           .post_attn_ffn_norm = true, .gating = SL_GATING_TOPK_SOFTMAX,
                           .act = SL_MOE_SWIGLU_OAI},
     [SL_ARCH_DEEPSEEK2] = {.rope = SL_ROPE_NORMAL, .moe_capable = true,
                             .moe_required = true, .mla = true, .act = SL_MOE_SILU},
-    [SL_ARCH_QWEN2] = {.rope = SL_ROPE_NEOX, .qkv_bias = true, .act = SL_MOE_SILU},
+    [SL_ARCH_QWEN2] = {.rope = SL_ROPE_NEOX, .output_bias = true, .act = SL_MOE_SILU},
     [SL_ARCH_QWEN3] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .act = SL_MOE_SILU},
     [SL_ARCH_GEMMA2] = {.rope = SL_ROPE_NEOX, .post_norms = true, .embd_scale = true,
                          .swa_period = 2, .swa_default = 4096, .act = SL_MOE_GELU_TANH,
                          .hparams = sl__gemma2_hparams},
     [SL_ARCH_GRANITE] = {.rope = SL_ROPE_NORMAL, .act = SL_MOE_SILU, .rope_freqs = true,
-                          .hparams = sl__granite_hparams,
-                          .bind_layer = sl__granite_bind_layer},
-    [SL_ARCH_PHI3] = {.rope = SL_ROPE_NEOX, .act = SL_MOE_SILU, .fused = true,
+                          .llama_biases = true, .hparams = sl__granite_hparams},
+    [SL_ARCH_PHI3] = {.rope = SL_ROPE_NEOX, .act = SL_MOE_SILU, .fused = true, .longrope = true,
                        .hparams = sl__phi3_hparams, .bind_layer = sl__phi3_bind_layer},
     [SL_ARCH_QWEN3NEXT] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
                             .moe_capable = true, .moe_required = true, .norm_topk = true,
@@ -447,20 +451,27 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.rope.scaling.factor': %g < 0",
                             sl_arch_name(m->arch), (double)factor);
     if (factor > 0) hp->rope_scale = 1.0f / factor;
-    if (stype && strcmp(stype, "none") && strcmp(stype, "linear") && strcmp(stype, "yarn"))
+    if (stype && strcmp(stype, "none") && strcmp(stype, "linear") && strcmp(stype, "yarn") &&
+        strcmp(stype, "longrope"))
         return sl_error_set(err, SL_ERR_UNSUPPORTED,
                             "metadata key '%s.rope.scaling.type': '%s' not supported (none, "
-                            "linear, yarn)", sl_arch_name(m->arch), stype);
+                            "linear, yarn, longrope)", sl_arch_name(m->arch), stype);
+    hp->longrope = stype && !strcmp(stype, "longrope");
     hp->yarn_attn_factor = 1.0f;
     hp->yarn_beta_fast = 32.0f;
     hp->yarn_beta_slow = 1.0f;
     if ((st = get_i32(m, "rope.scaling.original_context_length", false, hp->n_ctx_train, 1, BIG,
                       &hp->n_ctx_orig, err)))
         return st;
+    /* llama.cpp multiplies every rope's magnitude by this (cparams.yarn_attn_factor *=
+     * rope_attn_factor), YaRN or not: LongRoPE's attention factor (phi3) */
+    if ((st = get_f32(m, "rope.scaling.attn_factor", false, 1.0f, &hp->yarn_attn_factor, err)))
+        return st;
+    if (!(hp->yarn_attn_factor > 0.0f))
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.rope.scaling.attn_factor': %g, "
+                            "expected > 0", sl_arch_name(m->arch), (double)hp->yarn_attn_factor);
     if (stype && !strcmp(stype, "yarn")) {
         hp->yarn_ext_factor = 1.0f; /* llama.cpp's default for yarn scaling */
-        if ((st = get_f32(m, "rope.scaling.attn_factor", false, 1.0f, &hp->yarn_attn_factor, err)))
-            return st;
         if ((st = get_f32(m, "rope.scaling.yarn_beta_fast", false, 32.0f, &hp->yarn_beta_fast, err)))
             return st;
         if ((st = get_f32(m, "rope.scaling.yarn_beta_slow", false, 1.0f, &hp->yarn_beta_slow, err)))
@@ -653,39 +664,6 @@ sl_status sl__arch_bind(sl_model *m, sl_weight **out, bool required, bool vec, c
     return bindf(m, out, required, vec, !vec, ne, nd, fmt, il, 0, err);
 }
 
-/* The attention weights of the q/k/v architectures. */
-static sl_status bind_attn(sl_model *m, int il, sl_error *err)
-{
-    const sl__hparams *hp = &m->hp;
-    const sl__arch_traits *tr = m->tr;
-    sl__layer *L = &m->layers[il];
-    const int64_t E = hp->n_embd, D = hp->head_dim, Q = (int64_t)hp->n_head * D,
-                  KV = (int64_t)hp->n_head_kv * D;
-    sl_status st;
-    if ((st = MAT(&L->wq, true, "blk.%d.attn_q.weight", il, E, Q))) return st;
-    if ((st = MAT(&L->wk, true, "blk.%d.attn_k.weight", il, E, KV))) return st;
-    if ((st = MAT(&L->wv, true, "blk.%d.attn_v.weight", il, E, KV))) return st;
-    if ((st = MAT(&L->wo, true, "blk.%d.attn_output.weight", il, Q, E))) return st;
-    if (tr->qkv_bias) {
-        if ((st = VEC(&L->bq, true, "blk.%d.attn_q.bias", il, Q))) return st;
-        if ((st = VEC(&L->bk, true, "blk.%d.attn_k.bias", il, KV))) return st;
-        if ((st = VEC(&L->bv, true, "blk.%d.attn_v.bias", il, KV))) return st;
-    }
-    if (tr->qk_norm == SL__QK_NORM_HEAD) {
-        if ((st = VEC(&L->q_norm, true, "blk.%d.attn_q_norm.weight", il, D))) return st;
-        if ((st = VEC(&L->k_norm, true, "blk.%d.attn_k_norm.weight", il, D))) return st;
-    } else if (tr->qk_norm == SL__QK_NORM_FULL) {
-        if ((st = VEC(&L->q_norm, true, "blk.%d.attn_q_norm.weight", il, Q))) return st;
-        if ((st = VEC(&L->k_norm, true, "blk.%d.attn_k_norm.weight", il, KV))) return st;
-    }
-    if (tr->post_norms) {
-        if ((st = VEC(&L->attn_post_norm, true, "blk.%d.post_attention_norm.weight", il, E)))
-            return st;
-        if ((st = VEC(&L->ffn_post_norm, true, "blk.%d.post_ffw_norm.weight", il, E))) return st;
-    }
-    return SL_OK;
-}
-
 /* A legacy file's attn_kv_b [kv_lora, H * (nope + v)] as the F32 attn_k_b [nope, kv_lora, H]
  * and attn_v_b [kv_lora, v, H] the MLA path reads (weight.c derives them at load). */
 static sl_status bind_kv_b(sl_model *m, int il, sl_error *err)
@@ -751,26 +729,29 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
     if ((st = VEC(&L->attn_norm, true, "blk.%d.attn_norm.weight", il, E))) return st;
     if (tr->mla) {
         if ((st = bind_mla(m, il, err))) return st;
-    } else if (!tr->fused && !tr->own_attn && (st = bind_attn(m, il, err))) {
+    } else if (!tr->own_attn && (st = sl__arch_bind_attn(m, il, err))) {
         return st;
     }
     const char *ffn_norm = tr->post_attn_ffn_norm ? "blk.%d.post_attention_norm.weight"
                                                   : "blk.%d.ffn_norm.weight";
     if ((st = VEC(&L->ffn_norm, true, ffn_norm, il, E))) return st;
-    if (tr->attn_out_bias && (st = VEC(&L->bo, true, "blk.%d.attn_output.bias", il, E)))
-        return st;
     if (tr->attn_sinks &&
         (st = VEC(&L->sinks, true, "blk.%d.attn_sinks.weight", il, (int64_t)hp->n_head)))
         return st;
     if (tr->bind_layer && (st = tr->bind_layer(m, il, err))) return st;
 
     if (tr->fused) {
-        /* bind_layer bound the attention and the FFN */
+        /* bind_layer bound the FFN */
     } else if (hp->n_expert == 0 || il < hp->n_dense_lead) {
         const int64_t F = hp->n_ff;
         if ((st = MAT(&L->ffn_gate, true, "blk.%d.ffn_gate.weight", il, E, F))) return st;
         if ((st = MAT(&L->ffn_up, true, "blk.%d.ffn_up.weight", il, E, F))) return st;
         if ((st = MAT(&L->ffn_down, true, "blk.%d.ffn_down.weight", il, F, E))) return st;
+        if (tr->llama_biases &&
+            ((st = VEC(&L->ffn_gate_b, false, "blk.%d.ffn_gate.bias", il, F)) ||
+             (st = VEC(&L->ffn_up_b, false, "blk.%d.ffn_up.bias", il, F)) ||
+             (st = VEC(&L->ffn_down_b, false, "blk.%d.ffn_down.bias", il, E))))
+            return st;
     } else {
         const int64_t X = hp->n_expert, F = hp->n_ff_exp;
         if ((st = MAT(&L->gate_inp, true, "blk.%d.ffn_gate_inp.weight", il, E, X))) return st;
@@ -846,6 +827,34 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
     return sl_ref_rope_validate(&L->rope, hp->head_dim, err);
 }
 
+/* A tensor of the file that no weight binds is refused, naming it: llama.cpp's loader counts
+ * the tensors it created against the file's ("wrong number of tensors"). The multi-token
+ * prediction blocks past the trunk (deepseek2's nextn_predict_layers) are the exception: llama.cpp
+ * loads them for drafting, and neither runs them for next-token logits. */
+static sl_status unused_tensors(const sl_model *m, sl_error *err)
+{
+    const size_t n = sl_gguf_tensor_count(m->gguf);
+    if (!n) return SL_OK;
+    bool *used = calloc(n, sizeof *used);
+    if (!used) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (tensor table)");
+    /* the weights point into the file's one tensor array (find_shaped) */
+    const sl_gguf_tensor *t0 = sl_gguf_tensor_at(m->gguf, 0);
+    for (size_t j = 0; j < m->n_w; j++) used[m->w[j].t - t0] = true;
+    sl_status st = SL_OK;
+    for (size_t i = 0; i < n && !st; i++) {
+        const sl_gguf_tensor *t = sl_gguf_tensor_at(m->gguf, i);
+        int il;
+        if (used[i] || (m->hp.n_layer_nextn && sscanf(t->name, "blk.%d.", &il) == 1 &&
+                        il >= m->hp.n_layer))
+            continue;
+        st = sl_error_set(err, SL_ERR_FORMAT, "%s: tensor '%s' is not used by architecture %s "
+                          "as loaded (llama.cpp refuses such a file: wrong number of tensors)",
+                          m->path, t->name, sl_arch_name(m->arch));
+    }
+    free(used);
+    return st;
+}
+
 sl_status sl__model_bind(sl_model *m, sl_error *err)
 {
     sl__hparams *hp = &m->hp;
@@ -883,7 +892,20 @@ sl_status sl__model_bind(sl_model *m, sl_error *err)
         m->output = m->tok_embd;
         m->output->need_matvec = true;
     }
-    if (m->tr->rope_freqs)
-        if ((st = VEC(&m->rope_freqs, false, "rope_freqs.weight", 0, hp->n_rot / 2))) return st;
-    return SL_OK;
+    if (m->tr->output_bias && (st = VEC(&m->output_b, false, "output.bias", 0, V))) return st;
+    if (m->tr->longrope || (m->tr->rope_freqs && hp->longrope)) {
+        if ((st = VEC(&m->rope_long, false, "rope_factors_long.weight", 0, hp->n_rot / 2)) ||
+            (st = VEC(&m->rope_short, false, "rope_factors_short.weight", 0, hp->n_rot / 2)))
+            return st;
+    } else if (m->tr->rope_freqs &&
+               (st = VEC(&m->rope_freqs, false, "rope_freqs.weight", 0, hp->n_rot / 2))) {
+        return st;
+    }
+    return unused_tensors(m, err);
+}
+
+const sl_weight *sl__model_rope_factors(const sl_model *m, int32_t n_ctx)
+{
+    if (m->rope_freqs) return m->rope_freqs;
+    return n_ctx > m->hp.n_ctx_orig ? m->rope_long : m->rope_short;
 }

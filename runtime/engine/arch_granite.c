@@ -4,10 +4,10 @@
  * from the file: embeddings * embedding_scale, each block's attention and FFN output *
  * residual_scale before its residual add, attention logits * attention.scale (instead of
  * 1/sqrt(head_dim)), output logits / logit_scale. logit_scale is required, as in llama.cpp;
- * the others are optional (0 or absent: no multiplier). Optional tensors: rope_freqs.weight,
- * attn_output.bias. llama.cpp's optional FFN biases and its rope.scaling.finetuned = false (a
- * model without rope) are refused, naming the tensor or key. */
-#include <stdio.h>
+ * the others are optional (0 or absent: no multiplier). Optional tensors, as llama's (the
+ * traits' llama_biases and rope_freqs): attn_output.bias, ffn_{gate,up,down}.bias, and
+ * rope_freqs.weight or, with rope.scaling.type "longrope", rope_factors_long / _short.
+ * rope.scaling.finetuned = false (llama.cpp: a model without rope) is refused, naming the key. */
 
 #include "runtime/engine/arch_impl.h"
 
@@ -38,23 +38,5 @@ sl_status sl__granite_hparams(sl_model *m, sl_error *err)
                             "%d, expected the head size %d (llama.cpp asserts n_rot == "
                             "head_dim for granite)", hp->n_rot, hp->head_dim);
     hp->attn_scale = attn_scale;
-    return SL_OK;
-}
-
-sl_status sl__granite_bind_layer(sl_model *m, int il, sl_error *err)
-{
-    sl__layer *L = &m->layers[il];
-    const int64_t E = m->hp.n_embd;
-    sl_status st = sl__arch_bind(m, &L->bo, false, true, (const int64_t[]){E}, 1,
-                                 "blk.%d.attn_output.bias", il, err);
-    if (st) return st;
-    static const char *const k_ffn_bias[] = {"ffn_gate", "ffn_up", "ffn_down"};
-    for (int i = 0; i < 3; i++) {
-        char name[96];
-        snprintf(name, sizeof name, "blk.%d.%s.bias", il, k_ffn_bias[i]);
-        if (sl_gguf_tensor_find(m->gguf, name))
-            return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: tensor '%s': granite FFN biases "
-                                "are not supported", m->path, name);
-    }
     return SL_OK;
 }

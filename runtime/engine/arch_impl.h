@@ -20,10 +20,13 @@ sl_status sl__arch_get_bool(const sl_model *m, const char *suffix, bool def, boo
 sl_status sl__arch_bind(sl_model *m, sl_weight **out, bool required, bool vec, const int64_t *ne,
                         uint32_t nd, const char *fmt, int il, sl_error *err);
 
+/* arch_attn.c: layer il's attention tensors (fused or separate q/k/v with their optional
+ * biases, attn_output and its bias, q/k norms, post-norms) by the traits. */
+sl_status sl__arch_bind_attn(sl_model *m, int il, sl_error *err);
+
 /* the arch files' hooks (sl__arch_traits.hparams / bind_layer) */
 sl_status sl__gemma2_hparams(sl_model *m, sl_error *err);
 sl_status sl__granite_hparams(sl_model *m, sl_error *err);
-sl_status sl__granite_bind_layer(sl_model *m, int il, sl_error *err);
 sl_status sl__phi3_hparams(sl_model *m, sl_error *err);
 sl_status sl__phi3_bind_layer(sl_model *m, int il, sl_error *err);
 sl_status sl__qwen3next_hparams(sl_model *m, sl_error *err);

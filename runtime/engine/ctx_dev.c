@@ -183,7 +183,7 @@ sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err)
     if (!c->dev.dx) return SL_OK;
     const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
     sl_status st;
-    const sl_weight *rf = m->rope_freqs;
+    const sl_weight *rf = sl__model_rope_factors(m, c->kv.n_ctx);
     if (rf && !on_dev(rf) && c->dev_rope_bytes) {
         if (rf->nbytes != c->dev_rope_bytes)
             return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: %s changed size after this "
@@ -208,7 +208,7 @@ sl_status sl__ctx_dev_rebind(sl_ctx *c, sl_error *err)
     if (!c->dev.dx) return SL_OK;
     const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
     sl_status st;
-    const sl_weight *rf = m->rope_freqs;
+    const sl_weight *rf = sl__model_rope_factors(m, c->kv.n_ctx);
     if (rf && on_dev(rf)) c->dev.rope_freqs = rf->data;
     for (int32_t il = 0; cuda && il < m->hp.n_layer && m->hp.n_expert; il++) {
         if (!dev_experts(&m->layers[il])) continue;
@@ -330,7 +330,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
     if ((st = take(c, sl__side_carve(c, d, NULL), &base, err))) return st;
     sl__side_carve(c, d, base);
     if (n_dev && (st = kv_slots(c, n_dev, err))) return st;
-    const sl_weight *rf = m->rope_freqs;
+    const sl_weight *rf = sl__model_rope_factors(m, c->kv.n_ctx);
     if (rf && on_dev(rf)) {
         d->rope_freqs = rf->data;
     } else if (rf && n_dev) {

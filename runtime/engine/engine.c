@@ -403,7 +403,7 @@ static sl_status embd_rows_alloc(sl_ctx *c, sl_error *err)
  * device) is only read there. */
 static const float *host_rope(const sl_ctx *c)
 {
-    const sl_weight *rf = c->m->rope_freqs;
+    const sl_weight *rf = sl__model_rope_factors(c->m, c->kv.n_ctx);
     return rf && !(rf->residency & SL_RES_DEVICE) ? rf->data : NULL;
 }
 

@@ -2,28 +2,29 @@
  *
  * Per layer, for the n tokens of the chunk (rows of x [n][n_embd], the residual stream):
  *   xn = rms_norm(x, attn_norm)
- *   q, k, v = W{q,k,v} xn (+ bias: qwen2moe, gpt-oss; phi3: row views of one fused W)
+ *   q, k, v = W{q,k,v} xn (+ the optional biases; a fused attn_qkv: row views of one W)
  *   q/k norm: per head [head_dim] (qwen3moe, gemma3) or whole row (olmoe)
  *   rope(q, k) at the tokens' positions (per-layer base/scale: gemma3's local layers)
  *   store k, v in the cache, then each token attends to positions [0, its own] (causal inside
  *   the chunk: token t sees n_pos = pos_t + 1 entries; sliding-window layers only the last
  *   n_swa), GQA by the kernel; gemma3 scales by its own attention scale; gpt-oss's per-head
  *   sinks join each softmax denominator
- *   x += [post_norm](Wo att [+ bo: gpt-oss])
+ *   x += [post_norm](Wo att [+ bo: gpt-oss, llama, granite])
  *   (deepseek2: multi-head latent attention instead, attn_mla below: the cache holds one
  *   latent row per token, k_b absorbed into the query, v_b per head after the attention)
  *   xn = rms_norm(x, ffn_norm)
- *   dense: act(Wg xn) * (Wu xn) -> Wd;  MoE: router (+ bias: gpt-oss) -> top-k -> experts
- *   (with biases: gpt-oss) (+ qwen2moe's shared expert times sigmoid(w_shexp_gate . xn))
+ *   dense: act(Wg xn [+ bg]) * (Wu xn [+ bu]) -> Wd [+ bd] (biases: llama, granite);
+ *   MoE: router (+ bias: gpt-oss) -> top-k -> experts (with biases: gpt-oss)
+ *   (+ qwen2moe's shared expert times sigmoid(w_shexp_gate . xn))
  *   (deepseek2: dense below leading_dense_block_count; sigmoid router whose selection adds
  *   exp_probs_b within the best groups; weights normalised and scaled; + shared experts)
  *   x += [post_norm](ffn)
  *   (granite: both block outputs times residual_scale before their add)
  *   (qwen3next, arch_qwen3next.c: a Gated DeltaNet mixer instead of attention on most layers,
  *   its recurrent state in the context; on the others q carries a gate, att * sigmoid(gate))
- * then logits = Wout rms_norm(x, output_norm) for the rows asked for (granite: / logit_scale;
- * gemma2: final soft-capping). Embeddings are scaled by hp.embd_scale (gemma, granite);
- * gemma2's attention logits are soft-capped inside the attention kernel.
+ * then logits = Wout rms_norm(x, output_norm) [+ b: qwen2] for the rows asked for (granite:
+ * / logit_scale; gemma2: final soft-capping). Embeddings are scaled by hp.embd_scale (gemma,
+ * granite); gemma2's attention logits are soft-capped inside the attention kernel.
  *
  * Where each step runs: a layer runs on the side its attention weights live on (ctx.h's
  * sl__side: the host, or the device through its executor, runtime/engine/dx.h); the residual stream
@@ -103,6 +104,9 @@ static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
     const sl__dx_vt *vt = o->dx->vt;
     const int64_t F = wd->ne[0];
     const sl_moe_act act = c->m->hp.act;
+    /* llama's and granite's optional biases (a whole FFN only: hot-cold refuses them) */
+    const sl__layer *L = il >= 0 ? &c->m->layers[il] : NULL;
+    const bool biases = L && (L->ffn_gate_b || L->ffn_up_b || L->ffn_down_b);
     sl_weight fused[2];
     if (!wg) {
         fused[0] = rows_view(wu, 0, F);
@@ -112,7 +116,7 @@ static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
     }
     sl_status st;
     /* ReLU: the neurons no token activates are skipped, exactly (dx.h relu_ffn) */
-    if (act == SL_MOE_RELU && o->dx->sparse_ffn && !c->opt.relu_dense) {
+    if (act == SL_MOE_RELU && o->dx->sparse_ffn && !c->opt.relu_dense && !biases) {
         uint64_t cnt[3] = {0, 0, 0};
         st = vt->relu_ffn(o->dx, wg, wu, wd, o->xn, n, o->g, o->u, out, cnt, err);
         c->stats.ffn_neurons += cnt[0];
@@ -123,9 +127,25 @@ static sl_status ffn_dense(sl_ctx *c, const sl__side *o, const sl_weight *wg,
         if (!st && res) st = vt->add(o->dx, res, out, res, n * wd->ne[1], err);
         return st;
     }
-    if ((st = vt->mm_glu(o->dx, wg, wu, act, o->xn, n, o->g, o->u, err))) return st;
+    if (biases) { /* llama's and granite's optional biases between the matmuls */
+        const sl_weight *gu[2] = {wg, wu};
+        float *const gu_y[2] = {o->g, o->u};
+        if ((st = mm_many(o, gu, 2, o->xn, n, gu_y, err)) ||
+            (L->ffn_gate_b && (st = vt->add_rows(o->dx, o->g, L->ffn_gate_b->data, n, F, err))) ||
+            (L->ffn_up_b && (st = vt->add_rows(o->dx, o->u, L->ffn_up_b->data, n, F, err))) ||
+            (st = vt->glu(o->dx, act, o->g, o->u, F * n, err)))
+            return st;
+    } else if ((st = vt->mm_glu(o->dx, wg, wu, act, o->xn, n, o->g, o->u, err))) {
+        return st;
+    }
     /* the profile of hot/cold placement: whole FFNs computed on the host (il < 0: a part) */
     if (c->nstats && il >= 0 && o == &c->host) sl_neuron_stats_add(&c->nstats[il], o->g, n);
+    if (biases && L->ffn_down_b) {
+        if ((st = vt->mm(o->dx, wd, o->g, n, out, err)) ||
+            (st = vt->add_rows(o->dx, out, L->ffn_down_b->data, n, wd->ne[1], err)))
+            return st;
+        return res ? vt->add(o->dx, res, out, res, n * wd->ne[1], err) : SL_OK;
+    }
     if (res) return vt->mm_add_norm(o->dx, wd, o->g, n, out, res, NULL, 0.0f, NULL, err);
     return vt->mm(o->dx, wd, o->g, n, out, err);
 }
@@ -336,10 +356,15 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
     if ((st = vt->norm_mm(dx, s->x, L->attn_norm->data, n, E, eps, s->xn, qkv, 3, qkv_y, err)) ||
         (L->attn_gated && (st = sl__qwen3next_q_split(c, s, n, err))))
         return st;
-    if (L->bq && ((st = vt->add_rows(dx, s->q, L->bq->data, n, Q, err)) ||
-                  (st = vt->add_rows(dx, s->k, L->bk->data, n, KV, err)) ||
-                  (st = vt->add_rows(dx, s->v, L->bv->data, n, KV, err))))
-        return st;
+    /* the optional biases: separate, or the fused attn_qkv.bias's q | k | v parts */
+    const float *fb = L->bqkv ? (const float *)L->bqkv->data : NULL;
+    const float *bias[3] = {fb ? fb : L->bq ? L->bq->data : NULL,
+                            fb ? fb + Q : L->bk ? L->bk->data : NULL,
+                            fb ? fb + Q + KV : L->bv ? L->bv->data : NULL};
+    float *const biased[3] = {s->q, s->k, s->v}; /* after qwen3next's q | gate split */
+    for (int i = 0; i < 3; i++)
+        if (bias[i] && (st = vt->add_rows(dx, biased[i], bias[i], n, i ? KV : Q, err)))
+            return st;
     if (m->tr->qk_norm == SL__QK_NORM_FULL &&
         ((st = vt->rms_norm(dx, s->q, L->q_norm->data, s->q, n, Q, eps, err)) ||
          (st = vt->rms_norm(dx, s->k, L->k_norm->data, s->k, n, KV, eps, err))))
@@ -572,7 +597,9 @@ static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_
     if (s == &c->host) {
         if ((st = vt->rms_norm(s->dx, s->x + first * E, m->output_norm->data, s->xn, rows, E,
                                m->hp.rms_eps, err)) ||
-            (st = vt->mm(s->dx, m->output, s->xn, rows, logits_out, err)))
+            (st = vt->mm(s->dx, m->output, s->xn, rows, logits_out, err)) ||
+            (m->output_b &&
+             (st = vt->add_rows(s->dx, logits_out, m->output_b->data, rows, V, err))))
             return st;
         return greedy ? pick(c, s, logits_out, greedy, err) : SL_OK;
     }
@@ -581,7 +608,9 @@ static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_
         const int64_t nr = rows - r < c->dev_logits_rows ? rows - r : c->dev_logits_rows;
         if ((st = vt->rms_norm(s->dx, s->x + (first + r) * E, m->output_norm->data, s->xn, nr, E,
                                m->hp.rms_eps, err)) ||
-            (st = vt->mm(s->dx, m->output, s->xn, nr, c->dev_logits, err)))
+            (st = vt->mm(s->dx, m->output, s->xn, nr, c->dev_logits, err)) ||
+            (m->output_b &&
+             (st = vt->add_rows(s->dx, c->dev_logits, m->output_b->data, nr, V, err))))
             return st;
         if (greedy) return pick(c, s, c->dev_logits + (nr - 1) * V, greedy, err);
         if ((st = copy(c, logits_out + r * V, c->dev_logits, (uint64_t)(nr * V) * sizeof(float),

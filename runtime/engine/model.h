@@ -47,7 +47,6 @@ typedef enum sl__qk_norm {
 typedef struct sl__arch_traits {
     sl_rope_mode rope;      /* llama.cpp's llama_model_rope_type */
     sl__qk_norm qk_norm;
-    bool qkv_bias;          /* attn_{q,k,v}.bias (qwen2moe) */
     bool post_norms;        /* attn_post_norm, ffn_post_norm (gemma3) */
     bool embd_scale;        /* embeddings * sqrt(n_embd) (gemma2, gemma3) */
     bool moe_capable;       /* may have routed experts */
@@ -66,9 +65,16 @@ typedef struct sl__arch_traits {
     sl_moe_act act;
     bool mla;               /* multi-head latent attention, leading dense layers, ungated shared
                                experts, router from the file's keys (deepseek2) */
-    bool rope_freqs;        /* an optional rope_freqs.weight [n_rot / 2] (llama, granite) */
-    bool fused;             /* bind_layer binds the attention and the dense FFN: attn_qkv
-                               (or q, k, v) and ffn_up [n_embd, 2 n_ff] = gate | up (phi3) */
+    bool rope_freqs;        /* an optional rope_freqs.weight [n_rot / 2], or with
+                               rope.scaling.type "longrope" the LongRoPE factors (llama,
+                               granite) */
+    bool longrope;          /* optional rope_factors_long / _short [n_rot / 2] whatever the
+                               scaling type (phi3) */
+    bool llama_biases;      /* optional attn_output.bias and dense ffn_{gate,up,down}.bias
+                               (llama, granite) */
+    bool output_bias;       /* an optional output.bias [n_vocab] (qwen2) */
+    bool fused;             /* bind_layer binds the dense FFN: ffn_up [n_embd, 2 n_ff] =
+                               gate | up (phi3) */
     int32_t swa_default;    /* attention.sliding_window when absent (gemma2: 4096); 0: required */
     bool own_attn;          /* bind_layer binds each layer's attention (or recurrent mixer);
                                the FFN is the common one (qwen3next) */
@@ -90,6 +96,8 @@ typedef struct sl__hparams {
     float rope_base_swa, rope_scale_swa;    /* for sliding-window layers */
     float yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
     int32_t n_ctx_orig;
+    bool longrope;          /* rope.scaling.type "longrope": rope_factors_long / _short instead
+                               of rope_freqs (llama, granite; phi3 reads them always) */
     float attn_scale;       /* 0: 1/sqrt(head_dim) */
     float attn_softcap;     /* attention logits c tanh(l / c) (gemma2); 0: none */
     float final_softcap;    /* output logits c tanh(l / c) (gemma2); 0: none */
@@ -136,7 +144,11 @@ typedef struct sl__layer {
     sl_weight *ffn_norm, *ffn_post_norm;
     sl_weight *ffn_gate, *ffn_up, *ffn_down;                 /* dense FFN; ffn_gate NULL:
                                                                 ffn_up is gate | up (phi3) */
-    sl_weight *wqkv;        /* fused [n_embd, Q + 2 KV] = q | k | v rows, or NULL (phi3) */
+    sl_weight *ffn_gate_b, *ffn_up_b, *ffn_down_b;           /* dense FFN biases, or NULL
+                                                                (llama, granite) */
+    sl_weight *wqkv;        /* fused [n_embd, Q + 2 KV] = q | k | v rows, or NULL (any q/k/v
+                               architecture: llama.cpp's create_tensor_qkv) */
+    sl_weight *bqkv;        /* the fused one's bias [Q + 2 KV], or NULL (then bq, bk, bv) */
     sl_weight *gate_inp;                                     /* router [n_embd, n_expert] */
     sl_weight *gate_exps, *up_exps, *down_exps;              /* merged experts, or NULL */
     sl_weight **gate_e, **up_e, **down_e;                    /* per-expert tensors, or NULL */
@@ -204,6 +216,8 @@ struct sl_model {
     size_t n_w;
     sl__layer *layers;              /* [n_layer] */
     sl_weight *tok_embd, *output_norm, *output, *rope_freqs;
+    sl_weight *output_b;            /* output.bias (qwen2), or NULL */
+    sl_weight *rope_long, *rope_short; /* LongRoPE factors, or NULL: sl__model_rope_factors */
     float *rope_freqs_f32;          /* rope_freqs as floats, or NULL */
     sl_device *dev;
     sl_hostpool *hostpool;
@@ -338,8 +352,14 @@ void sl__model_files_bind(sl_model *m, sl_gguf *fresh, sl_gguf **old);
 const sl__arch_traits *sl__arch_traits_get(sl_arch a);
 /* Reads hyperparameters (llama.cpp's key names, "{arch}.…") into m->hp; errors name the key. */
 sl_status sl__hparams_load(sl_model *m, sl_error *err);
-/* Binds every tensor of the architecture into m->w / m->layers / the globals, with shape checks. */
+/* Binds every tensor of the architecture into m->w / m->layers / the globals, with shape checks;
+ * a tensor of the file that the architecture does not use is SL_ERR_FORMAT naming it (llama.cpp:
+ * "wrong number of tensors"). */
 sl_status sl__model_bind(sl_model *m, sl_error *err);
+/* The rope frequency factors a context of n_ctx positions applies, as llama.cpp's
+ * get_rope_factors: rope_freqs, else LongRoPE's long factors when n_ctx > the original context
+ * length (rope.scaling.original_context_length), else its short ones; NULL: none. */
+const sl_weight *sl__model_rope_factors(const sl_model *m, int32_t n_ctx);
 
 /* engine.c: m->info from the weights' current residency and sizes. */
 void sl__model_info_fill(sl_model *m);

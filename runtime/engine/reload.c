@@ -238,7 +238,7 @@ static bool stage_one(reload_run *r, const sl_gguf *g, sl_weight *w, const sl_gg
                  (long long)sl_ffn_split_granule(new_type));
         return refuse(r, w, new_type, "%s", why);
     }
-    if (w == m->rope_freqs)
+    if (w == m->rope_freqs || w == m->rope_long || w == m->rope_short)
         return refuse(r, w, new_type, "%s", "rope frequency factors are copied by contexts at "
                       "creation; reopen the model");
     if ((w->orig.residency & SL_RES_DEVICE) && w->need_matvec &&

@@ -121,6 +121,14 @@ static sl_status load_index(sl_model *m, const char *path, float *frac, sl_error
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: hot-cold placement: %s's fused "
                             "gate | up (blk.N.ffn_up) is not split by neurons yet", m->path,
                             sl_arch_name(m->arch));
+    for (int32_t il = 0; il < n_layer && !X; il++) {
+        const sl__layer *L = &m->layers[il];
+        const sl_weight *b = L->ffn_gate_b ? L->ffn_gate_b : L->ffn_up_b ? L->ffn_up_b
+                                                                        : L->ffn_down_b;
+        if (b)
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: hot-cold placement: tensor '%s': "
+                                "FFN biases are not split by neurons yet", m->path, b->name);
+    }
     uint32_t *n_neuron = calloc((size_t)n_layer + 1, sizeof *n_neuron);
     if (!n_neuron) return sl_error_set(err, SL_ERR_NOMEM, "out of memory");
     for (int32_t il = 0; il < n_layer && !X; il++)

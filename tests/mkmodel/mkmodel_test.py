@@ -10,6 +10,7 @@ Zipf router skew, the Zipf neuron skew of FFN gate/up rows, that the file does n
 --threads (exact and pooled rows), that pooled big tensors hold valid, finite blocks, and that
 invalid flags exit 2 naming the flag.
 """
+import math
 import os
 import subprocess
 import sys
@@ -603,6 +604,54 @@ def check_qwen3next():
     print("ok   qwen3next layout and keys")
 
 
+def check_optional():
+    """--biases and --longrope write what llama.cpp's loaders take as optional (create_tensor_qkv's
+    biases, llama's attn_output / FFN biases, qwen2's output.bias, phi3's fused attn_qkv.bias;
+    LongRoPE's factor tensors [n_rot / 2] and keys as Phi3MiniModel writes them)."""
+    E, F, V, D = 64, 128, 512, 16
+    KV = 2 * D
+    cases = (
+        ("llama", ["--biases", "--longrope", "64"],
+         {"blk.1.attn_q.bias": [E], "blk.1.attn_k.bias": [KV], "blk.1.attn_v.bias": [KV],
+          "blk.1.attn_output.bias": [E], "blk.1.ffn_gate.bias": [F], "blk.1.ffn_up.bias": [F],
+          "blk.1.ffn_down.bias": [E], "rope_factors_long.weight": [D // 2],
+          "rope_factors_short.weight": [D // 2]}),
+        ("phi3", ["--biases", "--longrope", "64"],
+         {"blk.0.attn_qkv.bias": [E + 2 * KV], "rope_factors_long.weight": [12 // 2],
+          "rope_factors_short.weight": [12 // 2]}),
+        ("qwen2", ["--biases"], {"output.bias": [V], "blk.0.attn_q.bias": [E]}),
+        ("qwen3", ["--biases"], {"blk.1.attn_v.bias": [KV]}),
+    )
+    for arch, args, want in cases:
+        r, path = mkmodel("--arch", arch, *args, out=os.path.join(TMP, f"{arch}-opt.gguf"))
+        if not expect(r.returncode == 0, f"{arch} {args}: exit {r.returncode}: {r.stderr}"):
+            continue
+        g = GGUFReader(path)
+        t = {x.name: x for x in g.tensors}
+        for name, ne in want.items():
+            ok = name in t and [int(v) for v in t[name].shape] == ne and \
+                t[name].tensor_type == T.F32
+            expect(ok, f"{arch} {args}: {name} F32 {ne}")
+        if "--longrope" not in args:
+            expect(not any(n.startswith("rope_factors") for n in t), f"{arch}: no LongRoPE")
+            continue
+        f = g.fields
+        long_, short = np.array(t["rope_factors_long.weight"].data), \
+            np.array(t["rope_factors_short.weight"].data)
+        expect(long_.min() > 0 and short.min() > 0 and long_.mean() > short.mean(),
+               f"{arch}: LongRoPE factors positive, long above short")
+        expect(field_value(f[f"{arch}.rope.scaling.original_context_length"]) == 64,
+               f"{arch}: original_context_length 64")
+        af = math.sqrt(1 + math.log(256 / 64) / math.log(64))
+        expect(abs(field_value(f[f"{arch}.rope.scaling.attn_factor"]) - af) < 1e-6,
+               f"{arch}: attn_factor {af}")
+        stype = f.get(f"{arch}.rope.scaling.type")
+        expect((stype is None) == (arch == "phi3") and
+               (stype is None or field_value(stype) == "longrope"),
+               f"{arch}: rope.scaling.type (phi3: none, as its converter writes)")
+    print("ok   optional tensors (--biases, --longrope)")
+
+
 def main():
     # -- layouts and metadata for every arch and several types
     matrix = [(a, ty) for a in ARCHS
@@ -722,6 +771,7 @@ def main():
 
     check_phi3_vocab()
     check_qwen3next()
+    check_optional()
     check_threads()
     check_router_topics()
     check_neuron_skew()

@@ -37,7 +37,13 @@ import ref_forward as rf  # noqa: E402
 
 # deepseek2-kv_b: deepseek2 in the legacy attn_kv_b layout (mkmodel --legacy-kv-b)
 ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
-         "deepseek2-kv_b", "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next")
+         "deepseek2-kv_b", "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next", "llama-opt",
+         "granite-opt", "phi3-opt", "qwen2-opt")
+# ARCH-opt: the optional tensors llama.cpp loads (mkmodel --biases), and LongRoPE where the
+# arch reads it: llama over an original context of 64 (eval's 12-token context: the short
+# factors), granite and phi3 over 8 (the long ones)
+OPT = {"llama": ["--biases", "--longrope", "64"], "granite": ["--biases", "--longrope", "8"],
+       "phi3": ["--biases", "--longrope", "8"], "qwen2": ["--biases"]}
 DENSE = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "granite", "phi3")
 TYPES = {"F32": 1e-4, "Q8_0": 1e-2, "Q4_K": 1e-2}
 # deepseek2 (issue 15) is held to 1e-5 with F32 weights
@@ -75,6 +81,8 @@ def mkmodel_args(arch, ty):
     # dim/ffn 256: whole K-quant super-blocks; gemma3 keeps its 6 layers (layer 5 global)
     if arch == "deepseek2-kv_b":
         return mkmodel_args("deepseek2", ty) + ["--legacy-kv-b"]
+    if arch.endswith("-opt"):
+        return mkmodel_args(arch[:-4], ty) + OPT[arch[:-4]]
     a = ["--arch", arch, "--dim", "256", "--ffn", "256", "--type", ty]
     if arch == "deepseek2":
         # 8 experts: 4 groups of 2, 2 used; 3 layers: the leading dense one and two MoE

@@ -79,7 +79,14 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             YaRN boundaries: llama.cpp floors/ceils the correction range
             (ggml_rope_yarn_corr_dims); HF gpt-oss configs set "truncate": false, which does
             not. We follow the GGUF semantics (llama.cpp); ref_vs_hf.py sets truncate true.
-  qwen2     (llm_build_qwen2) attention biases bq, bk, bv; NEOX rope; SwiGLU.
+  qwen2     (llm_build_qwen2) attention biases bq, bk, bv; NEOX rope; SwiGLU; output.bias if
+            the file has it.
+  optional  (every arch, llama.cpp's create_tensor_qkv) q/k/v biases, or a fused attn_qkv with
+            attn_qkv.bias; llama, granite: attn_output.bias and ffn_{gate,up,down}.bias;
+            rope_freqs, or LongRoPE's rope_factors_long / _short (phi3; llama, granite with
+            rope.scaling.type longrope: long when the context exceeds
+            original_context_length) dividing each pair's frequency, and every rotation
+            scaled by rope.scaling.attn_factor.
   qwen3     (llm_build_qwen3) per-head q/k RMSNorm as qwen3moe; NEOX rope; SwiGLU.
   gemma2    (llm_build_gemma2_iswa; HF Gemma2ForCausalLM) gemma3 without q/k norms: embeddings
             * sqrt(n_embd), post_attention_norm and post_ffw_norm, GeGLU, tied output; Q scaled
@@ -184,22 +191,28 @@ def yarn_corr_dims(n_rot, n_ctx_orig, base, beta_fast, beta_slow):
     return lo, hi
 
 
-def rope(x, positions, base, n_rot, mode, yarn=None, yarn_mscale=True):
+def rope(x, positions, base, n_rot, mode, yarn=None, yarn_mscale=True, freq_factors=None,
+         attn_factor=1.0):
     """Rotary embedding of x [n_tokens, n_heads, head_dim] at the given positions.
     yarn: None, or (factor, n_ctx_orig, beta_fast, beta_slow) for ggml's rope_yarn with
     freq_scale = 1/factor, ext_factor 1, attn_factor 1: theta_i = theta_interp (1 - mix_i) +
     theta_extrap mix_i with mix_i = 1 - clamp((i - lo) / max(0.001, hi - lo), 0, 1), and the
-    rotated pair scaled by 1 + 0.1 ln(factor) (unless yarn_mscale is False: deepseek2)."""
+    rotated pair scaled by 1 + 0.1 ln(factor) (unless yarn_mscale is False: deepseek2).
+    freq_factors [n_rot / 2]: each pair's frequency divided by its factor (ggml_rope_ext's c:
+    llama3's rope_freqs, LongRoPE's long or short factors); attn_factor: the rotated pairs
+    scaled by it too (rope.scaling.attn_factor, LongRoPE's attention factor)."""
     x = np.array(x, dtype=np.float64)
     half = n_rot // 2
     inv = base ** (-2.0 * np.arange(half) / n_rot)                 # [half]
-    mscale = 1.0
+    if freq_factors is not None:
+        inv = inv / np.asarray(freq_factors, dtype=np.float64)
+    mscale = attn_factor
     if yarn is not None:
         factor, n_ctx_orig, beta_fast, beta_slow = yarn
         lo, hi = yarn_corr_dims(n_rot, n_ctx_orig, base, beta_fast, beta_slow)
         mix = 1.0 - np.clip((np.arange(half) - lo) / max(0.001, hi - lo), 0.0, 1.0)
         inv = inv / factor * (1.0 - mix) + inv * mix
-        mscale = 1.0 + 0.1 * math.log(factor) if yarn_mscale else 1.0
+        mscale *= 1.0 + 0.1 * math.log(factor) if yarn_mscale else 1.0
     theta = np.asarray(positions, dtype=np.float64)[:, None] * inv  # [n_tokens, half]
     cos = np.cos(theta)[:, None, :] * mscale
     sin = np.sin(theta)[:, None, :] * mscale
@@ -360,11 +373,16 @@ class Model:
                          int(self._kv(f"{a}.rope.scaling.original_context_length")),
                          float(self._kv(f"{a}.rope.scaling.yarn_beta_fast", 32.0)),
                          float(self._kv(f"{a}.rope.scaling.yarn_beta_slow", 1.0)))
-            if f"{a}.rope.scaling.attn_factor" in f:
-                raise ValueError(f"{path}: rope.scaling.attn_factor is not supported by the "
-                                 "reference")
-        elif stype != "none":
+        elif stype not in ("none", "longrope"):
             raise ValueError(f"{path}: rope scaling {stype!r} is not supported by the reference")
+        # llama.cpp scales every rope by rope.scaling.attn_factor; LongRoPE (phi3 always, llama
+        # and granite with rope.scaling.type longrope) divides by the long factors when the
+        # context exceeds original_context_length, else by the short ones (get_rope_factors)
+        self.attn_factor = float(self._kv(f"{a}.rope.scaling.attn_factor", 1.0))
+        self.n_ctx_orig = int(self._kv(f"{a}.rope.scaling.original_context_length",
+                                       self._kv(f"{a}.context_length", 4096)))
+        self.longrope = a == "phi3" or (a in ("llama", "granite") and stype == "longrope")
+        self.rope_factors = None
         self.swa_period = int(self._kv(f"{a}.attention.sliding_window_pattern",
                                        GEMMA2_SWA_PATTERN if a == "gemma2" else 2))
         if a == "gemma2":
@@ -522,8 +540,10 @@ class Model:
             return self._delta_net(il, h)
         gate = None
         a, n = self.arch, h.shape[0]
-        if self.has(b + "attn_qkv.weight"):  # phi3: rows q | k | v
+        if self.has(b + "attn_qkv.weight"):  # fused (phi3): rows q | k | v
             qkv = h @ self.w(b + "attn_qkv.weight").T
+            if self.has(b + "attn_qkv.bias"):
+                qkv = qkv + self.w(b + "attn_qkv.bias")
             nq, nkv = self.n_head * self.head_dim, self.n_head_kv * self.head_dim
             q, k, v = qkv[:, :nq], qkv[:, nq:nq + nkv], qkv[:, nq + nkv:]
         else:
@@ -556,8 +576,9 @@ class Model:
         swa = self.is_swa_layer(il)
         base = (GEMMA3_SWA_ROPE_BASE if swa and a == "gemma3" else
                 self.rope_base_swa if swa and a == "gemma2" else self.rope_base)
-        q = rope(q, positions, base, self.n_rot, self.rope_mode, self.yarn)
-        k = rope(k, positions, base, self.n_rot, self.rope_mode, self.yarn)
+        rk = dict(freq_factors=self.rope_factors, attn_factor=self.attn_factor)
+        q = rope(q, positions, base, self.n_rot, self.rope_mode, self.yarn, **rk)
+        k = rope(k, positions, base, self.n_rot, self.rope_mode, self.yarn, **rk)
         sinks, softcap = None, None
         if a == "gemma3":
             q = q * (1.0 / math.sqrt(d))  # f_attention_scale (not the 27B rule)
@@ -611,9 +632,12 @@ class Model:
             gu = h @ self.w(b + "ffn_up.weight").T
             f = gu.shape[1] // 2
             return (silu(gu[:, :f]) * gu[:, f:]) @ self.w(b + "ffn_down.weight").T
-        if not self.has(b + "ffn_gate_inp.weight"):
-            return glu_ffn(h, self.w(b + "ffn_gate.weight"), self.w(b + "ffn_up.weight"),
-                           self.w(b + "ffn_down.weight"), silu)
+        if not self.has(b + "ffn_gate_inp.weight"):  # llama/granite: optional biases
+            def bias(name):
+                return self.w(b + name) if self.has(b + name) else 0.0
+            g = h @ self.w(b + "ffn_gate.weight").T + bias("ffn_gate.bias")
+            u = h @ self.w(b + "ffn_up.weight").T + bias("ffn_up.bias")
+            return (silu(g) * u) @ self.w(b + "ffn_down.weight").T + bias("ffn_down.bias")
         out = moe_ffn(h, self.w(b + "ffn_gate_inp.weight"), self.w(b + "ffn_gate_exps.weight"),
                       self.w(b + "ffn_up_exps.weight"), self.w(b + "ffn_down_exps.weight"),
                       self.n_expert_used, MOE_NORM_W[self.arch])
@@ -625,9 +649,17 @@ class Model:
             out = out + gate[:, None] * shexp
         return out
 
-    def forward(self, tokens):
-        """Logits [len(tokens), n_vocab] (float64) for a fresh sequence at positions 0..n-1."""
+    def forward(self, tokens, n_ctx=None):
+        """Logits [len(tokens), n_vocab] (float64) for a fresh sequence at positions 0..n-1,
+        in a context of n_ctx positions (default len(tokens), as `sluice eval`), which picks
+        LongRoPE's factors."""
         tokens = np.asarray(tokens, dtype=np.int64)
+        if "rope_freqs.weight" in self.tensors:
+            self.rope_factors = self.w("rope_freqs.weight")
+        elif self.longrope:
+            name = ("rope_factors_long.weight" if (n_ctx or len(tokens)) > self.n_ctx_orig
+                    else "rope_factors_short.weight")
+            self.rope_factors = self.w(name) if name in self.tensors else None
         if tokens.ndim != 1 or len(tokens) == 0:
             raise ValueError("tokens: a non-empty 1-D sequence")
         if tokens.min() < 0 or tokens.max() >= self.n_vocab:
@@ -659,6 +691,8 @@ class Model:
         x = rms_norm(x, self.w("output_norm.weight"), self.eps)
         out = self.w("output.weight") if self.has("output.weight") else embd
         logits = x @ out.T
+        if self.has("output.bias"):  # qwen2
+            logits = logits + self.w("output.bias")
         if self.arch == "granite":
             logits = logits / self.logit_scale
         if self.arch == "gemma2" and self.final_softcap:

@@ -1,7 +1,8 @@
 """Manual cross-check: ref_forward.py against HF transformers' modeling code.
 
-usage: python ref_vs_hf.py MODEL.gguf HFARCH [MODEL.gguf HFARCH ...]
-       HFARCH: llama | mixtral | qwen3moe | olmoe | qwen2moe | gemma3 | gpt-oss
+usage: python ref_vs_hf.py MODEL.gguf HFARCH [MODEL.gguf HFARCH ...] [--sluice BIN]
+       HFARCH: llama | mixtral | qwen3 | qwen3moe | olmoe | qwen2moe | gemma3 | gpt-oss
+       (--sluice: `sluice eval` on each file against HF too)
        python ref_vs_hf.py --deepseek-v3 [OUTDIR] [--sluice BIN]   (exit 0 iff all hold)
        python ref_vs_hf.py --qwen3next [OUTDIR] [--sluice BIN]     (exit 0 iff all hold)
 
@@ -19,6 +20,10 @@ gpt-oss, measured 2026-11-24 (transformers 5.24, torch 2.15 CPU, mkmodel --arch 
 defaults: 2 layers, one sliding, sinks, biases, YaRN factor 32): 1.245e-07; with HF's own
 "truncate": false YaRN boundaries instead of llama.cpp's 1.2e-03, with gate and up swapped in
 gate_up_proj 6.6e-01.
+qwen3 (dense Qwen3ForCausalLM), measured 2026-11-28 (transformers 5.24, torch 2.15 CPU, mkmodel
+--arch qwen3 defaults): ref vs HF 1.25e-07, `sluice eval` vs HF 2.86e-07 (qwen3moe beside it:
+1.26e-07, 2.35e-07); with a deliberate error in the reference (NORM rope, no q/k norms, rope
+base 1e4) 3.9e-01, 1.4e-01, 1.4e-01.
 DeepSeek-V3 (--deepseek-v3) goes the other way, as a real checkpoint does: DeepseekV3ForCausalLM
 random-initialised from a tiny config (every weight random and float32-exact, norms 1 + noise,
 e_score_correction_bias non-zero; q_lora_rank 32 and none, kv_lora_rank 16, nope 16 / rope 8 /
@@ -89,6 +94,11 @@ def build(m, hfarch):
                                 norm_topk_prob=True, rope_parameters=rope,
                                 tie_word_embeddings=False, **common)
         model = tf.Qwen3MoeForCausalLM(cfg)
+    elif hfarch == "qwen3":  # dense Qwen3: per-head q/k norms, no biases, NEOX rope
+        F = m.w("blk.0.ffn_gate.weight").shape[0]
+        cfg = tf.Qwen3Config(intermediate_size=F, rope_parameters=rope,
+                             tie_word_embeddings=not m.has("output.weight"), **common)
+        model = tf.Qwen3ForCausalLM(cfg)
     elif hfarch == "olmoe":
         F = m.w("blk.0.ffn_gate_exps.weight").shape[1]
         cfg = tf.OlmoeConfig(intermediate_size=F, num_experts=m.n_expert,
@@ -567,21 +577,26 @@ def qwen3next(outdir, sluice=None):
     return 0 if ok else 1
 
 
+def pop_sluice(args):
+    """args without `--sluice BIN`, and BIN (None without it)."""
+    if "--sluice" not in args:
+        return args, None
+    i = args.index("--sluice")
+    return args[:i] + args[i + 2:], args[i + 1]
+
+
 def main():
     for flag, fn in (("--deepseek-v3", deepseek_v3), ("--qwen3next", qwen3next)):
         if sys.argv[1:2] != [flag]:
             continue
-        args, sluice = sys.argv[2:], None
-        if "--sluice" in args:
-            i = args.index("--sluice")
-            sluice = args[i + 1]
-            del args[i:i + 2]
+        args, sluice = pop_sluice(sys.argv[2:])
         if args:
             os.makedirs(args[0], exist_ok=True)
             return fn(args[0], sluice)
         with tempfile.TemporaryDirectory() as d:
             return fn(d, sluice)
-    for path, hfarch in zip(sys.argv[1::2], sys.argv[2::2]):
+    args, sluice = pop_sluice(sys.argv[1:])
+    for path, hfarch in zip(args[0::2], args[1::2]):
         m = rf.load(path)
         ref = m.forward(TOKENS)
         model = build(m, hfarch)
@@ -589,6 +604,8 @@ def main():
             out = model(torch.tensor([TOKENS])).logits[0].numpy()
         rel = (np.abs(out - ref).max(axis=1) / np.abs(ref).max(axis=1)).max()
         print(f"{hfarch:9s} {path}: max rel err ref vs HF = {rel:.3e}")
+        if sluice:
+            print(f"{'':9s} sluice eval vs HF = {rel_err(sluice_logits(sluice, path), out):.3e}")
 
 
 if __name__ == "__main__":

@@ -245,6 +245,7 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
     add(t, &n, p, T_NORM, "output_norm.weight", E, 0, 0);
     if (!p->tie_output && (!gemma || p->gemma_output))
         add(t, &n, p, T_MAT, "output.weight", E, V, 0);
+    if (p->extra) add(t, &n, p, T_NORM, p->extra, E, 0, 0);
 #undef NM
 
     sl_gguf_writer *w = NULL;

@@ -21,6 +21,7 @@ typedef struct tm_params {
     uint64_t seed;
     const char *omit;        /* tensor name to leave out, or NULL */
     const char *reshape;     /* tensor name whose ne[0] and ne[1] are swapped, or NULL */
+    const char *extra;       /* a tensor of this name added (F32 [n_embd]), or NULL */
     int tie_output;          /* leave output.weight out (tied to token_embd) */
     int gemma_output;        /* gemma3, gemma2: write an output.weight all the same */
     const char *ffn_act;     /* sluice.feed_forward_activation ("relu"), or NULL: none */

@@ -590,8 +590,8 @@ def numeric_flags():
         ("mkmodel", ["mkmodel", "-o", OUT], ["--layers", "--dim", "--ffn", "--experts",
                                              "--top-k", "--heads", "--kv-heads", "--vocab",
                                              "--ctx", "--shared-ffn", "--sliding-window",
-                                             "--router-topics", "--topic-run", "--seed", "-t",
-                                             "--threads"], "int"),
+                                             "--router-topics", "--topic-run", "--longrope",
+                                             "--seed", "-t", "--threads"], "int"),
         ("mkmodel", ["mkmodel", "-o", OUT], ["--router-skew", "--neuron-skew"], "float"),
         ("demo", ["demo"], ["-n", "--n-predict", "-t"], "int"),
         ("bench gguf", ["bench", "gguf"], ["--read-mib"], "int"),
@@ -839,7 +839,16 @@ def build_flags():
                           (["mkmodel", "-o", OUT, "--arch", "deepseek2", "--legacy-kv-b=1"],
                            ["--legacy-kv-b", "no value"]),
                           (["mkmodel", "-o", OUT, "--arch", "deepseek2", "--legacy-kv-b",
-                            "--legacy-kv-b"], ["--legacy-kv-b", "twice"])):
+                            "--legacy-kv-b"], ["--legacy-kv-b", "twice"]),
+                          # --biases: no value, not deepseek2's MLA; --longrope: the archs
+                          # that read LongRoPE, an original context of at least 2
+                          (["mkmodel", "-o", OUT, "--biases=1"], ["--biases", "no value"]),
+                          (["mkmodel", "-o", OUT, "--arch", "deepseek2", "--biases"],
+                           ["--biases", "deepseek2"]),
+                          (["mkmodel", "-o", OUT, "--arch", "qwen3", "--longrope", "64"],
+                           ["--longrope", "qwen3"]),
+                          (["mkmodel", "-o", OUT, "--arch", "phi3", "--longrope", "1"],
+                           ["--longrope 1", "[2, 2^24]"])):
         case("flags", argv, needles, rcs=(2,), name=f"mkmodel {' '.join(argv[3:])}")
     for argv in (["serve", "-m", M, "--port", "0", "--hotswap", "--hotswap"],
                  ["serve", "-m", M, "--port", "0", "--trace", OUT],

@@ -83,6 +83,12 @@ static void usage(FILE *f)
             "                    ReluLLaMA; recorded as sluice.feed_forward_activation)\n"
             "  --legacy-kv-b     deepseek2 only: the older layout llama.cpp still loads\n"
             "                    (blk.N.attn_kv_b, no attn_k_b / attn_v_b nor *_mla keys)\n"
+            "  --biases          every optional bias llama.cpp loads for the arch: q/k/v\n"
+            "                    (phi3: attn_qkv.bias), llama/granite/mixtral attn_output\n"
+            "                    and dense ffn_{gate,up,down}, qwen2 output.bias\n"
+            "  --longrope N      phi3, llama, granite: LongRoPE over an original context of N\n"
+            "                    tokens (rope_factors_long/short, rope.scaling.attn_factor\n"
+            "                    from --ctx / N; llama/granite: rope.scaling.type longrope)\n"
             "  --exact-quant     quantize every row with the reference quantizer; by default\n"
             "                    tensors in a block type with >= 2^20 weights and >= 512 rows\n"
             "                    are resampled from 256 exactly quantized rows (fast; every\n"
@@ -136,11 +142,12 @@ int sl_cli_mkmodel(int argc, char **argv)
         {"--sliding-window", offsetof(sl_synth_params, n_swa), false, 0},
         {"--router-topics", offsetof(sl_synth_params, router_topics), false, 0},
         {"--topic-run", offsetof(sl_synth_params, topic_run), false, 0},
+        {"--longrope", offsetof(sl_synth_params, longrope), false, 0},
     };
     const size_t n_uf = sizeof uf / sizeof uf[0];
     const char *arch_s = NULL, *type_s = NULL, *out = NULL, *act_s = NULL;
     bool skew_given = false, nskew_given = false, seed_given = false, exact = false;
-    bool legacy_kv_b = false;
+    bool legacy_kv_b = false, biases = false;
     double skew = 0, nskew = 0;
     uint64_t seed = 0, threads = 0;
     char seen[32][64]; /* the flags given so far, each once (by its first name) */
@@ -171,9 +178,11 @@ int sl_cli_mkmodel(int argc, char **argv)
             if (!strcmp(seen[k], canon)) return usage_error("%s given twice", name);
         if (n_seen < sizeof seen / sizeof *seen)
             snprintf(seen[n_seen++], sizeof *seen, "%s", canon);
-        if (!strcmp(name, "--exact-quant") || !strcmp(name, "--legacy-kv-b")) {
+        if (!strcmp(name, "--exact-quant") || !strcmp(name, "--legacy-kv-b") ||
+            !strcmp(name, "--biases")) {
             if (val) return usage_error("%s takes no value", name);
             if (!strcmp(name, "--exact-quant")) exact = true;
+            else if (!strcmp(name, "--biases")) biases = true;
             else legacy_kv_b = true;
             continue;
         }
@@ -280,6 +289,7 @@ int sl_cli_mkmodel(int argc, char **argv)
     if (seed_given) p.seed = seed;
     p.exact_quant = exact;
     p.legacy_kv_b = legacy_kv_b;
+    p.biases = biases;
     p.relu = act_s && !strcmp(act_s, "relu");
     if (sl_synth_validate(&p, &err) != SL_OK) return usage_error("%s", err.msg);
 

@@ -307,6 +307,17 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
                             "sliding-window layers (not %s)", p->n_swa,
                             sl_synth_arch_name(p->arch));
     }
+    if (p->biases && p->arch == SL_SYNTH_DEEPSEEK2)
+        return sl_error_set(err, SL_ERR_INVALID, "--biases: deepseek2 (MLA) has no optional "
+                            "biases");
+    if (p->longrope && p->arch != SL_SYNTH_PHI3 && p->arch != SL_SYNTH_LLAMA &&
+        p->arch != SL_SYNTH_GRANITE)
+        return sl_error_set(err, SL_ERR_INVALID, "--longrope %u: only phi3, llama and granite "
+                            "read LongRoPE factors (not %s)", p->longrope,
+                            sl_synth_arch_name(p->arch));
+    if (p->longrope && (p->longrope < 2 || p->longrope > (1u << 24)))
+        return sl_error_set(err, SL_ERR_RANGE, "--longrope %u: the original context length "
+                            "must be in [2, 2^24]", p->longrope);
     if (p->legacy_kv_b && p->arch != SL_SYNTH_DEEPSEEK2)
         return sl_error_set(err, SL_ERR_INVALID, "--legacy-kv-b: only deepseek2 has an "
                             "attn_kv_b layout (not %s)", sl_synth_arch_name(p->arch));
@@ -437,7 +448,7 @@ static void add_glu(sl__synth_tensor *t, uint32_t *n, uint32_t w, int64_t E, int
     }
 }
 
-enum { PLAN_PER_LAYER = 24, PLAN_FIXED = 4 };
+enum { PLAN_PER_LAYER = 24, PLAN_FIXED = 8 };
 /* qwen3next: full attention on every 4th layer (full_attention_interval), conv taps */
 enum { SL_SYNTH_QWEN3NEXT_FULL_ATTN = 4, SL_SYNTH_QWEN3NEXT_CONV = 4 };
 
@@ -493,6 +504,25 @@ static uint32_t plan_mla(const sl_synth_params *p, sl__synth_tensor *t, uint32_t
     return n;
 }
 
+/* Rotary dimensions the file declares (rope.dimension_count; phi3: 3/4 of a head, as
+ * Phi-4-mini's partial_rotary_factor 0.75). */
+static uint32_t n_rot_of(const sl_synth_params *p)
+{
+    const uint32_t head_dim = p->n_embd / p->n_head;
+    return p->arch == SL_SYNTH_PHI3 ? head_dim * 3 / 4 / 2 * 2 : head_dim;
+}
+
+/* --longrope: the global factor tensors (Phi3MiniModel.generate_extra_tensors) */
+static uint32_t plan_longrope(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
+{
+    if (!p->longrope) return n;
+    add(t, &n, SL__K_ROPE_LONG, SL_GGML_F32, n_rot_of(p) / 2, 0, 0, "rope_factors_long.weight",
+        0);
+    add(t, &n, SL__K_ROPE_SHORT, SL_GGML_F32, n_rot_of(p) / 2, 0, 0,
+        "rope_factors_short.weight", 0);
+    return n;
+}
+
 /* phi3's blocks after token_embd (llama_model_phi3::load_arch_tensors, fused layout as
  * Phi3MiniModel writes it: attn_qkv rows q | k | v, ffn_up rows gate | up). */
 static uint32_t plan_phi3(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
@@ -503,6 +533,7 @@ static uint32_t plan_phi3(const sl_synth_params *p, sl__synth_tensor *t, uint32_
     for (int i = 0; i < (int)p->n_layer; i++) {
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
         add(t, &n, SL__K_IN, w, E, E + 2 * KV, 0, "blk.%d.attn_qkv.weight", i);
+        if (p->biases) add(t, &n, SL__K_BIAS, f32, E + 2 * KV, 0, 0, "blk.%d.attn_qkv.bias", i);
         add(t, &n, SL__K_OUT, w, E, E, 0, "blk.%d.attn_output.weight", i);
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
         add(t, &n, SL__K_IN, w, E, 2 * F, 0, "blk.%d.ffn_up.weight", i);
@@ -510,7 +541,7 @@ static uint32_t plan_phi3(const sl_synth_params *p, sl__synth_tensor *t, uint32_
     }
     add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
     add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
-    return n;
+    return plan_longrope(p, t, n);
 }
 
 /* qwen3next's blocks after token_embd (llama_model_qwen3next::load_arch_tensors, the layout
@@ -568,7 +599,11 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
     const bool qwen2moe = p->arch == SL_SYNTH_QWEN2MOE;
     const bool gemma = p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GEMMA2;
     const bool oss = p->arch == SL_SYNTH_GPT_OSS;
-    const bool qkv_bias = qwen2moe || oss || p->arch == SL_SYNTH_QWEN2;
+    const bool qkv_bias = qwen2moe || oss || p->arch == SL_SYNTH_QWEN2 || p->biases;
+    /* llama's (and granite's) optional attn_output and dense FFN biases */
+    const bool llama_b = p->biases && (p->arch == SL_SYNTH_LLAMA ||
+                                       p->arch == SL_SYNTH_MIXTRAL ||
+                                       p->arch == SL_SYNTH_GRANITE);
     uint32_t n = 0;
     add(t, &n, SL__K_EMBD, w, E, V, 0, "token_embd.weight", 0);
     if (p->arch == SL_SYNTH_DEEPSEEK2) return plan_mla(p, t, n);
@@ -583,10 +618,9 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
         add(t, &n, SL__K_IN, w, E, KV, 0, "blk.%d.attn_v.weight", i);
         if (qkv_bias) add(t, &n, SL__K_BIAS, f32, KV, 0, 0, "blk.%d.attn_v.bias", i);
         add(t, &n, SL__K_OUT, w, Q, E, 0, "blk.%d.attn_output.weight", i);
-        if (oss) {
+        if (oss || llama_b)
             add(t, &n, SL__K_BIAS_OUT, f32, E, 0, 0, "blk.%d.attn_output.bias", i);
-            add(t, &n, SL__K_BIAS, f32, p->n_head, 0, 0, "blk.%d.attn_sinks.weight", i);
-        }
+        if (oss) add(t, &n, SL__K_BIAS, f32, p->n_head, 0, 0, "blk.%d.attn_sinks.weight", i);
         if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN3 ||
             p->arch == SL_SYNTH_GEMMA3) {
             add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_q_norm.weight", i);
@@ -601,6 +635,11 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
         if (!oss) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
         if (!moe) {
             add_glu(t, &n, w, E, F, 0, "", SL__NEURONS_FFN, i);
+            if (llama_b) {
+                add(t, &n, SL__K_BIAS, f32, F, 0, 0, "blk.%d.ffn_gate.bias", i);
+                add(t, &n, SL__K_BIAS, f32, F, 0, 0, "blk.%d.ffn_up.bias", i);
+                add(t, &n, SL__K_BIAS_OUT, f32, E, 0, 0, "blk.%d.ffn_down.bias", i);
+            }
         } else {
             add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
             add_glu(t, &n, wx, E, F, X, "_exps", SL__NEURONS_FFN, i);
@@ -621,7 +660,9 @@ static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
     add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
     /* Gemma ties the output projection to token_embd (llama.cpp duplicates it on load) */
     if (!gemma) add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
-    return n;
+    if (p->biases && p->arch == SL_SYNTH_QWEN2)
+        add(t, &n, SL__K_BIAS, f32, V, 0, 0, "output.bias", 0);
+    return plan_longrope(p, t, n);
 }
 
 /* ---- metadata ---------------------------------------------------------------------------- */
@@ -744,6 +785,16 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
         p->arch == SL_SYNTH_GRANITE)
         kv_arch_u32(c, "rope.dimension_count", head_dim);
     const bool qnext = p->arch == SL_SYNTH_QWEN3NEXT;
+    if (p->longrope) { /* Phi3MiniModel's attention factor for a context scaled ctx / N */
+        const double sc = (double)p->n_ctx / (double)p->longrope;
+        if (p->arch != SL_SYNTH_PHI3) {
+            char key[128];
+            snprintf(key, sizeof key, "%s.rope.scaling.type", c->arch);
+            kv_str(c, key, "longrope");
+        }
+        kv_arch_f32(c, "rope.scaling.attn_factor",
+                    sc > 1.0 ? (float)sqrt(1.0 + log(sc) / log((double)p->longrope)) : 1.0f);
+    }
     if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN2MOE ||
         p->arch == SL_SYNTH_GPT_OSS || qnext)
         kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
@@ -762,8 +813,11 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
         kv_arch_f32(c, "final_logit_softcapping", k_gemma2_softcap[1]);
     }
     if (p->arch == SL_SYNTH_PHI3) { /* Phi3MiniModel: Phi-4-mini's partial_rotary_factor 0.75 */
-        kv_arch_u32(c, "rope.dimension_count", head_dim * 3 / 4 / 2 * 2);
-        kv_arch_u32(c, "rope.scaling.original_context_length", p->n_ctx);
+        kv_arch_u32(c, "rope.dimension_count", n_rot_of(p));
+        kv_arch_u32(c, "rope.scaling.original_context_length",
+                    p->longrope ? p->longrope : p->n_ctx);
+    } else if (p->longrope) {
+        kv_arch_u32(c, "rope.scaling.original_context_length", p->longrope);
     }
     if (qnext) { /* Qwen3NextModel.set_gguf_parameters: partial_rotary_factor 0.25 */
         kv_arch_u32(c, "ssm.conv_kernel", SL_SYNTH_QWEN3NEXT_CONV);

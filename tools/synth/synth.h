@@ -84,6 +84,16 @@ typedef struct sl_synth_params {
     bool exact_quant;       /* --exact-quant: quantize every row (no pooled resampling) */
     bool relu;              /* --activation relu: a ReLU FFN (dense llama only), written as
                              * sluice.feed_forward_activation = "relu" (runtime/engine/arch.c) */
+    bool biases;            /* --biases: every optional bias llama.cpp loads and applies for
+                             * the arch (create_tensor_qkv's q/k/v biases, phi3's fused
+                             * attn_qkv.bias; llama, granite: attn_output and ffn_{gate,up,down}
+                             * biases; qwen2: output.bias); not deepseek2 (MLA), gpt-oss and
+                             * qwen2moe (theirs are always written) */
+    uint32_t longrope;      /* --longrope N: LongRoPE as Phi3MiniModel converts it (phi3; llama
+                             * and granite with rope.scaling.type "longrope"):
+                             * rope_factors_long / _short [n_rot / 2], original_context_length
+                             * N, rope.scaling.attn_factor sqrt(1 + ln(ctx / N) / ln N) when
+                             * --ctx > N (else 1); 0: none */
     uint64_t seed;          /* --seed */
     /* deepseek2 only (no flags; 0: derived from --dim/--heads with D = dim / heads: q_lora and
      * kv_lora dim / 2, nope D, rope D / 2, v D; leading dense layers 1 if --layers > 1;

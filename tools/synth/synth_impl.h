@@ -32,6 +32,8 @@ typedef enum sl__synth_kind {
     SL__K_DECAY,     /* F32 -exp(0.5 g): qwen3next's ssm_a (-exp(A_log), the state's decay) */
     SL__K_BIAS_OUT,  /* F32 biases added to the residual stream (attn_output, ffn_down_exps):
                       * entry 0 zero (MoE) */
+    SL__K_ROPE_LONG, /* LongRoPE factors, rising from 1 to ~5 over the pairs (F32) */
+    SL__K_ROPE_SHORT, /* LongRoPE factors near 1 (1 to ~1.2, F32) */
 } sl__synth_kind;
 
 /* Which neuron-skew table a tensor's rows follow (gate and up of one FFN share it). */

@@ -157,6 +157,13 @@ static void gen_values(const sl__synth_tensor *t, int64_t res, rng *r, double f,
     case SL__K_DECAY:
         for (int64_t j = 0; j < n; j++) out[j] = (float)-exp(0.5 * rng_gauss(r));
         break;
+    case SL__K_ROPE_LONG:
+    case SL__K_ROPE_SHORT: /* positive, as a frequency divisor must be */
+        for (int64_t j = 0; j < n; j++)
+            out[j] = (float)(t->k == SL__K_ROPE_LONG
+                                 ? 1.0 + 4.0 * (double)j / (double)n + 0.1 * fabs(rng_gauss(r))
+                                 : 1.0 + 0.2 * fabs(rng_gauss(r)) / 3.0);
+        break;
     case SL__K_ROUTER: {
         /* other dims: total logit noise std 1 given x[j] ~ N(0, 1/2) after RMSNorm */
         const double noise = sqrt(2.0 / (double)(n - 1));
