@@ -351,6 +351,9 @@ SL_API sl_status sl_ctx_eval_batch(sl_ctx *const *ctxs, const int32_t *const *to
  * and i >= first after sl_ctx_eval_tail). Valid until the next eval. NULL if unavailable. */
 SL_API const float *sl_ctx_logits(const sl_ctx *c, int64_t i);
 SL_API int32_t sl_ctx_n_past(const sl_ctx *c);
+/* The tokens one forward pass of c takes (n_batch, at most n_ctx): the most sl_ctx_eval_batch
+ * takes with c first; 0 for NULL. */
+SL_API int32_t sl_ctx_n_batch(const sl_ctx *c);
 /* The final hidden state (n_embd floats, after the output norm) of the i-th token of the last
  * eval (i = -1: the last one); needs the embeddings option. Valid until the next eval. NULL if
  * unavailable. */

@@ -958,6 +958,11 @@ int32_t sl_ctx_n_past(const sl_ctx *c)
     return c ? c->n_past : 0;
 }
 
+int32_t sl_ctx_n_batch(const sl_ctx *c)
+{
+    return c ? c->cap : 0;
+}
+
 sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err)
 {
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_rewind: NULL context");

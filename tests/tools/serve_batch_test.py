@@ -1,0 +1,93 @@
+"""Continuous batching in `sluice serve` (issue 30), over real HTTP against the real binary:
+8 concurrent streams on -np 8 run in fewer forward passes than half their tokens
+(llamacpp:n_decode_total), each stream's text equal to the same request run alone at
+temperature 0; llamacpp:n_busy_slots_per_decode says how many slots a pass served. On the CPU
+(dense and MoE) and on the sim device: the whole model on the device, experts on the host
+(experts-cpu), a layer split (-ngl 1).
+
+usage: serve_batch_test.py SLUICE_BINARY
+"""
+import json
+import os
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_test as st  # noqa: E402  (Server, mkmodel, metrics; argv[1] is the binary)
+
+expect = st.expect
+N_PRED = 24
+PROMPTS = ["Once upon a time", "In the beginning", "The old harbour", "Seven wizards",
+           "A quiet morning in", "Numbers: 1 2 3", "She opened the door and",
+           "Rain fell on the"]
+
+
+def body(prompt, stream):
+    # no prompt cache: every prompt is evaluated, so prompts batch beside each other too
+    return {"prompt": prompt, "n_predict": N_PRED, "temperature": 0, "ignore_eos": True,
+            "cache_prompt": False, "stream": stream}
+
+
+def solo(srv, prompt):
+    status, b = srv.json("POST", "/completion", body(prompt, False))
+    expect(status == 200, f"solo {prompt!r} -> 200 ({status} {str(b)[:200]})")
+    return b.get("content"), b.get("tokens_predicted")
+
+
+def stream(srv, prompt, out, i):
+    try:
+        status, _, ev = srv.sse("/completion", body(prompt, True))
+        out[i] = (status, "".join(json.loads(e)["content"] for e in ev if e != "[DONE]"))
+    except Exception as e:  # noqa: BLE001 - reported below
+        out[i] = (None, repr(e))
+
+
+def check(tmp, label, model, *flags):
+    srv = st.Server(tmp, model, "-np", 8, "-c", 128, *flags, name=label.replace(" ", "_"))
+    try:
+        refs = [solo(srv, p) for p in PROMPTS]
+        expect(all(n == N_PRED for _, n in refs), f"{label}: each solo run predicts {N_PRED}")
+        m0 = st.metrics(srv)[2]
+        out = [None] * len(PROMPTS)
+        threads = [threading.Thread(target=stream, args=(srv, p, out, i))
+                   for i, p in enumerate(PROMPTS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        m1 = st.metrics(srv)[2]
+        same = [o is not None and o[0] == 200 and o[1] == r[0] for o, r in zip(out, refs)]
+        expect(all(same), f"{label}: 8 concurrent streams each equal their solo run "
+               f"({sum(same)}/8; first miss {next((o for o, s in zip(out, same) if not s), '')!r:.200})")
+        passes = m1["llamacpp:n_decode_total"] - m0["llamacpp:n_decode_total"]
+        tokens = m1["llamacpp:tokens_predicted_total"] - m0["llamacpp:tokens_predicted_total"]
+        expect(tokens == 8 * N_PRED and passes < tokens / 2,
+               f"{label}: {tokens:.0f} tokens in {passes:.0f} forward passes (< tokens / 2)")
+        per = m1.get("llamacpp:n_busy_slots_per_decode", 0)
+        expect(per > 1, f"{label}: llamacpp:n_busy_slots_per_decode {per:.2f} > 1")
+        print(f"info {label}: {tokens:.0f} tokens, {passes:.0f} passes, "
+              f"{per:.2f} slots per pass overall", flush=True)
+    finally:
+        srv.stop()
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="sluice-serve-batch-", dir=os.environ.get("TEST_TMPDIR"))
+    dense = os.path.join(tmp, "llama.gguf")
+    moe = os.path.join(tmp, "qwen3moe.gguf")
+    st.mkmodel(dense, "--arch", "llama")
+    st.mkmodel(moe, "--arch", "qwen3moe")
+    check(tmp, "cpu llama", dense)
+    check(tmp, "cpu qwen3moe", moe)
+    check(tmp, "sim gpu", moe, "--device", "sim", "--placement", "gpu")
+    check(tmp, "sim experts-cpu", moe, "--device", "sim", "--placement", "experts-cpu")
+    check(tmp, "sim layer split", dense, "--device", "sim", "--placement", "layers", "-ngl", 1)
+    if st.FAILURES:
+        print(f"{len(st.FAILURES)} failed", flush=True)
+        sys.exit(1)
+    print("all passed", flush=True)
+
+
+if __name__ == "__main__":
+    main()
