@@ -577,6 +577,14 @@ done:
     if (!held) sl__serve_model_unhold(pool->s, pool->sm);
     pthread_mutex_lock(&j->mu);
     j->stop = j->error_status ? SL_STOP_NONE : stop;
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* The job's end, published once the pool's counters include it (a client that reads /metrics
+ * after its reply sees its tokens). */
+static void job_done(sl_serve_job *j)
+{
+    pthread_mutex_lock(&j->mu);
     j->n_ready = j->n_text;
     j->state = SL_JOB_DONE;
     pthread_cond_broadcast(&j->cv);
@@ -609,14 +617,7 @@ static void *worker(void *arg)
         j->state = SL_JOB_RUNNING;
         j->slot = sl->id;
         pthread_mutex_unlock(&j->mu);
-        if (skip) { /* the client left while the job waited */
-            pthread_mutex_lock(&j->mu);
-            j->state = SL_JOB_DONE;
-            pthread_cond_broadcast(&j->cv);
-            pthread_mutex_unlock(&j->mu);
-        } else {
-            run_job(sl, j);
-        }
+        if (!skip) run_job(sl, j); /* skip: the client left while the job waited */
         sl_ctx_stats stats = sl->stats;
         if (sl->ctx) sl_ctx_stats_get(sl->ctx, &stats);
         sl_model_info info;
@@ -642,6 +643,7 @@ static void *worker(void *arg)
         if (failed) pool->c.requests_failed++;
         else if (cancelled) pool->c.requests_cancelled++;
         else pool->c.requests_done++;
+        job_done(j);
         sl__serve_job_release(j);
     }
     pthread_mutex_unlock(&pool->mu);
