@@ -754,7 +754,7 @@ static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, siz
                            int64_t keep_from, int32_t *greedy, sl_error *err)
 {
     if (!tokens) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL tokens");
-    if ((uint64_t)c->n_past + n > (uint64_t)c->opt.n_ctx)
+    if (n > (uint64_t)(c->opt.n_ctx - c->n_past)) /* no overflow: n_past <= n_ctx */
         return sl_error_set(err, SL_ERR_RANGE,
                             "sl_ctx_eval: n_past %d + %zu tokens exceeds n_ctx %d", c->n_past, n,
                             c->opt.n_ctx);
@@ -838,7 +838,7 @@ static sl_status batch_step(sl_ctx *const *ctxs, const int32_t *const *tokens,
     for (size_t i = 0; i < k; i++) {
         sl_ctx *c = ctxs[i];
         const size_t n = n_tokens[i];
-        if ((uint64_t)c->n_past + n > (uint64_t)c->opt.n_ctx) {
+        if (n > (uint64_t)(c->opt.n_ctx - c->n_past)) {
             st = sl_error_set(err, SL_ERR_RANGE, "sl_ctx_eval_batch: sequence %zu: n_past %d + "
                               "%zu tokens exceeds n_ctx %d", i, c->n_past, n, c->opt.n_ctx);
             goto out;
@@ -912,12 +912,12 @@ sl_status sl_ctx_eval_batch(sl_ctx *const *ctxs, const int32_t *const *tokens,
             return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_batch: sequence %zu: a "
                                 "context of another model (%s) than sequence 0's (%s): one "
                                 "pass runs one model", i, ctxs[i]->m->path, lead->m->path);
+        /* total <= cap before the add: no wrap */
+        if (n_seqs > 1 && n_tokens[i] > (uint64_t)lead->cap - total)
+            return sl_error_set(err, SL_ERR_RANGE, "sl_ctx_eval_batch: %zu sequences of more "
+                                "than %d tokens exceed the first context's batch of %d tokens "
+                                "(n_batch, n_ctx)", n_seqs, lead->cap, lead->cap);
         total += n_tokens[i];
-        if (n_seqs > 1 && total > (uint64_t)lead->cap)
-            return sl_error_set(err, SL_ERR_RANGE, "sl_ctx_eval_batch: %zu sequences of %llu+ "
-                                "tokens exceed the first context's batch of %d tokens "
-                                "(n_batch, n_ctx)", n_seqs, (unsigned long long)total,
-                                lead->cap);
     }
     if (n_seqs > 1 && lead->rs)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "sl_ctx_eval_batch: %s: its recurrent layers "

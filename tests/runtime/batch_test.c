@@ -7,6 +7,7 @@
  * and MLA attention; and the refusals (contexts of two models, one context twice, more tokens
  * than the first context's batch, a full context, a bad token), after which no context moved. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +218,10 @@ static void check_refusals(const char *path)
         expect(sl_ctx_eval_batch(ab, ts, ns, 2, &e), SL_ERR_INVALID, &e, "no tokens");
         ns[0] = ns[1] = 3; /* 6 tokens, a's batch is 4 */
         expect(sl_ctx_eval_batch(ab, ts, ns, 2, &e), SL_ERR_RANGE, &e, "batch of 4");
+        ns[0] = 1; /* a count that would wrap the total */
+        ns[1] = SIZE_MAX;
+        expect(sl_ctx_eval_batch(ab, ts, ns, 2, &e), SL_ERR_RANGE, &e, "batch of 4");
+
         const int32_t *tb[2] = {t3, bad};
         ns[0] = ns[1] = 1;
         expect(sl_ctx_eval_batch(ab, tb, ns, 2, &e), SL_ERR_RANGE, &e, "n_vocab");
@@ -225,6 +230,8 @@ static void check_refusals(const char *path)
         /* b full: no context advances */
         const int32_t t7[7] = {1, 2, 3, 4, 5, 6, 7};
         CHECK(sl_ctx_eval(b, t7, 7, &e) == SL_OK);
+        const size_t huge[1] = {SIZE_MAX}; /* n_past 7 + it wraps */
+        expect(sl_ctx_eval_batch(&b, ts, huge, 1, &e), SL_ERR_RANGE, &e, "n_ctx 8");
         ns[1] = 2;
         expect(sl_ctx_eval_batch(ab, ts, ns, 2, &e), SL_ERR_RANGE, &e, "n_ctx 8");
         CHECK(sl_ctx_n_past(a) == 0 && sl_ctx_n_past(b) == 7);
