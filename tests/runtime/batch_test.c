@@ -3,9 +3,10 @@
  * alone with sl_ctx_eval — prompts of different lengths together, then decodes, a sequence
  * sitting a step out, another context leading the pass, an all_logits context beside last-row
  * ones, F16 and F32 caches — on the CPU and on the sim device's placements (device core,
- * layer split, experts on the host, the output on the device), for dense, MoE, sliding-window
- * and MLA attention; and the refusals (contexts of two models, one context twice, more tokens
- * than the first context's batch, a full context, a bad token), after which no context moved. */
+ * layer split, experts on the host, the output on the device, the fetching MoE scheduler), for
+ * dense, MoE, sliding-window and MLA attention; and the refusals (contexts of two models, one
+ * context twice, more tokens than the first context's batch, a count that would wrap, a full
+ * context, a bad token), after which no context moved. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,15 +34,20 @@ typedef struct placement {
     sl_placement pl;
     int gpu_layers;
     const char *ot;
+    const char *sched;       /* the contexts' MoE scheduler options, or NULL */
 } placement;
 
 static const placement k_places[] = {
-    {"cpu", SL_PLACE_CPU, 0, NULL},
-    {"sim gpu", SL_PLACE_GPU, 0, NULL},
-    {"sim layers 1", SL_PLACE_LAYERS, 1, NULL},
-    {"sim experts-cpu", SL_PLACE_EXPERTS_CPU, 0, NULL},
-    {"sim host layer 0, device output", SL_PLACE_AUTO, 0, "blk\\.0\\.=CPU,output=GPU"},
+    {"cpu", SL_PLACE_CPU, 0, NULL, NULL},
+    {"sim gpu", SL_PLACE_GPU, 0, NULL, NULL},
+    {"sim layers 1", SL_PLACE_LAYERS, 1, NULL, NULL},
+    {"sim experts-cpu", SL_PLACE_EXPERTS_CPU, 0, NULL, NULL},
+    {"sim host layer 0, device output", SL_PLACE_AUTO, 0, "blk\\.0\\.=CPU,output=GPU", NULL},
+    /* the fetching scheduler: host experts copied to the device and run there */
+    {"sim experts-cpu, sched mode=full", SL_PLACE_EXPERTS_CPU, 0, NULL, "mode=full"},
 };
+
+static const placement *g_place; /* the placement check_equal runs (its contexts' sched) */
 
 static sl_model *open_at(const char *path, const placement *p)
 {
@@ -67,6 +73,7 @@ static sl_ctx_options opts(int i, int n_batch)
     co.n_batch = n_batch;
     co.all_logits = i == 1;
     co.kv_f16 = i != 2;
+    co.sched = g_place ? g_place->sched : NULL;
     return co;
 }
 
@@ -152,6 +159,7 @@ static void check_equal(const char *label, const char *path, const placement *p)
 {
     sl_model *m = open_at(path, p);
     if (!m) return;
+    g_place = p;
     sl_model_info info;
     sl_model_info_get(m, &info);
     const int32_t V = info.n_vocab;
@@ -172,6 +180,13 @@ static void check_equal(const char *label, const char *path, const placement *p)
         batch_step(lab, ctx, one, 1, 2, V, &r, buf);        /* ... and catches up alone */
         batch_step(lab, ctx, rev, K, 3, V, &r, buf);        /* sequence 2 leads */
         batch_step(lab, ctx, all, K, 4, V, &r, buf);
+        if (p->sched && info.n_expert) { /* the fetching scheduler ran the experts */
+            sl_ctx_stats cs;
+            sl_ctx_stats_get(ctx[0], &cs);
+            CHECK_MSG(cs.expert_calls_gpu > 0 && cs.moe_mode && !strcmp(cs.moe_mode, "full"),
+                      "%s: mode %s, %llu device expert calls", lab, cs.moe_mode ? cs.moe_mode
+                      : "none", (unsigned long long)cs.expert_calls_gpu);
+        }
     }
     free(buf);
     for (int i = 0; i < K; i++) {
