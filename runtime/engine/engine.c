@@ -880,7 +880,7 @@ static sl_status batch_step(sl_ctx *const *ctxs, const int32_t *const *tokens,
         c->n_logits = seqs[i].n - seqs[i].out_from;
         c->logits_first = seqs[i].out_from;
         c->n_eval = seqs[i].n;
-        c->n_hidden = 0;
+        c->n_hidden = 0; /* a batched pass keeps no hidden states (sluice.h) */
         count_eval(c, n_tokens[i], dt);
     }
 out:
@@ -904,10 +904,6 @@ sl_status sl_ctx_eval_batch(sl_ctx *const *ctxs, const int32_t *const *tokens,
             return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_batch: sequence %zu: %s", i,
                                 !ctxs[i] ? "NULL context" : !tokens[i] ? "NULL tokens"
                                                                        : "no tokens");
-        if (n_seqs > 1 && ctxs[i]->opt.embeddings)
-            return sl_error_set(err, SL_ERR_UNSUPPORTED, "sl_ctx_eval_batch: sequence %zu: a "
-                                "context with the embeddings option evaluates alone "
-                                "(sl_ctx_eval)", i);
         if (ctxs[i]->m != lead->m)
             return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_batch: sequence %zu: a "
                                 "context of another model (%s) than sequence 0's (%s): one "

@@ -259,6 +259,20 @@ static void check_refusals(const char *path)
         sl_model_info info;
         sl_model_info_get(m, &info);
         CHECK(la && lb && !memcmp(la, lb, (size_t)info.n_vocab * sizeof *la));
+        /* contexts with the embeddings option batch too; a batched pass keeps no hidden states */
+        sl_ctx_options ce = co;
+        ce.embeddings = true;
+        sl_ctx *x = NULL, *y = NULL;
+        CHECK(sl_ctx_create(m, &ce, &x, &e) == SL_OK && sl_ctx_create(m, &ce, &y, &e) == SL_OK);
+        if (x && y) {
+            sl_ctx *xy[2] = {x, y};
+            ns[0] = ns[1] = 2;
+            expect(sl_ctx_eval_batch(xy, ts, ns, 2, &e), SL_OK, &e, "");
+            CHECK(sl_ctx_n_past(x) == 2 && sl_ctx_logits(x, -1) && !sl_ctx_embeddings(x, -1));
+            CHECK(sl_ctx_eval(y, t3, 1, &e) == SL_OK && sl_ctx_embeddings(y, -1));
+        }
+        sl_ctx_destroy(x);
+        sl_ctx_destroy(y);
     }
     sl_ctx_destroy(a);
     sl_ctx_destroy(b);
