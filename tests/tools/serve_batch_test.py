@@ -76,10 +76,13 @@ def main():
     tmp = tempfile.mkdtemp(prefix="sluice-serve-batch-", dir=os.environ.get("TEST_TMPDIR"))
     dense = os.path.join(tmp, "llama.gguf")
     moe = os.path.join(tmp, "qwen3moe.gguf")
-    st.mkmodel(dense, "--arch", "llama")
-    st.mkmodel(moe, "--arch", "qwen3moe")
+    # wide enough that a pass outlasts the spread of the 8 requests' arrival (a tiny model's
+    # sub-millisecond passes let the first streams run ahead before the last join)
+    st.mkmodel(dense, "--arch", "llama", "--dim", 256, "--ffn", 1024, "--layers", 4)
+    st.mkmodel(moe, "--arch", "qwen3moe", "--dim", 256, "--ffn", 256, "--layers", 4)
     check(tmp, "cpu llama", dense)
     check(tmp, "cpu qwen3moe", moe)
+    check(tmp, "cpu llama --embedding", dense, "--embedding")  # contexts keeping hidden states
     check(tmp, "sim gpu", moe, "--device", "sim", "--placement", "gpu")
     check(tmp, "sim experts-cpu", moe, "--device", "sim", "--placement", "experts-cpu")
     check(tmp, "sim layer split", dense, "--device", "sim", "--placement", "layers", "-ngl", 1)

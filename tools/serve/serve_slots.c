@@ -6,8 +6,8 @@
  *
  * Continuous batching (flat combining): a worker does not evaluate its step itself; it posts it
  * (its context and tokens: a prompt, or one token) and one of the posting workers becomes the
- * leader, waits a moment for the steps of the other workers inside a job (at most GATHER_MS:
- * they come as soon as they have sampled), and runs every posted step that fits in n_batch in
+ * leader, waits a moment for the steps of the other workers inside a job (about one pass at
+ * most: they come as soon as they have sampled), and runs every posted step that fits in n_batch in
  * one forward pass (sl_ctx_eval_batch; prompts join beside the decodes, a prompt longer than
  * n_batch runs alone, chunked). The others sleep until their step is done, then sample from
  * their own context's logits in their own thread. A step alone in its pass is sl_ctx_eval_sample
@@ -66,7 +66,9 @@ typedef struct qnode {
     struct qnode *next;
 } qnode;
 
-enum { GATHER_MS = 5 };         /* how long a leader waits for the active workers' steps */
+/* How long a leader waits for the active workers' steps: about one pass (a straggler left
+ * out waits that long for this pass, then runs its own), within these bounds. */
+static const double GATHER_MIN_S = 0.005, GATHER_MAX_S = 0.1;
 
 /* A worker's posted evaluation: ctx, tok[0, n); sampled by the pass (picked: next) when it ran
  * alone and the job needs no raw logits (smp set), else by the worker afterwards. The worker
@@ -106,6 +108,7 @@ struct sl_serve_pool {
     step **posted;
     int n_posted, n_active;
     bool leading;
+    double pass_s;              /* the passes' recent duration (a moving average; bmu) */
     /* the leader's arrays of a pass ([n_slots] each) */
     step **take;
     sl_ctx **ctxs;
@@ -270,9 +273,12 @@ static sl_status run_pass(sl_serve_pool *pool, step *const *steps, int k, sl_err
  * oldest ones that fit in one pass, and hands out the results. */
 static void lead(sl_serve_pool *pool)
 {
+    const double wait = pool->pass_s < GATHER_MIN_S   ? GATHER_MIN_S
+                        : pool->pass_s > GATHER_MAX_S ? GATHER_MAX_S
+                                                      : pool->pass_s;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += GATHER_MS * 1000000L;
+    until.tv_nsec += (long)(wait * 1e9);
     if (until.tv_nsec >= 1000000000L) {
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
@@ -296,7 +302,9 @@ static void lead(sl_serve_pool *pool)
     pool->n_posted = kept;
     pthread_mutex_unlock(&pool->bmu);
     sl_error err = {0};
+    const double t0 = sl_cli_now_s();
     sl_status st = run_pass(pool, take, k, &err);
+    const double dt = sl_cli_now_s() - t0;
     for (int i = 0; i < k; i++) {
         take[i]->st = st;
         take[i]->err = err;
@@ -307,6 +315,7 @@ static void lead(sl_serve_pool *pool)
         take[i]->st = run_pass(pool, &take[i], 1, &take[i]->err);
     }
     pthread_mutex_lock(&pool->bmu);
+    pool->pass_s = pool->pass_s ? 0.75 * pool->pass_s + 0.25 * dt : dt;
     for (int i = 0; i < k; i++) take[i]->done = true;
     pool->leading = false;
     pthread_cond_broadcast(&pool->bcv);
