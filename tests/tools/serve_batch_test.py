@@ -3,7 +3,7 @@
 (llamacpp:n_decode_total), each stream's text equal to the same request run alone at
 temperature 0; llamacpp:n_busy_slots_per_decode says how many slots a pass served. On the CPU
 (dense and MoE) and on the sim device: the whole model on the device, experts on the host
-(experts-cpu), a layer split (-ngl 1).
+(experts-cpu), a layer split (-ngl 1); qwen3next (recurrent layers) one step per pass.
 
 usage: serve_batch_test.py SLUICE_BINARY
 """
@@ -72,6 +72,30 @@ def check(tmp, label, model, *flags):
         srv.stop()
 
 
+def check_recurrent(tmp, model):
+    """qwen3next's recurrent layers keep one state per context: the engine refuses a pass of
+    several, and the server then runs one step per pass, each stream still its solo text."""
+    srv = st.Server(tmp, model, "-np", 8, "-c", 128, name="qwen3next")
+    try:
+        refs = [solo(srv, p) for p in PROMPTS[:4]]
+        m0 = st.metrics(srv)[2]
+        out = [None] * 4
+        threads = [threading.Thread(target=stream, args=(srv, p, out, i))
+                   for i, p in enumerate(PROMPTS[:4])]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        m1 = st.metrics(srv)[2]
+        same = [o is not None and o[0] == 200 and o[1] == r[0] for o, r in zip(out, refs)]
+        passes = m1["llamacpp:n_decode_total"] - m0["llamacpp:n_decode_total"]
+        expect(all(same), f"qwen3next: 4 concurrent streams each equal their solo run "
+               f"({sum(same)}/4)")
+        expect(passes >= 4 * N_PRED, f"qwen3next: one step per pass ({passes:.0f} passes)")
+    finally:
+        srv.stop()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="sluice-serve-batch-", dir=os.environ.get("TEST_TMPDIR"))
     dense = os.path.join(tmp, "llama.gguf")
@@ -86,6 +110,9 @@ def main():
     check(tmp, "sim gpu", moe, "--device", "sim", "--placement", "gpu")
     check(tmp, "sim experts-cpu", moe, "--device", "sim", "--placement", "experts-cpu")
     check(tmp, "sim layer split", dense, "--device", "sim", "--placement", "layers", "-ngl", 1)
+    qnext = os.path.join(tmp, "qwen3next.gguf")
+    st.mkmodel(qnext, "--arch", "qwen3next")
+    check_recurrent(tmp, qnext)
     if st.FAILURES:
         print(f"{len(st.FAILURES)} failed", flush=True)
         sys.exit(1)

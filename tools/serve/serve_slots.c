@@ -108,6 +108,8 @@ struct sl_serve_pool {
     step **posted;
     int n_posted, n_active;
     bool leading;
+    bool solo;                  /* the engine refused a pass of several (recurrent layers):
+                                 * one step per pass from then on */
     double pass_s;              /* the passes' recent duration (a moving average; bmu) */
     /* the leader's arrays of a pass ([n_slots] each) */
     step **take;
@@ -283,7 +285,7 @@ static void lead(sl_serve_pool *pool)
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    while (pool->n_posted < pool->n_active &&
+    while (!pool->solo && pool->n_posted < pool->n_active &&
            pthread_cond_timedwait(&pool->bcv, &pool->bmu, &until) == 0) {
     }
     step **take = pool->take;
@@ -292,7 +294,7 @@ static void lead(sl_serve_pool *pool)
     size_t total = 0;
     for (int i = 0; i < pool->n_posted; i++) {
         step *p = pool->posted[i];
-        if (!k || total + p->n <= cap) {
+        if (!k || (!pool->solo && total + p->n <= cap)) {
             take[k++] = p;
             total += p->n;
         } else {
@@ -309,7 +311,13 @@ static void lead(sl_serve_pool *pool)
         take[i]->st = st;
         take[i]->err = err;
     }
-    /* a failed pass of several: each step alone, so that only the bad one fails */
+    /* a failed pass of several: each step alone, so that only the bad one fails; a model
+     * whose passes cannot carry several sequences runs one step per pass from now on */
+    if (st == SL_ERR_UNSUPPORTED && k > 1) {
+        pthread_mutex_lock(&pool->bmu);
+        pool->solo = true;
+        pthread_mutex_unlock(&pool->bmu);
+    }
     for (int i = 0; st && k > 1 && i < k; i++) {
         take[i]->err = (sl_error){0};
         take[i]->st = run_pass(pool, &take[i], 1, &take[i]->err);
