@@ -43,20 +43,25 @@ def stream(srv, prompt, out, i):
         out[i] = (None, repr(e))
 
 
+def concurrent(srv, prompts):
+    """Streams the prompts at once; each (status, text) and the /metrics before and after."""
+    m0 = st.metrics(srv)[2]
+    out = [None] * len(prompts)
+    threads = [threading.Thread(target=stream, args=(srv, p, out, i))
+               for i, p in enumerate(prompts)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out, m0, st.metrics(srv)[2]
+
+
 def check(tmp, label, model, *flags):
     srv = st.Server(tmp, model, "-np", 8, "-c", 128, *flags, name=label.replace(" ", "_"))
     try:
         refs = [solo(srv, p) for p in PROMPTS]
         expect(all(n == N_PRED for _, n in refs), f"{label}: each solo run predicts {N_PRED}")
-        m0 = st.metrics(srv)[2]
-        out = [None] * len(PROMPTS)
-        threads = [threading.Thread(target=stream, args=(srv, p, out, i))
-                   for i, p in enumerate(PROMPTS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        m1 = st.metrics(srv)[2]
+        out, m0, m1 = concurrent(srv, PROMPTS)
         same = [o is not None and o[0] == 200 and o[1] == r[0] for o, r in zip(out, refs)]
         expect(all(same), f"{label}: 8 concurrent streams each equal their solo run "
                f"({sum(same)}/8; first miss {next((o for o, s in zip(out, same) if not s), '')!r:.200})")
@@ -78,15 +83,7 @@ def check_recurrent(tmp, model):
     srv = st.Server(tmp, model, "-np", 8, "-c", 128, name="qwen3next")
     try:
         refs = [solo(srv, p) for p in PROMPTS[:4]]
-        m0 = st.metrics(srv)[2]
-        out = [None] * 4
-        threads = [threading.Thread(target=stream, args=(srv, p, out, i))
-                   for i, p in enumerate(PROMPTS[:4])]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        m1 = st.metrics(srv)[2]
+        out, m0, m1 = concurrent(srv, PROMPTS[:4])
         same = [o is not None and o[0] == 200 and o[1] == r[0] for o, r in zip(out, refs)]
         passes = m1["llamacpp:n_decode_total"] - m0["llamacpp:n_decode_total"]
         expect(all(same), f"qwen3next: 4 concurrent streams each equal their solo run "
