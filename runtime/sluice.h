@@ -332,10 +332,29 @@ SL_API sl_status sl_ctx_eval_tail(sl_ctx *c, const int32_t *tokens, size_t n, si
  * An all_logits context computes only the last row's logits in this call. */
 SL_API sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, int32_t *token,
                                     sl_error *err);
+/* Evaluates tokens[i][0, n_tokens[i]) on ctxs[i], for the n_seqs contexts of one model, in one
+ * forward pass (continuous batching: several sequences' next tokens, or prompt chunks beside
+ * them): the weight matmuls run over all the rows at once, each row at its own context's
+ * position, in its own context's KV cache; afterwards each context is as sl_ctx_eval(ctxs[i],
+ * tokens[i], n_tokens[i]) leaves it (its n_past, its logits for sl_ctx_logits), with the same
+ * logits bit for bit on the CPU kernels (on a GPU within the GEMM's batch tolerance). The pass
+ * runs on ctxs[0]'s scratch, executors and MoE scheduler (its counters get the pass's work; each
+ * context's decode/prefill counters its own tokens and the pass's time). One sequence is
+ * sl_ctx_eval. SL_ERR_INVALID for NULL arguments, a sequence of no tokens, contexts of
+ * different models or one context twice; SL_ERR_RANGE when the tokens together exceed ctxs[0]'s
+ * n_batch or a context's n_ctx; SL_ERR_UNSUPPORTED for several sequences of a model with
+ * recurrent layers (qwen3next). On failure no context advances. Several sequences keep no
+ * hidden states (sl_ctx_embeddings: NULL until an eval of the context alone). None of the
+ * contexts may be used by another thread during the call. n_seqs 0: nothing. */
+SL_API sl_status sl_ctx_eval_batch(sl_ctx *const *ctxs, const int32_t *const *tokens,
+                                   const size_t *n_tokens, size_t n_seqs, sl_error *err);
 /* Logits of the i-th token of the last eval (i = -1: the last one; needs all_logits for others,
  * and i >= first after sl_ctx_eval_tail). Valid until the next eval. NULL if unavailable. */
 SL_API const float *sl_ctx_logits(const sl_ctx *c, int64_t i);
 SL_API int32_t sl_ctx_n_past(const sl_ctx *c);
+/* The tokens one forward pass of c takes (n_batch, at most n_ctx): the most sl_ctx_eval_batch
+ * takes with c first; 0 for NULL. */
+SL_API int32_t sl_ctx_n_batch(const sl_ctx *c);
 /* The final hidden state (n_embd floats, after the output norm) of the i-th token of the last
  * eval (i = -1: the last one); needs the embeddings option. Valid until the next eval. NULL if
  * unavailable. */

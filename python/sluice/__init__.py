@@ -20,7 +20,7 @@ import numpy as np
 from . import _lib
 
 __all__ = ["SluiceError", "NotResident", "Model", "Context", "Runtime", "footprint",
-           "PLACEMENTS", "RESIDENCY"]
+           "eval_batch", "PLACEMENTS", "RESIDENCY"]
 
 RESIDENCY = ("disk", "host", "device", "pinned")                           # sl_residency order
 _IO = ("direct", "pread", "mmap")
@@ -138,6 +138,29 @@ def footprint(path, **placement):
             "weight_bytes": fp.weight_bytes, "scratch_bytes": fp.scratch_bytes,
             "placement": _placements()[fp.placement], "n_gpu_layers": fp.n_gpu_layers,
             "n_cpu_moe": fp.n_cpu_moe}
+
+
+def eval_batch(contexts, tokens):
+    """Evaluates tokens[i] on contexts[i], for distinct contexts of one model, in one forward
+    pass (sl_ctx_eval_batch: continuous batching): each context is left as its own
+    eval(tokens[i]) would leave it, with the same logits (bit for bit on the CPU), the weight
+    matmuls running over all the rows at once. Together at most contexts[0].n_batch tokens."""
+    contexts, tokens = list(contexts), list(tokens)
+    if len(contexts) != len(tokens):
+        raise ValueError(f"eval_batch: {len(contexts)} contexts but {len(tokens)} token lists")
+    for c in contexts:
+        if not isinstance(c, Context):
+            raise TypeError(f"eval_batch: a Context, not {type(c).__name__}")
+    arrs = [_token_array(t, "eval_batch") for t in tokens]
+    k = len(contexts)
+    hs = (c_void_p * k)(*[c._live() for c in contexts])
+    ps = (POINTER(c_int32) * k)(*[a.ctypes.data_as(POINTER(c_int32)) for a in arrs])
+    ns = (c_size_t * k)(*[len(a) for a in arrs])
+    err = _lib.Error()
+    _check(lib().sl_ctx_eval_batch(hs, ps, ns, k, byref(err)), err)
+    for c, a in zip(contexts, arrs):
+        c._n_last = len(a)
+        c._first = 0
 
 
 class _Handle:
@@ -452,6 +475,11 @@ class Context(_Handle):
         self._n_last = len(t)
         self._first = 0
         return nxt.value
+
+    @property
+    def n_batch(self):
+        """Tokens one forward pass takes (n_batch, at most n_ctx): eval_batch's limit."""
+        return lib().sl_ctx_n_batch(self._live())
 
     def logits(self, i=-1):
         """Logits row i of the last eval (numpy float32 [n_vocab], a copy)."""

@@ -314,6 +314,40 @@ def test_lifetime_and_types(dense):
             expect(c.n_past == 3, "eval accepts any integer array")
 
 
+def test_eval_batch(dense):
+    """eval_batch (sl_ctx_eval_batch): three contexts in one pass, prompts then a decode each,
+    leave each context as its own eval would (the same logits bit for bit on the CPU, its
+    n_past); contexts of two models, one context twice, mismatched lists and non-contexts are
+    refused."""
+    prompts = [[1, 7, 42], [300, 5], [9, 9, 9, 9]]
+    with sluice.Model(dense, placement="cpu") as m, sluice.Model(dense, placement="cpu") as m2:
+        solo = []
+        for p in prompts:
+            with m.context(n_ctx=64) as c:
+                c.eval(p)
+                first = c.logits()
+                c.eval([11])
+                solo.append((first, c.logits()))
+        cs = [m.context(n_ctx=64) for _ in prompts]
+        sluice.eval_batch(cs, prompts)
+        same = all(np.array_equal(c.logits(), s[0]) for c, s in zip(cs, solo))
+        sluice.eval_batch(cs, [np.array([11], dtype=np.int32)] * 3)
+        same = same and all(np.array_equal(c.logits(), s[1]) for c, s in zip(cs, solo))
+        expect(same and [c.n_past for c in cs] == [4, 3, 5] and cs[0].n_batch == 64,
+               "eval_batch: each context's logits those of its own eval, bit for bit")
+        o = m2.context(n_ctx=64)
+        expect(raises(lambda: sluice.eval_batch([cs[0], o], [[1], [1]]), sluice.SluiceError,
+                      "another model") and
+               raises(lambda: sluice.eval_batch([cs[0], cs[0]], [[1], [1]]), sluice.SluiceError,
+                      "same context") and
+               raises(lambda: sluice.eval_batch(cs, [[1]]), ValueError, "token lists") and
+               raises(lambda: sluice.eval_batch([cs[0], "x"], [[1], [1]]), TypeError, "Context"),
+               "eval_batch refuses mixed models, a context twice, bad arguments")
+        expect([c.n_past for c in cs] == [4, 3, 5], "a refused batch moves no context")
+        for c in cs + [o]:
+            c.close()
+
+
 def test_exit_without_close(d, dense):
     """A program that ends without closing its Runtime leaves nothing in /dev/shm: the
     Runtime closes at interpreter exit (its shared floor goes with its last holder)."""
@@ -482,6 +516,7 @@ def main():
         f.write(" ".join(["the cat sat on the mat and the dog ran far away"] * 60))
     test_model(d, dense, moe, text)
     test_lifetime_and_types(dense)
+    test_eval_batch(dense)
     test_exit_without_close(d, dense)
     test_placement(d, moe)
     test_hot_cold(d, dense, text)

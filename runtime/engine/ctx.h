@@ -55,6 +55,17 @@ typedef struct sl__side {
     void *kv_k, *kv_v;          /* device side: [n_slots][n_ctx][n_kv * head_dim] (kv_slot) */
 } sl__side;
 
+/* One sequence of a forward pass (sl__forward_batch): rows [off, off + n) of the pass are
+ * context c's next n tokens, at positions c->n_past.., stored in and attending to c's own KV
+ * cache (host and device); the logits of its rows out_from..n-1 go to logits (NULL: none). The
+ * pass's other state (scratch, executors, MoE scheduler, stats) is the lead context's. */
+typedef struct sl__seq {
+    struct sl_ctx *c;
+    int64_t off, n;
+    float *logits;
+    int64_t out_from;
+} sl__seq;
+
 typedef struct sl__async_part {
     struct sl_ctx *c;
     int32_t layer;
@@ -114,6 +125,12 @@ struct sl_ctx {
     sl_status async_st;
     sl_error async_err;
     sl__rs *rs;                 /* the recurrent layers' state (traits.recurrent), else NULL */
+    /* the sequences of the pass in progress (forward.c; the lead's, NULL between passes) */
+    const sl__seq *seqs;
+    int32_t n_seqs;
+    /* a batched pass's host logits [batch_rows][n_vocab] before they go to each context */
+    float *batch_logits;
+    int64_t batch_rows;
 };
 
 /* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention
@@ -147,6 +164,13 @@ sl_status sl__ctx_dev_rebind(sl_ctx *c, sl_error *err);
  * c->hidden_out non-NULL: the output-normed hidden state of all n rows goes there too. */
 sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out,
                       int64_t out_from, int32_t *greedy, sl_error *err);
+/* The same pass over n_seqs sequences of distinct contexts of lead's model at once: tokens
+ * [n] is their tokens in order (seqs[i].off the running sum of the n before it, n <= lead's
+ * cap); each row is evaluated as its own context's sl__forward would (its position, its KV
+ * cache), the weight matmuls over all n rows together. lead->batch_logits holds at least the
+ * rows with logits (n_seqs > 1). No context's n_past is advanced. */
+sl_status sl__forward_batch(sl_ctx *lead, const sl__seq *seqs, int32_t n_seqs,
+                            const int32_t *tokens, int64_t n, sl_error *err);
 
 /* arch_qwen3next.c: the recurrent state of a context whose model has recurrent layers
  * (create/free: nothing for the others), the pass's bracket (begin: SL_ERR_UNSUPPORTED unless

@@ -613,6 +613,7 @@ void sl_ctx_destroy(sl_ctx *c)
     host_buf_free(c, c->logits);
     host_buf_free(c, c->hidden);
     host_buf_free(c, c->embd_rows);
+    free(c->batch_logits);
     free(c);
 }
 
@@ -660,6 +661,18 @@ sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int32_t expert, int64
     *active = s->active;
     *mag_sum = s->mag_sum;
     return SL_OK;
+}
+
+/* The token and time counters of an evaluation of n tokens that took dt seconds. */
+static void count_eval(sl_ctx *c, size_t n, double dt)
+{
+    if (n > 1) {
+        c->stats.prefill_tokens += n;
+        c->stats.prefill_seconds += dt;
+    } else {
+        c->stats.decode_tokens += 1;
+        c->stats.decode_seconds += dt;
+    }
 }
 
 static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, size_t n,
@@ -741,7 +754,7 @@ static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, siz
                            int64_t keep_from, int32_t *greedy, sl_error *err)
 {
     if (!tokens) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL tokens");
-    if ((uint64_t)c->n_past + n > (uint64_t)c->opt.n_ctx)
+    if (n > (uint64_t)(c->opt.n_ctx - c->n_past)) /* no overflow: n_past <= n_ctx */
         return sl_error_set(err, SL_ERR_RANGE,
                             "sl_ctx_eval: n_past %d + %zu tokens exceeds n_ctx %d", c->n_past, n,
                             c->opt.n_ctx);
@@ -801,15 +814,122 @@ static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, siz
     c->logits_first = from;
     c->n_eval = (int64_t)n;
     c->n_hidden = c->opt.embeddings ? (int64_t)n : 0;
-    const double dt = now_s() - t0;
-    if (n > 1) {
-        c->stats.prefill_tokens += n;
-        c->stats.prefill_seconds += dt;
-    } else {
-        c->stats.decode_tokens += 1;
-        c->stats.decode_seconds += dt;
-    }
+    count_eval(c, n, now_s() - t0);
     return SL_OK;
+}
+
+/* sl_ctx_eval_batch's pass, the model's swap gate held (epoch): every context's evaluation
+ * bracket and refresh, then one forward pass over all the sequences (sl__forward_batch). */
+static sl_status batch_step(sl_ctx *const *ctxs, const int32_t *const *tokens,
+                            const size_t *n_tokens, size_t k, int64_t total, uint64_t epoch,
+                            sl_error *err)
+{
+    sl_ctx *lead = ctxs[0];
+    const int64_t V = lead->m->hp.n_vocab;
+    sl__seq *seqs = malloc(k * sizeof *seqs);
+    int32_t *flat = malloc((size_t)total * sizeof *flat);
+    sl_status st = SL_OK;
+    size_t begun = 0;
+    if (!seqs || !flat) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "sl_ctx_eval_batch: out of memory");
+        goto out;
+    }
+    int64_t off = 0, rows = 0;
+    for (size_t i = 0; i < k; i++) {
+        sl_ctx *c = ctxs[i];
+        const size_t n = n_tokens[i];
+        if (n > (uint64_t)(c->opt.n_ctx - c->n_past)) {
+            st = sl_error_set(err, SL_ERR_RANGE, "sl_ctx_eval_batch: sequence %zu: n_past %d + "
+                              "%zu tokens exceeds n_ctx %d", i, c->n_past, n, c->opt.n_ctx);
+            goto out;
+        }
+        /* as eval_step: all_logits keeps every row, else the last */
+        const int64_t from = c->opt.all_logits ? 0 : (int64_t)n - 1, r = (int64_t)n - from;
+        if (r > c->logits_cap && (st = logits_alloc(c, r, err))) goto out;
+        c->n_logits = 0;
+        seqs[i] = (sl__seq){.c = c, .off = off, .n = (int64_t)n, .logits = c->logits,
+                            .out_from = from};
+        memcpy(flat + off, tokens[i], n * sizeof *flat);
+        off += (int64_t)n;
+        rows += r;
+    }
+    if (rows > lead->batch_rows) {
+        float *b = realloc(lead->batch_logits, (size_t)(rows * V) * sizeof *b);
+        if (!b) {
+            st = sl_error_set(err, SL_ERR_NOMEM, "sl_ctx_eval_batch: out of memory (%lld "
+                              "logits rows)", (long long)rows);
+            goto out;
+        }
+        lead->batch_logits = b;
+        lead->batch_rows = rows;
+    }
+    for (; begun < k; begun++) {
+        uint64_t res_epoch, layout_epoch;
+        if ((st = eval_begin(ctxs[begun], &res_epoch, &layout_epoch, err))) goto out;
+        if ((st = ctx_sync(ctxs[begun], epoch, res_epoch, layout_epoch, err))) {
+            begun++;
+            goto out;
+        }
+    }
+    const double t0 = now_s();
+    if ((st = sl__forward_batch(lead, seqs, (int32_t)k, flat, total, err))) goto out;
+    const double dt = now_s() - t0;
+    for (size_t i = 0; i < k; i++) {
+        sl_ctx *c = ctxs[i];
+        c->n_past += (int32_t)seqs[i].n;
+        c->n_logits = seqs[i].n - seqs[i].out_from;
+        c->logits_first = seqs[i].out_from;
+        c->n_eval = seqs[i].n;
+        c->n_hidden = 0; /* a batched pass keeps no hidden states (sluice.h) */
+        count_eval(c, n_tokens[i], dt);
+    }
+out:
+    for (size_t i = 0; i < begun; i++) eval_end(ctxs[i]);
+    free(seqs);
+    free(flat);
+    return st;
+}
+
+sl_status sl_ctx_eval_batch(sl_ctx *const *ctxs, const int32_t *const *tokens,
+                            const size_t *n_tokens, size_t n_seqs, sl_error *err)
+{
+    if (!n_seqs) return SL_OK;
+    if (!ctxs || !tokens || !n_tokens)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_batch: NULL %s",
+                            !ctxs ? "contexts" : !tokens ? "tokens" : "n_tokens");
+    sl_ctx *lead = ctxs[0];
+    uint64_t total = 0;
+    for (size_t i = 0; i < n_seqs; i++) {
+        if (!ctxs[i] || !tokens[i] || !n_tokens[i])
+            return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_batch: sequence %zu: %s", i,
+                                !ctxs[i] ? "NULL context" : !tokens[i] ? "NULL tokens"
+                                                                       : "no tokens");
+        if (ctxs[i]->m != lead->m)
+            return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_batch: sequence %zu: a "
+                                "context of another model (%s) than sequence 0's (%s): one "
+                                "pass runs one model", i, ctxs[i]->m->path, lead->m->path);
+        /* total <= cap before the add: no wrap */
+        if (n_seqs > 1 && n_tokens[i] > (uint64_t)lead->cap - total)
+            return sl_error_set(err, SL_ERR_RANGE, "sl_ctx_eval_batch: %zu sequences of more "
+                                "than %d tokens exceed the first context's batch of %d tokens "
+                                "(n_batch, n_ctx)", n_seqs, lead->cap, lead->cap);
+        total += n_tokens[i];
+    }
+    if (n_seqs > 1 && lead->rs)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "sl_ctx_eval_batch: %s: its recurrent layers "
+                            "keep one state per context, which a pass of several sequences does "
+                            "not carry yet: evaluate each context alone", lead->m->path);
+    for (size_t i = 1; i < n_seqs; i++)
+        for (size_t j = 0; j < i; j++)
+            if (ctxs[i] == ctxs[j])
+                return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_batch: sequences %zu and "
+                                    "%zu name the same context (one sequence per context)", j,
+                                    i);
+    if (n_seqs == 1) return sl_ctx_eval(lead, tokens[0], n_tokens[0], err);
+    const uint64_t epoch = sl_swap_step_begin(&lead->m->gate);
+    const sl_status st = batch_step(ctxs, tokens, n_tokens, n_seqs, (int64_t)total, epoch, err);
+    sl_swap_step_end(&lead->m->gate);
+    return st;
 }
 
 const float *sl_ctx_logits(const sl_ctx *c, int64_t i)
@@ -832,6 +952,11 @@ const float *sl_ctx_embeddings(const sl_ctx *c, int64_t i)
 int32_t sl_ctx_n_past(const sl_ctx *c)
 {
     return c ? c->n_past : 0;
+}
+
+int32_t sl_ctx_n_batch(const sl_ctx *c)
+{
+    return c ? c->cap : 0;
 }
 
 sl_status sl_ctx_rewind(sl_ctx *c, int32_t n_past, sl_error *err)

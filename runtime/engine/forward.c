@@ -34,11 +34,16 @@
  * the part there (the context's MoE scheduler on the host, the device executor on the device),
  * and copying the sum back. Logits are computed where the output matrix is.
  *
+ * Sequences: a pass carries one or more (ctx.h sl__seq, sl__forward_batch: the server's slots
+ * decoding together): every step is per row or a matmul over all rows, but for the positions,
+ * the KV store and the attention, which each sequence does in its own context's cache, and the
+ * logits, which go to each sequence's context.
+ *
  * Batch invariance: matvec columns are bit-identical to single-token calls, norms/rope/
  * attention are per token, and the MoE scheduler is batch-invariant (moe.h), so on the CPU
- * kernels a token's logits do not depend on how a prompt is chunked — prefill equals a run of
- * decodes bit for bit (the engine test checks it with a tolerance anyway, to allow kernels
- * that block, like the GPU GEMM).
+ * kernels a token's logits do not depend on how a prompt is chunked, nor on the other
+ * sequences of its pass — prefill equals a run of decodes bit for bit (the engine test
+ * checks it with a tolerance anyway, to allow kernels that block, like the GPU GEMM).
  */
 #include <math.h>
 #include <stdio.h>
@@ -47,13 +52,51 @@
 #include "kernels/ref/quant.h"
 #include "runtime/engine/ctx.h"
 
-/* Layer il's K or V cache on side s ([n_ctx][n_kv * head_dim] entries). */
-static void *kv_base(const sl_ctx *c, const sl__side *s, int32_t il, bool v)
+/* Layer il's K or V cache of context c on the host or its device side ([n_ctx][n_kv *
+ * head_dim] entries). */
+static void *kv_base(const sl_ctx *c, bool host, int32_t il, bool v)
 {
-    if (s == &c->host) return sl__kv_layer(&c->kv, v, il);
+    if (host) return sl__kv_layer(&c->kv, v, il);
     const size_t per = (size_t)c->kv.n_ctx * (size_t)c->kv.n_kv * (size_t)c->kv.head_dim *
                        c->kv.elt;
-    return (uint8_t *)(v && !c->kv.k_only ? s->kv_v : s->kv_k) + (size_t)c->kv_slot[il] * per;
+    return (uint8_t *)(v && !c->kv.k_only ? c->dev.kv_v : c->dev.kv_k) +
+           (size_t)c->kv_slot[il] * per;
+}
+
+/* Stores each sequence's rows [n][row] of src (k or v) in its own context's cache of layer il
+ * (K, or V with v) on side s. */
+static sl_status kv_store_seqs(const sl_ctx *c, const sl__side *s, int32_t il, bool v,
+                               int64_t row, const float *src, sl_error *err)
+{
+    for (int32_t i = 0; i < c->n_seqs; i++) {
+        const sl__seq *q = &c->seqs[i];
+        void *cache = kv_base(q->c, s == &c->host, il, v);
+        const sl_status st = s->dx->vt->kv_store(s->dx, cache, q->c->kv.type == SL_KV_F16, row,
+                                                 s->pos + q->off, q->n, src + q->off * row,
+                                                 err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
+/* Each sequence's queries [n][n_head * head_dim] attend to its own context's cache of layer
+ * il (values in V, or in K with k_only) on side s, into out (same layout). */
+static sl_status attn_seqs(const sl_ctx *c, const sl__side *s, int32_t il, const float *q,
+                           sl_attn_params ap, float *out, sl_error *err)
+{
+    const int64_t row = (int64_t)ap.n_head * ap.head_dim;
+    for (int32_t i = 0; i < c->n_seqs; i++) {
+        const sl__seq *sq = &c->seqs[i];
+        const bool host = s == &c->host;
+        ap.kv_type = sq->c->kv.type;
+        const sl_status st = s->dx->vt->attn(s->dx, q + sq->off * row,
+                                             kv_base(sq->c, host, il, false),
+                                             kv_base(sq->c, host, il, true), &ap,
+                                             c->host.pos + sq->off, sq->n, out + sq->off * row,
+                                             err);
+        if (st) return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
+    }
+    return SL_OK;
 }
 
 static sl_status copy(sl_ctx *c, void *dst, const void *src, uint64_t bytes, sl_copy_kind kind,
@@ -372,22 +415,26 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
     /* per-head q/k norm, rope and the KV store: one step */
     sl_rope_params rope = L->rope;
     rope.freq_factors = s->rope_freqs;
-    void *kc = kv_base(c, s, il, false), *vc = kv_base(c, s, il, true);
-    const bool head_norm = m->tr->qk_norm == SL__QK_NORM_HEAD;
-    const sl__dx_qkv qa = {.q = s->q, .k = s->k, .v = s->v, .n = n, .n_head = hp->n_head,
-                           .n_head_kv = hp->n_head_kv, .head_dim = (int32_t)D,
-                           .q_norm = head_norm ? L->q_norm->data : NULL,
-                           .k_norm = head_norm ? L->k_norm->data : NULL, .eps = eps,
-                           .pos = s->pos, .rope = &rope, .kc = kc, .vc = vc,
-                           .f16 = c->kv.type == SL_KV_F16};
-    if ((st = vt->qk_rope_store(dx, &qa, err))) return st;
+    const bool head_norm = m->tr->qk_norm == SL__QK_NORM_HEAD, host = s == &c->host;
+    for (int32_t i = 0; i < c->n_seqs; i++) { /* each sequence into its own context's cache */
+        const sl__seq *sq = &c->seqs[i];
+        const sl__dx_qkv qa = {.q = s->q + sq->off * Q, .k = s->k + sq->off * KV,
+                               .v = s->v + sq->off * KV, .n = sq->n, .n_head = hp->n_head,
+                               .n_head_kv = hp->n_head_kv, .head_dim = (int32_t)D,
+                               .q_norm = head_norm ? L->q_norm->data : NULL,
+                               .k_norm = head_norm ? L->k_norm->data : NULL, .eps = eps,
+                               .pos = s->pos + sq->off, .rope = &rope,
+                               .kc = kv_base(sq->c, host, il, false),
+                               .vc = kv_base(sq->c, host, il, true),
+                               .f16 = sq->c->kv.type == SL_KV_F16};
+        if ((st = vt->qk_rope_store(dx, &qa, err))) return st;
+    }
     const sl_attn_params ap = {.n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
                                .head_dim = hp->head_dim, .n_pos = 1, .scale = hp->attn_scale,
                                .window = L->swa ? hp->n_swa : 0, .kv_type = c->kv.type,
                                .softcap = hp->attn_softcap,
                                .sinks = L->sinks ? L->sinks->data : NULL};
-    if ((st = vt->attn(dx, s->q, kc, vc, &ap, c->host.pos, n, s->att, err)))
-        return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
+    if ((st = attn_seqs(c, s, il, s->q, ap, s->att, err))) return st;
     return L->attn_gated ? sl__qwen3next_att_gate(c, s, n, err) : SL_OK;
 }
 
@@ -463,17 +510,14 @@ static sl_status attn_mla(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
     if ((st = vt->rope(dx, s->k + C, n, 1, (int32_t)Dl, s->pos, &rope, err)) ||
         (st = vt->rope(dx, s->att + nope, n, (int32_t)H, (int32_t)Dk, s->pos, &rope, err)))
         return st;
-    void *kc = kv_base(c, s, il, false);
-    if ((st = vt->kv_store(dx, kc, c->kv.type == SL_KV_F16, Dl, s->pos, n, s->k, err)))
-        return st;
+    if ((st = kv_store_seqs(c, s, il, false, Dl, s->k, err))) return st;
     /* the attention query [n][H][Dl] in q: absorbed nope part, then the roped part */
     if ((st = mm_heads(s, L->wk_b, s->att, H * Dk, Dk, s->q, H * Dl, Dl, n, err)) ||
         (st = vt->copy2d(dx, s->q + C, Dl, s->att + nope, Dk, n * H, R, err)))
         return st;
     const sl_attn_params ap = {.n_head = (int32_t)H, .n_kv_head = 1, .head_dim = (int32_t)Dl,
                                .n_pos = 1, .scale = hp->attn_scale, .kv_type = c->kv.type};
-    if ((st = vt->attn(dx, s->q, kc, kc, &ap, c->host.pos, n, s->att, err)))
-        return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
+    if ((st = attn_seqs(c, s, il, s->q, ap, s->att, err))) return st; /* k_only: V reads K */
     /* each head's latent result [C] -> its value head [Dv]: [n][H][Dv] in q */
     return mm_heads(s, L->wv_b, s->att, H * Dl, Dl, s->q, H * Dv, Dv, n, err);
 }
@@ -582,40 +626,75 @@ static sl_status keep_hidden(sl_ctx *c, const sl__side *s, int64_t n, sl_error *
     return (st = copy(c, c->hidden_out, s->xn, bytes, SL_COPY_D2H, err)) ? st : sync_dev(c, err);
 }
 
-static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, float *logits_out,
-                        int64_t first, int32_t *greedy, sl_error *err)
+/* Copies logits rows [r, r + nr) of the pass's output rows (the sequences' rows with logits,
+ * in order) from src (side s's memory) into their sequences' logits. */
+static sl_status logits_scatter(sl_ctx *c, const sl__side *s, const float *src, int64_t r,
+                                int64_t nr, sl_error *err)
+{
+    const int64_t V = c->m->hp.n_vocab;
+    int64_t at = 0; /* the output row of the sequence's first row with logits */
+    for (int32_t i = 0; i < c->n_seqs; i++) {
+        const sl__seq *q = &c->seqs[i];
+        if (!q->logits) continue;
+        const int64_t cnt = q->n - q->out_from;
+        const int64_t lo = at > r ? at : r, hi = at + cnt < r + nr ? at + cnt : r + nr;
+        if (lo < hi) {
+            const uint64_t bytes = (uint64_t)((hi - lo) * V) * sizeof(float);
+            float *dst = q->logits + (lo - at) * V;
+            const float *from = src + (lo - r) * V;
+            if (s != &c->host) {
+                sl_status st = copy(c, dst, from, bytes, SL_COPY_D2H, err);
+                if (st) return st;
+            } else if (dst != from) {
+                memcpy(dst, from, (size_t)bytes);
+            }
+        }
+        at += cnt;
+    }
+    return SL_OK;
+}
+
+/* The logits of the sequences' rows out_from..n-1: those rows of x normalised into xn, in
+ * order, then the output matrix over them (on the host into the one sequence's logits, or
+ * into batch_logits first when there are several). */
+static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, bool logits, int32_t *greedy,
+                        sl_error *err)
 {
     const sl_model *m = c->m;
     const int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
-    const int64_t rows = n - first;
     const sl__side *s = (m->output->residency & SL_RES_DEVICE) && c->dev.dx ? &c->dev : &c->host;
     sl_status st = move_x(c, &at, s, n, err);
     if (st) return st;
     if (c->hidden_out && (st = keep_hidden(c, s, n, err))) return st;
-    if (!logits_out) return s == &c->host ? SL_OK : sync_dev(c, err);
+    if (!logits) return s == &c->host ? SL_OK : sync_dev(c, err);
     const sl__dx_vt *vt = s->dx->vt;
-    if (s == &c->host) {
-        if ((st = vt->rms_norm(s->dx, s->x + first * E, m->output_norm->data, s->xn, rows, E,
-                               m->hp.rms_eps, err)) ||
-            (st = vt->mm(s->dx, m->output, s->xn, rows, logits_out, err)) ||
-            (m->output_b &&
-             (st = vt->add_rows(s->dx, logits_out, m->output_b->data, rows, V, err))))
+    int64_t rows = 0;
+    for (int32_t i = 0; i < c->n_seqs; i++) {
+        const sl__seq *q = &c->seqs[i];
+        if (!q->logits) continue;
+        const int64_t cnt = q->n - q->out_from;
+        if ((st = vt->rms_norm(s->dx, s->x + (q->off + q->out_from) * E, m->output_norm->data,
+                               s->xn + rows * E, cnt, E, m->hp.rms_eps, err)))
             return st;
-        return greedy ? pick(c, s, logits_out, greedy, err) : SL_OK;
+        rows += cnt;
+    }
+    if (s == &c->host) {
+        float *y = c->n_seqs == 1 ? c->seqs[0].logits : c->batch_logits;
+        if ((st = vt->mm(s->dx, m->output, s->xn, rows, y, err)) ||
+            (m->output_b && (st = vt->add_rows(s->dx, y, m->output_b->data, rows, V, err))))
+            return st;
+        if (greedy) return pick(c, s, y, greedy, err);
+        return logits_scatter(c, s, y, 0, rows, err);
     }
     /* device: in groups of logits_rows rows through the device logits buffer */
     for (int64_t r = 0; r < rows; r += c->dev_logits_rows) {
         const int64_t nr = rows - r < c->dev_logits_rows ? rows - r : c->dev_logits_rows;
-        if ((st = vt->rms_norm(s->dx, s->x + (first + r) * E, m->output_norm->data, s->xn, nr, E,
-                               m->hp.rms_eps, err)) ||
-            (st = vt->mm(s->dx, m->output, s->xn, nr, c->dev_logits, err)) ||
+        if ((st = vt->mm(s->dx, m->output, s->xn + r * E, nr, c->dev_logits, err)) ||
             (m->output_b &&
              (st = vt->add_rows(s->dx, c->dev_logits, m->output_b->data, nr, V, err))))
             return st;
         if (greedy) return pick(c, s, c->dev_logits + (nr - 1) * V, greedy, err);
-        if ((st = copy(c, logits_out + r * V, c->dev_logits, (uint64_t)(nr * V) * sizeof(float),
-                       SL_COPY_D2H, err)))
-            return st;
+        if ((st = logits_scatter(c, s, c->dev_logits, r, nr, err))) return st;
     }
     return sync_dev(c, err);
 }
@@ -634,8 +713,8 @@ static void logits_finish(const sl__hparams *hp, float *logits, int64_t count)
     }
 }
 
-static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out,
-                             int64_t out_from, int32_t *greedy, sl_error *err)
+static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, int32_t *greedy,
+                             sl_error *err)
 {
     const sl_model *m = c->m;
     const sl__hparams *hp = &m->hp;
@@ -647,11 +726,13 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, float 
     const sl_weight *te = m->tok_embd;
     const size_t rb = sl_quant_row_bytes(te->type, E);
     const bool te_dev = te->residency & SL_RES_DEVICE;
+    for (int32_t i = 0; i < c->n_seqs; i++) /* each row at its own context's position */
+        for (int64_t t = 0; t < c->seqs[i].n; t++)
+            h->pos[c->seqs[i].off + t] = c->seqs[i].c->n_past + (int32_t)t;
     for (int64_t t = 0; t < n; t++) {
         if (tokens[t] < 0 || tokens[t] >= hp->n_vocab)
             return sl_error_set(err, SL_ERR_RANGE, "token %lld of the batch: id %d outside "
                                 "[0, n_vocab %d)", (long long)t, tokens[t], hp->n_vocab);
-        h->pos[t] = c->n_past + (int32_t)t;
         if (te_dev &&
             (st = copy(c, c->embd_rows + (size_t)t * rb,
                        (const uint8_t *)te->data + (size_t)tokens[t] * rb, rb, SL_COPY_D2H, err)))
@@ -682,11 +763,15 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, float 
             c->stats.dev_layers++;
         }
     }
-    if (logits_out || c->hidden_out) {
-        st = output(c, at, n, logits_out, out_from, greedy, err);
+    bool any = false;
+    for (int32_t i = 0; i < c->n_seqs; i++) any |= c->seqs[i].logits != NULL;
+    if (any || c->hidden_out) {
+        st = output(c, at, n, any, greedy, err);
         /* monotone, so a greedy pick made before it stands */
-        if (!st && !greedy && logits_out)
-            logits_finish(hp, logits_out, (n - out_from) * hp->n_vocab);
+        for (int32_t i = 0; !st && !greedy && i < c->n_seqs; i++)
+            if (c->seqs[i].logits)
+                logits_finish(hp, c->seqs[i].logits,
+                              (c->seqs[i].n - c->seqs[i].out_from) * hp->n_vocab);
     } else if (c->dev.dx) {
         st = sync_dev(c, err);
     }
@@ -698,16 +783,20 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, float 
  * the device's counters around it, less the sim executor's drains (a GPU kernel waits on its
  * stream, not the host), plus the device executor's steps (kernels enqueued past the device
  * interface). */
-sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out,
-                      int64_t out_from, int32_t *greedy, sl_error *err)
+static sl_status forward_seqs(sl_ctx *c, const sl__seq *seqs, int32_t n_seqs,
+                              const int32_t *tokens, int64_t n, int32_t *greedy, sl_error *err)
 {
     sl_device_counters d0 = {0}, d1 = {0};
     const sl__dx *dx = c->dev.dx;
     const uint64_t steps0 = dx ? dx->steps : 0, drains0 = dx ? dx->drains : 0;
     if (c->m->dev) sl_device_counters_get(c->m->dev, &d0);
     c->async_st = SL_OK;
+    c->seqs = seqs;
+    c->n_seqs = n_seqs;
     sl_status st = sl__rs_begin(c, err);
-    if (!st) st = forward_run(c, tokens, n, logits_out, out_from, greedy, err);
+    if (!st) st = forward_run(c, tokens, n, greedy, err);
+    c->seqs = NULL;
+    c->n_seqs = 0;
     /* a stream-ordered host part failed (the pass has synchronised: it ends with a sync) */
     if (!st && c->async_st) st = sl_error_set(err, c->async_st, "%s", c->async_err.msg);
     sl__rs_end(c, n, !st);
@@ -718,4 +807,17 @@ sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits
         c->stats.dev_calls += d1.calls - d0.calls - drains + (dx ? dx->steps - steps0 : 0);
     }
     return st;
+}
+
+sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits_out,
+                      int64_t out_from, int32_t *greedy, sl_error *err)
+{
+    const sl__seq one = {.c = c, .off = 0, .n = n, .logits = logits_out, .out_from = out_from};
+    return forward_seqs(c, &one, 1, tokens, n, greedy, err);
+}
+
+sl_status sl__forward_batch(sl_ctx *lead, const sl__seq *seqs, int32_t n_seqs,
+                            const int32_t *tokens, int64_t n, sl_error *err)
+{
+    return forward_seqs(lead, seqs, n_seqs, tokens, n, NULL, err);
 }

@@ -18,7 +18,8 @@
  *
  * Threads: libmicrohttpd runs one thread per connection; it parses the request, submits a job
  * and waits on the job (or streams from it). Each slot's worker thread owns its context: no
- * other thread touches it. A job is shared by its connection and its worker through a
+ * other thread touches it, but the batcher's leader, which runs it in a pass while the owner
+ * waits for its step (serve_slots.c). A job is shared by its connection and its worker through a
  * reference count; everything that changes after submission is guarded by the job's mutex.
  *
  * Invariants (checked by sl__serve_job_validate):
@@ -158,6 +159,7 @@ typedef struct sl_serve_counters {
     uint64_t prompt_tokens, predicted_tokens, n_decode, requests_done, requests_cancelled,
         requests_failed;
     uint64_t decoded;           /* one-token decode evaluations */
+    uint64_t busy_slots;        /* the steps of the n_decode passes (slots served per pass) */
     double prompt_s, predicted_s;
     int busy, queued;
     sl_ctx_stats engine;        /* summed over the slots, as of each one's last job */

@@ -24,6 +24,7 @@ static void add_counters(sl_serve_counters *a, const sl_serve_counters *b)
     a->prompt_tokens += b->prompt_tokens;
     a->predicted_tokens += b->predicted_tokens;
     a->n_decode += b->n_decode;
+    a->busy_slots += b->busy_slots;
     a->requests_done += b->requests_done;
     a->requests_cancelled += b->requests_cancelled;
     a->requests_failed += b->requests_failed;
@@ -91,8 +92,11 @@ void sl__serve_metrics(sl_serve *s, sl_serve_reply *r)
            "Number of generation tokens processed.", (double)c.predicted_tokens);
     metric(f, "llamacpp:tokens_predicted_seconds_total", "counter",
            "Predict process time (decode evaluations).", c.predicted_s);
-    metric(f, "llamacpp:n_decode_total", "counter", "Total number of evaluations (prefills "
-           "and one-token decodes).", (double)c.n_decode);
+    metric(f, "llamacpp:n_decode_total", "counter", "Total number of forward passes (each "
+           "evaluates every slot's step that fits: prompts and one-token decodes).",
+           (double)c.n_decode);
+    metric(f, "llamacpp:n_busy_slots_per_decode", "gauge", "Average number of slots served per "
+           "forward pass.", (double)c.busy_slots / (double)(c.n_decode ? c.n_decode : 1));
     metric(f, "llamacpp:prompt_tokens_seconds", "gauge",
            "Average prompt throughput in tokens/s.",
            c.prompt_s > 0 ? (double)c.prompt_tokens / c.prompt_s : 0);

@@ -4,6 +4,18 @@
  * in the same order, as `sluice generate`, so that temperature 0 gives the same text for the
  * same prompt and n.
  *
+ * Continuous batching (flat combining): a worker does not evaluate its step itself; it posts it
+ * (its context and tokens: a prompt, or one token) and one of the posting workers becomes the
+ * leader, waits a moment for the steps of the other workers inside a job (about one pass at
+ * most: they come as soon as they have sampled), and runs every posted step that fits in n_batch in
+ * one forward pass (sl_ctx_eval_batch; prompts join beside the decodes, a prompt longer than
+ * n_batch runs alone, chunked). The others sleep until their step is done, then sample from
+ * their own context's logits in their own thread. A step alone in its pass is sl_ctx_eval_sample
+ * (a GPU's greedy pick brings back only the id). The engine's CPU kernels are batch-invariant,
+ * so a sequence's text does not depend on its company (on a GPU within the GEMM's batch
+ * tolerance). A failed pass of several steps is rerun one step at a time, so one bad step
+ * fails alone. Each pass counts once in n_decode and its steps in busy_slots.
+ *
  * Prompt cache (llama-server's cache_prompt, on by default): a slot keeps its KV cache and the
  * tokens in it (hist[0, n_kv)) after a job; the next job rewinds to the longest common prefix
  * with its prompt (at most n_prompt - 1: the last prompt token is always evaluated, for its
@@ -24,6 +36,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tools/common/cli.h"
 #include "tools/common/json.h"
@@ -53,6 +66,24 @@ typedef struct qnode {
     struct qnode *next;
 } qnode;
 
+/* How long a leader waits for the active workers' steps: about one pass (a straggler left
+ * out waits that long for this pass, then runs its own), within these bounds. */
+static const double GATHER_MIN_S = 0.005, GATHER_MAX_S = 0.1;
+
+/* A worker's posted evaluation: ctx, tok[0, n); sampled by the pass (picked: next) when it ran
+ * alone and the job needs no raw logits (smp set), else by the worker afterwards. The worker
+ * owns it; the leader writes done, picked, next, st and err (under bmu). */
+typedef struct step {
+    sl_ctx *ctx;
+    sl_sampler *smp;
+    const int32_t *tok;
+    size_t n;
+    bool done, picked;
+    int32_t next;
+    sl_status st;
+    sl_error err;
+} step;
+
 struct sl_serve_pool {
     sl_serve *s;
     sl_serve_model *sm;
@@ -69,6 +100,22 @@ struct sl_serve_pool {
     pthread_mutex_t *eval_mu;   /* held around each eval, or NULL */
     sl_serve_counters c;
     int64_t n_tasks;            /* jobs started so far (mu) */
+    /* the batcher (under bmu): posted[0, n_posted) wait for a pass, in posting order; n_active
+     * workers are inside a job's evaluations (each will post before long); leading: a worker
+     * runs a pass. bcv: a step was posted or done, a worker left its job. */
+    pthread_mutex_t bmu;
+    pthread_cond_t bcv;
+    step **posted;
+    int n_posted, n_active;
+    bool leading;
+    bool solo;                  /* the engine refused a pass of several (recurrent layers):
+                                 * one step per pass from then on */
+    double pass_s;              /* the passes' recent duration (a moving average; bmu) */
+    /* the leader's arrays of a pass ([n_slots] each) */
+    step **take;
+    sl_ctx **ctxs;
+    const int32_t **toks;
+    size_t *ns;
 };
 
 /* ---- jobs --------------------------------------------------------------------------------- */
@@ -197,20 +244,132 @@ static bool job_append(sl_serve_job *j, const char *s, size_t n)
 
 /* ---- the worker ----------------------------------------------------------------------------- */
 
-/* Evaluates and samples the next token in one call (a greedy pick happens where the output
- * layer ran: on a GPU only the id comes back). */
+/* Runs steps[0, k) in one pass (or one step alone: sl_ctx_eval_sample when it has a sampler),
+ * the device's evaluations held; each step's status into it. Counts the pass. */
+static sl_status run_pass(sl_serve_pool *pool, step *const *steps, int k, sl_error *err)
+{
+    sl_ctx **ctxs = pool->ctxs;
+    const int32_t **toks = pool->toks;
+    size_t *ns = pool->ns;
+    for (int i = 0; i < k; i++) {
+        ctxs[i] = steps[i]->ctx;
+        toks[i] = steps[i]->tok;
+        ns[i] = steps[i]->n;
+    }
+    if (pool->eval_mu) pthread_mutex_lock(pool->eval_mu);
+    step *one = steps[0];
+    sl_status st = k > 1     ? sl_ctx_eval_batch(ctxs, toks, ns, (size_t)k, err)
+                   : one->smp ? sl_ctx_eval_sample(one->ctx, one->smp, one->tok, one->n,
+                                                   &one->next, err)
+                             : sl_ctx_eval(one->ctx, one->tok, one->n, err);
+    if (pool->eval_mu) pthread_mutex_unlock(pool->eval_mu);
+    if (k == 1) one->picked = !st && one->smp;
+    pthread_mutex_lock(&pool->mu);
+    pool->c.n_decode++;
+    pool->c.busy_slots += (uint64_t)k;
+    pthread_mutex_unlock(&pool->mu);
+    return st;
+}
+
+/* The leader's turn (bmu held, leading set): gathers the active workers' steps, runs the
+ * oldest ones that fit in one pass, and hands out the results. */
+static void lead(sl_serve_pool *pool)
+{
+    const double wait = pool->pass_s < GATHER_MIN_S   ? GATHER_MIN_S
+                        : pool->pass_s > GATHER_MAX_S ? GATHER_MAX_S
+                                                      : pool->pass_s;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)(wait * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (!pool->solo && pool->n_posted < pool->n_active &&
+           pthread_cond_timedwait(&pool->bcv, &pool->bmu, &until) == 0) {
+    }
+    step **take = pool->take;
+    int k = 0, kept = 0;
+    const size_t cap = (size_t)sl_ctx_n_batch(pool->posted[0]->ctx);
+    size_t total = 0;
+    for (int i = 0; i < pool->n_posted; i++) {
+        step *p = pool->posted[i];
+        if (!k || (!pool->solo && total + p->n <= cap)) {
+            take[k++] = p;
+            total += p->n;
+        } else {
+            pool->posted[kept++] = p;
+        }
+    }
+    pool->n_posted = kept;
+    pthread_mutex_unlock(&pool->bmu);
+    sl_error err = {0};
+    const double t0 = sl_cli_now_s();
+    sl_status st = run_pass(pool, take, k, &err);
+    const double dt = sl_cli_now_s() - t0;
+    for (int i = 0; i < k; i++) {
+        take[i]->st = st;
+        take[i]->err = err;
+    }
+    /* a failed pass of several: each step alone, so that only the bad one fails; a model
+     * whose passes cannot carry several sequences runs one step per pass from now on */
+    if (st == SL_ERR_UNSUPPORTED && k > 1) {
+        pthread_mutex_lock(&pool->bmu);
+        pool->solo = true;
+        pthread_mutex_unlock(&pool->bmu);
+    }
+    for (int i = 0; st && k > 1 && i < k; i++) {
+        take[i]->err = (sl_error){0};
+        take[i]->st = run_pass(pool, &take[i], 1, &take[i]->err);
+    }
+    pthread_mutex_lock(&pool->bmu);
+    pool->pass_s = pool->pass_s ? 0.75 * pool->pass_s + 0.25 * dt : dt;
+    for (int i = 0; i < k; i++) take[i]->done = true;
+    pool->leading = false;
+    pthread_cond_broadcast(&pool->bcv);
+}
+
+/* Posts a step and returns when a pass (this worker's or another's) has run it. */
+static void post(sl_serve_pool *pool, step *me)
+{
+    pthread_mutex_lock(&pool->bmu);
+    pool->posted[pool->n_posted++] = me;
+    pthread_cond_broadcast(&pool->bcv); /* a gathering leader counts it */
+    while (!me->done) {
+        if (!pool->leading) {
+            pool->leading = true;
+            lead(pool);
+        } else {
+            pthread_cond_wait(&pool->bcv, &pool->bmu);
+        }
+    }
+    pthread_mutex_unlock(&pool->bmu);
+}
+
+/* Whether the worker takes part in the batcher's gathering (from its job's first evaluation
+ * to its end). */
+static void set_active(sl_serve_pool *pool, bool on)
+{
+    pthread_mutex_lock(&pool->bmu);
+    pool->n_active += on ? 1 : -1;
+    pthread_cond_broadcast(&pool->bcv); /* a leader no longer waits for this one */
+    pthread_mutex_unlock(&pool->bmu);
+}
+
+/* Evaluates tok[0, n) on the slot's context in a pass of the batcher and samples the next
+ * token (in the pass when it ran alone: a greedy pick happens where the output layer ran). */
 static sl_status eval(slot *sl, sl_sampler *smp, const int32_t *tok, size_t n, int32_t *next,
                       float *logprob, double *secs, sl_error *err)
 {
     sl_serve_pool *pool = sl->pool;
-    if (pool->eval_mu) pthread_mutex_lock(pool->eval_mu);
     const double t0 = sl_cli_now_s();
     const sl_serve_params *p = &sl->job->p;
     const bool raw = sl__serve_params_need_logits(p);
-    sl_status st = raw ? sl_ctx_eval(sl->ctx, tok, n, err)
-                       : sl_ctx_eval_sample(sl->ctx, smp, tok, n, next, err);
+    step me = {.ctx = sl->ctx, .smp = raw ? NULL : smp, .tok = tok, .n = n};
+    post(pool, &me);
     *secs += sl_cli_now_s() - t0;
-    if (pool->eval_mu) pthread_mutex_unlock(pool->eval_mu);
+    sl_status st = me.st;
+    if (st && err) *err = me.err;
     const int32_t n_past = sl_ctx_n_past(sl->ctx);
     if (st || n_past < 0 || (size_t)n_past < n || n_past > pool->n_ctx) {
         sl->n_kv = 0; /* the cache's state is unknown: not reused */
@@ -219,9 +378,13 @@ static sl_status eval(slot *sl, sl_sampler *smp, const int32_t *tok, size_t n, i
     const size_t n_hist = (size_t)n_past;
     memcpy(sl->hist + n_hist - n, tok, n * sizeof *tok);
     sl->n_kv = n_hist;
-    if (!raw) return SL_OK;
+    if (me.picked) {
+        *next = me.next;
+        return SL_OK;
+    }
     const float *logits = sl_ctx_logits(sl->ctx, -1);
     if (!logits) return sl_error_set(err, SL_ERR_INVALID, "no logits after the evaluation");
+    if (!raw) return sl_sampler_sample(smp, logits, pool->info.n_vocab, next, err);
     return sl__serve_sample(sl->ss, smp, p, logits, sl->hist, n_hist, next, logprob, sl->alt,
                             err);
 }
@@ -333,6 +496,7 @@ static void run_job(slot *sl, sl_serve_job *j)
     sl_error err = {0};
     sl_sampler *smp = NULL;
     sl_serve_stop stop = SL_STOP_LIMIT;
+    bool active = false;
     const int held = sl__serve_model_hold(pool->s, pool->sm, &err);
     if (held) {
         job_fail(j, held, "model", err.msg);
@@ -376,6 +540,8 @@ static void run_job(slot *sl, sl_serve_job *j)
     }
     int32_t next;
     float logprob = 0;
+    set_active(pool, true);
+    active = true;
     if (eval(sl, smp, j->prompt + keep, j->n_prompt - keep, &next, &logprob, &j->prompt_s,
              &err)) {
         job_fail(j, 500, "prefill", err.msg);
@@ -422,11 +588,20 @@ static void run_job(slot *sl, sl_serve_job *j)
         j->n_decoded++;
     }
 done:
+    if (active) set_active(pool, false);
     sl_sampler_destroy(smp);
     if (sl->ctx) j->n_past = sl_ctx_n_past(sl->ctx);
     if (!held) sl__serve_model_unhold(pool->s, pool->sm);
     pthread_mutex_lock(&j->mu);
     j->stop = j->error_status ? SL_STOP_NONE : stop;
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* The job's end, published once the pool's counters include it (a client that reads /metrics
+ * after its reply sees its tokens). */
+static void job_done(sl_serve_job *j)
+{
+    pthread_mutex_lock(&j->mu);
     j->n_ready = j->n_text;
     j->state = SL_JOB_DONE;
     pthread_cond_broadcast(&j->cv);
@@ -459,14 +634,7 @@ static void *worker(void *arg)
         j->state = SL_JOB_RUNNING;
         j->slot = sl->id;
         pthread_mutex_unlock(&j->mu);
-        if (skip) { /* the client left while the job waited */
-            pthread_mutex_lock(&j->mu);
-            j->state = SL_JOB_DONE;
-            pthread_cond_broadcast(&j->cv);
-            pthread_mutex_unlock(&j->mu);
-        } else {
-            run_job(sl, j);
-        }
+        if (!skip) run_job(sl, j); /* skip: the client left while the job waited */
         sl_ctx_stats stats = sl->stats;
         if (sl->ctx) sl_ctx_stats_get(sl->ctx, &stats);
         sl_model_info info;
@@ -489,10 +657,10 @@ static void *worker(void *arg)
         pool->c.predicted_tokens += (uint64_t)n_predicted;
         pool->c.predicted_s += j->gen_s;
         pool->c.decoded += (uint64_t)j->n_decoded;
-        pool->c.n_decode += (uint64_t)j->n_decoded + (skip ? 0 : 1);
         if (failed) pool->c.requests_failed++;
         else if (cancelled) pool->c.requests_cancelled++;
         else pool->c.requests_done++;
+        job_done(j);
         sl__serve_job_release(j);
     }
     pthread_mutex_unlock(&pool->mu);
@@ -528,7 +696,19 @@ sl_status sl__serve_pool_create(sl_serve *s, sl_serve_model *sm, const sl_ctx_op
     pool->co.n_ctx = pool->n_ctx;
     pthread_mutex_init(&pool->mu, NULL);
     pthread_cond_init(&pool->cv, NULL);
+    pthread_mutex_init(&pool->bmu, NULL);
+    pthread_cond_init(&pool->bcv, NULL);
     sl_status st = SL_OK;
+    const size_t ns = (size_t)n_slots;
+    pool->posted = calloc(ns, sizeof *pool->posted);
+    pool->take = calloc(ns, sizeof *pool->take);
+    pool->ctxs = calloc(ns, sizeof *pool->ctxs);
+    pool->toks = calloc(ns, sizeof *pool->toks);
+    pool->ns = calloc(ns, sizeof *pool->ns);
+    if (!pool->posted || !pool->take || !pool->ctxs || !pool->toks || !pool->ns) {
+        sl__serve_pool_destroy(pool);
+        return sl_error_set(err, SL_ERR_NOMEM, "out of memory");
+    }
     for (int i = 0; i < n_slots && !st; i++) {
         slots[i] = (slot){.pool = pool, .id = i, .id_task = -1};
         if (!s->rt && (st = sl_ctx_create(m, &pool->co, &slots[i].ctx, err))) break;
@@ -592,6 +772,13 @@ void sl__serve_pool_destroy(sl_serve_pool *pool)
     }
     pthread_mutex_destroy(&pool->mu);
     pthread_cond_destroy(&pool->cv);
+    pthread_mutex_destroy(&pool->bmu);
+    pthread_cond_destroy(&pool->bcv);
+    free(pool->posted);
+    free(pool->take);
+    free(pool->ctxs);
+    free(pool->toks);
+    free(pool->ns);
     free(pool->slots);
     free(pool);
 }
