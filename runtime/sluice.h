@@ -414,8 +414,21 @@ SL_API void sl_sampler_destroy(sl_sampler *s);
 /* Picks a token from n_vocab logits (llama.cpp's order: top-k, top-p, min-p, temperature). */
 SL_API sl_status sl_sampler_sample(sl_sampler *s, const float *logits, int32_t n_vocab,
                                    int32_t *token, sl_error *err);
-/* True when s samples greedily (temp <= 0); false for NULL. */
+/* True when s samples greedily (temp <= 0, no grammar); false for NULL. */
 SL_API bool sl_sampler_is_greedy(const sl_sampler *s);
+/* Constrains s to a GBNF grammar (llama.cpp's language: grammars/README.md; its token
+ * references <...> excepted) over m's vocabulary: each later sl_sampler_sample picks a token
+ * whose text continues the grammar, an end-of-generation token only where the grammar may
+ * end, and advances the grammar by it (llama.cpp's lazy check: the unconstrained pick first,
+ * the masked row only when the grammar rejects it; temperature 0 stays the argmax of the
+ * masked row). grammar NULL or "" removes it. SL_ERR_FORMAT "grammar: line L, column C: ..."
+ * for a malformed grammar, SL_ERR_RANGE past its size limits. m must outlive the sampler's use
+ * of the grammar. When no token can continue, sl_sampler_sample fails with SL_ERR_INVALID. */
+SL_API sl_status sl_sampler_set_grammar(sl_sampler *s, const sl_model *m, const char *grammar,
+                                        sl_error *err);
+/* True when s's grammar is complete and nothing more can follow (or an end-of-generation
+ * token ended it): the caller stops generating. False without a grammar. */
+SL_API bool sl_sampler_grammar_done(const sl_sampler *s);
 /* The greedy pick (temp <= 0) over one row of logits: the lowest id of the largest value, -inf
  * masking a token; a NaN or +inf anywhere is SL_ERR_INVALID naming it, as is a row of -inf. */
 SL_API sl_status sl_logits_argmax(const float *logits, int32_t n_vocab, int32_t *token,

@@ -375,10 +375,16 @@ class Model(_Handle):
         return running[-1], running
 
     def generate(self, prompt, n_predict=32, temp=0.0, top_k=40, top_p=0.95, min_p=0.05,
-                 seed=0, n_ctx=0, stop_at_eos=True):
-        """Text continuing prompt (greedy with temp <= 0)."""
+                 seed=0, n_ctx=0, stop_at_eos=True, grammar=None):
+        """Text continuing prompt (greedy with temp <= 0). grammar: a GBNF grammar (llama.cpp's
+        language) the text must follow (sl_sampler_set_grammar); generation then also ends
+        when the grammar is complete. A malformed grammar raises SluiceError naming its line
+        and column."""
         if not isinstance(prompt, str):
             raise TypeError(f"generate: prompt must be str, not {type(prompt).__name__}")
+        if grammar is not None and not isinstance(grammar, str):
+            raise TypeError(f"generate: grammar must be str or None, not "
+                            f"{type(grammar).__name__}")
         toks = list(self.tokenize(prompt))
         with self.context(n_ctx=n_ctx) as ctx:
             out = []
@@ -386,6 +392,9 @@ class Model(_Handle):
             s, err = c_void_p(), _lib.Error()
             _check(lib().sl_sampler_create(byref(so), byref(s), byref(err)), err)
             try:
+                if grammar:
+                    _check(lib().sl_sampler_set_grammar(s, self._live(), grammar.encode(),
+                                                        byref(err)), err)
                 # each step evaluates and samples in one call: a greedy pick happens where the
                 # output layer ran (on a GPU only the token id comes back)
                 tok = ctx._eval_sample(s, toks)
@@ -395,6 +404,8 @@ class Model(_Handle):
                     out.append(tok)
                     if len(out) == n_predict or ctx.n_past >= ctx.n_ctx:
                         break
+                    if lib().sl_sampler_grammar_done(s):
+                        break  # the grammar is complete: nothing more can follow
                     tok = ctx._eval_sample(s, [tok])
             finally:
                 lib().sl_sampler_destroy(s)

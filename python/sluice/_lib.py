@@ -217,6 +217,8 @@ def load():
         "sl_sampler_create": (c_int, [POINTER(SamplerOptions), POINTER(P), E]),
         "sl_sampler_destroy": (None, [P]),
         "sl_sampler_sample": (c_int, [P, POINTER(c_float), c_int32, POINTER(c_int32), E]),
+        "sl_sampler_set_grammar": (c_int, [P, P, c_char_p, E]),
+        "sl_sampler_grammar_done": (c_bool, [P]),
         "sl_parse_size": (c_int, [c_char_p, c_char_p, URange, POINTER(c_uint64), E]),
         "sl_runtime_options_default": (RuntimeOptions, []),
         "sl_runtime_create": (c_int, [POINTER(RuntimeOptions), POINTER(P), E]),

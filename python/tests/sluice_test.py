@@ -131,6 +131,20 @@ def test_model(d, dense, moe, text):
                 "--placement", "cpu")
         expect(r.returncode == 0 and out and out in r.stdout,
                f"generate {out!r} within sluice generate's {r.stdout!r}")
+        # a GBNF grammar forces its sentences, greedy and sampled; a malformed one is refused
+        for temp, seed in ((0, 0), (1.0, 1), (1.0, 2), (1.0, 3)):
+            out = m.generate("the cat", n_predict=16, temp=temp, seed=seed,
+                             grammar='root ::= "yes" | "no"')
+            expect(out in ("yes", "no"), f"generate(grammar=yes|no, temp={temp}) -> {out!r}")
+        out = m.generate("the cat", n_predict=40, temp=0.7, seed=5,
+                         grammar='root ::= "[" [1-9] ("," [1-9]){2} "]"')
+        expect(re.fullmatch(r"\[[1-9](,[1-9]){2}\]", out) is not None,
+               f"generate(grammar=list) -> {out!r}")
+        expect(raises(lambda: m.generate("x", grammar='root ::= "a" | ('), sluice.SluiceError,
+                      "line 1, column 17"), "a malformed grammar is a SluiceError naming the "
+               "line and column")
+        expect(raises(lambda: m.generate("x", grammar=5), TypeError, "grammar"),
+               "grammar=5 is a TypeError")
     # the same logits with every weight on the sim device
     with sluice.Model(dense, placement="gpu", device="sim") as g:
         with g.context(n_ctx=128) as ctx:

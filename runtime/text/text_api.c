@@ -1,6 +1,7 @@
 /* sluice.h's text functions: thin wrappers that find the model's vocabulary
  * (sl__model_vocab, implemented by the engine) and call the tokenizer module. */
 #include "runtime/text/model_vocab.h"
+#include "runtime/text/sampler_grammar.h"
 
 static sl_status vocab_of(const sl_model *m, const char *fn, const sl_vocab **v, sl_error *err)
 {
@@ -36,4 +37,14 @@ sl_status sl_detokenize(const sl_model *m, const int32_t *tokens, size_t n, char
     const sl_status st = vocab_of(m, "sl_detokenize", &v, err);
     if (st != SL_OK) return st;
     return sl_vocab_detokenize(v, tokens, n, buf, cap, n_out, err);
+}
+
+sl_status sl_sampler_set_grammar(sl_sampler *s, const sl_model *m, const char *grammar,
+                                 sl_error *err)
+{
+    if (!s) return sl_error_set(err, SL_ERR_INVALID, "sl_sampler_set_grammar: sampler is NULL");
+    const sl_vocab *v;
+    const sl_status st = vocab_of(m, "sl_sampler_set_grammar", &v, err);
+    if (st != SL_OK) return st;
+    return sl__sampler_grammar_set(s, v, grammar, err);
 }

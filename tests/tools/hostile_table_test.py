@@ -354,6 +354,8 @@ def build_files():
             case("files", argv, needles, name=f"{cmd}: model is a {what}")
         # text inputs
         for cmd, argv in (("generate -f", ["generate", "-m", M, "-f", path, "-n", "2"]),
+                          ("generate --grammar-file", ["generate", "-m", M, "-p", "x",
+                                                       "--grammar-file", path, "-n", "2"]),
                           ("perplexity -f", ["perplexity", "-m", M, "-f", path, "-c", "16"]),
                           ("place profile -f", ["place", "profile", "-m", D, "-f", path, "-o",
                                                 OUT])):

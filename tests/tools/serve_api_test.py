@@ -59,8 +59,8 @@ def eval_logits(tmp, model, toks):
 
 def test_fields(srv):
     refused = [
-        ("/completion", {"grammar": "root ::= \"a\""}, "grammar"),
-        ("/completion", {"json_schema": {}}, "json_schema"),
+        ("/completion", {"grammar": "root ::= ("}, "grammar"),
+        ("/completion", {"json_schema": {"type": "x"}}, "json_schema"),
         ("/completion", {"mirostat": 2}, "mirostat"),
         ("/completion", {"typical_p": 0.5}, "typical_p"),
         ("/completion", {"post_sampling_probs": True}, "post_sampling_probs"),
@@ -74,7 +74,7 @@ def test_fields(srv):
         ("/completion", {"return_tokens": 1}, "return_tokens"),
         ("/v1/completions", {"suffix": "end"}, "suffix"),
         ("/v1/completions", {"echo": True, "logprobs": 2}, "echo"),
-        ("/v1/chat/completions", {"response_format": {"type": "json_object"}}, "response_format"),
+        ("/v1/chat/completions", {"response_format": {"type": "xml"}}, "response_format"),
         ("/v1/chat/completions", {"tools": [{"type": "function"}]}, "tools"),
         ("/v1/chat/completions", {"top_logprobs": 2}, "top_logprobs"),
         ("/v1/chat/completions", {"logprobs": True, "top_logprobs": 21}, "top_logprobs"),

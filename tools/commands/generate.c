@@ -20,6 +20,8 @@
 #include "tools/common/cli.h"
 #include "tools/common/fileio.h"
 #include "tools/common/json.h"
+#include "tools/common/json_doc.h"
+#include "tools/common/json_schema.h"
 #include "tools/common/model_flags.h"
 
 static const char *const k_cmd = "generate";
@@ -47,6 +49,11 @@ static void usage(FILE *f)
           "  --min-p P              min-p in [0, 1], 0 = off (default 0.05)\n"
           "  --seed S               sampler seed, 0..2^64-1 (default 0: runs repeat)\n"
           "  --ignore-eos           do not stop at the end-of-generation token\n"
+          "  --grammar GBNF         constrain the text to a GBNF grammar (llama.cpp's language);\n"
+          "                         generation ends when it is complete\n"
+          "  --grammar-file FILE    the same, read from FILE\n"
+          "  -j, --json-schema JSON constrain the text to a JSON schema (converted to GBNF as\n"
+          "                         llama.cpp does)\n"
           "  --json                 print nothing while generating; at the end print one JSON\n"
           "                         object to stdout: {\"text\", \"tokens\" (generated ids),\n"
           "                         \"prompt_tokens\", \"n_prompt\", \"n_generated\", \"stop\"\n"
@@ -81,6 +88,36 @@ static int text_append(text_buf *t, const char *s, size_t n)
     return 0;
 }
 
+/* The grammar of --grammar TEXT, --grammar-file FILE or --json-schema JSON on smp (*gbnf:
+ * malloc'd, the caller frees it). 0, or 2 after a message naming the flag. */
+static int grammar_set(sl_cli_io *io, sl_sampler *smp, const sl_model *m, const char *flag,
+                       const char *value, char **gbnf)
+{
+    sl_error err = {0};
+    size_t len;
+    if (!strcmp(flag, "--grammar-file")) {
+        if (!*value) return sl_cli_usage_error(k_cmd, "%s: empty file name", flag);
+        if (sl_cli_io_read_text(io, flag, value, gbnf, &len)) return 2;
+    } else if (!strcmp(flag, "--grammar")) {
+        if (!(*gbnf = strdup(value))) return sl_cli_usage_error(k_cmd, "out of memory");
+    } else {
+        sl_jdoc *d = NULL;
+        sl_status st = sl_jdoc_parse(value, strlen(value), 0, &d, &err);
+        if (!st) st = sl_json_schema_to_gbnf(d, 0, gbnf, &err);
+        sl_jdoc_free(d);
+        if (st) return sl_cli_usage_error(k_cmd, "%s: %s", flag, err.msg);
+    }
+    if (!**gbnf) /* "" would remove the grammar: refuse it as the parser would */
+        return sl_cli_usage_error(k_cmd, "%s%s%s: the grammar is empty (it needs a 'root' rule)",
+                                  flag, strcmp(flag, "--grammar-file") ? "" : " ",
+                                  strcmp(flag, "--grammar-file") ? "" : value);
+    if (sl_sampler_set_grammar(smp, m, *gbnf, &err))
+        return sl_cli_usage_error(k_cmd, "%s%s%s: %s", flag,
+                                  strcmp(flag, "--grammar-file") ? "" : " ",
+                                  strcmp(flag, "--grammar-file") ? "" : value, err.msg);
+    return 0;
+}
+
 int sl_cli_generate(int argc, char **argv)
 {
     sl_cli_args a;
@@ -89,6 +126,7 @@ int sl_cli_generate(int argc, char **argv)
     sl_cli_model_flags_init(&mf);
     sl_sampler_options so = sl_sampler_options_default();
     const char *prompt = NULL, *prompt_file = NULL;
+    const char *grammar = NULL, *grammar_flag = NULL; /* GBNF, a file or a schema: one of them */
     int64_t n_predict = 32, n_ctx = 0, n_batch = 0;
     bool json = false, ignore_eos = false, kv_f16 = true;
     sl_cli_io io;
@@ -112,7 +150,8 @@ int sl_cli_generate(int argc, char **argv)
             continue;
         }
         static const char *const k_value_flags[] = {
-            "-p", "--prompt", "-f", "--file", "-n", "--n-predict"};
+            "-p", "--prompt", "-f", "--file", "-n", "--n-predict", "--grammar", "--grammar-file",
+            "-j", "--json-schema"};
         size_t k = 0;
         while (k < sizeof k_value_flags / sizeof *k_value_flags && strcmp(a.flag, k_value_flags[k]))
             k++;
@@ -125,6 +164,13 @@ int sl_cli_generate(int argc, char **argv)
             prompt_file = v;
         } else if (sl_cli_is(&a, "-n", "--n-predict")) {
             if (sl_cli_parse_i64(k_cmd, a.flag, v, -1, INT32_MAX, &n_predict)) return 2;
+        } else if (sl_cli_is(&a, "--grammar", NULL) || sl_cli_is(&a, "--grammar-file", NULL) ||
+                   sl_cli_is(&a, "-j", "--json-schema")) {
+            if (grammar_flag)
+                return sl_cli_usage_error(k_cmd, "%s: give one of --grammar, --grammar-file, "
+                                          "--json-schema (%s was given)", a.flag, grammar_flag);
+            grammar_flag = k_value_flags[k]; /* a.flag is reused by the next flag */
+            grammar = v;
         } else {
             return sl_cli_unknown(&a);
         }
@@ -135,7 +181,7 @@ int sl_cli_generate(int argc, char **argv)
         return sl_cli_usage_error(k_cmd, "give the prompt with exactly one of -p TEXT, -f FILE");
 
     int rc = 1;
-    char *file_text = NULL, *piece = NULL;
+    char *file_text = NULL, *piece = NULL, *gbnf = NULL;
     size_t piece_cap = 0, prompt_len = prompt ? strlen(prompt) : 0;
     int32_t *ptok = NULL, *gen = NULL;
     size_t n_prompt = 0, n_gen = 0;
@@ -176,6 +222,8 @@ int sl_cli_generate(int argc, char **argv)
         fprintf(stderr, "sluice generate: %s\n", err.msg); /* the message says "sampler: " */
         goto done;
     }
+    if (grammar && (rc = grammar_set(&io, smp, m, grammar_flag, grammar, &gbnf))) goto done;
+    rc = 1;
     const int32_t ctx_size = co.n_ctx ? co.n_ctx
                                       : (info.n_ctx_train < 4096 ? info.n_ctx_train : 4096);
     if (n_prompt > (size_t)ctx_size) {
@@ -222,6 +270,10 @@ int sl_cli_generate(int argc, char **argv)
             /* a full disk or a closed pipe ends the run: what follows would be lost too */
             fwrite(piece, 1, n, stdout);
             if (sl_cli_stdout_check(k_cmd)) goto done;
+        }
+        if (sl_sampler_grammar_done(smp)) { /* the grammar is complete: nothing can follow */
+            stop = "eos";
+            break;
         }
         if (n_gen == max_gen) break; /* the last token needs no eval */
         if (sl_ctx_n_past(c) >= ctx_size) {
@@ -280,6 +332,7 @@ int sl_cli_generate(int argc, char **argv)
 done:
     sl_cli_out_discard(&trace);
     sl_cli_io_free(&io);
+    free(gbnf);
     sl_sampler_destroy(smp);
     sl_ctx_destroy(c);
     sl_model_close(m);

@@ -6,7 +6,9 @@
 #include "tools/common/json_doc.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +72,7 @@ static sl_status new_node(parser *ps, sl_jkind kind, sl_jref *out)
 static sl_status put_bytes(parser *ps, const void *s, size_t n)
 {
     sl_jdoc *d = ps->d;
+    if (!n) return SL_OK; /* strs may still be NULL: no pointer arithmetic on it */
     if (n > SIZE_MAX / 4 - d->n_strs) return oom(ps);
     if (d->n_strs + n > d->cap_strs) {
         size_t cap = d->cap_strs ? d->cap_strs : 256;
@@ -447,4 +450,48 @@ bool sl_jdoc_u64(const sl_jdoc *d, sl_jref v, uint64_t *out)
     if (errno) return false;
     *out = (uint64_t)x;
     return true;
+}
+
+void sl_jdoc_write(FILE *f, const sl_jdoc *d, sl_jref v)
+{
+    switch (sl_jdoc_kind(d, v)) {
+    case SL_JNULL: fputs("null", f); return;
+    case SL_JBOOL: fputs(sl_jdoc_bool(d, v) ? "true" : "false", f); return;
+    case SL_JNUM: {
+        int64_t i;
+        if (sl_jdoc_int(d, v, INT64_MIN, INT64_MAX, &i)) {
+            fprintf(f, "%" PRId64, i);
+            return;
+        }
+        const double x = sl_jdoc_num(d, v);
+        char buf[40];
+        for (int prec = 1; prec <= 17; prec++) { /* the shortest that reads back the same */
+            snprintf(buf, sizeof buf, "%.*g", prec, x);
+            if (strtod(buf, NULL) == x) break;
+        }
+        fputs(buf, f);
+        return;
+    }
+    case SL_JSTR: {
+        size_t len;
+        const char *t = sl_jdoc_str(d, v, &len);
+        sl_json_str(f, t, len);
+        return;
+    }
+    case SL_JARR:
+    case SL_JOBJ: {
+        const bool obj = sl_jdoc_kind(d, v) == SL_JOBJ;
+        fputc(obj ? '{' : '[', f);
+        for (sl_jref e = sl_jdoc_first(d, v); e != SL_JNONE; e = sl_jdoc_next(d, e)) {
+            if (e != sl_jdoc_first(d, v)) fputc(',', f);
+            if (obj) {
+                sl_json_cstr(f, sl_jdoc_key(d, e));
+                fputc(':', f);
+            }
+            sl_jdoc_write(f, d, e);
+        }
+        fputc(obj ? '}' : ']', f);
+        return;
+    }
+    }
 }

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base/status.h"
 
@@ -66,5 +67,8 @@ double sl_jdoc_num(const sl_jdoc *d, sl_jref v);
  * [lo, hi]: false for other numbers and for integers out of the range. */
 bool sl_jdoc_int(const sl_jdoc *d, sl_jref v, int64_t lo, int64_t hi, int64_t *out);
 bool sl_jdoc_u64(const sl_jdoc *d, sl_jref v, uint64_t *out);
+/* Writes v as compact JSON text (no spaces; numbers: integers as written, others the shortest
+ * form that reads back the same; strings escaped as json.h's). */
+void sl_jdoc_write(FILE *f, const sl_jdoc *d, sl_jref v);
 
 #endif

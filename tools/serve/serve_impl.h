@@ -68,6 +68,8 @@ typedef struct sl_serve_params {
     bool return_tokens;
     bool cache_prompt;          /* reuse the slot's KV for the prompt's common prefix (true) */
     int32_t id_slot;            /* the slot that must run the job; -1: any idle one */
+    char *grammar;              /* malloc'd GBNF (from grammar, json_schema or response_format;
+                                   checked against the model), or NULL */
 } sl_serve_params;
 
 /* What a job asks of its slot: a generation, or one of the slot operations (serve_embd.c,

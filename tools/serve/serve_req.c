@@ -10,7 +10,8 @@
  * logit_bias takes OpenAI's map {"id" or "text": bias} and llama-server's [[id, bias]] and
  * [["text", bias]] (a text biases each of its tokens); false or a bias <= -100 bans the token
  * (OpenAI's "-100 should result in a ban"). logprobs: chat's bool with top_logprobs (0..20;
- * absent: 20, as llama-server), /v1/completions' integer, /completion's n_probs. */
+ * absent: 20, as llama-server), /v1/completions' integer, /completion's n_probs. grammar,
+ * json_schema and response_format constrain the output to a GBNF grammar (get_grammar). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 
 #include "tools/common/cli.h"
 #include "tools/common/json_doc.h"
+#include "tools/common/json_schema.h"
 #include "tools/common/model_flags.h"
 #include "tools/serve/serve_impl.h"
 
@@ -77,7 +79,7 @@ bool sl__serve_get_bool(const sl_serve_req *q, const char *key, bool *out)
 
 /* llama-server's fields this server does not implement, each accepted only at the value that
  * leaves the output unchanged. */
-typedef enum neutral { N_NUM, N_FALSE, N_EMPTY, N_ANY_NUM, N_TEXT_FORMAT, N_TOOL_CHOICE } neutral;
+typedef enum neutral { N_NUM, N_FALSE, N_EMPTY, N_ANY_NUM, N_TOOL_CHOICE } neutral;
 typedef struct known {
     const char *name;
     neutral kind;
@@ -86,10 +88,6 @@ typedef struct known {
 } known;
 
 static const known k_neutral[] = {
-    {"grammar", N_EMPTY, 0, "GBNF grammars are not implemented"},
-    {"json_schema", N_EMPTY, 0, "grammar-constrained JSON is not implemented"},
-    {"response_format", N_TEXT_FORMAT, 0, "only {\"type\":\"text\"}: constrained JSON is not "
-     "implemented"},
     {"tools", N_EMPTY, 0, "tool calls are not implemented"},
     {"tool_choice", N_TOOL_CHOICE, 0, "tool calls are not implemented"},
     {"functions", N_EMPTY, 0, "function calls are not implemented"},
@@ -135,12 +133,7 @@ static bool is_neutral(const sl_serve_req *q, const known *k, sl_jref v)
     case N_EMPTY: {
         size_t len = 0;
         if (kind == SL_JSTR) return sl_jdoc_str(d, v, &len) && !len;
-        return (kind == SL_JARR || kind == SL_JOBJ) && !sl_jdoc_count(d, v) &&
-               strcmp(k->name, "json_schema"); /* {} is "any JSON": a constraint */
-    }
-    case N_TEXT_FORMAT: {
-        const char *t = sl_jdoc_str(d, sl_jdoc_get(d, v, "type"), NULL);
-        return kind == SL_JOBJ && t && !strcmp(t, "text");
+        return (kind == SL_JARR || kind == SL_JOBJ) && !sl_jdoc_count(d, v);
     }
     case N_TOOL_CHOICE: {
         const char *t = sl_jdoc_str(d, v, NULL);
@@ -289,7 +282,8 @@ static bool get_logit_bias(const sl_serve_req *q, sl_serve_params *p)
 #define COMMON "model", "stream", "n_predict", "max_tokens", "temperature", "top_k", "top_p", \
     "min_p", "seed", "stop", "ignore_eos", "logit_bias", "frequency_penalty",               \
     "presence_penalty", "repeat_penalty", "repeat_last_n", "cache_prompt", "n_keep",         \
-    "return_tokens", "stream_options", "user", "id_slot"
+    "return_tokens", "stream_options", "user", "id_slot", "grammar", "json_schema",        \
+    "response_format"
 static const char *const k_native[] = {COMMON, "prompt", "n_probs", NULL};
 static const char *const k_infill[] = {COMMON, "prompt", "n_probs", "input_prefix",
                                        "input_suffix", "input_extra", NULL};
@@ -316,6 +310,102 @@ static bool get_probs(const sl_serve_req *q, sl_serve_api kind, sl_serve_params 
     }
     p->n_probs = p->probs ? 20 : 0;
     return get_i32(q, "top_logprobs", 0, 20, &p->n_probs);
+}
+
+/* The grammar a request constrains its output to, as llama-server reads it: "grammar" (GBNF),
+ * "json_schema", or "response_format" {"type": "text" | "json_object" (with an optional
+ * "schema") | "json_schema" ({"json_schema": {"schema": ...}})}; an absent or empty schema is
+ * any object. A grammar with a schema is llama-server's 400 "Cannot use both json_schema and
+ * grammar" (on every endpoint here). The GBNF is checked against the model's vocabulary now,
+ * so that a malformed grammar or schema is a 400 naming its field. */
+static bool get_grammar(const sl_serve_req *q, sl_serve_params *p)
+{
+    const sl_jdoc *d = q->d;
+    const sl_jref g = sl__serve_field(q, "grammar"), js = sl__serve_field(q, "json_schema"),
+                  rf = sl__serve_field(q, "response_format");
+    size_t glen = 0;
+    const char *gs = NULL;
+    if (g != SL_JNONE && !(gs = sl_jdoc_str(d, g, &glen))) {
+        sl__serve_error(q->r, 400, "'grammar' must be a string (a GBNF grammar)");
+        return false;
+    }
+    sl_jref schema = SL_JNONE;
+    const char *field = "json_schema";
+    bool want_json = false;
+    if (js != SL_JNONE) {
+        if (sl_jdoc_kind(d, js) != SL_JOBJ && sl_jdoc_kind(d, js) != SL_JBOOL) {
+            sl__serve_error(q->r, 400, "'json_schema' must be a JSON schema (an object)");
+            return false;
+        }
+        schema = js;
+        want_json = true;
+    }
+    if (rf != SL_JNONE) {
+        const sl_jref t = sl_jdoc_get(d, rf, "type");
+        const char *type = sl_jdoc_str(d, t, NULL);
+        if (sl_jdoc_kind(d, rf) != SL_JOBJ || (t != SL_JNONE && !type)) {
+            sl__serve_error(q->r, 400, "'response_format' must be an object {\"type\": \"text\" | "
+                            "\"json_object\" | \"json_schema\", ...}");
+            return false;
+        }
+        if (type && !strcmp(type, "json_object")) {
+            const sl_jref sc = sl_jdoc_get(d, rf, "schema");
+            if (sc != SL_JNONE || schema == SL_JNONE) {
+                schema = sc;
+                field = "response_format.schema";
+            }
+            want_json = true;
+        } else if (type && !strcmp(type, "json_schema")) {
+            schema = sl_jdoc_get(d, sl_jdoc_get(d, rf, "json_schema"), "schema");
+            field = "response_format.json_schema.schema";
+            want_json = true;
+        } else if (type && *type && strcmp(type, "text")) {
+            sl__serve_error(q->r, 400, "'response_format': type must be one of \"text\", "
+                            "\"json_object\" or \"json_schema\", but got: %.64s", type);
+            return false;
+        }
+    }
+    if (want_json && gs && glen) {
+        sl__serve_error(q->r, 400, "Cannot use both json_schema and grammar ('grammar' with "
+                        "'%s')", js != SL_JNONE ? "json_schema" : "response_format");
+        return false;
+    }
+    char *gbnf = NULL;
+    sl_error err = {0};
+    if (want_json) {
+        /* absent or {}: any object (llama-server's {"type": "object"}) */
+        sl_jdoc *obj = NULL;
+        const bool any = schema == SL_JNONE || sl_jdoc_kind(d, schema) == SL_JNULL ||
+                         (sl_jdoc_kind(d, schema) == SL_JOBJ && !sl_jdoc_count(d, schema));
+        static const char k_object[] = "{\"type\":\"object\"}";
+        sl_status st = any ? sl_jdoc_parse(k_object, sizeof k_object - 1, 0, &obj, &err) : SL_OK;
+        if (!st) st = sl_json_schema_to_gbnf(any ? obj : d, any ? 0 : schema, &gbnf, &err);
+        sl_jdoc_free(obj);
+        if (st) {
+            sl__serve_error(q->r, st == SL_ERR_NOMEM ? 500 : 400, "'%s': %s", field, err.msg);
+            return false;
+        }
+    } else if (gs && glen) {
+        if (memchr(gs, 0, glen) || !(gbnf = strdup(gs))) {
+            sl__serve_error(q->r, gbnf ? 400 : 500, "'grammar': %s",
+                            gbnf ? "a NUL character in the grammar" : "out of memory");
+            return false;
+        }
+        field = "grammar";
+    }
+    if (!gbnf) return true;
+    sl_sampler *smp = NULL;
+    const sl_sampler_options so = sl_sampler_options_default();
+    sl_status st = sl_sampler_create(&so, &smp, &err);
+    if (!st) st = sl_sampler_set_grammar(smp, q->sm->model, gbnf, &err);
+    sl_sampler_destroy(smp);
+    if (st) {
+        free(gbnf);
+        sl__serve_error(q->r, st == SL_ERR_NOMEM ? 500 : 400, "'%s': %s", field, err.msg);
+        return false;
+    }
+    p->grammar = gbnf;
+    return true;
 }
 
 sl_serve_params sl__serve_params_default(const sl_serve *s)
@@ -353,7 +443,7 @@ bool sl__serve_get_params(const sl_serve_req *q, sl_serve_api kind, sl_serve_par
         !sl__serve_get_int(q, "n_keep", -1, INT32_MAX, &n_keep) ||
         (kind != SL_API_NATIVE && kind != SL_API_INFILL &&
          !sl__serve_get_int(q, "n", 1, 1, &n)) ||
-        !get_probs(q, kind, p) || !get_logit_bias(q, p))
+        !get_probs(q, kind, p) || !get_logit_bias(q, p) || !get_grammar(q, p))
         return false;
     const sl_jref user = sl__serve_field(q, "user"), so = sl__serve_field(q, "stream_options");
     if (user != SL_JNONE && sl_jdoc_kind(q->d, user) != SL_JSTR) {

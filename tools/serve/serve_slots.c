@@ -127,6 +127,8 @@ void sl__serve_params_free(sl_serve_params *p)
     free(p->bias);
     p->bias = NULL;
     p->n_bias = 0;
+    free(p->grammar);
+    p->grammar = NULL;
 }
 
 sl_status sl__serve_job_create(int32_t *prompt, size_t n_prompt, const sl_serve_params *p,
@@ -529,7 +531,8 @@ static void run_job(slot *sl, sl_serve_job *j)
     sl->n_kv = keep;
     sl->epoch = epoch;
     j->n_cached = keep;
-    if (sl_sampler_create(&j->p.so, &smp, &err)) {
+    if (sl_sampler_create(&j->p.so, &smp, &err) ||
+        (j->p.grammar && sl_sampler_set_grammar(smp, pool->m, j->p.grammar, &err))) {
         job_fail(j, 500, "sampler", err.msg);
         goto done;
     }
@@ -573,6 +576,10 @@ static void run_job(slot *sl, sl_serve_job *j)
         }
         if (word) {
             stop = SL_STOP_WORD;
+            break;
+        }
+        if (sl_sampler_grammar_done(smp) && !j->p.ignore_eos) { /* nothing more can follow */
+            stop = SL_STOP_EOS;
             break;
         }
         if (cancel) {

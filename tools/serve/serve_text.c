@@ -47,9 +47,11 @@ void sl__serve_params_json(FILE *f, const sl_serve_params *p)
         sl_json_cstr(f, p->stop[i]);
     }
     fprintf(f, "],\"max_tokens\":%" PRId32 ",\"n_keep\":0,\"n_discard\":0,\"ignore_eos\":%s,"
-            "\"n_probs\":%" PRId32 ",\"min_keep\":0,\"grammar\":\"\",\"samplers\":[\"penalties\","
-            "\"top_k\",\"top_p\",\"min_p\",\"temperature\"],\"logit_bias\":[", p->n_predict,
+            "\"n_probs\":%" PRId32 ",\"min_keep\":0,\"grammar\":", p->n_predict,
             p->ignore_eos ? "true" : "false", p->n_probs);
+    sl_json_cstr(f, p->grammar ? p->grammar : "");
+    fputs(",\"samplers\":[\"penalties\",\"top_k\",\"top_p\",\"min_p\",\"temperature\"],"
+          "\"logit_bias\":[", f);
     for (size_t i = 0; i < p->n_bias; i++) {
         fputs(i ? ",{\"bias\":" : "{\"bias\":", f);
         if (isinf(p->bias[i].bias)) fputs("false", f);
