@@ -26,6 +26,7 @@ RESIDENCY = ("disk", "host", "device", "pinned")                           # sl_
 _IO = ("direct", "pread", "mmap")
 _GROUPS = ("embd", "output", "core", "ffn", "experts")
 _BY = {-1: "mode", -2: "group", -3: "cpu-moe", -4: "device", -5: "index"}
+_ERR_RANGE = 9  # SL_ERR_RANGE: a bigger buffer is needed where the call says how big
 _NOT_RESIDENT = 10  # SL_ERR_NOT_RESIDENT
 
 _L = None
@@ -266,7 +267,7 @@ class Model(_Handle):
             buf, n, err = (c_int32 * cap)(), c_size_t(), _lib.Error()
             st = lib().sl_tokenize(h, b, len(b), bool(add_special), bool(parse_special), buf,
                                    cap, byref(n), byref(err))
-            if st == 9 and n.value > cap:  # SL_ERR_RANGE: a bigger buffer
+            if st == _ERR_RANGE and n.value > cap:
                 cap = n.value
                 continue
             _check(st, err)
@@ -279,8 +280,12 @@ class Model(_Handle):
         cap = 16 * len(t) + 16
         while True:
             buf, n, err = ctypes.create_string_buffer(cap), c_size_t(), _lib.Error()
-            _check(lib().sl_detokenize(h, t.ctypes.data_as(POINTER(c_int32)), len(t),
-                                       buf, cap, byref(n), byref(err)), err)
+            st = lib().sl_detokenize(h, t.ctypes.data_as(POINTER(c_int32)), len(t), buf, cap,
+                                     byref(n), byref(err))
+            if st == _ERR_RANGE and n.value >= cap:
+                cap = n.value + 1
+                continue
+            _check(st, err)
             if n.value < cap:
                 return buf.raw[:n.value].decode(errors="replace")
             cap = n.value + 1
