@@ -439,9 +439,10 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
 }
 
 /* deepseek2's multi-head latent attention from s->xn, Wo's input left in s->q, with k_b
- * absorbed into the query (one mm_heads step for all heads) as llama.cpp does: the cache row of a token is [rms(c_kv) | rope(k_pe)] (n_lora_kv +
- * n_rot wide), each head's query [k_b_h^T q_nope_h | rope(q_pe_h)] attends to it as one MQA
- * head, the values being the rows' first n_lora_kv entries; v_b_h expands head h's result. */
+ * absorbed into the query (one mm_heads step for all heads) as llama.cpp does: the cache row
+ * of a token is [rms(c_kv) | rope(k_pe)] (n_lora_kv + n_rot wide), each head's query
+ * [k_b_h^T q_nope_h | rope(q_pe_h)] attends to it as one MQA head, the values being the rows'
+ * first n_lora_kv entries; v_b_h expands head h's result (one mm_heads step too). */
 static sl_status attn_mla(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
 {
     const sl_model *m = c->m;

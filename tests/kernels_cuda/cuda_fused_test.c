@@ -250,12 +250,13 @@ static void test_multi(sl_cuda_ctx *c)
             for (int64_t b = 0; b < n; b++)
                 for (int64_t r = 0; r < F; r++) {
                     const int64_t i = b * F + r;
-                    const double tg = tol(gf, r, cols, x + b * cols), tu = tol(uf, r, cols, x + b * cols);
+                    const double tg = tol(gf, r, cols, x + b * cols),
+                                 tu = tol(uf, r, cols, x + b * cols);
                     REPORT(fabs((double)u[i] - ur[i]) <= tu, "glu up %s tok %lld row %lld: %g vs "
                            "host %g", tname(sets[si][1]), (long long)b, (long long)r, u[i], ur[i]);
                     const double silu = gr[i] / (1.0 + exp(-(double)gr[i]));
-                    const double tl = 1.2 * tg * fabs(ur[i]) + tu * fabs(silu) + 1e-5 * fabs(hr[i]) +
-                                      1e-6;
+                    const double tl =
+                        1.2 * tg * fabs(ur[i]) + tu * fabs(silu) + 1e-5 * fabs(hr[i]) + 1e-6;
                     REPORT(fabs((double)g[i] - hr[i]) <= tl, "glu %s/%s tok %lld row %lld: %g vs "
                            "host %g (tol %g)", tname(sets[si][0]), tname(sets[si][1]),
                            (long long)b, (long long)r, g[i], hr[i], tl);
