@@ -16,7 +16,9 @@
  *
  * Numerics: host and sim are the CPU kernels (Q8 activations for quantized matmuls unless
  * SLUICE_ACT_F32); cuda's GEMV uses Q8 activations for Q4_K / Q8_0 and F32 for the other types
- * (all F32 under SLUICE_ACT_F32; kernels/cuda/gemv.h), and rounds activations to
+ * (all F32 under SLUICE_ACT_F32; kernels/cuda/gemv.h) — its multi-matrix launches
+ * (mm_heads, the grouped matmuls of norm_mm / mm_glu / mm_router: kernels/cuda/gemv_multi.h)
+ * F32 for every type — and rounds activations to
  * F16 in the cuBLAS GEMM used for batches of >= SL__DX_GEMM_MIN_BATCH tokens with quantized
  * weights — so cuda logits agree with the others within kernel tolerance, not bit for bit.
  *
