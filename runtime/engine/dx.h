@@ -16,7 +16,9 @@
  *
  * Numerics: host and sim are the CPU kernels (Q8 activations for quantized matmuls unless
  * SLUICE_ACT_F32); cuda's GEMV uses Q8 activations for Q4_K / Q8_0 and F32 for the other types
- * (all F32 under SLUICE_ACT_F32; kernels/cuda/gemv.h), and rounds activations to
+ * (all F32 under SLUICE_ACT_F32; kernels/cuda/gemv.h) — its multi-matrix launches
+ * (mm_heads, the grouped matmuls of norm_mm / mm_glu / mm_router: kernels/cuda/gemv_multi.h)
+ * F32 for every type — and rounds activations to
  * F16 in the cuBLAS GEMM used for batches of >= SL__DX_GEMM_MIN_BATCH tokens with quantized
  * weights — so cuda logits agree with the others within kernel tolerance, not bit for bit.
  *
@@ -114,6 +116,14 @@ typedef struct sl__dx_vt {
                         int32_t *idx, float *w, sl_error *);
     sl_status (*moe)(sl__dx *, const sl__dx_moe *L, const int32_t *idx, const float *w,
                      int64_t n, int32_t k, const float *x, float *out, sl_error *);
+    /* Per-head matmuls (deepseek2's MLA: k_b absorbed into the query, v_b after attention),
+     * one step: for h < w->ne[2], t < n, dst + t * dst_ts + h * dst_hs [rows] = W_h (src +
+     * t * src_ts + h * src_hs [cols]), W_h the h-th [rows][cols] matrix of the 3-D w (strides
+     * in floats; src and dst do not overlap). The bits of an mm per head on its gathered
+     * input. */
+    sl_status (*mm_heads)(sl__dx *, const sl_weight *w, const float *src, int64_t src_ts,
+                          int64_t src_hs, float *dst, int64_t dst_ts, int64_t dst_hs, int64_t n,
+                          sl_error *);
     /* dst[r * dst_stride + j] = src[r * src_stride + j] for r < rows, j < width: the gathers
      * and scatters of per-head slices (deepseek2's MLA); src and dst do not overlap */
     sl_status (*copy2d)(sl__dx *, float *dst, int64_t dst_stride, const float *src,

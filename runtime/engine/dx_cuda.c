@@ -15,6 +15,7 @@
 #include "kernels/cuda/fwd.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_multi.h"
 #include "kernels/cuda/ops.h"
 #include "runtime/engine/dx.h"
 
@@ -202,10 +203,113 @@ static sl_status c_copy2d(sl__dx *x, float *dst, int64_t dst_stride, const float
                           err);
 }
 
+/* All heads in one launch (sl_cuda_gemv_heads). */
+static sl_status c_mm_heads(sl__dx *x, const sl_weight *w, const float *src, int64_t src_ts,
+                            int64_t src_hs, float *dst, int64_t dst_ts, int64_t dst_hs,
+                            int64_t n, sl_error *err)
+{
+    x->steps++;
+    const int64_t H = w->ne[2] > 0 ? w->ne[2] : 1;
+    if (n < 1) return SL_OK;
+    if (H > 65535 || n > SL_CUDA_GEMV_MULTI_MAX_N)
+        return sl_error_set(err, SL_ERR_INVALID, "per-head matmul '%s' (cuda): %lld heads x %lld "
+                            "tokens exceed the launch", w->name, (long long)H, (long long)n);
+    sl_status st = sl_cuda_gemv_heads(((dx_cuda *)x)->cu, w->type, w->data,
+                                      (int64_t)sl__weight_slice_bytes(w), (int32_t)H, w->ne[1],
+                                      w->ne[0], src, src_ts, src_hs, n, dst, dst_ts, dst_hs, err);
+    if (st) {
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        return sl_error_set(err, st, "per-head matmul with '%s' (cuda): %s", w->name, why);
+    }
+    return SL_OK;
+}
+
+/* ys[i] = ws[i] xn as one multi-matrix GEMV launch (sl_cuda_gemv_multi) for decode-sized
+ * batches (below SL__DX_GEMM_MIN_BATCH; F32 activations, as c_mm's GEMV for all but Q4_K /
+ * Q8_0); larger batches, or more than SL_CUDA_GEMV_MULTI_MAX matrices: c_mm per matrix. */
+static bool multi_gemv(int count, int64_t n)
+{
+    return n < SL__DX_GEMM_MIN_BATCH && count <= SL_CUDA_GEMV_MULTI_MAX;
+}
+
+/* bias: of the first matrix (the router's), NULL: none; silu_glu: sl_cuda_gemv_multi's */
+static sl_status mm_group(sl__dx *x, const sl_weight *const *ws, int count, const float *xn,
+                          int64_t n, float *const *ys, const float *bias, bool silu_glu,
+                          sl_error *err)
+{
+    if (!multi_gemv(count, n)) {
+        if (bias || silu_glu)
+            return sl_error_set(err, SL_ERR_INVALID, "matmul group (cuda): a bias or GLU "
+                                "epilogue on the multi-matrix GEMV only");
+        for (int i = 0; i < count; i++) {
+            sl_status st = c_mm(x, ws[i], xn, n, ys[i], err);
+            if (st) return st;
+        }
+        return SL_OK;
+    }
+    sl_cuda_gemv_mat ms[SL_CUDA_GEMV_MULTI_MAX];
+    for (int i = 0; i < count; i++) {
+        if (ws[i]->ne[0] != ws[0]->ne[0])
+            return sl_error_set(err, SL_ERR_INVALID, "matmul group (cuda): '%s' has %lld "
+                                "columns, '%s' %lld", ws[0]->name, (long long)ws[0]->ne[0],
+                                ws[i]->name, (long long)ws[i]->ne[0]);
+        ms[i] = (sl_cuda_gemv_mat){.type = ws[i]->type, .w = ws[i]->data, .rows = ws[i]->ne[1],
+                                   .bias = i ? NULL : bias, .y = ys[i]};
+    }
+    sl_status st = sl_cuda_gemv_multi(((dx_cuda *)x)->cu, ms, count, ws[0]->ne[0], xn, n,
+                                      silu_glu, err);
+    if (st) {
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        return sl_error_set(err, st, "matmul with '%s'%s (cuda): %s", ws[0]->name,
+                            count > 1 ? " and the rest of its group" : "", why);
+    }
+    return SL_OK;
+}
+
 /* Fused steps: q/k norm + rope + KV store is one kernel (sl_cuda_qk_rope_store); wo / down +
- * residual add + norm a GEMV then one add + norm kernel (sl_cuda_add_rms_norm); norm + QKV,
- * router GEMV + top-k and gate/up + GLU are still their plain kernels in sequence
- * (dx_fused.c; one multi-matrix GEMV launch is GEMV work to come). One step each. */
+ * residual add + norm a GEMV then one add + norm kernel (sl_cuda_add_rms_norm); norm + QKV the
+ * norm then one multi-matrix GEMV (mm_group); gate/up + GLU one multi-matrix GEMV with the
+ * SwiGLU in its epilogue (other activations: then the GLU kernel); router GEMV (+ bias in the
+ * GEMV's epilogue) then the top-k kernel. Batches of SL__DX_GEMM_MIN_BATCH tokens and more
+ * run the plain kernels. One step each. */
+static sl_status c_norm_mm(sl__dx *x, const float *in, const float *w, int64_t n, int64_t dim,
+                           float eps, float *xn, const sl_weight *const *ws, int count,
+                           float *const *ys, sl_error *err)
+{
+    const uint64_t s0 = x->steps;
+    sl_status st = c_rms_norm(x, in, w, xn, n, dim, eps, err);
+    if (!st && count) st = mm_group(x, ws, count, xn, n, ys, NULL, false, err);
+    x->steps = s0 + 1;
+    return st;
+}
+
+static sl_status c_mm_glu(sl__dx *x, const sl_weight *wg, const sl_weight *wu, sl_moe_act act,
+                          const float *xn, int64_t n, float *g, float *u, sl_error *err)
+{
+    const uint64_t s0 = x->steps;
+    const sl_weight *gu[2] = {wg, wu};
+    float *const ys[2] = {g, u};
+    const bool epi = act == SL_MOE_SILU && multi_gemv(2, n) && wg->ne[1] == wu->ne[1];
+    sl_status st = mm_group(x, gu, 2, xn, n, ys, NULL, epi, err);
+    if (!st && !epi) st = c_glu(x, act, g, u, wg->ne[1] * n, err);
+    x->steps = s0 + 1;
+    return st;
+}
+
+static sl_status c_mm_router(sl__dx *x, const sl_weight *w, const float *bias, const float *xn,
+                             int64_t n, float *logits, const sl_router_params *p, int32_t *idx,
+                             float *wts, sl_error *err)
+{
+    if (!multi_gemv(1, n))
+        return sl__dx_fused_mm_router(x, w, bias, xn, n, logits, p, idx, wts, err);
+    const uint64_t s0 = x->steps;
+    sl_status st = mm_group(x, &w, 1, xn, n, &logits, bias, false, err);
+    if (!st) st = c_router(x, logits, n, p, idx, wts, err);
+    x->steps = s0 + 1;
+    return st;
+}
 static sl_status c_qk_rope_store(sl__dx *x, const sl__dx_qkv *a, sl_error *err)
 {
     x->steps++;
@@ -247,9 +351,9 @@ static const sl__dx_vt cuda_vt = {
     .mm = c_mm, .rms_norm = c_rms_norm, .add = c_add, .add_rows = c_add_rows,
     .scale = c_scale, .glu = c_glu, .rope = c_rope, .kv_store = c_kv_store, .attn = c_attn,
     .router = c_router, .moe = c_moe, .gated_add = c_gated_add, .copy2d = c_copy2d,
-    .argmax = c_argmax, .norm_mm = sl__dx_fused_norm_mm, .qk_rope_store = c_qk_rope_store,
-    .mm_add_norm = c_mm_add_norm, .mm_router = sl__dx_fused_mm_router,
-    .mm_glu = sl__dx_fused_mm_glu,
+    .argmax = c_argmax, .mm_heads = c_mm_heads, .norm_mm = c_norm_mm,
+    .qk_rope_store = c_qk_rope_store, .mm_add_norm = c_mm_add_norm,
+    .mm_router = c_mm_router, .mm_glu = c_mm_glu,
     .destroy = c_destroy};
 
 static size_t align256(size_t b)

@@ -32,6 +32,8 @@ typedef struct dx_host {
     size_t cols_work_bytes;
     void *multi_work; /* single-token groups' activations (grows to the largest group) */
     size_t multi_work_bytes;
+    void *heads_work; /* mm_heads: gathered inputs, their quantized form, the products */
+    size_t heads_work_bytes;
     sl__rope_cache rope;
 } dx_host;
 
@@ -113,6 +115,84 @@ static sl_status h_mm_many(sl__dx *x, const sl_weight *const *ws, int count, con
         sl_status st = h_mm(x, ws[i], in, n, ys[i], err);
         if (st) return st;
     }
+    return SL_OK;
+}
+
+/* Grows a workspace to `need` bytes (never shrinks: once per shape, not per token). */
+static sl_status grow(void **p, size_t *cap, size_t need, const char *what, sl_error *err)
+{
+    if (need <= *cap) return SL_OK;
+    void *q = realloc(*p, need);
+    if (!q) return sl_error_set(err, SL_ERR_NOMEM, "%s: out of memory (%zu bytes)", what, need);
+    *p = q;
+    *cap = need;
+    return SL_OK;
+}
+
+static size_t align64(size_t b)
+{
+    return (b + 63) & ~(size_t)63;
+}
+
+/* The heads are gathered to [H][n][cols], quantized per head and run as one grouped call
+ * (sl_cpu_matvec_groups_q: one pool call; each group's bits are sl_cpu_matvec's, which are
+ * every path's: kernels/cpu/matvec.h), then scattered. f32_act mode has no grouped call:
+ * sl_cpu_matvec per head (the same bits as mm's). */
+static sl_status h_mm_heads(sl__dx *x, const sl_weight *w, const float *src, int64_t src_ts,
+                            int64_t src_hs, float *dst, int64_t dst_ts, int64_t dst_hs,
+                            int64_t n, sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    const int64_t H = w->ne[2] > 0 ? w->ne[2] : 1, cols = w->ne[0], rows = w->ne[1];
+    const size_t mat = (size_t)sl__weight_slice_bytes(w);
+    const size_t qb = sl_cpu_matvec_work_bytes(w->type, cols, n);
+    if (n < 1) return SL_OK;
+    if (!qb || !mat)
+        return sl_error_set(err, SL_ERR_INVALID, "per-head matmul '%s': type %u with %lld "
+                            "columns", w->name, w->type, (long long)cols);
+    const size_t xb = align64((size_t)(n * cols) * sizeof(float)),
+                 yb = align64((size_t)(n * rows) * sizeof(float));
+    const size_t gb = align64((size_t)H * sizeof(sl_cpu_matvec_group));
+    sl_status st = grow(&h->heads_work, &h->heads_work_bytes,
+                        gb + (size_t)H * (xb + align64(qb) + yb), "per-head matmul", err);
+    if (st) return st;
+    sl_cpu_matvec_group *grp = h->heads_work;
+    uint8_t *base = (uint8_t *)h->heads_work + gb;
+    float *xs = (float *)base, *ys = (float *)(base + (size_t)H * (xb + align64(qb)));
+    uint8_t *xq = base + (size_t)H * xb;
+    for (int64_t hd = 0; hd < H; hd++)
+        for (int64_t t = 0; t < n; t++)
+            memcpy(xs + (hd * n + t) * cols, src + t * src_ts + hd * src_hs,
+                   (size_t)cols * sizeof *xs);
+    const uint8_t *wd = w->data;
+    if (h->mv.f32_act) {
+        for (int64_t hd = 0; hd < H && !st; hd++)
+            for (int64_t b = 0; b < n && !st; b += MM_BATCH) {
+                const int64_t nb = n - b < MM_BATCH ? n - b : MM_BATCH;
+                st = sl_cpu_matvec(&h->mv, h->pool, w->type, wd + (size_t)hd * mat, rows, cols,
+                                   xs + (hd * n + b) * cols, nb, ys + (hd * n + b) * rows,
+                                   h->work, h->work_bytes, err);
+            }
+    } else {
+        for (int64_t hd = 0; hd < H && !st; hd++) {
+            st = sl_cpu_matvec_quant_act(&h->mv, w->type, xs + hd * n * cols, cols, n,
+                                         xq + (size_t)hd * align64(qb), qb, err);
+            grp[hd] = (sl_cpu_matvec_group){.w = wd + (size_t)hd * mat,
+                                            .xq = xq + (size_t)hd * align64(qb), .n_batch = n,
+                                            .y = ys + hd * n * rows};
+        }
+        if (!st) st = sl_cpu_matvec_groups_q(&h->mv, h->pool, w->type, rows, cols, grp, H, err);
+    }
+    if (st) {
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        return sl_error_set(err, st, "per-head matmul with '%s': %s", w->name, why);
+    }
+    for (int64_t hd = 0; hd < H; hd++)
+        for (int64_t t = 0; t < n; t++)
+            memcpy(dst + t * dst_ts + hd * dst_hs, ys + (hd * n + t) * rows,
+                   (size_t)rows * sizeof *dst);
     return SL_OK;
 }
 
@@ -454,6 +534,7 @@ static void h_destroy(sl__dx *x)
     free(h->idx);
     free(h->cols_work);
     free(h->multi_work);
+    free(h->heads_work);
     sl__rope_cache_free(&h->rope);
     free(h);
 }
@@ -472,7 +553,8 @@ static const sl__dx_vt host_vt = {
     .mm = h_mm, .mm_many = h_mm_many, .rms_norm = h_rms_norm, .add = h_add,
     .add_rows = h_add_rows, .scale = h_scale,
     .glu = h_glu, .rope = h_rope, .kv_store = h_kv_store, .attn = h_attn, .router = h_router,
-    .moe = h_moe, .gated_add = h_gated_add, .copy2d = h_copy2d, .argmax = h_argmax,
+    .moe = h_moe, .gated_add = h_gated_add, .copy2d = h_copy2d, .mm_heads = h_mm_heads,
+    .argmax = h_argmax,
     .relu_ffn = h_relu_ffn, .norm_mm = sl__dx_fused_norm_mm,
     .qk_rope_store = sl__dx_fused_qk_rope_store, .mm_add_norm = sl__dx_fused_mm_add_norm,
     .mm_router = sl__dx_fused_mm_router, .mm_glu = sl__dx_fused_mm_glu,

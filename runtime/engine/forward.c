@@ -438,43 +438,11 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
     return L->attn_gated ? sl__qwen3next_att_gate(c, s, n, err) : SL_OK;
 }
 
-/* Head h's matrix of a per-head 3-D weight [cols, rows, n_head]: a view, no copy. */
-static sl_weight head_view(const sl_weight *w, int64_t h)
-{
-    sl_weight v = *w;
-    const size_t mat = (size_t)sl__weight_slice_bytes(w);
-    v.data = (const uint8_t *)w->data + (size_t)h * mat;
-    v.ne[2] = 1;
-    v.n_dims = 2;
-    v.nbytes = mat;
-    return v;
-}
-
-/* For each head h: dst[t][h][0 .. rows) = W_h src[t][h][0 .. cols), with token strides
- * src_ts / dst_ts and head strides src_hs / dst_hs (floats), through the gather buffer s->g
- * and the product buffer s->u. */
-static sl_status mm_heads(const sl__side *s, const sl_weight *w, const float *src,
-                          int64_t src_ts, int64_t src_hs, float *dst, int64_t dst_ts,
-                          int64_t dst_hs, int64_t n, sl_error *err)
-{
-    const sl__dx_vt *vt = s->dx->vt;
-    const int64_t cols = w->ne[0], rows = w->ne[1];
-    sl_status st;
-    for (int64_t h = 0; h < w->ne[2]; h++) {
-        const sl_weight v = head_view(w, h);
-        if ((st = vt->copy2d(s->dx, s->g, cols, src + h * src_hs, src_ts, n, cols, err)) ||
-            (st = vt->mm(s->dx, &v, s->g, n, s->u, err)) ||
-            (st = vt->copy2d(s->dx, dst + h * dst_hs, dst_ts, s->u, rows, n, rows, err)))
-            return st;
-    }
-    return SL_OK;
-}
-
 /* deepseek2's multi-head latent attention from s->xn, Wo's input left in s->q, with k_b
- * absorbed into the
- * query as llama.cpp does: the cache row of a token is [rms(c_kv) | rope(k_pe)] (n_lora_kv +
- * n_rot wide), each head's query [k_b_h^T q_nope_h | rope(q_pe_h)] attends to it as one MQA
- * head, the values being the rows' first n_lora_kv entries; v_b_h expands head h's result. */
+ * absorbed into the query (one mm_heads step for all heads) as llama.cpp does: the cache row
+ * of a token is [rms(c_kv) | rope(k_pe)] (n_lora_kv + n_rot wide), each head's query
+ * [k_b_h^T q_nope_h | rope(q_pe_h)] attends to it as one MQA head, the values being the rows'
+ * first n_lora_kv entries; v_b_h expands head h's result (one mm_heads step too). */
 static sl_status attn_mla(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
 {
     const sl_model *m = c->m;
@@ -486,7 +454,7 @@ static sl_status attn_mla(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
                   R = hp->n_rot, C = hp->n_lora_kv, Dl = C + R, nope = Dk - R;
     const float eps = hp->rms_eps;
     sl_status st;
-    if (!vt->copy2d)
+    if (!vt->copy2d || !vt->mm_heads)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "layer %d: MLA attention (%s) is not "
                             "implemented on this device", il, sl_arch_name(m->arch));
     /* q [n][H][Dk] in att */
@@ -512,14 +480,14 @@ static sl_status attn_mla(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
         return st;
     if ((st = kv_store_seqs(c, s, il, false, Dl, s->k, err))) return st;
     /* the attention query [n][H][Dl] in q: absorbed nope part, then the roped part */
-    if ((st = mm_heads(s, L->wk_b, s->att, H * Dk, Dk, s->q, H * Dl, Dl, n, err)) ||
+    if ((st = vt->mm_heads(dx, L->wk_b, s->att, H * Dk, Dk, s->q, H * Dl, Dl, n, err)) ||
         (st = vt->copy2d(dx, s->q + C, Dl, s->att + nope, Dk, n * H, R, err)))
         return st;
     const sl_attn_params ap = {.n_head = (int32_t)H, .n_kv_head = 1, .head_dim = (int32_t)Dl,
                                .n_pos = 1, .scale = hp->attn_scale, .kv_type = c->kv.type};
     if ((st = attn_seqs(c, s, il, s->q, ap, s->att, err))) return st; /* k_only: V reads K */
     /* each head's latent result [C] -> its value head [Dv]: [n][H][Dv] in q */
-    return mm_heads(s, L->wv_b, s->att, H * Dl, Dl, s->q, H * Dv, Dv, n, err);
+    return vt->mm_heads(dx, L->wv_b, s->att, H * Dl, Dl, s->q, H * Dv, Dv, n, err);
 }
 
 static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)

@@ -1,0 +1,59 @@
+/* kernels/cuda/gemv_multi: several matrices in one GEMV launch (issue 32: fewer launches per
+ * layer) — per-head matrices of one 3-D weight, each head with its own strided input
+ * (deepseek2's absorbed k_b and v_b), and up to SL_CUDA_GEMV_MULTI_MAX matrices of one input
+ * (attention Q, K, V; FFN gate and up; the router).
+ *
+ * Semantics: as kernels/cuda/gemv.h (ggml row layout, F32 X and Y, its twelve types), with X
+ * kept F32 (read once per launch, never quantized): one warp per output row sums the row's
+ * units dequantised exactly (sl_qt<T>::deq / elem) times X in float, then a warp reduction.
+ * Simple rather than fast (no shared-memory staging): the point is one launch where there
+ * were several; gemv.cu stays the bandwidth kernel for single matrices.
+ * Pointers are device memory; enqueued on the context's stream; nothing synchronises; no
+ * allocation. Errors as gemv.h (SL_ERR_INVALID naming the argument, SL_ERR_UNSUPPORTED naming
+ * the type, SL_ERR_DEVICE with CUDA's message); arguments are checked before the context. */
+#ifndef SL_KERNELS_CUDA_GEMV_MULTI_H
+#define SL_KERNELS_CUDA_GEMV_MULTI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "kernels/cuda/ctx.h"
+#include "base/status.h"
+
+enum { SL_CUDA_GEMV_MULTI_MAX = 4, SL_CUDA_GEMV_MULTI_MAX_N = 65535 };
+
+/* For h < n_head, t < n: Y + t * y_ts + h * y_hs [rows] = W_h (X + t * x_ts + h * x_hs
+ * [cols]), W_h at d_w + h * head_bytes ([rows][cols] of `type`); strides in floats.
+ * n in [1, SL_CUDA_GEMV_MULTI_MAX_N], n_head in [1, 65535]. One launch. */
+sl_status sl_cuda_gemv_heads(sl_cuda_ctx *c, uint32_t type, const void *d_w, int64_t head_bytes,
+                             int32_t n_head, int64_t rows, int64_t cols, const float *d_x,
+                             int64_t x_ts, int64_t x_hs, int64_t n, float *d_y, int64_t y_ts,
+                             int64_t y_hs, sl_error *err);
+
+/* One matrix of sl_cuda_gemv_multi: y [n][rows] = W [rows][cols] x (+ bias [rows] per row;
+ * NULL: none). Types may differ between the matrices. */
+typedef struct sl_cuda_gemv_mat {
+    uint32_t type;
+    const void *w;
+    int64_t rows;
+    const float *bias;
+    float *y;
+} sl_cuda_gemv_mat;
+
+/* For i < count (1 .. SL_CUDA_GEMV_MULTI_MAX), t < n: ms[i].y + t * rows_i = W_i (d_x + t *
+ * cols) (+ bias). silu_glu: count 2 of equal rows (gate, up): then ms[0].y = silu(gate) * up
+ * as sl_cuda_swiglu computes it (g / (1 + expf(-g)) * u) and ms[1].y = up, in the same launch.
+ * One launch. */
+sl_status sl_cuda_gemv_multi(sl_cuda_ctx *c, const sl_cuda_gemv_mat *ms, int count,
+                             int64_t cols, const float *d_x, int64_t n, bool silu_glu,
+                             sl_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

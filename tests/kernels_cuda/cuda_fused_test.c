@@ -1,0 +1,343 @@
+/* tests/kernels_cuda/cuda_fused_test.c: the multi-matrix GEMV launches of kernels/cuda/gemv_multi.h
+ * (issue 32: deepseek2's per-head k_b / v_b in one launch; Q/K/V, gate/up + SwiGLU and the
+ * router's GEMV + bias in one launch each) against the host executor's kernels.
+ *
+ * Reference: what the host executor computes for the same step (runtime/engine/dx_host.c,
+ * dx_fused.c): sl_cpu_matvec per head / per matrix in its SLUICE_ACT_F32 mode (dequantised rows
+ * dotted with F32 activations in double, as the GPU keeps x F32), the bias added per row, then
+ * sl_cpu_swiglu. Tolerance per output: 3e-5 (S + M X) + 1e-6 with S = sum |w| |x|, M = max |w|,
+ * X = sum |x| of the row (cuda_kernels_test's GEMV bound, with margin); the SwiGLU output
+ * within 1.2 tol(gate) |up| + tol(up) |silu(gate)| + 1e-5 |ref| (silu' <= 1.1).
+ * Checked: every type with a quantizer; strided per-head inputs and outputs whose padding stays
+ * untouched; 1 and 3 tokens; three matrices of mixed types; bias; the SwiGLU epilogue.
+ * Without a usable GPU: the host-side argument checks, then "SKIPPED, no usable GPU" (CI);
+ * on the GPU machine tools/gpu-test runs it fully. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kernels/cpu/matvec.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cuda/ctx.h"
+#include "kernels/cuda/gemv_multi.h"
+#include "kernels/ref/quant.h"
+#include "base/status.h"
+#include "tests/testing.h"
+
+static const uint32_t TYPES[] = {SL_GGML_F32,  SL_GGML_F16,  SL_GGML_BF16, SL_GGML_Q4_0,
+                                 SL_GGML_Q4_1, SL_GGML_Q5_0, SL_GGML_Q5_1, SL_GGML_Q8_0,
+                                 SL_GGML_Q4_K, SL_GGML_Q5_K, SL_GGML_Q6_K};
+enum { N_TYPES = sizeof TYPES / sizeof TYPES[0] };
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float rnd_f(float lo, float hi)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return lo + (hi - lo) * (float)((rng >> 16) & 0xFFFFFF) / 16777216.0f;
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) exit(1); /* test harness only */
+    return p;
+}
+static void *dmalloc(size_t n)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, n ? n : 1) != cudaSuccess) exit(1); /* test harness only */
+    return p;
+}
+static void h2d(void *d, const void *h, size_t n)
+{
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+}
+static void d2h(void *h, const void *d, size_t n)
+{
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost) == cudaSuccess);
+}
+
+static int64_t blk(uint32_t t) { return sl_gguf_type_get(t)->block_size; }
+static const char *tname(uint32_t t) { return sl_gguf_type_get(t)->name; }
+
+/* rows x cols random weights of type t, quantized from random floats; *wf their dequantised
+ * values */
+static uint8_t *make_w(uint32_t t, int64_t rows, int64_t cols, size_t *bytes, float **wf)
+{
+    const int64_t n = rows * cols;
+    *bytes = sl_quant_row_bytes(t, n);
+    uint8_t *w = xmalloc(*bytes);
+    float *f = xmalloc((size_t)n * sizeof *f);
+    for (int64_t i = 0; i < n; i++) f[i] = rnd_f(-1.0f, 1.0f) * (1.0f + (float)(i % 5));
+    sl_error e;
+    CHECK_MSG(sl_quant_row(t, f, w, n, &e) == SL_OK, "%s", e.msg);
+    CHECK_MSG(sl_quant_dequant_row(t, w, f, n, &e) == SL_OK, "%s", e.msg);
+    *wf = f;
+    return w;
+}
+
+static sl_cpu_matvec_ctx g_mv;
+static sl_cpu_ops g_ops;
+
+/* the host executor's product (f32_act): y [n][rows] = W x, x [n][cols] contiguous */
+static void host_mm(uint32_t t, const void *w, int64_t rows, int64_t cols, const float *x,
+                    int64_t n, float *y)
+{
+    const size_t wb = sl_cpu_matvec_work_bytes(t, cols, n);
+    void *work = xmalloc(wb);
+    sl_error e;
+    CHECK_MSG(sl_cpu_matvec(&g_mv, NULL, t, w, rows, cols, x, n, y, work, wb, &e) == SL_OK,
+              "host matvec %s: %s", tname(t), e.msg);
+    free(work);
+}
+
+/* the GEMV bound of row r of wf against x */
+static double tol(const float *wf, int64_t r, int64_t cols, const float *x)
+{
+    double S = 0, M = 0, X = 0;
+    for (int64_t c = 0; c < cols; c++) {
+        const double a = fabs(wf[r * cols + c]);
+        S += a * fabs(x[c]);
+        X += fabs(x[c]);
+        if (a > M) M = a;
+    }
+    return 3e-5 * (S + M * X) + 1e-6;
+}
+
+static int fails;
+#define REPORT(cond, ...)                                                                  \
+    do {                                                                                   \
+        if (!(cond) && fails++ < 30) CHECK_MSG(cond, __VA_ARGS__);                         \
+        else if (!(cond)) sl_test_g.failures++;                                            \
+    } while (0)
+
+static int64_t cols_of(uint32_t t)
+{
+    return blk(t) == 1 ? 300 : blk(t) == 32 ? 8 * 32 : 2 * blk(t);
+}
+
+/* H heads of [rows][cols], inputs and outputs strided with padding, n tokens */
+static void test_heads(sl_cuda_ctx *c)
+{
+    for (int ti = 0; ti < N_TYPES; ti++)
+        for (int64_t n = 1; n <= 3; n += 2) {
+            const uint32_t t = TYPES[ti];
+            const int64_t H = 3, rows = 17, cols = cols_of(t);
+            const int64_t xhs = cols + 5, xts = H * xhs + 2, yhs = rows + 3, yts = H * yhs + 1;
+            size_t hb;
+            float *wf;
+            uint8_t *w = make_w(t, H * rows, cols, &hb, &wf);
+            const size_t mat = hb / (size_t)H;
+            float *x = xmalloc((size_t)(n * xts) * 4), *y = xmalloc((size_t)(n * yts) * 4);
+            float *xc = xmalloc((size_t)(n * cols) * 4), *yr = xmalloc((size_t)(n * rows) * 4);
+            for (int64_t i = 0; i < n * xts; i++) x[i] = rnd_f(-1, 1);
+            for (int64_t i = 0; i < n * yts; i++) y[i] = -7.0f;
+            uint8_t *dw = dmalloc(hb);
+            float *dx = dmalloc((size_t)(n * xts) * 4), *dy = dmalloc((size_t)(n * yts) * 4);
+            h2d(dw, w, hb);
+            h2d(dx, x, (size_t)(n * xts) * 4);
+            h2d(dy, y, (size_t)(n * yts) * 4);
+            sl_error e;
+            CHECK_MSG(sl_cuda_gemv_heads(c, t, dw, (int64_t)mat, (int32_t)H, rows, cols, dx, xts,
+                                         xhs, n, dy, yts, yhs, &e) == SL_OK, "%s", e.msg);
+            CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+            d2h(y, dy, (size_t)(n * yts) * 4);
+            for (int64_t h = 0; h < H; h++) {
+                for (int64_t b = 0; b < n; b++)
+                    memcpy(xc + b * cols, x + b * xts + h * xhs, (size_t)cols * 4);
+                host_mm(t, w + (size_t)h * mat, rows, cols, xc, n, yr);
+                for (int64_t b = 0; b < n; b++)
+                    for (int64_t r = 0; r < rows; r++) {
+                        const float got = y[b * yts + h * yhs + r], want = yr[b * rows + r];
+                        const double tl = tol(wf + h * rows * cols, r, cols, xc + b * cols);
+                        REPORT(fabs((double)got - want) <= tl, "heads %s n %lld head %lld tok "
+                               "%lld row %lld: %g vs host %g (tol %g)", tname(t), (long long)n,
+                               (long long)h, (long long)b, (long long)r, got, want, tl);
+                    }
+            }
+            int64_t touched = 0; /* the padding between heads and tokens */
+            for (int64_t b = 0; b < n; b++)
+                for (int64_t i = 0; i < yts; i++) {
+                    const int64_t h = i / yhs, r = i % yhs;
+                    if ((h >= H || r >= rows) && y[b * yts + i] != -7.0f) touched++;
+                }
+            REPORT(touched == 0, "heads %s: %lld padding entries written", tname(t),
+                   (long long)touched);
+            free(w), free(wf), free(x), free(y), free(xc), free(yr);
+            cudaFree(dw), cudaFree(dx), cudaFree(dy);
+        }
+}
+
+/* three matrices of mixed types (Q, K, V-like: rows 17, 5, 9) of one x, the first with a
+ * bias; then gate/up (rows 23) with the SwiGLU epilogue */
+static void test_multi(sl_cuda_ctx *c)
+{
+    const uint32_t sets[3][3] = {{SL_GGML_Q4_K, SL_GGML_Q6_K, SL_GGML_Q5_K},
+                                 {SL_GGML_Q8_0, SL_GGML_Q4_0, SL_GGML_Q5_1},
+                                 {SL_GGML_F16, SL_GGML_F32, SL_GGML_BF16}};
+    for (int si = 0; si < 3; si++)
+        for (int64_t n = 1; n <= 3; n += 2) {
+            const int64_t cols = cols_of(sets[si][0]);
+            const int64_t rowsv[3] = {17, 5, 9};
+            uint8_t *w[3];
+            float *wf[3], *y[3], *dy[3];
+            void *dw[3];
+            size_t wb[3];
+            float *x = xmalloc((size_t)(n * cols) * 4), *bias = xmalloc(17 * 4);
+            for (int64_t i = 0; i < n * cols; i++) x[i] = rnd_f(-1, 1);
+            for (int i = 0; i < 17; i++) bias[i] = rnd_f(-2, 2);
+            float *dx = dmalloc((size_t)(n * cols) * 4), *dbias = dmalloc(17 * 4);
+            h2d(dx, x, (size_t)(n * cols) * 4);
+            h2d(dbias, bias, 17 * 4);
+            sl_cuda_gemv_mat ms[3];
+            for (int i = 0; i < 3; i++) {
+                w[i] = make_w(sets[si][i], rowsv[i], cols, &wb[i], &wf[i]);
+                dw[i] = dmalloc(wb[i]);
+                h2d(dw[i], w[i], wb[i]);
+                y[i] = xmalloc((size_t)(n * rowsv[i]) * 4);
+                dy[i] = dmalloc((size_t)(n * rowsv[i]) * 4);
+                ms[i] = (sl_cuda_gemv_mat){.type = sets[si][i], .w = dw[i], .rows = rowsv[i],
+                                           .bias = i ? NULL : dbias, .y = dy[i]};
+            }
+            sl_error e;
+            CHECK_MSG(sl_cuda_gemv_multi(c, ms, 3, cols, dx, n, false, &e) == SL_OK, "%s", e.msg);
+            CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+            for (int i = 0; i < 3; i++) {
+                d2h(y[i], dy[i], (size_t)(n * rowsv[i]) * 4);
+                float *yr = xmalloc((size_t)(n * rowsv[i]) * 4);
+                host_mm(sets[si][i], w[i], rowsv[i], cols, x, n, yr);
+                for (int64_t b = 0; b < n; b++)
+                    for (int64_t r = 0; r < rowsv[i]; r++) {
+                        const float want = yr[b * rowsv[i] + r] + (i ? 0.0f : bias[r]);
+                        const float got = y[i][b * rowsv[i] + r];
+                        const double tl = tol(wf[i], r, cols, x + b * cols);
+                        REPORT(fabs((double)got - want) <= tl, "multi %s (matrix %d of 3) n %lld "
+                               "tok %lld row %lld: %g vs host %g (tol %g)", tname(sets[si][i]), i,
+                               (long long)n, (long long)b, (long long)r, got, want, tl);
+                    }
+                free(yr);
+            }
+            /* gate (set's first type) and up (its second), 23 rows each, SwiGLU epilogue */
+            const int64_t F = 23;
+            size_t gb, ub;
+            float *gf, *uf;
+            uint8_t *wg = make_w(sets[si][0], F, cols, &gb, &gf), *wu = make_w(sets[si][1], F, cols,
+                                                                                &ub, &uf);
+            void *dwg = dmalloc(gb), *dwu = dmalloc(ub);
+            float *dg = dmalloc((size_t)(n * F) * 4), *du = dmalloc((size_t)(n * F) * 4);
+            h2d(dwg, wg, gb);
+            h2d(dwu, wu, ub);
+            const sl_cuda_gemv_mat gu[2] = {
+                {.type = sets[si][0], .w = dwg, .rows = F, .y = dg},
+                {.type = sets[si][1], .w = dwu, .rows = F, .y = du}};
+            CHECK_MSG(sl_cuda_gemv_multi(c, gu, 2, cols, dx, n, true, &e) == SL_OK, "%s", e.msg);
+            CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+            float *g = xmalloc((size_t)(n * F) * 4), *u = xmalloc((size_t)(n * F) * 4);
+            float *gr = xmalloc((size_t)(n * F) * 4), *ur = xmalloc((size_t)(n * F) * 4);
+            float *hr = xmalloc((size_t)(n * F) * 4);
+            d2h(g, dg, (size_t)(n * F) * 4);
+            d2h(u, du, (size_t)(n * F) * 4);
+            host_mm(sets[si][0], wg, F, cols, x, n, gr);
+            host_mm(sets[si][1], wu, F, cols, x, n, ur);
+            CHECK(sl_cpu_swiglu(&g_ops, gr, ur, hr, n * F, &e) == SL_OK);
+            for (int64_t b = 0; b < n; b++)
+                for (int64_t r = 0; r < F; r++) {
+                    const int64_t i = b * F + r;
+                    const double tg = tol(gf, r, cols, x + b * cols),
+                                 tu = tol(uf, r, cols, x + b * cols);
+                    REPORT(fabs((double)u[i] - ur[i]) <= tu, "glu up %s tok %lld row %lld: %g vs "
+                           "host %g", tname(sets[si][1]), (long long)b, (long long)r, u[i], ur[i]);
+                    const double silu = gr[i] / (1.0 + exp(-(double)gr[i]));
+                    const double tl =
+                        1.2 * tg * fabs(ur[i]) + tu * fabs(silu) + 1e-5 * fabs(hr[i]) + 1e-6;
+                    REPORT(fabs((double)g[i] - hr[i]) <= tl, "glu %s/%s tok %lld row %lld: %g vs "
+                           "host %g (tol %g)", tname(sets[si][0]), tname(sets[si][1]),
+                           (long long)b, (long long)r, g[i], hr[i], tl);
+                }
+            free(g), free(u), free(gr), free(ur), free(hr), free(wg), free(wu), free(gf), free(uf);
+            cudaFree(dwg), cudaFree(dwu), cudaFree(dg), cudaFree(du);
+            for (int i = 0; i < 3; i++) {
+                free(w[i]), free(wf[i]), free(y[i]);
+                cudaFree(dw[i]), cudaFree(dy[i]);
+            }
+            free(x), free(bias);
+            cudaFree(dx), cudaFree(dbias);
+        }
+}
+
+/* argument checks: all before the context, so they run without a GPU */
+static void test_host_side(void)
+{
+    sl_error e;
+    float *p = (float *)(uintptr_t)256; /* never dereferenced: every call here is refused */
+    const sl_cuda_gemv_mat ok = {.type = SL_GGML_F32, .w = p, .rows = 4, .y = p};
+    CHECK(sl_cuda_gemv_multi(NULL, &ok, 1, 8, p, 1, false, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx is NULL");
+    CHECK(sl_cuda_gemv_multi(NULL, &ok, 0, 8, p, 1, false, &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_gemv_multi(NULL, &ok, SL_CUDA_GEMV_MULTI_MAX + 1, 8, p, 1, false, &e) ==
+          SL_ERR_INVALID);
+    CHECK(sl_cuda_gemv_multi(NULL, NULL, 1, 8, p, 1, false, &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_gemv_multi(NULL, &ok, 1, 8, NULL, 1, false, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "d_x");
+    CHECK(sl_cuda_gemv_multi(NULL, &ok, 1, 8, p, 0, false, &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_gemv_multi(NULL, &ok, 1, 8, p, 1, true, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "silu_glu");
+    sl_cuda_gemv_mat two[2] = {ok, ok};
+    two[1].rows = 5;
+    CHECK(sl_cuda_gemv_multi(NULL, two, 2, 8, p, 1, true, &e) == SL_ERR_INVALID);
+    two[1] = ok;
+    two[1].type = 99;
+    CHECK(sl_cuda_gemv_multi(NULL, two, 2, 8, p, 1, false, &e) == SL_ERR_UNSUPPORTED);
+    two[1] = ok;
+    two[1].w = NULL;
+    CHECK(sl_cuda_gemv_multi(NULL, two, 2, 8, p, 1, false, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "matrix 1");
+    CHECK(sl_cuda_gemv_heads(NULL, SL_GGML_Q8_0, p, 34 * 4, 2, 4, 33, p, 66, 33, 1, p, 8, 4,
+                             &e) == SL_ERR_INVALID); /* cols not a multiple of 32 */
+    CHECK(sl_cuda_gemv_heads(NULL, SL_GGML_F32, p, 4 * 8 * 4, 0, 4, 8, p, 16, 8, 1, p, 8, 4,
+                             &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_gemv_heads(NULL, SL_GGML_F32, p, 4 * 8 * 4 - 1, 2, 4, 8, p, 16, 8, 1, p, 8, 4,
+                             &e) == SL_ERR_INVALID); /* heads overlap */
+    CHECK(sl_cuda_gemv_heads(NULL, SL_GGML_F32, p, 4 * 8 * 4, 2, 4, 8, p, 16, 8, 1, NULL, 8, 4,
+                             &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "d_y");
+    CHECK(sl_cuda_gemv_heads(NULL, SL_GGML_F32, p, 4 * 8 * 4, 2, 4, 8, p, 16, 8, 1, p, 8, 4,
+                             &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx is NULL");
+}
+
+int main(void)
+{
+    test_host_side();
+    sl_error e;
+    int n = 0;
+    if (sl_cuda_probe(&n, &e) != SL_OK) {
+        CHECK(e.code == SL_ERR_DEVICE || e.code == SL_ERR_NOT_FOUND);
+        printf("cuda_fused_test: SKIPPED, no usable GPU (%s)\n", e.msg);
+        return sl_test_finish("cuda_fused_test");
+    }
+    const sl_cpu_features f = sl_cpu_features_detect();
+    CHECK(sl_cpu_ops_init(&g_ops, SL_CPU_ISA_AUTO, f, &e) == SL_OK);
+    CHECK(sl_cpu_matvec_init(&g_mv, g_ops.isa, f, &e) == SL_OK);
+    g_mv.f32_act = true;
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    sl_cuda_ctx *c = NULL;
+    if (sl_cuda_ctx_create(0, s, &c, &e) != SL_OK) {
+        CHECK_MSG(false, "ctx: %s", e.msg);
+        return sl_test_finish("cuda_fused_test");
+    }
+    test_heads(c);
+    test_multi(c);
+    CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+    sl_cuda_ctx_destroy(c);
+    cudaStreamDestroy(s);
+    return sl_test_finish("cuda_fused_test");
+}
