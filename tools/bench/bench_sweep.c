@@ -76,14 +76,21 @@ static const double k_max_pp_flops = 100e9;
 static const int64_t k_prompts[] = {64, 512};
 static const int64_t k_gen = 32;
 
+/* One bench compare child: the medians of each test, the load around it, its JSON. */
+typedef struct sweep_run {
+    double llama[N_SWEEP_TESTS], sluice[N_SWEEP_TESTS];
+    double load0, load1;
+    char *json;               /* the child's bench compare --json object (malloc'd) */
+} sweep_run;
+
+enum { SIDE_THIS, SIDE_BASE, N_SIDES }; /* this binary, and the --baseline binary */
+
 typedef struct sweep_row {
     uint32_t v[N_AXES];
     char path[4096];
     uint32_t down_type;       /* the routed experts' down type (a fallback, or the type) */
     bool skipped;             /* the type cannot be written */
-    double llama[MAX_THREADS][N_SWEEP_TESTS], sluice[MAX_THREADS][N_SWEEP_TESTS];
-    double load0[MAX_THREADS], load1[MAX_THREADS];
-    char *json[MAX_THREADS];  /* the child's bench compare --json object */
+    sweep_run run[N_SIDES][MAX_THREADS];
 } sweep_row;
 
 typedef struct sweep {
@@ -92,6 +99,7 @@ typedef struct sweep {
     int64_t threads[MAX_THREADS];
     int n_threads;
     const char *dir, *json_path;
+    const char *baseline;     /* --baseline BIN: also run its bench compare, row by row */
     bool dry_run;
     sweep_row r[MAX_ROWS];
 } sweep;
@@ -99,7 +107,7 @@ typedef struct sweep {
 static void usage(FILE *f)
 {
     fputs("usage: tools/run bench compare --sweep [--rows 8] [--seed 1] [-r 5] [-t 1,2]\n"
-          "         [--layers 2] [--dir DIR] [--json FILE] [--dry-run]\n"
+          "         [--layers 2] [--dir DIR] [--json FILE] [--baseline BIN] [--dry-run]\n"
           "\n"
           "Sluice beside llama.cpp on a seeded sample of synthetic MoE shapes: experts {8, 32,\n"
           "64, 128}, top-k {2, 4, 6, 8}, expert FFN {256, 384, 768, 1408, 2048}, dim {768,\n"
@@ -119,6 +127,10 @@ static void usage(FILE *f)
           "  --dir DIR       where the files are written and reused (default\n"
           "                  /tmp/sluice-sweep)\n"
           "  --json FILE     also write the results (with every sample) as JSON to FILE\n"
+          "  --baseline BIN  another sluice binary (an older build): after each of this\n"
+          "                  binary's bench compare runs, BIN's runs on the same row and\n"
+          "                  threads, so the table holds before and after, each with its\n"
+          "                  own llama.cpp rounds\n"
           "  --dry-run       print the sampled rows and exit\n",
           f);
 }
@@ -276,11 +288,14 @@ static int make_file(sweep *s, sweep_row *r)
     return 0;
 }
 
-/* Runs bench compare on row r with thread count index ti; 1 after printing an error. */
-static int run_compare(sweep *s, sweep_row *r, int ti)
+/* Runs bench compare of side `side` (this binary or --baseline) on row r with thread count
+ * index ti; 1 after printing an error. */
+static int run_compare(sweep *s, sweep_row *r, int side, int ti)
 {
     char self[4096], t[32], reps[32], p[64];
-    if (sl_cli_self_exe(k_cmd, self, sizeof self)) return 1;
+    sweep_run *run = &r->run[side][ti];
+    if (side == SIDE_BASE) snprintf(self, sizeof self, "%s", s->baseline);
+    else if (sl_cli_self_exe(k_cmd, self, sizeof self)) return 1;
     snprintf(t, sizeof t, "%" PRId64, s->threads[ti]);
     snprintf(reps, sizeof reps, "%" PRId64, s->reps);
     snprintf(p, sizeof p, "%" PRId64 ",%" PRId64, k_prompts[0], k_prompts[1]);
@@ -290,16 +305,16 @@ static int run_compare(sweep *s, sweep_row *r, int ti)
                     "-r", reps, "--json", NULL};
     sl_subproc_result res;
     sl_error err = {0};
-    r->load0[ti] = load_1min();
+    run->load0 = load_1min();
     if (sl_subproc_run(argv, NULL, &res, &err)) {
         fprintf(stderr, "sluice %s: %s\n", k_cmd, err.msg);
         return 1;
     }
-    r->load1[ti] = load_1min();
+    run->load1 = load_1min();
     if (res.exit_code) {
         size_t k = res.err_len > 2000 ? res.err_len - 2000 : 0;
-        fprintf(stderr, "%s\nsluice %s: bench compare on %s exited with status %d\n",
-                res.err + k, k_cmd, r->path, res.exit_code);
+        fprintf(stderr, "%s\nsluice %s: %s bench compare on %s exited with status %d\n",
+                res.err + k, k_cmd, self, r->path, res.exit_code);
         sl_subproc_result_free(&res);
         return 1;
     }
@@ -319,8 +334,8 @@ static int run_compare(sweep *s, sweep_row *r, int ti)
             continue;
         int k = np == k_prompts[0] ? 0 : np == k_prompts[1] ? 1 : ng == k_gen ? 2 : -1;
         if (k < 0) continue;
-        r->llama[ti][k] = sl_jdoc_num(d, sl_jdoc_get(d, v, "llama_tps_median"));
-        r->sluice[ti][k] = sl_jdoc_num(d, sl_jdoc_get(d, v, "sluice_tps_median"));
+        run->llama[k] = sl_jdoc_num(d, sl_jdoc_get(d, v, "llama_tps_median"));
+        run->sluice[k] = sl_jdoc_num(d, sl_jdoc_get(d, v, "sluice_tps_median"));
         found++;
     }
     if (found != N_SWEEP_TESTS) {
@@ -328,8 +343,8 @@ static int run_compare(sweep *s, sweep_row *r, int ti)
                 N_SWEEP_TESTS);
         goto done;
     }
-    r->json[ti] = strndup(res.out, res.out_len);
-    rc = r->json[ti] ? 0 : 1;
+    run->json = strndup(res.out, res.out_len);
+    rc = run->json ? 0 : 1;
 done:
     sl_jdoc_free(d);
     sl_subproc_result_free(&res);
@@ -338,12 +353,14 @@ done:
 
 static const char *const k_test_names[N_SWEEP_TESTS] = {"pp64", "pp512", "tg32"};
 
-static void print_header(void)
+static void print_header(bool base)
 {
     printf("| row | shared | experts | top-k |  ffn |  dim | type               | test  | t |"
-           "   llama t/s |  sluice t/s | ratio | load   |\n"
+           "%s   llama t/s |  sluice t/s | ratio | load      |\n"
            "|----:|:------:|--------:|------:|-----:|-----:|:-------------------|:------|--:|"
-           "------------:|------------:|------:|:-------|\n");
+           "%s------------:|------------:|------:|:----------|\n",
+           base ? " base llama | base sluice | base ratio |" : "",
+           base ? "-----------:|------------:|-----------:|" : "");
 }
 
 static void print_row(const sweep *s, int64_t i)
@@ -359,12 +376,15 @@ static void print_row(const sweep *s, int64_t i)
     }
     for (int ti = 0; ti < s->n_threads; ti++)
         for (int k = 0; k < N_SWEEP_TESTS; k++) {
-            const double l = r->llama[ti][k], q = r->sluice[ti][k];
+            const sweep_run *a = &r->run[SIDE_THIS][ti], *b = &r->run[SIDE_BASE][ti];
             printf("| %3" PRId64 " | %-6s | %7u | %5u | %4u | %4u | %-18s | %-5s | %" PRId64
-                   " | %11.2f | %11.2f | %5.2f | %.1f-%.1f |\n",
-                   i, r->v[AX_SHEXP] ? "on" : "off", r->v[AX_EXPERTS], r->v[AX_TOPK],
-                   r->v[AX_FFN], r->v[AX_DIM], ty, k_test_names[k], s->threads[ti], l, q,
-                   l > 0 ? q / l : 0.0, r->load0[ti], r->load1[ti]);
+                   " |", i, r->v[AX_SHEXP] ? "on" : "off", r->v[AX_EXPERTS], r->v[AX_TOPK],
+                   r->v[AX_FFN], r->v[AX_DIM], ty, k_test_names[k], s->threads[ti]);
+            if (s->baseline)
+                printf(" %10.2f | %11.2f | %10.2f |", b->llama[k], b->sluice[k],
+                       b->llama[k] > 0 ? b->sluice[k] / b->llama[k] : 0.0);
+            printf(" %11.2f | %11.2f | %5.2f | %4.1f-%4.1f |\n", a->llama[k], a->sluice[k],
+                   a->llama[k] > 0 ? a->sluice[k] / a->llama[k] : 0.0, a->load0, a->load1);
         }
 }
 
@@ -376,7 +396,10 @@ static int write_json(const sweep *s)
         return 1;
     }
     fprintf(f, "{\"seed\":%" PRIu64 ",\"repetitions\":%" PRId64 ",\"layers\":%" PRId64
-            ",\"rows\":[", s->seed, s->reps, s->layers);
+            ",\"baseline\":", s->seed, s->reps, s->layers);
+    if (s->baseline) sl_json_cstr(f, s->baseline);
+    else fprintf(f, "null");
+    fprintf(f, ",\"rows\":[");
     for (int64_t i = 0; i < s->rows; i++) {
         const sweep_row *r = &s->r[i];
         const sl_gguf_type_info *ti = sl_gguf_type_get(r->v[AX_TYPE]);
@@ -390,25 +413,35 @@ static int write_json(const sweep *s)
         fprintf(f, ",\"file\":");
         sl_json_cstr(f, r->path);
         fprintf(f, ",\"skipped\":%s,\"results\":[", r->skipped ? "true" : "false");
-        for (int t = 0; t < s->n_threads && !r->skipped; t++) {
-            for (int k = 0; k < N_SWEEP_TESTS; k++) {
-                fprintf(f, "%s{\"threads\":%" PRId64 ",\"test\":\"%s\",\"llama_tps_median\":",
-                        t || k ? "," : "", s->threads[t], k_test_names[k]);
-                sl_json_f64(f, r->llama[t][k]);
-                fprintf(f, ",\"sluice_tps_median\":");
-                sl_json_f64(f, r->sluice[t][k]);
-                fprintf(f, ",\"ratio\":");
-                sl_json_f64(f, r->llama[t][k] > 0 ? r->sluice[t][k] / r->llama[t][k] : 0);
-                fprintf(f, ",\"load_before\":");
-                sl_json_f64(f, r->load0[t]);
-                fprintf(f, ",\"load_after\":");
-                sl_json_f64(f, r->load1[t]);
-                fprintf(f, "}");
-            }
-        }
+        bool first = true;
+        for (int side = 0; side < (s->baseline ? N_SIDES : 1); side++)
+            for (int t = 0; t < s->n_threads && !r->skipped; t++)
+                for (int k = 0; k < N_SWEEP_TESTS; k++) {
+                    const sweep_run *u = &r->run[side][t];
+                    fprintf(f, "%s{\"side\":\"%s\",\"threads\":%" PRId64 ",\"test\":\"%s\","
+                            "\"llama_tps_median\":", first ? "" : ",",
+                            side == SIDE_BASE ? "baseline" : "sluice", s->threads[t],
+                            k_test_names[k]);
+                    first = false;
+                    sl_json_f64(f, u->llama[k]);
+                    fprintf(f, ",\"sluice_tps_median\":");
+                    sl_json_f64(f, u->sluice[k]);
+                    fprintf(f, ",\"ratio\":");
+                    sl_json_f64(f, u->llama[k] > 0 ? u->sluice[k] / u->llama[k] : 0);
+                    fprintf(f, ",\"load_before\":");
+                    sl_json_f64(f, u->load0);
+                    fprintf(f, ",\"load_after\":");
+                    sl_json_f64(f, u->load1);
+                    fprintf(f, "}");
+                }
         fprintf(f, "],\"compare\":[");
-        for (int t = 0; t < s->n_threads && !r->skipped; t++)
-            fprintf(f, "%s%s", t ? "," : "", r->json[t] ? r->json[t] : "null");
+        first = true;
+        for (int side = 0; side < (s->baseline ? N_SIDES : 1); side++)
+            for (int t = 0; t < s->n_threads && !r->skipped; t++) {
+                fprintf(f, "%s%s", first ? "" : ",",
+                        r->run[side][t].json ? r->run[side][t].json : "null");
+                first = false;
+            }
         fprintf(f, "]}");
     }
     fprintf(f, "]}\n");
@@ -447,7 +480,8 @@ int sl_bench_sweep(int argc, char **argv)
     }
     int rc = sweep_main(sp, argc, argv);
     for (int64_t i = 0; i < MAX_ROWS; i++)
-        for (int t = 0; t < MAX_THREADS; t++) free(sp->r[i].json[t]);
+        for (int side = 0; side < N_SIDES; side++)
+            for (int t = 0; t < MAX_THREADS; t++) free(sp->r[i].run[side][t].json);
     free(sp);
     return rc;
 }
@@ -495,6 +529,11 @@ static int sweep_main(sweep *s, int argc, char **argv)
             if (!(v = sl_cli_value(&a))) return 2;
             if (!*v) return sl_cli_usage_error(k_cmd, "--dir: empty name");
             s->dir = v;
+        } else if (sl_cli_is(&a, "--baseline", NULL)) {
+            if (!(v = sl_cli_value(&a))) return 2;
+            if (access(v, X_OK))
+                return sl_cli_usage_error(k_cmd, "--baseline %s: not an executable file", v);
+            s->baseline = v;
         } else if (sl_cli_is(&a, "--json", NULL)) {
             if (!(v = sl_cli_value(&a))) return 2;
             if (!*v) return sl_cli_usage_error(k_cmd, "--json: empty file name");
@@ -518,7 +557,7 @@ static int sweep_main(sweep *s, int argc, char **argv)
     for (int64_t i = 0; i < s->rows; i++)
         if (make_file(s, &s->r[i])) goto done;
     if (s->dry_run) {
-        print_header();
+        print_header(s->baseline != NULL);
         for (int64_t i = 0; i < s->rows; i++) {
             char ty[48];
             type_label(&s->r[i], ty, sizeof ty);
@@ -534,13 +573,14 @@ static int sweep_main(sweep *s, int argc, char **argv)
         for (int t = 0; t < s->n_threads; t++) {
             fprintf(stderr, "%s: row %" PRId64 "/%" PRId64 ", %" PRId64 " threads (%.0f s) ...\n",
                     k_cmd, i + 1, s->rows, s->threads[t], sl_cli_now_s() - t0);
-            if (run_compare(s, &s->r[i], t)) goto done;
+            if (run_compare(s, &s->r[i], SIDE_THIS, t)) goto done;
+            if (s->baseline && run_compare(s, &s->r[i], SIDE_BASE, t)) goto done;
         }
     }
     printf("llama.cpp and Sluice (placement cpu), seed %" PRIu64 ", %" PRId64 " rounds "
            "alternating, medians; %" PRId64 " layers; %.0f s\n\n", s->seed, s->reps, s->layers,
            sl_cli_now_s() - t0);
-    print_header();
+    print_header(s->baseline != NULL);
     for (int64_t i = 0; i < s->rows; i++) print_row(s, i);
     rc = s->json_path ? write_json(s) : 0;
     if (!rc) rc = sl_cli_stdout_check(k_cmd);
