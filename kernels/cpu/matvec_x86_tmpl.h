@@ -437,6 +437,70 @@ SL_MV_RANGE32(q5_1, sizeof(sl_block_q5_1), sizeof(sl_block_q8_1), SL_MV_TERM_DM)
 #include "kernels/cpu/rows32_x86_tmpl.h"
 #endif
 
+#if SL_MV_AVX512
+/* Q8_0 rows for VNNI: vpdpbusd takes u = w + 128 (w ^ 0x80) against the signed x, and the
+ * block's 128 * sum x, formed once per call for every row, is taken back from the integer
+ * sum: the same exact integer as the sign trick (|w| . sign(x, w)) without its two vpsignb
+ * per block. The float work is group_terms' (SL_MV_TERM_D) op for op, so the bits are the
+ * generic rows kernel's; rows of fewer than 8 blocks, or more than SL_MV_HX_MAX, take that. */
+static void SL_MV_SUFFIX(rows_q8_0_vnni)(const void *w, size_t wrb, const void *xq, int64_t nb,
+                                         int64_t r0, int64_t r1, float *y)
+{
+    if (nb < 8 || nb > SL_MV_HX_MAX) {
+        SL_MV_SUFFIX(rows_q8_0)(w, wrb, xq, nb, r0, r1, y);
+        return;
+    }
+    enum { XB = sizeof(sl_block_q8_0) };
+    float hx[SL_MV_HX_MAX + 8];
+    int32_t cx[SL_MV_HX_MAX + 8];
+    SL_MV_SUFFIX(hx_fill)((const char *)xq, XB, nb, 0, hx);
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i x =
+            _mm256_loadu_si256((const __m256i *)((const char *)xq + (size_t)b * XB + 2));
+        /* 128 * sum x: the bias of u = w + 128 (vpdpbusd of 1s against x sums x exactly) */
+        cx[b] = 128 * SL_MV_SUFFIX(hsum_i32)(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, x));
+    }
+    for (int64_t b = nb; b % 8; b++) cx[b] = 0;
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int64_t r = r0; r < r1; r++) {
+        const char *wr = (const char *)w + (size_t)r * wrb;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b += 8) {
+            const int m = nb - b < 8 ? (int)(nb - b) : 8;
+            __m256i v[8];
+            for (int k = 0; k < 8; k++) {
+                if (k >= m) {
+                    v[k] = _mm256_setzero_si256();
+                    continue;
+                }
+                const char *wp = wr + (size_t)(b + k) * XB;
+                const char *xp = (const char *)xq + (size_t)(b + k) * XB;
+                v[k] = _mm256_dpbusd_epi32(
+                    _mm256_setzero_si256(),
+                    _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wp + 2)), flip),
+                    _mm256_loadu_si256((const __m256i *)(xp + 2)));
+            }
+            const __m256i isum_i = _mm256_sub_epi32(SL_MV_SUFFIX(hsum8x8)(v),
+                                                    _mm256_loadu_si256((const __m256i *)(cx + b)));
+            const __m256 isum = _mm256_cvtepi32_ps(isum_i);
+            const __m256 dd = _mm256_mul_ps(
+                SL_MV_SUFFIX(load_halves)(wr + (size_t)b * XB, wr + (size_t)b * XB, XB, m, 0),
+                _mm256_loadu_ps(hx + b));
+            const __m256 t = _mm256_mul_ps(isum, dd);
+            if (m == 8) {
+                acc = _mm256_add_ps(acc, t);
+            } else { /* groups_acc's short last group: lanes 0 .. m-1 only */
+                const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), lanes);
+                acc = _mm256_blendv_ps(acc, _mm256_add_ps(acc, t), _mm256_castsi256_ps(live));
+            }
+        }
+        y[r] = SL_MV_SUFFIX(reduce8)(acc);
+    }
+}
+#endif
+
 /* ---- K-quants: SIMD integer sums per super-block, reference float term ------------------ */
 
 /* Q4_K/Q5_K: ggml's 12-byte unpack of the six-bit sub-block scales and mins, in registers:
@@ -791,7 +855,11 @@ sl__mv_range_fn SL_MV_SUFFIX(sl__mv_range)(uint32_t type)
 sl__mv_rows_fn SL_MV_SUFFIX(sl__mv_rows)(uint32_t type)
 {
     switch (type) {
+#if SL_MV_AVX512
+    case SL_GGML_Q8_0: return SL_MV_SUFFIX(rows_q8_0_vnni);
+#else
     case SL_GGML_Q8_0: return SL_MV_SUFFIX(rows_q8_0);
+#endif
 #if SL_MV_AVX512
     case SL_GGML_Q4_0: return SL_MV_SUFFIX(rows_q4_0);
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(rows_mxfp4);
