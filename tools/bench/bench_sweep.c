@@ -363,13 +363,13 @@ static void print_header(bool base)
            base ? "-----------:|------------:|-----------:|" : "");
 }
 
-static void print_row(const sweep *s, int64_t i)
+static void print_row(FILE *f, const sweep *s, int64_t i)
 {
     const sweep_row *r = &s->r[i];
     char ty[48];
     type_label(r, ty, sizeof ty);
     if (r->skipped) {
-        printf("| %3" PRId64 " | %-6s | %7u | %5u | %4u | %4u | %-18s | skipped: mkmodel cannot "
+        fprintf(f, "| %3" PRId64 " | %-6s | %7u | %5u | %4u | %4u | %-18s | skipped: mkmodel cannot "
                "write this type |\n", i, r->v[AX_SHEXP] ? "on" : "off", r->v[AX_EXPERTS],
                r->v[AX_TOPK], r->v[AX_FFN], r->v[AX_DIM], ty);
         return;
@@ -377,13 +377,13 @@ static void print_row(const sweep *s, int64_t i)
     for (int ti = 0; ti < s->n_threads; ti++)
         for (int k = 0; k < N_SWEEP_TESTS; k++) {
             const sweep_run *a = &r->run[SIDE_THIS][ti], *b = &r->run[SIDE_BASE][ti];
-            printf("| %3" PRId64 " | %-6s | %7u | %5u | %4u | %4u | %-18s | %-5s | %" PRId64
+            fprintf(f, "| %3" PRId64 " | %-6s | %7u | %5u | %4u | %4u | %-18s | %-5s | %" PRId64
                    " |", i, r->v[AX_SHEXP] ? "on" : "off", r->v[AX_EXPERTS], r->v[AX_TOPK],
                    r->v[AX_FFN], r->v[AX_DIM], ty, k_test_names[k], s->threads[ti]);
             if (s->baseline)
-                printf(" %10.2f | %11.2f | %10.2f |", b->llama[k], b->sluice[k],
+                fprintf(f, " %10.2f | %11.2f | %10.2f |", b->llama[k], b->sluice[k],
                        b->llama[k] > 0 ? b->sluice[k] / b->llama[k] : 0.0);
-            printf(" %11.2f | %11.2f | %5.2f | %4.1f-%4.1f |\n", a->llama[k], a->sluice[k],
+            fprintf(f, " %11.2f | %11.2f | %5.2f | %4.1f-%4.1f |\n", a->llama[k], a->sluice[k],
                    a->llama[k] > 0 ? a->sluice[k] / a->llama[k] : 0.0, a->load0, a->load1);
         }
 }
@@ -576,12 +576,13 @@ static int sweep_main(sweep *s, int argc, char **argv)
             if (run_compare(s, &s->r[i], SIDE_THIS, t)) goto done;
             if (s->baseline && run_compare(s, &s->r[i], SIDE_BASE, t)) goto done;
         }
+        print_row(stderr, s, i); /* progress: what a stopped sweep has measured */
     }
     printf("llama.cpp and Sluice (placement cpu), seed %" PRIu64 ", %" PRId64 " rounds "
            "alternating, medians; %" PRId64 " layers; %.0f s\n\n", s->seed, s->reps, s->layers,
            sl_cli_now_s() - t0);
     print_header(s->baseline != NULL);
-    for (int64_t i = 0; i < s->rows; i++) print_row(s, i);
+    for (int64_t i = 0; i < s->rows; i++) print_row(stdout, s, i);
     rc = s->json_path ? write_json(s) : 0;
     if (!rc) rc = sl_cli_stdout_check(k_cmd);
 done:
