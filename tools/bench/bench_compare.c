@@ -2,7 +2,8 @@
  * 14's harness).
  *
  * Speed: R rounds; each round runs `llama-bench -m FILE -p P -n N -t T -r 1 -o json` (one
- * sample of each test after llama-bench's own warm-up) and then one Sluice sample of each test,
+ * sample of each test after llama-bench's own warm-up; with several prompt sizes, -p 64,512,
+ * one llama-bench per size, the first with the tg test) and then one Sluice sample of each test,
  * so that both sides see the same machine state (other builds, thermal) as the round goes by.
  * Sluice measures with llama-bench's definitions (llama-bench.cpp test_prompt / test_gen):
  *   ppP: the cache cleared, one eval of P tokens (BOS first when the model adds one, then
@@ -13,7 +14,8 @@
  * Sluice's default (512, llama-bench's default ubatch). Sluice warms up once before round 1
  * (one eval of each test), as llama-bench does in each process.
  * The table is llama-bench's markdown table with a Sluice row under each of its rows and the
- * ratio Sluice / llama.cpp; --json prints the same as one object.
+ * ratio Sluice / llama.cpp; --json prints the same as one object, with each side's median
+ * beside the mean. --sweep runs this over a grid of MoE shapes (bench_sweep.c).
  *
  * Agreement (optional): --perplexity TEXT runs llama-perplexity and `sluice perplexity` on the
  * file and text with the same context, chunks and threads and reports both PPLs; --greedy
