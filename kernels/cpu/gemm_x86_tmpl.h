@@ -7,7 +7,8 @@
  * each block's integer sum horizontally, and finish odd blocks (a 640-wide row has 20 blocks,
  * 4 past the last 8-block group; a 1024-wide K-quant row has 4 super-blocks) with scalar float
  * work. Here:
- * - 32-element block types (Q8_0, Q4_0, Q5_0, MXFP4): a panel GEMM. The activation blocks of 8
+ * - 32-element block types (Q8_0, Q4_0, Q5_0, MXFP4; Q4_1, Q5_1 with Q8_1 activations, whose
+ *   block term adds the weight min times the activation block sum): a panel GEMM. The activation blocks of 8
  *   tokens are transposed once per 64 rows so one vector holds the same 4 elements of the 8
  *   tokens; each row chunk is unpacked once per 16 tokens and each 4-byte weight group,
  *   broadcast, meets 8 tokens in one vpmaddubsw: a block's 8 integer sums come out as one
@@ -56,7 +57,7 @@ static inline void SL_MV_SUFFIX(g_reduce8)(const __m256 lt[8], float r[8])
     _mm256_storeu_ps(r, _mm256_add_ps(_mm256_add_ps(u0, u2), _mm256_add_ps(u1, u3)));
 }
 
-/* ---- 32-element blocks with Q8_0 activations: Q8_0, Q4_0, Q5_0, MXFP4 -------------------- */
+/* ---- 32-element blocks: Q8_0, Q4_0, Q5_0, MXFP4 (Q8_0 activations), Q4_1, Q5_1 (Q8_1) ---- */
 
 enum { G32_CH = 32 }; /* blocks per unpacked chunk and activation panel (a multiple of 8) */
 
@@ -72,7 +73,14 @@ typedef struct g32_buf {
                                           * unsigned u = w + c */
     _Alignas(32) int8_t aw[G32_CH * 32]; /* |w|: vpmaddubsw's unsigned operand (sign trick) */
     _Alignas(32) float dw[G32_CH];       /* block scales as the reference converts them */
+    _Alignas(32) float mw[G32_CH];       /* Q4_1/Q5_1: block mins (unused otherwise) */
 } g32_buf;
+
+/* Q4_1 and Q5_1: unsigned quants, a min per block, Q8_1 activations (their block sums). */
+static inline bool SL_MV_SUFFIX(g32_dm)(uint32_t type)
+{
+    return type == SL_GGML_Q4_1 || type == SL_GGML_Q5_1;
+}
 
 static inline float SL_MV_SUFFIX(g_half)(const char *p)
 {
@@ -113,6 +121,22 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_unpack)(
             q = _mm256_or_si256(SL_MV_SUFFIX(nibbles)((const uint8_t *)(p + 6)),
                                 offset ? _mm256_and_si256(hb, f0) : _mm256_andnot_si256(hb, f0));
             u->dw[i] = SL_MV_SUFFIX(g_half)(p);
+            break;
+        }
+        case SL_GGML_Q4_1: { /* unsigned 0..15: as stored, offset or sign trick alike */
+            const char *p = w + b * 20;
+            q = SL_MV_SUFFIX(nibbles)((const uint8_t *)(p + 4));
+            u->dw[i] = SL_MV_SUFFIX(g_half)(p);
+            u->mw[i] = SL_MV_SUFFIX(g_half)(p + 2);
+            break;
+        }
+        case SL_GGML_Q5_1: { /* unsigned 0..31 */
+            const char *p = w + b * 24;
+            const __m256i hb = SL_MV_SUFFIX(qh_bytes)(p + 4);
+            q = _mm256_or_si256(SL_MV_SUFFIX(nibbles)((const uint8_t *)(p + 8)),
+                                _mm256_and_si256(hb, _mm256_set1_epi8(0x10)));
+            u->dw[i] = SL_MV_SUFFIX(g_half)(p);
+            u->mw[i] = SL_MV_SUFFIX(g_half)(p + 2);
             break;
         }
         default: { /* MXFP4 */
@@ -163,19 +187,23 @@ typedef struct g32_panel {
     _Alignas(32) int8_t q[G32_CH][8][32];
     _Alignas(32) float d[G32_CH][8]; /* the tokens' block scales */
     _Alignas(32) int32_t cx[G32_CH][8]; /* c * the tokens' block sums of x (G32_OFFSET) */
+    _Alignas(32) float s[G32_CH][8]; /* Q8_1 activations: the tokens' block s (d * sum q) */
 } g32_panel;
 
-/* c: G32_OFFSET's c of the weight type, 0 when not offset (cx then unused). */
+/* c: G32_OFFSET's c of the weight type, 0 when not offset (cx then unused). q81: the
+ * activations are Q8_1 (36-byte blocks d, s, qs), else Q8_0 (34 bytes: d, qs). */
 static void SL_MV_SUFFIX(g32_panel_build)(const g_tok8 *g, int64_t b0, int64_t b1, int c,
-                                          g32_panel *p)
+                                          bool q81, g32_panel *p)
 {
     const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
+    const int64_t ab = q81 ? 36 : 34, qo = q81 ? 4 : 2;
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
         __m256i r[8];
         for (int k = 0; k < 8; k++) {
-            r[k] = _mm256_loadu_si256((const __m256i *)(g->x[k] + b * 34 + 2));
-            p->d[i][k] = SL_MV_SUFFIX(g_half)(g->x[k] + b * 34);
+            r[k] = _mm256_loadu_si256((const __m256i *)(g->x[k] + b * ab + qo));
+            p->d[i][k] = SL_MV_SUFFIX(g_half)(g->x[k] + b * ab);
+            if (q81) p->s[i][k] = SL_MV_SUFFIX(g_half)(g->x[k] + b * ab + 2);
         }
         SL_MV_SUFFIX(g_transpose8)(r, p->q[i]);
         if (!c) continue;
@@ -218,10 +246,11 @@ static inline __m256i SL_MV_SUFFIX(g32_widen)(__m256i s, bool wide)
 
 /* One unpacked row chunk [b0, b1) against NP (1 or 2, a constant after inlining) panels of 8
  * tokens. The block term is (float)isum * (dw * dx) (MXFP4's reference writes dx * dw: the
- * same float). */
+ * same float); DM (Q4_1, Q5_1: unsigned quants, no offset to take back) adds mw * sx to it
+ * before it joins the lane, as sl__mv_term_dm. */
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_dot_panels)(
     const g32_buf *u, const g32_panel *p, const int NP, int64_t b0, int64_t b1, const bool wide,
-    __m256 lt[2][8])
+    const bool DM, __m256 lt[2][8])
 {
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
@@ -248,10 +277,14 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_dot_panels)(
             }
             for (int q = 0; q < NP; q++) {
                 const __m256i v =
-                    _mm256_sub_epi32(s[q], _mm256_load_si256((const __m256i *)p[q].cx[i]));
-                const __m256 t = _mm256_mul_ps(
+                    DM ? s[q]
+                       : _mm256_sub_epi32(s[q], _mm256_load_si256((const __m256i *)p[q].cx[i]));
+                __m256 t = _mm256_mul_ps(
                     _mm256_cvtepi32_ps(v),
                     _mm256_mul_ps(_mm256_set1_ps(u->dw[i]), _mm256_load_ps(p[q].d[i])));
+                if (DM)
+                    t = _mm256_add_ps(t, _mm256_mul_ps(_mm256_set1_ps(u->mw[i]),
+                                                       _mm256_load_ps(p[q].s[i])));
                 lt[q][b % 8] = _mm256_add_ps(lt[q][b % 8], t);
             }
             continue;
@@ -270,23 +303,28 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_dot_panels)(
         const __m256 dw = _mm256_set1_ps(u->dw[i]);
         for (int q = 0; q < NP; q++) {
             const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(g32_widen)(s[q], wide));
-            const __m256 t = _mm256_mul_ps(isum, _mm256_mul_ps(dw, _mm256_load_ps(p[q].d[i])));
+            __m256 t = _mm256_mul_ps(isum, _mm256_mul_ps(dw, _mm256_load_ps(p[q].d[i])));
+            if (DM)
+                t = _mm256_add_ps(t, _mm256_mul_ps(_mm256_set1_ps(u->mw[i]),
+                                                   _mm256_load_ps(p[q].s[i])));
             lt[q][b % 8] = _mm256_add_ps(lt[q][b % 8], t);
         }
     }
 }
 
-/* The four specialisations (panels x widening) the row loop picks from. */
-#define SL_G32_DOT(NAME, NP, WIDE)                                                            \
+/* The six specialisations (panels x widening / mins) the row loop picks from. */
+#define SL_G32_DOT(NAME, NP, WIDE, DM)                                                        \
     static void SL_MV_SUFFIX(NAME)(const g32_buf *u, const g32_panel *p, int64_t b0,         \
                                    int64_t b1, __m256 lt[2][8])                               \
     {                                                                                         \
-        SL_MV_SUFFIX(g32_dot_panels)(u, p, NP, b0, b1, WIDE, lt);                             \
+        SL_MV_SUFFIX(g32_dot_panels)(u, p, NP, b0, b1, WIDE, DM, lt);                         \
     }
-SL_G32_DOT(g32_dot_1n, 1, false)
-SL_G32_DOT(g32_dot_2n, 2, false)
-SL_G32_DOT(g32_dot_1w, 1, true)
-SL_G32_DOT(g32_dot_2w, 2, true)
+SL_G32_DOT(g32_dot_1n, 1, false, false)
+SL_G32_DOT(g32_dot_2n, 2, false, false)
+SL_G32_DOT(g32_dot_1w, 1, true, false)
+SL_G32_DOT(g32_dot_2w, 2, true, false)
+SL_G32_DOT(g32_dot_1d, 1, false, true)
+SL_G32_DOT(g32_dot_2d, 2, false, true)
 #undef SL_G32_DOT
 
 enum { G32_ROWS = 64 }; /* rows whose lanes live at once beside one pair of panels */
@@ -348,7 +386,7 @@ SL_MV_SUFFIX(g32_few)(uint32_t type, const sl__gemm_rows *a, int64_t t0, int64_t
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
     const uint32_t type, const sl__gemm_rows *call, int64_t i0, int64_t i1)
 {
-    const bool wide = type == SL_GGML_Q8_0;
+    const bool wide = type == SL_GGML_Q8_0, dm = SL_MV_SUFFIX(g32_dm)(type);
 #if !SL_MV_AVX512
     const int64_t tail = SL_MV_SUFFIX(g32_few_ok)(type, call) ? sl__gemm_tail(call->n_tok) : 0;
 #else
@@ -367,6 +405,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
             np = a->n_tok - t0 > 8 ? 2 : 1;
             void (*dot)(const g32_buf *, const g32_panel *, int64_t, int64_t, __m256[2][8]) =
                 wide ? (np > 1 ? SL_MV_SUFFIX(g32_dot_2w) : SL_MV_SUFFIX(g32_dot_1w))
+                : dm ? (np > 1 ? SL_MV_SUFFIX(g32_dot_2d) : SL_MV_SUFFIX(g32_dot_1d))
                      : (np > 1 ? SL_MV_SUFFIX(g32_dot_2n) : SL_MV_SUFFIX(g32_dot_1n));
             /* an opaque zero: stored by vector stores (a zero constant became a memset call
              * of nr * 512 bytes per row group and token group) */
@@ -379,7 +418,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
                 for (int q = 0; q < np; q++) {
                     const g_tok8 g = SL_MV_SUFFIX(g_tokens)(a->xq, a->arb, t0 + 8 * q, a->n_tok);
                     SL_MV_SUFFIX(g32_panel_build)(
-                        &g, c0, c1, G32_OFFSET(wide) ? sl__q32_offset(type) : 0, &p[q]);
+                        &g, c0, c1, G32_OFFSET(wide) ? sl__q32_offset(type) : 0, dm, &p[q]);
                 }
                 for (int64_t k = 0; k < nr; k++) {
                     const int64_t r = a->idx ? a->idx[r0 + k] : r0 + k;
@@ -407,6 +446,8 @@ SL_G32_GEMM(gemm_q8_0, SL_GGML_Q8_0)
 SL_G32_GEMM(gemm_q4_0, SL_GGML_Q4_0)
 SL_G32_GEMM(gemm_q5_0, SL_GGML_Q5_0)
 SL_G32_GEMM(gemm_mxfp4, SL_GGML_MXFP4)
+SL_G32_GEMM(gemm_q4_1, SL_GGML_Q4_1)
+SL_G32_GEMM(gemm_q5_1, SL_GGML_Q5_1)
 #undef SL_G32_GEMM
 
 /* ---- K-quants with Q8_K activations ----------------------------------------------------- */
@@ -743,6 +784,8 @@ sl__gemm_fn SL_MV_SUFFIX(sl__gemm)(uint32_t type)
     case SL_GGML_Q4_0: return SL_MV_SUFFIX(gemm_q4_0);
     case SL_GGML_Q5_0: return SL_MV_SUFFIX(gemm_q5_0);
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(gemm_mxfp4);
+    case SL_GGML_Q4_1: return SL_MV_SUFFIX(gemm_q4_1);
+    case SL_GGML_Q5_1: return SL_MV_SUFFIX(gemm_q5_1);
     case SL_GGML_Q4_K:
     case SL_TYPE_Q4_K_R8:
     case SL_GGML_Q5_K:

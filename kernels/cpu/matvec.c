@@ -169,7 +169,7 @@ sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, co
 typedef struct rows_job {
     const sl__mv_type *t;
     sl__mv_range_fn range;
-    sl__mv_rows_fn rows_fn; /* Q4_K_R8 dense rows, one token at a time; NULL otherwise */
+    sl__mv_rows_fn rows_fn; /* dense rows, one token at a time (the decode kernel); NULL: none */
     sl__gemm_fn gemm; /* rows of a batch (n_batch > 1, not column-listed): gemm.h */
     const char *w, *xq;
     size_t wrb, arb;
@@ -207,7 +207,10 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
         }
         if (!tail) return;
     }
-    if (j->rows_fn && !j->idx && !j->listed) { /* whole groups of 8 rows (row_grain) */
+    if (j->rows_fn && !j->idx && !j->listed) {
+        /* the whole-row kernel of the decode path (sl_cpu_matvec_multi), token by token: for
+         * a lone token (an expert group of one, the GEMM's tail) it beats a range call per
+         * row, with the same bits; Q4_K_R8 takes whole groups of 8 rows (row_grain) */
         for (int64_t b = b0; b < j->n_batch; b++)
             j->rows_fn(j->w, j->wrb, j->xq + (size_t)b * j->arb, j->nb, begin, end,
                        j->y + b * j->y_stride);
@@ -258,7 +261,7 @@ static int64_t row_grain(const sl_cpu_pool *pool, int64_t n, int64_t unit)
 static void job_kernels(rows_job *j, const sl_cpu_matvec_ctx *mv)
 {
     j->range = range_for(mv, j->t->type);
-    j->rows_fn = sl__cpu_row_unit(j->t->type) > 1 ? sl__cpu_mv_rows(mv, j->t->type) : NULL;
+    j->rows_fn = sl__cpu_mv_rows(mv, j->t->type);
     j->gemm = gemm_for(mv, j->t->type);
 }
 

@@ -12,6 +12,7 @@
 #include "gguf/gguf.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matvec_impl.h"
+#include "kernels/cpu/q32_offset.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h> /* before the target region: the intrinsics carry their own targets */

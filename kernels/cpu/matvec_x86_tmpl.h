@@ -437,6 +437,109 @@ SL_MV_RANGE32(q5_1, sizeof(sl_block_q5_1), sizeof(sl_block_q8_1), SL_MV_TERM_DM)
 #include "kernels/cpu/rows32_x86_tmpl.h"
 #endif
 
+#if SL_MV_AVX512
+/* Rows of the signed 32-element types for VNNI (Q8_0, Q4_0, Q5_0, MXFP4): vpdpbusd takes the
+ * weights as unsigned u = w + c (Q8_0: w ^ 0x80, c 128; the others' raw quants or shifted
+ * table, q32_offset.h) against the signed x, and c * the block's sum of x, formed once per
+ * call for every row, is taken back from the integer sum: the same exact integer as the sign
+ * trick (|w| . sign(x, w)) without its two vpsignb per block. The float work is
+ * group_terms' (SL_MV_TERM_D, or E8M0 for MXFP4) op for op, so the bits are the generic rows
+ * kernel's; rows of fewer than 8 blocks, or more than SL_MV_HX_MAX, take that. */
+static inline __attribute__((always_inline)) __m256i
+SL_MV_SUFFIX(ou_unsigned)(uint32_t type, const char *wp)
+{
+    switch (type) {
+    case SL_GGML_Q8_0:
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wp + 2)),
+                                _mm256_set1_epi8((char)0x80));
+    case SL_GGML_Q4_0: return SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + 2));
+    case SL_GGML_Q5_0:
+        return _mm256_or_si256(SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + 6)),
+                               _mm256_and_si256(SL_MV_SUFFIX(qh_bytes)(wp + 2),
+                                                _mm256_set1_epi8(0x10)));
+    default: { /* MXFP4: the e2m1 table shifted by its offset */
+        const __m128i kv =
+            _mm_add_epi8(_mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4),
+                         _mm_set1_epi8(SL_Q32_OFFSET_MXFP4));
+        return _mm256_shuffle_epi8(_mm256_set_m128i(kv, kv),
+                                   SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + 1)));
+    }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+SL_MV_SUFFIX(rows_offset)(uint32_t type, const void *w, size_t wrb, const void *xq, int64_t nb,
+                          int64_t r0, int64_t r1, float *y)
+{
+    enum { XB = sizeof(sl_block_q8_0) };
+    const size_t wb = type == SL_GGML_Q8_0   ? sizeof(sl_block_q8_0)
+                      : type == SL_GGML_Q4_0 ? sizeof(sl_block_q4_0)
+                      : type == SL_GGML_Q5_0 ? sizeof(sl_block_q5_0)
+                                             : sizeof(sl_block_mxfp4);
+    const int32_t c = type == SL_GGML_Q8_0 ? 128 : sl__q32_offset(type);
+    float hx[SL_MV_HX_MAX + 8];
+    int32_t cx[SL_MV_HX_MAX + 8];
+    SL_MV_SUFFIX(hx_fill)((const char *)xq, XB, nb, 0, hx);
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i x =
+            _mm256_loadu_si256((const __m256i *)((const char *)xq + (size_t)b * XB + 2));
+        /* c * sum x: the bias of u = w + c (vpdpbusd of 1s against x sums x exactly) */
+        cx[b] = c * SL_MV_SUFFIX(hsum_i32)(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, x));
+    }
+    for (int64_t b = nb; b % 8; b++) cx[b] = 0;
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int64_t r = r0; r < r1; r++) {
+        const char *wr = (const char *)w + (size_t)r * wrb;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b += 8) {
+            const int m = nb - b < 8 ? (int)(nb - b) : 8;
+            __m256i v[8];
+            for (int k = 0; k < 8; k++)
+                v[k] = k < m ? _mm256_dpbusd_epi32(
+                                   _mm256_setzero_si256(),
+                                   SL_MV_SUFFIX(ou_unsigned)(type, wr + (size_t)(b + k) * wb),
+                                   _mm256_loadu_si256((const __m256i *)((const char *)xq +
+                                                                        (size_t)(b + k) * XB + 2)))
+                             : _mm256_setzero_si256();
+            const __m256 isum = _mm256_cvtepi32_ps(_mm256_sub_epi32(
+                SL_MV_SUFFIX(hsum8x8)(v), _mm256_loadu_si256((const __m256i *)(cx + b))));
+            const char *wg = wr + (size_t)b * wb;
+            const __m256 hxv = _mm256_loadu_ps(hx + b);
+            const __m256 t =
+                type == SL_GGML_MXFP4 /* the reference's dx * dw */
+                    ? _mm256_mul_ps(isum, _mm256_mul_ps(hxv, SL_MV_SUFFIX(load_e8m0_half)(
+                                                                 wg, wg, wb, m, 0)))
+                    : _mm256_mul_ps(isum, _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wg, wg, wb,
+                                                                                  m, 0),
+                                                        hxv));
+            if (m == 8) {
+                acc = _mm256_add_ps(acc, t);
+            } else { /* groups_acc's short last group: lanes 0 .. m-1 only */
+                const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), lanes);
+                acc = _mm256_blendv_ps(acc, _mm256_add_ps(acc, t), _mm256_castsi256_ps(live));
+            }
+        }
+        y[r] = SL_MV_SUFFIX(reduce8)(acc);
+    }
+}
+
+#define SL_MV_ROWS_OFFSET(NAME, TYPE)                                                            \
+    static void SL_MV_SUFFIX(rows_##NAME##_vnni)(const void *w, size_t wrb, const void *xq,      \
+                                                 int64_t nb, int64_t r0, int64_t r1, float *y)   \
+    {                                                                                            \
+        if (nb < 8 || nb > SL_MV_HX_MAX)                                                         \
+            SL_MV_SUFFIX(rows_##NAME)(w, wrb, xq, nb, r0, r1, y);                                \
+        else                                                                                     \
+            SL_MV_SUFFIX(rows_offset)(TYPE, w, wrb, xq, nb, r0, r1, y);                          \
+    }
+SL_MV_ROWS_OFFSET(q8_0, SL_GGML_Q8_0)
+SL_MV_ROWS_OFFSET(q4_0, SL_GGML_Q4_0)
+SL_MV_ROWS_OFFSET(q5_0, SL_GGML_Q5_0)
+SL_MV_ROWS_OFFSET(mxfp4, SL_GGML_MXFP4)
+#undef SL_MV_ROWS_OFFSET
+#endif
+
 /* ---- K-quants: SIMD integer sums per super-block, reference float term ------------------ */
 
 /* Q4_K/Q5_K: ggml's 12-byte unpack of the six-bit sub-block scales and mins, in registers:
@@ -791,17 +894,21 @@ sl__mv_range_fn SL_MV_SUFFIX(sl__mv_range)(uint32_t type)
 sl__mv_rows_fn SL_MV_SUFFIX(sl__mv_rows)(uint32_t type)
 {
     switch (type) {
-    case SL_GGML_Q8_0: return SL_MV_SUFFIX(rows_q8_0);
 #if SL_MV_AVX512
-    case SL_GGML_Q4_0: return SL_MV_SUFFIX(rows_q4_0);
-    case SL_GGML_MXFP4: return SL_MV_SUFFIX(rows_mxfp4);
+    case SL_GGML_Q8_0: return SL_MV_SUFFIX(rows_q8_0_vnni);
+#else
+    case SL_GGML_Q8_0: return SL_MV_SUFFIX(rows_q8_0);
+#endif
+#if SL_MV_AVX512
+    case SL_GGML_Q4_0: return SL_MV_SUFFIX(rows_q4_0_vnni);
+    case SL_GGML_MXFP4: return SL_MV_SUFFIX(rows_mxfp4_vnni);
 #else
     case SL_GGML_Q4_0: return SL_MV_SUFFIX(rows32_q4_0);
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(rows32_mxfp4);
 #endif
     case SL_GGML_Q4_1: return SL_MV_SUFFIX(rows_q4_1);
 #if SL_MV_AVX512
-    case SL_GGML_Q5_0: return SL_MV_SUFFIX(rows_q5_0);
+    case SL_GGML_Q5_0: return SL_MV_SUFFIX(rows_q5_0_vnni);
 #else
     case SL_GGML_Q5_0: return SL_MV_SUFFIX(rows32_q5_0);
 #endif

@@ -78,6 +78,16 @@ def arch_defaults(arch, **kw):
     return p
 
 
+# llama-quant.cpp tensor_type_fallback: a K-quant tensor whose rows are not whole 256-blocks
+FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+
+
+def down(ty, cols):
+    """The type of an FFN down projection of `cols` columns: the fallback where 256 does not
+    divide them."""
+    return FALLBACK[ty] if ty in FALLBACK and cols % 256 else ty
+
+
 def expected_tensors(arch, p):
     """name -> (type name, ne) as llama.cpp's load_tensors creates them."""
     E, V, F, X = p["dim"], p["vocab"], p["ffn"], p["experts"]
@@ -111,7 +121,7 @@ def expected_tensors(arch, p):
             t[b + "ffn_gate_inp_shexp.weight"] = ("F32", [E])
             t[b + "ffn_gate_shexp.weight"] = (w, [E, S])
             t[b + "ffn_up_shexp.weight"] = (w, [E, S])
-            t[b + "ffn_down_shexp.weight"] = (w, [S, E])
+            t[b + "ffn_down_shexp.weight"] = (down(w, S), [S, E])
         if arch == "olmoe":  # LLM_ARCH_OLMOE: {n_embd} for both
             t[b + "attn_q_norm.weight"] = ("F32", [E])
             t[b + "attn_k_norm.weight"] = ("F32", [E])
@@ -119,11 +129,11 @@ def expected_tensors(arch, p):
             t[b + "ffn_gate_inp.weight"] = ("F32", [E, X])
             t[b + "ffn_gate_exps.weight"] = (wx, [E, F, X])
             t[b + "ffn_up_exps.weight"] = (wx, [E, F, X])
-            t[b + "ffn_down_exps.weight"] = (wx, [F, E, X])
+            t[b + "ffn_down_exps.weight"] = (down(wx, F), [F, E, X])
         else:
             t[b + "ffn_gate.weight"] = (w, [E, F])
             t[b + "ffn_up.weight"] = (w, [E, F])
-            t[b + "ffn_down.weight"] = (w, [F, E])
+            t[b + "ffn_down.weight"] = (down(w, F), [F, E])
     return t
 
 
@@ -690,6 +700,16 @@ def main():
             check_weights_close_f32(p, path, f32, f"{arch}/{ty}")
             print(f"ok   {arch} {ty}")
 
+    # -- K-quant FFN widths that are not whole 256-blocks: the down projections take
+    #    llama.cpp's fallback type (Q5_0 / Q5_1 / Q8_0), as its quantizer writes them
+    for ty in ("Q4_K", "Q5_K", "Q6_K"):
+        p = arch_defaults("qwen2moe", layers=1, dim=256, ffn=384, shexp=416, experts=4, type=ty)
+        r, path = mkmodel("--arch", "qwen2moe", "--layers", "1", "--dim", "256", "--ffn", "384",
+                          "--shared-ffn", "416", "--experts", "4", "--type", ty)
+        if expect(r.returncode == 0, f"qwen2moe {ty} ffn 384: {r.stderr}"):
+            check_file("qwen2moe", p, path, f"qwen2moe/{ty}/fallback")
+            print(f"ok   qwen2moe {ty} ffn 384: down {FALLBACK[ty]}")
+
     # -- non-default sizes, GQA and a bigger vocabulary
     p = dict(DEFAULTS, layers=3, dim=96, ffn=64, experts=4, top_k=3, heads=6, kv_heads=3,
              vocab=2000, ctx=4096, type="Q8_0")
@@ -805,7 +825,7 @@ def main():
         (["--type", "Q8_0", "--dim", "48", "--heads", "4"], "--dim"),
         (["--type", "Q4_0", "--ffn", "100"], "--ffn"),
         (["--type", "Q4_K"], "--dim"),  # default --dim 64: not whole 256-blocks
-        (["--type", "Q6_K", "--dim", "256"], "--ffn"),  # default --ffn 128
+        (["--type", "Q6_K", "--dim", "256", "--ffn", "48"], "--ffn"),  # not even Q8_0's 32
         (["--type", "Q5_1", "--ffn", "48"], "--ffn"),
         (["--type", "IQ2_XXS"], "--type"),  # dequantize-only
         (["--type", "Q8_K"], "--type"),  # not a weight type

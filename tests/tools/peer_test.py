@@ -14,6 +14,7 @@ usage: peer_test.py SLUICE_BINARY RECORDED_JSON
 import json
 import math
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -153,6 +154,54 @@ def main():
     expect(g.get("llama_text") == greedy_text and g.get("sluice_text") == greedy_text and
            g.get("same_tokens", -1) == g.get("sluice_tokens") and g.get("same_tokens", 0) > 0,
            f"greedy: the same text, every token agrees ({ {k: g.get(k) for k in g} })")
+
+    # ---- several prompt sizes (-p 16,32: one llama-bench per size) and the medians ----
+    r = run("bench", "compare", "-m", model, "-p", "16,32", "-n", "8", "-t", "1", "-r", "3",
+            "--json", env=env)
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    rows = j.get("rows", [])
+    expect(r.returncode == 0 and [x["test"] for x in rows] == ["pp16", "pp32", "tg8"],
+           f"-p 16,32 -n 8: pp16, pp32 and tg8 ({r.stderr[-300:]})")
+    ok = len(rows) == 3
+    for x in rows:
+        s = sorted(x["sluice_samples"])
+        ok &= (x["llama_samples"] == [600.0 if x["n_prompt"] else 75.0] * 3 and
+               x["sluice_tps_median"] == s[1] and
+               x["llama_tps_median"] == (600.0 if x["n_prompt"] else 75.0) and
+               abs(x["ratio_median"] - s[1] / x["llama_tps_median"]) < 1e-12)
+    expect(ok, "each prompt size its own llama-bench samples; medians and their ratio")
+    for bad in ("16,16", "16,0", "1,2,3,4,5", ",", "16,x"):
+        r = run("bench", "compare", "-m", model, "-p", bad, env=env)
+        expect(r.returncode == 2 and "-p" in r.stderr, f"-p {bad}: exit 2 naming -p")
+
+    # ---- the sweep's sample (--dry-run: no files, no runs) ----
+    def sweep_rows(*extra):
+        r = run("bench", "compare", "--sweep", "--dry-run", *extra)
+        rows = [[c.strip() for c in l.strip().strip("|").split("|")]
+                for l in r.stdout.splitlines() if re.match(r"^\|\s+\d+ \|", l)]
+        return r, rows
+    r, rows = sweep_rows()
+    run_rows = [x for x in rows if x[7] != "skipped"]
+    expect(r.returncode == 0 and len(rows) == 8 and len(run_rows) == 7,
+           f"--sweep --dry-run: 8 rows, 7 to run ({r.stdout[-400:]} {r.stderr[-300:]})")
+    axes = {1: {"off", "on"}, 2: {"8", "32", "64", "128"}, 3: {"2", "4", "6", "8"},
+            4: {"256", "384", "768", "1408", "2048"}, 5: {"768", "1024", "2048"}}
+    covered = all({x[c] for x in run_rows} == v for c, v in axes.items())
+    types = {x[6].split("/")[0] for x in run_rows}
+    expect(covered and types == {"Q4_K", "Q5_K", "Q6_K", "Q8_0", "MXFP4"},
+           f"every value of every axis in a row that runs ({rows})")
+    expect([x[6].split("/")[0] for x in rows if x[7] == "skipped"] == ["IQ4_XS"],
+           "IQ4_XS (no quantizer) listed as skipped")
+    down_ok = all(("/down " in x[6]) == (x[6].startswith(("Q4_K", "Q5_K", "Q6_K")) and
+                                         int(x[4]) % 256 != 0) for x in run_rows)
+    expect(down_ok, "K-quant rows whose FFN is not whole 256-blocks name their down type")
+    _, again = sweep_rows()
+    _, other = sweep_rows("--seed", "2")
+    expect(again == rows and other != rows, "the sample is the seed's: same seed, same rows")
+    for args, flag in ((["--rows", "0"], "--rows"), (["--baseline", "/nonexistent"],
+                                                     "--baseline"), (["-t", "0"], "-t")):
+        r = run("bench", "compare", "--sweep", "--dry-run", *args)
+        expect(r.returncode == 2 and flag in r.stderr, f"--sweep {args}: exit 2 naming {flag}")
 
     # ---- failures ----
     no_peer = {k: v for k, v in env.items() if k != "SLUICE_PEER_LLAMA_BIN"}

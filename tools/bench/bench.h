@@ -21,6 +21,8 @@ int sl_bench_kernels(int argc, char **argv);
 int sl_bench_decode(int argc, char **argv);
 int sl_bench_moe(int argc, char **argv);
 int sl_bench_compare(int argc, char **argv);
+/* bench compare --sweep (bench_sweep.c): bench compare over a seeded sample of MoE shapes. */
+int sl_bench_sweep(int argc, char **argv);
 
 /* What decode steps cost the host in device operations, from sl_ctx_stats taken before and
  * after `steps` steps of a model of n_layer layers (sluice.h dev_syncs, dev_calls, copy_bytes):

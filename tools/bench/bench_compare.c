@@ -2,7 +2,8 @@
  * 14's harness).
  *
  * Speed: R rounds; each round runs `llama-bench -m FILE -p P -n N -t T -r 1 -o json` (one
- * sample of each test after llama-bench's own warm-up) and then one Sluice sample of each test,
+ * sample of each test after llama-bench's own warm-up; with several prompt sizes, -p 64,512,
+ * one llama-bench per size, the first with the tg test) and then one Sluice sample of each test,
  * so that both sides see the same machine state (other builds, thermal) as the round goes by.
  * Sluice measures with llama-bench's definitions (llama-bench.cpp test_prompt / test_gen):
  *   ppP: the cache cleared, one eval of P tokens (BOS first when the model adds one, then
@@ -13,7 +14,8 @@
  * Sluice's default (512, llama-bench's default ubatch). Sluice warms up once before round 1
  * (one eval of each test), as llama-bench does in each process.
  * The table is llama-bench's markdown table with a Sluice row under each of its rows and the
- * ratio Sluice / llama.cpp; --json prints the same as one object.
+ * ratio Sluice / llama.cpp; --json prints the same as one object, with each side's median
+ * beside the mean. --sweep runs this over a grid of MoE shapes (bench_sweep.c).
  *
  * Agreement (optional): --perplexity TEXT runs llama-perplexity and `sluice perplexity` on the
  * file and text with the same context, chunks and threads and reports both PPLs; --greedy
@@ -43,7 +45,8 @@ static const char *const k_cmd = "bench compare";
 
 enum {
     MAX_REPS = 64,           /* == SL_PEER_MAX_SAMPLES: one sample per round and side */
-    N_TESTS = 2,             /* pp, tg */
+    MAX_PROMPTS = 4,         /* -p 64,512: llama-bench's comma list */
+    N_TESTS = MAX_PROMPTS + 1, /* pp per prompt size, tg */
 };
 
 static void usage(FILE *f)
@@ -51,6 +54,8 @@ static void usage(FILE *f)
     fputs("usage: tools/run bench compare -m FILE [-p 128] [-n 64] [-t N] [-r 5] [--json]\n"
           "         [--perplexity TEXT [--ctx 512] [--chunks 4]] [--greedy PROMPT\n"
           "         [--greedy-n 32]]\n"
+          "       tools/run bench compare --sweep [flags] (a grid of MoE shapes and types;\n"
+          "         bench compare --sweep --help)\n"
           "\n"
           "llama.cpp's llama-bench and Sluice on the same file and threads, alternating round by\n"
           "round (R rounds: llama-bench -r 1, then one Sluice sample of each test). Prints\n"
@@ -62,7 +67,8 @@ static void usage(FILE *f)
           "llama-completion).\n"
           "\n"
           "  -m, --model FILE       the GGUF both sides run\n"
-          "  -p, --n-prompt P       prompt tokens of the pp test (default 128; 0: no pp test)\n"
+          "  -p, --n-prompt P[,P]   prompt tokens of the pp tests, up to 4 sizes (default 128;\n"
+          "                         0: no pp test)\n"
           "  -n, --n-gen N          generated tokens of the tg test (default 64; 0: no tg test)\n"
           "  -t, --threads N        threads of both sides (default: the online CPUs)\n"
           "  -r, --repetitions R    rounds (default 5, at most 64)\n"
@@ -92,6 +98,21 @@ typedef struct side_stats {
     size_t n;
 } side_stats;
 
+/* The median of s's samples (0 with none): the sweep's figure, robust to a neighbour's build. */
+static double median(const side_stats *s)
+{
+    double v[MAX_REPS];
+    size_t n = s->n;
+    memcpy(v, s->v, n * sizeof *v);
+    for (size_t i = 1; i < n; i++) /* insertion sort: n <= 64 */
+        for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* mean and sample standard deviation (n - 1), as llama-bench's avg_ts / stdev */
 static void stats(const side_stats *s, double *mean, double *sd)
 {
@@ -110,7 +131,8 @@ typedef struct test_row {
 
 typedef struct cmp {
     const char *model;
-    int64_t p, n, threads, reps;
+    int64_t p[MAX_PROMPTS], n, threads, reps;
+    size_t n_p;                   /* prompt sizes in p (0: no pp test) */
     char bin[4096];
     sl_peer_bench_row peer;       /* the last llama-bench row (model type, size, backend) */
     test_row t[N_TESTS];
@@ -159,12 +181,18 @@ fail:
 /* Runs llama-bench once (-r 1) and adds its samples; 1 after printing the error. */
 static int llama_round(cmp *x)
 {
-    sl_peer_bench_row rows[8];
+    sl_peer_bench_row rows[4 * (MAX_PROMPTS + 1)];
     size_t nr = 0;
     sl_error err = {0};
-    if (sl_peer_bench_run(x->bin, x->model, x->p, x->n, x->threads, 1, rows, 8, &nr, &err)) {
-        fprintf(stderr, "sluice %s: %s\n", k_cmd, err.msg);
-        return 1;
+    /* one llama-bench per prompt size (the first also runs tg), so each runs -r 1 */
+    for (size_t i = 0; i < (x->n_p ? x->n_p : 1); i++) {
+        size_t k = 0;
+        if (sl_peer_bench_run(x->bin, x->model, x->n_p ? x->p[i] : 0, i == 0 ? x->n : 0,
+                              x->threads, 1, rows + nr, 4, &k, &err)) {
+            fprintf(stderr, "sluice %s: %s\n", k_cmd, err.msg);
+            return 1;
+        }
+        nr += k;
     }
     for (size_t i = 0; i < x->n_tests; i++) {
         test_row *tr = &x->t[i];
@@ -429,6 +457,13 @@ static void print_json(const cmp *x, const agree *g)
         sl_json_f64(stdout, ss);
         printf(",\"ratio\":");
         sl_json_f64(stdout, lm > 0 ? sm / lm : 0);
+        const double lmed = median(&t->llama), smed = median(&t->sluice);
+        printf(",\"llama_tps_median\":");
+        sl_json_f64(stdout, lmed);
+        printf(",\"sluice_tps_median\":");
+        sl_json_f64(stdout, smed);
+        printf(",\"ratio_median\":");
+        sl_json_f64(stdout, lmed > 0 ? smed / lmed : 0);
         const side_stats *sides[2] = {&t->llama, &t->sluice};
         for (int s = 0; s < 2; s++) {
             printf(s ? ",\"sluice_samples\":[" : ",\"llama_samples\":[");
@@ -468,13 +503,44 @@ static void print_json(const cmp *x, const agree *g)
     printf("}\n");
 }
 
+/* -p "64,512": up to MAX_PROMPTS distinct sizes in 1 .. 2^20, or "0" alone (no pp test).
+ * Prints the usage error and returns 2 on a bad list. */
+static int parse_prompts(const char *flag, const char *v, cmp *x)
+{
+    x->n_p = 0;
+    char buf[128];
+    if (strlen(v) >= sizeof buf) return sl_cli_usage_error(k_cmd, "%s '%s': too long", flag, v);
+    snprintf(buf, sizeof buf, "%s", v);
+    char *save = NULL;
+    int64_t p;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (x->n_p == MAX_PROMPTS)
+            return sl_cli_usage_error(k_cmd, "%s '%s': at most %d sizes", flag, v, MAX_PROMPTS);
+        if (sl_cli_parse_i64(k_cmd, flag, tok, 0, 1 << 20, &p)) return 2;
+        for (size_t i = 0; i < x->n_p; i++)
+            if (x->p[i] == p) return sl_cli_usage_error(k_cmd, "%s '%s': %" PRId64 " twice",
+                                                        flag, v, p);
+        x->p[x->n_p++] = p;
+    }
+    if (x->n_p == 0) return sl_cli_usage_error(k_cmd, "%s '%s': no size", flag, v);
+    for (size_t i = 0; i < x->n_p; i++)
+        if (x->p[i] == 0) {
+            if (x->n_p > 1)
+                return sl_cli_usage_error(k_cmd, "%s '%s': 0 (no pp test) only alone", flag, v);
+            x->n_p = 0;
+        }
+    return 0;
+}
+
 int sl_bench_compare(int argc, char **argv)
 {
     sl_cli_args a;
     sl_cli_args_init(&a, k_cmd, argc, argv);
     sl_cli_model_flags mf;
     sl_cli_model_flags_init(&mf);
-    cmp x = {.p = 128, .n = 64, .reps = 5, .rng = 0x9e3779b97f4a7c15ull};
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--sweep")) return sl_bench_sweep(argc, argv);
+    cmp x = {.p = {128}, .n_p = 1, .n = 64, .reps = 5, .rng = 0x9e3779b97f4a7c15ull};
     bool json = false;
     const char *ppl_text = NULL, *greedy = NULL;
     int64_t ppl_ctx = 512, ppl_chunks = 4, greedy_n = 32;
@@ -490,8 +556,7 @@ int sl_bench_compare(int argc, char **argv)
             if (sl_cli_no_value(&a)) return 2;
             json = true;
         } else if (sl_cli_is(&a, "-p", "--n-prompt")) {
-            if (!(v = sl_cli_value(&a)) || sl_cli_parse_i64(k_cmd, a.flag, v, 0, 1 << 20, &x.p))
-                return 2;
+            if (!(v = sl_cli_value(&a)) || parse_prompts(a.flag, v, &x)) return 2;
         } else if (sl_cli_is(&a, "-n", "--n-gen")) {
             if (!(v = sl_cli_value(&a)) || sl_cli_parse_i64(k_cmd, a.flag, v, 0, 1 << 20, &x.n))
                 return 2;
@@ -525,7 +590,7 @@ int sl_bench_compare(int argc, char **argv)
     }
     if (a.status) return a.status;
     if (!mf.path) return sl_cli_usage_error(k_cmd, "-m FILE is required");
-    if (!x.p && !x.n) return sl_cli_usage_error(k_cmd, "-p 0 and -n 0: no test to run");
+    if (!x.n_p && !x.n) return sl_cli_usage_error(k_cmd, "-p 0 and -n 0: no test to run");
     if (mf.placement_given && mf.opt.placement != SL_PLACE_CPU)
         return sl_cli_usage_error(k_cmd, "--placement: only cpu is compared (llama.cpp runs "
                                          "CPU only here)");
@@ -550,10 +615,12 @@ int sl_bench_compare(int argc, char **argv)
         fprintf(stderr, "sluice %s: %s\n", k_cmd, err.msg);
         goto done;
     }
-    if (x.p) {
-        x.t[x.n_tests] = (test_row){.n_prompt = x.p};
-        sl_peer_test_name(x.p, 0, 0, x.t[x.n_tests].name, sizeof x.t[0].name);
+    int64_t p_max = 0;
+    for (size_t i = 0; i < x.n_p; i++) {
+        x.t[x.n_tests] = (test_row){.n_prompt = x.p[i]};
+        sl_peer_test_name(x.p[i], 0, 0, x.t[x.n_tests].name, sizeof x.t[0].name);
         x.n_tests++;
+        if (x.p[i] > p_max) p_max = x.p[i];
     }
     if (x.n) {
         x.t[x.n_tests] = (test_row){.n_gen = x.n};
@@ -571,7 +638,7 @@ int sl_bench_compare(int argc, char **argv)
     x.n_params = info.n_params;
     sl_ctx_options co = sl_ctx_options_default();
     /* as llama-bench: room for the prompt and the generation, no more */
-    co.n_ctx = (int32_t)(x.p + x.n);
+    co.n_ctx = (int32_t)(p_max + x.n);
     if ((rc = sl_cli_ctx_create(&mf, k_cmd, x.m, &co, &x.c))) goto done;
     rc = 1;
     for (size_t i = 0; i < x.n_tests; i++) /* warm-up: pages, pool threads, scratch */

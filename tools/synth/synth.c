@@ -19,7 +19,9 @@
  * Matmul weights (token_embd and output included) get the requested type (MXFP4: the routed
  * experts only, the others Q8_0, as gpt-oss's files and llama.cpp's MXFP4_MOE); norms, biases, the
  * router and the shared-expert gate stay F32, as llama.cpp's converter and quantizer keep them
- * (1-D tensors and ffn_gate_inp are never quantized).
+ * (1-D tensors and ffn_gate_inp are never quantized). FFN down projections whose rows (--ffn,
+ * --shared-ffn) are not whole 256-blocks of a K-quant take llama.cpp's fallback type
+ * (sl_synth_fallback_type: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), as its quantizer does.
  * Gemma norms: convert_hf_to_gguf.py (Gemma3Model.modify_tensors) stores 1 + w for every
  * "*norm.weight" (HF's Gemma3RMSNorm computes x * (1 + w)), so llama.cpp and we multiply by the
  * stored value as for every other arch; the synthetic stored values are 1 + 0.02 g like all
@@ -250,6 +252,17 @@ uint32_t sl_synth_file_type(uint32_t type)
     }
 }
 
+uint32_t sl_synth_fallback_type(uint32_t type)
+{
+    switch (type) { /* llama-quant.cpp tensor_type_fallback */
+    case SL_GGML_Q4_K: return SL_GGML_Q5_0;
+    case SL_GGML_Q5_K: return SL_GGML_Q5_1;
+    case SL_GGML_Q6_K: return SL_GGML_Q8_0;
+    case SL_GGML_IQ4_XS: return SL_GGML_IQ4_NL;
+    default: return type;
+    }
+}
+
 static sl_status check_range(const char *flag, uint64_t v, uint64_t lo, uint64_t hi,
                              sl_error *err)
 {
@@ -371,16 +384,19 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
                             "--dim %u: not a multiple of %u, which --type %s needs (its rows "
                             "are %u-element blocks)",
                             p->n_embd, ti->block_size, ti->name, ti->block_size);
-    if (p->n_ff % ti->block_size)
+    /* --ffn and --shared-ffn are also the rows of the down projections, which fall back to
+     * a 32-element type where they are not whole 256-blocks (down_type, as llama.cpp) */
+    const sl_gguf_type_info *fi = sl_gguf_type_get(sl_synth_fallback_type(p->type));
+    if (p->n_ff % ti->block_size && p->n_ff % fi->block_size)
         return sl_error_set(err, SL_ERR_INVALID,
                             "--ffn %u: not a multiple of %u, which --type %s needs (its rows "
                             "are %u-element blocks)",
-                            p->n_ff, ti->block_size, ti->name, ti->block_size);
-    if (p->n_ff_shexp % ti->block_size)
+                            p->n_ff, fi->block_size, ti->name, fi->block_size);
+    if (p->n_ff_shexp % ti->block_size && p->n_ff_shexp % fi->block_size)
         return sl_error_set(err, SL_ERR_INVALID,
                             "--shared-ffn %u: not a multiple of %u, which --type %s needs (its "
                             "rows are %u-element blocks)",
-                            p->n_ff_shexp, ti->block_size, ti->name, ti->block_size);
+                            p->n_ff_shexp, fi->block_size, ti->name, fi->block_size);
     if (p->router_topics && !k_arch[p->arch].moe)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "--router-topics: %s has no router",
                             sl_synth_arch_name(p->arch));
@@ -430,6 +446,27 @@ static void neurons(sl__synth_tensor *t, uint32_t n, sl__synth_neurons nr)
     t[n - 1].neurons = nr;
 }
 
+enum { PLAN_PER_LAYER = 24, PLAN_FIXED = 8 };
+/* qwen3next: full attention on every 4th layer (full_attention_interval), conv taps */
+enum { SL_SYNTH_QWEN3NEXT_FULL_ATTN = 4, SL_SYNTH_QWEN3NEXT_CONV = 4 };
+
+/* A matmul weight's type: the requested one when its rows are whole blocks, else F16 (the
+ * MLA tensors' rows are head-sized, as llama.cpp's quantizer also falls back for them). */
+static uint32_t row_type(uint32_t type, int64_t ne0)
+{
+    const sl_gguf_type_info *ti = sl_gguf_type_get(type);
+    return ti && ne0 % ti->block_size == 0 ? type : SL_GGML_F16;
+}
+
+/* The type of an FFN down projection whose rows (--ffn or --shared-ffn wide) may not be whole
+ * blocks of `type`: sl_synth_fallback_type's, as llama.cpp's quantizer picks it. */
+static uint32_t down_type(uint32_t type, int64_t ne0)
+{
+    const sl_gguf_type_info *ti = sl_gguf_type_get(type);
+    if (!ti || ne0 % ti->block_size == 0) return type;
+    return row_type(sl_synth_fallback_type(type), ne0);
+}
+
 /* A SwiGLU FFN's gate, up [E, F(, X)] and down [F, E(, X)] of layer i, named
  * blk.i.ffn_{gate,up,down}<sfx>.weight (X 0: 2-D), gate and up carrying neuron table nr. */
 static void add_glu(sl__synth_tensor *t, uint32_t *n, uint32_t w, int64_t E, int64_t F,
@@ -443,21 +480,9 @@ static void add_glu(sl__synth_tensor *t, uint32_t *n, uint32_t w, int64_t E, int
             add(t, n, SL__K_IN, w, E, F, X, fmt, i);
             neurons(t, *n, nr);
         } else {
-            add(t, n, SL__K_OUT, w, F, E, X, fmt, i);
+            add(t, n, SL__K_OUT, down_type(w, F), F, E, X, fmt, i);
         }
     }
-}
-
-enum { PLAN_PER_LAYER = 24, PLAN_FIXED = 8 };
-/* qwen3next: full attention on every 4th layer (full_attention_interval), conv taps */
-enum { SL_SYNTH_QWEN3NEXT_FULL_ATTN = 4, SL_SYNTH_QWEN3NEXT_CONV = 4 };
-
-/* A matmul weight's type: the requested one when its rows are whole blocks, else F16 (the
- * MLA tensors' rows are head-sized, as llama.cpp's quantizer also falls back for them). */
-static uint32_t row_type(uint32_t type, int64_t ne0)
-{
-    const sl_gguf_type_info *ti = sl_gguf_type_get(type);
-    return ti && ne0 % ti->block_size == 0 ? type : SL_GGML_F16;
 }
 
 /* deepseek2's blocks after token_embd (llama_model_deepseek2::load_arch_tensors, MLA layout:
@@ -537,7 +562,7 @@ static uint32_t plan_phi3(const sl_synth_params *p, sl__synth_tensor *t, uint32_
         add(t, &n, SL__K_OUT, w, E, E, 0, "blk.%d.attn_output.weight", i);
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
         add(t, &n, SL__K_IN, w, E, 2 * F, 0, "blk.%d.ffn_up.weight", i);
-        add(t, &n, SL__K_OUT, w, F, E, 0, "blk.%d.ffn_down.weight", i);
+        add(t, &n, SL__K_OUT, down_type(w, F), F, E, 0, "blk.%d.ffn_down.weight", i);
     }
     add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
     add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);

@@ -140,6 +140,11 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err);
  * 2 Q4_0, 3 Q4_1, 7 Q8_0, 8 Q5_0, 9 Q5_1, 14 Q4_K_S, 16 Q5_K_S, 18 Q6_K, 32 BF16,
  * 38 MXFP4_MOE; UINT32_MAX if none. */
 uint32_t sl_synth_file_type(uint32_t type);
+/* The type llama.cpp's quantizer (llama-quant.cpp tensor_type_fallback) gives a tensor whose
+ * rows are not whole 256-element blocks of `type`: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
+ * IQ4_XS -> IQ4_NL; `type` itself for the others. mkmodel writes the FFN down projections of an
+ * --ffn / --shared-ffn that is not a multiple of 256 in it (e.g. 384, 1408 with Q4_K). */
+uint32_t sl_synth_fallback_type(uint32_t type);
 /* Online CPUs, clamped to [1, SL_SYNTH_MAX_THREADS]. */
 int sl_synth_default_threads(void);
 /* Validates p and writes the model to `path` (one file), making rows on n_threads threads
