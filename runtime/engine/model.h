@@ -1,7 +1,7 @@
 /* runtime/engine/model.h: the engine's model — hyperparameters, architecture traits, bound weights
  * (private to runtime/; the public handle is sl_model of runtime/sluice.h).
  *
- * Opening (engine.c): sl_gguf_open, read hyperparameters as llama.cpp's load_hparams does
+ * Opening (model.c): sl_gguf_open, read hyperparameters as llama.cpp's load_hparams does
  * (arch.c), bind every tensor the architecture needs by llama.cpp's names with its expected
  * shape in ggml ne order (a missing or mis-shaped tensor is SL_ERR_FORMAT naming it and the
  * expected shape), decide each weight's placement, load (weight.c). The gguf handle stays open
@@ -331,7 +331,7 @@ static inline const void *sl__floor_shared_data(const sl_model *m, const sl_weig
     return m->serving ? m->serving->floor_shared_data(m, w) : NULL;
 }
 
-/* engine.c: sl_model_open's body; serving (with rt) opens a model of a runtime. */
+/* model.c: sl_model_open's body; serving (with rt) opens a model of a runtime. */
 sl_status sl__model_open(sl_runtime *rt, const sl__serving *serving, const char *path,
                          const sl_model_options *opt, sl_model **out, sl_error *err);
 
@@ -361,7 +361,7 @@ sl_status sl__model_bind(sl_model *m, sl_error *err);
  * length (rope.scaling.original_context_length), else its short ones; NULL: none. */
 const sl_weight *sl__model_rope_factors(const sl_model *m, int32_t n_ctx);
 
-/* engine.c: m->info from the weights' current residency and sizes. */
+/* model.c: m->info from the weights' current residency and sizes. */
 void sl__model_info_fill(sl_model *m);
 
 /* weight.c */
