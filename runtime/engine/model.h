@@ -80,10 +80,18 @@ typedef struct sl__arch_traits {
                                the FFN is the common one (qwen3next) */
     bool recurrent;         /* some layers are Gated DeltaNet layers with recurrent state in
                                the context (qwen3next; arch_qwen3next.c) */
-    /* The arch's own keys and tensors (arch_<name>.c), after the common ones; NULL: none.
-     * hparams runs at the end of sl__hparams_load, bind_layer after a layer's common tensors. */
+    /* The arch's own keys and tensors (arch_<name>.c); NULL: none. Each runs where the common
+     * code leaves that part to the arch. sl__hparams_load: expert_widths after the common
+     * expert keys, in place of the dense width (n_ff_exp = n_ff, which an arch with
+     * hparams_moe skips); hparams_moe after the widths' check and the router's defaults;
+     * hparams at the end. Binding a layer: bind_attn in place of arch_attn.c's attention;
+     * bind_layer after the layer's common tensors; bind_moe after a MoE layer's experts. */
+    sl_status (*expert_widths)(struct sl_model *m, sl_error *err);
+    sl_status (*hparams_moe)(struct sl_model *m, sl_error *err);
     sl_status (*hparams)(struct sl_model *m, sl_error *err);
+    sl_status (*bind_attn)(struct sl_model *m, int il, sl_error *err);
     sl_status (*bind_layer)(struct sl_model *m, int il, sl_error *err);
+    sl_status (*bind_moe)(struct sl_model *m, int il, sl_error *err);
 } sl__arch_traits;
 
 typedef struct sl__hparams {
