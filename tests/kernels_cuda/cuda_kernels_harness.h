@@ -4,7 +4,7 @@
  *
  * Each test runs in two modes:
  * - no usable GPU (CI, developer machines): its host-side checks (argument validation), then
- *   cuda_harness_open checks that CUDA failures come back as SL_ERR_DEVICE / SL_ERR_NOT_FOUND
+ *   cuda_harness_main checks that CUDA failures come back as SL_ERR_DEVICE / SL_ERR_NOT_FOUND
  *   with CUDA's message and our file:line, prints "<test>: SKIPPED, no usable GPU (<reason>)"
  *   and the test passes;
  * - on the GPU machine (tools/gpu-test run): everything, on fresh random data.
@@ -73,10 +73,14 @@ static int fails_reported;
         else sl_test_g.checks++;                                                           \
     } while (0)
 
-/* The context on a fresh non-blocking stream (*s), or NULL: no usable GPU (after the clean-error
- * checks and the SKIPPED line) or a context that failed (a failed check). */
-static inline sl_cuda_ctx *cuda_harness_open(const char *test, cudaStream_t *s)
+/* A test program's main: its host-side checks (argument validation, no GPU needed); then, with
+ * a usable GPU, its device checks on a context over a fresh non-blocking stream, after which
+ * every queued kernel must have finished cleanly. Without one: the clean-error checks and the
+ * SKIPPED line. Returns sl_test_finish's status. */
+static inline int cuda_harness_main(const char *test, void (*host_side)(void),
+                                    void (*device)(sl_cuda_ctx *c))
 {
+    host_side();
     sl_error e;
     int n = 0;
     if (sl_cuda_probe(&n, &e) != SL_OK) {
@@ -88,28 +92,24 @@ static inline sl_cuda_ctx *cuda_harness_open(const char *test, cudaStream_t *s)
         CHECK(c == NULL);
         CHECK_CONTAINS(e2.msg, "kernels/cuda/ctx.cu:");
         printf("%s: SKIPPED, no usable GPU (%s)\n", test, e.msg);
-        return NULL;
+        return sl_test_finish(test);
     }
-    CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking) == cudaSuccess);
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
     sl_cuda_ctx *c = NULL;
-    if (sl_cuda_ctx_create(0, *s, &c, &e) != SL_OK) {
+    if (sl_cuda_ctx_create(0, s, &c, &e) != SL_OK) {
         CHECK_MSG(false, "ctx: %s", e.msg);
-        return NULL;
+        return sl_test_finish(test);
     }
     sl_cuda_ctx_info info;
     sl_cuda_ctx_info_get(c, &info);
     printf("%s: %s (cc %d.%d, %d SMs)\n", test, info.name, info.cc_major, info.cc_minor,
            info.sm_count);
-    return c;
-}
-
-/* Every queued kernel finished cleanly; the context and its stream go. */
-static inline void cuda_harness_close(sl_cuda_ctx *c, cudaStream_t s)
-{
-    sl_error e;
+    device(c);
     CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
     sl_cuda_ctx_destroy(c);
     cudaStreamDestroy(s);
+    return sl_test_finish(test);
 }
 
 #endif

@@ -453,12 +453,8 @@ static void test_gemm(sl_cuda_ctx *c)
     }
 }
 
-int main(void)
+static void on_device(sl_cuda_ctx *c)
 {
-    test_host_side();
-    cudaStream_t s;
-    sl_cuda_ctx *c = cuda_harness_open("cuda_kernels_matmul_test", &s);
-    if (!c) return sl_test_finish("cuda_kernels_matmul_test");
     test_dequant(c);
     for (int q8 = 0; q8 < 2; q8++) {
         g_q8act = q8;
@@ -468,6 +464,9 @@ int main(void)
         test_gemv_expert_parts(c);
     }
     test_gemm(c);
-    cuda_harness_close(c, s);
-    return sl_test_finish("cuda_kernels_matmul_test");
+}
+
+int main(void)
+{
+    return cuda_harness_main("cuda_kernels_matmul_test", test_host_side, on_device);
 }

@@ -555,14 +555,13 @@ static void test_fwd(sl_cuda_ctx *c)
     free(w);
 }
 
-int main(void)
+static void on_device(sl_cuda_ctx *c)
 {
-    test_host_side();
-    cudaStream_t s;
-    sl_cuda_ctx *c = cuda_harness_open("cuda_kernels_ops_test", &s);
-    if (!c) return sl_test_finish("cuda_kernels_ops_test");
     test_ops(c);
     test_fwd(c);
-    cuda_harness_close(c, s);
-    return sl_test_finish("cuda_kernels_ops_test");
+}
+
+int main(void)
+{
+    return cuda_harness_main("cuda_kernels_ops_test", test_host_side, on_device);
 }
