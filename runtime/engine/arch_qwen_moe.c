@@ -1,9 +1,8 @@
 /* runtime/engine/arch_qwen_moe.c: the Qwen MoE family's expert widths (qwen2moe, qwen3moe,
  * qwen3next) and qwen2moe's shared expert.
  *
- * Expert widths: mixtral and olmoe experts are feed_forward_length wide; qwen2moe/qwen3moe
- * use expert_feed_forward_length, else n_ff / n_expert_used (llama.cpp's fallback); the
- * qwen2moe shared expert uses expert_shared_feed_forward_length, else n_ff.
+ * Their experts are expert_feed_forward_length wide, else n_ff / n_expert_used (llama.cpp's
+ * fallback); the shared expert is expert_shared_feed_forward_length wide, else n_ff.
  * The shared expert's tensors (ffn_*_shexp and its sigmoid gate) are bound with the common
  * experts (arch.c, traits.shared_expert: qwen2moe, qwen3next). */
 #include "runtime/engine/arch_impl.h"
