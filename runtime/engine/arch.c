@@ -5,45 +5,22 @@
  * - Rope pairing is llama.cpp's llama_model_rope_type: llama NORMAL (its converter permutes
  *   q/k so adjacent pairs rotate); qwen2moe, qwen3moe, olmoe, gemma3 NEOX (HF rotate_half,
  *   unpermuted). OLMoE is NEOX in llama.cpp, like OLMo2.
- * - Gemma norms: HF Gemma computes x * (1 + w); llama.cpp's converter (Gemma3Model.norm_shift =
- *   1.0 for every "*norm.weight", q/k norms included) stores 1 + w in the GGUF, and
- *   llm_build_gemma3 multiplies by the stored weight. So the engine uses plain w for gemma3.
- * - Gemma3: embeddings scaled by sqrt(n_embd); layer il is sliding-window unless il % 6 == 5
- *   (set_swa_pattern(6)), local layers rope with base 10000 and no scaling, global layers with
- *   rope.freq_base and rope.scaling.factor; q is scaled by 1/sqrt(key_length), except the
- *   27B model (62 layers) which uses 1/sqrt(n_embd / n_head) (query_pre_attn_scalar = 168);
- *   GeGLU with the tanh GELU; no final logit softcapping (that was gemma2).
- * - Expert widths: mixtral and olmoe experts are feed_forward_length wide; qwen2moe/qwen3moe
- *   use expert_feed_forward_length, else n_ff / n_expert_used (llama.cpp's fallback); the
- *   qwen2moe shared expert uses expert_shared_feed_forward_length, else n_ff.
  * - Top-k renormalisation: mixtral (llama) and qwen3moe yes; qwen2moe and olmoe no.
  * - OLMoE's q/k norms run over the whole projection before the head split; llama.cpp sizes
  *   both by n_embd, which equals n_head * head_dim and n_head_kv * head_dim in every OLMoE (it
  *   has n_head_kv == n_head). We expect [n_head*head_dim] and [n_head_kv*head_dim], the same
  *   shapes for every file llama.cpp accepts.
- * - gpt-oss (llama.cpp llama_model_openai_moe, graph llm_build_openai_moe_iswa): q/k/v/o
- *   biases; attn_sinks [n_head]; NEOX rope with YaRN from the file's rope.scaling keys, the
- *   same rope on every layer (rope.freq_base_swa may set the sliding layers' base); sliding
- *   window on layer il iff il % P < P - 1 with P = attention.sliding_window_pattern, default 2
- *   (even layers slide); attention scale 1/sqrt(n_rot), and head sizes are n_rot (llama.cpp
- *   sizes q/k/v by n_head * n_rot), so a file whose key_length differs from
- *   rope.dimension_count is refused; the FFN's input norm is post_attention_norm; router
- *   logits = W x + b, the top k of them, weights = softmax over those k; experts as wide as
- *   expert_feed_forward_length (required) with gate/up/down biases and the clamped SwiGLU
- *   (ggml_swiglu_oai: alpha 1.702, limit 7, (up + 1)).
  * - Optional tensors are llama.cpp's TENSOR_NOT_REQUIRED ones that its graphs apply: every
  *   q/k/v architecture's fused attn_qkv and q/k/v biases (arch_attn.c), llama's and granite's
  *   attn_output.bias and dense FFN biases, qwen2's output.bias, rope_freqs or LongRoPE's
  *   factors (llama, granite; phi3); any other tensor in the file is refused by name, as
  *   llama.cpp refuses it ("wrong number of tensors"). rope.scaling.attn_factor scales every
  *   rope, whatever the scaling type (llama.cpp: cparams.yarn_attn_factor *= it).
- * - deepseek2 (llama_model_deepseek2, run as MLA: hparams_mla says why and what is checked;
- *   the legacy attn_kv_b layout gets attn_k_b / attn_v_b derived at load): NORMAL rope on the rope part of each head; head_dim is the latent row
- *   (kv_lora_rank + n_rot) and n_head_kv 1, so the KV cache holds the compressed latent;
- *   layers below leading_dense_block_count are dense; the router is the file's
- *   (expert_gating_func, expert_weights_norm / _scale, expert groups, exp_probs_b used for
- *   selection only); shared experts are n_ff_exp * expert_shared_count wide and ungated;
- *   the last nextn_predict_layers blocks (MTP) are not run, their tensors not bound.
+ * - Expert widths: mixtral and olmoe experts are feed_forward_length wide; the others' rules
+ *   are their files' (expert_widths, hparams_moe).
+ *
+ * What is one architecture's own (keys, checks, tensors) is in arch_<name>.c through the
+ * traits' hooks (arch_impl.h); this file is the table, the common keys and the common binding.
  */
 #include <math.h>
 #include <stdio.h>
@@ -57,22 +34,29 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                         .norm_topk = true, .act = SL_MOE_SILU, .rope_freqs = true,
                         .llama_biases = true},
     [SL_ARCH_QWEN2MOE] = {.rope = SL_ROPE_NEOX, .moe_capable = true, .moe_required = true, .norm_topk = false,
-                           .shared_expert = true, .act = SL_MOE_SILU},
+                           .shared_expert = true, .act = SL_MOE_SILU,
+                           .expert_widths = sl__qwen_moe_expert_widths,
+                           .hparams = sl__qwen2moe_hparams},
     [SL_ARCH_QWEN3MOE] = {.rope = SL_ROPE_NEOX,
                            .qk_norm = SL__QK_NORM_HEAD, .moe_capable = true,
-                           .moe_required = true, .norm_topk = true, .act = SL_MOE_SILU},
+                           .moe_required = true, .norm_topk = true, .act = SL_MOE_SILU,
+                           .expert_widths = sl__qwen_moe_expert_widths},
     [SL_ARCH_OLMOE] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_FULL,
                         .moe_capable = true, .moe_required = true, .norm_topk = false,
                         .act = SL_MOE_SILU},
     [SL_ARCH_GEMMA3] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
                          .post_norms = true, .embd_scale = true, .swa_period = 6,
-                         .act = SL_MOE_GELU_TANH},
+                         .act = SL_MOE_GELU_TANH, .hparams = sl__gemma3_hparams},
     [SL_ARCH_GPT_OSS] = {.rope = SL_ROPE_NEOX, .moe_capable = true, .moe_required = true, .swa_period = 2,
                           .attn_out_bias = true, .attn_sinks = true, .moe_biases = true,
                           .post_attn_ffn_norm = true, .gating = SL_GATING_TOPK_SOFTMAX,
-                          .act = SL_MOE_SWIGLU_OAI},
+                          .act = SL_MOE_SWIGLU_OAI, .expert_widths = sl__gpt_oss_expert_widths,
+                          .hparams = sl__gpt_oss_hparams},
     [SL_ARCH_DEEPSEEK2] = {.rope = SL_ROPE_NORMAL, .moe_capable = true,
-                            .moe_required = true, .mla = true, .act = SL_MOE_SILU},
+                            .moe_required = true, .mla = true, .act = SL_MOE_SILU,
+                            .hparams_moe = sl__deepseek2_hparams,
+                            .bind_attn = sl__deepseek2_bind_attn,
+                            .bind_moe = sl__deepseek2_bind_moe},
     [SL_ARCH_QWEN2] = {.rope = SL_ROPE_NEOX, .output_bias = true, .act = SL_MOE_SILU},
     [SL_ARCH_QWEN3] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .act = SL_MOE_SILU},
     [SL_ARCH_GEMMA2] = {.rope = SL_ROPE_NEOX, .post_norms = true, .embd_scale = true,
@@ -86,6 +70,7 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                             .moe_capable = true, .moe_required = true, .norm_topk = true,
                             .shared_expert = true, .act = SL_MOE_SILU,
                             .post_attn_ffn_norm = true, .own_attn = true, .recurrent = true,
+                            .expert_widths = sl__qwen_moe_expert_widths,
                             .hparams = sl__qwen3next_hparams,
                             .bind_layer = sl__qwen3next_bind_layer},
 };
@@ -94,7 +79,6 @@ const sl__arch_traits *sl__arch_traits_get(sl_arch a)
 {
     return (unsigned)a < SL_ARCH_COUNT ? &k_traits[a] : NULL;
 }
-
 
 /* ---- metadata helpers ------------------------------------------------------------------ */
 
@@ -177,7 +161,7 @@ static sl_status get_float(const sl_gguf *g, const char *key, bool required, flo
 }
 
 /* "{arch}.{suffix}" */
-static const char *akey(char *buf, size_t n, const sl_model *m, const char *suffix)
+const char *sl__arch_key(char *buf, size_t n, const sl_model *m, const char *suffix)
 {
     snprintf(buf, n, "%s.%s", sl_arch_name(m->arch), suffix);
     return buf;
@@ -188,7 +172,7 @@ static sl_status get_i32(const sl_model *m, const char *suffix, bool required, i
 {
     char k[128];
     int64_t v;
-    sl_status st = get_int(m->gguf, akey(k, sizeof k, m, suffix), required, def, &v, err);
+    sl_status st = get_int(m->gguf, sl__arch_key(k, sizeof k, m, suffix), required, def, &v, err);
     if (st) return st;
     if (v < lo || v > hi)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s': value %lld outside [%lld, %lld]",
@@ -201,7 +185,7 @@ static sl_status get_f32(const sl_model *m, const char *suffix, bool required, f
                          float *out, sl_error *err)
 {
     char k[128];
-    return get_float(m->gguf, akey(k, sizeof k, m, suffix), required, def, out, err);
+    return get_float(m->gguf, sl__arch_key(k, sizeof k, m, suffix), required, def, out, err);
 }
 
 sl_status sl__arch_get_i32(const sl_model *m, const char *suffix, bool required, int64_t def,
@@ -220,7 +204,7 @@ sl_status sl__arch_get_bool(const sl_model *m, const char *suffix, bool def, boo
                             sl_error *err)
 {
     char k[128];
-    const sl_gguf_value *v = sl_gguf_find(m->gguf, akey(k, sizeof k, m, suffix));
+    const sl_gguf_value *v = sl_gguf_find(m->gguf, sl__arch_key(k, sizeof k, m, suffix));
     *out = def;
     if (!v) return SL_OK;
     if (v->type != SL_GGUF_BOOL)
@@ -255,135 +239,6 @@ static sl_status ffn_activation(sl_model *m, sl_error *err)
     return sl_error_set(err, SL_ERR_UNSUPPORTED, "metadata key '%s': '%s' not supported for "
                         "%s%s (\"relu\": dense llama; \"silu\": archs whose FFN is SwiGLU)",
                         SL_FFN_ACT_KEY, val, sl_arch_name(m->arch), m->hp.n_expert ? " with experts" : "");
-}
-
-/* deepseek2 (llama.cpp llama_model_deepseek2::load_arch_hparams and the MLA layout its
- * converter writes): the attention is MQA over the latent, so key_length = kv_lora_rank +
- * rope.dimension_count, value_length = kv_lora_rank, head_count_kv = 1, and the per-head sizes
- * are key_length_mla (nope + rope) and value_length_mla. Files without the *_mla keys (the
- * legacy attn_kv_b layout) state the per-head sizes as key_length / value_length with
- * head_count_kv = head_count: legacy_mla turns them into the MLA values, and the binding
- * derives attn_k_b / attn_v_b from attn_kv_b, so the same latent-cache path runs them. */
-static sl_status legacy_mla(sl_model *m, sl_error *err)
-{
-    sl__hparams *hp = &m->hp;
-    const char *a = sl_arch_name(m->arch);
-    int32_t vl;
-    sl_status st;
-    if ((st = get_i32(m, "attention.value_length", false, hp->head_dim, 1, 1 << 16, &vl, err)))
-        return st;
-    if (hp->n_head_kv != hp->n_head)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.head_count_kv': %d, "
-                            "expected head_count %d (legacy attn_kv_b layout: no "
-                            "key_length_mla)", a, hp->n_head_kv, hp->n_head);
-    hp->mla_kv_b = true;
-    hp->n_embd_head_k_mla = hp->head_dim;
-    hp->n_embd_head_v_mla = vl;
-    hp->head_dim = hp->n_lora_kv + hp->n_rot;
-    hp->n_head_kv = 1;
-    return SL_OK;
-}
-
-static sl_status hparams_mla(sl_model *m, sl_error *err)
-{
-    sl__hparams *hp = &m->hp;
-    const int64_t BIG = 1 << 30;
-    const char *a = sl_arch_name(m->arch);
-    char k[128];
-    sl_status st;
-    const bool legacy = !sl_gguf_find(m->gguf, akey(k, sizeof k, m, "attention.key_length_mla"));
-    /* MTP blocks (DeepSeek-V3/R1 num_nextn_predict_layers): llama.cpp's deepseek2 loader
-     * treats the last N of block_count blocks as MTP blocks, skips their tensors unless it
-     * drafts with them, and builds the next-token graph over the first block_count - N; so
-     * does Sluice (it never drafts). A file of MTP blocks only has nothing to run. */
-    if ((st = get_i32(m, "nextn_predict_layers", false, 0, 0, hp->n_layer - 1,
-                      &hp->n_layer_nextn, err)))
-        return st;
-    hp->n_layer -= hp->n_layer_nextn;
-    if (hp->n_layer_nextn && !m->notice[0])
-        snprintf(m->notice, sizeof m->notice, "%s.nextn_predict_layers = %d: the last %d "
-                 "block(s) are multi-token prediction, not run (as llama.cpp)", a,
-                 hp->n_layer_nextn, hp->n_layer_nextn);
-    if ((st = get_i32(m, "attention.kv_lora_rank", true, 0, 1, BIG, &hp->n_lora_kv, err)) ||
-        (st = get_i32(m, "attention.q_lora_rank", false, 0, 0, BIG, &hp->n_lora_q, err)) ||
-        (legacy && (st = legacy_mla(m, err))) ||
-        (!legacy && (st = get_i32(m, "attention.key_length_mla", true, 0, 1, BIG,
-                                  &hp->n_embd_head_k_mla, err))) ||
-        (!legacy && (st = get_i32(m, "attention.value_length_mla", true, 0, 1, BIG,
-                                  &hp->n_embd_head_v_mla, err))) ||
-        (st = get_i32(m, "leading_dense_block_count", false, 0, 0, hp->n_layer,
-                      &hp->n_dense_lead, err)) ||
-        (st = get_i32(m, "expert_shared_count", false, 0, 0, 64, &hp->n_expert_shared, err)) ||
-        (st = get_i32(m, "expert_feed_forward_length", true, 0, 1, BIG, &hp->n_ff_exp, err)) ||
-        (st = get_i32(m, "expert_group_count", false, 0, 0, hp->n_expert, &hp->n_group, err)) ||
-        (st = get_i32(m, "expert_group_used_count", false, 0, 0, BIG, &hp->n_group_used, err)) ||
-        (st = get_f32(m, "rope.scaling.yarn_log_multiplier", false, 0.0f, &hp->yarn_log_mul,
-                      err)))
-        return st;
-    if (!sl_gguf_find(m->gguf, akey(k, sizeof k, m, "rope.dimension_count")))
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s' missing (required: the "
-                            "rope part of each head)", k);
-    const int32_t Dl = hp->n_lora_kv + hp->n_rot;
-    if (hp->head_dim != Dl)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.key_length': %d, "
-                            "expected kv_lora_rank + rope.dimension_count = %d + %d = %d", a,
-                            hp->head_dim, hp->n_lora_kv, hp->n_rot, Dl);
-    int32_t vl = hp->n_lora_kv;
-    if (!legacy &&
-        (st = get_i32(m, "attention.value_length", false, hp->n_lora_kv, 1, BIG, &vl, err)))
-        return st;
-    if (vl != hp->n_lora_kv)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.value_length': %d, "
-                            "expected kv_lora_rank = %d", a, vl, hp->n_lora_kv);
-    if (hp->n_head_kv != 1)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.head_count_kv': %d, "
-                            "expected 1 (MLA attends over one latent head)", a, hp->n_head_kv);
-    if (hp->n_embd_head_k_mla <= hp->n_rot)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.key_length_mla': "
-                            "%d, expected > rope.dimension_count %d (nope + rope, nope >= 1)",
-                            a, hp->n_embd_head_k_mla, hp->n_rot);
-    if (hp->n_group > 1) {
-        if (hp->n_expert % hp->n_group)
-            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_count': %d "
-                                "does not divide expert_count %d", a, hp->n_group,
-                                hp->n_expert);
-        if (hp->n_group_used < 1 || hp->n_group_used > hp->n_group)
-            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_used_count': "
-                                "%d, expected in [1, expert_group_count %d]", a,
-                                hp->n_group_used, hp->n_group);
-        if ((int64_t)hp->n_group_used * (hp->n_expert / hp->n_group) < hp->n_expert_used)
-            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_used_count': "
-                                "%d groups of %d experts cannot hold expert_used_count %d", a,
-                                hp->n_group_used, hp->n_expert / hp->n_group,
-                                hp->n_expert_used);
-    }
-    int32_t gf;
-    if ((st = get_i32(m, "expert_gating_func", false, 1, 1, 2, &gf, err))) return st;
-    /* llama.cpp: absent (V2, V2.5 files) means softmax; 1 softmax, 2 sigmoid */
-    hp->gating = gf == 2 ? SL_GATING_SIGMOID : SL_GATING_SOFTMAX_TOPK;
-    const sl_gguf_value *nv = sl_gguf_find(m->gguf, akey(k, sizeof k, m, "expert_weights_norm"));
-    if (nv && nv->type != SL_GGUF_BOOL)
-        return sl_error_set(err, SL_ERR_TYPE, "metadata key '%s': %s, expected bool", k,
-                            sl_gguf_vtype_name(nv->type));
-    hp->norm_topk = nv && nv->v.b;
-    /* absent: the converter leaves it out when there is no scaling (llama.cpp then skips it) */
-    if ((st = get_f32(m, "expert_weights_scale", false, 1.0f, &hp->expert_weights_scale, err)))
-        return st;
-    if (hp->expert_weights_scale == 0.0f) hp->expert_weights_scale = 1.0f;
-    if (hp->expert_weights_scale < 0)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_weights_scale': %g, "
-                            "expected > 0", a, (double)hp->expert_weights_scale);
-    hp->n_ff_shexp = hp->n_ff_exp * hp->n_expert_shared;
-    /* YaRN as llama.cpp's deepseek2 graph: the rope's own magnitude correction is cancelled
-     * (the rotated dims keep attn_factor), and the attention scale carries
-     * mscale^2 / sqrt(key_length_mla), mscale = attn_factor * (1 + yarn_log_multiplier *
-     * ln(1 / freq_scale)) — HF's softmax_scale with yarn_get_mscale(factor, mscale_all_dim),
-     * the file holding 0.1 * mscale_all_dim */
-    const float lnf = logf(1.0f / hp->rope_scale);
-    const float mscale = hp->yarn_attn_factor * (1.0f + hp->yarn_log_mul * lnf);
-    hp->attn_scale = mscale * mscale / sqrtf((float)hp->n_embd_head_k_mla);
-    if (hp->yarn_ext_factor != 0.0f) hp->yarn_attn_factor /= 1.0f + 0.1f * lnf;
-    return SL_OK;
 }
 
 sl_status sl__hparams_load(sl_model *m, sl_error *err)
@@ -439,11 +294,11 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
     /* rope scaling (llama.cpp: type none/linear/yarn; factor 0 means 1) */
     char k[128];
     const char *stype = NULL;
-    const sl_gguf_value *sv = sl_gguf_find(m->gguf, akey(k, sizeof k, m, "rope.scaling.type"));
+    const sl_gguf_value *sv = sl_gguf_find(m->gguf, sl__arch_key(k, sizeof k, m, "rope.scaling.type"));
     if (sv && sv->type == SL_GGUF_STR) stype = sv->v.str.ptr;
     float factor = 0.0f;
     if ((st = get_f32(m, "rope.scaling.factor", false, 0.0f, &factor, err))) return st;
-    if (!sl_gguf_find(m->gguf, akey(k, sizeof k, m, "rope.scaling.factor")))
+    if (!sl_gguf_find(m->gguf, sl__arch_key(k, sizeof k, m, "rope.scaling.factor")))
         if ((st = get_f32(m, "rope.scale_linear", false, 0.0f, &factor, err))) return st;
     hp->rope_scale = 1.0f;
     if (stype && !strcmp(stype, "none")) factor = 0.0f;
@@ -501,19 +356,11 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
                           &hp->n_ff_shexp, err)))
             return st;
     }
-    if (m->arch == SL_ARCH_QWEN2MOE || m->arch == SL_ARCH_QWEN3MOE ||
-        m->arch == SL_ARCH_QWEN3NEXT) {
-        if (!hp->n_ff_exp && hp->n_expert_used) hp->n_ff_exp = hp->n_ff / hp->n_expert_used;
-        if (!hp->n_ff_shexp) hp->n_ff_shexp = hp->n_ff;
-    } else if (m->arch == SL_ARCH_GPT_OSS) {
-        if ((st = get_i32(m, "expert_feed_forward_length", true, 0, 1, BIG, &hp->n_ff_exp, err)))
-            return st;
-        if (hp->n_rot != hp->head_dim)
-            return sl_error_set(err, SL_ERR_FORMAT,
-                                "metadata key 'gpt-oss.rope.dimension_count': %d, expected %d "
-                                "(attention.key_length: gpt-oss heads are n_rot wide)",
-                                hp->n_rot, hp->head_dim);
-    } else if (!m->tr->mla) {
+    /* the expert widths: the arch's rule, else the dense width (an arch with its own MoE keys
+     * reads its width with them, in hparams_moe) */
+    if (m->tr->expert_widths) {
+        if ((st = m->tr->expert_widths(m, err))) return st;
+    } else if (!m->tr->hparams_moe) {
         hp->n_ff_exp = hp->n_ff;
     }
     if (hp->n_expert > 0 && hp->n_ff_exp < 1)
@@ -523,13 +370,10 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
     hp->gating = m->tr->gating;
     hp->norm_topk = m->tr->norm_topk;
     hp->expert_weights_scale = 1.0f;
-    if (m->tr->mla && (st = hparams_mla(m, err))) return st;
+    if (m->tr->hparams_moe && (st = m->tr->hparams_moe(m, err))) return st;
     if ((hp->n_expert == 0 || hp->n_dense_lead > 0) && hp->n_ff < 1)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.feed_forward_length' missing "
                             "or 0 (dense FFN width)", sl_arch_name(m->arch));
-    if (m->arch == SL_ARCH_QWEN2MOE && hp->n_ff_shexp < 1)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata: shared expert width is 0 (%s."
-                            "expert_shared_feed_forward_length)", sl_arch_name(m->arch));
 
     if (m->tr->swa_period) {
         if ((st = get_i32(m, "attention.sliding_window", !m->tr->swa_default,
@@ -537,24 +381,6 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
             return st;
         hp->swa_period = m->tr->swa_period;
     }
-    if (m->arch == SL_ARCH_GEMMA3) {
-        hp->rope_base_swa = 10000.0f; /* llama.cpp: rope_freq_base_train_swa for gemma3 */
-        hp->rope_scale_swa = 1.0f;
-    }
-    if (m->arch == SL_ARCH_GPT_OSS) {
-        if ((st = get_i32(m, "attention.sliding_window_pattern", false, hp->swa_period, 1, BIG,
-                          &hp->swa_period, err)) ||
-            (st = get_f32(m, "rope.freq_base_swa", false, hp->rope_base, &hp->rope_base_swa,
-                          err)))
-            return st;
-        if (hp->rope_base_swa <= 0)
-            return sl_error_set(err, SL_ERR_FORMAT, "metadata key 'gpt-oss.rope.freq_base_swa': "
-                                "%g, expected > 0", (double)hp->rope_base_swa);
-        hp->attn_scale = 1.0f / sqrtf((float)hp->n_rot);
-    }
-    if (m->arch == SL_ARCH_GEMMA3)
-        hp->attn_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
-                                           : 1.0f / sqrtf((float)hp->head_dim);
     if (m->tr->embd_scale) hp->embd_scale = sqrtf((float)hp->n_embd);
     if (m->tr->hparams && (st = m->tr->hparams(m, err))) return st;
     return ffn_activation(m, err);
@@ -572,7 +398,7 @@ static void fmt_shape(char *buf, size_t n, uint32_t nd, const int64_t *ne)
 
 /* Finds tensor `name` with expected shape ne[0..nd) (ggml order). Missing: NULL if optional,
  * else SL_ERR_FORMAT. A 1-D tensor may be stored with trailing 1s (and vice versa). */
-static sl_status find_shaped(const sl_model *m, const char *name, uint32_t nd, const int64_t *ne,
+sl_status sl__arch_find_shaped(const sl_model *m, const char *name, uint32_t nd, const int64_t *ne,
                              bool required, const sl_gguf_tensor **out, sl_error *err)
 {
     *out = NULL;
@@ -602,7 +428,7 @@ static sl_status find_shaped(const sl_model *m, const char *name, uint32_t nd, c
 }
 
 /* A new weight of m bound to tensor t (m->w has room: sl__model_bind sizes it). */
-static sl_weight *new_weight(sl_model *m, const sl_gguf_tensor *t)
+sl_weight *sl__arch_new_weight(sl_model *m, const sl_gguf_tensor *t)
 {
     sl_weight *w = &m->w[m->n_w++];
     memset(w, 0, sizeof *w);
@@ -627,18 +453,16 @@ static sl_status bind(sl_model *m, const char *name, uint32_t nd, const int64_t 
 {
     *out = NULL;
     const sl_gguf_tensor *t;
-    sl_status st = find_shaped(m, name, nd, ne, required, &t, err);
+    sl_status st = sl__arch_find_shaped(m, name, nd, ne, required, &t, err);
     if (st || !t) return st;
     for (size_t i = 0; i < m->n_w; i++)
         if (m->w[i].t == t && m->w[i].derive == SL_DERIVE_NONE) {
             *out = &m->w[i];
             return SL_OK;
         }
-    *out = new_weight(m, t);
+    *out = sl__arch_new_weight(m, t);
     return SL_OK;
 }
-
-#define NE(...) ((const int64_t[]){__VA_ARGS__}), (uint32_t)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
 
 /* bind with a printf name for layer il (and expert x) */
 static sl_status bindf(sl_model *m, sl_weight **out, bool required, bool vec, bool mat,
@@ -655,68 +479,11 @@ static sl_status bindf(sl_model *m, sl_weight **out, bool required, bool vec, bo
     return st;
 }
 
-#define VEC(out, req, fmt, il, ...) bindf(m, out, req, true, false, NE(__VA_ARGS__), fmt, il, 0, err)
-#define MAT(out, req, fmt, il, ...) bindf(m, out, req, false, true, NE(__VA_ARGS__), fmt, il, 0, err)
 
 sl_status sl__arch_bind(sl_model *m, sl_weight **out, bool required, bool vec, const int64_t *ne,
                         uint32_t nd, const char *fmt, int il, sl_error *err)
 {
     return bindf(m, out, required, vec, !vec, ne, nd, fmt, il, 0, err);
-}
-
-/* A legacy file's attn_kv_b [kv_lora, H * (nope + v)] as the F32 attn_k_b [nope, kv_lora, H]
- * and attn_v_b [kv_lora, v, H] the MLA path reads (weight.c derives them at load). */
-static sl_status bind_kv_b(sl_model *m, int il, sl_error *err)
-{
-    const sl__hparams *hp = &m->hp;
-    sl__layer *L = &m->layers[il];
-    const int64_t H = hp->n_head, C = hp->n_lora_kv, Dv = hp->n_embd_head_v_mla,
-                  nope = hp->n_embd_head_k_mla - hp->n_rot;
-    char name[96];
-    snprintf(name, sizeof name, "blk.%d.attn_kv_b.weight", il);
-    const sl_gguf_tensor *t;
-    const int64_t ne[] = {C, H * (nope + Dv)};
-    sl_status st = find_shaped(m, name, 2, ne, true, &t, err);
-    if (st) return st;
-    L->wk_b = new_weight(m, t);
-    L->wv_b = new_weight(m, t);
-    const int64_t kb[] = {nope, C, H}, vb[] = {C, Dv, H};
-    sl_weight *w[2] = {L->wk_b, L->wv_b};
-    for (int i = 0; i < 2; i++) {
-        w[i]->derive = i ? SL_DERIVE_V_B : SL_DERIVE_K_B;
-        w[i]->n_dims = 3;
-        for (int d = 0; d < SL_GGUF_MAX_DIMS; d++) w[i]->ne[d] = d < 3 ? (i ? vb : kb)[d] : 1;
-        w[i]->need_matvec = true;
-    }
-    return SL_OK;
-}
-
-/* deepseek2's MLA weights (llama_model_deepseek2::load_arch_tensors, MLA layout). */
-static sl_status bind_mla(sl_model *m, int il, sl_error *err)
-{
-    const sl__hparams *hp = &m->hp;
-    sl__layer *L = &m->layers[il];
-    const int64_t E = hp->n_embd, H = hp->n_head, Dk = hp->n_embd_head_k_mla,
-                  Dv = hp->n_embd_head_v_mla, R = hp->n_rot, C = hp->n_lora_kv,
-                  QL = hp->n_lora_q;
-    sl_status st;
-    if (QL > 0) {
-        if ((st = MAT(&L->wq_a, true, "blk.%d.attn_q_a.weight", il, E, QL)) ||
-            (st = VEC(&L->q_a_norm, true, "blk.%d.attn_q_a_norm.weight", il, QL)) ||
-            (st = MAT(&L->wq_b, true, "blk.%d.attn_q_b.weight", il, QL, H * Dk)))
-            return st;
-    } else if ((st = MAT(&L->wq, true, "blk.%d.attn_q.weight", il, E, H * Dk))) {
-        return st;
-    }
-    if ((st = MAT(&L->wkv_a, true, "blk.%d.attn_kv_a_mqa.weight", il, E, C + R)) ||
-        (st = VEC(&L->kv_a_norm, true, "blk.%d.attn_kv_a_norm.weight", il, C)) ||
-        (hp->mla_kv_b && (st = bind_kv_b(m, il, err))) ||
-        (!hp->mla_kv_b &&
-         (st = MAT(&L->wk_b, true, "blk.%d.attn_k_b.weight", il, Dk - R, C, H))) ||
-        (!hp->mla_kv_b && (st = MAT(&L->wv_b, true, "blk.%d.attn_v_b.weight", il, C, Dv, H))) ||
-        (st = MAT(&L->wo, true, "blk.%d.attn_output.weight", il, H * Dv, E)))
-        return st;
-    return SL_OK;
 }
 
 static sl_status bind_layer(sl_model *m, int il, sl_error *err)
@@ -727,8 +494,8 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
     const int64_t E = hp->n_embd;
     sl_status st;
     if ((st = VEC(&L->attn_norm, true, "blk.%d.attn_norm.weight", il, E))) return st;
-    if (tr->mla) {
-        if ((st = bind_mla(m, il, err))) return st;
+    if (tr->bind_attn) {
+        if ((st = tr->bind_attn(m, il, err))) return st;
     } else if (!tr->own_attn && (st = sl__arch_bind_attn(m, il, err))) {
         return st;
     }
@@ -804,15 +571,7 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
             if ((st = MAT(&L->down_shexp, true, "blk.%d.ffn_down_shexp.weight", il, S, E)))
                 return st;
         }
-        if (tr->mla && hp->n_expert_shared > 0) { /* added ungated */
-            const int64_t S = hp->n_ff_shexp;
-            if ((st = MAT(&L->gate_shexp, true, "blk.%d.ffn_gate_shexp.weight", il, E, S)) ||
-                (st = MAT(&L->up_shexp, true, "blk.%d.ffn_up_shexp.weight", il, E, S)) ||
-                (st = MAT(&L->down_shexp, true, "blk.%d.ffn_down_shexp.weight", il, S, E)))
-                return st;
-        }
-        if (tr->mla && (st = VEC(&L->exp_probs_b, false, "blk.%d.exp_probs_b.bias", il, X)))
-            return st;
+        if (tr->bind_moe && (st = tr->bind_moe(m, il, err))) return st;
     }
 
     /* per-layer rope */

@@ -14,9 +14,6 @@
 
 #include "runtime/engine/arch_impl.h"
 
-#define NE(...) ((const int64_t[]){__VA_ARGS__}), \
-    (uint32_t)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
-
 static bool has(const sl_model *m, const char *fmt, int il)
 {
     char name[96];

@@ -15,20 +15,45 @@ sl_status sl__arch_get_f32(const sl_model *m, const char *suffix, bool required,
 /* A bool key; absent: def. SL_ERR_TYPE naming it when it is not a bool. */
 sl_status sl__arch_get_bool(const sl_model *m, const char *suffix, bool def, bool *out,
                             sl_error *err);
+/* "{arch}.{suffix}" into buf. */
+const char *sl__arch_key(char *buf, size_t n, const sl_model *m, const char *suffix);
 /* Binds tensor printf(fmt, il) of shape ne[0..nd) into *out (NULL when absent and not
  * required); vec: read as F32 (norms, biases), else a matmul weight. */
 sl_status sl__arch_bind(sl_model *m, sl_weight **out, bool required, bool vec, const int64_t *ne,
                         uint32_t nd, const char *fmt, int il, sl_error *err);
+/* Tensor `name` of shape ne[0..nd) (ggml order; trailing 1s match); missing: NULL when not
+ * required, else SL_ERR_FORMAT naming it and the shape. */
+sl_status sl__arch_find_shaped(const sl_model *m, const char *name, uint32_t nd,
+                               const int64_t *ne, bool required, const sl_gguf_tensor **out,
+                               sl_error *err);
+/* A new weight of m over tensor t (a derived one shares t: weight.c fills it at load). */
+sl_weight *sl__arch_new_weight(sl_model *m, const sl_gguf_tensor *t);
+
+/* ne and nd of a shape written out; MAT / VEC bind a matmul weight / an F32 vector of layer il
+ * (m, err in scope). */
+#define NE(...) ((const int64_t[]){__VA_ARGS__}), \
+    (uint32_t)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+#define MAT(out, req, fmt, il, ...) sl__arch_bind(m, out, req, false, NE(__VA_ARGS__), fmt, il, err)
+#define VEC(out, req, fmt, il, ...) sl__arch_bind(m, out, req, true, NE(__VA_ARGS__), fmt, il, err)
 
 /* arch_attn.c: layer il's attention tensors (fused or separate q/k/v with their optional
  * biases, attn_output and its bias, q/k norms, post-norms) by the traits. */
 sl_status sl__arch_bind_attn(sl_model *m, int il, sl_error *err);
 
-/* the arch files' hooks (sl__arch_traits.hparams / bind_layer) */
+/* the arch files' hooks (sl__arch_traits: expert_widths, hparams_moe, hparams, bind_attn,
+ * bind_layer, bind_moe) */
+sl_status sl__deepseek2_hparams(sl_model *m, sl_error *err);
+sl_status sl__deepseek2_bind_attn(sl_model *m, int il, sl_error *err);
+sl_status sl__deepseek2_bind_moe(sl_model *m, int il, sl_error *err);
+sl_status sl__gemma3_hparams(sl_model *m, sl_error *err);
 sl_status sl__gemma2_hparams(sl_model *m, sl_error *err);
+sl_status sl__gpt_oss_expert_widths(sl_model *m, sl_error *err);
+sl_status sl__gpt_oss_hparams(sl_model *m, sl_error *err);
 sl_status sl__granite_hparams(sl_model *m, sl_error *err);
 sl_status sl__phi3_hparams(sl_model *m, sl_error *err);
 sl_status sl__phi3_bind_layer(sl_model *m, int il, sl_error *err);
+sl_status sl__qwen_moe_expert_widths(sl_model *m, sl_error *err);
+sl_status sl__qwen2moe_hparams(sl_model *m, sl_error *err);
 sl_status sl__qwen3next_hparams(sl_model *m, sl_error *err);
 sl_status sl__qwen3next_bind_layer(sl_model *m, int il, sl_error *err);
 

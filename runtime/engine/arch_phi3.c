@@ -32,9 +32,6 @@ sl_status sl__phi3_hparams(sl_model *m, sl_error *err)
     return SL_OK;
 }
 
-#define NE(...) ((const int64_t[]){__VA_ARGS__}), \
-    (uint32_t)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
-
 sl_status sl__phi3_bind_layer(sl_model *m, int il, sl_error *err)
 {
     sl__layer *L = &m->layers[il];

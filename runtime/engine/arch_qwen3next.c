@@ -121,9 +121,6 @@ sl_status sl__qwen3next_hparams(sl_model *m, sl_error *err)
     return SL_OK;
 }
 
-#define NE(...) ((const int64_t[]){__VA_ARGS__}), \
-    (uint32_t)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
-
 sl_status sl__qwen3next_bind_layer(sl_model *m, int il, sl_error *err)
 {
     const sl__hparams *hp = &m->hp;

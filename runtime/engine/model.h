@@ -1,7 +1,7 @@
 /* runtime/engine/model.h: the engine's model — hyperparameters, architecture traits, bound weights
  * (private to runtime/; the public handle is sl_model of runtime/sluice.h).
  *
- * Opening (engine.c): sl_gguf_open, read hyperparameters as llama.cpp's load_hparams does
+ * Opening (model.c): sl_gguf_open, read hyperparameters as llama.cpp's load_hparams does
  * (arch.c), bind every tensor the architecture needs by llama.cpp's names with its expected
  * shape in ggml ne order (a missing or mis-shaped tensor is SL_ERR_FORMAT naming it and the
  * expected shape), decide each weight's placement, load (weight.c). The gguf handle stays open
@@ -80,10 +80,18 @@ typedef struct sl__arch_traits {
                                the FFN is the common one (qwen3next) */
     bool recurrent;         /* some layers are Gated DeltaNet layers with recurrent state in
                                the context (qwen3next; arch_qwen3next.c) */
-    /* The arch's own keys and tensors (arch_<name>.c), after the common ones; NULL: none.
-     * hparams runs at the end of sl__hparams_load, bind_layer after a layer's common tensors. */
+    /* The arch's own keys and tensors (arch_<name>.c); NULL: none. Each runs where the common
+     * code leaves that part to the arch. sl__hparams_load: expert_widths after the common
+     * expert keys, in place of the dense width (n_ff_exp = n_ff, which an arch with
+     * hparams_moe skips); hparams_moe after the widths' check and the router's defaults;
+     * hparams at the end. Binding a layer: bind_attn in place of arch_attn.c's attention;
+     * bind_layer after the layer's common tensors; bind_moe after a MoE layer's experts. */
+    sl_status (*expert_widths)(struct sl_model *m, sl_error *err);
+    sl_status (*hparams_moe)(struct sl_model *m, sl_error *err);
     sl_status (*hparams)(struct sl_model *m, sl_error *err);
+    sl_status (*bind_attn)(struct sl_model *m, int il, sl_error *err);
     sl_status (*bind_layer)(struct sl_model *m, int il, sl_error *err);
+    sl_status (*bind_moe)(struct sl_model *m, int il, sl_error *err);
 } sl__arch_traits;
 
 typedef struct sl__hparams {
@@ -331,7 +339,7 @@ static inline const void *sl__floor_shared_data(const sl_model *m, const sl_weig
     return m->serving ? m->serving->floor_shared_data(m, w) : NULL;
 }
 
-/* engine.c: sl_model_open's body; serving (with rt) opens a model of a runtime. */
+/* model.c: sl_model_open's body; serving (with rt) opens a model of a runtime. */
 sl_status sl__model_open(sl_runtime *rt, const sl__serving *serving, const char *path,
                          const sl_model_options *opt, sl_model **out, sl_error *err);
 
@@ -361,7 +369,7 @@ sl_status sl__model_bind(sl_model *m, sl_error *err);
  * length (rope.scaling.original_context_length), else its short ones; NULL: none. */
 const sl_weight *sl__model_rope_factors(const sl_model *m, int32_t n_ctx);
 
-/* engine.c: m->info from the weights' current residency and sizes. */
+/* model.c: m->info from the weights' current residency and sizes. */
 void sl__model_info_fill(sl_model *m);
 
 /* weight.c */

@@ -12,7 +12,7 @@
 #include "runtime/sluice.h"
 #include "runtime/text/tokenizer.h"
 
-/* Implemented by the engine (runtime/engine/engine.c). */
+/* Implemented by the engine (runtime/engine/model.c). */
 const sl_vocab *sl__model_vocab(const sl_model *m);
 
 #endif

@@ -1,31 +1,14 @@
-/* tests/kernels_cuda/cuda_kernels_test.c: every kernel of kernels/cuda against kernels/ref.
+/* tests/kernels_cuda/cuda_kernels_ops_test.c: the element-wise, norm, rope, router and attention
+ * kernels of kernels/cuda (ops.h) and the forward glue (fwd.h) against kernels/ref and plain C
+ * loops; without a GPU, their argument validation (cuda_kernels_harness.h: the two modes). The
+ * CPU twin that runs in CI is //tests/kernels:ops_test (kernels/cpu against kernels/ref/ops.h).
+ * The matrix kernels: cuda_kernels_matmul_test.c.
  *
- * Runs in two modes:
- * - no usable GPU (CI, developer machines): checks that argument validation works on the host
- *   and that CUDA failures come back as SL_ERR_DEVICE / SL_ERR_NOT_FOUND with CUDA's message and
- *   our file:line, then prints "cuda_kernels_test: SKIPPED, no usable GPU (<reason>)" and passes;
- * - on the GPU machine (tools/gpu-test run): everything below, on fresh random data.
- * The CPU twin that runs in CI is //tests/kernels:ops_test and //tests/kernels:matvec_test:
- * kernels/cpu checked against the same references (kernels/ref/ops.h, quant.h, matvec.h).
- *
- * What is checked, and the tolerance of each (S = sum_c |w_c| |x_c| in float64, M = max_c |w_c|,
- * X = sum_c |x_c|, all of the row being checked):
- * - dequant to F32: bit-exact vs sl_quant_dequant_row; to F16 / BF16: bit-exact vs
- *   sl_quant_fp32_to_fp16 / _bf16 of the reference floats. Every type; block counts 1, 7, 129
- *   (float types: n = 1, 37, 1029); a source pointer offset by 2 bytes.
- * - GEMV (dense, all 12 types): |y - y64| <= 2e-5 (S + M X) against the float64 dot of the
- *   dequantised row with x (the GPU keeps x in F32; the M X term covers the cancellation inside
- *   factored K-quant terms d*sc*sum(q x) - dmin*m*sum(x)). Rows 1, 17, 100; cols = one block,
- *   three blocks, one chunk + one block, 4 chunks + 3 blocks (float types: 1, 7, 255, 1029);
- *   batches 1, 3, 6; plus weights at a 2-byte offset (the unaligned copy path).
- * - GEMV rows (compact and scatter, repeats, unlisted entries untouched) and experts (shared
- *   and per-expert x, an out-of-range id gives zeros): same tolerance.
- * - GEMM (cuBLAS after dequant): F16 |err| <= 2e-3 S + 1e-6, BF16 <= 1.6e-2 S + 1e-6; rows 1, 37;
- *   batches 1, 3, 17.
+ * What is checked, and the tolerance of each:
  * - rms_norm: <= 1e-5 x max |ref| of the row; rope: <= 4e-6 x max |x|; the fused q/k norm +
- *   rope + KV store and add + rms_norm (issue 32) within the sum of their parts' tolerances; softmax: <= 1e-5 |ref| +
- *   1e-7; swiglu / geglu / swiglu_oai (limit 1.5: both clamps bite): <= 1e-5 |ref| +
- *   1e-6 |up| (1 + |gate|); add, mul, scale: bit-exact;
+ *   rope + KV store and add + rms_norm (issue 32) within the sum of their parts' tolerances;
+ *   softmax: <= 1e-5 |ref| + 1e-7; swiglu / geglu / swiglu_oai (limit 1.5: both clamps bite):
+ *   <= 1e-5 |ref| + 1e-6 |up| (1 + |gate|); add, mul, scale: bit-exact;
  *   router (also group-limited): indices exact, weights <= 1e-6 |ref| + 1e-7; attention (also
  *   head_dim 576, MLA's): <= 2e-5 max |v| + 1e-5 |ref|.
  * - forward glue (fwd.h): add_rows, kv_store (F32 and F16), moe_combine (ascending expert
@@ -33,108 +16,17 @@
  *   an empty one; entries past a width untouched), copy2d bit-exact vs C loops in float; gated_add
  *   <= 1e-6 |ref|.
  */
-#include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf/gguf.h"
-#include "kernels/cuda/ctx.h"
-#include "kernels/cuda/dequant.h"
 #include "kernels/cuda/fwd.h"
-#include "kernels/cuda/gemm.h"
-#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/ref/ops.h"
 #include "kernels/ref/quant.h"
-#include "base/status.h"
-#include "tests/testing.h"
-
-static const uint32_t TYPES[] = {SL_GGML_F32,  SL_GGML_F16,  SL_GGML_BF16, SL_GGML_Q4_0,
-                                 SL_GGML_Q4_1, SL_GGML_Q5_0, SL_GGML_Q5_1, SL_GGML_Q8_0,
-                                 SL_GGML_MXFP4, SL_GGML_Q4_K, SL_GGML_Q5_K, SL_GGML_Q6_K};
-enum { N_TYPES = sizeof TYPES / sizeof TYPES[0] };
-
-/* ---- helpers ------------------------------------------------------------------------------- */
-
-static uint64_t rng = 0x243F6A8885A308D3ull;
-static uint32_t rnd_u32(void)
-{
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float rnd_f(float lo, float hi) { return lo + (hi - lo) * (float)(rnd_u32() & 0xFFFFFF) / 16777216.0f; }
-
-static const char *tname(uint32_t t) { return sl_gguf_type_get(t)->name; }
-static int64_t blk(uint32_t t) { return sl_gguf_type_get(t)->block_size; }
-
-static void *dmalloc(size_t n)
-{
-    void *p = NULL;
-    if (cudaMalloc(&p, n ? n : 1) != cudaSuccess) {
-        fprintf(stderr, "cudaMalloc(%zu) failed\n", n);
-        exit(1); /* test harness only */
-    }
-    return p;
-}
-/* The kernels run on a non-blocking stream, which does not order with the legacy stream that
- * cudaMemcpy uses, and a pageable H2D may return before its DMA lands: fence the whole device on
- * both sides so an upload neither overwrites what a queued kernel still reads nor lands late. */
-static void h2d(void *d, const void *h, size_t n)
-{
-    CHECK(cudaDeviceSynchronize() == cudaSuccess);
-    CHECK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice) == cudaSuccess);
-    CHECK(cudaDeviceSynchronize() == cudaSuccess);
-}
-static void d2h(void *h, const void *d, size_t n)
-{
-    CHECK(cudaDeviceSynchronize() == cudaSuccess);
-    CHECK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost) == cudaSuccess);
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) exit(1);
-    return p;
-}
-
-/* Random weights of `type`, n elements (n a multiple of the block): quantized from random
- * floats where a quantizer exists, random bytes with a sane exponent for MXFP4. */
-static uint8_t *make_weights(uint32_t type, int64_t n, size_t *bytes)
-{
-    *bytes = sl_quant_row_bytes(type, n);
-    uint8_t *w = xmalloc(*bytes);
-    if (type == SL_GGML_MXFP4) {
-        for (size_t i = 0; i < *bytes; i++) w[i] = (uint8_t)rnd_u32();
-        for (size_t o = 0; o < *bytes; o += 17) w[o] = (uint8_t)(118 + rnd_u32() % 12);
-        return w;
-    }
-    float *f = xmalloc((size_t)n * sizeof *f);
-    for (int64_t i = 0; i < n; i++) f[i] = rnd_f(-1.0f, 1.0f) * (1.0f + (float)(i % 7));
-    sl_error e;
-    CHECK_MSG(sl_quant_row(type, f, w, n, &e) == SL_OK, "%s", e.msg);
-    free(f);
-    return w;
-}
-
-static float *dequant_ref(uint32_t type, const uint8_t *w, int64_t n)
-{
-    float *f = xmalloc((size_t)n * sizeof *f);
-    sl_error e;
-    CHECK_MSG(sl_quant_dequant_row(type, w, f, n, &e) == SL_OK, "%s", e.msg);
-    return f;
-}
-
-static int fails_reported;
-#define REPORT(cond, ...)                                                                  \
-    do {                                                                                   \
-        if (!(cond) && fails_reported++ < 30) CHECK_MSG(cond, __VA_ARGS__);                \
-        else if (!(cond)) sl_test_g.failures++;                                            \
-        else sl_test_g.checks++;                                                           \
-    } while (0)
+#include "tests/kernels_cuda/cuda_kernels_harness.h"
 
 /* ---- no GPU: validation and clean errors --------------------------------------------------- */
 
@@ -142,30 +34,6 @@ static void test_host_side(void)
 {
     sl_error e;
     float *p = (float *)(uintptr_t)64; /* never dereferenced: validation fails first */
-    CHECK(sl_cuda_gemv(NULL, SL_GGML_Q4_K, p, 4, 100, p, 1, p, &e) == SL_ERR_INVALID);
-    CHECK_CONTAINS(e.msg, "cols");
-    CHECK(sl_cuda_gemv(NULL, SL_GGML_Q2_K, p, 4, 256, p, 1, p, &e) == SL_ERR_UNSUPPORTED);
-    CHECK(sl_cuda_gemv(NULL, SL_GGML_Q8_0, p, 4, 64, p, 0, p, &e) == SL_ERR_INVALID);
-    CHECK_CONTAINS(e.msg, "n_batch");
-    CHECK(sl_cuda_gemv(NULL, SL_GGML_Q8_0, p, 4, 64, p, 1, p, &e) == SL_ERR_INVALID);
-    CHECK_CONTAINS(e.msg, "ctx");
-    CHECK(sl_cuda_gemv_rows(NULL, SL_GGML_Q8_0, p, 4, 64, NULL, 3, false, p, 1, p, &e) == SL_ERR_INVALID);
-    CHECK_CONTAINS(e.msg, "d_idx");
-    CHECK(sl_cuda_gemv_experts(NULL, SL_GGML_Q8_0, NULL, 4, NULL, 2, 4, 64, p, false, p, &e) == SL_ERR_INVALID);
-    CHECK(sl_cuda_gemv_expert_parts(NULL, SL_GGML_Q8_0, (const void *const *)p, 4, NULL, true,
-                                    (const int32_t *)p, 2, 4, 64, p, p, &e) == SL_ERR_INVALID);
-    CHECK_CONTAINS(e.msg, "d_ff_at");
-    CHECK(sl_cuda_gemv_expert_parts(NULL, SL_GGML_Q8_0, (const void *const *)p, 4,
-                                    (const int64_t *)p, true, (const int32_t *)p, 2, 4, 33, p, p,
-                                    &e) == SL_ERR_INVALID);
-    CHECK_CONTAINS(e.msg, "multiple");
-    CHECK(sl_cuda_dequant_f32(NULL, SL_GGML_Q8_0, p, 33, p, &e) == SL_ERR_INVALID);
-    CHECK_CONTAINS(e.msg, "multiple");
-    CHECK(sl_cuda_dequant_f16(NULL, SL_GGML_IQ2_XXS, p, 256, (uint16_t *)p, &e) == SL_ERR_UNSUPPORTED);
-    CHECK(sl_cuda_gemm(NULL, SL_GGML_Q8_0, p, 4, 64, p, 2, p, SL_CUDA_GEMM_F16, p, 1, &e) == SL_ERR_INVALID);
-    CHECK_CONTAINS(e.msg, "work_bytes");
-    /* W 4x64 F16 (512), X 2x64 F16 (256), X row scales 2 floats (256 after alignment) */
-    CHECK(sl_cuda_gemm_work_bytes(4, 64, 2) == 1024);
     sl_rope_params rp = sl_rope_params_make(SL_ROPE_NEOX, 3, 10000.0f);
     CHECK(sl_cuda_rope(NULL, p, 1, 1, 8, (const int32_t *)p, &rp, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "n_rot");
@@ -186,360 +54,6 @@ static void test_host_side(void)
     CHECK_CONTAINS(e.msg, "context");
     CHECK(sl_cuda_rms_norm(NULL, p, NULL, p, 1, 8, 1e-5f, false, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "ctx");
-    CHECK(sl_cuda_gemv_supported(SL_GGML_MXFP4) && !sl_cuda_gemv_supported(SL_GGML_Q3_K));
-    CHECK(sl_cuda_gemv_row_bytes(SL_GGML_Q6_K, 512) == 420);
-    CHECK(sl_cuda_gemv_row_bytes(SL_GGML_F16, 7) == 14);
-}
-
-/* ---- dequant ------------------------------------------------------------------------------- */
-
-static void test_dequant(sl_cuda_ctx *c)
-{
-    for (int ti = 0; ti < N_TYPES; ti++) {
-        const uint32_t t = TYPES[ti];
-        const int64_t counts[3] = {1, 7, 129}, fcounts[3] = {1, 37, 1029};
-        for (int k = 0; k < 3; k++) {
-            const int64_t n = blk(t) == 1 ? fcounts[k] : counts[k] * blk(t);
-            size_t wb;
-            uint8_t *w = make_weights(t, n, &wb);
-            float *ref = dequant_ref(t, w, n);
-            uint8_t *dw = dmalloc(wb + 2);
-            float *df = dmalloc((size_t)n * 4);
-            uint16_t *dh = dmalloc((size_t)n * 2), *db = dmalloc((size_t)n * 2);
-            const int off = k == 1 ? 2 : 0; /* unaligned source */
-            h2d(dw + off, w, wb);
-            sl_error e;
-            CHECK_MSG(sl_cuda_dequant_f32(c, t, dw + off, n, df, &e) == SL_OK, "%s", e.msg);
-            CHECK_MSG(sl_cuda_dequant_f16(c, t, dw + off, n, dh, &e) == SL_OK, "%s", e.msg);
-            CHECK_MSG(sl_cuda_dequant_bf16(c, t, dw + off, n, db, &e) == SL_OK, "%s", e.msg);
-            CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
-            float *f = xmalloc((size_t)n * 4);
-            uint16_t *h = xmalloc((size_t)n * 2), *b = xmalloc((size_t)n * 2);
-            d2h(f, df, (size_t)n * 4);
-            d2h(h, dh, (size_t)n * 2);
-            d2h(b, db, (size_t)n * 2);
-            int bad = 0;
-            for (int64_t i = 0; i < n && bad < 3; i++) {
-                uint32_t fb, rb;
-                memcpy(&fb, &f[i], 4);
-                memcpy(&rb, &ref[i], 4);
-                const bool ok = fb == rb && h[i] == sl_quant_fp32_to_fp16(ref[i]) &&
-                                b[i] == sl_quant_fp32_to_bf16(ref[i]);
-                if (!ok) bad++;
-                REPORT(ok, "dequant %s n=%lld [%lld]: f32 %a vs %a, f16 %04x vs %04x, bf16 %04x vs %04x",
-                       tname(t), (long long)n, (long long)i, (double)f[i], (double)ref[i], h[i],
-                       sl_quant_fp32_to_fp16(ref[i]), b[i], sl_quant_fp32_to_bf16(ref[i]));
-            }
-            free(f), free(h), free(b), free(w), free(ref);
-            cudaFree(dw), cudaFree(df), cudaFree(dh), cudaFree(db);
-        }
-    }
-}
-
-/* ---- GEMV ---------------------------------------------------------------------------------- */
-
-/* Checks y [n_batch][ystride] at output o against row r of wf [rows][cols] and x. */
-static void check_dot(const char *what, uint32_t t, const float *wf, int64_t r, int64_t cols,
-                      const float *x, float y, double tol_s, double tol_abs)
-{
-    double d = 0, S = 0, M = 0, X = 0;
-    for (int64_t k = 0; k < cols; k++) {
-        const double w = wf[r * cols + k];
-        d += w * x[k];
-        S += fabs(w) * fabs(x[k]);
-        X += fabs(x[k]);
-        if (fabs(w) > M) M = fabs(w);
-    }
-    const double tol = tol_s * (S + M * X) + tol_abs;
-    REPORT(fabs((double)y - d) <= tol, "%s %s row %lld cols %lld: %.9g vs %.9g (tol %.3g)", what,
-           tname(t), (long long)r, (long long)cols, (double)y, d, tol);
-}
-
-/* Which GEMV numerics the context runs (sl_cuda_ctx_set_f32_act): with Q8 activations, Q4_K and
- * Q8_0 at n_batch 1 quantize x per 32 values (ggml's Q8_1), so they are checked against the
- * float64 dot with that same x; everything else keeps F32 activations. */
-static bool g_q8act = false;
-
-/* Whether a call takes the Q8-activation path (gemv.cu's rule; `aligned`: the matrix pointer is
- * 16-byte aligned, or it comes through the experts' pointer array, which is not checked). */
-static bool q8_path(uint32_t t, int64_t cols, int64_t nb, bool aligned)
-{
-    return g_q8act && nb == 1 && (t == SL_GGML_Q4_K || t == SL_GGML_Q8_0) && aligned &&
-           sl_quant_row_bytes(t, cols) % 16 == 0;
-}
-
-static void check_gemv(const char *what, uint32_t t, const float *wf, int64_t r, int64_t cols,
-                       const float *x, float y, bool q8)
-{
-    if (!q8) {
-        check_dot(what, t, wf, r, cols, x, y, 2e-5, 1e-30);
-        return;
-    }
-    float *xr = xmalloc((size_t)cols * 4);
-    for (int64_t u = 0; u < cols / 32; u++) {
-        float amax = 0.0f;
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * u + i]));
-        const float d = amax / 127.0f, id = d > 0.0f ? 127.0f / amax : 0.0f;
-        for (int i = 0; i < 32; i++) xr[32 * u + i] = d * rintf(x[32 * u + i] * id);
-    }
-    char w[64];
-    snprintf(w, sizeof w, "%s(q8 act)", what);
-    check_dot(w, t, wf, r, cols, xr, y, 2e-5, 1e-30);
-    free(xr);
-}
-
-static void test_gemv(sl_cuda_ctx *c)
-{
-    for (int ti = 0; ti < N_TYPES; ti++) {
-        const uint32_t t = TYPES[ti];
-        const int64_t B = blk(t);
-        const int64_t chunk = t == SL_GGML_Q6_K ? 2048 : B == 1 ? 512 : 1024;
-        int64_t colsv[4] = {B, 3 * B, chunk + B, 4 * chunk + 3 * B};
-        if (B == 1) colsv[0] = 1, colsv[1] = 7, colsv[2] = 255, colsv[3] = 1029;
-        const int64_t rowsv[3] = {1, 17, 100}, batchv[3] = {1, 3, 6};
-        for (int ci = 0; ci < 4; ci++)
-            for (int ri = 0; ri < 3; ri++)
-                for (int bi = 0; bi < 3; bi++) {
-                    const int64_t cols = colsv[ci], rows = rowsv[ri], nb = batchv[bi];
-                    if (bi != 0 && ri == 2 && ci == 3) continue; /* keep the run short */
-                    const int off = (ci == 2 && ri == 1) ? 2 : 0;
-                    size_t wb;
-                    uint8_t *w = make_weights(t, rows * cols, &wb);
-                    float *wf = dequant_ref(t, w, rows * cols);
-                    float *x = xmalloc((size_t)(nb * cols) * 4), *y = xmalloc((size_t)(nb * rows) * 4);
-                    for (int64_t i = 0; i < nb * cols; i++) x[i] = rnd_f(-1, 1);
-                    uint8_t *dw = dmalloc(wb + 16);
-                    float *dx = dmalloc((size_t)(nb * cols) * 4), *dy = dmalloc((size_t)(nb * rows) * 4);
-                    h2d(dw + off, w, wb);
-                    h2d(dx, x, (size_t)(nb * cols) * 4);
-                    sl_error e;
-                    CHECK_MSG(sl_cuda_gemv(c, t, dw + off, rows, cols, dx, nb, dy, &e) == SL_OK, "%s", e.msg);
-                    CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
-                    d2h(y, dy, (size_t)(nb * rows) * 4);
-                    for (int64_t b = 0; b < nb; b++)
-                        for (int64_t r = 0; r < rows; r++)
-                            check_gemv(off ? "gemv(unaligned)" : "gemv", t, wf, r, cols,
-                                       x + b * cols, y[b * rows + r], q8_path(t, cols, nb, !off));
-                    free(w), free(wf), free(x), free(y);
-                    cudaFree(dw), cudaFree(dx), cudaFree(dy);
-                }
-    }
-}
-
-static void test_gemv_rows_experts(sl_cuda_ctx *c)
-{
-    for (int ti = 0; ti < N_TYPES; ti++) {
-        const uint32_t t = TYPES[ti];
-        /* 8 blocks of 32 make Q8_0 rows 16-byte multiples (272 B): the Q8-activation path */
-        const int64_t cols = blk(t) == 1 ? 300 : blk(t) == 32 ? 8 * 32 : 5 * blk(t), rows = 50, nb = 2;
-        size_t wb;
-        uint8_t *w = make_weights(t, rows * cols, &wb);
-        float *wf = dequant_ref(t, w, rows * cols);
-        float *x = xmalloc((size_t)(nb * cols) * 4);
-        for (int64_t i = 0; i < nb * cols; i++) x[i] = rnd_f(-1, 1);
-        const int32_t idx[7] = {49, 0, 7, 7, 23, 31, 48};
-        uint8_t *dw = dmalloc(wb);
-        float *dx = dmalloc((size_t)(nb * cols) * 4), *dy = dmalloc((size_t)(nb * rows) * 4);
-        int32_t *di = dmalloc(sizeof idx);
-        h2d(dw, w, wb);
-        h2d(dx, x, (size_t)(nb * cols) * 4);
-        h2d(di, idx, sizeof idx);
-        sl_error e;
-        float y[2 * 50];
-        /* compact */
-        CHECK_MSG(sl_cuda_gemv_rows(c, t, dw, rows, cols, di, 7, false, dx, nb, dy, &e) == SL_OK, "%s", e.msg);
-        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
-        d2h(y, dy, (size_t)(nb * 7) * 4);
-        for (int b = 0; b < nb; b++)
-            for (int i = 0; i < 7; i++)
-                check_gemv("gemv_rows", t, wf, idx[i], cols, x + b * cols, y[b * 7 + i],
-                           q8_path(t, cols, nb, true));
-        /* scatter: unlisted entries keep their sentinel */
-        for (int i = 0; i < nb * rows; i++) y[i] = 12345.0f;
-        h2d(dy, y, (size_t)(nb * rows) * 4);
-        CHECK_MSG(sl_cuda_gemv_rows(c, t, dw, rows, cols, di, 7, true, dx, nb, dy, &e) == SL_OK, "%s", e.msg);
-        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
-        d2h(y, dy, (size_t)(nb * rows) * 4);
-        for (int b = 0; b < nb; b++)
-            for (int r = 0; r < rows; r++) {
-                bool listed = false;
-                for (int i = 0; i < 7; i++) listed |= idx[i] == r;
-                if (listed)
-                    check_gemv("gemv_rows(scatter)", t, wf, r, cols, x + b * cols, y[b * rows + r],
-                               q8_path(t, cols, nb, true));
-                else REPORT(y[b * rows + r] == 12345.0f, "scatter %s touched row %d", tname(t), r);
-            }
-        /* experts: 5 experts, separately allocated; ids {4, 1, 9 (invalid), 2} */
-        enum { NE = 5, NS = 4 };
-        const int64_t erows = 20;
-        uint8_t *ew[NE];
-        float *ewf[NE];
-        void *dptr[NE], *dbase[NE];
-        for (int k = 0; k < NE; k++) {
-            ew[k] = make_weights(t, erows * cols, &wb);
-            ewf[k] = dequant_ref(t, ew[k], erows * cols);
-            /* experts 1 and 3 start 2 and 1 bytes off alignment (the kernels cannot check a
-             * device-side pointer array, so they must read such matrices correctly) */
-            const int eoff = k == 1 ? 2 : k == 3 ? 1 : 0;
-            dbase[k] = dmalloc(wb + 16);
-            dptr[k] = (uint8_t *)dbase[k] + eoff;
-            h2d(dptr[k], ew[k], wb);
-        }
-        const int32_t ids[NS] = {4, 1, 9, 3};
-        void **dp = dmalloc(sizeof dptr);
-        int32_t *dids = dmalloc(sizeof ids);
-        h2d(dp, dptr, sizeof dptr);
-        h2d(dids, ids, sizeof ids);
-        float *xe = xmalloc((size_t)(NS * cols) * 4), ye[NS * 20];
-        for (int64_t i = 0; i < NS * cols; i++) xe[i] = rnd_f(-1, 1);
-        float *dxe = dmalloc((size_t)(NS * cols) * 4), *dye = dmalloc(sizeof ye);
-        h2d(dxe, xe, (size_t)(NS * cols) * 4);
-        for (int per = 0; per < 2; per++) {
-            CHECK_MSG(sl_cuda_gemv_experts(c, t, (const void *const *)dp, NE, dids, NS, erows, cols, dxe,
-                                           per, dye, &e) == SL_OK, "%s", e.msg);
-            CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
-            d2h(ye, dye, sizeof ye);
-            for (int s = 0; s < NS; s++)
-                for (int r = 0; r < erows; r++) {
-                    if (ids[s] >= NE) {
-                        REPORT(ye[s * erows + r] == 0.0f, "experts %s bad id gives %g", tname(t), (double)ye[s * erows + r]);
-                        continue;
-                    }
-                    check_gemv(per ? "gemv_experts(per-expert x)" : "gemv_experts", t, ewf[ids[s]], r,
-                               cols, xe + (per ? s * cols : 0), ye[s * erows + r],
-                               q8_path(t, cols, 1, true));
-                }
-        }
-        for (int k = 0; k < NE; k++) free(ew[k]), free(ewf[k]), cudaFree(dbase[k]);
-        free(w), free(wf), free(x), free(xe);
-        cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(di), cudaFree(dp), cudaFree(dids);
-        cudaFree(dxe), cudaFree(dye);
-    }
-}
-
-/* Experts split by neurons (sl_cuda_gemv_expert_parts): 4 experts of widths {2, 0, 1, 3}
- * granules (a block; 5 for float types) packed as ffn_split.h does — gate' [sum w][E] rows,
- * each expert's down' [E][w_e] after the previous one — selected as {3, 1, 0, 2}. gate': the
- * first w_e outputs are its rows' dots, the rest 0; down': the dot over w_e columns of the
- * slot's x (stride the widest), a width of 0 gives 0. */
-static void test_gemv_expert_parts(sl_cuda_ctx *c)
-{
-    enum { NE = 4, NS = 4 };
-    for (int ti = 0; ti < N_TYPES; ti++) {
-        const uint32_t t = TYPES[ti];
-        const int64_t G = blk(t) == 1 ? 5 : blk(t), E = blk(t) == 1 ? 70 : 2 * blk(t);
-        const int64_t wdt[NE] = {2 * G, 0, G, 3 * G}, F = 3 * G;
-        int64_t at[NE + 1] = {0};
-        for (int k = 0; k < NE; k++) at[k + 1] = at[k] + wdt[k];
-        size_t gb, db[NE], dtot = 0;
-        uint8_t *gw = make_weights(t, at[NE] * E, &gb), *dw[NE];
-        float *gwf = dequant_ref(t, gw, at[NE] * E), *dwf[NE];
-        for (int k = 0; k < NE; k++) {
-            dw[k] = wdt[k] ? make_weights(t, E * wdt[k], &db[k]) : NULL;
-            dwf[k] = wdt[k] ? dequant_ref(t, dw[k], E * wdt[k]) : NULL;
-            if (!wdt[k]) db[k] = 0;
-            dtot += db[k];
-        }
-        uint8_t *dg = dmalloc(gb), *dd = dmalloc(dtot + 16);
-        h2d(dg, gw, gb);
-        const void *pg[NE], *pd[NE];
-        for (size_t k = 0, off = 0; k < NE; off += db[k], k++) {
-            pg[k] = dg + (size_t)at[k] * sl_quant_row_bytes(t, E);
-            pd[k] = dd + off;
-            if (db[k]) h2d(dd + off, dw[k], db[k]);
-        }
-        const int32_t ids[NS] = {3, 1, 0, 2};
-        float *x = xmalloc((size_t)(NS * F) * 4), yg[NS * 3 * 256], yd[NS * 512];
-        for (int64_t i = 0; i < NS * F; i++) x[i] = rnd_f(-1, 1);
-        void **dpg = dmalloc(sizeof pg), **dpd = dmalloc(sizeof pd);
-        int64_t *dat = dmalloc(sizeof at);
-        int32_t *dids = dmalloc(sizeof ids);
-        float *dx = dmalloc((size_t)(NS * F) * 4), *dyg = dmalloc(sizeof yg);
-        float *dyd = dmalloc(sizeof yd);
-        h2d(dpg, pg, sizeof pg), h2d(dpd, pd, sizeof pd), h2d(dat, at, sizeof at);
-        h2d(dids, ids, sizeof ids), h2d(dx, x, (size_t)(NS * F) * 4);
-        sl_error e;
-        const void *const *cpg = (const void *const *)dpg, *const *cpd = (const void *const *)dpd;
-        CHECK_MSG(sl_cuda_gemv_expert_parts(c, t, cpg, NE, dat, false, dids, NS, F, E, dx, dyg,
-                                            &e) == SL_OK, "%s", e.msg);
-        CHECK_MSG(sl_cuda_gemv_expert_parts(c, t, cpd, NE, dat, true, dids, NS, E, F, dx, dyd,
-                                            &e) == SL_OK, "%s", e.msg);
-        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
-        d2h(yg, dyg, (size_t)(NS * F) * 4);
-        d2h(yd, dyd, (size_t)(NS * E) * 4);
-        /* the Q8-activation rule of gemv.cu, on the widest shape; never for a Q8_0 down' */
-        const bool q8g = q8_path(t, E, 1, true), q8d = t != SL_GGML_Q8_0 && q8_path(t, F, 1, true);
-        for (int s = 0; s < NS; s++) {
-            const int32_t k = ids[s];
-            for (int64_t r = 0; r < F; r++) {
-                if (r < wdt[k])
-                    check_gemv("gemv_expert_parts(gate')", t, gwf, at[k] + r, E, x,
-                               yg[s * F + r], q8g);
-                else
-                    REPORT(yg[s * F + r] == 0.0f, "expert parts %s: gate' past width %lld gives %g",
-                           tname(t), (long long)wdt[k], (double)yg[s * F + r]);
-            }
-            for (int64_t r = 0; r < E; r++) {
-                if (wdt[k])
-                    check_gemv("gemv_expert_parts(down')", t, dwf[k], r, wdt[k], x + s * F,
-                               yd[s * E + r], q8d);
-                else
-                    REPORT(yd[s * E + r] == 0.0f, "expert parts %s: down' of width 0 gives %g",
-                           tname(t), (double)yd[s * E + r]);
-            }
-        }
-        CHECK(sl_cuda_gemv_expert_parts(c, t, cpg, NE, NULL, false, dids, NS, F, E, dx, dyg,
-                                        &e) == SL_ERR_INVALID);
-        CHECK_CONTAINS(e.msg, "d_ff_at");
-        for (int k = 0; k < NE; k++) free(dw[k]), free(dwf[k]);
-        free(gw), free(gwf), free(x);
-        cudaFree(dg), cudaFree(dd), cudaFree(dpg), cudaFree(dpd), cudaFree(dat), cudaFree(dids);
-        cudaFree(dx), cudaFree(dyg), cudaFree(dyd);
-    }
-}
-
-/* ---- GEMM ---------------------------------------------------------------------------------- */
-
-static void test_gemm(sl_cuda_ctx *c)
-{
-    for (int ti = 0; ti < N_TYPES; ti++) {
-        const uint32_t t = TYPES[ti];
-        const int64_t cols = blk(t) == 1 ? 333 : (blk(t) == 256 ? 3 : 11) * blk(t);
-        const int64_t rowsv[2] = {1, 37}, batchv[3] = {1, 3, 17};
-        for (int ri = 0; ri < 2; ri++)
-            for (int bi = 0; bi < 3; bi++)
-                for (int prec = 0; prec < 2; prec++) {
-                    const int64_t rows = rowsv[ri], nb = batchv[bi];
-                    size_t wb;
-                    uint8_t *w = make_weights(t, rows * cols, &wb);
-                    float *wf = dequant_ref(t, w, rows * cols);
-                    float *x = xmalloc((size_t)(nb * cols) * 4), *y = xmalloc((size_t)(nb * rows) * 4);
-                    for (int64_t i = 0; i < nb * cols; i++) x[i] = rnd_f(-1, 1);
-                    /* outliers past F16's range in every other row (real down-projection
-                     * inputs have them): the result must stay finite and as accurate */
-                    for (int64_t b = 1; b < nb; b += 2) {
-                        x[b * cols] = 1e6f;
-                        x[b * cols + cols / 2] = -3e5f;
-                    }
-                    const size_t work = sl_cuda_gemm_work_bytes(rows, cols, nb);
-                    uint8_t *dw = dmalloc(wb);
-                    float *dx = dmalloc((size_t)(nb * cols) * 4), *dy = dmalloc((size_t)(nb * rows) * 4);
-                    void *dwork = dmalloc(work);
-                    h2d(dw, w, wb);
-                    h2d(dx, x, (size_t)(nb * cols) * 4);
-                    sl_error e;
-                    CHECK_MSG(sl_cuda_gemm(c, t, dw, rows, cols, dx, nb, dy, (sl_cuda_gemm_prec)prec,
-                                           dwork, work, &e) == SL_OK, "%s", e.msg);
-                    CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
-                    d2h(y, dy, (size_t)(nb * rows) * 4);
-                    for (int64_t b = 0; b < nb; b++)
-                        for (int64_t r = 0; r < rows; r++)
-                            check_dot(prec ? "gemm(bf16)" : "gemm(f16)", t, wf, r, cols, x + b * cols,
-                                      y[b * rows + r], prec ? 1.6e-2 : 2e-3, 1e-6);
-                    free(w), free(wf), free(x), free(y);
-                    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dwork);
-                }
-    }
 }
 
 /* ---- ops ----------------------------------------------------------------------------------- */
@@ -1041,46 +555,13 @@ static void test_fwd(sl_cuda_ctx *c)
     free(w);
 }
 
-int main(void)
+static void on_device(sl_cuda_ctx *c)
 {
-    test_host_side();
-
-    sl_error e;
-    int n = 0;
-    if (sl_cuda_probe(&n, &e) != SL_OK) {
-        CHECK(e.code == SL_ERR_DEVICE || e.code == SL_ERR_NOT_FOUND);
-        CHECK(e.msg[0] != '\0');
-        sl_error e2;
-        sl_cuda_ctx *c = (sl_cuda_ctx *)(uintptr_t)1;
-        CHECK(sl_cuda_ctx_create(0, NULL, &c, &e2) != SL_OK);
-        CHECK(c == NULL);
-        CHECK_CONTAINS(e2.msg, "kernels/cuda/ctx.cu:");
-        printf("cuda_kernels_test: SKIPPED, no usable GPU (%s)\n", e.msg);
-        return sl_test_finish("cuda_kernels_test");
-    }
-    cudaStream_t s;
-    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-    sl_cuda_ctx *c = NULL;
-    if (sl_cuda_ctx_create(0, s, &c, &e) != SL_OK) {
-        CHECK_MSG(false, "ctx: %s", e.msg);
-        return sl_test_finish("cuda_kernels_test");
-    }
-    sl_cuda_ctx_info info;
-    sl_cuda_ctx_info_get(c, &info);
-    printf("cuda_kernels_test: %s (cc %d.%d, %d SMs)\n", info.name, info.cc_major, info.cc_minor, info.sm_count);
-    test_dequant(c);
-    for (int q8 = 0; q8 < 2; q8++) {
-        g_q8act = q8;
-        sl_cuda_ctx_set_f32_act(c, !q8);
-        test_gemv(c);
-        test_gemv_rows_experts(c);
-        test_gemv_expert_parts(c);
-    }
-    test_gemm(c);
     test_ops(c);
     test_fwd(c);
-    CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
-    sl_cuda_ctx_destroy(c);
-    cudaStreamDestroy(s);
-    return sl_test_finish("cuda_kernels_test");
+}
+
+int main(void)
+{
+    return cuda_harness_main("cuda_kernels_ops_test", test_host_side, on_device);
 }
