@@ -4,8 +4,8 @@
 # llama-cpp-python source distribution (PyPI is reachable here; GitHub is not). pip fetches the
 # source distribution only (--no-binary for that one package; its build tools come as wheels).
 #
-#   tools/peer/llama.cpp              build if needed (CPU, -march=native but AMX where it faults, Release); print the
-#                                     folder holding the binaries
+#   tools/peer/llama.cpp              build if needed (CPU, -march=native, Release; AMX off
+#                                     where its tiles fault); print the folder holding the binaries
 #   tools/peer/llama.cpp --cuda       llama.cpp's CUDA llama-bench for the GPU machine (issue 31):
 #                                     the prebuilt llama-bench-cuda-sm90.tar.xz (same llama.cpp
 #                                     0c1e570; sm_90, AVX-512/VNNI/BF16/AMX CPU backend, static)
