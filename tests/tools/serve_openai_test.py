@@ -6,7 +6,7 @@ two seeds differ; echo puts the prompt first; stop cuts; max_tokens counts); str
 non-streaming; another model name is accepted with one model served; system_fingerprint in
 responses and chunks; and what is not served is the client's BadRequestError naming the field:
 unknown fields, tools / tool_choice, n > 1, mirostat. Several prompts stream (llama-server's
-chunks with "index").
+chunks with "index"). client.embeddings (base64 on the wire) equals /v1/embeddings' floats.
 
 usage: serve_openai_test.py SLUICE_BINARY
 """
@@ -167,6 +167,22 @@ def test_refused(client):
             "mirostat 2")
 
 
+def test_embeddings(tmp, model):
+    srv = st.Server(tmp, model, "--embedding", "--pooling", "mean", name="embd")
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="none",
+                           max_retries=0, timeout=120)
+    r = client.embeddings.create(model="text-embedding-3-small", input=[PROMPT, "hello"])
+    s, ref = srv.json("POST", "/v1/embeddings", {"input": [PROMPT, "hello"],
+                                                 "encoding_format": "float"})
+    want = [d["embedding"] for d in ref.get("data", [])]
+    got = [d.embedding for d in r.data]
+    expect(s == 200 and len(got) == 2 and all(
+        len(g) == len(w) and max(abs(a - b) for a, b in zip(g, w)) < 1e-6
+        for g, w in zip(got, want)) and got[0] != got[1] and r.usage.prompt_tokens > 0,
+        "openai embeddings (the client's base64 by default) == /v1/embeddings' floats")
+    srv.stop()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="sluice-serve-openai-", dir=os.environ.get("TEST_TMPDIR"))
     model = os.path.join(tmp, "llama.gguf")
@@ -180,6 +196,7 @@ def main():
     test_stream_and_shapes(client)
     test_refused(client)
     srv.stop()
+    test_embeddings(tmp, model)
     print(f"{'FAILED' if st.FAILURES else 'passed'}: {len(st.FAILURES)} failure(s)")
     return 1 if st.FAILURES else 0
 
