@@ -3,7 +3,8 @@ the real `sluice serve` over HTTP: each parameter changes the output as llama-se
 (logit_bias -100 removes the token and +100 forces it; logprobs / top_logprobs equal the
 log-softmax of `sluice eval`'s logits; the penalties change a repetitive text; a seed repeats and
 two seeds differ; echo puts the prompt first; stop cuts; max_tokens counts); streaming equals
-non-streaming; another model name is accepted with one model served; system_fingerprint in
+non-streaming (stream_options include_usage: OpenAI's last chunk of usage alone); another
+model name is accepted with one model served; system_fingerprint in
 responses and chunks; and what is not served is the client's BadRequestError naming the field:
 unknown fields, tools / tool_choice, n > 1, mirostat. Several prompts stream (llama-server's
 chunks with "index"). client.embeddings (base64 on the wire) equals /v1/embeddings' floats.
@@ -140,6 +141,14 @@ def test_stream_and_shapes(client):
     expect(one.system_fingerprint and all(ch.system_fingerprint for ch in chunks),
            "system_fingerprint in the response and every chunk")
     expect(one.model and one.usage.total_tokens > 0, f"model {one.model!r} and usage")
+    with_usage = list(chat(client, max_tokens=12, temperature=0, stream=True,
+                           stream_options={"include_usage": True}))
+    last = with_usage[-1]
+    expect(last.choices == [] and last.usage and last.usage.completion_tokens == 12 and
+           last.usage.prompt_tokens == one.usage.prompt_tokens and
+           "".join(ch.choices[0].delta.content or "" for ch in with_usage[:-1]) ==
+           one.choices[0].message.content,
+           f"stream_options include_usage: a last chunk of no choices with the usage ({last})")
     r = client.completions.create(model="x", prompt=PROMPT, max_tokens=8, temperature=0)
     s = "".join(ch.choices[0].text for ch in client.completions.create(
         model="x", prompt=PROMPT, max_tokens=8, temperature=0, stream=True) if ch.choices)

@@ -18,7 +18,9 @@
  * (n_probs) and, on the OpenAI endpoints, "logprobs": {"content": [...]} and
  * "system_fingerprint"; /v1/completions' echo puts the prompt's text first.
  * Streams are server-sent events, "data: {json}\n\n"; the OpenAI endpoints end theirs with
- * "data: [DONE]\n\n", /completion with a last chunk whose "stop" is true. */
+ * "data: [DONE]\n\n", /completion with a last chunk whose "stop" is true. The OpenAI finish
+ * chunk carries "usage"; with stream_options.include_usage a chunk of no choices and the usage
+ * follows it (OpenAI's last chunk). */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -759,6 +761,15 @@ static void stream_next(sl_serve_stream *st)
             else put_oai(f, st, j, st->kind == SL_API_OAI_CHAT ? NULL : "", 0, finish_reason(j),
                          true, st->toks_sent, nt);
             fputs("\n\n", f);
+            if (st->kind != SL_API_NATIVE && j->p.include_usage) {
+                /* OpenAI's last chunk with include_usage: no choices, the usage */
+                fputs("data: ", f);
+                put_oai_head(f, st->sm, st->id, st->kind == SL_API_OAI_CHAT
+                             ? "chat.completion.chunk" : "text_completion", st->created);
+                fputs(",\"choices\":[],", f);
+                put_usage(f, j);
+                fputs("}\n\n", f);
+            }
             if (st->index + 1 < st->n_jobs) { /* the next prompt's chunks */
                 sl__serve_job_release(st->job);
                 free(st->echo);
