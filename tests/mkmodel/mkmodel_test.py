@@ -709,6 +709,15 @@ def main():
         if expect(r.returncode == 0, f"qwen2moe {ty} ffn 384: {r.stderr}"):
             check_file("qwen2moe", p, path, f"qwen2moe/{ty}/fallback")
             print(f"ok   qwen2moe {ty} ffn 384: down {FALLBACK[ty]}")
+    # -- the README's command: with no --dim / --ffn a K-quant's widths default to 256 (whole
+    #    256-element blocks; --dim 64 and --ffn 128 otherwise); a width given is kept, and refused
+    r, path = mkmodel("--arch", "qwen3moe", "--type", "Q4_K")
+    if expect(r.returncode == 0, f"README's mkmodel --arch qwen3moe --type Q4_K: {r.stderr}"):
+        check_file("qwen3moe", arch_defaults("qwen3moe", dim=256, ffn=256, type="Q4_K"), path,
+                   "qwen3moe/Q4_K defaults")
+    r, _ = mkmodel("--arch", "qwen3moe", "--type", "Q4_K", "--dim", "64")
+    expect(r.returncode == 2 and "--dim 64" in r.stderr, "--type Q4_K --dim 64 still refused "
+           f"({r.returncode}: {r.stderr.strip()})")
 
     # -- non-default sizes, GQA and a bigger vocabulary
     p = dict(DEFAULTS, layers=3, dim=96, ffn=64, experts=4, top_k=3, heads=6, kv_heads=3,
@@ -824,7 +833,8 @@ def main():
         (["--arch", "olmoe", "--kv-heads", "2"], "--kv-heads"),
         (["--type", "Q8_0", "--dim", "48", "--heads", "4"], "--dim"),
         (["--type", "Q4_0", "--ffn", "100"], "--ffn"),
-        (["--type", "Q4_K"], "--dim"),  # default --dim 64: not whole 256-blocks
+        (["--type", "Q4_K", "--dim", "64"], "--dim"),  # not whole 256-blocks (a width given
+                                                        # is kept, not rounded)
         (["--type", "Q6_K", "--dim", "256", "--ffn", "48"], "--ffn"),  # not even Q8_0's 32
         (["--type", "Q5_1", "--ffn", "48"], "--ffn"),
         (["--type", "IQ2_XXS"], "--type"),  # dequantize-only

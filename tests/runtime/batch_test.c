@@ -4,7 +4,8 @@
  * sitting a step out, another context leading the pass, an all_logits context beside last-row
  * ones, F16 and F32 caches — on the CPU and on the sim device's placements (device core,
  * layer split, experts on the host, the output on the device, the fetching MoE scheduler), for
- * dense, MoE, sliding-window and MLA attention; and the refusals (contexts of two models, one
+ * dense, MoE, sliding-window and MLA attention; a MoE pass reads each expert's weights once for
+ * all its tokens (check_grouped); and the refusals (contexts of two models, one
  * context twice, more tokens than the first context's batch, a count that would wrap, a full
  * context, a bad token), after which no context moved. */
 #include <math.h>
@@ -281,6 +282,58 @@ static void check_refusals(const char *path)
     sl_model_close(m2);
 }
 
+/* The expert weight bytes an evaluation of c read (the CPU's) or copied (the fetching
+ * scheduler's) so far, and its (token, expert) evaluations. */
+static void expert_use(const sl_ctx *c, uint64_t *bytes, uint64_t *calls)
+{
+    sl_ctx_stats cs;
+    sl_ctx_stats_get(c, &cs);
+    *bytes = cs.expert_cpu_bytes + cs.copy_bytes;
+    *calls = cs.expert_calls_cpu + cs.expert_calls_gpu;
+}
+
+/* A MoE pass groups its tokens by expert: K sequences in the same state decoding the same
+ * token route alike, and their batched pass evaluates K times the (token, expert) pairs of one
+ * solo decode while reading (or copying) each expert's weights once, as the solo decode does. */
+static void check_grouped(const char *path, const placement *p)
+{
+    sl_model *m = open_at(path, p);
+    if (!m) return;
+    g_place = p;
+    sl_ctx *c[K + 1] = {0};
+    sl_error e;
+    bool ok = true;
+    for (int i = 0; i <= K && ok; i++) {
+        c[i] = make_ctx(m, 0, 16);
+        ok = c[i] && sl_ctx_eval(c[i], k_p0, 5, &e) == SL_OK;
+    }
+    CHECK_MSG(ok, "%s: prompts", p->label);
+    if (ok) {
+        const int32_t tok = 5;
+        uint64_t b0, n0, b1, n1;
+        expert_use(c[K], &b0, &n0);
+        CHECK(sl_ctx_eval(c[K], &tok, 1, &e) == SL_OK);
+        expert_use(c[K], &b1, &n1);
+        const uint64_t solo_bytes = b1 - b0, solo_calls = n1 - n0;
+        const int32_t *ts[K] = {&tok, &tok, &tok};
+        const size_t ns[K] = {1, 1, 1};
+        expert_use(c[0], &b0, &n0);
+        const sl_status st = sl_ctx_eval_batch(c, ts, ns, K, &e);
+        CHECK_MSG(st == SL_OK, "%s: batch: %s", p->label, e.msg);
+        expert_use(c[0], &b1, &n1);
+        CHECK_MSG(solo_calls > 0 && n1 - n0 == K * solo_calls,
+                  "%s: %llu (token, expert) evaluations in the pass of %d, solo %llu", p->label,
+                  (unsigned long long)(n1 - n0), K, (unsigned long long)solo_calls);
+        CHECK_MSG(solo_bytes > 0 && b1 - b0 == solo_bytes,
+                  "%s: the pass of %d read %llu expert bytes, a solo decode %llu (each expert "
+                  "once)", p->label, K, (unsigned long long)(b1 - b0),
+                  (unsigned long long)solo_bytes);
+    }
+    for (int i = 0; i <= K; i++) sl_ctx_destroy(c[i]);
+    g_place = NULL;
+    sl_model_close(m);
+}
+
 int main(void)
 {
     const char *tmp = getenv("TEST_TMPDIR");
@@ -305,6 +358,10 @@ int main(void)
         if (!a) snprintf(llama, sizeof llama, "%s", path);
         for (size_t i = 0; i < sizeof k_places / sizeof *k_places; i++)
             check_equal(archs[a], path, &k_places[i]);
+        if (!strcmp(archs[a], "qwen3moe")) {
+            check_grouped(path, &k_places[0]);
+            check_grouped(path, &k_places[5]);
+        }
     }
     if (*llama) check_refusals(llama);
     char cmd[600];

@@ -5,7 +5,8 @@
  * as the GPU kernels keep them). Tolerances, relative to the largest |logit|: 1e-4 for F32
  * weights (both sides compute in float from the same weights; the GPU sums in a different
  * order), 2e-2 for Q8_0 (the GPU's cuBLAS GEMM for batches >= 8 rounds activations to F16).
- * Also: prefill == decodes on the device, F16 KV, chunked prefill; and routed experts split
+ * Also: prefill == decodes on the device, F16 KV, chunked prefill, sl_ctx_eval_batch (three
+ * sequences in one pass, then batched decodes; same tolerances); and routed experts split
  * hot/cold (qwen3moe, mixtral, gpt-oss: expert biases and the clamped SwiGLU; a random index
  * and one with empty parts), hot parts and their gate/up bias entries on the GPU, against the
  * CPU (its sim twin: hotcold_test).
@@ -110,6 +111,47 @@ static double rel_diff(const float *ref, const float *x, size_t n)
     return d / (s > 0 ? s : 1);
 }
 
+/* sl_ctx_eval_batch on m (issue 30): three sequences, prefixes of k_tokens of 3, 5 and 7
+ * tokens, in one pass, then four batched decodes each taking the next of k_tokens; after every
+ * pass each sequence's logits must be those of its last token in ref (k_tokens as one sequence
+ * on the CPU) within tol. Returns the worst relative difference. */
+static double batch_vs(sl_model *m, const float *ref, size_t V, double tol, const char *label)
+{
+    enum { KB = 3, STEPS = 4 };
+    const int32_t len[KB] = {3, 5, 7};
+    sl_ctx *c[KB] = {0};
+    sl_error e;
+    double worst = 0;
+    bool ok = true;
+    for (int i = 0; i < KB && ok; i++) {
+        sl_ctx_options co = sl_ctx_options_default();
+        co.n_ctx = 64;
+        co.n_batch = 32;
+        co.kv_f16 = false;
+        ok = sl_ctx_create(m, &co, &c[i], &e) == SL_OK;
+        CHECK_MSG(ok, "%s: batch ctx: %s", label, e.msg);
+    }
+    for (int s = 0; s <= STEPS && ok; s++) {
+        const int32_t *ts[KB];
+        size_t ns[KB];
+        for (int i = 0; i < KB; i++) {
+            ts[i] = s ? &k_tokens[len[i] + s - 1] : k_tokens;
+            ns[i] = s ? 1 : (size_t)len[i];
+        }
+        ok = sl_ctx_eval_batch(c, ts, ns, KB, &e) == SL_OK;
+        CHECK_MSG(ok, "%s: batch step %d: %s", label, s, e.msg);
+        for (int i = 0; i < KB && ok; i++) {
+            const float *l = sl_ctx_logits(c[i], -1);
+            const double r = l ? rel_diff(ref + (size_t)(len[i] + s - 1) * V, l, V) : INFINITY;
+            if (!(r <= worst)) worst = r;
+        }
+    }
+    for (int i = 0; i < KB; i++) sl_ctx_destroy(c[i]);
+    CHECK_MSG(ok && worst <= tol, "%s: batched (3 sequences) vs CPU rel %g > %g", label, worst,
+              tol);
+    return worst;
+}
+
 /* Writes arch's tiny model of wtype to dir/PREFIXarch-wtype.gguf (path) with parameters *p. */
 static bool write_model(const char *arch, uint32_t wtype, bool tie, const char *prefix,
                         const char *dir, tm_params *p, char path[700])
@@ -169,6 +211,10 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
                           wtype, pn[i], rel_diff(ref, ch, NV));
         if (h) CHECK_MSG(rel_diff(ref16, h, NV) <= tol, "%s %u %s: F16 KV vs CPU rel %g", arch,
                          wtype, pn[i], rel_diff(ref16, h, NV));
+        char lab[96];
+        snprintf(lab, sizeof lab, "%s %s %s", arch, wtype == SL_GGML_F32 ? "F32" : "Q8_0", pn[i]);
+        printf("%-30s batched vs CPU: rel %.3g\n", lab,
+               batch_vs(m, ref, (size_t)info.n_vocab, tol, lab));
         free(l);
         free(d);
         free(ch);

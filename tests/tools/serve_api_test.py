@@ -4,7 +4,8 @@ logit_bias in its three forms (a ban removes the token at temperature 0, +100 fo
 penalties; logprobs / n_probs equal to the log-softmax of `sluice eval`'s logits; return_tokens;
 echo; mixed and multiple prompts; /tokenize, /detokenize, /apply-template, /slots; CORS
 preflight and headers; --api-key; a JSON 431; idle connections closed first at
---max-connections; any model name with one model; system_fingerprint; /props' settings.
+--max-connections; --timeout closes an idle connection; any model name with one model;
+system_fingerprint; /props' settings.
 
 usage: serve_api_test.py SLUICE_BINARY
 """
@@ -270,6 +271,23 @@ def test_http(tmp, model):
            "--max-connections full of idle sockets: the oldest is closed and a client is served")
     for s in idle:
         s.close()
+    srv.stop()
+    # --timeout: an idle keep-alive connection is closed by the server (default 30 s)
+    srv = st.Server(tmp, model, "-c", 256, "--timeout", 1, name="timeout")
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=20)
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    first = s.recv(4096)
+    t0 = time.time()
+    rest = b"x"
+    try:
+        while rest:
+            rest = s.recv(4096)
+    except OSError:
+        rest = None
+    waited = time.time() - t0
+    expect(first.startswith(b"HTTP/1.1 200") and rest == b"" and 0.5 < waited < 10,
+           f"--timeout 1: the idle keep-alive connection is closed after {waited:.1f} s")
+    s.close()
     srv.stop()
 
 

@@ -30,6 +30,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_test as st  # noqa: E402  (Server, mkmodel; argv[1] is the binary)
@@ -260,9 +261,45 @@ def test_multi_and_slots(plain):
            u.get("prompt_tokens") == len(toks[0]) + len(toks[1]) and
            u.get("completion_tokens") == 12,
            f"/v1/completions with a list: choices with index, usage summed ({u})")
-    s, b = srv.json("POST", "/completion", {"prompt": prompts, "stream": True})
-    expect(st.is_error(s, b, 400) and "stream" in b["error"]["message"],
-           "streaming several prompts: 400")
+    # streamed: each prompt's chunks in turn, each with its "index", as its own request's
+    s, ctype, ev = srv.sse("/completion", {"prompt": prompts, "n_predict": 6, "temperature": 0,
+                                           "stream": True})
+    got = ["", ""]
+    ends = []
+    for e in ev:
+        c = json.loads(e)
+        got[c["index"]] += c["content"]
+        if c["stop"]:
+            ends.append(c["index"])
+    expect(s == 200 and ctype.startswith("text/event-stream") and got == one and ends == [0, 1],
+           f"/completion streaming several prompts: chunks with index, a last chunk each ({got})")
+    s, ctype, ev = srv.sse("/v1/completions", {"prompt": prompts, "max_tokens": 6,
+                                               "temperature": 0, "stream": True})
+    got = ["", ""]
+    finish = []
+    for e in ev[:-1]:
+        c = json.loads(e)["choices"][0]
+        got[c["index"]] += c["text"]
+        if c["finish_reason"]:
+            finish.append(c["index"])
+    expect(s == 200 and got == [c["text"] for c in ch] and finish == [0, 1] and
+           ev[-1] == "[DONE]" and ev.count("[DONE]") == 1,
+           f"/v1/completions streaming several prompts: choices with index, one [DONE] ({got})")
+    # a client gone after the first chunks of several prompts: the jobs still to stream are
+    # cancelled and freed (ASan), the slots come back idle
+    st.post_raw(srv.port, "/completion", {"prompt": prompts * 2, "n_predict": 200,
+                                          "ignore_eos": True, "stream": True}, 2).close()
+    idle = False
+    for _ in range(300):
+        s, b = srv.json("GET", "/slots")
+        idle = s == 200 and not any(x["is_processing"] for x in b)
+        if idle:
+            break
+        time.sleep(0.1)
+    s, b = srv.json("POST", "/completion", {"prompt": prompts[0], "n_predict": 6,
+                                            "temperature": 0})
+    expect(idle and s == 200 and b.get("content") == one[0],
+           "a client gone mid-stream of several prompts: slots idle, the next request served")
     s, b = srv.json("POST", "/completion", {"prompt": ["a", ""], "n_predict": 1})
     expect(s == 400 or s == 200, "an empty prompt in a list: no crash")
 

@@ -68,7 +68,7 @@ static void usage(FILE *f)
             "                    Q4_K Q5_K Q6_K (default F32), or MXFP4 (MoE archs: routed\n"
             "                    experts MXFP4, other matmuls Q8_0, as gpt-oss files); --dim\n"
             "                    and --ffn must be multiples of the block size (32; 256 for\n"
-            "                    the K-quants)\n"
+            "                    the K-quants); those not given grow to one (Q4_K: 256)\n"
             "  --router-skew Z   Zipf exponent of expert popularity, 0 = uniform (default 1.0)\n"
             "  --router-topics N MoE: a router with temporal locality: token ids in runs of\n"
             "                    --topic-run R (default 16) cycle through N topics, each\n"
@@ -283,6 +283,14 @@ int sl_cli_mkmodel(int argc, char **argv)
         if (!ti || sl_synth_file_type(ti->code) == UINT32_MAX)
             return usage_error("--type '%s': unsupported (%s)", type_s, SL_SYNTH_TYPES);
         p.type = ti->code;
+        /* a block type's rows are whole blocks: the widths not given grow to a multiple of
+         * its block (K-quants: 256), so `mkmodel --type Q4_K` works with the defaults */
+        const uint32_t bs = ti->block_size;
+        bool dim_given = false;
+        for (size_t k = 0; k < n_uf; k++) dim_given |= uf[k].given && !strcmp(uf[k].name, "--dim");
+        if (!dim_given) p.n_embd = (p.n_embd + bs - 1) / bs * bs;
+        if (!ffn_given) p.n_ff = (p.n_ff + bs - 1) / bs * bs;
+        if (!shexp_given) p.n_ff_shexp = (p.n_ff_shexp + bs - 1) / bs * bs;
     }
     if (skew_given) p.router_skew = skew;
     if (nskew_given) p.neuron_skew = nskew;

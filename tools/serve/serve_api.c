@@ -18,7 +18,9 @@
  * (n_probs) and, on the OpenAI endpoints, "logprobs": {"content": [...]} and
  * "system_fingerprint"; /v1/completions' echo puts the prompt's text first.
  * Streams are server-sent events, "data: {json}\n\n"; the OpenAI endpoints end theirs with
- * "data: [DONE]\n\n", /completion with a last chunk whose "stop" is true. */
+ * "data: [DONE]\n\n", /completion with a last chunk whose "stop" is true. The OpenAI finish
+ * chunk carries "usage"; with stream_options.include_usage a chunk of no choices and the usage
+ * follows it (OpenAI's last chunk). */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -137,6 +139,13 @@ struct sl_serve_stream {
     bool role_sent, echo_sent, ended;
     char *buf;                  /* formatted bytes not yet handed out: buf[off, n) */
     size_t n, off;
+    /* several prompts streamed one after the other (llama-server's chunks carry "index"):
+     * job and echo are those of prompt `index`; jobs[i] and echoes[i] for i > index are still
+     * to stream (owned), those up to index NULL. One prompt: jobs NULL, index 0. */
+    sl_serve_job **jobs;
+    char **echoes;
+    size_t *n_echoes;
+    size_t n_jobs, index;
 };
 
 /* The tokens of j whose text starts before byte `to` (or is empty and ends by it). */
@@ -308,7 +317,7 @@ static void put_oai(FILE *f, const sl_serve_stream *st, const sl_serve_job *j, c
     put_oai_head(f, st->sm, st->id, chat ? (stream ? "chat.completion.chunk" : "chat.completion")
                                      : "text_completion", st->created);
     fputs(",\"choices\":[", f);
-    put_oai_choice(f, st, j, text, len, finish, stream, tf, tt, 0);
+    put_oai_choice(f, st, j, text, len, finish, stream, tf, tt, st->index);
     fputs("]", f);
     if (finish) {
         fputc(',', f);
@@ -440,7 +449,9 @@ oom:
 /* Several prompts in one request (llama-server's multi-prompt): a job each, run as slots free
  * up (each as it would run alone), answered together: /completion with an array of its
  * objects ("index" i), /v1/completions with one object whose choices carry "index" i and whose
- * usage sums them. Takes p and pr. */
+ * usage sums them. Streamed, the prompts' chunks come one prompt after the other, each chunk
+ * with its prompt's "index" and each prompt ending with its own last chunk (one [DONE] at the
+ * end). Takes p and pr. */
 static void completion_many(req *q, sl_serve_api kind, sl_serve_params *p,
                             sl_serve_prompts *pr, bool stream, bool echo, sl_serve_gone_fn gone,
                             void *user)
@@ -453,11 +464,6 @@ static void completion_many(req *q, sl_serve_api kind, sl_serve_params *p,
     size_t made = 0;
     bool ok = jobs && echoes && n_echoes;
     if (!ok) sl__serve_error(q->r, 500, "out of memory");
-    if (ok && stream) {
-        sl__serve_error(q->r, 400, "'stream' with %zu prompts is not supported: stream one "
-                        "prompt per request", N);
-        ok = false;
-    }
     for (size_t i = 0; ok && i < N; i++) {
         ok = prompt_fits(q, pr->n[i], i, N);
         if (ok && echo && !(echoes[i] = sl__serve_detokenize(q->sm, pr->tok[i], pr->n[i],
@@ -481,6 +487,26 @@ static void completion_many(req *q, sl_serve_api kind, sl_serve_params *p,
             ok = false;
         }
         pr->tok[i] = NULL; /* the job's (freed by job_create on failure) */
+    }
+    sl_serve_stream *st = ok && stream ? calloc(1, sizeof *st) : NULL;
+    if (ok && stream && !st) {
+        sl__serve_error(q->r, 500, "out of memory");
+        ok = false;
+    }
+    if (st) { /* the stream owns the jobs and echoes from here on */
+        *st = (sl_serve_stream){.s = q->s, .sm = q->sm, .job = jobs[0], .kind = kind,
+                                .created = (int64_t)time(NULL), .echo = echoes[0],
+                                .n_echo = n_echoes[0], .jobs = jobs, .echoes = echoes,
+                                .n_echoes = n_echoes, .n_jobs = N};
+        jobs[0] = NULL;
+        echoes[0] = NULL;
+        new_id(q->s, kind, st->id, sizeof st->id);
+        q->r->stream = st;
+        q->r->status = 200;
+        q->r->content_type = "text/event-stream";
+        sl__serve_params_free(p);
+        sl__serve_prompts_free(pr);
+        return;
     }
     for (size_t i = 0; ok && i < made; i++)
         if (!sl__serve_job_wait(jobs[i], gone, user)) {
@@ -705,7 +731,7 @@ static void stream_next(sl_serve_stream *st)
     if (to > from) {
         fputs("data: ", f);
         if (st->kind == SL_API_NATIVE) {
-            fputs("{\"index\":0,\"content\":", f);
+            fprintf(f, "{\"index\":%zu,\"content\":", st->index);
             sl_json_str(f, j->text + from, to - from);
             fputs(",\"tokens\":", f);
             put_token_ids(f, j, tf, tt);
@@ -730,10 +756,34 @@ static void stream_next(sl_serve_stream *st)
         } else {
             fputs("data: ", f);
             const size_t nt = toks_upto(j, j->n_text);
-            if (st->kind == SL_API_NATIVE) put_native(f, st->sm, j, "", 0, true, st->toks_sent, 0);
+            if (st->kind == SL_API_NATIVE)
+                put_native(f, st->sm, j, "", 0, true, st->toks_sent, st->index);
             else put_oai(f, st, j, st->kind == SL_API_OAI_CHAT ? NULL : "", 0, finish_reason(j),
                          true, st->toks_sent, nt);
             fputs("\n\n", f);
+            if (st->kind != SL_API_NATIVE && j->p.include_usage) {
+                /* OpenAI's last chunk with include_usage: no choices, the usage */
+                fputs("data: ", f);
+                put_oai_head(f, st->sm, st->id, st->kind == SL_API_OAI_CHAT
+                             ? "chat.completion.chunk" : "text_completion", st->created);
+                fputs(",\"choices\":[],", f);
+                put_usage(f, j);
+                fputs("}\n\n", f);
+            }
+            if (st->index + 1 < st->n_jobs) { /* the next prompt's chunks */
+                sl__serve_job_release(st->job);
+                free(st->echo);
+                st->index++;
+                st->job = st->jobs[st->index];
+                st->echo = st->echoes[st->index];
+                st->n_echo = st->n_echoes[st->index];
+                st->jobs[st->index] = NULL;
+                st->echoes[st->index] = NULL;
+                st->sent = st->toks_sent = 0;
+                st->echo_sent = false;
+                if (fclose(f)) st->ended = true;
+                return;
+            }
             if (st->kind != SL_API_NATIVE) fputs("data: [DONE]\n\n", f);
         }
         st->ended = true;
@@ -758,6 +808,14 @@ void sl__serve_stream_close(sl_serve_stream *st)
     if (!st) return;
     sl__serve_job_cancel(st->job); /* no effect on a finished job */
     sl__serve_job_release(st->job);
+    for (size_t i = st->index + 1; st->jobs && i < st->n_jobs; i++) {
+        sl__serve_job_cancel(st->jobs[i]);
+        sl__serve_job_release(st->jobs[i]);
+        free(st->echoes[i]);
+    }
+    free(st->jobs);
+    free(st->echoes);
+    free(st->n_echoes);
     free(st->buf);
     free(st->echo);
     free(st);

@@ -67,6 +67,7 @@ typedef struct sl_serve_params {
     int32_t n_probs;            /* ... and the n_probs most likely (0..SL_SERVE_MAX_PROBS) */
     bool return_tokens;
     bool cache_prompt;          /* reuse the slot's KV for the prompt's common prefix (true) */
+    bool include_usage;         /* stream_options.include_usage: a last chunk of usage alone */
     int32_t id_slot;            /* the slot that must run the job; -1: any idle one */
     char *grammar;              /* malloc'd GBNF (from grammar, json_schema or response_format;
                                    checked against the model), or NULL */

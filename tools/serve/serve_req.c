@@ -454,10 +454,10 @@ bool sl__serve_get_params(const sl_serve_req *q, sl_serve_api kind, sl_serve_par
         const sl_jref iu = sl_jdoc_get(q->d, so, "include_usage");
         if (sl_jdoc_kind(q->d, so) != SL_JOBJ || sl_jdoc_count(q->d, so) > 1 ||
             (sl_jdoc_count(q->d, so) == 1 && sl_jdoc_kind(q->d, iu) != SL_JBOOL)) {
-            sl__serve_error(q->r, 400, "'stream_options' must be {\"include_usage\": bool} (the "
-                            "last chunk always carries usage)");
+            sl__serve_error(q->r, 400, "'stream_options' must be {\"include_usage\": bool}");
             return false;
         }
+        p->include_usage = iu != SL_JNONE && sl_jdoc_bool(q->d, iu);
     }
     const sl_jref seed = sl__serve_field(q, "seed");
     if (seed != SL_JNONE) {
