@@ -257,6 +257,9 @@ jobs="$(nproc 2>/dev/null || echo 2)"
 log="$build.log"
 echo "tools/peer/llama.cpp: building ${targets[*]} ($flavour, $jobs jobs; log: $log)" >&2
 rm -f "$stamp"
+# a fresh configuration: a cache from other flags or another source folder (a copied build)
+# would keep its values or refuse to configure
+rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
 if ! { cmake -S "$src/vendor/llama.cpp" -B "$build" "${cmake_flags[@]}" &&
        cmake --build "$build" --config Release -j "$jobs" --target "${targets[@]}"; } \
        >"$log" 2>&1; then
