@@ -22,7 +22,6 @@
 
 #include "tools/serve/serve_impl.h"
 
-static const char *const k_json = "application/json; charset=utf-8";
 
 /* The model a string value names; NULL after a 400 / 404 reply. */
 static sl_serve_model *named(sl_serve *s, const sl_jdoc *d, sl_jref v, const char *field,
@@ -51,7 +50,7 @@ static void reply_model(sl_serve *s, const sl_serve_model *sm, sl_serve_reply *r
     FILE *f = sl__serve_body_open(r);
     if (f && sm) sl__serve_model_json(f, s, sm);
     else if (f) sl__serve_models_json(f, s);
-    sl__serve_body_close(r, f, 200, k_json);
+    sl__serve_body_close(r, f, 200, SL__SERVE_JSON);
 }
 
 static void compact(sl_serve *s, const sl_jdoc *d, sl_jref root, sl_serve_reply *r)

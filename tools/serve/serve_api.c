@@ -1,6 +1,6 @@
 /* The endpoints of `sluice serve`, in llama-server's shapes:
  *
- *   GET  /health               {"status":"ok"} (and the hot-swap point, see health())
+ *   GET  /health               {"status":"ok"} (and the hot-swap point: serve_info.c)
  *   POST /completion           llama-server's native completion (content, stop_type, timings..)
  *   POST /v1/completions       OpenAI text completion
  *   POST /v1/chat/completions  OpenAI chat completion, prompt from the model's chat template
@@ -34,8 +34,6 @@
 #include "tools/common/model_flags.h"
 #include "tools/serve/serve_impl.h"
 
-static const char *const k_json = "application/json; charset=utf-8";
-static const char *const k_build = "sluice"; /* build_info, system_fingerprint */
 
 /* ---- replies -------------------------------------------------------------------------------- */
 
@@ -60,7 +58,7 @@ void sl__serve_body_close(sl_serve_reply *r, FILE *f, int status, const char *ty
     r->body = strdup(k_oom);
     r->body_len = r->body ? sizeof k_oom - 1 : 0;
     r->status = 500;
-    r->content_type = k_json;
+    r->content_type = SL__SERVE_JSON;
 }
 
 static const char *error_type(int status)
@@ -91,7 +89,7 @@ static void verror(sl_serve_reply *r, int status, const char *type, const char *
     vsnprintf(msg, sizeof msg, fmt, ap);
     FILE *f = sl__serve_body_open(r);
     if (f) put_error(f, status, type, extra, msg);
-    sl__serve_body_close(r, f, status, k_json);
+    sl__serve_body_close(r, f, status, SL__SERVE_JSON);
 }
 
 void sl__serve_error(sl_serve_reply *r, int status, const char *fmt, ...)
@@ -271,7 +269,7 @@ static void put_oai_head(FILE *f, const sl_serve_model *sm, const char *id, cons
                          int64_t created)
 {
     fprintf(f, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64 ",\"system_fingerprint\":"
-            "\"%s\",\"model\":", id, object, created, k_build);
+            "\"%s\",\"model\":", id, object, created, SL__SERVE_BUILD);
     sl_json_cstr(f, sm->name);
 }
 
@@ -550,7 +548,7 @@ static void completion_many(req *q, sl_serve_api kind, sl_serve_params *p,
                     gen, prompt, gen + prompt, cached);
         else
             fputc(']', f);
-        sl__serve_body_close(q->r, f, 200, k_json);
+        sl__serve_body_close(q->r, f, 200, SL__SERVE_JSON);
     }
     for (size_t i = 0; jobs && i < made; i++) {
         if (!ok && jobs[i]) sl__serve_job_cancel(jobs[i]);
@@ -665,7 +663,7 @@ static void completion(req *q, sl_serve_api kind, sl_serve_prompts *pre, sl_serv
         const size_t nt = toks_upto(j, j->n_text);
         if (f && kind == SL_API_NATIVE) put_native(f, q->sm, j, out, n_out, false, 0, 0);
         else if (f) put_oai(f, st, j, out, n_out, finish_reason(j), false, 0, nt);
-        if (f) sl__serve_body_close(q->r, f, 200, k_json);
+        if (f) sl__serve_body_close(q->r, f, 200, SL__SERVE_JSON);
     }
     sl__serve_job_release(j);
     free(st->echo);
@@ -821,155 +819,13 @@ void sl__serve_stream_close(sl_serve_stream *st)
     free(st);
 }
 
-/* ---- the other endpoints ------------------------------------------------------------------- */
-
-/* /health is where ik_llama.cpp's server runs its tensor hot-swap (LLAMA_HOTSWAP_ENABLED):
- * with --hotswap or SLUICE_HOTSWAP_ENABLED=1 every /health reloads the tensors whose files
- * changed, in every model (sl_reload_changed waits for the slots' running evaluation steps
- * and commits between them, so no slot sees a torn tensor; a runtime's model gets the new
- * bytes in its host floor too), and reports what it did, each tensor with its model. A refused
- * file (sl_reload_changed's SL_ERR_UNSUPPORTED: the model keeps its old weights) is a report,
- * not a failure: "files_refused" and "errors" [{model, message}], status 200; a file entry
- * has null types, its "file" and the reason in "message". */
-static void json_type(FILE *f, uint32_t t)
-{
-    const sl_gguf_type_info *ti = t == SL_RELOAD_NO_TYPE ? NULL : sl_gguf_type_get(t);
-    if (t == SL_RELOAD_NO_TYPE) fputs("null", f);
-    else fprintf(f, "\"%s\"", ti ? ti->name : "?");
-}
-
-static void health(sl_serve *s, sl_serve_reply *r)
-{
-    static const char *const kinds[] = {"reattached", "in_place", "private", "sibling",
-                                        "refused", "skipped_file", "refused_file"};
-    const size_t n = s->hotswap ? s->n_models : 0;
-    sl_reload_report *rep = calloc(n ? n : 1, sizeof *rep);
-    sl_error *why = calloc(n ? n : 1, sizeof *why); /* a refused file's message, per model */
-    if (!rep || !why) {
-        free(rep);
-        free(why);
-        sl__serve_error(r, 500, "out of memory");
-        return;
-    }
-    sl_reload_report all = {0};
-    for (size_t k = 0; k < n; k++) {
-        sl_error err = {0};
-        const sl_status rs = sl_reload_changed(s->models[k].model, &rep[k], &err);
-        if (rs == SL_ERR_UNSUPPORTED && rep[k].files_refused) {
-            why[k] = err;
-        } else if (rs) {
-            sl__serve_error(r, 500, "reload of model '%s': %s", s->models[k].name, err.msg);
-            goto out;
-        }
-        all.files_refused += rep[k].files_refused;
-        all.changed |= rep[k].changed;
-        all.files_changed += rep[k].files_changed;
-        all.files_skipped += rep[k].files_skipped;
-        all.n_reloaded += rep[k].n_reloaded;
-        all.n_refused += rep[k].n_refused;
-        all.n_fallback += rep[k].n_fallback;
-        all.seconds += rep[k].seconds;
-    }
-    FILE *f = sl__serve_body_open(r);
-    if (f && !s->hotswap) fputs("{\"status\":\"ok\"}", f);
-    if (f && s->hotswap) {
-        fprintf(f, "{\"status\":\"ok\",\"reload\":{\"changed\":%s,\"files_changed\":%u,"
-                "\"files_skipped\":%u,\"files_refused\":%u,\"reloaded\":%u,\"refused\":%u,"
-                "\"fallback\":%u,\"seconds\":%.6f,\"errors\":[", all.changed ? "true" : "false",
-                all.files_changed, all.files_skipped, all.files_refused, all.n_reloaded,
-                all.n_refused, all.n_fallback, all.seconds);
-        bool first_err = true;
-        for (size_t k = 0; k < n; k++) {
-            if (!why[k].code) continue;
-            fputs(first_err ? "{\"model\":" : ",{\"model\":", f);
-            first_err = false;
-            sl_json_cstr(f, s->models[k].name);
-            fputs(",\"message\":", f);
-            sl_json_cstr(f, why[k].msg);
-            fputs("}", f);
-        }
-        fputs("],\"tensors\":[", f);
-        bool first = true;
-        for (size_t k = 0; k < n; k++)
-            for (size_t i = 0; i < rep[k].n; i++, first = false) {
-                const sl_reload_entry *e = &rep[k].entries[i];
-                fputs(first ? "{\"model\":" : ",{\"model\":", f);
-                sl_json_cstr(f, s->models[k].name);
-                fputs(",\"name\":", f);
-                sl_json_cstr(f, e->file ? e->file : e->name);
-                fprintf(f, ",\"kind\":\"%s\",\"old_type\":",
-                        (unsigned)e->kind < 7 ? kinds[e->kind] : "?");
-                json_type(f, e->old_type);
-                fputs(",\"new_type\":", f);
-                json_type(f, e->new_type);
-                fprintf(f, ",\"old_bytes\":%" PRIu64 ",\"new_bytes\":%" PRIu64 ",\"where\":",
-                        e->old_bytes, e->new_bytes);
-                sl_json_cstr(f, e->where ? e->where : "");
-                fputs(",\"message\":", f);
-                sl_json_cstr(f, e->msg);
-                fputs("}", f);
-            }
-        fputs("]}}", f);
-        pthread_mutex_lock(&s->mu);
-        s->reloads += all.changed;
-        s->reloaded_tensors += all.n_reloaded;
-        pthread_mutex_unlock(&s->mu);
-    }
-    sl__serve_body_close(r, f, 200, k_json);
-out:
-    for (size_t k = 0; rep && k < n; k++) sl_reload_report_free(&rep[k]);
-    free(rep);
-    free(why);
-}
-
-static void models(sl_serve *s, sl_serve_reply *r)
-{
-    FILE *f = sl__serve_body_open(r);
-    if (f) sl__serve_models_json(f, s);
-    sl__serve_body_close(r, f, 200, k_json);
-}
-
-/* The defaults, and the model a request without "model" runs on (the first one). */
-static void props(sl_serve *s, sl_serve_reply *r)
-{
-    const sl_serve_model *sm = &s->models[0];
-    FILE *f = sl__serve_body_open(r);
-    if (f) {
-        const sl_serve_params def = sl__serve_params_default(s);
-        fprintf(f, "{\"default_generation_settings\":{\"id\":0,\"id_task\":-1,\"n_ctx\":%" PRId32
-                ",\"speculative\":false,\"is_processing\":false,\"params\":",
-                sl__serve_pool_n_ctx(sm->pool));
-        sl__serve_params_json(f, &def);
-        fprintf(f, ",\"prompt\":\"\",\"next_token\":{\"has_next_token\":true,\"has_new_line\":"
-                "false,\"n_remain\":%" PRId32 ",\"n_decoded\":0,\"stopping_word\":\"\"}}",
-                def.n_predict);
-        fprintf(f, ",\"total_slots\":%d,\"model_path\":", sl__serve_pool_n_slots(sm->pool));
-        sl_json_cstr(f, sm->path);
-        fputs(",\"model_alias\":", f);
-        sl_json_cstr(f, sm->name);
-        fputs(",\"chat_template\":", f);
-        sl_json_cstr(f, sm->chat_source ? sm->chat_source : "");
-        fprintf(f, ",\"chat_template_family\":\"%s\",\"arch\":", sl_chat_name(sm->chat));
-        sl_json_cstr(f, sm->info.arch);
-        fputs(",\"models\":[", f);
-        for (size_t i = 0; i < s->n_models; i++) {
-            if (i) fputc(',', f);
-            sl_json_cstr(f, s->models[i].name);
-        }
-        fputc(']', f);
-        fprintf(f, ",\"build_info\":\"%s\",\"modalities\":{\"vision\":false,\"audio\":false}}",
-                k_build);
-    }
-    sl__serve_body_close(r, f, 200, k_json);
-}
-
 void sl__serve_api_handle(sl_serve *s, sl_serve_route route, const char *body, size_t len,
                           sl_serve_gone_fn gone, void *gone_user, sl_serve_reply *r)
 {
     switch (route) {
-    case SL_ROUTE_HEALTH: health(s, r); return;
-    case SL_ROUTE_MODELS: models(s, r); return;
-    case SL_ROUTE_PROPS: props(s, r); return;
+    case SL_ROUTE_HEALTH: sl__serve_health(s, r); return;
+    case SL_ROUTE_MODELS: sl__serve_models(s, r); return;
+    case SL_ROUTE_PROPS: sl__serve_props(s, r); return;
     case SL_ROUTE_METRICS: sl__serve_metrics(s, r); return;
     case SL_ROUTE_SLOTS: sl__serve_slots(s, r); return;
     default: break;

@@ -23,7 +23,6 @@
 #include "tools/common/json.h"
 #include "tools/serve/serve_impl.h"
 
-static const char *const k_json = "application/json; charset=utf-8";
 
 /* ---- on the slot ---------------------------------------------------------------------------- */
 
@@ -247,7 +246,7 @@ void sl__serve_embeddings(sl_serve_req *q, bool oai, sl_serve_gone_fn gone, void
         } else {
             fputc(']', f);
         }
-        sl__serve_body_close(q->r, f, 200, k_json);
+        sl__serve_body_close(q->r, f, 200, SL__SERVE_JSON);
     }
     for (size_t i = 0; jobs && i < made; i++) {
         if (!ok) sl__serve_job_cancel(jobs[i]);

@@ -316,6 +316,13 @@ FILE *sl__serve_body_open(sl_serve_reply *r);
 /* Closes the body as the reply (status, content type); a 500 with a fixed body when the
  * stream failed (out of memory). */
 void sl__serve_body_close(sl_serve_reply *r, FILE *f, int status, const char *type);
+/* The content type of every JSON reply, and build_info / system_fingerprint's text. */
+#define SL__SERVE_JSON "application/json; charset=utf-8"
+#define SL__SERVE_BUILD "sluice"
+/* GET /health (the hot-swap point), /v1/models and /props (serve_info.c). */
+void sl__serve_health(sl_serve *s, sl_serve_reply *r);
+void sl__serve_models(sl_serve *s, sl_serve_reply *r);
+void sl__serve_props(sl_serve *s, sl_serve_reply *r);
 /* A JSON error {"error": {"code", "message", "type"}} as llama-server writes it. */
 void sl__serve_error(sl_serve_reply *r, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

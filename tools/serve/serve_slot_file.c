@@ -30,7 +30,6 @@
 #include "tools/common/json.h"
 #include "tools/serve/serve_impl.h"
 
-static const char *const k_json = "application/json; charset=utf-8";
 static const char k_magic[8] = {'S', 'L', 'S', 'L', 'O', 'T', '0', '1'};
 enum { FILE_VERSION = 1, N_WORDS = 8, ARCH_BYTES = 32 };
 enum { W_VERSION, W_N_CTX, W_N_VOCAB, W_N_EMBD, W_N_LAYER, W_N_PARAMS, W_N_TOKENS, W_STATE };
@@ -323,7 +322,7 @@ void sl__serve_slot_action(sl_serve *s, const char *id, const char *action, cons
             fputs("}}", f);
         }
     }
-    sl__serve_body_close(r, f, 200, k_json);
+    sl__serve_body_close(r, f, 200, SL__SERVE_JSON);
 out:
     if (j) sl__serve_job_release(j);
     free(path);

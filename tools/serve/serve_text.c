@@ -19,7 +19,6 @@
 #include "tools/common/model_flags.h"
 #include "tools/serve/serve_impl.h"
 
-static const char *const k_json = "application/json; charset=utf-8";
 
 void sl__serve_params_json(FILE *f, const sl_serve_params *p)
 {
@@ -115,7 +114,7 @@ static void tokenize(const sl_serve_req *q)
         fputc('}', f);
     }
     if (f) fputs("]}", f);
-    sl__serve_body_close(q->r, f, 200, k_json);
+    sl__serve_body_close(q->r, f, 200, SL__SERVE_JSON);
     free(piece);
     free(tok);
 }
@@ -158,7 +157,7 @@ static void detokenize(const sl_serve_req *q)
         sl_json_str(f, text, len);
         fputc('}', f);
     }
-    sl__serve_body_close(q->r, f, 200, k_json);
+    sl__serve_body_close(q->r, f, 200, SL__SERVE_JSON);
     free(text);
 }
 
@@ -173,7 +172,7 @@ static void apply_template(const sl_serve_req *q)
         sl_json_str(f, text, len);
         fputc('}', f);
     }
-    sl__serve_body_close(q->r, f, 200, k_json);
+    sl__serve_body_close(q->r, f, 200, SL__SERVE_JSON);
     free(text);
 }
 
@@ -197,5 +196,5 @@ void sl__serve_slots(sl_serve *s, sl_serve_reply *r)
     for (size_t i = 0; f && i < s->n_models; i++)
         sl__serve_pool_slots_json(s->models[i].pool, f, &first);
     if (f) fputc(']', f);
-    sl__serve_body_close(r, f, 200, k_json);
+    sl__serve_body_close(r, f, 200, SL__SERVE_JSON);
 }
