@@ -7,7 +7,9 @@
  *   serve_admin.c    POST /models/{pin,unpin,load,unload,compact}: residency by hand
  *   serve_http.c     libmicrohttpd glue: routing, methods, body limit, replies, SSE streams,
  *                    disconnect detection
- *   serve_api.c      the endpoints: request JSON -> job, job -> response JSON / SSE chunks
+ *   serve_api.c      the completions: request JSON -> job, job -> response JSON / SSE chunks;
+ *                    routes every endpoint
+ *   serve_info.c     GET /health (the hot-swap point), /v1/models, /props
  *   serve_metrics.c  GET /metrics (Prometheus text)
  *   serve_slots.c    the slots: one context + worker thread each, the job queue, the
  *                    generation loop
