@@ -721,8 +721,8 @@ static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(iq4xs_block)(c
         const __m256i q = SL_MV_SUFFIX(iq4_values)((const uint8_t *)wp + 8 + 16 * j);
         const __m256i x = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * j));
         const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(
-                                        p, _mm256_set1_epi16((short)(sl__mv_iq4xs_scale(&b, j) - 32))));
+        const __m256i sc = _mm256_set1_epi16((short)(sl__mv_iq4xs_scale(&b, j) - 32));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
     }
     return acc;
 }

@@ -24,8 +24,8 @@
  * Summation order (the contract that makes fast kernels bit-exact, kernels/cpu/matvec.h):
  * - quantized types: each block (32 elements, or a 256-element super-block for K-quants and
  *   IQ4_XS) gives an exact integer sum and a float term t_b (formulas in matvec_blocks.c, as
- *   ggml's vec_dot_*: integer sums times scales); t_b is added to lane b % 8 of 8 float partial sums,
- *   in block order, with separate multiplies and adds (no FMA);
+ *   ggml's vec_dot_*: integer sums times scales); t_b is added to lane b % 8 of 8 float
+ *   partial sums, in block order, with separate multiplies and adds (no FMA);
  * - F32/F16/BF16: element i updates lane i % 32 with fmaf(w_i, x_i, lane);  the 32 lanes are
  *   folded to 8 as s[k] = (l[k] + l[k+8]) + (l[k+16] + l[k+24]);
  * - 8 lanes reduce as ((s0+s4) + (s2+s6)) + ((s1+s5) + (s3+s7)) (an AVX 256->128->64 hsum).
