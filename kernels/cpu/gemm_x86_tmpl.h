@@ -735,7 +735,10 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_dot_iq4xs)(
         __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
 #if SL_MV_AVX512
         for (int j = 0; j < 8; j++) {
-            __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+            /* four chains per panel: vpdpbusd's latency, not its throughput, would bound one */
+            __m256i s[2][4];
+            for (int q = 0; q < NP; q++)
+                for (int c = 0; c < 4; c++) s[q][c] = _mm256_setzero_si256();
 #if defined(__clang__)
 #pragma clang loop unroll(full)
 #endif
@@ -744,12 +747,15 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_dot_iq4xs)(
                 memcpy(&w4, u->q[i] + 4 * g, 4);
                 const __m256i wv = _mm256_set1_epi32(w4);
                 for (int q = 0; q < NP; q++)
-                    s[q] = _mm256_dpbusd_epi32(s[q], wv,
-                                               _mm256_load_si256((const __m256i *)p[q].q[i][g]));
+                    s[q][g % 4] = _mm256_dpbusd_epi32(
+                        s[q][g % 4], wv, _mm256_load_si256((const __m256i *)p[q].q[i][g]));
             }
             const __m256i sc = _mm256_set1_epi32(u->s16[i][2 * j]);
-            for (int q = 0; q < NP; q++)
-                acc[q] = _mm256_add_epi32(acc[q], _mm256_mullo_epi32(s[q], sc));
+            for (int q = 0; q < NP; q++) {
+                const __m256i v = _mm256_add_epi32(_mm256_add_epi32(s[q][0], s[q][1]),
+                                                   _mm256_add_epi32(s[q][2], s[q][3]));
+                acc[q] = _mm256_add_epi32(acc[q], _mm256_mullo_epi32(v, sc));
+            }
         }
         for (int j = 0; j < 8; j++) {
             int32_t w2;
