@@ -219,17 +219,25 @@ static float term_q5_1(const void *wp, const void *xp)
     return sl__mv_term_dm(s, sl__mv_h2f(w.d) * sl__mv_h2f(x.d), sl__mv_h2f(w.m) * sl__mv_h2f(x.s));
 }
 
+/* The integer dot of 32 table-coded weights (16 bytes: element j in the low nibble of byte j,
+ * j + 16 in the high one) with 32 activation quants: MXFP4, IQ4_NL and IQ4_XS's sub-blocks. */
+static int32_t table_isum(const int8_t table[16], const uint8_t qs[16], const int8_t *x)
+{
+    int32_t s = 0;
+    for (int j = 0; j < 16; j++) {
+        s += table[qs[j] & 0xF] * x[j];
+        s += table[qs[j] >> 4] * x[j + 16];
+    }
+    return s;
+}
+
 static float term_mxfp4(const void *wp, const void *xp)
 {
     sl_block_mxfp4 w;
     sl_block_q8_0 x;
     memcpy(&w, wp, sizeof w);
     memcpy(&x, xp, sizeof x);
-    int32_t s = 0;
-    for (int j = 0; j < 16; j++) {
-        s += sl__mv_kvalues_mxfp4[w.qs[j] & 0xF] * x.qs[j];
-        s += sl__mv_kvalues_mxfp4[w.qs[j] >> 4] * x.qs[j + 16];
-    }
+    const int32_t s = table_isum(sl__mv_kvalues_mxfp4, w.qs, x.qs);
     return sl__mv_term_d(s, sl__mv_h2f(x.d) * sl__mv_e8m0_half(w.e));
 }
 
@@ -241,11 +249,7 @@ static float term_iq4_nl(const void *wp, const void *xp)
     sl_block_q8_0 x;
     memcpy(&w, wp, sizeof w);
     memcpy(&x, xp, sizeof x);
-    int32_t s = 0;
-    for (int j = 0; j < 16; j++) {
-        s += sl_iq4nl_values[w.qs[j] & 0xF] * x.qs[j];
-        s += sl_iq4nl_values[w.qs[j] >> 4] * x.qs[j + 16];
-    }
+    const int32_t s = table_isum(sl_iq4nl_values, w.qs, x.qs);
     return sl__mv_term_d(s, sl__mv_h2f(w.d) * sl__mv_h2f(x.d));
 }
 
@@ -260,16 +264,9 @@ static float term_iq4_xs(const void *wp, const void *xp)
     memcpy(&w, wp, sizeof w);
     memcpy(&x, xp, sizeof x);
     int32_t isum = 0;
-    for (int j = 0; j < 8; j++) {
-        const uint8_t *q = w.qs + 16 * j;
-        const int8_t *y = x.qs + 32 * j;
-        int32_t s = 0;
-        for (int l = 0; l < 16; l++) {
-            s += sl_iq4nl_values[q[l] & 0xF] * y[l];
-            s += sl_iq4nl_values[q[l] >> 4] * y[l + 16];
-        }
-        isum += (sl__mv_iq4xs_scale(&w, j) - 32) * s;
-    }
+    for (int j = 0; j < 8; j++)
+        isum += (sl__mv_iq4xs_scale(&w, j) - 32) *
+                table_isum(sl_iq4nl_values, w.qs + 16 * j, x.qs + 32 * j);
     return sl__mv_term_d(isum, sl__mv_h2f(w.d) * x.d);
 }
 
