@@ -609,16 +609,16 @@ static void SL_MV_SUFFIX(gk_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1,
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
         const char *p = w + b * (int64_t)sizeof(sl_block_iq4_xs);
-        sl_block_iq4_xs hd; /* d and the scales */
-        memcpy(&hd, p, offsetof(sl_block_iq4_xs, qs));
         for (int j = 0; j < 8; j++) {
             const __m256i v = SL_MV_SUFFIX(iq4_values)((const uint8_t *)p + 8 + 16 * j);
             _mm256_store_si256((__m256i *)(u->q[i] + 32 * j),
                                _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)));
-            u->s16[i][2 * j] = u->s16[i][2 * j + 1] =
-                (int16_t)(sl__mv_iq4xs_scale(&hd, j) - 32);
         }
-        memcpy(u->bw[i], u->s16[i], sizeof u->bw[i]);
+        const __m128i sc = _mm256_castsi256_si128(SL_MV_SUFFIX(iq4xs_scales)(p));
+        const __m256i s2 =
+            _mm256_set_m128i(_mm_unpackhi_epi16(sc, sc), _mm_unpacklo_epi16(sc, sc));
+        _mm256_storeu_si256((__m256i *)u->s16[i], s2);
+        _mm256_storeu_si256((__m256i *)u->bw[i], s2);
         u->d[i] = SL_MV_SUFFIX(g_half)(p);
         u->dmin[i] = 0.0f;
     }

@@ -707,22 +707,59 @@ static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, siz
         _mm256_set_epi64x((long long)v[3], (long long)v[2], (long long)v[1], (long long)v[0]));
 }
 
+/* IQ4_XS's eight sub-block scales ls - 32 of the super-block at wp as int16, in both 128-bit
+ * halves: ls_j = nibble j of scales_l | bits 2j, 2j + 1 of scales_h << 4, unpacked in vector
+ * registers (a scalar unpack per sub-block cost as much as its dot). */
+static inline __m256i SL_MV_SUFFIX(iq4xs_scales)(const char *wp)
+{
+    uint16_t sh;
+    uint32_t sl;
+    memcpy(&sh, wp + 2, 2);
+    memcpy(&sl, wp + 4, 4);
+    const __m256i lo = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32((int)sl),
+                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(15));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(sh), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)),
+                                        _mm256_set1_epi32(32));
+    const __m128i s16 =
+        _mm_packs_epi32(_mm256_castsi256_si128(ls), _mm256_extracti128_si256(ls, 1));
+    return _mm256_broadcastsi128_si256(s16);
+}
+
 /* IQ4_XS super-block at wp times the Q8_K block at xp: 8 int32 whose sum is the reference's
  * isum = sum_j (ls_j - 32) * (sub-block j's table values . x). Values through vpshufb as
- * IQ4_NL; |value| <= 127 with the sign moved onto x keeps vpmaddubsw's pair sums below 2^15,
- * and vpmaddwd with the signed scale (|ls - 32| <= 32) both weights and pairs them. */
+ * IQ4_NL, two sub-blocks from one 32-byte load (their low and high nibbles regrouped by
+ * 128-bit lanes); |value| <= 127 with the sign moved onto x keeps vpmaddubsw's pair sums below
+ * 2^15, and vpmaddwd with the signed scale (|ls - 32| <= 32, broadcast by vpshufb) both
+ * weights and pairs them. */
 static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(iq4xs_block)(const char *wp,
                                                                                 const char *xp)
 {
-    sl_block_iq4_xs b;
-    memcpy(&b, wp, offsetof(sl_block_iq4_xs, qs)); /* d and the scales */
+    const __m256i sc = SL_MV_SUFFIX(iq4xs_scales)(wp);
+    const __m128i kv = _mm_loadu_si128((const __m128i *)sl_iq4nl_values);
+    const __m256i table = _mm256_set_m128i(kv, kv), m4 = _mm256_set1_epi8(0x0F);
     __m256i acc = _mm256_setzero_si256();
-    for (int j = 0; j < 8; j++) {
-        const __m256i q = SL_MV_SUFFIX(iq4_values)((const uint8_t *)wp + 8 + 16 * j);
-        const __m256i x = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * j));
-        const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q));
-        const __m256i sc = _mm256_set1_epi16((short)(sl__mv_iq4xs_scale(&b, j) - 32));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc));
+    for (int j = 0; j < 8; j += 2) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(wp + 8 + 16 * j));
+        const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
+        const __m256i hi =
+            _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+        for (int h = 0; h < 2; h++) {
+            /* sub-block j + h: its 16 low-nibble values, then its 16 high-nibble ones */
+            const __m256i v = h ? _mm256_permute2x128_si256(lo, hi, 0x31)
+                                : _mm256_permute2x128_si256(lo, hi, 0x20);
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * (j + h)));
+            const __m256i p =
+                _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v));
+            const int k = j + h; /* int16 k of sc in every pair */
+            const __m256i sck =
+                _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)((2 * k + 1) << 8 | 2 * k)));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, sck));
+        }
     }
     return acc;
 }

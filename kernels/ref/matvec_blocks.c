@@ -253,6 +253,13 @@ static float term_iq4_nl(const void *wp, const void *xp)
     return sl__mv_term_d(s, sl__mv_h2f(w.d) * sl__mv_h2f(x.d));
 }
 
+/* IQ4_XS's 6-bit scale of sub-block j (0..7), stored ls = scale + 32: four bits from
+ * scales_l, two from scales_h. */
+static int iq4xs_scale(const sl_block_iq4_xs *b, int j)
+{
+    return ((b->scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b->scales_h >> (2 * j)) & 3) << 4);
+}
+
 /* IQ4_XS with Q8_K activations: isum = sum_j (ls_j - 32) * sum_l value * q8 over the eight
  * 32-element sub-blocks, then one term per super-block, as ggml's AVX2 vec_dot_iq4_xs_q8_K
  * (its scalar version rounds per sub-block pair; the integer form is the exact one). |isum| <=
@@ -265,7 +272,7 @@ static float term_iq4_xs(const void *wp, const void *xp)
     memcpy(&x, xp, sizeof x);
     int32_t isum = 0;
     for (int j = 0; j < 8; j++)
-        isum += (sl__mv_iq4xs_scale(&w, j) - 32) *
+        isum += (iq4xs_scale(&w, j) - 32) *
                 table_isum(sl_iq4nl_values, w.qs + 16 * j, x.qs + 32 * j);
     return sl__mv_term_d(isum, sl__mv_h2f(w.d) * x.d);
 }

@@ -119,13 +119,6 @@ static inline void sl__mv_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint
     }
 }
 
-/* IQ4_XS's 6-bit scale of sub-block j (0..7), stored ls = scale + 32: four bits from
- * scales_l, two from scales_h. */
-static inline int sl__mv_iq4xs_scale(const sl_block_iq4_xs *b, int j)
-{
-    return ((b->scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b->scales_h >> (2 * j)) & 3) << 4);
-}
-
 /* The 8-lane reduction of the reference order. */
 static inline float sl__mv_reduce8(const float s[8])
 {
