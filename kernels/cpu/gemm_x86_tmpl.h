@@ -7,18 +7,19 @@
  * each block's integer sum horizontally, and finish odd blocks (a 640-wide row has 20 blocks,
  * 4 past the last 8-block group; a 1024-wide K-quant row has 4 super-blocks) with scalar float
  * work. Here:
- * - 32-element block types (Q8_0, Q4_0, Q5_0, MXFP4; Q4_1, Q5_1 with Q8_1 activations, whose
- *   block term adds the weight min times the activation block sum): a panel GEMM. The activation blocks of 8
- *   tokens are transposed once per 64 rows so one vector holds the same 4 elements of the 8
- *   tokens; each row chunk is unpacked once per 16 tokens and each 4-byte weight group,
- *   broadcast, meets 8 tokens in one vpmaddubsw: a block's 8 integer sums come out as one
- *   vector, with no horizontal sums;
- * - K-quants (Q4_K, Q5_K, Q6_K): the same panel scheme over Q8_K super-blocks (their block
- *   sums transposed too). A broadcast 4-byte group of unsigned weights meets 8 tokens in one
- *   vpmaddubsw; the int16 sums of the groups under one 6-bit scale (as many as cannot
- *   overflow) are scaled by one vpmaddwd, so a super-block's 8 integer sums come out as one
- *   vector; Q4_K/Q5_K's mins and Q6_K's -32 go through the transposed block sums. Each row
- *   chunk is unpacked once per 32 tokens, each panel built once per 16 rows.
+ * - 32-element block types (Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL; Q4_1, Q5_1 with Q8_1
+ *   activations, whose block term adds the weight min times the activation block sum): a panel
+ *   GEMM. The activation blocks of 8 tokens are transposed once per 64 rows so one vector
+ *   holds the same 4 elements of the 8 tokens; each row chunk is unpacked once per 16 tokens
+ *   and each 4-byte weight group, broadcast, meets 8 tokens in one vpmaddubsw: a block's 8
+ *   integer sums come out as one vector, with no horizontal sums;
+ * - K-quants (Q4_K, Q5_K, Q6_K) and IQ4_XS: the same panel scheme over Q8_K super-blocks
+ *   (their block sums transposed too; IQ4_XS's signed table values: gk_dot_iq4xs). A
+ *   broadcast 4-byte group of unsigned weights meets 8 tokens in one vpmaddubsw; the int16
+ *   sums of the groups under one 6-bit scale (as many as cannot overflow) are scaled by one
+ *   vpmaddwd, so a super-block's 8 integer sums come out as one vector; Q4_K/Q5_K's mins and
+ *   Q6_K's -32 go through the transposed block sums. Each row chunk is unpacked once per 32
+ *   tokens, each panel built once per 16 rows.
  * Why they give the reference's bits: the unpacked values are the same integers and floats the
  * range kernels compute, integer sums are exact in any order, and the float ops per (row,
  * token) are the reference's, lane for lane: the lanes are kept transposed (lt[l] holds lane l
@@ -76,6 +77,13 @@ typedef struct g32_buf {
     _Alignas(32) float mw[G32_CH];       /* Q4_1/Q5_1: block mins (unused otherwise) */
 } g32_buf;
 
+/* Weights up to |w| = 128 (Q8_0) or 127 (IQ4_NL's table): the sign trick, each group widened
+ * to int32 at once (g32_group's wide); the other types' |w| <= 16 or u = w + c <= 31. */
+static inline bool SL_MV_SUFFIX(g32_wide)(uint32_t type)
+{
+    return type == SL_GGML_Q8_0 || type == SL_GGML_IQ4_NL;
+}
+
 /* Q4_1 and Q5_1: unsigned quants, a min per block, Q8_1 activations (their block sums). */
 static inline bool SL_MV_SUFFIX(g32_dm)(uint32_t type)
 {
@@ -92,7 +100,7 @@ static inline float SL_MV_SUFFIX(g_half)(const char *p)
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_unpack)(
     uint32_t type, const char *w, int64_t b0, int64_t b1, g32_buf *u)
 {
-    const bool offset = G32_OFFSET(type == SL_GGML_Q8_0);
+    const bool offset = G32_OFFSET(SL_MV_SUFFIX(g32_wide)(type));
     /* G32_OFFSET: u = w + c, so the Q4_0 and Q5_0 quants stay as stored */
     const __m256i eight = _mm256_set1_epi8(offset ? 0 : 8);
     const __m256i f0 = _mm256_set1_epi8(offset ? 0x10 : (char)0xF0);
@@ -128,6 +136,12 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(g32_unpack)(
             q = SL_MV_SUFFIX(nibbles)((const uint8_t *)(p + 4));
             u->dw[i] = SL_MV_SUFFIX(g_half)(p);
             u->mw[i] = SL_MV_SUFFIX(g_half)(p + 2);
+            break;
+        }
+        case SL_GGML_IQ4_NL: { /* the non-linear table, signed (wide: never offset) */
+            const char *p = w + b * 18;
+            q = SL_MV_SUFFIX(iq4_values)((const uint8_t *)(p + 2));
+            u->dw[i] = SL_MV_SUFFIX(g_half)(p);
             break;
         }
         case SL_GGML_Q5_1: { /* unsigned 0..31 */
@@ -386,7 +400,7 @@ SL_MV_SUFFIX(g32_few)(uint32_t type, const sl__gemm_rows *a, int64_t t0, int64_t
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
     const uint32_t type, const sl__gemm_rows *call, int64_t i0, int64_t i1)
 {
-    const bool wide = type == SL_GGML_Q8_0, dm = SL_MV_SUFFIX(g32_dm)(type);
+    const bool wide = SL_MV_SUFFIX(g32_wide)(type), dm = SL_MV_SUFFIX(g32_dm)(type);
 #if !SL_MV_AVX512
     const int64_t tail = SL_MV_SUFFIX(g32_few_ok)(type, call) ? sl__gemm_tail(call->n_tok) : 0;
 #else
@@ -448,6 +462,7 @@ SL_G32_GEMM(gemm_q5_0, SL_GGML_Q5_0)
 SL_G32_GEMM(gemm_mxfp4, SL_GGML_MXFP4)
 SL_G32_GEMM(gemm_q4_1, SL_GGML_Q4_1)
 SL_G32_GEMM(gemm_q5_1, SL_GGML_Q5_1)
+SL_G32_GEMM(gemm_iq4_nl, SL_GGML_IQ4_NL)
 #undef SL_G32_GEMM
 
 /* ---- K-quants with Q8_K activations ----------------------------------------------------- */
@@ -586,6 +601,29 @@ static void SL_MV_SUFFIX(gk_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk
     }
 }
 
+/* IQ4_XS: q = table value + 128 (unsigned, [1, 241]: value ^ 0x80 as a byte), s16 the signed
+ * per-32 scales ls - 32 twice, bw = s16 (the + 128 is taken back through the block sums as
+ * Q6_K's - 32 is: sum_s sc_s sum q x - 128 sum_s sc_s bsums_s), no min. */
+static void SL_MV_SUFFIX(gk_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
+{
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        const char *p = w + b * (int64_t)sizeof(sl_block_iq4_xs);
+        for (int j = 0; j < 8; j++) {
+            const __m256i v = SL_MV_SUFFIX(iq4_values)((const uint8_t *)p + 8 + 16 * j);
+            _mm256_store_si256((__m256i *)(u->q[i] + 32 * j),
+                               _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)));
+        }
+        const __m128i sc = _mm256_castsi256_si128(SL_MV_SUFFIX(iq4xs_scales)(p));
+        const __m256i s2 =
+            _mm256_set_m128i(_mm_unpackhi_epi16(sc, sc), _mm_unpacklo_epi16(sc, sc));
+        _mm256_storeu_si256((__m256i *)u->s16[i], s2);
+        _mm256_storeu_si256((__m256i *)u->bw[i], s2);
+        u->d[i] = SL_MV_SUFFIX(g_half)(p);
+        u->dmin[i] = 0.0f;
+    }
+}
+
 /* 8 tokens' Q8_K super-blocks [b0, b1), transposed like g32_panel: q[i][g] holds bytes 4g..
  * 4g+3 of the 8 tokens' super-block b0 + i, bs[i][j] their block sums 2j, 2j+1 (int16 pairs). */
 typedef struct gk_panel {
@@ -684,6 +722,92 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_dot_panels)(
 
 typedef void (*gk_dot_fn)(const gk_buf *, const gk_panel *, int64_t, int64_t, __m256[GK_NP][8]);
 
+/* IQ4_XS (gk_unpack_iq4xs) against NP panels: isum = sum_j (ls_j - 32) sum (q - 128) x, then the
+ * reference's term_d. AVX-512: vpdpbusd takes q unsigned (no int16 pair sums to overflow), one
+ * 32-element sub-block's sums times its scale, less 128 * (the scales . block sums). AVX2:
+ * q up to 241 would overflow vpmaddubsw's pair sums, so the value (q ^ 0x80) goes through the
+ * sign trick (|v| <= 127: pairs <= 2 * 127 * 127 < 2^15), each group scaled by vpmaddwd. */
+static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_dot_iq4xs)(
+    const gk_buf *u, const gk_panel *p, const int NP, int64_t b0, int64_t b1, __m256 lt[GK_NP][8])
+{
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#if SL_MV_AVX512
+        for (int j = 0; j < 8; j++) {
+            /* four chains per panel: vpdpbusd's latency, not its throughput, would bound one */
+            __m256i s[2][4];
+            for (int q = 0; q < NP; q++)
+                for (int c = 0; c < 4; c++) s[q][c] = _mm256_setzero_si256();
+#if defined(__clang__)
+#pragma clang loop unroll(full)
+#endif
+            for (int g = 8 * j; g < 8 * j + 8; g++) {
+                int32_t w4;
+                memcpy(&w4, u->q[i] + 4 * g, 4);
+                const __m256i wv = _mm256_set1_epi32(w4);
+                for (int q = 0; q < NP; q++)
+                    s[q][g % 4] = _mm256_dpbusd_epi32(
+                        s[q][g % 4], wv, _mm256_load_si256((const __m256i *)p[q].q[i][g]));
+            }
+            const __m256i sc = _mm256_set1_epi32(u->s16[i][2 * j]);
+            for (int q = 0; q < NP; q++) {
+                const __m256i v = _mm256_add_epi32(_mm256_add_epi32(s[q][0], s[q][1]),
+                                                   _mm256_add_epi32(s[q][2], s[q][3]));
+                acc[q] = _mm256_add_epi32(acc[q], _mm256_mullo_epi32(v, sc));
+            }
+        }
+        for (int j = 0; j < 8; j++) {
+            int32_t w2;
+            memcpy(&w2, &u->bw[i][2 * j], 4);
+            const __m256i bw = _mm256_set1_epi32(w2);
+            for (int q = 0; q < NP; q++)
+                acc[q] = _mm256_sub_epi32(
+                    acc[q], _mm256_slli_epi32(
+                                _mm256_madd_epi16(
+                                    _mm256_load_si256((const __m256i *)p[q].bs[i][j]), bw),
+                                7));
+        }
+#else
+#if defined(__clang__)
+#pragma clang loop unroll(full)
+#endif
+        for (int g = 0; g < 64; g++) {
+            int32_t w4;
+            memcpy(&w4, u->q[i] + 4 * g, 4);
+            const __m256i wv =
+                _mm256_xor_si256(_mm256_set1_epi32(w4), _mm256_set1_epi8((char)0x80));
+            const __m256i aw = _mm256_sign_epi8(wv, wv);
+            const __m256i sc = _mm256_set1_epi16(u->s16[i][g / 4]);
+            for (int q = 0; q < NP; q++) {
+                const __m256i xv = _mm256_sign_epi8(
+                    _mm256_load_si256((const __m256i *)p[q].q[i][g]), wv);
+                acc[q] = _mm256_add_epi32(
+                    acc[q], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xv), sc));
+            }
+        }
+#endif
+        const __m256 dw = _mm256_set1_ps(u->d[i]);
+        for (int q = 0; q < NP; q++) {
+            const __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[q]),
+                                           _mm256_mul_ps(dw, _mm256_load_ps(p[q].d[i])));
+            lt[q][b % 8] = _mm256_add_ps(lt[q][b % 8], t);
+        }
+    }
+}
+
+static void SL_MV_SUFFIX(gk_dot_iq4xs_1)(const gk_buf *u, const gk_panel *p, int64_t b0,
+                                         int64_t b1, __m256 lt[GK_NP][8])
+{
+    SL_MV_SUFFIX(gk_dot_iq4xs)(u, p, 1, b0, b1, lt);
+}
+
+static void SL_MV_SUFFIX(gk_dot_iq4xs_2)(const gk_buf *u, const gk_panel *p, int64_t b0,
+                                         int64_t b1, __m256 lt[GK_NP][8])
+{
+    SL_MV_SUFFIX(gk_dot_iq4xs)(u, p, 2, b0, b1, lt);
+}
+
 #define SL_GK_DOT(NAME, NP, G)                                                                \
     static void SL_MV_SUFFIX(NAME)(const gk_buf *u, const gk_panel *p, int64_t b0, int64_t b1, \
                                    __m256 lt[GK_NP][8])                                       \
@@ -703,12 +827,14 @@ SL_GK_DOT(gk_dot_2_2, 2, 2)
 static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
                                  int64_t i1)
 {
-    const bool r8 = t->type == SL_TYPE_Q4_K_R8;
+    const bool r8 = t->type == SL_TYPE_Q4_K_R8, iq4 = t->type == SL_GGML_IQ4_XS;
     const int G = t->type == SL_GGML_Q4_K || r8 ? 8 : t->type == SL_GGML_Q5_K ? 4 : 2;
-    const gk_dot_fn d1 = G == 8   ? SL_MV_SUFFIX(gk_dot_1_8)
+    const gk_dot_fn d1 = iq4      ? SL_MV_SUFFIX(gk_dot_iq4xs_1)
+                         : G == 8 ? SL_MV_SUFFIX(gk_dot_1_8)
                          : G == 4 ? SL_MV_SUFFIX(gk_dot_1_4)
                                   : SL_MV_SUFFIX(gk_dot_1_2);
-    const gk_dot_fn d2 = G == 8   ? SL_MV_SUFFIX(gk_dot_2_8)
+    const gk_dot_fn d2 = iq4      ? SL_MV_SUFFIX(gk_dot_iq4xs_2)
+                         : G == 8 ? SL_MV_SUFFIX(gk_dot_2_8)
                          : G == 4 ? SL_MV_SUFFIX(gk_dot_2_4)
                                   : SL_MV_SUFFIX(gk_dot_2_2);
     gk_buf u;
@@ -750,6 +876,8 @@ static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, i
                         sl__q4_K_r8_row(a->w, a->nb, r, c0, c1, row);
                         SL_MV_SUFFIX(gk_unpack_q45)(SL_GGML_Q4_K, (const char *)row, 0, c1 - c0,
                                                     &u);
+                    } else if (iq4) {
+                        SL_MV_SUFFIX(gk_unpack_iq4xs)(w, c0, c1, &u);
                     } else if (G == 2) {
                         SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &u);
                     } else {
@@ -786,10 +914,12 @@ sl__gemm_fn SL_MV_SUFFIX(sl__gemm)(uint32_t type)
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(gemm_mxfp4);
     case SL_GGML_Q4_1: return SL_MV_SUFFIX(gemm_q4_1);
     case SL_GGML_Q5_1: return SL_MV_SUFFIX(gemm_q5_1);
+    case SL_GGML_IQ4_NL: return SL_MV_SUFFIX(gemm_iq4_nl);
     case SL_GGML_Q4_K:
     case SL_TYPE_Q4_K_R8:
     case SL_GGML_Q5_K:
-    case SL_GGML_Q6_K: return SL_MV_SUFFIX(gemm_k);
+    case SL_GGML_Q6_K:
+    case SL_GGML_IQ4_XS: return SL_MV_SUFFIX(gemm_k);
     default: return NULL;
     }
 }

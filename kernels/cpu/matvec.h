@@ -16,8 +16,9 @@
  * 8 such products in int16, 8 * 31 * 127 < 2^15), and
  * the float work follows the reference's lane order (8 block lanes / 32 element lanes, no FMA
  * in block terms, fmaf for float weights). Rows are split between threads, never a row's sum.
- * Batches (n_batch > 1) of the 32-element block types and K-quants run a GEMM (gemm.h: weight
- * blocks unpacked once for many tokens, 8 tokens' block terms per vector) under the same rule.
+ * Batches (n_batch > 1) of the 32-element block types, K-quants and IQ4_XS run a GEMM (gemm.h:
+ * weight blocks unpacked once for many tokens, 8 tokens' block terms per vector) under the same
+ * rule.
  * SL_TYPE_Q4_K_R8 (kernels/ref/repack.h, Q4_K with eight rows interleaved, rows % 8 == 0) is
  * taken by every function here with Q4_K's bits: whole groups of eight rows per vector in
  * decode (r8_x86_tmpl.h), a group's rows unpacked together for the GEMM, rows copied out for

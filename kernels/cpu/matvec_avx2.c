@@ -12,6 +12,7 @@
 #include "gguf/gguf.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matvec_impl.h"
+#include "kernels/ref/iq_tables.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h> /* before the target region: the intrinsics carry their own targets */

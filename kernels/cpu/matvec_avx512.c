@@ -12,6 +12,7 @@
 #include "gguf/gguf.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matvec_impl.h"
+#include "kernels/ref/iq_tables.h"
 #include "kernels/cpu/q32_offset.h"
 
 #if defined(__x86_64__)

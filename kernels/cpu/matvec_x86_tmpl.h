@@ -158,6 +158,20 @@ static inline __m256i SL_MV_SUFFIX(dot_mxfp4)(const char *wp, const char *xp)
     return SL_MV_SUFFIX(s8s8_dot)(q, _mm256_loadu_si256((const __m256i *)(xp + 2)));
 }
 
+/* IQ4_NL with Q8_0 activations: as MXFP4, through the non-linear table (sl_iq4nl_values, values
+ * in [-127, 113]: |w| <= 127 keeps the sign trick's pair sums below 2^15). */
+static inline __m256i SL_MV_SUFFIX(iq4_values)(const uint8_t *qs)
+{
+    const __m128i kv = _mm_loadu_si128((const __m128i *)sl_iq4nl_values);
+    return _mm256_shuffle_epi8(_mm256_set_m128i(kv, kv), SL_MV_SUFFIX(nibbles)(qs));
+}
+
+static inline __m256i SL_MV_SUFFIX(dot_iq4_nl)(const char *wp, const char *xp)
+{
+    return SL_MV_SUFFIX(s8s8_dot)(SL_MV_SUFFIX(iq4_values)((const uint8_t *)(wp + 2)),
+                                  _mm256_loadu_si256((const __m256i *)(xp + 2)));
+}
+
 /* Q4_1/Q5_1 with Q8_1 activations: unsigned q, so the byte dot needs no sign trick; q5: bit 4
  * of q comes from qh at offset 4 and the nibbles start at 8. Pair sums: 2 * 31 * 127 < 2^15. */
 static inline __m256i SL_MV_SUFFIX(dot_q4_1)(const char *wp, const char *xp)
@@ -428,6 +442,7 @@ SL_MV_RANGE32(q8_0, sizeof(sl_block_q8_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
 SL_MV_RANGE32(q4_0, sizeof(sl_block_q4_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
 SL_MV_RANGE32(q5_0, sizeof(sl_block_q5_0), sizeof(sl_block_q8_0), SL_MV_TERM_D)
 SL_MV_RANGE32(mxfp4, sizeof(sl_block_mxfp4), sizeof(sl_block_q8_0), SL_MV_TERM_E8M0)
+SL_MV_RANGE32(iq4_nl, sizeof(sl_block_iq4_nl), sizeof(sl_block_q8_0), SL_MV_TERM_D)
 SL_MV_RANGE32(q4_1, sizeof(sl_block_q4_1), sizeof(sl_block_q8_1), SL_MV_TERM_DM)
 SL_MV_RANGE32(q5_1, sizeof(sl_block_q5_1), sizeof(sl_block_q8_1), SL_MV_TERM_DM)
 
@@ -438,9 +453,9 @@ SL_MV_RANGE32(q5_1, sizeof(sl_block_q5_1), sizeof(sl_block_q8_1), SL_MV_TERM_DM)
 #endif
 
 #if SL_MV_AVX512
-/* Rows of the signed 32-element types for VNNI (Q8_0, Q4_0, Q5_0, MXFP4): vpdpbusd takes the
- * weights as unsigned u = w + c (Q8_0: w ^ 0x80, c 128; the others' raw quants or shifted
- * table, q32_offset.h) against the signed x, and c * the block's sum of x, formed once per
+/* Rows of the signed 32-element types for VNNI (Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL): vpdpbusd takes
+ * the weights as unsigned u = w + c (Q8_0, IQ4_NL: w ^ 0x80, c 128; the others' raw quants or
+ * shifted table, q32_offset.h) against the signed x, and c * the block's sum of x, formed once per
  * call for every row, is taken back from the integer sum: the same exact integer as the sign
  * trick (|w| . sign(x, w)) without its two vpsignb per block. The float work is
  * group_terms' (SL_MV_TERM_D, or E8M0 for MXFP4) op for op, so the bits are the generic rows
@@ -453,6 +468,9 @@ SL_MV_SUFFIX(ou_unsigned)(uint32_t type, const char *wp)
         return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wp + 2)),
                                 _mm256_set1_epi8((char)0x80));
     case SL_GGML_Q4_0: return SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + 2));
+    case SL_GGML_IQ4_NL: /* the table as value + 128, c 128 as Q8_0 */
+        return _mm256_xor_si256(SL_MV_SUFFIX(iq4_values)((const uint8_t *)(wp + 2)),
+                                _mm256_set1_epi8((char)0x80));
     case SL_GGML_Q5_0:
         return _mm256_or_si256(SL_MV_SUFFIX(nibbles)((const uint8_t *)(wp + 6)),
                                _mm256_and_si256(SL_MV_SUFFIX(qh_bytes)(wp + 2),
@@ -472,11 +490,13 @@ SL_MV_SUFFIX(rows_offset)(uint32_t type, const void *w, size_t wrb, const void *
                           int64_t r0, int64_t r1, float *y)
 {
     enum { XB = sizeof(sl_block_q8_0) };
-    const size_t wb = type == SL_GGML_Q8_0   ? sizeof(sl_block_q8_0)
-                      : type == SL_GGML_Q4_0 ? sizeof(sl_block_q4_0)
-                      : type == SL_GGML_Q5_0 ? sizeof(sl_block_q5_0)
-                                             : sizeof(sl_block_mxfp4);
-    const int32_t c = type == SL_GGML_Q8_0 ? 128 : sl__q32_offset(type);
+    const size_t wb = type == SL_GGML_Q8_0     ? sizeof(sl_block_q8_0)
+                      : type == SL_GGML_Q4_0   ? sizeof(sl_block_q4_0)
+                      : type == SL_GGML_Q5_0   ? sizeof(sl_block_q5_0)
+                      : type == SL_GGML_IQ4_NL ? sizeof(sl_block_iq4_nl)
+                                               : sizeof(sl_block_mxfp4);
+    const int32_t c =
+        type == SL_GGML_Q8_0 || type == SL_GGML_IQ4_NL ? 128 : sl__q32_offset(type);
     float hx[SL_MV_HX_MAX + 8];
     int32_t cx[SL_MV_HX_MAX + 8];
     SL_MV_SUFFIX(hx_fill)((const char *)xq, XB, nb, 0, hx);
@@ -537,6 +557,7 @@ SL_MV_ROWS_OFFSET(q8_0, SL_GGML_Q8_0)
 SL_MV_ROWS_OFFSET(q4_0, SL_GGML_Q4_0)
 SL_MV_ROWS_OFFSET(q5_0, SL_GGML_Q5_0)
 SL_MV_ROWS_OFFSET(mxfp4, SL_GGML_MXFP4)
+SL_MV_ROWS_OFFSET(iq4_nl, SL_GGML_IQ4_NL)
 #undef SL_MV_ROWS_OFFSET
 #endif
 
@@ -686,14 +707,74 @@ static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, siz
         _mm256_set_epi64x((long long)v[3], (long long)v[2], (long long)v[1], (long long)v[0]));
 }
 
-enum { SL_MV_K4, SL_MV_K5, SL_MV_K6 }; /* which K-quant a kgroup / krange call is for */
+/* IQ4_XS's eight sub-block scales ls - 32 of the super-block at wp as int16, in both 128-bit
+ * halves: ls_j = nibble j of scales_l | bits 2j, 2j + 1 of scales_h << 4, unpacked in vector
+ * registers (a scalar unpack per sub-block cost as much as its dot). */
+static inline __m256i SL_MV_SUFFIX(iq4xs_scales)(const char *wp)
+{
+    uint16_t sh;
+    uint32_t sl;
+    memcpy(&sh, wp + 2, 2);
+    memcpy(&sl, wp + 4, 4);
+    const __m256i lo = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32((int)sl),
+                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(15));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(sh), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)),
+                                        _mm256_set1_epi32(32));
+    const __m128i s16 =
+        _mm_packs_epi32(_mm256_castsi256_si128(ls), _mm256_extracti128_si256(ls, 1));
+    return _mm256_broadcastsi128_si256(s16);
+}
+
+/* IQ4_XS super-block at wp times the Q8_K block at xp: 8 int32 whose sum is the reference's
+ * isum = sum_j (ls_j - 32) * (sub-block j's table values . x). Values through vpshufb as
+ * IQ4_NL, two sub-blocks from one 32-byte load (their low and high nibbles regrouped by
+ * 128-bit lanes); |value| <= 127 with the sign moved onto x keeps vpmaddubsw's pair sums below
+ * 2^15, and vpmaddwd with the signed scale (|ls - 32| <= 32, broadcast by vpshufb) both
+ * weights and pairs them. */
+static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(iq4xs_block)(const char *wp,
+                                                                                const char *xp)
+{
+    const __m256i sc = SL_MV_SUFFIX(iq4xs_scales)(wp);
+    const __m128i kv = _mm_loadu_si128((const __m128i *)sl_iq4nl_values);
+    const __m256i table = _mm256_set_m128i(kv, kv), m4 = _mm256_set1_epi8(0x0F);
+    __m256i acc = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j += 2) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(wp + 8 + 16 * j));
+        const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
+        const __m256i hi =
+            _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+        for (int h = 0; h < 2; h++) {
+            /* sub-block j + h: its 16 low-nibble values, then its 16 high-nibble ones */
+            const __m256i v = h ? _mm256_permute2x128_si256(lo, hi, 0x31)
+                                : _mm256_permute2x128_si256(lo, hi, 0x20);
+            const __m256i x = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * (j + h)));
+            const __m256i p =
+                _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v));
+            const int k = j + h; /* int16 k of sc in every pair */
+            const __m256i sck =
+                _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)((2 * k + 1) << 8 | 2 * k)));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, sck));
+        }
+    }
+    return acc;
+}
+
+/* which K-quant (or IQ4_XS, a super-block type on Q8_K with one scale) a kgroup / krange call
+ * is for */
+enum { SL_MV_K4, SL_MV_K5, SL_MV_K6, SL_MV_IQ4XS };
 
 /* Bytes of a super-block of a kind (the block structs of kernels/ref/blocks.h). */
 static inline size_t SL_MV_SUFFIX(k_bytes)(int kind)
 {
     return kind == SL_MV_K4   ? sizeof(sl_block_q4_K)
            : kind == SL_MV_K5 ? sizeof(sl_block_q5_K)
-                              : sizeof(sl_block_q6_K);
+           : kind == SL_MV_K6 ? sizeof(sl_block_q6_K)
+                              : sizeof(sl_block_iq4_xs);
 }
 
 /* Lane k of a K-quant group (kgroup): its integer sums v (and s, the mins', Q4_K/Q5_K), 0 when
@@ -708,6 +789,7 @@ SL_MV_SUFFIX(klane)(const char *wp, const char *xp, int m, const char *wq, int p
     *s = _mm256_setzero_si256();
     if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) *v = _mm256_setzero_si256();
     else if (kind == SL_MV_K6) *v = SL_MV_SUFFIX(q6k_block)(w, x);
+    else if (kind == SL_MV_IQ4XS) *v = SL_MV_SUFFIX(iq4xs_block)(w, x);
     else *v = SL_MV_SUFFIX(k45_block)(w, x, kind == SL_MV_K5, s);
 }
 
@@ -738,7 +820,7 @@ SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int 
     const __m256 dd =
         _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + dofs, wq + dofs, wb, m, pair), dx);
     const __m256 a = _mm256_mul_ps(isum, dd);
-    if (kind == SL_MV_K6) return a;
+    if (kind == SL_MV_K6 || kind == SL_MV_IQ4XS) return a;
     const __m256 dmd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, wq + 2, wb, m, pair), dx);
     const __m256 summ = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(s, n));
     return _mm256_sub_ps(a, _mm256_mul_ps(summ, dmd));
@@ -759,8 +841,10 @@ SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, floa
         uint16_t d, dmin;
         memcpy(&d, wp + (kind == SL_MV_K6 ? offsetof(sl_block_q6_K, d) : 0), 2);
         memcpy(&dmin, wp + 2, 2);
-        if (kind == SL_MV_K6) {
-            const int32_t isum = SL_MV_SUFFIX(hsum_i32)(SL_MV_SUFFIX(q6k_block)(wp, xp));
+        if (kind == SL_MV_K6 || kind == SL_MV_IQ4XS) {
+            const int32_t isum = SL_MV_SUFFIX(hsum_i32)(
+                kind == SL_MV_K6 ? SL_MV_SUFFIX(q6k_block)(wp, xp)
+                                 : SL_MV_SUFFIX(iq4xs_block)(wp, xp));
             lane[b % 8] += sl__mv_term_d(isum, _cvtsh_ss(d) * dx);
         } else {
             __m256i s;
@@ -800,6 +884,7 @@ SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, floa
 SL_MV_KQUANT(q4_K, SL_MV_K4, sizeof(sl_block_q4_K))
 SL_MV_KQUANT(q5_K, SL_MV_K5, sizeof(sl_block_q5_K))
 SL_MV_KQUANT(q6_K, SL_MV_K6, sizeof(sl_block_q6_K))
+SL_MV_KQUANT(iq4_xs, SL_MV_IQ4XS, sizeof(sl_block_iq4_xs))
 
 #undef SL_MV_KQUANT
 #undef SL_MV_ROWS
@@ -887,6 +972,8 @@ sl__mv_range_fn SL_MV_SUFFIX(sl__mv_range)(uint32_t type)
     case SL_GGML_Q5_K: return SL_MV_SUFFIX(range_q5_K);
     case SL_GGML_Q6_K: return SL_MV_SUFFIX(range_q6_K);
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(range_mxfp4);
+    case SL_GGML_IQ4_NL: return SL_MV_SUFFIX(range_iq4_nl);
+    case SL_GGML_IQ4_XS: return SL_MV_SUFFIX(range_iq4_xs);
     default: return NULL;
     }
 }
@@ -917,6 +1004,12 @@ sl__mv_rows_fn SL_MV_SUFFIX(sl__mv_rows)(uint32_t type)
     case SL_TYPE_Q4_K_R8: return SL_MV_SUFFIX(rows_q4_K_r8);
     case SL_GGML_Q5_K: return SL_MV_SUFFIX(rows_q5_K);
     case SL_GGML_Q6_K: return SL_MV_SUFFIX(rows_q6_K);
+#if SL_MV_AVX512
+    case SL_GGML_IQ4_NL: return SL_MV_SUFFIX(rows_iq4_nl_vnni);
+#else
+    case SL_GGML_IQ4_NL: return SL_MV_SUFFIX(rows_iq4_nl);
+#endif
+    case SL_GGML_IQ4_XS: return SL_MV_SUFFIX(rows_iq4_xs);
     default: return NULL;
     }
 }

@@ -1,5 +1,6 @@
 /* kernels/ref/matvec: scalar reference of matrix x vector (and x small batch) for the weight
- * types Sluice computes: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4.
+ * types Sluice computes: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4,
+ * IQ4_NL, IQ4_XS.
  *
  * Layout (ggml's): a weight W is [rows][cols], each row `cols` elements stored as consecutive
  * blocks of its type (ne[0] = cols is the contiguous dimension), rows packed end to end, row r
@@ -8,9 +9,9 @@
  * every function here computes it as Q4_K of its rows, the same bits.
  *
  * Activations, as ggml's CPU backend (vec_dot_type): x is quantized once per call into
- *   Q8_0 for Q8_0, Q4_0, Q5_0, MXFP4 weights;
+ *   Q8_0 for Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL weights;
  *   Q8_1 for Q4_1, Q5_1 (the block also carries s = d * sum(qs), which pays for the min);
- *   Q8_K for Q4_K, Q5_K, Q6_K (float d, bsums of 16 for the mins);
+ *   Q8_K for Q4_K, Q5_K, Q6_K, IQ4_XS (float d, bsums of 16 for the mins);
  *   F32 (unchanged) for F32, F16, BF16 weights. ggml converts x to F16 (F16 weights) or BF16
  *   (BF16 weights); we keep x in F32 because these kernels are memory bound (x is read from
  *   cache, W from DRAM), so the narrower x buys no bandwidth and would cost 11 (F16) or 16 (BF16)
@@ -21,10 +22,10 @@
  * last quant — we are bit-exact to the reference on every path.
  *
  * Summation order (the contract that makes fast kernels bit-exact, kernels/cpu/matvec.h):
- * - quantized types: each block (32 elements, or a 256-element super-block for K-quants) gives
- *   an exact integer sum and a float term t_b (formulas in matvec_blocks.c, as ggml's scalar
- *   vec_dot_*: integer sums times scales); t_b is added to lane b % 8 of 8 float partial sums,
- *   in block order, with separate multiplies and adds (no FMA);
+ * - quantized types: each block (32 elements, or a 256-element super-block for K-quants and
+ *   IQ4_XS) gives an exact integer sum and a float term t_b (formulas in matvec_blocks.c, as
+ *   ggml's vec_dot_*: integer sums times scales); t_b is added to lane b % 8 of 8 float
+ *   partial sums, in block order, with separate multiplies and adds (no FMA);
  * - F32/F16/BF16: element i updates lane i % 32 with fmaf(w_i, x_i, lane);  the 32 lanes are
  *   folded to 8 as s[k] = (l[k] + l[k+8]) + (l[k+16] + l[k+24]);
  * - 8 lanes reduce as ((s0+s4) + (s2+s6)) + ((s1+s5) + (s3+s7)) (an AVX 256->128->64 hsum).
@@ -68,7 +69,7 @@
 
 #include "base/status.h"
 
-/* True for the twelve weight types above. */
+/* True for the fourteen weight types above. */
 bool sl_ref_matvec_supported(uint32_t type);
 /* Activation type for a weight type (SL_GGML_Q8_0, Q8_1, Q8_K or F32); UINT32_MAX if the
  * weight type is unsupported. */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "kernels/ref/iq_tables.h"
 #include "kernels/ref/matvec_impl.h"
 #include "kernels/ref/quant.h"
 #include "kernels/ref/repack.h"
@@ -36,6 +37,8 @@ static const sl__mv_type k_types[] = {
     {SL_GGML_Q5_K, 256, sizeof(sl_block_q5_K), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "Q5_K"},
     {SL_GGML_Q6_K, 256, sizeof(sl_block_q6_K), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "Q6_K"},
     {SL_GGML_MXFP4, 32, sizeof(sl_block_mxfp4), SL_GGML_Q8_0, sizeof(sl_block_q8_0), "MXFP4"},
+    {SL_GGML_IQ4_NL, 32, sizeof(sl_block_iq4_nl), SL_GGML_Q8_0, sizeof(sl_block_q8_0), "IQ4_NL"},
+    {SL_GGML_IQ4_XS, 256, sizeof(sl_block_iq4_xs), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "IQ4_XS"},
     /* a layout of Q4_K (repack.h): its rows are Q4_K's, read through sl__mv_row_at */
     {SL_TYPE_Q4_K_R8, 256, sizeof(sl_block_q4_K), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "Q4_K_R8"},
 };
@@ -216,18 +219,62 @@ static float term_q5_1(const void *wp, const void *xp)
     return sl__mv_term_dm(s, sl__mv_h2f(w.d) * sl__mv_h2f(x.d), sl__mv_h2f(w.m) * sl__mv_h2f(x.s));
 }
 
+/* The integer dot of 32 table-coded weights (16 bytes: element j in the low nibble of byte j,
+ * j + 16 in the high one) with 32 activation quants: MXFP4, IQ4_NL and IQ4_XS's sub-blocks. */
+static int32_t table_isum(const int8_t table[16], const uint8_t qs[16], const int8_t *x)
+{
+    int32_t s = 0;
+    for (int j = 0; j < 16; j++) {
+        s += table[qs[j] & 0xF] * x[j];
+        s += table[qs[j] >> 4] * x[j + 16];
+    }
+    return s;
+}
+
 static float term_mxfp4(const void *wp, const void *xp)
 {
     sl_block_mxfp4 w;
     sl_block_q8_0 x;
     memcpy(&w, wp, sizeof w);
     memcpy(&x, xp, sizeof x);
-    int32_t s = 0;
-    for (int j = 0; j < 16; j++) {
-        s += sl__mv_kvalues_mxfp4[w.qs[j] & 0xF] * x.qs[j];
-        s += sl__mv_kvalues_mxfp4[w.qs[j] >> 4] * x.qs[j + 16];
-    }
+    const int32_t s = table_isum(sl__mv_kvalues_mxfp4, w.qs, x.qs);
     return sl__mv_term_d(s, sl__mv_h2f(x.d) * sl__mv_e8m0_half(w.e));
+}
+
+/* IQ4_NL with Q8_0 activations (ggml's vec_dot_iq4_nl_q8_0): the nibbles index the non-linear
+ * table; one scale product per block. */
+static float term_iq4_nl(const void *wp, const void *xp)
+{
+    sl_block_iq4_nl w;
+    sl_block_q8_0 x;
+    memcpy(&w, wp, sizeof w);
+    memcpy(&x, xp, sizeof x);
+    const int32_t s = table_isum(sl_iq4nl_values, w.qs, x.qs);
+    return sl__mv_term_d(s, sl__mv_h2f(w.d) * sl__mv_h2f(x.d));
+}
+
+/* IQ4_XS's 6-bit scale of sub-block j (0..7), stored ls = scale + 32: four bits from
+ * scales_l, two from scales_h. */
+static int iq4xs_scale(const sl_block_iq4_xs *b, int j)
+{
+    return ((b->scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b->scales_h >> (2 * j)) & 3) << 4);
+}
+
+/* IQ4_XS with Q8_K activations: isum = sum_j (ls_j - 32) * sum_l value * q8 over the eight
+ * 32-element sub-blocks, then one term per super-block, as ggml's AVX2 vec_dot_iq4_xs_q8_K
+ * (its scalar version rounds per sub-block pair; the integer form is the exact one). |isum| <=
+ * 256 * 32 * 127 * 127 < 2^31. */
+static float term_iq4_xs(const void *wp, const void *xp)
+{
+    sl_block_iq4_xs w;
+    sl_block_q8_K x;
+    memcpy(&w, wp, sizeof w);
+    memcpy(&x, xp, sizeof x);
+    int32_t isum = 0;
+    for (int j = 0; j < 8; j++)
+        isum += (iq4xs_scale(&w, j) - 32) *
+                table_isum(sl_iq4nl_values, w.qs + 16 * j, x.qs + 32 * j);
+    return sl__mv_term_d(isum, sl__mv_h2f(w.d) * x.d);
 }
 
 /* Q4_K/Q5_K: isum = sum_j sc_j * sum_l q * q8, summ = sum_j m_j * (bsums[2j] + bsums[2j+1]). */
@@ -313,6 +360,8 @@ static term_fn term_for(uint32_t type)
     case SL_GGML_Q4_K: return term_q4_K;
     case SL_GGML_Q5_K: return term_q5_K;
     case SL_GGML_Q6_K: return term_q6_K;
+    case SL_GGML_IQ4_NL: return term_iq4_nl;
+    case SL_GGML_IQ4_XS: return term_iq4_xs;
     default: return NULL;
     }
 }
@@ -469,6 +518,10 @@ void sl__mv_dequant_block(const sl__mv_type *t, const void *block, float *y)
         }
         return;
     }
+    case SL_GGML_IQ4_NL:
+    case SL_GGML_IQ4_XS: /* kernels/ref/quant's dequantizers (ggml's), one block */
+        sl_quant_dequant_row(t->type, block, y, t->block, NULL);
+        return;
     default: return;
     }
 }

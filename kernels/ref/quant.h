@@ -18,10 +18,13 @@
  * IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4, NVFP4.
  * Not Q1_0 (no public reference to be exact against yet).
  * Quantize (sl_quant_can_quantize): F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q4_K,
- * Q5_K, Q6_K, Q8_K, MXFP4 (ggml's *_ref quantizers; Q4_1/Q5_0/Q5_1/MXFP4 also bit-exact with
- * gguf-py, which has no K-quant quantizers). Other types return SL_ERR_UNSUPPORTED naming the type.
+ * Q5_K, Q6_K, Q8_K, MXFP4, IQ4_NL, IQ4_XS (ggml's *_ref quantizers; for IQ4_NL/IQ4_XS the
+ * quantize_iq4_nl / quantize_iq4_xs that llama-quantize runs, without an importance matrix;
+ * Q4_1/Q5_0/Q5_1/MXFP4 also bit-exact with gguf-py, which has no K-quant or IQ4 quantizers).
+ * Other types return SL_ERR_UNSUPPORTED naming the type.
  * Layout: kernels/ref/blocks.h; implementation split quant.c (dispatch, 32-element blocks),
- * quant_k.c (K-quants), quant_iq.c (IQ, TQ, FP4), iq_tables.c (codebooks).
+ * quant_k.c (K-quants), quant_iq.c (IQ, TQ, FP4), quant_iq4.c (IQ4 quantizers), iq_tables.c
+ * (codebooks).
  */
 #ifndef SL_KERNELS_REF_QUANT_H
 #define SL_KERNELS_REF_QUANT_H

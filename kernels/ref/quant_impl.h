@@ -1,5 +1,6 @@
 /* kernels/ref/quant_impl.h: module-private interface between quant.c (row dispatch) and the
- * per-family block converters in quant_k.c (K-quants) and quant_iq.c (IQ, TQ, MXFP4, NVFP4).
+ * per-family block converters in quant_k.c (K-quants), quant_iq.c (IQ, TQ, MXFP4, NVFP4) and
+ * quant_iq4.c (the IQ4_NL / IQ4_XS quantizers).
  *
  * Block functions convert exactly one block. Their block pointer is suitably aligned for the
  * block struct (quant.c copies each block of a row into an sl__any_block first), never NULL,
@@ -87,5 +88,9 @@ void sl__dequant_tq1_0(const void *block, float *y);
 void sl__dequant_tq2_0(const void *block, float *y);
 void sl__dequant_mxfp4(const void *block, float *y);
 void sl__dequant_nvfp4(const void *block, float *y);
+
+/* quant_iq4.c */
+void sl__quant_iq4_nl(const float *x, void *block);
+void sl__quant_iq4_xs(const float *x, void *block);
 
 #endif

@@ -6,7 +6,8 @@
  * (e.g. IQ2: (db * grid) * sign with db = (d * (0.5 + s)) * 0.25), which gguf-py's numpy ports
  * share; tests/kernels/dequant_vs_gguf_py.py checks them bit for bit on random blocks. The
  * codebooks live in iq_tables.c (generated). Dequantize-only but for MXFP4 (its quantizer
- * needs no search tables): ggml's IQ quantizers need an importance matrix and search tables
+ * needs no search tables) and IQ4_NL/IQ4_XS (quantizers in quant_iq4.c: a scale search over
+ * one 16-value table): ggml's other IQ quantizers need an importance matrix and search tables
  * that a reference test harness does not.
  */
 #include <math.h>

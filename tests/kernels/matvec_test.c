@@ -43,7 +43,8 @@ static float rndf(void) { return (float)((double)(rnd() >> 11) * 0x1p-53 * 2.0 -
 
 static const uint32_t k_types[] = {SL_GGML_F32, SL_GGML_F16, SL_GGML_BF16, SL_GGML_Q8_0,
                                    SL_GGML_Q4_0, SL_GGML_Q4_1, SL_GGML_Q5_0, SL_GGML_Q5_1,
-                                   SL_GGML_Q4_K, SL_GGML_Q5_K, SL_GGML_Q6_K, SL_GGML_MXFP4};
+                                   SL_GGML_Q4_K, SL_GGML_Q5_K, SL_GGML_Q6_K, SL_GGML_MXFP4,
+                                   SL_GGML_IQ4_NL, SL_GGML_IQ4_XS};
 enum { N_TYPES = sizeof k_types / sizeof k_types[0] };
 
 static const char *tname(uint32_t type) { return sl_gguf_type_get(type)->name; }
@@ -264,7 +265,7 @@ static void check_blocks32_bytes(const ctx_set *cs, uint32_t type)
         const size_t bb = rb / (size_t)(cols / 32);
         for (size_t b = 0; b < (size_t)(cols / 32); b++) {
             /* MXFP4: nibble 7 is +12, 15 is -12; Q4_0: 15 is +7, 0 is -8; Q5_0 with qh all
-             * set or clear: 31 / 0; Q8_0: 127 / -128 */
+             * set or clear: 31 / 0; Q8_0: 127 / -128; IQ4_NL: 15 is +113, 0 is -127 */
             const bool mx = type == SL_GGML_MXFP4, q8 = type == SL_GGML_Q8_0;
             const uint8_t big = mx ? 0x77 : q8 ? 0x7F : 0xFF;
             const uint8_t small = mx ? 0xFF : q8 ? 0x80 : 0x00;

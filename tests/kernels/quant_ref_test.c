@@ -70,7 +70,10 @@ static void block_stats(const float *x, int64_t n, float *amax, float *mn, float
  *              Gaussian, outlier and offset data here: 0.067, 0.038, 0.018); the RMS check
  *              below is the tighter one;
  *   MXFP4:     d = 2^(floor(log2 amax) - 3), codes up to 12 d while amax < 16 d: values
- *              above 12 d clip, |e| <= 4 d <= amax / 4 (gaps below are at most 4 d too). */
+ *              above 12 d clip, |e| <= 4 d <= amax / 4 (gaps below are at most 4 d too);
+ *   IQ4_NL/IQ4_XS: least-squares scales over the 16-value table (gaps up to 24 of 127 at the
+ *              ends), IQ4_XS's 6-bit block scales against the super-block's largest: a loose
+ *              |e| <= 0.12 amax (of the block / super-block), the RMS check the tight one. */
 static float elem_bound(uint32_t type, const float *x, int64_t n)
 {
     float amax, mn, mx;
@@ -94,6 +97,8 @@ static float elem_bound(uint32_t type, const float *x, int64_t n)
     case SL_GGML_Q5_K: return 0.07f * amax;
     case SL_GGML_Q6_K: return 0.035f * amax;
     case SL_GGML_MXFP4: return 0.25f * amax;
+    case SL_GGML_IQ4_NL: return 0.12f * amax;
+    case SL_GGML_IQ4_XS: return 0.12f * amax;
     case SL_GGML_F16: return amax * hr + 0x1p-25f; /* + half a subnormal step */
     case SL_GGML_BF16: return amax / 256.0f;
     default: return 0.0f; /* F32: exact */
@@ -116,6 +121,8 @@ static double rms_bound(uint32_t type)
     case SL_GGML_Q5_K: return 0.055;
     case SL_GGML_Q6_K: return 0.03;
     case SL_GGML_MXFP4: return 0.17;
+    case SL_GGML_IQ4_NL: return 0.11;
+    case SL_GGML_IQ4_XS: return 0.11;
     default: return 0.01;
     }
 }
@@ -151,7 +158,7 @@ static double round_trip(uint32_t type, const float *x, int64_t n, const char *w
 static const uint32_t QUANT_TYPES[] = {
     SL_GGML_F32,  SL_GGML_F16,  SL_GGML_BF16, SL_GGML_Q4_0, SL_GGML_Q4_1, SL_GGML_Q5_0,
     SL_GGML_Q5_1, SL_GGML_Q8_0, SL_GGML_Q8_1, SL_GGML_Q4_K, SL_GGML_Q5_K, SL_GGML_Q6_K,
-    SL_GGML_Q8_K, SL_GGML_MXFP4,
+    SL_GGML_Q8_K, SL_GGML_MXFP4, SL_GGML_IQ4_NL, SL_GGML_IQ4_XS,
 };
 enum { N_QUANT_TYPES = sizeof QUANT_TYPES / sizeof QUANT_TYPES[0] };
 
@@ -175,7 +182,7 @@ static void test_type_table(void)
         CHECK(sl_quant_row_bytes(t, 3 * (int64_t)ti->block_size) == 3 * (size_t)ti->type_size);
         if (ti->block_size > 1) CHECK(sl_quant_row_bytes(t, ti->block_size + 1) == 0);
     }
-    /* every live code but Q1_0 dequantizes; 14 quantize */
+    /* every live code but Q1_0 dequantizes; 16 quantize */
     CHECK_MSG(n_supported == 33, "n_supported %d", n_supported);
     CHECK_MSG(n_quant == N_QUANT_TYPES, "n_quant %d", n_quant);
     for (int k = 0; k < N_QUANT_TYPES; k++) CHECK(sl_quant_can_quantize(QUANT_TYPES[k]));
@@ -185,8 +192,8 @@ static void test_type_table(void)
     sl_error err;
     float x[256] = {0};
     uint8_t q[512];
-    CHECK(sl_quant_row(SL_GGML_IQ4_XS, x, q, 256, &err) == SL_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(err.msg, "IQ4_XS");
+    CHECK(sl_quant_row(SL_GGML_IQ2_XXS, x, q, 256, &err) == SL_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(err.msg, "IQ2_XXS");
     CHECK_CONTAINS(err.msg, "no reference quantizer");
     CHECK(sl_quant_dequant_row(SL_GGML_Q1_0, q, x, 128, &err) == SL_ERR_UNSUPPORTED);
     CHECK_CONTAINS(err.msg, "Q1_0");

@@ -50,11 +50,13 @@ DEFAULTS = dict(layers=2, dim=64, ffn=128, experts=8, top_k=2, heads=4, kv_heads
                 ctx=256, type="F32")
 # llama.h llama_ftype; an all-Q4_K/Q5_K file is the _S mix (the _M mixes promote some tensors)
 FTYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9,
-         "Q4_K": 14, "Q5_K": 16, "Q6_K": 18, "BF16": 32, "MXFP4": 38}
-# K-quants: gguf-py has no quantizer to compare bytes with, so the weights are checked by their
-# RMS error against the F32 model (relative; bounds as tests/kernels/quant_ref_test.c), while
-# tests/kernels/dequant_vs_gguf_py.py checks our blocks decode identically in gguf-py.
-K_RMS_BOUND = {"Q4_K": 0.11, "Q5_K": 0.055, "Q6_K": 0.03}
+         "Q4_K": 14, "Q5_K": 16, "Q6_K": 18, "IQ4_NL": 25, "IQ4_XS": 30, "BF16": 32,
+         "MXFP4": 38}
+# K-quants and IQ4: gguf-py has no quantizer to compare bytes with, so the weights are checked by
+# their RMS error against the F32 model (relative; bounds as tests/kernels/quant_ref_test.c),
+# while tests/kernels/dequant_vs_gguf_py.py checks our blocks decode identically in gguf-py (and
+# tests/mkmodel/iq4_vs_ggml.py the IQ4 bytes against ggml's own quantizer, where a peer is built).
+K_RMS_BOUND = {"Q4_K": 0.11, "Q5_K": 0.055, "Q6_K": 0.03, "IQ4_NL": 0.13, "IQ4_XS": 0.13}
 GGUF_ARCH = {"llama": "llama", "mixtral": "llama", "qwen3moe": "qwen3moe", "olmoe": "olmoe",
              "qwen2moe": "qwen2moe", "gemma3": "gemma3"}
 MOE = {"llama": False, "mixtral": True, "qwen3moe": True, "olmoe": True, "qwen2moe": True,
@@ -78,8 +80,9 @@ def arch_defaults(arch, **kw):
     return p
 
 
-# llama-quant.cpp tensor_type_fallback: a K-quant tensor whose rows are not whole 256-blocks
-FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+# llama-quant.cpp tensor_type_fallback: a K-quant (IQ4_XS) tensor whose rows are not whole
+# 256-blocks
+FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0", "IQ4_XS": "IQ4_NL"}
 
 
 def down(ty, cols):
@@ -689,7 +692,9 @@ def main():
         r, _ = mkmodel("--arch", arch, "--dim", "256", "--ffn", "256", *moe, out=f32)
         if not expect(r.returncode == 0, f"{arch} 256 F32: {r.stderr}"):
             continue
-        for ty in ("Q4_K", "Q5_K", "Q6_K"):
+        for ty in ("Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "IQ4_NL"):
+            if ty.startswith("IQ4") and arch not in ("llama", "qwen2moe"):
+                continue  # the IQ4 quantizer's scale search is slow in a -O0 build
             p["type"] = ty
             path = os.path.join(TMP, f"{arch}-{ty}.gguf")
             r, _ = mkmodel("--arch", arch, "--dim", "256", "--ffn", "256", *moe, "--type", ty,
@@ -701,8 +706,8 @@ def main():
             print(f"ok   {arch} {ty}")
 
     # -- K-quant FFN widths that are not whole 256-blocks: the down projections take
-    #    llama.cpp's fallback type (Q5_0 / Q5_1 / Q8_0), as its quantizer writes them
-    for ty in ("Q4_K", "Q5_K", "Q6_K"):
+    #    llama.cpp's fallback type (Q5_0 / Q5_1 / Q8_0 / IQ4_NL), as its quantizer writes them
+    for ty in ("Q4_K", "Q5_K", "Q6_K", "IQ4_XS"):
         p = arch_defaults("qwen2moe", layers=1, dim=256, ffn=384, shexp=416, experts=4, type=ty)
         r, path = mkmodel("--arch", "qwen2moe", "--layers", "1", "--dim", "256", "--ffn", "384",
                           "--shared-ffn", "416", "--experts", "4", "--type", ty)

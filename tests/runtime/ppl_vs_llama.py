@@ -1,7 +1,16 @@
 """Manual parity check (issue 34): `sluice perplexity` against llama.cpp's llama-perplexity on
 mkmodel's F32 files, every architecture mkmodel writes (or those named), within 1e-4 relative.
 
-usage: python ppl_vs_llama.py SLUICE_BINARY [--llama DIR] [--ctx N] [ARCH ...]
+usage: python ppl_vs_llama.py SLUICE_BINARY [--llama DIR] [--ctx N] [--type T] [--tol R] [ARCH ...]
+
+--type writes the files in another weight type (default F32); --tol is the relative tolerance
+(default 1e-4 for F32, 2e-3 for quantized types: both sides quantize activations to Q8 for
+quantized weights, and llama.cpp's SIMD Q8 quantizers round ties to even where the reference
+ones Sluice is bit-exact to round them away, so the logits differ in the last quant of a few
+activations). Measured 2026-11-29, ctx 128, qwen2moe: IQ4_XS 6.1e-4, IQ4_NL 2.0e-4, Q4_K 8.3e-4,
+Q4_0 3.1e-4, MXFP4 3.8e-4; every arch within 2e-3 for IQ4_NL/IQ4_XS but gemma3 (2.6e-3/6.4e-3;
+Q4_K 5.6e-3: its PPL ~1e25..1e110 amplifies), deepseek2 (5.2e-3/5.9e-3; Q4_K 1.1e-2, Q4_0
+3.0e-3) and mixtral IQ4_XS (2.2e-3): the same spread as the older quantized types.
 
 DIR holds llama-perplexity (default: $SLUICE_PEER_LLAMA_BIN, else .peer/build-0.3.36-cpu/bin,
 which tools/peer/llama.cpp builds); not a Bazel target (CI has no peer). The text is a fixed
@@ -38,17 +47,23 @@ def main():
         return 2
     sluice, rest = args[0], args[1:]
     llama = os.environ.get("SLUICE_PEER_LLAMA_BIN", ".peer/build-0.3.36-cpu/bin")
-    ctx = 128
+    ctx, wtype, tol = 128, "F32", None
     while rest and rest[0].startswith("--"):
         flag, val, rest = rest[0], rest[1], rest[2:]
         if flag == "--llama":
             llama = val
         elif flag == "--ctx":
             ctx = int(val)
+        elif flag == "--type":
+            wtype = val
+        elif flag == "--tol":
+            tol = float(val)
         else:
             print(f"unknown flag {flag}")
             return 2
     archs = rest or ARCHS
+    if tol is None:
+        tol = 1e-4 if wtype == "F32" else 2e-3
     peer = os.path.join(llama, "llama-perplexity")
     if not os.access(peer, os.X_OK):
         print(f"no llama-perplexity in {llama} (tools/peer/llama.cpp builds it)")
@@ -61,7 +76,7 @@ def main():
     ok = True
     for arch in archs:
         model = os.path.join(tmp, f"{arch}.gguf")
-        r = subprocess.run([sluice, "mkmodel", "--arch", arch, "--type", "F32", "--ctx",
+        r = subprocess.run([sluice, "mkmodel", "--arch", arch, "--type", wtype, "--ctx",
                             str(max(ctx, 256)), "-o", model], capture_output=True, text=True)
         if r.returncode:
             print(f"{arch}: mkmodel failed: {r.stderr.strip()}")
@@ -89,7 +104,7 @@ def main():
             ok = False
             continue
         rel = abs(a - b) / b
-        good = rel <= 1e-4
+        good = rel <= tol
         ok &= good
         print(f"{arch:10s} sluice {a:.4f}  llama.cpp {b:.4f}  rel {rel:.1e}  "
               f"{'ok' if good else 'FAIL'}")

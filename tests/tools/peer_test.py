@@ -182,19 +182,19 @@ def main():
         return r, rows
     r, rows = sweep_rows()
     run_rows = [x for x in rows if x[7] != "skipped"]
-    expect(r.returncode == 0 and len(rows) == 8 and len(run_rows) == 7,
-           f"--sweep --dry-run: 8 rows, 7 to run ({r.stdout[-400:]} {r.stderr[-300:]})")
+    expect(r.returncode == 0 and len(rows) == 8 and len(run_rows) == 8,
+           f"--sweep --dry-run: 8 rows, all to run ({r.stdout[-400:]} {r.stderr[-300:]})")
     axes = {1: {"off", "on"}, 2: {"8", "32", "64", "128"}, 3: {"2", "4", "6", "8"},
             4: {"256", "384", "768", "1408", "2048"}, 5: {"768", "1024", "2048"}}
     covered = all({x[c] for x in run_rows} == v for c, v in axes.items())
     types = {x[6].split("/")[0] for x in run_rows}
-    expect(covered and types == {"Q4_K", "Q5_K", "Q6_K", "Q8_0", "MXFP4"},
+    expect(covered and types == {"Q4_K", "Q5_K", "Q6_K", "Q8_0", "MXFP4", "IQ4_XS"},
            f"every value of every axis in a row that runs ({rows})")
-    expect([x[6].split("/")[0] for x in rows if x[7] == "skipped"] == ["IQ4_XS"],
-           "IQ4_XS (no quantizer) listed as skipped")
-    down_ok = all(("/down " in x[6]) == (x[6].startswith(("Q4_K", "Q5_K", "Q6_K")) and
+    expect(not [x for x in rows if x[7] == "skipped"], "no row skipped (IQ4_XS has a quantizer)")
+    down_ok = all(("/down " in x[6]) == (x[6].startswith(("Q4_K", "Q5_K", "Q6_K", "IQ4_XS")) and
                                          int(x[4]) % 256 != 0) for x in run_rows)
-    expect(down_ok, "K-quant rows whose FFN is not whole 256-blocks name their down type")
+    expect(down_ok, "K-quant / IQ4_XS rows whose FFN is not whole 256-blocks name their down "
+           "type")
     _, again = sweep_rows()
     _, other = sweep_rows("--seed", "2")
     expect(again == rows and other != rows, "the sample is the seed's: same seed, same rows")

@@ -26,6 +26,7 @@
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/cuda/bench.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
 #include "kernels/ref/repack.h"
@@ -137,8 +138,8 @@ static int usage(FILE *f, int rc)
             "  (default 14336 x 4096, Q4_K and Q8_0, every SIMD ISA of this CPU, 20 reps) next\n"
             "  to a streaming-read roofline with the same threads; --isa scalar|avx2|avx512\n"
             "  measures one ISA only. Types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K\n"
-            "  Q6_K MXFP4, and Q4_K_R8 (Q4_K repacked eight rows at a time, as the loader\n"
-            "  does; R a multiple of 8).\n");
+            "  Q6_K MXFP4 IQ4_NL IQ4_XS (the GPU part: the types its GEMV has), and Q4_K_R8\n"
+            "  (Q4_K repacked eight rows at a time, as the loader does; R a multiple of 8).\n");
     return rc;
 }
 
@@ -206,7 +207,7 @@ int sl_bench_kernels(int argc, char **argv)
             return 2;
         }
         types[n_types++] = r8 ? SL_TYPE_Q4_K_R8 : ti->code;
-        if (!r8) gpu_types[n_gpu++] = ti->code;
+        if (!r8 && sl_cuda_gemv_supported(ti->code)) gpu_types[n_gpu++] = ti->code;
     }
     if (!n_types) {
         fprintf(stderr, "sluice bench kernels: --types '%s' lists no type\n", types_arg);

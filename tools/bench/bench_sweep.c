@@ -13,9 +13,9 @@
  *
  * Each row is a file `mkmodel` writes (the library, tools/synth: --layers, heads dim / 128,
  * the shared expert 2 x the expert FFN); down projections whose rows are not whole 256-blocks
- * of a K-quant are written in llama.cpp's fallback type (sl_synth_fallback_type: what its
- * quantizer does), which the table shows as "Q4_K/down Q5_0". A type mkmodel cannot quantize
- * (IQ4_XS: no quantizer, and Sluice has no IQ4_XS kernel yet) is listed as skipped.
+ * of a K-quant or IQ4_XS are written in llama.cpp's fallback type (sl_synth_fallback_type: what
+ * its quantizer does), which the table shows as "Q4_K/down Q5_0". A type mkmodel cannot
+ * quantize (none of today's axis) is listed as skipped.
  * Files are kept in --dir and reused when present (their names carry every parameter).
  *
  * Then for each thread count `bench compare -m FILE -p 64,512 -n 32 -t T -r R --json` runs
@@ -119,7 +119,7 @@ static void usage(FILE *f)
           "the table shows the medians of the R rounds, their ratio and the load average.\n"
           "\n"
           "  --rows N        rows sampled from the grid (default 8, 1..64), each type\n"
-          "                  mkmodel cannot write (IQ4_XS) one of them, listed as skipped\n"
+          "                  mkmodel cannot write one of them, listed as skipped\n"
           "  --seed S        the sample's seed (default 1)\n"
           "  -r R            rounds per row and thread count (default 5)\n"
           "  -t LIST         thread counts (default 1,2; at most 4)\n"
@@ -269,7 +269,7 @@ static int make_file(sweep *s, sweep_row *r)
     sl_error err = {0};
     const sl_status vst = sl_synth_validate(&p, &err);
     if (vst == SL_ERR_UNSUPPORTED) {
-        r->skipped = true; /* e.g. IQ4_XS: no quantizer */
+        r->skipped = true; /* a type without a quantizer */
         fprintf(stderr, "%s: row skipped: %s\n", k_cmd, err.msg);
         return 0;
     }

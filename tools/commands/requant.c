@@ -20,11 +20,11 @@ static void usage(FILE *f)
           "\n"
           "Rewrites the matching tensors (a POSIX extended regex matched against the whole\n"
           "name, so a plain name matches itself) in type T (F32, F16, BF16, Q4_0, Q4_1, Q5_0,\n"
-          "Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, ...), keeping every other tensor's bytes and every\n"
-          "key. OUT is checked like every output (never an input of the run); with --in-place\n"
-          "OUT must be FILE itself, replaced atomically (written beside it, then renamed), so a\n"
-          "model that has FILE open reloads it with sl_reload_changed / --hotswap. A shard of a\n"
-          "set is rewritten alone.\n",
+          "Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, ...), keeping every other tensor's\n"
+          "bytes and every key. OUT is checked like every output (never an input of the run);\n"
+          "with --in-place OUT must be FILE itself, replaced atomically (written beside it,\n"
+          "then renamed), so a model that has FILE open reloads it with sl_reload_changed /\n"
+          "--hotswap. A shard of a set is rewritten alone.\n",
           f);
 }
 

@@ -20,8 +20,9 @@
  * experts only, the others Q8_0, as gpt-oss's files and llama.cpp's MXFP4_MOE); norms, biases, the
  * router and the shared-expert gate stay F32, as llama.cpp's converter and quantizer keep them
  * (1-D tensors and ffn_gate_inp are never quantized). FFN down projections whose rows (--ffn,
- * --shared-ffn) are not whole 256-blocks of a K-quant take llama.cpp's fallback type
- * (sl_synth_fallback_type: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), as its quantizer does.
+ * --shared-ffn) are not whole 256-blocks of a K-quant or IQ4_XS take llama.cpp's fallback type
+ * (sl_synth_fallback_type: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL), as its
+ * quantizer does.
  * Gemma norms: convert_hf_to_gguf.py (Gemma3Model.modify_tensors) stores 1 + w for every
  * "*norm.weight" (HF's Gemma3RMSNorm computes x * (1 + w)), so llama.cpp and we multiply by the
  * stored value as for every other arch; the synthetic stored values are 1 + 0.02 g like all
@@ -246,6 +247,8 @@ uint32_t sl_synth_file_type(uint32_t type)
     case SL_GGML_Q5_K: return 16; /* LLAMA_FTYPE_MOSTLY_Q5_K_S */
     case SL_GGML_Q6_K: return 18; /* LLAMA_FTYPE_MOSTLY_Q6_K */
     case SL_GGML_BF16: return 32; /* LLAMA_FTYPE_MOSTLY_BF16 */
+    case SL_GGML_IQ4_NL: return 25; /* LLAMA_FTYPE_MOSTLY_IQ4_NL */
+    case SL_GGML_IQ4_XS: return 30; /* LLAMA_FTYPE_MOSTLY_IQ4_XS */
     /* gpt-oss's own files: experts MXFP4, the other matmul weights Q8_0 */
     case SL_GGML_MXFP4: return 38; /* LLAMA_FTYPE_MOSTLY_MXFP4_MOE */
     default: return UINT32_MAX;

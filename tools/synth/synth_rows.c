@@ -274,6 +274,8 @@ static int scale_fields(uint32_t type, size_t off[2])
     case SL_GGML_Q5_0: off[0] = offsetof(sl_block_q5_0, d); return 1;
     case SL_GGML_Q8_0: off[0] = offsetof(sl_block_q8_0, d); return 1;
     case SL_GGML_Q6_K: off[0] = offsetof(sl_block_q6_K, d); return 1;
+    case SL_GGML_IQ4_NL: off[0] = offsetof(sl_block_iq4_nl, d); return 1;
+    case SL_GGML_IQ4_XS: off[0] = offsetof(sl_block_iq4_xs, d); return 1;
     case SL_GGML_Q4_1:
         off[0] = offsetof(sl_block_q4_1, d), off[1] = offsetof(sl_block_q4_1, m);
         return 2;
