@@ -777,6 +777,15 @@ static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, i
     }
 }
 
+#if SL_MV_AVX512
+/* the K-quants' VNNI kernel: gemm_k_vnni_tmpl.h, which matvec_avx512.c includes next */
+static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
+                                  int64_t i1);
+#define SL_GEMM_K SL_MV_SUFFIX(gemm_kv)
+#else
+#define SL_GEMM_K SL_MV_SUFFIX(gemm_k)
+#endif
+
 sl__gemm_fn SL_MV_SUFFIX(sl__gemm)(uint32_t type)
 {
     switch (type) {
@@ -789,7 +798,8 @@ sl__gemm_fn SL_MV_SUFFIX(sl__gemm)(uint32_t type)
     case SL_GGML_Q4_K:
     case SL_TYPE_Q4_K_R8:
     case SL_GGML_Q5_K:
-    case SL_GGML_Q6_K: return SL_MV_SUFFIX(gemm_k);
+    case SL_GGML_Q6_K: return SL_GEMM_K;
     default: return NULL;
     }
 }
+#undef SL_GEMM_K
