@@ -27,7 +27,7 @@
 
 enum {
     GKV_V = 2,  /* 16-token panels per token group (and per micro-kernel at most) */
-    GKV_R = 4,  /* rows per micro-kernel at most */
+    GKV_R = 8,  /* rows per micro-kernel at most (4 with 2 panels) */
     GKV_SG = 32 /* rows whose float lanes live in memory at once (a multiple of 8: Q4_K_R8) */
 };
 
@@ -40,20 +40,55 @@ typedef struct gkv_panel {
     _Alignas(64) float d[GK_PCH][16];
 } gkv_panel;
 
+/* The 16x16 transpose of 32-bit groups: o[g] gets group g of r[0..15] (group g of r[k] at
+ * group k). Three rounds of in-lane unpacks and 128-bit lane shuffles, 64 shuffles in all:
+ * about half what 16 gathers of the same groups cost. */
+static inline void SL_MV_SUFFIX(gkv_transpose16)(const __m512i r[16], __m512i o[16])
+{
+    __m512i t[16], u[16];
+    for (int k = 0; k < 16; k += 2) {
+        t[k] = _mm512_unpacklo_epi32(r[k], r[k + 1]);
+        t[k + 1] = _mm512_unpackhi_epi32(r[k], r[k + 1]);
+    }
+    /* u[4i + e], 128-bit lane L: group 4L + e of r[4i..4i+3] */
+    for (int i = 0; i < 4; i++) {
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int e = 0; e < 4; e++) {
+        const __m512i v0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44);
+        const __m512i v1 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xEE);
+        const __m512i v2 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44);
+        const __m512i v3 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xEE);
+        o[e] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+        o[4 + e] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+        o[8 + e] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+        o[12 + e] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+    }
+}
+
 /* Tokens t0..t0+15 (past n_tok: the last token again), super-blocks [b0, b1). off: the
- * tokens' row offsets from token t0 (gkv_offsets). */
+ * tokens' row offsets from token t0 (gkv_offsets); x0: token t0's row. */
 static void SL_MV_SUFFIX(gkv_panel_build)(const char *x0, __m512i off, int64_t b0, int64_t b1,
                                           gkv_panel *p)
 {
+    int32_t o32[16];
+    _mm512_storeu_si512(o32, off);
     for (int64_t b = b0; b < b1; b++) {
-        const int64_t i = b - b0;
-        const char *sb = x0 + b * (int64_t)sizeof(sl_block_q8_K);
-        for (int g = 0; g < 64; g++)
-            _mm512_store_si512(p->q[i][g], _mm512_i32gather_epi32(off, sb + 4 + 4 * g, 1));
+        const int64_t i = b - b0, sb = b * (int64_t)sizeof(sl_block_q8_K);
+        for (int c = 0; c < 4; c++) { /* elements 64c..64c+63: groups 16c..16c+15 */
+            __m512i r[16], o[16];
+            for (int k = 0; k < 16; k++)
+                r[k] = _mm512_loadu_si512(x0 + o32[k] + sb + 4 + 64 * c);
+            SL_MV_SUFFIX(gkv_transpose16)(r, o);
+            for (int g = 0; g < 16; g++) _mm512_store_si512(p->q[i][16 * c + g], o[g]);
+        }
         for (int j = 0; j < 8; j++)
             _mm512_store_si512(p->bs[i][j],
-                               _mm512_i32gather_epi32(off, sb + 4 + SL_QK_K + 4 * j, 1));
-        _mm512_store_ps(p->d[i], _mm512_i32gather_ps(off, sb, 1));
+                               _mm512_i32gather_epi32(off, x0 + sb + 4 + SL_QK_K + 4 * j, 1));
+        _mm512_store_ps(p->d[i], _mm512_i32gather_ps(off, x0 + sb, 1));
     }
 }
 
@@ -72,86 +107,84 @@ typedef float gkv_lanes[GKV_V][8][16];
  * 32, sub-blocks of 16). */
 enum { GKV_MINS, GKV_OFFSET };
 
-/* Super-blocks [b0, b1) (chunk-relative i = b - c0) of R unpacked rows u[] against V panels,
- * their float terms added to lt[r][v][b % 8]. */
+/* One super-block of R unpacked rows u[] (their super-block ui) against V panels (their
+ * super-block pi), its float terms added to lane l of lt[r][v]. */
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
     const gk_buf *const *u, const gkv_panel *p, const int R, const int V, const int KIND,
-    int64_t c0, int64_t b0, int64_t b1, gkv_lanes *lt)
+    int64_t ui, int64_t pi, int l, gkv_lanes *lt)
 {
     const int G = KIND == GKV_MINS ? 8 : 4; /* 4-byte groups per sub-block */
-    for (int64_t b = b0; b < b1; b++) {
-        const int64_t i = b - c0;
-        __m512i acc[GKV_R][GKV_V], vm[GKV_R][GKV_V];
+    __m512i acc[GKV_R][GKV_V], vm[GKV_R][GKV_V];
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) acc[r][v] = vm[r][v] = _mm512_setzero_si512();
+    for (int j = 0; j < 64 / G; j++) {
+        __m512i s[GKV_R][GKV_V];
         for (int r = 0; r < R; r++)
-            for (int v = 0; v < V; v++) acc[r][v] = vm[r][v] = _mm512_setzero_si512();
-        for (int j = 0; j < 64 / G; j++) {
-            __m512i s[GKV_R][GKV_V];
-            for (int r = 0; r < R; r++)
-                for (int v = 0; v < V; v++) s[r][v] = _mm512_setzero_si512();
+            for (int v = 0; v < V; v++) s[r][v] = _mm512_setzero_si512();
 #if defined(__clang__)
 #pragma clang loop unroll(full)
 #endif
-            for (int g = j * G; g < j * G + G; g++) {
-                __m512i x[GKV_V];
-                for (int v = 0; v < V; v++) x[v] = _mm512_load_si512(p[v].q[i][g]);
-                for (int r = 0; r < R; r++) {
-                    int32_t w4;
-                    memcpy(&w4, u[r]->q[i] + 4 * g, 4);
-                    const __m512i wv = _mm512_set1_epi32(w4);
-                    for (int v = 0; v < V; v++) s[r][v] = _mm512_dpbusd_epi32(s[r][v], wv, x[v]);
-                }
-            }
+        for (int g = j * G; g < j * G + G; g++) {
+            __m512i x[GKV_V];
+            for (int v = 0; v < V; v++) x[v] = _mm512_load_si512(p[v].q[pi][g]);
             for (int r = 0; r < R; r++) {
-                const __m512i sc = _mm512_set1_epi32(u[r]->s16[i][j * G / 4]);
-                for (int v = 0; v < V; v++)
-                    acc[r][v] = _mm512_add_epi32(acc[r][v], _mm512_mullo_epi32(s[r][v], sc));
+                int32_t w4;
+                memcpy(&w4, u[r]->q[ui] + 4 * g, 4);
+                const __m512i wv = _mm512_set1_epi32(w4);
+                for (int v = 0; v < V; v++) s[r][v] = _mm512_dpbusd_epi32(s[r][v], wv, x[v]);
             }
         }
-        for (int j = 0; j < 8; j++) {
-            __m512i bs[GKV_V];
-            for (int v = 0; v < V; v++) bs[v] = _mm512_load_si512(p[v].bs[i][j]);
-            for (int r = 0; r < R; r++) {
-                int32_t w2;
-                memcpy(&w2, &u[r]->bw[i][2 * j], 4);
-                const __m512i bw = _mm512_set1_epi32(w2);
-                for (int v = 0; v < V; v++) vm[r][v] = _mm512_dpwssd_epi32(vm[r][v], bs[v], bw);
-            }
-        }
-        /* the reference's term_k (Q4_K/Q5_K) or term_d (Q6_K), element-wise */
         for (int r = 0; r < R; r++) {
-            const __m512 dw = _mm512_set1_ps(u[r]->d[i]), mw = _mm512_set1_ps(u[r]->dmin[i]);
-            for (int v = 0; v < V; v++) {
-                const __m512 dx = _mm512_load_ps(p[v].d[i]);
-                __m512 t;
-                if (KIND == GKV_OFFSET) {
-                    const __m512i q = _mm512_sub_epi32(acc[r][v], _mm512_slli_epi32(vm[r][v], 5));
-                    t = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_mul_ps(dw, dx));
-                } else {
-                    const __m512 a =
-                        _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), _mm512_mul_ps(dw, dx));
-                    t = _mm512_sub_ps(
-                        a, _mm512_mul_ps(_mm512_cvtepi32_ps(vm[r][v]), _mm512_mul_ps(mw, dx)));
-                }
-                float *l = lt[r][v][b % 8];
-                _mm512_store_ps(l, _mm512_add_ps(_mm512_load_ps(l), t));
+            const __m512i sc = _mm512_set1_epi32(u[r]->s16[ui][j * G / 4]);
+            for (int v = 0; v < V; v++)
+                acc[r][v] = _mm512_add_epi32(acc[r][v], _mm512_mullo_epi32(s[r][v], sc));
+        }
+    }
+    for (int j = 0; j < 8; j++) {
+        __m512i bs[GKV_V];
+        for (int v = 0; v < V; v++) bs[v] = _mm512_load_si512(p[v].bs[pi][j]);
+        for (int r = 0; r < R; r++) {
+            int32_t w2;
+            memcpy(&w2, &u[r]->bw[ui][2 * j], 4);
+            const __m512i bw = _mm512_set1_epi32(w2);
+            for (int v = 0; v < V; v++) vm[r][v] = _mm512_dpwssd_epi32(vm[r][v], bs[v], bw);
+        }
+    }
+    /* the reference's term_k (Q4_K/Q5_K) or term_d (Q6_K), element-wise */
+    for (int r = 0; r < R; r++) {
+        const __m512 dw = _mm512_set1_ps(u[r]->d[ui]), mw = _mm512_set1_ps(u[r]->dmin[ui]);
+        for (int v = 0; v < V; v++) {
+            const __m512 dx = _mm512_load_ps(p[v].d[pi]);
+            __m512 t;
+            if (KIND == GKV_OFFSET) {
+                const __m512i q = _mm512_sub_epi32(acc[r][v], _mm512_slli_epi32(vm[r][v], 5));
+                t = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_mul_ps(dw, dx));
+            } else {
+                const __m512 a =
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), _mm512_mul_ps(dw, dx));
+                t = _mm512_sub_ps(
+                    a, _mm512_mul_ps(_mm512_cvtepi32_ps(vm[r][v]), _mm512_mul_ps(mw, dx)));
             }
+            float *lp = lt[r][v][l];
+            _mm512_store_ps(lp, _mm512_add_ps(_mm512_load_ps(lp), t));
         }
     }
 }
 
-typedef void (*gkv_micro_fn)(const gk_buf *const *, const gkv_panel *, int64_t, int64_t, int64_t,
+typedef void (*gkv_micro_fn)(const gk_buf *const *, const gkv_panel *, int64_t, int64_t, int,
                              gkv_lanes *);
 
 #define SL_GKV_MICRO(KIND, R, V)                                                              \
     static void SL_MV_SUFFIX(gkv_##KIND##_##R##_##V)(const gk_buf *const *u,                 \
-                                                      const gkv_panel *p, int64_t c0,         \
-                                                      int64_t b0, int64_t b1, gkv_lanes *lt)  \
+                                                      const gkv_panel *p, int64_t ui,         \
+                                                      int64_t pi, int l, gkv_lanes *lt)       \
     {                                                                                         \
-        SL_MV_SUFFIX(gkv_micro)(u, p, R, V, KIND, c0, b0, b1, lt);                            \
+        SL_MV_SUFFIX(gkv_micro)(u, p, R, V, KIND, ui, pi, l, lt);                             \
     }
 #define SL_GKV_MICRO_R(KIND, V)                                                               \
     SL_GKV_MICRO(KIND, 1, V) SL_GKV_MICRO(KIND, 2, V) SL_GKV_MICRO(KIND, 3, V)                \
-    SL_GKV_MICRO(KIND, 4, V)
+    SL_GKV_MICRO(KIND, 4, V) SL_GKV_MICRO(KIND, 5, V) SL_GKV_MICRO(KIND, 6, V)                \
+    SL_GKV_MICRO(KIND, 7, V) SL_GKV_MICRO(KIND, 8, V)
 SL_GKV_MICRO_R(GKV_MINS, 1)
 SL_GKV_MICRO_R(GKV_MINS, 2)
 SL_GKV_MICRO_R(GKV_OFFSET, 1)
@@ -161,14 +194,14 @@ SL_GKV_MICRO_R(GKV_OFFSET, 2)
 
 /* [kind][V - 1][R - 1] */
 static const gkv_micro_fn SL_MV_SUFFIX(gkv_micros)[2][GKV_V][GKV_R] = {
-    {{SL_MV_SUFFIX(gkv_GKV_MINS_1_1), SL_MV_SUFFIX(gkv_GKV_MINS_2_1),
-      SL_MV_SUFFIX(gkv_GKV_MINS_3_1), SL_MV_SUFFIX(gkv_GKV_MINS_4_1)},
-     {SL_MV_SUFFIX(gkv_GKV_MINS_1_2), SL_MV_SUFFIX(gkv_GKV_MINS_2_2),
-      SL_MV_SUFFIX(gkv_GKV_MINS_3_2), SL_MV_SUFFIX(gkv_GKV_MINS_4_2)}},
-    {{SL_MV_SUFFIX(gkv_GKV_OFFSET_1_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_2_1),
-      SL_MV_SUFFIX(gkv_GKV_OFFSET_3_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_4_1)},
-     {SL_MV_SUFFIX(gkv_GKV_OFFSET_1_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_2_2),
-      SL_MV_SUFFIX(gkv_GKV_OFFSET_3_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_4_2)}},
+    {
+        {SL_MV_SUFFIX(gkv_GKV_MINS_1_1), SL_MV_SUFFIX(gkv_GKV_MINS_2_1), SL_MV_SUFFIX(gkv_GKV_MINS_3_1), SL_MV_SUFFIX(gkv_GKV_MINS_4_1), SL_MV_SUFFIX(gkv_GKV_MINS_5_1), SL_MV_SUFFIX(gkv_GKV_MINS_6_1), SL_MV_SUFFIX(gkv_GKV_MINS_7_1), SL_MV_SUFFIX(gkv_GKV_MINS_8_1)},
+        {SL_MV_SUFFIX(gkv_GKV_MINS_1_2), SL_MV_SUFFIX(gkv_GKV_MINS_2_2), SL_MV_SUFFIX(gkv_GKV_MINS_3_2), SL_MV_SUFFIX(gkv_GKV_MINS_4_2), SL_MV_SUFFIX(gkv_GKV_MINS_5_2), SL_MV_SUFFIX(gkv_GKV_MINS_6_2), SL_MV_SUFFIX(gkv_GKV_MINS_7_2), SL_MV_SUFFIX(gkv_GKV_MINS_8_2)},
+    },
+    {
+        {SL_MV_SUFFIX(gkv_GKV_OFFSET_1_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_2_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_3_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_4_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_5_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_6_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_7_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_8_1)},
+        {SL_MV_SUFFIX(gkv_GKV_OFFSET_1_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_2_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_3_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_4_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_5_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_6_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_7_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_8_2)},
+    },
 };
 
 /* Unpacks super-blocks [c0, c1) of rows s0 + k0 .. + nr into ub, pointing ur[m] at row m's. */
@@ -219,6 +252,7 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
     for (int64_t t0 = 0; t0 < a->n_tok;) {
         const int64_t left = a->n_tok - t0;
         const int nv = left > 16 ? GKV_V : 1;
+        const int rmax = nv == 1 ? GKV_R : GKV_R / 2; /* registers: 2 x R x V accumulators */
         const int64_t nt = left < 16 * nv ? left : 16 * nv;
         const char *x0[GKV_V];
         __m512i off[GKV_V];
@@ -238,12 +272,16 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
                 const int64_t c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
                 for (int v = 0; !one_chunk && v < nv; v++)
                     SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, &p[v]);
-                for (int64_t k0 = 0; k0 < ns; k0 += GKV_R) {
-                    const int nr = ns - k0 < GKV_R ? (int)(ns - k0) : GKV_R;
-                    const gk_buf *ur[GKV_R];
-                    SL_MV_SUFFIX(gkv_unpack)(t, a, s0 + k0, nr, c0, c1, ub, ur);
-                    SL_MV_SUFFIX(gkv_micros)[kind][nv - 1][nr - 1](ur, p, c0, c0, c1, &lt[k0]);
-                }
+                /* super-block by super-block: the panels' one super-block (8 KiB) and the
+                 * rows' stay in L1 while every row group meets them */
+                for (int64_t b = c0; b < c1; b++)
+                    for (int64_t k0 = 0; k0 < ns; k0 += rmax) {
+                        const int nr = ns - k0 < rmax ? (int)(ns - k0) : rmax;
+                        const gk_buf *ur[GKV_R];
+                        SL_MV_SUFFIX(gkv_unpack)(t, a, s0 + k0, nr, b, b + 1, ub, ur);
+                        SL_MV_SUFFIX(gkv_micros)[kind][nv - 1][nr - 1](ur, p, 0, b - c0, (int)(b % 8),
+                                                                        &lt[k0]);
+                    }
             }
             /* token by token, so that a token's stores of the row group share cache lines */
             _Alignas(64) float res[GKV_SG][16 * GKV_V];
@@ -265,7 +303,12 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
             }
             for (int64_t tt = 0; tt < nt; tt++) {
                 float *y = a->y + (t0 + tt) * a->y_stride;
-                for (int64_t k = 0; k < ns; k++) y[out[k]] = res[k][tt];
+                /* plain stores: the empty asm keeps clang from turning them into slower
+                 * gathers and scatters */
+                for (int64_t k = 0; k < ns; k++) {
+                    __asm__("" : "+r"(y));
+                    y[out[k]] = res[k][tt];
+                }
             }
         }
         t0 += nt;
