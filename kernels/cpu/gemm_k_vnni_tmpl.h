@@ -28,7 +28,10 @@
 enum {
     GKV_V = 2,  /* 16-token panels per token group (and per micro-kernel at most) */
     GKV_R = 8,  /* rows per micro-kernel at most (4 with 2 panels) */
-    GKV_SG = 32 /* rows whose float lanes live in memory at once (a multiple of 8: Q4_K_R8) */
+    GKV_SG = 32, /* rows whose float lanes live in memory at once (a multiple of 8: Q4_K_R8) */
+    /* a last group of at most this many tokens goes to gemm_k's 8-token panels (ymm, half the
+     * lanes): on 4 and 8 tokens they ran as fast or faster than a 16-token panel */
+    GKV_NARROW = 8
 };
 
 /* 16 tokens' Q8_K super-blocks [b0, b0 + GK_PCH): q[i][g] holds bytes 4g..4g+3 of the tokens'
@@ -181,28 +184,30 @@ typedef void (*gkv_micro_fn)(const gk_buf *const *, const gkv_panel *, int64_t, 
     {                                                                                         \
         SL_MV_SUFFIX(gkv_micro)(u, p, R, V, KIND, ui, pi, l, lt);                             \
     }
-#define SL_GKV_MICRO_R(KIND, V)                                                               \
+#define SL_GKV_MICRO_R4(KIND, V)                                                              \
     SL_GKV_MICRO(KIND, 1, V) SL_GKV_MICRO(KIND, 2, V) SL_GKV_MICRO(KIND, 3, V)                \
-    SL_GKV_MICRO(KIND, 4, V) SL_GKV_MICRO(KIND, 5, V) SL_GKV_MICRO(KIND, 6, V)                \
+    SL_GKV_MICRO(KIND, 4, V)
+#define SL_GKV_MICRO_R8(KIND, V)                                                              \
+    SL_GKV_MICRO_R4(KIND, V) SL_GKV_MICRO(KIND, 5, V) SL_GKV_MICRO(KIND, 6, V)                \
     SL_GKV_MICRO(KIND, 7, V) SL_GKV_MICRO(KIND, 8, V)
-SL_GKV_MICRO_R(GKV_MINS, 1)
-SL_GKV_MICRO_R(GKV_MINS, 2)
-SL_GKV_MICRO_R(GKV_OFFSET, 1)
-SL_GKV_MICRO_R(GKV_OFFSET, 2)
-#undef SL_GKV_MICRO_R
+SL_GKV_MICRO_R8(GKV_MINS, 1)
+SL_GKV_MICRO_R4(GKV_MINS, 2)
+SL_GKV_MICRO_R8(GKV_OFFSET, 1)
+SL_GKV_MICRO_R4(GKV_OFFSET, 2)
+#undef SL_GKV_MICRO_R8
+#undef SL_GKV_MICRO_R4
 #undef SL_GKV_MICRO
 
-/* [kind][V - 1][R - 1] */
-static const gkv_micro_fn SL_MV_SUFFIX(gkv_micros)[2][GKV_V][GKV_R] = {
-    {
-        {SL_MV_SUFFIX(gkv_GKV_MINS_1_1), SL_MV_SUFFIX(gkv_GKV_MINS_2_1), SL_MV_SUFFIX(gkv_GKV_MINS_3_1), SL_MV_SUFFIX(gkv_GKV_MINS_4_1), SL_MV_SUFFIX(gkv_GKV_MINS_5_1), SL_MV_SUFFIX(gkv_GKV_MINS_6_1), SL_MV_SUFFIX(gkv_GKV_MINS_7_1), SL_MV_SUFFIX(gkv_GKV_MINS_8_1)},
-        {SL_MV_SUFFIX(gkv_GKV_MINS_1_2), SL_MV_SUFFIX(gkv_GKV_MINS_2_2), SL_MV_SUFFIX(gkv_GKV_MINS_3_2), SL_MV_SUFFIX(gkv_GKV_MINS_4_2), SL_MV_SUFFIX(gkv_GKV_MINS_5_2), SL_MV_SUFFIX(gkv_GKV_MINS_6_2), SL_MV_SUFFIX(gkv_GKV_MINS_7_2), SL_MV_SUFFIX(gkv_GKV_MINS_8_2)},
-    },
-    {
-        {SL_MV_SUFFIX(gkv_GKV_OFFSET_1_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_2_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_3_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_4_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_5_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_6_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_7_1), SL_MV_SUFFIX(gkv_GKV_OFFSET_8_1)},
-        {SL_MV_SUFFIX(gkv_GKV_OFFSET_1_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_2_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_3_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_4_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_5_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_6_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_7_2), SL_MV_SUFFIX(gkv_GKV_OFFSET_8_2)},
-    },
-};
+/* [kind][V - 1][R - 1]; two panels take at most GKV_R / 2 rows */
+#define GKV_F(K, R, V) SL_MV_SUFFIX(gkv_##K##_##R##_##V)
+#define GKV_ROW(K)                                                                            \
+    {{GKV_F(K, 1, 1), GKV_F(K, 2, 1), GKV_F(K, 3, 1), GKV_F(K, 4, 1), GKV_F(K, 5, 1),           \
+      GKV_F(K, 6, 1), GKV_F(K, 7, 1), GKV_F(K, 8, 1)},                                        \
+     {GKV_F(K, 1, 2), GKV_F(K, 2, 2), GKV_F(K, 3, 2), GKV_F(K, 4, 2)}}
+static const gkv_micro_fn SL_MV_SUFFIX(gkv_micros)[2][GKV_V][GKV_R] = {GKV_ROW(GKV_MINS),
+                                                                      GKV_ROW(GKV_OFFSET)};
+#undef GKV_ROW
+#undef GKV_F
 
 /* Unpacks super-blocks [c0, c1) of rows s0 + k0 .. + nr into ub, pointing ur[m] at row m's. */
 static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm_rows *a,
@@ -233,8 +238,9 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
     }
 }
 
-/* Tokens in groups of 16 * GKV_V (a last group of at most 16 takes one panel), rows in groups
- * of GKV_SG whose lanes live in memory, micro-kernels of GKV_R rows within them. */
+/* Tokens in groups of 16 * GKV_V (a last group of at most 16 takes one panel, one of at most
+ * GKV_NARROW gemm_k), rows in groups of GKV_SG whose lanes live in memory, micro-kernels of
+ * GKV_R rows (GKV_R / 2 with two panels) within them. */
 static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
                                   int64_t i1)
 {
@@ -251,6 +257,14 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
     _Alignas(64) gkv_lanes lt[GKV_SG];
     for (int64_t t0 = 0; t0 < a->n_tok;) {
         const int64_t left = a->n_tok - t0;
+        if (left <= GKV_NARROW) { /* the 8-token kernel: a 16-token panel would be half empty */
+            sl__gemm_rows b = *a;
+            b.xq += (size_t)t0 * a->arb;
+            b.y += t0 * a->y_stride;
+            b.n_tok = left;
+            SL_MV_SUFFIX(gemm_k)(t, &b, i0, i1);
+            return;
+        }
         const int nv = left > 16 ? GKV_V : 1;
         const int rmax = nv == 1 ? GKV_R : GKV_R / 2; /* registers: 2 x R x V accumulators */
         const int64_t nt = left < 16 * nv ? left : 16 * nv;
@@ -279,8 +293,8 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
                         const int nr = ns - k0 < rmax ? (int)(ns - k0) : rmax;
                         const gk_buf *ur[GKV_R];
                         SL_MV_SUFFIX(gkv_unpack)(t, a, s0 + k0, nr, b, b + 1, ub, ur);
-                        SL_MV_SUFFIX(gkv_micros)[kind][nv - 1][nr - 1](ur, p, 0, b - c0, (int)(b % 8),
-                                                                        &lt[k0]);
+                        const gkv_micro_fn f = SL_MV_SUFFIX(gkv_micros)[kind][nv - 1][nr - 1];
+                        f(ur, p, 0, b - c0, (int)(b % 8), &lt[k0]);
                     }
             }
             /* token by token, so that a token's stores of the row group share cache lines */
