@@ -700,8 +700,10 @@ SL_GK_DOT(gk_dot_2_2, 2, 2)
 
 /* Rows in groups of GK_ROWS, tokens in groups of 8 * GK_NP: the panels are built once per row
  * group and chunk of GK_PCH super-blocks, each row chunk unpacked once per token group. */
-static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
-                                 int64_t i1)
+/* noinline: gemm_kv (AVX-512 VNNI) calls it for short groups; inlined, their stacks would add */
+static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t,
+                                                         const sl__gemm_rows *a, int64_t i0,
+                                                         int64_t i1)
 {
     const bool r8 = t->type == SL_TYPE_Q4_K_R8;
     const int G = t->type == SL_GGML_Q4_K || r8 ? 8 : t->type == SL_GGML_Q5_K ? 4 : 2;
