@@ -5,12 +5,13 @@
  * Why it is faster than gemm_k: activations are transposed into 16-token panels (one zmm holds
  * the same 4 elements of 16 tokens), and a broadcast 4-byte group of unsigned weight codes
  * meets them in one vpdpbusd, which multiplies and accumulates in int32 (no int16 stage, no
- * separate add). A micro-kernel holds up to 4 rows x 2 panels (32 tokens) of sub-block sums in
- * registers, so each activation load serves 4 rows and each weight broadcast 2 panels; each
- * sub-block's sums are scaled by one vpmulld into the super-block's sums, the block-sum terms
- * (Q4_K/Q5_K mins, Q6_K's -32) come from one vpdpwssd per block-sum pair. A row chunk is
- * unpacked once per 32 tokens, panels are built once per token group (once per 32 rows when a
- * row is longer than a chunk).
+ * separate add). A micro-kernel holds 4 rows x 2 panels (32 tokens; 8 rows x 1 panel for a
+ * group of at most 16) of sub-block sums in registers, so each activation load serves 4 rows
+ * and each weight broadcast 2 panels; each sub-block's sums are scaled by one vpmulld into the
+ * super-block's sums, the block-sum terms (Q4_K/Q5_K mins, Q6_K's -32) come from one vpdpwssd
+ * per block-sum pair. Each row's super-block is unpacked once per token group, panels are
+ * built by register transposes once per token group (once per 32 rows and chunk when a row is
+ * longer than a chunk); a last group of at most 8 tokens goes to gemm_k.
  *
  * Why the bits are the reference's: the integer super-block sums are exact (vpdpbusd sums
  * of at most 32 products of |q| <= 63 by |x| <= 128 and their scaled sums stay far below
@@ -19,11 +20,13 @@
  * reduction is sl__mv_reduce8's, element-wise over 16 tokens. A group short of 16 tokens
  * repeats its last token in the spare slots and drops their results.
  *
- * Another super-block type with integer sub-block scales plugs in through gk_buf alone: an
- * unpack that writes unsigned codes q (value + offset), the scale of each 16 elements in s16,
- * and in bw the weights of the block sums. With GKV_OFFSET kinds the kernel subtracts
- * offset * sum_s s16[s] bsum_s exactly (Q6_K: offset 32; IQ4_XS would store its int8 table
- * values + 128 and use offset 128, scales twice per 32, no float mins). */
+ * Another super-block type with integer sub-block scales plugs in through gk_buf: an unpack
+ * (beside gkv_unpack's cases) that writes unsigned codes q (value + offset), the scale of each
+ * 16 elements in s16 and in bw the weights of the block sums, and a kind: an offset kind
+ * subtracts offset * sum_s bw[s] bsum_s exactly and takes term_d. Q6_K is GKV_OFFSET (offset
+ * 32 = << 5, 4 groups a scale); IQ4_XS would store its int8 table values + 128 (1..241), its
+ * signed scales twice per 32 in s16 and bw, and add a kind of offset 128 (<< 7) with 8 groups
+ * a scale (G and the shift in gkv_micro): sums stay below 2^31 (8 x 32 x 241 x 128 x 32). */
 
 enum {
     GKV_V = 2,  /* 16-token panels per token group (and per micro-kernel at most) */
@@ -209,7 +212,8 @@ static const gkv_micro_fn SL_MV_SUFFIX(gkv_micros)[2][GKV_V][GKV_R] = {GKV_ROW(G
 #undef GKV_ROW
 #undef GKV_F
 
-/* Unpacks super-blocks [c0, c1) of rows s0 + k0 .. + nr into ub, pointing ur[m] at row m's. */
+/* Unpacks super-blocks [c0, c1) of the nr rows from call row row0 into ub, pointing ur[m] at
+ * row m's. */
 static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm_rows *a,
                                            int64_t row0, int nr, int64_t c0, int64_t c1,
                                            gk_buf ub[8], const gk_buf *ur[GKV_R])
