@@ -773,7 +773,10 @@ static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t,
             const int64_t nt = left < 8 * GK_NP ? left : 8 * GK_NP;
             for (int64_t tt = 0; tt < nt; tt++) {
                 float *y = a->y + (t0 + tt) * a->y_stride;
-                for (int64_t k = 0; k < nr; k++) y[out[k]] = res[k][tt];
+                for (int64_t k = 0; k < nr; k++) {
+                    __asm__("" : "+r"(y)); /* AVX-512: else gathers and scatters (slower) */
+                    y[out[k]] = res[k][tt];
+                }
             }
         }
     }
