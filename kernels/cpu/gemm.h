@@ -7,8 +7,9 @@
  * unpacks each weight block once per group of tokens (not once per token) and computes the
  * float terms of 8 tokens in one vector, keeping every (row, token) accumulation in the
  * reference's order. Kernels check nothing (matvec.c validated the call) and use only the
- * stack (tens of KiB). Compiled per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c /
- * matvec_avx512.c after matvec_x86_tmpl.h, whose helpers it reuses. */
+ * stack (under 100 KiB). Compiled per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c /
+ * matvec_avx512.c after matvec_x86_tmpl.h, whose helpers it reuses; on AVX-512 VNNI the
+ * K-quants run gemm_k_vnni_tmpl.h's 16-token vpdpbusd kernel instead (matvec_avx512.c only). */
 #ifndef SL_KERNELS_CPU_GEMM_H
 #define SL_KERNELS_CPU_GEMM_H
 

@@ -824,8 +824,10 @@ SL_GK_DOT(gk_dot_2_2, 2, 2)
 
 /* Rows in groups of GK_ROWS, tokens in groups of 8 * GK_NP: the panels are built once per row
  * group and chunk of GK_PCH super-blocks, each row chunk unpacked once per token group. */
-static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
-                                 int64_t i1)
+/* noinline: gemm_kv (AVX-512 VNNI) calls it for short groups; inlined, their stacks would add */
+static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t,
+                                                         const sl__gemm_rows *a, int64_t i0,
+                                                         int64_t i1)
 {
     const bool r8 = t->type == SL_TYPE_Q4_K_R8, iq4 = t->type == SL_GGML_IQ4_XS;
     const int G = t->type == SL_GGML_Q4_K || r8 ? 8 : t->type == SL_GGML_Q5_K ? 4 : 2;
@@ -899,11 +901,23 @@ static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, i
             const int64_t nt = left < 8 * GK_NP ? left : 8 * GK_NP;
             for (int64_t tt = 0; tt < nt; tt++) {
                 float *y = a->y + (t0 + tt) * a->y_stride;
-                for (int64_t k = 0; k < nr; k++) y[out[k]] = res[k][tt];
+                for (int64_t k = 0; k < nr; k++) {
+                    __asm__("" : "+r"(y)); /* AVX-512: else gathers and scatters (slower) */
+                    y[out[k]] = res[k][tt];
+                }
             }
         }
     }
 }
+
+#if SL_MV_AVX512
+/* the K-quants' VNNI kernel: gemm_k_vnni_tmpl.h, which matvec_avx512.c includes next */
+static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
+                                  int64_t i1);
+#define SL_GEMM_K SL_MV_SUFFIX(gemm_kv)
+#else
+#define SL_GEMM_K SL_MV_SUFFIX(gemm_k)
+#endif
 
 sl__gemm_fn SL_MV_SUFFIX(sl__gemm)(uint32_t type)
 {
@@ -918,8 +932,9 @@ sl__gemm_fn SL_MV_SUFFIX(sl__gemm)(uint32_t type)
     case SL_GGML_Q4_K:
     case SL_TYPE_Q4_K_R8:
     case SL_GGML_Q5_K:
-    case SL_GGML_Q6_K:
+    case SL_GGML_Q6_K: return SL_GEMM_K;
     case SL_GGML_IQ4_XS: return SL_MV_SUFFIX(gemm_k);
     default: return NULL;
     }
 }
+#undef SL_GEMM_K

@@ -340,6 +340,56 @@ static void check_batch_shapes(const ctx_set *cs, uint32_t type)
     }
 }
 
+/* The K-quant batch kernels (gemm.h; on AVX-512 VNNI gemm_k_vnni_tmpl.h) at every batch 1..70:
+ * 16-token panels and their 32-token pairs with every ragged end, the tails of gemm.h's
+ * sl__gemm_tail, 1 to 5 super-blocks a row (one and two unpack chunks, lanes 0..4), 37 rows
+ * (past one 32-row lane set, not a multiple of the 4- or 8-row micro-kernels), dense and
+ * gathered (compact and scattered, a repeated row among them), against the reference. */
+static void check_gemm_k_batches(const ctx_set *cs, uint32_t type)
+{
+    const int64_t rows = 37;
+    const int32_t idx[] = {36, 0, 5, 5, 33, 12};
+    const int64_t n_idx = 6;
+    for (int64_t n_batch = 1; n_batch <= 70; n_batch++) {
+        const int64_t cols = (1 + n_batch % 5) * 256;
+        bool quantized;
+        void *w = make_weights(type, rows, cols, &quantized);
+        float *x = make_x(cols * n_batch);
+        check_fast_x(cs, type, w, rows, cols, n_batch, x);
+        const size_t ny = (size_t)(rows * n_batch) * sizeof(float);
+        float *yr = malloc(ny), *yf = malloc(ny);
+        const size_t wb = sl_cpu_matvec_work_bytes(type, cols, n_batch);
+        void *xq = malloc(wb);
+        sl_error e;
+        for (int sc = 0; sc < 2; sc++) {
+            const size_t nyi = (size_t)(sc ? rows : n_idx) * (size_t)n_batch * sizeof(float);
+            memset(yr, 0, nyi);
+            CHECK(!sl_ref_matvec_rows(type, w, rows, cols, idx, n_idx, sc, x, n_batch, yr, &e));
+            for (int m = 0; m < cs->n_mv; m++) {
+                if (cs->mv[m].isa == SL_CPU_ISA_SCALAR) continue;
+                CHECK(!sl_cpu_matvec_quant_act(&cs->mv[m], type, x, cols, n_batch, xq, wb, &e));
+                for (int p = 0; p < 4; p += 3) {
+                    memset(yf, 0, nyi);
+                    CHECK_MSG(!sl_cpu_matvec_rows_q(&cs->mv[m], cs->pools[p], type, w, rows,
+                                                    cols, idx, n_idx, sc, xq, n_batch, yf, &e),
+                              "%s", e.msg);
+                    n_exact_checks++;
+                    CHECK_MSG(!memcmp(yf, yr, nyi),
+                              "%s %s threads %d: gathered (scatter %d) cols %lld batch %lld "
+                              "differs from the reference", tname(type),
+                              sl_cpu_matvec_name(&cs->mv[m]), sl_cpu_pool_threads(cs->pools[p]),
+                              sc, (long long)cols, (long long)n_batch);
+                }
+            }
+        }
+        free(xq);
+        free(yr);
+        free(yf);
+        free(x);
+        free(w);
+    }
+}
+
 /* Row-gathered (compact and scattered), column-listed and transposed, ref and fast. */
 static void check_sparse(const ctx_set *cs, uint32_t type, const void *w, int64_t rows,
                          int64_t cols, int64_t n_batch)
@@ -873,6 +923,7 @@ int main(void)
             free(w);
         }
         check_batch_shapes(&cs, type);
+        if (blk == 256) check_gemm_k_batches(&cs, type);
         /* Quantizer output rarely reaches the extremes the integer-range argument of matvec.h
          * is about (Q6_K scale -128, every quant at its limit) or every bit pattern of the
          * packed Q4_K/Q5_K six-bit scales and mins: random bytes do. K-quant rows of 4

@@ -258,6 +258,55 @@ static void check_sparse(const env *v, const uint8_t *q, const uint8_t *r8, int6
     free(cw);
 }
 
+/* The batch kernels (gemm.h; on AVX-512 VNNI gemm_k_vnni_tmpl.h) at every batch 1..70 on 40
+ * rows (five groups: past the VNNI kernel's 32-row lane set by one group), 1 to 5 super-blocks
+ * a row: dense (check_dense, against the reference) and gathered rows, compact and scattered,
+ * a repeated row among them, against the reference on the original Q4_K. */
+static void check_gemm_batches(const env *v)
+{
+    sl_error e;
+    const int64_t rows = 40, n_idx = 5;
+    const int32_t idx[] = {39, 0, 9, 9, 30};
+    for (int64_t n_batch = 1; n_batch <= 70; n_batch++) {
+        const int64_t sb = 1 + n_batch % 5, cols = sb * 256;
+        uint8_t *q = q4k_random(rows, cols), *r8 = malloc((size_t)(rows * sb) * 144);
+        CHECK(!sl_repack_q4_K_r8(q, r8, rows, cols, &e));
+        check_dense(v, q, r8, rows, cols, n_batch);
+        float *x = rand_x(cols * n_batch);
+        const size_t ny = (size_t)(rows * n_batch);
+        float *yr = malloc(ny * 4), *yf = malloc(ny * 4);
+        const size_t wb = sl_cpu_matvec_work_bytes(SL_TYPE_Q4_K_R8, cols, n_batch);
+        void *xq = malloc(wb);
+        for (int sc = 0; sc < 2; sc++) {
+            const size_t n = (size_t)((sc ? rows : n_idx) * n_batch);
+            memset(yr, 0, n * 4);
+            CHECK(!sl_ref_matvec_rows(SL_GGML_Q4_K, q, rows, cols, idx, n_idx, sc, x, n_batch,
+                                      yr, &e));
+            /* no pool: one call takes every row (the micro-kernels' row groups); 2 threads:
+             * chunks of one row */
+            for (int m = 0; m < v->n_mv; m++)
+                for (int p = 0; p < 4; p += 2) {
+                    CHECK(!sl_cpu_matvec_quant_act(&v->mv[m], SL_TYPE_Q4_K_R8, x, cols, n_batch,
+                                                   xq, wb, &e));
+                    memset(yf, 0, n * 4);
+                    CHECK_MSG(!sl_cpu_matvec_rows_q(&v->mv[m], v->pools[p], SL_TYPE_Q4_K_R8, r8,
+                                                    rows, cols, idx, n_idx, sc, xq, n_batch, yf,
+                                                    &e),
+                              "%s", e.msg);
+                    SAME(yf, yr, n, "%s threads %d: gathered (scatter %d) cols %lld batch %lld",
+                         sl_cpu_matvec_name(&v->mv[m]), sl_cpu_pool_threads(v->pools[p]), sc,
+                         (long long)cols, (long long)n_batch);
+                }
+        }
+        free(xq);
+        free(yr);
+        free(yf);
+        free(x);
+        free(q);
+        free(r8);
+    }
+}
+
 /* Decode of several parts of one x: repacked gate/up beside a row-major Q8_0 part and a part
  * with its own input, each == its lone reference. */
 static void check_multi(const env *v)
@@ -333,6 +382,7 @@ int main(void)
     check_round_trip();
     check_pool_repack(&v);
     check_multi(&v);
+    check_gemm_batches(&v);
     /* rows: one group, an MoE expert's 512 and 1024, groups past the pool's 64-row grain;
      * cols: 1, 2 (the down projection's 512), 4 (1024), 9 and 11 super-blocks (whole lane
      * groups and a tail) */

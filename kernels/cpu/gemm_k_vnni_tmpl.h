@@ -1,0 +1,334 @@
+/* kernels/cpu/gemm_k_vnni_tmpl.h: the AVX-512 VNNI batch kernel of the K-quants (Q4_K, Q5_K,
+ * Q6_K, Q4_K_R8) under gemm.h's contract. Included only by matvec_avx512.c, right after
+ * gemm_x86_tmpl.h, whose row unpack (gk_buf, gk_unpack_*) and 8-token kernel (gemm_k) it reuses.
+ *
+ * Why it is faster than gemm_k: activations are transposed into 16-token panels (one zmm holds
+ * the same 4 elements of 16 tokens), and a broadcast 4-byte group of unsigned weight codes
+ * meets them in one vpdpbusd, which multiplies and accumulates in int32 (no int16 stage, no
+ * separate add). A micro-kernel holds 4 rows x 2 panels (32 tokens; 8 rows x 1 panel for a
+ * group of at most 16) of sub-block sums in registers, so each activation load serves 4 rows
+ * and each weight broadcast 2 panels; each sub-block's sums are scaled by one vpmulld into the
+ * super-block's sums, the block-sum terms (Q4_K/Q5_K mins, Q6_K's -32) come from one vpdpwssd
+ * per block-sum pair. Each row's super-block is unpacked once per token group, panels are
+ * built by register transposes once per token group (once per 32 rows and chunk when a row is
+ * longer than a chunk); a last group of at most 8 tokens goes to gemm_k.
+ *
+ * Why the bits are the reference's: the integer super-block sums are exact (vpdpbusd sums
+ * of at most 32 products of |q| <= 63 by |x| <= 128 and their scaled sums stay far below
+ * 2^31), and the float term of every (row, token) is the reference's expression (term_k /
+ * term_d of kernels/ref/matvec_impl.h), added to lane b % 8 in super-block order; the final
+ * reduction is sl__mv_reduce8's, element-wise over 16 tokens. A group short of 16 tokens
+ * repeats its last token in the spare slots and drops their results.
+ *
+ * Another super-block type with integer sub-block scales plugs in through gk_buf: an unpack
+ * (beside gkv_unpack's cases) that writes unsigned codes q (value + offset), the scale of each
+ * 16 elements in s16 and in bw the weights of the block sums, and a kind: an offset kind
+ * subtracts offset * sum_s bw[s] bsum_s exactly and takes term_d. Q6_K is GKV_OFFSET (offset
+ * 32 = << 5, 4 groups a scale); IQ4_XS would store its int8 table values + 128 (1..241), its
+ * signed scales twice per 32 in s16 and bw, and add a kind of offset 128 (<< 7) with 8 groups
+ * a scale (G and the shift in gkv_micro): sums stay below 2^31 (8 x 32 x 241 x 128 x 32). */
+
+enum {
+    GKV_V = 2,  /* 16-token panels per token group (and per micro-kernel at most) */
+    GKV_R = 8,  /* rows per micro-kernel at most (4 with 2 panels) */
+    GKV_SG = 32, /* rows whose float lanes live in memory at once (a multiple of 8: Q4_K_R8) */
+    /* a last group of at most this many tokens goes to gemm_k's 8-token panels (ymm, half the
+     * lanes): on 4 and 8 tokens they ran as fast or faster than a 16-token panel */
+    GKV_NARROW = 8
+};
+
+/* 16 tokens' Q8_K super-blocks [b0, b0 + GK_PCH): q[i][g] holds bytes 4g..4g+3 of the tokens'
+ * super-block b0 + i, token k at bytes 4k..4k+3; bs[i][j] their block sums 2j, 2j+1 (int16
+ * pairs); d their scales. */
+typedef struct gkv_panel {
+    _Alignas(64) int8_t q[GK_PCH][64][64];
+    _Alignas(64) int32_t bs[GK_PCH][8][16];
+    _Alignas(64) float d[GK_PCH][16];
+} gkv_panel;
+
+/* The 16x16 transpose of 32-bit groups: o[g] gets group g of r[0..15] (group g of r[k] at
+ * group k). Three rounds of in-lane unpacks and 128-bit lane shuffles, 64 shuffles in all:
+ * about half what 16 gathers of the same groups cost. */
+static inline void SL_MV_SUFFIX(gkv_transpose16)(const __m512i r[16], __m512i o[16])
+{
+    __m512i t[16], u[16];
+    for (int k = 0; k < 16; k += 2) {
+        t[k] = _mm512_unpacklo_epi32(r[k], r[k + 1]);
+        t[k + 1] = _mm512_unpackhi_epi32(r[k], r[k + 1]);
+    }
+    /* u[4i + e], 128-bit lane L: group 4L + e of r[4i..4i+3] */
+    for (int i = 0; i < 4; i++) {
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int e = 0; e < 4; e++) {
+        const __m512i v0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44);
+        const __m512i v1 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xEE);
+        const __m512i v2 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44);
+        const __m512i v3 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xEE);
+        o[e] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+        o[4 + e] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+        o[8 + e] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+        o[12 + e] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+    }
+}
+
+/* Tokens t0..t0+15 (past n_tok: the last token again), super-blocks [b0, b1). off: the
+ * tokens' row offsets from token t0 (gkv_offsets); x0: token t0's row. */
+static void SL_MV_SUFFIX(gkv_panel_build)(const char *x0, __m512i off, int64_t b0, int64_t b1,
+                                          gkv_panel *p)
+{
+    int32_t o32[16];
+    _mm512_storeu_si512(o32, off);
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0, sb = b * (int64_t)sizeof(sl_block_q8_K);
+        for (int c = 0; c < 4; c++) { /* elements 64c..64c+63: groups 16c..16c+15 */
+            __m512i r[16], o[16];
+            for (int k = 0; k < 16; k++)
+                r[k] = _mm512_loadu_si512(x0 + o32[k] + sb + 4 + 64 * c);
+            SL_MV_SUFFIX(gkv_transpose16)(r, o);
+            for (int g = 0; g < 16; g++) _mm512_store_si512(p->q[i][16 * c + g], o[g]);
+        }
+        for (int j = 0; j < 8; j++)
+            _mm512_store_si512(p->bs[i][j],
+                               _mm512_i32gather_epi32(off, x0 + sb + 4 + SL_QK_K + 4 * j, 1));
+        _mm512_store_ps(p->d[i], _mm512_i32gather_ps(off, x0 + sb, 1));
+    }
+}
+
+static inline __m512i SL_MV_SUFFIX(gkv_offsets)(int64_t t0, int64_t n_tok, size_t arb)
+{
+    int32_t off[16];
+    for (int64_t k = 0; k < 16; k++)
+        off[k] = (int32_t)((t0 + k < n_tok ? k : n_tok - 1 - t0) * (int64_t)arb);
+    return _mm512_loadu_si512(off);
+}
+
+/* The lanes of one row: lt[v][l] holds lane l of panel v's 16 tokens. */
+typedef float gkv_lanes[GKV_V][8][16];
+
+/* GKV_MINS: Q4_K/Q5_K (float min term, sub-blocks of 32); GKV_OFFSET: Q6_K (codes = value +
+ * 32, sub-blocks of 16). */
+enum { GKV_MINS, GKV_OFFSET };
+
+/* One super-block of R unpacked rows u[] (their super-block ui) against V panels (their
+ * super-block pi), its float terms added to lane l of lt[r][v]. */
+static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
+    const gk_buf *const *u, const gkv_panel *p, const int R, const int V, const int KIND,
+    int64_t ui, int64_t pi, int l, gkv_lanes *lt)
+{
+    const int G = KIND == GKV_MINS ? 8 : 4; /* 4-byte groups per sub-block */
+    __m512i acc[GKV_R][GKV_V], vm[GKV_R][GKV_V];
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++) acc[r][v] = vm[r][v] = _mm512_setzero_si512();
+    for (int j = 0; j < 64 / G; j++) {
+        __m512i s[GKV_R][GKV_V];
+        for (int r = 0; r < R; r++)
+            for (int v = 0; v < V; v++) s[r][v] = _mm512_setzero_si512();
+#if defined(__clang__)
+#pragma clang loop unroll(full)
+#endif
+        for (int g = j * G; g < j * G + G; g++) {
+            __m512i x[GKV_V];
+            for (int v = 0; v < V; v++) x[v] = _mm512_load_si512(p[v].q[pi][g]);
+            for (int r = 0; r < R; r++) {
+                int32_t w4;
+                memcpy(&w4, u[r]->q[ui] + 4 * g, 4);
+                const __m512i wv = _mm512_set1_epi32(w4);
+                for (int v = 0; v < V; v++) s[r][v] = _mm512_dpbusd_epi32(s[r][v], wv, x[v]);
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            const __m512i sc = _mm512_set1_epi32(u[r]->s16[ui][j * G / 4]);
+            for (int v = 0; v < V; v++)
+                acc[r][v] = _mm512_add_epi32(acc[r][v], _mm512_mullo_epi32(s[r][v], sc));
+        }
+    }
+    for (int j = 0; j < 8; j++) {
+        __m512i bs[GKV_V];
+        for (int v = 0; v < V; v++) bs[v] = _mm512_load_si512(p[v].bs[pi][j]);
+        for (int r = 0; r < R; r++) {
+            int32_t w2;
+            memcpy(&w2, &u[r]->bw[ui][2 * j], 4);
+            const __m512i bw = _mm512_set1_epi32(w2);
+            for (int v = 0; v < V; v++) vm[r][v] = _mm512_dpwssd_epi32(vm[r][v], bs[v], bw);
+        }
+    }
+    /* the reference's term_k (Q4_K/Q5_K) or term_d (Q6_K), element-wise */
+    for (int r = 0; r < R; r++) {
+        const __m512 dw = _mm512_set1_ps(u[r]->d[ui]), mw = _mm512_set1_ps(u[r]->dmin[ui]);
+        for (int v = 0; v < V; v++) {
+            const __m512 dx = _mm512_load_ps(p[v].d[pi]);
+            __m512 t;
+            if (KIND == GKV_OFFSET) {
+                const __m512i q = _mm512_sub_epi32(acc[r][v], _mm512_slli_epi32(vm[r][v], 5));
+                t = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_mul_ps(dw, dx));
+            } else {
+                const __m512 a =
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), _mm512_mul_ps(dw, dx));
+                t = _mm512_sub_ps(
+                    a, _mm512_mul_ps(_mm512_cvtepi32_ps(vm[r][v]), _mm512_mul_ps(mw, dx)));
+            }
+            float *lp = lt[r][v][l];
+            _mm512_store_ps(lp, _mm512_add_ps(_mm512_load_ps(lp), t));
+        }
+    }
+}
+
+typedef void (*gkv_micro_fn)(const gk_buf *const *, const gkv_panel *, int64_t, int64_t, int,
+                             gkv_lanes *);
+
+#define SL_GKV_MICRO(KIND, R, V)                                                              \
+    static void SL_MV_SUFFIX(gkv_##KIND##_##R##_##V)(const gk_buf *const *u,                 \
+                                                      const gkv_panel *p, int64_t ui,         \
+                                                      int64_t pi, int l, gkv_lanes *lt)       \
+    {                                                                                         \
+        SL_MV_SUFFIX(gkv_micro)(u, p, R, V, KIND, ui, pi, l, lt);                             \
+    }
+#define SL_GKV_MICRO_R4(KIND, V)                                                              \
+    SL_GKV_MICRO(KIND, 1, V) SL_GKV_MICRO(KIND, 2, V) SL_GKV_MICRO(KIND, 3, V)                \
+    SL_GKV_MICRO(KIND, 4, V)
+#define SL_GKV_MICRO_R8(KIND, V)                                                              \
+    SL_GKV_MICRO_R4(KIND, V) SL_GKV_MICRO(KIND, 5, V) SL_GKV_MICRO(KIND, 6, V)                \
+    SL_GKV_MICRO(KIND, 7, V) SL_GKV_MICRO(KIND, 8, V)
+SL_GKV_MICRO_R8(GKV_MINS, 1)
+SL_GKV_MICRO_R4(GKV_MINS, 2)
+SL_GKV_MICRO_R8(GKV_OFFSET, 1)
+SL_GKV_MICRO_R4(GKV_OFFSET, 2)
+#undef SL_GKV_MICRO_R8
+#undef SL_GKV_MICRO_R4
+#undef SL_GKV_MICRO
+
+/* [kind][V - 1][R - 1]; two panels take at most GKV_R / 2 rows */
+#define GKV_F(K, R, V) SL_MV_SUFFIX(gkv_##K##_##R##_##V)
+#define GKV_ROW(K)                                                                            \
+    {{GKV_F(K, 1, 1), GKV_F(K, 2, 1), GKV_F(K, 3, 1), GKV_F(K, 4, 1), GKV_F(K, 5, 1),           \
+      GKV_F(K, 6, 1), GKV_F(K, 7, 1), GKV_F(K, 8, 1)},                                        \
+     {GKV_F(K, 1, 2), GKV_F(K, 2, 2), GKV_F(K, 3, 2), GKV_F(K, 4, 2)}}
+static const gkv_micro_fn SL_MV_SUFFIX(gkv_micros)[2][GKV_V][GKV_R] = {GKV_ROW(GKV_MINS),
+                                                                      GKV_ROW(GKV_OFFSET)};
+#undef GKV_ROW
+#undef GKV_F
+
+/* Unpacks super-blocks [c0, c1) of the nr rows from call row row0 into ub, pointing ur[m] at
+ * row m's. */
+static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm_rows *a,
+                                           int64_t row0, int nr, int64_t c0, int64_t c1,
+                                           gk_buf ub[8], const gk_buf *ur[GKV_R])
+{
+    const uint32_t ty = t->type;
+    for (int m = 0; m < nr; m++) {
+        const int64_t r = a->idx ? a->idx[row0 + m] : row0 + m;
+        const char *w = a->w + (size_t)r * a->wrb;
+        if (ty == SL_TYPE_Q4_K_R8 && !a->idx) {
+            /* whole groups of 8 rows (matvec.c: row_grain; GKV_SG and GKV_R divide them):
+             * the group is unpacked at its first row, its other rows read ub then */
+            if (r % 8 == 0) SL_MV_SUFFIX(gk_unpack_r8x8)(a->w, a->nb, r / 8, c0, c1, ub);
+            ur[m] = &ub[r % 8];
+            continue;
+        }
+        if (ty == SL_TYPE_Q4_K_R8) { /* a gathered row: copied out, read as Q4_K */
+            sl_block_q4_K row[GK_PCH];
+            sl__q4_K_r8_row(a->w, a->nb, r, c0, c1, row);
+            SL_MV_SUFFIX(gk_unpack_q45)(SL_GGML_Q4_K, (const char *)row, 0, c1 - c0, &ub[m]);
+        } else if (ty == SL_GGML_Q6_K) {
+            SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &ub[m]);
+        } else {
+            SL_MV_SUFFIX(gk_unpack_q45)(ty, w, c0, c1, &ub[m]);
+        }
+        ur[m] = &ub[m];
+    }
+}
+
+/* Tokens in groups of 16 * GKV_V (a last group of at most 16 takes one panel, one of at most
+ * GKV_NARROW gemm_k), rows in groups of GKV_SG whose lanes live in memory, micro-kernels of
+ * GKV_R rows (GKV_R / 2 with two panels) within them. */
+static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
+                                  int64_t i1)
+{
+    /* the gathers' int32 offsets reach 15 rows past a group's first token */
+    if (a->arb > (size_t)(INT32_MAX / 16)) {
+        SL_MV_SUFFIX(gemm_k)(t, a, i0, i1);
+        return;
+    }
+    const int kind = t->type == SL_GGML_Q6_K ? GKV_OFFSET : GKV_MINS;
+    const bool one_chunk = a->nb <= GK_PCH;
+    const int nl = a->nb < 8 ? (int)a->nb : 8; /* lanes in use */
+    gkv_panel p[GKV_V];
+    gk_buf ub[8];
+    _Alignas(64) gkv_lanes lt[GKV_SG];
+    for (int64_t t0 = 0; t0 < a->n_tok;) {
+        const int64_t left = a->n_tok - t0;
+        if (left <= GKV_NARROW) { /* the 8-token kernel: a 16-token panel would be half empty */
+            sl__gemm_rows b = *a;
+            b.xq += (size_t)t0 * a->arb;
+            b.y += t0 * a->y_stride;
+            b.n_tok = left;
+            SL_MV_SUFFIX(gemm_k)(t, &b, i0, i1);
+            return;
+        }
+        const int nv = left > 16 ? GKV_V : 1;
+        const int rmax = nv == 1 ? GKV_R : GKV_R / 2; /* registers: 2 x R x V accumulators */
+        const int64_t nt = left < 16 * nv ? left : 16 * nv;
+        const char *x0[GKV_V];
+        __m512i off[GKV_V];
+        for (int v = 0; v < nv; v++) {
+            x0[v] = a->xq + (size_t)(t0 + 16 * v) * a->arb;
+            off[v] = SL_MV_SUFFIX(gkv_offsets)(t0 + 16 * v, a->n_tok, a->arb);
+            if (one_chunk) SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], 0, a->nb, &p[v]);
+        }
+        for (int64_t s0 = i0; s0 < i1; s0 += GKV_SG) {
+            const int64_t ns = i1 - s0 < GKV_SG ? i1 - s0 : GKV_SG;
+            __m512 zero = _mm512_setzero_ps(); /* opaque: vector stores, no memset call */
+            __asm__("" : "+v"(zero));
+            for (int64_t k = 0; k < ns; k++)
+                for (int v = 0; v < nv; v++)
+                    for (int l = 0; l < nl; l++) _mm512_store_ps(lt[k][v][l], zero);
+            for (int64_t c0 = 0; c0 < a->nb; c0 += GK_PCH) {
+                const int64_t c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
+                for (int v = 0; !one_chunk && v < nv; v++)
+                    SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, &p[v]);
+                /* super-block by super-block: the panels' one super-block (8 KiB) and the
+                 * rows' stay in L1 while every row group meets them */
+                for (int64_t b = c0; b < c1; b++)
+                    for (int64_t k0 = 0; k0 < ns; k0 += rmax) {
+                        const int nr = ns - k0 < rmax ? (int)(ns - k0) : rmax;
+                        const gk_buf *ur[GKV_R];
+                        SL_MV_SUFFIX(gkv_unpack)(t, a, s0 + k0, nr, b, b + 1, ub, ur);
+                        const gkv_micro_fn f = SL_MV_SUFFIX(gkv_micros)[kind][nv - 1][nr - 1];
+                        f(ur, p, 0, b - c0, (int)(b % 8), &lt[k0]);
+                    }
+            }
+            /* token by token, so that a token's stores of the row group share cache lines */
+            _Alignas(64) float res[GKV_SG][16 * GKV_V];
+            int64_t out[GKV_SG];
+            for (int64_t k = 0; k < ns; k++) {
+                const int64_t i = s0 + k;
+                out[k] = a->idx && !a->scatter ? i : a->idx ? a->idx[i] : i;
+                for (int v = 0; v < nv; v++) {
+                    /* sl__mv_reduce8, element-wise */
+                    const float(*l)[16] = lt[k][v];
+                    __m512 s[8];
+                    for (int q = 0; q < 8; q++)
+                        s[q] = q < nl ? _mm512_load_ps(l[q]) : _mm512_setzero_ps();
+                    const __m512 u0 = _mm512_add_ps(s[0], s[4]), u1 = _mm512_add_ps(s[1], s[5]);
+                    const __m512 u2 = _mm512_add_ps(s[2], s[6]), u3 = _mm512_add_ps(s[3], s[7]);
+                    _mm512_store_ps(res[k] + 16 * v, _mm512_add_ps(_mm512_add_ps(u0, u2),
+                                                                   _mm512_add_ps(u1, u3)));
+                }
+            }
+            for (int64_t tt = 0; tt < nt; tt++) {
+                float *y = a->y + (t0 + tt) * a->y_stride;
+                /* plain stores: the empty asm keeps clang from turning them into slower
+                 * gathers and scatters */
+                for (int64_t k = 0; k < ns; k++) {
+                    __asm__("" : "+r"(y));
+                    y[out[k]] = res[k][tt];
+                }
+            }
+        }
+        t0 += nt;
+    }
+}
