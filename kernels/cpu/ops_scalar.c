@@ -182,7 +182,10 @@ static inline sl_vf v_mask_inf(sl_vf s, float kp, sl_vf hi, sl_vf lo)
 {
     return kp > hi || kp < lo ? -INFINITY : s;
 }
-static inline sl_vf v_softcap(sl_vf s, float cap, float inv_cap) { return cap * tanhf(s * inv_cap); }
+static inline sl_vf v_softcap(sl_vf s, float cap, float inv_cap)
+{
+    return cap * tanhf(s * inv_cap);
+}
 
 static inline void k_cvt_row(float *dst, const void *src, bool f16, int32_t n, int32_t np)
 {
