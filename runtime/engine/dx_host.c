@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "kernels/cpu/router.h"
 #include "kernels/ref/quant.h"
 #include "runtime/engine/dx.h"
 #include "runtime/engine/rope_cache.h"
@@ -483,13 +484,9 @@ static sl_status h_attn(sl__dx *x, const float *q, const void *kc, const void *v
 static sl_status h_router(sl__dx *x, const float *logits, int64_t n, const sl_router_params *p,
                           int32_t *idx, float *w, sl_error *err)
 {
-    DRAIN((dx_host *)x);
-    for (int64_t t = 0; t < n; t++) {
-        sl_status st = sl_ref_router_topk(logits + t * p->n_expert, p, idx + t * p->k,
-                                          w + t * p->k, err);
-        if (st) return st;
-    }
-    return SL_OK;
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    return sl_cpu_router_topk(n > 1 ? h->pool : NULL, logits, n, p, idx, w, err);
 }
 
 static sl_status h_moe(sl__dx *x, const sl__dx_moe *L, const int32_t *idx, const float *w,
