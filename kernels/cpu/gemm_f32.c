@@ -21,7 +21,7 @@
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,fma"))), \
                              apply_to = function)
 
-enum { GF_RB = 2, GF_TB = 4, GF_TOK_BLOCK = 64 };
+enum { GF_RB = 2, GF_TB = 4 };
 
 typedef struct gf_job {
     const float *w, *x;
@@ -35,19 +35,26 @@ static inline __attribute__((always_inline)) void gf_tile(const gf_job *j, int64
 {
     const int64_t n = j->cols, n32 = n & ~(int64_t)31;
     __m512 a[GF_RB][GF_TB][2];
+    _Pragma("clang loop unroll(full)")
     for (int u = 0; u < RB; u++)
+        _Pragma("clang loop unroll(full)")
         for (int t = 0; t < TB; t++) a[u][t][0] = a[u][t][1] = _mm512_setzero_ps();
     const float *wr[GF_RB], *xt[GF_TB];
+    _Pragma("clang loop unroll(full)")
     for (int u = 0; u < RB; u++) wr[u] = j->w + (r + u) * n;
+    _Pragma("clang loop unroll(full)")
     for (int t = 0; t < TB; t++) xt[t] = j->x + (b + t) * n;
     for (int64_t i = 0; i < n32; i += 32) {
         __m512 xv[GF_TB][2];
+        _Pragma("clang loop unroll(full)")
         for (int t = 0; t < TB; t++) {
             xv[t][0] = _mm512_loadu_ps(xt[t] + i);
             xv[t][1] = _mm512_loadu_ps(xt[t] + i + 16);
         }
+        _Pragma("clang loop unroll(full)")
         for (int u = 0; u < RB; u++) {
             const __m512 w0 = _mm512_loadu_ps(wr[u] + i), w1 = _mm512_loadu_ps(wr[u] + i + 16);
+            _Pragma("clang loop unroll(full)")
             for (int t = 0; t < TB; t++) {
                 a[u][t][0] = _mm512_fmadd_ps(w0, xv[t][0], a[u][t][0]);
                 a[u][t][1] = _mm512_fmadd_ps(w1, xv[t][1], a[u][t][1]);
@@ -58,9 +65,11 @@ static inline __attribute__((always_inline)) void gf_tile(const gf_job *j, int64
         const int64_t rem = n - n32;
         const __mmask16 k0 = rem >= 16 ? 0xffff : (__mmask16)((1u << rem) - 1u);
         const __mmask16 k1 = rem <= 16 ? 0 : (__mmask16)((1u << (rem - 16)) - 1u);
+        _Pragma("clang loop unroll(full)")
         for (int u = 0; u < RB; u++) {
             const __m512 w0 = _mm512_maskz_loadu_ps(k0, wr[u] + n32);
             const __m512 w1 = _mm512_maskz_loadu_ps(k1, wr[u] + n32 + 16);
+            _Pragma("clang loop unroll(full)")
             for (int t = 0; t < TB; t++) {
                 const __m512 x0 = _mm512_maskz_loadu_ps(k0, xt[t] + n32);
                 const __m512 x1 = _mm512_maskz_loadu_ps(k1, xt[t] + n32 + 16);
@@ -69,7 +78,9 @@ static inline __attribute__((always_inline)) void gf_tile(const gf_job *j, int64
             }
         }
     }
+    _Pragma("clang loop unroll(full)")
     for (int u = 0; u < RB; u++)
+        _Pragma("clang loop unroll(full)")
         for (int t = 0; t < TB; t++) {
             float lane[32], s8[8];
             _mm512_storeu_ps(lane, a[u][t][0]);
@@ -79,21 +90,19 @@ static inline __attribute__((always_inline)) void gf_tile(const gf_job *j, int64
         }
 }
 
+/* rows [r0, r1) of every token: 4 tokens (in L1) against the chunk's rows (L1 or L2) */
 static void gf_rows(const gf_job *j, int64_t r0, int64_t r1)
 {
-    for (int64_t b0 = 0; b0 < j->n_batch; b0 += GF_TOK_BLOCK) {
-        const int64_t b1 = b0 + GF_TOK_BLOCK < j->n_batch ? b0 + GF_TOK_BLOCK : j->n_batch;
+    int64_t b = 0;
+    for (; b + GF_TB <= j->n_batch; b += GF_TB) {
         int64_t r = r0;
-        for (; r + GF_RB <= r1; r += GF_RB) {
-            int64_t b = b0;
-            for (; b + GF_TB <= b1; b += GF_TB) gf_tile(j, r, GF_RB, b, GF_TB);
-            for (; b < b1; b++) gf_tile(j, r, GF_RB, b, 1);
-        }
-        for (; r < r1; r++) {
-            int64_t b = b0;
-            for (; b + GF_TB <= b1; b += GF_TB) gf_tile(j, r, 1, b, GF_TB);
-            for (; b < b1; b++) gf_tile(j, r, 1, b, 1);
-        }
+        for (; r + GF_RB <= r1; r += GF_RB) gf_tile(j, r, GF_RB, b, GF_TB);
+        for (; r < r1; r++) gf_tile(j, r, 1, b, GF_TB);
+    }
+    for (; b < j->n_batch; b++) {
+        int64_t r = r0;
+        for (; r + GF_RB <= r1; r += GF_RB) gf_tile(j, r, GF_RB, b, 1);
+        for (; r < r1; r++) gf_tile(j, r, 1, b, 1);
     }
 }
 
@@ -115,10 +124,11 @@ sl_status sl__cpu_gemm_f32(sl_cpu_pool *pool, const float *w, int64_t rows, int6
                            const float *x, int64_t n_batch, float *y, sl_error *err)
 {
     const gf_job j = {.w = w, .x = x, .rows = rows, .cols = cols, .n_batch = n_batch, .y = y};
-    /* row chunks of 16 (even, so tiles stay 2 rows), at least 4 per thread where rows allow */
+    /* row chunks of at most 8 (even, so tiles stay 2 rows; 8 rows of 768 floats stay in L1
+     * beside the 4 tokens), at least 4 per thread where rows allow */
     const int64_t parts = (int64_t)sl_cpu_pool_threads(pool) * 4;
     int64_t grain = (rows + parts - 1) / parts;
-    grain = grain < 2 ? 2 : grain > 16 ? 16 : (grain + 1) & ~(int64_t)1;
+    grain = grain < 2 ? 2 : grain > 8 ? 8 : (grain + 1) & ~(int64_t)1;
     return sl_cpu_pool_parallel_for(pool, rows, grain, gf_chunk, (void *)&j, err);
 }
 
