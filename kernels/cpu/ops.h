@@ -131,6 +131,10 @@ sl_status sl_cpu_attn_prefill(const sl_cpu_ops *ops, const float *q, const void 
                               const void *v, const sl_attn_params *p, const int32_t *pos,
                               int64_t n_tok, int64_t tile0, int64_t tile1, float *out,
                               sl_error *err);
+/* y[i] = x[i] in IEEE binary16, rounded to nearest even (kernels/ref/quant.h's
+ * sl_quant_fp32_to_fp16, bit for bit: F16C's conversion on the SIMD paths): a KV cache row. */
+sl_status sl_cpu_to_f16(const sl_cpu_ops *ops, const float *x, uint16_t *y, int64_t n,
+                        sl_error *err);
 sl_status sl_cpu_add(const sl_cpu_ops *ops, const float *a, const float *b, float *y,
                      int64_t n, sl_error *err);
 sl_status sl_cpu_mul(const sl_cpu_ops *ops, const float *a, const float *b, float *y,

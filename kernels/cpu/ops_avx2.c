@@ -283,6 +283,22 @@ static void mul(const float *a, const float *b, float *y, int64_t n)
     for (int64_t i = 0; i < n; i += 8) st8(y, i, n, _mm256_mul_ps(ld8(a, i, n), ld8(b, i, n)));
 }
 
+/* F16C rounds to nearest even and quiets a NaN keeping its top payload bits, as the
+ * reference does; the tail goes through a zeroed buffer (no masked 16-bit store) */
+static void to_f16(const float *x, uint16_t *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    if (i < n) {
+        uint16_t tmp[8];
+        _mm_storeu_si128((__m128i *)tmp,
+                         _mm256_cvtps_ph(ld8(x, i, n), _MM_FROUND_TO_NEAREST_INT));
+        memcpy(y + i, tmp, (size_t)(n - i) * sizeof *y);
+    }
+}
+
 static void scale(float *x, int64_t n, float s)
 {
     const __m256 vs = _mm256_set1_ps(s);
@@ -447,6 +463,7 @@ const sl__cpu_kernels sl__cpu_kernels_avx2 = {
     .attn_decode = attn_decode,
     .attn_prefill = attn_prefill,
     .attn_rows = SL_ATTN_ROWS,
+    .to_f16 = to_f16,
     .add = add,
     .mul = mul,
     .scale = scale,

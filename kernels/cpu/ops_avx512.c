@@ -206,6 +206,14 @@ static void mul(const float *a, const float *b, float *y, int64_t n)
     for (int64_t i = 0; i < n; i += 16) st16(y, i, n, _mm512_mul_ps(ld16(a, i, n), ld16(b, i, n)));
 }
 
+/* F16C's rounding (see ops_avx2.c's to_f16); the tail by a masked 16-bit store */
+static void to_f16(const float *x, uint16_t *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += 16)
+        _mm256_mask_storeu_epi16(y + i, mask16(i, n),
+                                 _mm512_cvtps_ph(ld16(x, i, n), _MM_FROUND_TO_NEAREST_INT));
+}
+
 static void scale(float *x, int64_t n, float s)
 {
     const __m512 vs = _mm512_set1_ps(s);
@@ -363,6 +371,7 @@ const sl__cpu_kernels sl__cpu_kernels_avx512 = {
     .attn_decode = attn_decode,
     .attn_prefill = attn_prefill,
     .attn_rows = SL_ATTN_ROWS,
+    .to_f16 = to_f16,
     .add = add,
     .mul = mul,
     .scale = scale,

@@ -412,6 +412,17 @@ sl_status sl_cpu_attn_prefill(const sl_cpu_ops *ops, const float *q, const void 
     return SL_OK;
 }
 
+sl_status sl_cpu_to_f16(const sl_cpu_ops *ops, const float *x, uint16_t *y, int64_t n,
+                        sl_error *err)
+{
+    if (check_common(ops, n, __func__, err)) return SL_ERR_INVALID;
+    if (n == 0) return SL_OK;
+    CHECK_PTR(x, "x");
+    CHECK_PTR(y, "y");
+    ops->k->to_f16(x, y, n);
+    return SL_OK;
+}
+
 sl_status sl_cpu_add(const sl_cpu_ops *ops, const float *a, const float *b, float *y,
                      int64_t n, sl_error *err)
 {

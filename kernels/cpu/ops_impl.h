@@ -36,6 +36,7 @@ struct sl__cpu_kernels {
     void (*attn_prefill)(const float *q, const void *k, const void *v, const sl_attn_params *p,
                          const int32_t *pos, int64_t n_tok, int64_t tile, float *out);
     int32_t attn_rows; /* query rows of a prefill tile: 2 vectors of floats */
+    void (*to_f16)(const float *x, uint16_t *y, int64_t n);
     void (*add)(const float *a, const float *b, float *y, int64_t n);
     void (*mul)(const float *a, const float *b, float *y, int64_t n);
     void (*scale)(float *x, int64_t n, float s);

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/ops_impl.h"
 #include "kernels/ref/half.h"
+#include "kernels/ref/quant.h"
 
 static void rms_norm(const float *x, const float *w, float *y, int64_t n, float eps,
                      bool one_plus_w)
@@ -100,6 +101,11 @@ static void add(const float *a, const float *b, float *y, int64_t n)
 static void mul(const float *a, const float *b, float *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
+}
+
+static void to_f16(const float *x, uint16_t *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = sl_quant_fp32_to_fp16(x[i]);
 }
 
 static void scale(float *x, int64_t n, float s)
@@ -209,6 +215,7 @@ const sl__cpu_kernels sl__cpu_kernels_scalar = {
     .attn_decode = attn_decode,
     .attn_prefill = attn_prefill,
     .attn_rows = SL_ATTN_ROWS,
+    .to_f16 = to_f16,
     .add = add,
     .mul = mul,
     .scale = scale,

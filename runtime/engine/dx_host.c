@@ -431,8 +431,10 @@ static sl_status h_kv_store(sl__dx *x, void *cache, bool f16, int64_t row, const
         if (!f16) {
             memcpy(cb + (size_t)pos[t] * (size_t)row * 4, s, (size_t)row * 4);
         } else {
-            uint16_t *d = (uint16_t *)(cb + (size_t)pos[t] * (size_t)row * 2);
-            for (int64_t i = 0; i < row; i++) d[i] = sl_quant_fp32_to_fp16(s[i]);
+            sl_status st = sl_cpu_to_f16(&((dx_host *)x)->ops, s,
+                                         (uint16_t *)(cb + (size_t)pos[t] * (size_t)row * 2),
+                                         row, err);
+            if (st) return st;
         }
     }
     return SL_OK;
