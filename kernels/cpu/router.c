@@ -23,14 +23,7 @@ static bool route_fast(const float *l, const sl_router_params *p, int32_t *idx, 
     double prob[SL_CPU_ROUTER_MAX_EXPERTS];
     for (int32_t e = 0; e < E; e++)
         if (!isfinite(l[e])) return false;
-    if (p->gating == SL_GATING_SOFTMAX_TOPK) {
-        double mx = -INFINITY, sum = 0.0;
-        for (int32_t e = 0; e < E; e++) mx = fmax(mx, (double)l[e]);
-        for (int32_t e = 0; e < E; e++) sum += (prob[e] = exp((double)l[e] - mx));
-        for (int32_t e = 0; e < E; e++) prob[e] /= sum;
-    } else {
-        for (int32_t e = 0; e < E; e++) prob[e] = l[e];
-    }
+    sl__router_probs(l, p, prob);
     /* top k by insertion into idx, kept sorted; an equal score never passes an earlier
      * expert, so ties go to the lower index as in the reference */
     int32_t cnt = 0;
@@ -40,19 +33,7 @@ static bool route_fast(const float *l, const sl_router_params *p, int32_t *idx, 
         for (; j > 0 && prob[e] > prob[idx[j - 1]]; j--) idx[j] = idx[j - 1];
         idx[j] = e;
     }
-    double wsum = 0.0;
-    if (p->gating == SL_GATING_TOPK_SOFTMAX) {
-        double mx = -INFINITY;
-        for (int32_t j = 0; j < k; j++) mx = fmax(mx, prob[idx[j]]);
-        for (int32_t j = 0; j < k; j++) wsum += exp(prob[idx[j]] - mx);
-        for (int32_t j = 0; j < k; j++)
-            w[j] = (float)(exp(prob[idx[j]] - mx) / wsum * (double)p->weight_scale);
-    } else {
-        for (int32_t j = 0; j < k; j++) wsum += prob[idx[j]];
-        const double div = p->norm_topk && wsum > 0.0 ? wsum : 1.0;
-        for (int32_t j = 0; j < k; j++)
-            w[j] = (float)(prob[idx[j]] / div * (double)p->weight_scale);
-    }
+    sl__router_weights(prob, idx, p, w);
     return true;
 }
 
