@@ -311,8 +311,8 @@ static sl_status cpu_run(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign 
     const bool grouped = L->type_gate == L->type_up && !c->mv.f32_act && !L->ff_at;
     if (grouped) {
         if ((st = ensure_groups(c, L, n_tok, err))) return st;
-        st = sl_cpu_matvec_quant_act(&c->mv, L->type_gate, x, L->n_embd, n_tok, c->tq, c->tq_cap,
-                                     err);
+        st = sl_cpu_matvec_quant_act_pool(&c->mv, c->pool, L->type_gate, x, L->n_embd, n_tok,
+                                          c->tq, c->tq_cap, err);
         for (int64_t s0 = 0; !st && s0 < n_assign; s0 += SL__MOE_SLAB)
             st = run_slab(c, L, a, c->order, s0,
                           n_assign - s0 < SL__MOE_SLAB ? n_assign : s0 + SL__MOE_SLAB, n_tok,

@@ -650,6 +650,34 @@ static void check_act_quant_fast(const ctx_set *cs)
     }
 }
 
+/* sl_cpu_matvec_quant_act_pool: rows split over 1-3 threads (70 rows: chunks of 16 and a
+ * short last one) give sl_cpu_matvec_quant_act's bytes. */
+static void check_act_quant_pool(const ctx_set *cs)
+{
+    const uint32_t wt[] = {SL_GGML_Q8_0, SL_GGML_Q4_K, SL_GGML_Q5_1};
+    const int64_t n = 512, n_batch = 70;
+    float *x = make_x(n * n_batch);
+    for (int i = 0; i < 3; i++) {
+        const size_t nb = sl_cpu_matvec_work_bytes(wt[i], n, n_batch);
+        uint8_t *a = malloc(nb), *b = malloc(nb);
+        sl_error e;
+        for (int m = 0; m < cs->n_mv; m++) {
+            CHECK(!sl_cpu_matvec_quant_act(&cs->mv[m], wt[i], x, n, n_batch, a, nb, &e));
+            for (int p = 0; p < 4; p++) {
+                memset(b, 0x5a, nb);
+                CHECK(!sl_cpu_matvec_quant_act_pool(&cs->mv[m], cs->pools[p], wt[i], x, n,
+                                                    n_batch, b, nb, &e));
+                CHECK_MSG(!memcmp(a, b, nb), "%s: %s activations over %d threads differ",
+                          sl_cpu_matvec_name(&cs->mv[m]), tname(wt[i]),
+                          sl_cpu_pool_threads(cs->pools[p]));
+            }
+        }
+        free(a);
+        free(b);
+    }
+    free(x);
+}
+
 static void check_errors(const sl_cpu_matvec_ctx *mv)
 {
     float x[64] = {0}, y[4];
@@ -822,6 +850,7 @@ int main(void)
     check_errors(&cs.mv[0]);
     check_act_quant();
     check_act_quant_fast(&cs);
+    check_act_quant_pool(&cs);
     check_pool();
     check_pool_bursts();
     check_multi(&cs);
