@@ -30,8 +30,12 @@
  * and m[r] >= each of them; ms = max(m', -FLT_MAX) keeps rows with nothing visible yet at
  * m = -inf, l = 0, O = 0 without an inf - inf. Every used row sees at least its own position,
  * so l > 0 at the end. Unused rows of a short tile compute zeros and are not stored.
+ * A row's bits depend on nothing else in its tile: lanes do not mix, the blocks are the
+ * multiples of KB (a key beyond a row's range adds an exact 0: e^-inf, c = 1, 0 v), so one
+ * token alone (decode) gets the bits it gets inside a prompt. The engine runs decode through
+ * this kernel too for that reason (a prompt's logits equal token-by-token decoding's).
  * Summation order differs from attn_decode (per-key dot products there, broadcast FMAs here):
- * the results agree to rounding (tests/kernels/ops_cpu_test.c states the tolerance).
+ * the results agree to rounding (tests/kernels/attn_prefill_test.c states the tolerance).
  */
 
 enum { SL_PF_R = SL_ATTN_ROWS, SL_PF_KB = 32, SL_PF_NV = SL_ATTN_ROWS / SL_VW };
@@ -128,7 +132,8 @@ static void SL_ATTN_PREFILL_FN(const float *q, const void *k, const void *v,
     for (size_t i = 0; i < (size_t)SL_PF_R * (size_t)Dp; i++) o[i] = 0.0f;
     const int32_t used_pr = (used + SL_PF_PR - 1) / SL_PF_PR * SL_PF_PR;
 
-    for (int64_t b0 = kbeg; b0 < kend; b0 += SL_PF_KB) {
+    /* blocks at multiples of KB: a row's blocks, so its bits, do not depend on its tile */
+    for (int64_t b0 = kbeg / SL_PF_KB * SL_PF_KB; b0 < kend; b0 += SL_PF_KB) {
         const int32_t nb = kend - b0 < SL_PF_KB ? (int32_t)(kend - b0) : SL_PF_KB;
         for (int32_t j = 0; j < nb; j++) {
             const size_t off = ((size_t)(b0 + j) * row + (size_t)t.kvh * (size_t)D) * esz;

@@ -461,8 +461,9 @@ static void attn_tiles(void *ctx, int64_t begin, int64_t end, int thread)
     if (st) j->st = st; /* cannot fail on validated params; recorded anyway */
 }
 
-/* One token: the decode kernel. A prompt: the tiled kernel, its tiles (a kv head's queries
- * in groups that share each K/V row read) spread over the pool. */
+/* The tiled kernel for a prompt and for one token alike (a row's bits do not depend on its
+ * tile: prefill == decode, chunking-invariant), its tiles (a kv head's queries in groups that
+ * share each K/V row read) spread over the pool. */
 static sl_status h_attn(sl__dx *x, const float *q, const void *kc, const void *vc,
                         const sl_attn_params *p, const int32_t *h_pos, int64_t n, float *out,
                         sl_error *err)
@@ -475,9 +476,8 @@ static sl_status h_attn(sl__dx *x, const float *q, const void *kc, const void *v
         if (h_pos[t] + 1 > j.p.n_pos) j.p.n_pos = h_pos[t] + 1;
     sl_status st = sl_ref_attn_validate(&j.p, err);
     if (st) return st;
-    if (n == 1) return sl_cpu_attn_decode(&h->ops, q, kc, vc, &j.p, out, err);
     const int64_t tiles = sl_cpu_attn_prefill_tiles(&h->ops, &j.p, n);
-    st = sl_cpu_pool_parallel_for(h->pool, tiles, 1, attn_tiles, &j, err);
+    st = sl_cpu_pool_parallel_for(tiles > 1 ? h->pool : NULL, tiles, 1, attn_tiles, &j, err);
     if (st) return st;
     if (j.st) return sl_error_set(err, j.st, "attention kernel failed");
     return SL_OK;

@@ -8,7 +8,9 @@
  *    that are not consecutive;
  *  - causal only, a sliding window, sinks, soft-capping with a custom scale; F32 and F16
  *    caches;
- *  - the tiles computed in two disjoint ranges (as two threads would), each once.
+ *  - the tiles computed in two disjoint ranges (as two threads would), each once;
+ *  - a token alone (decode) gets its row's bits in the prompt, bit for bit (the engine's
+ *    prefill == decode invariance rests on it).
  * Tolerance |got - want| <= 2e-6 max|v| (caches <= 300 positions) and 2e-5 max|v| (1,100
  * positions), the bounds of ops_cpu_test.c's decode attention; the measured worst ratio per
  * ISA is printed. Also: argument validation (positions out of the cache, tile ranges).
@@ -62,6 +64,18 @@ static void prefill_case(const sl_cpu_ops *ops, uint64_t *rng, shape s, sl_kv_ty
                   SL_OK, "%s", err.msg);
     CHECK_MSG(sl_cpu_attn_prefill(ops, q, k, v, &p, pos, s.n_tok, 0, half, got, &err) == SL_OK,
               "%s", err.msg);
+    /* each token alone (decode) gets the bits of its row in the prompt */
+    float *one = malloc((size_t)qd * sizeof *one);
+    for (int32_t t = 0; t < s.n_tok; t += 1 + s.n_tok / 4) {
+        const int64_t nt = sl_cpu_attn_prefill_tiles(ops, &p, 1);
+        CHECK(sl_cpu_attn_prefill(ops, q + t * qd, k, v, &p, pos + t, 1, 0, nt, one, &err) ==
+              SL_OK);
+        CHECK_MSG(!memcmp(one, got + t * qd, (size_t)qd * sizeof *one),
+                  "%s: token %d alone differs from its row in the prompt (hd=%d heads=%d/%d "
+                  "window=%d)", sl_cpu_isa_name(ops->isa), t, s.head_dim, s.n_head,
+                  s.n_kv_head, window);
+    }
+    free(one);
     const double vmax =
         cache_max_abs(v, (size_t)s.n_pos * (size_t)s.n_kv_head * (size_t)s.head_dim, kt);
     double worst = 0.0;
