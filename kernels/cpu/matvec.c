@@ -146,9 +146,26 @@ static sl_status check_mv(const char *fn, const sl_cpu_matvec_ctx *mv, sl_error 
     return SL_OK;
 }
 
-sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, const float *x,
-                                  int64_t cols, int64_t n_batch, void *xq, size_t xq_bytes,
-                                  sl_error *err)
+typedef struct quant_job {
+    const sl_cpu_matvec_ctx *mv;
+    const sl__mv_type *t;
+    const float *x;
+    int64_t cols;
+    char *xq;
+    size_t arb;
+} quant_job;
+
+static void quant_chunk(void *ctx, int64_t b0, int64_t b1, int thread)
+{
+    (void)thread;
+    const quant_job *j = ctx;
+    sl__cpu_quant_rows(j->mv, j->t, j->x + b0 * j->cols, j->cols, b1 - b0,
+                       j->xq + (size_t)b0 * j->arb, j->arb);
+}
+
+sl_status sl_cpu_matvec_quant_act_pool(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
+                                       uint32_t type, const float *x, int64_t cols,
+                                       int64_t n_batch, void *xq, size_t xq_bytes, sl_error *err)
 {
     static const char fn[] = "sl_cpu_matvec_quant_act";
     const sl__mv_type *t;
@@ -160,8 +177,21 @@ sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, co
     if (xq_bytes < need)
         return sl_error_set(err, SL_ERR_INVALID, "%s: xq_bytes = %zu < %zu needed", fn, xq_bytes,
                             need);
-    sl__cpu_quant_rows(mv, t, x, cols, n_batch, xq, need / (size_t)n_batch);
-    return SL_OK;
+    const quant_job j = {.mv = mv, .t = t, .x = x, .cols = cols, .xq = xq,
+                         .arb = need / (size_t)n_batch};
+    /* rows are independent; chunks of >= 16 rows (a few microseconds) pay for a handoff */
+    const int64_t parts = 2 * (int64_t)sl_cpu_pool_threads(pool);
+    int64_t grain = (n_batch + parts - 1) / parts;
+    if (grain < 16) grain = 16;
+    return sl_cpu_pool_parallel_for(n_batch > 16 ? pool : NULL, n_batch, grain, quant_chunk,
+                                    (void *)&j, err);
+}
+
+sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, const float *x,
+                                  int64_t cols, int64_t n_batch, void *xq, size_t xq_bytes,
+                                  sl_error *err)
+{
+    return sl_cpu_matvec_quant_act_pool(mv, NULL, type, x, cols, n_batch, xq, xq_bytes, err);
 }
 
 /* ---- dense, gathered and column-listed rows ---------------------------------------------- */
@@ -311,6 +341,11 @@ sl_status sl_cpu_matvec(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t
     const sl__mv_type *t = sl__mv_type_get(type);
     if (mv && mv->f32_act && t && t->act_type != SL_GGML_F32)
         return sl__cpu_matvec_f32act(pool, type, w, rows, cols, x, n_batch, y, err);
+    if (t && type == SL_GGML_F32 && n_batch > 1 && sl__cpu_gemm_f32_available(mv)) {
+        const sl_status s = sl__mv_validate(__func__, type, w, rows, cols, x, n_batch, y, &t,
+                                            err);
+        return s ? s : sl__cpu_gemm_f32(pool, w, rows, cols, x, n_batch, y, err);
+    }
     if (t && t->act_type == SL_GGML_F32) /* float weights read x in place: no workspace */
         return sl_cpu_matvec_q(mv, pool, type, w, rows, cols, x, n_batch, y, err);
     if (n_batch == 1 && t && work && work_bytes >= sl_cpu_matvec_work_bytes(type, cols, 1)) {
@@ -318,7 +353,8 @@ sl_status sl_cpu_matvec(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t
         const sl_cpu_matvec_part part = {.type = type, .w = w, .rows = rows, .y = y};
         return sl_cpu_matvec_multi(mv, pool, &part, 1, cols, x, work, work_bytes, err);
     }
-    sl_status s = sl_cpu_matvec_quant_act(mv, type, x, cols, n_batch, work, work_bytes, err);
+    sl_status s =
+        sl_cpu_matvec_quant_act_pool(mv, pool, type, x, cols, n_batch, work, work_bytes, err);
     if (s) return s;
     return sl_cpu_matvec_q(mv, pool, type, w, rows, cols, work, n_batch, y, err);
 }

@@ -71,6 +71,10 @@ size_t sl_cpu_matvec_work_bytes(uint32_t type, int64_t cols, int64_t n_batch);
 sl_status sl_cpu_matvec_quant_act(const sl_cpu_matvec_ctx *mv, uint32_t type, const float *x,
                                   int64_t cols, int64_t n_batch, void *xq, size_t xq_bytes,
                                   sl_error *err);
+/* The same, the rows split over pool (NULL: the calling thread); the same bytes. */
+sl_status sl_cpu_matvec_quant_act_pool(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
+                                       uint32_t type, const float *x, int64_t cols,
+                                       int64_t n_batch, void *xq, size_t xq_bytes, sl_error *err);
 
 /* Y [n_batch][rows] = W [rows][cols] · X [n_batch][cols] (sl_ref_matvec). work: work_bytes. */
 sl_status sl_cpu_matvec(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,

@@ -37,7 +37,7 @@
 #include "kernels/ref/ops.h"
 #include "base/status.h"
 
-enum { SL_CPU_ROPE_MAX_ROT = 1024 };
+enum { SL_CPU_ROPE_MAX_ROT = 1024, SL_CPU_ATTN_TILE_MAX_D = 256 };
 
 /* What the CPU (and OS, for the AVX register state) supports. All false off x86-64. */
 typedef struct sl_cpu_features {
@@ -116,6 +116,25 @@ sl_status sl_cpu_rope_apply(const sl_cpu_ops *ops, float *x, int64_t n_tokens, i
  * accumulator, so it must not overlap q, k or v. */
 sl_status sl_cpu_attn_decode(const sl_cpu_ops *ops, const float *q, const void *k,
                              const void *v, const sl_attn_params *p, float *out, sl_error *err);
+/* A prompt's attention, tiled (flash attention): n_tok queries q [n_tok][n_head][head_dim],
+ * query t at cache position pos[t] (0 <= pos[t] < p->n_pos) attending to positions
+ * 0 .. pos[t] (the last p->window of them with a window), every query's K and V already in the
+ * cache; p->n_pos is the cache length read. The work is numbered in tiles (groups of queries of
+ * one kv head that share each K/V row read): sl_cpu_attn_prefill_tiles gives their count,
+ * sl_cpu_attn_prefill computes tiles [tile0, tile1) into their rows of out [n_tok][n_head]
+ * [head_dim], so threads may take disjoint tile ranges of one call. Same results as
+ * sl_cpu_attn_decode per token up to float summation order. A head_dim above
+ * SL_CPU_ATTN_TILE_MAX_D runs sl_cpu_attn_decode per token (a tile is then one token). */
+int64_t sl_cpu_attn_prefill_tiles(const sl_cpu_ops *ops, const sl_attn_params *p,
+                                  int64_t n_tok);
+sl_status sl_cpu_attn_prefill(const sl_cpu_ops *ops, const float *q, const void *k,
+                              const void *v, const sl_attn_params *p, const int32_t *pos,
+                              int64_t n_tok, int64_t tile0, int64_t tile1, float *out,
+                              sl_error *err);
+/* y[i] = x[i] in IEEE binary16, rounded to nearest even (kernels/ref/quant.h's
+ * sl_quant_fp32_to_fp16, bit for bit: F16C's conversion on the SIMD paths): a KV cache row. */
+sl_status sl_cpu_to_f16(const sl_cpu_ops *ops, const float *x, uint16_t *y, int64_t n,
+                        sl_error *err);
 sl_status sl_cpu_add(const sl_cpu_ops *ops, const float *a, const float *b, float *y,
                      int64_t n, sl_error *err);
 sl_status sl_cpu_mul(const sl_cpu_ops *ops, const float *a, const float *b, float *y,

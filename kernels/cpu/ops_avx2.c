@@ -6,6 +6,7 @@
 #if defined(__x86_64__)
 
 #include <immintrin.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -282,6 +283,22 @@ static void mul(const float *a, const float *b, float *y, int64_t n)
     for (int64_t i = 0; i < n; i += 8) st8(y, i, n, _mm256_mul_ps(ld8(a, i, n), ld8(b, i, n)));
 }
 
+/* F16C rounds to nearest even and quiets a NaN keeping its top payload bits, as the
+ * reference does; the tail goes through a zeroed buffer (no masked 16-bit store) */
+static void to_f16(const float *x, uint16_t *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    if (i < n) {
+        uint16_t tmp[8];
+        _mm_storeu_si128((__m128i *)tmp,
+                         _mm256_cvtps_ph(ld8(x, i, n), _MM_FROUND_TO_NEAREST_INT));
+        memcpy(y + i, tmp, (size_t)(n - i) * sizeof *y);
+    }
+}
+
 static void scale(float *x, int64_t n, float s)
 {
     const __m256 vs = _mm256_set1_ps(s);
@@ -382,6 +399,53 @@ static inline float k_exp_sum(float *s, int32_t n, float m)
 #define SL_ATTN_DECODE_FN attn_decode
 #include "kernels/cpu/attn_decode_tmpl.h"
 
+/* ---- prompt-attention primitives (attn_prefill_tmpl.h) ---------------------------------- */
+
+typedef __m256 sl_vf;
+/* QK: 6 keys x 2 vectors = 12 accumulators; PV: 4 rows x 2 vectors = 8 (of 16 registers,
+ * leaving room for the loaded operands and the broadcast) */
+enum { SL_VW = 8, SL_ATTN_ROWS = 16, SL_PF_NJ = 6, SL_PF_PR = 4, SL_PF_NC = 2 };
+
+static inline sl_vf v_zero(void) { return _mm256_setzero_ps(); }
+static inline sl_vf v_set1(float x) { return _mm256_set1_ps(x); }
+static inline sl_vf v_ld(const float *p) { return _mm256_loadu_ps(p); }
+static inline void v_st(float *p, sl_vf v) { _mm256_storeu_ps(p, v); }
+static inline sl_vf v_fma(sl_vf a, sl_vf b, sl_vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline sl_vf v_mul(sl_vf a, sl_vf b) { return _mm256_mul_ps(a, b); }
+static inline sl_vf v_add(sl_vf a, sl_vf b) { return _mm256_add_ps(a, b); }
+static inline sl_vf v_sub(sl_vf a, sl_vf b) { return _mm256_sub_ps(a, b); }
+static inline sl_vf v_max(sl_vf a, sl_vf b) { return _mm256_max_ps(a, b); }
+static inline sl_vf v_exp(sl_vf x) { return exp8(x); }
+
+static inline sl_vf v_mask_inf(sl_vf s, float kp, sl_vf hi, sl_vf lo)
+{
+    const sl_vf vk = _mm256_set1_ps(kp);
+    const sl_vf out = _mm256_or_ps(_mm256_cmp_ps(vk, hi, _CMP_GT_OQ),
+                                   _mm256_cmp_ps(vk, lo, _CMP_LT_OQ));
+    return _mm256_blendv_ps(s, _mm256_set1_ps(-INFINITY), out);
+}
+
+/* cap tanh(s / cap): the form of ops_avx512.c's v_softcap */
+static inline sl_vf v_softcap(sl_vf s, float cap, float inv_cap)
+{
+    const sl_vf y = _mm256_mul_ps(s, _mm256_set1_ps(inv_cap)), one = _mm256_set1_ps(1.0f);
+    const sl_vf sign = _mm256_set1_ps(-0.0f);
+    const sl_vf e = exp8(_mm256_mul_ps(_mm256_andnot_ps(sign, y), _mm256_set1_ps(-2.0f)));
+    const sl_vf r = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+    return _mm256_mul_ps(_mm256_xor_ps(r, _mm256_and_ps(sign, y)), _mm256_set1_ps(cap));
+}
+
+static inline void k_cvt_row(float *dst, const void *src, bool f16, int32_t n, int32_t np)
+{
+    for (int32_t d = 0; d < np; d += 8)
+        _mm256_storeu_ps(dst + d, d >= n ? _mm256_setzero_ps()
+                                  : f16  ? ld8_f16((const uint16_t *)src, d, n)
+                                         : ld8((const float *)src, d, n));
+}
+
+#define SL_ATTN_PREFILL_FN attn_prefill
+#include "kernels/cpu/attn_prefill_tmpl.h"
+
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
@@ -397,6 +461,9 @@ const sl__cpu_kernels sl__cpu_kernels_avx2 = {
     .geglu = geglu,
     .rope_rows = rope_rows,
     .attn_decode = attn_decode,
+    .attn_prefill = attn_prefill,
+    .attn_rows = SL_ATTN_ROWS,
+    .to_f16 = to_f16,
     .add = add,
     .mul = mul,
     .scale = scale,

@@ -5,6 +5,7 @@
  * the BW masked 16-bit load. Same algorithms as ops_avx2.c. */
 #if defined(__x86_64__)
 
+#include <float.h>
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -205,6 +206,14 @@ static void mul(const float *a, const float *b, float *y, int64_t n)
     for (int64_t i = 0; i < n; i += 16) st16(y, i, n, _mm512_mul_ps(ld16(a, i, n), ld16(b, i, n)));
 }
 
+/* F16C's rounding (see ops_avx2.c's to_f16); the tail by a masked 16-bit store */
+static void to_f16(const float *x, uint16_t *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += 16)
+        _mm256_mask_storeu_epi16(y + i, mask16(i, n),
+                                 _mm512_cvtps_ph(ld16(x, i, n), _MM_FROUND_TO_NEAREST_INT));
+}
+
 static void scale(float *x, int64_t n, float s)
 {
     const __m512 vs = _mm512_set1_ps(s);
@@ -297,6 +306,54 @@ static inline float k_exp_sum(float *s, int32_t n, float m)
 #define SL_ATTN_DECODE_FN attn_decode
 #include "kernels/cpu/attn_decode_tmpl.h"
 
+/* ---- prompt-attention primitives (attn_prefill_tmpl.h) ---------------------------------- */
+
+typedef __m512 sl_vf;
+/* QK: 8 keys x 2 vectors = 16 accumulators; PV: 4 rows x 4 vectors = 16 (of 32 registers) */
+enum { SL_VW = 16, SL_ATTN_ROWS = 32, SL_PF_NJ = 8, SL_PF_PR = 4, SL_PF_NC = 4 };
+
+static inline sl_vf v_zero(void) { return _mm512_setzero_ps(); }
+static inline sl_vf v_set1(float x) { return _mm512_set1_ps(x); }
+static inline sl_vf v_ld(const float *p) { return _mm512_loadu_ps(p); }
+static inline void v_st(float *p, sl_vf v) { _mm512_storeu_ps(p, v); }
+static inline sl_vf v_fma(sl_vf a, sl_vf b, sl_vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline sl_vf v_mul(sl_vf a, sl_vf b) { return _mm512_mul_ps(a, b); }
+static inline sl_vf v_add(sl_vf a, sl_vf b) { return _mm512_add_ps(a, b); }
+static inline sl_vf v_sub(sl_vf a, sl_vf b) { return _mm512_sub_ps(a, b); }
+static inline sl_vf v_max(sl_vf a, sl_vf b) { return _mm512_max_ps(a, b); }
+static inline sl_vf v_exp(sl_vf x) { return exp16(x); }
+
+static inline sl_vf v_mask_inf(sl_vf s, float kp, sl_vf hi, sl_vf lo)
+{
+    const sl_vf vk = _mm512_set1_ps(kp);
+    const __mmask16 out = _mm512_cmp_ps_mask(vk, hi, _CMP_GT_OQ) |
+                          _mm512_cmp_ps_mask(vk, lo, _CMP_LT_OQ);
+    return _mm512_mask_mov_ps(s, out, _mm512_set1_ps(-INFINITY));
+}
+
+/* cap tanh(y), y = s / cap, as sign(y) (1 - e) / (1 + e), e = e^(-2|y|): no overflow; the
+ * absolute error near 0 is ~cap ulp(1), far below the logits' own rounding */
+static inline sl_vf v_softcap(sl_vf s, float cap, float inv_cap)
+{
+    const sl_vf y = _mm512_mul_ps(s, _mm512_set1_ps(inv_cap)), one = _mm512_set1_ps(1.0f);
+    const sl_vf e = exp16(_mm512_mul_ps(_mm512_abs_ps(y), _mm512_set1_ps(-2.0f)));
+    const sl_vf r = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+    const __mmask16 neg = _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_LT_OQ);
+    return _mm512_mul_ps(_mm512_mask_sub_ps(r, neg, _mm512_setzero_ps(), r),
+                         _mm512_set1_ps(cap));
+}
+
+static inline void k_cvt_row(float *dst, const void *src, bool f16, int32_t n, int32_t np)
+{
+    for (int32_t d = 0; d < np; d += 16)
+        _mm512_storeu_ps(dst + d, d >= n ? _mm512_setzero_ps()
+                                  : f16  ? ld16_f16((const uint16_t *)src, d, n)
+                                         : ld16((const float *)src, d, n));
+}
+
+#define SL_ATTN_PREFILL_FN attn_prefill
+#include "kernels/cpu/attn_prefill_tmpl.h"
+
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
@@ -312,6 +369,9 @@ const sl__cpu_kernels sl__cpu_kernels_avx512 = {
     .geglu = geglu,
     .rope_rows = rope_rows,
     .attn_decode = attn_decode,
+    .attn_prefill = attn_prefill,
+    .attn_rows = SL_ATTN_ROWS,
+    .to_f16 = to_f16,
     .add = add,
     .mul = mul,
     .scale = scale,

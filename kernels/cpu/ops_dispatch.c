@@ -361,6 +361,68 @@ sl_status sl_cpu_attn_decode(const sl_cpu_ops *ops, const float *q, const void *
     return SL_OK;
 }
 
+static bool attn_tiled(const sl_cpu_ops *ops, const sl_attn_params *p)
+{
+    return ops->k->attn_prefill && p->head_dim <= SL_CPU_ATTN_TILE_MAX_D;
+}
+
+int64_t sl_cpu_attn_prefill_tiles(const sl_cpu_ops *ops, const sl_attn_params *p,
+                                  int64_t n_tok)
+{
+    if (!ops || !ops->k || !p || n_tok < 1 || p->n_head < 1 || p->n_kv_head < 1 ||
+        p->n_head % p->n_kv_head)
+        return 0;
+    return attn_tiled(ops, p) ? sl__attn_tiles(p, n_tok, ops->k->attn_rows) : n_tok;
+}
+
+sl_status sl_cpu_attn_prefill(const sl_cpu_ops *ops, const float *q, const void *k,
+                              const void *v, const sl_attn_params *p, const int32_t *pos,
+                              int64_t n_tok, int64_t tile0, int64_t tile1, float *out,
+                              sl_error *err)
+{
+    if (check_common(ops, 0, __func__, err)) return SL_ERR_INVALID;
+    sl_status st = sl_ref_attn_validate(p, err);
+    if (st) return st;
+    CHECK_PTR(q, "q");
+    CHECK_PTR(k, "k");
+    CHECK_PTR(v, "v");
+    CHECK_PTR(pos, "pos");
+    CHECK_PTR(out, "out");
+    if (n_tok < 1)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_tok = %lld < 1", __func__,
+                            (long long)n_tok);
+    const int64_t n_tiles = sl_cpu_attn_prefill_tiles(ops, p, n_tok);
+    if (tile0 < 0 || tile0 > tile1 || tile1 > n_tiles)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: tiles [%lld, %lld) outside [0, %lld)",
+                            __func__, (long long)tile0, (long long)tile1, (long long)n_tiles);
+    for (int64_t t = 0; t < n_tok; t++)
+        if (pos[t] < 0 || pos[t] >= p->n_pos)
+            return sl_error_set(err, SL_ERR_INVALID, "%s: pos[%lld] = %d outside [0, n_pos = %d)",
+                                __func__, (long long)t, pos[t], p->n_pos);
+    const size_t qd = (size_t)p->n_head * (size_t)p->head_dim;
+    for (int64_t i = tile0; i < tile1; i++) {
+        if (attn_tiled(ops, p)) {
+            ops->k->attn_prefill(q, k, v, p, pos, n_tok, i, out);
+        } else {
+            sl_attn_params pt = *p;
+            pt.n_pos = pos[i] + 1;
+            ops->k->attn_decode(q + (size_t)i * qd, k, v, &pt, out + (size_t)i * qd);
+        }
+    }
+    return SL_OK;
+}
+
+sl_status sl_cpu_to_f16(const sl_cpu_ops *ops, const float *x, uint16_t *y, int64_t n,
+                        sl_error *err)
+{
+    if (check_common(ops, n, __func__, err)) return SL_ERR_INVALID;
+    if (n == 0) return SL_OK;
+    CHECK_PTR(x, "x");
+    CHECK_PTR(y, "y");
+    ops->k->to_f16(x, y, n);
+    return SL_OK;
+}
+
 sl_status sl_cpu_add(const sl_cpu_ops *ops, const float *a, const float *b, float *y,
                      int64_t n, sl_error *err)
 {

@@ -32,10 +32,44 @@ struct sl__cpu_kernels {
                       sl_rope_mode mode, const float *cs);
     void (*attn_decode)(const float *q, const void *k, const void *v, const sl_attn_params *p,
                         float *out);
+    /* tile `tile` of sl__attn_tile_at(p, n_tok, attn_rows, .) (attn_prefill_tmpl.h) */
+    void (*attn_prefill)(const float *q, const void *k, const void *v, const sl_attn_params *p,
+                         const int32_t *pos, int64_t n_tok, int64_t tile, float *out);
+    int32_t attn_rows; /* query rows of a prefill tile: 2 vectors of floats */
+    void (*to_f16)(const float *x, uint16_t *y, int64_t n);
     void (*add)(const float *a, const float *b, float *y, int64_t n);
     void (*mul)(const float *a, const float *b, float *y, int64_t n);
     void (*scale)(float *x, int64_t n, float s);
 };
+
+/* A prompt-attention tile: tokens [t0, t0 + nt) x query heads [h0, h0 + nh) of kv head kvh
+ * (nh of the kv head's GQA group, nt * nh <= rows). A group wider than rows goes in chunks of
+ * rows heads, one token each. Tiles are numbered with the last tokens (the most keys) first, so
+ * the pool's dynamic chunks start with the longest. */
+typedef struct sl__attn_tile {
+    int32_t kvh, h0, nh;
+    int64_t t0, nt;
+} sl__attn_tile;
+
+static inline int64_t sl__attn_tiles(const sl_attn_params *p, int64_t n_tok, int32_t rows)
+{
+    const int32_t group = p->n_head / p->n_kv_head, nh = group < rows ? group : rows;
+    const int64_t nt = rows / nh, nhc = (group + nh - 1) / nh;
+    return (int64_t)p->n_kv_head * nhc * ((n_tok + nt - 1) / nt);
+}
+
+static inline sl__attn_tile sl__attn_tile_at(const sl_attn_params *p, int64_t n_tok,
+                                             int32_t rows, int64_t i)
+{
+    const int32_t group = p->n_head / p->n_kv_head, nh = group < rows ? group : rows;
+    const int64_t nt = rows / nh, nhc = (group + nh - 1) / nh, per = p->n_kv_head * nhc;
+    const int64_t tb = (n_tok + nt - 1) / nt - 1 - i / per, hc = i % per % nhc;
+    sl__attn_tile t = {.kvh = (int32_t)(i % per / nhc), .h0 = 0, .nh = nh, .t0 = tb * nt,
+                       .nt = n_tok - tb * nt < nt ? n_tok - tb * nt : nt};
+    t.h0 = t.kvh * group + (int32_t)hc * nh;
+    if (group - (int32_t)hc * nh < nh) t.nh = group - (int32_t)hc * nh;
+    return t;
+}
 
 extern const sl__cpu_kernels sl__cpu_kernels_scalar;
 #if defined(__x86_64__)

@@ -1,11 +1,13 @@
 /* Scalar (portable C, float) kernels: the fallback table of kernels/cpu/ops.h, and the baseline
  * the SIMD tables are measured against. Reductions use 4 partial sums, as the SIMD paths use
  * lanes, which both shortens the dependency chain and halves the float rounding error growth. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 
 #include "kernels/cpu/ops_impl.h"
 #include "kernels/ref/half.h"
+#include "kernels/ref/quant.h"
 
 static void rms_norm(const float *x, const float *w, float *y, int64_t n, float eps,
                      bool one_plus_w)
@@ -101,6 +103,11 @@ static void mul(const float *a, const float *b, float *y, int64_t n)
     for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
 }
 
+static void to_f16(const float *x, uint16_t *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = sl_quant_fp32_to_fp16(x[i]);
+}
+
 static void scale(float *x, int64_t n, float s)
 {
     for (int64_t i = 0; i < n; i++) x[i] *= s;
@@ -162,6 +169,41 @@ static inline float k_exp_sum(float *s, int32_t n, float m)
 #define SL_ATTN_DECODE_FN attn_decode
 #include "kernels/cpu/attn_decode_tmpl.h"
 
+/* ---- prompt-attention primitives (attn_prefill_tmpl.h): one-lane "vectors" ------------- */
+
+typedef float sl_vf;
+enum { SL_VW = 1, SL_ATTN_ROWS = 2, SL_PF_NJ = 4, SL_PF_PR = 2, SL_PF_NC = 4 };
+
+static inline sl_vf v_zero(void) { return 0.0f; }
+static inline sl_vf v_set1(float x) { return x; }
+static inline sl_vf v_ld(const float *p) { return *p; }
+static inline void v_st(float *p, sl_vf v) { *p = v; }
+static inline sl_vf v_fma(sl_vf a, sl_vf b, sl_vf c) { return a * b + c; }
+static inline sl_vf v_mul(sl_vf a, sl_vf b) { return a * b; }
+static inline sl_vf v_add(sl_vf a, sl_vf b) { return a + b; }
+static inline sl_vf v_sub(sl_vf a, sl_vf b) { return a - b; }
+static inline sl_vf v_max(sl_vf a, sl_vf b) { return a > b ? a : b; }
+static inline sl_vf v_exp(sl_vf x) { return expf(x); }
+static inline sl_vf v_mask_inf(sl_vf s, float kp, sl_vf hi, sl_vf lo)
+{
+    return kp > hi || kp < lo ? -INFINITY : s;
+}
+static inline sl_vf v_softcap(sl_vf s, float cap, float inv_cap)
+{
+    return cap * tanhf(s * inv_cap);
+}
+
+static inline void k_cvt_row(float *dst, const void *src, bool f16, int32_t n, int32_t np)
+{
+    for (int32_t d = 0; d < np; d++)
+        dst[d] = d >= n ? 0.0f
+                 : f16  ? sl_half_to_float(((const uint16_t *)src)[d])
+                        : ((const float *)src)[d];
+}
+
+#define SL_ATTN_PREFILL_FN attn_prefill
+#include "kernels/cpu/attn_prefill_tmpl.h"
+
 const sl__cpu_kernels sl__cpu_kernels_scalar = {
     .isa = SL_CPU_ISA_SCALAR,
     .rms_norm = rms_norm,
@@ -171,6 +213,9 @@ const sl__cpu_kernels sl__cpu_kernels_scalar = {
     .geglu = geglu,
     .rope_rows = rope_rows,
     .attn_decode = attn_decode,
+    .attn_prefill = attn_prefill,
+    .attn_rows = SL_ATTN_ROWS,
+    .to_f16 = to_f16,
     .add = add,
     .mul = mul,
     .scale = scale,

@@ -1,4 +1,4 @@
-/* kernels/cpu/quant_act.c: the activation quantizers (Q8_0, Q8_K) in AVX2, bit-exact to the
+/* kernels/cpu/quant_act.c: the activation quantizers (Q8_0, Q8_1, Q8_K) in AVX2, bit-exact to the
  * reference ones (kernels/ref/matvec_blocks.c), and the driver that picks them.
  *
  * Why: a prefill batch quantizes every token of every matmul input; with the reference's
@@ -9,7 +9,8 @@
  * - Q8_0: amax is a max (exact in any order; vmaxps(|x|, acc) keeps acc for a NaN |x| as fmaxf
  *   does), d and id are the reference's scalar expressions, v = x * id is one rounding either
  *   way, and roundf (ties away from zero) is rebuilt exactly: t = trunc(v), v - t is exact, and
- *   t moves one away from zero when |v - t| >= 0.5.
+ *   t moves one away from zero when |v - t| >= 0.5. Q8_1 adds s = fp16(sum * d), the sum of
+ *   the quants exact in int32.
  * - Q8_K: max is the first element of largest magnitude (found by a compare on amax, first set
  *   bit), nearest_int's 1.5 * 2^23 addition rounds ties to even as vroundps does for |v| <= 127,
  *   the clamp at 127 is a vpminsd, bsums are exact integer sums, d = 1 / iscale as there.
@@ -72,25 +73,57 @@ static __m256i qa_roundf(__m256 v)
     return _mm256_cvtps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, one)));
 }
 
+/* One block of 32 as the reference's Q8_0 / Q8_1 quantizer: the quants in q (int32), d;
+ * false for a block holding a NaN or an infinity (the caller runs the reference). */
+static bool qa_block32(const float *x, __m256i q[4], float *d)
+{
+    bool bad;
+    const float amax = qa_amax(x, 32, &bad);
+    if (bad) return false;
+    *d = amax / 127.0f;
+    const float id = *d != 0.0f ? 1.0f / *d : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    for (int k = 0; k < 4; k++) q[k] = qa_roundf(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid));
+    return true;
+}
+
 static void qa_q8_0(const float *x, void *y, int64_t n)
 {
     for (int64_t i = 0; i < n / SL_QK8_0; i++, x += SL_QK8_0) {
         char *yb = (char *)y + i * (int64_t)sizeof(sl_block_q8_0);
-        bool bad;
-        const float amax = qa_amax(x, SL_QK8_0, &bad);
-        if (bad) {
+        __m256i q[4];
+        float d;
+        if (!qa_block32(x, q, &d)) {
             sl__mv_quant_q8_0(x, yb, SL_QK8_0);
             continue;
         }
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
         const uint16_t dh = sl_quant_fp32_to_fp16(d);
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int k = 0; k < 4; k++)
-            q[k] = qa_roundf(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid));
         memcpy(yb, &dh, 2);
         _mm256_storeu_si256((__m256i *)(yb + 2), qa_pack32(q[0], q[1], q[2], q[3]));
+    }
+}
+
+/* Q8_0's quants, and s = fp16(d * their sum), the sum exact in int32 as in the reference */
+static void qa_q8_1(const float *x, void *y, int64_t n)
+{
+    for (int64_t i = 0; i < n / SL_QK8_1; i++, x += SL_QK8_1) {
+        char *yb = (char *)y + i * (int64_t)sizeof(sl_block_q8_1);
+        __m256i q[4];
+        float d;
+        if (!qa_block32(x, q, &d)) {
+            sl__mv_quant_q8_1(x, yb, SL_QK8_1);
+            continue;
+        }
+        const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
+                                            _mm256_add_epi32(q[2], q[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+        const uint16_t dh = sl_quant_fp32_to_fp16(d);
+        const uint16_t sh = sl_quant_fp32_to_fp16((float)_mm_cvtsi128_si32(s4) * d);
+        memcpy(yb, &dh, 2);
+        memcpy(yb + 2, &sh, 2);
+        _mm256_storeu_si256((__m256i *)(yb + 4), qa_pack32(q[0], q[1], q[2], q[3]));
     }
 }
 
@@ -160,12 +193,14 @@ void sl__cpu_quant_rows(const sl_cpu_matvec_ctx *mv, const sl__mv_type *t, const
 {
 #if SL_QA_X86
     if (mv->isa == SL_CPU_ISA_AVX2 || mv->isa == SL_CPU_ISA_AVX512) {
-        if (t->act_type == SL_GGML_Q8_0 || t->act_type == SL_GGML_Q8_K) {
-            for (int64_t b = 0; b < n_batch; b++) {
-                void *yb = (char *)xq + (size_t)b * act_row_bytes;
-                if (t->act_type == SL_GGML_Q8_0) qa_q8_0(x + b * cols, yb, cols);
-                else qa_q8_K(x + b * cols, yb, cols);
-            }
+        void (*const qa)(const float *, void *, int64_t) =
+            t->act_type == SL_GGML_Q8_0   ? qa_q8_0
+            : t->act_type == SL_GGML_Q8_1 ? qa_q8_1
+            : t->act_type == SL_GGML_Q8_K ? qa_q8_K
+                                          : NULL;
+        if (qa) {
+            for (int64_t b = 0; b < n_batch; b++)
+                qa(x + b * cols, (char *)xq + (size_t)b * act_row_bytes, cols);
             return;
         }
     }

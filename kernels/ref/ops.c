@@ -405,6 +405,42 @@ static bool ranks_before(const double *score, int32_t a, int32_t b)
     return score[a] > score[b] || (score[a] == score[b] && a < b);
 }
 
+void sl__router_probs(const float *logits, const sl_router_params *p, double *prob)
+{
+    const int32_t E = p->n_expert;
+    if (p->gating == SL_GATING_SOFTMAX_TOPK) {
+        double mx = -INFINITY, sum = 0.0;
+        for (int32_t e = 0; e < E; e++) mx = fmax(mx, (double)logits[e]);
+        for (int32_t e = 0; e < E; e++) sum += (prob[e] = exp((double)logits[e] - mx));
+        for (int32_t e = 0; e < E; e++) prob[e] /= sum;
+    } else if (p->gating == SL_GATING_SIGMOID) {
+        for (int32_t e = 0; e < E; e++) prob[e] = 1.0 / (1.0 + exp(-(double)logits[e]));
+    } else {
+        for (int32_t e = 0; e < E; e++) prob[e] = logits[e];
+    }
+}
+
+void sl__router_weights(const double *prob, const int32_t *idx, const sl_router_params *p,
+                        float *w)
+{
+    const int32_t k = p->k;
+    double wsum = 0.0;
+    if (p->gating == SL_GATING_TOPK_SOFTMAX) {
+        /* softmax over the k selected logits; their maximum is not idx[0]'s when a bias
+         * reordered the selection */
+        double mx = -INFINITY;
+        for (int32_t j = 0; j < k; j++) mx = fmax(mx, prob[idx[j]]);
+        for (int32_t j = 0; j < k; j++) wsum += exp(prob[idx[j]] - mx);
+        for (int32_t j = 0; j < k; j++)
+            w[j] = (float)(exp(prob[idx[j]] - mx) / wsum * (double)p->weight_scale);
+    } else {
+        for (int32_t j = 0; j < k; j++) wsum += prob[idx[j]];
+        const double div = p->norm_topk && wsum > 0.0 ? wsum : 1.0;
+        for (int32_t j = 0; j < k; j++)
+            w[j] = (float)(prob[idx[j]] / div * (double)p->weight_scale);
+    }
+}
+
 sl_status sl_ref_router_topk(const float *logits, const sl_router_params *p, int32_t *idx,
                              float *w, sl_error *err)
 {
@@ -442,17 +478,7 @@ sl_status sl_ref_router_topk(const float *logits, const sl_router_params *p, int
     if (!prob) return sl_error_set(err, SL_ERR_NOMEM, "%s: %d experts of scratch", __func__, E);
     double *score = prob + E, *gscore = prob + 2 * E;
 
-    /* gate probabilities over all experts */
-    if (p->gating == SL_GATING_SOFTMAX_TOPK) {
-        double mx = -INFINITY, sum = 0.0;
-        for (int32_t e = 0; e < E; e++) mx = fmax(mx, (double)logits[e]);
-        for (int32_t e = 0; e < E; e++) sum += (prob[e] = exp((double)logits[e] - mx));
-        for (int32_t e = 0; e < E; e++) prob[e] /= sum;
-    } else if (p->gating == SL_GATING_SIGMOID) {
-        for (int32_t e = 0; e < E; e++) prob[e] = 1.0 / (1.0 + exp(-(double)logits[e]));
-    } else {
-        for (int32_t e = 0; e < E; e++) prob[e] = logits[e];
-    }
+    sl__router_probs(logits, p, prob);
     for (int32_t e = 0; e < E; e++) score[e] = prob[e] + (p->bias ? (double)p->bias[e] : 0.0);
     if (grouped) {
         /* groups outside the top_group best (by the sum of their two best scores) are masked
@@ -489,21 +515,7 @@ sl_status sl_ref_router_topk(const float *logits, const sl_router_params *p, int
         idx[j] = best;
     }
 
-    double wsum = 0.0;
-    if (p->gating == SL_GATING_TOPK_SOFTMAX) {
-        /* softmax over the k selected logits; their maximum is not idx[0]'s when a bias
-         * reordered the selection */
-        double mx = -INFINITY;
-        for (int32_t j = 0; j < k; j++) mx = fmax(mx, prob[idx[j]]);
-        for (int32_t j = 0; j < k; j++) wsum += exp(prob[idx[j]] - mx);
-        for (int32_t j = 0; j < k; j++)
-            w[j] = (float)(exp(prob[idx[j]] - mx) / wsum * (double)p->weight_scale);
-    } else {
-        for (int32_t j = 0; j < k; j++) wsum += prob[idx[j]];
-        const double div = p->norm_topk && wsum > 0.0 ? wsum : 1.0;
-        for (int32_t j = 0; j < k; j++)
-            w[j] = (float)(prob[idx[j]] / div * (double)p->weight_scale);
-    }
+    sl__router_weights(prob, idx, p, w);
     free(prob);
     return SL_OK;
 }

@@ -186,6 +186,14 @@ typedef struct sl_router_params {
     int32_t top_group;  /* 1 <= top_group <= n_group when n_group > 1 */
 } sl_router_params;
 
+/* The two halves of sl_ref_router_topk's arithmetic, shared with the batch router
+ * (kernels/cpu/router.c) so both give the same bits; p valid, logits finite. prob [E]: the
+ * gate probabilities of p->gating (softmax and sigmoid in double; TOPK_SOFTMAX: the logits).
+ * w [k]: the weights of the selected idx [k] from prob. */
+void sl__router_probs(const float *logits, const sl_router_params *p, double *prob);
+void sl__router_weights(const double *prob, const int32_t *idx, const sl_router_params *p,
+                        float *w);
+
 /* Top-k routing of one token: idx[k] expert indices in order of decreasing selection score
  * (ties: lower expert index first) and w[k] their weights. Deterministic. Allocates E doubles. */
 sl_status sl_ref_router_topk(const float *logits, const sl_router_params *p, int32_t *idx,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "kernels/cpu/router.h"
 #include "kernels/ref/quant.h"
 #include "runtime/engine/dx.h"
 #include "runtime/engine/rope_cache.h"
@@ -430,8 +431,10 @@ static sl_status h_kv_store(sl__dx *x, void *cache, bool f16, int64_t row, const
         if (!f16) {
             memcpy(cb + (size_t)pos[t] * (size_t)row * 4, s, (size_t)row * 4);
         } else {
-            uint16_t *d = (uint16_t *)(cb + (size_t)pos[t] * (size_t)row * 2);
-            for (int64_t i = 0; i < row; i++) d[i] = sl_quant_fp32_to_fp16(s[i]);
+            sl_status st = sl_cpu_to_f16(&((dx_host *)x)->ops, s,
+                                         (uint16_t *)(cb + (size_t)pos[t] * (size_t)row * 2),
+                                         row, err);
+            if (st) return st;
         }
     }
     return SL_OK;
@@ -444,36 +447,37 @@ typedef struct attn_job {
     sl_attn_params p;
     const int32_t *pos;
     float *out;
-    int64_t qd;
+    int64_t n;
     sl_status st;
 } attn_job;
 
-static void attn_token(void *ctx, int64_t begin, int64_t end, int thread)
+static void attn_tiles(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     attn_job *j = ctx;
-    for (int64_t t = begin; t < end; t++) {
-        sl_attn_params p = j->p;
-        p.n_pos = j->pos[t] + 1;
-        sl_error e;
-        sl_status st = sl_cpu_attn_decode(&j->h->ops, j->q + t * j->qd, j->kc, j->vc, &p,
-                                          j->out + t * j->qd, &e);
-        if (st) j->st = st; /* cannot fail on validated params; recorded anyway */
-    }
+    sl_error e;
+    sl_status st = sl_cpu_attn_prefill(&j->h->ops, j->q, j->kc, j->vc, &j->p, j->pos, j->n,
+                                       begin, end, j->out, &e);
+    if (st) j->st = st; /* cannot fail on validated params; recorded anyway */
 }
 
+/* The tiled kernel for a prompt and for one token alike (a row's bits do not depend on its
+ * tile: prefill == decode, chunking-invariant), its tiles (a kv head's queries in groups that
+ * share each K/V row read) spread over the pool. */
 static sl_status h_attn(sl__dx *x, const float *q, const void *kc, const void *vc,
                         const sl_attn_params *p, const int32_t *h_pos, int64_t n, float *out,
                         sl_error *err)
 {
     dx_host *h = (dx_host *)x;
     DRAIN(h);
-    attn_job j = {.h = h, .q = q, .kc = kc, .vc = vc, .p = *p, .pos = h_pos, .out = out,
-                  .qd = (int64_t)p->n_head * p->head_dim};
-    j.p.n_pos = h_pos[n - 1] + 1;
+    attn_job j = {.h = h, .q = q, .kc = kc, .vc = vc, .p = *p, .pos = h_pos, .out = out, .n = n};
+    j.p.n_pos = 0;
+    for (int64_t t = 0; t < n; t++)
+        if (h_pos[t] + 1 > j.p.n_pos) j.p.n_pos = h_pos[t] + 1;
     sl_status st = sl_ref_attn_validate(&j.p, err);
     if (st) return st;
-    st = sl_cpu_pool_parallel_for(n > 1 ? h->pool : NULL, n, 1, attn_token, &j, err);
+    const int64_t tiles = sl_cpu_attn_prefill_tiles(&h->ops, &j.p, n);
+    st = sl_cpu_pool_parallel_for(tiles > 1 ? h->pool : NULL, tiles, 1, attn_tiles, &j, err);
     if (st) return st;
     if (j.st) return sl_error_set(err, j.st, "attention kernel failed");
     return SL_OK;
@@ -482,13 +486,9 @@ static sl_status h_attn(sl__dx *x, const float *q, const void *kc, const void *v
 static sl_status h_router(sl__dx *x, const float *logits, int64_t n, const sl_router_params *p,
                           int32_t *idx, float *w, sl_error *err)
 {
-    DRAIN((dx_host *)x);
-    for (int64_t t = 0; t < n; t++) {
-        sl_status st = sl_ref_router_topk(logits + t * p->n_expert, p, idx + t * p->k,
-                                          w + t * p->k, err);
-        if (st) return st;
-    }
-    return SL_OK;
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    return sl_cpu_router_topk(n > 1 ? h->pool : NULL, logits, n, p, idx, w, err);
 }
 
 static sl_status h_moe(sl__dx *x, const sl__dx_moe *L, const int32_t *idx, const float *w,

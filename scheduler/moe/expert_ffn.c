@@ -171,7 +171,8 @@ sl_status sl__expert_down_groups(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
     int64_t rows = 0;
     for (int64_t i = 0; i < n_groups; i++) rows += m[i];
     if (!rows) return SL_OK;
-    sl_status st = sl_cpu_matvec_quant_act(mv, L->type_down, g, F, rows, gq, gq_bytes, err);
+    sl_status st =
+        sl_cpu_matvec_quant_act_pool(mv, pool, L->type_down, g, F, rows, gq, gq_bytes, err);
     if (st) return st;
     const size_t arb = sl_cpu_matvec_work_bytes(L->type_down, F, 1);
     int64_t off = 0;

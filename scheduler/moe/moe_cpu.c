@@ -99,10 +99,52 @@ static sl_status ensure(moe_cpu *c, const sl_moe_layer *L, int64_t n_assign, sl_
     return grow((void **)&c->count, &c->count_cap, (size_t)L->n_expert + 1, sizeof(int32_t), err);
 }
 
-/* out[:] += w * d[:] over E elements: the one place an expert's result joins a token's. */
+/* out[:] += w * d[:] over E elements: the one place an expert's result joins a token's. A
+ * product and a sum, each rounded (never contracted to an FMA), so every ISA gives the bits. */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
 static void add_weighted(float *out, float w, const float *d, int64_t E)
 {
     for (int64_t j = 0; j < E; j++) out[j] += w * d[j];
+}
+
+#if defined(__x86_64__) && defined(__clang__)
+__attribute__((target("avx512f"))) static void add_weighted_avx512(float *out, float w,
+                                                                   const float *d, int64_t E)
+{
+    for (int64_t j = 0; j < E; j++) out[j] += w * d[j];
+}
+#endif
+
+/* A slab's results d [M][E] (assignment order[i] in row i) joining out: tokens split over the
+ * pool, each thread walking the rows in order for its tokens, so a token's sum keeps the
+ * ascending-expert order of the serial join. */
+typedef struct join_job {
+    float *out;
+    const sl_moe_assign *a;
+    const int32_t *order;
+    const float *d;
+    int64_t M, E;
+    bool avx512;
+} join_job;
+
+static void join_tokens(void *ctx, int64_t t0, int64_t t1, int thread)
+{
+    (void)thread;
+    const join_job *j = ctx;
+    for (int64_t i = 0; i < j->M; i++) {
+        const sl_moe_assign *ai = &j->a[j->order[i]];
+        if (ai->token < t0 || ai->token >= t1) continue;
+        float *o = j->out + (int64_t)ai->token * j->E;
+#if defined(__x86_64__) && defined(__clang__)
+        if (j->avx512) {
+            add_weighted_avx512(o, ai->weight, j->d + i * j->E, j->E);
+            continue;
+        }
+#endif
+        add_weighted(o, ai->weight, j->d + i * j->E, j->E);
+    }
 }
 
 /* Assignment i's result d joins token t's row of out, or (sl__moe_cpu_rows) is kept as row i. */
@@ -187,8 +229,8 @@ static sl_status ensure_groups(moe_cpu *c, const sl_moe_layer *L, int64_t n_tok,
  * run_group's do, so the bits are run_group's chunk by chunk (matvec.h: a batch column's bits
  * do not depend on the batch). tq: the n_tok tokens' x quantized for type_gate. */
 static sl_status run_slab(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign *a,
-                          const int32_t *order, int64_t s0, int64_t s1, float *out,
-                          sl_error *err)
+                          const int32_t *order, int64_t s0, int64_t s1, int64_t n_tok,
+                          float *out, sl_error *err)
 {
     const int64_t E = L->n_embd, F = L->n_ff, M = s1 - s0;
     const size_t ax = sl_cpu_matvec_work_bytes(L->type_gate, E, 1);
@@ -220,8 +262,15 @@ static sl_status run_slab(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign
         return sl_error_set(err, st, "moe layer %d (%lld assignments of %lld experts): %s",
                             L->layer, (long long)M, (long long)n, why);
     }
-    for (int64_t i = 0; i < M; i++) join(c, out, a, order[s0 + i], c->sd + i * E, E);
-    return SL_OK;
+    if (c->rows) {
+        for (int64_t i = 0; i < M; i++) join(c, out, a, order[s0 + i], c->sd + i * E, E);
+        return SL_OK;
+    }
+    const join_job jj = {.out = out, .a = a, .order = order + s0, .d = c->sd, .M = M, .E = E,
+                         .avx512 = c->ops.isa == SL_CPU_ISA_AVX512};
+    const int64_t parts = 4 * (int64_t)sl_cpu_pool_threads(c->pool);
+    return sl_cpu_pool_parallel_for(c->pool, n_tok, (n_tok + parts - 1) / parts, join_tokens,
+                                    (void *)&jj, err);
 }
 
 /* The call, its results joined by join(): summed into out (c->rows NULL), or kept per
@@ -262,11 +311,12 @@ static sl_status cpu_run(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign 
     const bool grouped = L->type_gate == L->type_up && !c->mv.f32_act && !L->ff_at;
     if (grouped) {
         if ((st = ensure_groups(c, L, n_tok, err))) return st;
-        st = sl_cpu_matvec_quant_act(&c->mv, L->type_gate, x, L->n_embd, n_tok, c->tq, c->tq_cap,
-                                     err);
+        st = sl_cpu_matvec_quant_act_pool(&c->mv, c->pool, L->type_gate, x, L->n_embd, n_tok,
+                                          c->tq, c->tq_cap, err);
         for (int64_t s0 = 0; !st && s0 < n_assign; s0 += SL__MOE_SLAB)
             st = run_slab(c, L, a, c->order, s0,
-                          n_assign - s0 < SL__MOE_SLAB ? n_assign : s0 + SL__MOE_SLAB, out, err);
+                          n_assign - s0 < SL__MOE_SLAB ? n_assign : s0 + SL__MOE_SLAB, n_tok,
+                          out, err);
         if (st) return st;
     }
     int64_t begin = 0;

@@ -668,13 +668,13 @@ static void check_act_quant(void)
 }
 
 /* The SIMD activation quantizers (kernels/cpu/quant_act.c) give the reference's bytes: random
- * rows, rounding ties (amax 127 makes x * id exact: 2.5 rounds away from zero for Q8_0, to even
+ * rows, rounding ties (amax 127 makes x * id exact: 2.5 rounds away from zero for Q8_0/1, to even
  * for Q8_K), an all-zero block, and +-amax in both orders (Q8_K's max is the first). */
 static void check_act_quant_fast(const ctx_set *cs)
 {
-    const uint32_t wt[] = {SL_GGML_Q8_0, SL_GGML_Q4_K};
+    const uint32_t wt[] = {SL_GGML_Q8_0, SL_GGML_Q4_K, SL_GGML_Q5_1}; /* Q8_0, Q8_K, Q8_1 */
     const int64_t n = 1024, n_batch = 3;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         float *x = make_x(n * n_batch);
         for (int64_t k = 0; k < 32; k++) x[k] = 0.0f; /* block 0 (row 0): zeros */
         for (int64_t k = 256; k < 512; k++) x[k] = (float)(k % 9) - 4.5f; /* ties */
@@ -699,6 +699,34 @@ static void check_act_quant_fast(const ctx_set *cs)
         free(b);
         free(x);
     }
+}
+
+/* sl_cpu_matvec_quant_act_pool: rows split over 1-3 threads (70 rows: chunks of 16 and a
+ * short last one) give sl_cpu_matvec_quant_act's bytes. */
+static void check_act_quant_pool(const ctx_set *cs)
+{
+    const uint32_t wt[] = {SL_GGML_Q8_0, SL_GGML_Q4_K, SL_GGML_Q5_1};
+    const int64_t n = 512, n_batch = 70;
+    float *x = make_x(n * n_batch);
+    for (int i = 0; i < 3; i++) {
+        const size_t nb = sl_cpu_matvec_work_bytes(wt[i], n, n_batch);
+        uint8_t *a = malloc(nb), *b = malloc(nb);
+        sl_error e;
+        for (int m = 0; m < cs->n_mv; m++) {
+            CHECK(!sl_cpu_matvec_quant_act(&cs->mv[m], wt[i], x, n, n_batch, a, nb, &e));
+            for (int p = 0; p < 4; p++) {
+                memset(b, 0x5a, nb);
+                CHECK(!sl_cpu_matvec_quant_act_pool(&cs->mv[m], cs->pools[p], wt[i], x, n,
+                                                    n_batch, b, nb, &e));
+                CHECK_MSG(!memcmp(a, b, nb), "%s: %s activations over %d threads differ",
+                          sl_cpu_matvec_name(&cs->mv[m]), tname(wt[i]),
+                          sl_cpu_pool_threads(cs->pools[p]));
+            }
+        }
+        free(a);
+        free(b);
+    }
+    free(x);
 }
 
 static void check_errors(const sl_cpu_matvec_ctx *mv)
@@ -873,6 +901,7 @@ int main(void)
     check_errors(&cs.mv[0]);
     check_act_quant();
     check_act_quant_fast(&cs);
+    check_act_quant_pool(&cs);
     check_pool();
     check_pool_bursts();
     check_multi(&cs);

@@ -17,6 +17,8 @@
  *      attention         atol 2e-6 * max|v| (<= 129 positions), 2e-5 * max|v| (4099 positions;
  *                        float dot products and online softmax; measured ~5e-8 relative)
  *      add, mul, scale   exact (one rounding in both)
+ *      to_f16            bit-exact to sl_quant_fp32_to_fp16, with NaNs, infinities, the
+ *                        overflow edge, subnormal halves and ties among the inputs
  * 3. ISA selection (names, env override, refusal of missing ISAs) and argument validation.
  */
 #include <math.h>
@@ -27,6 +29,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/ref/half.h"
 #include "kernels/ref/ops.h"
+#include "kernels/ref/quant.h"
 #include "tests/kernels/ops_testlib.h"
 #include "tests/testing.h"
 
@@ -134,6 +137,23 @@ static void fast_elementwise(const sl_cpu_ops *ops, uint64_t *rng)
         CHECK(sl_cpu_scale(ops, got, n, -0.3f, &err) == SL_OK);
         snprintf(what, sizeof what, "%s scale n=%lld", isa, (long long)n);
         close_arr(what, got, want, n, 0.0, 0.0);
+
+        /* binary16: scaled so some land in the subnormal and overflow ranges, then specials */
+        static const float special[] = {NAN, -INFINITY, INFINITY, 65519.0f, 65520.0f, -65536.0f,
+                                        0x1p-25f, 0x1.8p-24f, -0x1p-14f, 1.0f + 0x1p-11f,
+                                        -0.0f, 0x1.00002p-25f};
+        float *xf = fcopy(x, n);
+        for (int64_t i = 0; i < n; i++) xf[i] *= i % 3 == 0 ? 1e-6f : i % 3 == 1 ? 3e4f : 1.0f;
+        for (int64_t i = 0; i < n && i < (int64_t)(sizeof special / sizeof special[0]); i++)
+            xf[n - 1 - i] = special[i];
+        uint16_t *hw = malloc((size_t)n * sizeof *hw), *hg = malloc((size_t)n * sizeof *hg);
+        for (int64_t i = 0; i < n; i++) hw[i] = sl_quant_fp32_to_fp16(xf[i]);
+        CHECK(sl_cpu_to_f16(ops, xf, hg, n, &err) == SL_OK);
+        CHECK_MSG(!memcmp(hw, hg, (size_t)n * sizeof *hw), "%s to_f16 n=%lld differs", isa,
+                  (long long)n);
+        free(hw);
+        free(hg);
+        free(xf);
 
         free(x);
         free(w);
