@@ -1,5 +1,5 @@
-/* kernels/cpu/quant_act.c: the activation quantizers (Q8_0, Q8_K) in AVX2, bit-exact to the
- * reference ones (kernels/ref/matvec_blocks.c), and the driver that picks them.
+/* kernels/cpu/quant_act.c: the activation quantizers (Q8_0, Q8_1, Q8_K) in AVX2, bit-exact to
+ * the reference ones (kernels/ref/matvec_blocks.c), and the driver that picks them.
  *
  * Why: a prefill batch quantizes every token of every matmul input; with the reference's
  * scalar roundf that was ~9% of a MoE prefill on the calling thread alone (the pool's other
@@ -10,6 +10,7 @@
  *   does), d and id are the reference's scalar expressions, v = x * id is one rounding either
  *   way, and roundf (ties away from zero) is rebuilt exactly: t = trunc(v), v - t is exact, and
  *   t moves one away from zero when |v - t| >= 0.5.
+ * - Q8_1: Q8_0's, and s from the exact integer sum of the quants by the reference's expression.
  * - Q8_K: max is the first element of largest magnitude (found by a compare on amax, first set
  *   bit), nearest_int's 1.5 * 2^23 addition rounds ties to even as vroundps does for |v| <= 127,
  *   the clamp at 127 is a vpminsd, bsums are exact integer sums, d = 1 / iscale as there.
@@ -94,6 +95,38 @@ static void qa_q8_0(const float *x, void *y, int64_t n)
     }
 }
 
+/* Q8_1 (the Q4_1/Q5_1 activations): Q8_0's bytes plus s = fp16((float)sum(qs) * d), the
+ * integer sum exact in any order. */
+static void qa_q8_1(const float *x, void *y, int64_t n)
+{
+    for (int64_t i = 0; i < n / SL_QK8_1; i++, x += SL_QK8_1) {
+        char *yb = (char *)y + i * (int64_t)sizeof(sl_block_q8_1);
+        bool bad;
+        const float amax = qa_amax(x, SL_QK8_1, &bad);
+        if (bad) {
+            sl__mv_quant_q8_1(x, yb, SL_QK8_1);
+            continue;
+        }
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = qa_roundf(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid));
+        const __m256i s4 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
+                                            _mm256_add_epi32(q[2], q[3]));
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+        s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+        const uint16_t dh = sl_quant_fp32_to_fp16(d);
+        const uint16_t sh = sl_quant_fp32_to_fp16((float)_mm_cvtsi128_si32(s) * d);
+        memcpy(yb + offsetof(sl_block_q8_1, d), &dh, 2);
+        memcpy(yb + offsetof(sl_block_q8_1, s), &sh, 2);
+        _mm256_storeu_si256((__m256i *)(yb + offsetof(sl_block_q8_1, qs)),
+                            qa_pack32(q[0], q[1], q[2], q[3]));
+    }
+}
+
 static void qa_q8_K(const float *x, void *y, int64_t n)
 {
     for (int64_t i = 0; i < n / SL_QK_K; i++, x += SL_QK_K) {
@@ -160,10 +193,12 @@ void sl__cpu_quant_rows(const sl_cpu_matvec_ctx *mv, const sl__mv_type *t, const
 {
 #if SL_QA_X86
     if (mv->isa == SL_CPU_ISA_AVX2 || mv->isa == SL_CPU_ISA_AVX512) {
-        if (t->act_type == SL_GGML_Q8_0 || t->act_type == SL_GGML_Q8_K) {
+        if (t->act_type == SL_GGML_Q8_0 || t->act_type == SL_GGML_Q8_1 ||
+            t->act_type == SL_GGML_Q8_K) {
             for (int64_t b = 0; b < n_batch; b++) {
                 void *yb = (char *)xq + (size_t)b * act_row_bytes;
                 if (t->act_type == SL_GGML_Q8_0) qa_q8_0(x + b * cols, yb, cols);
+                else if (t->act_type == SL_GGML_Q8_1) qa_q8_1(x + b * cols, yb, cols);
                 else qa_q8_K(x + b * cols, yb, cols);
             }
             return;

@@ -621,9 +621,9 @@ static void check_act_quant(void)
  * for Q8_K), an all-zero block, and +-amax in both orders (Q8_K's max is the first). */
 static void check_act_quant_fast(const ctx_set *cs)
 {
-    const uint32_t wt[] = {SL_GGML_Q8_0, SL_GGML_Q4_K};
+    const uint32_t wt[] = {SL_GGML_Q8_0, SL_GGML_Q4_K, SL_GGML_Q5_1}; /* Q8_0, Q8_K, Q8_1 */
     const int64_t n = 1024, n_batch = 3;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < (int)(sizeof wt / sizeof wt[0]); i++) {
         float *x = make_x(n * n_batch);
         for (int64_t k = 0; k < 32; k++) x[k] = 0.0f; /* block 0 (row 0): zeros */
         for (int64_t k = 256; k < 512; k++) x[k] = (float)(k % 9) - 4.5f; /* ties */
