@@ -104,9 +104,12 @@ static inline __m256 SL_MV_SUFFIX(load_halves)(const char *p, const char *q, siz
 /* Q4_0 nibbles of one block -> 32 bytes in element order (low nibbles 0..15, high 16..31). */
 static inline __m256i SL_MV_SUFFIX(nibbles)(const uint8_t *qs)
 {
-    const __m128i q = _mm_loadu_si128((const __m128i *)qs);
-    const __m128i m = _mm_set1_epi8(0x0F);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
+    /* the 16 bytes in both halves (a broadcast load), the upper half shifted by 4 (a variable
+     * shift of its 32-bit elements: bits cross into a byte's high nibble only, masked off):
+     * three uops where two shifts, two ands and an insert were five */
+    const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_and_si256(_mm256_srlv_epi32(q, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                            _mm256_set1_epi8(0x0F));
 }
 
 /* The 32 bits of a Q5 block's qh -> 32 bytes, byte j 0xFF where bit j is set, else 0. */
