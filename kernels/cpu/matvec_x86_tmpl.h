@@ -510,6 +510,7 @@ SL_MV_SUFFIX(rows_offset)(uint32_t type, const void *w, size_t wrb, const void *
     }
     for (int64_t b = nb; b % 8; b++) cx[b] = 0;
     const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i sidx = _mm256_mullo_epi32(lanes, _mm256_set1_epi32((int)wb));
     for (int64_t r = r0; r < r1; r++) {
         const char *wr = (const char *)w + (size_t)r * wrb;
         SL_MV_SUFFIX(pf_span)(wr, wrb);
@@ -528,13 +529,20 @@ SL_MV_SUFFIX(rows_offset)(uint32_t type, const void *w, size_t wrb, const void *
                 SL_MV_SUFFIX(hsum8x8)(v), _mm256_loadu_si256((const __m256i *)(cx + b))));
             const char *wg = wr + (size_t)b * wb;
             const __m256 hxv = _mm256_loadu_ps(hx + b);
+            __m256 ws; /* the 8 blocks' scales: one gather of a whole group (its first bytes) */
+            if (m == 8) {
+                const __m256i g = _mm256_i32gather_epi32((const int *)(const void *)wg, sidx, 1);
+                ws = type == SL_GGML_MXFP4
+                         ? SL_MV_SUFFIX(e8m0_bits)(_mm256_and_si256(g, _mm256_set1_epi32(0xFF)))
+                         : _mm256_cvtph_ps(_mm256_cvtepi32_epi16(g));
+            } else {
+                ws = type == SL_GGML_MXFP4 ? SL_MV_SUFFIX(load_e8m0_half)(wg, wg, wb, m, 0)
+                                           : SL_MV_SUFFIX(load_halves)(wg, wg, wb, m, 0);
+            }
             const __m256 t =
                 type == SL_GGML_MXFP4 /* the reference's dx * dw */
-                    ? _mm256_mul_ps(isum, _mm256_mul_ps(hxv, SL_MV_SUFFIX(load_e8m0_half)(
-                                                                 wg, wg, wb, m, 0)))
-                    : _mm256_mul_ps(isum, _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wg, wg, wb,
-                                                                                  m, 0),
-                                                        hxv));
+                    ? _mm256_mul_ps(isum, _mm256_mul_ps(hxv, ws))
+                    : _mm256_mul_ps(isum, _mm256_mul_ps(ws, hxv));
             if (m == 8) {
                 acc = _mm256_add_ps(acc, t);
             } else { /* groups_acc's short last group: lanes 0 .. m-1 only */
