@@ -73,23 +73,31 @@ static __m256i qa_roundf(__m256 v)
     return _mm256_cvtps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, one)));
 }
 
+/* One block of 32 floats as the reference's Q8_0 quants: q (4 x 8 int32) and d; false for a
+ * block holding a NaN or an infinity (the caller runs the reference's code on it). */
+static bool qa_block32(const float *x, __m256i q[4], float *d)
+{
+    bool bad;
+    const float amax = qa_amax(x, 32, &bad);
+    if (bad) return false;
+    *d = amax / 127.0f;
+    const float id = *d != 0.0f ? 1.0f / *d : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    for (int k = 0; k < 4; k++) q[k] = qa_roundf(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid));
+    return true;
+}
+
 static void qa_q8_0(const float *x, void *y, int64_t n)
 {
     for (int64_t i = 0; i < n / SL_QK8_0; i++, x += SL_QK8_0) {
         char *yb = (char *)y + i * (int64_t)sizeof(sl_block_q8_0);
-        bool bad;
-        const float amax = qa_amax(x, SL_QK8_0, &bad);
-        if (bad) {
+        __m256i q[4];
+        float d;
+        if (!qa_block32(x, q, &d)) {
             sl__mv_quant_q8_0(x, yb, SL_QK8_0);
             continue;
         }
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
         const uint16_t dh = sl_quant_fp32_to_fp16(d);
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int k = 0; k < 4; k++)
-            q[k] = qa_roundf(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid));
         memcpy(yb, &dh, 2);
         _mm256_storeu_si256((__m256i *)(yb + 2), qa_pack32(q[0], q[1], q[2], q[3]));
     }
@@ -101,18 +109,12 @@ static void qa_q8_1(const float *x, void *y, int64_t n)
 {
     for (int64_t i = 0; i < n / SL_QK8_1; i++, x += SL_QK8_1) {
         char *yb = (char *)y + i * (int64_t)sizeof(sl_block_q8_1);
-        bool bad;
-        const float amax = qa_amax(x, SL_QK8_1, &bad);
-        if (bad) {
+        __m256i q[4];
+        float d;
+        if (!qa_block32(x, q, &d)) {
             sl__mv_quant_q8_1(x, yb, SL_QK8_1);
             continue;
         }
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int k = 0; k < 4; k++)
-            q[k] = qa_roundf(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid));
         const __m256i s4 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
                                             _mm256_add_epi32(q[2], q[3]));
         __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
