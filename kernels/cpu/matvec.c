@@ -368,7 +368,7 @@ enum { GROUP_ROWS = 64 }; /* at most this many rows per chunk (the q32 GEMM's ro
 typedef struct groups_job {
     rows_job base;
     const sl_cpu_matvec_group *g;
-    int64_t per, chunk_rows; /* chunks per group, rows per chunk */
+    int64_t per, chunk_rows, n_chunks; /* chunks per group, rows per chunk, chunks */
 } groups_job;
 
 static void groups_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
@@ -378,6 +378,8 @@ static void groups_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
         const sl_cpu_matvec_group *G = &gj->g[c / gj->per];
         const int64_t r0 = c % gj->per * gj->chunk_rows, rows = gj->base.rows;
         const int64_t r1 = r0 + gj->chunk_rows < rows ? r0 + gj->chunk_rows : rows;
+        if (r1 == rows && c + 1 < gj->n_chunks) /* the next group's matrix, while this ends */
+            sl__cpu_prefetch_head(gj->g[(c + 1) / gj->per].w, gj->base.wrb * (size_t)rows);
         rows_job j = gj->base;
         j.w = G->w;
         j.xq = G->xq;
@@ -419,7 +421,8 @@ sl_status sl_cpu_matvec_groups_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
     if (n_groups > INT64_MAX / per)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %lld groups of %lld chunks overflow", fn,
                             (long long)n_groups, (long long)per);
-    groups_job gj = {.g = groups, .per = per, .chunk_rows = chunk_rows};
+    groups_job gj = {.g = groups, .per = per, .chunk_rows = chunk_rows,
+                     .n_chunks = n_groups * per};
     init_job(&gj.base, t, NULL, rows, cols, NULL, 0, NULL);
     job_kernels(&gj.base, mv);
     return sl_cpu_pool_parallel_for(pool, n_groups * per, 1, groups_chunk, &gj, err);

@@ -38,6 +38,16 @@ void sl__cpu_row_range(sl__mv_range_fn range, const sl__mv_type *t, const void *
  * of its rows between threads are multiples of it. */
 static inline int64_t sl__cpu_row_unit(uint32_t type) { return type == SL_TYPE_Q4_K_R8 ? 8 : 1; }
 
+/* Prefetches the first min(n, SL__CPU_PF_HEAD) bytes at p: a pool chunk that starts another
+ * matrix (the next expert) is fetched while this one is computed; the rows kernels prefetch
+ * ahead inside a matrix (matvec_x86_tmpl.h), not across to the next one. */
+enum { SL__CPU_PF_HEAD = 2048 };
+static inline void sl__cpu_prefetch_head(const void *p, size_t n)
+{
+    if (n > SL__CPU_PF_HEAD) n = SL__CPU_PF_HEAD;
+    for (size_t i = 0; i < n; i += 64) __builtin_prefetch((const char *)p + i);
+}
+
 /* mv's range kernel for type (the scalar reference code where the ISA has none); Q4_K_R8's
  * is Q4_K's, for sl__cpu_r8_range. */
 sl__mv_range_fn sl__cpu_mv_range(const sl_cpu_matvec_ctx *mv, uint32_t type);

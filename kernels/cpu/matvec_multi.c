@@ -47,6 +47,10 @@ static void multi_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
         int64_t r0, r1;
         sl_cpu_split_chunk(&j->split, c, &p, &r0, &r1);
         const multi_part *P = &j->part[p];
+        if (c + 1 == j->split.first[p + 1] && p + 1 < j->split.n_parts) { /* the next matrix */
+            const multi_part *N = &j->part[p + 1];
+            sl__cpu_prefetch_head(N->w, N->wrb * (size_t)j->split.rows[p + 1]);
+        }
         r0 *= P->unit;
         r1 *= P->unit;
         if (P->rows) {

@@ -49,6 +49,7 @@ static void SL_MV_SUFFIX(rows_q4_K_r8)(const void *w, size_t wrb, const void *xq
         for (int k = 0; k < 8; k++) lane[k] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const char *bw = gw + b * (int64_t)sizeof(sl_block_q4_K_r8);
+            SL_MV_SUFFIX(pf_span)(bw, sizeof(sl_block_q4_K_r8));
             const char *xp = (const char *)xq + b * (int64_t)sizeof(sl_block_q8_K);
             __m256i sc[2], mk[2];
             SL_MV_SUFFIX(r8_scales)(bw, sc, mk);

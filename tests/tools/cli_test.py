@@ -276,6 +276,11 @@ def main():
                                                                            "gpu "))] ==
            ["cpu", "experts-cpu", "gpu"] and "gpu          unavailable: device is sim" in r.stdout,
            "bench decode text: device line, cpu and experts-cpu rows, gpu not run on sim")
+    # issue 33: a row whose experts ran on the CPU prints their GB/s beside the streaming read
+    gbs = [re.search(r"; CPU experts ([0-9.]+) GB/s \(([0-9]+)% of the streaming read\)", ln)
+           for ln in r.stdout.splitlines() if ln.startswith(("cpu ", "experts-cpu "))]
+    expect(len(gbs) == 2 and all(g and float(g.group(1)) > 0 for g in gbs),
+           f"bench decode's cpu and experts-cpu rows print the CPU expert GB/s ({r.stdout[-400:]})")
     r = run("bench", "decode", "-m", m1, env={**os.environ, "SLUICE_DEVICE": "bogus"})
     expect(r.returncode == 1 and "SLUICE_DEVICE" in r.stderr and "Traceback" not in r.stderr,
            f"bench decode with SLUICE_DEVICE=bogus: exit 1 naming it ({r.stderr.strip()[:200]})")

@@ -81,6 +81,8 @@ static void usage(FILE *f)
           "HBM bandwidth + bytes read on the host / host bandwidth, both measured in the same\n"
           "run (HBM: a device-to-device copy on cuda; host: a streaming read with the same\n"
           "threads; on sim, device memory is host memory, so all of it is host bandwidth).\n"
+          "A row whose experts ran on the CPU adds the CPU expert path's GB/s (the expert\n"
+          "weight bytes it read over its time) and that as a share of the streaming read.\n"
           "\n"
           "  -m, --model FILE       model to run (default: a synthetic qwen3moe, see --shape)\n"
           "  --shape S              small (default; ~33 MB Q4_K: 4 layers, dim 512, 32 experts\n"
@@ -717,6 +719,10 @@ int sl_bench_decode(int argc, char **argv)
                        r->cost.pcie_expert_bytes_per_token / 1e6);
             if (r->cost.steps_per_layer >= 0)
                 printf("; %.1f device steps per device layer", r->cost.steps_per_layer);
+            if (r->cost.cpu_expert_gbps > 0) /* issue 33: beside the read bound above */
+                printf("; CPU experts %.2f GB/s (%.0f%% of the streaming read)",
+                       r->cost.cpu_expert_gbps, gbps > 0 ? 100 * r->cost.cpu_expert_gbps / gbps
+                                                         : 0.0);
             putchar('\n');
         }
         if (!gpu_ran && gpu_why[0] && !mf.placement_given)

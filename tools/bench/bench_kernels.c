@@ -7,7 +7,8 @@
  * bytes / median time. Weights are random bytes with finite scales (speed does not depend on
  * the values), first touched by the pool threads (so --numa-node places their pages), and
  * rotated among enough copies that the set exceeds 2x the last-level cache: every rep reads
- * from DRAM, as a model larger than the cache does.
+ * from DRAM, as a model larger than the cache does. --hot keeps one copy (a matrix that fits the
+ * cache stays there): the kernel's compute speed, not the memory's.
  *
  * Roofline: a multi-threaded sum over a buffer of max(8 x LLC, 1 GiB) (the same pool, the same
  * binding); its GB/s is what a memory-bound GEMV can at best reach, and ratio = GEMV / roofline.
@@ -133,13 +134,16 @@ static int usage(FILE *f, int rc)
 {
     fprintf(f,
             "usage: tools/run bench kernels [--threads N] [--numa-node N] [--json]\n"
-            "         [--types Q4_K,Q8_0,...] [--rows R --cols C] [--reps N] [--isa NAME]\n"
+            "         [--types Q4_K,Q8_0,...] [--rows R --cols C] [--reps N] [--isa NAME] [--hot]\n"
             "  CPU GEMV GB/s (weight bytes / median time) per type and ISA for W [R][C]\n"
             "  (default 14336 x 4096, Q4_K and Q8_0, every SIMD ISA of this CPU, 20 reps) next\n"
             "  to a streaming-read roofline with the same threads; --isa scalar|avx2|avx512\n"
             "  measures one ISA only. Types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K\n"
             "  Q6_K MXFP4 IQ4_NL IQ4_XS (the GPU part: the types its GEMV has), and Q4_K_R8\n"
-            "  (Q4_K repacked eight rows at a time, as the loader does; R a multiple of 8).\n");
+            "  (Q4_K repacked eight rows at a time, as the loader does; R a multiple of 8).\n"
+            "  --hot: one copy of W, read again every rep (a W that fits the cache measures the\n"
+            "  kernel's compute speed; default: copies beyond 2x the last-level cache, so every\n"
+            "  rep reads DRAM).\n");
     return rc;
 }
 
@@ -147,7 +151,7 @@ int sl_bench_kernels(int argc, char **argv)
 {
     long threads = sysconf(_SC_NPROCESSORS_ONLN), rows = 14336, cols = 4096, reps = 20;
     int numa_node = -1;
-    bool json = false;
+    bool json = false, hot = false;
     const char *types_arg = "Q4_K,Q8_0", *isa_arg = NULL;
     if (threads < 1) threads = 1;
     sl_cli_args a;
@@ -157,6 +161,9 @@ int sl_bench_kernels(int argc, char **argv)
         if (sl_cli_is(&a, "--json", NULL)) {
             if (sl_cli_no_value(&a)) return 2;
             json = true;
+        } else if (sl_cli_is(&a, "--hot", NULL)) {
+            if (sl_cli_no_value(&a)) return 2;
+            hot = true;
         } else if (sl_cli_is(&a, "--threads", NULL)) {
             if (sl_bench_long_value(&a, 1, SL_CPU_POOL_MAX_THREADS, &threads)) return 2;
         } else if (sl_cli_is(&a, "--numa-node", NULL)) {
@@ -273,6 +280,7 @@ int sl_bench_kernels(int argc, char **argv)
         int copies = (int)((2 * llc + wbytes - 1) / wbytes);
         if (copies < 1) copies = 1;
         if (copies > 64) copies = 64;
+        if (hot) copies = 1;
         uint8_t **w = calloc((size_t)copies, sizeof *w);
         float *x = malloc((size_t)cols * sizeof *x), *y = malloc((size_t)rows * sizeof *y);
         const size_t work_bytes = sl_cpu_matvec_work_bytes(type, cols, 1);
@@ -324,8 +332,8 @@ int sl_bench_kernels(int argc, char **argv)
 
     if (!rc && json) {
         printf("{\"bench\":\"kernels\",\"rows\":%ld,\"cols\":%ld,\"threads\":%ld,\"numa_node\":%d,"
-               "\"reps\":%ld,\"roofline_gbps\":",
-               rows, cols, threads, numa_node, reps);
+               "\"reps\":%ld,\"hot\":%s,\"roofline_gbps\":",
+               rows, cols, threads, numa_node, reps, hot ? "true" : "false");
         sl_json_f64(stdout, roof_gbps);
         printf(",\"cpu\":[");
         for (int i = 0; i < n_res; i++) {
@@ -381,9 +389,9 @@ int sl_bench_kernels(int argc, char **argv)
         }
         printf("}\n");
     } else if (!rc) {
-        printf("bench kernels: W [%ld rows][%ld cols], %ld thread%s%s, median of %ld reps\n", rows,
-               cols, threads, threads == 1 ? "" : "s", numa_node >= 0 ? " on the NUMA node" : "",
-               reps);
+        printf("bench kernels: W [%ld rows][%ld cols], %ld thread%s%s, median of %ld reps%s\n",
+               rows, cols, threads, threads == 1 ? "" : "s",
+               numa_node >= 0 ? " on the NUMA node" : "", reps, hot ? ", hot (one copy)" : "");
         printf("roofline: streaming read %.1f GB/s (%zu MiB buffer, LLC %zu MiB)\n", roof_gbps,
                sl_bench_stream_bytes() >> 20, llc >> 20);
         printf("%-7s %-12s %10s %10s %10s %7s\n", "type", "isa", "weight MB", "ms", "GB/s", "ratio");
