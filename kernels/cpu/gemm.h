@@ -47,8 +47,24 @@ static inline int64_t sl__gemm_tail(int64_t n_tok)
     return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
 }
 
+/* The AVX-512 VNNI kernel of the 32-element types (gemm_q32_vnni_tmpl.h) fills panels of 16
+ * tokens, so a batch of few tokens wastes most of one: the tokens it hands to the decode
+ * path's whole-row kernel, one at a time (the same bits), are all of a batch of at most
+ * SL__GEMM_VNNI_FEW and else the n_tok % 16 past the last full panel when they are at most
+ * SL__GEMM_VNNI_TAIL. Measured (tools/dev/gemm_bench.c, see gemm_q32_vnni_tmpl.h). */
+enum { SL__GEMM_VNNI_FEW = 1, SL__GEMM_VNNI_TAIL = 0 };
+static inline int64_t sl__gemm_vnni_few(int64_t n_tok)
+{
+    if (n_tok <= SL__GEMM_VNNI_FEW) return n_tok;
+    return n_tok % 16 <= SL__GEMM_VNNI_TAIL ? n_tok % 16 : 0;
+}
+
 /* NULL when the ISA has no batch kernel for the type (the range kernels then run). */
 sl__gemm_fn sl__gemm_avx2(uint32_t type);
 sl__gemm_fn sl__gemm_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
+/* The 8-token panel kernels alone (gemm_x86_tmpl.h): sl__gemm_avx2 is the AVX2 one; the
+ * AVX-512 one serves sl__gemm_avx512's other types (and benchmarks, as the baseline). */
+sl__gemm_fn sl__gemm_panel8_avx2(uint32_t type);
+sl__gemm_fn sl__gemm_panel8_avx512(uint32_t type);
 
 #endif

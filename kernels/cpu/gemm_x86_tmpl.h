@@ -777,7 +777,9 @@ static void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t, const sl__gemm_rows *a, i
     }
 }
 
-sl__gemm_fn SL_MV_SUFFIX(sl__gemm)(uint32_t type)
+/* gemm.h's sl__gemm_panel8_<isa>: matvec_avx2.c's sl__gemm_avx2 is this; the AVX-512 build's
+ * (gemm_q32_vnni_tmpl.h) puts its VNNI kernels of the 32-element types first. */
+sl__gemm_fn SL_MV_SUFFIX(sl__gemm_panel8)(uint32_t type)
 {
     switch (type) {
     case SL_GGML_Q8_0: return SL_MV_SUFFIX(gemm_q8_0);

@@ -27,6 +27,7 @@
 #define SL_MV_AVX512 1
 #include "kernels/cpu/matvec_x86_tmpl.h"
 #include "kernels/cpu/gemm_x86_tmpl.h"
+#include "kernels/cpu/gemm_q32_vnni_tmpl.h"
 
 #pragma clang attribute pop
 #else
