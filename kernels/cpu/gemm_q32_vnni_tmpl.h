@@ -39,47 +39,69 @@ static inline int SL_MV_SUFFIX(gv_offset)(uint32_t type)
 /* One row's blocks [b0, b1) unpacked: u = w + c in element order, the float scales. */
 typedef struct gv_buf {
     _Alignas(64) uint8_t q[GV_PCH][32];
-    float dw[GV_PCH];
-    float mw[GV_PCH]; /* Q4_1 / Q5_1: block mins */
+    _Alignas(64) float dw[GV_PCH + 16]; /* (converted 16 at a time) */
+    _Alignas(64) float mw[GV_PCH + 16]; /* Q4_1 / Q5_1: block mins */
 } gv_buf;
+
+/* The 16 E8M0 bytes e[0..15] as sl__mv_e8m0_half: 2^(e - 128), subnormal for e < 2. */
+static inline __m512 SL_MV_SUFFIX(gv_e8m0_half16)(const uint8_t *e)
+{
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)e));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(v, _mm512_set1_epi32(1)), 23);
+    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), v);
+    const __mmask16 small = _mm512_cmplt_epu32_mask(v, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, sub));
+}
 
 static inline __attribute__((always_inline)) void
 SL_MV_SUFFIX(gv_unpack)(uint32_t type, const char *w, int64_t b0, int64_t b1, gv_buf *u)
 {
+    /* the scales' bits, converted 16 at a time below (a scalar conversion per block cost
+     * as much as the rest of the unpack) */
+    _Alignas(64) uint16_t hd[GV_PCH + 16], hm[GV_PCH + 16];
+    _Alignas(64) uint8_t e8[GV_PCH + 16];
+    const int64_t bb = type == SL_GGML_Q8_0   ? 34
+                       : type == SL_GGML_Q4_0 ? 18
+                       : type == SL_GGML_Q5_0 ? 22
+                       : type == SL_GGML_Q4_1 ? 20
+                       : type == SL_GGML_Q5_1 ? 24
+                                              : 17;
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
+        const char *p = w + b * bb;
         __m256i q;
         switch (type) {
-        case SL_GGML_Q4_1: { /* unsigned 0..15 */
-            const char *p = w + b * 20;
+        case SL_GGML_Q4_1: /* unsigned 0..15 */
             q = SL_MV_SUFFIX(nibbles)((const uint8_t *)(p + 4));
-            u->dw[i] = SL_MV_SUFFIX(g_half)(p);
-            u->mw[i] = SL_MV_SUFFIX(g_half)(p + 2);
+            memcpy(&hm[i], p + 2, 2);
             break;
-        }
-        case SL_GGML_Q5_1: { /* unsigned 0..31 */
-            const char *p = w + b * 24;
+        case SL_GGML_Q5_1: /* unsigned 0..31 */
             q = _mm256_or_si256(SL_MV_SUFFIX(nibbles)((const uint8_t *)(p + 8)),
                                 _mm256_and_si256(SL_MV_SUFFIX(qh_bytes)(p + 4),
                                                  _mm256_set1_epi8(0x10)));
-            u->dw[i] = SL_MV_SUFFIX(g_half)(p);
-            u->mw[i] = SL_MV_SUFFIX(g_half)(p + 2);
+            memcpy(&hm[i], p + 2, 2);
             break;
-        }
-        case SL_GGML_MXFP4: {
-            const char *p = w + b * 17;
+        case SL_GGML_MXFP4: /* E8M0 scale byte first */
             q = SL_MV_SUFFIX(ou_unsigned)(type, p);
-            u->dw[i] = sl__mv_e8m0_half((uint8_t)p[0]);
+            e8[i] = (uint8_t)p[0];
             break;
-        }
-        default: { /* Q8_0, Q4_0, Q5_0: the half scale first */
-            const char *p = w + b * (type == SL_GGML_Q8_0 ? 34 : type == SL_GGML_Q4_0 ? 18 : 22);
+        default: /* Q8_0, Q4_0, Q5_0 */
             q = SL_MV_SUFFIX(ou_unsigned)(type, p);
-            u->dw[i] = SL_MV_SUFFIX(g_half)(p);
             break;
         }
-        }
+        if (type != SL_GGML_MXFP4) memcpy(&hd[i], p, 2); /* the half scale first */
         _mm256_store_si256((__m256i *)u->q[i], q);
+    }
+    const bool dm = SL_MV_SUFFIX(g32_dm)(type);
+    for (int64_t i = 0; i < b1 - b0; i += 16) {
+        if (type == SL_GGML_MXFP4) {
+            _mm512_store_ps(u->dw + i, SL_MV_SUFFIX(gv_e8m0_half16)(e8 + i));
+            continue;
+        }
+        _mm512_store_ps(u->dw + i, _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(hd + i))));
+        if (dm)
+            _mm512_store_ps(u->mw + i,
+                            _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(hm + i))));
     }
 }
 
@@ -131,18 +153,25 @@ static void SL_MV_SUFFIX(gv_panel_build)(const gv_tok16 *g, int64_t b0, int64_t 
 }
 
 /* Blocks [b0, b1) of GV_R unpacked rows against NP (1 or 2) panels, into the rows' lanes
- * lt[r][q][l] (lane l of panel q's 16 tokens). DM: Q4_1 / Q5_1 (c 0, mins). */
+ * lt[r][q][l] (lane l of panel q's 16 tokens). DM: Q4_1 / Q5_1 (c 0, mins). Blocks 0..7 of a
+ * row start their lanes: 0.0f + t, the reference's first add (so the lanes need no zeroing).
+ * One panel: two accumulators a (row, panel), even and odd groups, so that 8 chains hide
+ * vpdpbusd's latency (integer sums: exact in any order). */
 static inline __attribute__((always_inline)) void
 SL_MV_SUFFIX(gv_dot)(const gv_buf *u, const gv_panel *p, const int NP, const bool DM, int64_t b0,
                      int64_t b1, __m512 (*lt)[GV_NP][8])
 {
+    const int A = NP == 1 ? 2 : 1;
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
-        __m512i acc[GV_R][GV_NP];
+        __m512i acc[GV_R][GV_NP][2];
         for (int q = 0; q < NP; q++) {
             const __m512i start =
                 DM ? _mm512_setzero_si512() : _mm512_load_si512((const __m512i *)p[q].cx[i]);
-            for (int r = 0; r < GV_R; r++) acc[r][q] = start;
+            for (int r = 0; r < GV_R; r++) {
+                acc[r][q][0] = start;
+                acc[r][q][1] = _mm512_setzero_si512();
+            }
         }
 #if defined(__clang__)
 #pragma clang loop unroll(full)
@@ -154,18 +183,23 @@ SL_MV_SUFFIX(gv_dot)(const gv_buf *u, const gv_panel *p, const int NP, const boo
                 int32_t w4;
                 memcpy(&w4, u[r].q[i] + 4 * g, 4);
                 const __m512i wv = _mm512_set1_epi32(w4);
-                for (int q = 0; q < NP; q++) acc[r][q] = _mm512_dpbusd_epi32(acc[r][q], wv, x[q]);
+                for (int q = 0; q < NP; q++)
+                    acc[r][q][g % A] = _mm512_dpbusd_epi32(acc[r][q][g % A], wv, x[q]);
             }
         }
+        const bool first = b < 8;
         for (int q = 0; q < NP; q++) {
             const __m512 dx = _mm512_load_ps(p[q].d[i]);
             for (int r = 0; r < GV_R; r++) {
-                __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][q]),
+                const __m512i v =
+                    A == 2 ? _mm512_add_epi32(acc[r][q][0], acc[r][q][1]) : acc[r][q][0];
+                __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(v),
                                          _mm512_mul_ps(_mm512_set1_ps(u[r].dw[i]), dx));
                 if (DM)
                     t = _mm512_add_ps(t, _mm512_mul_ps(_mm512_set1_ps(u[r].mw[i]),
                                                        _mm512_load_ps(p[q].s[i])));
-                lt[r][q][b % 8] = _mm512_add_ps(lt[r][q][b % 8], t);
+                lt[r][q][b % 8] =
+                    _mm512_add_ps(first ? _mm512_setzero_ps() : lt[r][q][b % 8], t);
             }
         }
     }
@@ -249,11 +283,10 @@ SL_MV_SUFFIX(gemm_q32_vnni)(const uint32_t type, const sl__gemm_rows *call, int6
             SL_MV_SUFFIX(gv_panel_build)(&g[q], 0, a->nb, c, dm, &p[q]);
         for (int64_t g0 = i0; g0 < i1; g0 += GV_RG) {
             const int64_t nr = i1 - g0 < GV_RG ? i1 - g0 : GV_RG;
-            __m512 zero = _mm512_setzero_ps(); /* opaque: vector stores, no memset call */
-            __asm__("" : "+v"(zero));
-            for (int64_t k = 0; k < nr + GV_R; k++)
-                for (int q = 0; q < GV_NP; q++)
-                    for (int l = 0; l < 8; l++) lt[k][q][l] = zero;
+            /* lanes of rows with fewer than 8 blocks: never written by gv_dot */
+            for (int64_t k = 0; a->nb < 8 && k < nr + GV_R; k++)
+                for (int q = 0; q < np; q++)
+                    for (int l = (int)a->nb; l < 8; l++) lt[k][q][l] = _mm512_setzero_ps();
             for (int64_t c0 = 0; c0 < a->nb; c0 += GV_PCH) {
                 const int64_t c1 = a->nb - c0 < GV_PCH ? a->nb : c0 + GV_PCH;
                 for (int q = 0; !one_chunk && q < np; q++)
