@@ -52,7 +52,7 @@ static inline int64_t sl__gemm_tail(int64_t n_tok)
  * path's whole-row kernel, one at a time (the same bits), are all of a batch of at most
  * SL__GEMM_VNNI_FEW and else the n_tok % 16 past the last full panel when they are at most
  * SL__GEMM_VNNI_TAIL. Measured (tools/dev/gemm_bench.c, see gemm_q32_vnni_tmpl.h). */
-enum { SL__GEMM_VNNI_FEW = 3, SL__GEMM_VNNI_TAIL = 3 };
+enum { SL__GEMM_VNNI_FEW = 2, SL__GEMM_VNNI_TAIL = 2 };
 static inline int64_t sl__gemm_vnni_few(int64_t n_tok)
 {
     if (n_tok <= SL__GEMM_VNNI_FEW) return n_tok;

@@ -205,6 +205,50 @@ SL_MV_SUFFIX(gv_dot)(const gv_buf *u, const gv_panel *p, const int NP, const boo
     }
 }
 
+/* gv_dot for one panel of at most 8 real tokens: its low 256 bits only (tokens 0..7 of every
+ * panel vector and of d, s, cx), with 256-bit vpdpbusd, which runs on two ports where the
+ * 512-bit one has one: half the work of a full panel for the same bits. The lanes are the low
+ * halves of lt's vectors (their high halves are never read: only tokens 0..7 are stored). */
+static inline __attribute__((always_inline)) void
+SL_MV_SUFFIX(gv_dot_half)(const gv_buf *u, const gv_panel *p, const bool DM, int64_t b0,
+                          int64_t b1, __m512 (*lt)[GV_NP][8])
+{
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        __m256i acc[GV_R][2];
+        const __m256i start = DM ? _mm256_setzero_si256()
+                                 : _mm256_load_si256((const __m256i *)p->cx[i]);
+        for (int r = 0; r < GV_R; r++) {
+            acc[r][0] = start;
+            acc[r][1] = _mm256_setzero_si256();
+        }
+#if defined(__clang__)
+#pragma clang loop unroll(full)
+#endif
+        for (int g = 0; g < 8; g++) {
+            const __m256i x = _mm256_load_si256((const __m256i *)p->q[i][g]);
+            for (int r = 0; r < GV_R; r++) {
+                int32_t w4;
+                memcpy(&w4, u[r].q[i] + 4 * g, 4);
+                acc[r][g % 2] = _mm256_dpbusd_epi32(acc[r][g % 2], _mm256_set1_epi32(w4), x);
+            }
+        }
+        const bool first = b < 8;
+        const __m256 dx = _mm256_load_ps(p->d[i]);
+        for (int r = 0; r < GV_R; r++) {
+            __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(acc[r][0], acc[r][1])),
+                                     _mm256_mul_ps(_mm256_set1_ps(u[r].dw[i]), dx));
+            if (DM)
+                t = _mm256_add_ps(t, _mm256_mul_ps(_mm256_set1_ps(u[r].mw[i]),
+                                                   _mm256_load_ps(p->s[i])));
+            __m256 *l = (__m256 *)&lt[r][0][b % 8];
+            _mm256_store_ps((float *)l, _mm256_add_ps(first ? _mm256_setzero_ps()
+                                                            : _mm256_load_ps((const float *)l),
+                                                      t));
+        }
+    }
+}
+
 typedef void (*gv_dot_fn)(const gv_buf *, const gv_panel *, int64_t, int64_t,
                           __m512 (*)[GV_NP][8]);
 #define SL_GV_DOT(NAME, NP, DM)                                                               \
@@ -218,6 +262,16 @@ SL_GV_DOT(gv_dot_2o, 2, false)
 SL_GV_DOT(gv_dot_1d, 1, true)
 SL_GV_DOT(gv_dot_2d, 2, true)
 #undef SL_GV_DOT
+static void SL_MV_SUFFIX(gv_dot_ho)(const gv_buf *u, const gv_panel *p, int64_t b0, int64_t b1,
+                                    __m512 (*lt)[GV_NP][8])
+{
+    SL_MV_SUFFIX(gv_dot_half)(u, p, false, b0, b1, lt);
+}
+static void SL_MV_SUFFIX(gv_dot_hd)(const gv_buf *u, const gv_panel *p, int64_t b0, int64_t b1,
+                                    __m512 (*lt)[GV_NP][8])
+{
+    SL_MV_SUFFIX(gv_dot_half)(u, p, true, b0, b1, lt);
+}
 
 /* sl__mv_reduce8 of 16 tokens' transposed lanes. */
 static inline __m512 SL_MV_SUFFIX(gv_reduce8)(const __m512 lt[8])
@@ -262,6 +316,7 @@ SL_MV_SUFFIX(gemm_q32_vnni)(const uint32_t type, const sl__gemm_rows *call, int6
     const int c = SL_MV_SUFFIX(gv_offset)(type);
     const gv_dot_fn d1 = dm ? SL_MV_SUFFIX(gv_dot_1d) : SL_MV_SUFFIX(gv_dot_1o);
     const gv_dot_fn d2 = dm ? SL_MV_SUFFIX(gv_dot_2d) : SL_MV_SUFFIX(gv_dot_2o);
+    const gv_dot_fn dh = dm ? SL_MV_SUFFIX(gv_dot_hd) : SL_MV_SUFFIX(gv_dot_ho);
     const int64_t few = sl__gemm_vnni_few(call->n_tok);
     sl__gemm_rows pan = *call; /* the tokens the panels take */
     pan.n_tok -= few;
@@ -297,15 +352,22 @@ SL_MV_SUFFIX(gemm_q32_vnni)(const uint32_t type, const sl__gemm_rows *call, int6
                         const int64_t row = a->idx ? a->idx[i] : i;
                         SL_MV_SUFFIX(gv_unpack)(type, a->w + (size_t)row * a->wrb, c0, c1, &u[r]);
                     }
-                    (np > 1 ? d2 : d1)(u, p, c0, c1, &lt[k0]);
+                    (np > 1 ? d2 : left > 8 ? d1 : dh)(u, p, c0, c1, &lt[k0]);
                 }
             }
             /* token by token: a token's stores of the row group share cache lines */
             const int64_t nt = left < 16 * GV_NP ? left : 16 * GV_NP;
             float res[GV_RG][16 * GV_NP];
-            for (int64_t k = 0; k < nr; k++)
+            for (int64_t k = 0; k < nr; k++) {
+                if (left <= 8) { /* gv_dot_half's lanes: the low halves */
+                    __m256 h[8];
+                    for (int l = 0; l < 8; l++) h[l] = _mm256_load_ps((const float *)&lt[k][0][l]);
+                    SL_MV_SUFFIX(g_reduce8)(h, res[k]);
+                    continue;
+                }
                 for (int q = 0; q < np; q++)
                     _mm512_storeu_ps(res[k] + 16 * q, SL_MV_SUFFIX(gv_reduce8)(lt[k][q]));
+            }
             for (int64_t tt = 0; tt < nt; tt++) {
                 float *y = a->y + (t0 + tt) * a->y_stride;
                 for (int64_t k = 0; k < nr; k++) y[SL_MV_SUFFIX(gv_out)(a, g0 + k)] = res[k][tt];

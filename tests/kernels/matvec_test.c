@@ -251,6 +251,7 @@ static void check_blocks32_bytes(const ctx_set *cs, uint32_t type)
         for (int64_t r = 0; r < rows; r++) random_row(type, w + (size_t)r * rb, rb, cols, r);
         check_fast(cs, type, w, rows, cols, 1);
         check_fast(cs, type, w, rows, cols, nbs[i] > 64 ? 9 : 20); /* tails of 1 and 4 */
+        if (nbs[i] <= 64) check_fast(cs, type, w, rows, cols, 5); /* a half VNNI panel */
         free(w);
     }
     const int64_t rows = 4, cols = 24 * 32, n_batch = 9;
@@ -276,8 +277,69 @@ static void check_blocks32_bytes(const ctx_set *cs, uint32_t type)
     for (int64_t i = 0; i < cols * n_batch; i++) x[i] = (i / cols) % 2 ? -1.0f : 1.0f;
     check_fast_x(cs, type, w, rows, cols, n_batch, x);
     check_fast_x(cs, type, w, rows, cols, 1, x);
+    check_fast_x(cs, type, w, rows, cols, 6, x); /* a half VNNI panel */
     free(x);
     free(w);
+}
+
+/* The 32-element types' batch kernels on the shapes their loops split differently (the AVX-512
+ * VNNI kernel, gemm_q32_vnni_tmpl.h: 16-token panels in groups of 32, a panel of at most 8
+ * tokens on 256 bits, rows in register blocks of 4 and lane groups of 32, 48-block chunks; the
+ * few-token rule of gemm.h): 37 rows (a group of 32 and one of 5, neither a multiple of 4) of
+ * 20 blocks (Gemma's 640), 44 (an expert's 1408) and 49 (two chunks, the second of one block)
+ * against batches from the row kernel's (2), a half panel (5, 8), one panel and the tail rule
+ * (17, 18, 19), two groups with a half panel (40) and more (70); dense and gathered rows (8 of
+ * them, unsorted, compact and scattered). */
+static void check_blocks32_gemm(const ctx_set *cs, uint32_t type)
+{
+    static const int64_t nbs[] = {20, 44, 49};
+    static const int64_t batches[] = {2, 5, 8, 17, 18, 19, 40, 70};
+    const int64_t rows = 37;
+    const int32_t idx[] = {36, 0, 5, 17, 33, 2, 31, 32};
+    enum { N_IDX = 8 };
+    for (int c = 0; c < 3; c++) {
+        const int64_t cols = nbs[c] * 32;
+        bool quantized;
+        void *w = make_weights(type, rows, cols, &quantized);
+        for (int bi = 0; bi < 8; bi++) {
+            const int64_t n_batch = batches[bi];
+            check_fast(cs, type, w, rows, cols, n_batch);
+            float *x = make_x(cols * n_batch);
+            const size_t ny = (size_t)(rows * n_batch) * sizeof(float);
+            float *yr = malloc(ny), *yf = malloc(ny);
+            const size_t wb = sl_cpu_matvec_work_bytes(type, cols, n_batch);
+            void *xq = malloc(wb);
+            sl_error e;
+            for (int sc = 0; sc < 2; sc++) {
+                const size_t nyc = sc ? ny : (size_t)(N_IDX * n_batch) * sizeof(float);
+                memset(yr, 0, nyc);
+                CHECK(!sl_ref_matvec_rows(type, w, rows, cols, idx, N_IDX, sc, x, n_batch, yr,
+                                          &e));
+                for (int m = 0; m < cs->n_mv; m++)
+                    for (int p = 0; p < 4 && cs->mv[m].isa != SL_CPU_ISA_SCALAR; p++) {
+                        memset(yf, 0, nyc);
+                        CHECK(!sl_cpu_matvec_quant_act(&cs->mv[m], type, x, cols, n_batch, xq,
+                                                       wb, &e));
+                        CHECK_MSG(!sl_cpu_matvec_rows_q(&cs->mv[m], cs->pools[p], type, w, rows,
+                                                        cols, idx, N_IDX, sc, xq, n_batch, yf,
+                                                        &e),
+                                  "%s", e.msg);
+                        n_exact_checks++;
+                        CHECK_MSG(!memcmp(yf, yr, nyc),
+                                  "%s %s threads %d: gathered (scatter %d) cols %lld batch %lld "
+                                  "differs from the reference", tname(type),
+                                  sl_cpu_matvec_name(&cs->mv[m]),
+                                  sl_cpu_pool_threads(cs->pools[p]), sc, (long long)cols,
+                                  (long long)n_batch);
+                    }
+            }
+            free(xq);
+            free(yr);
+            free(yf);
+            free(x);
+        }
+        free(w);
+    }
 }
 
 /* Batch shapes for the GEMM row kernels (kernels/cpu/gemm.h): random row lengths that cross
@@ -862,16 +924,18 @@ int main(void)
                 if (rows <= 64 && cols <= 2048) check_sparse(&cs, type, w, rows, cols, ri % 2 ? 3 : 1);
                 free(w);
             }
-        /* Every batch 1..64 on a small shape with both a full 8-block group and a tail (32-
-         * element blocks) or 3 super-blocks, so each batch column's lanes restart correctly. */
+        /* Every batch 1..70 on a small shape with both a full 8-block group and a tail (32-
+         * element blocks) or 3 super-blocks, so each batch column's lanes restart correctly
+         * (past 64: the VNNI kernel's third 32-token group, of 1 to 6 tokens). */
         {
             const int64_t rows = 5;
             const int64_t cols = blk == 1 ? 3 * 32 + 5 : blk == 256 ? 3 * blk : 11 * blk;
             void *w = make_weights(type, rows, cols, &quantized);
-            for (int64_t nb = 1; nb <= 64; nb++) check_fast(&cs, type, w, rows, cols, nb);
+            for (int64_t nb = 1; nb <= 70; nb++) check_fast(&cs, type, w, rows, cols, nb);
             free(w);
         }
         check_batch_shapes(&cs, type);
+        if (blk == 32) check_blocks32_gemm(&cs, type);
         /* Quantizer output rarely reaches the extremes the integer-range argument of matvec.h
          * is about (Q6_K scale -128, every quant at its limit) or every bit pattern of the
          * packed Q4_K/Q5_K six-bit scales and mins: random bytes do. K-quant rows of 4
