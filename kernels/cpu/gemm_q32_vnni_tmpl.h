@@ -25,8 +25,9 @@
 
 enum {
     GV_PCH = 48, /* blocks per panel chunk: the rows of 1024 and 1408 columns are one chunk */
-    GV_NP = 2,   /* panels of 16 tokens each unpacked row chunk meets */
-    GV_R = 4,    /* rows of one register block (GV_R x GV_NP accumulators) */
+    GV_NP = 2,   /* panels of 16 tokens in one register block (GV_R x GV_NP accumulators) */
+    GV_TP = 4,   /* panels each unpacked row chunk meets (64 tokens) */
+    GV_R = 4,    /* rows of one register block */
     GV_RG = 32,  /* rows whose lanes live at once (in memory) across chunks */
 };
 
@@ -159,7 +160,7 @@ static void SL_MV_SUFFIX(gv_panel_build)(const gv_tok16 *g, int64_t b0, int64_t 
  * vpdpbusd's latency (integer sums: exact in any order). */
 static inline __attribute__((always_inline)) void
 SL_MV_SUFFIX(gv_dot)(const gv_buf *u, const gv_panel *p, const int NP, const bool DM, int64_t b0,
-                     int64_t b1, __m512 (*lt)[GV_NP][8])
+                     int64_t b1, __m512 (*lt)[GV_TP][8], int q0)
 {
     const int A = NP == 1 ? 2 : 1;
     for (int64_t b = b0; b < b1; b++) {
@@ -198,8 +199,8 @@ SL_MV_SUFFIX(gv_dot)(const gv_buf *u, const gv_panel *p, const int NP, const boo
                 if (DM)
                     t = _mm512_add_ps(t, _mm512_mul_ps(_mm512_set1_ps(u[r].mw[i]),
                                                        _mm512_load_ps(p[q].s[i])));
-                lt[r][q][b % 8] =
-                    _mm512_add_ps(first ? _mm512_setzero_ps() : lt[r][q][b % 8], t);
+                __m512 *l = &lt[r][q0 + q][b % 8];
+                *l = _mm512_add_ps(first ? _mm512_setzero_ps() : *l, t);
             }
         }
     }
@@ -211,7 +212,7 @@ SL_MV_SUFFIX(gv_dot)(const gv_buf *u, const gv_panel *p, const int NP, const boo
  * halves of lt's vectors (their high halves are never read: only tokens 0..7 are stored). */
 static inline __attribute__((always_inline)) void
 SL_MV_SUFFIX(gv_dot_half)(const gv_buf *u, const gv_panel *p, const bool DM, int64_t b0,
-                          int64_t b1, __m512 (*lt)[GV_NP][8])
+                          int64_t b1, __m512 (*lt)[GV_TP][8], int q0)
 {
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
@@ -241,7 +242,7 @@ SL_MV_SUFFIX(gv_dot_half)(const gv_buf *u, const gv_panel *p, const bool DM, int
             if (DM)
                 t = _mm256_add_ps(t, _mm256_mul_ps(_mm256_set1_ps(u[r].mw[i]),
                                                    _mm256_load_ps(p->s[i])));
-            __m256 *l = (__m256 *)&lt[r][0][b % 8];
+            __m256 *l = (__m256 *)&lt[r][q0][b % 8];
             _mm256_store_ps((float *)l, _mm256_add_ps(first ? _mm256_setzero_ps()
                                                             : _mm256_load_ps((const float *)l),
                                                       t));
@@ -250,12 +251,12 @@ SL_MV_SUFFIX(gv_dot_half)(const gv_buf *u, const gv_panel *p, const bool DM, int
 }
 
 typedef void (*gv_dot_fn)(const gv_buf *, const gv_panel *, int64_t, int64_t,
-                          __m512 (*)[GV_NP][8]);
+                          __m512 (*)[GV_TP][8], int);
 #define SL_GV_DOT(NAME, NP, DM)                                                               \
     static void SL_MV_SUFFIX(NAME)(const gv_buf *u, const gv_panel *p, int64_t b0, int64_t b1, \
-                                   __m512 (*lt)[GV_NP][8])                                    \
+                                   __m512 (*lt)[GV_TP][8], int q0)                            \
     {                                                                                         \
-        SL_MV_SUFFIX(gv_dot)(u, p, NP, DM, b0, b1, lt);                                       \
+        SL_MV_SUFFIX(gv_dot)(u, p, NP, DM, b0, b1, lt, q0);                                   \
     }
 SL_GV_DOT(gv_dot_1o, 1, false)
 SL_GV_DOT(gv_dot_2o, 2, false)
@@ -263,14 +264,14 @@ SL_GV_DOT(gv_dot_1d, 1, true)
 SL_GV_DOT(gv_dot_2d, 2, true)
 #undef SL_GV_DOT
 static void SL_MV_SUFFIX(gv_dot_ho)(const gv_buf *u, const gv_panel *p, int64_t b0, int64_t b1,
-                                    __m512 (*lt)[GV_NP][8])
+                                    __m512 (*lt)[GV_TP][8], int q0)
 {
-    SL_MV_SUFFIX(gv_dot_half)(u, p, false, b0, b1, lt);
+    SL_MV_SUFFIX(gv_dot_half)(u, p, false, b0, b1, lt, q0);
 }
 static void SL_MV_SUFFIX(gv_dot_hd)(const gv_buf *u, const gv_panel *p, int64_t b0, int64_t b1,
-                                    __m512 (*lt)[GV_NP][8])
+                                    __m512 (*lt)[GV_TP][8], int q0)
 {
-    SL_MV_SUFFIX(gv_dot_half)(u, p, true, b0, b1, lt);
+    SL_MV_SUFFIX(gv_dot_half)(u, p, true, b0, b1, lt, q0);
 }
 
 /* sl__mv_reduce8 of 16 tokens' transposed lanes. */
@@ -306,9 +307,10 @@ static void SL_MV_SUFFIX(gv_few)(uint32_t type, const sl__gemm_rows *a, int64_t 
     }
 }
 
-/* Tokens in groups of 16 * GV_NP (panels built once per group and chunk: once per group for
+/* Tokens in groups of 16 * GV_TP (panels built once per group and chunk: once per group for
  * rows of one chunk), rows in groups of GV_RG (lanes in memory) and GV_R (registers); each
- * row chunk unpacked once per token group. A row group short of GV_R repeats its last row. */
+ * row chunk unpacked once per token group and run against its panels GV_NP at a time (a last
+ * panel of at most 8 tokens: gv_dot_half). A row group short of GV_R repeats its last row. */
 static inline __attribute__((always_inline)) void
 SL_MV_SUFFIX(gemm_q32_vnni)(const uint32_t type, const sl__gemm_rows *call, int64_t i0, int64_t i1)
 {
@@ -323,12 +325,16 @@ SL_MV_SUFFIX(gemm_q32_vnni)(const uint32_t type, const sl__gemm_rows *call, int6
     const sl__gemm_rows *a = &pan;
     const bool one_chunk = a->nb <= GV_PCH;
     gv_buf u[GV_R];
-    gv_panel p[GV_NP];
-    __m512 lt[GV_RG + GV_R][GV_NP][8];
-    for (int64_t t0 = 0; t0 < a->n_tok; t0 += 16 * GV_NP) {
+    gv_panel p[GV_TP];
+    __m512 lt[GV_RG + GV_R][GV_TP][8];
+    for (int64_t t0 = 0; t0 < a->n_tok; t0 += 16 * GV_TP) {
         const int64_t left = a->n_tok - t0;
-        const int np = left > 16 ? 2 : 1;
-        gv_tok16 g[GV_NP];
+        const int np = left >= 16 * GV_TP ? GV_TP : (int)((left + 15) / 16);
+        /* the panel pairs' kernels; a last lone panel of at most 8 tokens runs on 256 bits */
+        gv_dot_fn dots[GV_TP / GV_NP];
+        for (int q = 0; q < np; q += GV_NP)
+            dots[q / GV_NP] = np - q > 1 ? d2 : left - 16 * q > 8 ? d1 : dh;
+        gv_tok16 g[GV_TP];
         for (int q = 0; q < np; q++)
             for (int k = 0; k < 16; k++) {
                 const int64_t t = t0 + 16 * q + k < a->n_tok ? t0 + 16 * q + k : a->n_tok - 1;
@@ -352,22 +358,25 @@ SL_MV_SUFFIX(gemm_q32_vnni)(const uint32_t type, const sl__gemm_rows *call, int6
                         const int64_t row = a->idx ? a->idx[i] : i;
                         SL_MV_SUFFIX(gv_unpack)(type, a->w + (size_t)row * a->wrb, c0, c1, &u[r]);
                     }
-                    (np > 1 ? d2 : left > 8 ? d1 : dh)(u, p, c0, c1, &lt[k0]);
+                    for (int q = 0; q < np; q += GV_NP)
+                        dots[q / GV_NP](u, &p[q], c0, c1, &lt[k0], q);
                 }
             }
             /* token by token: a token's stores of the row group share cache lines */
-            const int64_t nt = left < 16 * GV_NP ? left : 16 * GV_NP;
-            float res[GV_RG][16 * GV_NP];
-            for (int64_t k = 0; k < nr; k++) {
-                if (left <= 8) { /* gv_dot_half's lanes: the low halves */
-                    __m256 h[8];
-                    for (int l = 0; l < 8; l++) h[l] = _mm256_load_ps((const float *)&lt[k][0][l]);
-                    SL_MV_SUFFIX(g_reduce8)(h, res[k]);
-                    continue;
-                }
-                for (int q = 0; q < np; q++)
+            const int64_t nt = left < 16 * GV_TP ? left : 16 * GV_TP;
+            float res[GV_RG][16 * GV_TP];
+            for (int64_t k = 0; k < nr; k++)
+                for (int q = 0; q < np; q++) {
+                    if (left - 16 * q <= 8 && dots[q / GV_NP] == dh) {
+                        /* gv_dot_half's lanes: the low halves */
+                        __m256 h[8];
+                        for (int l = 0; l < 8; l++)
+                            h[l] = _mm256_load_ps((const float *)&lt[k][q][l]);
+                        SL_MV_SUFFIX(g_reduce8)(h, res[k] + 16 * q);
+                        continue;
+                    }
                     _mm512_storeu_ps(res[k] + 16 * q, SL_MV_SUFFIX(gv_reduce8)(lt[k][q]));
-            }
+                }
             for (int64_t tt = 0; tt < nt; tt++) {
                 float *y = a->y + (t0 + tt) * a->y_stride;
                 for (int64_t k = 0; k < nr; k++) y[SL_MV_SUFFIX(gv_out)(a, g0 + k)] = res[k][tt];

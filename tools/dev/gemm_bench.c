@@ -8,7 +8,8 @@
  *   bazel build -c opt //kernels/cpu:matvec //kernels/ref:matvec
  *   clang -O2 -std=c17 -D_GNU_SOURCE -I. tools/dev/gemm_bench.c \
  *     $(find bazel-out/k8-opt/bin -name '*.a' | grep -E 'kernels|base|gguf|alloc') -lm -lpthread
- *   ./a.out TYPE ROWS COLS NTOK[,NTOK..] [REPS]     (TYPE: Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 MXFP4) */
+ *   ./a.out TYPE ROWS COLS NTOK[,NTOK..] [REPS [CHUNK]]   (TYPE: Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 MXFP4;
+ *   CHUNK: rows a call, 64 by default) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,7 @@ static uint64_t rnd(void)
 typedef struct setup {
     const sl__mv_type *t;
     sl__gemm_rows a;
-    int64_t rows;
+    int64_t rows, chunk;
 } setup;
 
 /* mode 0: panel8, 1: sl__gemm_avx512, 2: row kernel per token */
@@ -57,8 +58,8 @@ static void run(const setup *s, int mode)
         return;
     }
     const sl__gemm_fn f = mode ? sl__gemm_avx512(s->t->type) : sl__gemm_panel8_avx512(s->t->type);
-    for (int64_t r0 = 0; r0 < s->rows; r0 += 64)
-        f(s->t, &s->a, r0, s->rows - r0 < 64 ? s->rows : r0 + 64);
+    for (int64_t r0 = 0; r0 < s->rows; r0 += s->chunk)
+        f(s->t, &s->a, r0, s->rows - r0 < s->chunk ? s->rows : r0 + s->chunk);
 }
 
 int main(int argc, char **argv)
@@ -75,8 +76,9 @@ int main(int argc, char **argv)
     const uint32_t type = ti->code;
     const int64_t rows = atoll(argv[2]), cols = atoll(argv[3]);
     const int reps = argc > 5 ? atoi(argv[5]) : 200;
+    const int64_t chunk = argc > 6 ? atoll(argv[6]) : 64;
     const sl__mv_type *t = sl__mv_type_get(type);
-    if (!t || t->block != 32 || rows < 1 || cols < 32 || cols % 32 || reps < 1) {
+    if (!t || t->block != 32 || rows < 1 || cols < 32 || cols % 32 || reps < 1 || chunk < 1) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
@@ -103,7 +105,7 @@ int main(int argc, char **argv)
         sl__mv_quant_rows(t, x, cols, n, xq, arb);
         float *y[3];
         for (int m = 0; m < 3; m++) y[m] = malloc(sizeof(float) * (size_t)(rows * n));
-        setup s = {.t = t, .rows = rows,
+        setup s = {.t = t, .rows = rows, .chunk = chunk,
                    .a = {.w = (const char *)w, .xq = xq, .wrb = wrb, .arb = arb, .nb = nb,
                          .n_tok = n, .y_stride = rows}};
         double *tm[3];
