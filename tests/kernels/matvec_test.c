@@ -282,6 +282,42 @@ static void check_blocks32_bytes(const ctx_set *cs, uint32_t type)
     free(w);
 }
 
+/* Gathered rows idx[0..n_idx) of w, compact and scattered, on every SIMD path x pool against
+ * the reference (sl_cpu_matvec_rows_q on the fast path's own quantized activations). */
+static void check_gathered(const ctx_set *cs, uint32_t type, const void *w, int64_t rows,
+                           int64_t cols, int64_t n_batch, const int32_t *idx, int64_t n_idx)
+{
+    float *x = make_x(cols * n_batch);
+    const size_t ny_max = (size_t)((rows > n_idx ? rows : n_idx) * n_batch) * sizeof(float);
+    float *yr = malloc(ny_max), *yf = malloc(ny_max);
+    const size_t wb = sl_cpu_matvec_work_bytes(type, cols, n_batch);
+    void *xq = malloc(wb);
+    sl_error e;
+    for (int sc = 0; sc < 2; sc++) {
+        const size_t ny = (size_t)(sc ? rows * n_batch : n_idx * n_batch) * sizeof *yr;
+        memset(yr, 0, ny);
+        CHECK(!sl_ref_matvec_rows(type, w, rows, cols, idx, n_idx, sc, x, n_batch, yr, &e));
+        for (int m = 0; m < cs->n_mv; m++)
+            for (int p = 0; p < 4 && cs->mv[m].isa != SL_CPU_ISA_SCALAR; p++) {
+                memset(yf, 0, ny);
+                CHECK(!sl_cpu_matvec_quant_act(&cs->mv[m], type, x, cols, n_batch, xq, wb, &e));
+                CHECK_MSG(!sl_cpu_matvec_rows_q(&cs->mv[m], cs->pools[p], type, w, rows, cols,
+                                                idx, n_idx, sc, xq, n_batch, yf, &e),
+                          "%s", e.msg);
+                n_exact_checks++;
+                CHECK_MSG(!memcmp(yf, yr, ny),
+                          "%s %s threads %d: gathered (scatter %d) rows %lld cols %lld "
+                          "batch %lld differs from the reference", tname(type),
+                          sl_cpu_matvec_name(&cs->mv[m]), sl_cpu_pool_threads(cs->pools[p]),
+                          sc, (long long)rows, (long long)cols, (long long)n_batch);
+            }
+    }
+    free(xq);
+    free(yr);
+    free(yf);
+    free(x);
+}
+
 /* The 32-element types' batch kernels on the shapes their loops split differently (the AVX-512
  * VNNI kernel, gemm_q32_vnni_tmpl.h: 16-token panels in groups of 32, a panel of at most 8
  * tokens on 256 bits, rows in register blocks of 4 and lane groups of 32, 48-block chunks; the
@@ -296,47 +332,13 @@ static void check_blocks32_gemm(const ctx_set *cs, uint32_t type)
     static const int64_t batches[] = {2, 5, 8, 17, 18, 19, 40, 70};
     const int64_t rows = 37;
     const int32_t idx[] = {36, 0, 5, 17, 33, 2, 31, 32};
-    enum { N_IDX = 8 };
     for (int c = 0; c < 3; c++) {
         const int64_t cols = nbs[c] * 32;
         bool quantized;
         void *w = make_weights(type, rows, cols, &quantized);
         for (int bi = 0; bi < 8; bi++) {
-            const int64_t n_batch = batches[bi];
-            check_fast(cs, type, w, rows, cols, n_batch);
-            float *x = make_x(cols * n_batch);
-            const size_t ny = (size_t)(rows * n_batch) * sizeof(float);
-            float *yr = malloc(ny), *yf = malloc(ny);
-            const size_t wb = sl_cpu_matvec_work_bytes(type, cols, n_batch);
-            void *xq = malloc(wb);
-            sl_error e;
-            for (int sc = 0; sc < 2; sc++) {
-                const size_t nyc = sc ? ny : (size_t)(N_IDX * n_batch) * sizeof(float);
-                memset(yr, 0, nyc);
-                CHECK(!sl_ref_matvec_rows(type, w, rows, cols, idx, N_IDX, sc, x, n_batch, yr,
-                                          &e));
-                for (int m = 0; m < cs->n_mv; m++)
-                    for (int p = 0; p < 4 && cs->mv[m].isa != SL_CPU_ISA_SCALAR; p++) {
-                        memset(yf, 0, nyc);
-                        CHECK(!sl_cpu_matvec_quant_act(&cs->mv[m], type, x, cols, n_batch, xq,
-                                                       wb, &e));
-                        CHECK_MSG(!sl_cpu_matvec_rows_q(&cs->mv[m], cs->pools[p], type, w, rows,
-                                                        cols, idx, N_IDX, sc, xq, n_batch, yf,
-                                                        &e),
-                                  "%s", e.msg);
-                        n_exact_checks++;
-                        CHECK_MSG(!memcmp(yf, yr, nyc),
-                                  "%s %s threads %d: gathered (scatter %d) cols %lld batch %lld "
-                                  "differs from the reference", tname(type),
-                                  sl_cpu_matvec_name(&cs->mv[m]),
-                                  sl_cpu_pool_threads(cs->pools[p]), sc, (long long)cols,
-                                  (long long)n_batch);
-                    }
-            }
-            free(xq);
-            free(yr);
-            free(yf);
-            free(x);
+            check_fast(cs, type, w, rows, cols, batches[bi]);
+            check_gathered(cs, type, w, rows, cols, batches[bi], idx, 8);
         }
         free(w);
     }
@@ -366,37 +368,8 @@ static void check_batch_shapes(const ctx_set *cs, uint32_t type)
         void *w = make_weights(type, rows, cols, &quantized);
         check_fast(cs, type, w, rows, cols, n_batch);
         /* gathered rows, compact and scattered, against the reference */
-        float *x = make_x(cols * n_batch);
         const int32_t idx[] = {(int32_t)(rows - 1), 0, (int32_t)(rows / 2)};
-        const size_t ny_max = (size_t)((rows > 3 ? rows : 3) * n_batch) * sizeof(float);
-        float *yr = malloc(ny_max), *yf = malloc(ny_max);
-        const size_t wb = sl_cpu_matvec_work_bytes(type, cols, n_batch);
-        void *xq = malloc(wb);
-        sl_error e;
-        for (int sc = 0; sc < 2; sc++) {
-            const size_t ny = (size_t)(sc ? rows * n_batch : 3 * n_batch) * sizeof *yr;
-            memset(yr, 0, ny);
-            CHECK(!sl_ref_matvec_rows(type, w, rows, cols, idx, 3, sc, x, n_batch, yr, &e));
-            for (int m = 0; m < cs->n_mv; m++)
-                for (int p = 0; p < 4 && cs->mv[m].isa != SL_CPU_ISA_SCALAR; p++) {
-                    memset(yf, 0, ny);
-                    CHECK(!sl_cpu_matvec_quant_act(&cs->mv[m], type, x, cols, n_batch, xq, wb,
-                                                   &e));
-                    CHECK_MSG(!sl_cpu_matvec_rows_q(&cs->mv[m], cs->pools[p], type, w, rows,
-                                                    cols, idx, 3, sc, xq, n_batch, yf, &e),
-                              "%s", e.msg);
-                    n_exact_checks++;
-                    CHECK_MSG(!memcmp(yf, yr, ny),
-                              "%s %s threads %d: gathered (scatter %d) rows %lld cols %lld "
-                              "batch %lld differs from the reference", tname(type),
-                              sl_cpu_matvec_name(&cs->mv[m]), sl_cpu_pool_threads(cs->pools[p]),
-                              sc, (long long)rows, (long long)cols, (long long)n_batch);
-                }
-        }
-        free(xq);
-        free(yr);
-        free(yf);
-        free(x);
+        check_gathered(cs, type, w, rows, cols, n_batch, idx, 3);
         free(w);
     }
 }
