@@ -5,23 +5,29 @@
  * panel kernels of gemm_x86_tmpl.h (sl__gemm_panel8_avx512) for the other types.
  *
  * The scheme (vs the 8-token panels: 256-bit vpdpbusd and a vpsignb per group and token set):
- * - activations are transposed once per 32 tokens and chunk of blocks into panels of 16 tokens:
- *   one zmm holds the same 4 elements of 16 tokens (signed, as quantized);
- * - weights are unpacked once per 32 tokens as unsigned u = w + c (Q8_0: w ^ 0x80, c 128;
+ * - activations are transposed once per 64 tokens and chunk of blocks into 4 panels of 16
+ *   tokens: one zmm holds the same 4 elements of 16 tokens (signed, as quantized);
+ * - weights are unpacked once per 64 tokens as unsigned u = w + c (Q8_0: w ^ 0x80, c 128;
  *   Q4_0, Q5_0: the raw quants, c 8 / 16; MXFP4: the e2m1 table shifted by 12; Q4_1, Q5_1: c 0).
  *   One broadcast dword of a row meets 16 tokens in one vpdpbusd; 4 rows x 2 panels share the
- *   loads (8 accumulators);
+ *   loads (8 accumulators); a last panel of at most 8 tokens runs on 256 bits (half the work);
  * - sum u x - c sum x is the reference's exact integer: each accumulator starts at -c sum x of
- *   its 16 tokens (formed once per panel block), so no correction op per row.
+ *   its 16 tokens (formed once per panel block), so no correction op per row;
+ * - a batch of 1-2 tokens, or 1-2 past the last full panel, goes to the decode path's row
+ *   kernel token by token (gemm.h's sl__gemm_vnni_few, from gemm_bench's crossover).
  * Why the bits are the reference's: the integer block sums are exact; the float block term is
  * (float)isum * (dw * dx) (MXFP4's reference writes dx * dw: the same float), plus mw * sx for
- * Q4_1 / Q5_1 (sl__mv_term_dm), added to lane b % 8 of its (row, token) in block order; the
- * lanes are kept transposed (one zmm = one lane of 16 tokens) and reduced as sl__mv_reduce8,
- * element-wise. Spare slots of a short panel repeat its last token; their results are dropped.
+ * Q4_1 / Q5_1 (sl__mv_term_dm), added to lane b % 8 of its (row, token) in block order (blocks
+ * 0..7 as 0.0f + term, the reference's first add); the lanes are kept transposed (one zmm =
+ * one lane of 16 tokens) and reduced as sl__mv_reduce8, element-wise. Spare slots of a short
+ * panel repeat its last token; their results are dropped. Measured (tools/dev/gemm_bench.c,
+ * one thread): 1.5x the 8-token panels at 8 tokens, ~2x from 32 tokens.
  *
- * Another 32-element type plugs in with a case in gv_unpack (its u = w + c bytes and dw) and
- * its c in gv_offset; IQ4_NL (fp16 d, 16 nibble indices into kvalues_iq4nl in [-127, 113]) is
- * MXFP4's table case with the table xor 0x80, c 128 and dw = the half at byte 0. */
+ * Another 32-element type with Q8_0 activations plugs in with a case in gv_unpack (its u = w + c
+ * bytes; a half scale at byte 0 takes the default path, else its own conversion), its block
+ * bytes in gv_unpack's bb, its c in gv_offset and a line in sl__gemm_avx512: IQ4_NL (fp16 d,
+ * 16 bytes of nibble indices into kvalues_iq4nl, in [-127, 113]) is MXFP4's table shuffle
+ * with the table xor 0x80 (c 128) on the nibbles at byte 2, 18-byte blocks. */
 
 enum {
     GV_PCH = 48, /* blocks per panel chunk: the rows of 1024 and 1408 columns are one chunk */
