@@ -30,7 +30,7 @@
  * with the table xor 0x80 (c 128) on the nibbles at byte 2, 18-byte blocks. */
 
 enum {
-    GV_PCH = 48, /* blocks per panel chunk: the rows of 1024 and 1408 columns are one chunk */
+    GV_PCH = 64, /* blocks per panel chunk: rows of up to 2048 columns are one chunk */
     GV_NP = 2,   /* panels of 16 tokens in one register block (GV_R x GV_NP accumulators) */
     GV_TP = 4,   /* panels each unpacked row chunk meets (64 tokens) */
     GV_R = 4,    /* rows of one register block */

@@ -320,15 +320,15 @@ static void check_gathered(const ctx_set *cs, uint32_t type, const void *w, int6
 
 /* The 32-element types' batch kernels on the shapes their loops split differently (the AVX-512
  * VNNI kernel, gemm_q32_vnni_tmpl.h: 16-token panels in groups of 32, a panel of at most 8
- * tokens on 256 bits, rows in register blocks of 4 and lane groups of 32, 48-block chunks; the
+ * tokens on 256 bits, rows in register blocks of 4 and lane groups of 32, 64-block chunks; the
  * few-token rule of gemm.h): 37 rows (a group of 32 and one of 5, neither a multiple of 4) of
- * 20 blocks (Gemma's 640), 44 (an expert's 1408) and 49 (two chunks, the second of one block)
+ * 20 blocks (Gemma's 640), 44 (an expert's 1408) and 65 (two chunks, the second of one block)
  * against batches from the row kernel's (2), a half panel (5, 8), one panel and the tail rule
  * (17, 18, 19), two groups with a half panel (40) and more (70); dense and gathered rows (8 of
  * them, unsorted, compact and scattered). */
 static void check_blocks32_gemm(const ctx_set *cs, uint32_t type)
 {
-    static const int64_t nbs[] = {20, 44, 49};
+    static const int64_t nbs[] = {20, 44, 65};
     static const int64_t batches[] = {2, 5, 8, 17, 18, 19, 40, 70};
     const int64_t rows = 37;
     const int32_t idx[] = {36, 0, 5, 17, 33, 2, 31, 32};
