@@ -2,14 +2,18 @@
  * alternated in the same run (min and median of many short repetitions): the AVX-512 build's
  * 8-token panel kernels (sl__gemm_panel8_avx512), its current dispatch (sl__gemm_avx512: the VNNI
  * kernels of gemm_q32_vnni_tmpl.h) and the decode path's whole-row kernel token by token
- * (sl__mv_rows_avx512, the one the few-token rule of gemm.h hands tokens to). Calls go in the
- * 64-row chunks matvec.c's row_grain gives one thread. Checks the three agree bit for bit.
- * A developer tool (needs an AVX-512 VNNI CPU), built outside Bazel against its archives:
- *   bazel build -c opt //kernels/cpu:matvec //kernels/ref:matvec
- *   clang -O2 -std=c17 -D_GNU_SOURCE -I. tools/dev/gemm_bench.c \
- *     $(find bazel-out/k8-opt/bin -name '*.a' | grep -E 'kernels|base|gguf|alloc') -lm -lpthread
- *   ./a.out TYPE ROWS COLS NTOK[,NTOK..] [REPS [CHUNK]]   (TYPE: Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 MXFP4;
- *   CHUNK: rows a call, 64 by default) */
+ * (sl__mv_rows_avx512, the one the few-token rule of gemm.h hands tokens to). Calls go in
+ * chunks of CHUNK rows (matvec.c's row_grain gives a GEMM job up to 256). Times are thread CPU
+ * time. Checks the three agree bit for bit.
+ * A developer tool (needs an AVX-512 VNNI CPU), built outside Bazel from the opt objects:
+ *   bazel build -c opt //kernels/cpu:matvec //kernels/ref:matvec //kernels/ref:quant
+ *   o=bazel-out/k8-opt/bin
+ *   clang -O2 -std=c17 -D_GNU_SOURCE -I. tools/dev/gemm_bench.c -Wl,--start-group \
+ *     $(find $o/kernels $o/base $o/gguf $o/alloc -name '*.a' ! -name '*.pic.a') \
+ *     $(find $o/gguf/_objs $o/base/_objs $o/alloc/_objs/topo -name '*.o' ! -name '*.pic.o') \
+ *     -Wl,--end-group -lm -lpthread -lhwloc -o /tmp/gemm_bench
+ *   /tmp/gemm_bench TYPE ROWS COLS NTOK[,NTOK..] [REPS [CHUNK]]
+ * TYPE: Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 MXFP4; REPS: 200 by default; CHUNK: 256 by default. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +80,7 @@ int main(int argc, char **argv)
     const uint32_t type = ti->code;
     const int64_t rows = atoll(argv[2]), cols = atoll(argv[3]);
     const int reps = argc > 5 ? atoi(argv[5]) : 200;
-    const int64_t chunk = argc > 6 ? atoll(argv[6]) : 64;
+    const int64_t chunk = argc > 6 ? atoll(argv[6]) : 256;
     const sl__mv_type *t = sl__mv_type_get(type);
     if (!t || t->block != 32 || rows < 1 || cols < 32 || cols % 32 || reps < 1 || chunk < 1) {
         fprintf(stderr, "bad arguments\n");
@@ -100,7 +104,8 @@ int main(int argc, char **argv)
     for (char *tok = strtok(spec, ","); tok; tok = strtok(NULL, ",")) {
         const int64_t n = atoll(tok);
         float *x = malloc(sizeof(float) * (size_t)(cols * n));
-        for (int64_t i = 0; i < cols * n; i++) x[i] = (float)((int64_t)(rnd() % 2001) - 1000) / 997.0f;
+        for (int64_t i = 0; i < cols * n; i++)
+            x[i] = (float)((int64_t)(rnd() % 2001) - 1000) / 997.0f;
         char *xq = malloc(arb * (size_t)n);
         sl__mv_quant_rows(t, x, cols, n, xq, arb);
         float *y[3];
