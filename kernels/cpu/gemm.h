@@ -50,14 +50,19 @@ static inline int64_t sl__gemm_tail(int64_t n_tok)
 }
 
 /* The AVX-512 VNNI kernel of the 32-element types (gemm_q32_vnni_tmpl.h) fills panels of 16
- * tokens, so a batch of few tokens wastes most of one: the tokens it hands to the decode
- * path's whole-row kernel, one at a time (the same bits), are all of a batch of at most
- * SL__GEMM_VNNI_FEW and else the n_tok % 16 past the last full panel when they are at most
- * SL__GEMM_VNNI_TAIL. Measured (tools/dev/gemm_bench.c, see gemm_q32_vnni_tmpl.h). */
-enum { SL__GEMM_VNNI_FEW = 2, SL__GEMM_VNNI_TAIL = 2 };
-static inline int64_t sl__gemm_vnni_few(int64_t n_tok)
+ * tokens (one of at most 8 on 256 bits), so a batch of few tokens wastes most of one: the
+ * tokens it hands to the decode path's whole-row kernel, one at a time (the same bits), are
+ * all of a batch of at most `few` and else the n_tok % 16 past the last full panel when they
+ * are at most SL__GEMM_VNNI_TAIL. few: SL__GEMM_VNNI_FEW_CHEAP for the types whose row kernel
+ * costs least against a panel (Q8_0, Q4_1), else SL__GEMM_VNNI_FEW. From gemm_bench (one
+ * thread, CPU time; 3 tokens, row kernel vs a half panel): Q8_0 256x2048 58 vs 73 us, 1024x2816
+ * 380 vs 538; Q4_1 206 vs 225; MXFP4 346 vs 336, Q4_0 120 vs 120; Q5_0 432 vs 362, Q5_1 296
+ * vs 220. A tail past full panels costs a panel's dot (no unpack of its own) against ~60-90 us
+ * a token for a 1408 x 1024 matrix: 2. */
+enum { SL__GEMM_VNNI_FEW = 2, SL__GEMM_VNNI_FEW_CHEAP = 3, SL__GEMM_VNNI_TAIL = 2 };
+static inline int64_t sl__gemm_vnni_few(int64_t n_tok, int64_t few)
 {
-    if (n_tok <= SL__GEMM_VNNI_FEW) return n_tok;
+    if (n_tok <= few) return n_tok;
     return n_tok % 16 <= SL__GEMM_VNNI_TAIL ? n_tok % 16 : 0;
 }
 

@@ -13,8 +13,9 @@
  *   loads (8 accumulators); a last panel of at most 8 tokens runs on 256 bits (half the work);
  * - sum u x - c sum x is the reference's exact integer: each accumulator starts at -c sum x of
  *   its 16 tokens (formed once per panel block), so no correction op per row;
- * - a batch of 1-2 tokens, or 1-2 past the last full panel, goes to the decode path's row
- *   kernel token by token (gemm.h's sl__gemm_vnni_few, from gemm_bench's crossover).
+ * - a batch of 1-2 tokens (Q8_0, Q4_1: 1-3), or 1-2 past the last full panel, goes to the
+ *   decode path's row kernel token by token (gemm.h's sl__gemm_vnni_few, gemm_bench's
+ *   crossover).
  * Why the bits are the reference's: the integer block sums are exact; the float block term is
  * (float)isum * (dw * dx) (MXFP4's reference writes dx * dw: the same float), plus mw * sx for
  * Q4_1 / Q5_1 (sl__mv_term_dm), added to lane b % 8 of its (row, token) in block order (blocks
@@ -325,7 +326,9 @@ SL_MV_SUFFIX(gemm_q32_vnni)(const uint32_t type, const sl__gemm_rows *call, int6
     const gv_dot_fn d1 = dm ? SL_MV_SUFFIX(gv_dot_1d) : SL_MV_SUFFIX(gv_dot_1o);
     const gv_dot_fn d2 = dm ? SL_MV_SUFFIX(gv_dot_2d) : SL_MV_SUFFIX(gv_dot_2o);
     const gv_dot_fn dh = dm ? SL_MV_SUFFIX(gv_dot_hd) : SL_MV_SUFFIX(gv_dot_ho);
-    const int64_t few = sl__gemm_vnni_few(call->n_tok);
+    const int64_t few = sl__gemm_vnni_few(call->n_tok, type == SL_GGML_Q8_0 || type == SL_GGML_Q4_1
+                                                           ? SL__GEMM_VNNI_FEW_CHEAP
+                                                           : SL__GEMM_VNNI_FEW);
     sl__gemm_rows pan = *call; /* the tokens the panels take */
     pan.n_tok -= few;
     const sl__gemm_rows *a = &pan;
