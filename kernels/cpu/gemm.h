@@ -7,9 +7,11 @@
  * unpacks each weight block once per group of tokens (not once per token) and computes the
  * float terms of 8 tokens in one vector, keeping every (row, token) accumulation in the
  * reference's order. Kernels check nothing (matvec.c validated the call) and use only the
- * stack (under 100 KiB). Compiled per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c /
- * matvec_avx512.c after matvec_x86_tmpl.h, whose helpers it reuses; on AVX-512 VNNI the
- * K-quants run gemm_k_vnni_tmpl.h's 16-token vpdpbusd kernel instead (matvec_avx512.c only). */
+ * stack (tens of KiB; the AVX-512 VNNI kernels more: gemm_k_vnni_tmpl.h's under 100 KiB,
+ * gemm_q32_vnni_tmpl.h's ~270 KiB: its 64 tokens' panels and a row group's lanes). Compiled
+ * per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c / matvec_avx512.c after
+ * matvec_x86_tmpl.h, whose helpers it reuses; the AVX-512 build adds the VNNI kernels of the
+ * K-quants (gemm_k_vnni_tmpl.h) and of the 32-element types (gemm_q32_vnni_tmpl.h). */
 #ifndef SL_KERNELS_CPU_GEMM_H
 #define SL_KERNELS_CPU_GEMM_H
 
@@ -48,8 +50,29 @@ static inline int64_t sl__gemm_tail(int64_t n_tok)
     return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
 }
 
+/* The AVX-512 VNNI kernel of the 32-element types (gemm_q32_vnni_tmpl.h) fills panels of 16
+ * tokens (one of at most 8 on 256 bits), so a batch of few tokens wastes most of one: the
+ * tokens it hands to the decode path's whole-row kernel, one at a time (the same bits), are
+ * all of a batch of at most `few` and else the n_tok % 16 past the last full panel when they
+ * are at most SL__GEMM_VNNI_TAIL. few: SL__GEMM_VNNI_FEW_CHEAP for the types whose row kernel
+ * costs least against a panel (Q8_0, Q4_1), else SL__GEMM_VNNI_FEW. From gemm_bench (one
+ * thread, CPU time; 3 tokens, row kernel vs a half panel): Q8_0 256x2048 58 vs 73 us, 1024x2816
+ * 380 vs 538; Q4_1 206 vs 225; MXFP4 346 vs 336, Q4_0 120 vs 120; Q5_0 432 vs 362, Q5_1 296
+ * vs 220. A tail past full panels costs a panel's dot (no unpack of its own) against ~60-90 us
+ * a token for a 1408 x 1024 matrix: 2. */
+enum { SL__GEMM_VNNI_FEW = 2, SL__GEMM_VNNI_FEW_CHEAP = 3, SL__GEMM_VNNI_TAIL = 2 };
+static inline int64_t sl__gemm_vnni_few(int64_t n_tok, int64_t few)
+{
+    if (n_tok <= few) return n_tok;
+    return n_tok % 16 <= SL__GEMM_VNNI_TAIL ? n_tok % 16 : 0;
+}
+
 /* NULL when the ISA has no batch kernel for the type (the range kernels then run). */
 sl__gemm_fn sl__gemm_avx2(uint32_t type);
 sl__gemm_fn sl__gemm_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
+/* The 8-token panel kernels alone (gemm_x86_tmpl.h): sl__gemm_avx2 is the AVX2 one; the
+ * AVX-512 one serves sl__gemm_avx512's other types (and benchmarks, as the baseline). */
+sl__gemm_fn sl__gemm_panel8_avx2(uint32_t type);
+sl__gemm_fn sl__gemm_panel8_avx512(uint32_t type);
 
 #endif

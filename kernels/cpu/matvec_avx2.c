@@ -26,6 +26,8 @@
 #include "kernels/cpu/matvec_x86_tmpl.h"
 #include "kernels/cpu/gemm_x86_tmpl.h"
 
+sl__gemm_fn sl__gemm_avx2(uint32_t type) { return sl__gemm_panel8_avx2(type); }
+
 #pragma clang attribute pop
 #else
 sl__mv_range_fn sl__mv_range_avx2(uint32_t type)

@@ -252,6 +252,7 @@ static void check_blocks32_bytes(const ctx_set *cs, uint32_t type)
         for (int64_t r = 0; r < rows; r++) random_row(type, w + (size_t)r * rb, rb, cols, r);
         check_fast(cs, type, w, rows, cols, 1);
         check_fast(cs, type, w, rows, cols, nbs[i] > 64 ? 9 : 20); /* tails of 1 and 4 */
+        if (nbs[i] <= 64) check_fast(cs, type, w, rows, cols, 5); /* a half VNNI panel */
         free(w);
     }
     const int64_t rows = 4, cols = 24 * 32, n_batch = 9;
@@ -277,8 +278,71 @@ static void check_blocks32_bytes(const ctx_set *cs, uint32_t type)
     for (int64_t i = 0; i < cols * n_batch; i++) x[i] = (i / cols) % 2 ? -1.0f : 1.0f;
     check_fast_x(cs, type, w, rows, cols, n_batch, x);
     check_fast_x(cs, type, w, rows, cols, 1, x);
+    check_fast_x(cs, type, w, rows, cols, 6, x); /* a half VNNI panel */
     free(x);
     free(w);
+}
+
+/* Gathered rows idx[0..n_idx) of w, compact and scattered, on every SIMD path x pool against
+ * the reference (sl_cpu_matvec_rows_q on the fast path's own quantized activations). */
+static void check_gathered(const ctx_set *cs, uint32_t type, const void *w, int64_t rows,
+                           int64_t cols, int64_t n_batch, const int32_t *idx, int64_t n_idx)
+{
+    float *x = make_x(cols * n_batch);
+    const size_t ny_max = (size_t)((rows > n_idx ? rows : n_idx) * n_batch) * sizeof(float);
+    float *yr = malloc(ny_max), *yf = malloc(ny_max);
+    const size_t wb = sl_cpu_matvec_work_bytes(type, cols, n_batch);
+    void *xq = malloc(wb);
+    sl_error e;
+    for (int sc = 0; sc < 2; sc++) {
+        const size_t ny = (size_t)(sc ? rows * n_batch : n_idx * n_batch) * sizeof *yr;
+        memset(yr, 0, ny);
+        CHECK(!sl_ref_matvec_rows(type, w, rows, cols, idx, n_idx, sc, x, n_batch, yr, &e));
+        for (int m = 0; m < cs->n_mv; m++)
+            for (int p = 0; p < 4 && cs->mv[m].isa != SL_CPU_ISA_SCALAR; p++) {
+                memset(yf, 0, ny);
+                CHECK(!sl_cpu_matvec_quant_act(&cs->mv[m], type, x, cols, n_batch, xq, wb, &e));
+                CHECK_MSG(!sl_cpu_matvec_rows_q(&cs->mv[m], cs->pools[p], type, w, rows, cols,
+                                                idx, n_idx, sc, xq, n_batch, yf, &e),
+                          "%s", e.msg);
+                n_exact_checks++;
+                CHECK_MSG(!memcmp(yf, yr, ny),
+                          "%s %s threads %d: gathered (scatter %d) rows %lld cols %lld "
+                          "batch %lld differs from the reference", tname(type),
+                          sl_cpu_matvec_name(&cs->mv[m]), sl_cpu_pool_threads(cs->pools[p]),
+                          sc, (long long)rows, (long long)cols, (long long)n_batch);
+            }
+    }
+    free(xq);
+    free(yr);
+    free(yf);
+    free(x);
+}
+
+/* The 32-element types' batch kernels on the shapes their loops split differently (the AVX-512
+ * VNNI kernel, gemm_q32_vnni_tmpl.h: 16-token panels in groups of 32, a panel of at most 8
+ * tokens on 256 bits, rows in register blocks of 4 and lane groups of 32, 64-block chunks; the
+ * few-token rule of gemm.h): 37 rows (a group of 32 and one of 5, neither a multiple of 4) of
+ * 20 blocks (Gemma's 640), 44 (an expert's 1408) and 65 (two chunks, the second of one block)
+ * against batches from the row kernel's (2), a half panel (5, 8), one panel and the tail rule
+ * (17, 18, 19), two groups with a half panel (40) and more (70); dense and gathered rows (8 of
+ * them, unsorted, compact and scattered). */
+static void check_blocks32_gemm(const ctx_set *cs, uint32_t type)
+{
+    static const int64_t nbs[] = {20, 44, 65};
+    static const int64_t batches[] = {2, 5, 8, 17, 18, 19, 40, 70};
+    const int64_t rows = 37;
+    const int32_t idx[] = {36, 0, 5, 17, 33, 2, 31, 32};
+    for (int c = 0; c < 3; c++) {
+        const int64_t cols = nbs[c] * 32;
+        bool quantized;
+        void *w = make_weights(type, rows, cols, &quantized);
+        for (int bi = 0; bi < 8; bi++) {
+            check_fast(cs, type, w, rows, cols, batches[bi]);
+            check_gathered(cs, type, w, rows, cols, batches[bi], idx, 8);
+        }
+        free(w);
+    }
 }
 
 /* Batch shapes for the GEMM row kernels (kernels/cpu/gemm.h): random row lengths that cross
@@ -305,37 +369,8 @@ static void check_batch_shapes(const ctx_set *cs, uint32_t type)
         void *w = make_weights(type, rows, cols, &quantized);
         check_fast(cs, type, w, rows, cols, n_batch);
         /* gathered rows, compact and scattered, against the reference */
-        float *x = make_x(cols * n_batch);
         const int32_t idx[] = {(int32_t)(rows - 1), 0, (int32_t)(rows / 2)};
-        const size_t ny_max = (size_t)((rows > 3 ? rows : 3) * n_batch) * sizeof(float);
-        float *yr = malloc(ny_max), *yf = malloc(ny_max);
-        const size_t wb = sl_cpu_matvec_work_bytes(type, cols, n_batch);
-        void *xq = malloc(wb);
-        sl_error e;
-        for (int sc = 0; sc < 2; sc++) {
-            const size_t ny = (size_t)(sc ? rows * n_batch : 3 * n_batch) * sizeof *yr;
-            memset(yr, 0, ny);
-            CHECK(!sl_ref_matvec_rows(type, w, rows, cols, idx, 3, sc, x, n_batch, yr, &e));
-            for (int m = 0; m < cs->n_mv; m++)
-                for (int p = 0; p < 4 && cs->mv[m].isa != SL_CPU_ISA_SCALAR; p++) {
-                    memset(yf, 0, ny);
-                    CHECK(!sl_cpu_matvec_quant_act(&cs->mv[m], type, x, cols, n_batch, xq, wb,
-                                                   &e));
-                    CHECK_MSG(!sl_cpu_matvec_rows_q(&cs->mv[m], cs->pools[p], type, w, rows,
-                                                    cols, idx, 3, sc, xq, n_batch, yf, &e),
-                              "%s", e.msg);
-                    n_exact_checks++;
-                    CHECK_MSG(!memcmp(yf, yr, ny),
-                              "%s %s threads %d: gathered (scatter %d) rows %lld cols %lld "
-                              "batch %lld differs from the reference", tname(type),
-                              sl_cpu_matvec_name(&cs->mv[m]), sl_cpu_pool_threads(cs->pools[p]),
-                              sc, (long long)rows, (long long)cols, (long long)n_batch);
-                }
-        }
-        free(xq);
-        free(yr);
-        free(yf);
-        free(x);
+        check_gathered(cs, type, w, rows, cols, n_batch, idx, 3);
         free(w);
     }
 }
@@ -942,17 +977,19 @@ int main(void)
                 if (rows <= 64 && cols <= 2048) check_sparse(&cs, type, w, rows, cols, ri % 2 ? 3 : 1);
                 free(w);
             }
-        /* Every batch 1..64 on a small shape with both a full 8-block group and a tail (32-
-         * element blocks) or 3 super-blocks, so each batch column's lanes restart correctly. */
+        /* Every batch 1..70 on a small shape with both a full 8-block group and a tail (32-
+         * element blocks) or 3 super-blocks, so each batch column's lanes restart correctly
+         * (past 64: the VNNI kernel's third 32-token group, of 1 to 6 tokens). */
         {
             const int64_t rows = 5;
             const int64_t cols = blk == 1 ? 3 * 32 + 5 : blk == 256 ? 3 * blk : 11 * blk;
             void *w = make_weights(type, rows, cols, &quantized);
-            for (int64_t nb = 1; nb <= 64; nb++) check_fast(&cs, type, w, rows, cols, nb);
+            for (int64_t nb = 1; nb <= 70; nb++) check_fast(&cs, type, w, rows, cols, nb);
             free(w);
         }
         check_batch_shapes(&cs, type);
         if (blk == 256) check_gemm_k_batches(&cs, type);
+        if (blk == 32) check_blocks32_gemm(&cs, type);
         /* Quantizer output rarely reaches the extremes the integer-range argument of matvec.h
          * is about (Q6_K scale -128, every quant at its limit) or every bit pattern of the
          * packed Q4_K/Q5_K six-bit scales and mins: random bytes do. K-quant rows of 4
