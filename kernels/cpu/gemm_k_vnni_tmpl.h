@@ -1,5 +1,5 @@
 /* kernels/cpu/gemm_k_vnni_tmpl.h: the AVX-512 VNNI batch kernel of the K-quants (Q4_K, Q5_K,
- * Q6_K, Q4_K_R8) under gemm.h's contract. Included only by matvec_avx512.c, right after
+ * Q6_K, Q4_K_R8) and IQ4_XS under gemm.h's contract. Included only by matvec_avx512.c, right after
  * gemm_x86_tmpl.h, whose row unpack (gk_buf, gk_unpack_*) and 8-token kernel (gemm_k) it reuses.
  *
  * Why it is faster than gemm_k: activations are transposed into 16-token panels (one zmm holds
@@ -24,9 +24,9 @@
  * (beside gkv_unpack's cases) that writes unsigned codes q (value + offset), the scale of each
  * 16 elements in s16 and in bw the weights of the block sums, and a kind: an offset kind
  * subtracts offset * sum_s bw[s] bsum_s exactly and takes term_d. Q6_K is GKV_OFFSET (offset
- * 32 = << 5, 4 groups a scale); IQ4_XS would store its int8 table values + 128 (1..241), its
- * signed scales twice per 32 in s16 and bw, and add a kind of offset 128 (<< 7) with 8 groups
- * a scale (G and the shift in gkv_micro): sums stay below 2^31 (8 x 32 x 241 x 128 x 32). */
+ * 32 = << 5, 4 groups a scale); IQ4_XS is GKV_IQ4 (its int8 table values + 128, 1..241, its
+ * signed scales twice per 32 in s16 and bw, offset 128 = << 7, 8 groups a scale): its sums stay
+ * below 2^31 (8 sub-blocks x 32 x 241 x 128 x 32). */
 
 enum {
     GKV_V = 2,  /* 16-token panels per token group (and per micro-kernel at most) */
@@ -110,8 +110,9 @@ static inline __m512i SL_MV_SUFFIX(gkv_offsets)(int64_t t0, int64_t n_tok, size_
 typedef float gkv_lanes[GKV_V][8][16];
 
 /* GKV_MINS: Q4_K/Q5_K (float min term, sub-blocks of 32); GKV_OFFSET: Q6_K (codes = value +
- * 32, sub-blocks of 16). */
-enum { GKV_MINS, GKV_OFFSET };
+ * 32, sub-blocks of 16); GKV_IQ4: IQ4_XS (codes = table value + 128, sub-blocks of 32). The
+ * offset kinds take the reference's term_d. */
+enum { GKV_MINS, GKV_OFFSET, GKV_IQ4, GKV_KINDS };
 
 /* One super-block of R unpacked rows u[] (their super-block ui) against V panels (their
  * super-block pi), its float terms added to lane l of lt[r][v]. */
@@ -119,7 +120,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
     const gk_buf *const *u, const gkv_panel *p, const int R, const int V, const int KIND,
     int64_t ui, int64_t pi, int l, gkv_lanes *lt)
 {
-    const int G = KIND == GKV_MINS ? 8 : 4; /* 4-byte groups per sub-block */
+    const int G = KIND == GKV_OFFSET ? 4 : 8; /* 4-byte groups per sub-block */
     __m512i acc[GKV_R][GKV_V], vm[GKV_R][GKV_V];
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++) acc[r][v] = vm[r][v] = _mm512_setzero_si512();
@@ -162,8 +163,9 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
         for (int v = 0; v < V; v++) {
             const __m512 dx = _mm512_load_ps(p[v].d[pi]);
             __m512 t;
-            if (KIND == GKV_OFFSET) {
-                const __m512i q = _mm512_sub_epi32(acc[r][v], _mm512_slli_epi32(vm[r][v], 5));
+            if (KIND != GKV_MINS) {
+                const __m512i q = _mm512_sub_epi32(
+                    acc[r][v], _mm512_slli_epi32(vm[r][v], KIND == GKV_IQ4 ? 7 : 5));
                 t = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_mul_ps(dw, dx));
             } else {
                 const __m512 a =
@@ -197,6 +199,8 @@ SL_GKV_MICRO_R8(GKV_MINS, 1)
 SL_GKV_MICRO_R4(GKV_MINS, 2)
 SL_GKV_MICRO_R8(GKV_OFFSET, 1)
 SL_GKV_MICRO_R4(GKV_OFFSET, 2)
+SL_GKV_MICRO_R8(GKV_IQ4, 1)
+SL_GKV_MICRO_R4(GKV_IQ4, 2)
 #undef SL_GKV_MICRO_R8
 #undef SL_GKV_MICRO_R4
 #undef SL_GKV_MICRO
@@ -207,8 +211,8 @@ SL_GKV_MICRO_R4(GKV_OFFSET, 2)
     {{GKV_F(K, 1, 1), GKV_F(K, 2, 1), GKV_F(K, 3, 1), GKV_F(K, 4, 1), GKV_F(K, 5, 1),           \
       GKV_F(K, 6, 1), GKV_F(K, 7, 1), GKV_F(K, 8, 1)},                                        \
      {GKV_F(K, 1, 2), GKV_F(K, 2, 2), GKV_F(K, 3, 2), GKV_F(K, 4, 2)}}
-static const gkv_micro_fn SL_MV_SUFFIX(gkv_micros)[2][GKV_V][GKV_R] = {GKV_ROW(GKV_MINS),
-                                                                      GKV_ROW(GKV_OFFSET)};
+static const gkv_micro_fn SL_MV_SUFFIX(gkv_micros)[GKV_KINDS][GKV_V][GKV_R] = {
+    GKV_ROW(GKV_MINS), GKV_ROW(GKV_OFFSET), GKV_ROW(GKV_IQ4)};
 #undef GKV_ROW
 #undef GKV_F
 
@@ -235,6 +239,8 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
             SL_MV_SUFFIX(gk_unpack_q45)(SL_GGML_Q4_K, (const char *)row, 0, c1 - c0, &ub[m]);
         } else if (ty == SL_GGML_Q6_K) {
             SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &ub[m]);
+        } else if (ty == SL_GGML_IQ4_XS) {
+            SL_MV_SUFFIX(gk_unpack_iq4xs)(w, c0, c1, &ub[m]);
         } else {
             SL_MV_SUFFIX(gk_unpack_q45)(ty, w, c0, c1, &ub[m]);
         }
@@ -253,7 +259,9 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
         SL_MV_SUFFIX(gemm_k)(t, a, i0, i1);
         return;
     }
-    const int kind = t->type == SL_GGML_Q6_K ? GKV_OFFSET : GKV_MINS;
+    const int kind = t->type == SL_GGML_Q6_K     ? GKV_OFFSET
+                     : t->type == SL_GGML_IQ4_XS ? GKV_IQ4
+                                                 : GKV_MINS;
     const bool one_chunk = a->nb <= GK_PCH;
     const int nl = a->nb < 8 ? (int)a->nb : 8; /* lanes in use */
     gkv_panel p[GKV_V];
