@@ -34,16 +34,20 @@ enum {
     GKV_SG = 32, /* rows whose float lanes live in memory at once (a multiple of 8: Q4_K_R8) */
     /* a last group of at most this many tokens goes to gemm_k's 8-token panels (ymm, half the
      * lanes): on 4 and 8 tokens they ran as fast or faster than a 16-token panel */
-    GKV_NARROW = 8
+    GKV_NARROW = 8,
+    GKV_PCH = 8, /* super-blocks per panel chunk (2048 elements: qwen3moe's expert down rows) */
+    /* unpacked row chunks (gk_buf, GK_PCH super-blocks each) a call keeps: 64 rows of 8
+     * super-blocks, each row unpacked once per call instead of once per token group */
+    GKV_UCAP = 128
 };
 
-/* 16 tokens' Q8_K super-blocks [b0, b0 + GK_PCH): q[i][g] holds bytes 4g..4g+3 of the tokens'
+/* 16 tokens' Q8_K super-blocks [b0, b0 + GKV_PCH): q[i][g] holds bytes 4g..4g+3 of the tokens'
  * super-block b0 + i, token k at bytes 4k..4k+3; bs[i][j] their block sums 2j, 2j+1 (int16
  * pairs); d their scales. */
 typedef struct gkv_panel {
-    _Alignas(64) int8_t q[GK_PCH][64][64];
-    _Alignas(64) int32_t bs[GK_PCH][8][16];
-    _Alignas(64) float d[GK_PCH][16];
+    _Alignas(64) int8_t q[GKV_PCH][64][64];
+    _Alignas(64) int32_t bs[GKV_PCH][8][16];
+    _Alignas(64) float d[GKV_PCH][16];
 } gkv_panel;
 
 /* The 16x16 transpose of 32-bit groups: o[g] gets group g of r[0..15] (group g of r[k] at
@@ -262,11 +266,25 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
     const int kind = t->type == SL_GGML_Q6_K     ? GKV_OFFSET
                      : t->type == SL_GGML_IQ4_XS ? GKV_IQ4
                                                  : GKV_MINS;
-    const bool one_chunk = a->nb <= GK_PCH;
+    const bool one_chunk = a->nb <= GKV_PCH;
     const int nl = a->nb < 8 ? (int)a->nb : 8; /* lanes in use */
     gkv_panel p[GKV_V];
     gk_buf ub[8];
     _Alignas(64) gkv_lanes lt[GKV_SG];
+    /* the call's rows unpacked once (chunk c of row i0 + m at uc[c * nrow + m]) when they fit,
+     * else each row group's super-block once per token group */
+    const int64_t nrow = i1 - i0, nch = (a->nb + GK_PCH - 1) / GK_PCH;
+    const bool once = a->n_tok > GKV_NARROW && nrow * nch <= GKV_UCAP;
+    gk_buf uc[GKV_UCAP];
+    for (int64_t c = 0; once && c < nch; c++) {
+        const int64_t c0 = c * GK_PCH, c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
+        /* groups of 8 rows: a dense Q4_K_R8 group (i0 % 8 == 0: row_grain) unpacks at once */
+        for (int64_t m0 = 0; m0 < nrow; m0 += 8) {
+            const gk_buf *ur[GKV_R];
+            SL_MV_SUFFIX(gkv_unpack)(t, a, i0 + m0, nrow - m0 < 8 ? (int)(nrow - m0) : 8, c0, c1,
+                                     &uc[c * nrow + m0], ur);
+        }
+    }
     for (int64_t t0 = 0; t0 < a->n_tok;) {
         const int64_t left = a->n_tok - t0;
         if (left <= GKV_NARROW) { /* the 8-token kernel: a 16-token panel would be half empty */
@@ -294,8 +312,8 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
             for (int64_t k = 0; k < ns; k++)
                 for (int v = 0; v < nv; v++)
                     for (int l = 0; l < nl; l++) _mm512_store_ps(lt[k][v][l], zero);
-            for (int64_t c0 = 0; c0 < a->nb; c0 += GK_PCH) {
-                const int64_t c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
+            for (int64_t c0 = 0; c0 < a->nb; c0 += GKV_PCH) {
+                const int64_t c1 = a->nb - c0 < GKV_PCH ? a->nb : c0 + GKV_PCH;
                 for (int v = 0; !one_chunk && v < nv; v++)
                     SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, &p[v]);
                 /* super-block by super-block: the panels' one super-block (8 KiB) and the
@@ -304,9 +322,16 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
                     for (int64_t k0 = 0; k0 < ns; k0 += rmax) {
                         const int nr = ns - k0 < rmax ? (int)(ns - k0) : rmax;
                         const gk_buf *ur[GKV_R];
-                        SL_MV_SUFFIX(gkv_unpack)(t, a, s0 + k0, nr, b, b + 1, ub, ur);
+                        int64_t ui = 0;
+                        if (once) {
+                            const gk_buf *uc0 = &uc[b / GK_PCH * nrow + (s0 - i0 + k0)];
+                            for (int m = 0; m < nr; m++) ur[m] = uc0 + m;
+                            ui = b % GK_PCH;
+                        } else {
+                            SL_MV_SUFFIX(gkv_unpack)(t, a, s0 + k0, nr, b, b + 1, ub, ur);
+                        }
                         const gkv_micro_fn f = SL_MV_SUFFIX(gkv_micros)[kind][nv - 1][nr - 1];
-                        f(ur, p, 0, b - c0, (int)(b % 8), &lt[k0]);
+                        f(ur, p, ui, b - c0, (int)(b % 8), &lt[k0]);
                     }
             }
             /* token by token, so that a token's stores of the row group share cache lines */
