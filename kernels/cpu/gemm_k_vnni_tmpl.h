@@ -352,13 +352,32 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
                                                                    _mm512_add_ps(u1, u3)));
                 }
             }
-            for (int64_t tt = 0; tt < nt; tt++) {
-                float *y = a->y + (t0 + tt) * a->y_stride;
-                /* plain stores: the empty asm keeps clang from turning them into slower
-                 * gathers and scatters */
-                for (int64_t k = 0; k < ns; k++) {
-                    __asm__("" : "+r"(y));
-                    y[out[k]] = res[k][tt];
+            if (!(a->idx && a->scatter)) {
+                /* rows s0.. are contiguous in each token's output row: 16 x 16 transposes
+                 * (register shuffles) and one (masked) vector store per token and 16 rows */
+                for (int64_t k0 = 0; k0 < ns; k0 += 16) {
+                    const int nk = ns - k0 < 16 ? (int)(ns - k0) : 16;
+                    const __mmask16 km = (__mmask16)((1u << nk) - 1u);
+                    for (int v = 0; v < nv; v++) {
+                        __m512i r[16], o[16];
+                        for (int q = 0; q < 16; q++)
+                            r[q] = _mm512_load_si512(res[k0 + (q < nk ? q : 0)] + 16 * v);
+                        SL_MV_SUFFIX(gkv_transpose16)(r, o);
+                        for (int g = 0; g < 16 && 16 * v + g < nt; g++)
+                            _mm512_mask_storeu_ps(a->y + (t0 + 16 * v + g) * a->y_stride +
+                                                      out[k0],
+                                                  km, _mm512_castsi512_ps(o[g]));
+                    }
+                }
+            } else {
+                for (int64_t tt = 0; tt < nt; tt++) {
+                    float *y = a->y + (t0 + tt) * a->y_stride;
+                    /* plain stores: the empty asm keeps clang from turning them into slower
+                     * gathers and scatters */
+                    for (int64_t k = 0; k < ns; k++) {
+                        __asm__("" : "+r"(y));
+                        y[out[k]] = res[k][tt];
+                    }
                 }
             }
         }
