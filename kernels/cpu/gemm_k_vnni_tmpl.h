@@ -102,12 +102,13 @@ static void SL_MV_SUFFIX(gkv_panel_build)(const char *x0, __m512i off, int64_t b
     }
 }
 
+/* in registers: a scalar array read back as a vector stalled on store forwarding */
 static inline __m512i SL_MV_SUFFIX(gkv_offsets)(int64_t t0, int64_t n_tok, size_t arb)
 {
-    int32_t off[16];
-    for (int64_t k = 0; k < 16; k++)
-        off[k] = (int32_t)((t0 + k < n_tok ? k : n_tok - 1 - t0) * (int64_t)arb);
-    return _mm512_loadu_si512(off);
+    const int64_t last = n_tok - 1 - t0 < 15 ? n_tok - 1 - t0 : 15;
+    const __m512i k = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    return _mm512_mullo_epi32(_mm512_min_epi32(k, _mm512_set1_epi32((int32_t)last)),
+                              _mm512_set1_epi32((int32_t)arb));
 }
 
 /* The lanes of one row: lt[v][l] holds lane l of panel v's 16 tokens. */
@@ -119,10 +120,11 @@ typedef float gkv_lanes[GKV_V][8][16];
 enum { GKV_MINS, GKV_OFFSET, GKV_IQ4, GKV_KINDS };
 
 /* One super-block of R unpacked rows u[] (their super-block ui) against V panels (their
- * super-block pi), its float terms added to lane l of lt[r][v]. */
+ * super-block pi), its float terms added to lane l of lt[r][v]; first: the lane's first term,
+ * stored as 0 + t (no zeroed lanes to read; + 0 turns -0 into the reference's +0). */
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
     const gk_buf *const *u, const gkv_panel *p, const int R, const int V, const int KIND,
-    int64_t ui, int64_t pi, int l, gkv_lanes *lt)
+    int64_t ui, int64_t pi, int l, bool first, gkv_lanes *lt)
 {
     const int G = KIND == GKV_OFFSET ? 4 : 8; /* 4-byte groups per sub-block */
     __m512i acc[GKV_R][GKV_V], vm[GKV_R][GKV_V];
@@ -178,20 +180,22 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
                     a, _mm512_mul_ps(_mm512_cvtepi32_ps(vm[r][v]), _mm512_mul_ps(mw, dx)));
             }
             float *lp = lt[r][v][l];
-            _mm512_store_ps(lp, _mm512_add_ps(_mm512_load_ps(lp), t));
+            const __m512 prev = first ? _mm512_setzero_ps() : _mm512_load_ps(lp);
+            _mm512_store_ps(lp, _mm512_add_ps(prev, t));
         }
     }
 }
 
 typedef void (*gkv_micro_fn)(const gk_buf *const *, const gkv_panel *, int64_t, int64_t, int,
-                             gkv_lanes *);
+                             bool, gkv_lanes *);
 
 #define SL_GKV_MICRO(KIND, R, V)                                                              \
     static void SL_MV_SUFFIX(gkv_##KIND##_##R##_##V)(const gk_buf *const *u,                 \
                                                       const gkv_panel *p, int64_t ui,         \
-                                                      int64_t pi, int l, gkv_lanes *lt)       \
+                                                      int64_t pi, int l, bool first,          \
+                                                      gkv_lanes *lt)                          \
     {                                                                                         \
-        SL_MV_SUFFIX(gkv_micro)(u, p, R, V, KIND, ui, pi, l, lt);                             \
+        SL_MV_SUFFIX(gkv_micro)(u, p, R, V, KIND, ui, pi, l, first, lt);                      \
     }
 #define SL_GKV_MICRO_R4(KIND, V)                                                              \
     SL_GKV_MICRO(KIND, 1, V) SL_GKV_MICRO(KIND, 2, V) SL_GKV_MICRO(KIND, 3, V)                \
@@ -307,11 +311,6 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
         }
         for (int64_t s0 = i0; s0 < i1; s0 += GKV_SG) {
             const int64_t ns = i1 - s0 < GKV_SG ? i1 - s0 : GKV_SG;
-            __m512 zero = _mm512_setzero_ps(); /* opaque: vector stores, no memset call */
-            __asm__("" : "+v"(zero));
-            for (int64_t k = 0; k < ns; k++)
-                for (int v = 0; v < nv; v++)
-                    for (int l = 0; l < nl; l++) _mm512_store_ps(lt[k][v][l], zero);
             for (int64_t c0 = 0; c0 < a->nb; c0 += GKV_PCH) {
                 const int64_t c1 = a->nb - c0 < GKV_PCH ? a->nb : c0 + GKV_PCH;
                 for (int v = 0; !one_chunk && v < nv; v++)
@@ -331,7 +330,7 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
                             SL_MV_SUFFIX(gkv_unpack)(t, a, s0 + k0, nr, b, b + 1, ub, ur);
                         }
                         const gkv_micro_fn f = SL_MV_SUFFIX(gkv_micros)[kind][nv - 1][nr - 1];
-                        f(ur, p, ui, b - c0, (int)(b % 8), &lt[k0]);
+                        f(ur, p, ui, b - c0, (int)(b % 8), b < 8, &lt[k0]);
                     }
             }
             /* token by token, so that a token's stores of the row group share cache lines */
