@@ -9,9 +9,12 @@
  * group of at most 16) of sub-block sums in registers, so each activation load serves 4 rows
  * and each weight broadcast 2 panels; each sub-block's sums are scaled by one vpmulld into the
  * super-block's sums, the block-sum terms (Q4_K/Q5_K mins, Q6_K's -32) come from one vpdpwssd
- * per block-sum pair. Each row's super-block is unpacked once per token group, panels are
- * built by register transposes once per token group (once per 32 rows and chunk when a row is
- * longer than a chunk); a last group of at most 8 tokens goes to gemm_k.
+ * per block-sum pair (Q6_K's 16-element scales make the vpmulld a third of its port-0 work:
+ * llama.cpp's tiled VNNI kernel pays the same). A call's rows are unpacked once (GKV_UCAP; a
+ * longer call once per token group), panels are built by register transposes once per token
+ * group (once per 32 rows and chunk when a row is longer than GKV_PCH super-blocks), contiguous
+ * output rows leave by 16x16 transposes and vector stores; a last group of at most 8 tokens
+ * goes to gemm_k.
  *
  * Why the bits are the reference's: the integer super-block sums are exact (vpdpbusd sums
  * of at most 32 products of |q| <= 63 by |x| <= 128 and their scaled sums stay far below
