@@ -1,5 +1,5 @@
 /* kernels/cpu/gemm_k_vnni_tmpl.h: the AVX-512 VNNI batch kernel of the K-quants (Q4_K, Q5_K,
- * Q6_K, Q4_K_R8) under gemm.h's contract. Included only by matvec_avx512.c, right after
+ * Q6_K, Q4_K_R8) and IQ4_XS under gemm.h's contract. Included only by matvec_avx512.c, right after
  * gemm_x86_tmpl.h, whose row unpack (gk_buf, gk_unpack_*) and 8-token kernel (gemm_k) it reuses.
  *
  * Why it is faster than gemm_k: activations are transposed into 16-token panels (one zmm holds
@@ -9,9 +9,12 @@
  * group of at most 16) of sub-block sums in registers, so each activation load serves 4 rows
  * and each weight broadcast 2 panels; each sub-block's sums are scaled by one vpmulld into the
  * super-block's sums, the block-sum terms (Q4_K/Q5_K mins, Q6_K's -32) come from one vpdpwssd
- * per block-sum pair. Each row's super-block is unpacked once per token group, panels are
- * built by register transposes once per token group (once per 32 rows and chunk when a row is
- * longer than a chunk); a last group of at most 8 tokens goes to gemm_k.
+ * per block-sum pair (Q6_K's 16-element scales make the vpmulld a third of its port-0 work:
+ * llama.cpp's tiled VNNI kernel pays the same). A call's rows are unpacked once (GKV_UCAP; a
+ * longer call once per token group), panels are built by register transposes once per token
+ * group (once per 32 rows and chunk when a row is longer than GKV_PCH super-blocks), contiguous
+ * output rows leave by 16x16 transposes and vector stores; a last group of at most 8 tokens
+ * goes to gemm_k.
  *
  * Why the bits are the reference's: the integer super-block sums are exact (vpdpbusd sums
  * of at most 32 products of |q| <= 63 by |x| <= 128 and their scaled sums stay far below
@@ -24,9 +27,9 @@
  * (beside gkv_unpack's cases) that writes unsigned codes q (value + offset), the scale of each
  * 16 elements in s16 and in bw the weights of the block sums, and a kind: an offset kind
  * subtracts offset * sum_s bw[s] bsum_s exactly and takes term_d. Q6_K is GKV_OFFSET (offset
- * 32 = << 5, 4 groups a scale); IQ4_XS would store its int8 table values + 128 (1..241), its
- * signed scales twice per 32 in s16 and bw, and add a kind of offset 128 (<< 7) with 8 groups
- * a scale (G and the shift in gkv_micro): sums stay below 2^31 (8 x 32 x 241 x 128 x 32). */
+ * 32 = << 5, 4 groups a scale); IQ4_XS is GKV_IQ4 (its int8 table values + 128, 1..241, its
+ * signed scales twice per 32 in s16 and bw, offset 128 = << 7, 8 groups a scale): its sums stay
+ * below 2^31 (8 sub-blocks x 32 x 241 x 128 x 32). */
 
 enum {
     GKV_V = 2,  /* 16-token panels per token group (and per micro-kernel at most) */
@@ -34,16 +37,20 @@ enum {
     GKV_SG = 32, /* rows whose float lanes live in memory at once (a multiple of 8: Q4_K_R8) */
     /* a last group of at most this many tokens goes to gemm_k's 8-token panels (ymm, half the
      * lanes): on 4 and 8 tokens they ran as fast or faster than a 16-token panel */
-    GKV_NARROW = 8
+    GKV_NARROW = 8,
+    GKV_PCH = 8, /* super-blocks per panel chunk (2048 elements: qwen3moe's expert down rows) */
+    /* unpacked row chunks (gk_buf, GK_PCH super-blocks each) a call keeps: 64 rows of 8
+     * super-blocks, each row unpacked once per call instead of once per token group */
+    GKV_UCAP = 128
 };
 
-/* 16 tokens' Q8_K super-blocks [b0, b0 + GK_PCH): q[i][g] holds bytes 4g..4g+3 of the tokens'
+/* 16 tokens' Q8_K super-blocks [b0, b0 + GKV_PCH): q[i][g] holds bytes 4g..4g+3 of the tokens'
  * super-block b0 + i, token k at bytes 4k..4k+3; bs[i][j] their block sums 2j, 2j+1 (int16
  * pairs); d their scales. */
 typedef struct gkv_panel {
-    _Alignas(64) int8_t q[GK_PCH][64][64];
-    _Alignas(64) int32_t bs[GK_PCH][8][16];
-    _Alignas(64) float d[GK_PCH][16];
+    _Alignas(64) int8_t q[GKV_PCH][64][64];
+    _Alignas(64) int32_t bs[GKV_PCH][8][16];
+    _Alignas(64) float d[GKV_PCH][16];
 } gkv_panel;
 
 /* The 16x16 transpose of 32-bit groups: o[g] gets group g of r[0..15] (group g of r[k] at
@@ -98,28 +105,31 @@ static void SL_MV_SUFFIX(gkv_panel_build)(const char *x0, __m512i off, int64_t b
     }
 }
 
+/* in registers: a scalar array read back as a vector stalled on store forwarding */
 static inline __m512i SL_MV_SUFFIX(gkv_offsets)(int64_t t0, int64_t n_tok, size_t arb)
 {
-    int32_t off[16];
-    for (int64_t k = 0; k < 16; k++)
-        off[k] = (int32_t)((t0 + k < n_tok ? k : n_tok - 1 - t0) * (int64_t)arb);
-    return _mm512_loadu_si512(off);
+    const int64_t last = n_tok - 1 - t0 < 15 ? n_tok - 1 - t0 : 15;
+    const __m512i k = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    return _mm512_mullo_epi32(_mm512_min_epi32(k, _mm512_set1_epi32((int32_t)last)),
+                              _mm512_set1_epi32((int32_t)arb));
 }
 
 /* The lanes of one row: lt[v][l] holds lane l of panel v's 16 tokens. */
 typedef float gkv_lanes[GKV_V][8][16];
 
 /* GKV_MINS: Q4_K/Q5_K (float min term, sub-blocks of 32); GKV_OFFSET: Q6_K (codes = value +
- * 32, sub-blocks of 16). */
-enum { GKV_MINS, GKV_OFFSET };
+ * 32, sub-blocks of 16); GKV_IQ4: IQ4_XS (codes = table value + 128, sub-blocks of 32). The
+ * offset kinds take the reference's term_d. */
+enum { GKV_MINS, GKV_OFFSET, GKV_IQ4, GKV_KINDS };
 
 /* One super-block of R unpacked rows u[] (their super-block ui) against V panels (their
- * super-block pi), its float terms added to lane l of lt[r][v]. */
+ * super-block pi), its float terms added to lane l of lt[r][v]; first: the lane's first term,
+ * stored as 0 + t (no zeroed lanes to read; + 0 turns -0 into the reference's +0). */
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
     const gk_buf *const *u, const gkv_panel *p, const int R, const int V, const int KIND,
-    int64_t ui, int64_t pi, int l, gkv_lanes *lt)
+    int64_t ui, int64_t pi, int l, bool first, gkv_lanes *lt)
 {
-    const int G = KIND == GKV_MINS ? 8 : 4; /* 4-byte groups per sub-block */
+    const int G = KIND == GKV_OFFSET ? 4 : 8; /* 4-byte groups per sub-block */
     __m512i acc[GKV_R][GKV_V], vm[GKV_R][GKV_V];
     for (int r = 0; r < R; r++)
         for (int v = 0; v < V; v++) acc[r][v] = vm[r][v] = _mm512_setzero_si512();
@@ -162,8 +172,9 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
         for (int v = 0; v < V; v++) {
             const __m512 dx = _mm512_load_ps(p[v].d[pi]);
             __m512 t;
-            if (KIND == GKV_OFFSET) {
-                const __m512i q = _mm512_sub_epi32(acc[r][v], _mm512_slli_epi32(vm[r][v], 5));
+            if (KIND != GKV_MINS) {
+                const __m512i q = _mm512_sub_epi32(
+                    acc[r][v], _mm512_slli_epi32(vm[r][v], KIND == GKV_IQ4 ? 7 : 5));
                 t = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_mul_ps(dw, dx));
             } else {
                 const __m512 a =
@@ -172,20 +183,22 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
                     a, _mm512_mul_ps(_mm512_cvtepi32_ps(vm[r][v]), _mm512_mul_ps(mw, dx)));
             }
             float *lp = lt[r][v][l];
-            _mm512_store_ps(lp, _mm512_add_ps(_mm512_load_ps(lp), t));
+            const __m512 prev = first ? _mm512_setzero_ps() : _mm512_load_ps(lp);
+            _mm512_store_ps(lp, _mm512_add_ps(prev, t));
         }
     }
 }
 
 typedef void (*gkv_micro_fn)(const gk_buf *const *, const gkv_panel *, int64_t, int64_t, int,
-                             gkv_lanes *);
+                             bool, gkv_lanes *);
 
 #define SL_GKV_MICRO(KIND, R, V)                                                              \
     static void SL_MV_SUFFIX(gkv_##KIND##_##R##_##V)(const gk_buf *const *u,                 \
                                                       const gkv_panel *p, int64_t ui,         \
-                                                      int64_t pi, int l, gkv_lanes *lt)       \
+                                                      int64_t pi, int l, bool first,          \
+                                                      gkv_lanes *lt)                          \
     {                                                                                         \
-        SL_MV_SUFFIX(gkv_micro)(u, p, R, V, KIND, ui, pi, l, lt);                             \
+        SL_MV_SUFFIX(gkv_micro)(u, p, R, V, KIND, ui, pi, l, first, lt);                      \
     }
 #define SL_GKV_MICRO_R4(KIND, V)                                                              \
     SL_GKV_MICRO(KIND, 1, V) SL_GKV_MICRO(KIND, 2, V) SL_GKV_MICRO(KIND, 3, V)                \
@@ -197,6 +210,8 @@ SL_GKV_MICRO_R8(GKV_MINS, 1)
 SL_GKV_MICRO_R4(GKV_MINS, 2)
 SL_GKV_MICRO_R8(GKV_OFFSET, 1)
 SL_GKV_MICRO_R4(GKV_OFFSET, 2)
+SL_GKV_MICRO_R8(GKV_IQ4, 1)
+SL_GKV_MICRO_R4(GKV_IQ4, 2)
 #undef SL_GKV_MICRO_R8
 #undef SL_GKV_MICRO_R4
 #undef SL_GKV_MICRO
@@ -207,8 +222,8 @@ SL_GKV_MICRO_R4(GKV_OFFSET, 2)
     {{GKV_F(K, 1, 1), GKV_F(K, 2, 1), GKV_F(K, 3, 1), GKV_F(K, 4, 1), GKV_F(K, 5, 1),           \
       GKV_F(K, 6, 1), GKV_F(K, 7, 1), GKV_F(K, 8, 1)},                                        \
      {GKV_F(K, 1, 2), GKV_F(K, 2, 2), GKV_F(K, 3, 2), GKV_F(K, 4, 2)}}
-static const gkv_micro_fn SL_MV_SUFFIX(gkv_micros)[2][GKV_V][GKV_R] = {GKV_ROW(GKV_MINS),
-                                                                      GKV_ROW(GKV_OFFSET)};
+static const gkv_micro_fn SL_MV_SUFFIX(gkv_micros)[GKV_KINDS][GKV_V][GKV_R] = {
+    GKV_ROW(GKV_MINS), GKV_ROW(GKV_OFFSET), GKV_ROW(GKV_IQ4)};
 #undef GKV_ROW
 #undef GKV_F
 
@@ -235,6 +250,8 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
             SL_MV_SUFFIX(gk_unpack_q45)(SL_GGML_Q4_K, (const char *)row, 0, c1 - c0, &ub[m]);
         } else if (ty == SL_GGML_Q6_K) {
             SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &ub[m]);
+        } else if (ty == SL_GGML_IQ4_XS) {
+            SL_MV_SUFFIX(gk_unpack_iq4xs)(w, c0, c1, &ub[m]);
         } else {
             SL_MV_SUFFIX(gk_unpack_q45)(ty, w, c0, c1, &ub[m]);
         }
@@ -253,12 +270,28 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
         SL_MV_SUFFIX(gemm_k)(t, a, i0, i1);
         return;
     }
-    const int kind = t->type == SL_GGML_Q6_K ? GKV_OFFSET : GKV_MINS;
-    const bool one_chunk = a->nb <= GK_PCH;
+    const int kind = t->type == SL_GGML_Q6_K     ? GKV_OFFSET
+                     : t->type == SL_GGML_IQ4_XS ? GKV_IQ4
+                                                 : GKV_MINS;
+    const bool one_chunk = a->nb <= GKV_PCH;
     const int nl = a->nb < 8 ? (int)a->nb : 8; /* lanes in use */
     gkv_panel p[GKV_V];
     gk_buf ub[8];
     _Alignas(64) gkv_lanes lt[GKV_SG];
+    /* the call's rows unpacked once (chunk c of row i0 + m at uc[c * nrow + m]) when they fit,
+     * else each row group's super-block once per token group */
+    const int64_t nrow = i1 - i0, nch = (a->nb + GK_PCH - 1) / GK_PCH;
+    const bool once = a->n_tok > GKV_NARROW && nrow * nch <= GKV_UCAP;
+    gk_buf uc[GKV_UCAP];
+    for (int64_t c = 0; once && c < nch; c++) {
+        const int64_t c0 = c * GK_PCH, c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
+        /* groups of 8 rows: a dense Q4_K_R8 group (i0 % 8 == 0: row_grain) unpacks at once */
+        for (int64_t m0 = 0; m0 < nrow; m0 += 8) {
+            const gk_buf *ur[GKV_R];
+            SL_MV_SUFFIX(gkv_unpack)(t, a, i0 + m0, nrow - m0 < 8 ? (int)(nrow - m0) : 8, c0, c1,
+                                     &uc[c * nrow + m0], ur);
+        }
+    }
     for (int64_t t0 = 0; t0 < a->n_tok;) {
         const int64_t left = a->n_tok - t0;
         if (left <= GKV_NARROW) { /* the 8-token kernel: a 16-token panel would be half empty */
@@ -281,13 +314,8 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
         }
         for (int64_t s0 = i0; s0 < i1; s0 += GKV_SG) {
             const int64_t ns = i1 - s0 < GKV_SG ? i1 - s0 : GKV_SG;
-            __m512 zero = _mm512_setzero_ps(); /* opaque: vector stores, no memset call */
-            __asm__("" : "+v"(zero));
-            for (int64_t k = 0; k < ns; k++)
-                for (int v = 0; v < nv; v++)
-                    for (int l = 0; l < nl; l++) _mm512_store_ps(lt[k][v][l], zero);
-            for (int64_t c0 = 0; c0 < a->nb; c0 += GK_PCH) {
-                const int64_t c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
+            for (int64_t c0 = 0; c0 < a->nb; c0 += GKV_PCH) {
+                const int64_t c1 = a->nb - c0 < GKV_PCH ? a->nb : c0 + GKV_PCH;
                 for (int v = 0; !one_chunk && v < nv; v++)
                     SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, &p[v]);
                 /* super-block by super-block: the panels' one super-block (8 KiB) and the
@@ -296,9 +324,16 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
                     for (int64_t k0 = 0; k0 < ns; k0 += rmax) {
                         const int nr = ns - k0 < rmax ? (int)(ns - k0) : rmax;
                         const gk_buf *ur[GKV_R];
-                        SL_MV_SUFFIX(gkv_unpack)(t, a, s0 + k0, nr, b, b + 1, ub, ur);
+                        int64_t ui = 0;
+                        if (once) {
+                            const gk_buf *uc0 = &uc[b / GK_PCH * nrow + (s0 - i0 + k0)];
+                            for (int m = 0; m < nr; m++) ur[m] = uc0 + m;
+                            ui = b % GK_PCH;
+                        } else {
+                            SL_MV_SUFFIX(gkv_unpack)(t, a, s0 + k0, nr, b, b + 1, ub, ur);
+                        }
                         const gkv_micro_fn f = SL_MV_SUFFIX(gkv_micros)[kind][nv - 1][nr - 1];
-                        f(ur, p, 0, b - c0, (int)(b % 8), &lt[k0]);
+                        f(ur, p, ui, b - c0, (int)(b % 8), b < 8, &lt[k0]);
                     }
             }
             /* token by token, so that a token's stores of the row group share cache lines */
@@ -319,13 +354,32 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
                                                                    _mm512_add_ps(u1, u3)));
                 }
             }
-            for (int64_t tt = 0; tt < nt; tt++) {
-                float *y = a->y + (t0 + tt) * a->y_stride;
-                /* plain stores: the empty asm keeps clang from turning them into slower
-                 * gathers and scatters */
-                for (int64_t k = 0; k < ns; k++) {
-                    __asm__("" : "+r"(y));
-                    y[out[k]] = res[k][tt];
+            if (!(a->idx && a->scatter)) {
+                /* rows s0.. are contiguous in each token's output row: 16 x 16 transposes
+                 * (register shuffles) and one (masked) vector store per token and 16 rows */
+                for (int64_t k0 = 0; k0 < ns; k0 += 16) {
+                    const int nk = ns - k0 < 16 ? (int)(ns - k0) : 16;
+                    const __mmask16 km = (__mmask16)((1u << nk) - 1u);
+                    for (int v = 0; v < nv; v++) {
+                        __m512i r[16], o[16];
+                        for (int q = 0; q < 16; q++)
+                            r[q] = _mm512_load_si512(res[k0 + (q < nk ? q : 0)] + 16 * v);
+                        SL_MV_SUFFIX(gkv_transpose16)(r, o);
+                        for (int g = 0; g < 16 && 16 * v + g < nt; g++)
+                            _mm512_mask_storeu_ps(a->y + (t0 + 16 * v + g) * a->y_stride +
+                                                      out[k0],
+                                                  km, _mm512_castsi512_ps(o[g]));
+                    }
+                }
+            } else {
+                for (int64_t tt = 0; tt < nt; tt++) {
+                    float *y = a->y + (t0 + tt) * a->y_stride;
+                    /* plain stores: the empty asm keeps clang from turning them into slower
+                     * gathers and scatters */
+                    for (int64_t k = 0; k < ns; k++) {
+                        __asm__("" : "+r"(y));
+                        y[out[k]] = res[k][tt];
+                    }
                 }
             }
         }

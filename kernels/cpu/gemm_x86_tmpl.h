@@ -937,8 +937,8 @@ sl__gemm_fn SL_MV_SUFFIX(sl__gemm_panel8)(uint32_t type)
     case SL_GGML_Q4_K:
     case SL_TYPE_Q4_K_R8:
     case SL_GGML_Q5_K:
-    case SL_GGML_Q6_K: return SL_GEMM_K;
-    case SL_GGML_IQ4_XS: return SL_MV_SUFFIX(gemm_k);
+    case SL_GGML_Q6_K:
+    case SL_GGML_IQ4_XS: return SL_GEMM_K;
     default: return NULL;
     }
 }

@@ -1003,6 +1003,8 @@ int main(void)
             for (int64_t r = 0; r < rows; r++) random_row(type, w + (size_t)r * rb, rb, cols, r);
             check_fast(&cs, type, w, rows, cols, 1);
             check_fast(&cs, type, w, rows, cols, 3);
+            /* the 16-token panels of the VNNI K kernel (and IQ4_XS's) at the extremes too */
+            if (blk == 256) check_fast(&cs, type, w, rows, cols, 40);
             free(w);
         }
         if (blk == 32 && sl_ref_matvec_act_type(type) == SL_GGML_Q8_0)
