@@ -41,7 +41,7 @@ enum {
 /* A type's c: the offset that makes its weights vpdpbusd's unsigned operand. */
 static inline int SL_MV_SUFFIX(gv_offset)(uint32_t type)
 {
-    return type == SL_GGML_Q8_0 ? 128 : sl__q32_offset(type);
+    return type == SL_GGML_Q8_0 || type == SL_GGML_IQ4_NL ? 128 : sl__q32_offset(type);
 }
 
 /* One row's blocks [b0, b1) unpacked: u = w + c in element order, the float scales. */
@@ -70,6 +70,7 @@ SL_MV_SUFFIX(gv_unpack)(uint32_t type, const char *w, int64_t b0, int64_t b1, gv
     _Alignas(64) uint8_t e8[GV_PCH + 16];
     const int64_t bb = type == SL_GGML_Q8_0   ? 34
                        : type == SL_GGML_Q4_0 ? 18
+                       : type == SL_GGML_IQ4_NL ? 18
                        : type == SL_GGML_Q5_0 ? 22
                        : type == SL_GGML_Q4_1 ? 20
                        : type == SL_GGML_Q5_1 ? 24
@@ -93,7 +94,7 @@ SL_MV_SUFFIX(gv_unpack)(uint32_t type, const char *w, int64_t b0, int64_t b1, gv
             q = SL_MV_SUFFIX(ou_unsigned)(type, p);
             e8[i] = (uint8_t)p[0];
             break;
-        default: /* Q8_0, Q4_0, Q5_0 */
+        default: /* Q8_0, Q4_0, Q5_0, IQ4_NL */
             q = SL_MV_SUFFIX(ou_unsigned)(type, p);
             break;
         }
@@ -409,6 +410,7 @@ SL_GV_GEMM(gv_q5_0, SL_GGML_Q5_0)
 SL_GV_GEMM(gv_mxfp4, SL_GGML_MXFP4)
 SL_GV_GEMM(gv_q4_1, SL_GGML_Q4_1)
 SL_GV_GEMM(gv_q5_1, SL_GGML_Q5_1)
+SL_GV_GEMM(gv_iq4_nl, SL_GGML_IQ4_NL)
 #undef SL_GV_GEMM
 
 sl__gemm_fn sl__gemm_avx512(uint32_t type)
@@ -420,6 +422,7 @@ sl__gemm_fn sl__gemm_avx512(uint32_t type)
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(gv_mxfp4);
     case SL_GGML_Q4_1: return SL_MV_SUFFIX(gv_q4_1);
     case SL_GGML_Q5_1: return SL_MV_SUFFIX(gv_q5_1);
+    case SL_GGML_IQ4_NL: return SL_MV_SUFFIX(gv_iq4_nl);
     default: return sl__gemm_panel8_avx512(type);
     }
 }
