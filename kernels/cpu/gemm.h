@@ -58,8 +58,9 @@ static inline int64_t sl__gemm_tail(int64_t n_tok)
  * costs least against a panel (Q8_0, Q4_1), else SL__GEMM_VNNI_FEW. From gemm_bench (one
  * thread, CPU time; 3 tokens, row kernel vs a half panel): Q8_0 256x2048 58 vs 73 us, 1024x2816
  * 380 vs 538; Q4_1 206 vs 225; MXFP4 346 vs 336, Q4_0 120 vs 120; Q5_0 432 vs 362, Q5_1 296
- * vs 220. A tail past full panels costs a panel's dot (no unpack of its own) against ~60-90 us
- * a token for a 1408 x 1024 matrix: 2. */
+ * vs 220; IQ4_NL (minima) 1408x1024 189 vs 181, 1024x1408 183 vs 179, 256x2048 66 vs 70.
+ * A tail past full panels costs a panel's dot (no unpack of its own) against ~60-90 us a
+ * token for a 1408 x 1024 matrix: 2. */
 enum { SL__GEMM_VNNI_FEW = 2, SL__GEMM_VNNI_FEW_CHEAP = 3, SL__GEMM_VNNI_TAIL = 2 };
 static inline int64_t sl__gemm_vnni_few(int64_t n_tok, int64_t few)
 {

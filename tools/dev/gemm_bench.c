@@ -13,7 +13,7 @@
  *     $(find $o/gguf/_objs $o/base/_objs $o/alloc/_objs/topo -name '*.o' ! -name '*.pic.o') \
  *     -Wl,--end-group -lm -lpthread -lhwloc -o /tmp/gemm_bench
  *   /tmp/gemm_bench TYPE ROWS COLS NTOK[,NTOK..] [REPS [CHUNK]]
- * TYPE: Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 MXFP4; REPS: 200 by default; CHUNK: 256 by default. */
+ * TYPE: Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 MXFP4 IQ4_NL; REPS: 200 by default; CHUNK: 256 by default. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
