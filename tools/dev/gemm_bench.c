@@ -1,27 +1,31 @@
-/* tools/dev/gemm_bench: the batch kernels of kernels/cpu/gemm.h timed on one thread, old and new
- * alternated in the same run (min and median of many short repetitions): the AVX-512 build's
- * 8-token panel kernels (sl__gemm_panel8_avx512), its current dispatch (sl__gemm_avx512: the VNNI
- * kernels of gemm_q32_vnni_tmpl.h) and the decode path's whole-row kernel token by token
- * (sl__mv_rows_avx512, the one the few-token rule of gemm.h hands tokens to). Calls go in
- * chunks of CHUNK rows (matvec.c's row_grain gives a GEMM job up to 256). Times are thread CPU
- * time. Checks the three agree bit for bit.
- * A developer tool (needs an AVX-512 VNNI CPU), built outside Bazel from the opt objects:
- *   bazel build -c opt //kernels/cpu:matvec //kernels/ref:matvec //kernels/ref:quant
- *   o=bazel-out/k8-opt/bin
- *   clang -O2 -std=c17 -D_GNU_SOURCE -I. tools/dev/gemm_bench.c -Wl,--start-group \
- *     $(find $o/kernels $o/base $o/gguf $o/alloc -name '*.a' ! -name '*.pic.a') \
- *     $(find $o/gguf/_objs $o/base/_objs $o/alloc/_objs/topo -name '*.o' ! -name '*.pic.o') \
- *     -Wl,--end-group -lm -lpthread -lhwloc -o /tmp/gemm_bench
- *   /tmp/gemm_bench TYPE ROWS COLS NTOK[,NTOK..] [REPS [CHUNK]]
- * TYPE: Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 MXFP4 IQ4_NL; REPS: 200 by default; CHUNK: 256 by default. */
+/* tools/dev/gemm_bench: the batch kernels of kernels/cpu/gemm.h timed on one thread, the modes
+ * alternated in the same run (min and median of many short repetitions, in thread CPU time: the
+ * machine is shared), checked to agree bit for bit. Modes: the AVX-512 build's 8-token panel
+ * kernels (sl__gemm_panel8_avx512, the baseline), its current dispatch (sl__gemm_avx512, "new":
+ * the VNNI kernels of gemm_q32_vnni_tmpl.h and gemm_k_vnni_tmpl.h) and the decode path's
+ * whole-row kernel token by token (sl__mv_rows_avx512, the reference's bits; the one the
+ * few-token rule of gemm.h hands tokens to). Where panel8 is the same function as new (the
+ * K-quants, IQ4_XS) it runs once and the line says "panel8 = new". Calls go in chunks of CHUNK
+ * rows, as matvec.c splits a GEMM job (row_grain: up to 256 for the 32-element types; the
+ * grouped path's 64 for the K-quants, the defaults). Compare two versions by building two
+ * binaries. A developer tool (needs an AVX-512 VNNI CPU):
+ *   bazel build -c opt //tools/dev:gemm_bench
+ *   bazel-bin/tools/dev/gemm_bench TYPE ROWS COLS NTOK[,NTOK..] [REPS [CHUNK]]
+ * TYPE: Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 MXFP4 IQ4_NL (REPS 200, CHUNK 256 by default) or Q4_K Q5_K
+ * Q6_K IQ4_XS (REPS 30, CHUNK 64 by default). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/status.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matvec_impl.h"
+
+enum { MODES = 3, MAX_TOK = 4096 };
+static const char *const mode_name[MODES] = {"panel8", "new", "rows"};
 
 static double now_us(void)
 {
@@ -36,115 +40,183 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static uint64_t rs = 88172645463325252ULL;
-static uint64_t rnd(void)
+/* xorshift64: the same weights and activations on every run */
+static uint64_t rnd(uint64_t *s)
 {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return rs;
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* A whole decimal integer in [lo, hi] into *v; false (with a message naming it) otherwise. */
+static int parse_int(const char *what, const char *s, int64_t lo, int64_t hi, int64_t *v)
+{
+    char *end;
+    errno = 0;
+    const long long x = strtoll(s, &end, 10);
+    if (errno || end == s || *end || x < lo || x > hi) {
+        fprintf(stderr, "gemm_bench: %s: '%s' is not an integer in [%lld, %lld]\n", what, s,
+                (long long)lo, (long long)hi);
+        return 0;
+    }
+    *v = x;
+    return 1;
+}
+
+/* Random weight blocks with finite small half scales (d, and the min/dmin where the type keeps
+ * one), so every dot is finite and the bit check compares numbers. */
+static void fill_weights(const sl__mv_type *t, uint8_t *w, int64_t rows, int64_t nb, uint64_t *s)
+{
+    const size_t wrb = (size_t)nb * t->bytes;
+    for (size_t i = 0; i < wrb * (size_t)rows; i++) w[i] = (uint8_t)rnd(s);
+    const uint32_t type = t->type;
+    const size_t doff = type == SL_GGML_Q6_K ? 208 : 0; /* Q6_K keeps d after its quants */
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *p = w + (size_t)r * wrb + (size_t)b * t->bytes + doff;
+            if (type == SL_GGML_MXFP4) { /* one E8M0 scale byte */
+                p[0] = (uint8_t)(118 + rnd(s) % 8);
+                continue;
+            }
+            p[1] = (uint8_t)(0x14 + rnd(s) % 4);
+            if (type == SL_GGML_Q4_1 || type == SL_GGML_Q5_1) p[3] = (uint8_t)(0x94 + rnd(s) % 4);
+            if (type == SL_GGML_Q4_K || type == SL_GGML_Q5_K) p[3] = (uint8_t)(0x14 + rnd(s) % 4);
+        }
 }
 
 typedef struct setup {
     const sl__mv_type *t;
+    sl__gemm_fn gemm[2]; /* panel8, new */
+    sl__mv_rows_fn rows_fn;
     sl__gemm_rows a;
     int64_t rows, chunk;
 } setup;
 
-/* mode 0: panel8, 1: sl__gemm_avx512, 2: row kernel per token */
 static void run(const setup *s, int mode)
 {
     if (mode == 2) {
-        const sl__mv_rows_fn f = sl__mv_rows_avx512(s->t->type);
         for (int64_t b = 0; b < s->a.n_tok; b++)
-            f(s->a.w, s->a.wrb, s->a.xq + (size_t)b * s->a.arb, s->a.nb, 0, s->rows,
-              s->a.y + b * s->a.y_stride);
+            s->rows_fn(s->a.w, s->a.wrb, s->a.xq + (size_t)b * s->a.arb, s->a.nb, 0, s->rows,
+                       s->a.y + b * s->a.y_stride);
         return;
     }
-    const sl__gemm_fn f = mode ? sl__gemm_avx512(s->t->type) : sl__gemm_panel8_avx512(s->t->type);
+    const sl__gemm_fn f = s->gemm[mode];
     for (int64_t r0 = 0; r0 < s->rows; r0 += s->chunk)
         f(s->t, &s->a, r0, s->rows - r0 < s->chunk ? s->rows : r0 + s->chunk);
 }
 
+/* One NTOK: every mode once (the bit check), then reps rounds of the modes alternated. */
+static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, uint64_t *rs)
+{
+    const int64_t rows = s->rows;
+    const size_t arb = s->a.arb, ny = (size_t)(rows * n);
+    const int skip0 = s->gemm[0] == s->gemm[1]; /* panel8 is new: time it once */
+    float *x = malloc(sizeof(float) * (size_t)(cols * n));
+    char *xq = malloc(arb * (size_t)n);
+    float *y[MODES] = {0};
+    double *tm[MODES] = {0};
+    int ok = x && xq;
+    for (int m = 0; m < MODES; m++) {
+        y[m] = malloc(sizeof(float) * ny);
+        tm[m] = malloc(sizeof(double) * (size_t)reps);
+        ok = ok && y[m] && tm[m];
+    }
+    if (ok) {
+        for (int64_t i = 0; i < cols * n; i++)
+            x[i] = (float)((int64_t)(rnd(rs) % 2001) - 1000) / 997.0f;
+        sl__mv_quant_rows(s->t, x, cols, n, xq, arb);
+        s->a.xq = xq;
+        s->a.n_tok = n;
+        for (int m = skip0; m < MODES; m++) {
+            s->a.y = y[m];
+            run(s, m);
+        }
+        const int same = (skip0 || !memcmp(y[0], y[1], sizeof(float) * ny)) &&
+                         !memcmp(y[1], y[2], sizeof(float) * ny);
+        for (int k = 0; k < reps; k++)
+            for (int m = skip0; m < MODES; m++) {
+                s->a.y = y[m];
+                const double t0 = now_us();
+                run(s, m);
+                tm[m][k] = now_us() - t0;
+            }
+        double med[MODES];
+        printf("%s %lldx%lld ntok %3lld:", name, (long long)rows, (long long)cols, (long long)n);
+        for (int m = skip0; m < MODES; m++) {
+            qsort(tm[m], (size_t)reps, sizeof(double), cmp_d);
+            med[m] = tm[m][reps / 2];
+            printf("  %s min %8.1f med %8.1f us", mode_name[m], tm[m][0], med[m]);
+        }
+        if (skip0)
+            printf("  | panel8 = new rows/new %.2fx", med[2] / med[1]);
+        else
+            printf("  | panel8/new %.2fx rows/new %.2fx", med[0] / med[1], med[2] / med[1]);
+        printf("%s\n", same ? "" : "  BITS DIFFER");
+    } else {
+        fprintf(stderr, "gemm_bench: out of memory for %lld tokens\n", (long long)n);
+    }
+    for (int m = 0; m < MODES; m++) {
+        free(tm[m]);
+        free(y[m]);
+    }
+    free(xq);
+    free(x);
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 5) {
-        fprintf(stderr, "usage: %s TYPE ROWS COLS NTOK[,NTOK..] [REPS]\n", argv[0]);
+    if (argc < 5 || argc > 7) {
+        fprintf(stderr, "usage: %s TYPE ROWS COLS NTOK[,NTOK..] [REPS [CHUNK]]\n", argv[0]);
+        return 2;
+    }
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512vnni")) {
+        fprintf(stderr, "gemm_bench: needs a CPU with AVX-512 F/BW/VL and VNNI\n");
         return 2;
     }
     const sl_gguf_type_info *ti = sl_gguf_type_by_name(argv[1]);
-    if (!ti) {
-        fprintf(stderr, "unknown type %s\n", argv[1]);
+    const sl__mv_type *t = ti ? sl__mv_type_get(ti->code) : NULL;
+    const sl__gemm_fn fnew = t ? sl__gemm_avx512(t->type) : NULL;
+    const sl__mv_rows_fn fr = t ? sl__mv_rows_avx512(t->type) : NULL;
+    if (!fnew || !fr || (t->block != 32 && t->block != 256)) {
+        fprintf(stderr, "gemm_bench: TYPE '%s' has no AVX-512 batch kernel here (Q8_0 Q4_0 Q5_0 "
+                        "Q4_1 Q5_1 MXFP4 IQ4_NL Q4_K Q5_K Q6_K IQ4_XS)\n", argv[1]);
         return 2;
     }
-    const uint32_t type = ti->code;
-    const int64_t rows = atoll(argv[2]), cols = atoll(argv[3]);
-    const int reps = argc > 5 ? atoi(argv[5]) : 200;
-    const int64_t chunk = argc > 6 ? atoll(argv[6]) : 256;
-    const sl__mv_type *t = sl__mv_type_get(type);
-    if (!t || t->block != 32 || rows < 1 || cols < 32 || cols % 32 || reps < 1 || chunk < 1) {
-        fprintf(stderr, "bad arguments\n");
+    const int k_quant = t->block == 256;
+    int64_t rows, cols, reps = k_quant ? 30 : 200, chunk = k_quant ? 64 : 256;
+    if (!parse_int("ROWS", argv[2], 1, 1 << 20, &rows) ||
+        !parse_int("COLS", argv[3], t->block, 1 << 20, &cols) ||
+        (argc > 5 && !parse_int("REPS", argv[5], 1, 1000000, &reps)) ||
+        (argc > 6 && !parse_int("CHUNK", argv[6], 1, 1 << 20, &chunk)))
+        return 2;
+    if (cols % t->block) {
+        fprintf(stderr, "gemm_bench: COLS %lld is not a multiple of %s's block %u\n",
+                (long long)cols, argv[1], t->block);
         return 2;
     }
-    const int64_t nb = cols / 32;
-    const size_t wrb = (size_t)nb * t->bytes, arb = (size_t)nb * t->act_bytes;
+    const int64_t nb = cols / t->block;
+    const size_t wrb = (size_t)nb * t->bytes;
     uint8_t *w = malloc(wrb * (size_t)rows);
-    for (size_t i = 0; i < wrb * (size_t)rows; i++) w[i] = (uint8_t)rnd();
-    for (int64_t r = 0; r < rows; r++) /* finite small half scales (and mins) */
-        for (int64_t b = 0; b < nb; b++) {
-            uint8_t *p = w + (size_t)r * wrb + (size_t)b * t->bytes;
-            if (type == SL_GGML_MXFP4) {
-                p[0] = (uint8_t)(118 + rnd() % 8);
-                continue;
-            }
-            p[1] = (uint8_t)(0x14 + rnd() % 4);
-            if (type == SL_GGML_Q4_1 || type == SL_GGML_Q5_1) p[3] = (uint8_t)(0x94 + rnd() % 4);
-        }
-    char *spec = argv[4];
-    for (char *tok = strtok(spec, ","); tok; tok = strtok(NULL, ",")) {
-        const int64_t n = atoll(tok);
-        float *x = malloc(sizeof(float) * (size_t)(cols * n));
-        for (int64_t i = 0; i < cols * n; i++)
-            x[i] = (float)((int64_t)(rnd() % 2001) - 1000) / 997.0f;
-        char *xq = malloc(arb * (size_t)n);
-        sl__mv_quant_rows(t, x, cols, n, xq, arb);
-        float *y[3];
-        for (int m = 0; m < 3; m++) y[m] = malloc(sizeof(float) * (size_t)(rows * n));
-        setup s = {.t = t, .rows = rows, .chunk = chunk,
-                   .a = {.w = (const char *)w, .xq = xq, .wrb = wrb, .arb = arb, .nb = nb,
-                         .n_tok = n, .y_stride = rows}};
-        double *tm[3];
-        for (int m = 0; m < 3; m++) tm[m] = malloc(sizeof(double) * (size_t)reps);
-        for (int m = 0; m < 3; m++) {
-            s.a.y = y[m];
-            run(&s, m);
-        }
-        const int same = !memcmp(y[0], y[1], sizeof(float) * (size_t)(rows * n)) &&
-                         !memcmp(y[0], y[2], sizeof(float) * (size_t)(rows * n));
-        for (int k = 0; k < reps; k++)
-            for (int m = 0; m < 3; m++) {
-                s.a.y = y[m];
-                const double t0 = now_us();
-                run(&s, m);
-                tm[m][k] = now_us() - t0;
-            }
-        double med[3];
-        printf("%s %lldx%lld ntok %3lld:", argv[1], (long long)rows, (long long)cols, (long long)n);
-        for (int m = 0; m < 3; m++) {
-            qsort(tm[m], (size_t)reps, sizeof(double), cmp_d);
-            med[m] = tm[m][reps / 2];
-            static const char *names[] = {"panel8", "new", "rows"};
-            printf("  %s min %8.1f med %8.1f us", names[m], tm[m][0], med[m]);
-        }
-        printf("  | panel8/new %.2fx rows/new %.2fx%s\n", med[0] / med[1], med[2] / med[1],
-               same ? "" : "  BITS DIFFER");
-        for (int m = 0; m < 3; m++) {
-            free(tm[m]);
-            free(y[m]);
-        }
-        free(xq);
-        free(x);
+    if (!w) {
+        fprintf(stderr, "gemm_bench: out of memory for %lldx%lld weights\n", (long long)rows,
+                (long long)cols);
+        return 1;
+    }
+    uint64_t rs = 88172645463325252ULL;
+    fill_weights(t, w, rows, nb, &rs);
+    setup s = {.t = t, .gemm = {sl__gemm_panel8_avx512(t->type), fnew}, .rows_fn = fr,
+               .rows = rows, .chunk = chunk,
+               .a = {.w = (const char *)w, .wrb = wrb, .arb = (size_t)nb * t->act_bytes,
+                     .nb = nb, .y_stride = rows}};
+    int rc = 0;
+    for (char *tok = strtok(argv[4], ","); tok && !rc; tok = strtok(NULL, ",")) {
+        int64_t n;
+        if (!parse_int("NTOK", tok, 1, MAX_TOK, &n)) rc = 2;
+        else if (!bench(argv[1], &s, cols, n, (int)reps, &rs)) rc = 1;
     }
     free(w);
-    return 0;
+    return rc;
 }
