@@ -34,7 +34,7 @@ static inline __m256 ld8(const float *p, int64_t i, int64_t n)
     return n - i >= 8 ? _mm256_loadu_ps(p + i) : _mm256_maskload_ps(p + i, tail_mask(n - i));
 }
 
-static inline void st8(float *p, int64_t i, int64_t n, __m256 v)
+static inline __attribute__((always_inline)) void st8(float *p, int64_t i, int64_t n, __m256 v)
 {
     if (n - i >= 8)
         _mm256_storeu_ps(p + i, v);
@@ -57,7 +57,7 @@ static inline __m256 ld8_f16(const uint16_t *p, int64_t i, int64_t n)
     return ld8_f16_tail(p + i, n - i);
 }
 
-static inline float hsum(__m256 v)
+static inline __attribute__((always_inline)) float hsum(__m256 v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -65,7 +65,7 @@ static inline float hsum(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-static inline float hmax(__m256 v)
+static inline __attribute__((always_inline)) float hmax(__m256 v)
 {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
@@ -307,7 +307,7 @@ static void scale(float *x, int64_t n, float s)
 
 /* ---- attention primitives (attn_decode_tmpl.h) ----------------------------------------- */
 
-static inline float k_dot_f32(const float *a, const float *b, int32_t n)
+static inline __attribute__((always_inline)) float k_dot_f32(const float *a, const float *b, int32_t n)
 {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     int32_t i = 0;
@@ -319,7 +319,7 @@ static inline float k_dot_f32(const float *a, const float *b, int32_t n)
     return hsum(_mm256_add_ps(s0, s1));
 }
 
-static inline float k_dot_f16(const float *a, const uint16_t *b, int32_t n)
+static inline __attribute__((always_inline)) float k_dot_f16(const float *a, const uint16_t *b, int32_t n)
 {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     int32_t i = 0;
@@ -373,9 +373,9 @@ static inline __m256 full8_f16(const uint16_t *p)
 SL_WSUM_AVX2(k_wsum_f32, float, ld8, _mm256_loadu_ps)
 SL_WSUM_AVX2(k_wsum_f16, uint16_t, ld8_f16, full8_f16)
 
-static inline void k_scal(float *acc, float s, int32_t n) { scale(acc, n, s); }
+static inline __attribute__((always_inline)) void k_scal(float *acc, float s, int32_t n) { scale(acc, n, s); }
 
-static inline float k_exp_sum(float *s, int32_t n, float m)
+static inline __attribute__((always_inline)) float k_exp_sum(float *s, int32_t n, float m)
 {
     const __m256 vm = _mm256_set1_ps(m);
     __m256 acc = _mm256_setzero_ps();
@@ -406,18 +406,18 @@ typedef __m256 sl_vf;
  * leaving room for the loaded operands and the broadcast) */
 enum { SL_VW = 8, SL_ATTN_ROWS = 16, SL_PF_NJ = 6, SL_PF_PR = 4, SL_PF_NC = 2 };
 
-static inline sl_vf v_zero(void) { return _mm256_setzero_ps(); }
-static inline sl_vf v_set1(float x) { return _mm256_set1_ps(x); }
-static inline sl_vf v_ld(const float *p) { return _mm256_loadu_ps(p); }
-static inline void v_st(float *p, sl_vf v) { _mm256_storeu_ps(p, v); }
-static inline sl_vf v_fma(sl_vf a, sl_vf b, sl_vf c) { return _mm256_fmadd_ps(a, b, c); }
-static inline sl_vf v_mul(sl_vf a, sl_vf b) { return _mm256_mul_ps(a, b); }
-static inline sl_vf v_add(sl_vf a, sl_vf b) { return _mm256_add_ps(a, b); }
-static inline sl_vf v_sub(sl_vf a, sl_vf b) { return _mm256_sub_ps(a, b); }
-static inline sl_vf v_max(sl_vf a, sl_vf b) { return _mm256_max_ps(a, b); }
-static inline sl_vf v_exp(sl_vf x) { return exp8(x); }
+static inline __attribute__((always_inline)) sl_vf v_zero(void) { return _mm256_setzero_ps(); }
+static inline __attribute__((always_inline)) sl_vf v_set1(float x) { return _mm256_set1_ps(x); }
+static inline __attribute__((always_inline)) sl_vf v_ld(const float *p) { return _mm256_loadu_ps(p); }
+static inline __attribute__((always_inline)) void v_st(float *p, sl_vf v) { _mm256_storeu_ps(p, v); }
+static inline __attribute__((always_inline)) sl_vf v_fma(sl_vf a, sl_vf b, sl_vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline __attribute__((always_inline)) sl_vf v_mul(sl_vf a, sl_vf b) { return _mm256_mul_ps(a, b); }
+static inline __attribute__((always_inline)) sl_vf v_add(sl_vf a, sl_vf b) { return _mm256_add_ps(a, b); }
+static inline __attribute__((always_inline)) sl_vf v_sub(sl_vf a, sl_vf b) { return _mm256_sub_ps(a, b); }
+static inline __attribute__((always_inline)) sl_vf v_max(sl_vf a, sl_vf b) { return _mm256_max_ps(a, b); }
+static inline __attribute__((always_inline)) sl_vf v_exp(sl_vf x) { return exp8(x); }
 
-static inline sl_vf v_mask_inf(sl_vf s, float kp, sl_vf hi, sl_vf lo)
+static inline __attribute__((always_inline)) sl_vf v_mask_inf(sl_vf s, float kp, sl_vf hi, sl_vf lo)
 {
     const sl_vf vk = _mm256_set1_ps(kp);
     const sl_vf out = _mm256_or_ps(_mm256_cmp_ps(vk, hi, _CMP_GT_OQ),
@@ -426,7 +426,7 @@ static inline sl_vf v_mask_inf(sl_vf s, float kp, sl_vf hi, sl_vf lo)
 }
 
 /* cap tanh(s / cap): the form of ops_avx512.c's v_softcap */
-static inline sl_vf v_softcap(sl_vf s, float cap, float inv_cap)
+static inline __attribute__((always_inline)) sl_vf v_softcap(sl_vf s, float cap, float inv_cap)
 {
     const sl_vf y = _mm256_mul_ps(s, _mm256_set1_ps(inv_cap)), one = _mm256_set1_ps(1.0f);
     const sl_vf sign = _mm256_set1_ps(-0.0f);
@@ -435,7 +435,7 @@ static inline sl_vf v_softcap(sl_vf s, float cap, float inv_cap)
     return _mm256_mul_ps(_mm256_xor_ps(r, _mm256_and_ps(sign, y)), _mm256_set1_ps(cap));
 }
 
-static inline void k_cvt_row(float *dst, const void *src, bool f16, int32_t n, int32_t np)
+static inline __attribute__((always_inline)) void k_cvt_row(float *dst, const void *src, bool f16, int32_t n, int32_t np)
 {
     for (int32_t d = 0; d < np; d += 8)
         _mm256_storeu_ps(dst + d, d >= n ? _mm256_setzero_ps()

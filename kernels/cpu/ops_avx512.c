@@ -31,7 +31,7 @@ static inline __m512 ld16(const float *p, int64_t i, int64_t n)
     return _mm512_maskz_loadu_ps(mask16(i, n), p + i);
 }
 
-static inline void st16(float *p, int64_t i, int64_t n, __m512 v)
+static inline __attribute__((always_inline)) void st16(float *p, int64_t i, int64_t n, __m512 v)
 {
     _mm512_mask_storeu_ps(p + i, mask16(i, n), v);
 }
@@ -227,7 +227,7 @@ static inline __m512 ld16_f16(const uint16_t *p, int64_t i, int64_t n)
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask16(i, n), p + i));
 }
 
-static inline float k_dot_f32(const float *a, const float *b, int32_t n)
+static inline __attribute__((always_inline)) float k_dot_f32(const float *a, const float *b, int32_t n)
 {
     __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
     int32_t i = 0;
@@ -239,7 +239,7 @@ static inline float k_dot_f32(const float *a, const float *b, int32_t n)
     return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
-static inline float k_dot_f16(const float *a, const uint16_t *b, int32_t n)
+static inline __attribute__((always_inline)) float k_dot_f16(const float *a, const uint16_t *b, int32_t n)
 {
     __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
     int32_t i = 0;
@@ -288,9 +288,9 @@ static inline float k_dot_f16(const float *a, const uint16_t *b, int32_t n)
 SL_WSUM_AVX512(k_wsum_f32, float, ld16)
 SL_WSUM_AVX512(k_wsum_f16, uint16_t, ld16_f16)
 
-static inline void k_scal(float *acc, float s, int32_t n) { scale(acc, n, s); }
+static inline __attribute__((always_inline)) void k_scal(float *acc, float s, int32_t n) { scale(acc, n, s); }
 
-static inline float k_exp_sum(float *s, int32_t n, float m)
+static inline __attribute__((always_inline)) float k_exp_sum(float *s, int32_t n, float m)
 {
     const __m512 vm = _mm512_set1_ps(m);
     __m512 acc = _mm512_setzero_ps();
@@ -312,18 +312,18 @@ typedef __m512 sl_vf;
 /* QK: 8 keys x 2 vectors = 16 accumulators; PV: 4 rows x 4 vectors = 16 (of 32 registers) */
 enum { SL_VW = 16, SL_ATTN_ROWS = 32, SL_PF_NJ = 8, SL_PF_PR = 4, SL_PF_NC = 4 };
 
-static inline sl_vf v_zero(void) { return _mm512_setzero_ps(); }
-static inline sl_vf v_set1(float x) { return _mm512_set1_ps(x); }
-static inline sl_vf v_ld(const float *p) { return _mm512_loadu_ps(p); }
-static inline void v_st(float *p, sl_vf v) { _mm512_storeu_ps(p, v); }
-static inline sl_vf v_fma(sl_vf a, sl_vf b, sl_vf c) { return _mm512_fmadd_ps(a, b, c); }
-static inline sl_vf v_mul(sl_vf a, sl_vf b) { return _mm512_mul_ps(a, b); }
-static inline sl_vf v_add(sl_vf a, sl_vf b) { return _mm512_add_ps(a, b); }
-static inline sl_vf v_sub(sl_vf a, sl_vf b) { return _mm512_sub_ps(a, b); }
-static inline sl_vf v_max(sl_vf a, sl_vf b) { return _mm512_max_ps(a, b); }
-static inline sl_vf v_exp(sl_vf x) { return exp16(x); }
+static inline __attribute__((always_inline)) sl_vf v_zero(void) { return _mm512_setzero_ps(); }
+static inline __attribute__((always_inline)) sl_vf v_set1(float x) { return _mm512_set1_ps(x); }
+static inline __attribute__((always_inline)) sl_vf v_ld(const float *p) { return _mm512_loadu_ps(p); }
+static inline __attribute__((always_inline)) void v_st(float *p, sl_vf v) { _mm512_storeu_ps(p, v); }
+static inline __attribute__((always_inline)) sl_vf v_fma(sl_vf a, sl_vf b, sl_vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline __attribute__((always_inline)) sl_vf v_mul(sl_vf a, sl_vf b) { return _mm512_mul_ps(a, b); }
+static inline __attribute__((always_inline)) sl_vf v_add(sl_vf a, sl_vf b) { return _mm512_add_ps(a, b); }
+static inline __attribute__((always_inline)) sl_vf v_sub(sl_vf a, sl_vf b) { return _mm512_sub_ps(a, b); }
+static inline __attribute__((always_inline)) sl_vf v_max(sl_vf a, sl_vf b) { return _mm512_max_ps(a, b); }
+static inline __attribute__((always_inline)) sl_vf v_exp(sl_vf x) { return exp16(x); }
 
-static inline sl_vf v_mask_inf(sl_vf s, float kp, sl_vf hi, sl_vf lo)
+static inline __attribute__((always_inline)) sl_vf v_mask_inf(sl_vf s, float kp, sl_vf hi, sl_vf lo)
 {
     const sl_vf vk = _mm512_set1_ps(kp);
     const __mmask16 out = _mm512_cmp_ps_mask(vk, hi, _CMP_GT_OQ) |
@@ -333,7 +333,7 @@ static inline sl_vf v_mask_inf(sl_vf s, float kp, sl_vf hi, sl_vf lo)
 
 /* cap tanh(y), y = s / cap, as sign(y) (1 - e) / (1 + e), e = e^(-2|y|): no overflow; the
  * absolute error near 0 is ~cap ulp(1), far below the logits' own rounding */
-static inline sl_vf v_softcap(sl_vf s, float cap, float inv_cap)
+static inline __attribute__((always_inline)) sl_vf v_softcap(sl_vf s, float cap, float inv_cap)
 {
     const sl_vf y = _mm512_mul_ps(s, _mm512_set1_ps(inv_cap)), one = _mm512_set1_ps(1.0f);
     const sl_vf e = exp16(_mm512_mul_ps(_mm512_abs_ps(y), _mm512_set1_ps(-2.0f)));
@@ -343,7 +343,7 @@ static inline sl_vf v_softcap(sl_vf s, float cap, float inv_cap)
                          _mm512_set1_ps(cap));
 }
 
-static inline void k_cvt_row(float *dst, const void *src, bool f16, int32_t n, int32_t np)
+static inline __attribute__((always_inline)) void k_cvt_row(float *dst, const void *src, bool f16, int32_t n, int32_t np)
 {
     for (int32_t d = 0; d < np; d += 16)
         _mm512_storeu_ps(dst + d, d >= n ? _mm512_setzero_ps()

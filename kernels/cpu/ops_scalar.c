@@ -115,7 +115,7 @@ static void scale(float *x, int64_t n, float s)
 
 /* ---- attention primitives (attn_decode_tmpl.h) ----------------------------------------- */
 
-static inline float k_dot_f32(const float *a, const float *b, int32_t n)
+static inline __attribute__((always_inline)) float k_dot_f32(const float *a, const float *b, int32_t n)
 {
     float s0 = 0.0f, s1 = 0.0f;
     int32_t i = 0;
@@ -127,7 +127,7 @@ static inline float k_dot_f32(const float *a, const float *b, int32_t n)
     return s0 + s1;
 }
 
-static inline float k_dot_f16(const float *a, const uint16_t *b, int32_t n)
+static inline __attribute__((always_inline)) float k_dot_f16(const float *a, const uint16_t *b, int32_t n)
 {
     float s0 = 0.0f, s1 = 0.0f;
     int32_t i = 0;
@@ -139,14 +139,14 @@ static inline float k_dot_f16(const float *a, const uint16_t *b, int32_t n)
     return s0 + s1;
 }
 
-static inline void k_wsum_f32(float *acc, const float *w, const float *v, size_t stride,
+static inline __attribute__((always_inline)) void k_wsum_f32(float *acc, const float *w, const float *v, size_t stride,
                               int32_t nb, int32_t n)
 {
     for (int32_t t = 0; t < nb; t++)
         for (int32_t i = 0; i < n; i++) acc[i] += w[t] * v[(size_t)t * stride + (size_t)i];
 }
 
-static inline void k_wsum_f16(float *acc, const float *w, const uint16_t *v, size_t stride,
+static inline __attribute__((always_inline)) void k_wsum_f16(float *acc, const float *w, const uint16_t *v, size_t stride,
                               int32_t nb, int32_t n)
 {
     for (int32_t t = 0; t < nb; t++)
@@ -154,12 +154,12 @@ static inline void k_wsum_f16(float *acc, const float *w, const uint16_t *v, siz
             acc[i] += w[t] * sl_half_to_float(v[(size_t)t * stride + (size_t)i]);
 }
 
-static inline void k_scal(float *acc, float s, int32_t n)
+static inline __attribute__((always_inline)) void k_scal(float *acc, float s, int32_t n)
 {
     for (int32_t i = 0; i < n; i++) acc[i] *= s;
 }
 
-static inline float k_exp_sum(float *s, int32_t n, float m)
+static inline __attribute__((always_inline)) float k_exp_sum(float *s, int32_t n, float m)
 {
     float sum = 0.0f;
     for (int32_t i = 0; i < n; i++) sum += (s[i] = expf(s[i] - m));
@@ -174,26 +174,26 @@ static inline float k_exp_sum(float *s, int32_t n, float m)
 typedef float sl_vf;
 enum { SL_VW = 1, SL_ATTN_ROWS = 2, SL_PF_NJ = 4, SL_PF_PR = 2, SL_PF_NC = 4 };
 
-static inline sl_vf v_zero(void) { return 0.0f; }
-static inline sl_vf v_set1(float x) { return x; }
-static inline sl_vf v_ld(const float *p) { return *p; }
-static inline void v_st(float *p, sl_vf v) { *p = v; }
-static inline sl_vf v_fma(sl_vf a, sl_vf b, sl_vf c) { return a * b + c; }
-static inline sl_vf v_mul(sl_vf a, sl_vf b) { return a * b; }
-static inline sl_vf v_add(sl_vf a, sl_vf b) { return a + b; }
-static inline sl_vf v_sub(sl_vf a, sl_vf b) { return a - b; }
-static inline sl_vf v_max(sl_vf a, sl_vf b) { return a > b ? a : b; }
-static inline sl_vf v_exp(sl_vf x) { return expf(x); }
-static inline sl_vf v_mask_inf(sl_vf s, float kp, sl_vf hi, sl_vf lo)
+static inline __attribute__((always_inline)) sl_vf v_zero(void) { return 0.0f; }
+static inline __attribute__((always_inline)) sl_vf v_set1(float x) { return x; }
+static inline __attribute__((always_inline)) sl_vf v_ld(const float *p) { return *p; }
+static inline __attribute__((always_inline)) void v_st(float *p, sl_vf v) { *p = v; }
+static inline __attribute__((always_inline)) sl_vf v_fma(sl_vf a, sl_vf b, sl_vf c) { return a * b + c; }
+static inline __attribute__((always_inline)) sl_vf v_mul(sl_vf a, sl_vf b) { return a * b; }
+static inline __attribute__((always_inline)) sl_vf v_add(sl_vf a, sl_vf b) { return a + b; }
+static inline __attribute__((always_inline)) sl_vf v_sub(sl_vf a, sl_vf b) { return a - b; }
+static inline __attribute__((always_inline)) sl_vf v_max(sl_vf a, sl_vf b) { return a > b ? a : b; }
+static inline __attribute__((always_inline)) sl_vf v_exp(sl_vf x) { return expf(x); }
+static inline __attribute__((always_inline)) sl_vf v_mask_inf(sl_vf s, float kp, sl_vf hi, sl_vf lo)
 {
     return kp > hi || kp < lo ? -INFINITY : s;
 }
-static inline sl_vf v_softcap(sl_vf s, float cap, float inv_cap)
+static inline __attribute__((always_inline)) sl_vf v_softcap(sl_vf s, float cap, float inv_cap)
 {
     return cap * tanhf(s * inv_cap);
 }
 
-static inline void k_cvt_row(float *dst, const void *src, bool f16, int32_t n, int32_t np)
+static inline __attribute__((always_inline)) void k_cvt_row(float *dst, const void *src, bool f16, int32_t n, int32_t np)
 {
     for (int32_t d = 0; d < np; d++)
         dst[d] = d >= n ? 0.0f
