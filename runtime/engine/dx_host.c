@@ -466,9 +466,10 @@ static void attn_token(void *ctx, int64_t begin, int64_t end, int thread)
 }
 
 /* Token by token through the decode kernel, tokens spread over the pool. The tiled prompt
- * kernel (sl_cpu_attn_prefill) is not wired here yet: on Gemma 3 270M (head_dim 256, one KV
- * head) its samples were ~3x the decode kernel's at pp128 (perf, 2026-11-29) while it won on
- * the synthetic MoE shapes (head_dim 128); wire it where a benchmark says it wins. */
+ * kernel (sl_cpu_attn_prefill, tests/kernels:attn_prefill_test) is not wired here yet: it won
+ * on the synthetic MoE shapes (head_dim 128), and the one check on Gemma 3 270M that seemed to
+ * say otherwise was taken with an unoptimized build; wire it (prefill and decode together: a
+ * prompt's logits must equal token-by-token decoding's) once `tools/run bench compare` says. */
 static sl_status h_attn(sl__dx *x, const float *q, const void *kc, const void *vc,
                         const sl_attn_params *p, const int32_t *h_pos, int64_t n, float *out,
                         sl_error *err)
