@@ -40,25 +40,27 @@
 
 enum { SL_PF_R = SL_ATTN_ROWS, SL_PF_KB = 32, SL_PF_NV = SL_ATTN_ROWS / SL_VW };
 
-/* st[j][0, R) = sum_d kb[j][d] qt[d][0, R) for NJ keys j0 .. j0 + NJ - 1 */
+/* st[j][0, NV VW) = sum_d kb[j][d] qt[d][0, NV VW) for nj keys j0 .. j0 + nj - 1 (nj <= NJ2,
+ * nv <= SL_PF_NV: a tile of at most VW rows, one token's heads in decode, takes one vector and
+ * twice the keys; a row's lanes see the same FMAs in the same order either way) */
 static inline __attribute__((always_inline)) void pf_qk(float *st, const float *qt,
                                                         const float *kb, int32_t j0, int32_t nj,
-                                                        int32_t D, int32_t Dp)
+                                                        int32_t nv, int32_t D, int32_t Dp)
 {
-    sl_vf acc[SL_PF_NJ][SL_PF_NV];
+    sl_vf acc[2 * SL_PF_NJ][SL_PF_NV];
     for (int32_t i = 0; i < nj; i++)
-        for (int32_t u = 0; u < SL_PF_NV; u++) acc[i][u] = v_zero();
+        for (int32_t u = 0; u < nv; u++) acc[i][u] = v_zero();
     const float *k0 = kb + (size_t)j0 * (size_t)Dp;
     for (int32_t d = 0; d < D; d++) {
         sl_vf qv[SL_PF_NV];
-        for (int32_t u = 0; u < SL_PF_NV; u++) qv[u] = v_ld(qt + (size_t)d * SL_PF_R + u * SL_VW);
+        for (int32_t u = 0; u < nv; u++) qv[u] = v_ld(qt + (size_t)d * SL_PF_R + u * SL_VW);
         for (int32_t i = 0; i < nj; i++) {
             const sl_vf b = v_set1(k0[(size_t)i * (size_t)Dp + (size_t)d]);
-            for (int32_t u = 0; u < SL_PF_NV; u++) acc[i][u] = v_fma(b, qv[u], acc[i][u]);
+            for (int32_t u = 0; u < nv; u++) acc[i][u] = v_fma(b, qv[u], acc[i][u]);
         }
     }
     for (int32_t i = 0; i < nj; i++)
-        for (int32_t u = 0; u < SL_PF_NV; u++)
+        for (int32_t u = 0; u < nv; u++)
             v_st(st + (size_t)(j0 + i) * SL_PF_R + u * SL_VW, acc[i][u]);
 }
 
@@ -131,6 +133,8 @@ static void SL_ATTN_PREFILL_FN(const float *q, const void *k, const void *v,
     }
     for (size_t i = 0; i < (size_t)SL_PF_R * (size_t)Dp; i++) o[i] = 0.0f;
     const int32_t used_pr = (used + SL_PF_PR - 1) / SL_PF_PR * SL_PF_PR;
+    /* vectors of rows in use: the P V step reads rows up to used_pr, none past nv VW */
+    const int32_t nv = used_pr <= SL_VW ? 1 : SL_PF_NV;
 
     /* blocks at multiples of KB: a row's blocks, so its bits, do not depend on its tile */
     for (int64_t b0 = kbeg / SL_PF_KB * SL_PF_KB; b0 < kend; b0 += SL_PF_KB) {
@@ -142,11 +146,18 @@ static void SL_ATTN_PREFILL_FN(const float *q, const void *k, const void *v,
         }
         /* S^T = K Q^T */
         int32_t j = 0;
-        for (; j + SL_PF_NJ <= nb; j += SL_PF_NJ) pf_qk(st, qt, kb, j, SL_PF_NJ, D, Dp);
-        for (; j < nb; j++) pf_qk(st, qt, kb, j, 1, D, Dp);
+        if (nv == 1) {
+            for (; j + 2 * SL_PF_NJ <= nb; j += 2 * SL_PF_NJ)
+                pf_qk(st, qt, kb, j, 2 * SL_PF_NJ, 1, D, Dp);
+            for (; j < nb; j++) pf_qk(st, qt, kb, j, 1, 1, D, Dp);
+        } else {
+            for (; j + SL_PF_NJ <= nb; j += SL_PF_NJ)
+                pf_qk(st, qt, kb, j, SL_PF_NJ, SL_PF_NV, D, Dp);
+            for (; j < nb; j++) pf_qk(st, qt, kb, j, 1, SL_PF_NV, D, Dp);
+        }
         /* online softmax, SL_VW rows at a time */
         const bool mask = b0 < max_lo || b0 + nb - 1 > min_hi;
-        for (int32_t u = 0; u < SL_PF_NV; u++) {
+        for (int32_t u = 0; u < nv; u++) {
             float *su = st + u * SL_VW;
             const sl_vf vhi = v_ld(hi + u * SL_VW), vlo = v_ld(lo + u * SL_VW);
             sl_vf bm = v_set1(-INFINITY);

@@ -447,41 +447,37 @@ typedef struct attn_job {
     sl_attn_params p;
     const int32_t *pos;
     float *out;
-    int64_t qd;
+    int64_t n;
     sl_status st;
 } attn_job;
 
-static void attn_token(void *ctx, int64_t begin, int64_t end, int thread)
+static void attn_tiles(void *ctx, int64_t begin, int64_t end, int thread)
 {
     (void)thread;
     attn_job *j = ctx;
-    for (int64_t t = begin; t < end; t++) {
-        sl_attn_params p = j->p;
-        p.n_pos = j->pos[t] + 1;
-        sl_error e;
-        sl_status st = sl_cpu_attn_decode(&j->h->ops, j->q + t * j->qd, j->kc, j->vc, &p,
-                                          j->out + t * j->qd, &e);
-        if (st) j->st = st; /* cannot fail on validated params; recorded anyway */
-    }
+    sl_error e;
+    sl_status st = sl_cpu_attn_prefill(&j->h->ops, j->q, j->kc, j->vc, &j->p, j->pos, j->n,
+                                       begin, end, j->out, &e);
+    if (st) j->st = st; /* cannot fail on validated params; recorded anyway */
 }
 
-/* Token by token through the decode kernel, tokens spread over the pool. The tiled prompt
- * kernel (sl_cpu_attn_prefill, tests/kernels:attn_prefill_test) is not wired here yet: it won
- * on the synthetic MoE shapes (head_dim 128), and the one check on Gemma 3 270M that seemed to
- * say otherwise was taken with an unoptimized build; wire it (prefill and decode together: a
- * prompt's logits must equal token-by-token decoding's) once `tools/run bench compare` says. */
+/* The tiled kernel for a prompt and for one token alike: a row's bits do not depend on its
+ * tile, so a prompt's logits equal token-by-token decoding's and any chunking's. Its tiles (a
+ * kv head's queries in groups that share each K/V row read) go over the pool. */
 static sl_status h_attn(sl__dx *x, const float *q, const void *kc, const void *vc,
                         const sl_attn_params *p, const int32_t *h_pos, int64_t n, float *out,
                         sl_error *err)
 {
     dx_host *h = (dx_host *)x;
     DRAIN(h);
-    attn_job j = {.h = h, .q = q, .kc = kc, .vc = vc, .p = *p, .pos = h_pos, .out = out,
-                  .qd = (int64_t)p->n_head * p->head_dim};
-    j.p.n_pos = h_pos[n - 1] + 1;
+    attn_job j = {.h = h, .q = q, .kc = kc, .vc = vc, .p = *p, .pos = h_pos, .out = out, .n = n};
+    j.p.n_pos = 0;
+    for (int64_t t = 0; t < n; t++)
+        if (h_pos[t] + 1 > j.p.n_pos) j.p.n_pos = h_pos[t] + 1;
     sl_status st = sl_ref_attn_validate(&j.p, err);
     if (st) return st;
-    st = sl_cpu_pool_parallel_for(n > 1 ? h->pool : NULL, n, 1, attn_token, &j, err);
+    const int64_t tiles = sl_cpu_attn_prefill_tiles(&h->ops, &j.p, n);
+    st = sl_cpu_pool_parallel_for(tiles > 1 ? h->pool : NULL, tiles, 1, attn_tiles, &j, err);
     if (st) return st;
     if (j.st) return sl_error_set(err, j.st, "attention kernel failed");
     return SL_OK;
