@@ -51,9 +51,14 @@ static inline __attribute__((always_inline)) void pf_qk(float *st, const float *
     for (int32_t i = 0; i < nj; i++)
         for (int32_t u = 0; u < nv; u++) acc[i][u] = v_zero();
     const float *k0 = kb + (size_t)j0 * (size_t)Dp;
+    /* fully unrolled over keys and vectors, so that the accumulators stay in registers
+     * (clang left the 16-key loop rolled, with its sums in memory) */
     for (int32_t d = 0; d < D; d++) {
         sl_vf qv[SL_PF_NV];
         for (int32_t u = 0; u < nv; u++) qv[u] = v_ld(qt + (size_t)d * SL_PF_R + u * SL_VW);
+#if defined(__clang__)
+#pragma clang loop unroll(full)
+#endif
         for (int32_t i = 0; i < nj; i++) {
             const sl_vf b = v_set1(k0[(size_t)i * (size_t)Dp + (size_t)d]);
             for (int32_t u = 0; u < nv; u++) acc[i][u] = v_fma(b, qv[u], acc[i][u]);

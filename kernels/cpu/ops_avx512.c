@@ -345,7 +345,16 @@ static inline __attribute__((always_inline)) sl_vf v_softcap(sl_vf s, float cap,
 
 static inline __attribute__((always_inline)) void k_cvt_row(float *dst, const void *src, bool f16, int32_t n, int32_t np)
 {
-    for (int32_t d = 0; d < np; d += 16)
+    /* whole vectors first without masks: this runs twice per key in the tiled kernel */
+    int32_t d = 0;
+    if (f16)
+        for (; d + 16 <= n; d += 16)
+            _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256(
+                                          (const __m256i *)((const uint16_t *)src + d))));
+    else
+        for (; d + 16 <= n; d += 16)
+            _mm512_storeu_ps(dst + d, _mm512_loadu_ps((const float *)src + d));
+    for (; d < np; d += 16)
         _mm512_storeu_ps(dst + d, d >= n ? _mm512_setzero_ps()
                                   : f16  ? ld16_f16((const uint16_t *)src, d, n)
                                          : ld16((const float *)src, d, n));
