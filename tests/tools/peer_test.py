@@ -39,13 +39,15 @@ rec = json.load(open(os.environ["FAKE_RECORDED"]))
 pp = next(r for r in rec if r["n_prompt"] > 0 and r["n_gen"] == 0)
 tg = next(r for r in rec if r["n_gen"] > 0 and r["n_prompt"] == 0)
 p, n, t = int(opt("-p", "512")), int(opt("-n", "128")), int(opt("-t", "4"))
+d = int(opt("-d", "0"))
 reps = int(opt("-r", "5"))
 out = []
 for row, np_, ng, ts in ((pp, p, 0, 600.0), (tg, 0, n, 75.0)):
     if np_ == 0 and ng == 0:
         continue
     r = dict(row)
-    r.update(model_filename=opt("-m", ""), n_prompt=np_, n_gen=ng, avg_ts=ts, stddev_ts=0.0,
+    r.update(model_filename=opt("-m", ""), n_prompt=np_, n_gen=ng, n_depth=d, avg_ts=ts,
+             stddev_ts=0.0,
              n_threads=t + (1 if mode == "threads" else 0),
              samples_ts=[ts] * reps, samples_ns=[int(1e9 * max(np_, ng) / ts)] * reps)
     if mode == "nofield":
@@ -170,6 +172,18 @@ def main():
                x["llama_tps_median"] == (600.0 if x["n_prompt"] else 75.0) and
                abs(x["ratio_median"] - s[1] / x["llama_tps_median"]) < 1e-12)
     expect(ok, "each prompt size its own llama-bench samples; medians and their ratio")
+    # ---- -d: llama-bench -d D, and Sluice evaluates D tokens before each test ----
+    r = run("bench", "compare", "-m", model, "-p", "16", "-n", "8", "-d", "24", "-t", "1",
+            "-r", "2", "--json", env=env)
+    j = json.loads(r.stdout) if r.returncode == 0 else {}
+    rows = j.get("rows", [])
+    expect(r.returncode == 0 and [x["test"] for x in rows] == ["pp16 @ d24", "tg8 @ d24"] and
+           all(x["n_depth"] == 24 and len(x["sluice_samples"]) == 2 for x in rows),
+           f"-d 24: llama-bench's depth rows matched, Sluice's samples at depth 24 "
+           f"({r.stderr[-300:]})")
+    for bad in ("-1", "x", "2000000"):
+        r = run("bench", "compare", "-m", model, "-d", bad, env=env)
+        expect(r.returncode == 2 and "-d" in r.stderr, f"-d {bad}: exit 2 naming -d")
     for bad in ("16,16", "16,0", "1,2,3,4,5", ",", "16,x"):
         r = run("bench", "compare", "-m", model, "-p", bad, env=env)
         expect(r.returncode == 2 and "-p" in r.stderr, f"-p {bad}: exit 2 naming -p")

@@ -9,6 +9,8 @@
  *   ppP: the cache cleared, one eval of P tokens (BOS first when the model adds one, then
  *        pseudo-random ids), timed from the call to its return: P / time;
  *   tgN: the cache cleared, N one-token evals (BOS, then pseudo-random ids): N / total time;
+ *   "@ dD" (-d D): after the cache is cleared, D tokens (BOS first) are evaluated untimed
+ *        before the test (llama-bench's depth run), so the test reads a D-token cache;
  * each as mean ± sample stddev over the R samples (llama-bench's avg_ts / stddev_ts), through
  * the public API (runtime/sluice.h) with placement cpu and T threads; the prefill batch is
  * Sluice's default (512, llama-bench's default ubatch). Sluice warms up once before round 1
@@ -70,6 +72,8 @@ static void usage(FILE *f)
           "  -p, --n-prompt P[,P]   prompt tokens of the pp tests, up to 4 sizes (default 128;\n"
           "                         0: no pp test)\n"
           "  -n, --n-gen N          generated tokens of the tg test (default 64; 0: no tg test)\n"
+          "  -d, --n-depth D        tokens in the cache before each test, evaluated untimed as\n"
+          "                         llama-bench -d does (default 0; tests read \"pp512 @ d4096\")\n"
           "  -t, --threads N        threads of both sides (default: the online CPUs)\n"
           "  -r, --repetitions R    rounds (default 5, at most 64)\n"
           "  --json                 one JSON object on stdout instead of the table\n"
@@ -132,6 +136,7 @@ typedef struct test_row {
 typedef struct cmp {
     const char *model;
     int64_t p[MAX_PROMPTS], n, threads, reps;
+    int64_t depth;                /* -d: tokens in the cache before each test (untimed) */
     size_t n_p;                   /* prompt sizes in p (0: no pp test) */
     char bin[4096];
     sl_peer_bench_row peer;       /* the last llama-bench row (model type, size, backend) */
@@ -151,6 +156,18 @@ static double sluice_sample(cmp *x, const test_row *t)
 {
     sl_error err = {0};
     if (sl_ctx_rewind(x->c, 0, &err)) goto fail;
+    if (x->depth > 0) { /* llama-bench's depth run: a prompt of D tokens, untimed */
+        int32_t *tok = malloc((size_t)x->depth * sizeof *tok);
+        if (!tok) {
+            fprintf(stderr, "sluice %s: out of memory\n", k_cmd);
+            return -1;
+        }
+        for (int64_t i = 0; i < x->depth; i++)
+            tok[i] = i == 0 && x->adds_bos ? x->bos : (int32_t)next_id(&x->rng, x->n_vocab);
+        sl_status st = sl_ctx_eval(x->c, tok, (size_t)x->depth, &err);
+        free(tok);
+        if (st) goto fail;
+    }
     if (t->n_prompt > 0) {
         int32_t *tok = malloc((size_t)t->n_prompt * sizeof *tok);
         if (!tok) {
@@ -188,7 +205,7 @@ static int llama_round(cmp *x)
     for (size_t i = 0; i < (x->n_p ? x->n_p : 1); i++) {
         size_t k = 0;
         if (sl_peer_bench_run(x->bin, x->model, x->n_p ? x->p[i] : 0, i == 0 ? x->n : 0,
-                              x->threads, 1, rows + nr, 4, &k, &err)) {
+                              x->depth, x->threads, 1, rows + nr, 4, &k, &err)) {
             fprintf(stderr, "sluice %s: %s\n", k_cmd, err.msg);
             return 1;
         }
@@ -198,7 +215,7 @@ static int llama_round(cmp *x)
         test_row *tr = &x->t[i];
         size_t j = 0;
         while (j < nr && !(rows[j].n_prompt == tr->n_prompt && rows[j].n_gen == tr->n_gen &&
-                           rows[j].n_depth == 0))
+                           rows[j].n_depth == x->depth))
             j++;
         if (j == nr) {
             fprintf(stderr, "sluice %s: llama-bench printed no %s test\n", k_cmd, tr->name);
@@ -446,8 +463,9 @@ static void print_json(const cmp *x, const agree *g)
         stats(&t->sluice, &sm, &ss);
         printf("%s{\"test\":", i ? "," : "");
         sl_json_cstr(stdout, t->name);
-        printf(",\"n_prompt\":%" PRId64 ",\"n_gen\":%" PRId64 ",\"llama_tps\":", t->n_prompt,
-               t->n_gen);
+        printf(",\"n_prompt\":%" PRId64 ",\"n_gen\":%" PRId64 ",\"n_depth\":%" PRId64
+               ",\"llama_tps\":",
+               t->n_prompt, t->n_gen, x->depth);
         sl_json_f64(stdout, lm);
         printf(",\"llama_tps_stddev\":");
         sl_json_f64(stdout, ls);
@@ -560,6 +578,10 @@ int sl_bench_compare(int argc, char **argv)
         } else if (sl_cli_is(&a, "-n", "--n-gen")) {
             if (!(v = sl_cli_value(&a)) || sl_cli_parse_i64(k_cmd, a.flag, v, 0, 1 << 20, &x.n))
                 return 2;
+        } else if (sl_cli_is(&a, "-d", "--n-depth")) {
+            if (!(v = sl_cli_value(&a)) ||
+                sl_cli_parse_i64(k_cmd, a.flag, v, 0, 1 << 20, &x.depth))
+                return 2;
         } else if (sl_cli_is(&a, "-r", "--repetitions")) {
             if (!(v = sl_cli_value(&a)) ||
                 sl_cli_parse_i64(k_cmd, a.flag, v, 1, MAX_REPS, &x.reps))
@@ -618,13 +640,13 @@ int sl_bench_compare(int argc, char **argv)
     int64_t p_max = 0;
     for (size_t i = 0; i < x.n_p; i++) {
         x.t[x.n_tests] = (test_row){.n_prompt = x.p[i]};
-        sl_peer_test_name(x.p[i], 0, 0, x.t[x.n_tests].name, sizeof x.t[0].name);
+        sl_peer_test_name(x.p[i], 0, x.depth, x.t[x.n_tests].name, sizeof x.t[0].name);
         x.n_tests++;
         if (x.p[i] > p_max) p_max = x.p[i];
     }
     if (x.n) {
         x.t[x.n_tests] = (test_row){.n_gen = x.n};
-        sl_peer_test_name(0, x.n, 0, x.t[x.n_tests].name, sizeof x.t[0].name);
+        sl_peer_test_name(0, x.n, x.depth, x.t[x.n_tests].name, sizeof x.t[0].name);
         x.n_tests++;
     }
     if ((rc = sl_cli_model_open(&mf, k_cmd, &x.m))) goto done;
@@ -638,7 +660,7 @@ int sl_bench_compare(int argc, char **argv)
     x.n_params = info.n_params;
     sl_ctx_options co = sl_ctx_options_default();
     /* as llama-bench: room for the prompt and the generation, no more */
-    co.n_ctx = (int32_t)(p_max + x.n);
+    co.n_ctx = (int32_t)(p_max + x.n + x.depth);
     if ((rc = sl_cli_ctx_create(&mf, k_cmd, x.m, &co, &x.c))) goto done;
     rc = 1;
     for (size_t i = 0; i < x.n_tests; i++) /* warm-up: pages, pool threads, scratch */

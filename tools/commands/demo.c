@@ -201,8 +201,8 @@ static void llama_beside(const char *path, const gen_result *g, int64_t threads)
     }
     sl_peer_bench_row rows[4];
     size_t n = 0;
-    if (sl_peer_bench_run(bin, path, (int64_t)g->n_prompt, (int64_t)g->n_gen, threads, 3, rows, 4,
-                          &n, &err)) {
+    if (sl_peer_bench_run(bin, path, (int64_t)g->n_prompt, (int64_t)g->n_gen, 0, threads, 3,
+                          rows, 4, &n, &err)) {
         printf("   llama.cpp: llama-bench failed: %s\n", err.msg);
         return;
     }

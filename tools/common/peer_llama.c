@@ -59,17 +59,19 @@ sl_status sl_peer_bin_dir(char *dir, size_t cap, sl_error *err)
 }
 
 sl_status sl_peer_bench_run(const char *bin, const char *model, int64_t n_prompt, int64_t n_gen,
-                            int64_t threads, int64_t reps, sl_peer_bench_row *rows, size_t cap,
-                            size_t *n, sl_error *err)
+                            int64_t n_depth, int64_t threads, int64_t reps,
+                            sl_peer_bench_row *rows, size_t cap, size_t *n, sl_error *err)
 {
-    char exe[4200], p[32], g[32], t[32], r[32];
+    char exe[4200], p[32], g[32], d[32], t[32], r[32];
     snprintf(exe, sizeof exe, "%s/llama-bench", bin);
     snprintf(p, sizeof p, "%lld", (long long)n_prompt);
     snprintf(g, sizeof g, "%lld", (long long)n_gen);
+    snprintf(d, sizeof d, "%lld", (long long)n_depth);
     snprintf(t, sizeof t, "%lld", (long long)threads);
     snprintf(r, sizeof r, "%lld", (long long)reps);
     char *argv[] = {exe, "-m", (char *)model, "-p", p, "-n", g, "-t", t, "-r", r, "-o", "json",
-                    NULL};
+                    "-d", d, NULL};
+    if (n_depth <= 0) argv[13] = NULL; /* older llama-bench builds lack -d */
     sl_subproc_result res;
     *n = 0;
     sl_status st = sl_subproc_run(argv, NULL, &res, err);

@@ -39,11 +39,12 @@ sl_status sl_peer_bin_dir(char *dir, size_t cap, sl_error *err);
 sl_status sl_peer_bench_parse(const char *text, size_t len, sl_peer_bench_row *rows, size_t cap,
                               size_t *n, sl_error *err);
 
-/* Runs `BIN/llama-bench -m model -p P -n N -t T -r reps -o json` and parses its tests into rows
- * (at most cap). A non-zero exit is SL_ERR_IO with the tail of its standard error. */
+/* Runs `BIN/llama-bench -m model -p P -n N -d D -t T -r reps -o json` (no -d for depth 0) and
+ * parses its tests into rows (at most cap). A non-zero exit is SL_ERR_IO with the tail of its
+ * standard error. */
 sl_status sl_peer_bench_run(const char *bin, const char *model, int64_t n_prompt, int64_t n_gen,
-                            int64_t threads, int64_t reps, sl_peer_bench_row *rows, size_t cap,
-                            size_t *n, sl_error *err);
+                            int64_t n_depth, int64_t threads, int64_t reps,
+                            sl_peer_bench_row *rows, size_t cap, size_t *n, sl_error *err);
 
 /* "pp128", "tg64", "pp128+tg64", with " @ d512" for a depth: llama-bench's test name. */
 void sl_peer_test_name(int64_t n_prompt, int64_t n_gen, int64_t n_depth, char *buf, size_t cap);
