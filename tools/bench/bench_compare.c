@@ -151,36 +151,31 @@ typedef struct cmp {
     uint64_t weight_bytes, n_params;
 } cmp;
 
+/* One eval of n tokens as llama-bench's test_prompt: BOS first when the model adds one, then
+ * pseudo-random ids; *seconds its time. SL_ERR_NOMEM (message filled) without memory. */
+static sl_status eval_prompt(cmp *x, int64_t n, double *seconds, sl_error *err)
+{
+    int32_t *tok = malloc((size_t)n * sizeof *tok);
+    if (!tok) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (%" PRId64 " tokens)", n);
+    for (int64_t i = 0; i < n; i++)
+        tok[i] = i == 0 && x->adds_bos ? x->bos : (int32_t)next_id(&x->rng, x->n_vocab);
+    const double t0 = sl_cli_now_s();
+    sl_status st = sl_ctx_eval(x->c, tok, (size_t)n, err);
+    *seconds = sl_cli_now_s() - t0;
+    free(tok);
+    return st;
+}
+
 /* One Sluice sample of test t (tokens/s), or -1 after printing the error. */
 static double sluice_sample(cmp *x, const test_row *t)
 {
     sl_error err = {0};
+    double dt = 0;
     if (sl_ctx_rewind(x->c, 0, &err)) goto fail;
-    if (x->depth > 0) { /* llama-bench's depth run: a prompt of D tokens, untimed */
-        int32_t *tok = malloc((size_t)x->depth * sizeof *tok);
-        if (!tok) {
-            fprintf(stderr, "sluice %s: out of memory\n", k_cmd);
-            return -1;
-        }
-        for (int64_t i = 0; i < x->depth; i++)
-            tok[i] = i == 0 && x->adds_bos ? x->bos : (int32_t)next_id(&x->rng, x->n_vocab);
-        sl_status st = sl_ctx_eval(x->c, tok, (size_t)x->depth, &err);
-        free(tok);
-        if (st) goto fail;
-    }
+    /* llama-bench's depth run: D tokens, untimed */
+    if (x->depth > 0 && eval_prompt(x, x->depth, &dt, &err)) goto fail;
     if (t->n_prompt > 0) {
-        int32_t *tok = malloc((size_t)t->n_prompt * sizeof *tok);
-        if (!tok) {
-            fprintf(stderr, "sluice %s: out of memory\n", k_cmd);
-            return -1;
-        }
-        for (int64_t i = 0; i < t->n_prompt; i++)
-            tok[i] = i == 0 && x->adds_bos ? x->bos : (int32_t)next_id(&x->rng, x->n_vocab);
-        double t0 = sl_cli_now_s();
-        sl_status st = sl_ctx_eval(x->c, tok, (size_t)t->n_prompt, &err);
-        double dt = sl_cli_now_s() - t0;
-        free(tok);
-        if (st) goto fail;
+        if (eval_prompt(x, t->n_prompt, &dt, &err)) goto fail;
         return (double)t->n_prompt / dt;
     }
     int32_t tok = x->adds_bos ? x->bos : (int32_t)next_id(&x->rng, x->n_vocab);
