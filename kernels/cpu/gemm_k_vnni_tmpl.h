@@ -3,40 +3,52 @@
  * gemm_x86_tmpl.h, whose row unpack (gk_buf, gk_unpack_*) and 8-token kernel (gemm_k) it reuses.
  *
  * Why it is faster than gemm_k: activations are transposed into 16-token panels (one zmm holds
- * the same 4 elements of 16 tokens), and a broadcast 4-byte group of unsigned weight codes
- * meets them in one vpdpbusd, which multiplies and accumulates in int32 (no int16 stage, no
- * separate add). A micro-kernel holds 4 rows x 2 panels (32 tokens; 8 rows x 1 panel for a
- * group of at most 16) of sub-block sums in registers, so each activation load serves 4 rows
- * and each weight broadcast 2 panels; each sub-block's sums are scaled by one vpmulld into the
- * super-block's sums, the block-sum terms (Q4_K/Q5_K mins, Q6_K's -32) come from one vpdpwssd
- * per block-sum pair (Q6_K's 16-element scales make the vpmulld a third of its port-0 work:
- * llama.cpp's tiled VNNI kernel pays the same). A call's rows are unpacked once (GKV_UCAP; a
- * longer call once per token group), panels are built by register transposes once per token
- * group (once per 32 rows and chunk when a row is longer than GKV_PCH super-blocks), contiguous
- * output rows leave by 16x16 transposes and vector stores; a last group of at most 8 tokens
- * goes to gemm_k.
+ * the same 4 elements of 16 tokens), and a broadcast 4-byte group of weights meets them in one
+ * vpdpbusd, which multiplies and accumulates in int32 (no int16 stage, no separate add). A
+ * micro-kernel holds 4 rows x 2 panels (32 tokens; 8 rows x 1 panel for a group of at most 16)
+ * of sub-block sums in registers, so each activation load serves 4 rows and each weight
+ * broadcast 2 panels. Two kinds of scaling (port 0 runs vpdpbusd, vpdpwssd and vpmulld's two
+ * uops, so their count sets the speed):
+ * - GKV_MINS (Q4_K/Q5_K/Q4_K_R8): unsigned codes against signed x; each sub-block's sums are
+ *   scaled by one vpmulld, the mins term comes from one vpdpwssd per block-sum pair;
+ * - the offset kinds (Q6_K, IQ4_XS): signed weights against x + 128 (unsigned), the 128 sum_i w_i
+ *   of a row taken back once per row (gkv_prep's corr), not per token (no block-sum term); each
+ *   sub-block sum is split into int16 (s & 255, s >> 8) by one vpshufb (port 5) and scaled by one
+ *   vpdpwssd against (sc, 256 sc), which also accumulates. Q6_K ran ~10-20% faster than with
+ *   the vpmulld and the block-sum term (its 16-element scales make the scaling a fifth of its
+ *   port-0 work); Q4_K/Q5_K gained nothing from it.
+ * A call's rows are unpacked once (GKV_UCAP; a longer call once per token group), panels are
+ * built by register transposes once per token group (once per 32 rows and chunk when a row is
+ * longer than GKV_PCH super-blocks), contiguous output rows leave by 16x16 transposes and
+ * vector stores; GKV_NARROW says which few tokens go to gemm_k.
  *
- * Why the bits are the reference's: the integer super-block sums are exact (vpdpbusd sums
- * of at most 32 products of |q| <= 63 by |x| <= 128 and their scaled sums stay far below
- * 2^31), and the float term of every (row, token) is the reference's expression (term_k /
- * term_d of kernels/ref/matvec_impl.h), added to lane b % 8 in super-block order; the final
- * reduction is sl__mv_reduce8's, element-wise over 16 tokens. A group short of 16 tokens
- * repeats its last token in the spare slots and drops their results.
+ * Why the bits are the reference's: the integer super-block sums are exact (vpdpbusd sums of at
+ * most 32 products of |q| <= 63 by |x| <= 128, or |w| <= 128 by x + 128 <= 255; each sub-block
+ * sum below 2^23, so its int16 split is exact; the scaled sums stay below 2^31), and the float
+ * term of every (row, token) is the reference's expression (term_k / term_d of
+ * kernels/ref/matvec_impl.h), added to lane b % 8 in super-block order; the final reduction is
+ * sl__mv_reduce8's, element-wise over 16 tokens. A group short of 16 tokens repeats its last
+ * token in the spare slots and drops their results.
  *
  * Another super-block type with integer sub-block scales plugs in through gk_buf: an unpack
  * (beside gkv_unpack's cases) that writes unsigned codes q (value + offset), the scale of each
- * 16 elements in s16 and in bw the weights of the block sums, and a kind: an offset kind
- * subtracts offset * sum_s bw[s] bsum_s exactly and takes term_d. Q6_K is GKV_OFFSET (offset
- * 32 = << 5, 4 groups a scale); IQ4_XS is GKV_IQ4 (its int8 table values + 128, 1..241, its
- * signed scales twice per 32 in s16 and bw, offset 128 = << 7, 8 groups a scale): its sums stay
- * below 2^31 (8 sub-blocks x 32 x 241 x 128 x 32). */
+ * 16 elements in s16 (and for a mins kind, in bw the weights of the block sums), and a kind: an
+ * offset kind has gkv_prep subtract its offset from the codes and takes term_d. Q6_K is
+ * GKV_OFFSET (offset 32, 4 groups a scale); IQ4_XS is GKV_IQ4 (its int8 table values + 128,
+ * 1..241, its signed scales twice per 32 in s16, offset 128, 8 groups a scale). */
+
+_Static_assert(GK_PCH == 4, "gkv_prep reduces 4 super-blocks' sums at once");
 
 enum {
     GKV_V = 2,  /* 16-token panels per token group (and per micro-kernel at most) */
     GKV_R = 8,  /* rows per micro-kernel at most (4 with 2 panels) */
     GKV_SG = 32, /* rows whose float lanes live in memory at once (a multiple of 8: Q4_K_R8) */
-    /* a last group of at most this many tokens goes to gemm_k's 8-token panels (ymm, half the
-     * lanes): on 4 and 8 tokens they ran as fast or faster than a 16-token panel */
+    /* a call of at most this many tokens of Q4_K/Q5_K/IQ4_XS goes to gemm_k's 8-token panels
+     * (ymm, half the lanes), as does such a last group of a call whose rows are unpacked per
+     * token group: with the unpack they ran ~3% faster than a 16-token panel (gemm_bench,
+     * 768 x 1024, 2-8 tokens); Q6_K's 16-token panel ran 15% faster than gemm_k (its
+     * vpdpwssd scaling, gkv_prep), and a last group of a call unpacked once costs a panel
+     * without an unpack */
     GKV_NARROW = 8,
     GKV_PCH = 8, /* super-blocks per panel chunk (2048 elements: qwen3moe's expert down rows) */
     /* unpacked row chunks (gk_buf, GK_PCH super-blocks each) a call keeps: 64 rows of 8
@@ -45,8 +57,8 @@ enum {
 };
 
 /* 16 tokens' Q8_K super-blocks [b0, b0 + GKV_PCH): q[i][g] holds bytes 4g..4g+3 of the tokens'
- * super-block b0 + i, token k at bytes 4k..4k+3; bs[i][j] their block sums 2j, 2j+1 (int16
- * pairs); d their scales. */
+ * super-block b0 + i plus 128 (unsigned), token k at bytes 4k..4k+3; bs[i][j] their block sums
+ * 2j, 2j+1 (int16 pairs); d their scales. */
 typedef struct gkv_panel {
     _Alignas(64) int8_t q[GKV_PCH][64][64];
     _Alignas(64) int32_t bs[GKV_PCH][8][16];
@@ -85,10 +97,12 @@ static inline void SL_MV_SUFFIX(gkv_transpose16)(const __m512i r[16], __m512i o[
 /* Tokens t0..t0+15 (past n_tok: the last token again), super-blocks [b0, b1). off: the
  * tokens' row offsets from token t0 (gkv_offsets); x0: token t0's row. */
 static void SL_MV_SUFFIX(gkv_panel_build)(const char *x0, __m512i off, int64_t b0, int64_t b1,
-                                          gkv_panel *p)
+                                          bool plus128, gkv_panel *p)
 {
     int32_t o32[16];
     _mm512_storeu_si512(o32, off);
+    /* x + 128 (the offset kinds): vpdpbusd's unsigned side */
+    const __m512i x80 = _mm512_set1_epi8(plus128 ? (char)0x80 : 0);
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0, sb = b * (int64_t)sizeof(sl_block_q8_K);
         for (int c = 0; c < 4; c++) { /* elements 64c..64c+63: groups 16c..16c+15 */
@@ -96,7 +110,8 @@ static void SL_MV_SUFFIX(gkv_panel_build)(const char *x0, __m512i off, int64_t b
             for (int k = 0; k < 16; k++)
                 r[k] = _mm512_loadu_si512(x0 + o32[k] + sb + 4 + 64 * c);
             SL_MV_SUFFIX(gkv_transpose16)(r, o);
-            for (int g = 0; g < 16; g++) _mm512_store_si512(p->q[i][16 * c + g], o[g]);
+            for (int g = 0; g < 16; g++)
+                _mm512_store_si512(p->q[i][16 * c + g], _mm512_xor_si512(o[g], x80));
         }
         for (int j = 0; j < 8; j++)
             _mm512_store_si512(p->bs[i][j],
@@ -122,6 +137,19 @@ typedef float gkv_lanes[GKV_V][8][16];
  * offset kinds take the reference's term_d. */
 enum { GKV_MINS, GKV_OFFSET, GKV_IQ4, GKV_KINDS };
 
+static inline int SL_MV_SUFFIX(gkv_kind)(uint32_t type)
+{
+    return type == SL_GGML_Q6_K ? GKV_OFFSET : type == SL_GGML_IQ4_XS ? GKV_IQ4 : GKV_MINS;
+}
+
+/* every loop of the micro-kernel unrolled: clang left some rolled (their arrays then lived on
+ * the stack) */
+#if defined(__clang__)
+#define GKV_UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define GKV_UNROLL
+#endif
+
 /* One super-block of R unpacked rows u[] (their super-block ui) against V panels (their
  * super-block pi), its float terms added to lane l of lt[r][v]; first: the lane's first term,
  * stored as 0 + t (no zeroed lanes to read; + 0 turns -0 into the reference's +0). */
@@ -130,52 +158,79 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
     int64_t ui, int64_t pi, int l, bool first, gkv_lanes *lt)
 {
     const int G = KIND == GKV_OFFSET ? 4 : 8; /* 4-byte groups per sub-block */
+    /* a sub-block sum s as the int16 pair (s & 255, s >> 8): byte 0 and bytes 1-2 of each
+     * dword (|s| < 2^23, gkv_prep) */
+    const __m512i split = _mm512_set4_epi32(0x0E0D800C, 0x0A098008, 0x06058004, 0x02018000);
     __m512i acc[GKV_R][GKV_V], vm[GKV_R][GKV_V];
-    for (int r = 0; r < R; r++)
-        for (int v = 0; v < V; v++) acc[r][v] = vm[r][v] = _mm512_setzero_si512();
+    GKV_UNROLL
+    for (int r = 0; r < R; r++) {
+        const __m512i c =
+            KIND == GKV_MINS ? _mm512_setzero_si512() : _mm512_set1_epi32(u[r]->corr[ui]);
+        GKV_UNROLL
+        for (int v = 0; v < V; v++) {
+            acc[r][v] = c;
+            vm[r][v] = _mm512_setzero_si512();
+        }
+    }
     for (int j = 0; j < 64 / G; j++) {
         __m512i s[GKV_R][GKV_V];
+        GKV_UNROLL
         for (int r = 0; r < R; r++)
+            GKV_UNROLL
             for (int v = 0; v < V; v++) s[r][v] = _mm512_setzero_si512();
-#if defined(__clang__)
-#pragma clang loop unroll(full)
-#endif
+        GKV_UNROLL
         for (int g = j * G; g < j * G + G; g++) {
             __m512i x[GKV_V];
+            GKV_UNROLL
             for (int v = 0; v < V; v++) x[v] = _mm512_load_si512(p[v].q[pi][g]);
+            GKV_UNROLL
             for (int r = 0; r < R; r++) {
                 int32_t w4;
                 memcpy(&w4, u[r]->q[ui] + 4 * g, 4);
                 const __m512i wv = _mm512_set1_epi32(w4);
-                for (int v = 0; v < V; v++) s[r][v] = _mm512_dpbusd_epi32(s[r][v], wv, x[v]);
+                GKV_UNROLL
+                for (int v = 0; v < V; v++)
+                    s[r][v] = KIND == GKV_MINS ? _mm512_dpbusd_epi32(s[r][v], wv, x[v])
+                                               : _mm512_dpbusd_epi32(s[r][v], x[v], wv);
             }
         }
+        GKV_UNROLL
         for (int r = 0; r < R; r++) {
-            const __m512i sc = _mm512_set1_epi32(u[r]->s16[ui][j * G / 4]);
+            /* the offset kinds: (s & 255) sc + (s >> 8) 256 sc, one vpdpwssd in place of a
+             * vpmulld (two port-0 uops) and an add; Q4_K/Q5_K: no gain measured */
+            const __m512i sp = _mm512_set1_epi32(KIND == GKV_MINS ? u[r]->s16[ui][j * G / 4]
+                                                                  : u[r]->sp[ui][j * G / 4]);
+            GKV_UNROLL
             for (int v = 0; v < V; v++)
-                acc[r][v] = _mm512_add_epi32(acc[r][v], _mm512_mullo_epi32(s[r][v], sc));
+                acc[r][v] = KIND == GKV_MINS
+                                ? _mm512_add_epi32(acc[r][v], _mm512_mullo_epi32(s[r][v], sp))
+                                : _mm512_dpwssd_epi32(acc[r][v],
+                                                      _mm512_shuffle_epi8(s[r][v], split), sp);
         }
     }
-    for (int j = 0; j < 8; j++) {
+    for (int j = 0; KIND == GKV_MINS && j < 8; j++) {
         __m512i bs[GKV_V];
+        GKV_UNROLL
         for (int v = 0; v < V; v++) bs[v] = _mm512_load_si512(p[v].bs[pi][j]);
+        GKV_UNROLL
         for (int r = 0; r < R; r++) {
             int32_t w2;
             memcpy(&w2, &u[r]->bw[ui][2 * j], 4);
             const __m512i bw = _mm512_set1_epi32(w2);
+            GKV_UNROLL
             for (int v = 0; v < V; v++) vm[r][v] = _mm512_dpwssd_epi32(vm[r][v], bs[v], bw);
         }
     }
     /* the reference's term_k (Q4_K/Q5_K) or term_d (Q6_K), element-wise */
+    GKV_UNROLL
     for (int r = 0; r < R; r++) {
         const __m512 dw = _mm512_set1_ps(u[r]->d[ui]), mw = _mm512_set1_ps(u[r]->dmin[ui]);
+        GKV_UNROLL
         for (int v = 0; v < V; v++) {
             const __m512 dx = _mm512_load_ps(p[v].d[pi]);
             __m512 t;
             if (KIND != GKV_MINS) {
-                const __m512i q = _mm512_sub_epi32(
-                    acc[r][v], _mm512_slli_epi32(vm[r][v], KIND == GKV_IQ4 ? 7 : 5));
-                t = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_mul_ps(dw, dx));
+                t = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), _mm512_mul_ps(dw, dx));
             } else {
                 const __m512 a =
                     _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), _mm512_mul_ps(dw, dx));
@@ -227,8 +282,60 @@ static const gkv_micro_fn SL_MV_SUFFIX(gkv_micros)[GKV_KINDS][GKV_V][GKV_R] = {
 #undef GKV_ROW
 #undef GKV_F
 
-/* Unpacks super-blocks [c0, c1) of the nr rows from call row row0 into ub, pointing ur[m] at
- * row m's. */
+/* An unpacked super-block in the kernel's form: q signed (Q6_K's value, IQ4_XS's table value,
+ * Q4_K/Q5_K's [0, 31] as they are), against x + 128: sum_j sc_j sum_i q_i (x_i + 128) is the
+ * reference's sum_j sc_j sum_i q_i x_i plus 128 sum_j sc_j sum_i q_i, which corr takes back.
+ * Each sub-block sum stays below 2^23 (16 x 32 x 255 for Q6_K, 32 x 31 x 255 for Q4_K/Q5_K,
+ * 32 x 127 x 255 for IQ4_XS), so gkv_micro's int16 split of it is exact. */
+static inline void SL_MV_SUFFIX(gkv_prep)(int kind, gk_buf *u, int64_t n)
+{
+    /* the unpacked q are codes c = q + bias (unsigned): sum_i q_i sc_i is
+     * sum_i c_i sc_i - 16 bias sum_j sc_j, the first by vpdpbusd against the scales as bytes */
+    const int sh = kind == GKV_OFFSET ? 9 : kind == GKV_IQ4 ? 11 : 0; /* 16 bias = 2^sh */
+    const __m512i bias = _mm512_set1_epi8(kind == GKV_OFFSET ? 32 : kind == GKV_IQ4 ? -128 : 0);
+    /* chunk c's 128-bit lane L: elements 64c + 16L.., all under scale 4c + L */
+    const __m512i lane = _mm512_set_epi32(0x03030303, 0x03030303, 0x03030303, 0x03030303,
+                                          0x02020202, 0x02020202, 0x02020202, 0x02020202,
+                                          0x01010101, 0x01010101, 0x01010101, 0x01010101, 0, 0,
+                                          0, 0);
+    __m512i cv[GK_PCH];
+    for (int64_t i = n; i < GK_PCH; i++) cv[i] = _mm512_setzero_si512();
+    for (int64_t i = 0; i < n; i++) {
+        const __m256i s16 = _mm256_loadu_si256((const __m256i *)u->s16[i]);
+        const __m512i sc = _mm512_cvtepi16_epi32(s16);
+        const __m512i scb = _mm512_broadcast_i32x4(_mm256_cvtepi16_epi8(s16));
+        __m512i cs = sh ? _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sc, sh))
+                        : _mm512_setzero_si512();
+        for (int c = 0; c < 4; c++) {
+            const __m512i q = _mm512_load_si512(u->q[i] + 64 * c);
+            const __m512i ix = _mm512_add_epi8(lane, _mm512_set1_epi8((char)(4 * c)));
+            cs = _mm512_dpbusd_epi32(cs, q, _mm512_shuffle_epi8(scb, ix));
+            _mm512_store_si512(u->q[i] + 64 * c, _mm512_sub_epi8(q, bias));
+        }
+        cv[i] = cs;
+        /* (sc, 256 sc) as int16: sc's low half, and sc << 24 (256 sc in the high half) */
+        _mm512_storeu_si512(u->sp[i],
+                            _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF)),
+                                            _mm512_slli_epi32(sc, 24)));
+    }
+    /* the GK_PCH sums at once (a reduction each cost more than the rest of the unpack) */
+    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(cv[0], cv[1]),
+                                        _mm512_unpackhi_epi32(cv[0], cv[1]));
+    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(cv[2], cv[3]),
+                                        _mm512_unpackhi_epi32(cv[2], cv[3]));
+    /* 128-bit lane L: the partial sums of super-blocks 0..3 */
+    const __m512i t2 =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    const __m256i t3 = _mm256_add_epi32(_mm512_castsi512_si256(t2),
+                                        _mm512_extracti64x4_epi64(t2, 1));
+    const __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(t3), _mm256_extracti128_si256(t3, 1));
+    int32_t r4[4];
+    _mm_storeu_si128((__m128i *)r4, _mm_mullo_epi32(t4, _mm_set1_epi32(-128)));
+    for (int64_t i = 0; i < n; i++) u->corr[i] = r4[i];
+}
+
+/* Unpacks super-blocks [c0, c1) of the nr rows from call row row0 into ub (gkv_prep's form),
+ * pointing ur[m] at row m's. */
 static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm_rows *a,
                                            int64_t row0, int nr, int64_t c0, int64_t c1,
                                            gk_buf ub[8], const gk_buf *ur[GKV_R])
@@ -257,11 +364,15 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
         }
         ur[m] = &ub[m];
     }
+    /* after all the rows: a row's fresh stores read back at once stalled on store forwarding */
+    const int kind = SL_MV_SUFFIX(gkv_kind)(ty);
+    for (int m = 0; m < nr && kind != GKV_MINS; m++)
+        SL_MV_SUFFIX(gkv_prep)(kind, &ub[m], c1 - c0);
 }
 
-/* Tokens in groups of 16 * GKV_V (a last group of at most 16 takes one panel, one of at most
- * GKV_NARROW gemm_k), rows in groups of GKV_SG whose lanes live in memory, micro-kernels of
- * GKV_R rows (GKV_R / 2 with two panels) within them. */
+/* Tokens in groups of 16 * GKV_V (a last group of at most 16 takes one panel; GKV_NARROW
+ * says when gemm_k takes a call or its last group), rows in groups of GKV_SG whose lanes live
+ * in memory, micro-kernels of GKV_R rows (GKV_R / 2 with two panels) within them. */
 static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
                                   int64_t i1)
 {
@@ -270,9 +381,11 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
         SL_MV_SUFFIX(gemm_k)(t, a, i0, i1);
         return;
     }
-    const int kind = t->type == SL_GGML_Q6_K     ? GKV_OFFSET
-                     : t->type == SL_GGML_IQ4_XS ? GKV_IQ4
-                                                 : GKV_MINS;
+    const int kind = SL_MV_SUFFIX(gkv_kind)(t->type);
+    if (a->n_tok <= GKV_NARROW && kind != GKV_OFFSET) {
+        SL_MV_SUFFIX(gemm_k)(t, a, i0, i1);
+        return;
+    }
     const bool one_chunk = a->nb <= GKV_PCH;
     const int nl = a->nb < 8 ? (int)a->nb : 8; /* lanes in use */
     gkv_panel p[GKV_V];
@@ -281,7 +394,7 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
     /* the call's rows unpacked once (chunk c of row i0 + m at uc[c * nrow + m]) when they fit,
      * else each row group's super-block once per token group */
     const int64_t nrow = i1 - i0, nch = (a->nb + GK_PCH - 1) / GK_PCH;
-    const bool once = a->n_tok > GKV_NARROW && nrow * nch <= GKV_UCAP;
+    const bool once = nrow * nch <= GKV_UCAP;
     gk_buf uc[GKV_UCAP];
     for (int64_t c = 0; once && c < nch; c++) {
         const int64_t c0 = c * GK_PCH, c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
@@ -294,7 +407,7 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
     }
     for (int64_t t0 = 0; t0 < a->n_tok;) {
         const int64_t left = a->n_tok - t0;
-        if (left <= GKV_NARROW) { /* the 8-token kernel: a 16-token panel would be half empty */
+        if (left <= GKV_NARROW && !once && kind != GKV_OFFSET) { /* the 8-token kernel */
             sl__gemm_rows b = *a;
             b.xq += (size_t)t0 * a->arb;
             b.y += t0 * a->y_stride;
@@ -310,14 +423,16 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
         for (int v = 0; v < nv; v++) {
             x0[v] = a->xq + (size_t)(t0 + 16 * v) * a->arb;
             off[v] = SL_MV_SUFFIX(gkv_offsets)(t0 + 16 * v, a->n_tok, a->arb);
-            if (one_chunk) SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], 0, a->nb, &p[v]);
+            if (one_chunk)
+                SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], 0, a->nb, kind != GKV_MINS, &p[v]);
         }
         for (int64_t s0 = i0; s0 < i1; s0 += GKV_SG) {
             const int64_t ns = i1 - s0 < GKV_SG ? i1 - s0 : GKV_SG;
             for (int64_t c0 = 0; c0 < a->nb; c0 += GKV_PCH) {
                 const int64_t c1 = a->nb - c0 < GKV_PCH ? a->nb : c0 + GKV_PCH;
                 for (int v = 0; !one_chunk && v < nv; v++)
-                    SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, &p[v]);
+                    SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, kind != GKV_MINS,
+                                                  &p[v]);
                 /* super-block by super-block: the panels' one super-block (8 KiB) and the
                  * rows' stay in L1 while every row group meets them */
                 for (int64_t b = c0; b < c1; b++)
