@@ -12,12 +12,13 @@
  * - GKV_MINS (Q4_K/Q5_K/Q4_K_R8): unsigned codes against signed x; each sub-block's sums are
  *   scaled by one vpmulld, the mins term comes from one vpdpwssd per block-sum pair;
  * - the offset kinds (Q6_K, IQ4_XS): signed weights against x + 128 (unsigned), the 128 sum_i w_i
- *   of a row taken back once per row (gkv_prep's corr), not per token (no block-sum term); each
- *   sub-block sum is split into int16 (s & 255, s >> 8) by one vpshufb (port 5) and scaled by one
- *   vpdpwssd against (sc, 256 sc), which also accumulates. Q6_K ran ~10-20% faster than with
- *   the vpmulld and the block-sum term (its 16-element scales make the scaling a fifth of its
- *   port-0 work); Q4_K/Q5_K gained nothing from it.
- * A call's rows are unpacked once (GKV_UCAP; a longer call once per token group), panels are
+ *   of a row taken back once per row (gkv_unpack_q6's corr), not per token (no block-sum term);
+ *   each sub-block sum is split into int16 (s & 255, s >> 8) by one vpshufb (port 5) and
+ *   scaled by one vpdpwssd against (sc, 256 sc), which also accumulates. Q6_K ran ~10-20%
+ *   faster than with the vpmulld and the block-sum term (its 16-element scales make the
+ *   scaling a fifth of its port-0 work); Q4_K/Q5_K gained nothing from it.
+ * A call's rows are unpacked once (GKV_UCAP; gemm_kv splits a longer call into blocks of rows
+ * that fit; rows longer than 16 super-blocks once per token group), panels are
  * built by register transposes once per token group (once per 32 rows and chunk when a row is
  * longer than GKV_PCH super-blocks), contiguous output rows leave by 16x16 transposes and
  * vector stores; GKV_NARROW says which few tokens go to gemm_k.
@@ -30,14 +31,13 @@
  * sl__mv_reduce8's, element-wise over 16 tokens. A group short of 16 tokens repeats its last
  * token in the spare slots and drops their results.
  *
- * Another super-block type with integer sub-block scales plugs in through gk_buf: an unpack
- * (beside gkv_unpack's cases) that writes unsigned codes q (value + offset), the scale of each
- * 16 elements in s16 (and for a mins kind, in bw the weights of the block sums), and a kind: an
- * offset kind has gkv_prep subtract its offset from the codes and takes term_d. Q6_K is
- * GKV_OFFSET (offset 32, 4 groups a scale); IQ4_XS is GKV_IQ4 (its int8 table values + 128,
- * 1..241, its signed scales twice per 32 in s16, offset 128, 8 groups a scale). */
+ * Another super-block type with integer sub-block scales plugs in through gk_buf and a kind:
+ * a mins kind's unpack (gk_unpack_*: unsigned codes q, the scale of each 16 elements in s16, in
+ * bw the weights of the block sums) takes term_k; an offset kind's (gkv_unpack_q6's form:
+ * signed values, sp, corr) takes term_d. Q6_K is GKV_OFFSET (4 groups a scale); IQ4_XS is
+ * GKV_IQ4 (its int8 table values, its signed scales per 32, 8 groups a scale). */
 
-_Static_assert(GK_PCH == 4, "gkv_prep reduces 4 super-blocks' sums at once");
+_Static_assert(GK_PCH == 4, "gkv_corr reduces 4 super-blocks' sums at once");
 
 enum {
     GKV_V = 2,  /* 16-token panels per token group (and per micro-kernel at most) */
@@ -47,7 +47,7 @@ enum {
      * (ymm, half the lanes), as does such a last group of a call whose rows are unpacked per
      * token group: with the unpack they ran ~3% faster than a 16-token panel (gemm_bench,
      * 768 x 1024, 2-8 tokens); Q6_K's 16-token panel ran 15% faster than gemm_k (its
-     * vpdpwssd scaling, gkv_prep), and a last group of a call unpacked once costs a panel
+     * vpdpwssd scaling, gkv_unpack_q6), and a last group of a call unpacked once costs a panel
      * without an unpack */
     GKV_NARROW = 8,
     GKV_PCH = 8, /* super-blocks per panel chunk (2048 elements: qwen3moe's expert down rows) */
@@ -159,7 +159,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
 {
     const int G = KIND == GKV_OFFSET ? 4 : 8; /* 4-byte groups per sub-block */
     /* a sub-block sum s as the int16 pair (s & 255, s >> 8): byte 0 and bytes 1-2 of each
-     * dword (|s| < 2^23, gkv_prep) */
+     * dword (|s| < 2^23, gkv_unpack_q6) */
     const __m512i split = _mm512_set4_epi32(0x0E0D800C, 0x0A098008, 0x06058004, 0x02018000);
     __m512i acc[GKV_R][GKV_V], vm[GKV_R][GKV_V];
     GKV_UNROLL
@@ -282,59 +282,116 @@ static const gkv_micro_fn SL_MV_SUFFIX(gkv_micros)[GKV_KINDS][GKV_V][GKV_R] = {
 #undef GKV_ROW
 #undef GKV_F
 
-/* An unpacked super-block in the kernel's form: q signed (Q6_K's value, IQ4_XS's table value,
- * Q4_K/Q5_K's [0, 31] as they are), against x + 128: sum_j sc_j sum_i q_i (x_i + 128) is the
- * reference's sum_j sc_j sum_i q_i x_i plus 128 sum_j sc_j sum_i q_i, which corr takes back.
- * Each sub-block sum stays below 2^23 (16 x 32 x 255 for Q6_K, 32 x 31 x 255 for Q4_K/Q5_K,
- * 32 x 127 x 255 for IQ4_XS), so gkv_micro's int16 split of it is exact. */
-static inline void SL_MV_SUFFIX(gkv_prep)(int kind, gk_buf *u, int64_t n)
+/* The offset kinds' unpack (Q6_K, IQ4_XS), one row's super-blocks [b0, b1): q signed (Q6_K's
+ * value, IQ4_XS's table value) against x + 128: sum_j sc_j sum_i q_i (x_i + 128) is the
+ * reference's sum_j sc_j sum_i q_i x_i plus 128 sum_j sc_j sum_i q_i, which corr takes back;
+ * sp holds each 16 elements' scale as the int16 pair (sc, 256 sc). Each sub-block sum stays
+ * below 2^23 (16 x 32 x 255 for Q6_K, 32 x 127 x 255 for IQ4_XS), so gkv_micro's int16 split
+ * of it is exact. sum_i q_i sc_i is formed from the unsigned codes c = q + bias that the
+ * unpack has in registers: sum_i c_i sc_i (vpdpbusd against the scales as bytes) less
+ * 16 bias sum_j sc_j. */
+/* Stores the 32 values q of elements 32k.. of super-block i, their codes' c sc into *cs; e8:
+ * the 16 scales as bytes in both 128-bit lanes (entry e: elements 16e..16e+15). */
+static inline void SL_MV_SUFFIX(gkv_put32)(gk_buf *u, int64_t i, int k, __m256i c, __m256i q,
+                                           __m256i e8, __m256i *cs)
 {
-    /* the unpacked q are codes c = q + bias (unsigned): sum_i q_i sc_i is
-     * sum_i c_i sc_i - 16 bias sum_j sc_j, the first by vpdpbusd against the scales as bytes */
-    const int sh = kind == GKV_OFFSET ? 9 : kind == GKV_IQ4 ? 11 : 0; /* 16 bias = 2^sh */
-    const __m512i bias = _mm512_set1_epi8(kind == GKV_OFFSET ? 32 : kind == GKV_IQ4 ? -128 : 0);
-    /* chunk c's 128-bit lane L: elements 64c + 16L.., all under scale 4c + L */
-    const __m512i lane = _mm512_set_epi32(0x03030303, 0x03030303, 0x03030303, 0x03030303,
-                                          0x02020202, 0x02020202, 0x02020202, 0x02020202,
-                                          0x01010101, 0x01010101, 0x01010101, 0x01010101, 0, 0,
-                                          0, 0);
-    __m512i cv[GK_PCH];
-    for (int64_t i = n; i < GK_PCH; i++) cv[i] = _mm512_setzero_si512();
-    for (int64_t i = 0; i < n; i++) {
-        const __m256i s16 = _mm256_loadu_si256((const __m256i *)u->s16[i]);
-        const __m512i sc = _mm512_cvtepi16_epi32(s16);
-        const __m512i scb = _mm512_broadcast_i32x4(_mm256_cvtepi16_epi8(s16));
-        __m512i cs = sh ? _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sc, sh))
-                        : _mm512_setzero_si512();
-        for (int c = 0; c < 4; c++) {
-            const __m512i q = _mm512_load_si512(u->q[i] + 64 * c);
-            const __m512i ix = _mm512_add_epi8(lane, _mm512_set1_epi8((char)(4 * c)));
-            cs = _mm512_dpbusd_epi32(cs, q, _mm512_shuffle_epi8(scb, ix));
-            _mm512_store_si512(u->q[i] + 64 * c, _mm512_sub_epi8(q, bias));
-        }
-        cv[i] = cs;
-        /* (sc, 256 sc) as int16: sc's low half, and sc << 24 (256 sc in the high half) */
-        _mm512_storeu_si512(u->sp[i],
-                            _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF)),
-                                            _mm512_slli_epi32(sc, 24)));
-    }
-    /* the GK_PCH sums at once (a reduction each cost more than the rest of the unpack) */
-    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(cv[0], cv[1]),
-                                        _mm512_unpackhi_epi32(cv[0], cv[1]));
-    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(cv[2], cv[3]),
-                                        _mm512_unpackhi_epi32(cv[2], cv[3]));
+    /* low lane: scale 2k, high lane: 2k + 1 */
+    const __m256i ix =
+        _mm256_set_m128i(_mm_set1_epi8((char)(2 * k + 1)), _mm_set1_epi8((char)(2 * k)));
+    *cs = _mm256_dpbusd_epi32(*cs, c, _mm256_shuffle_epi8(e8, ix));
+    _mm256_store_si256((__m256i *)(u->q[i] + 32 * k), q);
+}
+
+/* Super-block i's scales (16 int8 entries in x16) into sp, and the start of its sums */
+static inline __m256i SL_MV_SUFFIX(gkv_scales)(gk_buf *u, int64_t i, __m128i x16, int sh)
+{
+    const __m512i sc = _mm512_cvtepi8_epi32(x16);
+    /* (sc, 256 sc) as int16: sc's low half, and sc << 24 (256 sc in the high half) */
+    _mm512_storeu_si512(u->sp[i],
+                        _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF)),
+                                        _mm512_slli_epi32(sc, 24)));
+    /* - 16 bias sc_j (16 bias = 2^sh), folded to 8 lanes */
+    const __m512i m = _mm512_slli_epi32(sc, sh);
+    return _mm256_sub_epi32(_mm256_setzero_si256(),
+                            _mm256_add_epi32(_mm512_castsi512_si256(m),
+                                             _mm512_extracti64x4_epi64(m, 1)));
+}
+
+/* corr of the n super-blocks from their 8-lane sums (all at once: a reduction each cost more
+ * than the rest of the unpack) */
+static inline void SL_MV_SUFFIX(gkv_corr)(gk_buf *u, int64_t n, const __m256i cs[GK_PCH])
+{
+    __m256i v[GK_PCH];
+    for (int i = 0; i < GK_PCH; i++) v[i] = i < n ? cs[i] : _mm256_setzero_si256();
+    const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(v[0], v[1]),
+                                        _mm256_unpackhi_epi32(v[0], v[1]));
+    const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2], v[3]),
+                                        _mm256_unpackhi_epi32(v[2], v[3]));
     /* 128-bit lane L: the partial sums of super-blocks 0..3 */
-    const __m512i t2 =
-        _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
-    const __m256i t3 = _mm256_add_epi32(_mm512_castsi512_si256(t2),
-                                        _mm512_extracti64x4_epi64(t2, 1));
-    const __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(t3), _mm256_extracti128_si256(t3, 1));
+    const __m256i t2 =
+        _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+    const __m128i t3 = _mm_add_epi32(_mm256_castsi256_si128(t2), _mm256_extracti128_si256(t2, 1));
     int32_t r4[4];
-    _mm_storeu_si128((__m128i *)r4, _mm_mullo_epi32(t4, _mm_set1_epi32(-128)));
+    _mm_storeu_si128((__m128i *)r4, _mm_mullo_epi32(t3, _mm_set1_epi32(-128)));
     for (int64_t i = 0; i < n; i++) u->corr[i] = r4[i];
 }
 
-/* Unpacks super-blocks [c0, c1) of the nr rows from call row row0 into ub (gkv_prep's form),
+static void SL_MV_SUFFIX(gkv_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
+{
+    __m256i cs[GK_PCH];
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        const sl_block_q6_K *wp =
+            (const sl_block_q6_K *)(w + b * (int64_t)sizeof(sl_block_q6_K));
+        const __m128i x16 = _mm_loadu_si128((const __m128i *)wp->scales);
+        const __m256i e8 = _mm256_broadcastsi128_si256(x16);
+        cs[i] = SL_MV_SUFFIX(gkv_scales)(u, i, x16, 9);
+        __m256i c2[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int n = 0; n < 2; n++) {
+            __m256i q[4];
+            SL_MV_SUFFIX(q6_half)(wp, n, q);
+            /* two chains of vpdpbusd, not one of 8 */
+            for (int g = 0; g < 4; g++)
+                SL_MV_SUFFIX(gkv_put32)(u, i, 4 * n + g, q[g],
+                                        _mm256_sub_epi8(q[g], _mm256_set1_epi8(32)), e8,
+                                        &c2[g & 1]);
+        }
+        cs[i] = _mm256_add_epi32(cs[i], _mm256_add_epi32(c2[0], c2[1]));
+        uint16_t d;
+        memcpy(&d, &wp->d, 2);
+        u->d[i] = _cvtsh_ss(d);
+        u->dmin[i] = 0.0f;
+    }
+    SL_MV_SUFFIX(gkv_corr)(u, b1 - b0, cs);
+}
+
+static void SL_MV_SUFFIX(gkv_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
+{
+    __m256i cs[GK_PCH];
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        const char *p = w + b * (int64_t)sizeof(sl_block_iq4_xs);
+        /* the 8 per-32 scales (int16) as bytes, each twice: entry e = scale e / 2 */
+        const __m128i s8 = _mm_packs_epi16(
+            _mm256_castsi256_si128(SL_MV_SUFFIX(iq4xs_scales)(p)), _mm_setzero_si128());
+        const __m128i x16 = _mm_unpacklo_epi8(s8, s8);
+        const __m256i e8 = _mm256_broadcastsi128_si256(x16);
+        cs[i] = SL_MV_SUFFIX(gkv_scales)(u, i, x16, 11);
+        __m256i c2[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int j = 0; j < 8; j++) {
+            const __m256i v = SL_MV_SUFFIX(iq4_values)((const uint8_t *)p + 8 + 16 * j);
+            SL_MV_SUFFIX(gkv_put32)(u, i, j, _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)), v,
+                                    e8, &c2[j & 1]);
+        }
+        cs[i] = _mm256_add_epi32(cs[i], _mm256_add_epi32(c2[0], c2[1]));
+        u->d[i] = SL_MV_SUFFIX(g_half)(p);
+        u->dmin[i] = 0.0f;
+    }
+    SL_MV_SUFFIX(gkv_corr)(u, b1 - b0, cs);
+}
+
+/* Unpacks super-blocks [c0, c1) of the nr rows from call row row0 into ub (the offset kinds in
+ * gkv_unpack_q6's form),
  * pointing ur[m] at row m's. */
 static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm_rows *a,
                                            int64_t row0, int nr, int64_t c0, int64_t c1,
@@ -356,36 +413,24 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
             sl__q4_K_r8_row(a->w, a->nb, r, c0, c1, row);
             SL_MV_SUFFIX(gk_unpack_q45)(SL_GGML_Q4_K, (const char *)row, 0, c1 - c0, &ub[m]);
         } else if (ty == SL_GGML_Q6_K) {
-            SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &ub[m]);
+            SL_MV_SUFFIX(gkv_unpack_q6)(w, c0, c1, &ub[m]);
         } else if (ty == SL_GGML_IQ4_XS) {
-            SL_MV_SUFFIX(gk_unpack_iq4xs)(w, c0, c1, &ub[m]);
+            SL_MV_SUFFIX(gkv_unpack_iq4xs)(w, c0, c1, &ub[m]);
         } else {
             SL_MV_SUFFIX(gk_unpack_q45)(ty, w, c0, c1, &ub[m]);
         }
         ur[m] = &ub[m];
     }
     /* after all the rows: a row's fresh stores read back at once stalled on store forwarding */
-    const int kind = SL_MV_SUFFIX(gkv_kind)(ty);
-    for (int m = 0; m < nr && kind != GKV_MINS; m++)
-        SL_MV_SUFFIX(gkv_prep)(kind, &ub[m], c1 - c0);
 }
 
 /* Tokens in groups of 16 * GKV_V (a last group of at most 16 takes one panel; GKV_NARROW
  * says when gemm_k takes a call or its last group), rows in groups of GKV_SG whose lanes live
  * in memory, micro-kernels of GKV_R rows (GKV_R / 2 with two panels) within them. */
-static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
-                                  int64_t i1)
+static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_rows *a,
+                                        int64_t i0, int64_t i1)
 {
-    /* the gathers' int32 offsets reach 15 rows past a group's first token */
-    if (a->arb > (size_t)(INT32_MAX / 16)) {
-        SL_MV_SUFFIX(gemm_k)(t, a, i0, i1);
-        return;
-    }
     const int kind = SL_MV_SUFFIX(gkv_kind)(t->type);
-    if (a->n_tok <= GKV_NARROW && kind != GKV_OFFSET) {
-        SL_MV_SUFFIX(gemm_k)(t, a, i0, i1);
-        return;
-    }
     const bool one_chunk = a->nb <= GKV_PCH;
     const int nl = a->nb < 8 ? (int)a->nb : 8; /* lanes in use */
     gkv_panel p[GKV_V];
@@ -500,4 +545,25 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
         }
         t0 += nt;
     }
+}
+
+/* gemm_kv_block on blocks of rows that its once-unpack holds (a multiple of GKV_SG, so Q4_K_R8's
+ * groups of 8 stay whole) when there are several token groups: matvec.c hands it up to 256
+ * rows, and a block's panels cost less than unpacking every row once per token group (Q6_K
+ * 768 x 1024 in chunks of 192 rows, 40 tokens: 1.3x, gemm_bench) */
+static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
+                                  int64_t i1)
+{
+    /* the gathers' int32 offsets reach 15 rows past a group's first token */
+    if (a->arb > (size_t)(INT32_MAX / 16) ||
+        (a->n_tok <= GKV_NARROW && SL_MV_SUFFIX(gkv_kind)(t->type) != GKV_OFFSET)) {
+        SL_MV_SUFFIX(gemm_k)(t, a, i0, i1);
+        return;
+    }
+    /* one token group unpacks each row once anyway: blocks would only add panel builds (Q4_K
+     * 2048 x 2048, 16 tokens: 10% slower) */
+    const int64_t nch = (a->nb + GK_PCH - 1) / GK_PCH,
+                  rb = a->n_tok > 16 * GKV_V ? GKV_UCAP / nch / GKV_SG * GKV_SG : 0;
+    for (int64_t r0 = i0; r0 < i1; r0 += rb ? rb : i1 - i0)
+        SL_MV_SUFFIX(gemm_kv_block)(t, a, r0, rb && i1 - r0 > rb ? r0 + rb : i1);
 }

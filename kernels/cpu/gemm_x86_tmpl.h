@@ -486,8 +486,8 @@ typedef struct gk_buf {
     int16_t s16[GK_PCH][16], bw[GK_PCH][16];
     float d[GK_PCH], dmin[GK_PCH];
 #if SL_MV_AVX512
-    /* gemm_k_vnni_tmpl.h's form (gkv_prep): q signed, sp the scale of each 16 elements as the
-     * int16 pair (sc, 256 sc), corr -128 sum_j sc_j (sum of sub-block j's q) */
+    /* gemm_k_vnni_tmpl.h's offset kinds (gkv_unpack_q6): q signed, sp the scale of each 16
+     * elements as the int16 pair (sc, 256 sc), corr -128 sum_j sc_j (sum of sub-block j's q) */
     int32_t sp[GK_PCH][16], corr[GK_PCH];
 #endif
 } gk_buf;
