@@ -43,12 +43,11 @@ enum {
     GKV_V = 2,  /* 16-token panels per token group (and per micro-kernel at most) */
     GKV_R = 8,  /* rows per micro-kernel at most (4 with 2 panels) */
     GKV_SG = 32, /* rows whose float lanes live in memory at once (a multiple of 8: Q4_K_R8) */
-    /* a call of at most this many tokens of Q4_K/Q5_K/IQ4_XS goes to gemm_k's 8-token panels
-     * (ymm, half the lanes), as does such a last group of a call whose rows are unpacked per
-     * token group: with the unpack they ran ~3% faster than a 16-token panel (gemm_bench,
-     * 768 x 1024, 2-8 tokens); Q6_K's 16-token panel ran 15% faster than gemm_k (its
-     * vpdpwssd scaling, gkv_unpack_q6), and a last group of a call unpacked once costs a panel
-     * without an unpack */
+    /* a call of at most this many tokens goes to gemm_k's 8-token panels (ymm vpdpbusd, half
+     * the lanes): they ran 1.2x faster than a 16-token panel on 4 and 8 tokens (Q6_K 768 x 768
+     * and 768 x 1024, gemm_bench), and so does such a last group of a call whose rows are
+     * unpacked per token group; a last group of a call unpacked once takes a panel without an
+     * unpack (Q6_K 40 tokens: 1.1x, IQ4_XS 1.25x faster than gemm_k) */
     GKV_NARROW = 8,
     GKV_PCH = 8, /* super-blocks per panel chunk (2048 elements: qwen3moe's expert down rows) */
     /* unpacked row chunks (gk_buf, GK_PCH super-blocks each) a call keeps: 64 rows of 8
@@ -452,7 +451,7 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
     }
     for (int64_t t0 = 0; t0 < a->n_tok;) {
         const int64_t left = a->n_tok - t0;
-        if (left <= GKV_NARROW && !once && kind != GKV_OFFSET) { /* the 8-token kernel */
+        if (left <= GKV_NARROW && !once) { /* the 8-token kernel */
             sl__gemm_rows b = *a;
             b.xq += (size_t)t0 * a->arb;
             b.y += t0 * a->y_stride;
@@ -556,7 +555,7 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
 {
     /* the gathers' int32 offsets reach 15 rows past a group's first token */
     if (a->arb > (size_t)(INT32_MAX / 16) ||
-        (a->n_tok <= GKV_NARROW && SL_MV_SUFFIX(gkv_kind)(t->type) != GKV_OFFSET)) {
+        a->n_tok <= GKV_NARROW) {
         SL_MV_SUFFIX(gemm_k)(t, a, i0, i1);
         return;
     }

@@ -664,6 +664,31 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_isum)(
 {
     __m256i acc[2], s16[2];
     for (int q = 0; q < NP; q++) acc[q] = s16[q] = _mm256_setzero_si256();
+#if SL_MV_AVX512
+    /* vpdpbusd sums a scale's groups in int32 at once (one op where vpmaddubsw and an add were
+     * two), each scale's sum times the scale by one vpmulld; two chains per panel */
+    (void)s16;
+    const int VG = G == 2 ? 4 : 8; /* groups under one scale: Q6_K 16 elements, else 32 */
+    for (int j = 0; j < 64 / VG; j++) {
+        __m256i s[2][2];
+        for (int q = 0; q < NP; q++) s[q][0] = s[q][1] = _mm256_setzero_si256();
+#if defined(__clang__)
+#pragma clang loop unroll(full)
+#endif
+        for (int g = j * VG; g < j * VG + VG; g++) {
+            int32_t w4;
+            memcpy(&w4, u->q[i] + 4 * g, 4);
+            const __m256i wv = _mm256_set1_epi32(w4);
+            for (int q = 0; q < NP; q++)
+                s[q][g % 2] = _mm256_dpbusd_epi32(
+                    s[q][g % 2], wv, _mm256_load_si256((const __m256i *)p[q].q[i][g]));
+        }
+        const __m256i sc = _mm256_set1_epi32(u->s16[i][j * VG / 4]);
+        for (int q = 0; q < NP; q++)
+            acc[q] = _mm256_add_epi32(
+                acc[q], _mm256_mullo_epi32(_mm256_add_epi32(s[q][0], s[q][1]), sc));
+    }
+#else
 #if defined(__clang__)
 #pragma clang loop unroll(full)
 #endif
@@ -683,6 +708,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_isum)(
             }
         }
     }
+#endif
     for (int q = 0; q < NP; q++) {
         va[q] = acc[q];
         vm[q] = _mm256_setzero_si256();
