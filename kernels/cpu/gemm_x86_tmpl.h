@@ -16,12 +16,13 @@
  *   vpmaddubsw: a block's 8 integer sums come out as one vector, with no horizontal sums;
  * - K-quants (Q4_K, Q5_K, Q6_K) and IQ4_XS: the same panel scheme over Q8_K super-blocks
  *   (their block sums transposed too; IQ4_XS's signed table values: gk_dot_iq4xs; the
- *   AVX-512 VNNI build runs the K-quants through gemm_k_vnni_tmpl.h). A
- *   broadcast 4-byte group of unsigned weights meets 8 tokens in one vpmaddubsw; the int16
- *   sums of the groups under one 6-bit scale (as many as cannot overflow) are scaled by one
- *   vpmaddwd, so a super-block's 8 integer sums come out as one vector; Q4_K/Q5_K's mins and
- *   Q6_K's -32 go through the transposed block sums. Each row chunk is unpacked once per 32
- *   tokens, each panel built once per 16 rows.
+ *   AVX-512 VNNI build runs the K-quants through gemm_k_vnni_tmpl.h, which hands calls of at
+ *   most 8 tokens here). A broadcast 4-byte group of unsigned weights meets 8 tokens in one
+ *   vpmaddubsw; the int16 sums of the groups under one 6-bit scale (as many as cannot
+ *   overflow) are scaled by one vpmaddwd (AVX-512: one vpdpbusd per group sums them in int32,
+ *   one vpmulld per scale), so a super-block's 8 integer sums come out as one vector;
+ *   Q4_K/Q5_K's mins and Q6_K's -32 go through the transposed block sums. Each row chunk is
+ *   unpacked once per 32 tokens, each panel built once per 16 rows.
  * Why they give the reference's bits: the unpacked values are the same integers and floats the
  * range kernels compute, integer sums are exact in any order, and the float ops per (row,
  * token) are the reference's, lane for lane: the lanes are kept transposed (lt[l] holds lane l
