@@ -56,11 +56,12 @@ enum {
 };
 
 /* 16 tokens' Q8_K super-blocks [b0, b0 + GKV_PCH): q[i][g] holds bytes 4g..4g+3 of the tokens'
- * super-block b0 + i plus 128 (unsigned), token k at bytes 4k..4k+3; bs[i][j] their block sums
- * 2j, 2j+1 (int16 pairs); d their scales. */
+ * super-block b0 + i (plus 128, unsigned, for the offset kinds), token k at bytes 4k..4k+3;
+ * bs[i][k] (the mins kind's) their 32-element block sums 2k, 2k+1 (int16 pairs); d their
+ * scales. */
 typedef struct gkv_panel {
     _Alignas(64) int8_t q[GKV_PCH][64][64];
-    _Alignas(64) int32_t bs[GKV_PCH][8][16];
+    _Alignas(64) int32_t bs[GKV_PCH][4][16];
     _Alignas(64) float d[GKV_PCH][16];
 } gkv_panel;
 
@@ -112,9 +113,18 @@ static void SL_MV_SUFFIX(gkv_panel_build)(const char *x0, __m512i off, int64_t b
             for (int g = 0; g < 16; g++)
                 _mm512_store_si512(p->q[i][16 * c + g], _mm512_xor_si512(o[g], x80));
         }
-        for (int j = 0; j < 8; j++)
-            _mm512_store_si512(p->bs[i][j],
-                               _mm512_i32gather_epi32(off, x0 + sb + 4 + SL_QK_K + 4 * j, 1));
+        /* the mins kind's 32-element block sums (|sum| <= 32 x 128 fits int16), pairs 2k,
+         * 2k + 1: the offset kinds need none */
+        for (int k = 0; k < 4 && !plus128; k++) {
+            __m512i t[2];
+            for (int h = 0; h < 2; h++) /* Q8_K's 16-element sums 8k + 4h .. + 3, by pairs */
+                t[h] = _mm512_madd_epi16(
+                    _mm512_i32gather_epi32(off, x0 + sb + 4 + SL_QK_K + 4 * (2 * k + h), 1),
+                    _mm512_set1_epi16(1));
+            _mm512_store_si512(p->bs[i][k],
+                               _mm512_or_si512(_mm512_and_si512(t[0], _mm512_set1_epi32(0xFFFF)),
+                                               _mm512_slli_epi32(t[1], 16)));
+        }
         _mm512_store_ps(p->d[i], _mm512_i32gather_ps(off, x0 + sb, 1));
     }
 }
@@ -207,15 +217,17 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
                                                       _mm512_shuffle_epi8(s[r][v], split), sp);
         }
     }
-    for (int j = 0; KIND == GKV_MINS && j < 8; j++) {
+    /* mins 2k, 2k + 1 (bw holds min j at 2j, 2j + 1) against the 32-element sums: one
+     * vpdpwssd per pair of sub-blocks, not per pair of 16-element sums */
+    for (int k = 0; KIND == GKV_MINS && k < 4; k++) {
         __m512i bs[GKV_V];
         GKV_UNROLL
-        for (int v = 0; v < V; v++) bs[v] = _mm512_load_si512(p[v].bs[pi][j]);
+        for (int v = 0; v < V; v++) bs[v] = _mm512_load_si512(p[v].bs[pi][k]);
         GKV_UNROLL
         for (int r = 0; r < R; r++) {
-            int32_t w2;
-            memcpy(&w2, &u[r]->bw[ui][2 * j], 4);
-            const __m512i bw = _mm512_set1_epi32(w2);
+            const uint32_t w2 = (uint16_t)u[r]->bw[ui][4 * k] |
+                                (uint32_t)(uint16_t)u[r]->bw[ui][4 * k + 2] << 16;
+            const __m512i bw = _mm512_set1_epi32((int32_t)w2);
             GKV_UNROLL
             for (int v = 0; v < V; v++) vm[r][v] = _mm512_dpwssd_epi32(vm[r][v], bs[v], bw);
         }
