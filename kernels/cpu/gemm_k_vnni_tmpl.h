@@ -432,7 +432,6 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
         }
         ur[m] = &ub[m];
     }
-    /* after all the rows: a row's fresh stores read back at once stalled on store forwarding */
 }
 
 /* Tokens in groups of 16 * GKV_V (a last group of at most 16 takes one panel; GKV_NARROW
