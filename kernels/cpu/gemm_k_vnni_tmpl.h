@@ -7,16 +7,15 @@
  * vpdpbusd, which multiplies and accumulates in int32 (no int16 stage, no separate add). A
  * micro-kernel holds 4 rows x 2 panels (32 tokens; 8 rows x 1 panel for a group of at most 16)
  * of sub-block sums in registers, so each activation load serves 4 rows and each weight
- * broadcast 2 panels. Two kinds of scaling (port 0 runs vpdpbusd, vpdpwssd and vpmulld's two
- * uops, so their count sets the speed):
- * - GKV_MINS (Q4_K/Q5_K/Q4_K_R8): unsigned codes against signed x; each sub-block's sums are
- *   scaled by one vpmulld, the mins term comes from one vpdpwssd per block-sum pair;
+ * broadcast 2 panels. Port 0 runs vpdpbusd, vpdpwssd and vpmulld's two uops, so their count
+ * sets the speed: each sub-block sum s is split into int16 (s & 255, s >> 8) by one vpshufb
+ * (port 5) and scaled by one vpdpwssd against (sc, 256 sc), which also accumulates (a vpmulld
+ * and an add before: Q5_K 1.06-1.11x, Q6_K 1.1-1.2x faster). Two kinds:
+ * - GKV_MINS (Q4_K/Q5_K/Q4_K_R8): unsigned codes against signed x, the mins term from one
+ *   vpdpwssd per pair of mins against the panels' 32-element block sums;
  * - the offset kinds (Q6_K, IQ4_XS): signed weights against x + 128 (unsigned), the 128 sum_i w_i
- *   of a row taken back once per row (gkv_unpack_q6's corr), not per token (no block-sum term);
- *   each sub-block sum is split into int16 (s & 255, s >> 8) by one vpshufb (port 5) and
- *   scaled by one vpdpwssd against (sc, 256 sc), which also accumulates. Q6_K ran ~10-20%
- *   faster than with the vpmulld and the block-sum term (its 16-element scales make the
- *   scaling a fifth of its port-0 work); Q4_K/Q5_K gained nothing from it.
+ *   of a row taken back once per row (gkv_unpack_q6's corr), not per token (no block-sum
+ *   term).
  * A call's rows are unpacked once (GKV_UCAP; gemm_kv splits a longer call into blocks of rows
  * that fit; rows longer than 16 super-blocks once per token group), panels are
  * built by register transposes once per token group (once per 32 rows and chunk when a row is
@@ -168,7 +167,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
 {
     const int G = KIND == GKV_OFFSET ? 4 : 8; /* 4-byte groups per sub-block */
     /* a sub-block sum s as the int16 pair (s & 255, s >> 8): byte 0 and bytes 1-2 of each
-     * dword (|s| < 2^23, gkv_unpack_q6) */
+     * dword (|s| < 2^23: gkv_unpack_q6, and 32 x 31 x 128 for Q4_K/Q5_K) */
     const __m512i split = _mm512_set4_epi32(0x0E0D800C, 0x0A098008, 0x06058004, 0x02018000);
     __m512i acc[GKV_R][GKV_V], vm[GKV_R][GKV_V];
     GKV_UNROLL
@@ -205,16 +204,15 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
         }
         GKV_UNROLL
         for (int r = 0; r < R; r++) {
-            /* the offset kinds: (s & 255) sc + (s >> 8) 256 sc, one vpdpwssd in place of a
-             * vpmulld (two port-0 uops) and an add; Q4_K/Q5_K: no gain measured */
-            const __m512i sp = _mm512_set1_epi32(KIND == GKV_MINS ? u[r]->s16[ui][j * G / 4]
-                                                                  : u[r]->sp[ui][j * G / 4]);
+            /* (s & 255) sc + (s >> 8) 256 sc: one vpdpwssd in place of a vpmulld (two port-0
+             * uops) and an add; sc << 8 fits int16 (|sc| <= 128) */
+            const int32_t sc = u[r]->s16[ui][j * G / 4];
+            const __m512i sp = _mm512_set1_epi32(
+                KIND == GKV_MINS ? (int32_t)((uint32_t)sc << 24 | (uint32_t)(sc & 0xFFFF))
+                                 : u[r]->sp[ui][j * G / 4]);
             GKV_UNROLL
             for (int v = 0; v < V; v++)
-                acc[r][v] = KIND == GKV_MINS
-                                ? _mm512_add_epi32(acc[r][v], _mm512_mullo_epi32(s[r][v], sp))
-                                : _mm512_dpwssd_epi32(acc[r][v],
-                                                      _mm512_shuffle_epi8(s[r][v], split), sp);
+                acc[r][v] = _mm512_dpwssd_epi32(acc[r][v], _mm512_shuffle_epi8(s[r][v], split), sp);
         }
     }
     /* mins 2k, 2k + 1 (bw holds min j at 2j, 2j + 1) against the 32-element sums: one
