@@ -7,8 +7,9 @@
  * unpacks each weight block once per group of tokens (not once per token) and computes the
  * float terms of 8 tokens in one vector, keeping every (row, token) accumulation in the
  * reference's order. Kernels check nothing (matvec.c validated the call) and use only the
- * stack (tens of KiB; the AVX-512 VNNI kernels more: gemm_k_vnni_tmpl.h's under 100 KiB,
- * gemm_q32_vnni_tmpl.h's ~270 KiB: its 64 tokens' panels and a row group's lanes). Compiled
+ * stack (tens of KiB; the AVX-512 VNNI kernels more: gemm_k_vnni_tmpl.h's ~310 KiB: a call's
+ * unpacked rows, gemm_q32_vnni_tmpl.h's ~270 KiB: its 64 tokens' panels and a row group's
+ * lanes). Compiled
  * per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c / matvec_avx512.c after
  * matvec_x86_tmpl.h, whose helpers it reuses; the AVX-512 build adds the VNNI kernels of the
  * K-quants (gemm_k_vnni_tmpl.h) and of the 32-element types (gemm_q32_vnni_tmpl.h). */

@@ -3,40 +3,50 @@
  * gemm_x86_tmpl.h, whose row unpack (gk_buf, gk_unpack_*) and 8-token kernel (gemm_k) it reuses.
  *
  * Why it is faster than gemm_k: activations are transposed into 16-token panels (one zmm holds
- * the same 4 elements of 16 tokens), and a broadcast 4-byte group of unsigned weight codes
- * meets them in one vpdpbusd, which multiplies and accumulates in int32 (no int16 stage, no
- * separate add). A micro-kernel holds 4 rows x 2 panels (32 tokens; 8 rows x 1 panel for a
- * group of at most 16) of sub-block sums in registers, so each activation load serves 4 rows
- * and each weight broadcast 2 panels; each sub-block's sums are scaled by one vpmulld into the
- * super-block's sums, the block-sum terms (Q4_K/Q5_K mins, Q6_K's -32) come from one vpdpwssd
- * per block-sum pair (Q6_K's 16-element scales make the vpmulld a third of its port-0 work:
- * llama.cpp's tiled VNNI kernel pays the same). A call's rows are unpacked once (GKV_UCAP; a
- * longer call once per token group), panels are built by register transposes once per token
- * group (once per 32 rows and chunk when a row is longer than GKV_PCH super-blocks), contiguous
- * output rows leave by 16x16 transposes and vector stores; a last group of at most 8 tokens
- * goes to gemm_k.
+ * the same 4 elements of 16 tokens), and a broadcast 4-byte group of weights meets them in one
+ * vpdpbusd, which multiplies and accumulates in int32 (no int16 stage, no separate add). A
+ * micro-kernel holds 4 rows x 2 panels (32 tokens; 8 rows x 1 panel for a group of at most 16)
+ * of sub-block sums in registers, so each activation load serves 4 rows and each weight
+ * broadcast 2 panels. Port 0 runs vpdpbusd, vpdpwssd and vpmulld's two uops, so their count
+ * sets the speed: each sub-block sum s is split into int16 (s & 255, s >> 8) by one vpshufb
+ * (port 5) and scaled by one vpdpwssd against (sc, 256 sc), which also accumulates (a vpmulld
+ * and an add before: Q5_K 1.06-1.11x, Q6_K 1.1-1.2x faster). Two kinds:
+ * - GKV_MINS (Q4_K/Q5_K/Q4_K_R8): unsigned codes against signed x, the mins term from one
+ *   vpdpwssd per pair of mins against the panels' 32-element block sums;
+ * - the offset kinds (Q6_K, IQ4_XS): signed weights against x + 128 (unsigned), the 128 sum_i w_i
+ *   of a row taken back once per row (gkv_unpack_q6's corr), not per token (no block-sum
+ *   term).
+ * A call's rows are unpacked once (GKV_UCAP; gemm_kv splits a longer call into blocks of rows
+ * that fit; rows longer than 16 super-blocks once per token group), panels are
+ * built by register transposes once per token group (once per 32 rows and chunk when a row is
+ * longer than GKV_PCH super-blocks), contiguous output rows leave by 16x16 transposes and
+ * vector stores; GKV_NARROW says which few tokens go to gemm_k.
  *
- * Why the bits are the reference's: the integer super-block sums are exact (vpdpbusd sums
- * of at most 32 products of |q| <= 63 by |x| <= 128 and their scaled sums stay far below
- * 2^31), and the float term of every (row, token) is the reference's expression (term_k /
- * term_d of kernels/ref/matvec_impl.h), added to lane b % 8 in super-block order; the final
- * reduction is sl__mv_reduce8's, element-wise over 16 tokens. A group short of 16 tokens
- * repeats its last token in the spare slots and drops their results.
+ * Why the bits are the reference's: the integer super-block sums are exact (vpdpbusd sums of at
+ * most 32 products of |q| <= 63 by |x| <= 128, or |w| <= 128 by x + 128 <= 255; each sub-block
+ * sum below 2^23, so its int16 split is exact; the scaled sums stay below 2^31), and the float
+ * term of every (row, token) is the reference's expression (term_k / term_d of
+ * kernels/ref/matvec_impl.h), added to lane b % 8 in super-block order; the final reduction is
+ * sl__mv_reduce8's, element-wise over 16 tokens. A group short of 16 tokens repeats its last
+ * token in the spare slots and drops their results.
  *
- * Another super-block type with integer sub-block scales plugs in through gk_buf: an unpack
- * (beside gkv_unpack's cases) that writes unsigned codes q (value + offset), the scale of each
- * 16 elements in s16 and in bw the weights of the block sums, and a kind: an offset kind
- * subtracts offset * sum_s bw[s] bsum_s exactly and takes term_d. Q6_K is GKV_OFFSET (offset
- * 32 = << 5, 4 groups a scale); IQ4_XS is GKV_IQ4 (its int8 table values + 128, 1..241, its
- * signed scales twice per 32 in s16 and bw, offset 128 = << 7, 8 groups a scale): its sums stay
- * below 2^31 (8 sub-blocks x 32 x 241 x 128 x 32). */
+ * Another super-block type with integer sub-block scales plugs in through gk_buf and a kind:
+ * a mins kind's unpack (gk_unpack_*: unsigned codes q, the scale of each 16 elements in s16, in
+ * bw the weights of the block sums) takes term_k; an offset kind's (gkv_unpack_q6's form:
+ * signed values, sp, corr) takes term_d. Q6_K is GKV_OFFSET (4 groups a scale); IQ4_XS is
+ * GKV_IQ4 (its int8 table values, its signed scales per 32, 8 groups a scale). */
+
+_Static_assert(GK_PCH == 4, "gkv_corr reduces 4 super-blocks' sums at once");
 
 enum {
     GKV_V = 2,  /* 16-token panels per token group (and per micro-kernel at most) */
     GKV_R = 8,  /* rows per micro-kernel at most (4 with 2 panels) */
     GKV_SG = 32, /* rows whose float lanes live in memory at once (a multiple of 8: Q4_K_R8) */
-    /* a last group of at most this many tokens goes to gemm_k's 8-token panels (ymm, half the
-     * lanes): on 4 and 8 tokens they ran as fast or faster than a 16-token panel */
+    /* a call of at most this many tokens goes to gemm_k's 8-token panels (ymm vpdpbusd, half
+     * the lanes): they ran 1.2x faster than a 16-token panel on 4 and 8 tokens (Q6_K 768 x 768
+     * and 768 x 1024, gemm_bench), and so does such a last group of a call whose rows are
+     * unpacked per token group; a last group of a call unpacked once takes a panel without an
+     * unpack (Q6_K 40 tokens: 1.1x, IQ4_XS 1.25x faster than gemm_k) */
     GKV_NARROW = 8,
     GKV_PCH = 8, /* super-blocks per panel chunk (2048 elements: qwen3moe's expert down rows) */
     /* unpacked row chunks (gk_buf, GK_PCH super-blocks each) a call keeps: 64 rows of 8
@@ -45,11 +55,12 @@ enum {
 };
 
 /* 16 tokens' Q8_K super-blocks [b0, b0 + GKV_PCH): q[i][g] holds bytes 4g..4g+3 of the tokens'
- * super-block b0 + i, token k at bytes 4k..4k+3; bs[i][j] their block sums 2j, 2j+1 (int16
- * pairs); d their scales. */
+ * super-block b0 + i (plus 128, unsigned, for the offset kinds), token k at bytes 4k..4k+3;
+ * bs[i][k] (the mins kind's) their 32-element block sums 2k, 2k+1 (int16 pairs); d their
+ * scales. */
 typedef struct gkv_panel {
     _Alignas(64) int8_t q[GKV_PCH][64][64];
-    _Alignas(64) int32_t bs[GKV_PCH][8][16];
+    _Alignas(64) int32_t bs[GKV_PCH][4][16];
     _Alignas(64) float d[GKV_PCH][16];
 } gkv_panel;
 
@@ -85,10 +96,12 @@ static inline void SL_MV_SUFFIX(gkv_transpose16)(const __m512i r[16], __m512i o[
 /* Tokens t0..t0+15 (past n_tok: the last token again), super-blocks [b0, b1). off: the
  * tokens' row offsets from token t0 (gkv_offsets); x0: token t0's row. */
 static void SL_MV_SUFFIX(gkv_panel_build)(const char *x0, __m512i off, int64_t b0, int64_t b1,
-                                          gkv_panel *p)
+                                          bool plus128, gkv_panel *p)
 {
     int32_t o32[16];
     _mm512_storeu_si512(o32, off);
+    /* x + 128 (the offset kinds): vpdpbusd's unsigned side */
+    const __m512i x80 = _mm512_set1_epi8(plus128 ? (char)0x80 : 0);
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0, sb = b * (int64_t)sizeof(sl_block_q8_K);
         for (int c = 0; c < 4; c++) { /* elements 64c..64c+63: groups 16c..16c+15 */
@@ -96,11 +109,21 @@ static void SL_MV_SUFFIX(gkv_panel_build)(const char *x0, __m512i off, int64_t b
             for (int k = 0; k < 16; k++)
                 r[k] = _mm512_loadu_si512(x0 + o32[k] + sb + 4 + 64 * c);
             SL_MV_SUFFIX(gkv_transpose16)(r, o);
-            for (int g = 0; g < 16; g++) _mm512_store_si512(p->q[i][16 * c + g], o[g]);
+            for (int g = 0; g < 16; g++)
+                _mm512_store_si512(p->q[i][16 * c + g], _mm512_xor_si512(o[g], x80));
         }
-        for (int j = 0; j < 8; j++)
-            _mm512_store_si512(p->bs[i][j],
-                               _mm512_i32gather_epi32(off, x0 + sb + 4 + SL_QK_K + 4 * j, 1));
+        /* the mins kind's 32-element block sums (|sum| <= 32 x 128 fits int16), pairs 2k,
+         * 2k + 1: the offset kinds need none */
+        for (int k = 0; k < 4 && !plus128; k++) {
+            __m512i t[2];
+            for (int h = 0; h < 2; h++) /* Q8_K's 16-element sums 8k + 4h .. + 3, by pairs */
+                t[h] = _mm512_madd_epi16(
+                    _mm512_i32gather_epi32(off, x0 + sb + 4 + SL_QK_K + 4 * (2 * k + h), 1),
+                    _mm512_set1_epi16(1));
+            _mm512_store_si512(p->bs[i][k],
+                               _mm512_or_si512(_mm512_and_si512(t[0], _mm512_set1_epi32(0xFFFF)),
+                                               _mm512_slli_epi32(t[1], 16)));
+        }
         _mm512_store_ps(p->d[i], _mm512_i32gather_ps(off, x0 + sb, 1));
     }
 }
@@ -122,6 +145,19 @@ typedef float gkv_lanes[GKV_V][8][16];
  * offset kinds take the reference's term_d. */
 enum { GKV_MINS, GKV_OFFSET, GKV_IQ4, GKV_KINDS };
 
+static inline int SL_MV_SUFFIX(gkv_kind)(uint32_t type)
+{
+    return type == SL_GGML_Q6_K ? GKV_OFFSET : type == SL_GGML_IQ4_XS ? GKV_IQ4 : GKV_MINS;
+}
+
+/* every loop of the micro-kernel unrolled: clang left some rolled (their arrays then lived on
+ * the stack) */
+#if defined(__clang__)
+#define GKV_UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define GKV_UNROLL
+#endif
+
 /* One super-block of R unpacked rows u[] (their super-block ui) against V panels (their
  * super-block pi), its float terms added to lane l of lt[r][v]; first: the lane's first term,
  * stored as 0 + t (no zeroed lanes to read; + 0 turns -0 into the reference's +0). */
@@ -130,52 +166,80 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
     int64_t ui, int64_t pi, int l, bool first, gkv_lanes *lt)
 {
     const int G = KIND == GKV_OFFSET ? 4 : 8; /* 4-byte groups per sub-block */
+    /* a sub-block sum s as the int16 pair (s & 255, s >> 8): byte 0 and bytes 1-2 of each
+     * dword (|s| < 2^23: gkv_unpack_q6, and 32 x 31 x 128 for Q4_K/Q5_K) */
+    const __m512i split = _mm512_set4_epi32(0x0E0D800C, 0x0A098008, 0x06058004, 0x02018000);
     __m512i acc[GKV_R][GKV_V], vm[GKV_R][GKV_V];
-    for (int r = 0; r < R; r++)
-        for (int v = 0; v < V; v++) acc[r][v] = vm[r][v] = _mm512_setzero_si512();
+    GKV_UNROLL
+    for (int r = 0; r < R; r++) {
+        const __m512i c =
+            KIND == GKV_MINS ? _mm512_setzero_si512() : _mm512_set1_epi32(u[r]->corr[ui]);
+        GKV_UNROLL
+        for (int v = 0; v < V; v++) {
+            acc[r][v] = c;
+            vm[r][v] = _mm512_setzero_si512();
+        }
+    }
     for (int j = 0; j < 64 / G; j++) {
         __m512i s[GKV_R][GKV_V];
+        GKV_UNROLL
         for (int r = 0; r < R; r++)
+            GKV_UNROLL
             for (int v = 0; v < V; v++) s[r][v] = _mm512_setzero_si512();
-#if defined(__clang__)
-#pragma clang loop unroll(full)
-#endif
+        GKV_UNROLL
         for (int g = j * G; g < j * G + G; g++) {
             __m512i x[GKV_V];
+            GKV_UNROLL
             for (int v = 0; v < V; v++) x[v] = _mm512_load_si512(p[v].q[pi][g]);
+            GKV_UNROLL
             for (int r = 0; r < R; r++) {
                 int32_t w4;
                 memcpy(&w4, u[r]->q[ui] + 4 * g, 4);
                 const __m512i wv = _mm512_set1_epi32(w4);
-                for (int v = 0; v < V; v++) s[r][v] = _mm512_dpbusd_epi32(s[r][v], wv, x[v]);
+                GKV_UNROLL
+                for (int v = 0; v < V; v++)
+                    s[r][v] = KIND == GKV_MINS ? _mm512_dpbusd_epi32(s[r][v], wv, x[v])
+                                               : _mm512_dpbusd_epi32(s[r][v], x[v], wv);
             }
         }
+        GKV_UNROLL
         for (int r = 0; r < R; r++) {
-            const __m512i sc = _mm512_set1_epi32(u[r]->s16[ui][j * G / 4]);
+            /* (s & 255) sc + (s >> 8) 256 sc: one vpdpwssd in place of a vpmulld (two port-0
+             * uops) and an add; sc << 8 fits int16 (|sc| <= 128) */
+            const int32_t sc = u[r]->s16[ui][j * G / 4];
+            const __m512i sp = _mm512_set1_epi32(
+                KIND == GKV_MINS ? (int32_t)((uint32_t)sc << 24 | (uint32_t)(sc & 0xFFFF))
+                                 : u[r]->sp[ui][j * G / 4]);
+            GKV_UNROLL
             for (int v = 0; v < V; v++)
-                acc[r][v] = _mm512_add_epi32(acc[r][v], _mm512_mullo_epi32(s[r][v], sc));
+                acc[r][v] = _mm512_dpwssd_epi32(acc[r][v], _mm512_shuffle_epi8(s[r][v], split), sp);
         }
     }
-    for (int j = 0; j < 8; j++) {
+    /* mins 2k, 2k + 1 (bw holds min j at 2j, 2j + 1) against the 32-element sums: one
+     * vpdpwssd per pair of sub-blocks, not per pair of 16-element sums */
+    for (int k = 0; KIND == GKV_MINS && k < 4; k++) {
         __m512i bs[GKV_V];
-        for (int v = 0; v < V; v++) bs[v] = _mm512_load_si512(p[v].bs[pi][j]);
+        GKV_UNROLL
+        for (int v = 0; v < V; v++) bs[v] = _mm512_load_si512(p[v].bs[pi][k]);
+        GKV_UNROLL
         for (int r = 0; r < R; r++) {
-            int32_t w2;
-            memcpy(&w2, &u[r]->bw[ui][2 * j], 4);
-            const __m512i bw = _mm512_set1_epi32(w2);
+            const uint32_t w2 = (uint16_t)u[r]->bw[ui][4 * k] |
+                                (uint32_t)(uint16_t)u[r]->bw[ui][4 * k + 2] << 16;
+            const __m512i bw = _mm512_set1_epi32((int32_t)w2);
+            GKV_UNROLL
             for (int v = 0; v < V; v++) vm[r][v] = _mm512_dpwssd_epi32(vm[r][v], bs[v], bw);
         }
     }
     /* the reference's term_k (Q4_K/Q5_K) or term_d (Q6_K), element-wise */
+    GKV_UNROLL
     for (int r = 0; r < R; r++) {
         const __m512 dw = _mm512_set1_ps(u[r]->d[ui]), mw = _mm512_set1_ps(u[r]->dmin[ui]);
+        GKV_UNROLL
         for (int v = 0; v < V; v++) {
             const __m512 dx = _mm512_load_ps(p[v].d[pi]);
             __m512 t;
             if (KIND != GKV_MINS) {
-                const __m512i q = _mm512_sub_epi32(
-                    acc[r][v], _mm512_slli_epi32(vm[r][v], KIND == GKV_IQ4 ? 7 : 5));
-                t = _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_mul_ps(dw, dx));
+                t = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), _mm512_mul_ps(dw, dx));
             } else {
                 const __m512 a =
                     _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), _mm512_mul_ps(dw, dx));
@@ -227,8 +291,117 @@ static const gkv_micro_fn SL_MV_SUFFIX(gkv_micros)[GKV_KINDS][GKV_V][GKV_R] = {
 #undef GKV_ROW
 #undef GKV_F
 
-/* Unpacks super-blocks [c0, c1) of the nr rows from call row row0 into ub, pointing ur[m] at
- * row m's. */
+/* The offset kinds' unpack (Q6_K, IQ4_XS), one row's super-blocks [b0, b1): q signed (Q6_K's
+ * value, IQ4_XS's table value) against x + 128: sum_j sc_j sum_i q_i (x_i + 128) is the
+ * reference's sum_j sc_j sum_i q_i x_i plus 128 sum_j sc_j sum_i q_i, which corr takes back;
+ * sp holds each 16 elements' scale as the int16 pair (sc, 256 sc). Each sub-block sum stays
+ * below 2^23 (16 x 32 x 255 for Q6_K, 32 x 127 x 255 for IQ4_XS), so gkv_micro's int16 split
+ * of it is exact. sum_i q_i sc_i is formed from the unsigned codes c = q + bias that the
+ * unpack has in registers: sum_i c_i sc_i (vpdpbusd against the scales as bytes) less
+ * 16 bias sum_j sc_j. */
+/* Stores the 32 values q of elements 32k.. of super-block i, their codes' c sc into *cs; e8:
+ * the 16 scales as bytes in both 128-bit lanes (entry e: elements 16e..16e+15). */
+static inline void SL_MV_SUFFIX(gkv_put32)(gk_buf *u, int64_t i, int k, __m256i c, __m256i q,
+                                           __m256i e8, __m256i *cs)
+{
+    /* low lane: scale 2k, high lane: 2k + 1 */
+    const __m256i ix =
+        _mm256_set_m128i(_mm_set1_epi8((char)(2 * k + 1)), _mm_set1_epi8((char)(2 * k)));
+    *cs = _mm256_dpbusd_epi32(*cs, c, _mm256_shuffle_epi8(e8, ix));
+    _mm256_store_si256((__m256i *)(u->q[i] + 32 * k), q);
+}
+
+/* Super-block i's scales (16 int8 entries in x16) into sp, and the start of its sums */
+static inline __m256i SL_MV_SUFFIX(gkv_scales)(gk_buf *u, int64_t i, __m128i x16, int sh)
+{
+    const __m512i sc = _mm512_cvtepi8_epi32(x16);
+    /* (sc, 256 sc) as int16: sc's low half, and sc << 24 (256 sc in the high half) */
+    _mm512_storeu_si512(u->sp[i],
+                        _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF)),
+                                        _mm512_slli_epi32(sc, 24)));
+    /* - 16 bias sc_j (16 bias = 2^sh), folded to 8 lanes */
+    const __m512i m = _mm512_slli_epi32(sc, sh);
+    return _mm256_sub_epi32(_mm256_setzero_si256(),
+                            _mm256_add_epi32(_mm512_castsi512_si256(m),
+                                             _mm512_extracti64x4_epi64(m, 1)));
+}
+
+/* corr of the n super-blocks from their 8-lane sums (all at once: a reduction each cost more
+ * than the rest of the unpack) */
+static inline void SL_MV_SUFFIX(gkv_corr)(gk_buf *u, int64_t n, const __m256i cs[GK_PCH])
+{
+    __m256i v[GK_PCH];
+    for (int i = 0; i < GK_PCH; i++) v[i] = i < n ? cs[i] : _mm256_setzero_si256();
+    const __m256i t0 = _mm256_add_epi32(_mm256_unpacklo_epi32(v[0], v[1]),
+                                        _mm256_unpackhi_epi32(v[0], v[1]));
+    const __m256i t1 = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2], v[3]),
+                                        _mm256_unpackhi_epi32(v[2], v[3]));
+    /* 128-bit lane L: the partial sums of super-blocks 0..3 */
+    const __m256i t2 =
+        _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
+    const __m128i t3 = _mm_add_epi32(_mm256_castsi256_si128(t2), _mm256_extracti128_si256(t2, 1));
+    int32_t r4[4];
+    _mm_storeu_si128((__m128i *)r4, _mm_mullo_epi32(t3, _mm_set1_epi32(-128)));
+    for (int64_t i = 0; i < n; i++) u->corr[i] = r4[i];
+}
+
+static void SL_MV_SUFFIX(gkv_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
+{
+    __m256i cs[GK_PCH];
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        const sl_block_q6_K *wp =
+            (const sl_block_q6_K *)(w + b * (int64_t)sizeof(sl_block_q6_K));
+        const __m128i x16 = _mm_loadu_si128((const __m128i *)wp->scales);
+        const __m256i e8 = _mm256_broadcastsi128_si256(x16);
+        cs[i] = SL_MV_SUFFIX(gkv_scales)(u, i, x16, 9);
+        __m256i c2[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int n = 0; n < 2; n++) {
+            __m256i q[4];
+            SL_MV_SUFFIX(q6_half)(wp, n, q);
+            /* two chains of vpdpbusd, not one of 8 */
+            for (int g = 0; g < 4; g++)
+                SL_MV_SUFFIX(gkv_put32)(u, i, 4 * n + g, q[g],
+                                        _mm256_sub_epi8(q[g], _mm256_set1_epi8(32)), e8,
+                                        &c2[g & 1]);
+        }
+        cs[i] = _mm256_add_epi32(cs[i], _mm256_add_epi32(c2[0], c2[1]));
+        uint16_t d;
+        memcpy(&d, &wp->d, 2);
+        u->d[i] = _cvtsh_ss(d);
+        u->dmin[i] = 0.0f;
+    }
+    SL_MV_SUFFIX(gkv_corr)(u, b1 - b0, cs);
+}
+
+static void SL_MV_SUFFIX(gkv_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
+{
+    __m256i cs[GK_PCH];
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        const char *p = w + b * (int64_t)sizeof(sl_block_iq4_xs);
+        /* the 8 per-32 scales (int16) as bytes, each twice: entry e = scale e / 2 */
+        const __m128i s8 = _mm_packs_epi16(
+            _mm256_castsi256_si128(SL_MV_SUFFIX(iq4xs_scales)(p)), _mm_setzero_si128());
+        const __m128i x16 = _mm_unpacklo_epi8(s8, s8);
+        const __m256i e8 = _mm256_broadcastsi128_si256(x16);
+        cs[i] = SL_MV_SUFFIX(gkv_scales)(u, i, x16, 11);
+        __m256i c2[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int j = 0; j < 8; j++) {
+            const __m256i v = SL_MV_SUFFIX(iq4_values)((const uint8_t *)p + 8 + 16 * j);
+            SL_MV_SUFFIX(gkv_put32)(u, i, j, _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)), v,
+                                    e8, &c2[j & 1]);
+        }
+        cs[i] = _mm256_add_epi32(cs[i], _mm256_add_epi32(c2[0], c2[1]));
+        u->d[i] = SL_MV_SUFFIX(g_half)(p);
+        u->dmin[i] = 0.0f;
+    }
+    SL_MV_SUFFIX(gkv_corr)(u, b1 - b0, cs);
+}
+
+/* Unpacks super-blocks [c0, c1) of the nr rows from call row row0 into ub (the offset kinds in
+ * gkv_unpack_q6's form),
+ * pointing ur[m] at row m's. */
 static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm_rows *a,
                                            int64_t row0, int nr, int64_t c0, int64_t c1,
                                            gk_buf ub[8], const gk_buf *ur[GKV_R])
@@ -249,9 +422,9 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
             sl__q4_K_r8_row(a->w, a->nb, r, c0, c1, row);
             SL_MV_SUFFIX(gk_unpack_q45)(SL_GGML_Q4_K, (const char *)row, 0, c1 - c0, &ub[m]);
         } else if (ty == SL_GGML_Q6_K) {
-            SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &ub[m]);
+            SL_MV_SUFFIX(gkv_unpack_q6)(w, c0, c1, &ub[m]);
         } else if (ty == SL_GGML_IQ4_XS) {
-            SL_MV_SUFFIX(gk_unpack_iq4xs)(w, c0, c1, &ub[m]);
+            SL_MV_SUFFIX(gkv_unpack_iq4xs)(w, c0, c1, &ub[m]);
         } else {
             SL_MV_SUFFIX(gk_unpack_q45)(ty, w, c0, c1, &ub[m]);
         }
@@ -259,20 +432,13 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
     }
 }
 
-/* Tokens in groups of 16 * GKV_V (a last group of at most 16 takes one panel, one of at most
- * GKV_NARROW gemm_k), rows in groups of GKV_SG whose lanes live in memory, micro-kernels of
- * GKV_R rows (GKV_R / 2 with two panels) within them. */
-static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
-                                  int64_t i1)
+/* Tokens in groups of 16 * GKV_V (a last group of at most 16 takes one panel; GKV_NARROW
+ * says when gemm_k takes a call or its last group), rows in groups of GKV_SG whose lanes live
+ * in memory, micro-kernels of GKV_R rows (GKV_R / 2 with two panels) within them. */
+static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_rows *a,
+                                        int64_t i0, int64_t i1)
 {
-    /* the gathers' int32 offsets reach 15 rows past a group's first token */
-    if (a->arb > (size_t)(INT32_MAX / 16)) {
-        SL_MV_SUFFIX(gemm_k)(t, a, i0, i1);
-        return;
-    }
-    const int kind = t->type == SL_GGML_Q6_K     ? GKV_OFFSET
-                     : t->type == SL_GGML_IQ4_XS ? GKV_IQ4
-                                                 : GKV_MINS;
+    const int kind = SL_MV_SUFFIX(gkv_kind)(t->type);
     const bool one_chunk = a->nb <= GKV_PCH;
     const int nl = a->nb < 8 ? (int)a->nb : 8; /* lanes in use */
     gkv_panel p[GKV_V];
@@ -281,7 +447,7 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
     /* the call's rows unpacked once (chunk c of row i0 + m at uc[c * nrow + m]) when they fit,
      * else each row group's super-block once per token group */
     const int64_t nrow = i1 - i0, nch = (a->nb + GK_PCH - 1) / GK_PCH;
-    const bool once = a->n_tok > GKV_NARROW && nrow * nch <= GKV_UCAP;
+    const bool once = nrow * nch <= GKV_UCAP;
     gk_buf uc[GKV_UCAP];
     for (int64_t c = 0; once && c < nch; c++) {
         const int64_t c0 = c * GK_PCH, c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
@@ -294,7 +460,7 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
     }
     for (int64_t t0 = 0; t0 < a->n_tok;) {
         const int64_t left = a->n_tok - t0;
-        if (left <= GKV_NARROW) { /* the 8-token kernel: a 16-token panel would be half empty */
+        if (left <= GKV_NARROW && !once) { /* the 8-token kernel */
             sl__gemm_rows b = *a;
             b.xq += (size_t)t0 * a->arb;
             b.y += t0 * a->y_stride;
@@ -310,14 +476,16 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
         for (int v = 0; v < nv; v++) {
             x0[v] = a->xq + (size_t)(t0 + 16 * v) * a->arb;
             off[v] = SL_MV_SUFFIX(gkv_offsets)(t0 + 16 * v, a->n_tok, a->arb);
-            if (one_chunk) SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], 0, a->nb, &p[v]);
+            if (one_chunk)
+                SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], 0, a->nb, kind != GKV_MINS, &p[v]);
         }
         for (int64_t s0 = i0; s0 < i1; s0 += GKV_SG) {
             const int64_t ns = i1 - s0 < GKV_SG ? i1 - s0 : GKV_SG;
             for (int64_t c0 = 0; c0 < a->nb; c0 += GKV_PCH) {
                 const int64_t c1 = a->nb - c0 < GKV_PCH ? a->nb : c0 + GKV_PCH;
                 for (int v = 0; !one_chunk && v < nv; v++)
-                    SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, &p[v]);
+                    SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, kind != GKV_MINS,
+                                                  &p[v]);
                 /* super-block by super-block: the panels' one super-block (8 KiB) and the
                  * rows' stay in L1 while every row group meets them */
                 for (int64_t b = c0; b < c1; b++)
@@ -385,4 +553,25 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
         }
         t0 += nt;
     }
+}
+
+/* gemm_kv_block on blocks of rows that its once-unpack holds (a multiple of GKV_SG, so Q4_K_R8's
+ * groups of 8 stay whole) when there are several token groups: matvec.c hands it up to 256
+ * rows, and a block's panels cost less than unpacking every row once per token group (Q6_K
+ * 768 x 1024 in chunks of 192 rows, 40 tokens: 1.3x, gemm_bench) */
+static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
+                                  int64_t i1)
+{
+    /* the gathers' int32 offsets reach 15 rows past a group's first token */
+    if (a->arb > (size_t)(INT32_MAX / 16) ||
+        a->n_tok <= GKV_NARROW) {
+        SL_MV_SUFFIX(gemm_k)(t, a, i0, i1);
+        return;
+    }
+    /* one token group unpacks each row once anyway: blocks would only add panel builds (Q4_K
+     * 2048 x 2048, 16 tokens: 10% slower) */
+    const int64_t nch = (a->nb + GK_PCH - 1) / GK_PCH,
+                  rb = a->n_tok > 16 * GKV_V ? GKV_UCAP / nch / GKV_SG * GKV_SG : 0;
+    for (int64_t r0 = i0; r0 < i1; r0 += rb ? rb : i1 - i0)
+        SL_MV_SUFFIX(gemm_kv_block)(t, a, r0, rb && i1 - r0 > rb ? r0 + rb : i1);
 }

@@ -16,12 +16,13 @@
  *   vpmaddubsw: a block's 8 integer sums come out as one vector, with no horizontal sums;
  * - K-quants (Q4_K, Q5_K, Q6_K) and IQ4_XS: the same panel scheme over Q8_K super-blocks
  *   (their block sums transposed too; IQ4_XS's signed table values: gk_dot_iq4xs; the
- *   AVX-512 VNNI build runs the K-quants through gemm_k_vnni_tmpl.h). A
- *   broadcast 4-byte group of unsigned weights meets 8 tokens in one vpmaddubsw; the int16
- *   sums of the groups under one 6-bit scale (as many as cannot overflow) are scaled by one
- *   vpmaddwd, so a super-block's 8 integer sums come out as one vector; Q4_K/Q5_K's mins and
- *   Q6_K's -32 go through the transposed block sums. Each row chunk is unpacked once per 32
- *   tokens, each panel built once per 16 rows.
+ *   AVX-512 VNNI build runs the K-quants through gemm_k_vnni_tmpl.h, which hands calls of at
+ *   most 8 tokens here). A broadcast 4-byte group of unsigned weights meets 8 tokens in one
+ *   vpmaddubsw; the int16 sums of the groups under one 6-bit scale (as many as cannot
+ *   overflow) are scaled by one vpmaddwd (AVX-512: one vpdpbusd per group sums them in int32,
+ *   one vpmulld per scale), so a super-block's 8 integer sums come out as one vector;
+ *   Q4_K/Q5_K's mins and Q6_K's -32 go through the transposed block sums. Each row chunk is
+ *   unpacked once per 32 tokens, each panel built once per 16 rows.
  * Why they give the reference's bits: the unpacked values are the same integers and floats the
  * range kernels compute, integer sums are exact in any order, and the float ops per (row,
  * token) are the reference's, lane for lane: the lanes are kept transposed (lt[l] holds lane l
@@ -485,6 +486,11 @@ typedef struct gk_buf {
     _Alignas(32) uint8_t q[GK_PCH][SL_QK_K];
     int16_t s16[GK_PCH][16], bw[GK_PCH][16];
     float d[GK_PCH], dmin[GK_PCH];
+#if SL_MV_AVX512
+    /* gemm_k_vnni_tmpl.h's offset kinds (gkv_unpack_q6): q signed, sp the scale of each 16
+     * elements as the int16 pair (sc, 256 sc), corr -128 sum_j sc_j (sum of sub-block j's q) */
+    int32_t sp[GK_PCH][16], corr[GK_PCH];
+#endif
 } gk_buf;
 
 static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0, int64_t b1,
@@ -659,6 +665,31 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_isum)(
 {
     __m256i acc[2], s16[2];
     for (int q = 0; q < NP; q++) acc[q] = s16[q] = _mm256_setzero_si256();
+#if SL_MV_AVX512
+    /* vpdpbusd sums a scale's groups in int32 at once (one op where vpmaddubsw and an add were
+     * two), each scale's sum times the scale by one vpmulld; two chains per panel */
+    (void)s16;
+    const int VG = G == 2 ? 4 : 8; /* groups under one scale: Q6_K 16 elements, else 32 */
+    for (int j = 0; j < 64 / VG; j++) {
+        __m256i s[2][2];
+        for (int q = 0; q < NP; q++) s[q][0] = s[q][1] = _mm256_setzero_si256();
+#if defined(__clang__)
+#pragma clang loop unroll(full)
+#endif
+        for (int g = j * VG; g < j * VG + VG; g++) {
+            int32_t w4;
+            memcpy(&w4, u->q[i] + 4 * g, 4);
+            const __m256i wv = _mm256_set1_epi32(w4);
+            for (int q = 0; q < NP; q++)
+                s[q][g % 2] = _mm256_dpbusd_epi32(
+                    s[q][g % 2], wv, _mm256_load_si256((const __m256i *)p[q].q[i][g]));
+        }
+        const __m256i sc = _mm256_set1_epi32(u->s16[i][j * VG / 4]);
+        for (int q = 0; q < NP; q++)
+            acc[q] = _mm256_add_epi32(
+                acc[q], _mm256_mullo_epi32(_mm256_add_epi32(s[q][0], s[q][1]), sc));
+    }
+#else
 #if defined(__clang__)
 #pragma clang loop unroll(full)
 #endif
@@ -678,6 +709,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_isum)(
             }
         }
     }
+#endif
     for (int q = 0; q < NP; q++) {
         va[q] = acc[q];
         vm[q] = _mm256_setzero_si256();
