@@ -372,11 +372,14 @@ bool sl__fetch_fill(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_
 {
     uint8_t *base = sl_bfc_ptr(f->arena, x->block);
     f->cs_dirty = true;
+    const void *src[3];
+    for (int p = 0; p < 3; p++)
+        if (!(src[p] = slot && slot[p] ? slot[p] : sl__fetch_stage_piece(f, p, e))) return false;
+    if (!sl__fetch_stage_run(f)) return false;
     for (int p = 0; p < 3; p++) {
         const bool d2d = slot && slot[p];
-        const void *src = d2d ? slot[p] : sl__fetch_stage_piece(f, p, e);
-        if (!src || sl_device_copy(f->dev, f->cs, base + x->off[p], src, pb[p],
-                                   d2d ? SL_COPY_D2D : SL_COPY_H2D, NULL))
+        if (sl_device_copy(f->dev, f->cs, base + x->off[p], src[p], pb[p],
+                           d2d ? SL_COPY_D2D : SL_COPY_H2D, NULL))
             return false;
         if (d2d) continue;
         f->cs_stats.copies++;
@@ -487,6 +490,8 @@ static sl_status plan_copies(fetch *f, int p0, sl_error *err)
         }
     }
     if (off > f->cs_stats.scratch_peak_bytes) f->cs_stats.scratch_peak_bytes = off;
+    if (!sl__fetch_stage_run(f))
+        return sl_error_set(err, SL_ERR_NOMEM, "moe fetch: unpacking Q4_K_R8 experts failed");
     return ensure_events(f, f->n_c, err);
 }
 

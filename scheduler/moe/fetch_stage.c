@@ -2,8 +2,10 @@
  * device's layout (fetch_state.h: sl__fetch_stage_*).
  *
  * Why: the CPU reads routed Q4_K experts repacked as Q4_K_R8 (runtime/engine/repack.h), the
- * device reads Q4_K. A piece to upload is unpacked (a lossless re-layout, kernels/ref/repack.h)
- * into a staging chunk, and the H2D copy reads from there. A chunk's bytes are read by copies
+ * device reads Q4_K. A piece to upload gets room in a staging chunk (sl__fetch_stage_piece),
+ * is unpacked there (a lossless re-layout, kernels/ref/repack.h) by sl__fetch_stage_run —
+ * the pieces of a call at once, one per pool task — and the H2D copy reads from there. The
+ * unpacking counts as host time of the device operations (the cost model's issue cost). A chunk's bytes are read by copies
  * on the copy stream until it is drained: chunks only grow (a new chunk, never a move) within
  * a call, and are reused after the next cs_drain (sl__fetch_stage_reset), so no copy in flight
  * ever sees its source change. On cuda a chunk is page-locked (an async copy needs it; a
@@ -68,15 +70,43 @@ const void *sl__fetch_stage_piece(fetch *f, int p, int32_t e)
 {
     const void *const *src[3] = {f->cur.gate, f->cur.up, f->cur.down};
     if (!sl__fetch_stage_needed(f, p)) return src[p][e];
-    int64_t rows, cols;
-    piece_shape(f, p, &rows, &cols);
+    if (f->n_up == f->up_cap) {
+        const int64_t n = f->up_cap ? 2 * f->up_cap : 64;
+        sl__fetch_unpack *v = realloc(f->ups, (size_t)n * sizeof *v);
+        if (!v) return NULL;
+        f->ups = v;
+        f->up_cap = n;
+    }
     uint8_t *dst = room(f, f->pb[p]);
-    if (!dst || sl_repack_q4_K_r8_undo(src[p][e], dst, rows, cols, NULL)) return NULL;
+    if (!dst) return NULL;
+    sl__fetch_unpack *u = &f->ups[f->n_up++];
+    *u = (sl__fetch_unpack){.src = src[p][e], .dst = dst};
+    piece_shape(f, p, &u->rows, &u->cols);
     return dst;
+}
+
+static void unpack_task(void *ctx, int64_t begin, int64_t end, int thread)
+{
+    (void)thread;
+    sl__fetch_unpack *u = ctx;
+    for (int64_t i = begin; i < end; i++)
+        u[i].ok = sl_repack_q4_K_r8_undo(u[i].src, u[i].dst, u[i].rows, u[i].cols, NULL) == SL_OK;
+}
+
+bool sl__fetch_stage_run(fetch *f)
+{
+    if (!f->n_up) return true;
+    const uint64_t t0 = sl__now_ns();
+    bool ok = sl_cpu_pool_parallel_for(f->pool, f->n_up, 1, unpack_task, f->ups, NULL) == SL_OK;
+    for (int64_t i = 0; ok && i < f->n_up; i++) ok = f->ups[i].ok;
+    f->n_up = 0;
+    f->call_issue_ns += sl__now_ns() - t0;
+    return ok;
 }
 
 void sl__fetch_stage_reset(fetch *f)
 {
+    f->n_up = 0;
     if (f->n_stg > 1) {
         /* one chunk of the high-water size from now on */
         uint64_t total = 0;
@@ -94,4 +124,7 @@ void sl__fetch_stage_free(fetch *f)
     free(f->stg);
     f->stg = NULL;
     f->n_stg = f->stg_cap = 0;
+    free(f->ups);
+    f->ups = NULL;
+    f->n_up = f->up_cap = 0;
 }
