@@ -120,12 +120,15 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
     sl_model_close(cpu);
     /* deepseek2's testmodel has one leading dense layer, whose FFN is on the device */
     const int64_t moe_layers = info.n_layer - (strstr(arch, "deepseek2") ? 1 : 0);
+    /* routed expert tensors per layer: one per projection, or one per expert (mixtral-split) */
+    const uint64_t per_layer = 3 * (strstr(arch, "split") ? (uint64_t)info.n_expert : 1);
 
     if (q4k) {
         /* n_cpu_moe 1: layer 0's routed experts (gate, up, down) on the host, repacked */
         sl_model *nm = open_model(path, SL_PLACE_GPU, 1);
-        CHECK_MSG(!nm || repacked(nm) == 3, "%s n_cpu_moe=1: %llu tensors repacked, not layer "
-                  "0's 3 expert tensors", arch, (unsigned long long)(nm ? repacked(nm) : 0));
+        CHECK_MSG(!nm || repacked(nm) == per_layer, "%s n_cpu_moe=1: %llu tensors repacked, "
+                  "not layer 0's %llu expert tensors", arch,
+                  (unsigned long long)(nm ? repacked(nm) : 0), (unsigned long long)per_layer);
         run rn = decode(nm, "mode=cpu", info.n_vocab);
         CHECK_MSG(rn.ok && same(ref.logits, rn.logits, NV), "%s n_cpu_moe=1: decode logits "
                   "differ from the CPU placement's", arch);
@@ -133,12 +136,35 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
         sl_model_close(nm);
     }
 
+    if (q4k && strstr(arch, "split")) {
+        /* one expert of layer 0 asked for on the host: the placement moves the layer's
+         * experts together (they share one type per projection), all repacked */
+        sl_model_options o = sl_model_options_default();
+        o.placement = SL_PLACE_GPU;
+        o.override_tensor = "blk\\.0\\.ffn_(gate|up|down)\\.0\\.weight=CPU";
+        o.progress = false;
+        o.n_threads = 2;
+        o.device = "sim";
+        sl_model *mm = NULL;
+        CHECK_MSG(sl_model_open(path, &o, &mm, &e) == SL_OK, "%s, expert 0 of layer 0 on the "
+                  "host: %s", arch, e.msg);
+        CHECK_MSG(!mm || repacked(mm) == per_layer, "%s, expert 0 of layer 0 on the host: "
+                  "%llu tensors repacked, not the layer's %llu", arch,
+                  (unsigned long long)(mm ? repacked(mm) : 0), (unsigned long long)per_layer);
+        run rm = decode(mm, "mode=cpu", info.n_vocab);
+        CHECK_MSG(rm.ok && same(ref.logits, rm.logits, NV), "%s, expert 0 of layer 0 on the "
+                  "host: decode logits differ from the CPU placement's", arch);
+        free(rm.logits);
+        sl_model_close(mm);
+    }
+
     /* mode=cpu, experts on the host: the host part in stream order */
     sl_model *m = open_model(path, SL_PLACE_EXPERTS_CPU, 0);
     /* every routed expert tensor repacked, nothing else (the rest is on the device) */
-    CHECK_MSG(!m || !q4k || repacked(m) == 3 * (uint64_t)moe_layers,
-              "%s experts-cpu: %llu tensors repacked, not the %lld routed expert tensors", arch,
-              (unsigned long long)(m ? repacked(m) : 0), (long long)(3 * moe_layers));
+    CHECK_MSG(!m || !q4k || repacked(m) == per_layer * (uint64_t)moe_layers,
+              "%s experts-cpu: %llu tensors repacked, not the %llu routed expert tensors", arch,
+              (unsigned long long)(m ? repacked(m) : 0),
+              (unsigned long long)(per_layer * (uint64_t)moe_layers));
     run r = decode(m, "mode=cpu", info.n_vocab);
     CHECK_MSG(r.ok && same(ref.logits, r.logits, NV), "%s mode=cpu: decode logits differ from "
               "the CPU placement's", arch);
@@ -260,6 +286,7 @@ int main(void)
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) check_arch(archs[i], dir, false);
     check_arch("qwen3moe", dir, true);
     check_arch("mixtral", dir, true);
+    check_arch("mixtral-split", dir, true);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) fprintf(stderr, "warning: could not remove %s\n", dir);
