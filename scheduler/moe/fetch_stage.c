@@ -3,15 +3,17 @@
  *
  * Why: the CPU reads routed Q4_K experts repacked as Q4_K_R8 (runtime/engine/repack.h), the
  * device reads Q4_K. A piece to upload gets room in a staging chunk (sl__fetch_stage_piece),
- * is unpacked there (a lossless re-layout, kernels/ref/repack.h) by sl__fetch_stage_run —
+ * is unpacked there (a lossless re-layout, kernels/cpu/repack.h) by sl__fetch_stage_run —
  * the pieces of a call at once, one per pool task — and the H2D copy reads from there. The
- * unpacking counts as host time of the device operations (the cost model's issue cost). A chunk's bytes are read by copies
- * on the copy stream until it is drained: chunks only grow (a new chunk, never a move) within
- * a call, and are reused after the next cs_drain (sl__fetch_stage_reset), so no copy in flight
- * ever sees its source change. On cuda a chunk is page-locked (an async copy needs it; a
+ * unpacking counts as host time of the device operations (the cost model's issue cost).
+ * A chunk's bytes are read by copies on the copy stream until it is drained: chunks only grow
+ * (a new chunk, never a move) within a call, and are reused after the next drain
+ * (sl__fetch_stage_reset: cs_drain, or a hot set's landing), so no copy in flight ever sees
+ * its source change. On cuda a chunk is page-locked (an async copy needs it; a
  * failed registration costs only asynchrony). */
 #include <stdlib.h>
 
+#include "kernels/cpu/repack.h"
 #include "kernels/ref/repack.h"
 #include "scheduler/moe/fetch_state.h"
 
@@ -90,7 +92,8 @@ static void unpack_task(void *ctx, int64_t begin, int64_t end, int thread)
     (void)thread;
     sl__fetch_unpack *u = ctx;
     for (int64_t i = begin; i < end; i++)
-        u[i].ok = sl_repack_q4_K_r8_undo(u[i].src, u[i].dst, u[i].rows, u[i].cols, NULL) == SL_OK;
+        u[i].ok = sl_cpu_repack_q4_K_r8_undo(u[i].src, u[i].dst, u[i].rows, u[i].cols, NULL) ==
+                  SL_OK;
 }
 
 bool sl__fetch_stage_run(fetch *f)
