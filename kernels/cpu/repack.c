@@ -3,6 +3,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "kernels/ref/repack.h"
 
@@ -136,11 +139,32 @@ static inline void unpack_row(const uint8_t *restrict x, int r, uint8_t *restric
  * each row) at a time. */
 static inline void unpack_quants(const uint8_t *restrict x, uint8_t *restrict const o[8])
 {
+    /* per round p an 8 x 8 transpose of 32-bit words (in: [c][r], out: [r][c]), as four 4 x 4
+     * SSE2 transposes */
     const uint8_t *qs = x + 128;
+#if !defined(__x86_64__)
     for (int p = 0; p < 4; p++)
         for (int c = 0; c < 8; c++)
             for (int r = 0; r < 8; r++)
                 memcpy(o[r] + 16 + 32 * p + 4 * c, qs + 256 * p + 32 * c + 4 * r, 4);
+#else
+    for (int p = 0; p < 4; p++)
+        for (int c0 = 0; c0 < 8; c0 += 4)
+            for (int r0 = 0; r0 < 8; r0 += 4) {
+                __m128i v[4];
+                for (int i = 0; i < 4; i++)
+                    v[i] = _mm_loadu_si128(
+                        (const __m128i *)(qs + 256 * p + 32 * (c0 + i) + 4 * r0));
+                const __m128i t0 = _mm_unpacklo_epi32(v[0], v[1]);
+                const __m128i t1 = _mm_unpacklo_epi32(v[2], v[3]);
+                const __m128i t2 = _mm_unpackhi_epi32(v[0], v[1]);
+                const __m128i t3 = _mm_unpackhi_epi32(v[2], v[3]);
+                const __m128i w[4] = {_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1),
+                                      _mm_unpacklo_epi64(t2, t3), _mm_unpackhi_epi64(t2, t3)};
+                for (int i = 0; i < 4; i++)
+                    _mm_storeu_si128((__m128i *)(o[r0 + i] + 16 + 32 * p + 4 * c0), w[i]);
+            }
+#endif
 }
 
 sl_status sl_cpu_repack_q4_K_r8_undo(const void *src, void *dst, int64_t rows, int64_t cols,

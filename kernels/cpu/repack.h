@@ -33,7 +33,7 @@ sl_status sl_cpu_repack_q4_K_r8(sl_cpu_pool *pool, const sl_cpu_repack_part *par
                                 int64_t n_parts, sl_error *err);
 
 /* The inverse of one matrix, out of place: Q4_K_R8 rows x cols at src back to row-major Q4_K at
- * dst (disjoint), bit for bit sl_repack_q4_K_r8_undo's, several times its speed (the fetching
+ * dst (disjoint), bit for bit sl_repack_q4_K_r8_undo's at about twice its speed (the fetching
  * scheduler unpacks every expert it uploads: scheduler/moe/fetch_stage.c). SL_ERR_INVALID
  * naming the values for NULL pointers, a bad shape or overlapping buffers. */
 sl_status sl_cpu_repack_q4_K_r8_undo(const void *src, void *dst, int64_t rows, int64_t cols,
