@@ -2,6 +2,10 @@
 #include "kernels/cpu/repack.h"
 
 #include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "kernels/ref/repack.h"
 
@@ -106,4 +110,88 @@ sl_status sl_cpu_repack_q4_K_r8(sl_cpu_pool *pool, const sl_cpu_repack_part *par
     const sl_status st = run(pool, ch, n, err);
     free(ch);
     return st;
+}
+
+/* Row r's Q4_K block head (at o: d, dmin, 12 bytes of scales; 128 of quants follow) out of the
+ * Q4_K_R8 block x (kernels/ref/repack.h's layout: d[8] at 0, dmin[8] at 16, sc at 32, mn at
+ * 96, qs at 128), read straight from x: the reference's unpack_block without its copies. */
+static inline void unpack_row(const uint8_t *restrict x, int r, uint8_t *restrict o)
+{
+    memcpy(o, x + 2 * r, 2);
+    memcpy(o + 2, x + 16 + 2 * r, 2);
+    const uint8_t *sc = x + 32, *mn = x + 96;
+    uint8_t s[8], m[8];
+    for (int j = 0; j < 8; j++) {
+        const int k = 16 * (j / 2) + 2 * r + j % 2;
+        const uint8_t n = mn[k % 32];
+        s[j] = sc[k] & 63;
+        m[j] = (uint8_t)(((k < 32 ? n : n >> 4) & 15) | ((sc[k] >> 6) << 4));
+    }
+    uint8_t *q = o + 4;
+    for (int j = 0; j < 4; j++) {
+        q[j] = (uint8_t)((s[j] & 63) | ((s[j + 4] >> 4) << 6));
+        q[j + 4] = (uint8_t)((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+        q[j + 8] = (uint8_t)((s[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+    }
+}
+
+/* The quants of the eight rows' blocks o[r] out of x's qs: read in order, 32 bytes (four of
+ * each row) at a time. */
+static inline void unpack_quants(const uint8_t *restrict x, uint8_t *restrict const o[8])
+{
+    /* per round p an 8 x 8 transpose of 32-bit words (in: [c][r], out: [r][c]), as four 4 x 4
+     * SSE2 transposes */
+    const uint8_t *qs = x + 128;
+#if !defined(__x86_64__)
+    for (int p = 0; p < 4; p++)
+        for (int c = 0; c < 8; c++)
+            for (int r = 0; r < 8; r++)
+                memcpy(o[r] + 16 + 32 * p + 4 * c, qs + 256 * p + 32 * c + 4 * r, 4);
+#else
+    for (int p = 0; p < 4; p++)
+        for (int c0 = 0; c0 < 8; c0 += 4)
+            for (int r0 = 0; r0 < 8; r0 += 4) {
+                __m128i v[4];
+                for (int i = 0; i < 4; i++)
+                    v[i] = _mm_loadu_si128(
+                        (const __m128i *)(qs + 256 * p + 32 * (c0 + i) + 4 * r0));
+                const __m128i t0 = _mm_unpacklo_epi32(v[0], v[1]);
+                const __m128i t1 = _mm_unpacklo_epi32(v[2], v[3]);
+                const __m128i t2 = _mm_unpackhi_epi32(v[0], v[1]);
+                const __m128i t3 = _mm_unpackhi_epi32(v[2], v[3]);
+                const __m128i w[4] = {_mm_unpacklo_epi64(t0, t1), _mm_unpackhi_epi64(t0, t1),
+                                      _mm_unpacklo_epi64(t2, t3), _mm_unpackhi_epi64(t2, t3)};
+                for (int i = 0; i < 4; i++)
+                    _mm_storeu_si128((__m128i *)(o[r0 + i] + 16 + 32 * p + 4 * c0), w[i]);
+            }
+#endif
+}
+
+sl_status sl_cpu_repack_q4_K_r8_undo(const void *src, void *dst, int64_t rows, int64_t cols,
+                                     sl_error *err)
+{
+    const uintptr_t s = (uintptr_t)src, d = (uintptr_t)dst;
+    const uint64_t bytes = src && dst && rows > 0 && cols > 0
+                               ? (uint64_t)rows * (uint64_t)(cols / SL_QK_K) * sizeof(sl_block_q4_K)
+                               : 0;
+    if (!bytes || rows % 8 || cols % SL_QK_K || (s < d + bytes && d < s + bytes))
+        return sl_error_set(err, SL_ERR_INVALID, "sl_cpu_repack_q4_K_r8_undo: rows = %lld, cols "
+                            "= %lld, src %p, dst %p: want rows %% 8 == 0, cols %% %d == 0, "
+                            "disjoint buffers", (long long)rows, (long long)cols, src, dst,
+                            SL_QK_K);
+    const int64_t nb = cols / SL_QK_K;
+    const size_t rb = sizeof(sl_block_q4_K), gb = sizeof(sl_block_q4_K_r8);
+    for (int64_t g = 0; g < rows / 8; g++) {
+        const uint8_t *in = (const uint8_t *)src + (size_t)(g * nb) * gb;
+        uint8_t *out = (uint8_t *)dst + (size_t)(g * 8 * nb) * rb;
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *o[8];
+            for (int r = 0; r < 8; r++) {
+                o[r] = out + (size_t)(r * nb + b) * rb;
+                unpack_row(in + (size_t)b * gb, r, o[r]);
+            }
+            unpack_quants(in + (size_t)b * gb, o);
+        }
+    }
+    return SL_OK;
 }

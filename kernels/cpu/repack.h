@@ -6,7 +6,8 @@
  * (about SL_CPU_REPACK_CHUNK_BYTES each); a group's R8 bytes depend on that group's Q4_K bytes
  * only, so the result is sl_repack_q4_K_r8's on each part, bit for bit, for any pool and any
  * order of the chunks (tests/kernels: repack_test). On a failure (SL_ERR_NOMEM for a chunk's
- * scratch) parts may be partly repacked: the caller drops them. */
+ * scratch) parts may be partly repacked: the caller drops them. The inverse of one matrix is
+ * here too (sl_cpu_repack_q4_K_r8_undo). */
 #ifndef SL_KERNELS_CPU_REPACK_H
 #define SL_KERNELS_CPU_REPACK_H
 
@@ -30,5 +31,12 @@ typedef struct sl_cpu_repack_part {
  * SL_ERR_NOMEM. */
 sl_status sl_cpu_repack_q4_K_r8(sl_cpu_pool *pool, const sl_cpu_repack_part *parts,
                                 int64_t n_parts, sl_error *err);
+
+/* The inverse of one matrix, out of place: Q4_K_R8 rows x cols at src back to row-major Q4_K at
+ * dst (disjoint), bit for bit sl_repack_q4_K_r8_undo's at about twice its speed (the fetching
+ * scheduler unpacks every expert it uploads: scheduler/moe/fetch_stage.c). SL_ERR_INVALID
+ * naming the values for NULL pointers, a bad shape or overlapping buffers. */
+sl_status sl_cpu_repack_q4_K_r8_undo(const void *src, void *dst, int64_t rows, int64_t cols,
+                                     sl_error *err);
 
 #endif

@@ -17,9 +17,7 @@ bool sl__weight_repack_wanted(const sl_model *m, const sl_weight *w, uint32_t fi
         return false;
     if (w->ne[0] <= 0 || w->ne[0] % 256 || w->ne[1] <= 0 || w->ne[1] % 8) return false;
     if (m->plan.on_device && m->plan.on_device[i]) return false;
-    if (sl__floor_shared_data(m, w)) return false;
-    const bool cuda = m->dev && sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
-    return !(cuda && m->place_t && m->place_t[i].group == SL_PG_EXPERTS);
+    return !sl__floor_shared_data(m, w);
 }
 
 sl_status sl__weight_repack_bytes(const sl_weight *w, void *data, sl_error *err)

@@ -20,10 +20,10 @@
  * embedding, whose rows are gathered as Q4_K); ne[0] % 256 == 0 and ne[1] % 8 == 0 (each 2-D
  * slice, an expert's or a head's, is whole groups of eight rows); the plan keeps it on the host
  * (a device copy, or a runtime's upload of its floor, would carry R8 to the device); not split
- * hot/cold (its parts are gathered by rows as Q4_K); not in a runtime's shared floor (read-only,
- * mapped by other processes); and not a routed expert of a cuda model: the fetch scheduler may
- * copy a host expert to the GPU as it is. On the sim device it copies the bytes verbatim and
- * computes them with the CPU kernels at the layer's type, so R8 experts stay right there. */
+ * hot/cold (its parts are gathered by rows as Q4_K); and not in a runtime's shared floor
+ * (read-only, mapped by other processes). A routed expert on the host of a device model (cuda
+ * or sim) is repacked too: the fetching scheduler unpacks each piece it uploads back to Q4_K
+ * (scheduler/moe/fetch_stage.c), so the device only ever holds the file's layout. */
 bool sl__weight_repack_wanted(const sl_model *m, const sl_weight *w, uint32_t file_type);
 
 /* Repacks w's bytes at data (Q4_K, w's shape, writable) into Q4_K_R8 in place. */

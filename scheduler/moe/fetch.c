@@ -11,6 +11,7 @@
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/ref/quant.h"
+#include "kernels/ref/repack.h"
 #include "scheduler/moe/expert_ffn.h"
 #include "scheduler/moe/fetch_state.h"
 #include "scheduler/weights.h"
@@ -60,18 +61,20 @@ static uint64_t align_up(uint64_t v)
 
 /* ---- the expert FFN: scheduler/moe/expert_ffn.h, the CPU scheduler's routine -------------- */
 
-static sl_status gate_up_act(const fetch *f, int32_t e, sl_cpu_pool *pool, const void *wg,
-                             const void *wu, const float *x, int64_t m, float *g, float *u,
-                             void *work, sl_error *err)
+/* L: &f->cur for the host's bytes, &f->dcur for a device copy's (sim's jobs). */
+static sl_status gate_up_act(const fetch *f, const sl_moe_layer *L, int32_t e, sl_cpu_pool *pool,
+                             const void *wg, const void *wu, const float *x, int64_t m, float *g,
+                             float *u, void *work, sl_error *err)
 {
-    return sl__expert_gate_up(&f->ops, &f->mv, pool, &f->cur, e, wg, wu, x, m, g, u, work,
+    return sl__expert_gate_up(&f->ops, &f->mv, pool, L, e, wg, wu, x, m, g, u, work,
                               f->work_cap, err);
 }
 
-static sl_status down(const fetch *f, int32_t e, sl_cpu_pool *pool, const void *wd,
-                      const float *g, int64_t m, float *d, void *work, sl_error *err)
+static sl_status down(const fetch *f, const sl_moe_layer *L, int32_t e, sl_cpu_pool *pool,
+                      const void *wd, const float *g, int64_t m, float *d, void *work,
+                      sl_error *err)
 {
-    return sl__expert_down(&f->mv, pool, &f->cur, e, wd, g, m, d, work, f->work_cap, err);
+    return sl__expert_down(&f->mv, pool, L, e, wd, g, m, d, work, f->work_cap, err);
 }
 
 /* ---- device jobs (run on the compute stream's worker; sim) ------------------------------ */
@@ -83,9 +86,10 @@ static void job_full(void *p)
     const xinfo *x = &f->xs[g->xi];
     g->t0 = sl__now_ns();
     sl_error e;
-    g->dev_st = gate_up_act(f, g->e, NULL, x->dp[0], x->dp[1], g->x, g->m, g->g, g->u,
-                            f->dwork, &e);
-    if (!g->dev_st) g->dev_st = down(f, g->e, NULL, x->dp[2], g->g, g->m, g->d, f->dwork, &e);
+    g->dev_st = gate_up_act(f, &f->dcur, g->e, NULL, x->dp[0], x->dp[1], g->x, g->m, g->g,
+                            g->u, f->dwork, &e);
+    if (!g->dev_st)
+        g->dev_st = down(f, &f->dcur, g->e, NULL, x->dp[2], g->g, g->m, g->d, f->dwork, &e);
     g->t1 = sl__now_ns();
 }
 
@@ -95,7 +99,8 @@ static void job_down(void *p)
     const fetch *f = g->f;
     g->t0 = sl__now_ns();
     sl_error e;
-    g->dev_st = down(f, g->e, NULL, f->xs[g->xi].dp[2], g->g, g->m, g->d, f->dwork, &e);
+    g->dev_st = down(f, &f->dcur, g->e, NULL, f->xs[g->xi].dp[2], g->g, g->m, g->d, f->dwork,
+                     &e);
     g->t1 = sl__now_ns();
 }
 
@@ -118,7 +123,7 @@ static void stamp(void *p)
  * refused, so their groups run on the CPU (counted as failed device jobs). */
 static sl_status cuda_job(fetch *f, fgroup *g, bool full)
 {
-    const sl_moe_layer *L = &f->cur;
+    const sl_moe_layer *L = &f->dcur;
     if (L->gate_b || L->up_b || L->down_b || L->act == SL_MOE_SWIGLU_OAI)
         return SL_ERR_UNSUPPORTED;
     const xinfo *x = &f->xs[g->xi];
@@ -183,9 +188,9 @@ static sl_status cpu_full(fetch *f, fgroup *g, sl_error *err)
 {
     const uint64_t t0 = sl__now_ns();
     const sl_moe_layer *L = &f->cur;
-    sl_status st = gate_up_act(f, g->e, f->pool, L->gate[g->e], L->up[g->e], g->x, g->m,
+    sl_status st = gate_up_act(f, L, g->e, f->pool, L->gate[g->e], L->up[g->e], g->x, g->m,
                                g->g, g->u, f->work, err);
-    if (!st) st = down(f, g->e, f->pool, L->down[g->e], g->g, g->m, g->d, f->work, err);
+    if (!st) st = down(f, L, g->e, f->pool, L->down[g->e], g->g, g->m, g->d, f->work, err);
     g->dev = false;
     cpu_span(f, t0, "gate+up+down", g->e, f->pb[0] + f->pb[1] + f->pb[2]);
     return st;
@@ -224,9 +229,14 @@ static void copy_seen_done(const fetch *f, fcopy *c)
  * admission marks it. */
 static bool cs_drain(fetch *f)
 {
-    if (!f->cs_dirty) return true;
+    if (!f->cs_dirty) {
+        sl__fetch_stage_reset(f);
+        return true;
+    }
     f->cs_dirty = false;
-    return sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
+    const bool ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
+    if (ok) sl__fetch_stage_reset(f); /* else a copy may still read the staging: keep it */
+    return ok;
 }
 
 static void enqueue_one(fetch *f, int64_t i)
@@ -360,12 +370,15 @@ static void ensure_arena(fetch *f, const uint64_t pb[3])
 bool sl__fetch_fill(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_t pb[3],
                     const void *const slot[3])
 {
-    const void *src[3] = {f->cur.gate[e], f->cur.up[e], f->cur.down[e]};
     uint8_t *base = sl_bfc_ptr(f->arena, x->block);
     f->cs_dirty = true;
+    const void *src[3];
+    for (int p = 0; p < 3; p++)
+        if (!(src[p] = slot && slot[p] ? slot[p] : sl__fetch_stage_piece(f, p, e))) return false;
+    if (!sl__fetch_stage_run(f)) return false;
     for (int p = 0; p < 3; p++) {
         const bool d2d = slot && slot[p];
-        if (sl_device_copy(f->dev, f->cs, base + x->off[p], d2d ? slot[p] : src[p], pb[p],
+        if (sl_device_copy(f->dev, f->cs, base + x->off[p], src[p], pb[p],
                            d2d ? SL_COPY_D2D : SL_COPY_H2D, NULL))
             return false;
         if (d2d) continue;
@@ -382,7 +395,10 @@ static sl_status prepare(fetch *f, const sl_moe_layer *L, const sl_moe_assign *a
 {
     const int64_t E = L->n_embd, F = L->n_ff;
     sl_status st;
-    const size_t wb = sl__expert_work_bytes(L, CHUNK);
+    /* the host's types and a device copy's (sim's jobs compute that one on the CPU) */
+    const size_t wh = sl__expert_work_bytes(L, CHUNK);
+    const size_t wdev = sl__expert_work_bytes(&f->dcur, CHUNK);
+    const size_t wb = wh && wdev ? (wh > wdev ? wh : wdev) : 0;
     if (!wb)
         return sl_error_set(err, SL_ERR_UNSUPPORTED,
                             "moe layer %d: expert weight types %u/%u/%u have no CPU matvec",
@@ -441,8 +457,6 @@ static sl_status prepare(fetch *f, const sl_moe_layer *L, const sl_moe_assign *a
  * an expert that finds no room is marked failed (CPU path). */
 static sl_status plan_copies(fetch *f, int p0, sl_error *err)
 {
-    const sl_moe_layer *L = &f->cur;
-    const void *const *src[3] = {L->gate, L->up, L->down};
     sl_status st = grow((void **)&f->cps, &f->cps_cap, (size_t)(3 * f->n_x + 1), sizeof(fcopy),
                         err);
     if (st) return st;
@@ -456,7 +470,11 @@ static sl_status plan_copies(fetch *f, int p0, sl_error *err)
                 x->failed = true;
                 continue;
             }
-            const uint8_t *s = src[p][x->e];
+            const uint8_t *s = sl__fetch_stage_piece(f, p, x->e);
+            if (!s) {
+                x->failed = true;
+                continue;
+            }
             fcopy *c = f->n_c ? &f->cps[f->n_c - 1] : NULL;
             /* pack with the previous copy when host bytes and slots are both adjacent */
             if (c && (const uint8_t *)c->src + c->bytes == s && c->dst_off + c->bytes == off &&
@@ -472,6 +490,8 @@ static sl_status plan_copies(fetch *f, int p0, sl_error *err)
         }
     }
     if (off > f->cs_stats.scratch_peak_bytes) f->cs_stats.scratch_peak_bytes = off;
+    if (!sl__fetch_stage_run(f))
+        return sl_error_set(err, SL_ERR_NOMEM, "moe fetch: unpacking Q4_K_R8 experts failed");
     return ensure_events(f, f->n_c, err);
 }
 
@@ -558,8 +578,8 @@ static sl_status run_post(fetch *f, int64_t xi, const sl_moe_assign *a, const fl
         gather(f, g, a, x);
         pump(f, -1);
         uint64_t t0 = sl__now_ns();
-        sl_status st = gate_up_act(f, g->e, f->pool, L->gate[g->e], L->up[g->e], g->x, g->m,
-                                   g->g, g->u, f->work, err);
+        sl_status st = gate_up_act(f, L, g->e, f->pool, L->gate[g->e], L->up[g->e], g->x,
+                                   g->m, g->g, g->u, f->work, err);
         cpu_span(f, t0, "gate+up+act", g->e, f->pb[0] + f->pb[1]);
         if (st) return st;
         int cs = copies_failed(f, xx) ? -1 : copy_status(f, xi);
@@ -575,7 +595,7 @@ static sl_status run_post(fetch *f, int64_t xi, const sl_moe_assign *a, const fl
         if (cs == 0) xx->missed = true;
         else xx->failed = true;
         t0 = sl__now_ns();
-        st = down(f, g->e, f->pool, L->down[g->e], g->g, g->m, g->d, f->work, err);
+        st = down(f, L, g->e, f->pool, L->down[g->e], g->g, g->m, g->d, f->work, err);
         cpu_span(f, t0, "down", g->e, f->pb[2]);
         if (st) return st;
     }
@@ -756,7 +776,10 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     if (L->ff_at) return run_part(f, L, a, n_assign, x, n_tok, out, err);
     memset(out, 0, (size_t)n_tok * (size_t)L->n_embd * sizeof(float));
     if (!n_assign) return SL_OK;
-    f->cur = *L;
+    f->cur = f->dcur = *L;
+    f->dcur.type_gate = sl_repack_base_type(L->type_gate);
+    f->dcur.type_up = sl_repack_base_type(L->type_up);
+    f->dcur.type_down = sl_repack_base_type(L->type_down);
     memset(&f->cs_stats, 0, sizeof f->cs_stats);
     f->cs_stats.calls = 1;
     f->call_cpu_bytes = f->call_cpu_ns = f->call_issue_ns = 0;
@@ -765,8 +788,8 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     const bool dev_ok = cs_drain(f);
     sl_status st = prepare(f, L, a, n_assign, err);
     if (st) return st;
-    /* an expert's bytes, copied verbatim (a Q4_K_R8 expert only on the sim device, where the
-     * CPU kernels compute the copy: runtime/engine/repack.h) */
+    /* an expert's bytes (a Q4_K_R8 piece goes up unpacked to Q4_K, the same size:
+     * fetch_stage.c) */
     f->pb[0] = sl__type_row_bytes(L->type_gate, L->n_embd) * (uint64_t)L->n_ff;
     f->pb[1] = sl__type_row_bytes(L->type_up, L->n_embd) * (uint64_t)L->n_ff;
     f->pb[2] = sl__type_row_bytes(L->type_down, L->n_ff) * (uint64_t)L->n_embd;
@@ -825,6 +848,7 @@ static void fetch_destroy(sl_moe_sched *s)
     if (f->ks) sl_device_stream_sync(f->dev, f->ks, NULL);
     if (f->cs) sl_device_stream_sync(f->dev, f->cs, NULL);
     sl__cache_free(&f->cache);
+    sl__fetch_stage_free(f);
     if (f->arena) {
         sl_bfc_free(f->arena, f->scratch, NULL);
         sl_bfc_destroy(f->arena);

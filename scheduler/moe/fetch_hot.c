@@ -23,7 +23,10 @@ bool sl__fetch_pin(fetch *f, sl__cache_layer *CL, int32_t e, const uint64_t off[
 
 void sl__fetch_pins_land(fetch *f, sl__cache_layer *CL)
 {
-    if (sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK) return;
+    if (sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK) {
+        sl__fetch_stage_reset(f); /* a hot set's staging is held one layer at a time */
+        return;
+    }
     for (int32_t e = 0; e < CL->n_expert; e++)
         if (CL->e[e].pinned) sl__cache_drop(&f->cache, CL, e);
 }

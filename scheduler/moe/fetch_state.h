@@ -63,6 +63,21 @@ typedef struct fcopy {
     uint64_t t_enq, t_start, t_done;
 } fcopy;
 
+/* A host staging chunk (fetch_stage.c): [0, used) holds unpacked pieces copies may still read. */
+typedef struct sl__fetch_stage {
+    uint8_t *p;
+    uint64_t cap, used;
+    bool pinned;            /* cuda: page-locked */
+} sl__fetch_stage;
+
+/* A staged piece waiting to be unpacked (fetch_stage.c). */
+typedef struct sl__fetch_unpack {
+    const void *src;        /* Q4_K_R8, host */
+    void *dst;              /* its room in a staging chunk */
+    int64_t rows, cols;
+    bool ok;
+} sl__fetch_unpack;
+
 typedef struct fetch {
     sl_moe_sched base;      /* must be first */
     sl_fetch_options opt;
@@ -87,8 +102,13 @@ typedef struct fetch {
     sl_event **ev;          /* copy i done */
     sl_event **ev0;         /* copy i started (event timing when not tracing) */
     int64_t n_ev;
+    sl__fetch_stage *stg;   /* staging chunks, n_stg in use (fetch_stage.c) */
+    int n_stg, stg_cap;
+    sl__fetch_unpack *ups;  /* pieces staged since the last sl__fetch_stage_run */
+    int64_t n_up, up_cap;
     /* the current call */
     sl_moe_layer cur;
+    sl_moe_layer dcur;      /* cur as the device reads it: file types (Q4_K for Q4_K_R8) */
     float *buf;
     size_t buf_cap;
     void *work, *dwork;
@@ -142,6 +162,23 @@ bool sl__fetch_fill(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_
                     const void *const slot[3]);
 /* Every piece of x's that was planned has landed (after the call's final synchronisation). */
 bool sl__fetch_copies_landed(const fetch *f, const xinfo *x);
+
+/* fetch_stage.c: the device holds an expert's bytes in the file's layout (dcur's types). A
+ * piece whose host type differs (Q4_K_R8) is unpacked into a host staging chunk on its way:
+ * sl__fetch_stage_needed says whether piece p (gate, up, down) of the current layer is;
+ * sl__fetch_stage_piece returns the host source of expert e's piece p for an H2D copy (the
+ * host bytes themselves, or room in staging that stays put until the next
+ * sl__fetch_stage_reset; NULL when no memory: the caller's copy fails, and the expert runs on
+ * the CPU); sl__fetch_stage_run unpacks the pieces staged since its last run into their room,
+ * on the pool — before any copy from them is enqueued (false: one failed; the caller fails
+ * those copies);
+ * sl__fetch_stage_reset, only once the copy stream is drained, makes the chunks reusable;
+ * sl__fetch_stage_free releases them. */
+bool sl__fetch_stage_needed(const fetch *f, int p);
+const void *sl__fetch_stage_piece(fetch *f, int p, int32_t e);
+bool sl__fetch_stage_run(fetch *f);
+void sl__fetch_stage_reset(fetch *f);
+void sl__fetch_stage_free(fetch *f);
 
 /* fetch_hot.c: expert e of the current layer becomes a pinned resident (outside the cache
  * budget), its fill from the host enqueued on the copy stream; false when it is engine-

@@ -5,7 +5,8 @@
  * batches through the GEMM and its tails, grouped batches, gathered and column-listed rows, the
  * transposed layout and the f32-activation mode. Weights are random bytes with sane half
  * scales, so every six-bit scale/min pattern and quant occurs. The load's repack of many
- * matrices over a pool gives each one's bytes on every pool. */
+ * matrices over a pool gives each one's bytes on every pool; the CPU's out-of-place undo gives
+ * the original bytes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,24 @@ static void check_round_trip(void)
     CHECK(!memcmp(a, c, bytes));
     CHECK(!sl_repack_q4_K_r8_undo(b, b, rows, cols, &e));
     CHECK(!memcmp(a, b, bytes));
+    /* the CPU's out-of-place undo (the fetching scheduler's uploads) gives the same bytes, for
+     * one and several super-blocks per row; it refuses bad shapes and overlaps */
+    for (int64_t nb = 1; nb <= 3; nb++) {
+        const size_t nbytes = (size_t)rows * (size_t)nb * 144;
+        uint8_t *q = q4k_random(rows, nb * 256), *r8 = malloc(nbytes), *back = malloc(nbytes);
+        CHECK(!sl_repack_q4_K_r8(q, r8, rows, nb * 256, &e));
+        CHECK(!sl_cpu_repack_q4_K_r8_undo(r8, back, rows, nb * 256, &e));
+        CHECK_MSG(!memcmp(q, back, nbytes), "sl_cpu_repack_q4_K_r8_undo, %lld super-blocks: "
+                  "not the original bytes", (long long)nb);
+        free(q);
+        free(r8);
+        free(back);
+    }
+    CHECK(sl_cpu_repack_q4_K_r8_undo(b, c, 12, cols, &e) == SL_ERR_INVALID &&
+          strstr(e.msg, "rows = 12"));
+    CHECK(sl_cpu_repack_q4_K_r8_undo(b, c, 8, 300, &e) == SL_ERR_INVALID);
+    CHECK(sl_cpu_repack_q4_K_r8_undo(NULL, c, 8, 256, &e) == SL_ERR_INVALID);
+    CHECK(sl_cpu_repack_q4_K_r8_undo(b, b, 8, 256, &e) == SL_ERR_INVALID);
     /* a row copied out is the original row */
     CHECK(!sl_repack_q4_K_r8(a, b, rows, cols, &e));
     for (int64_t r = 0; r < rows; r++) {

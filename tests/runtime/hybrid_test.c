@@ -10,12 +10,20 @@
  *     and one blocking sync per layer (the old path);
  *   - static hot residency (mode=cpu hot_kb=...) computes part of the assignments on the device
  *     and moves no expert bytes in decode once its set is resident; a run-time cache with
- *     uploads=1 moves at most one expert per layer and token. */
+ *     uploads=1 moves at most one expert per layer and token;
+ *   - the fetch modes (post, full, auto) give the same bits, post and full with expert bytes
+ *     over PCIe.
+ * And for Q4_K files (qwen3moe, mixtral): the host experts of the device model are repacked
+ * into Q4_K_R8 as the CPU placement's are (every routed expert tensor, counted by
+ * sl_model_info), also with n_cpu_moe; every upload above unpacks them back to Q4_K (the
+ * device's kernels read the file's layout: scheduler/moe/fetch_stage.c), so the same bits
+ * hold for every scheduler. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "gguf/gguf.h"
 #include "runtime/sluice.h"
 #include "tests/runtime/testmodel.h"
 #include "tests/testing.h"
@@ -31,10 +39,11 @@ typedef struct run {
     bool ok;
 } run;
 
-static sl_model *open_model(const char *path, sl_placement pl)
+static sl_model *open_model(const char *path, sl_placement pl, int n_cpu_moe)
 {
     sl_model_options o = sl_model_options_default();
     o.placement = pl;
+    o.n_cpu_moe = n_cpu_moe;
     o.progress = false;
     o.n_threads = 2;
     if (pl != SL_PLACE_CPU) o.device = "sim";
@@ -79,26 +88,83 @@ static bool same(const float *a, const float *b, size_t n)
     return a && b && memcmp(a, b, n * sizeof *a) == 0;
 }
 
-static void check_arch(const char *arch, const char *dir)
+static uint64_t repacked(const sl_model *m)
+{
+    sl_model_info mi;
+    sl_model_info_get(m, &mi);
+    return mi.repacked_tensors;
+}
+
+/* q4k: the file's matrices Q4_K at dims 256 (whole super-blocks), so that host experts repack */
+static void check_arch(const char *arch, const char *dir, bool q4k)
 {
     tm_params p;
     tm_defaults(arch, &p);
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s.gguf", dir, arch);
+    if (q4k) {
+        p.wtype = SL_GGML_Q4_K;
+        p.n_embd = p.n_ff = 256;
+    }
+    char path[600], what[64];
+    snprintf(path, sizeof path, "%s/%s%s.gguf", dir, arch, q4k ? "-q4k" : "");
+    snprintf(what, sizeof what, "%s%s", arch, q4k ? " Q4_K" : "");
+    arch = what;
     sl_error e;
     CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "write %s: %s", arch, e.msg);
-    sl_model *cpu = open_model(path, SL_PLACE_CPU);
+    sl_model *cpu = open_model(path, SL_PLACE_CPU, 0);
     if (!cpu) return;
     sl_model_info info;
     sl_model_info_get(cpu, &info);
     const size_t NV = (size_t)N_DECODE * (size_t)info.n_vocab;
     run ref = decode(cpu, NULL, info.n_vocab);
+    CHECK_MSG(!q4k || repacked(cpu) > 0, "%s: placement cpu repacked nothing", arch);
     sl_model_close(cpu);
     /* deepseek2's testmodel has one leading dense layer, whose FFN is on the device */
     const int64_t moe_layers = info.n_layer - (strstr(arch, "deepseek2") ? 1 : 0);
+    /* routed expert tensors per layer: one per projection, or one per expert (mixtral-split) */
+    const uint64_t per_layer = 3 * (strstr(arch, "split") ? (uint64_t)info.n_expert : 1);
+
+    if (q4k) {
+        /* n_cpu_moe 1: layer 0's routed experts (gate, up, down) on the host, repacked */
+        sl_model *nm = open_model(path, SL_PLACE_GPU, 1);
+        CHECK_MSG(!nm || repacked(nm) == per_layer, "%s n_cpu_moe=1: %llu tensors repacked, "
+                  "not layer 0's %llu expert tensors", arch,
+                  (unsigned long long)(nm ? repacked(nm) : 0), (unsigned long long)per_layer);
+        run rn = decode(nm, "mode=cpu", info.n_vocab);
+        CHECK_MSG(rn.ok && same(ref.logits, rn.logits, NV), "%s n_cpu_moe=1: decode logits "
+                  "differ from the CPU placement's", arch);
+        free(rn.logits);
+        sl_model_close(nm);
+    }
+
+    if (q4k && strstr(arch, "split")) {
+        /* one expert of layer 0 asked for on the host: the placement moves the layer's
+         * experts together (they share one type per projection), all repacked */
+        sl_model_options o = sl_model_options_default();
+        o.placement = SL_PLACE_GPU;
+        o.override_tensor = "blk\\.0\\.ffn_(gate|up|down)\\.0\\.weight=CPU";
+        o.progress = false;
+        o.n_threads = 2;
+        o.device = "sim";
+        sl_model *mm = NULL;
+        CHECK_MSG(sl_model_open(path, &o, &mm, &e) == SL_OK, "%s, expert 0 of layer 0 on the "
+                  "host: %s", arch, e.msg);
+        CHECK_MSG(!mm || repacked(mm) == per_layer, "%s, expert 0 of layer 0 on the host: "
+                  "%llu tensors repacked, not the layer's %llu", arch,
+                  (unsigned long long)(mm ? repacked(mm) : 0), (unsigned long long)per_layer);
+        run rm = decode(mm, "mode=cpu", info.n_vocab);
+        CHECK_MSG(rm.ok && same(ref.logits, rm.logits, NV), "%s, expert 0 of layer 0 on the "
+                  "host: decode logits differ from the CPU placement's", arch);
+        free(rm.logits);
+        sl_model_close(mm);
+    }
 
     /* mode=cpu, experts on the host: the host part in stream order */
-    sl_model *m = open_model(path, SL_PLACE_EXPERTS_CPU);
+    sl_model *m = open_model(path, SL_PLACE_EXPERTS_CPU, 0);
+    /* every routed expert tensor repacked, nothing else (the rest is on the device) */
+    CHECK_MSG(!m || !q4k || repacked(m) == per_layer * (uint64_t)moe_layers,
+              "%s experts-cpu: %llu tensors repacked, not the %llu routed expert tensors", arch,
+              (unsigned long long)(m ? repacked(m) : 0),
+              (unsigned long long)(per_layer * (uint64_t)moe_layers));
     run r = decode(m, "mode=cpu", info.n_vocab);
     CHECK_MSG(r.ok && same(ref.logits, r.logits, NV), "%s mode=cpu: decode logits differ from "
               "the CPU placement's", arch);
@@ -115,9 +181,11 @@ static void check_arch(const char *arch, const char *dir)
     CHECK_MSG(calls % N_DECODE == 0 && calls > 0, "%s mode=cpu: %llu device calls in %d tokens "
               "(each token the same work)", arch, (unsigned long long)calls, N_DECODE);
     /* the CPU expert path's reads: top-k distinct experts of each MoE layer per token (the
-     * test models' experts are F32: gate, up, down of n_embd x n_ff_exp) */
+     * test models' experts: gate, up, down of n_embd x n_ff_exp, F32 or Q4_K's 144 bytes per
+     * 256 weights, the same in Q4_K_R8) */
     const uint64_t per_expert = 3 * (uint64_t)info.n_embd *
-                                (uint64_t)(info.n_ff_exp ? info.n_ff_exp : info.n_ff) * 4;
+                                (uint64_t)(info.n_ff_exp ? info.n_ff_exp : info.n_ff) *
+                                (q4k ? 144 : 1024) / 256;
     const uint64_t cpu_bytes = r.s1.expert_cpu_bytes - r.s0.expert_cpu_bytes;
     CHECK_MSG(cpu_bytes == (uint64_t)N_DECODE * moe_layers * info.n_expert_used * per_expert &&
                   r.s1.expert_cpu_seconds > r.s0.expert_cpu_seconds,
@@ -187,6 +255,20 @@ static void check_arch(const char *arch, const char *dir)
               (unsigned long long)(r.s1.copy_bytes - r.s0.copy_bytes), N_DECODE,
               (unsigned long long)per_expert);
     free(r.logits);
+
+    /* the fetch modes: experts copied to the device (unpacked from Q4_K_R8 on the way for a
+     * Q4_K file) and computed there; post and full fetch every miss */
+    static const char *const modes[] = {"mode=post", "mode=full", "mode=auto",
+                                        "mode=post cache_kb=64"};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        r = decode(m, modes[i], info.n_vocab);
+        CHECK_MSG(r.ok && same(ref.logits, r.logits, NV), "%s %s: decode logits differ from "
+                  "the CPU placement's", arch, modes[i]);
+        CHECK_MSG(!strcmp(r.sched, "fetch"), "%s %s: scheduler %s", arch, modes[i], r.sched);
+        CHECK_MSG(strstr(modes[i], "auto") || r.s1.copy_bytes > r.s0.copy_bytes,
+                  "%s %s: no expert bytes over PCIe in decode", arch, modes[i]);
+        free(r.logits);
+    }
     sl_model_close(m);
     free(ref.logits);
 }
@@ -201,7 +283,10 @@ int main(void)
         return 1;
     }
     const char *archs[] = {"qwen3moe", "mixtral", "gpt-oss", "deepseek2"};
-    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) check_arch(archs[i], dir);
+    for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) check_arch(archs[i], dir, false);
+    check_arch("qwen3moe", dir, true);
+    check_arch("mixtral", dir, true);
+    check_arch("mixtral-split", dir, true);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) fprintf(stderr, "warning: could not remove %s\n", dir);
