@@ -794,9 +794,85 @@ static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(iq4xs_block)(c
     return acc;
 }
 
+#if SL_MV_AVX512
+/* IQ4_XS super-block at wp times a Q8_K block at xp whose quants are regrouped by
+ * iq4xs_xperm: 8 int32 whose sum is the reference's isum. Four sub-blocks per 512-bit vector
+ * (128-bit lane k: sub-block 4h + k's 16 low-nibble values, then in a second vector its 16
+ * high-nibble ones, against x regrouped the same way), so no weight is moved across lanes.
+ * vpdpbusd takes the values as u = v + 128 (the table xor 0x80, unsigned) against the signed
+ * x: lane sums are sum (v + 128) x; times the sub-block's scale ls - 32 (vpmulld, the lane's
+ * sub-block), less 128 * sum_j (ls_j - 32) * (x sum of sub-block j) (from Q8_K's bsums) once
+ * per super-block, that is the same exact integer as iq4xs_block's. Bounds: a lane sums 8
+ * products |u x| <= 255 * 128 per vector, times |ls - 32| <= 32, over two vectors and two
+ * halves: < 2^27. */
+static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(iq4xs_block_p)(const char *wp,
+                                                                                  const char *xp)
+{
+    uint16_t sh;
+    uint32_t sl;
+    memcpy(&sh, wp + 2, 2);
+    memcpy(&sl, wp + 4, 4);
+    const __m256i lo4 = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32((int)sl),
+                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(15));
+    const __m256i hi2 = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(sh), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo4, _mm256_slli_epi32(hi2, 4)),
+                                        _mm256_set1_epi32(32)); /* int32 ls_j - 32, j = 0..7 */
+    /* 128 * sum_j ls_j * (bsums[2j] + bsums[2j + 1]): the u offset's share, in 8 lanes */
+    const __m256i bs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K)),
+                                         _mm256_set1_epi16(1));
+    const __m256i off = _mm256_slli_epi32(_mm256_mullo_epi32(ls, bs), 7);
+    const __m512i lsz = _mm512_castsi256_si512(ls);
+    const __m128i kv = _mm_xor_si128(_mm_loadu_si128((const __m128i *)sl_iq4nl_values),
+                                     _mm_set1_epi8((char)0x80));
+    const __m512i table = _mm512_broadcast_i32x4(kv), m4 = _mm512_set1_epi8(0x0F);
+    __m512i acc = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        const __m512i q = _mm512_loadu_si512((const void *)(wp + 8 + 64 * h));
+        const __m512i ul = _mm512_shuffle_epi8(table, _mm512_and_si512(q, m4));
+        const __m512i uh =
+            _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+        const __m512i xl = _mm512_loadu_si512((const void *)(xp + 4 + 128 * h));
+        const __m512i xh = _mm512_loadu_si512((const void *)(xp + 4 + 128 * h + 64));
+        const __m512i d =
+            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ul, xl), uh, xh);
+        /* lane k's scale: ls_{4h+k} in its four int32 */
+        const __m512i sk = _mm512_permutexvar_epi32(
+            h ? _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7)
+              : _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+            lsz);
+        acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(d, sk));
+    }
+    const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(acc),
+                                        _mm512_extracti64x4_epi64(acc, 1));
+    return _mm256_sub_epi32(s8, off);
+}
+
+/* Q8_K blocks [0, nb) at xq into dst (the same 292-byte blocks) with each super-block's quants
+ * regrouped for iq4xs_block_p: half h (sub-blocks 4h .. 4h + 3) as 64 bytes of their first 16
+ * quants (sub-block 4h + k at 16k), then 64 of their last 16. */
+static inline void SL_MV_SUFFIX(iq4xs_xperm)(const char *xq, int64_t nb, char *dst)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        const char *s = xq + (size_t)b * sizeof(sl_block_q8_K);
+        char *d = dst + (size_t)b * sizeof(sl_block_q8_K);
+        memcpy(d, s, 4);
+        memcpy(d + 4 + SL_QK_K, s + 4 + SL_QK_K, sizeof(((sl_block_q8_K *)0)->bsums));
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 4; k++) {
+                memcpy(d + 4 + 128 * h + 16 * k, s + 4 + 32 * (4 * h + k), 16);
+                memcpy(d + 4 + 128 * h + 64 + 16 * k, s + 4 + 32 * (4 * h + k) + 16, 16);
+            }
+    }
+}
+#endif
+
 /* which K-quant (or IQ4_XS, a super-block type on Q8_K with one scale) a kgroup / krange call
  * is for */
-enum { SL_MV_K4, SL_MV_K5, SL_MV_K6, SL_MV_IQ4XS };
+enum { SL_MV_K4, SL_MV_K5, SL_MV_K6, SL_MV_IQ4XS, SL_MV_IQ4XS_P };
 
 /* Bytes of a super-block of a kind (the block structs of kernels/ref/blocks.h). */
 static inline size_t SL_MV_SUFFIX(k_bytes)(int kind)
@@ -804,7 +880,7 @@ static inline size_t SL_MV_SUFFIX(k_bytes)(int kind)
     return kind == SL_MV_K4   ? sizeof(sl_block_q4_K)
            : kind == SL_MV_K5 ? sizeof(sl_block_q5_K)
            : kind == SL_MV_K6 ? sizeof(sl_block_q6_K)
-                              : sizeof(sl_block_iq4_xs);
+                              : sizeof(sl_block_iq4_xs); /* IQ4XS, IQ4XS_P */
 }
 
 /* Lane k of a K-quant group (kgroup): its integer sums v (and s, the mins', Q4_K/Q5_K), 0 when
@@ -820,6 +896,9 @@ SL_MV_SUFFIX(klane)(const char *wp, const char *xp, int m, const char *wq, int p
     if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) *v = _mm256_setzero_si256();
     else if (kind == SL_MV_K6) *v = SL_MV_SUFFIX(q6k_block)(w, x);
     else if (kind == SL_MV_IQ4XS) *v = SL_MV_SUFFIX(iq4xs_block)(w, x);
+#if SL_MV_AVX512
+    else if (kind == SL_MV_IQ4XS_P) *v = SL_MV_SUFFIX(iq4xs_block_p)(w, x);
+#endif
     else *v = SL_MV_SUFFIX(k45_block)(w, x, kind == SL_MV_K5, s);
 }
 
@@ -850,7 +929,7 @@ SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int 
     const __m256 dd =
         _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + dofs, wq + dofs, wb, m, pair), dx);
     const __m256 a = _mm256_mul_ps(isum, dd);
-    if (kind == SL_MV_K6 || kind == SL_MV_IQ4XS) return a;
+    if (kind == SL_MV_K6 || kind == SL_MV_IQ4XS || kind == SL_MV_IQ4XS_P) return a;
     const __m256 dmd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, wq + 2, wb, m, pair), dx);
     const __m256 summ = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(s, n));
     return _mm256_sub_ps(a, _mm256_mul_ps(summ, dmd));
@@ -915,6 +994,43 @@ SL_MV_KQUANT(q4_K, SL_MV_K4, sizeof(sl_block_q4_K))
 SL_MV_KQUANT(q5_K, SL_MV_K5, sizeof(sl_block_q5_K))
 SL_MV_KQUANT(q6_K, SL_MV_K6, sizeof(sl_block_q6_K))
 SL_MV_KQUANT(iq4_xs, SL_MV_IQ4XS, sizeof(sl_block_iq4_xs))
+
+#if SL_MV_AVX512
+/* IQ4_XS rows on regrouped activations (iq4xs_block_p): the group, pair and quad forms of
+ * SL_MV_KQUANT with kind IQ4XS_P, the float work op for op the same, so the bits are
+ * rows_iq4_xs's. rows_iq4_xs_vnni regroups x once per call (rows of up to SL_MV_XP_MAX
+ * super-blocks: 64 x 292 bytes of stack) and falls back to rows_iq4_xs for longer rows. */
+enum { SL_MV_XP_MAX = 64 };
+static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(group_iq4_xs_p)(
+    const char *wp, const char *xp, int m, const float *hx)
+{
+    SL_MV_CONST_M(SL_MV_SUFFIX(kgroup), m, wp, 0, hx, SL_MV_IQ4XS_P)
+}
+static __m256 SL_MV_SUFFIX(pair_iq4_xs_p)(const char *wp, const char *xp, int m, const char *wq,
+                                          const float *hx)
+{
+    SL_MV_CONST_M4(SL_MV_SUFFIX(kgroup), m, wq, 1, hx, SL_MV_IQ4XS_P)
+}
+static __m256 SL_MV_SUFFIX(quad_iq4_xs_p)(const char *wp, const char *xp, int m, const char *wq,
+                                          const float *hx)
+{
+    if (m <= 1) return SL_MV_SUFFIX(kgroup)(wp, xp, 1, wq, 2, hx, SL_MV_IQ4XS_P);
+    return SL_MV_SUFFIX(kgroup)(wp, xp, 2, wq, 2, hx, SL_MV_IQ4XS_P);
+}
+SL_MV_ROWS(iq4_xs_p, sizeof(sl_block_iq4_xs), sizeof(sl_block_q8_K), 1, SL_MV_QUAD)
+
+static void SL_MV_SUFFIX(rows_iq4_xs_vnni)(const void *w, size_t wrb, const void *xq, int64_t nb,
+                                           int64_t r0, int64_t r1, float *y)
+{
+    if (nb > SL_MV_XP_MAX) {
+        SL_MV_SUFFIX(rows_iq4_xs)(w, wrb, xq, nb, r0, r1, y);
+        return;
+    }
+    _Alignas(64) char xp[SL_MV_XP_MAX * sizeof(sl_block_q8_K)];
+    SL_MV_SUFFIX(iq4xs_xperm)(xq, nb, xp);
+    SL_MV_SUFFIX(rows_iq4_xs_p)(w, wrb, xp, nb, r0, r1, y);
+}
+#endif
 
 #undef SL_MV_KQUANT
 #undef SL_MV_ROWS
@@ -1039,7 +1155,11 @@ sl__mv_rows_fn SL_MV_SUFFIX(sl__mv_rows)(uint32_t type)
 #else
     case SL_GGML_IQ4_NL: return SL_MV_SUFFIX(rows_iq4_nl);
 #endif
+#if SL_MV_AVX512
+    case SL_GGML_IQ4_XS: return SL_MV_SUFFIX(rows_iq4_xs_vnni);
+#else
     case SL_GGML_IQ4_XS: return SL_MV_SUFFIX(rows_iq4_xs);
+#endif
     default: return NULL;
     }
 }
