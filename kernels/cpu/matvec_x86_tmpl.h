@@ -721,6 +721,58 @@ static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(q6k_block)(con
     return _mm256_sub_epi32(acc, off);
 }
 
+#if SL_MV_AVX512
+/* q6k_block in 512-bit vectors: half n's 128 quants as two vectors, A = groups 0 and 1 (ql's
+ * low nibbles, qh bits 0-1 and 2-3), B = groups 2 and 3 (high nibbles, qh bits 4-5 and 6-7),
+ * each 128-bit lane one 16-quant sub-block in element order, so x is read as it lies and a
+ * lane's scale is one int16 broadcast by vpshufb; vpdpwssd weights and sums the vpmaddubsw
+ * pairs. The same integer as q6k_block (the 64-bit variable shifts carry only bits the 0x30
+ * mask drops, as its 16-bit ones do). */
+static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(q6k_block512)(const char *wp,
+                                                                                  const char *xp)
+{
+    const sl_block_q6_K *w = (const sl_block_q6_K *)wp;
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
+    const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    /* int16 k (A) / 4 + k (B) of the half's 8 scales in every pair of lane k */
+#define SL_MV_Q6P(k) ((2 * (k) + 1) << 24 | (2 * (k)) << 16 | (2 * (k) + 1) << 8 | (2 * (k)))
+    const __m512i pa = _mm512_setr_epi32(SL_MV_Q6P(0), SL_MV_Q6P(0), SL_MV_Q6P(0), SL_MV_Q6P(0),
+                                         SL_MV_Q6P(1), SL_MV_Q6P(1), SL_MV_Q6P(1), SL_MV_Q6P(1),
+                                         SL_MV_Q6P(2), SL_MV_Q6P(2), SL_MV_Q6P(2), SL_MV_Q6P(2),
+                                         SL_MV_Q6P(3), SL_MV_Q6P(3), SL_MV_Q6P(3), SL_MV_Q6P(3));
+    const __m512i pb = _mm512_setr_epi32(SL_MV_Q6P(4), SL_MV_Q6P(4), SL_MV_Q6P(4), SL_MV_Q6P(4),
+                                         SL_MV_Q6P(5), SL_MV_Q6P(5), SL_MV_Q6P(5), SL_MV_Q6P(5),
+                                         SL_MV_Q6P(6), SL_MV_Q6P(6), SL_MV_Q6P(6), SL_MV_Q6P(6),
+                                         SL_MV_Q6P(7), SL_MV_Q6P(7), SL_MV_Q6P(7), SL_MV_Q6P(7));
+#undef SL_MV_Q6P
+    __m512i acc = _mm512_setzero_si512();
+    for (int n = 0; n < 2; n++) {
+        const __m512i l = _mm512_loadu_si512((const void *)(w->ql + 64 * n));
+        const __m512i h =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w->qh + 32 * n)));
+        const __m512i a = _mm512_or_si512(
+            _mm512_and_si512(l, m4),
+            _mm512_and_si512(_mm512_sllv_epi64(h, _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2)),
+                             m30));
+        const __m512i b = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+            _mm512_and_si512(_mm512_srlv_epi64(h, _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2)),
+                             m30));
+        const __m512i s = _mm512_broadcast_i32x4(n ? _mm256_extracti128_si256(sc16, 1)
+                                                   : _mm256_castsi256_si128(sc16));
+        const __m512i xa = _mm512_loadu_si512((const void *)(xp + 4 + 128 * n));
+        const __m512i xb = _mm512_loadu_si512((const void *)(xp + 4 + 128 * n + 64));
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(a, xa), _mm512_shuffle_epi8(s, pa));
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(b, xb), _mm512_shuffle_epi8(s, pb));
+    }
+    const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(acc),
+                                        _mm512_extracti64x4_epi64(acc, 1));
+    return _mm256_sub_epi32(s8, off);
+}
+#endif
+
 /* The floats at p/q of the group's lanes (the Q8_K scales), other lanes 0; built in
  * registers like load_halves. */
 static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, size_t stride,
@@ -894,7 +946,11 @@ SL_MV_SUFFIX(klane)(const char *wp, const char *xp, int m, const char *wq, int p
     const char *x = SL_MV_SUFFIX(lane_at)(xp, xp, k, sizeof(sl_block_q8_K), pair);
     *s = _mm256_setzero_si256();
     if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) *v = _mm256_setzero_si256();
+#if SL_MV_AVX512
+    else if (kind == SL_MV_K6) *v = SL_MV_SUFFIX(q6k_block512)(w, x);
+#else
     else if (kind == SL_MV_K6) *v = SL_MV_SUFFIX(q6k_block)(w, x);
+#endif
     else if (kind == SL_MV_IQ4XS) *v = SL_MV_SUFFIX(iq4xs_block)(w, x);
 #if SL_MV_AVX512
     else if (kind == SL_MV_IQ4XS_P) *v = SL_MV_SUFFIX(iq4xs_block_p)(w, x);
