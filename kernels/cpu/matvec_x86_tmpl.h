@@ -506,6 +506,58 @@ SL_MV_SUFFIX(ou_unsigned)(uint32_t type, const char *wp)
     }
 }
 
+/* 32 bytes at p (low half) and 32 at q (high half): a masked broadcast load for the high half,
+ * which needs no lane-shuffle port the way vinserti64x4 does. */
+static inline __m512i SL_MV_SUFFIX(load_2x32)(const char *p, const char *q)
+{
+    return _mm512_mask_broadcast_i64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)), 0xF0,
+        _mm256_loadu_si256((const __m256i *)q));
+}
+
+/* ou_unsigned of blocks wp and wp + wb in one 512-bit vector (block wp's 32 bytes low), for
+ * Q8_0, Q4_0, IQ4_NL and MXFP4 (Q5_0 stays per block, rows_offset). The 4-bit types unpack both blocks' nibbles at once: their 16 quant bytes each in two 128-bit
+ * lanes, the upper one shifted by 4 (low nibbles are elements 0..15, high ones 16..31). */
+static inline __attribute__((always_inline)) __m512i
+SL_MV_SUFFIX(ou_pair)(uint32_t type, const char *wp, size_t wb)
+{
+    if (type == SL_GGML_Q8_0)
+        return _mm512_xor_si512(SL_MV_SUFFIX(load_2x32)(wp + 2, wp + wb + 2),
+                                _mm512_set1_epi8((char)0x80));
+    const size_t o = type == SL_GGML_MXFP4 ? 1 : 2;
+    /* [qs, qs, qs', qs']: two broadcast loads, the second masked (no lane shuffle) */
+    const __m512i q4 = _mm512_mask_broadcast_i32x4(
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(wp + o))), 0xFF00,
+        _mm_loadu_si128((const __m128i *)(wp + wb + o)));
+    const __m512i n = _mm512_and_si512(
+        _mm512_srlv_epi64(q4, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0F));
+    if (type == SL_GGML_Q4_0) return n;
+    const __m128i kv =
+        type == SL_GGML_IQ4_NL /* the table as value + 128, as ou_unsigned's */
+            ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)sl_iq4nl_values),
+                            _mm_set1_epi8((char)0x80))
+            : _mm_add_epi8(_mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4),
+                           _mm_set1_epi8(SL_Q32_OFFSET_MXFP4));
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(kv), n);
+}
+
+/* hsum8x8 of four 512-bit vectors, v[k] holding block 2k's 8 int32 (low half) and block
+ * 2k + 1's: element j of the result is block j's sum. Lane pairs first (two vectors -> one
+ * with a block's 4 partial sums per 128-bit lane), then within lanes, then one permute:
+ * 12 uops where hsum8x8's six vphaddd and two lane permutes are 21. */
+static inline __m256i SL_MV_SUFFIX(hsum8x8_z)(const __m512i v[4])
+{
+    const __m512i p = _mm512_add_epi32(_mm512_shuffle_i64x2(v[0], v[1], 0x88),
+                                       _mm512_shuffle_i64x2(v[0], v[1], 0xDD)); /* b0..b3 */
+    const __m512i q = _mm512_add_epi32(_mm512_shuffle_i64x2(v[2], v[3], 0x88),
+                                       _mm512_shuffle_i64x2(v[2], v[3], 0xDD)); /* b4..b7 */
+    const __m512i r = _mm512_add_epi32(_mm512_unpacklo_epi32(p, q), _mm512_unpackhi_epi32(p, q));
+    const __m512i t = _mm512_add_epi32(r, _mm512_shuffle_epi32(r, (_MM_PERM_ENUM)0x4E));
+    /* lane k: [b_k, b_k+4, b_k, b_k+4] */
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), t));
+}
+
 static inline __attribute__((always_inline)) void
 SL_MV_SUFFIX(rows_offset)(uint32_t type, const void *w, size_t wrb, const void *xq, int64_t nb,
                           int64_t r0, int64_t r1, float *y)
@@ -537,16 +589,48 @@ SL_MV_SUFFIX(rows_offset)(uint32_t type, const void *w, size_t wrb, const void *
         __m256 acc = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b += 8) {
             const int m = nb - b < 8 ? (int)(nb - b) : 8;
-            __m256i v[8];
-            for (int k = 0; k < 8; k++)
-                v[k] = k < m ? _mm256_dpbusd_epi32(
-                                   _mm256_setzero_si256(),
-                                   SL_MV_SUFFIX(ou_unsigned)(type, wr + (size_t)(b + k) * wb),
-                                   _mm256_loadu_si256((const __m256i *)((const char *)xq +
-                                                                        (size_t)(b + k) * XB + 2)))
-                             : _mm256_setzero_si256();
-            const __m256 isum = _mm256_cvtepi32_ps(_mm256_sub_epi32(
-                SL_MV_SUFFIX(hsum8x8)(v), _mm256_loadu_si256((const __m256i *)(cx + b))));
+            __m256i hs;
+            if (type == SL_GGML_Q5_0) { /* its qh unpack is lane shuffles already: per block */
+                __m256i v[8];
+                const char *xg = (const char *)xq + (size_t)b * XB + 2;
+                const char *wg = wr + (size_t)b * wb;
+                if (m == 8) /* the whole group unrolled */
+                    for (int k = 0; k < 8; k++)
+                        v[k] = _mm256_dpbusd_epi32(
+                            _mm256_setzero_si256(),
+                            SL_MV_SUFFIX(ou_unsigned)(type, wg + (size_t)k * wb),
+                            _mm256_loadu_si256((const __m256i *)(xg + (size_t)k * XB)));
+                else
+                    for (int k = 0; k < 8; k++)
+                        v[k] = k < m ? _mm256_dpbusd_epi32(
+                                           _mm256_setzero_si256(),
+                                           SL_MV_SUFFIX(ou_unsigned)(type, wg + (size_t)k * wb),
+                                           _mm256_loadu_si256(
+                                               (const __m256i *)(xg + (size_t)k * XB)))
+                                     : _mm256_setzero_si256();
+                hs = SL_MV_SUFFIX(hsum8x8)(v);
+            } else {
+                /* two blocks a 512-bit vpdpbusd; a short group's odd last block alone (its
+                 * upper half 0), pairs past the row 0 */
+                __m512i v[4];
+                for (int k = 0; k < 4; k++) {
+                    const char *wk = wr + (size_t)(b + 2 * k) * wb;
+                    const char *xk = (const char *)xq + (size_t)(b + 2 * k) * XB + 2;
+                    if (2 * k + 1 < m)
+                        v[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                   SL_MV_SUFFIX(ou_pair)(type, wk, wb),
+                                                   SL_MV_SUFFIX(load_2x32)(xk, xk + XB));
+                    else if (2 * k < m)
+                        v[k] = _mm512_zextsi256_si512(_mm256_dpbusd_epi32(
+                            _mm256_setzero_si256(), SL_MV_SUFFIX(ou_unsigned)(type, wk),
+                            _mm256_loadu_si256((const __m256i *)xk)));
+                    else
+                        v[k] = _mm512_setzero_si512();
+                }
+                hs = SL_MV_SUFFIX(hsum8x8_z)(v);
+            }
+            const __m256 isum = _mm256_cvtepi32_ps(
+                _mm256_sub_epi32(hs, _mm256_loadu_si256((const __m256i *)(cx + b))));
             const char *wg = wr + (size_t)b * wb;
             const __m256 hxv = _mm256_loadu_ps(hx + b);
             __m256 ws; /* the 8 blocks' scales: one gather of a whole group (its first bytes) */
