@@ -373,6 +373,17 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(pf_span)(const ch
     for (size_t i = 0; i < n; i += 64) _mm_prefetch(p + SL_MV_PF_BYTES + i, _MM_HINT_T0);
 }
 
+/* The first min(n, SL_MV_PF_BYTES) bytes at p, the part of a rows call's span that pf_span
+ * (always SL_MV_PF_BYTES ahead) never fetches: issued on entry, so a pool chunk's first rows do
+ * not walk in on one demand miss after another. A decode call's chunks are short (an expert's
+ * 64 rows of 216 bytes: 2 KiB of 14 is its head), and the chunk before it, whose pf_span ran
+ * into it, was often the other thread's. */
+static inline __attribute__((always_inline)) void SL_MV_SUFFIX(pf_head)(const char *p, size_t n)
+{
+    if (n > SL_MV_PF_BYTES) n = SL_MV_PF_BYTES;
+    for (size_t i = 0; i < n; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
+}
+
 /* No four-row groups (the 32-element block types) / four-row groups of rows <= 2 blocks
  * (K-quants), inside SL_MV_ROWS. */
 #define SL_MV_NO_QUAD(NAME)
@@ -415,6 +426,7 @@ static inline void SL_MV_SUFFIX(hx_fill)(const char *xq, size_t xb, int64_t nb, 
     static void SL_MV_SUFFIX(rows_##NAME)(const void *w, size_t wrb, const void *xq, int64_t nb, \
                                           int64_t r0, int64_t r1, float *y)                      \
     {                                                                                            \
+        SL_MV_SUFFIX(pf_head)((const char *)w + (size_t)r0 * wrb, (size_t)(r1 - r0) * wrb);     \
         float hxa[SL_MV_HX_MAX + 8];                                                             \
         const float *hx = NULL;                                                                  \
         if (nb <= SL_MV_HX_MAX) {                                                                \
@@ -570,6 +582,7 @@ SL_MV_SUFFIX(rows_offset)(uint32_t type, const void *w, size_t wrb, const void *
                                                : sizeof(sl_block_mxfp4);
     const int32_t c =
         type == SL_GGML_Q8_0 || type == SL_GGML_IQ4_NL ? 128 : sl__q32_offset(type);
+    SL_MV_SUFFIX(pf_head)((const char *)w + (size_t)r0 * wrb, (size_t)(r1 - r0) * wrb);
     float hx[SL_MV_HX_MAX + 8];
     int32_t cx[SL_MV_HX_MAX + 8];
     SL_MV_SUFFIX(hx_fill)((const char *)xq, XB, nb, 0, hx);
