@@ -770,6 +770,75 @@ SL_MV_SUFFIX(k45_block)(const char *wp, const char *xp, int q5, __m256i *summ)
     return _mm256_add_epi32(acc0, acc1);
 }
 
+#if SL_MV_AVX512
+/* k45_block in 512-bit vectors: rounds 2h and 2h + 1 in one vector (their 64 quant bytes as
+ * they lie; the low nibbles are elements 64j + 0..31, the high ones 64j + 32..63, so x comes
+ * as two 32-byte pieces per vector, masked broadcast loads), each 256-bit half one sub-block:
+ * its scale is one int16 broadcast by vpshufb and vpdpwssd weights and sums the vpmaddubsw
+ * pairs. Q5_K: bit 2j (low nibbles) / 2j + 1 (high) of qh's bytes to bit 4, by 64-bit
+ * variable shifts whose cross-byte bits the 0x10 mask drops. The same integers as k45_block:
+ * the same sums in another order. */
+static inline __attribute__((always_inline)) __m256i
+SL_MV_SUFFIX(k45_block512)(const char *wp, const char *xp, int q5, __m256i *summ)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), x10 = _mm512_set1_epi8(0x10);
+    const uint8_t *qs = (const uint8_t *)wp + (q5 ? 48 : 16);
+    const __m128i scm = SL_MV_SUFFIX(k4_unpack_v)((const uint8_t *)wp + 4);
+    const __m128i mins2 = _mm_shuffle_epi8(
+        scm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15));
+    *summ = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mins2),
+                              _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K)));
+    /* the 8 scales as int16 in every 128-bit lane */
+    const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scm));
+    const __m512i qh = q5 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wp + 16)))
+                          : _mm512_setzero_si512();
+    __m512i acc = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        const __m512i q = _mm512_loadu_si512((const void *)(qs + 64 * h));
+        __m512i lo = _mm512_and_si512(q, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        if (q5) {
+            const long long j0 = 4 * h, j1 = 4 * h + 2; /* bit 2j of rounds 2h, 2h + 1 */
+            const __m512i sl = _mm512_setr_epi64(j0, j0, j0, j0, j1, j1, j1, j1);
+            lo = _mm512_or_si512(
+                lo, _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi64(qh, sl), 4), x10));
+            hi = _mm512_or_si512(
+                hi, _mm512_and_si512(
+                        _mm512_slli_epi16(
+                            _mm512_srlv_epi64(qh, _mm512_add_epi64(sl, _mm512_set1_epi64(1))),
+                            4),
+                        x10));
+        }
+        const char *x0 = xp + 4 + 128 * h; /* round 2h's 64 x; round 2h + 1's follow */
+        const __m512i xl = SL_MV_SUFFIX(load_2x32)(x0, x0 + 64);
+        const __m512i xh = SL_MV_SUFFIX(load_2x32)(x0 + 32, x0 + 96);
+        /* scale 4h (+1 for the high nibbles) in the low half, 4h + 2 (+1) in the high one */
+        const int a = 4 * h, b = 4 * h + 2;
+        const __m512i pl = _mm512_setr_epi32(
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b));
+        const __m512i ph = _mm512_add_epi8(pl, _mm512_set1_epi8(2)); /* int16 + 1 */
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(lo, xl), _mm512_shuffle_epi8(sc, pl));
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(hi, xh), _mm512_shuffle_epi8(sc, ph));
+    }
+    return _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+}
+#endif
+
 /* Q6_K half n (elements 128n..128n+127) of a super-block: q[g] = its 32-element group g as
  * unsigned q in [0, 63] (ggml's ql/qh interleave), element order. */
 static inline void SL_MV_SUFFIX(q6_half)(const sl_block_q6_K *wp, int n, __m256i q[4])
@@ -1052,7 +1121,11 @@ SL_MV_SUFFIX(klane)(const char *wp, const char *xp, int m, const char *wq, int p
 #if SL_MV_AVX512
     else if (kind == SL_MV_IQ4XS_P) *v = SL_MV_SUFFIX(iq4xs_block_p)(w, x);
 #endif
+#if SL_MV_AVX512
+    else *v = SL_MV_SUFFIX(k45_block512)(w, x, kind == SL_MV_K5, s);
+#else
     else *v = SL_MV_SUFFIX(k45_block)(w, x, kind == SL_MV_K5, s);
+#endif
 }
 
 /* The terms of a group of K-quant super-blocks (lane_on: one row's at wp or two rows' at wp
