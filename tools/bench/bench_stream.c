@@ -89,6 +89,7 @@ static void stream_sum(void *ctx, int64_t b, int64_t e, int thread)
 
 void *sl_bench_alloc_huge(size_t bytes)
 {
+    if (bytes < HUGE_PAGE) return malloc(bytes ? bytes : 1); /* a few TLB entries anyway */
     const size_t alloc = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
     void *p = alloc >= bytes && alloc ? aligned_alloc(HUGE_PAGE, alloc) : NULL;
     if (p) (void)madvise(p, alloc, MADV_HUGEPAGE); /* advice only: 4 KiB pages still work */
