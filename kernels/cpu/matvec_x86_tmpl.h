@@ -373,6 +373,17 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(pf_span)(const ch
     for (size_t i = 0; i < n; i += 64) _mm_prefetch(p + SL_MV_PF_BYTES + i, _MM_HINT_T0);
 }
 
+/* The first min(n, SL_MV_PF_BYTES) bytes at p, the part of a rows call's span that pf_span
+ * (always SL_MV_PF_BYTES ahead) never fetches: issued on entry, so a pool chunk's first rows do
+ * not walk in on one demand miss after another. A decode call's chunks are short (an expert's
+ * 64 rows of 216 bytes: 2 KiB of 14 is its head), and the chunk before it, whose pf_span ran
+ * into it, was often the other thread's. */
+static inline __attribute__((always_inline)) void SL_MV_SUFFIX(pf_head)(const char *p, size_t n)
+{
+    if (n > SL_MV_PF_BYTES) n = SL_MV_PF_BYTES;
+    for (size_t i = 0; i < n; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
+}
+
 /* No four-row groups (the 32-element block types) / four-row groups of rows <= 2 blocks
  * (K-quants), inside SL_MV_ROWS. */
 #define SL_MV_NO_QUAD(NAME)
@@ -415,6 +426,7 @@ static inline void SL_MV_SUFFIX(hx_fill)(const char *xq, size_t xb, int64_t nb, 
     static void SL_MV_SUFFIX(rows_##NAME)(const void *w, size_t wrb, const void *xq, int64_t nb, \
                                           int64_t r0, int64_t r1, float *y)                      \
     {                                                                                            \
+        SL_MV_SUFFIX(pf_head)((const char *)w + (size_t)r0 * wrb, (size_t)(r1 - r0) * wrb);     \
         float hxa[SL_MV_HX_MAX + 8];                                                             \
         const float *hx = NULL;                                                                  \
         if (nb <= SL_MV_HX_MAX) {                                                                \
@@ -506,6 +518,58 @@ SL_MV_SUFFIX(ou_unsigned)(uint32_t type, const char *wp)
     }
 }
 
+/* 32 bytes at p (low half) and 32 at q (high half): a masked broadcast load for the high half,
+ * which needs no lane-shuffle port the way vinserti64x4 does. */
+static inline __m512i SL_MV_SUFFIX(load_2x32)(const char *p, const char *q)
+{
+    return _mm512_mask_broadcast_i64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)), 0xF0,
+        _mm256_loadu_si256((const __m256i *)q));
+}
+
+/* ou_unsigned of blocks wp and wp + wb in one 512-bit vector (block wp's 32 bytes low), for
+ * Q8_0, Q4_0, IQ4_NL and MXFP4 (Q5_0 stays per block, rows_offset). The 4-bit types unpack both blocks' nibbles at once: their 16 quant bytes each in two 128-bit
+ * lanes, the upper one shifted by 4 (low nibbles are elements 0..15, high ones 16..31). */
+static inline __attribute__((always_inline)) __m512i
+SL_MV_SUFFIX(ou_pair)(uint32_t type, const char *wp, size_t wb)
+{
+    if (type == SL_GGML_Q8_0)
+        return _mm512_xor_si512(SL_MV_SUFFIX(load_2x32)(wp + 2, wp + wb + 2),
+                                _mm512_set1_epi8((char)0x80));
+    const size_t o = type == SL_GGML_MXFP4 ? 1 : 2;
+    /* [qs, qs, qs', qs']: two broadcast loads, the second masked (no lane shuffle) */
+    const __m512i q4 = _mm512_mask_broadcast_i32x4(
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(wp + o))), 0xFF00,
+        _mm_loadu_si128((const __m128i *)(wp + wb + o)));
+    const __m512i n = _mm512_and_si512(
+        _mm512_srlv_epi64(q4, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0F));
+    if (type == SL_GGML_Q4_0) return n;
+    const __m128i kv =
+        type == SL_GGML_IQ4_NL /* the table as value + 128, as ou_unsigned's */
+            ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)sl_iq4nl_values),
+                            _mm_set1_epi8((char)0x80))
+            : _mm_add_epi8(_mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4),
+                           _mm_set1_epi8(SL_Q32_OFFSET_MXFP4));
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(kv), n);
+}
+
+/* hsum8x8 of four 512-bit vectors, v[k] holding block 2k's 8 int32 (low half) and block
+ * 2k + 1's: element j of the result is block j's sum. Lane pairs first (two vectors -> one
+ * with a block's 4 partial sums per 128-bit lane), then within lanes, then one permute:
+ * 12 uops where hsum8x8's six vphaddd and two lane permutes are 21. */
+static inline __m256i SL_MV_SUFFIX(hsum8x8_z)(const __m512i v[4])
+{
+    const __m512i p = _mm512_add_epi32(_mm512_shuffle_i64x2(v[0], v[1], 0x88),
+                                       _mm512_shuffle_i64x2(v[0], v[1], 0xDD)); /* b0..b3 */
+    const __m512i q = _mm512_add_epi32(_mm512_shuffle_i64x2(v[2], v[3], 0x88),
+                                       _mm512_shuffle_i64x2(v[2], v[3], 0xDD)); /* b4..b7 */
+    const __m512i r = _mm512_add_epi32(_mm512_unpacklo_epi32(p, q), _mm512_unpackhi_epi32(p, q));
+    const __m512i t = _mm512_add_epi32(r, _mm512_shuffle_epi32(r, (_MM_PERM_ENUM)0x4E));
+    /* lane k: [b_k, b_k+4, b_k, b_k+4] */
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), t));
+}
+
 static inline __attribute__((always_inline)) void
 SL_MV_SUFFIX(rows_offset)(uint32_t type, const void *w, size_t wrb, const void *xq, int64_t nb,
                           int64_t r0, int64_t r1, float *y)
@@ -518,6 +582,7 @@ SL_MV_SUFFIX(rows_offset)(uint32_t type, const void *w, size_t wrb, const void *
                                                : sizeof(sl_block_mxfp4);
     const int32_t c =
         type == SL_GGML_Q8_0 || type == SL_GGML_IQ4_NL ? 128 : sl__q32_offset(type);
+    SL_MV_SUFFIX(pf_head)((const char *)w + (size_t)r0 * wrb, (size_t)(r1 - r0) * wrb);
     float hx[SL_MV_HX_MAX + 8];
     int32_t cx[SL_MV_HX_MAX + 8];
     SL_MV_SUFFIX(hx_fill)((const char *)xq, XB, nb, 0, hx);
@@ -537,16 +602,48 @@ SL_MV_SUFFIX(rows_offset)(uint32_t type, const void *w, size_t wrb, const void *
         __m256 acc = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b += 8) {
             const int m = nb - b < 8 ? (int)(nb - b) : 8;
-            __m256i v[8];
-            for (int k = 0; k < 8; k++)
-                v[k] = k < m ? _mm256_dpbusd_epi32(
-                                   _mm256_setzero_si256(),
-                                   SL_MV_SUFFIX(ou_unsigned)(type, wr + (size_t)(b + k) * wb),
-                                   _mm256_loadu_si256((const __m256i *)((const char *)xq +
-                                                                        (size_t)(b + k) * XB + 2)))
-                             : _mm256_setzero_si256();
-            const __m256 isum = _mm256_cvtepi32_ps(_mm256_sub_epi32(
-                SL_MV_SUFFIX(hsum8x8)(v), _mm256_loadu_si256((const __m256i *)(cx + b))));
+            __m256i hs;
+            if (type == SL_GGML_Q5_0) { /* its qh unpack is lane shuffles already: per block */
+                __m256i v[8];
+                const char *xg = (const char *)xq + (size_t)b * XB + 2;
+                const char *wg = wr + (size_t)b * wb;
+                if (m == 8) /* the whole group unrolled */
+                    for (int k = 0; k < 8; k++)
+                        v[k] = _mm256_dpbusd_epi32(
+                            _mm256_setzero_si256(),
+                            SL_MV_SUFFIX(ou_unsigned)(type, wg + (size_t)k * wb),
+                            _mm256_loadu_si256((const __m256i *)(xg + (size_t)k * XB)));
+                else
+                    for (int k = 0; k < 8; k++)
+                        v[k] = k < m ? _mm256_dpbusd_epi32(
+                                           _mm256_setzero_si256(),
+                                           SL_MV_SUFFIX(ou_unsigned)(type, wg + (size_t)k * wb),
+                                           _mm256_loadu_si256(
+                                               (const __m256i *)(xg + (size_t)k * XB)))
+                                     : _mm256_setzero_si256();
+                hs = SL_MV_SUFFIX(hsum8x8)(v);
+            } else {
+                /* two blocks a 512-bit vpdpbusd; a short group's odd last block alone (its
+                 * upper half 0), pairs past the row 0 */
+                __m512i v[4];
+                for (int k = 0; k < 4; k++) {
+                    const char *wk = wr + (size_t)(b + 2 * k) * wb;
+                    const char *xk = (const char *)xq + (size_t)(b + 2 * k) * XB + 2;
+                    if (2 * k + 1 < m)
+                        v[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                   SL_MV_SUFFIX(ou_pair)(type, wk, wb),
+                                                   SL_MV_SUFFIX(load_2x32)(xk, xk + XB));
+                    else if (2 * k < m)
+                        v[k] = _mm512_zextsi256_si512(_mm256_dpbusd_epi32(
+                            _mm256_setzero_si256(), SL_MV_SUFFIX(ou_unsigned)(type, wk),
+                            _mm256_loadu_si256((const __m256i *)xk)));
+                    else
+                        v[k] = _mm512_setzero_si512();
+                }
+                hs = SL_MV_SUFFIX(hsum8x8_z)(v);
+            }
+            const __m256 isum = _mm256_cvtepi32_ps(
+                _mm256_sub_epi32(hs, _mm256_loadu_si256((const __m256i *)(cx + b))));
             const char *wg = wr + (size_t)b * wb;
             const __m256 hxv = _mm256_loadu_ps(hx + b);
             __m256 ws; /* the 8 blocks' scales: one gather of a whole group (its first bytes) */
@@ -673,6 +770,75 @@ SL_MV_SUFFIX(k45_block)(const char *wp, const char *xp, int q5, __m256i *summ)
     return _mm256_add_epi32(acc0, acc1);
 }
 
+#if SL_MV_AVX512
+/* k45_block in 512-bit vectors: rounds 2h and 2h + 1 in one vector (their 64 quant bytes as
+ * they lie; the low nibbles are elements 64j + 0..31, the high ones 64j + 32..63, so x comes
+ * as two 32-byte pieces per vector, masked broadcast loads), each 256-bit half one sub-block:
+ * its scale is one int16 broadcast by vpshufb and vpdpwssd weights and sums the vpmaddubsw
+ * pairs. Q5_K: bit 2j (low nibbles) / 2j + 1 (high) of qh's bytes to bit 4, by 64-bit
+ * variable shifts whose cross-byte bits the 0x10 mask drops. The same integers as k45_block:
+ * the same sums in another order. */
+static inline __attribute__((always_inline)) __m256i
+SL_MV_SUFFIX(k45_block512)(const char *wp, const char *xp, int q5, __m256i *summ)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), x10 = _mm512_set1_epi8(0x10);
+    const uint8_t *qs = (const uint8_t *)wp + (q5 ? 48 : 16);
+    const __m128i scm = SL_MV_SUFFIX(k4_unpack_v)((const uint8_t *)wp + 4);
+    const __m128i mins2 = _mm_shuffle_epi8(
+        scm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15));
+    *summ = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mins2),
+                              _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K)));
+    /* the 8 scales as int16 in every 128-bit lane */
+    const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scm));
+    const __m512i qh = q5 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wp + 16)))
+                          : _mm512_setzero_si512();
+    __m512i acc = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        const __m512i q = _mm512_loadu_si512((const void *)(qs + 64 * h));
+        __m512i lo = _mm512_and_si512(q, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        if (q5) {
+            const long long j0 = 4 * h, j1 = 4 * h + 2; /* bit 2j of rounds 2h, 2h + 1 */
+            const __m512i sl = _mm512_setr_epi64(j0, j0, j0, j0, j1, j1, j1, j1);
+            lo = _mm512_or_si512(
+                lo, _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi64(qh, sl), 4), x10));
+            hi = _mm512_or_si512(
+                hi, _mm512_and_si512(
+                        _mm512_slli_epi16(
+                            _mm512_srlv_epi64(qh, _mm512_add_epi64(sl, _mm512_set1_epi64(1))),
+                            4),
+                        x10));
+        }
+        const char *x0 = xp + 4 + 128 * h; /* round 2h's 64 x; round 2h + 1's follow */
+        const __m512i xl = SL_MV_SUFFIX(load_2x32)(x0, x0 + 64);
+        const __m512i xh = SL_MV_SUFFIX(load_2x32)(x0 + 32, x0 + 96);
+        /* scale 4h (+1 for the high nibbles) in the low half, 4h + 2 (+1) in the high one */
+        const int a = 4 * h, b = 4 * h + 2;
+        const __m512i pl = _mm512_setr_epi32(
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * a + 1) << 24 | (2 * a) << 16 | (2 * a + 1) << 8 | (2 * a),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b),
+            (2 * b + 1) << 24 | (2 * b) << 16 | (2 * b + 1) << 8 | (2 * b));
+        const __m512i ph = _mm512_add_epi8(pl, _mm512_set1_epi8(2)); /* int16 + 1 */
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(lo, xl), _mm512_shuffle_epi8(sc, pl));
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(hi, xh), _mm512_shuffle_epi8(sc, ph));
+    }
+    return _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+}
+#endif
+
 /* Q6_K half n (elements 128n..128n+127) of a super-block: q[g] = its 32-element group g as
  * unsigned q in [0, 63] (ggml's ql/qh interleave), element order. */
 static inline void SL_MV_SUFFIX(q6_half)(const sl_block_q6_K *wp, int n, __m256i q[4])
@@ -720,6 +886,58 @@ static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(q6k_block)(con
     }
     return _mm256_sub_epi32(acc, off);
 }
+
+#if SL_MV_AVX512
+/* q6k_block in 512-bit vectors: half n's 128 quants as two vectors, A = groups 0 and 1 (ql's
+ * low nibbles, qh bits 0-1 and 2-3), B = groups 2 and 3 (high nibbles, qh bits 4-5 and 6-7),
+ * each 128-bit lane one 16-quant sub-block in element order, so x is read as it lies and a
+ * lane's scale is one int16 broadcast by vpshufb; vpdpwssd weights and sums the vpmaddubsw
+ * pairs. The same integer as q6k_block (the 64-bit variable shifts carry only bits the 0x30
+ * mask drops, as its 16-bit ones do). */
+static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(q6k_block512)(const char *wp,
+                                                                                  const char *xp)
+{
+    const sl_block_q6_K *w = (const sl_block_q6_K *)wp;
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
+    const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    /* int16 k (A) / 4 + k (B) of the half's 8 scales in every pair of lane k */
+#define SL_MV_Q6P(k) ((2 * (k) + 1) << 24 | (2 * (k)) << 16 | (2 * (k) + 1) << 8 | (2 * (k)))
+    const __m512i pa = _mm512_setr_epi32(SL_MV_Q6P(0), SL_MV_Q6P(0), SL_MV_Q6P(0), SL_MV_Q6P(0),
+                                         SL_MV_Q6P(1), SL_MV_Q6P(1), SL_MV_Q6P(1), SL_MV_Q6P(1),
+                                         SL_MV_Q6P(2), SL_MV_Q6P(2), SL_MV_Q6P(2), SL_MV_Q6P(2),
+                                         SL_MV_Q6P(3), SL_MV_Q6P(3), SL_MV_Q6P(3), SL_MV_Q6P(3));
+    const __m512i pb = _mm512_setr_epi32(SL_MV_Q6P(4), SL_MV_Q6P(4), SL_MV_Q6P(4), SL_MV_Q6P(4),
+                                         SL_MV_Q6P(5), SL_MV_Q6P(5), SL_MV_Q6P(5), SL_MV_Q6P(5),
+                                         SL_MV_Q6P(6), SL_MV_Q6P(6), SL_MV_Q6P(6), SL_MV_Q6P(6),
+                                         SL_MV_Q6P(7), SL_MV_Q6P(7), SL_MV_Q6P(7), SL_MV_Q6P(7));
+#undef SL_MV_Q6P
+    __m512i acc = _mm512_setzero_si512();
+    for (int n = 0; n < 2; n++) {
+        const __m512i l = _mm512_loadu_si512((const void *)(w->ql + 64 * n));
+        const __m512i h =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w->qh + 32 * n)));
+        const __m512i a = _mm512_or_si512(
+            _mm512_and_si512(l, m4),
+            _mm512_and_si512(_mm512_sllv_epi64(h, _mm512_setr_epi64(4, 4, 4, 4, 2, 2, 2, 2)),
+                             m30));
+        const __m512i b = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+            _mm512_and_si512(_mm512_srlv_epi64(h, _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2)),
+                             m30));
+        const __m512i s = _mm512_broadcast_i32x4(n ? _mm256_extracti128_si256(sc16, 1)
+                                                   : _mm256_castsi256_si128(sc16));
+        const __m512i xa = _mm512_loadu_si512((const void *)(xp + 4 + 128 * n));
+        const __m512i xb = _mm512_loadu_si512((const void *)(xp + 4 + 128 * n + 64));
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(a, xa), _mm512_shuffle_epi8(s, pa));
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(b, xb), _mm512_shuffle_epi8(s, pb));
+    }
+    const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(acc),
+                                        _mm512_extracti64x4_epi64(acc, 1));
+    return _mm256_sub_epi32(s8, off);
+}
+#endif
 
 /* The floats at p/q of the group's lanes (the Q8_K scales), other lanes 0; built in
  * registers like load_halves. */
@@ -794,9 +1012,85 @@ static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(iq4xs_block)(c
     return acc;
 }
 
+#if SL_MV_AVX512
+/* IQ4_XS super-block at wp times a Q8_K block at xp whose quants are regrouped by
+ * iq4xs_xperm: 8 int32 whose sum is the reference's isum. Four sub-blocks per 512-bit vector
+ * (128-bit lane k: sub-block 4h + k's 16 low-nibble values, then in a second vector its 16
+ * high-nibble ones, against x regrouped the same way), so no weight is moved across lanes.
+ * vpdpbusd takes the values as u = v + 128 (the table xor 0x80, unsigned) against the signed
+ * x: lane sums are sum (v + 128) x; times the sub-block's scale ls - 32 (vpmulld, the lane's
+ * sub-block), less 128 * sum_j (ls_j - 32) * (x sum of sub-block j) (from Q8_K's bsums) once
+ * per super-block, that is the same exact integer as iq4xs_block's. Bounds: a lane sums 8
+ * products |u x| <= 255 * 128 per vector, times |ls - 32| <= 32, over two vectors and two
+ * halves: < 2^27. */
+static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(iq4xs_block_p)(const char *wp,
+                                                                                  const char *xp)
+{
+    uint16_t sh;
+    uint32_t sl;
+    memcpy(&sh, wp + 2, 2);
+    memcpy(&sl, wp + 4, 4);
+    const __m256i lo4 = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32((int)sl),
+                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(15));
+    const __m256i hi2 = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(sh), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo4, _mm256_slli_epi32(hi2, 4)),
+                                        _mm256_set1_epi32(32)); /* int32 ls_j - 32, j = 0..7 */
+    /* 128 * sum_j ls_j * (bsums[2j] + bsums[2j + 1]): the u offset's share, in 8 lanes */
+    const __m256i bs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K)),
+                                         _mm256_set1_epi16(1));
+    const __m256i off = _mm256_slli_epi32(_mm256_mullo_epi32(ls, bs), 7);
+    const __m512i lsz = _mm512_castsi256_si512(ls);
+    const __m128i kv = _mm_xor_si128(_mm_loadu_si128((const __m128i *)sl_iq4nl_values),
+                                     _mm_set1_epi8((char)0x80));
+    const __m512i table = _mm512_broadcast_i32x4(kv), m4 = _mm512_set1_epi8(0x0F);
+    __m512i acc = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        const __m512i q = _mm512_loadu_si512((const void *)(wp + 8 + 64 * h));
+        const __m512i ul = _mm512_shuffle_epi8(table, _mm512_and_si512(q, m4));
+        const __m512i uh =
+            _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+        const __m512i xl = _mm512_loadu_si512((const void *)(xp + 4 + 128 * h));
+        const __m512i xh = _mm512_loadu_si512((const void *)(xp + 4 + 128 * h + 64));
+        const __m512i d =
+            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ul, xl), uh, xh);
+        /* lane k's scale: ls_{4h+k} in its four int32 */
+        const __m512i sk = _mm512_permutexvar_epi32(
+            h ? _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7)
+              : _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+            lsz);
+        acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(d, sk));
+    }
+    const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(acc),
+                                        _mm512_extracti64x4_epi64(acc, 1));
+    return _mm256_sub_epi32(s8, off);
+}
+
+/* Q8_K blocks [0, nb) at xq into dst (the same 292-byte blocks) with each super-block's quants
+ * regrouped for iq4xs_block_p: half h (sub-blocks 4h .. 4h + 3) as 64 bytes of their first 16
+ * quants (sub-block 4h + k at 16k), then 64 of their last 16. */
+static inline void SL_MV_SUFFIX(iq4xs_xperm)(const char *xq, int64_t nb, char *dst)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        const char *s = xq + (size_t)b * sizeof(sl_block_q8_K);
+        char *d = dst + (size_t)b * sizeof(sl_block_q8_K);
+        memcpy(d, s, 4);
+        memcpy(d + 4 + SL_QK_K, s + 4 + SL_QK_K, sizeof(((sl_block_q8_K *)0)->bsums));
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 4; k++) {
+                memcpy(d + 4 + 128 * h + 16 * k, s + 4 + 32 * (4 * h + k), 16);
+                memcpy(d + 4 + 128 * h + 64 + 16 * k, s + 4 + 32 * (4 * h + k) + 16, 16);
+            }
+    }
+}
+#endif
+
 /* which K-quant (or IQ4_XS, a super-block type on Q8_K with one scale) a kgroup / krange call
  * is for */
-enum { SL_MV_K4, SL_MV_K5, SL_MV_K6, SL_MV_IQ4XS };
+enum { SL_MV_K4, SL_MV_K5, SL_MV_K6, SL_MV_IQ4XS, SL_MV_IQ4XS_P };
 
 /* Bytes of a super-block of a kind (the block structs of kernels/ref/blocks.h). */
 static inline size_t SL_MV_SUFFIX(k_bytes)(int kind)
@@ -804,7 +1098,7 @@ static inline size_t SL_MV_SUFFIX(k_bytes)(int kind)
     return kind == SL_MV_K4   ? sizeof(sl_block_q4_K)
            : kind == SL_MV_K5 ? sizeof(sl_block_q5_K)
            : kind == SL_MV_K6 ? sizeof(sl_block_q6_K)
-                              : sizeof(sl_block_iq4_xs);
+                              : sizeof(sl_block_iq4_xs); /* IQ4XS, IQ4XS_P */
 }
 
 /* Lane k of a K-quant group (kgroup): its integer sums v (and s, the mins', Q4_K/Q5_K), 0 when
@@ -818,9 +1112,20 @@ SL_MV_SUFFIX(klane)(const char *wp, const char *xp, int m, const char *wq, int p
     const char *x = SL_MV_SUFFIX(lane_at)(xp, xp, k, sizeof(sl_block_q8_K), pair);
     *s = _mm256_setzero_si256();
     if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) *v = _mm256_setzero_si256();
+#if SL_MV_AVX512
+    else if (kind == SL_MV_K6) *v = SL_MV_SUFFIX(q6k_block512)(w, x);
+#else
     else if (kind == SL_MV_K6) *v = SL_MV_SUFFIX(q6k_block)(w, x);
+#endif
     else if (kind == SL_MV_IQ4XS) *v = SL_MV_SUFFIX(iq4xs_block)(w, x);
+#if SL_MV_AVX512
+    else if (kind == SL_MV_IQ4XS_P) *v = SL_MV_SUFFIX(iq4xs_block_p)(w, x);
+#endif
+#if SL_MV_AVX512
+    else *v = SL_MV_SUFFIX(k45_block512)(w, x, kind == SL_MV_K5, s);
+#else
     else *v = SL_MV_SUFFIX(k45_block)(w, x, kind == SL_MV_K5, s);
+#endif
 }
 
 /* The terms of a group of K-quant super-blocks (lane_on: one row's at wp or two rows' at wp
@@ -850,7 +1155,7 @@ SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int 
     const __m256 dd =
         _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + dofs, wq + dofs, wb, m, pair), dx);
     const __m256 a = _mm256_mul_ps(isum, dd);
-    if (kind == SL_MV_K6 || kind == SL_MV_IQ4XS) return a;
+    if (kind == SL_MV_K6 || kind == SL_MV_IQ4XS || kind == SL_MV_IQ4XS_P) return a;
     const __m256 dmd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, wq + 2, wb, m, pair), dx);
     const __m256 summ = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(s, n));
     return _mm256_sub_ps(a, _mm256_mul_ps(summ, dmd));
@@ -915,6 +1220,43 @@ SL_MV_KQUANT(q4_K, SL_MV_K4, sizeof(sl_block_q4_K))
 SL_MV_KQUANT(q5_K, SL_MV_K5, sizeof(sl_block_q5_K))
 SL_MV_KQUANT(q6_K, SL_MV_K6, sizeof(sl_block_q6_K))
 SL_MV_KQUANT(iq4_xs, SL_MV_IQ4XS, sizeof(sl_block_iq4_xs))
+
+#if SL_MV_AVX512
+/* IQ4_XS rows on regrouped activations (iq4xs_block_p): the group, pair and quad forms of
+ * SL_MV_KQUANT with kind IQ4XS_P, the float work op for op the same, so the bits are
+ * rows_iq4_xs's. rows_iq4_xs_vnni regroups x once per call (rows of up to SL_MV_XP_MAX
+ * super-blocks: 64 x 292 bytes of stack) and falls back to rows_iq4_xs for longer rows. */
+enum { SL_MV_XP_MAX = 64 };
+static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(group_iq4_xs_p)(
+    const char *wp, const char *xp, int m, const float *hx)
+{
+    SL_MV_CONST_M(SL_MV_SUFFIX(kgroup), m, wp, 0, hx, SL_MV_IQ4XS_P)
+}
+static __m256 SL_MV_SUFFIX(pair_iq4_xs_p)(const char *wp, const char *xp, int m, const char *wq,
+                                          const float *hx)
+{
+    SL_MV_CONST_M4(SL_MV_SUFFIX(kgroup), m, wq, 1, hx, SL_MV_IQ4XS_P)
+}
+static __m256 SL_MV_SUFFIX(quad_iq4_xs_p)(const char *wp, const char *xp, int m, const char *wq,
+                                          const float *hx)
+{
+    if (m <= 1) return SL_MV_SUFFIX(kgroup)(wp, xp, 1, wq, 2, hx, SL_MV_IQ4XS_P);
+    return SL_MV_SUFFIX(kgroup)(wp, xp, 2, wq, 2, hx, SL_MV_IQ4XS_P);
+}
+SL_MV_ROWS(iq4_xs_p, sizeof(sl_block_iq4_xs), sizeof(sl_block_q8_K), 1, SL_MV_QUAD)
+
+static void SL_MV_SUFFIX(rows_iq4_xs_vnni)(const void *w, size_t wrb, const void *xq, int64_t nb,
+                                           int64_t r0, int64_t r1, float *y)
+{
+    if (nb > SL_MV_XP_MAX) {
+        SL_MV_SUFFIX(rows_iq4_xs)(w, wrb, xq, nb, r0, r1, y);
+        return;
+    }
+    _Alignas(64) char xp[SL_MV_XP_MAX * sizeof(sl_block_q8_K)];
+    SL_MV_SUFFIX(iq4xs_xperm)(xq, nb, xp);
+    SL_MV_SUFFIX(rows_iq4_xs_p)(w, wrb, xp, nb, r0, r1, y);
+}
+#endif
 
 #undef SL_MV_KQUANT
 #undef SL_MV_ROWS
@@ -1039,7 +1381,11 @@ sl__mv_rows_fn SL_MV_SUFFIX(sl__mv_rows)(uint32_t type)
 #else
     case SL_GGML_IQ4_NL: return SL_MV_SUFFIX(rows_iq4_nl);
 #endif
+#if SL_MV_AVX512
+    case SL_GGML_IQ4_XS: return SL_MV_SUFFIX(rows_iq4_xs_vnni);
+#else
     case SL_GGML_IQ4_XS: return SL_MV_SUFFIX(rows_iq4_xs);
+#endif
     default: return NULL;
     }
 }

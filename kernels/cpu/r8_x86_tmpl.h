@@ -43,6 +43,7 @@ static void SL_MV_SUFFIX(rows_q4_K_r8)(const void *w, size_t wrb, const void *xq
     const __m256i pe1 = _mm256_add_epi8(pe0, _mm256_setr_epi8(1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0,
                                                               1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0,
                                                               1, 0, 1, 0, 1, 0, 1, 0));
+    SL_MV_SUFFIX(pf_head)((const char *)w + (size_t)(r0 / 8) * 8 * wrb, (size_t)(r1 - r0) * wrb);
     for (int64_t g = r0 / 8; g < r1 / 8; g++) {
         const char *gw = (const char *)w + (size_t)g * 8 * wrb;
         __m256 lane[8];

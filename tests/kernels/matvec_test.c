@@ -988,6 +988,14 @@ int main(void)
             free(w);
         }
         check_batch_shapes(&cs, type);
+        if (type == SL_GGML_IQ4_XS) {
+            /* rows past the VNNI IQ4_XS kernel's regrouped-x limit (64 super-blocks) take the
+             * generic rows kernel: one such row length */
+            const int64_t rows = 3, cols = 65 * blk;
+            void *w = make_weights(type, rows, cols, &quantized);
+            check_fast(&cs, type, w, rows, cols, 1);
+            free(w);
+        }
         if (blk == 256) check_gemm_k_batches(&cs, type);
         if (blk == 32) check_blocks32_gemm(&cs, type);
         /* Quantizer output rarely reaches the extremes the integer-range argument of matvec.h

@@ -59,6 +59,11 @@ sl_status sl_bench_stream_pool_gbps(sl_cpu_pool *pool, size_t bytes, int reps, d
 /* The same with a pool of mo's threads and binding, sl_bench_stream_bytes(), median of 5;
  * 0 after printing an error. */
 double sl_bench_stream_gbps(const sl_model_options *mo, int *threads_out, size_t *mib_out);
+/* bytes (rounded up to 2 MiB) 2 MiB-aligned with transparent huge pages asked for, as the host
+ * pool maps weights and the roofline maps its buffer: what a benchmark's weights live in, so
+ * that its reads and the roofline pay the same TLB costs; under 2 MiB, plain malloc (64 copies
+ * of a small matrix would each fault in a whole huge page). NULL when memory is short; free(). */
+void *sl_bench_alloc_huge(size_t bytes);
 
 /* A model's bytes by kind (bench_model_bytes.c). Invariant: dense + experts + the whole
  * token_embd == total; experts == gate_up + down; a decode step reads dense + embd_row +

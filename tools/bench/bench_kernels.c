@@ -5,7 +5,9 @@
  * (llama-3-8B: 4096 x 14336), in Q4_K and Q8_0 (the issue's types). One rep = one matvec
  * (quantize x into Q8_K/Q8_0 + the product, as a decode step does it); the number is weight
  * bytes / median time. Weights are random bytes with finite scales (speed does not depend on
- * the values), first touched by the pool threads (so --numa-node places their pages), and
+ * the values), in transparent huge pages as the host pool maps a model's weights and the
+ * roofline its buffer (4 KiB pages cost the GEMV TLB misses the roofline did not pay), first
+ * touched by the pool threads (so --numa-node places their pages), and
  * rotated among enough copies that the set exceeds 2x the last-level cache: every rep reads
  * from DRAM, as a model larger than the cache does. --hot keeps one copy (a matrix that fits the
  * cache stays there): the kernel's compute speed, not the memory's.
@@ -288,7 +290,7 @@ int sl_bench_kernels(int argc, char **argv)
         uint64_t *t = malloc((size_t)reps * sizeof *t);
         bool ok = w && x && y && work && t;
         for (int c = 0; ok && c < copies; c++) {
-            ok = (w[c] = malloc(wbytes)) != NULL;
+            ok = (w[c] = sl_bench_alloc_huge(wbytes)) != NULL;
             fill_job wj = {.p = w[c], .n = wbytes, .type = type, .block_bytes = info->type_size};
             if (ok) sl_cpu_pool_parallel_for(pool, (int64_t)((wbytes + CHUNK - 1) / CHUNK), 1,
                                              fill_chunk, &wj, &e);

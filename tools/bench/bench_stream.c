@@ -87,6 +87,15 @@ static void stream_sum(void *ctx, int64_t b, int64_t e, int thread)
     j->part[thread] += s0 + s1 + s2 + s3; /* each thread writes only its own slot */
 }
 
+void *sl_bench_alloc_huge(size_t bytes)
+{
+    if (bytes < HUGE_PAGE) return malloc(bytes ? bytes : 1); /* a few TLB entries anyway */
+    const size_t alloc = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    void *p = alloc >= bytes && alloc ? aligned_alloc(HUGE_PAGE, alloc) : NULL;
+    if (p) (void)madvise(p, alloc, MADV_HUGEPAGE); /* advice only: 4 KiB pages still work */
+    return p;
+}
+
 sl_status sl_bench_stream_pool_gbps(sl_cpu_pool *pool, size_t bytes, int reps, double *gbps,
                                     sl_error *err)
 {
@@ -95,9 +104,7 @@ sl_status sl_bench_stream_pool_gbps(sl_cpu_pool *pool, size_t bytes, int reps, d
         return sl_error_set(err, SL_ERR_INVALID, "streaming read: %zu bytes, %d repetitions",
                             bytes, reps);
     stream_job *j = calloc(1, sizeof *j);
-    const size_t alloc = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    uint64_t *p = alloc >= bytes ? aligned_alloc(HUGE_PAGE, alloc) : NULL;
-    if (p) (void)madvise(p, alloc, MADV_HUGEPAGE); /* advice only: 4 KiB pages still work */
+    uint64_t *p = sl_bench_alloc_huge(bytes);
     sl_status st = SL_OK;
     if (!j || !p) {
         st = sl_error_set(err, SL_ERR_NOMEM, "streaming read: out of memory (%zu MiB)",
