@@ -955,10 +955,10 @@ static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, siz
         _mm256_set_epi64x((long long)v[3], (long long)v[2], (long long)v[1], (long long)v[0]));
 }
 
-/* IQ4_XS's eight sub-block scales ls - 32 of the super-block at wp as int16, in both 128-bit
- * halves: ls_j = nibble j of scales_l | bits 2j, 2j + 1 of scales_h << 4, unpacked in vector
- * registers (a scalar unpack per sub-block cost as much as its dot). */
-static inline __m256i SL_MV_SUFFIX(iq4xs_scales)(const char *wp)
+/* IQ4_XS's eight sub-block scales ls - 32 of the super-block at wp, int32 lane j: ls_j =
+ * nibble j of scales_l | bits 2j, 2j + 1 of scales_h << 4, unpacked in vector registers (a
+ * scalar unpack per sub-block cost as much as its dot). */
+static inline __m256i SL_MV_SUFFIX(iq4xs_ls32)(const char *wp)
 {
     uint16_t sh;
     uint32_t sl;
@@ -971,8 +971,14 @@ static inline __m256i SL_MV_SUFFIX(iq4xs_scales)(const char *wp)
     const __m256i hi = _mm256_and_si256(
         _mm256_srlv_epi32(_mm256_set1_epi32(sh), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
         _mm256_set1_epi32(3));
-    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)),
-                                        _mm256_set1_epi32(32));
+    return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)),
+                            _mm256_set1_epi32(32));
+}
+
+/* The same scales as int16 in both 128-bit halves. */
+static inline __m256i SL_MV_SUFFIX(iq4xs_scales)(const char *wp)
+{
+    const __m256i ls = SL_MV_SUFFIX(iq4xs_ls32)(wp);
     const __m128i s16 =
         _mm_packs_epi32(_mm256_castsi256_si128(ls), _mm256_extracti128_si256(ls, 1));
     return _mm256_broadcastsi128_si256(s16);
@@ -1026,19 +1032,7 @@ static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(iq4xs_block)(c
 static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(iq4xs_block_p)(const char *wp,
                                                                                   const char *xp)
 {
-    uint16_t sh;
-    uint32_t sl;
-    memcpy(&sh, wp + 2, 2);
-    memcpy(&sl, wp + 4, 4);
-    const __m256i lo4 = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32((int)sl),
-                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-        _mm256_set1_epi32(15));
-    const __m256i hi2 = _mm256_and_si256(
-        _mm256_srlv_epi32(_mm256_set1_epi32(sh), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
-        _mm256_set1_epi32(3));
-    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo4, _mm256_slli_epi32(hi2, 4)),
-                                        _mm256_set1_epi32(32)); /* int32 ls_j - 32, j = 0..7 */
+    const __m256i ls = SL_MV_SUFFIX(iq4xs_ls32)(wp); /* int32 ls_j - 32, j = 0..7 */
     /* 128 * sum_j ls_j * (bsums[2j] + bsums[2j + 1]): the u offset's share, in 8 lanes */
     const __m256i bs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K)),
                                          _mm256_set1_epi16(1));
