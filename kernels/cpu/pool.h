@@ -13,9 +13,10 @@
  *
  * Handoff: a call wakes idle workers through one mutex + condition variable; workers and the
  * caller spin (pool.c SPIN_ITERS: ~100 us on this CPU) before sleeping, so back-to-back
- * calls (one layer's matvecs) do not pay a futex wake-up each. The caller waits only for workers that joined
- * the call before every chunk was claimed: one still asleep or descheduled (a loaded machine,
- * a caller other than the pool's usual thread) does not hold the call up.
+ * calls (one layer's matvecs) do not pay a futex wake-up each. The caller waits only for
+ * workers that joined the call before every chunk was claimed: one still asleep or
+ * descheduled (a loaded machine, a caller other than the pool's usual thread) does not hold
+ * the call up.
  *
  * Thread safety: one parallel_for at a time per pool (a second concurrent call gets
  * SL_ERR_INVALID, it never blocks or corrupts); fn must not call back into the same pool.
