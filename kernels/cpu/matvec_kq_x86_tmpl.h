@@ -36,6 +36,17 @@ static inline __m128i SL_MV_SUFFIX(k4_unpack)(const uint8_t *scales, uint8_t sc[
     return _mm_cvtepu8_epi16(_mm_unpackhi_epi64(v, v));
 }
 
+/* Q4_K/Q5_K's min terms of one super-block: min j (bytes 8..15 of the unpacked scm) times
+ * Q8_K's bsums 2j and 2j + 1, as int32 pairs (|bsum| <= 16 * 127: the products fit). */
+static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(k45_mins)(__m128i scm,
+                                                                             const char *xp)
+{
+    const __m128i mins2 = _mm_shuffle_epi8(
+        scm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15));
+    return _mm256_madd_epi16(_mm256_cvtepu8_epi16(mins2),
+                             _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K)));
+}
+
 /* One Q4_K (q5 0) or Q5_K (q5 1) super-block at wp times the Q8_K block at xp: 8 int32 whose
  * sum is the reference's isum, and in *summ 8 int32 whose sum is its summ. The sub-block
  * scales sit as int16 pairs (s, s) in the 32-bit elements of s03 (scales 0..3) and s47, both
@@ -50,11 +61,7 @@ SL_MV_SUFFIX(k45_block)(const char *wp, const char *xp, int q5, __m256i *summ)
     const __m256i m4 = _mm256_set1_epi8(0x0F), x10 = _mm256_set1_epi8(0x10);
     const uint8_t *qs = (const uint8_t *)wp + (q5 ? 48 : 16);
     const __m128i scm = SL_MV_SUFFIX(k4_unpack_v)((const uint8_t *)wp + 4);
-    /* min j twice, against bsums 2j and 2j + 1 (|bsum| <= 16 * 127: products fit int32) */
-    const __m128i mins2 = _mm_shuffle_epi8(
-        scm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15));
-    *summ = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mins2),
-                              _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K)));
+    *summ = SL_MV_SUFFIX(k45_mins)(scm, xp);
     const __m128i sc = _mm_cvtepu8_epi16(scm);
     const __m256i s03 = _mm256_broadcastsi128_si256(_mm_unpacklo_epi16(sc, sc));
     const __m256i s47 = _mm256_broadcastsi128_si256(_mm_unpackhi_epi16(sc, sc));
@@ -100,10 +107,7 @@ SL_MV_SUFFIX(k45_block512)(const char *wp, const char *xp, int q5, __m256i *summ
     const __m512i m4 = _mm512_set1_epi8(0x0F), x10 = _mm512_set1_epi8(0x10);
     const uint8_t *qs = (const uint8_t *)wp + (q5 ? 48 : 16);
     const __m128i scm = SL_MV_SUFFIX(k4_unpack_v)((const uint8_t *)wp + 4);
-    const __m128i mins2 = _mm_shuffle_epi8(
-        scm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15));
-    *summ = _mm256_madd_epi16(_mm256_cvtepu8_epi16(mins2),
-                              _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K)));
+    *summ = SL_MV_SUFFIX(k45_mins)(scm, xp);
     /* the 8 scales as int16 in every 128-bit lane */
     const __m512i sc = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scm));
     const __m512i qh = q5 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wp + 16)))
