@@ -104,16 +104,6 @@ static void job_down(void *p)
     g->t1 = sl__now_ns();
 }
 
-/* Host-function timestamps on a stream stall it until the host callback thread runs them
- * (~5-20 us each on CUDA, against ~20 us expert copies): they are taken only for the trace.
- * Otherwise a copy is timed by events and its completion time is when the host saw it. */
-static bool host_stamps(const fetch *f) { return f->trace.on; }
-
-static void stamp(void *p)
-{
-    *(uint64_t *)p = sl__now_ns();
-}
-
 /* cuda: the same work as job_down / job_full, enqueued on the compute stream. The group's
  * rows have a device mirror at the same offset in dact as in buf; the activations go up, the
  * down output comes back into g->d (buf is page-locked, so neither copy blocks the CPU). A
@@ -131,9 +121,9 @@ static sl_status cuda_job(fetch *f, fgroup *g, bool full)
     float *dx = (float *)f->dact + (g->x - f->buf), *dg = dx + m * E, *du = dg + m * F,
           *dd = du + m * F;
     sl_status st;
-    const bool hs = host_stamps(f);
+    const bool hs = sl__fetch_host_stamps(f);
     g->t0 = g->t1 = 0;
-    if (hs && (st = sl_device_launch_host(f->dev, f->ks, stamp, &g->t0, NULL))) return st;
+    if (hs && (st = sl_device_launch_host(f->dev, f->ks, sl__fetch_stamp, &g->t0, NULL))) return st;
     if (full) {
         if ((st = sl_device_copy(f->dev, f->ks, dx, g->x, (uint64_t)(m * E) * sizeof(float),
                                  SL_COPY_H2D, NULL)) ||
@@ -150,7 +140,7 @@ static sl_status cuda_job(fetch *f, fgroup *g, bool full)
         (st = sl_device_copy(f->dev, f->ks, g->d, dd, (uint64_t)(m * E) * sizeof(float),
                              SL_COPY_D2H, NULL)))
         return st;
-    return hs ? sl_device_launch_host(f->dev, f->ks, stamp, &g->t1, NULL) : SL_OK;
+    return hs ? sl_device_launch_host(f->dev, f->ks, sl__fetch_stamp, &g->t1, NULL) : SL_OK;
 }
 
 /* Enqueues group g's device work (down only, or all of it): a host function running the CPU
@@ -194,140 +184,6 @@ static sl_status cpu_full(fetch *f, fgroup *g, sl_error *err)
     g->dev = false;
     cpu_span(f, t0, "gate+up+down", g->e, f->pb[0] + f->pb[1] + f->pb[2]);
     return st;
-}
-
-/* ---- copies ------------------------------------------------------------------------------ */
-
-static sl_status ensure_events(fetch *f, int64_t n, sl_error *err)
-{
-    if (n <= f->n_ev) return SL_OK;
-    sl_event **v = realloc(f->ev, (size_t)n * sizeof *v);
-    if (!v) return sl_error_set(err, SL_ERR_NOMEM, "moe fetch: out of memory (events)");
-    f->ev = v;
-    v = realloc(f->ev0, (size_t)n * sizeof *v);
-    if (!v) return sl_error_set(err, SL_ERR_NOMEM, "moe fetch: out of memory (events)");
-    f->ev0 = v;
-    for (; f->n_ev < n; f->n_ev++) {
-        f->ev0[f->n_ev] = NULL;
-        if (sl_device_event_create(f->dev, &f->ev[f->n_ev], err)) return SL_ERR_DEVICE;
-        if (sl_device_event_create(f->dev, &f->ev0[f->n_ev], err)) {
-            sl_device_event_destroy(f->dev, f->ev[f->n_ev]);
-            return SL_ERR_DEVICE;
-        }
-    }
-    return SL_OK;
-}
-
-static void copy_seen_done(const fetch *f, fcopy *c)
-{
-    if (!host_stamps(f) && !c->t_done) c->t_done = sl__now_ns();
-}
-
-/* Waits for the copy stream when something was enqueued there since the last wait (a
- * blocking sync per layer costs the host as much as a small copy; mode cpu with a static hot
- * set enqueues nothing in steady decode). Arena compaction enqueues there too: every
- * admission marks it. */
-static bool cs_drain(fetch *f)
-{
-    if (!f->cs_dirty) {
-        sl__fetch_stage_reset(f);
-        return true;
-    }
-    f->cs_dirty = false;
-    const bool ok = sl_device_stream_sync(f->dev, f->cs, NULL) == SL_OK;
-    if (ok) sl__fetch_stage_reset(f); /* else a copy may still read the staging: keep it */
-    return ok;
-}
-
-static void enqueue_one(fetch *f, int64_t i)
-{
-    const uint64_t t0 = sl__now_ns();
-    fcopy *c = &f->cps[i];
-    uint8_t *dst = (uint8_t *)sl_bfc_ptr(f->arena, f->scratch) + c->dst_off;
-    c->t_enq = sl__now_ns();
-    c->t_start = c->t_done = 0;
-    f->cs_dirty = true;
-    const bool hs = host_stamps(f);
-    if ((hs ? sl_device_launch_host(f->dev, f->cs, stamp, &c->t_start, NULL)
-            : sl_device_event_record(f->dev, f->ev0[i], f->cs, NULL)) ||
-        sl_device_copy(f->dev, f->cs, dst, c->src, c->bytes, SL_COPY_H2D, NULL) ||
-        (hs && sl_device_launch_host(f->dev, f->cs, stamp, &c->t_done, NULL)) ||
-        sl_device_event_record(f->dev, f->ev[i], f->cs, NULL)) {
-        c->state = C_FAILED;
-        return;
-    }
-    c->state = C_INFLIGHT;
-    f->cs_stats.copies++;
-    f->cs_stats.bytes_copied += c->bytes;
-    f->call_issue_ns += sl__now_ns() - t0; /* the cost model's host cost per operation */
-    f->call_issue_ops++;
-}
-
-static int64_t inflight(const fetch *f)
-{
-    int64_t n = 0;
-    for (int64_t i = f->c_ret; i < f->c_enq; i++) n += f->cps[i].state == C_INFLIGHT;
-    return n;
-}
-
-/* Retires completed copies in order, then enqueues while fewer than max_transfers fly. With
- * `until` >= 0, blocks (on the oldest copy's event) until copy `until` has been enqueued. */
-static void pump(fetch *f, int64_t until)
-{
-    for (;;) {
-        while (f->c_ret < f->c_enq) {
-            fcopy *c = &f->cps[f->c_ret];
-            if (c->state == C_INFLIGHT) {
-                bool done = false;
-                if (sl_device_event_query(f->dev, f->ev[f->c_ret], &done, NULL)) {
-                    c->state = C_FAILED;
-                } else if (!done) {
-                    break;
-                } else {
-                    c->state = C_DONE;
-                    copy_seen_done(f, c);
-                }
-            }
-            f->c_ret++;
-        }
-        while (f->c_enq < f->n_c && inflight(f) < f->opt.max_transfers) enqueue_one(f, f->c_enq++);
-        if (until < 0 || f->c_enq > until) return;
-        /* the copy we need is not enqueued yet: wait for the oldest in flight */
-        int64_t o = f->c_ret;
-        while (o < f->c_enq && f->cps[o].state != C_INFLIGHT) o++;
-        if (o < f->c_enq && sl_device_event_sync(f->dev, f->ev[o], NULL)) f->cps[o].state = C_FAILED;
-    }
-}
-
-/* Expert xi's copies: ready (all done), failed, or still on the way. */
-static int copy_status(fetch *f, int64_t xi)
-{
-    xinfo *x = &f->xs[xi];
-    if (x->failed || x->last_copy < 0) return -1;
-    pump(f, -1);
-    if (x->last_copy >= f->c_enq) return 0;
-    fcopy *c = &f->cps[x->last_copy];
-    if (c->state == C_INFLIGHT) {
-        bool done = false;
-        if (sl_device_event_query(f->dev, f->ev[x->last_copy], &done, NULL)) return -1;
-        return done ? 1 : 0;
-    }
-    return c->state == C_DONE ? 1 : -1;
-}
-
-/* An expert fails if any copy carrying one of its pieces failed. */
-static bool copies_failed(const fetch *f, const xinfo *x)
-{
-    for (int p = 0; p < 3; p++)
-        if (x->copy[p] >= 0 && f->cps[x->copy[p]].state == C_FAILED) return true;
-    return false;
-}
-
-bool sl__fetch_copies_landed(const fetch *f, const xinfo *x)
-{
-    for (int p = 0; p < 3; p++)
-        if (x->copy[p] >= 0 && f->cps[x->copy[p]].state != C_DONE) return false;
-    return x->last_copy >= 0;
 }
 
 /* ---- arena, pins ------------------------------------------------------------------------- */
@@ -492,7 +348,7 @@ static sl_status plan_copies(fetch *f, int p0, sl_error *err)
     if (off > f->cs_stats.scratch_peak_bytes) f->cs_stats.scratch_peak_bytes = off;
     if (!sl__fetch_stage_run(f))
         return sl_error_set(err, SL_ERR_NOMEM, "moe fetch: unpacking Q4_K_R8 experts failed");
-    return ensure_events(f, f->n_c, err);
+    return sl__fetch_ensure_events(f, f->n_c, err);
 }
 
 /* Sorts the used experts into engine-resident, cached and to-fetch; returns the misses. */
@@ -557,8 +413,8 @@ static sl_status run_full(fetch *f, int64_t xi, const sl_moe_assign *a, const fl
                           sl_error *err)
 {
     xinfo *xx = &f->xs[xi];
-    pump(f, xx->last_copy);
-    if (copies_failed(f, xx) ||
+    sl__fetch_pump(f, xx->last_copy);
+    if (sl__fetch_copies_failed(f, xx) ||
         sl_device_stream_wait(f->dev, f->ks, f->ev[xx->last_copy], NULL)) {
         xx->failed = true;
         return run_cpu(f, xx, a, x, err);
@@ -576,16 +432,16 @@ static sl_status run_post(fetch *f, int64_t xi, const sl_moe_assign *a, const fl
     for (int64_t gi = xx->g0; gi < xx->g1; gi++) {
         fgroup *g = &f->gs[gi];
         gather(f, g, a, x);
-        pump(f, -1);
+        sl__fetch_pump(f, -1);
         uint64_t t0 = sl__now_ns();
         sl_status st = gate_up_act(f, L, g->e, f->pool, L->gate[g->e], L->up[g->e], g->x,
                                    g->m, g->g, g->u, f->work, err);
         cpu_span(f, t0, "gate+up+act", g->e, f->pb[0] + f->pb[1]);
         if (st) return st;
-        int cs = copies_failed(f, xx) ? -1 : copy_status(f, xi);
+        int cs = sl__fetch_copies_failed(f, xx) ? -1 : sl__fetch_copy_status(f, xi);
         if (cs == 0 && f->opt.block_on_miss) {
-            pump(f, xx->last_copy);
-            cs = copies_failed(f, xx) ||
+            sl__fetch_pump(f, xx->last_copy);
+            cs = sl__fetch_copies_failed(f, xx) ||
                          sl_device_stream_wait(f->dev, f->ks, f->ev[xx->last_copy], NULL)
                      ? -1
                      : 1;
@@ -616,11 +472,11 @@ static sl_status finish_device(fetch *f, sl_fetch_mode mode, sl_error *err)
                             "(kernels/cuda GEMV/activation on the compute stream): %s; a CUDA "
                             "kernel fault leaves this process's GPU context unusable: restart the "
                             "process", f->cur.layer, ke.msg);
-    const bool cs_ok = cs_drain(f);
+    const bool cs_ok = sl__fetch_cs_drain(f);
     for (int64_t i = 0; i < f->n_c; i++)
         if (f->cps[i].state == C_INFLIGHT) {
             f->cps[i].state = cs_ok ? C_DONE : C_FAILED;
-            if (cs_ok) copy_seen_done(f, &f->cps[i]);
+            if (cs_ok) sl__fetch_copy_seen_done(f, &f->cps[i]);
         }
     for (int64_t gi = 0; gi < f->n_g; gi++) {
         fgroup *g = &f->gs[gi];
@@ -739,7 +595,7 @@ static sl_status run_all(fetch *f, sl_fetch_mode mode, const sl_moe_assign *a, c
     for (int64_t xi = 0; xi < f->n_x; xi++) {
         xinfo *xx = &f->xs[xi];
         if (xx->kind == X_ENGINE || xx->kind == X_CACHED || xx->kind == X_CPU) continue;
-        if (xx->kind == X_FETCH && !xx->failed && copies_failed(f, xx)) xx->failed = true;
+        if (xx->kind == X_FETCH && !xx->failed && sl__fetch_copies_failed(f, xx)) xx->failed = true;
         if (xx->failed) st = run_cpu(f, xx, a, x, err);
         else if (mode == SL_FETCH_FULL) st = run_full(f, xi, a, x, err);
         else st = run_post(f, xi, a, x, err);
@@ -785,7 +641,7 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
     f->call_cpu_bytes = f->call_cpu_ns = f->call_issue_ns = 0;
     f->call_cpu_assign = f->call_cpu_x = f->call_issue_ops = 0;
     /* promotions of the previous call land before anything reads the cache or the scratch */
-    const bool dev_ok = cs_drain(f);
+    const bool dev_ok = sl__fetch_cs_drain(f);
     sl_status st = prepare(f, L, a, n_assign, err);
     if (st) return st;
     /* an expert's bytes (a Q4_K_R8 piece goes up unpacked to Q4_K, the same size:
@@ -822,7 +678,7 @@ static sl_status fetch_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe
             for (int64_t xi = 0; xi < f->n_x; xi++) f->xs[xi].failed = true;
             f->n_c = 0;
         }
-        pump(f, -1);
+        sl__fetch_pump(f, -1);
     }
     if ((st = run_all(f, mode, a, x, n_tok, err))) {
         /* a CPU kernel error: leave the device idle before the buffers can be reused */

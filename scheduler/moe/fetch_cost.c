@@ -55,7 +55,7 @@ void sl__fetch_measure(fetch *f, sl_fetch_mode mode, int64_t n_assign)
         if (xx->failed) f->cs_stats.fallbacks_fail++;
         else if (xx->missed) f->cs_stats.fallbacks_miss++;
     }
-    const bool hs = f->trace.on; /* host stamps (fetch.c host_stamps) */
+    const bool hs = f->trace.on; /* host stamps (sl__fetch_host_stamps) */
     for (int64_t i = 0; i < f->n_c; i++) {
         const fcopy *c = &f->cps[i];
         if (c->state != C_DONE || !c->t_done) continue;

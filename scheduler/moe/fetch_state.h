@@ -1,6 +1,6 @@
 /* scheduler/moe/fetch_state.h: the fetching MoE scheduler's state and one call's records, private
- * to scheduler/moe/fetch.c (kept apart so fetch.c stays one readable unit; the design, modes, cost
- * model and metrics are in fetch.h).
+ * to scheduler/moe/fetch*.c (fetch.c runs a call; fetch_copy.c, fetch_cost.c, fetch_hot.c and
+ * fetch_stage.c are its parts; the design, modes, cost model and metrics are in fetch.h).
  *
  * One call's records (rebuilt per call, arrays grown on demand and never shrunk):
  *   xs[0 .. n_x)     the distinct experts used, ascending; each with its kind (CPU, engine-
@@ -160,6 +160,22 @@ void sl__fetch_measure(fetch *f, sl_fetch_mode mode, int64_t n_assign);
  * the rest from the host) on the copy stream; false when a copy was refused. */
 bool sl__fetch_fill(fetch *f, const sl__cache_entry *x, int32_t e, const uint64_t pb[3],
                     const void *const slot[3]);
+/* fetch_copy.c: the call's copies. sl__fetch_host_stamps: whether copies and device jobs take
+ * host-function timestamps (sl__fetch_stamp writes one: the trace only); ensure_events grows
+ * the per-copy events to n; copy_seen_done stamps a copy's completion as the host saw it;
+ * cs_drain waits for the copy stream if anything was enqueued since the last drain (false:
+ * the sync failed) and then reuses the staging; pump retires finished copies in order and
+ * enqueues up to max_transfers in flight, blocking until copy `until` is enqueued when
+ * until >= 0; copy_status: an expert's copies ready (1), on the way (0) or failed (-1);
+ * copies_failed: a copy carrying one of its pieces failed. */
+bool sl__fetch_host_stamps(const fetch *f);
+void sl__fetch_stamp(void *p);
+sl_status sl__fetch_ensure_events(fetch *f, int64_t n, sl_error *err);
+void sl__fetch_copy_seen_done(const fetch *f, fcopy *c);
+bool sl__fetch_cs_drain(fetch *f);
+void sl__fetch_pump(fetch *f, int64_t until);
+int sl__fetch_copy_status(fetch *f, int64_t xi);
+bool sl__fetch_copies_failed(const fetch *f, const xinfo *x);
 /* Every piece of x's that was planned has landed (after the call's final synchronisation). */
 bool sl__fetch_copies_landed(const fetch *f, const xinfo *x);
 
