@@ -345,27 +345,67 @@ static inline void SL_MV_SUFFIX(gkv_corr)(gk_buf *u, int64_t n, const __m256i cs
     for (int64_t i = 0; i < n; i++) u->corr[i] = r4[i];
 }
 
+/* 64 codes of a super-block (unsigned bytes) against its scales: lane k of cs gains
+ * sum c sc over bytes 4k..4k+3, which lie in 16-element sub-block j0 + k / 4 (scales as bytes
+ * in every 128-bit lane of e8) */
+static inline __m512i SL_MV_SUFFIX(gkv_cs64)(__m512i cs, __m512i c, __m512i e8, int j0)
+{
+    const __m512i ix = _mm512_set_epi64(
+        0x0101010101010101 * (j0 + 3), 0x0101010101010101 * (j0 + 3),
+        0x0101010101010101 * (j0 + 2), 0x0101010101010101 * (j0 + 2),
+        0x0101010101010101 * (j0 + 1), 0x0101010101010101 * (j0 + 1),
+        0x0101010101010101 * j0, 0x0101010101010101 * j0);
+    return _mm512_dpbusd_epi32(cs, c, _mm512_shuffle_epi8(e8, ix));
+}
+
+/* q6_half on 512 bits: c[0] the codes (q + 32) of elements 128n..128n+63, c[1] of
+ * 128n+64..128n+127. ql's 64 bytes of the half hold the low nibbles of the first 64 elements
+ * and the high nibbles of the last; qh's 32 bytes, read twice, the high bits of element
+ * 128n + 32h + e at bits 2h, 2h + 1 of byte e: shifted by 4, 2 (h = 0, 1: c[0]'s 256-bit
+ * halves) or 0, -2 (h = 2, 3) into bits 4-5. */
+static inline void SL_MV_SUFFIX(q6_codes512)(const sl_block_q6_K *wp, int n, __m512i c[2])
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i l = _mm512_loadu_si512(wp->ql + 64 * n);
+    const __m512i h =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wp->qh + 32 * n)));
+    const __m512i up = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002,
+                                        0x0002000200020002, 0x0002000200020002,
+                                        0x0004000400040004, 0x0004000400040004,
+                                        0x0004000400040004, 0x0004000400040004);
+    const __m512i dn = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002,
+                                        0x0002000200020002, 0x0002000200020002, 0, 0, 0, 0);
+    /* (a & m4) | b: ternary-logic table 0xEA of (a, m4, b) */
+    c[0] = _mm512_ternarylogic_epi32(l, m4, _mm512_and_si512(_mm512_sllv_epi16(h, up), m30),
+                                     0xEA);
+    c[1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), m4,
+                                     _mm512_and_si512(_mm512_srlv_epi16(h, dn), m30), 0xEA);
+}
+
 static void SL_MV_SUFFIX(gkv_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
 {
     __m256i cs[GK_PCH];
+    const __m512i x20 = _mm512_set1_epi8(32);
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
         const sl_block_q6_K *wp =
             (const sl_block_q6_K *)(w + b * (int64_t)sizeof(sl_block_q6_K));
         const __m128i x16 = _mm_loadu_si128((const __m128i *)wp->scales);
-        const __m256i e8 = _mm256_broadcastsi128_si256(x16);
+        const __m512i e8 = _mm512_broadcast_i32x4(x16);
         cs[i] = SL_MV_SUFFIX(gkv_scales)(u, i, x16, 9);
-        __m256i c2[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        __m512i c2[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         for (int n = 0; n < 2; n++) {
-            __m256i q[4];
-            SL_MV_SUFFIX(q6_half)(wp, n, q);
-            /* two chains of vpdpbusd, not one of 8 */
-            for (int g = 0; g < 4; g++)
-                SL_MV_SUFFIX(gkv_put32)(u, i, 4 * n + g, q[g],
-                                        _mm256_sub_epi8(q[g], _mm256_set1_epi8(32)), e8,
-                                        &c2[g & 1]);
+            __m512i c[2];
+            SL_MV_SUFFIX(q6_codes512)(wp, n, c);
+            for (int h = 0; h < 2; h++) {
+                /* two chains of vpdpbusd */
+                c2[h] = SL_MV_SUFFIX(gkv_cs64)(c2[h], c[h], e8, 8 * n + 4 * h);
+                _mm512_storeu_si512(u->q[i] + 128 * n + 64 * h, _mm512_sub_epi8(c[h], x20));
+            }
         }
-        cs[i] = _mm256_add_epi32(cs[i], _mm256_add_epi32(c2[0], c2[1]));
+        const __m512i c4 = _mm512_add_epi32(c2[0], c2[1]);
+        cs[i] = _mm256_add_epi32(cs[i], _mm256_add_epi32(_mm512_castsi512_si256(c4),
+                                                         _mm512_extracti64x4_epi64(c4, 1)));
         uint16_t d;
         memcpy(&d, &wp->d, 2);
         u->d[i] = _cvtsh_ss(d);
