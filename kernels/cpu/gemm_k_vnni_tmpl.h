@@ -297,20 +297,8 @@ static const gkv_micro_fn SL_MV_SUFFIX(gkv_micros)[GKV_KINDS][GKV_V][GKV_R] = {
  * sp holds each 16 elements' scale as the int16 pair (sc, 256 sc). Each sub-block sum stays
  * below 2^23 (16 x 32 x 255 for Q6_K, 32 x 127 x 255 for IQ4_XS), so gkv_micro's int16 split
  * of it is exact. sum_i q_i sc_i is formed from the unsigned codes c = q + bias that the
- * unpack has in registers: sum_i c_i sc_i (vpdpbusd against the scales as bytes) less
- * 16 bias sum_j sc_j. */
-/* Stores the 32 values q of elements 32k.. of super-block i, their codes' c sc into *cs; e8:
- * the 16 scales as bytes in both 128-bit lanes (entry e: elements 16e..16e+15). */
-static inline void SL_MV_SUFFIX(gkv_put32)(gk_buf *u, int64_t i, int k, __m256i c, __m256i q,
-                                           __m256i e8, __m256i *cs)
-{
-    /* low lane: scale 2k, high lane: 2k + 1 */
-    const __m256i ix =
-        _mm256_set_m128i(_mm_set1_epi8((char)(2 * k + 1)), _mm_set1_epi8((char)(2 * k)));
-    *cs = _mm256_dpbusd_epi32(*cs, c, _mm256_shuffle_epi8(e8, ix));
-    _mm256_store_si256((__m256i *)(u->q[i] + 32 * k), q);
-}
-
+ * unpack has in registers: sum_i c_i sc_i (vpdpbusd against the scales as bytes, gkv_cs64)
+ * less 16 bias sum_j sc_j. Both unpack 64 elements a zmm. */
 /* Super-block i's scales (16 int8 entries in x16) into sp, and the start of its sums */
 static inline __m256i SL_MV_SUFFIX(gkv_scales)(gk_buf *u, int64_t i, __m128i x16, int sh)
 {
@@ -414,9 +402,18 @@ static void SL_MV_SUFFIX(gkv_unpack_q6)(const char *w, int64_t b0, int64_t b1, g
     SL_MV_SUFFIX(gkv_corr)(u, b1 - b0, cs);
 }
 
+/* IQ4_XS on 512 bits: a 64-byte load holds 4 sub-blocks' nibbles (elements 32k..32k+15 low,
+ * 32k+16..32k+31 high, 16 bytes each); their low and high nibbles regrouped by 128-bit lanes
+ * (vpermt2q) into the element order, then the table (vpshufb in every lane) */
 static void SL_MV_SUFFIX(gkv_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
 {
     __m256i cs[GK_PCH];
+    const __m512i table =
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)sl_iq4nl_values));
+    const __m512i m4 = _mm512_set1_epi8(0x0F), x80 = _mm512_set1_epi8((char)0x80);
+    /* qwords of (low nibbles, high nibbles): sub-blocks 0, 1 of the load, then 2, 3 */
+    const __m512i ix[2] = {_mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0),
+                           _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4)};
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
         const char *p = w + b * (int64_t)sizeof(sl_block_iq4_xs);
@@ -424,15 +421,25 @@ static void SL_MV_SUFFIX(gkv_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1
         const __m128i s8 = _mm_packs_epi16(
             _mm256_castsi256_si128(SL_MV_SUFFIX(iq4xs_scales)(p)), _mm_setzero_si128());
         const __m128i x16 = _mm_unpacklo_epi8(s8, s8);
-        const __m256i e8 = _mm256_broadcastsi128_si256(x16);
+        const __m512i e8 = _mm512_broadcast_i32x4(x16);
         cs[i] = SL_MV_SUFFIX(gkv_scales)(u, i, x16, 11);
-        __m256i c2[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (int j = 0; j < 8; j++) {
-            const __m256i v = SL_MV_SUFFIX(iq4_values)((const uint8_t *)p + 8 + 16 * j);
-            SL_MV_SUFFIX(gkv_put32)(u, i, j, _mm256_xor_si256(v, _mm256_set1_epi8((char)0x80)), v,
-                                    e8, &c2[j & 1]);
+        __m512i c2[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int n = 0; n < 2; n++) {
+            const __m512i q = _mm512_loadu_si512(p + 8 + 64 * n);
+            const __m512i lo = _mm512_and_si512(q, m4),
+                          hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            for (int h = 0; h < 2; h++) {
+                const __m512i v =
+                    _mm512_shuffle_epi8(table, _mm512_permutex2var_epi64(lo, ix[h], hi));
+                /* two chains of vpdpbusd; codes v + 128 */
+                c2[h] = SL_MV_SUFFIX(gkv_cs64)(c2[h], _mm512_xor_si512(v, x80), e8,
+                                               8 * n + 4 * h);
+                _mm512_storeu_si512(u->q[i] + 128 * n + 64 * h, v);
+            }
         }
-        cs[i] = _mm256_add_epi32(cs[i], _mm256_add_epi32(c2[0], c2[1]));
+        const __m512i c4 = _mm512_add_epi32(c2[0], c2[1]);
+        cs[i] = _mm256_add_epi32(cs[i], _mm256_add_epi32(_mm512_castsi512_si256(c4),
+                                                         _mm512_extracti64x4_epi64(c4, 1)));
         u->d[i] = SL_MV_SUFFIX(g_half)(p);
         u->dmin[i] = 0.0f;
     }
