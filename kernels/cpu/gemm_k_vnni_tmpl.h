@@ -446,6 +446,50 @@ static void SL_MV_SUFFIX(gkv_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1
     SL_MV_SUFFIX(gkv_corr)(u, b1 - b0, cs);
 }
 
+/* gk_unpack_q45 (Q4_K, Q5_K: the same bytes) on 512 bits: one load holds rounds 2n and 2n + 1
+ * (their 32 bytes of nibbles in the two 256-bit halves); Q5_K's qh, read twice, shifted by 4n
+ * and 4n + 2 (range_q5_K's qh >> 2j per round j) so that one pair of shifts serves both; the
+ * halves' low and high nibbles are regrouped into element order by 128-bit lanes. */
+static void SL_MV_SUFFIX(gkv_unpack_q45)(uint32_t type, const char *w, int64_t b0, int64_t b1,
+                                         gk_buf *u)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), x10 = _mm512_set1_epi8(0x10);
+    const bool q5 = type == SL_GGML_Q5_K;
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        const uint8_t *p = (const uint8_t *)w +
+                           b * (int64_t)(q5 ? sizeof(sl_block_q5_K) : sizeof(sl_block_q4_K));
+        const uint8_t *qs = p + (q5 ? 48 : 16); /* after d, dmin, scales[12] (and qh[32]) */
+        uint8_t sc[8];
+        const __m128i mins = SL_MV_SUFFIX(k4_unpack)(p + 4, sc);
+        const __m128i sc16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc));
+        /* each per-32 value twice: entry j belongs to elements 16j..16j+15 */
+        _mm256_storeu_si256((__m256i *)u->s16[i], _mm256_set_m128i(_mm_unpackhi_epi16(sc16, sc16),
+                                                                   _mm_unpacklo_epi16(sc16, sc16)));
+        _mm256_storeu_si256((__m256i *)u->bw[i], _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins),
+                                                                  _mm_unpacklo_epi16(mins, mins)));
+        const __m512i h2 = q5 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16)))
+                              : _mm512_setzero_si512();
+        for (int n = 0; n < 2; n++) {
+            const __m512i q = _mm512_loadu_si512(qs + 64 * n);
+            /* (a & m4) | b: ternary-logic table 0xEA of (a, m4, b) */
+            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            if (q5) {
+                const __m512i h = _mm512_srlv_epi16(
+                    h2, _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * n)),
+                                           _mm256_set1_epi16((short)(4 * n + 2)), 1));
+                lo = _mm512_ternarylogic_epi32(q, m4, _mm512_and_si512(_mm512_slli_epi16(h, 4), x10),
+                                               0xEA);
+                hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(h, 3), x10));
+            }
+            _mm512_storeu_si512(u->q[i] + 128 * n, _mm512_shuffle_i64x2(lo, hi, 0x44));
+            _mm512_storeu_si512(u->q[i] + 128 * n + 64, _mm512_shuffle_i64x2(lo, hi, 0xEE));
+        }
+        u->d[i] = SL_MV_SUFFIX(g_half)((const char *)p);
+        u->dmin[i] = SL_MV_SUFFIX(g_half)((const char *)p + 2);
+    }
+}
+
 /* Unpacks super-blocks [c0, c1) of the nr rows from call row row0 into ub (the offset kinds in
  * gkv_unpack_q6's form),
  * pointing ur[m] at row m's. */
@@ -467,13 +511,13 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
         if (ty == SL_TYPE_Q4_K_R8) { /* a gathered row: copied out, read as Q4_K */
             sl_block_q4_K row[GK_PCH];
             sl__q4_K_r8_row(a->w, a->nb, r, c0, c1, row);
-            SL_MV_SUFFIX(gk_unpack_q45)(SL_GGML_Q4_K, (const char *)row, 0, c1 - c0, &ub[m]);
+            SL_MV_SUFFIX(gkv_unpack_q45)(SL_GGML_Q4_K, (const char *)row, 0, c1 - c0, &ub[m]);
         } else if (ty == SL_GGML_Q6_K) {
             SL_MV_SUFFIX(gkv_unpack_q6)(w, c0, c1, &ub[m]);
         } else if (ty == SL_GGML_IQ4_XS) {
             SL_MV_SUFFIX(gkv_unpack_iq4xs)(w, c0, c1, &ub[m]);
         } else {
-            SL_MV_SUFFIX(gk_unpack_q45)(ty, w, c0, c1, &ub[m]);
+            SL_MV_SUFFIX(gkv_unpack_q45)(ty, w, c0, c1, &ub[m]);
         }
         ur[m] = &ub[m];
     }
