@@ -7,18 +7,21 @@
  * vpdpbusd, which multiplies and accumulates in int32 (no int16 stage, no separate add). A
  * micro-kernel holds 4 rows x 2 panels (32 tokens; 8 rows x 1 panel for a group of at most 16)
  * of sub-block sums in registers, so each activation load serves 4 rows and each weight
- * broadcast 2 panels. Port 0 runs vpdpbusd, vpdpwssd and vpmulld's two uops, so their count
- * sets the speed: each sub-block sum s is split into int16 (s & 255, s >> 8) by one vpshufb
- * (port 5) and scaled by one vpdpwssd against (sc, 256 sc), which also accumulates (a vpmulld
- * and an add before: Q5_K 1.06-1.11x, Q6_K 1.1-1.2x faster). Two kinds:
+ * broadcast 2 panels. Ports 0 and 5 run the zmm vpdpbusd and vpdpwssd (two a cycle, latency
+ * ~5, on Sapphire Rapids) and vpshufb (port 5 only), so their count sets the speed: each
+ * sub-block sum s is split into int16 (s & 255, s >> 8) by one vpshufb and scaled by one
+ * vpdpwssd against (sc, 256 sc), which also accumulates (a vpmulld and an add before: Q5_K
+ * 1.06-1.11x, Q6_K 1.1-1.2x faster). The 4 x 2 loop issues at that bound (Q6_K: 48 such uops
+ * in ~20 cycles a sub-block, a standalone copy of it), so more accumulator chains (6 x 2,
+ * 8 x 1) ran no faster a vpdpbusd. Two kinds:
  * - GKV_MINS (Q4_K/Q5_K/Q4_K_R8): unsigned codes against signed x, the mins term from one
  *   vpdpwssd per pair of mins against the panels' 32-element block sums;
  * - the offset kinds (Q6_K, IQ4_XS): signed weights against x + 128 (unsigned), the 128 sum_i w_i
  *   of a row taken back once per row (gkv_unpack_q6's corr), not per token (no block-sum
  *   term).
- * A call's rows are unpacked once (GKV_UCAP; gemm_kv splits a longer call into blocks of rows
- * that fit; rows longer than 16 super-blocks once per token group), panels are
- * built by register transposes once per token group (once per 32 rows and chunk when a row is
+ * A call's rows are unpacked once, 64 elements a zmm (GKV_UCAP; gemm_kv splits a longer call
+ * into blocks of rows that fit; rows longer than 16 super-blocks once per token group), panels
+ * are built by register transposes once per token group (once per 32 rows and chunk when a row is
  * longer than GKV_PCH super-blocks), contiguous output rows leave by 16x16 transposes and
  * vector stores; GKV_NARROW says which few tokens go to gemm_k.
  *
@@ -468,18 +471,20 @@ static void SL_MV_SUFFIX(gkv_unpack_q45)(uint32_t type, const char *w, int64_t b
                                                                    _mm_unpacklo_epi16(sc16, sc16)));
         _mm256_storeu_si256((__m256i *)u->bw[i], _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins),
                                                                   _mm_unpacklo_epi16(mins, mins)));
-        const __m512i h2 = q5 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16)))
-                              : _mm512_setzero_si512();
+        const __m512i h2 =
+            q5 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16)))
+               : _mm512_setzero_si512();
         for (int n = 0; n < 2; n++) {
             const __m512i q = _mm512_loadu_si512(qs + 64 * n);
             /* (a & m4) | b: ternary-logic table 0xEA of (a, m4, b) */
-            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            __m512i lo = _mm512_and_si512(q, m4),
+                    hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
             if (q5) {
                 const __m512i h = _mm512_srlv_epi16(
                     h2, _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * n)),
                                            _mm256_set1_epi16((short)(4 * n + 2)), 1));
-                lo = _mm512_ternarylogic_epi32(q, m4, _mm512_and_si512(_mm512_slli_epi16(h, 4), x10),
-                                               0xEA);
+                lo = _mm512_ternarylogic_epi32(
+                    q, m4, _mm512_and_si512(_mm512_slli_epi16(h, 4), x10), 0xEA);
                 hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(h, 3), x10));
             }
             _mm512_storeu_si512(u->q[i] + 128 * n, _mm512_shuffle_i64x2(lo, hi, 0x44));
