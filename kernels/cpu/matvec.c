@@ -375,10 +375,11 @@ typedef struct groups_job {
     int64_t per, chunk_rows, n_chunks; /* chunks per group, rows per chunk, chunks */
 } groups_job;
 
-/* Chunks of a group that one call of the K-quant GEMM takes together: a group past the 8-token
- * panels (gemm_k_vnni_tmpl.h's 16-token panels) builds its activation panels once per call, so
- * its chunks go in calls of up to GROUP_GEMM_ROWS rows (the first chunk of each runs them, the
- * others return at once); fewer tokens keep GROUP_ROWS chunks (the threads' balance). */
+/* Chunks of a group that one call of the K-quant GEMM takes together: the batch kernels build
+ * their activation panels once per call (gemm_kv once per block of up to 128 rows), so a group
+ * past 8 tokens goes in calls of up to GROUP_GEMM_ROWS rows (the first chunk of each runs it,
+ * the others return at once; Q6_K 768 x 1024, 64-300 tokens: 1.05-1.2x, gemm_bench CHUNK 256
+ * vs 64); fewer tokens keep GROUP_ROWS chunks (the threads' balance). */
 enum { GROUP_GEMM_ROWS = 256 };
 static int64_t groups_merge(const groups_job *gj, int64_t n_batch)
 {
