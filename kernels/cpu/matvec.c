@@ -375,15 +375,31 @@ typedef struct groups_job {
     int64_t per, chunk_rows, n_chunks; /* chunks per group, rows per chunk, chunks */
 } groups_job;
 
+/* Chunks of a group that one call of the K-quant GEMM takes together: the batch kernels build
+ * their activation panels once per call (gemm_kv once per block of up to 128 rows), so a group
+ * past 8 tokens goes in calls of up to GROUP_GEMM_ROWS rows (the first chunk of each runs it,
+ * the others return at once; Q6_K 768 x 1024, 64-300 tokens: 1.05-1.2x, gemm_bench CHUNK 256
+ * vs 64); fewer tokens keep GROUP_ROWS chunks (the threads' balance). */
+enum { GROUP_GEMM_ROWS = 256 };
+static int64_t groups_merge(const groups_job *gj, int64_t n_batch)
+{
+    if (!gj->base.gemm || gj->base.t->block != SL_QK_K || n_batch <= 8) return 1;
+    const int64_t m = GROUP_GEMM_ROWS / gj->chunk_rows;
+    return m < 1 ? 1 : m;
+}
+
 static void groups_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
 {
     const groups_job *gj = ctx;
     for (int64_t c = c0; c < c1; c++) {
-        const sl_cpu_matvec_group *G = &gj->g[c / gj->per];
-        const int64_t r0 = c % gj->per * gj->chunk_rows, rows = gj->base.rows;
-        const int64_t r1 = r0 + gj->chunk_rows < rows ? r0 + gj->chunk_rows : rows;
-        if (r1 == rows && c + 1 < gj->n_chunks) /* the next group's matrix, while this ends */
-            sl__cpu_prefetch_head(gj->g[(c + 1) / gj->per].w, gj->base.wrb * (size_t)rows);
+        const int64_t gi = c / gj->per, k = c % gj->per;
+        const sl_cpu_matvec_group *G = &gj->g[gi];
+        const int64_t m = groups_merge(gj, G->n_batch);
+        if (k % m) continue; /* a merged chunk's first chunk ran it */
+        const int64_t r0 = k * gj->chunk_rows, rows = gj->base.rows;
+        const int64_t r1 = r0 + m * gj->chunk_rows < rows ? r0 + m * gj->chunk_rows : rows;
+        if (r1 == rows && (gi + 1) * gj->per < gj->n_chunks) /* the next group's matrix */
+            sl__cpu_prefetch_head(gj->g[gi + 1].w, gj->base.wrb * (size_t)rows);
         rows_job j = gj->base;
         j.w = G->w;
         j.xq = G->xq;
