@@ -45,7 +45,7 @@ typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_
  * K-quant range kernel do (Q4_K 512 x 1024 on AVX2: 91 us a panel, 27.7 us a token) and ~5 of
  * the MXFP4/Q4_0 row kernel (AVX2 on Zen 4). 3 is the most tokens that beat a panel for both;
  * MoE experts' batches often end a few tokens past a multiple of 8. The same bits either way. */
-enum { SL__GEMM_TAIL_MAX = 3 };
+enum { SL__GEMM_TAIL_MAX = 3, SL__GEMM_FEW_MAX = 8 };
 static inline int64_t sl__gemm_tail(int64_t n_tok)
 {
     return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
@@ -72,6 +72,9 @@ static inline int64_t sl__gemm_vnni_few(int64_t n_tok, int64_t few)
 /* NULL when the ISA has no batch kernel for the type (the range kernels then run). */
 sl__gemm_fn sl__gemm_avx2(uint32_t type);
 sl__gemm_fn sl__gemm_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
+/* The few-token kernel (gemm_few_vnni_tmpl.h: batches of 1..SL__GEMM_FEW_MAX tokens) of the
+ * K-quants and IQ4_XS on AVX-512 VNNI, NULL for other types. */
+sl__gemm_fn sl__gemm_few_avx512(uint32_t type);
 /* The 8-token panel kernels alone (gemm_x86_tmpl.h): sl__gemm_avx2 is the AVX2 one; the
  * AVX-512 one serves sl__gemm_avx512's other types (and benchmarks, as the baseline). */
 sl__gemm_fn sl__gemm_panel8_avx2(uint32_t type);

@@ -5,7 +5,9 @@
  * the VNNI kernels of gemm_q32_vnni_tmpl.h and gemm_k_vnni_tmpl.h) and the decode path's
  * whole-row kernel token by token (sl__mv_rows_avx512, the reference's bits; the one the
  * few-token rule of gemm.h hands tokens to). Where panel8 is the same function as new (the
- * K-quants, IQ4_XS) it runs once and the line says "panel8 = new". Calls go in chunks of CHUNK
+ * K-quants, IQ4_XS) it runs once and the line says "panel8 = new". "few": the few-token kernel
+ * (sl__gemm_few_avx512, K-quants and IQ4_XS) at NTOK <= SL__GEMM_FEW_MAX, beside the paths it
+ * replaces there (new: gemm_k's 8-token panels; rows). Calls go in chunks of CHUNK
  * rows, as matvec.c splits a GEMM job (row_grain: up to 256 for the 32-element types; the
  * grouped path's 64 for the K-quants, the defaults). Compare two versions by building two
  * binaries. A developer tool (needs an AVX-512 VNNI CPU):
@@ -24,8 +26,8 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matvec_impl.h"
 
-enum { MODES = 3, MAX_TOK = 4096 };
-static const char *const mode_name[MODES] = {"panel8", "new", "rows"};
+enum { MODES = 4, MAX_TOK = 4096 };
+static const char *const mode_name[MODES] = {"panel8", "new", "rows", "few"};
 
 static double now_us(void)
 {
@@ -88,6 +90,7 @@ static void fill_weights(const sl__mv_type *t, uint8_t *w, int64_t rows, int64_t
 typedef struct setup {
     const sl__mv_type *t;
     sl__gemm_fn gemm[2]; /* panel8, new */
+    sl__gemm_fn few;     /* sl__gemm_few_avx512, NULL: the type has none */
     sl__mv_rows_fn rows_fn;
     sl__gemm_rows a;
     int64_t rows, chunk;
@@ -101,7 +104,7 @@ static void run(const setup *s, int mode)
                        s->a.y + b * s->a.y_stride);
         return;
     }
-    const sl__gemm_fn f = s->gemm[mode];
+    const sl__gemm_fn f = mode == 3 ? s->few : s->gemm[mode];
     for (int64_t r0 = 0; r0 < s->rows; r0 += s->chunk)
         f(s->t, &s->a, r0, s->rows - r0 < s->chunk ? s->rows : r0 + s->chunk);
 }
@@ -112,6 +115,8 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
     const int64_t rows = s->rows;
     const size_t arb = s->a.arb, ny = (size_t)(rows * n);
     const int skip0 = s->gemm[0] == s->gemm[1]; /* panel8 is new: time it once */
+    /* the few-token kernel where the type has one and the batch is in its range */
+    const int nm = s->few && n <= SL__GEMM_FEW_MAX ? MODES : MODES - 1;
     float *x = malloc(sizeof(float) * (size_t)(cols * n));
     char *xq = malloc(arb * (size_t)n);
     float *y[MODES] = {0};
@@ -128,14 +133,15 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
         sl__mv_quant_rows(s->t, x, cols, n, xq, arb);
         s->a.xq = xq;
         s->a.n_tok = n;
-        for (int m = skip0; m < MODES; m++) {
+        for (int m = skip0; m < nm; m++) {
             s->a.y = y[m];
             run(s, m);
         }
         const int same = (skip0 || !memcmp(y[0], y[1], sizeof(float) * ny)) &&
-                         !memcmp(y[1], y[2], sizeof(float) * ny);
+                         !memcmp(y[1], y[2], sizeof(float) * ny) &&
+                         (nm < MODES || !memcmp(y[3], y[2], sizeof(float) * ny));
         for (int k = 0; k < reps; k++)
-            for (int m = skip0; m < MODES; m++) {
+            for (int m = skip0; m < nm; m++) {
                 s->a.y = y[m];
                 const double t0 = now_us();
                 run(s, m);
@@ -143,7 +149,7 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
             }
         double med[MODES];
         printf("%s %lldx%lld ntok %3lld:", name, (long long)rows, (long long)cols, (long long)n);
-        for (int m = skip0; m < MODES; m++) {
+        for (int m = skip0; m < nm; m++) {
             qsort(tm[m], (size_t)reps, sizeof(double), cmp_d);
             med[m] = tm[m][reps / 2];
             printf("  %s min %8.1f med %8.1f us", mode_name[m], tm[m][0], med[m]);
@@ -152,6 +158,7 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
             printf("  | panel8 = new rows/new %.2fx", med[2] / med[1]);
         else
             printf("  | panel8/new %.2fx rows/new %.2fx", med[0] / med[1], med[2] / med[1]);
+        if (nm == MODES) printf(" new/few %.2fx rows/few %.2fx", med[1] / med[3], med[2] / med[3]);
         printf("%s\n", same ? "" : "  BITS DIFFER");
     } else {
         fprintf(stderr, "gemm_bench: out of memory for %lld tokens\n", (long long)n);
@@ -207,7 +214,8 @@ int main(int argc, char **argv)
     }
     uint64_t rs = 88172645463325252ULL;
     fill_weights(t, w, rows, nb, &rs);
-    setup s = {.t = t, .gemm = {sl__gemm_panel8_avx512(t->type), fnew}, .rows_fn = fr,
+    setup s = {.t = t, .gemm = {sl__gemm_panel8_avx512(t->type), fnew},
+               .few = sl__gemm_few_avx512(t->type), .rows_fn = fr,
                .rows = rows, .chunk = chunk,
                .a = {.w = (const char *)w, .wrb = wrb, .arb = (size_t)nb * t->act_bytes,
                      .nb = nb, .y_stride = rows}};
