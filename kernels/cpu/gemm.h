@@ -37,18 +37,34 @@ typedef struct sl__gemm_rows {
 typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
                             int64_t i1);
 
-/* The rule for a batch's leftover tokens, the one both callers apply (matvec.c's K-quant
- * rows, gemm_q32's MXFP4/Q4_0 rows on AVX2): the n_tok % 8 tokens past the last full 8-token
- * panel go to a row kernel, one token at a time, when they are at most SL__GEMM_TAIL_MAX; the
- * panels take the rest. A short panel costs a full one (its spare slots repeat a token),
- * while the row kernel's cost grows with the tokens: a panel costs what ~3.3 tokens of the
- * K-quant range kernel do (Q4_K 512 x 1024 on AVX2: 91 us a panel, 27.7 us a token) and ~5 of
- * the MXFP4/Q4_0 row kernel (AVX2 on Zen 4). 3 is the most tokens that beat a panel for both;
- * MoE experts' batches often end a few tokens past a multiple of 8. The same bits either way. */
+/* The rule for a batch's leftover tokens, the one all callers apply (matvec.c's K-quant rows,
+ * gemm_q32's MXFP4/Q4_0 rows on AVX2): sl__gemm_tail(n_tok, few) tokens, the batch's last, go
+ * past the panel kernel, the rest to it.
+ * - Without a few-token kernel (few false): the n_tok % 8 tokens past the last full 8-token
+ *   panel go to a row kernel, one token at a time, when they are at most SL__GEMM_TAIL_MAX. A
+ *   short panel costs a full one (its spare slots repeat a token), while the row kernel's cost
+ *   grows with the tokens: a panel costs what ~3.3 tokens of the K-quant range kernel do (Q4_K
+ *   512 x 1024 on AVX2: 91 us a panel, 27.7 us a token) and ~5 of the MXFP4/Q4_0 row kernel
+ *   (AVX2 on Zen 4). 3 is the most tokens that beat a panel for both; MoE experts' batches
+ *   often end a few tokens past a multiple of 8.
+ * - With one (few: sl__gemm_few_avx512, the K-quants and IQ4_XS on AVX-512 VNNI): a batch of at
+ *   most SL__GEMM_FEW_MAX tokens goes to it whole, else the n_tok % 16 past gemm_kv's last
+ *   full 16-token panel when they are at most SL__GEMM_FEW_MAX; of those a lone token takes the
+ *   decode row kernel (the caller's choice: it beats a 4-token panel 2 to 1). gemm_bench, one
+ *   thread, CPU time, min of 30 (us, few vs gemm_k's 8-token panels vs the row kernel a token;
+ *   CHUNK 64): IQ4_XS 768x768 1 tok 42.5 / 98 / 20.6, 2: 42.8 / 99 / 41.2, 3: 43.5 / 100 /
+ *   61.4, 4: 60 / 153 / 105, 8: 68 / 142 / 201; Q5_K 256x1024 2: 28 / 61 / 33, 4: 29 / 66 /
+ *   67, 8: 38 / 57 / 115; Q6_K 768x1024 2: 57 / 107 / 55, 4: 59 / 108 / 110, 8: 82 / 110 /
+ *   219. A 16-token panel (gemm_kv with its rows unpacked once) costs ~80 us on IQ4_XS
+ *   768x768 (32 -> 33..40 tokens: 183 -> 263 us) and ~120 us on Q6_K 768x1024, more than the
+ *   few-token kernel's 8 tokens.
+ * The same bits either way. */
 enum { SL__GEMM_TAIL_MAX = 3, SL__GEMM_FEW_MAX = 8 };
-static inline int64_t sl__gemm_tail(int64_t n_tok)
+static inline int64_t sl__gemm_tail(int64_t n_tok, bool few)
 {
-    return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
+    if (!few) return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
+    if (n_tok <= SL__GEMM_FEW_MAX) return n_tok;
+    return n_tok % 16 <= SL__GEMM_FEW_MAX ? n_tok % 16 : 0;
 }
 
 /* The AVX-512 VNNI kernel of the 32-element types (gemm_q32_vnni_tmpl.h) fills panels of 16
