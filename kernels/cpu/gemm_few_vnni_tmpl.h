@@ -216,7 +216,9 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
         dmin = SL_MV_SUFFIX(g_half)(wp + 2);
     }
     __m512i tot[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-    __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    /* two chains per panel: one would wait on vpdpbusd's latency */
+    __m512i s[2][2] = {{_mm512_setzero_si512(), _mm512_setzero_si512()},
+                       {_mm512_setzero_si512(), _mm512_setzero_si512()}};
     GKV_UNROLL
     for (int c = 0; c < 4; c++) {
         const __m512i wj[4] = {_mm512_shuffle_epi32(w[c], _MM_PERM_AAAA),
@@ -227,15 +229,17 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
         for (int j = 0; j < 4; j++)
             GKV_UNROLL
             for (int v = 0; v < P; v++)
-                s[v] = _mm512_dpbusd_epi32(s[v], wj[j], _mm512_load_si512(p[v].q[pi][c][j]));
+                s[v][j % 2] = _mm512_dpbusd_epi32(s[v][j % 2], wj[j],
+                                                  _mm512_load_si512(p[v].q[pi][c][j]));
         /* IQ4_XS: both nibble vectors of a half under the same scales, summed first (a lane's
          * 32 elements: below 2^23 still) */
         if (TY == GF_IQ4 && c % 2 == 0) continue;
         const __m512i sc = _mm512_permutexvar_epi32(sci[c], spz);
         GKV_UNROLL
         for (int v = 0; v < P; v++) {
-            tot[v] = _mm512_dpwssd_epi32(tot[v], _mm512_shuffle_epi8(s[v], split), sc);
-            s[v] = _mm512_setzero_si512();
+            tot[v] = _mm512_dpwssd_epi32(
+                tot[v], _mm512_shuffle_epi8(_mm512_add_epi32(s[v][0], s[v][1]), split), sc);
+            s[v][0] = s[v][1] = _mm512_setzero_si512();
         }
     }
     /* the offsets' share (Q6_K, IQ4_XS) into isum, or the mins' summ (Q4_K, Q5_K) */
