@@ -1,24 +1,28 @@
-/* kernels/cpu/gemm_few_vnni_tmpl.h: the AVX-512 VNNI few-token kernel of the K-quants (Q4_K,
- * Q5_K, Q6_K) and IQ4_XS under gemm.h's contract, for batches of 1..SL__GEMM_FEW_MAX tokens
- * (an MoE expert's small groups, a batch's last few tokens): gemm.h's sl__gemm_few_avx512.
- * Included only by matvec_avx512.c after gemm_k_vnni_tmpl.h, whose row unpacks it reuses
- * (gk_buf; gk_unpack_q45 for the mins kind, gkv_unpack_q6 / gkv_unpack_iq4xs for the offset
- * kinds, with their sp and corr).
+/* kernels/cpu/gemm_few_vnni_tmpl.h: the AVX-512 VNNI few-token kernel of Q4_K, Q5_K, Q6_K and
+ * IQ4_XS under gemm.h's contract, for batches of 1..SL__GEMM_FEW_MAX tokens (an MoE expert's
+ * small groups, a batch's last few tokens; gemm.h's sl__gemm_tail says which): gemm.h's
+ * sl__gemm_few_avx512. Included only by matvec_avx512.c after gemm_k_vnni_tmpl.h (it uses that
+ * file's GKV_* kinds and GKV_UNROLL, and matvec_kq_x86_tmpl.h's k4_unpack_v / iq4xs_ls32).
  *
  * Why it is faster for few tokens: the decode row kernel run once per token unpacks every
  * weight block once per token, and gemm_kv's 16-token panels (gemm_k's 8-token ones) leave
- * most lanes empty. Here a row's super-block is unpacked once and each 64-element chunk of it
- * meets 4-token panels in which every 32-bit group holds one token's 4 bytes: lane k (128 bits)
- * of panel vector j holds group 4k + j of the chunk for tokens 0..3, and the weights' 64 bytes
- * go in by one vpshufd per j (group 4k + j in all four dwords of lane k). Four vpdpbusd then
- * leave in lane k the 16-element group 4k's sums of the 4 tokens: one scale per lane, so one
- * vpshufb split and one vpdpwssd (gemm_k_vnni_tmpl.h's (sc, 256 sc) trick) scale 4 tokens at
- * once. A batch of 5..8 tokens takes two panels against the same shuffled weights.
+ * most lanes empty. Here a row's super-block is unpacked once, in registers, into 4 vectors of
+ * unsigned codes whose 128-bit lanes each hold 16 elements under one scale (gf_xoff), and meets
+ * 4-token panels in which every 32-bit group holds one token's 4 bytes: lane k of panel vector
+ * j holds bytes 4j..4j+3 of lane k's 16 elements for tokens 0..3, and the weights go in by one
+ * vpshufd per j (their group j in all four dwords of lane k). Four vpdpbusd then leave in lane k
+ * its 16 elements' sums of the 4 tokens, all under one scale, so one vpshufb split and one
+ * vpdpwssd (gemm_k_vnni_tmpl.h's (sc, 256 sc) trick) scale 4 tokens at once. 5..8 tokens take
+ * two panels against the same shuffled weights; 1..2 tokens a layout of their own (256-bit
+ * half t = token t, the weights broadcast from memory: no shuffle), which ran 1.1-1.25x faster
+ * than a half-empty panel (gemm_bench). The codes' offsets (Q6_K's 32, IQ4_XS's 128) and the
+ * mins (Q4_K/Q5_K) meet the panels' Q8_K block sums in one vpdpwssd.
  *
- * Why the bits are the reference's: the integer sums are exact (a 16-element group's sum is
- * below 2^23: 16 x 255 x 127; the scaled sums of a super-block below 2^31), and the float term
- * of every (row, token, super-block) is the reference's term_k / term_d, added to lane b % 8
- * (8 tokens a vector) in super-block order; the lanes end with sl__mv_reduce8's expression. */
+ * Why the bits are the reference's: the integer sums are exact (a lane's sum of 16 or 32
+ * elements is below 2^23: 32 x 255 x 127; the scaled sums of a super-block below 2^31), and
+ * the float term of every (row, token, super-block) is the reference's term_k / term_d, added
+ * to lane b % 8 (8 tokens a vector) in super-block order; the lanes end with sl__mv_reduce8's
+ * expression, element-wise over the tokens. */
 
 /* the types, compile-time parameters of the kernels */
 enum { GF_Q4, GF_Q5, GF_Q6, GF_IQ4 };
@@ -53,26 +57,48 @@ static inline int SL_MV_SUFFIX(gf_xoff)(int kind, int c, int k)
 /* Tokens t0..t0+3 (past n_tok: the last token again, results dropped) of xq (rows arb bytes
  * apart), super-blocks [b0, b1). */
 static void SL_MV_SUFFIX(gf_panel_build)(const char *xq, size_t arb, int64_t t0, int64_t n_tok,
-                                         int64_t b0, int64_t b1, int kind, gf_panel *p)
+                                         int64_t b0, int64_t b1, int kind, bool t2,
+                                         gf_panel *p)
 {
     const char *x[4];
     for (int k = 0; k < 4; k++)
         x[k] = xq + (size_t)(t0 + k < n_tok ? t0 + k : n_tok - 1) * arb;
     const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    for (int64_t b = b0; b < b1; b++) {
+#define SL_GF_L(T, C, L)                                                                       \
+    _mm_loadu_si128((const __m128i *)(x[T] + sb + 4 + SL_MV_SUFFIX(gf_xoff)(kind, C, L)))
+    for (int64_t b = b0; b < b1 && t2; b++) {
+        /* the 2-token layout (gf_term's P == 0): q[i][c][h] = token 0's lanes 2h, 2h + 1 of
+         * vector c, then token 1's; bs[i][0] their 16-element sums as they lie */
+        const int64_t i = b - b0, sb = b * (int64_t)sizeof(sl_block_q8_K);
+        for (int c = 0; c < 4; c++)
+            for (int h = 0; h < 2; h++)
+                _mm512_store_si512(
+                    p->q[i][c][h],
+                    _mm512_inserti32x4(
+                        _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(
+                                                                  SL_GF_L(0, c, 2 * h)),
+                                                              SL_GF_L(0, c, 2 * h + 1), 1),
+                                           SL_GF_L(1, c, 2 * h), 2),
+                        SL_GF_L(1, c, 2 * h + 1), 3));
+        _mm512_store_si512(
+            p->bs[i][0],
+            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(
+                                   (const __m256i *)(x[0] + sb + 4 + SL_QK_K))),
+                               _mm256_loadu_si256((const __m256i *)(x[1] + sb + 4 + SL_QK_K)),
+                               1));
+        for (int k = 0; k < 2; k++) memcpy(&p->d[i][k], x[k] + sb, 4);
+    }
+    for (int64_t b = b0; b < b1 && !t2; b++) {
         const int64_t i = b - b0, sb = b * (int64_t)sizeof(sl_block_q8_K);
         for (int c = 0; c < 4; c++) {
             __m512i r[4];
-            for (int k = 0; k < 4; k++) {
-                const char *q = x[k] + sb + 4;
-#define SL_GF_L(L) _mm_loadu_si128((const __m128i *)(q + SL_MV_SUFFIX(gf_xoff)(kind, c, L)))
+            for (int k = 0; k < 4; k++)
                 r[k] = _mm512_inserti32x4(
-                    _mm512_inserti32x4(
-                        _mm512_inserti32x4(_mm512_castsi128_si512(SL_GF_L(0)), SL_GF_L(1), 1),
-                        SL_GF_L(2), 2),
-                    SL_GF_L(3), 3);
-#undef SL_GF_L
-            }
+                    _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(
+                                                              SL_GF_L(k, c, 0)),
+                                                          SL_GF_L(k, c, 1), 1),
+                                       SL_GF_L(k, c, 2), 2),
+                    SL_GF_L(k, c, 3), 3);
             const __m512i u0 = _mm512_unpacklo_epi32(r[0], r[1]);
             const __m512i u1 = _mm512_unpackhi_epi32(r[0], r[1]);
             const __m512i u2 = _mm512_unpacklo_epi32(r[2], r[3]);
@@ -100,6 +126,13 @@ static void SL_MV_SUFFIX(gf_panel_build)(const char *xq, size_t arb, int64_t t0,
         for (int q = 0; q < 2; q++) _mm512_store_si512(p->bs[i][q], _mm512_permutexvar_epi32(tr, v[q]));
         for (int k = 0; k < 4; k++) memcpy(&p->d[i][k], x[k] + sb, 4);
     }
+#undef SL_GF_L
+}
+
+/* The scale (dword of gf_term's spz) of lane k of weight vector c. */
+static inline int SL_MV_SUFFIX(gf_sidx)(int ty, int c, int k)
+{
+    return ty == GF_IQ4 ? 4 * (c / 2) + k : ty == GF_Q6 ? 4 * c + k : 4 * (c / 2) + 2 * (k / 2) + c % 2;
 }
 
 /* Lane k of the result: dword 4 idx[k] .. (the index vector of a per-lane broadcast). */
@@ -126,6 +159,7 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i spz;   /* scale j's (sc, 256 sc) pair in dword j */
     __m512i cw[2]; /* lane k: the int16 pair that weighs the panels' sums pair 4h + k */
+    __m512i cw2;   /* P == 0: dword m (both halves) weighs the 16-element sums 2m, 2m + 1 */
     __m512i w[4];  /* the codes: lane k of w[c] at gf_xoff(c, k) */
     __m512i sci[4]; /* lane k of w[c]'s scale: spz dword sci[c] lane k */
     float d, dmin = 0.0f;
@@ -138,6 +172,8 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
             _mm512_castsi128_si512(
                 _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1))));
         cw[1] = _mm512_setzero_si512();
+        cw2 = _mm512_broadcast_i64x4(_mm256_or_si256(
+            _mm256_and_si256(c, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(c, 16)));
         const __m128i kv = _mm_xor_si128(_mm_loadu_si128((const __m128i *)sl_iq4nl_values),
                                          _mm_set1_epi8((char)0x80));
         const __m512i table = _mm512_broadcast_i32x4(kv);
@@ -158,6 +194,7 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
             _mm256_setzero_si256(), _mm256_slli_epi16(_mm256_cvtepi8_epi16(s8), 5)));
         cw[0] = _mm512_permutexvar_epi32(SL_GF_IDX(0, 1, 2, 3), c);
         cw[1] = _mm512_permutexvar_epi32(SL_GF_IDX(4, 5, 6, 7), c);
+        cw2 = _mm512_broadcast_i64x4(_mm512_castsi512_si256(c));
         const __m512i m30 = _mm512_set1_epi8(0x30);
         for (int n = 0; n < 2; n++) {
             const __m512i ql = _mm512_loadu_si512((const void *)(b->ql + 64 * n));
@@ -185,6 +222,8 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
             SL_GF_IDX(0, 1, 2, 3),
             _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_srli_si128(scm, 8))));
         cw[1] = _mm512_setzero_si512();
+        const __m256i m32 = _mm256_cvtepu8_epi32(_mm_srli_si128(scm, 8));
+        cw2 = _mm512_broadcast_i64x4(_mm256_or_si256(m32, _mm256_slli_epi32(m32, 16)));
         const uint8_t *qs = (const uint8_t *)wp + (TY == GF_Q5 ? 48 : 16);
         const __m512i qh = TY == GF_Q5 ? _mm512_broadcast_i64x4(
                                              _mm256_loadu_si256((const __m256i *)(wp + 16)))
@@ -215,7 +254,59 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
         d = SL_MV_SUFFIX(g_half)(wp);
         dmin = SL_MV_SUFFIX(g_half)(wp + 2);
     }
+    const bool mins = TY == GF_Q4 || TY == GF_Q5;
+    if (P == 0) {
+        /* 2 tokens: 256-bit half t of a panel vector is token t's lanes 2h, 2h + 1 of weight
+         * vector c, against those lanes broadcast from memory (a load, no shuffle), each
+         * 128-bit lane under one scale */
+        _Alignas(64) uint8_t wbuf[4][64];
+        for (int c = 0; c < 4; c++) _mm512_store_si512(wbuf[c], w[c]);
+        __asm__ volatile("" : : "r"(wbuf) : "memory"); /* the broadcasts stay loads */
+        __m512i vm = _mm512_setzero_si512();
+        __m512i s2[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        __m512i t2[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}; /* two chains */
+        GKV_UNROLL
+        for (int c = 0; c < 4; c++) {
+            GKV_UNROLL
+            for (int h = 0; h < 2; h++)
+                s2[h] = _mm512_dpbusd_epi32(
+                    s2[h],
+                    _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)(wbuf[c] + 32 * h))),
+                    _mm512_load_si512(p->q[pi][c][h]));
+            if (TY == GF_IQ4 && c % 2 == 0) continue;
+            GKV_UNROLL
+            for (int h = 0; h < 2; h++) {
+                const int k0 = SL_MV_SUFFIX(gf_sidx)(TY, c, 2 * h);
+                const int k1 = SL_MV_SUFFIX(gf_sidx)(TY, c, 2 * h + 1);
+                t2[h] = _mm512_dpwssd_epi32(t2[h], _mm512_shuffle_epi8(s2[h], split),
+                                            _mm512_permutexvar_epi32(SL_GF_IDX(k0, k1, k0, k1), spz));
+                s2[h] = _mm512_setzero_si512();
+            }
+        }
+        const __m512i bs = _mm512_load_si512(p->bs[pi][0]);
+        if (mins) vm = _mm512_dpwssd_epi32(vm, bs, cw2);
+        else t2[1] = _mm512_dpwssd_epi32(t2[1], bs, cw2);
+        const __m512i tot = _mm512_add_epi32(t2[0], t2[1]);
+        /* [isum 0, isum 1, summ 0, summ 1] */
+        const __m256i ha =
+            _mm256_hadd_epi32(_mm512_castsi512_si256(tot), _mm512_extracti64x4_epi64(tot, 1));
+        const __m256i hb =
+            mins ? _mm256_hadd_epi32(_mm512_castsi512_si256(vm), _mm512_extracti64x4_epi64(vm, 1))
+                 : ha;
+        const __m256i hc = _mm256_hadd_epi32(ha, hb);
+        const __m128i r = _mm_add_epi32(_mm256_castsi256_si128(hc), _mm256_extracti128_si256(hc, 1));
+        const __m256 dx = _mm256_castsi256_ps(
+            _mm256_zextsi128_si256(_mm_loadl_epi64((const __m128i *)p->d[pi])));
+        const __m256 a2 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_zextsi128_si256(_mm_move_epi64(r))),
+                                        _mm256_mul_ps(_mm256_set1_ps(d), dx));
+        if (!mins) return a2;
+        const __m256 b2 = _mm256_mul_ps(
+            _mm256_cvtepi32_ps(_mm256_zextsi128_si256(_mm_move_epi64(_mm_srli_si128(r, 8)))),
+            _mm256_mul_ps(_mm256_set1_ps(dmin), dx));
+        return _mm256_sub_ps(a2, b2);
+    }
     __m512i tot[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    __m512i tot1[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}; /* a second chain */
     /* two chains per panel: one would wait on vpdpbusd's latency */
     __m512i s[2][2] = {{_mm512_setzero_si512(), _mm512_setzero_si512()},
                        {_mm512_setzero_si512(), _mm512_setzero_si512()}};
@@ -237,8 +328,9 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
         const __m512i sc = _mm512_permutexvar_epi32(sci[c], spz);
         GKV_UNROLL
         for (int v = 0; v < P; v++) {
-            tot[v] = _mm512_dpwssd_epi32(
-                tot[v], _mm512_shuffle_epi8(_mm512_add_epi32(s[v][0], s[v][1]), split), sc);
+            __m512i *tc = c < 2 ? &tot[v] : &tot1[v];
+            *tc = _mm512_dpwssd_epi32(
+                *tc, _mm512_shuffle_epi8(_mm512_add_epi32(s[v][0], s[v][1]), split), sc);
             s[v][0] = s[v][1] = _mm512_setzero_si512();
         }
     }
@@ -246,16 +338,16 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
     __m512i vm[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
     GKV_UNROLL
     for (int v = 0; v < P; v++) {
-        if (TY == GF_Q6)
-            tot[v] = _mm512_dpwssd_epi32(
-                _mm512_dpwssd_epi32(tot[v], _mm512_load_si512(p[v].bs[pi][0]), cw[0]),
-                _mm512_load_si512(p[v].bs[pi][1]), cw[1]);
-        else if (TY == GF_IQ4)
+        if (TY == GF_Q6) {
             tot[v] = _mm512_dpwssd_epi32(tot[v], _mm512_load_si512(p[v].bs[pi][0]), cw[0]);
-        else
+            tot1[v] = _mm512_dpwssd_epi32(tot1[v], _mm512_load_si512(p[v].bs[pi][1]), cw[1]);
+        } else if (TY == GF_IQ4) {
+            tot[v] = _mm512_dpwssd_epi32(tot[v], _mm512_load_si512(p[v].bs[pi][0]), cw[0]);
+        } else {
             vm[v] = _mm512_dpwssd_epi32(vm[v], _mm512_load_si512(p[v].bs[pi][0]), cw[0]);
+        }
+        tot[v] = _mm512_add_epi32(tot[v], tot1[v]);
     }
-    const bool mins = TY == GF_Q4 || TY == GF_Q5;
     /* the 4 lanes' sums of each token (exact integers: any order) */
     __m256i h[2];
     GKV_UNROLL
@@ -336,22 +428,23 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_few_k)(
         for (int64_t c0 = 0; c0 < a->nb; c0 += GF_PCH) {
             const int64_t c1 = a->nb - c0 < GF_PCH ? a->nb : c0 + GF_PCH;
             if (!one_chunk || r0 == i0)
-                for (int v = 0; v < P; v++)
+                for (int v = 0; v < (P ? P : 1); v++)
                     SL_MV_SUFFIX(gf_panel_build)(a->xq, a->arb, 4 * v, a->n_tok, c0, c1, kind,
-                                                 &p[v]);
+                                                 P == 0, &p[v]);
             SL_MV_SUFFIX(gf_rows)(a, r0, r1, c0, c1, p, P, TY, lt);
         }
     }
 }
 
-/* 1..4 tokens one panel, 5..SL__GEMM_FEW_MAX two */
+/* 1..2 tokens the 2-token layout, 3..4 one panel, 5..SL__GEMM_FEW_MAX two */
 #define SL_GF_KERNEL(TY)                                                                       \
     static void SL_MV_SUFFIX(gf_##TY)(const sl__mv_type *t, const sl__gemm_rows *a,            \
                                       int64_t i0, int64_t i1)                                  \
     {                                                                                          \
         (void)t;                                                                               \
         if (a->n_tok > 4) SL_MV_SUFFIX(gemm_few_k)(a, i0, i1, 2, TY);                          \
-        else SL_MV_SUFFIX(gemm_few_k)(a, i0, i1, 1, TY);                                       \
+        else if (a->n_tok > 2) SL_MV_SUFFIX(gemm_few_k)(a, i0, i1, 1, TY);                     \
+        else SL_MV_SUFFIX(gemm_few_k)(a, i0, i1, 0, TY);                                       \
     }
 SL_GF_KERNEL(GF_Q4)
 SL_GF_KERNEL(GF_Q5)
