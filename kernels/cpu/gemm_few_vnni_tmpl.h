@@ -14,8 +14,10 @@
  * its 16 elements' sums of the 4 tokens, all under one scale, so one vpshufb split and one
  * vpdpwssd (gemm_k_vnni_tmpl.h's (sc, 256 sc) trick) scale 4 tokens at once. 5..8 tokens take
  * two panels against the same shuffled weights; 1..2 tokens a layout of their own (256-bit
- * half t = token t, the weights broadcast from memory: no shuffle), which ran 1.1-1.25x faster
- * than a half-empty panel (gemm_bench). The codes' offsets (Q6_K's 32, IQ4_XS's 128) and the
+ * half t = token t, against a 256-bit half of the weights doubled by one vshufi64x2: 2
+ * shuffles a 64-element vector, not 4), which ran 1.1-1.25x faster than a half-empty panel
+ * (gemm_bench; broadcasting the halves from a stored copy instead ran 1.35x slower on rows of
+ * one super-block). The codes' offsets (Q6_K's 32, IQ4_XS's 128) and the
  * mins (Q4_K/Q5_K) meet the panels' Q8_K block sums in one vpdpwssd.
  *
  * Why the bits are the reference's: the integer sums are exact (a lane's sum of 16 or 32
@@ -257,11 +259,7 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
     const bool mins = TY == GF_Q4 || TY == GF_Q5;
     if (P == 0) {
         /* 2 tokens: 256-bit half t of a panel vector is token t's lanes 2h, 2h + 1 of weight
-         * vector c, against those lanes broadcast from memory (a load, no shuffle), each
-         * 128-bit lane under one scale */
-        _Alignas(64) uint8_t wbuf[4][64];
-        for (int c = 0; c < 4; c++) _mm512_store_si512(wbuf[c], w[c]);
-        __asm__ volatile("" : : "r"(wbuf) : "memory"); /* the broadcasts stay loads */
+         * vector c, against those lanes doubled, each 128-bit lane under one scale */
         __m512i vm = _mm512_setzero_si512();
         __m512i s2[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         __m512i t2[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}; /* two chains */
@@ -271,7 +269,7 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
             for (int h = 0; h < 2; h++)
                 s2[h] = _mm512_dpbusd_epi32(
                     s2[h],
-                    _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)(wbuf[c] + 32 * h))),
+                    h ? _mm512_shuffle_i64x2(w[c], w[c], 0xEE) : _mm512_shuffle_i64x2(w[c], w[c], 0x44),
                     _mm512_load_si512(p->q[pi][c][h]));
             if (TY == GF_IQ4 && c % 2 == 0) continue;
             GKV_UNROLL
