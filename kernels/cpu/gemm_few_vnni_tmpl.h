@@ -230,23 +230,9 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
         const __m512i qh = TY == GF_Q5 ? _mm512_broadcast_i64x4(
                                              _mm256_loadu_si256((const __m256i *)(wp + 16)))
                                        : _mm512_setzero_si512();
-        const __m512i x10 = _mm512_set1_epi8(0x10);
         for (int h = 0; h < 2; h++) {
-            const __m512i q = _mm512_loadu_si512((const void *)(qs + 64 * h));
-            __m512i lo = _mm512_and_si512(q, m4);
-            __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-            if (TY == GF_Q5) { /* k45_block512's high bits: 2j (low nibbles), 2j + 1 */
-                const long long j0 = 4 * h, j1 = 4 * h + 2;
-                const __m512i sl = _mm512_setr_epi64(j0, j0, j0, j0, j1, j1, j1, j1);
-                lo = _mm512_or_si512(
-                    lo, _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi64(qh, sl), 4), x10));
-                hi = _mm512_or_si512(
-                    hi, _mm512_and_si512(
-                            _mm512_slli_epi16(
-                                _mm512_srlv_epi64(qh, _mm512_add_epi64(sl, _mm512_set1_epi64(1))),
-                                4),
-                            x10));
-            }
+            __m512i lo, hi;
+            SL_MV_SUFFIX(k45_codes512)(qs, qh, h, TY == GF_Q5, &lo, &hi);
             w[2 * h] = lo;
             w[2 * h + 1] = hi;
             /* rounds 2h (lanes 0, 1), 2h + 1: sub-blocks 4h, 4h + 2 (low), 4h + 1, 4h + 3 */
