@@ -12,7 +12,8 @@
  * lanes). Compiled
  * per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c / matvec_avx512.c after
  * matvec_x86_tmpl.h, whose helpers it reuses; the AVX-512 build adds the VNNI kernels of the
- * K-quants (gemm_k_vnni_tmpl.h) and of the 32-element types (gemm_q32_vnni_tmpl.h). */
+ * K-quants (gemm_k_vnni_tmpl.h), of the 32-element types (gemm_q32_vnni_tmpl.h) and the
+ * few-token kernel of the K-quants (gemm_few_vnni_tmpl.h: ~35 KiB of stack). */
 #ifndef SL_KERNELS_CPU_GEMM_H
 #define SL_KERNELS_CPU_GEMM_H
 
@@ -48,23 +49,26 @@ typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_
  *   (AVX2 on Zen 4). 3 is the most tokens that beat a panel for both; MoE experts' batches
  *   often end a few tokens past a multiple of 8.
  * - With one (few: sl__gemm_few_avx512, the K-quants and IQ4_XS on AVX-512 VNNI): a batch of at
- *   most SL__GEMM_FEW_MAX tokens goes to it whole, else the n_tok % 16 past gemm_kv's last
- *   full 16-token panel when they are at most SL__GEMM_FEW_MAX; of those a lone token takes the
- *   decode row kernel (the caller's choice: it beats a 4-token panel 2 to 1). gemm_bench, one
- *   thread, CPU time, min of 30 (us, few vs gemm_k's 8-token panels vs the row kernel a token;
- *   CHUNK 64): IQ4_XS 768x768 1 tok 42.5 / 98 / 20.6, 2: 42.8 / 99 / 41.2, 3: 43.5 / 100 /
- *   61.4, 4: 60 / 153 / 105, 8: 68 / 142 / 201; Q5_K 256x1024 2: 28 / 61 / 33, 4: 29 / 66 /
- *   67, 8: 38 / 57 / 115; Q6_K 768x1024 2: 57 / 107 / 55, 4: 59 / 108 / 110, 8: 82 / 110 /
- *   219. A 16-token panel (gemm_kv with its rows unpacked once) costs ~80 us on IQ4_XS
- *   768x768 (32 -> 33..40 tokens: 183 -> 263 us) and ~120 us on Q6_K 768x1024, more than the
- *   few-token kernel's 8 tokens.
+ *   most SL__GEMM_FEW_MAX tokens goes to it whole, else the n_tok % 32 past gemm_kv's last full
+ *   32-token group (two 16-token panels) when they are at most SL__GEMM_FEW_MAX; of those a lone
+ *   token takes the decode row kernel (the caller's choice: the row kernel at 1 token costs
+ *   half what a 2-token call of the kernel does). gemm_bench, one thread, CPU time, min of 40
+ *   (us; 2, 3, 4, 8 tokens; the kernel / gemm_k's 8-token panels / the row kernel a token,
+ *   CHUNK 64): IQ4_XS 768x768 49 57 59 73 / 155 163 164 164 / 55 80 109 218; IQ4_XS 384x768
+ *   23 29 29 36 / 75 81 80 81 / 27 43 57 108; Q5_K 256x1024 26 23 23 32 / 37 37 37 38 / 26
+ *   38 51 101; Q5_K 1024x256 28 26 26 35 / 48 49 50 54 / 28 42 55 110; Q6_K 768x1024 57 61 62
+ *   86 / 111 111 112 115 / 57 86 114 227; Q6_K 1024x768 59 61 62 121 / 113 114 115 192 / 60
+ *   90 119 313. Past 8 tokens (IQ4_XS 768x768, Q6_K 768x1024): a last 32-token group of 1..8
+ *   tokens takes a whole 16-token panel (32 -> 36..40 tokens: +80 us on IQ4_XS), and the
+ *   kernel on those ran 1.03-1.07x faster than gemm_kv; a group of 17..24 shares its first
+ *   panel's weights (16 + 8 through the kernel: 0.84-0.91x), 9..16 tokens break even.
  * The same bits either way. */
 enum { SL__GEMM_TAIL_MAX = 3, SL__GEMM_FEW_MAX = 8 };
 static inline int64_t sl__gemm_tail(int64_t n_tok, bool few)
 {
     if (!few) return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
     if (n_tok <= SL__GEMM_FEW_MAX) return n_tok;
-    return n_tok % 16 <= SL__GEMM_FEW_MAX ? n_tok % 16 : 0;
+    return n_tok % 32 <= SL__GEMM_FEW_MAX ? n_tok % 32 : 0;
 }
 
 /* The AVX-512 VNNI kernel of the 32-element types (gemm_q32_vnni_tmpl.h) fills panels of 16

@@ -426,8 +426,9 @@ static void check_gemm_k_batches(const ctx_set *cs, uint32_t type)
 }
 
 /* The few-token kernel (gemm.h's sl__gemm_tail with a few-token kernel; on AVX-512 VNNI
- * gemm_few_vnni_tmpl.h) at 2..8 tokens and the tails it takes past 16-token panels (20, 24;
- * 17 leaves one token to the row kernel): 67 rows (past its 64-row lane block, odd), rows of 3
+ * gemm_few_vnni_tmpl.h) at 2..8 tokens (2: its 2-token layout, 3..4 one panel, 5..8 two) and
+ * the tails it takes past 32-token groups (34, 36, 40; 33 leaves one token to the row
+ * kernel, 20 none): 67 rows (past its 64-row lane block, odd), rows of 3
  * super-blocks (one panel chunk), 9 and 17 (lanes carried across its 8-super-block chunks),
  * IQ4_XS's 66 (past the decode kernel's regrouped-x limit); dense, gathered (compact and
  * scattered) and grouped (sl_cpu_matvec_groups_q: groups of 2..8 tokens and one of 9 on
@@ -446,8 +447,8 @@ static void check_few_tokens(const ctx_set *cs, uint32_t type)
             check_gathered(cs, type, w, rows, cols, n, idx, 4);
         }
         if (si < 2) {
-            const int64_t tails[] = {17, 20, 24};
-            for (int i = 0; i < 3; i++) check_fast(cs, type, w, rows, cols, tails[i]);
+            const int64_t tails[] = {20, 33, 34, 36, 40};
+            for (int i = 0; i < 5; i++) check_fast(cs, type, w, rows, cols, tails[i]);
         }
         free(w);
     }

@@ -5,9 +5,11 @@
  * the VNNI kernels of gemm_q32_vnni_tmpl.h and gemm_k_vnni_tmpl.h) and the decode path's
  * whole-row kernel token by token (sl__mv_rows_avx512, the reference's bits; the one the
  * few-token rule of gemm.h hands tokens to). Where panel8 is the same function as new (the
- * K-quants, IQ4_XS) it runs once and the line says "panel8 = new". "few": the few-token kernel
- * (sl__gemm_few_avx512, K-quants and IQ4_XS) at NTOK <= SL__GEMM_FEW_MAX, beside the paths it
- * replaces there (new: gemm_k's 8-token panels; rows). Calls go in chunks of CHUNK
+ * K-quants, IQ4_XS) it runs once and the line says "panel8 = new". "few" (Q4_K Q5_K Q6_K
+ * IQ4_XS): matvec.c's dispatch with the few-token kernel (sl__gemm_few_avx512) by gemm.h's
+ * sl__gemm_tail: the kernel alone at 2..SL__GEMM_FEW_MAX tokens, beside the paths it replaces
+ * (new: gemm_k's 8-token panels; rows); past that the panels and the kernel for the tail.
+ * Calls go in chunks of CHUNK
  * rows, as matvec.c splits a GEMM job (row_grain: up to 256 for the 32-element types; the
  * grouped path's 64 for the K-quants, the defaults). Compare two versions by building two
  * binaries. A developer tool (needs an AVX-512 VNNI CPU):
@@ -96,17 +98,39 @@ typedef struct setup {
     int64_t rows, chunk;
 } setup;
 
+static void run_rows(const setup *s, const sl__gemm_rows *a)
+{
+    for (int64_t b = 0; b < a->n_tok; b++)
+        s->rows_fn(a->w, a->wrb, a->xq + (size_t)b * a->arb, a->nb, 0, s->rows,
+                   a->y + b * a->y_stride);
+}
+
+static void run_chunks(const setup *s, sl__gemm_fn f, const sl__gemm_rows *a)
+{
+    for (int64_t r0 = 0; r0 < s->rows; r0 += s->chunk)
+        f(s->t, a, r0, s->rows - r0 < s->chunk ? s->rows : r0 + s->chunk);
+}
+
 static void run(const setup *s, int mode)
 {
     if (mode == 2) {
-        for (int64_t b = 0; b < s->a.n_tok; b++)
-            s->rows_fn(s->a.w, s->a.wrb, s->a.xq + (size_t)b * s->a.arb, s->a.nb, 0, s->rows,
-                       s->a.y + b * s->a.y_stride);
+        run_rows(s, &s->a);
         return;
     }
-    const sl__gemm_fn f = mode == 3 ? s->few : s->gemm[mode];
-    for (int64_t r0 = 0; r0 < s->rows; r0 += s->chunk)
-        f(s->t, &s->a, r0, s->rows - r0 < s->chunk ? s->rows : r0 + s->chunk);
+    if (mode < 3) {
+        run_chunks(s, s->gemm[mode], &s->a);
+        return;
+    }
+    /* matvec.c's dispatch with the few-token kernel: gemm.h's sl__gemm_tail */
+    const int64_t tail = sl__gemm_tail(s->a.n_tok, true), b0 = s->a.n_tok - tail;
+    sl__gemm_rows a = s->a;
+    a.n_tok = b0;
+    if (b0) run_chunks(s, s->gemm[1], &a);
+    a.xq += (size_t)b0 * a.arb;
+    a.y += b0 * a.y_stride;
+    a.n_tok = tail;
+    if (tail == 1) run_rows(s, &a);
+    else if (tail) run_chunks(s, s->few, &a);
 }
 
 /* One NTOK: every mode once (the bit check), then reps rounds of the modes alternated. */
@@ -115,8 +139,7 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
     const int64_t rows = s->rows;
     const size_t arb = s->a.arb, ny = (size_t)(rows * n);
     const int skip0 = s->gemm[0] == s->gemm[1]; /* panel8 is new: time it once */
-    /* the few-token kernel where the type has one and the batch is in its range */
-    const int nm = s->few && n <= SL__GEMM_FEW_MAX ? MODES : MODES - 1;
+    const int nm = s->few ? MODES : MODES - 1;
     float *x = malloc(sizeof(float) * (size_t)(cols * n));
     char *xq = malloc(arb * (size_t)n);
     float *y[MODES] = {0};
