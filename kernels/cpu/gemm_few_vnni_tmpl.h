@@ -377,9 +377,13 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gf_rows)(
                       : TY == GF_Q5 ? sizeof(sl_block_q5_K)
                       : TY == GF_Q6 ? sizeof(sl_block_q6_K)
                                     : sizeof(sl_block_iq4_xs);
+    /* dense rows of one chunk (an expert's) stream: prefetch as the decode kernels do */
+    const bool pf = !a->idx && c0 == 0 && c1 == a->nb;
+    if (pf) SL_MV_SUFFIX(pf_head)(a->w + (size_t)r0 * a->wrb, (size_t)(r1 - r0) * a->wrb);
     for (int64_t i = r0; i < r1; i++) {
         const int64_t r = a->idx ? a->idx[i] : i;
         const char *w = a->w + (size_t)r * a->wrb;
+        if (pf) SL_MV_SUFFIX(pf_span)(w, a->wrb);
         __m256 *l = lt[i - r0];
         if (c0 == 0)
             for (int q = 0; q < 8; q++) l[q] = _mm256_setzero_ps();
