@@ -125,7 +125,8 @@ static void SL_MV_SUFFIX(gf_panel_build)(const char *xq, size_t arb, int64_t t0,
                 v[q] = _mm512_alignr_epi32(_mm512_inserti32x4(v[q], h[q], 0),
                                            _mm512_inserti32x4(v[q], h[q], 0), 4);
         }
-        for (int q = 0; q < 2; q++) _mm512_store_si512(p->bs[i][q], _mm512_permutexvar_epi32(tr, v[q]));
+        for (int q = 0; q < 2; q++)
+            _mm512_store_si512(p->bs[i][q], _mm512_permutexvar_epi32(tr, v[q]));
         for (int k = 0; k < 4; k++) memcpy(&p->d[i][k], x[k] + sb, 4);
     }
 #undef SL_GF_L
@@ -134,7 +135,9 @@ static void SL_MV_SUFFIX(gf_panel_build)(const char *xq, size_t arb, int64_t t0,
 /* The scale (dword of gf_term's spz) of lane k of weight vector c. */
 static inline int SL_MV_SUFFIX(gf_sidx)(int ty, int c, int k)
 {
-    return ty == GF_IQ4 ? 4 * (c / 2) + k : ty == GF_Q6 ? 4 * c + k : 4 * (c / 2) + 2 * (k / 2) + c % 2;
+    return ty == GF_IQ4  ? 4 * (c / 2) + k
+           : ty == GF_Q6 ? 4 * c + k
+                         : 4 * (c / 2) + 2 * (k / 2) + c % 2; /* round 2h: 4h, 4h + 2 */
 }
 
 /* Lane k of the result: dword 4 idx[k] .. (the index vector of a per-lane broadcast). */
@@ -163,7 +166,6 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
     __m512i cw[2]; /* lane k: the int16 pair that weighs the panels' sums pair 4h + k */
     __m512i cw2;   /* P == 0: dword m (both halves) weighs the 16-element sums 2m, 2m + 1 */
     __m512i w[4];  /* the codes: lane k of w[c] at gf_xoff(c, k) */
-    __m512i sci[4]; /* lane k of w[c]'s scale: spz dword sci[c] lane k */
     float d, dmin = 0.0f;
     if (TY == GF_IQ4) {
         const __m256i ls = SL_MV_SUFFIX(iq4xs_ls32)(wp); /* ls - 32 in [-32, 31] */
@@ -184,7 +186,6 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
             w[2 * h] = _mm512_shuffle_epi8(table, _mm512_and_si512(q, m4));
             w[2 * h + 1] =
                 _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
-            sci[2 * h] = sci[2 * h + 1] = SL_GF_IDX(4 * h, 4 * h + 1, 4 * h + 2, 4 * h + 3);
         }
         d = SL_MV_SUFFIX(g_half)(wp);
     } else if (TY == GF_Q6) {
@@ -211,8 +212,6 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
             w[2 * n + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
                                            _mm512_and_si512(_mm512_slli_epi16(hb, 4), m30));
         }
-        for (int c4 = 0; c4 < 4; c4++)
-            sci[c4] = SL_GF_IDX(4 * c4, 4 * c4 + 1, 4 * c4 + 2, 4 * c4 + 3);
         uint16_t h;
         memcpy(&h, &b->d, 2);
         d = _cvtsh_ss(h);
@@ -235,9 +234,6 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
             SL_MV_SUFFIX(k45_codes512)(qs, qh, h, TY == GF_Q5, &lo, &hi);
             w[2 * h] = lo;
             w[2 * h + 1] = hi;
-            /* rounds 2h (lanes 0, 1), 2h + 1: sub-blocks 4h, 4h + 2 (low), 4h + 1, 4h + 3 */
-            sci[2 * h] = SL_GF_IDX(4 * h, 4 * h, 4 * h + 2, 4 * h + 2);
-            sci[2 * h + 1] = SL_GF_IDX(4 * h + 1, 4 * h + 1, 4 * h + 3, 4 * h + 3);
         }
         d = SL_MV_SUFFIX(g_half)(wp);
         dmin = SL_MV_SUFFIX(g_half)(wp + 2);
@@ -255,15 +251,16 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
             for (int h = 0; h < 2; h++)
                 s2[h] = _mm512_dpbusd_epi32(
                     s2[h],
-                    h ? _mm512_shuffle_i64x2(w[c], w[c], 0xEE) : _mm512_shuffle_i64x2(w[c], w[c], 0x44),
+                    h ? _mm512_shuffle_i64x2(w[c], w[c], 0xEE)
+                      : _mm512_shuffle_i64x2(w[c], w[c], 0x44),
                     _mm512_load_si512(p->q[pi][c][h]));
             if (TY == GF_IQ4 && c % 2 == 0) continue;
             GKV_UNROLL
             for (int h = 0; h < 2; h++) {
                 const int k0 = SL_MV_SUFFIX(gf_sidx)(TY, c, 2 * h);
                 const int k1 = SL_MV_SUFFIX(gf_sidx)(TY, c, 2 * h + 1);
-                t2[h] = _mm512_dpwssd_epi32(t2[h], _mm512_shuffle_epi8(s2[h], split),
-                                            _mm512_permutexvar_epi32(SL_GF_IDX(k0, k1, k0, k1), spz));
+                const __m512i sc = _mm512_permutexvar_epi32(SL_GF_IDX(k0, k1, k0, k1), spz);
+                t2[h] = _mm512_dpwssd_epi32(t2[h], _mm512_shuffle_epi8(s2[h], split), sc);
                 s2[h] = _mm512_setzero_si512();
             }
         }
@@ -278,11 +275,13 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
             mins ? _mm256_hadd_epi32(_mm512_castsi512_si256(vm), _mm512_extracti64x4_epi64(vm, 1))
                  : ha;
         const __m256i hc = _mm256_hadd_epi32(ha, hb);
-        const __m128i r = _mm_add_epi32(_mm256_castsi256_si128(hc), _mm256_extracti128_si256(hc, 1));
+        const __m128i r =
+            _mm_add_epi32(_mm256_castsi256_si128(hc), _mm256_extracti128_si256(hc, 1));
         const __m256 dx = _mm256_castsi256_ps(
             _mm256_zextsi128_si256(_mm_loadl_epi64((const __m128i *)p->d[pi])));
-        const __m256 a2 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_zextsi128_si256(_mm_move_epi64(r))),
-                                        _mm256_mul_ps(_mm256_set1_ps(d), dx));
+        const __m256 a2 =
+            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_zextsi128_si256(_mm_move_epi64(r))),
+                          _mm256_mul_ps(_mm256_set1_ps(d), dx));
         if (!mins) return a2;
         const __m256 b2 = _mm256_mul_ps(
             _mm256_cvtepi32_ps(_mm256_zextsi128_si256(_mm_move_epi64(_mm_srli_si128(r, 8)))),
@@ -309,7 +308,10 @@ static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
         /* IQ4_XS: both nibble vectors of a half under the same scales, summed first (a lane's
          * 32 elements: below 2^23 still) */
         if (TY == GF_IQ4 && c % 2 == 0) continue;
-        const __m512i sc = _mm512_permutexvar_epi32(sci[c], spz);
+#define SL_GF_S(K) SL_MV_SUFFIX(gf_sidx)(TY, c, K)
+        const __m512i sc = _mm512_permutexvar_epi32(
+            SL_GF_IDX(SL_GF_S(0), SL_GF_S(1), SL_GF_S(2), SL_GF_S(3)), spz);
+#undef SL_GF_S
         GKV_UNROLL
         for (int v = 0; v < P; v++) {
             __m512i *tc = c < 2 ? &tot[v] : &tot1[v];
