@@ -12,7 +12,8 @@
  * lanes). Compiled
  * per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c / matvec_avx512.c after
  * matvec_x86_tmpl.h, whose helpers it reuses; the AVX-512 build adds the VNNI kernels of the
- * K-quants (gemm_k_vnni_tmpl.h) and of the 32-element types (gemm_q32_vnni_tmpl.h). */
+ * K-quants (gemm_k_vnni_tmpl.h), of the 32-element types (gemm_q32_vnni_tmpl.h) and the
+ * few-token kernel of the K-quants (gemm_few_vnni_tmpl.h: ~35 KiB of stack). */
 #ifndef SL_KERNELS_CPU_GEMM_H
 #define SL_KERNELS_CPU_GEMM_H
 
@@ -37,18 +38,37 @@ typedef struct sl__gemm_rows {
 typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
                             int64_t i1);
 
-/* The rule for a batch's leftover tokens, the one both callers apply (matvec.c's K-quant
- * rows, gemm_q32's MXFP4/Q4_0 rows on AVX2): the n_tok % 8 tokens past the last full 8-token
- * panel go to a row kernel, one token at a time, when they are at most SL__GEMM_TAIL_MAX; the
- * panels take the rest. A short panel costs a full one (its spare slots repeat a token),
- * while the row kernel's cost grows with the tokens: a panel costs what ~3.3 tokens of the
- * K-quant range kernel do (Q4_K 512 x 1024 on AVX2: 91 us a panel, 27.7 us a token) and ~5 of
- * the MXFP4/Q4_0 row kernel (AVX2 on Zen 4). 3 is the most tokens that beat a panel for both;
- * MoE experts' batches often end a few tokens past a multiple of 8. The same bits either way. */
-enum { SL__GEMM_TAIL_MAX = 3 };
-static inline int64_t sl__gemm_tail(int64_t n_tok)
+/* The rule for a batch's leftover tokens, the one all callers apply (matvec.c's K-quant rows,
+ * gemm_q32's MXFP4/Q4_0 rows on AVX2): sl__gemm_tail(n_tok, few) tokens, the batch's last, go
+ * past the panel kernel, the rest to it.
+ * - Without a few-token kernel (few false): the n_tok % 8 tokens past the last full 8-token
+ *   panel go to a row kernel, one token at a time, when they are at most SL__GEMM_TAIL_MAX. A
+ *   short panel costs a full one (its spare slots repeat a token), while the row kernel's cost
+ *   grows with the tokens: a panel costs what ~3.3 tokens of the K-quant range kernel do (Q4_K
+ *   512 x 1024 on AVX2: 91 us a panel, 27.7 us a token) and ~5 of the MXFP4/Q4_0 row kernel
+ *   (AVX2 on Zen 4). 3 is the most tokens that beat a panel for both; MoE experts' batches
+ *   often end a few tokens past a multiple of 8.
+ * - With one (few: sl__gemm_few_avx512, the K-quants and IQ4_XS on AVX-512 VNNI): a batch of at
+ *   most SL__GEMM_FEW_MAX tokens goes to it whole, else the n_tok % 32 past gemm_kv's last full
+ *   32-token group (two 16-token panels) when they are at most SL__GEMM_FEW_MAX; of those a lone
+ *   token takes the decode row kernel (the caller's choice: the row kernel at 1 token costs
+ *   half what a 2-token call of the kernel does). gemm_bench, one thread, CPU time, min of 40
+ *   (us; 2, 3, 4, 8 tokens; the kernel / gemm_k's 8-token panels / the row kernel a token,
+ *   CHUNK 64): IQ4_XS 768x768 49 57 59 73 / 155 163 164 164 / 55 80 109 218; IQ4_XS 384x768
+ *   23 29 29 36 / 75 81 80 81 / 27 43 57 108; Q5_K 256x1024 26 23 23 32 / 37 37 37 38 / 26
+ *   38 51 101; Q5_K 1024x256 28 26 26 35 / 48 49 50 54 / 28 42 55 110; Q6_K 768x1024 57 61 62
+ *   86 / 111 111 112 115 / 57 86 114 227; Q6_K 1024x768 59 61 62 121 / 113 114 115 192 / 60
+ *   90 119 313. Past 8 tokens (IQ4_XS 768x768, Q6_K 768x1024): a last 32-token group of 1..8
+ *   tokens takes a whole 16-token panel (32 -> 36..40 tokens: +80 us on IQ4_XS), and the
+ *   kernel on those ran 1.03-1.07x faster than gemm_kv; a group of 17..24 shares its first
+ *   panel's weights (16 + 8 through the kernel: 0.84-0.91x), 9..16 tokens break even.
+ * The same bits either way. */
+enum { SL__GEMM_TAIL_MAX = 3, SL__GEMM_FEW_MAX = 8 };
+static inline int64_t sl__gemm_tail(int64_t n_tok, bool few)
 {
-    return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
+    if (!few) return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
+    if (n_tok <= SL__GEMM_FEW_MAX) return n_tok;
+    return n_tok % 32 <= SL__GEMM_FEW_MAX ? n_tok % 32 : 0;
 }
 
 /* The AVX-512 VNNI kernel of the 32-element types (gemm_q32_vnni_tmpl.h) fills panels of 16
@@ -72,6 +92,9 @@ static inline int64_t sl__gemm_vnni_few(int64_t n_tok, int64_t few)
 /* NULL when the ISA has no batch kernel for the type (the range kernels then run). */
 sl__gemm_fn sl__gemm_avx2(uint32_t type);
 sl__gemm_fn sl__gemm_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
+/* The few-token kernel (gemm_few_vnni_tmpl.h: batches of 1..SL__GEMM_FEW_MAX tokens) of the
+ * K-quants and IQ4_XS on AVX-512 VNNI, NULL for other types. */
+sl__gemm_fn sl__gemm_few_avx512(uint32_t type);
 /* The 8-token panel kernels alone (gemm_x86_tmpl.h): sl__gemm_avx2 is the AVX2 one; the
  * AVX-512 one serves sl__gemm_avx512's other types (and benchmarks, as the baseline). */
 sl__gemm_fn sl__gemm_panel8_avx2(uint32_t type);

@@ -201,6 +201,7 @@ typedef struct rows_job {
     sl__mv_range_fn range;
     sl__mv_rows_fn rows_fn; /* dense rows, one token at a time (the decode kernel); NULL: none */
     sl__gemm_fn gemm; /* rows of a batch (n_batch > 1, not column-listed): gemm.h */
+    sl__gemm_fn few;  /* its few-token kernel (gemm.h's sl__gemm_tail), NULL: none */
     const char *w, *xq;
     size_t wrb, arb;
     int64_t nb, n_batch, rows;
@@ -225,17 +226,24 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
     const int64_t per = j->t->block == 1 ? 32 : 8;
     int64_t b0 = 0; /* tokens before b0 went through the GEMM */
     if (j->gemm && j->n_batch > 1 && !j->listed) {
-        /* K-quants: the tail (gemm.h's sl__gemm_tail) runs the range kernel token by token;
-         * the 32-element types' GEMM takes its tail itself, to its whole-row kernel */
-        const int64_t tail = j->t->block == SL_QK_K ? sl__gemm_tail(j->n_batch) : 0;
+        /* K-quants: the tail (gemm.h's sl__gemm_tail) goes to the few-token kernel where the
+         * type has one (a lone token to the row kernel), else token by token to the row
+         * kernel; the 32-element types' GEMM takes its tail itself, to its whole-row kernel */
+        const int64_t tail =
+            j->t->block == SL_QK_K ? sl__gemm_tail(j->n_batch, j->few != NULL) : 0;
         b0 = j->n_batch - tail;
-        if (b0) {
-            const sl__gemm_rows a = {.w = j->w, .xq = j->xq, .wrb = j->wrb, .arb = j->arb,
-                                     .nb = j->nb, .n_tok = b0, .y_stride = j->y_stride,
-                                     .idx = j->idx, .scatter = j->scatter, .y = j->y};
-            j->gemm(j->t, &a, begin, end);
-        }
+        sl__gemm_rows a = {.w = j->w, .xq = j->xq, .wrb = j->wrb, .arb = j->arb, .nb = j->nb,
+                           .n_tok = b0, .y_stride = j->y_stride, .idx = j->idx,
+                           .scatter = j->scatter, .y = j->y};
+        if (b0) j->gemm(j->t, &a, begin, end);
         if (!tail) return;
+        if (j->few && tail > 1) {
+            a.xq += (size_t)b0 * j->arb;
+            a.y += b0 * j->y_stride;
+            a.n_tok = tail;
+            j->few(j->t, &a, begin, end);
+            return;
+        }
     }
     if (j->rows_fn && !j->idx && !j->listed) {
         /* the whole-row kernel of the decode path (sl_cpu_matvec_multi), token by token: for
@@ -293,6 +301,7 @@ static void job_kernels(rows_job *j, const sl_cpu_matvec_ctx *mv)
     j->range = range_for(mv, j->t->type);
     j->rows_fn = sl__cpu_mv_rows(mv, j->t->type);
     j->gemm = gemm_for(mv, j->t->type);
+    j->few = mv->isa == SL_CPU_ISA_AVX512 && mv->vnni ? sl__gemm_few_avx512(j->t->type) : NULL;
 }
 
 static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_job *j, int64_t n,

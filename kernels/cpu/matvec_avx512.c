@@ -30,6 +30,7 @@
 #include "kernels/cpu/gemm_x86_tmpl.h"
 #include "kernels/cpu/gemm_k_vnni_tmpl.h"
 #include "kernels/cpu/gemm_q32_vnni_tmpl.h"
+#include "kernels/cpu/gemm_few_vnni_tmpl.h"
 
 #pragma clang attribute pop
 #else
@@ -44,6 +45,11 @@ sl__mv_rows_fn sl__mv_rows_avx512(uint32_t type)
     return NULL;
 }
 sl__gemm_fn sl__gemm_avx512(uint32_t type)
+{
+    (void)type;
+    return NULL;
+}
+sl__gemm_fn sl__gemm_few_avx512(uint32_t type)
 {
     (void)type;
     return NULL;

@@ -101,10 +101,34 @@ SL_MV_SUFFIX(k45_block)(const char *wp, const char *xp, int q5, __m256i *summ)
  * pairs. Q5_K: bit 2j (low nibbles) / 2j + 1 (high) of qh's bytes to bit 4, by 64-bit
  * variable shifts whose cross-byte bits the 0x10 mask drops. The same integers as k45_block:
  * the same sums in another order. */
+/* Rounds 2h (its 32 quant bytes in the low half) and 2h + 1 of a Q4_K / Q5_K (q5) super-block
+ * as codes in [0, 31]: *lo the low nibbles (elements 64j..64j+31 of round j), *hi the high ones
+ * (64j+32..); qh Q5_K's 32 high-bit bytes in both halves. Q5_K: bit 2j (low nibbles) / 2j + 1
+ * (high) of qh's bytes to bit 4, by 64-bit variable shifts whose cross-byte bits the 0x10 mask
+ * drops. */
+static inline __attribute__((always_inline)) void
+SL_MV_SUFFIX(k45_codes512)(const uint8_t *qs, __m512i qh, int h, int q5, __m512i *lo, __m512i *hi)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), x10 = _mm512_set1_epi8(0x10);
+    const __m512i q = _mm512_loadu_si512((const void *)(qs + 64 * h));
+    *lo = _mm512_and_si512(q, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+    if (q5) {
+        const long long j0 = 4 * h, j1 = 4 * h + 2; /* bit 2j of rounds 2h, 2h + 1 */
+        const __m512i sl = _mm512_setr_epi64(j0, j0, j0, j0, j1, j1, j1, j1);
+        *lo = _mm512_or_si512(
+            *lo, _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi64(qh, sl), 4), x10));
+        *hi = _mm512_or_si512(
+            *hi, _mm512_and_si512(
+                     _mm512_slli_epi16(
+                         _mm512_srlv_epi64(qh, _mm512_add_epi64(sl, _mm512_set1_epi64(1))), 4),
+                     x10));
+    }
+}
+
 static inline __attribute__((always_inline)) __m256i
 SL_MV_SUFFIX(k45_block512)(const char *wp, const char *xp, int q5, __m256i *summ)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), x10 = _mm512_set1_epi8(0x10);
     const uint8_t *qs = (const uint8_t *)wp + (q5 ? 48 : 16);
     const __m128i scm = SL_MV_SUFFIX(k4_unpack_v)((const uint8_t *)wp + 4);
     *summ = SL_MV_SUFFIX(k45_mins)(scm, xp);
@@ -114,21 +138,8 @@ SL_MV_SUFFIX(k45_block512)(const char *wp, const char *xp, int q5, __m256i *summ
                           : _mm512_setzero_si512();
     __m512i acc = _mm512_setzero_si512();
     for (int h = 0; h < 2; h++) {
-        const __m512i q = _mm512_loadu_si512((const void *)(qs + 64 * h));
-        __m512i lo = _mm512_and_si512(q, m4);
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-        if (q5) {
-            const long long j0 = 4 * h, j1 = 4 * h + 2; /* bit 2j of rounds 2h, 2h + 1 */
-            const __m512i sl = _mm512_setr_epi64(j0, j0, j0, j0, j1, j1, j1, j1);
-            lo = _mm512_or_si512(
-                lo, _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi64(qh, sl), 4), x10));
-            hi = _mm512_or_si512(
-                hi, _mm512_and_si512(
-                        _mm512_slli_epi16(
-                            _mm512_srlv_epi64(qh, _mm512_add_epi64(sl, _mm512_set1_epi64(1))),
-                            4),
-                        x10));
-        }
+        __m512i lo, hi;
+        SL_MV_SUFFIX(k45_codes512)(qs, qh, h, q5, &lo, &hi);
         const char *x0 = xp + 4 + 128 * h; /* round 2h's 64 x; round 2h + 1's follow */
         const __m512i xl = SL_MV_SUFFIX(load_2x32)(x0, x0 + 64);
         const __m512i xh = SL_MV_SUFFIX(load_2x32)(x0 + 32, x0 + 96);

@@ -425,6 +425,81 @@ static void check_gemm_k_batches(const ctx_set *cs, uint32_t type)
     }
 }
 
+/* The few-token kernel (gemm.h's sl__gemm_tail with a few-token kernel; on AVX-512 VNNI
+ * gemm_few_vnni_tmpl.h) at 2..8 tokens (2: its 2-token layout, 3..4 one panel, 5..8 two) and
+ * the tails it takes past 32-token groups (34, 36, 40; 33 leaves one token to the row
+ * kernel, 20 none): 67 rows (past its 64-row lane block, odd), rows of 3
+ * super-blocks (one panel chunk), 9 and 17 (lanes carried across its 8-super-block chunks),
+ * IQ4_XS's 66 (past the decode kernel's regrouped-x limit); dense, gathered (compact and
+ * scattered) and grouped (sl_cpu_matvec_groups_q: groups of 2..8 tokens and one of 9 on
+ * different weights in one call) against the reference. */
+static void check_few_tokens(const ctx_set *cs, uint32_t type)
+{
+    const int64_t shapes[][2] = {{67, 3}, {5, 9}, {3, 17}, {2, 66}}; /* rows, super-blocks */
+    const int n_shapes = type == SL_GGML_IQ4_XS ? 4 : 3;
+    for (int si = 0; si < n_shapes; si++) {
+        const int64_t rows = shapes[si][0], cols = shapes[si][1] * 256;
+        bool quantized;
+        void *w = make_weights(type, rows, cols, &quantized);
+        const int32_t idx[] = {(int32_t)(rows - 1), 0, (int32_t)(rows / 2), 0};
+        for (int64_t n = 2; n <= 8; n++) {
+            check_fast(cs, type, w, rows, cols, n);
+            check_gathered(cs, type, w, rows, cols, n, idx, 4);
+        }
+        if (si < 2) {
+            const int64_t tails[] = {20, 33, 34, 36, 40};
+            for (int i = 0; i < 5; i++) check_fast(cs, type, w, rows, cols, tails[i]);
+        }
+        free(w);
+    }
+    /* grouped: 8 groups of 2..9 tokens, each its own weights */
+    const int64_t rows = 67, cols = 3 * 256, ng = 8;
+    sl_cpu_matvec_group g[8];
+    void *ws[8];
+    float *xs[8], *yr[8];
+    void *xq[8];
+    sl_error e;
+    for (int64_t k = 0; k < ng; k++) {
+        bool quantized;
+        const int64_t n = 2 + k;
+        ws[k] = make_weights(type, rows, cols, &quantized);
+        xs[k] = make_x(cols * n);
+        yr[k] = malloc((size_t)(rows * n) * sizeof(float));
+        CHECK(!sl_ref_matvec(type, ws[k], rows, cols, xs[k], n, yr[k], &e));
+        xq[k] = malloc(sl_cpu_matvec_work_bytes(type, cols, n));
+        g[k] = (sl_cpu_matvec_group){.w = ws[k], .xq = xq[k], .n_batch = n,
+                                     .y = malloc((size_t)(rows * n) * sizeof(float))};
+    }
+    for (int m = 0; m < cs->n_mv; m++) {
+        if (cs->mv[m].isa == SL_CPU_ISA_SCALAR) continue;
+        for (int64_t k = 0; k < ng; k++)
+            CHECK(!sl_cpu_matvec_quant_act(&cs->mv[m], type, xs[k], cols, g[k].n_batch, xq[k],
+                                           sl_cpu_matvec_work_bytes(type, cols, g[k].n_batch),
+                                           &e));
+        for (int p = 0; p < 4; p += 2) {
+            for (int64_t k = 0; k < ng; k++)
+                memset(g[k].y, 0xff, (size_t)(rows * g[k].n_batch) * sizeof(float));
+            CHECK_MSG(!sl_cpu_matvec_groups_q(&cs->mv[m], cs->pools[p], type, rows, cols, g, ng,
+                                              &e),
+                      "%s", e.msg);
+            for (int64_t k = 0; k < ng; k++) {
+                n_exact_checks++;
+                CHECK_MSG(!memcmp(g[k].y, yr[k], (size_t)(rows * g[k].n_batch) * sizeof(float)),
+                          "%s %s threads %d: group of %lld tokens differs from the reference",
+                          tname(type), sl_cpu_matvec_name(&cs->mv[m]),
+                          sl_cpu_pool_threads(cs->pools[p]), (long long)g[k].n_batch);
+            }
+        }
+    }
+    for (int64_t k = 0; k < ng; k++) {
+        free(g[k].y);
+        free(xq[k]);
+        free(yr[k]);
+        free(xs[k]);
+        free(ws[k]);
+    }
+}
+
 /* Row-gathered (compact and scattered), column-listed and transposed, ref and fast. */
 static void check_sparse(const ctx_set *cs, uint32_t type, const void *w, int64_t rows,
                          int64_t cols, int64_t n_batch)
@@ -997,6 +1072,9 @@ int main(void)
             free(w);
         }
         if (blk == 256) check_gemm_k_batches(&cs, type);
+        if (type == SL_GGML_Q4_K || type == SL_GGML_Q5_K || type == SL_GGML_Q6_K ||
+            type == SL_GGML_IQ4_XS)
+            check_few_tokens(&cs, type);
         if (blk == 32) check_blocks32_gemm(&cs, type);
         /* Quantizer output rarely reaches the extremes the integer-range argument of matvec.h
          * is about (Q6_K scale -128, every quant at its limit) or every bit pattern of the

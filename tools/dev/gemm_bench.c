@@ -5,7 +5,11 @@
  * the VNNI kernels of gemm_q32_vnni_tmpl.h and gemm_k_vnni_tmpl.h) and the decode path's
  * whole-row kernel token by token (sl__mv_rows_avx512, the reference's bits; the one the
  * few-token rule of gemm.h hands tokens to). Where panel8 is the same function as new (the
- * K-quants, IQ4_XS) it runs once and the line says "panel8 = new". Calls go in chunks of CHUNK
+ * K-quants, IQ4_XS) it runs once and the line says "panel8 = new". "few" (Q4_K Q5_K Q6_K
+ * IQ4_XS): matvec.c's dispatch with the few-token kernel (sl__gemm_few_avx512) by gemm.h's
+ * sl__gemm_tail: the kernel alone at 2..SL__GEMM_FEW_MAX tokens, beside the paths it replaces
+ * (new: gemm_k's 8-token panels; rows); past that the panels and the kernel for the tail.
+ * Calls go in chunks of CHUNK
  * rows, as matvec.c splits a GEMM job (row_grain: up to 256 for the 32-element types; the
  * grouped path's 64 for the K-quants, the defaults). Compare two versions by building two
  * binaries. A developer tool (needs an AVX-512 VNNI CPU):
@@ -24,8 +28,8 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matvec_impl.h"
 
-enum { MODES = 3, MAX_TOK = 4096 };
-static const char *const mode_name[MODES] = {"panel8", "new", "rows"};
+enum { MODES = 4, MAX_TOK = 4096 };
+static const char *const mode_name[MODES] = {"panel8", "new", "rows", "few"};
 
 static double now_us(void)
 {
@@ -88,22 +92,45 @@ static void fill_weights(const sl__mv_type *t, uint8_t *w, int64_t rows, int64_t
 typedef struct setup {
     const sl__mv_type *t;
     sl__gemm_fn gemm[2]; /* panel8, new */
+    sl__gemm_fn few;     /* sl__gemm_few_avx512, NULL: the type has none */
     sl__mv_rows_fn rows_fn;
     sl__gemm_rows a;
     int64_t rows, chunk;
 } setup;
 
+static void run_rows(const setup *s, const sl__gemm_rows *a)
+{
+    for (int64_t b = 0; b < a->n_tok; b++)
+        s->rows_fn(a->w, a->wrb, a->xq + (size_t)b * a->arb, a->nb, 0, s->rows,
+                   a->y + b * a->y_stride);
+}
+
+static void run_chunks(const setup *s, sl__gemm_fn f, const sl__gemm_rows *a)
+{
+    for (int64_t r0 = 0; r0 < s->rows; r0 += s->chunk)
+        f(s->t, a, r0, s->rows - r0 < s->chunk ? s->rows : r0 + s->chunk);
+}
+
 static void run(const setup *s, int mode)
 {
     if (mode == 2) {
-        for (int64_t b = 0; b < s->a.n_tok; b++)
-            s->rows_fn(s->a.w, s->a.wrb, s->a.xq + (size_t)b * s->a.arb, s->a.nb, 0, s->rows,
-                       s->a.y + b * s->a.y_stride);
+        run_rows(s, &s->a);
         return;
     }
-    const sl__gemm_fn f = s->gemm[mode];
-    for (int64_t r0 = 0; r0 < s->rows; r0 += s->chunk)
-        f(s->t, &s->a, r0, s->rows - r0 < s->chunk ? s->rows : r0 + s->chunk);
+    if (mode < 3) {
+        run_chunks(s, s->gemm[mode], &s->a);
+        return;
+    }
+    /* matvec.c's dispatch with the few-token kernel: gemm.h's sl__gemm_tail */
+    const int64_t tail = sl__gemm_tail(s->a.n_tok, true), b0 = s->a.n_tok - tail;
+    sl__gemm_rows a = s->a;
+    a.n_tok = b0;
+    if (b0) run_chunks(s, s->gemm[1], &a);
+    a.xq += (size_t)b0 * a.arb;
+    a.y += b0 * a.y_stride;
+    a.n_tok = tail;
+    if (tail == 1) run_rows(s, &a);
+    else if (tail) run_chunks(s, s->few, &a);
 }
 
 /* One NTOK: every mode once (the bit check), then reps rounds of the modes alternated. */
@@ -112,6 +139,7 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
     const int64_t rows = s->rows;
     const size_t arb = s->a.arb, ny = (size_t)(rows * n);
     const int skip0 = s->gemm[0] == s->gemm[1]; /* panel8 is new: time it once */
+    const int nm = s->few ? MODES : MODES - 1;
     float *x = malloc(sizeof(float) * (size_t)(cols * n));
     char *xq = malloc(arb * (size_t)n);
     float *y[MODES] = {0};
@@ -128,14 +156,15 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
         sl__mv_quant_rows(s->t, x, cols, n, xq, arb);
         s->a.xq = xq;
         s->a.n_tok = n;
-        for (int m = skip0; m < MODES; m++) {
+        for (int m = skip0; m < nm; m++) {
             s->a.y = y[m];
             run(s, m);
         }
         const int same = (skip0 || !memcmp(y[0], y[1], sizeof(float) * ny)) &&
-                         !memcmp(y[1], y[2], sizeof(float) * ny);
+                         !memcmp(y[1], y[2], sizeof(float) * ny) &&
+                         (nm < MODES || !memcmp(y[3], y[2], sizeof(float) * ny));
         for (int k = 0; k < reps; k++)
-            for (int m = skip0; m < MODES; m++) {
+            for (int m = skip0; m < nm; m++) {
                 s->a.y = y[m];
                 const double t0 = now_us();
                 run(s, m);
@@ -143,7 +172,7 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
             }
         double med[MODES];
         printf("%s %lldx%lld ntok %3lld:", name, (long long)rows, (long long)cols, (long long)n);
-        for (int m = skip0; m < MODES; m++) {
+        for (int m = skip0; m < nm; m++) {
             qsort(tm[m], (size_t)reps, sizeof(double), cmp_d);
             med[m] = tm[m][reps / 2];
             printf("  %s min %8.1f med %8.1f us", mode_name[m], tm[m][0], med[m]);
@@ -152,6 +181,7 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
             printf("  | panel8 = new rows/new %.2fx", med[2] / med[1]);
         else
             printf("  | panel8/new %.2fx rows/new %.2fx", med[0] / med[1], med[2] / med[1]);
+        if (nm == MODES) printf(" new/few %.2fx rows/few %.2fx", med[1] / med[3], med[2] / med[3]);
         printf("%s\n", same ? "" : "  BITS DIFFER");
     } else {
         fprintf(stderr, "gemm_bench: out of memory for %lld tokens\n", (long long)n);
@@ -207,7 +237,8 @@ int main(int argc, char **argv)
     }
     uint64_t rs = 88172645463325252ULL;
     fill_weights(t, w, rows, nb, &rs);
-    setup s = {.t = t, .gemm = {sl__gemm_panel8_avx512(t->type), fnew}, .rows_fn = fr,
+    setup s = {.t = t, .gemm = {sl__gemm_panel8_avx512(t->type), fnew},
+               .few = sl__gemm_few_avx512(t->type), .rows_fn = fr,
                .rows = rows, .chunk = chunk,
                .a = {.w = (const char *)w, .wrb = wrb, .arb = (size_t)nb * t->act_bytes,
                      .nb = nb, .y_stride = rows}};
