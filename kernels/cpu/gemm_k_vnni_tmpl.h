@@ -463,14 +463,7 @@ static void SL_MV_SUFFIX(gkv_unpack_q45)(uint32_t type, const char *w, int64_t b
         const uint8_t *p = (const uint8_t *)w +
                            b * (int64_t)(q5 ? sizeof(sl_block_q5_K) : sizeof(sl_block_q4_K));
         const uint8_t *qs = p + (q5 ? 48 : 16); /* after d, dmin, scales[12] (and qh[32]) */
-        uint8_t sc[8];
-        const __m128i mins = SL_MV_SUFFIX(k4_unpack)(p + 4, sc);
-        const __m128i sc16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc));
-        /* each per-32 value twice: entry j belongs to elements 16j..16j+15 */
-        _mm256_storeu_si256((__m256i *)u->s16[i], _mm256_set_m128i(_mm_unpackhi_epi16(sc16, sc16),
-                                                                   _mm_unpacklo_epi16(sc16, sc16)));
-        _mm256_storeu_si256((__m256i *)u->bw[i], _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins),
-                                                                  _mm_unpacklo_epi16(mins, mins)));
+        SL_MV_SUFFIX(gk_q45_head)(p, i, u);
         const __m512i h2 =
             q5 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16)))
                : _mm512_setzero_si512();
@@ -490,8 +483,6 @@ static void SL_MV_SUFFIX(gkv_unpack_q45)(uint32_t type, const char *w, int64_t b
             _mm512_storeu_si512(u->q[i] + 128 * n, _mm512_shuffle_i64x2(lo, hi, 0x44));
             _mm512_storeu_si512(u->q[i] + 128 * n + 64, _mm512_shuffle_i64x2(lo, hi, 0xEE));
         }
-        u->d[i] = SL_MV_SUFFIX(g_half)((const char *)p);
-        u->dmin[i] = SL_MV_SUFFIX(g_half)((const char *)p + 2);
     }
 }
 

@@ -493,6 +493,22 @@ typedef struct gk_buf {
 #endif
 } gk_buf;
 
+/* A Q4_K/Q5_K super-block's d, dmin, and its scales and mins as gk_buf holds them (each per-32
+ * value twice, int16: entry j belongs to elements 16j..16j+15), into super-block i of u: the
+ * part of gk_unpack_q45 and gemm_k_vnni_tmpl.h's gkv_unpack_q45 that does not touch the codes. */
+static inline void SL_MV_SUFFIX(gk_q45_head)(const uint8_t *p, int64_t i, gk_buf *u)
+{
+    uint8_t sc[8];
+    const __m128i mins = SL_MV_SUFFIX(k4_unpack)(p + 4, sc);
+    const __m128i sc16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc));
+    _mm256_storeu_si256((__m256i *)u->s16[i], _mm256_set_m128i(_mm_unpackhi_epi16(sc16, sc16),
+                                                               _mm_unpacklo_epi16(sc16, sc16)));
+    _mm256_storeu_si256((__m256i *)u->bw[i], _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins),
+                                                              _mm_unpacklo_epi16(mins, mins)));
+    u->d[i] = SL_MV_SUFFIX(g_half)((const char *)p);
+    u->dmin[i] = SL_MV_SUFFIX(g_half)((const char *)p + 2);
+}
+
 static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0, int64_t b1,
                                         gk_buf *u)
 {
@@ -503,14 +519,7 @@ static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0
         const uint8_t *p = (const uint8_t *)w +
                            b * (int64_t)(q5 ? sizeof(sl_block_q5_K) : sizeof(sl_block_q4_K));
         const uint8_t *qs = p + (q5 ? 48 : 16); /* after d, dmin, scales[12] (and qh[32]) */
-        uint8_t sc[8];
-        const __m128i mins = SL_MV_SUFFIX(k4_unpack)(p + 4, sc);
-        const __m128i sc16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc));
-        /* each per-32 value twice: entry j belongs to elements 16j..16j+15 */
-        _mm256_storeu_si256((__m256i *)u->s16[i], _mm256_set_m128i(_mm_unpackhi_epi16(sc16, sc16),
-                                                                   _mm_unpacklo_epi16(sc16, sc16)));
-        _mm256_storeu_si256((__m256i *)u->bw[i], _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins),
-                                                                  _mm_unpacklo_epi16(mins, mins)));
+        SL_MV_SUFFIX(gk_q45_head)(p, i, u);
         __m256i h = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
         for (int j = 0; j < 4; j++, h = _mm256_srli_epi16(h, 2)) {
             /* Q5_K high bits as range_q5_K: round j holds qh >> 2j */
@@ -522,8 +531,6 @@ static void SL_MV_SUFFIX(gk_unpack_q45)(uint32_t type, const char *w, int64_t b0
             _mm256_store_si256((__m256i *)(u->q[i] + 64 * j), lo);
             _mm256_store_si256((__m256i *)(u->q[i] + 64 * j + 32), hi);
         }
-        u->d[i] = SL_MV_SUFFIX(g_half)((const char *)p);
-        u->dmin[i] = SL_MV_SUFFIX(g_half)((const char *)p + 2);
     }
 }
 
