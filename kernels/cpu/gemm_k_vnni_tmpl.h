@@ -184,13 +184,19 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
         }
     }
     for (int j = 0; j < 64 / G; j++) {
-        __m512i s[GKV_R][GKV_V];
+        /* a sub-block of 8 groups sums in two chains of 4 (vpdpbusd's latency ~5 against two
+         * issues a cycle: 8 chains of 8 left the ports idle), added back exactly */
+        const int NH = G == 8 ? 2 : 1;
+        __m512i s[GKV_R][GKV_V], s2[2][GKV_R][GKV_V];
         GKV_UNROLL
-        for (int r = 0; r < R; r++)
+        for (int h = 0; h < NH; h++)
             GKV_UNROLL
-            for (int v = 0; v < V; v++) s[r][v] = _mm512_setzero_si512();
+            for (int r = 0; r < R; r++)
+                GKV_UNROLL
+                for (int v = 0; v < V; v++) s2[h][r][v] = _mm512_setzero_si512();
         GKV_UNROLL
         for (int g = j * G; g < j * G + G; g++) {
+            const int h = NH == 2 ? (g & 1) : 0;
             __m512i x[GKV_V];
             GKV_UNROLL
             for (int v = 0; v < V; v++) x[v] = _mm512_load_si512(p[v].q[pi][g]);
@@ -201,10 +207,16 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
                 const __m512i wv = _mm512_set1_epi32(w4);
                 GKV_UNROLL
                 for (int v = 0; v < V; v++)
-                    s[r][v] = KIND == GKV_MINS ? _mm512_dpbusd_epi32(s[r][v], wv, x[v])
-                                               : _mm512_dpbusd_epi32(s[r][v], x[v], wv);
+                    s2[h][r][v] = KIND == GKV_MINS
+                                      ? _mm512_dpbusd_epi32(s2[h][r][v], wv, x[v])
+                                      : _mm512_dpbusd_epi32(s2[h][r][v], x[v], wv);
             }
         }
+        GKV_UNROLL
+        for (int r = 0; r < R; r++)
+            GKV_UNROLL
+            for (int v = 0; v < V; v++)
+                s[r][v] = NH == 2 ? _mm512_add_epi32(s2[0][r][v], s2[1][r][v]) : s2[0][r][v];
         GKV_UNROLL
         for (int r = 0; r < R; r++) {
             /* (s & 255) sc + (s >> 8) 256 sc: one vpdpwssd in place of a vpmulld (two port-0
