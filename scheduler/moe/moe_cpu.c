@@ -244,18 +244,18 @@ static sl_status run_slab(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign
         c->gm[n - 1]++;
         memcpy(c->xq + (size_t)(i - s0) * ax, c->tq + (size_t)a[order[i]].token * ax, ax);
     }
-    sl_status st = sl__expert_gate_up_groups(&c->ops, &c->mv, c->pool, L, c->gexp, c->gm, n,
-                                             c->xq, c->sg, c->su, c->grp, err);
+    sl_status st = sl__expert_gate_up_groups(&c->mv, c->pool, L, c->gexp, c->gm, n, c->xq,
+                                             c->sg, c->su, c->grp, err);
+    if (!st) st = sl__expert_down_groups(&c->ops, &c->mv, c->pool, L, c->gexp, c->gm, n, c->sg,
+                                         c->su, c->gq, c->gq_cap, c->sd, c->grp, err);
     const sl_moe_sched *b = &c->base;
-    int64_t off = 0;
+    int64_t off = 0; /* sg holds the activations (the down stage applied them in place) */
     for (int64_t i = 0; !st && b->nstats && i < n; off += c->gm[i++]) {
         const int32_t e = c->gexp[i];
         if (L->layer < 0 || L->layer >= b->nstats_layers || e >= b->nstats_experts) continue;
         sl_neuron_stats *ns = &b->nstats[(int64_t)L->layer * b->nstats_experts + e];
         if (ns->n_neuron == F) sl_neuron_stats_add(ns, c->sg + off * F, c->gm[i]);
     }
-    if (!st) st = sl__expert_down_groups(&c->mv, c->pool, L, c->gexp, c->gm, n, c->sg, c->gq,
-                                         c->gq_cap, c->sd, c->grp, err);
     if (st) {
         char why[SL_ERROR_MSG_BYTES];
         snprintf(why, sizeof why, "%s", err ? err->msg : "kernel failed");
