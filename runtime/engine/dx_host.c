@@ -260,21 +260,75 @@ static sl_status h_rms_norm(sl__dx *x, const float *in, const float *w, float *y
     return tok_run(h, rms_tokens, &a, rows, err);
 }
 
+/* Elementwise ops over n floats go over the pool in pieces of ELT_PIECE floats, as tok_run's
+ * "tokens" (the kernels are elementwise with masked tails: a float's bits do not depend on
+ * the piece it is in). */
+enum { ELT_PIECE = 1024 };
+
+typedef struct elt_args {
+    sl_moe_act act;
+    const float *a, *b;
+    float *y;
+    int64_t n;
+} elt_args;
+
+static sl_status elt_pieces(dx_host *h, const void *args, int64_t p0, int64_t p1, sl_error *err)
+{
+    const elt_args *e = args;
+    const int64_t i = p0 * ELT_PIECE, m = (p1 * ELT_PIECE < e->n ? p1 * ELT_PIECE : e->n) - i;
+    float *g = e->y + i;
+    const float *u = e->b + i;
+    switch (e->act) {
+    case SL_MOE_SILU: return sl_cpu_swiglu(&h->ops, g, u, g, m, err);
+    case SL_MOE_RELU:
+        for (int64_t j = 0; j < m; j++) g[j] = g[j] > 0 ? g[j] * u[j] : 0.0f;
+        return SL_OK;
+    case SL_MOE_SWIGLU_OAI:
+        return sl_cpu_swiglu_oai(&h->ops, g, u, g, m, SL_OAI_ALPHA, SL_OAI_LIMIT, err);
+    default: return sl_cpu_geglu(&h->ops, g, u, g, m, SL_GELU_TANH, err);
+    }
+}
+
+static sl_status add_pieces(dx_host *h, const void *args, int64_t p0, int64_t p1, sl_error *err)
+{
+    const elt_args *e = args;
+    const int64_t i = p0 * ELT_PIECE, m = (p1 * ELT_PIECE < e->n ? p1 * ELT_PIECE : e->n) - i;
+    return sl_cpu_add(&h->ops, e->a + i, e->b + i, e->y + i, m, err);
+}
+
 static sl_status h_add(sl__dx *x, const float *a, const float *b, float *y, int64_t n,
                        sl_error *err)
 {
     dx_host *h = (dx_host *)x;
     DRAIN(h);
-    return sl_cpu_add(&h->ops, a, b, y, n, err);
+    const elt_args e = {.a = a, .b = b, .y = y, .n = n};
+    return tok_run(h, add_pieces, &e, (n + ELT_PIECE - 1) / ELT_PIECE, err);
+}
+
+typedef struct rows_args {
+    float *y;
+    const float *b, *logit;
+    int64_t dim;
+} rows_args;
+
+static sl_status add_rows_tokens(dx_host *h, const void *args, int64_t t0, int64_t t1,
+                                 sl_error *err)
+{
+    (void)h;
+    (void)err;
+    const rows_args *a = args;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t j = 0; j < a->dim; j++) a->y[t * a->dim + j] += a->b[j];
+    return SL_OK;
 }
 
 static sl_status h_add_rows(sl__dx *x, float *y, const float *b, int64_t rows, int64_t dim,
                             sl_error *err)
 {
-    DRAIN((dx_host *)x);
-    for (int64_t t = 0; t < rows; t++)
-        for (int64_t j = 0; j < dim; j++) y[t * dim + j] += b[j];
-    return SL_OK;
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    const rows_args a = {.y = y, .b = b, .dim = dim};
+    return tok_run(h, add_rows_tokens, &a, rows, err);
 }
 
 static sl_status h_scale(sl__dx *x, float *v, int64_t n, float s, sl_error *err)
@@ -289,14 +343,8 @@ static sl_status h_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int6
 {
     dx_host *h = (dx_host *)x;
     DRAIN(h);
-    if (act == SL_MOE_SILU) return sl_cpu_swiglu(&h->ops, g, u, g, n, err);
-    if (act == SL_MOE_RELU) {
-        for (int64_t i = 0; i < n; i++) g[i] = g[i] > 0 ? g[i] * u[i] : 0.0f;
-        return SL_OK;
-    }
-    if (act == SL_MOE_SWIGLU_OAI)
-        return sl_cpu_swiglu_oai(&h->ops, g, u, g, n, SL_OAI_ALPHA, SL_OAI_LIMIT, err);
-    return sl_cpu_geglu(&h->ops, g, u, g, n, SL_GELU_TANH, err);
+    const elt_args e = {.act = act, .b = u, .y = g, .n = n};
+    return tok_run(h, elt_pieces, &e, (n + ELT_PIECE - 1) / ELT_PIECE, err);
 }
 
 /* Why it is exact: a neuron no token activates (gate <= 0) has relu(g) * u == 0 whatever u
@@ -421,23 +469,39 @@ static sl_status h_rope(sl__dx *x, float *v, int64_t n_tok, int32_t n_head, int3
 
 /* F16 entries are rounded to nearest even from the F32 projections (ggml's cpy to an F16
  * cache does the same). */
-static sl_status h_kv_store(sl__dx *x, void *cache, bool f16, int64_t row, const int32_t *pos,
-                            int64_t n, const float *src, sl_error *err)
+typedef struct kv_args {
+    uint8_t *cb;
+    bool f16;
+    int64_t row;
+    const int32_t *pos;
+    const float *src;
+} kv_args;
+
+static sl_status kv_tokens(dx_host *h, const void *args, int64_t t0, int64_t t1, sl_error *err)
 {
-    DRAIN((dx_host *)x);
-    uint8_t *cb = cache;
-    for (int64_t t = 0; t < n; t++) {
-        const float *s = src + t * row;
-        if (!f16) {
-            memcpy(cb + (size_t)pos[t] * (size_t)row * 4, s, (size_t)row * 4);
+    const kv_args *a = args;
+    const int64_t row = a->row;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *s = a->src + t * row;
+        if (!a->f16) {
+            memcpy(a->cb + (size_t)a->pos[t] * (size_t)row * 4, s, (size_t)row * 4);
         } else {
-            sl_status st = sl_cpu_to_f16(&((dx_host *)x)->ops, s,
-                                         (uint16_t *)(cb + (size_t)pos[t] * (size_t)row * 2),
+            sl_status st = sl_cpu_to_f16(&h->ops, s,
+                                         (uint16_t *)(a->cb + (size_t)a->pos[t] * (size_t)row * 2),
                                          row, err);
             if (st) return st;
         }
     }
     return SL_OK;
+}
+
+static sl_status h_kv_store(sl__dx *x, void *cache, bool f16, int64_t row, const int32_t *pos,
+                            int64_t n, const float *src, sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    const kv_args a = {.cb = cache, .f16 = f16, .row = row, .pos = pos, .src = src};
+    return tok_run(h, kv_tokens, &a, n, err);
 }
 
 typedef struct attn_job {
@@ -508,15 +572,26 @@ static sl_status h_moe(sl__dx *x, const sl__dx_moe *L, const int32_t *idx, const
     return sl_moe_exec(h->moe, L->L, h->assign, n * k, in, n, out, err);
 }
 
+static sl_status gated_add_tokens(dx_host *h, const void *args, int64_t t0, int64_t t1,
+                                  sl_error *err)
+{
+    (void)h;
+    (void)err;
+    const rows_args *a = args;
+    for (int64_t t = t0; t < t1; t++) {
+        const float gate = 1.0f / (1.0f + expf(-a->logit[t]));
+        for (int64_t j = 0; j < a->dim; j++) a->y[t * a->dim + j] += gate * a->b[t * a->dim + j];
+    }
+    return SL_OK;
+}
+
 static sl_status h_gated_add(sl__dx *x, float *out, const float *y, const float *logit,
                              int64_t n, int64_t dim, sl_error *err)
 {
-    DRAIN((dx_host *)x);
-    for (int64_t t = 0; t < n; t++) {
-        const float gate = 1.0f / (1.0f + expf(-logit[t]));
-        for (int64_t j = 0; j < dim; j++) out[t * dim + j] += gate * y[t * dim + j];
-    }
-    return SL_OK;
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    const rows_args a = {.y = out, .b = y, .logit = logit, .dim = dim};
+    return tok_run(h, gated_add_tokens, &a, n, err);
 }
 
 static sl_status h_argmax(sl__dx *x, const float *in, int64_t n, sl_argmax_result *r,
