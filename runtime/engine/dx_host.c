@@ -8,6 +8,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/cpu/router.h"
+#include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
 #include "runtime/engine/dx.h"
 #include "runtime/engine/rope_cache.h"
@@ -33,6 +34,8 @@ typedef struct dx_host {
     size_t cols_work_bytes;
     void *multi_work; /* single-token groups' activations (grows to the largest group) */
     size_t multi_work_bytes;
+    void *mm_xq; /* a prefill's quantized matmul input (mm_quantize), grown on use */
+    size_t mm_xq_bytes;
     void *heads_work; /* mm_heads: gathered inputs, their quantized form, the products */
     size_t heads_work_bytes;
     sl__rope_cache rope;
@@ -86,17 +89,46 @@ static sl_status token_many(dx_host *h, const sl_weight *const *ws, int count, c
     return SL_OK;
 }
 
-static sl_status h_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n, float *y,
-                      sl_error *err)
+/* A prefill's rows of in [n][cols] quantized once for `type` (NULL: its matvec takes float x,
+ * f32_act mode included), for every 64-token batch of every matrix of that type that reads
+ * them: sl_cpu_matvec would quantize each batch again, per matrix, in a pool call of its
+ * own. The same bytes row by row (sl_cpu_matvec_quant_act_pool), so the same bits. */
+static sl_status mm_quantize(dx_host *h, uint32_t type, const float *in, int64_t cols, int64_t n,
+                             const void **xq, sl_error *err)
 {
-    dx_host *h = (dx_host *)x;
-    DRAIN(h);
-    if (n == 1) return token_many(h, &w, 1, in, &y, err);
+    *xq = NULL;
+    const uint32_t act = sl_ref_matvec_act_type(type);
+    if (h->mv.f32_act || act == SL_GGML_F32 || act == UINT32_MAX) return SL_OK;
+    const size_t need = sl_cpu_matvec_work_bytes(type, cols, n);
+    if (!need) return SL_OK; /* a bad shape: sl_cpu_matvec names it */
+    if (need > h->mm_xq_bytes) {
+        void *p = realloc(h->mm_xq, need);
+        if (!p) return sl_error_set(err, SL_ERR_NOMEM, "matmul: out of memory (%zu bytes)", need);
+        h->mm_xq = p;
+        h->mm_xq_bytes = need;
+    }
+    const sl_status st = sl_cpu_matvec_quant_act_pool(&h->mv, h->pool, type, in, cols, n,
+                                                      h->mm_xq, need, err);
+    if (!st) *xq = h->mm_xq;
+    return st;
+}
+
+/* y = w in for n > 1 tokens in batches of MM_BATCH (xq: in quantized by mm_quantize, or NULL). */
+static sl_status mm_rows(dx_host *h, const sl_weight *w, const float *in, const void *xq,
+                         int64_t n, float *y, sl_error *err)
+{
     const int64_t cols = w->ne[0], rows = w->ne[1];
+    const size_t arb = xq ? sl_cpu_matvec_work_bytes(w->type, cols, 1) : 0;
     for (int64_t b = 0; b < n; b += MM_BATCH) {
         const int64_t nb = n - b < MM_BATCH ? n - b : MM_BATCH;
-        sl_status st = sl_cpu_matvec(&h->mv, h->pool, w->type, w->data, rows, cols,
-                                     in + b * cols, nb, y + b * rows, h->work, h->work_bytes, err);
+        /* a lone last token keeps sl_cpu_matvec's decode path */
+        sl_status st = xq && nb > 1
+                           ? sl_cpu_matvec_q(&h->mv, h->pool, w->type, w->data, rows, cols,
+                                             (const char *)xq + (size_t)b * arb, nb,
+                                             y + b * rows, err)
+                           : sl_cpu_matvec(&h->mv, h->pool, w->type, w->data, rows, cols,
+                                           in + b * cols, nb, y + b * rows, h->work,
+                                           h->work_bytes, err);
         if (st) {
             char why[SL_ERROR_MSG_BYTES];
             snprintf(why, sizeof why, "%s", err ? err->msg : "");
@@ -106,14 +138,30 @@ static sl_status h_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n,
     return SL_OK;
 }
 
+static sl_status h_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n, float *y,
+                      sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    if (n == 1) return token_many(h, &w, 1, in, &y, err);
+    const void *xq;
+    sl_status st = mm_quantize(h, w->type, in, w->ne[0], n, &xq, err);
+    return st ? st : mm_rows(h, w, in, xq, n, y, err);
+}
+
 static sl_status h_mm_many(sl__dx *x, const sl_weight *const *ws, int count, const float *in,
                            int64_t n, float *const *ys, sl_error *err)
 {
     dx_host *h = (dx_host *)x;
     DRAIN(h);
     if (n == 1) return token_many(h, ws, count, in, ys, err);
+    const void *xq = NULL;
     for (int i = 0; i < count; i++) {
-        sl_status st = h_mm(x, ws[i], in, n, ys[i], err);
+        DRAIN(h); /* a step per matrix, as h_mm per matrix counted */
+        sl_status st = SL_OK;
+        if (i == 0 || ws[i]->type != ws[i - 1]->type || ws[i]->ne[0] != ws[i - 1]->ne[0])
+            st = mm_quantize(h, ws[i]->type, in, ws[i]->ne[0], n, &xq, err);
+        if (!st) st = mm_rows(h, ws[i], in, xq, n, ys[i], err);
         if (st) return st;
     }
     return SL_OK;
@@ -610,6 +658,7 @@ static void h_destroy(sl__dx *x)
     free(h->cols_work);
     free(h->multi_work);
     free(h->heads_work);
+    free(h->mm_xq);
     sl__rope_cache_free(&h->rope);
     free(h);
 }
