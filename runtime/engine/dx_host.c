@@ -36,6 +36,8 @@ typedef struct dx_host {
     size_t multi_work_bytes;
     void *mm_xq; /* a prefill's quantized matmul input (mm_quantize), grown on use */
     size_t mm_xq_bytes;
+    sl_cpu_matvec_group *mm_grp; /* mm_rows' batches as groups */
+    size_t mm_grp_cap;
     void *heads_work; /* mm_heads: gathered inputs, their quantized form, the products */
     size_t heads_work_bytes;
     sl__rope_cache rope;
@@ -113,13 +115,38 @@ static sl_status mm_quantize(dx_host *h, uint32_t type, const float *in, int64_t
     return st;
 }
 
-/* y = w in for n > 1 tokens in batches of MM_BATCH (xq: in quantized by mm_quantize, or NULL). */
+/* y = w in for n > 1 tokens in batches of MM_BATCH (xq: in quantized by mm_quantize, or NULL).
+ * With threads to share and several batches, the batches are the groups of one grouped call
+ * (sl_cpu_matvec_groups_q, each group's bits sl_cpu_matvec_q's): one handoff and one ragged
+ * end per matrix, not one per batch. */
 static sl_status mm_rows(dx_host *h, const sl_weight *w, const float *in, const void *xq,
                          int64_t n, float *y, sl_error *err)
 {
     const int64_t cols = w->ne[0], rows = w->ne[1];
     const size_t arb = xq ? sl_cpu_matvec_work_bytes(w->type, cols, 1) : 0;
-    for (int64_t b = 0; b < n; b += MM_BATCH) {
+    int64_t b0 = 0; /* batches before b0 ran in the grouped call */
+    if (xq && n > MM_BATCH && sl_cpu_pool_threads(h->pool) > 1) {
+        const int64_t ng = (n - (n % MM_BATCH == 1)) / MM_BATCH + ((n % MM_BATCH) > 1);
+        if ((size_t)ng > h->mm_grp_cap) {
+            void *p = realloc(h->mm_grp, (size_t)ng * sizeof *h->mm_grp);
+            if (!p) return sl_error_set(err, SL_ERR_NOMEM, "matmul: out of memory (groups)");
+            h->mm_grp = p;
+            h->mm_grp_cap = (size_t)ng;
+        }
+        for (int64_t g = 0; g < ng; g++, b0 += MM_BATCH)
+            h->mm_grp[g] = (sl_cpu_matvec_group){
+                .w = w->data, .xq = (const char *)xq + (size_t)b0 * arb,
+                .n_batch = n - b0 < MM_BATCH ? n - b0 : MM_BATCH, .y = y + b0 * rows};
+        b0 = b0 < n ? b0 : n;
+        const sl_status st = sl_cpu_matvec_groups_q(&h->mv, h->pool, w->type, rows, cols,
+                                                    h->mm_grp, ng, err);
+        if (st) {
+            char why[SL_ERROR_MSG_BYTES];
+            snprintf(why, sizeof why, "%s", err ? err->msg : "");
+            return sl_error_set(err, st, "matmul with '%s': %s", w->name, why);
+        }
+    }
+    for (int64_t b = b0; b < n; b += MM_BATCH) {
         const int64_t nb = n - b < MM_BATCH ? n - b : MM_BATCH;
         /* a lone last token keeps sl_cpu_matvec's decode path */
         sl_status st = xq && nb > 1
@@ -659,6 +686,7 @@ static void h_destroy(sl__dx *x)
     free(h->multi_work);
     free(h->heads_work);
     free(h->mm_xq);
+    free(h->mm_grp);
     sl__rope_cache_free(&h->rope);
     free(h);
 }
