@@ -131,6 +131,18 @@ sl_status sl__expert_down(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
     return st;
 }
 
+/* The grouped calls hand out their row chunks in the order of grp[]: the groups go in tiers of
+ * falling size (>= 64 rows, >= 16, >= 4, the rest; in expert order within a tier), so the
+ * chunks left when a thread runs dry are small ones and the other does not wait long on a
+ * big group's chunk (a chunk's cost grows with its group's tokens; prefill groups range from
+ * 1 to ~400). Each group writes its own rows: the order changes no result. */
+enum { N_TIERS = 4 };
+
+static int tier(int64_t m)
+{
+    return m >= 64 ? 0 : m >= 16 ? 1 : m >= 4 ? 2 : 3;
+}
+
 sl_status sl__expert_gate_up_groups(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
                                     const sl_moe_layer *L, const int32_t *experts,
                                     const int64_t *m, int64_t n_groups, const void *xq, float *g,
@@ -142,16 +154,17 @@ sl_status sl__expert_gate_up_groups(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *po
                             "%u, f32_act mode (%d) or experts of their own widths (ff_at %s)",
                             L->type_gate, L->type_up, mv->f32_act, L->ff_at ? "set" : "NULL");
     const size_t arb = sl_cpu_matvec_work_bytes(L->type_gate, E, 1);
-    int64_t off = 0;
-    for (int64_t i = 0; i < n_groups; i++) {
-        const int32_t e = experts[i];
-        const char *x = (const char *)xq + (size_t)off * arb;
-        grp[2 * i] = (sl_cpu_matvec_group){.w = L->gate[e], .xq = x, .n_batch = m[i],
-                                           .y = g + off * F};
-        grp[2 * i + 1] = (sl_cpu_matvec_group){.w = L->up[e], .xq = x, .n_batch = m[i],
-                                               .y = u + off * F};
-        off += m[i];
-    }
+    int64_t k = 0;
+    for (int p = 0; p < N_TIERS; p++)
+        for (int64_t i = 0, off = 0; i < n_groups; off += m[i++]) {
+            if (tier(m[i]) != p) continue;
+            const int32_t e = experts[i];
+            const char *x = (const char *)xq + (size_t)off * arb;
+            grp[k++] = (sl_cpu_matvec_group){.w = L->gate[e], .xq = x, .n_batch = m[i],
+                                             .y = g + off * F};
+            grp[k++] = (sl_cpu_matvec_group){.w = L->up[e], .xq = x, .n_batch = m[i],
+                                             .y = u + off * F};
+        }
     return sl_cpu_matvec_groups_q(mv, pool, L->type_gate, F, E, grp, 2 * n_groups, err);
 }
 
@@ -225,13 +238,14 @@ sl_status sl__expert_down_groups(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx 
         return sl_error_set(err, st, "expert down groups: activation or quantization of %lld rows "
                             "of %lld failed", (long long)rows, (long long)F);
     if (st) return st;
-    int64_t off = 0;
-    for (int64_t i = 0; i < n_groups; off += m[i++])
-        grp[i] = (sl_cpu_matvec_group){.w = L->down[experts[i]],
-                                       .xq = (const char *)gq + (size_t)off * arb,
-                                       .n_batch = m[i], .y = d + off * E};
+    int64_t k = 0, off = 0;
+    for (int p = 0; p < N_TIERS; p++)
+        for (int64_t i = 0, o = 0; i < n_groups; o += m[i++])
+            if (tier(m[i]) == p)
+                grp[k++] = (sl_cpu_matvec_group){.w = L->down[experts[i]],
+                                                 .xq = (const char *)gq + (size_t)o * arb,
+                                                 .n_batch = m[i], .y = d + o * E};
     st = sl_cpu_matvec_groups_q(mv, pool, L->type_down, E, F, grp, n_groups, err);
-    off = 0;
     for (int64_t i = 0; !st && i < n_groups; off += m[i++])
         add_bias(d + off * E, L->down_b ? L->down_b + (int64_t)experts[i] * E : NULL, m[i], E);
     return st;
