@@ -176,7 +176,6 @@ typedef struct act_job {
     const sl_moe_layer *L;
     const int32_t *experts;
     const int64_t *m;
-    int64_t n_groups;
     float *g, *u;
     char *gq;
     size_t arb, gq_bytes;
@@ -226,9 +225,8 @@ sl_status sl__expert_down_groups(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx 
     if (!arb || gq_bytes / arb < (size_t)rows)
         return sl_error_set(err, SL_ERR_INVALID, "expert down groups: gq_bytes = %zu < %lld rows "
                             "of %zu", gq_bytes, (long long)rows, arb);
-    act_job aj = {.ops = ops, .mv = mv, .L = L, .experts = experts, .m = m,
-                  .n_groups = n_groups, .g = g, .u = u, .gq = gq, .arb = arb,
-                  .gq_bytes = gq_bytes, .st = SL_OK};
+    act_job aj = {.ops = ops, .mv = mv, .L = L, .experts = experts, .m = m, .g = g, .u = u,
+                  .gq = gq, .arb = arb, .gq_bytes = gq_bytes, .st = SL_OK};
     /* chunks of >= 16 rows (a few us each) pay for a handoff, as quant_act_pool's */
     const int64_t parts = 4 * (int64_t)sl_cpu_pool_threads(pool);
     int64_t grain = (rows + parts - 1) / parts;

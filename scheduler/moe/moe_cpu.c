@@ -1,7 +1,9 @@
 /* scheduler/moe/moe_cpu.c: the CPU MoE scheduler — group tokens by expert, one small-batch matvec
  * per expert and projection; in a batch, every expert's gate and up in one pool call and
  * every down in another (run_slab), so threads stay busy across groups of very different
- * sizes and the layer pays three handoffs (not three per expert) and quantizes each token once.
+ * sizes and quantizes each token once. A slab's pool calls: the gather of its rows, gate/up,
+ * activation + quantization, down, the join (a fixed few per slab, not per expert; only the
+ * sort and the grouping run on the caller alone).
  *
  * Why grouping: an expert's weights are read from memory once per group of tokens (up to
  * SL__MOE_CHUNK rows per matvec call) instead of once per token, which is what makes prefill
