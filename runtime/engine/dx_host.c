@@ -544,6 +544,8 @@ static sl_status h_rope(sl__dx *x, float *v, int64_t n_tok, int32_t n_head, int3
 
 /* F16 entries are rounded to nearest even from the F32 projections (ggml's cpy to an F16
  * cache does the same). */
+enum { KV_POOL_MIN = 1 << 16 }; /* entries of one store worth splitting over the pool */
+
 typedef struct kv_args {
     uint8_t *cb;
     bool f16;
@@ -576,6 +578,8 @@ static sl_status h_kv_store(sl__dx *x, void *cache, bool f16, int64_t row, const
     dx_host *h = (dx_host *)x;
     DRAIN(h);
     const kv_args a = {.cb = cache, .f16 = f16, .row = row, .pos = pos, .src = src};
+    /* a few us of conversion (a pp64 batch's K or V) does not pay for a handoff */
+    if (n * row < KV_POOL_MIN) return kv_tokens(h, &a, 0, n, err);
     return tok_run(h, kv_tokens, &a, n, err);
 }
 
