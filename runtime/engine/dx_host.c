@@ -337,8 +337,18 @@ static sl_status h_rms_norm(sl__dx *x, const float *in, const float *w, float *y
 
 /* Elementwise ops over n floats go over the pool in pieces of ELT_PIECE floats, as tok_run's
  * "tokens" (the kernels are elementwise with masked tails: a float's bits do not depend on
- * the piece it is in). */
-enum { ELT_PIECE = 1024 };
+ * the piece it is in); like the per-token stores and adds below, only from POOL_MIN_FLOATS
+ * floats on (a pp512 batch's residual add, not a pp64 batch's: tens of us of streaming work
+ * pay for a handoff, a few us do not, and an extra handoff costs most on a loaded machine). */
+enum { ELT_PIECE = 1024, POOL_MIN_FLOATS = 1 << 17 };
+
+/* tok_run for n tokens of `floats` floats of work in all, on the caller alone below
+ * POOL_MIN_FLOATS. */
+static sl_status tok_run_big(dx_host *h, tok_fn fn, const void *args, int64_t n, int64_t floats,
+                             sl_error *err)
+{
+    return floats < POOL_MIN_FLOATS ? fn(h, args, 0, n, err) : tok_run(h, fn, args, n, err);
+}
 
 typedef struct elt_args {
     sl_moe_act act;
@@ -377,7 +387,7 @@ static sl_status h_add(sl__dx *x, const float *a, const float *b, float *y, int6
     dx_host *h = (dx_host *)x;
     DRAIN(h);
     const elt_args e = {.a = a, .b = b, .y = y, .n = n};
-    return tok_run(h, add_pieces, &e, (n + ELT_PIECE - 1) / ELT_PIECE, err);
+    return tok_run_big(h, add_pieces, &e, (n + ELT_PIECE - 1) / ELT_PIECE, n, err);
 }
 
 typedef struct rows_args {
@@ -403,7 +413,7 @@ static sl_status h_add_rows(sl__dx *x, float *y, const float *b, int64_t rows, i
     dx_host *h = (dx_host *)x;
     DRAIN(h);
     const rows_args a = {.y = y, .b = b, .dim = dim};
-    return tok_run(h, add_rows_tokens, &a, rows, err);
+    return tok_run_big(h, add_rows_tokens, &a, rows, rows * dim, err);
 }
 
 static sl_status h_scale(sl__dx *x, float *v, int64_t n, float s, sl_error *err)
@@ -419,7 +429,7 @@ static sl_status h_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int6
     dx_host *h = (dx_host *)x;
     DRAIN(h);
     const elt_args e = {.act = act, .b = u, .y = g, .n = n};
-    return tok_run(h, elt_pieces, &e, (n + ELT_PIECE - 1) / ELT_PIECE, err);
+    return tok_run_big(h, elt_pieces, &e, (n + ELT_PIECE - 1) / ELT_PIECE, n, err);
 }
 
 /* Why it is exact: a neuron no token activates (gate <= 0) has relu(g) * u == 0 whatever u
@@ -544,8 +554,6 @@ static sl_status h_rope(sl__dx *x, float *v, int64_t n_tok, int32_t n_head, int3
 
 /* F16 entries are rounded to nearest even from the F32 projections (ggml's cpy to an F16
  * cache does the same). */
-enum { KV_POOL_MIN = 1 << 16 }; /* entries of one store worth splitting over the pool */
-
 typedef struct kv_args {
     uint8_t *cb;
     bool f16;
@@ -578,9 +586,7 @@ static sl_status h_kv_store(sl__dx *x, void *cache, bool f16, int64_t row, const
     dx_host *h = (dx_host *)x;
     DRAIN(h);
     const kv_args a = {.cb = cache, .f16 = f16, .row = row, .pos = pos, .src = src};
-    /* a few us of conversion (a pp64 batch's K or V) does not pay for a handoff */
-    if (n * row < KV_POOL_MIN) return kv_tokens(h, &a, 0, n, err);
-    return tok_run(h, kv_tokens, &a, n, err);
+    return tok_run_big(h, kv_tokens, &a, n, n * row, err);
 }
 
 typedef struct attn_job {
@@ -670,7 +676,7 @@ static sl_status h_gated_add(sl__dx *x, float *out, const float *y, const float 
     dx_host *h = (dx_host *)x;
     DRAIN(h);
     const rows_args a = {.y = out, .b = y, .logit = logit, .dim = dim};
-    return tok_run(h, gated_add_tokens, &a, n, err);
+    return tok_run_big(h, gated_add_tokens, &a, n, n * dim, err);
 }
 
 static sl_status h_argmax(sl__dx *x, const float *in, int64_t n, sl_argmax_result *r,
