@@ -2,9 +2,10 @@
  * every row of an all-logits prefill of N tokens is bit-identical at 1 and 2 threads and in
  * 64-token chunks, for N past one 64-token matmul batch (the host executor's grouped matmul
  * over several batches, a lone last token on the decode path: N % 64 == 1, a short tail:
- * N % 64 == 2) and MoE layers with more than one slab of 1024 assignments (200 tokens, top 8:
+ * N % 64 == 2) and MoE layers with more than one slab of 1024 assignments (193 tokens, top 8:
  * groups of many tokens, the pool's activation, gather and join), on dense, MoE and MoE with a
- * shared expert (qwen2moe: its GLU and gated add over the pool). */
+ * shared expert (qwen2moe: its gated add over the pool), with rows wide enough that the
+ * residual adds and K/V stores go over the pool too. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,10 @@
 #include "tests/runtime/testmodel.h"
 #include "tests/testing.h"
 
-enum { MAX_TOK = 200 };
+enum { MAX_TOK = 193 };
 
-static const size_t k_lens[] = {129, 130, MAX_TOK};
+/* a 2-token tail; 3 batches and a lone token (and 193 x 8 assignments: two MoE slabs) */
+static const size_t k_lens[] = {130, MAX_TOK};
 
 /* All logits rows of the first n of tokens, evaluated with n_threads and n_batch; malloc'd. */
 static float *prefill(const char *path, int n_threads, int n_batch, const int32_t *tokens,
@@ -99,7 +101,12 @@ int main(void)
         tm_params p;
         tm_defaults(archs[a], &p);
         p.wtype = SL_GGML_Q8_0; /* quantized activations: the GEMM and its grouped calls */
-        if (p.n_expert) p.n_expert_used = p.n_expert; /* 200 tokens x 8 > one 1024 slab */
+        if (p.n_expert) p.n_expert_used = p.n_expert; /* 193 tokens x 8 > one 1024 slab */
+        /* rows of 768: 193 tokens' residual adds, gated add and K/V stores are big enough
+         * for the host executor to split them over the pool (dx_host.c POOL_MIN_FLOATS) */
+        p.n_embd = 768;
+        p.head_dim = 192;
+        p.n_head_kv = p.n_head;
         char path[600];
         snprintf(path, sizeof path, "%s/%s.gguf", dir, archs[a]);
         sl_error e;
