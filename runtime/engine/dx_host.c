@@ -8,6 +8,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/cpu/router.h"
+#include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
 #include "runtime/engine/dx.h"
 #include "runtime/engine/rope_cache.h"
@@ -33,6 +34,10 @@ typedef struct dx_host {
     size_t cols_work_bytes;
     void *multi_work; /* single-token groups' activations (grows to the largest group) */
     size_t multi_work_bytes;
+    void *mm_xq; /* a prefill's quantized matmul input (mm_quantize), grown on use */
+    size_t mm_xq_bytes;
+    sl_cpu_matvec_group *mm_grp; /* mm_rows' batches as groups */
+    size_t mm_grp_cap;
     void *heads_work; /* mm_heads: gathered inputs, their quantized form, the products */
     size_t heads_work_bytes;
     sl__rope_cache rope;
@@ -86,17 +91,71 @@ static sl_status token_many(dx_host *h, const sl_weight *const *ws, int count, c
     return SL_OK;
 }
 
-static sl_status h_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n, float *y,
-                      sl_error *err)
+/* A prefill's rows of in [n][cols] quantized once for `type` (NULL: its matvec takes float x,
+ * f32_act mode included), for every 64-token batch of every matrix of that type that reads
+ * them: sl_cpu_matvec would quantize each batch again, per matrix, in a pool call of its
+ * own. The same bytes row by row (sl_cpu_matvec_quant_act_pool), so the same bits. */
+static sl_status mm_quantize(dx_host *h, uint32_t type, const float *in, int64_t cols, int64_t n,
+                             const void **xq, sl_error *err)
 {
-    dx_host *h = (dx_host *)x;
-    DRAIN(h);
-    if (n == 1) return token_many(h, &w, 1, in, &y, err);
+    *xq = NULL;
+    const uint32_t act = sl_ref_matvec_act_type(type);
+    if (h->mv.f32_act || act == SL_GGML_F32 || act == UINT32_MAX) return SL_OK;
+    const size_t need = sl_cpu_matvec_work_bytes(type, cols, n);
+    if (!need) return SL_OK; /* a bad shape: sl_cpu_matvec names it */
+    if (need > h->mm_xq_bytes) {
+        void *p = realloc(h->mm_xq, need);
+        if (!p) return sl_error_set(err, SL_ERR_NOMEM, "matmul: out of memory (%zu bytes)", need);
+        h->mm_xq = p;
+        h->mm_xq_bytes = need;
+    }
+    const sl_status st = sl_cpu_matvec_quant_act_pool(&h->mv, h->pool, type, in, cols, n,
+                                                      h->mm_xq, need, err);
+    if (!st) *xq = h->mm_xq;
+    return st;
+}
+
+/* y = w in for n > 1 tokens in batches of MM_BATCH (xq: in quantized by mm_quantize, or NULL).
+ * With threads to share and several batches, the batches are the groups of one grouped call
+ * (sl_cpu_matvec_groups_q, each group's bits sl_cpu_matvec_q's): one handoff and one ragged
+ * end per matrix, not one per batch. */
+static sl_status mm_rows(dx_host *h, const sl_weight *w, const float *in, const void *xq,
+                         int64_t n, float *y, sl_error *err)
+{
     const int64_t cols = w->ne[0], rows = w->ne[1];
-    for (int64_t b = 0; b < n; b += MM_BATCH) {
+    const size_t arb = xq ? sl_cpu_matvec_work_bytes(w->type, cols, 1) : 0;
+    int64_t b0 = 0; /* batches before b0 ran in the grouped call */
+    if (xq && n > MM_BATCH && sl_cpu_pool_threads(h->pool) > 1) {
+        const int64_t ng = (n - (n % MM_BATCH == 1)) / MM_BATCH + ((n % MM_BATCH) > 1);
+        if ((size_t)ng > h->mm_grp_cap) {
+            void *p = realloc(h->mm_grp, (size_t)ng * sizeof *h->mm_grp);
+            if (!p) return sl_error_set(err, SL_ERR_NOMEM, "matmul: out of memory (groups)");
+            h->mm_grp = p;
+            h->mm_grp_cap = (size_t)ng;
+        }
+        for (int64_t g = 0; g < ng; g++, b0 += MM_BATCH)
+            h->mm_grp[g] = (sl_cpu_matvec_group){
+                .w = w->data, .xq = (const char *)xq + (size_t)b0 * arb,
+                .n_batch = n - b0 < MM_BATCH ? n - b0 : MM_BATCH, .y = y + b0 * rows};
+        b0 = b0 < n ? b0 : n;
+        const sl_status st = sl_cpu_matvec_groups_q(&h->mv, h->pool, w->type, rows, cols,
+                                                    h->mm_grp, ng, err);
+        if (st) {
+            char why[SL_ERROR_MSG_BYTES];
+            snprintf(why, sizeof why, "%s", err ? err->msg : "");
+            return sl_error_set(err, st, "matmul with '%s': %s", w->name, why);
+        }
+    }
+    for (int64_t b = b0; b < n; b += MM_BATCH) {
         const int64_t nb = n - b < MM_BATCH ? n - b : MM_BATCH;
-        sl_status st = sl_cpu_matvec(&h->mv, h->pool, w->type, w->data, rows, cols,
-                                     in + b * cols, nb, y + b * rows, h->work, h->work_bytes, err);
+        /* a lone last token keeps sl_cpu_matvec's decode path */
+        sl_status st = xq && nb > 1
+                           ? sl_cpu_matvec_q(&h->mv, h->pool, w->type, w->data, rows, cols,
+                                             (const char *)xq + (size_t)b * arb, nb,
+                                             y + b * rows, err)
+                           : sl_cpu_matvec(&h->mv, h->pool, w->type, w->data, rows, cols,
+                                           in + b * cols, nb, y + b * rows, h->work,
+                                           h->work_bytes, err);
         if (st) {
             char why[SL_ERROR_MSG_BYTES];
             snprintf(why, sizeof why, "%s", err ? err->msg : "");
@@ -106,14 +165,30 @@ static sl_status h_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n,
     return SL_OK;
 }
 
+static sl_status h_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n, float *y,
+                      sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    if (n == 1) return token_many(h, &w, 1, in, &y, err);
+    const void *xq;
+    sl_status st = mm_quantize(h, w->type, in, w->ne[0], n, &xq, err);
+    return st ? st : mm_rows(h, w, in, xq, n, y, err);
+}
+
 static sl_status h_mm_many(sl__dx *x, const sl_weight *const *ws, int count, const float *in,
                            int64_t n, float *const *ys, sl_error *err)
 {
     dx_host *h = (dx_host *)x;
     DRAIN(h);
     if (n == 1) return token_many(h, ws, count, in, ys, err);
+    const void *xq = NULL;
     for (int i = 0; i < count; i++) {
-        sl_status st = h_mm(x, ws[i], in, n, ys[i], err);
+        DRAIN(h); /* a step per matrix, as h_mm per matrix counted */
+        sl_status st = SL_OK;
+        if (i == 0 || ws[i]->type != ws[i - 1]->type || ws[i]->ne[0] != ws[i - 1]->ne[0])
+            st = mm_quantize(h, ws[i]->type, in, ws[i]->ne[0], n, &xq, err);
+        if (!st) st = mm_rows(h, ws[i], in, xq, n, ys[i], err);
         if (st) return st;
     }
     return SL_OK;
@@ -260,21 +335,85 @@ static sl_status h_rms_norm(sl__dx *x, const float *in, const float *w, float *y
     return tok_run(h, rms_tokens, &a, rows, err);
 }
 
+/* Elementwise ops over n floats go over the pool in pieces of ELT_PIECE floats, as tok_run's
+ * "tokens" (the kernels are elementwise with masked tails: a float's bits do not depend on
+ * the piece it is in); like the per-token stores and adds below, only from POOL_MIN_FLOATS
+ * floats on (a pp512 batch's residual add, not a pp64 batch's: tens of us of streaming work
+ * pay for a handoff, a few us do not, and an extra handoff costs most on a loaded machine). */
+enum { ELT_PIECE = 1024, POOL_MIN_FLOATS = 1 << 17 };
+
+/* tok_run for n tokens of `floats` floats of work in all, on the caller alone below
+ * POOL_MIN_FLOATS. */
+static sl_status tok_run_big(dx_host *h, tok_fn fn, const void *args, int64_t n, int64_t floats,
+                             sl_error *err)
+{
+    return floats < POOL_MIN_FLOATS ? fn(h, args, 0, n, err) : tok_run(h, fn, args, n, err);
+}
+
+typedef struct elt_args {
+    sl_moe_act act;
+    const float *a, *b;
+    float *y;
+    int64_t n;
+} elt_args;
+
+static sl_status elt_pieces(dx_host *h, const void *args, int64_t p0, int64_t p1, sl_error *err)
+{
+    const elt_args *e = args;
+    const int64_t i = p0 * ELT_PIECE, m = (p1 * ELT_PIECE < e->n ? p1 * ELT_PIECE : e->n) - i;
+    float *g = e->y + i;
+    const float *u = e->b + i;
+    switch (e->act) {
+    case SL_MOE_SILU: return sl_cpu_swiglu(&h->ops, g, u, g, m, err);
+    case SL_MOE_RELU:
+        for (int64_t j = 0; j < m; j++) g[j] = g[j] > 0 ? g[j] * u[j] : 0.0f;
+        return SL_OK;
+    case SL_MOE_SWIGLU_OAI:
+        return sl_cpu_swiglu_oai(&h->ops, g, u, g, m, SL_OAI_ALPHA, SL_OAI_LIMIT, err);
+    default: return sl_cpu_geglu(&h->ops, g, u, g, m, SL_GELU_TANH, err);
+    }
+}
+
+static sl_status add_pieces(dx_host *h, const void *args, int64_t p0, int64_t p1, sl_error *err)
+{
+    const elt_args *e = args;
+    const int64_t i = p0 * ELT_PIECE, m = (p1 * ELT_PIECE < e->n ? p1 * ELT_PIECE : e->n) - i;
+    return sl_cpu_add(&h->ops, e->a + i, e->b + i, e->y + i, m, err);
+}
+
 static sl_status h_add(sl__dx *x, const float *a, const float *b, float *y, int64_t n,
                        sl_error *err)
 {
     dx_host *h = (dx_host *)x;
     DRAIN(h);
-    return sl_cpu_add(&h->ops, a, b, y, n, err);
+    const elt_args e = {.a = a, .b = b, .y = y, .n = n};
+    return tok_run_big(h, add_pieces, &e, (n + ELT_PIECE - 1) / ELT_PIECE, n, err);
+}
+
+typedef struct rows_args {
+    float *y;
+    const float *b, *logit;
+    int64_t dim;
+} rows_args;
+
+static sl_status add_rows_tokens(dx_host *h, const void *args, int64_t t0, int64_t t1,
+                                 sl_error *err)
+{
+    (void)h;
+    (void)err;
+    const rows_args *a = args;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t j = 0; j < a->dim; j++) a->y[t * a->dim + j] += a->b[j];
+    return SL_OK;
 }
 
 static sl_status h_add_rows(sl__dx *x, float *y, const float *b, int64_t rows, int64_t dim,
                             sl_error *err)
 {
-    DRAIN((dx_host *)x);
-    for (int64_t t = 0; t < rows; t++)
-        for (int64_t j = 0; j < dim; j++) y[t * dim + j] += b[j];
-    return SL_OK;
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    const rows_args a = {.y = y, .b = b, .dim = dim};
+    return tok_run_big(h, add_rows_tokens, &a, rows, rows * dim, err);
 }
 
 static sl_status h_scale(sl__dx *x, float *v, int64_t n, float s, sl_error *err)
@@ -289,14 +428,8 @@ static sl_status h_glu(sl__dx *x, sl_moe_act act, float *g, const float *u, int6
 {
     dx_host *h = (dx_host *)x;
     DRAIN(h);
-    if (act == SL_MOE_SILU) return sl_cpu_swiglu(&h->ops, g, u, g, n, err);
-    if (act == SL_MOE_RELU) {
-        for (int64_t i = 0; i < n; i++) g[i] = g[i] > 0 ? g[i] * u[i] : 0.0f;
-        return SL_OK;
-    }
-    if (act == SL_MOE_SWIGLU_OAI)
-        return sl_cpu_swiglu_oai(&h->ops, g, u, g, n, SL_OAI_ALPHA, SL_OAI_LIMIT, err);
-    return sl_cpu_geglu(&h->ops, g, u, g, n, SL_GELU_TANH, err);
+    const elt_args e = {.act = act, .b = u, .y = g, .n = n};
+    return tok_run_big(h, elt_pieces, &e, (n + ELT_PIECE - 1) / ELT_PIECE, n, err);
 }
 
 /* Why it is exact: a neuron no token activates (gate <= 0) has relu(g) * u == 0 whatever u
@@ -421,23 +554,39 @@ static sl_status h_rope(sl__dx *x, float *v, int64_t n_tok, int32_t n_head, int3
 
 /* F16 entries are rounded to nearest even from the F32 projections (ggml's cpy to an F16
  * cache does the same). */
-static sl_status h_kv_store(sl__dx *x, void *cache, bool f16, int64_t row, const int32_t *pos,
-                            int64_t n, const float *src, sl_error *err)
+typedef struct kv_args {
+    uint8_t *cb;
+    bool f16;
+    int64_t row;
+    const int32_t *pos;
+    const float *src;
+} kv_args;
+
+static sl_status kv_tokens(dx_host *h, const void *args, int64_t t0, int64_t t1, sl_error *err)
 {
-    DRAIN((dx_host *)x);
-    uint8_t *cb = cache;
-    for (int64_t t = 0; t < n; t++) {
-        const float *s = src + t * row;
-        if (!f16) {
-            memcpy(cb + (size_t)pos[t] * (size_t)row * 4, s, (size_t)row * 4);
+    const kv_args *a = args;
+    const int64_t row = a->row;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *s = a->src + t * row;
+        if (!a->f16) {
+            memcpy(a->cb + (size_t)a->pos[t] * (size_t)row * 4, s, (size_t)row * 4);
         } else {
-            sl_status st = sl_cpu_to_f16(&((dx_host *)x)->ops, s,
-                                         (uint16_t *)(cb + (size_t)pos[t] * (size_t)row * 2),
+            sl_status st = sl_cpu_to_f16(&h->ops, s,
+                                         (uint16_t *)(a->cb + (size_t)a->pos[t] * (size_t)row * 2),
                                          row, err);
             if (st) return st;
         }
     }
     return SL_OK;
+}
+
+static sl_status h_kv_store(sl__dx *x, void *cache, bool f16, int64_t row, const int32_t *pos,
+                            int64_t n, const float *src, sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    const kv_args a = {.cb = cache, .f16 = f16, .row = row, .pos = pos, .src = src};
+    return tok_run_big(h, kv_tokens, &a, n, n * row, err);
 }
 
 typedef struct attn_job {
@@ -508,15 +657,26 @@ static sl_status h_moe(sl__dx *x, const sl__dx_moe *L, const int32_t *idx, const
     return sl_moe_exec(h->moe, L->L, h->assign, n * k, in, n, out, err);
 }
 
+static sl_status gated_add_tokens(dx_host *h, const void *args, int64_t t0, int64_t t1,
+                                  sl_error *err)
+{
+    (void)h;
+    (void)err;
+    const rows_args *a = args;
+    for (int64_t t = t0; t < t1; t++) {
+        const float gate = 1.0f / (1.0f + expf(-a->logit[t]));
+        for (int64_t j = 0; j < a->dim; j++) a->y[t * a->dim + j] += gate * a->b[t * a->dim + j];
+    }
+    return SL_OK;
+}
+
 static sl_status h_gated_add(sl__dx *x, float *out, const float *y, const float *logit,
                              int64_t n, int64_t dim, sl_error *err)
 {
-    DRAIN((dx_host *)x);
-    for (int64_t t = 0; t < n; t++) {
-        const float gate = 1.0f / (1.0f + expf(-logit[t]));
-        for (int64_t j = 0; j < dim; j++) out[t * dim + j] += gate * y[t * dim + j];
-    }
-    return SL_OK;
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    const rows_args a = {.y = out, .b = y, .logit = logit, .dim = dim};
+    return tok_run_big(h, gated_add_tokens, &a, n, n * dim, err);
 }
 
 static sl_status h_argmax(sl__dx *x, const float *in, int64_t n, sl_argmax_result *r,
@@ -535,6 +695,8 @@ static void h_destroy(sl__dx *x)
     free(h->cols_work);
     free(h->multi_work);
     free(h->heads_work);
+    free(h->mm_xq);
+    free(h->mm_grp);
     sl__rope_cache_free(&h->rope);
     free(h);
 }

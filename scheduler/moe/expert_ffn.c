@@ -1,6 +1,7 @@
 /* scheduler/moe/expert_ffn.c: see expert_ffn.h. */
 #include "scheduler/moe/expert_ffn.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 size_t sl__expert_work_bytes(const sl_moe_layer *L, int64_t m)
@@ -130,11 +131,22 @@ sl_status sl__expert_down(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
     return st;
 }
 
-sl_status sl__expert_gate_up_groups(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
-                                    sl_cpu_pool *pool, const sl_moe_layer *L,
-                                    const int32_t *experts, const int64_t *m, int64_t n_groups,
-                                    const void *xq, float *g, float *u, sl_cpu_matvec_group *grp,
-                                    sl_error *err)
+/* The grouped calls hand out their row chunks in the order of grp[]: the groups go in tiers of
+ * falling size (>= 64 rows, >= 16, >= 4, the rest; in expert order within a tier), so the
+ * chunks left when a thread runs dry are small ones and the other does not wait long on a
+ * big group's chunk (a chunk's cost grows with its group's tokens; prefill groups range from
+ * 1 to ~400). Each group writes its own rows: the order changes no result. */
+enum { N_TIERS = 4 };
+
+static int tier(int64_t m)
+{
+    return m >= 64 ? 0 : m >= 16 ? 1 : m >= 4 ? 2 : 3;
+}
+
+sl_status sl__expert_gate_up_groups(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
+                                    const sl_moe_layer *L, const int32_t *experts,
+                                    const int64_t *m, int64_t n_groups, const void *xq, float *g,
+                                    float *u, sl_cpu_matvec_group *grp, sl_error *err)
 {
     const int64_t E = L->n_embd, F = L->n_ff;
     if (L->type_gate != L->type_up || mv->f32_act || L->ff_at)
@@ -142,27 +154,65 @@ sl_status sl__expert_gate_up_groups(const sl_cpu_ops *ops, const sl_cpu_matvec_c
                             "%u, f32_act mode (%d) or experts of their own widths (ff_at %s)",
                             L->type_gate, L->type_up, mv->f32_act, L->ff_at ? "set" : "NULL");
     const size_t arb = sl_cpu_matvec_work_bytes(L->type_gate, E, 1);
-    int64_t off = 0;
-    for (int64_t i = 0; i < n_groups; i++) {
-        const int32_t e = experts[i];
-        const char *x = (const char *)xq + (size_t)off * arb;
-        grp[2 * i] = (sl_cpu_matvec_group){.w = L->gate[e], .xq = x, .n_batch = m[i],
-                                           .y = g + off * F};
-        grp[2 * i + 1] = (sl_cpu_matvec_group){.w = L->up[e], .xq = x, .n_batch = m[i],
-                                               .y = u + off * F};
-        off += m[i];
-    }
-    sl_status st = sl_cpu_matvec_groups_q(mv, pool, L->type_gate, F, E, grp, 2 * n_groups, err);
-    off = 0;
-    for (int64_t i = 0; !st && i < n_groups; off += m[i++])
-        st = bias_act(ops, L, experts[i], m[i], g + off * F, u + off * F, err);
-    return st;
+    int64_t k = 0;
+    for (int p = 0; p < N_TIERS; p++)
+        for (int64_t i = 0, off = 0; i < n_groups; off += m[i++]) {
+            if (tier(m[i]) != p) continue;
+            const int32_t e = experts[i];
+            const char *x = (const char *)xq + (size_t)off * arb;
+            grp[k++] = (sl_cpu_matvec_group){.w = L->gate[e], .xq = x, .n_batch = m[i],
+                                             .y = g + off * F};
+            grp[k++] = (sl_cpu_matvec_group){.w = L->up[e], .xq = x, .n_batch = m[i],
+                                             .y = u + off * F};
+        }
+    return sl_cpu_matvec_groups_q(mv, pool, L->type_gate, F, E, grp, 2 * n_groups, err);
 }
 
-sl_status sl__expert_down_groups(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
-                                 const sl_moe_layer *L, const int32_t *experts, const int64_t *m,
-                                 int64_t n_groups, const float *g, void *gq, size_t gq_bytes,
-                                 float *d, sl_cpu_matvec_group *grp, sl_error *err)
+/* The activation and the down stage's quantization of rows [r0, r1) of the groups, on one
+ * thread (rows are independent: bias_act is elementwise, a row is quantized alone). */
+typedef struct act_job {
+    const sl_cpu_ops *ops;
+    const sl_cpu_matvec_ctx *mv;
+    const sl_moe_layer *L;
+    const int32_t *experts;
+    const int64_t *m;
+    float *g, *u;
+    char *gq;
+    size_t arb, gq_bytes;
+    _Atomic sl_status st; /* the first failure (SL_OK: none) */
+} act_job;
+
+static void act_chunk(void *ctx, int64_t r0, int64_t r1, int thread)
+{
+    (void)thread;
+    act_job *j = ctx;
+    const int64_t F = j->L->n_ff;
+    int64_t i = 0, off = 0; /* the group holding row r0, and its first row */
+    while (off + j->m[i] <= r0) off += j->m[i++];
+    sl_error e;
+    sl_error_clear(&e);
+    for (int64_t r = r0; r < r1; off += j->m[i++]) {
+        const int64_t hi = off + j->m[i] < r1 ? off + j->m[i] : r1;
+        sl_status st = bias_act(j->ops, j->L, j->experts[i], hi - r, j->g + r * F, j->u + r * F,
+                                &e);
+        if (!st)
+            st = sl_cpu_matvec_quant_act(j->mv, j->L->type_down, j->g + r * F, F, hi - r,
+                                         j->gq + (size_t)r * j->arb,
+                                         j->gq_bytes - (size_t)r * j->arb, &e);
+        if (st) {
+            sl_status ok = SL_OK;
+            atomic_compare_exchange_strong(&j->st, &ok, st);
+            return;
+        }
+        r = hi;
+    }
+}
+
+sl_status sl__expert_down_groups(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
+                                 sl_cpu_pool *pool, const sl_moe_layer *L, const int32_t *experts,
+                                 const int64_t *m, int64_t n_groups, float *g, float *u,
+                                 void *gq, size_t gq_bytes, float *d, sl_cpu_matvec_group *grp,
+                                 sl_error *err)
 {
     const int64_t E = L->n_embd, F = L->n_ff;
     if (L->ff_at)
@@ -171,17 +221,29 @@ sl_status sl__expert_down_groups(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
     int64_t rows = 0;
     for (int64_t i = 0; i < n_groups; i++) rows += m[i];
     if (!rows) return SL_OK;
-    sl_status st =
-        sl_cpu_matvec_quant_act_pool(mv, pool, L->type_down, g, F, rows, gq, gq_bytes, err);
-    if (st) return st;
     const size_t arb = sl_cpu_matvec_work_bytes(L->type_down, F, 1);
-    int64_t off = 0;
-    for (int64_t i = 0; i < n_groups; off += m[i++])
-        grp[i] = (sl_cpu_matvec_group){.w = L->down[experts[i]],
-                                       .xq = (const char *)gq + (size_t)off * arb,
-                                       .n_batch = m[i], .y = d + off * E};
+    if (!arb || gq_bytes / arb < (size_t)rows)
+        return sl_error_set(err, SL_ERR_INVALID, "expert down groups: gq_bytes = %zu < %lld rows "
+                            "of %zu", gq_bytes, (long long)rows, arb);
+    act_job aj = {.ops = ops, .mv = mv, .L = L, .experts = experts, .m = m, .g = g, .u = u,
+                  .gq = gq, .arb = arb, .gq_bytes = gq_bytes, .st = SL_OK};
+    /* chunks of >= 16 rows (a few us each) pay for a handoff, as quant_act_pool's */
+    const int64_t parts = 4 * (int64_t)sl_cpu_pool_threads(pool);
+    int64_t grain = (rows + parts - 1) / parts;
+    if (grain < 16) grain = 16;
+    sl_status st = sl_cpu_pool_parallel_for(pool, rows, grain, act_chunk, &aj, err);
+    if (!st && (st = atomic_load(&aj.st)))
+        return sl_error_set(err, st, "expert down groups: activation or quantization of %lld rows "
+                            "of %lld failed", (long long)rows, (long long)F);
+    if (st) return st;
+    int64_t k = 0, off = 0;
+    for (int p = 0; p < N_TIERS; p++)
+        for (int64_t i = 0, o = 0; i < n_groups; o += m[i++])
+            if (tier(m[i]) == p)
+                grp[k++] = (sl_cpu_matvec_group){.w = L->down[experts[i]],
+                                                 .xq = (const char *)gq + (size_t)o * arb,
+                                                 .n_batch = m[i], .y = d + o * E};
     st = sl_cpu_matvec_groups_q(mv, pool, L->type_down, E, F, grp, n_groups, err);
-    off = 0;
     for (int64_t i = 0; !st && i < n_groups; off += m[i++])
         add_bias(d + off * E, L->down_b ? L->down_b + (int64_t)experts[i] * E : NULL, m[i], E);
     return st;

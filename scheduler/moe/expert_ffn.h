@@ -59,20 +59,22 @@ sl_status sl__expert_down_token(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
  * (>= 1) rows, the groups' rows back to back (M = sum m rows in all). xq: the M rows of x
  * quantized for type_gate (sl_cpu_matvec_quant_act, rows act_bytes apart), which must equal
  * type_up, every expert n_ff wide (no ff_at), and not in f32_act mode (SL_ERR_INVALID
- * otherwise: use sl__expert_gate_up). One
- * pool call for every gate and up, then each group's bias and activation: g, u [M][n_ff]
- * with the bits group by group sl__expert_gate_up calls give. grp: 2 * n_groups entries. */
-sl_status sl__expert_gate_up_groups(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
-                                    sl_cpu_pool *pool, const sl_moe_layer *L,
-                                    const int32_t *experts, const int64_t *m, int64_t n_groups,
-                                    const void *xq, float *g, float *u, sl_cpu_matvec_group *grp,
-                                    sl_error *err);
-/* d [M][n_embd] = each group's down of its rows of g [M][n_ff] (+ bias) in one pool call, the
- * bits of sl__expert_down per group. gq: sl_cpu_matvec_work_bytes(type_down, n_ff, M) bytes
- * (g quantized once for all groups); grp: n_groups entries. */
-sl_status sl__expert_down_groups(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
-                                 const sl_moe_layer *L, const int32_t *experts, const int64_t *m,
-                                 int64_t n_groups, const float *g, void *gq, size_t gq_bytes,
-                                 float *d, sl_cpu_matvec_group *grp, sl_error *err);
+ * otherwise: use sl__expert_gate_up). One pool call for every gate and up: g, u [M][n_ff]
+ * the products, before the biases and activation (sl__expert_down_groups applies them).
+ * grp: 2 * n_groups entries. */
+sl_status sl__expert_gate_up_groups(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
+                                    const sl_moe_layer *L, const int32_t *experts,
+                                    const int64_t *m, int64_t n_groups, const void *xq, float *g,
+                                    float *u, sl_cpu_matvec_group *grp, sl_error *err);
+/* The rest of those groups: g = act(g + bg, u + bu) in place and quantized into gq in one pool
+ * call (row by row: no thread waits on a serial activation), then d [M][n_embd] = each
+ * group's down of its rows of g (+ bias) in another; g, d and the bits are
+ * sl__expert_gate_up's and sl__expert_down's per group. gq: sl_cpu_matvec_work_bytes(type_down,
+ * n_ff, M) bytes; grp: n_groups entries. */
+sl_status sl__expert_down_groups(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,
+                                 sl_cpu_pool *pool, const sl_moe_layer *L, const int32_t *experts,
+                                 const int64_t *m, int64_t n_groups, float *g, float *u,
+                                 void *gq, size_t gq_bytes, float *d, sl_cpu_matvec_group *grp,
+                                 sl_error *err);
 
 #endif

@@ -1,7 +1,9 @@
 /* scheduler/moe/moe_cpu.c: the CPU MoE scheduler — group tokens by expert, one small-batch matvec
  * per expert and projection; in a batch, every expert's gate and up in one pool call and
  * every down in another (run_slab), so threads stay busy across groups of very different
- * sizes and the layer pays three handoffs (not three per expert) and quantizes each token once.
+ * sizes and quantizes each token once. A slab's pool calls: the gather of its rows, gate/up,
+ * activation + quantization, down, the join (a fixed few per slab, not per expert; only the
+ * sort and the grouping run on the caller alone).
  *
  * Why grouping: an expert's weights are read from memory once per group of tokens (up to
  * SL__MOE_CHUNK rows per matvec call) instead of once per token, which is what makes prefill
@@ -224,6 +226,23 @@ static sl_status ensure_groups(moe_cpu *c, const sl_moe_layer *L, int64_t n_tok,
     return grow((void **)&c->grp, &c->grp_cap, 2 * S, sizeof(sl_cpu_matvec_group), err);
 }
 
+/* The slab's rows of x: row i of xq = the quantized row of assignment order[i]'s token. */
+typedef struct gather_job {
+    char *xq;
+    const char *tq;
+    const sl_moe_assign *a;
+    const int32_t *order;
+    size_t ax;
+} gather_job;
+
+static void gather_rows(void *ctx, int64_t i0, int64_t i1, int thread)
+{
+    (void)thread;
+    const gather_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++)
+        memcpy(j->xq + (size_t)i * j->ax, j->tq + (size_t)j->a[j->order[i]].token * j->ax, j->ax);
+}
+
 /* Sorted assignments order[s0, s1) (at most SLAB) as groups of equal experts, every group's
  * gate/up in one pool call and every down in another; results join out[] in sorted order, as
  * run_group's do, so the bits are run_group's chunk by chunk (matvec.h: a batch column's bits
@@ -242,20 +261,23 @@ static sl_status run_slab(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign
             c->gm[n++] = 0;
         }
         c->gm[n - 1]++;
-        memcpy(c->xq + (size_t)(i - s0) * ax, c->tq + (size_t)a[order[i]].token * ax, ax);
     }
-    sl_status st = sl__expert_gate_up_groups(&c->ops, &c->mv, c->pool, L, c->gexp, c->gm, n,
-                                             c->xq, c->sg, c->su, c->grp, err);
+    const gather_job gj = {.xq = c->xq, .tq = c->tq, .a = a, .order = order + s0, .ax = ax};
+    const int64_t gparts = 2 * (int64_t)sl_cpu_pool_threads(c->pool);
+    sl_status st = sl_cpu_pool_parallel_for(c->pool, M, M / gparts > 64 ? M / gparts : 64,
+                                            gather_rows, (void *)&gj, err);
+    if (!st) st = sl__expert_gate_up_groups(&c->mv, c->pool, L, c->gexp, c->gm, n, c->xq,
+                                            c->sg, c->su, c->grp, err);
+    if (!st) st = sl__expert_down_groups(&c->ops, &c->mv, c->pool, L, c->gexp, c->gm, n, c->sg,
+                                         c->su, c->gq, c->gq_cap, c->sd, c->grp, err);
     const sl_moe_sched *b = &c->base;
-    int64_t off = 0;
+    int64_t off = 0; /* sg holds the activations (the down stage applied them in place) */
     for (int64_t i = 0; !st && b->nstats && i < n; off += c->gm[i++]) {
         const int32_t e = c->gexp[i];
         if (L->layer < 0 || L->layer >= b->nstats_layers || e >= b->nstats_experts) continue;
         sl_neuron_stats *ns = &b->nstats[(int64_t)L->layer * b->nstats_experts + e];
         if (ns->n_neuron == F) sl_neuron_stats_add(ns, c->sg + off * F, c->gm[i]);
     }
-    if (!st) st = sl__expert_down_groups(&c->mv, c->pool, L, c->gexp, c->gm, n, c->sg, c->gq,
-                                         c->gq_cap, c->sd, c->grp, err);
     if (st) {
         char why[SL_ERROR_MSG_BYTES];
         snprintf(why, sizeof why, "%s", err ? err->msg : "kernel failed");
