@@ -12,7 +12,7 @@
  * bound by the pool: bind it with sl_topo_bind_thread_* if it must stay on the node too.
  *
  * Handoff: a call wakes idle workers through one mutex + condition variable; workers and the
- * caller spin (pool.c SPIN_ITERS: ~100 us on this CPU) before sleeping, so back-to-back
+ * caller spin (pool.c SPIN_ITERS: 31-100 us, by the CPU's PAUSE) before sleeping, so back-to-back
  * calls (one layer's matvecs) do not pay a futex wake-up each. The caller waits only for
  * workers that joined the call before every chunk was claimed: one still asleep or
  * descheduled (a loaded machine, a caller other than the pool's usual thread) does not hold
