@@ -3,6 +3,7 @@
 #ifndef SL_TESTING_H
 #define SL_TESTING_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,6 +39,21 @@ static sl_test_state sl_test_g; /* per test binary; tests are single-purpose pro
 
 /* max |a - b| over n values, relative to max |a| (1 when a is all zero): how far b is from
  * the reference a. */
+/* Deterministic test data: splitmix64 over *state (the same stream for the same seed), and a
+ * float uniform in [-1, 1) from it. */
+static inline uint64_t sl_test_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static inline float sl_test_unit_float(uint64_t *state)
+{
+    return (float)((double)(sl_test_splitmix64(state) >> 11) * 0x1p-53 * 2.0 - 1.0);
+}
+
 static inline double sl_test_rel_diff(const float *a, const float *b, size_t n)
 {
     double d = 0, m = 0;

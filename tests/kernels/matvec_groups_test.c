@@ -21,15 +21,7 @@
 
 static uint64_t rng_state = 0x6a09e667f3bcc908ULL;
 
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static float rndf(void) { return (float)((double)(rnd() >> 11) * 0x1p-53 * 2.0 - 1.0); }
+static float rndf(void) { return sl_test_unit_float(&rng_state); }
 
 static void *quant_weights(uint32_t type, int64_t rows, int64_t cols)
 {

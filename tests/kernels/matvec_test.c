@@ -31,15 +31,9 @@
 
 static uint64_t rng_state = 0x5eed1234abcdULL;
 
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return sl_test_splitmix64(&rng_state); }
 
-static float rndf(void) { return (float)((double)(rnd() >> 11) * 0x1p-53 * 2.0 - 1.0); }
+static float rndf(void) { return sl_test_unit_float(&rng_state); }
 
 static const uint32_t k_types[] = {SL_GGML_F32, SL_GGML_F16, SL_GGML_BF16, SL_GGML_Q8_0,
                                    SL_GGML_Q4_0, SL_GGML_Q4_1, SL_GGML_Q5_0, SL_GGML_Q5_1,
