@@ -386,13 +386,15 @@ typedef struct groups_job {
 
 /* Chunks of a group that one call of the K-quant GEMM takes together: the batch kernels build
  * their activation panels once per call (gemm_kv once per block of up to 128 rows), so a group
- * past 8 tokens goes in calls of up to GROUP_GEMM_ROWS rows (the first chunk of each runs it,
- * the others return at once; Q6_K 768 x 1024, 64-300 tokens: 1.05-1.2x, gemm_bench CHUNK 256
- * vs 64); fewer tokens keep GROUP_ROWS chunks (the threads' balance). */
+ * past SL__GEMM_FEW_MAX tokens (gemm.h: fewer go whole to the few-token kernel) goes in calls
+ * of up to GROUP_GEMM_ROWS rows (the first chunk of each runs it, the others return at once;
+ * Q6_K 768 x 1024, 64-300 tokens: 1.05-1.2x, gemm_bench CHUNK 256 vs 64); fewer tokens keep
+ * GROUP_ROWS chunks (the threads' balance). */
 enum { GROUP_GEMM_ROWS = 256 };
 static int64_t groups_merge(const groups_job *gj, int64_t n_batch)
 {
-    if (!gj->base.gemm || gj->base.t->block != SL_QK_K || n_batch <= 8) return 1;
+    if (!gj->base.gemm || gj->base.t->block != SL_QK_K || n_batch <= SL__GEMM_FEW_MAX)
+        return 1;
     const int64_t m = GROUP_GEMM_ROWS / gj->chunk_rows;
     return m < 1 ? 1 : m;
 }
