@@ -51,14 +51,8 @@ typedef struct rng {
     uint64_t s;
 } rng;
 
-static uint64_t next_u64(rng *r)
-{
-    /* splitmix64: fixed seed, identical sequence everywhere */
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+/* fixed seed, identical sequence everywhere */
+static uint64_t next_u64(rng *r) { return sl_test_splitmix64(&r->s); }
 static uint64_t below(rng *r, uint64_t n) { return next_u64(r) % n; }
 
 /* Expert-sized mix, scaled so a run stays within the time budget. */

@@ -15,16 +15,11 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "tests/testing.h"
 
 typedef struct rng { uint64_t s; } rng;
 
-static uint64_t rnd(rng *r) /* splitmix64 */
-{
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(rng *r) { return sl_test_splitmix64(&r->s); }
 
 static uint64_t below(rng *r, uint64_t n) { return n ? rnd(r) % n : 0; }
 

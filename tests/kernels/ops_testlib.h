@@ -14,14 +14,8 @@
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
-/* splitmix64: tests own their PRNG so runs are reproducible */
-static inline uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+/* tests own their PRNG so runs are reproducible: testing.h's splitmix64 */
+static inline uint64_t next_u64(uint64_t *s) { return sl_test_splitmix64(s); }
 
 static inline double uniform(uint64_t *s) { return (double)(next_u64(s) >> 11) * 0x1p-53; }
                              

@@ -25,14 +25,8 @@ static float from_bits(uint32_t u)
     return f;
 }
 
-/* Tests own their PRNG (splitmix64) so runs are reproducible. */
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+/* Tests own their PRNG (testing.h's splitmix64) so runs are reproducible. */
+static uint64_t next_u64(uint64_t *s) { return sl_test_splitmix64(s); }
 
 static double uniform(uint64_t *s)
 {

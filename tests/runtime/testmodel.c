@@ -9,6 +9,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/ref/quant.h"
+#include "tests/testing.h"
 
 void tm_defaults(const char *arch, tm_params *p)
 {
@@ -76,13 +77,7 @@ static void add(tdesc *t, int *n, const tm_params *p, tkind k, const char *name,
     }
 }
 
-static uint64_t mix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static uint64_t mix(uint64_t *s) { return sl_test_splitmix64(s); }
 
 static double gauss(uint64_t *s)
 {
