@@ -179,8 +179,10 @@ sl_status sl_cpu_matvec_quant_act_pool(const sl_cpu_matvec_ctx *mv, sl_cpu_pool 
                             need);
     const quant_job j = {.mv = mv, .t = t, .x = x, .cols = cols, .xq = xq,
                          .arb = need / (size_t)n_batch};
-    /* rows are independent; chunks of >= 16 rows (a few microseconds) pay for a handoff */
-    const int64_t parts = 2 * (int64_t)sl_cpu_pool_threads(pool);
+    /* rows are independent; chunks of >= 16 rows (a few microseconds), several a thread, so
+     * the call's ragged end is short (a chunk is handed out by one atomic add, the call by
+     * one handoff however many chunks it has) */
+    const int64_t parts = 8 * (int64_t)sl_cpu_pool_threads(pool);
     int64_t grain = (n_batch + parts - 1) / parts;
     if (grain < 16) grain = 16;
     return sl_cpu_pool_parallel_for(n_batch > 16 ? pool : NULL, n_batch, grain, quant_chunk,
@@ -382,6 +384,7 @@ typedef struct groups_job {
     rows_job base;
     const sl_cpu_matvec_group *g;
     int64_t per, chunk_rows, n_chunks; /* chunks per group, rows per chunk, chunks */
+    int64_t tail0; /* groups from this one on keep unmerged chunks (groups_tail) */
 } groups_job;
 
 /* Chunks of a group that one call of the K-quant GEMM takes together: the batch kernels build
@@ -391,12 +394,41 @@ typedef struct groups_job {
  * Q6_K 768 x 1024, 64-300 tokens: 1.05-1.2x, gemm_bench CHUNK 256 vs 64); fewer tokens keep
  * GROUP_ROWS chunks (the threads' balance). */
 enum { GROUP_GEMM_ROWS = 256 };
-static int64_t groups_merge(const groups_job *gj, int64_t n_batch)
+static int64_t groups_merge_n(const groups_job *gj, int64_t n_batch)
 {
     if (!gj->base.gemm || gj->base.t->block != SL_QK_K || n_batch <= SL__GEMM_FEW_MAX)
         return 1;
     const int64_t m = GROUP_GEMM_ROWS / gj->chunk_rows;
     return m < 1 ? 1 : m;
+}
+
+static int64_t groups_merge(const groups_job *gj, int64_t gi)
+{
+    return gi >= gj->tail0 ? 1 : groups_merge_n(gj, gj->g[gi].n_batch);
+}
+
+/* The first group of the call's tail, whose chunks stay unmerged: the pool hands chunks out
+ * in group order, so the call's ragged end (one thread finishing its last chunk while the
+ * others have none left) is about the cost of the last chunks claimed. The tail holds at
+ * least (threads - 1) x the costliest merged chunk's work (rows x tokens) in GROUP_ROWS
+ * chunks, so while one thread runs the last big chunk the others share small ones (Q5_K
+ * 1024 x 1024, 64-token batches: merged chunks of 256 rows take ~0.3 ms). One thread has no
+ * ragged end: no tail, every group merged. Which chunks merge changes no bits (a row is
+ * summed alone, whatever rows share its call). */
+static int64_t groups_tail(const groups_job *gj, int64_t n_groups, int threads)
+{
+    if (threads < 2) return n_groups;
+    int64_t big = 0;
+    for (int64_t i = 0; i < n_groups; i++) {
+        const int64_t m = groups_merge_n(gj, gj->g[i].n_batch);
+        if (m > 1 && m * gj->g[i].n_batch > big) big = m * gj->g[i].n_batch;
+    }
+    if (!big) return n_groups; /* nothing merges */
+    /* work in chunk_rows x tokens units: a merged chunk of group i costs m * n_batch */
+    const int64_t need = big * (threads - 1);
+    int64_t acc = 0, i = n_groups;
+    while (i > 0 && acc < need) acc += gj->per * gj->g[--i].n_batch;
+    return i;
 }
 
 static void groups_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
@@ -405,7 +437,7 @@ static void groups_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
     for (int64_t c = c0; c < c1; c++) {
         const int64_t gi = c / gj->per, k = c % gj->per;
         const sl_cpu_matvec_group *G = &gj->g[gi];
-        const int64_t m = groups_merge(gj, G->n_batch);
+        const int64_t m = groups_merge(gj, gi);
         if (k % m) continue; /* a merged chunk's first chunk ran it */
         const int64_t r0 = k * gj->chunk_rows, rows = gj->base.rows;
         const int64_t r1 = r0 + m * gj->chunk_rows < rows ? r0 + m * gj->chunk_rows : rows;
@@ -456,6 +488,7 @@ sl_status sl_cpu_matvec_groups_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
                      .n_chunks = n_groups * per};
     init_job(&gj.base, t, NULL, rows, cols, NULL, 0, NULL);
     job_kernels(&gj.base, mv);
+    gj.tail0 = groups_tail(&gj, n_groups, sl_cpu_pool_threads(pool));
     return sl_cpu_pool_parallel_for(pool, n_groups * per, 1, groups_chunk, &gj, err);
 }
 
