@@ -306,6 +306,24 @@ static void job_kernels(rows_job *j, const sl_cpu_matvec_ctx *mv)
     j->few = mv->isa == SL_CPU_ISA_AVX512 && mv->vnni ? sl__gemm_few_avx512(j->t->type) : NULL;
 }
 
+/* A call's rows in chunks of `big` rows, then a tail of chunks of `small` rows (tail_row on):
+ * the pool hands chunks out in order, so the call's ragged end (a thread finishing its last
+ * chunk while the others have none left) is about a tail chunk, not a big one. */
+typedef struct split_job {
+    rows_job *j;
+    int64_t n, big, small, tail_row, n_big;
+} split_job;
+
+static void split_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
+{
+    const split_job *s = ctx;
+    for (int64_t c = c0; c < c1; c++) {
+        const int64_t b = c < s->n_big ? c * s->big : s->tail_row + (c - s->n_big) * s->small;
+        const int64_t e = c < s->n_big ? b + s->big : b + s->small < s->n ? b + s->small : s->n;
+        rows_chunk(s->j, b, e, thread);
+    }
+}
+
 static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_job *j, int64_t n,
                           sl_error *err)
 {
@@ -316,7 +334,22 @@ static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_j
      * (an expert's 1408 rows at one thread: 6 builds, not 22) ran 7% faster than 64-row ones
      * (gemm_bench, the AVX-512 VNNI MXFP4 kernel, 32 and 64 tokens) */
     const int64_t max = j->gemm && j->n_batch > 1 && !j->listed ? 256 : 64;
-    return sl_cpu_pool_parallel_for(pool, n, row_grain(pool, n, unit, max), rows_chunk, j, err);
+    const int64_t big = row_grain(pool, n, unit, max);
+    const int threads = sl_cpu_pool_threads(pool);
+    /* with threads to share a batch kernel's big chunks (a 64-token Q5_K chunk of 128 x 1024:
+     * ~60 us), the last (threads - 1) x big rows go in quarter chunks: a quarter of the
+     * ragged end for a few more panel builds. Chunking changes no bits (a row is summed
+     * alone). */
+    int64_t small = (big / 4 + unit - 1) / unit * unit;
+    if (small < unit) small = unit;
+    if (threads < 2 || !j->gemm || j->n_batch <= 1 || j->listed || small >= big ||
+        n <= (int64_t)threads * big)
+        return sl_cpu_pool_parallel_for(pool, n, big, rows_chunk, j, err);
+    const int64_t n_big = (n - (int64_t)(threads - 1) * big) / big;
+    split_job s = {.j = j, .n = n, .big = big, .small = small, .tail_row = n_big * big,
+                   .n_big = n_big};
+    const int64_t n_chunks = n_big + (n - s.tail_row + small - 1) / small;
+    return sl_cpu_pool_parallel_for(pool, n_chunks, 1, split_chunk, &s, err);
 }
 
 static void init_job(rows_job *j, const sl__mv_type *t, const void *w, int64_t rows,
