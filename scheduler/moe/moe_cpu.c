@@ -17,7 +17,8 @@
  * on the other tokens in its group.
  *
  * Scratch (grown on demand, never shrunk): X, D [CHUNK][n_embd]; G, U [CHUNK][n_ff];
- * the activation workspace; the sort arrays [n_assign]; the grouped path's (ensure_groups).
+ * the activation workspace; the sort arrays [n_assign]; the grouped path's (ensure_groups:
+ * per slab, and the join's token buckets [n_assign], [n_tok + 1], [n_tok]).
  */
 #include <math.h>
 #include <stdio.h>
