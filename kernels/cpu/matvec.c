@@ -181,8 +181,10 @@ sl_status sl_cpu_matvec_quant_act_pool(const sl_cpu_matvec_ctx *mv, sl_cpu_pool 
                             need);
     const quant_job j = {.mv = mv, .t = t, .x = x, .cols = cols, .xq = xq,
                          .arb = need / (size_t)n_batch};
-    /* rows are independent; chunks of >= 16 rows (a few microseconds) pay for a handoff */
-    const int64_t parts = 2 * (int64_t)sl_cpu_pool_threads(pool);
+    /* rows are independent; chunks of >= 16 rows (a few microseconds), several a thread, so
+     * the call's ragged end is short (a chunk is handed out by one atomic add, the call by
+     * one handoff however many chunks it has) */
+    const int64_t parts = 8 * (int64_t)sl_cpu_pool_threads(pool);
     int64_t grain = (n_batch + parts - 1) / parts;
     if (grain < 16) grain = 16;
     return sl_cpu_pool_parallel_for(n_batch > 16 ? pool : NULL, n_batch, grain, quant_chunk,
@@ -308,6 +310,24 @@ static void job_kernels(rows_job *j, const sl_cpu_matvec_ctx *mv)
     j->amx = mv->isa == SL_CPU_ISA_AVX512 && mv->vnni && mv->amx;
 }
 
+/* A call's rows in chunks of `big` rows, then a tail of chunks of `small` rows (tail_row on):
+ * the pool hands chunks out in order, so the call's ragged end (a thread finishing its last
+ * chunk while the others have none left) is about a tail chunk, not a big one. */
+typedef struct split_job {
+    rows_job *j;
+    int64_t n, big, small, tail_row, n_big;
+} split_job;
+
+static void split_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
+{
+    const split_job *s = ctx;
+    for (int64_t c = c0; c < c1; c++) {
+        const int64_t b = c < s->n_big ? c * s->big : s->tail_row + (c - s->n_big) * s->small;
+        const int64_t e = c < s->n_big ? b + s->big : b + s->small < s->n ? b + s->small : s->n;
+        rows_chunk(s->j, b, e, thread);
+    }
+}
+
 static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_job *j, int64_t n,
                           sl_error *err)
 {
@@ -321,7 +341,22 @@ static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_j
      * (an expert's 1408 rows at one thread: 6 builds, not 22) ran 7% faster than 64-row ones
      * (gemm_bench, the AVX-512 VNNI MXFP4 kernel, 32 and 64 tokens) */
     const int64_t max = j->gemm && j->n_batch > 1 && !j->listed ? 256 : 64;
-    return sl_cpu_pool_parallel_for(pool, n, row_grain(pool, n, unit, max), rows_chunk, j, err);
+    const int64_t big = row_grain(pool, n, unit, max);
+    const int threads = sl_cpu_pool_threads(pool);
+    /* with threads to share a batch kernel's big chunks (a 64-token Q5_K chunk of 128 x 1024:
+     * ~60 us), the last (threads - 1) x big rows go in quarter chunks: a quarter of the
+     * ragged end for a few more panel builds. Chunking changes no bits (a row is summed
+     * alone). */
+    int64_t small = (big / 4 + unit - 1) / unit * unit;
+    if (small < unit) small = unit;
+    if (threads < 2 || !j->gemm || j->n_batch <= 1 || j->listed || small >= big ||
+        n <= (int64_t)threads * big)
+        return sl_cpu_pool_parallel_for(pool, n, big, rows_chunk, j, err);
+    const int64_t n_big = (n - (int64_t)(threads - 1) * big) / big;
+    split_job s = {.j = j, .n = n, .big = big, .small = small, .tail_row = n_big * big,
+                   .n_big = n_big};
+    const int64_t n_chunks = n_big + (n - s.tail_row + small - 1) / small;
+    return sl_cpu_pool_parallel_for(pool, n_chunks, 1, split_chunk, &s, err);
 }
 
 static void init_job(rows_job *j, const sl__mv_type *t, const void *w, int64_t rows,
@@ -389,6 +424,7 @@ typedef struct groups_job {
     rows_job base;
     const sl_cpu_matvec_group *g;
     int64_t per, chunk_rows, n_chunks; /* chunks per group, rows per chunk, chunks */
+    int64_t tail0; /* groups from this one on keep unmerged chunks (groups_tail) */
 } groups_job;
 
 /* Chunks of a group that one call of the K-quant GEMM takes together: the batch kernels build
@@ -398,12 +434,41 @@ typedef struct groups_job {
  * Q6_K 768 x 1024, 64-300 tokens: 1.05-1.2x, gemm_bench CHUNK 256 vs 64); fewer tokens keep
  * GROUP_ROWS chunks (the threads' balance). */
 enum { GROUP_GEMM_ROWS = 256 };
-static int64_t groups_merge(const groups_job *gj, int64_t n_batch)
+static int64_t groups_merge_n(const groups_job *gj, int64_t n_batch)
 {
     if (!gj->base.gemm || gj->base.t->block != SL_QK_K || n_batch <= SL__GEMM_FEW_MAX)
         return 1;
     const int64_t m = GROUP_GEMM_ROWS / gj->chunk_rows;
     return m < 1 ? 1 : m;
+}
+
+static int64_t groups_merge(const groups_job *gj, int64_t gi)
+{
+    return gi >= gj->tail0 ? 1 : groups_merge_n(gj, gj->g[gi].n_batch);
+}
+
+/* The first group of the call's tail, whose chunks stay unmerged: the pool hands chunks out
+ * in group order, so the call's ragged end (one thread finishing its last chunk while the
+ * others have none left) is about the cost of the last chunks claimed. The tail holds at
+ * least (threads - 1) x the costliest merged chunk's work (rows x tokens) in GROUP_ROWS
+ * chunks, so while one thread runs the last big chunk the others share small ones (Q5_K
+ * 1024 x 1024, 64-token batches: merged chunks of 256 rows take ~0.3 ms). One thread has no
+ * ragged end: no tail, every group merged. Which chunks merge changes no bits (a row is
+ * summed alone, whatever rows share its call). */
+static int64_t groups_tail(const groups_job *gj, int64_t n_groups, int threads)
+{
+    if (threads < 2) return n_groups;
+    int64_t big = 0;
+    for (int64_t i = 0; i < n_groups; i++) {
+        const int64_t m = groups_merge_n(gj, gj->g[i].n_batch);
+        if (m > 1 && m * gj->g[i].n_batch > big) big = m * gj->g[i].n_batch;
+    }
+    if (!big) return n_groups; /* nothing merges */
+    /* work in chunk_rows x tokens units: a merged chunk of group i costs m * n_batch */
+    const int64_t need = big * (threads - 1);
+    int64_t acc = 0, i = n_groups;
+    while (i > 0 && acc < need) acc += gj->per * gj->g[--i].n_batch;
+    return i;
 }
 
 static void groups_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
@@ -412,7 +477,7 @@ static void groups_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
     for (int64_t c = c0; c < c1; c++) {
         const int64_t gi = c / gj->per, k = c % gj->per;
         const sl_cpu_matvec_group *G = &gj->g[gi];
-        const int64_t m = groups_merge(gj, G->n_batch);
+        const int64_t m = groups_merge(gj, gi);
         if (k % m) continue; /* a merged chunk's first chunk ran it */
         const int64_t r0 = k * gj->chunk_rows, rows = gj->base.rows;
         const int64_t r1 = r0 + m * gj->chunk_rows < rows ? r0 + m * gj->chunk_rows : rows;
@@ -463,6 +528,7 @@ sl_status sl_cpu_matvec_groups_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
                      .n_chunks = n_groups * per};
     init_job(&gj.base, t, NULL, rows, cols, NULL, 0, NULL);
     job_kernels(&gj.base, mv);
+    gj.tail0 = groups_tail(&gj, n_groups, sl_cpu_pool_threads(pool));
     return sl_cpu_pool_parallel_for(pool, n_groups * per, 1, groups_chunk, &gj, err);
 }
 

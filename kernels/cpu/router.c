@@ -71,8 +71,11 @@ sl_status sl_cpu_router_topk(sl_cpu_pool *pool, const float *logits, int64_t n,
                     .fast = common && !p->bias && p->n_group <= 1 &&
                             p->n_expert <= SL_CPU_ROUTER_MAX_EXPERTS};
     atomic_init(&j.first_bad, n);
-    /* a token costs about E exps: chunks of 32 keep the pool's hand-offs rare */
-    st = sl_cpu_pool_parallel_for(pool, n, 32, router_chunk, &j, err);
+    /* a token costs about E exps (~1 us): chunks of 4..32 tokens, several a thread, so the
+     * call's ragged end is short (a chunk is one atomic add; the call one handoff) */
+    const int64_t parts = 8 * (int64_t)sl_cpu_pool_threads(pool);
+    const int64_t grain = n / parts < 4 ? 4 : n / parts > 32 ? 32 : n / parts;
+    st = sl_cpu_pool_parallel_for(pool, n, grain, router_chunk, &j, err);
     if (st) return st;
     const int64_t bad = atomic_load(&j.first_bad);
     if (bad < n) /* again, for the reference's message */

@@ -46,6 +46,7 @@
  * checks it with a tolerance anyway, to allow kernels that block, like the GPU GEMM).
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -681,6 +682,51 @@ static void logits_finish(const sl__hparams *hp, float *logits, int64_t count)
     }
 }
 
+/* The batch's embedding rows dequantized into x over the pool, rows [1, n) in runs of
+ * EMBD_GRAIN (row 0 on the caller first, so a bad type comes back with its message; the others
+ * cannot fail differently): each row is its own, so the bits are the serial loop's. */
+typedef struct embd_job {
+    uint32_t type;
+    const uint8_t *base; /* rows by token id (tokens set), else in batch order */
+    const int32_t *tokens;
+    size_t rb;
+    int64_t E;
+    float *x;
+    atomic_int st; /* a worker's failure, 0: none */
+} embd_job;
+
+enum { EMBD_GRAIN = 16 };
+
+static void embd_rows(void *ctx, int64_t t0, int64_t t1, int thread)
+{
+    (void)thread;
+    embd_job *j = ctx;
+    sl_error e;
+    for (int64_t t = 1 + t0; t < 1 + t1; t++) {
+        const size_t r = j->tokens ? (size_t)j->tokens[t] : (size_t)t;
+        const sl_status st = sl_quant_dequant_row(j->type, j->base + r * j->rb, j->x + t * j->E,
+                                                  j->E, &e);
+        if (st) atomic_store(&j->st, (int)st);
+    }
+}
+
+static sl_status embd_dequant(sl_ctx *c, uint32_t type, const uint8_t *base,
+                              const int32_t *tokens, size_t rb, int64_t E, int64_t n, float *x,
+                              sl_error *err)
+{
+    embd_job j = {.type = type, .base = base, .tokens = tokens, .rb = rb, .E = E, .x = x};
+    atomic_init(&j.st, 0);
+    sl_status st = sl_quant_dequant_row(type, base + (tokens ? (size_t)tokens[0] : 0) * rb, x, E,
+                                        err);
+    if (st || n == 1) return st;
+    if ((st = sl_cpu_pool_parallel_for(n - 1 >= 2 * EMBD_GRAIN ? c->pool : NULL, n - 1,
+                                       EMBD_GRAIN, embd_rows, &j, err)))
+        return st;
+    st = (sl_status)atomic_load(&j.st);
+    return st ? sl_error_set(err, st, "embedding rows: dequantization failed on a worker thread")
+              : SL_OK;
+}
+
 static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, int32_t *greedy,
                              sl_error *err)
 {
@@ -707,11 +753,9 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, int32_
             return st;
     }
     if (te_dev && (st = sync_dev(c, err))) return st;
-    for (int64_t t = 0; t < n; t++) {
-        const uint8_t *row = te_dev ? c->embd_rows + (size_t)t * rb
-                                    : (const uint8_t *)te->data + (size_t)tokens[t] * rb;
-        if ((st = sl_quant_dequant_row(te->type, row, h->x + t * E, E, err))) return st;
-    }
+    if (n > 0 && (st = embd_dequant(c, te->type, te_dev ? c->embd_rows : te->data,
+                                    te_dev ? NULL : tokens, rb, E, n, h->x, err)))
+        return st;
     if (hp->embd_scale != 0.0f &&
         (st = h->dx->vt->scale(h->dx, h->x, n * E, hp->embd_scale, err)))
         return st;

@@ -227,8 +227,9 @@ sl_status sl__expert_down_groups(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx 
                             "of %zu", gq_bytes, (long long)rows, arb);
     act_job aj = {.ops = ops, .mv = mv, .L = L, .experts = experts, .m = m, .g = g, .u = u,
                   .gq = gq, .arb = arb, .gq_bytes = gq_bytes, .st = SL_OK};
-    /* chunks of >= 16 rows (a few us each) pay for a handoff, as quant_act_pool's */
-    const int64_t parts = 4 * (int64_t)sl_cpu_pool_threads(pool);
+    /* chunks of >= 16 rows (a few us each), several a thread (a slab's 1024 rows: 32 at two
+     * threads), so the call's ragged end is short */
+    const int64_t parts = 16 * (int64_t)sl_cpu_pool_threads(pool);
     int64_t grain = (rows + parts - 1) / parts;
     if (grain < 16) grain = 16;
     sl_status st = sl_cpu_pool_parallel_for(pool, rows, grain, act_chunk, &aj, err);

@@ -17,7 +17,8 @@
  * on the other tokens in its group.
  *
  * Scratch (grown on demand, never shrunk): X, D [CHUNK][n_embd]; G, U [CHUNK][n_ff];
- * the activation workspace; the sort arrays [n_assign]; the grouped path's (ensure_groups).
+ * the activation workspace; the sort arrays [n_assign]; the grouped path's (ensure_groups:
+ * per slab, and the join's token buckets [n_assign], [n_tok + 1], [n_tok]).
  */
 #include <math.h>
 #include <stdio.h>
@@ -57,6 +58,10 @@ typedef struct moe_cpu {
     int64_t *gm;
     sl_cpu_matvec_group *grp;
     size_t gexp_cap, gm_cap, grp_cap;
+    /* the join's token buckets: tpos[tbeg[t], tbeg[t + 1]) = the sorted positions (indices
+     * into order) of token t's assignments, ascending; tcur[t] = the first not yet joined */
+    int32_t *tpos, *tbeg, *tcur;
+    size_t tpos_cap, tbeg_cap, tcur_cap;
     float *rows; /* sl__moe_cpu_rows: results go to rows[assignment], not summed into out */
 } moe_cpu;
 
@@ -119,15 +124,18 @@ __attribute__((target("avx512f"))) static void add_weighted_avx512(float *out, f
 }
 #endif
 
-/* A slab's results d [M][E] (assignment order[i] in row i) joining out: tokens split over the
- * pool, each thread walking the rows in order for its tokens, so a token's sum keeps the
- * ascending-expert order of the serial join. */
+/* A slab's results d [s1 - s0][E] (assignment order[i] in row i - s0) joining out: tokens
+ * split over the pool, each token's rows of the slab taken from its bucket (tpos, ascending
+ * sorted positions from tcur[t] on), so a token's sum keeps the ascending-expert order of the
+ * serial join. The first slab zeroes every token's row first (out starts at +0.0f, as the
+ * serial join's memset: the same bits, on the threads instead of the caller alone). */
 typedef struct join_job {
     float *out;
     const sl_moe_assign *a;
-    const int32_t *order;
+    const int32_t *order, *tpos, *tbeg;
+    int32_t *tcur;
     const float *d;
-    int64_t M, E;
+    int64_t s0, s1, E;
     bool avx512;
 } join_job;
 
@@ -135,17 +143,22 @@ static void join_tokens(void *ctx, int64_t t0, int64_t t1, int thread)
 {
     (void)thread;
     const join_job *j = ctx;
-    for (int64_t i = 0; i < j->M; i++) {
-        const sl_moe_assign *ai = &j->a[j->order[i]];
-        if (ai->token < t0 || ai->token >= t1) continue;
-        float *o = j->out + (int64_t)ai->token * j->E;
+    for (int64_t t = t0; t < t1; t++) {
+        float *o = j->out + t * j->E;
+        if (j->s0 == 0) memset(o, 0, (size_t)j->E * sizeof *o);
+        int32_t k = j->tcur[t];
+        for (; k < j->tbeg[t + 1] && j->tpos[k] < j->s1; k++) {
+            const int64_t i = j->tpos[k];
+            const float w = j->a[j->order[i]].weight, *d = j->d + (i - j->s0) * j->E;
 #if defined(__x86_64__) && defined(__clang__)
-        if (j->avx512) {
-            add_weighted_avx512(o, ai->weight, j->d + i * j->E, j->E);
-            continue;
-        }
+            if (j->avx512) {
+                add_weighted_avx512(o, w, d, j->E);
+                continue;
+            }
 #endif
-        add_weighted(o, ai->weight, j->d + i * j->E, j->E);
+            add_weighted(o, w, d, j->E);
+        }
+        j->tcur[t] = k;
     }
 }
 
@@ -205,8 +218,10 @@ static sl_status run_token(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assig
     return SL_OK;
 }
 
-/* The grouped path's scratch for n_tok tokens (grown on demand, never shrunk). */
-static sl_status ensure_groups(moe_cpu *c, const sl_moe_layer *L, int64_t n_tok, sl_error *err)
+/* The grouped path's scratch for n_tok tokens and n_assign assignments (grown on demand, never
+ * shrunk). */
+static sl_status ensure_groups(moe_cpu *c, const sl_moe_layer *L, int64_t n_tok,
+                               int64_t n_assign, sl_error *err)
 {
     const size_t S = SL__MOE_SLAB, E = (size_t)L->n_embd, F = (size_t)L->n_ff;
     const size_t ax = sl_cpu_matvec_work_bytes(L->type_gate, L->n_embd, 1);
@@ -223,6 +238,10 @@ static sl_status ensure_groups(moe_cpu *c, const sl_moe_layer *L, int64_t n_tok,
     if ((st = grow((void **)&c->sd, &c->sd_cap, S * E, sizeof(float), err))) return st;
     if ((st = grow((void **)&c->gexp, &c->gexp_cap, S, sizeof(int32_t), err))) return st;
     if ((st = grow((void **)&c->gm, &c->gm_cap, S, sizeof(int64_t), err))) return st;
+    if ((st = grow((void **)&c->tpos, &c->tpos_cap, (size_t)n_assign, sizeof(int32_t), err)) ||
+        (st = grow((void **)&c->tbeg, &c->tbeg_cap, (size_t)n_tok + 1, sizeof(int32_t), err)) ||
+        (st = grow((void **)&c->tcur, &c->tcur_cap, (size_t)n_tok, sizeof(int32_t), err)))
+        return st;
     return grow((void **)&c->grp, &c->grp_cap, 2 * S, sizeof(sl_cpu_matvec_group), err);
 }
 
@@ -263,8 +282,9 @@ static sl_status run_slab(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign
         c->gm[n - 1]++;
     }
     const gather_job gj = {.xq = c->xq, .tq = c->tq, .a = a, .order = order + s0, .ax = ax};
-    const int64_t gparts = 2 * (int64_t)sl_cpu_pool_threads(c->pool);
-    sl_status st = sl_cpu_pool_parallel_for(c->pool, M, M / gparts > 64 ? M / gparts : 64,
+    /* chunks of >= 32 rows (a few us of copies), several a thread: a short ragged end */
+    const int64_t gparts = 8 * (int64_t)sl_cpu_pool_threads(c->pool);
+    sl_status st = sl_cpu_pool_parallel_for(c->pool, M, M / gparts > 32 ? M / gparts : 32,
                                             gather_rows, (void *)&gj, err);
     if (!st) st = sl__expert_gate_up_groups(&c->mv, c->pool, L, c->gexp, c->gm, n, c->xq,
                                             c->sg, c->su, c->grp, err);
@@ -288,9 +308,12 @@ static sl_status run_slab(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign
         for (int64_t i = 0; i < M; i++) join(c, out, a, order[s0 + i], c->sd + i * E, E);
         return SL_OK;
     }
-    const join_job jj = {.out = out, .a = a, .order = order + s0, .d = c->sd, .M = M, .E = E,
+    const join_job jj = {.out = out, .a = a, .order = order, .tpos = c->tpos, .tbeg = c->tbeg,
+                         .tcur = c->tcur, .d = c->sd, .s0 = s0, .s1 = s1, .E = E,
                          .avx512 = c->ops.isa == SL_CPU_ISA_AVX512};
-    const int64_t parts = 4 * (int64_t)sl_cpu_pool_threads(c->pool);
+    /* a token's rows cost the same whoever walks them (its bucket): fine chunks, a short
+     * ragged end */
+    const int64_t parts = 8 * (int64_t)sl_cpu_pool_threads(c->pool);
     return sl_cpu_pool_parallel_for(c->pool, n_tok, (n_tok + parts - 1) / parts, join_tokens,
                                     (void *)&jj, err);
 }
@@ -302,7 +325,10 @@ static sl_status cpu_run(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign 
                          sl_error *err)
 {
     sl_moe_sched *s = &c->base;
-    if (!n_assign) return SL_OK;
+    if (!n_assign) {
+        if (out) memset(out, 0, (size_t)n_tok * (size_t)L->n_embd * sizeof(float));
+        return SL_OK;
+    }
     sl_status st = ensure(c, L, n_assign, err);
     if (st) return st;
     /* stable counting sort of assignment indices by expert */
@@ -319,7 +345,13 @@ static sl_status cpu_run(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign 
     for (int32_t e = 0; e < L->n_expert; e++) cnt[e + 1] += cnt[e];
     for (int64_t i = 0; i < n_assign; i++) c->order[cnt[a[i].expert]++] = (int32_t)i;
     /* cnt[e] is now the end of expert e's bucket, cnt[e-1] its start */
-    if (n_tok == 1 && n_assign <= SL__MOE_TOKEN_MAX) {
+    /* experts of one width (not a hot/cold part), gate and up sharing their activations */
+    const bool grouped = L->type_gate == L->type_up && !c->mv.f32_act && !L->ff_at;
+    const bool one_token = n_tok == 1 && n_assign <= SL__MOE_TOKEN_MAX;
+    /* out starts at zero; the grouped path's first join zeroes it on the pool's threads */
+    if (out && (one_token || !grouped))
+        memset(out, 0, (size_t)n_tok * (size_t)L->n_embd * sizeof(float));
+    if (one_token) {
         if ((st = run_token(c, L, a, c->order, (int)n_assign, x, out, err))) return st;
         for (int64_t i = 0; i < n_assign; i++) { /* a batch per distinct expert, as below */
             const int32_t e = a[c->order[i]].expert;
@@ -329,10 +361,16 @@ static sl_status cpu_run(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign 
         }
         return SL_OK;
     }
-    /* experts of one width (not a hot/cold part), gate and up sharing their activations */
-    const bool grouped = L->type_gate == L->type_up && !c->mv.f32_act && !L->ff_at;
     if (grouped) {
-        if ((st = ensure_groups(c, L, n_tok, err))) return st;
+        if ((st = ensure_groups(c, L, n_tok, n_assign, err))) return st;
+        /* the join's token buckets: sorted positions per token, ascending */
+        int32_t *tb = c->tbeg, *tc = c->tcur;
+        memset(tb, 0, ((size_t)n_tok + 1) * sizeof *tb);
+        for (int64_t i = 0; i < n_assign; i++) tb[a[i].token + 1]++;
+        for (int64_t t = 0; t < n_tok; t++) tb[t + 1] += tb[t];
+        memcpy(tc, tb, (size_t)n_tok * sizeof *tc);
+        for (int64_t i = 0; i < n_assign; i++) c->tpos[tc[a[c->order[i]].token]++] = (int32_t)i;
+        memcpy(tc, tb, (size_t)n_tok * sizeof *tc);
         st = sl_cpu_matvec_quant_act_pool(&c->mv, c->pool, L->type_gate, x, L->n_embd, n_tok,
                                           c->tq, c->tq_cap, err);
         for (int64_t s0 = 0; !st && s0 < n_assign; s0 += SL__MOE_SLAB)
@@ -378,7 +416,6 @@ static sl_status cpu_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_a
                           sl_error *err)
 {
     const uint64_t t0 = now_ns();
-    memset(out, 0, (size_t)n_tok * (size_t)L->n_embd * sizeof(float));
     const sl_status st = cpu_run((moe_cpu *)s, L, a, n_assign, x, n_tok, out, err);
     s->stats.cpu_ns += now_ns() - t0;
     return st;
@@ -403,6 +440,9 @@ static void cpu_destroy(sl_moe_sched *s)
     free(c->gexp);
     free(c->gm);
     free(c->grp);
+    free(c->tpos);
+    free(c->tbeg);
+    free(c->tcur);
     free(c);
 }
 

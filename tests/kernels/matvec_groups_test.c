@@ -6,7 +6,10 @@
  * The shapes reach what the grouped path splits differently: matvec.c's row chunks (at most
  * 64 rows, merged into calls of up to 256 rows for a group past 8 tokens), rows that are not
  * a multiple of a chunk, and groups of 1-3 tokens (the decode row kernel), 4-8 (the 8-token
- * panels), 9-16 (one 16-token panel), 40 and 70 (two 16-token panels, a short last group).
+ * panels), 9-16 (one 16-token panel), 40 and 70 (two 16-token panels, a short last group),
+ * and the call's tail, whose groups keep unmerged chunks from 2 threads on (matvec.c's
+ * groups_tail; 300 rows: the groups of 40, 8 and 17 tokens at 2 threads, from the 70 on at 3),
+ * so a group's bits are checked merged and unmerged.
  * Random weights from kernels/ref/quant's quantizers, random activations. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,9 @@
  * variants against dense results restricted to their lists, and the thread pool.
  *
  * Exactness claims checked here (kernels/cpu/matvec.h): every fast path equals the reference
- * bit for bit for every type, shape, batch and thread count (memcmp of the outputs). Against
+ * bit for bit for every type, shape, batch and thread count (memcmp of the outputs; at 2 and 3
+ * threads a batch kernel's call of more than threads x chunk rows ends in quarter chunks,
+ * matvec.c's run_rows tail, so a row's bits are checked whatever chunk it falls in). Against
  * float64 of the dequantized weights times the unquantized x, per output:
  *   float weights:  |y - y64| <= 1e-5 * S,             S = sum |w x|
  *   quantized:      |y - y64| <= sum_blocks ||w_b||_1 * amax_b(x) * (1/254 + 1/1024)

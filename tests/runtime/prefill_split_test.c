@@ -5,7 +5,8 @@
  * N % 64 == 2) and MoE layers with more than one slab of 1024 assignments (193 tokens, top 8:
  * groups of many tokens, the pool's activation, gather and join), on dense, MoE and MoE with a
  * shared expert (qwen2moe: its gated add over the pool), with rows wide enough that the
- * residual adds and K/V stores go over the pool too. */
+ * residual adds and K/V stores go over the pool too; at 2 threads the embedding rows are
+ * dequantized over the pool and a matmul's last chunks are split smaller (matvec.c's tails). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

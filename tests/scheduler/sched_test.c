@@ -237,12 +237,15 @@ static void batches_as_per_expert(const env *v, sl_moe_sched *s, const sl_moe_la
 }
 
 /* Quantized experts (Q8_0, Q4_K, and Q6_K down under Q4_K gate/up, as Q4_K_M files mix them):
- * 700 tokens top-2 (1400 assignments: two slabs of the grouped path, an expert split between
+ * 700 tokens top-2 (~1270 assignments: two slabs of the grouped path, an expert split between
  * them) on no pool and a 2-thread pool, each token's output equal to its one-token call's.
+ * The assignments come shuffled (not token-major), every 11th token has none (its row of out
+ * is +0.0: out is written over bytes 0xff) and some tokens have all theirs in the second slab
+ * (the first slab's join zeroes every token's row, the second adds them).
  * The grouped path counts the batches the per-expert path (F32 activations) runs. */
 static void test_cpu_batch_invariance(const env *v)
 {
-    enum { QE = 256, QF = 256, QX = 6, NT = 700, K = 2 };
+    enum { QE = 256, QF = 256, QX = 6, NT = 700, K = 2, SLAB = 1024 /* moe_cpu.c's */ };
     const uint32_t types[][2] = {{SL_GGML_Q8_0, SL_GGML_Q8_0}, {SL_GGML_Q4_K, SL_GGML_Q6_K}};
     sl_cpu_pool *pool = NULL;
     sl_error e;
@@ -251,12 +254,40 @@ static void test_cpu_batch_invariance(const env *v)
     float *w = malloc((size_t)QE * QF * 4), *x = malloc((size_t)NT * QE * 4);
     float *ob = malloc((size_t)NT * QE * 4), *o1 = malloc(QE * 4);
     sl_moe_assign *a = malloc((size_t)NT * K * sizeof *a);
+    sl_moe_assign *ta = malloc((size_t)NT * K * sizeof *ta);
     for (int64_t i = 0; i < (int64_t)NT * QE; i++) x[i] = rnd() * 4;
-    for (int t = 0; t < NT; t++) /* skewed: expert 0 takes most tokens */
-        for (int j = 0; j < K; j++)
-            a[t * K + j] = (sl_moe_assign){t, j == 0 ? (t % 5 ? 0 : 1 + t % QX / 2)
-                                                     : 1 + (t * 7 + j) % (QX - 1),
-                                           0.3f + 0.4f * (float)j};
+    int na = 0;
+    /* skewed: expert 0 takes most tokens; experts 4 and 5 only every 13th token's (theirs
+     * sort last, past the first slab) */
+    for (int t = 0; t < NT; t++)
+        for (int j = 0; j < K; j++) {
+            const int ex = t % 13 == 12 ? QX - 2 + j
+                           : j == 0     ? (t % 5 ? 0 : 1 + t % 3)
+                                        : 1 + (t * 7 + j) % (QX - 3);
+            ta[t * K + j] = (sl_moe_assign){t, ex, 0.3f + 0.4f * (float)j};
+            if (t % 11 != 10) a[na++] = ta[t * K + j];
+        }
+    for (int i = na - 1; i > 0; i--) { /* shuffled */
+        g_seed = g_seed * 6364136223846793005ull + 1442695040888963407ull;
+        const int k = (int)((g_seed >> 33) % (uint64_t)(i + 1));
+        const sl_moe_assign tmp = a[i];
+        a[i] = a[k];
+        a[k] = tmp;
+    }
+    { /* tokens whose assignments all sort past the first slab (stable sort by expert) */
+        int start[QX + 1] = {0}, seen[QX] = {0}, first[NT];
+        for (int i = 0; i < na; i++) start[a[i].expert + 1]++;
+        for (int e = 0; e < QX; e++) start[e + 1] += start[e];
+        for (int t = 0; t < NT; t++) first[t] = na;
+        for (int i = 0; i < na; i++) {
+            const int pos = start[a[i].expert] + seen[a[i].expert]++;
+            if (pos < first[a[i].token]) first[a[i].token] = pos;
+        }
+        int late = 0;
+        for (int t = 0; t < NT; t++) late += t % 11 != 10 && first[t] >= SLAB;
+        CHECK_MSG(na > SLAB && late > 0, "%d assignments, %d tokens only in the second slab: "
+                  "the test no longer reaches a second slab", na, late);
+    }
     for (int ti = 0; ti < 2; ti++) {
         const void *g[QX], *u[QX], *d[QX];
         for (int m = 0; m < 3 * QX; m++) {
@@ -276,14 +307,16 @@ static void test_cpu_batch_invariance(const env *v)
             sl_moe_sched *s = NULL;
             CHECK(!sl_moe_cpu_create(&v->ops, &v->mv, p ? pool : NULL, &s, &e));
             if (!s) break;
-            CHECK_MSG(!sl_moe_exec(s, &L, a, NT * K, x, NT, ob, &e), "%s", e.msg);
-            if (!p) batches_as_per_expert(v, s, &L, a, NT * K, x, NT);
+            memset(ob, 0xff, (size_t)NT * QE * 4);
+            CHECK_MSG(!sl_moe_exec(s, &L, a, na, x, NT, ob, &e), "%s", e.msg);
+            if (!p) batches_as_per_expert(v, s, &L, a, na, x, NT);
             int bad = 0;
             for (int t = 0; t < NT; t++) {
                 sl_moe_assign one[K];
-                for (int j = 0; j < K; j++) one[j] = (sl_moe_assign){0, a[t * K + j].expert,
-                                                                     a[t * K + j].weight};
-                CHECK(!sl_moe_exec(s, &L, one, K, x + (size_t)t * QE, 1, o1, &e));
+                for (int j = 0; j < K; j++) one[j] = (sl_moe_assign){0, ta[t * K + j].expert,
+                                                                     ta[t * K + j].weight};
+                if (t % 11 == 10) memset(o1, 0, QE * 4); /* no assignment: +0.0 */
+                else CHECK(!sl_moe_exec(s, &L, one, K, x + (size_t)t * QE, 1, o1, &e));
                 bad += memcmp(o1, ob + (size_t)t * QE, QE * 4) != 0;
             }
             CHECK_MSG(!bad, "%s/%s experts, %d threads: %d of %d tokens differ from their "
@@ -303,6 +336,7 @@ static void test_cpu_batch_invariance(const env *v)
     free(ob);
     free(o1);
     free(a);
+    free(ta);
 }
 
 /* Layer 4's calls by mode since `before` (per-layer stats). */
