@@ -33,9 +33,6 @@ typedef struct sl__gemm_rows {
     const int32_t *idx;
     bool scatter;
     float *y;
-    /* the AVX-512 VNNI kernels may run their multiply-adds on AMX tiles (sl_cpu_matvec_ctx.amx:
-     * the CPU has them and the process was granted them); the same bits either way */
-    bool amx;
 } sl__gemm_rows;
 
 typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
@@ -67,14 +64,6 @@ typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_
  *   panel's weights (16 + 8 through the kernel: 0.84-0.91x), 9..16 tokens break even.
  * The same bits either way. */
 enum { SL__GEMM_TAIL_MAX = 3, SL__GEMM_FEW_MAX = 8 };
-
-/* The K-quant batch kernel's AMX tile path (gemm_k_amx_tmpl.h) takes calls of at least this
- * many tokens whose rows come in 16s (matvec.c then cuts row chunks in 16s): below it,
- * unpacking the rows with their scales applied and the float half cost more than the tiles
- * save (gemm_bench, 768 x 768, tiles vs the VNNI kernel: IQ4_XS 0.7x at 16 tokens, 0.9x at
- * 32-64, 1.1-1.3x at 256-512; Q6_K 0.8x at 16, 1.1x at 64, 1.3-1.65x at 256-512; Q4_K, Q5_K
- * 0.7x at 16, 1.0x at 64, 1.25-1.4x at 256-512). */
-enum { SL__GEMM_AMX_MIN_TOK = 128 };
 static inline int64_t sl__gemm_tail(int64_t n_tok, bool few)
 {
     if (!few) return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;

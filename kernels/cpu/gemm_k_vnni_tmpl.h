@@ -532,60 +532,6 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
     }
 }
 
-/* Rows [s0, s0 + ns) of tokens [t0, t0 + nt) (nv panels) from their lanes lt (nl in use) into
- * a's outputs: sl__mv_reduce8 element-wise, then 16 x 16 transposes and vector stores (or plain
- * stores for a scattered call). */
-static inline void SL_MV_SUFFIX(gkv_out)(const sl__gemm_rows *a, gkv_lanes *lt, int64_t s0,
-                                         int64_t ns, int64_t t0, int64_t nt, int nv, int nl)
-{
-    /* token by token, so that a token's stores of the row group share cache lines */
-    _Alignas(64) float res[GKV_SG][16 * GKV_V];
-    int64_t out[GKV_SG];
-    for (int64_t k = 0; k < ns; k++) {
-        const int64_t i = s0 + k;
-        out[k] = a->idx && !a->scatter ? i : a->idx ? a->idx[i] : i;
-        for (int v = 0; v < nv; v++) {
-            /* sl__mv_reduce8, element-wise */
-            const float(*l)[16] = lt[k][v];
-            __m512 s[8];
-            for (int q = 0; q < 8; q++)
-                s[q] = q < nl ? _mm512_load_ps(l[q]) : _mm512_setzero_ps();
-            const __m512 u0 = _mm512_add_ps(s[0], s[4]), u1 = _mm512_add_ps(s[1], s[5]);
-            const __m512 u2 = _mm512_add_ps(s[2], s[6]), u3 = _mm512_add_ps(s[3], s[7]);
-            _mm512_store_ps(res[k] + 16 * v, _mm512_add_ps(_mm512_add_ps(u0, u2),
-                                                           _mm512_add_ps(u1, u3)));
-        }
-    }
-    if (!(a->idx && a->scatter)) {
-        /* rows s0.. are contiguous in each token's output row: 16 x 16 transposes
-         * (register shuffles) and one (masked) vector store per token and 16 rows */
-        for (int64_t k0 = 0; k0 < ns; k0 += 16) {
-            const int nk = ns - k0 < 16 ? (int)(ns - k0) : 16;
-            const __mmask16 km = (__mmask16)((1u << nk) - 1u);
-            for (int v = 0; v < nv; v++) {
-                __m512i r[16], o[16];
-                for (int q = 0; q < 16; q++)
-                    r[q] = _mm512_load_si512(res[k0 + (q < nk ? q : 0)] + 16 * v);
-                SL_MV_SUFFIX(gkv_transpose16)(r, o);
-                for (int g = 0; g < 16 && 16 * v + g < nt; g++)
-                    _mm512_mask_storeu_ps(a->y + (t0 + 16 * v + g) * a->y_stride +
-                                              out[k0],
-                                          km, _mm512_castsi512_ps(o[g]));
-            }
-        }
-    } else {
-        for (int64_t tt = 0; tt < nt; tt++) {
-            float *y = a->y + (t0 + tt) * a->y_stride;
-            /* plain stores: the empty asm keeps clang from turning them into slower
-             * gathers and scatters */
-            for (int64_t k = 0; k < ns; k++) {
-                __asm__("" : "+r"(y));
-                y[out[k]] = res[k][tt];
-            }
-        }
-    }
-}
-
 /* Tokens in groups of 16 * GKV_V (a last group of at most 16 takes one panel; GKV_NARROW
  * says when gemm_k takes a call or its last group), rows in groups of GKV_SG whose lanes live
  * in memory, micro-kernels of GKV_R rows (GKV_R / 2 with two panels) within them. */
@@ -602,7 +548,6 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
      * else each row group's super-block once per token group */
     const int64_t nrow = i1 - i0, nch = (a->nb + GK_PCH - 1) / GK_PCH;
     const bool once = nrow * nch <= GKV_UCAP;
-    const bool plus128 = kind != GKV_MINS; /* the offset kinds' panels: x + 128 */
     gk_buf uc[GKV_UCAP];
     for (int64_t c = 0; once && c < nch; c++) {
         const int64_t c0 = c * GK_PCH, c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
@@ -631,14 +576,16 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
         for (int v = 0; v < nv; v++) {
             x0[v] = a->xq + (size_t)(t0 + 16 * v) * a->arb;
             off[v] = SL_MV_SUFFIX(gkv_offsets)(t0 + 16 * v, a->n_tok, a->arb);
-            if (one_chunk) SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], 0, a->nb, plus128, &p[v]);
+            if (one_chunk)
+                SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], 0, a->nb, kind != GKV_MINS, &p[v]);
         }
         for (int64_t s0 = i0; s0 < i1; s0 += GKV_SG) {
             const int64_t ns = i1 - s0 < GKV_SG ? i1 - s0 : GKV_SG;
             for (int64_t c0 = 0; c0 < a->nb; c0 += GKV_PCH) {
                 const int64_t c1 = a->nb - c0 < GKV_PCH ? a->nb : c0 + GKV_PCH;
                 for (int v = 0; !one_chunk && v < nv; v++)
-                    SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, plus128, &p[v]);
+                    SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, kind != GKV_MINS,
+                                                  &p[v]);
                 /* super-block by super-block: the panels' one super-block (8 KiB) and the
                  * rows' stay in L1 while every row group meets them */
                 for (int64_t b = c0; b < c1; b++)
@@ -657,13 +604,56 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
                         f(ur, p, ui, b - c0, (int)(b % 8), b < 8, &lt[k0]);
                     }
             }
-            SL_MV_SUFFIX(gkv_out)(a, lt, s0, ns, t0, nt, nv, nl);
+            /* token by token, so that a token's stores of the row group share cache lines */
+            _Alignas(64) float res[GKV_SG][16 * GKV_V];
+            int64_t out[GKV_SG];
+            for (int64_t k = 0; k < ns; k++) {
+                const int64_t i = s0 + k;
+                out[k] = a->idx && !a->scatter ? i : a->idx ? a->idx[i] : i;
+                for (int v = 0; v < nv; v++) {
+                    /* sl__mv_reduce8, element-wise */
+                    const float(*l)[16] = lt[k][v];
+                    __m512 s[8];
+                    for (int q = 0; q < 8; q++)
+                        s[q] = q < nl ? _mm512_load_ps(l[q]) : _mm512_setzero_ps();
+                    const __m512 u0 = _mm512_add_ps(s[0], s[4]), u1 = _mm512_add_ps(s[1], s[5]);
+                    const __m512 u2 = _mm512_add_ps(s[2], s[6]), u3 = _mm512_add_ps(s[3], s[7]);
+                    _mm512_store_ps(res[k] + 16 * v, _mm512_add_ps(_mm512_add_ps(u0, u2),
+                                                                   _mm512_add_ps(u1, u3)));
+                }
+            }
+            if (!(a->idx && a->scatter)) {
+                /* rows s0.. are contiguous in each token's output row: 16 x 16 transposes
+                 * (register shuffles) and one (masked) vector store per token and 16 rows */
+                for (int64_t k0 = 0; k0 < ns; k0 += 16) {
+                    const int nk = ns - k0 < 16 ? (int)(ns - k0) : 16;
+                    const __mmask16 km = (__mmask16)((1u << nk) - 1u);
+                    for (int v = 0; v < nv; v++) {
+                        __m512i r[16], o[16];
+                        for (int q = 0; q < 16; q++)
+                            r[q] = _mm512_load_si512(res[k0 + (q < nk ? q : 0)] + 16 * v);
+                        SL_MV_SUFFIX(gkv_transpose16)(r, o);
+                        for (int g = 0; g < 16 && 16 * v + g < nt; g++)
+                            _mm512_mask_storeu_ps(a->y + (t0 + 16 * v + g) * a->y_stride +
+                                                      out[k0],
+                                                  km, _mm512_castsi512_ps(o[g]));
+                    }
+                }
+            } else {
+                for (int64_t tt = 0; tt < nt; tt++) {
+                    float *y = a->y + (t0 + tt) * a->y_stride;
+                    /* plain stores: the empty asm keeps clang from turning them into slower
+                     * gathers and scatters */
+                    for (int64_t k = 0; k < ns; k++) {
+                        __asm__("" : "+r"(y));
+                        y[out[k]] = res[k][tt];
+                    }
+                }
+            }
         }
         t0 += nt;
     }
 }
-
-#include "kernels/cpu/gemm_k_amx_tmpl.h"
 
 /* gemm_kv_block on blocks of rows that its once-unpack holds (a multiple of GKV_SG, so Q4_K_R8's
  * groups of 8 stay whole) when there are several token groups: matvec.c hands it up to 256
@@ -687,9 +677,6 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
     const bool blocks = a->n_tok > 16 * GKV_V ||
                         (nch == 1 && SL_MV_SUFFIX(gkv_kind)(t->type) != GKV_MINS);
     const int64_t rb = blocks ? GKV_UCAP / nch / GKV_SG * GKV_SG : 0;
-    for (int64_t r0 = i0; r0 < i1; r0 += rb ? rb : i1 - i0) {
-        const int64_t r1 = rb && i1 - r0 > rb ? r0 + rb : i1;
-        if (SL_MV_SUFFIX(gka_fits)(a, r0, r1)) SL_MV_SUFFIX(gemm_kv_block_amx)(t, a, r0, r1);
-        else SL_MV_SUFFIX(gemm_kv_block)(t, a, r0, r1);
-    }
+    for (int64_t r0 = i0; r0 < i1; r0 += rb ? rb : i1 - i0)
+        SL_MV_SUFFIX(gemm_kv_block)(t, a, r0, rb && i1 - r0 > rb ? r0 + rb : i1);
 }

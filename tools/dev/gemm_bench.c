@@ -12,8 +12,7 @@
  * Calls go in chunks of CHUNK
  * rows, as matvec.c splits a GEMM job (row_grain: up to 256 for the 32-element types; the
  * grouped path's 64 for the K-quants, the defaults). Compare two versions by building two
- * binaries. "amx" (where the CPU has AMX): new with sl__gemm_rows.amx, its multiply-adds on
- * tiles (gemm_k_amx_tmpl.h). A developer tool (needs an AVX-512 VNNI CPU):
+ * binaries. A developer tool (needs an AVX-512 VNNI CPU):
  *   bazel build -c opt //tools/dev:gemm_bench
  *   bazel-bin/tools/dev/gemm_bench TYPE ROWS COLS NTOK[,NTOK..] [REPS [CHUNK]]
  * TYPE: Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 MXFP4 IQ4_NL (REPS 200, CHUNK 256 by default) or Q4_K Q5_K
@@ -28,10 +27,9 @@
 #include "gguf/gguf.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matvec_impl.h"
-#include "kernels/cpu/ops.h"
 
-enum { MODES = 5, MAX_TOK = 4096 };
-static const char *const mode_name[MODES] = {"panel8", "new", "rows", "few", "amx"};
+enum { MODES = 4, MAX_TOK = 4096 };
+static const char *const mode_name[MODES] = {"panel8", "new", "rows", "few"};
 
 static double now_us(void)
 {
@@ -98,14 +96,7 @@ typedef struct setup {
     sl__mv_rows_fn rows_fn;
     sl__gemm_rows a;
     int64_t rows, chunk;
-    bool amx; /* the CPU has AMX and this process was granted it: the "amx" mode runs */
 } setup;
-
-/* Whether mode m runs for s (panel8 only where it is not new; few and amx where they exist). */
-static bool active(const setup *s, int m)
-{
-    return m == 0 ? s->gemm[0] != s->gemm[1] : m == 3 ? s->few != NULL : m == 4 ? s->amx : true;
-}
 
 static void run_rows(const setup *s, const sl__gemm_rows *a)
 {
@@ -130,12 +121,6 @@ static void run(const setup *s, int mode)
         run_chunks(s, s->gemm[mode], &s->a);
         return;
     }
-    if (mode == 4) { /* new with its multiply-adds on AMX tiles (sl__gemm_rows.amx) */
-        sl__gemm_rows a = s->a;
-        a.amx = true;
-        run_chunks(s, s->gemm[1], &a);
-        return;
-    }
     /* matvec.c's dispatch with the few-token kernel: gemm.h's sl__gemm_tail */
     const int64_t tail = sl__gemm_tail(s->a.n_tok, true), b0 = s->a.n_tok - tail;
     sl__gemm_rows a = s->a;
@@ -153,7 +138,8 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
 {
     const int64_t rows = s->rows;
     const size_t arb = s->a.arb, ny = (size_t)(rows * n);
-    const int skip0 = !active(s, 0); /* panel8 is new: time it once */
+    const int skip0 = s->gemm[0] == s->gemm[1]; /* panel8 is new: time it once */
+    const int nm = s->few ? MODES : MODES - 1;
     float *x = malloc(sizeof(float) * (size_t)(cols * n));
     char *xq = malloc(arb * (size_t)n);
     float *y[MODES] = {0};
@@ -170,18 +156,15 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
         sl__mv_quant_rows(s->t, x, cols, n, xq, arb);
         s->a.xq = xq;
         s->a.n_tok = n;
-        int same = 1;
-        for (int m = 0; m < MODES; m++) {
-            if (!active(s, m)) continue;
+        for (int m = skip0; m < nm; m++) {
             s->a.y = y[m];
             run(s, m);
-            if (m != 2) same = same && (m < 2 || !memcmp(y[m], y[1], sizeof(float) * ny));
         }
-        same = same && !memcmp(y[1], y[2], sizeof(float) * ny) &&
-               (skip0 || !memcmp(y[0], y[1], sizeof(float) * ny));
+        const int same = (skip0 || !memcmp(y[0], y[1], sizeof(float) * ny)) &&
+                         !memcmp(y[1], y[2], sizeof(float) * ny) &&
+                         (nm < MODES || !memcmp(y[3], y[2], sizeof(float) * ny));
         for (int k = 0; k < reps; k++)
-            for (int m = 0; m < MODES; m++) {
-                if (!active(s, m)) continue;
+            for (int m = skip0; m < nm; m++) {
                 s->a.y = y[m];
                 const double t0 = now_us();
                 run(s, m);
@@ -189,8 +172,7 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
             }
         double med[MODES];
         printf("%s %lldx%lld ntok %3lld:", name, (long long)rows, (long long)cols, (long long)n);
-        for (int m = 0; m < MODES; m++) {
-            if (!active(s, m)) continue;
+        for (int m = skip0; m < nm; m++) {
             qsort(tm[m], (size_t)reps, sizeof(double), cmp_d);
             med[m] = tm[m][reps / 2];
             printf("  %s min %8.1f med %8.1f us", mode_name[m], tm[m][0], med[m]);
@@ -199,8 +181,7 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
             printf("  | panel8 = new rows/new %.2fx", med[2] / med[1]);
         else
             printf("  | panel8/new %.2fx rows/new %.2fx", med[0] / med[1], med[2] / med[1]);
-        if (active(s, 3)) printf(" new/few %.2fx rows/few %.2fx", med[1] / med[3], med[2] / med[3]);
-        if (active(s, 4)) printf(" new/amx %.2fx", med[1] / med[4]);
+        if (nm == MODES) printf(" new/few %.2fx rows/few %.2fx", med[1] / med[3], med[2] / med[3]);
         printf("%s\n", same ? "" : "  BITS DIFFER");
     } else {
         fprintf(stderr, "gemm_bench: out of memory for %lld tokens\n", (long long)n);
@@ -259,8 +240,6 @@ int main(int argc, char **argv)
     setup s = {.t = t, .gemm = {sl__gemm_panel8_avx512(t->type), fnew},
                .few = sl__gemm_few_avx512(t->type), .rows_fn = fr,
                .rows = rows, .chunk = chunk,
-               /* also asks for the tiles (arch_prctl) */
-               .amx = sl_cpu_features_detect().amx_int8,
                .a = {.w = (const char *)w, .wrb = wrb, .arb = (size_t)nb * t->act_bytes,
                      .nb = nb, .y_stride = rows}};
     int rc = 0;
