@@ -183,53 +183,52 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_micro)(
             vm[r][v] = _mm512_setzero_si512();
         }
     }
-    /* two sub-blocks at a time, their groups interleaved: 2 x R x V independent vpdpbusd
-     * chains (vpdpbusd's latency ~5 against two issues a cycle: R x V = 8 chains left the
-     * ports idle) and no add to merge split chains of one sub-block (Q4_K, Q5_K, IQ4_XS) */
-    for (int j = 0; j < 64 / G; j += 2) {
-        __m512i s[2][GKV_R][GKV_V];
+    for (int j = 0; j < 64 / G; j++) {
+        /* a sub-block of 8 groups sums in two chains of 4 (vpdpbusd's latency ~5 against two
+         * issues a cycle: 8 chains of 8 left the ports idle), added back exactly */
+        const int NH = G == 8 ? 2 : 1;
+        __m512i s[GKV_R][GKV_V], s2[2][GKV_R][GKV_V];
         GKV_UNROLL
-        for (int h = 0; h < 2; h++)
+        for (int h = 0; h < NH; h++)
             GKV_UNROLL
             for (int r = 0; r < R; r++)
                 GKV_UNROLL
-                for (int v = 0; v < V; v++) s[h][r][v] = _mm512_setzero_si512();
+                for (int v = 0; v < V; v++) s2[h][r][v] = _mm512_setzero_si512();
         GKV_UNROLL
-        for (int g = 0; g < G; g++) {
+        for (int g = j * G; g < j * G + G; g++) {
+            const int h = NH == 2 ? (g & 1) : 0;
+            __m512i x[GKV_V];
             GKV_UNROLL
-            for (int h = 0; h < 2; h++) {
-                const int gg = (j + h) * G + g;
-                __m512i x[GKV_V];
+            for (int v = 0; v < V; v++) x[v] = _mm512_load_si512(p[v].q[pi][g]);
+            GKV_UNROLL
+            for (int r = 0; r < R; r++) {
+                int32_t w4;
+                memcpy(&w4, u[r]->q[ui] + 4 * g, 4);
+                const __m512i wv = _mm512_set1_epi32(w4);
                 GKV_UNROLL
-                for (int v = 0; v < V; v++) x[v] = _mm512_load_si512(p[v].q[pi][gg]);
-                GKV_UNROLL
-                for (int r = 0; r < R; r++) {
-                    int32_t w4;
-                    memcpy(&w4, u[r]->q[ui] + 4 * gg, 4);
-                    const __m512i wv = _mm512_set1_epi32(w4);
-                    GKV_UNROLL
-                    for (int v = 0; v < V; v++)
-                        s[h][r][v] = KIND == GKV_MINS
-                                         ? _mm512_dpbusd_epi32(s[h][r][v], wv, x[v])
-                                         : _mm512_dpbusd_epi32(s[h][r][v], x[v], wv);
-                }
+                for (int v = 0; v < V; v++)
+                    s2[h][r][v] = KIND == GKV_MINS
+                                      ? _mm512_dpbusd_epi32(s2[h][r][v], wv, x[v])
+                                      : _mm512_dpbusd_epi32(s2[h][r][v], x[v], wv);
             }
         }
         GKV_UNROLL
-        for (int h = 0; h < 2; h++)
+        for (int r = 0; r < R; r++)
             GKV_UNROLL
-            for (int r = 0; r < R; r++) {
-                /* (s & 255) sc + (s >> 8) 256 sc: one vpdpwssd in place of a vpmulld (two
-                 * port-0 uops) and an add; sc << 8 fits int16 (|sc| <= 128) */
-                const int32_t sc = u[r]->s16[ui][(j + h) * G / 4];
-                const __m512i sp = _mm512_set1_epi32(
-                    KIND == GKV_MINS ? (int32_t)((uint32_t)sc << 24 | (uint32_t)(sc & 0xFFFF))
-                                     : u[r]->sp[ui][(j + h) * G / 4]);
-                GKV_UNROLL
-                for (int v = 0; v < V; v++)
-                    acc[r][v] = _mm512_dpwssd_epi32(
-                        acc[r][v], _mm512_shuffle_epi8(s[h][r][v], split), sp);
-            }
+            for (int v = 0; v < V; v++)
+                s[r][v] = NH == 2 ? _mm512_add_epi32(s2[0][r][v], s2[1][r][v]) : s2[0][r][v];
+        GKV_UNROLL
+        for (int r = 0; r < R; r++) {
+            /* (s & 255) sc + (s >> 8) 256 sc: one vpdpwssd in place of a vpmulld (two port-0
+             * uops) and an add; sc << 8 fits int16 (|sc| <= 128) */
+            const int32_t sc = u[r]->s16[ui][j * G / 4];
+            const __m512i sp = _mm512_set1_epi32(
+                KIND == GKV_MINS ? (int32_t)((uint32_t)sc << 24 | (uint32_t)(sc & 0xFFFF))
+                                 : u[r]->sp[ui][j * G / 4]);
+            GKV_UNROLL
+            for (int v = 0; v < V; v++)
+                acc[r][v] = _mm512_dpwssd_epi32(acc[r][v], _mm512_shuffle_epi8(s[r][v], split), sp);
+        }
     }
     /* mins 2k, 2k + 1 (bw holds min j at 2j, 2j + 1) against the 32-element sums: one
      * vpdpwssd per pair of sub-blocks, not per pair of 16-element sums */
