@@ -143,6 +143,25 @@ static inline __m512i SL_MV_SUFFIX(gkv_offsets)(int64_t t0, int64_t n_tok, size_
 /* The lanes of one row: lt[v][l] holds lane l of panel v's 16 tokens. */
 typedef float gkv_lanes[GKV_V][8][16];
 
+/* sl__mv_reduce8 element-wise over 16 tokens, of lanes l[0..nl) (nl = min(nb, 8)): the lanes
+ * past nl, the reference's zeros, are left out of the sums. Exact: gkv_micro stores a lane's
+ * first term as 0 + t, so no lane is -0, and x + (+0) is x for every other x. */
+static inline __attribute__((always_inline)) __m512 SL_MV_SUFFIX(gkv_reduce)(
+    const float (*l)[16], int nl)
+{
+    const __m512 s0 = _mm512_load_ps(l[0]);
+    if (nl == 1) return s0;
+    const __m512 s1 = _mm512_load_ps(l[1]);
+    if (nl == 2) return _mm512_add_ps(s0, s1);
+    const __m512 s2 = _mm512_load_ps(l[2]);
+    if (nl == 3) return _mm512_add_ps(_mm512_add_ps(s0, s2), s1);
+    const __m512 s3 = _mm512_load_ps(l[3]);
+    if (nl == 4) return _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
+    __m512 u[4] = {s0, s1, s2, s3};
+    for (int q = 4; q < nl; q++) u[q - 4] = _mm512_add_ps(u[q - 4], _mm512_load_ps(l[q]));
+    return _mm512_add_ps(_mm512_add_ps(u[0], u[2]), _mm512_add_ps(u[1], u[3]));
+}
+
 /* GKV_MINS: Q4_K/Q5_K (float min term, sub-blocks of 32); GKV_OFFSET: Q6_K (codes = value +
  * 32, sub-blocks of 16); GKV_IQ4: IQ4_XS (codes = table value + 128, sub-blocks of 32). The
  * offset kinds take the reference's term_d. */
@@ -343,9 +362,9 @@ static inline void SL_MV_SUFFIX(gkv_corr)(gk_buf *u, int64_t n, const __m256i cs
     const __m256i t2 =
         _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
     const __m128i t3 = _mm_add_epi32(_mm256_castsi256_si128(t2), _mm256_extracti128_si256(t2, 1));
-    int32_t r4[4];
-    _mm_storeu_si128((__m128i *)r4, _mm_mullo_epi32(t3, _mm_set1_epi32(-128)));
-    for (int64_t i = 0; i < n; i++) u->corr[i] = r4[i];
+    /* a masked store: the copy of n ints was a memcpy call (and a vzeroupper) per row */
+    _mm_mask_storeu_epi32(u->corr, (__mmask8)((1u << n) - 1u),
+                          _mm_mullo_epi32(t3, _mm_set1_epi32(-128)));
 }
 
 /* 64 codes of a super-block (unsigned bytes) against its scales: lane k of cs gains
@@ -603,42 +622,41 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
                         f(ur, p, ui, b - c0, (int)(b % 8), b < 8, &lt[k0]);
                     }
             }
-            /* token by token, so that a token's stores of the row group share cache lines */
-            _Alignas(64) float res[GKV_SG][16 * GKV_V];
-            int64_t out[GKV_SG];
-            for (int64_t k = 0; k < ns; k++) {
-                const int64_t i = s0 + k;
-                out[k] = a->idx && !a->scatter ? i : a->idx ? a->idx[i] : i;
-                for (int v = 0; v < nv; v++) {
-                    /* sl__mv_reduce8, element-wise */
-                    const float(*l)[16] = lt[k][v];
-                    __m512 s[8];
-                    for (int q = 0; q < 8; q++)
-                        s[q] = q < nl ? _mm512_load_ps(l[q]) : _mm512_setzero_ps();
-                    const __m512 u0 = _mm512_add_ps(s[0], s[4]), u1 = _mm512_add_ps(s[1], s[5]);
-                    const __m512 u2 = _mm512_add_ps(s[2], s[6]), u3 = _mm512_add_ps(s[3], s[7]);
-                    _mm512_store_ps(res[k] + 16 * v, _mm512_add_ps(_mm512_add_ps(u0, u2),
-                                                                   _mm512_add_ps(u1, u3)));
-                }
-            }
             if (!(a->idx && a->scatter)) {
-                /* rows s0.. are contiguous in each token's output row: 16 x 16 transposes
-                 * (register shuffles) and one (masked) vector store per token and 16 rows */
+                /* rows s0.. are contiguous in each token's output row: per 16 rows and panel,
+                 * their lanes reduced in registers, a 16 x 16 transpose (register shuffles)
+                 * and one (masked) vector store per token; the loops unrolled, so that the
+                 * transpose's outputs stay in registers */
                 for (int64_t k0 = 0; k0 < ns; k0 += 16) {
                     const int nk = ns - k0 < 16 ? (int)(ns - k0) : 16;
                     const __mmask16 km = (__mmask16)((1u << nk) - 1u);
                     for (int v = 0; v < nv; v++) {
                         __m512i r[16], o[16];
+                        float *y = a->y + (t0 + 16 * v) * a->y_stride + s0 + k0;
+                        const int ng = nt - 16 * v < 16 ? (int)(nt - 16 * v) : 16;
+                        GKV_UNROLL
                         for (int q = 0; q < 16; q++)
-                            r[q] = _mm512_load_si512(res[k0 + (q < nk ? q : 0)] + 16 * v);
+                            r[q] = q < nk ? _mm512_castps_si512(SL_MV_SUFFIX(gkv_reduce)(
+                                                lt[k0 + q][v], nl))
+                                          : r[0];
                         SL_MV_SUFFIX(gkv_transpose16)(r, o);
-                        for (int g = 0; g < 16 && 16 * v + g < nt; g++)
-                            _mm512_mask_storeu_ps(a->y + (t0 + 16 * v + g) * a->y_stride +
-                                                      out[k0],
-                                                  km, _mm512_castsi512_ps(o[g]));
+                        GKV_UNROLL
+                        for (int g = 0; g < 16; g++)
+                            if (g < ng)
+                                _mm512_mask_storeu_ps(y + g * a->y_stride, km,
+                                                      _mm512_castsi512_ps(o[g]));
                     }
                 }
             } else {
+                /* token by token, so that a token's stores of the row group share cache
+                 * lines */
+                _Alignas(64) float res[GKV_SG][16 * GKV_V];
+                int64_t out[GKV_SG];
+                for (int64_t k = 0; k < ns; k++) {
+                    out[k] = a->idx[s0 + k];
+                    for (int v = 0; v < nv; v++)
+                        _mm512_store_ps(res[k] + 16 * v, SL_MV_SUFFIX(gkv_reduce)(lt[k][v], nl));
+                }
                 for (int64_t tt = 0; tt < nt; tt++) {
                     float *y = a->y + (t0 + tt) * a->y_stride;
                     /* plain stores: the empty asm keeps clang from turning them into slower
