@@ -23,7 +23,7 @@
  * into blocks of rows that fit; rows longer than 16 super-blocks once per token group), panels
  * are built by register transposes once per token group (once per 32 rows and chunk when a row is
  * longer than GKV_PCH super-blocks), contiguous output rows leave by 16x16 transposes and
- * vector stores; GKV_NARROW says which few tokens go to gemm_k.
+ * vector stores; GKV_NARROW says which few tokens go to the few-token kernel or gemm_k.
  *
  * Why the bits are the reference's: the integer super-block sums are exact (vpdpbusd sums of at
  * most 32 products of |q| <= 63 by |x| <= 128, or |w| <= 128 by x + 128 <= 255; each sub-block
@@ -45,17 +45,19 @@ enum {
     GKV_V = 2,  /* 16-token panels per token group (and per micro-kernel at most) */
     GKV_R = 8,  /* rows per micro-kernel at most (4 with 2 panels) */
     GKV_SG = 32, /* rows whose float lanes live in memory at once (a multiple of 8: Q4_K_R8) */
-    /* a call of at most this many tokens goes to gemm_k's 8-token panels (ymm vpdpbusd, half
-     * the lanes): they ran 1.2x faster than a 16-token panel on 4 and 8 tokens (Q6_K 768 x 768
-     * and 768 x 1024, gemm_bench), and so does such a last group of a call whose rows are
-     * unpacked per token group; a last group of a call unpacked once takes a panel without an
-     * unpack (Q6_K 40 tokens: 1.1x, IQ4_XS 1.25x faster than gemm_k) */
+    /* a call of at most this many tokens, and such a last group of a call whose rows are
+     * unpacked per token group, goes to the few-token kernel (gemm.h; gemm_k's 8-token panels
+     * for Q4_K_R8, which has none: ymm vpdpbusd, half the lanes, 1.2x faster than a 16-token
+     * panel on 4 and 8 tokens, Q6_K 768 x 768 and 768 x 1024, gemm_bench); a last group of a
+     * call unpacked once takes a panel without an unpack (Q6_K 40 tokens: 1.1x, IQ4_XS 1.25x
+     * faster than gemm_k) */
     GKV_NARROW = 8,
     GKV_PCH = 8, /* super-blocks per panel chunk (2048 elements: qwen3moe's expert down rows) */
     /* unpacked row chunks (gk_buf, GK_PCH super-blocks each) a call keeps: 64 rows of 8
      * super-blocks, each row unpacked once per call instead of once per token group */
     GKV_UCAP = 128
 };
+_Static_assert(GKV_NARROW <= SL__GEMM_FEW_MAX, "the few-token kernel takes gemm_kv's narrow calls");
 
 /* 16 tokens' Q8_K super-blocks [b0, b0 + GKV_PCH): q[i][g] holds bytes 4g..4g+3 of the tokens'
  * super-block b0 + i (plus 128, unsigned, for the offset kinds), token k at bytes 4k..4k+3;
@@ -578,12 +580,13 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
     }
     for (int64_t t0 = 0; t0 < a->n_tok;) {
         const int64_t left = a->n_tok - t0;
-        if (left <= GKV_NARROW && !once) { /* the 8-token kernel */
+        if (left <= GKV_NARROW && !once) { /* the few-token kernel (or gemm_k) */
             sl__gemm_rows b = *a;
             b.xq += (size_t)t0 * a->arb;
             b.y += t0 * a->y_stride;
             b.n_tok = left;
-            SL_MV_SUFFIX(gemm_k)(t, &b, i0, i1);
+            const sl__gemm_fn few = sl__gemm_few_avx512(t->type);
+            (few ? few : SL_MV_SUFFIX(gemm_k))(t, &b, i0, i1);
             return;
         }
         const int nv = left > 16 ? GKV_V : 1;
@@ -680,9 +683,14 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
                                   int64_t i1)
 {
     /* the gathers' int32 offsets reach 15 rows past a group's first token */
-    if (a->arb > (size_t)(INT32_MAX / 16) ||
-        a->n_tok <= GKV_NARROW) {
+    if (a->arb > (size_t)(INT32_MAX / 16)) {
         SL_MV_SUFFIX(gemm_k)(t, a, i0, i1);
+        return;
+    }
+    if (a->n_tok <= GKV_NARROW) {
+        /* the few-token kernel where the type has one (gemm.h: SL__GEMM_FEW_MAX tokens) */
+        const sl__gemm_fn few = sl__gemm_few_avx512(t->type);
+        (few ? few : SL_MV_SUFFIX(gemm_k))(t, a, i0, i1);
         return;
     }
     /* one token group unpacks each row once anyway: blocks would only add panel builds (Q4_K
