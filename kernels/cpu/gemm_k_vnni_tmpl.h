@@ -553,8 +553,13 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
 }
 
 /* Tokens in groups of 16 * GKV_V (a last group of at most 16 takes one panel; GKV_NARROW
- * says when gemm_k takes a call or its last group), rows in groups of GKV_SG whose lanes live
- * in memory, micro-kernels of GKV_R rows (GKV_R / 2 with two panels) within them. */
+ * says when the few-token kernel or gemm_k takes a call's last group), rows in groups of
+ * GKV_SG whose lanes live in memory, micro-kernels of GKV_R rows (GKV_R / 2 with two panels)
+ * within them. The rows are unpacked once per call (once: up to GKV_UCAP chunks), per row
+ * group and chunk (fused: one token group, rows of at most GK_PCH super-blocks; 10-32 tokens,
+ * the sweep's shapes, gemm_bench CHUNK 256: IQ4_XS 1.03-1.09x, Q6_K 1.05-1.2x, Q4_K and Q5_K
+ * 1.0-1.1x faster than once and the offset kinds' blocks of 128 rows), or per row group and
+ * super-block. */
 static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_rows *a,
                                         int64_t i0, int64_t i1)
 {
@@ -567,7 +572,10 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
     /* the call's rows unpacked once (chunk c of row i0 + m at uc[c * nrow + m]) when they fit,
      * else each row group's super-block once per token group */
     const int64_t nrow = i1 - i0, nch = (a->nb + GK_PCH - 1) / GK_PCH;
-    const bool once = nrow * nch <= GKV_UCAP;
+    /* one token group and rows of one chunk: each row group's chunk unpacked right before its
+     * micro-kernels (into ub, in L1), not the whole call's rows first (uc, in L2) */
+    const bool fused = a->n_tok <= 16 * GKV_V && nch == 1;
+    const bool once = !fused && nrow * nch <= GKV_UCAP;
     gk_buf uc[GKV_UCAP];
     for (int64_t c = 0; once && c < nch; c++) {
         const int64_t c0 = c * GK_PCH, c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
@@ -607,9 +615,16 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
                 for (int v = 0; !one_chunk && v < nv; v++)
                     SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, kind != GKV_MINS,
                                                   &p[v]);
+                for (int64_t k0 = 0; fused && k0 < ns; k0 += rmax) {
+                    const int nr = ns - k0 < rmax ? (int)(ns - k0) : rmax;
+                    const gk_buf *ur[GKV_R];
+                    SL_MV_SUFFIX(gkv_unpack)(t, a, s0 + k0, nr, 0, a->nb, ub, ur);
+                    const gkv_micro_fn f = SL_MV_SUFFIX(gkv_micros)[kind][nv - 1][nr - 1];
+                    for (int64_t b = 0; b < a->nb; b++) f(ur, p, b, b, (int)b, true, &lt[k0]);
+                }
                 /* super-block by super-block: the panels' one super-block (8 KiB) and the
                  * rows' stay in L1 while every row group meets them */
-                for (int64_t b = c0; b < c1; b++)
+                for (int64_t b = c0; b < c1 && !fused; b++)
                     for (int64_t k0 = 0; k0 < ns; k0 += rmax) {
                         const int nr = ns - k0 < rmax ? (int)(ns - k0) : rmax;
                         const gk_buf *ur[GKV_R];
@@ -694,13 +709,12 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
         return;
     }
     /* one token group unpacks each row once anyway: blocks would only add panel builds (Q4_K
-     * 2048 x 2048, 16 tokens: 10% slower; Q4_K, Q5_K 256 x 1024, 9-24 tokens: 5-8%), except
-     * for the offset kinds' rows of one chunk, whose once-unpack takes a row's chunk in one
-     * call, not super-block by super-block, each with its own corr reduction (Q6_K 768 x 1024,
-     * IQ4_XS 768 x 768, 9-24 tokens, one call of 256 rows: blocks of 128 1.03-1.2x faster) */
+     * 2048 x 2048, 16 tokens: 10% slower; Q4_K, Q5_K 256 x 1024, 9-24 tokens: 5-8%). Rows of
+     * one chunk take it whole per row group (gemm_kv_block's fused), which once made the offset
+     * kinds' blocks of 128 rows 1.03-1.2x faster than super-block by super-block unpacks, each
+     * with its own corr reduction */
     const int64_t nch = (a->nb + GK_PCH - 1) / GK_PCH;
-    const bool blocks = a->n_tok > 16 * GKV_V ||
-                        (nch == 1 && SL_MV_SUFFIX(gkv_kind)(t->type) != GKV_MINS);
+    const bool blocks = a->n_tok > 16 * GKV_V;
     const int64_t rb = blocks ? GKV_UCAP / nch / GKV_SG * GKV_SG : 0;
     for (int64_t r0 = i0; r0 < i1; r0 += rb ? rb : i1 - i0)
         SL_MV_SUFFIX(gemm_kv_block)(t, a, r0, rb && i1 - r0 > rb ? r0 + rb : i1);
