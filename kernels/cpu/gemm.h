@@ -21,7 +21,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf/gguf.h"
 #include "kernels/ref/matvec_impl.h"
 
 /* Rows [i0, i1) of a call: row r = idx ? idx[i] : i of W (rows wrb bytes apart, nb blocks)
@@ -40,8 +39,8 @@ typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_
                             int64_t i1);
 
 /* The rule for a batch's leftover tokens, the one all callers apply (matvec.c's K-quant rows,
- * gemm_q32's MXFP4/Q4_0 rows on AVX2): sl__gemm_tail(n_tok, few, type) tokens, the batch's
- * last, go past the panel kernel, the rest to it.
+ * gemm_q32's MXFP4/Q4_0 rows on AVX2): sl__gemm_tail(n_tok, few) tokens, the batch's last, go
+ * past the panel kernel, the rest to it.
  * - Without a few-token kernel (few false): the n_tok % 8 tokens past the last full 8-token
  *   panel go to a row kernel, one token at a time, when they are at most SL__GEMM_TAIL_MAX. A
  *   short panel costs a full one (its spare slots repeat a token), while the row kernel's cost
@@ -64,20 +63,18 @@ typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_
  *   kernel on those ran 1.03-1.07x faster than gemm_kv; a group of 17..24 shares its first
  *   panel's weights (16 + 8 through the kernel: 0.84-0.91x), 9..16 tokens break even.
  *   But a lone token past 16 (n_tok % 32 == 17) costs a whole second panel: the row kernel
- *   takes it (16 + 1: 1.05-1.25x faster at 17 and 49 tokens, all four types, the sweep's
- *   shapes 768x768 256x1024 1024x256 768x1024 1024x768 1536x768, gemm_bench CHUNK 256, min of
- *   90); and 9 tokens of Q6_K / IQ4_XS (whose 8-token kernel costs least against their
- *   16-token panel) go 8 through gemm_kv (which hands them to the kernel) + 1 (Q6_K
- *   1.04-1.11x, IQ4_XS 1.15-1.35x; Q4_K, Q5_K 0.85-1.15x: they keep the panel).
+ *   takes it (16 + 1 against 17 in two panels: 1.04-1.25x faster at 17 tokens, 1.0-1.15x at
+ *   49, all four types, the sweep's shapes 768x768 256x1024 1024x256 768x1024 1024x768
+ *   1536x768, gemm_bench CHUNK 256, min of 75). 9 tokens as 8 + 1 (the kernel, the row
+ *   kernel) ran no faster than one panel (IQ4_XS 0.99-1.03x, Q6_K 0.93-0.99x; Q4_K, Q5_K
+ *   0.85-1.15x).
  * The same bits either way. */
 enum { SL__GEMM_TAIL_MAX = 3, SL__GEMM_FEW_MAX = 8 };
-static inline int64_t sl__gemm_tail(int64_t n_tok, bool few, uint32_t type)
+static inline int64_t sl__gemm_tail(int64_t n_tok, bool few)
 {
     if (!few) return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
     if (n_tok <= SL__GEMM_FEW_MAX) return n_tok;
-    if (n_tok % 32 == 17 || (n_tok == SL__GEMM_FEW_MAX + 1 &&
-                             (type == SL_GGML_Q6_K || type == SL_GGML_IQ4_XS)))
-        return 1;
+    if (n_tok % 32 == 17) return 1;
     return n_tok % 32 <= SL__GEMM_FEW_MAX ? n_tok % 32 : 0;
 }
 

@@ -230,7 +230,7 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
          * type has one (a lone token to the row kernel), else token by token to the row
          * kernel; the 32-element types' GEMM takes its tail itself, to its whole-row kernel */
         const int64_t tail =
-            j->t->block == SL_QK_K ? sl__gemm_tail(j->n_batch, j->few != NULL, j->t->type) : 0;
+            j->t->block == SL_QK_K ? sl__gemm_tail(j->n_batch, j->few != NULL) : 0;
         b0 = j->n_batch - tail;
         sl__gemm_rows a = {.w = j->w, .xq = j->xq, .wrb = j->wrb, .arb = j->arb, .nb = j->nb,
                            .n_tok = b0, .y_stride = j->y_stride, .idx = j->idx,

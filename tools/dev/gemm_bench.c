@@ -125,7 +125,7 @@ static void run(const setup *s, int mode)
         return;
     }
     /* matvec.c's dispatch with the few-token kernel: gemm.h's sl__gemm_tail */
-    const int64_t tail = sl__gemm_tail(s->a.n_tok, true, s->t->type), b0 = s->a.n_tok - tail;
+    const int64_t tail = sl__gemm_tail(s->a.n_tok, true), b0 = s->a.n_tok - tail;
     sl__gemm_rows a = s->a;
     a.n_tok = b0;
     if (b0) run_chunks(s, s->gemm[1], &a);
