@@ -62,12 +62,20 @@ typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_
  *   tokens takes a whole 16-token panel (32 -> 36..40 tokens: +80 us on IQ4_XS), and the
  *   kernel on those ran 1.03-1.07x faster than gemm_kv; a group of 17..24 shares its first
  *   panel's weights (16 + 8 through the kernel: 0.84-0.91x), 9..16 tokens break even.
+ *   But a lone token past 16 (n_tok % 32 == 17) costs a whole second panel: the row kernel
+ *   takes it (16 + 1 against 17 in two panels: 1.04-1.25x faster at 17 tokens, 1.0-1.15x at
+ *   49, all four types, the sweep's shapes 768x768 256x1024 1024x256 768x1024 1024x768
+ *   1536x768, gemm_bench CHUNK 256, min of 75). 9 tokens as 8 + 1 (the kernel, the row
+ *   kernel) ran no faster than one panel (IQ4_XS 0.99-1.03x, Q6_K 0.93-0.99x; Q4_K, Q5_K
+ *   0.85-1.15x), nor 18..20 as 16 + 2..4 through the kernel (IQ4_XS 0.97-1.09x, Q6_K
+ *   0.95-1.03x, Q4_K and Q5_K 0.86-0.98x; 768x768 1024x768 256x1024).
  * The same bits either way. */
 enum { SL__GEMM_TAIL_MAX = 3, SL__GEMM_FEW_MAX = 8 };
 static inline int64_t sl__gemm_tail(int64_t n_tok, bool few)
 {
     if (!few) return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
     if (n_tok <= SL__GEMM_FEW_MAX) return n_tok;
+    if (n_tok % 32 == 17) return 1;
     return n_tok % 32 <= SL__GEMM_FEW_MAX ? n_tok % 32 : 0;
 }
 

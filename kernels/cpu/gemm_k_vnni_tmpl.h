@@ -23,7 +23,7 @@
  * into blocks of rows that fit; rows longer than 16 super-blocks once per token group), panels
  * are built by register transposes once per token group (once per 32 rows and chunk when a row is
  * longer than GKV_PCH super-blocks), contiguous output rows leave by 16x16 transposes and
- * vector stores; GKV_NARROW says which few tokens go to gemm_k.
+ * vector stores; GKV_NARROW says which few tokens go to the few-token kernel or gemm_k.
  *
  * Why the bits are the reference's: the integer super-block sums are exact (vpdpbusd sums of at
  * most 32 products of |q| <= 63 by |x| <= 128, or |w| <= 128 by x + 128 <= 255; each sub-block
@@ -45,17 +45,19 @@ enum {
     GKV_V = 2,  /* 16-token panels per token group (and per micro-kernel at most) */
     GKV_R = 8,  /* rows per micro-kernel at most (4 with 2 panels) */
     GKV_SG = 32, /* rows whose float lanes live in memory at once (a multiple of 8: Q4_K_R8) */
-    /* a call of at most this many tokens goes to gemm_k's 8-token panels (ymm vpdpbusd, half
-     * the lanes): they ran 1.2x faster than a 16-token panel on 4 and 8 tokens (Q6_K 768 x 768
-     * and 768 x 1024, gemm_bench), and so does such a last group of a call whose rows are
-     * unpacked per token group; a last group of a call unpacked once takes a panel without an
-     * unpack (Q6_K 40 tokens: 1.1x, IQ4_XS 1.25x faster than gemm_k) */
+    /* a call of at most this many tokens, and such a last group of a call whose rows are
+     * unpacked per token group, goes to the few-token kernel (gemm.h; gemm_k's 8-token panels
+     * for Q4_K_R8, which has none: ymm vpdpbusd, half the lanes, 1.2x faster than a 16-token
+     * panel on 4 and 8 tokens, Q6_K 768 x 768 and 768 x 1024, gemm_bench); a last group of a
+     * call unpacked once takes a panel without an unpack (Q6_K 40 tokens: 1.1x, IQ4_XS 1.25x
+     * faster than gemm_k) */
     GKV_NARROW = 8,
     GKV_PCH = 8, /* super-blocks per panel chunk (2048 elements: qwen3moe's expert down rows) */
     /* unpacked row chunks (gk_buf, GK_PCH super-blocks each) a call keeps: 64 rows of 8
      * super-blocks, each row unpacked once per call instead of once per token group */
     GKV_UCAP = 128
 };
+_Static_assert(GKV_NARROW <= SL__GEMM_FEW_MAX, "the few-token kernel takes gemm_kv's narrow calls");
 
 /* 16 tokens' Q8_K super-blocks [b0, b0 + GKV_PCH): q[i][g] holds bytes 4g..4g+3 of the tokens'
  * super-block b0 + i (plus 128, unsigned, for the offset kinds), token k at bytes 4k..4k+3;
@@ -142,6 +144,25 @@ static inline __m512i SL_MV_SUFFIX(gkv_offsets)(int64_t t0, int64_t n_tok, size_
 
 /* The lanes of one row: lt[v][l] holds lane l of panel v's 16 tokens. */
 typedef float gkv_lanes[GKV_V][8][16];
+
+/* sl__mv_reduce8 element-wise over 16 tokens, of lanes l[0..nl) (nl = min(nb, 8)): the lanes
+ * past nl, the reference's zeros, are left out of the sums. Exact: gkv_micro stores a lane's
+ * first term as 0 + t, so no lane is -0, and x + (+0) is x for every other x. */
+static inline __attribute__((always_inline)) __m512 SL_MV_SUFFIX(gkv_reduce)(
+    const float (*l)[16], int nl)
+{
+    const __m512 s0 = _mm512_load_ps(l[0]);
+    if (nl == 1) return s0;
+    const __m512 s1 = _mm512_load_ps(l[1]);
+    if (nl == 2) return _mm512_add_ps(s0, s1);
+    const __m512 s2 = _mm512_load_ps(l[2]);
+    if (nl == 3) return _mm512_add_ps(_mm512_add_ps(s0, s2), s1);
+    const __m512 s3 = _mm512_load_ps(l[3]);
+    if (nl == 4) return _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
+    __m512 u[4] = {s0, s1, s2, s3};
+    for (int q = 4; q < nl; q++) u[q - 4] = _mm512_add_ps(u[q - 4], _mm512_load_ps(l[q]));
+    return _mm512_add_ps(_mm512_add_ps(u[0], u[2]), _mm512_add_ps(u[1], u[3]));
+}
 
 /* GKV_MINS: Q4_K/Q5_K (float min term, sub-blocks of 32); GKV_OFFSET: Q6_K (codes = value +
  * 32, sub-blocks of 16); GKV_IQ4: IQ4_XS (codes = table value + 128, sub-blocks of 32). The
@@ -343,9 +364,9 @@ static inline void SL_MV_SUFFIX(gkv_corr)(gk_buf *u, int64_t n, const __m256i cs
     const __m256i t2 =
         _mm256_add_epi32(_mm256_unpacklo_epi64(t0, t1), _mm256_unpackhi_epi64(t0, t1));
     const __m128i t3 = _mm_add_epi32(_mm256_castsi256_si128(t2), _mm256_extracti128_si256(t2, 1));
-    int32_t r4[4];
-    _mm_storeu_si128((__m128i *)r4, _mm_mullo_epi32(t3, _mm_set1_epi32(-128)));
-    for (int64_t i = 0; i < n; i++) u->corr[i] = r4[i];
+    /* a masked store: the copy of n ints was a memcpy call (and a vzeroupper) per row */
+    _mm_mask_storeu_epi32(u->corr, (__mmask8)((1u << n) - 1u),
+                          _mm_mullo_epi32(t3, _mm_set1_epi32(-128)));
 }
 
 /* 64 codes of a super-block (unsigned bytes) against its scales: lane k of cs gains
@@ -532,8 +553,13 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
 }
 
 /* Tokens in groups of 16 * GKV_V (a last group of at most 16 takes one panel; GKV_NARROW
- * says when gemm_k takes a call or its last group), rows in groups of GKV_SG whose lanes live
- * in memory, micro-kernels of GKV_R rows (GKV_R / 2 with two panels) within them. */
+ * says when the few-token kernel or gemm_k takes a call's last group), rows in groups of
+ * GKV_SG whose lanes live in memory, micro-kernels of GKV_R rows (GKV_R / 2 with two panels)
+ * within them. The rows are unpacked once per call (once: up to GKV_UCAP chunks), per row
+ * group and chunk (fused: one token group, rows of at most GK_PCH super-blocks; 10-32 tokens,
+ * the sweep's shapes, gemm_bench CHUNK 256: IQ4_XS 1.03-1.09x, Q6_K 1.05-1.2x, Q4_K and Q5_K
+ * 1.0-1.1x faster than once and the offset kinds' blocks of 128 rows), or per row group and
+ * super-block. */
 static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_rows *a,
                                         int64_t i0, int64_t i1)
 {
@@ -546,7 +572,10 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
     /* the call's rows unpacked once (chunk c of row i0 + m at uc[c * nrow + m]) when they fit,
      * else each row group's super-block once per token group */
     const int64_t nrow = i1 - i0, nch = (a->nb + GK_PCH - 1) / GK_PCH;
-    const bool once = nrow * nch <= GKV_UCAP;
+    /* one token group and rows of one chunk: each row group's chunk unpacked right before its
+     * micro-kernels (into ub, in L1), not the whole call's rows first (uc, in L2) */
+    const bool fused = a->n_tok <= 16 * GKV_V && nch == 1;
+    const bool once = !fused && nrow * nch <= GKV_UCAP;
     gk_buf uc[GKV_UCAP];
     for (int64_t c = 0; once && c < nch; c++) {
         const int64_t c0 = c * GK_PCH, c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
@@ -559,12 +588,13 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
     }
     for (int64_t t0 = 0; t0 < a->n_tok;) {
         const int64_t left = a->n_tok - t0;
-        if (left <= GKV_NARROW && !once) { /* the 8-token kernel */
+        if (left <= GKV_NARROW && !once) { /* the few-token kernel (or gemm_k) */
             sl__gemm_rows b = *a;
             b.xq += (size_t)t0 * a->arb;
             b.y += t0 * a->y_stride;
             b.n_tok = left;
-            SL_MV_SUFFIX(gemm_k)(t, &b, i0, i1);
+            const sl__gemm_fn few = sl__gemm_few_avx512(t->type);
+            (few ? few : SL_MV_SUFFIX(gemm_k))(t, &b, i0, i1);
             return;
         }
         const int nv = left > 16 ? GKV_V : 1;
@@ -585,9 +615,16 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
                 for (int v = 0; !one_chunk && v < nv; v++)
                     SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, kind != GKV_MINS,
                                                   &p[v]);
+                for (int64_t k0 = 0; fused && k0 < ns; k0 += rmax) {
+                    const int nr = ns - k0 < rmax ? (int)(ns - k0) : rmax;
+                    const gk_buf *ur[GKV_R];
+                    SL_MV_SUFFIX(gkv_unpack)(t, a, s0 + k0, nr, 0, a->nb, ub, ur);
+                    const gkv_micro_fn f = SL_MV_SUFFIX(gkv_micros)[kind][nv - 1][nr - 1];
+                    for (int64_t b = 0; b < a->nb; b++) f(ur, p, b, b, (int)b, true, &lt[k0]);
+                }
                 /* super-block by super-block: the panels' one super-block (8 KiB) and the
                  * rows' stay in L1 while every row group meets them */
-                for (int64_t b = c0; b < c1; b++)
+                for (int64_t b = c0; b < c1 && !fused; b++)
                     for (int64_t k0 = 0; k0 < ns; k0 += rmax) {
                         const int nr = ns - k0 < rmax ? (int)(ns - k0) : rmax;
                         const gk_buf *ur[GKV_R];
@@ -603,42 +640,41 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
                         f(ur, p, ui, b - c0, (int)(b % 8), b < 8, &lt[k0]);
                     }
             }
-            /* token by token, so that a token's stores of the row group share cache lines */
-            _Alignas(64) float res[GKV_SG][16 * GKV_V];
-            int64_t out[GKV_SG];
-            for (int64_t k = 0; k < ns; k++) {
-                const int64_t i = s0 + k;
-                out[k] = a->idx && !a->scatter ? i : a->idx ? a->idx[i] : i;
-                for (int v = 0; v < nv; v++) {
-                    /* sl__mv_reduce8, element-wise */
-                    const float(*l)[16] = lt[k][v];
-                    __m512 s[8];
-                    for (int q = 0; q < 8; q++)
-                        s[q] = q < nl ? _mm512_load_ps(l[q]) : _mm512_setzero_ps();
-                    const __m512 u0 = _mm512_add_ps(s[0], s[4]), u1 = _mm512_add_ps(s[1], s[5]);
-                    const __m512 u2 = _mm512_add_ps(s[2], s[6]), u3 = _mm512_add_ps(s[3], s[7]);
-                    _mm512_store_ps(res[k] + 16 * v, _mm512_add_ps(_mm512_add_ps(u0, u2),
-                                                                   _mm512_add_ps(u1, u3)));
-                }
-            }
             if (!(a->idx && a->scatter)) {
-                /* rows s0.. are contiguous in each token's output row: 16 x 16 transposes
-                 * (register shuffles) and one (masked) vector store per token and 16 rows */
+                /* rows s0.. are contiguous in each token's output row: per 16 rows and panel,
+                 * their lanes reduced in registers, a 16 x 16 transpose (register shuffles)
+                 * and one (masked) vector store per token; the loops unrolled, so that the
+                 * transpose's outputs stay in registers */
                 for (int64_t k0 = 0; k0 < ns; k0 += 16) {
                     const int nk = ns - k0 < 16 ? (int)(ns - k0) : 16;
                     const __mmask16 km = (__mmask16)((1u << nk) - 1u);
                     for (int v = 0; v < nv; v++) {
                         __m512i r[16], o[16];
+                        float *y = a->y + (t0 + 16 * v) * a->y_stride + s0 + k0;
+                        const int ng = nt - 16 * v < 16 ? (int)(nt - 16 * v) : 16;
+                        GKV_UNROLL
                         for (int q = 0; q < 16; q++)
-                            r[q] = _mm512_load_si512(res[k0 + (q < nk ? q : 0)] + 16 * v);
+                            r[q] = q < nk ? _mm512_castps_si512(SL_MV_SUFFIX(gkv_reduce)(
+                                                lt[k0 + q][v], nl))
+                                          : r[0];
                         SL_MV_SUFFIX(gkv_transpose16)(r, o);
-                        for (int g = 0; g < 16 && 16 * v + g < nt; g++)
-                            _mm512_mask_storeu_ps(a->y + (t0 + 16 * v + g) * a->y_stride +
-                                                      out[k0],
-                                                  km, _mm512_castsi512_ps(o[g]));
+                        GKV_UNROLL
+                        for (int g = 0; g < 16; g++)
+                            if (g < ng)
+                                _mm512_mask_storeu_ps(y + g * a->y_stride, km,
+                                                      _mm512_castsi512_ps(o[g]));
                     }
                 }
             } else {
+                /* token by token, so that a token's stores of the row group share cache
+                 * lines */
+                _Alignas(64) float res[GKV_SG][16 * GKV_V];
+                int64_t out[GKV_SG];
+                for (int64_t k = 0; k < ns; k++) {
+                    out[k] = a->idx[s0 + k];
+                    for (int v = 0; v < nv; v++)
+                        _mm512_store_ps(res[k] + 16 * v, SL_MV_SUFFIX(gkv_reduce)(lt[k][v], nl));
+                }
                 for (int64_t tt = 0; tt < nt; tt++) {
                     float *y = a->y + (t0 + tt) * a->y_stride;
                     /* plain stores: the empty asm keeps clang from turning them into slower
@@ -662,19 +698,23 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
                                   int64_t i1)
 {
     /* the gathers' int32 offsets reach 15 rows past a group's first token */
-    if (a->arb > (size_t)(INT32_MAX / 16) ||
-        a->n_tok <= GKV_NARROW) {
+    if (a->arb > (size_t)(INT32_MAX / 16)) {
         SL_MV_SUFFIX(gemm_k)(t, a, i0, i1);
         return;
     }
+    if (a->n_tok <= GKV_NARROW) {
+        /* the few-token kernel where the type has one (gemm.h: SL__GEMM_FEW_MAX tokens) */
+        const sl__gemm_fn few = sl__gemm_few_avx512(t->type);
+        (few ? few : SL_MV_SUFFIX(gemm_k))(t, a, i0, i1);
+        return;
+    }
     /* one token group unpacks each row once anyway: blocks would only add panel builds (Q4_K
-     * 2048 x 2048, 16 tokens: 10% slower; Q4_K, Q5_K 256 x 1024, 9-24 tokens: 5-8%), except
-     * for the offset kinds' rows of one chunk, whose once-unpack takes a row's chunk in one
-     * call, not super-block by super-block, each with its own corr reduction (Q6_K 768 x 1024,
-     * IQ4_XS 768 x 768, 9-24 tokens, one call of 256 rows: blocks of 128 1.03-1.2x faster) */
+     * 2048 x 2048, 16 tokens: 10% slower; Q4_K, Q5_K 256 x 1024, 9-24 tokens: 5-8%). Rows of
+     * one chunk take it whole per row group (gemm_kv_block's fused), which once made the offset
+     * kinds' blocks of 128 rows 1.03-1.2x faster than super-block by super-block unpacks, each
+     * with its own corr reduction */
     const int64_t nch = (a->nb + GK_PCH - 1) / GK_PCH;
-    const bool blocks = a->n_tok > 16 * GKV_V ||
-                        (nch == 1 && SL_MV_SUFFIX(gkv_kind)(t->type) != GKV_MINS);
+    const bool blocks = a->n_tok > 16 * GKV_V;
     const int64_t rb = blocks ? GKV_UCAP / nch / GKV_SG * GKV_SG : 0;
     for (int64_t r0 = i0; r0 < i1; r0 += rb ? rb : i1 - i0)
         SL_MV_SUFFIX(gemm_kv_block)(t, a, r0, rb && i1 - r0 > rb ? r0 + rb : i1);

@@ -14,7 +14,9 @@
  * grouped path's 64 for the K-quants, the defaults). Compare two versions by building two
  * binaries. A developer tool (needs an AVX-512 VNNI CPU):
  *   bazel build -c opt //tools/dev:gemm_bench
- *   bazel-bin/tools/dev/gemm_bench TYPE ROWS COLS NTOK[,NTOK..] [REPS [CHUNK]]
+ *   bazel-bin/tools/dev/gemm_bench TYPE ROWS COLS NTOK[,NTOK..] [REPS [CHUNK [MODES]]]
+ * MODES (e.g. new,few): the modes timed, all by default (every mode still runs once for the
+ * bit check; leaving out rows makes a sweep of many NTOK several times shorter).
  * TYPE: Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 MXFP4 IQ4_NL (REPS 200, CHUNK 256 by default) or Q4_K Q5_K
  * Q6_K IQ4_XS (REPS 30, CHUNK 64 by default). */
 #include <errno.h>
@@ -91,6 +93,7 @@ static void fill_weights(const sl__mv_type *t, uint8_t *w, int64_t rows, int64_t
 
 typedef struct setup {
     const sl__mv_type *t;
+    unsigned timed; /* bit m: mode m is timed */
     sl__gemm_fn gemm[2]; /* panel8, new */
     sl__gemm_fn few;     /* sl__gemm_few_avx512, NULL: the type has none */
     sl__mv_rows_fn rows_fn;
@@ -165,6 +168,7 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
                          (nm < MODES || !memcmp(y[3], y[2], sizeof(float) * ny));
         for (int k = 0; k < reps; k++)
             for (int m = skip0; m < nm; m++) {
+                if (!(s->timed >> m & 1)) continue;
                 s->a.y = y[m];
                 const double t0 = now_us();
                 run(s, m);
@@ -173,6 +177,10 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
         double med[MODES];
         printf("%s %lldx%lld ntok %3lld:", name, (long long)rows, (long long)cols, (long long)n);
         for (int m = skip0; m < nm; m++) {
+            if (!(s->timed >> m & 1)) {
+                med[m] = 0;
+                continue;
+            }
             qsort(tm[m], (size_t)reps, sizeof(double), cmp_d);
             med[m] = tm[m][reps / 2];
             printf("  %s min %8.1f med %8.1f us", mode_name[m], tm[m][0], med[m]);
@@ -197,8 +205,9 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
 
 int main(int argc, char **argv)
 {
-    if (argc < 5 || argc > 7) {
-        fprintf(stderr, "usage: %s TYPE ROWS COLS NTOK[,NTOK..] [REPS [CHUNK]]\n", argv[0]);
+    if (argc < 5 || argc > 8) {
+        fprintf(stderr, "usage: %s TYPE ROWS COLS NTOK[,NTOK..] [REPS [CHUNK [MODES]]]\n",
+                argv[0]);
         return 2;
     }
     if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
@@ -227,6 +236,19 @@ int main(int argc, char **argv)
                 (long long)cols, argv[1], t->block);
         return 2;
     }
+    unsigned timed = (1u << MODES) - 1;
+    if (argc > 7) {
+        timed = 0;
+        for (char *m = strtok(argv[7], ","); m; m = strtok(NULL, ",")) {
+            int k = 0;
+            while (k < MODES && strcmp(m, mode_name[k])) k++;
+            if (k == MODES) {
+                fprintf(stderr, "gemm_bench: MODES: '%s' is not one of panel8 new rows few\n", m);
+                return 2;
+            }
+            timed |= 1u << k;
+        }
+    }
     const int64_t nb = cols / t->block;
     const size_t wrb = (size_t)nb * t->bytes;
     uint8_t *w = malloc(wrb * (size_t)rows);
@@ -237,7 +259,7 @@ int main(int argc, char **argv)
     }
     uint64_t rs = 88172645463325252ULL;
     fill_weights(t, w, rows, nb, &rs);
-    setup s = {.t = t, .gemm = {sl__gemm_panel8_avx512(t->type), fnew},
+    setup s = {.t = t, .timed = timed, .gemm = {sl__gemm_panel8_avx512(t->type), fnew},
                .few = sl__gemm_few_avx512(t->type), .rows_fn = fr,
                .rows = rows, .chunk = chunk,
                .a = {.w = (const char *)w, .wrb = wrb, .arb = (size_t)nb * t->act_bytes,
