@@ -79,20 +79,6 @@ SL_MV_SUFFIX(gf32_load4)(const char *const p[4], int64_t off)
     return _mm512_mask_broadcast_i32x4(v, 0xF000, _mm_loadu_si128((const __m128i *)(p[3] + off)));
 }
 
-/* The halves at p[k] + off as floats, broadcast over lane k. */
-static inline __attribute__((always_inline)) __m512 SL_MV_SUFFIX(gf32_halves4)(
-    const char *const p[4], int64_t off)
-{
-    uint64_t v = 0;
-    for (int k = 0; k < 4; k++) {
-        uint16_t h;
-        memcpy(&h, p[k] + off, 2);
-        v |= (uint64_t)h << (16 * k);
-    }
-    return _mm512_permutexvar_ps(
-        SL_GF32_BCAST, _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)v))));
-}
-
 /* Tokens t0..t0+3 (past n_tok: the last token again, results dropped) of xq (rows arb bytes
  * apart), blocks [b0, b1), into p; c the type's offset, q81: Q8_1 activations. */
 static void SL_MV_SUFFIX(gf32_panel_build)(const char *xq, size_t arb, int64_t t0, int64_t n_tok,
@@ -139,9 +125,77 @@ static void SL_MV_SUFFIX(gf32_panel_build)(const char *xq, size_t arb, int64_t t
     }
 }
 
+/* The blocks at p[0..3] unpacked: w[h] lane k = u of elements 16h..16h+15 of block p[k]. */
+static inline __attribute__((always_inline)) void
+SL_MV_SUFFIX(gf32_codes)(const uint32_t type, const char *const p[4], __m512i w[2])
+{
+    if (type == SL_GGML_Q8_0) {
+        for (int h = 0; h < 2; h++)
+            w[h] = _mm512_xor_si512(SL_MV_SUFFIX(gf32_load4)(p, 2 + 16 * h),
+                                    _mm512_set1_epi8((char)0x80));
+        return;
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i q = SL_MV_SUFFIX(gf32_load4)(p, SL_MV_SUFFIX(gf32_qo)(type));
+    w[0] = _mm512_and_si512(q, m4);
+    w[1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+    if (type == SL_GGML_IQ4_NL || type == SL_GGML_MXFP4) {
+        const __m512i table = _mm512_broadcast_i32x4(SL_MV_SUFFIX(ou_table)(type));
+        for (int h = 0; h < 2; h++) w[h] = _mm512_shuffle_epi8(table, w[h]);
+    } else if (type == SL_GGML_Q5_0 || type == SL_GGML_Q5_1) {
+        /* bit 4 of element e of block k is bit e of its qh: bits 16k.. of the masks */
+        const int64_t ho = type == SL_GGML_Q5_0 ? 2 : 4;
+        uint64_t m[2] = {0, 0};
+        for (int k = 0; k < 4; k++) {
+            uint32_t qh;
+            memcpy(&qh, p[k] + ho, 4);
+            m[0] |= (uint64_t)(qh & 0xFFFF) << (16 * k);
+            m[1] |= (uint64_t)(qh >> 16) << (16 * k);
+        }
+        for (int h = 0; h < 2; h++)
+            w[h] = _mm512_mask_add_epi8(w[h], (__mmask64)m[h], w[h], _mm512_set1_epi8(0x10));
+    }
+}
+
+/* The halves at p[k] + off (k < N <= 8) as floats, dword i of the result element idx[i]. */
+static inline __attribute__((always_inline)) __m512 SL_MV_SUFFIX(gf32_halves)(
+    const char *const *p, const int N, int64_t off, __m512i idx)
+{
+    uint64_t v[2] = {0, 0};
+    for (int k = 0; k < N; k++) {
+        uint16_t h;
+        memcpy(&h, p[k] + off, 2);
+        v[k / 4] |= (uint64_t)h << (16 * (k % 4));
+    }
+    return _mm512_permutexvar_ps(
+        idx, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_set_epi64x((long long)v[1],
+                                                                   (long long)v[0]))));
+}
+
+/* The scales of the blocks at p[0..N) as the reference converts them (mw: Q4_1 / Q5_1's
+ * mins), dword i of each element idx[i]. */
+static inline __attribute__((always_inline)) void
+SL_MV_SUFFIX(gf32_scales)(const uint32_t type, const char *const *p, const int N, __m512i idx,
+                          __m512 *dw, __m512 *mw)
+{
+    if (type == SL_GGML_MXFP4) { /* sl__mv_e8m0_half: 2^(e - 128), subnormal for e < 2 */
+        uint64_t ev = 0;
+        for (int k = 0; k < N; k++) ev |= (uint64_t)(uint8_t)p[k][0] << (8 * k);
+        const __m512i e = _mm512_permutexvar_epi32(
+            idx, _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)ev)));
+        const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+        const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+        const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+        *dw = _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, sub));
+    } else {
+        *dw = SL_MV_SUFFIX(gf32_halves)(p, N, 0, idx);
+    }
+    if (SL_MV_SUFFIX(g32_dm)(type)) *mw = SL_MV_SUFFIX(gf32_halves)(p, N, 2, idx);
+}
+
 /* Blocks wp, wp + bb, .. (nv of them, 1..4; the others repeat the first, their terms are
- * dropped) unpacked: w[h] lane k = u of elements 16h..16h+15 of block k; dw (mw: Q4_1 / Q5_1's
- * mins) the block scales as the reference converts them, broadcast over lane k. */
+ * dropped) unpacked: w[h] lane k = u of elements 16h..16h+15 of block k; dw (mw) the block
+ * scales broadcast over lane k. */
 static inline __attribute__((always_inline)) void
 SL_MV_SUFFIX(gf32_unpack)(const uint32_t type, const char *wp, int nv, __m512i w[2], __m512 *dw,
                           __m512 *mw)
@@ -149,45 +203,84 @@ SL_MV_SUFFIX(gf32_unpack)(const uint32_t type, const char *wp, int nv, __m512i w
     const int64_t bb = SL_MV_SUFFIX(gf32_bb)(type);
     const char *p[4];
     for (int k = 0; k < 4; k++) p[k] = wp + (k < nv ? k : 0) * bb;
-    if (type == SL_GGML_Q8_0) {
-        for (int h = 0; h < 2; h++)
-            w[h] = _mm512_xor_si512(SL_MV_SUFFIX(gf32_load4)(p, 2 + 16 * h),
-                                    _mm512_set1_epi8((char)0x80));
-    } else {
-        const __m512i m4 = _mm512_set1_epi8(0x0F);
-        const __m512i q = SL_MV_SUFFIX(gf32_load4)(p, SL_MV_SUFFIX(gf32_qo)(type));
-        w[0] = _mm512_and_si512(q, m4);
-        w[1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-        if (type == SL_GGML_IQ4_NL || type == SL_GGML_MXFP4) {
-            const __m512i table = _mm512_broadcast_i32x4(SL_MV_SUFFIX(ou_table)(type));
-            for (int h = 0; h < 2; h++) w[h] = _mm512_shuffle_epi8(table, w[h]);
-        } else if (type == SL_GGML_Q5_0 || type == SL_GGML_Q5_1) {
-            /* bit 4 of element e of block k is bit e of its qh: bits 16k.. of the masks */
-            const int64_t ho = type == SL_GGML_Q5_0 ? 2 : 4;
-            uint64_t m[2] = {0, 0};
-            for (int k = 0; k < 4; k++) {
-                uint32_t qh;
-                memcpy(&qh, p[k] + ho, 4);
-                m[0] |= (uint64_t)(qh & 0xFFFF) << (16 * k);
-                m[1] |= (uint64_t)(qh >> 16) << (16 * k);
+    SL_MV_SUFFIX(gf32_codes)(type, p, w);
+    SL_MV_SUFFIX(gf32_scales)(type, p, 4, SL_GF32_BCAST, dw, mw);
+}
+
+/* The 2-token layout (gf32_rows' P == 0), for 1..2 tokens, where a 4-token panel would be half
+ * empty: 8 blocks x 2 tokens in a vector, dword 4L + 2k + t = block 2L + k, token t (= 2 m + t
+ * for block m of 8), half the vpdpbusd and vpshufd of a panel. The weights: lane L of
+ * unpacklo_epi64 of the two blocks' codes holds groups 0, 1 (4 elements each) of block 2L, then
+ * of 2L + 1; vpshufd (0, 0, 2, 2) / (1, 1, 3, 3) puts group 0 / 1 of each in its token pair.
+ * Eight blocks cover the 8 lanes: one lanes vector per row, dword 2 (b % 8) + t. */
+
+/* Tokens 0..1 (past n_tok: the last again) of xq, blocks [b0, b1) in octets (octet o: the
+ * panel's slot o): q[o][g / 4][g % 4] dword 2m + t = bytes 4g..4g+3 of block 8o + m, token t;
+ * cx, d, s the same dwords. Built in scalar code: once per call, for two tokens. */
+static void SL_MV_SUFFIX(gf32_panel_build2)(const char *xq, size_t arb, int64_t n_tok,
+                                            int64_t b0, int64_t b1, int c, bool q81,
+                                            gf32_panel *p)
+{
+    const int64_t ab = q81 ? (int64_t)sizeof(sl_block_q8_1) : (int64_t)sizeof(sl_block_q8_0);
+    const int64_t qo = q81 ? 4 : 2;
+    for (int64_t b = b0; b < b1; b += 8) {
+        const int64_t o = (b - b0) / 8, nv = b1 - b < 8 ? b1 - b : 8;
+        _Alignas(64) int32_t q[8][16] = {{0}}, cx[16] = {0};
+        _Alignas(64) uint16_t hd[16] = {0}, hs[16] = {0};
+        for (int m = 0; m < nv; m++)
+            for (int t = 0; t < 2; t++) {
+                const char *xb = xq + (size_t)(t < n_tok ? t : n_tok - 1) * arb + (b + m) * ab;
+                int32_t sx = 0;
+                for (int e = 0; e < 32; e++) sx += (int8_t)xb[qo + e];
+                for (int g = 0; g < 8; g++) memcpy(&q[g][2 * m + t], xb + qo + 4 * g, 4);
+                cx[2 * m + t] = -c * sx;
+                memcpy(&hd[2 * m + t], xb, 2);
+                if (q81) memcpy(&hs[2 * m + t], xb + 2, 2);
             }
-            for (int h = 0; h < 2; h++)
-                w[h] = _mm512_mask_add_epi8(w[h], (__mmask64)m[h], w[h], _mm512_set1_epi8(0x10));
+        for (int g = 0; g < 8; g++)
+            _mm512_store_si512(p->q[o][g / 4][g % 4], _mm512_load_si512(q[g]));
+        _mm512_store_si512(p->cx[o], _mm512_load_si512(cx));
+        _mm512_store_ps(p->d[o], _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)hd)));
+        _mm512_store_ps(p->s[o], _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)hs)));
+    }
+}
+
+/* The terms of blocks wp.. (nv of them, 1..8) against the 2-token panel's octet o, added to
+ * *l under a mask when nv < 8. */
+static inline __attribute__((always_inline)) void
+SL_MV_SUFFIX(gf32_oct)(const uint32_t type, const char *wp, int nv, const gf32_panel *p,
+                       int64_t o, __m512 *l)
+{
+    const int64_t bb = SL_MV_SUFFIX(gf32_bb)(type);
+    const char *pb[8];
+    for (int k = 0; k < 8; k++) pb[k] = wp + (k < nv ? k : 0) * bb;
+    const char *const pe[4] = {pb[0], pb[2], pb[4], pb[6]}, *const po[4] = {pb[1], pb[3], pb[5],
+                                                                             pb[7]};
+    __m512i we[2], wo[2];
+    SL_MV_SUFFIX(gf32_codes)(type, pe, we);
+    SL_MV_SUFFIX(gf32_codes)(type, po, wo);
+    __m512 dw, mw = _mm512_setzero_ps();
+    SL_MV_SUFFIX(gf32_scales)(type, pb, 8,
+                              _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
+                              &dw, &mw);
+    __m512i acc[2] = {_mm512_load_si512(p->cx[o]), _mm512_setzero_si512()};
+    GKV_UNROLL
+    for (int h = 0; h < 2; h++) {
+        const __m512i w2[2] = {_mm512_unpacklo_epi64(we[h], wo[h]),
+                               _mm512_unpackhi_epi64(we[h], wo[h])};
+        GKV_UNROLL
+        for (int c = 0; c < 2; c++) {
+            acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_shuffle_epi32(w2[c], 0xA0),
+                                         _mm512_load_si512(p->q[o][h][2 * c]));
+            acc[1] = _mm512_dpbusd_epi32(acc[1], _mm512_shuffle_epi32(w2[c], 0xF5),
+                                         _mm512_load_si512(p->q[o][h][2 * c + 1]));
         }
     }
-    if (type == SL_GGML_MXFP4) { /* sl__mv_e8m0_half: 2^(e - 128), subnormal for e < 2 */
-        uint32_t ev = 0;
-        for (int k = 0; k < 4; k++) ev |= (uint32_t)(uint8_t)p[k][0] << (8 * k);
-        const __m512i e = _mm512_permutexvar_epi32(
-            SL_GF32_BCAST, _mm512_cvtepu8_epi32(_mm_cvtsi32_si128((int)ev)));
-        const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-        const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-        const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
-        *dw = _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, sub));
-    } else {
-        *dw = SL_MV_SUFFIX(gf32_halves4)(p, 0);
-    }
-    if (SL_MV_SUFFIX(g32_dm)(type)) *mw = SL_MV_SUFFIX(gf32_halves4)(p, 2);
+    const __m512 fs = _mm512_cvtepi32_ps(_mm512_add_epi32(acc[0], acc[1]));
+    __m512 t = _mm512_mul_ps(fs, _mm512_mul_ps(dw, _mm512_load_ps(p->d[o])));
+    if (SL_MV_SUFFIX(g32_dm)(type)) t = _mm512_add_ps(t, _mm512_mul_ps(mw, _mm512_load_ps(p->s[o])));
+    *l = nv == 8 ? _mm512_add_ps(*l, t)
+                 : _mm512_mask_add_ps(*l, (__mmask16)((1u << (2 * nv)) - 1), *l, t);
 }
 
 /* The terms of blocks wp.. (nv of them) against P panels' quad i, added to l0[2 v] (panel v's
@@ -245,6 +338,27 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gf32_rows)(
         const int64_t r = a->idx ? a->idx[i] : i;
         const char *w = a->w + (size_t)r * a->wrb;
         if (pf) SL_MV_SUFFIX(pf_span)(w, a->wrb);
+        const int64_t out = a->idx && !a->scatter ? i : r;
+        if (P == 0) { /* the 2-token layout: one lanes vector, octets of blocks */
+            __m512 l2 = c0 == 0 ? _mm512_setzero_ps() : lt[i - r0][0][0];
+            int64_t b = c0;
+            for (; b + 8 <= c1; b += 8)
+                SL_MV_SUFFIX(gf32_oct)(type, w + b * bb, 8, p, (b - c0) / 8, &l2);
+            if (b < c1) /* the row's last 1..7 blocks (c1 == nb) */
+                SL_MV_SUFFIX(gf32_oct)(type, w + b * bb, (int)(c1 - b), p, (b - c0) / 8, &l2);
+            if (c1 < a->nb) {
+                lt[i - r0][0][0] = l2;
+                continue;
+            }
+            /* sl__mv_reduce8: uk = sk + sk+4 (lanes L, L + 2), (u0 + u2) + (u1 + u3) */
+            const __m512 u = _mm512_add_ps(l2, _mm512_shuffle_f32x4(l2, l2, 0x4E));
+            const __m512 v = _mm512_add_ps(u, _mm512_shuffle_f32x4(u, u, 0xB1));
+            const __m512 f = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4E));
+            float res[4];
+            _mm_storeu_ps(res, _mm512_castps512_ps128(f));
+            for (int64_t k = 0; k < a->n_tok; k++) a->y[k * a->y_stride + out] = res[k];
+            continue;
+        }
         __m512 l[GF32_NP][2]; /* [panel][lanes 0..3 / 4..7] */
         for (int v = 0; v < P; v++)
             for (int e = 0; e < 2; e++)
@@ -276,7 +390,6 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gf32_rows)(
             const __m512 f = _mm512_add_ps(s, _mm512_shuffle_f32x4(s, s, 0xB1));
             _mm_storeu_ps(res + 4 * v, _mm512_castps512_ps128(f));
         }
-        const int64_t out = a->idx && !a->scatter ? i : r;
         for (int64_t k = 0; k < a->n_tok; k++) a->y[k * a->y_stride + out] = res[k];
     }
 }
@@ -300,6 +413,9 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_few32_pass)(
         const int64_t r1 = i1 - r0 < GF32_ROWS ? i1 : r0 + GF32_ROWS;
         for (int64_t c0 = 0; c0 < a->nb; c0 += GF32_PCH) {
             const int64_t c1 = a->nb - c0 < GF32_PCH ? a->nb : c0 + GF32_PCH;
+            if ((!one_chunk || r0 == i0) && P == 0)
+                SL_MV_SUFFIX(gf32_panel_build2)(a->xq, a->arb, a->n_tok, c0, c1, c,
+                                                SL_MV_SUFFIX(g32_dm)(type), &p[0]);
             if (!one_chunk || r0 == i0)
                 for (int v = 0; v < P; v++)
                     SL_MV_SUFFIX(gf32_panel_build)(a->xq, a->arb, 4 * v, a->n_tok, c0, c1, c,
@@ -328,6 +444,15 @@ static void SL_MV_SUFFIX(gf32_by_row)(uint32_t type, const sl__gemm_rows *a, int
     }
 }
 
+/* Whether 1..2 tokens take the 2-token layout on rows of nb blocks: an octet of it cost ~1.6x
+ * a 4-token panel's quad (gemm_bench, 2 tokens, min us, a panel / the layout: Q8_0 768x1024
+ * 49.6 / 39.7, MXFP4 256x2048 31.9 / 24.1), so rows whose last octet is mostly empty (IQ4_NL
+ * 768x384, 12 blocks: 19.5 / 20.0) keep the panel. */
+static inline bool SL_MV_SUFFIX(gf32_two)(int64_t nb)
+{
+    return 16 * ((nb + 7) / 8) < 10 * ((nb + 3) / 4);
+}
+
 /* Per type: the kernel alone (gf32_<type>: gemm.h's sl__gemm_few_avx512), passes of GF32_TOK
  * tokens, each of 1..GF32_NP panels (the last pass as short as its tokens); and the batch
  * kernel (gv_<type>: sl__gemm_avx512), which hands sl__gemm_vnni_few's last tokens to the row
@@ -346,7 +471,9 @@ _Static_assert(GF32_TOK == SL__GEMM_VNNI_PASS, "gemm.h's pass is the kernel's");
             if (s.n_tok > 12) SL_MV_SUFFIX(gemm_few32_pass)(TYPE, &s, i0, i1, 4);               \
             else if (s.n_tok > 8) SL_MV_SUFFIX(gemm_few32_pass)(TYPE, &s, i0, i1, 3);           \
             else if (s.n_tok > 4) SL_MV_SUFFIX(gemm_few32_pass)(TYPE, &s, i0, i1, 2);           \
-            else SL_MV_SUFFIX(gemm_few32_pass)(TYPE, &s, i0, i1, 1);                            \
+            else if (s.n_tok > 2 || !SL_MV_SUFFIX(gf32_two)(a->nb))                           \
+                SL_MV_SUFFIX(gemm_few32_pass)(TYPE, &s, i0, i1, 1);                             \
+            else SL_MV_SUFFIX(gemm_few32_pass)(TYPE, &s, i0, i1, 0);                            \
         }                                                                                       \
     }                                                                                           \
     static void SL_MV_SUFFIX(gv_##NAME)(const sl__mv_type *t, const sl__gemm_rows *a,          \
