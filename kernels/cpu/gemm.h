@@ -8,11 +8,11 @@
  * float terms of 8 tokens in one vector, keeping every (row, token) accumulation in the
  * reference's order. Kernels check nothing (matvec.c validated the call) and use only the
  * stack (tens of KiB; the AVX-512 VNNI kernels more: gemm_k_vnni_tmpl.h's ~310 KiB: a call's
- * unpacked rows, gemm_q32_vnni_tmpl.h's ~270 KiB: its 64 tokens' panels and a row group's
+ * unpacked rows, gemm_few32_vnni_tmpl.h's ~80 KiB: its 16 tokens' panels and a row group's
  * lanes). Compiled
  * per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c / matvec_avx512.c after
  * matvec_x86_tmpl.h, whose helpers it reuses; the AVX-512 build adds the VNNI kernels of the
- * K-quants (gemm_k_vnni_tmpl.h), of the 32-element types (gemm_q32_vnni_tmpl.h) and the
+ * K-quants (gemm_k_vnni_tmpl.h), of the 32-element types (gemm_few32_vnni_tmpl.h) and the
  * few-token kernel of the K-quants (gemm_few_vnni_tmpl.h: ~35 KiB of stack). */
 #ifndef SL_KERNELS_CPU_GEMM_H
 #define SL_KERNELS_CPU_GEMM_H
@@ -38,9 +38,9 @@ typedef struct sl__gemm_rows {
 typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
                             int64_t i1);
 
-/* The rule for a batch's leftover tokens, the one all callers apply (matvec.c's K-quant rows,
- * gemm_q32's MXFP4/Q4_0 rows on AVX2): sl__gemm_tail(n_tok, few) tokens, the batch's last, go
- * past the panel kernel, the rest to it.
+/* The rule for a batch's leftover tokens, the one all panel callers apply (matvec.c's K-quant
+ * rows, gemm_x86_tmpl.h's MXFP4/Q4_0 rows on AVX2): sl__gemm_tail(n_tok, few) tokens, the
+ * batch's last, go past the panel kernel, the rest to it.
  * - Without a few-token kernel (few false): the n_tok % 8 tokens past the last full 8-token
  *   panel go to a row kernel, one token at a time, when they are at most SL__GEMM_TAIL_MAX. A
  *   short panel costs a full one (its spare slots repeat a token), while the row kernel's cost
@@ -79,29 +79,29 @@ static inline int64_t sl__gemm_tail(int64_t n_tok, bool few)
     return n_tok % 32 <= SL__GEMM_FEW_MAX ? n_tok % 32 : 0;
 }
 
-/* The AVX-512 VNNI kernel of the 32-element types (gemm_q32_vnni_tmpl.h) fills panels of 16
- * tokens (one of at most 8 on 256 bits), so a batch of few tokens wastes most of one: the
- * tokens it hands to the decode path's whole-row kernel, one at a time (the same bits), are
- * all of a batch of at most `few` and else the n_tok % 16 past the last full panel when they
- * are at most SL__GEMM_VNNI_TAIL. few: SL__GEMM_VNNI_FEW_CHEAP for the types whose row kernel
- * costs least against a panel (Q8_0, Q4_1), else SL__GEMM_VNNI_FEW. From gemm_bench (one
- * thread, CPU time; 3 tokens, row kernel vs a half panel): Q8_0 256x2048 58 vs 73 us, 1024x2816
- * 380 vs 538; Q4_1 206 vs 225; MXFP4 346 vs 336, Q4_0 120 vs 120; Q5_0 432 vs 362, Q5_1 296
- * vs 220; IQ4_NL (minima) 1408x1024 189 vs 181, 1024x1408 183 vs 179, 256x2048 66 vs 70.
- * A tail past full panels costs a panel's dot (no unpack of its own) against ~60-90 us a
- * token for a 1408 x 1024 matrix: 2. */
-enum { SL__GEMM_VNNI_FEW = 2, SL__GEMM_VNNI_FEW_CHEAP = 3, SL__GEMM_VNNI_TAIL = 2 };
-static inline int64_t sl__gemm_vnni_few(int64_t n_tok, int64_t few)
+/* The AVX-512 VNNI kernel of the 32-element types (gemm_few32_vnni_tmpl.h) takes a batch in
+ * passes of SL__GEMM_VNNI_PASS tokens (1..4 panels of 4, so the last pass costs what its tokens
+ * need); of a last pass of one token, which the decode path's whole-row kernel does for ~0.75x
+ * (IQ4_NL 768x384: 15 vs 20 us), sl__gemm_vnni_few(n_tok) tokens, the batch's last, go to that
+ * instead, one at a time (the same bits). It replaced 16-token panels (a 256-bit half for a
+ * lone last one of at most 8) that cost as much at 3 tokens as at 8 (their batches of 1-2
+ * tokens, 1-2 past a full panel, went to the row kernel): gemm_bench, one thread, CPU time,
+ * min us, old / new, 2, 4, 8, 16, 64 tokens: IQ4_NL 768x384 29.6 / 21.1, 48 / 22, 52 / 33,
+ * 64 / 48, 217 / 189; Q8_0 768x1024 60 / 50, 105 / 52, 107 / 69, 134 / 130 (12: 135 / 86);
+ * MXFP4 1408x1024 9..12 tokens 233 / 153, 512 tokens (2880x2880) 73951 / 61320. */
+enum { SL__GEMM_VNNI_PASS = 16 };
+static inline int64_t sl__gemm_vnni_few(int64_t n_tok)
 {
-    if (n_tok <= few) return n_tok;
-    return n_tok % 16 <= SL__GEMM_VNNI_TAIL ? n_tok % 16 : 0;
+    return n_tok % SL__GEMM_VNNI_PASS == 1;
 }
 
 /* NULL when the ISA has no batch kernel for the type (the range kernels then run). */
 sl__gemm_fn sl__gemm_avx2(uint32_t type);
 sl__gemm_fn sl__gemm_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
-/* The few-token kernel (gemm_few_vnni_tmpl.h: batches of 1..SL__GEMM_FEW_MAX tokens) of the
- * K-quants and IQ4_XS on AVX-512 VNNI, NULL for other types. */
+/* The few-token kernel on AVX-512 VNNI: of the K-quants and IQ4_XS gemm_few_vnni_tmpl.h's
+ * (batches of 1..SL__GEMM_FEW_MAX tokens, by sl__gemm_tail), of the 32-element types
+ * gemm_few32_vnni_tmpl.h's alone (any batch, every token; their sl__gemm_avx512 kernel is it
+ * with sl__gemm_vnni_few's rule); NULL for other types. */
 sl__gemm_fn sl__gemm_few_avx512(uint32_t type);
 /* The 8-token panel kernels alone (gemm_x86_tmpl.h): sl__gemm_avx2 is the AVX2 one; the
  * AVX-512 one serves sl__gemm_avx512's other types (and benchmarks, as the baseline). */

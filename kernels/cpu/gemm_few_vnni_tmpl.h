@@ -451,6 +451,6 @@ sl__gemm_fn sl__gemm_few_avx512(uint32_t type)
     case SL_GGML_Q5_K: return SL_MV_SUFFIX(gf_GF_Q5);
     case SL_GGML_Q6_K: return SL_MV_SUFFIX(gf_GF_Q6);
     case SL_GGML_IQ4_XS: return SL_MV_SUFFIX(gf_GF_IQ4);
-    default: return NULL;
+    default: return SL_MV_SUFFIX(gf32_kernel)(type); /* gemm_few32_vnni_tmpl.h */
     }
 }

@@ -9,8 +9,8 @@
  * work. Here:
  * - 32-element block types (Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL; Q4_1, Q5_1 with Q8_1
  *   activations, whose block term adds the weight min times the activation block sum): a panel
- *   GEMM (the AVX2 build's; the AVX-512 VNNI build serves them with gemm_q32_vnni_tmpl.h's
- *   16-token kernels). The activation blocks of 8 tokens are transposed
+ *   GEMM (the AVX2 build's; the AVX-512 VNNI build serves them with gemm_few32_vnni_tmpl.h's
+ *   kernels). The activation blocks of 8 tokens are transposed
  *   once per 64 rows so one vector holds the same 4 elements of the 8 tokens; each row chunk is
  *   unpacked once per 16 tokens and each 4-byte weight group, broadcast, meets 8 tokens in one
  *   vpmaddubsw: a block's 8 integer sums come out as one vector, with no horizontal sums;
@@ -961,7 +961,7 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
 #endif
 
 /* gemm.h's sl__gemm_panel8_<isa>: matvec_avx2.c's sl__gemm_avx2 is this; the AVX-512 build's
- * (gemm_q32_vnni_tmpl.h) puts its VNNI kernels of the 32-element types first, and its K-quant
+ * (gemm_few32_vnni_tmpl.h) puts its VNNI kernels of the 32-element types first, and its K-quant
  * entries here are already the VNNI gemm_kv. */
 sl__gemm_fn SL_MV_SUFFIX(sl__gemm_panel8)(uint32_t type)
 {

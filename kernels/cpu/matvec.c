@@ -409,7 +409,7 @@ sl_status sl_cpu_matvec(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t
 
 /* ---- grouped batches ---------------------------------------------------------------------- */
 
-enum { GROUP_ROWS = 64 }; /* at most this many rows per chunk (the q32 GEMM's row group) */
+enum { GROUP_ROWS = 64 }; /* at most this many rows per chunk (gemm_few32's lane block) */
 
 /* base: what every group shares (type, shape, kernels), built once per call; a chunk adds
  * its group's operands. */

@@ -518,6 +518,17 @@ SL_MV_SUFFIX(ou_unsigned)(uint32_t type, const char *wp)
     }
 }
 
+/* The 16 unsigned codes u = w + c of IQ4_NL (its table as value + 128, as ou_unsigned's) or
+ * MXFP4 (the e2m1 table shifted by its offset), for a vpshufb of the nibbles. */
+static inline __m128i SL_MV_SUFFIX(ou_table)(uint32_t type)
+{
+    return type == SL_GGML_IQ4_NL
+               ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)sl_iq4nl_values),
+                               _mm_set1_epi8((char)0x80))
+               : _mm_add_epi8(_mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4),
+                              _mm_set1_epi8(SL_Q32_OFFSET_MXFP4));
+}
+
 /* 32 bytes at p (low half) and 32 at q (high half): a masked broadcast load for the high half,
  * which needs no lane-shuffle port the way vinserti64x4 does. */
 static inline __m512i SL_MV_SUFFIX(load_2x32)(const char *p, const char *q)
@@ -545,13 +556,7 @@ SL_MV_SUFFIX(ou_pair)(uint32_t type, const char *wp, size_t wb)
     const __m512i n = _mm512_and_si512(
         _mm512_srlv_epi64(q4, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0F));
     if (type == SL_GGML_Q4_0) return n;
-    const __m128i kv =
-        type == SL_GGML_IQ4_NL /* the table as value + 128, as ou_unsigned's */
-            ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)sl_iq4nl_values),
-                            _mm_set1_epi8((char)0x80))
-            : _mm_add_epi8(_mm_loadu_si128((const __m128i *)sl__mv_kvalues_mxfp4),
-                           _mm_set1_epi8(SL_Q32_OFFSET_MXFP4));
-    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(kv), n);
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(SL_MV_SUFFIX(ou_table)(type)), n);
 }
 
 /* hsum8x8 of four 512-bit vectors, v[k] holding block 2k's 8 int32 (low half) and block

@@ -315,14 +315,13 @@ static void check_gathered(const ctx_set *cs, uint32_t type, const void *w, int6
     free(x);
 }
 
-/* The 32-element types' batch kernels on the shapes their loops split differently (the AVX-512
- * VNNI kernel, gemm_q32_vnni_tmpl.h: 16-token panels in groups of 32, a panel of at most 8
- * tokens on 256 bits, rows in register blocks of 4 and lane groups of 32, 64-block chunks; the
- * few-token rule of gemm.h): 37 rows (a group of 32 and one of 5, neither a multiple of 4) of
- * 20 blocks (Gemma's 640), 44 (an expert's 1408) and 65 (two chunks, the second of one block)
- * against batches from the row kernel's (2), a half panel (5, 8), one panel and the tail rule
- * (17, 18, 19), two groups with a half panel (40) and more (70); dense and gathered rows (8 of
- * them, unsorted, compact and scattered). */
+/* The 32-element types' batch kernels on the shapes their loops split differently (the AVX2
+ * panels: 8-token panels, rows in groups of 4; the AVX-512 VNNI kernel, gemm_few32_vnni_tmpl.h:
+ * 16-token passes of 4-token panels, blocks in quads, 64-block chunks, 64-row lane blocks, a
+ * lone last token to the row kernel): 37 rows (neither a multiple of 4 nor of 8) of 20 blocks
+ * (Gemma's 640), 44 (an expert's 1408) and 65 (two chunks, the second of one block) against
+ * batches of 2, 5, 8, 17, 18, 19, 40 and 70; dense and gathered rows (8 of them, unsorted,
+ * compact and scattered). */
 static void check_blocks32_gemm(const ctx_set *cs, uint32_t type)
 {
     static const int64_t nbs[] = {20, 44, 65};
@@ -421,14 +420,64 @@ static void check_gemm_k_batches(const ctx_set *cs, uint32_t type)
     }
 }
 
+/* The grouped path (sl_cpu_matvec_groups_q) of the few-token kernels: 9 groups of 1..9 tokens
+ * (one of 1: the row kernel), each its own weights, in one call against the reference. */
+static void check_few_groups(const ctx_set *cs, uint32_t type, int64_t rows, int64_t cols)
+{
+    enum { NG = 9 };
+    sl_cpu_matvec_group g[NG];
+    void *ws[NG];
+    float *xs[NG], *yr[NG];
+    void *xq[NG];
+    sl_error e;
+    for (int64_t k = 0; k < NG; k++) {
+        bool quantized;
+        const int64_t n = 1 + k;
+        ws[k] = make_weights(type, rows, cols, &quantized);
+        xs[k] = make_x(cols * n);
+        yr[k] = malloc((size_t)(rows * n) * sizeof(float));
+        CHECK(!sl_ref_matvec(type, ws[k], rows, cols, xs[k], n, yr[k], &e));
+        xq[k] = malloc(sl_cpu_matvec_work_bytes(type, cols, n));
+        g[k] = (sl_cpu_matvec_group){.w = ws[k], .xq = xq[k], .n_batch = n,
+                                     .y = malloc((size_t)(rows * n) * sizeof(float))};
+    }
+    for (int m = 0; m < cs->n_mv; m++) {
+        if (cs->mv[m].isa == SL_CPU_ISA_SCALAR) continue;
+        for (int64_t k = 0; k < NG; k++)
+            CHECK(!sl_cpu_matvec_quant_act(&cs->mv[m], type, xs[k], cols, g[k].n_batch, xq[k],
+                                           sl_cpu_matvec_work_bytes(type, cols, g[k].n_batch),
+                                           &e));
+        for (int p = 0; p < 4; p += 2) {
+            for (int64_t k = 0; k < NG; k++)
+                memset(g[k].y, 0xff, (size_t)(rows * g[k].n_batch) * sizeof(float));
+            CHECK_MSG(!sl_cpu_matvec_groups_q(&cs->mv[m], cs->pools[p], type, rows, cols, g, NG,
+                                              &e),
+                      "%s", e.msg);
+            for (int64_t k = 0; k < NG; k++) {
+                n_exact_checks++;
+                CHECK_MSG(!memcmp(g[k].y, yr[k], (size_t)(rows * g[k].n_batch) * sizeof(float)),
+                          "%s %s threads %d: group of %lld tokens differs from the reference",
+                          tname(type), sl_cpu_matvec_name(&cs->mv[m]),
+                          sl_cpu_pool_threads(cs->pools[p]), (long long)g[k].n_batch);
+            }
+        }
+    }
+    for (int64_t k = 0; k < NG; k++) {
+        free(g[k].y);
+        free(xq[k]);
+        free(yr[k]);
+        free(xs[k]);
+        free(ws[k]);
+    }
+}
+
 /* The few-token kernel (gemm.h's sl__gemm_tail with a few-token kernel; on AVX-512 VNNI
  * gemm_few_vnni_tmpl.h) at 2..8 tokens (2: its 2-token layout, 3..4 one panel, 5..8 two) and
  * the tails it takes past 32-token groups (34, 36, 40; 33 leaves one token to the row
  * kernel, 20 none): 67 rows (past its 64-row lane block, odd), rows of 3
  * super-blocks (one panel chunk), 9 and 17 (lanes carried across its 8-super-block chunks),
  * IQ4_XS's 66 (past the decode kernel's regrouped-x limit); dense, gathered (compact and
- * scattered) and grouped (sl_cpu_matvec_groups_q: groups of 2..8 tokens and one of 9 on
- * different weights in one call) against the reference. */
+ * scattered) and grouped (check_few_groups) against the reference. */
 static void check_few_tokens(const ctx_set *cs, uint32_t type)
 {
     const int64_t shapes[][2] = {{67, 3}, {5, 9}, {3, 17}, {2, 66}}; /* rows, super-blocks */
@@ -448,52 +497,41 @@ static void check_few_tokens(const ctx_set *cs, uint32_t type)
         }
         free(w);
     }
-    /* grouped: 8 groups of 2..9 tokens, each its own weights */
-    const int64_t rows = 67, cols = 3 * 256, ng = 8;
-    sl_cpu_matvec_group g[8];
-    void *ws[8];
-    float *xs[8], *yr[8];
-    void *xq[8];
-    sl_error e;
-    for (int64_t k = 0; k < ng; k++) {
+    check_few_groups(cs, type, 67, 3 * 256);
+}
+
+/* The 32-element types' batch kernel on AVX-512 VNNI (gemm_few32_vnni_tmpl.h, for every
+ * batch: gemm.h's sl__gemm_vnni_few) on every row length of 1..70 blocks (quads of 4 blocks, a
+ * short last quad of 1..3 added under a mask, one and two 64-block chunks) against batches of
+ * 2..17 (1..4 panels of one 16-token pass; 17: a lone last token to the row kernel), 5..7
+ * rows, dense and gathered (compact and scattered, a repeated row); 67 rows (past the
+ * kernel's 64-row lane block) of 3 and 66 blocks against 2..8 tokens and batches past whole
+ * passes (20, 31, 33, 34, 49); the grouped path. */
+static void check_few32(const ctx_set *cs, uint32_t type)
+{
+    const int32_t idx[] = {4, 0, 2, 2};
+    for (int64_t nb = 1; nb <= 70; nb++) {
+        const int64_t rows = 5 + nb % 3, cols = nb * 32, n = 2 + nb % 16;
         bool quantized;
-        const int64_t n = 2 + k;
-        ws[k] = make_weights(type, rows, cols, &quantized);
-        xs[k] = make_x(cols * n);
-        yr[k] = malloc((size_t)(rows * n) * sizeof(float));
-        CHECK(!sl_ref_matvec(type, ws[k], rows, cols, xs[k], n, yr[k], &e));
-        xq[k] = malloc(sl_cpu_matvec_work_bytes(type, cols, n));
-        g[k] = (sl_cpu_matvec_group){.w = ws[k], .xq = xq[k], .n_batch = n,
-                                     .y = malloc((size_t)(rows * n) * sizeof(float))};
+        void *w = make_weights(type, rows, cols, &quantized);
+        check_fast(cs, type, w, rows, cols, n);
+        check_gathered(cs, type, w, rows, cols, n, idx, 4);
+        free(w);
     }
-    for (int m = 0; m < cs->n_mv; m++) {
-        if (cs->mv[m].isa == SL_CPU_ISA_SCALAR) continue;
-        for (int64_t k = 0; k < ng; k++)
-            CHECK(!sl_cpu_matvec_quant_act(&cs->mv[m], type, xs[k], cols, g[k].n_batch, xq[k],
-                                           sl_cpu_matvec_work_bytes(type, cols, g[k].n_batch),
-                                           &e));
-        for (int p = 0; p < 4; p += 2) {
-            for (int64_t k = 0; k < ng; k++)
-                memset(g[k].y, 0xff, (size_t)(rows * g[k].n_batch) * sizeof(float));
-            CHECK_MSG(!sl_cpu_matvec_groups_q(&cs->mv[m], cs->pools[p], type, rows, cols, g, ng,
-                                              &e),
-                      "%s", e.msg);
-            for (int64_t k = 0; k < ng; k++) {
-                n_exact_checks++;
-                CHECK_MSG(!memcmp(g[k].y, yr[k], (size_t)(rows * g[k].n_batch) * sizeof(float)),
-                          "%s %s threads %d: group of %lld tokens differs from the reference",
-                          tname(type), sl_cpu_matvec_name(&cs->mv[m]),
-                          sl_cpu_pool_threads(cs->pools[p]), (long long)g[k].n_batch);
-            }
+    static const int64_t nbs[] = {3, 66}, batches[] = {2, 3, 4, 5, 8, 20, 31, 33, 34, 49};
+    const int64_t rows = 67;
+    const int32_t idx67[] = {66, 0, 33, 64, 65, 1};
+    for (int c = 0; c < 2; c++) {
+        const int64_t cols = nbs[c] * 32;
+        bool quantized;
+        void *w = make_weights(type, rows, cols, &quantized);
+        for (int bi = 0; bi < 10; bi++) {
+            check_fast(cs, type, w, rows, cols, batches[bi]);
+            if (bi < 5 || c == 0) check_gathered(cs, type, w, rows, cols, batches[bi], idx67, 6);
         }
+        free(w);
     }
-    for (int64_t k = 0; k < ng; k++) {
-        free(g[k].y);
-        free(xq[k]);
-        free(yr[k]);
-        free(xs[k]);
-        free(ws[k]);
-    }
+    check_few_groups(cs, type, rows, 3 * 32);
 }
 
 /* Row-gathered (compact and scattered), column-listed and transposed, ref and fast. */
@@ -1071,7 +1109,10 @@ int main(void)
         if (type == SL_GGML_Q4_K || type == SL_GGML_Q5_K || type == SL_GGML_Q6_K ||
             type == SL_GGML_IQ4_XS)
             check_few_tokens(&cs, type);
-        if (blk == 32) check_blocks32_gemm(&cs, type);
+        if (blk == 32) {
+            check_blocks32_gemm(&cs, type);
+            check_few32(&cs, type);
+        }
         /* Quantizer output rarely reaches the extremes the integer-range argument of matvec.h
          * is about (Q6_K scale -128, every quant at its limit) or every bit pattern of the
          * packed Q4_K/Q5_K six-bit scales and mins: random bytes do. K-quant rows of 4

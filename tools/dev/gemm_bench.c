@@ -2,17 +2,18 @@
  * alternated in the same run (min and median of many short repetitions, in thread CPU time: the
  * machine is shared), checked to agree bit for bit. Modes: the AVX-512 build's 8-token panel
  * kernels (sl__gemm_panel8_avx512, the baseline), its current dispatch (sl__gemm_avx512, "new":
- * the VNNI kernels of gemm_q32_vnni_tmpl.h and gemm_k_vnni_tmpl.h) and the decode path's
+ * the VNNI kernels of gemm_few32_vnni_tmpl.h and gemm_k_vnni_tmpl.h) and the decode path's
  * whole-row kernel token by token (sl__mv_rows_avx512, the reference's bits; the one the
- * few-token rule of gemm.h hands tokens to). Where panel8 is the same function as new (the
- * K-quants, IQ4_XS) it runs once and the line says "panel8 = new". "few" (Q4_K Q5_K Q6_K
- * IQ4_XS): matvec.c's dispatch with the few-token kernel (sl__gemm_few_avx512) by gemm.h's
- * sl__gemm_tail: the kernel alone at 2..SL__GEMM_FEW_MAX tokens, beside the paths it replaces
- * (new: gemm_k's 8-token panels; rows); past that the panels and the kernel for the tail.
- * Calls go in chunks of CHUNK
- * rows, as matvec.c splits a GEMM job (row_grain: up to 256 for the 32-element types; the
- * grouped path's 64 for the K-quants, the defaults). Compare two versions by building two
- * binaries. A developer tool (needs an AVX-512 VNNI CPU):
+ * few-token rules of gemm.h hand tokens to). Where panel8 is the same function as new (the
+ * K-quants, IQ4_XS) it runs once and the line says "panel8 = new". "few" (every type with a
+ * few-token kernel, sl__gemm_few_avx512): for Q4_K Q5_K Q6_K IQ4_XS matvec.c's dispatch with
+ * it by gemm.h's sl__gemm_tail: the kernel alone at 2..SL__GEMM_FEW_MAX tokens, beside the
+ * paths it replaces (new: gemm_k's 8-token panels; rows); past that the panels and the kernel
+ * for the tail; for the 32-element types the kernel alone on every token (new is it with
+ * sl__gemm_vnni_few's lone last token to the row kernel). Compare two versions (a kernel
+ * before and after a change) by building two binaries. Calls go in chunks of CHUNK rows, as
+ * matvec.c splits a GEMM job (row_grain: up to 256 for the 32-element types; the grouped
+ * path's 64 for the K-quants, the defaults). A developer tool (needs an AVX-512 VNNI CPU):
  *   bazel build -c opt //tools/dev:gemm_bench
  *   bazel-bin/tools/dev/gemm_bench TYPE ROWS COLS NTOK[,NTOK..] [REPS [CHUNK [MODES]]]
  * MODES (e.g. new,few): the modes timed, all by default (every mode still runs once for the
@@ -122,6 +123,10 @@ static void run(const setup *s, int mode)
     }
     if (mode < 3) {
         run_chunks(s, s->gemm[mode], &s->a);
+        return;
+    }
+    if (s->t->block == 32) { /* the 32-element types' few-token kernel alone, every token */
+        run_chunks(s, s->few, &s->a);
         return;
     }
     /* matvec.c's dispatch with the few-token kernel: gemm.h's sl__gemm_tail */
