@@ -33,6 +33,9 @@ typedef struct sl__gemm_rows {
     const int32_t *idx;
     bool scatter;
     float *y;
+    /* the AVX-512 VNNI kernels may run their multiply-adds on AMX tiles (sl_cpu_matvec_ctx.amx:
+     * the CPU has them and the process was granted them); the same bits either way */
+    bool amx;
 } sl__gemm_rows;
 
 typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
@@ -71,6 +74,14 @@ typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_
  *   0.95-1.03x, Q4_K and Q5_K 0.86-0.98x; 768x768 1024x768 256x1024).
  * The same bits either way. */
 enum { SL__GEMM_TAIL_MAX = 3, SL__GEMM_FEW_MAX = 8 };
+
+/* The K-quant batch kernel's AMX tile path (gemm_k_amx.c) takes calls of at least this
+ * many tokens whose rows come in 16s (matvec.c then cuts row chunks in 16s): below it,
+ * unpacking the rows with their scales applied and the float half cost more than the tiles
+ * save (gemm_bench, 768 x 768, tiles vs the VNNI kernel: IQ4_XS 0.7x at 16 tokens, 0.9x at
+ * 32-64, 1.1-1.3x at 256-512; Q6_K 0.8x at 16, 1.1x at 64, 1.3-1.65x at 256-512; Q4_K, Q5_K
+ * 0.7x at 16, 1.0x at 64, 1.25-1.4x at 256-512). */
+enum { SL__GEMM_AMX_MIN_TOK = 128 };
 static inline int64_t sl__gemm_tail(int64_t n_tok, bool few)
 {
     if (!few) return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
@@ -94,6 +105,13 @@ static inline int64_t sl__gemm_vnni_few(int64_t n_tok)
 {
     return n_tok % SL__GEMM_VNNI_PASS == 1;
 }
+
+/* The K-quant batch kernel's block on AMX tiles (Q4_K, Q4_K_R8, Q5_K, Q6_K, IQ4_XS; gemm_kv's
+ * bits): rows [i0, i1) of a, a multiple of 16 that its once-unpack holds, with a->amx set and
+ * a->n_tok >= SL__GEMM_AMX_MIN_TOK (gemm_k_vnni_tmpl.h's gka_fits). Its own file so that the
+ * AVX-512 file's compile stays short; false where this build has no tile code (then nothing
+ * ran). */
+bool sl__gemm_k_amx(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0, int64_t i1);
 
 /* NULL when the ISA has no batch kernel for the type (the range kernels then run). */
 sl__gemm_fn sl__gemm_avx2(uint32_t type);

@@ -552,6 +552,59 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
     }
 }
 
+/* Rows [s0, s0 + ns) of tokens [t0, t0 + nt) (nv panels) from their lanes lt (nl in use) into
+ * a's outputs: gemm_kv_block's epilogue, and gemm_k_amx.c's. */
+static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_out)(
+    const sl__gemm_rows *a, gkv_lanes *lt, int64_t s0, int64_t ns, int64_t t0, int64_t nt,
+    int nv, int nl)
+{
+    if (!(a->idx && a->scatter)) {
+        /* rows s0.. are contiguous in each token's output row: per 16 rows and panel,
+         * their lanes reduced in registers, a 16 x 16 transpose (register shuffles)
+         * and one (masked) vector store per token; the loops unrolled, so that the
+         * transpose's outputs stay in registers */
+        for (int64_t k0 = 0; k0 < ns; k0 += 16) {
+            const int nk = ns - k0 < 16 ? (int)(ns - k0) : 16;
+            const __mmask16 km = (__mmask16)((1u << nk) - 1u);
+            for (int v = 0; v < nv; v++) {
+                __m512i r[16], o[16];
+                float *y = a->y + (t0 + 16 * v) * a->y_stride + s0 + k0;
+                const int ng = nt - 16 * v < 16 ? (int)(nt - 16 * v) : 16;
+                GKV_UNROLL
+                for (int q = 0; q < 16; q++)
+                    r[q] = q < nk ? _mm512_castps_si512(SL_MV_SUFFIX(gkv_reduce)(
+                                        lt[k0 + q][v], nl))
+                                  : r[0];
+                SL_MV_SUFFIX(gkv_transpose16)(r, o);
+                GKV_UNROLL
+                for (int g = 0; g < 16; g++)
+                    if (g < ng)
+                        _mm512_mask_storeu_ps(y + g * a->y_stride, km,
+                                              _mm512_castsi512_ps(o[g]));
+            }
+        }
+    } else {
+        /* token by token, so that a token's stores of the row group share cache
+         * lines */
+        _Alignas(64) float res[GKV_SG][16 * GKV_V];
+        int64_t out[GKV_SG];
+        for (int64_t k = 0; k < ns; k++) {
+            out[k] = a->idx[s0 + k];
+            for (int v = 0; v < nv; v++)
+                _mm512_store_ps(res[k] + 16 * v, SL_MV_SUFFIX(gkv_reduce)(lt[k][v], nl));
+        }
+        for (int64_t tt = 0; tt < nt; tt++) {
+            float *y = a->y + (t0 + tt) * a->y_stride;
+            /* plain stores: the empty asm keeps clang from turning them into slower
+             * gathers and scatters */
+            for (int64_t k = 0; k < ns; k++) {
+                __asm__("" : "+r"(y));
+                y[out[k]] = res[k][tt];
+            }
+        }
+    }
+}
+
 /* Tokens in groups of 16 * GKV_V (a last group of at most 16 takes one panel; GKV_NARROW
  * says when the few-token kernel or gemm_k takes a call's last group), rows in groups of
  * GKV_SG whose lanes live in memory, micro-kernels of GKV_R rows (GKV_R / 2 with two panels)
@@ -640,54 +693,18 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
                         f(ur, p, ui, b - c0, (int)(b % 8), b < 8, &lt[k0]);
                     }
             }
-            if (!(a->idx && a->scatter)) {
-                /* rows s0.. are contiguous in each token's output row: per 16 rows and panel,
-                 * their lanes reduced in registers, a 16 x 16 transpose (register shuffles)
-                 * and one (masked) vector store per token; the loops unrolled, so that the
-                 * transpose's outputs stay in registers */
-                for (int64_t k0 = 0; k0 < ns; k0 += 16) {
-                    const int nk = ns - k0 < 16 ? (int)(ns - k0) : 16;
-                    const __mmask16 km = (__mmask16)((1u << nk) - 1u);
-                    for (int v = 0; v < nv; v++) {
-                        __m512i r[16], o[16];
-                        float *y = a->y + (t0 + 16 * v) * a->y_stride + s0 + k0;
-                        const int ng = nt - 16 * v < 16 ? (int)(nt - 16 * v) : 16;
-                        GKV_UNROLL
-                        for (int q = 0; q < 16; q++)
-                            r[q] = q < nk ? _mm512_castps_si512(SL_MV_SUFFIX(gkv_reduce)(
-                                                lt[k0 + q][v], nl))
-                                          : r[0];
-                        SL_MV_SUFFIX(gkv_transpose16)(r, o);
-                        GKV_UNROLL
-                        for (int g = 0; g < 16; g++)
-                            if (g < ng)
-                                _mm512_mask_storeu_ps(y + g * a->y_stride, km,
-                                                      _mm512_castsi512_ps(o[g]));
-                    }
-                }
-            } else {
-                /* token by token, so that a token's stores of the row group share cache
-                 * lines */
-                _Alignas(64) float res[GKV_SG][16 * GKV_V];
-                int64_t out[GKV_SG];
-                for (int64_t k = 0; k < ns; k++) {
-                    out[k] = a->idx[s0 + k];
-                    for (int v = 0; v < nv; v++)
-                        _mm512_store_ps(res[k] + 16 * v, SL_MV_SUFFIX(gkv_reduce)(lt[k][v], nl));
-                }
-                for (int64_t tt = 0; tt < nt; tt++) {
-                    float *y = a->y + (t0 + tt) * a->y_stride;
-                    /* plain stores: the empty asm keeps clang from turning them into slower
-                     * gathers and scatters */
-                    for (int64_t k = 0; k < ns; k++) {
-                        __asm__("" : "+r"(y));
-                        y[out[k]] = res[k][tt];
-                    }
-                }
-            }
+            SL_MV_SUFFIX(gkv_out)(a, lt, s0, ns, t0, nt, nv, nl);
         }
         t0 += nt;
     }
+}
+
+/* Whether sl__gemm_k_amx (gemm_k_amx.c) may take rows [i0, i1) of call a: gemm.h's rule. */
+static inline bool SL_MV_SUFFIX(gka_fits)(const sl__gemm_rows *a, int64_t i0, int64_t i1)
+{
+    const int64_t nch = (a->nb + GK_PCH - 1) / GK_PCH;
+    return a->amx && a->n_tok >= SL__GEMM_AMX_MIN_TOK && (i1 - i0) % 16 == 0 &&
+           (i1 - i0) * nch <= GKV_UCAP;
 }
 
 /* gemm_kv_block on blocks of rows that its once-unpack holds (a multiple of GKV_SG, so Q4_K_R8's
@@ -716,6 +733,9 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
     const int64_t nch = (a->nb + GK_PCH - 1) / GK_PCH;
     const bool blocks = a->n_tok > 16 * GKV_V;
     const int64_t rb = blocks ? GKV_UCAP / nch / GKV_SG * GKV_SG : 0;
-    for (int64_t r0 = i0; r0 < i1; r0 += rb ? rb : i1 - i0)
-        SL_MV_SUFFIX(gemm_kv_block)(t, a, r0, rb && i1 - r0 > rb ? r0 + rb : i1);
+    for (int64_t r0 = i0; r0 < i1; r0 += rb ? rb : i1 - i0) {
+        const int64_t r1 = rb && i1 - r0 > rb ? r0 + rb : i1;
+        if (!(SL_MV_SUFFIX(gka_fits)(a, r0, r1) && sl__gemm_k_amx(t, a, r0, r1)))
+            SL_MV_SUFFIX(gemm_kv_block)(t, a, r0, r1);
+    }
 }

@@ -963,6 +963,7 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
 /* gemm.h's sl__gemm_panel8_<isa>: matvec_avx2.c's sl__gemm_avx2 is this; the AVX-512 build's
  * (gemm_few32_vnni_tmpl.h) puts its VNNI kernels of the 32-element types first, and its K-quant
  * entries here are already the VNNI gemm_kv. */
+#ifndef SL_MV_KERNELS_ONLY
 sl__gemm_fn SL_MV_SUFFIX(sl__gemm_panel8)(uint32_t type)
 {
     switch (type) {
@@ -981,4 +982,5 @@ sl__gemm_fn SL_MV_SUFFIX(sl__gemm_panel8)(uint32_t type)
     default: return NULL;
     }
 }
+#endif
 #undef SL_GEMM_K

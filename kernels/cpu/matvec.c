@@ -42,6 +42,7 @@ sl_status sl_cpu_matvec_init(sl_cpu_matvec_ctx *mv, sl_cpu_isa isa, sl_cpu_featu
                             sl_cpu_isa_name(isa));
     mv->isa = isa;
     mv->vnni = isa == SL_CPU_ISA_AVX512 && f.avx512vnni;
+    mv->amx = mv->vnni && f.amx_int8;
     mv->f32_act = false;
     return SL_OK;
 }
@@ -49,7 +50,8 @@ sl_status sl_cpu_matvec_init(sl_cpu_matvec_ctx *mv, sl_cpu_isa isa, sl_cpu_featu
 const char *sl_cpu_matvec_name(const sl_cpu_matvec_ctx *mv)
 {
     if (!mv) return "?";
-    if (mv->isa == SL_CPU_ISA_AVX512) return mv->vnni ? "avx512-vnni" : "avx512";
+    if (mv->isa == SL_CPU_ISA_AVX512)
+        return mv->vnni && mv->amx ? "avx512-amx" : mv->vnni ? "avx512-vnni" : "avx512";
     return sl_cpu_isa_name(mv->isa);
 }
 
@@ -204,6 +206,7 @@ typedef struct rows_job {
     sl__mv_rows_fn rows_fn; /* dense rows, one token at a time (the decode kernel); NULL: none */
     sl__gemm_fn gemm; /* rows of a batch (n_batch > 1, not column-listed): gemm.h */
     sl__gemm_fn few;  /* its few-token kernel (gemm.h's sl__gemm_tail), NULL: none */
+    bool amx;         /* the batch kernels may take their AMX tile path (sl__gemm_rows.amx) */
     const char *w, *xq;
     size_t wrb, arb;
     int64_t nb, n_batch, rows;
@@ -236,7 +239,7 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
         b0 = j->n_batch - tail;
         sl__gemm_rows a = {.w = j->w, .xq = j->xq, .wrb = j->wrb, .arb = j->arb, .nb = j->nb,
                            .n_tok = b0, .y_stride = j->y_stride, .idx = j->idx,
-                           .scatter = j->scatter, .y = j->y};
+                           .scatter = j->scatter, .y = j->y, .amx = j->amx};
         if (b0) j->gemm(j->t, &a, begin, end);
         if (!tail) return;
         if (j->few && tail > 1) {
@@ -304,6 +307,7 @@ static void job_kernels(rows_job *j, const sl_cpu_matvec_ctx *mv)
     j->rows_fn = sl__cpu_mv_rows(mv, j->t->type);
     j->gemm = gemm_for(mv, j->t->type);
     j->few = mv->isa == SL_CPU_ISA_AVX512 && mv->vnni ? sl__gemm_few_avx512(j->t->type) : NULL;
+    j->amx = mv->isa == SL_CPU_ISA_AVX512 && mv->vnni && mv->amx;
 }
 
 /* A call's rows in chunks of `big` rows, then a tail of chunks of `small` rows (tail_row on):
@@ -328,8 +332,11 @@ static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_j
                           sl_error *err)
 {
     job_kernels(j, mv);
-    /* gathered rows of a Q4_K_R8 matrix are single rows: any grain */
-    const int64_t unit = j->idx ? 1 : sl__cpu_row_unit(j->t->type);
+    /* gathered rows of a Q4_K_R8 matrix are single rows: any grain; the K-quants' AMX tiles
+     * take rows in 16s (gemm.h's SL__GEMM_AMX_MIN_TOK) */
+    const bool tiles = j->amx && j->gemm && j->t->block == SL_QK_K && !j->listed &&
+                       j->n_batch >= SL__GEMM_AMX_MIN_TOK;
+    const int64_t unit = tiles ? 16 : j->idx ? 1 : sl__cpu_row_unit(j->t->type);
     /* a batch kernel builds its activation panels once per chunk: 256-row chunks of a GEMM
      * (an expert's 1408 rows at one thread: 6 builds, not 22) ran 7% faster than 64-row ones
      * (gemm_bench, the AVX-512 VNNI MXFP4 kernel, 32 and 64 tokens) */

@@ -48,6 +48,9 @@
 typedef struct sl_cpu_matvec_ctx {
     sl_cpu_isa isa;
     bool vnni;
+    /* the batch kernels' AMX tile path (gemm_k_amx.c; same bits): set by init where
+     * vnni and sl_cpu_features.amx_int8 hold; a caller may clear it (SLUICE_AMX=0, tests) */
+    bool amx;
     /* Verification mode: sl_cpu_matvec dequantizes weight rows and dots them with the F32
      * activations in double (no Q8 activation quantization, as the float64 model references
      * compute). Slow; off by default (sl_cpu_matvec_init). */
@@ -58,7 +61,7 @@ typedef struct sl_cpu_matvec_ctx {
  * missing feature; SL_ERR_INVALID for an out-of-range isa or NULL mv. */
 sl_status sl_cpu_matvec_init(sl_cpu_matvec_ctx *mv, sl_cpu_isa isa, sl_cpu_features f,
                              sl_error *err);
-/* "scalar", "avx2", "avx512", "avx512-vnni". Never NULL. */
+/* "scalar", "avx2", "avx512", "avx512-vnni", "avx512-amx". Never NULL. */
 const char *sl_cpu_matvec_name(const sl_cpu_matvec_ctx *mv);
 /* True when `type` has a SIMD kernel on mv's ISA (false: the scalar code runs). */
 bool sl_cpu_matvec_has_simd(const sl_cpu_matvec_ctx *mv, uint32_t type);

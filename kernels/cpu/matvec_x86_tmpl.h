@@ -3,6 +3,7 @@
  * float lanes and vpdpbusd for the 4-way byte dots). The includer defines
  *   SL_MV_SUFFIX(name)  the ISA-suffixed function name;
  *   SL_MV_AVX512        1 in the AVX-512 build, 0 otherwise;
+ *   SL_MV_KERNELS_ONLY  (optional) leave out the entry points (sl__mv_range_<isa>, ...);
  * inside a `#pragma clang attribute push(target(...))` region.
  *
  * How bit-exactness with kernels/ref/matvec is kept (see kernels/cpu/matvec.h):
@@ -762,6 +763,10 @@ SL_MV_FLOAT_RANGE(range_bf16, LOAD_BF16)
 
 /* ---- tables ----------------------------------------------------------------------------- */
 
+/* the entry points (one per ISA build); a file that compiles these templates only for their
+ * kernels (gemm_k_amx.c) defines SL_MV_KERNELS_ONLY */
+#ifndef SL_MV_KERNELS_ONLY
+
 sl__mv_range_fn SL_MV_SUFFIX(sl__mv_range)(uint32_t type)
 {
     switch (type) {
@@ -837,3 +842,4 @@ void SL_MV_SUFFIX(sl__mv_axpy)(float a, const float *x, float *y, int64_t n)
 #endif
     for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
+#endif /* SL_MV_KERNELS_ONLY */

@@ -44,6 +44,10 @@ typedef struct sl_cpu_features {
     bool avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl;
     bool avx512bf16, avx512vnni; /* not used by these ops; recorded for the matvec kernels */
+    /* AMX-TILE + AMX-INT8, their state enabled by the OS (XCR0) and granted to this process
+     * (arch_prctl ARCH_REQ_XCOMP_PERM, asked by sl_cpu_features_detect): the matvec batch
+     * kernels' tile path (kernels/cpu/gemm_k_amx.c) */
+    bool amx_int8;
 } sl_cpu_features;
 
 typedef enum sl_cpu_isa {

@@ -8,9 +8,30 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #include "kernels/cpu/ops_impl.h"
+
+#if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
+/* AMX-TILE and AMX-INT8 (CPUID.7.0:EDX bits 24, 25), the tile state in XCR0 (bits 17, 18), and
+ * Linux's per-process grant of the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, feature 18): a
+ * process that uses the tiles without the grant dies of SIGILL. The grant is idempotent and
+ * lasts for the process; a kernel or VM that refuses it leaves the VNNI kernels in use. */
+static bool amx_usable(void)
+{
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)))
+        return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return false;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return false;
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+#endif
 
 sl_cpu_features sl_cpu_features_detect(void)
 {
@@ -29,6 +50,7 @@ sl_cpu_features sl_cpu_features_detect(void)
     f.avx512vl = __builtin_cpu_supports("avx512vl");
     f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
     f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+    f.amx_int8 = amx_usable();
 #endif
     return f;
 }

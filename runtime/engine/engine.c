@@ -307,6 +307,7 @@ static sl_status ctx_build(sl_ctx *c, sl_error *err)
     /* SLUICE_ACT_F32=1: quantized matmuls on unquantized activations (verification against
      * float64 references; see kernels/cpu/matvec.h). */
     if ((st = sl_env_act_f32(&c->mv.f32_act, err))) goto fail;
+    if ((st = sl_env_amx(&c->mv.amx, err))) goto fail;
     if ((st = sl__model_cpu_pool_create(m, &c->pool, err))) goto fail;
     if ((st = create_moe(c, err))) goto fail;
     if (!(c->async_parts = calloc((size_t)m->hp.n_layer, sizeof *c->async_parts))) {

@@ -64,6 +64,15 @@ sl_status sl_env_act_f32(bool *on, sl_error *err)
     return v ? sl_parse_bool("SLUICE_ACT_F32", v, on, err) : SL_OK;
 }
 
+sl_status sl_env_amx(bool *on, sl_error *err)
+{
+    const char *v = getenv("SLUICE_AMX");
+    bool want = true;
+    if (v && *v && sl_parse_bool("SLUICE_AMX", v, &want, err)) return SL_ERR_INVALID;
+    *on = *on && want; /* never on where the CPU or the OS has no AMX */
+    return SL_OK;
+}
+
 static const char *lookup(void *user, const char *name)
 {
     (void)user;

@@ -38,6 +38,9 @@ sl_status sl_env_topo_options(sl_topo_options *o, sl_error *err);
 sl_status sl_env_cpu_isa(sl_cpu_isa *isa, sl_error *err);
 /* SLUICE_ACT_F32; false when unset. */
 sl_status sl_env_act_f32(bool *on, sl_error *err);
+/* SLUICE_AMX (a bool): 0 keeps the batch kernels off the AMX tiles where the CPU has them (the
+ * same bits; for comparisons); *on is left as it is when unset. */
+sl_status sl_env_amx(bool *on, sl_error *err);
 /* The SLUICE_POSTFETCH_* aliases that are set, over o (sl_fetch_options_vars). */
 sl_status sl_env_fetch_options(sl_fetch_options *o, sl_error *err);
 

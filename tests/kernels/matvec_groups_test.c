@@ -20,6 +20,7 @@
 #include "kernels/cpu/pool.h"
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
+#include "tests/kernels/matvec_ctxs.h"
 #include "tests/testing.h"
 
 static uint64_t rng_state = 0x6a09e667f3bcc908ULL;
@@ -100,7 +101,7 @@ static void check_groups(const sl_cpu_matvec_ctx *mvs, int n_mv, sl_cpu_pool *co
 int main(void)
 {
     const sl_cpu_features f = sl_cpu_features_detect();
-    sl_cpu_matvec_ctx mv[3];
+    sl_cpu_matvec_ctx mv[4]; /* scalar, avx2, avx512 (VNNI), and with AMX tiles */
     int n_mv = 0;
     const sl_cpu_isa isas[] = {SL_CPU_ISA_SCALAR, SL_CPU_ISA_AVX2, SL_CPU_ISA_AVX512};
     for (int i = 0; i < 3; i++) {
@@ -113,6 +114,7 @@ int main(void)
                    sl_cpu_isa_name(isas[i]), e.msg);
         }
     }
+    sl_test_amx_split(mv, &n_mv, "matvec_groups_test");
     sl_cpu_pool *pools[4] = {NULL};
     for (int nt = 1; nt <= 3; nt++) {
         sl_error e;

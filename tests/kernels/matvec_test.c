@@ -29,6 +29,7 @@
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
 #include "kernels/ref/repack.h"
+#include "tests/kernels/matvec_ctxs.h"
 #include "tests/testing.h"
 
 static uint64_t rng_state = 0x5eed1234abcdULL;
@@ -190,7 +191,7 @@ static void check_ref_accuracy(uint32_t type, const void *w, int64_t rows, int64
 /* ---- fast vs reference ------------------------------------------------------------------ */
 
 typedef struct ctx_set {
-    sl_cpu_matvec_ctx mv[3];
+    sl_cpu_matvec_ctx mv[4]; /* scalar, avx2, avx512 (VNNI), and with AMX tiles */
     int n_mv;
     sl_cpu_pool *pools[4]; /* NULL, 1, 2, 3 threads */
 } ctx_set;
@@ -366,6 +367,27 @@ static void check_batch_shapes(const ctx_set *cs, uint32_t type)
         /* gathered rows, compact and scattered, against the reference */
         const int32_t idx[] = {(int32_t)(rows - 1), 0, (int32_t)(rows / 2)};
         check_gathered(cs, type, w, rows, cols, n_batch, idx, 3);
+        free(w);
+    }
+}
+
+/* The K-quant batch kernel on AMX tiles (gemm_k_amx.c: calls of 128 tokens or more, rows
+ * in 16s that fit its once-unpack; every context runs these, the AMX one where the CPU has it):
+ * 16 to 144 rows (one block; blocks of 128 and 16), rows of 1 to 9 super-blocks (one to three
+ * unpack chunks), 128 to 200 tokens (whole 32-token groups, ragged ends and the tail rule),
+ * dense and gathered (16 rows, compact and scattered), against the reference. */
+static void check_gemm_k_amx(const ctx_set *cs, uint32_t type)
+{
+    static const int64_t cases[][3] = {/* rows, super-blocks, tokens */
+                                       {16, 1, 128}, {16, 9, 161}, {48, 3, 150},
+                                       {48, 5, 128}, {144, 3, 137}, {32, 2, 200}};
+    const int32_t idx[] = {31, 0, 7, 3, 8, 9, 10, 11, 12, 13, 14, 1, 2, 4, 5, 15};
+    for (int c = 0; c < 6; c++) {
+        const int64_t rows = cases[c][0], cols = cases[c][1] * 256, n_batch = cases[c][2];
+        bool quantized;
+        void *w = make_weights(type, rows, cols, &quantized);
+        check_fast(cs, type, w, rows, cols, n_batch);
+        if (rows >= 32) check_gathered(cs, type, w, rows, cols, n_batch, idx, 16);
         free(w);
     }
 }
@@ -1037,6 +1059,7 @@ int main(void)
                    "tested here (%s)\n", sl_cpu_isa_name(isas[i]), e.msg);
         }
     }
+    sl_test_amx_split(cs.mv, &cs.n_mv, "matvec_test");
     for (int nt = 1; nt <= 3; nt++) {
         sl_error e;
         sl_cpu_pool_options o = {.n_threads = nt, .numa_node = -1};
@@ -1106,6 +1129,7 @@ int main(void)
             free(w);
         }
         if (blk == 256) check_gemm_k_batches(&cs, type);
+        if (blk == 256) check_gemm_k_amx(&cs, type);
         if (type == SL_GGML_Q4_K || type == SL_GGML_Q5_K || type == SL_GGML_Q6_K ||
             type == SL_GGML_IQ4_XS)
             check_few_tokens(&cs, type);

@@ -18,6 +18,7 @@
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
 #include "kernels/ref/repack.h"
+#include "tests/kernels/matvec_ctxs.h"
 #include "tests/testing.h"
 
 static uint64_t rng = 0x2e9ac4b1d3f5ULL;
@@ -52,7 +53,7 @@ static float *rand_x(int64_t n)
 }
 
 typedef struct env {
-    sl_cpu_matvec_ctx mv[3];
+    sl_cpu_matvec_ctx mv[4]; /* scalar, avx2, avx512 (VNNI), and with AMX tiles */
     int n_mv;
     sl_cpu_pool *pools[4]; /* NULL (the caller), 1, 2, 3 threads */
 } env;
@@ -393,6 +394,7 @@ int main(void)
                    sl_cpu_isa_name(isas[i]), e.msg);
         }
     }
+    sl_test_amx_split(v.mv, &v.n_mv, "repack_test");
     for (int nt = 1; nt <= 3; nt++) {
         sl_error e;
         sl_cpu_pool_options o = {.n_threads = nt, .numa_node = -1};
@@ -421,6 +423,14 @@ int main(void)
                 check_dense(&v, q, r8, rows, cols, batch_list[bi]);
             }
             if (rows <= 136 && cols <= 2304) check_sparse(&v, q, r8, rows, cols, ri % 2 ? 3 : 1);
+            /* the AMX tiles' batches (128 tokens or more, rows in 16s) */
+            if (rows == 24 && sb_list[si] <= 4) {
+                uint8_t *q32 = q4k_random(32, cols), *r32 = malloc((size_t)32 * sb_list[si] * 144);
+                CHECK(!sl_repack_q4_K_r8(q32, r32, 32, cols, &e));
+                check_dense(&v, q32, r32, 32, cols, 130);
+                free(q32);
+                free(r32);
+            }
             free(q);
             free(r8);
         }

@@ -105,6 +105,21 @@ static void test_isa_act_fetch(void)
     CHECK_CONTAINS(e.msg, "SLUICE_ACT_F32");
     unsetenv("SLUICE_ACT_F32");
 
+    /* SLUICE_AMX only turns the tiles off: unset or 1 keeps what the CPU allows */
+    on = true;
+    CHECK(sl_env_amx(&on, &e) == SL_OK && on);
+    on = false;
+    setenv("SLUICE_AMX", "1", 1);
+    CHECK(sl_env_amx(&on, &e) == SL_OK && !on);
+    on = true;
+    setenv("SLUICE_AMX", "0", 1);
+    CHECK(sl_env_amx(&on, &e) == SL_OK && !on);
+    setenv("SLUICE_AMX", "maybe", 1);
+    on = true;
+    CHECK(sl_env_amx(&on, &e) == SL_ERR_INVALID && on);
+    CHECK_CONTAINS(e.msg, "SLUICE_AMX");
+    unsetenv("SLUICE_AMX");
+
     sl_fetch_options fo = sl_fetch_options_default();
     setenv("SLUICE_POSTFETCH_MAX_TRANSFERS", "5", 1);
     CHECK_MSG(sl_env_fetch_options(&fo, &e) == SL_OK && fo.max_transfers == 5, "%s", e.msg);

@@ -13,7 +13,9 @@
  * sl__gemm_vnni_few's lone last token to the row kernel). Compare two versions (a kernel
  * before and after a change) by building two binaries. Calls go in chunks of CHUNK rows, as
  * matvec.c splits a GEMM job (row_grain: up to 256 for the 32-element types; the grouped
- * path's 64 for the K-quants, the defaults). A developer tool (needs an AVX-512 VNNI CPU):
+ * path's 64 for the K-quants, the defaults). "amx" (where the CPU has AMX-INT8): new with
+ * sl__gemm_rows.amx, the K-quants' calls of SL__GEMM_AMX_MIN_TOK+ tokens on tiles
+ * (gemm_k_amx.c). A developer tool (needs an AVX-512 VNNI CPU):
  *   bazel build -c opt //tools/dev:gemm_bench
  *   bazel-bin/tools/dev/gemm_bench TYPE ROWS COLS NTOK[,NTOK..] [REPS [CHUNK [MODES]]]
  * MODES (e.g. new,few): the modes timed, all by default (every mode still runs once for the
@@ -30,9 +32,10 @@
 #include "gguf/gguf.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matvec_impl.h"
+#include "kernels/cpu/ops.h"
 
-enum { MODES = 4, MAX_TOK = 4096 };
-static const char *const mode_name[MODES] = {"panel8", "new", "rows", "few"};
+enum { MODES = 5, MAX_TOK = 4096 };
+static const char *const mode_name[MODES] = {"panel8", "new", "rows", "few", "amx"};
 
 static double now_us(void)
 {
@@ -97,6 +100,7 @@ typedef struct setup {
     unsigned timed; /* bit m: mode m is timed */
     sl__gemm_fn gemm[2]; /* panel8, new */
     sl__gemm_fn few;     /* sl__gemm_few_avx512, NULL: the type has none */
+    bool amx;            /* the CPU has AMX-INT8, granted to this process */
     sl__mv_rows_fn rows_fn;
     sl__gemm_rows a;
     int64_t rows, chunk;
@@ -125,6 +129,12 @@ static void run(const setup *s, int mode)
         run_chunks(s, s->gemm[mode], &s->a);
         return;
     }
+    if (mode == 4) { /* new with its multiply-adds on AMX tiles */
+        sl__gemm_rows a = s->a;
+        a.amx = true;
+        run_chunks(s, s->gemm[1], &a);
+        return;
+    }
     if (s->t->block == 32) { /* the 32-element types' few-token kernel alone, every token */
         run_chunks(s, s->few, &s->a);
         return;
@@ -141,13 +151,22 @@ static void run(const setup *s, int mode)
     else if (tail) run_chunks(s, s->few, &a);
 }
 
+/* Whether mode m runs: panel8 unless it is new, few where the type has it, amx where the CPU
+ * has it. */
+static bool active(const setup *s, int m)
+{
+    if (m == 0) return s->gemm[0] != s->gemm[1];
+    if (m == 3) return s->few != NULL;
+    if (m == 4) return s->amx && s->t->block != 32;
+    return true;
+}
+
 /* One NTOK: every mode once (the bit check), then reps rounds of the modes alternated. */
 static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, uint64_t *rs)
 {
     const int64_t rows = s->rows;
     const size_t arb = s->a.arb, ny = (size_t)(rows * n);
     const int skip0 = s->gemm[0] == s->gemm[1]; /* panel8 is new: time it once */
-    const int nm = s->few ? MODES : MODES - 1;
     float *x = malloc(sizeof(float) * (size_t)(cols * n));
     char *xq = malloc(arb * (size_t)n);
     float *y[MODES] = {0};
@@ -164,16 +183,17 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
         sl__mv_quant_rows(s->t, x, cols, n, xq, arb);
         s->a.xq = xq;
         s->a.n_tok = n;
-        for (int m = skip0; m < nm; m++) {
+        for (int m = 0; m < MODES; m++) {
+            if (!active(s, m)) continue;
             s->a.y = y[m];
             run(s, m);
         }
-        const int same = (skip0 || !memcmp(y[0], y[1], sizeof(float) * ny)) &&
-                         !memcmp(y[1], y[2], sizeof(float) * ny) &&
-                         (nm < MODES || !memcmp(y[3], y[2], sizeof(float) * ny));
+        int same = 1; /* every mode gives the row kernel's bits (mode 2: the reference's) */
+        for (int m = 0; m < MODES; m++)
+            same = same && (!active(s, m) || !memcmp(y[m], y[2], sizeof(float) * ny));
         for (int k = 0; k < reps; k++)
-            for (int m = skip0; m < nm; m++) {
-                if (!(s->timed >> m & 1)) continue;
+            for (int m = 0; m < MODES; m++) {
+                if (!active(s, m) || !(s->timed >> m & 1)) continue;
                 s->a.y = y[m];
                 const double t0 = now_us();
                 run(s, m);
@@ -181,20 +201,20 @@ static int bench(const char *name, setup *s, int64_t cols, int64_t n, int reps, 
             }
         double med[MODES];
         printf("%s %lldx%lld ntok %3lld:", name, (long long)rows, (long long)cols, (long long)n);
-        for (int m = skip0; m < nm; m++) {
-            if (!(s->timed >> m & 1)) {
-                med[m] = 0;
-                continue;
-            }
+        for (int m = 0; m < MODES; m++) {
+            med[m] = 0;
+            if (!active(s, m) || !(s->timed >> m & 1)) continue;
             qsort(tm[m], (size_t)reps, sizeof(double), cmp_d);
             med[m] = tm[m][reps / 2];
             printf("  %s min %8.1f med %8.1f us", mode_name[m], tm[m][0], med[m]);
         }
-        if (skip0)
-            printf("  | panel8 = new rows/new %.2fx", med[2] / med[1]);
-        else
-            printf("  | panel8/new %.2fx rows/new %.2fx", med[0] / med[1], med[2] / med[1]);
-        if (nm == MODES) printf(" new/few %.2fx rows/few %.2fx", med[1] / med[3], med[2] / med[3]);
+        printf("  |%s", skip0 ? " panel8 = new" : "");
+        /* a / b for the timed pairs: panel8/new, rows/new, new/few, rows/few, new/amx */
+        static const int pair[][2] = {{0, 1}, {2, 1}, {1, 3}, {2, 3}, {1, 4}};
+        for (size_t q = 0; q < sizeof pair / sizeof pair[0]; q++)
+            if (med[pair[q][0]] > 0 && med[pair[q][1]] > 0)
+                printf(" %s/%s %.2fx", mode_name[pair[q][0]], mode_name[pair[q][1]],
+                       med[pair[q][0]] / med[pair[q][1]]);
         printf("%s\n", same ? "" : "  BITS DIFFER");
     } else {
         fprintf(stderr, "gemm_bench: out of memory for %lld tokens\n", (long long)n);
@@ -248,7 +268,7 @@ int main(int argc, char **argv)
             int k = 0;
             while (k < MODES && strcmp(m, mode_name[k])) k++;
             if (k == MODES) {
-                fprintf(stderr, "gemm_bench: MODES: '%s' is not one of panel8 new rows few\n", m);
+                fprintf(stderr, "gemm_bench: MODES: '%s' is not one of panel8 new rows few amx\n", m);
                 return 2;
             }
             timed |= 1u << k;
@@ -267,6 +287,8 @@ int main(int argc, char **argv)
     setup s = {.t = t, .timed = timed, .gemm = {sl__gemm_panel8_avx512(t->type), fnew},
                .few = sl__gemm_few_avx512(t->type), .rows_fn = fr,
                .rows = rows, .chunk = chunk,
+               /* also asks for the tiles (arch_prctl) */
+               .amx = sl_cpu_features_detect().amx_int8,
                .a = {.w = (const char *)w, .wrb = wrb, .arb = (size_t)nb * t->act_bytes,
                      .nb = nb, .y_stride = rows}};
     int rc = 0;

@@ -1,0 +1,318 @@
+/* kernels/cpu/gemm_k_amx.c: gemm_kv's block on Intel AMX tiles (the K-quants Q4_K, Q5_K,
+ * Q4_K_R8, Q6_K and IQ4_XS; gemm.h's sl__gemm_k_amx, gemm_kv_block's bits). It compiles the
+ * AVX-512 templates for their kernels only (SL_MV_KERNELS_ONLY: the row unpack gkv_unpack, the
+ * panels gkv_panel, the epilogue gkv_out, which it shares with gemm_kv_block) in a file of its
+ * own, so that matvec_avx512.c's compile (the longest of the build, under the sanitizers most
+ * of all) does not grow. gemm_kv (gemm_k_vnni_tmpl.h) calls it for a block when gka_fits: the
+ * call may use the tiles (sl__gemm_rows.amx: the CPU has AMX-INT8 and the process was granted
+ * its state, kernels/cpu/ops_dispatch.c), its rows come in 16s and fit the once-unpack.
+ *
+ * Why: one TDPBUSD / TDPBSSD multiplies 16 rows x 64 bytes by 16 x 64 bytes (the same 4-byte
+ * groups of 16 tokens: gkv_panel's rows as they lie) into 16 x 16 int32, 16384 multiply-adds
+ * in ~16 cycles on its own unit (Sapphire Rapids, measured here: 9.3x a core's vpdpbusd rate).
+ * A sub-block's scale differs per row, and a tile's sum mixes sub-blocks, so each row is
+ * unpacked once per call with its scales applied: p = w sc (int16: |p| <= 127 x 32 for IQ4_XS,
+ * 32 x 128 for Q6_K, 31 x 63 for Q4_K/Q5_K) kept as its low byte lo = p & 255 (unsigned) and
+ * high byte hi = p >> 8 (signed), so p = lo + 256 hi, and a super-block's sum is
+ * sum lo x + 256 sum hi x: two tile products (TDPBUSD on lo, TDPBSSD on hi) per 64 elements,
+ * accumulated over the super-block in the tiles and read out once, instead of one per sub-block
+ * (a tile store per sub-block and its scaling ran no faster than the vector kernel here).
+ *
+ * Why the bits are gkv_micro's: the super-block's integer is the same exact sum
+ * sum_j sc_j sum_{k in j} w_k x_k (products of bytes, |sum| < 2^31 as gkv_micro's; the lo part's
+ * 256 x 255 x 127 and the hi part's 256 x 16 x 127 fit int32 on their own), and the float term of
+ * each (row, token, super-block) is gkv_micro's expression, with its mins term for Q4_K/Q5_K,
+ * added to the same lane. The activations enter signed (panels without gkv's + 128). */
+
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/matvec_impl.h"
+#include "kernels/ref/iq_tables.h"
+#include "kernels/cpu/q32_offset.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h> /* before the target region: the intrinsics carry their own targets */
+#endif
+
+#if defined(__x86_64__) && defined(__clang__)
+#pragma clang attribute push(                                                                  \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))),             \
+    apply_to = function)
+
+#define SL_MV_SUFFIX(name) name##_amx
+#define SL_MV_AVX512 1
+#define SL_MV_KERNELS_ONLY 1
+/* the templates' other kernels: declared here, never emitted (nothing calls them) */
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wunused-function"
+#include "kernels/cpu/matvec_x86_tmpl.h"
+#include "kernels/cpu/gemm_x86_tmpl.h"
+#include "kernels/cpu/gemm_k_vnni_tmpl.h"
+#pragma clang diagnostic pop
+
+/* the file's target region and the tiles (a function's own target replaces the region's) */
+#define SL_GKA_TARGET                                                                         \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8")))
+
+/* A row's super-blocks [c0, c0 + GK_PCH) with their scales applied (lo, hi as above, in element
+ * order), and what the float term needs (gk_buf's d, dmin, and the mins pairs bw). */
+typedef struct gka_row {
+    _Alignas(64) uint8_t lo[GK_PCH][SL_QK_K];
+    int8_t hi[GK_PCH][SL_QK_K];
+    float d[GK_PCH], dmin[GK_PCH];
+    int16_t bw[GK_PCH][16];
+} gka_row;
+
+/* The tile configuration (palette 1): the layout LDTILECFG reads. */
+typedef struct gka_tilecfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} gka_tilecfg;
+
+/* the sums of panels 0 and 1 (lo and hi parts), the rows' lo and hi, the panels' groups */
+enum { GKA_L0, GKA_H0, GKA_L1, GKA_H1, GKA_AL, GKA_AH, GKA_B0, GKA_B1, GKA_TILES };
+
+/* Every tile 16 rows of 64 bytes, on this thread; gka_release after. */
+static SL_GKA_TARGET void SL_MV_SUFFIX(gka_config)(void)
+{
+    gka_tilecfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < GKA_TILES; i++) c.rows[i] = 16, c.colsb[i] = 64;
+    _tile_loadconfig(&c);
+}
+
+/* Frees the thread's tile state (a thread holding it makes every context switch save 8 KiB). */
+static SL_GKA_TARGET void SL_MV_SUFFIX(gka_release)(void) { _tile_release(); }
+
+/* Super-block ui of gk_buf u (its codes and scales as gkv_unpack left them) into super-block ui
+ * of r: p = w sc per element, split into lo and hi. */
+static inline void SL_MV_SUFFIX(gka_scale)(const gk_buf *u, int64_t ui, int kind, gka_row *r)
+{
+    for (int k = 0; k < 16; k += 2) { /* elements 16k..16k+31: two scales */
+        int16_t s0, s1;
+        if (kind == GKV_MINS) {
+            s0 = u->s16[ui][k], s1 = u->s16[ui][k + 1];
+        } else { /* (sc, 256 sc) pairs: sc in the low half */
+            s0 = (int16_t)(u->sp[ui][k] & 0xFFFF), s1 = (int16_t)(u->sp[ui][k + 1] & 0xFFFF);
+        }
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(u->q[ui] + 16 * k));
+        const __m512i w = kind == GKV_MINS ? _mm512_cvtepu8_epi16(q) : _mm512_cvtepi8_epi16(q);
+        const __m512i sc =
+            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(s0)),
+                               _mm256_set1_epi16(s1), 1);
+        const __m512i p = _mm512_mullo_epi16(w, sc);
+        _mm256_storeu_si256((__m256i *)(r->lo[ui] + 16 * k), _mm512_cvtepi16_epi8(p));
+        _mm256_storeu_si256((__m256i *)(r->hi[ui] + 16 * k),
+                            _mm512_cvtepi16_epi8(_mm512_srai_epi16(p, 8)));
+    }
+    r->d[ui] = u->d[ui];
+    r->dmin[ui] = u->dmin[ui];
+    memcpy(r->bw[ui], u->bw[ui], sizeof r->bw[ui]);
+}
+
+/* A super-block's sums of 16 rows against up to GKV_V panels: the lo and hi parts. */
+typedef struct gka_sums {
+    _Alignas(64) int32_t c[GKV_V][2][16][16];
+} gka_sums;
+
+/* The tile half of one super-block: 16 rows u0[0..15] (their super-block ui) against V panels
+ * (their super-block pi) into *o. Calls follow each other without reading their results (the
+ * float half runs after a batch of them): a tile's load, product and store wait on the tile
+ * before them (tiles are not renamed), and a result read back at once left the unit idle
+ * (gemm_bench: 1.3x slower on IQ4_XS 768 x 768 at 256 tokens). */
+static inline SL_GKA_TARGET __attribute__((always_inline)) void SL_MV_SUFFIX(gka_tiles)(
+    const gka_row *u0, const gkv_panel *p, const int V, int64_t ui, int64_t pi, gka_sums *o)
+{
+    const size_t us = sizeof(gka_row);
+    _tile_zero(GKA_L0);
+    _tile_zero(GKA_H0);
+    if (V == 2) {
+        _tile_zero(GKA_L1);
+        _tile_zero(GKA_H1);
+    }
+    for (int k = 0; k < 4; k++) { /* elements 64k..64k+63: groups 16k..16k+15 */
+        _tile_loadd(GKA_AL, u0->lo[ui] + 64 * k, us);
+        _tile_loadd(GKA_AH, u0->hi[ui] + 64 * k, us);
+        _tile_loadd(GKA_B0, p[0].q[pi][16 * k], 64);
+        _tile_dpbusd(GKA_L0, GKA_AL, GKA_B0);
+        _tile_dpbssd(GKA_H0, GKA_AH, GKA_B0);
+        if (V == 2) {
+            _tile_loadd(GKA_B1, p[1].q[pi][16 * k], 64);
+            _tile_dpbusd(GKA_L1, GKA_AL, GKA_B1);
+            _tile_dpbssd(GKA_H1, GKA_AH, GKA_B1);
+        }
+    }
+    _tile_stored(GKA_L0, o->c[0][0], 64);
+    _tile_stored(GKA_H0, o->c[0][1], 64);
+    if (V == 2) {
+        _tile_stored(GKA_L1, o->c[1][0], 64);
+        _tile_stored(GKA_H1, o->c[1][1], 64);
+    }
+}
+
+static SL_GKA_TARGET void SL_MV_SUFFIX(gka_tiles_1)(const gka_row *u0, const gkv_panel *p,
+                                                    int64_t ui, int64_t pi, gka_sums *o)
+{
+    SL_MV_SUFFIX(gka_tiles)(u0, p, 1, ui, pi, o);
+}
+static SL_GKA_TARGET void SL_MV_SUFFIX(gka_tiles_2)(const gka_row *u0, const gkv_panel *p,
+                                                    int64_t ui, int64_t pi, gka_sums *o)
+{
+    SL_MV_SUFFIX(gka_tiles)(u0, p, 2, ui, pi, o);
+}
+
+/* The float half: super-block ui of the 16 rows u0 against V panels (super-block pi) from
+ * their sums *s, its terms added to lane l of lt[r][v]; first as gkv_micro's. */
+static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gka_float)(
+    const gka_row *u0, const gkv_panel *p, const int V, const int KIND, int64_t ui, int64_t pi,
+    int l, bool first, const gka_sums *s, gkv_lanes *lt)
+{
+    for (int v = 0; v < V; v++) {
+        /* gkv_micro's float term (and mins term), element-wise over the panel's 16 tokens */
+        const __m512 dx = _mm512_load_ps(p[v].d[pi]);
+        for (int r = 0; r < 16; r++) {
+            const gka_row *u = &u0[r];
+            const __m512i acc = _mm512_add_epi32(
+                _mm512_load_si512(s->c[v][0][r]),
+                _mm512_slli_epi32(_mm512_load_si512(s->c[v][1][r]), 8));
+            const __m512 dw = _mm512_set1_ps(u->d[ui]);
+            __m512 t;
+            if (KIND != GKV_MINS) {
+                t = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dw, dx));
+            } else {
+                __m512i vm = _mm512_setzero_si512();
+                for (int k = 0; k < 4; k++) {
+                    const uint32_t w2 = (uint16_t)u->bw[ui][4 * k] |
+                                        (uint32_t)(uint16_t)u->bw[ui][4 * k + 2] << 16;
+                    vm = _mm512_dpwssd_epi32(vm, _mm512_load_si512(p[v].bs[pi][k]),
+                                             _mm512_set1_epi32((int32_t)w2));
+                }
+                const __m512 mw = _mm512_set1_ps(u->dmin[ui]);
+                const __m512 a = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dw, dx));
+                t = _mm512_sub_ps(a,
+                                  _mm512_mul_ps(_mm512_cvtepi32_ps(vm), _mm512_mul_ps(mw, dx)));
+            }
+            float *lp = lt[r][v][l];
+            const __m512 prev = first ? _mm512_setzero_ps() : _mm512_load_ps(lp);
+            _mm512_store_ps(lp, _mm512_add_ps(prev, t));
+        }
+    }
+}
+
+/* One float half per kind and panel count. */
+typedef void (*gka_float_fn)(const gka_row *, const gkv_panel *, int64_t, int64_t, int, bool,
+                             const gka_sums *, gkv_lanes *);
+#define SL_GKA_FLOAT(KIND, V)                                                                 \
+    static void SL_MV_SUFFIX(gka_##KIND##_##V)(const gka_row *u0, const gkv_panel *p,         \
+                                               int64_t ui, int64_t pi, int l, bool first,     \
+                                               const gka_sums *s, gkv_lanes *lt)              \
+    {                                                                                         \
+        SL_MV_SUFFIX(gka_float)(u0, p, V, KIND, ui, pi, l, first, s, lt);                     \
+    }
+SL_GKA_FLOAT(GKV_MINS, 1)
+SL_GKA_FLOAT(GKV_MINS, 2)
+SL_GKA_FLOAT(GKV_OFFSET, 1)
+SL_GKA_FLOAT(GKV_OFFSET, 2)
+SL_GKA_FLOAT(GKV_IQ4, 1)
+SL_GKA_FLOAT(GKV_IQ4, 2)
+#undef SL_GKA_FLOAT
+
+/* [kind][V - 1] */
+static const gka_float_fn SL_MV_SUFFIX(gka_floats)[GKV_KINDS][GKV_V] = {
+    {SL_MV_SUFFIX(gka_GKV_MINS_1), SL_MV_SUFFIX(gka_GKV_MINS_2)},
+    {SL_MV_SUFFIX(gka_GKV_OFFSET_1), SL_MV_SUFFIX(gka_GKV_OFFSET_2)},
+    {SL_MV_SUFFIX(gka_GKV_IQ4_1), SL_MV_SUFFIX(gka_GKV_IQ4_2)}};
+
+/* gemm_kv_block on the tiles (gka_fits holds): the rows unpacked once with their scales
+ * applied, tokens in groups of 32 (a last one of at most 16 takes one panel), each row group's
+ * super-blocks against the panels 16 rows at a time. Its own frame (~350 KiB: the rows, a chunk's sums), never
+ * inlined beside gemm_kv_block's. */
+static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_kv_block_amx)(const sl__mv_type *t,
+                                                                      const sl__gemm_rows *a,
+                                                                      int64_t i0, int64_t i1)
+{
+    const int kind = SL_MV_SUFFIX(gkv_kind)(t->type);
+    const bool one_chunk = a->nb <= GKV_PCH;
+    const int nl = a->nb < 8 ? (int)a->nb : 8; /* lanes in use */
+    const int64_t nrow = i1 - i0, nch = (a->nb + GK_PCH - 1) / GK_PCH;
+    gkv_panel p[GKV_V];
+    _Alignas(64) gkv_lanes lt[GKV_SG];
+    gka_row ua[GKV_UCAP]; /* chunk c of row i0 + m at ua[c * nrow + m] */
+    gka_sums sums[GKV_PCH * (GKV_SG / 16)]; /* a row group's chunk: super-block, 16 rows */
+    for (int64_t c = 0; c < nch; c++) {
+        const int64_t c0 = c * GK_PCH, c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
+        /* groups of 8 rows: a dense Q4_K_R8 group (i0 % 8 == 0: row_grain) unpacks at once */
+        for (int64_t m0 = 0; m0 < nrow; m0 += 8) {
+            gk_buf ub[8];
+            const gk_buf *ur[GKV_R];
+            const int n8 = nrow - m0 < 8 ? (int)(nrow - m0) : 8;
+            SL_MV_SUFFIX(gkv_unpack)(t, a, i0 + m0, n8, c0, c1, ub, ur);
+            for (int m = 0; m < n8; m++)
+                for (int64_t ui = 0; ui < c1 - c0; ui++)
+                    SL_MV_SUFFIX(gka_scale)(ur[m], ui, kind, &ua[c * nrow + m0 + m]);
+        }
+    }
+    SL_MV_SUFFIX(gka_config)();
+    for (int64_t t0 = 0; t0 < a->n_tok;) {
+        const int64_t left = a->n_tok - t0;
+        const int nv = left > 16 ? GKV_V : 1;
+        const int64_t nt = left < 16 * nv ? left : 16 * nv;
+        const char *x0[GKV_V];
+        __m512i off[GKV_V];
+        for (int v = 0; v < nv; v++) {
+            x0[v] = a->xq + (size_t)(t0 + 16 * v) * a->arb;
+            off[v] = SL_MV_SUFFIX(gkv_offsets)(t0 + 16 * v, a->n_tok, a->arb);
+            if (one_chunk) SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], 0, a->nb, false, &p[v]);
+        }
+        for (int64_t s0 = i0; s0 < i1; s0 += GKV_SG) {
+            const int64_t ns = i1 - s0 < GKV_SG ? i1 - s0 : GKV_SG; /* a multiple of 16 */
+            for (int64_t c0 = 0; c0 < a->nb; c0 += GKV_PCH) {
+                const int64_t c1 = a->nb - c0 < GKV_PCH ? a->nb : c0 + GKV_PCH;
+                for (int v = 0; !one_chunk && v < nv; v++)
+                    SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, false, &p[v]);
+                /* the chunk's tile halves, then its float halves */
+                for (int64_t b = c0; b < c1; b++)
+                    for (int64_t k0 = 0; k0 < ns; k0 += 16) {
+                        const gka_row *u0 = &ua[b / GK_PCH * nrow + (s0 - i0 + k0)];
+                        gka_sums *o = &sums[(b - c0) * (GKV_SG / 16) + k0 / 16];
+                        if (nv == 2) SL_MV_SUFFIX(gka_tiles_2)(u0, p, b % GK_PCH, b - c0, o);
+                        else SL_MV_SUFFIX(gka_tiles_1)(u0, p, b % GK_PCH, b - c0, o);
+                    }
+                for (int64_t b = c0; b < c1; b++)
+                    for (int64_t k0 = 0; k0 < ns; k0 += 16)
+                        SL_MV_SUFFIX(gka_floats)[kind][nv - 1](
+                            &ua[b / GK_PCH * nrow + (s0 - i0 + k0)], p, b % GK_PCH, b - c0,
+                            (int)(b % 8), b < 8, &sums[(b - c0) * (GKV_SG / 16) + k0 / 16],
+                            &lt[k0]);
+            }
+            SL_MV_SUFFIX(gkv_out)(a, lt, s0, ns, t0, nt, nv, nl);
+        }
+        t0 += nt;
+    }
+    SL_MV_SUFFIX(gka_release)();
+}
+
+bool sl__gemm_k_amx(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0, int64_t i1)
+{
+    SL_MV_SUFFIX(gemm_kv_block_amx)(t, a, i0, i1);
+    return true;
+}
+
+#pragma clang attribute pop
+#else
+bool sl__gemm_k_amx(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0, int64_t i1)
+{
+    (void)t, (void)a, (void)i0, (void)i1;
+    return false;
+}
+#endif
