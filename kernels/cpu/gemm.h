@@ -76,12 +76,14 @@ typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_
 enum { SL__GEMM_TAIL_MAX = 3, SL__GEMM_FEW_MAX = 8 };
 
 /* The K-quant batch kernel's AMX tile path (gemm_k_amx.c) takes calls of at least this
- * many tokens whose rows come in 16s (matvec.c then cuts row chunks in 16s): below it,
- * unpacking the rows with their scales applied and the float half cost more than the tiles
- * save (gemm_bench, 768 x 768, tiles vs the VNNI kernel: IQ4_XS 0.7x at 16 tokens, 0.9x at
- * 32-64, 1.1-1.3x at 256-512; Q6_K 0.8x at 16, 1.1x at 64, 1.3-1.65x at 256-512; Q4_K, Q5_K
- * 0.7x at 16, 1.0x at 64, 1.25-1.4x at 256-512). */
-enum { SL__GEMM_AMX_MIN_TOK = 128 };
+ * many tokens (more than gemm_kv's one token group, which never splits its rows into blocks
+ * the tiles' once-unpack holds) whose rows come in 16s (matvec.c then cuts row chunks in 16s).
+ * Tiles vs the VNNI kernel, gemm_bench, 1 thread, min us, row chunks of 64 and 256, the sweep's
+ * shapes (IQ4_XS 768x768, Q6_K 768x1024, Q5_K 1024x256 and 256x1024, Q4_K 768x2048): 33-48
+ * tokens 1.14-1.43x, 64 1.17-1.44x, 128 1.19-1.56x; 17-32 tokens (one group, forced into
+ * blocks) 0.90-1.24x; 9-16 0.86-0.97x (the rows' unpack with their scales applied costs more
+ * than the tiles save). */
+enum { SL__GEMM_AMX_MIN_TOK = 33 };
 static inline int64_t sl__gemm_tail(int64_t n_tok, bool few)
 {
     if (!few) return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
