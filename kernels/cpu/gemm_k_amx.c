@@ -94,6 +94,18 @@ static SL_GKA_TARGET void SL_MV_SUFFIX(gka_config)(void)
 /* Frees the thread's tile state (a thread holding it makes every context switch save 8 KiB). */
 static SL_GKA_TARGET void SL_MV_SUFFIX(gka_release)(void) { _tile_release(); }
 
+/* 64 elements' p = w sc from their int16 words of even (we) and odd (wo) elements and the
+ * words' scales sc, as lo and hi bytes in element order: element 2i is pe's word i, element
+ * 2i + 1 po's. */
+static inline void SL_MV_SUFFIX(gka_put)(__m512i we, __m512i wo, __m512i sc, uint8_t *lo,
+                                         int8_t *hi)
+{
+    const __mmask64 odd = 0xAAAAAAAAAAAAAAAAull;
+    const __m512i pe = _mm512_mullo_epi16(we, sc), po = _mm512_mullo_epi16(wo, sc);
+    _mm512_store_si512(lo, _mm512_mask_blend_epi8(odd, pe, _mm512_slli_epi16(po, 8)));
+    _mm512_storeu_si512(hi, _mm512_mask_blend_epi8(odd, _mm512_srli_epi16(pe, 8), po));
+}
+
 /* Super-block ui of gk_buf u (its codes and scales as gkv_unpack left them) into super-block ui
  * of r: p = w sc per element, split into lo and hi. 64 elements at a time in int16 words of
  * even and odd elements (shifts, no widening: the widening and vpmovwb narrowing it replaced
@@ -114,7 +126,6 @@ static inline void SL_MV_SUFFIX(gka_scale)(const gk_buf *u, int64_t ui, int kind
                                                0x0908090809080908, 0x0908090809080908,
                                                0x0504050405040504, 0x0504050405040504,
                                                0x0100010001000100, 0x0100010001000100);
-    const __mmask64 odd = 0xAAAAAAAAAAAAAAAAull;
     for (int h = 0; h < 4; h++) {
         const __m512i q = _mm512_loadu_si512(u->q[ui] + 64 * h);
         __m512i sc, we, wo;
@@ -130,16 +141,54 @@ static inline void SL_MV_SUFFIX(gka_scale)(const gk_buf *u, int64_t ui, int kind
             we = _mm512_srai_epi16(_mm512_slli_epi16(q, 8), 8);
             wo = _mm512_srai_epi16(q, 8);
         }
-        const __m512i pe = _mm512_mullo_epi16(we, sc), po = _mm512_mullo_epi16(wo, sc);
-        /* element 2i: pe's word i, element 2i + 1: po's; lo their low bytes, hi their high */
-        _mm512_store_si512(r->lo[ui] + 64 * h,
-                           _mm512_mask_blend_epi8(odd, pe, _mm512_slli_epi16(po, 8)));
-        _mm512_storeu_si512(r->hi[ui] + 64 * h,
-                            _mm512_mask_blend_epi8(odd, _mm512_srli_epi16(pe, 8), po));
+        SL_MV_SUFFIX(gka_put)(we, wo, sc, r->lo[ui] + 64 * h, r->hi[ui] + 64 * h);
     }
     r->d[ui] = u->d[ui];
     r->dmin[ui] = u->dmin[ui];
     memcpy(r->bw[ui], u->bw[ui], sizeof r->bw[ui]);
+}
+
+/* IQ4_XS super-blocks [c0, c1) of the row at w straight into r (gkv_unpack and gka_scale in one
+ * pass, without the VNNI kernel's offset sums and corrections, which the tiles do not use):
+ * the table values as gkv_unpack_iq4xs regroups them, 64 (two sub-blocks) a vector, times
+ * their sub-block's scale ls - 32 (gemm_bench IQ4_XS 768 x 768, 128 tokens, 1 thread, min us
+ * of 5 alternations on a loaded machine: 519-532 -> 498-507). */
+static inline void SL_MV_SUFFIX(gka_unpack_iq4xs)(const char *w, int64_t c0, int64_t c1,
+                                                  gka_row *r)
+{
+    const __m512i table =
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)sl_iq4nl_values));
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i ix[2] = {_mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0),
+                           _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4)};
+    /* vector k = 2n + h holds sub-blocks 2k, 2k + 1; its 128-bit lane L sub-block 2k + L / 2,
+     * whose int16 scale is bytes 2 (2k + L / 2), + 1 of the 8 scales */
+    _Alignas(64) uint8_t ctl[4][64];
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 64; i++) ctl[k][i] = (uint8_t)(2 * (2 * k + i / 32) + (i & 1));
+    for (int64_t b = c0; b < c1; b++) {
+        const int64_t ui = b - c0;
+        const char *p = w + b * (int64_t)sizeof(sl_block_iq4_xs);
+        const __m512i s8 =
+            _mm512_broadcast_i32x4(_mm256_castsi256_si128(SL_MV_SUFFIX(iq4xs_scales)(p)));
+        for (int n = 0; n < 2; n++) {
+            const __m512i q = _mm512_loadu_si512(p + 8 + 64 * n);
+            const __m512i lo = _mm512_and_si512(q, m4),
+                          hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            for (int h = 0; h < 2; h++) {
+                const __m512i v =
+                    _mm512_shuffle_epi8(table, _mm512_permutex2var_epi64(lo, ix[h], hi));
+                const __m512i sc =
+                    _mm512_shuffle_epi8(s8, _mm512_load_si512(ctl[2 * n + h]));
+                SL_MV_SUFFIX(gka_put)(_mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8),
+                                      _mm512_srai_epi16(v, 8), sc,
+                                      r->lo[ui] + 128 * n + 64 * h,
+                                      r->hi[ui] + 128 * n + 64 * h);
+            }
+        }
+        r->d[ui] = SL_MV_SUFFIX(g_half)(p);
+        r->dmin[ui] = 0.0f;
+    }
 }
 
 /* A super-block's sums of 16 rows against up to GKV_V panels: the lo and hi parts. */
@@ -274,7 +323,12 @@ static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_kv_block_amx)(const sl__
     for (int64_t c = 0; c < nch; c++) {
         const int64_t c0 = c * GK_PCH, c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
         /* groups of 8 rows: a dense Q4_K_R8 group (i0 % 8 == 0: row_grain) unpacks at once */
-        for (int64_t m0 = 0; m0 < nrow; m0 += 8) {
+        for (int64_t m = 0; t->type == SL_GGML_IQ4_XS && m < nrow; m++) {
+            const int64_t row = a->idx ? a->idx[i0 + m] : i0 + m;
+            SL_MV_SUFFIX(gka_unpack_iq4xs)(a->w + (size_t)row * a->wrb, c0, c1,
+                                           &ua[c * nrow + m]);
+        }
+        for (int64_t m0 = 0; t->type != SL_GGML_IQ4_XS && m0 < nrow; m0 += 8) {
             gk_buf ub[8];
             const gk_buf *ur[GKV_R];
             const int n8 = nrow - m0 < 8 ? (int)(nrow - m0) : 8;
