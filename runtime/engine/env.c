@@ -68,7 +68,7 @@ sl_status sl_env_amx(bool *on, sl_error *err)
 {
     const char *v = getenv("SLUICE_AMX");
     bool want = true;
-    if (v && *v && sl_parse_bool("SLUICE_AMX", v, &want, err)) return SL_ERR_INVALID;
+    if (v && sl_parse_bool("SLUICE_AMX", v, &want, err)) return SL_ERR_INVALID;
     *on = *on && want; /* never on where the CPU or the OS has no AMX */
     return SL_OK;
 }

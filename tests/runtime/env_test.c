@@ -118,6 +118,9 @@ static void test_isa_act_fetch(void)
     on = true;
     CHECK(sl_env_amx(&on, &e) == SL_ERR_INVALID && on);
     CHECK_CONTAINS(e.msg, "SLUICE_AMX");
+    setenv("SLUICE_AMX", "", 1); /* set but empty: refused, as SLUICE_ACT_F32 */
+    CHECK(sl_env_amx(&on, &e) == SL_ERR_INVALID && on);
+    CHECK_CONTAINS(e.msg, "SLUICE_AMX");
     unsetenv("SLUICE_AMX");
 
     sl_fetch_options fo = sl_fetch_options_default();

@@ -468,6 +468,7 @@ ENV_VARS = {
     "SLUICE_DEVICE": (["", "gpu", "cuda ", "sim,cuda"], []),
     "SLUICE_CPU_ISA": (["avx9", "AVX2 ", "scalar,avx2"], []),
     "SLUICE_ACT_F32": (["", "2", "yes", " 1", "1x"], []),
+    "SLUICE_AMX": (["", "2", "no", "0 ", "1x"], []),
     "SLUICE_TOPOLOGY": (["bogus", "xml:", "xml:/no/such.xml", "synthetic:", "synthetic:junk"],
                         ["-t", "2"]),
     "SLUICE_SIM_H2D_GBS": (["", " 1", "nan", "inf", "-1", "1e999", "1x", "2e6"], SIM_RUN),
