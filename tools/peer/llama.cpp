@@ -4,8 +4,8 @@
 # llama-cpp-python source distribution (PyPI is reachable here; GitHub is not). pip fetches the
 # source distribution only (--no-binary for that one package; its build tools come as wheels).
 #
-#   tools/peer/llama.cpp              build if needed (CPU, -march=native, Release; AMX off
-#                                     where its tiles fault); print the folder holding the binaries
+#   tools/peer/llama.cpp              build if needed (CPU, -march=native, Release; without AMX
+#                                     where the CPU has it, see below); print the binaries' folder
 #   tools/peer/llama.cpp --cuda       llama.cpp's CUDA llama-bench for the GPU machine (issue 31):
 #                                     the prebuilt llama-bench-cuda-sm90.tar.xz (same llama.cpp
 #                                     0c1e570; sm_90, AVX-512/VNNI/BF16/AMX CPU backend, static)
@@ -142,40 +142,15 @@ cmake_flags=(-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF
              -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF)
 targets=(llama-bench llama-perplexity llama-completion)
 
-# -march=native turns on every ISA extension the CPU advertises. Some VMs advertise AMX whose
-# tile instructions then fault (SIGILL: llama.cpp's AMX matmul kills every prompt test), so
-# AMX is tried first; where it faults the build names the CPU's other extensions instead.
-amx_works() {
-    local d rc
-    d="$(mktemp -d)"
-    cat >"$d/amx.c" <<'PROBE'
-#include <immintrin.h>
-#include <stdint.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-int main(void)
-{
-    uint8_t cfg[64];
-    if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */)) return 1;
-    memset(cfg, 0, sizeof cfg);
-    cfg[0] = 1;   /* palette 1 */
-    cfg[16] = 64; /* tile 0: 64 bytes a row, */
-    cfg[48] = 16; /* 16 rows */
-    _tile_loadconfig(cfg);
-    _tile_zero(0);
-    _tile_release();
-    return 0;
-}
-PROBE
-    rc=1
-    if cc -O1 -mamx-tile "$d/amx.c" -o "$d/amx" 2>/dev/null; then
-        ("$d/amx"; exit $?) >/dev/null 2>&1 && rc=0
-    fi
-    rm -rf "$d"
-    return "$rc"
-}
-if ((!cuda)) && grep -qw amx_tile /proc/cpuinfo && ! amx_works; then
+# -march=native turns on every ISA extension the CPU advertises, AMX included. llama.cpp
+# 0c1e570's AMX matmul dies of SIGILL here (2026-11-29, this 2-core Sapphire Rapids VM:
+# tilezero in tinygemm_kernel_amx<block_iq4_xs> on the first prompt test, every test after)
+# although the tiles work in a process that asks for them (arch_prctl ARCH_REQ_XCOMP_PERM:
+# Sluice's own AMX kernels, a minimal tile program looping 3M times across context switches),
+# so a probe of the tiles cannot tell; on a CPU with AMX the peer is built without it (the
+# CPU's other extensions named instead of -march=native). SLUICE_PEER_LLAMA_AMX=1 builds it
+# with AMX (-march=native) for a machine where llama.cpp's AMX path runs.
+if ((!cuda)) && grep -qw amx_tile /proc/cpuinfo && [[ "${SLUICE_PEER_LLAMA_AMX:-0}" != 1 ]]; then
     cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
     cmake_flags=("${cmake_flags[@]/-DGGML_NATIVE=ON/-DGGML_NATIVE=OFF}")
     for pair in avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx_vnni:AVX_VNNI avx512f:AVX512 \
