@@ -148,6 +148,76 @@ static inline void SL_MV_SUFFIX(gka_scale)(const gk_buf *u, int64_t ui, int kind
     memcpy(r->bw[ui], u->bw[ui], sizeof r->bw[ui]);
 }
 
+/* Q6_K super-blocks [c0, c1) of the row at w straight into r (codes - 32 times their
+ * 16-element group's int8 scale, without the VNNI unpack's offset sums and corrections). */
+static inline void SL_MV_SUFFIX(gka_unpack_q6)(const char *w, int64_t c0, int64_t c1,
+                                               gka_row *r)
+{
+    const __m512i x20 = _mm512_set1_epi8(32);
+    /* vector k = 2n + h holds groups 4k..4k+3, lane L group 4k + L: its scale byte into each
+     * word's high byte (the low byte zeroed), then an arithmetic shift sign-extends it */
+    _Alignas(64) uint8_t ctl[4][64];
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 64; i++) ctl[k][i] = (uint8_t)(i & 1 ? 4 * k + i / 16 : 0x80);
+    for (int64_t b = c0; b < c1; b++) {
+        const int64_t ui = b - c0;
+        const sl_block_q6_K *wp =
+            (const sl_block_q6_K *)(w + b * (int64_t)sizeof(sl_block_q6_K));
+        const __m512i s8 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wp->scales));
+        for (int n = 0; n < 2; n++) {
+            __m512i c[2];
+            SL_MV_SUFFIX(q6_codes512)(wp, n, c);
+            for (int h = 0; h < 2; h++) {
+                const __m512i v = _mm512_sub_epi8(c[h], x20);
+                const __m512i sc = _mm512_srai_epi16(
+                    _mm512_shuffle_epi8(s8, _mm512_load_si512(ctl[2 * n + h])), 8);
+                SL_MV_SUFFIX(gka_put)(_mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8),
+                                      _mm512_srai_epi16(v, 8), sc,
+                                      r->lo[ui] + 128 * n + 64 * h,
+                                      r->hi[ui] + 128 * n + 64 * h);
+            }
+        }
+        uint16_t d;
+        memcpy(&d, &wp->d, 2);
+        r->d[ui] = _cvtsh_ss(d);
+        r->dmin[ui] = 0.0f;
+    }
+}
+
+/* Q4_K (q5 false) or Q5_K super-blocks [c0, c1) of the row at w straight into r: codes times
+ * their 32-element sub-block's scale; d, dmin and the mins pairs bw as gk_q45_head leaves them
+ * in a gk_buf (it runs on one). */
+static inline void SL_MV_SUFFIX(gka_unpack_q45)(const char *w, bool q5, int64_t c0, int64_t c1,
+                                                gka_row *r)
+{
+    const __m512i xff = _mm512_set1_epi16(0x00FF);
+    /* vector k = 2n + h holds sub-blocks 2k, 2k + 1; lane L sub-block 2k + L / 2: its scale
+     * byte (k4_unpack_v's bytes 0..7) into each word's low byte */
+    _Alignas(64) uint8_t ctl[4][64];
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 64; i++) ctl[k][i] = (uint8_t)(i & 1 ? 0x80 : 2 * k + i / 32);
+    gk_buf head; /* gk_q45_head's d, dmin, bw (its s16 unused) */
+    for (int64_t b = c0; b < c1; b++) {
+        const int64_t ui = b - c0;
+        const uint8_t *p = (const uint8_t *)w +
+                           b * (int64_t)(q5 ? sizeof(sl_block_q5_K) : sizeof(sl_block_q4_K));
+        SL_MV_SUFFIX(gk_q45_head)(p, 0, &head);
+        const __m512i s8 = _mm512_broadcast_i32x4(SL_MV_SUFFIX(k4_unpack_v)(p + 4));
+        for (int n = 0; n < 2; n++) {
+            __m512i c[2];
+            SL_MV_SUFFIX(gkv_q45_codes)(p, q5, n, c);
+            for (int h = 0; h < 2; h++)
+                SL_MV_SUFFIX(gka_put)(_mm512_and_si512(c[h], xff), _mm512_srli_epi16(c[h], 8),
+                                      _mm512_shuffle_epi8(s8, _mm512_load_si512(ctl[2 * n + h])),
+                                      r->lo[ui] + 128 * n + 64 * h,
+                                      r->hi[ui] + 128 * n + 64 * h);
+        }
+        r->d[ui] = head.d[0];
+        r->dmin[ui] = head.dmin[0];
+        memcpy(r->bw[ui], head.bw[0], sizeof r->bw[ui]);
+    }
+}
+
 /* IQ4_XS super-blocks [c0, c1) of the row at w straight into r (gkv_unpack and gka_scale in one
  * pass, without the VNNI kernel's offset sums and corrections, which the tiles do not use):
  * the table values as gkv_unpack_iq4xs regroups them, 64 (two sub-blocks) a vector, times
@@ -322,13 +392,20 @@ static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_kv_block_amx)(const sl__
     gka_sums sums[GKV_PCH * (GKV_SG / 16)]; /* a row group's chunk: super-block, 16 rows */
     for (int64_t c = 0; c < nch; c++) {
         const int64_t c0 = c * GK_PCH, c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
-        /* groups of 8 rows: a dense Q4_K_R8 group (i0 % 8 == 0: row_grain) unpacks at once */
-        for (int64_t m = 0; t->type == SL_GGML_IQ4_XS && m < nrow; m++) {
+        /* straight into ua where the type has its unpack here (a row of its own bytes) */
+        const uint32_t ty = t->type;
+        const bool direct = ty == SL_GGML_IQ4_XS || ty == SL_GGML_Q6_K || ty == SL_GGML_Q4_K ||
+                            ty == SL_GGML_Q5_K;
+        for (int64_t m = 0; direct && m < nrow; m++) {
             const int64_t row = a->idx ? a->idx[i0 + m] : i0 + m;
-            SL_MV_SUFFIX(gka_unpack_iq4xs)(a->w + (size_t)row * a->wrb, c0, c1,
-                                           &ua[c * nrow + m]);
+            const char *w = a->w + (size_t)row * a->wrb;
+            gka_row *r = &ua[c * nrow + m];
+            if (ty == SL_GGML_IQ4_XS) SL_MV_SUFFIX(gka_unpack_iq4xs)(w, c0, c1, r);
+            else if (ty == SL_GGML_Q6_K) SL_MV_SUFFIX(gka_unpack_q6)(w, c0, c1, r);
+            else SL_MV_SUFFIX(gka_unpack_q45)(w, ty == SL_GGML_Q5_K, c0, c1, r);
         }
-        for (int64_t m0 = 0; t->type != SL_GGML_IQ4_XS && m0 < nrow; m0 += 8) {
+        /* Q4_K_R8: its groups of 8 rows through gkv_unpack */
+        for (int64_t m0 = 0; !direct && m0 < nrow; m0 += 8) {
             gk_buf ub[8];
             const gk_buf *ur[GKV_R];
             const int n8 = nrow - m0 < 8 ? (int)(nrow - m0) : 8;

@@ -486,35 +486,42 @@ static void SL_MV_SUFFIX(gkv_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1
  * (their 32 bytes of nibbles in the two 256-bit halves); Q5_K's qh, read twice, shifted by 4n
  * and 4n + 2 (range_q5_K's qh >> 2j per round j) so that one pair of shifts serves both; the
  * halves' low and high nibbles are regrouped into element order by 128-bit lanes. */
+/* Elements 128n..128n+127 of the Q4_K (q5 false) or Q5_K super-block at p as codes 0..31, in
+ * element order: c[0] 128n.., c[1] 128n+64.. (gkv_unpack_q45's and the AMX kernel's). */
+static inline void SL_MV_SUFFIX(gkv_q45_codes)(const uint8_t *p, bool q5, int n, __m512i c[2])
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), x10 = _mm512_set1_epi8(0x10);
+    const uint8_t *qs = p + (q5 ? 48 : 16); /* after d, dmin, scales[12] (and qh[32]) */
+    const __m512i q = _mm512_loadu_si512(qs + 64 * n);
+    /* (a & m4) | b: ternary-logic table 0xEA of (a, m4, b) */
+    __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+    if (q5) {
+        const __m512i h2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16)));
+        const __m512i h = _mm512_srlv_epi16(
+            h2, _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * n)),
+                                   _mm256_set1_epi16((short)(4 * n + 2)), 1));
+        lo = _mm512_ternarylogic_epi32(q, m4, _mm512_and_si512(_mm512_slli_epi16(h, 4), x10),
+                                       0xEA);
+        hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(h, 3), x10));
+    }
+    c[0] = _mm512_shuffle_i64x2(lo, hi, 0x44);
+    c[1] = _mm512_shuffle_i64x2(lo, hi, 0xEE);
+}
+
 static void SL_MV_SUFFIX(gkv_unpack_q45)(uint32_t type, const char *w, int64_t b0, int64_t b1,
                                          gk_buf *u)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), x10 = _mm512_set1_epi8(0x10);
     const bool q5 = type == SL_GGML_Q5_K;
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
         const uint8_t *p = (const uint8_t *)w +
                            b * (int64_t)(q5 ? sizeof(sl_block_q5_K) : sizeof(sl_block_q4_K));
-        const uint8_t *qs = p + (q5 ? 48 : 16); /* after d, dmin, scales[12] (and qh[32]) */
         SL_MV_SUFFIX(gk_q45_head)(p, i, u);
-        const __m512i h2 =
-            q5 ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16)))
-               : _mm512_setzero_si512();
         for (int n = 0; n < 2; n++) {
-            const __m512i q = _mm512_loadu_si512(qs + 64 * n);
-            /* (a & m4) | b: ternary-logic table 0xEA of (a, m4, b) */
-            __m512i lo = _mm512_and_si512(q, m4),
-                    hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-            if (q5) {
-                const __m512i h = _mm512_srlv_epi16(
-                    h2, _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * n)),
-                                           _mm256_set1_epi16((short)(4 * n + 2)), 1));
-                lo = _mm512_ternarylogic_epi32(
-                    q, m4, _mm512_and_si512(_mm512_slli_epi16(h, 4), x10), 0xEA);
-                hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(h, 3), x10));
-            }
-            _mm512_storeu_si512(u->q[i] + 128 * n, _mm512_shuffle_i64x2(lo, hi, 0x44));
-            _mm512_storeu_si512(u->q[i] + 128 * n + 64, _mm512_shuffle_i64x2(lo, hi, 0xEE));
+            __m512i c[2];
+            SL_MV_SUFFIX(gkv_q45_codes)(p, q5, n, c);
+            _mm512_storeu_si512(u->q[i] + 128 * n, c[0]);
+            _mm512_storeu_si512(u->q[i] + 128 * n + 64, c[1]);
         }
     }
 }
