@@ -75,15 +75,20 @@ typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_
  * The same bits either way. */
 enum { SL__GEMM_TAIL_MAX = 3, SL__GEMM_FEW_MAX = 8 };
 
-/* The K-quant batch kernel's AMX tile path (gemm_k_amx.c) takes calls of at least this
- * many tokens (more than gemm_kv's one token group, which never splits its rows into blocks
- * the tiles' once-unpack holds) whose rows come in 16s (matvec.c then cuts row chunks in 16s).
- * Tiles vs the VNNI kernel, gemm_bench, 1 thread, min us, row chunks of 64 and 256, the sweep's
- * shapes (IQ4_XS 768x768, Q6_K 768x1024, Q5_K 1024x256 and 256x1024, Q4_K 768x2048): 33-48
- * tokens 1.14-1.43x, 64 1.17-1.44x, 128 1.19-1.56x; 17-32 tokens (one group, forced into
- * blocks) 0.90-1.24x; 9-16 0.86-0.97x (the rows' unpack with their scales applied costs more
- * than the tiles save). */
-enum { SL__GEMM_AMX_MIN_TOK = 33 };
+/* The K-quant batch kernel's AMX tile path (gemm_k_amx.c) takes calls of at least this many
+ * tokens whose rows come in 16s (matvec.c then cuts row chunks in 16s, and gemm_kv splits even
+ * one token group into blocks its once-unpack holds), whole: no tail to the few-token or row
+ * kernel, which would unpack the rows again. Tiles vs the VNNI kernel, gemm_bench, 1 thread,
+ * median us, row chunks of 64 and 256, the sweep's shapes (IQ4_XS 768x768 and 1536x768, Q6_K
+ * 768x1024, Q5_K 1024x256 and 256x1024, Q4_K 768x2048), the rows unpacked straight into the
+ * tiles' bytes: 17-32 tokens 1.04-1.29x (Q5_K 1024x256 at chunks of 64: 0.99-1.00x), 33-48
+ * 1.14-1.43x, 64 1.17-1.44x, 128 1.19-1.56x; 12-16 tokens 0.78-1.41x (Q5_K and Q4_K slower:
+ * the rows' unpack costs more than the tiles save). */
+enum { SL__GEMM_AMX_MIN_TOK = 17 };
+static inline bool sl__gemm_amx_takes(bool amx, int64_t n_tok, int64_t rows)
+{
+    return amx && n_tok >= SL__GEMM_AMX_MIN_TOK && rows % 16 == 0;
+}
 static inline int64_t sl__gemm_tail(int64_t n_tok, bool few)
 {
     if (!few) return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;

@@ -710,8 +710,7 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
 static inline bool SL_MV_SUFFIX(gka_fits)(const sl__gemm_rows *a, int64_t i0, int64_t i1)
 {
     const int64_t nch = (a->nb + GK_PCH - 1) / GK_PCH;
-    return a->amx && a->n_tok >= SL__GEMM_AMX_MIN_TOK && (i1 - i0) % 16 == 0 &&
-           (i1 - i0) * nch <= GKV_UCAP;
+    return sl__gemm_amx_takes(a->amx, a->n_tok, i1 - i0) && (i1 - i0) * nch <= GKV_UCAP;
 }
 
 /* gemm_kv_block on blocks of rows that its once-unpack holds (a multiple of GKV_SG, so Q4_K_R8's
@@ -736,9 +735,9 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
      * 2048 x 2048, 16 tokens: 10% slower; Q4_K, Q5_K 256 x 1024, 9-24 tokens: 5-8%). Rows of
      * one chunk take it whole per row group (gemm_kv_block's fused), which once made the offset
      * kinds' blocks of 128 rows 1.03-1.2x faster than super-block by super-block unpacks, each
-     * with its own corr reduction */
+     * with its own corr reduction. The AMX tiles take blocks at any token count they take. */
     const int64_t nch = (a->nb + GK_PCH - 1) / GK_PCH;
-    const bool blocks = a->n_tok > 16 * GKV_V;
+    const bool blocks = a->n_tok > 16 * GKV_V || sl__gemm_amx_takes(a->amx, a->n_tok, i1 - i0);
     const int64_t rb = blocks ? GKV_UCAP / nch / GKV_SG * GKV_SG : 0;
     for (int64_t r0 = i0; r0 < i1; r0 += rb ? rb : i1 - i0) {
         const int64_t r1 = rb && i1 - r0 > rb ? r0 + rb : i1;

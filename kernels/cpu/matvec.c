@@ -233,9 +233,12 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
     if (j->gemm && j->n_batch > 1 && !j->listed) {
         /* K-quants: the tail (gemm.h's sl__gemm_tail) goes to the few-token kernel where the
          * type has one (a lone token to the row kernel), else token by token to the row
-         * kernel; the 32-element types' GEMM takes its tail itself, to its whole-row kernel */
-        const int64_t tail =
-            j->t->block == SL_QK_K ? sl__gemm_tail(j->n_batch, j->few != NULL) : 0;
+         * kernel; the 32-element types' GEMM takes its tail itself, to its whole-row kernel,
+         * and so do the K-quants' AMX tiles (gemm.h's sl__gemm_amx_takes) */
+        const int64_t tail = j->t->block == SL_QK_K &&
+                                     !sl__gemm_amx_takes(j->amx, j->n_batch, end - begin)
+                                 ? sl__gemm_tail(j->n_batch, j->few != NULL)
+                                 : 0;
         b0 = j->n_batch - tail;
         sl__gemm_rows a = {.w = j->w, .xq = j->xq, .wrb = j->wrb, .arb = j->arb, .nb = j->nb,
                            .n_tok = b0, .y_stride = j->y_stride, .idx = j->idx,
