@@ -220,17 +220,12 @@ static inline void SL_MV_SUFFIX(gka_unpack_q45)(const char *w, bool q5, int64_t 
 
 /* IQ4_XS super-blocks [c0, c1) of the row at w straight into r (gkv_unpack and gka_scale in one
  * pass, without the VNNI kernel's offset sums and corrections, which the tiles do not use):
- * the table values as gkv_unpack_iq4xs regroups them, 64 (two sub-blocks) a vector, times
+ * the table values (gkv_iq4xs_values), 64 (two sub-blocks) a vector, times
  * their sub-block's scale ls - 32 (gemm_bench IQ4_XS 768 x 768, 128 tokens, 1 thread, min us
  * of 5 alternations on a loaded machine: 519-532 -> 498-507). */
 static inline void SL_MV_SUFFIX(gka_unpack_iq4xs)(const char *w, int64_t c0, int64_t c1,
                                                   gka_row *r)
 {
-    const __m512i table =
-        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)sl_iq4nl_values));
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i ix[2] = {_mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0),
-                           _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4)};
     /* vector k = 2n + h holds sub-blocks 2k, 2k + 1; its 128-bit lane L sub-block 2k + L / 2,
      * whose int16 scale is bytes 2 (2k + L / 2), + 1 of the 8 scales */
     _Alignas(64) uint8_t ctl[4][64];
@@ -242,16 +237,13 @@ static inline void SL_MV_SUFFIX(gka_unpack_iq4xs)(const char *w, int64_t c0, int
         const __m512i s8 =
             _mm512_broadcast_i32x4(_mm256_castsi256_si128(SL_MV_SUFFIX(iq4xs_scales)(p)));
         for (int n = 0; n < 2; n++) {
-            const __m512i q = _mm512_loadu_si512(p + 8 + 64 * n);
-            const __m512i lo = _mm512_and_si512(q, m4),
-                          hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            __m512i v[2];
+            SL_MV_SUFFIX(gkv_iq4xs_values)(p, n, v);
             for (int h = 0; h < 2; h++) {
-                const __m512i v =
-                    _mm512_shuffle_epi8(table, _mm512_permutex2var_epi64(lo, ix[h], hi));
                 const __m512i sc =
                     _mm512_shuffle_epi8(s8, _mm512_load_si512(ctl[2 * n + h]));
-                SL_MV_SUFFIX(gka_put)(_mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8),
-                                      _mm512_srai_epi16(v, 8), sc,
+                SL_MV_SUFFIX(gka_put)(_mm512_srai_epi16(_mm512_slli_epi16(v[h], 8), 8),
+                                      _mm512_srai_epi16(v[h], 8), sc,
                                       r->lo[ui] + 128 * n + 64 * h,
                                       r->hi[ui] + 128 * n + 64 * h);
             }

@@ -438,18 +438,31 @@ static void SL_MV_SUFFIX(gkv_unpack_q6)(const char *w, int64_t b0, int64_t b1, g
     SL_MV_SUFFIX(gkv_corr)(u, b1 - b0, cs);
 }
 
-/* IQ4_XS on 512 bits: a 64-byte load holds 4 sub-blocks' nibbles (elements 32k..32k+15 low,
- * 32k+16..32k+31 high, 16 bytes each); their low and high nibbles regrouped by 128-bit lanes
- * (vpermt2q) into the element order, then the table (vpshufb in every lane) */
-static void SL_MV_SUFFIX(gkv_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
+/* The table values of elements 128n..128n+127 of the IQ4_XS super-block at p, in element order
+ * (v[0] 128n.., v[1] 128n+64..): a 64-byte load holds 4 sub-blocks' nibbles (elements
+ * 32k..32k+15 low, 32k+16..32k+31 high, 16 bytes each); their low and high nibbles regrouped
+ * by 128-bit lanes (vpermt2q) into the element order, then the table (vpshufb in every lane).
+ * gkv_unpack_iq4xs's and the AMX kernel's. */
+static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_iq4xs_values)(const char *p,
+                                                                                 int n,
+                                                                                 __m512i v[2])
 {
-    __m256i cs[GK_PCH];
     const __m512i table =
         _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)sl_iq4nl_values));
-    const __m512i m4 = _mm512_set1_epi8(0x0F), x80 = _mm512_set1_epi8((char)0x80);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
     /* qwords of (low nibbles, high nibbles): sub-blocks 0, 1 of the load, then 2, 3 */
     const __m512i ix[2] = {_mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0),
                            _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4)};
+    const __m512i q = _mm512_loadu_si512(p + 8 + 64 * n);
+    const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+    for (int h = 0; h < 2; h++)
+        v[h] = _mm512_shuffle_epi8(table, _mm512_permutex2var_epi64(lo, ix[h], hi));
+}
+
+static void SL_MV_SUFFIX(gkv_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
+{
+    __m256i cs[GK_PCH];
+    const __m512i x80 = _mm512_set1_epi8((char)0x80);
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
         const char *p = w + b * (int64_t)sizeof(sl_block_iq4_xs);
@@ -461,16 +474,13 @@ static void SL_MV_SUFFIX(gkv_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1
         cs[i] = SL_MV_SUFFIX(gkv_scales)(u, i, x16, 11);
         __m512i c2[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         for (int n = 0; n < 2; n++) {
-            const __m512i q = _mm512_loadu_si512(p + 8 + 64 * n);
-            const __m512i lo = _mm512_and_si512(q, m4),
-                          hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            __m512i v[2];
+            SL_MV_SUFFIX(gkv_iq4xs_values)(p, n, v);
             for (int h = 0; h < 2; h++) {
-                const __m512i v =
-                    _mm512_shuffle_epi8(table, _mm512_permutex2var_epi64(lo, ix[h], hi));
                 /* two chains of vpdpbusd; codes v + 128 */
-                c2[h] = SL_MV_SUFFIX(gkv_cs64)(c2[h], _mm512_xor_si512(v, x80), e8,
+                c2[h] = SL_MV_SUFFIX(gkv_cs64)(c2[h], _mm512_xor_si512(v[h], x80), e8,
                                                8 * n + 4 * h);
-                _mm512_storeu_si512(u->q[i] + 128 * n + 64 * h, v);
+                _mm512_storeu_si512(u->q[i] + 128 * n + 64 * h, v[h]);
             }
         }
         const __m512i c4 = _mm512_add_epi32(c2[0], c2[1]);
