@@ -77,12 +77,12 @@ typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_
  *   69.0 / 62.7, 67.1 / 61.0, 67.4 / 61.7; 1536x768 133.5 / 120.2, 133.8 / 120.4, 134.5 /
  *   121.8; 384x768 33.8 / 30.4, 32.8 / 29.6, 34.3 / 30.7 (1.09-1.12x). The others' three
  *   panels lost (Q5_K 256x1024 0.84-0.89x, 1024x256 0.72-0.79x, Q6_K 768x1024 0.90-0.98x),
- *   as did four panels at 13..16 tokens (IQ4_XS 0.88-0.95x) and 8-token passes at 9..48
- *   (0.47-0.87x; IQ4_XS, Q5_K, Q6_K): past 8 tokens gemm_kv's broadcast weights against
- *   16-token panels spend fewer vector uops a token than the kernel's per-lane weight
- *   shuffles (llvm-mca: ~84 port-0/5 uops a super-block for its 8 tokens). As a
- *   tail past 32 tokens 9..12 stay in gemm_kv (41..44 tokens as 32 + 9..12 through the
- *   kernel: 0.94-0.96x).
+ *   as did four panels at 13..16 tokens (IQ4_XS 0.88-0.95x, one or two vpdpbusd chains) and
+ *   8-token passes at 9..48 (0.47-0.87x; IQ4_XS, Q5_K, Q6_K): past 8 tokens gemm_kv's
+ *   broadcast weights against 16-token panels spend fewer vector uops a token than the
+ *   kernel's per-lane weight shuffles (llvm-mca: ~84 port-0/5 uops a super-block for its 8
+ *   tokens). As a tail past 32 tokens 9..12 stay in gemm_kv (41..44 tokens as 32 + 9..12
+ *   through the kernel: 0.94-0.96x).
  * The same bits either way. */
 enum { SL__GEMM_TAIL_MAX = 3, SL__GEMM_FEW_MAX = 8, SL__GEMM_FEW_MAX_IQ4 = 12 };
 /* The most tokens of a whole batch the few-token kernel takes */
