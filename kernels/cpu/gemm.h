@@ -13,7 +13,7 @@
  * per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c / matvec_avx512.c after
  * matvec_x86_tmpl.h, whose helpers it reuses; the AVX-512 build adds the VNNI kernels of the
  * K-quants (gemm_k_vnni_tmpl.h), of the 32-element types (gemm_few32_vnni_tmpl.h) and the
- * few-token kernel of the K-quants (gemm_few_vnni_tmpl.h: ~60 KiB of stack). */
+ * few-token kernel of the K-quants (gemm_few_vnni_tmpl.h: ~35 KiB of stack). */
 #ifndef SL_KERNELS_CPU_GEMM_H
 #define SL_KERNELS_CPU_GEMM_H
 
@@ -21,7 +21,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf/gguf.h"
 #include "kernels/ref/matvec_impl.h"
 
 /* Rows [i0, i1) of a call: row r = idx ? idx[i] : i of W (rows wrb bytes apart, nb blocks)
@@ -40,19 +39,18 @@ typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_
                             int64_t i1);
 
 /* The rule for a batch's leftover tokens, the one all panel callers apply (matvec.c's K-quant
- * rows, gemm_x86_tmpl.h's MXFP4/Q4_0 rows on AVX2): sl__gemm_tail(n_tok, few_max) tokens, the
+ * rows, gemm_x86_tmpl.h's MXFP4/Q4_0 rows on AVX2): sl__gemm_tail(n_tok, few) tokens, the
  * batch's last, go past the panel kernel, the rest to it.
- * - Without a few-token kernel (few_max 0): the n_tok % 8 tokens past the last full 8-token
+ * - Without a few-token kernel (few false): the n_tok % 8 tokens past the last full 8-token
  *   panel go to a row kernel, one token at a time, when they are at most SL__GEMM_TAIL_MAX. A
  *   short panel costs a full one (its spare slots repeat a token), while the row kernel's cost
  *   grows with the tokens: a panel costs what ~3.3 tokens of the K-quant range kernel do (Q4_K
  *   512 x 1024 on AVX2: 91 us a panel, 27.7 us a token) and ~5 of the MXFP4/Q4_0 row kernel
  *   (AVX2 on Zen 4). 3 is the most tokens that beat a panel for both; MoE experts' batches
  *   often end a few tokens past a multiple of 8.
- * - With one (few_max: sl__gemm_few_max, the K-quants and IQ4_XS on AVX-512 VNNI,
- *   sl__gemm_few_avx512): a batch of at most few_max tokens goes to it whole, else the
- *   n_tok % 32 past gemm_kv's last full 32-token group (two 16-token panels) when they are at
- *   most SL__GEMM_FEW_MAX; of those a lone
+ * - With one (few: sl__gemm_few_avx512, the K-quants and IQ4_XS on AVX-512 VNNI): a batch of at
+ *   most SL__GEMM_FEW_MAX tokens goes to it whole, else the n_tok % 32 past gemm_kv's last full
+ *   32-token group (two 16-token panels) when they are at most SL__GEMM_FEW_MAX; of those a lone
  *   token takes the decode row kernel (the caller's choice: the row kernel at 1 token costs
  *   half what a 2-token call of the kernel does). gemm_bench, one thread, CPU time, min of 40
  *   (us; 2, 3, 4, 8 tokens; the kernel / gemm_k's 8-token panels / the row kernel a token,
@@ -71,30 +69,12 @@ typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_
  *   kernel) ran no faster than one panel (IQ4_XS 0.99-1.03x, Q6_K 0.93-0.99x; Q4_K, Q5_K
  *   0.85-1.15x), nor 18..20 as 16 + 2..4 through the kernel (IQ4_XS 0.97-1.09x, Q6_K
  *   0.95-1.03x, Q4_K and Q5_K 0.86-0.98x; 768x768 1024x768 256x1024).
- *   IQ4_XS's kernel takes whole batches of 9..12 tokens too (SL__GEMM_FEW_MAX_IQ4: three
- *   4-token panels against one in-register unpack), where a 16-token panel costs what 16
- *   tokens do: gemm_bench CHUNK 256, min us, 9 / 10 / 12 tokens, gemm_kv / the kernel: 768x768
- *   69.0 / 62.7, 67.1 / 61.0, 67.4 / 61.7; 1536x768 133.5 / 120.2, 133.8 / 120.4, 134.5 /
- *   121.8; 384x768 33.8 / 30.4, 32.8 / 29.6, 34.3 / 30.7 (1.09-1.12x). The others' three
- *   panels lost (Q5_K 256x1024 0.84-0.89x, 1024x256 0.72-0.79x, Q6_K 768x1024 0.90-0.98x),
- *   as did four panels at 13..16 tokens (IQ4_XS 0.88-0.95x, one or two vpdpbusd chains) and
- *   8-token passes at 9..48 (0.47-0.87x; IQ4_XS, Q5_K, Q6_K): past 8 tokens gemm_kv's
- *   broadcast weights against 16-token panels spend fewer vector uops a token than the
- *   kernel's per-lane weight shuffles (llvm-mca: ~84 port-0/5 uops a super-block for its 8
- *   tokens). As a tail past 32 tokens 9..12 stay in gemm_kv (41..44 tokens as 32 + 9..12
- *   through the kernel: 0.94-0.96x).
  * The same bits either way. */
-enum { SL__GEMM_TAIL_MAX = 3, SL__GEMM_FEW_MAX = 8, SL__GEMM_FEW_MAX_IQ4 = 12 };
-/* The most tokens of a whole batch the few-token kernel takes */
-static inline int64_t sl__gemm_few_max(uint32_t type)
+enum { SL__GEMM_TAIL_MAX = 3, SL__GEMM_FEW_MAX = 8 };
+static inline int64_t sl__gemm_tail(int64_t n_tok, bool few)
 {
-    return type == SL_GGML_IQ4_XS ? SL__GEMM_FEW_MAX_IQ4 : SL__GEMM_FEW_MAX;
-}
-/* few_max: sl__gemm_few_max(type) with a few-token kernel, 0 without */
-static inline int64_t sl__gemm_tail(int64_t n_tok, int64_t few_max)
-{
-    if (!few_max) return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
-    if (n_tok <= few_max) return n_tok;
+    if (!few) return n_tok % 8 <= SL__GEMM_TAIL_MAX ? n_tok % 8 : 0;
+    if (n_tok <= SL__GEMM_FEW_MAX) return n_tok;
     if (n_tok % 32 == 17) return 1;
     return n_tok % 32 <= SL__GEMM_FEW_MAX ? n_tok % 32 : 0;
 }
@@ -119,7 +99,7 @@ static inline int64_t sl__gemm_vnni_few(int64_t n_tok)
 sl__gemm_fn sl__gemm_avx2(uint32_t type);
 sl__gemm_fn sl__gemm_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
 /* The few-token kernel on AVX-512 VNNI: of the K-quants and IQ4_XS gemm_few_vnni_tmpl.h's
- * (batches of 1..sl__gemm_few_max tokens, by sl__gemm_tail), of the 32-element types
+ * (batches of 1..SL__GEMM_FEW_MAX tokens, by sl__gemm_tail), of the 32-element types
  * gemm_few32_vnni_tmpl.h's alone (any batch, every token; their sl__gemm_avx512 kernel is it
  * with sl__gemm_vnni_few's rule); NULL for other types. */
 sl__gemm_fn sl__gemm_few_avx512(uint32_t type);

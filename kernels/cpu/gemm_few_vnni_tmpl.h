@@ -1,5 +1,5 @@
 /* kernels/cpu/gemm_few_vnni_tmpl.h: the AVX-512 VNNI few-token kernel of Q4_K, Q5_K, Q6_K and
- * IQ4_XS under gemm.h's contract, for batches of 1..sl__gemm_few_max tokens (an MoE expert's
+ * IQ4_XS under gemm.h's contract, for batches of 1..SL__GEMM_FEW_MAX tokens (an MoE expert's
  * small groups, a batch's last few tokens; gemm.h's sl__gemm_tail says which): gemm.h's
  * sl__gemm_few_avx512. Included only by matvec_avx512.c after gemm_k_vnni_tmpl.h (it uses that
  * file's GKV_* kinds and GKV_UNROLL, and matvec_kq_x86_tmpl.h's k4_unpack_v / iq4xs_ls32).
@@ -13,12 +13,12 @@
  * vpshufd per j (their group j in all four dwords of lane k). Four vpdpbusd then leave in lane k
  * its 16 elements' sums of the 4 tokens, all under one scale, so one vpshufb split and one
  * vpdpwssd (gemm_k_vnni_tmpl.h's (sc, 256 sc) trick) scale 4 tokens at once. 5..8 tokens take
- * two panels against the same shuffled weights (IQ4_XS's 9..12 three); Q6_K's and IQ4_XS's
- * 1..2 tokens a layout of their own (256-bit half t = token t, against a 256-bit half of the
- * weights doubled by one vshufi64x2: 2 shuffles a 64-element vector, not 4), which ran
- * 1.1-1.25x faster than a half-empty panel (gemm_bench; broadcasting the halves from a stored
- * copy instead ran 1.35x slower on rows of one super-block). The codes' offsets (Q6_K's 32,
- * IQ4_XS's 128) and the mins (Q4_K/Q5_K) meet the panels' Q8_K block sums in one vpdpwssd.
+ * two panels against the same shuffled weights; Q6_K's and IQ4_XS's 1..2 tokens a layout of
+ * their own (256-bit half t = token t, against a 256-bit half of the weights doubled by one
+ * vshufi64x2: 2 shuffles a 64-element vector, not 4), which ran 1.1-1.25x faster than a
+ * half-empty panel (gemm_bench; broadcasting the halves from a stored copy instead ran 1.35x
+ * slower on rows of one super-block). The codes' offsets (Q6_K's 32, IQ4_XS's 128) and the
+ * mins (Q4_K/Q5_K) meet the panels' Q8_K block sums in one vpdpwssd.
  *
  * Why the bits are the reference's: the integer sums are exact (a lane's sum of 16 or 32
  * elements is below 2^23: 32 x 255 x 127; the scaled sums of a super-block below 2^31), and
@@ -31,8 +31,7 @@ enum { GF_Q4, GF_Q5, GF_Q6, GF_IQ4 };
 
 enum {
     GF_PCH = 8,  /* super-blocks per panel chunk (a multiple of 8: a chunk starts at lane 0) */
-    GF_ROWS = 64, /* rows whose lanes wait in memory while a longer row's next chunk is built */
-    GF_NP = 3     /* 4-token panels at most (IQ4_XS: 12 tokens; the others 8) */
+    GF_ROWS = 64 /* rows whose lanes wait in memory while a longer row's next chunk is built */
 };
 
 /* 4 tokens' Q8_K super-blocks [b0, b0 + GF_PCH): q[i][c][j] lane k = bytes 4j..4j+3 of the
@@ -152,58 +151,14 @@ static inline __m512i SL_MV_SUFFIX(gf_pairs)(__m512i sc)
                            _mm512_slli_epi32(sc, 24));
 }
 
-/* The float terms of P (1..2) panels' super-block pi from their integer sums tot[v] (and the
- * mins' vm[v]): tokens 0..3 of panel 0 in elements 0..3, panel 1's in 4..7 (P == 1: 0 there). */
-static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_out)(
-    const __m512i *tot, const __m512i *vm, const gf_panel *p, const int P, const bool mins,
-    float d, float dmin, int64_t pi)
-{
-    /* the 4 lanes' sums of each token (exact integers: any order) */
-    __m256i h[2];
-    GKV_UNROLL
-    for (int v = 0; v < 2; v++) {
-        const __m512i z = v == 0   ? tot[0]
-                          : P == 2 ? tot[1]
-                          : mins   ? vm[0]
-                                   : _mm512_setzero_si512();
-        h[v] = _mm256_add_epi32(_mm512_castsi512_si256(z), _mm512_extracti64x4_epi64(z, 1));
-    }
-    /* [panel 0 | panel 1] (P == 2) or [isum | summ] (P == 1, mins) or [isum | 0] */
-    const __m256i is = _mm256_add_epi32(_mm256_permute2x128_si256(h[0], h[1], 0x20),
-                                        _mm256_permute2x128_si256(h[0], h[1], 0x31));
-    __m256i isum = is, summ = _mm256_setzero_si256();
-    if (mins && P == 2) {
-        __m256i g[2];
-        for (int v = 0; v < 2; v++)
-            g[v] = _mm256_add_epi32(_mm512_castsi512_si256(vm[v]),
-                                    _mm512_extracti64x4_epi64(vm[v], 1));
-        summ = _mm256_add_epi32(_mm256_permute2x128_si256(g[0], g[1], 0x20),
-                                _mm256_permute2x128_si256(g[0], g[1], 0x31));
-    } else if (mins) {
-        summ = _mm256_permute2x128_si256(is, is, 0x81); /* high half down, zero above */
-        isum = _mm256_zextsi128_si256(_mm256_castsi256_si128(is));
-    }
-    const __m128i d0 = _mm_castps_si128(_mm_load_ps(p[0].d[pi]));
-    const __m256 dx = _mm256_castsi256_ps(
-        P == 2 ? _mm256_set_m128i(_mm_castps_si128(_mm_load_ps(p[1].d[pi])), d0)
-               : _mm256_zextsi128_si256(d0));
-    /* the reference's term_d / term_k, element-wise */
-    const __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(_mm256_set1_ps(d), dx));
-    if (!mins) return a;
-    const __m256 b =
-        _mm256_mul_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(_mm256_set1_ps(dmin), dx));
-    return _mm256_sub_ps(a, b);
-}
-
-/* The float terms of the super-block at wp (one row's) against P panels' super-block pi, into
- * out[0]: tokens 0..3 of panel 0 in elements 0..3, panel 1's in 4..7 (P == 1: 0 there); P == 3:
- * panel 2's into out[1] the same way. The block is unpacked
+/* The float terms of the super-block at wp (one row's) against P panels' super-block pi: tokens
+ * 0..3 of panel 0 in elements 0..3, panel 1's in 4..7 (P == 1: 0 there). The block is unpacked
  * in registers into 4 vectors of unsigned codes (Q4_K/Q5_K: q; Q6_K: q in [0, 63]; IQ4_XS: the
  * table value + 128), each 128-bit lane 16 elements under one scale, against signed x; the
  * codes' offsets (Q6_K's 32, IQ4_XS's 128) come back through the panels' sums by vpdpwssd as
  * the mins do, so there is no per-row correction: isum = sum_e sc_e (sum_e c x - off bsum_e). */
-static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gf_term)(
-    const char *wp, const gf_panel *p, const int P, const int TY, int64_t pi, __m256 *out)
+static inline __attribute__((always_inline)) __m256 SL_MV_SUFFIX(gf_term)(
+    const char *wp, const gf_panel *p, const int P, const int TY, int64_t pi)
 {
     const __m512i split = _mm512_set4_epi32(0x0E0D800C, 0x0A098008, 0x06058004, 0x02018000);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -327,22 +282,17 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gf_term)(
         const __m256 a2 =
             _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_zextsi128_si256(_mm_move_epi64(r))),
                           _mm256_mul_ps(_mm256_set1_ps(d), dx));
-        if (!mins) {
-            out[0] = a2;
-            return;
-        }
+        if (!mins) return a2;
         const __m256 b2 = _mm256_mul_ps(
             _mm256_cvtepi32_ps(_mm256_zextsi128_si256(_mm_move_epi64(_mm_srli_si128(r, 8)))),
             _mm256_mul_ps(_mm256_set1_ps(dmin), dx));
-        out[0] = _mm256_sub_ps(a2, b2);
-        return;
+        return _mm256_sub_ps(a2, b2);
     }
-    /* two chains per panel: one would wait on vpdpbusd's latency (IQ4_XS, 3 panels too: one
-     * ran 1.06x slower) */
-    __m512i tot[GF_NP], tot1[GF_NP], s[GF_NP][2];
-    GKV_UNROLL
-    for (int v = 0; v < GF_NP; v++)
-        tot[v] = tot1[v] = s[v][0] = s[v][1] = _mm512_setzero_si512();
+    __m512i tot[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    __m512i tot1[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}; /* a second chain */
+    /* two chains per panel: one would wait on vpdpbusd's latency */
+    __m512i s[2][2] = {{_mm512_setzero_si512(), _mm512_setzero_si512()},
+                       {_mm512_setzero_si512(), _mm512_setzero_si512()}};
     GKV_UNROLL
     for (int c = 0; c < 4; c++) {
         const __m512i wj[4] = {_mm512_shuffle_epi32(w[c], _MM_PERM_AAAA),
@@ -371,10 +321,9 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gf_term)(
         }
     }
     /* the offsets' share (Q6_K, IQ4_XS) into isum, or the mins' summ (Q4_K, Q5_K) */
-    __m512i vm[GF_NP];
+    __m512i vm[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
     GKV_UNROLL
     for (int v = 0; v < P; v++) {
-        vm[v] = _mm512_setzero_si512();
         if (TY == GF_Q6) {
             tot[v] = _mm512_dpwssd_epi32(tot[v], _mm512_load_si512(p[v].bs[pi][0]), cw[0]);
             tot1[v] = _mm512_dpwssd_epi32(tot1[v], _mm512_load_si512(p[v].bs[pi][1]), cw[1]);
@@ -385,18 +334,46 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gf_term)(
         }
         tot[v] = _mm512_add_epi32(tot[v], tot1[v]);
     }
-    /* panels 0, 1 to out[0], panel 2 to out[1] */
+    /* the 4 lanes' sums of each token (exact integers: any order) */
+    __m256i h[2];
     GKV_UNROLL
-    for (int q = 0; 2 * q < P; q++)
-        out[q] = SL_MV_SUFFIX(gf_out)(tot + 2 * q, vm + 2 * q, p + 2 * q,
-                                      P - 2 * q > 1 ? 2 : 1, mins, d, dmin, pi);
+    for (int v = 0; v < 2; v++) {
+        const __m512i z = v == 0 ? tot[0] : mins && P == 1 ? vm[0] : tot[1];
+        h[v] = _mm256_add_epi32(_mm512_castsi512_si256(z), _mm512_extracti64x4_epi64(z, 1));
+    }
+    /* [panel 0 | panel 1] (P == 2) or [isum | summ] (P == 1, mins) or [isum | 0] */
+    const __m256i is = _mm256_add_epi32(_mm256_permute2x128_si256(h[0], h[1], 0x20),
+                                        _mm256_permute2x128_si256(h[0], h[1], 0x31));
+    __m256i isum = is, summ = _mm256_setzero_si256();
+    if (mins && P == 2) {
+        __m256i g[2];
+        for (int v = 0; v < 2; v++)
+            g[v] = _mm256_add_epi32(_mm512_castsi512_si256(vm[v]),
+                                    _mm512_extracti64x4_epi64(vm[v], 1));
+        summ = _mm256_add_epi32(_mm256_permute2x128_si256(g[0], g[1], 0x20),
+                                _mm256_permute2x128_si256(g[0], g[1], 0x31));
+    } else if (mins) {
+        summ = _mm256_permute2x128_si256(is, is, 0x81); /* high half down, zero above */
+        isum = _mm256_zextsi128_si256(_mm256_castsi256_si128(is));
+    }
+    const __m128i d0 = _mm_castps_si128(_mm_load_ps(p[0].d[pi]));
+    const __m256 dx = _mm256_castsi256_ps(
+        P == 2 ? _mm256_set_m128i(_mm_castps_si128(_mm_load_ps(p[1].d[pi])), d0)
+               : _mm256_zextsi128_si256(d0));
+    /* the reference's term_d / term_k, element-wise */
+    const __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(_mm256_set1_ps(d), dx));
+    if (!mins) return a;
+    const __m256 b =
+        _mm256_mul_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(_mm256_set1_ps(dmin), dx));
+    return _mm256_sub_ps(a, b);
 }
+
 /* Rows [r0, r1) (at most GF_ROWS) against P panels' super-blocks [c0, c1) (c0 % 8 == 0):
  * lanes lt[m] of row r0 + m carry over from the previous chunk (c0 > 0) and to the next
  * (c1 < nb); the last chunk reduces them and stores the n_tok results of each row. */
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gf_rows)(
     const sl__gemm_rows *a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, const gf_panel *p,
-    const int P, const int TY, __m256 (*lt)[2][8])
+    const int P, const int TY, __m256 (*lt)[8])
 {
     const size_t wb = TY == GF_Q4   ? sizeof(sl_block_q4_K)
                       : TY == GF_Q5 ? sizeof(sl_block_q5_K)
@@ -409,28 +386,19 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gf_rows)(
         const int64_t r = a->idx ? a->idx[i] : i;
         const char *w = a->w + (size_t)r * a->wrb;
         if (pf) SL_MV_SUFFIX(pf_span)(w, a->wrb);
-        __m256(*l)[8] = lt[i - r0];
-        const int NQ = P > 2 ? 2 : 1; /* 8-token vectors of lanes */
+        __m256 *l = lt[i - r0];
         if (c0 == 0)
-            for (int e = 0; e < NQ; e++)
-                for (int q = 0; q < 8; q++) l[e][q] = _mm256_setzero_ps();
-        for (int64_t b = c0; b < c1; b++) {
-            __m256 t[2];
-            SL_MV_SUFFIX(gf_term)(w + (size_t)b * wb, p, P, TY, b - c0, t);
-            GKV_UNROLL
-            for (int e = 0; e < NQ; e++) l[e][b - c0] = _mm256_add_ps(l[e][b - c0], t[e]);
-        }
+            for (int q = 0; q < 8; q++) l[q] = _mm256_setzero_ps();
+        for (int64_t b = c0; b < c1; b++)
+            l[b - c0] = _mm256_add_ps(
+                l[b - c0], SL_MV_SUFFIX(gf_term)(w + (size_t)b * wb, p, P, TY, b - c0));
         if (c1 < a->nb) continue;
         /* sl__mv_reduce8, element-wise over the tokens */
-        float res[16];
-        GKV_UNROLL
-        for (int e = 0; e < NQ; e++) {
-            const __m256 *m = l[e];
-            _mm256_storeu_ps(
-                res + 8 * e,
-                _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(m[0], m[4]), _mm256_add_ps(m[2], m[6])),
-                              _mm256_add_ps(_mm256_add_ps(m[1], m[5]), _mm256_add_ps(m[3], m[7]))));
-        }
+        const __m256 s = _mm256_add_ps(
+            _mm256_add_ps(_mm256_add_ps(l[0], l[4]), _mm256_add_ps(l[2], l[6])),
+            _mm256_add_ps(_mm256_add_ps(l[1], l[5]), _mm256_add_ps(l[3], l[7])));
+        float res[8];
+        _mm256_storeu_ps(res, s);
         const int64_t out = a->idx && !a->scatter ? i : r;
         for (int64_t k = 0; k < a->n_tok; k++) a->y[k * a->y_stride + out] = res[k];
     }
@@ -441,8 +409,8 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gf_rows)(
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_few_k)(
     const sl__gemm_rows *a, int64_t i0, int64_t i1, const int P, const int TY)
 {
-    gf_panel p[GF_NP];
-    __m256 lt[GF_ROWS][2][8];
+    gf_panel p[2];
+    __m256 lt[GF_ROWS][8];
     const bool one_chunk = a->nb <= GF_PCH;
     const int kind = TY == GF_Q6 ? GKV_OFFSET : TY == GF_IQ4 ? GKV_IQ4 : GKV_MINS;
     for (int64_t r0 = i0; r0 < i1; r0 += GF_ROWS) {
@@ -458,20 +426,18 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_few_k)(
     }
 }
 
-/* 1..2 tokens the 2-token layout (Q6_K, IQ4_XS), 3..4 one panel (Q4_K, Q5_K: 1..4), 5..8 two,
- * IQ4_XS's 9..12 three (gemm.h's sl__gemm_few_max). At 2 tokens the layout's extra reduction of
- * the mins' sums cost more than a half-empty panel: gemm_bench CHUNK 64, min us, layout /
- * panel: Q4_K 2048x2048 360 / 309, 256x1024 23.1 / 21.0, 768x768 54.7 / 43.7; Q5_K 1024x256
- * 33.7 / 30.0, 2048x2048 405 / 389, 256x1024 26.2 / 25.3, 768x768 59.7 / 59.0; the others
- * kept it: IQ4_XS 768x768 34.3 / 38.3, 384x768 18.3 / 19.7, Q6_K 768x1024 53.1 / 57.2,
- * 1024x768 54.1 / 61.1. */
+/* 1..2 tokens the 2-token layout (Q6_K, IQ4_XS), 3..4 one panel (Q4_K, Q5_K: 1..4),
+ * 5..SL__GEMM_FEW_MAX two. At 2 tokens the layout's extra reduction of the mins' sums cost
+ * more than a half-empty panel: gemm_bench CHUNK 64, min us, layout / panel: Q4_K 2048x2048
+ * 360 / 309, 256x1024 23.1 / 21.0, 768x768 54.7 / 43.7; Q5_K 1024x256 33.7 / 30.0, 2048x2048
+ * 405 / 389, 256x1024 26.2 / 25.3, 768x768 59.7 / 59.0; the others kept it: IQ4_XS 768x768
+ * 34.3 / 38.3, 384x768 18.3 / 19.7, Q6_K 768x1024 53.1 / 57.2, 1024x768 54.1 / 61.1. */
 #define SL_GF_KERNEL(TY)                                                                       \
     static void SL_MV_SUFFIX(gf_##TY)(const sl__mv_type *t, const sl__gemm_rows *a,            \
                                       int64_t i0, int64_t i1)                                  \
     {                                                                                          \
         (void)t;                                                                               \
-        if (TY == GF_IQ4 && a->n_tok > 8) SL_MV_SUFFIX(gemm_few_k)(a, i0, i1, 3, TY);          \
-        else if (a->n_tok > 4) SL_MV_SUFFIX(gemm_few_k)(a, i0, i1, 2, TY);                     \
+        if (a->n_tok > 4) SL_MV_SUFFIX(gemm_few_k)(a, i0, i1, 2, TY);                          \
         else if (a->n_tok > 2 || TY == GF_Q4 || TY == GF_Q5)                                   \
             SL_MV_SUFFIX(gemm_few_k)(a, i0, i1, 1, TY);                                        \
         else SL_MV_SUFFIX(gemm_few_k)(a, i0, i1, 0, TY);                                       \

@@ -405,7 +405,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_q32)(
 {
     const bool wide = SL_MV_SUFFIX(g32_wide)(type), dm = SL_MV_SUFFIX(g32_dm)(type);
 #if !SL_MV_AVX512
-    const int64_t tail = SL_MV_SUFFIX(g32_few_ok)(type, call) ? sl__gemm_tail(call->n_tok, 0) : 0;
+    const int64_t tail = SL_MV_SUFFIX(g32_few_ok)(type, call) ? sl__gemm_tail(call->n_tok, false) : 0;
 #else
     const int64_t tail = 0;
 #endif

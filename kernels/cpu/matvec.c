@@ -232,9 +232,7 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
          * type has one (a lone token to the row kernel), else token by token to the row
          * kernel; the 32-element types' GEMM takes its tail itself, to its whole-row kernel */
         const int64_t tail =
-            j->t->block == SL_QK_K
-                ? sl__gemm_tail(j->n_batch, j->few ? sl__gemm_few_max(j->t->type) : 0)
-                : 0;
+            j->t->block == SL_QK_K ? sl__gemm_tail(j->n_batch, j->few != NULL) : 0;
         b0 = j->n_batch - tail;
         sl__gemm_rows a = {.w = j->w, .xq = j->xq, .wrb = j->wrb, .arb = j->arb, .nb = j->nb,
                            .n_tok = b0, .y_stride = j->y_stride, .idx = j->idx,
@@ -424,17 +422,15 @@ typedef struct groups_job {
 
 /* Chunks of a group that one call of the K-quant GEMM takes together: the batch kernels build
  * their activation panels once per call (gemm_kv once per block of up to 128 rows), so a group
- * past gemm.h's sl__gemm_few_max tokens (fewer go whole to the few-token kernel) goes in calls
+ * past SL__GEMM_FEW_MAX tokens (gemm.h: fewer go whole to the few-token kernel) goes in calls
  * of up to GROUP_GEMM_ROWS rows (the first chunk of each runs it, the others return at once;
  * Q6_K 768 x 1024, 64-300 tokens: 1.05-1.2x, gemm_bench CHUNK 256 vs 64); fewer tokens keep
- * GROUP_ROWS chunks (the threads' balance; the few-token kernel ran no faster in calls of 256
- * rows: 0.93-0.99x, 2..8 tokens, IQ4_XS 768x768, Q5_K, Q6_K 768x1024). */
+ * GROUP_ROWS chunks (the threads' balance). */
 enum { GROUP_GEMM_ROWS = 256 };
 static int64_t groups_merge_n(const groups_job *gj, int64_t n_batch)
 {
-    const int64_t few_max =
-        gj->base.few ? sl__gemm_few_max(gj->base.t->type) : SL__GEMM_FEW_MAX;
-    if (!gj->base.gemm || gj->base.t->block != SL_QK_K || n_batch <= few_max) return 1;
+    if (!gj->base.gemm || gj->base.t->block != SL_QK_K || n_batch <= SL__GEMM_FEW_MAX)
+        return 1;
     const int64_t m = GROUP_GEMM_ROWS / gj->chunk_rows;
     return m < 1 ? 1 : m;
 }

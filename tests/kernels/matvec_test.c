@@ -424,7 +424,7 @@ static void check_gemm_k_batches(const ctx_set *cs, uint32_t type)
  * (one of 1: the row kernel), each its own weights, in one call against the reference. */
 static void check_few_groups(const ctx_set *cs, uint32_t type, int64_t rows, int64_t cols)
 {
-    enum { NG = 13 }; /* groups of 1..13 tokens: IQ4_XS's few-token kernel takes up to 12 */
+    enum { NG = 9 };
     sl_cpu_matvec_group g[NG];
     void *ws[NG];
     float *xs[NG], *yr[NG];
@@ -472,8 +472,7 @@ static void check_few_groups(const ctx_set *cs, uint32_t type, int64_t rows, int
 }
 
 /* The few-token kernel (gemm.h's sl__gemm_tail with a few-token kernel; on AVX-512 VNNI
- * gemm_few_vnni_tmpl.h) at 2..8 tokens (2: its 2-token layout, 3..4 one panel, 5..8 two;
- * IQ4_XS 9..12 too: three panels, two 8-token lane vectors) and
+ * gemm_few_vnni_tmpl.h) at 2..8 tokens (2: its 2-token layout, 3..4 one panel, 5..8 two) and
  * the tails it takes past 32-token groups (34, 36, 40; 33 leaves one token to the row
  * kernel, 20 none): 67 rows (past its 64-row lane block, odd), rows of 3
  * super-blocks (one panel chunk), 9 and 17 (lanes carried across its 8-super-block chunks),
@@ -488,8 +487,7 @@ static void check_few_tokens(const ctx_set *cs, uint32_t type)
         bool quantized;
         void *w = make_weights(type, rows, cols, &quantized);
         const int32_t idx[] = {(int32_t)(rows - 1), 0, (int32_t)(rows / 2), 0};
-        /* gemm.h's sl__gemm_few_max */
-        for (int64_t n = 2; n <= (type == SL_GGML_IQ4_XS ? 12 : 8); n++) {
+        for (int64_t n = 2; n <= 8; n++) {
             check_fast(cs, type, w, rows, cols, n);
             check_gathered(cs, type, w, rows, cols, n, idx, 4);
         }

@@ -7,7 +7,7 @@
  * few-token rules of gemm.h hand tokens to). Where panel8 is the same function as new (the
  * K-quants, IQ4_XS) it runs once and the line says "panel8 = new". "few" (every type with a
  * few-token kernel, sl__gemm_few_avx512): for Q4_K Q5_K Q6_K IQ4_XS matvec.c's dispatch with
- * it by gemm.h's sl__gemm_tail: the kernel alone at 2..sl__gemm_few_max tokens, beside the
+ * it by gemm.h's sl__gemm_tail: the kernel alone at 2..SL__GEMM_FEW_MAX tokens, beside the
  * paths it replaces (new: gemm_k's 8-token panels; rows); past that the panels and the kernel
  * for the tail; for the 32-element types the kernel alone on every token (new is it with
  * sl__gemm_vnni_few's lone last token to the row kernel). Compare two versions (a kernel
@@ -130,8 +130,7 @@ static void run(const setup *s, int mode)
         return;
     }
     /* matvec.c's dispatch with the few-token kernel: gemm.h's sl__gemm_tail */
-    const int64_t tail = sl__gemm_tail(s->a.n_tok, sl__gemm_few_max(s->t->type));
-    const int64_t b0 = s->a.n_tok - tail;
+    const int64_t tail = sl__gemm_tail(s->a.n_tok, true), b0 = s->a.n_tok - tail;
     sl__gemm_rows a = s->a;
     a.n_tok = b0;
     if (b0) run_chunks(s, s->gemm[1], &a);
