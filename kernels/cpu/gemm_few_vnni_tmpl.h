@@ -13,11 +13,11 @@
  * vpshufd per j (their group j in all four dwords of lane k). Four vpdpbusd then leave in lane k
  * its 16 elements' sums of the 4 tokens, all under one scale, so one vpshufb split and one
  * vpdpwssd (gemm_k_vnni_tmpl.h's (sc, 256 sc) trick) scale 4 tokens at once. 5..8 tokens take
- * two panels against the same shuffled weights; 1..2 tokens a layout of their own (256-bit
- * half t = token t, against a 256-bit half of the weights doubled by one vshufi64x2: 2
- * shuffles a 64-element vector, not 4), which ran 1.1-1.25x faster than a half-empty panel
- * (gemm_bench; broadcasting the halves from a stored copy instead ran 1.35x slower on rows of
- * one super-block). The codes' offsets (Q6_K's 32, IQ4_XS's 128) and the
+ * two panels against the same shuffled weights; Q6_K's and IQ4_XS's 1..2 tokens a layout of
+ * their own (256-bit half t = token t, against a 256-bit half of the weights doubled by one
+ * vshufi64x2: 2 shuffles a 64-element vector, not 4), which ran 1.1-1.25x faster than a
+ * half-empty panel (gemm_bench; broadcasting the halves from a stored copy instead ran 1.35x
+ * slower on rows of one super-block). The codes' offsets (Q6_K's 32, IQ4_XS's 128) and the
  * mins (Q4_K/Q5_K) meet the panels' Q8_K block sums in one vpdpwssd.
  *
  * Why the bits are the reference's: the integer sums are exact (a lane's sum of 16 or 32
@@ -426,14 +426,20 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_few_k)(
     }
 }
 
-/* 1..2 tokens the 2-token layout, 3..4 one panel, 5..SL__GEMM_FEW_MAX two */
+/* 1..2 tokens the 2-token layout (Q6_K, IQ4_XS), 3..4 one panel (Q4_K, Q5_K: 1..4),
+ * 5..SL__GEMM_FEW_MAX two. At 2 tokens the layout's extra reduction of the mins' sums cost
+ * more than a half-empty panel: gemm_bench CHUNK 64, min us, layout / panel: Q4_K 2048x2048
+ * 360 / 309, 256x1024 23.1 / 21.0, 768x768 54.7 / 43.7; Q5_K 1024x256 33.7 / 30.0, 2048x2048
+ * 405 / 389, 256x1024 26.2 / 25.3, 768x768 59.7 / 59.0; the others kept it: IQ4_XS 768x768
+ * 34.3 / 38.3, 384x768 18.3 / 19.7, Q6_K 768x1024 53.1 / 57.2, 1024x768 54.1 / 61.1. */
 #define SL_GF_KERNEL(TY)                                                                       \
     static void SL_MV_SUFFIX(gf_##TY)(const sl__mv_type *t, const sl__gemm_rows *a,            \
                                       int64_t i0, int64_t i1)                                  \
     {                                                                                          \
         (void)t;                                                                               \
         if (a->n_tok > 4) SL_MV_SUFFIX(gemm_few_k)(a, i0, i1, 2, TY);                          \
-        else if (a->n_tok > 2) SL_MV_SUFFIX(gemm_few_k)(a, i0, i1, 1, TY);                     \
+        else if (a->n_tok > 2 || TY == GF_Q4 || TY == GF_Q5)                                   \
+            SL_MV_SUFFIX(gemm_few_k)(a, i0, i1, 1, TY);                                        \
         else SL_MV_SUFFIX(gemm_few_k)(a, i0, i1, 0, TY);                                       \
     }
 SL_GF_KERNEL(GF_Q4)
