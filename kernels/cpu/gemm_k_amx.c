@@ -1,11 +1,13 @@
 /* kernels/cpu/gemm_k_amx.c: gemm_kv's block on Intel AMX tiles (the K-quants Q4_K, Q5_K,
  * Q4_K_R8, Q6_K and IQ4_XS; gemm.h's sl__gemm_k_amx, gemm_kv_block's bits). It compiles the
- * AVX-512 templates for their kernels only (SL_MV_KERNELS_ONLY: the row unpack gkv_unpack, the
- * panels gkv_panel, the epilogue gkv_out, which it shares with gemm_kv_block) in a file of its
- * own, so that matvec_avx512.c's compile (the longest of the build, under the sanitizers most
- * of all) does not grow. gemm_kv (gemm_k_vnni_tmpl.h) calls it for a block when gka_fits: the
- * call may use the tiles (sl__gemm_rows.amx: the CPU has AMX-INT8 and the process was granted
- * its state, kernels/cpu/ops_dispatch.c), its rows come in 16s and fit the once-unpack.
+ * AVX-512 templates for their kernels only (SL_MV_KERNELS_ONLY: the types' code and value
+ * unpacks, gkv_unpack for Q4_K_R8's row groups, the panels gkv_panel, the epilogue gkv_out,
+ * which it shares with gemm_kv_block) in a file of its own, so that matvec_avx512.c's compile
+ * (the longest of the build, under the sanitizers most of all) does not grow. gemm_kv
+ * (gemm_k_vnni_tmpl.h) calls it for a block when gka_fits: the call may use the tiles
+ * (gemm.h's sl__gemm_amx_takes: sl__gemm_rows.amx, i.e. the CPU has AMX-INT8 and the process
+ * was granted its state, kernels/cpu/ops_dispatch.c; SL__GEMM_AMX_MIN_TOK tokens or more; rows
+ * in 16s) and its rows fit the once-unpack.
  *
  * Why: one TDPBUSD / TDPBSSD multiplies 16 rows x 64 bytes by 16 x 64 bytes (the same 4-byte
  * groups of 16 tokens: gkv_panel's rows as they lie) into 16 x 16 int32, 16384 multiply-adds
