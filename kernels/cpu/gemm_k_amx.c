@@ -416,11 +416,7 @@ static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_kv_block_amx)(const sl__
         const int64_t nt = left < 16 * nv ? left : 16 * nv;
         const char *x0[GKV_V];
         __m512i off[GKV_V];
-        for (int v = 0; v < nv; v++) {
-            x0[v] = a->xq + (size_t)(t0 + 16 * v) * a->arb;
-            off[v] = SL_MV_SUFFIX(gkv_offsets)(t0 + 16 * v, a->n_tok, a->arb);
-            if (one_chunk) SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], 0, a->nb, false, &p[v]);
-        }
+        SL_MV_SUFFIX(gkv_group_panels)(a, t0, nv, one_chunk, false, x0, off, p);
         for (int64_t s0 = i0; s0 < i1; s0 += GKV_SG) {
             const int64_t ns = i1 - s0 < GKV_SG ? i1 - s0 : GKV_SG; /* a multiple of 16 */
             for (int64_t c0 = 0; c0 < a->nb; c0 += GKV_PCH) {

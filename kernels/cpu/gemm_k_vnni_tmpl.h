@@ -569,6 +569,21 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
     }
 }
 
+/* Token group t0 of call a, nv panels of 16 tokens: each panel's first activation row x0 and
+ * its gather offsets off, and, where a's rows are one panel chunk, the panels p themselves
+ * (plus128: the offset kinds' x + 128); gemm_kv_block's and the AMX kernel's. */
+static inline void SL_MV_SUFFIX(gkv_group_panels)(const sl__gemm_rows *a, int64_t t0, int nv,
+                                                  bool one_chunk, bool plus128,
+                                                  const char *x0[GKV_V], __m512i off[GKV_V],
+                                                  gkv_panel *p)
+{
+    for (int v = 0; v < nv; v++) {
+        x0[v] = a->xq + (size_t)(t0 + 16 * v) * a->arb;
+        off[v] = SL_MV_SUFFIX(gkv_offsets)(t0 + 16 * v, a->n_tok, a->arb);
+        if (one_chunk) SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], 0, a->nb, plus128, &p[v]);
+    }
+}
+
 /* Rows [s0, s0 + ns) of tokens [t0, t0 + nt) (nv panels) from their lanes lt (nl in use) into
  * a's outputs: gemm_kv_block's epilogue, and gemm_k_amx.c's. */
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gkv_out)(
@@ -672,12 +687,7 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
         const int64_t nt = left < 16 * nv ? left : 16 * nv;
         const char *x0[GKV_V];
         __m512i off[GKV_V];
-        for (int v = 0; v < nv; v++) {
-            x0[v] = a->xq + (size_t)(t0 + 16 * v) * a->arb;
-            off[v] = SL_MV_SUFFIX(gkv_offsets)(t0 + 16 * v, a->n_tok, a->arb);
-            if (one_chunk)
-                SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], 0, a->nb, kind != GKV_MINS, &p[v]);
-        }
+        SL_MV_SUFFIX(gkv_group_panels)(a, t0, nv, one_chunk, kind != GKV_MINS, x0, off, p);
         for (int64_t s0 = i0; s0 < i1; s0 += GKV_SG) {
             const int64_t ns = i1 - s0 < GKV_SG ? i1 - s0 : GKV_SG;
             for (int64_t c0 = 0; c0 < a->nb; c0 += GKV_PCH) {
