@@ -9,7 +9,8 @@
  * reference's order. Kernels check nothing (matvec.c validated the call) and use only the
  * stack (tens of KiB; the AVX-512 VNNI kernels more: gemm_k_vnni_tmpl.h's ~310 KiB: a call's
  * unpacked rows, gemm_few32_vnni_tmpl.h's ~80 KiB: its 16 tokens' panels and a row group's
- * lanes). Compiled
+ * lanes, gemm_k_amx.c's ~560 KiB: the rows, 4 token groups' lanes; the pool's threads have
+ * the default stack size, 8 MiB under the usual RLIMIT_STACK). Compiled
  * per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c / matvec_avx512.c after
  * matvec_x86_tmpl.h, whose helpers it reuses; the AVX-512 build adds the VNNI kernels of the
  * K-quants (gemm_k_vnni_tmpl.h), of the 32-element types (gemm_few32_vnni_tmpl.h) and the
@@ -85,9 +86,13 @@ enum { SL__GEMM_TAIL_MAX = 3, SL__GEMM_FEW_MAX = 8 };
  * 1.14-1.43x, 64 1.17-1.44x, 128 1.19-1.56x; 12-16 tokens 0.78-1.41x (Q5_K and Q4_K slower:
  * the rows' unpack costs more than the tiles save). */
 enum { SL__GEMM_AMX_MIN_TOK = 17 };
+static inline bool sl__gemm_amx_batch(bool amx, int64_t n_tok)
+{
+    return amx && n_tok >= SL__GEMM_AMX_MIN_TOK;
+}
 static inline bool sl__gemm_amx_takes(bool amx, int64_t n_tok, int64_t rows)
 {
-    return amx && n_tok >= SL__GEMM_AMX_MIN_TOK && rows % 16 == 0;
+    return sl__gemm_amx_batch(amx, n_tok) && rows % 16 == 0;
 }
 static inline int64_t sl__gemm_tail(int64_t n_tok, bool few)
 {
@@ -114,10 +119,10 @@ static inline int64_t sl__gemm_vnni_few(int64_t n_tok)
 }
 
 /* The K-quant batch kernel's block on AMX tiles (Q4_K, Q4_K_R8, Q5_K, Q6_K, IQ4_XS; gemm_kv's
- * bits): rows [i0, i1) of a, a multiple of 16 that its once-unpack holds, with a->amx set and
- * a->n_tok >= SL__GEMM_AMX_MIN_TOK (gemm_k_vnni_tmpl.h's gka_fits). Its own file so that the
- * AVX-512 file's compile stays short; false where this build has no tile code (then nothing
- * ran). */
+ * bits): rows [i0, i1) of a, a multiple of 16, when sl__gemm_amx_takes(a->amx, a->n_tok, i1 -
+ * i0) (rows of any length: those its once-unpack does not hold are walked in pieces). Its own
+ * file so that the AVX-512 file's compile stays short; false where this build has no tile
+ * code (then nothing ran). */
 bool sl__gemm_k_amx(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0, int64_t i1);
 
 /* NULL when the ISA has no batch kernel for the type (the range kernels then run). */

@@ -4,10 +4,9 @@
  * unpacks, gkv_unpack for Q4_K_R8's row groups, the panels gkv_panel, the epilogue gkv_out,
  * which it shares with gemm_kv_block) in a file of its own, so that matvec_avx512.c's compile
  * (the longest of the build, under the sanitizers most of all) does not grow. gemm_kv
- * (gemm_k_vnni_tmpl.h) calls it for a block when gka_fits: the call may use the tiles
- * (gemm.h's sl__gemm_amx_takes: sl__gemm_rows.amx, i.e. the CPU has AMX-INT8 and the process
- * was granted its state, kernels/cpu/ops_dispatch.c; SL__GEMM_AMX_MIN_TOK tokens or more; rows
- * in 16s) and its rows fit the once-unpack.
+ * (gemm_k_vnni_tmpl.h) calls it for a block when the call may use the tiles (gemm.h's
+ * sl__gemm_amx_takes: sl__gemm_rows.amx, i.e. the CPU has AMX-INT8 and the process was granted
+ * its state, kernels/cpu/ops_dispatch.c; SL__GEMM_AMX_MIN_TOK tokens or more; rows in 16s).
  *
  * Why: one TDPBUSD / TDPBSSD multiplies 16 rows x 64 bytes by 16 x 64 bytes (the same 4-byte
  * groups of 16 tokens: gkv_panel's rows as they lie) into 16 x 16 int32, 16384 multiply-adds
@@ -368,35 +367,25 @@ static const gka_float_fn SL_MV_SUFFIX(gka_floats)[GKV_KINDS][GKV_V] = {
     {SL_MV_SUFFIX(gka_GKV_OFFSET_1), SL_MV_SUFFIX(gka_GKV_OFFSET_2)},
     {SL_MV_SUFFIX(gka_GKV_IQ4_1), SL_MV_SUFFIX(gka_GKV_IQ4_2)}};
 
-/* gemm_kv_block on the tiles (gka_fits holds): the rows unpacked once with their scales
- * applied, tokens in groups of 32 (a last one of at most 16 takes one panel), each row group's
- * super-blocks against the panels 16 rows at a time. Its own frame (~350 KiB: the rows, a chunk's sums), never
- * inlined beside gemm_kv_block's. */
-static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_kv_block_amx)(const sl__mv_type *t,
-                                                                      const sl__gemm_rows *a,
-                                                                      int64_t i0, int64_t i1)
+/* Chunks [c_lo, c_hi) of rows i0 .. i0 + nrow - 1 of call a unpacked with their scales applied:
+ * chunk c of row i0 + m at ua[(c - c_lo) * nrow + m]. */
+static void SL_MV_SUFFIX(gka_unpack_rows)(const sl__mv_type *t, const sl__gemm_rows *a, int kind,
+                                          int64_t i0, int64_t nrow, int64_t c_lo, int64_t c_hi,
+                                          gka_row *ua)
 {
-    const int kind = SL_MV_SUFFIX(gkv_kind)(t->type);
-    const bool one_chunk = a->nb <= GKV_PCH;
-    const int nl = a->nb < 8 ? (int)a->nb : 8; /* lanes in use */
-    const int64_t nrow = i1 - i0, nch = (a->nb + GK_PCH - 1) / GK_PCH;
-    gkv_panel p[GKV_V];
-    _Alignas(64) gkv_lanes lt[GKV_SG];
-    gka_row ua[GKV_UCAP]; /* chunk c of row i0 + m at ua[c * nrow + m] */
-    gka_sums sums[GKV_PCH * (GKV_SG / 16)]; /* a row group's chunk: super-block, 16 rows */
-    for (int64_t c = 0; c < nch; c++) {
+    /* straight into ua where the type has its unpack here (a row of its own bytes) */
+    const uint32_t ty = t->type;
+    const bool direct = ty == SL_GGML_IQ4_XS || ty == SL_GGML_Q6_K || ty == SL_GGML_Q4_K ||
+                        ty == SL_GGML_Q5_K;
+    for (int64_t c = c_lo; c < c_hi; c++) {
         const int64_t c0 = c * GK_PCH, c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
-        /* straight into ua where the type has its unpack here (a row of its own bytes) */
-        const uint32_t ty = t->type;
-        const bool direct = ty == SL_GGML_IQ4_XS || ty == SL_GGML_Q6_K || ty == SL_GGML_Q4_K ||
-                            ty == SL_GGML_Q5_K;
+        gka_row *uc = &ua[(c - c_lo) * nrow];
         for (int64_t m = 0; direct && m < nrow; m++) {
             const int64_t row = a->idx ? a->idx[i0 + m] : i0 + m;
             const char *w = a->w + (size_t)row * a->wrb;
-            gka_row *r = &ua[c * nrow + m];
-            if (ty == SL_GGML_IQ4_XS) SL_MV_SUFFIX(gka_unpack_iq4xs)(w, c0, c1, r);
-            else if (ty == SL_GGML_Q6_K) SL_MV_SUFFIX(gka_unpack_q6)(w, c0, c1, r);
-            else SL_MV_SUFFIX(gka_unpack_q45)(w, ty == SL_GGML_Q5_K, c0, c1, r);
+            if (ty == SL_GGML_IQ4_XS) SL_MV_SUFFIX(gka_unpack_iq4xs)(w, c0, c1, &uc[m]);
+            else if (ty == SL_GGML_Q6_K) SL_MV_SUFFIX(gka_unpack_q6)(w, c0, c1, &uc[m]);
+            else SL_MV_SUFFIX(gka_unpack_q45)(w, ty == SL_GGML_Q5_K, c0, c1, &uc[m]);
         }
         /* Q4_K_R8: its groups of 8 rows through gkv_unpack */
         for (int64_t m0 = 0; !direct && m0 < nrow; m0 += 8) {
@@ -406,41 +395,95 @@ static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_kv_block_amx)(const sl__
             SL_MV_SUFFIX(gkv_unpack)(t, a, i0 + m0, n8, c0, c1, ub, ur);
             for (int m = 0; m < n8; m++)
                 for (int64_t ui = 0; ui < c1 - c0; ui++)
-                    SL_MV_SUFFIX(gka_scale)(ur[m], ui, kind, &ua[c * nrow + m0 + m]);
+                    SL_MV_SUFFIX(gka_scale)(ur[m], ui, kind, &uc[m0 + m]);
         }
     }
+}
+
+/* Token groups a row group's piece serves when rows are walked in pieces: their lanes are kept
+ * (lt, 32 KiB a group), so that each piece is unpacked once per GKA_TG token groups, not once
+ * per group (gemm_bench, 1 thread, 256 x 5120 and x 7168, Q4_K and Q6_K, 128-512 tokens: the
+ * unpack had been a third of the time). */
+enum { GKA_TG = 4 };
+
+/* gemm_kv_block on the tiles (gemm.h's sl__gemm_amx_takes holds): tokens in groups of 32 (a
+ * last one of at most 16 takes one panel), each row group's super-blocks against the panels 16
+ * rows at a time. The rows are unpacked once with their scales applied where they fit (nrow x
+ * nch <= GKV_UCAP); else each row group's rows in pieces of the chunks that fit, once for
+ * every GKA_TG token groups, whose lanes hold the whole row's sums until its end. Its own
+ * frame (~450-550 KiB: the rows, the lanes, a chunk's sums, the panels), never inlined beside
+ * gemm_kv_block's. */
+static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_kv_block_amx)(const sl__mv_type *t,
+                                                                      const sl__gemm_rows *a,
+                                                                      int64_t i0, int64_t i1)
+{
+    const int kind = SL_MV_SUFFIX(gkv_kind)(t->type);
+    const bool one_chunk = a->nb <= GKV_PCH;
+    const int nl = a->nb < 8 ? (int)a->nb : 8; /* lanes in use */
+    const int64_t nrow = i1 - i0, nch = (a->nb + GK_PCH - 1) / GK_PCH;
+    const bool once = nrow * nch <= GKV_UCAP;
+    /* chunks a piece: whole panel chunks (GKV_PCH super-blocks) when the rows are walked */
+    enum { CPP = GKV_PCH / GK_PCH };
+    const int64_t pc = once ? nch : GKV_UCAP / GKV_SG / CPP * CPP;
+    /* token groups at once: one where the panels are built once per group (one_chunk) */
+    const int tg_max = once || one_chunk ? 1 : GKA_TG;
+    gkv_panel p[GKV_V];
+    _Alignas(64) gkv_lanes lt[GKA_TG][GKV_SG];
+    /* once: chunk c of row i0 + m at ua[c * nrow + m]; else chunk c of the row group's row
+     * s0 + k at ua[(c - the piece's first) * ns + k] */
+    gka_row ua[GKV_UCAP];
+    gka_sums sums[GKV_PCH * (GKV_SG / 16)]; /* a row group's chunk: super-block, 16 rows */
+    if (once) SL_MV_SUFFIX(gka_unpack_rows)(t, a, kind, i0, nrow, 0, nch, ua);
     SL_MV_SUFFIX(gka_config)();
     for (int64_t t0 = 0; t0 < a->n_tok;) {
-        const int64_t left = a->n_tok - t0;
-        const int nv = left > 16 ? GKV_V : 1;
-        const int64_t nt = left < 16 * nv ? left : 16 * nv;
-        const char *x0[GKV_V];
-        __m512i off[GKV_V];
-        SL_MV_SUFFIX(gkv_group_panels)(a, t0, nv, one_chunk, false, x0, off, p);
+        /* token groups g < ng: tokens gt0[g] + [0, gnt[g]) in gnv[g] panels */
+        int ng = 0, gnv[GKA_TG];
+        int64_t gt0[GKA_TG], gnt[GKA_TG];
+        const char *x0[GKA_TG][GKV_V];
+        __m512i off[GKA_TG][GKV_V];
+        for (; t0 < a->n_tok && ng < tg_max; ng++) {
+            const int64_t left = a->n_tok - t0;
+            gnv[ng] = left > 16 ? GKV_V : 1;
+            gnt[ng] = left < 16 * gnv[ng] ? left : 16 * gnv[ng];
+            gt0[ng] = t0;
+            SL_MV_SUFFIX(gkv_group_panels)(a, t0, gnv[ng], one_chunk, false, x0[ng], off[ng], p);
+            t0 += gnt[ng];
+        }
         for (int64_t s0 = i0; s0 < i1; s0 += GKV_SG) {
             const int64_t ns = i1 - s0 < GKV_SG ? i1 - s0 : GKV_SG; /* a multiple of 16 */
-            for (int64_t c0 = 0; c0 < a->nb; c0 += GKV_PCH) {
-                const int64_t c1 = a->nb - c0 < GKV_PCH ? a->nb : c0 + GKV_PCH;
-                for (int v = 0; !one_chunk && v < nv; v++)
-                    SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, false, &p[v]);
-                /* the chunk's tile halves, then its float halves */
-                for (int64_t b = c0; b < c1; b++)
-                    for (int64_t k0 = 0; k0 < ns; k0 += 16) {
-                        const gka_row *u0 = &ua[b / GK_PCH * nrow + (s0 - i0 + k0)];
-                        gka_sums *o = &sums[(b - c0) * (GKV_SG / 16) + k0 / 16];
-                        if (nv == 2) SL_MV_SUFFIX(gka_tiles_2)(u0, p, b % GK_PCH, b - c0, o);
-                        else SL_MV_SUFFIX(gka_tiles_1)(u0, p, b % GK_PCH, b - c0, o);
+            const int64_t us = once ? nrow : ns, uo = once ? s0 - i0 : 0; /* ua's layout */
+            for (int64_t q0 = 0; q0 < nch; q0 += pc) {
+                const int64_t q1 = nch - q0 < pc ? nch : q0 + pc;
+                if (!once) SL_MV_SUFFIX(gka_unpack_rows)(t, a, kind, s0, ns, q0, q1, ua);
+                const int64_t b1 = q1 * GK_PCH < a->nb ? q1 * GK_PCH : a->nb;
+                for (int64_t c0 = q0 * GK_PCH; c0 < b1; c0 += GKV_PCH) {
+                    const int64_t c1 = b1 - c0 < GKV_PCH ? b1 : c0 + GKV_PCH;
+                    for (int g = 0; g < ng; g++) {
+                        const int nv = gnv[g];
+                        for (int v = 0; !one_chunk && v < nv; v++)
+                            SL_MV_SUFFIX(gkv_panel_build)(x0[g][v], off[g][v], c0, c1, false,
+                                                          &p[v]);
+                        /* the chunk's tile halves, then its float halves */
+                        for (int64_t b = c0; b < c1; b++)
+                            for (int64_t k0 = 0; k0 < ns; k0 += 16) {
+                                const gka_row *u0 = &ua[(b / GK_PCH - q0) * us + uo + k0];
+                                gka_sums *o = &sums[(b - c0) * (GKV_SG / 16) + k0 / 16];
+                                if (nv == 2)
+                                    SL_MV_SUFFIX(gka_tiles_2)(u0, p, b % GK_PCH, b - c0, o);
+                                else SL_MV_SUFFIX(gka_tiles_1)(u0, p, b % GK_PCH, b - c0, o);
+                            }
+                        for (int64_t b = c0; b < c1; b++)
+                            for (int64_t k0 = 0; k0 < ns; k0 += 16)
+                                SL_MV_SUFFIX(gka_floats)[kind][nv - 1](
+                                    &ua[(b / GK_PCH - q0) * us + uo + k0], p, b % GK_PCH,
+                                    b - c0, (int)(b % 8), b < 8,
+                                    &sums[(b - c0) * (GKV_SG / 16) + k0 / 16], &lt[g][k0]);
                     }
-                for (int64_t b = c0; b < c1; b++)
-                    for (int64_t k0 = 0; k0 < ns; k0 += 16)
-                        SL_MV_SUFFIX(gka_floats)[kind][nv - 1](
-                            &ua[b / GK_PCH * nrow + (s0 - i0 + k0)], p, b % GK_PCH, b - c0,
-                            (int)(b % 8), b < 8, &sums[(b - c0) * (GKV_SG / 16) + k0 / 16],
-                            &lt[k0]);
+                }
             }
-            SL_MV_SUFFIX(gkv_out)(a, lt, s0, ns, t0, nt, nv, nl);
+            for (int g = 0; g < ng; g++)
+                SL_MV_SUFFIX(gkv_out)(a, lt[g], s0, ns, gt0[g], gnt[g], gnv[g], nl);
         }
-        t0 += nt;
     }
     SL_MV_SUFFIX(gka_release)();
 }

@@ -726,15 +726,9 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
     }
 }
 
-/* Whether sl__gemm_k_amx (gemm_k_amx.c) may take rows [i0, i1) of call a: gemm.h's rule. */
-static inline bool SL_MV_SUFFIX(gka_fits)(const sl__gemm_rows *a, int64_t i0, int64_t i1)
-{
-    const int64_t nch = (a->nb + GK_PCH - 1) / GK_PCH;
-    return sl__gemm_amx_takes(a->amx, a->n_tok, i1 - i0) && (i1 - i0) * nch <= GKV_UCAP;
-}
-
-/* gemm_kv_block on blocks of rows that its once-unpack holds (a multiple of GKV_SG, so Q4_K_R8's
- * groups of 8 stay whole) when there are several token groups: matvec.c hands it up to 256
+/* gemm_kv_block (or its tiles) on blocks of rows that its once-unpack holds (a multiple of
+ * GKV_SG, so Q4_K_R8's groups of 8 stay whole) when there are several token groups or the
+ * tiles take the call: matvec.c hands it up to 256
  * rows, and a block's panels cost less than unpacking every row once per token group (Q6_K
  * 768 x 1024 in chunks of 192 rows, 40 tokens: 1.3x, gemm_bench) */
 static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
@@ -757,11 +751,17 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
      * kinds' blocks of 128 rows 1.03-1.2x faster than super-block by super-block unpacks, each
      * with its own corr reduction. The AMX tiles take blocks at any token count they take. */
     const int64_t nch = (a->nb + GK_PCH - 1) / GK_PCH;
-    const bool blocks = a->n_tok > 16 * GKV_V || sl__gemm_amx_takes(a->amx, a->n_tok, i1 - i0);
+    const bool tiles = sl__gemm_amx_takes(a->amx, a->n_tok, i1 - i0);
+    const bool blocks = a->n_tok > 16 * GKV_V || tiles;
+    /* Rows too long for GKV_SG of them (more than 16 super-blocks) go whole, and the tile
+     * kernel walks each row group's rows in pieces: blocks of 16 rows that it would unpack
+     * once ran no faster at 48-128 tokens (their panels built per 16 rows) and 1.15-1.2x
+     * slower at 17-32 than pieces unpacked once per token group (gemm_bench, 1 thread,
+     * 256 x 7168, Q4_K Q5_K Q6_K IQ4_XS, alternated in one run; 256 tokens 0.95-0.97x), which
+     * now serve 4 token groups each. */
     const int64_t rb = blocks ? GKV_UCAP / nch / GKV_SG * GKV_SG : 0;
     for (int64_t r0 = i0; r0 < i1; r0 += rb ? rb : i1 - i0) {
         const int64_t r1 = rb && i1 - r0 > rb ? r0 + rb : i1;
-        if (!(SL_MV_SUFFIX(gka_fits)(a, r0, r1) && sl__gemm_k_amx(t, a, r0, r1)))
-            SL_MV_SUFFIX(gemm_kv_block)(t, a, r0, r1);
+        if (!(tiles && sl__gemm_k_amx(t, a, r0, r1))) SL_MV_SUFFIX(gemm_kv_block)(t, a, r0, r1);
     }
 }

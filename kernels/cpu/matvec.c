@@ -336,9 +336,9 @@ static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_j
 {
     job_kernels(j, mv);
     /* gathered rows of a Q4_K_R8 matrix are single rows: any grain; the K-quants' AMX tiles
-     * take rows in 16s (gemm.h's SL__GEMM_AMX_MIN_TOK) */
-    const bool tiles = j->amx && j->gemm && j->t->block == SL_QK_K && !j->listed &&
-                       j->n_batch >= SL__GEMM_AMX_MIN_TOK;
+     * take a batch's rows in 16s (gemm.h's sl__gemm_amx_takes) */
+    const bool tiles = j->gemm && j->t->block == SL_QK_K && !j->listed &&
+                       sl__gemm_amx_batch(j->amx, j->n_batch);
     const int64_t unit = tiles ? 16 : j->idx ? 1 : sl__cpu_row_unit(j->t->type);
     /* a batch kernel builds its activation panels once per chunk: 256-row chunks of a GEMM
      * (an expert's 1408 rows at one thread: 6 builds, not 22) ran 7% faster than 64-row ones

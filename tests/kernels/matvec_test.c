@@ -372,12 +372,13 @@ static void check_batch_shapes(const ctx_set *cs, uint32_t type)
 }
 
 /* The K-quant batch kernel on AMX tiles (gemm_k_amx.c: calls of SL__GEMM_AMX_MIN_TOK = 17
- * tokens or more, rows in 16s that fit its once-unpack, whole; every context runs these, the
- * AMX one where the CPU has it): 16 to 144 rows (one block; blocks of 128 and 16), rows of 1
- * to 9 super-blocks (one to three unpack chunks), 17 to 200 tokens (the fewest, one token
- * group, whole 32-token groups, ragged ends, the counts the VNNI kernels split off a tail at:
- * 17, 33..40, 49), dense and gathered (16 rows, compact and scattered), against the
- * reference. */
+ * tokens or more, rows in 16s, whole; every context runs these, the AMX one where the CPU has
+ * it): 16 to 144 rows (one block; blocks of 128 and 16), rows of 1 to 9 super-blocks (one to
+ * three unpack chunks) and of 21, 22, 25 and 37 (past its once-unpack: walked in pieces of 4
+ * chunks, a ragged last piece, 1 to 5 token groups; 256 rows: chunks of 64, two row groups),
+ * 17 to 200 tokens (the fewest, one token group, whole 32-token groups, ragged ends, the
+ * counts the VNNI kernels split off a tail at: 17, 33..40, 49), dense and gathered (16 rows,
+ * compact and scattered), against the reference. */
 static void check_gemm_k_amx(const ctx_set *cs, uint32_t type)
 {
     static const int64_t cases[][3] = {/* rows, super-blocks, tokens */
@@ -385,7 +386,9 @@ static void check_gemm_k_amx(const ctx_set *cs, uint32_t type)
                                        {48, 5, 128}, {144, 3, 137}, {32, 2, 200},
                                        {16, 2, 33},  {64, 3, 47},   {32, 4, 64},
                                        {16, 1, 17},  {48, 3, 24},   {32, 2, 32},
-                                       {16, 5, 40},  {32, 1, 49},   {64, 2, 38}};
+                                       {16, 5, 40},  {32, 1, 49},   {64, 2, 38},
+                                       {32, 21, 40}, {256, 22, 20}, {16, 37, 70},
+                                       {16, 25, 150}};
     const int32_t idx[] = {31, 0, 7, 3, 8, 9, 10, 11, 12, 13, 14, 1, 2, 4, 5, 15};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int64_t rows = cases[c][0], cols = cases[c][1] * 256, n_batch = cases[c][2];
