@@ -37,6 +37,15 @@ typedef struct sl__gemm_rows {
     /* the AVX-512 VNNI kernels may run their multiply-adds on AMX tiles (sl_cpu_matvec_ctx.amx:
      * the CPU has them and the process was granted them); the same bits either way */
     bool amx;
+    /* The call's activation panels built once for all its rows (sl__gemm_k_panels_avx512:
+     * pan_np panels of 16 tokens from token 0, of x + 128 when pan_plus128), which the K-quant
+     * VNNI and tile kernels read when it is the form they take; NULL: each kernel call builds
+     * its own, per block of rows (and per row group where rows pass GKV_PCH super-blocks). A
+     * call of fewer tokens than they were built for reads them too (the spare slots of its
+     * last panel then hold later tokens, whose results are dropped as the repeats' are). */
+    const void *pan;
+    int64_t pan_np;
+    bool pan_plus128;
 } sl__gemm_rows;
 
 typedef void (*sl__gemm_fn)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
@@ -124,6 +133,18 @@ static inline int64_t sl__gemm_vnni_few(int64_t n_tok)
  * file so that the AVX-512 file's compile stays short; false where this build has no tile
  * code (then nothing ran). */
 bool sl__gemm_k_amx(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0, int64_t i1);
+
+/* The K-quant kernels' activation panels built once per call (gemm_k_vnni_tmpl.h; matvec.c
+ * builds them for a GEMM of more than SL__GEMM_FEW_MAX tokens, its rows shared by several
+ * kernel calls): their bytes for n_tok tokens of nb super-blocks (64-byte aligned); whether
+ * the type's kernel reads them and in which form (*plus128; tiles: the call takes the AMX
+ * path), false for types without one (and where the build has no AVX-512 kernels); panel
+ * items [k0, k1) of call a (np x chunks of 8 super-blocks, np = ceil(a->n_tok / 16): item k
+ * is chunk k / np of panel k % np) built into pan. */
+size_t sl__gemm_k_panels_bytes(int64_t n_tok, int64_t nb);
+bool sl__gemm_k_panels_form(uint32_t type, bool tiles, bool *plus128);
+void sl__gemm_k_panels_avx512(const sl__gemm_rows *a, bool plus128, void *pan, int64_t k0,
+                              int64_t k1);
 
 /* NULL when the ISA has no batch kernel for the type (the range kernels then run). */
 sl__gemm_fn sl__gemm_avx2(uint32_t type);

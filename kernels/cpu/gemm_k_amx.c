@@ -427,6 +427,8 @@ static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_kv_block_amx)(const sl__
     const int64_t pc = once ? nch : GKV_UCAP / GKV_SG / CPP * CPP;
     /* token groups at once: one where the panels are built once per group (one_chunk) */
     const int tg_max = once || one_chunk ? 1 : GKA_TG;
+    /* the call's panels where they were built once (signed: the tiles' form) */
+    const gkv_panel *pre = a->pan && !a->pan_plus128 ? (const gkv_panel *)a->pan : NULL;
     gkv_panel p[GKV_V];
     _Alignas(64) gkv_lanes lt[GKA_TG][GKV_SG];
     /* once: chunk c of row i0 + m at ua[c * nrow + m]; else chunk c of the row group's row
@@ -446,7 +448,9 @@ static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_kv_block_amx)(const sl__
             gnv[ng] = left > 16 ? GKV_V : 1;
             gnt[ng] = left < 16 * gnv[ng] ? left : 16 * gnv[ng];
             gt0[ng] = t0;
-            SL_MV_SUFFIX(gkv_group_panels)(a, t0, gnv[ng], one_chunk, false, x0[ng], off[ng], p);
+            if (!pre)
+                SL_MV_SUFFIX(gkv_group_panels)(a, t0, gnv[ng], one_chunk, false, x0[ng], off[ng],
+                                               p);
             t0 += gnt[ng];
         }
         for (int64_t s0 = i0; s0 < i1; s0 += GKV_SG) {
@@ -460,7 +464,9 @@ static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_kv_block_amx)(const sl__
                     const int64_t c1 = b1 - c0 < GKV_PCH ? b1 : c0 + GKV_PCH;
                     for (int g = 0; g < ng; g++) {
                         const int nv = gnv[g];
-                        for (int v = 0; !one_chunk && v < nv; v++)
+                        const gkv_panel *pp =
+                            pre ? &pre[c0 / GKV_PCH * a->pan_np + gt0[g] / 16] : p;
+                        for (int v = 0; !pre && !one_chunk && v < nv; v++)
                             SL_MV_SUFFIX(gkv_panel_build)(x0[g][v], off[g][v], c0, c1, false,
                                                           &p[v]);
                         /* the chunk's tile halves, then its float halves */
@@ -469,13 +475,13 @@ static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_kv_block_amx)(const sl__
                                 const gka_row *u0 = &ua[(b / GK_PCH - q0) * us + uo + k0];
                                 gka_sums *o = &sums[(b - c0) * (GKV_SG / 16) + k0 / 16];
                                 if (nv == 2)
-                                    SL_MV_SUFFIX(gka_tiles_2)(u0, p, b % GK_PCH, b - c0, o);
-                                else SL_MV_SUFFIX(gka_tiles_1)(u0, p, b % GK_PCH, b - c0, o);
+                                    SL_MV_SUFFIX(gka_tiles_2)(u0, pp, b % GK_PCH, b - c0, o);
+                                else SL_MV_SUFFIX(gka_tiles_1)(u0, pp, b % GK_PCH, b - c0, o);
                             }
                         for (int64_t b = c0; b < c1; b++)
                             for (int64_t k0 = 0; k0 < ns; k0 += 16)
                                 SL_MV_SUFFIX(gka_floats)[kind][nv - 1](
-                                    &ua[(b / GK_PCH - q0) * us + uo + k0], p, b % GK_PCH,
+                                    &ua[(b / GK_PCH - q0) * us + uo + k0], pp, b % GK_PCH,
                                     b - c0, (int)(b % 8), b < 8,
                                     &sums[(b - c0) * (GKV_SG / 16) + k0 / 16], &lt[g][k0]);
                     }

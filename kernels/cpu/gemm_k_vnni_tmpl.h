@@ -651,6 +651,9 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
     const int kind = SL_MV_SUFFIX(gkv_kind)(t->type);
     const bool one_chunk = a->nb <= GKV_PCH;
     const int nl = a->nb < 8 ? (int)a->nb : 8; /* lanes in use */
+    /* the call's panels where they were built once in the form this kernel reads */
+    const gkv_panel *pre =
+        a->pan && a->pan_plus128 == (kind != GKV_MINS) ? (const gkv_panel *)a->pan : NULL;
     gkv_panel p[GKV_V];
     gk_buf ub[8];
     _Alignas(64) gkv_lanes lt[GKV_SG];
@@ -675,6 +678,7 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
         const int64_t left = a->n_tok - t0;
         if (left <= GKV_NARROW && !once) { /* the few-token kernel (or gemm_k) */
             sl__gemm_rows b = *a;
+            b.pan = NULL; /* built from token 0 */
             b.xq += (size_t)t0 * a->arb;
             b.y += t0 * a->y_stride;
             b.n_tok = left;
@@ -687,12 +691,14 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
         const int64_t nt = left < 16 * nv ? left : 16 * nv;
         const char *x0[GKV_V];
         __m512i off[GKV_V];
-        SL_MV_SUFFIX(gkv_group_panels)(a, t0, nv, one_chunk, kind != GKV_MINS, x0, off, p);
+        if (!pre)
+            SL_MV_SUFFIX(gkv_group_panels)(a, t0, nv, one_chunk, kind != GKV_MINS, x0, off, p);
         for (int64_t s0 = i0; s0 < i1; s0 += GKV_SG) {
             const int64_t ns = i1 - s0 < GKV_SG ? i1 - s0 : GKV_SG;
             for (int64_t c0 = 0; c0 < a->nb; c0 += GKV_PCH) {
                 const int64_t c1 = a->nb - c0 < GKV_PCH ? a->nb : c0 + GKV_PCH;
-                for (int v = 0; !one_chunk && v < nv; v++)
+                const gkv_panel *pp = pre ? &pre[c0 / GKV_PCH * a->pan_np + t0 / 16] : p;
+                for (int v = 0; !pre && !one_chunk && v < nv; v++)
                     SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, kind != GKV_MINS,
                                                   &p[v]);
                 for (int64_t k0 = 0; fused && k0 < ns; k0 += rmax) {
@@ -700,7 +706,7 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
                     const gk_buf *ur[GKV_R];
                     SL_MV_SUFFIX(gkv_unpack)(t, a, s0 + k0, nr, 0, a->nb, ub, ur);
                     const gkv_micro_fn f = SL_MV_SUFFIX(gkv_micros)[kind][nv - 1][nr - 1];
-                    for (int64_t b = 0; b < a->nb; b++) f(ur, p, b, b, (int)b, true, &lt[k0]);
+                    for (int64_t b = 0; b < a->nb; b++) f(ur, pp, b, b, (int)b, true, &lt[k0]);
                 }
                 /* super-block by super-block: the panels' one super-block (8 KiB) and the
                  * rows' stay in L1 while every row group meets them */
@@ -717,7 +723,7 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
                             SL_MV_SUFFIX(gkv_unpack)(t, a, s0 + k0, nr, b, b + 1, ub, ur);
                         }
                         const gkv_micro_fn f = SL_MV_SUFFIX(gkv_micros)[kind][nv - 1][nr - 1];
-                        f(ur, p, ui, b - c0, (int)(b % 8), b < 8, &lt[k0]);
+                        f(ur, pp, ui, b - c0, (int)(b % 8), b < 8, &lt[k0]);
                     }
             }
             SL_MV_SUFFIX(gkv_out)(a, lt, s0, ns, t0, nt, nv, nl);
@@ -765,3 +771,42 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
         if (!(tiles && sl__gemm_k_amx(t, a, r0, r1))) SL_MV_SUFFIX(gemm_kv_block)(t, a, r0, r1);
     }
 }
+
+#ifndef SL_MV_KERNELS_ONLY
+/* gemm.h's panels built once per call: gkv_panel structs, chunk c8 of GKV_PCH super-blocks of
+ * panel P (tokens 16P..16P+15, the last one's spare slots repeating token n_tok - 1) at
+ * [c8 * np + P], the form the kernels' own gkv_group_panels / gkv_panel_build make. */
+size_t sl__gemm_k_panels_bytes(int64_t n_tok, int64_t nb)
+{
+    const int64_t np = (n_tok + 15) / 16, n8 = (nb + GKV_PCH - 1) / GKV_PCH;
+    return (size_t)(np * n8) * sizeof(gkv_panel);
+}
+
+bool sl__gemm_k_panels_form(uint32_t type, bool tiles, bool *plus128)
+{
+    switch (type) {
+    case SL_GGML_Q4_K:
+    case SL_TYPE_Q4_K_R8:
+    case SL_GGML_Q5_K:
+    case SL_GGML_Q6_K:
+    case SL_GGML_IQ4_XS: break;
+    default: return false;
+    }
+    *plus128 = !tiles && SL_MV_SUFFIX(gkv_kind)(type) != GKV_MINS;
+    return true;
+}
+
+void sl__gemm_k_panels_avx512(const sl__gemm_rows *a, bool plus128, void *pan, int64_t k0,
+                              int64_t k1)
+{
+    const int64_t np = (a->n_tok + 15) / 16;
+    gkv_panel *pp = pan;
+    for (int64_t k = k0; k < k1; k++) {
+        const int64_t c0 = k / np * GKV_PCH, t0 = k % np * 16;
+        const int64_t c1 = a->nb - c0 < GKV_PCH ? a->nb : c0 + GKV_PCH;
+        SL_MV_SUFFIX(gkv_panel_build)(a->xq + (size_t)t0 * a->arb,
+                                      SL_MV_SUFFIX(gkv_offsets)(t0, a->n_tok, a->arb), c0, c1,
+                                      plus128, &pp[k]);
+    }
+}
+#endif

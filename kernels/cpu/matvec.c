@@ -207,6 +207,9 @@ typedef struct rows_job {
     sl__gemm_fn gemm; /* rows of a batch (n_batch > 1, not column-listed): gemm.h */
     sl__gemm_fn few;  /* its few-token kernel (gemm.h's sl__gemm_tail), NULL: none */
     bool amx;         /* the batch kernels may take their AMX tile path (sl__gemm_rows.amx) */
+    bool kv; /* gemm is the AVX-512 VNNI K-quant kernel, which reads panels built once */
+    const void *pan; /* the batch's activation panels (sl__gemm_rows.pan), NULL: none */
+    bool pan_plus128;
     const char *w, *xq;
     size_t wrb, arb;
     int64_t nb, n_batch, rows;
@@ -242,10 +245,12 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
         b0 = j->n_batch - tail;
         sl__gemm_rows a = {.w = j->w, .xq = j->xq, .wrb = j->wrb, .arb = j->arb, .nb = j->nb,
                            .n_tok = b0, .y_stride = j->y_stride, .idx = j->idx,
-                           .scatter = j->scatter, .y = j->y, .amx = j->amx};
+                           .scatter = j->scatter, .y = j->y, .amx = j->amx, .pan = j->pan,
+                           .pan_np = (j->n_batch + 15) / 16, .pan_plus128 = j->pan_plus128};
         if (b0) j->gemm(j->t, &a, begin, end);
         if (!tail) return;
         if (j->few && tail > 1) {
+            a.pan = NULL;
             a.xq += (size_t)b0 * j->arb;
             a.y += b0 * j->y_stride;
             a.n_tok = tail;
@@ -311,6 +316,91 @@ static void job_kernels(rows_job *j, const sl_cpu_matvec_ctx *mv)
     j->gemm = gemm_for(mv, j->t->type);
     j->few = mv->isa == SL_CPU_ISA_AVX512 && mv->vnni ? sl__gemm_few_avx512(j->t->type) : NULL;
     j->amx = mv->isa == SL_CPU_ISA_AVX512 && mv->vnni && mv->amx;
+    bool plus128;
+    j->kv = mv->isa == SL_CPU_ISA_AVX512 && mv->vnni &&
+            sl__gemm_k_panels_form(j->t->type, false, &plus128);
+}
+
+/* ---- activation panels built once per batch (gemm.h's sl__gemm_rows.pan) ---------------- */
+
+/* The K-quant kernels transpose a batch's activations into 16-token panels, per call and
+ * block of rows (per 32-row group where rows pass 8 super-blocks): a call's share of a
+ * matrix builds them again and again. Built once here, on the pool, for every call of the
+ * batch instead. PANEL_MIN_ROWS: fewer rows are one kernel call at most (one build either
+ * way). */
+enum { PANEL_MIN_ROWS = 64 };
+
+/* Whether job j's batch of n_batch tokens on `rows` rows takes panels built once, and their
+ * form (*plus128). */
+static bool panels_wanted(const rows_job *j, int64_t rows, int64_t n_batch, bool *plus128)
+{
+    /* the kernels' gathers of 16 tokens' offsets in int32 (gemm_kv's own limit) */
+    if (!j->kv || j->listed || n_batch <= SL__GEMM_FEW_MAX || rows <= PANEL_MIN_ROWS ||
+        j->arb > (size_t)(INT32_MAX / 16))
+        return false;
+    return sl__gemm_k_panels_form(j->t->type, sl__gemm_amx_batch(j->amx, n_batch), plus128);
+}
+
+/* Batches b < n of a build: tokens xq[b] (n_tok[b]), panel items from first[b] (first[n]: all
+ * items), their form plus128[b], into buf. */
+typedef struct panels_job {
+    const rows_job *j;
+    const char *const *xq;
+    const int64_t *n_tok, *first;
+    const bool *plus128;
+    int64_t n;
+    char *buf;
+    bool own; /* buf is this call's own (else the pool's scratch) */
+} panels_job;
+
+static void panels_chunk(void *ctx, int64_t k0, int64_t k1, int thread)
+{
+    (void)thread;
+    const panels_job *pj = ctx;
+    const size_t item = sl__gemm_k_panels_bytes(1, 1);
+    int64_t b = 0;
+    for (int64_t k = k0; k < k1;) {
+        while (pj->first[b + 1] <= k) b++;
+        const int64_t e = k1 < pj->first[b + 1] ? k1 : pj->first[b + 1];
+        const sl__gemm_rows a = {.xq = pj->xq[b], .arb = pj->j->arb, .nb = pj->j->nb,
+                                 .n_tok = pj->n_tok[b]};
+        char *base = pj->buf + (size_t)pj->first[b] * item;
+        sl__gemm_k_panels_avx512(&a, pj->plus128[b], base, k - pj->first[b], e - pj->first[b]);
+        k = e;
+    }
+}
+
+static void panels_done(sl_cpu_pool *pool, panels_job *pj)
+{
+    if (pj->own) free(pj->buf);
+    else if (pj->buf) sl_cpu_pool_scratch_release(pool);
+    pj->buf = NULL;
+}
+
+/* Builds the panels of pj's batches on the pool into pj->buf: the pool's scratch, else a
+ * buffer of its own (pj->own); NULL, and no error, where memory is short (the kernels then
+ * build their own). panels_done hands the buffer back. */
+static sl_status panels_build(sl_cpu_pool *pool, panels_job *pj, sl_error *err)
+{
+    const int64_t items = pj->first[pj->n];
+    const size_t item = sl__gemm_k_panels_bytes(1, 1);
+    pj->buf = NULL;
+    pj->own = false;
+    if (!items || !item || (uint64_t)items > SIZE_MAX / item) return SL_OK;
+    pj->buf = sl_cpu_pool_scratch(pool, (size_t)items * item);
+    if (!pj->buf) pj->buf = aligned_alloc(64, (size_t)items * item), pj->own = true;
+    if (!pj->buf) return SL_OK;
+    const int64_t parts = 4 * (int64_t)sl_cpu_pool_threads(pool);
+    const int64_t grain = (items + parts - 1) / parts;
+    const sl_status s = sl_cpu_pool_parallel_for(pool, items, grain, panels_chunk, pj, err);
+    if (s) panels_done(pool, pj);
+    return s;
+}
+
+/* Panel items of a batch of n_tok tokens (every chunk of 8 super-blocks of each panel). */
+static int64_t panels_items(const rows_job *j, int64_t n_tok)
+{
+    return (int64_t)(sl__gemm_k_panels_bytes(n_tok, j->nb) / sl__gemm_k_panels_bytes(1, 1));
 }
 
 /* A call's rows in chunks of `big` rows, then a tail of chunks of `small` rows (tail_row on):
@@ -331,10 +421,9 @@ static void split_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
     }
 }
 
-static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_job *j, int64_t n,
-                          sl_error *err)
+/* run_rows's dispatch: the rows in chunks on the pool. */
+static sl_status run_rows_split(sl_cpu_pool *pool, rows_job *j, int64_t n, sl_error *err)
 {
-    job_kernels(j, mv);
     /* gathered rows of a Q4_K_R8 matrix are single rows: any grain; the K-quants' AMX tiles
      * take a batch's rows in 16s (gemm.h's sl__gemm_amx_takes) */
     const bool tiles = j->gemm && j->t->block == SL_QK_K && !j->listed &&
@@ -360,6 +449,27 @@ static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_j
                    .n_big = n_big};
     const int64_t n_chunks = n_big + (n - s.tail_row + small - 1) / small;
     return sl_cpu_pool_parallel_for(pool, n_chunks, 1, split_chunk, &s, err);
+}
+
+/* The rows of job j on mv, its batch's panels built once first where the kernels read them. */
+static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_job *j, int64_t n,
+                          sl_error *err)
+{
+    job_kernels(j, mv);
+    bool plus128;
+    if (!panels_wanted(j, n, j->n_batch, &plus128)) return run_rows_split(pool, j, n, err);
+    const int64_t first[2] = {0, panels_items(j, j->n_batch)};
+    const char *xq = j->xq;
+    panels_job pj = {.j = j, .xq = &xq, .n_tok = &j->n_batch, .first = first,
+                     .plus128 = &plus128, .n = 1};
+    sl_status s = panels_build(pool, &pj, err);
+    if (s) return s;
+    j->pan = pj.buf;
+    j->pan_plus128 = plus128;
+    s = run_rows_split(pool, j, n, err);
+    panels_done(pool, &pj);
+    j->pan = NULL;
+    return s;
 }
 
 static void init_job(rows_job *j, const sl__mv_type *t, const void *w, int64_t rows,
@@ -428,6 +538,13 @@ typedef struct groups_job {
     const sl_cpu_matvec_group *g;
     int64_t per, chunk_rows, n_chunks; /* chunks per group, rows per chunk, chunks */
     int64_t tail0; /* groups from this one on keep unmerged chunks (groups_tail) */
+    /* the groups' panels built once (sl_cpu_matvec_groups_q): group g's items from pfirst[g]
+     * in pan, of pan_item bytes each, in the form pplus[g]; none where pfirst[g + 1] ==
+     * pfirst[g] (and no pan at all: the kernels build their own) */
+    char *pan;
+    const int64_t *pfirst;
+    const bool *pplus;
+    size_t pan_item;
 } groups_job;
 
 /* Chunks of a group that one call of the K-quant GEMM takes together: the batch kernels build
@@ -491,6 +608,10 @@ static void groups_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
         j.xq = G->xq;
         j.n_batch = G->n_batch;
         j.y = G->y;
+        if (gj->pan && gj->pfirst[gi + 1] > gj->pfirst[gi]) {
+            j.pan = gj->pan + (size_t)gj->pfirst[gi] * gj->pan_item;
+            j.pan_plus128 = gj->pplus[gi];
+        }
         rows_chunk(&j, r0, r1, thread);
     }
 }
@@ -532,7 +653,47 @@ sl_status sl_cpu_matvec_groups_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
     init_job(&gj.base, t, NULL, rows, cols, NULL, 0, NULL);
     job_kernels(&gj.base, mv);
     gj.tail0 = groups_tail(&gj, n_groups, sl_cpu_pool_threads(pool));
-    return sl_cpu_pool_parallel_for(pool, n_groups * per, 1, groups_chunk, &gj, err);
+    /* the groups' panels, built once on the pool (panels_wanted); without memory for the
+     * lists or the panels the kernels build their own */
+    int64_t *first = NULL, *n_tok = NULL;
+    const char **xq = NULL;
+    bool *plus = NULL;
+    panels_job pj = {.buf = NULL};
+    if (gj.base.kv) {
+        first = malloc((size_t)(n_groups + 1) * sizeof *first);
+        n_tok = malloc((size_t)n_groups * sizeof *n_tok);
+        xq = malloc((size_t)n_groups * sizeof *xq);
+        plus = malloc((size_t)n_groups * sizeof *plus);
+    }
+    if (first && n_tok && xq && plus) {
+        first[0] = 0;
+        for (int64_t i = 0; i < n_groups; i++) {
+            n_tok[i] = groups[i].n_batch;
+            xq[i] = groups[i].xq;
+            plus[i] = false;
+            first[i + 1] = first[i] + (panels_wanted(&gj.base, rows, n_tok[i], &plus[i])
+                                           ? panels_items(&gj.base, n_tok[i])
+                                           : 0);
+        }
+        pj.j = &gj.base;
+        pj.xq = xq;
+        pj.n_tok = n_tok;
+        pj.first = first;
+        pj.plus128 = plus;
+        pj.n = n_groups;
+        s = panels_build(pool, &pj, err);
+        gj.pan = pj.buf;
+        gj.pfirst = first;
+        gj.pplus = plus;
+        gj.pan_item = sl__gemm_k_panels_bytes(1, 1);
+    }
+    if (!s) s = sl_cpu_pool_parallel_for(pool, n_groups * per, 1, groups_chunk, &gj, err);
+    panels_done(pool, &pj);
+    free(first);
+    free(n_tok);
+    free(xq);
+    free(plus);
+    return s;
 }
 
 sl_status sl_cpu_matvec_rows_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t type,

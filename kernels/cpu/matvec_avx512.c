@@ -58,4 +58,19 @@ void sl__mv_axpy_avx512(float a, const float *x, float *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
+size_t sl__gemm_k_panels_bytes(int64_t n_tok, int64_t nb)
+{
+    (void)n_tok, (void)nb;
+    return 0;
+}
+bool sl__gemm_k_panels_form(uint32_t type, bool tiles, bool *plus128)
+{
+    (void)type, (void)tiles, (void)plus128;
+    return false;
+}
+void sl__gemm_k_panels_avx512(const sl__gemm_rows *a, bool plus128, void *pan, int64_t k0,
+                              int64_t k1)
+{
+    (void)a, (void)plus128, (void)pan, (void)k0, (void)k1;
+}
 #endif

@@ -70,6 +70,12 @@ struct sl_cpu_pool {
     int n_ready;
     sl_status bind_status;
     sl_error bind_err;
+
+    /* sl_cpu_pool_scratch's buffer (64-byte aligned, scratch_bytes; NULL: none yet), held by
+     * one caller at a time (scratch_held) */
+    void *scratch;
+    size_t scratch_bytes;
+    atomic_int scratch_held;
 };
 
 static void run_chunks(sl_cpu_pool *p, int thread)
@@ -149,6 +155,7 @@ static void free_pool(sl_cpu_pool *p)
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->mu);
     free(p->workers);
+    free(p->scratch);
     free(p);
 }
 
@@ -229,6 +236,30 @@ void sl_cpu_pool_destroy(sl_cpu_pool *p)
 }
 
 int sl_cpu_pool_threads(const sl_cpu_pool *p) { return p ? p->n_threads : 1; }
+
+void *sl_cpu_pool_scratch(sl_cpu_pool *p, size_t bytes)
+{
+    int expect = 0;
+    if (!p || !atomic_compare_exchange_strong(&p->scratch_held, &expect, 1)) return NULL;
+    if (p->scratch_bytes < bytes) {
+        /* grown to the largest request (rounded to 64-byte lines), never shrunk */
+        free(p->scratch);
+        p->scratch_bytes = 0;
+        const size_t n = bytes > SIZE_MAX - 63 ? 0 : (bytes + 63) / 64 * 64;
+        p->scratch = n ? aligned_alloc(64, n) : NULL;
+        if (!p->scratch) {
+            atomic_store(&p->scratch_held, 0);
+            return NULL;
+        }
+        p->scratch_bytes = n;
+    }
+    return p->scratch;
+}
+
+void sl_cpu_pool_scratch_release(sl_cpu_pool *p)
+{
+    if (p) atomic_store(&p->scratch_held, 0);
+}
 
 sl_status sl_cpu_pool_parallel_for(sl_cpu_pool *p, int64_t n, int64_t grain, sl_cpu_pool_fn fn,
                                    void *ctx, sl_error *err)

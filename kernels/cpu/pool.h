@@ -61,4 +61,13 @@ int sl_cpu_pool_threads(const sl_cpu_pool *p);
 sl_status sl_cpu_pool_parallel_for(sl_cpu_pool *p, int64_t n, int64_t grain, sl_cpu_pool_fn fn,
                                    void *ctx, sl_error *err);
 
+/* A buffer of at least `bytes` (64-byte aligned) that the pool keeps across calls for one
+ * holder at a time (matvec.c's activation panels): grown to the largest request and freed
+ * with the pool, so that a call does not map and fault in fresh pages each time (a buffer
+ * malloc'd per call cost a Q6_K MoE file's prompt 10%). NULL for a NULL pool, while another
+ * caller holds it, or when memory is short: the caller then allocates its own. Hand it back
+ * with sl_cpu_pool_scratch_release before the next sl_cpu_pool_scratch. */
+void *sl_cpu_pool_scratch(sl_cpu_pool *p, size_t bytes);
+void sl_cpu_pool_scratch_release(sl_cpu_pool *p);
+
 #endif

@@ -1037,8 +1037,26 @@ static void check_pool(void)
             }
             CHECK(!sl_cpu_pool_parallel_for(p, 0, 1, cover_fn, NULL, &e));
             CHECK(sl_cpu_pool_parallel_for(p, 5, 0, cover_fn, NULL, &e) == SL_ERR_INVALID);
+            /* the scratch: aligned, writable to its size, one holder at a time, kept across
+             * calls (the same buffer for a request it holds), grown for a bigger one */
+            char *s1 = sl_cpu_pool_scratch(p, 1000);
+            CHECK(s1 && (uintptr_t)s1 % 64 == 0);
+            if (s1) memset(s1, 1, 1000);
+            CHECK(sl_cpu_pool_scratch(p, 10) == NULL); /* held */
+            sl_cpu_pool_scratch_release(p);
+            CHECK(sl_cpu_pool_scratch(p, 64) == s1);
+            sl_cpu_pool_scratch_release(p);
+            char *s2 = sl_cpu_pool_scratch(p, 1 << 20);
+            CHECK(s2 && (uintptr_t)s2 % 64 == 0);
+            if (s2) memset(s2, 2, 1 << 20);
+            sl_cpu_pool_scratch_release(p);
+            CHECK(sl_cpu_pool_scratch(p, SIZE_MAX) == NULL); /* refused, not held after */
+            CHECK(sl_cpu_pool_scratch(p, 1) != NULL);
+            sl_cpu_pool_scratch_release(p);
             sl_cpu_pool_destroy(p);
         }
+    CHECK(sl_cpu_pool_scratch(NULL, 16) == NULL);
+    sl_cpu_pool_scratch_release(NULL);
     sl_cpu_pool *p = (sl_cpu_pool *)1;
     sl_cpu_pool_options bad = {.n_threads = 0, .numa_node = -1};
     CHECK(sl_cpu_pool_create(&bad, &p, &e) == SL_ERR_INVALID && p == NULL);
