@@ -134,9 +134,14 @@ static inline int64_t sl__gemm_vnni_few(int64_t n_tok)
  * code (then nothing ran). */
 bool sl__gemm_k_amx(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0, int64_t i1);
 
+/* Super-blocks of a K-quant kernel's panel chunk (gemm_k_vnni_tmpl.h's GKV_PCH: 2048
+ * elements, qwen3moe's expert down rows): a call builds the panels of rows of at most this
+ * many once per token group, of longer rows once per 32-row group and chunk. */
+enum { SL__GEMM_K_PCH = 8 };
+
 /* The K-quant kernels' activation panels built once per call (gemm_k_vnni_tmpl.h; matvec.c
- * builds them for a GEMM of more than SL__GEMM_FEW_MAX tokens, its rows shared by several
- * kernel calls): their bytes for n_tok tokens of nb super-blocks (64-byte aligned); whether
+ * builds them for a GEMM of more than SL__GEMM_FEW_MAX tokens on rows of more than
+ * SL__GEMM_K_PCH super-blocks, which the kernel calls would build again and again): their bytes for n_tok tokens of nb super-blocks (64-byte aligned); whether
  * the type's kernel reads them and in which form (*plus128; tiles: the call takes the AMX
  * path), false for types without one (and where the build has no AVX-512 kernels); panel
  * items [k0, k1) of call a (np x chunks of 8 super-blocks, np = ceil(a->n_tok / 16): item k

@@ -52,7 +52,7 @@ enum {
      * call unpacked once takes a panel without an unpack (Q6_K 40 tokens: 1.1x, IQ4_XS 1.25x
      * faster than gemm_k) */
     GKV_NARROW = 8,
-    GKV_PCH = 8, /* super-blocks per panel chunk (2048 elements: qwen3moe's expert down rows) */
+    GKV_PCH = SL__GEMM_K_PCH, /* super-blocks per panel chunk (gemm.h) */
     /* unpacked row chunks (gk_buf, GK_PCH super-blocks each) a call keeps: 64 rows of 8
      * super-blocks, each row unpacked once per call instead of once per token group */
     GKV_UCAP = 128

@@ -324,10 +324,13 @@ static void job_kernels(rows_job *j, const sl_cpu_matvec_ctx *mv)
 /* ---- activation panels built once per batch (gemm.h's sl__gemm_rows.pan) ---------------- */
 
 /* The K-quant kernels transpose a batch's activations into 16-token panels, per call and
- * block of rows (per 32-row group where rows pass 8 super-blocks): a call's share of a
- * matrix builds them again and again. Built once here, on the pool, for every call of the
- * batch instead. PANEL_MIN_ROWS: fewer rows are one kernel call at most (one build either
- * way). */
+ * block of rows, and per 32-row group where rows pass SL__GEMM_K_PCH super-blocks: there
+ * they are built once here instead, on the pool, for every call of the batch (mixtral-shaped
+ * d5120 Q4_K, 64-token prompt: 1.12x; the panel builds had been 10% of its time). Rows of
+ * fewer super-blocks keep their per-block builds: built once, their 2-thread prompts read
+ * 0.88-0.94x by median (qwen2moe Q5_K e128 d1024, qwen3moe IQ4_XS e128 d768, pp512,
+ * alternating; 1 thread and the best runs unchanged). PANEL_MIN_ROWS: fewer rows are one
+ * kernel call at most (one build either way). */
 enum { PANEL_MIN_ROWS = 64 };
 
 /* Whether job j's batch of n_batch tokens on `rows` rows takes panels built once, and their
@@ -336,7 +339,7 @@ static bool panels_wanted(const rows_job *j, int64_t rows, int64_t n_batch, bool
 {
     /* the kernels' gathers of 16 tokens' offsets in int32 (gemm_kv's own limit) */
     if (!j->kv || j->listed || n_batch <= SL__GEMM_FEW_MAX || rows <= PANEL_MIN_ROWS ||
-        j->arb > (size_t)(INT32_MAX / 16))
+        j->nb <= SL__GEMM_K_PCH || j->arb > (size_t)(INT32_MAX / 16))
         return false;
     return sl__gemm_k_panels_form(j->t->type, sl__gemm_amx_batch(j->amx, n_batch), plus128);
 }

@@ -123,10 +123,11 @@ int main(void)
     }
     static const uint32_t types[] = {SL_GGML_Q4_K, SL_GGML_Q5_K, SL_GGML_Q6_K, SL_GGML_IQ4_XS};
     /* 300 rows: chunks of 60, merged calls of 240 and 60; 520: chunks of 58 (a multiple of
-     * nothing), merged calls of 232, 232, 56; 1 and 4 super-blocks a row */
-    static const int64_t shapes[][2] = {{300, 256}, {520, 1024}, {64, 512}};
+     * nothing), merged calls of 232, 232, 56; 1 and 4 super-blocks a row; 96 rows of 10
+     * super-blocks: the groups' panels built once (matvec.c's panels_wanted) */
+    static const int64_t shapes[][2] = {{300, 256}, {520, 1024}, {64, 512}, {96, 2560}};
     for (int t = 0; t < 4; t++)
-        for (int s = 0; s < 3; s++)
+        for (int s = 0; s < 4; s++)
             check_groups(mv, n_mv, pools, types[t], shapes[s][0], shapes[s][1]);
     for (int nt = 1; nt <= 3; nt++) sl_cpu_pool_destroy(pools[nt]);
     return sl_test_finish("matvec_groups_test");
