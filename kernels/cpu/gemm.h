@@ -141,12 +141,18 @@ enum { SL__GEMM_K_PCH = 8 };
 
 /* The K-quant kernels' activation panels built once per call (gemm_k_vnni_tmpl.h; matvec.c
  * builds them for a GEMM of more than SL__GEMM_FEW_MAX tokens on rows of more than
- * SL__GEMM_K_PCH super-blocks, which the kernel calls would build again and again): their bytes for n_tok tokens of nb super-blocks (64-byte aligned); whether
- * the type's kernel reads them and in which form (*plus128; tiles: the call takes the AMX
- * path), false for types without one (and where the build has no AVX-512 kernels); panel
- * items [k0, k1) of call a (np x chunks of 8 super-blocks, np = ceil(a->n_tok / 16): item k
- * is chunk k / np of panel k % np) built into pan. */
-size_t sl__gemm_k_panels_bytes(int64_t n_tok, int64_t nb);
+ * SL__GEMM_K_PCH super-blocks, which the kernel calls would build again and again): a batch of
+ * n_tok tokens of nb super-blocks has sl__gemm_k_panel_items of sl__gemm_k_panel_bytes each
+ * (64-byte aligned; 0 where the build has no AVX-512 kernels), item k being chunk k / np of
+ * panel k % np (np = ceil(n_tok / 16), chunks of SL__GEMM_K_PCH super-blocks);
+ * sl__gemm_k_panels_form says whether the type's kernel reads them and in which form
+ * (*plus128; tiles: the call takes the AMX path), false for types without one;
+ * sl__gemm_k_panels_avx512 builds items [k0, k1) of call a's tokens into pan. */
+static inline int64_t sl__gemm_k_panel_items(int64_t n_tok, int64_t nb)
+{
+    return (n_tok + 15) / 16 * ((nb + SL__GEMM_K_PCH - 1) / SL__GEMM_K_PCH);
+}
+size_t sl__gemm_k_panel_bytes(void);
 bool sl__gemm_k_panels_form(uint32_t type, bool tiles, bool *plus128);
 void sl__gemm_k_panels_avx512(const sl__gemm_rows *a, bool plus128, void *pan, int64_t k0,
                               int64_t k1);

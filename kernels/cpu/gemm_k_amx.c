@@ -411,8 +411,8 @@ enum { GKA_TG = 4 };
  * rows at a time. The rows are unpacked once with their scales applied where they fit (nrow x
  * nch <= GKV_UCAP); else each row group's rows in pieces of the chunks that fit, once for
  * every GKA_TG token groups, whose lanes hold the whole row's sums until its end. Its own
- * frame (~450-550 KiB: the rows, the lanes, a chunk's sums, the panels), never inlined beside
- * gemm_kv_block's. */
+ * frame (~560 KiB, gemm.h: the rows, the lanes, a chunk's sums, the panels), never inlined
+ * beside gemm_kv_block's. */
 static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_kv_block_amx)(const sl__mv_type *t,
                                                                       const sl__gemm_rows *a,
                                                                       int64_t i0, int64_t i1)

@@ -776,11 +776,7 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
 /* gemm.h's panels built once per call: gkv_panel structs, chunk c8 of GKV_PCH super-blocks of
  * panel P (tokens 16P..16P+15, the last one's spare slots repeating token n_tok - 1) at
  * [c8 * np + P], the form the kernels' own gkv_group_panels / gkv_panel_build make. */
-size_t sl__gemm_k_panels_bytes(int64_t n_tok, int64_t nb)
-{
-    const int64_t np = (n_tok + 15) / 16, n8 = (nb + GKV_PCH - 1) / GKV_PCH;
-    return (size_t)(np * n8) * sizeof(gkv_panel);
-}
+size_t sl__gemm_k_panel_bytes(void) { return sizeof(gkv_panel); }
 
 bool sl__gemm_k_panels_form(uint32_t type, bool tiles, bool *plus128)
 {

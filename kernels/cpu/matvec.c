@@ -316,7 +316,7 @@ static void job_kernels(rows_job *j, const sl_cpu_matvec_ctx *mv)
     j->gemm = gemm_for(mv, j->t->type);
     j->few = mv->isa == SL_CPU_ISA_AVX512 && mv->vnni ? sl__gemm_few_avx512(j->t->type) : NULL;
     j->amx = mv->isa == SL_CPU_ISA_AVX512 && mv->vnni && mv->amx;
-    bool plus128;
+    bool plus128; /* not needed here: whether the type's kernel reads panels at all */
     j->kv = mv->isa == SL_CPU_ISA_AVX512 && mv->vnni &&
             sl__gemm_k_panels_form(j->t->type, false, &plus128);
 }
@@ -326,7 +326,7 @@ static void job_kernels(rows_job *j, const sl_cpu_matvec_ctx *mv)
 /* The K-quant kernels transpose a batch's activations into 16-token panels, per call and
  * block of rows, and per 32-row group where rows pass SL__GEMM_K_PCH super-blocks: there
  * they are built once here instead, on the pool, for every call of the batch (mixtral-shaped
- * d5120 Q4_K, 64-token prompt: 1.12x; the panel builds had been 10% of its time). Rows of
+ * d5120 Q4_K, 64-token prompt: 1.12x; the panel builds had been 12% of its compute). Rows of
  * fewer super-blocks keep their per-block builds: built once, their 2-thread prompts read
  * 0.88-0.94x by median (qwen2moe Q5_K e128 d1024, qwen3moe IQ4_XS e128 d768, pp512,
  * alternating; 1 thread and the best runs unchanged). PANEL_MIN_ROWS: fewer rows are one
@@ -344,31 +344,38 @@ static bool panels_wanted(const rows_job *j, int64_t rows, int64_t n_batch, bool
     return sl__gemm_k_panels_form(j->t->type, sl__gemm_amx_batch(j->amx, n_batch), plus128);
 }
 
-/* Batches b < n of a build: tokens xq[b] (n_tok[b]), panel items from first[b] (first[n]: all
- * items), their form plus128[b], into buf. */
+/* Batches b < n of a build (a GEMM's one, a grouped call's groups): tokens g[b].xq
+ * (g[b].n_batch), panel items from first[b] (first[n]: all items), their form plus128[b], into
+ * buf. */
 typedef struct panels_job {
     const rows_job *j;
-    const char *const *xq;
-    const int64_t *n_tok, *first;
+    const sl_cpu_matvec_group *g;
+    const int64_t *first;
     const bool *plus128;
     int64_t n;
-    char *buf;
-    bool own; /* buf is this call's own (else the pool's scratch) */
+    char *buf; /* NULL: none built (the kernels build their own) */
+    bool own;  /* buf is this call's own (else the pool's scratch) */
 } panels_job;
+
+/* Batch b's panels in pj's buffer, NULL where it has none. */
+static const char *panels_at(const panels_job *pj, int64_t b)
+{
+    if (!pj->buf || pj->first[b + 1] == pj->first[b]) return NULL;
+    return pj->buf + (size_t)pj->first[b] * sl__gemm_k_panel_bytes();
+}
 
 static void panels_chunk(void *ctx, int64_t k0, int64_t k1, int thread)
 {
     (void)thread;
     const panels_job *pj = ctx;
-    const size_t item = sl__gemm_k_panels_bytes(1, 1);
     int64_t b = 0;
     for (int64_t k = k0; k < k1;) {
         while (pj->first[b + 1] <= k) b++;
         const int64_t e = k1 < pj->first[b + 1] ? k1 : pj->first[b + 1];
-        const sl__gemm_rows a = {.xq = pj->xq[b], .arb = pj->j->arb, .nb = pj->j->nb,
-                                 .n_tok = pj->n_tok[b]};
-        char *base = pj->buf + (size_t)pj->first[b] * item;
-        sl__gemm_k_panels_avx512(&a, pj->plus128[b], base, k - pj->first[b], e - pj->first[b]);
+        const sl__gemm_rows a = {.xq = pj->g[b].xq, .arb = pj->j->arb, .nb = pj->j->nb,
+                                 .n_tok = pj->g[b].n_batch};
+        sl__gemm_k_panels_avx512(&a, pj->plus128[b], (void *)panels_at(pj, b),
+                                 k - pj->first[b], e - pj->first[b]);
         k = e;
     }
 }
@@ -386,7 +393,7 @@ static void panels_done(sl_cpu_pool *pool, panels_job *pj)
 static sl_status panels_build(sl_cpu_pool *pool, panels_job *pj, sl_error *err)
 {
     const int64_t items = pj->first[pj->n];
-    const size_t item = sl__gemm_k_panels_bytes(1, 1);
+    const size_t item = sl__gemm_k_panel_bytes();
     pj->buf = NULL;
     pj->own = false;
     if (!items || !item || (uint64_t)items > SIZE_MAX / item) return SL_OK;
@@ -398,12 +405,6 @@ static sl_status panels_build(sl_cpu_pool *pool, panels_job *pj, sl_error *err)
     const sl_status s = sl_cpu_pool_parallel_for(pool, items, grain, panels_chunk, pj, err);
     if (s) panels_done(pool, pj);
     return s;
-}
-
-/* Panel items of a batch of n_tok tokens (every chunk of 8 super-blocks of each panel). */
-static int64_t panels_items(const rows_job *j, int64_t n_tok)
-{
-    return (int64_t)(sl__gemm_k_panels_bytes(n_tok, j->nb) / sl__gemm_k_panels_bytes(1, 1));
 }
 
 /* A call's rows in chunks of `big` rows, then a tail of chunks of `small` rows (tail_row on):
@@ -461,10 +462,9 @@ static sl_status run_rows(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, rows_j
     job_kernels(j, mv);
     bool plus128;
     if (!panels_wanted(j, n, j->n_batch, &plus128)) return run_rows_split(pool, j, n, err);
-    const int64_t first[2] = {0, panels_items(j, j->n_batch)};
-    const char *xq = j->xq;
-    panels_job pj = {.j = j, .xq = &xq, .n_tok = &j->n_batch, .first = first,
-                     .plus128 = &plus128, .n = 1};
+    const int64_t first[2] = {0, sl__gemm_k_panel_items(j->n_batch, j->nb)};
+    const sl_cpu_matvec_group g = {.xq = j->xq, .n_batch = j->n_batch};
+    panels_job pj = {.j = j, .g = &g, .first = first, .plus128 = &plus128, .n = 1};
     sl_status s = panels_build(pool, &pj, err);
     if (s) return s;
     j->pan = pj.buf;
@@ -541,13 +541,7 @@ typedef struct groups_job {
     const sl_cpu_matvec_group *g;
     int64_t per, chunk_rows, n_chunks; /* chunks per group, rows per chunk, chunks */
     int64_t tail0; /* groups from this one on keep unmerged chunks (groups_tail) */
-    /* the groups' panels built once (sl_cpu_matvec_groups_q): group g's items from pfirst[g]
-     * in pan, of pan_item bytes each, in the form pplus[g]; none where pfirst[g + 1] ==
-     * pfirst[g] (and no pan at all: the kernels build their own) */
-    char *pan;
-    const int64_t *pfirst;
-    const bool *pplus;
-    size_t pan_item;
+    const panels_job *pj; /* the groups' panels built once (panels_at), NULL: none */
 } groups_job;
 
 /* Chunks of a group that one call of the K-quant GEMM takes together: the batch kernels build
@@ -611,10 +605,7 @@ static void groups_chunk(void *ctx, int64_t c0, int64_t c1, int thread)
         j.xq = G->xq;
         j.n_batch = G->n_batch;
         j.y = G->y;
-        if (gj->pan && gj->pfirst[gi + 1] > gj->pfirst[gi]) {
-            j.pan = gj->pan + (size_t)gj->pfirst[gi] * gj->pan_item;
-            j.pan_plus128 = gj->pplus[gi];
-        }
+        if (gj->pj && (j.pan = panels_at(gj->pj, gi))) j.pan_plus128 = gj->pj->plus128[gi];
         rows_chunk(&j, r0, r1, thread);
     }
 }
@@ -658,43 +649,24 @@ sl_status sl_cpu_matvec_groups_q(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool,
     gj.tail0 = groups_tail(&gj, n_groups, sl_cpu_pool_threads(pool));
     /* the groups' panels, built once on the pool (panels_wanted); without memory for the
      * lists or the panels the kernels build their own */
-    int64_t *first = NULL, *n_tok = NULL;
-    const char **xq = NULL;
-    bool *plus = NULL;
-    panels_job pj = {.buf = NULL};
-    if (gj.base.kv) {
-        first = malloc((size_t)(n_groups + 1) * sizeof *first);
-        n_tok = malloc((size_t)n_groups * sizeof *n_tok);
-        xq = malloc((size_t)n_groups * sizeof *xq);
-        plus = malloc((size_t)n_groups * sizeof *plus);
-    }
-    if (first && n_tok && xq && plus) {
+    int64_t *first = gj.base.kv ? malloc((size_t)(n_groups + 1) * sizeof *first) : NULL;
+    bool *plus = gj.base.kv ? malloc((size_t)n_groups * sizeof *plus) : NULL;
+    panels_job pj = {.j = &gj.base, .g = groups, .first = first, .plus128 = plus,
+                     .n = n_groups};
+    if (first && plus) {
         first[0] = 0;
         for (int64_t i = 0; i < n_groups; i++) {
-            n_tok[i] = groups[i].n_batch;
-            xq[i] = groups[i].xq;
             plus[i] = false;
-            first[i + 1] = first[i] + (panels_wanted(&gj.base, rows, n_tok[i], &plus[i])
-                                           ? panels_items(&gj.base, n_tok[i])
-                                           : 0);
+            const int64_t n = groups[i].n_batch;
+            const bool want = panels_wanted(&gj.base, rows, n, &plus[i]);
+            first[i + 1] = first[i] + (want ? sl__gemm_k_panel_items(n, gj.base.nb) : 0);
         }
-        pj.j = &gj.base;
-        pj.xq = xq;
-        pj.n_tok = n_tok;
-        pj.first = first;
-        pj.plus128 = plus;
-        pj.n = n_groups;
         s = panels_build(pool, &pj, err);
-        gj.pan = pj.buf;
-        gj.pfirst = first;
-        gj.pplus = plus;
-        gj.pan_item = sl__gemm_k_panels_bytes(1, 1);
+        gj.pj = &pj;
     }
     if (!s) s = sl_cpu_pool_parallel_for(pool, n_groups * per, 1, groups_chunk, &gj, err);
     panels_done(pool, &pj);
     free(first);
-    free(n_tok);
-    free(xq);
     free(plus);
     return s;
 }

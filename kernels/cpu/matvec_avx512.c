@@ -58,11 +58,7 @@ void sl__mv_axpy_avx512(float a, const float *x, float *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
-size_t sl__gemm_k_panels_bytes(int64_t n_tok, int64_t nb)
-{
-    (void)n_tok, (void)nb;
-    return 0;
-}
+size_t sl__gemm_k_panel_bytes(void) { return 0; }
 bool sl__gemm_k_panels_form(uint32_t type, bool tiles, bool *plus128)
 {
     (void)type, (void)tiles, (void)plus128;

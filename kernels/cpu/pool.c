@@ -241,11 +241,11 @@ void *sl_cpu_pool_scratch(sl_cpu_pool *p, size_t bytes)
 {
     int expect = 0;
     if (!p || !atomic_compare_exchange_strong(&p->scratch_held, &expect, 1)) return NULL;
-    if (p->scratch_bytes < bytes) {
+    if (!p->scratch || p->scratch_bytes < bytes) { /* none yet (even for 0 bytes) or short */
         /* grown to the largest request (rounded to 64-byte lines), never shrunk */
         free(p->scratch);
         p->scratch_bytes = 0;
-        const size_t n = bytes > SIZE_MAX - 63 ? 0 : (bytes + 63) / 64 * 64;
+        const size_t n = bytes > SIZE_MAX - 63 ? 0 : bytes ? (bytes + 63) / 64 * 64 : 64;
         p->scratch = n ? aligned_alloc(64, n) : NULL;
         if (!p->scratch) {
             atomic_store(&p->scratch_held, 0);

@@ -1039,6 +1039,9 @@ static void check_pool(void)
             CHECK(sl_cpu_pool_parallel_for(p, 5, 0, cover_fn, NULL, &e) == SL_ERR_INVALID);
             /* the scratch: aligned, writable to its size, one holder at a time, kept across
              * calls (the same buffer for a request it holds), grown for a bigger one */
+            char *s0 = sl_cpu_pool_scratch(p, 0); /* a fresh pool: a buffer even for 0 */
+            CHECK(s0 != NULL);
+            sl_cpu_pool_scratch_release(p);
             char *s1 = sl_cpu_pool_scratch(p, 1000);
             CHECK(s1 && (uintptr_t)s1 % 64 == 0);
             if (s1) memset(s1, 1, 1000);

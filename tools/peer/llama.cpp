@@ -23,6 +23,8 @@
 #   tools/peer/llama.cpp --print-bin  print the folder if built, else exit 1 (no build)
 #   SLUICE_PEER_LLAMA_VERSION=0.3.36  the llama-cpp-python version (0.3.36 vendors llama.cpp
 #                                     commit 0c1e570, the one issue 14's table used)
+#   SLUICE_PEER_LLAMA_AMX=0|1         1: build with AMX on a CPU that has it (default 0: without;
+#                                     llama.cpp 0c1e570's AMX path dies of SIGILL here, see below)
 #
 # Idempotent: a finished build leaves a stamp naming the version and flags; a second run with the
 # same ones only prints the folder. Everything lives under .peer/ (ignored by git). The binaries
@@ -66,6 +68,13 @@ if ((!cuda && (from_source || tarball_flag))); then
     echo "tools/peer/llama.cpp: --from-source and --tarball go with --cuda" >&2
     exit 2
 fi
+case "${SLUICE_PEER_LLAMA_AMX-0}" in
+    0 | 1) ;;
+    *)
+        echo "tools/peer/llama.cpp: SLUICE_PEER_LLAMA_AMX='$SLUICE_PEER_LLAMA_AMX' is not 0 or 1" >&2
+        exit 2
+        ;;
+esac
 
 # ---- the prebuilt CUDA llama-bench (../shared/peer/README.md) ----------------------------------
 # Its name and sha256; a tarball with another sha256 is refused.
