@@ -26,6 +26,13 @@
  * / logit_scale; gemma2: final soft-capping). Embeddings are scaled by hp.embd_scale (gemma,
  * granite); gemma2's attention logits are soft-capped inside the attention kernel.
  *
+ * Output rows (llama.cpp's inp_out_ids): past the last layer's attention (its K/V stored, its
+ * recurrent state advanced) a row matters only for its logits, so there that layer keeps the
+ * rows asked for (out_rows: a prompt's last row, a tail's rows, none for a chunk before them)
+ * and runs Wo, the FFN and the residual on them alone; the output reads them from row 0 on.
+ * Each kept row's bits are unchanged (batch invariance, below). Not with the embeddings or
+ * neuron_stats options, which read every row.
+ *
  * Where each step runs: a layer runs on the side its attention weights live on (ctx.h's
  * sl__side: the host, or the device through its executor, runtime/engine/dx.h); the residual stream
  * is copied across when consecutive layers sit on different sides (layer split). A layer's
@@ -491,7 +498,44 @@ static sl_status attn_mla(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
     return vt->mm_heads(dx, L->wv_b, s->att, H * Dl, Dl, s->q, H * Dv, Dv, n, err);
 }
 
-static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
+/* The number of rows the output reads: the sequences' rows with logits (out_rows above), or
+ * every row where an option reads them all. */
+static int64_t out_rows(const sl_ctx *c, int64_t n)
+{
+    if (c->hidden_out || c->nstats) return n;
+    int64_t rows = 0;
+    for (int32_t i = 0; i < c->n_seqs; i++)
+        if (c->seqs[i].logits) rows += c->seqs[i].n - c->seqs[i].out_from;
+    return rows;
+}
+
+/* Moves the sequences' rows with logits of buf [n][width] (s's memory) to rows 0.. in order.
+ * A row only moves up, in pieces no longer than the distance, so no copy overlaps itself and
+ * none overwrites a row still to be read. */
+static sl_status keep_out_rows(const sl_ctx *c, const sl__side *s, float *buf, int64_t width,
+                               sl_error *err)
+{
+    int64_t at = 0;
+    for (int32_t i = 0; i < c->n_seqs; i++) {
+        const sl__seq *q = &c->seqs[i];
+        if (!q->logits) continue;
+        const int64_t from = q->off + q->out_from, cnt = q->n - q->out_from, d = from - at;
+        for (int64_t k = 0; d > 0 && k < cnt;) {
+            const int64_t piece = cnt - k < d ? cnt - k : d;
+            sl_status st = s->dx->vt->copy2d(s->dx, buf + (at + k) * width, width,
+                                             buf + (from + k) * width, width, piece, width, err);
+            if (st) return st;
+            k += piece;
+        }
+        at += cnt;
+    }
+    return SL_OK;
+}
+
+/* Layer il over the n rows of s->x; n_keep < n (the last layer only): past the attention only
+ * the out_rows rows, moved to the front (the header's output rows). */
+static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, int64_t n_keep,
+                       sl_error *err)
 {
     const sl_model *m = c->m;
     const sl__hparams *hp = &m->hp;
@@ -509,7 +553,17 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_e
     } else if ((st = attn_qkv(c, s, il, n, err))) {
         return st;
     }
-    const float *wo_in = m->tr->mla ? s->q : s->att;
+    float *wo_in = m->tr->mla ? s->q : s->att;
+    if (n_keep < n) {
+        if (!vt->copy2d)
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "layer %d: no row copy on this device",
+                                il);
+        if (n_keep == 0) return SL_OK; /* no row of this pass is read past here */
+        if ((st = keep_out_rows(c, s, wo_in, L->wo->ne[0], err)) ||
+            (st = keep_out_rows(c, s, s->x, E, err)))
+            return st;
+        n = n_keep;
+    }
     /* nothing between Wo, the residual add and the FFN norm: one step */
     const bool plain_add = hp->residual_scale == 0.0f;
     if (!L->bo && !L->attn_post_norm && plain_add) {
@@ -625,9 +679,10 @@ static sl_status logits_scatter(sl_ctx *c, const sl__side *s, const float *src, 
 
 /* The logits of the sequences' rows out_from..n-1: those rows of x normalised into xn, in
  * order, then the output matrix over them (on the host into the one sequence's logits, or
- * into batch_logits first when there are several). */
-static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, bool logits, int32_t *greedy,
-                        sl_error *err)
+ * into batch_logits first when there are several). x has n rows: kept (the last layer kept
+ * only those rows, in that order from row 0) or the pass's. */
+static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, bool kept, bool logits,
+                        int32_t *greedy, sl_error *err)
 {
     const sl_model *m = c->m;
     const int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
@@ -642,7 +697,8 @@ static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, bool logits, i
         const sl__seq *q = &c->seqs[i];
         if (!q->logits) continue;
         const int64_t cnt = q->n - q->out_from;
-        if ((st = vt->rms_norm(s->dx, s->x + (q->off + q->out_from) * E, m->output_norm->data,
+        const int64_t r0 = kept ? rows : q->off + q->out_from;
+        if ((st = vt->rms_norm(s->dx, s->x + r0 * E, m->output_norm->data,
                                s->xn + rows * E, cnt, E, m->hp.rms_eps, err)))
             return st;
         rows += cnt;
@@ -763,10 +819,12 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, int32_
         (st = copy(c, c->dev.pos, h->pos, (uint64_t)n * sizeof(int32_t), SL_COPY_H2D, err)))
         return st;
     const sl__side *at = h;
+    const int64_t n_out = out_rows(c, n); /* the rows x holds past the last layer's attention */
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const sl__side *s = c->layer_dev[il] ? &c->dev : h;
         const uint64_t steps0 = c->dev.dx ? c->dev.dx->steps : 0;
-        if ((st = move_x(c, &at, s, n, err)) || (st = layer(c, s, il, n, err))) {
+        const int64_t keep = il == hp->n_layer - 1 ? n_out : n;
+        if ((st = move_x(c, &at, s, n, err)) || (st = layer(c, s, il, n, keep, err))) {
             if (c->dev.dx) sync_dev(c, NULL); /* nothing in flight may outlive the call */
             return st;
         }
@@ -778,7 +836,7 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, int32_
     bool any = false;
     for (int32_t i = 0; i < c->n_seqs; i++) any |= c->seqs[i].logits != NULL;
     if (any || c->hidden_out) {
-        st = output(c, at, n, any, greedy, err);
+        st = output(c, at, n_out, n_out < n, any, greedy, err);
         /* monotone, so a greedy pick made before it stands */
         for (int32_t i = 0; !st && !greedy && i < c->n_seqs; i++)
             if (c->seqs[i].logits)
