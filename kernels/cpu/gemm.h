@@ -9,11 +9,13 @@
  * reference's order. Kernels check nothing (matvec.c validated the call) and use only the
  * stack (tens of KiB; the AVX-512 VNNI kernels more: gemm_k_vnni_tmpl.h's ~310 KiB: a call's
  * unpacked rows, gemm_few32_vnni_tmpl.h's ~80 KiB: its 16 tokens' panels and a row group's
- * lanes, gemm_k_amx.c's ~560 KiB: the rows, 4 token groups' lanes; the pool's threads have
+ * lanes, gemm_k_amx.c's ~560 KiB: the rows, 4 token groups' lanes, gemm_float_tmpl.h's
+ * ~112 KiB: a row block's floats and lanes; the pool's threads have
  * the default stack size, 8 MiB under the usual RLIMIT_STACK). Compiled
  * per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c / matvec_avx512.c after
  * matvec_x86_tmpl.h, whose helpers it reuses; the AVX-512 build adds the VNNI kernels of the
- * K-quants (gemm_k_vnni_tmpl.h), of the 32-element types (gemm_few32_vnni_tmpl.h) and the
+ * K-quants (gemm_k_vnni_tmpl.h), of the 32-element types (gemm_few32_vnni_tmpl.h), of the
+ * float types (gemm_float_tmpl.h: F32, F16, BF16, in the reference's 32 float lanes) and the
  * few-token kernel of the K-quants (gemm_few_vnni_tmpl.h: ~35 KiB of stack). */
 #ifndef SL_KERNELS_CPU_GEMM_H
 #define SL_KERNELS_CPU_GEMM_H

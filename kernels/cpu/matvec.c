@@ -512,11 +512,6 @@ sl_status sl_cpu_matvec(const sl_cpu_matvec_ctx *mv, sl_cpu_pool *pool, uint32_t
     const sl__mv_type *t = sl__mv_type_get(type);
     if (mv && mv->f32_act && t && t->act_type != SL_GGML_F32)
         return sl__cpu_matvec_f32act(pool, type, w, rows, cols, x, n_batch, y, err);
-    if (t && type == SL_GGML_F32 && n_batch > 1 && sl__cpu_gemm_f32_available(mv)) {
-        const sl_status s = sl__mv_validate(__func__, type, w, rows, cols, x, n_batch, y, &t,
-                                            err);
-        return s ? s : sl__cpu_gemm_f32(pool, w, rows, cols, x, n_batch, y, err);
-    }
     if (t && t->act_type == SL_GGML_F32) /* float weights read x in place: no workspace */
         return sl_cpu_matvec_q(mv, pool, type, w, rows, cols, x, n_batch, y, err);
     if (n_batch == 1 && t && work && work_bytes >= sl_cpu_matvec_work_bytes(type, cols, 1)) {

@@ -68,13 +68,6 @@ void sl__mv_axpy_avx512(float a, const float *x, float *y, int64_t n);
 void sl__cpu_quant_rows(const sl_cpu_matvec_ctx *mv, const sl__mv_type *t, const float *x,
                         int64_t cols, int64_t n_batch, void *xq, size_t act_row_bytes);
 
-/* F32 weights [rows][cols] times n_batch F32 rows x into y [n_batch][rows] (gemm_f32.c),
- * where mv's ISA has it (AVX-512): the bits of the row-by-row path, several rows and tokens
- * per load. Arguments validated by the caller. */
-bool sl__cpu_gemm_f32_available(const sl_cpu_matvec_ctx *mv);
-sl_status sl__cpu_gemm_f32(sl_cpu_pool *pool, const float *w, int64_t rows, int64_t cols,
-                           const float *x, int64_t n_batch, float *y, sl_error *err);
-
 /* sl_cpu_matvec with mv->f32_act (matvec_f32act.c): dequantized rows · F32 x, in double. */
 sl_status sl__cpu_matvec_f32act(sl_cpu_pool *pool, uint32_t type, const void *w, int64_t rows,
                                 int64_t cols, const float *x, int64_t n_batch, float *y,
