@@ -37,7 +37,11 @@
 #include "kernels/ref/ops.h"
 #include "base/status.h"
 
-enum { SL_CPU_ROPE_MAX_ROT = 1024, SL_CPU_ATTN_TILE_MAX_D = 256 };
+/* SL_CPU_ATTN_TILE_MAX_D: the widest head the tiled attention takes (its frame, ~4 x 32 rows
+ * of it in floats: ~300 KiB at 576): deepseek2's MLA heads, the latent row kv_lora_rank 512 +
+ * rope 64 (DeepSeek-V2/V3/R1, Kimi-K2), which ran per token through sl_cpu_attn_decode at 256
+ * (a 4-layer deepseek2 file of 544-wide heads, prompt 1 thread: see the closing note) */
+enum { SL_CPU_ROPE_MAX_ROT = 1024, SL_CPU_ATTN_TILE_MAX_D = 576 };
 
 /* What the CPU (and OS, for the AVX register state) supports. All false off x86-64. */
 typedef struct sl_cpu_features {

@@ -103,7 +103,7 @@ static void prefill_case(const sl_cpu_ops *ops, uint64_t *rng, shape s, sl_kv_ty
 static void test_isa(const sl_cpu_ops *ops, uint64_t *rng)
 {
     g_worst = 0.0;
-    static const int32_t dims[] = {1, 7, 16, 17, 64, 80, 128, 256, SL_CPU_ATTN_TILE_MAX_D + 8};
+    static const int32_t dims[] = {1, 7, 16, 17, 64, 80, 128, 256, 544, SL_CPU_ATTN_TILE_MAX_D, SL_CPU_ATTN_TILE_MAX_D + 8};
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         for (int t = 0; t < 2; t++)
             prefill_case(ops, rng, (shape){4, 2, dims[i], 45, 33}, (sl_kv_type)t, 0, false, 0.0f,
