@@ -554,10 +554,7 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, int6
         return st;
     }
     float *wo_in = m->tr->mla ? s->q : s->att;
-    if (n_keep < n) {
-        if (!vt->copy2d)
-            return sl_error_set(err, SL_ERR_UNSUPPORTED, "layer %d: no row copy on this device",
-                                il);
+    if (n_keep < n) { /* forward_run asks only of an executor with copy2d */
         if (n_keep == 0) return SL_OK; /* no row of this pass is read past here */
         if ((st = keep_out_rows(c, s, wo_in, L->wo->ne[0], err)) ||
             (st = keep_out_rows(c, s, s->x, E, err)))
@@ -819,7 +816,10 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, int32_
         (st = copy(c, c->dev.pos, h->pos, (uint64_t)n * sizeof(int32_t), SL_COPY_H2D, err)))
         return st;
     const sl__side *at = h;
-    const int64_t n_out = out_rows(c, n); /* the rows x holds past the last layer's attention */
+    /* the rows x holds past the last layer's attention (all where its executor cannot move
+     * rows) */
+    const sl__side *last = c->layer_dev[hp->n_layer - 1] ? &c->dev : h;
+    const int64_t n_out = last->dx->vt->copy2d ? out_rows(c, n) : n;
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const sl__side *s = c->layer_dev[il] ? &c->dev : h;
         const uint64_t steps0 = c->dev.dx ? c->dev.dx->steps : 0;
