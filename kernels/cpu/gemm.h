@@ -9,14 +9,15 @@
  * reference's order. Kernels check nothing (matvec.c validated the call) and use only the
  * stack (tens of KiB; the AVX-512 VNNI kernels more: gemm_k_vnni_tmpl.h's ~310 KiB: a call's
  * unpacked rows, gemm_few32_vnni_tmpl.h's ~80 KiB: its 16 tokens' panels and a row group's
- * lanes, gemm_k_amx.c's ~560 KiB: the rows, 4 token groups' lanes, gemm_float_tmpl.h's
+ * lanes, gemm_k_amx.c's ~560 KiB: the rows, 4 token groups' lanes, gemm_float.c's
  * ~112 KiB: a row block's floats and lanes; the pool's threads have
  * the default stack size, 8 MiB under the usual RLIMIT_STACK). Compiled
  * per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c / matvec_avx512.c after
  * matvec_x86_tmpl.h, whose helpers it reuses; the AVX-512 build adds the VNNI kernels of the
- * K-quants (gemm_k_vnni_tmpl.h), of the 32-element types (gemm_few32_vnni_tmpl.h), of the
- * float types (gemm_float_tmpl.h: F32, F16, BF16, in the reference's 32 float lanes) and the
- * few-token kernel of the K-quants (gemm_few_vnni_tmpl.h: ~35 KiB of stack). */
+ * K-quants (gemm_k_vnni_tmpl.h), of the 32-element types (gemm_few32_vnni_tmpl.h) and the
+ * few-token kernel of the K-quants (gemm_few_vnni_tmpl.h: ~35 KiB of stack); the float types'
+ * kernel (gemm_float.c: F32, F16, BF16 in the reference's 32 float lanes) needs AVX-512 F
+ * alone. */
 #ifndef SL_KERNELS_CPU_GEMM_H
 #define SL_KERNELS_CPU_GEMM_H
 
@@ -159,6 +160,9 @@ bool sl__gemm_k_panels_form(uint32_t type, bool tiles, bool *plus128);
 void sl__gemm_k_panels_avx512(const sl__gemm_rows *a, bool plus128, void *pan, int64_t k0,
                               int64_t k1);
 
+/* The float weight types' batch kernel on AVX-512 F (gemm_float.c; F32, F16, BF16), NULL for
+ * other types or where the build has none. */
+sl__gemm_fn sl__gemm_float_avx512(uint32_t type);
 /* NULL when the ISA has no batch kernel for the type (the range kernels then run). */
 sl__gemm_fn sl__gemm_avx2(uint32_t type);
 sl__gemm_fn sl__gemm_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */

@@ -510,9 +510,8 @@ static sl__gemm_fn SL_MV_SUFFIX(gf32_kernel)(uint32_t type)
     }
 }
 
-/* gemm.h's sl__gemm_avx512: these batch kernels first, the float types' (gemm_float_tmpl.h),
- * the 8-token panel kernels of gemm_x86_tmpl.h (sl__gemm_panel8_avx512: the K-quants' entries
- * are gemm_kv) for the rest. */
+/* gemm.h's sl__gemm_avx512: these batch kernels first, the 8-token panel kernels of
+ * gemm_x86_tmpl.h (sl__gemm_panel8_avx512: the K-quants' entries are gemm_kv) for the rest. */
 sl__gemm_fn sl__gemm_avx512(uint32_t type)
 {
     switch (type) {
@@ -523,9 +522,6 @@ sl__gemm_fn sl__gemm_avx512(uint32_t type)
     case SL_GGML_Q4_1: return SL_MV_SUFFIX(gv_q4_1);
     case SL_GGML_Q5_1: return SL_MV_SUFFIX(gv_q5_1);
     case SL_GGML_IQ4_NL: return SL_MV_SUFFIX(gv_iq4_nl);
-    case SL_GGML_F32:
-    case SL_GGML_F16:
-    case SL_GGML_BF16: return SL_MV_SUFFIX(gemm_float); /* gemm_float_tmpl.h */
     default: return sl__gemm_panel8_avx512(type);
     }
 }

@@ -74,6 +74,8 @@ static sl__mv_range_fn simd_range(const sl_cpu_matvec_ctx *mv, uint32_t type)
 /* The batch row kernel (gemm.h) for a type on mv's ISA, NULL where there is none. */
 static sl__gemm_fn gemm_for(const sl_cpu_matvec_ctx *mv, uint32_t type)
 {
+    const sl__gemm_fn f = mv->isa == SL_CPU_ISA_AVX512 ? sl__gemm_float_avx512(type) : NULL;
+    if (f) return f;
     if (mv->isa == SL_CPU_ISA_AVX512 && mv->vnni) return sl__gemm_avx512(type);
     if (mv->isa == SL_CPU_ISA_AVX512 || mv->isa == SL_CPU_ISA_AVX2) return sl__gemm_avx2(type);
     return NULL;

@@ -29,7 +29,6 @@
 #include "kernels/cpu/matvec_x86_tmpl.h"
 #include "kernels/cpu/gemm_x86_tmpl.h"
 #include "kernels/cpu/gemm_k_vnni_tmpl.h"
-#include "kernels/cpu/gemm_float_tmpl.h"
 #include "kernels/cpu/gemm_few32_vnni_tmpl.h"
 #include "kernels/cpu/gemm_few_vnni_tmpl.h"
 

@@ -191,7 +191,9 @@ static void check_ref_accuracy(uint32_t type, const void *w, int64_t rows, int64
 /* ---- fast vs reference ------------------------------------------------------------------ */
 
 typedef struct ctx_set {
-    sl_cpu_matvec_ctx mv[4]; /* scalar, avx2, avx512 (VNNI), and with AMX tiles */
+    /* scalar, avx2, avx512 (VNNI), with AMX tiles, and avx512 without VNNI (Skylake-SP: the
+     * AVX2 kernels but the float types' batch kernel, gemm_float.c) */
+    sl_cpu_matvec_ctx mv[5];
     int n_mv;
     sl_cpu_pool *pools[4]; /* NULL, 1, 2, 3 threads */
 } ctx_set;
@@ -1089,6 +1091,13 @@ int main(void)
         }
     }
     sl_test_amx_split(cs.mv, &cs.n_mv, "matvec_test");
+    for (int i = 0, n = cs.n_mv; i < n; i++)
+        if (cs.mv[i].isa == SL_CPU_ISA_AVX512 && cs.mv[i].vnni && !cs.mv[i].amx) {
+            cs.mv[cs.n_mv] = cs.mv[i];
+            cs.mv[cs.n_mv++].vnni = false;
+            printf("matvec_test: testing avx512 without VNNI too\n");
+            break;
+        }
     for (int nt = 1; nt <= 3; nt++) {
         sl_error e;
         sl_cpu_pool_options o = {.n_threads = nt, .numa_node = -1};

@@ -1,10 +1,12 @@
-/* kernels/cpu/gemm_float_tmpl.h: the AVX-512 batch kernel of the float weight types (F32, F16,
- * BF16) under gemm.h's contract. Included only by matvec_avx512.c, after matvec_x86_tmpl.h.
+/* kernels/cpu/gemm_float.c: the batch kernel of the float weight types (F32, F16, BF16) on
+ * AVX-512 F (gemm.h's sl__gemm_float_avx512, under gemm.h's contract). A file of its own: it
+ * needs no VNNI (matvec.c dispatches it on every AVX-512 CPU, as the F32 kernel it replaced),
+ * and matvec_avx512.c's compile, the longest of the build, does not grow.
  *
  * Why: without it a batch ran the decode path's range kernel per (row, token): each pair
  * re-read its activation row from L2 and converted its weight row again, two loads and a
  * conversion per multiply-add (a 4-layer qwen3 F16 / BF16 file, dim 1024, FFN 3072, 1 thread:
- * prompt 0.33-0.40x llama.cpp's, whose F16 GEMM blocks rows and tokens). Here a block of GF_RB
+ * prompt 0.30-0.38x llama.cpp's, whose F16 GEMM blocks rows and tokens). Here a block of GF_RB
  * rows is converted to float once per GF_KC-element chunk and GF_TB tokens, and a micro-kernel
  * of GF_MR rows x GF_MT tokens keeps their lanes in registers across the chunk: each weight
  * vector serves GF_MT tokens, each activation vector GF_MR rows (24 FMAs to 14 loads, no
@@ -20,6 +22,23 @@
  * multiple of 32 go through sl__mv_dot_floats itself; then sl__mv_fold32 and sl__mv_reduce8.
  * Rows past a block's end read zeros and tokens past it repeat the last token: their lanes
  * are computed and dropped. */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/ref/matvec_impl.h"
+
+#if defined(__x86_64__) && defined(__clang__)
+#include <immintrin.h> /* before the target region: the intrinsics carry their own targets */
+
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c"))), \
+                             apply_to = function)
 
 enum {
     GF_MR = 4,   /* rows a micro-kernel */
@@ -35,8 +54,7 @@ typedef struct gf_lanes {
 } gf_lanes;
 
 /* Elements [k0, k0 + kc) of the row at w (ggml type) as floats into o (kc a multiple of 16). */
-static inline void SL_MV_SUFFIX(gf_widen)(uint32_t type, const char *w, int64_t k0, int64_t kc,
-                                          float *o)
+static inline void gf_widen(uint32_t type, const char *w, int64_t k0, int64_t kc, float *o)
 {
     for (int64_t i = 0; i < kc; i += 16) {
         __m512 v;
@@ -54,7 +72,7 @@ static inline void SL_MV_SUFFIX(gf_widen)(uint32_t type, const char *w, int64_t 
 
 /* GF_MR rows of wf (GF_KC apart) x GF_MT tokens (x[j]: token j's elements from the chunk's
  * first) over kc elements, into their lanes lp[r][j] (zero first: a row's first chunk). */
-static inline void SL_MV_SUFFIX(gf_micro)(const float *wf, const float *const x[GF_MT],
+static inline void gf_micro(const float *wf, const float *const x[GF_MT],
                                           int64_t kc, bool first, float *const lp[GF_MR][GF_MT])
 {
     __m512 acc[GF_MR][GF_MT][2];
@@ -78,7 +96,7 @@ static inline void SL_MV_SUFFIX(gf_micro)(const float *wf, const float *const x[
             for (int h = 0; h < 2; h++) _mm512_store_ps(lp[r][j] + 16 * h, acc[r][j][h]);
 }
 
-static void SL_MV_SUFFIX(gemm_float)(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
+static void gemm_float(const sl__mv_type *t, const sl__gemm_rows *a, int64_t i0,
                                      int64_t i1)
 {
     const uint32_t type = t->type;
@@ -101,7 +119,7 @@ static void SL_MV_SUFFIX(gemm_float)(const sl__mv_type *t, const sl__gemm_rows *
             for (int64_t k0 = 0; k0 < kv; k0 += GF_KC) {
                 const int64_t kc = kv - k0 < GF_KC ? kv - k0 : GF_KC;
                 for (int r = 0; r < nr; r++)
-                    SL_MV_SUFFIX(gf_widen)(type, wr[r], k0, kc, wf + r * GF_KC);
+                    gf_widen(type, wr[r], k0, kc, wf + r * GF_KC);
                 for (int j0 = 0; j0 < nt; j0 += GF_MT) {
                     const float *x[GF_MT];
                     for (int j = 0; j < GF_MT; j++) {
@@ -112,7 +130,7 @@ static void SL_MV_SUFFIX(gemm_float)(const sl__mv_type *t, const sl__gemm_rows *
                         float *lp[GF_MR][GF_MT];
                         for (int r = 0; r < GF_MR; r++)
                             for (int j = 0; j < GF_MT; j++) lp[r][j] = ln.l[m0 + r][j0 + j];
-                        SL_MV_SUFFIX(gf_micro)(wf + m0 * GF_KC, x, kc, k0 == 0, lp);
+                        gf_micro(wf + m0 * GF_KC, x, kc, k0 == 0, lp);
                     }
                 }
             }
@@ -130,3 +148,23 @@ static void SL_MV_SUFFIX(gemm_float)(const sl__mv_type *t, const sl__gemm_rows *
         }
     }
 }
+
+#pragma clang attribute pop
+
+sl__gemm_fn sl__gemm_float_avx512(uint32_t type)
+{
+    switch (type) {
+    case SL_GGML_F32:
+    case SL_GGML_F16:
+    case SL_GGML_BF16: return gemm_float;
+    default: return NULL;
+    }
+}
+
+#else
+sl__gemm_fn sl__gemm_float_avx512(uint32_t type)
+{
+    (void)type;
+    return NULL;
+}
+#endif
