@@ -149,7 +149,8 @@ enum { SL__GEMM_K_PCH = 8 };
  * (64-byte aligned; 0 where the build has no AVX-512 kernels), item k being chunk k / np of
  * panel k % np (np = ceil(n_tok / 16), chunks of SL__GEMM_K_PCH super-blocks);
  * sl__gemm_k_panels_form says whether the type's kernel reads them and in which form
- * (*plus128; tiles: the call takes the AMX path), false for types without one;
+ * (*plus128 unless plus128 is NULL; tiles: the call takes the AMX path), false for types
+ * without one;
  * sl__gemm_k_panels_avx512 builds items [k0, k1) of call a's tokens into pan. */
 static inline int64_t sl__gemm_k_panel_items(int64_t n_tok, int64_t nb)
 {

@@ -788,7 +788,7 @@ bool sl__gemm_k_panels_form(uint32_t type, bool tiles, bool *plus128)
     case SL_GGML_IQ4_XS: break;
     default: return false;
     }
-    *plus128 = !tiles && SL_MV_SUFFIX(gkv_kind)(type) != GKV_MINS;
+    if (plus128) *plus128 = !tiles && SL_MV_SUFFIX(gkv_kind)(type) != GKV_MINS;
     return true;
 }
 

@@ -318,9 +318,8 @@ static void job_kernels(rows_job *j, const sl_cpu_matvec_ctx *mv)
     j->gemm = gemm_for(mv, j->t->type);
     j->few = mv->isa == SL_CPU_ISA_AVX512 && mv->vnni ? sl__gemm_few_avx512(j->t->type) : NULL;
     j->amx = mv->isa == SL_CPU_ISA_AVX512 && mv->vnni && mv->amx;
-    bool plus128; /* not needed here: whether the type's kernel reads panels at all */
     j->kv = mv->isa == SL_CPU_ISA_AVX512 && mv->vnni &&
-            sl__gemm_k_panels_form(j->t->type, false, &plus128);
+            sl__gemm_k_panels_form(j->t->type, false, NULL); /* reads panels at all */
 }
 
 /* ---- activation panels built once per batch (gemm.h's sl__gemm_rows.pan) ---------------- */
