@@ -616,6 +616,48 @@ static void SL_MV_SUFFIX(gk_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk
     }
 }
 
+/* Q2_K: q the 2-bit codes, s16 the 4-bit scale and bw the 4-bit min of each 16 elements (the
+ * mins kind with per-16 mins: summ = sum_s m_s bsums_s). Q3_K: q the codes | hmask bit << 2
+ * ([0, 7]), s16 = bw its signed 6-bit scales; sum_s sc_s sum (q - 4) x = sum_s sc_s sum q x -
+ * 4 sum_s sc_s bsums_s, as Q6_K's offset of 32. */
+static void SL_MV_SUFFIX(gk_unpack_q23)(uint32_t type, const char *w, int64_t b0, int64_t b1,
+                                        gk_buf *u)
+{
+    const bool q3 = type == SL_GGML_Q3_K;
+    const int64_t bb = q3 ? (int64_t)sizeof(sl_block_q3_K) : (int64_t)sizeof(sl_block_q2_K);
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        const char *p = w + b * bb;
+        const sl_block_q3_K *w3 = (const sl_block_q3_K *)p;
+        const sl_block_q2_K *w2 = (const sl_block_q2_K *)p;
+        const uint8_t *qs = q3 ? w3->qs : w2->qs;
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)(q3 ? w3->hmask : w2->qs));
+        for (int n = 0; n < 2; n++) {
+            const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * n));
+            for (int g = 0; g < 4; g++)
+                _mm256_store_si256((__m256i *)(u->q[i] + 128 * n + 32 * g),
+                                   SL_MV_SUFFIX(k23_codes)(qv, q3 ? &hm : NULL, n, g));
+        }
+        uint16_t d, dmin = 0;
+        if (q3) {
+            const __m256i sc = SL_MV_SUFFIX(q3k_scales)(w3->scales);
+            _mm256_storeu_si256((__m256i *)u->s16[i], sc);
+            _mm256_storeu_si256((__m256i *)u->bw[i], sc);
+            memcpy(&d, &w3->d, 2);
+        } else {
+            const __m128i sc8 = _mm_loadu_si128((const __m128i *)w2->scales);
+            const __m128i m4 = _mm_set1_epi8(0x0F);
+            _mm256_storeu_si256((__m256i *)u->s16[i], _mm256_cvtepu8_epi16(_mm_and_si128(sc8, m4)));
+            _mm256_storeu_si256((__m256i *)u->bw[i],
+                                _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), m4)));
+            memcpy(&d, &w2->d, 2);
+            memcpy(&dmin, &w2->dmin, 2);
+        }
+        u->d[i] = _cvtsh_ss(d);
+        u->dmin[i] = _cvtsh_ss(dmin);
+    }
+}
+
 /* IQ4_XS: q = table value + 128 (unsigned, [1, 241]: value ^ 0x80 as a byte), s16 the signed
  * per-32 scales ls - 32 twice, bw = s16 (the + 128 is taken back through the block sums as
  * Q6_K's - 32 is: sum_s sc_s sum q x - 128 sum_s sc_s bsums_s), no min. */
@@ -731,15 +773,15 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_isum)(
     }
 }
 
-/* Super-blocks [b0, b1) of one unpacked row chunk against NP panels of 8 tokens. Q4_K/Q5_K:
- * isum = sum_j sc_j sum q x and summ = sum_j m_j (bsums 2j + 2j+1), then the reference's
- * term_k; Q6_K: sum_s sc_s sum (q - 32) x = sum_s sc_s sum q x - 32 sum_s sc_s bsums_s (exact
- * integers), then term_d. */
+/* Super-blocks [b0, b1) of one unpacked row chunk against NP panels of 8 tokens. The mins
+ * kinds (SH 0: Q4_K/Q5_K, Q2_K): isum = sum_j sc_j sum q x and summ = sum_j bw_j bsums_j,
+ * then the reference's term_k; the offset kinds (Q6_K SH 5, Q3_K SH 2): sum_s sc_s sum (q -
+ * 2^SH) x = sum_s sc_s sum q x - 2^SH sum_s sc_s bsums_s (exact integers), then term_d. */
 static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_dot_panels)(
-    const gk_buf *u, const gk_panel *p, const int NP, const int G, int64_t b0, int64_t b1,
-    __m256 lt[GK_NP][8])
+    const gk_buf *u, const gk_panel *p, const int NP, const int G, const int SH, int64_t b0,
+    int64_t b1, __m256 lt[GK_NP][8])
 {
-    const bool q6 = G == 2;
+    const bool q6 = SH != 0;
     for (int64_t b = b0; b < b1; b++) {
         const int64_t i = b - b0;
         const __m256 dw = _mm256_set1_ps(u->d[i]), mw = _mm256_set1_ps(u->dmin[i]);
@@ -749,7 +791,7 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gk_dot_panels)(
             const __m256 dx = _mm256_load_ps(p[q].d[i]);
             __m256 t;
             if (q6) {
-                const __m256i v = _mm256_sub_epi32(va[q], _mm256_slli_epi32(vm[q], 5));
+                const __m256i v = _mm256_sub_epi32(va[q], _mm256_slli_epi32(vm[q], SH));
                 t = _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(dw, dx));
             } else {
                 const __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(va[q]), _mm256_mul_ps(dw, dx));
@@ -849,18 +891,22 @@ static void SL_MV_SUFFIX(gk_dot_iq4xs_2)(const gk_buf *u, const gk_panel *p, int
     SL_MV_SUFFIX(gk_dot_iq4xs)(u, p, 2, b0, b1, lt);
 }
 
-#define SL_GK_DOT(NAME, NP, G)                                                                \
+#define SL_GK_DOT(NAME, NP, G, SH)                                                            \
     static void SL_MV_SUFFIX(NAME)(const gk_buf *u, const gk_panel *p, int64_t b0, int64_t b1, \
                                    __m256 lt[GK_NP][8])                                       \
     {                                                                                         \
-        SL_MV_SUFFIX(gk_dot_panels)(u, p, NP, G, b0, b1, lt);                                 \
+        SL_MV_SUFFIX(gk_dot_panels)(u, p, NP, G, SH, b0, b1, lt);                             \
     }
-SL_GK_DOT(gk_dot_1_8, 1, 8)
-SL_GK_DOT(gk_dot_2_8, 2, 8)
-SL_GK_DOT(gk_dot_1_4, 1, 4)
-SL_GK_DOT(gk_dot_2_4, 2, 4)
-SL_GK_DOT(gk_dot_1_2, 1, 2)
-SL_GK_DOT(gk_dot_2_2, 2, 2)
+SL_GK_DOT(gk_dot_1_8, 1, 8, 0)
+SL_GK_DOT(gk_dot_2_8, 2, 8, 0)
+SL_GK_DOT(gk_dot_1_4, 1, 4, 0)
+SL_GK_DOT(gk_dot_2_4, 2, 4, 0)
+SL_GK_DOT(gk_dot_1_2, 1, 2, 5)
+SL_GK_DOT(gk_dot_2_2, 2, 2, 5)
+SL_GK_DOT(gk_dot_q2_1, 1, 2, 0)
+SL_GK_DOT(gk_dot_q2_2, 2, 2, 0)
+SL_GK_DOT(gk_dot_q3_1, 1, 2, 2)
+SL_GK_DOT(gk_dot_q3_2, 2, 2, 2)
 #undef SL_GK_DOT
 
 /* Rows in groups of GK_ROWS, tokens in groups of 8 * GK_NP: the panels are built once per row
@@ -871,12 +917,18 @@ static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t,
                                                          int64_t i1)
 {
     const bool r8 = t->type == SL_TYPE_Q4_K_R8, iq4 = t->type == SL_GGML_IQ4_XS;
+    const bool q2 = t->type == SL_GGML_Q2_K, q3 = t->type == SL_GGML_Q3_K;
+    /* 4-byte groups per int16 stage on AVX2 (gk_isum), and whether a scale covers 16 (G 2) */
     const int G = t->type == SL_GGML_Q4_K || r8 ? 8 : t->type == SL_GGML_Q5_K ? 4 : 2;
     const gk_dot_fn d1 = iq4      ? SL_MV_SUFFIX(gk_dot_iq4xs_1)
+                         : q2     ? SL_MV_SUFFIX(gk_dot_q2_1)
+                         : q3     ? SL_MV_SUFFIX(gk_dot_q3_1)
                          : G == 8 ? SL_MV_SUFFIX(gk_dot_1_8)
                          : G == 4 ? SL_MV_SUFFIX(gk_dot_1_4)
                                   : SL_MV_SUFFIX(gk_dot_1_2);
     const gk_dot_fn d2 = iq4      ? SL_MV_SUFFIX(gk_dot_iq4xs_2)
+                         : q2     ? SL_MV_SUFFIX(gk_dot_q2_2)
+                         : q3     ? SL_MV_SUFFIX(gk_dot_q3_2)
                          : G == 8 ? SL_MV_SUFFIX(gk_dot_2_8)
                          : G == 4 ? SL_MV_SUFFIX(gk_dot_2_4)
                                   : SL_MV_SUFFIX(gk_dot_2_2);
@@ -921,6 +973,8 @@ static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t,
                                                     &u);
                     } else if (iq4) {
                         SL_MV_SUFFIX(gk_unpack_iq4xs)(w, c0, c1, &u);
+                    } else if (q2 || q3) {
+                        SL_MV_SUFFIX(gk_unpack_q23)(t->type, w, c0, c1, &u);
                     } else if (G == 2) {
                         SL_MV_SUFFIX(gk_unpack_q6)(w, c0, c1, &u);
                     } else {
@@ -979,6 +1033,8 @@ sl__gemm_fn SL_MV_SUFFIX(sl__gemm_panel8)(uint32_t type)
     case SL_GGML_Q5_K:
     case SL_GGML_Q6_K:
     case SL_GGML_IQ4_XS: return SL_GEMM_K;
+    case SL_GGML_Q2_K: /* 8-token panels on both ISAs (gemm_kv has no kind of theirs) */
+    case SL_GGML_Q3_K: return SL_MV_SUFFIX(gemm_k);
     default: return NULL;
     }
 }

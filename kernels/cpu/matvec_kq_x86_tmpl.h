@@ -1,4 +1,4 @@
-/* kernels/cpu/matvec_kq_x86_tmpl.h: the K-quant (Q4_K, Q5_K, Q6_K, Q4_K_R8 through
+/* kernels/cpu/matvec_kq_x86_tmpl.h: the K-quant (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_K_R8 through
  * r8_x86_tmpl.h) and IQ4_XS range and row kernels of matvec_x86_tmpl.h, split out of it by
  * size. Not a normal header (no guard): included once by matvec_x86_tmpl.h, at the point where
  * this text used to stand, so each ISA's translation unit is unchanged; it uses that file's
@@ -270,6 +270,99 @@ static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(q6k_block512)(
 }
 #endif
 
+/* Q2_K/Q3_K: the unsigned codes of the 32 elements 128 n + 32 g .. + 31 in element order: plane
+ * g of the 32 bytes qv at qs + 32 n (16-bit shifts carry only bits the mask drops), and for
+ * Q3_K (hm: its 32 hmask bytes) bit 4 n + g of hmask[l] as 4. */
+static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(k23_codes)(__m256i qv,
+                                                                              const __m256i *hm,
+                                                                              int n, int g)
+{
+    __m256i u = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * g), _mm256_set1_epi8(3));
+    if (hm) {
+        const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * n + g)));
+        const __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(*hm, bit), bit);
+        u = _mm256_or_si256(u, _mm256_and_si256(on, _mm256_set1_epi8(4)));
+    }
+    return u;
+}
+
+/* Sub-block scales s (low lane) and s + 1 (high lane) of a half's 8 int16 scales `half`
+ * (broadcast to both lanes), each repeated over its lane: g = s / 2 within the half. */
+static inline __m256i SL_MV_SUFFIX(k23_scv)(__m256i half, int g)
+{
+    return _mm256_shuffle_epi8(
+        half, _mm256_set_m128i(_mm_set1_epi16((short)(((4 * g + 3) << 8) | (4 * g + 2))),
+                               _mm_set1_epi16((short)(((4 * g + 1) << 8) | 4 * g))));
+}
+
+/* The 16-element sub-block sums of a Q2_K/Q3_K super-block against the Q8_K block at xp, each
+ * weighted by its int16 scale in sc16: 8 int32 whose sum is sum_s sc_s sum_l u * q8, u the
+ * unsigned quant (Q2_K's 2 bits; Q3_K's 2 bits | the hmask bit << 2). vpmaddubsw pair sums
+ * <= 2 * 7 * 127 < 2^15. */
+static inline __attribute__((always_inline)) __m256i
+SL_MV_SUFFIX(k23_sums)(const uint8_t *qs, const uint8_t *hmask, const char *xp, __m256i sc16)
+{
+    __m256i acc = _mm256_setzero_si256();
+    const __m256i hm = hmask ? _mm256_loadu_si256((const __m256i *)hmask) : _mm256_setzero_si256();
+    for (int n = 0; n < 2; n++) {
+        const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * n));
+        const __m256i half = _mm256_broadcastsi128_si256(
+            n ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+        for (int g = 0; g < 4; g++) {
+            const __m256i u = SL_MV_SUFFIX(k23_codes)(qv, hmask ? &hm : NULL, n, g);
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + 4 + 128 * n + 32 * g));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv),
+                                                          SL_MV_SUFFIX(k23_scv)(half, g)));
+        }
+    }
+    return acc;
+}
+
+/* Q3_K's 16 scales less 32 as int16, from its 12 scale bytes unpacked as ggml's kmask
+ * shuffle does: word k holds scales 4k..4k+3 (low nibbles from bytes 0..7, high pairs from
+ * bytes 8..11). */
+static inline __m256i SL_MV_SUFFIX(q3k_scales)(const uint8_t *scales)
+{
+    uint32_t a[4];
+    memcpy(a, scales, 12);
+    const uint32_t t = a[2], lo4 = 0x0f0f0f0fu, hi2 = 0x03030303u;
+    a[2] = ((a[0] >> 4) & lo4) | (((t >> 4) & hi2) << 4);
+    a[3] = ((a[1] >> 4) & lo4) | (((t >> 6) & hi2) << 4);
+    a[0] = (a[0] & lo4) | ((t & hi2) << 4);
+    a[1] = (a[1] & lo4) | (((t >> 2) & hi2) << 4);
+    const __m128i sc8 = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)a), _mm_set1_epi8(32));
+    return _mm256_cvtepi8_epi16(sc8);
+}
+
+/* One Q3_K super-block times the Q8_K block at xp: 8 int32 whose sum is the reference's isum
+ * (term_q3_K). (u - 4) * x is summed as u * x per sub-block, less 4 * scale * bsum once per
+ * super-block. */
+static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(q3k_block)(const char *wp,
+                                                                              const char *xp)
+{
+    const sl_block_q3_K *w = (const sl_block_q3_K *)wp;
+    const __m256i sc16 = SL_MV_SUFFIX(q3k_scales)(w->scales);
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
+    const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 2);
+    return _mm256_sub_epi32(SL_MV_SUFFIX(k23_sums)(w->qs, w->hmask, xp, sc16), off);
+}
+
+/* One Q2_K super-block times the Q8_K block at xp: 8 int32 whose sum is the reference's isum,
+ * and in *s 8 int32 whose sum is its summ (sum_s m_s * bsums[s]), as k45_block gives them. */
+static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(q2k_block)(const char *wp,
+                                                                              const char *xp,
+                                                                              __m256i *s)
+{
+    const sl_block_q2_K *w = (const sl_block_q2_K *)wp;
+    const __m128i sc8 = _mm_loadu_si128((const __m128i *)w->scales);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, m4));
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), m4));
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K));
+    *s = _mm256_madd_epi16(m16, bs);
+    return SL_MV_SUFFIX(k23_sums)(w->qs, NULL, xp, sc16);
+}
+
 /* The floats at p/q of the group's lanes (the Q8_K scales), other lanes 0; built in
  * registers like load_halves. */
 static inline __m256 SL_MV_SUFFIX(load_floats)(const char *p, const char *q, size_t stride,
@@ -415,7 +508,7 @@ static inline void SL_MV_SUFFIX(iq4xs_xperm)(const char *xq, int64_t nb, char *d
 
 /* which K-quant (or IQ4_XS, a super-block type on Q8_K with one scale) a kgroup / krange call
  * is for */
-enum { SL_MV_K4, SL_MV_K5, SL_MV_K6, SL_MV_IQ4XS, SL_MV_IQ4XS_P };
+enum { SL_MV_K4, SL_MV_K5, SL_MV_K6, SL_MV_IQ4XS, SL_MV_IQ4XS_P, SL_MV_K2, SL_MV_K3 };
 
 /* Bytes of a super-block of a kind (the block structs of kernels/ref/blocks.h). */
 static inline size_t SL_MV_SUFFIX(k_bytes)(int kind)
@@ -423,7 +516,28 @@ static inline size_t SL_MV_SUFFIX(k_bytes)(int kind)
     return kind == SL_MV_K4   ? sizeof(sl_block_q4_K)
            : kind == SL_MV_K5 ? sizeof(sl_block_q5_K)
            : kind == SL_MV_K6 ? sizeof(sl_block_q6_K)
+           : kind == SL_MV_K2 ? sizeof(sl_block_q2_K)
+           : kind == SL_MV_K3 ? sizeof(sl_block_q3_K)
                               : sizeof(sl_block_iq4_xs); /* IQ4XS, IQ4XS_P */
+}
+
+/* Byte offsets of a super-block's half scale d and (kinds with mins: Q2_K, Q4_K, Q5_K) dmin. */
+static inline size_t SL_MV_SUFFIX(k_dofs)(int kind)
+{
+    return kind == SL_MV_K6   ? offsetof(sl_block_q6_K, d)
+           : kind == SL_MV_K2 ? offsetof(sl_block_q2_K, d)
+           : kind == SL_MV_K3 ? offsetof(sl_block_q3_K, d)
+                              : 0;
+}
+static inline size_t SL_MV_SUFFIX(k_mofs)(int kind)
+{
+    return kind == SL_MV_K2 ? offsetof(sl_block_q2_K, dmin) : 2;
+}
+
+/* Kinds whose term is sl__mv_term_d (one scale, no mins). */
+static inline int SL_MV_SUFFIX(k_no_min)(int kind)
+{
+    return kind == SL_MV_K6 || kind == SL_MV_K3 || kind == SL_MV_IQ4XS || kind == SL_MV_IQ4XS_P;
 }
 
 /* Lane k of a K-quant group (kgroup): its integer sums v (and s, the mins', Q4_K/Q5_K), 0 when
@@ -437,6 +551,8 @@ SL_MV_SUFFIX(klane)(const char *wp, const char *xp, int m, const char *wq, int p
     const char *x = SL_MV_SUFFIX(lane_at)(xp, xp, k, sizeof(sl_block_q8_K), pair);
     *s = _mm256_setzero_si256();
     if (!SL_MV_SUFFIX(lane_on)(k, m, pair)) *v = _mm256_setzero_si256();
+    else if (kind == SL_MV_K3) *v = SL_MV_SUFFIX(q3k_block)(w, x);
+    else if (kind == SL_MV_K2) *v = SL_MV_SUFFIX(q2k_block)(w, x, s);
 #if SL_MV_AVX512
     else if (kind == SL_MV_K6) *v = SL_MV_SUFFIX(q6k_block512)(w, x);
 #else
@@ -476,12 +592,13 @@ SL_MV_SUFFIX(kgroup)(const char *wp, const char *xp, int m, const char *wq, int 
     const int n = pair ? 8 : m; /* lanes that may be live, for the sum trees */
     const __m256 dx = SL_MV_SUFFIX(x_scales)(hx, xp, xb, m, pair, 1);
     const __m256 isum = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(v, n));
-    const size_t dofs = kind == SL_MV_K6 ? offsetof(sl_block_q6_K, d) : 0;
+    const size_t dofs = SL_MV_SUFFIX(k_dofs)(kind), mofs = SL_MV_SUFFIX(k_mofs)(kind);
     const __m256 dd =
         _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + dofs, wq + dofs, wb, m, pair), dx);
     const __m256 a = _mm256_mul_ps(isum, dd);
-    if (kind == SL_MV_K6 || kind == SL_MV_IQ4XS || kind == SL_MV_IQ4XS_P) return a;
-    const __m256 dmd = _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + 2, wq + 2, wb, m, pair), dx);
+    if (SL_MV_SUFFIX(k_no_min)(kind)) return a;
+    const __m256 dmd =
+        _mm256_mul_ps(SL_MV_SUFFIX(load_halves)(wp + mofs, wq + mofs, wb, m, pair), dx);
     const __m256 summ = _mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8_m)(s, n));
     return _mm256_sub_ps(a, _mm256_mul_ps(summ, dmd));
 }
@@ -499,16 +616,19 @@ SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, floa
         float dx;
         memcpy(&dx, xp, sizeof dx);
         uint16_t d, dmin;
-        memcpy(&d, wp + (kind == SL_MV_K6 ? offsetof(sl_block_q6_K, d) : 0), 2);
-        memcpy(&dmin, wp + 2, 2);
-        if (kind == SL_MV_K6 || kind == SL_MV_IQ4XS) {
+        memcpy(&d, wp + SL_MV_SUFFIX(k_dofs)(kind), 2);
+        memcpy(&dmin, wp + SL_MV_SUFFIX(k_mofs)(kind), 2);
+        if (SL_MV_SUFFIX(k_no_min)(kind)) {
             const int32_t isum = SL_MV_SUFFIX(hsum_i32)(
-                kind == SL_MV_K6 ? SL_MV_SUFFIX(q6k_block)(wp, xp)
-                                 : SL_MV_SUFFIX(iq4xs_block)(wp, xp));
+                kind == SL_MV_K6   ? SL_MV_SUFFIX(q6k_block)(wp, xp)
+                : kind == SL_MV_K3 ? SL_MV_SUFFIX(q3k_block)(wp, xp)
+                                   : SL_MV_SUFFIX(iq4xs_block)(wp, xp));
             lane[b % 8] += sl__mv_term_d(isum, _cvtsh_ss(d) * dx);
         } else {
             __m256i s;
-            const __m256i v = SL_MV_SUFFIX(k45_block)(wp, xp, kind == SL_MV_K5, &s);
+            const __m256i v = kind == SL_MV_K2
+                                  ? SL_MV_SUFFIX(q2k_block)(wp, xp, &s)
+                                  : SL_MV_SUFFIX(k45_block)(wp, xp, kind == SL_MV_K5, &s);
             const int32_t isum = SL_MV_SUFFIX(hsum_i32)(v);
             lane[b % 8] += sl__mv_term_k(isum, _cvtsh_ss(d) * dx, SL_MV_SUFFIX(hsum_i32)(s),
                                          _cvtsh_ss(dmin) * dx);
@@ -541,6 +661,8 @@ SL_MV_SUFFIX(krange)(const void *w, const void *xq, int64_t b0, int64_t b1, floa
     }                                                                                            \
     SL_MV_ROWS(NAME, WBYTES, sizeof(sl_block_q8_K), 1, SL_MV_QUAD)
 
+SL_MV_KQUANT(q2_K, SL_MV_K2, sizeof(sl_block_q2_K))
+SL_MV_KQUANT(q3_K, SL_MV_K3, sizeof(sl_block_q3_K))
 SL_MV_KQUANT(q4_K, SL_MV_K4, sizeof(sl_block_q4_K))
 SL_MV_KQUANT(q5_K, SL_MV_K5, sizeof(sl_block_q5_K))
 SL_MV_KQUANT(q6_K, SL_MV_K6, sizeof(sl_block_q6_K))

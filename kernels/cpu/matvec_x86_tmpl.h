@@ -778,6 +778,8 @@ sl__mv_range_fn SL_MV_SUFFIX(sl__mv_range)(uint32_t type)
     case SL_GGML_Q4_1: return SL_MV_SUFFIX(range_q4_1);
     case SL_GGML_Q5_0: return SL_MV_SUFFIX(range_q5_0);
     case SL_GGML_Q5_1: return SL_MV_SUFFIX(range_q5_1);
+    case SL_GGML_Q2_K: return SL_MV_SUFFIX(range_q2_K);
+    case SL_GGML_Q3_K: return SL_MV_SUFFIX(range_q3_K);
     case SL_GGML_Q4_K: return SL_MV_SUFFIX(range_q4_K);
     case SL_GGML_Q5_K: return SL_MV_SUFFIX(range_q5_K);
     case SL_GGML_Q6_K: return SL_MV_SUFFIX(range_q6_K);
@@ -810,6 +812,8 @@ sl__mv_rows_fn SL_MV_SUFFIX(sl__mv_rows)(uint32_t type)
     case SL_GGML_Q5_0: return SL_MV_SUFFIX(rows32_q5_0);
 #endif
     case SL_GGML_Q5_1: return SL_MV_SUFFIX(rows_q5_1);
+    case SL_GGML_Q2_K: return SL_MV_SUFFIX(rows_q2_K);
+    case SL_GGML_Q3_K: return SL_MV_SUFFIX(rows_q3_K);
     case SL_GGML_Q4_K: return SL_MV_SUFFIX(rows_q4_K);
     case SL_TYPE_Q4_K_R8: return SL_MV_SUFFIX(rows_q4_K_r8);
     case SL_GGML_Q5_K: return SL_MV_SUFFIX(rows_q5_K);

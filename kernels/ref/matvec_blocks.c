@@ -33,6 +33,8 @@ static const sl__mv_type k_types[] = {
     {SL_GGML_Q4_1, 32, sizeof(sl_block_q4_1), SL_GGML_Q8_1, sizeof(sl_block_q8_1), "Q4_1"},
     {SL_GGML_Q5_0, 32, sizeof(sl_block_q5_0), SL_GGML_Q8_0, sizeof(sl_block_q8_0), "Q5_0"},
     {SL_GGML_Q5_1, 32, sizeof(sl_block_q5_1), SL_GGML_Q8_1, sizeof(sl_block_q8_1), "Q5_1"},
+    {SL_GGML_Q2_K, 256, sizeof(sl_block_q2_K), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "Q2_K"},
+    {SL_GGML_Q3_K, 256, sizeof(sl_block_q3_K), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "Q3_K"},
     {SL_GGML_Q4_K, 256, sizeof(sl_block_q4_K), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "Q4_K"},
     {SL_GGML_Q5_K, 256, sizeof(sl_block_q5_K), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "Q5_K"},
     {SL_GGML_Q6_K, 256, sizeof(sl_block_q6_K), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "Q6_K"},
@@ -320,6 +322,60 @@ static float term_q5_K(const void *wp, const void *xp)
     return sl__mv_term_k(isum, sl__mv_h2f(w.d) * x.d, summ, sl__mv_h2f(w.dmin) * x.d);
 }
 
+/* Q2_K/Q3_K: the two low bits of element e (0..255) of a super-block, and its 16-element
+ * sub-block is e / 16: plane (e % 128) / 32 of byte 32 (e / 128) + e % 32. */
+static int q2_bits(const uint8_t *qs, int e)
+{
+    return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+}
+
+/* Q2_K: isum = sum_s sc_s * sum_l q * q8, summ = sum_s m_s * bsums[s] over the 16 sub-blocks
+ * (scales: sc low nibble, m high), as ggml's vec_dot_q2_K_q8_K. */
+static float term_q2_K(const void *wp, const void *xp)
+{
+    sl_block_q2_K w;
+    sl_block_q8_K x;
+    memcpy(&w, wp, sizeof w);
+    memcpy(&x, xp, sizeof x);
+    int32_t isum = 0, summ = 0;
+    for (int s = 0; s < 16; s++) {
+        int32_t sub = 0;
+        for (int k = 0; k < 16; k++) sub += q2_bits(w.qs, 16 * s + k) * x.qs[16 * s + k];
+        isum += (w.scales[s] & 0xF) * sub;
+        summ += (w.scales[s] >> 4) * x.bsums[s];
+    }
+    return sl__mv_term_k(isum, sl__mv_h2f(w.d) * x.d, summ, sl__mv_h2f(w.dmin) * x.d);
+}
+
+/* Q3_K's 6-bit scale of sub-block s (0..15) less 32: low nibble in scales[s % 8] (high half
+ * for s >= 8), two high bits in scales[8 + s % 4] at 2 (s / 4). */
+static int q3_scale(const uint8_t *sc, int s)
+{
+    return (((sc[s % 8] >> (4 * (s / 8))) & 0xF) | (((sc[8 + s % 4] >> (2 * (s / 4))) & 3) << 4)) -
+           32;
+}
+
+/* Q3_K: q = low bits | hmask bit (hmask[e % 32] bit e / 32) << 2, value q - 4; isum = sum_s
+ * sc_s * sum_l (q - 4) * q8, as ggml's vec_dot_q3_K_q8_K. |isum| <= 256 * 32 * 4 * 127. */
+static float term_q3_K(const void *wp, const void *xp)
+{
+    sl_block_q3_K w;
+    sl_block_q8_K x;
+    memcpy(&w, wp, sizeof w);
+    memcpy(&x, xp, sizeof x);
+    int32_t isum = 0;
+    for (int s = 0; s < 16; s++) {
+        int32_t sub = 0;
+        for (int k = 0; k < 16; k++) {
+            const int e = 16 * s + k;
+            const int q = q2_bits(w.qs, e) | ((w.hmask[e % 32] >> (e / 32)) & 1) << 2;
+            sub += (q - 4) * x.qs[e];
+        }
+        isum += q3_scale(w.scales, s) * sub;
+    }
+    return sl__mv_term_d(isum, sl__mv_h2f(w.d) * x.d);
+}
+
 /* Q6_K element e of a super-block (0..255): ggml's ql/qh interleave. */
 static int q6_value(const sl_block_q6_K *w, int e)
 {
@@ -357,6 +413,8 @@ static term_fn term_for(uint32_t type)
     case SL_GGML_Q5_0: return term_q5_0;
     case SL_GGML_Q5_1: return term_q5_1;
     case SL_GGML_MXFP4: return term_mxfp4;
+    case SL_GGML_Q2_K: return term_q2_K;
+    case SL_GGML_Q3_K: return term_q3_K;
     case SL_GGML_Q4_K: return term_q4_K;
     case SL_GGML_Q5_K: return term_q5_K;
     case SL_GGML_Q6_K: return term_q6_K;
@@ -518,6 +576,8 @@ void sl__mv_dequant_block(const sl__mv_type *t, const void *block, float *y)
         }
         return;
     }
+    case SL_GGML_Q2_K:
+    case SL_GGML_Q3_K:
     case SL_GGML_IQ4_NL:
     case SL_GGML_IQ4_XS: /* kernels/ref/quant's dequantizers (ggml's), one block */
         sl_quant_dequant_row(t->type, block, y, t->block, NULL);

@@ -68,6 +68,8 @@ void sl__dequant_q4_K(const void *block, float *y);
 void sl__dequant_q5_K(const void *block, float *y);
 void sl__dequant_q6_K(const void *block, float *y);
 void sl__dequant_q8_K(const void *block, float *y);
+void sl__quant_q2_K(const float *x, void *block);
+void sl__quant_q3_K(const float *x, void *block);
 void sl__quant_q4_K(const float *x, void *block);
 void sl__quant_q5_K(const float *x, void *block);
 void sl__quant_q6_K(const float *x, void *block);

@@ -1,5 +1,5 @@
-/* K-quants (QK_K = 256 super-blocks): reference dequantizers for Q2_K..Q6_K and Q8_K, and
- * reference quantizers for Q4_K, Q5_K, Q6_K and Q8_K.
+/* K-quants (QK_K = 256 super-blocks): reference dequantizers and quantizers for Q2_K..Q6_K
+ * and Q8_K.
  *
  * Dequantizers follow ggml-quants.c's dequantize_row_*_K element order and float evaluation
  * order (e.g. Q6_K is (d * scale) * q, not d * (scale * q)); gguf-py's numpy ports use the same
@@ -8,11 +8,14 @@
  * Quantizers follow quantize_row_*_K_ref: Q4_K/Q5_K choose per-32 scales and mins with
  * make_qkx2_quants (weighted least squares over a small grid of trial inverse scales), quantize
  * those to 6 bits against the super-block maxima, then requantize every element with the
- * rounded scales; Q6_K uses make_qx_quants (x^2-weighted search over 18 trial scales) per 16.
+ * rounded scales; Q6_K uses make_qx_quants (x^2-weighted search over 18 trial scales) per 16;
+ * Q2_K make_qkx2_quants per 16 with |x| weights and absolute error (use_mad), 4-bit scales and
+ * mins; Q3_K make_q3_quants per 16 (x^2-weighted coordinate descent), 6-bit signed scales.
  * gguf-py has no K-quant quantizers, so these are checked by error bounds and by gguf-py
  * dequantizing our blocks to the same floats as we do (tests/kernels/quant_ref_test.c, ...).
  */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/ref/quant.h"
@@ -196,10 +199,12 @@ void sl__dequant_q8_K(const void *block, float *y)
 /* ---- quantizer helpers ------------------------------------------------------------------ */
 
 /* ggml's make_qkx2_quants: asymmetric quantization of x[0..n) to L in [0, nmax] as
- * x ~ scale * L - the_min, minimising the weighted squared error over trial inverse scales
- * (rmin + rdelta * is + nmax) / (max - min), is = 0..nstep. Returns scale; *the_min >= 0. */
+ * x ~ scale * L - the_min, minimising the weighted squared error (use_mad: absolute error) over
+ * trial inverse scales (rmin + rdelta * is + nmax) / (max - min), is = 0..nstep. Returns scale;
+ * *the_min >= 0. */
 static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
-                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep)
+                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
+                              bool use_mad)
 {
     float min = x[0];
     float max = x[0];
@@ -228,7 +233,7 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
         const float t = scale * (float)L[i];
         const float t2 = t + min;
         float diff = t2 - x[i];
-        diff = diff * diff;
+        diff = use_mad ? fabsf(diff) : diff * diff;
         const float wd = weights[i] * diff;
         best_error += wd;
     }
@@ -270,7 +275,7 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
                 const float t = this_scale * (float)Laux[i];
                 const float t2 = t + this_min;
                 float diff = t2 - x[i];
-                diff = diff * diff;
+                diff = use_mad ? fabsf(diff) : diff * diff;
                 const float wd = weights[i] * diff;
                 cur_error += wd;
             }
@@ -353,6 +358,71 @@ static float make_qx_quants_rmse1(int n, int nmax, const float *x, int8_t *L)
     return scale;
 }
 
+/* ggml's make_q3_quants with do_rmse (the Q3_K path): symmetric quantization to L - nmax in
+ * [-nmax, nmax - 1] from the inverse scale -nmax / max, then up to 5 passes of coordinate
+ * descent on the x^2-weighted fit, each element moved to its best level while the fit's
+ * sumlx^2 / suml2 grows. Returns sumlx / suml2 (0 for an all-zero group, whose L stay 0). */
+static float make_q3_quants(int n, int nmax, const float *x, int8_t *L)
+{
+    float max = 0;
+    float amax = 0;
+    for (int i = 0; i < n; i++) {
+        const float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < GROUP_MAX_EPS) {
+        for (int i = 0; i < n; i++) L[i] = 0;
+        return 0.f;
+    }
+    const float iscale = (float)-nmax / max;
+    float sumlx = 0;
+    float suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = sl__nearest_int(iscale * x[i]);
+        l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
+        L[i] = (int8_t)l;
+        const float w = x[i] * x[i];
+        const float wx = w * x[i];
+        sumlx += wx * (float)l;
+        const float wl = w * (float)l;
+        suml2 += wl * (float)l;
+    }
+    for (int itry = 0; itry < 5; itry++) {
+        int n_changed = 0;
+        for (int i = 0; i < n; i++) {
+            const float w = x[i] * x[i];
+            const float wx = w * x[i];
+            float slx = sumlx - wx * (float)L[i];
+            if (slx > 0) {
+                const float wl = w * (float)L[i];
+                float sl2 = suml2 - wl * (float)L[i];
+                const float t = x[i] * sl2;
+                int new_l = sl__nearest_int(t / slx);
+                new_l = new_l < -nmax ? -nmax : new_l > nmax - 1 ? nmax - 1 : new_l;
+                if (new_l != L[i]) {
+                    slx += wx * (float)new_l;
+                    const float wn = w * (float)new_l;
+                    sl2 += wn * (float)new_l;
+                    const float lhs = slx * slx;
+                    const float rhs = sumlx * sumlx;
+                    if (sl2 > 0 && lhs * suml2 > rhs * sl2) {
+                        L[i] = (int8_t)new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        n_changed++;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    for (int i = 0; i < n; i++) L[i] = (int8_t)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
 /* Shared first half of quantize_row_q4_K_ref / q5_K: per-32 scales and mins, their 6-bit
  * packing and the super-block d/dmin, then each element requantized with the rounded scales to
  * L in [0, nmax]. Sub-blocks whose rounded scale is 0 keep the search's L (as ggml does; they
@@ -376,7 +446,7 @@ static void quant_k_scales_mins(const float *x, int nmax, float rmin, int nstep,
         const float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(x[32 * j + l]);
         scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux,
-                                     rmin, 0.1f, nstep);
+                                     rmin, 0.1f, nstep, false);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -416,6 +486,103 @@ static void quant_k_scales_mins(const float *x, int nmax, float rmin, int nstep,
 }
 
 /* ---- quantizers ------------------------------------------------------------------------- */
+
+/* Q2_K/Q3_K: four 2-bit planes per 128 elements, qs[32 n + l] holding elements 128 n + l,
+ * + 32, + 64, + 96 at bits 0, 2, 4, 6. */
+static void pack_2bit_planes(const uint8_t L[SL_QK_K], uint8_t qs[SL_QK_K / 4])
+{
+    for (int j = 0; j < SL_QK_K; j += 128)
+        for (int l = 0; l < 32; l++)
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
+                                      (L[j + l + 96] << 6));
+}
+
+void sl__quant_q2_K(const float *x, void *block)
+{
+    sl_block_q2_K *y = block;
+    uint8_t L[SL_QK_K], Laux[16];
+    float weights[16], mins[SL_QK_K / 16], scales[SL_QK_K / 16];
+    float max_scale = 0; /* the mins are subtracted, so scales are never negative */
+    float max_min = 0;
+    for (int j = 0; j < SL_QK_K / 16; j++) {
+        for (int l = 0; l < 16; l++) weights[l] = fabsf(x[16 * j + l]);
+        scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux,
+                                     -0.5f, 0.1f, 15, true);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    const float inv_scale = max_scale > 0 ? 15.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 15.f / max_min : 0.f;
+    for (int j = 0; j < SL_QK_K / 16; j++) {
+        const int ls = max_scale > 0 ? sl__nearest_int(inv_scale * scales[j]) : 0;
+        const int lm = max_min > 0 ? sl__nearest_int(inv_min * mins[j]) : 0;
+        y->scales[j] = (uint8_t)(ls | (lm << 4));
+    }
+    y->d = sl_quant_fp32_to_fp16(max_scale > 0 ? max_scale / 15.f : 0.f);
+    y->dmin = sl_quant_fp32_to_fp16(max_min > 0 ? max_min / 15.f : 0.f);
+    for (int j = 0; j < SL_QK_K / 16; j++) {
+        const float d = h2f(y->d) * (float)(y->scales[j] & 0xF);
+        if (d == 0.0f) continue;
+        const float dm = h2f(y->dmin) * (float)(y->scales[j] >> 4);
+        for (int ii = 0; ii < 16; ii++) {
+            const float t = x[16 * j + ii] + dm;
+            int l = sl__nearest_int(t / d);
+            l = l < 0 ? 0 : l > 3 ? 3 : l;
+            L[16 * j + ii] = (uint8_t)l;
+        }
+    }
+    pack_2bit_planes(L, y->qs);
+}
+
+void sl__quant_q3_K(const float *x, void *block)
+{
+    sl_block_q3_K *y = block;
+    int8_t L[SL_QK_K];
+    float scales[SL_QK_K / 16];
+    float max_scale = 0;
+    float amax = 0;
+    for (int j = 0; j < SL_QK_K / 16; j++) {
+        scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+        const float a = fabsf(scales[j]);
+        if (a > amax) {
+            amax = a;
+            max_scale = scales[j];
+        }
+    }
+    memset(y->scales, 0, sizeof y->scales);
+    if (max_scale != 0.0f) {
+        const float iscale = -32.f / max_scale;
+        for (int j = 0; j < SL_QK_K / 16; j++) {
+            int l = sl__nearest_int(iscale * scales[j]);
+            l = (l < -32 ? -32 : l > 31 ? 31 : l) + 32; /* 6 bits, stored + 32 */
+            if (j < 8) y->scales[j] = (uint8_t)(l & 0xF);
+            else y->scales[j - 8] |= (uint8_t)((l & 0xF) << 4);
+            y->scales[j % 4 + 8] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
+        }
+        y->d = sl_quant_fp32_to_fp16(1 / iscale);
+    } else {
+        y->d = sl_quant_fp32_to_fp16(0.f);
+    }
+    int8_t sc[16];
+    q3_K_scales(y->scales, sc);
+    for (int j = 0; j < SL_QK_K / 16; j++) {
+        const float d = h2f(y->d) * (float)sc[j];
+        if (d == 0.0f) continue;
+        for (int ii = 0; ii < 16; ii++) {
+            int l = sl__nearest_int(x[16 * j + ii] / d);
+            l = l < -4 ? -4 : l > 3 ? 3 : l;
+            L[16 * j + ii] = (int8_t)(l + 4);
+        }
+    }
+    /* element e's third bit in hmask[e % 32], bit e / 32; its low two bits in the planes */
+    memset(y->hmask, 0, sizeof y->hmask);
+    uint8_t low[SL_QK_K];
+    for (int e = 0; e < SL_QK_K; e++) {
+        if (L[e] > 3) y->hmask[e % 32] |= (uint8_t)(1u << (e / 32));
+        low[e] = (uint8_t)(L[e] & 3);
+    }
+    pack_2bit_planes(low, y->qs);
+}
 
 void sl__quant_q4_K(const float *x, void *block)
 {

@@ -38,10 +38,10 @@ static uint64_t rnd(void) { return sl_test_splitmix64(&rng_state); }
 
 static float rndf(void) { return sl_test_unit_float(&rng_state); }
 
-static const uint32_t k_types[] = {SL_GGML_F32, SL_GGML_F16, SL_GGML_BF16, SL_GGML_Q8_0,
-                                   SL_GGML_Q4_0, SL_GGML_Q4_1, SL_GGML_Q5_0, SL_GGML_Q5_1,
-                                   SL_GGML_Q4_K, SL_GGML_Q5_K, SL_GGML_Q6_K, SL_GGML_MXFP4,
-                                   SL_GGML_IQ4_NL, SL_GGML_IQ4_XS};
+static const uint32_t k_types[] = {SL_GGML_F32,  SL_GGML_F16,  SL_GGML_BF16,  SL_GGML_Q8_0,
+                                   SL_GGML_Q4_0, SL_GGML_Q4_1, SL_GGML_Q5_0,  SL_GGML_Q5_1,
+                                   SL_GGML_Q2_K, SL_GGML_Q3_K, SL_GGML_Q4_K,  SL_GGML_Q5_K,
+                                   SL_GGML_Q6_K, SL_GGML_MXFP4, SL_GGML_IQ4_NL, SL_GGML_IQ4_XS};
 enum { N_TYPES = sizeof k_types / sizeof k_types[0] };
 
 static const char *tname(uint32_t type) { return sl_gguf_type_get(type)->name; }
@@ -84,6 +84,11 @@ static void random_row(uint32_t type, uint8_t *wr, size_t rb, int64_t cols, int6
             put_half(p + 2, d * rndf());
             break;
         case SL_GGML_Q6_K: put_half(p + 208, d); break;
+        case SL_GGML_Q2_K:
+            put_half(p + 80, d);
+            put_half(p + 82, d * rndf());
+            break;
+        case SL_GGML_Q3_K: put_half(p + 108, d); break;
         case SL_GGML_MXFP4: {
             /* Edges of the E8M0 decode: every row r % 3 == 2 has only the subnormal halves
              * (e = 0, 1) and the first normal (2), so their terms decide its sum; other
@@ -910,8 +915,8 @@ static void check_errors(const sl_cpu_matvec_ctx *mv)
     float x[64] = {0}, y[4];
     uint8_t w[1024] = {0};
     sl_error e;
-    CHECK(sl_ref_matvec(SL_GGML_Q2_K, w, 1, 256, x, 1, y, &e) == SL_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(e.msg, "Q2_K");
+    CHECK(sl_ref_matvec(SL_GGML_IQ2_XXS, w, 1, 256, x, 1, y, &e) == SL_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(e.msg, "IQ2_XXS");
     CHECK(sl_ref_matvec(SL_GGML_Q8_0, w, 1, 48, x, 1, y, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "cols = 48");
     CHECK(sl_ref_matvec(SL_GGML_Q8_0, NULL, 1, 32, x, 1, y, &e) == SL_ERR_INVALID);
@@ -928,9 +933,9 @@ static void check_errors(const sl_cpu_matvec_ctx *mv)
     CHECK_CONTAINS(e.msg, "rows = 2");
     /* no groups: the type and the shape are still checked */
     CHECK(!sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q8_0, 2, 32, NULL, 0, &e));
-    CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q2_K, 2, 256, NULL, 0, &e) ==
+    CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_IQ3_XXS, 2, 256, NULL, 0, &e) ==
           SL_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(e.msg, "weight type Q2_K");
+    CHECK_CONTAINS(e.msg, "weight type IQ3_XXS");
     CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q8_0, 2, 48, NULL, 0, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "cols = 48");
     CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q8_0, 0, 32, NULL, 0, &e) == SL_ERR_INVALID);

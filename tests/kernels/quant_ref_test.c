@@ -69,6 +69,9 @@ static void block_stats(const float *x, int64_t n, float *amax, float *mn, float
  *              |e| <= amax(super-block) * {0.12, 0.07, 0.035} (observed maxima on the
  *              Gaussian, outlier and offset data here: 0.067, 0.038, 0.018); the RMS check
  *              below is the tighter one;
+ *   Q2_K/Q3_K: the same over 16-element sub-blocks with 4 (Q2_K: 4-bit scale and min) or 8
+ *              levels (Q3_K: symmetric, 6-bit scale), so an offset or a spike costs more:
+ *              |e| <= {0.40, 0.20} amax(super-block) (observed above {0.25, 0.12});
  *   MXFP4:     d = 2^(floor(log2 amax) - 3), codes up to 12 d while amax < 16 d: values
  *              above 12 d clip, |e| <= 4 d <= amax / 4 (gaps below are at most 4 d too);
  *   IQ4_NL/IQ4_XS: least-squares scales over the 16-value table (gaps up to 24 of 127 at the
@@ -93,6 +96,8 @@ static float elem_bound(uint32_t type, const float *x, int64_t n)
         const float d = (mx - mn) / 31.0f;
         return 0.52f * d + (fabsf(mn) + 31.0f * d) * hr;
     }
+    case SL_GGML_Q2_K: return 0.40f * amax;
+    case SL_GGML_Q3_K: return 0.20f * amax;
     case SL_GGML_Q4_K: return 0.12f * amax;
     case SL_GGML_Q5_K: return 0.07f * amax;
     case SL_GGML_Q6_K: return 0.035f * amax;
@@ -117,6 +122,8 @@ static double rms_bound(uint32_t type)
     case SL_GGML_Q8_0:
     case SL_GGML_Q8_1:
     case SL_GGML_Q8_K: return 0.01;
+    case SL_GGML_Q2_K: return 0.42;
+    case SL_GGML_Q3_K: return 0.22;
     case SL_GGML_Q4_K: return 0.11;
     case SL_GGML_Q5_K: return 0.055;
     case SL_GGML_Q6_K: return 0.03;
@@ -157,8 +164,8 @@ static double round_trip(uint32_t type, const float *x, int64_t n, const char *w
 
 static const uint32_t QUANT_TYPES[] = {
     SL_GGML_F32,  SL_GGML_F16,  SL_GGML_BF16, SL_GGML_Q4_0, SL_GGML_Q4_1, SL_GGML_Q5_0,
-    SL_GGML_Q5_1, SL_GGML_Q8_0, SL_GGML_Q8_1, SL_GGML_Q4_K, SL_GGML_Q5_K, SL_GGML_Q6_K,
-    SL_GGML_Q8_K, SL_GGML_MXFP4, SL_GGML_IQ4_NL, SL_GGML_IQ4_XS,
+    SL_GGML_Q5_1, SL_GGML_Q8_0, SL_GGML_Q8_1, SL_GGML_Q2_K, SL_GGML_Q3_K, SL_GGML_Q4_K,
+    SL_GGML_Q5_K, SL_GGML_Q6_K, SL_GGML_Q8_K, SL_GGML_MXFP4, SL_GGML_IQ4_NL, SL_GGML_IQ4_XS,
 };
 enum { N_QUANT_TYPES = sizeof QUANT_TYPES / sizeof QUANT_TYPES[0] };
 
@@ -182,7 +189,7 @@ static void test_type_table(void)
         CHECK(sl_quant_row_bytes(t, 3 * (int64_t)ti->block_size) == 3 * (size_t)ti->type_size);
         if (ti->block_size > 1) CHECK(sl_quant_row_bytes(t, ti->block_size + 1) == 0);
     }
-    /* every live code but Q1_0 dequantizes; 16 quantize */
+    /* every live code but Q1_0 dequantizes; 18 quantize */
     CHECK_MSG(n_supported == 33, "n_supported %d", n_supported);
     CHECK_MSG(n_quant == N_QUANT_TYPES, "n_quant %d", n_quant);
     for (int k = 0; k < N_QUANT_TYPES; k++) CHECK(sl_quant_can_quantize(QUANT_TYPES[k]));

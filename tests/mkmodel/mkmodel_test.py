@@ -844,7 +844,7 @@ def main():
         (["--type", "Q5_1", "--ffn", "48"], "--ffn"),
         (["--type", "IQ2_XXS"], "--type"),  # dequantize-only
         (["--type", "Q8_K"], "--type"),  # not a weight type
-        (["--type", "Q2_K"], "--type"),
+        (["--type", "IQ3_S"], "--type"),  # dequantize-only
         (["--type", "fp32"], "--type"),
         (["--arch", "llama", "--type", "MXFP4"], "--type"),  # no routed experts
         (["--arch", "qwen3moe", "--type", "MXFP4", "--ffn", "48"], "--ffn"),

@@ -305,8 +305,8 @@ static void test_api(void)
     CHECK(sl_quant_supported(SL_GGML_BF16) && !sl_quant_supported(SL_GGML_Q1_0));
     CHECK(sl_quant_supported(SL_GGML_IQ2_XXS) && !sl_quant_can_quantize(SL_GGML_IQ2_XXS));
 
-    CHECK(sl_quant_row(SL_GGML_Q2_K, x, q, 256, &err) == SL_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(err.msg, "Q2_K");
+    CHECK(sl_quant_row(SL_GGML_IQ3_XXS, x, q, 256, &err) == SL_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(err.msg, "IQ3_XXS");
     CHECK(sl_quant_dequant_row(99, q, x, 32, &err) == SL_ERR_UNSUPPORTED);
     CHECK_CONTAINS(err.msg, "99");
     CHECK(sl_quant_row(SL_GGML_Q8_0, x, q, 33, &err) == SL_ERR_INVALID);

@@ -243,6 +243,8 @@ uint32_t sl_synth_file_type(uint32_t type)
     case SL_GGML_Q5_1: return 9;  /* LLAMA_FTYPE_MOSTLY_Q5_1 */
     /* K-quant files with every matmul weight of one type are the _S ("small") mixes: the _M
      * mixes promote some tensors (attn_v, ffn_down, output) to a wider type, which we don't. */
+    case SL_GGML_Q2_K: return 10; /* LLAMA_FTYPE_MOSTLY_Q2_K */
+    case SL_GGML_Q3_K: return 11; /* LLAMA_FTYPE_MOSTLY_Q3_K_S */
     case SL_GGML_Q4_K: return 14; /* LLAMA_FTYPE_MOSTLY_Q4_K_S */
     case SL_GGML_Q5_K: return 16; /* LLAMA_FTYPE_MOSTLY_Q5_K_S */
     case SL_GGML_Q6_K: return 18; /* LLAMA_FTYPE_MOSTLY_Q6_K */
@@ -258,6 +260,8 @@ uint32_t sl_synth_file_type(uint32_t type)
 uint32_t sl_synth_fallback_type(uint32_t type)
 {
     switch (type) { /* llama-quant.cpp tensor_type_fallback */
+    case SL_GGML_Q2_K:
+    case SL_GGML_Q3_K: return SL_GGML_Q4_0;
     case SL_GGML_Q4_K: return SL_GGML_Q5_0;
     case SL_GGML_Q5_K: return SL_GGML_Q5_1;
     case SL_GGML_Q6_K: return SL_GGML_Q8_0;

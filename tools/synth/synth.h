@@ -136,14 +136,15 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p);
 sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err);
 /* The --type values mkmodel accepts, for messages. */
 #define SL_SYNTH_TYPES                                                                           \
-    "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_NL, IQ4_XS"
+    "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4, IQ4_NL, " \
+    "IQ4_XS"
 /* general.file_type (llama_ftype) for a weight type (one of SL_SYNTH_TYPES): 0 F32, 1 F16,
- * 2 Q4_0, 3 Q4_1, 7 Q8_0, 8 Q5_0, 9 Q5_1, 14 Q4_K_S, 16 Q5_K_S, 18 Q6_K, 25 IQ4_NL,
- * 30 IQ4_XS, 32 BF16, 38 MXFP4_MOE; UINT32_MAX if none. */
+ * 2 Q4_0, 3 Q4_1, 7 Q8_0, 8 Q5_0, 9 Q5_1, 10 Q2_K, 11 Q3_K_S, 14 Q4_K_S, 16 Q5_K_S, 18 Q6_K,
+ * 25 IQ4_NL, 30 IQ4_XS, 32 BF16, 38 MXFP4_MOE; UINT32_MAX if none. */
 uint32_t sl_synth_file_type(uint32_t type);
 /* The type llama.cpp's quantizer (llama-quant.cpp tensor_type_fallback) gives a tensor whose
- * rows are not whole 256-element blocks of `type`: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
- * IQ4_XS -> IQ4_NL; `type` itself for the others. mkmodel writes the FFN down projections of an
+ * rows are not whole 256-element blocks of `type`: Q2_K, Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K ->
+ * Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL; `type` itself for the others. mkmodel writes the FFN down projections of an
  * --ffn / --shared-ffn that is not a multiple of 256 in it (e.g. 384, 1408 with Q4_K). */
 uint32_t sl_synth_fallback_type(uint32_t type);
 /* Online CPUs, clamped to [1, SL_SYNTH_MAX_THREADS]. */
