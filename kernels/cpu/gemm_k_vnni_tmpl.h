@@ -1,5 +1,5 @@
-/* kernels/cpu/gemm_k_vnni_tmpl.h: the AVX-512 VNNI batch kernel of the K-quants (Q4_K, Q5_K,
- * Q6_K, Q4_K_R8) and IQ4_XS under gemm.h's contract. Included only by matvec_avx512.c, right after
+/* kernels/cpu/gemm_k_vnni_tmpl.h: the AVX-512 VNNI batch kernel of the K-quants (Q3_K, Q4_K,
+ * Q5_K, Q6_K, Q4_K_R8) and IQ4_XS under gemm.h's contract. Included only by matvec_avx512.c, right after
  * gemm_x86_tmpl.h, whose row unpack (gk_buf, gk_unpack_*) and 8-token kernel (gemm_k) it reuses.
  *
  * Why it is faster than gemm_k: activations are transposed into 16-token panels (one zmm holds
@@ -164,14 +164,16 @@ static inline __attribute__((always_inline)) __m512 SL_MV_SUFFIX(gkv_reduce)(
     return _mm512_add_ps(_mm512_add_ps(u[0], u[2]), _mm512_add_ps(u[1], u[3]));
 }
 
-/* GKV_MINS: Q4_K/Q5_K (float min term, sub-blocks of 32); GKV_OFFSET: Q6_K (codes = value +
- * 32, sub-blocks of 16); GKV_IQ4: IQ4_XS (codes = table value + 128, sub-blocks of 32). The
+/* GKV_MINS: Q4_K/Q5_K (float min term, sub-blocks of 32); GKV_OFFSET: Q6_K and Q3_K (codes =
+ * value + 32 / + 4, sub-blocks of 16); GKV_IQ4: IQ4_XS (codes = table value + 128, sub-blocks of 32). The
  * offset kinds take the reference's term_d. */
 enum { GKV_MINS, GKV_OFFSET, GKV_IQ4, GKV_KINDS };
 
 static inline int SL_MV_SUFFIX(gkv_kind)(uint32_t type)
 {
-    return type == SL_GGML_Q6_K ? GKV_OFFSET : type == SL_GGML_IQ4_XS ? GKV_IQ4 : GKV_MINS;
+    return type == SL_GGML_Q6_K || type == SL_GGML_Q3_K ? GKV_OFFSET
+           : type == SL_GGML_IQ4_XS                     ? GKV_IQ4
+                                                        : GKV_MINS;
 }
 
 /* every loop of the micro-kernel unrolled: clang left some rolled (their arrays then lived on
@@ -438,6 +440,55 @@ static void SL_MV_SUFFIX(gkv_unpack_q6)(const char *w, int64_t b0, int64_t b1, g
     SL_MV_SUFFIX(gkv_corr)(u, b1 - b0, cs);
 }
 
+/* Q3_K in gkv_unpack_q6's form: codes c = the 2 plane bits | the hmask bit << 2 (value + 4),
+ * 64 elements a zmm (groups 2h, 2h + 1 of half n: the 32 plane bytes in both 256-bit halves,
+ * shifted by 4h and 4h + 2; hmask bits 4n + 2h and + 1), q = c - 4 signed; corr's bias sum
+ * 16 * 4 sc_j (sh 6). Its scales are per 16 elements, as Q6_K's (GKV_OFFSET). */
+static void SL_MV_SUFFIX(gkv_unpack_q3)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
+{
+    __m256i cs[GK_PCH];
+    const __m512i four = _mm512_set1_epi8(4), three = _mm512_set1_epi8(3);
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i = b - b0;
+        const sl_block_q3_K *wp =
+            (const sl_block_q3_K *)(w + b * (int64_t)sizeof(sl_block_q3_K));
+        const __m256i sc16 = SL_MV_SUFFIX(q3k_scales)(wp->scales);
+        const __m128i x16 = _mm256_cvtepi16_epi8(sc16);
+        const __m512i e8 = _mm512_broadcast_i32x4(x16);
+        cs[i] = SL_MV_SUFFIX(gkv_scales)(u, i, x16, 6);
+        const __m512i hm =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)wp->hmask));
+        __m512i c2[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int n = 0; n < 2; n++) {
+            const __m512i qv =
+                _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wp->qs + 32 * n)));
+            for (int h = 0; h < 2; h++) {
+                const __m512i sh = _mm512_set_epi64(4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 2,
+                                                    4 * h, 4 * h, 4 * h, 4 * h);
+                const int b_lo = 4 * n + 2 * h;
+                const __m512i bit = _mm512_set_epi64(
+                    0x0101010101010101ll << (b_lo + 1), 0x0101010101010101ll << (b_lo + 1),
+                    0x0101010101010101ll << (b_lo + 1), 0x0101010101010101ll << (b_lo + 1),
+                    0x0101010101010101ll << b_lo, 0x0101010101010101ll << b_lo,
+                    0x0101010101010101ll << b_lo, 0x0101010101010101ll << b_lo);
+                const __m512i lo = _mm512_and_si512(_mm512_srlv_epi64(qv, sh), three);
+                const __m512i c =
+                    _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hm, bit), lo, four);
+                c2[h] = SL_MV_SUFFIX(gkv_cs64)(c2[h], c, e8, 8 * n + 4 * h);
+                _mm512_storeu_si512(u->q[i] + 128 * n + 64 * h, _mm512_sub_epi8(c, four));
+            }
+        }
+        const __m512i c4 = _mm512_add_epi32(c2[0], c2[1]);
+        cs[i] = _mm256_add_epi32(cs[i], _mm256_add_epi32(_mm512_castsi512_si256(c4),
+                                                         _mm512_extracti64x4_epi64(c4, 1)));
+        uint16_t d;
+        memcpy(&d, &wp->d, 2);
+        u->d[i] = _cvtsh_ss(d);
+        u->dmin[i] = 0.0f;
+    }
+    SL_MV_SUFFIX(gkv_corr)(u, b1 - b0, cs);
+}
+
 /* The table values of elements 128n..128n+127 of the IQ4_XS super-block at p, in element order
  * (v[0] 128n.., v[1] 128n+64..): a 64-byte load holds 4 sub-blocks' nibbles (elements
  * 32k..32k+15 low, 32k+16..32k+31 high, 16 bytes each); their low and high nibbles regrouped
@@ -560,6 +611,8 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
             SL_MV_SUFFIX(gkv_unpack_q45)(SL_GGML_Q4_K, (const char *)row, 0, c1 - c0, &ub[m]);
         } else if (ty == SL_GGML_Q6_K) {
             SL_MV_SUFFIX(gkv_unpack_q6)(w, c0, c1, &ub[m]);
+        } else if (ty == SL_GGML_Q3_K) {
+            SL_MV_SUFFIX(gkv_unpack_q3)(w, c0, c1, &ub[m]);
         } else if (ty == SL_GGML_IQ4_XS) {
             SL_MV_SUFFIX(gkv_unpack_iq4xs)(w, c0, c1, &ub[m]);
         } else {
@@ -785,6 +838,7 @@ bool sl__gemm_k_panels_form(uint32_t type, bool tiles, bool *plus128)
     case SL_TYPE_Q4_K_R8:
     case SL_GGML_Q5_K:
     case SL_GGML_Q6_K:
+    case SL_GGML_Q3_K:
     case SL_GGML_IQ4_XS: break;
     default: return false;
     }

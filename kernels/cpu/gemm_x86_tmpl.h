@@ -1032,9 +1032,10 @@ sl__gemm_fn SL_MV_SUFFIX(sl__gemm_panel8)(uint32_t type)
     case SL_TYPE_Q4_K_R8:
     case SL_GGML_Q5_K:
     case SL_GGML_Q6_K:
+    case SL_GGML_Q3_K: /* an offset kind of gemm_kv, as Q6_K */
     case SL_GGML_IQ4_XS: return SL_GEMM_K;
-    case SL_GGML_Q2_K: /* 8-token panels on both ISAs (gemm_kv has no kind of theirs) */
-    case SL_GGML_Q3_K: return SL_MV_SUFFIX(gemm_k);
+    case SL_GGML_Q2_K: /* 8-token panels on both ISAs (gemm_kv's mins are per 32) */
+        return SL_MV_SUFFIX(gemm_k);
     default: return NULL;
     }
 }
