@@ -13,8 +13,8 @@
  * lands at file_offset % 4096 inside it: sl_gguf_tensor_read's span contract) or pread; with
  * io = mmap the weight points into the read-only file mapping (no copy). Weights the CPU
  * kernels cannot read as stored are dequantized to F32 at load (from the mapping): norms and
- * biases that are not F32, and matmul weights of types without a matvec kernel (Q2_K, Q3_K,
- * IQ*, ...) — exact but 4-8x larger; the loader says how many it converted. Device weights are
+ * biases that are not F32, and matmul weights of types without a matvec kernel (IQ1-IQ3,
+ * TQ*, NVFP4) — exact but 8-16x larger; the loader says how many it converted. Device weights are
  * staged through the host copy, copied H2D on the model's stream, and the host copy freed.
  */
 #include <stdio.h>
