@@ -212,8 +212,17 @@ def main():
     _, again = sweep_rows()
     _, other = sweep_rows("--seed", "2")
     expect(again == rows and other != rows, "the sample is the seed's: same seed, same rows")
+    r, trows = sweep_rows("--types", "Q2_K,Q3_K")
+    expect(r.returncode == 0 and len(trows) == 8 and
+           {x[6].split("/")[0] for x in trows} == {"Q2_K", "Q3_K"} and
+           all(("/down Q4_0" in x[6]) == (int(x[4]) % 256 != 0) for x in trows),
+           f"--types Q2_K,Q3_K: 8 rows of those two, down Q4_0 where the FFN is not whole "
+           f"256-blocks ({trows})")
     for args, flag in ((["--rows", "0"], "--rows"), (["--baseline", "/nonexistent"],
-                                                     "--baseline"), (["-t", "0"], "-t")):
+                                                     "--baseline"), (["-t", "0"], "-t"),
+                       (["--types", "Q2_K,IQ2_XXS"], "--types"),
+                       (["--types", "Q3_K,Q3_K"], "--types"), (["--types", ","], "--types"),
+                       (["--types", "Q2_K,Q3_K,Q4_K,Q5_K,Q6_K,Q8_0,MXFP4"], "--types")):
         r = run("bench", "compare", "--sweep", "--dry-run", *args)
         expect(r.returncode == 2 and flag in r.stderr, f"--sweep {args}: exit 2 naming {flag}")
 

@@ -11,6 +11,8 @@
  * k_max_file_bytes, or a 512-token prompt over k_max_pp_flops) are repaired by seeded swaps of
  * one axis's values between rows (sample()), so the sample depends on the seed only.
  *
+ * --types replaces the type axis (1 to 6 types mkmodel writes: Q2_K and Q3_K, say).
+ *
  * Each row is a file `mkmodel` writes (the library, tools/synth: --layers, heads dim / 128,
  * the shared expert 2 x the expert FFN); down projections whose rows are not whole 256-blocks
  * of a K-quant or IQ4_XS are written in llama.cpp's fallback type (sl_synth_fallback_type: what
@@ -100,6 +102,8 @@ typedef struct sweep {
     int n_threads;
     const char *dir, *json_path;
     const char *baseline;     /* --baseline BIN: also run its bench compare, row by row */
+    uint32_t types[AXIS_MAX]; /* the type axis: k_axes's, or --types (distinct, 1..AXIS_MAX) */
+    int n_types;
     bool dry_run;
     sweep_row r[MAX_ROWS];
 } sweep;
@@ -107,7 +111,8 @@ typedef struct sweep {
 static void usage(FILE *f)
 {
     fputs("usage: tools/run bench compare --sweep [--rows 8] [--seed 1] [-r 5] [-t 1,2]\n"
-          "         [--layers 2] [--dir DIR] [--json FILE] [--baseline BIN] [--dry-run]\n"
+          "         [--layers 2] [--types LIST] [--dir DIR] [--json FILE] [--baseline BIN]\n"
+          "         [--dry-run]\n"
           "\n"
           "Sluice beside llama.cpp on a seeded sample of synthetic MoE shapes: experts {8, 32,\n"
           "64, 128}, top-k {2, 4, 6, 8}, expert FFN {256, 384, 768, 1408, 2048}, dim {768,\n"
@@ -124,6 +129,8 @@ static void usage(FILE *f)
           "  -r R            rounds per row and thread count (default 5)\n"
           "  -t LIST         thread counts (default 1,2; at most 4)\n"
           "  --layers N      transformer blocks of each file (default 2)\n"
+          "  --types LIST    the type axis instead of the six above: 1 to 6 distinct types\n"
+          "                  mkmodel writes (e.g. Q2_K,Q3_K; mkmodel --help lists them)\n"
           "  --dir DIR       where the files are written and reused (default\n"
           "                  /tmp/sluice-sweep)\n"
           "  --json FILE     also write the results (with every sample) as JSON to FILE\n"
@@ -174,11 +181,12 @@ static bool sample(sweep *s)
 {
     int n_deal = 0;      /* the writable types first in types[] */
     uint32_t types[AXIS_MAX];
-    for (int i = 0; i < k_axes[AX_TYPE].n; i++)
-        if (writable(k_axes[AX_TYPE].v[i])) types[n_deal++] = k_axes[AX_TYPE].v[i];
+    for (int i = 0; i < s->n_types; i++)
+        if (writable(s->types[i])) types[n_deal++] = s->types[i];
     int n_types = n_deal;
-    for (int i = 0; i < k_axes[AX_TYPE].n; i++)
-        if (!writable(k_axes[AX_TYPE].v[i])) types[n_types++] = k_axes[AX_TYPE].v[i];
+    for (int i = 0; i < s->n_types; i++)
+        if (!writable(s->types[i])) types[n_types++] = s->types[i];
+    if (!n_deal) return false;
     const int64_t n_run = s->rows - (n_types - n_deal);
     if (n_run < 1) return false;
     uint64_t st[4];
@@ -469,6 +477,30 @@ static int parse_threads(sweep *s, const char *flag, const char *v)
     return 0;
 }
 
+/* --types: names of distinct types mkmodel writes, at most AXIS_MAX */
+static int parse_types(sweep *s, const char *flag, const char *v)
+{
+    char buf[256];
+    if (strlen(v) >= sizeof buf) return sl_cli_usage_error(k_cmd, "%s '%s': too long", flag, v);
+    snprintf(buf, sizeof buf, "%s", v);
+    s->n_types = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (s->n_types == AXIS_MAX)
+            return sl_cli_usage_error(k_cmd, "%s '%s': at most %d types", flag, v, AXIS_MAX);
+        const sl_gguf_type_info *ti = sl_gguf_type_by_name(tok);
+        if (!ti || !writable(ti->code))
+            return sl_cli_usage_error(k_cmd, "%s '%s': '%s' is not a type mkmodel writes (%s)",
+                                      flag, v, tok, SL_SYNTH_TYPES);
+        for (int i = 0; i < s->n_types; i++)
+            if (s->types[i] == ti->code)
+                return sl_cli_usage_error(k_cmd, "%s '%s': '%s' twice", flag, v, tok);
+        s->types[s->n_types++] = ti->code;
+    }
+    if (!s->n_types) return sl_cli_usage_error(k_cmd, "%s '%s': no type", flag, v);
+    return 0;
+}
+
 static int sweep_main(sweep *s, int argc, char **argv);
 
 int sl_bench_sweep(int argc, char **argv)
@@ -496,6 +528,8 @@ static int sweep_main(sweep *s, int argc, char **argv)
     s->threads[1] = 2;
     s->n_threads = 2;
     s->dir = "/tmp/sluice-sweep";
+    s->n_types = k_axes[AX_TYPE].n;
+    memcpy(s->types, k_axes[AX_TYPE].v, sizeof s->types);
     sl_cli_args a;
     sl_cli_args_init(&a, k_cmd, argc, argv);
     while (sl_cli_args_next(&a)) {
@@ -525,6 +559,8 @@ static int sweep_main(sweep *s, int argc, char **argv)
         } else if (sl_cli_is(&a, "--layers", NULL)) {
             if (!(v = sl_cli_value(&a)) || sl_cli_parse_i64(k_cmd, a.flag, v, 1, 64, &s->layers))
                 return 2;
+        } else if (sl_cli_is(&a, "--types", NULL)) {
+            if (!(v = sl_cli_value(&a)) || parse_types(s, a.flag, v)) return 2;
         } else if (sl_cli_is(&a, "--dir", NULL)) {
             if (!(v = sl_cli_value(&a))) return 2;
             if (!*v) return sl_cli_usage_error(k_cmd, "--dir: empty name");
