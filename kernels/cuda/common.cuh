@@ -444,6 +444,87 @@ template <> struct sl_qt<39> {
     }
 };
 
+/* Q2_K = 10: scales[16] | qs[64] | d | dmin; unit j (32 elements): half n = j / 4, plane g =
+ * j % 4: q = (qs[32n + l] >> 2g) & 3, sub-blocks 2j (l < 16) and 2j + 1, each x = (d * (sc &
+ * 15)) * q - dmin * (sc >> 4). The mins are per 16, so dot sums x itself per half (no sx). */
+template <> struct sl_qt<10> {
+    SL_QT_COMMON(256, 84, 32, 1, false);
+    static __device__ __forceinline__ void deq(const uint8_t *b, int j, float *v)
+    {
+        const float d = sl_h2f(sl_ld_u16(b + 80)), dmin = sl_h2f(sl_ld_u16(b + 82));
+        const uint8_t *q = b + 16 + 32 * (j >> 2);
+        const int sh = 2 * (j & 3);
+        for (int h = 0; h < 2; h++) {
+            const int sc = b[2 * j + h];
+            const float dl = __fmul_rn(d, (float)(sc & 0xF)), ml = __fmul_rn(dmin, (float)(sc >> 4));
+            for (int l = 16 * h; l < 16 * h + 16; l++)
+                v[l] = __fsub_rn(__fmul_rn(dl, (float)((q[l] >> sh) & 3)), ml);
+        }
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int j, const float *x, float)
+    {
+        const uint8_t *q = b + 16 + 32 * (j >> 2);
+        const int sh = 2 * (j & 3);
+        float s[2] = {0.0f, 0.0f}, sx[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t w = (sl_ld_u32_a2(q + 4 * i) >> sh) & 0x03030303u;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                s[i >> 2] = fmaf(sl_byte_f(w, k, 0.0f), x[4 * i + k], s[i >> 2]);
+                sx[i >> 2] += x[4 * i + k];
+            }
+        }
+        const int sc0 = b[2 * j], sc1 = b[2 * j + 1];
+        const float d = sl_h2f(sl_ld_u16(b + 80)), dmin = sl_h2f(sl_ld_u16(b + 82));
+        return d * ((float)(sc0 & 0xF) * s[0] + (float)(sc1 & 0xF) * s[1]) -
+               dmin * ((float)(sc0 >> 4) * sx[0] + (float)(sc1 >> 4) * sx[1]);
+    }
+};
+
+/* Q3_K = 11: hmask[32] | qs[64] | scales[12] | d; unit j: half n = j / 4, plane g = j % 4: q =
+ * ((qs[32n + l] >> 2g) & 3) | bit j of hmask[l] << 2, value q - 4, sub-blocks 2j (l < 16) and
+ * 2j + 1 with 6-bit scales sc - 32 (low nibbles in bytes 0..7, high pairs in 8..11): x =
+ * (d * (sc - 32)) * (q - 4). */
+template <> struct sl_qt<11> {
+    SL_QT_COMMON(256, 110, 32, 2, false);
+    static __device__ __forceinline__ int scale(const uint8_t *b, int s)
+    {
+        const uint8_t *sc = b + 96;
+        return (((sc[s & 7] >> (4 * (s >> 3))) & 0xF) | (((sc[8 + (s & 3)] >> (2 * (s >> 2))) & 3) << 4)) -
+               32;
+    }
+    static __device__ __forceinline__ void deq(const uint8_t *b, int j, float *v)
+    {
+        const float d = sl_h2f(sl_ld_u16(b + 108));
+        const uint8_t *q = b + 32 + 32 * (j >> 2);
+        const int sh = 2 * (j & 3);
+        for (int h = 0; h < 2; h++) {
+            const float dl = __fmul_rn(d, (float)scale(b, 2 * j + h));
+            for (int l = 16 * h; l < 16 * h + 16; l++) {
+                const int qv = ((q[l] >> sh) & 3) - (((b[l] >> j) & 1) ? 0 : 4);
+                v[l] = __fmul_rn(dl, (float)qv);
+            }
+        }
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int j, const float *x, float)
+    {
+        const uint8_t *q = b + 32 + 32 * (j >> 2);
+        const int sh = 2 * (j & 3);
+        float s[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t w = ((sl_ld_u32_a2(q + 4 * i) >> sh) & 0x03030303u) |
+                               (((sl_ld_u32_a2(b + 4 * i) >> j) & 0x01010101u) << 2);
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                s[i >> 2] = fmaf(sl_byte_f(w, k, 4.0f), x[4 * i + k], s[i >> 2]);
+        }
+        const float d = sl_h2f(sl_ld_u16(b + 108));
+        return d * ((float)scale(b, 2 * j) * s[0] + (float)scale(b, 2 * j + 1) * s[1]);
+    }
+};
+
 /* Q4_K = 12: d | dmin | scales[12] | qs[128]; sub j (32 elements): x = d*sc_j*q - dmin*m_j,
  * q = nibble (j & 1) of qs[32 * (j / 2) + l]. */
 template <> struct sl_qt<12> {
@@ -554,7 +635,8 @@ template <> struct sl_qt<14> {
 
 /* Calls f.template operator()<TYPE>() for a supported weight type code (f: a functor with a
  * `template <uint32_t T> void operator()()`); returns false for any other code. The one list of
- * types the CUDA kernels handle: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 Q4_K Q5_K Q6_K. */
+ * types the CUDA kernels handle: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 Q2_K Q3_K Q4_K Q5_K
+ * Q6_K. */
 template <typename F> static inline bool sl_qt_dispatch(uint32_t type, F &&f)
 {
     switch (type) {
@@ -567,6 +649,8 @@ template <typename F> static inline bool sl_qt_dispatch(uint32_t type, F &&f)
     case 7: f.template operator()<7>(); return true;
     case 8: f.template operator()<8>(); return true;
     case 39: f.template operator()<39>(); return true;
+    case 10: f.template operator()<10>(); return true;
+    case 11: f.template operator()<11>(); return true;
     case 12: f.template operator()<12>(); return true;
     case 13: f.template operator()<13>(); return true;
     case 14: f.template operator()<14>(); return true;

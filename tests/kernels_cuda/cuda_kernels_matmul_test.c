@@ -34,7 +34,8 @@
 
 static const uint32_t TYPES[] = {SL_GGML_F32,  SL_GGML_F16,  SL_GGML_BF16, SL_GGML_Q4_0,
                                  SL_GGML_Q4_1, SL_GGML_Q5_0, SL_GGML_Q5_1, SL_GGML_Q8_0,
-                                 SL_GGML_MXFP4, SL_GGML_Q4_K, SL_GGML_Q5_K, SL_GGML_Q6_K};
+                                 SL_GGML_MXFP4, SL_GGML_Q2_K, SL_GGML_Q3_K, SL_GGML_Q4_K,
+                                 SL_GGML_Q5_K, SL_GGML_Q6_K};
 enum { N_TYPES = sizeof TYPES / sizeof TYPES[0] };
 
 static const char *tname(uint32_t t) { return sl_gguf_type_get(t)->name; }
@@ -75,7 +76,7 @@ static void test_host_side(void)
     float *p = (float *)(uintptr_t)64; /* never dereferenced: validation fails first */
     CHECK(sl_cuda_gemv(NULL, SL_GGML_Q4_K, p, 4, 100, p, 1, p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "cols");
-    CHECK(sl_cuda_gemv(NULL, SL_GGML_Q2_K, p, 4, 256, p, 1, p, &e) == SL_ERR_UNSUPPORTED);
+    CHECK(sl_cuda_gemv(NULL, SL_GGML_IQ2_XXS, p, 4, 256, p, 1, p, &e) == SL_ERR_UNSUPPORTED);
     CHECK(sl_cuda_gemv(NULL, SL_GGML_Q8_0, p, 4, 64, p, 0, p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "n_batch");
     CHECK(sl_cuda_gemv(NULL, SL_GGML_Q8_0, p, 4, 64, p, 1, p, &e) == SL_ERR_INVALID);
@@ -97,7 +98,9 @@ static void test_host_side(void)
     CHECK_CONTAINS(e.msg, "work_bytes");
     /* W 4x64 F16 (512), X 2x64 F16 (256), X row scales 2 floats (256 after alignment) */
     CHECK(sl_cuda_gemm_work_bytes(4, 64, 2) == 1024);
-    CHECK(sl_cuda_gemv_supported(SL_GGML_MXFP4) && !sl_cuda_gemv_supported(SL_GGML_Q3_K));
+    CHECK(sl_cuda_gemv_supported(SL_GGML_MXFP4) && sl_cuda_gemv_supported(SL_GGML_Q3_K) &&
+          !sl_cuda_gemv_supported(SL_GGML_IQ3_XXS));
+    CHECK(sl_cuda_gemv_row_bytes(SL_GGML_Q3_K, 512) == 220);
     CHECK(sl_cuda_gemv_row_bytes(SL_GGML_Q6_K, 512) == 420);
     CHECK(sl_cuda_gemv_row_bytes(SL_GGML_F16, 7) == 14);
 }
@@ -204,7 +207,8 @@ static void test_gemv(sl_cuda_ctx *c)
     for (int ti = 0; ti < N_TYPES; ti++) {
         const uint32_t t = TYPES[ti];
         const int64_t B = blk(t);
-        const int64_t chunk = t == SL_GGML_Q6_K ? 2048 : B == 1 ? 512 : 1024;
+        /* elements per GEMV chunk (sl_qt's 32 * UPL units): UPL 2 for Q6_K and Q3_K */
+        const int64_t chunk = t == SL_GGML_Q6_K || t == SL_GGML_Q3_K ? 2048 : B == 1 ? 512 : 1024;
         int64_t colsv[4] = {B, 3 * B, chunk + B, 4 * chunk + 3 * B};
         if (B == 1) colsv[0] = 1, colsv[1] = 7, colsv[2] = 255, colsv[3] = 1029;
         const int64_t rowsv[3] = {1, 17, 100}, batchv[3] = {1, 3, 6};
