@@ -140,9 +140,10 @@ static int usage(FILE *f, int rc)
             "  CPU GEMV GB/s (weight bytes / median time) per type and ISA for W [R][C]\n"
             "  (default 14336 x 4096, Q4_K and Q8_0, every SIMD ISA of this CPU, 20 reps) next\n"
             "  to a streaming-read roofline with the same threads; --isa scalar|avx2|avx512\n"
-            "  measures one ISA only. Types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K\n"
-            "  Q6_K MXFP4 IQ4_NL IQ4_XS (the GPU part: the types its GEMV has), and Q4_K_R8\n"
-            "  (Q4_K repacked eight rows at a time, as the loader does; R a multiple of 8).\n"
+            "  measures one ISA only. Types: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K\n"
+            "  Q4_K Q5_K Q6_K MXFP4 IQ4_NL IQ4_XS (the GPU part: the types its GEMV has), and\n"
+            "  Q4_K_R8 (Q4_K repacked eight rows at a time, as the loader does; R a multiple\n"
+            "  of 8).\n"
             "  --hot: one copy of W, read again every rep (a W that fits the cache measures the\n"
             "  kernel's compute speed; default: copies beyond 2x the last-level cache, so every\n"
             "  rep reads DRAM).\n");
