@@ -1,6 +1,7 @@
 /* kernels/cpu/gemm_k_vnni_tmpl.h: the AVX-512 VNNI batch kernel of the K-quants (Q3_K, Q4_K,
- * Q5_K, Q6_K, Q4_K_R8) and IQ4_XS under gemm.h's contract. Included only by matvec_avx512.c, right after
- * gemm_x86_tmpl.h, whose row unpack (gk_buf, gk_unpack_*) and 8-token kernel (gemm_k) it reuses.
+ * Q5_K, Q6_K, Q4_K_R8) and IQ4_XS under gemm.h's contract. Included only by matvec_avx512.c,
+ * right after gemm_x86_tmpl.h, whose row unpack (gk_buf, gk_unpack_*) and 8-token kernel
+ * (gemm_k) it reuses.
  *
  * Why it is faster than gemm_k: activations are transposed into 16-token panels (one zmm holds
  * the same 4 elements of 16 tokens), and a broadcast 4-byte group of weights meets them in one
@@ -165,8 +166,8 @@ static inline __attribute__((always_inline)) __m512 SL_MV_SUFFIX(gkv_reduce)(
 }
 
 /* GKV_MINS: Q4_K/Q5_K (float min term, sub-blocks of 32); GKV_OFFSET: Q6_K and Q3_K (codes =
- * value + 32 / + 4, sub-blocks of 16); GKV_IQ4: IQ4_XS (codes = table value + 128, sub-blocks of 32). The
- * offset kinds take the reference's term_d. */
+ * value + 32 / + 4, sub-blocks of 16); GKV_IQ4: IQ4_XS (codes = table value + 128, sub-blocks
+ * of 32). The offset kinds take the reference's term_d. */
 enum { GKV_MINS, GKV_OFFSET, GKV_IQ4, GKV_KINDS };
 
 static inline int SL_MV_SUFFIX(gkv_kind)(uint32_t type)

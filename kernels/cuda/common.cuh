@@ -1,4 +1,4 @@
-/* kernels/cuda/common.cuh: device helpers shared by every kernels/cuda/*.cu (private to the
+/* kernels/cuda/common.cuh: device helpers shared by every .cu file of kernels/cuda (private to the
  * package; never included from C).
  *
  * - Error convention: SL_CU(err, call) evaluates a CUDA runtime call and on failure returns
@@ -159,6 +159,7 @@ static __device__ __forceinline__ float sl_block_max(float v, float *scratch)
 }
 
 /* ---- cp.async (sm_80+): 16-byte global -> shared copies that bypass registers and L1 ------- */
+#if defined(__CUDACC__) /* tests/kernels_cuda:qt_host_test compiles the decoders without nvcc */
 
 static __device__ __forceinline__ void sl_cp_async16(void *smem, const void *gmem)
 {
@@ -176,6 +177,7 @@ static __device__ __forceinline__ void sl_cp_async_wait(void)
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+#endif
 
 /* ---- GGUF block decoders ------------------------------------------------------------------
  *
@@ -444,6 +446,98 @@ template <> struct sl_qt<39> {
     }
 };
 
+/* IQ4_NL / IQ4_XS: four 4-bit codes (the low nibbles of w's bytes) to their int8 values of
+ * kvalues_iq4nl (-127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53 69 89 113), one per byte,
+ * by two byte permutes (codes 0-7 and 8-15) and a per-byte pick on bit 3: a table indexed per
+ * lane would serialise. */
+static __device__ __forceinline__ uint32_t sl_iq4nl_lut4(uint32_t w)
+{
+    const uint32_t sel =
+        (w & 0x7u) | ((w >> 4) & 0x70u) | ((w >> 8) & 0x700u) | ((w >> 12) & 0x7000u);
+    const uint32_t lo = __byte_perm(0xbfad9881u, 0xf6eaddcfu, sel);
+    const uint32_t hi = __byte_perm(0x26190d01u, 0x71594535u, sel);
+    const uint32_t m = ((w >> 3) & 0x01010101u) * 0xFFu;
+    return (hi & m) | (lo & ~m);
+}
+
+/* IQ4_NL = 20: d | qs[16]; x = d * kvalues[q], low nibbles elements 0..15, high 16..31. */
+template <> struct sl_qt<20> {
+    SL_QT_COMMON(32, 18, 32, 1, false);
+    static __device__ __forceinline__ void deq(const uint8_t *b, int, float *v)
+    {
+        const float d = sl_h2f(sl_ld_u16(b));
+        for (int i = 0; i < 4; i++) {
+            const uint32_t w = sl_ld_u32_a2(b + 2 + 4 * i);
+            const uint32_t lo = sl_iq4nl_lut4(w & 0x0F0F0F0Fu);
+            const uint32_t hi = sl_iq4nl_lut4((w >> 4) & 0x0F0F0F0Fu);
+            for (int k = 0; k < 4; k++) {
+                v[4 * i + k] = __fmul_rn(d, (float)(int8_t)(lo >> (8 * k)));
+                v[16 + 4 * i + k] = __fmul_rn(d, (float)(int8_t)(hi >> (8 * k)));
+            }
+        }
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int, const float *x, float)
+    {
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t w = sl_ld_u32_a2(b + 2 + 4 * i);
+            /* value + 128 as an unsigned byte, then sl_byte_f's bias takes the 128 back */
+            const uint32_t lo = sl_iq4nl_lut4(w & 0x0F0F0F0Fu) ^ 0x80808080u;
+            const uint32_t hi = sl_iq4nl_lut4((w >> 4) & 0x0F0F0F0Fu) ^ 0x80808080u;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                s = fmaf(sl_byte_f(lo, k, 128.0f), x[4 * i + k], s);
+                s = fmaf(sl_byte_f(hi, k, 128.0f), x[16 + 4 * i + k], s);
+            }
+        }
+        return sl_h2f(sl_ld_u16(b)) * s;
+    }
+};
+
+/* IQ4_XS = 23: d | scales_h | scales_l[4] | qs[128]; unit j (sub-block j, 32 elements): ls = 4
+ * bits of scales_l[j / 2] (nibble j % 2) | 2 bits of scales_h at 2j << 4; x = (d * (ls - 32)) *
+ * kvalues[q], q the low nibbles of qs[16 j ..] for elements 0..15, the high for 16..31. */
+template <> struct sl_qt<23> {
+    SL_QT_COMMON(256, 136, 32, 1, false);
+    static __device__ __forceinline__ int scale(const uint8_t *b, int j)
+    {
+        const int lo = (b[4 + j / 2] >> (4 * (j & 1))) & 0xF;
+        return (lo | (((sl_ld_u16(b + 2) >> (2 * j)) & 3) << 4)) - 32;
+    }
+    static __device__ __forceinline__ void deq(const uint8_t *b, int j, float *v)
+    {
+        const float dl = __fmul_rn(sl_h2f(sl_ld_u16(b)), (float)scale(b, j));
+        const uint8_t *q = b + 8 + 16 * j;
+        for (int i = 0; i < 4; i++) {
+            const uint32_t w = sl_ld_u32_a2(q + 4 * i);
+            const uint32_t lo = sl_iq4nl_lut4(w & 0x0F0F0F0Fu);
+            const uint32_t hi = sl_iq4nl_lut4((w >> 4) & 0x0F0F0F0Fu);
+            for (int k = 0; k < 4; k++) {
+                v[4 * i + k] = __fmul_rn(dl, (float)(int8_t)(lo >> (8 * k)));
+                v[16 + 4 * i + k] = __fmul_rn(dl, (float)(int8_t)(hi >> (8 * k)));
+            }
+        }
+    }
+    static __device__ __forceinline__ float dot(const uint8_t *b, int j, const float *x, float)
+    {
+        const uint8_t *q = b + 8 + 16 * j;
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t w = sl_ld_u32_a2(q + 4 * i);
+            const uint32_t lo = sl_iq4nl_lut4(w & 0x0F0F0F0Fu) ^ 0x80808080u;
+            const uint32_t hi = sl_iq4nl_lut4((w >> 4) & 0x0F0F0F0Fu) ^ 0x80808080u;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                s = fmaf(sl_byte_f(lo, k, 128.0f), x[4 * i + k], s);
+                s = fmaf(sl_byte_f(hi, k, 128.0f), x[16 + 4 * i + k], s);
+            }
+        }
+        return sl_h2f(sl_ld_u16(b)) * (float)scale(b, j) * s;
+    }
+};
+
 /* Q2_K = 10: scales[16] | qs[64] | d | dmin; unit j (32 elements): half n = j / 4, plane g =
  * j % 4: q = (qs[32n + l] >> 2g) & 3, sub-blocks 2j (l < 16) and 2j + 1, each x = (d * (sc &
  * 15)) * q - dmin * (sc >> 4). The mins are per 16, so dot sums x itself per half (no sx). */
@@ -456,7 +550,8 @@ template <> struct sl_qt<10> {
         const int sh = 2 * (j & 3);
         for (int h = 0; h < 2; h++) {
             const int sc = b[2 * j + h];
-            const float dl = __fmul_rn(d, (float)(sc & 0xF)), ml = __fmul_rn(dmin, (float)(sc >> 4));
+            const float dl = __fmul_rn(d, (float)(sc & 0xF));
+            const float ml = __fmul_rn(dmin, (float)(sc >> 4));
             for (int l = 16 * h; l < 16 * h + 16; l++)
                 v[l] = __fsub_rn(__fmul_rn(dl, (float)((q[l] >> sh) & 3)), ml);
         }
@@ -491,8 +586,8 @@ template <> struct sl_qt<11> {
     static __device__ __forceinline__ int scale(const uint8_t *b, int s)
     {
         const uint8_t *sc = b + 96;
-        return (((sc[s & 7] >> (4 * (s >> 3))) & 0xF) | (((sc[8 + (s & 3)] >> (2 * (s >> 2))) & 3) << 4)) -
-               32;
+        const int lo = (sc[s & 7] >> (4 * (s >> 3))) & 0xF;
+        return (lo | (((sc[8 + (s & 3)] >> (2 * (s >> 2))) & 3) << 4)) - 32;
     }
     static __device__ __forceinline__ void deq(const uint8_t *b, int j, float *v)
     {
@@ -635,8 +730,8 @@ template <> struct sl_qt<14> {
 
 /* Calls f.template operator()<TYPE>() for a supported weight type code (f: a functor with a
  * `template <uint32_t T> void operator()()`); returns false for any other code. The one list of
- * types the CUDA kernels handle: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 Q2_K Q3_K Q4_K Q5_K
- * Q6_K. */
+ * types the CUDA kernels handle: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 IQ4_NL IQ4_XS Q2_K
+ * Q3_K Q4_K Q5_K Q6_K. */
 template <typename F> static inline bool sl_qt_dispatch(uint32_t type, F &&f)
 {
     switch (type) {
@@ -649,6 +744,8 @@ template <typename F> static inline bool sl_qt_dispatch(uint32_t type, F &&f)
     case 7: f.template operator()<7>(); return true;
     case 8: f.template operator()<8>(); return true;
     case 39: f.template operator()<39>(); return true;
+    case 20: f.template operator()<20>(); return true;
+    case 23: f.template operator()<23>(); return true;
     case 10: f.template operator()<10>(); return true;
     case 11: f.template operator()<11>(); return true;
     case 12: f.template operator()<12>(); return true;

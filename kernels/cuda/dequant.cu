@@ -65,7 +65,7 @@ static int64_t block_elems(uint32_t type)
 {
     switch (type) {
     case 0: case 1: case 30: return 1;
-    case 10: case 11: case 12: case 13: case 14: return 256;
+    case 10: case 11: case 12: case 13: case 14: case 23: return 256;
     default: return 32;
     }
 }

@@ -484,6 +484,8 @@ static bool host_type(uint32_t type, int64_t *blk, int64_t *bytes)
     case 7: *blk = 32, *bytes = 24; return true;
     case 8: *blk = 32, *bytes = 34; return true;
     case 39: *blk = 32, *bytes = 17; return true;
+    case 20: *blk = 32, *bytes = 18; return true;
+    case 23: *blk = 256, *bytes = 136; return true;
     case 10: *blk = 256, *bytes = 84; return true;
     case 11: *blk = 256, *bytes = 110; return true;
     case 12: *blk = 256, *bytes = 144; return true;

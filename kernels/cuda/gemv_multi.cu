@@ -65,6 +65,8 @@ static __device__ float gm_dot(uint32_t type, const uint8_t *row, const float *x
     case 7: return gm_dot_q<7>(row, x, cols, lane);
     case 8: return gm_dot_q<8>(row, x, cols, lane);
     case 39: return gm_dot_q<39>(row, x, cols, lane);
+    case 20: return gm_dot_q<20>(row, x, cols, lane);
+    case 23: return gm_dot_q<23>(row, x, cols, lane);
     case 10: return gm_dot_q<10>(row, x, cols, lane);
     case 11: return gm_dot_q<11>(row, x, cols, lane);
     case 12: return gm_dot_q<12>(row, x, cols, lane);

@@ -28,10 +28,10 @@
 #include "base/status.h"
 #include "tests/testing.h"
 
-static const uint32_t TYPES[] = {SL_GGML_F32,  SL_GGML_F16,  SL_GGML_BF16, SL_GGML_Q4_0,
-                                 SL_GGML_Q4_1, SL_GGML_Q5_0, SL_GGML_Q5_1, SL_GGML_Q8_0,
-                                 SL_GGML_Q2_K, SL_GGML_Q3_K, SL_GGML_Q4_K, SL_GGML_Q5_K,
-                                 SL_GGML_Q6_K};
+static const uint32_t TYPES[] = {SL_GGML_F32,    SL_GGML_F16,    SL_GGML_BF16, SL_GGML_Q4_0,
+                                 SL_GGML_Q4_1,   SL_GGML_Q5_0,   SL_GGML_Q5_1, SL_GGML_Q8_0,
+                                 SL_GGML_IQ4_NL, SL_GGML_IQ4_XS, SL_GGML_Q2_K, SL_GGML_Q3_K,
+                                 SL_GGML_Q4_K,   SL_GGML_Q5_K,   SL_GGML_Q6_K};
 enum { N_TYPES = sizeof TYPES / sizeof TYPES[0] };
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;

@@ -32,10 +32,10 @@
 #include "kernels/ref/quant.h"
 #include "tests/kernels_cuda/cuda_kernels_harness.h"
 
-static const uint32_t TYPES[] = {SL_GGML_F32,  SL_GGML_F16,  SL_GGML_BF16, SL_GGML_Q4_0,
-                                 SL_GGML_Q4_1, SL_GGML_Q5_0, SL_GGML_Q5_1, SL_GGML_Q8_0,
-                                 SL_GGML_MXFP4, SL_GGML_Q2_K, SL_GGML_Q3_K, SL_GGML_Q4_K,
-                                 SL_GGML_Q5_K, SL_GGML_Q6_K};
+static const uint32_t TYPES[] = {SL_GGML_F32,    SL_GGML_F16,    SL_GGML_BF16, SL_GGML_Q4_0,
+                                 SL_GGML_Q4_1,   SL_GGML_Q5_0,   SL_GGML_Q5_1, SL_GGML_Q8_0,
+                                 SL_GGML_MXFP4,  SL_GGML_IQ4_NL, SL_GGML_IQ4_XS, SL_GGML_Q2_K,
+                                 SL_GGML_Q3_K,   SL_GGML_Q4_K,   SL_GGML_Q5_K, SL_GGML_Q6_K};
 enum { N_TYPES = sizeof TYPES / sizeof TYPES[0] };
 
 static const char *tname(uint32_t t) { return sl_gguf_type_get(t)->name; }

@@ -144,8 +144,9 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err);
 uint32_t sl_synth_file_type(uint32_t type);
 /* The type llama.cpp's quantizer (llama-quant.cpp tensor_type_fallback) gives a tensor whose
  * rows are not whole 256-element blocks of `type`: Q2_K, Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K ->
- * Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL; `type` itself for the others. mkmodel writes the FFN down projections of an
- * --ffn / --shared-ffn that is not a multiple of 256 in it (e.g. 384, 1408 with Q4_K). */
+ * Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL; `type` itself for the others. mkmodel writes the FFN
+ * down projections of an --ffn / --shared-ffn that is not a multiple of 256 in it (e.g. 384,
+ * 1408 with Q4_K). */
 uint32_t sl_synth_fallback_type(uint32_t type);
 /* Online CPUs, clamped to [1, SL_SYNTH_MAX_THREADS]. */
 int sl_synth_default_threads(void);

@@ -1,0 +1,63 @@
+/* tests/kernels_cuda/host_shim: host stand-ins for the CUDA names kernels/cuda/common.cuh uses,
+ * so that its GGUF block decoders (sl_qt<T>::deq / dot) compile as plain C++ and run on the CPU
+ * in tests/kernels_cuda:qt_host_test. Only that test puts this folder on its include path.
+ * The intrinsics are the exact operations the device does: __fmul_rn etc. are single float
+ * operations (the test compiles with -ffp-contract=off), __byte_perm the PRMT byte select. */
+#ifndef SL_TESTS_HOST_SHIM_CUDA_RUNTIME_H
+#define SL_TESTS_HOST_SHIM_CUDA_RUNTIME_H
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#define __device__
+#define __host__
+#define __global__
+#define __forceinline__ inline
+
+typedef enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 } cudaError_t;
+static inline const char *cudaGetErrorString(cudaError_t) { return "host shim"; }
+static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+
+struct sl_shim_dim3 {
+    unsigned x, y, z;
+};
+static const sl_shim_dim3 threadIdx = {0, 0, 0}, blockDim = {32, 1, 1};
+
+struct float2 {
+    float x, y;
+};
+struct float4 {
+    float x, y, z, w;
+};
+struct uint4 {
+    unsigned x, y, z, w;
+};
+
+static inline float __uint_as_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+
+/* PRMT in its default mode: result byte k = byte (s >> 4k) & 7 of the 8 bytes y:x (the
+ * sign-replicate bit 3 of a selector is not used by the decoders) */
+static inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s)
+{
+    const uint64_t v = (uint64_t)y << 32 | x;
+    uint32_t r = 0;
+    for (int k = 0; k < 4; k++) r |= (uint32_t)((v >> (8 * ((s >> (4 * k)) & 7))) & 0xFF) << (8 * k);
+    return r;
+}
+
+/* one lane: the reductions are not what the host test checks */
+static inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
+static inline double __shfl_xor_sync(unsigned, double v, int) { return v; }
+static inline void __syncthreads(void) {}
+
+#endif

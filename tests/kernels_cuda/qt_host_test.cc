@@ -1,0 +1,118 @@
+/* tests/kernels_cuda/qt_host_test: the GEMV's and the dequant's GGUF block decoders
+ * (kernels/cuda/common.cuh sl_qt<T>) run on the CPU, for every type sl_qt_dispatch lists,
+ * against kernels/ref: deq bit for bit against sl_quant_dequant_row, dot within a few float
+ * ulps of the float64 sum over the dequantized weights. Why: CI has no GPU, and a decoder is
+ * the part of a CUDA kernel that differs by type; this runs it unit by unit exactly as the
+ * kernels call it (a unit's block at its offset in a 16-byte aligned row), through host
+ * stand-ins for the few CUDA intrinsics (tests/kernels_cuda/host_shim). The kernels
+ * themselves (staging, reductions, launches) are checked on the GPU machine by
+ * cuda_kernels_matmul_test. */
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "tests/kernels_cuda/common_cuh.h" /* kernels/cuda/common.cuh (BUILD: common_cuh_h) */
+
+extern "C" {
+#include "gguf/gguf.h"
+#include "kernels/ref/quant.h"
+#include "tests/testing.h"
+}
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static uint32_t rnd_u32(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float rnd_f(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)(rnd_u32() & 0xFFFFFF) / 16777216.0f;
+}
+
+static int n_types = 0;
+
+struct check_type {
+    uint32_t code;
+    template <uint32_t T> void operator()()
+    {
+        typedef sl_qt<T> Q;
+        const sl_gguf_type_info *ti = sl_gguf_type_get(T);
+        CHECK(ti != NULL);
+        if (!ti) return;
+        n_types++;
+        const int64_t n = 4 * 256; /* whole blocks of every type, several of each */
+        const size_t bytes = sl_quant_row_bytes(T, n);
+        CHECK(bytes > 0);
+        uint8_t *w = (uint8_t *)aligned_alloc(16, (bytes + 15) / 16 * 16);
+        float *f = (float *)malloc((size_t)n * sizeof *f), *ref = (float *)malloc((size_t)n * 4);
+        float *x = (float *)malloc((size_t)n * sizeof *x);
+        sl_error e;
+        for (int rep = 0; rep < 20; rep++) {
+            if (T == 39) { /* MXFP4: random codes, exponents near 1 */
+                for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd_u32();
+                for (size_t o = 0; o < bytes; o += 17) w[o] = (uint8_t)(118 + rnd_u32() % 12);
+            } else {
+                const float scale = rep % 3 == 2 ? 1e-3f : 1.0f + (float)(rep % 5);
+                for (int64_t i = 0; i < n; i++)
+                    f[i] = rnd_f(-1.0f, 1.0f) * scale * (1.0f + (float)(i % 7)) +
+                           (rep % 4 == 1 ? 0.5f * scale : 0.0f);
+                CHECK_MSG(sl_quant_row(T, f, w, n, &e) == SL_OK, "%s: %s", ti->name, e.msg);
+            }
+            CHECK(sl_quant_dequant_row(T, w, ref, n, &e) == SL_OK);
+            for (int64_t i = 0; i < n; i++) x[i] = rnd_f(-1.0f, 1.0f);
+            const int64_t units = n / Q::UNIT;
+            int bad_deq = 0, bad_dot = 0;
+            for (int64_t u = 0; u < units; u++) {
+                const uint8_t *blk = w + (u / Q::SUBS) * Q::BB;
+                const int sub = (int)(u % Q::SUBS);
+                float v[Q::UNIT];
+                if constexpr (T == 0 || T == 1 || T == 30) /* float types: elem, one unit a block */
+                    for (int i = 0; i < Q::UNIT; i++) v[i] = Q::elem(blk, i);
+                else
+                    Q::deq(blk, sub, v);
+                bad_deq += memcmp(v, ref + u * Q::UNIT, sizeof v) != 0;
+                double want = 0, mag = 0;
+                float sx = 0.0f;
+                for (int i = 0; i < Q::UNIT; i++) {
+                    want += (double)ref[u * Q::UNIT + i] * x[u * Q::UNIT + i];
+                    mag += fabs((double)ref[u * Q::UNIT + i] * x[u * Q::UNIT + i]);
+                    sx += x[u * Q::UNIT + i];
+                }
+                const float got = Q::dot(blk, sub, x + u * Q::UNIT, sx);
+                /* float sums of <= 32 products, scales applied after (and a min term through
+                 * sx): a few ulps of the magnitudes involved */
+                if (!(fabs((double)got - want) <= 1e-5 * (mag + fabs(want)) + 1e-30)) {
+                    if (!bad_dot)
+                        fprintf(stderr, "%s unit %lld: dot %.9g, float64 %.9g\n", ti->name,
+                                (long long)u, got, want);
+                    bad_dot++;
+                }
+            }
+            CHECK_MSG(bad_deq == 0, "%s rep %d: %d of %lld units' deq differ from kernels/ref",
+                      ti->name, rep, bad_deq, (long long)units);
+            CHECK_MSG(bad_dot == 0, "%s rep %d: %d of %lld units' dot off", ti->name, rep,
+                      bad_dot, (long long)units);
+        }
+        free(w);
+        free(f);
+        free(ref);
+        free(x);
+        printf("qt_host_test: %-6s deq and dot ok (unit %d, %d units a block)\n", ti->name,
+               Q::UNIT, Q::SUBS);
+    }
+};
+
+int main(void)
+{
+    /* every code sl_qt_dispatch takes, found by asking it for each */
+    for (uint32_t t = 0; t < 64; t++) {
+        check_type c{t};
+        sl_qt_dispatch(t, c);
+    }
+    CHECK_MSG(n_types == 16, "%d types decoded (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 "
+              "IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K)", n_types);
+    return sl_test_finish("qt_host_test");
+}
