@@ -5,7 +5,7 @@ usage: logits_vs_reference.py SLUICE_BINARY [--quick] [ARCH ...]   (default: eve
 For every architecture mkmodel writes (llama, mixtral, qwen3moe, olmoe, qwen2moe, gemma3, gpt-oss,
 deepseek2, and deepseek2 in the legacy attn_kv_b layout: deepseek2-kv_b; qwen2, qwen3, gemma2,
 granite, phi3; qwen3next) and
-weight types F32, Q8_0 and Q4_K (and gpt-oss in MXFP4), a small synthetic model is made with `sluice mkmodel`, run by
+weight types F32, Q8_0 and Q4_K (and gpt-oss in MXFP4; qwen3moe and gemma3 in Q2_K and Q3_K too), a small synthetic model is made with `sluice mkmodel`, run by
 `sluice eval` and by the reference on the same 12 tokens, and compared.
 
 Contract of `sluice eval` relied on (tools/commands/eval.c):
@@ -49,7 +49,9 @@ TYPES = {"F32": 1e-4, "Q8_0": 1e-2, "Q4_K": 1e-2}
 # deepseek2 (issue 15) is held to 1e-5 with F32 weights
 TOL_ARCH = {("deepseek2", "F32"): 1e-5, ("deepseek2-kv_b", "F32"): 1e-5}
 # gpt-oss as its real files store it (mkmodel --type MXFP4: experts MXFP4, the rest Q8_0)
-EXTRA = {"gpt-oss": {"MXFP4": 1e-2}}
+# and the 2-3 bit K-quants (Q2_K / Q3_K) on a MoE and a dense architecture
+EXTRA = {"gpt-oss": {"MXFP4": 1e-2}, "qwen3moe": {"Q2_K": 1e-2, "Q3_K": 1e-2},
+         "gemma3": {"Q2_K": 1e-2, "Q3_K": 1e-2}}
 # 12 tokens: more than gemma3's and gpt-oss's default sliding window (8), so local layers
 # mask old keys
 TOKENS = [1, 17, 300, 5, 9, 100, 200, 300, 400, 7, 8, 9]
