@@ -409,6 +409,21 @@ static inline void SL_MV_SUFFIX(q6_codes512)(const sl_block_q6_K *wp, int n, __m
                                      _mm512_and_si512(_mm512_srlv_epi16(h, dn), m30), 0xEA);
 }
 
+/* The end of an offset kind's super-block i (Q6_K, Q3_K): the codes' scale sums of its two
+ * chains c2 into its 8-lane sums *cs, and its half scale at dp (blocks are not 2-aligned:
+ * copied out) with no min. */
+static inline void SL_MV_SUFFIX(gkv_offset_end)(gk_buf *u, int64_t i, const __m512i c2[2],
+                                                __m256i *cs, const void *dp)
+{
+    const __m512i c4 = _mm512_add_epi32(c2[0], c2[1]);
+    *cs = _mm256_add_epi32(*cs, _mm256_add_epi32(_mm512_castsi512_si256(c4),
+                                                 _mm512_extracti64x4_epi64(c4, 1)));
+    uint16_t d;
+    memcpy(&d, dp, 2);
+    u->d[i] = _cvtsh_ss(d);
+    u->dmin[i] = 0.0f;
+}
+
 static void SL_MV_SUFFIX(gkv_unpack_q6)(const char *w, int64_t b0, int64_t b1, gk_buf *u)
 {
     __m256i cs[GK_PCH];
@@ -430,13 +445,7 @@ static void SL_MV_SUFFIX(gkv_unpack_q6)(const char *w, int64_t b0, int64_t b1, g
                 _mm512_storeu_si512(u->q[i] + 128 * n + 64 * h, _mm512_sub_epi8(c[h], x20));
             }
         }
-        const __m512i c4 = _mm512_add_epi32(c2[0], c2[1]);
-        cs[i] = _mm256_add_epi32(cs[i], _mm256_add_epi32(_mm512_castsi512_si256(c4),
-                                                         _mm512_extracti64x4_epi64(c4, 1)));
-        uint16_t d;
-        memcpy(&d, &wp->d, 2);
-        u->d[i] = _cvtsh_ss(d);
-        u->dmin[i] = 0.0f;
+        SL_MV_SUFFIX(gkv_offset_end)(u, i, c2, &cs[i], &wp->d);
     }
     SL_MV_SUFFIX(gkv_corr)(u, b1 - b0, cs);
 }
@@ -479,13 +488,7 @@ static void SL_MV_SUFFIX(gkv_unpack_q3)(const char *w, int64_t b0, int64_t b1, g
                 _mm512_storeu_si512(u->q[i] + 128 * n + 64 * h, _mm512_sub_epi8(c, four));
             }
         }
-        const __m512i c4 = _mm512_add_epi32(c2[0], c2[1]);
-        cs[i] = _mm256_add_epi32(cs[i], _mm256_add_epi32(_mm512_castsi512_si256(c4),
-                                                         _mm512_extracti64x4_epi64(c4, 1)));
-        uint16_t d;
-        memcpy(&d, &wp->d, 2);
-        u->d[i] = _cvtsh_ss(d);
-        u->dmin[i] = 0.0f;
+        SL_MV_SUFFIX(gkv_offset_end)(u, i, c2, &cs[i], &wp->d);
     }
     SL_MV_SUFFIX(gkv_corr)(u, b1 - b0, cs);
 }

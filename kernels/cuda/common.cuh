@@ -460,38 +460,49 @@ static __device__ __forceinline__ uint32_t sl_iq4nl_lut4(uint32_t w)
     return (hi & m) | (lo & ~m);
 }
 
+/* The 32 values of an IQ4 unit from its 16 code bytes q (low nibbles elements 0..15, high
+ * 16..31): v = scale * value, exactly (deq); and sum value * x in float (dot). */
+static __device__ __forceinline__ void sl_iq4_unit_deq(const uint8_t *q, float scale, float *v)
+{
+    for (int i = 0; i < 4; i++) {
+        const uint32_t w = sl_ld_u32_a2(q + 4 * i);
+        const uint32_t lo = sl_iq4nl_lut4(w & 0x0F0F0F0Fu);
+        const uint32_t hi = sl_iq4nl_lut4((w >> 4) & 0x0F0F0F0Fu);
+        for (int k = 0; k < 4; k++) {
+            v[4 * i + k] = __fmul_rn(scale, (float)(int8_t)(lo >> (8 * k)));
+            v[16 + 4 * i + k] = __fmul_rn(scale, (float)(int8_t)(hi >> (8 * k)));
+        }
+    }
+}
+
+static __device__ __forceinline__ float sl_iq4_unit_dot(const uint8_t *q, const float *x)
+{
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint32_t w = sl_ld_u32_a2(q + 4 * i);
+        /* value + 128 as an unsigned byte, then sl_byte_f's bias takes the 128 back */
+        const uint32_t lo = sl_iq4nl_lut4(w & 0x0F0F0F0Fu) ^ 0x80808080u;
+        const uint32_t hi = sl_iq4nl_lut4((w >> 4) & 0x0F0F0F0Fu) ^ 0x80808080u;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            s = fmaf(sl_byte_f(lo, k, 128.0f), x[4 * i + k], s);
+            s = fmaf(sl_byte_f(hi, k, 128.0f), x[16 + 4 * i + k], s);
+        }
+    }
+    return s;
+}
+
 /* IQ4_NL = 20: d | qs[16]; x = d * kvalues[q], low nibbles elements 0..15, high 16..31. */
 template <> struct sl_qt<20> {
     SL_QT_COMMON(32, 18, 32, 1, false);
     static __device__ __forceinline__ void deq(const uint8_t *b, int, float *v)
     {
-        const float d = sl_h2f(sl_ld_u16(b));
-        for (int i = 0; i < 4; i++) {
-            const uint32_t w = sl_ld_u32_a2(b + 2 + 4 * i);
-            const uint32_t lo = sl_iq4nl_lut4(w & 0x0F0F0F0Fu);
-            const uint32_t hi = sl_iq4nl_lut4((w >> 4) & 0x0F0F0F0Fu);
-            for (int k = 0; k < 4; k++) {
-                v[4 * i + k] = __fmul_rn(d, (float)(int8_t)(lo >> (8 * k)));
-                v[16 + 4 * i + k] = __fmul_rn(d, (float)(int8_t)(hi >> (8 * k)));
-            }
-        }
+        sl_iq4_unit_deq(b + 2, sl_h2f(sl_ld_u16(b)), v);
     }
     static __device__ __forceinline__ float dot(const uint8_t *b, int, const float *x, float)
     {
-        float s = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const uint32_t w = sl_ld_u32_a2(b + 2 + 4 * i);
-            /* value + 128 as an unsigned byte, then sl_byte_f's bias takes the 128 back */
-            const uint32_t lo = sl_iq4nl_lut4(w & 0x0F0F0F0Fu) ^ 0x80808080u;
-            const uint32_t hi = sl_iq4nl_lut4((w >> 4) & 0x0F0F0F0Fu) ^ 0x80808080u;
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                s = fmaf(sl_byte_f(lo, k, 128.0f), x[4 * i + k], s);
-                s = fmaf(sl_byte_f(hi, k, 128.0f), x[16 + 4 * i + k], s);
-            }
-        }
-        return sl_h2f(sl_ld_u16(b)) * s;
+        return sl_h2f(sl_ld_u16(b)) * sl_iq4_unit_dot(b + 2, x);
     }
 };
 
@@ -507,34 +518,11 @@ template <> struct sl_qt<23> {
     }
     static __device__ __forceinline__ void deq(const uint8_t *b, int j, float *v)
     {
-        const float dl = __fmul_rn(sl_h2f(sl_ld_u16(b)), (float)scale(b, j));
-        const uint8_t *q = b + 8 + 16 * j;
-        for (int i = 0; i < 4; i++) {
-            const uint32_t w = sl_ld_u32_a2(q + 4 * i);
-            const uint32_t lo = sl_iq4nl_lut4(w & 0x0F0F0F0Fu);
-            const uint32_t hi = sl_iq4nl_lut4((w >> 4) & 0x0F0F0F0Fu);
-            for (int k = 0; k < 4; k++) {
-                v[4 * i + k] = __fmul_rn(dl, (float)(int8_t)(lo >> (8 * k)));
-                v[16 + 4 * i + k] = __fmul_rn(dl, (float)(int8_t)(hi >> (8 * k)));
-            }
-        }
+        sl_iq4_unit_deq(b + 8 + 16 * j, __fmul_rn(sl_h2f(sl_ld_u16(b)), (float)scale(b, j)), v);
     }
     static __device__ __forceinline__ float dot(const uint8_t *b, int j, const float *x, float)
     {
-        const uint8_t *q = b + 8 + 16 * j;
-        float s = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const uint32_t w = sl_ld_u32_a2(q + 4 * i);
-            const uint32_t lo = sl_iq4nl_lut4(w & 0x0F0F0F0Fu) ^ 0x80808080u;
-            const uint32_t hi = sl_iq4nl_lut4((w >> 4) & 0x0F0F0F0Fu) ^ 0x80808080u;
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                s = fmaf(sl_byte_f(lo, k, 128.0f), x[4 * i + k], s);
-                s = fmaf(sl_byte_f(hi, k, 128.0f), x[16 + 4 * i + k], s);
-            }
-        }
-        return sl_h2f(sl_ld_u16(b)) * (float)scale(b, j) * s;
+        return sl_h2f(sl_ld_u16(b)) * (float)scale(b, j) * sl_iq4_unit_dot(b + 8 + 16 * j, x);
     }
 };
 

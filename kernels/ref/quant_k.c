@@ -294,7 +294,12 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
 /* ggml's make_qx_quants with rmse_type 1 and no importance weights (the Q6_K path): symmetric
  * quantization to L - nmax in [-nmax, nmax - 1], weights x^2, trial inverse scales
  * -(nmax + 0.1 * is) / max for is = -9..9. Returns the scale. */
-static float make_qx_quants_rmse1(int n, int nmax, const float *x, int8_t *L)
+/* The first pass of ggml's symmetric quantizers (make_qx_quants, make_q3_quants): max, the
+ * signed value of largest magnitude; l = clamp(nearest(-nmax / max * x_i), -nmax, nmax - 1)
+ * stored as L_i = l + add; with weights x^2, sumlx = sum w x l and suml2 = sum w l^2. False
+ * (L all 0) for a group below GROUP_MAX_EPS. */
+static bool sym_first(int n, int nmax, const float *x, int8_t *L, int add, float *max_out,
+                      float *sumlx_out, float *suml2_out)
 {
     float max = 0;
     float amax = 0;
@@ -307,15 +312,15 @@ static float make_qx_quants_rmse1(int n, int nmax, const float *x, int8_t *L)
     }
     if (amax < GROUP_MAX_EPS) {
         for (int i = 0; i < n; i++) L[i] = 0;
-        return 0.f;
+        return false;
     }
-    float iscale = (float)-nmax / max;
+    const float iscale = (float)-nmax / max;
     float sumlx = 0;
     float suml2 = 0;
     for (int i = 0; i < n; i++) {
         int l = sl__nearest_int(iscale * x[i]);
         l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
-        L[i] = (int8_t)(l + nmax);
+        L[i] = (int8_t)(l + add);
         const float w = x[i] * x[i];
         const float wx = w * x[i];
         const float wxl = wx * (float)l;
@@ -324,6 +329,16 @@ static float make_qx_quants_rmse1(int n, int nmax, const float *x, int8_t *L)
         const float wll = wl * (float)l;
         suml2 += wll;
     }
+    *max_out = max;
+    *sumlx_out = sumlx;
+    *suml2_out = suml2;
+    return true;
+}
+
+static float make_qx_quants_rmse1(int n, int nmax, const float *x, int8_t *L)
+{
+    float max, sumlx, suml2, iscale;
+    if (!sym_first(n, nmax, x, L, nmax, &max, &sumlx, &suml2)) return 0.f;
     float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; is++) {
@@ -364,32 +379,8 @@ static float make_qx_quants_rmse1(int n, int nmax, const float *x, int8_t *L)
  * sumlx^2 / suml2 grows. Returns sumlx / suml2 (0 for an all-zero group, whose L stay 0). */
 static float make_q3_quants(int n, int nmax, const float *x, int8_t *L)
 {
-    float max = 0;
-    float amax = 0;
-    for (int i = 0; i < n; i++) {
-        const float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if (amax < GROUP_MAX_EPS) {
-        for (int i = 0; i < n; i++) L[i] = 0;
-        return 0.f;
-    }
-    const float iscale = (float)-nmax / max;
-    float sumlx = 0;
-    float suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        int l = sl__nearest_int(iscale * x[i]);
-        l = l < -nmax ? -nmax : l > nmax - 1 ? nmax - 1 : l;
-        L[i] = (int8_t)l;
-        const float w = x[i] * x[i];
-        const float wx = w * x[i];
-        sumlx += wx * (float)l;
-        const float wl = w * (float)l;
-        suml2 += wl * (float)l;
-    }
+    float max, sumlx, suml2;
+    if (!sym_first(n, nmax, x, L, 0, &max, &sumlx, &suml2)) return 0.f;
     for (int itry = 0; itry < 5; itry++) {
         int n_changed = 0;
         for (int i = 0; i < n; i++) {

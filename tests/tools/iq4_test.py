@@ -6,35 +6,13 @@ the same bits), requant converts to them, and their logits stay near the F32 twi
 usage: iq4_test.py SLUICE_BINARY
 """
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
-from gguf import GGUFReader
 
-from harness import SLUICE, VOCAB, expect, finish
-
-TOKENS = "1,5,9,33,100,200,7,3,2,45,77,300,12,13,14,15,16,17,18,19,20,21,22,23"
-N_TOK = len(TOKENS.split(","))
-
-
-def run(*args, env=None):
-    return subprocess.run([SLUICE, *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})})
-
-
-def logits(model, out, *placement, env=None):
-    r = run("eval", "-m", model, "--tokens", TOKENS, "-ctk", "f32", "--logits-out", out,
-            *placement, env=env)
-    ok = r.returncode == 0 and os.path.getsize(out) == N_TOK * VOCAB * 4
-    expect(ok, f"eval {os.path.basename(model)} {' '.join(placement)} "
-           f"({r.stderr.strip()[-300:]})")
-    return np.fromfile(out, np.float32).reshape(N_TOK, VOCAB) if ok else None
-
-
-def types_of(path):
-    return {t.name: t.tensor_type.name for t in GGUFReader(path).tensors}
+from harness import expect, finish
+from typekit import logits, run, types_of
 
 
 def main():

@@ -8,38 +8,13 @@ than Q3_K).
 usage: q23_test.py SLUICE_BINARY
 """
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
-from gguf import GGUFReader
 
-from harness import SLUICE, VOCAB, expect, finish
-
-TOKENS = "1,5,9,33,100,200,7,3,2,45,77,300,12,13,14,15,16,17,18,19,20,21,22,23"
-N_TOK = len(TOKENS.split(","))
-
-
-def run(*args, env=None):
-    return subprocess.run([SLUICE, *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})})
-
-
-def logits(model, out, *placement, env=None):
-    r = run("eval", "-m", model, "--tokens", TOKENS, "-ctk", "f32", "--logits-out", out,
-            *placement, env=env)
-    ok = r.returncode == 0 and os.path.getsize(out) == N_TOK * VOCAB * 4
-    expect(ok, f"eval {os.path.basename(model)} {' '.join(placement)} "
-           f"({r.stderr.strip()[-300:]})")
-    expect("converted to F32" not in r.stderr,
-           f"eval {os.path.basename(model)}: nothing converted at load "
-           f"({r.stderr.strip()[-300:]})")
-    return np.fromfile(out, np.float32).reshape(N_TOK, VOCAB) if ok else None
-
-
-def types_of(path):
-    return {t.name: t.tensor_type.name for t in GGUFReader(path).tensors}
+from harness import expect, finish
+from typekit import loaded_types, logits, run, types_of
 
 
 def main():
@@ -65,6 +40,11 @@ def main():
                t["token_embd.weight"] == ty and t["blk.0.ffn_norm.weight"] == "F32",
                f"{ty}: matmul weights {ty}, expert down projections {want_down}, norms F32 "
                f"({t['blk.0.ffn_down_exps.weight']}, {t['blk.0.attn_q.weight']})")
+        lt = loaded_types(path)
+        expect(lt.get("blk.0.attn_q.weight") == ty and lt.get("blk.1.ffn_up_exps.weight") == ty
+               and lt.get("blk.1.ffn_down_shexp.weight") == ty,
+               f"{ty}: loaded as stored, not converted to F32 ({lt.get('blk.0.attn_q.weight')}, "
+               f"{lt.get('blk.1.ffn_up_exps.weight')})")
         cpu = logits(path, os.path.join(tmp, f"{ty}-cpu.bin"), "--placement", "cpu")
         if ty != "Q4_K":
             for pl in (["--placement", "gpu"], ["--placement", "experts-cpu"],
