@@ -476,11 +476,11 @@ static void SL_MV_SUFFIX(gkv_unpack_q3)(const char *w, int64_t b0, int64_t b1, g
                 const __m512i sh = _mm512_set_epi64(4 * h + 2, 4 * h + 2, 4 * h + 2, 4 * h + 2,
                                                     4 * h, 4 * h, 4 * h, 4 * h);
                 const int b_lo = 4 * n + 2 * h;
-                const __m512i bit = _mm512_set_epi64(
-                    0x0101010101010101ll << (b_lo + 1), 0x0101010101010101ll << (b_lo + 1),
-                    0x0101010101010101ll << (b_lo + 1), 0x0101010101010101ll << (b_lo + 1),
-                    0x0101010101010101ll << b_lo, 0x0101010101010101ll << b_lo,
-                    0x0101010101010101ll << b_lo, 0x0101010101010101ll << b_lo);
+                /* bit b_lo of every byte (low half), b_lo + 1 (high half); unsigned shifts */
+                const long long lo_bit = (long long)(0x0101010101010101ull << b_lo),
+                                hi_bit = (long long)(0x0101010101010101ull << (b_lo + 1));
+                const __m512i bit = _mm512_set_epi64(hi_bit, hi_bit, hi_bit, hi_bit, lo_bit,
+                                                     lo_bit, lo_bit, lo_bit);
                 const __m512i lo = _mm512_and_si512(_mm512_srlv_epi64(qv, sh), three);
                 const __m512i c =
                     _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hm, bit), lo, four);
