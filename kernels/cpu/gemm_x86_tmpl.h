@@ -634,9 +634,10 @@ static void SL_MV_SUFFIX(gk_unpack_q23)(uint32_t type, const char *w, int64_t b0
         const __m256i hm = _mm256_loadu_si256((const __m256i *)(q3 ? w3->hmask : w2->qs));
         for (int n = 0; n < 2; n++) {
             const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * n));
+            const __m256i hn = SL_MV_SUFFIX(k23_hnib)(hm, n);
             for (int g = 0; g < 4; g++)
                 _mm256_store_si256((__m256i *)(u->q[i] + 128 * n + 32 * g),
-                                   SL_MV_SUFFIX(k23_codes)(qv, q3 ? &hm : NULL, n, g));
+                                   SL_MV_SUFFIX(k23_codes)(qv, q3 ? &hn : NULL, g));
         }
         uint16_t d, dmin = 0;
         if (q3) {

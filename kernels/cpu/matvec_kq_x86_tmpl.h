@@ -270,18 +270,29 @@ static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(q6k_block512)(
 }
 #endif
 
+/* Q3_K: half n's four hmask bits of each of the 32 bytes at hm, as a nibble (bit g: group g) */
+static inline __m256i SL_MV_SUFFIX(k23_hnib)(__m256i hm, int n)
+{
+    return _mm256_and_si256(n ? _mm256_srli_epi16(hm, 4) : hm, _mm256_set1_epi8(15));
+}
+
 /* Q2_K/Q3_K: the unsigned codes of the 32 elements 128 n + 32 g .. + 31 in element order: plane
  * g of the 32 bytes qv at qs + 32 n (16-bit shifts carry only bits the mask drops), and for
- * Q3_K (hm: its 32 hmask bytes) bit 4 n + g of hmask[l] as 4. */
+ * Q3_K (hn: k23_hnib of its hmask) bit g of the nibble as 4, by a 16-entry byte table (one
+ * vpshufb: 1.1-1.5x the compare-and-mask form's speed, Q3_K rows 4096 x 4096 hot). */
 static inline __attribute__((always_inline)) __m256i SL_MV_SUFFIX(k23_codes)(__m256i qv,
-                                                                              const __m256i *hm,
-                                                                              int n, int g)
+                                                                              const __m256i *hn,
+                                                                              int g)
 {
     __m256i u = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * g), _mm256_set1_epi8(3));
-    if (hm) {
-        const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * n + g)));
-        const __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(*hm, bit), bit);
-        u = _mm256_or_si256(u, _mm256_and_si256(on, _mm256_set1_epi8(4)));
+    if (hn) {
+#define SL_MV_HB(i) (char)((((i) >> g) & 1) * 4)
+        const __m128i lut = _mm_setr_epi8(SL_MV_HB(0), SL_MV_HB(1), SL_MV_HB(2), SL_MV_HB(3),
+                                          SL_MV_HB(4), SL_MV_HB(5), SL_MV_HB(6), SL_MV_HB(7),
+                                          SL_MV_HB(8), SL_MV_HB(9), SL_MV_HB(10), SL_MV_HB(11),
+                                          SL_MV_HB(12), SL_MV_HB(13), SL_MV_HB(14), SL_MV_HB(15));
+#undef SL_MV_HB
+        u = _mm256_or_si256(u, _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(lut), *hn));
     }
     return u;
 }
@@ -308,8 +319,9 @@ SL_MV_SUFFIX(k23_sums)(const uint8_t *qs, const uint8_t *hmask, const char *xp, 
         const __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * n));
         const __m256i half = _mm256_broadcastsi128_si256(
             n ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
+        const __m256i hn = SL_MV_SUFFIX(k23_hnib)(hm, n);
         for (int g = 0; g < 4; g++) {
-            const __m256i u = SL_MV_SUFFIX(k23_codes)(qv, hmask ? &hm : NULL, n, g);
+            const __m256i u = SL_MV_SUFFIX(k23_codes)(qv, hmask ? &hn : NULL, g);
             const __m256i xv = _mm256_loadu_si256((const __m256i *)(xp + 4 + 128 * n + 32 * g));
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv),
                                                           SL_MV_SUFFIX(k23_scv)(half, g)));
