@@ -329,6 +329,20 @@ static int q2_bits(const uint8_t *qs, int e)
     return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
 }
 
+/* The super-block sum of the types with 16 sub-blocks of 16 and integer scales (Q2_K, Q3_K,
+ * Q6_K): sum_s sc[s] * sum_k v[16 s + k] * q8[16 s + k], v the element values (exact in int32:
+ * matvec_impl.h's ranges). */
+static int32_t isum16(const int8_t v[SL_QK_K], const int sc[16], const int8_t *q8)
+{
+    int32_t isum = 0;
+    for (int s = 0; s < 16; s++) {
+        int32_t sub = 0;
+        for (int k = 0; k < 16; k++) sub += v[16 * s + k] * q8[16 * s + k];
+        isum += sc[s] * sub;
+    }
+    return isum;
+}
+
 /* Q2_K: isum = sum_s sc_s * sum_l q * q8, summ = sum_s m_s * bsums[s] over the 16 sub-blocks
  * (scales: sc low nibble, m high), as ggml's vec_dot_q2_K_q8_K. */
 static float term_q2_K(const void *wp, const void *xp)
@@ -337,13 +351,15 @@ static float term_q2_K(const void *wp, const void *xp)
     sl_block_q8_K x;
     memcpy(&w, wp, sizeof w);
     memcpy(&x, xp, sizeof x);
-    int32_t isum = 0, summ = 0;
+    int8_t v[SL_QK_K];
+    int sc[16];
+    int32_t summ = 0;
+    for (int e = 0; e < SL_QK_K; e++) v[e] = (int8_t)q2_bits(w.qs, e);
     for (int s = 0; s < 16; s++) {
-        int32_t sub = 0;
-        for (int k = 0; k < 16; k++) sub += q2_bits(w.qs, 16 * s + k) * x.qs[16 * s + k];
-        isum += (w.scales[s] & 0xF) * sub;
+        sc[s] = w.scales[s] & 0xF;
         summ += (w.scales[s] >> 4) * x.bsums[s];
     }
+    const int32_t isum = isum16(v, sc, x.qs);
     return sl__mv_term_k(isum, sl__mv_h2f(w.d) * x.d, summ, sl__mv_h2f(w.dmin) * x.d);
 }
 
@@ -363,17 +379,12 @@ static float term_q3_K(const void *wp, const void *xp)
     sl_block_q8_K x;
     memcpy(&w, wp, sizeof w);
     memcpy(&x, xp, sizeof x);
-    int32_t isum = 0;
-    for (int s = 0; s < 16; s++) {
-        int32_t sub = 0;
-        for (int k = 0; k < 16; k++) {
-            const int e = 16 * s + k;
-            const int q = q2_bits(w.qs, e) | ((w.hmask[e % 32] >> (e / 32)) & 1) << 2;
-            sub += (q - 4) * x.qs[e];
-        }
-        isum += q3_scale(w.scales, s) * sub;
-    }
-    return sl__mv_term_d(isum, sl__mv_h2f(w.d) * x.d);
+    int8_t v[SL_QK_K];
+    int sc[16];
+    for (int e = 0; e < SL_QK_K; e++)
+        v[e] = (int8_t)((q2_bits(w.qs, e) | ((w.hmask[e % 32] >> (e / 32)) & 1) << 2) - 4);
+    for (int s = 0; s < 16; s++) sc[s] = q3_scale(w.scales, s);
+    return sl__mv_term_d(isum16(v, sc, x.qs), sl__mv_h2f(w.d) * x.d);
 }
 
 /* Q6_K element e of a super-block (0..255): ggml's ql/qh interleave. */
@@ -393,13 +404,11 @@ static float term_q6_K(const void *wp, const void *xp)
     sl_block_q8_K x;
     memcpy(&w, wp, sizeof w);
     memcpy(&x, xp, sizeof x);
-    int32_t isum = 0;
-    for (int s = 0; s < 16; s++) {
-        int32_t sub = 0;
-        for (int k = 0; k < 16; k++) sub += q6_value(&w, 16 * s + k) * x.qs[16 * s + k];
-        isum += w.scales[s] * sub;
-    }
-    return sl__mv_term_d(isum, sl__mv_h2f(w.d) * x.d);
+    int8_t v[SL_QK_K];
+    int sc[16];
+    for (int e = 0; e < SL_QK_K; e++) v[e] = (int8_t)q6_value(&w, e);
+    for (int s = 0; s < 16; s++) sc[s] = w.scales[s];
+    return sl__mv_term_d(isum16(v, sc, x.qs), sl__mv_h2f(w.d) * x.d);
 }
 
 typedef float (*term_fn)(const void *w, const void *x);

@@ -49,6 +49,11 @@ struct check_type {
         uint8_t *w = (uint8_t *)aligned_alloc(16, (bytes + 15) / 16 * 16);
         float *f = (float *)malloc((size_t)n * sizeof *f), *ref = (float *)malloc((size_t)n * 4);
         float *x = (float *)malloc((size_t)n * sizeof *x);
+        if (!w || !f || !ref || !x) {
+            CHECK_MSG(0, "%s: out of memory", ti->name);
+            free(w), free(f), free(ref), free(x);
+            return;
+        }
         sl_error e;
         for (int rep = 0; rep < 20; rep++) {
             if (T == 39) { /* MXFP4: random codes, exponents near 1 */
