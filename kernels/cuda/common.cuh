@@ -720,32 +720,61 @@ template <> struct sl_qt<14> {
  * `template <uint32_t T> void operator()()`); returns false for any other code. The one list of
  * types the CUDA kernels handle: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 IQ4_NL IQ4_XS Q2_K
  * Q3_K Q4_K Q5_K Q6_K. */
+/* Every GGUF type code the decoders above take, once: the dispatch, the per-type loops (the
+ * GEMV's shared-memory attributes) and the device-side switches all expand this list, so a
+ * decoder added above is one entry here and nowhere else. */
+#define SL_QT_TYPES(X) X(0) X(1) X(30) X(2) X(3) X(6) X(7) X(8) X(39) X(20) X(23) X(10) X(11) \
+    X(12) X(13) X(14)
+
+/* f.operator()<T>() for the type code given; false (nothing called) for one not listed */
 template <typename F> static inline bool sl_qt_dispatch(uint32_t type, F &&f)
 {
+#define SL_QT_CASE_(t)                                                                        \
+    case t: f.template operator()<t>(); return true;
     switch (type) {
-    case 0: f.template operator()<0>(); return true;
-    case 1: f.template operator()<1>(); return true;
-    case 30: f.template operator()<30>(); return true;
-    case 2: f.template operator()<2>(); return true;
-    case 3: f.template operator()<3>(); return true;
-    case 6: f.template operator()<6>(); return true;
-    case 7: f.template operator()<7>(); return true;
-    case 8: f.template operator()<8>(); return true;
-    case 39: f.template operator()<39>(); return true;
-    case 20: f.template operator()<20>(); return true;
-    case 23: f.template operator()<23>(); return true;
-    case 10: f.template operator()<10>(); return true;
-    case 11: f.template operator()<11>(); return true;
-    case 12: f.template operator()<12>(); return true;
-    case 13: f.template operator()<13>(); return true;
-    case 14: f.template operator()<14>(); return true;
+        SL_QT_TYPES(SL_QT_CASE_)
     default: return false;
     }
+#undef SL_QT_CASE_
 }
 
-static inline bool sl_qt_is_float(uint32_t type)
+/* f.operator()<T>() for every listed type */
+template <typename F> static inline void sl_qt_for_each(F &&f)
+{
+#define SL_QT_EACH_(t) f.template operator()<t>();
+    SL_QT_TYPES(SL_QT_EACH_)
+#undef SL_QT_EACH_
+}
+
+static constexpr bool sl_qt_is_float(uint32_t type)
 {
     return type == 0 || type == 1 || type == 30;
+}
+
+/* A type's GGUF block as stored: elements and bytes (a float type: 1 element, its size). */
+template <uint32_t T> struct sl_qt_block {
+    static constexpr int64_t ELEMS = sl_qt_is_float(T) ? 1 : sl_qt<T>::QK;
+    static constexpr int64_t BYTES = sl_qt_is_float(T) ? sl_qt<T>::BB / sl_qt<T>::QK
+                                                        : sl_qt<T>::BB;
+};
+
+struct sl_qt_block_of {
+    int64_t elems = 0, bytes = 0;
+    template <uint32_t T> void operator()()
+    {
+        elems = sl_qt_block<T>::ELEMS;
+        bytes = sl_qt_block<T>::BYTES;
+    }
+};
+
+/* the block shape of a listed type code; false for one the kernels do not decode */
+static inline bool sl_qt_block_shape(uint32_t type, int64_t *elems, int64_t *bytes)
+{
+    sl_qt_block_of b;
+    if (!sl_qt_dispatch(type, b)) return false;
+    *elems = b.elems;
+    *bytes = b.bytes;
+    return true;
 }
 
 #endif

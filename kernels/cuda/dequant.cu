@@ -61,15 +61,6 @@ template <typename OUT> struct dq_launch {
     }
 };
 
-static int64_t block_elems(uint32_t type)
-{
-    switch (type) {
-    case 0: case 1: case 30: return 1;
-    case 10: case 11: case 12: case 13: case 14: case 23: return 256;
-    default: return 32;
-    }
-}
-
 struct dq_nop {
     template <uint32_t T> void operator()() {}
 };
@@ -83,12 +74,13 @@ template <typename OUT>
 static sl_status dequant(const char *fn, sl_cuda_ctx *c, uint32_t type, const void *d_src,
                          int64_t n, OUT *d_dst, sl_error *err)
 {
-    if (!sl_cuda_dequant_supported(type))
+    int64_t blk, blk_bytes;
+    if (!sl_qt_block_shape(type, &blk, &blk_bytes))
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u is not supported by the "
                             "CUDA kernels", fn, type);
-    if (n < 0 || n % block_elems(type))
+    if (n < 0 || n % blk)
         return sl_error_set(err, SL_ERR_INVALID, "%s: n = %lld is not a non-negative multiple "
-                            "of the block size %lld", fn, (long long)n, (long long)block_elems(type));
+                            "of the block size %lld", fn, (long long)n, (long long)blk);
     if (n > 0 && (!d_src || !d_dst))
         return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", fn, d_src ? "d_dst" : "d_src");
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", fn);

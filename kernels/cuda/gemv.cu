@@ -471,40 +471,16 @@ struct gv_attr {
     }
 };
 
-static const uint32_t GV_TYPES[] = {0, 1, 30, 2, 3, 6, 7, 8, 39, 12, 13, 14};
-
-static bool host_type(uint32_t type, int64_t *blk, int64_t *bytes)
-{
-    switch (type) {
-    case 0: *blk = 1, *bytes = 4; return true;
-    case 1: case 30: *blk = 1, *bytes = 2; return true;
-    case 2: *blk = 32, *bytes = 18; return true;
-    case 3: *blk = 32, *bytes = 20; return true;
-    case 6: *blk = 32, *bytes = 22; return true;
-    case 7: *blk = 32, *bytes = 24; return true;
-    case 8: *blk = 32, *bytes = 34; return true;
-    case 39: *blk = 32, *bytes = 17; return true;
-    case 20: *blk = 32, *bytes = 18; return true;
-    case 23: *blk = 256, *bytes = 136; return true;
-    case 10: *blk = 256, *bytes = 84; return true;
-    case 11: *blk = 256, *bytes = 110; return true;
-    case 12: *blk = 256, *bytes = 144; return true;
-    case 13: *blk = 256, *bytes = 176; return true;
-    case 14: *blk = 256, *bytes = 210; return true;
-    default: return false;
-    }
-}
-
 extern "C" bool sl_cuda_gemv_supported(uint32_t type)
 {
     int64_t b, s;
-    return host_type(type, &b, &s);
+    return sl_qt_block_shape(type, &b, &s);
 }
 
 extern "C" size_t sl_cuda_gemv_row_bytes(uint32_t type, int64_t cols)
 {
     int64_t blk, bytes;
-    if (!host_type(type, &blk, &bytes) || cols < 1 || cols % blk) return 0;
+    if (!sl_qt_block_shape(type, &blk, &bytes) || cols < 1 || cols % blk) return 0;
     if (cols / blk > (int64_t)(SIZE_MAX / 2) / bytes) return 0;
     return (size_t)(cols / blk * bytes);
 }
@@ -545,7 +521,7 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
     if (st) return st;
     if (!c->gemv_smem_ready) {
         gv_attr at;
-        for (uint32_t t : GV_TYPES) sl_qt_dispatch(t, at);
+        sl_qt_for_each(at);
         if (at.rc != cudaSuccess)
             return sl__cu_fail(err, at.rc, "cudaFuncSetAttribute(k_gemv)", __FILE__, __LINE__);
         if (at.max_bytes > c->info.smem_per_block_optin)

@@ -52,28 +52,22 @@ template <uint32_t T> static __device__ float gm_dot_q(const uint8_t *row, const
 }
 
 /* this lane's share of the row's dot (type is uniform over the warp) */
+template <uint32_t T> static __device__ float gm_dot_t(const uint8_t *row, const float *x,
+                                                       int64_t cols, int lane)
+{
+    if constexpr (sl_qt_block<T>::ELEMS == 1) return gm_dot_f<T>(row, x, cols, lane);
+    else return gm_dot_q<T>(row, x, cols, lane);
+}
+
 static __device__ float gm_dot(uint32_t type, const uint8_t *row, const float *x, int64_t cols,
                                int lane)
 {
+#define GM_CASE_(t) case t: return gm_dot_t<t>(row, x, cols, lane);
     switch (type) {
-    case 0: return gm_dot_f<0>(row, x, cols, lane);
-    case 1: return gm_dot_f<1>(row, x, cols, lane);
-    case 30: return gm_dot_f<30>(row, x, cols, lane);
-    case 2: return gm_dot_q<2>(row, x, cols, lane);
-    case 3: return gm_dot_q<3>(row, x, cols, lane);
-    case 6: return gm_dot_q<6>(row, x, cols, lane);
-    case 7: return gm_dot_q<7>(row, x, cols, lane);
-    case 8: return gm_dot_q<8>(row, x, cols, lane);
-    case 39: return gm_dot_q<39>(row, x, cols, lane);
-    case 20: return gm_dot_q<20>(row, x, cols, lane);
-    case 23: return gm_dot_q<23>(row, x, cols, lane);
-    case 10: return gm_dot_q<10>(row, x, cols, lane);
-    case 11: return gm_dot_q<11>(row, x, cols, lane);
-    case 12: return gm_dot_q<12>(row, x, cols, lane);
-    case 13: return gm_dot_q<13>(row, x, cols, lane);
-    case 14: return gm_dot_q<14>(row, x, cols, lane);
-    default: return 0.0f; /* checked on the host */
+        SL_QT_TYPES(GM_CASE_)
+    default: return 0.0f; /* unreachable: the host checks the type (sl_qt_block_shape) */
     }
+#undef GM_CASE_
 }
 
 /* grid: x = global row blocks of GM_WARPS rows, y = head, z = token; one warp per row */

@@ -64,11 +64,27 @@ static inline void *xmalloc(size_t n)
     return p;
 }
 
-/* REPORT: a CHECK that prints only the first 30 failures (a broken kernel fails thousands) */
+/* REPORT: a CHECK that prints only the first failures (a broken kernel fails thousands): 30, or
+ * SLUICE_TEST_REPORTS (1-100000) to see past a first broken type on a rare GPU run */
 static int fails_reported;
+static inline int report_cap(void)
+{
+    static int cap;
+    if (!cap) {
+        const char *v = getenv("SLUICE_TEST_REPORTS");
+        char *end = NULL;
+        long n = v ? strtol(v, &end, 10) : 30;
+        if (v && (end == v || *end || n < 1 || n > 100000)) {
+            fprintf(stderr, "SLUICE_TEST_REPORTS='%s' is not 1-100000; using 30\n", v);
+            n = 30;
+        }
+        cap = (int)n;
+    }
+    return cap;
+}
 #define REPORT(cond, ...)                                                                  \
     do {                                                                                   \
-        if (!(cond) && fails_reported++ < 30) CHECK_MSG(cond, __VA_ARGS__);                \
+        if (!(cond) && fails_reported++ < report_cap()) CHECK_MSG(cond, __VA_ARGS__);      \
         else if (!(cond)) sl_test_g.failures++;                                            \
         else sl_test_g.checks++;                                                           \
     } while (0)

@@ -364,15 +364,18 @@ static void test_gemv_expert_parts(sl_cuda_ctx *c)
             if (db[k]) h2d(dd + off, dw[k], db[k]);
         }
         const int32_t ids[NS] = {3, 1, 0, 2};
-        float *x = xmalloc((size_t)(NS * F) * 4), yg[NS * 3 * 256], yd[NS * 512];
-        for (int64_t i = 0; i < NS * F; i++) x[i] = rnd_f(-1, 1);
+        /* x: gate' reads E values (one token, shared), down' NS slots of F; for the float
+         * types E (70) exceeds NS * F (60), and a buffer of NS * F was read past its end */
+        const int64_t XN = NS * F > E ? NS * F : E;
+        float *x = xmalloc((size_t)XN * 4), yg[NS * 3 * 256], yd[NS * 512];
+        for (int64_t i = 0; i < XN; i++) x[i] = rnd_f(-1, 1);
         void **dpg = dmalloc(sizeof pg), **dpd = dmalloc(sizeof pd);
         int64_t *dat = dmalloc(sizeof at);
         int32_t *dids = dmalloc(sizeof ids);
-        float *dx = dmalloc((size_t)(NS * F) * 4), *dyg = dmalloc(sizeof yg);
+        float *dx = dmalloc((size_t)XN * 4), *dyg = dmalloc(sizeof yg);
         float *dyd = dmalloc(sizeof yd);
         h2d(dpg, pg, sizeof pg), h2d(dpd, pd, sizeof pd), h2d(dat, at, sizeof at);
-        h2d(dids, ids, sizeof ids), h2d(dx, x, (size_t)(NS * F) * 4);
+        h2d(dids, ids, sizeof ids), h2d(dx, x, (size_t)XN * 4);
         sl_error e;
         const void *const *cpg = (const void *const *)dpg, *const *cpd = (const void *const *)dpd;
         CHECK_MSG(sl_cuda_gemv_expert_parts(c, t, cpg, NE, dat, false, dids, NS, F, E, dx, dyg,

@@ -43,6 +43,12 @@ struct check_type {
         CHECK(ti != NULL);
         if (!ti) return;
         n_types++;
+        /* the block shape the GEMV and the dequant size rows by (sl_qt_block_shape) is GGUF's */
+        int64_t be = 0, bb = 0;
+        CHECK(sl_qt_block_shape(T, &be, &bb));
+        CHECK_MSG(be == ti->block_size && bb == ti->type_size, "%s: block %lld elems %lld bytes, "
+                  "GGUF's %u / %u", ti->name, (long long)be, (long long)bb, ti->block_size,
+                  ti->type_size);
         const int64_t n = 4 * 256; /* whole blocks of every type, several of each */
         const size_t bytes = sl_quant_row_bytes(T, n);
         CHECK(bytes > 0);
@@ -110,6 +116,18 @@ struct check_type {
     }
 };
 
+/* visits every type sl_qt_for_each lists; bad: the first without a block shape, + 1 */
+struct qt_counter {
+    int n = 0;
+    uint32_t bad = 0;
+    int64_t e_ = 0, b_ = 0;
+    template <uint32_t T> void operator()()
+    {
+        n++;
+        if (!sl_qt_block_shape(T, &e_, &b_) && !bad) bad = T + 1;
+    }
+};
+
 int main(void)
 {
     /* every code sl_qt_dispatch takes, found by asking it for each */
@@ -117,6 +135,12 @@ int main(void)
         check_type c{t};
         sl_qt_dispatch(t, c);
     }
+    /* sl_qt_for_each visits the same list (the GEMV sets its kernels' attributes through it) */
+    qt_counter cnt;
+    sl_qt_for_each(cnt);
+    CHECK_MSG(cnt.n == n_types && cnt.bad == 0, "sl_qt_for_each: %d types (dispatch %d), "
+              "first without a shape %u", cnt.n, n_types, cnt.bad ? cnt.bad - 1 : 0);
+    CHECK_MSG(sl_qt_block_shape(64, &cnt.e_, &cnt.b_) == false, "type 64 has a block shape");
     CHECK_MSG(n_types == 16, "%d types decoded (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 "
               "IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K)", n_types);
     return sl_test_finish("qt_host_test");
