@@ -313,6 +313,10 @@ typedef struct sl_ctx_options {
      * floats, llama.cpp's embeddings (pooling is the caller's) — for sl_ctx_embeddings, on
      * every placement (copied back from the side the output runs on) */
     bool embeddings;
+    /* time every step of the device executor (sl_ctx_step_profile): on cuda an event pair
+     * around each step, so each step also counts 2 more device calls in sl_ctx_stats and
+     * the pass gets slower by the events; off by default */
+    bool profile_steps;
 } sl_ctx_options;
 SL_API sl_ctx_options sl_ctx_options_default(void);
 
@@ -481,6 +485,23 @@ typedef struct sl_ctx_stats {
     uint64_t dev_layer_steps, dev_layers;
 } sl_ctx_stats;
 SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
+
+/* One step kind of the device executor (runtime/engine/dx.h: "mm", "norm_mm", "attn", "moe",
+ * ...) over the context's life: steps run, their time (cuda: device time between an event
+ * before and after each, so a step of several kernels counts the idle time between them;
+ * sim: host time) and, cuda only, the stream's idle time before each step (the host
+ * enqueueing it later than the device needed it; 0 on sim). */
+typedef struct sl_step_profile {
+    const char *op;             /* a static name */
+    uint64_t calls;
+    double seconds, gap_seconds;
+} sl_step_profile;
+/* rows[0 .. *n): every step kind, in one fixed order (the same *n each call, so two calls can
+ * be subtracted row by row), never-run kinds with zeros (all of them for a context without a
+ * device side: only the device executor is timed). SL_ERR_INVALID unless the context was
+ * created with profile_steps; SL_ERR_RANGE when cap < the kinds (*n says how many). */
+SL_API sl_status sl_ctx_step_profile(const sl_ctx *c, sl_step_profile *rows, size_t cap,
+                                     size_t *n, sl_error *err);
 /* Writes the MoE scheduler's recorded copy/compute spans as Chrome/Perfetto trace JSON (the
  * fetch scheduler with option trace=1 or debug); SL_ERR_INVALID for other schedulers, SL_ERR_IO
  * naming the path. */

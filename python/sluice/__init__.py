@@ -347,11 +347,12 @@ class Model(_Handle):
         return RESIDENCY[lib().sl_model_residency(self._live())]
 
     def context(self, n_ctx=0, n_batch=0, all_logits=False, kv_f16=True, sched=None,
-                embeddings=False):
+                embeddings=False, profile_steps=False):
         """A new Context (kv_f16: F16 KV cache, the default of the library, the CLI's eval,
-        generate and serve and of llama.cpp; False for F32)."""
+        generate and serve and of llama.cpp; False for F32; profile_steps: Context.step_profile)."""
         return Context(self, n_ctx=n_ctx, n_batch=n_batch, all_logits=all_logits,
-                       kv_f16=kv_f16, sched=sched, embeddings=embeddings)
+                       kv_f16=kv_f16, sched=sched, embeddings=embeddings,
+                       profile_steps=profile_steps)
 
     def perplexity(self, text, n_ctx=512, chunks=None):
         """llama.cpp's perplexity (tools/run perplexity): the text tokenized once, chunks of
@@ -427,13 +428,14 @@ class Context(_Handle):
     """An evaluation context (sl_ctx): KV cache, logits of the last eval."""
 
     def __init__(self, model, n_ctx=0, n_batch=0, all_logits=False, kv_f16=True, sched=None,
-                 embeddings=False):
+                 embeddings=False, profile_steps=False):
         if not isinstance(model, Model):
             raise TypeError(f"Context: model must be a sluice.Model, not {type(model).__name__}")
         mh = model._live()
         o = lib().sl_ctx_options_default()
         o.n_ctx, o.n_batch, o.all_logits, o.kv_f16 = n_ctx, n_batch, all_logits, kv_f16
         o.embeddings = bool(embeddings)
+        o.profile_steps = bool(profile_steps)
         self._sched = sched.encode() if sched else None
         o.sched = self._sched
         h, err = c_void_p(), _lib.Error()
@@ -548,6 +550,15 @@ class Context(_Handle):
         d["moe_scheduler"] = (d["moe_scheduler"] or b"").decode() or None
         d["moe_mode"] = (d["moe_mode"] or b"").decode() or None
         return d
+
+    def step_profile(self):
+        """The device executor's steps so far (sl_ctx_step_profile; a context made with
+        profile_steps=True): {kind: {"calls", "seconds", "gap_seconds"}}, every kind listed."""
+        n, err = c_size_t(0), _lib.Error()
+        rows = (_lib.StepProfile * 64)()
+        _check(lib().sl_ctx_step_profile(self._live(), rows, 64, byref(n), byref(err)), err)
+        return {r.op.decode(): {"calls": r.calls, "seconds": r.seconds,
+                                "gap_seconds": r.gap_seconds} for r in rows[:n.value]}
 
 
 def _close_at_exit(ref):

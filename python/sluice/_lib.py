@@ -72,7 +72,12 @@ class ReloadReport(Structure):  # sluice.h sl_reload_report
 class CtxOptions(_Sized):
     _fields_ = [("struct_size", c_size_t), ("n_ctx", c_int32), ("n_batch", c_int32), ("kv_f16", c_bool),
                 ("all_logits", c_bool), ("sched", c_char_p), ("neuron_stats", c_bool),
-                ("relu_dense", c_bool), ("embeddings", c_bool)]
+                ("relu_dense", c_bool), ("embeddings", c_bool), ("profile_steps", c_bool)]
+
+
+class StepProfile(Structure):  # sluice.h sl_step_profile
+    _fields_ = [("op", c_char_p), ("calls", c_uint64), ("seconds", c_double),
+                ("gap_seconds", c_double)]
 
 
 class CtxStats(Structure):
@@ -213,6 +218,7 @@ def load():
         "sl_ctx_embeddings": (POINTER(c_float), [P, c_int64]),
         "sl_ctx_rewind": (c_int, [P, c_int32, E]),
         "sl_ctx_stats_get": (None, [P, POINTER(CtxStats)]),
+        "sl_ctx_step_profile": (c_int, [P, POINTER(StepProfile), c_size_t, POINTER(c_size_t), E]),
         "sl_sampler_options_default": (SamplerOptions, []),
         "sl_sampler_create": (c_int, [POINTER(SamplerOptions), POINTER(P), E]),
         "sl_sampler_destroy": (None, [P]),

@@ -145,12 +145,23 @@ def test_model(d, dense, moe, text):
                "line and column")
         expect(raises(lambda: m.generate("x", grammar=5), TypeError, "grammar"),
                "grammar=5 is a TypeError")
-    # the same logits with every weight on the sim device
+    # the same logits with every weight on the sim device, profiled or not
     with sluice.Model(dense, placement="gpu", device="sim") as g:
         with g.context(n_ctx=128) as ctx:
             ctx.eval(toks)
             expect(np.array_equal(ctx.logits(), cli.reshape(-1, 512)[-1]),
                    "sim device logits == CPU logits")
+            expect(raises(ctx.step_profile, sluice.SluiceError, "profile_steps"),
+                   "step_profile without profile_steps is a SluiceError naming the option")
+        with g.context(n_ctx=128, profile_steps=True) as ctx:
+            ctx.eval(toks)
+            expect(np.array_equal(ctx.logits(), cli.reshape(-1, 512)[-1]),
+                   "profiled sim logits == CPU logits")
+            prof = ctx.step_profile()
+            L = g.info["n_layer"]
+            expect(prof["attn"]["calls"] == L and prof["attn"]["seconds"] > 0 and
+                   all(v["seconds"] >= 0 and v["gap_seconds"] == 0 for v in prof.values()),
+                   f"step_profile: attention once per layer, times >= 0: {prof['attn']}")
     expect(raises(lambda: sluice.Model(dense, placement="nowhere"), ValueError, "placement"),
            "an unknown placement is a ValueError")
     expect(raises(lambda: sluice.Model(os.path.join(d, "missing.gguf")), sluice.SluiceError,

@@ -110,6 +110,7 @@ struct sl_ctx {
     float *hidden, *hidden_out;
     int64_t n_hidden, hidden_cap;
     sl_ctx_stats stats;
+    sl__dx_prof_totals prof;    /* opt.profile_steps: the device executor's steps' times */
     sl_neuron_stats *nstats;    /* [n_layer] with opt.neuron_stats, else NULL */
     /* live reload: the model's gate epoch the caches above were built for, and what depends
      * on weight types (the CPU matvec workspace, the staged embedding rows) */

@@ -177,6 +177,22 @@ static sl_status upload_ptrs(sl_ctx *c, int32_t il, sl_error *err)
                           ((uint64_t)m->hp.n_expert + 1) * sizeof(int64_t), SL_COPY_H2D, err);
 }
 
+/* opt.profile_steps: the executor just made at *dx, wrapped by the step profiler (its times go
+ * to c->prof, which outlives re-created executors); on failure *dx is destroyed */
+static sl_status profiled(sl_ctx *c, sl__dx **dx, sl_error *err)
+{
+    if (!c->opt.profile_steps) return SL_OK;
+    sl__dx *w = NULL;
+    sl_status st = sl__dx_prof_create(c->m->dev, c->m->stream, *dx, &c->prof, &w, err);
+    if (st) {
+        sl__dx_destroy(*dx);
+        *dx = NULL;
+        return st;
+    }
+    *dx = w;
+    return SL_OK;
+}
+
 sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err)
 {
     sl_model *m = c->m;
@@ -196,7 +212,8 @@ sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err)
         sl__dx_destroy(c->dev.dx);
         c->dev.dx = NULL;
         if ((st = sl__dx_sim_create(m->dev, m->stream, &c->ops, &c->mv, c->pool, c->moe,
-                                    work_bytes, &c->dev.dx, err)))
+                                    work_bytes, &c->dev.dx, err)) ||
+            (st = profiled(c, &c->dev.dx, err)))
             return st;
     }
     return sl__ctx_dev_rebind(c, err);
@@ -366,6 +383,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
                                     work_bytes, &d->dx, err)))
             return st;
     }
+    if ((st = profiled(c, &d->dx, err))) return st;
     /* the uploads above read model-lifetime host memory; they complete before the first use */
     return sl_device_stream_sync(m->dev, m->stream, err);
 }

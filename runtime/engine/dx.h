@@ -215,4 +215,34 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
 /* NULL allowed. */
 void sl__dx_destroy(sl__dx *x);
 
+/* ---- the step profiler (dx_prof.c; sl_ctx_options.profile_steps) ---------------------------
+ * Every step of sl__dx_vt, once, in the table's order (a step added there is added here: the
+ * profiler's table is checked against sl__dx_vt's size). */
+#define SL__DX_PROF_OPS(X)                                                                    \
+    X(mm) X(mm_many) X(rms_norm) X(add) X(add_rows) X(scale) X(glu) X(rope) X(kv_store)      \
+    X(attn) X(router) X(moe) X(mm_heads) X(copy2d) X(argmax) X(relu_ffn) X(gated_add)        \
+    X(norm_mm) X(qk_rope_store) X(mm_add_norm) X(mm_router) X(mm_glu)
+#define SL__DX_PROF_COUNT_(name) +1
+enum { SL__DX_PROF_N_OPS = 0 SL__DX_PROF_OPS(SL__DX_PROF_COUNT_) };
+_Static_assert(sizeof(sl__dx_vt) == (SL__DX_PROF_N_OPS + 1) * sizeof(void (*)(void)),
+               "SL__DX_PROF_OPS lists every step of sl__dx_vt (and destroy is the last field)");
+extern const char *const sl__dx_prof_op_names[SL__DX_PROF_N_OPS];
+
+/* A context's totals by step (index: SL__DX_PROF_OPS order). Invariant: seconds and
+ * gap_seconds >= 0; a step never called has 0 of each. */
+typedef struct sl__dx_prof_totals {
+    uint64_t calls[SL__DX_PROF_N_OPS];
+    double seconds[SL__DX_PROF_N_OPS], gap_seconds[SL__DX_PROF_N_OPS];
+} sl__dx_prof_totals;
+
+/* *out: an executor running each step through inner and timing it into *tot (which must
+ * outlive it): on a cuda dev by an event pair on stream (device time, and the stream's idle
+ * time before the step), else by the host clock. It owns inner from SL_OK on (destroying it);
+ * on failure the caller still does. */
+sl_status sl__dx_prof_create(sl_device *dev, sl_stream *stream, sl__dx *inner,
+                             sl__dx_prof_totals *tot, sl__dx **out, sl_error *err);
+/* Adds the steps recorded since the last settle to the totals (waits for their events: call
+ * it after the pass's final sync, when it does not block). SL_OK for any other executor. */
+sl_status sl__dx_prof_settle(sl__dx *x, sl_error *err);
+
 #endif

@@ -735,6 +735,25 @@ void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out)
     }
 }
 
+sl_status sl_ctx_step_profile(const sl_ctx *c, sl_step_profile *rows, size_t cap, size_t *n,
+                              sl_error *err)
+{
+    if (!c || !n || (cap && !rows))
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_step_profile: %s is NULL",
+                            !c ? "the context" : !n ? "n" : "rows");
+    *n = SL__DX_PROF_N_OPS;
+    if (!c->opt.profile_steps)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_step_profile: the context was created "
+                            "without profile_steps");
+    if (cap < SL__DX_PROF_N_OPS)
+        return sl_error_set(err, SL_ERR_RANGE, "sl_ctx_step_profile: %zu rows given, %d step "
+                            "kinds", cap, (int)SL__DX_PROF_N_OPS);
+    for (int i = 0; i < SL__DX_PROF_N_OPS; i++)
+        rows[i] = (sl_step_profile){sl__dx_prof_op_names[i], c->prof.calls[i],
+                                    c->prof.seconds[i], c->prof.gap_seconds[i]};
+    return SL_OK;
+}
+
 sl_status sl_ctx_trace_write(const sl_ctx *c, const char *path, sl_error *err)
 {
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_trace_write: NULL context");

@@ -876,6 +876,8 @@ static sl_status forward_seqs(sl_ctx *c, const sl__seq *seqs, int32_t n_seqs,
         c->stats.dev_syncs += d1.syncs - d0.syncs - drains;
         c->stats.dev_calls += d1.calls - d0.calls - drains + (dx ? dx->steps - steps0 : 0);
     }
+    /* the step profiler's events, complete after the pass's final sync (outside the counts) */
+    if (!st && c->opt.profile_steps && c->dev.dx) st = sl__dx_prof_settle(c->dev.dx, err);
     return st;
 }
 

@@ -120,3 +120,73 @@ void sl_bench_decode_json(FILE *f, const sl_cli_steps *s, double calls_cpu, doub
     sl_json_f64(f, mcalls_full);
     fputc('}', f);
 }
+
+/* the kinds that ran between p0 and p1, by time (descending): their indexes into idx */
+static size_t step_prof_order(const sl_bench_step_prof *p, size_t idx[SL_BENCH_STEP_KINDS])
+{
+    size_t m = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->p1[i].calls > p->p0[i].calls) idx[m++] = i;
+    for (size_t i = 1; i < m; i++) /* insertion sort: a few dozen kinds at most */
+        for (size_t j = i; j > 0; j--) {
+            const double a = p->p1[idx[j]].seconds - p->p0[idx[j]].seconds;
+            const double b = p->p1[idx[j - 1]].seconds - p->p0[idx[j - 1]].seconds;
+            if (a <= b) break;
+            const size_t t = idx[j];
+            idx[j] = idx[j - 1], idx[j - 1] = t;
+        }
+    return m;
+}
+
+void sl_bench_step_prof_json(FILE *f, const sl_bench_step_prof *p)
+{
+    fprintf(f, ",\"step_profile\":");
+    if (!p->n || p->steps <= 0) {
+        fprintf(f, "null");
+        return;
+    }
+    size_t idx[SL_BENCH_STEP_KINDS];
+    const size_t m = step_prof_order(p, idx);
+    const double st = (double)p->steps;
+    fputc('[', f);
+    for (size_t k = 0; k < m; k++) {
+        const sl_step_profile *a = &p->p0[idx[k]], *b = &p->p1[idx[k]];
+        const double calls = (double)(b->calls - a->calls), s = b->seconds - a->seconds;
+        fprintf(f, "%s{\"op\":", k ? "," : "");
+        sl_json_cstr(f, b->op);
+        fprintf(f, ",\"calls_per_token\":");
+        sl_json_f64(f, calls / st);
+        fprintf(f, ",\"us_per_token\":");
+        sl_json_f64(f, 1e6 * s / st);
+        fprintf(f, ",\"us_per_call\":");
+        sl_json_f64(f, 1e6 * s / calls);
+        fprintf(f, ",\"gap_us_per_token\":");
+        sl_json_f64(f, 1e6 * (b->gap_seconds - a->gap_seconds) / st);
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
+
+void sl_bench_step_prof_print(FILE *f, const sl_bench_step_prof *p)
+{
+    if (!p->n || p->steps <= 0) return;
+    size_t idx[SL_BENCH_STEP_KINDS];
+    const size_t m = step_prof_order(p, idx);
+    double tot = 0, gap = 0;
+    for (size_t k = 0; k < m; k++) {
+        tot += p->p1[idx[k]].seconds - p->p0[idx[k]].seconds;
+        gap += p->p1[idx[k]].gap_seconds - p->p0[idx[k]].gap_seconds;
+    }
+    const double st = (double)p->steps;
+    fprintf(f, "    steps per token (--profile): %.1f us in steps + %.1f us idle before them\n",
+            1e6 * tot / st, 1e6 * gap / st);
+    fprintf(f, "    %-14s %10s %10s %10s %7s %10s\n", "step", "calls/tok", "us/tok", "us/call",
+            "share", "gap us/tok");
+    for (size_t k = 0; k < m; k++) {
+        const sl_step_profile *a = &p->p0[idx[k]], *b = &p->p1[idx[k]];
+        const double calls = (double)(b->calls - a->calls), s = b->seconds - a->seconds;
+        fprintf(f, "    %-14s %10.1f %10.1f %10.2f %6.1f%% %10.1f\n", b->op, calls / st,
+                1e6 * s / st, 1e6 * s / calls, tot > 0 ? 100 * s / tot : 0.0,
+                1e6 * (b->gap_seconds - a->gap_seconds) / st);
+    }
+}

@@ -48,6 +48,20 @@ void sl_bench_decode_json(FILE *f, const sl_cli_steps *s, double calls_cpu, doub
                           bool fetches, double mcalls_cpu, double mcalls_post,
                           double mcalls_full);
 
+/* The device executor's steps over `steps` decode steps (--profile: sl_ctx_step_profile taken
+ * before and after, n rows each). Invariant: n <= SL_BENCH_STEP_KINDS; n == 0: not profiled. */
+enum { SL_BENCH_STEP_KINDS = 32 };
+typedef struct sl_bench_step_prof {
+    size_t n;
+    sl_step_profile p0[SL_BENCH_STEP_KINDS], p1[SL_BENCH_STEP_KINDS];
+    int64_t steps;
+} sl_bench_step_prof;
+/* ",\"step_profile\":" then null or [{op, calls_per_token, us_per_token, us_per_call,
+ * gap_us_per_token}] for the kinds that ran, the most time first. */
+void sl_bench_step_prof_json(FILE *f, const sl_bench_step_prof *p);
+/* The same as a table under a row, indented; nothing when not profiled. */
+void sl_bench_step_prof_print(FILE *f, const sl_bench_step_prof *p);
+
 /* The streaming-read roofline (bench_stream.c). The last-level cache's bytes (32 MiB when
  * sysfs does not say); the buffer a roofline reads: max(8 x LLC, 1 GiB). */
 size_t sl_bench_llc_bytes(void);

@@ -102,6 +102,12 @@ static void usage(FILE *f)
           "  -n, --n-predict N      decode steps measured (default 32)\n"
           "  --prompt-tokens P      prefill length before them (default 8)\n"
           "  --json                 one JSON object on stdout\n"
+          "  --profile              time each step of the device executor (an event pair\n"
+          "                         around each on cuda, the host clock on sim): per step kind\n"
+          "                         calls, us per token and per call, and the device's idle\n"
+          "                         time before it (launch gaps); the events slow the decode\n"
+          "                         and add device calls, so the row's other figures are from\n"
+          "                         a profiled run\n"
           "  -h, --help             this text\n"
           "Placements: --placement P runs that one. By default: cpu, experts-cpu, and on cuda\n"
           "gpu when the weights fit in free device memory. The device is --device, else\n"
@@ -222,12 +228,13 @@ typedef struct run_result {
     const char *moe_scheduler; /* the MoE scheduler the context ran (NULL: dense) */
     sl_bench_dev_cost cost;  /* the decode steps' blocking syncs, device calls, PCIe bytes */
     char hot_sched[96];      /* the static hot budget row's scheduler string */
+    sl_bench_step_prof prof; /* --profile: the device executor's steps over the decode */
 } run_result;
 
 /* Returns 0 (r->ok says whether it ran; r->why if not) or 1 on an out-of-memory. */
 static int run_placement(const char *path, sl_model_options mo, sl_cli_model_flags *mf,
                          const char *trace_path, int32_t n_prompt, int32_t n_gen,
-                         bool relu_dense, sl_placement *mode, run_result *r)
+                         bool relu_dense, bool profile, sl_placement *mode, run_result *r)
 {
     sl_model *m = NULL;
     sl_ctx *c = NULL;
@@ -251,6 +258,7 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = n_prompt + n_gen + 1;
     co.relu_dense = relu_dense;
+    co.profile_steps = profile;
     sl_cli_ctx_sched(mf, &co);
     if (sl_ctx_create(m, &co, &c, &err)) goto fail;
     for (int32_t i = 0; i < n_prompt; i++)
@@ -264,6 +272,8 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     r->prefill_tps = pf > 0 ? n_prompt / pf : 0;
     sl_ctx_stats s0, s1;
     sl_ctx_stats_get(c, &s0);
+    if (profile && sl_ctx_step_profile(c, r->prof.p0, SL_BENCH_STEP_KINDS, &r->prof.n, &err))
+        goto fail;
     for (int32_t i = 0; i < n_gen; i++) {
         t0 = sl_cli_now_s();
         if (sl_ctx_eval_greedy(c, &tok, 1, &tok, &err)) goto fail;
@@ -273,6 +283,10 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     r->decode_ms = r->steps.mean_ms;
     r->decode_tps = r->decode_ms > 0 ? 1e3 / r->decode_ms : 0;
     sl_ctx_stats_get(c, &s1);
+    if (profile) {
+        if (sl_ctx_step_profile(c, r->prof.p1, SL_BENCH_STEP_KINDS, &r->prof.n, &err)) goto fail;
+        r->prof.steps = n_gen;
+    }
     r->scheduler = s1.moe_scheduler;
     r->sched_mode = s1.moe_mode;
     r->calls_cpu = (double)(s1.expert_calls_cpu - s0.expert_calls_cpu) / n_gen;
@@ -371,7 +385,7 @@ int sl_bench_decode(int argc, char **argv)
     sl_cli_model_flags_init(&mf);
     const char *shape = NULL, *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR")
                                                                             : "/tmp";
-    bool json = false, keep = false;
+    bool json = false, keep = false, profile = false;
     shape_kind sk = SHAPE_SMALL;
     int64_t n_gen = 32, n_prompt = 8;
     while (sl_cli_args_next(&a)) {
@@ -382,9 +396,10 @@ int sl_bench_decode(int argc, char **argv)
         if (sl_cli_is(&a, "-h", "--help")) {
             usage(stdout);
             return 0;
-        } else if (sl_cli_is(&a, "--json", "--keep")) {
+        } else if (sl_cli_is(&a, "--json", "--keep") || sl_cli_is(&a, "--profile", NULL)) {
             if (sl_cli_no_value(&a)) return 2;
             if (!strcmp(a.flag, "--json")) json = true;
+            else if (!strcmp(a.flag, "--profile")) profile = true;
             else keep = true;
         } else if (sl_cli_is(&a, "--shape", NULL)) {
             if (!(shape = sl_cli_value(&a))) return 2;
@@ -531,7 +546,7 @@ int sl_bench_decode(int argc, char **argv)
         }
         sl_placement p = SL_PLACE_CPU; /* what the plan resolved to (auto's choice) */
         if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
-                          (int32_t)n_gen, false, &p, r)) {
+                          (int32_t)n_gen, false, profile, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             goto done;
         }
@@ -550,7 +565,7 @@ int sl_bench_decode(int argc, char **argv)
         r->device = runs[0].device;
         sl_placement p = SL_PLACE_CPU;
         if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
-                          (int32_t)n_gen, true, &p, r)) {
+                          (int32_t)n_gen, true, profile, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             goto done;
         }
@@ -576,7 +591,7 @@ int sl_bench_decode(int argc, char **argv)
                                                    r->hot_sched, sizeof r->hot_sched) == 0)
             rf.sched = r->hot_sched;
         if (run_placement(path, mo, &rf, sl_cli_out_name(&tr), (int32_t)n_prompt,
-                          (int32_t)n_gen, false, &p, r)) {
+                          (int32_t)n_gen, false, profile, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             sl_bench_budget_row_done(&mo);
             goto done;
@@ -647,6 +662,7 @@ int sl_bench_decode(int argc, char **argv)
                 printf(",\"moe_scheduler\":");
                 sl_json_cstr(stdout, r->moe_scheduler);
                 sl_bench_dev_cost_json(stdout, &r->cost);
+                sl_bench_step_prof_json(stdout, &r->prof);
                 if (r->relu_zero >= 0) {
                     printf(",\"relu_zero_frac\":");
                     sl_json_f64(stdout, r->relu_zero);
@@ -724,6 +740,7 @@ int sl_bench_decode(int argc, char **argv)
                        r->cost.cpu_expert_gbps, gbps > 0 ? 100 * r->cost.cpu_expert_gbps / gbps
                                                          : 0.0);
             putchar('\n');
+            sl_bench_step_prof_print(stdout, &r->prof);
         }
         if (!gpu_ran && gpu_why[0] && !mf.placement_given)
             printf("%-12s unavailable: %s\n", "gpu", gpu_why);
