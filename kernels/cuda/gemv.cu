@@ -42,7 +42,8 @@ struct gv_args {
     const int32_t *idx;         /* rows: [n_out] row list; else NULL (identity) */
     int64_t n_out, rows, cols, row_bytes;
     const float *x;
-    int64_t x_estride;          /* floats between the X of consecutive expert slots (0: shared) */
+    int64_t x_estride;          /* floats between the X of consecutive slot groups (0: shared) */
+    int32_t x_group;            /* slots per X (>= 1): slot s reads X group s / x_group */
     float *y;
     int64_t y_bstride, y_estride;
     int n_batch;
@@ -103,7 +104,7 @@ static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
         }
         W = (const uint8_t *)a.wptrs[e];
     }
-    const float *X = a.x + (int64_t)slot * a.x_estride + (int64_t)b0 * a.cols;
+    const float *X = a.x + (int64_t)(slot / a.x_group) * a.x_estride + (int64_t)b0 * a.cols;
 
     if (tid < GV_ROWS) {
         const int64_t o = o0 + tid;
@@ -342,7 +343,7 @@ static __global__ void __launch_bounds__(QX_THREADS) k_gemv_qx(gv_args a)
         }
         W = (const uint8_t *)a.wptrs[e];
     }
-    const float *X = a.x + (int64_t)slot * a.x_estride;
+    const float *X = a.x + (int64_t)(slot / a.x_group) * a.x_estride;
     /* after gv_part: an expert part's own columns (the widest's bytes were reserved) */
     const int64_t n_units = a.cols / 32;
     int8_t *xq = (int8_t *)qsm;                                   /* [cols] */
@@ -506,6 +507,7 @@ static sl_status gv_check(const char *fn, uint32_t type, int64_t rows, int64_t c
     a->rows = rows;
     a->cols = cols;
     a->n_batch = (int)n_batch;
+    a->x_group = 1; /* one X (slot 0) unless an experts launch groups its slots */
     return SL_OK;
 }
 
@@ -597,15 +599,15 @@ extern "C" sl_status sl_cuda_gemv_rows(sl_cuda_ctx *c, uint32_t type, const void
 static sl_status gv_experts(const char *fn, sl_cuda_ctx *c, uint32_t type,
                             const void *const *d_wptrs, int32_t n_expert, const int64_t *ff_at,
                             bool ff_cols, const int32_t *d_ids, int32_t n_sel, int64_t rows,
-                            int64_t cols, const float *d_x, bool x_per_expert, float *d_y,
+                            int64_t cols, const float *d_x, int32_t x_group, float *d_y,
                             sl_error *err)
 {
     gv_args a = {};
     sl_status st = gv_check(fn, type, rows, cols, 1, &a, err);
     if (st) return st;
-    if (n_expert < 1 || n_sel < 1 || n_sel > 65535)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: n_expert = %d must be >= 1 and n_sel = %d "
-                            "in [1, 65535]", fn, n_expert, n_sel);
+    if (n_expert < 1 || n_sel < 1 || n_sel > 65535 || x_group < 1)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_expert = %d must be >= 1, n_sel = %d "
+                            "in [1, 65535] and x_group = %d >= 1", fn, n_expert, n_sel, x_group);
     if (!d_wptrs || !d_ids || !d_x || !d_y)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", fn,
                             !d_wptrs ? "d_wptrs" : !d_ids ? "d_ids" : !d_x ? "d_x" : "d_y");
@@ -616,7 +618,8 @@ static sl_status gv_experts(const char *fn, sl_cuda_ctx *c, uint32_t type,
     a.n_expert = n_expert;
     a.n_out = rows;
     a.x = d_x;
-    a.x_estride = x_per_expert ? cols : 0;
+    a.x_group = x_group < n_sel ? x_group : n_sel; /* >= n_sel: every slot in group 0 */
+    a.x_estride = cols;
     a.y = d_y;
     a.y_bstride = rows;
     a.y_estride = rows;
@@ -626,11 +629,11 @@ static sl_status gv_experts(const char *fn, sl_cuda_ctx *c, uint32_t type,
 extern "C" sl_status sl_cuda_gemv_experts(sl_cuda_ctx *c, uint32_t type,
                                           const void *const *d_wptrs, int32_t n_expert,
                                           const int32_t *d_ids, int32_t n_sel, int64_t rows,
-                                          int64_t cols, const float *d_x, bool x_per_expert,
+                                          int64_t cols, const float *d_x, int32_t x_group,
                                           float *d_y, sl_error *err)
 {
     return gv_experts(__func__, c, type, d_wptrs, n_expert, NULL, false, d_ids, n_sel, rows,
-                      cols, d_x, x_per_expert, d_y, err);
+                      cols, d_x, x_group, d_y, err);
 }
 
 extern "C" sl_status sl_cuda_gemv_expert_parts(sl_cuda_ctx *c, uint32_t type,
@@ -642,5 +645,5 @@ extern "C" sl_status sl_cuda_gemv_expert_parts(sl_cuda_ctx *c, uint32_t type,
 {
     if (!d_ff_at) return sl_error_set(err, SL_ERR_INVALID, "%s: d_ff_at is NULL", __func__);
     return gv_experts(__func__, c, type, d_wptrs, n_expert, d_ff_at, down, d_ids, n_sel, rows,
-                      cols, d_x, down, d_y, err);
+                      cols, d_x, down ? 1 : n_sel, d_y, err);
 }

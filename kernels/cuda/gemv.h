@@ -61,15 +61,18 @@ sl_status sl_cuda_gemv_rows(sl_cuda_ctx *c, uint32_t type, const void *d_w, int6
                             int64_t cols, const int32_t *d_idx, int64_t n_idx, bool scatter,
                             const float *d_x, int64_t n_batch, float *d_y, sl_error *err);
 
-/* Batched experts, one launch for the k experts a token selected (MoE decode):
- * d_wptrs [n_expert] device array of device pointers to each expert's W [rows][cols] (all of
- * one type and shape; merged 3-D ffn_*_exps tensors give wptrs[e] = base + e * rows*row_bytes,
- * separately placed experts any addresses), d_ids [n_sel] expert ids, for s < n_sel:
- *   Y[s][r] = dot(W_{ids[s]} row r, X_s), X_s = x_per_expert ? d_x + s * cols : d_x.
- * (gate/up: one X for all; down: each expert's own activation.) Y [n_sel][rows]. */
+/* Batched experts, one launch for the experts of one or more tokens (MoE decode, and a
+ * prefill chunk's [n][k] selections at once): d_wptrs [n_expert] device array of device
+ * pointers to each expert's W [rows][cols] (all of one type and shape; merged 3-D
+ * ffn_*_exps tensors give wptrs[e] = base + e * rows*row_bytes, separately placed experts any
+ * addresses), d_ids [n_sel] expert ids, for s < n_sel:
+ *   Y[s][r] = dot(W_{ids[s]} row r, X_s), X_s = d_x + (s / x_group) * cols,
+ * x_group >= 1 slots sharing one X: n_sel (or more) one X for all (a token's gate/up), k the
+ * tokens of a [n][k] id list (a chunk's gate/up), 1 each slot its own (down). Y [n_sel][rows].
+ * n_sel <= 65535 (one grid dimension). */
 sl_status sl_cuda_gemv_experts(sl_cuda_ctx *c, uint32_t type, const void *const *d_wptrs,
                                int32_t n_expert, const int32_t *d_ids, int32_t n_sel,
-                               int64_t rows, int64_t cols, const float *d_x, bool x_per_expert,
+                               int64_t rows, int64_t cols, const float *d_x, int32_t x_group,
                                float *d_y, sl_error *err);
 
 /* The same over one side of experts split by neurons (scheduler/moe/ffn_split.h; the experts of

@@ -617,13 +617,15 @@ template <> __device__ __forceinline__ float kv_f<uint16_t>(const uint16_t *p, i
 }
 
 struct attn_k {
-    int32_t D, group, n_kv_head, p0, n_pos;
+    int32_t D, group, n_kv_head, n_pos, window; /* n_pos: token 0's (token t: n_pos + t) */
+    int64_t q_ts;                               /* floats between tokens of q and out */
     float scale, softcap;
     const float *sinks;
 };
 
-/* One block per query head, ATTN_WARPS warps over the positions (warp w: p0 + w, + ATTN_WARPS,
- * ...), lanes over the head dims; online softmax per warp, merged at the end. */
+/* One block per query head (x) and token (y: consecutive positions, token t at n_pos - 1 + t),
+ * ATTN_WARPS warps over the positions (warp w: p0 + w, + ATTN_WARPS, ...), lanes over the head
+ * dims; online softmax per warp, merged at the end. */
 template <typename KV, int DPL>
 static __global__ void __launch_bounds__(32 * ATTN_WARPS)
     k_attn_decode(const float *q, const KV *k, const KV *v, attn_k a, float *out)
@@ -632,6 +634,10 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
     __shared__ float wacc[ATTN_WARPS][32 * DPL];
     const int h = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int kvh = h / a.group;
+    const int32_t n_pos = a.n_pos + (int32_t)blockIdx.y;
+    const int32_t p0 = a.window > 0 && a.window < n_pos ? n_pos - a.window : 0;
+    q += (int64_t)blockIdx.y * a.q_ts;
+    out += (int64_t)blockIdx.y * a.q_ts;
     const int64_t row = (int64_t)a.n_kv_head * a.D;
     float qr[DPL], acc[DPL];
 #pragma unroll
@@ -641,7 +647,7 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
         acc[i] = 0.0f;
     }
     float m = -INFINITY, s = 0.0f;
-    for (int j = a.p0 + warp; j < a.n_pos; j += ATTN_WARPS) {
+    for (int j = p0 + warp; j < n_pos; j += ATTN_WARPS) {
         const int64_t base = (int64_t)j * row + (int64_t)kvh * a.D;
         float dot = 0.0f;
 #pragma unroll
@@ -685,11 +691,11 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
     }
 }
 
-extern "C" sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const void *d_k,
-                                         const void *d_v, const sl_attn_params *p, float *d_out,
-                                         sl_error *err)
+/* n_tok tokens at consecutive positions, one launch (sl_cuda_attn_decode: n_tok 1) */
+static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, const void *d_k,
+                             const void *d_v, const sl_attn_params *p, int64_t n_tok,
+                             float *d_out, sl_error *err)
 {
-    const char *fn = __func__;
     if (!p) return sl_error_set(err, SL_ERR_INVALID, "%s: params is NULL", fn);
     sl_attn_params hp = *p;
     hp.sinks = NULL; /* device pointer */
@@ -698,6 +704,9 @@ extern "C" sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const
     if (p->head_dim > SL_CUDA_ATTN_MAX_HEAD_DIM)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: head_dim = %d > %d", fn, p->head_dim,
                             (int)SL_CUDA_ATTN_MAX_HEAD_DIM);
+    if (n_tok < 1 || n_tok > 65535 || (int64_t)p->n_pos + n_tok - 1 > INT32_MAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_tok = %lld must be in [1, 65535] (and "
+                            "n_pos + n_tok - 1 an int32)", fn, (long long)n_tok);
     NEED(d_q, "d_q", 1);
     NEED(d_k, "d_k", 1);
     NEED(d_v, "d_v", 1);
@@ -709,11 +718,13 @@ extern "C" sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const
     a.group = p->n_head / p->n_kv_head;
     a.n_kv_head = p->n_kv_head;
     a.n_pos = p->n_pos;
-    a.p0 = p->window > 0 && p->window < p->n_pos ? p->n_pos - p->window : 0;
+    a.window = p->window;
+    a.q_ts = (int64_t)p->n_head * p->head_dim;
     a.scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)p->head_dim));
     a.softcap = p->softcap;
     a.sinks = p->sinks;
-    const unsigned nb = (unsigned)p->n_head, nt = 32 * ATTN_WARPS;
+    const dim3 nb((unsigned)p->n_head, (unsigned)n_tok);
+    const unsigned nt = 32 * ATTN_WARPS;
     const uint16_t *k16 = (const uint16_t *)d_k, *v16 = (const uint16_t *)d_v;
     const float *k32 = (const float *)d_k, *v32 = (const float *)d_v;
     const bool small = p->head_dim <= 32 * ATTN_DPL_SMALL;
@@ -727,4 +738,18 @@ extern "C" sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const
         k_attn_decode<float, ATTN_DPL><<<nb, nt, 0, c->stream>>>(d_q, k32, v32, a, d_out);
     SL_CU_LAUNCH(err, "k_attn_decode");
     return SL_OK;
+}
+
+extern "C" sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const void *d_k,
+                                         const void *d_v, const sl_attn_params *p, float *d_out,
+                                         sl_error *err)
+{
+    return attn_launch(__func__, c, d_q, d_k, d_v, p, 1, d_out, err);
+}
+
+extern "C" sl_status sl_cuda_attn_prefill(sl_cuda_ctx *c, const float *d_q, const void *d_k,
+                                          const void *d_v, const sl_attn_params *p, int64_t n_tok,
+                                          float *d_out, sl_error *err)
+{
+    return attn_launch(__func__, c, d_q, d_k, d_v, p, n_tok, d_out, err);
 }

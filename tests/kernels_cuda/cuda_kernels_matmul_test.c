@@ -83,7 +83,10 @@ static void test_host_side(void)
     CHECK_CONTAINS(e.msg, "ctx");
     CHECK(sl_cuda_gemv_rows(NULL, SL_GGML_Q8_0, p, 4, 64, NULL, 3, false, p, 1, p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "d_idx");
-    CHECK(sl_cuda_gemv_experts(NULL, SL_GGML_Q8_0, NULL, 4, NULL, 2, 4, 64, p, false, p, &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_gemv_experts(NULL, SL_GGML_Q8_0, NULL, 4, NULL, 2, 4, 64, p, 2, p, &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_gemv_experts(NULL, SL_GGML_Q8_0, (const void *const *)p, 4, (const int32_t *)p, 2,
+                               4, 64, p, 0, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "x_group");
     CHECK(sl_cuda_gemv_expert_parts(NULL, SL_GGML_Q8_0, (const void *const *)p, 4, NULL, true,
                                     (const int32_t *)p, 2, 4, 64, p, p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "d_ff_at");
@@ -309,9 +312,12 @@ static void test_gemv_rows_experts(sl_cuda_ctx *c)
         for (int64_t i = 0; i < NS * cols; i++) xe[i] = rnd_f(-1, 1);
         float *dxe = dmalloc((size_t)(NS * cols) * 4), *dye = dmalloc(sizeof ye);
         h2d(dxe, xe, (size_t)(NS * cols) * 4);
-        for (int per = 0; per < 2; per++) {
+        /* x_group: NS (one x for all: a token's gate/up), 1 (each slot its own: down), 2 (two
+         * tokens of k = 2: a prefill chunk's gate/up) */
+        const int32_t groups[3] = {NS, 1, 2};
+        for (int per = 0; per < 3; per++) {
             CHECK_MSG(sl_cuda_gemv_experts(c, t, (const void *const *)dp, NE, dids, NS, erows, cols, dxe,
-                                           per, dye, &e) == SL_OK, "%s", e.msg);
+                                           groups[per], dye, &e) == SL_OK, "%s", e.msg);
             CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
             d2h(ye, dye, sizeof ye);
             for (int s = 0; s < NS; s++)
@@ -320,9 +326,10 @@ static void test_gemv_rows_experts(sl_cuda_ctx *c)
                         REPORT(ye[s * erows + r] == 0.0f, "experts %s bad id gives %g", tname(t), (double)ye[s * erows + r]);
                         continue;
                     }
-                    check_gemv(per ? "gemv_experts(per-expert x)" : "gemv_experts", t, ewf[ids[s]], r,
-                               cols, xe + (per ? s * cols : 0), ye[s * erows + r],
-                               q8_path(t, cols, 1, true));
+                    check_gemv(per == 0 ? "gemv_experts" : per == 1 ? "gemv_experts(per-expert x)"
+                                                                     : "gemv_experts(x per 2 slots)",
+                               t, ewf[ids[s]], r, cols, xe + (s / groups[per]) * cols,
+                               ye[s * erows + r], q8_path(t, cols, 1, true));
                 }
         }
         for (int k = 0; k < NE; k++) free(ew[k]), free(ewf[k]), cudaFree(dbase[k]);

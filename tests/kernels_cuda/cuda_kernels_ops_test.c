@@ -42,6 +42,11 @@ static void test_host_side(void)
     ap.n_kv_head = 2;
     ap.head_dim = SL_CUDA_ATTN_MAX_HEAD_DIM + 1;
     CHECK(sl_cuda_attn_decode(NULL, p, p, p, &ap, p, &e) == SL_ERR_UNSUPPORTED);
+    ap.head_dim = 64;
+    CHECK(sl_cuda_attn_prefill(NULL, p, p, p, &ap, 0, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "n_tok");
+    CHECK(sl_cuda_attn_prefill(NULL, p, p, p, &ap, 65536, p, &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_attn_prefill(NULL, p, p, p, &ap, 4, p, &e) == SL_ERR_INVALID); /* no ctx */
     sl_router_params rt = {.gating = SL_GATING_SOFTMAX_TOPK, .n_expert = 8, .k = 9, .weight_scale = 1};
     CHECK(sl_cuda_router_topk(NULL, p, 1, &rt, (int32_t *)p, p, &e) == SL_ERR_INVALID);
     rt.k = 2, rt.n_group = 3, rt.top_group = 1; /* 8 experts do not split into 3 groups */
@@ -383,6 +388,49 @@ static void test_ops(sl_cuda_ctx *c)
                    variant, (long long)i, (double)o[i], (double)ref[i]);
         free(q), free(o), free(ref), free(k), free(v);
         cudaFree(dq), cudaFree(do_), cudaFree(ds), cudaFree(dk), cudaFree(dv);
+    }
+
+    /* prefill attention (sl_cuda_attn_prefill): NT tokens at consecutive positions from n_pos
+     * in one launch give the bits of NT decode launches, with a window (variant 1) and sinks
+     * (variant 2) per token, F16 KV and GQA (variant 3) */
+    for (int variant = 0; variant < 4; variant++) {
+        enum { NT = 37, NPOS = 300 };
+        sl_attn_params p = {.n_head = 8, .n_kv_head = variant == 3 ? 2 : 8, .head_dim = 128,
+                            .n_pos = NPOS - NT + 1, .window = variant == 1 ? 50 : 0,
+                            .kv_type = variant == 3 ? SL_KV_F16 : SL_KV_F32};
+        const int64_t nq = (int64_t)NT * p.n_head * p.head_dim,
+                      nkv = (int64_t)NPOS * p.n_kv_head * p.head_dim;
+        const size_t es = p.kv_type == SL_KV_F16 ? 2 : 4;
+        float *q = xmalloc((size_t)nq * 4), *o1 = xmalloc((size_t)nq * 4);
+        float *on = xmalloc((size_t)nq * 4), sinks[8];
+        uint8_t *kv = xmalloc((size_t)nkv * es);
+        for (int64_t i = 0; i < nq; i++) q[i] = rnd_f(-1, 1);
+        for (int i = 0; i < 8; i++) sinks[i] = rnd_f(-2, 2);
+        for (size_t i = 0; i < (size_t)nkv * es; i++) kv[i] = (uint8_t)(rnd_f(0, 1) * 60); /* finite */
+        float *dq = dup_d(q, nq), *dop = dmalloc((size_t)nq * 4), *dod = dmalloc((size_t)nq * 4);
+        float *ds = dup_d(sinks, 8);
+        void *dk = dmalloc((size_t)nkv * es);
+        h2d(dk, kv, (size_t)nkv * es);
+        if (variant == 2) p.sinks = ds;
+        CHECK_MSG(sl_cuda_attn_prefill(c, dq, dk, dk, &p, NT, dop, &e) == SL_OK, "%s", e.msg);
+        const int64_t qd = (int64_t)p.n_head * p.head_dim;
+        for (int t = 0; t < NT; t++) {
+            sl_attn_params pt = p;
+            pt.n_pos = p.n_pos + t;
+            CHECK_MSG(sl_cuda_attn_decode(c, dq + t * qd, dk, dk, &pt, dod + t * qd, &e) == SL_OK,
+                      "%s", e.msg);
+        }
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(o1, dop, (size_t)nq * 4);
+        d2h(on, dod, (size_t)nq * 4);
+        int bad = 0;
+        for (int64_t i = 0; i < nq; i++) bad += memcmp(&o1[i], &on[i], 4) != 0;
+        CHECK_MSG(bad == 0, "attn prefill variant %d: %d of %lld outputs differ from %d decode "
+                  "launches", variant, bad, (long long)nq, (int)NT);
+        CHECK(sl_cuda_attn_prefill(c, dq, dk, dk, &p, 0, dop, &e) == SL_ERR_INVALID);
+        CHECK_CONTAINS(e.msg, "n_tok");
+        free(q), free(o1), free(on), free(kv);
+        cudaFree(dq), cudaFree(dop), cudaFree(dod), cudaFree(ds), cudaFree(dk);
     }
 }
 
