@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -56,6 +57,8 @@ struct sl_cpu_pool {
     atomic_int finished;       /* joined workers done with the call */
     atomic_int quit;
     atomic_int busy;
+    atomic_uint_fast64_t awake_until; /* CLOCK_MONOTONIC ns: workers spin, not sleep, before it */
+    atomic_uint_fast64_t sleeps;      /* workers' waits on `wake` (sl_cpu_pool_sleeps) */
 
     /* the current job (written by the caller before generation is bumped) */
     sl_cpu_pool_fn fn;
@@ -77,6 +80,13 @@ struct sl_cpu_pool {
     size_t scratch_bytes;
     atomic_int scratch_held;
 };
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static void run_chunks(sl_cpu_pool *p, int thread)
 {
@@ -109,11 +119,19 @@ static void *worker_main(void *arg)
     uint64_t seen = 0;
     for (;;) {
         uint64_t g = atomic_load_explicit(&p->generation, memory_order_acquire);
-        for (int i = 0; g == seen && i < SPIN_ITERS && !atomic_load(&p->quit); i++) {
+        for (int i = 0; g == seen && !atomic_load(&p->quit); i++) {
+            /* past the spin, on while sl_cpu_pool_keep_awake's deadline holds (the clock read
+             * every 256 pauses) */
+            if (i >= SPIN_ITERS) {
+                if (mono_ns() >= atomic_load_explicit(&p->awake_until, memory_order_relaxed))
+                    break;
+                i -= 256;
+            }
             SL_CPU_RELAX();
             g = atomic_load_explicit(&p->generation, memory_order_acquire);
         }
         if (g == seen) {
+            atomic_fetch_add_explicit(&p->sleeps, 1, memory_order_relaxed);
             pthread_mutex_lock(&p->mu);
             while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->quit))
                 pthread_cond_wait(&p->wake, &p->mu);
@@ -310,4 +328,21 @@ sl_status sl_cpu_pool_parallel_for(sl_cpu_pool *p, int64_t n, int64_t grain, sl_
     }
     atomic_store(&p->busy, 0);
     return SL_OK;
+}
+
+void sl_cpu_pool_keep_awake(sl_cpu_pool *p, uint64_t ns)
+{
+    if (!p) return;
+    if (ns > SL_CPU_POOL_AWAKE_MAX_NS) ns = SL_CPU_POOL_AWAKE_MAX_NS;
+    const uint64_t until = mono_ns() + ns;
+    uint64_t cur = atomic_load_explicit(&p->awake_until, memory_order_relaxed);
+    while (cur < until && !atomic_compare_exchange_weak_explicit(&p->awake_until, &cur, until,
+                                                                 memory_order_relaxed,
+                                                                 memory_order_relaxed)) {
+    }
+}
+
+uint64_t sl_cpu_pool_sleeps(const sl_cpu_pool *p)
+{
+    return p ? atomic_load_explicit(&p->sleeps, memory_order_relaxed) : 0;
 }

@@ -13,7 +13,8 @@
  *
  * Handoff: a call wakes idle workers through one mutex + condition variable; workers and the
  * caller spin (pool.c SPIN_ITERS: 31-100 us, by the CPU's PAUSE) before sleeping, so back-to-back
- * calls (one layer's matvecs) do not pay a futex wake-up each. The caller waits only for
+ * calls (one layer's matvecs) do not pay a futex wake-up each; sl_cpu_pool_keep_awake extends
+ * the workers' spin across a known longer gap. The caller waits only for
  * workers that joined the call before every chunk was claimed: one still asleep or
  * descheduled (a loaded machine, a caller other than the pool's usual thread) does not hold
  * the call up.
@@ -60,6 +61,16 @@ int sl_cpu_pool_threads(const sl_cpu_pool *p);
  * pool already inside a parallel_for. */
 sl_status sl_cpu_pool_parallel_for(sl_cpu_pool *p, int64_t n, int64_t grain, sl_cpu_pool_fn fn,
                                    void *ctx, sl_error *err);
+
+/* Workers that find no call spin (PAUSE) instead of sleeping until ns from now (the later of
+ * this and any earlier request; at most SL_CPU_POOL_AWAKE_MAX_NS): for a gap the caller knows
+ * is short but longer than the spin, such as a GPU layer between two layers of host experts,
+ * so the next call does not wait for futex wake-ups. Workers already asleep stay asleep until
+ * the next call. NULL: nothing. Thread-safe. */
+enum { SL_CPU_POOL_AWAKE_MAX_NS = 100000000 };
+void sl_cpu_pool_keep_awake(sl_cpu_pool *p, uint64_t ns);
+/* How many times workers have gone to sleep on the condition variable (0 for NULL). */
+uint64_t sl_cpu_pool_sleeps(const sl_cpu_pool *p);
 
 /* A buffer of at least `bytes` (64-byte aligned) that the pool keeps across calls for one
  * holder at a time (matvec.c's activation panels): grown to the largest request and freed

@@ -264,6 +264,12 @@ static sl_status cross(sl_ctx *c, const sl__side *from, void *dst, const void *s
     return copy(c, dst, src, bytes, from == &c->host ? SL_COPY_H2D : SL_COPY_D2H, err);
 }
 
+/* After a device layer's host experts, the pool's workers spin this long rather than sleep:
+ * the next such layer comes after the device's part of the layers between (~0.25 ms a layer
+ * on the H200 run of 2026-11-30, launch-bound), longer than the pool's own spin, and a futex
+ * wake-up of every worker per layer is what the CPU expert path would pay instead. */
+#define HOST_EXPERTS_AWAKE_NS 2000000u
+
 /* The host part of a device layer whose routed experts live on the host, ordered on the
  * stream (a host function: the stream's worker on sim, CUDA's callback thread on cuda): it
  * runs when the rows and the routing have come down, and what the device does next waits for
@@ -278,6 +284,7 @@ static void host_experts_fn(void *user)
     sl_error e;
     const sl_status st = h->dx->vt->moe(h->dx, &hm, h->topk_idx, h->topk_w, p->n,
                                         (int32_t)c->m->hp.n_expert_used, h->xn, h->tmp, &e);
+    sl_cpu_pool_keep_awake(c->pool, HOST_EXPERTS_AWAKE_NS);
     if (st && !c->async_st) {
         c->async_err = e;
         c->async_st = st;
@@ -322,6 +329,7 @@ static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L,
         const sl__dx_moe hm = {.L = &L->moe};
         st = vt->moe(o->dx, o == &c->host ? &hm : &c->dmoe[il], o->topk_idx, o->topk_w, n,
                      (int32_t)K, o->xn, o->tmp, err);
+        if (o == &c->host) sl_cpu_pool_keep_awake(c->pool, HOST_EXPERTS_AWAKE_NS);
     } else {
         st = ffn_dense(c, o, L->ffn_gate, L->ffn_up, L->ffn_down, il, n, o->tmp, NULL, err);
     }

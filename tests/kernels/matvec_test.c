@@ -1067,6 +1067,30 @@ static void check_pool(void)
         }
     CHECK(sl_cpu_pool_scratch(NULL, 16) == NULL);
     sl_cpu_pool_scratch_release(NULL);
+    /* keep_awake: workers spin through a gap far longer than their spin instead of sleeping
+     * (sl_cpu_pool_sleeps unchanged across it); without it they sleep within it */
+    {
+        sl_cpu_pool_options o = {.n_threads = 2, .numa_node = -1, .topo = topo};
+        sl_cpu_pool *kp = NULL;
+        CHECK(!sl_cpu_pool_create(&o, &kp, &e));
+        const struct timespec gap = {0, 60 * 1000 * 1000};
+        for (int awake = 1; kp && awake >= 0; awake--) {
+            for (int i = 0; i < N; i++) atomic_store(&hits[i], 0);
+            cover c = {.hits = hits, .n_threads = 2};
+            if (awake) sl_cpu_pool_keep_awake(kp, 400 * 1000 * 1000ull); /* capped at 100 ms */
+            CHECK(!sl_cpu_pool_parallel_for(kp, N, 7, cover_fn, &c, &e));
+            const uint64_t s0 = sl_cpu_pool_sleeps(kp);
+            nanosleep(&gap, NULL);
+            const uint64_t s1 = sl_cpu_pool_sleeps(kp);
+            CHECK_MSG(awake ? s1 == s0 : s1 > s0, "keep_awake %d: %llu -> %llu worker sleeps "
+                      "across a 60 ms gap", awake, (unsigned long long)s0,
+                      (unsigned long long)s1);
+            if (awake) nanosleep(&gap, NULL); /* past the 100 ms cap: they sleep again */
+        }
+        sl_cpu_pool_keep_awake(NULL, 1);
+        CHECK(sl_cpu_pool_sleeps(NULL) == 0);
+        sl_cpu_pool_destroy(kp);
+    }
     sl_cpu_pool *p = (sl_cpu_pool *)1;
     sl_cpu_pool_options bad = {.n_threads = 0, .numa_node = -1};
     CHECK(sl_cpu_pool_create(&bad, &p, &e) == SL_ERR_INVALID && p == NULL);
