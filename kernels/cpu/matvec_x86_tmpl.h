@@ -760,6 +760,7 @@ SL_MV_FLOAT_RANGE(range_bf16, LOAD_BF16)
 #undef LOAD_BF16
 
 #include "kernels/cpu/r8_x86_tmpl.h"
+#include "kernels/cpu/matvec_iq_x86_tmpl.h"
 
 /* ---- tables ----------------------------------------------------------------------------- */
 
@@ -786,6 +787,13 @@ sl__mv_range_fn SL_MV_SUFFIX(sl__mv_range)(uint32_t type)
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(range_mxfp4);
     case SL_GGML_IQ4_NL: return SL_MV_SUFFIX(range_iq4_nl);
     case SL_GGML_IQ4_XS: return SL_MV_SUFFIX(range_iq4_xs);
+    case SL_GGML_IQ2_XXS: return SL_MV_SUFFIX(range_iq2_xxs);
+    case SL_GGML_IQ2_XS: return SL_MV_SUFFIX(range_iq2_xs);
+    case SL_GGML_IQ2_S: return SL_MV_SUFFIX(range_iq2_s);
+    case SL_GGML_IQ3_XXS: return SL_MV_SUFFIX(range_iq3_xxs);
+    case SL_GGML_IQ3_S: return SL_MV_SUFFIX(range_iq3_s);
+    case SL_GGML_IQ1_S: return SL_MV_SUFFIX(range_iq1_s);
+    case SL_GGML_IQ1_M: return SL_MV_SUFFIX(range_iq1_m);
     default: return NULL;
     }
 }

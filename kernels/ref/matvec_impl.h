@@ -66,6 +66,14 @@ void sl__mv_dot_floats(uint32_t type, const void *w, const float *x, int64_t i0,
 /* Dequantizes one block (t->block elements) into y. */
 void sl__mv_dequant_block(const sl__mv_type *t, const void *block, float *y);
 
+/* The codebook types (matvec_iq.c: IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) in
+ * integer form: element e of the block is factor * d * sc[e / group] * v[e] (v small
+ * integers, sc odd); returns group (16 or 32), 0 for another type. */
+int sl__iq_int(uint32_t type, const void *block, int8_t v[256], int16_t sc[16], float *d,
+               float *factor);
+/* Their block dot with a Q8_K block: (float)(sum_g sc[g] sum v q8) * (factor * d * x.d). */
+float sl__mv_term_iq(uint32_t type, const void *w, const void *x);
+
 /* Exact binary16 -> binary32 (F16C gives the same bits). */
 static inline float sl__mv_h2f(uint16_t h)
 {

@@ -41,7 +41,9 @@ static float rndf(void) { return sl_test_unit_float(&rng_state); }
 static const uint32_t k_types[] = {SL_GGML_F32,  SL_GGML_F16,  SL_GGML_BF16,  SL_GGML_Q8_0,
                                    SL_GGML_Q4_0, SL_GGML_Q4_1, SL_GGML_Q5_0,  SL_GGML_Q5_1,
                                    SL_GGML_Q2_K, SL_GGML_Q3_K, SL_GGML_Q4_K,  SL_GGML_Q5_K,
-                                   SL_GGML_Q6_K, SL_GGML_MXFP4, SL_GGML_IQ4_NL, SL_GGML_IQ4_XS};
+                                   SL_GGML_Q6_K, SL_GGML_MXFP4, SL_GGML_IQ4_NL, SL_GGML_IQ4_XS,
+                                   SL_GGML_IQ2_XXS, SL_GGML_IQ2_XS, SL_GGML_IQ2_S,
+                                   SL_GGML_IQ3_XXS, SL_GGML_IQ3_S, SL_GGML_IQ1_S, SL_GGML_IQ1_M};
 enum { N_TYPES = sizeof k_types / sizeof k_types[0] };
 
 static const char *tname(uint32_t type) { return sl_gguf_type_get(type)->name; }
@@ -95,6 +97,12 @@ static void random_row(uint32_t type, uint8_t *wr, size_t rb, int64_t cols, int6
              * rows have ordinary exponents and, every 7th block, a large one (200). */
             if (r % 3 == 2) p[0] = (uint8_t)(rnd() % 3);
             else p[0] = b % 7 == 3 ? 200 : (uint8_t)(118 + rnd() % 8);
+            break;
+        }
+        case SL_GGML_IQ1_M: { /* its fp16 scale: the top nibbles of the four scale words */
+            const uint16_t h = sl_quant_fp32_to_fp16(d);
+            for (int i = 0; i < 4; i++)
+                p[48 + 2 * i + 1] = (uint8_t)((p[48 + 2 * i + 1] & 0x0F) | (((h >> (4 * i)) & 0xF) << 4));
             break;
         }
         default: put_half(p, d); break;
@@ -915,8 +923,8 @@ static void check_errors(const sl_cpu_matvec_ctx *mv)
     float x[64] = {0}, y[4];
     uint8_t w[1024] = {0};
     sl_error e;
-    CHECK(sl_ref_matvec(SL_GGML_IQ2_XXS, w, 1, 256, x, 1, y, &e) == SL_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(e.msg, "IQ2_XXS");
+    CHECK(sl_ref_matvec(SL_GGML_TQ1_0, w, 1, 256, x, 1, y, &e) == SL_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(e.msg, "TQ1_0");
     CHECK(sl_ref_matvec(SL_GGML_Q8_0, w, 1, 48, x, 1, y, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "cols = 48");
     CHECK(sl_ref_matvec(SL_GGML_Q8_0, NULL, 1, 32, x, 1, y, &e) == SL_ERR_INVALID);
@@ -926,16 +934,16 @@ static void check_errors(const sl_cpu_matvec_ctx *mv)
     CHECK_CONTAINS(e.msg, "idx[1] = 5");
     CHECK(sl_cpu_matvec(mv, NULL, SL_GGML_Q8_0, w, 1, 32, x, 1, y, w, 10, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "xq_bytes");
-    CHECK(sl_cpu_matvec(mv, NULL, SL_GGML_IQ2_XXS, w, 1, 256, x, 1, y, w, 1024, &e) ==
+    CHECK(sl_cpu_matvec(mv, NULL, SL_GGML_TQ1_0, w, 1, 256, x, 1, y, w, 1024, &e) ==
           SL_ERR_UNSUPPORTED);
     CHECK(sl_cpu_matvec_t_rows(mv, NULL, SL_GGML_Q8_0, w, 2, 32, bad, 2, x, 1, y, &e) ==
           SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "rows = 2");
     /* no groups: the type and the shape are still checked */
     CHECK(!sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q8_0, 2, 32, NULL, 0, &e));
-    CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_IQ3_XXS, 2, 256, NULL, 0, &e) ==
+    CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_TQ2_0, 2, 256, NULL, 0, &e) ==
           SL_ERR_UNSUPPORTED);
-    CHECK_CONTAINS(e.msg, "weight type IQ3_XXS");
+    CHECK_CONTAINS(e.msg, "weight type TQ2_0");
     CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q8_0, 2, 48, NULL, 0, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "cols = 48");
     CHECK(sl_cpu_matvec_groups_q(mv, NULL, SL_GGML_Q8_0, 0, 32, NULL, 0, &e) == SL_ERR_INVALID);

@@ -1,0 +1,189 @@
+/* kernels/cpu/matvec_iq_x86_tmpl.h: range kernels of the codebook types IQ2_XXS, IQ2_XS, IQ2_S,
+ * IQ3_XXS, IQ3_S, IQ1_S and IQ1_M (included by matvec_x86_tmpl.h under SL_MV_SUFFIX).
+ *
+ * Each block is kernels/ref/matvec_iq.c's integer form, built 32 values at a time in a register:
+ * four 8-byte codebook entries (IQ3: eight 4-byte ones) loaded by index, their signs expanded
+ * from sign bytes to +-1 bytes (iq_signs) and applied with vpsignb (IQ1: v = 8 g + delta);
+ * then the signed byte dot with the Q8_K activations (s8s8_dot: VNNI or maddubs) times the
+ * group's odd scale, summed exactly in int32. The block's term is the reference's expression,
+ * (float)isum * (factor * d * x.d), so the sums are the reference's bits. */
+
+/* byte 8 i + j: -1 where bit j of byte i of s is set, else +1 */
+static inline __m256i SL_MV_SUFFIX(iq_signs)(uint32_t s)
+{
+    const __m256i idx = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                         2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)s), idx);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+    return _mm256_or_si256(on, _mm256_set1_epi8(1));
+}
+
+static inline uint32_t SL_MV_SUFFIX(iq_le32)(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline uint16_t SL_MV_SUFFIX(iq_le16)(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* four 7-bit ksigns indices of aux (bits 0..27) as four sign bytes */
+static inline uint32_t SL_MV_SUFFIX(iq_ksigns4)(uint32_t aux)
+{
+    return (uint32_t)sl_iq_ksigns[aux & 127] | (uint32_t)sl_iq_ksigns[(aux >> 7) & 127] << 8 |
+           (uint32_t)sl_iq_ksigns[(aux >> 14) & 127] << 16 |
+           (uint32_t)sl_iq_ksigns[(aux >> 21) & 127] << 24;
+}
+
+#define SL_IQ_G4(a, b, c, d)                                                                    \
+    _mm256_set_epi64x((long long)(d), (long long)(c), (long long)(b), (long long)(a))
+#define SL_IQ_SC2(lo, hi) _mm256_setr_m128i(_mm_set1_epi32(lo), _mm_set1_epi32(hi))
+
+/* Values 32 ib .. 32 ib + 31 of a block into *v, their group scales (per int32 lane of the
+ * byte dot: 4 lanes per 16 values) into *sc. */
+static inline void SL_MV_SUFFIX(iq2_xxs_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
+{
+    const uint8_t *q = p + 2 + 8 * ib;
+    const uint32_t a0 = SL_MV_SUFFIX(iq_le32)(q), a1 = SL_MV_SUFFIX(iq_le32)(q + 4);
+    const __m256i g = SL_IQ_G4(sl_iq2xxs_grid[a0 & 255], sl_iq2xxs_grid[(a0 >> 8) & 255],
+                               sl_iq2xxs_grid[(a0 >> 16) & 255], sl_iq2xxs_grid[a0 >> 24]);
+    *v = _mm256_sign_epi8(g, SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_ksigns4)(a1)));
+    *sc = _mm256_set1_epi32((int)(2 * (a1 >> 28) + 1));
+}
+
+static inline void SL_MV_SUFFIX(iq2_xs_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
+{
+    uint16_t q[4];
+    memcpy(q, p + 2 + 8 * ib, 8);
+    const __m256i g = SL_IQ_G4(sl_iq2xs_grid[q[0] & 511], sl_iq2xs_grid[q[1] & 511],
+                               sl_iq2xs_grid[q[2] & 511], sl_iq2xs_grid[q[3] & 511]);
+    const uint32_t s = (uint32_t)sl_iq_ksigns[q[0] >> 9] | (uint32_t)sl_iq_ksigns[q[1] >> 9] << 8 |
+                       (uint32_t)sl_iq_ksigns[q[2] >> 9] << 16 |
+                       (uint32_t)sl_iq_ksigns[q[3] >> 9] << 24;
+    *v = _mm256_sign_epi8(g, SL_MV_SUFFIX(iq_signs)(s));
+    const unsigned b = p[66 + ib];
+    *sc = SL_IQ_SC2((int)(2 * (b & 15) + 1), (int)(2 * (b >> 4) + 1));
+}
+
+static inline void SL_MV_SUFFIX(iq2_s_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
+{
+    const uint8_t *qs = p + 2 + 4 * ib;
+    const unsigned h = p[66 + ib];
+    const __m256i g = SL_IQ_G4(sl_iq2s_grid[qs[0] | ((h << 8) & 0x300u)],
+                               sl_iq2s_grid[qs[1] | ((h << 6) & 0x300u)],
+                               sl_iq2s_grid[qs[2] | ((h << 4) & 0x300u)],
+                               sl_iq2s_grid[qs[3] | ((h << 2) & 0x300u)]);
+    *v = _mm256_sign_epi8(g, SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_le32)(p + 34 + 4 * ib)));
+    const unsigned b = p[74 + ib];
+    *sc = SL_IQ_SC2((int)(2 * (b & 15) + 1), (int)(2 * (b >> 4) + 1));
+}
+
+static inline void SL_MV_SUFFIX(iq3_xxs_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
+{
+    const uint8_t *qs = p + 2 + 8 * ib;
+    const uint32_t aux = SL_MV_SUFFIX(iq_le32)(p + 66 + 4 * ib);
+    const __m256i g = _mm256_setr_epi32(
+        (int)sl_iq3xxs_grid[qs[0]], (int)sl_iq3xxs_grid[qs[1]], (int)sl_iq3xxs_grid[qs[2]],
+        (int)sl_iq3xxs_grid[qs[3]], (int)sl_iq3xxs_grid[qs[4]], (int)sl_iq3xxs_grid[qs[5]],
+        (int)sl_iq3xxs_grid[qs[6]], (int)sl_iq3xxs_grid[qs[7]]);
+    *v = _mm256_sign_epi8(g, SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_ksigns4)(aux)));
+    *sc = _mm256_set1_epi32((int)(2 * (aux >> 28) + 1));
+}
+
+static inline void SL_MV_SUFFIX(iq3_s_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
+{
+    const uint8_t *qs = p + 2 + 8 * ib;
+    const unsigned h = p[66 + ib];
+    const __m256i g = _mm256_setr_epi32(
+        (int)sl_iq3s_grid[qs[0] | ((h << 8) & 256u)], (int)sl_iq3s_grid[qs[1] | ((h << 7) & 256u)],
+        (int)sl_iq3s_grid[qs[2] | ((h << 6) & 256u)], (int)sl_iq3s_grid[qs[3] | ((h << 5) & 256u)],
+        (int)sl_iq3s_grid[qs[4] | ((h << 4) & 256u)], (int)sl_iq3s_grid[qs[5] | ((h << 3) & 256u)],
+        (int)sl_iq3s_grid[qs[6] | ((h << 2) & 256u)], (int)sl_iq3s_grid[qs[7] | ((h << 1) & 256u)]);
+    *v = _mm256_sign_epi8(g, SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_le32)(p + 74 + 4 * ib)));
+    *sc = _mm256_set1_epi32((int)(1 + 2 * ((p[106 + ib / 2] >> (4 * (ib % 2))) & 15)));
+}
+
+/* IQ1: 8 g + delta, g the grid's -1 / 0 / +1 bytes, delta +-1 per 8 bytes (dl) */
+static inline __m256i SL_MV_SUFFIX(iq1_values)(__m256i g, __m256i dl)
+{
+    const __m256i g2 = _mm256_add_epi8(g, g), g4 = _mm256_add_epi8(g2, g2);
+    return _mm256_add_epi8(_mm256_add_epi8(g4, g4), dl);
+}
+
+static inline void SL_MV_SUFFIX(iq1_s_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
+{
+    const uint8_t *qs = p + 2 + 4 * ib;
+    const unsigned qh = SL_MV_SUFFIX(iq_le16)(p + 34 + 2 * ib);
+    const __m256i g = SL_IQ_G4(sl_iq1s_grid[qs[0] | ((qh << 8) & 0x700u)],
+                               sl_iq1s_grid[qs[1] | ((qh << 5) & 0x700u)],
+                               sl_iq1s_grid[qs[2] | ((qh << 2) & 0x700u)],
+                               sl_iq1s_grid[qs[3] | ((qh >> 1) & 0x700u)]);
+    *v = SL_MV_SUFFIX(iq1_values)(g, _mm256_set1_epi8(qh & 0x8000u ? -1 : 1));
+    *sc = _mm256_set1_epi32((int)(2 * ((qh >> 12) & 7) + 1));
+}
+
+static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
+{
+    const uint8_t *qs = p + 4 * ib;
+    const unsigned h0 = p[32 + 2 * ib], h1 = p[33 + 2 * ib];
+    const __m256i g = SL_IQ_G4(sl_iq1s_grid[qs[0] | ((h0 << 8) & 0x700u)],
+                               sl_iq1s_grid[qs[1] | ((h0 << 4) & 0x700u)],
+                               sl_iq1s_grid[qs[2] | ((h1 << 8) & 0x700u)],
+                               sl_iq1s_grid[qs[3] | ((h1 << 4) & 0x700u)]);
+    const long long one = 0x0101010101010101ll, neg = -1ll;
+    const __m256i dl = _mm256_set_epi64x(h1 & 0x80 ? neg : one, h1 & 0x08 ? neg : one,
+                                         h0 & 0x80 ? neg : one, h0 & 0x08 ? neg : one);
+    *v = SL_MV_SUFFIX(iq1_values)(g, dl);
+    const unsigned s = SL_MV_SUFFIX(iq_le16)(p + 48 + 2 * (ib / 2)) >> (6 * (ib % 2));
+    *sc = SL_IQ_SC2((int)(2 * (s & 7) + 1), (int)(2 * ((s >> 3) & 7) + 1));
+}
+
+/* the block's fp16 scale and the type's factor (matvec_iq.c's) */
+static inline float SL_MV_SUFFIX(iq_d)(const uint8_t *p) { return sl__mv_h2f(SL_MV_SUFFIX(iq_le16)(p)); }
+static inline float SL_MV_SUFFIX(iq1_m_d)(const uint8_t *p)
+{
+    uint16_t s[4];
+    memcpy(s, p + 48, 8);
+    return sl__mv_h2f((uint16_t)((s[0] >> 12) | ((s[1] >> 8) & 0x00f0) | ((s[2] >> 4) & 0x0f00) |
+                                 (s[3] & 0xf000)));
+}
+
+#define SL_MV_IQ_RANGE(name, IB, DFN, FACTOR)                                                   \
+    static void SL_MV_SUFFIX(range_##name)(const sl__mv_type *t, const void *w, const void *xq, \
+                                           int64_t b0, int64_t b1, float *lane)                \
+    {                                                                                           \
+        for (int64_t b = b0; b < b1; b++) {                                                     \
+            const uint8_t *p = (const uint8_t *)w + b * t->bytes;                               \
+            const char *xp = (const char *)xq + b * t->act_bytes;                               \
+            __m256i acc = _mm256_setzero_si256();                                               \
+            for (int ib = 0; ib < 8; ib++) {                                                    \
+                __m256i v, sc;                                                                  \
+                SL_MV_SUFFIX(IB)(p, ib, &v, &sc);                                               \
+                const __m256i x8 = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));     \
+                acc = _mm256_add_epi32(acc,                                                     \
+                                       _mm256_mullo_epi32(SL_MV_SUFFIX(s8s8_dot)(v, x8), sc));  \
+            }                                                                                   \
+            float xd;                                                                           \
+            memcpy(&xd, xp, 4);                                                                 \
+            const float d = SL_MV_SUFFIX(DFN)(p);                                               \
+            lane[b % 8] += (float)SL_MV_SUFFIX(hsum_i32)(acc) * ((FACTOR) * d * xd);            \
+        }                                                                                       \
+    }
+
+SL_MV_IQ_RANGE(iq2_xxs, iq2_xxs_ib, iq_d, 0.125f)
+SL_MV_IQ_RANGE(iq2_xs, iq2_xs_ib, iq_d, 0.125f)
+SL_MV_IQ_RANGE(iq2_s, iq2_s_ib, iq_d, 0.125f)
+SL_MV_IQ_RANGE(iq3_xxs, iq3_xxs_ib, iq_d, 0.25f)
+SL_MV_IQ_RANGE(iq3_s, iq3_s_ib, iq_d, 1.0f)
+SL_MV_IQ_RANGE(iq1_s, iq1_s_ib, iq_d, 0.125f)
+SL_MV_IQ_RANGE(iq1_m, iq1_m_ib, iq1_m_d, 0.125f)
+
+#undef SL_MV_IQ_RANGE
+#undef SL_IQ_G4
+#undef SL_IQ_SC2
