@@ -1,11 +1,11 @@
-/* kernels/cpu/matvec_iq_x86_tmpl.h: range kernels of the codebook types IQ2_XXS, IQ2_XS, IQ2_S,
+/* kernels/cpu/matvec_iq_x86_tmpl.h: range and batch kernels of the codebook types IQ2_XXS, IQ2_XS, IQ2_S,
  * IQ3_XXS, IQ3_S, IQ1_S and IQ1_M (included by matvec_x86_tmpl.h under SL_MV_SUFFIX).
  *
  * Each block is kernels/ref/matvec_iq.c's integer form, built 32 values at a time in a register:
  * four 8-byte codebook entries (IQ3: eight 4-byte ones) loaded by index, their signs expanded
  * from sign bytes to +-1 bytes (iq_signs) and applied with vpsignb (IQ1: v = 8 g + delta);
- * then the signed byte dot with the Q8_K activations (s8s8_dot: VNNI or maddubs) times the
- * group's odd scale, summed exactly in int32. The block's term is the reference's expression,
+ * then the byte dot with the Q8_K activations signed by v (maddubs, then madd by the group's
+ * odd scale: one instruction fewer than a VNNI dot and a multiply), summed exactly in int32. The block's term is the reference's expression,
  * (float)isum * (factor * d * x.d), so the sums are the reference's bits. */
 
 /* byte 8 i + j: -1 where bit j of byte i of s is set, else +1 */
@@ -43,10 +43,17 @@ static inline uint32_t SL_MV_SUFFIX(iq_ksigns4)(uint32_t aux)
 
 #define SL_IQ_G4(a, b, c, d)                                                                    \
     _mm256_set_epi64x((long long)(d), (long long)(c), (long long)(b), (long long)(a))
-#define SL_IQ_SC2(lo, hi) _mm256_setr_m128i(_mm_set1_epi32(lo), _mm_set1_epi32(hi))
+#define SL_IQ_SC2(lo, hi) _mm256_setr_m128i(_mm_set1_epi16((short)(lo)), _mm_set1_epi16((short)(hi)))
 
-/* Values 32 ib .. 32 ib + 31 of a block into *v, their group scales (per int32 lane of the
- * byte dot: 4 lanes per 16 values) into *sc. */
+/* Values 32 ib .. 32 ib + 31 of a block into *v, their group scales into *sc as int16 (per
+ * pair of the byte dot's int16 sums: 8 pairs per 16 values). */
+
+/* sum over each 4 adjacent values of v * x times their group scale, 8 int32: maddubs of |v| and
+ * x signed by v (|v| <= 62, |x| <= 127: no int16 saturation), then madd by the scales */
+static inline __m256i SL_MV_SUFFIX(iq_sdot)(__m256i av, __m256i v, __m256i x, __m256i sc)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(x, v)), sc);
+}
 static inline void SL_MV_SUFFIX(iq2_xxs_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
 {
     const uint8_t *q = p + 2 + 8 * ib;
@@ -54,7 +61,7 @@ static inline void SL_MV_SUFFIX(iq2_xxs_ib)(const uint8_t *p, int ib, __m256i *v
     const __m256i g = SL_IQ_G4(sl_iq2xxs_grid[a0 & 255], sl_iq2xxs_grid[(a0 >> 8) & 255],
                                sl_iq2xxs_grid[(a0 >> 16) & 255], sl_iq2xxs_grid[a0 >> 24]);
     *v = _mm256_sign_epi8(g, SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_ksigns4)(a1)));
-    *sc = _mm256_set1_epi32((int)(2 * (a1 >> 28) + 1));
+    *sc = _mm256_set1_epi16((short)(2 * (a1 >> 28) + 1));
 }
 
 static inline void SL_MV_SUFFIX(iq2_xs_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
@@ -93,7 +100,7 @@ static inline void SL_MV_SUFFIX(iq3_xxs_ib)(const uint8_t *p, int ib, __m256i *v
         (int)sl_iq3xxs_grid[qs[3]], (int)sl_iq3xxs_grid[qs[4]], (int)sl_iq3xxs_grid[qs[5]],
         (int)sl_iq3xxs_grid[qs[6]], (int)sl_iq3xxs_grid[qs[7]]);
     *v = _mm256_sign_epi8(g, SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_ksigns4)(aux)));
-    *sc = _mm256_set1_epi32((int)(2 * (aux >> 28) + 1));
+    *sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
 }
 
 static inline void SL_MV_SUFFIX(iq3_s_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
@@ -106,7 +113,7 @@ static inline void SL_MV_SUFFIX(iq3_s_ib)(const uint8_t *p, int ib, __m256i *v, 
         (int)sl_iq3s_grid[qs[4] | ((h << 4) & 256u)], (int)sl_iq3s_grid[qs[5] | ((h << 3) & 256u)],
         (int)sl_iq3s_grid[qs[6] | ((h << 2) & 256u)], (int)sl_iq3s_grid[qs[7] | ((h << 1) & 256u)]);
     *v = _mm256_sign_epi8(g, SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_le32)(p + 74 + 4 * ib)));
-    *sc = _mm256_set1_epi32((int)(1 + 2 * ((p[106 + ib / 2] >> (4 * (ib % 2))) & 15)));
+    *sc = _mm256_set1_epi16((short)(1 + 2 * ((p[106 + ib / 2] >> (4 * (ib % 2))) & 15)));
 }
 
 /* IQ1: 8 g + delta, g the grid's -1 / 0 / +1 bytes, delta +-1 per 8 bytes (dl) */
@@ -125,7 +132,7 @@ static inline void SL_MV_SUFFIX(iq1_s_ib)(const uint8_t *p, int ib, __m256i *v, 
                                sl_iq1s_grid[qs[2] | ((qh << 2) & 0x700u)],
                                sl_iq1s_grid[qs[3] | ((qh >> 1) & 0x700u)]);
     *v = SL_MV_SUFFIX(iq1_values)(g, _mm256_set1_epi8(qh & 0x8000u ? -1 : 1));
-    *sc = _mm256_set1_epi32((int)(2 * ((qh >> 12) & 7) + 1));
+    *sc = _mm256_set1_epi16((short)(2 * ((qh >> 12) & 7) + 1));
 }
 
 static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
@@ -166,8 +173,8 @@ static inline float SL_MV_SUFFIX(iq1_m_d)(const uint8_t *p)
                 __m256i v, sc;                                                                  \
                 SL_MV_SUFFIX(IB)(p, ib, &v, &sc);                                               \
                 const __m256i x8 = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));     \
-                acc = _mm256_add_epi32(acc,                                                     \
-                                       _mm256_mullo_epi32(SL_MV_SUFFIX(s8s8_dot)(v, x8), sc));  \
+                acc = _mm256_add_epi32(                                                         \
+                    acc, SL_MV_SUFFIX(iq_sdot)(_mm256_sign_epi8(v, v), v, x8, sc));             \
             }                                                                                   \
             float xd;                                                                           \
             memcpy(&xd, xp, 4);                                                                 \
@@ -185,5 +192,68 @@ SL_MV_IQ_RANGE(iq1_s, iq1_s_ib, iq_d, 0.125f)
 SL_MV_IQ_RANGE(iq1_m, iq1_m_ib, iq1_m_d, 0.125f)
 
 #undef SL_MV_IQ_RANGE
+
+/* The batch kernel (gemm.h's contract): each block decoded once per row and group of 8 tokens,
+ * its |v| once, then each token's exact integer sum (the range kernel's), the 8 tokens' sums as
+ * one vector (hsum8x8) and their float terms in one multiply, added to a lane array held
+ * transposed (lane j of the 8 tokens in one vector): every (row, token) gets the range
+ * kernel's terms in the reference's lane order, so the reference's bits. */
+#define SL_MV_IQ_GEMM(name, IB, DFN, FACTOR)                                                    \
+    static void SL_MV_SUFFIX(gemm_##name)(const sl__mv_type *t, const sl__gemm_rows *a,          \
+                                          int64_t i0, int64_t i1)                               \
+    {                                                                                           \
+        for (int64_t i = i0; i < i1; i++) {                                                     \
+            const int64_t r = a->idx ? a->idx[i] : i, out = a->idx && !a->scatter ? i : r;      \
+            const uint8_t *wr = (const uint8_t *)a->w + (size_t)r * a->wrb;                     \
+            for (int64_t t0 = 0; t0 < a->n_tok; t0 += 8) {                                      \
+                const int nt = (int)(a->n_tok - t0 < 8 ? a->n_tok - t0 : 8);                    \
+                __m256 lt[8];                                                                   \
+                for (int j = 0; j < 8; j++) lt[j] = _mm256_setzero_ps();                        \
+                for (int64_t b = 0; b < a->nb; b++) {                                           \
+                    const uint8_t *p = wr + b * t->bytes;                                       \
+                    __m256i v[8], av[8], sc[8], s[8];                                           \
+                    for (int ib = 0; ib < 8; ib++) {                                            \
+                        SL_MV_SUFFIX(IB)(p, ib, &v[ib], &sc[ib]);                               \
+                        av[ib] = _mm256_sign_epi8(v[ib], v[ib]);                                \
+                    }                                                                           \
+                    const float fd = (FACTOR) * SL_MV_SUFFIX(DFN)(p);                           \
+                    float xd[8] = {0};                                                          \
+                    for (int k = 0; k < 8; k++) {                                               \
+                        s[k] = _mm256_setzero_si256();                                          \
+                        if (k >= nt) continue;                                                  \
+                        const char *xp = a->xq + (size_t)(t0 + k) * a->arb + b * t->act_bytes;  \
+                        for (int ib = 0; ib < 8; ib++) {                                        \
+                            const __m256i x8 =                                                  \
+                                _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));        \
+                            s[k] = _mm256_add_epi32(                                            \
+                                s[k], SL_MV_SUFFIX(iq_sdot)(av[ib], v[ib], x8, sc[ib]));        \
+                        }                                                                       \
+                        memcpy(&xd[k], xp, 4);                                                  \
+                    }                                                                           \
+                    const __m256 fx = _mm256_mul_ps(_mm256_set1_ps(fd), _mm256_loadu_ps(xd));  \
+                    lt[b % 8] = _mm256_add_ps(                                                  \
+                        lt[b % 8],                                                              \
+                        _mm256_mul_ps(_mm256_cvtepi32_ps(SL_MV_SUFFIX(hsum8x8)(s)), fx));       \
+                }                                                                               \
+                float l[8][8];                                                                  \
+                for (int j = 0; j < 8; j++) _mm256_storeu_ps(l[j], lt[j]);                      \
+                for (int k = 0; k < nt; k++) {                                                  \
+                    float s8[8];                                                                \
+                    for (int j = 0; j < 8; j++) s8[j] = l[j][k];                                \
+                    a->y[(t0 + k) * a->y_stride + out] = sl__mv_reduce8(s8);                    \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
+    }
+
+SL_MV_IQ_GEMM(iq2_xxs, iq2_xxs_ib, iq_d, 0.125f)
+SL_MV_IQ_GEMM(iq2_xs, iq2_xs_ib, iq_d, 0.125f)
+SL_MV_IQ_GEMM(iq2_s, iq2_s_ib, iq_d, 0.125f)
+SL_MV_IQ_GEMM(iq3_xxs, iq3_xxs_ib, iq_d, 0.25f)
+SL_MV_IQ_GEMM(iq3_s, iq3_s_ib, iq_d, 1.0f)
+SL_MV_IQ_GEMM(iq1_s, iq1_s_ib, iq_d, 0.125f)
+SL_MV_IQ_GEMM(iq1_m, iq1_m_ib, iq1_m_d, 0.125f)
+
+#undef SL_MV_IQ_GEMM
 #undef SL_IQ_G4
 #undef SL_IQ_SC2
