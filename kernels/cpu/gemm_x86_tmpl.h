@@ -1038,13 +1038,9 @@ sl__gemm_fn SL_MV_SUFFIX(sl__gemm_panel8)(uint32_t type)
     case SL_GGML_Q2_K: /* 8-token panels on both ISAs (gemm_kv's mins are per 32) */
         return SL_MV_SUFFIX(gemm_k);
     /* the codebook types: decode once per row and 16 tokens (matvec_iq_x86_tmpl.h) */
-    case SL_GGML_IQ2_XXS: return SL_MV_SUFFIX(gemm_iq2_xxs);
-    case SL_GGML_IQ2_XS: return SL_MV_SUFFIX(gemm_iq2_xs);
-    case SL_GGML_IQ2_S: return SL_MV_SUFFIX(gemm_iq2_s);
-    case SL_GGML_IQ3_XXS: return SL_MV_SUFFIX(gemm_iq3_xxs);
-    case SL_GGML_IQ3_S: return SL_MV_SUFFIX(gemm_iq3_s);
-    case SL_GGML_IQ1_S: return SL_MV_SUFFIX(gemm_iq1_s);
-    case SL_GGML_IQ1_M: return SL_MV_SUFFIX(gemm_iq1_m);
+#define SL_MV_IQ_CASE_(name, code, DFN) case code: return SL_MV_SUFFIX(gemm_##name);
+        SL_MV_IQ_TYPES(SL_MV_IQ_CASE_)
+#undef SL_MV_IQ_CASE_
     default: return NULL;
     }
 }

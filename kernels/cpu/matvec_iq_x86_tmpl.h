@@ -161,7 +161,13 @@ static inline float SL_MV_SUFFIX(iq1_m_d)(const uint8_t *p)
                                  (s[3] & 0xf000)));
 }
 
-#define SL_MV_IQ_RANGE(name, IB, DFN, FACTOR)                                                   \
+/* the types: kernel name, GGUF code, scale reader (its decoder: SL_MV_SUFFIX(name##_ib)) */
+#define SL_MV_IQ_TYPES(X)                                                                       \
+    X(iq2_xxs, SL_GGML_IQ2_XXS, iq_d) X(iq2_xs, SL_GGML_IQ2_XS, iq_d)                          \
+    X(iq2_s, SL_GGML_IQ2_S, iq_d) X(iq3_xxs, SL_GGML_IQ3_XXS, iq_d)                            \
+    X(iq3_s, SL_GGML_IQ3_S, iq_d) X(iq1_s, SL_GGML_IQ1_S, iq_d) X(iq1_m, SL_GGML_IQ1_M, iq1_m_d)
+
+#define SL_MV_IQ_RANGE(name, code, DFN)                                                   \
     static void SL_MV_SUFFIX(range_##name)(const sl__mv_type *t, const void *w, const void *xq, \
                                            int64_t b0, int64_t b1, float *lane)                \
     {                                                                                           \
@@ -171,7 +177,7 @@ static inline float SL_MV_SUFFIX(iq1_m_d)(const uint8_t *p)
             __m256i acc = _mm256_setzero_si256();                                               \
             for (int ib = 0; ib < 8; ib++) {                                                    \
                 __m256i v, sc;                                                                  \
-                SL_MV_SUFFIX(IB)(p, ib, &v, &sc);                                               \
+                SL_MV_SUFFIX(name##_ib)(p, ib, &v, &sc);                                        \
                 const __m256i x8 = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));     \
                 acc = _mm256_add_epi32(                                                         \
                     acc, SL_MV_SUFFIX(iq_sdot)(_mm256_sign_epi8(v, v), v, x8, sc));             \
@@ -179,17 +185,11 @@ static inline float SL_MV_SUFFIX(iq1_m_d)(const uint8_t *p)
             float xd;                                                                           \
             memcpy(&xd, xp, 4);                                                                 \
             const float d = SL_MV_SUFFIX(DFN)(p);                                               \
-            lane[b % 8] += (float)SL_MV_SUFFIX(hsum_i32)(acc) * ((FACTOR) * d * xd);            \
+            lane[b % 8] += (float)SL_MV_SUFFIX(hsum_i32)(acc) * (sl__iq_factor(code) * d * xd);  \
         }                                                                                       \
     }
 
-SL_MV_IQ_RANGE(iq2_xxs, iq2_xxs_ib, iq_d, 0.125f)
-SL_MV_IQ_RANGE(iq2_xs, iq2_xs_ib, iq_d, 0.125f)
-SL_MV_IQ_RANGE(iq2_s, iq2_s_ib, iq_d, 0.125f)
-SL_MV_IQ_RANGE(iq3_xxs, iq3_xxs_ib, iq_d, 0.25f)
-SL_MV_IQ_RANGE(iq3_s, iq3_s_ib, iq_d, 1.0f)
-SL_MV_IQ_RANGE(iq1_s, iq1_s_ib, iq_d, 0.125f)
-SL_MV_IQ_RANGE(iq1_m, iq1_m_ib, iq1_m_d, 0.125f)
+SL_MV_IQ_TYPES(SL_MV_IQ_RANGE)
 
 #undef SL_MV_IQ_RANGE
 
@@ -198,7 +198,7 @@ SL_MV_IQ_RANGE(iq1_m, iq1_m_ib, iq1_m_d, 0.125f)
  * one vector (hsum8x8) and their float terms in one multiply, added to a lane array held
  * transposed (lane j of the 8 tokens in one vector): every (row, token) gets the range
  * kernel's terms in the reference's lane order, so the reference's bits. */
-#define SL_MV_IQ_GEMM(name, IB, DFN, FACTOR)                                                    \
+#define SL_MV_IQ_GEMM(name, code, DFN)                                                    \
     static void SL_MV_SUFFIX(gemm_##name)(const sl__mv_type *t, const sl__gemm_rows *a,          \
                                           int64_t i0, int64_t i1)                               \
     {                                                                                           \
@@ -213,10 +213,10 @@ SL_MV_IQ_RANGE(iq1_m, iq1_m_ib, iq1_m_d, 0.125f)
                     const uint8_t *p = wr + b * t->bytes;                                       \
                     __m256i v[8], av[8], sc[8], s[8];                                           \
                     for (int ib = 0; ib < 8; ib++) {                                            \
-                        SL_MV_SUFFIX(IB)(p, ib, &v[ib], &sc[ib]);                               \
+                        SL_MV_SUFFIX(name##_ib)(p, ib, &v[ib], &sc[ib]);                        \
                         av[ib] = _mm256_sign_epi8(v[ib], v[ib]);                                \
                     }                                                                           \
-                    const float fd = (FACTOR) * SL_MV_SUFFIX(DFN)(p);                           \
+                    const float fd = sl__iq_factor(code) * SL_MV_SUFFIX(DFN)(p);                \
                     float xd[8] = {0};                                                          \
                     for (int k = 0; k < 8; k++) {                                               \
                         s[k] = _mm256_setzero_si256();                                          \
@@ -246,14 +246,9 @@ SL_MV_IQ_RANGE(iq1_m, iq1_m_ib, iq1_m_d, 0.125f)
         }                                                                                       \
     }
 
-SL_MV_IQ_GEMM(iq2_xxs, iq2_xxs_ib, iq_d, 0.125f)
-SL_MV_IQ_GEMM(iq2_xs, iq2_xs_ib, iq_d, 0.125f)
-SL_MV_IQ_GEMM(iq2_s, iq2_s_ib, iq_d, 0.125f)
-SL_MV_IQ_GEMM(iq3_xxs, iq3_xxs_ib, iq_d, 0.25f)
-SL_MV_IQ_GEMM(iq3_s, iq3_s_ib, iq_d, 1.0f)
-SL_MV_IQ_GEMM(iq1_s, iq1_s_ib, iq_d, 0.125f)
-SL_MV_IQ_GEMM(iq1_m, iq1_m_ib, iq1_m_d, 0.125f)
+SL_MV_IQ_TYPES(SL_MV_IQ_GEMM)
 
 #undef SL_MV_IQ_GEMM
 #undef SL_IQ_G4
 #undef SL_IQ_SC2
+/* SL_MV_IQ_TYPES stays defined: the includer's kernel tables expand it */

@@ -787,13 +787,9 @@ sl__mv_range_fn SL_MV_SUFFIX(sl__mv_range)(uint32_t type)
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(range_mxfp4);
     case SL_GGML_IQ4_NL: return SL_MV_SUFFIX(range_iq4_nl);
     case SL_GGML_IQ4_XS: return SL_MV_SUFFIX(range_iq4_xs);
-    case SL_GGML_IQ2_XXS: return SL_MV_SUFFIX(range_iq2_xxs);
-    case SL_GGML_IQ2_XS: return SL_MV_SUFFIX(range_iq2_xs);
-    case SL_GGML_IQ2_S: return SL_MV_SUFFIX(range_iq2_s);
-    case SL_GGML_IQ3_XXS: return SL_MV_SUFFIX(range_iq3_xxs);
-    case SL_GGML_IQ3_S: return SL_MV_SUFFIX(range_iq3_s);
-    case SL_GGML_IQ1_S: return SL_MV_SUFFIX(range_iq1_s);
-    case SL_GGML_IQ1_M: return SL_MV_SUFFIX(range_iq1_m);
+#define SL_MV_IQ_CASE_(name, code, DFN) case code: return SL_MV_SUFFIX(range_##name);
+        SL_MV_IQ_TYPES(SL_MV_IQ_CASE_)
+#undef SL_MV_IQ_CASE_
     default: return NULL;
     }
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "gguf/gguf.h"
 #include "kernels/ref/blocks.h"
 #include "base/status.h"
 
@@ -71,6 +72,12 @@ void sl__mv_dequant_block(const sl__mv_type *t, const void *block, float *y);
  * integers, sc odd); returns group (16 or 32), 0 for another type. */
 int sl__iq_int(uint32_t type, const void *block, int8_t v[256], int16_t sc[16], float *d,
                float *factor);
+/* The factor of a codebook type's integer form: 1/4 for IQ3_XXS, 1 for IQ3_S, 1/8 for the rest
+ * (IQ2's (0.5 + s) / 4 = (2 s + 1) / 8; IQ1's +-1/8 delta folded into v as 8 g +- 1). */
+static inline float sl__iq_factor(uint32_t type)
+{
+    return type == SL_GGML_IQ3_XXS ? 0.25f : type == SL_GGML_IQ3_S ? 1.0f : 0.125f;
+}
 /* Their block dot with a Q8_K block: (float)(sum_g sc[g] sum v q8) * (factor * d * x.d). */
 float sl__mv_term_iq(uint32_t type, const void *w, const void *x);
 

@@ -50,10 +50,10 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
                float *factor)
 {
     const uint8_t *p = block;
+    *factor = sl__iq_factor(type);
     switch (type) {
     case SL_GGML_IQ2_XXS: { /* d; 8 x (4 grid bytes, 4 x 7 sign bits + 4-bit scale) */
         *d = sl_quant_fp16_to_fp32(le16(p));
-        *factor = 0.125f;
         for (int ib = 0; ib < 8; ib++) {
             const uint8_t *q = p + 2 + 8 * ib;
             const uint32_t aux0 = le32(q), aux1 = le32(q + 4);
@@ -66,7 +66,6 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
     }
     case SL_GGML_IQ2_XS: { /* d; 32 x (9-bit grid, 7-bit signs); 16 x 4-bit scales */
         *d = sl_quant_fp16_to_fp32(le16(p));
-        *factor = 0.125f;
         const uint8_t *scales = p + 2 + 64;
         for (int s = 0; s < 16; s++) sc[s] = (int16_t)(2 * ((scales[s / 2] >> (4 * (s % 2))) & 0xF) + 1);
         for (int k = 0; k < 32; k++) {
@@ -77,7 +76,6 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
     }
     case SL_GGML_IQ2_S: { /* d; qs 32 low grid bytes + 32 sign bytes; qh 2 high bits each */
         *d = sl_quant_fp16_to_fp32(le16(p));
-        *factor = 0.125f;
         const uint8_t *qs = p + 2, *signs = p + 2 + 32, *qh = p + 2 + 64, *scales = qh + 8;
         for (int s = 0; s < 16; s++) sc[s] = (int16_t)(2 * ((scales[s / 2] >> (4 * (s % 2))) & 0xF) + 1);
         for (int ib = 0; ib < 8; ib++)
@@ -89,7 +87,6 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
     }
     case SL_GGML_IQ3_XXS: { /* d; 64 grid bytes; 8 x (4 x 7 sign bits + 4-bit scale) */
         *d = sl_quant_fp16_to_fp32(le16(p));
-        *factor = 0.25f;
         const uint8_t *qs = p + 2, *ss = p + 2 + 64;
         for (int ib = 0; ib < 8; ib++) {
             const uint32_t aux = le32(ss + 4 * ib);
@@ -102,7 +99,6 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
     }
     case SL_GGML_IQ3_S: { /* d; qs 64 low grid bytes; qh 1 high bit each; signs; 8 scales */
         *d = sl_quant_fp16_to_fp32(le16(p));
-        *factor = 1.0f;
         const uint8_t *qs = p + 2, *qh = p + 2 + 64, *signs = qh + 8, *scales = signs + 32;
         for (int ib = 0; ib < 8; ib++) {
             sc[ib] = (int16_t)(1 + 2 * ((scales[ib / 2] >> (4 * (ib % 2))) & 0xF));
@@ -117,7 +113,6 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
     }
     case SL_GGML_IQ1_S: { /* d; 32 low grid bytes; 8 x qh (3-bit highs, scale, delta sign) */
         *d = sl_quant_fp16_to_fp32(le16(p));
-        *factor = 0.125f;
         const uint8_t *qs = p + 2;
         for (int ib = 0; ib < 8; ib++) {
             const unsigned qh = le16(p + 2 + 32 + 2 * ib);
@@ -135,7 +130,6 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
         for (int i = 0; i < 4; i++) s4[i] = le16(scb + 2 * i);
         *d = sl_quant_fp16_to_fp32((uint16_t)((s4[0] >> 12) | ((s4[1] >> 8) & 0x00f0) |
                                               ((s4[2] >> 4) & 0x0f00) | (s4[3] & 0xf000)));
-        *factor = 0.125f;
         for (int ib = 0; ib < 8; ib++) {
             sc[2 * ib] = (int16_t)(2 * ((s4[ib / 2] >> (6 * (ib % 2))) & 7) + 1);
             sc[2 * ib + 1] = (int16_t)(2 * ((s4[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1);
