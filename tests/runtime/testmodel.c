@@ -112,6 +112,35 @@ static float *values(const tdesc *t, uint64_t seed)
     return v;
 }
 
+/* A row of a type without a quantizer (the codebook types IQ1_S .. IQ3_S): random codes with
+ * block scales that keep the weights near value()'s 1/sqrt(cols) (any code is valid in these
+ * formats); true if the type is one of them. */
+static bool codes_row(uint32_t type, uint64_t *s, int64_t cols, uint8_t *q)
+{
+    const sl_gguf_type_info *ti = sl_gguf_type_get(type);
+    if (!ti || ti->block_size != 256 || type < SL_GGML_IQ2_XXS || type > SL_GGML_IQ1_M ||
+        type == SL_GGML_IQ4_NL || type == SL_GGML_IQ4_XS)
+        return false;
+    /* the grids' values run to ~43 (IQ2) / ~62 (IQ3) / 1 (IQ1) times the group scale */
+    const float d = type == SL_GGML_IQ3_S      ? 0.02f
+                    : type == SL_GGML_IQ1_S || type == SL_GGML_IQ1_M ? 0.3f
+                                                                      : 0.01f;
+    const uint16_t h = sl_quant_fp32_to_fp16(d / sqrtf((float)cols / 64.0f));
+    for (int64_t b = 0; b < cols / 256; b++) {
+        uint8_t *blk = q + b * ti->type_size;
+        for (uint32_t k = 0; k < ti->type_size; k++) {
+            *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+            blk[k] = (uint8_t)(*s >> 24);
+        }
+        if (type == SL_GGML_IQ1_M) /* the fp16 scale: the top nibbles of the 4 scale words */
+            for (int k = 0; k < 4; k++)
+                blk[48 + 2 * k + 1] = (uint8_t)((blk[48 + 2 * k + 1] & 0x0F) | (((h >> (4 * k)) & 0xF) << 4));
+        else
+            memcpy(blk, &h, 2);
+    }
+    return true;
+}
+
 sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
 {
     const char *a = p->arch;
@@ -371,6 +400,7 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
         for (int64_t r = 0; r < rows && !st; r++) {
             for (int64_t j = 0; j < cols; j++) row[j] = value(&t[i], &s);
             st = sl_quant_row(t[i].type, row, q, cols, err);
+            if (st == SL_ERR_UNSUPPORTED && codes_row(t[i].type, &s, cols, q)) st = SL_OK;
             if (!st) st = sl_gguf_writer_write(w, q, rb, err);
         }
     }
