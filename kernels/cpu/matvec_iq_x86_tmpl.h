@@ -2,8 +2,9 @@
  * IQ3_XXS, IQ3_S, IQ1_S and IQ1_M (included by matvec_x86_tmpl.h under SL_MV_SUFFIX).
  *
  * Each block is kernels/ref/matvec_iq.c's integer form, built 32 values at a time in a register:
- * four 8-byte codebook entries (IQ3: eight 4-byte ones) loaded by index, their signs expanded
- * from sign bytes to +-1 bytes (iq_signs) and applied with vpsignb (IQ1: v = 8 g + delta);
+ * four 8-byte codebook entries (IQ3: eight 4-byte ones) loaded by index as the magnitudes, and
+ * the signs as +-1 bytes (four 8-byte entries of a 128-entry ksigns table, or sign bytes
+ * expanded by iq_signs) applied to the activations with vpsignb (IQ1: v = 8 g + delta);
  * then the byte dot with the Q8_K activations signed by v (maddubs, then madd by the group's
  * odd scale: one instruction fewer than a VNNI dot and a multiply), summed exactly in int32. The block's term is the reference's expression,
  * (float)isum * (factor * d * x.d), so the sums are the reference's bits. */
@@ -19,6 +20,28 @@ static inline __m256i SL_MV_SUFFIX(iq_signs)(uint32_t s)
     return _mm256_or_si256(on, _mm256_set1_epi8(1));
 }
 
+/* ksigns as +-1 bytes: entry i is byte j = -1 where bit j of ggml's ksigns_iq2xs[i] is set
+ * (bits 0..6 of i, bit 7 their parity), else +1: four of them sign 32 activations at once */
+#ifndef SL_MV_IQ_SIGN64
+#define SL_MV_IQ_SIGN64
+#define SL_IQ_SB_(i, j) (((i) >> (j)) & 1 ? 0xFFull : 0x01ull)
+#define SL_IQ_PAR_(i) (((i) ^ (i) >> 1 ^ (i) >> 2 ^ (i) >> 3 ^ (i) >> 4 ^ (i) >> 5 ^ (i) >> 6) & 1)
+#define SL_IQ_E_(i)                                                                              \
+    (SL_IQ_SB_(i, 0) | SL_IQ_SB_(i, 1) << 8 | SL_IQ_SB_(i, 2) << 16 | SL_IQ_SB_(i, 3) << 24 |     \
+     SL_IQ_SB_(i, 4) << 32 | SL_IQ_SB_(i, 5) << 40 | SL_IQ_SB_(i, 6) << 48 |                     \
+     (SL_IQ_PAR_(i) ? 0xFFull : 0x01ull) << 56)
+#define SL_IQ_E4_(i) SL_IQ_E_(i), SL_IQ_E_((i) + 1), SL_IQ_E_((i) + 2), SL_IQ_E_((i) + 3)
+#define SL_IQ_E16_(i) SL_IQ_E4_(i), SL_IQ_E4_((i) + 4), SL_IQ_E4_((i) + 8), SL_IQ_E4_((i) + 12)
+static const uint64_t sl_mv_iq_sign64[128] = {
+    SL_IQ_E16_(0),  SL_IQ_E16_(16), SL_IQ_E16_(32), SL_IQ_E16_(48),
+    SL_IQ_E16_(64), SL_IQ_E16_(80), SL_IQ_E16_(96), SL_IQ_E16_(112)};
+#undef SL_IQ_SB_
+#undef SL_IQ_PAR_
+#undef SL_IQ_E_
+#undef SL_IQ_E4_
+#undef SL_IQ_E16_
+#endif
+
 static inline uint32_t SL_MV_SUFFIX(iq_le32)(const uint8_t *p)
 {
     uint32_t v;
@@ -33,86 +56,84 @@ static inline uint16_t SL_MV_SUFFIX(iq_le16)(const uint8_t *p)
     return v;
 }
 
-/* four 7-bit ksigns indices of aux (bits 0..27) as four sign bytes */
-static inline uint32_t SL_MV_SUFFIX(iq_ksigns4)(uint32_t aux)
-{
-    return (uint32_t)sl_iq_ksigns[aux & 127] | (uint32_t)sl_iq_ksigns[(aux >> 7) & 127] << 8 |
-           (uint32_t)sl_iq_ksigns[(aux >> 14) & 127] << 16 |
-           (uint32_t)sl_iq_ksigns[(aux >> 21) & 127] << 24;
-}
-
 #define SL_IQ_G4(a, b, c, d)                                                                    \
     _mm256_set_epi64x((long long)(d), (long long)(c), (long long)(b), (long long)(a))
+/* four ksigns indices (7 bits each from bit 0 of aux) as 32 +-1 bytes */
+#define SL_IQ_KS4(aux)                                                                          \
+    SL_IQ_G4(sl_mv_iq_sign64[(aux) & 127], sl_mv_iq_sign64[((aux) >> 7) & 127],                 \
+             sl_mv_iq_sign64[((aux) >> 14) & 127], sl_mv_iq_sign64[((aux) >> 21) & 127])
 #define SL_IQ_SC2(lo, hi) _mm256_setr_m128i(_mm_set1_epi16((short)(lo)), _mm_set1_epi16((short)(hi)))
 
-/* Values 32 ib .. 32 ib + 31 of a block into *v, their group scales into *sc as int16 (per
- * pair of the byte dot's int16 sums: 8 pairs per 16 values). */
+/* Values 32 ib .. 32 ib + 31 of a block as magnitudes *a (unsigned bytes) and a sign carrier *sg
+ * (a byte whose sign is the value's: +-1 bytes, or the value itself), their group scales into
+ * *sc as int16 (per pair of the byte dot's int16 sums: 8 pairs per 16 values). */
 
 /* sum over each 4 adjacent values of v * x times their group scale, 8 int32: maddubs of |v| and
  * x signed by v (|v| <= 62, |x| <= 127: no int16 saturation), then madd by the scales */
-static inline __m256i SL_MV_SUFFIX(iq_sdot)(__m256i av, __m256i v, __m256i x, __m256i sc)
+static inline __m256i SL_MV_SUFFIX(iq_sdot)(__m256i a, __m256i sg, __m256i x, __m256i sc)
 {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(x, v)), sc);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(x, sg)), sc);
 }
-static inline void SL_MV_SUFFIX(iq2_xxs_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
+static inline void SL_MV_SUFFIX(iq2_xxs_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+                                             __m256i *sc)
 {
     const uint8_t *q = p + 2 + 8 * ib;
     const uint32_t a0 = SL_MV_SUFFIX(iq_le32)(q), a1 = SL_MV_SUFFIX(iq_le32)(q + 4);
-    const __m256i g = SL_IQ_G4(sl_iq2xxs_grid[a0 & 255], sl_iq2xxs_grid[(a0 >> 8) & 255],
-                               sl_iq2xxs_grid[(a0 >> 16) & 255], sl_iq2xxs_grid[a0 >> 24]);
-    *v = _mm256_sign_epi8(g, SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_ksigns4)(a1)));
+    *a = SL_IQ_G4(sl_iq2xxs_grid[a0 & 255], sl_iq2xxs_grid[(a0 >> 8) & 255],
+                  sl_iq2xxs_grid[(a0 >> 16) & 255], sl_iq2xxs_grid[a0 >> 24]);
+    *sg = SL_IQ_KS4(a1);
     *sc = _mm256_set1_epi16((short)(2 * (a1 >> 28) + 1));
 }
 
-static inline void SL_MV_SUFFIX(iq2_xs_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
+static inline void SL_MV_SUFFIX(iq2_xs_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+                                            __m256i *sc)
 {
     uint16_t q[4];
     memcpy(q, p + 2 + 8 * ib, 8);
-    const __m256i g = SL_IQ_G4(sl_iq2xs_grid[q[0] & 511], sl_iq2xs_grid[q[1] & 511],
-                               sl_iq2xs_grid[q[2] & 511], sl_iq2xs_grid[q[3] & 511]);
-    const uint32_t s = (uint32_t)sl_iq_ksigns[q[0] >> 9] | (uint32_t)sl_iq_ksigns[q[1] >> 9] << 8 |
-                       (uint32_t)sl_iq_ksigns[q[2] >> 9] << 16 |
-                       (uint32_t)sl_iq_ksigns[q[3] >> 9] << 24;
-    *v = _mm256_sign_epi8(g, SL_MV_SUFFIX(iq_signs)(s));
+    *a = SL_IQ_G4(sl_iq2xs_grid[q[0] & 511], sl_iq2xs_grid[q[1] & 511],
+                  sl_iq2xs_grid[q[2] & 511], sl_iq2xs_grid[q[3] & 511]);
+    *sg = SL_IQ_G4(sl_mv_iq_sign64[q[0] >> 9], sl_mv_iq_sign64[q[1] >> 9],
+                   sl_mv_iq_sign64[q[2] >> 9], sl_mv_iq_sign64[q[3] >> 9]);
     const unsigned b = p[66 + ib];
     *sc = SL_IQ_SC2((int)(2 * (b & 15) + 1), (int)(2 * (b >> 4) + 1));
 }
 
-static inline void SL_MV_SUFFIX(iq2_s_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
+static inline void SL_MV_SUFFIX(iq2_s_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+                                           __m256i *sc)
 {
     const uint8_t *qs = p + 2 + 4 * ib;
     const unsigned h = p[66 + ib];
-    const __m256i g = SL_IQ_G4(sl_iq2s_grid[qs[0] | ((h << 8) & 0x300u)],
-                               sl_iq2s_grid[qs[1] | ((h << 6) & 0x300u)],
-                               sl_iq2s_grid[qs[2] | ((h << 4) & 0x300u)],
-                               sl_iq2s_grid[qs[3] | ((h << 2) & 0x300u)]);
-    *v = _mm256_sign_epi8(g, SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_le32)(p + 34 + 4 * ib)));
+    *a = SL_IQ_G4(sl_iq2s_grid[qs[0] | ((h << 8) & 0x300u)], sl_iq2s_grid[qs[1] | ((h << 6) & 0x300u)],
+                  sl_iq2s_grid[qs[2] | ((h << 4) & 0x300u)], sl_iq2s_grid[qs[3] | ((h << 2) & 0x300u)]);
+    *sg = SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_le32)(p + 34 + 4 * ib));
     const unsigned b = p[74 + ib];
     *sc = SL_IQ_SC2((int)(2 * (b & 15) + 1), (int)(2 * (b >> 4) + 1));
 }
 
-static inline void SL_MV_SUFFIX(iq3_xxs_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
+static inline void SL_MV_SUFFIX(iq3_xxs_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+                                             __m256i *sc)
 {
     const uint8_t *qs = p + 2 + 8 * ib;
     const uint32_t aux = SL_MV_SUFFIX(iq_le32)(p + 66 + 4 * ib);
-    const __m256i g = _mm256_setr_epi32(
+    *a = _mm256_setr_epi32(
         (int)sl_iq3xxs_grid[qs[0]], (int)sl_iq3xxs_grid[qs[1]], (int)sl_iq3xxs_grid[qs[2]],
         (int)sl_iq3xxs_grid[qs[3]], (int)sl_iq3xxs_grid[qs[4]], (int)sl_iq3xxs_grid[qs[5]],
         (int)sl_iq3xxs_grid[qs[6]], (int)sl_iq3xxs_grid[qs[7]]);
-    *v = _mm256_sign_epi8(g, SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_ksigns4)(aux)));
+    *sg = SL_IQ_KS4(aux);
     *sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
 }
 
-static inline void SL_MV_SUFFIX(iq3_s_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
+static inline void SL_MV_SUFFIX(iq3_s_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+                                           __m256i *sc)
 {
     const uint8_t *qs = p + 2 + 8 * ib;
     const unsigned h = p[66 + ib];
-    const __m256i g = _mm256_setr_epi32(
+    *a = _mm256_setr_epi32(
         (int)sl_iq3s_grid[qs[0] | ((h << 8) & 256u)], (int)sl_iq3s_grid[qs[1] | ((h << 7) & 256u)],
         (int)sl_iq3s_grid[qs[2] | ((h << 6) & 256u)], (int)sl_iq3s_grid[qs[3] | ((h << 5) & 256u)],
         (int)sl_iq3s_grid[qs[4] | ((h << 4) & 256u)], (int)sl_iq3s_grid[qs[5] | ((h << 3) & 256u)],
         (int)sl_iq3s_grid[qs[6] | ((h << 2) & 256u)], (int)sl_iq3s_grid[qs[7] | ((h << 1) & 256u)]);
-    *v = _mm256_sign_epi8(g, SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_le32)(p + 74 + 4 * ib)));
+    *sg = SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_le32)(p + 74 + 4 * ib));
     *sc = _mm256_set1_epi16((short)(1 + 2 * ((p[106 + ib / 2] >> (4 * (ib % 2))) & 15)));
 }
 
@@ -123,7 +144,8 @@ static inline __m256i SL_MV_SUFFIX(iq1_values)(__m256i g, __m256i dl)
     return _mm256_add_epi8(_mm256_add_epi8(g4, g4), dl);
 }
 
-static inline void SL_MV_SUFFIX(iq1_s_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
+static inline void SL_MV_SUFFIX(iq1_s_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+                                           __m256i *sc)
 {
     const uint8_t *qs = p + 2 + 4 * ib;
     const unsigned qh = SL_MV_SUFFIX(iq_le16)(p + 34 + 2 * ib);
@@ -131,11 +153,13 @@ static inline void SL_MV_SUFFIX(iq1_s_ib)(const uint8_t *p, int ib, __m256i *v, 
                                sl_iq1s_grid[qs[1] | ((qh << 5) & 0x700u)],
                                sl_iq1s_grid[qs[2] | ((qh << 2) & 0x700u)],
                                sl_iq1s_grid[qs[3] | ((qh >> 1) & 0x700u)]);
-    *v = SL_MV_SUFFIX(iq1_values)(g, _mm256_set1_epi8(qh & 0x8000u ? -1 : 1));
+    *sg = SL_MV_SUFFIX(iq1_values)(g, _mm256_set1_epi8(qh & 0x8000u ? -1 : 1));
+    *a = _mm256_sign_epi8(*sg, *sg);
     *sc = _mm256_set1_epi16((short)(2 * ((qh >> 12) & 7) + 1));
 }
 
-static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i *v, __m256i *sc)
+static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+                                           __m256i *sc)
 {
     const uint8_t *qs = p + 4 * ib;
     const unsigned h0 = p[32 + 2 * ib], h1 = p[33 + 2 * ib];
@@ -146,7 +170,8 @@ static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i *v, 
     const long long one = 0x0101010101010101ll, neg = -1ll;
     const __m256i dl = _mm256_set_epi64x(h1 & 0x80 ? neg : one, h1 & 0x08 ? neg : one,
                                          h0 & 0x80 ? neg : one, h0 & 0x08 ? neg : one);
-    *v = SL_MV_SUFFIX(iq1_values)(g, dl);
+    *sg = SL_MV_SUFFIX(iq1_values)(g, dl);
+    *a = _mm256_sign_epi8(*sg, *sg);
     const unsigned s = SL_MV_SUFFIX(iq_le16)(p + 48 + 2 * (ib / 2)) >> (6 * (ib % 2));
     *sc = SL_IQ_SC2((int)(2 * (s & 7) + 1), (int)(2 * ((s >> 3) & 7) + 1));
 }
@@ -176,11 +201,10 @@ static inline float SL_MV_SUFFIX(iq1_m_d)(const uint8_t *p)
             const char *xp = (const char *)xq + b * t->act_bytes;                               \
             __m256i acc = _mm256_setzero_si256();                                               \
             for (int ib = 0; ib < 8; ib++) {                                                    \
-                __m256i v, sc;                                                                  \
-                SL_MV_SUFFIX(name##_ib)(p, ib, &v, &sc);                                        \
+                __m256i a, sg, sc;                                                              \
+                SL_MV_SUFFIX(name##_ib)(p, ib, &a, &sg, &sc);                                   \
                 const __m256i x8 = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));     \
-                acc = _mm256_add_epi32(                                                         \
-                    acc, SL_MV_SUFFIX(iq_sdot)(_mm256_sign_epi8(v, v), v, x8, sc));             \
+                acc = _mm256_add_epi32(acc, SL_MV_SUFFIX(iq_sdot)(a, sg, x8, sc));              \
             }                                                                                   \
             float xd;                                                                           \
             memcpy(&xd, xp, 4);                                                                 \
@@ -211,11 +235,9 @@ SL_MV_IQ_TYPES(SL_MV_IQ_RANGE)
                 for (int j = 0; j < 8; j++) lt[j] = _mm256_setzero_ps();                        \
                 for (int64_t b = 0; b < a->nb; b++) {                                           \
                     const uint8_t *p = wr + b * t->bytes;                                       \
-                    __m256i v[8], av[8], sc[8], s[8];                                           \
-                    for (int ib = 0; ib < 8; ib++) {                                            \
-                        SL_MV_SUFFIX(name##_ib)(p, ib, &v[ib], &sc[ib]);                        \
-                        av[ib] = _mm256_sign_epi8(v[ib], v[ib]);                                \
-                    }                                                                           \
+                    __m256i av[8], sg[8], sc[8], s[8];                                          \
+                    for (int ib = 0; ib < 8; ib++)                                              \
+                        SL_MV_SUFFIX(name##_ib)(p, ib, &av[ib], &sg[ib], &sc[ib]);              \
                     const float fd = sl__iq_factor(code) * SL_MV_SUFFIX(DFN)(p);                \
                     float xd[8] = {0};                                                          \
                     for (int k = 0; k < 8; k++) {                                               \
@@ -226,7 +248,7 @@ SL_MV_IQ_TYPES(SL_MV_IQ_RANGE)
                             const __m256i x8 =                                                  \
                                 _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));        \
                             s[k] = _mm256_add_epi32(                                            \
-                                s[k], SL_MV_SUFFIX(iq_sdot)(av[ib], v[ib], x8, sc[ib]));        \
+                                s[k], SL_MV_SUFFIX(iq_sdot)(av[ib], sg[ib], x8, sc[ib]));       \
                         }                                                                       \
                         memcpy(&xd[k], xp, 4);                                                  \
                     }                                                                           \
@@ -250,5 +272,6 @@ SL_MV_IQ_TYPES(SL_MV_IQ_GEMM)
 
 #undef SL_MV_IQ_GEMM
 #undef SL_IQ_G4
+#undef SL_IQ_KS4
 #undef SL_IQ_SC2
 /* SL_MV_IQ_TYPES stays defined: the includer's kernel tables expand it */
