@@ -202,13 +202,41 @@ def main():
     expect(r.returncode == 0 and p5.get("pass") is False and p5.get("max_rel") == 0.0021,
            f"the ds2-parity step's log comes first, and a FAIL stays a failure ({p5})")
 
+    # the GPU tests' counts (a step's partial log loses to logs/), and `tools/gpu-test cpu`'s
+    # compare: a failed one null with the reason, then its rows as written
+    with open(os.path.join(d, "logs", "tests_runtime_engine_cuda_test.log"), "a") as f:
+        f.write("engine_cuda_test: 2193 checks, 0 failed\n")
+    with open(os.path.join(d, "deepseek2-parity.log"), "a") as f:
+        f.write("engine_cuda_test: 117 checks, 1 failed\n")
+    os.makedirs(os.path.join(d, "cpu"))
+    open(os.path.join(d, "cpu", "cpu-compare.json"), "w").close()
+    r, s6 = summarize(d, "-o", os.path.join(tmp, "s6.json"))
+    s6 = s6 or {}
+    expect(r.returncode == 0 and (s6.get("tests") or {}).get("engine_cuda_test") == {
+        "checks": 2193, "failed": 0, "log": os.path.join("logs", "tests_runtime_engine_cuda_test.log")},
+        f"tests: the GPU test log's counts ({s6.get('tests')})")
+    expect(s6.get("cpu_vs_llamacpp", 0) is None and
+           "does not parse" in s6.get("null_reasons", {}).get("cpu_vs_llamacpp", ""),
+           f"an empty cpu-compare.json: null, the reason says so ({s6.get('null_reasons')})")
+    with open(os.path.join(d, "cpu", "cpu-compare.json"), "w") as f:
+        json.dump({"threads": 16, "repetitions": 3, "llama_cpp": {"build_commit": "0c1e570"},
+                   "rows": [{"test": "pp512", "llama_tps_median": 98.5, "sluice_tps_median": 450.5,
+                             "ratio_median": 4.57}]}, f)
+    r, s7 = summarize(d, "-o", os.path.join(tmp, "s7.json"))
+    c7 = (s7 or {}).get("cpu_vs_llamacpp") or {}
+    expect(r.returncode == 0 and c7.get("threads") == 16 and c7.get("llama_cpp") == "0c1e570" and
+           c7.get("rows") == [{"test": "pp512", "llama_tps_median": 98.5,
+                               "sluice_tps_median": 450.5, "ratio_median": 4.57}],
+           f"cpu_vs_llamacpp from cpu/cpu-compare.json ({c7})")
+
     # an empty folder: every figure null with a reason, exit 0
     e = os.path.join(tmp, "empty")
     os.makedirs(e)
     r, s3 = summarize(e)
     s3 = s3 or {}
-    keys = ["device", "commit", "vram_budget_bytes"] + list(s3.get("ratio_definitions", {}))
-    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 9 and
+    keys = ["device", "commit", "vram_budget_bytes", "cpu_vs_llamacpp", "tests"] + \
+        list(s3.get("ratio_definitions", {}))
+    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 11 and
            all(s3.get(k) is None and s3["null_reasons"].get(k) for k in keys),
            f"empty run folder: all null with reasons ({s3.get('null_reasons')})")
     r, _ = summarize(os.path.join(tmp, "no-such-folder"))
