@@ -753,6 +753,7 @@ static constexpr bool sl_qt_is_float(uint32_t type)
 
 /* A type's GGUF block as stored: elements and bytes (a float type: 1 element, its size). */
 template <uint32_t T> struct sl_qt_block {
+    static constexpr bool FLOAT = sl_qt_is_float(T); /* F32, F16, BF16: element by element */
     static constexpr int64_t ELEMS = sl_qt_is_float(T) ? 1 : sl_qt<T>::QK;
     static constexpr int64_t BYTES = sl_qt_is_float(T) ? sl_qt<T>::BB / sl_qt<T>::QK
                                                         : sl_qt<T>::BB;

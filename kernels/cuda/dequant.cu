@@ -49,7 +49,7 @@ template <typename OUT> struct dq_launch {
     template <uint32_t T> void operator()()
     {
         typedef sl_qt<T> Q;
-        if constexpr (T == 0 || T == 1 || T == 30) {
+        if constexpr (sl_qt_block<T>::FLOAT) {
             const int64_t blocks = (n + DQ_THREADS - 1) / DQ_THREADS;
             const unsigned g = (unsigned)(blocks < 65535 * 16 ? blocks : 65535 * 16);
             k_dequant_f<T, OUT><<<g, DQ_THREADS, 0, s>>>(src, n, dst);

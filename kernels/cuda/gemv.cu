@@ -60,16 +60,15 @@ struct gv_args {
  * gate'/up' width are outside a.rows and come out 0 like any unlisted row. */
 template <uint32_t T> static __device__ __forceinline__ bool gv_part(gv_args &a, int32_t e)
 {
-    typedef sl_qt<T> Q;
-    constexpr bool FLOAT_T = T == 0 || T == 1 || T == 30;
+    typedef sl_qt_block<T> B;
     const int64_t w = a.ff_at[e + 1] - a.ff_at[e];
     if (!a.ff_cols) {
         a.rows = max((int64_t)0, min(a.rows, w));
         return true;
     }
-    if (w <= 0 || w > a.cols || (!FLOAT_T && w % Q::QK)) return false;
+    if (w <= 0 || w > a.cols || w % B::ELEMS) return false;
     a.cols = w;
-    a.row_bytes = FLOAT_T ? w * (Q::BB / Q::QK) : w / Q::QK * Q::BB;
+    a.row_bytes = w / B::ELEMS * B::BYTES;
     return true;
 }
 
@@ -78,7 +77,7 @@ static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
 {
     typedef sl_qt<T> Q;
     typedef gv_cfg<T, NB> C;
-    constexpr bool FLOAT_T = T == 0 || T == 1 || T == 30;
+    constexpr bool FLOAT_T = sl_qt_block<T>::FLOAT;
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ int64_t src_row[GV_ROWS]; /* source row of each local row, -1 = none */
     uint8_t *ws = smem;

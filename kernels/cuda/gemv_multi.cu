@@ -55,7 +55,7 @@ template <uint32_t T> static __device__ float gm_dot_q(const uint8_t *row, const
 template <uint32_t T> static __device__ float gm_dot_t(const uint8_t *row, const float *x,
                                                        int64_t cols, int lane)
 {
-    if constexpr (sl_qt_block<T>::ELEMS == 1) return gm_dot_f<T>(row, x, cols, lane);
+    if constexpr (sl_qt_block<T>::FLOAT) return gm_dot_f<T>(row, x, cols, lane);
     else return gm_dot_q<T>(row, x, cols, lane);
 }
 

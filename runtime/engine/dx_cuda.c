@@ -27,6 +27,12 @@
  * grid dimension (k <= 1023) */
 enum { MOE_CHUNK = 64 };
 
+/* the tokens of a chunk of an n_tok-token context: the scratch's and c_moe's one rule */
+static int64_t moe_chunk(int64_t n_tok)
+{
+    return n_tok < MOE_CHUNK ? n_tok : MOE_CHUNK;
+}
+
 typedef struct dx_cuda {
     sl__dx base; /* must be first */
     sl_cuda_ctx *cu;
@@ -192,8 +198,11 @@ static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const
     const int64_t E = L->n_embd, F = L->n_ff;
     /* a chunk of T tokens, T * k slots in each launch; a split layer's parts (their GEMV has no
      * token grouping) one token at a time */
-    int64_t chunk = M->d_ff_at ? 1 : c->n_tok < MOE_CHUNK ? c->n_tok : MOE_CHUNK;
-    if (chunk * k > 65535) chunk = 65535 / k; /* n_sel: one grid dimension */
+    int64_t chunk = M->d_ff_at ? 1 : moe_chunk(c->n_tok);
+    if (k > 0 && chunk * k > 65535) chunk = 65535 / k; /* n_sel: one grid dimension */
+    if (chunk < 1)
+        return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): k = %d experts a token "
+                            "exceed a launch's 65535 slots", L->layer, k);
     for (int64_t t = 0; t < n; t += chunk) {
         const int64_t T = n - t < chunk ? n - t : chunk;
         const int32_t S = (int32_t)(T * k), *ids = idx + t * k;
@@ -386,7 +395,7 @@ static size_t align256(size_t b)
 size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max)
 {
     if (n_tok < 1 || k_max < 1 || f_max < 1 || e_max < 1) return 256;
-    const size_t chunk = (size_t)(n_tok < MOE_CHUNK ? n_tok : MOE_CHUNK);
+    const size_t chunk = (size_t)moe_chunk(n_tok);
     return 2 * align256(chunk * (size_t)k_max * (size_t)f_max * sizeof(float)) +
            align256((size_t)n_tok * (size_t)k_max * (size_t)e_max * sizeof(float));
 }
@@ -409,8 +418,8 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
     c->e_max = e_max;
     if (d_scratch && n_tok > 0 && k_max > 0) {
         uint8_t *s = d_scratch;
-        const size_t fb = align256((size_t)(n_tok < MOE_CHUNK ? n_tok : MOE_CHUNK) *
-                                   (size_t)k_max * (size_t)f_max * sizeof(float));
+        const size_t fb = align256((size_t)moe_chunk(n_tok) * (size_t)k_max * (size_t)f_max *
+                                   sizeof(float));
         c->eg = (float *)s;
         c->eu = (float *)(s + fb);
         c->ey = (float *)(s + 2 * fb);
