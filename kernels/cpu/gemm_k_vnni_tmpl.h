@@ -134,6 +134,20 @@ static void SL_MV_SUFFIX(gkv_panel_build)(const char *x0, __m512i off, int64_t b
     }
 }
 
+/* The kernel of a call too narrow for gemm_kv's panels: the type's few-token kernel, else its
+ * 8-token one (the codebook types' own, matvec_iq_x86_tmpl.h; gemm_k for the K-quants). */
+static sl__gemm_fn SL_MV_SUFFIX(gkv_narrow_fn)(uint32_t type)
+{
+    const sl__gemm_fn few = sl__gemm_few_avx512(type);
+    if (few) return few;
+    switch (type) {
+#define SL_GKV_IQ_GEMM_(name, code, DFN) case code: return SL_MV_SUFFIX(gemm_##name);
+        SL_MV_IQ_TYPES(SL_GKV_IQ_GEMM_)
+#undef SL_GKV_IQ_GEMM_
+    default: return SL_MV_SUFFIX(gemm_k);
+    }
+}
+
 /* in registers: a scalar array read back as a vector stalled on store forwarding */
 static inline __m512i SL_MV_SUFFIX(gkv_offsets)(int64_t t0, int64_t n_tok, size_t arb)
 {
@@ -165,16 +179,36 @@ static inline __attribute__((always_inline)) __m512 SL_MV_SUFFIX(gkv_reduce)(
     return _mm512_add_ps(_mm512_add_ps(u[0], u[2]), _mm512_add_ps(u[1], u[3]));
 }
 
-/* GKV_MINS: Q4_K/Q5_K (float min term, sub-blocks of 32); GKV_OFFSET: Q6_K and Q3_K (codes =
- * value + 32 / + 4, sub-blocks of 16); GKV_IQ4: IQ4_XS (codes = table value + 128, sub-blocks
- * of 32). The offset kinds take the reference's term_d. */
+/* GKV_MINS: Q4_K/Q5_K (float min term, sub-blocks of 32); the offset kinds, signed values
+ * against x + 128: GKV_OFFSET (sub-blocks of 16: Q6_K and Q3_K, codes = value + 32 / + 4, and
+ * the codebook types with a scale per 16) and GKV_IQ4 (sub-blocks of 32: IQ4_XS, codes = table
+ * value + 128, and the codebook types with a scale per 32). The offset kinds take the
+ * reference's term_d. */
 enum { GKV_MINS, GKV_OFFSET, GKV_IQ4, GKV_KINDS };
 
 static inline int SL_MV_SUFFIX(gkv_kind)(uint32_t type)
 {
-    return type == SL_GGML_Q6_K || type == SL_GGML_Q3_K ? GKV_OFFSET
-           : type == SL_GGML_IQ4_XS                     ? GKV_IQ4
-                                                        : GKV_MINS;
+    switch (type) {
+    case SL_GGML_Q6_K:
+    case SL_GGML_Q3_K: return GKV_OFFSET;
+    case SL_GGML_IQ4_XS: return GKV_IQ4;
+#define SL_GKV_IQ_KIND_(name, code, DFN)                                                          \
+    case code: return sl__iq_group(code) == 16 ? GKV_OFFSET : GKV_IQ4;
+        SL_MV_IQ_TYPES(SL_GKV_IQ_KIND_)
+#undef SL_GKV_IQ_KIND_
+    default: return GKV_MINS;
+    }
+}
+
+static inline bool SL_MV_SUFFIX(gkv_is_iq)(uint32_t type)
+{
+    switch (type) {
+#define SL_GKV_IQ_CASE_(name, code, DFN) case code:
+        SL_MV_IQ_TYPES(SL_GKV_IQ_CASE_)
+#undef SL_GKV_IQ_CASE_
+        return true;
+    default: return false;
+    }
 }
 
 /* every loop of the micro-kernel unrolled: clang left some rolled (their arrays then lived on
@@ -547,6 +581,43 @@ static void SL_MV_SUFFIX(gkv_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1
     SL_MV_SUFFIX(gkv_corr)(u, b1 - b0, cs);
 }
 
+/* The codebook types (matvec_iq_x86_tmpl.h's decoders, 32 values a step) in gkv_unpack_q6's
+ * form: q the signed values v (IQ1: 8 g +- 1; the decoders' magnitudes signed by their sign
+ * carriers), sp each 16 elements' odd scale (a scale per 32 written twice, so both kinds and
+ * the tiles' gka_scale read it), corr -128 sum sc v, d the reference's factor * d (its
+ * factor * d * x.d is (factor * d) * x.d: gkv_micro's dw * dx, the same bits). Sub-block sums
+ * stay below 32 x 62 x 255 < 2^23, the scaled ones below 2^31. Once per row and call, so the
+ * decoders' table loads are paid once, not once per token group (the 8-token kernel's). */
+#define SL_GKV_IQ_UNPACK(name, code, DFN)                                                         \
+    static void SL_MV_SUFFIX(gkv_unpack_##name)(const char *w, size_t bytes, int64_t b0,           \
+                                                int64_t b1, gk_buf *u)                           \
+    {                                                                                            \
+        __m256i cs[GK_PCH];                                                                      \
+        const __m256i one = _mm256_set1_epi8(1);                                                 \
+        for (int64_t b = b0; b < b1; b++) {                                                      \
+            const int64_t i = b - b0;                                                            \
+            const uint8_t *p = (const uint8_t *)w + b * (int64_t)bytes;                          \
+            __m256i s = _mm256_setzero_si256();                                                  \
+            for (int ib = 0; ib < 8; ib++) {                                                     \
+                __m256i a, sg, sc;                                                               \
+                SL_MV_SUFFIX(name##_ib)(p, ib, &a, &sg, &sc);                                    \
+                const __m256i v = _mm256_sign_epi8(a, sg);                                       \
+                _mm256_storeu_si256((__m256i *)(u->q[i] + 32 * ib), v);                          \
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(one, v), sc));    \
+                const uint32_t lo = (uint16_t)_mm256_extract_epi16(sc, 0),                       \
+                               hi = (uint16_t)_mm256_extract_epi16(sc, 8);                       \
+                u->sp[i][2 * ib] = (int32_t)(lo | lo << 24);                                     \
+                u->sp[i][2 * ib + 1] = (int32_t)(hi | hi << 24);                                 \
+            }                                                                                    \
+            cs[i] = s;                                                                           \
+            u->d[i] = sl__iq_factor(code) * SL_MV_SUFFIX(DFN)(p);                                \
+            u->dmin[i] = 0.0f;                                                                   \
+        }                                                                                        \
+        SL_MV_SUFFIX(gkv_corr)(u, b1 - b0, cs);                                                  \
+    }
+SL_MV_IQ_TYPES(SL_GKV_IQ_UNPACK)
+#undef SL_GKV_IQ_UNPACK
+
 /* gk_unpack_q45 (Q4_K, Q5_K: the same bytes) on 512 bits: one load holds rounds 2n and 2n + 1
  * (their 32 bytes of nibbles in the two 256-bit halves); Q5_K's qh, read twice, shifted by 4n
  * and 4n + 2 (range_q5_K's qh >> 2j per round j) so that one pair of shifts serves both; the
@@ -619,6 +690,14 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
             SL_MV_SUFFIX(gkv_unpack_q3)(w, c0, c1, &ub[m]);
         } else if (ty == SL_GGML_IQ4_XS) {
             SL_MV_SUFFIX(gkv_unpack_iq4xs)(w, c0, c1, &ub[m]);
+        } else if (SL_MV_SUFFIX(gkv_is_iq)(ty)) {
+            switch (ty) {
+#define SL_GKV_IQ_CALL_(name, code, DFN)                                                          \
+    case code: SL_MV_SUFFIX(gkv_unpack_##name)(w, t->bytes, c0, c1, &ub[m]); break;
+                SL_MV_IQ_TYPES(SL_GKV_IQ_CALL_)
+#undef SL_GKV_IQ_CALL_
+            default: break;
+            }
         } else {
             SL_MV_SUFFIX(gkv_unpack_q45)(ty, w, c0, c1, &ub[m]);
         }
@@ -739,8 +818,7 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
             b.xq += (size_t)t0 * a->arb;
             b.y += t0 * a->y_stride;
             b.n_tok = left;
-            const sl__gemm_fn few = sl__gemm_few_avx512(t->type);
-            (few ? few : SL_MV_SUFFIX(gemm_k))(t, &b, i0, i1);
+            SL_MV_SUFFIX(gkv_narrow_fn)(t->type)(t, &b, i0, i1);
             return;
         }
         const int nv = left > 16 ? GKV_V : 1;
@@ -799,13 +877,13 @@ static void SL_MV_SUFFIX(gemm_kv)(const sl__mv_type *t, const sl__gemm_rows *a, 
 {
     /* the gathers' int32 offsets reach 15 rows past a group's first token */
     if (a->arb > (size_t)(INT32_MAX / 16)) {
-        SL_MV_SUFFIX(gemm_k)(t, a, i0, i1);
+        const sl__gemm_fn few = sl__gemm_few_avx512(t->type);
+        (few ? SL_MV_SUFFIX(gemm_k) : SL_MV_SUFFIX(gkv_narrow_fn)(t->type))(t, a, i0, i1);
         return;
     }
     if (a->n_tok <= GKV_NARROW) {
         /* the few-token kernel where the type has one (gemm.h: SL__GEMM_FEW_MAX tokens) */
-        const sl__gemm_fn few = sl__gemm_few_avx512(t->type);
-        (few ? few : SL_MV_SUFFIX(gemm_k))(t, a, i0, i1);
+        SL_MV_SUFFIX(gkv_narrow_fn)(t->type)(t, a, i0, i1);
         return;
     }
     /* one token group unpacks each row once anyway: blocks would only add panel builds (Q4_K
@@ -844,7 +922,8 @@ bool sl__gemm_k_panels_form(uint32_t type, bool tiles, bool *plus128)
     case SL_GGML_Q6_K:
     case SL_GGML_Q3_K:
     case SL_GGML_IQ4_XS: break;
-    default: return false;
+    default:
+        if (!SL_MV_SUFFIX(gkv_is_iq)(type)) return false;
     }
     if (plus128) *plus128 = !tiles && SL_MV_SUFFIX(gkv_kind)(type) != GKV_MINS;
     return true;

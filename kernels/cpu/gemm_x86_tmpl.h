@@ -1037,8 +1037,13 @@ sl__gemm_fn SL_MV_SUFFIX(sl__gemm_panel8)(uint32_t type)
     case SL_GGML_IQ4_XS: return SL_GEMM_K;
     case SL_GGML_Q2_K: /* 8-token panels on both ISAs (gemm_kv's mins are per 32) */
         return SL_MV_SUFFIX(gemm_k);
-    /* the codebook types: decode once per row and 16 tokens (matvec_iq_x86_tmpl.h) */
+    /* the codebook types: AVX-512 VNNI unpacks them once per row and call into gemm_kv's
+     * offset kinds; AVX2 decodes once per row and 8 tokens (matvec_iq_x86_tmpl.h) */
+#if SL_MV_AVX512
+#define SL_MV_IQ_CASE_(name, code, DFN) case code: return SL_GEMM_K;
+#else
 #define SL_MV_IQ_CASE_(name, code, DFN) case code: return SL_MV_SUFFIX(gemm_##name);
+#endif
         SL_MV_IQ_TYPES(SL_MV_IQ_CASE_)
 #undef SL_MV_IQ_CASE_
     default: return NULL;

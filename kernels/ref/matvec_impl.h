@@ -78,6 +78,12 @@ static inline float sl__iq_factor(uint32_t type)
 {
     return type == SL_GGML_IQ3_XXS ? 0.25f : type == SL_GGML_IQ3_S ? 1.0f : 0.125f;
 }
+/* The elements a scale of a codebook type's integer form covers: 16 for IQ2_XS, IQ2_S and
+ * IQ1_M, 32 for the rest (sl__iq_int's return). */
+static inline int sl__iq_group(uint32_t type)
+{
+    return type == SL_GGML_IQ2_XS || type == SL_GGML_IQ2_S || type == SL_GGML_IQ1_M ? 16 : 32;
+}
 /* Their block dot with a Q8_K block: (float)(sum_g sc[g] sum v q8) * (factor * d * x.d). */
 float sl__mv_term_iq(uint32_t type, const void *w, const void *x);
 

@@ -62,7 +62,7 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
                 put8(v + 32 * ib + 8 * l, sl_iq2xxs_grid[(aux0 >> (8 * l)) & 0xFF],
                      sl_iq_ksigns[(aux1 >> (7 * l)) & 127]);
         }
-        return 32;
+        return sl__iq_group(type);
     }
     case SL_GGML_IQ2_XS: { /* d; 32 x (9-bit grid, 7-bit signs); 16 x 4-bit scales */
         *d = sl_quant_fp16_to_fp32(le16(p));
@@ -72,7 +72,7 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
             const uint16_t q = le16(p + 2 + 2 * k);
             put8(v + 8 * k, sl_iq2xs_grid[q & 511], sl_iq_ksigns[q >> 9]);
         }
-        return 16;
+        return sl__iq_group(type);
     }
     case SL_GGML_IQ2_S: { /* d; qs 32 low grid bytes + 32 sign bytes; qh 2 high bits each */
         *d = sl_quant_fp16_to_fp32(le16(p));
@@ -83,7 +83,7 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
                 const unsigned idx = qs[4 * ib + l] | (((unsigned)qh[ib] << (8 - 2 * l)) & 0x300u);
                 put8(v + 32 * ib + 8 * l, sl_iq2s_grid[idx], signs[4 * ib + l]);
             }
-        return 16;
+        return sl__iq_group(type);
     }
     case SL_GGML_IQ3_XXS: { /* d; 64 grid bytes; 8 x (4 x 7 sign bits + 4-bit scale) */
         *d = sl_quant_fp16_to_fp32(le16(p));
@@ -95,7 +95,7 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
                 put4x2(v + 32 * ib + 8 * l, sl_iq3xxs_grid[qs[8 * ib + 2 * l]],
                        sl_iq3xxs_grid[qs[8 * ib + 2 * l + 1]], sl_iq_ksigns[(aux >> (7 * l)) & 127]);
         }
-        return 32;
+        return sl__iq_group(type);
     }
     case SL_GGML_IQ3_S: { /* d; qs 64 low grid bytes; qh 1 high bit each; signs; 8 scales */
         *d = sl_quant_fp16_to_fp32(le16(p));
@@ -109,7 +109,7 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
                 put4x2(v + 32 * ib + 8 * l, g1, g2, signs[4 * ib + l]);
             }
         }
-        return 32;
+        return sl__iq_group(type);
     }
     case SL_GGML_IQ1_S: { /* d; 32 low grid bytes; 8 x qh (3-bit highs, scale, delta sign) */
         *d = sl_quant_fp16_to_fp32(le16(p));
@@ -122,7 +122,7 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
                 put8_iq1(v + 32 * ib + 8 * l, sl_iq1s_grid[qs[4 * ib + l] | (((qh >> (3 * l)) & 7) << 8)],
                          delta);
         }
-        return 32;
+        return sl__iq_group(type);
     }
     case SL_GGML_IQ1_M: { /* qs 32; qh 16; scales 8: 3-bit scales per 16, fp16 d in the tops */
         const uint8_t *qs = p, *qh = p + 32, *scb = p + 48;
@@ -141,7 +141,7 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
                                   h1 & 0x80 ? -1 : 1};
             for (int l = 0; l < 4; l++) put8_iq1(v + 32 * ib + 8 * l, sl_iq1s_grid[idx[l]], delta[l]);
         }
-        return 16;
+        return sl__iq_group(type);
     }
     default: return 0;
     }
