@@ -180,10 +180,7 @@ static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i *a, 
 static inline float SL_MV_SUFFIX(iq_d)(const uint8_t *p) { return sl__mv_h2f(SL_MV_SUFFIX(iq_le16)(p)); }
 static inline float SL_MV_SUFFIX(iq1_m_d)(const uint8_t *p)
 {
-    uint16_t s[4];
-    memcpy(s, p + 48, 8);
-    return sl__mv_h2f((uint16_t)((s[0] >> 12) | ((s[1] >> 8) & 0x00f0) | ((s[2] >> 4) & 0x0f00) |
-                                 (s[3] & 0xf000)));
+    return sl__mv_h2f(sl_block_iq1_m_d((const sl_block_iq1_m *)p));
 }
 
 /* the types: kernel name, GGUF code, scale reader (its decoder: SL_MV_SUFFIX(name##_ib)) */

@@ -221,6 +221,20 @@ typedef struct sl_block_iq1_m {
     uint8_t scales[SL_QK_K / 32];
 } sl_block_iq1_m;
 _Static_assert(sizeof(sl_block_iq1_m) == 56, "block_iq1_m is 56 bytes in GGUF");
+/* IQ1_M's fp16 super-block scale: nibble i is the top nibble of its little-endian scale word i
+ * (ggml's iq1m_scale_t); read and written through these two only. */
+static inline uint16_t sl_block_iq1_m_d(const sl_block_iq1_m *b)
+{
+    uint16_t h = 0;
+    for (int i = 0; i < 4; i++) h = (uint16_t)(h | (b->scales[2 * i + 1] >> 4) << (4 * i));
+    return h;
+}
+static inline void sl_block_iq1_m_set_d(sl_block_iq1_m *b, uint16_t h)
+{
+    for (int i = 0; i < 4; i++)
+        b->scales[2 * i + 1] =
+            (uint8_t)((b->scales[2 * i + 1] & 0x0F) | ((h >> (4 * i)) & 0xF) << 4);
+}
 
 /* 8 sub-blocks of 32: x = d * (ls - 32) * kvalues_iq4nl[q]; 6-bit ls = 4 bits of scales_l +
  * 2 bits of scales_h. */

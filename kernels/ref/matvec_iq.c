@@ -128,8 +128,7 @@ int sl__iq_int(uint32_t type, const void *block, int8_t v[SL_QK_K], int16_t sc[1
         const uint8_t *qs = p, *qh = p + 32, *scb = p + 48;
         uint16_t s4[4];
         for (int i = 0; i < 4; i++) s4[i] = le16(scb + 2 * i);
-        *d = sl_quant_fp16_to_fp32((uint16_t)((s4[0] >> 12) | ((s4[1] >> 8) & 0x00f0) |
-                                              ((s4[2] >> 4) & 0x0f00) | (s4[3] & 0xf000)));
+        *d = sl_quant_fp16_to_fp32(sl_block_iq1_m_d(block));
         for (int ib = 0; ib < 8; ib++) {
             sc[2 * ib] = (int16_t)(2 * ((s4[ib / 2] >> (6 * (ib % 2))) & 7) + 1);
             sc[2 * ib + 1] = (int16_t)(2 * ((s4[ib / 2] >> (6 * (ib % 2) + 3)) & 7) + 1);

@@ -60,6 +60,13 @@ bool sl_quant_can_quantize(uint32_t type);
  * of the block size or the size overflows size_t (n == 0 also gives 0). */
 size_t sl_quant_row_bytes(uint32_t type, int64_t n);
 
+/* Writes a block's scale fields (kernels/ref/block_scale.c): d, and dmin for the types with a
+ * second one (Q4_1, Q5_1: m; Q2_K, Q4_K, Q5_K: dmin), as fp16 in the type's place (IQ1_M: the
+ * nibbles of its scale words), leaving every other byte; for blocks filled with random codes.
+ * False (nothing written) for a type without an fp16 block scale (floats, MXFP4's exponent,
+ * NVFP4, TQ*, Q8_1/Q8_K). */
+bool sl_quant_block_set_scale(uint32_t type, void *block, float d, float dmin);
+
 /* Packs n floats of src into dst (sl_quant_row_bytes(type, n) bytes), exactly as ggml's
  * reference quantizer. SL_ERR_UNSUPPORTED for types !sl_quant_can_quantize; SL_ERR_INVALID
  * for a bad n or NULL pointers (with n > 0). Inputs with NaN or inf give whatever ggml gives

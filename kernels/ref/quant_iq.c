@@ -208,10 +208,7 @@ void sl__dequant_iq1_m(const void *block, float *y)
     uint16_t sc[4];
     for (int i = 0; i < 4; i++)
         sc[i] = (uint16_t)(b->scales[2 * i] | (b->scales[2 * i + 1] << 8));
-    /* the half super-block scale is the top nibble of each of the four scale words */
-    const uint16_t dh = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
-                                   ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
-    const float d = h2f(dh);
+    const float d = h2f(sl_block_iq1_m_d(b));
     const uint8_t *qs = b->qs;
     const uint8_t *qh = b->qh;
     for (int ib = 0; ib < SL_QK_K / 32; ib++) {

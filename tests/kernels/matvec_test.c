@@ -78,19 +78,6 @@ static void random_row(uint32_t type, uint8_t *wr, size_t rb, int64_t cols, int6
             memcpy(p, &h, 2);
             break;
         }
-        case SL_GGML_Q4_1:
-        case SL_GGML_Q5_1:
-        case SL_GGML_Q4_K:
-        case SL_GGML_Q5_K:
-            put_half(p, d);
-            put_half(p + 2, d * rndf());
-            break;
-        case SL_GGML_Q6_K: put_half(p + 208, d); break;
-        case SL_GGML_Q2_K:
-            put_half(p + 80, d);
-            put_half(p + 82, d * rndf());
-            break;
-        case SL_GGML_Q3_K: put_half(p + 108, d); break;
         case SL_GGML_MXFP4: {
             /* Edges of the E8M0 decode: every row r % 3 == 2 has only the subnormal halves
              * (e = 0, 1) and the first normal (2), so their terms decide its sum; other
@@ -99,13 +86,10 @@ static void random_row(uint32_t type, uint8_t *wr, size_t rb, int64_t cols, int6
             else p[0] = b % 7 == 3 ? 200 : (uint8_t)(118 + rnd() % 8);
             break;
         }
-        case SL_GGML_IQ1_M: { /* its fp16 scale: the top nibbles of the four scale words */
-            const uint16_t h = sl_quant_fp32_to_fp16(d);
-            for (int i = 0; i < 4; i++)
-                p[48 + 2 * i + 1] = (uint8_t)((p[48 + 2 * i + 1] & 0x0F) | (((h >> (4 * i)) & 0xF) << 4));
+        default: /* the block's scale fields (and dmin / m where it has one) */
+            CHECK_MSG(sl_quant_block_set_scale(type, p, d, d * rndf()), "%s: no block scale",
+                      tname(type));
             break;
-        }
-        default: put_half(p, d); break;
         }
     }
 }

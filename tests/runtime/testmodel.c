@@ -125,18 +125,14 @@ static bool codes_row(uint32_t type, uint64_t *s, int64_t cols, uint8_t *q)
     const float d = type == SL_GGML_IQ3_S      ? 0.02f
                     : type == SL_GGML_IQ1_S || type == SL_GGML_IQ1_M ? 0.3f
                                                                       : 0.01f;
-    const uint16_t h = sl_quant_fp32_to_fp16(d / sqrtf((float)cols / 64.0f));
+    const float dc = d / sqrtf((float)cols / 64.0f);
     for (int64_t b = 0; b < cols / 256; b++) {
         uint8_t *blk = q + b * ti->type_size;
         for (uint32_t k = 0; k < ti->type_size; k++) {
             *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
             blk[k] = (uint8_t)(*s >> 24);
         }
-        if (type == SL_GGML_IQ1_M) /* the fp16 scale: the top nibbles of the 4 scale words */
-            for (int k = 0; k < 4; k++)
-                blk[48 + 2 * k + 1] = (uint8_t)((blk[48 + 2 * k + 1] & 0x0F) | (((h >> (4 * k)) & 0xF) << 4));
-        else
-            memcpy(blk, &h, 2);
+        if (!sl_quant_block_set_scale(type, blk, dc, 0.0f)) return false;
     }
     return true;
 }

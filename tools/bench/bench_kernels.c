@@ -83,8 +83,7 @@ static void fill_chunk(void *ctx, int64_t b, int64_t e, int thread)
             j->p[i] = (uint8_t)s;
         }
         if (!j->type) continue;
-        /* Fix the scale fields of every block starting in [lo, hi). */
-        const uint16_t h = sl_quant_fp32_to_fp16(0.01f);
+        /* Fix the scale fields of every block starting in [lo, hi) (whole blocks only). */
         for (size_t o = (lo + j->block_bytes - 1) / j->block_bytes * j->block_bytes; o < hi;
              o += j->block_bytes) {
             uint8_t *q = j->p + o;
@@ -100,15 +99,12 @@ static void fill_chunk(void *ctx, int64_t b, int64_t e, int thread)
                 if (o + 2 <= j->n) memcpy(q, &v, 2);
                 break;
             }
-            case SL_GGML_Q6_K:
-                if (o + 210 <= j->n) memcpy(q + 208, &h, 2);
-                break;
             case SL_GGML_MXFP4: q[0] = 120; break;
             default:
-                if (o + 4 <= j->n) {
-                    memcpy(q, &h, 2);
-                    memcpy(q + 2, &h, 2); /* dmin / m for the types that have one */
-                }
+                /* Q4_K_R8 is filled as Q4_K, then repacked */
+                if (o + j->block_bytes <= j->n)
+                    sl_quant_block_set_scale(j->type == SL_TYPE_Q4_K_R8 ? SL_GGML_Q4_K : j->type,
+                                             q, 0.01f, 0.01f);
                 break;
             }
         }
