@@ -118,9 +118,9 @@ static float *values(const tdesc *t, uint64_t seed)
 static bool codes_row(uint32_t type, uint64_t *s, int64_t cols, uint8_t *q)
 {
     const sl_gguf_type_info *ti = sl_gguf_type_get(type);
-    if (!ti || ti->block_size != 256 || type < SL_GGML_IQ2_XXS || type > SL_GGML_IQ1_M ||
-        type == SL_GGML_IQ4_NL || type == SL_GGML_IQ4_XS)
-        return false;
+    /* a super-block type without a quantizer whose scale kernels/ref can place: the codebook
+     * types (TQ1_0/TQ2_0 have no such scale and are refused below) */
+    if (!ti || ti->block_size != 256 || sl_quant_can_quantize(type)) return false;
     /* the grids' values run to ~43 (IQ2) / ~62 (IQ3) / 1 (IQ1) times the group scale */
     const float d = type == SL_GGML_IQ3_S      ? 0.02f
                     : type == SL_GGML_IQ1_S || type == SL_GGML_IQ1_M ? 0.3f
