@@ -74,13 +74,28 @@ static inline __m256i SL_MV_SUFFIX(iq_sdot)(__m256i a, __m256i sg, __m256i x, __
 {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(x, sg)), sc);
 }
+#if SL_MV_AVX512
+/* 4 qword entries of a table by one gather; ix: 4 int32 indices */
+static inline __m256i SL_MV_SUFFIX(iq_g4x)(const uint64_t *table, __m128i ix)
+{
+    return _mm256_i32gather_epi64((const long long *)table, ix, 8);
+}
+/* 4 index bytes at q as int32 */
+static inline __m128i SL_MV_SUFFIX(iq_b4)(const uint8_t *q)
+{
+    return _mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)SL_MV_SUFFIX(iq_le32)(q)));
+}
+#endif
+
 static inline void SL_MV_SUFFIX(iq2_xxs_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
                                              __m256i *sc)
 {
     const uint8_t *q = p + 2 + 8 * ib;
-    const uint32_t a0 = SL_MV_SUFFIX(iq_le32)(q), a1 = SL_MV_SUFFIX(iq_le32)(q + 4);
-    *a = SL_IQ_G4(sl_iq2xxs_grid[a0 & 255], sl_iq2xxs_grid[(a0 >> 8) & 255],
-                  sl_iq2xxs_grid[(a0 >> 16) & 255], sl_iq2xxs_grid[a0 >> 24]);
+    const uint32_t a1 = SL_MV_SUFFIX(iq_le32)(q + 4);
+    /* the grid indices as byte loads (load ports, not shifts on the vector ports; two
+     * gathers ran no faster) */
+    *a = SL_IQ_G4(sl_iq2xxs_grid[q[0]], sl_iq2xxs_grid[q[1]], sl_iq2xxs_grid[q[2]],
+                  sl_iq2xxs_grid[q[3]]);
     *sg = SL_IQ_KS4(a1);
     *sc = _mm256_set1_epi16((short)(2 * (a1 >> 28) + 1));
 }
@@ -88,12 +103,20 @@ static inline void SL_MV_SUFFIX(iq2_xxs_ib)(const uint8_t *p, int ib, __m256i *a
 static inline void SL_MV_SUFFIX(iq2_xs_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
                                             __m256i *sc)
 {
+#if SL_MV_AVX512
+    /* the 4 grid and 4 sign entries by two gathers */
+    const __m128i q = _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)(p + 2 + 8 * ib)));
+    *a = _mm256_i32gather_epi64((const long long *)sl_iq2xs_grid,
+                                _mm_and_si128(q, _mm_set1_epi32(511)), 8);
+    *sg = _mm256_i32gather_epi64((const long long *)sl_mv_iq_sign64, _mm_srli_epi32(q, 9), 8);
+#else
     uint16_t q[4];
     memcpy(q, p + 2 + 8 * ib, 8);
     *a = SL_IQ_G4(sl_iq2xs_grid[q[0] & 511], sl_iq2xs_grid[q[1] & 511],
                   sl_iq2xs_grid[q[2] & 511], sl_iq2xs_grid[q[3] & 511]);
     *sg = SL_IQ_G4(sl_mv_iq_sign64[q[0] >> 9], sl_mv_iq_sign64[q[1] >> 9],
                    sl_mv_iq_sign64[q[2] >> 9], sl_mv_iq_sign64[q[3] >> 9]);
+#endif
     const unsigned b = p[66 + ib];
     *sc = SL_IQ_SC2((int)(2 * (b & 15) + 1), (int)(2 * (b >> 4) + 1));
 }
@@ -103,8 +126,17 @@ static inline void SL_MV_SUFFIX(iq2_s_ib)(const uint8_t *p, int ib, __m256i *a, 
 {
     const uint8_t *qs = p + 2 + 4 * ib;
     const unsigned h = p[66 + ib];
+#if SL_MV_AVX512
+    /* the indices in a vector and one gather (four scalar index builds and inserts before) */
+    *a = SL_MV_SUFFIX(iq_g4x)(
+        sl_iq2s_grid,
+        _mm_or_si128(SL_MV_SUFFIX(iq_b4)(qs),
+                     _mm_and_si128(_mm_sllv_epi32(_mm_set1_epi32((int)h), _mm_setr_epi32(8, 6, 4, 2)),
+                                   _mm_set1_epi32(0x300))));
+#else
     *a = SL_IQ_G4(sl_iq2s_grid[qs[0] | ((h << 8) & 0x300u)], sl_iq2s_grid[qs[1] | ((h << 6) & 0x300u)],
                   sl_iq2s_grid[qs[2] | ((h << 4) & 0x300u)], sl_iq2s_grid[qs[3] | ((h << 2) & 0x300u)]);
+#endif
     *sg = SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_le32)(p + 34 + 4 * ib));
     const unsigned b = p[74 + ib];
     *sc = SL_IQ_SC2((int)(2 * (b & 15) + 1), (int)(2 * (b >> 4) + 1));
@@ -115,10 +147,17 @@ static inline void SL_MV_SUFFIX(iq3_xxs_ib)(const uint8_t *p, int ib, __m256i *a
 {
     const uint8_t *qs = p + 2 + 8 * ib;
     const uint32_t aux = SL_MV_SUFFIX(iq_le32)(p + 66 + 4 * ib);
+#if SL_MV_AVX512
+    /* one gather of the 8 grid dwords (eight inserts were port-5 bound; AVX2 builds keep them:
+     * gathers are slow on the AMD cores without AVX-512) */
+    *a = _mm256_i32gather_epi32((const int *)sl_iq3xxs_grid,
+                                _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs)), 4);
+#else
     *a = _mm256_setr_epi32(
         (int)sl_iq3xxs_grid[qs[0]], (int)sl_iq3xxs_grid[qs[1]], (int)sl_iq3xxs_grid[qs[2]],
         (int)sl_iq3xxs_grid[qs[3]], (int)sl_iq3xxs_grid[qs[4]], (int)sl_iq3xxs_grid[qs[5]],
         (int)sl_iq3xxs_grid[qs[6]], (int)sl_iq3xxs_grid[qs[7]]);
+#endif
     *sg = SL_IQ_KS4(aux);
     *sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
 }
@@ -128,11 +167,20 @@ static inline void SL_MV_SUFFIX(iq3_s_ib)(const uint8_t *p, int ib, __m256i *a, 
 {
     const uint8_t *qs = p + 2 + 8 * ib;
     const unsigned h = p[66 + ib];
+#if SL_MV_AVX512
+    const __m256i ix = _mm256_or_si256(
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs)),
+        _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32((int)h),
+                                           _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1)),
+                         _mm256_set1_epi32(256)));
+    *a = _mm256_i32gather_epi32((const int *)sl_iq3s_grid, ix, 4);
+#else
     *a = _mm256_setr_epi32(
         (int)sl_iq3s_grid[qs[0] | ((h << 8) & 256u)], (int)sl_iq3s_grid[qs[1] | ((h << 7) & 256u)],
         (int)sl_iq3s_grid[qs[2] | ((h << 6) & 256u)], (int)sl_iq3s_grid[qs[3] | ((h << 5) & 256u)],
         (int)sl_iq3s_grid[qs[4] | ((h << 4) & 256u)], (int)sl_iq3s_grid[qs[5] | ((h << 3) & 256u)],
         (int)sl_iq3s_grid[qs[6] | ((h << 2) & 256u)], (int)sl_iq3s_grid[qs[7] | ((h << 1) & 256u)]);
+#endif
     *sg = SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_le32)(p + 74 + 4 * ib));
     *sc = _mm256_set1_epi16((short)(1 + 2 * ((p[106 + ib / 2] >> (4 * (ib % 2))) & 15)));
 }
@@ -149,10 +197,19 @@ static inline void SL_MV_SUFFIX(iq1_s_ib)(const uint8_t *p, int ib, __m256i *a, 
 {
     const uint8_t *qs = p + 2 + 4 * ib;
     const unsigned qh = SL_MV_SUFFIX(iq_le16)(p + 34 + 2 * ib);
+#if SL_MV_AVX512
+    const __m256i g = SL_MV_SUFFIX(iq_g4x)(
+        sl_iq1s_grid,
+        _mm_or_si128(SL_MV_SUFFIX(iq_b4)(qs),
+                     _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)(qh << 8)),
+                                                  _mm_setr_epi32(0, 3, 6, 9)),
+                                   _mm_set1_epi32(0x700))));
+#else
     const __m256i g = SL_IQ_G4(sl_iq1s_grid[qs[0] | ((qh << 8) & 0x700u)],
                                sl_iq1s_grid[qs[1] | ((qh << 5) & 0x700u)],
                                sl_iq1s_grid[qs[2] | ((qh << 2) & 0x700u)],
                                sl_iq1s_grid[qs[3] | ((qh >> 1) & 0x700u)]);
+#endif
     *sg = SL_MV_SUFFIX(iq1_values)(g, _mm256_set1_epi8(qh & 0x8000u ? -1 : 1));
     *a = _mm256_sign_epi8(*sg, *sg);
     *sc = _mm256_set1_epi16((short)(2 * ((qh >> 12) & 7) + 1));
@@ -163,10 +220,19 @@ static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i *a, 
 {
     const uint8_t *qs = p + 4 * ib;
     const unsigned h0 = p[32 + 2 * ib], h1 = p[33 + 2 * ib];
+#if SL_MV_AVX512
+    const __m256i g = SL_MV_SUFFIX(iq_g4x)(
+        sl_iq1s_grid,
+        _mm_or_si128(SL_MV_SUFFIX(iq_b4)(qs),
+                     _mm_and_si128(_mm_sllv_epi32(_mm_setr_epi32((int)h0, (int)h0, (int)h1, (int)h1),
+                                                  _mm_setr_epi32(8, 4, 8, 4)),
+                                   _mm_set1_epi32(0x700))));
+#else
     const __m256i g = SL_IQ_G4(sl_iq1s_grid[qs[0] | ((h0 << 8) & 0x700u)],
                                sl_iq1s_grid[qs[1] | ((h0 << 4) & 0x700u)],
                                sl_iq1s_grid[qs[2] | ((h1 << 8) & 0x700u)],
                                sl_iq1s_grid[qs[3] | ((h1 << 4) & 0x700u)]);
+#endif
     const long long one = 0x0101010101010101ll, neg = -1ll;
     const __m256i dl = _mm256_set_epi64x(h1 & 0x80 ? neg : one, h1 & 0x08 ? neg : one,
                                          h0 & 0x80 ? neg : one, h0 & 0x08 ? neg : one);
