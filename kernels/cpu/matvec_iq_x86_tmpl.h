@@ -192,27 +192,60 @@ static inline __m256i SL_MV_SUFFIX(iq1_values)(__m256i g, __m256i dl)
     return _mm256_add_epi8(_mm256_add_epi8(g4, g4), dl);
 }
 
-static inline void SL_MV_SUFFIX(iq1_s_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
-                                           __m256i *sc)
+/* the four grid entries (-1 / 0 / +1 bytes) of IQ1_S group ib; qh its high-bits word */
+static inline __m256i SL_MV_SUFFIX(iq1_s_grid)(const uint8_t *p, int ib, unsigned qh)
 {
     const uint8_t *qs = p + 2 + 4 * ib;
-    const unsigned qh = SL_MV_SUFFIX(iq_le16)(p + 34 + 2 * ib);
 #if SL_MV_AVX512
-    const __m256i g = SL_MV_SUFFIX(iq_g4x)(
+    return SL_MV_SUFFIX(iq_g4x)(
         sl_iq1s_grid,
         _mm_or_si128(SL_MV_SUFFIX(iq_b4)(qs),
                      _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)(qh << 8)),
                                                   _mm_setr_epi32(0, 3, 6, 9)),
                                    _mm_set1_epi32(0x700))));
 #else
-    const __m256i g = SL_IQ_G4(sl_iq1s_grid[qs[0] | ((qh << 8) & 0x700u)],
-                               sl_iq1s_grid[qs[1] | ((qh << 5) & 0x700u)],
-                               sl_iq1s_grid[qs[2] | ((qh << 2) & 0x700u)],
-                               sl_iq1s_grid[qs[3] | ((qh >> 1) & 0x700u)]);
+    return SL_IQ_G4(sl_iq1s_grid[qs[0] | ((qh << 8) & 0x700u)],
+                    sl_iq1s_grid[qs[1] | ((qh << 5) & 0x700u)],
+                    sl_iq1s_grid[qs[2] | ((qh << 2) & 0x700u)],
+                    sl_iq1s_grid[qs[3] | ((qh >> 1) & 0x700u)]);
 #endif
+}
+
+static inline void SL_MV_SUFFIX(iq1_s_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+                                           __m256i *sc)
+{
+    const unsigned qh = SL_MV_SUFFIX(iq_le16)(p + 34 + 2 * ib);
+    const __m256i g = SL_MV_SUFFIX(iq1_s_grid)(p, ib, qh);
     *sg = SL_MV_SUFFIX(iq1_values)(g, _mm256_set1_epi8(qh & 0x8000u ? -1 : 1));
     *a = _mm256_sign_epi8(*sg, *sg);
     *sc = _mm256_set1_epi16((short)(2 * ((qh >> 12) & 7) + 1));
+}
+
+/* IQ1_S's block sums for the decode kernel in ggml's form of the same integer: with v = 8 g +
+ * delta, sum_g sc_g sum v x = 8 sum_g sc_g sum g x + sum_g sc_g delta_g (x's sum over the
+ * group: two of Q8_K's exact 16-element sums), so the values need no 8 g + delta per group
+ * (its three adds and an abs), only |g| and x signed by g. 8 int32 whose sum is the isum. */
+static inline __m256i SL_MV_SUFFIX(iq1_s_sums)(const uint8_t *p, const char *xp)
+{
+    __m256i acc = _mm256_setzero_si256();
+    for (int ib = 0; ib < 8; ib++) {
+        const unsigned qh = SL_MV_SUFFIX(iq_le16)(p + 34 + 2 * ib);
+        const __m256i g = SL_MV_SUFFIX(iq1_s_grid)(p, ib, qh);
+        const __m256i x8 = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));
+        acc = _mm256_add_epi32(acc, SL_MV_SUFFIX(iq_sdot)(_mm256_sign_epi8(g, g), g, x8,
+                                                          _mm256_set1_epi16((short)(2 * ((qh >> 12) & 7) + 1))));
+    }
+    /* the deltas: lane ib gets sc_ib * (+-1) * (bsums 2 ib + 2 ib + 1) */
+    const __m256i q = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 34)));
+    const __m256i sc = _mm256_or_si256(
+        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(q, 12), _mm256_set1_epi32(7)), 1),
+        _mm256_set1_epi32(1));
+    /* bit 15 of the word as the sign of a nonzero dword */
+    const __m256i w =
+        _mm256_sign_epi32(sc, _mm256_or_si256(_mm256_slli_epi32(q, 16), _mm256_set1_epi32(1)));
+    const __m256i bs = _mm256_madd_epi16(
+        _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K)), _mm256_set1_epi16(1));
+    return _mm256_add_epi32(_mm256_slli_epi32(acc, 3), _mm256_mullo_epi32(w, bs));
 }
 
 static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
@@ -263,7 +296,8 @@ static inline float SL_MV_SUFFIX(iq1_m_d)(const uint8_t *p)
             const uint8_t *p = (const uint8_t *)w + b * t->bytes;                               \
             const char *xp = (const char *)xq + b * t->act_bytes;                               \
             __m256i acc = _mm256_setzero_si256();                                               \
-            for (int ib = 0; ib < 8; ib++) {                                                    \
+            if (code == SL_GGML_IQ1_S) acc = SL_MV_SUFFIX(iq1_s_sums)(p, xp);                   \
+            for (int ib = 0; ib < 8 && code != SL_GGML_IQ1_S; ib++) {                           \
                 __m256i a, sg, sc;                                                              \
                 SL_MV_SUFFIX(name##_ib)(p, ib, &a, &sg, &sc);                                   \
                 const __m256i x8 = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));     \
