@@ -598,9 +598,10 @@ static void SL_MV_SUFFIX(gkv_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1
             const int64_t i = b - b0;                                                            \
             const uint8_t *p = (const uint8_t *)w + b * (int64_t)bytes;                          \
             __m256i s = _mm256_setzero_si256();                                                  \
+            const __m256i S = SL_MV_SUFFIX(name##_S)(p);                                         \
             for (int ib = 0; ib < 8; ib++) {                                                     \
                 __m256i a, sg, sc;                                                               \
-                SL_MV_SUFFIX(name##_ib)(p, ib, &a, &sg, &sc);                                    \
+                SL_MV_SUFFIX(name##_ib)(p, ib, S, &a, &sg, &sc);                                 \
                 const __m256i v = _mm256_sign_epi8(a, sg);                                       \
                 _mm256_storeu_si256((__m256i *)(u->q[i] + 32 * ib), v);                          \
                 s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(one, v), sc));    \

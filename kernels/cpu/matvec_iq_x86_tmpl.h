@@ -62,7 +62,6 @@ static inline uint16_t SL_MV_SUFFIX(iq_le16)(const uint8_t *p)
 #define SL_IQ_KS4(aux)                                                                          \
     SL_IQ_G4(sl_mv_iq_sign64[(aux) & 127], sl_mv_iq_sign64[((aux) >> 7) & 127],                 \
              sl_mv_iq_sign64[((aux) >> 14) & 127], sl_mv_iq_sign64[((aux) >> 21) & 127])
-#define SL_IQ_SC2(lo, hi) _mm256_setr_m128i(_mm_set1_epi16((short)(lo)), _mm_set1_epi16((short)(hi)))
 
 /* Values 32 ib .. 32 ib + 31 of a block as magnitudes *a (unsigned bytes) and a sign carrier *sg
  * (a byte whose sign is the value's: +-1 bytes, or the value itself), their group scales into
@@ -87,9 +86,50 @@ static inline __m128i SL_MV_SUFFIX(iq_b4)(const uint8_t *q)
 }
 #endif
 
-static inline void SL_MV_SUFFIX(iq2_xxs_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+/* The types with a scale per 16 build a block's 16 scales once (name##_S): the even ones (the
+ * first 16 of each group of 32) as int16 in the low 128-bit lane, the odd ones in the high
+ * lane, so that a group's pair is one vpshufb (iq_sc16) instead of two broadcasts and an insert
+ * (ggml's layout). The types with a scale per 32 set theirs per group (their S is unused). */
+static inline __m256i SL_MV_SUFFIX(iq_sc16)(__m256i S, int ib)
+{
+    return _mm256_shuffle_epi8(S, _mm256_set1_epi16((short)(((2 * ib + 1) << 8) | (2 * ib))));
+}
+/* 8 bytes of nibble pairs (byte k: scale 2k low, 2k + 1 high) as 2 s + 1 */
+static inline __m256i SL_MV_SUFFIX(iq_S_nib)(const uint8_t *q)
+{
+    const __m128i b = _mm_loadl_epi64((const __m128i *)q), m4 = _mm_set1_epi8(15);
+    const __m128i v = _mm_unpacklo_epi64(_mm_and_si128(b, m4),
+                                         _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+    return _mm256_cvtepu8_epi16(_mm_add_epi8(_mm_add_epi8(v, v), _mm_set1_epi8(1)));
+}
+static inline __m256i SL_MV_SUFFIX(iq2_xs_S)(const uint8_t *p) { return SL_MV_SUFFIX(iq_S_nib)(p + 66); }
+static inline __m256i SL_MV_SUFFIX(iq2_s_S)(const uint8_t *p) { return SL_MV_SUFFIX(iq_S_nib)(p + 74); }
+/* IQ1_M: scale 2 ib of word ib / 2 at bit 6 (ib % 2), scale 2 ib + 1 three bits up */
+static inline __m256i SL_MV_SUFFIX(iq1_m_S)(const uint8_t *p)
+{
+    const __m128i w = _mm_loadl_epi64((const __m128i *)(p + 48));
+    const __m256i d = _mm256_cvtepu16_epi32(_mm_unpacklo_epi16(w, w));
+    const __m256i m7 = _mm256_set1_epi32(7);
+    const __m256i e = _mm256_and_si256(_mm256_srlv_epi32(d, _mm256_setr_epi32(0, 6, 0, 6, 0, 6, 0, 6)), m7);
+    const __m256i o = _mm256_and_si256(_mm256_srlv_epi32(d, _mm256_setr_epi32(3, 9, 3, 9, 3, 9, 3, 9)), m7);
+    /* per lane: 4 even words, then 4 odd; qwords reordered to even 0..7 | odd 0..7 */
+    const __m256i v = _mm256_permute4x64_epi64(_mm256_packus_epi32(e, o), 0xD8);
+    return _mm256_add_epi16(_mm256_add_epi16(v, v), _mm256_set1_epi16(1));
+}
+static inline __m256i SL_MV_SUFFIX(iq_S_none)(const uint8_t *p)
+{
+    (void)p;
+    return _mm256_setzero_si256();
+}
+static inline __m256i SL_MV_SUFFIX(iq2_xxs_S)(const uint8_t *p) { return SL_MV_SUFFIX(iq_S_none)(p); }
+static inline __m256i SL_MV_SUFFIX(iq3_xxs_S)(const uint8_t *p) { return SL_MV_SUFFIX(iq_S_none)(p); }
+static inline __m256i SL_MV_SUFFIX(iq3_s_S)(const uint8_t *p) { return SL_MV_SUFFIX(iq_S_none)(p); }
+static inline __m256i SL_MV_SUFFIX(iq1_s_S)(const uint8_t *p) { return SL_MV_SUFFIX(iq_S_none)(p); }
+
+static inline void SL_MV_SUFFIX(iq2_xxs_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a, __m256i *sg,
                                              __m256i *sc)
 {
+    (void)S; /* a scale per 32: set per group */
     const uint8_t *q = p + 2 + 8 * ib;
     const uint32_t a1 = SL_MV_SUFFIX(iq_le32)(q + 4);
     /* the grid indices as byte loads (load ports, not shifts on the vector ports; two
@@ -100,7 +140,7 @@ static inline void SL_MV_SUFFIX(iq2_xxs_ib)(const uint8_t *p, int ib, __m256i *a
     *sc = _mm256_set1_epi16((short)(2 * (a1 >> 28) + 1));
 }
 
-static inline void SL_MV_SUFFIX(iq2_xs_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+static inline void SL_MV_SUFFIX(iq2_xs_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a, __m256i *sg,
                                             __m256i *sc)
 {
 #if SL_MV_AVX512
@@ -117,11 +157,10 @@ static inline void SL_MV_SUFFIX(iq2_xs_ib)(const uint8_t *p, int ib, __m256i *a,
     *sg = SL_IQ_G4(sl_mv_iq_sign64[q[0] >> 9], sl_mv_iq_sign64[q[1] >> 9],
                    sl_mv_iq_sign64[q[2] >> 9], sl_mv_iq_sign64[q[3] >> 9]);
 #endif
-    const unsigned b = p[66 + ib];
-    *sc = SL_IQ_SC2((int)(2 * (b & 15) + 1), (int)(2 * (b >> 4) + 1));
+    *sc = SL_MV_SUFFIX(iq_sc16)(S, ib);
 }
 
-static inline void SL_MV_SUFFIX(iq2_s_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+static inline void SL_MV_SUFFIX(iq2_s_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a, __m256i *sg,
                                            __m256i *sc)
 {
     const uint8_t *qs = p + 2 + 4 * ib;
@@ -138,13 +177,13 @@ static inline void SL_MV_SUFFIX(iq2_s_ib)(const uint8_t *p, int ib, __m256i *a, 
                   sl_iq2s_grid[qs[2] | ((h << 4) & 0x300u)], sl_iq2s_grid[qs[3] | ((h << 2) & 0x300u)]);
 #endif
     *sg = SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_le32)(p + 34 + 4 * ib));
-    const unsigned b = p[74 + ib];
-    *sc = SL_IQ_SC2((int)(2 * (b & 15) + 1), (int)(2 * (b >> 4) + 1));
+    *sc = SL_MV_SUFFIX(iq_sc16)(S, ib);
 }
 
-static inline void SL_MV_SUFFIX(iq3_xxs_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+static inline void SL_MV_SUFFIX(iq3_xxs_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a, __m256i *sg,
                                              __m256i *sc)
 {
+    (void)S; /* a scale per 32: set per group */
     const uint8_t *qs = p + 2 + 8 * ib;
     const uint32_t aux = SL_MV_SUFFIX(iq_le32)(p + 66 + 4 * ib);
 #if SL_MV_AVX512
@@ -162,9 +201,10 @@ static inline void SL_MV_SUFFIX(iq3_xxs_ib)(const uint8_t *p, int ib, __m256i *a
     *sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
 }
 
-static inline void SL_MV_SUFFIX(iq3_s_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+static inline void SL_MV_SUFFIX(iq3_s_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a, __m256i *sg,
                                            __m256i *sc)
 {
+    (void)S; /* a scale per 32: set per group */
     const uint8_t *qs = p + 2 + 8 * ib;
     const unsigned h = p[66 + ib];
 #if SL_MV_AVX512
@@ -211,9 +251,10 @@ static inline __m256i SL_MV_SUFFIX(iq1_s_grid)(const uint8_t *p, int ib, unsigne
 #endif
 }
 
-static inline void SL_MV_SUFFIX(iq1_s_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+static inline void SL_MV_SUFFIX(iq1_s_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a, __m256i *sg,
                                            __m256i *sc)
 {
+    (void)S; /* a scale per 32: set per group */
     const unsigned qh = SL_MV_SUFFIX(iq_le16)(p + 34 + 2 * ib);
     const __m256i g = SL_MV_SUFFIX(iq1_s_grid)(p, ib, qh);
     *sg = SL_MV_SUFFIX(iq1_values)(g, _mm256_set1_epi8(qh & 0x8000u ? -1 : 1));
@@ -248,7 +289,7 @@ static inline __m256i SL_MV_SUFFIX(iq1_s_sums)(const uint8_t *p, const char *xp)
     return _mm256_add_epi32(_mm256_slli_epi32(acc, 3), _mm256_mullo_epi32(w, bs));
 }
 
-static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i *a, __m256i *sg,
+static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a, __m256i *sg,
                                            __m256i *sc)
 {
     const uint8_t *qs = p + 4 * ib;
@@ -271,8 +312,7 @@ static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i *a, 
                                          h0 & 0x80 ? neg : one, h0 & 0x08 ? neg : one);
     *sg = SL_MV_SUFFIX(iq1_values)(g, dl);
     *a = _mm256_sign_epi8(*sg, *sg);
-    const unsigned s = SL_MV_SUFFIX(iq_le16)(p + 48 + 2 * (ib / 2)) >> (6 * (ib % 2));
-    *sc = SL_IQ_SC2((int)(2 * (s & 7) + 1), (int)(2 * ((s >> 3) & 7) + 1));
+    *sc = SL_MV_SUFFIX(iq_sc16)(S, ib);
 }
 
 /* the block's fp16 scale and the type's factor (matvec_iq.c's) */
@@ -297,9 +337,10 @@ static inline float SL_MV_SUFFIX(iq1_m_d)(const uint8_t *p)
             const char *xp = (const char *)xq + b * t->act_bytes;                               \
             __m256i acc = _mm256_setzero_si256();                                               \
             if (code == SL_GGML_IQ1_S) acc = SL_MV_SUFFIX(iq1_s_sums)(p, xp);                   \
+            const __m256i S = SL_MV_SUFFIX(name##_S)(p);                                        \
             for (int ib = 0; ib < 8 && code != SL_GGML_IQ1_S; ib++) {                           \
                 __m256i a, sg, sc;                                                              \
-                SL_MV_SUFFIX(name##_ib)(p, ib, &a, &sg, &sc);                                   \
+                SL_MV_SUFFIX(name##_ib)(p, ib, S, &a, &sg, &sc);                                \
                 const __m256i x8 = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));     \
                 acc = _mm256_add_epi32(acc, SL_MV_SUFFIX(iq_sdot)(a, sg, x8, sc));              \
             }                                                                                   \
@@ -333,8 +374,9 @@ SL_MV_IQ_TYPES(SL_MV_IQ_RANGE)
                 for (int64_t b = 0; b < a->nb; b++) {                                           \
                     const uint8_t *p = wr + b * t->bytes;                                       \
                     __m256i av[8], sg[8], sc[8], s[8];                                          \
+                    const __m256i S = SL_MV_SUFFIX(name##_S)(p);                                \
                     for (int ib = 0; ib < 8; ib++)                                              \
-                        SL_MV_SUFFIX(name##_ib)(p, ib, &av[ib], &sg[ib], &sc[ib]);              \
+                        SL_MV_SUFFIX(name##_ib)(p, ib, S, &av[ib], &sg[ib], &sc[ib]);           \
                     const float fd = sl__iq_factor(code) * SL_MV_SUFFIX(DFN)(p);                \
                     float xd[8] = {0};                                                          \
                     for (int k = 0; k < 8; k++) {                                               \
@@ -370,5 +412,4 @@ SL_MV_IQ_TYPES(SL_MV_IQ_GEMM)
 #undef SL_MV_IQ_GEMM
 #undef SL_IQ_G4
 #undef SL_IQ_KS4
-#undef SL_IQ_SC2
 /* SL_MV_IQ_TYPES stays defined: the includer's kernel tables expand it */
