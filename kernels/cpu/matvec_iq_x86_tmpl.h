@@ -12,12 +12,17 @@
 /* byte 8 i + j: -1 where bit j of byte i of s is set, else +1 */
 static inline __m256i SL_MV_SUFFIX(iq_signs)(uint32_t s)
 {
+#if SL_MV_AVX512
+    /* the 32 bits as a mask register, its bytes set where they are set (vpmovm2b) */
+    return _mm256_or_si256(_mm256_movm_epi8((__mmask32)s), _mm256_set1_epi8(1));
+#else
     const __m256i idx = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
     const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)s), idx);
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     const __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
     return _mm256_or_si256(on, _mm256_set1_epi8(1));
+#endif
 }
 
 /* ksigns as +-1 bytes: entry i is byte j = -1 where bit j of ggml's ksigns_iq2xs[i] is set
