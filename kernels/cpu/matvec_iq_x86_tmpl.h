@@ -107,16 +107,24 @@ static inline __m256i SL_MV_SUFFIX(iq_S_nib)(const uint8_t *q)
                                          _mm_and_si128(_mm_srli_epi16(b, 4), m4));
     return _mm256_cvtepu8_epi16(_mm_add_epi8(_mm_add_epi8(v, v), _mm_set1_epi8(1)));
 }
-static inline __m256i SL_MV_SUFFIX(iq2_xs_S)(const uint8_t *p) { return SL_MV_SUFFIX(iq_S_nib)(p + 66); }
-static inline __m256i SL_MV_SUFFIX(iq2_s_S)(const uint8_t *p) { return SL_MV_SUFFIX(iq_S_nib)(p + 74); }
+static inline __m256i SL_MV_SUFFIX(iq2_xs_S)(const uint8_t *p)
+{
+    return SL_MV_SUFFIX(iq_S_nib)(p + 66);
+}
+static inline __m256i SL_MV_SUFFIX(iq2_s_S)(const uint8_t *p)
+{
+    return SL_MV_SUFFIX(iq_S_nib)(p + 74);
+}
 /* IQ1_M: scale 2 ib of word ib / 2 at bit 6 (ib % 2), scale 2 ib + 1 three bits up */
 static inline __m256i SL_MV_SUFFIX(iq1_m_S)(const uint8_t *p)
 {
     const __m128i w = _mm_loadl_epi64((const __m128i *)(p + 48));
     const __m256i d = _mm256_cvtepu16_epi32(_mm_unpacklo_epi16(w, w));
     const __m256i m7 = _mm256_set1_epi32(7);
-    const __m256i e = _mm256_and_si256(_mm256_srlv_epi32(d, _mm256_setr_epi32(0, 6, 0, 6, 0, 6, 0, 6)), m7);
-    const __m256i o = _mm256_and_si256(_mm256_srlv_epi32(d, _mm256_setr_epi32(3, 9, 3, 9, 3, 9, 3, 9)), m7);
+    const __m256i e =
+        _mm256_and_si256(_mm256_srlv_epi32(d, _mm256_setr_epi32(0, 6, 0, 6, 0, 6, 0, 6)), m7);
+    const __m256i o =
+        _mm256_and_si256(_mm256_srlv_epi32(d, _mm256_setr_epi32(3, 9, 3, 9, 3, 9, 3, 9)), m7);
     /* per lane: 4 even words, then 4 odd; qwords reordered to even 0..7 | odd 0..7 */
     const __m256i v = _mm256_permute4x64_epi64(_mm256_packus_epi32(e, o), 0xD8);
     return _mm256_add_epi16(_mm256_add_epi16(v, v), _mm256_set1_epi16(1));
@@ -126,13 +134,19 @@ static inline __m256i SL_MV_SUFFIX(iq_S_none)(const uint8_t *p)
     (void)p;
     return _mm256_setzero_si256();
 }
-static inline __m256i SL_MV_SUFFIX(iq2_xxs_S)(const uint8_t *p) { return SL_MV_SUFFIX(iq_S_none)(p); }
-static inline __m256i SL_MV_SUFFIX(iq3_xxs_S)(const uint8_t *p) { return SL_MV_SUFFIX(iq_S_none)(p); }
+static inline __m256i SL_MV_SUFFIX(iq2_xxs_S)(const uint8_t *p)
+{
+    return SL_MV_SUFFIX(iq_S_none)(p);
+}
+static inline __m256i SL_MV_SUFFIX(iq3_xxs_S)(const uint8_t *p)
+{
+    return SL_MV_SUFFIX(iq_S_none)(p);
+}
 static inline __m256i SL_MV_SUFFIX(iq3_s_S)(const uint8_t *p) { return SL_MV_SUFFIX(iq_S_none)(p); }
 static inline __m256i SL_MV_SUFFIX(iq1_s_S)(const uint8_t *p) { return SL_MV_SUFFIX(iq_S_none)(p); }
 
-static inline void SL_MV_SUFFIX(iq2_xxs_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a, __m256i *sg,
-                                             __m256i *sc)
+static inline void SL_MV_SUFFIX(iq2_xxs_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a,
+                                            __m256i *sg, __m256i *sc)
 {
     (void)S; /* a scale per 32: set per group */
     const uint8_t *q = p + 2 + 8 * ib;
@@ -145,8 +159,8 @@ static inline void SL_MV_SUFFIX(iq2_xxs_ib)(const uint8_t *p, int ib, __m256i S,
     *sc = _mm256_set1_epi16((short)(2 * (a1 >> 28) + 1));
 }
 
-static inline void SL_MV_SUFFIX(iq2_xs_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a, __m256i *sg,
-                                            __m256i *sc)
+static inline void SL_MV_SUFFIX(iq2_xs_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a,
+                                           __m256i *sg, __m256i *sc)
 {
 #if SL_MV_AVX512
     /* the 4 grid and 4 sign entries by two gathers */
@@ -165,28 +179,29 @@ static inline void SL_MV_SUFFIX(iq2_xs_ib)(const uint8_t *p, int ib, __m256i S, 
     *sc = SL_MV_SUFFIX(iq_sc16)(S, ib);
 }
 
-static inline void SL_MV_SUFFIX(iq2_s_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a, __m256i *sg,
-                                           __m256i *sc)
+static inline void SL_MV_SUFFIX(iq2_s_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a,
+                                          __m256i *sg, __m256i *sc)
 {
     const uint8_t *qs = p + 2 + 4 * ib;
     const unsigned h = p[66 + ib];
 #if SL_MV_AVX512
     /* the indices in a vector and one gather (four scalar index builds and inserts before) */
-    *a = SL_MV_SUFFIX(iq_g4x)(
-        sl_iq2s_grid,
-        _mm_or_si128(SL_MV_SUFFIX(iq_b4)(qs),
-                     _mm_and_si128(_mm_sllv_epi32(_mm_set1_epi32((int)h), _mm_setr_epi32(8, 6, 4, 2)),
-                                   _mm_set1_epi32(0x300))));
+    *a = SL_MV_SUFFIX(iq_g4x)(sl_iq2s_grid,
+                              _mm_or_si128(SL_MV_SUFFIX(iq_b4)(qs),
+                                           _mm_and_si128(_mm_sllv_epi32(_mm_set1_epi32((int)h),
+                                                                        _mm_setr_epi32(8, 6, 4, 2)),
+                                                         _mm_set1_epi32(0x300))));
 #else
-    *a = SL_IQ_G4(sl_iq2s_grid[qs[0] | ((h << 8) & 0x300u)], sl_iq2s_grid[qs[1] | ((h << 6) & 0x300u)],
-                  sl_iq2s_grid[qs[2] | ((h << 4) & 0x300u)], sl_iq2s_grid[qs[3] | ((h << 2) & 0x300u)]);
+    *a = SL_IQ_G4(
+        sl_iq2s_grid[qs[0] | ((h << 8) & 0x300u)], sl_iq2s_grid[qs[1] | ((h << 6) & 0x300u)],
+        sl_iq2s_grid[qs[2] | ((h << 4) & 0x300u)], sl_iq2s_grid[qs[3] | ((h << 2) & 0x300u)]);
 #endif
     *sg = SL_MV_SUFFIX(iq_signs)(SL_MV_SUFFIX(iq_le32)(p + 34 + 4 * ib));
     *sc = SL_MV_SUFFIX(iq_sc16)(S, ib);
 }
 
-static inline void SL_MV_SUFFIX(iq3_xxs_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a, __m256i *sg,
-                                             __m256i *sc)
+static inline void SL_MV_SUFFIX(iq3_xxs_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a,
+                                            __m256i *sg, __m256i *sc)
 {
     (void)S; /* a scale per 32: set per group */
     const uint8_t *qs = p + 2 + 8 * ib;
@@ -206,8 +221,8 @@ static inline void SL_MV_SUFFIX(iq3_xxs_ib)(const uint8_t *p, int ib, __m256i S,
     *sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
 }
 
-static inline void SL_MV_SUFFIX(iq3_s_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a, __m256i *sg,
-                                           __m256i *sc)
+static inline void SL_MV_SUFFIX(iq3_s_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a,
+                                          __m256i *sg, __m256i *sc)
 {
     (void)S; /* a scale per 32: set per group */
     const uint8_t *qs = p + 2 + 8 * ib;
@@ -256,8 +271,8 @@ static inline __m256i SL_MV_SUFFIX(iq1_s_grid)(const uint8_t *p, int ib, unsigne
 #endif
 }
 
-static inline void SL_MV_SUFFIX(iq1_s_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a, __m256i *sg,
-                                           __m256i *sc)
+static inline void SL_MV_SUFFIX(iq1_s_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a,
+                                          __m256i *sg, __m256i *sc)
 {
     (void)S; /* a scale per 32: set per group */
     const unsigned qh = SL_MV_SUFFIX(iq_le16)(p + 34 + 2 * ib);
@@ -278,8 +293,9 @@ static inline __m256i SL_MV_SUFFIX(iq1_s_sums)(const uint8_t *p, const char *xp)
         const unsigned qh = SL_MV_SUFFIX(iq_le16)(p + 34 + 2 * ib);
         const __m256i g = SL_MV_SUFFIX(iq1_s_grid)(p, ib, qh);
         const __m256i x8 = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));
-        acc = _mm256_add_epi32(acc, SL_MV_SUFFIX(iq_sdot)(_mm256_sign_epi8(g, g), g, x8,
-                                                          _mm256_set1_epi16((short)(2 * ((qh >> 12) & 7) + 1))));
+        acc = _mm256_add_epi32(
+            acc, SL_MV_SUFFIX(iq_sdot)(_mm256_sign_epi8(g, g), g, x8,
+                                       _mm256_set1_epi16((short)(2 * ((qh >> 12) & 7) + 1))));
     }
     /* the deltas: lane ib gets sc_ib * (+-1) * (bsums 2 ib + 2 ib + 1) */
     const __m256i q = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 34)));
@@ -294,18 +310,18 @@ static inline __m256i SL_MV_SUFFIX(iq1_s_sums)(const uint8_t *p, const char *xp)
     return _mm256_add_epi32(_mm256_slli_epi32(acc, 3), _mm256_mullo_epi32(w, bs));
 }
 
-static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a, __m256i *sg,
-                                           __m256i *sc)
+static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a,
+                                          __m256i *sg, __m256i *sc)
 {
     const uint8_t *qs = p + 4 * ib;
     const unsigned h0 = p[32 + 2 * ib], h1 = p[33 + 2 * ib];
 #if SL_MV_AVX512
     const __m256i g = SL_MV_SUFFIX(iq_g4x)(
-        sl_iq1s_grid,
-        _mm_or_si128(SL_MV_SUFFIX(iq_b4)(qs),
-                     _mm_and_si128(_mm_sllv_epi32(_mm_setr_epi32((int)h0, (int)h0, (int)h1, (int)h1),
-                                                  _mm_setr_epi32(8, 4, 8, 4)),
-                                   _mm_set1_epi32(0x700))));
+        sl_iq1s_grid, _mm_or_si128(SL_MV_SUFFIX(iq_b4)(qs),
+                                   _mm_and_si128(_mm_sllv_epi32(_mm_setr_epi32((int)h0, (int)h0,
+                                                                               (int)h1, (int)h1),
+                                                                _mm_setr_epi32(8, 4, 8, 4)),
+                                                 _mm_set1_epi32(0x700))));
 #else
     const __m256i g = SL_IQ_G4(sl_iq1s_grid[qs[0] | ((h0 << 8) & 0x700u)],
                                sl_iq1s_grid[qs[1] | ((h0 << 4) & 0x700u)],
@@ -321,7 +337,10 @@ static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i S, _
 }
 
 /* the block's fp16 scale and the type's factor (matvec_iq.c's) */
-static inline float SL_MV_SUFFIX(iq_d)(const uint8_t *p) { return sl__mv_h2f(SL_MV_SUFFIX(iq_le16)(p)); }
+static inline float SL_MV_SUFFIX(iq_d)(const uint8_t *p)
+{
+    return sl__mv_h2f(SL_MV_SUFFIX(iq_le16)(p));
+}
 static inline float SL_MV_SUFFIX(iq1_m_d)(const uint8_t *p)
 {
     return sl__mv_h2f(sl_block_iq1_m_d((const sl_block_iq1_m *)p));

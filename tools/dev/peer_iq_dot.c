@@ -17,7 +17,9 @@
 #include <time.h>
 
 typedef void (*dot_fn)(int, float *, size_t, const void *, size_t, const void *, size_t, int);
-#define DECL(t) void ggml_vec_dot_##t##_q8_K(int, float *, size_t, const void *, size_t, const void *, size_t, int);
+#define DECL(t)                                                                                    \
+    void ggml_vec_dot_##t##_q8_K(int, float *, size_t, const void *, size_t, const void *, size_t, \
+                                 int);
 DECL(iq2_xxs) DECL(iq2_xs) DECL(iq2_s) DECL(iq3_xxs) DECL(iq3_s) DECL(iq1_s) DECL(iq1_m)
 #undef DECL
 void ggml_cpu_init(void);
@@ -41,11 +43,14 @@ int main(int argc, char **argv)
     }
     ggml_cpu_init();
     /* name, kernel, block bytes, offset of the fp16 scale (IQ1_M: none, its scale is split) */
-    const struct { const char *name; dot_fn f; int bytes, d_at; } T[] = {
-        {"IQ2_XXS", ggml_vec_dot_iq2_xxs_q8_K, 66, 0}, {"IQ2_XS", ggml_vec_dot_iq2_xs_q8_K, 74, 0},
-        {"IQ2_S", ggml_vec_dot_iq2_s_q8_K, 82, 0},     {"IQ3_XXS", ggml_vec_dot_iq3_xxs_q8_K, 98, 0},
-        {"IQ3_S", ggml_vec_dot_iq3_s_q8_K, 110, 0},    {"IQ1_S", ggml_vec_dot_iq1_s_q8_K, 50, 0},
-        {"IQ1_M", ggml_vec_dot_iq1_m_q8_K, 56, -1}};
+    const struct { const char *name; dot_fn f; int bytes, d_at;
+    } T[] = {{"IQ2_XXS", ggml_vec_dot_iq2_xxs_q8_K, 66, 0},
+             {"IQ2_XS", ggml_vec_dot_iq2_xs_q8_K, 74, 0},
+             {"IQ2_S", ggml_vec_dot_iq2_s_q8_K, 82, 0},
+             {"IQ3_XXS", ggml_vec_dot_iq3_xxs_q8_K, 98, 0},
+             {"IQ3_S", ggml_vec_dot_iq3_s_q8_K, 110, 0},
+             {"IQ1_S", ggml_vec_dot_iq1_s_q8_K, 50, 0},
+             {"IQ1_M", ggml_vec_dot_iq1_m_q8_K, 56, -1}};
     const int nb = cols / QK;
     uint8_t *y = malloc((size_t)Q8K_BYTES * nb);
     if (!y) return 1;
