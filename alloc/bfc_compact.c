@@ -448,7 +448,7 @@ static sl_status issue_plan(sl_bfc *a, size_t *done, sl_error *err)
  * index), so it rebuilds exactly the map of the k moves that were issued. */
 sl_status sl__bfc_compact_locked(sl_bfc *a, bool full, sl_bfc_compact_result *res, sl_error *err)
 {
-    double t0 = now_s();
+    double t0 = sl_clock_s();
     memset(res, 0, sizeof *res);
     a->plan_n = 0;
     a->plan_limit = SIZE_MAX;
@@ -512,7 +512,7 @@ sl_status sl__bfc_compact_locked(sl_bfc *a, bool full, sl_bfc_compact_result *re
     if (res->blocks_moved) a->epoch++;
     a->compactions++;
     a->bytes_moved += res->bytes_moved;
-    res->seconds = now_s() - t0;
+    res->seconds = sl_clock_s() - t0;
     return s;
 }
 

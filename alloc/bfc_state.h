@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "alloc/bfc.h"
 #include "alloc/bfc_impl.h"
 
@@ -127,13 +128,6 @@ struct sl_bfc {
 
 static inline void lock(const sl_bfc *a) { pthread_mutex_lock((pthread_mutex_t *)&a->mu); }
 static inline void unlock(const sl_bfc *a) { pthread_mutex_unlock((pthread_mutex_t *)&a->mu); }
-
-static inline double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static inline uint32_t bin_index(uint64_t size)
 {

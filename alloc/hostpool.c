@@ -20,6 +20,7 @@
  *   stats.slab_bytes == sum(slabs[i].map_bytes) >= BFC total_bytes;
  *   bind_memory implies place.node >= 0 and place.kind is NEAR_GPU or EXPLICIT.
  */
+#include "base/clock.h"
 #include "alloc/hostpool.h"
 #include "alloc/hostpool_impl.h"
 
@@ -66,13 +67,6 @@ struct sl_hostpool {
     double touch_s, register_s;
     uint64_t slab_failures;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 sl_hostpool_options sl_hostpool_options_default(void)
 {
@@ -315,13 +309,13 @@ static sl_status slab_create(sl_hostpool *p, uint64_t bytes, slab *out, sl_error
         munmap(base, (size_t)size);
         return s;
     }
-    double t0 = now_s();
+    double t0 = sl_clock_s();
     touch_slab(p, base, size);
-    double t1 = now_s();
+    double t1 = sl_clock_s();
     sl_error e;
     sl_error_clear(&e);
     s = sl_device_host_register(p->dev, base, size, &e);
-    double t2 = now_s();
+    double t2 = sl_clock_s();
     if (s) {
         munmap(base, (size_t)size);
         return sl_error_set(err, s, "host pool: page-locking a %" PRIu64 "-byte slab failed: %s",

@@ -1,5 +1,6 @@
 /* alloc/shm_floor.c: the shared host floor's region and lock protocol (contract in
  * shm_floor.h). */
+#include "base/clock.h"
 #include "alloc/shm_floor.h"
 
 #include <dirent.h>
@@ -159,13 +160,6 @@ static sl_status check_object(int fd, const char *obj, mode_t mode, sl_error *er
     return SL_OK;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Who holds the lock file now (its content, one line), for a waiter's message. */
 static void holder_of(int fd, char *buf, size_t n)
 {
@@ -196,7 +190,7 @@ static void claim(int fd, const char *label)
 /* flock(LOCK_EX), polled: gives up after wait_ms or when cancelled, naming the holder. */
 static sl_status lock_wait(int fd, const char *obj, const sl_shm_floor_options *o, sl_error *err)
 {
-    const double t0 = now_s();
+    const double t0 = sl_clock_s();
     const double limit = (o->wait_ms ? o->wait_ms : DEFAULT_WAIT_MS) / 1000.0;
     long sleep_ns = 1000000;
     for (;;) {
@@ -206,13 +200,13 @@ static sl_status lock_wait(int fd, const char *obj, const sl_shm_floor_options *
         if (o->cancelled && o->cancelled(o->cancelled_user)) {
             holder_of(fd, who, sizeof who);
             return sl_error_set(err, SL_ERR_INVALID, "shared floor %s: cancelled while waiting "
-                                "%.1f s for its lock, held by %s", obj, now_s() - t0, who);
+                                "%.1f s for its lock, held by %s", obj, sl_clock_s() - t0, who);
         }
-        if (now_s() - t0 >= limit) {
+        if (sl_clock_s() - t0 >= limit) {
             holder_of(fd, who, sizeof who);
             return sl_error_set(err, SL_ERR_RANGE, "shared floor %s: waited %.1f s for its "
                                 "lock, held by %s (a stopped process? kill it or raise the "
-                                "wait)", obj, now_s() - t0, who);
+                                "wait)", obj, sl_clock_s() - t0, who);
         }
         const struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL); /* a signal cuts it short: cancelled is asked at once */

@@ -36,6 +36,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/device/device_impl.h"
 
 enum { SIM_REGION_ALIGN = 4096, SIM_SLICE_BYTES = 1 << 20, SIM_REG_LOCKED = 1 };
@@ -93,13 +94,6 @@ typedef struct sim_event {
 
 static sim_dev *SIM(sl_device *d) { return d->impl; }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void sleep_until(uint64_t t_ns)
 {
     struct timespec ts = {(time_t)(t_ns / 1000000000u), (long)(t_ns % 1000000000u)};
@@ -125,7 +119,7 @@ static void run_copy(sim_dev *sim, void *dst, const void *src, uint64_t bytes, s
         memcpy(dst, src, bytes);
         return;
     }
-    uint64_t t0 = now_ns();
+    uint64_t t0 = sl_clock_ns();
     uint64_t start = t0 + sim->latency_ns;
     sleep_until(start);
     if (gbs <= 0.0) {
@@ -156,7 +150,7 @@ static void run_op(sim_dev *sim, sim_op *op)
         break;
     case OP_RECORD:
         pthread_mutex_lock(&sim->mu);
-        op->mark->t_ns = now_ns();
+        op->mark->t_ns = sl_clock_ns();
         op->mark->done = true;
         mark_unref(op->mark);
         pthread_cond_broadcast(&sim->cv);

@@ -141,8 +141,8 @@ static sl__gemm_fn SL_MV_SUFFIX(gkv_narrow_fn)(uint32_t type)
     const sl__gemm_fn few = sl__gemm_few_avx512(type);
     if (few) return few;
     switch (type) {
-#define SL_GKV_IQ_GEMM_(name, code, DFN) case code: return SL_MV_SUFFIX(gemm_##name);
-        SL_MV_IQ_TYPES(SL_GKV_IQ_GEMM_)
+#define SL_GKV_IQ_GEMM_(name, code, B, NAME) case code: return SL_MV_SUFFIX(gemm_##name);
+        SL__IQ_TYPES(SL_GKV_IQ_GEMM_)
 #undef SL_GKV_IQ_GEMM_
     default: return SL_MV_SUFFIX(gemm_k);
     }
@@ -192,9 +192,9 @@ static inline int SL_MV_SUFFIX(gkv_kind)(uint32_t type)
     case SL_GGML_Q6_K:
     case SL_GGML_Q3_K: return GKV_OFFSET;
     case SL_GGML_IQ4_XS: return GKV_IQ4;
-#define SL_GKV_IQ_KIND_(name, code, DFN)                                                          \
+#define SL_GKV_IQ_KIND_(name, code, B, NAME)                                                          \
     case code: return sl__iq_group(code) == 16 ? GKV_OFFSET : GKV_IQ4;
-        SL_MV_IQ_TYPES(SL_GKV_IQ_KIND_)
+        SL__IQ_TYPES(SL_GKV_IQ_KIND_)
 #undef SL_GKV_IQ_KIND_
     default: return GKV_MINS;
     }
@@ -203,8 +203,8 @@ static inline int SL_MV_SUFFIX(gkv_kind)(uint32_t type)
 static inline bool SL_MV_SUFFIX(gkv_is_iq)(uint32_t type)
 {
     switch (type) {
-#define SL_GKV_IQ_CASE_(name, code, DFN) case code:
-        SL_MV_IQ_TYPES(SL_GKV_IQ_CASE_)
+#define SL_GKV_IQ_CASE_(name, code, B, NAME) case code:
+        SL__IQ_TYPES(SL_GKV_IQ_CASE_)
 #undef SL_GKV_IQ_CASE_
         return true;
     default: return false;
@@ -588,7 +588,7 @@ static void SL_MV_SUFFIX(gkv_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1
  * factor * d * x.d is (factor * d) * x.d: gkv_micro's dw * dx, the same bits). Sub-block sums
  * stay below 32 x 62 x 255 < 2^23, the scaled ones below 2^31. Once per row and call, so the
  * decoders' table loads are paid once, not once per token group (the 8-token kernel's). */
-#define SL_GKV_IQ_UNPACK(name, code, DFN)                                                         \
+#define SL_GKV_IQ_UNPACK(name, code, B, NAME)                                                         \
     static void SL_MV_SUFFIX(gkv_unpack_##name)(const char *w, size_t bytes, int64_t b0,           \
                                                 int64_t b1, gk_buf *u)                           \
     {                                                                                            \
@@ -611,12 +611,12 @@ static void SL_MV_SUFFIX(gkv_unpack_iq4xs)(const char *w, int64_t b0, int64_t b1
                 u->sp[i][2 * ib + 1] = (int32_t)(hi | hi << 24);                                 \
             }                                                                                    \
             cs[i] = s;                                                                           \
-            u->d[i] = sl__iq_factor(code) * SL_MV_SUFFIX(DFN)(p);                                \
+            u->d[i] = sl__iq_factor(code) * SL_MV_SUFFIX(iq_scale)(code, p);                                \
             u->dmin[i] = 0.0f;                                                                   \
         }                                                                                        \
         SL_MV_SUFFIX(gkv_corr)(u, b1 - b0, cs);                                                  \
     }
-SL_MV_IQ_TYPES(SL_GKV_IQ_UNPACK)
+SL__IQ_TYPES(SL_GKV_IQ_UNPACK)
 #undef SL_GKV_IQ_UNPACK
 
 /* gk_unpack_q45 (Q4_K, Q5_K: the same bytes) on 512 bits: one load holds rounds 2n and 2n + 1
@@ -693,9 +693,9 @@ static inline void SL_MV_SUFFIX(gkv_unpack)(const sl__mv_type *t, const sl__gemm
             SL_MV_SUFFIX(gkv_unpack_iq4xs)(w, c0, c1, &ub[m]);
         } else if (SL_MV_SUFFIX(gkv_is_iq)(ty)) {
             switch (ty) {
-#define SL_GKV_IQ_CALL_(name, code, DFN)                                                          \
+#define SL_GKV_IQ_CALL_(name, code, B, NAME)                                                          \
     case code: SL_MV_SUFFIX(gkv_unpack_##name)(w, t->bytes, c0, c1, &ub[m]); break;
-                SL_MV_IQ_TYPES(SL_GKV_IQ_CALL_)
+                SL__IQ_TYPES(SL_GKV_IQ_CALL_)
 #undef SL_GKV_IQ_CALL_
             default: break;
             }

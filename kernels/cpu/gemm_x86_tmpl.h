@@ -1040,11 +1040,11 @@ sl__gemm_fn SL_MV_SUFFIX(sl__gemm_panel8)(uint32_t type)
     /* the codebook types: AVX-512 VNNI unpacks them once per row and call into gemm_kv's
      * offset kinds; AVX2 decodes once per row and 8 tokens (matvec_iq_x86_tmpl.h) */
 #if SL_MV_AVX512
-#define SL_MV_IQ_CASE_(name, code, DFN) case code: return SL_GEMM_K;
+#define SL_MV_IQ_CASE_(name, code, B, NAME) case code: return SL_GEMM_K;
 #else
-#define SL_MV_IQ_CASE_(name, code, DFN) case code: return SL_MV_SUFFIX(gemm_##name);
+#define SL_MV_IQ_CASE_(name, code, B, NAME) case code: return SL_MV_SUFFIX(gemm_##name);
 #endif
-        SL_MV_IQ_TYPES(SL_MV_IQ_CASE_)
+        SL__IQ_TYPES(SL_MV_IQ_CASE_)
 #undef SL_MV_IQ_CASE_
     default: return NULL;
     }

@@ -336,23 +336,17 @@ static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i S, _
     *sc = SL_MV_SUFFIX(iq_sc16)(S, ib);
 }
 
-/* the block's fp16 scale and the type's factor (matvec_iq.c's) */
-static inline float SL_MV_SUFFIX(iq_d)(const uint8_t *p)
+/* the block's fp16 scale (IQ1_M's split one; code is a constant where the kernels call it) */
+static inline float SL_MV_SUFFIX(iq_scale)(uint32_t code, const uint8_t *p)
 {
-    return sl__mv_h2f(SL_MV_SUFFIX(iq_le16)(p));
-}
-static inline float SL_MV_SUFFIX(iq1_m_d)(const uint8_t *p)
-{
-    return sl__mv_h2f(sl_block_iq1_m_d((const sl_block_iq1_m *)p));
+    return sl__mv_h2f(code == SL_GGML_IQ1_M ? sl_block_iq1_m_d((const sl_block_iq1_m *)p)
+                                            : SL_MV_SUFFIX(iq_le16)(p));
 }
 
-/* the types: kernel name, GGUF code, scale reader (its decoder: SL_MV_SUFFIX(name##_ib)) */
-#define SL_MV_IQ_TYPES(X)                                                                       \
-    X(iq2_xxs, SL_GGML_IQ2_XXS, iq_d) X(iq2_xs, SL_GGML_IQ2_XS, iq_d)                          \
-    X(iq2_s, SL_GGML_IQ2_S, iq_d) X(iq3_xxs, SL_GGML_IQ3_XXS, iq_d)                            \
-    X(iq3_s, SL_GGML_IQ3_S, iq_d) X(iq1_s, SL_GGML_IQ1_S, iq_d) X(iq1_m, SL_GGML_IQ1_M, iq1_m_d)
+/* the types: kernels/ref/matvec_impl.h's SL__IQ_TYPES (kernel name, GGUF code, block, name); each type's
+ * decoder is SL_MV_SUFFIX(name##_ib), its per-block scale vector SL_MV_SUFFIX(name##_S) */
 
-#define SL_MV_IQ_RANGE(name, code, DFN)                                                   \
+#define SL_MV_IQ_RANGE(name, code, B, NAME)                                                   \
     static void SL_MV_SUFFIX(range_##name)(const sl__mv_type *t, const void *w, const void *xq, \
                                            int64_t b0, int64_t b1, float *lane)                \
     {                                                                                           \
@@ -370,12 +364,12 @@ static inline float SL_MV_SUFFIX(iq1_m_d)(const uint8_t *p)
             }                                                                                   \
             float xd;                                                                           \
             memcpy(&xd, xp, 4);                                                                 \
-            const float d = SL_MV_SUFFIX(DFN)(p);                                               \
+            const float d = SL_MV_SUFFIX(iq_scale)(code, p);                                               \
             lane[b % 8] += (float)SL_MV_SUFFIX(hsum_i32)(acc) * (sl__iq_factor(code) * d * xd);  \
         }                                                                                       \
     }
 
-SL_MV_IQ_TYPES(SL_MV_IQ_RANGE)
+SL__IQ_TYPES(SL_MV_IQ_RANGE)
 
 #undef SL_MV_IQ_RANGE
 
@@ -384,7 +378,7 @@ SL_MV_IQ_TYPES(SL_MV_IQ_RANGE)
  * one vector (hsum8x8) and their float terms in one multiply, added to a lane array held
  * transposed (lane j of the 8 tokens in one vector): every (row, token) gets the range
  * kernel's terms in the reference's lane order, so the reference's bits. */
-#define SL_MV_IQ_GEMM(name, code, DFN)                                                    \
+#define SL_MV_IQ_GEMM(name, code, B, NAME)                                                    \
     static void SL_MV_SUFFIX(gemm_##name)(const sl__mv_type *t, const sl__gemm_rows *a,          \
                                           int64_t i0, int64_t i1)                               \
     {                                                                                           \
@@ -401,7 +395,7 @@ SL_MV_IQ_TYPES(SL_MV_IQ_RANGE)
                     const __m256i S = SL_MV_SUFFIX(name##_S)(p);                                \
                     for (int ib = 0; ib < 8; ib++)                                              \
                         SL_MV_SUFFIX(name##_ib)(p, ib, S, &av[ib], &sg[ib], &sc[ib]);           \
-                    const float fd = sl__iq_factor(code) * SL_MV_SUFFIX(DFN)(p);                \
+                    const float fd = sl__iq_factor(code) * SL_MV_SUFFIX(iq_scale)(code, p);                \
                     float xd[8] = {0};                                                          \
                     for (int k = 0; k < 8; k++) {                                               \
                         s[k] = _mm256_setzero_si256();                                          \
@@ -431,9 +425,8 @@ SL_MV_IQ_TYPES(SL_MV_IQ_RANGE)
         }                                                                                       \
     }
 
-SL_MV_IQ_TYPES(SL_MV_IQ_GEMM)
+SL__IQ_TYPES(SL_MV_IQ_GEMM)
 
 #undef SL_MV_IQ_GEMM
 #undef SL_IQ_G4
 #undef SL_IQ_KS4
-/* SL_MV_IQ_TYPES stays defined: the includer's kernel tables expand it */

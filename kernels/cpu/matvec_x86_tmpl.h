@@ -787,8 +787,8 @@ sl__mv_range_fn SL_MV_SUFFIX(sl__mv_range)(uint32_t type)
     case SL_GGML_MXFP4: return SL_MV_SUFFIX(range_mxfp4);
     case SL_GGML_IQ4_NL: return SL_MV_SUFFIX(range_iq4_nl);
     case SL_GGML_IQ4_XS: return SL_MV_SUFFIX(range_iq4_xs);
-#define SL_MV_IQ_CASE_(name, code, DFN) case code: return SL_MV_SUFFIX(range_##name);
-        SL_MV_IQ_TYPES(SL_MV_IQ_CASE_)
+#define SL_MV_IQ_CASE_(name, code, B, NAME) case code: return SL_MV_SUFFIX(range_##name);
+        SL__IQ_TYPES(SL_MV_IQ_CASE_)
 #undef SL_MV_IQ_CASE_
     default: return NULL;
     }

@@ -19,7 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "base/clock.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -81,13 +82,6 @@ struct sl_cpu_pool {
     atomic_int scratch_held;
 };
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void run_chunks(sl_cpu_pool *p, int thread)
 {
     for (;;) {
@@ -123,7 +117,7 @@ static void *worker_main(void *arg)
             /* past the spin, on while sl_cpu_pool_keep_awake's deadline holds (the clock read
              * every 256 pauses) */
             if (i >= SPIN_ITERS) {
-                if (mono_ns() >= atomic_load_explicit(&p->awake_until, memory_order_relaxed))
+                if (sl_clock_ns() >= atomic_load_explicit(&p->awake_until, memory_order_relaxed))
                     break;
                 i -= 256;
             }
@@ -334,7 +328,7 @@ void sl_cpu_pool_keep_awake(sl_cpu_pool *p, uint64_t ns)
 {
     if (!p) return;
     if (ns > SL_CPU_POOL_AWAKE_MAX_NS) ns = SL_CPU_POOL_AWAKE_MAX_NS;
-    const uint64_t until = mono_ns() + ns;
+    const uint64_t until = sl_clock_ns() + ns;
     uint64_t cur = atomic_load_explicit(&p->awake_until, memory_order_relaxed);
     while (cur < until && !atomic_compare_exchange_weak_explicit(&p->awake_until, &cur, until,
                                                                  memory_order_relaxed,

@@ -41,13 +41,9 @@ static const sl__mv_type k_types[] = {
     {SL_GGML_MXFP4, 32, sizeof(sl_block_mxfp4), SL_GGML_Q8_0, sizeof(sl_block_q8_0), "MXFP4"},
     {SL_GGML_IQ4_NL, 32, sizeof(sl_block_iq4_nl), SL_GGML_Q8_0, sizeof(sl_block_q8_0), "IQ4_NL"},
     {SL_GGML_IQ4_XS, 256, sizeof(sl_block_iq4_xs), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "IQ4_XS"},
-    {SL_GGML_IQ2_XXS, 256, sizeof(sl_block_iq2_xxs), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "IQ2_XXS"},
-    {SL_GGML_IQ2_XS, 256, sizeof(sl_block_iq2_xs), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "IQ2_XS"},
-    {SL_GGML_IQ2_S, 256, sizeof(sl_block_iq2_s), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "IQ2_S"},
-    {SL_GGML_IQ3_XXS, 256, sizeof(sl_block_iq3_xxs), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "IQ3_XXS"},
-    {SL_GGML_IQ3_S, 256, sizeof(sl_block_iq3_s), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "IQ3_S"},
-    {SL_GGML_IQ1_S, 256, sizeof(sl_block_iq1_s), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "IQ1_S"},
-    {SL_GGML_IQ1_M, 256, sizeof(sl_block_iq1_m), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "IQ1_M"},
+#define IQ_ROW(name, code, B, NAME) {code, 256, sizeof(B), SL_GGML_Q8_K, sizeof(sl_block_q8_K), NAME},
+    SL__IQ_TYPES(IQ_ROW)
+#undef IQ_ROW
     /* a layout of Q4_K (repack.h): its rows are Q4_K's, read through sl__mv_row_at */
     {SL_TYPE_Q4_K_R8, 256, sizeof(sl_block_q4_K), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "Q4_K_R8"},
 };
@@ -421,15 +417,9 @@ static float term_q6_K(const void *wp, const void *xp)
 typedef float (*term_fn)(const void *w, const void *x);
 
 /* the codebook types' terms (matvec_iq.c), one per type for term_for */
-#define IQ_TERM(name, code)                                                                    \
+#define IQ_TERM(name, code, B, NAME)                                                           \
     static float term_##name(const void *w, const void *x) { return sl__mv_term_iq(code, w, x); }
-IQ_TERM(iq2_xxs, SL_GGML_IQ2_XXS)
-IQ_TERM(iq2_xs, SL_GGML_IQ2_XS)
-IQ_TERM(iq2_s, SL_GGML_IQ2_S)
-IQ_TERM(iq3_xxs, SL_GGML_IQ3_XXS)
-IQ_TERM(iq3_s, SL_GGML_IQ3_S)
-IQ_TERM(iq1_s, SL_GGML_IQ1_S)
-IQ_TERM(iq1_m, SL_GGML_IQ1_M)
+SL__IQ_TYPES(IQ_TERM)
 #undef IQ_TERM
 
 static term_fn term_for(uint32_t type)
@@ -448,13 +438,9 @@ static term_fn term_for(uint32_t type)
     case SL_GGML_Q6_K: return term_q6_K;
     case SL_GGML_IQ4_NL: return term_iq4_nl;
     case SL_GGML_IQ4_XS: return term_iq4_xs;
-    case SL_GGML_IQ2_XXS: return term_iq2_xxs;
-    case SL_GGML_IQ2_XS: return term_iq2_xs;
-    case SL_GGML_IQ2_S: return term_iq2_s;
-    case SL_GGML_IQ3_XXS: return term_iq3_xxs;
-    case SL_GGML_IQ3_S: return term_iq3_s;
-    case SL_GGML_IQ1_S: return term_iq1_s;
-    case SL_GGML_IQ1_M: return term_iq1_m;
+#define IQ_CASE(name, code, B, NAME) case code: return term_##name;
+        SL__IQ_TYPES(IQ_CASE)
+#undef IQ_CASE
     default: return NULL;
     }
 }
@@ -615,13 +601,10 @@ void sl__mv_dequant_block(const sl__mv_type *t, const void *block, float *y)
     case SL_GGML_Q3_K:
     case SL_GGML_IQ4_NL:
     case SL_GGML_IQ4_XS:
-    case SL_GGML_IQ2_XXS:
-    case SL_GGML_IQ2_XS:
-    case SL_GGML_IQ2_S:
-    case SL_GGML_IQ3_XXS:
-    case SL_GGML_IQ3_S:
-    case SL_GGML_IQ1_S:
-    case SL_GGML_IQ1_M: /* kernels/ref/quant's dequantizers (ggml's), one block */
+#define IQ_CASE(name, code, B, NAME) case code:
+        SL__IQ_TYPES(IQ_CASE)
+#undef IQ_CASE
+        /* kernels/ref/quant's dequantizers (ggml's), one block */
         sl_quant_dequant_row(t->type, block, y, t->block, NULL);
         return;
     default: return;

@@ -67,6 +67,18 @@ void sl__mv_dot_floats(uint32_t type, const void *w, const float *x, int64_t i0,
 /* Dequantizes one block (t->block elements) into y. */
 void sl__mv_dequant_block(const sl__mv_type *t, const void *block, float *y);
 
+/* The codebook types, the one list every table of them expands (the reference's type table,
+ * terms and dequantizers; the x86 kernels and their dispatch): X(kernel name, GGUF code, block
+ * struct, GGUF name). */
+#define SL__IQ_TYPES(X)                                                                         \
+    X(iq2_xxs, SL_GGML_IQ2_XXS, sl_block_iq2_xxs, "IQ2_XXS")                                   \
+    X(iq2_xs, SL_GGML_IQ2_XS, sl_block_iq2_xs, "IQ2_XS")                                       \
+    X(iq2_s, SL_GGML_IQ2_S, sl_block_iq2_s, "IQ2_S")                                           \
+    X(iq3_xxs, SL_GGML_IQ3_XXS, sl_block_iq3_xxs, "IQ3_XXS")                                   \
+    X(iq3_s, SL_GGML_IQ3_S, sl_block_iq3_s, "IQ3_S")                                           \
+    X(iq1_s, SL_GGML_IQ1_S, sl_block_iq1_s, "IQ1_S")                                           \
+    X(iq1_m, SL_GGML_IQ1_M, sl_block_iq1_m, "IQ1_M")
+
 /* The codebook types (matvec_iq.c: IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) in
  * integer form: element e of the block is factor * d * sc[e / group] * v[e] (v small
  * integers, sc odd); returns group (16 or 32), 0 for another type. */

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "scheduler/moe/expert_ffn.h"
 #include "scheduler/moe/moe_impl.h"
 #include "scheduler/weights.h"
@@ -404,20 +405,13 @@ static sl_status cpu_run(moe_cpu *c, const sl_moe_layer *L, const sl_moe_assign 
     return SL_OK;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static sl_status cpu_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
                           int64_t n_assign, const float *x, int64_t n_tok, float *out,
                           sl_error *err)
 {
-    const uint64_t t0 = now_ns();
+    const uint64_t t0 = sl_clock_ns();
     const sl_status st = cpu_run((moe_cpu *)s, L, a, n_assign, x, n_tok, out, err);
-    s->stats.cpu_ns += now_ns() - t0;
+    s->stats.cpu_ns += sl_clock_ns() - t0;
     return st;
 }
 

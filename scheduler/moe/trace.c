@@ -10,14 +10,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "scheduler/moe/fetch_impl.h"
 
-uint64_t sl__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+uint64_t sl__now_ns(void) { return sl_clock_ns(); }
 
 void sl__trace_add(sl__trace *t, int tid, uint64_t t0_ns, uint64_t t1_ns, const char *fmt, ...)
 {
