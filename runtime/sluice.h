@@ -317,6 +317,12 @@ typedef struct sl_ctx_options {
      * around each step, so each step also counts 2 more device calls in sl_ctx_stats and
      * the pass gets slower by the events; off by default */
     bool profile_steps;
+    /* cuda: run one-token passes as launched kernels every time. By default a context whose
+     * layers all run on the GPU (nothing of them on the host) captures its first one-token
+     * pass into a CUDA graph and replays it for the next ones (one launch a token instead of
+     * ~10 a layer); the logits are the same bits. No effect elsewhere, nor with
+     * profile_steps (which times the launched steps). */
+    bool no_graphs;
 } sl_ctx_options;
 SL_API sl_ctx_options sl_ctx_options_default(void);
 
@@ -483,6 +489,10 @@ typedef struct sl_ctx_stats {
      * inside the layers that ran on the device, and those layers, summed over passes: their
      * ratio is the device steps per layer (issue 32; bench decode's device_steps_per_layer) */
     uint64_t dev_layer_steps, dev_layers;
+    /* cuda decode graphs (sl_ctx_options.no_graphs): one-token passes that ran as one graph
+     * launch, the captures made (the first pass, and again after a reload or a move of the
+     * weights), and captures that failed (that pass, and all after it, ran launched) */
+    uint64_t graph_passes, graph_captures, graph_failures;
 } sl_ctx_stats;
 SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 

@@ -273,6 +273,60 @@ static sl_status cuda_launch_host(sl_device *d, sl_stream *bs, sl_host_fn fn, vo
     return SL_OK;
 }
 
+struct sl_graph {
+    cudaGraphExec_t exec;
+};
+
+/* Relaxed mode: the capturing thread may still make calls CUDA deems unsafe in a capture
+ * (a cudaFuncSetAttribute before a kernel's first launch); anything that waits on the stream
+ * still spoils it, which capture_end reports. */
+static sl_status cuda_capture_begin(sl_device *d, sl_stream *bs, sl_error *err)
+{
+    ENTER(d, err);
+    CU(err, cudaStreamBeginCapture(((cuda_stream *)bs)->s, cudaStreamCaptureModeRelaxed),
+       "cudaStreamBeginCapture");
+    return SL_OK;
+}
+
+static sl_status cuda_capture_end(sl_device *d, sl_stream *bs, sl_graph **out, sl_error *err)
+{
+    ENTER(d, err);
+    cudaGraph_t g = NULL;
+    cudaError_t rc = cudaStreamEndCapture(((cuda_stream *)bs)->s, &g);
+    if (rc != cudaSuccess) {
+        if (g) cudaGraphDestroy(g);
+        cudaGetLastError(); /* a spoiled capture's error is not sticky: clear it */
+        return cu_fail(err, rc, "cudaStreamEndCapture", __LINE__);
+    }
+    sl_graph *sg = calloc(1, sizeof *sg);
+    if (!sg) {
+        cudaGraphDestroy(g);
+        return sl_error_set(err, SL_ERR_NOMEM, "graph: out of memory");
+    }
+    rc = cudaGraphInstantiate(&sg->exec, g, 0);
+    cudaGraphDestroy(g); /* the executable graph keeps its own copy */
+    if (rc != cudaSuccess) {
+        free(sg);
+        return cu_fail(err, rc, "cudaGraphInstantiate", __LINE__);
+    }
+    *out = sg;
+    return SL_OK;
+}
+
+static sl_status cuda_graph_launch(sl_device *d, sl_graph *g, sl_stream *bs, sl_error *err)
+{
+    ENTER(d, err);
+    CU(err, cudaGraphLaunch(g->exec, ((cuda_stream *)bs)->s), "cudaGraphLaunch");
+    return SL_OK;
+}
+
+static void cuda_graph_destroy(sl_device *d, sl_graph *g)
+{
+    cudaSetDevice(ORD(d));
+    cudaGraphExecDestroy(g->exec);
+    free(g);
+}
+
 const sl__device_ops sl__cuda_ops = {
     .kind = SL_DEVICE_CUDA,
     .open = cuda_open,
@@ -296,4 +350,8 @@ const sl__device_ops sl__cuda_ops = {
     .copy = cuda_copy,
     .copy_batch = cuda_copy_batch,
     .launch_host = cuda_launch_host,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_destroy = cuda_graph_destroy,
 };

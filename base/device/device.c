@@ -733,6 +733,53 @@ sl_status sl_device_launch_host(sl_device *d, sl_stream *s, sl_host_fn fn, void 
     return d->ops->launch_host(d, s, fn, user, err);
 }
 
+/* ---- graphs --------------------------------------------------------------------------------- */
+
+static sl_status graph_ops(sl_device *d, sl_stream *s, const char *fn, sl_error *err)
+{
+    sl_status st = check_stream(d, s, fn, err);
+    if (st) return st;
+    if (!d->ops->capture_begin)
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: the %s device has no graphs", fn,
+                            d->ops->kind == SL_DEVICE_SIM ? "sim" : "cuda");
+    return SL_OK;
+}
+
+sl_status sl_device_capture_begin(sl_device *d, sl_stream *s, sl_error *err)
+{
+    sl_error_clear(err);
+    sl_status st = graph_ops(d, s, "sl_device_capture_begin", err);
+    if (st) return st;
+    count_call(d, false);
+    return d->ops->capture_begin(d, s, err);
+}
+
+sl_status sl_device_capture_end(sl_device *d, sl_stream *s, sl_graph **out, sl_error *err)
+{
+    sl_error_clear(err);
+    if (!out) return sl_error_set(err, SL_ERR_INVALID, "sl_device_capture_end: out is NULL");
+    *out = NULL;
+    sl_status st = graph_ops(d, s, "sl_device_capture_end", err);
+    if (st) return st;
+    count_call(d, false);
+    return d->ops->capture_end(d, s, out, err);
+}
+
+sl_status sl_device_graph_launch(sl_device *d, sl_graph *g, sl_stream *s, sl_error *err)
+{
+    sl_error_clear(err);
+    sl_status st = graph_ops(d, s, "sl_device_graph_launch", err);
+    if (st) return st;
+    if (!g) return sl_error_set(err, SL_ERR_INVALID, "sl_device_graph_launch: graph is NULL");
+    count_call(d, false);
+    return d->ops->graph_launch(d, g, s, err);
+}
+
+void sl_device_graph_destroy(sl_device *d, sl_graph *g)
+{
+    if (d && g && d->ops->graph_destroy) d->ops->graph_destroy(d, g);
+}
+
 /* ---- counters and validation ------------------------------------------------------------- */
 
 void sl_device_counters_get(const sl_device *d, sl_device_counters *out)

@@ -142,6 +142,23 @@ typedef void (*sl_host_fn)(void *user);
 sl_status sl_device_launch_host(sl_device *d, sl_stream *s, sl_host_fn fn, void *user,
                                 sl_error *err);
 
+/* Graphs: a stream's work recorded once and replayed as one operation (the decode pass of a
+ * cuda context, runtime/engine/forward.c). Between capture_begin and capture_end the work the
+ * calling thread enqueues on s (copies, host functions, kernels on its native handle) is
+ * recorded, not run; capture_end turns it into a graph that graph_launch enqueues on a stream
+ * as one operation: the same work on the same addresses, so what differs between replays
+ * must differ in memory, not in arguments. Nothing may wait on s while it captures (a stream
+ * sync, an event sync or query of work in the capture, a pageable copy): the capture is then
+ * spoiled, capture_end says so (SL_ERR_DEVICE) and gives no graph, and s runs work again.
+ * cuda: cudaStreamBeginCapture (relaxed mode), EndCapture + GraphInstantiate, GraphLaunch.
+ * sim: SL_ERR_UNSUPPORTED (its executor runs kernels on the calling thread, not on a stream).
+ * graph_destroy: NULL allowed; a launched graph may be destroyed at once (cuda completes it). */
+typedef struct sl_graph sl_graph;
+sl_status sl_device_capture_begin(sl_device *d, sl_stream *s, sl_error *err);
+sl_status sl_device_capture_end(sl_device *d, sl_stream *s, sl_graph **out, sl_error *err);
+sl_status sl_device_graph_launch(sl_device *d, sl_graph *g, sl_stream *s, sl_error *err);
+void sl_device_graph_destroy(sl_device *d, sl_graph *g);
+
 /* Counters for tests and stats: live regions/registrations/streams/events, bytes copied.
  * copies counts every copy enqueued, batched or not; copy_batches the batch calls that
  * enqueued at least one. */
@@ -154,7 +171,8 @@ typedef struct sl_device_counters {
     uint64_t copies_pageable;
     /* what the host pays per operation, whatever the bytes: syncs = blocking waits (stream and
      * event syncs); calls = stream and event operations issued (a copy or a copy batch, event
-     * record / query / sync, stream wait / sync, host function), refused ones included */
+     * record / query / sync, stream wait / sync, host function, capture begin / end, graph
+     * launch), refused ones included */
     uint64_t syncs, calls;
 } sl_device_counters;
 void sl_device_counters_get(const sl_device *d, sl_device_counters *out);

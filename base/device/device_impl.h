@@ -86,6 +86,11 @@ typedef struct sl__device_ops {
                             sl_copy_kind kind, size_t *issued, sl_error *err);
     sl_status (*launch_host)(sl_device *d, sl_stream *s, sl_host_fn fn, void *user,
                              sl_error *err);
+    /* Graphs (device.h); NULL on a backend without them (sim): SL_ERR_UNSUPPORTED. */
+    sl_status (*capture_begin)(sl_device *d, sl_stream *s, sl_error *err);
+    sl_status (*capture_end)(sl_device *d, sl_stream *s, sl_graph **out, sl_error *err);
+    sl_status (*graph_launch)(sl_device *d, sl_graph *g, sl_stream *s, sl_error *err);
+    void (*graph_destroy)(sl_device *d, sl_graph *g);
     /* The backend's own stream handle (cudaStream_t), or NULL where there is none (sim). */
     void *(*stream_native)(sl_stream *s);
 } sl__device_ops;

@@ -618,6 +618,7 @@ template <> __device__ __forceinline__ float kv_f<uint16_t>(const uint16_t *p, i
 
 struct attn_k {
     int32_t D, group, n_kv_head, n_pos, window; /* n_pos: token 0's (token t: n_pos + t) */
+    const int32_t *pos;                         /* or, not NULL: token t's n_pos is pos[t] + 1 */
     int64_t q_ts;                               /* floats between tokens of q and out */
     float scale, softcap;
     const float *sinks;
@@ -634,7 +635,7 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
     __shared__ float wacc[ATTN_WARPS][32 * DPL];
     const int h = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int kvh = h / a.group;
-    const int32_t n_pos = a.n_pos + (int32_t)blockIdx.y;
+    const int32_t n_pos = a.pos ? a.pos[blockIdx.y] + 1 : a.n_pos + (int32_t)blockIdx.y;
     const int32_t p0 = a.window > 0 && a.window < n_pos ? n_pos - a.window : 0;
     q += (int64_t)blockIdx.y * a.q_ts;
     out += (int64_t)blockIdx.y * a.q_ts;
@@ -691,10 +692,11 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
     }
 }
 
-/* n_tok tokens at consecutive positions, one launch (sl_cuda_attn_decode: n_tok 1) */
+/* n_tok tokens in one launch: at consecutive positions from p->n_pos, or (d_pos) at theirs on
+ * the device (sl_cuda_attn_decode: n_tok 1) */
 static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, const void *d_k,
-                             const void *d_v, const sl_attn_params *p, int64_t n_tok,
-                             float *d_out, sl_error *err)
+                             const void *d_v, const sl_attn_params *p, const int32_t *d_pos,
+                             int64_t n_tok, float *d_out, sl_error *err)
 {
     if (!p) return sl_error_set(err, SL_ERR_INVALID, "%s: params is NULL", fn);
     sl_attn_params hp = *p;
@@ -718,6 +720,7 @@ static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, c
     a.group = p->n_head / p->n_kv_head;
     a.n_kv_head = p->n_kv_head;
     a.n_pos = p->n_pos;
+    a.pos = d_pos;
     a.window = p->window;
     a.q_ts = (int64_t)p->n_head * p->head_dim;
     a.scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)p->head_dim));
@@ -744,12 +747,22 @@ extern "C" sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const
                                          const void *d_v, const sl_attn_params *p, float *d_out,
                                          sl_error *err)
 {
-    return attn_launch(__func__, c, d_q, d_k, d_v, p, 1, d_out, err);
+    return attn_launch(__func__, c, d_q, d_k, d_v, p, NULL, 1, d_out, err);
 }
 
 extern "C" sl_status sl_cuda_attn_prefill(sl_cuda_ctx *c, const float *d_q, const void *d_k,
                                           const void *d_v, const sl_attn_params *p, int64_t n_tok,
                                           float *d_out, sl_error *err)
 {
-    return attn_launch(__func__, c, d_q, d_k, d_v, p, n_tok, d_out, err);
+    return attn_launch(__func__, c, d_q, d_k, d_v, p, NULL, n_tok, d_out, err);
+}
+
+extern "C" sl_status sl_cuda_attn_at(sl_cuda_ctx *c, const float *d_q, const void *d_k,
+                                     const void *d_v, const sl_attn_params *p,
+                                     const int32_t *d_pos, int64_t n_tok, float *d_out,
+                                     sl_error *err)
+{
+    const char *fn = __func__;
+    NEED(d_pos, "d_pos", 1);
+    return attn_launch(fn, c, d_q, d_k, d_v, p, d_pos, n_tok, d_out, err);
 }

@@ -99,6 +99,14 @@ sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const void *d_k,
 sl_status sl_cuda_attn_prefill(sl_cuda_ctx *c, const float *d_q, const void *d_k,
                                const void *d_v, const sl_attn_params *p, int64_t n_tok,
                                float *d_out, sl_error *err);
+/* n_tok query tokens at any positions, one launch: token t attends to cache positions [0,
+ * d_pos[t]] (window and sinks as sl_cuda_attn_decode with n_pos = d_pos[t] + 1; the same
+ * bits), d_pos [n_tok] read on the device, so a launch captured in a graph stays right as
+ * the context grows. p->n_pos is checked as in decode and otherwise unused (the caller's
+ * bound: d_pos[t] + 1 <= the cache's positions is the caller's to keep). */
+sl_status sl_cuda_attn_at(sl_cuda_ctx *c, const float *d_q, const void *d_k, const void *d_v,
+                          const sl_attn_params *p, const int32_t *d_pos, int64_t n_tok,
+                          float *d_out, sl_error *err);
 
 #ifdef __cplusplus
 }

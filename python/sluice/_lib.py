@@ -72,7 +72,8 @@ class ReloadReport(Structure):  # sluice.h sl_reload_report
 class CtxOptions(_Sized):
     _fields_ = [("struct_size", c_size_t), ("n_ctx", c_int32), ("n_batch", c_int32), ("kv_f16", c_bool),
                 ("all_logits", c_bool), ("sched", c_char_p), ("neuron_stats", c_bool),
-                ("relu_dense", c_bool), ("embeddings", c_bool), ("profile_steps", c_bool)]
+                ("relu_dense", c_bool), ("embeddings", c_bool), ("profile_steps", c_bool),
+                ("no_graphs", c_bool)]
 
 
 class StepProfile(Structure):  # sluice.h sl_step_profile
@@ -96,6 +97,7 @@ class CtxStats(Structure):
         ("dev_syncs", c_uint64), ("dev_calls", c_uint64),
         ("expert_cpu_bytes", c_uint64), ("expert_cpu_seconds", c_double),
         ("dev_layer_steps", c_uint64), ("dev_layers", c_uint64),
+        ("graph_passes", c_uint64), ("graph_captures", c_uint64), ("graph_failures", c_uint64),
     ]
 
 

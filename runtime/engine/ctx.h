@@ -132,6 +132,13 @@ struct sl_ctx {
     /* a batched pass's host logits [batch_rows][n_vocab] before they go to each context */
     float *batch_logits;
     int64_t batch_rows;
+    /* the decode graph (forward.c): the captured one-token pass (NULL: none yet), the output
+     * rows it was captured for, its device steps; graph_failed: a capture failed, the context
+     * runs its passes eagerly from then on */
+    sl_graph *graph;
+    int64_t graph_out;
+    uint64_t graph_steps;
+    bool graph_failed;
 };
 
 /* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention
@@ -172,6 +179,9 @@ sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits
  * rows with logits (n_seqs > 1). No context's n_past is advanced. */
 sl_status sl__forward_batch(sl_ctx *lead, const sl__seq *seqs, int32_t n_seqs,
                             const int32_t *tokens, int64_t n, sl_error *err);
+/* Drops the context's decode graph (what it captured may point at moved memory): the device
+ * side's rebind and destroy call it; the next one-token pass captures anew. */
+void sl__forward_graph_drop(sl_ctx *c);
 
 /* arch_qwen3next.c: the recurrent state of a context whose model has recurrent layers
  * (create/free: nothing for the others), the pass's bracket (begin: SL_ERR_UNSUPPORTED unless

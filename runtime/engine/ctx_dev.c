@@ -225,6 +225,7 @@ sl_status sl__ctx_dev_rebind(sl_ctx *c, sl_error *err)
     if (!c->dev.dx) return SL_OK;
     const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
     sl_status st;
+    sl__forward_graph_drop(c); /* it holds the addresses rebound here */
     const sl_weight *rf = sl__model_rope_factors(m, c->kv.n_ctx);
     if (rf && on_dev(rf)) c->dev.rope_freqs = rf->data;
     for (int32_t il = 0; cuda && il < m->hp.n_layer && m->hp.n_expert; il++) {
@@ -392,6 +393,7 @@ void sl__ctx_dev_destroy(sl_ctx *c)
 {
     /* copies into the blocks may still be in flight after a failed create */
     if (c->n_dev_blocks) sl_device_stream_sync(c->m->dev, c->m->stream, NULL);
+    sl__forward_graph_drop(c);
     sl__dx_destroy(c->dev.dx);
     c->dev.dx = NULL;
     if (c->ev_xn) sl_device_event_destroy(c->m->dev, c->ev_xn);

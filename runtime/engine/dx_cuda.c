@@ -3,9 +3,9 @@
  * Matmuls: GEMV (F32 activations) for batches below SL__DX_GEMM_MIN_BATCH and for F32 weights
  * (whose 1e-4 agreement with the reference an F16 GEMM would lose); the cuBLAS GEMM after
  * dequantisation to F16 otherwise, when the caller's workspace holds the matrix, else GEMV in
- * batches. Attention: one launch per run of consecutive positions (a prefill chunk of one
- * sequence; each token's block the decode kernel's), not yet a tiled kernel that reads K/V
- * once per tile of queries. Routed experts: batched-expert GEMVs over a
+ * batches. Attention: one launch for up to 65535 tokens, each at its position read on the
+ * device (so a captured decode pass replays at any context length; each token's block the
+ * decode kernel's), not yet a tiled kernel that reads K/V once per tile of queries. Routed experts: batched-expert GEMVs over a
  * chunk of up to MOE_CHUNK tokens' selections at once (a prefill of 512 tokens was 4 launches
  * per token and layer: launch-bound at 284 tok/s on the H200, 2026-11-30) — gate and up (each
  * token's X shared by its k slots), the activation, down (each slot's own X) — then one
@@ -125,23 +125,23 @@ static sl_status c_kv_store(sl__dx *x, void *cache, bool f16, int64_t row, const
     return sl_cuda_kv_store(((dx_cuda *)x)->cu, src, pos, n, row, f16, cache, err);
 }
 
+/* Up to 65535 tokens a launch, each at its position read on the device (pos), so that a
+ * captured decode pass replays right at any context length; h_pos gives the checks' bound. */
 static sl_status c_attn(sl__dx *x, const float *q, const void *kc, const void *vc,
-                        const sl_attn_params *p, const int32_t *h_pos, int64_t n, float *out,
-                        sl_error *err)
+                        const sl_attn_params *p, const int32_t *h_pos, const int32_t *pos,
+                        int64_t n, float *out, sl_error *err)
 {
     x->steps++;
     dx_cuda *c = (dx_cuda *)x;
     const int64_t qd = (int64_t)p->n_head * p->head_dim;
     for (int64_t t = 0; t < n;) {
-        /* a run of consecutive positions (a prefill's, of one sequence) is one launch */
-        int64_t r = 1;
-        while (t + r < n && r < 65535 && h_pos[t + r] == h_pos[t] + r) r++;
+        const int64_t r = n - t < 65535 ? n - t : 65535;
         sl_attn_params pt = *p;
-        pt.n_pos = h_pos[t] + 1;
-        sl_status st = r == 1 ? sl_cuda_attn_decode(c->cu, q + t * qd, kc, vc, &pt, out + t * qd,
-                                                    err)
-                              : sl_cuda_attn_prefill(c->cu, q + t * qd, kc, vc, &pt, r,
-                                                     out + t * qd, err);
+        pt.n_pos = 0;
+        for (int64_t i = t; i < t + r; i++)
+            if (h_pos[i] + 1 > pt.n_pos) pt.n_pos = h_pos[i] + 1;
+        sl_status st = sl_cuda_attn_at(c->cu, q + t * qd, kc, vc, &pt, pos + t, r, out + t * qd,
+                                       err);
         if (st) return st;
         t += r;
     }

@@ -100,8 +100,8 @@ static sl_status attn_seqs(const sl_ctx *c, const sl__side *s, int32_t il, const
         const sl_status st = s->dx->vt->attn(s->dx, q + sq->off * row,
                                              kv_base(sq->c, host, il, false),
                                              kv_base(sq->c, host, il, true), &ap,
-                                             c->host.pos + sq->off, sq->n, out + sq->off * row,
-                                             err);
+                                             c->host.pos + sq->off, s->pos + sq->off, sq->n,
+                                             out + sq->off * row, err);
         if (st) return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
     }
     return SL_OK;
@@ -624,6 +624,109 @@ static sl_status move_x(sl_ctx *c, const sl__side **at, const sl__side *to, int6
     return SL_OK;
 }
 
+/* The layers over the pass's n rows, x moved to each layer's side first (*at: where x is);
+ * the last keeps n_out rows past its attention. */
+static sl_status layers_run(sl_ctx *c, const sl__side **at, int64_t n, int64_t n_out,
+                            sl_error *err)
+{
+    const int32_t n_layer = c->m->hp.n_layer;
+    for (int32_t il = 0; il < n_layer; il++) {
+        const sl__side *s = c->layer_dev[il] ? &c->dev : &c->host;
+        const uint64_t steps0 = c->dev.dx ? c->dev.dx->steps : 0;
+        const int64_t keep = il == n_layer - 1 ? n_out : n;
+        sl_status st;
+        if ((st = move_x(c, at, s, n, err)) || (st = layer(c, s, il, n, keep, err))) return st;
+        if (s == &c->dev) { /* sluice.h dev_layer_steps */
+            c->stats.dev_layer_steps += c->dev.dx->steps - steps0;
+            c->stats.dev_layers++;
+        }
+    }
+    return SL_OK;
+}
+
+/* ---- the decode graph ------------------------------------------------------------------------
+ * A one-token pass of one context whose layers all run on a cuda device with no part on the
+ * host is captured once (base/device graphs) and replayed for the next tokens: one launch
+ * instead of ~10 a layer, and none of this file's host work. What changes between tokens
+ * lives in device memory the capture reads, not in arguments it froze: x (uploaded before
+ * the launch), the positions (rope, the KV store and attention read them on the device).
+ * What it froze - weight, cache and scratch addresses, the output rows - is kept by dropping
+ * the graph where addresses move (sl__ctx_dev_rebind, after a reload or a runtime's move)
+ * and by re-capturing for other output rows. A capture that fails (sim has no graphs;
+ * anything that waits on the stream) runs that pass launched and ends the context's tries. */
+static bool graph_fits(const sl_ctx *c, int64_t n)
+{
+    const sl_model *m = c->m;
+    if (!c->dev.dx || n != 1 || c->n_seqs != 1 || c->seqs[0].c != c || c->opt.no_graphs ||
+        c->opt.profile_steps || c->graph_failed || c->rs || c->nstats ||
+        sl_device_kind_get(m->dev) != SL_DEVICE_CUDA)
+        return false;
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const sl__layer *L = &m->layers[il];
+        if (!c->layer_dev[il]) return false;
+        if (sl__layer_moe(L) ? L->moe_split || !L->moe_on_device || !L->moe_on_device[0]
+                             : L->ffn_up->residency == SL_RES_PARTS || !on_device(L->ffn_up))
+            return false; /* a host part: a sync or a host function inside the pass */
+    }
+    return true;
+}
+
+void sl__forward_graph_drop(sl_ctx *c)
+{
+    if (c->graph) sl_device_graph_destroy(c->m->dev, c->graph);
+    c->graph = NULL;
+}
+
+/* Captures the pass's layers: SL_OK with c->graph set, or an error (nothing ran, counts as
+ * before: the caller runs the pass launched). */
+static sl_status graph_capture(sl_ctx *c, const sl__side **at, int64_t n, int64_t n_out,
+                               sl_error *err)
+{
+    const sl_model *m = c->m;
+    const uint64_t ls0 = c->stats.dev_layer_steps, nl0 = c->stats.dev_layers;
+    sl_status st = sl_device_capture_begin(m->dev, m->stream, err);
+    if (st) return st;
+    st = layers_run(c, at, n, n_out, err);
+    sl_error e2;
+    sl_graph *g = NULL;
+    const sl_status end = sl_device_capture_end(m->dev, m->stream, &g, st ? &e2 : err);
+    if (!st) st = end;
+    c->graph_steps = c->stats.dev_layer_steps - ls0;
+    c->stats.dev_layer_steps = ls0; /* recorded, not run: the launch counts them */
+    c->stats.dev_layers = nl0;
+    if (st) {
+        sl_device_graph_destroy(m->dev, g);
+        return st;
+    }
+    c->graph = g;
+    c->graph_out = n_out;
+    c->stats.graph_captures++;
+    return SL_OK;
+}
+
+static sl_status layers_graph(sl_ctx *c, const sl__side **at, int64_t n, int64_t n_out,
+                              sl_error *err)
+{
+    const sl_model *m = c->m;
+    /* x goes up before: its source is host memory the pass rewrites */
+    sl_status st = move_x(c, at, &c->dev, n, err);
+    if (st) return st;
+    if (c->graph && c->graph_out != n_out) sl__forward_graph_drop(c);
+    if (!c->graph) {
+        sl_error ce;
+        if (graph_capture(c, at, n, n_out, &ce)) {
+            c->graph_failed = true;
+            c->stats.graph_failures++;
+            return layers_run(c, at, n, n_out, err);
+        }
+    }
+    if ((st = sl_device_graph_launch(m->dev, c->graph, m->stream, err))) return st;
+    c->stats.graph_passes++;
+    c->stats.dev_layer_steps += c->graph_steps;
+    c->stats.dev_layers += (uint64_t)m->hp.n_layer;
+    return SL_OK;
+}
+
 /* The greedy pick of logits row `row` (in s's memory): on a device only the result comes
  * back. */
 static sl_status pick(sl_ctx *c, const sl__side *s, const float *row, int32_t *greedy,
@@ -828,18 +931,11 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, int32_
      * rows) */
     const sl__side *last = c->layer_dev[hp->n_layer - 1] ? &c->dev : h;
     const int64_t n_out = last->dx->vt->copy2d ? out_rows(c, n) : n;
-    for (int32_t il = 0; il < hp->n_layer; il++) {
-        const sl__side *s = c->layer_dev[il] ? &c->dev : h;
-        const uint64_t steps0 = c->dev.dx ? c->dev.dx->steps : 0;
-        const int64_t keep = il == hp->n_layer - 1 ? n_out : n;
-        if ((st = move_x(c, &at, s, n, err)) || (st = layer(c, s, il, n, keep, err))) {
-            if (c->dev.dx) sync_dev(c, NULL); /* nothing in flight may outlive the call */
-            return st;
-        }
-        if (s == &c->dev) { /* sluice.h dev_layer_steps */
-            c->stats.dev_layer_steps += c->dev.dx->steps - steps0;
-            c->stats.dev_layers++;
-        }
+    st = graph_fits(c, n) ? layers_graph(c, &at, n, n_out, err)
+                          : layers_run(c, &at, n, n_out, err);
+    if (st) {
+        if (c->dev.dx) sync_dev(c, NULL); /* nothing in flight may outlive the call */
+        return st;
     }
     bool any = false;
     for (int32_t i = 0; i < c->n_seqs; i++) any |= c->seqs[i].logits != NULL;

@@ -47,6 +47,8 @@ static void test_host_side(void)
     CHECK_CONTAINS(e.msg, "n_tok");
     CHECK(sl_cuda_attn_prefill(NULL, p, p, p, &ap, 65536, p, &e) == SL_ERR_INVALID);
     CHECK(sl_cuda_attn_prefill(NULL, p, p, p, &ap, 4, p, &e) == SL_ERR_INVALID); /* no ctx */
+    CHECK(sl_cuda_attn_at(NULL, p, p, p, &ap, NULL, 4, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "d_pos");
     sl_router_params rt = {.gating = SL_GATING_SOFTMAX_TOPK, .n_expert = 8, .k = 9, .weight_scale = 1};
     CHECK(sl_cuda_router_topk(NULL, p, 1, &rt, (int32_t *)p, p, &e) == SL_ERR_INVALID);
     rt.k = 2, rt.n_group = 3, rt.top_group = 1; /* 8 experts do not split into 3 groups */
@@ -427,6 +429,29 @@ static void test_ops(sl_cuda_ctx *c)
         for (int64_t i = 0; i < nq; i++) bad += memcmp(&o1[i], &on[i], 4) != 0;
         CHECK_MSG(bad == 0, "attn prefill variant %d: %d of %lld outputs differ from %d decode "
                   "launches", variant, bad, (long long)nq, (int)NT);
+        /* sl_cuda_attn_at: the positions read on the device, in reverse order (q rows
+         * reversed with them) and a stale host n_pos: the same bits per token */
+        int32_t pos[NT];
+        float *qr = xmalloc((size_t)nq * 4);
+        for (int t = 0; t < NT; t++) {
+            pos[t] = p.n_pos - 1 + (NT - 1 - t);
+            memcpy(qr + t * qd, q + (NT - 1 - t) * qd, (size_t)qd * 4);
+        }
+        int32_t *dpos = (int32_t *)dmalloc(sizeof pos);
+        float *dqr = dup_d(qr, nq);
+        h2d(dpos, pos, sizeof pos);
+        sl_attn_params pa = p;
+        pa.n_pos = 1;
+        CHECK_MSG(sl_cuda_attn_at(c, dqr, dk, dk, &pa, dpos, NT, dop, &e) == SL_OK, "%s", e.msg);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(o1, dop, (size_t)nq * 4);
+        bad = 0;
+        for (int t = 0; t < NT; t++)
+            bad += memcmp(o1 + t * qd, on + (NT - 1 - t) * qd, (size_t)qd * 4) != 0;
+        CHECK_MSG(bad == 0, "attn at positions variant %d: %d of %d tokens differ from decode",
+                  variant, bad, (int)NT);
+        free(qr);
+        cudaFree(dpos), cudaFree(dqr);
         CHECK(sl_cuda_attn_prefill(c, dq, dk, dk, &p, 0, dop, &e) == SL_ERR_INVALID);
         CHECK_CONTAINS(e.msg, "n_tok");
         free(q), free(o1), free(on), free(kv);

@@ -9,7 +9,7 @@
  * sequences in one pass, then batched decodes; same tolerances); and routed experts split
  * hot/cold (qwen3moe, mixtral, gpt-oss: expert biases and the clamped SwiGLU; a random index
  * and one with empty parts), hot parts and their gate/up bias entries on the GPU, against the
- * CPU (its sim twin: hotcold_test).
+ * CPU (its sim twin: hotcold_test); the decode graph against launched decoding (check_graph).
  * Without a usable GPU: prints "SKIPPED, no usable GPU" and passes (CI). Its CPU twin in CI is
  * engine_test, which runs the same placements on the sim device (bit-identical to the CPU). */
 #include <math.h>
@@ -152,6 +152,73 @@ static double batch_vs(sl_model *m, const float *ref, size_t V, double tol, cons
     return worst;
 }
 
+/* The decode graph (sl_ctx_options.no_graphs): k_tokens decoded one at a time, then again
+ * from position REW after a rewind, with graphs (the default) and without, give the same bits
+ * (the re-decoded rows also those of the first time: the positions the replay reads live on
+ * the device); the stats say what ran: a context whose layers all run on the GPU captures
+ * once and runs every pass as one graph launch, one with host layers or parts never captures,
+ * no_graphs never does. */
+static void check_graph(sl_model *m, bool all_dev, const char *label)
+{
+    enum { REW = 5, ROWS = 2 * N_TOK - REW };
+    sl_model_info info;
+    sl_model_info_get(m, &info);
+    const size_t V = (size_t)info.n_vocab;
+    float *out[2] = {calloc(V * ROWS, sizeof(float)), calloc(V * ROWS, sizeof(float))};
+    sl_ctx_stats st[2];
+    memset(st, 0, sizeof st);
+    bool ok = out[0] && out[1];
+    for (int g = 0; g < 2 && ok; g++) {
+        sl_ctx_options co = sl_ctx_options_default();
+        co.n_ctx = 64;
+        co.kv_f16 = false;
+        co.no_graphs = g == 1;
+        sl_ctx *c = NULL;
+        sl_error e;
+        ok = sl_ctx_create(m, &co, &c, &e) == SL_OK;
+        CHECK_MSG(ok, "%s: graph ctx: %s", label, e.msg);
+        for (int i = 0; i < ROWS && ok; i++) {
+            const int t = i < N_TOK ? i : i - N_TOK + REW;
+            if (i == N_TOK) {
+                ok = sl_ctx_rewind(c, REW, &e) == SL_OK;
+                CHECK_MSG(ok, "%s: rewind: %s", label, e.msg);
+            }
+            ok = ok && sl_ctx_eval(c, &k_tokens[t], 1, &e) == SL_OK;
+            CHECK_MSG(ok, "%s: %s decode %d: %s", label, g ? "launched" : "graph", i, e.msg);
+            const float *l = ok ? sl_ctx_logits(c, -1) : NULL;
+            if (l) memcpy(out[g] + (size_t)i * V, l, V * sizeof *l);
+        }
+        sl_ctx_stats_get(c, &st[g]);
+        sl_ctx_destroy(c);
+    }
+    for (int i = 0; i < ROWS && ok; i++) {
+        const size_t at = (size_t)i * V;
+        CHECK_MSG(!memcmp(out[0] + at, out[1] + at, V * sizeof(float)),
+                  "%s: decode %d: graph and launched logits differ", label, i);
+        if (i >= N_TOK)
+            CHECK_MSG(!memcmp(out[0] + at, out[0] + (size_t)(i - N_TOK + REW) * V,
+                              V * sizeof(float)),
+                      "%s: decode %d after the rewind differs from the first time", label, i);
+    }
+    const sl_ctx_stats *s = &st[0];
+    if (ok && all_dev)
+        CHECK_MSG(s->graph_captures == 1 && s->graph_passes == ROWS && !s->graph_failures,
+                  "%s: graph: %llu captures, %llu passes of %d, %llu failures", label,
+                  (unsigned long long)s->graph_captures, (unsigned long long)s->graph_passes,
+                  ROWS, (unsigned long long)s->graph_failures);
+    else if (ok)
+        CHECK_MSG(!s->graph_captures && !s->graph_passes && !s->graph_failures,
+                  "%s: graph with host parts: %llu captures, %llu passes", label,
+                  (unsigned long long)s->graph_captures, (unsigned long long)s->graph_passes);
+    CHECK_MSG(!st[1].graph_captures && !st[1].graph_passes, "%s: no_graphs captured", label);
+    if (ok)
+        printf("%-30s graph: %llu passes, %llu captures, steps/layer %.2f\n", label,
+               (unsigned long long)s->graph_passes, (unsigned long long)s->graph_captures,
+               s->dev_layers ? (double)s->dev_layer_steps / (double)s->dev_layers : 0.0);
+    free(out[0]);
+    free(out[1]);
+}
+
 /* Writes arch's tiny model of wtype to dir/PREFIXarch-wtype.gguf (path) with parameters *p. */
 static bool write_model(const char *arch, uint32_t wtype, bool tie, const char *prefix,
                         const char *dir, tm_params *p, char path[700])
@@ -215,6 +282,7 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
         snprintf(lab, sizeof lab, "%s %s %s", arch, wtype == SL_GGML_F32 ? "F32" : "Q8_0", pn[i]);
         printf("%-30s batched vs CPU: rel %.3g\n", lab,
                batch_vs(m, ref, (size_t)info.n_vocab, tol, lab));
+        check_graph(m, i == 0, lab);
         free(l);
         free(d);
         free(ch);
