@@ -75,6 +75,8 @@ def main():
                "--prompt-tokens", "16", "--placement", "gpu", "--n-cpu-moe", "1", "--json")
     gj = bench(os.path.join(d, "decode-gpu.json"), "bench", "decode", "-m", m, "-n", "3",
                "--prompt-tokens", "8", "--placement", "gpu", "--json")
+    lj = bench(os.path.join(d, "decode-launched.json"), "bench", "decode", "-m", m, "-n", "3",
+               "--prompt-tokens", "8", "--placement", "gpu", "--no-graphs", "--json")
     # llama.cpp at the same prompt length as the hybrid row (16) and another (512) for the gpu
     lnc = [llama_entry(16, 0, 800.0, ncmoe=1), llama_entry(0, 8, 40.0, ncmoe=1)]
     lg = [llama_entry(512, 0, 3000.0), llama_entry(0, 8, 160.0)]
@@ -94,13 +96,18 @@ def main():
            "device, commit, budget and n-cpu-moe from run-info.json")
     hy, mc = row(s, "sluice/decode-hybrid/gpu"), row(s, "sluice/moe/cpu")
     ln, lgr = row(s, "llama.cpp/llama-ncmoe/ngl99-ncmoe1"), row(s, "llama.cpp/llama-gpu/ngl99-ncmoe0")
-    gp = row(s, "sluice/decode-gpu/gpu")
-    expect(None not in (hy, mc, ln, lgr, gp) and s["roles"] == {
+    gp, gl = row(s, "sluice/decode-gpu/gpu"), row(s, "sluice/decode-launched/gpu")
+    expect(None not in (hy, mc, ln, lgr, gp, gl) and s["roles"] == {
         "hybrid": "sluice/decode-hybrid/gpu", "mode_cpu": "sluice/moe/cpu",
-        "gpu": "sluice/decode-gpu/gpu", "llamacpp_ncmoe": "llama.cpp/llama-ncmoe/ngl99-ncmoe1",
+        "gpu": "sluice/decode-gpu/gpu", "gpu_launched": "sluice/decode-launched/gpu",
+        "llamacpp_ncmoe": "llama.cpp/llama-ncmoe/ngl99-ncmoe1",
         "llamacpp_gpu": "llama.cpp/llama-gpu/ngl99-ncmoe0"}, f"roles: {s.get('roles')}")
-    if None in (hy, mc, ln, lgr, gp):
+    if None in (hy, mc, ln, lgr, gp, gl):
         return finish()
+    expect(gl["tok_s_decode"] == lj["runs"][0]["decode_tps"] and
+           close(s["gpu_graph_vs_launched_decode"], gp["tok_s_decode"] / gl["tok_s_decode"]),
+           f"gpu_graph_vs_launched_decode = gpu decode / --no-graphs decode "
+           f"({s.get('gpu_graph_vs_launched_decode')})")
     h0, g0 = hj["runs"][0], gj["runs"][0]
     # rows carry the bench's own figures
     expect(hy["tok_s_decode"] == h0["decode_tps"] and hy["tok_s_prefill"] == h0["prefill_tps"]
@@ -236,7 +243,7 @@ def main():
     s3 = s3 or {}
     keys = ["device", "commit", "vram_budget_bytes", "cpu_vs_llamacpp", "tests"] + \
         list(s3.get("ratio_definitions", {}))
-    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 11 and
+    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 12 and
            all(s3.get(k) is None and s3["null_reasons"].get(k) for k in keys),
            f"empty run folder: all null with reasons ({s3.get('null_reasons')})")
     r, _ = summarize(os.path.join(tmp, "no-such-folder"))

@@ -735,6 +735,9 @@ int sl_bench_decode(int argc, char **argv)
                        r->cost.pcie_expert_bytes_per_token / 1e6);
             if (r->cost.steps_per_layer >= 0)
                 printf("; %.1f device steps per device layer", r->cost.steps_per_layer);
+            if (r->cost.graph_passes_per_step > 0)
+                printf("; %.0f%% of the steps one CUDA graph launch",
+                       100 * r->cost.graph_passes_per_step);
             if (r->cost.cpu_expert_gbps > 0) /* issue 33: beside the read bound above */
                 printf("; CPU experts %.2f GB/s (%.0f%% of the streaming read)",
                        r->cost.cpu_expert_gbps, gbps > 0 ? 100 * r->cost.cpu_expert_gbps / gbps

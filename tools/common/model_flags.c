@@ -307,6 +307,9 @@ static int parse_model_flag(sl_cli_model_flags *f, sl_cli_args *a)
     } else if (sl_cli_is(a, "-nr", "--no-repack")) {
         if (a->inline_val) return sl_cli_no_value(a);
         f->opt.no_repack = true;
+    } else if (sl_cli_is(a, "--no-graphs", NULL)) {
+        if (a->inline_val) return sl_cli_no_value(a);
+        f->no_graphs = true;
     } else if (sl_cli_is(a, "--n-cpu-moe", "-ncmoe")) {
         if (!(v = sl_cli_value(a)) ||
             parse_int_flag(a, v, SL_RANGE_N_CPU_MOE, &f->opt.n_cpu_moe))
@@ -371,6 +374,7 @@ int sl_cli_model_flags_parse(sl_cli_model_flags *f, sl_cli_args *a)
 
 void sl_cli_ctx_sched(sl_cli_model_flags *f, sl_ctx_options *co)
 {
+    co->no_graphs = f->no_graphs;
     if (!f->sched && !f->trace) return;
     snprintf(f->sched_buf, sizeof f->sched_buf, "%s%s%s", f->sched ? f->sched : "",
              f->sched && f->trace ? " " : "", f->trace ? "trace=1" : "");
@@ -475,6 +479,10 @@ void sl_cli_model_flags_help(FILE *out)
           "  -nr, --no-repack       keep Q4_K weights as stored (default: the CPU's Q4_K\n"
           "                         matrices are repacked at load into Q4_K_R8, eight rows\n"
           "                         interleaved; the same logits, faster CPU matvecs)\n"
+          "  --no-graphs            cuda: launch a decode token's kernels one by one (default:\n"
+          "                         a model whose layers all run on the GPU captures its first\n"
+          "                         token into a CUDA graph and replays it: same logits, one\n"
+          "                         launch a token)\n"
           "MoE scheduler:\n"
           "  --sched \"K=V ...\"      scheduler options over $SLUICE_POSTFETCH_*: mode=cpu\n"
           "                         (default) | post | full | auto, block_on_miss=0|1,\n"
