@@ -179,8 +179,9 @@ sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits
  * rows with logits (n_seqs > 1). No context's n_past is advanced. */
 sl_status sl__forward_batch(sl_ctx *lead, const sl__seq *seqs, int32_t n_seqs,
                             const int32_t *tokens, int64_t n, sl_error *err);
-/* Drops the context's decode graph (what it captured may point at moved memory): the device
- * side's rebind and destroy call it; the next one-token pass captures anew. */
+/* Drops the context's decode graph (what it captured may point at moved memory): engine.c's
+ * refresh or rebind of the context and the device side's destroy call it; the next one-token
+ * pass captures anew. */
 void sl__forward_graph_drop(sl_ctx *c);
 
 /* arch_qwen3next.c: the recurrent state of a context whose model has recurrent layers

@@ -225,7 +225,6 @@ sl_status sl__ctx_dev_rebind(sl_ctx *c, sl_error *err)
     if (!c->dev.dx) return SL_OK;
     const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
     sl_status st;
-    sl__forward_graph_drop(c); /* it holds the addresses rebound here */
     const sl_weight *rf = sl__model_rope_factors(m, c->kv.n_ctx);
     if (rf && on_dev(rf)) c->dev.rope_freqs = rf->data;
     for (int32_t il = 0; cuda && il < m->hp.n_layer && m->hp.n_expert; il++) {

@@ -434,6 +434,7 @@ static sl_status ctx_sync(sl_ctx *c, uint64_t epoch, uint64_t res_epoch, uint64_
 {
     const bool refresh = epoch != c->epoch || layout_epoch != c->res_layout_epoch;
     if (!refresh && res_epoch == c->res_epoch) return SL_OK;
+    sl__forward_graph_drop(c); /* it froze addresses that may move now */
     const sl_status st = refresh ? ctx_refresh(c, err) : ctx_rebind(c, err);
     if (st) return st;
     c->epoch = epoch;

@@ -651,7 +651,7 @@ static sl_status layers_run(sl_ctx *c, const sl__side **at, int64_t n, int64_t n
  * lives in device memory the capture reads, not in arguments it froze: x (uploaded before
  * the launch), the positions (rope, the KV store and attention read them on the device).
  * What it froze - weight, cache and scratch addresses, the output rows - is kept by dropping
- * the graph where addresses move (sl__ctx_dev_rebind, after a reload or a runtime's move)
+ * the graph where addresses may move (engine.c's refresh or rebind: a reload, a runtime's move)
  * and by re-capturing for other output rows. A capture that fails (sim has no graphs;
  * anything that waits on the stream) runs that pass launched and ends the context's tries. */
 static bool graph_fits(const sl_ctx *c, int64_t n)
