@@ -645,8 +645,9 @@ static sl_status layers_run(sl_ctx *c, const sl__side **at, int64_t n, int64_t n
 }
 
 /* ---- the decode graph ------------------------------------------------------------------------
- * A one-token pass of one context whose layers all run on a cuda device with no part on the
- * host is captured once (base/device graphs) and replayed for the next tokens: one launch
+ * A one-token pass of one context whose layers all run on a cuda device, with nothing on the
+ * host but routed experts in stream order (host_experts_fn: copies and a host function, no
+ * wait), is captured once (base/device graphs) and replayed for the next tokens: one launch
  * instead of ~10 a layer, and none of this file's host work. What changes between tokens
  * lives in device memory the capture reads, not in arguments it froze: x (uploaded before
  * the launch), the positions (rope, the KV store and attention read them on the device).
@@ -664,9 +665,11 @@ static bool graph_fits(const sl_ctx *c, int64_t n)
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const sl__layer *L = &m->layers[il];
         if (!c->layer_dev[il]) return false;
-        if (sl__layer_moe(L) ? L->moe_split || !L->moe_on_device || !L->moe_on_device[0]
+        /* a host part other than stream-ordered experts waits on the stream */
+        if (sl__layer_moe(L) ? L->moe_split || (!(L->moe_on_device && L->moe_on_device[0]) &&
+                                                !experts_in_stream_order(c, &c->dev))
                              : L->ffn_up->residency == SL_RES_PARTS || !on_device(L->ffn_up))
-            return false; /* a host part: a sync or a host function inside the pass */
+            return false;
     }
     return true;
 }

@@ -155,10 +155,11 @@ static double batch_vs(sl_model *m, const float *ref, size_t V, double tol, cons
 /* The decode graph (sl_ctx_options.no_graphs): k_tokens decoded one at a time, then again
  * from position REW after a rewind, with graphs (the default) and without, give the same bits
  * (the re-decoded rows also those of the first time: the positions the replay reads live on
- * the device); the stats say what ran: a context whose layers all run on the GPU captures
- * once and runs every pass as one graph launch, one with host layers or parts never captures,
- * no_graphs never does. */
-static void check_graph(sl_model *m, bool all_dev, const char *label)
+ * the device); the stats say what ran: a context whose layers all run on the GPU (routed
+ * experts on the host in stream order included: graph 1) captures once and runs every pass as
+ * one graph launch, one with host layers (graph 0) never captures, -1: either (a dense FFN on
+ * the host waits on the stream: launched), no_graphs never captures. */
+static void check_graph(sl_model *m, int graph, const char *label)
 {
     enum { REW = 5, ROWS = 2 * N_TOK - REW };
     sl_model_info info;
@@ -201,7 +202,7 @@ static void check_graph(sl_model *m, bool all_dev, const char *label)
                       "%s: decode %d after the rewind differs from the first time", label, i);
     }
     const sl_ctx_stats *s = &st[0];
-    if (ok && all_dev)
+    if (ok && (graph == 1 || (graph < 0 && s->graph_passes)))
         CHECK_MSG(s->graph_captures == 1 && s->graph_passes == ROWS && !s->graph_failures,
                   "%s: graph: %llu captures, %llu passes of %d, %llu failures", label,
                   (unsigned long long)s->graph_captures, (unsigned long long)s->graph_passes,
@@ -282,7 +283,9 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
         snprintf(lab, sizeof lab, "%s %s %s", arch, wtype == SL_GGML_F32 ? "F32" : "Q8_0", pn[i]);
         printf("%-30s batched vs CPU: rel %.3g\n", lab,
                batch_vs(m, ref, (size_t)info.n_vocab, tol, lab));
-        check_graph(m, i == 0, lab);
+        /* gpu: all on the device; layers: one layer there; experts-cpu and n-cpu-moe: host
+         * experts in stream order (a dense model's experts-cpu: either) */
+        check_graph(m, i == 0 ? 1 : i == 1 ? 0 : info.n_expert ? 1 : -1, lab);
         free(l);
         free(d);
         free(ch);
