@@ -3,7 +3,9 @@
  * Matmuls: GEMV (F32 activations) for batches below SL__DX_GEMM_MIN_BATCH and for F32 weights
  * (whose 1e-4 agreement with the reference an F16 GEMM would lose); the cuBLAS GEMM after
  * dequantisation to F16 otherwise, when the caller's workspace holds the matrix, else GEMV in
- * batches. Attention: one launch for up to 65535 tokens, each at its position read on the
+ * batches. Routed experts of a chunk with at least as many selections as experts: grouped by
+ * expert (kernels/cuda/gemv_grouped.h: one sort per chunk, each expert's weights read once per
+ * group of its slots), else one batched-expert GEMV per projection. Attention: one launch for up to 65535 tokens, each at its position read on the
  * device (so a captured decode pass replays at any context length; each token's block the
  * decode kernel's), not yet a tiled kernel that reads K/V once per tile of queries. Routed experts: batched-expert GEMVs over a
  * chunk of up to MOE_CHUNK tokens' selections at once (a prefill of 512 tokens was 4 launches
@@ -18,6 +20,7 @@
 #include "kernels/cuda/fwd.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_grouped.h"
 #include "kernels/cuda/gemv_multi.h"
 #include "kernels/cuda/ops.h"
 #include "runtime/engine/dx.h"
@@ -40,6 +43,8 @@ typedef struct dx_cuda {
     size_t work_bytes;
     float *eg, *eu, *ey; /* [chunk * k_max][f_max] twice (chunk = min(n_tok, MOE_CHUNK)),
                           * [n_tok * k_max][e_max] */
+    int32_t *order;      /* a chunk's slots by expert (sl_cuda_expert_order), up to
+                          * SL_CUDA_GROUPED_MAX_EXPERTS experts */
     int64_t n_tok, f_max, e_max;
     int32_t k_max;
 } dx_cuda;
@@ -162,7 +167,7 @@ static sl_status c_router(sl__dx *x, const float *logits, int64_t n, const sl_ro
  * side's). */
 static sl_status experts_gemv(dx_cuda *c, const sl__dx_moe *M, int p, const int32_t *ids,
                               int32_t k, int32_t x_group, const float *in, float *y,
-                              sl_error *err)
+                              const int32_t *order, sl_error *err)
 {
     const sl_moe_layer *L = M->L;
     const int64_t E = L->n_embd, F = L->n_ff;
@@ -174,6 +179,9 @@ static sl_status experts_gemv(dx_cuda *c, const sl__dx_moe *M, int p, const int3
     if (M->d_ff_at)
         st = sl_cuda_gemv_expert_parts(c->cu, type, w, L->n_expert, M->d_ff_at, p == 2, ids, k,
                                        rows, cols, in, y, err);
+    else if (order)
+        st = sl_cuda_gemv_grouped(c->cu, type, w, L->n_expert, order, k, rows, cols, in,
+                                  p == 2 ? 1 : x_group, y, err);
     else
         st = sl_cuda_gemv_experts(c->cu, type, w, L->n_expert, ids, k, rows, cols, in,
                                   p == 2 ? 1 : x_group, y, err);
@@ -203,16 +211,24 @@ static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const
     if (chunk < 1)
         return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): k = %d experts a token "
                             "exceed a launch's 65535 slots", L->layer, k);
+    /* grouped by expert where a chunk's slots outnumber the experts (a prefill) */
+    const bool can_group = !M->d_ff_at && c->order &&
+                           L->n_expert <= SL_CUDA_GROUPED_MAX_EXPERTS &&
+                           sl_cuda_gemv_grouped_supported(L->type_gate) &&
+                           sl_cuda_gemv_grouped_supported(L->type_up) &&
+                           sl_cuda_gemv_grouped_supported(L->type_down);
     for (int64_t t = 0; t < n; t += chunk) {
         const int64_t T = n - t < chunk ? n - t : chunk;
         const int32_t S = (int32_t)(T * k), *ids = idx + t * k;
-        sl_status st;
+        const int32_t *order = can_group && S >= L->n_expert ? c->order : NULL;
+        sl_status st = order ? sl_cuda_expert_order(c->cu, ids, S, L->n_expert, c->order, err)
+                             : SL_OK;
         /* past a part's width gate' and up' give 0 (no bias there), act(0, 0) = 0 for every
          * activation (the clamped SwiGLU's too), and down' never reads it */
-        if ((st = experts_gemv(c, M, 0, ids, S, k, in + t * E, c->eg, err)) ||
-            (st = experts_gemv(c, M, 1, ids, S, k, in + t * E, c->eu, err)) ||
+        if (st || (st = experts_gemv(c, M, 0, ids, S, k, in + t * E, c->eg, order, err)) ||
+            (st = experts_gemv(c, M, 1, ids, S, k, in + t * E, c->eu, order, err)) ||
             (st = c_glu(x, L->act, c->eg, c->eu, (int64_t)S * F, err)) ||
-            (st = experts_gemv(c, M, 2, ids, S, 1, c->eg, c->ey + t * k * E, err)))
+            (st = experts_gemv(c, M, 2, ids, S, 1, c->eg, c->ey + t * k * E, order, err)))
             return sl_error_set(err, st, "moe layer %d (cuda), tokens %lld..%lld: %s", L->layer,
                                 (long long)t, (long long)(t + T - 1), err ? err->msg : "");
     }
@@ -392,12 +408,26 @@ static size_t align256(size_t b)
     return (b + 255) & ~(size_t)255;
 }
 
+/* The expert scratch's parts: eg, eu, ey, order (sl__dx_cuda_scratch_bytes and create's one
+ * rule); 0 for order where a chunk's slots exceed what one sort takes. */
+static void scratch_parts(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max,
+                          size_t part[4])
+{
+    const size_t chunk = (size_t)moe_chunk(n_tok), slots = chunk * (size_t)k_max;
+    part[0] = part[1] = align256(slots * (size_t)f_max * sizeof(float));
+    part[2] = align256((size_t)n_tok * (size_t)k_max * (size_t)e_max * sizeof(float));
+    part[3] = slots <= 65535 * SL_CUDA_GROUPED_NB
+                  ? align256(sl_cuda_expert_order_bytes(SL_CUDA_GROUPED_MAX_EXPERTS,
+                                                        (int32_t)slots))
+                  : 0;
+}
+
 size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max)
 {
     if (n_tok < 1 || k_max < 1 || f_max < 1 || e_max < 1) return 256;
-    const size_t chunk = (size_t)moe_chunk(n_tok);
-    return 2 * align256(chunk * (size_t)k_max * (size_t)f_max * sizeof(float)) +
-           align256((size_t)n_tok * (size_t)k_max * (size_t)e_max * sizeof(float));
+    size_t part[4];
+    scratch_parts(n_tok, k_max, f_max, e_max, part);
+    return part[0] + part[1] + part[2] + part[3];
 }
 
 sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, size_t work_bytes,
@@ -416,13 +446,14 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
     c->k_max = k_max;
     c->f_max = f_max;
     c->e_max = e_max;
-    if (d_scratch && n_tok > 0 && k_max > 0) {
+    if (d_scratch && n_tok > 0 && k_max > 0 && f_max > 0 && e_max > 0) {
         uint8_t *s = d_scratch;
-        const size_t fb = align256((size_t)moe_chunk(n_tok) * (size_t)k_max * (size_t)f_max *
-                                   sizeof(float));
+        size_t part[4];
+        scratch_parts(n_tok, k_max, f_max, e_max, part);
         c->eg = (float *)s;
-        c->eu = (float *)(s + fb);
-        c->ey = (float *)(s + 2 * fb);
+        c->eu = (float *)(s + part[0]);
+        c->ey = (float *)(s + part[0] + part[1]);
+        c->order = part[3] ? (int32_t *)(s + part[0] + part[1] + part[2]) : NULL;
     }
     sl_status st = sl_cuda_ctx_create(sl_device_ordinal_get(dev),
                                       sl_device_stream_native(dev, stream), &c->cu, err);

@@ -29,6 +29,7 @@
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_grouped.h"
 #include "kernels/ref/quant.h"
 #include "tests/kernels_cuda/cuda_kernels_harness.h"
 
@@ -106,6 +107,35 @@ static void test_host_side(void)
     CHECK(sl_cuda_gemv_row_bytes(SL_GGML_Q3_K, 512) == 220);
     CHECK(sl_cuda_gemv_row_bytes(SL_GGML_Q6_K, 512) == 420);
     CHECK(sl_cuda_gemv_row_bytes(SL_GGML_F16, 7) == 14);
+    /* grouped experts (gemv_grouped.h) */
+    const int32_t *ip = (const int32_t *)p;
+    CHECK(sl_cuda_gemv_grouped_supported(SL_GGML_Q4_K) &&
+          sl_cuda_gemv_grouped_supported(SL_GGML_MXFP4) &&
+          !sl_cuda_gemv_grouped_supported(SL_GGML_F32) &&
+          !sl_cuda_gemv_grouped_supported(SL_GGML_BF16) &&
+          !sl_cuda_gemv_grouped_supported(SL_GGML_IQ2_XXS));
+    CHECK(sl_cuda_expert_order_bytes(4, 10) == 64 && sl_cuda_expert_order_bytes(0, 10) == 0);
+    CHECK(sl_cuda_expert_order(NULL, ip, 8, 0, (int32_t *)p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "n_expert");
+    CHECK(sl_cuda_expert_order(NULL, ip, 8, SL_CUDA_GROUPED_MAX_EXPERTS + 1, (int32_t *)p, &e) ==
+          SL_ERR_INVALID);
+    CHECK(sl_cuda_expert_order(NULL, ip, 0, 4, (int32_t *)p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "n_sel");
+    CHECK(sl_cuda_expert_order(NULL, NULL, 8, 4, (int32_t *)p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "d_ids");
+    CHECK(sl_cuda_expert_order(NULL, ip, 8, 4, (int32_t *)p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx");
+    CHECK(sl_cuda_gemv_grouped(NULL, SL_GGML_F16, (const void *const *)p, 4, ip, 8, 4, 64, p, 1,
+                               p, &e) == SL_ERR_UNSUPPORTED);
+    CHECK(sl_cuda_gemv_grouped(NULL, SL_GGML_Q8_0, (const void *const *)p, 4, ip, 8, 4, 33, p, 1,
+                               p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "multiple");
+    CHECK(sl_cuda_gemv_grouped(NULL, SL_GGML_Q8_0, (const void *const *)p, 4, NULL, 8, 4, 64, p,
+                               1, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "d_order");
+    CHECK(sl_cuda_gemv_grouped(NULL, SL_GGML_Q8_0, (const void *const *)p, 4, ip, 8, 4, 64, p, 1,
+                               p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx");
 }
 
 /* ---- dequant ------------------------------------------------------------------------------- */
@@ -331,6 +361,65 @@ static void test_gemv_rows_experts(sl_cuda_ctx *c)
                                t, ewf[ids[s]], r, cols, xe + (s / groups[per]) * cols,
                                ye[s * erows + r], q8_path(t, cols, 1, true));
                 }
+        }
+        /* grouped by expert (gemv_grouped.h): GS slots over the 5 experts and two bad ids, each
+         * x_group; against the float64 dot (F32 activations always), and in the F32-activation
+         * mode bit for bit the per-slot GEMV's (offset experts 1 and 3 too) */
+        if (sl_cuda_gemv_grouped_supported(t)) {
+            enum { GS = 37 };
+            int32_t gids[GS];
+            for (int s = 0; s < GS; s++) gids[s] = s == 5 ? 9 : s == 30 ? -1 : (7 * s + s / 3) % NE;
+            float *gx = xmalloc((size_t)(GS * cols) * 4), *gy = xmalloc((size_t)(GS * erows) * 4);
+            float *gp = xmalloc((size_t)(GS * erows) * 4);
+            for (int64_t i = 0; i < GS * cols; i++) gx[i] = rnd_f(-1, 1);
+            float *dgx = dmalloc((size_t)(GS * cols) * 4), *dgy = dmalloc((size_t)(GS * erows) * 4);
+            int32_t *dgi = dmalloc(sizeof gids);
+            int32_t *dord = dmalloc(sl_cuda_expert_order_bytes(NE, GS));
+            h2d(dgx, gx, (size_t)(GS * cols) * 4);
+            h2d(dgi, gids, sizeof gids);
+            CHECK_MSG(sl_cuda_expert_order(c, dgi, GS, NE, dord, &e) == SL_OK, "%s", e.msg);
+            int32_t ord[NE + 2 + GS];
+            CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+            d2h(ord, dord, sizeof ord);
+            /* the order: starts ascend to GS, every slot once, each under its expert */
+            int seen[GS] = {0}, bad_order = ord[0] != 0 || ord[NE + 1] != GS;
+            for (int x2 = 0; x2 <= NE; x2++)
+                for (int i = ord[x2]; !bad_order && i < ord[x2 + 1]; i++) {
+                    const int s = ord[NE + 2 + i];
+                    bad_order |= s < 0 || s >= GS || seen[s]++ ||
+                                 (x2 < NE ? gids[s] != x2 : gids[s] >= 0 && gids[s] < NE);
+                }
+            CHECK_MSG(!bad_order, "expert_order %s: not a sort of the ids by expert", tname(t));
+            const int32_t gg[3] = {GS, 1, 3};
+            for (int per = 0; per < 3; per++) {
+                for (int i = 0; i < GS * erows; i++) gy[i] = 12345.0f;
+                h2d(dgy, gy, (size_t)(GS * erows) * 4);
+                CHECK_MSG(sl_cuda_gemv_grouped(c, t, (const void *const *)dp, NE, dord, GS, erows,
+                                               cols, dgx, gg[per], dgy, &e) == SL_OK, "%s", e.msg);
+                CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+                d2h(gy, dgy, (size_t)(GS * erows) * 4);
+                CHECK_MSG(sl_cuda_gemv_experts(c, t, (const void *const *)dp, NE, dgi, GS, erows,
+                                               cols, dgx, gg[per], dgy, &e) == SL_OK, "%s", e.msg);
+                CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+                d2h(gp, dgy, (size_t)(GS * erows) * 4);
+                int differ = 0;
+                for (int s = 0; s < GS; s++)
+                    for (int r = 0; r < erows; r++) {
+                        const float v = gy[s * erows + r];
+                        if (gids[s] < 0 || gids[s] >= NE) {
+                            REPORT(v == 0.0f, "grouped %s bad id gives %g", tname(t), (double)v);
+                            continue;
+                        }
+                        check_gemv("gemv_grouped", t, ewf[gids[s]], r, cols,
+                                   gx + (s / gg[per]) * cols, v, false);
+                        if (!g_q8act)
+                            differ += memcmp(&v, &gp[s * erows + r], 4) != 0;
+                    }
+                CHECK_MSG(differ == 0, "grouped %s x_group %d: %d outputs differ from the "
+                          "per-slot GEMV's bits", tname(t), gg[per], differ);
+            }
+            free(gx), free(gy), free(gp);
+            cudaFree(dgx), cudaFree(dgy), cudaFree(dgi), cudaFree(dord);
         }
         for (int k = 0; k < NE; k++) free(ew[k]), free(ewf[k]), cudaFree(dbase[k]);
         free(w), free(wf), free(x), free(xe);
