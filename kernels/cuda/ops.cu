@@ -10,7 +10,11 @@ extern "C" {
 }
 #include "kernels/cuda/ops.h"
 
-enum { ROW_THREADS = 256, EW_THREADS = 256, ATTN_WARPS = 4 };
+/* ATTN_WARPS: warps of an attention block, each over every ATTN_WARPS-th position; a block is
+ * one head and token, so a decode has only n_head blocks (32 on Qwen3-30B-A3B for 132 SMs) and
+ * a warp's positions run one after another (a shuffle reduction each): 16, not 4, cuts that
+ * chain 4x (the merge's shared memory, 16 x 576 floats for MLA, stays under 48 KiB). */
+enum { ROW_THREADS = 256, EW_THREADS = 256, ATTN_WARPS = 16 };
 
 #define NEED(p, name, n)                                                                    \
     do {                                                                                    \
