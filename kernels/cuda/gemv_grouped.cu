@@ -60,18 +60,6 @@ struct gg_args {
     float *y;
 };
 
-/* A unit's dot for a row whose start is not 16-byte aligned (odd row sizes, offset expert
- * pointers), where sl_qt<T>::dot's word reads could fault: its block copied bytewise to an
- * aligned local buffer first, as the GEMV stages such rows, so the bits are the same. */
-template <uint32_t T>
-static __device__ __noinline__ float gg_dot_any(const uint8_t *b, int sub, const float *x,
-                                                float sx)
-{
-    __align__(16) uint8_t blk[(sl_qt<T>::BB + 15) / 16 * 16];
-#pragma unroll 1
-    for (int i = 0; i < sl_qt<T>::BB; i++) blk[i] = b[i];
-    return sl_qt<T>::dot(blk, sub, x, sx);
-}
 
 template <uint32_t T>
 static __global__ void __launch_bounds__(GG_THREADS) k_gemv_grouped(gg_args a)
@@ -130,8 +118,19 @@ static __global__ void __launch_bounds__(GG_THREADS) k_gemv_grouped(gg_args a)
                 for (int r = 0; r < GG_R; r++) {
                     if (r0 + r >= a.rows) continue;
                     const uint8_t *row = W + (r0 + r) * a.row_bytes, *bp = row + blk * Q::BB;
-                    acc[r][b] += ((uintptr_t)row & 15) == 0 ? Q::dot(bp, sub, xr, sx)
-                                                            : gg_dot_any<T>(bp, sub, xr, sx);
+                    /* both arms `acc += dot` inline, as k_gemv's, so that nvcc contracts the
+                     * add into dot's last multiply alike (a select of two dots would not) */
+                    if (((uintptr_t)row & 15) == 0) {
+                        acc[r][b] += Q::dot(bp, sub, xr, sx);
+                    } else {
+                        /* a row start not 16-byte aligned (odd row sizes, offset expert
+                         * pointers), where dot's word reads could fault: the block staged
+                         * bytewise to aligned local memory first, as k_gemv stages such rows */
+                        __align__(16) uint8_t st[(Q::BB + 15) / 16 * 16];
+#pragma unroll 1
+                        for (int i = 0; i < Q::BB; i++) st[i] = bp[i];
+                        acc[r][b] += Q::dot(st, sub, xr, sx);
+                    }
                 }
             }
         }

@@ -139,6 +139,7 @@ struct sl_ctx {
     int64_t graph_out;
     uint64_t graph_steps;
     bool graph_failed;
+    bool counted; /* in m->n_ctx_live */
 };
 
 /* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention

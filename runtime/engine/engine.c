@@ -273,6 +273,11 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
         free(c);
         return st;
     }
+    /* counted before the context touches the model's stream (forward.c's graph rule) */
+    pthread_mutex_lock(&m->ctx_mu);
+    m->n_ctx_live++;
+    pthread_mutex_unlock(&m->ctx_mu);
+    c->counted = true;
     st = ctx_build(c, err);
     eval_end(c);
     if (st) {
@@ -350,6 +355,11 @@ void sl_ctx_destroy(sl_ctx *c)
     host_buf_free(c, c->hidden);
     host_buf_free(c, c->embd_rows);
     free(c->batch_logits);
+    if (c->counted) {
+        pthread_mutex_lock(&c->m->ctx_mu);
+        c->m->n_ctx_live--;
+        pthread_mutex_unlock(&c->m->ctx_mu);
+    }
     free(c);
 }
 

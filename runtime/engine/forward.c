@@ -653,7 +653,9 @@ static sl_status layers_run(sl_ctx *c, const sl__side **at, int64_t n, int64_t n
  * the launch), the positions (rope, the KV store and attention read them on the device).
  * What it froze - weight, cache and scratch addresses, the output rows - is kept by dropping
  * the graph where addresses may move (engine.c's refresh or rebind: a reload, a runtime's move)
- * and by re-capturing for other output rows. A capture that fails (sim has no graphs;
+ * and by re-capturing for other output rows; the host parts' records (async_parts, which the
+ * host functions read) are reset to the one row before each launch. A capture is taken only
+ * while the model has one context (model.h ctx_mu). A capture that fails (sim has no graphs;
  * anything that waits on the stream) runs that pass launched and ends the context's tries. */
 static bool graph_fits(const sl_ctx *c, int64_t n)
 {
@@ -687,6 +689,7 @@ static sl_status graph_capture(sl_ctx *c, const sl__side **at, int64_t n, int64_
 {
     const sl_model *m = c->m;
     const uint64_t ls0 = c->stats.dev_layer_steps, nl0 = c->stats.dev_layers;
+    const uint64_t steps0 = c->dev.dx->steps;
     sl_status st = sl_device_capture_begin(m->dev, m->stream, err);
     if (st) return st;
     st = layers_run(c, at, n, n_out, err);
@@ -695,8 +698,10 @@ static sl_status graph_capture(sl_ctx *c, const sl__side **at, int64_t n, int64_
     const sl_status end = sl_device_capture_end(m->dev, m->stream, &g, st ? &e2 : err);
     if (!st) st = end;
     c->graph_steps = c->stats.dev_layer_steps - ls0;
-    c->stats.dev_layer_steps = ls0; /* recorded, not run: the launch counts them */
+    /* recorded, not run: the launch counts the steps (and a failed capture's launched rerun) */
+    c->stats.dev_layer_steps = ls0;
     c->stats.dev_layers = nl0;
+    c->dev.dx->steps = steps0;
     if (st) {
         sl_device_graph_destroy(m->dev, g);
         return st;
@@ -716,13 +721,24 @@ static sl_status layers_graph(sl_ctx *c, const sl__side **at, int64_t n, int64_t
     if (st) return st;
     if (c->graph && c->graph_out != n_out) sl__forward_graph_drop(c);
     if (!c->graph) {
+        /* only as the model's one context: another's work on the stream would be captured */
+        sl_model *mm = c->m;
+        pthread_mutex_lock(&mm->ctx_mu);
+        const bool alone = mm->n_ctx_live == 1;
         sl_error ce;
-        if (graph_capture(c, at, n, n_out, &ce)) {
+        const sl_status cst = alone ? graph_capture(c, at, n, n_out, &ce) : SL_OK;
+        pthread_mutex_unlock(&mm->ctx_mu);
+        if (!alone) return layers_run(c, at, n, n_out, err);
+        if (cst) {
             c->graph_failed = true;
             c->stats.graph_failures++;
             return layers_run(c, at, n, n_out, err);
         }
     }
+    /* the host parts' records as captured: a pass between (a prefill) rewrote their rows */
+    if (c->async_parts)
+        for (int32_t il = 0; il < m->hp.n_layer; il++)
+            c->async_parts[il] = (sl__async_part){.c = c, .layer = il, .n = n};
     if ((st = sl_device_graph_launch(m->dev, c->graph, m->stream, err))) return st;
     c->stats.graph_passes++;
     c->stats.dev_layer_steps += c->graph_steps;

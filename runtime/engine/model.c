@@ -190,6 +190,11 @@ sl_status sl__model_open(sl_runtime *rt, const sl__serving *serving, const char 
     if ((st = sl__model_validate(m, err))) goto fail;
     if ((st = sl_swap_gate_init(&m->gate, err))) goto fail;
     m->gate_ready = true;
+    if (pthread_mutex_init(&m->ctx_mu, NULL)) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "%s: cannot create a mutex", path);
+        goto fail;
+    }
+    m->ctx_mu_ready = true;
     for (size_t i = 0; i < m->n_w; i++)
         m->w[i].file_size = m->sources.v[m->w[i].shard].size;
     if (m->serving && (st = m->serving->register_model(m, err))) goto fail;
@@ -214,6 +219,7 @@ void sl_model_close(sl_model *m)
     sl__model_free_weights(m);
     sl_swap_sources_free(&m->sources);
     if (m->gate_ready) sl_swap_gate_destroy(&m->gate);
+    if (m->ctx_mu_ready) pthread_mutex_destroy(&m->ctx_mu);
     if (m->layers) {
         for (int il = 0; il < m->hp.n_layer; il++) {
             sl__layer *L = &m->layers[il];

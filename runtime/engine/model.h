@@ -19,6 +19,7 @@
 #ifndef SL_RUNTIME_MODEL_H
 #define SL_RUNTIME_MODEL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -237,6 +238,12 @@ struct sl_model {
     /* live reload (reload.c) */
     sl_swap_gate gate;
     bool gate_ready;
+    /* decode graphs (forward.c): a capture records whatever is enqueued on `stream`, from any
+     * thread, so one is taken only while the model has a single context: n_ctx_live counts
+     * them under ctx_mu, which a capture holds (a context being created waits for it) */
+    pthread_mutex_t ctx_mu;
+    bool ctx_mu_ready;
+    int32_t n_ctx_live;
     sl_swap_sources sources;        /* every shard's size and mtime as loaded */
     sl_gguf *file_view;             /* the files re-parsed after a reload, or NULL (file_view.c) */
     /* In a runtime (sl_model_open_in): dev, hostpool and arena are the runtime's (borrowed,

@@ -158,7 +158,8 @@ static double batch_vs(sl_model *m, const float *ref, size_t V, double tol, cons
  * the device); the stats say what ran: a context whose layers all run on the GPU (routed
  * experts on the host in stream order included: graph 1) captures once and runs every pass as
  * one graph launch, one with host layers (graph 0) never captures, -1: either (a dense FFN on
- * the host waits on the stream: launched), no_graphs never captures. */
+ * the host waits on the stream: launched), no_graphs never captures; and none is captured
+ * while the model has a second context. */
 static void check_graph(sl_model *m, int graph, const char *label)
 {
     enum { REW = 5, ROWS = 2 * N_TOK - REW };
@@ -212,6 +213,35 @@ static void check_graph(sl_model *m, int graph, const char *label)
                   "%s: graph with host parts: %llu captures, %llu passes", label,
                   (unsigned long long)s->graph_captures, (unsigned long long)s->graph_passes);
     CHECK_MSG(!st[1].graph_captures && !st[1].graph_passes, "%s: no_graphs captured", label);
+    /* a capture records everything on the model's stream: none while a second context lives */
+    if (ok && graph == 1) {
+        sl_ctx_options co = sl_ctx_options_default();
+        co.n_ctx = 16;
+        sl_ctx *c1 = NULL, *c2 = NULL;
+        sl_error e;
+        sl_ctx_stats s1, s2;
+        if (sl_ctx_create(m, &co, &c1, &e) == SL_OK && sl_ctx_create(m, &co, &c2, &e) == SL_OK &&
+            sl_ctx_eval(c1, &k_tokens[0], 1, &e) == SL_OK) {
+            sl_ctx_stats_get(c1, &s1);
+            sl_ctx_destroy(c2);
+            c2 = NULL;
+            if (sl_ctx_eval(c1, &k_tokens[1], 1, &e) == SL_OK) {
+                sl_ctx_stats_get(c1, &s2);
+                CHECK_MSG(!s1.graph_captures && !s1.graph_failures && s2.graph_captures == 1 &&
+                              s2.graph_passes == 1,
+                          "%s: two contexts: %llu captures; then alone: %llu captures, %llu "
+                          "passes", label, (unsigned long long)s1.graph_captures,
+                          (unsigned long long)s2.graph_captures,
+                          (unsigned long long)s2.graph_passes);
+            } else {
+                CHECK_MSG(false, "%s: alone again: %s", label, e.msg);
+            }
+        } else {
+            CHECK_MSG(false, "%s: two contexts: %s", label, e.msg);
+        }
+        sl_ctx_destroy(c2);
+        sl_ctx_destroy(c1);
+    }
     if (ok)
         printf("%-30s graph: %llu passes, %llu captures, steps/layer %.2f\n", label,
                (unsigned long long)s->graph_passes, (unsigned long long)s->graph_captures,
