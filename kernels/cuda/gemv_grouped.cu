@@ -4,16 +4,16 @@
  * slot (512 reads of ~1 MB per projection and chunk of 64 tokens on Qwen3-30B-A3B, where at
  * most 128 distinct matrices are used): the H200 prefilled at 284 tok/s against llama.cpp's
  * 6452 (2026-11-30). Here block (x, e) owns GG_ROWS rows of expert e (GG_R per warp) and walks
- * e's slots GG_NB at a time: a weight unit is fetched once per group (from L2 after the first)
- * and serves GG_NB slots; blocks of experts without slots return at once.
+ * e's slots one after another: its rows come from HBM once and from L1 / L2 for the other
+ * slots; blocks of experts without slots return at once.
  * Order of a sum: lane l takes units l, l + 32, ... in turn, each sl_qt<T>::dot on the unit's
  * x (and its sum), then sl_warp_sum: k_gemv's order for one batch column (gemv.cu). */
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
 #include "kernels/cuda/gemv_grouped.h"
 
-enum { GG_WARPS = 4, GG_R = 4, GG_ROWS = GG_WARPS * GG_R, GG_NB = SL_CUDA_GROUPED_NB,
-       GG_THREADS = 32 * GG_WARPS, GO_THREADS = 1024 };
+enum { GG_WARPS = 4, GG_R = 4, GG_ROWS = GG_WARPS * GG_R, GG_THREADS = 32 * GG_WARPS,
+       GO_THREADS = 1024 };
 
 /* ---- the counting sort ------------------------------------------------------------------ */
 
@@ -78,70 +78,62 @@ static __global__ void __launch_bounds__(GG_THREADS) k_gemv_grouped(gg_args a)
     if (s0 >= s1) return;
     const uint8_t *W = (const uint8_t *)a.wptrs[e];
     const int64_t n_units = a.cols / Q::UNIT;
-    for (int32_t g = s0; g < s1; g += GG_NB) {
-        const int nb = min(GG_NB, s1 - g);
-        int32_t slot[GG_NB];
+    /* one slot at a time: the warp's rows are fetched from HBM for the first, from L1 / L2 for
+     * the rest (16 rows of 2048 Q4_K columns are 18 KiB); unrolled over the rows only, so
+     * each type's kernel stays small */
+    for (int32_t i = s0; i < s1; i++) {
+        const int32_t slot = a.slots[i];
+        const float *X = a.x + (int64_t)(slot / a.x_group) * a.cols;
+        float acc[GG_R];
 #pragma unroll
-        for (int b = 0; b < GG_NB; b++) slot[b] = b < nb ? a.slots[g + b] : 0;
-        float acc[GG_R][GG_NB];
-#pragma unroll
-        for (int r = 0; r < GG_R; r++)
-#pragma unroll
-            for (int b = 0; b < GG_NB; b++) acc[r][b] = 0.0f;
+        for (int r = 0; r < GG_R; r++) acc[r] = 0.0f;
         for (int64_t u = lane; u < n_units; u += 32) {
             const int64_t blk = u / Q::SUBS;
             const int sub = (int)(u % Q::SUBS);
+            const float *xp = X + u * Q::UNIT;
+            float xr[Q::UNIT];
+            if (((uintptr_t)xp & 15) == 0) {
 #pragma unroll
-            for (int b = 0; b < GG_NB; b++) {
-                if (b >= nb) continue;
-                const float *xp = a.x + (int64_t)(slot[b] / a.x_group) * a.cols + u * Q::UNIT;
-                float xr[Q::UNIT];
-                if (((uintptr_t)xp & 15) == 0) {
+                for (int k = 0; k < Q::UNIT / 4; k++) {
+                    const float4 v = __ldg((const float4 *)(const void *)xp + k);
+                    xr[4 * k] = v.x;
+                    xr[4 * k + 1] = v.y;
+                    xr[4 * k + 2] = v.z;
+                    xr[4 * k + 3] = v.w;
+                }
+            } else {
 #pragma unroll
-                    for (int i = 0; i < Q::UNIT / 4; i++) {
-                        const float4 v = __ldg((const float4 *)(const void *)xp + i);
-                        xr[4 * i] = v.x;
-                        xr[4 * i + 1] = v.y;
-                        xr[4 * i + 2] = v.z;
-                        xr[4 * i + 3] = v.w;
-                    }
+                for (int k = 0; k < Q::UNIT; k++) xr[k] = __ldg(xp + k);
+            }
+            float sx = 0.0f;
+            if (Q::NEED_SX) {
+#pragma unroll
+                for (int k = 0; k < Q::UNIT; k++) sx += xr[k];
+            }
+#pragma unroll
+            for (int r = 0; r < GG_R; r++) {
+                if (r0 + r >= a.rows) continue;
+                const uint8_t *row = W + (r0 + r) * a.row_bytes, *bp = row + blk * Q::BB;
+                /* both arms `acc += dot` inline, as k_gemv's, so that nvcc contracts the add
+                 * into dot's last multiply alike (a select of two dots would not) */
+                if (((uintptr_t)row & 15) == 0) {
+                    acc[r] += Q::dot(bp, sub, xr, sx);
                 } else {
-#pragma unroll
-                    for (int i = 0; i < Q::UNIT; i++) xr[i] = __ldg(xp + i);
-                }
-                float sx = 0.0f;
-                if (Q::NEED_SX) {
-#pragma unroll
-                    for (int i = 0; i < Q::UNIT; i++) sx += xr[i];
-                }
-#pragma unroll
-                for (int r = 0; r < GG_R; r++) {
-                    if (r0 + r >= a.rows) continue;
-                    const uint8_t *row = W + (r0 + r) * a.row_bytes, *bp = row + blk * Q::BB;
-                    /* both arms `acc += dot` inline, as k_gemv's, so that nvcc contracts the
-                     * add into dot's last multiply alike (a select of two dots would not) */
-                    if (((uintptr_t)row & 15) == 0) {
-                        acc[r][b] += Q::dot(bp, sub, xr, sx);
-                    } else {
-                        /* a row start not 16-byte aligned (odd row sizes, offset expert
-                         * pointers), where dot's word reads could fault: the block staged
-                         * bytewise to aligned local memory first, as k_gemv stages such rows */
-                        __align__(16) uint8_t st[(Q::BB + 15) / 16 * 16];
+                    /* a row start not 16-byte aligned (odd row sizes, offset expert
+                     * pointers), where dot's word reads could fault: the block staged
+                     * bytewise to aligned local memory first, as k_gemv stages such rows */
+                    __align__(16) uint8_t st[(Q::BB + 15) / 16 * 16];
 #pragma unroll 1
-                        for (int i = 0; i < Q::BB; i++) st[i] = bp[i];
-                        acc[r][b] += Q::dot(st, sub, xr, sx);
-                    }
+                    for (int k = 0; k < Q::BB; k++) st[k] = bp[k];
+                    acc[r] += Q::dot(st, sub, xr, sx);
                 }
             }
         }
 #pragma unroll
-        for (int r = 0; r < GG_R; r++)
-#pragma unroll
-            for (int b = 0; b < GG_NB; b++) {
-                const float v = sl_warp_sum(acc[r][b]);
-                if (lane == 0 && b < nb && r0 + r < a.rows)
-                    a.y[(int64_t)slot[b] * a.rows + r0 + r] = v;
-            }
+        for (int r = 0; r < GG_R; r++) {
+            const float v = sl_warp_sum(acc[r]);
+            if (lane == 0 && r0 + r < a.rows) a.y[(int64_t)slot * a.rows + r0 + r] = v;
+        }
     }
 }
 
@@ -183,9 +175,9 @@ static sl_status counts_check(const char *fn, int32_t n_expert, int32_t n_sel, s
     if (n_expert < 1 || n_expert > SL_CUDA_GROUPED_MAX_EXPERTS)
         return sl_error_set(err, SL_ERR_INVALID, "%s: n_expert = %d not in [1, %d]", fn,
                             n_expert, (int)SL_CUDA_GROUPED_MAX_EXPERTS);
-    if (n_sel < 1 || n_sel > 65535 * GG_NB)
+    if (n_sel < 1 || n_sel > SL_CUDA_GROUPED_MAX_SLOTS)
         return sl_error_set(err, SL_ERR_INVALID, "%s: n_sel = %d not in [1, %d]", fn, n_sel,
-                            65535 * GG_NB);
+                            (int)SL_CUDA_GROUPED_MAX_SLOTS);
     return SL_OK;
 }
 

@@ -1,7 +1,7 @@
 /* kernels/cuda/gemv_grouped: routed experts of many tokens grouped by expert (MoE prefill).
  *
  * The result of sl_cuda_gemv_experts (gemv.h) for the same slots, computed so that each
- * expert's weights are read once per group of SL_CUDA_GROUPED_NB of its slots instead of once
+ * expert's weights are read from HBM once for all its slots (then from L1 / L2) instead of once
  * per slot: a prefill chunk of 64 tokens x top-8 is 512 slots over at most n_expert distinct
  * matrices. Two steps, the first shared by the projections of one selection:
  *   sl_cuda_expert_order: d_ids [n_sel] -> d_order, the slots sorted by expert (a counting sort
@@ -19,7 +19,7 @@
  * Types: the quantized types of the GEMV (not F32 / F16 / BF16: SL_ERR_UNSUPPORTED).
  * Pointers are device memory; enqueued on the context's stream; nothing synchronises; no
  * allocation. Errors as gemv.h: SL_ERR_INVALID naming the argument (NULL, counts, n_expert >
- * SL_CUDA_GROUPED_MAX_EXPERTS, n_sel > 65535 * SL_CUDA_GROUPED_NB), checked before the context. */
+ * SL_CUDA_GROUPED_MAX_EXPERTS, n_sel > SL_CUDA_GROUPED_MAX_SLOTS), checked before the context. */
 #ifndef SL_KERNELS_CUDA_GEMV_GROUPED_H
 #define SL_KERNELS_CUDA_GEMV_GROUPED_H
 
@@ -34,7 +34,7 @@ extern "C" {
 #include "base/status.h"
 #include "kernels/cuda/ctx.h"
 
-enum { SL_CUDA_GROUPED_NB = 8, SL_CUDA_GROUPED_MAX_EXPERTS = 4096 };
+enum { SL_CUDA_GROUPED_MAX_EXPERTS = 4096, SL_CUDA_GROUPED_MAX_SLOTS = 1 << 20 };
 
 /* Whether sl_cuda_gemv_grouped takes this type. */
 bool sl_cuda_gemv_grouped_supported(uint32_t type);

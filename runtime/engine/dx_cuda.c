@@ -3,17 +3,18 @@
  * Matmuls: GEMV (F32 activations) for batches below SL__DX_GEMM_MIN_BATCH and for F32 weights
  * (whose 1e-4 agreement with the reference an F16 GEMM would lose); the cuBLAS GEMM after
  * dequantisation to F16 otherwise, when the caller's workspace holds the matrix, else GEMV in
- * batches. Routed experts of a chunk with at least as many selections as experts: grouped by
- * expert (kernels/cuda/gemv_grouped.h: one sort per chunk, each expert's weights read once per
- * group of its slots), else one batched-expert GEMV per projection. Attention: one launch for up to 65535 tokens, each at its position read on the
+ * batches. Attention: one launch for up to 65535 tokens, each at its position read on the
  * device (so a captured decode pass replays at any context length; each token's block the
- * decode kernel's), not yet a tiled kernel that reads K/V once per tile of queries. Routed experts: batched-expert GEMVs over a
- * chunk of up to MOE_CHUNK tokens' selections at once (a prefill of 512 tokens was 4 launches
- * per token and layer: launch-bound at 284 tok/s on the H200, 2026-11-30) — gate and up (each
- * token's X shared by its k slots), the activation, down (each slot's own X) — then one
- * combine for all tokens; expert biases (gpt-oss) after each GEMV and the clamped SwiGLU, as
- * the CPU's expert FFN; the hot part of experts split by neurons (ffn_split.h) the same way
- * through per-expert widths and its own bias entries, a token at a time. */
+ * decode kernel's), not yet a tiled kernel that reads K/V once per tile of queries. Routed
+ * experts: over a chunk of up to MOE_CHUNK tokens' selections at once (a prefill of 512 tokens
+ * was 4 launches per token and layer: launch-bound at 284 tok/s on the H200, 2026-11-30) —
+ * gate and up (each token's X shared by its k slots), the activation, down (each slot's own
+ * X) — then one combine for all tokens; a chunk with at least as many selections as experts
+ * grouped by expert (kernels/cuda/gemv_grouped.h: one sort per chunk, each expert's weights
+ * read from HBM once for all its slots), else one batched-expert GEMV per projection; expert
+ * biases (gpt-oss) after each GEMV and the clamped SwiGLU, as the CPU's expert FFN; the hot
+ * part of experts split by neurons (ffn_split.h) the same way through per-expert widths and
+ * its own bias entries, a token at a time. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -416,7 +417,7 @@ static void scratch_parts(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e
     const size_t chunk = (size_t)moe_chunk(n_tok), slots = chunk * (size_t)k_max;
     part[0] = part[1] = align256(slots * (size_t)f_max * sizeof(float));
     part[2] = align256((size_t)n_tok * (size_t)k_max * (size_t)e_max * sizeof(float));
-    part[3] = slots <= 65535 * SL_CUDA_GROUPED_NB
+    part[3] = slots <= SL_CUDA_GROUPED_MAX_SLOTS
                   ? align256(sl_cuda_expert_order_bytes(SL_CUDA_GROUPED_MAX_EXPERTS,
                                                         (int32_t)slots))
                   : 0;
