@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/gpu-test all --dry-run (issue 31): every step of the one GPU call is listed with its cap,
 # the caps plus packing fit the budget and the budget the overall timeout of at most 450 s, and
-# the carry check reports the tree, bin-gpu/ and the peer tarball against the 64 MiB limit.
+# the carry check reports the tree, bin-gpu.tar.xz and the peer tarball against the 64 MiB limit.
 # Runs without a GPU, bin-gpu or the peer tarball (the dry run then says NOT READY, exit 1).
 set -uo pipefail
 gt="$1"
@@ -14,7 +14,7 @@ rc=$?
 echo "$out"
 [[ $rc == 0 || $rc == 1 ]]
 check $? "dry run exits 0 (ready) or 1 (not ready), not $rc"
-for s in doctor ds2-parity mkmodel kernels bench-moe budget decode-budget decode-hybrid decode-gpu decode-prof \
+for s in doctor ds2-parity mkmodel kernels bench-moe budget decode-budget decode-hybrid decode-gpu decode-launched decode-prof \
     llama-ncmoe llama-gpu tests summary pack; do
     grep -qE "^  $s +[0-9]+  " <<<"$out"
     check $? "step $s listed with a cap"
@@ -32,10 +32,10 @@ check $? "the listed caps ($sum s) are the total ($tot s)"
 check $? "caps $tot s <= budget $budget s <= overall timeout $limit s <= 450 s"
 grep -q '^carry (limit 64 MiB = 67108864 bytes):' <<<"$out" &&
     grep -qE '^  total +[0-9]+ bytes' <<<"$out" &&
-    grep -qE 'bin-gpu/(: NOT BUILT| +[0-9]+ bytes)' <<<"$out" &&
+    grep -qE 'bin-gpu\.tar\.xz(: NOT BUILT| +[0-9]+ bytes)' <<<"$out" &&
     grep -qE 'llama-bench-cuda-sm90.tar.xz(: MISSING| +[0-9]+ bytes)' <<<"$out"
-check $? "carry check: tree, bin-gpu/, the peer tarball, the total against 64 MiB"
-grep -q "command 'tools/gpu-test all bin-gpu \"\$OUT\"'" <<<"$out"
+check $? "carry check: tree, bin-gpu.tar.xz, the peer tarball, the total against 64 MiB"
+grep -q "command 'tools/gpu-test all bin-gpu \"\$OUT\"', carry \[\"bin-gpu.tar.xz\"" <<<"$out"
 check $? "the device tool's command line is printed"
 "$gt" all --bogus >/dev/null 2>&1
 [[ $? == 2 ]]
