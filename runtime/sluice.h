@@ -493,6 +493,9 @@ typedef struct sl_ctx_stats {
      * launch, the captures made (the first pass, and again after a reload or a move of the
      * weights), and captures that failed (that pass, and all after it, ran launched) */
     uint64_t graph_passes, graph_captures, graph_failures;
+    /* why the last capture failed (the device's message; owned by the context, valid until it
+     * is destroyed), NULL when none did */
+    const char *graph_error;
 } sl_ctx_stats;
 SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 

@@ -98,6 +98,7 @@ class CtxStats(Structure):
         ("expert_cpu_bytes", c_uint64), ("expert_cpu_seconds", c_double),
         ("dev_layer_steps", c_uint64), ("dev_layers", c_uint64),
         ("graph_passes", c_uint64), ("graph_captures", c_uint64), ("graph_failures", c_uint64),
+        ("graph_error", c_char_p),
     ]
 
 

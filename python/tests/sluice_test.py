@@ -169,7 +169,8 @@ def test_model(d, dense, moe, text):
                     ctx.eval([t])
                 st = ctx.stats()
                 expect(np.array_equal(ctx.logits(), cli.reshape(-1, 512)[-1]) and
-                       st["graph_passes"] == st["graph_captures"] == st["graph_failures"] == 0,
+                       st["graph_passes"] == st["graph_captures"] == st["graph_failures"] == 0
+                       and st["graph_error"] is None,
                        f"sim decode, no_graphs={ng}: CPU logits, no graph ({st['graph_passes']})")
     expect(raises(lambda: sluice.Model(dense, placement="nowhere"), ValueError, "placement"),
            "an unknown placement is a ValueError")

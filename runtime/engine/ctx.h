@@ -139,6 +139,7 @@ struct sl_ctx {
     int64_t graph_out;
     uint64_t graph_steps;
     bool graph_failed;
+    char graph_error[SL_ERROR_MSG_BYTES]; /* the failed capture's message (sl_ctx_stats) */
     bool counted; /* in m->n_ctx_live */
 };
 

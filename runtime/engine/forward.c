@@ -732,6 +732,8 @@ static sl_status layers_graph(sl_ctx *c, const sl__side **at, int64_t n, int64_t
         if (cst) {
             c->graph_failed = true;
             c->stats.graph_failures++;
+            snprintf(c->graph_error, sizeof c->graph_error, "%s", ce.msg);
+            c->stats.graph_error = c->graph_error;
             return layers_run(c, at, n, n_out, err);
         }
     }

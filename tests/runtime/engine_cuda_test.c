@@ -205,9 +205,10 @@ static void check_graph(sl_model *m, int graph, const char *label)
     const sl_ctx_stats *s = &st[0];
     if (ok && (graph == 1 || (graph < 0 && s->graph_passes)))
         CHECK_MSG(s->graph_captures == 1 && s->graph_passes == ROWS && !s->graph_failures,
-                  "%s: graph: %llu captures, %llu passes of %d, %llu failures", label,
+                  "%s: graph: %llu captures, %llu passes of %d, %llu failures (%s)", label,
                   (unsigned long long)s->graph_captures, (unsigned long long)s->graph_passes,
-                  ROWS, (unsigned long long)s->graph_failures);
+                  ROWS, (unsigned long long)s->graph_failures,
+                  s->graph_error ? s->graph_error : "no error");
     else if (ok)
         CHECK_MSG(!s->graph_captures && !s->graph_passes && !s->graph_failures,
                   "%s: graph with host parts: %llu captures, %llu passes", label,

@@ -229,6 +229,7 @@ typedef struct run_result {
     sl_bench_dev_cost cost;  /* the decode steps' blocking syncs, device calls, PCIe bytes */
     char hot_sched[96];      /* the static hot budget row's scheduler string */
     sl_bench_step_prof prof; /* --profile: the device executor's steps over the decode */
+    char graph_error[256];   /* why the CUDA graph capture failed (sl_ctx_stats), "" if not */
 } run_result;
 
 /* Returns 0 (r->ok says whether it ran; r->why if not) or 1 on an out-of-memory. */
@@ -300,6 +301,7 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     r->relu_skip = nn > 0 ? (double)(s1.ffn_neurons_skipped - s0.ffn_neurons_skipped) / nn : -1;
     r->moe_scheduler = s1.moe_scheduler; /* a static name (sl_moe_name) */
     r->cost = sl_bench_dev_cost_of(&s0, &s1, n_gen, info.n_layer);
+    snprintf(r->graph_error, sizeof r->graph_error, "%s", s1.graph_error ? s1.graph_error : "");
     r->ok = true;
     if (mf->trace) {
         sl_ctx_stats st;
@@ -662,6 +664,8 @@ int sl_bench_decode(int argc, char **argv)
                 printf(",\"moe_scheduler\":");
                 sl_json_cstr(stdout, r->moe_scheduler);
                 sl_bench_dev_cost_json(stdout, &r->cost);
+                printf(",\"graph_error\":");
+                sl_json_cstr(stdout, r->graph_error[0] ? r->graph_error : NULL);
                 sl_bench_step_prof_json(stdout, &r->prof);
                 if (r->relu_zero >= 0) {
                     printf(",\"relu_zero_frac\":");
@@ -738,6 +742,7 @@ int sl_bench_decode(int argc, char **argv)
             if (r->cost.graph_passes_per_step > 0)
                 printf("; %.0f%% of the steps one CUDA graph launch",
                        100 * r->cost.graph_passes_per_step);
+            if (r->graph_error[0]) printf("; CUDA graph capture failed: %s", r->graph_error);
             if (r->cost.cpu_expert_gbps > 0) /* issue 33: beside the read bound above */
                 printf("; CPU experts %.2f GB/s (%.0f%% of the streaming read)",
                        r->cost.cpu_expert_gbps, gbps > 0 ? 100 * r->cost.cpu_expert_gbps / gbps
