@@ -143,13 +143,10 @@ struct gg_launch {
     gg_args a;
     dim3 grid;
     cudaStream_t s;
-    bool ok = false;
     template <uint32_t T> void operator()()
     {
-        if constexpr (!sl_qt_block<T>::FLOAT) { /* the float types have no deq */
-            ok = true;
-            k_gemv_grouped<T><<<grid, GG_THREADS, 0, s>>>(a);
-        }
+        /* the float types have no kernel (sl_cuda_gemv_grouped_supported refused them) */
+        if constexpr (!sl_qt_block<T>::FLOAT) k_gemv_grouped<T><<<grid, GG_THREADS, 0, s>>>(a);
     }
 };
 

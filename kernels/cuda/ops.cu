@@ -621,15 +621,15 @@ template <> __device__ __forceinline__ float kv_f<uint16_t>(const uint16_t *p, i
 }
 
 struct attn_k {
-    int32_t D, group, n_kv_head, n_pos, window; /* n_pos: token 0's (token t: n_pos + t) */
+    int32_t D, group, n_kv_head, n_pos, window; /* n_pos: the one token's (pos NULL) */
     const int32_t *pos;                         /* or, not NULL: token t's n_pos is pos[t] + 1 */
     int64_t q_ts;                               /* floats between tokens of q and out */
     float scale, softcap;
     const float *sinks;
 };
 
-/* One block per query head (x) and token (y: consecutive positions, token t at n_pos - 1 + t),
- * ATTN_WARPS warps over the positions (warp w: p0 + w, + ATTN_WARPS, ...), lanes over the head
+/* One block per query head (x) and token (y: token t at position pos[t], or the one token at
+ * n_pos - 1), ATTN_WARPS warps over the positions (warp w: p0 + w, + ATTN_WARPS, ...), lanes over the head
  * dims; online softmax per warp, merged at the end. */
 template <typename KV, int DPL>
 static __global__ void __launch_bounds__(32 * ATTN_WARPS)
@@ -639,7 +639,7 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
     __shared__ float wacc[ATTN_WARPS][32 * DPL];
     const int h = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int kvh = h / a.group;
-    const int32_t n_pos = a.pos ? a.pos[blockIdx.y] + 1 : a.n_pos + (int32_t)blockIdx.y;
+    const int32_t n_pos = a.pos ? a.pos[blockIdx.y] + 1 : a.n_pos;
     const int32_t p0 = a.window > 0 && a.window < n_pos ? n_pos - a.window : 0;
     q += (int64_t)blockIdx.y * a.q_ts;
     out += (int64_t)blockIdx.y * a.q_ts;
@@ -696,8 +696,8 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
     }
 }
 
-/* n_tok tokens in one launch: at consecutive positions from p->n_pos, or (d_pos) at theirs on
- * the device (sl_cuda_attn_decode: n_tok 1) */
+/* n_tok tokens in one launch at their positions on the device (d_pos: sl_cuda_attn_at), or
+ * one token at p->n_pos (d_pos NULL: sl_cuda_attn_decode) */
 static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, const void *d_k,
                              const void *d_v, const sl_attn_params *p, const int32_t *d_pos,
                              int64_t n_tok, float *d_out, sl_error *err)
@@ -752,13 +752,6 @@ extern "C" sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const
                                          sl_error *err)
 {
     return attn_launch(__func__, c, d_q, d_k, d_v, p, NULL, 1, d_out, err);
-}
-
-extern "C" sl_status sl_cuda_attn_prefill(sl_cuda_ctx *c, const float *d_q, const void *d_k,
-                                          const void *d_v, const sl_attn_params *p, int64_t n_tok,
-                                          float *d_out, sl_error *err)
-{
-    return attn_launch(__func__, c, d_q, d_k, d_v, p, NULL, n_tok, d_out, err);
 }
 
 extern "C" sl_status sl_cuda_attn_at(sl_cuda_ctx *c, const float *d_q, const void *d_k,

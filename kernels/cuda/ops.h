@@ -92,14 +92,8 @@ sl_status sl_cuda_argmax(sl_cuda_ctx *c, const float *d_x, int64_t n, sl_argmax_
 sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const void *d_k,
                               const void *d_v, const sl_attn_params *p, float *d_out,
                               sl_error *err);
-/* n_tok query tokens at consecutive positions in one launch (a prefill chunk of one sequence):
- * q, out [n_tok][n_head][head_dim]; token t is sl_cuda_attn_decode with n_pos = p->n_pos + t
- * (p->n_pos: token 0's), the window and sinks per token as there; the same bits as n_tok calls
- * of it. n_tok in [1, 65535]. */
-sl_status sl_cuda_attn_prefill(sl_cuda_ctx *c, const float *d_q, const void *d_k,
-                               const void *d_v, const sl_attn_params *p, int64_t n_tok,
-                               float *d_out, sl_error *err);
-/* n_tok query tokens at any positions, one launch: token t attends to cache positions [0,
+/* n_tok query tokens at any positions (a prefill chunk, a decode token), one launch: q, out
+ * [n_tok][n_head][head_dim]; n_tok in [1, 65535]; token t attends to cache positions [0,
  * d_pos[t]] (window and sinks as sl_cuda_attn_decode with n_pos = d_pos[t] + 1; the same
  * bits), d_pos [n_tok] read on the device, so a launch captured in a graph stays right as
  * the context grows. p->n_pos is checked as in decode and otherwise unused (the caller's

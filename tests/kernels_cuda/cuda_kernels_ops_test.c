@@ -43,10 +43,11 @@ static void test_host_side(void)
     ap.head_dim = SL_CUDA_ATTN_MAX_HEAD_DIM + 1;
     CHECK(sl_cuda_attn_decode(NULL, p, p, p, &ap, p, &e) == SL_ERR_UNSUPPORTED);
     ap.head_dim = 64;
-    CHECK(sl_cuda_attn_prefill(NULL, p, p, p, &ap, 0, p, &e) == SL_ERR_INVALID);
+    const int32_t *pp = (const int32_t *)p;
+    CHECK(sl_cuda_attn_at(NULL, p, p, p, &ap, pp, 0, p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "n_tok");
-    CHECK(sl_cuda_attn_prefill(NULL, p, p, p, &ap, 65536, p, &e) == SL_ERR_INVALID);
-    CHECK(sl_cuda_attn_prefill(NULL, p, p, p, &ap, 4, p, &e) == SL_ERR_INVALID); /* no ctx */
+    CHECK(sl_cuda_attn_at(NULL, p, p, p, &ap, pp, 65536, p, &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_attn_at(NULL, p, p, p, &ap, pp, 4, p, &e) == SL_ERR_INVALID); /* no ctx */
     CHECK(sl_cuda_attn_at(NULL, p, p, p, &ap, NULL, 4, p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "d_pos");
     sl_router_params rt = {.gating = SL_GATING_SOFTMAX_TOPK, .n_expert = 8, .k = 9, .weight_scale = 1};
@@ -392,9 +393,10 @@ static void test_ops(sl_cuda_ctx *c)
         cudaFree(dq), cudaFree(do_), cudaFree(ds), cudaFree(dk), cudaFree(dv);
     }
 
-    /* prefill attention (sl_cuda_attn_prefill): NT tokens at consecutive positions from n_pos
-     * in one launch give the bits of NT decode launches, with a window (variant 1) and sinks
-     * (variant 2) per token, F16 KV and GQA (variant 3) */
+    /* attention at positions read on the device (sl_cuda_attn_at): NT tokens in one launch,
+     * at consecutive positions (a prefill chunk) and in reverse order with their q rows (and a
+     * stale host n_pos), give the bits of NT decode launches, with a window (variant 1) and
+     * sinks (variant 2) per token, F16 KV and GQA (variant 3) */
     for (int variant = 0; variant < 4; variant++) {
         enum { NT = 37, NPOS = 300 };
         sl_attn_params p = {.n_head = 8, .n_kv_head = variant == 3 ? 2 : 8, .head_dim = 128,
@@ -414,7 +416,6 @@ static void test_ops(sl_cuda_ctx *c)
         void *dk = dmalloc((size_t)nkv * es);
         h2d(dk, kv, (size_t)nkv * es);
         if (variant == 2) p.sinks = ds;
-        CHECK_MSG(sl_cuda_attn_prefill(c, dq, dk, dk, &p, NT, dop, &e) == SL_OK, "%s", e.msg);
         const int64_t qd = (int64_t)p.n_head * p.head_dim;
         for (int t = 0; t < NT; t++) {
             sl_attn_params pt = p;
@@ -423,36 +424,32 @@ static void test_ops(sl_cuda_ctx *c)
                       "%s", e.msg);
         }
         CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
-        d2h(o1, dop, (size_t)nq * 4);
         d2h(on, dod, (size_t)nq * 4);
-        int bad = 0;
-        for (int64_t i = 0; i < nq; i++) bad += memcmp(&o1[i], &on[i], 4) != 0;
-        CHECK_MSG(bad == 0, "attn prefill variant %d: %d of %lld outputs differ from %d decode "
-                  "launches", variant, bad, (long long)nq, (int)NT);
-        /* sl_cuda_attn_at: the positions read on the device, in reverse order (q rows
-         * reversed with them) and a stale host n_pos: the same bits per token */
-        int32_t pos[NT];
-        float *qr = xmalloc((size_t)nq * 4);
-        for (int t = 0; t < NT; t++) {
-            pos[t] = p.n_pos - 1 + (NT - 1 - t);
-            memcpy(qr + t * qd, q + (NT - 1 - t) * qd, (size_t)qd * 4);
+        int32_t pos[NT], *dpos = (int32_t *)dmalloc(sizeof pos);
+        float *qr = xmalloc((size_t)nq * 4), *dqr = dmalloc((size_t)nq * 4);
+        for (int rev = 0; rev < 2; rev++) {
+            for (int t = 0; t < NT; t++) { /* token t of the launch is decode token s */
+                const int s = rev ? NT - 1 - t : t;
+                pos[t] = p.n_pos - 1 + s;
+                memcpy(qr + t * qd, q + s * qd, (size_t)qd * 4);
+            }
+            h2d(dpos, pos, sizeof pos);
+            h2d(dqr, qr, (size_t)nq * 4);
+            sl_attn_params pa = p;
+            if (rev) pa.n_pos = 1; /* stale: the device's positions rule */
+            CHECK_MSG(sl_cuda_attn_at(c, dqr, dk, dk, &pa, dpos, NT, dop, &e) == SL_OK, "%s",
+                      e.msg);
+            CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+            d2h(o1, dop, (size_t)nq * 4);
+            int bad = 0;
+            for (int t = 0; t < NT; t++)
+                bad += memcmp(o1 + t * qd, on + (rev ? NT - 1 - t : t) * qd, (size_t)qd * 4) != 0;
+            CHECK_MSG(bad == 0, "attn at positions (%s) variant %d: %d of %d tokens differ from "
+                      "decode launches", rev ? "reversed" : "consecutive", variant, bad, (int)NT);
         }
-        int32_t *dpos = (int32_t *)dmalloc(sizeof pos);
-        float *dqr = dup_d(qr, nq);
-        h2d(dpos, pos, sizeof pos);
-        sl_attn_params pa = p;
-        pa.n_pos = 1;
-        CHECK_MSG(sl_cuda_attn_at(c, dqr, dk, dk, &pa, dpos, NT, dop, &e) == SL_OK, "%s", e.msg);
-        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
-        d2h(o1, dop, (size_t)nq * 4);
-        bad = 0;
-        for (int t = 0; t < NT; t++)
-            bad += memcmp(o1 + t * qd, on + (NT - 1 - t) * qd, (size_t)qd * 4) != 0;
-        CHECK_MSG(bad == 0, "attn at positions variant %d: %d of %d tokens differ from decode",
-                  variant, bad, (int)NT);
         free(qr);
         cudaFree(dpos), cudaFree(dqr);
-        CHECK(sl_cuda_attn_prefill(c, dq, dk, dk, &p, 0, dop, &e) == SL_ERR_INVALID);
+        CHECK(sl_cuda_attn_at(c, dq, dk, dk, &p, dpos, 0, dop, &e) == SL_ERR_INVALID);
         CHECK_CONTAINS(e.msg, "n_tok");
         free(q), free(o1), free(on), free(kv);
         cudaFree(dq), cudaFree(dop), cudaFree(dod), cudaFree(ds), cudaFree(dk);
