@@ -15,18 +15,26 @@
  */
 #include <cuda_runtime.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/device/cuda_gather.h"
 #include "base/device/device_impl.h"
 
 typedef struct cuda_dev {
     int ordinal;
 } cuda_dev;
 
+/* bounce: the D2D batches' gather buffer (cuda_copy_batch), bounce_bytes long, or NULL before
+ * the first batch that needs one; mu guards both (a batch enqueues under it, and a larger
+ * buffer replaces the old one only through cudaFree, which waits for the device). */
 typedef struct cuda_stream {
     sl_stream base;
     cudaStream_t s;
+    pthread_mutex_t mu;
+    void *bounce;
+    uint64_t bounce_bytes;
 } cuda_stream;
 
 typedef struct cuda_event {
@@ -151,6 +159,7 @@ static sl_status cuda_stream_create(sl_device *d, sl_stream **out, sl_error *err
         free(s);
         return cu_fail(err, rc, "cudaStreamCreateWithFlags", __LINE__);
     }
+    pthread_mutex_init(&s->mu, NULL);
     *out = &s->base;
     return SL_OK;
 }
@@ -162,6 +171,8 @@ static void cuda_stream_destroy(sl_device *d, sl_stream *bs)
     (void)cudaSetDevice(ORD(d));
     (void)cudaStreamSynchronize(s->s);
     (void)cudaStreamDestroy(s->s);
+    if (s->bounce) (void)cudaFree(s->bounce);
+    pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
@@ -250,18 +261,126 @@ static sl_status cuda_copy(sl_device *d, sl_stream *bs, void *dst, const void *s
     return SL_OK;
 }
 
-/* One cudaMemcpyAsync per item: cudaMemcpyBatchAsync may run its copies in any order, and
- * a batch's items may depend on earlier ones (the pieces of a compaction slide). */
+/* D2D batches: items up to GATHER_ITEM_MAX go through the gather kernels (cuda_gather.h) in
+ * phases; larger ones, already at copy speed alone, are one cudaMemcpyAsync each, in order
+ * between the phases. A phase ends where the next item would read bytes an earlier item of
+ * the phase writes, or write bytes one writes (the kernels read every source before writing
+ * any destination), at SL__GATHER_MAX_ITEMS, or when the bounce is full. The bounce is the
+ * stream's own (cuda_stream), grown to what a batch's small items need up to
+ * GATHER_BOUNCE_MAX - well inside the 50 MB L2 of an H100 / H200, so the second kernel reads
+ * it from cache - and kept: a per-batch cudaMallocAsync would give the memory back at every
+ * sync and map it again. Without one (out of memory: compaction runs when memory is short)
+ * the batch uses what it has, or one cudaMemcpyAsync per item. cudaMemcpyBatchAsync is not
+ * used: it may run its copies in any order, and a batch's items may depend on earlier ones
+ * (the pieces of a compaction slide). */
+#define GATHER_ITEM_MAX ((uint64_t)1 << 20)
+#define GATHER_BOUNCE_MAX ((uint64_t)16 << 20)
+
+static bool ranges_overlap(const void *a, uint64_t an, const void *b, uint64_t bn)
+{
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + bn && y < x + an;
+}
+
+/* Whether item it may join phase g (comment above). */
+static bool gather_fits(const sl__gather *g, const sl_copy_item *it, uint64_t bounce_bytes)
+{
+    if (g->n == SL__GATHER_MAX_ITEMS || g->off[g->n] + (it->bytes + 15) / 16 * 16 > bounce_bytes)
+        return false;
+    for (int j = 0; j < g->n; j++)
+        if (ranges_overlap(it->src, it->bytes, g->dst[j], g->bytes[j]) ||
+            ranges_overlap(it->dst, it->bytes, g->dst[j], g->bytes[j]))
+            return false;
+    return true;
+}
+
+static sl_status gather_flush(sl__gather *g, cuda_stream *s, sl_error *err)
+{
+    if (g->n == 0) return SL_OK;
+    const int rc = sl__cuda_gather((void *)s->s, g, s->bounce);
+    g->n = 0;
+    CU(err, (cudaError_t)rc, "sl__cuda_gather");
+    return SL_OK;
+}
+
+/* With s->mu held: s->bounce grown towards `want` bytes when it can be (a failure keeps the
+ * old one, or none). */
+static void bounce_reserve(cuda_stream *s, uint64_t want)
+{
+    if (s->bounce_bytes >= want) return;
+    void *p = NULL;
+    if (cudaMalloc(&p, (size_t)want) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: the copies must not report it */
+        return;
+    }
+    if (s->bounce) (void)cudaFree(s->bounce); /* waits for the kernels that read it */
+    s->bounce = p;
+    s->bounce_bytes = want;
+}
+
 static sl_status cuda_copy_batch(sl_device *d, sl_stream *bs, const sl_copy_item *items, size_t n,
                                  sl_copy_kind kind, size_t *issued, sl_error *err)
 {
-    for (*issued = 0; *issued < n; ++*issued) {
-        sl_status st = cuda_copy(d, bs, items[*issued].dst, items[*issued].src,
-                                 items[*issued].bytes, kind, err);
-        if (st)
-            return st;
+    cuda_stream *s = (cuda_stream *)bs;
+    *issued = 0;
+    uint64_t small = 0; /* bounce bytes the small items need in all */
+    size_t n_small = 0;
+    for (size_t i = 0; kind == SL_COPY_D2D && i < n; i++)
+        if (items[i].bytes <= GATHER_ITEM_MAX) {
+            small += (items[i].bytes + 15) / 16 * 16;
+            n_small++;
+        }
+    sl__gather *g = n_small >= 2 ? malloc(sizeof *g) : NULL;
+    if (g) {
+        const cudaError_t rc = cudaSetDevice(ORD(d));
+        if (rc != cudaSuccess) {
+            free(g);
+            return cu_fail(err, rc, "cudaSetDevice", __LINE__);
+        }
+        pthread_mutex_lock(&s->mu);
+        bounce_reserve(s, small < GATHER_BOUNCE_MAX ? small : GATHER_BOUNCE_MAX);
+        if (!s->bounce) {
+            pthread_mutex_unlock(&s->mu);
+            free(g);
+            g = NULL;
+        }
     }
-    return SL_OK;
+    if (!g) {
+        for (; *issued < n; ++*issued) {
+            sl_status st = cuda_copy(d, bs, items[*issued].dst, items[*issued].src,
+                                     items[*issued].bytes, kind, err);
+            if (st) return st;
+        }
+        return SL_OK;
+    }
+    /* *issued: the first item of the phase in g (everything before it is enqueued) */
+    sl_status st = SL_OK;
+    g->n = 0;
+    g->off[0] = 0;
+    for (size_t i = 0; !st && i < n; i++) {
+        const sl_copy_item *it = &items[i];
+        /* (a bounce that could not grow may be shorter than an item) */
+        const bool big =
+            it->bytes > GATHER_ITEM_MAX || (it->bytes + 15) / 16 * 16 > s->bounce_bytes;
+        if (big || !gather_fits(g, it, s->bounce_bytes)) {
+            if ((st = gather_flush(g, s, err))) break;
+            *issued = i;
+        }
+        if (big) {
+            if ((st = cuda_copy(d, bs, it->dst, it->src, it->bytes, kind, err))) break;
+            *issued = i + 1;
+            continue;
+        }
+        const int k = g->n++;
+        g->src[k] = it->src;
+        g->dst[k] = it->dst;
+        g->bytes[k] = (uint32_t)it->bytes;
+        g->off[k + 1] = g->off[k] + (it->bytes + 15) / 16 * 16;
+    }
+    if (!st && !(st = gather_flush(g, s, err))) *issued = n;
+    pthread_mutex_unlock(&s->mu);
+    free(g);
+    return st;
 }
 
 static sl_status cuda_launch_host(sl_device *d, sl_stream *bs, sl_host_fn fn, void *user,

@@ -244,6 +244,87 @@ static void check_copy_batch(const sl_device_options *base)
     }
 }
 
+/* A D2D batch of many items that read and write each other's bytes equals the same copies
+ * done one by one (memcpy on a host mirror): items reading what an earlier one wrote, two
+ * writing the same bytes, writes over what an earlier one read, odd sizes and addresses,
+ * more items than one cuda gather phase takes (96), more small bytes than its bounce (16 MiB),
+ * and items over 1 MiB (a cudaMemcpyAsync each, between phases), so every phase cut of
+ * cuda.c's planner is crossed; on sim the same property of its one worker op. */
+static void check_copy_batch_order(const sl_device_options *base)
+{
+    enum { R = 24 << 20, N_ITEMS = 400 };
+    sl_error err;
+    sl_device *d = open_dev(base, (sl_fault_options){0});
+    if (!d)
+        return;
+    void *r = NULL;
+    sl_stream *s = NULL;
+    uint8_t *mirror = malloc(R), *out = malloc(R);
+    sl_copy_item *items = malloc(N_ITEMS * sizeof *items);
+    OK(sl_device_region_alloc(d, R, &r, &err));
+    OK(sl_device_stream_create(d, &s, &err));
+    if (r && s && mirror && out && items) {
+        uint8_t *rr = r;
+        fill(mirror, R, 0x6A7E);
+        OK(sl_device_copy(d, s, rr, mirror, R, SL_COPY_H2D, &err));
+        OK(sl_device_stream_sync(d, s, &err)); /* the mirror changes below */
+        uint64_t seed = 0x5EED0F17, big = 0, small = 0;
+        for (int i = 0; i < N_ITEMS; i++) {
+            const uint64_t kind = rng_next(&seed) % 20, x = rng_next(&seed);
+            uint64_t n = kind < 12   ? 1 + x % 8192                    /* small, odd sizes */
+                         : kind < 17 ? 8192 + x % (256 << 10)          /* medium */
+                         : kind < 19 ? (600 << 10) + x % (424 << 10)   /* near the 1 MiB cut */
+                                     : (1 << 20) + 1 + x % (1 << 20); /* over it */
+            if (kind % 3 == 0) n = (n + 255) / 256 * 256; /* BFC-like blocks */
+            uint64_t so, dof;
+            do {
+                so = rng_next(&seed) % (R - n);
+                dof = rng_next(&seed) % (R - n);
+                if (kind % 3 == 0) so &= ~(uint64_t)255, dof &= ~(uint64_t)255;
+            } while (so < dof + n && dof < so + n);
+            if (i % 7 == 1) { /* read what the previous item wrote */
+                so = (uint64_t)((uint8_t *)items[i - 1].dst - rr);
+                n = items[i - 1].bytes;
+                do dof = rng_next(&seed) % (R - n);
+                while (so < dof + n && dof < so + n);
+            } else if (i % 11 == 2) { /* write where the previous item wrote */
+                dof = (uint64_t)((uint8_t *)items[i - 1].dst - rr);
+                n = items[i - 1].bytes;
+                do so = rng_next(&seed) % (R - n);
+                while (so < dof + n && dof < so + n);
+            } else if (i % 13 == 3) { /* write over what the previous item read */
+                dof = (uint64_t)((const uint8_t *)items[i - 1].src - rr);
+                n = items[i - 1].bytes;
+                do so = rng_next(&seed) % (R - n);
+                while (so < dof + n && dof < so + n);
+            }
+            items[i] = (sl_copy_item){rr + dof, rr + so, n};
+            memcpy(mirror + dof, mirror + so, n);
+            if (n > (1 << 20)) big += n;
+            else small += n;
+        }
+        CHECK_MSG(big > 0 && small > (16 << 20), "the batch must cross every cut: %" PRIu64
+                  " bytes in big items, %" PRIu64 " in small ones", big, small);
+        size_t issued = 0;
+        OK(sl_device_copy_batch(d, s, items, N_ITEMS, SL_COPY_D2D, &issued, &err));
+        CHECK(issued == N_ITEMS);
+        OK(sl_device_copy(d, s, out, rr, R, SL_COPY_D2H, &err));
+        OK(sl_device_stream_sync(d, s, &err));
+        size_t first = R;
+        for (size_t i = 0; i < R && first == R; i++)
+            if (out[i] != mirror[i]) first = i;
+        CHECK_MSG(first == R, "the batch differs from the copies one by one at byte %zu", first);
+    }
+    sl_device_stream_destroy(d, s);
+    if (r)
+        OK(sl_device_region_free(d, r, &err));
+    free(mirror);
+    free(out);
+    free(items);
+    check_counters_zero(d);
+    sl_device_close(d);
+}
+
 /* Many copies into the same device buffer on one stream: they land in order, last wins. */
 static void check_stream_order(const sl_device_options *base)
 {
@@ -734,6 +815,7 @@ int sl_device_checks_run(const sl_device_options *base, const char *label)
     check_regions(base);
     check_copies(base);
     check_copy_batch(base);
+    check_copy_batch_order(base);
     check_stream_order(base);
     check_host_fn(base);
     check_events(base);

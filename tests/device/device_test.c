@@ -4,8 +4,10 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include "base/device/cuda_gather.h"
 #include "base/device/device.h"
 #include "base/device/device_impl.h"
 #include "base/fault.h"
@@ -413,8 +415,47 @@ static void test_threads(void)
     sl_device_close(d);
 }
 
+/* The cuda gather phase's invariants (cuda_gather.h), host code that needs no GPU: a phase the
+ * planner builds passes, each broken invariant names its item, and the launcher refuses a bad
+ * phase or bounce before enqueuing anything (cudaErrorInvalidValue, 1). */
+static void test_gather_validate(void)
+{
+    static sl__gather g; /* 3.3 KB */
+    static uint8_t buf[4096];
+    CHECK(sl__gather_validate(NULL) == -1);
+    memset(&g, 0, sizeof g);
+    CHECK(sl__gather_validate(&g) == -1); /* n = 0 */
+    g.n = 3;
+    const uint32_t sizes[3] = {1, 17, 32};
+    for (int i = 0; i < 3; i++) {
+        g.src[i] = buf + 1024 * i;
+        g.dst[i] = buf + 1024 * i + 512;
+        g.bytes[i] = sizes[i];
+        g.off[i + 1] = g.off[i] + (sizes[i] + 15) / 16 * 16;
+    }
+    CHECK(sl__gather_validate(&g) == 0);
+    CHECK(g.off[3] == 16 + 32 + 32);
+    g.off[2] += 16; /* offsets not the padded sizes */
+    CHECK(sl__gather_validate(&g) == 2);
+    g.off[2] -= 16;
+    g.dst[2] = (uint8_t *)g.src[2] + 31; /* overlaps its own source */
+    CHECK(sl__gather_validate(&g) == 3);
+    g.dst[2] = buf + 2048 + 512;
+    g.bytes[0] = 0;
+    CHECK(sl__gather_validate(&g) == 1);
+    g.bytes[0] = 1;
+    g.n = SL__GATHER_MAX_ITEMS + 1;
+    CHECK(sl__gather_validate(&g) == -1);
+    g.n = 3;
+    CHECK(sl__cuda_gather(NULL, &g, NULL) == 1);      /* no bounce */
+    CHECK(sl__cuda_gather(NULL, &g, buf + 1) == 1);   /* misaligned bounce */
+    g.off[0] = 16;
+    CHECK(sl__cuda_gather(NULL, &g, buf) == 1);       /* a broken phase */
+}
+
 int main(void)
 {
+    test_gather_validate();
     test_env_and_kind();
     test_props_and_capacity();
     test_throttle();

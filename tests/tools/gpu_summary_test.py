@@ -236,6 +236,35 @@ def main():
                                "sluice_tps_median": 450.5, "ratio_median": 4.57}],
            f"cpu_vs_llamacpp from cpu/cpu-compare.json ({c7})")
 
+    # Q4_K GEMV vs HBM and compaction vs a D2D copy (issue 32), from bench kernels' and bench
+    # alloc's JSON in their layouts: a sim alloc.json is no GPU figure (null, said so)
+    def alloc_json(cpu_only, ratio):
+        return {"device": "x", "kind": "sim" if cpu_only else "cuda", "cpu_only": cpu_only,
+                "compaction": {"bytes_moved": 2607616, "blocks_moved": 36, "copies": 51,
+                               "reps": 5, "seconds": 0.00002, "gbs": 130.4,
+                               "d2d_copy_seconds": 0.000016, "d2d_copy_gbs": 160.7,
+                               "ratio": ratio, "median_pair_ratio": ratio - 0.01}}
+    with open(os.path.join(d, "alloc.json"), "w") as f:
+        json.dump(alloc_json(True, 0.7), f)
+    with open(os.path.join(d, "kernels-14336x4096.json"), "w") as f:
+        json.dump({"bench": "kernels", "rows": 14336, "cols": 4096, "cpu": [], "gpu": [
+            {"type": "Q4_K", "act": "q8", "gbps": 1531.4, "ratio": 0.3648},
+            {"type": "Q4_K", "act": "f32", "gbps": 1083.1, "ratio": 0.258},
+            {"type": "Q8_0", "act": "q8", "gbps": 2277.7, "ratio": 0.5426}]}, f)
+    r, s8 = summarize(d, "-o", os.path.join(tmp, "s8.json"))
+    s8 = s8 or {}
+    expect(r.returncode == 0 and s8.get("gpu_gemv_vs_hbm") == {"Q4_K": 0.3648, "Q8_0": 0.5426},
+           f"gpu_gemv_vs_hbm: the Q8-activation rows per type ({s8.get('gpu_gemv_vs_hbm')})")
+    expect(s8.get("compaction_vs_d2d", 0) is None and
+           "sim" in s8.get("null_reasons", {}).get("compaction_vs_d2d", ""),
+           "a sim alloc.json: compaction_vs_d2d null, the reason says sim")
+    with open(os.path.join(d, "alloc.json"), "w") as f:
+        json.dump(alloc_json(False, 0.81), f)
+    r, s9 = summarize(d, "-o", os.path.join(tmp, "s9.json"))
+    c9 = (s9 or {}).get("compaction_vs_d2d") or {}
+    expect(r.returncode == 0 and c9.get("ratio") == 0.81 and c9.get("median_pair_ratio") == 0.8
+           and c9.get("copies") == 51, f"compaction_vs_d2d from alloc.json ({c9})")
+
     # an empty folder: every figure null with a reason, exit 0
     e = os.path.join(tmp, "empty")
     os.makedirs(e)
@@ -243,7 +272,7 @@ def main():
     s3 = s3 or {}
     keys = ["device", "commit", "vram_budget_bytes", "cpu_vs_llamacpp", "tests"] + \
         list(s3.get("ratio_definitions", {}))
-    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 12 and
+    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 14 and
            all(s3.get(k) is None and s3["null_reasons"].get(k) for k in keys),
            f"empty run folder: all null with reasons ({s3.get('null_reasons')})")
     r, _ = summarize(os.path.join(tmp, "no-such-folder"))
