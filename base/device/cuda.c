@@ -273,7 +273,7 @@ static sl_status cuda_copy(sl_device *d, sl_stream *bs, void *dst, const void *s
  * the batch uses what it has, or one cudaMemcpyAsync per item. cudaMemcpyBatchAsync is not
  * used: it may run its copies in any order, and a batch's items may depend on earlier ones
  * (the pieces of a compaction slide). */
-#define GATHER_ITEM_MAX ((uint64_t)1 << 20)
+#define GATHER_ITEM_MAX ((uint64_t)4 << 20)
 #define GATHER_BOUNCE_MAX ((uint64_t)16 << 20)
 
 static bool ranges_overlap(const void *a, uint64_t an, const void *b, uint64_t bn)

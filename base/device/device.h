@@ -129,7 +129,7 @@ typedef struct sl_copy_item {
 /* n copies of one kind on stream s, exactly as n sl_device_copy calls in order would do them
  * (same checks, counters and fault numbering; an item may read what an earlier one wrote), but
  * enqueued as one operation where the backend can: many small copies (compaction) then cost
- * one enqueue, not n (sim: one worker op; cuda: D2D items up to 1 MiB as two gather kernels
+ * one enqueue, not n (sim: one worker op; cuda: D2D items up to 4 MiB as two gather kernels
  * per phase through a bounce buffer (cuda_gather.h), larger ones and other kinds one
  * cudaMemcpyAsync each; cudaMemcpyBatchAsync does not keep the order that dependent items
  * need). *issued = the items enqueued: all

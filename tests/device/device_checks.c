@@ -248,11 +248,11 @@ static void check_copy_batch(const sl_device_options *base)
  * done one by one (memcpy on a host mirror): items reading what an earlier one wrote, two
  * writing the same bytes, writes over what an earlier one read, odd sizes and addresses,
  * more items than one cuda gather phase takes (96), more small bytes than its bounce (16 MiB),
- * and items over 1 MiB (a cudaMemcpyAsync each, between phases), so every phase cut of
+ * and items over 4 MiB (a cudaMemcpyAsync each, between phases), so every phase cut of
  * cuda.c's planner is crossed; on sim the same property of its one worker op. */
 static void check_copy_batch_order(const sl_device_options *base)
 {
-    enum { R = 24 << 20, N_ITEMS = 400 };
+    enum { R = 32 << 20, N_ITEMS = 400 };
     sl_error err;
     sl_device *d = open_dev(base, (sl_fault_options){0});
     if (!d)
@@ -273,8 +273,8 @@ static void check_copy_batch_order(const sl_device_options *base)
             const uint64_t kind = rng_next(&seed) % 20, x = rng_next(&seed);
             uint64_t n = kind < 12   ? 1 + x % 8192                    /* small, odd sizes */
                          : kind < 17 ? 8192 + x % (256 << 10)          /* medium */
-                         : kind < 19 ? (600 << 10) + x % (424 << 10)   /* near the 1 MiB cut */
-                                     : (1 << 20) + 1 + x % (1 << 20); /* over it */
+                         : kind < 19 ? (3 << 20) + x % (1 << 20)       /* near the 4 MiB cut */
+                                     : (4 << 20) + 1 + x % (1 << 20); /* over it */
             if (kind % 3 == 0) n = (n + 255) / 256 * 256; /* BFC-like blocks */
             uint64_t so, dof;
             do {
@@ -300,7 +300,7 @@ static void check_copy_batch_order(const sl_device_options *base)
             }
             items[i] = (sl_copy_item){rr + dof, rr + so, n};
             memcpy(mirror + dof, mirror + so, n);
-            if (n > (1 << 20)) big += n;
+            if (n > (4 << 20)) big += n;
             else small += n;
         }
         CHECK_MSG(big > 0 && small > (16 << 20), "the batch must cross every cut: %" PRIu64
