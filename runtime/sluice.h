@@ -70,7 +70,8 @@ typedef struct sl_model_options {
     const char *device;         /* "cuda" | "sim" | "auto" | NULL (SLUICE_DEVICE, then auto) */
     sl_load_io io;              /* how weights are read into the host pool */
     int numa_node;              /* -1: nearest the GPU */
-    int n_threads;              /* CPU compute threads; 0: all cores of the chosen node */
+    int n_threads;              /* CPU compute threads; 0: the CPUs online (less one beside
+                                   a device: sl_model_info's n_threads) */
     const char *cpus;           /* explicit CPU list "0-7,16" or NULL */
     bool progress;              /* progress bar on stderr when it is a terminal */
     /* false (default): Q4_K matrices the CPU computes are repacked at load into Q4_K_R8, eight
@@ -112,6 +113,10 @@ typedef struct sl_model_info {
     uint64_t device_region_allocs, device_host_registers;
     /* Q4_K tensors repacked into Q4_K_R8 at load (no_repack false), and their bytes */
     uint64_t repacked_tensors, repacked_bytes;
+    /* CPU compute threads of its contexts: sl_model_options_threads of the options, one fewer
+     * when they set neither n_threads nor cpus, there are >= 4 CPUs and the layers compute on
+     * both a device and the host (the device's own host threads keep a core) */
+    int32_t n_threads;
 } sl_model_info;
 SL_API void sl_model_info_get(const sl_model *m, sl_model_info *out);
 
@@ -370,7 +375,7 @@ SL_API int32_t sl_ctx_n_batch(const sl_ctx *c);
  * unavailable. */
 SL_API const float *sl_ctx_embeddings(const sl_ctx *c, int64_t i);
 /* Runs fn(user, begin, end, thread) over [0, n) in chunks of grain indices on c's compute
- * threads (sl_model_options_threads of its model; the caller is thread 0, the others are
+ * threads (sl_model_info's n_threads of its model; the caller is thread 0, the others are
  * bound as the model's options say), each index once, and returns when all are done: a front
  * end's per-row work between evaluations (perplexity's scoring of the logits) without threads
  * of its own. thread is in [0, the thread count). Not concurrently with another call on c,

@@ -51,7 +51,7 @@ class ModelInfo(Structure):
         ("host_bytes", c_uint64), ("bos", c_int32), ("eos", c_int32),
         ("device_copies_pageable", c_uint64), ("device_region_allocs", c_uint64),
         ("device_host_registers", c_uint64), ("repacked_tensors", c_uint64),
-        ("repacked_bytes", c_uint64),
+        ("repacked_bytes", c_uint64), ("n_threads", c_int32),
     ]
 
 

@@ -100,6 +100,7 @@ void sl__model_info_fill(sl_model *m)
     in->n_ff_exp = hp->n_expert ? hp->n_ff_exp : 0;
     in->n_params = in->weight_bytes = in->gpu_bytes = in->host_bytes = 0;
     in->repacked_tensors = in->repacked_bytes = 0;
+    in->n_threads = sl__model_threads(m);
     for (size_t i = 0; i < m->n_w; i++) {
         const sl_weight *w = &m->w[i];
         in->n_params += (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]);
@@ -274,7 +275,7 @@ const sl_vocab *sl__model_vocab(const sl_model *m)
 sl_status sl__model_cpu_pool_create(const sl_model *m, sl_cpu_pool **out, sl_error *err)
 {
     *out = NULL;
-    const int nt = sl_model_options_threads(&m->opt);
+    const int nt = sl__model_threads(m);
     if (nt == 1 && m->opt.numa_node < 0 && !m->opt.cpus) return SL_OK;
     sl_cpu_pool_options po = {.n_threads = nt, .numa_node = m->opt.numa_node,
                               .cpus = m->opt.cpus, .topo = NULL};

@@ -388,6 +388,35 @@ static void check_hot_cold(const char *arch, uint32_t wtype, int g, const char *
 
 /* No argument: everything below. "deepseek2": only deepseek2's F32 runs and the parity line
  * (tools/gpu-test all's ds2-parity step: a few seconds). */
+/* The contexts' CPU threads beside the GPU (runtime/engine/threads.c): with the count left
+ * open, --n-cpu-moe (experts of some layers on the host) leaves one CPU to the driver's and the
+ * waiting thread on a machine of >= 4 CPUs, the whole model on the GPU does not. */
+static void check_threads(const char *dir)
+{
+    tm_params p;
+    char path[700];
+    if (!write_model("qwen3moe", SL_GGML_F32, false, "", dir, &p, path)) return;
+    const int all = sl_model_options_threads(NULL);
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int hybrid = 0; hybrid < 2; hybrid++) {
+        sl_model_options o = sl_model_options_default();
+        o.placement = SL_PLACE_GPU;
+        o.n_cpu_moe = hybrid ? 1 : 0;
+        o.progress = false;
+        o.device = "cuda";
+        sl_model *m = NULL;
+        sl_error e;
+        CHECK_MSG(sl_model_open(path, &o, &m, &e) == SL_OK, "open: %s", e.msg);
+        if (!m) continue;
+        sl_model_info mi;
+        sl_model_info_get(m, &mi);
+        const int want = hybrid && online >= 4 ? all - 1 : all;
+        CHECK_MSG(mi.n_threads == want, "%s: %d CPU threads, want %d of %ld",
+                  hybrid ? "--n-cpu-moe 1" : "gpu", mi.n_threads, want, online);
+        sl_model_close(m);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const bool ds2_only = argc > 1 && !strcmp(argv[1], "deepseek2");
@@ -427,6 +456,7 @@ int main(int argc, char **argv)
         check_hot_cold(hc[i], SL_GGML_F32, 1, dir);
         check_hot_cold(hc[i], SL_GGML_Q8_0, 32, dir);
     }
+    if (!ds2_only) check_threads(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) fprintf(stderr, "warning: could not remove %s\n", dir);

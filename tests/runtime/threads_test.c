@@ -1,6 +1,8 @@
-/* runtime/engine/threads.c: sl_model_options_threads is the rule the engine sizes its pool by, and
- * sl_ctx_parallel_for runs on that pool: every index once, thread ids below the count, the
- * caller alone without a pool. */
+/* runtime/engine/threads.c: sl_model_options_threads is what the options ask for, sl_model_info's
+ * n_threads what the engine sizes its pool by (one fewer beside a device that computes part of
+ * the layers, on >= 4 CPUs, when the options leave the count open), and sl_ctx_parallel_for runs
+ * on that pool: every index once, thread ids below the count, the caller alone without a
+ * pool. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +66,10 @@ static void check_ctx(const char *path, int n_threads)
     CHECK_MSG(m && sl_ctx_create(m, &co, &c, &e) == SL_OK, "ctx: %s", e.msg);
     cover *cv = calloc(1, sizeof *cv);
     if (!c || !cv) goto out;
-    const int want = sl_model_options_threads(&mo);
+    sl_model_info mi;
+    sl_model_info_get(m, &mi);
+    const int want = mi.n_threads;
+    CHECK(want == sl_model_options_threads(&mo)); /* CPU placement: what the options ask */
     CHECK_MSG(sl_ctx_parallel_for(c, N, 16, mark, cv, &e) == SL_OK, "parallel_for: %s", e.msg);
     int once = 0, busy = 0;
     for (int i = 0; i < N; i++) once += atomic_load(&cv->hits[i]) == 1;
@@ -87,6 +92,42 @@ out:
     sl_model_close(m);
 }
 
+/* The pool's count by placement on the sim device: one fewer only where layers compute on
+ * both sides (here -ngl of half the layers), the options leave it open and there are >= 4
+ * CPUs (the GPU machine's 16; a 2-core machine keeps both); an explicit count is kept. */
+static void check_beside_device(const char *path, int n_layer)
+{
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const int all = sl_model_options_threads(NULL);
+    const struct {
+        sl_placement pl;
+        int ngl, n_threads, want;
+    } cases[] = {
+        {SL_PLACE_CPU, 0, 0, all},
+        {SL_PLACE_GPU, 0, 0, all},
+        {SL_PLACE_LAYERS, n_layer / 2, 0, online >= 4 ? all - 1 : all},
+        {SL_PLACE_LAYERS, n_layer / 2, 3, 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sl_model_options mo = sl_model_options_default();
+        mo.placement = cases[i].pl;
+        mo.gpu_layers = cases[i].ngl;
+        mo.n_threads = cases[i].n_threads;
+        mo.device = "sim";
+        mo.io = SL_LOAD_PREAD;
+        sl_model *m = NULL;
+        sl_error e = {0};
+        CHECK_MSG(sl_model_open(path, &mo, &m, &e) == SL_OK, "open: %s", e.msg);
+        if (!m) continue;
+        sl_model_info mi;
+        sl_model_info_get(m, &mi);
+        CHECK_MSG(mi.n_threads == cases[i].want, "case %zu (placement %d, ngl %d, n_threads %d):"
+                  " %d threads, want %d of %ld CPUs", i, (int)cases[i].pl, cases[i].ngl,
+                  cases[i].n_threads, mi.n_threads, cases[i].want, online);
+        sl_model_close(m);
+    }
+}
+
 int main(void)
 {
     const char *tmp = getenv("TEST_TMPDIR");
@@ -99,6 +140,7 @@ int main(void)
     check_rule();
     check_ctx(path, 1);
     check_ctx(path, 3);
+    check_beside_device(path, p.n_layer);
     unlink(path);
     return sl_test_finish("threads_test");
 }

@@ -218,6 +218,7 @@ typedef struct run_result {
     double calls_cpu, calls_gpu, mcalls_cpu, mcalls_post, mcalls_full;
     double copy_bytes;       /* expert weight bytes the MoE scheduler copied per decode step */
     uint64_t gpu_bytes, host_bytes;
+    int compute_threads;     /* the contexts' CPU threads (sl_model_info n_threads) */
     bool traced;
     token_bytes tb;          /* bytes per token on each side, from the placement */
     double bound_ms;         /* this placement's bound (0: a rate it needs is unknown) */
@@ -254,6 +255,7 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     sl_model_info_get(m, &info);
     r->gpu_bytes = info.gpu_bytes;
     r->host_bytes = info.host_bytes;
+    r->compute_threads = info.n_threads;
     r->tb = sl_cli_plan_token_bytes(m, mode);
     sl_cli_plan_describe(m, r->ran, sizeof r->ran);
     sl_ctx_options co = sl_ctx_options_default();
@@ -659,8 +661,9 @@ int sl_bench_decode(int argc, char **argv)
                 else printf("null");
                 printf(",\"device_bytes_per_token\":%.0f,\"host_bytes_per_token\":%.0f",
                        r->tb.dev, r->tb.host);
-                printf(",\"gpu_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64, r->gpu_bytes,
-                       r->host_bytes);
+                printf(",\"gpu_bytes\":%" PRIu64 ",\"host_bytes\":%" PRIu64
+                       ",\"compute_threads\":%d", r->gpu_bytes, r->host_bytes,
+                       r->compute_threads);
                 printf(",\"moe_scheduler\":");
                 sl_json_cstr(stdout, r->moe_scheduler);
                 sl_bench_dev_cost_json(stdout, &r->cost);
@@ -727,7 +730,7 @@ int sl_bench_decode(int argc, char **argv)
             if (r->relu_zero >= 0)
                 printf("; ReLU gate <= 0 %.1f%%, skipped %.1f%%", 100 * r->relu_zero,
                        100 * r->relu_skip);
-            printf("; ran %s", r->ran);
+            printf("; ran %s, %d CPU threads", r->ran, r->compute_threads);
             if (r->scheduler)
                 printf(", %s scheduler (mode %s)", r->scheduler,
                        r->sched_mode ? r->sched_mode : "?");
