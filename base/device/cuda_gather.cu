@@ -9,7 +9,7 @@
 
 #include "base/device/cuda_gather.h"
 
-enum { GK_THREADS = 256, GK_TILE = 32 * 1024 };
+enum { GK_THREADS = 256, GK_TILE = 8 * 1024 }; /* 2 x 16 B a thread: many blocks for small phases */
 
 template <bool OUT> static __global__ void __launch_bounds__(GK_THREADS) k_gather(sl__gather g,
                                                                                uint8_t *bounce)
