@@ -90,6 +90,7 @@ static void set_unavailable(sl_hostpool *p, const char *why)
 {
     p->place.kind = SL_HOSTPOOL_UNAVAILABLE;
     p->place.node = -1;
+    p->place.node_cpus = 0;
     p->bind_memory = p->bind_threads = false;
     snprintf(p->place.reason, sizeof p->place.reason,
              "unavailable: %.240s \xe2\x80\x94 plain pinned memory", why);
@@ -129,6 +130,7 @@ static sl_status bind_to(sl_hostpool *p, int node, sl_hostpool_placement_kind ki
     p->place.node = node;
     p->bind_memory = true;
     p->bind_threads = sl_topo_is_this_machine(p->topo) && tn && tn->ncpus > 0;
+    p->place.node_cpus = p->bind_threads ? tn->ncpus : 0;
     snprintf(p->place.reason, sizeof p->place.reason, "%s", reason);
     return SL_OK;
 }

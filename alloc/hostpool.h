@@ -61,6 +61,9 @@ typedef enum sl_hostpool_placement_kind {
 typedef struct sl_hostpool_placement {
     sl_hostpool_placement_kind kind;
     int node;            /* OS index pages are bound to (or lie on, TRIVIAL); -1 if unbound */
+    /* CPUs of `node` that threads can be bound to (NEAR_GPU / EXPLICIT on this machine's
+     * topology: compute beside the pages), else 0 */
+    int node_cpus;
     char reason[320];    /* "nearest GPU 0000:65:00.0", "explicit --numa-node 1",
                             "trivial: one NUMA node", "unavailable: <why> — plain pinned memory" */
     char topology[256];  /* sl_topo_describe line, or "" when no topology could be loaded */

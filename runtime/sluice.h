@@ -70,8 +70,11 @@ typedef struct sl_model_options {
     const char *device;         /* "cuda" | "sim" | "auto" | NULL (SLUICE_DEVICE, then auto) */
     sl_load_io io;              /* how weights are read into the host pool */
     int numa_node;              /* -1: nearest the GPU */
-    int n_threads;              /* CPU compute threads; 0: the CPUs online (less one beside
-                                   a device: sl_model_info's n_threads) */
+    int n_threads;              /* CPU compute threads; 0: the CPUs of the node the weights'
+                                   host pool is bound to (numa_node, or the GPU's on a
+                                   multi-node machine; the threads are bound there too), else
+                                   the CPUs online; one fewer beside a device that computes
+                                   part of the layers (sl_model_info's n_threads) */
     const char *cpus;           /* explicit CPU list "0-7,16" or NULL */
     bool progress;              /* progress bar on stderr when it is a terminal */
     /* false (default): Q4_K matrices the CPU computes are repacked at load into Q4_K_R8, eight
@@ -82,9 +85,11 @@ typedef struct sl_model_options {
 
 /* Defaults: auto placement, O_DIRECT loading, node nearest the GPU, all its cores. */
 SL_API sl_model_options sl_model_options_default(void);
-/* The CPU compute threads opt asks for, the one rule: n_threads, or when it is <= 0 the CPUs
- * online (1 if unknown); at most SL_N_THREADS_MAX. NULL, or a struct_size other than this
- * library's: the defaults'. */
+/* The CPU threads opt asks for before the model is known: n_threads, or when it is <= 0 the
+ * CPUs online (1 if unknown); at most SL_N_THREADS_MAX - what tools pass on (-t) to run a peer
+ * with the same count. An open model's contexts may take fewer (sl_model_info's n_threads:
+ * a node's CPUs, one left beside a device). NULL, or a struct_size other than this library's:
+ * the defaults'. */
 SL_API int sl_model_options_threads(const sl_model_options *opt);
 
 SL_API sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model **out,
@@ -113,9 +118,10 @@ typedef struct sl_model_info {
     uint64_t device_region_allocs, device_host_registers;
     /* Q4_K tensors repacked into Q4_K_R8 at load (no_repack false), and their bytes */
     uint64_t repacked_tensors, repacked_bytes;
-    /* CPU compute threads of its contexts: sl_model_options_threads of the options, one fewer
-     * when they set neither n_threads nor cpus, there are >= 4 CPUs and the layers compute on
-     * both a device and the host (the device's own host threads keep a core) */
+    /* CPU compute threads of its contexts (runtime/engine/cpu_threads.h): n_threads as set;
+     * else a CPU list's CPUs, the host pool's node's CPUs (an explicit numa_node, or the
+     * GPU's node on a multi-node machine), or the CPUs online - one fewer when there are >= 4
+     * and the layers compute on both a device and the host (its host threads keep a core) */
     int32_t n_threads;
 } sl_model_info;
 SL_API void sl_model_info_get(const sl_model *m, sl_model_info *out);

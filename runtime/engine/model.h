@@ -25,6 +25,7 @@
 
 #include "alloc/bfc.h"
 #include "alloc/hostpool.h"
+#include "runtime/engine/cpu_threads.h"
 #include "gguf/arch.h"
 #include "gguf/gguf.h"
 #include "kernels/ref/ops.h"
@@ -415,12 +416,12 @@ sl_status sl__weight_to_device(sl_model *m, sl_weight *w, sl_error *err);
 sl_status sl__weight_resplit(sl_model *m, sl__layer *L, const void *const data[3],
                              const uint32_t type[3], const uint64_t nbytes[3],
                              const bool converted[3], sl_error *err);
-/* The CPU compute threads of m's contexts (threads.c): sl_model_options_threads of its options,
- * one fewer when n_threads and cpus are unset, the machine has >= 4 CPUs and m's layers
- * compute on both a device and the host (that device's host threads keep a core). */
-int sl__model_threads(const sl_model *m);
-/* The CPU kernels' thread pool of m (sl__model_threads threads; numa_node; cpus): one per
- * context (engine.c), and the load's repack pass while it runs (repack.c).
+/* How many CPU threads m's contexts compute with and which node they bind to
+ * (runtime/engine/cpu_threads.h's rule on m's options, host pool and placement; threads.c). */
+sl__cpu_plan sl__model_cpu_plan(const sl_model *m);
+int sl__model_threads(const sl_model *m); /* sl__model_cpu_plan(m).n_threads */
+/* The CPU kernels' thread pool of m (sl__model_cpu_plan; cpus): one per context (engine.c),
+ * and the load's repack pass while it runs (repack.c).
  * *out is NULL, and nothing runs, for one unbound thread: the caller does everything. */
 sl_status sl__model_cpu_pool_create(const sl_model *m, sl_cpu_pool **out, sl_error *err);
 /* Frees the blocks and buffer of s (NULL data, no blocks afterwards). */

@@ -1,11 +1,12 @@
-/* runtime/engine/threads.c: the CPU threads a model computes with (sluice.h) — the one rule for how
- * many (sl_model_options_threads: what the options ask for, which every tool that sizes threads
- * of its own matches; sl__model_threads: the engine's pool, one fewer where a device computes
- * beside it) and the loan of a context's pool to its caller between evaluations
+/* runtime/engine/threads.c: the CPU threads a model computes with (sluice.h): what the options
+ * ask for (sl_model_options_threads, which tools that size threads of their own match), what
+ * the engine's pool gets (sl__model_cpu_plan: cpu_threads.h's rule on the model's facts - the
+ * host pool's node, the layers' sides), and the loan of a context's pool to its caller between evaluations
  * (sl_ctx_parallel_for), so that a front end's per-row work runs on the same threads instead of
  * a second set. */
 #include <unistd.h>
 
+#include "runtime/engine/cpu_threads.h"
 #include "runtime/engine/ctx.h"
 
 _Static_assert(SL_N_THREADS_MAX == SL_CPU_POOL_MAX_THREADS, "sluice.h's thread limit");
@@ -18,10 +19,6 @@ int sl_model_options_threads(const sl_model_options *opt)
     if (nt < 1) return 1;                                     /* unknown */
     return nt > SL_N_THREADS_MAX ? SL_N_THREADS_MAX : (int)nt; /* all cores of a big node */
 }
-
-/* Fewer CPUs than this keep every one computing: leaving one of 2 or 3 costs a third or half
- * of the host's part, more than the contention it avoids. */
-enum { LEAVE_ONE_MIN = 4 };
 
 /* Whether m's layers compute on both sides: matrices of some layer on the host while a
  * device computes others (-ngl, --n-cpu-moe, experts-cpu, hot-cold splits, overrides). */
@@ -39,17 +36,32 @@ static bool layers_on_both_sides(const sl_model *m)
     return host && dev;
 }
 
+sl__cpu_plan sl__model_cpu_plan(const sl_model *m)
+{
+    sl__cpu_facts f = {.n_threads = m->opt.n_threads, .numa_node = m->opt.numa_node,
+                       .online = (int)sysconf(_SC_NPROCESSORS_ONLN), .pool_node = -1,
+                       .both_sides = layers_on_both_sides(m)};
+    if (m->opt.cpus) {
+        sl_cpu_set set;
+        sl_error e;
+        /* a bad list fails the pool's creation, naming it; here it counts as the CPUs online */
+        f.cpus_listed = sl_topo_parse_cpu_list(m->opt.cpus, &set, &e) == SL_OK && set.count > 0
+                            ? set.count : (f.online > 0 ? f.online : 1);
+    }
+    if (m->hostpool) {
+        sl_hostpool_placement hp;
+        sl_hostpool_placement_get(m->hostpool, &hp);
+        if (hp.node >= 0 && hp.node_cpus > 0) {
+            f.pool_node = hp.node;
+            f.pool_cpus = hp.node_cpus;
+        }
+    }
+    return sl__cpu_threads(&f);
+}
+
 int sl__model_threads(const sl_model *m)
 {
-    const int nt = sl_model_options_threads(&m->opt);
-    /* The host threads of a device beside the pool: on cuda the thread that queued the token
-     * waits for its logits spinning (CUDA's default on a machine with more cores than
-     * contexts) and the driver's callback thread runs the host parts; the H100 run of
-     * 2026-11-24 measured gate+up 2.7x slower while 16 workers shared 16 cores with them
-     * (../shared/GPU-REVIEW.md). An explicit n_threads or CPU list is taken as given. */
-    if (m->opt.n_threads > 0 || m->opt.cpus || nt < LEAVE_ONE_MIN || !layers_on_both_sides(m))
-        return nt;
-    return nt - 1;
+    return sl__model_cpu_plan(m).n_threads;
 }
 
 sl_status sl_ctx_parallel_for(sl_ctx *c, int64_t n, int64_t grain, sl_ctx_work_fn fn,

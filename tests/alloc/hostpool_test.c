@@ -167,9 +167,11 @@ static void test_this_machine_auto(void)
         if (numa_available() >= 0 && numa_max_node() == 0) {
             CHECK(pl.kind == SL_HOSTPOOL_TRIVIAL && pl.node == 0);
             CHECK(strcmp(pl.reason, "trivial: one NUMA node") == 0);
+            CHECK(pl.node_cpus == 0); /* nothing bound: compute threads stay unbound too */
         } else if (numa_available() >= 0) {
             CHECK(pl.kind == SL_HOSTPOOL_UNAVAILABLE && pl.node == -1);
             CHECK_CONTAINS(pl.reason, "reports no PCI bus id");
+            CHECK(pl.node_cpus == 0);
         }
         exercise(d, p, o.slab_bytes);
         sl_hostpool_stats st;
@@ -208,6 +210,14 @@ static void test_explicit_node0(void)
         sl_hostpool_placement_get(p, &pl);
         CHECK(pl.kind == SL_HOSTPOOL_EXPLICIT && pl.node == 0);
         CHECK(strcmp(pl.reason, "explicit --numa-node 0") == 0);
+        /* the CPUs compute threads can be bound to beside those pages: node 0's, this
+         * machine's topology */
+        sl_topo *t0 = NULL;
+        CHECK_MSG(sl_topo_load(NULL, &t0, &e) == SL_OK, "%s", e.msg);
+        const sl_topo_node *n0 = t0 ? sl_topo_node_find(t0, 0) : NULL;
+        CHECK_MSG(n0 && pl.node_cpus == n0->ncpus && pl.node_cpus > 0, "node_cpus %d",
+                  pl.node_cpus);
+        sl_topo_destroy(t0);
         exercise(d, p, o.slab_bytes);
         /* Every slab, page by page (not only the validator's probes). */
         sl_hostpool_stats st;
@@ -257,7 +267,7 @@ static void test_fixture_placements(void)
             CHECK(pl.kind == SL_HOSTPOOL_NEAR_GPU && pl.node == 1);
             CHECK(strcmp(pl.reason, "nearest GPU 0000:65:00.0") == 0);
         } else if (numa) {
-            CHECK(pl.kind == SL_HOSTPOOL_UNAVAILABLE && pl.node == -1);
+            CHECK(pl.kind == SL_HOSTPOOL_UNAVAILABLE && pl.node == -1 && pl.node_cpus == 0);
             CHECK_CONTAINS(pl.reason, "unavailable: NUMA node 1 (nearest GPU 0000:65:00.0) is "
                                       "not a memory node of this machine");
             CHECK_CONTAINS(pl.reason, "plain pinned memory");
