@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "base/device/cuda_gather.h"
+#include "base/device/gather_plan.h"
 #include "base/device/device_impl.h"
 
 typedef struct cuda_dev {
@@ -27,8 +27,7 @@ typedef struct cuda_dev {
 } cuda_dev;
 
 /* bounce: the D2D batches' gather buffer (cuda_copy_batch), bounce_bytes long, or NULL before
- * the first batch that needs one; mu guards both (a batch enqueues under it, and a larger
- * buffer replaces the old one only through cudaFree, which waits for the device). */
+ * the first batch that needs one; mu guards both (a batch enqueues under it). */
 typedef struct cuda_stream {
     sl_stream base;
     cudaStream_t s;
@@ -115,7 +114,13 @@ static sl_status cuda_region_alloc(sl_device *d, uint64_t bytes, void **d_ptr, s
     ENTER(d, err);
     if (bytes > SIZE_MAX)
         return sl_error_set(err, SL_ERR_NOMEM, "cuda: region of %" PRIu64 " bytes", bytes);
-    CU(err, cudaMalloc(d_ptr, (size_t)bytes), "cudaMalloc");
+    const cudaError_t rc = cudaMalloc(d_ptr, (size_t)bytes);
+    if (rc != cudaSuccess) {
+        /* out of memory is not sticky: clear it, or the next launch's check (cudaGetLastError)
+         * would report it - the compaction an allocation failure starts, for one */
+        (void)cudaGetLastError();
+        return cu_fail(err, rc, "cudaMalloc", __LINE__);
+    }
     return SL_OK;
 }
 
@@ -261,75 +266,24 @@ static sl_status cuda_copy(sl_device *d, sl_stream *bs, void *dst, const void *s
     return SL_OK;
 }
 
-/* D2D batches: items up to GATHER_ITEM_MAX go through the gather kernels (cuda_gather.h) in
- * phases; larger ones, already at copy speed alone, are one cudaMemcpyAsync each, in order
- * between the phases. A phase ends where the next item would read bytes an earlier item of
- * the phase writes, or write bytes one writes (the kernels read every source before writing
- * any destination), at SL__GATHER_MAX_ITEMS, or when the bounce is full. The bounce is the
- * stream's own (cuda_stream), grown to what a batch's small items need up to
- * GATHER_BOUNCE_MAX - well inside the 50 MB L2 of an H100 / H200, so the second kernel reads
- * it from cache - and kept: a per-batch cudaMallocAsync would give the memory back at every
- * sync and map it again. Without one (out of memory: compaction runs when memory is short)
- * the batch uses what it has, or one cudaMemcpyAsync per item. cudaMemcpyBatchAsync is not
- * used: it may run its copies in any order, and a batch's items may depend on earlier ones
- * (the pieces of a compaction slide). */
-#define GATHER_ITEM_MAX ((uint64_t)4 << 20)
-#define GATHER_BOUNCE_MAX ((uint64_t)16 << 20)
-
-static bool ranges_overlap(const void *a, uint64_t an, const void *b, uint64_t bn)
-{
-    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-    return x < y + bn && y < x + an;
-}
-
-/* Whether item it may join phase g (comment above). */
-static bool gather_fits(const sl__gather *g, const sl_copy_item *it, uint64_t bounce_bytes)
-{
-    if (g->n == SL__GATHER_MAX_ITEMS || g->off[g->n] + (it->bytes + 15) / 16 * 16 > bounce_bytes)
-        return false;
-    for (int j = 0; j < g->n; j++)
-        if (ranges_overlap(it->src, it->bytes, g->dst[j], g->bytes[j]) ||
-            ranges_overlap(it->dst, it->bytes, g->dst[j], g->bytes[j]))
-            return false;
-    return true;
-}
-
-static sl_status gather_flush(sl__gather *g, cuda_stream *s, sl_error *err)
-{
-    if (g->n == 0) return SL_OK;
-    const int rc = sl__cuda_gather((void *)s->s, g, s->bounce);
-    g->n = 0;
-    CU(err, (cudaError_t)rc, "sl__cuda_gather");
-    return SL_OK;
-}
-
-/* With s->mu held: s->bounce grown towards `want` bytes when it can be (a failure keeps the
- * old one, or none). */
-static void bounce_reserve(cuda_stream *s, uint64_t want)
-{
-    if (s->bounce_bytes >= want) return;
-    void *p = NULL;
-    if (cudaMalloc(&p, (size_t)want) != cudaSuccess) {
-        (void)cudaGetLastError(); /* not sticky: the copies must not report it */
-        return;
-    }
-    if (s->bounce) (void)cudaFree(s->bounce); /* waits for the kernels that read it */
-    s->bounce = p;
-    s->bounce_bytes = want;
-}
-
+/* D2D batches: phases of small items as two gather kernels each (gather_plan.h, cuda_gather.h),
+ * the other items (and a phase of one) as one cudaMemcpyAsync each, all in the batch's order.
+ * The bounce is the stream's own (cuda_stream), allocated at its full SL__GATHER_BOUNCE_MAX the
+ * first time a batch needs one and kept (a per-batch cudaMallocAsync would give the memory
+ * back at every sync; growing it would cudaFree, which waits for the whole device); without
+ * it (out of memory: compaction runs when memory is short) every item is a cudaMemcpyAsync.
+ * cudaMemcpyBatchAsync is not used: it may run its copies in any order, and a batch's items
+ * may depend on earlier ones (the pieces of a compaction slide). Nothing captures a batch into
+ * a graph (a graph would keep the bounce's address). */
 static sl_status cuda_copy_batch(sl_device *d, sl_stream *bs, const sl_copy_item *items, size_t n,
-                                 sl_copy_kind kind, size_t *issued, sl_error *err)
+                                 sl_copy_kind kind, size_t *issued, size_t *calls, sl_error *err)
 {
     cuda_stream *s = (cuda_stream *)bs;
     *issued = 0;
-    uint64_t small = 0; /* bounce bytes the small items need in all */
+    *calls = 0;
     size_t n_small = 0;
-    for (size_t i = 0; kind == SL_COPY_D2D && i < n; i++)
-        if (items[i].bytes <= GATHER_ITEM_MAX) {
-            small += (items[i].bytes + 15) / 16 * 16;
-            n_small++;
-        }
+    for (size_t i = 0; kind == SL_COPY_D2D && i < n && n_small < 2; i++)
+        n_small += items[i].bytes <= SL__GATHER_ITEM_MAX;
     sl__gather *g = n_small >= 2 ? malloc(sizeof *g) : NULL;
     if (g) {
         const cudaError_t rc = cudaSetDevice(ORD(d));
@@ -338,47 +292,39 @@ static sl_status cuda_copy_batch(sl_device *d, sl_stream *bs, const sl_copy_item
             return cu_fail(err, rc, "cudaSetDevice", __LINE__);
         }
         pthread_mutex_lock(&s->mu);
-        bounce_reserve(s, small < GATHER_BOUNCE_MAX ? small : GATHER_BOUNCE_MAX);
+        if (!s->bounce) {
+            if (cudaMalloc(&s->bounce, (size_t)SL__GATHER_BOUNCE_MAX) == cudaSuccess) {
+                s->bounce_bytes = SL__GATHER_BOUNCE_MAX;
+            } else {
+                (void)cudaGetLastError(); /* not sticky: the copies must not report it */
+                s->bounce = NULL;
+            }
+        }
         if (!s->bounce) {
             pthread_mutex_unlock(&s->mu);
             free(g);
             g = NULL;
         }
     }
-    if (!g) {
-        for (; *issued < n; ++*issued) {
-            sl_status st = cuda_copy(d, bs, items[*issued].dst, items[*issued].src,
-                                     items[*issued].bytes, kind, err);
-            if (st) return st;
-        }
-        return SL_OK;
-    }
-    /* *issued: the first item of the phase in g (everything before it is enqueued) */
     sl_status st = SL_OK;
-    g->n = 0;
-    g->off[0] = 0;
-    for (size_t i = 0; !st && i < n; i++) {
-        const sl_copy_item *it = &items[i];
-        /* (a bounce that could not grow may be shorter than an item) */
-        const bool big =
-            it->bytes > GATHER_ITEM_MAX || (it->bytes + 15) / 16 * 16 > s->bounce_bytes;
-        if (big || !gather_fits(g, it, s->bounce_bytes)) {
-            if ((st = gather_flush(g, s, err))) break;
-            *issued = i;
-        }
-        if (big) {
-            if ((st = cuda_copy(d, bs, it->dst, it->src, it->bytes, kind, err))) break;
-            *issued = i + 1;
+    for (size_t i = 0; !st && i < n;) {
+        const size_t k = g ? sl__gather_phase(items + i, n - i, s->bounce_bytes, g) : 0;
+        if (k <= 1) { /* alone: one call either way */
+            ++*calls;
+            if ((st = cuda_copy(d, bs, items[i].dst, items[i].src, items[i].bytes, kind, err)))
+                break;
+            *issued = ++i;
             continue;
         }
-        const int k = g->n++;
-        g->src[k] = it->src;
-        g->dst[k] = it->dst;
-        g->bytes[k] = (uint32_t)it->bytes;
-        g->off[k + 1] = g->off[k] + (it->bytes + 15) / 16 * 16;
+        *calls += 2;
+        const int rc = sl__cuda_gather((void *)s->s, g, s->bounce);
+        if (rc != cudaSuccess) {
+            st = cu_fail(err, (cudaError_t)rc, "sl__cuda_gather", __LINE__);
+            break;
+        }
+        *issued = i += k;
     }
-    if (!st && !(st = gather_flush(g, s, err))) *issued = n;
-    pthread_mutex_unlock(&s->mu);
+    if (g) pthread_mutex_unlock(&s->mu);
     free(g);
     return st;
 }

@@ -3,8 +3,9 @@
  * Each block owns a TILE of the bounce buffer's byte range and walks the items that overlap it
  * (found by a binary search of off[], copied to shared memory first so that dynamic indexing
  * does not spill the argument block to local memory); threads move 16 bytes each where the
- * global side is 16-byte aligned (the bounce side always is), bytes elsewhere (an item's
- * misaligned start or its tail). The two directions are one template. */
+ * global side is 16-byte aligned (the bounce side always is), bytes elsewhere (every byte of
+ * an item whose global address is misaligned - BFC blocks are 256-aligned - and an item's
+ * tail). The two directions are one template. */
 #include <cuda_runtime.h>
 
 #include "base/device/cuda_gather.h"
@@ -73,6 +74,9 @@ extern "C" int sl__cuda_gather(void *stream, const sl__gather *g, void *bounce)
     if (sl__gather_validate(g) || !bounce || ((uintptr_t)bounce & 15))
         return (int)cudaErrorInvalidValue;
     const cudaStream_t s = (cudaStream_t)stream;
+    /* the checks below read the thread's last error: drop one an earlier call left (a failed
+     * allocation is not sticky; a sticky error fails the launch again) */
+    (void)cudaGetLastError();
     const uint64_t tiles = (g->off[g->n] + GK_TILE - 1) / GK_TILE;
     if (tiles > 0x7fffffffu) return (int)cudaErrorInvalidValue;
     k_gather<false><<<(unsigned)tiles, GK_THREADS, 0, s>>>(*g, (uint8_t *)bounce);

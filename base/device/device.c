@@ -698,8 +698,8 @@ sl_status sl_device_copy_batch(sl_device *d, sl_stream *s, const sl_copy_item *i
         m++;
     }
     pthread_mutex_unlock(&d->mu);
-    size_t done = 0;
-    if (m && (st = d->ops->copy_batch(d, s, v ? v : items, m, kind, &done, err)))
+    size_t done = 0, calls = 1; /* a refused batch is one call, as the others count */
+    if (m && (st = d->ops->copy_batch(d, s, v ? v : items, m, kind, &done, &calls, err)))
         bad = SL_OK; /* the backend's error wins; items from `done` on were not enqueued */
     uint64_t bytes = 0;
     for (size_t i = 0; i < done; i++)
@@ -708,8 +708,7 @@ sl_status sl_device_copy_batch(sl_device *d, sl_stream *s, const sl_copy_item *i
     atomic_fetch_add(&d->copy_bytes[kind], bytes);
     if (done)
         atomic_fetch_add(&d->copy_batches, 1);
-    /* cuda enqueues a batch as one cudaMemcpyAsync per item (device.h) */
-    atomic_fetch_add(&d->calls, sl_device_kind_get(d) == SL_DEVICE_CUDA ? done : 1);
+    atomic_fetch_add(&d->calls, calls);
     *issued = done == m ? j : (v ? at[done] : done);
     free(v);
     free(at);

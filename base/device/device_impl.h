@@ -81,9 +81,10 @@ typedef struct sl__device_ops {
     sl_status (*copy)(sl_device *d, sl_stream *s, void *dst, const void *src, uint64_t bytes,
                       sl_copy_kind kind, sl_error *err);
     /* n ≥ 1 checked items (bytes > 0), in order. *issued: how many were enqueued (all on
-     * SL_OK; a backend that enqueues them as one operation enqueues all or none). */
+     * SL_OK; a backend that enqueues them as one operation enqueues all or none); *calls: the
+     * stream operations it enqueued for them (the counters' calls). */
     sl_status (*copy_batch)(sl_device *d, sl_stream *s, const sl_copy_item *items, size_t n,
-                            sl_copy_kind kind, size_t *issued, sl_error *err);
+                            sl_copy_kind kind, size_t *issued, size_t *calls, sl_error *err);
     sl_status (*launch_host)(sl_device *d, sl_stream *s, sl_host_fn fn, void *user,
                              sl_error *err);
     /* Graphs (device.h); NULL on a backend without them (sim): SL_ERR_UNSUPPORTED. */

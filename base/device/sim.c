@@ -519,10 +519,11 @@ static sl_status sim_copy(sl_device *d, sl_stream *bs, void *dst, const void *sr
 
 /* All items in one op: one enqueue and at most one worker wake-up for the whole batch. */
 static sl_status sim_copy_batch(sl_device *d, sl_stream *bs, const sl_copy_item *items, size_t n,
-                                sl_copy_kind kind, size_t *issued, sl_error *err)
+                                sl_copy_kind kind, size_t *issued, size_t *calls, sl_error *err)
 {
     (void)d;
     *issued = 0;
+    *calls = 1; /* one op, enqueued or refused */
     sim_op *op = op_new(OP_COPY_BATCH, err);
     if (!op)
         return SL_ERR_NOMEM;

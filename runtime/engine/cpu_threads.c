@@ -14,7 +14,8 @@ sl__cpu_plan sl__cpu_threads(const sl__cpu_facts *f)
     if (!f->cpus_listed) {
         if (f->numa_node >= 0) {
             p.numa_node = f->numa_node;
-        } else if (f->pool_node >= 0 && f->pool_cpus > 0) {
+        } else if (f->pool_node >= 0 && f->pool_cpus > 0 && f->n_threads <= f->pool_cpus) {
+            /* (an explicit count past the node's CPUs is not packed onto them) */
             p.numa_node = f->pool_node;
             p.auto_node = true;
         }

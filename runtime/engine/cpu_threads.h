@@ -7,8 +7,8 @@
  *   to it (no node) and, with the count open, counts its CPUs.
  * - Otherwise the pool binds to the options' NUMA node, or where they leave it open to the
  *   node the host pool put the weights on next to the GPU (weights read by cores of another
- *   socket cross the interconnect), and counts that node's CPUs; without a node, the CPUs
- *   online.
+ *   socket cross the interconnect; not for an explicit count past its CPUs), and with the
+ *   count open counts that node's CPUs; without a node, the CPUs online.
  * - With the count left open, one CPU is left to a device's own host threads when the layers
  *   compute on both sides (cuda: the thread waiting for the logits and the callback thread
  *   that runs the host parts), on machines of at least SL__THREADS_LEAVE_MIN CPUs (on 2 or 3 a

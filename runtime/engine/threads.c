@@ -21,7 +21,9 @@ int sl_model_options_threads(const sl_model_options *opt)
 }
 
 /* Whether m's layers compute on both sides: matrices of some layer on the host while a
- * device computes others (-ngl, --n-cpu-moe, experts-cpu, hot-cold splits, overrides). */
+ * device computes others (-ngl, --n-cpu-moe, experts-cpu, hot-cold splits, overrides). The
+ * output matrix alone on the host (-ngl n_layer) is one matvec a token, after the device's
+ * work: it keeps every thread. */
 static bool layers_on_both_sides(const sl_model *m)
 {
     if (!m->dev || m->plan.mode == SL_PLACE_CPU || !m->place_t || !m->plan.on_device) return false;

@@ -247,12 +247,13 @@ static void check_copy_batch(const sl_device_options *base)
 /* A D2D batch of many items that read and write each other's bytes equals the same copies
  * done one by one (memcpy on a host mirror): items reading what an earlier one wrote, two
  * writing the same bytes, writes over what an earlier one read, odd sizes and addresses,
- * more items than one cuda gather phase takes (96), more small bytes than its bounce (16 MiB),
- * and items over 4 MiB (a cudaMemcpyAsync each, between phases), so every phase cut of
- * cuda.c's planner is crossed; on sim the same property of its one worker op. */
+ * items over 4 MiB (a cudaMemcpyAsync each, between phases); then long runs of disjoint items
+ * that fill a phase (96) and the bounce (16 MiB), with a rewrite deep in a phase - so every
+ * cut of gather_plan.h's rule is crossed on the GPU; on sim the same property of its one
+ * worker op. */
 static void check_copy_batch_order(const sl_device_options *base)
 {
-    enum { R = 32 << 20, N_ITEMS = 400 };
+    enum { R = 48 << 20, N_ITEMS = 400 };
     sl_error err;
     sl_device *d = open_dev(base, (sl_fault_options){0});
     if (!d)
@@ -308,6 +309,21 @@ static void check_copy_batch_order(const sl_device_options *base)
         size_t issued = 0;
         OK(sl_device_copy_batch(d, s, items, N_ITEMS, SL_COPY_D2D, &issued, &err));
         CHECK(issued == N_ITEMS);
+        /* then phases cut by size, not by conflicts: 250 small disjoint items (96 a phase on
+         * cuda), one rewriting bytes an earlier item of its phase wrote (item 150 over item
+         * 100's destination), and 6 disjoint items of 3 MiB (5 fill the 16 MiB bounce) */
+        enum { N_LONG = 256 };
+        for (int i = 0; i < N_LONG; i++) {
+            uint64_t so = 8192 * (uint64_t)i, dof = (2 << 20) + 8192 * (uint64_t)i,
+                     n = 1 + (uint64_t)(i * 37) % 4096;
+            if (i == 150) dof = (2 << 20) + 8192 * 100, n = items[100].bytes;
+            if (i >= 250) so = (4u << 20) + (3u << 20) * (uint64_t)(i - 250),
+                          dof = (22u << 20) + (3u << 20) * (uint64_t)(i - 250), n = 3u << 20;
+            items[i] = (sl_copy_item){rr + dof, rr + so, n};
+            memcpy(mirror + dof, mirror + so, n);
+        }
+        OK(sl_device_copy_batch(d, s, items, N_LONG, SL_COPY_D2D, &issued, &err));
+        CHECK(issued == N_LONG);
         OK(sl_device_copy(d, s, out, rr, R, SL_COPY_D2H, &err));
         OK(sl_device_stream_sync(d, s, &err));
         size_t first = R;

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/device/cuda_gather.h"
+#include "base/device/gather_plan.h"
 #include "base/device/device.h"
 #include "base/device/device_impl.h"
 #include "base/fault.h"
@@ -453,9 +453,116 @@ static void test_gather_validate(void)
     CHECK(sl__cuda_gather(NULL, &g, buf) == 1);       /* a broken phase */
 }
 
+static uint64_t xs64(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* A random item of `bytes` in buf[0, R) whose source and destination do not overlap. */
+static sl_copy_item rand_item(uint8_t *buf, uint64_t R, uint64_t bytes, uint64_t *seed)
+{
+    uint64_t so, dof;
+    do {
+        so = xs64(seed) % (R - bytes);
+        dof = xs64(seed) % (R - bytes);
+    } while (so < dof + bytes && dof < so + bytes);
+    return (sl_copy_item){buf + dof, buf + so, bytes};
+}
+
+/* The cuda backend's phase rule (gather_plan.h) on the host, with the kernels' order at its
+ * worst - a phase reads every source, then writes the destinations last item first - against
+ * the items copied in order, over batches that read, rewrite and overwrite each other's bytes,
+ * with items over the size cut, and bounces of 16 MiB and 64 KiB; every kind of cut (96 items,
+ * a full bounce, a conflict, an item alone) must occur. A rule that missed a read or a
+ * rewrite of an earlier item's bytes fails here, without a GPU. */
+static void test_gather_plan(void)
+{
+    const uint64_t R = 12u << 20;
+    uint8_t *ref = malloc(R), *got = malloc(R), *bounce = malloc(SL__GATHER_BOUNCE_MAX);
+    sl_copy_item *items = malloc(400 * sizeof *items);
+    sl__gather *g = malloc(sizeof *g);
+    if (!ref || !got || !bounce || !items || !g) {
+        CHECK(false);
+        goto out;
+    }
+    uint64_t seed = 0xC0FFEE11, cut_max = 0, cut_bounce = 0, cut_conflict = 0, alone = 0;
+    for (int trial = 0; trial < 60; trial++) {
+        for (uint64_t i = 0; i < R; i++) ref[i] = (uint8_t)(i * 131 + (i >> 9));
+        memcpy(got, ref, R);
+        const size_t n = trial == 0 ? 300 : 1 + xs64(&seed) % 400;
+        for (size_t i = 0; i < n; i++) {
+            const uint64_t r = xs64(&seed) % 100;
+            uint64_t bytes = r < 2 ? SL__GATHER_ITEM_MAX + 1 + xs64(&seed) % 4096
+                             : r < 8 ? (1u << 20) + xs64(&seed) % (3u << 20)
+                                     : 1 + xs64(&seed) % 4096;
+            if (trial == 0) { /* 300 disjoint small items: 96-item phases */
+                items[i] = (sl_copy_item){got + (6u << 20) + 8192 * i, got + 8192 * i,
+                                          1 + i % 4096};
+                continue;
+            }
+            items[i] = rand_item(got, R, bytes, &seed);
+            if (i > 0 && r % 5 == 1) { /* read what the previous item wrote */
+                const uint64_t b = items[i - 1].bytes;
+                do items[i] = rand_item(got, R, b, &seed);
+                while ((uint8_t *)items[i - 1].dst < (uint8_t *)items[i].dst + b &&
+                       (uint8_t *)items[i].dst < (uint8_t *)items[i - 1].dst + b);
+                items[i].src = items[i - 1].dst;
+            } else if (i > 0 && r % 5 == 2) { /* rewrite what the previous item wrote */
+                items[i].bytes = items[i - 1].bytes;
+                do items[i].src = got + xs64(&seed) % (R - items[i].bytes);
+                while ((const uint8_t *)items[i].src < (uint8_t *)items[i - 1].dst + items[i].bytes &&
+                       (uint8_t *)items[i - 1].dst < (const uint8_t *)items[i].src + items[i].bytes);
+                items[i].dst = items[i - 1].dst;
+            }
+        }
+        for (size_t i = 0; i < n; i++) /* in order, on ref's bytes */
+            memcpy(ref + ((uint8_t *)items[i].dst - got), ref + ((const uint8_t *)items[i].src - got),
+                   items[i].bytes);
+        const uint64_t bb = trial % 2 ? SL__GATHER_BOUNCE_MAX : 64u << 10;
+        for (size_t i = 0; i < n;) {
+            const size_t k = sl__gather_phase(items + i, n - i, bb, g);
+            if (k <= 1) {
+                alone++;
+                memcpy(items[i].dst, items[i].src, items[i].bytes);
+                i++;
+                continue;
+            }
+            CHECK(sl__gather_validate(g) == 0 && g->n == (int)k && g->off[k] <= bb);
+            if (i + k < n) {
+                const sl_copy_item *nx = &items[i + k];
+                if (k == SL__GATHER_MAX_ITEMS) cut_max++;
+                else if (nx->bytes <= SL__GATHER_ITEM_MAX && g->off[k] + (nx->bytes + 15) / 16 * 16 > bb)
+                    cut_bounce++;
+                else if (nx->bytes <= SL__GATHER_ITEM_MAX) cut_conflict++;
+            }
+            for (size_t j = 0; j < k; j++) memcpy(bounce + g->off[j], g->src[j], g->bytes[j]);
+            for (size_t j = k; j-- > 0;) memcpy(g->dst[j], bounce + g->off[j], g->bytes[j]);
+            i += k;
+        }
+        size_t first = R;
+        for (size_t i = 0; i < R && first == R; i++)
+            if (got[i] != ref[i]) first = i;
+        CHECK_MSG(first == R, "trial %d (%zu items): phases differ from the copies in order at "
+                  "byte %zu", trial, n, first);
+    }
+    CHECK_MSG(cut_max && cut_bounce && cut_conflict && alone, "cuts: %" PRIu64 " at 96 items, %"
+              PRIu64 " by the bounce, %" PRIu64 " by a conflict, %" PRIu64 " items alone",
+              cut_max, cut_bounce, cut_conflict, alone);
+out:
+    free(ref);
+    free(got);
+    free(bounce);
+    free(items);
+    free(g);
+}
+
 int main(void)
 {
     test_gather_validate();
+    test_gather_plan();
     test_env_and_kind();
     test_props_and_capacity();
     test_throttle();

@@ -47,8 +47,12 @@ int main(void)
     check("two sockets: the pool's node and its CPUs", f, (want){8, 1, true});
     f.both_sides = true;
     check("two sockets, both sides", f, (want){7, 1, true});
+    f.n_threads = 6;
+    check("two sockets, an explicit count within the node: on the pool's node", f,
+          (want){6, 1, true});
     f.n_threads = 12;
-    check("two sockets, an explicit count: kept, on the pool's node", f, (want){12, 1, true});
+    check("two sockets, an explicit count past the node's CPUs: unbound", f,
+          (want){12, -1, false});
     f = two;
     f.numa_node = 1;
     check("the options name the pool's node", f, (want){8, 1, false});
