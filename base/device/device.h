@@ -172,9 +172,10 @@ typedef struct sl_device_counters {
      * a copy is synchronous with the caller (a stall, or a deadlock behind a gated stream) */
     uint64_t copies_pageable;
     /* what the host pays per operation, whatever the bytes: syncs = blocking waits (stream and
-     * event syncs); calls = stream and event operations issued (a copy or a copy batch, event
-     * record / query / sync, stream wait / sync, host function, capture begin / end, graph
-     * launch), refused ones included */
+     * event syncs); calls = stream and event operations issued (a copy; a copy batch: one on
+     * sim, on cuda two a gather phase and one a plain copy; event record / query / sync,
+     * stream wait / sync, host function, capture begin / end, graph launch), refused ones
+     * included */
     uint64_t syncs, calls;
 } sl_device_counters;
 void sl_device_counters_get(const sl_device *d, sl_device_counters *out);
