@@ -70,11 +70,10 @@ typedef struct sl_model_options {
     const char *device;         /* "cuda" | "sim" | "auto" | NULL (SLUICE_DEVICE, then auto) */
     sl_load_io io;              /* how weights are read into the host pool */
     int numa_node;              /* -1: nearest the GPU */
-    int n_threads;              /* CPU compute threads; 0: the CPUs of the node the weights'
-                                   host pool is bound to (numa_node, or the GPU's on a
-                                   multi-node machine; the threads are bound there too), else
-                                   the CPUs online; one fewer beside a device that computes
-                                   part of the layers (sl_model_info's n_threads) */
+    int n_threads;              /* CPU compute threads; 0: the CPUs of numa_node or of the
+                                   cpus list, else the CPUs online; one fewer beside a device
+                                   that computes part of the layers (sl_model_info's
+                                   n_threads) */
     const char *cpus;           /* explicit CPU list "0-7,16" or NULL */
     bool progress;              /* progress bar on stderr when it is a terminal */
     /* false (default): Q4_K matrices the CPU computes are repacked at load into Q4_K_R8, eight
@@ -88,8 +87,8 @@ SL_API sl_model_options sl_model_options_default(void);
 /* The CPU threads opt asks for before the model is known: n_threads, or when it is <= 0 the
  * CPUs online (1 if unknown); at most SL_N_THREADS_MAX - what tools pass on (-t) to run a peer
  * with the same count. An open model's contexts may take fewer (sl_model_info's n_threads:
- * a node's CPUs, one left beside a device). NULL, or a struct_size other than this library's:
- * the defaults'. */
+ * a named node's or list's CPUs, one left beside a device). NULL, or a struct_size other than
+ * this library's: the defaults'. */
 SL_API int sl_model_options_threads(const sl_model_options *opt);
 
 SL_API sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model **out,
@@ -119,9 +118,9 @@ typedef struct sl_model_info {
     /* Q4_K tensors repacked into Q4_K_R8 at load (no_repack false), and their bytes */
     uint64_t repacked_tensors, repacked_bytes;
     /* CPU compute threads of its contexts (runtime/engine/cpu_threads.h): n_threads as set;
-     * else a CPU list's CPUs, the host pool's node's CPUs (an explicit numa_node, or the
-     * GPU's node on a multi-node machine), or the CPUs online - one fewer when there are >= 4
-     * and the layers compute on both a device and the host (its host threads keep a core) */
+     * else the cpus list's CPUs, numa_node's CPUs (where its host pool is bound there), or the
+     * CPUs online - one fewer when there are >= 4 and the layers compute on both a device and
+     * the host (the device's own host threads keep a core) */
     int32_t n_threads;
 } sl_model_info;
 SL_API void sl_model_info_get(const sl_model *m, sl_model_info *out);

@@ -43,6 +43,10 @@ typedef struct cuda_event {
 
 static sl_status cu_fail(sl_error *err, cudaError_t rc, const char *call, int line)
 {
+    /* reported here, so cleared: kernels/cuda's launch checks read the thread's last error,
+     * and a failed allocation or registration (not sticky) would fail the next launch - the
+     * compaction an allocation failure starts, for one */
+    (void)cudaGetLastError();
     sl_status code = rc == cudaErrorMemoryAllocation ? SL_ERR_NOMEM : SL_ERR_DEVICE;
     return sl_error_set(err, code, "%s:%d: %s: %s", __FILE__, line, call,
                         cudaGetErrorString(rc));
@@ -114,13 +118,7 @@ static sl_status cuda_region_alloc(sl_device *d, uint64_t bytes, void **d_ptr, s
     ENTER(d, err);
     if (bytes > SIZE_MAX)
         return sl_error_set(err, SL_ERR_NOMEM, "cuda: region of %" PRIu64 " bytes", bytes);
-    const cudaError_t rc = cudaMalloc(d_ptr, (size_t)bytes);
-    if (rc != cudaSuccess) {
-        /* out of memory is not sticky: clear it, or the next launch's check (cudaGetLastError)
-         * would report it - the compaction an allocation failure starts, for one */
-        (void)cudaGetLastError();
-        return cu_fail(err, rc, "cudaMalloc", __LINE__);
-    }
+    CU(err, cudaMalloc(d_ptr, (size_t)bytes), "cudaMalloc");
     return SL_OK;
 }
 
@@ -289,6 +287,7 @@ static sl_status cuda_copy_batch(sl_device *d, sl_stream *bs, const sl_copy_item
         const cudaError_t rc = cudaSetDevice(ORD(d));
         if (rc != cudaSuccess) {
             free(g);
+            *calls = 1; /* refused */
             return cu_fail(err, rc, "cudaSetDevice", __LINE__);
         }
         pthread_mutex_lock(&s->mu);

@@ -698,7 +698,8 @@ sl_status sl_device_copy_batch(sl_device *d, sl_stream *s, const sl_copy_item *i
         m++;
     }
     pthread_mutex_unlock(&d->mu);
-    size_t done = 0, calls = 1; /* a refused batch is one call, as the others count */
+    /* no item for the backend: one refused call, or none (zero bytes, as sl_device_copy) */
+    size_t done = 0, calls = bad ? 1 : 0;
     if (m && (st = d->ops->copy_batch(d, s, v ? v : items, m, kind, &done, &calls, err)))
         bad = SL_OK; /* the backend's error wins; items from `done` on were not enqueued */
     uint64_t bytes = 0;

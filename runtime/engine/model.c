@@ -280,13 +280,7 @@ sl_status sl__model_cpu_pool_create(const sl_model *m, sl_cpu_pool **out, sl_err
     sl_cpu_pool_options po = {.n_threads = cp.n_threads, .numa_node = cp.numa_node,
                               .cpus = m->opt.cpus, .topo = NULL};
     /* the topology is loaded only to bind: SLUICE_TOPOLOGY is read then too */
-    sl_status st = po.numa_node >= 0 || po.cpus ? sl_env_topo_options(&po.topology, err) : SL_OK;
-    if (!st) st = sl_cpu_pool_create(&po, out, err);
-    if (st && cp.auto_node && st != SL_ERR_NOMEM) {
-        /* the host pool's node was a default, not a request: compute unbound rather than fail
-         * (the host pool bound its pages there, so binding threads is expected to work) */
-        po.numa_node = -1;
-        st = cp.n_threads == 1 ? SL_OK : sl_cpu_pool_create(&po, out, err);
-    }
-    return st;
+    const sl_status st = po.numa_node >= 0 || po.cpus ? sl_env_topo_options(&po.topology, err)
+                                                      : SL_OK;
+    return st ? st : sl_cpu_pool_create(&po, out, err);
 }

@@ -417,7 +417,8 @@ sl_status sl__weight_resplit(sl_model *m, sl__layer *L, const void *const data[3
                              const uint32_t type[3], const uint64_t nbytes[3],
                              const bool converted[3], sl_error *err);
 /* How many CPU threads m's contexts compute with and which node they bind to
- * (runtime/engine/cpu_threads.h's rule on m's options, host pool and placement; threads.c). */
+ * (runtime/engine/cpu_threads.h's rule on m's options, placement and the CPUs of the node
+ * its host pool is bound to; threads.c). */
 sl__cpu_plan sl__model_cpu_plan(const sl_model *m);
 int sl__model_threads(const sl_model *m); /* sl__model_cpu_plan(m).n_threads */
 /* The CPU kernels' thread pool of m (sl__model_cpu_plan; cpus): one per context (engine.c),

@@ -1,7 +1,7 @@
 /* runtime/engine/threads.c: the CPU threads a model computes with (sluice.h): what the options
  * ask for (sl_model_options_threads, which tools that size threads of their own match), what
  * the engine's pool gets (sl__model_cpu_plan: cpu_threads.h's rule on the model's facts - the
- * host pool's node, the layers' sides), and the loan of a context's pool to its caller between evaluations
+ * named node's CPUs, the layers' sides), and the loan of a context's pool to its caller between evaluations
  * (sl_ctx_parallel_for), so that a front end's per-row work runs on the same threads instead of
  * a second set. */
 #include <unistd.h>
@@ -41,7 +41,7 @@ static bool layers_on_both_sides(const sl_model *m)
 sl__cpu_plan sl__model_cpu_plan(const sl_model *m)
 {
     sl__cpu_facts f = {.n_threads = m->opt.n_threads, .numa_node = m->opt.numa_node,
-                       .online = (int)sysconf(_SC_NPROCESSORS_ONLN), .pool_node = -1,
+                       .online = (int)sysconf(_SC_NPROCESSORS_ONLN),
                        .both_sides = layers_on_both_sides(m)};
     if (m->opt.cpus) {
         sl_cpu_set set;
@@ -50,13 +50,11 @@ sl__cpu_plan sl__model_cpu_plan(const sl_model *m)
         f.cpus_listed = sl_topo_parse_cpu_list(m->opt.cpus, &set, &e) == SL_OK && set.count > 0
                             ? set.count : (f.online > 0 ? f.online : 1);
     }
-    if (m->hostpool) {
+    if (m->hostpool && f.numa_node >= 0) {
+        /* the host pool is bound to the options' node (or, a runtime's, to another one) */
         sl_hostpool_placement hp;
         sl_hostpool_placement_get(m->hostpool, &hp);
-        if (hp.node >= 0 && hp.node_cpus > 0) {
-            f.pool_node = hp.node;
-            f.pool_cpus = hp.node_cpus;
-        }
+        if (hp.node == f.numa_node) f.node_cpus = hp.node_cpus;
     }
     return sl__cpu_threads(&f);
 }

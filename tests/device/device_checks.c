@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "base/device/gather_plan.h"
 #include "tests/testing.h"
 
 #define OK(call)                                                                           \
@@ -244,6 +245,21 @@ static void check_copy_batch(const sl_device_options *base)
     }
 }
 
+/* The device calls a D2D batch of items[0 .. n) costs: one op on sim; on cuda two a gather
+ * phase of gather_plan.h's rule and one a plain copy (the bounce is its full size). */
+static uint64_t batch_calls(sl_device *d, const sl_copy_item *items, size_t n)
+{
+    if (sl_device_kind_get(d) != SL_DEVICE_CUDA) return 1;
+    static sl__gather g;
+    uint64_t calls = 0;
+    for (size_t i = 0; i < n;) {
+        const size_t k = sl__gather_phase(items + i, n - i, SL__GATHER_BOUNCE_MAX, &g);
+        calls += k <= 1 ? 1 : 2;
+        i += k <= 1 ? 1 : k;
+    }
+    return calls;
+}
+
 /* A D2D batch of many items that read and write each other's bytes equals the same copies
  * done one by one (memcpy on a host mirror): items reading what an earlier one wrote, two
  * writing the same bytes, writes over what an earlier one read, odd sizes and addresses,
@@ -307,8 +323,14 @@ static void check_copy_batch_order(const sl_device_options *base)
         CHECK_MSG(big > 0 && small > (16 << 20), "the batch must cross every cut: %" PRIu64
                   " bytes in big items, %" PRIu64 " in small ones", big, small);
         size_t issued = 0;
+        sl_device_counters c0, c1;
+        sl_device_counters_get(d, &c0);
         OK(sl_device_copy_batch(d, s, items, N_ITEMS, SL_COPY_D2D, &issued, &err));
+        sl_device_counters_get(d, &c1);
         CHECK(issued == N_ITEMS);
+        const uint64_t want0 = batch_calls(d, items, N_ITEMS);
+        CHECK_MSG(c1.calls - c0.calls == want0, "the random batch took %" PRIu64 " device calls, "
+                  "want %" PRIu64, c1.calls - c0.calls, want0);
         /* then phases cut by size, not by conflicts: 250 small disjoint items (96 a phase on
          * cuda), one rewriting bytes an earlier item of its phase wrote (item 150 over item
          * 100's destination), and 6 disjoint items of 3 MiB (5 fill the 16 MiB bounce) */
@@ -322,8 +344,17 @@ static void check_copy_batch_order(const sl_device_options *base)
             items[i] = (sl_copy_item){rr + dof, rr + so, n};
             memcpy(mirror + dof, mirror + so, n);
         }
+        sl_device_counters_get(d, &c0);
         OK(sl_device_copy_batch(d, s, items, N_LONG, SL_COPY_D2D, &issued, &err));
+        sl_device_counters_get(d, &c1);
         CHECK(issued == N_LONG);
+        /* on cuda: phases [0, 96), [96, 150) cut by the rewrite, [150, 246), [246, 255) cut by
+         * the full bounce (5 x 3 MiB) and the last 3 MiB item alone: 9 calls */
+        const uint64_t want1 = batch_calls(d, items, N_LONG);
+        CHECK_MSG(c1.calls - c0.calls == want1 &&
+                      (sl_device_kind_get(d) != SL_DEVICE_CUDA || want1 == 9),
+                  "the long batch took %" PRIu64 " device calls, want %" PRIu64,
+                  c1.calls - c0.calls, want1);
         OK(sl_device_copy(d, s, out, rr, R, SL_COPY_D2H, &err));
         OK(sl_device_stream_sync(d, s, &err));
         size_t first = R;

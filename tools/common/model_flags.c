@@ -475,7 +475,7 @@ void sl_cli_model_flags_help(FILE *out)
           "  --cpus LIST            compute threads on these CPUs (\"0-7,16\"); not with\n"
           "                         --numa-node\n"
           "  -t, --threads N        CPU compute threads, 1..1024 (default, or 0: the CPUs of\n"
-          "                         the weights' NUMA node, else all; one fewer when the\n"
+          "                         --numa-node or --cpus, else all; one fewer when the\n"
           "                         layers compute on both the GPU and the CPU)\n"
           "  -nr, --no-repack       keep Q4_K weights as stored (default: the CPU's Q4_K\n"
           "                         matrices are repacked at load into Q4_K_R8, eight rows\n"
