@@ -339,6 +339,7 @@ static sl_status cuda_launch_host(sl_device *d, sl_stream *bs, sl_host_fn fn, vo
 
 struct sl_graph {
     cudaGraphExec_t exec;
+    sl_device *dev; /* the device it was captured on: launched there only */
 };
 
 /* Relaxed mode: the capturing thread may still make calls CUDA deems unsafe in a capture
@@ -367,6 +368,7 @@ static sl_status cuda_capture_end(sl_device *d, sl_stream *bs, sl_graph **out, s
         cudaGraphDestroy(g);
         return sl_error_set(err, SL_ERR_NOMEM, "graph: out of memory");
     }
+    sg->dev = d;
     rc = cudaGraphInstantiate(&sg->exec, g, 0);
     cudaGraphDestroy(g); /* the executable graph keeps its own copy */
     if (rc != cudaSuccess) {
@@ -379,6 +381,9 @@ static sl_status cuda_capture_end(sl_device *d, sl_stream *bs, sl_graph **out, s
 
 static sl_status cuda_graph_launch(sl_device *d, sl_graph *g, sl_stream *bs, sl_error *err)
 {
+    if (g->dev != d)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_device_graph_launch: the graph was "
+                            "captured on another device");
     ENTER(d, err);
     CU(err, cudaGraphLaunch(g->exec, ((cuda_stream *)bs)->s), "cudaGraphLaunch");
     return SL_OK;

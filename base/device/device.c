@@ -741,7 +741,7 @@ static sl_status graph_ops(sl_device *d, sl_stream *s, const char *fn, sl_error 
     if (st) return st;
     if (!d->ops->capture_begin)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: the %s device has no graphs", fn,
-                            d->ops->kind == SL_DEVICE_SIM ? "sim" : "cuda");
+                            sl_device_kind_name(d->ops->kind));
     return SL_OK;
 }
 

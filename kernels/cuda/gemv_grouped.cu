@@ -10,6 +10,7 @@
  * x (and its sum), then sl_warp_sum: k_gemv's order for one batch column (gemv.cu). */
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/gemv_grouped.h"
 
 enum { GG_WARPS = 4, GG_R = 4, GG_ROWS = GG_WARPS * GG_R, GG_THREADS = 32 * GG_WARPS,
@@ -71,8 +72,8 @@ static __global__ void __launch_bounds__(GG_THREADS) k_gemv_grouped(gg_args a)
     const int32_t s0 = a.start[e], s1 = a.start[e + 1];
     if (e == a.n_expert) { /* ids outside [0, n_expert): zeros, as the per-slot GEMV gives */
         for (int32_t i = s0; i < s1; i++)
-            for (int r = lane; r < GG_R; r += 32)
-                if (r0 + r < a.rows) a.y[(int64_t)a.slots[i] * a.rows + r0 + r] = 0.0f;
+            if (lane < GG_R && r0 + lane < a.rows)
+                a.y[(int64_t)a.slots[i] * a.rows + r0 + lane] = 0.0f;
         return;
     }
     if (s0 >= s1) return;
@@ -116,6 +117,7 @@ static __global__ void __launch_bounds__(GG_THREADS) k_gemv_grouped(gg_args a)
                 const uint8_t *row = W + (r0 + r) * a.row_bytes, *bp = row + blk * Q::BB;
                 /* both arms `acc += dot` inline, as k_gemv's, so that nvcc contracts the add
                  * into dot's last multiply alike (a select of two dots would not) */
+                /* (tested per row: hoisting it per expert made the Q8_0 kernel spill) */
                 if (((uintptr_t)row & 15) == 0) {
                     acc[r] += Q::dot(bp, sub, xr, sx);
                 } else {
@@ -150,32 +152,31 @@ struct gg_launch {
     }
 };
 
-struct gg_quant {
-    bool ok = false;
-    template <uint32_t T> void operator()() { ok = !sl_qt_block<T>::FLOAT; }
-};
-
 extern "C" bool sl_cuda_gemv_grouped_supported(uint32_t type)
 {
-    gg_quant q;
-    return sl_qt_dispatch(type, q) && q.ok;
+    return sl_cuda_gemv_supported(type) && !sl_qt_is_float(type);
+}
+
+static bool counts_ok(int32_t n_expert, int32_t n_sel)
+{
+    return n_expert >= 1 && n_expert <= SL_CUDA_GROUPED_MAX_EXPERTS && n_sel >= 1 &&
+           n_sel <= SL_CUDA_GROUPED_MAX_SLOTS;
 }
 
 extern "C" size_t sl_cuda_expert_order_bytes(int32_t n_expert, int32_t n_sel)
 {
-    if (n_expert < 1 || n_sel < 0) return 0;
+    if (!counts_ok(n_expert, n_sel)) return 0;
     return ((size_t)n_expert + 2 + (size_t)n_sel) * sizeof(int32_t);
 }
 
 static sl_status counts_check(const char *fn, int32_t n_expert, int32_t n_sel, sl_error *err)
 {
+    if (counts_ok(n_expert, n_sel)) return SL_OK;
     if (n_expert < 1 || n_expert > SL_CUDA_GROUPED_MAX_EXPERTS)
         return sl_error_set(err, SL_ERR_INVALID, "%s: n_expert = %d not in [1, %d]", fn,
                             n_expert, (int)SL_CUDA_GROUPED_MAX_EXPERTS);
-    if (n_sel < 1 || n_sel > SL_CUDA_GROUPED_MAX_SLOTS)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: n_sel = %d not in [1, %d]", fn, n_sel,
-                            (int)SL_CUDA_GROUPED_MAX_SLOTS);
-    return SL_OK;
+    return sl_error_set(err, SL_ERR_INVALID, "%s: n_sel = %d not in [1, %d]", fn, n_sel,
+                        (int)SL_CUDA_GROUPED_MAX_SLOTS);
 }
 
 extern "C" sl_status sl_cuda_expert_order(sl_cuda_ctx *c, const int32_t *d_ids, int32_t n_sel,
@@ -205,12 +206,14 @@ extern "C" sl_status sl_cuda_gemv_grouped(sl_cuda_ctx *c, uint32_t type,
                             "of the CUDA GEMV", fn, type);
     sl_status st = counts_check(fn, n_expert, n_sel, err);
     if (st) return st;
-    int64_t blk = 0, bytes = 0;
-    sl_qt_block_shape(type, &blk, &bytes);
-    if (rows < 1 || cols < 1 || cols % blk || x_group < 1)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: rows = %lld, cols = %lld (a multiple of "
-                            "%lld), x_group = %d must be >= 1", fn, (long long)rows,
-                            (long long)cols, (long long)blk, x_group);
+    if (rows < 1 || x_group < 1)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %s = %lld must be >= 1", fn,
+                            rows < 1 ? "rows" : "x_group", rows < 1 ? (long long)rows
+                                                                     : (long long)x_group);
+    const size_t row_bytes = sl_cuda_gemv_row_bytes(type, cols);
+    if (!row_bytes)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: cols = %lld is not a positive multiple "
+                            "of the type's block size", fn, (long long)cols);
     if ((rows + GG_ROWS - 1) / GG_ROWS > INT32_MAX)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %lld rows exceed the grid", fn,
                             (long long)rows);
@@ -226,9 +229,9 @@ extern "C" sl_status sl_cuda_gemv_grouped(sl_cuda_ctx *c, uint32_t type,
     L.a.slots = d_order + n_expert + 2;
     L.a.rows = rows;
     L.a.cols = cols;
-    L.a.row_bytes = cols / blk * bytes;
+    L.a.row_bytes = (int64_t)row_bytes;
     L.a.x = d_x;
-    L.a.x_group = x_group < n_sel ? x_group : n_sel;
+    L.a.x_group = x_group;
     L.a.y = d_y;
     /* y: one more "expert" for the slots whose id is out of range */
     L.grid = dim3((unsigned)((rows + GG_ROWS - 1) / GG_ROWS), (unsigned)n_expert + 1, 1);

@@ -38,11 +38,14 @@ enum { SL_CUDA_GROUPED_MAX_EXPERTS = 4096, SL_CUDA_GROUPED_MAX_SLOTS = 1 << 20 }
 
 /* Whether sl_cuda_gemv_grouped takes this type. */
 bool sl_cuda_gemv_grouped_supported(uint32_t type);
-/* Bytes of d_order for n_expert experts and n_sel slots (int32 entries). */
+/* Bytes of d_order for n_expert experts and n_sel slots (int32 entries); 0 for counts the
+ * calls below refuse. */
 size_t sl_cuda_expert_order_bytes(int32_t n_expert, int32_t n_sel);
 
 sl_status sl_cuda_expert_order(sl_cuda_ctx *c, const int32_t *d_ids, int32_t n_sel,
                                int32_t n_expert, int32_t *d_order, sl_error *err);
+/* d_order: what sl_cuda_expert_order wrote for the same n_expert and n_sel (other counts make
+ * the kernel read past it: nothing on the device can check). */
 sl_status sl_cuda_gemv_grouped(sl_cuda_ctx *c, uint32_t type, const void *const *d_wptrs,
                                int32_t n_expert, const int32_t *d_order, int32_t n_sel,
                                int64_t rows, int64_t cols, const float *d_x, int32_t x_group,

@@ -705,12 +705,13 @@ static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, c
     if (!p) return sl_error_set(err, SL_ERR_INVALID, "%s: params is NULL", fn);
     sl_attn_params hp = *p;
     hp.sinks = NULL; /* device pointer */
+    if (d_pos) hp.n_pos = 1; /* unused: the positions are on the device */
     sl_status st = sl_ref_attn_validate(&hp, err);
     if (st) return st;
     if (p->head_dim > SL_CUDA_ATTN_MAX_HEAD_DIM)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: head_dim = %d > %d", fn, p->head_dim,
                             (int)SL_CUDA_ATTN_MAX_HEAD_DIM);
-    if (n_tok < 1 || n_tok > 65535 || (int64_t)p->n_pos + n_tok - 1 > INT32_MAX)
+    if (n_tok < 1 || n_tok > 65535 || (int64_t)hp.n_pos + n_tok - 1 > INT32_MAX)
         return sl_error_set(err, SL_ERR_INVALID, "%s: n_tok = %lld must be in [1, 65535] (and "
                             "n_pos + n_tok - 1 an int32)", fn, (long long)n_tok);
     NEED(d_q, "d_q", 1);

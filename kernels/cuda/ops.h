@@ -88,7 +88,9 @@ sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, int64_t n_t
 sl_status sl_cuda_argmax(sl_cuda_ctx *c, const float *d_x, int64_t n, sl_argmax_result *d_r,
                          sl_error *err);
 
-/* sl_ref_attn_decode: one query token, GQA, sliding window, softcap, sinks; K/V F32 or F16. */
+/* sl_ref_attn_decode: one query token, GQA, sliding window, softcap, sinks; K/V F32 or F16.
+ * The engine launches sl_cuda_attn_at (positions on the device); this one-token form, at
+ * p->n_pos from the host, is what the ops test holds attn_at's bits against. */
 sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const void *d_k,
                               const void *d_v, const sl_attn_params *p, float *d_out,
                               sl_error *err);
@@ -96,8 +98,8 @@ sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const void *d_k,
  * [n_tok][n_head][head_dim]; n_tok in [1, 65535]; token t attends to cache positions [0,
  * d_pos[t]] (window and sinks as sl_cuda_attn_decode with n_pos = d_pos[t] + 1; the same
  * bits), d_pos [n_tok] read on the device, so a launch captured in a graph stays right as
- * the context grows. p->n_pos is checked as in decode and otherwise unused (the caller's
- * bound: d_pos[t] + 1 <= the cache's positions is the caller's to keep). */
+ * the context grows. p->n_pos is unused (d_pos[t] + 1 <= the cache's positions is the
+ * caller's to keep). */
 sl_status sl_cuda_attn_at(sl_cuda_ctx *c, const float *d_q, const void *d_k, const void *d_v,
                           const sl_attn_params *p, const int32_t *d_pos, int64_t n_tok,
                           float *d_out, sl_error *err);

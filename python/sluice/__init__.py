@@ -551,6 +551,7 @@ class Context(_Handle):
         d = {f: getattr(s, f) for f, _ in _lib.CtxStats._fields_}
         d["moe_scheduler"] = (d["moe_scheduler"] or b"").decode() or None
         d["moe_mode"] = (d["moe_mode"] or b"").decode() or None
+        d["graph_error"] = (d["graph_error"] or b"").decode(errors="replace") or None
         return d
 
     def step_profile(self):

@@ -140,7 +140,6 @@ struct sl_ctx {
     uint64_t graph_steps;
     bool graph_failed;
     char graph_error[SL_ERROR_MSG_BYTES]; /* the failed capture's message (sl_ctx_stats) */
-    bool counted; /* in m->n_ctx_live */
 };
 
 /* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention

@@ -108,12 +108,12 @@ typedef struct sl__dx_vt {
     /* cache rows pos[t] (cache: [n_ctx][row] F32 or F16 bits) = src[t] */
     sl_status (*kv_store)(sl__dx *, void *cache, bool f16, int64_t row, const int32_t *pos,
                           int64_t n, const float *src, sl_error *);
-    /* token t attends to positions [0, h_pos[t]] (h_pos: host; pos: the same positions in the
-     * executor's memory, which cuda reads on the device so that a captured pass replays
-     * right); p->n_pos is overwritten */
+    /* token t attends to positions [0, pos[t]] (pos in the executor's memory, as rope's and
+     * kv_store's: cuda reads it on the device, so that a captured pass replays right);
+     * p->n_pos is unused */
     sl_status (*attn)(sl__dx *, const float *q, const void *kc, const void *vc,
-                      const sl_attn_params *p, const int32_t *h_pos, const int32_t *pos,
-                      int64_t n, float *out, sl_error *);
+                      const sl_attn_params *p, const int32_t *pos, int64_t n, float *out,
+                      sl_error *);
     sl_status (*router)(sl__dx *, const float *logits, int64_t n, const sl_router_params *p,
                         int32_t *idx, float *w, sl_error *);
     sl_status (*moe)(sl__dx *, const sl__dx_moe *L, const int32_t *idx, const float *w,

@@ -132,21 +132,17 @@ static sl_status c_kv_store(sl__dx *x, void *cache, bool f16, int64_t row, const
 }
 
 /* Up to 65535 tokens a launch, each at its position read on the device (pos), so that a
- * captured decode pass replays right at any context length; h_pos gives the checks' bound. */
+ * captured decode pass replays right at any context length. */
 static sl_status c_attn(sl__dx *x, const float *q, const void *kc, const void *vc,
-                        const sl_attn_params *p, const int32_t *h_pos, const int32_t *pos,
-                        int64_t n, float *out, sl_error *err)
+                        const sl_attn_params *p, const int32_t *pos, int64_t n, float *out,
+                        sl_error *err)
 {
     x->steps++;
     dx_cuda *c = (dx_cuda *)x;
     const int64_t qd = (int64_t)p->n_head * p->head_dim;
     for (int64_t t = 0; t < n;) {
         const int64_t r = n - t < 65535 ? n - t : 65535;
-        sl_attn_params pt = *p;
-        pt.n_pos = 0;
-        for (int64_t i = t; i < t + r; i++)
-            if (h_pos[i] + 1 > pt.n_pos) pt.n_pos = h_pos[i] + 1;
-        sl_status st = sl_cuda_attn_at(c->cu, q + t * qd, kc, vc, &pt, pos + t, r, out + t * qd,
+        sl_status st = sl_cuda_attn_at(c->cu, q + t * qd, kc, vc, p, pos + t, r, out + t * qd,
                                        err);
         if (st) return st;
         t += r;

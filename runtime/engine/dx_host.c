@@ -614,16 +614,15 @@ static void attn_tiles(void *ctx, int64_t begin, int64_t end, int thread)
  * tile, so a prompt's logits equal token-by-token decoding's and any chunking's. Its tiles (a
  * kv head's queries in groups that share each K/V row read) go over the pool. */
 static sl_status h_attn(sl__dx *x, const float *q, const void *kc, const void *vc,
-                        const sl_attn_params *p, const int32_t *h_pos, const int32_t *pos,
-                        int64_t n, float *out, sl_error *err)
+                        const sl_attn_params *p, const int32_t *pos, int64_t n, float *out,
+                        sl_error *err)
 {
-    (void)pos; /* the host's own positions are h_pos */
     dx_host *h = (dx_host *)x;
     DRAIN(h);
-    attn_job j = {.h = h, .q = q, .kc = kc, .vc = vc, .p = *p, .pos = h_pos, .out = out, .n = n};
-    j.p.n_pos = 0;
+    attn_job j = {.h = h, .q = q, .kc = kc, .vc = vc, .p = *p, .pos = pos, .out = out, .n = n};
+    j.p.n_pos = 0; /* the tiles' bound: the largest position attended */
     for (int64_t t = 0; t < n; t++)
-        if (h_pos[t] + 1 > j.p.n_pos) j.p.n_pos = h_pos[t] + 1;
+        if (pos[t] + 1 > j.p.n_pos) j.p.n_pos = pos[t] + 1;
     sl_status st = sl_ref_attn_validate(&j.p, err);
     if (st) return st;
     const int64_t tiles = sl_cpu_attn_prefill_tiles(&h->ops, &j.p, n);

@@ -133,8 +133,8 @@ FWD(kv_store, (sl__dx *x, void *cache, bool f16, int64_t row, const int32_t *pos
                const float *src, sl_error *err),
     cache, f16, row, pos, n, src, err)
 FWD(attn, (sl__dx *x, const float *q, const void *kc, const void *vc, const sl_attn_params *ap,
-           const int32_t *h_pos, const int32_t *pos, int64_t n, float *out, sl_error *err),
-    q, kc, vc, ap, h_pos, pos, n, out, err)
+           const int32_t *pos, int64_t n, float *out, sl_error *err),
+    q, kc, vc, ap, pos, n, out, err)
 FWD(router, (sl__dx *x, const float *logits, int64_t n, const sl_router_params *rp,
              int32_t *idx, float *w, sl_error *err),
     logits, n, rp, idx, w, err)

@@ -275,9 +275,8 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
     }
     /* counted before the context touches the model's stream (forward.c's graph rule) */
     pthread_mutex_lock(&m->ctx_mu);
-    m->n_ctx_live++;
+    atomic_fetch_add(&m->n_ctx_live, 1);
     pthread_mutex_unlock(&m->ctx_mu);
-    c->counted = true;
     st = ctx_build(c, err);
     eval_end(c);
     if (st) {
@@ -355,11 +354,9 @@ void sl_ctx_destroy(sl_ctx *c)
     host_buf_free(c, c->hidden);
     host_buf_free(c, c->embd_rows);
     free(c->batch_logits);
-    if (c->counted) {
-        pthread_mutex_lock(&c->m->ctx_mu);
-        c->m->n_ctx_live--;
-        pthread_mutex_unlock(&c->m->ctx_mu);
-    }
+    pthread_mutex_lock(&c->m->ctx_mu); /* every context was counted (sl_ctx_create) */
+    atomic_fetch_sub(&c->m->n_ctx_live, 1);
+    pthread_mutex_unlock(&c->m->ctx_mu);
     free(c);
 }
 

@@ -100,8 +100,8 @@ static sl_status attn_seqs(const sl_ctx *c, const sl__side *s, int32_t il, const
         const sl_status st = s->dx->vt->attn(s->dx, q + sq->off * row,
                                              kv_base(sq->c, host, il, false),
                                              kv_base(sq->c, host, il, true), &ap,
-                                             c->host.pos + sq->off, s->pos + sq->off, sq->n,
-                                             out + sq->off * row, err);
+                                             s->pos + sq->off, sq->n, out + sq->off * row,
+                                             err);
         if (st) return sl_error_set(err, st, "layer %d: %s", il, err ? err->msg : "");
     }
     return SL_OK;
@@ -344,6 +344,12 @@ static bool on_device(const sl_weight *w)
     return w->residency & SL_RES_DEVICE;
 }
 
+/* Whether a MoE layer's routed experts are on the device (whole; a split: moe_split) */
+static bool experts_on_device(const sl__layer *L)
+{
+    return L->moe_on_device && L->moe_on_device[0];
+}
+
 static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
 {
     const sl_model *m = c->m;
@@ -362,7 +368,7 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
     if ((st = vt->mm_router(s->dx, L->gate_inp, L->gate_inp_b ? L->gate_inp_b->data : NULL,
                             s->xn, n, s->router, &rp, s->topk_idx, s->topk_w, err)))
         return st;
-    const bool experts_dev = L->moe_on_device && L->moe_on_device[0];
+    const bool experts_dev = experts_on_device(L);
     if (L->moe_split)
         st = ffn_hot_cold(c, s, L, n, true, err);
     else if (experts_dev == (s == &c->dev))
@@ -668,7 +674,7 @@ static bool graph_fits(const sl_ctx *c, int64_t n)
         const sl__layer *L = &m->layers[il];
         if (!c->layer_dev[il]) return false;
         /* a host part other than stream-ordered experts waits on the stream */
-        if (sl__layer_moe(L) ? L->moe_split || (!(L->moe_on_device && L->moe_on_device[0]) &&
+        if (sl__layer_moe(L) ? L->moe_split || (!experts_on_device(L) &&
                                                 !experts_in_stream_order(c, &c->dev))
                              : L->ffn_up->residency == SL_RES_PARTS || !on_device(L->ffn_up))
             return false;
@@ -721,13 +727,14 @@ static sl_status layers_graph(sl_ctx *c, const sl__side **at, int64_t n, int64_t
     if (st) return st;
     if (c->graph && c->graph_out != n_out) sl__forward_graph_drop(c);
     if (!c->graph) {
-        /* only as the model's one context: another's work on the stream would be captured */
-        sl_model *mm = c->m;
-        pthread_mutex_lock(&mm->ctx_mu);
-        const bool alone = mm->n_ctx_live == 1;
+        /* only as the model's one context: another's work on the stream would be captured
+         * (checked without the lock first: beside other contexts every pass comes here) */
+        if (atomic_load(&c->m->n_ctx_live) != 1) return layers_run(c, at, n, n_out, err);
+        pthread_mutex_lock(&c->m->ctx_mu);
+        const bool alone = atomic_load(&c->m->n_ctx_live) == 1;
         sl_error ce;
         const sl_status cst = alone ? graph_capture(c, at, n, n_out, &ce) : SL_OK;
-        pthread_mutex_unlock(&mm->ctx_mu);
+        pthread_mutex_unlock(&c->m->ctx_mu);
         if (!alone) return layers_run(c, at, n, n_out, err);
         if (cst) {
             c->graph_failed = true;

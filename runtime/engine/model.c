@@ -100,7 +100,7 @@ void sl__model_info_fill(sl_model *m)
     in->n_ff_exp = hp->n_expert ? hp->n_ff_exp : 0;
     in->n_params = in->weight_bytes = in->gpu_bytes = in->host_bytes = 0;
     in->repacked_tensors = in->repacked_bytes = 0;
-    in->n_threads = sl__model_threads(m);
+    in->n_threads = sl__model_cpu_plan(m).n_threads;
     for (size_t i = 0; i < m->n_w; i++) {
         const sl_weight *w = &m->w[i];
         in->n_params += (uint64_t)(w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3]);

@@ -20,6 +20,7 @@
 #define SL_RUNTIME_MODEL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -241,10 +242,11 @@ struct sl_model {
     bool gate_ready;
     /* decode graphs (forward.c): a capture records whatever is enqueued on `stream`, from any
      * thread, so one is taken only while the model has a single context: n_ctx_live counts
-     * them under ctx_mu, which a capture holds (a context being created waits for it) */
+     * them, changed under ctx_mu, which a capture holds (a context being created waits for it);
+     * atomic, so that a pass of one of several contexts reads it without the lock */
     pthread_mutex_t ctx_mu;
     bool ctx_mu_ready;
-    int32_t n_ctx_live;
+    atomic_int n_ctx_live;
     sl_swap_sources sources;        /* every shard's size and mtime as loaded */
     sl_gguf *file_view;             /* the files re-parsed after a reload, or NULL (file_view.c) */
     /* In a runtime (sl_model_open_in): dev, hostpool and arena are the runtime's (borrowed,
@@ -420,7 +422,6 @@ sl_status sl__weight_resplit(sl_model *m, sl__layer *L, const void *const data[3
  * (runtime/engine/cpu_threads.h's rule on m's options, placement and the CPUs of the node
  * its host pool is bound to; threads.c). */
 sl__cpu_plan sl__model_cpu_plan(const sl_model *m);
-int sl__model_threads(const sl_model *m); /* sl__model_cpu_plan(m).n_threads */
 /* The CPU kernels' thread pool of m (sl__model_cpu_plan; cpus): one per context (engine.c),
  * and the load's repack pass while it runs (repack.c).
  * *out is NULL, and nothing runs, for one unbound thread: the caller does everything. */

@@ -13,11 +13,12 @@ _Static_assert(SL_N_THREADS_MAX == SL_CPU_POOL_MAX_THREADS, "sluice.h's thread l
 
 int sl_model_options_threads(const sl_model_options *opt)
 {
-    /* a struct of another layout is not read (sl_model_open refuses it with a message) */
-    long nt = opt && opt->struct_size == sizeof *opt ? opt->n_threads : 0;
-    if (nt <= 0) nt = sysconf(_SC_NPROCESSORS_ONLN);
-    if (nt < 1) return 1;                                     /* unknown */
-    return nt > SL_N_THREADS_MAX ? SL_N_THREADS_MAX : (int)nt; /* all cores of a big node */
+    /* cpu_threads.h's rule with nothing known but the count asked (a struct of another
+     * layout is not read: sl_model_open refuses it with a message) */
+    const sl__cpu_facts f = {
+        .n_threads = opt && opt->struct_size == sizeof *opt ? opt->n_threads : 0,
+        .numa_node = -1, .online = (int)sysconf(_SC_NPROCESSORS_ONLN)};
+    return sl__cpu_threads(&f).n_threads;
 }
 
 /* Whether m's layers compute on both sides: matrices of some layer on the host while a
@@ -59,10 +60,6 @@ sl__cpu_plan sl__model_cpu_plan(const sl_model *m)
     return sl__cpu_threads(&f);
 }
 
-int sl__model_threads(const sl_model *m)
-{
-    return sl__model_cpu_plan(m).n_threads;
-}
 
 sl_status sl_ctx_parallel_for(sl_ctx *c, int64_t n, int64_t grain, sl_ctx_work_fn fn,
                               void *user, sl_error *err)

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/device/gather_plan.h"
+#include "base/prng.h"
 #include "base/device/device.h"
 #include "base/device/device_impl.h"
 #include "base/fault.h"
@@ -453,21 +454,13 @@ static void test_gather_validate(void)
     CHECK(sl__cuda_gather(NULL, &g, buf) == 1);       /* a broken phase */
 }
 
-static uint64_t xs64(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 /* A random item of `bytes` in buf[0, R) whose source and destination do not overlap. */
 static sl_copy_item rand_item(uint8_t *buf, uint64_t R, uint64_t bytes, uint64_t *seed)
 {
     uint64_t so, dof;
     do {
-        so = xs64(seed) % (R - bytes);
-        dof = xs64(seed) % (R - bytes);
+        so = sl_prng_splitmix64(seed) % (R - bytes);
+        dof = sl_prng_splitmix64(seed) % (R - bytes);
     } while (so < dof + bytes && dof < so + bytes);
     return (sl_copy_item){buf + dof, buf + so, bytes};
 }
@@ -492,12 +485,12 @@ static void test_gather_plan(void)
     for (int trial = 0; trial < 60; trial++) {
         for (uint64_t i = 0; i < R; i++) ref[i] = (uint8_t)(i * 131 + (i >> 9));
         memcpy(got, ref, R);
-        const size_t n = trial == 0 ? 300 : 1 + xs64(&seed) % 400;
+        const size_t n = trial == 0 ? 300 : 1 + sl_prng_splitmix64(&seed) % 400;
         for (size_t i = 0; i < n; i++) {
-            const uint64_t r = xs64(&seed) % 100;
-            uint64_t bytes = r < 2 ? SL__GATHER_ITEM_MAX + 1 + xs64(&seed) % 4096
-                             : r < 8 ? (1u << 20) + xs64(&seed) % (3u << 20)
-                                     : 1 + xs64(&seed) % 4096;
+            const uint64_t r = sl_prng_splitmix64(&seed) % 100;
+            uint64_t bytes = r < 2 ? SL__GATHER_ITEM_MAX + 1 + sl_prng_splitmix64(&seed) % 4096
+                             : r < 8 ? (1u << 20) + sl_prng_splitmix64(&seed) % (3u << 20)
+                                     : 1 + sl_prng_splitmix64(&seed) % 4096;
             if (trial == 0) { /* 300 disjoint small items: 96-item phases */
                 items[i] = (sl_copy_item){got + (6u << 20) + 8192 * i, got + 8192 * i,
                                           1 + i % 4096};
@@ -505,7 +498,7 @@ static void test_gather_plan(void)
             }
             if (trial == 2 && i < 20) { /* disjoint 8-12 KiB items: the 64 KiB bounce fills */
                 items[i] = (sl_copy_item){got + (6u << 20) + 16384 * i, got + 16384 * i,
-                                          8192 + xs64(&seed) % 4096};
+                                          8192 + sl_prng_splitmix64(&seed) % 4096};
                 continue;
             }
             items[i] = rand_item(got, R, bytes, &seed);
@@ -516,16 +509,16 @@ static void test_gather_plan(void)
                        (uint8_t *)items[i].dst < (uint8_t *)items[i - 1].dst + b);
                 items[i].src = items[i - 1].dst;
             } else if (i > 0 && r % 5 == 2) { /* rewrite what the previous item wrote */
-                items[i].bytes = items[i - 1].bytes;
-                do items[i].src = got + xs64(&seed) % (R - items[i].bytes);
-                while ((const uint8_t *)items[i].src < (uint8_t *)items[i - 1].dst + items[i].bytes &&
-                       (uint8_t *)items[i - 1].dst < (const uint8_t *)items[i].src + items[i].bytes);
-                items[i].dst = items[i - 1].dst;
+                const uint64_t b = items[i].bytes = items[i - 1].bytes;
+                const uint8_t *pd = items[i - 1].dst, *ps;
+                do ps = got + sl_prng_splitmix64(&seed) % (R - b);
+                while (ps < pd + b && pd < ps + b);
+                items[i] = (sl_copy_item){items[i - 1].dst, ps, b};
             }
         }
         for (size_t i = 0; i < n; i++) /* in order, on ref's bytes */
-            memcpy(ref + ((uint8_t *)items[i].dst - got), ref + ((const uint8_t *)items[i].src - got),
-                   items[i].bytes);
+            memcpy(ref + ((uint8_t *)items[i].dst - got),
+                   ref + ((const uint8_t *)items[i].src - got), items[i].bytes);
         const uint64_t bb = trial % 2 ? SL__GATHER_BOUNCE_MAX : 64u << 10;
         for (size_t i = 0; i < n;) {
             const size_t k = sl__gather_phase(items + i, n - i, bb, g);

@@ -389,6 +389,7 @@ static void test_gemv_rows_experts(sl_cuda_ctx *c)
                     bad_order |= s < 0 || s >= GS || seen[s]++ ||
                                  (x2 < NE ? gids[s] != x2 : gids[s] >= 0 && gids[s] < NE);
                 }
+            for (int s = 0; s < GS; s++) bad_order |= !seen[s]; /* (starts that go down) */
             CHECK_MSG(!bad_order, "expert_order %s: not a sort of the ids by expert", tname(t));
             const int32_t gg[3] = {GS, 1, 3};
             for (int per = 0; per < 3; per++) {

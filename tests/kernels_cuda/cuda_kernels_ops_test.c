@@ -48,6 +48,11 @@ static void test_host_side(void)
     CHECK_CONTAINS(e.msg, "n_tok");
     CHECK(sl_cuda_attn_at(NULL, p, p, p, &ap, pp, 65536, p, &e) == SL_ERR_INVALID);
     CHECK(sl_cuda_attn_at(NULL, p, p, p, &ap, pp, 4, p, &e) == SL_ERR_INVALID); /* no ctx */
+    CHECK_CONTAINS(e.msg, "ctx");
+    ap.n_pos = 0; /* unused beside device positions: still only the context is missing */
+    CHECK(sl_cuda_attn_at(NULL, p, p, p, &ap, pp, 4, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx");
+    ap.n_pos = 1;
     CHECK(sl_cuda_attn_at(NULL, p, p, p, &ap, NULL, 4, p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "d_pos");
     sl_router_params rt = {.gating = SL_GATING_SOFTMAX_TOPK, .n_expert = 8, .k = 9, .weight_scale = 1};
@@ -448,9 +453,9 @@ static void test_ops(sl_cuda_ctx *c)
                       "decode launches", rev ? "reversed" : "consecutive", variant, bad, (int)NT);
         }
         free(qr);
-        cudaFree(dpos), cudaFree(dqr);
         CHECK(sl_cuda_attn_at(c, dq, dk, dk, &p, dpos, 0, dop, &e) == SL_ERR_INVALID);
         CHECK_CONTAINS(e.msg, "n_tok");
+        cudaFree(dpos), cudaFree(dqr);
         free(q), free(o1), free(on), free(kv);
         cudaFree(dq), cudaFree(dop), cudaFree(dod), cudaFree(ds), cudaFree(dk);
     }

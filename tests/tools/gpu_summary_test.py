@@ -264,6 +264,17 @@ def main():
     c9 = (s9 or {}).get("compaction_vs_d2d") or {}
     expect(r.returncode == 0 and c9.get("ratio") == 0.81 and c9.get("median_pair_ratio") == 0.8
            and c9.get("copies") == 51, f"compaction_vs_d2d from alloc.json ({c9})")
+    # malformed: GPU rows not a list, a NaN figure: nulls with reasons, no crash
+    with open(os.path.join(d, "kernels-14336x4096.json"), "w") as f:
+        json.dump({"gpu": 5}, f)
+    with open(os.path.join(d, "alloc.json"), "w") as f:
+        f.write('{"cpu_only": false, "compaction": {"ratio": 0.5, "bytes_moved": NaN}}')
+    r, s10 = summarize(d, "-o", os.path.join(tmp, "s10.json"))
+    s10 = s10 or {}
+    expect(r.returncode == 0 and s10.get("gpu_gemv_vs_hbm", 0) is None and
+           "no list" in s10.get("null_reasons", {}).get("gpu_gemv_vs_hbm", "") and
+           (s10.get("compaction_vs_d2d") or {}).get("bytes_moved", 0) is None,
+           f"malformed kernels and alloc JSON: nulls, exit 0 ({r.stderr[-200:]})")
 
     # an empty folder: every figure null with a reason, exit 0
     e = os.path.join(tmp, "empty")

@@ -14,7 +14,7 @@ rc=$?
 echo "$out"
 [[ $rc == 0 || $rc == 1 ]]
 check $? "dry run exits 0 (ready) or 1 (not ready), not $rc"
-for s in doctor ds2-parity mkmodel kernels bench-moe budget decode-budget decode-hybrid decode-gpu decode-launched decode-prof \
+for s in doctor ds2-parity mkmodel kernels alloc bench-moe budget decode-budget decode-hybrid decode-gpu decode-launched decode-prof \
     llama-ncmoe llama-gpu tests summary pack; do
     grep -qE "^  $s +[0-9]+  " <<<"$out"
     check $? "step $s listed with a cap"
