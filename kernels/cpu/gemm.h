@@ -32,7 +32,9 @@
  * y[b * y_stride + out] with out = i for a compact gathered call (idx and !scatter), else r. */
 typedef struct sl__gemm_rows {
     const char *w, *xq;
-    size_t wrb, arb;
+    /* wrb, arb: bytes of a weight and of an activation row; xb: of an activation block
+     * (the type's act_bytes: Q8_K's 292, IQ1_M's Q8_K8 356) */
+    size_t wrb, arb, xb;
     int64_t nb, n_tok, y_stride;
     const int32_t *idx;
     bool scatter;

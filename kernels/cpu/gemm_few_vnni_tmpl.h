@@ -58,9 +58,9 @@ static inline int SL_MV_SUFFIX(gf_xoff)(int kind, int c, int k)
 
 /* Tokens t0..t0+3 (past n_tok: the last token again, results dropped) of xq (rows arb bytes
  * apart), super-blocks [b0, b1). */
-static void SL_MV_SUFFIX(gf_panel_build)(const char *xq, size_t arb, int64_t t0, int64_t n_tok,
-                                         int64_t b0, int64_t b1, int kind, bool t2,
-                                         gf_panel *p)
+static void SL_MV_SUFFIX(gf_panel_build)(const char *xq, size_t arb, size_t xb, int64_t t0,
+                                         int64_t n_tok, int64_t b0, int64_t b1, int kind,
+                                         bool t2, gf_panel *p)
 {
     const char *x[4];
     for (int k = 0; k < 4; k++)
@@ -71,7 +71,7 @@ static void SL_MV_SUFFIX(gf_panel_build)(const char *xq, size_t arb, int64_t t0,
     for (int64_t b = b0; b < b1 && t2; b++) {
         /* the 2-token layout (gf_term's P == 0): q[i][c][h] = token 0's lanes 2h, 2h + 1 of
          * vector c, then token 1's; bs[i][0] their 16-element sums as they lie */
-        const int64_t i = b - b0, sb = b * (int64_t)sizeof(sl_block_q8_K);
+        const int64_t i = b - b0, sb = b * (int64_t)xb;
         for (int c = 0; c < 4; c++)
             for (int h = 0; h < 2; h++)
                 _mm512_store_si512(
@@ -91,7 +91,7 @@ static void SL_MV_SUFFIX(gf_panel_build)(const char *xq, size_t arb, int64_t t0,
         for (int k = 0; k < 2; k++) memcpy(&p->d[i][k], x[k] + sb, 4);
     }
     for (int64_t b = b0; b < b1 && !t2; b++) {
-        const int64_t i = b - b0, sb = b * (int64_t)sizeof(sl_block_q8_K);
+        const int64_t i = b - b0, sb = b * (int64_t)xb;
         for (int c = 0; c < 4; c++) {
             __m512i r[4];
             for (int k = 0; k < 4; k++)
@@ -419,8 +419,8 @@ static inline __attribute__((always_inline)) void SL_MV_SUFFIX(gemm_few_k)(
             const int64_t c1 = a->nb - c0 < GF_PCH ? a->nb : c0 + GF_PCH;
             if (!one_chunk || r0 == i0)
                 for (int v = 0; v < (P ? P : 1); v++)
-                    SL_MV_SUFFIX(gf_panel_build)(a->xq, a->arb, 4 * v, a->n_tok, c0, c1, kind,
-                                                 P == 0, &p[v]);
+                    SL_MV_SUFFIX(gf_panel_build)(a->xq, a->arb, a->xb, 4 * v, a->n_tok, c0, c1,
+                                                 kind, P == 0, &p[v]);
             SL_MV_SUFFIX(gf_rows)(a, r0, r1, c0, c1, p, P, TY, lt);
         }
     }

@@ -467,8 +467,8 @@ static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_kv_block_amx)(const sl__
                         const gkv_panel *pp =
                             pre ? &pre[c0 / GKV_PCH * a->pan_np + gt0[g] / 16] : p;
                         for (int v = 0; !pre && !one_chunk && v < nv; v++)
-                            SL_MV_SUFFIX(gkv_panel_build)(x0[g][v], off[g][v], c0, c1, false,
-                                                          &p[v]);
+                            SL_MV_SUFFIX(gkv_panel_build)(x0[g][v], off[g][v], a->xb, c0, c1,
+                                                          false, &p[v]);
                         /* the chunk's tile halves, then its float halves */
                         for (int64_t b = c0; b < c1; b++)
                             for (int64_t k0 = 0; k0 < ns; k0 += 16) {

@@ -101,15 +101,15 @@ static inline void SL_MV_SUFFIX(gkv_transpose16)(const __m512i r[16], __m512i o[
 
 /* Tokens t0..t0+15 (past n_tok: the last token again), super-blocks [b0, b1). off: the
  * tokens' row offsets from token t0 (gkv_offsets); x0: token t0's row. */
-static void SL_MV_SUFFIX(gkv_panel_build)(const char *x0, __m512i off, int64_t b0, int64_t b1,
-                                          bool plus128, gkv_panel *p)
+static void SL_MV_SUFFIX(gkv_panel_build)(const char *x0, __m512i off, size_t xb, int64_t b0,
+                                          int64_t b1, bool plus128, gkv_panel *p)
 {
     int32_t o32[16];
     _mm512_storeu_si512(o32, off);
     /* x + 128 (the offset kinds): vpdpbusd's unsigned side */
     const __m512i x80 = _mm512_set1_epi8(plus128 ? (char)0x80 : 0);
     for (int64_t b = b0; b < b1; b++) {
-        const int64_t i = b - b0, sb = b * (int64_t)sizeof(sl_block_q8_K);
+        const int64_t i = b - b0, sb = b * (int64_t)xb;
         for (int c = 0; c < 4; c++) { /* elements 64c..64c+63: groups 16c..16c+15 */
             __m512i r[16], o[16];
             for (int k = 0; k < 16; k++)
@@ -717,7 +717,7 @@ static inline void SL_MV_SUFFIX(gkv_group_panels)(const sl__gemm_rows *a, int64_
     for (int v = 0; v < nv; v++) {
         x0[v] = a->xq + (size_t)(t0 + 16 * v) * a->arb;
         off[v] = SL_MV_SUFFIX(gkv_offsets)(t0 + 16 * v, a->n_tok, a->arb);
-        if (one_chunk) SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], 0, a->nb, plus128, &p[v]);
+        if (one_chunk) SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], a->xb, 0, a->nb, plus128, &p[v]);
     }
 }
 
@@ -835,8 +835,8 @@ static void SL_MV_SUFFIX(gemm_kv_block)(const sl__mv_type *t, const sl__gemm_row
                 const int64_t c1 = a->nb - c0 < GKV_PCH ? a->nb : c0 + GKV_PCH;
                 const gkv_panel *pp = pre ? &pre[c0 / GKV_PCH * a->pan_np + t0 / 16] : p;
                 for (int v = 0; !pre && !one_chunk && v < nv; v++)
-                    SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], c0, c1, kind != GKV_MINS,
-                                                  &p[v]);
+                    SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], a->xb, c0, c1,
+                                                  kind != GKV_MINS, &p[v]);
                 for (int64_t k0 = 0; fused && k0 < ns; k0 += rmax) {
                     const int nr = ns - k0 < rmax ? (int)(ns - k0) : rmax;
                     const gk_buf *ur[GKV_R];
@@ -939,8 +939,8 @@ void sl__gemm_k_panels_avx512(const sl__gemm_rows *a, bool plus128, void *pan, i
         const int64_t c0 = k / np * GKV_PCH, t0 = k % np * 16;
         const int64_t c1 = a->nb - c0 < GKV_PCH ? a->nb : c0 + GKV_PCH;
         SL_MV_SUFFIX(gkv_panel_build)(a->xq + (size_t)t0 * a->arb,
-                                      SL_MV_SUFFIX(gkv_offsets)(t0, a->n_tok, a->arb), c0, c1,
-                                      plus128, &pp[k]);
+                                      SL_MV_SUFFIX(gkv_offsets)(t0, a->n_tok, a->arb), a->xb,
+                                      c0, c1, plus128, &pp[k]);
     }
 }
 #endif

@@ -245,7 +245,8 @@ static void rows_chunk(void *ctx, int64_t begin, int64_t end, int thread)
                                  ? sl__gemm_tail(j->n_batch, j->few != NULL)
                                  : 0;
         b0 = j->n_batch - tail;
-        sl__gemm_rows a = {.w = j->w, .xq = j->xq, .wrb = j->wrb, .arb = j->arb, .nb = j->nb,
+        sl__gemm_rows a = {.w = j->w, .xq = j->xq, .wrb = j->wrb, .arb = j->arb,
+                           .xb = j->t->act_bytes, .nb = j->nb,
                            .n_tok = b0, .y_stride = j->y_stride, .idx = j->idx,
                            .scatter = j->scatter, .y = j->y, .amx = j->amx, .pan = j->pan,
                            .pan_np = (j->n_batch + 15) / 16, .pan_plus128 = j->pan_plus128};
@@ -373,7 +374,8 @@ static void panels_chunk(void *ctx, int64_t k0, int64_t k1, int thread)
     for (int64_t k = k0; k < k1;) {
         while (pj->first[b + 1] <= k) b++;
         const int64_t e = k1 < pj->first[b + 1] ? k1 : pj->first[b + 1];
-        const sl__gemm_rows a = {.xq = pj->g[b].xq, .arb = pj->j->arb, .nb = pj->j->nb,
+        const sl__gemm_rows a = {.xq = pj->g[b].xq, .arb = pj->j->arb,
+                                 .xb = pj->j->t->act_bytes, .nb = pj->j->nb,
                                  .n_tok = pj->g[b].n_batch};
         sl__gemm_k_panels_avx512(&a, pj->plus128[b], (void *)panels_at(pj, b),
                                  k - pj->first[b], e - pj->first[b]);

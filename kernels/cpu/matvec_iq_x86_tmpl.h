@@ -310,30 +310,98 @@ static inline __m256i SL_MV_SUFFIX(iq1_s_sums)(const uint8_t *p, const char *xp)
     return _mm256_add_epi32(_mm256_slli_epi32(acc, 3), _mm256_mullo_epi32(w, bs));
 }
 
-static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a,
-                                          __m256i *sg, __m256i *sc)
+/* the four grid entries (-1 / 0 / +1 bytes) of IQ1_M group ib */
+static inline __m256i SL_MV_SUFFIX(iq1_m_grid)(const uint8_t *p, int ib)
 {
     const uint8_t *qs = p + 4 * ib;
     const unsigned h0 = p[32 + 2 * ib], h1 = p[33 + 2 * ib];
 #if SL_MV_AVX512
-    const __m256i g = SL_MV_SUFFIX(iq_g4x)(
+    return SL_MV_SUFFIX(iq_g4x)(
         sl_iq1s_grid, _mm_or_si128(SL_MV_SUFFIX(iq_b4)(qs),
                                    _mm_and_si128(_mm_sllv_epi32(_mm_setr_epi32((int)h0, (int)h0,
                                                                                (int)h1, (int)h1),
                                                                 _mm_setr_epi32(8, 4, 8, 4)),
                                                  _mm_set1_epi32(0x700))));
 #else
-    const __m256i g = SL_IQ_G4(sl_iq1s_grid[qs[0] | ((h0 << 8) & 0x700u)],
-                               sl_iq1s_grid[qs[1] | ((h0 << 4) & 0x700u)],
-                               sl_iq1s_grid[qs[2] | ((h1 << 8) & 0x700u)],
-                               sl_iq1s_grid[qs[3] | ((h1 << 4) & 0x700u)]);
+    return SL_IQ_G4(sl_iq1s_grid[qs[0] | ((h0 << 8) & 0x700u)],
+                    sl_iq1s_grid[qs[1] | ((h0 << 4) & 0x700u)],
+                    sl_iq1s_grid[qs[2] | ((h1 << 8) & 0x700u)],
+                    sl_iq1s_grid[qs[3] | ((h1 << 4) & 0x700u)]);
 #endif
+}
+
+static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i S, __m256i *a,
+                                          __m256i *sg, __m256i *sc)
+{
+    const unsigned h0 = p[32 + 2 * ib], h1 = p[33 + 2 * ib];
+    const __m256i g = SL_MV_SUFFIX(iq1_m_grid)(p, ib);
     const long long one = 0x0101010101010101ll, neg = -1ll;
     const __m256i dl = _mm256_set_epi64x(h1 & 0x80 ? neg : one, h1 & 0x08 ? neg : one,
                                          h0 & 0x80 ? neg : one, h0 & 0x08 ? neg : one);
     *sg = SL_MV_SUFFIX(iq1_values)(g, dl);
     *a = _mm256_sign_epi8(*sg, *sg);
     *sc = SL_MV_SUFFIX(iq_sc16)(S, ib);
+}
+
+/* IQ1_M's block sums for the decode kernel, as IQ1_S's: 8 sum_k sc_k sum g x over the groups
+ * of 16, plus the deltas' sum_k sc_k (dl_2k s8_2k + dl_2k+1 s8_2k+1) with the activation's
+ * sums of 8 (Q8_K8): octet o of the block has scale o / 2 and its delta in byte o / 2 of qh
+ * (bit 3 for even o, bit 7 for odd). The deltas are two madds in the order S's layout gives
+ * (iq1_m_S: even scales in the low lane, odd in the high): per vector, octets
+ * [0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15], then the same + 16. 8 int32 summing to the isum. */
+static inline __m256i SL_MV_SUFFIX(iq1_m_sums)(const uint8_t *p, const char *xp)
+{
+    const __m256i S = SL_MV_SUFFIX(iq1_m_S)(p);
+    __m256i acc = _mm256_setzero_si256();
+#if SL_MV_AVX512
+    /* two groups' eight grid entries by one gather: index k = qs[8 j + k] | the 3 bits at
+     * 4 k of qh's word j, << 8 (the per-group build's scalar loads and inserts, halved) */
+    for (int j = 0; j < 4; j++) {
+        const __m256i ix = _mm256_or_si256(
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8 * j))),
+            _mm256_and_si256(
+                _mm256_slli_epi32(
+                    _mm256_srlv_epi32(
+                        _mm256_set1_epi32((int)SL_MV_SUFFIX(iq_le32)(p + 32 + 4 * j)),
+                        _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                    8),
+                _mm256_set1_epi32(0x700)));
+        const __m512i g2 = _mm512_i32gather_epi64(ix, (const long long *)sl_iq1s_grid, 8);
+        for (int h = 0; h < 2; h++) {
+            const int ib = 2 * j + h;
+            const __m256i g = h ? _mm512_extracti64x4_epi64(g2, 1) : _mm512_castsi512_si256(g2);
+            const __m256i x8 = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));
+            acc = _mm256_add_epi32(acc, SL_MV_SUFFIX(iq_sdot)(_mm256_sign_epi8(g, g), g, x8,
+                                                              SL_MV_SUFFIX(iq_sc16)(S, ib)));
+        }
+    }
+#else
+    for (int ib = 0; ib < 8; ib++) {
+        const __m256i g = SL_MV_SUFFIX(iq1_m_grid)(p, ib);
+        const __m256i x8 = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));
+        acc = _mm256_add_epi32(acc, SL_MV_SUFFIX(iq_sdot)(_mm256_sign_epi8(g, g), g, x8,
+                                                          SL_MV_SUFFIX(iq_sc16)(S, ib)));
+    }
+#endif
+    /* qh's bytes even | odd as int16, like S */
+    const __m256i H = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+        _mm_loadu_si128((const __m128i *)(p + 32)),
+        _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+    const __m256i bit = _mm256_set1_epi32(0x00800008), one = _mm256_set1_epi16(1);
+    const __m256i h1 = _mm256_and_si256(_mm256_unpacklo_epi16(H, H), bit);
+    const __m256i h2 = _mm256_and_si256(_mm256_unpackhi_epi16(H, H), bit);
+    const __m256i w1 = _mm256_sign_epi16(_mm256_unpacklo_epi16(S, S),
+                                         _mm256_or_si256(_mm256_cmpeq_epi16(h1, bit), one));
+    const __m256i w2 = _mm256_sign_epi16(_mm256_unpackhi_epi16(S, S),
+                                         _mm256_or_si256(_mm256_cmpeq_epi16(h2, bit), one));
+    /* the sums of 8 as int32 pairs (octets 2k, 2k + 1) into that order */
+    const __m256i ord = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const char *s8 = xp + offsetof(sl_block_q8_K8, sums8);
+    const __m256i x1 = _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)s8), ord);
+    const __m256i x2 =
+        _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)(s8 + 32)), ord);
+    return _mm256_add_epi32(_mm256_slli_epi32(acc, 3),
+                            _mm256_add_epi32(_mm256_madd_epi16(w1, x1), _mm256_madd_epi16(w2, x2)));
 }
 
 /* the block's fp16 scale (IQ1_M's split one; code is a constant where the kernels call it) */
@@ -355,8 +423,10 @@ static inline float SL_MV_SUFFIX(iq_scale)(uint32_t code, const uint8_t *p)
             const char *xp = (const char *)xq + b * t->act_bytes;                               \
             __m256i acc = _mm256_setzero_si256();                                               \
             if (code == SL_GGML_IQ1_S) acc = SL_MV_SUFFIX(iq1_s_sums)(p, xp);                   \
+            if (code == SL_GGML_IQ1_M) acc = SL_MV_SUFFIX(iq1_m_sums)(p, xp);                   \
+            const bool sums = code == SL_GGML_IQ1_S || code == SL_GGML_IQ1_M;                   \
             const __m256i S = SL_MV_SUFFIX(name##_S)(p);                                        \
-            for (int ib = 0; ib < 8 && code != SL_GGML_IQ1_S; ib++) {                           \
+            for (int ib = 0; ib < 8 && !sums; ib++) {                                           \
                 __m256i a, sg, sc;                                                              \
                 SL_MV_SUFFIX(name##_ib)(p, ib, S, &a, &sg, &sc);                                \
                 const __m256i x8 = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));     \

@@ -182,6 +182,33 @@ static void qa_q8_K(const float *x, void *y, int64_t n)
     }
 }
 
+/* IQ1_M's: Q8_K, then the sums of 8 (exact integers, so the reference's in any order) */
+static void qa_q8_K8(const float *x, void *y, int64_t n)
+{
+    const __m256i ones = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    for (int64_t i = 0; i < n / SL_QK_K; i++, x += SL_QK_K) {
+        char *yb = (char *)y + i * (int64_t)sizeof(sl_block_q8_K8);
+        qa_q8_K(x, yb, SL_QK_K);
+        const char *qs = yb + offsetof(sl_block_q8_K, qs);
+        for (int j = 0; j < SL_QK_K; j += 64) {
+            /* per 32 bytes: sums of 4 (8 int32), then of 8 (per lane 0+1, 2+3): two rows of
+             * 32 bytes give 8 sums of 8 in order after a pack and a lane permute */
+            const __m256i a = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(ones, _mm256_loadu_si256((const __m256i *)(qs + j))), ones16);
+            const __m256i b = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(ones, _mm256_loadu_si256((const __m256i *)(qs + j + 32))),
+                ones16);
+            /* hadd: lane 0 [a0+a1, a2+a3, b0+b1, b2+b3], lane 1 [a4+a5, a6+a7, b4+b5, b6+b7] */
+            const __m256i h = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(a, b),
+                                                          _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+            const __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(h),
+                                                _mm256_extracti128_si256(h, 1));
+            _mm_storeu_si128((__m128i *)(yb + offsetof(sl_block_q8_K8, sums8) + 2 * (j / 8)),
+                             p16);
+        }
+    }
+}
+
 #pragma clang attribute pop
 #define SL_QA_X86 1
 #else
@@ -197,6 +224,7 @@ void sl__cpu_quant_rows(const sl_cpu_matvec_ctx *mv, const sl__mv_type *t, const
             t->act_type == SL_GGML_Q8_0   ? qa_q8_0
             : t->act_type == SL_GGML_Q8_1 ? qa_q8_1
             : t->act_type == SL_GGML_Q8_K ? qa_q8_K
+            : t->act_type == SL_ACT_Q8_K8 ? qa_q8_K8
                                           : NULL;
         if (qa) {
             for (int64_t b = 0; b < n_batch; b++)

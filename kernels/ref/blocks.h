@@ -157,6 +157,14 @@ typedef struct sl_block_q8_K {
 } sl_block_q8_K;
 _Static_assert(sizeof(sl_block_q8_K) == 292, "block_q8_K is 292 bytes in GGUF");
 
+/* IQ1_M's activation (SL_ACT_Q8_K8, kernels/ref/matvec.h; not in GGUF): a Q8_K block and
+ * sums8[g] = sum of k.qs[8g .. 8g+7] (|sum| <= 1016). */
+typedef struct sl_block_q8_K8 {
+    sl_block_q8_K k;
+    int16_t sums8[SL_QK_K / 8];
+} sl_block_q8_K8;
+_Static_assert(sizeof(sl_block_q8_K8) == 356, "block_q8_K8 is a q8_K block and 32 int16");
+
 /* ---- IQ types (grid codebooks, 256-element super-blocks except IQ4_NL) ------------------ */
 
 /* 8 groups of 32; per group two uint32: 4 grid bytes (iq2xxs_grid index per 8 values), then

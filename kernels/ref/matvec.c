@@ -108,6 +108,7 @@ void sl__mv_quant_rows(const sl__mv_type *t, const float *x, int64_t cols, int64
         case SL_GGML_Q8_0: sl__mv_quant_q8_0(xb, yb, cols); break;
         case SL_GGML_Q8_1: sl__mv_quant_q8_1(xb, yb, cols); break;
         case SL_GGML_Q8_K: sl__mv_quant_q8_K(xb, yb, cols); break;
+        case SL_ACT_Q8_K8: sl__mv_quant_q8_K8(xb, yb, cols); break;
         default: memcpy(yb, xb, (size_t)cols * sizeof(float)); break;
         }
     }

@@ -11,7 +11,10 @@
  * Activations, as ggml's CPU backend (vec_dot_type): x is quantized once per call into
  *   Q8_0 for Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL weights;
  *   Q8_1 for Q4_1, Q5_1 (the block also carries s = d * sum(qs), which pays for the min);
- *   Q8_K for Q4_K, Q5_K, Q6_K, IQ4_XS (float d, bsums of 16 for the mins);
+ *   Q8_K for Q4_K, Q5_K, Q6_K, IQ4_XS and the codebook types (float d, bsums of 16 for the
+ *   mins);
+ *   Q8_K8 (SL_ACT_Q8_K8: a Q8_K block, then its 32 sums of 8, int16) for IQ1_M, whose delta
+ *   changes every 8 values: the fast kernels take it as one product with those sums;
  *   F32 (unchanged) for F32, F16, BF16 weights. ggml converts x to F16 (F16 weights) or BF16
  *   (BF16 weights); we keep x in F32 because these kernels are memory bound (x is read from
  *   cache, W from DRAM), so the narrower x buys no bandwidth and would cost 11 (F16) or 16 (BF16)
@@ -71,8 +74,10 @@
 
 /* True for the fourteen weight types above. */
 bool sl_ref_matvec_supported(uint32_t type);
-/* Activation type for a weight type (SL_GGML_Q8_0, Q8_1, Q8_K or F32); UINT32_MAX if the
- * weight type is unsupported. */
+/* Not a GGUF type: IQ1_M's activation layout (above), 356 bytes a block. */
+enum { SL_ACT_Q8_K8 = 0x100 + 13 };
+/* Activation type for a weight type (SL_GGML_Q8_0, Q8_1, Q8_K, SL_ACT_Q8_K8 or F32);
+ * UINT32_MAX if the weight type is unsupported. */
 uint32_t sl_ref_matvec_act_type(uint32_t type);
 /* Bytes of one weight row of `cols` elements; 0 for an unsupported type, cols <= 0, cols not
  * a multiple of the block size, or overflow. */

@@ -15,6 +15,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,7 +42,9 @@ static const sl__mv_type k_types[] = {
     {SL_GGML_MXFP4, 32, sizeof(sl_block_mxfp4), SL_GGML_Q8_0, sizeof(sl_block_q8_0), "MXFP4"},
     {SL_GGML_IQ4_NL, 32, sizeof(sl_block_iq4_nl), SL_GGML_Q8_0, sizeof(sl_block_q8_0), "IQ4_NL"},
     {SL_GGML_IQ4_XS, 256, sizeof(sl_block_iq4_xs), SL_GGML_Q8_K, sizeof(sl_block_q8_K), "IQ4_XS"},
-#define IQ_ROW(name, code, B, NAME) {code, 256, sizeof(B), SL_GGML_Q8_K, sizeof(sl_block_q8_K), NAME},
+#define IQ_ROW(name, code, B, NAME)                                                             \
+    {code, 256, sizeof(B), code == SL_GGML_IQ1_M ? (uint32_t)SL_ACT_Q8_K8 : SL_GGML_Q8_K,       \
+     code == SL_GGML_IQ1_M ? sizeof(sl_block_q8_K8) : sizeof(sl_block_q8_K), NAME},
     SL__IQ_TYPES(IQ_ROW)
 #undef IQ_ROW
     /* a layout of Q4_K (repack.h): its rows are Q4_K's, read through sl__mv_row_at */
@@ -83,6 +86,27 @@ void sl__mv_quant_q8_0(const float *x, void *y, int64_t n)
             b.qs[j] = (int8_t)roundf(v);
         }
         memcpy((char *)y + i * (int64_t)sizeof b, &b, sizeof b);
+    }
+}
+
+void sl__mv_sums8(void *y)
+{
+    sl_block_q8_K8 b;
+    memcpy(&b, y, sizeof b.k);
+    for (int g = 0; g < SL_QK_K / 8; g++) {
+        int sum = 0;
+        for (int k = 0; k < 8; k++) sum += b.k.qs[8 * g + k];
+        b.sums8[g] = (int16_t)sum;
+    }
+    memcpy((char *)y + offsetof(sl_block_q8_K8, sums8), b.sums8, sizeof b.sums8);
+}
+
+void sl__mv_quant_q8_K8(const float *x, void *y, int64_t n)
+{
+    for (int64_t i = 0; i < n / SL_QK_K; i++, x += SL_QK_K) {
+        char *yb = (char *)y + i * (int64_t)sizeof(sl_block_q8_K8);
+        sl__mv_quant_q8_K(x, yb, SL_QK_K);
+        sl__mv_sums8(yb);
     }
 }
 

@@ -14,6 +14,7 @@
 
 #include "gguf/gguf.h"
 #include "kernels/ref/blocks.h"
+#include "kernels/ref/matvec.h"
 #include "base/status.h"
 
 /* Per weight type: elements and bytes per block, activation type and its bytes per block. */
@@ -55,6 +56,9 @@ void sl__mv_quant_rows(const sl__mv_type *t, const float *x, int64_t cols, int64
 void sl__mv_quant_q8_0(const float *x, void *y, int64_t n);
 void sl__mv_quant_q8_1(const float *x, void *y, int64_t n);
 void sl__mv_quant_q8_K(const float *x, void *y, int64_t n);
+void sl__mv_quant_q8_K8(const float *x, void *y, int64_t n);
+/* The sums of 8 of one Q8_K8 block at y whose Q8_K part is written. */
+void sl__mv_sums8(void *y);
 
 /* One row dot in the reference order (matvec.h); nb = cols / block. Scalar. */
 float sl__mv_dot_row(const sl__mv_type *t, const void *w, const void *xq, int64_t nb);

@@ -26,6 +26,7 @@
 #include "gguf/gguf.h"
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/ref/blocks.h"
 #include "kernels/ref/matvec.h"
 #include "kernels/ref/quant.h"
 #include "kernels/ref/repack.h"
@@ -46,7 +47,10 @@ static const uint32_t k_types[] = {SL_GGML_F32,  SL_GGML_F16,  SL_GGML_BF16,  SL
                                    SL_GGML_IQ3_XXS, SL_GGML_IQ3_S, SL_GGML_IQ1_S, SL_GGML_IQ1_M};
 enum { N_TYPES = sizeof k_types / sizeof k_types[0] };
 
-static const char *tname(uint32_t type) { return sl_gguf_type_get(type)->name; }
+static const char *tname(uint32_t type)
+{
+    return type == SL_ACT_Q8_K8 ? "Q8_K8" : sl_gguf_type_get(type)->name;
+}
 
 static void put_half(uint8_t *p, float f)
 {
@@ -153,7 +157,8 @@ static void check_ref_accuracy(uint32_t type, const void *w, int64_t rows, int64
     CHECK(!sl_ref_matvec(type, w, rows, cols, x, 1, y, &e));
     float *wd = dequant(type, w, rows, cols);
     const int64_t blk = sl_gguf_type_get(type)->block_size;
-    const int64_t qb = sl_ref_matvec_act_type(type) == SL_GGML_Q8_K ? 256 : 32;
+    const uint32_t at = sl_ref_matvec_act_type(type);
+    const int64_t qb = at == SL_GGML_Q8_K || at == SL_ACT_Q8_K8 ? 256 : 32;
     const bool q8_1 = sl_ref_matvec_act_type(type) == SL_GGML_Q8_1;
     double worst = 0;
     for (int64_t r = 0; r < rows; r++) {
@@ -840,14 +845,47 @@ static void check_act_quant(void)
     }
 }
 
+/* IQ1_M's activation rows: each block Q8_K's bytes, then its 32 sums of 8 (checked here by a
+ * plain sum, and against Q8_K's 16-element sums: two of them make one). */
+static void check_act_q8_K8(void)
+{
+    const int64_t n = 1024, nb = n / 256;
+    float *x = make_x(n);
+    for (int64_t k = 0; k < 256; k++) x[256 + k] = 0.0f; /* a zero block */
+    const size_t ab = sl_ref_matvec_act_bytes(SL_GGML_IQ1_M, n);
+    CHECK(sl_ref_matvec_act_type(SL_GGML_IQ1_M) == SL_ACT_Q8_K8);
+    CHECK(ab == (size_t)nb * sizeof(sl_block_q8_K8));
+    uint8_t *a = malloc(ab), *k = malloc((size_t)nb * sizeof(sl_block_q8_K));
+    sl_error e;
+    CHECK(!sl_ref_matvec_quant_act(SL_GGML_IQ1_M, x, n, a, &e));
+    CHECK(!sl_ref_matvec_quant_act(SL_GGML_Q4_K, x, n, k, &e));
+    for (int64_t b = 0; b < nb; b++) {
+        sl_block_q8_K8 q;
+        memcpy(&q, a + b * sizeof q, sizeof q);
+        CHECK_MSG(!memcmp(&q.k, k + b * sizeof(sl_block_q8_K), sizeof q.k),
+                  "Q8_K8 block %lld: its Q8_K part differs from Q8_K's", (long long)b);
+        for (int g = 0; g < 32; g++) {
+            int sum = 0;
+            for (int j = 0; j < 8; j++) sum += q.k.qs[8 * g + j];
+            CHECK_MSG(q.sums8[g] == sum, "Q8_K8 block %lld sum %d: %d, not %d", (long long)b, g,
+                      q.sums8[g], sum);
+            if (g % 2) CHECK(q.sums8[g - 1] + q.sums8[g] == q.k.bsums[g / 2]);
+        }
+    }
+    free(a);
+    free(k);
+    free(x);
+}
+
 /* The SIMD activation quantizers (kernels/cpu/quant_act.c) give the reference's bytes: random
  * rows, rounding ties (amax 127 makes x * id exact: 2.5 rounds away from zero for Q8_0/1, to even
  * for Q8_K), an all-zero block, and +-amax in both orders (Q8_K's max is the first). */
 static void check_act_quant_fast(const ctx_set *cs)
 {
-    const uint32_t wt[] = {SL_GGML_Q8_0, SL_GGML_Q4_K, SL_GGML_Q5_1}; /* Q8_0, Q8_K, Q8_1 */
+    /* Q8_0, Q8_K, Q8_1, Q8_K8 */
+    const uint32_t wt[] = {SL_GGML_Q8_0, SL_GGML_Q4_K, SL_GGML_Q5_1, SL_GGML_IQ1_M};
     const int64_t n = 1024, n_batch = 3;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         float *x = make_x(n * n_batch);
         for (int64_t k = 0; k < 32; k++) x[k] = 0.0f; /* block 0 (row 0): zeros */
         for (int64_t k = 256; k < 512; k++) x[k] = (float)(k % 9) - 4.5f; /* ties */
@@ -1126,6 +1164,7 @@ int main(void)
     }
     check_errors(&cs.mv[0]);
     check_act_quant();
+    check_act_q8_K8();
     check_act_quant_fast(&cs);
     check_act_quant_pool(&cs);
     check_pool();
