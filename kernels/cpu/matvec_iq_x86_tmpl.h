@@ -286,6 +286,51 @@ static inline void SL_MV_SUFFIX(iq1_s_ib)(const uint8_t *p, int ib, __m256i S, _
  * delta, sum_g sc_g sum v x = 8 sum_g sc_g sum g x + sum_g sc_g delta_g (x's sum over the
  * group: two of Q8_K's exact 16-element sums), so the values need no 8 g + delta per group
  * (its three adds and an abs), only |g| and x signed by g. 8 int32 whose sum is the isum. */
+#if SL_MV_AVX512
+/* On 512 bits, as IQ1_M's: two groups a step, the grid as u = g + 1 (sum g x = sum u x -
+ * sum x, so a group's term is 8 sc sum u x + sc (delta - 8) sum x), each step's scales
+ * (lanes 0-1: group 2 j's, 2-3: 2 j + 1's) from qh's two words by shifts, no shuffle. */
+static inline __m256i SL_MV_SUFFIX(iq1_s_sums)(const uint8_t *p, const char *xp)
+{
+    const __m512i one8 = _mm512_set1_epi8(1);
+    __m512i acc = _mm512_setzero_si512();
+    for (int j = 0; j < 4; j++) {
+        const uint32_t qh = SL_MV_SUFFIX(iq_le32)(p + 34 + 4 * j); /* groups 2 j, 2 j + 1 */
+        const __m256i ix = _mm256_or_si256(
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 2 + 8 * j))),
+            _mm256_and_si256(_mm256_slli_epi32(_mm256_srlv_epi32(_mm256_set1_epi32((int)qh),
+                                                                 _mm256_setr_epi32(
+                                                                     0, 3, 6, 9, 16, 19, 22, 25)),
+                                               8),
+                             _mm256_set1_epi32(0x700)));
+        const __m512i u = _mm512_add_epi8(
+            _mm512_i32gather_epi64(ix, (const long long *)sl_iq1s_grid, 8), one8);
+        /* 2 s + 1 in both words of each dword: s at bit 12 (lanes 0-1) or 28 (lanes 2-3) */
+        const __m512i s = _mm512_and_si512(
+            _mm512_srlv_epi32(_mm512_set1_epi32((int)qh),
+                              _mm512_inserti64x4(_mm512_set1_epi32(12), _mm256_set1_epi32(28), 1)),
+            _mm512_set1_epi32(7));
+        const __m512i s2 = _mm512_or_si512(_mm512_add_epi32(s, s), _mm512_set1_epi32(1));
+        acc = _mm512_dpwssd_epi32(acc,
+                                  _mm512_maddubs_epi16(u, _mm512_loadu_si512(xp + 4 + 64 * j)),
+                                  _mm512_or_si512(s2, _mm512_slli_epi32(s2, 16)));
+    }
+    /* group ib's sc (delta - 8) times its sum of x (Q8_K's 16-element sums 2 ib, 2 ib + 1) */
+    const __m256i q = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 34)));
+    const __m256i sc = _mm256_or_si256(
+        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(q, 12), _mm256_set1_epi32(7)), 1),
+        _mm256_set1_epi32(1));
+    const __m256i w = _mm256_sub_epi32(
+        _mm256_sign_epi32(sc, _mm256_or_si256(_mm256_slli_epi32(q, 16), _mm256_set1_epi32(1))),
+        _mm256_slli_epi32(sc, 3));
+    const __m256i bs = _mm256_madd_epi16(
+        _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K)), _mm256_set1_epi16(1));
+    const __m512i a8 = _mm512_slli_epi32(acc, 3);
+    return _mm256_add_epi32(
+        _mm256_add_epi32(_mm512_castsi512_si256(a8), _mm512_extracti64x4_epi64(a8, 1)),
+        _mm256_mullo_epi32(w, bs));
+}
+#else
 static inline __m256i SL_MV_SUFFIX(iq1_s_sums)(const uint8_t *p, const char *xp)
 {
     __m256i acc = _mm256_setzero_si256();
@@ -309,6 +354,7 @@ static inline __m256i SL_MV_SUFFIX(iq1_s_sums)(const uint8_t *p, const char *xp)
         _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K)), _mm256_set1_epi16(1));
     return _mm256_add_epi32(_mm256_slli_epi32(acc, 3), _mm256_mullo_epi32(w, bs));
 }
+#endif
 
 /* the four grid entries (-1 / 0 / +1 bytes) of IQ1_M group ib */
 static inline __m256i SL_MV_SUFFIX(iq1_m_grid)(const uint8_t *p, int ib)
@@ -346,17 +392,30 @@ static inline void SL_MV_SUFFIX(iq1_m_ib)(const uint8_t *p, int ib, __m256i S, _
 /* IQ1_M's block sums for the decode kernel, as IQ1_S's: 8 sum_k sc_k sum g x over the groups
  * of 16, plus the deltas' sum_k sc_k (dl_2k s8_2k + dl_2k+1 s8_2k+1) with the activation's
  * sums of 8 (Q8_K8): octet o of the block has scale o / 2 and its delta in byte o / 2 of qh
- * (bit 3 for even o, bit 7 for odd). The deltas are two madds in the order S's layout gives
- * (iq1_m_S: even scales in the low lane, odd in the high): per vector, octets
- * [0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15], then the same + 16. 8 int32 summing to the isum. */
+ * (bit 3 for even o, bit 7 for odd). 8 int32 summing to the isum. */
+#if SL_MV_AVX512
+/* On 512 bits, two groups (64 values) a step and few shuffles (the 256-bit form was bound by
+ * port 5: a scale broadcast a group, the gather's halves, the delta's lane orders):
+ * - the grid entries as u = g + 1 (0..2, vpmaddubsw's unsigned side: no sign instructions),
+ *   sum g x = sum u x - Q8_K's 16-element sums, taken once a block against the scales;
+ * - each step's scales (128-bit lane l: scale 4 j + l) one vpermw of the block's 16;
+ * - the deltas one vpermw of scale | qh byte << 8 per octet, negated by a bit test. */
 static inline __m256i SL_MV_SUFFIX(iq1_m_sums)(const uint8_t *p, const char *xp)
 {
-    const __m256i S = SL_MV_SUFFIX(iq1_m_S)(p);
-    __m256i acc = _mm256_setzero_si256();
-#if SL_MV_AVX512
-    /* two groups' eight grid entries by one gather: index k = qs[8 j + k] | the 3 bits at
-     * 4 k of qh's word j, << 8 (the per-group build's scalar loads and inserts, halved) */
+    /* the 16 scales 2 s + 1 in order: s_k at bit 3 (k % 4) of scale word k / 4 */
+    const __m256i w = _mm256_shuffle_epi8(
+        _mm256_set1_epi64x((long long)(SL_MV_SUFFIX(iq_le32)(p + 48) |
+                                       (uint64_t)SL_MV_SUFFIX(iq_le32)(p + 52) << 32)),
+        _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5, 4, 5, 4,
+                         5, 6, 7, 6, 7, 6, 7, 6, 7));
+    const __m256i s3 = _mm256_and_si256(
+        _mm256_srlv_epi16(w, _mm256_setr_epi16(0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9)),
+        _mm256_set1_epi16(7));
+    const __m256i sc = _mm256_add_epi16(_mm256_add_epi16(s3, s3), _mm256_set1_epi16(1));
+    const __m512i sc5 = _mm512_castsi256_si512(sc), one8 = _mm512_set1_epi8(1);
+    __m512i acc = _mm512_setzero_si512();
     for (int j = 0; j < 4; j++) {
+        /* index k of groups 8 j .. 8 j + 7: qs | the 3 bits at 4 k of qh's word j, << 8 */
         const __m256i ix = _mm256_or_si256(
             _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8 * j))),
             _mm256_and_si256(
@@ -366,23 +425,52 @@ static inline __m256i SL_MV_SUFFIX(iq1_m_sums)(const uint8_t *p, const char *xp)
                         _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
                     8),
                 _mm256_set1_epi32(0x700)));
-        const __m512i g2 = _mm512_i32gather_epi64(ix, (const long long *)sl_iq1s_grid, 8);
-        for (int h = 0; h < 2; h++) {
-            const int ib = 2 * j + h;
-            const __m256i g = h ? _mm512_extracti64x4_epi64(g2, 1) : _mm512_castsi512_si256(g2);
-            const __m256i x8 = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));
-            acc = _mm256_add_epi32(acc, SL_MV_SUFFIX(iq_sdot)(_mm256_sign_epi8(g, g), g, x8,
-                                                              SL_MV_SUFFIX(iq_sc16)(S, ib)));
-        }
+        const __m512i u = _mm512_add_epi8(
+            _mm512_i32gather_epi64(ix, (const long long *)sl_iq1s_grid, 8), one8);
+        const __m512i x = _mm512_loadu_si512(xp + 4 + 64 * j);
+        const __m512i sj = _mm512_permutexvar_epi16(
+            _mm512_add_epi16(_mm512_set1_epi16((short)(4 * j)),
+                             _mm512_setr_epi64(0, 0, 0x0001000100010001ll, 0x0001000100010001ll,
+                                               0x0002000200020002ll, 0x0002000200020002ll,
+                                               0x0003000300030003ll, 0x0003000300030003ll)),
+            sc5);
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, x), sj);
     }
+    /* sum_k sc_k (Q8_K's 16-element sum k): the u side's excess */
+    const __m256i ex =
+        _mm256_madd_epi16(sc, _mm256_loadu_si256((const __m256i *)(xp + 4 + SL_QK_K)));
+    /* the deltas: word o = scale o / 2 | qh byte o / 2 << 8, its bit 3 (even o) or 7 (odd o)
+     * of the byte set: negated */
+    const __m512i sq = _mm512_permutexvar_epi16(
+        _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8, 7, 7, 6, 6,
+                         5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
+        _mm512_castsi256_si512(_mm256_or_si256(
+            sc, _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(p + 32))),
+                                  8))));
+    const __mmask32 neg = _mm512_test_epi16_mask(sq, _mm512_set1_epi32(0x80000800));
+    const __m512i s16 = _mm512_and_si512(sq, _mm512_set1_epi16(0xFF));
+    const __m512i dw = _mm512_mask_sub_epi16(s16, neg, _mm512_setzero_si512(), s16);
+    const __m512i t = _mm512_add_epi32(
+        _mm512_slli_epi32(acc, 3),
+        _mm512_madd_epi16(dw, _mm512_loadu_si512(xp + offsetof(sl_block_q8_K8, sums8))));
+    return _mm256_sub_epi32(
+        _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1)),
+        _mm256_slli_epi32(ex, 3));
+}
 #else
+/* The deltas are two madds in the order S's layout gives (iq1_m_S: even scales in the low
+ * lane, odd in the high): per vector, octets [0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15], then
+ * the same + 16. */
+static inline __m256i SL_MV_SUFFIX(iq1_m_sums)(const uint8_t *p, const char *xp)
+{
+    const __m256i S = SL_MV_SUFFIX(iq1_m_S)(p);
+    __m256i acc = _mm256_setzero_si256();
     for (int ib = 0; ib < 8; ib++) {
         const __m256i g = SL_MV_SUFFIX(iq1_m_grid)(p, ib);
         const __m256i x8 = _mm256_loadu_si256((const __m256i *)(xp + 4 + 32 * ib));
         acc = _mm256_add_epi32(acc, SL_MV_SUFFIX(iq_sdot)(_mm256_sign_epi8(g, g), g, x8,
                                                           SL_MV_SUFFIX(iq_sc16)(S, ib)));
     }
-#endif
     /* qh's bytes even | odd as int16, like S */
     const __m256i H = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
         _mm_loadu_si128((const __m128i *)(p + 32)),
@@ -403,6 +491,7 @@ static inline __m256i SL_MV_SUFFIX(iq1_m_sums)(const uint8_t *p, const char *xp)
     return _mm256_add_epi32(_mm256_slli_epi32(acc, 3),
                             _mm256_add_epi32(_mm256_madd_epi16(w1, x1), _mm256_madd_epi16(w2, x2)));
 }
+#endif
 
 /* the block's fp16 scale (IQ1_M's split one; code is a constant where the kernels call it) */
 static inline float SL_MV_SUFFIX(iq_scale)(uint32_t code, const uint8_t *p)
