@@ -282,6 +282,196 @@ static inline void SL_MV_SUFFIX(iq1_s_ib)(const uint8_t *p, int ib, __m256i S, _
     *sc = _mm256_set1_epi16((short)(2 * ((qh >> 12) & 7) + 1));
 }
 
+#if SL_MV_AVX512
+/* The sign-carrying types' decode sums on 512 bits, two groups (64 values) a step: the
+ * magnitudes by one 8-qword gather, the signs as a 64-bit mask (the ksigns entries' sign
+ * bits, by one more gather) negating x (vpmaddubsw takes the magnitudes unsigned), each
+ * step's scales one vpermw of the block's: no per-group inserts or broadcasts (the 256-bit
+ * form's port-5 work). 8 int32 summing to the isum. */
+
+/* 2 s + 1 for the 8 groups' 4-bit s at bit 28 of the odd dwords of IQ2_XXS's 64 bytes q,
+ * in every word of each odd dword (words 4 ib + 2, 4 ib + 3 for group ib) */
+static inline __m512i SL_MV_SUFFIX(iq2_xxs_sc)(const uint8_t *q)
+{
+    const __m512i s = _mm512_srli_epi32(_mm512_loadu_si512(q), 28);
+    const __m512i t = _mm512_or_si512(_mm512_add_epi32(s, s), _mm512_set1_epi32(1));
+    return _mm512_or_si512(t, _mm512_slli_epi32(t, 16));
+}
+
+/* words 4 ib + 2 of sc for groups 2 j (lanes 0-1) and 2 j + 1 (lanes 2-3) */
+static inline __m512i SL_MV_SUFFIX(iq_sc_pair)(__m512i sc, int j, int stride, int at)
+{
+    const __m512i lo = _mm512_set1_epi16((short)(stride * 2 * j + at));
+    const __m512i hi = _mm512_set1_epi16((short)(stride * (2 * j + 1) + at));
+    return _mm512_permutexvar_epi16(_mm512_mask_blend_epi64(0xF0, lo, hi), sc);
+}
+
+/* sc's words 4 j .. 4 j + 3 (the scales per 16 of groups 2 j, 2 j + 1), word 4 j + l in every
+ * word of 128-bit lane l */
+static inline __m512i SL_MV_SUFFIX(iq_sc_lanes)(__m512i sc, int j)
+{
+    return _mm512_permutexvar_epi16(
+        _mm512_add_epi16(_mm512_set1_epi16((short)(4 * j)),
+                         _mm512_setr_epi64(0, 0, 0x0001000100010001ll, 0x0001000100010001ll,
+                                           0x0002000200020002ll, 0x0002000200020002ll,
+                                           0x0003000300030003ll, 0x0003000300030003ll)),
+        sc);
+}
+
+/* 16 scales per 16 as 2 s + 1, s the nibbles of the 8 bytes at q (k: byte k / 2, low first) */
+static inline __m512i SL_MV_SUFFIX(iq_sc_nib16)(const uint8_t *q)
+{
+    const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)q));
+    const __m128i lo = _mm_and_si128(w, _mm_set1_epi16(15)), hi = _mm_srli_epi16(w, 4);
+    const __m256i s = _mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi));
+    return _mm512_castsi256_si512(
+        _mm256_add_epi16(_mm256_add_epi16(s, s), _mm256_set1_epi16(1)));
+}
+
+/* the sign bits of 8 ksigns entries (7-bit indices, int32) as a mask of 64 values */
+static inline __mmask64 SL_MV_SUFFIX(iq_ks_mask)(__m256i si)
+{
+    return _mm512_movepi8_mask(_mm512_i32gather_epi64(si, (const long long *)sl_mv_iq_sign64, 8));
+}
+
+/* one step's term: magnitudes a (unsigned), x negated where neg, scales sc per int16 pair */
+static inline __m512i SL_MV_SUFFIX(iq_step)(__m512i acc, __m512i a, __mmask64 neg,
+                                            const char *x64, __m512i sc)
+{
+    const __m512i x = _mm512_loadu_si512(x64);
+    return _mm512_dpwssd_epi32(
+        acc, _mm512_maddubs_epi16(a, _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x)),
+        sc);
+}
+
+static inline __m256i SL_MV_SUFFIX(iq_fold)(__m512i acc)
+{
+    return _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+}
+
+static inline __m256i SL_MV_SUFFIX(iq2_xs_sums)(const uint8_t *p, const char *xp)
+{
+    const __m512i sc = SL_MV_SUFFIX(iq_sc_nib16)(p + 66);
+    __m512i acc = _mm512_setzero_si512();
+    for (int j = 0; j < 4; j++) { /* 8 words: 9-bit grid index | 7-bit ksigns << 9 */
+        const __m256i q = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 2 + 16 * j)));
+        const __m512i a = _mm512_i32gather_epi64(_mm256_and_si256(q, _mm256_set1_epi32(511)),
+                                                 (const long long *)sl_iq2xs_grid, 8);
+        acc = SL_MV_SUFFIX(iq_step)(acc, a, SL_MV_SUFFIX(iq_ks_mask)(_mm256_srli_epi32(q, 9)),
+                                    xp + 4 + 64 * j, SL_MV_SUFFIX(iq_sc_lanes)(sc, j));
+    }
+    return SL_MV_SUFFIX(iq_fold)(acc);
+}
+
+static inline __m256i SL_MV_SUFFIX(iq2_s_sums)(const uint8_t *p, const char *xp)
+{
+    const __m512i sc = SL_MV_SUFFIX(iq_sc_nib16)(p + 74);
+    __m512i acc = _mm512_setzero_si512();
+    for (int j = 0; j < 4; j++) {
+        /* grid index k: qs byte | 2 bits at 2 k of qh's two bytes, << 8 */
+        const __m256i ix = _mm256_or_si256(
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 2 + 8 * j))),
+            _mm256_slli_epi32(
+                _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(SL_MV_SUFFIX(iq_le16)(
+                                                       p + 66 + 2 * j)),
+                                                   _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                 _mm256_set1_epi32(3)),
+                8));
+        uint64_t sg;
+        memcpy(&sg, p + 34 + 8 * j, 8); /* one sign bit a value */
+        acc = SL_MV_SUFFIX(iq_step)(
+            acc, _mm512_i32gather_epi64(ix, (const long long *)sl_iq2s_grid, 8), (__mmask64)sg,
+            xp + 4 + 64 * j, SL_MV_SUFFIX(iq_sc_lanes)(sc, j));
+    }
+    return SL_MV_SUFFIX(iq_fold)(acc);
+}
+
+static inline __m256i SL_MV_SUFFIX(iq3_xxs_sums)(const uint8_t *p, const char *xp)
+{
+    /* 2 s + 1 in the low word of dword ib, s at bit 28 of the group's sign-and-scale word */
+    const __m256i s = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(p + 66)), 28);
+    const __m512i sc = _mm512_castsi256_si512(_mm256_or_si256(_mm256_add_epi32(s, s),
+                                                              _mm256_set1_epi32(1)));
+    __m512i acc = _mm512_setzero_si512();
+    for (int j = 0; j < 4; j++) {
+        const __m512i a = _mm512_i32gather_epi32(
+            _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 2 + 16 * j))),
+            (const int *)sl_iq3xxs_grid, 4);
+        uint64_t aux;
+        memcpy(&aux, p + 66 + 8 * j, 8);
+        const __m256i si = _mm256_and_si256(
+            _mm256_srlv_epi64(_mm256_set1_epi64x((long long)aux),
+                              _mm256_setr_epi64x(0, 7, 14, 21)),
+            _mm256_set1_epi64x(127));
+        /* fields of the two words: 0, 7, 14, 21 of each (srlv per 64-bit lane, then the high
+         * word's by 32 more) */
+        const __m256i si2 = _mm256_permutevar8x32_epi32(
+            _mm256_or_si256(si, _mm256_slli_epi64(_mm256_and_si256(
+                                                      _mm256_srlv_epi64(
+                                                          _mm256_set1_epi64x((long long)aux),
+                                                          _mm256_setr_epi64x(32, 39, 46, 53)),
+                                                      _mm256_set1_epi64x(127)),
+                                                  32)),
+            _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+        acc = SL_MV_SUFFIX(iq_step)(acc, a, SL_MV_SUFFIX(iq_ks_mask)(si2), xp + 4 + 64 * j,
+                                    SL_MV_SUFFIX(iq_sc_pair)(sc, j, 2, 0));
+    }
+    return SL_MV_SUFFIX(iq_fold)(acc);
+}
+
+static inline __m256i SL_MV_SUFFIX(iq3_s_sums)(const uint8_t *p, const char *xp)
+{
+    __m512i acc = _mm512_setzero_si512();
+    for (int j = 0; j < 4; j++) {
+        /* grid index k: qs byte | bit k of qh's two bytes, << 8 */
+        const __m512i ix = _mm512_or_si512(
+            _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 2 + 16 * j))),
+            _mm512_slli_epi32(
+                _mm512_and_si512(
+                    _mm512_srlv_epi32(_mm512_set1_epi32(SL_MV_SUFFIX(iq_le16)(p + 66 + 2 * j)),
+                                      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+                                                        12, 13, 14, 15)),
+                    _mm512_set1_epi32(1)),
+                8));
+        uint64_t sg;
+        memcpy(&sg, p + 74 + 8 * j, 8);
+        /* scales per 32: lanes 0-1 the low nibble of byte 106 + j, 2-3 the high, as 2 s + 1 */
+        const __m512i n = _mm512_and_si512(
+            _mm512_srlv_epi16(_mm512_set1_epi16(p[106 + j]),
+                              _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1)),
+            _mm512_set1_epi16(15));
+        acc = SL_MV_SUFFIX(iq_step)(
+            acc, _mm512_i32gather_epi32(ix, (const int *)sl_iq3s_grid, 4), (__mmask64)sg,
+            xp + 4 + 64 * j, _mm512_add_epi16(_mm512_add_epi16(n, n), _mm512_set1_epi16(1)));
+    }
+    return SL_MV_SUFFIX(iq_fold)(acc);
+}
+
+static inline __m256i SL_MV_SUFFIX(iq2_xxs_sums)(const uint8_t *p, const char *xp)
+{
+    const uint8_t *q = p + 2;
+    const __m512i sc = SL_MV_SUFFIX(iq2_xxs_sc)(q);
+    __m512i acc = _mm512_setzero_si512();
+    for (int j = 0; j < 4; j++) {
+        /* groups 2 j, 2 j + 1: 4 grid bytes, 4 x 7 sign bits (+ s) each */
+        const __m128i b = _mm_loadu_si128((const __m128i *)(q + 16 * j));
+        const __m256i gi = _mm256_cvtepu8_epi32(
+            _mm_shuffle_epi8(b, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1, -1,
+                                              -1)));
+        const __m256i si = _mm256_and_si256(
+            _mm256_srlv_epi32(_mm256_permutevar8x32_epi32(_mm256_castsi128_si256(b),
+                                                          _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3,
+                                                                            3)),
+                              _mm256_setr_epi32(0, 7, 14, 21, 0, 7, 14, 21)),
+            _mm256_set1_epi32(127));
+        acc = SL_MV_SUFFIX(iq_step)(
+            acc, _mm512_i32gather_epi64(gi, (const long long *)sl_iq2xxs_grid, 8),
+            SL_MV_SUFFIX(iq_ks_mask)(si), xp + 4 + 64 * j, SL_MV_SUFFIX(iq_sc_pair)(sc, j, 4, 2));
+    }
+    return SL_MV_SUFFIX(iq_fold)(acc);
+}
+#endif
+
 /* IQ1_S's block sums for the decode kernel in ggml's form of the same integer: with v = 8 g +
  * delta, sum_g sc_g sum v x = 8 sum_g sc_g sum g x + sum_g sc_g delta_g (x's sum over the
  * group: two of Q8_K's exact 16-element sums), so the values need no 8 g + delta per group
@@ -500,6 +690,24 @@ static inline float SL_MV_SUFFIX(iq_scale)(uint32_t code, const uint8_t *p)
                                             : SL_MV_SUFFIX(iq_le16)(p));
 }
 
+/* The types whose decode has a whole-block form: *acc its 8 int32 (false: the per-group one) */
+static inline bool SL_MV_SUFFIX(iq_block_sums)(uint32_t code, const uint8_t *p, const char *xp,
+                                               __m256i *acc)
+{
+    switch (code) {
+    case SL_GGML_IQ1_S: *acc = SL_MV_SUFFIX(iq1_s_sums)(p, xp); return true;
+    case SL_GGML_IQ1_M: *acc = SL_MV_SUFFIX(iq1_m_sums)(p, xp); return true;
+#if SL_MV_AVX512
+    case SL_GGML_IQ2_XXS: *acc = SL_MV_SUFFIX(iq2_xxs_sums)(p, xp); return true;
+    case SL_GGML_IQ2_XS: *acc = SL_MV_SUFFIX(iq2_xs_sums)(p, xp); return true;
+    case SL_GGML_IQ2_S: *acc = SL_MV_SUFFIX(iq2_s_sums)(p, xp); return true;
+    case SL_GGML_IQ3_XXS: *acc = SL_MV_SUFFIX(iq3_xxs_sums)(p, xp); return true;
+    case SL_GGML_IQ3_S: *acc = SL_MV_SUFFIX(iq3_s_sums)(p, xp); return true;
+#endif
+    default: return false;
+    }
+}
+
 /* the types: kernels/ref/matvec_impl.h's SL__IQ_TYPES (kernel name, GGUF code, block, name); each type's
  * decoder is SL_MV_SUFFIX(name##_ib), its per-block scale vector SL_MV_SUFFIX(name##_S) */
 
@@ -511,9 +719,7 @@ static inline float SL_MV_SUFFIX(iq_scale)(uint32_t code, const uint8_t *p)
             const uint8_t *p = (const uint8_t *)w + b * t->bytes;                               \
             const char *xp = (const char *)xq + b * t->act_bytes;                               \
             __m256i acc = _mm256_setzero_si256();                                               \
-            if (code == SL_GGML_IQ1_S) acc = SL_MV_SUFFIX(iq1_s_sums)(p, xp);                   \
-            if (code == SL_GGML_IQ1_M) acc = SL_MV_SUFFIX(iq1_m_sums)(p, xp);                   \
-            const bool sums = code == SL_GGML_IQ1_S || code == SL_GGML_IQ1_M;                   \
+            const bool sums = SL_MV_SUFFIX(iq_block_sums)(code, p, xp, &acc);                   \
             const __m256i S = SL_MV_SUFFIX(name##_S)(p);                                        \
             for (int ib = 0; ib < 8 && !sums; ib++) {                                           \
                 __m256i a, sg, sc;                                                              \
