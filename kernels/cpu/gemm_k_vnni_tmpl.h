@@ -717,7 +717,8 @@ static inline void SL_MV_SUFFIX(gkv_group_panels)(const sl__gemm_rows *a, int64_
     for (int v = 0; v < nv; v++) {
         x0[v] = a->xq + (size_t)(t0 + 16 * v) * a->arb;
         off[v] = SL_MV_SUFFIX(gkv_offsets)(t0 + 16 * v, a->n_tok, a->arb);
-        if (one_chunk) SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], a->xb, 0, a->nb, plus128, &p[v]);
+        if (one_chunk)
+            SL_MV_SUFFIX(gkv_panel_build)(x0[v], off[v], a->xb, 0, a->nb, plus128, &p[v]);
     }
 }
 

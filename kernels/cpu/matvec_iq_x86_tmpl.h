@@ -6,7 +6,11 @@
  * the signs as +-1 bytes (four 8-byte entries of a 128-entry ksigns table, or sign bytes
  * expanded by iq_signs) applied to the activations with vpsignb (IQ1: v = 8 g + delta);
  * then the byte dot with the Q8_K activations signed by v (maddubs, then madd by the group's
- * odd scale: one instruction fewer than a VNNI dot and a multiply), summed exactly in int32. The block's term is the reference's expression,
+ * odd scale: one instruction fewer than a VNNI dot and a multiply), summed exactly in int32.
+ * The decode (range) kernels on AVX-512 take 64 values a step instead (the *_sums forms:
+ * gathers, sign masks and one vpermw of scales a step, since the 256-bit form spends its time
+ * on port-5 inserts and broadcasts); IQ1's decode also splits off the deltas (IQ1_M's against
+ * the Q8_K8 activation's sums of 8). The block's term is the reference's expression,
  * (float)isum * (factor * d * x.d), so the sums are the reference's bits. */
 
 /* byte 8 i + j: -1 where bit j of byte i of s is set, else +1 */
@@ -397,23 +401,15 @@ static inline __m256i SL_MV_SUFFIX(iq3_xxs_sums)(const uint8_t *p, const char *x
         const __m512i a = _mm512_i32gather_epi32(
             _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 2 + 16 * j))),
             (const int *)sl_iq3xxs_grid, 4);
-        uint64_t aux;
-        memcpy(&aux, p + 66 + 8 * j, 8);
+        /* the 4 x 7 sign fields of the two groups' words */
         const __m256i si = _mm256_and_si256(
-            _mm256_srlv_epi64(_mm256_set1_epi64x((long long)aux),
-                              _mm256_setr_epi64x(0, 7, 14, 21)),
-            _mm256_set1_epi64x(127));
-        /* fields of the two words: 0, 7, 14, 21 of each (srlv per 64-bit lane, then the high
-         * word's by 32 more) */
-        const __m256i si2 = _mm256_permutevar8x32_epi32(
-            _mm256_or_si256(si, _mm256_slli_epi64(_mm256_and_si256(
-                                                      _mm256_srlv_epi64(
-                                                          _mm256_set1_epi64x((long long)aux),
-                                                          _mm256_setr_epi64x(32, 39, 46, 53)),
-                                                      _mm256_set1_epi64x(127)),
-                                                  32)),
-            _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-        acc = SL_MV_SUFFIX(iq_step)(acc, a, SL_MV_SUFFIX(iq_ks_mask)(si2), xp + 4 + 64 * j,
+            _mm256_srlv_epi32(
+                _mm256_permutevar8x32_epi32(
+                    _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)(p + 66 + 8 * j))),
+                    _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
+                _mm256_setr_epi32(0, 7, 14, 21, 0, 7, 14, 21)),
+            _mm256_set1_epi32(127));
+        acc = SL_MV_SUFFIX(iq_step)(acc, a, SL_MV_SUFFIX(iq_ks_mask)(si), xp + 4 + 64 * j,
                                     SL_MV_SUFFIX(iq_sc_pair)(sc, j, 2, 0));
     }
     return SL_MV_SUFFIX(iq_fold)(acc);

@@ -1,4 +1,4 @@
-/* kernels/cpu/quant_act.c: the activation quantizers (Q8_0, Q8_1, Q8_K) in AVX2, bit-exact to the
+/* kernels/cpu/quant_act.c: the activation quantizers (Q8_0, Q8_1, Q8_K, Q8_K8) in AVX2, bit-exact to the
  * reference ones (kernels/ref/matvec_blocks.c), and the driver that picks them.
  *
  * Why: a prefill batch quantizes every token of every matmul input; with the reference's
@@ -199,8 +199,8 @@ static void qa_q8_K8(const float *x, void *y, int64_t n)
                 _mm256_maddubs_epi16(ones, _mm256_loadu_si256((const __m256i *)(qs + j + 32))),
                 ones16);
             /* hadd: lane 0 [a0+a1, a2+a3, b0+b1, b2+b3], lane 1 [a4+a5, a6+a7, b4+b5, b6+b7] */
-            const __m256i h = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(a, b),
-                                                          _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+            const __m256i h = _mm256_permutevar8x32_epi32(
+                _mm256_hadd_epi32(a, b), _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
             const __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(h),
                                                 _mm256_extracti128_si256(h, 1));
             _mm_storeu_si128((__m128i *)(yb + offsetof(sl_block_q8_K8, sums8) + 2 * (j / 8)),
