@@ -690,10 +690,11 @@ typedef struct gk_panel {
     _Alignas(32) float d[GK_PCH][8]; /* the tokens' super-block scales */
 } gk_panel;
 
-static void SL_MV_SUFFIX(gk_panel_build)(const g_tok8 *g, int64_t b0, int64_t b1, gk_panel *p)
+static void SL_MV_SUFFIX(gk_panel_build)(const g_tok8 *g, size_t xb, int64_t b0, int64_t b1,
+                                         gk_panel *p)
 {
     for (int64_t b = b0; b < b1; b++) {
-        const int64_t i = b - b0, off = b * (int64_t)sizeof(sl_block_q8_K);
+        const int64_t i = b - b0, off = b * (int64_t)xb;
         __m256i r[8];
         for (int c = 0; c <= 8; c++) {
             /* c < 8: elements 32c..32c+31; c == 8: the 16 block sums */
@@ -944,7 +945,7 @@ static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t,
         const int np = left >= 8 * GK_NP ? GK_NP : (int)((left + 7) / 8);
         for (int q = 0; one_chunk && q < np; q++) {
             const g_tok8 g = SL_MV_SUFFIX(g_tokens)(a->xq, a->arb, t0 + 8 * q, a->n_tok);
-            SL_MV_SUFFIX(gk_panel_build)(&g, 0, a->nb, &p[q]);
+            SL_MV_SUFFIX(gk_panel_build)(&g, a->xb, 0, a->nb, &p[q]);
         }
         for (int64_t r0 = i0; r0 < i1; r0 += GK_ROWS) {
             const int64_t nr = i1 - r0 < GK_ROWS ? i1 - r0 : GK_ROWS;
@@ -957,7 +958,7 @@ static __attribute__((noinline)) void SL_MV_SUFFIX(gemm_k)(const sl__mv_type *t,
                 const int64_t c1 = a->nb - c0 < GK_PCH ? a->nb : c0 + GK_PCH;
                 for (int q = 0; !one_chunk && q < np; q++) {
                     const g_tok8 g = SL_MV_SUFFIX(g_tokens)(a->xq, a->arb, t0 + 8 * q, a->n_tok);
-                    SL_MV_SUFFIX(gk_panel_build)(&g, c0, c1, &p[q]);
+                    SL_MV_SUFFIX(gk_panel_build)(&g, a->xb, c0, c1, &p[q]);
                 }
                 for (int64_t k = 0; k < nr; k++) {
                     const int64_t r = a->idx ? a->idx[r0 + k] : r0 + k;

@@ -614,13 +614,8 @@ static inline __m256i SL_MV_SUFFIX(iq1_m_sums)(const uint8_t *p, const char *xp)
         const __m512i u = _mm512_add_epi8(
             _mm512_i32gather_epi64(ix, (const long long *)sl_iq1s_grid, 8), one8);
         const __m512i x = _mm512_loadu_si512(xp + 4 + 64 * j);
-        const __m512i sj = _mm512_permutexvar_epi16(
-            _mm512_add_epi16(_mm512_set1_epi16((short)(4 * j)),
-                             _mm512_setr_epi64(0, 0, 0x0001000100010001ll, 0x0001000100010001ll,
-                                               0x0002000200020002ll, 0x0002000200020002ll,
-                                               0x0003000300030003ll, 0x0003000300030003ll)),
-            sc5);
-        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, x), sj);
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, x),
+                                  SL_MV_SUFFIX(iq_sc_lanes)(sc5, j));
     }
     /* sum_k sc_k (Q8_K's 16-element sum k): the u side's excess */
     const __m256i ex =
@@ -633,7 +628,7 @@ static inline __m256i SL_MV_SUFFIX(iq1_m_sums)(const uint8_t *p, const char *xp)
         _mm512_castsi256_si512(_mm256_or_si256(
             sc, _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(p + 32))),
                                   8))));
-    const __mmask32 neg = _mm512_test_epi16_mask(sq, _mm512_set1_epi32(0x80000800));
+    const __mmask32 neg = _mm512_test_epi16_mask(sq, _mm512_set1_epi32((int)0x80000800u));
     const __m512i s16 = _mm512_and_si512(sq, _mm512_set1_epi16(0xFF));
     const __m512i dw = _mm512_mask_sub_epi16(s16, neg, _mm512_setzero_si512(), s16);
     const __m512i t = _mm512_add_epi32(
@@ -704,8 +699,10 @@ static inline bool SL_MV_SUFFIX(iq_block_sums)(uint32_t code, const uint8_t *p, 
     }
 }
 
-/* the types: kernels/ref/matvec_impl.h's SL__IQ_TYPES (kernel name, GGUF code, block, name); each type's
- * decoder is SL_MV_SUFFIX(name##_ib), its per-block scale vector SL_MV_SUFFIX(name##_S) */
+/* the types: kernels/ref/matvec_impl.h's SL__IQ_TYPES (kernel name, GGUF code, block, name);
+ * each type's decoder is SL_MV_SUFFIX(name##_ib), its per-block scale vector
+ * SL_MV_SUFFIX(name##_S); the range kernel takes iq_block_sums' whole-block form where a type
+ * has one (every type on AVX-512, IQ1 on AVX2) */
 
 #define SL_MV_IQ_RANGE(name, code, B, NAME)                                                   \
     static void SL_MV_SUFFIX(range_##name)(const sl__mv_type *t, const void *w, const void *xq, \

@@ -1,5 +1,5 @@
-/* kernels/cpu/quant_act.c: the activation quantizers (Q8_0, Q8_1, Q8_K, Q8_K8) in AVX2, bit-exact to the
- * reference ones (kernels/ref/matvec_blocks.c), and the driver that picks them.
+/* kernels/cpu/quant_act.c: the activation quantizers (Q8_0, Q8_1, Q8_K, Q8_K8) in AVX2,
+ * bit-exact to the reference ones (kernels/ref/matvec_blocks.c), and the driver that picks them.
  *
  * Why: a prefill batch quantizes every token of every matmul input; with the reference's
  * scalar roundf that was ~9% of a MoE prefill on the calling thread alone (the pool's other
@@ -13,7 +13,10 @@
  *   the quants exact in int32.
  * - Q8_K: max is the first element of largest magnitude (found by a compare on amax, first set
  *   bit), nearest_int's 1.5 * 2^23 addition rounds ties to even as vroundps does for |v| <= 127,
- *   the clamp at 127 is a vpminsd, bsums are exact integer sums, d = 1 / iscale as there.
+ *   the clamp at 127 is a vpminsd, bsums are exact integer sums, d = 1 / iscale as there. Q8_K8
+ *   adds the sums of 8, exact integers too.
+ * - A block too small for a finite scale is zeros on both sides (sl__mv_inv; Q8_K: the
+ *   reference's memset).
  * - A block holding a NaN or an infinity takes the reference's scalar code (its casts of
  *   non-finite values are not reproduced here). */
 #if defined(__clang__)
@@ -81,7 +84,7 @@ static bool qa_block32(const float *x, __m256i q[4], float *d)
     const float amax = qa_amax(x, 32, &bad);
     if (bad) return false;
     *d = amax / 127.0f;
-    const float id = *d != 0.0f ? 1.0f / *d : 0.0f;
+    const float id = sl__mv_inv(*d);
     const __m256 vid = _mm256_set1_ps(id);
     for (int k = 0; k < 4; k++) q[k] = qa_roundf(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid));
     return true;
@@ -136,7 +139,8 @@ static void qa_q8_K(const float *x, void *y, int64_t n)
         char *const bsums = yb + offsetof(sl_block_q8_K, bsums);
         bool bad;
         const float amax = qa_amax(x, SL_QK_K, &bad);
-        if (bad || amax == 0.0f) { /* the reference's zero block is a memset */
+        /* the reference's zero block (amax 0, or too small for a finite scale) is a memset */
+        if (bad || amax == 0.0f || !isfinite(127.0f / amax)) {
             sl__mv_quant_q8_K(x, yb, SL_QK_K);
             continue;
         }

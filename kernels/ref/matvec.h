@@ -8,19 +8,22 @@
  * SL_TYPE_Q4_K_R8 (kernels/ref/repack.h) is Q4_K with eight rows interleaved (rows % 8 == 0):
  * every function here computes it as Q4_K of its rows, the same bits.
  *
- * Activations, as ggml's CPU backend (vec_dot_type): x is quantized once per call into
+ * Activations, as ggml's CPU backend (vec_dot_type; IQ1_M's carries more, the same integers):
+ * x is quantized once per call into
  *   Q8_0 for Q8_0, Q4_0, Q5_0, MXFP4, IQ4_NL weights;
  *   Q8_1 for Q4_1, Q5_1 (the block also carries s = d * sum(qs), which pays for the min);
- *   Q8_K for Q4_K, Q5_K, Q6_K, IQ4_XS and the codebook types (float d, bsums of 16 for the
- *   mins);
+ *   Q8_K for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS and the other codebook types (float d, bsums
+ *   of 16 for the mins);
  *   Q8_K8 (SL_ACT_Q8_K8: a Q8_K block, then its 32 sums of 8, int16) for IQ1_M, whose delta
- *   changes every 8 values: the fast kernels take it as one product with those sums;
+ *   changes every 8 values: the fast kernels take it as one product with those sums (so an xq
+ *   handed to them must come from these quantizers: the reference reads only the Q8_K part);
  *   F32 (unchanged) for F32, F16, BF16 weights. ggml converts x to F16 (F16 weights) or BF16
  *   (BF16 weights); we keep x in F32 because these kernels are memory bound (x is read from
  *   cache, W from DRAM), so the narrower x buys no bandwidth and would cost 11 (F16) or 16 (BF16)
  *   bits of x. Accuracy is then that of an F32 dot product of exactly-widened weights.
  * The quantizers are ggml's *_ref ones (roundf, ties away from zero; Q8_K: nearest_int, ties to
- * even, scale -127/max), so every q in an activation block lies in [-127, 127]; ggml's AVX2
+ * even, scale -127/max; a block too small for a finite scale gives zeros, where ggml's would
+ * cast an infinity), so every q in an activation block lies in [-127, 127]; ggml's AVX2
  * quantize_row_q8_0 rounds ties to even instead and can differ from its own reference in the
  * last quant — we are bit-exact to the reference on every path.
  *
@@ -75,7 +78,7 @@
 /* True for the fourteen weight types above. */
 bool sl_ref_matvec_supported(uint32_t type);
 /* Not a GGUF type: IQ1_M's activation layout (above), 356 bytes a block. */
-enum { SL_ACT_Q8_K8 = 0x100 + 13 };
+enum { SL_ACT_Q8_K8 = 0x100 + 13 }; /* beside repack.h's SL_TYPE_Q4_K_R8, 0x100 + 12 */
 /* Activation type for a weight type (SL_GGML_Q8_0, Q8_1, Q8_K, SL_ACT_Q8_K8 or F32);
  * UINT32_MAX if the weight type is unsupported. */
 uint32_t sl_ref_matvec_act_type(uint32_t type);

@@ -25,6 +25,10 @@
 #include "kernels/ref/quant.h"
 #include "kernels/ref/repack.h"
 
+_Static_assert(SL_ACT_Q8_K8 != SL_TYPE_Q4_K_R8 && SL_ACT_Q8_K8 >= SL_GGML_TYPE_LIMIT &&
+                   SL_TYPE_Q4_K_R8 >= SL_GGML_TYPE_LIMIT,
+               "the private layout codes are distinct and outside GGUF's");
+
 static const sl__mv_type k_types[] = {
     {SL_GGML_F32, 1, 4, SL_GGML_F32, 4, "F32"},
     {SL_GGML_F16, 1, 2, SL_GGML_F32, 4, "F16"},
@@ -79,7 +83,7 @@ void sl__mv_quant_q8_0(const float *x, void *y, int64_t n)
         float amax = 0.0f;
         for (int j = 0; j < SL_QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = sl__mv_inv(d);
         b.d = sl_quant_fp32_to_fp16(d);
         for (int j = 0; j < SL_QK8_0; j++) {
             const float v = x[j] * id;
@@ -89,7 +93,8 @@ void sl__mv_quant_q8_0(const float *x, void *y, int64_t n)
     }
 }
 
-void sl__mv_sums8(void *y)
+/* the sums of 8 of one Q8_K8 block at y whose Q8_K part is written */
+static void sums8(void *y)
 {
     sl_block_q8_K8 b;
     memcpy(&b, y, sizeof b.k);
@@ -106,7 +111,7 @@ void sl__mv_quant_q8_K8(const float *x, void *y, int64_t n)
     for (int64_t i = 0; i < n / SL_QK_K; i++, x += SL_QK_K) {
         char *yb = (char *)y + i * (int64_t)sizeof(sl_block_q8_K8);
         sl__mv_quant_q8_K(x, yb, SL_QK_K);
-        sl__mv_sums8(yb);
+        sums8(yb);
     }
 }
 
@@ -117,7 +122,7 @@ void sl__mv_quant_q8_1(const float *x, void *y, int64_t n)
         float amax = 0.0f;
         for (int j = 0; j < SL_QK8_1; j++) amax = fmaxf(amax, fabsf(x[j]));
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = sl__mv_inv(d);
         b.d = sl_quant_fp32_to_fp16(d);
         int sum = 0;
         for (int j = 0; j < SL_QK8_1; j++) {
@@ -151,7 +156,7 @@ void sl__mv_quant_q8_K(const float *x, void *y, int64_t n)
                 max = x[j];
             }
         }
-        if (amax == 0.0f) {
+        if (amax == 0.0f || !isfinite(127.0f / amax)) { /* zero, or too small to scale */
             memset(&b, 0, sizeof b);
         } else {
             const float iscale = -127.0f / max;

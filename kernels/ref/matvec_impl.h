@@ -52,13 +52,18 @@ sl_status sl__mv_validate_idx(const char *fn, const int32_t *idx, int64_t n_idx,
 void sl__mv_quant_rows(const sl__mv_type *t, const float *x, int64_t cols, int64_t n_batch,
                        void *xq, size_t act_row_bytes);
 
-/* Activation quantizers, one row of n (multiple of the act block) floats. */
+/* Activation quantizers, one row of n (multiple of the act block) floats. A block too small
+ * for a finite scale (amax below ~127 / FLT_MAX) quantizes to zeros, so every q lies in
+ * [-127, 127] (ggml's would cast an infinity). */
+static inline float sl__mv_inv(float d)
+{
+    const float r = 1.0f / d;
+    return d != 0.0f && isfinite(r) ? r : 0.0f;
+}
 void sl__mv_quant_q8_0(const float *x, void *y, int64_t n);
 void sl__mv_quant_q8_1(const float *x, void *y, int64_t n);
 void sl__mv_quant_q8_K(const float *x, void *y, int64_t n);
 void sl__mv_quant_q8_K8(const float *x, void *y, int64_t n);
-/* The sums of 8 of one Q8_K8 block at y whose Q8_K part is written. */
-void sl__mv_sums8(void *y);
 
 /* One row dot in the reference order (matvec.h); nb = cols / block. Scalar. */
 float sl__mv_dot_row(const sl__mv_type *t, const void *w, const void *xq, int64_t nb);
@@ -100,7 +105,8 @@ static inline int sl__iq_group(uint32_t type)
 {
     return type == SL_GGML_IQ2_XS || type == SL_GGML_IQ2_S || type == SL_GGML_IQ1_M ? 16 : 32;
 }
-/* Their block dot with a Q8_K block: (float)(sum_g sc[g] sum v q8) * (factor * d * x.d). */
+/* Their block dot with a Q8_K block (IQ1_M: its Q8_K8 block's Q8_K part):
+ * (float)(sum_g sc[g] sum v q8) * (factor * d * x.d). */
 float sl__mv_term_iq(uint32_t type, const void *w, const void *x);
 
 /* Exact binary16 -> binary32 (F16C gives the same bits). */

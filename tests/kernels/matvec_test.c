@@ -846,12 +846,14 @@ static void check_act_quant(void)
 }
 
 /* IQ1_M's activation rows: each block Q8_K's bytes, then its 32 sums of 8 (checked here by a
- * plain sum, and against Q8_K's 16-element sums: two of them make one). */
+ * plain sum, and against Q8_K's 16-element sums: two of them make one); a zero block and one
+ * too small for a finite scale quantize to zeros. */
 static void check_act_q8_K8(void)
 {
     const int64_t n = 1024, nb = n / 256;
     float *x = make_x(n);
     for (int64_t k = 0; k < 256; k++) x[256 + k] = 0.0f; /* a zero block */
+    for (int64_t k = 0; k < 256; k++) x[768 + k] = k % 3 ? 2e-39f : -1e-39f; /* a tiny one */
     const size_t ab = sl_ref_matvec_act_bytes(SL_GGML_IQ1_M, n);
     CHECK(sl_ref_matvec_act_type(SL_GGML_IQ1_M) == SL_ACT_Q8_K8);
     CHECK(ab == (size_t)nb * sizeof(sl_block_q8_K8));
@@ -864,6 +866,9 @@ static void check_act_q8_K8(void)
         memcpy(&q, a + b * sizeof q, sizeof q);
         CHECK_MSG(!memcmp(&q.k, k + b * sizeof(sl_block_q8_K), sizeof q.k),
                   "Q8_K8 block %lld: its Q8_K part differs from Q8_K's", (long long)b);
+        for (int j = 0; j < 256 && (b == 1 || b == 3); j++)
+            CHECK_MSG(q.k.qs[j] == 0, "Q8_K8 block %lld (zero or too small to scale): q[%d] = %d",
+                      (long long)b, j, q.k.qs[j]);
         for (int g = 0; g < 32; g++) {
             int sum = 0;
             for (int j = 0; j < 8; j++) sum += q.k.qs[8 * g + j];
@@ -888,6 +893,8 @@ static void check_act_quant_fast(const ctx_set *cs)
     for (int i = 0; i < 4; i++) {
         float *x = make_x(n * n_batch);
         for (int64_t k = 0; k < 32; k++) x[k] = 0.0f; /* block 0 (row 0): zeros */
+        /* row 0's last 256: too small for a finite scale (zeros, not a cast of infinity) */
+        for (int64_t k = 768; k < 1024; k++) x[k] = (k % 2 ? 1e-39f : -3e-39f);
         for (int64_t k = 256; k < 512; k++) x[k] = (float)(k % 9) - 4.5f; /* ties */
         x[256] = 127.0f;
         x[300] = -127.0f;
@@ -916,10 +923,10 @@ static void check_act_quant_fast(const ctx_set *cs)
  * short last one) give sl_cpu_matvec_quant_act's bytes. */
 static void check_act_quant_pool(const ctx_set *cs)
 {
-    const uint32_t wt[] = {SL_GGML_Q8_0, SL_GGML_Q4_K, SL_GGML_Q5_1};
+    const uint32_t wt[] = {SL_GGML_Q8_0, SL_GGML_Q4_K, SL_GGML_Q5_1, SL_GGML_IQ1_M};
     const int64_t n = 512, n_batch = 70;
     float *x = make_x(n * n_batch);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         const size_t nb = sl_cpu_matvec_work_bytes(wt[i], n, n_batch);
         uint8_t *a = malloc(nb), *b = malloc(nb);
         sl_error e;

@@ -290,7 +290,7 @@ int main(int argc, char **argv)
                /* also asks for the tiles (arch_prctl) */
                .amx = sl_cpu_features_detect().amx_int8,
                .a = {.w = (const char *)w, .wrb = wrb, .arb = (size_t)nb * t->act_bytes,
-                     .nb = nb, .y_stride = rows}};
+                     .xb = t->act_bytes, .nb = nb, .y_stride = rows}};
     int rc = 0;
     for (char *tok = strtok(argv[4], ","); tok && !rc; tok = strtok(NULL, ",")) {
         int64_t n;
