@@ -832,6 +832,9 @@ sl__mv_rows_fn SL_MV_SUFFIX(sl__mv_rows)(uint32_t type)
 #else
     case SL_GGML_IQ4_XS: return SL_MV_SUFFIX(rows_iq4_xs);
 #endif
+#define SL_MV_IQ_CASE_(name, code, B, NAME) case code: return SL_MV_SUFFIX(rows_##name);
+        SL__IQ_TYPES(SL_MV_IQ_CASE_)
+#undef SL_MV_IQ_CASE_
     default: return NULL;
     }
 }
