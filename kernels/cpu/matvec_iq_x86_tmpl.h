@@ -743,7 +743,7 @@ static inline bool SL_MV_SUFFIX(iq_block_sums)(uint32_t code, const uint8_t *p, 
     static void SL_MV_SUFFIX(rows_##name)(const void *w, size_t wrb, const void *xq, int64_t nb, \
                                           int64_t r0, int64_t r1, float *y)                     \
     {                                                                                           \
-        const size_t xb = code == SL_GGML_IQ1_M ? sizeof(sl_block_q8_K8) : sizeof(sl_block_q8_K); \
+        const size_t xb = sl__mv_type_get(code)->act_bytes; /* the type table's, once a call */ \
         SL_MV_SUFFIX(pf_head)((const char *)w + (size_t)r0 * wrb, (size_t)(r1 - r0) * wrb);     \
         for (int64_t r = r0; r < r1; r++) {                                                     \
             const uint8_t *wr = (const uint8_t *)w + (size_t)r * wrb;                           \

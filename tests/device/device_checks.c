@@ -42,6 +42,18 @@ static void check_counters_zero(sl_device *d)
               c.events_live);
 }
 
+/* The end of a check: its stream and region (r may be NULL) released, nothing left live on
+ * the device, the device closed. */
+static void close_checked(sl_device *d, sl_stream *s, void *r)
+{
+    sl_error err;
+    sl_device_stream_destroy(d, s);
+    if (r)
+        OK(sl_device_region_free(d, r, &err));
+    check_counters_zero(d);
+    sl_device_close(d);
+}
+
 static sl_device *open_dev(const sl_device_options *base, sl_fault_options faults)
 {
     sl_device_options o = *base;
@@ -166,12 +178,9 @@ static void check_copies(const sl_device_options *base)
     CHECK_MSG(c.calls == 96 && c.syncs == 24, "calls %llu, syncs %llu",
               (unsigned long long)c.calls, (unsigned long long)c.syncs);
     OK(sl_device_copy(d, s, r, src, 0, SL_COPY_H2D, &err)); /* zero bytes: a no-op */
-    sl_device_stream_destroy(d, s);
-    OK(sl_device_region_free(d, r, &err));
     free(src);
     free(dst);
-    check_counters_zero(d);
-    sl_device_close(d);
+    close_checked(d, s, r);
 }
 
 /* sl_device_copy_batch: items run in order (each reads what the one before wrote), zero-byte
@@ -235,13 +244,9 @@ static void check_copy_batch(const sl_device_options *base)
                 CHECK_MSG(memcmp(out, src, N) == 0, "the item before the fault did not run");
             }
         }
-        sl_device_stream_destroy(d, s);
-        if (r)
-            OK(sl_device_region_free(d, r, &err));
         free(src);
         free(out);
-        check_counters_zero(d);
-        sl_device_close(d);
+        close_checked(d, s, r);
     }
 }
 
@@ -362,14 +367,10 @@ static void check_copy_batch_order(const sl_device_options *base)
             if (out[i] != mirror[i]) first = i;
         CHECK_MSG(first == R, "the batch differs from the copies one by one at byte %zu", first);
     }
-    sl_device_stream_destroy(d, s);
-    if (r)
-        OK(sl_device_region_free(d, r, &err));
     free(mirror);
     free(out);
     free(items);
-    check_counters_zero(d);
-    sl_device_close(d);
+    close_checked(d, s, r);
 }
 
 /* Many copies into the same device buffer on one stream: they land in order, last wins. */
@@ -397,12 +398,9 @@ static void check_stream_order(const sl_device_options *base)
             all_last &= out[i] == N;
         CHECK_MSG(all_last, "last copy did not win (out[0]=%d)", out[0]);
     }
-    sl_device_stream_destroy(d, s);
-    OK(sl_device_region_free(d, r, &err));
     free(h);
     free(out);
-    check_counters_zero(d);
-    sl_device_close(d);
+    close_checked(d, s, r);
 }
 
 typedef struct order_log {
@@ -462,10 +460,7 @@ static void check_host_fn(const sl_device_options *base)
         CHECK_MSG(log.watch_ok, "host fn ran before the D2H enqueued ahead of it finished");
         CHECK(sl_device_launch_host(d, s, NULL, NULL, &err) == SL_ERR_INVALID);
     }
-    sl_device_stream_destroy(d, s);
-    OK(sl_device_region_free(d, r, &err));
-    check_counters_zero(d);
-    sl_device_close(d);
+    close_checked(d, s, r);
 }
 
 /* Events: never-recorded = done; recorded behind a closed gate = not done until released;
@@ -684,10 +679,7 @@ static void check_graphs(const sl_device_options *base)
         CHECK(dst[0] == 0x77 && dst[BYTES - 1] == 0x77);
         OK(sl_device_host_unregister(d, h, &err));
     }
-    sl_device_stream_destroy(d, s);
-    OK(sl_device_region_free(d, r, &err));
-    check_counters_zero(d);
-    sl_device_close(d);
+    close_checked(d, s, r);
     free(h);
 }
 
@@ -731,11 +723,8 @@ static void check_invalid_pointers(const sl_device_options *base)
         sl_device_counters_get(d, &c);
         CHECK_MSG(c.copies == 1, "rejected copies were counted (%" PRIu64 ")", c.copies);
     }
-    sl_device_stream_destroy(d, s);
-    OK(sl_device_region_free(d, r, &err));
     OK(sl_device_region_free(d, gone, &err));
-    check_counters_zero(d);
-    sl_device_close(d);
+    close_checked(d, s, r);
 }
 
 /* The Nth call of each kind fails with SL_ERR_DEVICE "injected fault"; the others succeed,
@@ -821,10 +810,7 @@ static void check_faults(const sl_device_options *base)
             CHECK_MSG(c.copies == 5 && c.copy_bytes[SL_COPY_H2D] == 4 * 256,
                       "copies %" PRIu64 " h2d bytes %" PRIu64, c.copies,
                       c.copy_bytes[SL_COPY_H2D]);
-            sl_device_stream_destroy(d, s);
-            OK(sl_device_region_free(d, r, &err));
-            check_counters_zero(d);
-            sl_device_close(d);
+            close_checked(d, s, r);
         }
     }
 }
