@@ -716,15 +716,18 @@ template <> struct sl_qt<14> {
 
 #undef SL_QT_COMMON
 
+/* the codebook types: IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M */
+#include "kernels/cuda/qt_iq.cuh"
+
 /* Calls f.template operator()<TYPE>() for a supported weight type code (f: a functor with a
  * `template <uint32_t T> void operator()()`); returns false for any other code. The one list of
  * types the CUDA kernels handle: F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 IQ4_NL IQ4_XS Q2_K
- * Q3_K Q4_K Q5_K Q6_K. */
+ * Q3_K Q4_K Q5_K Q6_K, and the codebook types IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M. */
 /* Every GGUF type code the decoders above take, once: the dispatch, the per-type loops (the
  * GEMV's shared-memory attributes) and the device-side switches all expand this list, so a
  * decoder added above is one entry here and nowhere else. */
 #define SL_QT_TYPES(X) X(0) X(1) X(30) X(2) X(3) X(6) X(7) X(8) X(39) X(20) X(23) X(10) X(11) \
-    X(12) X(13) X(14)
+    X(12) X(13) X(14) X(16) X(17) X(22) X(18) X(21) X(19) X(29)
 
 /* f.operator()<T>() for the type code given; false (nothing called) for one not listed */
 template <typename F> static inline bool sl_qt_dispatch(uint32_t type, F &&f)

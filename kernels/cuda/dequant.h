@@ -1,6 +1,6 @@
 /* kernels/cuda/dequant: GGUF weights -> F32 / F16 / BF16 on the GPU.
  *
- * Types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4.
+ * Types: those of the GEMV (gemv.h: the list SL_QT_TYPES of kernels/cuda/common.cuh).
  * Layout: n elements stored as consecutive blocks of the type (a whole [rows][cols] GGUF matrix
  * is one such run when cols is a multiple of the block size, since rows are packed end to end);
  * n must be a multiple of the block size (1 for the float types).
@@ -28,7 +28,7 @@ extern "C" {
 #include "kernels/cuda/ctx.h"
 #include "base/status.h"
 
-/* True for the twelve types above. */
+/* True for the types above. */
 bool sl_cuda_dequant_supported(uint32_t type);
 
 sl_status sl_cuda_dequant_f32(sl_cuda_ctx *c, uint32_t type, const void *d_src, int64_t n,

@@ -2,8 +2,9 @@
  *
  * Semantics: W [rows][cols] in ggml layout (row r at byte r * row_bytes(type, cols), blocks end
  * to end; cols a multiple of the block size, any cols >= 1 for F32/F16/BF16), X [n_batch][cols]
- * F32, Y[b][r] = sum_c W[r][c] * X[b][c]. Types: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
- * Q4_K, Q5_K, Q6_K, MXFP4.
+ * F32, Y[b][r] = sum_c W[r][c] * X[b][c]. Types: the list SL_QT_TYPES of kernels/cuda/common.cuh
+ * (the float types, Q4_0..Q8_0, the K-quants, MXFP4, IQ4_NL/XS and the codebook types IQ1_S..
+ * IQ3_S; not TQ1_0, TQ2_0, NVFP4).
  *
  * Numerics (differs from kernels/ref/matvec on purpose): X stays F32 (no Q8 activation
  * quantisation; the GPU has the FLOPs, the activation error goes away), each block's term is
@@ -41,7 +42,7 @@ extern "C" {
 
 enum { SL_CUDA_GEMV_MAX_BATCH = 65535 * 4 };
 
-/* True for the twelve types above. */
+/* True for the types above. */
 bool sl_cuda_gemv_supported(uint32_t type);
 /* Bytes of one weight row; 0 for an unsupported type, cols < 1 or cols not a multiple of the
  * block size. */

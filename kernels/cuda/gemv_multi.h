@@ -3,7 +3,7 @@
  * (deepseek2's absorbed k_b and v_b), and up to SL_CUDA_GEMV_MULTI_MAX matrices of one input
  * (attention Q, K, V; FFN gate and up; the router).
  *
- * Semantics: as kernels/cuda/gemv.h (ggml row layout, F32 X and Y, its twelve types), with X
+ * Semantics: as kernels/cuda/gemv.h (ggml row layout, F32 X and Y, its types), with X
  * kept F32 (read once per launch, never quantized): one warp per output row sums the row's
  * units dequantised exactly (sl_qt<T>::deq / elem) times X in float, then a warp reduction.
  * Simple rather than fast (no shared-memory staging): the point is one launch where there

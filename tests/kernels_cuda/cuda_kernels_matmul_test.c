@@ -9,7 +9,7 @@
  * - dequant to F32: bit-exact vs sl_quant_dequant_row; to F16 / BF16: bit-exact vs
  *   sl_quant_fp32_to_fp16 / _bf16 of the reference floats. Every type; block counts 1, 7, 129
  *   (float types: n = 1, 37, 1029); a source pointer offset by 2 bytes.
- * - GEMV (dense, all 12 types): |y - y64| <= 2e-5 (S + M X) against the float64 dot of the
+ * - GEMV (dense, every type): |y - y64| <= 2e-5 (S + M X) against the float64 dot of the
  *   dequantised row with x (the GPU keeps x in F32; the M X term covers the cancellation inside
  *   factored K-quant terms d*sc*sum(q x) - dmin*m*sum(x)). Rows 1, 17, 100; cols = one block,
  *   three blocks, one chunk + one block, 4 chunks + 3 blocks (float types: 1, 7, 255, 1029);
@@ -36,14 +36,17 @@
 static const uint32_t TYPES[] = {SL_GGML_F32,    SL_GGML_F16,    SL_GGML_BF16, SL_GGML_Q4_0,
                                  SL_GGML_Q4_1,   SL_GGML_Q5_0,   SL_GGML_Q5_1, SL_GGML_Q8_0,
                                  SL_GGML_MXFP4,  SL_GGML_IQ4_NL, SL_GGML_IQ4_XS, SL_GGML_Q2_K,
-                                 SL_GGML_Q3_K,   SL_GGML_Q4_K,   SL_GGML_Q5_K, SL_GGML_Q6_K};
+                                 SL_GGML_Q3_K,   SL_GGML_Q4_K,   SL_GGML_Q5_K, SL_GGML_Q6_K,
+                                 SL_GGML_IQ2_XXS, SL_GGML_IQ2_XS, SL_GGML_IQ2_S, SL_GGML_IQ3_XXS,
+                                 SL_GGML_IQ3_S,  SL_GGML_IQ1_S,  SL_GGML_IQ1_M};
 enum { N_TYPES = sizeof TYPES / sizeof TYPES[0] };
 
 static const char *tname(uint32_t t) { return sl_gguf_type_get(t)->name; }
 static int64_t blk(uint32_t t) { return sl_gguf_type_get(t)->block_size; }
 
 /* Random weights of `type`, n elements (n a multiple of the block): quantized from random
- * floats where a quantizer exists, random bytes with a sane exponent for MXFP4. */
+ * floats where a quantizer exists, random bytes with a sane exponent for MXFP4, random codes
+ * under a random block scale for the codebook types (no quantizer; every code is valid). */
 static uint8_t *make_weights(uint32_t type, int64_t n, size_t *bytes)
 {
     *bytes = sl_quant_row_bytes(type, n);
@@ -51,6 +54,14 @@ static uint8_t *make_weights(uint32_t type, int64_t n, size_t *bytes)
     if (type == SL_GGML_MXFP4) {
         for (size_t i = 0; i < *bytes; i++) w[i] = (uint8_t)rnd_u32();
         for (size_t o = 0; o < *bytes; o += 17) w[o] = (uint8_t)(118 + rnd_u32() % 12);
+        return w;
+    }
+    if (!sl_quant_can_quantize(type)) {
+        const size_t bb = sl_gguf_type_get(type)->type_size;
+        for (size_t i = 0; i < *bytes; i++) w[i] = (uint8_t)rnd_u32();
+        for (size_t o = 0; o < *bytes; o += bb)
+            CHECK_MSG(sl_quant_block_set_scale(type, w + o, rnd_f(-0.05f, 0.05f), 0.0f), "%s",
+                      tname(type));
         return w;
     }
     float *f = xmalloc((size_t)n * sizeof *f);
@@ -77,7 +88,7 @@ static void test_host_side(void)
     float *p = (float *)(uintptr_t)64; /* never dereferenced: validation fails first */
     CHECK(sl_cuda_gemv(NULL, SL_GGML_Q4_K, p, 4, 100, p, 1, p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "cols");
-    CHECK(sl_cuda_gemv(NULL, SL_GGML_IQ2_XXS, p, 4, 256, p, 1, p, &e) == SL_ERR_UNSUPPORTED);
+    CHECK(sl_cuda_gemv(NULL, SL_GGML_TQ2_0, p, 4, 256, p, 1, p, &e) == SL_ERR_UNSUPPORTED);
     CHECK(sl_cuda_gemv(NULL, SL_GGML_Q8_0, p, 4, 64, p, 0, p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "n_batch");
     CHECK(sl_cuda_gemv(NULL, SL_GGML_Q8_0, p, 4, 64, p, 1, p, &e) == SL_ERR_INVALID);
@@ -97,13 +108,14 @@ static void test_host_side(void)
     CHECK_CONTAINS(e.msg, "multiple");
     CHECK(sl_cuda_dequant_f32(NULL, SL_GGML_Q8_0, p, 33, p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "multiple");
-    CHECK(sl_cuda_dequant_f16(NULL, SL_GGML_IQ2_XXS, p, 256, (uint16_t *)p, &e) == SL_ERR_UNSUPPORTED);
+    CHECK(sl_cuda_dequant_f16(NULL, SL_GGML_TQ2_0, p, 256, (uint16_t *)p, &e) == SL_ERR_UNSUPPORTED);
     CHECK(sl_cuda_gemm(NULL, SL_GGML_Q8_0, p, 4, 64, p, 2, p, SL_CUDA_GEMM_F16, p, 1, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "work_bytes");
     /* W 4x64 F16 (512), X 2x64 F16 (256), X row scales 2 floats (256 after alignment) */
     CHECK(sl_cuda_gemm_work_bytes(4, 64, 2) == 1024);
     CHECK(sl_cuda_gemv_supported(SL_GGML_MXFP4) && sl_cuda_gemv_supported(SL_GGML_Q3_K) &&
-          !sl_cuda_gemv_supported(SL_GGML_IQ3_XXS));
+          sl_cuda_gemv_supported(SL_GGML_IQ3_XXS) && sl_cuda_gemv_supported(SL_GGML_IQ1_M) &&
+          !sl_cuda_gemv_supported(SL_GGML_TQ1_0) && !sl_cuda_gemv_supported(SL_GGML_NVFP4));
     CHECK(sl_cuda_gemv_row_bytes(SL_GGML_Q3_K, 512) == 220);
     CHECK(sl_cuda_gemv_row_bytes(SL_GGML_Q6_K, 512) == 420);
     CHECK(sl_cuda_gemv_row_bytes(SL_GGML_F16, 7) == 14);
@@ -113,7 +125,8 @@ static void test_host_side(void)
           sl_cuda_gemv_grouped_supported(SL_GGML_MXFP4) &&
           !sl_cuda_gemv_grouped_supported(SL_GGML_F32) &&
           !sl_cuda_gemv_grouped_supported(SL_GGML_BF16) &&
-          !sl_cuda_gemv_grouped_supported(SL_GGML_IQ2_XXS));
+          sl_cuda_gemv_grouped_supported(SL_GGML_IQ2_XXS) &&
+          !sl_cuda_gemv_grouped_supported(SL_GGML_TQ2_0));
     CHECK(sl_cuda_expert_order_bytes(4, 10) == 64 && sl_cuda_expert_order_bytes(0, 10) == 0);
     CHECK(sl_cuda_expert_order(NULL, ip, 8, 0, (int32_t *)p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "n_expert");

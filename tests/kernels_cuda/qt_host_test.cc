@@ -65,6 +65,14 @@ struct check_type {
             if (T == 39) { /* MXFP4: random codes, exponents near 1 */
                 for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd_u32();
                 for (size_t o = 0; o < bytes; o += 17) w[o] = (uint8_t)(118 + rnd_u32() % 12);
+            } else if (!sl_quant_can_quantize(T)) {
+                /* the codebook types (no quantizer): random codes, every one valid, under a
+                 * random finite block scale of either sign */
+                for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd_u32();
+                for (size_t o = 0; o < bytes; o += Q::BB) {
+                    const float d = rnd_f(-2.0f, 2.0f) * (rep % 3 == 2 ? 1e-3f : 1.0f);
+                    CHECK_MSG(sl_quant_block_set_scale(T, w + o, d, 0.0f), "%s", ti->name);
+                }
             } else {
                 const float scale = rep % 3 == 2 ? 1e-3f : 1.0f + (float)(rep % 5);
                 for (int64_t i = 0; i < n; i++)
@@ -141,7 +149,8 @@ int main(void)
     CHECK_MSG(cnt.n == n_types && cnt.bad == 0, "sl_qt_for_each: %d types (dispatch %d), "
               "first without a shape %u", cnt.n, n_types, cnt.bad ? cnt.bad - 1 : 0);
     CHECK_MSG(sl_qt_block_shape(64, &cnt.e_, &cnt.b_) == false, "type 64 has a block shape");
-    CHECK_MSG(n_types == 16, "%d types decoded (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 "
-              "IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K)", n_types);
+    CHECK_MSG(n_types == 23, "%d types decoded (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 "
+              "IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S "
+              "IQ1_M)", n_types);
     return sl_test_finish("qt_host_test");
 }

@@ -256,6 +256,9 @@ static bool write_model(const char *arch, uint32_t wtype, bool tie, const char *
                         const char *dir, tm_params *p, char path[700])
 {
     tm_defaults(arch, p);
+    /* a 256-element block type (the codebook types) needs rows of whole blocks */
+    if (sl_gguf_type_get(wtype)->block_size == 256)
+        p->n_embd = 256, p->n_head = 8, p->n_head_kv = 4, p->head_dim = 32, p->n_ff = 256;
     p->wtype = wtype;
     p->tie_output = tie;
     snprintf(path, 700, "%s/%s%s-%u.gguf", dir, prefix, arch, wtype);
@@ -301,7 +304,7 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
         if (l) {
             const double r = rel_diff(ref, l, NV);
             printf("%-8s %-5s %-12s prefill vs CPU: rel %.3g\n", arch,
-                   wtype == SL_GGML_F32 ? "F32" : "Q8_0", pn[i], r);
+                   sl_gguf_type_get(wtype)->name, pn[i], r);
             CHECK_MSG(r <= tol, "%s %u %s: prefill vs CPU rel %g > %g", arch, wtype, pn[i], r, tol);
         }
         if (d) CHECK_MSG(rel_diff(ref, d, NV) <= tol, "%s %u %s: decode vs CPU rel %g", arch,
@@ -311,7 +314,7 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
         if (h) CHECK_MSG(rel_diff(ref16, h, NV) <= tol, "%s %u %s: F16 KV vs CPU rel %g", arch,
                          wtype, pn[i], rel_diff(ref16, h, NV));
         char lab[96];
-        snprintf(lab, sizeof lab, "%s %s %s", arch, wtype == SL_GGML_F32 ? "F32" : "Q8_0", pn[i]);
+        snprintf(lab, sizeof lab, "%s %s %s", arch, sl_gguf_type_get(wtype)->name, pn[i]);
         printf("%-30s batched vs CPU: rel %.3g\n", lab,
                batch_vs(m, ref, (size_t)info.n_vocab, tol, lab));
         /* gpu: all on the device; layers: one layer there; experts-cpu and n-cpu-moe: host
@@ -373,7 +376,7 @@ static void check_hot_cold(const char *arch, uint32_t wtype, int g, const char *
         if (l) {
             const double r = rel_diff(ref, l, NV);
             printf("%-8s %-5s hot-cold %d prefill vs CPU: rel %.3g\n", arch,
-                   wtype == SL_GGML_F32 ? "F32" : "Q8_0", modes[i], r);
+                   sl_gguf_type_get(wtype)->name, modes[i], r);
             CHECK_MSG(r <= tol, "%s %u hot-cold %d: prefill vs CPU rel %g > %g", arch, wtype,
                       modes[i], r, tol);
         }
@@ -448,6 +451,11 @@ int main(int argc, char **argv)
         check_arch(archs[i], SL_GGML_F32, dir);
         if (!ds2_only) check_arch(archs[i], SL_GGML_Q8_0, dir);
     }
+    /* the codebook types on the device (kernels/cuda/qt_iq.cuh: GEMV, expert GEMV, dequant
+     * for the GEMM), every matmul weight of the type (testmodel's random codes) */
+    const uint32_t iq[] = {SL_GGML_IQ2_XXS, SL_GGML_IQ3_S, SL_GGML_IQ1_M};
+    for (size_t i = 0; !ds2_only && i < sizeof iq / sizeof *iq; i++)
+        check_arch("qwen3moe", iq[i], dir);
     /* F32: prefill, decode, chunked and F16 KV under gpu, layers, experts-cpu, n-cpu-moe 2 */
     printf("deepseek2-parity: runs %d max_rel %.6g tolerance 1e-4 %s\n", g_ds2_runs,
            g_ds2_worst, g_ds2_runs == 16 && g_ds2_worst <= 1e-4 ? "PASS" : "FAIL");
