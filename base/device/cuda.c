@@ -221,6 +221,9 @@ static sl_status cuda_event_query(sl_device *d, sl_event *be, bool *done, sl_err
     ENTER(d, err);
     cudaError_t rc = cudaEventQuery(((cuda_event *)be)->e);
     if (rc == cudaErrorNotReady) {
+        /* "not ready" is also left as the thread's last error: the next launch check on this
+         * thread (a fetch job's GEMV) would report it as its own failure */
+        (void)cudaGetLastError();
         *done = false;
         return SL_OK;
     }

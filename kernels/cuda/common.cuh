@@ -26,6 +26,9 @@ static inline sl_status sl__cu_fail(sl_error *err, cudaError_t rc, const char *c
                                     const char *file, int line)
 {
     const sl_status code = rc == cudaErrorMemoryAllocation ? SL_ERR_NOMEM : SL_ERR_DEVICE;
+    /* a failed call also leaves its error as the thread's last one, which the next launch
+     * check would report as its own (a kernel fault stays sticky regardless) */
+    (void)cudaGetLastError();
     return sl_error_set(err, code, "%s:%d: %s: %s", file, line, call, cudaGetErrorString(rc));
 }
 
@@ -465,7 +468,7 @@ static __device__ __forceinline__ uint32_t sl_iq4nl_lut4(uint32_t w)
 static __device__ __forceinline__ void sl_iq4_unit_deq(const uint8_t *q, float scale, float *v)
 {
     for (int i = 0; i < 4; i++) {
-        const uint32_t w = sl_ld_u32_a2(q + 4 * i);
+        const uint32_t w = sl_ld_u32_a1(q + 4 * i);
         const uint32_t lo = sl_iq4nl_lut4(w & 0x0F0F0F0Fu);
         const uint32_t hi = sl_iq4nl_lut4((w >> 4) & 0x0F0F0F0Fu);
         for (int k = 0; k < 4; k++) {
@@ -715,6 +718,91 @@ template <> struct sl_qt<14> {
 };
 
 #undef SL_QT_COMMON
+
+/* ---- Q8-activation decoders of the GEMV (gemv.cu k_gemv_qx): Q4_K and Q8_0 ----------------
+ * A unit (32 weights) of one row is loaded into registers as words (sl_qx_load), then its term
+ * against an int8 x unit with ggml's Q8_1 scale xd and xs = xd * sum q is formed by dp4a
+ * (sl_qx_term): Q4_K d * sc * xd * isum - dmin * m * xs, Q8_0 d * xd * isum. Here so that
+ * tests/kernels_cuda:qt_host_test runs them on the CPU. */
+
+/* One unit's weight words of one row: Q4_K: the block's 16-byte head (d, dmin, scales) and the
+ * 32 bytes of quants the unit takes nibbles of; Q8_0: d, and the 32 quants as 8 words. */
+struct sl_qx_w {
+    uint32_t v[12];
+};
+
+/* Unit u of `row` into w. AL: the matrix is 16-byte aligned (every row, its row_bytes being a
+ * multiple of 16): vector / word loads without a branch. Else (an expert matrix through the
+ * device-side pointer array, which the host cannot check): byte loads. */
+template <uint32_t T, bool AL>
+static __device__ __forceinline__ void sl_qx_load(const uint8_t *row, int64_t u, sl_qx_w &w)
+{
+    if constexpr (T == 12) {
+        const uint8_t *b = row + (u >> 3) * 144, *q = b + 16 + 32 * ((u & 7) >> 1);
+        if (AL) {
+            const uint4 h = __ldg((const uint4 *)(const void *)b);
+            const uint4 q0 = __ldg((const uint4 *)(const void *)q);
+            const uint4 q1 = __ldg((const uint4 *)(const void *)(q + 16));
+            const uint32_t t[12] = {h.x, h.y, h.z, h.w, q0.x, q0.y, q0.z, q0.w,
+                                    q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+            for (int i = 0; i < 12; i++) w.v[i] = t[i];
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; i++) w.v[i] = sl_ld_u32_a1(b + 4 * i);
+#pragma unroll
+            for (int i = 0; i < 8; i++) w.v[4 + i] = sl_ld_u32_a1(q + 4 * i);
+        }
+    } else {
+        const uint8_t *b = row + u * 34;
+        if (AL) {
+            /* the block starts 0 or 2 mod 4 (u even or odd): 9 aligned words from 2 bytes
+             * before an odd block (its predecessor's last bytes) or through 2 bytes past an
+             * even one (its successor's first: an even block is never a row's last, a row of
+             * 16-byte multiple holding a multiple of 8 blocks) */
+            const bool odd = (u & 1) != 0;
+            const uint32_t *p = (const uint32_t *)(const void *)(b - (odd ? 2 : 0));
+            uint32_t x[9];
+#pragma unroll
+            for (int i = 0; i < 9; i++) x[i] = __ldg(p + i);
+            w.v[0] = odd ? x[0] >> 16 : x[0] & 0xFFFFu;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                w.v[1 + i] = odd ? x[i + 1] : __funnelshift_r(x[i], x[i + 1], 16);
+        } else {
+            w.v[0] = sl_ld_u16(b);
+#pragma unroll
+            for (int i = 0; i < 8; i++) w.v[1 + i] = sl_ld_u32_a1(b + 2 + 4 * i);
+        }
+    }
+}
+
+/* Unit u's term from its loaded words against the int8 x unit xq (scale xd, xs = xd * sum q). */
+template <uint32_t T>
+static __device__ __forceinline__ float sl_qx_term(const sl_qx_w &w, int64_t u, const int *xq,
+                                               float xd, float xs)
+{
+    int isum = 0;
+    if constexpr (T == 12) {
+        const int j = (int)(u & 7), sh = 4 * (j & 1);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            isum = __dp4a((int)((w.v[4 + i] >> sh) & 0x0F0F0F0Fu), xq[i], isum);
+        /* scales[12] = bytes 4..15 of the block, words 1..3: ggml's get_scale_min_k4 for sub
+         * j, its bytes picked by shifts (an array indexed at run time would go to local) */
+        const int k = j & 3;
+        const int b0 = (int)((w.v[1] >> (8 * k)) & 0xFFu), b1 = (int)((w.v[2] >> (8 * k)) & 0xFFu),
+                  b2 = (int)((w.v[3] >> (8 * k)) & 0xFFu);
+        const int sc = j < 4 ? b0 & 63 : (b2 & 0xF) | ((b0 >> 6) << 4);
+        const int m = j < 4 ? b1 & 63 : (b2 >> 4) | ((b1 >> 6) << 4);
+        const float d = sl_h2f((uint16_t)w.v[0]), dmin = sl_h2f((uint16_t)(w.v[0] >> 16));
+        return d * (float)sc * xd * (float)isum - dmin * (float)m * xs;
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) isum = __dp4a((int)w.v[1 + i], xq[i], isum);
+        return sl_h2f((uint16_t)w.v[0]) * xd * (float)isum;
+    }
+}
 
 /* the codebook types: IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M */
 #include "kernels/cuda/qt_iq.cuh"

@@ -246,81 +246,39 @@ static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
  * Q8_0's 34-byte blocks are read as aligned words and funnel-shifted), so there is no weight
  * staging and no barrier in the main loop. A block of 8 warps owns 32 rows (4 per warp, each x
  * unit loaded from shared memory serves 4 rows), which amortises the x quantisation.
+ * Loads in flight (H200 run 1: 0.36 of HBM at 14336 x 4096, 10.6 us for 768 x 2048): a lane
+ * loads its unit of all 4 rows into registers before any of them is used, branch-free on an
+ * aligned matrix (the alignment is tested once a block, not per load), and the first unit
+ * before x is quantised, so the x prologue overlaps HBM latency; one load round trip a unit,
+ * where a per-load alignment branch and a row's loads after the previous row's sums gave four.
  * Used for n_batch == 1 with 16-byte aligned rows and x when the context does not ask for F32
  * activations (sl_cuda_ctx_set_f32_act, the verification mode). */
 
 enum { QX_WARPS = 8, QX_R = 4, QX_ROWS = QX_WARPS * QX_R, QX_THREADS = 32 * QX_WARPS };
 
-/* 16 bytes; expert matrices come through a device-side pointer array the host cannot check,
- * so a misaligned one takes byte loads instead of faulting (the branch is warp-uniform). */
-static __device__ __forceinline__ uint4 qx_ld16(const uint8_t *p)
+/* The main loop over a lane's units; w holds unit `lane`'s words on entry (loaded before the
+ * x prologue). Rows with src < 0 are neither loaded nor summed. */
+template <uint32_t T, bool AL>
+static __device__ __forceinline__ void qx_rows(const uint8_t *W, int64_t row_bytes,
+                                               const int64_t *src, int64_t n_units, int lane,
+                                               const int8_t *xq, const float *xd,
+                                               const float *xs, sl_qx_w *w, float *acc)
 {
-    if (((uintptr_t)p & 15) == 0) return __ldg((const uint4 *)(const void *)p);
-    uint32_t w[4];
+    for (int64_t u = lane; u < n_units; u += 32) {
+        const int4 x0 = *(const int4 *)(const void *)(xq + 32 * u);
+        const int4 x1 = *(const int4 *)(const void *)(xq + 32 * u + 16);
+        const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        const float d = xd[u], sxu = xs[u];
 #pragma unroll
-    for (int i = 0; i < 4; i++) w[i] = sl_ld_u32_a1(p + 4 * i);
-    return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-/* One 32-weight unit of Q4_K (sub-block j of the super-block at b) against int8 x. */
-static __device__ __forceinline__ float qx_dot_q4k(const uint8_t *b, int j, const int *xq,
-                                                   float xd, float xs)
-{
-    const uint4 h = qx_ld16(b);
-    const uint4 q0 = qx_ld16(b + 16 + 32 * (j >> 1)), q1 = qx_ld16(b + 32 + 32 * (j >> 1));
-    const int sh = 4 * (j & 1);
-    const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-    int isum = 0;
+        for (int r = 0; r < QX_R; r++)
+            if (src[r] >= 0) acc[r] += sl_qx_term<T>(w[r], u, xv, d, sxu);
+        const int64_t un = u + 32;
+        if (un < n_units) {
 #pragma unroll
-    for (int i = 0; i < 8; i++) isum = __dp4a((int)((qw[i] >> sh) & 0x0F0F0F0Fu), xq[i], isum);
-    /* scales[12] = bytes 4..15 of the block: words h.y, h.z, h.w */
-    const uint32_t sw[3] = {h.y, h.z, h.w};
-    const auto sbyte = [&](int i) { return (int)((sw[i >> 2] >> (8 * (i & 3))) & 0xFFu); };
-    int sc, m;
-    if (j < 4) {
-        sc = sbyte(j) & 63;
-        m = sbyte(j + 4) & 63;
-    } else {
-        sc = (sbyte(j + 4) & 0xF) | ((sbyte(j - 4) >> 6) << 4);
-        m = (sbyte(j + 4) >> 4) | ((sbyte(j) >> 6) << 4);
-    }
-    const float d = sl_h2f((uint16_t)h.x), dmin = sl_h2f((uint16_t)(h.x >> 16));
-    return d * (float)sc * xd * (float)isum - dmin * (float)m * xs;
-}
-
-/* One Q8_0 block (34 bytes at b, 2-byte aligned) against int8 x. */
-static __device__ __forceinline__ float qx_dot_q80(const uint8_t *b, const int *xq, float xd)
-{
-    const uintptr_t a = (uintptr_t)b;
-    int isum = 0;
-    float d;
-    if (a & 1) {
-        /* only through a misaligned expert pointer: byte loads */
-        d = sl_h2f(sl_ld_u16(b));
-#pragma unroll
-        for (int i = 0; i < 8; i++) isum = __dp4a((int)sl_ld_u32_a1(b + 2 + 4 * i), xq[i], isum);
-    } else if ((a & 3) == 0) {
-        /* d in the low half of word 0, qs from byte 2: each q word straddles two words */
-        const uint32_t *w = (const uint32_t *)(const void *)b;
-        uint32_t cur = __ldg(w);
-        d = sl_h2f((uint16_t)cur);
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            /* the last half-word is read alone: the block may end the allocation */
-            const uint32_t nxt =
-                i < 7 ? __ldg(w + i + 1)
-                      : (uint32_t)__ldg((const unsigned short *)(const void *)(b + 32));
-            isum = __dp4a((int)__funnelshift_r(cur, nxt, 16), xq[i], isum);
-            cur = nxt;
+            for (int r = 0; r < QX_R; r++)
+                if (src[r] >= 0) sl_qx_load<T, AL>(W + src[r] * row_bytes, un, w[r]);
         }
-    } else {
-        /* b = 2 mod 4: d alone, then qs word-aligned */
-        d = sl_h2f(__ldg((const unsigned short *)(const void *)b));
-        const uint32_t *w = (const uint32_t *)(const void *)(b + 2);
-#pragma unroll
-        for (int i = 0; i < 8; i++) isum = __dp4a((int)__ldg(w + i), xq[i], isum);
     }
-    return d * xd * (float)isum;
 }
 
 template <uint32_t T>
@@ -348,6 +306,29 @@ static __global__ void __launch_bounds__(QX_THREADS) k_gemv_qx(gv_args a)
     int8_t *xq = (int8_t *)qsm;                                   /* [cols] */
     float *xd = (float *)(void *)(qsm + (a.cols + 15) / 16 * 16);  /* [n_units] */
     float *xs = xd + n_units;                                     /* [n_units]: d * sum q */
+
+    int64_t src[QX_R];
+#pragma unroll
+    for (int r = 0; r < QX_R; r++) {
+        const int64_t o = o0 + warp * QX_R + r;
+        int64_t rr = -1;
+        if (o < a.n_out) {
+            rr = a.idx ? (int64_t)a.idx[o] : o;
+            if (rr < 0 || rr >= a.rows) rr = -1;
+        }
+        src[r] = rr;
+    }
+    /* row_bytes is a multiple of 16 on this path (gv_run), so W's alignment is every row's */
+    const bool al = ((uintptr_t)W & 15) == 0;
+    sl_qx_w w[QX_R];
+    if (lane < n_units) {
+#pragma unroll
+        for (int r = 0; r < QX_R; r++) {
+            if (src[r] < 0) continue;
+            if (al) sl_qx_load<T, true>(W + src[r] * a.row_bytes, lane, w[r]);
+            else sl_qx_load<T, false>(W + src[r] * a.row_bytes, lane, w[r]);
+        }
+    }
 
     /* x -> int8: 4 threads per unit of 32, 8 values each; the trip count is uniform so the
      * shuffles see full warps */
@@ -395,31 +376,9 @@ static __global__ void __launch_bounds__(QX_THREADS) k_gemv_qx(gv_args a)
     }
     __syncthreads();
 
-    int64_t src[QX_R];
-#pragma unroll
-    for (int r = 0; r < QX_R; r++) {
-        const int64_t o = o0 + warp * QX_R + r;
-        int64_t rr = -1;
-        if (o < a.n_out) {
-            rr = a.idx ? (int64_t)a.idx[o] : o;
-            if (rr < 0 || rr >= a.rows) rr = -1;
-        }
-        src[r] = rr;
-    }
     float acc[QX_R] = {};
-    for (int64_t u = lane; u < n_units; u += 32) {
-        const int4 x0 = *(const int4 *)(const void *)(xq + 32 * u);
-        const int4 x1 = *(const int4 *)(const void *)(xq + 32 * u + 16);
-        const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-        const float d = xd[u];
-#pragma unroll
-        for (int r = 0; r < QX_R; r++) {
-            if (src[r] < 0) continue;
-            const uint8_t *row = W + src[r] * a.row_bytes;
-            if (T == 12) acc[r] += qx_dot_q4k(row + (u >> 3) * 144, (int)(u & 7), xv, d, xs[u]);
-            else acc[r] += qx_dot_q80(row + u * 34, xv, d);
-        }
-    }
+    if (al) qx_rows<T, true>(W, a.row_bytes, src, n_units, lane, xq, xd, xs, w, acc);
+    else qx_rows<T, false>(W, a.row_bytes, src, n_units, lane, xq, xd, xs, w, acc);
 #pragma unroll
     for (int r = 0; r < QX_R; r++) {
         const float v = sl_warp_sum(acc[r]);
@@ -475,6 +434,18 @@ extern "C" bool sl_cuda_gemv_supported(uint32_t type)
 {
     int64_t b, s;
     return sl_qt_block_shape(type, &b, &s);
+}
+
+struct gv_chunk {
+    int64_t elems = 0;
+    template <uint32_t T> void operator()() { elems = gv_cfg<T, 1>::CE; }
+};
+
+extern "C" int64_t sl_cuda_gemv_chunk_elems(uint32_t type)
+{
+    gv_chunk c;
+    sl_qt_dispatch(type, c);
+    return c.elems;
 }
 
 extern "C" size_t sl_cuda_gemv_row_bytes(uint32_t type, int64_t cols)

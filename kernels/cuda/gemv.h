@@ -44,6 +44,9 @@ enum { SL_CUDA_GEMV_MAX_BATCH = 65535 * 4 };
 
 /* True for the types above. */
 bool sl_cuda_gemv_supported(uint32_t type);
+/* Elements of a row the GEMV stages per chunk for `type` (its sl_qt's 32 * UPL units); 0 for a
+ * type it does not take. For tests that cross chunk boundaries. */
+int64_t sl_cuda_gemv_chunk_elems(uint32_t type);
 /* Bytes of one weight row; 0 for an unsupported type, cols < 1 or cols not a multiple of the
  * block size. */
 size_t sl_cuda_gemv_row_bytes(uint32_t type, int64_t cols);

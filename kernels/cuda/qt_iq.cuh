@@ -81,7 +81,7 @@ template <> struct sl_qt<16> {
     SL_QT_IQ(66, 2);
     static __device__ __forceinline__ void deq(const uint8_t *b, int j, float *v)
     {
-        const uint32_t a0 = sl_ld_u32_a2(b + 2 + 8 * j), a1 = sl_ld_u32_a2(b + 6 + 8 * j);
+        const uint32_t a0 = sl_ld_u32_a1(b + 2 + 8 * j), a1 = sl_ld_u32_a1(b + 6 + 8 * j);
         const float db = sl_iq_db(sl_h2f(sl_ld_u16(b)), a1 >> 28, 0.25f);
         for (int l = 0; l < 4; l++) {
             const uint64_t g = sl_cu_iq2xxs_grid[(a0 >> (8 * l)) & 0xFFu];
@@ -174,7 +174,7 @@ template <> struct sl_qt<18> {
     SL_QT_IQ(98, 2);
     static __device__ __forceinline__ void deq(const uint8_t *b, int j, float *v)
     {
-        const uint32_t aux = sl_ld_u32_a2(b + 66 + 4 * j);
+        const uint32_t aux = sl_ld_u32_a1(b + 66 + 4 * j);
         const float db = sl_iq_db(sl_h2f(sl_ld_u16(b)), aux >> 28, 0.5f);
         for (int l = 0; l < 4; l++)
             sl_iq_deq8(sl_cu_iq3xxs_grid[b[2 + 8 * j + 2 * l]],

@@ -116,6 +116,12 @@ static void test_host_side(void)
     CHECK(sl_cuda_gemv_supported(SL_GGML_MXFP4) && sl_cuda_gemv_supported(SL_GGML_Q3_K) &&
           sl_cuda_gemv_supported(SL_GGML_IQ3_XXS) && sl_cuda_gemv_supported(SL_GGML_IQ1_M) &&
           !sl_cuda_gemv_supported(SL_GGML_TQ1_0) && !sl_cuda_gemv_supported(SL_GGML_NVFP4));
+    CHECK(sl_cuda_gemv_chunk_elems(SL_GGML_Q4_K) == 1024 &&
+          sl_cuda_gemv_chunk_elems(SL_GGML_Q6_K) == 2048 &&
+          sl_cuda_gemv_chunk_elems(SL_GGML_IQ2_XXS) == 2048 &&
+          sl_cuda_gemv_chunk_elems(SL_GGML_IQ1_M) == 1024 &&
+          sl_cuda_gemv_chunk_elems(SL_GGML_F16) == 512 &&
+          sl_cuda_gemv_chunk_elems(SL_GGML_TQ1_0) == 0);
     CHECK(sl_cuda_gemv_row_bytes(SL_GGML_Q3_K, 512) == 220);
     CHECK(sl_cuda_gemv_row_bytes(SL_GGML_Q6_K, 512) == 420);
     CHECK(sl_cuda_gemv_row_bytes(SL_GGML_F16, 7) == 14);
@@ -253,8 +259,9 @@ static void test_gemv(sl_cuda_ctx *c)
     for (int ti = 0; ti < N_TYPES; ti++) {
         const uint32_t t = TYPES[ti];
         const int64_t B = blk(t);
-        /* elements per GEMV chunk (sl_qt's 32 * UPL units): UPL 2 for Q6_K and Q3_K */
-        const int64_t chunk = t == SL_GGML_Q6_K || t == SL_GGML_Q3_K ? 2048 : B == 1 ? 512 : 1024;
+        /* elements per GEMV chunk (sl_qt's 32 * UPL units) */
+        const int64_t chunk = sl_cuda_gemv_chunk_elems(t);
+        CHECK_MSG(chunk >= 256, "%s: chunk of %lld elements", tname(t), (long long)chunk);
         int64_t colsv[4] = {B, 3 * B, chunk + B, 4 * chunk + 3 * B};
         if (B == 1) colsv[0] = 1, colsv[1] = 7, colsv[2] = 255, colsv[3] = 1029;
         const int64_t rowsv[3] = {1, 17, 100}, batchv[3] = {1, 3, 6};

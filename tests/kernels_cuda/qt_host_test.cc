@@ -124,6 +124,67 @@ struct check_type {
     }
 };
 
+/* The GEMV's Q8-activation decoders (sl_qx_load / sl_qx_term, Q4_K and Q8_0) on random rows
+ * against random int8 x units with a Q8_1 scale: the aligned loader (words, Q8_0's 0 / 2 mod 4
+ * blocks funnel-shifted) gives the byte loader's words bit for bit, and the term is the float64
+ * sum of the reference weights times xq * xd within 2e-5 (S + M X), as the GPU test bounds it. */
+template <uint32_t T> static void check_qx(void)
+{
+    const int64_t n = 16 * 256; /* one 16-byte multiple row: 16 Q4_K or 128 Q8_0 blocks */
+    const size_t bytes = sl_quant_row_bytes(T, n);
+    uint8_t *w = (uint8_t *)aligned_alloc(16, (bytes + 31) / 16 * 16);
+    uint8_t *odd = (uint8_t *)malloc(bytes + 1);
+    float *f = (float *)malloc((size_t)n * sizeof *f), *ref = (float *)malloc((size_t)n * 4);
+    if (!w || !odd || !f || !ref) {
+        CHECK_MSG(0, "check_qx: out of memory");
+        free(w), free(odd), free(f), free(ref);
+        return;
+    }
+    sl_error e;
+    int bad_words = 0, bad_term = 0;
+    for (int rep = 0; rep < 20; rep++) {
+        for (int64_t i = 0; i < n; i++)
+            f[i] = rnd_f(-1.0f, 1.0f) * (1.0f + (float)(i % 5)) + (rep % 2 ? 0.7f : 0.0f);
+        CHECK_MSG(sl_quant_row(T, f, w, n, &e) == SL_OK, "%s", e.msg);
+        CHECK(sl_quant_dequant_row(T, w, ref, n, &e) == SL_OK);
+        memcpy(odd + 1, w, bytes);
+        for (int64_t u = 0; u < n / 32; u++) {
+            sl_qx_w a, b, c;
+            sl_qx_load<T, true>(w, u, a);
+            sl_qx_load<T, false>(w, u, b);
+            sl_qx_load<T, false>(odd + 1, u, c);
+            const int nw = T == 12 ? 12 : 9;
+            bad_words += memcmp(a.v, b.v, 4 * nw) != 0 || memcmp(a.v, c.v, 4 * nw) != 0;
+            int xq[8], qsum = 0;
+            int8_t xb[32];
+            for (int i = 0; i < 32; i++) {
+                xb[i] = (int8_t)((int)(rnd_u32() % 255) - 127);
+                qsum += xb[i];
+            }
+            memcpy(xq, xb, sizeof xq);
+            const float xd = rnd_f(0.001f, 0.05f), xs = xd * (float)qsum;
+            const float got = sl_qx_term<T>(a, u, xq, xd, xs);
+            double want = 0, S = 0, M = 0, X = 0;
+            for (int i = 0; i < 32; i++) {
+                const double wi = ref[32 * u + i], xi = (double)xb[i] * xd;
+                want += wi * xi, S += fabs(wi * xi), X += fabs(xi);
+                M = fmax(M, fabs(wi));
+            }
+            if (!(fabs((double)got - want) <= 2e-5 * (S + M * X) + 1e-30)) {
+                if (!bad_term)
+                    fprintf(stderr, "qx %u unit %lld: %.9g, float64 %.9g\n", T, (long long)u,
+                            got, want);
+                bad_term++;
+            }
+        }
+    }
+    CHECK_MSG(bad_words == 0, "qx type %u: %d units' aligned words differ from byte loads", T,
+              bad_words);
+    CHECK_MSG(bad_term == 0, "qx type %u: %d units' terms off", T, bad_term);
+    printf("qt_host_test: qx %s loads and terms ok\n", T == 12 ? "Q4_K" : "Q8_0");
+    free(w), free(odd), free(f), free(ref);
+}
+
 /* visits every type sl_qt_for_each lists; bad: the first without a block shape, + 1 */
 struct qt_counter {
     int n = 0;
@@ -149,6 +210,8 @@ int main(void)
     CHECK_MSG(cnt.n == n_types && cnt.bad == 0, "sl_qt_for_each: %d types (dispatch %d), "
               "first without a shape %u", cnt.n, n_types, cnt.bad ? cnt.bad - 1 : 0);
     CHECK_MSG(sl_qt_block_shape(64, &cnt.e_, &cnt.b_) == false, "type 64 has a block shape");
+    check_qx<12>();
+    check_qx<8>();
     CHECK_MSG(n_types == 23, "%d types decoded (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 "
               "IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S "
               "IQ1_M)", n_types);

@@ -34,6 +34,9 @@ struct float4 {
 struct uint4 {
     unsigned x, y, z, w;
 };
+struct int4 {
+    int x, y, z, w;
+};
 
 static inline float __uint_as_float(uint32_t u)
 {
@@ -53,6 +56,25 @@ static inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s)
     uint32_t r = 0;
     for (int k = 0; k < 4; k++) r |= (uint32_t)((v >> (8 * ((s >> (4 * k)) & 7))) & 0xFF) << (8 * k);
     return r;
+}
+
+/* a read through the read-only cache: a plain read (memcpy: any object type) */
+template <typename T> static inline T __ldg(const T *p)
+{
+    T v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+/* DP4A: c + the dot of a's and b's four signed bytes */
+static inline int __dp4a(int a, int b, int c)
+{
+    for (int k = 0; k < 4; k++) c += (int8_t)(a >> (8 * k)) * (int8_t)(b >> (8 * k));
+    return c;
+}
+/* SHF.R: the 64 bits hi:lo shifted right by sh & 31, low word */
+static inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t sh)
+{
+    return (uint32_t)((((uint64_t)hi << 32) | lo) >> (sh & 31));
 }
 
 /* one lane: the reductions are not what the host test checks */
