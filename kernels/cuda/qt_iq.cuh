@@ -49,6 +49,14 @@ static __device__ __forceinline__ float sl_iq_db(float d, uint32_t s, float f)
     return __fmul_rn(__fmul_rn(d, __fadd_rn(0.5f, (float)s)), f);
 }
 
+/* IQ2_XS / IQ2_S: a unit's two scales (per 16) from its scale byte: low nibble, high nibble */
+static __device__ __forceinline__ void sl_iq2_db2(const uint8_t *b, uint32_t sc, float db[2])
+{
+    const float d = sl_h2f(sl_ld_u16(b));
+    db[0] = sl_iq_db(d, sc & 0xFu, 0.25f);
+    db[1] = sl_iq_db(d, sc >> 4, 0.25f);
+}
+
 /* IQ1: v[k] = dl * (g_k + delta), g_k the int8 bytes of g (-1, 0, 1) */
 static __device__ __forceinline__ void sl_iq1_deq8(uint64_t g, float dl, float delta, float *v)
 {
@@ -103,19 +111,18 @@ template <> struct sl_qt<16> {
     }
 };
 
-/* IQ2_XS = 17: d | qs[32] (9-bit grid index, 7-bit ksigns index) | scales[8] (4 bits per 16) */
-template <> struct sl_qt<17> {
-    SL_QT_IQ(74, 2);
+/* IQ2_XS and IQ2_S, whose units have two scales (per 16): Q::entry(b, j, l, g, signs) gives
+ * group l's grid entry and sign bits, Q::SC the offset of the scale bytes */
+template <typename Q> struct sl_iq2_halves {
     static __device__ __forceinline__ void deq(const uint8_t *b, int j, float *v)
     {
-        const float d = sl_h2f(sl_ld_u16(b));
-        const uint32_t sc = b[66 + j];
-        const float db[2] = {sl_iq_db(d, sc & 0xFu, 0.25f), sl_iq_db(d, sc >> 4, 0.25f)};
+        float db[2];
+        sl_iq2_db2(b, b[Q::SC + j], db);
         for (int l = 0; l < 4; l++) {
-            const uint32_t q = sl_ld_u16(b + 2 + 8 * j + 2 * l);
-            const uint64_t g = sl_cu_iq2xs_grid[q & 511u];
-            sl_iq_deq8((uint32_t)g, (uint32_t)(g >> 32), sl_cu_iq_ksigns[q >> 9], db[l >> 1],
-                       v + 8 * l);
+            uint64_t g;
+            uint32_t sg;
+            Q::entry(b, j, l, g, sg);
+            sl_iq_deq8((uint32_t)g, (uint32_t)(g >> 32), sg, db[l >> 1], v + 8 * l);
         }
     }
     static __device__ __forceinline__ float dot(const uint8_t *b, int j, const float *x, float)
@@ -123,49 +130,45 @@ template <> struct sl_qt<17> {
         float s[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int l = 0; l < 4; l++) {
-            const uint32_t q = sl_ld_u16(b + 2 + 8 * j + 2 * l);
-            const uint64_t g = sl_cu_iq2xs_grid[q & 511u];
-            s[l >> 1] += sl_iq_dot8((uint32_t)g, (uint32_t)(g >> 32), sl_cu_iq_ksigns[q >> 9],
-                                    x + 8 * l);
+            uint64_t g;
+            uint32_t sg;
+            Q::entry(b, j, l, g, sg);
+            s[l >> 1] += sl_iq_dot8((uint32_t)g, (uint32_t)(g >> 32), sg, x + 8 * l);
         }
-        const float d = sl_h2f(sl_ld_u16(b));
-        const uint32_t sc = b[66 + j];
-        return sl_iq_db(d, sc & 0xFu, 0.25f) * s[0] + sl_iq_db(d, sc >> 4, 0.25f) * s[1];
+        float db[2];
+        sl_iq2_db2(b, b[Q::SC + j], db);
+        return db[0] * s[0] + db[1] * s[1];
     }
+};
+
+/* IQ2_XS = 17: d | qs[32] (9-bit grid index, 7-bit ksigns index) | scales[8] (4 bits per 16) */
+struct sl_iq2_xs {
+    static constexpr int SC = 66;
+    static __device__ __forceinline__ void entry(const uint8_t *b, int j, int l, uint64_t &g,
+                                                 uint32_t &sg)
+    {
+        const uint32_t q = sl_ld_u16(b + 2 + 8 * j + 2 * l);
+        g = sl_cu_iq2xs_grid[q & 511u];
+        sg = sl_cu_iq_ksigns[q >> 9];
+    }
+};
+template <> struct sl_qt<17> : sl_iq2_halves<sl_iq2_xs> {
+    SL_QT_IQ(74, 2);
 };
 
 /* IQ2_S = 22: d | qs[32] grid low bytes | signs[32] | qh[8] (2 high index bits each) |
  * scales[8] (4 bits per 16) */
-template <> struct sl_qt<22> {
+struct sl_iq2_s {
+    static constexpr int SC = 74;
+    static __device__ __forceinline__ void entry(const uint8_t *b, int j, int l, uint64_t &g,
+                                                 uint32_t &sg)
+    {
+        g = sl_cu_iq2s_grid[b[2 + 4 * j + l] | (((uint32_t)b[66 + j] << (8 - 2 * l)) & 0x300u)];
+        sg = b[34 + 4 * j + l];
+    }
+};
+template <> struct sl_qt<22> : sl_iq2_halves<sl_iq2_s> {
     SL_QT_IQ(82, 2);
-    static __device__ __forceinline__ uint32_t idx(const uint8_t *b, int j, int l)
-    {
-        return b[2 + 4 * j + l] | (((uint32_t)b[66 + j] << (8 - 2 * l)) & 0x300u);
-    }
-    static __device__ __forceinline__ void deq(const uint8_t *b, int j, float *v)
-    {
-        const float d = sl_h2f(sl_ld_u16(b));
-        const uint32_t sc = b[74 + j];
-        const float db[2] = {sl_iq_db(d, sc & 0xFu, 0.25f), sl_iq_db(d, sc >> 4, 0.25f)};
-        for (int l = 0; l < 4; l++) {
-            const uint64_t g = sl_cu_iq2s_grid[idx(b, j, l)];
-            sl_iq_deq8((uint32_t)g, (uint32_t)(g >> 32), b[34 + 4 * j + l], db[l >> 1],
-                       v + 8 * l);
-        }
-    }
-    static __device__ __forceinline__ float dot(const uint8_t *b, int j, const float *x, float)
-    {
-        float s[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int l = 0; l < 4; l++) {
-            const uint64_t g = sl_cu_iq2s_grid[idx(b, j, l)];
-            s[l >> 1] += sl_iq_dot8((uint32_t)g, (uint32_t)(g >> 32), b[34 + 4 * j + l],
-                                    x + 8 * l);
-        }
-        const float d = sl_h2f(sl_ld_u16(b));
-        const uint32_t sc = b[74 + j];
-        return sl_iq_db(d, sc & 0xFu, 0.25f) * s[0] + sl_iq_db(d, sc >> 4, 0.25f) * s[1];
-    }
 };
 
 /* IQ3_XXS = 18: d | qs[64] (grid bytes, 4 values each) | 8 x (4 x 7 ksigns bits + 4-bit
