@@ -155,7 +155,8 @@ extern "C" sl_status sl_cuda_bench_gemv(const uint32_t *types, int n_types, int6
             st = sl__cu_fail(err, rc, "weights", __FILE__, __LINE__);
             break;
         }
-        const int n_act = type == 8 || type == 12 ? 2 : 1;
+        /* the Q8-activation kernel's types also run in the F32 mode, for the ratio */
+        const int n_act = sl_cuda_gemv_q8_act(type, cols, 1, true, false) ? 2 : 1;
         for (int act = 0; act < n_act && !st; act++) {
             sl_cuda_ctx_set_f32_act(R.ctx, n_act == 1 || act == 1);
             for (int c = 0; c < copies && !st; c++) /* warm-up */

@@ -26,7 +26,7 @@ enum { SL_CUDA_BENCH_MAX_TYPES = 16 };
 typedef struct sl_cuda_bench_row {
     uint32_t type;
     double weight_mb, median_ms, gbps;
-    const char *act; /* "q8" (Q8 activations: Q4_K, Q8_0) or "f32" */
+    const char *act; /* "q8" (Q8 activations: sl_cuda_gemv_q8_act) or "f32" */
 } sl_cuda_bench_row;
 
 typedef struct sl_cuda_bench_result {

@@ -719,39 +719,98 @@ template <> struct sl_qt<14> {
 
 #undef SL_QT_COMMON
 
-/* ---- Q8-activation decoders of the GEMV (gemv.cu k_gemv_qx): Q4_K and Q8_0 ----------------
- * A unit (32 weights) of one row is loaded into registers as words (sl_qx_load), then its term
- * against an int8 x unit with ggml's Q8_1 scale xd and xs = xd * sum q is formed by dp4a
- * (sl_qx_term): Q4_K d * sc * xd * isum - dmin * m * xs, Q8_0 d * xd * isum. Here so that
- * tests/kernels_cuda:qt_host_test runs them on the CPU. */
+/* ---- Q8-activation decoders of the GEMV (gemv.cu k_gemv_qx): Q8_0, Q4_K, Q5_K, Q6_K -------
+ * A unit (32 weights) of one row is loaded into registers as words (sl_qx_load), then its
+ * term against an int8 x unit with ggml's Q8_1 scale xd and xs = xd * sum q is formed by dp4a
+ * (sl_qx_term): Q8_0 d * xd * isum; Q4_K / Q5_K d * sc * xd * isum - dmin * m * xs; Q6_K
+ * d * xd * (sc0 * isum0 + sc1 * isum1) over its halves of 16 with the values q - 32. Here so
+ * that tests/kernels_cuda:qt_host_test runs them on the CPU. */
 
-/* One unit's weight words of one row: Q4_K: the block's 16-byte head (d, dmin, scales) and the
- * 32 bytes of quants the unit takes nibbles of; Q8_0: d, and the 32 quants as 8 words. */
+/* the types k_gemv_qx takes */
+static __host__ __device__ constexpr bool sl_qx_type(uint32_t t)
+{
+    return t == 8 || t == 12 || t == 13 || t == 14;
+}
+
+/* The alignment (bytes) of a matrix for sl_qx_load's AL form: Q6_K reads 4-byte words (its
+ * 210-byte blocks start at any even offset), the others 16-byte vectors or words of rows whose
+ * row_bytes is a multiple of 16 (gemv.cu takes them only then). */
+static __host__ __device__ constexpr int sl_qx_align(uint32_t t)
+{
+    return t == 14 ? 4 : 16;
+}
+
+/* One unit's weight words of one row. Q8_0: v0 d, v1..8 the quants. Q4_K: v0..3 the block's
+ * head (d, dmin, scales[12]), v4..11 the 32 bytes of quants the unit takes nibbles of. Q5_K: as
+ * Q4_K, v12..19 the block's 32 high-bit bytes. Q6_K: v0 d, v1 the unit's two int8 scales,
+ * v2..9 its 32 low-bit bytes, v10..17 its 32 high-bit bytes. */
 struct sl_qx_w {
-    uint32_t v[12];
+    uint32_t v[20];
 };
 
-/* Unit u of `row` into w. AL: the matrix is 16-byte aligned (every row, its row_bytes being a
- * multiple of 16): vector / word loads without a branch. Else (an expert matrix through the
- * device-side pointer array, which the host cannot check): byte loads. */
+/* 32 bytes at p (2-byte aligned) as 8 words: 9 aligned words from p rounded down, funnel-
+ * shifted; reads 4 bytes around p's 32 that the caller knows to exist */
+static __device__ __forceinline__ void sl_qx_ld32_a2(const uint8_t *p, uint32_t *o)
+{
+    const uint32_t sh = 8u * (uint32_t)((uintptr_t)p & 3u);
+    const uint32_t *q = (const uint32_t *)(const void *)(p - ((uintptr_t)p & 3u));
+    uint32_t x[9];
+#pragma unroll
+    for (int i = 0; i < 9; i++) x[i] = __ldg(q + i);
+#pragma unroll
+    for (int i = 0; i < 8; i++) o[i] = __funnelshift_r(x[i], x[i + 1], sh);
+}
+
+/* n 16-byte vectors at p (16-byte aligned; AL) or any bytes (!AL) into o[4 n] */
+template <bool AL, int N>
+static __device__ __forceinline__ void sl_qx_ld16(const uint8_t *p, uint32_t *o)
+{
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        if (AL) {
+            const uint4 v = __ldg((const uint4 *)(const void *)(p + 16 * k));
+            o[4 * k] = v.x, o[4 * k + 1] = v.y, o[4 * k + 2] = v.z, o[4 * k + 3] = v.w;
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; i++) o[4 * k + i] = sl_ld_u32_a1(p + 16 * k + 4 * i);
+        }
+    }
+}
+
+/* Unit u of `row` into w. AL: the matrix has sl_qx_align(T): loads without a branch. Else
+ * (an expert matrix through the device-side pointer array, which the host cannot check):
+ * byte loads. */
 template <uint32_t T, bool AL>
 static __device__ __forceinline__ void sl_qx_load(const uint8_t *row, int64_t u, sl_qx_w &w)
 {
-    if constexpr (T == 12) {
-        const uint8_t *b = row + (u >> 3) * 144, *q = b + 16 + 32 * ((u & 7) >> 1);
+    if constexpr (T == 12 || T == 13) {
+        const int64_t bb = T == 12 ? 144 : 176;
+        const uint8_t *b = row + (u >> 3) * bb;
+        sl_qx_ld16<AL, 1>(b, w.v);
+        sl_qx_ld16<AL, 2>(b + (T == 12 ? 16 : 48) + 32 * ((u & 7) >> 1), w.v + 4);
+        if (T == 13) sl_qx_ld16<AL, 2>(b + 16, w.v + 12);
+    } else if constexpr (T == 14) {
+        const int j = (int)(u & 7), h = j >> 2, t = j & 3;
+        const uint8_t *b = row + (u >> 3) * 210;
+        const uint8_t *ql = b + 64 * h + 32 * (t & 1), *qh = b + 128 + 32 * h;
+        const uint8_t *sc = b + 192 + 8 * h + 2 * t;
         if (AL) {
-            const uint4 h = __ldg((const uint4 *)(const void *)b);
-            const uint4 q0 = __ldg((const uint4 *)(const void *)q);
-            const uint4 q1 = __ldg((const uint4 *)(const void *)(q + 16));
-            const uint32_t t[12] = {h.x, h.y, h.z, h.w, q0.x, q0.y, q0.z, q0.w,
-                                    q1.x, q1.y, q1.z, q1.w};
-#pragma unroll
-            for (int i = 0; i < 12; i++) w.v[i] = t[i];
+            /* a block starts at an even offset of a 4-byte aligned matrix. Its segments end
+             * at most at byte 192 of 210, so the 4 bytes past one stay in the block; 2 bytes
+             * before one exist as the block is then not the matrix's first (that one starts
+             * 4-byte aligned). */
+            sl_qx_ld32_a2(ql, w.v + 2);
+            sl_qx_ld32_a2(qh, w.v + 10);
+            w.v[0] = __ldg((const unsigned short *)(const void *)(b + 208));
+            w.v[1] = __ldg((const unsigned short *)(const void *)sc);
         } else {
 #pragma unroll
-            for (int i = 0; i < 4; i++) w.v[i] = sl_ld_u32_a1(b + 4 * i);
-#pragma unroll
-            for (int i = 0; i < 8; i++) w.v[4 + i] = sl_ld_u32_a1(q + 4 * i);
+            for (int i = 0; i < 8; i++) {
+                w.v[2 + i] = sl_ld_u32_a1(ql + 4 * i);
+                w.v[10 + i] = sl_ld_u32_a1(qh + 4 * i);
+            }
+            w.v[0] = sl_ld_u16(b + 208);
+            w.v[1] = sl_ld_u16(sc);
         }
     } else {
         const uint8_t *b = row + u * 34;
@@ -777,27 +836,50 @@ static __device__ __forceinline__ void sl_qx_load(const uint8_t *row, int64_t u,
     }
 }
 
+/* Q4_K / Q5_K: ggml's get_scale_min_k4 for sub j from the head's scale words v1..3, bytes
+ * picked by shifts (an array indexed at run time would go to local memory) */
+static __device__ __forceinline__ void sl_qx_scale_min(const sl_qx_w &w, int j, int *sc, int *m)
+{
+    const int k = j & 3;
+    const int b0 = (int)((w.v[1] >> (8 * k)) & 0xFFu), b1 = (int)((w.v[2] >> (8 * k)) & 0xFFu),
+              b2 = (int)((w.v[3] >> (8 * k)) & 0xFFu);
+    *sc = j < 4 ? b0 & 63 : (b2 & 0xF) | ((b0 >> 6) << 4);
+    *m = j < 4 ? b1 & 63 : (b2 >> 4) | ((b1 >> 6) << 4);
+}
+
 /* Unit u's term from its loaded words against the int8 x unit xq (scale xd, xs = xd * sum q). */
 template <uint32_t T>
 static __device__ __forceinline__ float sl_qx_term(const sl_qx_w &w, int64_t u, const int *xq,
-                                               float xd, float xs)
+                                                   float xd, float xs)
 {
-    int isum = 0;
-    if constexpr (T == 12) {
-        const int j = (int)(u & 7), sh = 4 * (j & 1);
+    const int j = (int)(u & 7);
+    if constexpr (T == 12 || T == 13) {
+        const int sh = 4 * (j & 1);
+        int isum = 0;
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-            isum = __dp4a((int)((w.v[4 + i] >> sh) & 0x0F0F0F0Fu), xq[i], isum);
-        /* scales[12] = bytes 4..15 of the block, words 1..3: ggml's get_scale_min_k4 for sub
-         * j, its bytes picked by shifts (an array indexed at run time would go to local) */
-        const int k = j & 3;
-        const int b0 = (int)((w.v[1] >> (8 * k)) & 0xFFu), b1 = (int)((w.v[2] >> (8 * k)) & 0xFFu),
-                  b2 = (int)((w.v[3] >> (8 * k)) & 0xFFu);
-        const int sc = j < 4 ? b0 & 63 : (b2 & 0xF) | ((b0 >> 6) << 4);
-        const int m = j < 4 ? b1 & 63 : (b2 >> 4) | ((b1 >> 6) << 4);
+        for (int i = 0; i < 8; i++) {
+            uint32_t q = (w.v[4 + i] >> sh) & 0x0F0F0F0Fu;
+            if (T == 13) q |= ((w.v[12 + i] >> j) & 0x01010101u) << 4;
+            isum = __dp4a((int)q, xq[i], isum);
+        }
+        int sc, m;
+        sl_qx_scale_min(w, j, &sc, &m);
         const float d = sl_h2f((uint16_t)w.v[0]), dmin = sl_h2f((uint16_t)(w.v[0] >> 16));
         return d * (float)sc * xd * (float)isum - dmin * (float)m * xs;
+    } else if constexpr (T == 14) {
+        const int t = j & 3, shl = 4 * (t >> 1), shh = 2 * t;
+        int is[2] = {0, 0};
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t q = ((w.v[2 + i] >> shl) & 0x0F0F0F0Fu) |
+                               (((w.v[10 + i] >> shh) & 0x03030303u) << 4);
+            /* q - 32 per byte: signed bytes -32..31 */
+            is[i >> 2] = __dp4a((int)__vsub4(q, 0x20202020u), xq[i], is[i >> 2]);
+        }
+        const int sc0 = (int8_t)(w.v[1] & 0xFFu), sc1 = (int8_t)((w.v[1] >> 8) & 0xFFu);
+        return sl_h2f((uint16_t)w.v[0]) * xd * (float)(sc0 * is[0] + sc1 * is[1]);
     } else {
+        int isum = 0;
 #pragma unroll
         for (int i = 0; i < 8; i++) isum = __dp4a((int)w.v[1 + i], xq[i], isum);
         return sl_h2f((uint16_t)w.v[0]) * xd * (float)isum;

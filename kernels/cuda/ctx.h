@@ -56,9 +56,10 @@ void sl_cuda_ctx_destroy(sl_cuda_ctx *c);
 /* Rebinds the context (and its cuBLAS handle) to another stream of the same device. */
 sl_status sl_cuda_ctx_set_stream(sl_cuda_ctx *c, void *cuda_stream, sl_error *err);
 void *sl_cuda_ctx_stream(const sl_cuda_ctx *c);
-/* Activation precision of the GEMV (gemv.h): false (default) lets the Q4_K and Q8_0 decode
- * path quantize x to int8 per 32 values as ggml's Q8_1 does (about 3x fewer instructions
- * per weight); true keeps x in F32 everywhere (the verification mode, SLUICE_ACT_F32=1). */
+/* Activation precision of the GEMV (gemv.h): false (default) lets the decode of
+ * sl_cuda_gemv_q8_act's types quantize x to int8 per 32 values as ggml's Q8_1 does (about 3x
+ * fewer instructions per weight); true keeps x in F32 everywhere (the verification mode,
+ * SLUICE_ACT_F32=1). */
 void sl_cuda_ctx_set_f32_act(sl_cuda_ctx *c, bool f32_act);
 /* Waits for the stream; reports any asynchronous kernel fault. */
 sl_status sl_cuda_ctx_sync(sl_cuda_ctx *c, sl_error *err);

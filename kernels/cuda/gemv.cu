@@ -235,24 +235,25 @@ static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
     }
 }
 
-/* ---- Q8 activations: Q4_K and Q8_0 with dp4a, one vector ---------------------------------------
+/* ---- Q8 activations: Q8_0, Q4_K, Q5_K and Q6_K with dp4a, one vector -------------------------
  *
  * Why: measured on the H100 (bench kernels, ncu, 2026-11-24), the F32-activation kernel above is
  * issue-bound on the low-bit types: ~3 instructions per weight (byte -> float, FMA) plus the
  * staging loops reach 33% (Q4_K) and 49% (Q8_0) of HBM bandwidth while F16 (1 instruction per
  * byte) reaches 80%. Quantizing x to int8 once per block (ggml's Q8_1: per 32 values a scale
  * d = max|x| / 127 and d * sum(q)) lets one dp4a do four weights, ~1 instruction per weight.
- * Weights are read straight from global memory into registers (Q4_K rows are 16-byte multiples;
- * Q8_0's 34-byte blocks are read as aligned words and funnel-shifted), so there is no weight
- * staging and no barrier in the main loop. A block of 8 warps owns 32 rows (4 per warp, each x
+ * Weights are read straight from global memory into registers (common.cuh sl_qx_load: Q4_K /
+ * Q5_K rows are 16-byte multiples, read as vectors; Q8_0's 34-byte and Q6_K's 210-byte blocks
+ * as aligned words, funnel-shifted), so there is no weight staging and no barrier in the main
+ * loop. Q5_K / Q6_K (20 / 18 words a row) keep the 4 rows too: 128 registers, no spills. A block of 8 warps owns 32 rows (4 per warp, each x
  * unit loaded from shared memory serves 4 rows), which amortises the x quantisation.
  * Loads in flight (H200 run 1: 0.36 of HBM at 14336 x 4096, 10.6 us for 768 x 2048): a lane
  * loads its unit of all 4 rows into registers before any of them is used, branch-free on an
  * aligned matrix (the alignment is tested once a block, not per load), and the first unit
  * before x is quantised, so the x prologue overlaps HBM latency; one load round trip a unit,
  * where a per-load alignment branch and a row's loads after the previous row's sums gave four.
- * Used for n_batch == 1 with 16-byte aligned rows and x when the context does not ask for F32
- * activations (sl_cuda_ctx_set_f32_act, the verification mode). */
+ * Used where sl_cuda_gemv_q8_act says (n_batch == 1, aligned rows) when the context does not ask
+ * for F32 activations (sl_cuda_ctx_set_f32_act, the verification mode). */
 
 enum { QX_WARPS = 8, QX_R = 4, QX_ROWS = QX_WARPS * QX_R, QX_THREADS = 32 * QX_WARPS };
 
@@ -318,8 +319,9 @@ static __global__ void __launch_bounds__(QX_THREADS) k_gemv_qx(gv_args a)
         }
         src[r] = rr;
     }
-    /* row_bytes is a multiple of 16 on this path (gv_run), so W's alignment is every row's */
-    const bool al = ((uintptr_t)W & 15) == 0;
+    /* row_bytes is a multiple of 16 on this path (gv_run; Q6_K: even, and its AL form needs
+     * 4-byte words only), so W's alignment is every row's */
+    const bool al = ((uintptr_t)W & (uintptr_t)(sl_qx_align(T) - 1)) == 0;
     sl_qx_w w[QX_R];
     if (lane < n_units) {
 #pragma unroll
@@ -436,6 +438,17 @@ extern "C" bool sl_cuda_gemv_supported(uint32_t type)
     return sl_qt_block_shape(type, &b, &s);
 }
 
+extern "C" bool sl_cuda_gemv_q8_act(uint32_t type, int64_t cols, int64_t n_batch, bool aligned,
+                                    bool down_part)
+{
+    const size_t rb = sl_cuda_gemv_row_bytes(type, cols);
+    /* rows of 16-byte multiples (whole vectors; Q8_0's last block odd) but Q6_K's, whose
+     * aligned form reads words of any even offset; a Q8_0 down' part's rows need not keep the
+     * 16-byte multiple the widest has */
+    return sl_qx_type(type) && n_batch == 1 && cols <= QX_MAX_COLS && rb && aligned &&
+           (rb % 16 == 0 || type == 14) && !(down_part && type == 8);
+}
+
 struct gv_chunk {
     int64_t elems = 0;
     template <uint32_t T> void operator()() { elems = gv_cfg<T, 1>::CE; }
@@ -502,16 +515,18 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
                                 (unsigned long long)c->info.smem_per_block_optin);
         c->gemv_smem_ready = true;
     }
-    /* x of any alignment is read correctly by the kernel; a dense / rows matrix must be
-     * 16-byte aligned, expert matrices (a device-side pointer array) are checked in-kernel */
-    /* (a Q8_0 down' part's rows need not keep the 16-byte multiple the widest has) */
-    if (!c->f32_act && a.n_batch == 1 && (type == 12 || type == 8) && a.cols <= QX_MAX_COLS &&
-        (a.row_bytes & 15) == 0 && (a.wptrs || ((uintptr_t)a.w & 15) == 0) &&
-        !(a.ff_at && a.ff_cols && type == 8)) {
+    /* x of any alignment is read correctly by the kernel; a dense / rows matrix must have
+     * sl_qx_align, expert matrices (a device-side pointer array) are checked in-kernel */
+    const bool w_al = a.wptrs || ((uintptr_t)a.w & (uintptr_t)(sl_qx_align(type) - 1)) == 0;
+    if (!c->f32_act && sl_cuda_gemv_q8_act(type, a.cols, a.n_batch, w_al, a.ff_at && a.ff_cols)) {
         const dim3 grid((unsigned)((a.n_out + QX_ROWS - 1) / QX_ROWS), 1, (unsigned)n_slots);
         const size_t sm = qx_smem(a.cols);
-        if (type == 12) k_gemv_qx<12><<<grid, QX_THREADS, sm, c->stream>>>(a);
-        else k_gemv_qx<8><<<grid, QX_THREADS, sm, c->stream>>>(a);
+        switch (type) {
+        case 8: k_gemv_qx<8><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
+        case 12: k_gemv_qx<12><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
+        case 13: k_gemv_qx<13><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
+        default: k_gemv_qx<14><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
+        }
         SL_CU_LAUNCH(err, "k_gemv_qx");
         return SL_OK;
     }

@@ -14,8 +14,8 @@
  * Numerics: per slot and row the sum of sl_cuda_gemv_experts' F32-activation kernel (lane l
  * takes units l, l + 32, ... with the same block dot, then the same warp reduction): the same
  * bits as it in the context's F32-activation mode (sl_cuda_ctx_set_f32_act; without it, that
- * GEMV quantizes x to Q8 for Q4_K / Q8_0 decode: within its error). A row whose start is not
- * 16-byte aligned is read bytewise (slower; the same bits).
+ * GEMV quantizes x to Q8 for sl_cuda_gemv_q8_act's decode: within its error). A row whose
+ * start is not 16-byte aligned is read bytewise (slower; the same bits).
  * Types: the quantized types of the GEMV (not F32 / F16 / BF16: SL_ERR_UNSUPPORTED).
  * Pointers are device memory; enqueued on the context's stream; nothing synchronises; no
  * allocation. Errors as gemv.h: SL_ERR_INVALID naming the argument (NULL, counts, n_expert >

@@ -15,7 +15,8 @@
  * Every pointer argument is in the executor's memory except where marked "host".
  *
  * Numerics: host and sim are the CPU kernels (Q8 activations for quantized matmuls unless
- * SLUICE_ACT_F32); cuda's GEMV uses Q8 activations for Q4_K / Q8_0 and F32 for the other types
+ * SLUICE_ACT_F32); cuda's GEMV uses Q8 activations for Q8_0 / Q4_K / Q5_K / Q6_K and F32 for
+ * the other types
  * (all F32 under SLUICE_ACT_F32; kernels/cuda/gemv.h) — its multi-matrix launches
  * (mm_heads, the grouped matmuls of norm_mm / mm_glu / mm_router: kernels/cuda/gemv_multi.h)
  * F32 for every type — and rounds activations to
@@ -209,7 +210,8 @@ sl_status sl__dx_sim_create(sl_device *dev, sl_stream *stream, const sl_cpu_ops 
 /* cuda: kernels on `stream` (a cuda device's); d_work / work_bytes: the caller's device
  * workspace for the GEMM (may be 0: GEMV only); k_max, f_max, e_max size the expert scratch
  * d_scratch (sl__dx_cuda_scratch_bytes bytes, device); f32_act: GEMV keeps activations F32
- * (SLUICE_ACT_F32, as the CPU kernels do), else Q4_K / Q8_0 decode uses Q8 activations. */
+ * (SLUICE_ACT_F32, as the CPU kernels do), else the decode of
+ * sl_cuda_gemv_q8_act's types uses Q8 activations. */
 size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max);
 sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, size_t work_bytes,
                              void *d_scratch, int64_t n_tok, int32_t k_max, int64_t f_max,

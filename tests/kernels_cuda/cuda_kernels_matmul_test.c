@@ -221,17 +221,16 @@ static void check_dot(const char *what, uint32_t t, const float *wf, int64_t r, 
            tname(t), (long long)r, (long long)cols, (double)y, d, tol);
 }
 
-/* Which GEMV numerics the context runs (sl_cuda_ctx_set_f32_act): with Q8 activations, Q4_K and
- * Q8_0 at n_batch 1 quantize x per 32 values (ggml's Q8_1), so they are checked against the
- * float64 dot with that same x; everything else keeps F32 activations. */
+/* Which GEMV numerics the context runs (sl_cuda_ctx_set_f32_act): with Q8 activations, the
+ * launches sl_cuda_gemv_q8_act names quantize x per 32 values (ggml's Q8_1), so they are checked
+ * against the float64 dot with that same x; everything else keeps F32 activations. */
 static bool g_q8act = false;
 
-/* Whether a call takes the Q8-activation path (gemv.cu's rule; `aligned`: the matrix pointer is
- * 16-byte aligned, or it comes through the experts' pointer array, which is not checked). */
+/* Whether a call takes the Q8-activation path (`aligned`: the matrix pointer is 16-byte
+ * aligned, or it comes through the experts' pointer array, which is not checked). */
 static bool q8_path(uint32_t t, int64_t cols, int64_t nb, bool aligned)
 {
-    return g_q8act && nb == 1 && (t == SL_GGML_Q4_K || t == SL_GGML_Q8_0) && aligned &&
-           sl_quant_row_bytes(t, cols) % 16 == 0;
+    return g_q8act && sl_cuda_gemv_q8_act(t, cols, nb, aligned, false);
 }
 
 static void check_gemv(const char *what, uint32_t t, const float *wf, int64_t r, int64_t cols,
@@ -503,7 +502,8 @@ static void test_gemv_expert_parts(sl_cuda_ctx *c)
         d2h(yg, dyg, (size_t)(NS * F) * 4);
         d2h(yd, dyd, (size_t)(NS * E) * 4);
         /* the Q8-activation rule of gemv.cu, on the widest shape; never for a Q8_0 down' */
-        const bool q8g = q8_path(t, E, 1, true), q8d = t != SL_GGML_Q8_0 && q8_path(t, F, 1, true);
+        const bool q8g = q8_path(t, E, 1, true),
+                   q8d = g_q8act && sl_cuda_gemv_q8_act(t, F, 1, true, true);
         for (int s = 0; s < NS; s++) {
             const int32_t k = ids[s];
             for (int64_t r = 0; r < F; r++) {

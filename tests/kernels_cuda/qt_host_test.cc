@@ -124,16 +124,18 @@ struct check_type {
     }
 };
 
-/* The GEMV's Q8-activation decoders (sl_qx_load / sl_qx_term, Q4_K and Q8_0) on random rows
- * against random int8 x units with a Q8_1 scale: the aligned loader (words, Q8_0's 0 / 2 mod 4
- * blocks funnel-shifted) gives the byte loader's words bit for bit, and the term is the float64
- * sum of the reference weights times xq * xd within 2e-5 (S + M X), as the GPU test bounds it. */
+/* The GEMV's Q8-activation decoders (sl_qx_load / sl_qx_term: Q8_0, Q4_K, Q5_K, Q6_K) on
+ * random rows against random int8 x units with a Q8_1 scale: the aligned loader (vectors, or
+ * words funnel-shifted where blocks start 2 mod 4: Q8_0's odd blocks, Q6_K's) gives the byte
+ * loader's words bit for bit, from a 16-byte aligned row and (Q6_K, whose aligned form needs
+ * 4 bytes) a 4-byte one; the term is the float64 sum of the reference weights times xq * xd
+ * within 2e-5 (S + M X), as the GPU test bounds it. */
 template <uint32_t T> static void check_qx(void)
 {
     const int64_t n = 16 * 256; /* one 16-byte multiple row: 16 Q4_K or 128 Q8_0 blocks */
     const size_t bytes = sl_quant_row_bytes(T, n);
     uint8_t *w = (uint8_t *)aligned_alloc(16, (bytes + 31) / 16 * 16);
-    uint8_t *odd = (uint8_t *)malloc(bytes + 1);
+    uint8_t *odd = (uint8_t *)aligned_alloc(16, (bytes + 31) / 16 * 16); /* at +1 and +4 */
     float *f = (float *)malloc((size_t)n * sizeof *f), *ref = (float *)malloc((size_t)n * 4);
     if (!w || !odd || !f || !ref) {
         CHECK_MSG(0, "check_qx: out of memory");
@@ -147,14 +149,20 @@ template <uint32_t T> static void check_qx(void)
             f[i] = rnd_f(-1.0f, 1.0f) * (1.0f + (float)(i % 5)) + (rep % 2 ? 0.7f : 0.0f);
         CHECK_MSG(sl_quant_row(T, f, w, n, &e) == SL_OK, "%s", e.msg);
         CHECK(sl_quant_dequant_row(T, w, ref, n, &e) == SL_OK);
-        memcpy(odd + 1, w, bytes);
         for (int64_t u = 0; u < n / 32; u++) {
-            sl_qx_w a, b, c;
+            sl_qx_w a, b, c, d4;
+            memcpy(odd + 1, w, bytes);
             sl_qx_load<T, true>(w, u, a);
             sl_qx_load<T, false>(w, u, b);
             sl_qx_load<T, false>(odd + 1, u, c);
-            const int nw = T == 12 ? 12 : 9;
-            bad_words += memcmp(a.v, b.v, 4 * nw) != 0 || memcmp(a.v, c.v, 4 * nw) != 0;
+            const int nw = T == 8 ? 9 : T == 12 ? 12 : T == 13 ? 20 : 18;
+            bool same = memcmp(a.v, b.v, 4 * nw) == 0 && memcmp(a.v, c.v, 4 * nw) == 0;
+            if (sl_qx_align(T) == 4) {
+                memmove(odd + 4, odd + 1, bytes);
+                sl_qx_load<T, true>(odd + 4, u, d4);
+                same = same && memcmp(a.v, d4.v, 4 * nw) == 0;
+            }
+            bad_words += !same;
             int xq[8], qsum = 0;
             int8_t xb[32];
             for (int i = 0; i < 32; i++) {
@@ -181,7 +189,7 @@ template <uint32_t T> static void check_qx(void)
     CHECK_MSG(bad_words == 0, "qx type %u: %d units' aligned words differ from byte loads", T,
               bad_words);
     CHECK_MSG(bad_term == 0, "qx type %u: %d units' terms off", T, bad_term);
-    printf("qt_host_test: qx %s loads and terms ok\n", T == 12 ? "Q4_K" : "Q8_0");
+    printf("qt_host_test: qx %s loads and terms ok\n", sl_gguf_type_get(T)->name);
     free(w), free(odd), free(f), free(ref);
 }
 
@@ -210,8 +218,10 @@ int main(void)
     CHECK_MSG(cnt.n == n_types && cnt.bad == 0, "sl_qt_for_each: %d types (dispatch %d), "
               "first without a shape %u", cnt.n, n_types, cnt.bad ? cnt.bad - 1 : 0);
     CHECK_MSG(sl_qt_block_shape(64, &cnt.e_, &cnt.b_) == false, "type 64 has a block shape");
-    check_qx<12>();
     check_qx<8>();
+    check_qx<12>();
+    check_qx<13>();
+    check_qx<14>();
     CHECK_MSG(n_types == 23, "%d types decoded (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 "
               "IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S "
               "IQ1_M)", n_types);

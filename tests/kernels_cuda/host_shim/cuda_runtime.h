@@ -71,6 +71,13 @@ static inline int __dp4a(int a, int b, int c)
     for (int k = 0; k < 4; k++) c += (int8_t)(a >> (8 * k)) * (int8_t)(b >> (8 * k));
     return c;
 }
+/* VSUB4: per-byte a - b, each byte modulo 256 */
+static inline uint32_t __vsub4(uint32_t a, uint32_t b)
+{
+    uint32_t r = 0;
+    for (int k = 0; k < 4; k++) r |= (((a >> (8 * k)) - (b >> (8 * k))) & 0xFFu) << (8 * k);
+    return r;
+}
 /* SHF.R: the 64 bits hi:lo shifted right by sh & 31, low word */
 static inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t sh)
 {
