@@ -719,31 +719,42 @@ template <> struct sl_qt<14> {
 
 #undef SL_QT_COMMON
 
-/* ---- Q8-activation decoders of the GEMV (gemv.cu k_gemv_qx): Q8_0, Q4_K, Q5_K, Q6_K -------
+/* ---- Q8-activation decoders of the GEMV (gemv.cu k_gemv_qx): Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS
  * A unit (32 weights) of one row is loaded into registers as words (sl_qx_load), then its
  * term against an int8 x unit with ggml's Q8_1 scale xd and xs = xd * sum q is formed by dp4a
  * (sl_qx_term): Q8_0 d * xd * isum; Q4_K / Q5_K d * sc * xd * isum - dmin * m * xs; Q6_K
- * d * xd * (sc0 * isum0 + sc1 * isum1) over its halves of 16 with the values q - 32. Here so
- * that tests/kernels_cuda:qt_host_test runs them on the CPU. */
+ * d * xd * (sc0 * isum0 + sc1 * isum1) over its halves of 16 with the values q - 32; IQ4_XS
+ * d * (ls - 32) * xd * isum over the codebook's int8 values. Here so that
+ * tests/kernels_cuda:qt_host_test runs them on the CPU. */
 
 /* the types k_gemv_qx takes */
 static __host__ __device__ constexpr bool sl_qx_type(uint32_t t)
 {
-    return t == 8 || t == 12 || t == 13 || t == 14;
+    return t == 8 || t == 12 || t == 13 || t == 14 || t == 23;
 }
 
-/* The alignment (bytes) of a matrix for sl_qx_load's AL form: Q6_K reads 4-byte words (its
- * 210-byte blocks start at any even offset), the others 16-byte vectors or words of rows whose
- * row_bytes is a multiple of 16 (gemv.cu takes them only then). */
+/* The alignment (bytes) of a matrix for sl_qx_load's AL form: Q8_0 and Q6_K read 4-byte
+ * words (their blocks start at any even offset), IQ4_XS 8-byte ones (136-byte blocks), Q4_K /
+ * Q5_K 16-byte vectors. */
 static __host__ __device__ constexpr int sl_qx_align(uint32_t t)
 {
-    return t == 14 ? 4 : 16;
+    return t == 8 || t == 14 ? 4 : t == 23 ? 8 : 16;
+}
+
+/* Whether the AL form holds for rows of any length of the type: IQ4_XS (136-byte blocks keep
+ * the matrix's 8-byte alignment), Q6_K (its word reads take any even address; the 2 bytes
+ * before a segment exist but for the matrix's first block, which starts 4-byte aligned). The
+ * others need row_bytes a multiple of 16. */
+static __host__ __device__ constexpr bool sl_qx_any_rows(uint32_t t)
+{
+    return t == 14 || t == 23;
 }
 
 /* One unit's weight words of one row. Q8_0: v0 d, v1..8 the quants. Q4_K: v0..3 the block's
  * head (d, dmin, scales[12]), v4..11 the 32 bytes of quants the unit takes nibbles of. Q5_K: as
  * Q4_K, v12..19 the block's 32 high-bit bytes. Q6_K: v0 d, v1 the unit's two int8 scales,
- * v2..9 its 32 low-bit bytes, v10..17 its 32 high-bit bytes. */
+ * v2..9 its 32 low-bit bytes, v10..17 its 32 high-bit bytes. IQ4_XS: v0 d | scales_h << 16,
+ * v1 scales_l[4], v2..5 the unit's 16 code bytes. */
 struct sl_qx_w {
     uint32_t v[20];
 };
@@ -789,6 +800,19 @@ static __device__ __forceinline__ void sl_qx_load(const uint8_t *row, int64_t u,
         sl_qx_ld16<AL, 1>(b, w.v);
         sl_qx_ld16<AL, 2>(b + (T == 12 ? 16 : 48) + 32 * ((u & 7) >> 1), w.v + 4);
         if (T == 13) sl_qx_ld16<AL, 2>(b + 16, w.v + 12);
+    } else if constexpr (T == 23) {
+        const uint8_t *b = row + (u >> 3) * 136, *q = b + 8 + 16 * (u & 7);
+        if (AL) {
+            const uint2 h = __ldg((const uint2 *)(const void *)b);
+            const uint2 q0 = __ldg((const uint2 *)(const void *)q);
+            const uint2 q1 = __ldg((const uint2 *)(const void *)(q + 8));
+            w.v[0] = h.x, w.v[1] = h.y, w.v[2] = q0.x, w.v[3] = q0.y, w.v[4] = q1.x;
+            w.v[5] = q1.y;
+        } else {
+            w.v[0] = sl_ld_u32_a1(b), w.v[1] = sl_ld_u32_a1(b + 4);
+#pragma unroll
+            for (int i = 0; i < 4; i++) w.v[2 + i] = sl_ld_u32_a1(q + 4 * i);
+        }
     } else if constexpr (T == 14) {
         const int j = (int)(u & 7), h = j >> 2, t = j & 3;
         const uint8_t *b = row + (u >> 3) * 210;
@@ -878,6 +902,17 @@ static __device__ __forceinline__ float sl_qx_term(const sl_qx_w &w, int64_t u, 
         }
         const int sc0 = (int8_t)(w.v[1] & 0xFFu), sc1 = (int8_t)((w.v[1] >> 8) & 0xFFu);
         return sl_h2f((uint16_t)w.v[0]) * xd * (float)(sc0 * is[0] + sc1 * is[1]);
+    } else if constexpr (T == 23) {
+        int isum = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            isum = __dp4a((int)sl_iq4nl_lut4(w.v[2 + i] & 0x0F0F0F0Fu), xq[i], isum);
+            isum = __dp4a((int)sl_iq4nl_lut4((w.v[2 + i] >> 4) & 0x0F0F0F0Fu), xq[4 + i], isum);
+        }
+        /* ls: 4 bits of scales_l[j / 2] (nibble j % 2), 2 bits of scales_h at 2 j */
+        const int ls =
+            (int)((w.v[1] >> (4 * j)) & 0xFu) | (int)(((w.v[0] >> (16 + 2 * j)) & 3u) << 4);
+        return sl_h2f((uint16_t)w.v[0]) * (float)(ls - 32) * xd * (float)isum;
     } else {
         int isum = 0;
 #pragma unroll

@@ -45,11 +45,12 @@ enum { SL_CUDA_GEMV_MAX_BATCH = 65535 * 4 };
 /* True for the types above. */
 bool sl_cuda_gemv_supported(uint32_t type);
 /* Whether a launch of `type` over `cols` columns and n_batch vectors takes the Q8-activation
- * kernel (x quantised per 32 values as ggml's Q8_1, dp4a: Q8_0, Q4_K, Q5_K, Q6_K at n_batch 1)
- * when the context does not ask for F32 activations (sl_cuda_ctx_set_f32_act). aligned: the
- * matrix pointer is 16-byte aligned (4 for Q6_K); an experts launch passes true (its pointers
- * are checked in-kernel). down_part: a sl_cuda_gemv_expert_parts down' launch (cols its
- * widest). The numerics differ from the F32 kernel's (see tests/kernels_cuda). */
+ * kernel (x quantised per 32 values as ggml's Q8_1, dp4a: Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS at
+ * n_batch 1) when the context does not ask for F32 activations (sl_cuda_ctx_set_f32_act).
+ * aligned: the matrix pointer has the kernel's alignment for the type (16 bytes for Q4_K /
+ * Q5_K, 8 for IQ4_XS, 4 for Q8_0 / Q6_K); an experts launch passes true (its pointers are
+ * checked in-kernel). down_part: a sl_cuda_gemv_expert_parts down' launch (cols its widest).
+ * The numerics differ from the F32 kernel's (see tests/kernels_cuda). */
 bool sl_cuda_gemv_q8_act(uint32_t type, int64_t cols, int64_t n_batch, bool aligned,
                          bool down_part);
 /* Elements of a row the GEMV stages per chunk for `type` (its sl_qt's 32 * UPL units); 0 for a

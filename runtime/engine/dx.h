@@ -15,8 +15,8 @@
  * Every pointer argument is in the executor's memory except where marked "host".
  *
  * Numerics: host and sim are the CPU kernels (Q8 activations for quantized matmuls unless
- * SLUICE_ACT_F32); cuda's GEMV uses Q8 activations for Q8_0 / Q4_K / Q5_K / Q6_K and F32 for
- * the other types
+ * SLUICE_ACT_F32); cuda's GEMV uses Q8 activations for sl_cuda_gemv_q8_act's types and F32
+ * for the others
  * (all F32 under SLUICE_ACT_F32; kernels/cuda/gemv.h) — its multi-matrix launches
  * (mm_heads, the grouped matmuls of norm_mm / mm_glu / mm_router: kernels/cuda/gemv_multi.h)
  * F32 for every type — and rounds activations to

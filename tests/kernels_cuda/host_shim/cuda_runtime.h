@@ -34,6 +34,9 @@ struct float4 {
 struct uint4 {
     unsigned x, y, z, w;
 };
+struct uint2 {
+    unsigned x, y;
+};
 struct int4 {
     int x, y, z, w;
 };
