@@ -449,18 +449,31 @@ template <> struct sl_qt<39> {
     }
 };
 
-/* IQ4_NL / IQ4_XS: four 4-bit codes (the low nibbles of w's bytes) to their int8 values of
- * kvalues_iq4nl (-127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53 69 89 113), one per byte,
- * by two byte permutes (codes 0-7 and 8-15) and a per-byte pick on bit 3: a table indexed per
- * lane would serialise. */
-static __device__ __forceinline__ uint32_t sl_iq4nl_lut4(uint32_t w)
+/* Four 4-bit codes (the low nibbles of w's bytes) to the bytes of a 16-entry table given as
+ * four words (entries 0-3, 4-7, 8-11, 12-15, entry k in byte k % 4), one per byte, by two byte
+ * permutes (codes 0-7 and 8-15) and a per-byte pick on bit 3: a table indexed per lane would
+ * serialise. */
+static __device__ __forceinline__ uint32_t sl_lut16x4(uint32_t w, uint32_t t0, uint32_t t1,
+                                                      uint32_t t2, uint32_t t3)
 {
     const uint32_t sel =
         (w & 0x7u) | ((w >> 4) & 0x70u) | ((w >> 8) & 0x700u) | ((w >> 12) & 0x7000u);
-    const uint32_t lo = __byte_perm(0xbfad9881u, 0xf6eaddcfu, sel);
-    const uint32_t hi = __byte_perm(0x26190d01u, 0x71594535u, sel);
+    const uint32_t lo = __byte_perm(t0, t1, sel);
+    const uint32_t hi = __byte_perm(t2, t3, sel);
     const uint32_t m = ((w >> 3) & 0x01010101u) * 0xFFu;
     return (hi & m) | (lo & ~m);
+}
+
+/* IQ4_NL / IQ4_XS: kvalues_iq4nl (-127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53 69 89 113) */
+static __device__ __forceinline__ uint32_t sl_iq4nl_lut4(uint32_t w)
+{
+    return sl_lut16x4(w, 0xbfad9881u, 0xf6eaddcfu, 0x26190d01u, 0x71594535u);
+}
+
+/* MXFP4's doubled E2M1 values (0 1 2 3 4 6 8 12, bit 3 the sign) as int8, four codes */
+static __device__ __forceinline__ uint32_t sl_mxfp4_lut4(uint32_t w)
+{
+    return sl_lut16x4(w, 0x03020100u, 0x0C080604u, 0xFDFEFF00u, 0xF4F8FAFCu);
 }
 
 /* The 32 values of an IQ4 unit from its 16 code bytes q (low nibbles elements 0..15, high
@@ -719,26 +732,27 @@ template <> struct sl_qt<14> {
 
 #undef SL_QT_COMMON
 
-/* ---- Q8-activation decoders of the GEMV (gemv.cu k_gemv_qx): Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS
- * A unit (32 weights) of one row is loaded into registers as words (sl_qx_load), then its
- * term against an int8 x unit with ggml's Q8_1 scale xd and xs = xd * sum q is formed by dp4a
- * (sl_qx_term): Q8_0 d * xd * isum; Q4_K / Q5_K d * sc * xd * isum - dmin * m * xs; Q6_K
- * d * xd * (sc0 * isum0 + sc1 * isum1) over its halves of 16 with the values q - 32; IQ4_XS
- * d * (ls - 32) * xd * isum over the codebook's int8 values. Here so that
+/* ---- Q8-activation decoders of the GEMV (gemv.cu k_gemv_qx) -------------------------------
+ * Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS, MXFP4. A unit (32 weights) of one row is loaded into
+ * registers as words (sl_qx_load), then its term against an int8 x unit with ggml's Q8_1 scale
+ * xd and xs = xd * sum q is formed by dp4a (sl_qx_term): Q8_0 d * xd * isum; Q4_K / Q5_K
+ * d * sc * xd * isum - dmin * m * xs; Q6_K d * xd * (sc0 * isum0 + sc1 * isum1) over its halves
+ * of 16 with the values q - 32; IQ4_XS d * (ls - 32) * xd * isum over the codebook's int8
+ * values; MXFP4 2^(e - 128) * xd * isum over its doubled E2M1 values. Here so that
  * tests/kernels_cuda:qt_host_test runs them on the CPU. */
 
 /* the types k_gemv_qx takes */
 static __host__ __device__ constexpr bool sl_qx_type(uint32_t t)
 {
-    return t == 8 || t == 12 || t == 13 || t == 14 || t == 23;
+    return t == 8 || t == 12 || t == 13 || t == 14 || t == 23 || t == 39;
 }
 
-/* The alignment (bytes) of a matrix for sl_qx_load's AL form: Q8_0 and Q6_K read 4-byte
- * words (their blocks start at any even offset), IQ4_XS 8-byte ones (136-byte blocks), Q4_K /
- * Q5_K 16-byte vectors. */
+/* The alignment (bytes) of a matrix for sl_qx_load's AL form: Q8_0, Q6_K and MXFP4 read 4-byte
+ * words (their blocks start at any even / any offset), IQ4_XS 8-byte ones (136-byte blocks),
+ * Q4_K / Q5_K 16-byte vectors. */
 static __host__ __device__ constexpr int sl_qx_align(uint32_t t)
 {
-    return t == 8 || t == 14 ? 4 : t == 23 ? 8 : 16;
+    return t == 8 || t == 14 || t == 39 ? 4 : t == 23 ? 8 : 16;
 }
 
 /* Whether the AL form holds for rows of any length of the type: IQ4_XS (136-byte blocks keep
@@ -754,7 +768,8 @@ static __host__ __device__ constexpr bool sl_qx_any_rows(uint32_t t)
  * head (d, dmin, scales[12]), v4..11 the 32 bytes of quants the unit takes nibbles of. Q5_K: as
  * Q4_K, v12..19 the block's 32 high-bit bytes. Q6_K: v0 d, v1 the unit's two int8 scales,
  * v2..9 its 32 low-bit bytes, v10..17 its 32 high-bit bytes. IQ4_XS: v0 d | scales_h << 16,
- * v1 scales_l[4], v2..5 the unit's 16 code bytes. */
+ * v1 scales_l[4], v2..5 the unit's 16 code bytes. MXFP4: v0 the exponent byte, v1..4 the 16
+ * code bytes. */
 struct sl_qx_w {
     uint32_t v[20];
 };
@@ -812,6 +827,27 @@ static __device__ __forceinline__ void sl_qx_load(const uint8_t *row, int64_t u,
             w.v[0] = sl_ld_u32_a1(b), w.v[1] = sl_ld_u32_a1(b + 4);
 #pragma unroll
             for (int i = 0; i < 4; i++) w.v[2 + i] = sl_ld_u32_a1(q + 4 * i);
+        }
+    } else if constexpr (T == 39) {
+        const uint8_t *b = row + u * 17;
+        if (AL) {
+            /* the 17 bytes from 5 aligned words at b rounded down: up to 3 bytes of the next
+             * block are read, never past a row (of a 16-byte multiple, whose last block ends
+             * on a word) */
+            const uint32_t s = (uint32_t)((uintptr_t)b & 3u);
+            const uint32_t *p = (const uint32_t *)(const void *)(b - s);
+            uint32_t x[5];
+#pragma unroll
+            for (int i = 0; i < 5; i++) x[i] = __ldg(p + i);
+            w.v[0] = (x[0] >> (8 * s)) & 0xFFu;
+            /* code word i starts at window byte s + 1 + 4 i: word i + 1 itself when s = 3 */
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                w.v[1 + i] = s == 3 ? x[i + 1] : __funnelshift_r(x[i], x[i + 1], 8 * (s + 1));
+        } else {
+            w.v[0] = b[0];
+#pragma unroll
+            for (int i = 0; i < 4; i++) w.v[1 + i] = sl_ld_u32_a1(b + 1 + 4 * i);
         }
     } else if constexpr (T == 14) {
         const int j = (int)(u & 7), h = j >> 2, t = j & 3;
@@ -871,6 +907,21 @@ static __device__ __forceinline__ void sl_qx_scale_min(const sl_qx_w &w, int j, 
     *m = j < 4 ? b1 & 63 : (b2 >> 4) | ((b1 >> 6) << 4);
 }
 
+/* IQ4_XS (MX false) / MXFP4: the dot of a unit's 16 code bytes q (low nibbles elements 0..15,
+ * high 16..31) as their int8 table values with xq */
+template <bool MX>
+static __device__ __forceinline__ int sl_qx_codes_isum(const uint32_t *q, const int *xq)
+{
+    int isum = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const uint32_t lo = q[i] & 0x0F0F0F0Fu, hi = (q[i] >> 4) & 0x0F0F0F0Fu;
+        isum = __dp4a((int)(MX ? sl_mxfp4_lut4(lo) : sl_iq4nl_lut4(lo)), xq[i], isum);
+        isum = __dp4a((int)(MX ? sl_mxfp4_lut4(hi) : sl_iq4nl_lut4(hi)), xq[4 + i], isum);
+    }
+    return isum;
+}
+
 /* Unit u's term from its loaded words against the int8 x unit xq (scale xd, xs = xd * sum q). */
 template <uint32_t T>
 static __device__ __forceinline__ float sl_qx_term(const sl_qx_w &w, int64_t u, const int *xq,
@@ -903,16 +954,13 @@ static __device__ __forceinline__ float sl_qx_term(const sl_qx_w &w, int64_t u, 
         const int sc0 = (int8_t)(w.v[1] & 0xFFu), sc1 = (int8_t)((w.v[1] >> 8) & 0xFFu);
         return sl_h2f((uint16_t)w.v[0]) * xd * (float)(sc0 * is[0] + sc1 * is[1]);
     } else if constexpr (T == 23) {
-        int isum = 0;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            isum = __dp4a((int)sl_iq4nl_lut4(w.v[2 + i] & 0x0F0F0F0Fu), xq[i], isum);
-            isum = __dp4a((int)sl_iq4nl_lut4((w.v[2 + i] >> 4) & 0x0F0F0F0Fu), xq[4 + i], isum);
-        }
+        const int isum = sl_qx_codes_isum<false>(w.v + 2, xq);
         /* ls: 4 bits of scales_l[j / 2] (nibble j % 2), 2 bits of scales_h at 2 j */
         const int ls =
             (int)((w.v[1] >> (4 * j)) & 0xFu) | (int)(((w.v[0] >> (16 + 2 * j)) & 3u) << 4);
         return sl_h2f((uint16_t)w.v[0]) * (float)(ls - 32) * xd * (float)isum;
+    } else if constexpr (T == 39) {
+        return sl_e8m0_half((uint8_t)w.v[0]) * xd * (float)sl_qx_codes_isum<true>(w.v + 1, xq);
     } else {
         int isum = 0;
 #pragma unroll

@@ -235,7 +235,7 @@ static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
     }
 }
 
-/* ---- Q8 activations: Q8_0, Q4_K, Q5_K, Q6_K and IQ4_XS with dp4a, one vector ---------------
+/* ---- Q8 activations: Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS and MXFP4 with dp4a, one vector --------
  *
  * Why: measured on the H100 (bench kernels, ncu, 2026-11-24), the F32-activation kernel above is
  * issue-bound on the low-bit types: ~3 instructions per weight (byte -> float, FMA) plus the
@@ -244,7 +244,8 @@ static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
  * d = max|x| / 127 and d * sum(q)) lets one dp4a do four weights, ~1 instruction per weight.
  * Weights are read straight from global memory into registers (common.cuh sl_qx_load: Q4_K /
  * Q5_K rows are 16-byte multiples, read as vectors; Q8_0's 34-byte and Q6_K's 210-byte blocks
- * as aligned words, funnel-shifted; IQ4_XS's 136-byte ones as 8-byte words), so there is no
+ * and MXFP4's 17-byte ones as aligned words, funnel-shifted; IQ4_XS's 136-byte ones as 8-byte
+ * words), so there is no
  * weight staging and no barrier in the main loop. A block of 8 warps owns 32 rows (4 per warp,
  * each x unit loaded from shared memory serves 4 rows), which amortises the x quantisation;
  * Q5_K / Q6_K (20 / 18 words a row) keep the 4 rows too: 128 registers, no spills.
@@ -443,11 +444,11 @@ extern "C" bool sl_cuda_gemv_q8_act(uint32_t type, int64_t cols, int64_t n_batch
                                     bool down_part)
 {
     const size_t rb = sl_cuda_gemv_row_bytes(type, cols);
-    /* rows of 16-byte multiples (whole vectors; Q8_0's last block odd) but where every row
-     * keeps the matrix's alignment (sl_qx_any_rows); a Q8_0 down' part's rows need not keep the
-     * 16-byte multiple the widest has */
+    /* rows of 16-byte multiples (whole vectors; Q8_0's last block odd, MXFP4's ending on a
+     * word) but where the AL form takes any (sl_qx_any_rows); a Q8_0 / MXFP4 down' part's rows
+     * need not keep the 16-byte multiple the widest has */
     return sl_qx_type(type) && n_batch == 1 && cols <= QX_MAX_COLS && rb && aligned &&
-           (rb % 16 == 0 || sl_qx_any_rows(type)) && !(down_part && type == 8);
+           (rb % 16 == 0 || sl_qx_any_rows(type)) && !(down_part && (type == 8 || type == 39));
 }
 
 struct gv_chunk {
@@ -527,7 +528,8 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
         case 12: k_gemv_qx<12><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
         case 13: k_gemv_qx<13><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
         case 14: k_gemv_qx<14><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
-        default: k_gemv_qx<23><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
+        case 23: k_gemv_qx<23><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
+        default: k_gemv_qx<39><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
         }
         SL_CU_LAUNCH(err, "k_gemv_qx");
         return SL_OK;

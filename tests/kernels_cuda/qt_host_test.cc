@@ -124,12 +124,13 @@ struct check_type {
     }
 };
 
-/* The GEMV's Q8-activation decoders (sl_qx_load / sl_qx_term: Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS)
- * on random rows against random int8 x units with a Q8_1 scale: the aligned loader (vectors,
- * or words funnel-shifted where blocks start 2 mod 4: Q8_0's odd blocks, Q6_K's) gives the byte
- * loader's words bit for bit, from a 16-byte aligned row and (Q6_K, IQ4_XS, whose aligned forms
- * need 4 / 8 bytes) a row aligned to that only; the term is the float64 sum of the reference
- * weights times xq * xd within 2e-5 (S + M X), as the GPU test bounds it. */
+/* The GEMV's Q8-activation decoders (sl_qx_load / sl_qx_term: Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS,
+ * MXFP4) on random rows against random int8 x units with a Q8_1 scale: the aligned loader
+ * (vectors, or words funnel-shifted where blocks start off a word: Q8_0's odd blocks, Q6_K's,
+ * MXFP4's) gives the byte loader's words bit for bit, from a 16-byte aligned row and (Q8_0,
+ * Q6_K, IQ4_XS, MXFP4, whose aligned forms need 4 / 8 bytes) a row aligned to that only; the
+ * term is the float64 sum of the reference weights times xq * xd within 2e-5 (S + M X), as the
+ * GPU test bounds it. */
 template <uint32_t T> static void check_qx(void)
 {
     const int64_t n = 16 * 256; /* one 16-byte multiple row: 16 Q4_K or 128 Q8_0 blocks */
@@ -155,7 +156,8 @@ template <uint32_t T> static void check_qx(void)
             sl_qx_load<T, true>(w, u, a);
             sl_qx_load<T, false>(w, u, b);
             sl_qx_load<T, false>(odd + 1, u, c);
-            const int nw = T == 8 ? 9 : T == 12 ? 12 : T == 13 ? 20 : T == 14 ? 18 : 6;
+            const int nw =
+                T == 8 ? 9 : T == 12 ? 12 : T == 13 ? 20 : T == 14 ? 18 : T == 23 ? 6 : 5;
             bool same = memcmp(a.v, b.v, 4 * nw) == 0 && memcmp(a.v, c.v, 4 * nw) == 0;
             if (sl_qx_align(T) < 16) { /* a row aligned to the type's need only */
                 const int at = sl_qx_align(T);
@@ -224,6 +226,7 @@ int main(void)
     check_qx<13>();
     check_qx<14>();
     check_qx<23>();
+    check_qx<39>();
     CHECK_MSG(n_types == 23, "%d types decoded (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 "
               "IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S "
               "IQ1_M)", n_types);
