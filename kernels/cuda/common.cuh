@@ -757,11 +757,12 @@ static __host__ __device__ constexpr int sl_qx_align(uint32_t t)
 
 /* Whether the AL form holds for rows of any length of the type: IQ4_XS (136-byte blocks keep
  * the matrix's 8-byte alignment), Q6_K (its word reads take any even address; the 2 bytes
- * before a segment exist but for the matrix's first block, which starts 4-byte aligned). The
+ * before a segment exist but for the matrix's first block, which starts 4-byte aligned),
+ * MXFP4 (reads from a block's start rounded down to a word, through its last byte only). The
  * others need row_bytes a multiple of 16. */
 static __host__ __device__ constexpr bool sl_qx_any_rows(uint32_t t)
 {
-    return t == 14 || t == 23;
+    return t == 14 || t == 23 || t == 39;
 }
 
 /* One unit's weight words of one row. Q8_0: v0 d, v1..8 the quants. Q4_K: v0..3 the block's
@@ -831,14 +832,21 @@ static __device__ __forceinline__ void sl_qx_load(const uint8_t *row, int64_t u,
     } else if constexpr (T == 39) {
         const uint8_t *b = row + u * 17;
         if (AL) {
-            /* the 17 bytes from 5 aligned words at b rounded down: up to 3 bytes of the next
-             * block are read, never past a row (of a 16-byte multiple, whose last block ends
-             * on a word) */
+            /* the 17 bytes from b rounded down to a word (the bytes before it exist: the
+             * matrix is 4-byte aligned): 4 words, then of the 5th only the s + 1 bytes that
+             * are the block's (it may end the matrix) */
             const uint32_t s = (uint32_t)((uintptr_t)b & 3u);
-            const uint32_t *p = (const uint32_t *)(const void *)(b - s);
+            const uint8_t *bw = b - s;
+            const uint32_t *p = (const uint32_t *)(const void *)bw;
             uint32_t x[5];
 #pragma unroll
-            for (int i = 0; i < 5; i++) x[i] = __ldg(p + i);
+            for (int i = 0; i < 4; i++) x[i] = __ldg(p + i);
+            if (s == 3) {
+                x[4] = __ldg(p + 4);
+            } else {
+                x[4] = s ? __ldg((const unsigned short *)(const void *)(bw + 16)) : __ldg(bw + 16);
+                if (s == 2) x[4] |= (uint32_t)__ldg(bw + 18) << 16;
+            }
             w.v[0] = (x[0] >> (8 * s)) & 0xFFu;
             /* code word i starts at window byte s + 1 + 4 i: word i + 1 itself when s = 3 */
 #pragma unroll

@@ -245,10 +245,10 @@ static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
  * Weights are read straight from global memory into registers (common.cuh sl_qx_load: Q4_K /
  * Q5_K rows are 16-byte multiples, read as vectors; Q8_0's 34-byte and Q6_K's 210-byte blocks
  * and MXFP4's 17-byte ones as aligned words, funnel-shifted; IQ4_XS's 136-byte ones as 8-byte
- * words), so there is no
- * weight staging and no barrier in the main loop. A block of 8 warps owns 32 rows (4 per warp,
- * each x unit loaded from shared memory serves 4 rows), which amortises the x quantisation;
- * Q5_K / Q6_K (20 / 18 words a row) keep the 4 rows too: 128 registers, no spills.
+ * words), so there is no weight staging and no barrier in the main loop. A block of 8 warps
+ * owns 32 rows (4 per warp, each x unit loaded from shared memory serves 4 rows), which
+ * amortises the x quantisation; Q5_K / Q6_K (20 / 18 words a row) keep the 4 rows too. At
+ * most 128 registers (2 blocks an SM, __launch_bounds__), no spills; a 3rd block would spill.
  * Loads in flight (H200 run 1: 0.36 of HBM at 14336 x 4096, 10.6 us for 768 x 2048): a lane
  * loads its unit of all 4 rows into registers before any of them is used, branch-free on an
  * aligned matrix (the alignment is tested once a block, not per load), and the first unit
@@ -285,7 +285,7 @@ static __device__ __forceinline__ void qx_rows(const uint8_t *W, int64_t row_byt
 }
 
 template <uint32_t T>
-static __global__ void __launch_bounds__(QX_THREADS) k_gemv_qx(gv_args a)
+static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_qx(gv_args a)
 {
     extern __shared__ __align__(16) uint8_t qsm[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -444,11 +444,11 @@ extern "C" bool sl_cuda_gemv_q8_act(uint32_t type, int64_t cols, int64_t n_batch
                                     bool down_part)
 {
     const size_t rb = sl_cuda_gemv_row_bytes(type, cols);
-    /* rows of 16-byte multiples (whole vectors; Q8_0's last block odd, MXFP4's ending on a
-     * word) but where the AL form takes any (sl_qx_any_rows); a Q8_0 / MXFP4 down' part's rows
-     * need not keep the 16-byte multiple the widest has */
+    /* rows of 16-byte multiples (whole vectors; Q8_0's last block odd) but where the AL form
+     * takes any (sl_qx_any_rows); a Q8_0 down' part's rows need not keep the 16-byte multiple
+     * the widest has */
     return sl_qx_type(type) && n_batch == 1 && cols <= QX_MAX_COLS && rb && aligned &&
-           (rb % 16 == 0 || sl_qx_any_rows(type)) && !(down_part && (type == 8 || type == 39));
+           (rb % 16 == 0 || sl_qx_any_rows(type)) && !(down_part && type == 8);
 }
 
 struct gv_chunk {
