@@ -140,7 +140,7 @@ static void qa_q8_K(const float *x, void *y, int64_t n)
         bool bad;
         const float amax = qa_amax(x, SL_QK_K, &bad);
         /* the reference's zero block (amax 0, or too small for a finite scale) is a memset */
-        if (bad || amax == 0.0f || !isfinite(127.0f / amax)) {
+        if (bad || sl__mv_q8_K_zero(amax)) {
             sl__mv_quant_q8_K(x, yb, SL_QK_K);
             continue;
         }

@@ -242,7 +242,7 @@ static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
  * staging loops reach 33% (Q4_K) and 49% (Q8_0) of HBM bandwidth while F16 (1 instruction per
  * byte) reaches 80%. Quantizing x to int8 once per block (ggml's Q8_1: per 32 values a scale
  * d = max|x| / 127 and d * sum(q)) lets one dp4a do four weights, ~1 instruction per weight.
- * Weights are read straight from global memory into registers (common.cuh sl_qx_load: Q4_K /
+ * Weights are read straight from global memory into registers (qx.cuh sl_qx_load: Q4_K /
  * Q5_K rows are 16-byte multiples, read as vectors; Q8_0's 34-byte and Q6_K's 210-byte blocks
  * and MXFP4's 17-byte ones as aligned words, funnel-shifted; IQ4_XS's 136-byte ones as 8-byte
  * words), so there is no weight staging and no barrier in the main loop. A block of 8 warps
@@ -258,6 +258,16 @@ static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
  * for F32 activations (sl_cuda_ctx_set_f32_act, the verification mode). */
 
 enum { QX_WARPS = 8, QX_R = 4, QX_ROWS = QX_WARPS * QX_R, QX_THREADS = 32 * QX_WARPS };
+
+/* Unit u of the warp's rows (src < 0: none, not loaded) into w. */
+template <uint32_t T, bool AL>
+static __device__ __forceinline__ void qx_load_rows(const uint8_t *W, int64_t row_bytes,
+                                                    const int64_t *src, int64_t u, sl_qx_w *w)
+{
+#pragma unroll
+    for (int r = 0; r < QX_R; r++)
+        if (src[r] >= 0) sl_qx_load<T, AL>(W + src[r] * row_bytes, u, w[r]);
+}
 
 /* The main loop over a lane's units; w holds unit `lane`'s words on entry (loaded before the
  * x prologue). Rows with src < 0 are neither loaded nor summed. */
@@ -275,12 +285,7 @@ static __device__ __forceinline__ void qx_rows(const uint8_t *W, int64_t row_byt
 #pragma unroll
         for (int r = 0; r < QX_R; r++)
             if (src[r] >= 0) acc[r] += sl_qx_term<T>(w[r], u, xv, d, sxu);
-        const int64_t un = u + 32;
-        if (un < n_units) {
-#pragma unroll
-            for (int r = 0; r < QX_R; r++)
-                if (src[r] >= 0) sl_qx_load<T, AL>(W + src[r] * row_bytes, un, w[r]);
-        }
+        if (u + 32 < n_units) qx_load_rows<T, AL>(W, row_bytes, src, u + 32, w);
     }
 }
 
@@ -326,12 +331,8 @@ static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_qx(gv_args a)
     const bool al = ((uintptr_t)W & (uintptr_t)(sl_qx_align(T) - 1)) == 0;
     sl_qx_w w[QX_R];
     if (lane < n_units) {
-#pragma unroll
-        for (int r = 0; r < QX_R; r++) {
-            if (src[r] < 0) continue;
-            if (al) sl_qx_load<T, true>(W + src[r] * a.row_bytes, lane, w[r]);
-            else sl_qx_load<T, false>(W + src[r] * a.row_bytes, lane, w[r]);
-        }
+        if (al) qx_load_rows<T, true>(W, a.row_bytes, src, lane, w);
+        else qx_load_rows<T, false>(W, a.row_bytes, src, lane, w);
     }
 
     /* x -> int8: 4 threads per unit of 32, 8 values each; the trip count is uniform so the

@@ -156,7 +156,7 @@ void sl__mv_quant_q8_K(const float *x, void *y, int64_t n)
                 max = x[j];
             }
         }
-        if (amax == 0.0f || !isfinite(127.0f / amax)) { /* zero, or too small to scale */
+        if (sl__mv_q8_K_zero(amax)) { /* zero, or too small to scale */
             memset(&b, 0, sizeof b);
         } else {
             const float iscale = -127.0f / max;

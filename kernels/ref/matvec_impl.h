@@ -60,6 +60,11 @@ static inline float sl__mv_inv(float d)
     const float r = 1.0f / d;
     return d != 0.0f && isfinite(r) ? r : 0.0f;
 }
+/* Q8_K's rule: a block of this amax (>= 0) quantizes to zeros (a memset) */
+static inline bool sl__mv_q8_K_zero(float amax)
+{
+    return amax == 0.0f || !isfinite(127.0f / amax);
+}
 void sl__mv_quant_q8_0(const float *x, void *y, int64_t n);
 void sl__mv_quant_q8_1(const float *x, void *y, int64_t n);
 void sl__mv_quant_q8_K(const float *x, void *y, int64_t n);

@@ -1,7 +1,8 @@
 /* tests/kernels_cuda/qt_host_test: the GEMV's and the dequant's GGUF block decoders
- * (kernels/cuda/common.cuh sl_qt<T>) run on the CPU, for every type sl_qt_dispatch lists,
- * against kernels/ref: deq bit for bit against sl_quant_dequant_row, dot within a few float
- * ulps of the float64 sum over the dequantized weights. Why: CI has no GPU, and a decoder is
+ * (kernels/cuda/common.cuh sl_qt<T>, the codebook types' qt_iq.cuh) run on the CPU, for every
+ * type sl_qt_dispatch lists, against kernels/ref: deq bit for bit against
+ * sl_quant_dequant_row, dot within a few float ulps of the float64 sum over the dequantized
+ * weights; and the Q8-activation kernel's loads and terms (qx.cuh, check_qx below). Why: CI has no GPU, and a decoder is
  * the part of a CUDA kernel that differs by type; this runs it unit by unit exactly as the
  * kernels call it (a unit's block at its offset in a 16-byte aligned row), through host
  * stand-ins for the few CUDA intrinsics (tests/kernels_cuda/host_shim). The kernels
