@@ -62,6 +62,20 @@ static __global__ void k_rows_scale(float *y, int64_t rows, int64_t n_batch, con
     }
 }
 
+extern "C" sl_status sl__cuda_x_f16_scaled(sl_cuda_ctx *c, const float *d_x, int64_t n,
+                                           int64_t cols, uint16_t *d_xh, float *d_scale,
+                                           sl_error *err)
+{
+    if (n < 1 || n > INT32_MAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n = %lld not in [1, 2^31)", __func__,
+                            (long long)n);
+    sl_status st = sl__cuda_ctx_enter(c, err);
+    if (st) return st;
+    k_x_f16_scaled<<<(unsigned)n, XS_THREADS, 0, c->stream>>>(d_x, cols, d_xh, d_scale);
+    SL_CU_LAUNCH(err, "k_x_f16_scaled");
+    return SL_OK;
+}
+
 static sl_status blas_fail(sl_error *err, const sl__cublas_api *b, cublasStatus_t s,
                            const char *call, int line)
 {
@@ -132,9 +146,7 @@ extern "C" sl_status sl_cuda_gemm(sl_cuda_ctx *c, uint32_t type, const void *d_w
     if (prec == SL_CUDA_GEMM_F16) {
         /* activations are not bounded like weights (outliers past 65504 in down-projection
          * inputs): per-row power-of-two scales keep them in F16's range */
-        if ((st = sl__cuda_ctx_enter(c, err))) return st;
-        k_x_f16_scaled<<<(unsigned)n_batch, XS_THREADS, 0, c->stream>>>(d_x, cols, xh, xscale);
-        SL_CU_LAUNCH(err, "k_x_f16_scaled");
+        if ((st = sl__cuda_x_f16_scaled(c, d_x, n_batch, cols, xh, xscale, err))) return st;
     } else if ((st = sl_cuda_dequant_bf16(c, 0, d_x, nx, xh, err))) {
         return st;
     }

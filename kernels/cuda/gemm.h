@@ -41,6 +41,12 @@ sl_status sl_cuda_gemm(sl_cuda_ctx *c, uint32_t type, const void *d_w, int64_t r
                        int64_t cols, const float *d_x, int64_t n_batch, float *d_y,
                        sl_cuda_gemm_prec prec, void *d_work, size_t work_bytes, sl_error *err);
 
+/* Shared with gemm_grouped.cu: X [n][cols] (F32) to d_xh [n][cols] (F16 bits) divided by d_scale
+ * [n], each row's power of two that brings its max |x| under 2^14 (1 for rows already there or
+ * holding inf / NaN): the F16 GEMMs multiply their sums by it. One launch; no checks but n. */
+sl_status sl__cuda_x_f16_scaled(sl_cuda_ctx *c, const float *d_x, int64_t n, int64_t cols,
+                                uint16_t *d_xh, float *d_scale, sl_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,8 +10,9 @@
  * was 4 launches per token and layer: launch-bound at 284 tok/s on the H200, 2026-11-30) —
  * gate and up (each token's X shared by its k slots), the activation, down (each slot's own
  * X) — then one combine for all tokens; a chunk with at least as many selections as experts
- * grouped by expert (kernels/cuda/gemv_grouped.h: one sort per chunk, each expert's weights
- * read from HBM once for all its slots), else one batched-expert GEMV per projection; expert
+ * grouped by expert (kernels/cuda/gemv_grouped.h: one sort per chunk) and multiplied on the
+ * tensor cores (gemm_grouped.h: each W tile decoded once per 32 slots; the grouped GEMV when
+ * F32 activations were asked for), else one batched-expert GEMV per projection; expert
  * biases (gpt-oss) after each GEMV and the clamped SwiGLU, as the CPU's expert FFN; the hot
  * part of experts split by neurons (ffn_split.h) the same way through per-expert widths and
  * its own bias entries, a token at a time. */
@@ -20,16 +21,18 @@
 
 #include "kernels/cuda/fwd.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_grouped.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/gemv_grouped.h"
 #include "kernels/cuda/gemv_multi.h"
 #include "kernels/cuda/ops.h"
 #include "runtime/engine/dx.h"
 
-/* tokens whose expert GEMVs are one launch per projection: bounds the gate/up scratch
- * (64 x k 8 x 2048 x 4 B = 4 MiB each for DeepSeek-V3) and keeps n_sel = chunk * k within a
- * grid dimension (k <= 1023) */
-enum { MOE_CHUNK = 64 };
+/* tokens whose experts are one launch per projection: a prefill of 512 tokens at once, so
+ * that the tensor-core GEMM sees ~32 slots an expert on 128 experts x top-8; bounds the gate/up
+ * scratch (512 x k 8 x 2048 x 4 B = 32 MiB each for DeepSeek-V3) and keeps n_sel = chunk * k
+ * within a grid dimension (k <= 127) */
+enum { MOE_CHUNK = 512 };
 
 /* the tokens of a chunk of an n_tok-token context: the scratch's and c_moe's one rule */
 static int64_t moe_chunk(int64_t n_tok)
@@ -46,8 +49,11 @@ typedef struct dx_cuda {
                           * [n_tok * k_max][e_max] */
     int32_t *order;      /* a chunk's slots by expert (sl_cuda_expert_order), up to
                           * SL_CUDA_GROUPED_MAX_EXPERTS experts */
+    void *gwork;         /* the grouped GEMM's F16 X (sl_cuda_gemm_grouped) */
+    size_t gwork_bytes;
     int64_t n_tok, f_max, e_max;
     int32_t k_max;
+    bool f32_act; /* F32 activations asked for: the grouped GEMV, not the F16 GEMM */
 } dx_cuda;
 
 static sl_status c_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n, float *y,
@@ -176,6 +182,9 @@ static sl_status experts_gemv(dx_cuda *c, const sl__dx_moe *M, int p, const int3
     if (M->d_ff_at)
         st = sl_cuda_gemv_expert_parts(c->cu, type, w, L->n_expert, M->d_ff_at, p == 2, ids, k,
                                        rows, cols, in, y, err);
+    else if (order && !c->f32_act)
+        st = sl_cuda_gemm_grouped(c->cu, type, w, L->n_expert, order, k, rows, cols, in,
+                                  p == 2 ? 1 : x_group, y, c->gwork, c->gwork_bytes, err);
     else if (order)
         st = sl_cuda_gemv_grouped(c->cu, type, w, L->n_expert, order, k, rows, cols, in,
                                   p == 2 ? 1 : x_group, y, err);
@@ -209,7 +218,7 @@ static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const
         return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): k = %d experts a token "
                             "exceed a launch's 65535 slots", L->layer, k);
     /* grouped by expert where a chunk's slots outnumber the experts (a prefill) */
-    const bool can_group = !M->d_ff_at && c->order &&
+    const bool can_group = !M->d_ff_at && c->order && (c->gwork || c->f32_act) &&
                            L->n_expert <= SL_CUDA_GROUPED_MAX_EXPERTS &&
                            sl_cuda_gemv_grouped_supported(L->type_gate) &&
                            sl_cuda_gemv_grouped_supported(L->type_up) &&
@@ -405,10 +414,11 @@ static size_t align256(size_t b)
     return (b + 255) & ~(size_t)255;
 }
 
-/* The expert scratch's parts: eg, eu, ey, order (sl__dx_cuda_scratch_bytes and create's one
- * rule); 0 for order where a chunk's slots exceed what one sort takes. */
+/* The expert scratch's parts: eg, eu, ey, order, gwork (sl__dx_cuda_scratch_bytes and
+ * create's one rule); 0 for order and gwork where a chunk's slots exceed what one sort takes.
+ * gwork: the grouped GEMM's X, a chunk's tokens (gate / up) or its slots (down). */
 static void scratch_parts(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max,
-                          size_t part[4])
+                          size_t part[5])
 {
     const size_t chunk = (size_t)moe_chunk(n_tok), slots = chunk * (size_t)k_max;
     part[0] = part[1] = align256(slots * (size_t)f_max * sizeof(float));
@@ -417,14 +427,17 @@ static void scratch_parts(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e
                   ? align256(sl_cuda_expert_order_bytes(SL_CUDA_GROUPED_MAX_EXPERTS,
                                                         (int32_t)slots))
                   : 0;
+    const size_t gu = sl_cuda_gemm_grouped_work_bytes((int64_t)chunk, e_max),
+                 dn = sl_cuda_gemm_grouped_work_bytes((int64_t)slots, f_max);
+    part[4] = part[3] && gu && dn ? align256(gu > dn ? gu : dn) : 0;
 }
 
 size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max)
 {
     if (n_tok < 1 || k_max < 1 || f_max < 1 || e_max < 1) return 256;
-    size_t part[4];
+    size_t part[5];
     scratch_parts(n_tok, k_max, f_max, e_max, part);
-    return part[0] + part[1] + part[2] + part[3];
+    return part[0] + part[1] + part[2] + part[3] + part[4];
 }
 
 sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, size_t work_bytes,
@@ -445,12 +458,14 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
     c->e_max = e_max;
     if (d_scratch && n_tok > 0 && k_max > 0 && f_max > 0 && e_max > 0) {
         uint8_t *s = d_scratch;
-        size_t part[4];
+        size_t part[5];
         scratch_parts(n_tok, k_max, f_max, e_max, part);
         c->eg = (float *)s;
         c->eu = (float *)(s + part[0]);
         c->ey = (float *)(s + part[0] + part[1]);
         c->order = part[3] ? (int32_t *)(s + part[0] + part[1] + part[2]) : NULL;
+        c->gwork = part[4] ? s + part[0] + part[1] + part[2] + part[3] : NULL;
+        c->gwork_bytes = part[4];
     }
     sl_status st = sl_cuda_ctx_create(sl_device_ordinal_get(dev),
                                       sl_device_stream_native(dev, stream), &c->cu, err);
@@ -459,6 +474,7 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
         return st;
     }
     sl_cuda_ctx_set_f32_act(c->cu, f32_act);
+    c->f32_act = f32_act;
     *out = &c->base;
     return SL_OK;
 }

@@ -28,6 +28,7 @@
 #include "gguf/gguf.h"
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_grouped.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/gemv_grouped.h"
 #include "kernels/ref/quant.h"
@@ -154,6 +155,23 @@ static void test_host_side(void)
     CHECK_CONTAINS(e.msg, "d_order");
     CHECK(sl_cuda_gemv_grouped(NULL, SL_GGML_Q8_0, (const void *const *)p, 4, ip, 8, 4, 64, p, 1,
                                p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx");
+    /* the tensor-core grouped GEMM (gemm_grouped.h): X in F16 (64 rows x 64 columns) + scales */
+    CHECK(sl_cuda_gemm_grouped_work_bytes(64, 64) == 8192 + 256 &&
+          sl_cuda_gemm_grouped_work_bytes(0, 64) == 0);
+    CHECK(sl_cuda_gemm_grouped(NULL, SL_GGML_BF16, (const void *const *)p, 4, ip, 8, 4, 64, p, 1,
+                               p, p, 1 << 20, &e) == SL_ERR_UNSUPPORTED);
+    CHECK(sl_cuda_gemm_grouped(NULL, SL_GGML_Q8_0, (const void *const *)p, 4, ip, 8, 4, 64, p, 1,
+                               p, p, 100, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "work_bytes");
+    CHECK(sl_cuda_gemm_grouped(NULL, SL_GGML_Q8_0, (const void *const *)p, 4, ip, 8, 4, 64, p, 1,
+                               p, NULL, 1 << 20, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "d_work");
+    CHECK(sl_cuda_gemm_grouped(NULL, SL_GGML_Q8_0, (const void *const *)p, 4, ip, 8, 4, 64, p, 0,
+                               p, p, 1 << 20, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "x_group");
+    CHECK(sl_cuda_gemm_grouped(NULL, SL_GGML_Q8_0, (const void *const *)p, 4, ip, 8, 4, 64, p, 1,
+                               p, p, 1 << 20, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "ctx");
 }
 
@@ -437,6 +455,35 @@ static void test_gemv_rows_experts(sl_cuda_ctx *c)
                     }
                 CHECK_MSG(differ == 0, "grouped %s x_group %d: %d outputs differ from the "
                           "per-slot GEMV's bits", tname(t), gg[per], differ);
+                /* the same slots on the tensor cores (gemm_grouped.h), F16's bound as
+                 * sl_cuda_gemm's; X row 1 with outliers past F16's range (its scale) */
+                const int64_t nx = (GS + gg[per] - 1) / gg[per];
+                float *ox = xmalloc((size_t)(nx * cols) * 4);
+                memcpy(ox, gx, (size_t)(nx * cols) * 4);
+                ox[cols] = 1e6f, ox[cols + cols / 2] = -3e5f;
+                h2d(dgx, ox, (size_t)(nx * cols) * 4);
+                const size_t gwb = sl_cuda_gemm_grouped_work_bytes(nx, cols);
+                void *gw = dmalloc(gwb);
+                for (int i = 0; i < GS * erows; i++) gy[i] = 12345.0f;
+                h2d(dgy, gy, (size_t)(GS * erows) * 4);
+                CHECK_MSG(sl_cuda_gemm_grouped(c, t, (const void *const *)dp, NE, dord, GS, erows,
+                                               cols, dgx, gg[per], dgy, gw, gwb, &e) == SL_OK,
+                          "%s", e.msg);
+                CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+                d2h(gy, dgy, (size_t)(GS * erows) * 4);
+                for (int s = 0; s < GS; s++)
+                    for (int r = 0; r < erows; r++) {
+                        const float v = gy[s * erows + r];
+                        if (gids[s] < 0 || gids[s] >= NE)
+                            REPORT(v == 0.0f, "gemm_grouped %s bad id gives %g", tname(t),
+                                   (double)v);
+                        else
+                            check_dot("gemm_grouped", t, ewf[gids[s]], r, cols,
+                                      ox + (s / gg[per]) * cols, v, 2e-3, 1e-6);
+                    }
+                h2d(dgx, gx, (size_t)(nx * cols) * 4);
+                free(ox);
+                cudaFree(gw);
             }
             free(gx), free(gy), free(gp);
             cudaFree(dgx), cudaFree(dgy), cudaFree(dgi), cudaFree(dord);

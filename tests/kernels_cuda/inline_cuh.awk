@@ -1,7 +1,26 @@
-# Prints kernels/cuda/common.cuh with each of its #include "kernels/cuda/NAME.cuh" lines replaced
-# by that file's text (the files: -v files="PATH ..."), so that the host test can include the
-# decoders under one .h name (cc rules take no .cuh). Fails on an include it was not given, and
-# unless each given file but common.cuh was inlined exactly once.
+# Prints a kernels/cuda .cuh (the file argument) with each of its #include "kernels/cuda/NAME.cuh"
+# lines replaced by that file's text, recursively (the files: -v files="PATH ..."), so that a
+# host test can include the decoders and kernels under one .h name (cc rules take no .cuh).
+# Fails on an include it was not given, and unless each given file but the printed one was
+# inlined exactly once.
+function emit(line,    name, l) {
+    if (line !~ /^#include "kernels\/cuda\/[a-z_]+\.cuh"/) {
+        print line
+        return
+    }
+    name = line
+    sub(/^#include "/, "", name)
+    sub(/".*/, "", name)
+    sub(/.*\//, "", name)
+    if (!(name in path)) {
+        print "inline_cuh.awk: no file given for " name > "/dev/stderr"
+        bad = 1
+        exit 1
+    }
+    done[name]++
+    while ((getline l < path[name]) > 0) emit(l)
+    close(path[name])
+}
 BEGIN {
     n = split(files, f, " ")
     for (i = 1; i <= n; i++) {
@@ -10,25 +29,15 @@ BEGIN {
         path[b] = f[i]
     }
 }
-/^#include "kernels\/cuda\/[a-z_]+\.cuh"/ {
-    name = $2
-    gsub(/"/, "", name)
-    sub(/.*\//, "", name)
-    if (!(name in path)) {
-        print "inline_cuh.awk: no file given for " name > "/dev/stderr"
-        bad = 1
-        exit 1
-    }
-    while ((getline line < path[name]) > 0) print line
-    close(path[name])
-    done[name]++
-    next
+FNR == 1 {
+    main = FILENAME
+    sub(/.*\//, "", main)
 }
-{ print }
+{ emit($0) }
 END {
     if (bad) exit 1
     for (b in path)
-        if (b != "common.cuh" && done[b] != 1) {
+        if (b != main && done[b] != 1) {
             print "inline_cuh.awk: " b " inlined " done[b] + 0 " times" > "/dev/stderr"
             exit 1
         }

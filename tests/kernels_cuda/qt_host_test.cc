@@ -15,22 +15,12 @@
 #include <cstring>
 
 #include "tests/kernels_cuda/common_cuh.h" /* kernels/cuda/common.cuh (BUILD: common_cuh_h) */
+#include "tests/kernels_cuda/rand_weights.h"
 
 extern "C" {
 #include "gguf/gguf.h"
 #include "kernels/ref/quant.h"
 #include "tests/testing.h"
-}
-
-static uint64_t rng = 0x243F6A8885A308D3ull;
-static uint32_t rnd_u32(void)
-{
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float rnd_f(float lo, float hi)
-{
-    return lo + (hi - lo) * (float)(rnd_u32() & 0xFFFFFF) / 16777216.0f;
 }
 
 static int n_types = 0;
@@ -63,24 +53,7 @@ struct check_type {
         }
         sl_error e;
         for (int rep = 0; rep < 20; rep++) {
-            if (T == 39) { /* MXFP4: random codes, exponents near 1 */
-                for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd_u32();
-                for (size_t o = 0; o < bytes; o += 17) w[o] = (uint8_t)(118 + rnd_u32() % 12);
-            } else if (!sl_quant_can_quantize(T)) {
-                /* the codebook types (no quantizer): random codes, every one valid, under a
-                 * random finite block scale of either sign */
-                for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd_u32();
-                for (size_t o = 0; o < bytes; o += Q::BB) {
-                    const float d = rnd_f(-2.0f, 2.0f) * (rep % 3 == 2 ? 1e-3f : 1.0f);
-                    CHECK_MSG(sl_quant_block_set_scale(T, w + o, d, 0.0f), "%s", ti->name);
-                }
-            } else {
-                const float scale = rep % 3 == 2 ? 1e-3f : 1.0f + (float)(rep % 5);
-                for (int64_t i = 0; i < n; i++)
-                    f[i] = rnd_f(-1.0f, 1.0f) * scale * (1.0f + (float)(i % 7)) +
-                           (rep % 4 == 1 ? 0.5f * scale : 0.0f);
-                CHECK_MSG(sl_quant_row(T, f, w, n, &e) == SL_OK, "%s: %s", ti->name, e.msg);
-            }
+            CHECK_MSG(rand_weights(T, n, w, f, rep), "%s: random weights", ti->name);
             CHECK(sl_quant_dequant_row(T, w, ref, n, &e) == SL_OK);
             for (int64_t i = 0; i < n; i++) x[i] = rnd_f(-1.0f, 1.0f);
             const int64_t units = n / Q::UNIT;

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <pthread.h>
 
 #define __device__
 #define __host__
@@ -23,7 +24,13 @@ static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 struct sl_shim_dim3 {
     unsigned x, y, z;
 };
-static const sl_shim_dim3 threadIdx = {0, 0, 0}, blockDim = {32, 1, 1};
+/* Per host thread: one lane of a 32-thread block for the decoders' tests; sl_shim_launch
+ * (launch.h) sets them for each thread of each block it runs. */
+static thread_local sl_shim_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0},
+                                 blockDim = {32, 1, 1}, gridDim = {1, 1, 1};
+#define __shared__ static /* one block runs at a time (launch.h) */
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
 
 struct float2 {
     float x, y;
@@ -34,6 +41,10 @@ struct float4 {
 struct uint4 {
     unsigned x, y, z, w;
 };
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
+{
+    return uint4{x, y, z, w};
+}
 struct uint2 {
     unsigned x, y;
 };
@@ -90,6 +101,11 @@ static inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t sh)
 /* one lane: the reductions are not what the host test checks */
 static inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
 static inline double __shfl_xor_sync(unsigned, double v, int) { return v; }
-static inline void __syncthreads(void) {}
+/* the block's barrier while sl_shim_launch runs it (launch.h), else nothing (one lane) */
+static thread_local pthread_barrier_t *sl_shim_barrier = nullptr;
+static inline void __syncthreads(void)
+{
+    if (sl_shim_barrier) pthread_barrier_wait(sl_shim_barrier);
+}
 
 #endif

@@ -1,0 +1,56 @@
+/* tests/kernels_cuda/host_shim: a kernel launch on the host. Each block of the grid in turn, its
+ * threads as host threads that share the block's __shared__ variables (static in the shim: one
+ * block at a time) and meet at __syncthreads through a barrier; threadIdx / blockIdx are each
+ * thread's own. Real concurrency, so a missing barrier between a shared write and another
+ * thread's read shows as wrong results or a ThreadSanitizer report, as on the device. */
+#ifndef SL_TESTS_HOST_SHIM_LAUNCH_H
+#define SL_TESTS_HOST_SHIM_LAUNCH_H
+
+#include <vector>
+
+#include "cuda_runtime.h"
+
+template <typename F> struct sl_shim_thread {
+    F *body;
+    pthread_barrier_t *bar;
+    sl_shim_dim3 tid, bid, bdim, gdim;
+    static void *run(void *arg)
+    {
+        const sl_shim_thread *t = (const sl_shim_thread *)arg;
+        threadIdx = t->tid;
+        blockIdx = t->bid;
+        blockDim = t->bdim;
+        gridDim = t->gdim;
+        sl_shim_barrier = t->bar;
+        (*t->body)();
+        sl_shim_barrier = nullptr;
+        return nullptr;
+    }
+};
+
+/* Runs body() (which calls the kernel with its arguments) for every thread of grid x block
+ * (pthreads, not std::thread, whose virtual state the UBSan build cannot link); false if a
+ * thread could not be started (the block's started threads would wait at its barrier: the
+ * caller's test fails). */
+template <typename F> static bool sl_shim_launch(sl_shim_dim3 grid, unsigned threads, F body)
+{
+    std::vector<sl_shim_thread<F>> ts(threads);
+    std::vector<pthread_t> hs(threads);
+    for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++) {
+                pthread_barrier_t bar;
+                pthread_barrier_init(&bar, nullptr, threads);
+                for (unsigned t = 0; t < threads; t++) {
+                    ts[t] = sl_shim_thread<F>{&body, &bar, {t, 0, 0}, {bx, by, bz},
+                                              {threads, 1, 1}, grid};
+                    if (pthread_create(&hs[t], nullptr, sl_shim_thread<F>::run, &ts[t]))
+                        return false;
+                }
+                for (unsigned t = 0; t < threads; t++) pthread_join(hs[t], nullptr);
+                pthread_barrier_destroy(&bar);
+            }
+    return true;
+}
+
+#endif

@@ -1,0 +1,54 @@
+/* tests/kernels_cuda/rand_weights.h: a deterministic random source and random weight rows of
+ * any type the CUDA decoders take, for the host tests (qt_host_test, gemm_grouped_host_test).
+ * A row of n values (whole blocks) of type T into w: quantized from random floats where
+ * kernels/ref has a quantizer (rep varies the scale and adds an offset now and then), else
+ * random codes (all valid) under a random finite block scale of either sign; MXFP4 random codes
+ * with exponents near 1. f: n floats of scratch. False if a step failed. */
+#ifndef SL_TESTS_KERNELS_CUDA_RAND_WEIGHTS_H
+#define SL_TESTS_KERNELS_CUDA_RAND_WEIGHTS_H
+
+#include <cstdint>
+
+extern "C" {
+#include "gguf/gguf.h"
+#include "kernels/ref/quant.h"
+}
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+static uint32_t rnd_u32(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float rnd_f(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)(rnd_u32() & 0xFFFFFF) / 16777216.0f;
+}
+
+static bool rand_weights(uint32_t T, int64_t n, uint8_t *w, float *f, int rep)
+{
+    const sl_gguf_type_info *ti = sl_gguf_type_get(T);
+    const size_t bytes = sl_quant_row_bytes(T, n);
+    if (!ti || !bytes) return false;
+    if (T == SL_GGML_MXFP4) {
+        for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd_u32();
+        for (size_t o = 0; o < bytes; o += ti->type_size) w[o] = (uint8_t)(118 + rnd_u32() % 12);
+        return true;
+    }
+    if (!sl_quant_can_quantize(T)) {
+        for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd_u32();
+        for (size_t o = 0; o < bytes; o += ti->type_size) {
+            const float d = rnd_f(-2.0f, 2.0f) * (rep % 3 == 2 ? 1e-3f : 1.0f);
+            if (!sl_quant_block_set_scale(T, w + o, d, 0.0f)) return false;
+        }
+        return true;
+    }
+    const float scale = rep % 3 == 2 ? 1e-3f : 1.0f + (float)(rep % 5);
+    for (int64_t i = 0; i < n; i++)
+        f[i] = rnd_f(-1.0f, 1.0f) * scale * (1.0f + (float)(i % 7)) +
+               (rep % 4 == 1 ? 0.5f * scale : 0.0f);
+    sl_error e;
+    return sl_quant_row(T, f, w, n, &e) == SL_OK;
+}
+
+#endif
