@@ -313,6 +313,22 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
                           wtype, pn[i], rel_diff(ref, ch, NV));
         if (h) CHECK_MSG(rel_diff(ref16, h, NV) <= tol, "%s %u %s: F16 KV vs CPU rel %g", arch,
                          wtype, pn[i], rel_diff(ref16, h, NV));
+        /* the default numerics (SLUICE_ACT_F32 off: Q8 activations in the GEMVs, the routed
+         * experts' grouped product on the tensor cores, kernels/cuda/gemm_grouped.h) against
+         * the same verification-mode CPU logits; quantized weights (F32 has neither path) */
+        if (wtype != SL_GGML_F32 && i == 0) {
+            setenv("SLUICE_ACT_F32", "0", 1);
+            float *dl = run(m, 512, false, false);
+            setenv("SLUICE_ACT_F32", "1", 1);
+            if (dl) {
+                const double r = rel_diff(ref, dl, NV);
+                printf("%-8s %-5s %-12s prefill (default numerics) vs CPU: rel %.3g\n", arch,
+                       sl_gguf_type_get(wtype)->name, pn[i], r);
+                CHECK_MSG(r <= tol, "%s %u %s: default-numerics prefill vs CPU rel %g > %g",
+                          arch, wtype, pn[i], r, tol);
+            }
+            free(dl);
+        }
         char lab[96];
         snprintf(lab, sizeof lab, "%s %s %s", arch, sl_gguf_type_get(wtype)->name, pn[i]);
         printf("%-30s batched vs CPU: rel %.3g\n", lab,
