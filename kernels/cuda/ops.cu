@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cuda/attn_prefill.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
 extern "C" {
@@ -613,12 +614,6 @@ extern "C" sl_status sl_cuda_argmax(sl_cuda_ctx *c, const float *d_x, int64_t n,
  * keeps its registers */
 enum { ATTN_DPL_SMALL = 256 / 32, ATTN_DPL = SL_CUDA_ATTN_MAX_HEAD_DIM / 32 };
 
-template <typename KV> static __device__ __forceinline__ float kv_f(const KV *p, int64_t i);
-template <> __device__ __forceinline__ float kv_f<float>(const float *p, int64_t i) { return p[i]; }
-template <> __device__ __forceinline__ float kv_f<uint16_t>(const uint16_t *p, int64_t i)
-{
-    return sl_h2f(p[i]);
-}
 
 struct attn_k {
     int32_t D, group, n_kv_head, n_pos, window; /* n_pos: the one token's (pos NULL) */
@@ -658,7 +653,7 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
 #pragma unroll
         for (int i = 0; i < DPL; i++) {
             const int d = lane + 32 * i;
-            if (d < a.D) dot = fmaf(qr[i], kv_f(k, base + d), dot);
+            if (d < a.D) dot = fmaf(qr[i], ap_kv<KV>(k, base + d), dot);
         }
         float l = sl_warp_sum(dot) * a.scale;
         if (a.softcap > 0.0f) l = a.softcap * tanhf(l / a.softcap);
@@ -668,7 +663,7 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
 #pragma unroll
         for (int i = 0; i < DPL; i++) {
             const int d = lane + 32 * i;
-            acc[i] = acc[i] * corr + (d < a.D ? e * kv_f(v, base + d) : 0.0f);
+            acc[i] = acc[i] * corr + (d < a.D ? e * ap_kv<KV>(v, base + d) : 0.0f);
         }
         m = mn;
     }
@@ -696,6 +691,48 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
     }
 }
 
+/* A prefill's tokens (two or more, at positions on the device) on the tensor cores:
+ * kernels/cuda/attn_prefill.cuh, its shared memory raised to ap_layout's size per launch (a
+ * host-side attribute, ~1 us against a prefill's milliseconds). */
+static sl_status attn_prefill(sl_cuda_ctx *c, const float *d_q, const void *d_k, const void *d_v,
+                              const sl_attn_params *p, float scale, const int32_t *d_pos,
+                              int64_t n_tok, float *d_out, sl_error *err)
+{
+    ap_args a;
+    a.q = d_q;
+    a.k = d_k;
+    a.v = d_v;
+    a.pos = d_pos;
+    a.out = d_out;
+    a.n_tok = (int32_t)n_tok;
+    a.D = p->head_dim;
+    a.Dp = (p->head_dim + 15) / 16 * 16;
+    a.group = p->n_head / p->n_kv_head;
+    a.n_kv_head = p->n_kv_head;
+    a.window = p->window;
+    a.q_ts = (int64_t)p->n_head * p->head_dim;
+    a.scale = scale;
+    a.softcap = p->softcap;
+    a.sinks = p->sinks;
+    const size_t smem = ap_layout(a.Dp).total;
+    const int64_t tiles = ((int64_t)n_tok * a.group + AP_BM - 1) / AP_BM;
+    if (tiles > 65535)
+        return sl_error_set(err, SL_ERR_INVALID, "sl_cuda_attn_at: %lld tokens x %d heads a kv "
+                            "head exceed the grid", (long long)n_tok, a.group);
+    const dim3 grid((unsigned)p->n_kv_head, (unsigned)tiles);
+    if (p->kv_type == SL_KV_F16) {
+        SL_CU(err, cudaFuncSetAttribute(k_attn_prefill<uint16_t>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        k_attn_prefill<uint16_t><<<grid, AP_THREADS, smem, c->stream>>>(a);
+    } else {
+        SL_CU(err, cudaFuncSetAttribute(k_attn_prefill<float>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        k_attn_prefill<float><<<grid, AP_THREADS, smem, c->stream>>>(a);
+    }
+    SL_CU_LAUNCH(err, "k_attn_prefill");
+    return SL_OK;
+}
+
 /* n_tok tokens in one launch at their positions on the device (d_pos: sl_cuda_attn_at), or
  * one token at p->n_pos (d_pos NULL: sl_cuda_attn_decode) */
 static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, const void *d_k,
@@ -720,6 +757,9 @@ static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, c
     NEED(d_out, "d_out", 1);
     st = enter(fn, c, err);
     if (st) return st;
+    const float scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)p->head_dim));
+    if (d_pos && n_tok > 1 && p->head_dim <= AP_MAX_D && !c->f32_act)
+        return attn_prefill(c, d_q, d_k, d_v, p, scale, d_pos, n_tok, d_out, err);
     attn_k a;
     a.D = p->head_dim;
     a.group = p->n_head / p->n_kv_head;
@@ -728,7 +768,7 @@ static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, c
     a.pos = d_pos;
     a.window = p->window;
     a.q_ts = (int64_t)p->n_head * p->head_dim;
-    a.scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)p->head_dim));
+    a.scale = scale;
     a.softcap = p->softcap;
     a.sinks = p->sinks;
     const dim3 nb((unsigned)p->n_head, (unsigned)n_tok);

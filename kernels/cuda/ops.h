@@ -96,10 +96,13 @@ sl_status sl_cuda_attn_decode(sl_cuda_ctx *c, const float *d_q, const void *d_k,
                               sl_error *err);
 /* n_tok query tokens at any positions (a prefill chunk, a decode token), one launch: q, out
  * [n_tok][n_head][head_dim]; n_tok in [1, 65535]; token t attends to cache positions [0,
- * d_pos[t]] (window and sinks as sl_cuda_attn_decode with n_pos = d_pos[t] + 1; the same
- * bits), d_pos [n_tok] read on the device, so a launch captured in a graph stays right as
- * the context grows. p->n_pos is unused (d_pos[t] + 1 <= the cache's positions is the
- * caller's to keep). */
+ * d_pos[t]] (window and sinks as sl_cuda_attn_decode with n_pos = d_pos[t] + 1), d_pos
+ * [n_tok] read on the device, so a launch captured in a graph stays right as the context
+ * grows. One token, every token in the F32-activation mode (sl_cuda_ctx_set_f32_act), and head
+ * dims past 256 (MLA): the decode kernel per token, its bits. Otherwise two or more tokens go
+ * through the tiled prefill kernel on the tensor cores (attn_prefill.cuh: K/V once per tile of
+ * 32 query rows; F16 operands, F32 sums: ~1e-3 of |V|). p->n_pos is unused (d_pos[t] + 1 <=
+ * the cache's positions is the caller's to keep). */
 sl_status sl_cuda_attn_at(sl_cuda_ctx *c, const float *d_q, const void *d_k, const void *d_v,
                           const sl_attn_params *p, const int32_t *d_pos, int64_t n_tok,
                           float *d_out, sl_error *err);

@@ -442,6 +442,8 @@ static void test_ops(sl_cuda_ctx *c)
             h2d(dqr, qr, (size_t)nq * 4);
             sl_attn_params pa = p;
             if (rev) pa.n_pos = 1; /* stale: the device's positions rule */
+            /* the F32-activation mode: the decode kernel per token, its bits */
+            sl_cuda_ctx_set_f32_act(c, true);
             CHECK_MSG(sl_cuda_attn_at(c, dqr, dk, dk, &pa, dpos, NT, dop, &e) == SL_OK, "%s",
                       e.msg);
             CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
@@ -451,6 +453,22 @@ static void test_ops(sl_cuda_ctx *c)
                 bad += memcmp(o1 + t * qd, on + (rev ? NT - 1 - t : t) * qd, (size_t)qd * 4) != 0;
             CHECK_MSG(bad == 0, "attn at positions (%s) variant %d: %d of %d tokens differ from "
                       "decode launches", rev ? "reversed" : "consecutive", variant, bad, (int)NT);
+            /* the default: the tiled prefill kernel on the tensor cores (attn_prefill.cuh),
+             * F16 operands: within 3e-3 of the largest |output| */
+            sl_cuda_ctx_set_f32_act(c, false);
+            CHECK_MSG(sl_cuda_attn_at(c, dqr, dk, dk, &pa, dpos, NT, dop, &e) == SL_OK, "%s",
+                      e.msg);
+            CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+            d2h(o1, dop, (size_t)nq * 4);
+            double omax = 0.0, worst = 0.0;
+            for (int64_t i = 0; i < nq; i++) omax = fmax(omax, fabs((double)on[i]));
+            for (int t = 0; t < NT; t++)
+                for (int64_t i = 0; i < qd; i++)
+                    worst = fmax(worst, fabs((double)o1[t * qd + i] -
+                                             on[(rev ? NT - 1 - t : t) * qd + i]));
+            CHECK_MSG(worst <= 3e-3 * omax, "attn prefill kernel (%s) variant %d: max |diff| %g "
+                      "vs decode launches (max |out| %g)", rev ? "reversed" : "consecutive",
+                      variant, worst, omax);
         }
         free(qr);
         CHECK(sl_cuda_attn_at(c, dq, dk, dk, &p, dpos, 0, dop, &e) == SL_ERR_INVALID);

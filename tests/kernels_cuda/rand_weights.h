@@ -15,17 +15,17 @@ extern "C" {
 }
 
 static uint64_t rng = 0x243F6A8885A308D3ull;
-static uint32_t rnd_u32(void)
+static inline uint32_t rnd_u32(void)
 {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
     return (uint32_t)(rng >> 16);
 }
-static float rnd_f(float lo, float hi)
+static inline float rnd_f(float lo, float hi)
 {
     return lo + (hi - lo) * (float)(rnd_u32() & 0xFFFFFF) / 16777216.0f;
 }
 
-static bool rand_weights(uint32_t T, int64_t n, uint8_t *w, float *f, int rep)
+static inline bool rand_weights(uint32_t T, int64_t n, uint8_t *w, float *f, int rep)
 {
     const sl_gguf_type_info *ti = sl_gguf_type_get(T);
     const size_t bytes = sl_quant_row_bytes(T, n);

@@ -98,9 +98,27 @@ static inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t sh)
     return (uint32_t)((((uint64_t)hi << 32) | lo) >> (sh & 31));
 }
 
-/* one lane: the reductions are not what the host test checks */
-static inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
-static inline double __shfl_xor_sync(unsigned, double v, int) { return v; }
+/* A warp's lanes exchange values through this while sl_shim_launch runs a block (launch.h):
+ * each writes its own, all meet, each reads its partner's, all meet again. Outside a launch a
+ * "warp" is the one calling thread and a shuffle returns its own value. */
+struct sl_shim_warp {
+    pthread_barrier_t bar;
+    double x[32];
+};
+static thread_local sl_shim_warp *sl_shim_warp_of = nullptr;
+static inline double sl_shim_xor(double v, int lane_mask)
+{
+    sl_shim_warp *w = sl_shim_warp_of;
+    if (!w) return v;
+    const unsigned lane = threadIdx.x & 31;
+    w->x[lane] = v;
+    pthread_barrier_wait(&w->bar);
+    const double r = w->x[(lane ^ (unsigned)lane_mask) & 31];
+    pthread_barrier_wait(&w->bar);
+    return r;
+}
+static inline float __shfl_xor_sync(unsigned, float v, int m) { return (float)sl_shim_xor(v, m); }
+static inline double __shfl_xor_sync(unsigned, double v, int m) { return sl_shim_xor(v, m); }
 /* the block's barrier while sl_shim_launch runs it (launch.h), else nothing (one lane) */
 static thread_local pthread_barrier_t *sl_shim_barrier = nullptr;
 static inline void __syncthreads(void)

@@ -13,6 +13,7 @@
 template <typename F> struct sl_shim_thread {
     F *body;
     pthread_barrier_t *bar;
+    sl_shim_warp *warp;
     sl_shim_dim3 tid, bid, bdim, gdim;
     static void *run(void *arg)
     {
@@ -22,8 +23,10 @@ template <typename F> struct sl_shim_thread {
         blockDim = t->bdim;
         gridDim = t->gdim;
         sl_shim_barrier = t->bar;
+        sl_shim_warp_of = t->warp;
         (*t->body)();
         sl_shim_barrier = nullptr;
+        sl_shim_warp_of = nullptr;
         return nullptr;
     }
 };
@@ -31,25 +34,29 @@ template <typename F> struct sl_shim_thread {
 /* Runs body() (which calls the kernel with its arguments) for every thread of grid x block
  * (pthreads, not std::thread, whose virtual state the UBSan build cannot link); false if a
  * thread could not be started (the block's started threads would wait at its barrier: the
- * caller's test fails). */
+ * caller's test fails) or threads is not a positive multiple of 32 (whole warps: shuffles). */
 template <typename F> static bool sl_shim_launch(sl_shim_dim3 grid, unsigned threads, F body)
 {
+    if (!threads || threads % 32) return false;
     std::vector<sl_shim_thread<F>> ts(threads);
     std::vector<pthread_t> hs(threads);
+    std::vector<sl_shim_warp> warps(threads / 32);
+    for (auto &w : warps) pthread_barrier_init(&w.bar, nullptr, 32);
     for (unsigned bz = 0; bz < grid.z; bz++)
         for (unsigned by = 0; by < grid.y; by++)
             for (unsigned bx = 0; bx < grid.x; bx++) {
                 pthread_barrier_t bar;
                 pthread_barrier_init(&bar, nullptr, threads);
                 for (unsigned t = 0; t < threads; t++) {
-                    ts[t] = sl_shim_thread<F>{&body, &bar, {t, 0, 0}, {bx, by, bz},
-                                              {threads, 1, 1}, grid};
+                    ts[t] = sl_shim_thread<F>{&body, &bar, &warps[t / 32], {t, 0, 0},
+                                              {bx, by, bz}, {threads, 1, 1}, grid};
                     if (pthread_create(&hs[t], nullptr, sl_shim_thread<F>::run, &ts[t]))
                         return false;
                 }
                 for (unsigned t = 0; t < threads; t++) pthread_join(hs[t], nullptr);
                 pthread_barrier_destroy(&bar);
             }
+    for (auto &w : warps) pthread_barrier_destroy(&w.bar);
     return true;
 }
 

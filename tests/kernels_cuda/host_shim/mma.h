@@ -57,6 +57,17 @@ static inline void load_matrix_sync(fragment<Use, 16, 16, 16, __half, Layout> &f
         for (int j = 0; j < 16; j++) f.v[i * 16 + j] = __half2float(row ? p[i * ldm + j] : p[j * ldm + i]);
 }
 
+/* an accumulator from p: layout as store_matrix_sync's */
+static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p,
+                                    unsigned ldm, layout_t layout)
+{
+    sl_shim_wmma_check(p, ldm, 4);
+    if (threadIdx.x % 32) return;
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++)
+            f.v[i * 16 + j] = layout == mem_row_major ? p[i * ldm + j] : p[j * ldm + i];
+}
+
 template <typename LA, typename LB>
 static inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
                             const fragment<matrix_a, 16, 16, 16, __half, LA> &a,
