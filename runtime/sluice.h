@@ -308,9 +308,10 @@ typedef struct sl_ctx_options {
     bool all_logits;            /* keep logits of every evaluated position, not just the last */
     /* MoE scheduler options, "key=value ..." (scheduler/moe/fetch.h: mode=cpu|post|full|auto,
      * block_on_miss, max_transfers, scratch_kb, cache_kb, policy=lru|lfu, pin=L:E,..., trace,
-     * ...), applied over the SLUICE_POSTFETCH_* environment; NULL: environment only. Mode cpu
-     * (the default) is the CPU scheduler; the others need the sim device for now. Read by
-     * sl_ctx_create only. */
+     * prefill_stream=N (batches of >= N tokens copy a device layer's host experts to the
+     * device and compute them there; default 32, 0: never), ...), applied over the
+     * SLUICE_POSTFETCH_* environment; NULL: environment only. Mode cpu (the default) is the CPU
+     * scheduler. Read by sl_ctx_create only. */
     const char *sched;
     /* record per-neuron activation statistics of the dense FFNs computed on the host
      * (sl_ctx_neuron_stats; scheduler/policy/neuron_stats.h): the profile of hot/cold placement */
@@ -506,6 +507,9 @@ typedef struct sl_ctx_stats {
     /* why the last capture failed (the device's message; owned by the context, valid until it
      * is destroyed), NULL when none did */
     const char *graph_error;
+    /* prefill batches' host experts streamed through the device (`--sched prefill_stream=N`):
+     * the MoE layer calls that did, and their expert bytes copied (also in copy_bytes) */
+    uint64_t stream_layers, stream_bytes;
 } sl_ctx_stats;
 SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 

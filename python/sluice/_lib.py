@@ -99,6 +99,7 @@ class CtxStats(Structure):
         ("dev_layer_steps", c_uint64), ("dev_layers", c_uint64),
         ("graph_passes", c_uint64), ("graph_captures", c_uint64), ("graph_failures", c_uint64),
         ("graph_error", c_char_p),
+        ("stream_layers", c_uint64), ("stream_bytes", c_uint64),
     ]
 
 

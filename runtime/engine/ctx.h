@@ -23,6 +23,7 @@
 #include "kernels/cpu/pool.h"
 #include "runtime/engine/dx.h"
 #include "runtime/engine/model.h"
+#include "runtime/engine/stream.h"
 #include "scheduler/moe/moe.h"
 #include "scheduler/policy/neuron_stats.h"
 
@@ -140,6 +141,7 @@ struct sl_ctx {
     uint64_t graph_steps;
     bool graph_failed;
     char graph_error[SL_ERROR_MSG_BYTES]; /* the failed capture's message (sl_ctx_stats) */
+    sl__stream stream;          /* a prefill's host experts through the device (stream.h) */
 };
 
 /* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention
@@ -152,6 +154,9 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err);
 /* The one layout of a side's [cap][...] buffers (x .. topk_w, pos, topk_idx; 256-byte
  * aligned): with base, points s's buffers into it; returns the bytes it needs either way. */
 size_t sl__side_carve(const sl_ctx *c, sl__side *s, void *base);
+/* bytes of the model's arena for the context's life (freed with the device side): one of its
+ * SL__CTX_MAX_DEV_BLOCKS blocks */
+sl_status sl__ctx_dev_take(sl_ctx *c, uint64_t bytes, void **p, sl_error *err);
 void sl__ctx_dev_destroy(sl_ctx *c);
 /* The device side's part of the context's refresh (engine.c): the rope factors (a
  * device-resident tensor's address, or the context's own copy rewritten from the host tensor),

@@ -78,6 +78,11 @@ static sl_status take(sl_ctx *c, uint64_t bytes, void **p, sl_error *err)
     return SL_OK;
 }
 
+sl_status sl__ctx_dev_take(sl_ctx *c, uint64_t bytes, void **p, sl_error *err)
+{
+    return take(c, bytes, p, err);
+}
+
 size_t sl__side_carve(const sl_ctx *c, sl__side *s, void *base)
 {
     const sl__hparams *hp = &c->m->hp;
@@ -384,6 +389,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
             return st;
     }
     if ((st = profiled(c, &d->dx, err))) return st;
+    if ((st = sl__stream_setup(c, err))) return st;
     /* the uploads above read model-lifetime host memory; they complete before the first use */
     return sl_device_stream_sync(m->dev, m->stream, err);
 }
@@ -393,6 +399,7 @@ void sl__ctx_dev_destroy(sl_ctx *c)
     /* copies into the blocks may still be in flight after a failed create */
     if (c->n_dev_blocks) sl_device_stream_sync(c->m->dev, c->m->stream, NULL);
     sl__forward_graph_drop(c);
+    sl__stream_free(c);
     sl__dx_destroy(c->dev.dx);
     c->dev.dx = NULL;
     if (c->ev_xn) sl_device_event_destroy(c->m->dev, c->ev_xn);

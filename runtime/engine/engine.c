@@ -79,6 +79,7 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
                                                                 : "SLUICE_POSTFETCH_PIN", err);
     if (st || !c->m->hp.n_expert) return st;
     c->experts_sync = fo.order == SL_FETCH_ORDER_SYNC;
+    c->stream.min_tokens = fo.prefill_stream;
     /* mode cpu with experts resident (pinned, hot, uploaded) is the fetching scheduler's:
      * they run on the device beside the CPU's part (fetch.h) */
     const bool resident = (fo.pinned && *fo.pinned) || fo.hot_bytes ||
@@ -737,8 +738,8 @@ void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out)
         out->expert_fallbacks = ms.fallbacks;
         out->expert_cache_lookups = ms.cache_lookups;
         out->expert_cache_hits = ms.cache_hits;
-        out->copies = ms.copies;
-        out->copy_bytes = ms.copy_bytes;
+        out->copies = ms.copies + c->stats.copies;
+        out->copy_bytes = ms.copy_bytes + c->stats.copy_bytes;
         out->copy_overlap_pct = ms.copy_overlap_pct;
     }
 }

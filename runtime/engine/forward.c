@@ -373,6 +373,8 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
         st = ffn_hot_cold(c, s, L, n, true, err);
     else if (experts_dev == (s == &c->dev))
         st = vt->moe(s->dx, &c->dmoe[il], s->topk_idx, s->topk_w, n, K, s->xn, s->tmp, err);
+    else if (s == &c->dev && sl__stream_wanted(c, il, n))
+        st = sl__stream_moe(c, s, il, n, err); /* a prefill: one copy for every token */
     else
         st = ffn_elsewhere(c, s, L, il, n, true, err);
     if (st) return st;

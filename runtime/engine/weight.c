@@ -28,6 +28,7 @@
 #include "runtime/engine/env.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/repack.h"
+#include "runtime/engine/stream.h"
 #include "scheduler/moe/ffn_split.h"
 #include "scheduler/policy/gpuidx.h"
 
@@ -79,7 +80,11 @@ uint64_t sl__model_reserve_bytes(const sl_model *m)
                                         hp->n_expert + 16) * sizeof(float);
     uint64_t logits = (uint64_t)hp->n_vocab * sizeof(float) * 512;
     if (logits > (64ull << 20)) logits = 64ull << 20;
-    return kv + 512 * per_tok + logits;
+    /* cuda: a prefill's streaming buffer for one layer's host experts (stream.h), which a
+     * budget that leaves experts on the host must hold */
+    const uint64_t stream = m->dev && sl_device_kind_get(m->dev) == SL_DEVICE_CUDA
+                                ? sl__stream_max_bytes(m) : 0;
+    return kv + 512 * per_tok + logits + stream;
 }
 
 /* routed[i]: weight i is a routed expert (merged or per-expert tensor). */

@@ -170,6 +170,10 @@ typedef struct sl_fetch_options {
     uint64_t trace_max_spans;   /* default 1 << 20 */
     double cpu_gbs, pcie_gbs, dev_gbs;  /* cost-model starting bandwidths; 0: defaults */
     double dram_gbs;            /* host DRAM read bandwidth DMA and CPU share; 0: see above */
+    /* the engine's, not this scheduler's: a device layer's host experts are streamed through
+     * the device for batches of at least this many tokens (runtime/engine/stream.h; default
+     * 32, llama.cpp's offload batch; 0: never) */
+    int64_t prefill_stream;
     /* the group buffers (page-locked on cuda, with a device mirror) sized at creation for this
      * many (token, expert) assignments of a layer n_embd / n_ff wide, so that no call
      * registers host memory or allocates device memory; 0: grown on first use */
@@ -194,7 +198,7 @@ sl_status sl_fetch_options_vars(sl_fetch_options *o, sl_fetch_var_fn get, void *
  * decay, pin (copied into
  * pin_buf of pin_cap bytes, which o->pinned then points at), order (stream|sync), streams
  * (dedicated|shared),
- * debug, trace, cpu_gbs, pcie_gbs, dev_gbs, dram_gbs. Unknown keys and bad values are SL_ERR_INVALID
+ * debug, trace, cpu_gbs, pcie_gbs, dev_gbs, dram_gbs, prefill_stream (tokens, 0..2^31). Unknown keys and bad values are SL_ERR_INVALID
  * naming them. */
 sl_status sl_fetch_options_parse(sl_fetch_options *o, const char *spec, char *pin_buf,
                                  size_t pin_cap, sl_error *err);

@@ -83,6 +83,40 @@ static run decode(sl_model *m, const char *sched, int32_t n_vocab)
     return r;
 }
 
+/* A prompt of N_LONG tokens (a prefill batch past prefill_stream's default of 32): every
+ * position's logits, and the stats after it. */
+enum { N_LONG = 40 };
+static float *prefill(sl_model *m, const char *sched, int32_t n_vocab, sl_ctx_stats *st)
+{
+    int32_t toks[N_LONG];
+    for (int i = 0; i < N_LONG; i++) toks[i] = (int32_t)((37 * i + 1) % 250);
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 64;
+    co.kv_f16 = false;
+    co.all_logits = true;
+    co.sched = sched;
+    sl_ctx *c = NULL;
+    sl_error e;
+    float *out = m ? calloc((size_t)N_LONG * (size_t)n_vocab, sizeof *out) : NULL;
+    if (!out) return NULL;
+    bool ok = sl_ctx_create(m, &co, &c, &e) == SL_OK;
+    CHECK_MSG(ok, "ctx (%s): %s", sched ? sched : "", e.msg);
+    ok = ok && sl_ctx_eval(c, toks, N_LONG, &e) == SL_OK;
+    CHECK_MSG(ok, "prefill (%s): %s", sched ? sched : "", e.msg);
+    for (int i = 0; i < N_LONG && ok; i++) {
+        const float *l = sl_ctx_logits(c, i);
+        ok = l != NULL;
+        if (l) memcpy(out + (size_t)i * n_vocab, l, (size_t)n_vocab * sizeof *l);
+    }
+    if (st) sl_ctx_stats_get(c, st);
+    sl_ctx_destroy(c);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 static bool same(const float *a, const float *b, size_t n)
 {
     return a && b && memcmp(a, b, n * sizeof *a) == 0;
@@ -116,6 +150,7 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
     sl_model_info_get(cpu, &info);
     const size_t NV = (size_t)N_DECODE * (size_t)info.n_vocab;
     run ref = decode(cpu, NULL, info.n_vocab);
+    float *ref_long = prefill(cpu, NULL, info.n_vocab, NULL);
     CHECK_MSG(!q4k || repacked(cpu) > 0, "%s: placement cpu repacked nothing", arch);
     sl_model_close(cpu);
     /* deepseek2's testmodel has one leading dense layer, whose FFN is on the device */
@@ -196,6 +231,33 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
            (double)calls / N_DECODE / (double)moe_layers);
     free(r.logits);
 
+    /* a prefill of N_LONG tokens: each MoE layer's host experts copied to the device once
+     * (runtime/engine/stream.h; a Q4_K file's as the repacked bytes the host holds) and computed
+     * there, the same bits as the CPU placement's; prefill_stream=0 computes them on the CPU */
+    const size_t NL = (size_t)N_LONG * (size_t)info.n_vocab;
+    static const char *const pre[] = {"mode=cpu", "mode=cpu prefill_stream=0", "mode=auto",
+                                      "mode=cpu prefill_stream=41"};
+    for (size_t i = 0; i < sizeof pre / sizeof *pre; i++) {
+        sl_ctx_stats ps;
+        memset(&ps, 0, sizeof ps);
+        float *pl = prefill(m, pre[i], info.n_vocab, &ps);
+        CHECK_MSG(same(ref_long, pl, NL), "%s %s: prefill logits differ from the CPU "
+                  "placement's", arch, pre[i]);
+        const bool streams = !strstr(pre[i], "prefill_stream");
+        CHECK_MSG(ps.stream_layers == (streams ? (uint64_t)moe_layers : 0),
+                  "%s %s: %llu MoE layers streamed in a prefill of %d tokens (want %lld)", arch,
+                  pre[i], (unsigned long long)ps.stream_layers, (int)N_LONG,
+                  streams ? (long long)moe_layers : 0LL);
+        CHECK_MSG(!streams || ps.stream_bytes >= (uint64_t)moe_layers * info.n_expert * per_expert,
+                  "%s %s: %llu expert bytes streamed (%lld layers of %d experts of %llu)", arch,
+                  pre[i], (unsigned long long)ps.stream_bytes, (long long)moe_layers,
+                  info.n_expert, (unsigned long long)per_expert);
+        CHECK_MSG(ps.copy_bytes >= ps.stream_bytes, "%s %s: copy_bytes %llu without the "
+                  "streamed %llu", arch, pre[i], (unsigned long long)ps.copy_bytes,
+                  (unsigned long long)ps.stream_bytes);
+        free(pl);
+    }
+
     /* order=sync (fetch.h sl_fetch_order): the old path, a blocking sync per MoE layer and
      * the experts on the calling thread; the same bits */
     r = decode(m, "mode=cpu order=sync", info.n_vocab);
@@ -271,6 +333,7 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
     }
     sl_model_close(m);
     free(ref.logits);
+    free(ref_long);
 }
 
 int main(void)

@@ -1,0 +1,236 @@
+/* runtime/engine/stream.c: see stream.h. */
+#include "runtime/engine/stream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/repack.h"
+#include "kernels/ref/quant.h"
+#include "kernels/ref/repack.h"
+#include "runtime/engine/ctx.h"
+
+static uint64_t up256(uint64_t b)
+{
+    return (b + 255) & ~(uint64_t)255;
+}
+
+static bool cuda_dev(const sl_model *m)
+{
+    return sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
+}
+
+/* The staging layout of one layer: where gate, up, down and the three biases start, and one
+ * expert's bytes of each projection (the device's type: a repacked Q4_K_R8 has Q4_K's). */
+typedef struct layout {
+    uint64_t off[6], pb[3], total;
+} layout;
+
+static bool layout_of(const sl__layer *L, layout *o)
+{
+    if (!sl__layer_moe(L) || L->moe_split) return false;
+    const sl_moe_layer *H = &L->moe;
+    const uint64_t X = (uint64_t)H->n_expert, E = (uint64_t)H->n_embd, F = (uint64_t)H->n_ff;
+    const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
+    const uint64_t rows[3] = {F, F, E}, cols[3] = {E, E, F};
+    uint64_t at = 0;
+    for (int p = 0; p < 3; p++) {
+        const uint64_t rb = sl_quant_row_bytes(sl_repack_base_type(t[p]), (int64_t)cols[p]);
+        if (!rb) return false;
+        o->pb[p] = rb * rows[p];
+        o->off[p] = at;
+        at += up256(X * o->pb[p]);
+    }
+    const float *b[3] = {H->gate_b, H->up_b, H->down_b};
+    for (int p = 0; p < 3; p++) {
+        o->off[3 + p] = at;
+        if (b[p]) at += up256(X * rows[p] * sizeof(float));
+    }
+    o->total = at;
+    return true;
+}
+
+uint64_t sl__stream_layer_bytes(const sl_model *m, int32_t il)
+{
+    layout l;
+    return il >= 0 && il < m->hp.n_layer && layout_of(&m->layers[il], &l) ? l.total : 0;
+}
+
+uint64_t sl__stream_max_bytes(const sl_model *m)
+{
+    uint64_t best = 0;
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const uint64_t b = sl__stream_layer_bytes(m, il);
+        if (b > best) best = b;
+    }
+    return best;
+}
+
+/* A device layer whose routed experts are all on the host, whole (not split) — what streams —
+ * in types the device's executor computes. */
+static bool streamable(const sl_ctx *c, int32_t il)
+{
+    const sl__layer *L = &c->m->layers[il];
+    if (!c->layer_dev || !c->layer_dev[il] || !sl__layer_moe(L) || L->moe_split ||
+        L->moe_on_device[0])
+        return false;
+    const sl_device_kind k = sl_device_kind_get(c->m->dev);
+    const sl_moe_layer *H = &L->moe;
+    const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
+    for (int p = 0; p < 3; p++)
+        if (!sl__dx_supports(k, k == SL_DEVICE_CUDA ? sl_repack_base_type(t[p]) : t[p],
+                             SL__DX_OP_MATVEC))
+            return false;
+    return true;
+}
+
+sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
+{
+    sl__stream *s = &c->stream;
+    const sl_model *m = c->m;
+    if (!s->min_tokens || c->cap < s->min_tokens || !c->dev.dx || !m->hp.n_expert) return SL_OK;
+    uint64_t bytes = 0;
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const uint64_t b = streamable(c, il) ? sl__stream_layer_bytes(m, il) : 0;
+        if (b > bytes) bytes = b;
+    }
+    if (!bytes) return SL_OK;
+    const size_t n_ptr = (size_t)m->hp.n_layer * 3 * (size_t)m->hp.n_expert;
+    void *buf = NULL, *dp = NULL;
+    sl_error e;
+    /* no room on the device: the layers' experts stay on the CPU, as without streaming */
+    if (sl__ctx_dev_take(c, bytes, &buf, &e) ||
+        (cuda_dev(m) && sl__ctx_dev_take(c, n_ptr * sizeof(void *), &dp, &e)))
+        return SL_OK;
+    s->view = calloc((size_t)m->hp.n_layer, sizeof *s->view);
+    s->hp = calloc(n_ptr, sizeof *s->hp);
+    if (!s->view || !s->hp) {
+        sl__stream_free(c);
+        return sl_error_set(err, SL_ERR_NOMEM, "context: out of memory (expert streaming)");
+    }
+    if (cuda_dev(m)) {
+        sl_status st = sl_cuda_ctx_create(sl_device_ordinal_get(m->dev),
+                                          sl_device_stream_native(m->dev, m->stream), &s->cu,
+                                          err);
+        if (st) {
+            sl__stream_free(c);
+            return st;
+        }
+        s->dp = dp;
+    }
+    s->buf = buf;
+    s->bytes = bytes;
+    return SL_OK;
+}
+
+void sl__stream_free(sl_ctx *c)
+{
+    sl__stream *s = &c->stream;
+    if (s->cu) sl_cuda_ctx_destroy(s->cu);
+    free(s->view);
+    free(s->hp);
+    /* buf and dp are device blocks of the context (freed with them) */
+    *s = (sl__stream){.min_tokens = s->min_tokens};
+}
+
+sl_status sl__stream_validate(const sl_ctx *c, sl_error *err)
+{
+    const sl__stream *s = &c->stream;
+    if (!s->buf != !s->bytes)
+        return sl_error_set(err, SL_ERR_INVALID, "expert streaming: buffer %p of %llu bytes",
+                            (void *)s->buf, (unsigned long long)s->bytes);
+    if (s->buf && (!s->view || !s->hp || (cuda_dev(c->m) && (!s->dp || !s->cu))))
+        return sl_error_set(err, SL_ERR_INVALID, "expert streaming: a buffer without its "
+                            "layer views or pointer arrays");
+    if (s->min_tokens < 0)
+        return sl_error_set(err, SL_ERR_INVALID, "expert streaming: min_tokens %lld",
+                            (long long)s->min_tokens);
+    return SL_OK;
+}
+
+bool sl__stream_wanted(const sl_ctx *c, int32_t il, int64_t n)
+{
+    const sl__stream *s = &c->stream;
+    return s->buf && s->min_tokens && n >= s->min_tokens && streamable(c, il) &&
+           sl__stream_layer_bytes(c->m, il) <= s->bytes;
+}
+
+/* The copies of one projection's experts: runs of experts adjacent in host memory as one copy
+ * each (a merged GGUF tensor: one). */
+static sl_status copy_experts(sl_ctx *c, uint8_t *dst, const void *const *src, int32_t X,
+                              uint64_t pb, sl_error *err)
+{
+    for (int32_t e = 0; e < X;) {
+        int32_t run = 1;
+        while (e + run < X && (const uint8_t *)src[e + run] == (const uint8_t *)src[e] + run * pb)
+            run++;
+        sl_status st = sl_device_copy(c->m->dev, c->m->stream, dst + (uint64_t)e * pb, src[e],
+                                      (uint64_t)run * pb, SL_COPY_H2D, err);
+        if (st) return st;
+        c->stats.copies++;
+        c->stats.copy_bytes += (uint64_t)run * pb;
+        c->stats.stream_bytes += (uint64_t)run * pb;
+        e += run;
+    }
+    return SL_OK;
+}
+
+sl_status sl__stream_moe(sl_ctx *c, const sl__side *sd, int32_t il, int64_t n, sl_error *err)
+{
+    sl__stream *s = &c->stream;
+    const sl_model *m = c->m;
+    const sl_moe_layer *H = &m->layers[il].moe;
+    const int32_t X = H->n_expert;
+    const bool cuda = cuda_dev(m);
+    layout l;
+    if (!layout_of(&m->layers[il], &l) || l.total > s->bytes)
+        return sl_error_set(err, SL_ERR_INVALID, "layer %d: experts do not fit the streaming "
+                            "buffer", il);
+    sl_moe_layer *V = &s->view[il];
+    *V = *H;
+    V->on_device = NULL;
+    const void **hp = s->hp + (size_t)il * 3 * (size_t)X;
+    const void *const *src[3] = {H->gate, H->up, H->down};
+    const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
+    const int64_t rows[3] = {H->n_ff, H->n_ff, H->n_embd}, cols[3] = {H->n_embd, H->n_embd,
+                                                                       H->n_ff};
+    sl_status st;
+    for (int p = 0; p < 3; p++) {
+        uint8_t *base = s->buf + l.off[p];
+        for (int32_t e = 0; e < X; e++) hp[p * X + e] = base + (uint64_t)e * l.pb[p];
+        if ((st = copy_experts(c, base, src[p], X, l.pb[p], err))) return st;
+        /* cuda reads Q4_K: the CPU's repacked rows turned back on the device, in place */
+        if (cuda && t[p] == SL_TYPE_Q4_K_R8 &&
+            (st = sl_cuda_q4_K_r8_undo(s->cu, base, (int64_t)X * rows[p], cols[p], err)))
+            return st;
+    }
+    V->gate = hp, V->up = hp + X, V->down = hp + 2 * X;
+    if (cuda) {
+        V->type_gate = sl_repack_base_type(t[0]);
+        V->type_up = sl_repack_base_type(t[1]);
+        V->type_down = sl_repack_base_type(t[2]);
+    }
+    const float *hb[3] = {H->gate_b, H->up_b, H->down_b};
+    const float **vb[3] = {&V->gate_b, &V->up_b, &V->down_b};
+    for (int p = 0; p < 3; p++) {
+        if (!hb[p]) continue;
+        const uint64_t b = (uint64_t)X * (uint64_t)rows[p] * sizeof(float);
+        if ((st = sl_device_copy(m->dev, m->stream, s->buf + l.off[3 + p], hb[p], b,
+                                 SL_COPY_H2D, err)))
+            return st;
+        *vb[p] = (const float *)(s->buf + l.off[3 + p]);
+    }
+    sl__dx_moe M = {.L = V};
+    if (cuda) {
+        const void **dp = s->dp + (size_t)il * 3 * (size_t)X;
+        /* hp lives as long as the context, and its entries for il change only when this layer
+         * streams again, behind this copy on the same stream */
+        if ((st = sl_device_copy(m->dev, m->stream, (void *)dp, hp,
+                                 3 * (uint64_t)X * sizeof(void *), SL_COPY_H2D, err)))
+            return st;
+        M.d_gate = dp, M.d_up = dp + X, M.d_down = dp + 2 * X;
+    }
+    c->stats.stream_layers++;
+    return sd->dx->vt->moe(sd->dx, &M, sd->topk_idx, sd->topk_w, n,
+                           (int32_t)m->hp.n_expert_used, sd->xn, sd->tmp, err);
+}

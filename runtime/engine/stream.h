@@ -1,0 +1,67 @@
+/* runtime/engine/stream: a prefill's host experts streamed through the device — llama.cpp's
+ * op offload for MoE. A device layer whose routed experts live on the host computes them on the
+ * CPU, token by token (expert by expert); for a batch of at least min_tokens tokens
+ * (`--sched prefill_stream=N`, default 32, llama.cpp's offload batch; 0: never) the layer's
+ * experts are instead copied into one device staging buffer — gate, up and down as they lie in
+ * host memory (one copy a projection for merged GGUF tensors), their biases — and the device
+ * executor runs the layer's experts there (cuda: the grouped product on the tensor cores), so
+ * one copy over PCIe serves every token of the batch.
+ *
+ * On cuda, Q4_K experts the CPU holds repacked (Q4_K_R8) are copied as they are and turned back
+ * into Q4_K on the device (kernels/cuda/repack.h); on sim the CPU kernels read them as they
+ * are. Everything is enqueued on the model's stream in order, so the buffer is reused layer
+ * after layer with no wait of the host. The buffer (the largest streamable layer's bytes,
+ * sl__stream_layer_bytes) comes from the context's device blocks when the context is made; a
+ * device without room for it leaves streaming off (not an error). Its bytes are part of the
+ * placement's device reserve on cuda (weight.c sl__model_reserve_bytes), so a --vram-budget
+ * holds it.
+ *
+ * Invariants (sl__stream_validate): buf == NULL iff bytes == 0; with buf, hp and view hold
+ * n_layer entries ([n_layer][3][n_expert] pointers) and, on cuda, dp a device copy's room and
+ * cu a context on the model's stream. */
+#ifndef SL_RUNTIME_ENGINE_STREAM_H
+#define SL_RUNTIME_ENGINE_STREAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "kernels/cuda/ctx.h"
+#include "scheduler/moe/moe.h"
+
+struct sl_ctx;
+struct sl_model;
+struct sl__side;
+
+enum { SL__STREAM_MIN_TOKENS = 32 };
+
+typedef struct sl__stream {
+    int64_t min_tokens;   /* 0: never */
+    uint8_t *buf;         /* device staging of one layer's experts, or NULL (off) */
+    uint64_t bytes;
+    sl_moe_layer *view;   /* [n_layer]: the layer being streamed, pointing into buf */
+    const void **hp;      /* [n_layer][3][n_expert]: the view's expert pointers */
+    const void **dp;      /* cuda: their device arrays (same shape), else NULL */
+    sl_cuda_ctx *cu;      /* cuda: the Q4_K_R8 undo's context, else NULL */
+} sl__stream;
+
+/* Bytes layer il's routed experts (and their biases) take in the staging buffer, as the device
+ * reads them; 0 for a layer without routed experts or split hot / cold. */
+uint64_t sl__stream_layer_bytes(const struct sl_model *m, int32_t il);
+/* The largest over the layers. */
+uint64_t sl__stream_max_bytes(const struct sl_model *m);
+
+/* At the end of the device side's creation (ctx_dev.c): the buffer and arrays when some device
+ * layer's experts are on the host, min_tokens > 0 and the context's batch reaches it. */
+sl_status sl__stream_setup(struct sl_ctx *c, sl_error *err);
+void sl__stream_free(struct sl_ctx *c);
+sl_status sl__stream_validate(const struct sl_ctx *c, sl_error *err);
+
+/* Whether device layer il's host experts stream for a batch of n tokens. */
+bool sl__stream_wanted(const struct sl_ctx *c, int32_t il, int64_t n);
+/* Streams layer il's experts and runs them on side s (the device) for the n tokens of s's
+ * routing: s->tmp = the experts' sum, as the executor's moe step gives it. */
+sl_status sl__stream_moe(struct sl_ctx *c, const struct sl__side *s, int32_t il, int64_t n,
+                         sl_error *err);
+
+#endif
