@@ -29,6 +29,8 @@
 #include "kernels/cuda/dequant.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_grouped.h"
+#include "kernels/cuda/repack.h"
+#include "kernels/ref/repack.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/gemv_grouped.h"
 #include "kernels/ref/quant.h"
@@ -624,8 +626,35 @@ static void test_gemm(sl_cuda_ctx *c)
     }
 }
 
+/* Q4_K_R8 back to Q4_K on the device (kernels/cuda/repack.h): the bytes the CPU repacked from,
+ * for 24 rows of 1, 3 and 8 super-blocks, in place. */
+static void test_r8_undo(sl_cuda_ctx *c)
+{
+    const int64_t colsv[3] = {256, 768, 2048}, rows = 24;
+    for (int ci = 0; ci < 3; ci++) {
+        size_t wb;
+        uint8_t *w = make_weights(SL_GGML_Q4_K, rows * colsv[ci], &wb);
+        uint8_t *r8 = xmalloc(wb);
+        sl_error e;
+        CHECK_MSG(sl_repack_q4_K_r8(w, r8, rows, colsv[ci], &e) == SL_OK, "%s", e.msg);
+        uint8_t *d = dmalloc(wb);
+        h2d(d, r8, wb);
+        CHECK_MSG(sl_cuda_q4_K_r8_undo(c, d, rows, colsv[ci], &e) == SL_OK, "%s", e.msg);
+        CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+        d2h(r8, d, wb);
+        CHECK_MSG(!memcmp(r8, w, wb), "q4_K_r8_undo cols %lld: not the original Q4_K bytes",
+                  (long long)colsv[ci]);
+        free(w), free(r8);
+        cudaFree(d);
+    }
+    sl_error e;
+    CHECK(sl_cuda_q4_K_r8_undo(c, NULL, 12, 256, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "rows");
+}
+
 static void on_device(sl_cuda_ctx *c)
 {
+    test_r8_undo(c);
     test_dequant(c);
     for (int q8 = 0; q8 < 2; q8++) {
         g_q8act = q8;

@@ -152,6 +152,44 @@ static double batch_vs(sl_model *m, const float *ref, size_t V, double tol, cons
     return worst;
 }
 
+/* A prefill of the N_TOK tokens with every MoE layer's host experts streamed through the device
+ * (runtime/engine/stream.h: prefill_stream=4, under the test's 11 tokens): all logits, and the
+ * MoE layer calls that streamed in *layers. */
+static float *run_streamed(sl_model *m, uint64_t *layers)
+{
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 64;
+    co.kv_f16 = false;
+    co.all_logits = true;
+    co.sched = "prefill_stream=4";
+    sl_ctx *c = NULL;
+    sl_error e;
+    *layers = 0;
+    if (sl_ctx_create(m, &co, &c, &e) != SL_OK) {
+        CHECK_MSG(false, "ctx (prefill_stream=4): %s", e.msg);
+        return NULL;
+    }
+    sl_model_info info;
+    sl_model_info_get(m, &info);
+    const size_t V = (size_t)info.n_vocab;
+    float *out = calloc(V * N_TOK, sizeof *out);
+    bool ok = out && sl_ctx_eval(c, k_tokens, N_TOK, &e) == SL_OK;
+    CHECK_MSG(ok, "streamed eval: %s", e.msg);
+    for (int i = 0; i < N_TOK && ok; i++) {
+        const float *l = sl_ctx_logits(c, i);
+        if (l) memcpy(out + i * V, l, V * sizeof *l);
+    }
+    sl_ctx_stats st;
+    sl_ctx_stats_get(c, &st);
+    *layers = st.stream_layers;
+    sl_ctx_destroy(c);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 /* The decode graph (sl_ctx_options.no_graphs): k_tokens decoded one at a time, then again
  * from position REW after a rewind, with graphs (the default) and without, give the same bits
  * (the re-decoded rows also those of the first time: the positions the replay reads live on
@@ -328,6 +366,18 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
                           arch, wtype, pn[i], r, tol);
             }
             free(dl);
+        }
+        /* experts-cpu: the prefill with the host experts streamed through the device */
+        if (i == 2 && info.n_expert) {
+            uint64_t sl = 0;
+            float *sp = run_streamed(m, &sl);
+            const double r = sp ? rel_diff(ref, sp, NV) : INFINITY;
+            printf("%-8s %-5s %-12s streamed prefill vs CPU: rel %.3g (%llu layers)\n", arch,
+                   sl_gguf_type_get(wtype)->name, pn[i], r, (unsigned long long)sl);
+            CHECK_MSG(r <= tol && sl > 0, "%s %u experts-cpu: streamed prefill vs CPU rel %g "
+                      "> %g, or no layer streamed (%llu)", arch, wtype, r, tol,
+                      (unsigned long long)sl);
+            free(sp);
         }
         char lab[96];
         snprintf(lab, sizeof lab, "%s %s %s", arch, sl_gguf_type_get(wtype)->name, pn[i]);
