@@ -231,6 +231,9 @@ typedef struct run_result {
     char hot_sched[96];      /* the static hot budget row's scheduler string */
     sl_bench_step_prof prof; /* --profile: the device executor's steps over the decode */
     char graph_error[256];   /* why the CUDA graph capture failed (sl_ctx_stats), "" if not */
+    /* the prefill's MoE layer calls whose host experts streamed through the device, and their
+     * bytes (sl_ctx_stats stream_layers, stream_bytes; runtime/engine/stream.h) */
+    uint64_t prefill_stream_layers, prefill_stream_bytes;
 } run_result;
 
 /* Returns 0 (r->ok says whether it ran; r->why if not) or 1 on an out-of-memory. */
@@ -275,6 +278,8 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     r->prefill_tps = pf > 0 ? n_prompt / pf : 0;
     sl_ctx_stats s0, s1;
     sl_ctx_stats_get(c, &s0);
+    r->prefill_stream_layers = s0.stream_layers;
+    r->prefill_stream_bytes = s0.stream_bytes;
     if (profile && sl_ctx_step_profile(c, r->prof.p0, SL_BENCH_STEP_KINDS, &r->prof.n, &err))
         goto fail;
     for (int32_t i = 0; i < n_gen; i++) {
@@ -648,6 +653,8 @@ int sl_bench_decode(int argc, char **argv)
                 sl_json_f64(stdout, r->load_s);
                 printf(",\"prefill_tps\":");
                 sl_json_f64(stdout, r->prefill_tps);
+                printf(",\"prefill_stream_layers\":%" PRIu64 ",\"prefill_stream_bytes\":%" PRIu64,
+                       r->prefill_stream_layers, r->prefill_stream_bytes);
                 printf(",\"decode_ms_per_token\":");
                 sl_json_f64(stdout, r->decode_ms);
                 printf(",\"decode_tps\":");
@@ -746,6 +753,9 @@ int sl_bench_decode(int argc, char **argv)
                 printf("; %.0f%% of the steps one CUDA graph launch",
                        100 * r->cost.graph_passes_per_step);
             if (r->graph_error[0]) printf("; CUDA graph capture failed: %s", r->graph_error);
+            if (r->prefill_stream_layers)
+                printf("; prefill streamed %" PRIu64 " MoE layers' host experts (%.1f MB)",
+                       r->prefill_stream_layers, (double)r->prefill_stream_bytes / 1e6);
             if (r->cost.cpu_expert_gbps > 0) /* issue 33: beside the read bound above */
                 printf("; CPU experts %.2f GB/s (%.0f%% of the streaming read)",
                        r->cost.cpu_expert_gbps, gbps > 0 ? 100 * r->cost.cpu_expert_gbps / gbps
