@@ -142,9 +142,9 @@ static size_t step_prof_order(const sl_bench_step_prof *p, size_t idx[SL_BENCH_S
     return m;
 }
 
-void sl_bench_step_prof_json(FILE *f, const sl_bench_step_prof *p)
+void sl_bench_step_prof_json(FILE *f, const char *key, const sl_bench_step_prof *p)
 {
-    fprintf(f, ",\"step_profile\":");
+    fprintf(f, ",\"%s\":", key);
     if (!p->n || p->steps <= 0) {
         fprintf(f, "null");
         return;
@@ -171,7 +171,7 @@ void sl_bench_step_prof_json(FILE *f, const sl_bench_step_prof *p)
     fputc(']', f);
 }
 
-void sl_bench_step_prof_print(FILE *f, const sl_bench_step_prof *p)
+void sl_bench_step_prof_print(FILE *f, const char *what, const sl_bench_step_prof *p)
 {
     if (!p->n || p->steps <= 0) return;
     size_t idx[SL_BENCH_STEP_KINDS];
@@ -182,8 +182,8 @@ void sl_bench_step_prof_print(FILE *f, const sl_bench_step_prof *p)
         gap += p->p1[idx[k]].gap_seconds - p->p0[idx[k]].gap_seconds;
     }
     const double st = (double)p->steps;
-    fprintf(f, "    steps per token (--profile): %.1f us in steps + %.1f us idle before them\n",
-            1e6 * tot / st, 1e6 * gap / st);
+    fprintf(f, "    %s steps per token (--profile): %.1f us in steps + %.1f us idle before "
+            "them\n", what, 1e6 * tot / st, 1e6 * gap / st);
     fprintf(f, "    %-14s %10s %10s %10s %7s %10s\n", "step", "calls/tok", "us/tok", "us/call",
             "share", "gap us/tok");
     for (size_t k = 0; k < m; k++) {

@@ -58,11 +58,11 @@ typedef struct sl_bench_step_prof {
     sl_step_profile p0[SL_BENCH_STEP_KINDS], p1[SL_BENCH_STEP_KINDS];
     int64_t steps;
 } sl_bench_step_prof;
-/* ",\"step_profile\":" then null or [{op, calls_per_token, us_per_token, us_per_call,
- * gap_us_per_token}] for the kinds that ran, the most time first. */
-void sl_bench_step_prof_json(FILE *f, const sl_bench_step_prof *p);
-/* The same as a table under a row, indented; nothing when not profiled. */
-void sl_bench_step_prof_print(FILE *f, const sl_bench_step_prof *p);
+/* ",\"KEY\":" then null or [{op, calls_per_token, us_per_token, us_per_call,
+ * gap_us_per_token}] for the kinds that ran, the most time first (per token: per `steps`). */
+void sl_bench_step_prof_json(FILE *f, const char *key, const sl_bench_step_prof *p);
+/* The same as a table under a row, indented, titled `what`; nothing when not profiled. */
+void sl_bench_step_prof_print(FILE *f, const char *what, const sl_bench_step_prof *p);
 
 /* The streaming-read roofline (bench_stream.c). The last-level cache's bytes (32 MiB when
  * sysfs does not say); the buffer a roofline reads: max(8 x LLC, 1 GiB). */

@@ -230,6 +230,7 @@ typedef struct run_result {
     sl_bench_dev_cost cost;  /* the decode steps' blocking syncs, device calls, PCIe bytes */
     char hot_sched[96];      /* the static hot budget row's scheduler string */
     sl_bench_step_prof prof; /* --profile: the device executor's steps over the decode */
+    sl_bench_step_prof pprof; /* --profile: the same over the prefill, per prompt token */
     char graph_error[256];   /* why the CUDA graph capture failed (sl_ctx_stats), "" if not */
     /* the prefill's MoE layer calls whose host experts streamed through the device, and their
      * bytes (sl_ctx_stats stream_layers, stream_bytes; runtime/engine/stream.h) */
@@ -267,6 +268,8 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     co.profile_steps = profile;
     sl_cli_ctx_sched(mf, &co);
     if (sl_ctx_create(m, &co, &c, &err)) goto fail;
+    if (profile && sl_ctx_step_profile(c, r->pprof.p0, SL_BENCH_STEP_KINDS, &r->pprof.n, &err))
+        goto fail;
     for (int32_t i = 0; i < n_prompt; i++)
         ptok[i] = (int32_t)((7 * (int64_t)i + 1) % info.n_vocab);
     /* greedy decoding, the pick taken where the output layer runs (only the id crosses back
@@ -282,6 +285,10 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     r->prefill_stream_bytes = s0.stream_bytes;
     if (profile && sl_ctx_step_profile(c, r->prof.p0, SL_BENCH_STEP_KINDS, &r->prof.n, &err))
         goto fail;
+    if (profile) {
+        memcpy(r->pprof.p1, r->prof.p0, sizeof r->pprof.p1);
+        r->pprof.steps = n_prompt;
+    }
     for (int32_t i = 0; i < n_gen; i++) {
         t0 = sl_cli_now_s();
         if (sl_ctx_eval_greedy(c, &tok, 1, &tok, &err)) goto fail;
@@ -676,7 +683,8 @@ int sl_bench_decode(int argc, char **argv)
                 sl_bench_dev_cost_json(stdout, &r->cost);
                 printf(",\"graph_error\":");
                 sl_json_cstr(stdout, r->graph_error[0] ? r->graph_error : NULL);
-                sl_bench_step_prof_json(stdout, &r->prof);
+                sl_bench_step_prof_json(stdout, "step_profile", &r->prof);
+                sl_bench_step_prof_json(stdout, "prefill_step_profile", &r->pprof);
                 if (r->relu_zero >= 0) {
                     printf(",\"relu_zero_frac\":");
                     sl_json_f64(stdout, r->relu_zero);
@@ -761,7 +769,8 @@ int sl_bench_decode(int argc, char **argv)
                        r->cost.cpu_expert_gbps, gbps > 0 ? 100 * r->cost.cpu_expert_gbps / gbps
                                                          : 0.0);
             putchar('\n');
-            sl_bench_step_prof_print(stdout, &r->prof);
+            sl_bench_step_prof_print(stdout, "decode", &r->prof);
+            sl_bench_step_prof_print(stdout, "prefill", &r->pprof);
         }
         if (!gpu_ran && gpu_why[0] && !mf.placement_given)
             printf("%-12s unavailable: %s\n", "gpu", gpu_why);
