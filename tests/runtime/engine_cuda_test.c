@@ -487,6 +487,46 @@ static void check_threads(const char *dir)
 
 /* No argument: everything below. "deepseek2": only deepseek2's F32 runs and the parity line
  * (tools/gpu-test all's ds2-parity step: a few seconds). */
+/* A Q4_K qwen3moe under experts-cpu: its host experts are repacked into Q4_K_R8 for the CPU,
+ * so a streamed prefill copies those bytes and turns them back into Q4_K on the device
+ * (kernels/cuda/repack.h) before the grouped product; against the CPU placement. */
+static void check_stream_q4k(const char *dir)
+{
+    tm_params p;
+    char path[700];
+    tm_defaults("qwen3moe", &p);
+    p.wtype = SL_GGML_Q4_K;
+    p.n_embd = p.n_ff = 256;
+    p.n_head = 8, p.n_head_kv = 4, p.head_dim = 32;
+    snprintf(path, sizeof path, "%s/stream-qwen3moe-q4k.gguf", dir);
+    sl_error e;
+    const bool wrote = tm_write(&p, path, &e) == SL_OK;
+    CHECK_MSG(wrote, "write: %s", e.msg);
+    if (!wrote) return;
+    sl_model *mc = open_model(path, SL_PLACE_CPU, "sim", NULL);
+    float *ref = mc ? run(mc, 512, false, false) : NULL;
+    sl_model_info info;
+    if (mc) sl_model_info_get(mc, &info);
+    sl_model_close(mc);
+    sl_model *m = ref ? open_model(path, SL_PLACE_EXPERTS_CPU, "cuda", NULL) : NULL;
+    if (m) {
+        sl_model_info mi;
+        sl_model_info_get(m, &mi);
+        uint64_t sl = 0;
+        float *sp = run_streamed(m, &sl);
+        const double r = sp ? rel_diff(ref, sp, (size_t)info.n_vocab * N_TOK) : INFINITY;
+        printf("qwen3moe Q4_K experts-cpu (%llu tensors repacked) streamed prefill vs CPU: rel "
+               "%.3g (%llu layers)\n", (unsigned long long)mi.repacked_tensors, r,
+               (unsigned long long)sl);
+        CHECK_MSG(mi.repacked_tensors > 0 && sl > 0 && r <= 2e-2, "qwen3moe Q4_K streamed: "
+                  "%llu repacked, %llu layers, rel %g", (unsigned long long)mi.repacked_tensors,
+                  (unsigned long long)sl, r);
+        free(sp);
+    }
+    sl_model_close(m);
+    free(ref);
+}
+
 int main(int argc, char **argv)
 {
     const bool ds2_only = argc > 1 && !strcmp(argv[1], "deepseek2");
@@ -532,6 +572,7 @@ int main(int argc, char **argv)
         check_hot_cold(hc[i], SL_GGML_Q8_0, 32, dir);
     }
     if (!ds2_only) check_threads(dir);
+    if (!ds2_only) check_stream_q4k(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) fprintf(stderr, "warning: could not remove %s\n", dir);
