@@ -37,26 +37,10 @@ extern "C" sl_status sl_cuda_gemm_grouped(sl_cuda_ctx *c, uint32_t type,
                                           sl_error *err)
 {
     const char *fn = __func__;
-    if (!sl_cuda_gemv_grouped_supported(type))
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u is not a quantized type "
-                            "of the CUDA GEMV", fn, type);
-    if (n_expert < 1 || n_expert > SL_CUDA_GROUPED_MAX_EXPERTS)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: n_expert = %d not in [1, %d]", fn,
-                            n_expert, (int)SL_CUDA_GROUPED_MAX_EXPERTS);
-    if (n_sel < 1 || n_sel > SL_CUDA_GROUPED_MAX_SLOTS)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: n_sel = %d not in [1, %d]", fn, n_sel,
-                            (int)SL_CUDA_GROUPED_MAX_SLOTS);
-    if (rows < 1 || x_group < 1)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: %s = %lld must be >= 1", fn,
-                            rows < 1 ? "rows" : "x_group", rows < 1 ? (long long)rows
-                                                                     : (long long)x_group);
-    const size_t row_bytes = sl_cuda_gemv_row_bytes(type, cols);
-    if (!row_bytes)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: cols = %lld is not a positive multiple "
-                            "of the type's block size", fn, (long long)cols);
-    if ((rows + GM_BM - 1) / GM_BM > INT32_MAX)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: %lld rows exceed the grid", fn,
-                            (long long)rows);
+    size_t row_bytes = 0;
+    sl_status st = sl__cuda_grouped_check(fn, type, n_expert, n_sel, rows, cols, x_group, GM_BM,
+                                          &row_bytes, err);
+    if (st) return st;
     const int64_t n_x = ((int64_t)n_sel + x_group - 1) / x_group;
     const size_t need = sl_cuda_gemm_grouped_work_bytes(n_x, cols);
     if (!need)
@@ -75,8 +59,7 @@ extern "C" sl_status sl_cuda_gemm_grouped(sl_cuda_ctx *c, uint32_t type,
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", fn);
     uint16_t *xh = (uint16_t *)d_work;
     float *xscale = (float *)((uint8_t *)d_work + align256((size_t)n_x * (size_t)cols * 2));
-    sl_status st = sl__cuda_x_f16_scaled(c, d_x, n_x, cols, xh, xscale, err);
-    if (st) return st;
+    if ((st = sl__cuda_x_f16_scaled(c, d_x, n_x, cols, xh, xscale, err))) return st;
     gm_launch L;
     L.a.wptrs = d_wptrs;
     L.a.n_expert = n_expert;

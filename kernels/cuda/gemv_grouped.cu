@@ -194,13 +194,11 @@ extern "C" sl_status sl_cuda_expert_order(sl_cuda_ctx *c, const int32_t *d_ids, 
     return SL_OK;
 }
 
-extern "C" sl_status sl_cuda_gemv_grouped(sl_cuda_ctx *c, uint32_t type,
-                                          const void *const *d_wptrs, int32_t n_expert,
-                                          const int32_t *d_order, int32_t n_sel, int64_t rows,
-                                          int64_t cols, const float *d_x, int32_t x_group,
-                                          float *d_y, sl_error *err)
+extern "C" sl_status sl__cuda_grouped_check(const char *fn, uint32_t type, int32_t n_expert,
+                                           int32_t n_sel, int64_t rows, int64_t cols,
+                                           int32_t x_group, int64_t tile_rows,
+                                           size_t *row_bytes, sl_error *err)
 {
-    const char *fn = __func__;
     if (!sl_cuda_gemv_grouped_supported(type))
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u is not a quantized type "
                             "of the CUDA GEMV", fn, type);
@@ -210,13 +208,27 @@ extern "C" sl_status sl_cuda_gemv_grouped(sl_cuda_ctx *c, uint32_t type,
         return sl_error_set(err, SL_ERR_INVALID, "%s: %s = %lld must be >= 1", fn,
                             rows < 1 ? "rows" : "x_group", rows < 1 ? (long long)rows
                                                                      : (long long)x_group);
-    const size_t row_bytes = sl_cuda_gemv_row_bytes(type, cols);
-    if (!row_bytes)
+    *row_bytes = sl_cuda_gemv_row_bytes(type, cols);
+    if (!*row_bytes)
         return sl_error_set(err, SL_ERR_INVALID, "%s: cols = %lld is not a positive multiple "
                             "of the type's block size", fn, (long long)cols);
-    if ((rows + GG_ROWS - 1) / GG_ROWS > INT32_MAX)
+    if ((rows + tile_rows - 1) / tile_rows > INT32_MAX)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %lld rows exceed the grid", fn,
                             (long long)rows);
+    return SL_OK;
+}
+
+extern "C" sl_status sl_cuda_gemv_grouped(sl_cuda_ctx *c, uint32_t type,
+                                          const void *const *d_wptrs, int32_t n_expert,
+                                          const int32_t *d_order, int32_t n_sel, int64_t rows,
+                                          int64_t cols, const float *d_x, int32_t x_group,
+                                          float *d_y, sl_error *err)
+{
+    const char *fn = __func__;
+    size_t row_bytes = 0;
+    sl_status st = sl__cuda_grouped_check(fn, type, n_expert, n_sel, rows, cols, x_group,
+                                          GG_ROWS, &row_bytes, err);
+    if (st) return st;
     if (!d_wptrs || !d_order || !d_x || !d_y)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", fn,
                             !d_wptrs ? "d_wptrs" : !d_order ? "d_order" : !d_x ? "d_x" : "d_y");

@@ -46,6 +46,13 @@ sl_status sl_cuda_expert_order(sl_cuda_ctx *c, const int32_t *d_ids, int32_t n_s
                                int32_t n_expert, int32_t *d_order, sl_error *err);
 /* d_order: what sl_cuda_expert_order wrote for the same n_expert and n_sel (other counts make
  * the kernel read past it: nothing on the device can check). */
+/* Shared with gemm_grouped.cu: the arguments both grouped products check, in this order (the
+ * type, the counts, rows and x_group, cols against the type's blocks, rows within tile_rows
+ * tiles of the grid), with fn's name; *row_bytes a row's bytes. */
+sl_status sl__cuda_grouped_check(const char *fn, uint32_t type, int32_t n_expert, int32_t n_sel,
+                                 int64_t rows, int64_t cols, int32_t x_group, int64_t tile_rows,
+                                 size_t *row_bytes, sl_error *err);
+
 sl_status sl_cuda_gemv_grouped(sl_cuda_ctx *c, uint32_t type, const void *const *d_wptrs,
                                int32_t n_expert, const int32_t *d_order, int32_t n_sel,
                                int64_t rows, int64_t cols, const float *d_x, int32_t x_group,

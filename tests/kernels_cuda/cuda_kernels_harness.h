@@ -21,17 +21,7 @@
 #include "base/status.h"
 #include "tests/testing.h"
 
-/* xorshift: one fixed sequence per test program (reproducible failures) */
-static uint64_t rng = 0x243F6A8885A308D3ull;
-static inline uint32_t rnd_u32(void)
-{
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static inline float rnd_f(float lo, float hi)
-{
-    return lo + (hi - lo) * (float)(rnd_u32() & 0xFFFFFF) / 16777216.0f;
-}
+#include "tests/kernels_cuda/rng.h"
 
 static inline void *dmalloc(size_t n)
 {

@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "tests/kernels_cuda/common_cuh.h" /* kernels/cuda/common.cuh (BUILD: common_cuh_h) */
+#include "tests/kernels_cuda/common_cuh.h" /* kernels/cuda/common.cuh (BUILD) */
 #include "tests/kernels_cuda/rand_weights.h"
 
 extern "C" {

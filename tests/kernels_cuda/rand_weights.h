@@ -1,5 +1,5 @@
-/* tests/kernels_cuda/rand_weights.h: a deterministic random source and random weight rows of
- * any type the CUDA decoders take, for the host tests (qt_host_test, gemm_grouped_host_test).
+/* tests/kernels_cuda/rand_weights.h: random weight rows of
+ * any type the CUDA decoders take, for the host tests (host_test.bzl).
  * A row of n values (whole blocks) of type T into w: quantized from random floats where
  * kernels/ref has a quantizer (rep varies the scale and adds an offset now and then), else
  * random codes (all valid) under a random finite block scale of either sign; MXFP4 random codes
@@ -14,16 +14,7 @@ extern "C" {
 #include "kernels/ref/quant.h"
 }
 
-static uint64_t rng = 0x243F6A8885A308D3ull;
-static inline uint32_t rnd_u32(void)
-{
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static inline float rnd_f(float lo, float hi)
-{
-    return lo + (hi - lo) * (float)(rnd_u32() & 0xFFFFFF) / 16777216.0f;
-}
+#include "tests/kernels_cuda/rng.h"
 
 static inline bool rand_weights(uint32_t T, int64_t n, uint8_t *w, float *f, int rep)
 {
