@@ -20,8 +20,11 @@
 
 #include "kernels/cuda/common.cuh"
 
+/* AP_MIN_TOKENS: sl_cuda_attn_at takes this kernel from this many tokens on (ops.cu) */
 enum { AP_BM = 32, AP_TK = 64, AP_THREADS = 128, AP_MAX_D = 256, AP_LDS = AP_TK + 4,
-       AP_LDP = AP_TK + 8 };
+       AP_LDP = AP_TK + 8, AP_MIN_TOKENS = 32 };
+static_assert(AP_THREADS == 4 * AP_BM && AP_TK == 4 * 16,
+              "4 softmax threads a row, 16 columns each");
 
 struct ap_args {
     const float *q;     /* [n_tok] rows of q_ts floats: [n_head][D] */
@@ -159,12 +162,13 @@ template <typename KV> static __device__ void ap_body(const ap_args &a, uint8_t 
             const float mn = fmaxf(m_run, mx);
             /* no position of the row yet: nothing to correct, every p 0 */
             const float corr = mn == -INFINITY ? 1.0f : expf(m_run - mn);
+            /* the denominator sums the F16 weights P V multiplies */
             float sum = 0.0f;
 #pragma unroll
             for (int c = 0; c < 16; c++) {
-                const float p = l[c] == -INFINITY ? 0.0f : expf(l[c] - mn);
-                sp[sr * AP_LDP + sc * 16 + c] = __float2half_rn(p);
-                sum += p;
+                const __half ph = __float2half_rn(l[c] == -INFINITY ? 0.0f : expf(l[c] - mn));
+                sp[sr * AP_LDP + sc * 16 + c] = ph;
+                sum += __half2float(ph);
             }
             sum += __shfl_xor_sync(0xffffffffu, sum, 1);
             sum += __shfl_xor_sync(0xffffffffu, sum, 2);

@@ -691,7 +691,7 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
     }
 }
 
-/* A prefill's tokens (two or more, at positions on the device) on the tensor cores:
+/* A prefill's tokens (AP_MIN_TOKENS or more, at positions on the device) on the tensor cores:
  * kernels/cuda/attn_prefill.cuh, its shared memory raised to ap_layout's size per launch (a
  * host-side attribute, ~1 us against a prefill's milliseconds). */
 static sl_status attn_prefill(sl_cuda_ctx *c, const float *d_q, const void *d_k, const void *d_v,
@@ -715,10 +715,8 @@ static sl_status attn_prefill(sl_cuda_ctx *c, const float *d_q, const void *d_k,
     a.softcap = p->softcap;
     a.sinks = p->sinks;
     const size_t smem = ap_layout(a.Dp).total;
+    /* (attn_launch sends only grids of <= 65535 tiles here) */
     const int64_t tiles = ((int64_t)n_tok * a.group + AP_BM - 1) / AP_BM;
-    if (tiles > 65535)
-        return sl_error_set(err, SL_ERR_INVALID, "sl_cuda_attn_at: %lld tokens x %d heads a kv "
-                            "head exceed the grid", (long long)n_tok, a.group);
     const dim3 grid((unsigned)p->n_kv_head, (unsigned)tiles);
     if (p->kv_type == SL_KV_F16) {
         SL_CU(err, cudaFuncSetAttribute(k_attn_prefill<uint16_t>,
@@ -758,7 +756,11 @@ static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, c
     st = enter(fn, c, err);
     if (st) return st;
     const float scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)p->head_dim));
-    if (d_pos && n_tok > 1 && p->head_dim <= AP_MAX_D && !c->f32_act)
+    /* the tiled kernel for a prefill: a block walks its tile's whole range, so a few tokens
+     * (few blocks) at a long context are faster per token, warps splitting the positions */
+    const int64_t tiles = (n_tok * (p->n_head / p->n_kv_head) + AP_BM - 1) / AP_BM;
+    if (d_pos && n_tok >= AP_MIN_TOKENS && tiles <= 65535 && p->head_dim <= AP_MAX_D &&
+        !c->f32_act)
         return attn_prefill(c, d_q, d_k, d_v, p, scale, d_pos, n_tok, d_out, err);
     attn_k a;
     a.D = p->head_dim;

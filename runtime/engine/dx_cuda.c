@@ -4,8 +4,8 @@
  * (whose 1e-4 agreement with the reference an F16 GEMM would lose); the cuBLAS GEMM after
  * dequantisation to F16 otherwise, when the caller's workspace holds the matrix, else GEMV in
  * batches. Attention: one launch for up to 65535 tokens, each at its position read on the
- * device (so a captured decode pass replays at any context length; each token's block the
- * decode kernel's), not yet a tiled kernel that reads K/V once per tile of queries. Routed
+ * device (so a captured decode pass replays at any context length); a prefill's tokens in
+ * tiles that read K/V once per tile (kernels/cuda/attn_prefill.cuh, ops.h). Routed
  * experts: over a chunk of up to MOE_CHUNK tokens' selections at once (a prefill of 512 tokens
  * was 4 launches per token and layer: launch-bound at 284 tok/s on the H200, 2026-11-30) —
  * gate and up (each token's X shared by its k slots), the activation, down (each slot's own

@@ -26,6 +26,23 @@ typedef struct layout {
     uint64_t off[6], pb[3], total;
 } layout;
 
+/* The one layout rule: regions of the given bytes (a projection's experts, a bias), each
+ * starting 256-byte aligned; off[i] where region i starts; returns the total. */
+static uint64_t regions(const uint64_t bytes[6], uint64_t off[6])
+{
+    uint64_t at = 0;
+    for (int i = 0; i < 6; i++) {
+        if (off) off[i] = at;
+        at += up256(bytes[i]);
+    }
+    return at;
+}
+
+uint64_t sl__stream_bytes_of(const uint64_t bytes[6])
+{
+    return regions(bytes, NULL);
+}
+
 static bool layout_of(const sl__layer *L, layout *o)
 {
     if (!sl__layer_moe(L) || L->moe_split) return false;
@@ -33,20 +50,16 @@ static bool layout_of(const sl__layer *L, layout *o)
     const uint64_t X = (uint64_t)H->n_expert, E = (uint64_t)H->n_embd, F = (uint64_t)H->n_ff;
     const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
     const uint64_t rows[3] = {F, F, E}, cols[3] = {E, E, F};
-    uint64_t at = 0;
+    const float *b[3] = {H->gate_b, H->up_b, H->down_b};
+    uint64_t bytes[6];
     for (int p = 0; p < 3; p++) {
         const uint64_t rb = sl_quant_row_bytes(sl_repack_base_type(t[p]), (int64_t)cols[p]);
         if (!rb) return false;
         o->pb[p] = rb * rows[p];
-        o->off[p] = at;
-        at += up256(X * o->pb[p]);
+        bytes[p] = X * o->pb[p];
+        bytes[3 + p] = b[p] ? X * rows[p] * sizeof(float) : 0;
     }
-    const float *b[3] = {H->gate_b, H->up_b, H->down_b};
-    for (int p = 0; p < 3; p++) {
-        o->off[3 + p] = at;
-        if (b[p]) at += up256(X * rows[p] * sizeof(float));
-    }
-    o->total = at;
+    o->total = regions(bytes, o->off);
     return true;
 }
 
@@ -54,16 +67,6 @@ uint64_t sl__stream_layer_bytes(const sl_model *m, int32_t il)
 {
     layout l;
     return il >= 0 && il < m->hp.n_layer && layout_of(&m->layers[il], &l) ? l.total : 0;
-}
-
-uint64_t sl__stream_max_bytes(const sl_model *m)
-{
-    uint64_t best = 0;
-    for (int32_t il = 0; il < m->hp.n_layer; il++) {
-        const uint64_t b = sl__stream_layer_bytes(m, il);
-        if (b > best) best = b;
-    }
-    return best;
 }
 
 /* A device layer whose routed experts are all on the host, whole (not split) — what streams —
@@ -77,10 +80,16 @@ static bool streamable(const sl_ctx *c, int32_t il)
     const sl_device_kind k = sl_device_kind_get(c->m->dev);
     const sl_moe_layer *H = &L->moe;
     const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
-    for (int p = 0; p < 3; p++)
+    const int64_t cols[3] = {H->n_embd, H->n_embd, H->n_ff};
+    for (int p = 0; p < 3; p++) {
         if (!sl__dx_supports(k, k == SL_DEVICE_CUDA ? sl_repack_base_type(t[p]) : t[p],
                              SL__DX_OP_MATVEC))
             return false;
+        /* the device's undo takes a group of 8 repacked rows in shared memory */
+        if (k == SL_DEVICE_CUDA && t[p] == SL_TYPE_Q4_K_R8 &&
+            cols[p] / 256 * 1152 > SL_CUDA_R8_MAX_GROUP)
+            return false;
+    }
     return true;
 }
 
@@ -99,9 +108,9 @@ sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
     void *buf = NULL, *dp = NULL;
     sl_error e;
     /* no room on the device: the layers' experts stay on the CPU, as without streaming */
-    if (sl__ctx_dev_take(c, bytes, &buf, &e) ||
-        (cuda_dev(m) && sl__ctx_dev_take(c, n_ptr * sizeof(void *), &dp, &e)))
-        return SL_OK;
+    if ((cuda_dev(m) && sl__ctx_dev_take(c, n_ptr * sizeof(void *), &dp, &e)) ||
+        sl__ctx_dev_take(c, bytes, &buf, &e))
+        return SL_OK; /* (the pointer arrays' few KiB stay taken) */
     s->view = calloc((size_t)m->hp.n_layer, sizeof *s->view);
     s->hp = calloc(n_ptr, sizeof *s->hp);
     if (!s->view || !s->hp) {
@@ -120,7 +129,7 @@ sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
     }
     s->buf = buf;
     s->bytes = bytes;
-    return SL_OK;
+    return sl__stream_validate(c, err);
 }
 
 void sl__stream_free(sl_ctx *c)

@@ -45,11 +45,14 @@ typedef struct sl__stream {
     sl_cuda_ctx *cu;      /* cuda: the Q4_K_R8 undo's context, else NULL */
 } sl__stream;
 
+/* The staging bytes of one layer from its regions' bytes: gate, up and down experts (all of a
+ * projection's), then their three biases (0: none), each 256-byte aligned. The one rule of the
+ * layout, for the buffer and for the placement's reserve (weight.c, before the layers' expert
+ * views exist). */
+uint64_t sl__stream_bytes_of(const uint64_t bytes[6]);
 /* Bytes layer il's routed experts (and their biases) take in the staging buffer, as the device
  * reads them; 0 for a layer without routed experts or split hot / cold. */
 uint64_t sl__stream_layer_bytes(const struct sl_model *m, int32_t il);
-/* The largest over the layers. */
-uint64_t sl__stream_max_bytes(const struct sl_model *m);
 
 /* At the end of the device side's creation (ctx_dev.c): the buffer and arrays when some device
  * layer's experts are on the host, min_tokens > 0 and the context's batch reaches it. */

@@ -63,6 +63,35 @@ static uint32_t loaded_type(const sl_weight *w)
     return needs_conversion(w) ? SL_GGML_F32 : w->file_type;
 }
 
+/* The largest layer's routed experts and biases as loaded, in stream.h's staging layout (the
+ * layers' expert views are filled after the plan, so this reads the weights). */
+static uint64_t stream_reserve(const sl_model *m)
+{
+    uint64_t best = 0;
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const sl__layer *L = &m->layers[il];
+        const sl_weight *merged[3] = {L->gate_exps, L->up_exps, L->down_exps};
+        sl_weight *const *per[3] = {L->gate_e, L->up_e, L->down_e};
+        const sl_weight *bias[3] = {L->gate_exps_b, L->up_exps_b, L->down_exps_b};
+        uint64_t bytes[6] = {0};
+        bool any = false;
+        for (int p = 0; p < 3; p++) {
+            if (merged[p]) {
+                bytes[p] = loaded_bytes(merged[p]);
+                any = true;
+            } else if (per[p]) {
+                for (int32_t x = 0; x < m->hp.n_expert; x++)
+                    if (per[p][x]) bytes[p] += loaded_bytes(per[p][x]);
+                any = true;
+            }
+            if (bias[p]) bytes[3 + p] = loaded_bytes(bias[p]);
+        }
+        const uint64_t b = any ? sl__stream_bytes_of(bytes) : 0;
+        if (b > best) best = b;
+    }
+    return best;
+}
+
 /* Device bytes a context needs besides weights, for the budget: an F16 KV cache of
  * opt.budget_ctx (default min(n_ctx_train, 4096)) positions in every layer, and the working
  * buffers of a 512-token batch (an estimate of ctx_dev.c's carve; the logits buffer is capped
@@ -83,7 +112,7 @@ uint64_t sl__model_reserve_bytes(const sl_model *m)
     /* cuda: a prefill's streaming buffer for one layer's host experts (stream.h), which a
      * budget that leaves experts on the host must hold */
     const uint64_t stream = m->dev && sl_device_kind_get(m->dev) == SL_DEVICE_CUDA
-                                ? sl__stream_max_bytes(m) : 0;
+                                ? stream_reserve(m) : 0;
     return kv + 512 * per_tok + logits + stream;
 }
 

@@ -86,8 +86,12 @@ static void run(int vi, const variant &V)
     uint8_t *sm = (uint8_t *)aligned_alloc(128, (L.total + 127) / 128 * 128);
     const long faults0 = sl_shim_wmma_faults.load();
     const unsigned tiles = (unsigned)((V.n_tok * a.group + AP_BM - 1) / AP_BM);
-    CHECK(sm && sl_shim_launch(sl_shim_dim3{(unsigned)V.n_kv, tiles, 1}, AP_THREADS,
-                               [&] { V.f16 ? ap_body<uint16_t>(a, sm) : ap_body<float>(a, sm); }));
+    /* shared memory poisoned (NaN bits) before each block: a read of what the block did not
+     * write shows */
+    CHECK(sm && sl_shim_launch(
+                    sl_shim_dim3{(unsigned)V.n_kv, tiles, 1}, AP_THREADS,
+                    [&] { V.f16 ? ap_body<uint16_t>(a, sm) : ap_body<float>(a, sm); },
+                    [&] { memset(sm, 0xFF, L.total); }));
     CHECK_MSG(sl_shim_wmma_faults.load() == faults0, "variant %d: %ld WMMA calls broke an "
               "alignment rule", vi, sl_shim_wmma_faults.load() - faults0);
     sl_attn_params p = {.n_head = V.n_head, .n_kv_head = V.n_kv, .head_dim = V.D, .n_pos = 1,

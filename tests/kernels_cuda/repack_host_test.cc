@@ -34,9 +34,10 @@ int main(void)
         CHECK_MSG(sl_repack_q4_K_r8(orig, r8, rows, cols, &e) == SL_OK, "%s", e.msg);
         CHECK_MSG(memcmp(orig, r8, bytes) != 0, "cols %lld: the repack changed nothing",
                   (long long)cols);
-        CHECK(sl_shim_launch(sl_shim_dim3{(unsigned)(rows / 8), 1, 1}, RP_THREADS, [&] {
-            rp_group(r8 + (int64_t)blockIdx.x * nb * RP_R8, nb, sm);
-        }));
+        CHECK(sl_shim_launch(
+            sl_shim_dim3{(unsigned)(rows / 8), 1, 1}, RP_THREADS,
+            [&] { rp_group(r8 + (int64_t)blockIdx.x * nb * RP_R8, nb, sm); },
+            [&] { memset(sm, 0xA5, (size_t)nb * RP_R8); })); /* shared memory poisoned */
         size_t diff = 0;
         for (size_t i = 0; i < bytes; i++) diff += orig[i] != r8[i];
         CHECK_MSG(diff == 0, "cols %lld: %zu of %zu bytes differ from the original Q4_K",

@@ -153,8 +153,9 @@ static double batch_vs(sl_model *m, const float *ref, size_t V, double tol, cons
 }
 
 /* A prefill of the N_TOK tokens with every MoE layer's host experts streamed through the device
- * (runtime/engine/stream.h: prefill_stream=4, under the test's 11 tokens): all logits, and the
- * MoE layer calls that streamed in *layers. */
+ * (runtime/engine/stream.h: prefill_stream=4, under the test's 11 tokens), in the default
+ * numerics (SLUICE_ACT_F32 off: the streamed experts through the tensor-core grouped product
+ * for quantized weights): all logits, and the MoE layer calls that streamed in *layers. */
 static float *run_streamed(sl_model *m, uint64_t *layers)
 {
     sl_ctx_options co = sl_ctx_options_default();
@@ -165,7 +166,10 @@ static float *run_streamed(sl_model *m, uint64_t *layers)
     sl_ctx *c = NULL;
     sl_error e;
     *layers = 0;
-    if (sl_ctx_create(m, &co, &c, &e) != SL_OK) {
+    setenv("SLUICE_ACT_F32", "0", 1); /* read by sl_ctx_create */
+    const sl_status cs = sl_ctx_create(m, &co, &c, &e);
+    setenv("SLUICE_ACT_F32", "1", 1);
+    if (cs != SL_OK) {
         CHECK_MSG(false, "ctx (prefill_stream=4): %s", e.msg);
         return NULL;
     }

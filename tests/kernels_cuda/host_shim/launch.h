@@ -6,6 +6,8 @@
 #ifndef SL_TESTS_HOST_SHIM_LAUNCH_H
 #define SL_TESTS_HOST_SHIM_LAUNCH_H
 
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "cuda_runtime.h"
@@ -32,10 +34,13 @@ template <typename F> struct sl_shim_thread {
 };
 
 /* Runs body() (which calls the kernel with its arguments) for every thread of grid x block
- * (pthreads, not std::thread, whose virtual state the UBSan build cannot link); false if a
- * thread could not be started (the block's started threads would wait at its barrier: the
- * caller's test fails) or threads is not a positive multiple of 32 (whole warps: shuffles). */
-template <typename F> static bool sl_shim_launch(sl_shim_dim3 grid, unsigned threads, F body)
+ * (pthreads, not std::thread, whose virtual state the UBSan build cannot link), and
+ * before_block() before each block's threads start (a test poisons its dynamic shared memory
+ * there, so a read before the block wrote it shows, as stale device memory would). False if
+ * threads is not a positive multiple of 32 (whole warps: shuffles); a thread that cannot be
+ * started aborts the test (its block's other threads would wait at the barrier forever). */
+template <typename F, typename G>
+static bool sl_shim_launch(sl_shim_dim3 grid, unsigned threads, F body, G before_block)
 {
     if (!threads || threads % 32) return false;
     std::vector<sl_shim_thread<F>> ts(threads);
@@ -45,19 +50,27 @@ template <typename F> static bool sl_shim_launch(sl_shim_dim3 grid, unsigned thr
     for (unsigned bz = 0; bz < grid.z; bz++)
         for (unsigned by = 0; by < grid.y; by++)
             for (unsigned bx = 0; bx < grid.x; bx++) {
+                before_block();
                 pthread_barrier_t bar;
                 pthread_barrier_init(&bar, nullptr, threads);
                 for (unsigned t = 0; t < threads; t++) {
                     ts[t] = sl_shim_thread<F>{&body, &bar, &warps[t / 32], {t, 0, 0},
                                               {bx, by, bz}, {threads, 1, 1}, grid};
-                    if (pthread_create(&hs[t], nullptr, sl_shim_thread<F>::run, &ts[t]))
-                        return false;
+                    if (pthread_create(&hs[t], nullptr, sl_shim_thread<F>::run, &ts[t])) {
+                        fprintf(stderr, "sl_shim_launch: pthread_create failed\n");
+                        abort();
+                    }
                 }
                 for (unsigned t = 0; t < threads; t++) pthread_join(hs[t], nullptr);
                 pthread_barrier_destroy(&bar);
             }
     for (auto &w : warps) pthread_barrier_destroy(&w.bar);
     return true;
+}
+
+template <typename F> static bool sl_shim_launch(sl_shim_dim3 grid, unsigned threads, F body)
+{
+    return sl_shim_launch(grid, threads, body, [] {});
 }
 
 #endif
