@@ -331,12 +331,13 @@ def main():
     mj = json.loads(r.stdout) if r.returncode == 0 else {}
     rows = mj.get("rows", [])
     expect(r.returncode == 0 and [x.get("mode") for x in rows] ==
-           ["cpu", "cpu sync", "post", "full", "auto+cache", "static hot", "cpu+uploads"] and
+           ["cpu", "cpu sync", "post", "full", "auto+cache", "static hot", "cpu+uploads",
+            "cpu+stream"] and
            all(x.get("ok") and x.get("decode_tps", 0) > 0 and x.get("bound_tps", 0) > 0 and
                ((x.get("prefill_tps") or 0) > 0) == (x.get("mode") != "cpu sync")
                for x in rows),
            f"bench moe --json runs cpu, cpu sync (decode only), post, full, auto+cache, "
-           f"static hot, cpu+uploads ({r.stderr.strip()[-300:]})")
+           f"static hot, cpu+uploads, cpu+stream ({r.stderr.strip()[-300:]})")
     # the host's cost per layer and token: the cpu row waits only for the logits (its host
     # part is ordered on the stream) and moves no expert bytes; the static hot row none either
     by = {x.get("mode"): x for x in rows}
@@ -345,7 +346,7 @@ def main():
            "bench moe rows carry syncs, device calls, PCIe expert bytes, CPU GB/s")
     # order=sync: the same work after a blocking sync per layer (one per token beside it)
     expect(by.get("cpu sync", {}).get("syncs_per_layer", 0) >= 1 and
-           by.get("cpu sync", {}).get("sched") == "mode=cpu order=sync" and
+           by.get("cpu sync", {}).get("sched") == "mode=cpu order=sync prefill_stream=0" and
            by.get("cpu sync", {}).get("prefill_skipped"),
            f"bench moe: cpu sync row {by.get('cpu sync')}")
     expect(by.get("cpu", {}).get("pcie_expert_bytes_per_token") == 0 and
@@ -360,7 +361,7 @@ def main():
     modes = [(x.get("scheduler"), x.get("sched_mode")) for x in rows]
     expect(mj.get("placement") == "experts-cpu" and
            modes == [("cpu", "cpu"), ("cpu", "cpu"), ("fetch", "post"), ("fetch", "full"),
-                     ("fetch", "auto"), ("fetch", "cpu"), ("fetch", "cpu")] and
+                     ("fetch", "auto"), ("fetch", "cpu"), ("fetch", "cpu"), ("cpu", "cpu")] and
            all(x.get("placement") == "experts-cpu" and x.get("decode_steps") == 2 and
                0 < x["decode_ms_per_token_median"] <= x["decode_ms_per_token_p90"] and
                math.isclose(x["decode_tps"], 1e3 / x["decode_ms_per_token_mean"], rel_tol=1e-9)

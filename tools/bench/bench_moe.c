@@ -23,6 +23,9 @@
  *               the CPU's misses; nothing crosses PCIe in decode
  *   cpu+uploads mode=cpu cache_kb=<25%> policy=lfu uploads=2: a run-time cache of at most two
  *               uploads per layer and step, by decayed frequency
+ *   cpu+stream  mode=cpu with the default prefill_stream: the prefill's host experts copied
+ *               through the device (runtime/engine/stream.h); every row above has
+ *               prefill_stream=0, so that its prefill is its scheduler's
  * Each row: one context; a --prompt of 8 tokens, then --tokens one-token decode steps (default
  * 32, timed; tok/s = steps / their total time, ms/token their mean, median and p90 beside it;
  * counters are deltas over those steps), then a fresh context evaluating --prefill tokens in
@@ -72,7 +75,7 @@
 
 static const char *const k_cmd = "bench moe";
 
-enum { N_ROWS = 7, PROMPT = 8, COPY_REPS = 5 };
+enum { N_ROWS = 8, PROMPT = 8, COPY_REPS = 5 };
 
 static void usage(FILE *f)
 {
@@ -550,8 +553,8 @@ int sl_bench_moe(int argc, char **argv)
     uint64_t scratch_kb = (uint64_t)(per_layer / 1024) + 1024;
     if (scratch_kb < 64 * 1024) scratch_kb = 64 * 1024;
     const char *names[N_ROWS] = {"cpu", "cpu sync", "post", "full", "auto+cache", "static hot",
-                                 "cpu+uploads"};
-    enum { R_POST = 2, R_AUTO = 4 }; /* rows from R_POST on run the fetching scheduler */
+                                 "cpu+uploads", "cpu+stream"};
+    enum { R_POST = 2, R_AUTO = 4 }; /* rows R_POST .. N_ROWS - 2 run the fetching scheduler */
     snprintf(rows[0].sched, sizeof rows[0].sched, "mode=cpu");
     snprintf(rows[1].sched, sizeof rows[1].sched, "mode=cpu order=sync");
     rows[1].no_prefill = true;
@@ -570,12 +573,21 @@ int sl_bench_moe(int argc, char **argv)
              cache_bytes >> 10, PROMPT * info.n_expert_used);
     snprintf(rows[6].sched, sizeof rows[6].sched,
              "mode=cpu cache_kb=%" PRIu64 " policy=lfu uploads=2", cache_bytes >> 10);
+    /* the scheduler rows' prefill is their own: a prefill's experts streamed through the
+     * device (the default, runtime/engine/stream.h) would bypass every scheduler; the last
+     * row is that default */
+    for (int k = 0; k < N_ROWS - 1; k++) {
+        const size_t n = strlen(rows[k].sched);
+        snprintf(rows[k].sched + n, sizeof rows[k].sched - n, " prefill_stream=0");
+    }
+    snprintf(rows[N_ROWS - 1].sched, sizeof rows[N_ROWS - 1].sched, "mode=cpu");
     bool trace_done = false;
     for (int k = 0; k < N_ROWS; k++) {
         row *r = &rows[k];
         r->name = names[k];
         if (!json) fprintf(stderr, "bench moe: %s ...\n", r->name);
-        run_row(m, &info, &mb, k >= R_POST, k == R_POST, (int32_t)n_dec, (int32_t)n_pre,
+        run_row(m, &info, &mb, k >= R_POST && k < N_ROWS - 1, k == R_POST, (int32_t)n_dec,
+                (int32_t)n_pre,
                 trace ? sl_cli_out_name(&tr) : NULL, r);
         trace_done |= r->traced;
         const double tc = r->cpu_bytes / (cpu_gbs * 1e9);
