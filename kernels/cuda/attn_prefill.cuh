@@ -12,7 +12,8 @@
  * cores. Sinks join each row's denominator at the end. Head dims are padded to a multiple of 16
  * with zeros (no term). Precision: Q' = scale q, K, P and V rounded to F16 (as llama.cpp's
  * flash attention): logits within ~2^-10 of |q'||k|; the F32-activation mode keeps the exact
- * per-token kernel (ops.cu). Shared memory: ap_layout (74 KB at head_dim 128, 131 KB at 256). */
+ * per-token kernel (ops.cu). Shared memory: ap_layout (74 KB at head_dim 128, 131 KB at 256,
+ * 200 KB for MLA's 576 with K and V one tile). */
 #ifndef SL_KERNELS_CUDA_ATTN_PREFILL_CUH
 #define SL_KERNELS_CUDA_ATTN_PREFILL_CUH
 
@@ -20,8 +21,10 @@
 
 #include "kernels/cuda/common.cuh"
 
-/* AP_MIN_TOKENS: sl_cuda_attn_at takes this kernel from this many tokens on (ops.cu) */
-enum { AP_BM = 32, AP_TK = 64, AP_THREADS = 128, AP_MAX_D = 256, AP_LDS = AP_TK + 4,
+/* AP_MIN_TOKENS: sl_cuda_attn_at takes this kernel from this many tokens on (ops.cu); head
+ * dims up to AP_MAX_D when ap_layout's bytes fit the device's shared memory (MLA's 576-wide
+ * latent rows do, as K and V are the same rows there) */
+enum { AP_BM = 32, AP_TK = 64, AP_THREADS = 128, AP_MAX_D = 576, AP_LDS = AP_TK + 4,
        AP_LDP = AP_TK + 8, AP_MIN_TOKENS = 32 };
 static_assert(AP_THREADS == 4 * AP_BM && AP_TK == 4 * 16,
               "4 softmax threads a row, 16 columns each");
@@ -32,18 +35,20 @@ struct ap_args {
     const int32_t *pos; /* [n_tok]: token t sees positions .. pos[t] (window: the last ones) */
     float *out;         /* as q */
     int32_t n_tok, D, Dp, group, n_kv_head, window;
+    bool kv_same;       /* k == v (MLA's latent rows): one tile in shared memory serves both */
     int64_t q_ts;
     float scale, softcap;
     const float *sinks; /* NULL or [n_head] */
 };
 
-/* Byte offsets of the shared regions for padded head dim Dp (a multiple of 16): each region a
- * multiple of 32 bytes, as are fragments 16 rows / 16 columns apart within it (WMMA's rule). */
+/* Byte offsets of the shared regions for padded head dim Dp (a multiple of 16; kv_same: no V
+ * region, V is K's): each region a multiple of 32 bytes, as are fragments 16 rows / 16 columns
+ * apart within it (WMMA's rule). */
 struct ap_smem {
     int ldh, ldo; /* the F16 rows' (Q, K, V) and O's strides, in elements */
     size_t q, k, v, s, p, o, rows, total;
 };
-static __host__ __device__ inline ap_smem ap_layout(int Dp)
+static __host__ __device__ inline ap_smem ap_layout(int Dp, bool kv_same)
 {
     ap_smem L;
     L.ldh = Dp + 8;
@@ -51,7 +56,8 @@ static __host__ __device__ inline ap_smem ap_layout(int Dp)
     size_t at = 0;
     L.q = at, at += (size_t)AP_BM * L.ldh * 2;
     L.k = at, at += (size_t)AP_TK * L.ldh * 2;
-    L.v = at, at += (size_t)AP_TK * L.ldh * 2;
+    L.v = kv_same ? L.k : at;
+    if (!kv_same) at += (size_t)AP_TK * L.ldh * 2;
     L.s = at, at += (size_t)AP_BM * AP_LDS * 4;
     L.p = at, at += (size_t)AP_BM * AP_LDP * 2;
     L.o = at, at += (size_t)AP_BM * L.ldo * 4;
@@ -73,7 +79,7 @@ template <> __device__ __forceinline__ float ap_kv<uint16_t>(const uint16_t *p, 
 template <typename KV> static __device__ void ap_body(const ap_args &a, uint8_t *sm)
 {
     using namespace nvcuda;
-    const ap_smem L = ap_layout(a.Dp);
+    const ap_smem L = ap_layout(a.Dp, a.kv_same);
     const int ldh = L.ldh, ldo = L.ldo, Dp = a.Dp;
     __half *sq = (__half *)(sm + L.q), *sk = (__half *)(sm + L.k), *sv = (__half *)(sm + L.v);
     float *ss = (float *)(sm + L.s), *so = (float *)(sm + L.o);
@@ -123,10 +129,10 @@ template <typename KV> static __device__ void ap_body(const ap_args &a, uint8_t 
             if (j0 + jj < P1 && d < a.D) {
                 const int64_t off = (int64_t)(j0 + jj) * kv_row + (int64_t)kvh * a.D + d;
                 kx = ap_kv<KV>(K, off);
-                vx = ap_kv<KV>(V, off);
+                vx = a.kv_same ? 0.0f : ap_kv<KV>(V, off);
             }
             sk[jj * ldh + d] = __float2half_rn(kx);
-            sv[jj * ldh + d] = __float2half_rn(vx);
+            if (!a.kv_same) sv[jj * ldh + d] = __float2half_rn(vx);
         }
         __syncthreads();
         /* S [AP_BM][AP_TK]: warp w the row half w & 1, column blocks 2 (w >> 1) and + 1 */

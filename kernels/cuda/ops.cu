@@ -710,11 +710,12 @@ static sl_status attn_prefill(sl_cuda_ctx *c, const float *d_q, const void *d_k,
     a.group = p->n_head / p->n_kv_head;
     a.n_kv_head = p->n_kv_head;
     a.window = p->window;
+    a.kv_same = d_k == d_v;
     a.q_ts = (int64_t)p->n_head * p->head_dim;
     a.scale = scale;
     a.softcap = p->softcap;
     a.sinks = p->sinks;
-    const size_t smem = ap_layout(a.Dp).total;
+    const size_t smem = ap_layout(a.Dp, a.kv_same).total;
     /* (attn_launch sends only grids of <= 65535 tiles here) */
     const int64_t tiles = ((int64_t)n_tok * a.group + AP_BM - 1) / AP_BM;
     const dim3 grid((unsigned)p->n_kv_head, (unsigned)tiles);
@@ -760,7 +761,8 @@ static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, c
      * (few blocks) at a long context are faster per token, warps splitting the positions */
     const int64_t tiles = (n_tok * (p->n_head / p->n_kv_head) + AP_BM - 1) / AP_BM;
     if (d_pos && n_tok >= AP_MIN_TOKENS && tiles <= 65535 && p->head_dim <= AP_MAX_D &&
-        !c->f32_act)
+        !c->f32_act &&
+        ap_layout((p->head_dim + 15) / 16 * 16, d_k == d_v).total <= c->info.smem_per_block_optin)
         return attn_prefill(c, d_q, d_k, d_v, p, scale, d_pos, n_tok, d_out, err);
     attn_k a;
     a.D = p->head_dim;

@@ -3,8 +3,9 @@
  * block a host thread (barriers, xor shuffles: host_shim/launch.h; WMMA with its alignment
  * rules checked: mma.h), against kernels/ref's one-token attention (sl_ref_attn_decode) for
  * every token at its own position. Variants: MHA and GQA groups of 4 and 3 (rows of one token
- * split across tiles), head dims 64, 128, 80 (padded to 96) and 256, F32 and F16 caches, a
- * window, softcap, sinks, tokens in reverse order, and a batch whose positions restart at 0
+ * split across tiles), head dims 64, 128, 80 (padded to 96) and 256, MLA's 576 with V the K
+ * rows, F32 and F16 caches, a window, softcap, sinks, tokens in reverse order, and a batch whose
+ * positions restart at 0
  * (a fresh prompt beside a continued one: each row's own range). Tolerance: F16 operands
  * (scaled q, K, P, V) with F32 sums: 1.5e-3 of max |v| (an indexing or masking error is O(1)). */
 #include <cmath>
@@ -28,6 +29,7 @@ struct variant {
     int window;
     float softcap;
     bool sinks;
+    bool kv_same; /* V is K's rows (MLA's latent cache) */
 };
 
 static void run(int vi, const variant &V)
@@ -59,6 +61,7 @@ static void run(int vi, const variant &V)
         }
     }
     for (int h = 0; h < 16; h++) sinks[h] = rnd_f(-2.0f, 2.0f);
+    if (V.kv_same) vmax = 1.0f; /* V is K: values in [-1, 1] */
     for (int t = 0; t < V.n_tok; t++) {
         const int s = V.reverse ? V.n_tok - 1 - t : t;
         /* restart: the first 10 tokens a fresh prompt at 0.., the rest continue first_pos.. */
@@ -68,7 +71,8 @@ static void run(int vi, const variant &V)
     ap_args a;
     a.q = q;
     a.k = k;
-    a.v = v;
+    a.v = V.kv_same ? k : v;
+    a.kv_same = V.kv_same;
     a.pos = pos;
     a.out = out;
     a.n_tok = V.n_tok;
@@ -82,7 +86,7 @@ static void run(int vi, const variant &V)
     a.softcap = V.softcap;
     a.sinks = V.sinks ? sinks : nullptr;
     for (int64_t i = 0; i < V.n_tok * qd; i++) out[i] = 12345.0f;
-    const ap_smem L = ap_layout(Dp);
+    const ap_smem L = ap_layout(Dp, V.kv_same);
     uint8_t *sm = (uint8_t *)aligned_alloc(128, (L.total + 127) / 128 * 128);
     const long faults0 = sl_shim_wmma_faults.load();
     const unsigned tiles = (unsigned)((V.n_tok * a.group + AP_BM - 1) / AP_BM);
@@ -103,7 +107,8 @@ static void run(int vi, const variant &V)
     for (int t = 0; t < V.n_tok; t++) {
         p.n_pos = pos[t] + 1;
         sl_error e;
-        CHECK_MSG(sl_ref_attn_decode(q + t * qd, k, v, &p, ref, &e) == SL_OK, "%s", e.msg);
+        CHECK_MSG(sl_ref_attn_decode(q + t * qd, k, V.kv_same ? k : v, &p, ref, &e) == SL_OK,
+                  "%s", e.msg);
         for (int64_t i = 0; i < qd; i++) {
             const double d = fabs((double)out[t * qd + i] - ref[i]);
             worst = d > worst ? d : worst;
@@ -125,10 +130,12 @@ static void run(int vi, const variant &V)
 int main(void)
 {
     const variant vs[] = {
-        {4, 4, 64, 37, 263, false, false, false, 0, 0.0f, false},
-        {8, 2, 128, 21, 70, true, false, false, 50, 0.0f, false},
-        {4, 2, 80, 19, 40, false, true, false, 0, 1.0f, true},
-        {6, 2, 256, 23, 90, true, false, true, 0, 0.0f, false},
+        {4, 4, 64, 37, 263, false, false, false, 0, 0.0f, false, false},
+        {8, 2, 128, 21, 70, true, false, false, 50, 0.0f, false, false},
+        {4, 2, 80, 19, 40, false, true, false, 0, 1.0f, true, false},
+        {6, 2, 256, 23, 90, true, false, true, 0, 0.0f, false, false},
+        /* MLA: 16 heads over one latent row of 576 (K and V the same rows) */
+        {16, 1, 576, 9, 80, true, false, false, 0, 0.0f, false, true},
     };
     for (int i = 0; i < (int)(sizeof vs / sizeof vs[0]); i++) run(i, vs[i]);
     return sl_test_finish("attn_prefill_host_test");

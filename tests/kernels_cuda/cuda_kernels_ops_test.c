@@ -401,12 +401,16 @@ static void test_ops(sl_cuda_ctx *c)
     /* attention at positions read on the device (sl_cuda_attn_at): NT tokens in one launch,
      * at consecutive positions (a prefill chunk) and in reverse order with their q rows (and a
      * stale host n_pos), give the bits of NT decode launches, with a window (variant 1) and
-     * sinks (variant 2) per token, F16 KV and GQA (variant 3) */
-    for (int variant = 0; variant < 4; variant++) {
+     * sinks (variant 2) per token, F16 KV and GQA (variant 3), separate K and V caches; and
+     * MLA (variant 4: 16 heads over one 576-wide latent row, V the K rows) */
+    for (int variant = 0; variant < 5; variant++) {
         enum { NT = 37, NPOS = 300 };
-        sl_attn_params p = {.n_head = 8, .n_kv_head = variant == 3 ? 2 : 8, .head_dim = 128,
+        const bool mla = variant == 4;
+        sl_attn_params p = {.n_head = mla ? 16 : 8,
+                            .n_kv_head = variant == 3 ? 2 : mla ? 1 : 8,
+                            .head_dim = mla ? 576 : 128,
                             .n_pos = NPOS - NT + 1, .window = variant == 1 ? 50 : 0,
-                            .kv_type = variant == 3 ? SL_KV_F16 : SL_KV_F32};
+                            .kv_type = variant >= 3 ? SL_KV_F16 : SL_KV_F32};
         const int64_t nq = (int64_t)NT * p.n_head * p.head_dim,
                       nkv = (int64_t)NPOS * p.n_kv_head * p.head_dim;
         const size_t es = p.kv_type == SL_KV_F16 ? 2 : 4;
@@ -418,14 +422,22 @@ static void test_ops(sl_cuda_ctx *c)
         for (size_t i = 0; i < (size_t)nkv * es; i++) kv[i] = (uint8_t)(rnd_f(0, 1) * 60); /* finite */
         float *dq = dup_d(q, nq), *dop = dmalloc((size_t)nq * 4), *dod = dmalloc((size_t)nq * 4);
         float *ds = dup_d(sinks, 8);
-        void *dk = dmalloc((size_t)nkv * es);
+        void *dk = dmalloc((size_t)nkv * es), *dvb = NULL, *dv = dk;
         h2d(dk, kv, (size_t)nkv * es);
+        if (!mla) { /* a V cache of its own: the bytes in reverse */
+            for (size_t i = 0; i < (size_t)nkv * es / 2; i++) {
+                const uint8_t t = kv[i];
+                kv[i] = kv[(size_t)nkv * es - 1 - i], kv[(size_t)nkv * es - 1 - i] = t;
+            }
+            dv = dvb = dmalloc((size_t)nkv * es);
+            h2d(dv, kv, (size_t)nkv * es);
+        }
         if (variant == 2) p.sinks = ds;
         const int64_t qd = (int64_t)p.n_head * p.head_dim;
         for (int t = 0; t < NT; t++) {
             sl_attn_params pt = p;
             pt.n_pos = p.n_pos + t;
-            CHECK_MSG(sl_cuda_attn_decode(c, dq + t * qd, dk, dk, &pt, dod + t * qd, &e) == SL_OK,
+            CHECK_MSG(sl_cuda_attn_decode(c, dq + t * qd, dk, dv, &pt, dod + t * qd, &e) == SL_OK,
                       "%s", e.msg);
         }
         CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
@@ -444,7 +456,7 @@ static void test_ops(sl_cuda_ctx *c)
             if (rev) pa.n_pos = 1; /* stale: the device's positions rule */
             /* the F32-activation mode: the decode kernel per token, its bits */
             sl_cuda_ctx_set_f32_act(c, true);
-            CHECK_MSG(sl_cuda_attn_at(c, dqr, dk, dk, &pa, dpos, NT, dop, &e) == SL_OK, "%s",
+            CHECK_MSG(sl_cuda_attn_at(c, dqr, dk, dv, &pa, dpos, NT, dop, &e) == SL_OK, "%s",
                       e.msg);
             CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
             d2h(o1, dop, (size_t)nq * 4);
@@ -456,7 +468,7 @@ static void test_ops(sl_cuda_ctx *c)
             /* the default: the tiled prefill kernel on the tensor cores (attn_prefill.cuh),
              * F16 operands: within 3e-3 of the largest |output| */
             sl_cuda_ctx_set_f32_act(c, false);
-            CHECK_MSG(sl_cuda_attn_at(c, dqr, dk, dk, &pa, dpos, NT, dop, &e) == SL_OK, "%s",
+            CHECK_MSG(sl_cuda_attn_at(c, dqr, dk, dv, &pa, dpos, NT, dop, &e) == SL_OK, "%s",
                       e.msg);
             CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
             d2h(o1, dop, (size_t)nq * 4);
@@ -476,6 +488,7 @@ static void test_ops(sl_cuda_ctx *c)
         cudaFree(dpos), cudaFree(dqr);
         free(q), free(o1), free(on), free(kv);
         cudaFree(dq), cudaFree(dop), cudaFree(dod), cudaFree(ds), cudaFree(dk);
+        if (dvb) cudaFree(dvb);
     }
 }
 
