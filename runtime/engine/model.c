@@ -196,6 +196,11 @@ sl_status sl__model_open(sl_runtime *rt, const sl__serving *serving, const char 
         goto fail;
     }
     m->ctx_mu_ready = true;
+    if (pthread_mutex_init(&m->stream_mu, NULL)) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "%s: cannot create a mutex", path);
+        goto fail;
+    }
+    m->stream_mu_ready = true;
     for (size_t i = 0; i < m->n_w; i++)
         m->w[i].file_size = m->sources.v[m->w[i].shard].size;
     if (m->serving && (st = m->serving->register_model(m, err))) goto fail;
@@ -216,6 +221,12 @@ sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model 
 void sl_model_close(sl_model *m)
 {
     if (!m) return;
+    if (m->stream_buf) { /* (every context is gone: its copies are the stream's last work) */
+        sl_device_stream_sync(m->dev, m->stream, NULL);
+        sl_bfc_free(m->arena, m->stream_block, NULL);
+        m->stream_buf = NULL;
+    }
+    if (m->stream_mu_ready) pthread_mutex_destroy(&m->stream_mu);
     if (m->serving) m->serving->detach(m); /* its device weights back to their floors */
     sl__model_free_weights(m);
     sl_swap_sources_free(&m->sources);

@@ -247,6 +247,15 @@ struct sl_model {
     pthread_mutex_t ctx_mu;
     bool ctx_mu_ready;
     atomic_int n_ctx_live;
+    /* a prefill's streamed host experts (stream.h): one staging buffer per model, as every
+     * context's passes are ordered on `stream`; a streamed layer's copies and compute are
+     * enqueued under stream_mu, so no other context's copies come between them. Taken by the
+     * first context that streams (stream_buf NULL until then; stream_failed: no room) */
+    pthread_mutex_t stream_mu;
+    bool stream_mu_ready, stream_failed;
+    sl_block stream_block;
+    uint8_t *stream_buf;
+    uint64_t stream_bytes;
     sl_swap_sources sources;        /* every shard's size and mtime as loaded */
     sl_gguf *file_view;             /* the files re-parsed after a reload, or NULL (file_view.c) */
     /* In a runtime (sl_model_open_in): dev, hostpool and arena are the runtime's (borrowed,

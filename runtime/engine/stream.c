@@ -105,12 +105,10 @@ sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
     }
     if (!bytes) return SL_OK;
     const size_t n_ptr = (size_t)m->hp.n_layer * 3 * (size_t)m->hp.n_expert;
-    void *buf = NULL, *dp = NULL;
+    void *dp = NULL;
     sl_error e;
     /* no room on the device: the layers' experts stay on the CPU, as without streaming */
-    if ((cuda_dev(m) && sl__ctx_dev_take(c, n_ptr * sizeof(void *), &dp, &e)) ||
-        sl__ctx_dev_take(c, bytes, &buf, &e))
-        return SL_OK; /* (the pointer arrays' few KiB stay taken) */
+    if (cuda_dev(m) && sl__ctx_dev_take(c, n_ptr * sizeof(void *), &dp, &e)) return SL_OK;
     s->view = calloc((size_t)m->hp.n_layer, sizeof *s->view);
     s->hp = calloc(n_ptr, sizeof *s->hp);
     if (!s->view || !s->hp) {
@@ -127,7 +125,6 @@ sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
         }
         s->dp = dp;
     }
-    s->buf = buf;
     s->bytes = bytes;
     return sl__stream_validate(c, err);
 }
@@ -138,17 +135,14 @@ void sl__stream_free(sl_ctx *c)
     if (s->cu) sl_cuda_ctx_destroy(s->cu);
     free(s->view);
     free(s->hp);
-    /* buf and dp are device blocks of the context (freed with them) */
+    /* dp is a device block of the context (freed with them); the buffer is the model's */
     *s = (sl__stream){.min_tokens = s->min_tokens};
 }
 
 sl_status sl__stream_validate(const sl_ctx *c, sl_error *err)
 {
     const sl__stream *s = &c->stream;
-    if (!s->buf != !s->bytes)
-        return sl_error_set(err, SL_ERR_INVALID, "expert streaming: buffer %p of %llu bytes",
-                            (void *)s->buf, (unsigned long long)s->bytes);
-    if (s->buf && (!s->view || !s->hp || (cuda_dev(c->m) && (!s->dp || !s->cu))))
+    if (s->bytes && (!s->view || !s->hp || (cuda_dev(c->m) && (!s->dp || !s->cu))))
         return sl_error_set(err, SL_ERR_INVALID, "expert streaming: a buffer without its "
                             "layer views or pointer arrays");
     if (s->min_tokens < 0)
@@ -157,11 +151,37 @@ sl_status sl__stream_validate(const sl_ctx *c, sl_error *err)
     return SL_OK;
 }
 
+/* The model's buffer, taken by the first context that streams: the largest layer's bytes over
+ * every MoE layer (whichever side its experts are on now), so that it never grows. */
+static bool model_buffer(sl_model *m)
+{
+    pthread_mutex_lock(&m->stream_mu);
+    if (!m->stream_buf && !m->stream_failed) {
+        uint64_t bytes = 0;
+        for (int32_t il = 0; il < m->hp.n_layer; il++) {
+            const uint64_t b = sl__stream_layer_bytes(m, il);
+            if (b > bytes) bytes = b;
+        }
+        sl_block b;
+        if (bytes && sl_bfc_alloc(m->arena, bytes, SL_BFC_PINNED, &b, NULL) == SL_OK) {
+            m->stream_block = b;
+            m->stream_buf = sl_bfc_ptr(m->arena, b);
+            m->stream_bytes = bytes;
+        } else {
+            m->stream_failed = true;
+        }
+    }
+    const bool ok = m->stream_buf != NULL;
+    pthread_mutex_unlock(&m->stream_mu);
+    return ok;
+}
+
 bool sl__stream_wanted(const sl_ctx *c, int32_t il, int64_t n)
 {
     const sl__stream *s = &c->stream;
-    return s->buf && s->min_tokens && n >= s->min_tokens && streamable(c, il) &&
-           sl__stream_layer_bytes(c->m, il) <= s->bytes;
+    if (!s->bytes || !s->min_tokens || n < s->min_tokens || !streamable(c, il)) return false;
+    const uint64_t b = sl__stream_layer_bytes(c->m, il);
+    return b <= s->bytes && model_buffer(c->m) && b <= c->m->stream_bytes;
 }
 
 /* The copies of one projection's experts: runs of experts adjacent in host memory as one copy
@@ -184,7 +204,10 @@ static sl_status copy_experts(sl_ctx *c, uint8_t *dst, const void *const *src, i
     return SL_OK;
 }
 
-sl_status sl__stream_moe(sl_ctx *c, const sl__side *sd, int32_t il, int64_t n, sl_error *err)
+/* Enqueues layer il's copies into buf and the executor's moe step over them (the caller holds
+ * the model's stream_mu). */
+static sl_status stream_layer(sl_ctx *c, const sl__side *sd, int32_t il, int64_t n,
+                              uint8_t *buf, sl_error *err)
 {
     sl__stream *s = &c->stream;
     const sl_model *m = c->m;
@@ -192,7 +215,7 @@ sl_status sl__stream_moe(sl_ctx *c, const sl__side *sd, int32_t il, int64_t n, s
     const int32_t X = H->n_expert;
     const bool cuda = cuda_dev(m);
     layout l;
-    if (!layout_of(&m->layers[il], &l) || l.total > s->bytes)
+    if (!layout_of(&m->layers[il], &l) || l.total > m->stream_bytes)
         return sl_error_set(err, SL_ERR_INVALID, "layer %d: experts do not fit the streaming "
                             "buffer", il);
     sl_moe_layer *V = &s->view[il];
@@ -205,7 +228,7 @@ sl_status sl__stream_moe(sl_ctx *c, const sl__side *sd, int32_t il, int64_t n, s
                                                                        H->n_ff};
     sl_status st;
     for (int p = 0; p < 3; p++) {
-        uint8_t *base = s->buf + l.off[p];
+        uint8_t *base = buf + l.off[p];
         for (int32_t e = 0; e < X; e++) hp[p * X + e] = base + (uint64_t)e * l.pb[p];
         if ((st = copy_experts(c, base, src[p], X, l.pb[p], err))) return st;
         /* cuda reads Q4_K: the CPU's repacked rows turned back on the device, in place */
@@ -224,10 +247,10 @@ sl_status sl__stream_moe(sl_ctx *c, const sl__side *sd, int32_t il, int64_t n, s
     for (int p = 0; p < 3; p++) {
         if (!hb[p]) continue;
         const uint64_t b = (uint64_t)X * (uint64_t)rows[p] * sizeof(float);
-        if ((st = sl_device_copy(m->dev, m->stream, s->buf + l.off[3 + p], hb[p], b,
+        if ((st = sl_device_copy(m->dev, m->stream, buf + l.off[3 + p], hb[p], b,
                                  SL_COPY_H2D, err)))
             return st;
-        *vb[p] = (const float *)(s->buf + l.off[3 + p]);
+        *vb[p] = (const float *)(buf + l.off[3 + p]);
     }
     sl__dx_moe M = {.L = V};
     if (cuda) {
@@ -242,4 +265,13 @@ sl_status sl__stream_moe(sl_ctx *c, const sl__side *sd, int32_t il, int64_t n, s
     c->stats.stream_layers++;
     return sd->dx->vt->moe(sd->dx, &M, sd->topk_idx, sd->topk_w, n,
                            (int32_t)m->hp.n_expert_used, sd->xn, sd->tmp, err);
+}
+
+sl_status sl__stream_moe(sl_ctx *c, const sl__side *sd, int32_t il, int64_t n, sl_error *err)
+{
+    sl_model *m = c->m;
+    pthread_mutex_lock(&m->stream_mu);
+    const sl_status st = stream_layer(c, sd, il, n, m->stream_buf, err);
+    pthread_mutex_unlock(&m->stream_mu);
+    return st;
 }

@@ -10,15 +10,16 @@
  * On cuda, Q4_K experts the CPU holds repacked (Q4_K_R8) are copied as they are and turned back
  * into Q4_K on the device (kernels/cuda/repack.h); on sim the CPU kernels read them as they
  * are. Everything is enqueued on the model's stream in order, so the buffer is reused layer
- * after layer with no wait of the host. The buffer (the largest streamable layer's bytes,
- * sl__stream_layer_bytes) comes from the context's device blocks when the context is made; a
- * device without room for it leaves streaming off (not an error). Its bytes are part of the
- * placement's device reserve on cuda (weight.c sl__model_reserve_bytes), so a --vram-budget
- * holds it.
+ * after layer, and by every context of the model, with no wait of the host: one buffer per
+ * model (model.h stream_buf: the largest layer's bytes, sl__stream_layer_bytes), taken from the
+ * model's arena by the first context that streams, a streamed layer's copies and compute
+ * enqueued under the model's stream_mu. A device without room for it leaves streaming off (not
+ * an error). Its bytes are part of the placement's device reserve on cuda (weight.c
+ * sl__model_reserve_bytes), so a --vram-budget holds it.
  *
- * Invariants (sl__stream_validate): buf == NULL iff bytes == 0; with buf, hp and view hold
- * n_layer entries ([n_layer][3][n_expert] pointers) and, on cuda, dp a device copy's room and
- * cu a context on the model's stream. */
+ * Invariants (sl__stream_validate), per context: bytes == 0 (nothing to stream) or view and hp
+ * hold n_layer entries ([n_layer][3][n_expert] pointers) and, on cuda, dp a device copy's room
+ * and cu a context on the model's stream. */
 #ifndef SL_RUNTIME_ENGINE_STREAM_H
 #define SL_RUNTIME_ENGINE_STREAM_H
 
@@ -37,8 +38,7 @@ enum { SL__STREAM_MIN_TOKENS = 32 };
 
 typedef struct sl__stream {
     int64_t min_tokens;   /* 0: never */
-    uint8_t *buf;         /* device staging of one layer's experts, or NULL (off) */
-    uint64_t bytes;
+    uint64_t bytes;       /* the largest streamable layer of this context (0: none) */
     sl_moe_layer *view;   /* [n_layer]: the layer being streamed, pointing into buf */
     const void **hp;      /* [n_layer][3][n_expert]: the view's expert pointers */
     const void **dp;      /* cuda: their device arrays (same shape), else NULL */
@@ -54,13 +54,14 @@ uint64_t sl__stream_bytes_of(const uint64_t bytes[6]);
  * reads them; 0 for a layer without routed experts or split hot / cold. */
 uint64_t sl__stream_layer_bytes(const struct sl_model *m, int32_t il);
 
-/* At the end of the device side's creation (ctx_dev.c): the buffer and arrays when some device
- * layer's experts are on the host, min_tokens > 0 and the context's batch reaches it. */
+/* At the end of the device side's creation (ctx_dev.c): the arrays when some device layer's
+ * experts are on the host, min_tokens > 0 and the context's batch reaches it. */
 sl_status sl__stream_setup(struct sl_ctx *c, sl_error *err);
 void sl__stream_free(struct sl_ctx *c);
 sl_status sl__stream_validate(const struct sl_ctx *c, sl_error *err);
 
-/* Whether device layer il's host experts stream for a batch of n tokens. */
+/* Whether device layer il's host experts stream for a batch of n tokens (takes the model's
+ * buffer the first time). */
 bool sl__stream_wanted(const struct sl_ctx *c, int32_t il, int64_t n);
 /* Streams layer il's experts and runs them on side s (the device) for the n tokens of s's
  * routing: s->tmp = the experts' sum, as the executor's moe step gives it. */
