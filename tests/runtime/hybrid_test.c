@@ -18,6 +18,7 @@
  * sl_model_info), also with n_cpu_moe; every upload above unpacks them back to Q4_K (the
  * device's kernels read the file's layout: scheduler/moe/fetch_stage.c), so the same bits
  * hold for every scheduler. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,23 @@ static float *prefill(sl_model *m, const char *sched, int32_t n_vocab, sl_ctx_st
         return NULL;
     }
     return out;
+}
+
+/* Two contexts of one model prefilling at once from two threads: they share the model's one
+ * streaming buffer (stream.h), each streamed layer's copies and compute enqueued under its
+ * lock, so each must still get the reference bits. */
+typedef struct par_arg {
+    sl_model *m;
+    int32_t n_vocab;
+    float *out;
+    sl_ctx_stats st;
+} par_arg;
+
+static void *par_prefill(void *p)
+{
+    par_arg *a = p;
+    a->out = prefill(a->m, "mode=cpu", a->n_vocab, &a->st);
+    return NULL;
 }
 
 static bool same(const float *a, const float *b, size_t n)
@@ -256,6 +274,18 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
                   "streamed %llu", arch, pre[i], (unsigned long long)ps.copy_bytes,
                   (unsigned long long)ps.stream_bytes);
         free(pl);
+    }
+    par_arg pa[2] = {{.m = m, .n_vocab = info.n_vocab}, {.m = m, .n_vocab = info.n_vocab}};
+    pthread_t th[2];
+    bool started[2];
+    for (int i = 0; i < 2; i++) started[i] = pthread_create(&th[i], NULL, par_prefill, &pa[i]) == 0;
+    for (int i = 0; i < 2; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        CHECK_MSG(started[i] && same(ref_long, pa[i].out, NL) &&
+                      pa[i].st.stream_layers == (uint64_t)moe_layers,
+                  "%s: concurrent prefill %d: logits differ from the CPU placement's or %llu "
+                  "layers streamed", arch, i, (unsigned long long)pa[i].st.stream_layers);
+        free(pa[i].out);
     }
 
     /* order=sync (fetch.h sl_fetch_order): the old path, a blocking sync per MoE layer and
