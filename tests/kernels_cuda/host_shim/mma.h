@@ -54,7 +54,8 @@ static inline void load_matrix_sync(fragment<Use, 16, 16, 16, __half, Layout> &f
     if (threadIdx.x % 32) return;
     const bool row = std::is_same<Layout, row_major>::value;
     for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) f.v[i * 16 + j] = __half2float(row ? p[i * ldm + j] : p[j * ldm + i]);
+        for (int j = 0; j < 16; j++)
+            f.v[i * 16 + j] = __half2float(row ? p[i * ldm + j] : p[j * ldm + i]);
 }
 
 /* an accumulator from p: layout as store_matrix_sync's */
