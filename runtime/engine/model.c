@@ -15,6 +15,7 @@
 
 #include "runtime/engine/env.h"
 #include "runtime/engine/model.h"
+#include "runtime/engine/stream.h"
 #include "runtime/struct_size.h"
 #include "runtime/text/model_vocab.h"
 
@@ -221,12 +222,10 @@ sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model 
 void sl_model_close(sl_model *m)
 {
     if (!m) return;
-    if (m->stream_buf) { /* (every context is gone: its copies are the stream's last work) */
-        sl_device_stream_sync(m->dev, m->stream, NULL);
-        sl_bfc_free(m->arena, m->stream_block, NULL);
-        m->stream_buf = NULL;
+    if (m->stream_mu_ready) {
+        sl__stream_release(m); /* (every context is gone) */
+        pthread_mutex_destroy(&m->stream_mu);
     }
-    if (m->stream_mu_ready) pthread_mutex_destroy(&m->stream_mu);
     if (m->serving) m->serving->detach(m); /* its device weights back to their floors */
     sl__model_free_weights(m);
     sl_swap_sources_free(&m->sources);

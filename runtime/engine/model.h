@@ -252,7 +252,8 @@ struct sl_model {
      * enqueued under stream_mu, so no other context's copies come between them. Taken by the
      * first context that streams (stream_buf NULL until then; stream_failed: no room) */
     pthread_mutex_t stream_mu;
-    bool stream_mu_ready, stream_failed;
+    bool stream_mu_ready, stream_failed; /* failed: retried at the next context's creation */
+    atomic_bool stream_ready;       /* stream_buf is taken (read without the lock) */
     sl_block stream_block;
     uint8_t *stream_buf;
     uint64_t stream_bytes;

@@ -10,6 +10,19 @@
 #include "kernels/ref/repack.h"
 #include "runtime/engine/ctx.h"
 
+/* sim: one in-place Q4_K_R8 undo of a streamed projection, run on the stream after its copy */
+typedef struct sl__stream_undo {
+    void *data;
+    int64_t rows, cols;
+} sl__stream_undo;
+
+static void undo_fn(void *user)
+{
+    const sl__stream_undo *u = user;
+    /* checked by streamable / the layout: rows of whole groups, cols of whole blocks */
+    (void)sl_repack_q4_K_r8_undo(u->data, u->data, u->rows, u->cols, NULL);
+}
+
 static uint64_t up256(uint64_t b)
 {
     return (b + 255) & ~(uint64_t)255;
@@ -82,9 +95,7 @@ static bool streamable(const sl_ctx *c, int32_t il)
     const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
     const int64_t cols[3] = {H->n_embd, H->n_embd, H->n_ff};
     for (int p = 0; p < 3; p++) {
-        if (!sl__dx_supports(k, k == SL_DEVICE_CUDA ? sl_repack_base_type(t[p]) : t[p],
-                             SL__DX_OP_MATVEC))
-            return false;
+        if (!sl__dx_supports(k, sl_repack_base_type(t[p]), SL__DX_OP_MATVEC)) return false;
         /* the device's undo takes a group of 8 repacked rows in shared memory */
         if (k == SL_DEVICE_CUDA && t[p] == SL_TYPE_Q4_K_R8 &&
             cols[p] / 256 * 1152 > SL_CUDA_R8_MAX_GROUP)
@@ -96,7 +107,7 @@ static bool streamable(const sl_ctx *c, int32_t il)
 sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
 {
     sl__stream *s = &c->stream;
-    const sl_model *m = c->m;
+    sl_model *m = c->m;
     if (!s->min_tokens || c->cap < s->min_tokens || !c->dev.dx || !m->hp.n_expert) return SL_OK;
     uint64_t bytes = 0;
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
@@ -104,6 +115,9 @@ sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
         if (b > bytes) bytes = b;
     }
     if (!bytes) return SL_OK;
+    pthread_mutex_lock(&m->stream_mu); /* a new context may find room an earlier one did not */
+    m->stream_failed = false;
+    pthread_mutex_unlock(&m->stream_mu);
     const size_t n_ptr = (size_t)m->hp.n_layer * 3 * (size_t)m->hp.n_expert;
     void *dp = NULL;
     sl_error e;
@@ -111,10 +125,13 @@ sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
     if (cuda_dev(m) && sl__ctx_dev_take(c, n_ptr * sizeof(void *), &dp, &e)) return SL_OK;
     s->view = calloc((size_t)m->hp.n_layer, sizeof *s->view);
     s->hp = calloc(n_ptr, sizeof *s->hp);
-    if (!s->view || !s->hp) {
+    s->on_dev = malloc((size_t)m->hp.n_expert * sizeof *s->on_dev);
+    s->undo = calloc((size_t)m->hp.n_layer * 3, sizeof *s->undo);
+    if (!s->view || !s->hp || !s->on_dev || !s->undo) {
         sl__stream_free(c);
         return sl_error_set(err, SL_ERR_NOMEM, "context: out of memory (expert streaming)");
     }
+    for (int32_t x = 0; x < m->hp.n_expert; x++) s->on_dev[x] = true;
     if (cuda_dev(m)) {
         sl_status st = sl_cuda_ctx_create(sl_device_ordinal_get(m->dev),
                                           sl_device_stream_native(m->dev, m->stream), &s->cu,
@@ -135,6 +152,8 @@ void sl__stream_free(sl_ctx *c)
     if (s->cu) sl_cuda_ctx_destroy(s->cu);
     free(s->view);
     free(s->hp);
+    free(s->on_dev);
+    free(s->undo);
     /* dp is a device block of the context (freed with them); the buffer is the model's */
     *s = (sl__stream){.min_tokens = s->min_tokens};
 }
@@ -142,7 +161,7 @@ void sl__stream_free(sl_ctx *c)
 sl_status sl__stream_validate(const sl_ctx *c, sl_error *err)
 {
     const sl__stream *s = &c->stream;
-    if (s->bytes && (!s->view || !s->hp || (cuda_dev(c->m) && (!s->dp || !s->cu))))
+    if (s->bytes && (!s->view || !s->hp || !s->on_dev || (cuda_dev(c->m) && (!s->dp || !s->cu))))
         return sl_error_set(err, SL_ERR_INVALID, "expert streaming: a buffer without its "
                             "layer views or pointer arrays");
     if (s->min_tokens < 0)
@@ -155,6 +174,7 @@ sl_status sl__stream_validate(const sl_ctx *c, sl_error *err)
  * every MoE layer (whichever side its experts are on now), so that it never grows. */
 static bool model_buffer(sl_model *m)
 {
+    if (atomic_load_explicit(&m->stream_ready, memory_order_acquire)) return true;
     pthread_mutex_lock(&m->stream_mu);
     if (!m->stream_buf && !m->stream_failed) {
         uint64_t bytes = 0;
@@ -167,6 +187,7 @@ static bool model_buffer(sl_model *m)
             m->stream_block = b;
             m->stream_buf = sl_bfc_ptr(m->arena, b);
             m->stream_bytes = bytes;
+            atomic_store_explicit(&m->stream_ready, true, memory_order_release);
         } else {
             m->stream_failed = true;
         }
@@ -176,12 +197,27 @@ static bool model_buffer(sl_model *m)
     return ok;
 }
 
+void sl__stream_release(sl_model *m)
+{
+    pthread_mutex_lock(&m->stream_mu);
+    if (m->stream_buf) {
+        sl_device_stream_sync(m->dev, m->stream, NULL);
+        sl_bfc_free(m->arena, m->stream_block, NULL);
+        m->stream_buf = NULL;
+        m->stream_bytes = 0;
+        atomic_store_explicit(&m->stream_ready, false, memory_order_release);
+    }
+    m->stream_failed = false;
+    pthread_mutex_unlock(&m->stream_mu);
+}
+
 bool sl__stream_wanted(const sl_ctx *c, int32_t il, int64_t n)
 {
     const sl__stream *s = &c->stream;
-    if (!s->bytes || !s->min_tokens || n < s->min_tokens || !streamable(c, il)) return false;
+    if (!s->bytes || !s->min_tokens || n < s->min_tokens || n < 2 || !streamable(c, il))
+        return false;
     const uint64_t b = sl__stream_layer_bytes(c->m, il);
-    return b <= s->bytes && model_buffer(c->m) && b <= c->m->stream_bytes;
+    return b && b <= s->bytes && model_buffer(c->m) && b <= c->m->stream_bytes;
 }
 
 /* The copies of one projection's experts: runs of experts adjacent in host memory as one copy
@@ -220,7 +256,10 @@ static sl_status stream_layer(sl_ctx *c, const sl__side *sd, int32_t il, int64_t
                             "buffer", il);
     sl_moe_layer *V = &s->view[il];
     *V = *H;
-    V->on_device = NULL;
+    /* on the device: a scheduler that caches or fetches (sim's executor runs the MoE through
+     * it) computes them where they are and never copies from the buffer, which the next
+     * streamed layer overwrites once this one's step has run */
+    V->on_device = s->on_dev;
     const void **hp = s->hp + (size_t)il * 3 * (size_t)X;
     const void *const *src[3] = {H->gate, H->up, H->down};
     const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
@@ -231,17 +270,21 @@ static sl_status stream_layer(sl_ctx *c, const sl__side *sd, int32_t il, int64_t
         uint8_t *base = buf + l.off[p];
         for (int32_t e = 0; e < X; e++) hp[p * X + e] = base + (uint64_t)e * l.pb[p];
         if ((st = copy_experts(c, base, src[p], X, l.pb[p], err))) return st;
-        /* cuda reads Q4_K: the CPU's repacked rows turned back on the device, in place */
-        if (cuda && t[p] == SL_TYPE_Q4_K_R8 &&
-            (st = sl_cuda_q4_K_r8_undo(s->cu, base, (int64_t)X * rows[p], cols[p], err)))
-            return st;
+        /* the device reads Q4_K: the CPU's repacked rows turned back there, in place */
+        if (t[p] != SL_TYPE_Q4_K_R8) continue;
+        if (cuda) {
+            st = sl_cuda_q4_K_r8_undo(s->cu, base, (int64_t)X * rows[p], cols[p], err);
+        } else {
+            sl__stream_undo *u = &s->undo[(size_t)il * 3 + (size_t)p];
+            *u = (sl__stream_undo){.data = base, .rows = (int64_t)X * rows[p], .cols = cols[p]};
+            st = sl_device_launch_host(m->dev, m->stream, undo_fn, u, err);
+        }
+        if (st) return st;
     }
     V->gate = hp, V->up = hp + X, V->down = hp + 2 * X;
-    if (cuda) {
-        V->type_gate = sl_repack_base_type(t[0]);
-        V->type_up = sl_repack_base_type(t[1]);
-        V->type_down = sl_repack_base_type(t[2]);
-    }
+    V->type_gate = sl_repack_base_type(t[0]);
+    V->type_up = sl_repack_base_type(t[1]);
+    V->type_down = sl_repack_base_type(t[2]);
     const float *hb[3] = {H->gate_b, H->up_b, H->down_b};
     const float **vb[3] = {&V->gate_b, &V->up_b, &V->down_b};
     for (int p = 0; p < 3; p++) {
@@ -262,9 +305,11 @@ static sl_status stream_layer(sl_ctx *c, const sl__side *sd, int32_t il, int64_t
             return st;
         M.d_gate = dp, M.d_up = dp + X, M.d_down = dp + 2 * X;
     }
+    if ((st = sd->dx->vt->moe(sd->dx, &M, sd->topk_idx, sd->topk_w, n,
+                              (int32_t)m->hp.n_expert_used, sd->xn, sd->tmp, err)))
+        return st;
     c->stats.stream_layers++;
-    return sd->dx->vt->moe(sd->dx, &M, sd->topk_idx, sd->topk_w, n,
-                           (int32_t)m->hp.n_expert_used, sd->xn, sd->tmp, err);
+    return SL_OK;
 }
 
 sl_status sl__stream_moe(sl_ctx *c, const sl__side *sd, int32_t il, int64_t n, sl_error *err)

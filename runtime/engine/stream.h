@@ -7,9 +7,10 @@
  * executor runs the layer's experts there (cuda: the grouped product on the tensor cores), so
  * one copy over PCIe serves every token of the batch.
  *
- * On cuda, Q4_K experts the CPU holds repacked (Q4_K_R8) are copied as they are and turned back
- * into Q4_K on the device (kernels/cuda/repack.h); on sim the CPU kernels read them as they
- * are. Everything is enqueued on the model's stream in order, so the buffer is reused layer
+ * Q4_K experts the CPU holds repacked (Q4_K_R8) are copied as they are and turned back into
+ * Q4_K on the device (cuda: kernels/cuda/repack.h; sim: kernels/ref's undo as a host function
+ * in stream order), so the view is the device's layout on both, as a scheduler that computes
+ * "device" experts expects. Everything is enqueued on the model's stream in order, so the buffer is reused layer
  * after layer, and by every context of the model, with no wait of the host: one buffer per
  * model (model.h stream_buf: the largest layer's bytes, sl__stream_layer_bytes), taken from the
  * model's arena by the first context that streams, a streamed layer's copies and compute
@@ -41,6 +42,8 @@ typedef struct sl__stream {
     uint64_t bytes;       /* the largest streamable layer of this context (0: none) */
     sl_moe_layer *view;   /* [n_layer]: the layer being streamed, pointing into buf */
     const void **hp;      /* [n_layer][3][n_expert]: the view's expert pointers */
+    bool *on_dev;         /* [n_expert], all true: the view's on_device */
+    struct sl__stream_undo *undo; /* sim: [n_layer][3] host-function arguments (below) */
     const void **dp;      /* cuda: their device arrays (same shape), else NULL */
     sl_cuda_ctx *cu;      /* cuda: the Q4_K_R8 undo's context, else NULL */
 } sl__stream;
@@ -54,14 +57,19 @@ uint64_t sl__stream_bytes_of(const uint64_t bytes[6]);
  * reads them; 0 for a layer without routed experts or split hot / cold. */
 uint64_t sl__stream_layer_bytes(const struct sl_model *m, int32_t il);
 
+/* Frees the model's buffer after the stream has passed its work (model close; a runtime's
+ * eviction, when no context of the model is evaluating); the next streamed layer takes it
+ * again. Takes the model's stream_mu. */
+void sl__stream_release(struct sl_model *m);
+
 /* At the end of the device side's creation (ctx_dev.c): the arrays when some device layer's
  * experts are on the host, min_tokens > 0 and the context's batch reaches it. */
 sl_status sl__stream_setup(struct sl_ctx *c, sl_error *err);
 void sl__stream_free(struct sl_ctx *c);
 sl_status sl__stream_validate(const struct sl_ctx *c, sl_error *err);
 
-/* Whether device layer il's host experts stream for a batch of n tokens (takes the model's
- * buffer the first time). */
+/* Whether device layer il's host experts stream for a batch of n tokens (2 or more: a
+ * one-token pass never streams; takes the model's buffer the first time). */
 bool sl__stream_wanted(const struct sl_ctx *c, int32_t il, int64_t n);
 /* Streams layer il's experts and runs them on side s (the device) for the n tokens of s's
  * routing: s->tmp = the experts' sum, as the executor's moe step gives it. */

@@ -320,6 +320,9 @@ static void evict(sl_runtime *rt, sl_model *m)
 {
     struct sl__resident *r = m->res;
     bool any = false;
+    /* its prefill streaming buffer too (taken again by its next streamed prefill): not in
+     * device_bytes, it would otherwise stay pinned in the shared arena */
+    sl__stream_release(m);
     for (size_t i = 0; i < m->n_w; i++) {
         if (m->w[i].d_block == SL_BLOCK_NONE) continue;
         sl__runtime_to_floor(m, i);

@@ -230,7 +230,9 @@ typedef struct run_result {
     sl_bench_dev_cost cost;  /* the decode steps' blocking syncs, device calls, PCIe bytes */
     char hot_sched[96];      /* the static hot budget row's scheduler string */
     sl_bench_step_prof prof; /* --profile: the device executor's steps over the decode */
-    sl_bench_step_prof pprof; /* --profile: the same over the prefill, per prompt token */
+    /* --profile: the same over the prefill, per prompt token (a streamed layer's expert copies
+     * are no step: their time shows as the moe step's gap, the stream busy before it) */
+    sl_bench_step_prof pprof;
     char graph_error[256];   /* why the CUDA graph capture failed (sl_ctx_stats), "" if not */
     /* the prefill's MoE layer calls whose host experts streamed through the device, and their
      * bytes (sl_ctx_stats stream_layers, stream_bytes; runtime/engine/stream.h) */
