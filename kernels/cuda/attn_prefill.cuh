@@ -41,6 +41,12 @@ struct ap_args {
     const float *sinks; /* NULL or [n_head] */
 };
 
+/* The head dim as the kernel pads it (a multiple of 16, WMMA's k step) */
+static __host__ __device__ inline int ap_dp(int D)
+{
+    return (D + 15) / 16 * 16;
+}
+
 /* Byte offsets of the shared regions for padded head dim Dp (a multiple of 16; kv_same: no V
  * region, V is K's): each region a multiple of 32 bytes, as are fragments 16 rows / 16 columns
  * apart within it (WMMA's rule). */

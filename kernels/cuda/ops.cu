@@ -691,33 +691,45 @@ static __global__ void __launch_bounds__(32 * ATTN_WARPS)
     }
 }
 
-/* A prefill's tokens (AP_MIN_TOKENS or more, at positions on the device) on the tensor cores:
- * kernels/cuda/attn_prefill.cuh, its shared memory raised to ap_layout's size per launch (a
- * host-side attribute, ~1 us against a prefill's milliseconds). */
-static sl_status attn_prefill(sl_cuda_ctx *c, const float *d_q, const void *d_k, const void *d_v,
-                              const sl_attn_params *p, float scale, const int32_t *d_pos,
-                              int64_t n_tok, float *d_out, sl_error *err)
+/* The fields both attention kernels' arguments share (attn_k, ap_args), from p */
+template <typename A>
+static void attn_common(A &a, const sl_attn_params *p, float scale, const int32_t *d_pos)
 {
-    ap_args a;
-    a.q = d_q;
-    a.k = d_k;
-    a.v = d_v;
-    a.pos = d_pos;
-    a.out = d_out;
-    a.n_tok = (int32_t)n_tok;
     a.D = p->head_dim;
-    a.Dp = (p->head_dim + 15) / 16 * 16;
     a.group = p->n_head / p->n_kv_head;
     a.n_kv_head = p->n_kv_head;
+    a.pos = d_pos;
     a.window = p->window;
-    a.kv_same = d_k == d_v;
     a.q_ts = (int64_t)p->n_head * p->head_dim;
     a.scale = scale;
     a.softcap = p->softcap;
     a.sinks = p->sinks;
+}
+
+/* A prefill's tokens at positions on the device on the tensor cores (kernels/cuda/
+ * attn_prefill.cuh), when they take it (*taken): AP_MIN_TOKENS or more (a block walks its
+ * tile's whole range, so a few tokens at a long context are faster per token in the per-token
+ * kernel, warps splitting the positions), a grid within its limit, ap_layout's shared memory
+ * within the device's opt-in size, and not the F32-activation mode. Its shared memory is
+ * raised per launch (a host-side attribute, ~1 us against a prefill's milliseconds). */
+static sl_status attn_prefill(sl_cuda_ctx *c, const float *d_q, const void *d_k, const void *d_v,
+                              const sl_attn_params *p, float scale, const int32_t *d_pos,
+                              int64_t n_tok, float *d_out, bool *taken, sl_error *err)
+{
+    ap_args a;
+    attn_common(a, p, scale, d_pos);
+    a.Dp = ap_dp(p->head_dim);
+    a.kv_same = d_k == d_v;
+    const int64_t tiles = (n_tok * a.group + AP_BM - 1) / AP_BM;
     const size_t smem = ap_layout(a.Dp, a.kv_same).total;
-    /* (attn_launch sends only grids of <= 65535 tiles here) */
-    const int64_t tiles = ((int64_t)n_tok * a.group + AP_BM - 1) / AP_BM;
+    *taken = d_pos && n_tok >= AP_MIN_TOKENS && tiles <= 65535 && p->head_dim <= AP_MAX_D &&
+             !c->f32_act && smem <= c->info.smem_per_block_optin;
+    if (!*taken) return SL_OK;
+    a.q = d_q;
+    a.k = d_k;
+    a.v = d_v;
+    a.out = d_out;
+    a.n_tok = (int32_t)n_tok;
     const dim3 grid((unsigned)p->n_kv_head, (unsigned)tiles);
     if (p->kv_type == SL_KV_F16) {
         SL_CU(err, cudaFuncSetAttribute(k_attn_prefill<uint16_t>,
@@ -757,24 +769,12 @@ static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, c
     st = enter(fn, c, err);
     if (st) return st;
     const float scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)p->head_dim));
-    /* the tiled kernel for a prefill: a block walks its tile's whole range, so a few tokens
-     * (few blocks) at a long context are faster per token, warps splitting the positions */
-    const int64_t tiles = (n_tok * (p->n_head / p->n_kv_head) + AP_BM - 1) / AP_BM;
-    if (d_pos && n_tok >= AP_MIN_TOKENS && tiles <= 65535 && p->head_dim <= AP_MAX_D &&
-        !c->f32_act &&
-        ap_layout((p->head_dim + 15) / 16 * 16, d_k == d_v).total <= c->info.smem_per_block_optin)
-        return attn_prefill(c, d_q, d_k, d_v, p, scale, d_pos, n_tok, d_out, err);
+    bool taken = false;
+    st = attn_prefill(c, d_q, d_k, d_v, p, scale, d_pos, n_tok, d_out, &taken, err);
+    if (st || taken) return st;
     attn_k a;
-    a.D = p->head_dim;
-    a.group = p->n_head / p->n_kv_head;
-    a.n_kv_head = p->n_kv_head;
+    attn_common(a, p, scale, d_pos);
     a.n_pos = p->n_pos;
-    a.pos = d_pos;
-    a.window = p->window;
-    a.q_ts = (int64_t)p->n_head * p->head_dim;
-    a.scale = scale;
-    a.softcap = p->softcap;
-    a.sinks = p->sinks;
     const dim3 nb((unsigned)p->n_head, (unsigned)n_tok);
     const unsigned nt = 32 * ATTN_WARPS;
     const uint16_t *k16 = (const uint16_t *)d_k, *v16 = (const uint16_t *)d_v;

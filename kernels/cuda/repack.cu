@@ -4,6 +4,11 @@
 #include "kernels/cuda/repack.cuh"
 #include "kernels/cuda/repack.h"
 
+extern "C" bool sl_cuda_q4_K_r8_undo_takes(int64_t cols)
+{
+    return cols >= 256 && cols % 256 == 0 && (cols / 256) * RP_R8 <= SL_CUDA_R8_MAX_GROUP;
+}
+
 extern "C" sl_status sl_cuda_q4_K_r8_undo(sl_cuda_ctx *c, void *d_data, int64_t rows,
                                           int64_t cols, sl_error *err)
 {
@@ -11,7 +16,7 @@ extern "C" sl_status sl_cuda_q4_K_r8_undo(sl_cuda_ctx *c, void *d_data, int64_t 
     if (rows < 8 || rows % 8 || rows / 8 > INT32_MAX)
         return sl_error_set(err, SL_ERR_INVALID, "%s: rows = %lld is not a positive multiple "
                             "of 8 (groups within the grid)", fn, (long long)rows);
-    if (cols < 256 || cols % 256 || (cols / 256) * RP_R8 > SL_CUDA_R8_MAX_GROUP)
+    if (!sl_cuda_q4_K_r8_undo_takes(cols))
         return sl_error_set(err, SL_ERR_INVALID, "%s: cols = %lld is not a positive multiple "
                             "of 256 with a group of at most %d bytes", fn, (long long)cols,
                             (int)SL_CUDA_R8_MAX_GROUP);

@@ -8,6 +8,7 @@
 #ifndef SL_KERNELS_CUDA_REPACK_H
 #define SL_KERNELS_CUDA_REPACK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -18,6 +19,10 @@ extern "C" {
 #include "kernels/cuda/ctx.h"
 
 enum { SL_CUDA_R8_MAX_GROUP = 200 << 10 };
+
+/* Whether the undo takes rows of cols columns (a positive multiple of 256 whose group fits
+ * SL_CUDA_R8_MAX_GROUP): the one rule the call checks, for callers that fall back instead. */
+bool sl_cuda_q4_K_r8_undo_takes(int64_t cols);
 
 sl_status sl_cuda_q4_K_r8_undo(sl_cuda_ctx *c, void *d_data, int64_t rows, int64_t cols,
                                sl_error *err);

@@ -96,9 +96,7 @@ static bool streamable(const sl_ctx *c, int32_t il)
     const int64_t cols[3] = {H->n_embd, H->n_embd, H->n_ff};
     for (int p = 0; p < 3; p++) {
         if (!sl__dx_supports(k, sl_repack_base_type(t[p]), SL__DX_OP_MATVEC)) return false;
-        /* the device's undo takes a group of 8 repacked rows in shared memory */
-        if (k == SL_DEVICE_CUDA && t[p] == SL_TYPE_Q4_K_R8 &&
-            cols[p] / 256 * 1152 > SL_CUDA_R8_MAX_GROUP)
+        if (k == SL_DEVICE_CUDA && t[p] == SL_TYPE_Q4_K_R8 && !sl_cuda_q4_K_r8_undo_takes(cols[p]))
             return false;
     }
     return true;
@@ -109,12 +107,10 @@ sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
     sl__stream *s = &c->stream;
     sl_model *m = c->m;
     if (!s->min_tokens || c->cap < s->min_tokens || !c->dev.dx || !m->hp.n_expert) return SL_OK;
-    uint64_t bytes = 0;
-    for (int32_t il = 0; il < m->hp.n_layer; il++) {
-        const uint64_t b = streamable(c, il) ? sl__stream_layer_bytes(m, il) : 0;
-        if (b > bytes) bytes = b;
-    }
-    if (!bytes) return SL_OK;
+    bool any = false;
+    for (int32_t il = 0; il < m->hp.n_layer && !any; il++)
+        any = streamable(c, il) && sl__stream_layer_bytes(m, il);
+    if (!any) return SL_OK;
     pthread_mutex_lock(&m->stream_mu); /* a new context may find room an earlier one did not */
     m->stream_failed = false;
     pthread_mutex_unlock(&m->stream_mu);
@@ -142,7 +138,7 @@ sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
         }
         s->dp = dp;
     }
-    s->bytes = bytes;
+    s->on = true;
     return sl__stream_validate(c, err);
 }
 
@@ -161,7 +157,7 @@ void sl__stream_free(sl_ctx *c)
 sl_status sl__stream_validate(const sl_ctx *c, sl_error *err)
 {
     const sl__stream *s = &c->stream;
-    if (s->bytes && (!s->view || !s->hp || !s->on_dev || (cuda_dev(c->m) && (!s->dp || !s->cu))))
+    if (s->on && (!s->view || !s->hp || !s->on_dev || (cuda_dev(c->m) && (!s->dp || !s->cu))))
         return sl_error_set(err, SL_ERR_INVALID, "expert streaming: a buffer without its "
                             "layer views or pointer arrays");
     if (s->min_tokens < 0)
@@ -214,10 +210,11 @@ void sl__stream_release(sl_model *m)
 bool sl__stream_wanted(const sl_ctx *c, int32_t il, int64_t n)
 {
     const sl__stream *s = &c->stream;
-    if (!s->bytes || !s->min_tokens || n < s->min_tokens || n < 2 || !streamable(c, il))
+    if (!s->on || !s->min_tokens || n < s->min_tokens || n < 2 || !streamable(c, il))
         return false;
+    /* the model's buffer holds every MoE layer as it was sized (a reload may have grown one) */
     const uint64_t b = sl__stream_layer_bytes(c->m, il);
-    return b && b <= s->bytes && model_buffer(c->m) && b <= c->m->stream_bytes;
+    return b && model_buffer(c->m) && b <= c->m->stream_bytes;
 }
 
 /* The copies of one projection's experts: runs of experts adjacent in host memory as one copy

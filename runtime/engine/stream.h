@@ -18,7 +18,7 @@
  * an error). Its bytes are part of the placement's device reserve on cuda (weight.c
  * sl__model_reserve_bytes), so a --vram-budget holds it.
  *
- * Invariants (sl__stream_validate), per context: bytes == 0 (nothing to stream) or view and hp
+ * Invariants (sl__stream_validate), per context: !on (nothing to stream) or view and hp
  * hold n_layer entries ([n_layer][3][n_expert] pointers) and, on cuda, dp a device copy's room
  * and cu a context on the model's stream. */
 #ifndef SL_RUNTIME_ENGINE_STREAM_H
@@ -35,11 +35,9 @@ struct sl_ctx;
 struct sl_model;
 struct sl__side;
 
-enum { SL__STREAM_MIN_TOKENS = 32 };
-
 typedef struct sl__stream {
     int64_t min_tokens;   /* 0: never */
-    uint64_t bytes;       /* the largest streamable layer of this context (0: none) */
+    bool on;              /* some layer of this context streams (setup found one) */
     sl_moe_layer *view;   /* [n_layer]: the layer being streamed, pointing into buf */
     const void **hp;      /* [n_layer][3][n_expert]: the view's expert pointers */
     bool *on_dev;         /* [n_expert], all true: the view's on_device */

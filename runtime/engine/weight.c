@@ -63,34 +63,7 @@ static uint32_t loaded_type(const sl_weight *w)
     return needs_conversion(w) ? SL_GGML_F32 : w->file_type;
 }
 
-/* The largest layer's routed experts and biases as loaded, in stream.h's staging layout (the
- * layers' expert views are filled after the plan, so this reads the weights). */
-static uint64_t stream_reserve(const sl_model *m)
-{
-    uint64_t best = 0;
-    for (int32_t il = 0; il < m->hp.n_layer; il++) {
-        const sl__layer *L = &m->layers[il];
-        const sl_weight *merged[3] = {L->gate_exps, L->up_exps, L->down_exps};
-        sl_weight *const *per[3] = {L->gate_e, L->up_e, L->down_e};
-        const sl_weight *bias[3] = {L->gate_exps_b, L->up_exps_b, L->down_exps_b};
-        uint64_t bytes[6] = {0};
-        bool any = false;
-        for (int p = 0; p < 3; p++) {
-            if (merged[p]) {
-                bytes[p] = loaded_bytes(merged[p]);
-                any = true;
-            } else if (per[p]) {
-                for (int32_t x = 0; x < m->hp.n_expert; x++)
-                    if (per[p][x]) bytes[p] += loaded_bytes(per[p][x]);
-                any = true;
-            }
-            if (bias[p]) bytes[3 + p] = loaded_bytes(bias[p]);
-        }
-        const uint64_t b = any ? sl__stream_bytes_of(bytes) : 0;
-        if (b > best) best = b;
-    }
-    return best;
-}
+static uint64_t stream_reserve(const sl_model *m); /* below, beside experts_w */
 
 /* Device bytes a context needs besides weights, for the budget: an F16 KV cache of
  * opt.budget_ctx (default min(n_ctx_train, 4096)) positions in every layer, and the working
@@ -142,6 +115,27 @@ static sl_weight *experts_w(const sl__layer *L, int proj)
     sl_weight *merged = proj == 0 ? L->gate_exps : proj == 1 ? L->up_exps : L->down_exps;
     sl_weight *const *per = proj == 0 ? L->gate_e : proj == 1 ? L->up_e : L->down_e;
     return merged ? merged : per ? per[0] : NULL;
+}
+
+/* The largest layer's routed experts and biases as loaded, in stream.h's staging layout (the
+ * layers' expert views are filled after the plan, so this reads the weights): a projection is
+ * one merged tensor [n_expert][rows][cols] or n_expert 2-D tensors of the first one's bytes. */
+static uint64_t stream_reserve(const sl_model *m)
+{
+    uint64_t best = 0;
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const sl__layer *L = &m->layers[il];
+        const sl_weight *bias[3] = {L->gate_exps_b, L->up_exps_b, L->down_exps_b};
+        uint64_t bytes[6] = {0};
+        for (int p = 0; p < 3; p++) {
+            const sl_weight *w = experts_w(L, p);
+            if (w) bytes[p] = loaded_bytes(w) * (w->ne[2] > 1 ? 1 : (uint64_t)m->hp.n_expert);
+            if (bias[p]) bytes[3 + p] = loaded_bytes(bias[p]);
+        }
+        const uint64_t b = bytes[0] ? sl__stream_bytes_of(bytes) : 0;
+        if (b > best) best = b;
+    }
+    return best;
 }
 
 /* HOT_COLD: the neuron index (opt.gpu_index, else MODEL.generated.gpuidx as PowerInfer

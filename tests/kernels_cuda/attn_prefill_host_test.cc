@@ -67,7 +67,7 @@ static void run(int vi, const variant &V)
         /* restart: the first 10 tokens a fresh prompt at 0.., the rest continue first_pos.. */
         pos[t] = V.restart && s < 10 ? s : V.first_pos + s;
     }
-    const int Dp = (V.D + 15) / 16 * 16;
+    const int Dp = ap_dp(V.D);
     ap_args a;
     a.q = q;
     a.k = k;

@@ -58,25 +58,36 @@ static sl_model *open_model(const char *path, sl_placement pl, const char *dev, 
     return open_model_n(path, pl, dev, idx, 0);
 }
 
-/* All logits of k_tokens, in chunks of n_batch (decode: n_batch 1 through single evals). */
-static float *run(sl_model *m, int n_batch, bool f16, bool decode)
+/* All logits of k_tokens, in chunks of n_batch (decode: n_batch 1 through single evals), the
+ * context made with scheduler options sched (NULL: none) and, with default_numerics, without
+ * the verification mode the test runs in (SLUICE_ACT_F32 off, read by sl_ctx_create: Q8
+ * activations, the tensor-core grouped product and prefill attention); *streamed (unless
+ * NULL): the MoE layer calls whose host experts streamed through the device (stream.h). */
+static float *run_with(sl_model *m, int n_batch, bool f16, bool decode, const char *sched,
+                       bool default_numerics, uint64_t *streamed)
 {
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = 64;
     co.n_batch = n_batch;
     co.kv_f16 = f16;
     co.all_logits = !decode;
+    co.sched = sched;
     sl_ctx *c = NULL;
     sl_error e;
-    if (sl_ctx_create(m, &co, &c, &e) != SL_OK) {
-        CHECK_MSG(false, "ctx: %s", e.msg);
+    if (streamed) *streamed = 0;
+    if (default_numerics) setenv("SLUICE_ACT_F32", "0", 1);
+    const sl_status cs = sl_ctx_create(m, &co, &c, &e);
+    if (default_numerics) setenv("SLUICE_ACT_F32", "1", 1);
+    if (cs != SL_OK) {
+        CHECK_MSG(false, "ctx (%s): %s", sched ? sched : "", e.msg);
         return NULL;
     }
     sl_model_info info;
     sl_model_info_get(m, &info);
     const size_t V = (size_t)info.n_vocab;
     float *out = calloc(V * N_TOK, sizeof *out);
-    bool ok = true;
+    bool ok = out != NULL;
+    CHECK_MSG(ok, "out of memory (%zu logits)", V * N_TOK);
     if (decode) {
         for (int i = 0; i < N_TOK && ok; i++) {
             ok = sl_ctx_eval(c, &k_tokens[i], 1, &e) == SL_OK;
@@ -84,7 +95,7 @@ static float *run(sl_model *m, int n_batch, bool f16, bool decode)
             const float *l = ok ? sl_ctx_logits(c, -1) : NULL;
             if (l) memcpy(out + i * V, l, V * sizeof *l);
         }
-    } else {
+    } else if (ok) {
         ok = sl_ctx_eval(c, k_tokens, N_TOK, &e) == SL_OK;
         CHECK_MSG(ok, "eval: %s", e.msg);
         for (int i = 0; i < N_TOK && ok; i++) {
@@ -92,12 +103,30 @@ static float *run(sl_model *m, int n_batch, bool f16, bool decode)
             if (l) memcpy(out + i * V, l, V * sizeof *l);
         }
     }
+    if (streamed) {
+        sl_ctx_stats st;
+        sl_ctx_stats_get(c, &st);
+        *streamed = st.stream_layers;
+    }
     sl_ctx_destroy(c);
     if (!ok) {
         free(out);
         return NULL;
     }
     return out;
+}
+
+static float *run(sl_model *m, int n_batch, bool f16, bool decode)
+{
+    return run_with(m, n_batch, f16, decode, NULL, false, NULL);
+}
+
+/* A prefill of the N_TOK tokens with every MoE layer's host experts streamed through the device
+ * (prefill_stream=4, under the test's 11 tokens), in the default numerics (the streamed
+ * experts through the tensor-core grouped product for quantized weights). */
+static float *run_streamed(sl_model *m, uint64_t *layers)
+{
+    return run_with(m, 512, false, false, "prefill_stream=4", true, layers);
 }
 
 static double rel_diff(const float *ref, const float *x, size_t n)
@@ -150,48 +179,6 @@ static double batch_vs(sl_model *m, const float *ref, size_t V, double tol, cons
     CHECK_MSG(ok && worst <= tol, "%s: batched (3 sequences) vs CPU rel %g > %g", label, worst,
               tol);
     return worst;
-}
-
-/* A prefill of the N_TOK tokens with every MoE layer's host experts streamed through the device
- * (runtime/engine/stream.h: prefill_stream=4, under the test's 11 tokens), in the default
- * numerics (SLUICE_ACT_F32 off: the streamed experts through the tensor-core grouped product
- * for quantized weights): all logits, and the MoE layer calls that streamed in *layers. */
-static float *run_streamed(sl_model *m, uint64_t *layers)
-{
-    sl_ctx_options co = sl_ctx_options_default();
-    co.n_ctx = 64;
-    co.kv_f16 = false;
-    co.all_logits = true;
-    co.sched = "prefill_stream=4";
-    sl_ctx *c = NULL;
-    sl_error e;
-    *layers = 0;
-    setenv("SLUICE_ACT_F32", "0", 1); /* read by sl_ctx_create */
-    const sl_status cs = sl_ctx_create(m, &co, &c, &e);
-    setenv("SLUICE_ACT_F32", "1", 1);
-    if (cs != SL_OK) {
-        CHECK_MSG(false, "ctx (prefill_stream=4): %s", e.msg);
-        return NULL;
-    }
-    sl_model_info info;
-    sl_model_info_get(m, &info);
-    const size_t V = (size_t)info.n_vocab;
-    float *out = calloc(V * N_TOK, sizeof *out);
-    bool ok = out && sl_ctx_eval(c, k_tokens, N_TOK, &e) == SL_OK;
-    CHECK_MSG(ok, "streamed eval: %s", e.msg);
-    for (int i = 0; i < N_TOK && ok; i++) {
-        const float *l = sl_ctx_logits(c, i);
-        if (l) memcpy(out + i * V, l, V * sizeof *l);
-    }
-    sl_ctx_stats st;
-    sl_ctx_stats_get(c, &st);
-    *layers = st.stream_layers;
-    sl_ctx_destroy(c);
-    if (!ok) {
-        free(out);
-        return NULL;
-    }
-    return out;
 }
 
 /* The decode graph (sl_ctx_options.no_graphs): k_tokens decoded one at a time, then again
@@ -359,9 +346,7 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
          * experts' grouped product on the tensor cores, kernels/cuda/gemm_grouped.h) against
          * the same verification-mode CPU logits; quantized weights (F32 has neither path) */
         if (wtype != SL_GGML_F32 && i == 0) {
-            setenv("SLUICE_ACT_F32", "0", 1);
-            float *dl = run(m, 512, false, false);
-            setenv("SLUICE_ACT_F32", "1", 1);
+            float *dl = run_with(m, 512, false, false, NULL, true, NULL);
             if (dl) {
                 const double r = rel_diff(ref, dl, NV);
                 printf("%-8s %-5s %-12s prefill (default numerics) vs CPU: rel %.3g\n", arch,

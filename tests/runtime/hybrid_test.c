@@ -84,68 +84,35 @@ static run decode(sl_model *m, const char *sched, int32_t n_vocab)
     return r;
 }
 
-/* A prompt of N_LONG tokens (a prefill batch past prefill_stream's default of 32): every
- * position's logits, and the stats after it. */
+/* A prompt of N_LONG tokens (a prefill batch past prefill_stream's default of 32) on a
+ * context of its own: every position's logits (NULL and why: what failed), the stats after
+ * it. bar (or NULL): met between creating the context and evaluating. Checks nothing, so
+ * that two threads may run it (the CHECK counters are the main thread's). */
 enum { N_LONG = 40 };
-static float *prefill(sl_model *m, const char *sched, int32_t n_vocab, sl_ctx_stats *st)
-{
-    int32_t toks[N_LONG];
-    for (int i = 0; i < N_LONG; i++) toks[i] = (int32_t)((37 * i + 1) % 250);
-    sl_ctx_options co = sl_ctx_options_default();
-    co.n_ctx = 64;
-    co.kv_f16 = false;
-    co.all_logits = true;
-    co.sched = sched;
-    sl_ctx *c = NULL;
-    sl_error e;
-    float *out = m ? calloc((size_t)N_LONG * (size_t)n_vocab, sizeof *out) : NULL;
-    if (!out) return NULL;
-    bool ok = sl_ctx_create(m, &co, &c, &e) == SL_OK;
-    CHECK_MSG(ok, "ctx (%s): %s", sched ? sched : "", e.msg);
-    ok = ok && sl_ctx_eval(c, toks, N_LONG, &e) == SL_OK;
-    CHECK_MSG(ok, "prefill (%s): %s", sched ? sched : "", e.msg);
-    for (int i = 0; i < N_LONG && ok; i++) {
-        const float *l = sl_ctx_logits(c, i);
-        ok = l != NULL;
-        if (l) memcpy(out + (size_t)i * n_vocab, l, (size_t)n_vocab * sizeof *l);
-    }
-    if (st) sl_ctx_stats_get(c, st);
-    sl_ctx_destroy(c);
-    if (!ok) {
-        free(out);
-        return NULL;
-    }
-    return out;
-}
-
-/* Two contexts of one model prefilling at once from two threads: they share the model's one
- * streaming buffer (stream.h), each streamed layer's copies and compute enqueued under its
- * lock, so each must still get the reference bits. The threads meet at a barrier between
- * creating their contexts and evaluating, and check nothing themselves (the CHECK counters
- * are the main thread's): out NULL and why say what failed. */
-typedef struct par_arg {
+typedef struct long_run {
     sl_model *m;
+    const char *sched;
     int32_t n_vocab;
     pthread_barrier_t *bar;
     float *out;
     sl_ctx_stats st;
     char why[SL_ERROR_MSG_BYTES];
-} par_arg;
+} long_run;
 
-static void *par_prefill(void *p)
+static void *long_prefill(void *p)
 {
-    par_arg *a = p;
+    long_run *a = p;
     int32_t toks[N_LONG];
     for (int i = 0; i < N_LONG; i++) toks[i] = (int32_t)((37 * i + 1) % 250);
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = 64;
     co.kv_f16 = false;
     co.all_logits = true;
-    co.sched = "mode=cpu";
+    co.sched = a->sched;
     sl_ctx *c = NULL;
     sl_error e = {0};
-    const bool made = sl_ctx_create(a->m, &co, &c, &e) == SL_OK;
-    pthread_barrier_wait(a->bar); /* both contexts exist: the evals overlap */
+    const bool made = a->m && sl_ctx_create(a->m, &co, &c, &e) == SL_OK;
+    if (a->bar) pthread_barrier_wait(a->bar); /* both contexts exist: the evals overlap */
     float *out = made ? calloc((size_t)N_LONG * (size_t)a->n_vocab, sizeof *out) : NULL;
     bool ok = out && sl_ctx_eval(c, toks, N_LONG, &e) == SL_OK;
     for (int i = 0; i < N_LONG && ok; i++) {
@@ -155,10 +122,20 @@ static void *par_prefill(void *p)
     }
     if (c) sl_ctx_stats_get(c, &a->st);
     sl_ctx_destroy(c);
-    snprintf(a->why, sizeof a->why, "%s", ok ? "" : e.msg);
+    snprintf(a->why, sizeof a->why, "%s", ok ? "" : made ? e.msg : "no context");
     if (!ok) free(out);
     a->out = ok ? out : NULL;
     return NULL;
+}
+
+/* long_prefill on this thread, its failure checked */
+static float *prefill(sl_model *m, const char *sched, int32_t n_vocab, sl_ctx_stats *st)
+{
+    long_run r = {.m = m, .sched = sched, .n_vocab = n_vocab};
+    long_prefill(&r);
+    CHECK_MSG(r.out, "prefill (%s): %s", sched ? sched : "", r.why);
+    if (st) *st = r.st;
+    return r.out;
 }
 
 static bool same(const float *a, const float *b, size_t n)
@@ -301,15 +278,19 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
                   (unsigned long long)ps.stream_bytes);
         free(pl);
     }
+    /* two contexts of one model prefilling at once from two threads: they share the model's
+     * one streaming buffer (stream.h), each streamed layer's copies and compute enqueued under
+     * its lock, so each must still get the reference bits */
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, 2);
-    par_arg pa[2] = {{.m = m, .n_vocab = info.n_vocab, .bar = &bar},
-                     {.m = m, .n_vocab = info.n_vocab, .bar = &bar}};
-    pthread_t th[2];
-    const bool started = pthread_create(&th[0], NULL, par_prefill, &pa[0]) == 0;
+    long_run pa[2];
+    for (int i = 0; i < 2; i++)
+        pa[i] = (long_run){.m = m, .sched = "mode=cpu", .n_vocab = info.n_vocab, .bar = &bar};
+    pthread_t th;
+    const bool started = pthread_create(&th, NULL, long_prefill, &pa[0]) == 0;
     if (started) {
-        par_prefill(&pa[1]); /* the second on this thread */
-        pthread_join(th[0], NULL);
+        long_prefill(&pa[1]); /* the second on this thread */
+        pthread_join(th, NULL);
     }
     pthread_barrier_destroy(&bar);
     for (int i = 0; i < 2 && started; i++) {
