@@ -122,8 +122,8 @@ extern "C" sl_status sl_cuda_kv_store(sl_cuda_ctx *c, const float *d_src, const 
  * of at most k entries, in registers / local memory) and sums in that order. */
 enum { FWD_MAX_K = 64 };
 
-static __global__ void k_moe_combine(const float *y, const int32_t *idx, const float *w, int k,
-                                     int64_t dim, float *out)
+static __global__ void k_moe_combine(const float *y, const float *y2, const int32_t *idx,
+                                     const float *w, int k, int64_t dim, float *out)
 {
     const int64_t t = blockIdx.y;
     int order[FWD_MAX_K];
@@ -140,16 +140,17 @@ static __global__ void k_moe_combine(const float *y, const int32_t *idx, const f
          j += (int64_t)gridDim.x * blockDim.x) {
         float acc = 0.0f;
         for (int i = 0; i < k; i++) {
-            const int s = order[i];
-            acc = __fadd_rn(acc, __fmul_rn(w[t * k + s], y[(t * k + s) * dim + j]));
+            const int64_t at = (t * k + order[i]) * dim + j;
+            const float v = y2 ? __fadd_rn(y[at], y2[at]) : y[at];
+            acc = __fadd_rn(acc, __fmul_rn(w[t * k + order[i]], v));
         }
         out[t * dim + j] = acc;
     }
 }
 
-extern "C" sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const int32_t *d_idx,
-                                         const float *d_w, int64_t n_tok, int32_t k, int64_t dim,
-                                         float *d_out, sl_error *err)
+extern "C" sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const float *d_y2,
+                                         const int32_t *d_idx, const float *d_w, int64_t n_tok,
+                                         int32_t k, int64_t dim, float *d_out, sl_error *err)
 {
     sl_status st = check_rows(__func__, n_tok, dim, err);
     if (st) return st;
@@ -161,9 +162,38 @@ extern "C" sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
     if (!n_tok || !dim) return SL_OK;
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
-    k_moe_combine<<<grid_for(dim, n_tok), FWD_THREADS, 0, c->stream>>>(d_y, d_idx, d_w, k, dim,
-                                                                       d_out);
+    k_moe_combine<<<grid_for(dim, n_tok), FWD_THREADS, 0, c->stream>>>(d_y, d_y2, d_idx, d_w, k,
+                                                                       dim, d_out);
     SL_CU_LAUNCH(err, "k_moe_combine");
+    return SL_OK;
+}
+
+static __global__ void k_moe_mask_ids(const int32_t *idx, const uint8_t *mask, int64_t n_sel,
+                                      int32_t n_expert, int32_t *out)
+{
+    for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < n_sel;
+         s += (int64_t)gridDim.x * blockDim.x) {
+        const int32_t e = idx[s];
+        out[s] = e >= 0 && e < n_expert && mask[e] ? e : -1;
+    }
+}
+
+extern "C" sl_status sl_cuda_moe_mask_ids(sl_cuda_ctx *c, const int32_t *d_idx,
+                                          const uint8_t *d_mask, int64_t n_sel, int32_t n_expert,
+                                          int32_t *d_out, sl_error *err)
+{
+    if (n_sel < 0 || n_expert < 1)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_sel %lld < 0 or n_expert %d < 1",
+                            __func__, (long long)n_sel, n_expert);
+    if (n_sel && (!d_idx || !d_mask || !d_out))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: NULL pointer", __func__);
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
+    if (!n_sel) return SL_OK;
+    sl_status st = sl__cuda_ctx_enter(c, err);
+    if (st) return st;
+    k_moe_mask_ids<<<grid_for(n_sel, 1), FWD_THREADS, 0, c->stream>>>(d_idx, d_mask, n_sel,
+                                                                      n_expert, d_out);
+    SL_CU_LAUNCH(err, "k_moe_mask_ids");
     return SL_OK;
 }
 

@@ -41,11 +41,20 @@ sl_status sl_cuda_expert_bias(sl_cuda_ctx *c, float *d_y, const float *d_b,
 sl_status sl_cuda_kv_store(sl_cuda_ctx *c, const float *d_src, const int32_t *d_pos, int64_t n,
                            int64_t row, bool f16, void *d_cache, sl_error *err);
 
-/* MoE combine: d_out[t][j] = sum_{i<k} d_w[t*k + i] * d_y[(t*k + i)][j], summed in ascending
- * expert id (d_idx [n_tok][k]) so the order matches the CPU scheduler's (scheduler/moe/moe.h). */
-sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const int32_t *d_idx,
-                              const float *d_w, int64_t n_tok, int32_t k, int64_t dim,
-                              float *d_out, sl_error *err);
+/* MoE combine: d_out[t][j] = sum_{i<k} d_w[t*k + i] * y_{t*k + i}[j], summed in ascending
+ * expert id (d_idx [n_tok][k]; equal ids: the lower slot first) so the order matches the CPU
+ * scheduler's (scheduler/moe/moe.h), each product and sum rounded: y_s = d_y[s] or, with d_y2
+ * (NULL: none), d_y[s] + d_y2[s] — a layer's device-resident experts' rows and the host's
+ * others (one of the two +0 per slot), the bits of sl_moe_rows_join. */
+sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const float *d_y2,
+                              const int32_t *d_idx, const float *d_w, int64_t n_tok, int32_t k,
+                              int64_t dim, float *d_out, sl_error *err);
+
+/* d_out[s] = d_idx[s] where it is in [0, n_expert) and d_mask[d_idx[s]] != 0, else -1, for
+ * s < n_sel: the slots of a layer's resident experts for the expert GEMVs, which give the
+ * others (ids out of range) zeros. */
+sl_status sl_cuda_moe_mask_ids(sl_cuda_ctx *c, const int32_t *d_idx, const uint8_t *d_mask,
+                               int64_t n_sel, int32_t n_expert, int32_t *d_out, sl_error *err);
 
 /* Strided 2-D copy: d_dst[r * dst_stride + j] = d_src[r * src_stride + j] for r < rows,
  * j < width (floats; strides >= width): deepseek2's per-head gathers and scatters. The two

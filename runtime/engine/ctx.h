@@ -22,6 +22,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/pool.h"
 #include "runtime/engine/dx.h"
+#include "runtime/engine/hot.h"
 #include "runtime/engine/model.h"
 #include "runtime/engine/stream.h"
 #include "scheduler/moe/moe.h"
@@ -142,6 +143,7 @@ struct sl_ctx {
     bool graph_failed;
     char graph_error[SL_ERROR_MSG_BYTES]; /* the failed capture's message (sl_ctx_stats) */
     sl__stream stream;          /* a prefill's host experts through the device (stream.h) */
+    sl__hot hot;                /* host experts' most routed ones resident (hot.h) */
 };
 
 /* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention

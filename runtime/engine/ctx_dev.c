@@ -389,7 +389,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
             return st;
     }
     if ((st = profiled(c, &d->dx, err))) return st;
-    if ((st = sl__stream_setup(c, err))) return st;
+    if ((st = sl__stream_setup(c, err)) || (st = sl__hot_setup(c, err))) return st;
     /* the uploads above read model-lifetime host memory; they complete before the first use */
     return sl_device_stream_sync(m->dev, m->stream, err);
 }
@@ -400,6 +400,7 @@ void sl__ctx_dev_destroy(sl_ctx *c)
     if (c->n_dev_blocks) sl_device_stream_sync(c->m->dev, c->m->stream, NULL);
     sl__forward_graph_drop(c);
     sl__stream_free(c);
+    sl__hot_free(c);
     sl__dx_destroy(c->dev.dx);
     c->dev.dx = NULL;
     if (c->ev_xn) sl_device_event_destroy(c->m->dev, c->ev_xn);

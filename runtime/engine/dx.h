@@ -67,6 +67,7 @@ typedef struct sl__dx_moe {
     const sl_moe_layer *L;
     const void *const *d_gate, *const *d_up, *const *d_down; /* cuda: device arrays, else NULL */
     const int64_t *d_ff_at; /* cuda and L->ff_at: [n_expert + 1], else NULL */
+    sl_moe_sched *rows;     /* host and sim moe_rows: the CPU scheduler computing them */
 } sl__dx_moe;
 
 /* The per-head part of a q/k/v attention between the projections and the attention itself,
@@ -119,6 +120,18 @@ typedef struct sl__dx_vt {
                         int32_t *idx, float *w, sl_error *);
     sl_status (*moe)(sl__dx *, const sl__dx_moe *L, const int32_t *idx, const float *w,
                      int64_t n, int32_t k, const float *x, float *out, sl_error *);
+    /* A layer's device-resident experts beside the host's (hot.h): rows [n * k][n_embd] =
+     * for each slot s = t * k + i with mask[idx[s]] != 0 the unweighted FFN of x[t] by expert
+     * idx[s] (the row sl_moe_exec_rows gives), +0 in the other slots' rows; mask [n_expert]
+     * bytes in this executor's memory. host and sim through L->rows (a CPU scheduler), cuda
+     * through the expert GEMVs over the ids masked to -1. */
+    sl_status (*moe_rows)(sl__dx *, const sl__dx_moe *L, const uint8_t *mask,
+                          const int32_t *idx, int64_t n, int32_t k, const float *x, float *rows,
+                          sl_error *);
+    /* out [n][dim] = sl_moe_rows_join(ra, rb, idx, w, n, k, dim) (rb may be NULL) */
+    sl_status (*moe_join)(sl__dx *, const float *ra, const float *rb, const int32_t *idx,
+                          const float *w, int64_t n, int32_t k, int64_t dim, float *out,
+                          sl_error *);
     /* Per-head matmuls (deepseek2's MLA: k_b absorbed into the query, v_b after attention),
      * one step: for h < w->ne[2], t < n, dst + t * dst_ts + h * dst_hs [rows] = W_h (src +
      * t * src_ts + h * src_hs [cols]), W_h the h-th [rows][cols] matrix of the 3-D w (strides
@@ -224,7 +237,7 @@ void sl__dx_destroy(sl__dx *x);
  * profiler's table is checked against sl__dx_vt's size). */
 #define SL__DX_PROF_OPS(X)                                                                    \
     X(mm) X(mm_many) X(rms_norm) X(add) X(add_rows) X(scale) X(glu) X(rope) X(kv_store)      \
-    X(attn) X(router) X(moe) X(mm_heads) X(copy2d) X(argmax) X(relu_ffn) X(gated_add)        \
+    X(attn) X(router) X(moe) X(moe_rows) X(moe_join) X(mm_heads) X(copy2d) X(argmax) X(relu_ffn) X(gated_add)        \
     X(norm_mm) X(qk_rope_store) X(mm_add_norm) X(mm_router) X(mm_glu)
 #define SL__DX_PROF_COUNT_(name) +1
 enum { SL__DX_PROF_N_OPS = 0 SL__DX_PROF_OPS(SL__DX_PROF_COUNT_) };

@@ -49,6 +49,7 @@ typedef struct dx_cuda {
                           * [n_tok * k_max][e_max] */
     int32_t *order;      /* a chunk's slots by expert (sl_cuda_expert_order), up to
                           * SL_CUDA_GROUPED_MAX_EXPERTS experts */
+    int32_t *hot_ids;    /* [n_tok * k_max]: moe_rows' masked ids */
     void *gwork;         /* the grouped GEMM's F16 X (sl_cuda_gemm_grouped) */
     size_t gwork_bytes;
     int64_t n_tok, f_max, e_max;
@@ -196,11 +197,11 @@ static sl_status experts_gemv(dx_cuda *c, const sl__dx_moe *M, int p, const int3
                                k, rows, err);
 }
 
-static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const float *w,
-                       int64_t n, int32_t k, const float *in, float *out, sl_error *err)
+/* Every slot's unweighted expert output of the n tokens' [n][k] ids into y [n * k][n_embd]
+ * (a slot whose id is outside [0, n_expert) gets zeros: the GEMVs' rule). */
+static sl_status moe_slots(dx_cuda *c, const sl__dx_moe *M, const int32_t *idx, int64_t n,
+                           int32_t k, const float *in, float *y, sl_error *err)
 {
-    x->steps++;
-    dx_cuda *c = (dx_cuda *)x;
     const sl_moe_layer *L = M->L;
     if (!M->d_gate || !M->d_up || !M->d_down || (L->ff_at && !M->d_ff_at))
         return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): experts%s not on the "
@@ -233,12 +234,45 @@ static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const
          * activation (the clamped SwiGLU's too), and down' never reads it */
         if (st || (st = experts_gemv(c, M, 0, ids, S, k, in + t * E, c->eg, order, err)) ||
             (st = experts_gemv(c, M, 1, ids, S, k, in + t * E, c->eu, order, err)) ||
-            (st = c_glu(x, L->act, c->eg, c->eu, (int64_t)S * F, err)) ||
-            (st = experts_gemv(c, M, 2, ids, S, 1, c->eg, c->ey + t * k * E, order, err)))
+            (st = c_glu(&c->base, L->act, c->eg, c->eu, (int64_t)S * F, err)) ||
+            (st = experts_gemv(c, M, 2, ids, S, 1, c->eg, y + t * k * E, order, err)))
             return sl_error_set(err, st, "moe layer %d (cuda), tokens %lld..%lld: %s", L->layer,
                                 (long long)t, (long long)(t + T - 1), err ? err->msg : "");
     }
-    return sl_cuda_moe_combine(c->cu, c->ey, idx, w, n, k, E, out, err);
+    return SL_OK;
+}
+
+static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const float *w,
+                       int64_t n, int32_t k, const float *in, float *out, sl_error *err)
+{
+    x->steps++;
+    dx_cuda *c = (dx_cuda *)x;
+    const sl_status st = moe_slots(c, M, idx, n, k, in, c->ey, err);
+    if (st) return st;
+    return sl_cuda_moe_combine(c->cu, c->ey, NULL, idx, w, n, k, M->L->n_embd, out, err);
+}
+
+/* The slots of the mask's experts: their ids kept, the others -1 (zeros from the GEMVs). */
+static sl_status c_moe_rows(sl__dx *x, const sl__dx_moe *M, const uint8_t *mask,
+                            const int32_t *idx, int64_t n, int32_t k, const float *in,
+                            float *rows, sl_error *err)
+{
+    x->steps++;
+    dx_cuda *c = (dx_cuda *)x;
+    if (!c->hot_ids || n > c->n_tok || k > c->k_max)
+        return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): %lld tokens x k %d "
+                            "exceed the scratch's sizes", M->L->layer, (long long)n, k);
+    const sl_status st = sl_cuda_moe_mask_ids(c->cu, idx, mask, n * k, M->L->n_expert,
+                                              c->hot_ids, err);
+    return st ? st : moe_slots(c, M, c->hot_ids, n, k, in, rows, err);
+}
+
+static sl_status c_moe_join(sl__dx *x, const float *ra, const float *rb, const int32_t *idx,
+                            const float *w, int64_t n, int32_t k, int64_t dim, float *out,
+                            sl_error *err)
+{
+    x->steps++;
+    return sl_cuda_moe_combine(((dx_cuda *)x)->cu, ra, rb, idx, w, n, k, dim, out, err);
 }
 
 static sl_status c_gated_add(sl__dx *x, float *out, const float *y, const float *logit,
@@ -403,7 +437,8 @@ static void c_destroy(sl__dx *x)
 static const sl__dx_vt cuda_vt = {
     .mm = c_mm, .rms_norm = c_rms_norm, .add = c_add, .add_rows = c_add_rows,
     .scale = c_scale, .glu = c_glu, .rope = c_rope, .kv_store = c_kv_store, .attn = c_attn,
-    .router = c_router, .moe = c_moe, .gated_add = c_gated_add, .copy2d = c_copy2d,
+    .router = c_router, .moe = c_moe, .moe_rows = c_moe_rows, .moe_join = c_moe_join,
+    .gated_add = c_gated_add, .copy2d = c_copy2d,
     .argmax = c_argmax, .mm_heads = c_mm_heads, .norm_mm = c_norm_mm,
     .qk_rope_store = c_qk_rope_store, .mm_add_norm = c_mm_add_norm,
     .mm_router = c_mm_router, .mm_glu = c_mm_glu,
@@ -414,11 +449,12 @@ static size_t align256(size_t b)
     return (b + 255) & ~(size_t)255;
 }
 
-/* The expert scratch's parts: eg, eu, ey, order, gwork (sl__dx_cuda_scratch_bytes and
- * create's one rule); 0 for order and gwork where a chunk's slots exceed what one sort takes.
- * gwork: the grouped GEMM's X, a chunk's tokens (gate / up) or its slots (down). */
+/* The expert scratch's parts: eg, eu, ey, order, gwork, hot_ids (sl__dx_cuda_scratch_bytes
+ * and create's one rule); 0 for order and gwork where a chunk's slots exceed what one sort
+ * takes. gwork: the grouped GEMM's X, a chunk's tokens (gate / up) or its slots (down). */
+enum { N_PARTS = 6 };
 static void scratch_parts(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max,
-                          size_t part[5])
+                          size_t part[N_PARTS])
 {
     const size_t chunk = (size_t)moe_chunk(n_tok), slots = chunk * (size_t)k_max;
     part[0] = part[1] = align256(slots * (size_t)f_max * sizeof(float));
@@ -430,14 +466,16 @@ static void scratch_parts(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e
     const size_t gu = sl_cuda_gemm_grouped_work_bytes((int64_t)chunk, e_max),
                  dn = sl_cuda_gemm_grouped_work_bytes((int64_t)slots, f_max);
     part[4] = part[3] && gu && dn ? align256(gu > dn ? gu : dn) : 0;
+    part[5] = align256((size_t)n_tok * (size_t)k_max * sizeof(int32_t));
 }
 
 size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max)
 {
     if (n_tok < 1 || k_max < 1 || f_max < 1 || e_max < 1) return 256;
-    size_t part[5];
+    size_t part[N_PARTS], sum = 0;
     scratch_parts(n_tok, k_max, f_max, e_max, part);
-    return part[0] + part[1] + part[2] + part[3] + part[4];
+    for (int i = 0; i < N_PARTS; i++) sum += part[i];
+    return sum;
 }
 
 sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, size_t work_bytes,
@@ -457,15 +495,17 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
     c->f_max = f_max;
     c->e_max = e_max;
     if (d_scratch && n_tok > 0 && k_max > 0 && f_max > 0 && e_max > 0) {
-        uint8_t *s = d_scratch;
-        size_t part[5];
+        uint8_t *s = d_scratch, *at[N_PARTS];
+        size_t part[N_PARTS];
         scratch_parts(n_tok, k_max, f_max, e_max, part);
-        c->eg = (float *)s;
-        c->eu = (float *)(s + part[0]);
-        c->ey = (float *)(s + part[0] + part[1]);
-        c->order = part[3] ? (int32_t *)(s + part[0] + part[1] + part[2]) : NULL;
-        c->gwork = part[4] ? s + part[0] + part[1] + part[2] + part[3] : NULL;
+        for (int i = 0; i < N_PARTS; i++) at[i] = i ? at[i - 1] + part[i - 1] : s;
+        c->eg = (float *)at[0];
+        c->eu = (float *)at[1];
+        c->ey = (float *)at[2];
+        c->order = part[3] ? (int32_t *)at[3] : NULL;
+        c->gwork = part[4] ? at[4] : NULL;
         c->gwork_bytes = part[4];
+        c->hot_ids = (int32_t *)at[5];
     }
     sl_status st = sl_cuda_ctx_create(sl_device_ordinal_get(dev),
                                       sl_device_stream_native(dev, stream), &c->cu, err);

@@ -640,21 +640,50 @@ static sl_status h_router(sl__dx *x, const float *logits, int64_t n, const sl_ro
     return sl_cpu_router_topk(n > 1 ? h->pool : NULL, logits, n, p, idx, w, err);
 }
 
+static sl_status grow_assign(dx_host *h, int64_t n, sl_error *err)
+{
+    if (n <= h->assign_cap) return SL_OK;
+    sl_moe_assign *a = realloc(h->assign, (size_t)n * sizeof *a);
+    if (!a) return sl_error_set(err, SL_ERR_NOMEM, "moe: out of memory (assignments)");
+    h->assign = a;
+    h->assign_cap = n;
+    return SL_OK;
+}
+
 static sl_status h_moe(sl__dx *x, const sl__dx_moe *L, const int32_t *idx, const float *w,
                        int64_t n, int32_t k, const float *in, float *out, sl_error *err)
 {
     dx_host *h = (dx_host *)x;
     DRAIN(h);
-    if (n * k > h->assign_cap) {
-        sl_moe_assign *a = realloc(h->assign, (size_t)(n * k) * sizeof *a);
-        if (!a) return sl_error_set(err, SL_ERR_NOMEM, "moe: out of memory (assignments)");
-        h->assign = a;
-        h->assign_cap = n * k;
-    }
+    sl_status st = grow_assign(h, n * k, err);
+    if (st) return st;
     for (int64_t t = 0; t < n; t++)
         for (int32_t i = 0; i < k; i++)
             h->assign[t * k + i] = (sl_moe_assign){(int32_t)t, idx[t * k + i], w[t * k + i]};
     return sl_moe_exec(h->moe, L->L, h->assign, n * k, in, n, out, err);
+}
+
+static sl_status h_moe_rows(sl__dx *x, const sl__dx_moe *L, const uint8_t *mask,
+                            const int32_t *idx, int64_t n, int32_t k, const float *in,
+                            float *rows, sl_error *err)
+{
+    dx_host *h = (dx_host *)x;
+    DRAIN(h);
+    const sl_status st = grow_assign(h, n * k, err);
+    return st ? st : sl_moe_exec_slots(L->rows, L->L, mask, true, idx, n, k, in, rows,
+                                       h->assign, err);
+}
+
+static sl_status h_moe_join(sl__dx *x, const float *ra, const float *rb, const int32_t *idx,
+                            const float *w, int64_t n, int32_t k, int64_t dim, float *out,
+                            sl_error *err)
+{
+    DRAIN((dx_host *)x);
+    if (k < 1 || k > SL_MOE_JOIN_MAX_K)
+        return sl_error_set(err, SL_ERR_INVALID, "moe join: k %d outside [1, %d]", k,
+                            (int)SL_MOE_JOIN_MAX_K);
+    sl_moe_rows_join(ra, rb, idx, w, n, k, dim, out);
+    return SL_OK;
 }
 
 static sl_status gated_add_tokens(dx_host *h, const void *args, int64_t t0, int64_t t1,
@@ -715,7 +744,7 @@ static const sl__dx_vt host_vt = {
     .mm = h_mm, .mm_many = h_mm_many, .rms_norm = h_rms_norm, .add = h_add,
     .add_rows = h_add_rows, .scale = h_scale,
     .glu = h_glu, .rope = h_rope, .kv_store = h_kv_store, .attn = h_attn, .router = h_router,
-    .moe = h_moe, .gated_add = h_gated_add, .copy2d = h_copy2d, .mm_heads = h_mm_heads,
+    .moe = h_moe, .moe_rows = h_moe_rows, .moe_join = h_moe_join, .gated_add = h_gated_add, .copy2d = h_copy2d, .mm_heads = h_mm_heads,
     .argmax = h_argmax,
     .relu_ffn = h_relu_ffn, .norm_mm = sl__dx_fused_norm_mm,
     .qk_rope_store = sl__dx_fused_qk_rope_store, .mm_add_norm = sl__dx_fused_mm_add_norm,

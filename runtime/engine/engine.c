@@ -80,10 +80,18 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
     if (st || !c->m->hp.n_expert) return st;
     c->experts_sync = fo.order == SL_FETCH_ORDER_SYNC;
     c->stream.min_tokens = fo.prefill_stream;
-    /* mode cpu with experts resident (pinned, hot, uploaded) is the fetching scheduler's:
-     * they run on the device beside the CPU's part (fetch.h) */
-    const bool resident = (fo.pinned && *fo.pinned) || fo.hot_bytes ||
-                          (fo.cache_bytes && fo.uploads);
+    /* mode cpu with only a static hot set in stream order: the CPU scheduler, the hot experts
+     * the engine's (hot.h: no wait on the device); with pins or uploaded experts, or order
+     * sync, the fetching scheduler's: they run on the device beside the CPU's part (fetch.h) */
+    const bool pinned = fo.pinned && *fo.pinned, uploads = fo.cache_bytes && fo.uploads;
+    if (fo.mode == SL_FETCH_CPU && fo.hot_bytes && !pinned && !uploads && !c->experts_sync &&
+        c->m->dev) {
+        c->hot.bytes = fo.hot_bytes;
+        c->hot.warm = fo.hot_warm;
+        c->moe_mode = "cpu";
+        return sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &c->moe, err);
+    }
+    const bool resident = pinned || fo.hot_bytes || uploads;
     fo.hot_layers = 0;
     for (int32_t il = 0; il < c->m->hp.n_layer; il++)
         fo.hot_layers += sl__layer_moe(&c->m->layers[il]);
@@ -205,6 +213,7 @@ static sl_status matvec_work_bytes(const sl_model *m, size_t *out, sl_error *err
 static sl_status ctx_refresh(sl_ctx *c, sl_error *err)
 {
     sl_moe_invalidate(c->moe);
+    sl__hot_invalidate(c);
     c->host.rope_freqs = host_rope(c);
     size_t wb;
     sl_status st = matvec_work_bytes(c->m, &wb, err);
@@ -726,7 +735,7 @@ void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out)
         sl_moe_stats ms;
         sl_moe_stats_get(c->moe, &ms);
         out->expert_calls_cpu = ms.calls_cpu;
-        out->expert_calls_gpu = ms.calls_gpu;
+        out->expert_calls_gpu = ms.calls_gpu + c->hot.calls_dev;
         out->expert_cpu_bytes = ms.cpu_bytes;
         out->expert_cpu_seconds = (double)ms.cpu_ns * 1e-9;
         out->moe_scheduler = sl_moe_name(c->moe);

@@ -275,20 +275,46 @@ static sl_status cross(sl_ctx *c, const sl__side *from, void *dst, const void *s
  * runs when the rows and the routing have come down, and what the device does next waits for
  * it, so the host thread never blocks here and goes on queuing the next layers. The first
  * failure is kept for the end of the pass (sl__forward). */
+/* The first failure of a pass's host functions, kept for its end (sl__forward). */
+static void async_fail(sl_ctx *c, sl_status st, const sl_error *e)
+{
+    if (st && !c->async_st) {
+        c->async_err = *e;
+        c->async_st = st;
+    }
+}
+
 static void host_experts_fn(void *user)
 {
     const sl__async_part *p = user;
     sl_ctx *c = p->c;
     const sl__side *h = &c->host;
     const sl__dx_moe hm = {.L = &c->m->layers[p->layer].moe};
+    const int32_t K = c->m->hp.n_expert_used;
     sl_error e;
-    const sl_status st = h->dx->vt->moe(h->dx, &hm, h->topk_idx, h->topk_w, p->n,
-                                        (int32_t)c->m->hp.n_expert_used, h->xn, h->tmp, &e);
+    sl__hot_count(c, p->layer, h->topk_idx, p->n * K);
+    const sl_status st = h->dx->vt->moe(h->dx, &hm, h->topk_idx, h->topk_w, p->n, K, h->xn,
+                                        h->tmp, &e);
     sl_cpu_pool_keep_awake(c->pool, HOST_EXPERTS_AWAKE_NS);
-    if (st && !c->async_st) {
-        c->async_err = e;
-        c->async_st = st;
-    }
+    async_fail(c, st, &e);
+}
+
+/* The host's part of a layer with resident hot experts (hot.h): the other slots' rows. */
+static void host_cold_fn(void *user)
+{
+    const sl__async_part *p = user;
+    sl_ctx *c = p->c;
+    sl_error e;
+    const sl_status st = sl__hot_host_rows(c, p->layer, c->host.topk_idx, p->n, c->host.xn, &e);
+    sl_cpu_pool_keep_awake(c->pool, HOST_EXPERTS_AWAKE_NS);
+    async_fail(c, st, &e);
+}
+
+/* A streamed prefill's routing counted for the hot experts' choice. */
+static void host_count_fn(void *user)
+{
+    const sl__async_part *p = user;
+    sl__hot_count(p->c, p->layer, p->c->host.topk_idx, p->n * p->c->m->hp.n_expert_used);
 }
 
 /* Whether a device layer's host experts run in stream order (host_experts_fn): a host
@@ -320,8 +346,22 @@ static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L,
     if (experts && experts_in_stream_order(c, s)) {
         sl__async_part *p = &c->async_parts[il]; /* the host thread may run layers ahead */
         *p = (sl__async_part){.c = c, .layer = il, .n = n};
-        if ((st = sl_device_launch_host(m->dev, m->stream, host_experts_fn, p, err))) return st;
-        return cross(c, o, s->tmp, o->tmp, (uint64_t)(n * E) * sizeof(float), err);
+        if (!sl__hot_ready(c, il, n)) {
+            if ((st = sl_device_launch_host(m->dev, m->stream, host_experts_fn, p, err)))
+                return st;
+            return cross(c, o, s->tmp, o->tmp, (uint64_t)(n * E) * sizeof(float), err);
+        }
+        /* resident hot experts on the device, the others on the host, joined on the device */
+        const sl__hot *h = &c->hot;
+        const sl__hot_layer *HL = &h->L[il];
+        const uint64_t rb = (uint64_t)(n * K * E) * sizeof(float);
+        if ((st = s->dx->vt->moe_rows(s->dx, &HL->dx, HL->d_mask, s->topk_idx, n, (int32_t)K,
+                                      s->xn, h->d_rows[0], err)) ||
+            (st = sl_device_launch_host(m->dev, m->stream, host_cold_fn, p, err)) ||
+            (st = cross(c, o, h->d_rows[1], h->h_rows, rb, err)))
+            return st;
+        return s->dx->vt->moe_join(s->dx, h->d_rows[0], h->d_rows[1], s->topk_idx, s->topk_w,
+                                   n, (int32_t)K, E, s->tmp, err);
     }
     if (o == &c->host && (st = sync_dev(c, err))) return st;
     const sl__dx_vt *vt = o->dx->vt;
@@ -350,6 +390,21 @@ static bool experts_on_device(const sl__layer *L)
     return L->moe_on_device && L->moe_on_device[0];
 }
 
+/* A prefill's layer through the device (stream.h); its routing counted on the host for the
+ * hot experts' choice while the layer warms (hot.h). */
+static sl_status stream_moe(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
+{
+    sl_status st = sl__stream_moe(c, s, il, n, err);
+    if (st || !sl__hot_warming(c, il)) return st;
+    const int64_t K = c->m->hp.n_expert_used;
+    sl__async_part *p = &c->async_parts[il];
+    *p = (sl__async_part){.c = c, .layer = il, .n = n};
+    if ((st = cross(c, s, c->host.topk_idx, s->topk_idx, (uint64_t)(n * K) * sizeof(int32_t),
+                    err)))
+        return st;
+    return sl_device_launch_host(c->m->dev, c->m->stream, host_count_fn, p, err);
+}
+
 static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl_error *err)
 {
     const sl_model *m = c->m;
@@ -374,7 +429,7 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
     else if (experts_dev == (s == &c->dev))
         st = vt->moe(s->dx, &c->dmoe[il], s->topk_idx, s->topk_w, n, K, s->xn, s->tmp, err);
     else if (s == &c->dev && sl__stream_wanted(c, il, n))
-        st = sl__stream_moe(c, s, il, n, err); /* a prefill: one copy for every token */
+        st = stream_moe(c, s, il, n, err); /* a prefill: one copy for every token */
     else
         st = ffn_elsewhere(c, s, L, il, n, true, err);
     if (st) return st;
@@ -999,6 +1054,8 @@ static sl_status forward_seqs(sl_ctx *c, const sl__seq *seqs, int32_t n_seqs,
     c->n_seqs = n_seqs;
     sl_status st = sl__rs_begin(c, err);
     if (!st) st = forward_run(c, tokens, n, greedy, err);
+    /* the hot experts of layers whose warm-up this pass completed go up behind it */
+    if (!st && !c->async_st) st = sl__hot_update(c, err);
     c->seqs = NULL;
     c->n_seqs = 0;
     /* a stream-ordered host part failed (the pass has synchronised: it ends with a sync) */

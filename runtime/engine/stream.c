@@ -10,17 +10,19 @@
 #include "kernels/ref/repack.h"
 #include "runtime/engine/ctx.h"
 
-/* sim: one in-place Q4_K_R8 undo of a streamed projection, run on the stream after its copy */
-typedef struct sl__stream_undo {
-    void *data;
-    int64_t rows, cols;
-} sl__stream_undo;
-
 static void undo_fn(void *user)
 {
-    const sl__stream_undo *u = user;
-    /* checked by streamable / the layout: rows of whole groups, cols of whole blocks */
+    const sl__r8_undo *u = user;
+    /* checked by the callers: rows of whole groups, cols of whole blocks */
     (void)sl_repack_q4_K_r8_undo(u->data, u->data, u->rows, u->cols, NULL);
+}
+
+sl_status sl__r8_undo_enqueue(const sl_ctx *c, sl_cuda_ctx *cu, sl__r8_undo *rec, void *data,
+                              int64_t rows, int64_t cols, sl_error *err)
+{
+    if (cu) return sl_cuda_q4_K_r8_undo(cu, data, rows, cols, err);
+    *rec = (sl__r8_undo){.data = data, .rows = rows, .cols = cols};
+    return sl_device_launch_host(c->m->dev, c->m->stream, undo_fn, rec, err);
 }
 
 static uint64_t up256(uint64_t b)
@@ -82,9 +84,7 @@ uint64_t sl__stream_layer_bytes(const sl_model *m, int32_t il)
     return il >= 0 && il < m->hp.n_layer && layout_of(&m->layers[il], &l) ? l.total : 0;
 }
 
-/* A device layer whose routed experts are all on the host, whole (not split) — what streams —
- * in types the device's executor computes. */
-static bool streamable(const sl_ctx *c, int32_t il)
+bool sl__experts_streamable(const sl_ctx *c, int32_t il)
 {
     const sl__layer *L = &c->m->layers[il];
     if (!c->layer_dev || !c->layer_dev[il] || !sl__layer_moe(L) || L->moe_split ||
@@ -109,7 +109,7 @@ sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
     if (!s->min_tokens || c->cap < s->min_tokens || !c->dev.dx || !m->hp.n_expert) return SL_OK;
     bool any = false;
     for (int32_t il = 0; il < m->hp.n_layer && !any; il++)
-        any = streamable(c, il) && sl__stream_layer_bytes(m, il);
+        any = sl__experts_streamable(c, il) && sl__stream_layer_bytes(m, il);
     if (!any) return SL_OK;
     pthread_mutex_lock(&m->stream_mu); /* a new context may find room an earlier one did not */
     m->stream_failed = false;
@@ -210,7 +210,7 @@ void sl__stream_release(sl_model *m)
 bool sl__stream_wanted(const sl_ctx *c, int32_t il, int64_t n)
 {
     const sl__stream *s = &c->stream;
-    if (!s->on || !s->min_tokens || n < s->min_tokens || n < 2 || !streamable(c, il))
+    if (!s->on || !s->min_tokens || n < s->min_tokens || n < 2 || !sl__experts_streamable(c, il))
         return false;
     /* the model's buffer holds every MoE layer as it was sized (a reload may have grown one) */
     const uint64_t b = sl__stream_layer_bytes(c->m, il);
@@ -268,15 +268,10 @@ static sl_status stream_layer(sl_ctx *c, const sl__side *sd, int32_t il, int64_t
         for (int32_t e = 0; e < X; e++) hp[p * X + e] = base + (uint64_t)e * l.pb[p];
         if ((st = copy_experts(c, base, src[p], X, l.pb[p], err))) return st;
         /* the device reads Q4_K: the CPU's repacked rows turned back there, in place */
-        if (t[p] != SL_TYPE_Q4_K_R8) continue;
-        if (cuda) {
-            st = sl_cuda_q4_K_r8_undo(s->cu, base, (int64_t)X * rows[p], cols[p], err);
-        } else {
-            sl__stream_undo *u = &s->undo[(size_t)il * 3 + (size_t)p];
-            *u = (sl__stream_undo){.data = base, .rows = (int64_t)X * rows[p], .cols = cols[p]};
-            st = sl_device_launch_host(m->dev, m->stream, undo_fn, u, err);
-        }
-        if (st) return st;
+        if (t[p] == SL_TYPE_Q4_K_R8 &&
+            (st = sl__r8_undo_enqueue(c, s->cu, &s->undo[(size_t)il * 3 + (size_t)p], base,
+                                      (int64_t)X * rows[p], cols[p], err)))
+            return st;
     }
     V->gate = hp, V->up = hp + X, V->down = hp + 2 * X;
     V->type_gate = sl_repack_base_type(t[0]);

@@ -41,7 +41,7 @@ typedef struct sl__stream {
     sl_moe_layer *view;   /* [n_layer]: the layer being streamed, pointing into buf */
     const void **hp;      /* [n_layer][3][n_expert]: the view's expert pointers */
     bool *on_dev;         /* [n_expert], all true: the view's on_device */
-    struct sl__stream_undo *undo; /* sim: [n_layer][3] host-function arguments (below) */
+    struct sl__r8_undo *undo; /* sim: [n_layer][3] host-function arguments (below) */
     const void **dp;      /* cuda: their device arrays (same shape), else NULL */
     sl_cuda_ctx *cu;      /* cuda: the Q4_K_R8 undo's context, else NULL */
 } sl__stream;
@@ -54,6 +54,22 @@ uint64_t sl__stream_bytes_of(const uint64_t bytes[6]);
 /* Bytes layer il's routed experts (and their biases) take in the staging buffer, as the device
  * reads them; 0 for a layer without routed experts or split hot / cold. */
 uint64_t sl__stream_layer_bytes(const struct sl_model *m, int32_t il);
+
+/* A device layer of c whose routed experts are all on the host, whole (not split), in types
+ * the device's executor computes (a Q4_K_R8 one through the undo below): what streams, and
+ * what may keep hot experts on the device (hot.h). */
+bool sl__experts_streamable(const struct sl_ctx *c, int32_t il);
+
+/* The device's Q4_K from a copy of Q4_K_R8 rows (rows of whole groups of 8, cols of whole
+ * blocks), in place and in stream order: on cuda through cu (a context on the model's
+ * stream), else (sim: cu NULL) by kernels/ref's undo in a host function reading *rec, which
+ * must live until the stream has passed it. Streamed layers and hot experts (hot.h). */
+typedef struct sl__r8_undo {
+    void *data;
+    int64_t rows, cols;
+} sl__r8_undo;
+sl_status sl__r8_undo_enqueue(const struct sl_ctx *c, sl_cuda_ctx *cu, sl__r8_undo *rec,
+                              void *data, int64_t rows, int64_t cols, sl_error *err);
 
 /* Frees the model's buffer after the stream has passed its work (model close; a runtime's
  * eviction, when no context of the model is evaluating); the next streamed layer takes it

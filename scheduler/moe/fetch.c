@@ -565,7 +565,7 @@ static sl_status run_cpu_batch(fetch *f, const sl_moe_assign *a, const float *x,
         for (int64_t gi = f->xs[xi].g0; f->xs[xi].kind == X_CPU && gi < f->xs[xi].g1; gi++)
             for (int64_t i = 0; i < f->gs[gi].m; i++) f->sub[j++] = a[f->gs[gi].idx[i]];
     const uint64_t t0 = sl__now_ns();
-    if ((st = sl__moe_cpu_rows(f->parts, &f->cur, f->sub, n, x, n_tok, f->rows, err))) return st;
+    if ((st = sl_moe_exec_rows(f->parts, &f->cur, f->sub, n, x, n_tok, f->rows, err))) return st;
     f->call_cpu_assign += n;
     f->call_cpu_x += nx;
     j = 0;

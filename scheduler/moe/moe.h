@@ -122,6 +122,33 @@ sl_status sl_moe_exec(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assig
                       int64_t n_assign, const float *x, int64_t n_tok, float *out,
                       sl_error *err);
 
+/* The contract's terms kept apart: rows[i] [n_embd] = expert a[i].expert's FFN of
+ * x[a[i].token] (its down bias included), unweighted: the bits sl_moe_exec adds into out.
+ * Arguments as sl_moe_exec's; SL_ERR_UNSUPPORTED for a scheduler other than the CPU one (it
+ * runs them with its batched paths and counts them in its stats, wall time included). For
+ * callers that sum elsewhere: the fetching scheduler, the engine's device-resident hot experts
+ * (sl_moe_rows_join). */
+sl_status sl_moe_exec_rows(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
+                           int64_t n_assign, const float *x, int64_t n_tok, float *rows,
+                           sl_error *err);
+/* sl_moe_exec_rows over the slots of a [n_tok][k] id list whose expert's mask byte is set
+ * (want true) or clear (false): rows [n_tok * k][n_embd], slot s's row where it is taken, +0
+ * in the others' (and in slots whose id is outside [0, n_expert)). scratch: room for n_tok * k
+ * assignments. The two sides of a layer's experts split between a device and the host
+ * (runtime/engine/hot.h). SL_ERR_INVALID for NULL arguments or 2^24 slots or more. */
+sl_status sl_moe_exec_slots(sl_moe_sched *s, const sl_moe_layer *L, const uint8_t *mask,
+                            bool want, const int32_t *idx, int64_t n_tok, int32_t k,
+                            const float *x, float *rows, sl_moe_assign *scratch, sl_error *err);
+/* The contract's sum over per-slot rows: for t < n_tok, out[t][:] = sum over the k slots
+ * s = t * k + i in ascending idx[s] of w[s] * (ra[s][:] + rb[s][:]) (rb NULL: ra alone),
+ * each product and sum rounded (never an FMA), from +0: the bits sl_moe_exec gives when
+ * every slot's row is in ra or rb and the other holds +0 or -0 there. idx, w [n_tok][k];
+ * ra, rb [n_tok * k][dim]; 1 <= k <= SL_MOE_JOIN_MAX_K (the caller's check). Where a slot's
+ * expert is repeated, the lower slot first. */
+enum { SL_MOE_JOIN_MAX_K = 64 };
+void sl_moe_rows_join(const float *ra, const float *rb, const int32_t *idx, const float *w,
+                      int64_t n_tok, int32_t k, int64_t dim, float *out);
+
 /* Counters since creation. */
 void sl_moe_stats_get(const sl_moe_sched *s, sl_moe_stats *out);
 /* Per-expert neuron statistics (the profile of hot/cold placement for routed experts): from now

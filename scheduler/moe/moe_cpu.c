@@ -63,7 +63,7 @@ typedef struct moe_cpu {
      * into order) of token t's assignments, ascending; tcur[t] = the first not yet joined */
     int32_t *tpos, *tbeg, *tcur;
     size_t tpos_cap, tbeg_cap, tcur_cap;
-    float *rows; /* sl__moe_cpu_rows: results go to rows[assignment], not summed into out */
+    float *rows; /* cpu_rows: results go to rows[assignment], not summed into out */
 } moe_cpu;
 
 static sl_status grow(void **p, size_t *cap, size_t need, size_t elt, sl_error *err)
@@ -163,7 +163,7 @@ static void join_tokens(void *ctx, int64_t t0, int64_t t1, int thread)
     }
 }
 
-/* Assignment i's result d joins token t's row of out, or (sl__moe_cpu_rows) is kept as row i. */
+/* Assignment i's result d joins token t's row of out, or (cpu_rows) is kept as row i. */
 static void join(const moe_cpu *c, float *out, const sl_moe_assign *a, int64_t i,
                  const float *d, int64_t E)
 {
@@ -440,22 +440,49 @@ static void cpu_destroy(sl_moe_sched *s)
     free(c);
 }
 
-static const sl__moe_vtable k_cpu_vt = {
-    .name = "cpu", .exec = cpu_exec, .destroy = cpu_destroy,
-    .caps = SL_MOE_CAP_HOST_ONLY | SL_MOE_CAP_NEURON_STATS,
-};
-
-sl_status sl__moe_cpu_rows(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
-                           int64_t n_assign, const float *x, int64_t n_tok, float *rows,
-                           sl_error *err)
+/* sl_moe_exec_rows: cpu_run keeping each result (join() copies it to rows[assignment]) */
+static sl_status cpu_rows(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
+                          int64_t n_assign, const float *x, int64_t n_tok, float *rows,
+                          sl_error *err)
 {
-    if (!s || s->vt != &k_cpu_vt || !rows)
-        return sl_error_set(err, SL_ERR_INVALID, "moe cpu rows: not a CPU scheduler, or NULL");
     moe_cpu *c = (moe_cpu *)s;
+    const uint64_t t0 = sl_clock_ns();
     c->rows = rows;
     const sl_status st = cpu_run(c, L, a, n_assign, x, n_tok, NULL, err);
     c->rows = NULL;
+    s->stats.cpu_ns += sl_clock_ns() - t0;
     return st;
+}
+
+static const sl__moe_vtable k_cpu_vt = {
+    .name = "cpu", .exec = cpu_exec, .rows = cpu_rows, .destroy = cpu_destroy,
+    .caps = SL_MOE_CAP_HOST_ONLY | SL_MOE_CAP_NEURON_STATS,
+};
+
+/* (contracted nowhere in this file: the pragma above add_weighted) */
+void sl_moe_rows_join(const float *ra, const float *rb, const int32_t *idx, const float *w,
+                      int64_t n_tok, int32_t k, int64_t dim, float *out)
+{
+    for (int64_t t = 0; t < n_tok; t++) {
+        float *o = out + t * dim;
+        memset(o, 0, (size_t)dim * sizeof *o);
+        const int32_t *id = idx + t * k;
+        int32_t order[SL_MOE_JOIN_MAX_K]; /* the slots by expert, stable (insertion) */
+        for (int32_t i = 0; i < k; i++) {
+            int32_t j = i;
+            for (; j > 0 && id[order[j - 1]] > id[i]; j--) order[j] = order[j - 1];
+            order[j] = i;
+        }
+        for (int32_t i = 0; i < k; i++) {
+            const int64_t s = t * k + order[i];
+            const float ws = w[s], *a = ra + s * dim, *b = rb ? rb + s * dim : NULL;
+            if (!b) {
+                add_weighted(o, ws, a, dim);
+                continue;
+            }
+            for (int64_t j = 0; j < dim; j++) o[j] += ws * (a[j] + b[j]);
+        }
+    }
 }
 
 sl_status sl_moe_cpu_create(const sl_cpu_ops *ops, const sl_cpu_matvec_ctx *mv,

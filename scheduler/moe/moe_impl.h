@@ -17,6 +17,10 @@ typedef struct sl__moe_vtable {
     unsigned caps; /* SL_MOE_CAP_* */
     /* fills the fields of *out beyond the header's counters (NULL: none) */
     void (*stats)(const sl_moe_sched *s, sl_moe_stats *out);
+    /* sl_moe_exec_rows, arguments checked (NULL: keeps no rows) */
+    sl_status (*rows)(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
+                      int64_t n_assign, const float *x, int64_t n_tok, float *rows,
+                      sl_error *err);
     /* writes the trace (NULL: records none) */
     sl_status (*trace_write)(const sl_moe_sched *s, const char *path, sl_error *err);
 } sl__moe_vtable;
@@ -29,14 +33,5 @@ struct sl_moe_sched {
     sl_neuron_stats *nstats;
     int32_t nstats_layers, nstats_experts;
 };
-
-/* moe_cpu.c: the CPU scheduler s (sl_moe_cpu_create) computing a's experts with its batched
- * paths (a layer's gate/up in one pool call, its downs in another) but keeping each result:
- * rows[i] [n_embd] = expert a[i].expert's FFN of x[a[i].token], unweighted, the bits
- * sl_moe_exec would add into out. For schedulers that sum themselves (fetch.c). Arguments as
- * sl_moe_exec's, already checked. */
-sl_status sl__moe_cpu_rows(sl_moe_sched *s, const sl_moe_layer *L, const sl_moe_assign *a,
-                           int64_t n_assign, const float *x, int64_t n_tok, float *rows,
-                           sl_error *err);
 
 #endif

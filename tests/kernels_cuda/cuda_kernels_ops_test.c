@@ -548,7 +548,7 @@ static void test_fwd(sl_cuda_ctx *c)
     float *dey = dup_d(ey, R * K * D), *dw = dup_d(w, R * K), *dout = dmalloc((size_t)(R * D) * 4);
     int32_t *didx = dmalloc(sizeof idx);
     h2d(didx, idx, sizeof idx);
-    CHECK(sl_cuda_moe_combine(c, dey, didx, dw, R, (int32_t)K, D, dout, &e) == SL_OK);
+    CHECK(sl_cuda_moe_combine(c, dey, NULL, didx, dw, R, (int32_t)K, D, dout, &e) == SL_OK);
     CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
     d2h(out, dout, (size_t)(R * D) * 4);
     bad = 0;
@@ -570,7 +570,44 @@ static void test_fwd(sl_cuda_ctx *c)
         }
     }
     CHECK_MSG(bad == 0, "moe_combine: %d mismatches", bad);
-    CHECK(sl_cuda_moe_combine(c, dey, didx, dw, R, 0, D, dout, &e) == SL_ERR_INVALID);
+    /* the same rows split over two buffers by a mask of experts (moe_mask_ids picks the
+     * first's slots), zeros in the other: the same bits */
+    {
+        uint8_t mask[64];
+        for (int i = 0; i < 64; i++) mask[i] = (uint8_t)(rnd_u32() & 1);
+        float *ya = xmalloc((size_t)(R * K * D) * 4), *yb = xmalloc((size_t)(R * K * D) * 4);
+        int32_t got[5 * 4];
+        for (int64_t s = 0; s < R * K; s++)
+            for (int64_t j = 0; j < D; j++) {
+                const bool a = mask[idx[s]];
+                ya[s * D + j] = a ? ey[s * D + j] : 0.0f;
+                yb[s * D + j] = a ? 0.0f : ey[s * D + j];
+            }
+        float *dya = dup_d(ya, R * K * D), *dyb = dup_d(yb, R * K * D);
+        uint8_t *dmask = dmalloc(sizeof mask);
+        int32_t *dids = dmalloc(sizeof got);
+        h2d(dmask, mask, sizeof mask);
+        float *out2 = xmalloc((size_t)(R * D) * 4);
+        CHECK(sl_cuda_moe_combine(c, dya, dyb, didx, dw, R, (int32_t)K, D, dout, &e) == SL_OK);
+        CHECK(sl_cuda_moe_mask_ids(c, didx, dmask, R * K, 64, dids, &e) == SL_OK);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(out2, dout, (size_t)(R * D) * 4);
+        d2h(got, dids, sizeof got);
+        CHECK_MSG(!memcmp(out, out2, (size_t)(R * D) * 4), "moe_combine of two buffers: bits "
+                  "differ from one buffer's");
+        bad = 0;
+        for (int64_t s = 0; s < R * K; s++) bad += got[s] != (mask[idx[s]] ? idx[s] : -1);
+        CHECK_MSG(bad == 0, "moe_mask_ids: %d wrong ids", bad);
+        CHECK(sl_cuda_moe_mask_ids(c, didx, dmask, R * K, 0, dids, &e) == SL_ERR_INVALID);
+        free(ya);
+        free(yb);
+        free(out2);
+        cudaFree(dya);
+        cudaFree(dyb);
+        cudaFree(dmask);
+        cudaFree(dids);
+    }
+    CHECK(sl_cuda_moe_combine(c, dey, NULL, didx, dw, R, 0, D, dout, &e) == SL_ERR_INVALID);
     /* expert_bias: rows R (ids of 4 experts), whole experts (bias [4][D]) and per-expert
      * widths 300, 0, 729, 471 (bias [1500]) */
     {

@@ -317,37 +317,74 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
               arch);
     free(r.logits);
 
-    /* static hot residency (fetch.h hot_kb): half of each layer's experts pinned from the
-     * prompt's routing, the rest on the CPU; the same bits, no expert bytes over PCIe once
-     * the set is resident, and some assignments on the device */
+    /* static hot residency (runtime/engine/hot.h): half of each layer's experts resident
+     * from the prompt's routing, the rest on the CPU, in stream order; the same bits, no
+     * expert bytes over PCIe once the set is resident, some assignments on the device, and
+     * no blocking wait but each token's for its logits */
     char sched[128];
     const uint64_t half_kb = (uint64_t)info.n_expert / 2 * per_expert * (uint64_t)moe_layers >> 10;
     snprintf(sched, sizeof sched, "mode=cpu hot_kb=%llu hot_warm=1", (unsigned long long)half_kb);
     r = decode(m, sched, info.n_vocab);
     CHECK_MSG(r.ok && same(ref.logits, r.logits, NV), "%s %s: decode logits differ from the "
               "CPU placement's", arch, sched);
-    CHECK_MSG(!strcmp(r.sched, "fetch"), "%s %s: scheduler %s", arch, sched, r.sched);
+    CHECK_MSG(!strcmp(r.sched, "cpu"), "%s %s: scheduler %s", arch, sched, r.sched);
     const uint64_t gpu = r.s1.expert_calls_gpu - r.s0.expert_calls_gpu,
                    all = gpu + r.s1.expert_calls_cpu - r.s0.expert_calls_cpu;
     CHECK_MSG(r.s1.copy_bytes == r.s0.copy_bytes && r.s0.copy_bytes > 0,
               "%s static hot: %llu expert bytes over PCIe in decode (%llu to load)", arch,
               (unsigned long long)(r.s1.copy_bytes - r.s0.copy_bytes),
               (unsigned long long)r.s0.copy_bytes);
-    CHECK_MSG(gpu > 0 && gpu < all, "%s static hot: %llu of %llu assignments on the device",
-              arch, (unsigned long long)gpu, (unsigned long long)all);
-    /* the blocking structure as it stands: per MoE layer the wait before the host part (the
-     * fetching scheduler calls the device, so it cannot run in stream order) and the one for
-     * the device's expert groups; the copy stream is idle in steady decode (no wait) */
+    CHECK_MSG(gpu > 0 && gpu < all && all == (uint64_t)N_DECODE * moe_layers * info.n_expert_used,
+              "%s static hot: %llu of %llu assignments on the device", arch,
+              (unsigned long long)gpu, (unsigned long long)all);
     const uint64_t hot_syncs = r.s1.dev_syncs - r.s0.dev_syncs;
-    CHECK_MSG(hot_syncs == (uint64_t)N_DECODE * (1 + 2 * (uint64_t)moe_layers),
-              "%s static hot: %llu blocking syncs in %d tokens", arch,
+    CHECK_MSG(hot_syncs == (uint64_t)N_DECODE, "%s static hot: %llu blocking syncs in %d "
+              "tokens (want one per token, none per layer)", arch,
               (unsigned long long)hot_syncs, N_DECODE);
+    CHECK_MSG(r.s1.expert_cpu_bytes - r.s0.expert_cpu_bytes <
+                  (uint64_t)N_DECODE * moe_layers * info.n_expert_used * per_expert,
+              "%s static hot: the CPU read every routed expert", arch);
     printf("%s static hot: %.2f blocking syncs and %.1f device calls per MoE layer and token; "
            "%llu of %llu assignments on the device\n", arch,
            (double)(r.s1.dev_syncs - r.s0.dev_syncs) / N_DECODE / (double)moe_layers,
            (double)(r.s1.dev_calls - r.s0.dev_calls) / N_DECODE / (double)moe_layers,
            (unsigned long long)gpu, (unsigned long long)all);
     free(r.logits);
+    /* room for every expert: those the prompt routed resident; a share below one expert a
+     * layer: nothing resident, the plain host path */
+    static const uint64_t shares[2][2] = {{2, 1}, {0, 1}};
+    for (int i = 0; i < 2; i++) {
+        const uint64_t kb = shares[i][0] ? (uint64_t)info.n_expert * per_expert *
+                                               (uint64_t)moe_layers * 2 >> 10
+                                         : per_expert / 2 >> 10 ? per_expert / 2 >> 10 : 1;
+        snprintf(sched, sizeof sched, "mode=cpu hot_kb=%llu hot_warm=%llu",
+                 (unsigned long long)kb, (unsigned long long)shares[i][1]);
+        r = decode(m, sched, info.n_vocab);
+        CHECK_MSG(r.ok && same(ref.logits, r.logits, NV), "%s %s: decode logits differ from "
+                  "the CPU placement's", arch, sched);
+        const uint64_t g = r.s1.expert_calls_gpu - r.s0.expert_calls_gpu,
+                       cpu = r.s1.expert_calls_cpu - r.s0.expert_calls_cpu;
+        CHECK_MSG(shares[i][0] ? g > gpu : g == 0 && cpu > 0,
+                  "%s %s: %llu assignments on the device, %llu on the CPU", arch, sched,
+                  (unsigned long long)g, (unsigned long long)cpu);
+        free(r.logits);
+    }
+    /* a streamed prefill is the profile: its routing chooses the set, which goes up behind
+     * the pass (copies past the streamed bytes); the same bits */
+    {
+        snprintf(sched, sizeof sched, "mode=cpu hot_kb=%llu hot_warm=64",
+                 (unsigned long long)half_kb);
+        sl_ctx_stats ps;
+        memset(&ps, 0, sizeof ps);
+        float *pl = prefill(m, sched, info.n_vocab, &ps);
+        CHECK_MSG(same(ref_long, pl, (size_t)N_LONG * (size_t)info.n_vocab), "%s %s: prefill "
+                  "logits differ from the CPU placement's", arch, sched);
+        CHECK_MSG(ps.stream_layers == (uint64_t)moe_layers && ps.copy_bytes > ps.stream_bytes,
+                  "%s %s: %llu layers streamed, %llu bytes copied of which %llu streamed", arch,
+                  sched, (unsigned long long)ps.stream_layers,
+                  (unsigned long long)ps.copy_bytes, (unsigned long long)ps.stream_bytes);
+        free(pl);
+    }
 
     /* a run-time cache with at most one upload per layer and step: the same bits, and never
      * more than one expert's bytes per layer and token over PCIe */

@@ -1,0 +1,347 @@
+/* runtime/engine/hot.c: see hot.h. */
+#include "runtime/engine/hot.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/ref/quant.h"
+#include "kernels/ref/repack.h"
+#include "runtime/engine/ctx.h"
+
+/* A pass's tokens the rows buffers hold: decode and short prompts; a prefill of 32 or more
+ * streams every expert through the device (stream.h) by default. */
+enum { HOT_MAX_TOK = 32 };
+
+static uint64_t up256(uint64_t b)
+{
+    return (b + 255) & ~(uint64_t)255;
+}
+
+static bool cuda_dev(const sl_model *m)
+{
+    return sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
+}
+
+/* Layer il's rows, columns and one expert's device bytes per projection; false when a type
+ * has no row size. */
+static bool shape(const sl_moe_layer *H, int64_t rows[3], int64_t cols[3], uint64_t pb[3])
+{
+    const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
+    for (int p = 0; p < 3; p++) {
+        rows[p] = p == 2 ? H->n_embd : H->n_ff;
+        cols[p] = p == 2 ? H->n_ff : H->n_embd;
+        const uint64_t rb = sl_quant_row_bytes(sl_repack_base_type(t[p]), cols[p]);
+        if (!rb) return false;
+        pb[p] = rb * (uint64_t)rows[p];
+    }
+    return true;
+}
+
+/* The layer's region: gate, up, down of n_cap experts, the three biases of every expert, the
+ * mask, (cuda) the pointer arrays; off[0..5] the parts', *mask_off, *ptr_off; returns bytes. */
+static uint64_t region(const sl_moe_layer *H, const uint64_t pb[3], int32_t n_cap, bool cuda,
+                       uint64_t off[6], uint64_t *mask_off, uint64_t *ptr_off)
+{
+    const uint64_t X = (uint64_t)H->n_expert;
+    const float *b[3] = {H->gate_b, H->up_b, H->down_b};
+    const uint64_t brows[3] = {(uint64_t)H->n_ff, (uint64_t)H->n_ff, (uint64_t)H->n_embd};
+    uint64_t at = 0;
+    for (int p = 0; p < 3; p++) {
+        off[p] = at;
+        at += up256((uint64_t)n_cap * pb[p]);
+    }
+    for (int p = 0; p < 3; p++) {
+        off[3 + p] = at;
+        at += b[p] ? up256(X * brows[p] * sizeof(float)) : 0;
+    }
+    *mask_off = at;
+    at += up256(X);
+    *ptr_off = at;
+    return at + (cuda ? up256(3 * X * sizeof(void *)) : 0);
+}
+
+static sl_status host_rows_alloc(sl_ctx *c, size_t bytes, sl_error *err)
+{
+    const size_t page = 4096, n = (bytes + page - 1) / page * page;
+    void *p = NULL;
+    if (posix_memalign(&p, page, n ? n : page))
+        return sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory (%zu bytes of rows)",
+                            bytes);
+    sl_error re;
+    if (sl_device_host_register(c->m->dev, p, n ? n : page, &re)) {
+        free(p);
+        return sl_error_set(err, re.code, "hot experts: page-locking %zu bytes: %s", n, re.msg);
+    }
+    c->hot.h_rows = p;
+    return SL_OK;
+}
+
+sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
+{
+    sl__hot *h = &c->hot;
+    sl_model *m = c->m;
+    const sl__hparams *hp = &m->hp;
+    if (!h->bytes || !c->dev.dx || !hp->n_expert) return SL_OK;
+    const int32_t X = hp->n_expert, K = hp->n_expert_used;
+    const bool cuda = cuda_dev(m);
+    int32_t n_layers = 0;
+    for (int32_t il = 0; il < hp->n_layer; il++) n_layers += sl__experts_streamable(c, il);
+    if (!n_layers) return SL_OK;
+    if (!(h->L = calloc((size_t)hp->n_layer, sizeof *h->L)))
+        return sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
+    uint64_t total = 0, *lay = calloc((size_t)hp->n_layer, sizeof *lay);
+    if (!lay) {
+        sl__hot_free(c);
+        return sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
+    }
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        sl__hot_layer *L = &h->L[il];
+        const sl_moe_layer *H = &m->layers[il].moe;
+        int64_t rows[3], cols[3];
+        lay[il] = 0;
+        if (!sl__experts_streamable(c, il) || !shape(H, rows, cols, L->pb)) continue;
+        const uint64_t per = L->pb[0] + L->pb[1] + L->pb[2];
+        const uint64_t n = h->bytes / (uint64_t)n_layers / per;
+        L->n_cap = n < (uint64_t)X ? (int32_t)n : X;
+        if (!L->n_cap) continue;
+        uint64_t mo, po;
+        lay[il] = region(H, L->pb, L->n_cap, cuda, L->off, &mo, &po);
+        total += lay[il];
+    }
+    if (!total) { /* the share holds no whole expert anywhere */
+        free(lay);
+        sl__hot_free(c);
+        return SL_OK;
+    }
+    h->max_tok = c->cap < HOT_MAX_TOK ? c->cap : HOT_MAX_TOK;
+    const uint64_t rows_bytes = up256((uint64_t)h->max_tok * (uint64_t)K *
+                                      (uint64_t)hp->n_embd * sizeof(float));
+    uint8_t *block = NULL;
+    sl_error te;
+    if (sl__ctx_dev_take(c, total + 2 * rows_bytes, (void **)&block, &te)) {
+        free(lay);
+        sl__hot_free(c);
+        return sl_error_set(err, SL_ERR_NOMEM, "sched hot_kb: %llu bytes of hot experts and "
+                            "rows do not fit the device: %s",
+                            (unsigned long long)(total + 2 * rows_bytes), te.msg);
+    }
+    h->d_rows[0] = (float *)block;
+    h->d_rows[1] = (float *)(block + rows_bytes);
+    uint8_t *at = block + 2 * rows_bytes;
+    sl_status st = host_rows_alloc(c, rows_bytes, err);
+    if (!st && !(h->assign = malloc((size_t)(h->max_tok * K) * sizeof *h->assign)))
+        st = sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
+    for (int32_t il = 0; !st && il < hp->n_layer; il++) {
+        sl__hot_layer *L = &h->L[il];
+        if (!L->n_cap) continue;
+        const sl_moe_layer *H = &m->layers[il].moe;
+        uint64_t mo, po;
+        region(H, L->pb, L->n_cap, cuda, L->off, &mo, &po);
+        L->base = at;
+        L->d_mask = at + mo;
+        L->dp = cuda ? (const void **)(void *)(at + po) : NULL;
+        at += lay[il];
+        L->count = calloc((size_t)X, sizeof *L->count);
+        L->h_mask = calloc((size_t)X, 1);
+        L->hp = calloc(3 * (size_t)X, sizeof *L->hp);
+        if (!L->count || !L->h_mask || !L->hp)
+            st = sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
+    }
+    free(lay);
+    if (!st && !cuda) st = sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &h->sim_rows, err);
+    if (!st && cuda)
+        st = sl_cuda_ctx_create(sl_device_ordinal_get(m->dev),
+                                sl_device_stream_native(m->dev, m->stream), &h->cu, err);
+    if (st) {
+        sl__hot_free(c);
+        return st;
+    }
+    h->on = true;
+    return sl__hot_validate(c, err);
+}
+
+void sl__hot_free(sl_ctx *c)
+{
+    sl__hot *h = &c->hot;
+    for (int32_t il = 0; h->L && il < c->m->hp.n_layer; il++) {
+        free(h->L[il].count);
+        free(h->L[il].h_mask);
+        free(h->L[il].hp);
+    }
+    free(h->L);
+    free(h->assign);
+    if (h->h_rows) {
+        sl_device_host_unregister(c->m->dev, h->h_rows, NULL);
+        free(h->h_rows);
+    }
+    sl_moe_destroy(h->sim_rows);
+    if (h->cu) sl_cuda_ctx_destroy(h->cu);
+    /* the block is the context's (freed with its device side) */
+    *h = (sl__hot){.bytes = h->bytes, .warm = h->warm};
+}
+
+sl_status sl__hot_validate(const sl_ctx *c, sl_error *err)
+{
+    const sl__hot *h = &c->hot;
+    if (!h->on) return SL_OK;
+    if (!h->L || !h->d_rows[0] || !h->d_rows[1] || !h->h_rows || !h->assign || h->max_tok < 1 ||
+        (cuda_dev(c->m) ? !h->cu : !h->sim_rows))
+        return sl_error_set(err, SL_ERR_INVALID, "hot experts: on without their buffers");
+    const int32_t X = c->m->hp.n_expert;
+    for (int32_t il = 0; il < c->m->hp.n_layer; il++) {
+        const sl__hot_layer *L = &h->L[il];
+        if (!L->n_cap) continue;
+        int32_t set = 0;
+        for (int32_t e = 0; e < X; e++) {
+            set += L->h_mask[e] != 0;
+            if ((L->h_mask[e] != 0) != (L->hp[e] != NULL) || (L->hp[e] != NULL) !=
+                (L->hp[X + e] != NULL) || (L->hp[e] != NULL) != (L->hp[2 * X + e] != NULL))
+                return sl_error_set(err, SL_ERR_INVALID, "hot experts: layer %d expert %d: mask "
+                                    "and pointers disagree", il, e);
+        }
+        if (L->n_cap > X || L->n_hot > L->n_cap || set != L->n_hot || (L->loaded && !L->chosen))
+            return sl_error_set(err, SL_ERR_INVALID, "hot experts: layer %d holds %d of %d "
+                                "(%d marked)", il, L->n_hot, L->n_cap, set);
+    }
+    return SL_OK;
+}
+
+bool sl__hot_warming(const sl_ctx *c, int32_t il)
+{
+    const sl__hot *h = &c->hot;
+    return h->on && h->L[il].n_cap && !h->L[il].chosen;
+}
+
+bool sl__hot_ready(const sl_ctx *c, int32_t il, int64_t n)
+{
+    const sl__hot *h = &c->hot;
+    return h->on && h->L[il].loaded && h->L[il].n_hot && n <= h->max_tok;
+}
+
+void sl__hot_count(sl_ctx *c, int32_t il, const int32_t *idx, int64_t n_sel)
+{
+    if (!sl__hot_warming(c, il)) return;
+    sl__hot_layer *L = &c->hot.L[il];
+    for (int64_t i = 0; i < n_sel; i++)
+        if (idx[i] >= 0 && idx[i] < c->m->hp.n_expert) L->count[idx[i]]++;
+    L->routed += (uint64_t)n_sel;
+}
+
+/* The most routed experts (ties: lower index), never-routed ones left out. */
+static void choose(sl_ctx *c, sl__hot_layer *L)
+{
+    const int32_t X = c->m->hp.n_expert;
+    memset(L->h_mask, 0, (size_t)X);
+    L->n_hot = 0;
+    for (; L->n_hot < L->n_cap; L->n_hot++) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < X; e++)
+            if (!L->h_mask[e] && L->count[e] && (best < 0 || L->count[e] > L->count[best]))
+                best = e;
+        if (best < 0) break;
+        L->h_mask[best] = 1;
+    }
+    L->chosen = true;
+}
+
+static sl_status h2d(sl_ctx *c, void *dst, const void *src, uint64_t bytes, sl_error *err)
+{
+    c->stats.copies++;
+    c->stats.copy_bytes += bytes;
+    return sl_device_copy(c->m->dev, c->m->stream, dst, src, bytes, SL_COPY_H2D, err);
+}
+
+/* Layer il's chosen experts into its region, in ascending index, in stream order. */
+static sl_status upload(sl_ctx *c, int32_t il, sl_error *err)
+{
+    sl__hot *h = &c->hot;
+    sl__hot_layer *L = &h->L[il];
+    const sl_moe_layer *H = &c->m->layers[il].moe;
+    const int32_t X = H->n_expert;
+    int64_t rows[3], cols[3];
+    uint64_t pb[3];
+    if (!shape(H, rows, cols, pb) || memcmp(pb, L->pb, sizeof pb))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "hot experts: layer %d's experts changed "
+                            "shape or type (recreate the context)", il);
+    const void *const *src[3] = {H->gate, H->up, H->down};
+    const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
+    sl_status st = SL_OK;
+    memset(L->hp, 0, 3 * (size_t)X * sizeof *L->hp);
+    for (int p = 0; p < 3; p++) {
+        uint8_t *dst = L->base + L->off[p];
+        int32_t j = 0;
+        for (int32_t e = 0; !st && e < X; e++) {
+            if (!L->h_mask[e]) continue;
+            L->hp[p * X + e] = dst + (uint64_t)j * pb[p];
+            st = h2d(c, dst + (uint64_t)j++ * pb[p], src[p][e], pb[p], err);
+        }
+        /* the device reads Q4_K: the CPU's repacked rows turned back there, in place */
+        if (!st && t[p] == SL_TYPE_Q4_K_R8 && L->n_hot)
+            st = sl__r8_undo_enqueue(c, h->cu, &L->undo[p], dst, (int64_t)L->n_hot * rows[p],
+                                     cols[p], err);
+        if (st) return st;
+    }
+    sl_moe_layer *V = &L->view;
+    *V = *H;
+    V->on_device = NULL;
+    V->ff_at = NULL;
+    V->gate = L->hp, V->up = L->hp + X, V->down = L->hp + 2 * X;
+    V->type_gate = sl_repack_base_type(t[0]);
+    V->type_up = sl_repack_base_type(t[1]);
+    V->type_down = sl_repack_base_type(t[2]);
+    const float *hb[3] = {H->gate_b, H->up_b, H->down_b};
+    const float **vb[3] = {&V->gate_b, &V->up_b, &V->down_b};
+    for (int p = 0; p < 3 && !st; p++) {
+        if (!hb[p]) continue;
+        *vb[p] = (const float *)(L->base + L->off[3 + p]);
+        st = h2d(c, L->base + L->off[3 + p], hb[p], (uint64_t)X * (uint64_t)rows[p] *
+                                                       sizeof(float), err);
+    }
+    if (!st) st = h2d(c, L->d_mask, L->h_mask, (uint64_t)X, err);
+    if (!st && L->dp) st = h2d(c, (void *)L->dp, L->hp, 3 * (uint64_t)X * sizeof(void *), err);
+    if (st) return st;
+    L->dx = (sl__dx_moe){.L = V, .rows = h->sim_rows};
+    if (L->dp) L->dx.d_gate = L->dp, L->dx.d_up = L->dp + X, L->dx.d_down = L->dp + 2 * X;
+    L->loaded = true;
+    return SL_OK;
+}
+
+sl_status sl__hot_update(sl_ctx *c, sl_error *err)
+{
+    sl__hot *h = &c->hot;
+    if (!h->on) return SL_OK;
+    bool changed = false;
+    sl_status st = SL_OK;
+    for (int32_t il = 0; !st && il < c->m->hp.n_layer; il++) {
+        sl__hot_layer *L = &h->L[il];
+        if (!L->n_cap) continue;
+        if (!L->chosen && L->routed >= (uint64_t)(h->warm > 0 ? h->warm : 1)) choose(c, L);
+        if (L->chosen && !L->loaded) {
+            st = upload(c, il, err);
+            changed = true;
+        }
+    }
+    /* the next pass's layers read what went up behind these copies on the same stream; a
+     * captured pass froze the old masks' steps */
+    if (changed) sl__forward_graph_drop(c);
+    return st ? st : sl__hot_validate(c, err);
+}
+
+sl_status sl__hot_host_rows(sl_ctx *c, int32_t il, const int32_t *idx, int64_t n,
+                            const float *x, sl_error *err)
+{
+    sl__hot *h = &c->hot;
+    const sl__hot_layer *L = &h->L[il];
+    const int32_t K = c->m->hp.n_expert_used;
+    for (int64_t s = 0; s < n * K; s++)
+        h->calls_dev += idx[s] >= 0 && idx[s] < c->m->hp.n_expert && L->h_mask[idx[s]];
+    return sl_moe_exec_slots(c->moe, &c->m->layers[il].moe, L->h_mask, false, idx, n, K, x,
+                             h->h_rows, h->assign, err);
+}
+
+void sl__hot_invalidate(sl_ctx *c)
+{
+    sl__hot *h = &c->hot;
+    for (int32_t il = 0; h->on && il < c->m->hp.n_layer; il++) h->L[il].loaded = false;
+}

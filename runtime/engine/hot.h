@@ -1,0 +1,98 @@
+/* runtime/engine/hot: static hot residency of a context's host experts (issue 33) — each
+ * device layer's most routed experts copied into device memory and computed there, beside the
+ * CPU computing the rest, with nothing on the host thread that waits for the device.
+ *
+ * Why: at batch 1 a copied expert serves one token, so PCIe loses to the CPU; what wins is a
+ * VRAM share spent on the experts the router picks most, resident for good. Before this the
+ * fetching scheduler kept them (fetch.h hot_bytes), but it calls the device, so its layers
+ * waited on the stream twice each; here the layer stays in stream order (forward.c):
+ *   device: moe_rows over the resident experts' slots (the others' rows +0)
+ *   D2H rows / routing -> host function: the CPU scheduler's rows of the other slots
+ *   (sl_moe_exec_slots), the resident ones' rows +0 -> H2D -> moe_join of the two
+ * and the join sums each token's slots in ascending expert order (sl_moe_rows_join), so on
+ * sim the logits are the CPU placement's bit for bit.
+ *
+ * Choice (`--sched "mode=cpu hot_kb=N hot_warm=W"`): N KiB over the device layers whose
+ * experts are on the host, split evenly, as whole experts (gate, up and down in the device's
+ * type: Q4_K_R8 copies are turned back into Q4_K there). A layer counts its routed assignments
+ * (in the host function, or, for a streamed prefill, its routing brought down for the count)
+ * until W are seen; at the end of that pass it takes its most routed experts (ties: lower
+ * index; never-routed ones are not taken) and uploads them in stream order — a prefill is the
+ * profile. A pass of more than max_tok tokens runs the layer on the host alone as before.
+ *
+ * Invariants (sl__hot_validate): !on, or L [n_layer] with, per layer, n_hot <= n_cap <=
+ * n_expert, n_hot == the mask's set bytes, the view's pointers set for exactly those experts;
+ * d_rows / h_rows hold max_tok * n_expert_used rows of n_embd. */
+#ifndef SL_RUNTIME_ENGINE_HOT_H
+#define SL_RUNTIME_ENGINE_HOT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "kernels/cuda/ctx.h"
+#include "runtime/engine/dx.h"
+#include "runtime/engine/stream.h"
+#include "scheduler/moe/moe.h"
+
+struct sl_ctx;
+
+typedef struct sl__hot_layer {
+    int32_t n_cap;        /* experts this layer's share holds; 0: the layer takes no part */
+    int32_t n_hot;        /* resident (0 until chosen) */
+    bool chosen;          /* the set is decided (after warm assignments) */
+    bool loaded;          /* and uploaded */
+    uint64_t routed;      /* assignments counted so far (host functions write, passes read) */
+    uint64_t *count;      /* [n_expert] */
+    uint8_t *h_mask;      /* [n_expert] host: resident */
+    uint8_t *d_mask;      /* [n_expert] in executor memory (the block) */
+    uint8_t *base;        /* the layer's experts in the block: gate | up | down | biases */
+    uint64_t off[6], pb[3]; /* where each part starts in base; one expert's bytes a part */
+    sl_moe_layer view;    /* the resident experts as the device reads them */
+    const void **hp;      /* [3][n_expert] host: the view's pointers, NULL for the others */
+    const void **dp;      /* cuda: their device copy (the block), else NULL */
+    sl__dx_moe dx;        /* {&view, dp..., the sim's rows scheduler} */
+    sl__r8_undo undo[3];  /* sim: the undo's host-function records */
+} sl__hot_layer;
+
+typedef struct sl__hot {
+    uint64_t bytes;       /* hot_kb (0: off) */
+    int64_t warm;         /* assignments that decide a layer's set */
+    bool on;              /* some layer takes part (setup) */
+    int64_t max_tok;      /* a pass's tokens the rows buffers hold */
+    sl__hot_layer *L;     /* [n_layer] */
+    float *d_rows[2];     /* [max_tok * k][n_embd] executor memory: the device's rows, the
+                           * host's uploaded */
+    float *h_rows;        /* the same host, page-locked: the host function's rows */
+    sl_moe_assign *assign;/* [max_tok * k]: the host function's scratch */
+    sl_moe_sched *sim_rows; /* sim: the CPU scheduler the executor computes the rows with */
+    sl_cuda_ctx *cu;      /* cuda: the Q4_K_R8 undo's context */
+    uint64_t calls_dev;   /* (token, expert) evaluations by resident experts */
+} sl__hot;
+
+/* After the device side exists: sizes each eligible layer's share and takes the block (the
+ * model's arena; no room: SL_ERR_NOMEM naming the bytes — the user asked for them). Off
+ * (nothing taken) without hot bytes, a device, or a layer that qualifies. */
+sl_status sl__hot_setup(struct sl_ctx *c, sl_error *err);
+void sl__hot_free(struct sl_ctx *c);
+sl_status sl__hot_validate(const struct sl_ctx *c, sl_error *err);
+
+/* After a pass (host thread, the pass's host functions done): chooses and uploads (in stream
+ * order, no wait) the sets of the layers that have seen their warm assignments, and those a
+ * reload invalidated; drops the decode graph when anything changed. */
+sl_status sl__hot_update(struct sl_ctx *c, sl_error *err);
+/* Whether layer il's resident experts take part in a pass of n tokens. */
+bool sl__hot_ready(const struct sl_ctx *c, int32_t il, int64_t n);
+/* Whether layer il still counts its routing (a host function should see it). */
+bool sl__hot_warming(const struct sl_ctx *c, int32_t il);
+/* Counts n_sel routed ids of layer il (host memory; a host function, in stream order). */
+void sl__hot_count(struct sl_ctx *c, int32_t il, const int32_t *idx, int64_t n_sel);
+/* The host function's part of a ready layer: the rows of the slots whose experts are not
+ * resident into h_rows (the CPU scheduler, in its sum order's bits), the others +0. */
+sl_status sl__hot_host_rows(struct sl_ctx *c, int32_t il, const int32_t *idx, int64_t n,
+                            const float *x, sl_error *err);
+/* Drops every resident set so that the next pass uploads it again from the weights (a live
+ * reload changed them); counts and choices stay. */
+void sl__hot_invalidate(struct sl_ctx *c);
+
+#endif
