@@ -195,10 +195,12 @@ def main():
            hc.get("bound_ms_per_token") and 0 < hc.get("gpu_bytes", 0) < 5 << 20,
            f"bench decode MoE budget rows: {list(runs)} {hc} {r.stderr[-300:]}")
     # static hot: every expert on the host, the rest of the budget holding the prompt's most
-    # routed experts, computed on the device beside the CPU's; no expert bytes cross in decode
+    # routed experts, computed on the device beside the CPU's in stream order (one wait a
+    # token, for its logits); no expert bytes cross in decode
     sh = runs.get("static hot", {})
-    expect(sh.get("ok") and sh.get("moe_scheduler") == "fetch" and
-           sh.get("pcie_expert_bytes_per_token") == 0 and sh.get("syncs_per_layer", 0) > 0,
+    expect(sh.get("ok") and sh.get("moe_scheduler") == "cpu" and
+           sh.get("pcie_expert_bytes_per_token") == 0 and 0 < sh.get("syncs_per_layer", 0) < 1
+           and sh.get("expert_calls_gpu_per_step", 0) > 0,
            f"bench decode static hot row: {sh} {r.stderr[-300:]}")
     # the rows are the edge of what fits: the largest -ngl, the smallest --n-cpu-moe
     ngl = next((int(x.split()[1]) for x in runs if x.startswith("ngl ")), None)

@@ -20,7 +20,8 @@
  *               streaming read> (DMA and the CPU share it)
  *   static hot  mode=cpu hot_kb=<25%> hot_warm=<the prompt's assignments>: each layer's most
  *               routed experts in the prompt stay resident, computed on the device beside
- *               the CPU's misses; nothing crosses PCIe in decode
+ *               the CPU's misses in stream order (runtime/engine/hot.h: the CPU scheduler,
+ *               no wait per layer); nothing crosses PCIe in decode
  *   cpu+uploads mode=cpu cache_kb=<25%> policy=lfu uploads=2: a run-time cache of at most two
  *               uploads per layer and step, by decayed frequency
  *   cpu+stream  mode=cpu with the default prefill_stream: the prefill's host experts copied
@@ -265,10 +266,7 @@ static void run_row(sl_model *m, const sl_model_info *info, const sl_bench_bytes
     if (g > A) g = A;
     const double cc = A - g;
     r->pcie_bytes = (double)(s1.copy_bytes - s0.copy_bytes) / n_dec;
-    if (!fetch_mode) {
-        r->cpu_bytes = A * (Bgu + Bd);
-        r->hbm_bytes = ((double)mb->dense + (double)mb->embd_row);
-    } else if (post) {
+    if (post) {
         r->cpu_bytes = A * Bgu + cc * Bd;
         r->hbm_bytes = ((double)mb->dense + (double)mb->embd_row) + g * Bd;
     } else {
@@ -554,7 +552,9 @@ int sl_bench_moe(int argc, char **argv)
     if (scratch_kb < 64 * 1024) scratch_kb = 64 * 1024;
     const char *names[N_ROWS] = {"cpu", "cpu sync", "post", "full", "auto+cache", "static hot",
                                  "cpu+uploads", "cpu+stream"};
-    enum { R_POST = 2, R_AUTO = 4 }; /* rows R_POST .. N_ROWS - 2 run the fetching scheduler */
+    /* rows R_POST .. N_ROWS - 2 but R_HOT run the fetching scheduler; static hot's resident
+     * experts are the engine's (runtime/engine/hot.h) beside the CPU scheduler */
+    enum { R_POST = 2, R_AUTO = 4, R_HOT = 5 };
     snprintf(rows[0].sched, sizeof rows[0].sched, "mode=cpu");
     snprintf(rows[1].sched, sizeof rows[1].sched, "mode=cpu order=sync");
     rows[1].no_prefill = true;
@@ -569,7 +569,7 @@ int sl_bench_moe(int argc, char **argv)
         snprintf(rows[R_AUTO].sched + n, sizeof rows[R_AUTO].sched - n, " pcie_gbs=%.3f dev_gbs=%.3f",
                  h2d_gbs, d2d_gbs / 2);
     }
-    snprintf(rows[5].sched, sizeof rows[5].sched, "mode=cpu hot_kb=%" PRIu64 " hot_warm=%d",
+    snprintf(rows[R_HOT].sched, sizeof rows[R_HOT].sched, "mode=cpu hot_kb=%" PRIu64 " hot_warm=%d",
              cache_bytes >> 10, PROMPT * info.n_expert_used);
     snprintf(rows[6].sched, sizeof rows[6].sched,
              "mode=cpu cache_kb=%" PRIu64 " policy=lfu uploads=2", cache_bytes >> 10);
@@ -586,7 +586,8 @@ int sl_bench_moe(int argc, char **argv)
         row *r = &rows[k];
         r->name = names[k];
         if (!json) fprintf(stderr, "bench moe: %s ...\n", r->name);
-        run_row(m, &info, &mb, k >= R_POST && k < N_ROWS - 1, k == R_POST, (int32_t)n_dec,
+        run_row(m, &info, &mb, k >= R_POST && k < N_ROWS - 1 && k != R_HOT, k == R_POST,
+                (int32_t)n_dec,
                 (int32_t)n_pre,
                 trace ? sl_cli_out_name(&tr) : NULL, r);
         trace_done |= r->traced;
