@@ -71,6 +71,11 @@ def main():
                "--tokens", "3", "--prefill", "16", "--trace",
                os.path.join(d, "trace-moe-big-post.json"), "--json")
     budget = mj["vram_budget_bytes"]
+    # the budget's rows: the baseline (experts-cpu) and static hot among them (a budget past
+    # the reserve: moe-big's is below it on this model)
+    bj = bench(os.path.join(d, "decode-budget.json"), "bench", "decode", "-m", m, "-n", "2",
+               "--prompt-tokens", "8", "--device", "sim", "--vram-budget", "8MiB",
+               "--sched", "mode=cpu", "--json")
     hj = bench(os.path.join(d, "decode-hybrid.json"), "bench", "decode", "-m", m, "-n", "3",
                "--prompt-tokens", "16", "--placement", "gpu", "--n-cpu-moe", "1", "--json")
     gj = bench(os.path.join(d, "decode-gpu.json"), "bench", "decode", "-m", m, "-n", "3",
@@ -94,11 +99,23 @@ def main():
     expect(s.get("device") == "Test GPU 1" and s.get("commit") == "abc1234" and
            s.get("vram_budget_bytes") == budget and s.get("n_cpu_moe") == 1,
            "device, commit, budget and n-cpu-moe from run-info.json")
-    hy, mc = row(s, "sluice/decode-hybrid/gpu"), row(s, "sluice/moe/cpu")
+    hy, mc = row(s, "sluice/decode-hybrid/gpu"), row(s, "sluice/decode-budget/experts-cpu")
+    sh = row(s, "sluice/decode-budget/static hot")
+    brow = [r for r in s["rows"] if r["id"].startswith("sluice/decode-budget/") and
+            r.get("tok_s_decode") is not None]
+    best = max(brow, key=lambda r: r["tok_s_decode"]) if brow else None
+    expect(sh is not None and mc is not None and best is not None and
+           close(s.get("static_hot_vs_mode_cpu_decode"), sh["tok_s_decode"] / mc["tok_s_decode"])
+           and close(s.get("budget_best_vs_mode_cpu_decode"),
+                     best["tok_s_decode"] / mc["tok_s_decode"]),
+           f"static hot and the best budget row against the budget's experts-cpu row "
+           f"({[r['id'] for r in brow]})")
     ln, lgr = row(s, "llama.cpp/llama-ncmoe/ngl99-ncmoe1"), row(s, "llama.cpp/llama-gpu/ngl99-ncmoe0")
     gp, gl = row(s, "sluice/decode-gpu/gpu"), row(s, "sluice/decode-launched/gpu")
     expect(None not in (hy, mc, ln, lgr, gp, gl) and s["roles"] == {
-        "hybrid": "sluice/decode-hybrid/gpu", "mode_cpu": "sluice/moe/cpu",
+        "hybrid": "sluice/decode-hybrid/gpu", "mode_cpu": "sluice/decode-budget/experts-cpu",
+        "static_hot": "sluice/decode-budget/static hot",
+        "budget_best": best["id"] if best else None,
         "gpu": "sluice/decode-gpu/gpu", "gpu_launched": "sluice/decode-launched/gpu",
         "llamacpp_ncmoe": "llama.cpp/llama-ncmoe/ngl99-ncmoe1",
         "llamacpp_gpu": "llama.cpp/llama-gpu/ngl99-ncmoe0"}, f"roles: {s.get('roles')}")
@@ -118,10 +135,11 @@ def main():
            close(hy["cpu_mb_per_token"], h0["host_bytes_per_token"] / 1e6) and
            hy["pcie_mb_per_token"] == 0, f"hybrid row from decode-hybrid.json ({hy})")
     m0 = mj["rows"][0]
-    expect(mc["tok_s_decode"] == m0["decode_tps"] and mc["sched_mode"] == "cpu" and
-           close(mc["cpu_mb_per_token"], m0["cpu_bytes_per_step"] / 1e6) and
-           mc["pcie_mb_per_token"] == 0 and mc["moe_calls_per_step"] is None and
-           "one mode" in mc["null_reasons"].get("moe_calls_per_step", ""),
+    mm = row(s, "sluice/moe/cpu") or {}
+    expect(mm.get("tok_s_decode") == m0["decode_tps"] and mm["sched_mode"] == "cpu" and
+           close(mm["cpu_mb_per_token"], m0["cpu_bytes_per_step"] / 1e6) and
+           mm["pcie_mb_per_token"] == 0 and mm["moe_calls_per_step"] is None and
+           "one mode" in mm["null_reasons"].get("moe_calls_per_step", ""),
            "mode=cpu row from moe-big.json; its missing per-mode calls have a reason")
     post = row(s, "sluice/moe/post")
     expect(post is not None and post["scheduler"] == "fetch" and post["sched_mode"] == "post" and
@@ -135,8 +153,10 @@ def main():
            ln["cpu_mb_per_token"] is None and ln["null_reasons"].get("cpu_mb_per_token"),
            f"llama.cpp row: tg/pp merged, nulls with reasons ({ln})")
     # the ratios, from the rows' own figures
-    expect(close(s["hybrid_vs_mode_cpu_decode"], h0["decode_tps"] / m0["decode_tps"]),
-           "hybrid_vs_mode_cpu_decode = hybrid decode / mode=cpu decode")
+    b0 = next((x for x in bj["runs"] if x["placement"] == "experts-cpu"), {})
+    expect(close(s["hybrid_vs_mode_cpu_decode"], h0["decode_tps"] / b0.get("decode_tps", 0)),
+           "hybrid_vs_mode_cpu_decode = hybrid decode / experts-cpu mode=cpu decode at the "
+           "budget")
     expect(close(s["hybrid_vs_llamacpp_ncmoe_decode"], h0["decode_tps"] / 40.0),
            "hybrid_vs_llamacpp_ncmoe_decode = hybrid decode / llama.cpp tg")
     expect(close(s["hybrid_vs_llamacpp_ncmoe_prefill"], h0["prefill_tps"] / 800.0),
@@ -283,7 +303,7 @@ def main():
     s3 = s3 or {}
     keys = ["device", "commit", "vram_budget_bytes", "cpu_vs_llamacpp", "tests"] + \
         list(s3.get("ratio_definitions", {}))
-    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 14 and
+    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 16 and
            all(s3.get(k) is None and s3["null_reasons"].get(k) for k in keys),
            f"empty run folder: all null with reasons ({s3.get('null_reasons')})")
     r, _ = summarize(os.path.join(tmp, "no-such-folder"))
