@@ -61,10 +61,10 @@ static sl_model *open_model(const char *path, sl_placement pl, const char *dev, 
 /* All logits of k_tokens, in chunks of n_batch (decode: n_batch 1 through single evals), the
  * context made with scheduler options sched (NULL: none) and, with default_numerics, without
  * the verification mode the test runs in (SLUICE_ACT_F32 off, read by sl_ctx_create: Q8
- * activations, the tensor-core grouped product and prefill attention); *streamed (unless
- * NULL): the MoE layer calls whose host experts streamed through the device (stream.h). */
+ * activations, the tensor-core grouped product and prefill attention); *st (unless NULL):
+ * the context's stats at the end (graph_error then points nowhere: the context is gone). */
 static float *run_with(sl_model *m, int n_batch, bool f16, bool decode, const char *sched,
-                       bool default_numerics, uint64_t *streamed)
+                       bool default_numerics, sl_ctx_stats *st)
 {
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = 64;
@@ -74,7 +74,7 @@ static float *run_with(sl_model *m, int n_batch, bool f16, bool decode, const ch
     co.sched = sched;
     sl_ctx *c = NULL;
     sl_error e;
-    if (streamed) *streamed = 0;
+    if (st) memset(st, 0, sizeof *st);
     if (default_numerics) setenv("SLUICE_ACT_F32", "0", 1);
     const sl_status cs = sl_ctx_create(m, &co, &c, &e);
     if (default_numerics) setenv("SLUICE_ACT_F32", "1", 1);
@@ -103,11 +103,7 @@ static float *run_with(sl_model *m, int n_batch, bool f16, bool decode, const ch
             if (l) memcpy(out + i * V, l, V * sizeof *l);
         }
     }
-    if (streamed) {
-        sl_ctx_stats st;
-        sl_ctx_stats_get(c, &st);
-        *streamed = st.stream_layers;
-    }
+    if (st) sl_ctx_stats_get(c, st);
     sl_ctx_destroy(c);
     if (!ok) {
         free(out);
@@ -126,7 +122,10 @@ static float *run(sl_model *m, int n_batch, bool f16, bool decode)
  * experts through the tensor-core grouped product for quantized weights). */
 static float *run_streamed(sl_model *m, uint64_t *layers)
 {
-    return run_with(m, 512, false, false, "prefill_stream=4", true, layers);
+    sl_ctx_stats st;
+    float *l = run_with(m, 512, false, false, "prefill_stream=4", true, &st);
+    *layers = st.stream_layers;
+    return l;
 }
 
 static double rel_diff(const float *ref, const float *x, size_t n)
@@ -367,6 +366,27 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
                       "> %g, or no layer streamed (%llu)", arch, wtype, r, tol,
                       (unsigned long long)sl);
             free(sp);
+        }
+        /* experts-cpu with static hot residency (runtime/engine/hot.h): the experts the first
+         * token routed resident, their slots through the device's expert GEMVs beside the
+         * CPU's, joined on the device; decode against the CPU, every later pass a graph */
+        if (i == 2 && info.n_expert) {
+            sl_ctx_stats hs;
+            float *hd = run_with(m, 1, false, true, "mode=cpu hot_kb=1048576 hot_warm=1", false,
+                                 &hs);
+            const double r = hd ? rel_diff(ref, hd, NV) : INFINITY;
+            printf("%-8s %-5s %-12s static hot decode vs CPU: rel %.3g (%llu of %llu on the "
+                   "device; %llu graph passes, %llu failed captures)\n", arch,
+                   sl_gguf_type_get(wtype)->name, pn[i], r,
+                   (unsigned long long)hs.expert_calls_gpu,
+                   (unsigned long long)(hs.expert_calls_gpu + hs.expert_calls_cpu),
+                   (unsigned long long)hs.graph_passes, (unsigned long long)hs.graph_failures);
+            CHECK_MSG(r <= tol && hs.expert_calls_gpu > 0 && hs.graph_failures == 0,
+                      "%s %u static hot: decode vs CPU rel %g > %g, %llu assignments on the "
+                      "device, graph capture failures %llu", arch, wtype, r, tol,
+                      (unsigned long long)hs.expert_calls_gpu,
+                      (unsigned long long)hs.graph_failures);
+            free(hd);
         }
         char lab[96];
         snprintf(lab, sizeof lab, "%s %s %s", arch, sl_gguf_type_get(wtype)->name, pn[i]);
