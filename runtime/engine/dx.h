@@ -124,7 +124,9 @@ typedef struct sl__dx_vt {
      * for each slot s = t * k + i with mask[idx[s]] != 0 the unweighted FFN of x[t] by expert
      * idx[s] (the row sl_moe_exec_rows gives), +0 in the other slots' rows; mask [n_expert]
      * bytes in this executor's memory. host and sim through L->rows (a CPU scheduler), cuda
-     * through the expert GEMVs over the ids masked to -1. */
+     * through the expert GEMVs over the ids masked to -1, on a second stream forked from the
+     * model's: the next moe_join joins it, and until then nothing but copies and host
+     * functions may go on the stream (the expert scratch and rows are the side's). */
     sl_status (*moe_rows)(sl__dx *, const sl__dx_moe *L, const uint8_t *mask,
                           const int32_t *idx, int64_t n, int32_t k, const float *x, float *rows,
                           sl_error *);

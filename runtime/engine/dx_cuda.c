@@ -50,6 +50,13 @@ typedef struct dx_cuda {
     int32_t *order;      /* a chunk's slots by expert (sl_cuda_expert_order), up to
                           * SL_CUDA_GROUPED_MAX_EXPERTS experts */
     int32_t *hot_ids;    /* [n_tok * k_max]: moe_rows' masked ids */
+    /* moe_rows runs on a second stream forked from the model's (so the host function that
+     * follows it on the model's stream, the CPU's part, overlaps it) and moe_join waits for
+     * it: ev_fork / ev_join; joined false between the two. NULL side: one stream. */
+    sl_device *dev;
+    sl_stream *stream, *side;
+    sl_event *ev_fork, *ev_join;
+    bool joined;
     void *gwork;         /* the grouped GEMM's F16 X (sl_cuda_gemm_grouped) */
     size_t gwork_bytes;
     int64_t n_tok, f_max, e_max;
@@ -262,9 +269,22 @@ static sl_status c_moe_rows(sl__dx *x, const sl__dx_moe *M, const uint8_t *mask,
     if (!c->hot_ids || n > c->n_tok || k > c->k_max)
         return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): %lld tokens x k %d "
                             "exceed the scratch's sizes", M->L->layer, (long long)n, k);
-    const sl_status st = sl_cuda_moe_mask_ids(c->cu, idx, mask, n * k, M->L->n_expert,
-                                              c->hot_ids, err);
-    return st ? st : moe_slots(c, M, c->hot_ids, n, k, in, rows, err);
+    sl_status st = SL_OK;
+    if (c->side) { /* fork: the side stream starts after everything before on the model's */
+        if ((st = sl_device_event_record(c->dev, c->ev_fork, c->stream, err)) ||
+            (st = sl_device_stream_wait(c->dev, c->side, c->ev_fork, err)) ||
+            (st = sl_cuda_ctx_set_stream(c->cu, sl_device_stream_native(c->dev, c->side), err)))
+            return st;
+        c->joined = false;
+    }
+    st = sl_cuda_moe_mask_ids(c->cu, idx, mask, n * k, M->L->n_expert, c->hot_ids, err);
+    if (!st) st = moe_slots(c, M, c->hot_ids, n, k, in, rows, err);
+    if (!c->side) return st;
+    sl_error e2;
+    sl_status back = sl_cuda_ctx_set_stream(c->cu, sl_device_stream_native(c->dev, c->stream),
+                                            st ? &e2 : err);
+    if (!back) back = sl_device_event_record(c->dev, c->ev_join, c->side, st ? &e2 : err);
+    return st ? st : back;
 }
 
 static sl_status c_moe_join(sl__dx *x, const float *ra, const float *rb, const int32_t *idx,
@@ -272,7 +292,13 @@ static sl_status c_moe_join(sl__dx *x, const float *ra, const float *rb, const i
                             sl_error *err)
 {
     x->steps++;
-    return sl_cuda_moe_combine(((dx_cuda *)x)->cu, ra, rb, idx, w, n, k, dim, out, err);
+    dx_cuda *c = (dx_cuda *)x;
+    if (c->side && !c->joined) { /* the model's stream waits for moe_rows' side */
+        const sl_status st = sl_device_stream_wait(c->dev, c->stream, c->ev_join, err);
+        if (st) return st;
+        c->joined = true;
+    }
+    return sl_cuda_moe_combine(c->cu, ra, rb, idx, w, n, k, dim, out, err);
 }
 
 static sl_status c_gated_add(sl__dx *x, float *out, const float *y, const float *logit,
@@ -431,6 +457,12 @@ static void c_destroy(sl__dx *x)
 {
     dx_cuda *c = (dx_cuda *)x;
     sl_cuda_ctx_destroy(c->cu);
+    if (c->ev_fork) sl_device_event_destroy(c->dev, c->ev_fork);
+    if (c->ev_join) sl_device_event_destroy(c->dev, c->ev_join);
+    if (c->side) {
+        sl_device_stream_sync(c->dev, c->side, NULL);
+        sl_device_stream_destroy(c->dev, c->side);
+    }
     free(c);
 }
 
@@ -515,6 +547,17 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
     }
     sl_cuda_ctx_set_f32_act(c->cu, f32_act);
     c->f32_act = f32_act;
+    c->dev = dev;
+    c->stream = stream;
+    c->joined = true;
+    /* moe_rows' side stream (the experts' scratch is its alone between fork and join) */
+    if (n_tok > 0 && k_max > 0 &&
+        ((st = sl_device_stream_create(dev, &c->side, err)) ||
+         (st = sl_device_event_create(dev, &c->ev_fork, err)) ||
+         (st = sl_device_event_create(dev, &c->ev_join, err)))) {
+        c_destroy(&c->base);
+        return st;
+    }
     *out = &c->base;
     return SL_OK;
 }

@@ -325,6 +325,34 @@ static bool experts_in_stream_order(const sl_ctx *c, const sl__side *s)
     return s == &c->dev && !c->experts_sync && (sl_moe_caps(c->moe) & SL_MOE_CAP_HOST_ONLY);
 }
 
+/* A device layer's routed experts with resident hot ones (hot.h), in stream order: the
+ * device's slots first (cuda: on a side stream, overlapping what follows), the rows and
+ * routing down, the host function's rows of the other slots, those up, the join on the
+ * device into s->tmp. */
+static sl_status hot_experts(sl_ctx *c, const sl__side *s, int32_t il, int64_t n,
+                             sl_error *err)
+{
+    const sl_model *m = c->m;
+    const int64_t E = m->hp.n_embd, K = m->hp.n_expert_used;
+    const sl__hot *h = &c->hot;
+    const sl__hot_layer *HL = &h->L[il];
+    sl__side *o = &c->host;
+    sl__async_part *p = &c->async_parts[il];
+    *p = (sl__async_part){.c = c, .layer = il, .n = n};
+    sl_status st;
+    if ((st = s->dx->vt->moe_rows(s->dx, &HL->dx, HL->d_mask, s->topk_idx, n, (int32_t)K,
+                                  s->xn, h->d_rows[0], err)) ||
+        (st = cross(c, s, o->xn, s->xn, (uint64_t)(n * E) * sizeof(float), err)) ||
+        (st = cross(c, s, o->topk_idx, s->topk_idx, (uint64_t)(n * K) * sizeof(int32_t),
+                    err)) ||
+        (st = sl_device_launch_host(m->dev, m->stream, host_cold_fn, p, err)) ||
+        (st = cross(c, o, h->d_rows[1], h->h_rows, (uint64_t)(n * K * E) * sizeof(float),
+                    err)))
+        return st;
+    return s->dx->vt->moe_join(s->dx, h->d_rows[0], h->d_rows[1], s->topk_idx, s->topk_w, n,
+                               (int32_t)K, E, s->tmp, err);
+}
+
 /* Runs a layer's FFN part that lives on the other side o of the layer's side s: the
  * normalised rows (and the routing, for experts) go over, the part runs there through o's
  * executor into o->tmp, and the sum comes back into s->tmp. The host reads what came down only
@@ -336,6 +364,8 @@ static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L,
     const int64_t E = m->hp.n_embd, K = m->hp.n_expert_used;
     sl__side *o = other(c, s);
     sl_status st;
+    const bool ordered = experts && experts_in_stream_order(c, s);
+    if (ordered && sl__hot_ready(c, il, n)) return hot_experts(c, s, il, n, err);
     if ((st = cross(c, s, o->xn, s->xn, (uint64_t)(n * E) * sizeof(float), err)))
         return st;
     if (experts &&
@@ -343,25 +373,11 @@ static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L,
                      err)) ||
          (st = cross(c, s, o->topk_w, s->topk_w, (uint64_t)(n * K) * sizeof(float), err))))
         return st;
-    if (experts && experts_in_stream_order(c, s)) {
+    if (ordered) {
         sl__async_part *p = &c->async_parts[il]; /* the host thread may run layers ahead */
         *p = (sl__async_part){.c = c, .layer = il, .n = n};
-        if (!sl__hot_ready(c, il, n)) {
-            if ((st = sl_device_launch_host(m->dev, m->stream, host_experts_fn, p, err)))
-                return st;
-            return cross(c, o, s->tmp, o->tmp, (uint64_t)(n * E) * sizeof(float), err);
-        }
-        /* resident hot experts on the device, the others on the host, joined on the device */
-        const sl__hot *h = &c->hot;
-        const sl__hot_layer *HL = &h->L[il];
-        const uint64_t rb = (uint64_t)(n * K * E) * sizeof(float);
-        if ((st = s->dx->vt->moe_rows(s->dx, &HL->dx, HL->d_mask, s->topk_idx, n, (int32_t)K,
-                                      s->xn, h->d_rows[0], err)) ||
-            (st = sl_device_launch_host(m->dev, m->stream, host_cold_fn, p, err)) ||
-            (st = cross(c, o, h->d_rows[1], h->h_rows, rb, err)))
-            return st;
-        return s->dx->vt->moe_join(s->dx, h->d_rows[0], h->d_rows[1], s->topk_idx, s->topk_w,
-                                   n, (int32_t)K, E, s->tmp, err);
+        if ((st = sl_device_launch_host(m->dev, m->stream, host_experts_fn, p, err))) return st;
+        return cross(c, o, s->tmp, o->tmp, (uint64_t)(n * E) * sizeof(float), err);
     }
     if (o == &c->host && (st = sync_dev(c, err))) return st;
     const sl__dx_vt *vt = o->dx->vt;
