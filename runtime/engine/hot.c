@@ -261,9 +261,16 @@ static sl_status upload(sl_ctx *c, int32_t il, sl_error *err)
     const int32_t X = H->n_expert;
     int64_t rows[3], cols[3];
     uint64_t pb[3];
-    if (!shape(H, rows, cols, pb) || memcmp(pb, L->pb, sizeof pb))
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "hot experts: layer %d's experts changed "
-                            "shape or type (recreate the context)", il);
+    if (!sl__experts_streamable(c, il) || !shape(H, rows, cols, pb) ||
+        memcmp(pb, L->pb, sizeof pb)) {
+        /* a reload changed the experts' types: the layer's region no longer fits them, so the
+         * layer leaves the hot set (its experts run on the host alone, as before) */
+        memset(L->h_mask, 0, (size_t)X);
+        memset(L->hp, 0, 3 * (size_t)X * sizeof *L->hp);
+        L->n_cap = L->n_hot = 0;
+        L->chosen = L->loaded = false;
+        return SL_OK;
+    }
     const void *const *src[3] = {H->gate, H->up, H->down};
     const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
     sl_status st = SL_OK;

@@ -18,7 +18,8 @@
  * (in the host function, or, for a streamed prefill, its routing brought down for the count)
  * until W are seen; at the end of that pass it takes its most routed experts (ties: lower
  * index; never-routed ones are not taken) and uploads them in stream order — a prefill is the
- * profile. A pass of more than max_tok tokens runs the layer on the host alone as before.
+ * profile. A pass of more than max_tok tokens runs the layer on the host alone as before; so
+ * does a layer whose experts a live reload gave another type (it leaves the set).
  *
  * Invariants (sl__hot_validate): !on, or L [n_layer] with, per layer, n_hot <= n_cap <=
  * n_expert, n_hot == the mask's set bytes, the view's pointers set for exactly those experts;

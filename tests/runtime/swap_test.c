@@ -399,16 +399,19 @@ static void test_shards(void)
     sl_model_close(m);
 }
 
-/* Experts on the host computed by the fetch scheduler with an expert cache on the device:
- * the cache's copies must not outlive a reload. */
-static void test_expert_cache(void)
+/* Experts on the host with copies on the device — the fetch scheduler's expert cache, the
+ * engine's resident hot experts (runtime/engine/hot.h) — must not outlive a reload. */
+static void test_expert_cache(const char *sched, const char *tag)
 {
-    const char *orig = tmp_path("c_orig.gguf"), *live = tmp_path("c_live.gguf");
-    const char *seed2 = tmp_path("c_seed2.gguf");
+    char n_orig[32], n_live[32], n_seed2[32];
+    snprintf(n_orig, sizeof n_orig, "%s_orig.gguf", tag);
+    snprintf(n_live, sizeof n_live, "%s_live.gguf", tag);
+    snprintf(n_seed2, sizeof n_seed2, "%s_seed2.gguf", tag);
+    const char *orig = tmp_path(n_orig), *live = tmp_path(n_live), *seed2 = tmp_path(n_seed2);
     write_model("qwen3moe", SL_GGML_Q8_0, 7, NULL, 0, orig);
     write_model("qwen3moe", SL_GGML_Q8_0, 8, NULL, 0, seed2);
     copy_file(orig, live);
-    const char *sched = "mode=full cache_kb=4096";
+    const bool hot = strstr(sched, "hot_kb") != NULL;
     sl_model *m = open_model(live, SL_PLACE_EXPERTS_CPU);
     if (!m) return;
     const int V = n_vocab(m);
@@ -431,10 +434,19 @@ static void test_expert_cache(void)
     CHECK(sl_ctx_reload_changed(c, &r, &e) == SL_OK && r.changed);
     sl_reload_report_free(&r);
     CHECK(sl_ctx_rewind(c, 0, &e) == SL_OK && sl_ctx_eval(c, k_tokens, N_TOK, &e) == SL_OK);
-    CHECK_MSG(same(sl_ctx_logits(c, -1), l_seed2, V), "stale expert cache after a reload");
-    sl_ctx_stats cs;
+    CHECK_MSG(same(sl_ctx_logits(c, -1), l_seed2, V), "%s: stale expert copies after a reload",
+              sched);
+    sl_ctx_stats cs, c0;
+    sl_ctx_stats_get(c, &c0);
+    /* again: the hot experts went up anew behind the first pass after the reload */
+    CHECK(sl_ctx_rewind(c, 0, &e) == SL_OK && sl_ctx_eval(c, k_tokens, N_TOK, &e) == SL_OK);
+    CHECK_MSG(same(sl_ctx_logits(c, -1), l_seed2, V), "%s: stale expert copies in the second "
+              "pass after a reload", sched);
     sl_ctx_stats_get(c, &cs);
-    CHECK(cs.expert_cache_lookups > 0);
+    CHECK_MSG(!hot || cs.expert_calls_gpu > c0.expert_calls_gpu, "%s: the second pass after a "
+              "reload ran no resident expert", sched);
+    CHECK_MSG(hot ? cs.expert_calls_gpu > 0 : cs.expert_cache_lookups > 0, "%s: no expert ran "
+              "from a device copy", sched);
     sl_ctx_destroy(c);
     free(l_seed2);
     sl_model_close(m);
@@ -672,7 +684,8 @@ int main(void)
     test_per_expert();
     test_torn();
     test_shards();
-    test_expert_cache();
+    test_expert_cache("mode=full cache_kb=4096", "c");
+    test_expert_cache("mode=cpu hot_kb=4096 hot_warm=1", "h");
     test_stress(false);
     test_stress(true);
     return sl_test_finish("swap_test");
