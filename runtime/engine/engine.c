@@ -80,13 +80,18 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
     if (st || !c->m->hp.n_expert) return st;
     c->experts_sync = fo.order == SL_FETCH_ORDER_SYNC;
     c->stream.min_tokens = fo.prefill_stream;
-    /* mode cpu with only a static hot set in stream order: the CPU scheduler, the hot experts
-     * the engine's (hot.h: no wait on the device); with pins or uploaded experts, or order
-     * sync, the fetching scheduler's: they run on the device beside the CPU's part (fetch.h) */
+    /* mode cpu with resident experts in stream order (a static hot set, a run-time cache with
+     * bounded uploads): the CPU scheduler, the resident experts the engine's (hot.h: no wait
+     * on the device); with pins or order sync, the fetching scheduler's: they run on the
+     * device beside the CPU's part (fetch.h) */
     const bool pinned = fo.pinned && *fo.pinned, uploads = fo.cache_bytes && fo.uploads;
-    if (fo.mode == SL_FETCH_CPU && fo.hot_bytes && !pinned && !uploads && !c->experts_sync &&
+    if (fo.mode == SL_FETCH_CPU && (fo.hot_bytes || uploads) && !pinned && !c->experts_sync &&
         c->m->dev) {
         c->hot.bytes = fo.hot_bytes;
+        c->hot.cache_bytes = uploads ? fo.cache_bytes : 0;
+        c->hot.uploads = uploads ? fo.uploads : 0;
+        c->hot.decay = (float)fo.lfu_decay;
+        c->hot.lru = fo.policy == SL_CACHE_LRU;
         c->hot.warm = fo.hot_warm;
         c->moe_mode = "cpu";
         return sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &c->moe, err);

@@ -305,6 +305,7 @@ static void host_cold_fn(void *user)
     const sl__async_part *p = user;
     sl_ctx *c = p->c;
     sl_error e;
+    sl__hot_count(c, p->layer, c->host.topk_idx, p->n * c->m->hp.n_expert_used);
     const sl_status st = sl__hot_host_rows(c, p->layer, c->host.topk_idx, p->n, c->host.xn, &e);
     sl_cpu_pool_keep_awake(c->pool, HOST_EXPERTS_AWAKE_NS);
     async_fail(c, st, &e);

@@ -82,7 +82,8 @@ sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
     sl__hot *h = &c->hot;
     sl_model *m = c->m;
     const sl__hparams *hp = &m->hp;
-    if (!h->bytes || !c->dev.dx || !hp->n_expert) return SL_OK;
+    const uint64_t cache = h->uploads > 0 ? h->cache_bytes : 0;
+    if (!(h->bytes + cache) || !c->dev.dx || !hp->n_expert) return SL_OK;
     const int32_t X = hp->n_expert, K = hp->n_expert_used;
     const bool cuda = cuda_dev(m);
     int32_t n_layers = 0;
@@ -102,7 +103,9 @@ sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
         lay[il] = 0;
         if (!sl__experts_streamable(c, il) || !shape(H, rows, cols, L->pb)) continue;
         const uint64_t per = L->pb[0] + L->pb[1] + L->pb[2];
-        const uint64_t n = h->bytes / (uint64_t)n_layers / per;
+        const uint64_t ns = h->bytes / (uint64_t)n_layers / per;
+        const uint64_t n = ns + cache / (uint64_t)n_layers / per;
+        L->n_static = ns < (uint64_t)X ? (int32_t)ns : X;
         L->n_cap = n < (uint64_t)X ? (int32_t)n : X;
         if (!L->n_cap) continue;
         uint64_t mo, po;
@@ -143,10 +146,22 @@ sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
         L->dp = cuda ? (const void **)(void *)(at + po) : NULL;
         at += lay[il];
         L->count = calloc((size_t)X, sizeof *L->count);
+        L->recent = calloc((size_t)X, sizeof *L->recent);
+        L->score = calloc((size_t)X, sizeof *L->score);
+        L->last = calloc((size_t)X, sizeof *L->last);
+        L->slot_of = malloc((size_t)X * sizeof *L->slot_of);
+        L->slot_expert = malloc((size_t)L->n_cap * sizeof *L->slot_expert);
+        L->static_set = calloc((size_t)X, 1);
         L->h_mask = calloc((size_t)X, 1);
         L->hp = calloc(3 * (size_t)X, sizeof *L->hp);
-        if (!L->count || !L->h_mask || !L->hp)
+        L->undo = calloc(3 * (size_t)L->n_cap, sizeof *L->undo);
+        if (!L->count || !L->recent || !L->score || !L->last || !L->slot_of ||
+            !L->slot_expert || !L->static_set || !L->h_mask || !L->hp || !L->undo) {
             st = sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
+            continue;
+        }
+        for (int32_t e = 0; e < X; e++) L->slot_of[e] = -1;
+        for (int32_t j = 0; j < L->n_cap; j++) L->slot_expert[j] = -1;
     }
     free(lay);
     if (!st && !cuda) st = sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &h->sim_rows, err);
@@ -165,9 +180,17 @@ void sl__hot_free(sl_ctx *c)
 {
     sl__hot *h = &c->hot;
     for (int32_t il = 0; h->L && il < c->m->hp.n_layer; il++) {
-        free(h->L[il].count);
-        free(h->L[il].h_mask);
-        free(h->L[il].hp);
+        sl__hot_layer *L = &h->L[il];
+        free(L->count);
+        free(L->recent);
+        free(L->score);
+        free(L->last);
+        free(L->slot_of);
+        free(L->slot_expert);
+        free(L->static_set);
+        free(L->h_mask);
+        free(L->hp);
+        free(L->undo);
     }
     free(h->L);
     free(h->assign);
@@ -178,7 +201,8 @@ void sl__hot_free(sl_ctx *c)
     sl_moe_destroy(h->sim_rows);
     if (h->cu) sl_cuda_ctx_destroy(h->cu);
     /* the block is the context's (freed with its device side) */
-    *h = (sl__hot){.bytes = h->bytes, .warm = h->warm};
+    *h = (sl__hot){.bytes = h->bytes, .cache_bytes = h->cache_bytes, .uploads = h->uploads,
+                   .decay = h->decay, .lru = h->lru, .warm = h->warm};
 }
 
 sl_status sl__hot_validate(const sl_ctx *c, sl_error *err)
@@ -194,13 +218,24 @@ sl_status sl__hot_validate(const sl_ctx *c, sl_error *err)
         if (!L->n_cap) continue;
         int32_t set = 0;
         for (int32_t e = 0; e < X; e++) {
+            const int32_t j = L->slot_of[e];
             set += L->h_mask[e] != 0;
-            if ((L->h_mask[e] != 0) != (L->hp[e] != NULL) || (L->hp[e] != NULL) !=
-                (L->hp[X + e] != NULL) || (L->hp[e] != NULL) != (L->hp[2 * X + e] != NULL))
-                return sl_error_set(err, SL_ERR_INVALID, "hot experts: layer %d expert %d: mask "
-                                    "and pointers disagree", il, e);
+            bool ok = (L->h_mask[e] != 0) == (j >= 0) && (j < 0 || (j < L->n_cap &&
+                                                                    L->slot_expert[j] == e));
+            for (int p = 0; ok && p < 3; p++)
+                ok = L->hp[p * X + e] == (j >= 0 ? L->base + L->off[p] + (uint64_t)j * L->pb[p]
+                                                 : NULL);
+            if (!ok)
+                return sl_error_set(err, SL_ERR_INVALID, "hot experts: layer %d expert %d: "
+                                    "mask, slot and pointers disagree", il, e);
         }
-        if (L->n_cap > X || L->n_hot > L->n_cap || set != L->n_hot || (L->loaded && !L->chosen))
+        for (int32_t j = 0; j < L->n_cap; j++)
+            if (L->slot_expert[j] >= X || (L->slot_expert[j] >= 0 &&
+                                           L->slot_of[L->slot_expert[j]] != j))
+                return sl_error_set(err, SL_ERR_INVALID, "hot experts: layer %d slot %d holds "
+                                    "%d", il, j, L->slot_expert[j]);
+        if (L->n_cap > X || L->n_static > L->n_cap || set != L->n_hot ||
+            (L->loaded && !L->chosen))
             return sl_error_set(err, SL_ERR_INVALID, "hot experts: layer %d holds %d of %d "
                                 "(%d marked)", il, L->n_hot, L->n_cap, set);
     }
@@ -216,32 +251,64 @@ bool sl__hot_warming(const sl_ctx *c, int32_t il)
 bool sl__hot_ready(const sl_ctx *c, int32_t il, int64_t n)
 {
     const sl__hot *h = &c->hot;
-    return h->on && h->L[il].loaded && h->L[il].n_hot && n <= h->max_tok;
+    /* with a cache, a layer stays on this path once loaded (its set may fill later) */
+    return h->on && h->L[il].loaded && (h->L[il].n_hot || h->uploads) && n <= h->max_tok;
 }
 
 void sl__hot_count(sl_ctx *c, int32_t il, const int32_t *idx, int64_t n_sel)
 {
-    if (!sl__hot_warming(c, il)) return;
-    sl__hot_layer *L = &c->hot.L[il];
-    for (int64_t i = 0; i < n_sel; i++)
-        if (idx[i] >= 0 && idx[i] < c->m->hp.n_expert) L->count[idx[i]]++;
-    L->routed += (uint64_t)n_sel;
+    sl__hot *h = &c->hot;
+    if (!h->on || !h->L[il].n_cap) return;
+    sl__hot_layer *L = &h->L[il];
+    const bool warming = !L->chosen, cache = h->uploads > 0;
+    if (!warming && !cache) return;
+    for (int64_t i = 0; i < n_sel; i++) {
+        const int32_t e = idx[i];
+        if (e < 0 || e >= c->m->hp.n_expert) continue;
+        if (warming) L->count[e]++;
+        if (cache) L->recent[e]++;
+    }
+    if (warming) L->routed += (uint64_t)n_sel;
 }
 
-/* The most routed experts (ties: lower index), never-routed ones left out. */
+/* Expert e into slot j: the host's masks and pointers (the device's copies follow). */
+static void place(sl_ctx *c, sl__hot_layer *L, int32_t e, int32_t j)
+{
+    const int32_t X = c->m->hp.n_expert;
+    L->slot_of[e] = j;
+    L->slot_expert[j] = e;
+    L->h_mask[e] = 1;
+    for (int p = 0; p < 3; p++)
+        L->hp[p * X + e] = L->base + L->off[p] + (uint64_t)j * L->pb[p];
+    L->n_hot++;
+}
+
+static void unplace(sl_ctx *c, sl__hot_layer *L, int32_t e)
+{
+    const int32_t X = c->m->hp.n_expert, j = L->slot_of[e];
+    L->slot_expert[j] = -1;
+    L->slot_of[e] = -1;
+    L->h_mask[e] = 0;
+    for (int p = 0; p < 3; p++) L->hp[p * X + e] = NULL;
+    L->n_hot--;
+}
+
+/* The static set: the most routed experts of the warm-up (ties: lower index), never-routed
+ * ones left out, in slots 0.. in ascending index. */
 static void choose(sl_ctx *c, sl__hot_layer *L)
 {
     const int32_t X = c->m->hp.n_expert;
-    memset(L->h_mask, 0, (size_t)X);
-    L->n_hot = 0;
-    for (; L->n_hot < L->n_cap; L->n_hot++) {
+    int32_t n = 0;
+    for (; n < L->n_static; n++) {
         int32_t best = -1;
         for (int32_t e = 0; e < X; e++)
-            if (!L->h_mask[e] && L->count[e] && (best < 0 || L->count[e] > L->count[best]))
+            if (!L->static_set[e] && L->count[e] && (best < 0 || L->count[e] > L->count[best]))
                 best = e;
         if (best < 0) break;
-        L->h_mask[best] = 1;
+        L->static_set[best] = 1;
     }
+    for (int32_t e = 0, j = 0; e < X; e++)
+        if (L->static_set[e]) place(c, L, e, j++);
     L->chosen = true;
 }
 
@@ -252,8 +319,40 @@ static sl_status h2d(sl_ctx *c, void *dst, const void *src, uint64_t bytes, sl_e
     return sl_device_copy(c->m->dev, c->m->stream, dst, src, bytes, SL_COPY_H2D, err);
 }
 
-/* Layer il's chosen experts into its region, in ascending index, in stream order. */
-static sl_status upload(sl_ctx *c, int32_t il, sl_error *err)
+/* Expert e's gate, up and down into its slot, turned into the device's type there. */
+static sl_status upload_expert(sl_ctx *c, int32_t il, int32_t e, sl_error *err)
+{
+    sl__hot_layer *L = &c->hot.L[il];
+    const sl_moe_layer *H = &c->m->layers[il].moe;
+    const int32_t j = L->slot_of[e];
+    const void *const *src[3] = {H->gate, H->up, H->down};
+    const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
+    const int64_t rows[3] = {H->n_ff, H->n_ff, H->n_embd}, cols[3] = {H->n_embd, H->n_embd,
+                                                                       H->n_ff};
+    for (int p = 0; p < 3; p++) {
+        uint8_t *dst = L->base + L->off[p] + (uint64_t)j * L->pb[p];
+        sl_status st = h2d(c, dst, src[p][e], L->pb[p], err);
+        /* the device reads Q4_K: the CPU's repacked rows turned back there, in place */
+        if (!st && t[p] == SL_TYPE_Q4_K_R8)
+            st = sl__r8_undo_enqueue(c, c->hot.cu, &L->undo[(size_t)j * 3 + (size_t)p], dst,
+                                     rows[p], cols[p], err);
+        if (st) return st;
+    }
+    return SL_OK;
+}
+
+/* The layer's masks and pointer arrays to the device (behind the copies they point at). */
+static sl_status publish(sl_ctx *c, sl__hot_layer *L, sl_error *err)
+{
+    const uint64_t X = (uint64_t)c->m->hp.n_expert;
+    sl_status st = h2d(c, L->d_mask, L->h_mask, X, err);
+    if (!st && L->dp) st = h2d(c, (void *)L->dp, L->hp, 3 * X * sizeof(void *), err);
+    return st;
+}
+
+/* Every resident expert of layer il into the region (the first load, or after a reload), the
+ * biases, the view. */
+static sl_status load_layer(sl_ctx *c, int32_t il, sl_error *err)
 {
     sl__hot *h = &c->hot;
     sl__hot_layer *L = &h->L[il];
@@ -265,30 +364,17 @@ static sl_status upload(sl_ctx *c, int32_t il, sl_error *err)
         memcmp(pb, L->pb, sizeof pb)) {
         /* a reload changed the experts' types: the layer's region no longer fits them, so the
          * layer leaves the hot set (its experts run on the host alone, as before) */
-        memset(L->h_mask, 0, (size_t)X);
-        memset(L->hp, 0, 3 * (size_t)X * sizeof *L->hp);
-        L->n_cap = L->n_hot = 0;
+        for (int32_t e = 0; e < X; e++)
+            if (L->slot_of[e] >= 0) unplace(c, L, e);
+        L->n_cap = L->n_static = 0;
         L->chosen = L->loaded = false;
         return SL_OK;
     }
-    const void *const *src[3] = {H->gate, H->up, H->down};
-    const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
     sl_status st = SL_OK;
-    memset(L->hp, 0, 3 * (size_t)X * sizeof *L->hp);
-    for (int p = 0; p < 3; p++) {
-        uint8_t *dst = L->base + L->off[p];
-        int32_t j = 0;
-        for (int32_t e = 0; !st && e < X; e++) {
-            if (!L->h_mask[e]) continue;
-            L->hp[p * X + e] = dst + (uint64_t)j * pb[p];
-            st = h2d(c, dst + (uint64_t)j++ * pb[p], src[p][e], pb[p], err);
-        }
-        /* the device reads Q4_K: the CPU's repacked rows turned back there, in place */
-        if (!st && t[p] == SL_TYPE_Q4_K_R8 && L->n_hot)
-            st = sl__r8_undo_enqueue(c, h->cu, &L->undo[p], dst, (int64_t)L->n_hot * rows[p],
-                                     cols[p], err);
-        if (st) return st;
-    }
+    for (int32_t e = 0; !st && e < X; e++)
+        if (L->slot_of[e] >= 0) st = upload_expert(c, il, e, err);
+    if (st) return st;
+    const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
     sl_moe_layer *V = &L->view;
     *V = *H;
     V->on_device = NULL;
@@ -305,8 +391,7 @@ static sl_status upload(sl_ctx *c, int32_t il, sl_error *err)
         st = h2d(c, L->base + L->off[3 + p], hb[p], (uint64_t)X * (uint64_t)rows[p] *
                                                        sizeof(float), err);
     }
-    if (!st) st = h2d(c, L->d_mask, L->h_mask, (uint64_t)X, err);
-    if (!st && L->dp) st = h2d(c, (void *)L->dp, L->hp, 3 * (uint64_t)X * sizeof(void *), err);
+    if (!st) st = publish(c, L, err);
     if (st) return st;
     L->dx = (sl__dx_moe){.L = V, .rows = h->sim_rows};
     if (L->dp) L->dx.d_gate = L->dp, L->dx.d_up = L->dp + X, L->dx.d_down = L->dp + 2 * X;
@@ -314,24 +399,81 @@ static sl_status upload(sl_ctx *c, int32_t il, sl_error *err)
     return SL_OK;
 }
 
+/* The run-time cache after a pass: scores decayed and the pass's counts added, then at most
+ * `uploads` of the experts the CPU computed in it go up, highest score first, into a free
+ * cache slot or in place of the cache's coldest (lfu: lowest score, only when beaten; lru:
+ * least recently routed). */
+static sl_status promote(sl_ctx *c, int32_t il, sl_error *err)
+{
+    sl__hot *h = &c->hot;
+    sl__hot_layer *L = &h->L[il];
+    const int32_t X = c->m->hp.n_expert;
+    for (int32_t e = 0; e < X; e++) {
+        L->score[e] = L->score[e] * h->decay + (float)L->recent[e];
+        if (L->recent[e]) L->last[e] = h->pass;
+    }
+    bool any = false;
+    sl_status st = SL_OK;
+    for (int u = 0; u < h->uploads && !st; u++) {
+        int32_t best = -1; /* the CPU's experts of this pass, by score (ties: lower index) */
+        for (int32_t e = 0; e < X; e++)
+            if (L->recent[e] && L->slot_of[e] < 0 && (best < 0 || L->score[e] > L->score[best]))
+                best = e;
+        if (best < 0) break;
+        int32_t slot = -1, victim = -1;
+        for (int32_t j = L->n_static; j < L->n_cap && slot < 0; j++)
+            if (L->slot_expert[j] < 0) slot = j;
+        for (int32_t j = L->n_static; slot < 0 && j < L->n_cap; j++) {
+            const int32_t v = L->slot_expert[j];
+            if (v >= 0 && !L->static_set[v] && v != best &&
+                (victim < 0 || (h->lru ? L->last[v] < L->last[victim]
+                                       : L->score[v] < L->score[victim])))
+                victim = v;
+        }
+        L->recent[best] = 0; /* considered: not again this pass */
+        if (slot < 0 && (victim < 0 || (!h->lru && L->score[victim] >= L->score[best])))
+            continue;
+        if (slot < 0) {
+            slot = L->slot_of[victim];
+            unplace(c, L, victim);
+        }
+        place(c, L, best, slot);
+        st = upload_expert(c, il, best, err);
+        any = true;
+    }
+    memset(L->recent, 0, (size_t)X * sizeof *L->recent);
+    if (!st && any) st = publish(c, L, err);
+    return st;
+}
+
 sl_status sl__hot_update(sl_ctx *c, sl_error *err)
 {
     sl__hot *h = &c->hot;
     if (!h->on) return SL_OK;
-    bool changed = false;
+    h->pass++;
+    bool path = false; /* a layer's path changed: a captured pass is stale */
     sl_status st = SL_OK;
+    /* the warm-up ends for every layer at once, when one has seen warm assignments: the last
+     * layer computes only the rows with logits, so its own count lags the others' */
+    bool warm = false;
+    for (int32_t il = 0; il < c->m->hp.n_layer; il++)
+        warm |= h->L[il].n_cap && h->L[il].routed >= (uint64_t)(h->warm > 0 ? h->warm : 1);
     for (int32_t il = 0; !st && il < c->m->hp.n_layer; il++) {
         sl__hot_layer *L = &h->L[il];
         if (!L->n_cap) continue;
-        if (!L->chosen && L->routed >= (uint64_t)(h->warm > 0 ? h->warm : 1)) choose(c, L);
+        const bool was = L->loaded && (L->n_hot || h->uploads);
+        /* no static set (a cache alone): nothing to wait for */
+        if (!L->chosen && (!L->n_static || warm)) choose(c, L);
         if (L->chosen && !L->loaded) {
-            st = upload(c, il, err);
-            changed = true;
+            st = load_layer(c, il, err);
+        } else if (L->loaded && h->uploads) {
+            st = promote(c, il, err);
         }
+        path |= was != (L->loaded && (L->n_hot || h->uploads));
     }
     /* the next pass's layers read what went up behind these copies on the same stream; a
-     * captured pass froze the old masks' steps */
-    if (changed) sl__forward_graph_drop(c);
+     * captured pass froze each layer's path (its masks and pointers it reads on the device) */
+    if (path) sl__forward_graph_drop(c);
     return st ? st : sl__hot_validate(c, err);
 }
 

@@ -14,15 +14,26 @@
  *
  * Choice (`--sched "mode=cpu hot_kb=N hot_warm=W"`): N KiB over the device layers whose
  * experts are on the host, split evenly, as whole experts (gate, up and down in the device's
- * type: Q4_K_R8 copies are turned back into Q4_K there). A layer counts its routed assignments
- * (in the host function, or, for a streamed prefill, its routing brought down for the count)
- * until W are seen; at the end of that pass it takes its most routed experts (ties: lower
- * index; never-routed ones are not taken) and uploads them in stream order — a prefill is the
- * profile. A pass of more than max_tok tokens runs the layer on the host alone as before; so
+ * type: Q4_K_R8 copies are turned back into Q4_K there). Layers count their routed
+ * assignments (in the host function, or, for a streamed prefill, its routing brought down for
+ * the count) until one has seen W; at the end of that pass each takes its most routed experts
+ * (ties: lower index; never-routed ones are not taken) and uploads them in stream order — a
+ * prefill is the profile (all layers at once: the last one routes only the rows with logits). A pass of more than max_tok tokens runs the layer on the host alone as before; so
  * does a layer whose experts a live reload gave another type (it leaves the set).
  *
- * Invariants (sl__hot_validate): !on, or L [n_layer] with, per layer, n_hot <= n_cap <=
- * n_expert, n_hot == the mask's set bytes, the view's pointers set for exactly those experts;
+ * A run-time cache beside it (`cache_kb=M uploads=U [policy=lfu|lru decay=D]`): M KiB more
+ * a layer for experts that follow the recent routing, for routers whose popular experts drift
+ * (topics) more than they skew. After each pass, each layer's experts' scores decay (score =
+ * score * D + the pass's assignments) and at most U of the experts the CPU computed in it go
+ * up, highest score first: into a free cache slot, else in place of the cache's coldest (lfu:
+ * lowest score, and only when the new one's is higher; lru: least recently routed) — never
+ * the static set's. The uploads are copies in stream order after the pass: no wait, and the
+ * next pass reads the new set (masks and pointer arrays on the device; a captured pass stays
+ * valid).
+ *
+ * Invariants (sl__hot_validate): !on, or L [n_layer] with, per layer, n_static <= n_cap <=
+ * n_expert, slot_of and slot_expert inverse of each other over the n_hot resident experts
+ * (the mask's set bytes, the view's set pointers, each at its slot's place in the region);
  * d_rows / h_rows hold max_tok * n_expert_used rows of n_embd. */
 #ifndef SL_RUNTIME_ENGINE_HOT_H
 #define SL_RUNTIME_ENGINE_HOT_H
@@ -40,11 +51,18 @@ struct sl_ctx;
 
 typedef struct sl__hot_layer {
     int32_t n_cap;        /* experts this layer's share holds; 0: the layer takes no part */
+    int32_t n_static;     /* of those, the profile's (hot_kb; the rest: the run-time cache) */
     int32_t n_hot;        /* resident (0 until chosen) */
-    bool chosen;          /* the set is decided (after warm assignments) */
-    bool loaded;          /* and uploaded */
+    bool chosen;          /* the static set is decided (after warm assignments) */
+    bool loaded;          /* and the residents uploaded */
     uint64_t routed;      /* assignments counted so far (host functions write, passes read) */
-    uint64_t *count;      /* [n_expert] */
+    uint64_t *count;      /* [n_expert] warm-up counts */
+    uint32_t *recent;     /* [n_expert] the last pass's assignments (host functions write) */
+    float *score;         /* [n_expert] decayed frequency (cache) */
+    uint64_t *last;       /* [n_expert] the last pass that routed it (lru) */
+    int32_t *slot_of;     /* [n_expert]: its slot in the region, -1: not resident */
+    int32_t *slot_expert; /* [n_cap]: the expert in a slot, -1: free */
+    uint8_t *static_set;  /* [n_expert]: of the profile's set (never evicted) */
     uint8_t *h_mask;      /* [n_expert] host: resident */
     uint8_t *d_mask;      /* [n_expert] in executor memory (the block) */
     uint8_t *base;        /* the layer's experts in the block: gate | up | down | biases */
@@ -53,12 +71,17 @@ typedef struct sl__hot_layer {
     const void **hp;      /* [3][n_expert] host: the view's pointers, NULL for the others */
     const void **dp;      /* cuda: their device copy (the block), else NULL */
     sl__dx_moe dx;        /* {&view, dp..., the sim's rows scheduler} */
-    sl__r8_undo undo[3];  /* sim: the undo's host-function records */
+    sl__r8_undo *undo;    /* [n_cap][3] sim: the undo's host-function records, by slot */
 } sl__hot_layer;
 
 typedef struct sl__hot {
-    uint64_t bytes;       /* hot_kb (0: off) */
+    uint64_t bytes;       /* hot_kb (the static set's bytes) */
+    uint64_t cache_bytes; /* cache_kb (with uploads: the run-time cache's) */
+    int uploads;          /* experts that may go up per layer and pass (0: no cache) */
+    float decay;          /* the scores' factor per pass, (0, 1] */
+    bool lru;             /* evict the least recently routed (else the lowest score) */
     int64_t warm;         /* assignments that decide a layer's set */
+    uint64_t pass;        /* passes seen (lru's clock) */
     bool on;              /* some layer takes part (setup) */
     int64_t max_tok;      /* a pass's tokens the rows buffers hold */
     sl__hot_layer *L;     /* [n_layer] */
@@ -84,9 +107,11 @@ sl_status sl__hot_validate(const struct sl_ctx *c, sl_error *err);
 sl_status sl__hot_update(struct sl_ctx *c, sl_error *err);
 /* Whether layer il's resident experts take part in a pass of n tokens. */
 bool sl__hot_ready(const struct sl_ctx *c, int32_t il, int64_t n);
-/* Whether layer il still counts its routing (a host function should see it). */
+/* Whether layer il still counts its routing for the static set (a streamed prefill's routing
+ * then goes down for it). */
 bool sl__hot_warming(const struct sl_ctx *c, int32_t il);
-/* Counts n_sel routed ids of layer il (host memory; a host function, in stream order). */
+/* Counts n_sel routed ids of layer il (host memory; a host function, in stream order): the
+ * warm-up's counts and the pass's for the cache. */
 void sl__hot_count(struct sl_ctx *c, int32_t il, const int32_t *idx, int64_t n_sel);
 /* The host function's part of a ready layer: the rows of the slots whose experts are not
  * resident into h_rows (the CPU scheduler, in its sum order's bits), the others +0. */

@@ -76,7 +76,9 @@
  * CPU are uploaded, highest decayed frequency first (the cache's lfu score, `decay` per call
  * of the layer), each admitted only if the cache has room or (policy lfu) it beats the
  * coldest resident — never on every miss. The sum order, and so the sim's bits, are the CPU
- * scheduler's whatever is resident.
+ * scheduler's whatever is resident. The engine creates this scheduler for them only with
+ * pinned experts or order sync: otherwise it keeps them itself in stream order, with the CPU
+ * scheduler (runtime/engine/hot.h), as this scheduler's device calls wait per layer.
  *
  * Hot/cold parts (a layer split by neurons, moe.h ff_at): nothing to fetch — the hot side is
  * resident in the engine's arena and the cold side runs on the CPU by the placement's choice

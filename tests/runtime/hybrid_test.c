@@ -386,18 +386,27 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
         free(pl);
     }
 
-    /* a run-time cache with at most one upload per layer and step: the same bits, and never
-     * more than one expert's bytes per layer and token over PCIe */
-    snprintf(sched, sizeof sched, "mode=cpu cache_kb=%llu policy=lfu uploads=1",
-             (unsigned long long)half_kb);
-    r = decode(m, sched, info.n_vocab);
-    CHECK_MSG(r.ok && same(ref.logits, r.logits, NV), "%s %s: decode logits differ from the "
-              "CPU placement's", arch, sched);
-    CHECK_MSG(r.s1.copy_bytes - r.s0.copy_bytes <= (uint64_t)N_DECODE * moe_layers * per_expert,
-              "%s uploads=1: %llu expert bytes over PCIe in %d tokens (experts of %llu)", arch,
-              (unsigned long long)(r.s1.copy_bytes - r.s0.copy_bytes), N_DECODE,
-              (unsigned long long)per_expert);
-    free(r.logits);
+    /* a run-time cache with at most one upload per layer and step (hot.h, in stream order):
+     * the same bits, one wait a token, and never more than one expert's bytes per layer and
+     * token over PCIe (beside the layer's mask and pointer arrays: 25 bytes an expert) */
+    for (int pol = 0; pol < 2; pol++) {
+        snprintf(sched, sizeof sched, "mode=cpu cache_kb=%llu policy=%s uploads=1",
+                 (unsigned long long)half_kb, pol ? "lru" : "lfu");
+        r = decode(m, sched, info.n_vocab);
+        CHECK_MSG(r.ok && same(ref.logits, r.logits, NV), "%s %s: decode logits differ from "
+                  "the CPU placement's", arch, sched);
+        CHECK_MSG(!strcmp(r.sched, "cpu") && r.s1.dev_syncs - r.s0.dev_syncs == N_DECODE,
+                  "%s %s: scheduler %s, %llu blocking syncs in %d tokens", arch, sched,
+                  r.sched, (unsigned long long)(r.s1.dev_syncs - r.s0.dev_syncs), N_DECODE);
+        CHECK_MSG(r.s1.copy_bytes - r.s0.copy_bytes <=
+                      (uint64_t)N_DECODE * moe_layers * (per_expert + 25 * (uint64_t)info.n_expert),
+                  "%s %s: %llu bytes over PCIe in %d tokens (experts of %llu)", arch, sched,
+                  (unsigned long long)(r.s1.copy_bytes - r.s0.copy_bytes), N_DECODE,
+                  (unsigned long long)per_expert);
+        CHECK_MSG(r.s1.expert_calls_gpu > 0, "%s %s: no assignment ran on the device", arch,
+                  sched);
+        free(r.logits);
+    }
 
     /* the fetch modes: experts copied to the device (unpacked from Q4_K_R8 on the way for a
      * Q4_K file) and computed there; post and full fetch every miss */

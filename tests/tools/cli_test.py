@@ -365,7 +365,7 @@ def main():
     modes = [(x.get("scheduler"), x.get("sched_mode")) for x in rows]
     expect(mj.get("placement") == "experts-cpu" and
            modes == [("cpu", "cpu"), ("cpu", "cpu"), ("fetch", "post"), ("fetch", "full"),
-                     ("fetch", "auto"), ("cpu", "cpu"), ("fetch", "cpu"), ("cpu", "cpu")] and
+                     ("fetch", "auto"), ("cpu", "cpu"), ("cpu", "cpu"), ("cpu", "cpu")] and
            all(x.get("placement") == "experts-cpu" and x.get("decode_steps") == 2 and
                0 < x["decode_ms_per_token_median"] <= x["decode_ms_per_token_p90"] and
                math.isclose(x["decode_tps"], 1e3 / x["decode_ms_per_token_mean"], rel_tol=1e-9)

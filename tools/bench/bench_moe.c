@@ -23,7 +23,8 @@
  *               the CPU's misses in stream order (runtime/engine/hot.h: the CPU scheduler,
  *               no wait per layer); nothing crosses PCIe in decode
  *   cpu+uploads mode=cpu cache_kb=<25%> policy=lfu uploads=2: a run-time cache of at most two
- *               uploads per layer and step, by decayed frequency
+ *               uploads per layer and step, by decayed frequency (the engine's, in stream
+ *               order: runtime/engine/hot.h)
  *   cpu+stream  mode=cpu with the default prefill_stream: the prefill's host experts copied
  *               through the device (runtime/engine/stream.h); every row above has
  *               prefill_stream=0, so that its prefill is its scheduler's
@@ -552,9 +553,9 @@ int sl_bench_moe(int argc, char **argv)
     if (scratch_kb < 64 * 1024) scratch_kb = 64 * 1024;
     const char *names[N_ROWS] = {"cpu", "cpu sync", "post", "full", "auto+cache", "static hot",
                                  "cpu+uploads", "cpu+stream"};
-    /* rows R_POST .. N_ROWS - 2 but R_HOT run the fetching scheduler; static hot's resident
-     * experts are the engine's (runtime/engine/hot.h) beside the CPU scheduler */
-    enum { R_POST = 2, R_AUTO = 4, R_HOT = 5 };
+    /* rows R_POST .. R_AUTO run the fetching scheduler; static hot's and cpu+uploads'
+     * resident experts are the engine's (runtime/engine/hot.h) beside the CPU scheduler */
+    enum { R_POST = 2, R_AUTO = 4, R_HOT = 5, R_UPLOADS = 6 };
     snprintf(rows[0].sched, sizeof rows[0].sched, "mode=cpu");
     snprintf(rows[1].sched, sizeof rows[1].sched, "mode=cpu order=sync");
     rows[1].no_prefill = true;
@@ -571,7 +572,7 @@ int sl_bench_moe(int argc, char **argv)
     }
     snprintf(rows[R_HOT].sched, sizeof rows[R_HOT].sched, "mode=cpu hot_kb=%" PRIu64 " hot_warm=%d",
              cache_bytes >> 10, PROMPT * info.n_expert_used);
-    snprintf(rows[6].sched, sizeof rows[6].sched,
+    snprintf(rows[R_UPLOADS].sched, sizeof rows[R_UPLOADS].sched,
              "mode=cpu cache_kb=%" PRIu64 " policy=lfu uploads=2", cache_bytes >> 10);
     /* the scheduler rows' prefill is their own: a prefill's experts streamed through the
      * device (the default, runtime/engine/stream.h) would bypass every scheduler; the last
@@ -586,8 +587,7 @@ int sl_bench_moe(int argc, char **argv)
         row *r = &rows[k];
         r->name = names[k];
         if (!json) fprintf(stderr, "bench moe: %s ...\n", r->name);
-        run_row(m, &info, &mb, k >= R_POST && k < N_ROWS - 1 && k != R_HOT, k == R_POST,
-                (int32_t)n_dec,
+        run_row(m, &info, &mb, k >= R_POST && k <= R_AUTO, k == R_POST, (int32_t)n_dec,
                 (int32_t)n_pre,
                 trace ? sl_cli_out_name(&tr) : NULL, r);
         trace_done |= r->traced;
