@@ -399,6 +399,9 @@ void sl__model_info_fill(sl_model *m);
 sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error *err);
 /* Device bytes a context will need besides the weights (KV cache, buffers), for the budget. */
 uint64_t sl__model_reserve_bytes(const sl_model *m);
+/* Of those, the prefill's staging buffer (cuda, a layer's host experts streamed through it):
+ * needed only by a placement that leaves a device layer's routed experts on the host. */
+uint64_t sl__model_stream_reserve_bytes(const sl_model *m);
 /* Reads/converts/copies every bound weight to where the plan put it. */
 sl_status sl__model_load_weights(sl_model *m, sl_error *err);
 /* Checks the invariants above and scheduler/weights.h's (residency vs data/blocks, data inside its host

@@ -82,11 +82,14 @@ uint64_t sl__model_reserve_bytes(const sl_model *m)
                                         hp->n_expert + 16) * sizeof(float);
     uint64_t logits = (uint64_t)hp->n_vocab * sizeof(float) * 512;
     if (logits > (64ull << 20)) logits = 64ull << 20;
-    /* cuda: a prefill's streaming buffer for one layer's host experts (stream.h), which a
-     * budget that leaves experts on the host must hold */
-    const uint64_t stream = m->dev && sl_device_kind_get(m->dev) == SL_DEVICE_CUDA
-                                ? stream_reserve(m) : 0;
-    return kv + 512 * per_tok + logits + stream;
+    return kv + 512 * per_tok + logits + sl__model_stream_reserve_bytes(m);
+}
+
+/* cuda: a prefill's streaming buffer for one layer's host experts (stream.h), which a budget
+ * that leaves experts on the host must hold (the placement takes it off only such plans) */
+uint64_t sl__model_stream_reserve_bytes(const sl_model *m)
+{
+    return m->dev && sl_device_kind_get(m->dev) == SL_DEVICE_CUDA ? stream_reserve(m) : 0;
 }
 
 /* routed[i]: weight i is a routed expert (merged or per-expert tensor). */
@@ -270,7 +273,9 @@ sl_status sl__model_plan(sl_model *m, uint64_t device_free, bool cuda, sl_error 
         .override_tensor = o->override_tensor, .cpu_moe = o->cpu_moe, .n_cpu_moe = o->n_cpu_moe,
         .split_experts = m->hp.n_expert > 0,
         .vram_budget = o->vram_budget, .device_free = device_free,
-        .reserve_bytes = device_free || o->vram_budget ? sl__model_reserve_bytes(m) : 0};
+        .reserve_bytes = device_free || o->vram_budget
+                             ? sl__model_reserve_bytes(m) - sl__model_stream_reserve_bytes(m) : 0,
+        .stream_bytes = device_free || o->vram_budget ? sl__model_stream_reserve_bytes(m) : 0};
     sl_status st = sl_place_resolve(t, m->n_w, m->hp.n_layer, &po, &m->plan, err);
     free(frac);
     if (st) {

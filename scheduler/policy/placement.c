@@ -202,6 +202,8 @@ typedef struct resolver {
     const float *hot_frac;  /* HOT_COLD: per layer */
     sl_place_group hot_group; /* HOT_COLD: the group the index splits (FFN or EXPERTS) */
     bool any_rule;          /* some tensor has an explicit rule */
+    uint64_t budget, stream; /* the budget for weights without the staging buffer; its bytes */
+    uint8_t *lay;           /* [n_layer] (stream > 0): 1 core on the device, 2 experts on host */
 } resolver;
 
 static const char *side_name(bool dev)
@@ -304,6 +306,21 @@ static sl_status assign(resolver *r, sl_placement mode, int32_t ngl, int32_t n_c
         }
         account(p, &r->t[i], i);
     }
+    /* the staging buffer comes off the budget only where a device layer's routed experts
+     * stay on the host (a prefill streams them through it) */
+    bool stream = false;
+    if (r->stream) {
+        memset(r->lay, 0, (size_t)r->n_layer);
+        for (size_t i = 0; i < r->n; i++) {
+            const int32_t l = r->t[i].layer;
+            if (l < 0 || l >= r->n_layer || r->t[i].vector) continue;
+            if (r->t[i].group == SL_PG_CORE && p->on_device[i]) r->lay[l] |= 1;
+            if (r->t[i].group == SL_PG_EXPERTS && !p->on_device[i] && !p->split[i])
+                r->lay[l] |= 2;
+        }
+        for (int32_t l = 0; l < r->n_layer && !stream; l++) stream = r->lay[l] == 3;
+    }
+    p->budget = stream ? (r->budget > r->stream ? r->budget - r->stream : 0) : r->budget;
     return SL_OK;
 }
 
@@ -328,10 +345,12 @@ static sl_status too_big(const resolver *r, const sl_place_plan *p, const sl_pla
     char a[32], b[32], c[32], d[32], e[32];
     const uint64_t cap = o->vram_budget ? o->vram_budget : o->device_free / 10 * 9;
     const char *what = o->vram_budget ? "--vram-budget" : "90% of free device memory";
+    /* what the plan keeps for KV cache and buffers (a staging buffer included where needed) */
+    const uint64_t kept = cap > p->budget ? cap - p->budget : o->reserve_bytes;
     if (!p->budget)
         return sl_error_set(err, SL_ERR_NOMEM, "placement: %s (%s) is less than the %s a "
                             "context needs on the device (KV cache, buffers)", what,
-                            human(cap, a, sizeof a), human(o->reserve_bytes, b, sizeof b));
+                            human(cap, a, sizeof a), human(kept, b, sizeof b));
     uint64_t sum = 0;
     for (size_t i = 0; i < r->n; i++) {
         if (!p->on_device[i]) continue;
@@ -343,7 +362,7 @@ static sl_status too_big(const resolver *r, const sl_place_plan *p, const sl_pla
                                 "(%s) is the first that does not fit",
                                 human(p->device_bytes, a, sizeof a),
                                 human(p->budget, b, sizeof b), what, human(cap, c, sizeof c),
-                                human(o->reserve_bytes, d, sizeof d), r->t[i].name,
+                                human(kept, d, sizeof d), r->t[i].name,
                                 human(r->t[i].bytes, e, sizeof e));
     }
     return sl_error_set(err, SL_ERR_NOMEM, "placement: device share does not fit");
@@ -464,6 +483,12 @@ sl_status sl_place_resolve(const sl_place_tensor *t, size_t n, int32_t n_layer,
                                         : o->device_free ? o->device_free / 10 * 9 : 0;
     out->budget = cap > o->reserve_bytes ? cap - o->reserve_bytes : 0;
     out->budget_known = cap != 0;
+    r.budget = out->budget;
+    r.stream = out->budget_known ? o->stream_bytes : 0;
+    if (r.stream && !(r.lay = malloc(n_layer > 0 ? (size_t)n_layer : 1))) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "placement: out of memory");
+        goto done;
+    }
     if (o->mode == SL_PLACE_AUTO) {
         st = resolve_auto(&r, out, err);
     } else {
@@ -487,6 +512,7 @@ sl_status sl_place_resolve(const sl_place_tensor *t, size_t n, int32_t n_layer,
     if (!st) st = sl_place_plan_validate(out, t, n, err);
 done:
     rules_free(&rs);
+    free(r.lay);
     free(r.explicit_by);
     free(r.explicit_dev);
     free(r.key);

@@ -19,7 +19,8 @@
  * AUTO: overridden tensors stay where the overrides put them; the rest goes all to the device
  * if it fits in the budget, else (MoE) all but the routed experts plus the experts of as many
  * of the LAST layers as fit (the --n-cpu-moe that fits), else the -ngl that fits. The budget is
- * vram_budget (or device_free / 10 * 9) less reserve_bytes (KV cache, scratch).
+ * vram_budget (or device_free / 10 * 9) less reserve_bytes (KV cache, scratch), and less
+ * stream_bytes for a candidate that leaves a device layer's routed experts on the host.
  * Pure: no I/O, no allocation beyond the plan.
  */
 #ifndef SL_SCHEDULER_PLACEMENT_H
@@ -64,6 +65,10 @@ typedef struct sl_place_options {
     uint64_t vram_budget;        /* device bytes for weights + reserve; 0: 90% of device_free */
     uint64_t device_free;        /* free device memory (0: unknown, no fit check) */
     uint64_t reserve_bytes;      /* device bytes needed besides weights (KV, scratch) */
+    /* device bytes needed besides those only by a plan that leaves a device layer's routed
+     * experts on the host (a prefill's staging buffer, runtime/engine/stream.h): taken off
+     * such a plan's budget, not off one that puts every layer's experts with the layer */
+    uint64_t stream_bytes;
     /* HOT_COLD: per layer, the fraction of its dense FFN's neurons that are hot (0: the FFN
      * stays on the host, 1: it goes to the device whole, else it is split); NULL: none */
     const float *ffn_hot_frac;

@@ -261,6 +261,30 @@ static void test_budget(void)
     CHECK(resolve(&m, &o, &p, &e) == SL_OK);
     CHECK(p.mode == SL_PLACE_GPU);
     sl_place_plan_free(&p);
+    /* a prefill's staging buffer (stream_bytes) is taken off only a plan that leaves a device
+     * layer's experts on the host: every weight still fits in all + reserve, and the first
+     * layers' experts on the host need the buffer's room too */
+    o = (sl_place_options){.mode = SL_PLACE_AUTO, .vram_budget = all + 100, .reserve_bytes = 100,
+                           .stream_bytes = 1000};
+    CHECK(resolve(&m, &o, &p, &e) == SL_OK);
+    CHECK(p.mode == SL_PLACE_GPU && p.device_bytes == all && p.budget == all);
+    sl_place_plan_free(&p);
+    o.vram_budget = all + 99; /* not all: the buffer comes off, one layer's experts make room */
+    CHECK(resolve(&m, &o, &p, &e) == SL_OK);
+    CHECK(p.mode == SL_PLACE_EXPERTS_CPU && p.n_cpu_moe == 1 && p.budget == all - 1 - 1000 &&
+          p.device_bytes <= p.budget);
+    sl_place_plan_free(&p);
+    o.stream_bytes = ex; /* a buffer of a layer's experts: one layer's no longer make room */
+    CHECK(resolve(&m, &o, &p, &e) == SL_OK);
+    CHECK(p.mode == SL_PLACE_EXPERTS_CPU && p.n_cpu_moe == 2 && p.budget == all - 1 - ex &&
+          p.device_bytes <= p.budget);
+    sl_place_plan_free(&p);
+    /* every layer on the host (-ngl 0): nothing streams, the buffer stays in the budget */
+    o = (sl_place_options){.mode = SL_PLACE_LAYERS, .n_gpu_layers = 0, .vram_budget = 300,
+                           .reserve_bytes = 100, .stream_bytes = 1000};
+    CHECK(resolve(&m, &o, &p, &e) == SL_OK);
+    CHECK(p.budget == 200);
+    sl_place_plan_free(&p);
 }
 
 static void test_no_device_kernel(void)
