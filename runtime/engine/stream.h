@@ -16,7 +16,8 @@
  * model's arena by the first context that streams, a streamed layer's copies and compute
  * enqueued under the model's stream_mu. A device without room for it leaves streaming off (not
  * an error). Its bytes are part of the placement's device reserve on cuda (weight.c
- * sl__model_reserve_bytes), so a --vram-budget holds it.
+ * sl__model_stream_reserve_bytes) for a plan that leaves a device layer's experts on the
+ * host, so a --vram-budget holds it where it is needed.
  *
  * Invariants (sl__stream_validate), per context: !on (nothing to stream) or view and hp
  * hold n_layer entries ([n_layer][3][n_expert] pointers) and, on cuda, dp a device copy's room
