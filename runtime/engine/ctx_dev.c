@@ -381,7 +381,8 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
         if (sb && (st = take(c, sb, &scratch, err))) return st;
         if (hp->n_expert && (st = expert_ptrs(c, err))) return st;
         if ((st = sl__dx_cuda_create(m->dev, m->stream, work, gw, scratch, c->cap, K,
-                                     hp->n_ff_exp, hp->n_embd, c->mv.f32_act, &d->dx, err)))
+                                     hp->n_ff_exp, hp->n_embd, c->mv.f32_act,
+                                     c->hot.bytes || c->hot.uploads, &d->dx, err)))
             return st;
     } else {
         if ((st = sl__dx_sim_create(m->dev, m->stream, &c->ops, &c->mv, c->pool, c->moe,

@@ -512,7 +512,8 @@ size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, in
 
 sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, size_t work_bytes,
                              void *d_scratch, int64_t n_tok, int32_t k_max, int64_t f_max,
-                             int64_t e_max, bool f32_act, sl__dx **out, sl_error *err)
+                             int64_t e_max, bool f32_act, bool side, sl__dx **out,
+                             sl_error *err)
 {
     *out = NULL;
     if (!dev || !stream || sl_device_kind_get(dev) != SL_DEVICE_CUDA)
@@ -551,7 +552,7 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
     c->stream = stream;
     c->joined = true;
     /* moe_rows' side stream (the experts' scratch is its alone between fork and join) */
-    if (n_tok > 0 && k_max > 0 &&
+    if (side && n_tok > 0 && k_max > 0 &&
         ((st = sl_device_stream_create(dev, &c->side, err)) ||
          (st = sl_device_event_create(dev, &c->ev_fork, err)) ||
          (st = sl_device_event_create(dev, &c->ev_join, err)))) {

@@ -69,6 +69,16 @@ static sl_status check_pins(const sl_model *m, const char *list, const char *fro
  * layer now orders on the stream (forward.c). The environment and the sched string override
  * it. A dense model creates none, but its options are still checked: nothing given is
  * silently dropped. */
+/* Options only the fetching scheduler has (its copies, streams, trace, cost model): given
+ * with resident experts, they take that scheduler, so that none is silently dropped. */
+static bool fetch_only(const sl_fetch_options *o)
+{
+    const sl_fetch_options d = sl_fetch_options_default();
+    return o->block_on_miss != d.block_on_miss || o->max_transfers != d.max_transfers ||
+           o->scratch_bytes != d.scratch_bytes || o->dedicated_streams != d.dedicated_streams ||
+           o->debug || o->trace || o->cpu_gbs || o->pcie_gbs || o->dev_gbs || o->dram_gbs;
+}
+
 static sl_status create_moe(sl_ctx *c, sl_error *err)
 {
     sl_fetch_options fo = sl_fetch_options_default();
@@ -86,7 +96,7 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
      * device beside the CPU's part (fetch.h) */
     const bool pinned = fo.pinned && *fo.pinned, uploads = fo.cache_bytes && fo.uploads;
     if (fo.mode == SL_FETCH_CPU && (fo.hot_bytes || uploads) && !pinned && !c->experts_sync &&
-        c->m->dev) {
+        !fetch_only(&fo) && c->m->dev) {
         c->hot.bytes = fo.hot_bytes;
         c->hot.cache_bytes = uploads ? fo.cache_bytes : 0;
         c->hot.uploads = uploads ? fo.uploads : 0;
@@ -740,7 +750,8 @@ void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out)
         sl_moe_stats ms;
         sl_moe_stats_get(c->moe, &ms);
         out->expert_calls_cpu = ms.calls_cpu;
-        out->expert_calls_gpu = ms.calls_gpu + c->hot.calls_dev;
+        out->expert_calls_gpu =
+            ms.calls_gpu + atomic_load_explicit(&c->hot.calls_dev, memory_order_relaxed);
         out->expert_cpu_bytes = ms.cpu_bytes;
         out->expert_cpu_seconds = (double)ms.cpu_ns * 1e-9;
         out->moe_scheduler = sl_moe_name(c->moe);

@@ -340,16 +340,22 @@ static sl_status hot_experts(sl_ctx *c, const sl__side *s, int32_t il, int64_t n
     sl__side *o = &c->host;
     sl__async_part *p = &c->async_parts[il];
     *p = (sl__async_part){.c = c, .layer = il, .n = n};
-    sl_status st;
-    if ((st = s->dx->vt->moe_rows(s->dx, &HL->dx, HL->d_mask, s->topk_idx, n, (int32_t)K,
-                                  s->xn, h->d_rows[0], err)) ||
-        (st = cross(c, s, o->xn, s->xn, (uint64_t)(n * E) * sizeof(float), err)) ||
+    sl_status st = s->dx->vt->moe_rows(s->dx, &HL->dx, HL->d_mask, s->topk_idx, n,
+                                       (int32_t)K, s->xn, h->d_rows[0], err);
+    if (st) return st;
+    if ((st = cross(c, s, o->xn, s->xn, (uint64_t)(n * E) * sizeof(float), err)) ||
         (st = cross(c, s, o->topk_idx, s->topk_idx, (uint64_t)(n * K) * sizeof(int32_t),
                     err)) ||
         (st = sl_device_launch_host(m->dev, m->stream, host_cold_fn, p, err)) ||
         (st = cross(c, o, h->d_rows[1], h->h_rows, (uint64_t)(n * K * E) * sizeof(float),
-                    err)))
+                    err))) {
+        /* the join still runs: the device's side work is then behind the model's stream,
+         * which the failed pass syncs (s->tmp is scratch) */
+        sl_error e2;
+        (void)s->dx->vt->moe_join(s->dx, h->d_rows[0], h->d_rows[1], s->topk_idx, s->topk_w, n,
+                                  (int32_t)K, E, s->tmp, &e2);
         return st;
+    }
     return s->dx->vt->moe_join(s->dx, h->d_rows[0], h->d_rows[1], s->topk_idx, s->topk_w, n,
                                (int32_t)K, E, s->tmp, err);
 }
@@ -1069,7 +1075,9 @@ static sl_status forward_seqs(sl_ctx *c, const sl__seq *seqs, int32_t n_seqs,
     c->async_st = SL_OK;
     c->seqs = seqs;
     c->n_seqs = n_seqs;
-    sl_status st = sl__rs_begin(c, err);
+    /* the hot experts' cache follows the last pass's routing, ahead of this pass's work */
+    sl_status st = sl__hot_prepare(c, err);
+    if (!st) st = sl__rs_begin(c, err);
     if (!st) st = forward_run(c, tokens, n, greedy, err);
     /* the hot experts of layers whose warm-up this pass completed go up behind it */
     if (!st && !c->async_st) st = sl__hot_update(c, err);

@@ -77,6 +77,37 @@ static sl_status host_rows_alloc(sl_ctx *c, size_t bytes, sl_error *err)
     return SL_OK;
 }
 
+/* Every taking layer's h_mask and hp in one page-locked block, zeroed. */
+static sl_status pinned_alloc(sl_ctx *c, sl_error *err)
+{
+    sl__hot *h = &c->hot;
+    const size_t X = (size_t)c->m->hp.n_expert, page = 4096;
+    const size_t per = (X + 15) / 16 * 16 + 3 * X * sizeof(void *);
+    size_t n = 0;
+    for (int32_t il = 0; il < c->m->hp.n_layer; il++) n += h->L[il].n_cap ? per : 0;
+    n = (n + page - 1) / page * page;
+    void *p = NULL;
+    if (posix_memalign(&p, page, n))
+        return sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory (%zu bytes)", n);
+    memset(p, 0, n);
+    sl_error re;
+    if (sl_device_host_register(c->m->dev, p, n, &re)) {
+        free(p);
+        return sl_error_set(err, re.code, "hot experts: page-locking %zu bytes: %s", n, re.msg);
+    }
+    h->pinned = p;
+    h->pinned_bytes = n;
+    uint8_t *at = p;
+    for (int32_t il = 0; il < c->m->hp.n_layer; il++) {
+        sl__hot_layer *L = &h->L[il];
+        if (!L->n_cap) continue;
+        L->h_mask = at;
+        L->hp = (const void **)(void *)(at + (X + 15) / 16 * 16);
+        at += per;
+    }
+    return SL_OK;
+}
+
 sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
 {
     sl__hot *h = &c->hot;
@@ -152,11 +183,10 @@ sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
         L->slot_of = malloc((size_t)X * sizeof *L->slot_of);
         L->slot_expert = malloc((size_t)L->n_cap * sizeof *L->slot_expert);
         L->static_set = calloc((size_t)X, 1);
-        L->h_mask = calloc((size_t)X, 1);
-        L->hp = calloc(3 * (size_t)X, sizeof *L->hp);
         L->undo = calloc(3 * (size_t)L->n_cap, sizeof *L->undo);
+        L->has_b[0] = H->gate_b, L->has_b[1] = H->up_b, L->has_b[2] = H->down_b;
         if (!L->count || !L->recent || !L->score || !L->last || !L->slot_of ||
-            !L->slot_expert || !L->static_set || !L->h_mask || !L->hp || !L->undo) {
+            !L->slot_expert || !L->static_set || !L->undo) {
             st = sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
             continue;
         }
@@ -164,6 +194,7 @@ sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
         for (int32_t j = 0; j < L->n_cap; j++) L->slot_expert[j] = -1;
     }
     free(lay);
+    if (!st) st = pinned_alloc(c, err);
     if (!st && !cuda) st = sl_moe_cpu_create(&c->ops, &c->mv, c->pool, &h->sim_rows, err);
     if (!st && cuda)
         st = sl_cuda_ctx_create(sl_device_ordinal_get(m->dev),
@@ -188,9 +219,11 @@ void sl__hot_free(sl_ctx *c)
         free(L->slot_of);
         free(L->slot_expert);
         free(L->static_set);
-        free(L->h_mask);
-        free(L->hp);
         free(L->undo);
+    }
+    if (h->pinned) {
+        sl_device_host_unregister(c->m->dev, h->pinned, NULL);
+        free(h->pinned);
     }
     free(h->L);
     free(h->assign);
@@ -248,11 +281,18 @@ bool sl__hot_warming(const sl_ctx *c, int32_t il)
     return h->on && h->L[il].n_cap && !h->L[il].chosen;
 }
 
+/* A layer's path: on the hot path once loaded (a cache keeps it there while empty). */
+static bool on_path(const sl__hot *h, const sl__hot_layer *L)
+{
+    return L->loaded && (L->n_hot || h->uploads);
+}
+
 bool sl__hot_ready(const sl_ctx *c, int32_t il, int64_t n)
 {
     const sl__hot *h = &c->hot;
     /* with a cache, a layer stays on this path once loaded (its set may fill later) */
-    return h->on && h->L[il].loaded && (h->L[il].n_hot || h->uploads) && n <= h->max_tok;
+    /* neuron statistics (place profile) count what the CPU scheduler runs: all of it */
+    return h->on && !c->nstats && on_path(h, &h->L[il]) && n <= h->max_tok;
 }
 
 void sl__hot_count(sl_ctx *c, int32_t il, const int32_t *idx, int64_t n_sel)
@@ -309,6 +349,7 @@ static void choose(sl_ctx *c, sl__hot_layer *L)
     }
     for (int32_t e = 0, j = 0; e < X; e++)
         if (L->static_set[e]) place(c, L, e, j++);
+    L->n_static = n; /* the slots the profile left free go to the cache */
     L->chosen = true;
 }
 
@@ -361,9 +402,10 @@ static sl_status load_layer(sl_ctx *c, int32_t il, sl_error *err)
     int64_t rows[3], cols[3];
     uint64_t pb[3];
     if (!sl__experts_streamable(c, il) || !shape(H, rows, cols, pb) ||
-        memcmp(pb, L->pb, sizeof pb)) {
-        /* a reload changed the experts' types: the layer's region no longer fits them, so the
-         * layer leaves the hot set (its experts run on the host alone, as before) */
+        memcmp(pb, L->pb, sizeof pb) || L->has_b[0] != (H->gate_b != NULL) ||
+        L->has_b[1] != (H->up_b != NULL) || L->has_b[2] != (H->down_b != NULL)) {
+        /* a reload changed the experts' types or biases: the layer's region no longer fits
+         * them, so the layer leaves the hot set (its experts run on the host alone) */
         for (int32_t e = 0; e < X; e++)
             if (L->slot_of[e] >= 0) unplace(c, L, e);
         L->n_cap = L->n_static = 0;
@@ -425,7 +467,8 @@ static sl_status promote(sl_ctx *c, int32_t il, sl_error *err)
             if (L->slot_expert[j] < 0) slot = j;
         for (int32_t j = L->n_static; slot < 0 && j < L->n_cap; j++) {
             const int32_t v = L->slot_expert[j];
-            if (v >= 0 && !L->static_set[v] && v != best &&
+            /* lru: never one the last pass routed (those uploaded just now among them) */
+            if (v >= 0 && !L->static_set[v] && (!h->lru || L->last[v] < h->pass) &&
                 (victim < 0 || (h->lru ? L->last[v] < L->last[victim]
                                        : L->score[v] < L->score[victim])))
                 victim = v;
@@ -443,6 +486,8 @@ static sl_status promote(sl_ctx *c, int32_t il, sl_error *err)
     }
     memset(L->recent, 0, (size_t)X * sizeof *L->recent);
     if (!st && any) st = publish(c, L, err);
+    /* the host's set is ahead of the device's: the layer runs on the host until a reload */
+    if (st) L->loaded = false;
     return st;
 }
 
@@ -451,7 +496,7 @@ sl_status sl__hot_update(sl_ctx *c, sl_error *err)
     sl__hot *h = &c->hot;
     if (!h->on) return SL_OK;
     h->pass++;
-    bool path = false; /* a layer's path changed: a captured pass is stale */
+    bool path = false, queued = false;
     sl_status st = SL_OK;
     /* the warm-up ends for every layer at once, when one has seen warm assignments: the last
      * layer computes only the rows with logits, so its own count lags the others' */
@@ -461,18 +506,37 @@ sl_status sl__hot_update(sl_ctx *c, sl_error *err)
     for (int32_t il = 0; !st && il < c->m->hp.n_layer; il++) {
         sl__hot_layer *L = &h->L[il];
         if (!L->n_cap) continue;
-        const bool was = L->loaded && (L->n_hot || h->uploads);
+        const bool was = on_path(h, L);
         /* no static set (a cache alone): nothing to wait for */
         if (!L->chosen && (!L->n_static || warm)) choose(c, L);
         if (L->chosen && !L->loaded) {
             st = load_layer(c, il, err);
-        } else if (L->loaded && h->uploads) {
-            st = promote(c, il, err);
+            queued = true;
         }
-        path |= was != (L->loaded && (L->n_hot || h->uploads));
+        path |= was != on_path(h, L);
     }
-    /* the next pass's layers read what went up behind these copies on the same stream; a
-     * captured pass froze each layer's path (its masks and pointers it reads on the device) */
+    if (queued) { /* the copies read host weights a reload or an eviction may free next */
+        sl_error e2;
+        const sl_status ss = sl_device_stream_sync(c->m->dev, c->m->stream, st ? &e2 : err);
+        if (!st) st = ss;
+    }
+    /* a captured pass froze each layer's path (the masks and pointers it reads on the device) */
+    if (path) sl__forward_graph_drop(c);
+    return st ? st : sl__hot_validate(c, err);
+}
+
+sl_status sl__hot_prepare(sl_ctx *c, sl_error *err)
+{
+    sl__hot *h = &c->hot;
+    if (!h->on || !h->uploads) return SL_OK;
+    sl_status st = SL_OK;
+    bool path = false;
+    for (int32_t il = 0; !st && il < c->m->hp.n_layer; il++) {
+        sl__hot_layer *L = &h->L[il];
+        if (!L->n_cap || !L->loaded) continue;
+        st = promote(c, il, err);
+        path |= !L->loaded;
+    }
     if (path) sl__forward_graph_drop(c);
     return st ? st : sl__hot_validate(c, err);
 }
@@ -483,8 +547,10 @@ sl_status sl__hot_host_rows(sl_ctx *c, int32_t il, const int32_t *idx, int64_t n
     sl__hot *h = &c->hot;
     const sl__hot_layer *L = &h->L[il];
     const int32_t K = c->m->hp.n_expert_used;
+    uint64_t dev = 0;
     for (int64_t s = 0; s < n * K; s++)
-        h->calls_dev += idx[s] >= 0 && idx[s] < c->m->hp.n_expert && L->h_mask[idx[s]];
+        dev += idx[s] >= 0 && idx[s] < c->m->hp.n_expert && L->h_mask[idx[s]];
+    atomic_fetch_add_explicit(&h->calls_dev, dev, memory_order_relaxed);
     return sl_moe_exec_slots(c->moe, &c->m->layers[il].moe, L->h_mask, false, idx, n, K, x,
                              h->h_rows, h->assign, err);
 }

@@ -38,6 +38,7 @@
 #ifndef SL_RUNTIME_ENGINE_HOT_H
 #define SL_RUNTIME_ENGINE_HOT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -63,12 +64,14 @@ typedef struct sl__hot_layer {
     int32_t *slot_of;     /* [n_expert]: its slot in the region, -1: not resident */
     int32_t *slot_expert; /* [n_cap]: the expert in a slot, -1: free */
     uint8_t *static_set;  /* [n_expert]: of the profile's set (never evicted) */
-    uint8_t *h_mask;      /* [n_expert] host: resident */
+    uint8_t *h_mask;      /* [n_expert] host (page-locked, the pinned block): resident */
     uint8_t *d_mask;      /* [n_expert] in executor memory (the block) */
     uint8_t *base;        /* the layer's experts in the block: gate | up | down | biases */
     uint64_t off[6], pb[3]; /* where each part starts in base; one expert's bytes a part */
     sl_moe_layer view;    /* the resident experts as the device reads them */
-    const void **hp;      /* [3][n_expert] host: the view's pointers, NULL for the others */
+    const void **hp;      /* [3][n_expert] host (pinned block): the view's pointers, NULL for
+                           * the others */
+    bool has_b[3];        /* the region holds gate, up, down biases (as the layer had them) */
     const void **dp;      /* cuda: their device copy (the block), else NULL */
     sl__dx_moe dx;        /* {&view, dp..., the sim's rows scheduler} */
     sl__r8_undo *undo;    /* [n_cap][3] sim: the undo's host-function records, by slot */
@@ -89,9 +92,13 @@ typedef struct sl__hot {
                            * host's uploaded */
     float *h_rows;        /* the same host, page-locked: the host function's rows */
     sl_moe_assign *assign;/* [max_tok * k]: the host function's scratch */
+    void *pinned;         /* page-locked: every layer's h_mask and hp (their copies up are
+                           * asynchronous; the next write comes after the pass's sync) */
+    size_t pinned_bytes;
     sl_moe_sched *sim_rows; /* sim: the CPU scheduler the executor computes the rows with */
     sl_cuda_ctx *cu;      /* cuda: the Q4_K_R8 undo's context */
-    uint64_t calls_dev;   /* (token, expert) evaluations by resident experts */
+    atomic_uint_fast64_t calls_dev; /* (token, expert) evaluations by resident experts (host
+                                     * functions add, stats read) */
 } sl__hot;
 
 /* After the device side exists: sizes each eligible layer's share and takes the block (the
@@ -101,10 +108,15 @@ sl_status sl__hot_setup(struct sl_ctx *c, sl_error *err);
 void sl__hot_free(struct sl_ctx *c);
 sl_status sl__hot_validate(const struct sl_ctx *c, sl_error *err);
 
-/* After a pass (host thread, the pass's host functions done): chooses and uploads (in stream
- * order, no wait) the sets of the layers that have seen their warm assignments, and those a
- * reload invalidated; drops the decode graph when anything changed. */
+/* After a pass (host thread, the stream idle): chooses the static sets of the layers that have
+ * seen their warm assignments and uploads them, waiting for the copies (once: nothing may be
+ * in flight when an eval returns — a runtime may evict the model or a reload rewrite the
+ * weights next); drops the decode graph when a layer's path changed. */
 sl_status sl__hot_update(struct sl_ctx *c, sl_error *err);
+/* Before a pass (host thread, inside its gate): the run-time cache's promotions of the last
+ * pass's routing and the reloads of invalidated sets, in stream order ahead of the pass's
+ * work, which its final sync covers (no wait here). */
+sl_status sl__hot_prepare(struct sl_ctx *c, sl_error *err);
 /* Whether layer il's resident experts take part in a pass of n tokens. */
 bool sl__hot_ready(const struct sl_ctx *c, int32_t il, int64_t n);
 /* Whether layer il still counts its routing for the static set (a streamed prefill's routing

@@ -408,6 +408,24 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
         free(r.logits);
     }
 
+    /* one cache slot a layer, two uploads a step, lru: an expert uploaded in a step is never
+     * the one the next upload of that step evicts (so at most one goes up a layer and step) */
+    {
+        const uint64_t kb = ((uint64_t)moe_layers * per_expert * 3 / 2 + 1023) >> 10;
+        snprintf(sched, sizeof sched, "mode=cpu cache_kb=%llu policy=lru uploads=2",
+                 (unsigned long long)kb);
+        r = decode(m, sched, info.n_vocab);
+        CHECK_MSG(r.ok && same(ref.logits, r.logits, NV), "%s %s: decode logits differ from "
+                  "the CPU placement's", arch, sched);
+        CHECK_MSG(r.s1.copy_bytes - r.s0.copy_bytes <=
+                      (uint64_t)N_DECODE * moe_layers * (per_expert + 25 * (uint64_t)info.n_expert),
+                  "%s %s: %llu bytes over PCIe in %d tokens (experts of %llu): more than one "
+                  "upload a layer and step into one slot", arch, sched,
+                  (unsigned long long)(r.s1.copy_bytes - r.s0.copy_bytes), N_DECODE,
+                  (unsigned long long)per_expert);
+        free(r.logits);
+    }
+
     /* the fetch modes: experts copied to the device (unpacked from Q4_K_R8 on the way for a
      * Q4_K file) and computed there; post and full fetch every miss */
     static const char *const modes[] = {"mode=post", "mode=full", "mode=auto",
