@@ -69,14 +69,12 @@ static sl_status check_pins(const sl_model *m, const char *list, const char *fro
  * layer now orders on the stream (forward.c). The environment and the sched string override
  * it. A dense model creates none, but its options are still checked: nothing given is
  * silently dropped. */
-/* Options only the fetching scheduler has (its copies, streams, trace, cost model): given
- * with resident experts, they take that scheduler, so that none is silently dropped. */
+/* What only the fetching scheduler does in mode cpu with resident experts (a trace of its
+ * copies, its checks): asked for, they take that scheduler, so that none is silently dropped
+ * (its copy and cost-model options do nothing in mode cpu either way). */
 static bool fetch_only(const sl_fetch_options *o)
 {
-    const sl_fetch_options d = sl_fetch_options_default();
-    return o->block_on_miss != d.block_on_miss || o->max_transfers != d.max_transfers ||
-           o->scratch_bytes != d.scratch_bytes || o->dedicated_streams != d.dedicated_streams ||
-           o->debug || o->trace || o->cpu_gbs || o->pcie_gbs || o->dev_gbs || o->dram_gbs;
+    return o->debug || o->trace;
 }
 
 static sl_status create_moe(sl_ctx *c, sl_error *err)

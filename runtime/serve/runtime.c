@@ -182,7 +182,11 @@ sl_status sl__runtime_lend(sl_model *m, uint64_t *device_free, sl_error *err)
     *device_free = rt->arena_bytes;
     /* the arena is the limit of a placement: a model larger than the on-demand budget still
      * opens, and loads alone (sl_runtime_acquire) */
-    if (!m->opt.vram_budget) m->opt.vram_budget = rt->arena_bytes + sl__model_reserve_bytes(m);
+    /* the prefill's staging buffer (from this arena too) is the placement's to charge, to
+     * a plan that streams (stream_bytes) */
+    if (!m->opt.vram_budget)
+        m->opt.vram_budget = rt->arena_bytes + sl__model_reserve_bytes(m) -
+                             sl__model_stream_reserve_bytes(m);
     return SL_OK;
 }
 

@@ -204,6 +204,7 @@ typedef struct resolver {
     bool any_rule;          /* some tensor has an explicit rule */
     uint64_t budget, stream; /* the budget for weights without the staging buffer; its bytes */
     uint8_t *lay;           /* [n_layer] (stream > 0): 1 core on the device, 2 experts on host */
+    bool streamed;          /* the last candidate had the staging buffer taken off */
 } resolver;
 
 static const char *side_name(bool dev)
@@ -321,6 +322,7 @@ static sl_status assign(resolver *r, sl_placement mode, int32_t ngl, int32_t n_c
         for (int32_t l = 0; l < r->n_layer && !stream; l++) stream = r->lay[l] == 3;
     }
     p->budget = stream ? (r->budget > r->stream ? r->budget - r->stream : 0) : r->budget;
+    r->streamed = stream;
     return SL_OK;
 }
 
@@ -346,7 +348,7 @@ static sl_status too_big(const resolver *r, const sl_place_plan *p, const sl_pla
     const uint64_t cap = o->vram_budget ? o->vram_budget : o->device_free / 10 * 9;
     const char *what = o->vram_budget ? "--vram-budget" : "90% of free device memory";
     /* what the plan keeps for KV cache and buffers (a staging buffer included where needed) */
-    const uint64_t kept = cap > p->budget ? cap - p->budget : o->reserve_bytes;
+    const uint64_t kept = o->reserve_bytes + (r->streamed ? r->stream : 0);
     if (!p->budget)
         return sl_error_set(err, SL_ERR_NOMEM, "placement: %s (%s) is less than the %s a "
                             "context needs on the device (KV cache, buffers)", what,

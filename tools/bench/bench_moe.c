@@ -41,9 +41,9 @@
  *   A = (token, expert) evaluations per step (n_moe_layers * top-k), g = those whose down ran on
  *   the device (expert_calls_gpu), c = A - g; Bgu, Bd = gate+up and down bytes of one expert;
  *   dense = non-expert bytes read per step (as bench decode: dense + one embedding row);
- *   cpu:  CPU = A (Bgu + Bd)              PCIe = 0            HBM = dense
  *   post: CPU = A Bgu + c Bd              PCIe = copy bytes   HBM = dense + g Bd
- *   full, auto: CPU = c (Bgu + Bd)        PCIe = copy bytes   HBM = dense + g (Bgu + Bd)
+ *   the others: CPU = c (Bgu + Bd)        PCIe = copy bytes   HBM = dense + g (Bgu + Bd)
+ *   (cpu: g = 0, no copies; static hot, cpu+uploads: g the resident experts' evaluations)
  * (auto: the counters do not say which calls ran as post, so device-run experts are counted
  * as wholly on the device: its CPU term may be low and its HBM term high.) CPU BW: a streaming read measured in the
  * same run with the same threads (bench decode's); PCIe BW: a timed 64 MiB (sim) / 256 MiB
