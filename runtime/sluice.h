@@ -510,6 +510,10 @@ typedef struct sl_ctx_stats {
     /* prefill batches' host experts streamed through the device (`--sched prefill_stream=N`):
      * the MoE layer calls that did, and their expert bytes copied (also in copy_bytes) */
     uint64_t stream_layers, stream_bytes;
+    /* routed experts resident on the device beside the host's (`--sched hot_kb=N`, `cache_kb=M
+     * uploads=U`: runtime/engine/hot.h) now, over every layer, and their weight bytes there
+     * (0 before the warm-up chose them, or where no layer keeps its experts on the host) */
+    uint64_t hot_experts, hot_bytes;
 } sl_ctx_stats;
 SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 

@@ -750,6 +750,7 @@ void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out)
         out->expert_calls_cpu = ms.calls_cpu;
         out->expert_calls_gpu =
             ms.calls_gpu + atomic_load_explicit(&c->hot.calls_dev, memory_order_relaxed);
+        sl__hot_resident(c, &out->hot_experts, &out->hot_bytes);
         out->expert_cpu_bytes = ms.cpu_bytes;
         out->expert_cpu_seconds = (double)ms.cpu_ns * 1e-9;
         out->moe_scheduler = sl_moe_name(c->moe);

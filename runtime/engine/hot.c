@@ -560,3 +560,15 @@ void sl__hot_invalidate(sl_ctx *c)
     sl__hot *h = &c->hot;
     for (int32_t il = 0; h->on && il < c->m->hp.n_layer; il++) h->L[il].loaded = false;
 }
+
+void sl__hot_resident(const sl_ctx *c, uint64_t *experts, uint64_t *bytes)
+{
+    const sl__hot *h = &c->hot;
+    *experts = *bytes = 0;
+    for (int32_t il = 0; h->on && il < c->m->hp.n_layer; il++) {
+        const sl__hot_layer *L = &h->L[il];
+        if (!L->loaded) continue;
+        *experts += (uint64_t)L->n_hot;
+        *bytes += (uint64_t)L->n_hot * (L->pb[0] + L->pb[1] + L->pb[2]);
+    }
+}

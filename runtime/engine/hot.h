@@ -129,6 +129,8 @@ void sl__hot_count(struct sl_ctx *c, int32_t il, const int32_t *idx, int64_t n_s
  * resident into h_rows (the CPU scheduler, in its sum order's bits), the others +0. */
 sl_status sl__hot_host_rows(struct sl_ctx *c, int32_t il, const int32_t *idx, int64_t n,
                             const float *x, sl_error *err);
+/* The experts resident now over every layer, and their device bytes (sl_ctx_stats). */
+void sl__hot_resident(const struct sl_ctx *c, uint64_t *experts, uint64_t *bytes);
 /* Drops every resident set so that the next pass uploads it again from the weights (a live
  * reload changed them); counts and choices stay. */
 void sl__hot_invalidate(struct sl_ctx *c);

@@ -344,6 +344,12 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
     CHECK_MSG(r.s1.expert_cpu_bytes - r.s0.expert_cpu_bytes <
                   (uint64_t)N_DECODE * moe_layers * info.n_expert_used * per_expert,
               "%s static hot: the CPU read every routed expert", arch);
+    CHECK_MSG(r.s1.hot_experts > 0 && r.s1.hot_experts <= (uint64_t)info.n_expert / 2 *
+                                                              (uint64_t)moe_layers &&
+                  r.s1.hot_bytes == r.s1.hot_experts * per_expert,
+              "%s static hot: %llu experts resident in %llu bytes (experts of %llu)", arch,
+              (unsigned long long)r.s1.hot_experts, (unsigned long long)r.s1.hot_bytes,
+              (unsigned long long)per_expert);
     printf("%s static hot: %.2f blocking syncs and %.1f device calls per MoE layer and token; "
            "%llu of %llu assignments on the device\n", arch,
            (double)(r.s1.dev_syncs - r.s0.dev_syncs) / N_DECODE / (double)moe_layers,
@@ -364,7 +370,7 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
                   "the CPU placement's", arch, sched);
         const uint64_t g = r.s1.expert_calls_gpu - r.s0.expert_calls_gpu,
                        cpu = r.s1.expert_calls_cpu - r.s0.expert_calls_cpu;
-        CHECK_MSG(shares[i][0] ? g > gpu : g == 0 && cpu > 0,
+        CHECK_MSG(shares[i][0] ? g > gpu : g == 0 && cpu > 0 && r.s1.hot_experts == 0,
                   "%s %s: %llu assignments on the device, %llu on the CPU", arch, sched,
                   (unsigned long long)g, (unsigned long long)cpu);
         free(r.logits);

@@ -62,7 +62,8 @@ sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stat
                                      (double)(s1->dev_layers - s0->dev_layers)
                                : -1,
         .graph_passes_per_step =
-            (double)(s1->graph_passes - s0->graph_passes) / (double)(steps > 0 ? steps : 1)};
+            (double)(s1->graph_passes - s0->graph_passes) / (double)(steps > 0 ? steps : 1),
+        .hot_bytes = s1->hot_bytes};
 }
 
 void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c)
@@ -80,6 +81,7 @@ void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c)
     else sl_json_f64(f, c->steps_per_layer);
     fprintf(f, ",\"graph_passes_per_step\":");
     sl_json_f64(f, c->graph_passes_per_step);
+    fprintf(f, ",\"hot_bytes\":%llu", (unsigned long long)c->hot_bytes);
 }
 
 int sl_cli_bench(int argc, char **argv)

@@ -36,12 +36,15 @@ typedef struct sl_bench_dev_cost {
     double steps_per_layer;
     /* the steps that ran as one CUDA graph launch (sluice.h graph_passes), as a fraction */
     double graph_passes_per_step;
+    /* routed experts' bytes resident on the device beside the host's after the steps
+     * (sluice.h hot_bytes: --sched hot_kb / cache_kb + uploads) */
+    uint64_t hot_bytes;
 } sl_bench_dev_cost;
 sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stats *s1,
                                        int64_t steps, int32_t n_layer);
 /* Its JSON fields, each after a ',': "syncs_per_layer", "device_calls_per_layer",
  * "pcie_expert_bytes_per_token", "cpu_expert_gbps", "device_steps_per_layer" (null: no layer
- * on the device), "graph_passes_per_step". */
+ * on the device), "graph_passes_per_step", "hot_bytes". */
 void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c);
 /* The decode fields bench moe's and bench decode's rows share, each as ",\"key\":value": the
  * steps (count; mean, median and p90 ms), expert evaluations per step by side, and the
