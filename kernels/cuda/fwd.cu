@@ -3,6 +3,8 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
 
+#include "kernels/cuda/moe_combine.cuh"
+
 extern "C" {
 #include "kernels/cuda/fwd.h"
 }
@@ -118,34 +120,11 @@ extern "C" sl_status sl_cuda_kv_store(sl_cuda_ctx *c, const float *d_src, const 
     return SL_OK;
 }
 
-/* k <= 64 slots; each thread sorts the token's (expert, slot) pairs by expert (insertion sort
- * of at most k entries, in registers / local memory) and sums in that order. */
-enum { FWD_MAX_K = 64 };
-
+/* the bodies: moe_combine.cuh (k <= MC_MAX_K slots a token) */
 static __global__ void k_moe_combine(const float *y, const float *y2, const int32_t *idx,
                                      const float *w, int k, int64_t dim, float *out)
 {
-    const int64_t t = blockIdx.y;
-    int order[FWD_MAX_K];
-    for (int i = 0; i < k; i++) {
-        int j = i;
-        const int32_t e = idx[t * k + i];
-        while (j > 0 && idx[t * k + order[j - 1]] > e) {
-            order[j] = order[j - 1];
-            j--;
-        }
-        order[j] = i;
-    }
-    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < dim;
-         j += (int64_t)gridDim.x * blockDim.x) {
-        float acc = 0.0f;
-        for (int i = 0; i < k; i++) {
-            const int64_t at = (t * k + order[i]) * dim + j;
-            const float v = y2 ? __fadd_rn(y[at], y2[at]) : y[at];
-            acc = __fadd_rn(acc, __fmul_rn(w[t * k + order[i]], v));
-        }
-        out[t * dim + j] = acc;
-    }
+    mc_combine(y, y2, idx, w, k, dim, out);
 }
 
 extern "C" sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const float *d_y2,
@@ -154,9 +133,9 @@ extern "C" sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const
 {
     sl_status st = check_rows(__func__, n_tok, dim, err);
     if (st) return st;
-    if (k < 1 || k > FWD_MAX_K)
+    if (k < 1 || k > MC_MAX_K)
         return sl_error_set(err, SL_ERR_INVALID, "%s: k %d outside [1, %d]", __func__, k,
-                            FWD_MAX_K);
+                            (int)MC_MAX_K);
     if (n_tok && dim && (!d_y || !d_idx || !d_w || !d_out))
         return sl_error_set(err, SL_ERR_INVALID, "%s: NULL pointer", __func__);
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
@@ -171,11 +150,7 @@ extern "C" sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const
 static __global__ void k_moe_mask_ids(const int32_t *idx, const uint8_t *mask, int64_t n_sel,
                                       int32_t n_expert, int32_t *out)
 {
-    for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < n_sel;
-         s += (int64_t)gridDim.x * blockDim.x) {
-        const int32_t e = idx[s];
-        out[s] = e >= 0 && e < n_expert && mask[e] ? e : -1;
-    }
+    mc_mask_ids(idx, mask, n_sel, n_expert, out);
 }
 
 extern "C" sl_status sl_cuda_moe_mask_ids(sl_cuda_ctx *c, const int32_t *d_idx,

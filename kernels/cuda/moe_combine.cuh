@@ -1,0 +1,55 @@
+/* kernels/cuda/moe_combine.cuh: the bodies of sl_cuda_moe_combine and sl_cuda_moe_mask_ids
+ * (fwd.h), in a header so that tests/kernels_cuda:moe_combine_host_test runs them on the CPU
+ * (host_shim/launch.h) against the CPU scheduler's join (scheduler/moe/moe.h
+ * sl_moe_rows_join), bit for bit.
+ *
+ * Combine: a block row per token (blockIdx.y), its threads striding over the columns; each
+ * thread sorts the token's k slots by expert (insertion sort, stable: equal ids keep slot
+ * order) and sums w * y (or w * (y + y2)) in that order from +0, each product and sum rounded
+ * (__fmul_rn / __fadd_rn: never an FMA), as the CPU's join. */
+#ifndef SL_KERNELS_CUDA_MOE_COMBINE_CUH
+#define SL_KERNELS_CUDA_MOE_COMBINE_CUH
+
+#include "kernels/cuda/common.cuh"
+
+enum { MC_MAX_K = 64 };
+
+static __device__ void mc_combine(const float *y, const float *y2, const int32_t *idx,
+                                  const float *w, int k, int64_t dim, float *out)
+{
+    const int64_t t = blockIdx.y;
+    int order[MC_MAX_K];
+    for (int i = 0; i < k; i++) {
+        int j = i;
+        const int32_t e = idx[t * k + i];
+        while (j > 0 && idx[t * k + order[j - 1]] > e) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < dim;
+         j += (int64_t)gridDim.x * blockDim.x) {
+        float acc = 0.0f;
+        for (int i = 0; i < k; i++) {
+            const int64_t at = (t * k + order[i]) * dim + j;
+            const float v = y2 ? __fadd_rn(y[at], y2[at]) : y[at];
+            acc = __fadd_rn(acc, __fmul_rn(w[t * k + order[i]], v));
+        }
+        out[t * dim + j] = acc;
+    }
+}
+
+/* out[s] = idx[s] where it is in [0, n_expert) and mask[idx[s]] != 0, else -1 (a grid-stride
+ * loop over s < n_sel) */
+static __device__ void mc_mask_ids(const int32_t *idx, const uint8_t *mask, int64_t n_sel,
+                                   int32_t n_expert, int32_t *out)
+{
+    for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < n_sel;
+         s += (int64_t)gridDim.x * blockDim.x) {
+        const int32_t e = idx[s];
+        out[s] = e >= 0 && e < n_expert && mask[e] ? e : -1;
+    }
+}
+
+#endif
