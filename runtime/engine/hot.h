@@ -27,9 +27,10 @@
  * score * D + the pass's assignments) and at most U of the experts the CPU computed in it go
  * up, highest score first: into a free cache slot, else in place of the cache's coldest (lfu:
  * lowest score, and only when the new one's is higher; lru: least recently routed) — never
- * the static set's. The uploads are copies in stream order after the pass: no wait, and the
- * next pass reads the new set (masks and pointer arrays on the device; a captured pass stays
- * valid).
+ * the static set's. The uploads are copies in stream order ahead of the next pass's work
+ * (no wait; its final sync covers them), which reads the new set (masks and pointer arrays
+ * on the device; a captured pass stays valid). The static set's first upload, once, waits
+ * for its copies at the end of its pass.
  *
  * Invariants (sl__hot_validate): !on, or L [n_layer] with, per layer, n_static <= n_cap <=
  * n_expert, slot_of and slot_expert inverse of each other over the n_hot resident experts
