@@ -766,6 +766,11 @@ int sl_bench_decode(int argc, char **argv)
             if (r->prefill_stream_layers)
                 printf("; prefill streamed %" PRIu64 " MoE layers' host experts (%.1f MB)",
                        r->prefill_stream_layers, (double)r->prefill_stream_bytes / 1e6);
+            if (r->cost.hot_bytes) /* issue 33: resident experts beside the host's */
+                printf("; %.1f MB of experts resident, %.0f%% of the assignments there",
+                       (double)r->cost.hot_bytes / 1e6,
+                       r->calls_cpu + r->calls_gpu > 0
+                           ? 100 * r->calls_gpu / (r->calls_cpu + r->calls_gpu) : 0.0);
             if (r->cost.cpu_expert_gbps > 0) /* issue 33: beside the read bound above */
                 printf("; CPU experts %.2f GB/s (%.0f%% of the streaming read)",
                        r->cost.cpu_expert_gbps, gbps > 0 ? 100 * r->cost.cpu_expert_gbps / gbps
