@@ -146,6 +146,14 @@ struct sl_ctx {
     sl__hot hot;                /* host experts' most routed ones resident (hot.h) */
 };
 
+/* engine.c: a host buffer that takes part in device copies: page-aligned and page-locked with
+ * the model's device where a weight lives there (a copy from pageable memory runs
+ * synchronously), else plain malloc; `what` names it in errors. Free with
+ * sl__ctx_host_buf_free (NULL allowed). */
+sl_status sl__ctx_host_buf_alloc(sl_ctx *c, size_t bytes, const char *what, void **out,
+                                 sl_error *err);
+void sl__ctx_host_buf_free(sl_ctx *c, void *p);
+
 /* ctx_dev.c: the device side. Decides which layers run on the device (those whose attention
  * weights are device-resident), checks that each layer's weights sit on one side (experts may
  * be on the host: experts-on-CPU), and takes the device buffers, the device KV slots of those

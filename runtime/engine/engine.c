@@ -125,8 +125,8 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
  * registrations share a page. Plain malloc when no weight lives on a device. */
 static bool copies_host(const sl_ctx *c) { return c->m->dev && c->m->arena; }
 
-static sl_status host_buf_alloc(sl_ctx *c, size_t bytes, const char *what, void **out,
-                                sl_error *err)
+sl_status sl__ctx_host_buf_alloc(sl_ctx *c, size_t bytes, const char *what, void **out,
+                                 sl_error *err)
 {
     const size_t page = 4096, n = (bytes ? bytes : 1) + page - 1;
     *out = NULL;
@@ -143,7 +143,7 @@ static sl_status host_buf_alloc(sl_ctx *c, size_t bytes, const char *what, void 
     return SL_OK;
 }
 
-static void host_buf_free(sl_ctx *c, void *p)
+void sl__ctx_host_buf_free(sl_ctx *c, void *p)
 {
     if (!p) return;
     if (copies_host(c)) sl_device_host_unregister(c->m->dev, p, NULL);
@@ -158,11 +158,11 @@ static sl_status embd_rows_alloc(sl_ctx *c, sl_error *err)
     if (!(te->residency & SL_RES_DEVICE)) return SL_OK;
     const size_t bytes = (size_t)c->cap * sl_quant_row_bytes(te->type, c->m->hp.n_embd);
     if (bytes <= c->embd_rows_bytes) return SL_OK;
-    host_buf_free(c, c->embd_rows);
+    sl__ctx_host_buf_free(c, c->embd_rows);
     c->embd_rows = NULL;
     c->embd_rows_bytes = 0;
     void *rows = NULL;
-    sl_status st = host_buf_alloc(c, bytes, "embedding rows", &rows, err);
+    sl_status st = sl__ctx_host_buf_alloc(c, bytes, "embedding rows", &rows, err);
     if (st) return st;
     c->embd_rows = rows;
     c->embd_rows_bytes = bytes;
@@ -190,7 +190,7 @@ static sl_status host_side_create(sl_ctx *c, size_t work_bytes, sl_error *err)
 {
     sl__side *h = &c->host;
     const size_t bytes = sl__side_carve(c, h, NULL);
-    sl_status st = host_buf_alloc(c, bytes, "context scratch", &h->mem, err);
+    sl_status st = sl__ctx_host_buf_alloc(c, bytes, "context scratch", &h->mem, err);
     if (st) return st;
     sl__side_carve(c, h, h->mem);
     h->rope_freqs = host_rope(c);
@@ -245,14 +245,14 @@ static sl_status nstats_create(sl_ctx *c, sl_error *err);
 static sl_status ctx_build(sl_ctx *c, sl_error *err);
 
 /* The logits buffer for `rows` rows (old rows are not kept: every call rewrites its logits).
- * Page-locked with the device (host_buf_alloc), so it is sized at creation, not in a call. */
+ * Page-locked with the device (sl__ctx_host_buf_alloc), so it is sized at creation, not in a call. */
 static sl_status logits_alloc(sl_ctx *c, int64_t rows, sl_error *err)
 {
-    host_buf_free(c, c->logits);
+    sl__ctx_host_buf_free(c, c->logits);
     c->logits = NULL;
     c->logits_cap = 0;
     void *l = NULL;
-    sl_status st = host_buf_alloc(c, (size_t)(rows * c->m->hp.n_vocab) * sizeof(float),
+    sl_status st = sl__ctx_host_buf_alloc(c, (size_t)(rows * c->m->hp.n_vocab) * sizeof(float),
                                   "logits", &l, err);
     if (st) return st;
     c->logits = l;
@@ -372,10 +372,10 @@ void sl_ctx_destroy(sl_ctx *c)
     sl_cpu_pool_destroy(c->pool);
     sl__kv_free(&c->kv);
     sl__rs_free(c);
-    host_buf_free(c, c->host.mem);
-    host_buf_free(c, c->logits);
-    host_buf_free(c, c->hidden);
-    host_buf_free(c, c->embd_rows);
+    sl__ctx_host_buf_free(c, c->host.mem);
+    sl__ctx_host_buf_free(c, c->logits);
+    sl__ctx_host_buf_free(c, c->hidden);
+    sl__ctx_host_buf_free(c, c->embd_rows);
     free(c->batch_logits);
     pthread_mutex_lock(&c->m->ctx_mu); /* every context was counted (sl_ctx_create) */
     atomic_fetch_sub(&c->m->n_ctx_live, 1);
@@ -539,12 +539,12 @@ static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, siz
     c->n_logits = 0;
     c->n_hidden = 0;
     if (c->opt.embeddings && (int64_t)n > c->hidden_cap) {
-        host_buf_free(c, c->hidden);
+        sl__ctx_host_buf_free(c, c->hidden);
         c->hidden = NULL;
         c->hidden_cap = 0;
         const int64_t want = (int64_t)n > 2 * c->cap ? (int64_t)n : 2 * c->cap;
         void *h = NULL;
-        sl_status st = host_buf_alloc(c, (size_t)want * (size_t)c->m->hp.n_embd * sizeof(float),
+        sl_status st = sl__ctx_host_buf_alloc(c, (size_t)want * (size_t)c->m->hp.n_embd * sizeof(float),
                                       "hidden states", &h, err);
         if (st) return st;
         c->hidden = h;

@@ -61,43 +61,18 @@ static uint64_t region(const sl_moe_layer *H, const uint64_t pb[3], int32_t n_ca
     return at + (cuda ? up256(3 * X * sizeof(void *)) : 0);
 }
 
-static sl_status host_rows_alloc(sl_ctx *c, size_t bytes, sl_error *err)
-{
-    const size_t page = 4096, n = (bytes + page - 1) / page * page;
-    void *p = NULL;
-    if (posix_memalign(&p, page, n ? n : page))
-        return sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory (%zu bytes of rows)",
-                            bytes);
-    sl_error re;
-    if (sl_device_host_register(c->m->dev, p, n ? n : page, &re)) {
-        free(p);
-        return sl_error_set(err, re.code, "hot experts: page-locking %zu bytes: %s", n, re.msg);
-    }
-    c->hot.h_rows = p;
-    return SL_OK;
-}
-
 /* Every taking layer's h_mask and hp in one page-locked block, zeroed. */
 static sl_status pinned_alloc(sl_ctx *c, sl_error *err)
 {
     sl__hot *h = &c->hot;
-    const size_t X = (size_t)c->m->hp.n_expert, page = 4096;
+    const size_t X = (size_t)c->m->hp.n_expert;
     const size_t per = (X + 15) / 16 * 16 + 3 * X * sizeof(void *);
     size_t n = 0;
     for (int32_t il = 0; il < c->m->hp.n_layer; il++) n += h->L[il].n_cap ? per : 0;
-    n = (n + page - 1) / page * page;
-    void *p = NULL;
-    if (posix_memalign(&p, page, n))
-        return sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory (%zu bytes)", n);
-    memset(p, 0, n);
-    sl_error re;
-    if (sl_device_host_register(c->m->dev, p, n, &re)) {
-        free(p);
-        return sl_error_set(err, re.code, "hot experts: page-locking %zu bytes: %s", n, re.msg);
-    }
-    h->pinned = p;
-    h->pinned_bytes = n;
-    uint8_t *at = p;
+    sl_status st = sl__ctx_host_buf_alloc(c, n, "hot experts' masks", &h->pinned, err);
+    if (st) return st;
+    memset(h->pinned, 0, n);
+    uint8_t *at = h->pinned;
     for (int32_t il = 0; il < c->m->hp.n_layer; il++) {
         sl__hot_layer *L = &h->L[il];
         if (!L->n_cap) continue;
@@ -163,7 +138,8 @@ sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
     h->d_rows[0] = (float *)block;
     h->d_rows[1] = (float *)(block + rows_bytes);
     uint8_t *at = block + 2 * rows_bytes;
-    sl_status st = host_rows_alloc(c, rows_bytes, err);
+    sl_status st = sl__ctx_host_buf_alloc(c, rows_bytes, "hot experts' rows",
+                                          (void **)&h->h_rows, err);
     if (!st && !(h->assign = malloc((size_t)(h->max_tok * K) * sizeof *h->assign)))
         st = sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
     for (int32_t il = 0; !st && il < hp->n_layer; il++) {
@@ -182,11 +158,10 @@ sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
         L->last = calloc((size_t)X, sizeof *L->last);
         L->slot_of = malloc((size_t)X * sizeof *L->slot_of);
         L->slot_expert = malloc((size_t)L->n_cap * sizeof *L->slot_expert);
-        L->static_set = calloc((size_t)X, 1);
         L->undo = calloc(3 * (size_t)L->n_cap, sizeof *L->undo);
         L->has_b[0] = H->gate_b, L->has_b[1] = H->up_b, L->has_b[2] = H->down_b;
         if (!L->count || !L->recent || !L->score || !L->last || !L->slot_of ||
-            !L->slot_expert || !L->static_set || !L->undo) {
+            !L->slot_expert || !L->undo) {
             st = sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
             continue;
         }
@@ -218,19 +193,12 @@ void sl__hot_free(sl_ctx *c)
         free(L->last);
         free(L->slot_of);
         free(L->slot_expert);
-        free(L->static_set);
         free(L->undo);
     }
-    if (h->pinned) {
-        sl_device_host_unregister(c->m->dev, h->pinned, NULL);
-        free(h->pinned);
-    }
+    sl__ctx_host_buf_free(c, h->pinned);
     free(h->L);
     free(h->assign);
-    if (h->h_rows) {
-        sl_device_host_unregister(c->m->dev, h->h_rows, NULL);
-        free(h->h_rows);
-    }
+    sl__ctx_host_buf_free(c, h->h_rows);
     sl_moe_destroy(h->sim_rows);
     if (h->cu) sl_cuda_ctx_destroy(h->cu);
     /* the block is the context's (freed with its device side) */
@@ -334,7 +302,7 @@ static void unplace(sl_ctx *c, sl__hot_layer *L, int32_t e)
 }
 
 /* The static set: the most routed experts of the warm-up (ties: lower index), never-routed
- * ones left out, in slots 0.. in ascending index. */
+ * ones left out, in slots 0 .. n_static - 1 (what the cache never evicts). */
 static void choose(sl_ctx *c, sl__hot_layer *L)
 {
     const int32_t X = c->m->hp.n_expert;
@@ -342,13 +310,11 @@ static void choose(sl_ctx *c, sl__hot_layer *L)
     for (; n < L->n_static; n++) {
         int32_t best = -1;
         for (int32_t e = 0; e < X; e++)
-            if (!L->static_set[e] && L->count[e] && (best < 0 || L->count[e] > L->count[best]))
+            if (!L->h_mask[e] && L->count[e] && (best < 0 || L->count[e] > L->count[best]))
                 best = e;
         if (best < 0) break;
-        L->static_set[best] = 1;
+        place(c, L, best, n);
     }
-    for (int32_t e = 0, j = 0; e < X; e++)
-        if (L->static_set[e]) place(c, L, e, j++);
     L->n_static = n; /* the slots the profile left free go to the cache */
     L->chosen = true;
 }
@@ -468,7 +434,7 @@ static sl_status promote(sl_ctx *c, int32_t il, sl_error *err)
         for (int32_t j = L->n_static; slot < 0 && j < L->n_cap; j++) {
             const int32_t v = L->slot_expert[j];
             /* lru: never one the last pass routed (those uploaded just now among them) */
-            if (v >= 0 && !L->static_set[v] && (!h->lru || L->last[v] < h->pass) &&
+            if (v >= 0 && (!h->lru || L->last[v] < h->pass) &&
                 (victim < 0 || (h->lru ? L->last[v] < L->last[victim]
                                        : L->score[v] < L->score[victim])))
                 victim = v;

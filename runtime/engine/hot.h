@@ -53,7 +53,8 @@ struct sl_ctx;
 
 typedef struct sl__hot_layer {
     int32_t n_cap;        /* experts this layer's share holds; 0: the layer takes no part */
-    int32_t n_static;     /* of those, the profile's (hot_kb; the rest: the run-time cache) */
+    int32_t n_static;     /* of those, the profile's, in slots [0, n_static) (hot_kb; the
+                           * rest: the run-time cache, which evicts from slot n_static on) */
     int32_t n_hot;        /* resident (0 until chosen) */
     bool chosen;          /* the static set is decided (after warm assignments) */
     bool loaded;          /* and the residents uploaded */
@@ -64,7 +65,6 @@ typedef struct sl__hot_layer {
     uint64_t *last;       /* [n_expert] the last pass that routed it (lru) */
     int32_t *slot_of;     /* [n_expert]: its slot in the region, -1: not resident */
     int32_t *slot_expert; /* [n_cap]: the expert in a slot, -1: free */
-    uint8_t *static_set;  /* [n_expert]: of the profile's set (never evicted) */
     uint8_t *h_mask;      /* [n_expert] host (page-locked, the pinned block): resident */
     uint8_t *d_mask;      /* [n_expert] in executor memory (the block) */
     uint8_t *base;        /* the layer's experts in the block: gate | up | down | biases */
@@ -95,7 +95,6 @@ typedef struct sl__hot {
     sl_moe_assign *assign;/* [max_tok * k]: the host function's scratch */
     void *pinned;         /* page-locked: every layer's h_mask and hp (their copies up are
                            * asynchronous; the next write comes after the pass's sync) */
-    size_t pinned_bytes;
     sl_moe_sched *sim_rows; /* sim: the CPU scheduler the executor computes the rows with */
     sl_cuda_ctx *cu;      /* cuda: the Q4_K_R8 undo's context */
     atomic_uint_fast64_t calls_dev; /* (token, expert) evaluations by resident experts (host
