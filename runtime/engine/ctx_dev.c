@@ -202,7 +202,7 @@ sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err)
 {
     sl_model *m = c->m;
     if (!c->dev.dx) return SL_OK;
-    const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
+    const bool cuda = sl__model_cuda(m);
     sl_status st;
     const sl_weight *rf = sl__model_rope_factors(m, c->kv.n_ctx);
     if (rf && !on_dev(rf) && c->dev_rope_bytes) {
@@ -228,7 +228,7 @@ sl_status sl__ctx_dev_rebind(sl_ctx *c, sl_error *err)
 {
     sl_model *m = c->m;
     if (!c->dev.dx) return SL_OK;
-    const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
+    const bool cuda = sl__model_cuda(m);
     sl_status st;
     const sl_weight *rf = sl__model_rope_factors(m, c->kv.n_ctx);
     if (rf && on_dev(rf)) c->dev.rope_freqs = rf->data;
@@ -284,7 +284,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
     int32_t n_dev = 0;
     bool any_dev = false;
     sl_status st;
-    const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
+    const bool cuda = sl__model_cuda(m);
     for (int32_t il = 0; il < hp->n_layer; il++) {
         sl__layer *L = &m->layers[il];
         /* a split layer's: its hot part, which the device side runs (forward.c) */
@@ -344,7 +344,8 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
     }
     const bool out_dev = m->arena && on_dev(m->output);
     if ((st = check_weight(c, m->output_norm, out_dev, "output", err))) return st;
-    if (!n_dev && !out_dev && !any_dev) return SL_OK;
+    /* nothing on the device: resident experts asked for are refused (hot.c), else nothing */
+    if (!n_dev && !out_dev && !any_dev) return sl__hot_setup(c, err);
 
     sl__side *d = &c->dev;
     void *base;

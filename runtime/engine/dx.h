@@ -45,6 +45,13 @@
 
 enum { SL__DX_GEMM_MIN_BATCH = 8 };
 
+/* b rounded up to the device allocator's alignment (256, as cudaMalloc's): buffers carved from
+ * one block start where a separately allocated one would, so vectorized loads stay aligned. */
+static inline uint64_t sl__dx_up256(uint64_t b)
+{
+    return (b + 255) & ~(uint64_t)255;
+}
+
 /* What the planner may ask an executor before any exists (ggml's supports_op): a weight the
  * executor of its side cannot compute stays on the host. */
 typedef enum sl__dx_op {

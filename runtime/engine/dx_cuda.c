@@ -476,10 +476,6 @@ static const sl__dx_vt cuda_vt = {
     .mm_router = c_mm_router, .mm_glu = c_mm_glu,
     .destroy = c_destroy};
 
-static size_t align256(size_t b)
-{
-    return (b + 255) & ~(size_t)255;
-}
 
 /* The expert scratch's parts: eg, eu, ey, order, gwork, hot_ids (sl__dx_cuda_scratch_bytes
  * and create's one rule); 0 for order and gwork where a chunk's slots exceed what one sort
@@ -489,16 +485,16 @@ static void scratch_parts(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e
                           size_t part[N_PARTS])
 {
     const size_t chunk = (size_t)moe_chunk(n_tok), slots = chunk * (size_t)k_max;
-    part[0] = part[1] = align256(slots * (size_t)f_max * sizeof(float));
-    part[2] = align256((size_t)n_tok * (size_t)k_max * (size_t)e_max * sizeof(float));
+    part[0] = part[1] = sl__dx_up256(slots * (size_t)f_max * sizeof(float));
+    part[2] = sl__dx_up256((size_t)n_tok * (size_t)k_max * (size_t)e_max * sizeof(float));
     part[3] = slots <= SL_CUDA_GROUPED_MAX_SLOTS
-                  ? align256(sl_cuda_expert_order_bytes(SL_CUDA_GROUPED_MAX_EXPERTS,
-                                                        (int32_t)slots))
+                  ? sl__dx_up256(sl_cuda_expert_order_bytes(SL_CUDA_GROUPED_MAX_EXPERTS,
+                                                            (int32_t)slots))
                   : 0;
     const size_t gu = sl_cuda_gemm_grouped_work_bytes((int64_t)chunk, e_max),
                  dn = sl_cuda_gemm_grouped_work_bytes((int64_t)slots, f_max);
-    part[4] = part[3] && gu && dn ? align256(gu > dn ? gu : dn) : 0;
-    part[5] = align256((size_t)n_tok * (size_t)k_max * sizeof(int32_t));
+    part[4] = part[3] && gu && dn ? sl__dx_up256(gu > dn ? gu : dn) : 0;
+    part[5] = sl__dx_up256((size_t)n_tok * (size_t)k_max * sizeof(int32_t));
 }
 
 size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max)

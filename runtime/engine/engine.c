@@ -94,7 +94,7 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
      * device beside the CPU's part (fetch.h) */
     const bool pinned = fo.pinned && *fo.pinned, uploads = fo.cache_bytes && fo.uploads;
     if (fo.mode == SL_FETCH_CPU && (fo.hot_bytes || uploads) && !pinned && !c->experts_sync &&
-        !fetch_only(&fo) && c->m->dev) {
+        !fetch_only(&fo)) { /* no device layer keeps its experts on the host: refused (hot.c) */
         c->hot.bytes = fo.hot_bytes;
         c->hot.cache_bytes = uploads ? fo.cache_bytes : 0;
         c->hot.uploads = uploads ? fo.uploads : 0;

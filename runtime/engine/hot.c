@@ -13,15 +13,6 @@
  * streams every expert through the device (stream.h) by default. */
 enum { HOT_MAX_TOK = 32 };
 
-static uint64_t up256(uint64_t b)
-{
-    return (b + 255) & ~(uint64_t)255;
-}
-
-static bool cuda_dev(const sl_model *m)
-{
-    return sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
-}
 
 /* Layer il's rows, columns and one expert's device bytes per projection; false when a type
  * has no row size. */
@@ -49,16 +40,16 @@ static uint64_t region(const sl_moe_layer *H, const uint64_t pb[3], int32_t n_ca
     uint64_t at = 0;
     for (int p = 0; p < 3; p++) {
         off[p] = at;
-        at += up256((uint64_t)n_cap * pb[p]);
+        at += sl__dx_up256((uint64_t)n_cap * pb[p]);
     }
     for (int p = 0; p < 3; p++) {
         off[3 + p] = at;
-        at += b[p] ? up256(X * brows[p] * sizeof(float)) : 0;
+        at += b[p] ? sl__dx_up256(X * brows[p] * sizeof(float)) : 0;
     }
     *mask_off = at;
-    at += up256(X);
+    at += sl__dx_up256(X);
     *ptr_off = at;
-    return at + (cuda ? up256(3 * X * sizeof(void *)) : 0);
+    return at + (cuda ? sl__dx_up256(3 * X * sizeof(void *)) : 0);
 }
 
 /* Every taking layer's h_mask and hp in one page-locked block, zeroed. */
@@ -83,56 +74,73 @@ static sl_status pinned_alloc(sl_ctx *c, sl_error *err)
     return SL_OK;
 }
 
+/* A layer's region in the block: its bytes and where its mask and pointer arrays start. */
+typedef struct region_at {
+    uint64_t bytes, mask_off, ptr_off;
+} region_at;
+
 sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
 {
     sl__hot *h = &c->hot;
     sl_model *m = c->m;
     const sl__hparams *hp = &m->hp;
     const uint64_t cache = h->uploads > 0 ? h->cache_bytes : 0;
-    if (!(h->bytes + cache) || !c->dev.dx || !hp->n_expert) return SL_OK;
+    if (!(h->bytes + cache) || !hp->n_expert) return SL_OK;
+    const char *opt = h->bytes ? "hot_kb" : "cache_kb";
+    const unsigned long long kb = (h->bytes ? h->bytes : cache) >> 10;
     const int32_t X = hp->n_expert, K = hp->n_expert_used;
-    const bool cuda = cuda_dev(m);
+    const bool cuda = sl__model_cuda(m);
     int32_t n_layers = 0;
     for (int32_t il = 0; il < hp->n_layer; il++) n_layers += sl__experts_streamable(c, il);
-    if (!n_layers) return SL_OK;
+    /* asked for, so refused rather than dropped (engine.c: no option is silently dropped) */
+    if (!n_layers)
+        return sl_error_set(err, SL_ERR_INVALID, "scheduler option %s=%llu: no layer on the "
+                            "device computes its routed experts on the host (the placement "
+                            "keeps every expert on the device, no layer on it, or their types "
+                            "have no device kernel): nothing to keep resident", opt, kb);
     if (!(h->L = calloc((size_t)hp->n_layer, sizeof *h->L)))
         return sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
-    uint64_t total = 0, *lay = calloc((size_t)hp->n_layer, sizeof *lay);
+    region_at *lay = calloc((size_t)hp->n_layer, sizeof *lay);
     if (!lay) {
         sl__hot_free(c);
         return sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
     }
+    uint64_t total = 0, per_min = 0;
     for (int32_t il = 0; il < hp->n_layer; il++) {
         sl__hot_layer *L = &h->L[il];
         const sl_moe_layer *H = &m->layers[il].moe;
         int64_t rows[3], cols[3];
-        lay[il] = 0;
         if (!sl__experts_streamable(c, il) || !shape(H, rows, cols, L->pb)) continue;
         const uint64_t per = L->pb[0] + L->pb[1] + L->pb[2];
+        per_min = per_min && per_min < per ? per_min : per;
         const uint64_t ns = h->bytes / (uint64_t)n_layers / per;
         const uint64_t n = ns + cache / (uint64_t)n_layers / per;
         L->n_static = ns < (uint64_t)X ? (int32_t)ns : X;
         L->n_cap = n < (uint64_t)X ? (int32_t)n : X;
         if (!L->n_cap) continue;
-        uint64_t mo, po;
-        lay[il] = region(H, L->pb, L->n_cap, cuda, L->off, &mo, &po);
-        total += lay[il];
+        lay[il].bytes = region(H, L->pb, L->n_cap, cuda, L->off, &lay[il].mask_off,
+                               &lay[il].ptr_off);
+        total += lay[il].bytes;
     }
     if (!total) { /* the share holds no whole expert anywhere */
         free(lay);
         sl__hot_free(c);
-        return SL_OK;
+        return sl_error_set(err, SL_ERR_INVALID, "scheduler option %s=%llu: a share of "
+                            "%llu KiB in each of the %d layers whose experts are on the host "
+                            "holds no whole expert (one is %llu KiB)", opt, kb,
+                            kb / (unsigned long long)n_layers, n_layers,
+                            (unsigned long long)(per_min >> 10));
     }
     h->max_tok = c->cap < HOT_MAX_TOK ? c->cap : HOT_MAX_TOK;
-    const uint64_t rows_bytes = up256((uint64_t)h->max_tok * (uint64_t)K *
-                                      (uint64_t)hp->n_embd * sizeof(float));
+    const uint64_t rows_bytes = sl__dx_up256((uint64_t)h->max_tok * (uint64_t)K *
+                                             (uint64_t)hp->n_embd * sizeof(float));
     uint8_t *block = NULL;
     sl_error te;
     if (sl__ctx_dev_take(c, total + 2 * rows_bytes, (void **)&block, &te)) {
         free(lay);
         sl__hot_free(c);
-        return sl_error_set(err, SL_ERR_NOMEM, "sched hot_kb: %llu bytes of hot experts and "
-                            "rows do not fit the device: %s",
+        return sl_error_set(err, SL_ERR_NOMEM, "sched %s: %llu bytes of hot experts and "
+                            "rows do not fit the device: %s", opt,
                             (unsigned long long)(total + 2 * rows_bytes), te.msg);
     }
     h->d_rows[0] = (float *)block;
@@ -146,12 +154,10 @@ sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
         sl__hot_layer *L = &h->L[il];
         if (!L->n_cap) continue;
         const sl_moe_layer *H = &m->layers[il].moe;
-        uint64_t mo, po;
-        region(H, L->pb, L->n_cap, cuda, L->off, &mo, &po);
         L->base = at;
-        L->d_mask = at + mo;
-        L->dp = cuda ? (const void **)(void *)(at + po) : NULL;
-        at += lay[il];
+        L->d_mask = at + lay[il].mask_off;
+        L->dp = cuda ? (const void **)(void *)(at + lay[il].ptr_off) : NULL;
+        at += lay[il].bytes;
         L->count = calloc((size_t)X, sizeof *L->count);
         L->recent = calloc((size_t)X, sizeof *L->recent);
         L->score = calloc((size_t)X, sizeof *L->score);
@@ -211,7 +217,7 @@ sl_status sl__hot_validate(const sl_ctx *c, sl_error *err)
     const sl__hot *h = &c->hot;
     if (!h->on) return SL_OK;
     if (!h->L || !h->d_rows[0] || !h->d_rows[1] || !h->h_rows || !h->assign || h->max_tok < 1 ||
-        (cuda_dev(c->m) ? !h->cu : !h->sim_rows))
+        (sl__model_cuda(c->m) ? !h->cu : !h->sim_rows))
         return sl_error_set(err, SL_ERR_INVALID, "hot experts: on without their buffers");
     const int32_t X = c->m->hp.n_expert;
     for (int32_t il = 0; il < c->m->hp.n_layer; il++) {

@@ -61,7 +61,7 @@ static sl_status open_device(sl_model *m, sl_error *err)
         if ((st = sl_device_props_get(m->dev, &props, err))) return st;
         free_bytes = props.free_mem_bytes;
     }
-    const bool cuda = sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
+    const bool cuda = sl__model_cuda(m);
     if ((st = sl__model_plan(m, free_bytes, cuda, err))) return st;
     if (m->serving && (st = m->serving->attach(m, err))) return st;
     if (!m->plan.device_bytes || m->opt.plan_only) return SL_OK;

@@ -273,6 +273,12 @@ static inline bool sl__layer_moe(const sl__layer *L)
     return L->moe_gate != NULL;
 }
 
+/* Whether the model's device is a GPU (cuda), not the simulated one (or none). */
+static inline bool sl__model_cuda(const sl_model *m)
+{
+    return sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
+}
+
 /* A host copy kept while its weight is on the device (runtime.c): a device weight of a model
  * in a runtime keeps its host floor, so eviction is a free and reload a pure H2D copy. */
 typedef struct sl__floor {

@@ -25,15 +25,6 @@ sl_status sl__r8_undo_enqueue(const sl_ctx *c, sl_cuda_ctx *cu, sl__r8_undo *rec
     return sl_device_launch_host(c->m->dev, c->m->stream, undo_fn, rec, err);
 }
 
-static uint64_t up256(uint64_t b)
-{
-    return (b + 255) & ~(uint64_t)255;
-}
-
-static bool cuda_dev(const sl_model *m)
-{
-    return sl_device_kind_get(m->dev) == SL_DEVICE_CUDA;
-}
 
 /* The staging layout of one layer: where gate, up, down and the three biases start, and one
  * expert's bytes of each projection (the device's type: a repacked Q4_K_R8 has Q4_K's). */
@@ -48,7 +39,7 @@ static uint64_t regions(const uint64_t bytes[6], uint64_t off[6])
     uint64_t at = 0;
     for (int i = 0; i < 6; i++) {
         if (off) off[i] = at;
-        at += up256(bytes[i]);
+        at += sl__dx_up256(bytes[i]);
     }
     return at;
 }
@@ -118,7 +109,7 @@ sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
     void *dp = NULL;
     sl_error e;
     /* no room on the device: the layers' experts stay on the CPU, as without streaming */
-    if (cuda_dev(m) && sl__ctx_dev_take(c, n_ptr * sizeof(void *), &dp, &e)) return SL_OK;
+    if (sl__model_cuda(m) && sl__ctx_dev_take(c, n_ptr * sizeof(void *), &dp, &e)) return SL_OK;
     s->view = calloc((size_t)m->hp.n_layer, sizeof *s->view);
     s->hp = calloc(n_ptr, sizeof *s->hp);
     s->on_dev = malloc((size_t)m->hp.n_expert * sizeof *s->on_dev);
@@ -128,7 +119,7 @@ sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
         return sl_error_set(err, SL_ERR_NOMEM, "context: out of memory (expert streaming)");
     }
     for (int32_t x = 0; x < m->hp.n_expert; x++) s->on_dev[x] = true;
-    if (cuda_dev(m)) {
+    if (sl__model_cuda(m)) {
         sl_status st = sl_cuda_ctx_create(sl_device_ordinal_get(m->dev),
                                           sl_device_stream_native(m->dev, m->stream), &s->cu,
                                           err);
@@ -157,7 +148,8 @@ void sl__stream_free(sl_ctx *c)
 sl_status sl__stream_validate(const sl_ctx *c, sl_error *err)
 {
     const sl__stream *s = &c->stream;
-    if (s->on && (!s->view || !s->hp || !s->on_dev || (cuda_dev(c->m) && (!s->dp || !s->cu))))
+    if (s->on && (!s->view || !s->hp || !s->on_dev ||
+                  (sl__model_cuda(c->m) && (!s->dp || !s->cu))))
         return sl_error_set(err, SL_ERR_INVALID, "expert streaming: a buffer without its "
                             "layer views or pointer arrays");
     if (s->min_tokens < 0)
@@ -246,7 +238,7 @@ static sl_status stream_layer(sl_ctx *c, const sl__side *sd, int32_t il, int64_t
     const sl_model *m = c->m;
     const sl_moe_layer *H = &m->layers[il].moe;
     const int32_t X = H->n_expert;
-    const bool cuda = cuda_dev(m);
+    const bool cuda = sl__model_cuda(m);
     layout l;
     if (!layout_of(&m->layers[il], &l) || l.total > m->stream_bytes)
         return sl_error_set(err, SL_ERR_INVALID, "layer %d: experts do not fit the streaming "
