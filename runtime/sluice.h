@@ -512,7 +512,8 @@ typedef struct sl_ctx_stats {
     uint64_t stream_layers, stream_bytes;
     /* routed experts resident on the device beside the host's (`--sched hot_kb=N`, `cache_kb=M
      * uploads=U`: runtime/engine/hot.h) now, over every layer, and their weight bytes there
-     * (0 before the warm-up chose them, or where no layer keeps its experts on the host) */
+     * (0 before the warm-up chose them; asked for where no device layer keeps its experts on
+     * the host, or in a share below one expert, they are refused when the context is made) */
     uint64_t hot_experts, hot_bytes;
 } sl_ctx_stats;
 SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
