@@ -61,18 +61,11 @@ extern "C" sl_status sl_cuda_gemm_grouped(sl_cuda_ctx *c, uint32_t type,
     float *xscale = (float *)((uint8_t *)d_work + align256((size_t)n_x * (size_t)cols * 2));
     if ((st = sl__cuda_x_f16_scaled(c, d_x, n_x, cols, xh, xscale, err))) return st;
     gm_launch L;
-    L.a.wptrs = d_wptrs;
-    L.a.n_expert = n_expert;
-    L.a.start = d_order;
-    L.a.slots = d_order + n_expert + 2;
-    L.a.rows = rows;
-    L.a.cols = cols;
-    L.a.row_bytes = (int64_t)row_bytes;
+    sl_grouped_args_fill(&L.a, d_wptrs, n_expert, d_order, rows, cols, (int64_t)row_bytes,
+                         x_group, d_y);
     L.a.xh = (const __half *)xh;
     L.a.xscale = xscale;
-    L.a.x_group = x_group;
-    L.a.y = d_y;
-    L.grid = dim3((unsigned)((rows + GM_BM - 1) / GM_BM), (unsigned)n_expert + 1, 1);
+    L.grid = sl_grouped_grid(rows, GM_BM, n_expert);
     L.s = c->stream;
     sl_qt_dispatch(type, L);
     SL_CU_LAUNCH(err, "k_gemm_grouped");

@@ -15,6 +15,7 @@
 #include <mma.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/grouped_args.cuh"
 
 /* GM_LD / GM_LDO: the shared rows' strides (8 halves / 4 floats of padding against bank
  * conflicts; WMMA takes multiples of 8 / 4 and fragments at 32-byte aligned addresses, which
@@ -22,15 +23,9 @@
 enum { GM_BM = 64, GM_BN = 32, GM_BK = 64, GM_THREADS = 128, GM_LD = GM_BK + 8,
        GM_LDO = GM_BM + 4 };
 
-struct gm_args {
-    const void *const *wptrs;
-    int32_t n_expert;
-    const int32_t *start, *slots; /* sl_cuda_expert_order's two parts */
-    int64_t rows, cols, row_bytes;
+struct gm_args : sl_grouped_args {
     const __half *xh;    /* [n_x][cols]: X / xscale in F16 */
     const float *xscale; /* [n_x] */
-    int32_t x_group;
-    float *y;
 };
 
 template <uint32_t T>

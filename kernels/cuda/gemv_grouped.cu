@@ -11,6 +11,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/grouped_args.cuh"
 #include "kernels/cuda/gemv_grouped.h"
 
 enum { GG_WARPS = 4, GG_R = 4, GG_ROWS = GG_WARPS * GG_R, GG_THREADS = 32 * GG_WARPS,
@@ -51,14 +52,8 @@ static __global__ void __launch_bounds__(GO_THREADS)
 
 /* ---- the grouped GEMV ------------------------------------------------------------------- */
 
-struct gg_args {
-    const void *const *wptrs;
-    int32_t n_expert;
-    const int32_t *start, *slots; /* sl_cuda_expert_order's two parts */
-    int64_t rows, cols, row_bytes;
+struct gg_args : sl_grouped_args {
     const float *x;
-    int32_t x_group;
-    float *y;
 };
 
 
@@ -235,18 +230,10 @@ extern "C" sl_status sl_cuda_gemv_grouped(sl_cuda_ctx *c, uint32_t type,
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", fn);
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
     gg_launch L;
-    L.a.wptrs = d_wptrs;
-    L.a.n_expert = n_expert;
-    L.a.start = d_order;
-    L.a.slots = d_order + n_expert + 2;
-    L.a.rows = rows;
-    L.a.cols = cols;
-    L.a.row_bytes = (int64_t)row_bytes;
+    sl_grouped_args_fill(&L.a, d_wptrs, n_expert, d_order, rows, cols, (int64_t)row_bytes,
+                         x_group, d_y);
     L.a.x = d_x;
-    L.a.x_group = x_group;
-    L.a.y = d_y;
-    /* y: one more "expert" for the slots whose id is out of range */
-    L.grid = dim3((unsigned)((rows + GG_ROWS - 1) / GG_ROWS), (unsigned)n_expert + 1, 1);
+    L.grid = sl_grouped_grid(rows, GG_ROWS, n_expert);
     L.s = c->stream;
     sl_qt_dispatch(type, L);
     SL_CU_LAUNCH(err, "k_gemv_grouped");

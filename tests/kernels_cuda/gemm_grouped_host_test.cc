@@ -95,17 +95,10 @@ struct check_type {
             }
             for (int i = 0; i < NS * rows; i++) y[i] = 12345.0f;
             gm_args a;
-            a.wptrs = (const void *const *)wp;
-            a.n_expert = NE;
-            a.start = order;
-            a.slots = order + NE + 2;
-            a.rows = rows;
-            a.cols = cols;
-            a.row_bytes = (int64_t)sl_quant_row_bytes(T, cols);
+            sl_grouped_args_fill(&a, (const void *const *)wp, NE, order, rows, cols,
+                                 (int64_t)sl_quant_row_bytes(T, cols), xg, y);
             a.xh = xh;
             a.xscale = xs;
-            a.x_group = xg;
-            a.y = y;
             const long faults0 = sl_shim_wmma_faults.load();
             CHECK(sl_shim_launch(sl_shim_dim3{(unsigned)((rows + GM_BM - 1) / GM_BM), NE + 1, 1},
                                  GM_THREADS, [&] { k_gemm_grouped<T>(a); }));

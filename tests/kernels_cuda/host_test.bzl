@@ -2,9 +2,11 @@
 
 load("//bazel:defs.bzl", "sl_c_test")
 
-# The headers every kernels/cuda .cuh brings along (common.cuh and what it includes).
+# The headers a kernels/cuda .cuh may bring along (common.cuh and what it includes; the
+# grouped launches' shared arguments), inlined where one is included.
 _COMMON = [
     "//kernels/cuda:common.cuh",
+    "//kernels/cuda:grouped_args.cuh",
     "//kernels/cuda:qt_iq.cuh",
     "//kernels/cuda:qx.cuh",
 ]
