@@ -248,8 +248,9 @@ void sl__dx_destroy(sl__dx *x);
  * profiler's table is checked against sl__dx_vt's size). */
 #define SL__DX_PROF_OPS(X)                                                                    \
     X(mm) X(mm_many) X(rms_norm) X(add) X(add_rows) X(scale) X(glu) X(rope) X(kv_store)      \
-    X(attn) X(router) X(moe) X(moe_rows) X(moe_join) X(mm_heads) X(copy2d) X(argmax) X(relu_ffn) X(gated_add)        \
-    X(norm_mm) X(qk_rope_store) X(mm_add_norm) X(mm_router) X(mm_glu)
+    X(attn) X(router) X(moe) X(moe_rows) X(moe_join) X(mm_heads) X(copy2d) X(argmax)          \
+    X(relu_ffn) X(gated_add) X(norm_mm) X(qk_rope_store) X(mm_add_norm) X(mm_router)          \
+    X(mm_glu)
 #define SL__DX_PROF_COUNT_(name) +1
 enum { SL__DX_PROF_N_OPS = 0 SL__DX_PROF_OPS(SL__DX_PROF_COUNT_) };
 _Static_assert(sizeof(sl__dx_vt) == (SL__DX_PROF_N_OPS + 1) * sizeof(void (*)(void)),

@@ -8,7 +8,10 @@
  * step's end event (the gap: the host enqueueing later than the GPU needed the work); events
  * are settled at the end of each pass, when the pass's final sync has completed them, or when
  * the ring fills (a blocking sync mid-pass). sim and host: the host clock around each step (sim
- * steps run on the calling thread after draining the stream), no gap.
+ * steps run on the calling thread after draining the stream), no gap. On cuda moe_rows forks
+ * its kernels onto a second stream beside the host part (dx.h), so its pair times the fork
+ * (~0) and their time shows in moe_join's, which waits for them (the wrapper sees only the
+ * model's stream; read the two steps' sum as the resident experts' part).
  * Totals accumulate into the context's table (sl__dx_prof_totals), which outlives executors
  * re-created on a rebind. The wrapped executor's counters are mirrored after each step. */
 #include <stdlib.h>
