@@ -21,6 +21,7 @@
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/pool.h"
+#include "runtime/engine/defer.h"
 #include "runtime/engine/dx.h"
 #include "runtime/engine/hot.h"
 #include "runtime/engine/model.h"
@@ -144,6 +145,7 @@ struct sl_ctx {
     char graph_error[SL_ERROR_MSG_BYTES]; /* the failed capture's message (sl_ctx_stats) */
     sl__stream stream;          /* a prefill's host experts through the device (stream.h) */
     sl__hot hot;                /* host experts' most routed ones resident (hot.h) */
+    sl__defer defer;            /* Expert Deferral (defer.h) */
 };
 
 /* engine.c: a host buffer that takes part in device copies: page-aligned and page-locked with

@@ -93,6 +93,22 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
      * on the device); with pins or order sync, the fetching scheduler's: they run on the
      * device beside the CPU's part (fetch.h) */
     const bool pinned = fo.pinned && *fo.pinned, uploads = fo.cache_bytes && fo.uploads;
+    /* Expert Deferral: the CPU scheduler's assignments, split (defer.h); set up with the
+     * device side */
+    char fetch_mode[16];
+    snprintf(fetch_mode, sizeof fetch_mode, "mode=%s", sl_fetch_mode_name(fo.mode));
+    const char *no_defer = fo.mode != SL_FETCH_CPU ? fetch_mode
+                           : pinned                ? "pin"
+                           : fo.hot_bytes          ? "hot_kb"
+                           : uploads               ? "cache_kb"
+                           : fetch_only(&fo)       ? (fo.trace ? "trace" : "debug")
+                           : c->opt.neuron_stats   ? "neuron statistics"
+                                                   : NULL;
+    if (fo.defer && no_defer)
+        return sl_error_set(err, SL_ERR_INVALID, "scheduler option defer=%d: deferred experts "
+                            "are computed by mode cpu's CPU scheduler alone, not with %s",
+                            fo.defer, no_defer);
+    c->defer.d = fo.defer;
     if (fo.mode == SL_FETCH_CPU && (fo.hot_bytes || uploads) && !pinned && !c->experts_sync &&
         !fetch_only(&fo)) { /* no device layer keeps its experts on the host: refused (hot.c) */
         c->hot.bytes = fo.hot_bytes;
@@ -348,7 +364,7 @@ static sl_status ctx_build(sl_ctx *c, sl_error *err)
         !(st = logits_alloc(c, c->opt.all_logits ? c->cap : 1, err)))
         st = sl__ctx_dev_create(c, wb, err);
     sl_swap_step_end(&m->gate);
-    if (st) goto fail;
+    if (st || (st = sl__defer_setup(c, c->defer.d, err))) goto fail;
     if (c->opt.neuron_stats && (st = nstats_create(c, err))) goto fail;
     if ((st = sl__rs_create(c, err))) goto fail;
     return SL_OK;
@@ -367,6 +383,7 @@ void sl_ctx_destroy(sl_ctx *c)
     sl_swap_step_begin(&c->m->gate); /* gives arena blocks back */
     sl__ctx_dev_destroy(c);
     sl_swap_step_end(&c->m->gate);
+    sl__defer_free(c); /* its worker computes on the pool */
     sl__dx_destroy(c->host.dx);
     sl_moe_destroy(c->moe);
     sl_cpu_pool_destroy(c->pool);
@@ -747,6 +764,7 @@ void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out)
     if (c->moe) {
         sl_moe_stats ms;
         sl_moe_stats_get(c->moe, &ms);
+        sl__defer_stats_add(c, &ms);
         out->expert_calls_cpu = ms.calls_cpu;
         out->expert_calls_gpu =
             ms.calls_gpu + atomic_load_explicit(&c->hot.calls_dev, memory_order_relaxed);

@@ -284,17 +284,27 @@ static void async_fail(sl_ctx *c, sl_status st, const sl_error *e)
     }
 }
 
+/* Layer il's routed experts computed on the host side o, from o->xn and its routing into
+ * o->tmp: through Expert Deferral where it takes the layer this pass (defer.h; async: in a
+ * host function, the deferred part then on its worker), else the host executor's moe step. */
+static sl_status host_moe(sl_ctx *c, const sl__side *o, int32_t il, int64_t n, bool async,
+                          sl_error *err)
+{
+    if (sl__defer_takes(c, il))
+        return sl__defer_moe(c, il, n, o->xn, o->topk_idx, o->topk_w, o->tmp, async, err);
+    const sl__dx_moe hm = {.L = &c->m->layers[il].moe};
+    return o->dx->vt->moe(o->dx, &hm, o->topk_idx, o->topk_w, n, c->m->hp.n_expert_used, o->xn,
+                          o->tmp, err);
+}
+
 static void host_experts_fn(void *user)
 {
     const sl__async_part *p = user;
     sl_ctx *c = p->c;
     const sl__side *h = &c->host;
-    const sl__dx_moe hm = {.L = &c->m->layers[p->layer].moe};
-    const int32_t K = c->m->hp.n_expert_used;
     sl_error e;
-    sl__hot_count(c, p->layer, h->topk_idx, p->n * K);
-    const sl_status st = h->dx->vt->moe(h->dx, &hm, h->topk_idx, h->topk_w, p->n, K, h->xn,
-                                        h->tmp, &e);
+    sl__hot_count(c, p->layer, h->topk_idx, p->n * c->m->hp.n_expert_used);
+    const sl_status st = host_moe(c, h, p->layer, p->n, true, &e);
     sl_cpu_pool_keep_awake(c->pool, HOST_EXPERTS_AWAKE_NS);
     async_fail(c, st, &e);
 }
@@ -388,11 +398,12 @@ static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L,
     }
     if (o == &c->host && (st = sync_dev(c, err))) return st;
     const sl__dx_vt *vt = o->dx->vt;
-    if (experts) {
-        const sl__dx_moe hm = {.L = &L->moe};
-        st = vt->moe(o->dx, o == &c->host ? &hm : &c->dmoe[il], o->topk_idx, o->topk_w, n,
-                     (int32_t)K, o->xn, o->tmp, err);
-        if (o == &c->host) sl_cpu_pool_keep_awake(c->pool, HOST_EXPERTS_AWAKE_NS);
+    if (experts && o == &c->host) {
+        st = host_moe(c, o, il, n, false, err);
+        sl_cpu_pool_keep_awake(c->pool, HOST_EXPERTS_AWAKE_NS);
+    } else if (experts) {
+        st = vt->moe(o->dx, &c->dmoe[il], o->topk_idx, o->topk_w, n, (int32_t)K, o->xn, o->tmp,
+                     err);
     } else {
         st = ffn_dense(c, o, L->ffn_gate, L->ffn_up, L->ffn_down, il, n, o->tmp, NULL, err);
     }
@@ -411,6 +422,17 @@ static bool on_device(const sl_weight *w)
 static bool experts_on_device(const sl__layer *L)
 {
     return L->moe_on_device && L->moe_on_device[0];
+}
+
+/* How layer il's routed experts run in a pass of n tokens, as moe_ffn decides below (for
+ * Expert Deferral's plan, defer.h). */
+static sl__defer_kind defer_kind(const sl_ctx *c, int32_t il, int64_t n)
+{
+    const sl__layer *L = &c->m->layers[il];
+    if (!sl__layer_moe(L) || L->moe_split || experts_on_device(L)) return SL__DEFER_NONE;
+    if (!c->layer_dev || !c->layer_dev[il]) return SL__DEFER_HOST;
+    if (sl__stream_wanted(c, il, n) || sl__hot_ready(c, il, n)) return SL__DEFER_NONE;
+    return experts_in_stream_order(c, &c->dev) ? SL__DEFER_STREAM : SL__DEFER_HOST;
 }
 
 /* A prefill's layer through the device (stream.h); its routing counted on the host for the
@@ -449,7 +471,9 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
     const bool experts_dev = experts_on_device(L);
     if (L->moe_split)
         st = ffn_hot_cold(c, s, L, n, true, err);
-    else if (experts_dev == (s == &c->dev))
+    else if (!experts_dev && s == &c->host)
+        st = host_moe(c, s, il, n, false, err);
+    else if (experts_dev && s == &c->dev)
         st = vt->moe(s->dx, &c->dmoe[il], s->topk_idx, s->topk_w, n, K, s->xn, s->tmp, err);
     else if (s == &c->dev && sl__stream_wanted(c, il, n))
         st = stream_moe(c, s, il, n, err); /* a prefill: one copy for every token */
@@ -1039,6 +1063,7 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, int32_
      * rows) */
     const sl__side *last = c->layer_dev[hp->n_layer - 1] ? &c->dev : h;
     const int64_t n_out = last->dx->vt->copy2d ? out_rows(c, n) : n;
+    sl__defer_plan(c, defer_kind, n, n_out == n);
     st = graph_fits(c, n) ? layers_graph(c, &at, n, n_out, err)
                           : layers_run(c, &at, n, n_out, err);
     if (st) {
@@ -1079,6 +1104,11 @@ static sl_status forward_seqs(sl_ctx *c, const sl__seq *seqs, int32_t n_seqs,
     sl_status st = sl__hot_prepare(c, err);
     if (!st) st = sl__rs_begin(c, err);
     if (!st) st = forward_run(c, tokens, n, greedy, err);
+    if (c->defer.d) { /* the worker idle; what a failed pass deferred dropped */
+        sl_error e2;
+        const sl_status ds = sl__defer_end(c, !st && !c->async_st, st ? &e2 : err);
+        if (!st) st = ds;
+    }
     /* the hot experts of layers whose warm-up this pass completed go up behind it */
     if (!st && !c->async_st) st = sl__hot_update(c, err);
     c->seqs = NULL;

@@ -176,6 +176,9 @@ typedef struct sl_fetch_options {
      * the device for batches of at least this many tokens (runtime/engine/stream.h; default
      * 32, llama.cpp's offload batch; 0: never) */
     int64_t prefill_stream;
+    /* the engine's too: Expert Deferral (runtime/engine/defer.h), the experts a token defers
+     * to the next layer, 0 .. SL_MOE_JOIN_MAX_K (default 0: none; mode cpu only) */
+    int32_t defer;
     /* the group buffers (page-locked on cuda, with a device mirror) sized at creation for this
      * many (token, expert) assignments of a layer n_embd / n_ff wide, so that no call
      * registers host memory or allocates device memory; 0: grown on first use */
@@ -201,7 +204,7 @@ sl_status sl_fetch_options_vars(sl_fetch_options *o, sl_fetch_var_fn get, void *
  * pin_buf of pin_cap bytes, which o->pinned then points at), order (stream|sync), streams
  * (dedicated|shared),
  * debug, trace, cpu_gbs, pcie_gbs, dev_gbs, dram_gbs,
- * prefill_stream (tokens, 0..2^31). Unknown keys and bad values are SL_ERR_INVALID
+ * prefill_stream (tokens, 0..2^31), defer (experts, 0..64). Unknown keys and bad values are SL_ERR_INVALID
  * naming them. */
 sl_status sl_fetch_options_parse(sl_fetch_options *o, const char *spec, char *pin_buf,
                                  size_t pin_cap, sl_error *err);

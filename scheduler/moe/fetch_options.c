@@ -51,6 +51,7 @@ static const sl_urange k_transfers = {1, SL_FETCH_MAX_TRANSFERS};
 static const sl_urange k_scratch_mb = {1, 1048576}, k_cache_mb = {0, 1048576};
 static const sl_urange k_scratch_kb = {1, (uint64_t)1 << 30}, k_cache_kb = {0, (uint64_t)1 << 30};
 static const sl_urange k_hot_warm = {1, (uint64_t)1 << 40}, k_uploads = {0, 1 << 20};
+static const sl_urange k_defer = {0, SL_MOE_JOIN_MAX_K};
 static const sl_urange k_tokens = {0, INT32_MAX};
 static const sl_frange k_decay = {0.0, 1.0, true, false}, k_gbs = {0.0, 1e6, false, false};
 
@@ -218,12 +219,14 @@ sl_status sl_fetch_options_parse(sl_fetch_options *o, const char *spec, char *pi
         else if (!strcmp(k, "dram_gbs")) st = sl_parse_f64(what, v, k_gbs, &o->dram_gbs, err);
         else if (!strcmp(k, "prefill_stream")) {
             if (!(st = sl_parse_u64(what, v, k_tokens, &u, err))) o->prefill_stream = (int64_t)u;
+        } else if (!strcmp(k, "defer")) {
+            if (!(st = sl_parse_u64(what, v, k_defer, &u, err))) o->defer = (int32_t)u;
         } else
             st = sl_error_set(err, SL_ERR_INVALID,
                               "scheduler option '%s': unknown key (mode, block_on_miss, "
                               "max_transfers, scratch_kb, cache_kb, hot_kb, hot_warm, uploads, "
                               "policy, decay, pin, order, streams, debug, trace, cpu_gbs, "
-                              "pcie_gbs, dev_gbs, dram_gbs, prefill_stream)", k);
+                              "pcie_gbs, dev_gbs, dram_gbs, prefill_stream, defer)", k);
         if (st) return st;
     }
     return SL_OK;

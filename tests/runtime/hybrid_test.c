@@ -171,6 +171,12 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
     sl_model_info_get(cpu, &info);
     const size_t NV = (size_t)N_DECODE * (size_t)info.n_vocab;
     run ref = decode(cpu, NULL, info.n_vocab);
+    /* Expert Deferral's reference (defer.h): one expert a token added a layer later, on the
+     * host thread */
+    run refd = decode(cpu, "mode=cpu defer=1", info.n_vocab);
+    /* and for a pass of many tokens, where an expert some token protects is immediate for
+     * all (KTransformers' rule): every expert deferred, so that some are */
+    float *refd_long = prefill(cpu, "mode=cpu defer=2", info.n_vocab, NULL);
     float *ref_long = prefill(cpu, NULL, info.n_vocab, NULL);
     CHECK_MSG(!q4k || repacked(cpu) > 0, "%s: placement cpu repacked nothing", arch);
     sl_model_close(cpu);
@@ -188,6 +194,11 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
         run rn = decode(nm, "mode=cpu", info.n_vocab);
         CHECK_MSG(rn.ok && same(ref.logits, rn.logits, NV), "%s n_cpu_moe=1: decode logits "
                   "differ from the CPU placement's", arch);
+        free(rn.logits);
+        /* layer 0 alone computes its experts on the host: nothing to defer into */
+        rn = decode(nm, "mode=cpu defer=1", info.n_vocab);
+        CHECK_MSG(rn.ok && same(ref.logits, rn.logits, NV), "%s n_cpu_moe=1 defer=1: decode "
+                  "logits differ from the undeferred ones", arch);
         free(rn.logits);
         sl_model_close(nm);
     }
@@ -317,6 +328,36 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
               arch);
     free(r.logits);
 
+    /* Expert Deferral in stream order (host functions, the deferred part on the worker
+     * thread) and on the host thread (order=sync): the CPU placement's deferred bits, which
+     * are not the undeferred ones; the same work (assignments and expert bytes on the CPU) */
+    {
+        CHECK_MSG(refd.ok && !same(ref.logits, refd.logits, NV), "%s defer=1: the CPU "
+                  "placement's logits are the undeferred ones", arch);
+        static const char *const dmodes[] = {"mode=cpu defer=1", "mode=cpu defer=1 order=sync"};
+        for (int i = 0; i < 2; i++) {
+            run rd = decode(m, dmodes[i], info.n_vocab);
+            CHECK_MSG(rd.ok && same(refd.logits, rd.logits, NV), "%s %s: decode logits differ "
+                      "from the CPU placement's with defer=1", arch, dmodes[i]);
+            CHECK_MSG(rd.s1.expert_calls_cpu - rd.s0.expert_calls_cpu ==
+                              r.s1.expert_calls_cpu - r.s0.expert_calls_cpu &&
+                          rd.s1.expert_cpu_bytes - rd.s0.expert_cpu_bytes ==
+                              r.s1.expert_cpu_bytes - r.s0.expert_cpu_bytes,
+                      "%s %s: %llu assignments on the CPU, not mode=cpu's %llu", arch, dmodes[i],
+                      (unsigned long long)(rd.s1.expert_calls_cpu - rd.s0.expert_calls_cpu),
+                      (unsigned long long)(r.s1.expert_calls_cpu - r.s0.expert_calls_cpu));
+            free(rd.logits);
+        }
+        /* a pass of N_LONG tokens with every row's logits (the last layer keeps every row, so
+         * it absorbs too), not streamed, every expert deferred (defer=k) */
+        float *pd = prefill(m, "mode=cpu defer=2 prefill_stream=0", info.n_vocab, NULL);
+        CHECK_MSG(same(refd_long, pd, (size_t)N_LONG * (size_t)info.n_vocab) &&
+                      !same(ref_long, pd, (size_t)N_LONG * (size_t)info.n_vocab),
+                  "%s defer=2: prefill logits differ from the CPU placement's with defer=2, or "
+                  "equal the undeferred ones", arch);
+        free(pd);
+    }
+
     /* static hot residency (runtime/engine/hot.h): half of each layer's experts resident
      * from the prompt's routing, the rest on the CPU, in stream order; the same bits, no
      * expert bytes over PCIe once the set is resident, some assignments on the device, and
@@ -441,6 +482,8 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
     }
     sl_model_close(m);
     free(ref.logits);
+    free(refd.logits);
+    free(refd_long);
     free(ref_long);
 }
 
@@ -481,6 +524,12 @@ static void check_refusals(const char *dir)
     m = open_model(path, SL_PLACE_EXPERTS_CPU, 0);
     refused(m, "mode=cpu hot_kb=1", "hot_kb=1: a share of 0 KiB");
     refused(m, "mode=cpu cache_kb=1 uploads=2", "cache_kb=1: a share of 0 KiB");
+    /* Expert Deferral: at most the k routed experts; the CPU scheduler's alone */
+    refused(m, "mode=cpu defer=3", "defer=3: the model routes 2 experts a token");
+    refused(m, "mode=auto defer=1", "defer=1: deferred experts are computed by mode cpu's CPU "
+            "scheduler alone, not with mode=auto");
+    refused(m, "mode=cpu hot_kb=100000 defer=1", "defer=1: deferred experts are computed by "
+            "mode cpu's CPU scheduler alone, not with hot_kb");
     sl_model_close(m);
 }
 
