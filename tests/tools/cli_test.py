@@ -332,12 +332,14 @@ def main():
     rows = mj.get("rows", [])
     expect(r.returncode == 0 and [x.get("mode") for x in rows] ==
            ["cpu", "cpu sync", "post", "full", "auto+cache", "static hot", "cpu+uploads",
-            "cpu+stream"] and
+            "cpu+defer", "cpu+stream"] and
            all(x.get("ok") and x.get("decode_tps", 0) > 0 and x.get("bound_tps", 0) > 0 and
-               ((x.get("prefill_tps") or 0) > 0) == (x.get("mode") != "cpu sync")
+               ((x.get("prefill_tps") or 0) > 0) == (x.get("mode") not in ("cpu sync",
+                                                                          "cpu+defer"))
                for x in rows),
            f"bench moe --json runs cpu, cpu sync (decode only), post, full, auto+cache, "
-           f"static hot, cpu+uploads, cpu+stream ({r.stderr.strip()[-300:]})")
+           f"static hot, cpu+uploads, cpu+defer (decode only), cpu+stream "
+           f"({r.stderr.strip()[-300:]})")
     # the host's cost per layer and token: the cpu row waits only for the logits (its host
     # part is ordered on the stream) and moves no expert bytes; the static hot row none either,
     # with the same waits (its device part in stream order too) and some experts on the device
@@ -350,6 +352,14 @@ def main():
            by.get("cpu sync", {}).get("sched") == "mode=cpu order=sync prefill_stream=0" and
            by.get("cpu sync", {}).get("prefill_skipped"),
            f"bench moe: cpu sync row {by.get('cpu sync')}")
+    # Expert Deferral: the cpu row's work (the same assignments on the CPU, no PCIe), the
+    # top-4 model's one expert a token deferred
+    dfr, cpu_row = by.get("cpu+defer", {}), by.get("cpu", {})
+    expect(dfr.get("sched") == "mode=cpu defer=1 prefill_stream=0" and
+           dfr.get("pcie_expert_bytes_per_token") == 0 and
+           dfr.get("expert_calls_cpu_per_step") == cpu_row.get("expert_calls_cpu_per_step") and
+           dfr.get("syncs_per_layer") == cpu_row.get("syncs_per_layer"),
+           f"bench moe: cpu+defer row {dfr} against cpu {cpu_row}")
     hot = by.get("static hot", {})
     expect(by.get("cpu", {}).get("pcie_expert_bytes_per_token") == 0 and
            hot.get("pcie_expert_bytes_per_token") == 0 and
@@ -365,7 +375,8 @@ def main():
     modes = [(x.get("scheduler"), x.get("sched_mode")) for x in rows]
     expect(mj.get("placement") == "experts-cpu" and
            modes == [("cpu", "cpu"), ("cpu", "cpu"), ("fetch", "post"), ("fetch", "full"),
-                     ("fetch", "auto"), ("cpu", "cpu"), ("cpu", "cpu"), ("cpu", "cpu")] and
+                     ("fetch", "auto"), ("cpu", "cpu"), ("cpu", "cpu"), ("cpu", "cpu"),
+                     ("cpu", "cpu")] and
            all(x.get("placement") == "experts-cpu" and x.get("decode_steps") == 2 and
                0 < x["decode_ms_per_token_median"] <= x["decode_ms_per_token_p90"] and
                math.isclose(x["decode_tps"], 1e3 / x["decode_ms_per_token_mean"], rel_tol=1e-9)

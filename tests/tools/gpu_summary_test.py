@@ -116,6 +116,7 @@ def main():
         "hybrid": "sluice/decode-hybrid/gpu", "mode_cpu": "sluice/decode-budget/experts-cpu",
         "static_hot": "sluice/decode-budget/static hot",
         "budget_best": best["id"] if best else None,
+        "defer": "sluice/moe/cpu+defer", "moe_cpu": "sluice/moe/cpu",
         "gpu": "sluice/decode-gpu/gpu", "gpu_launched": "sluice/decode-launched/gpu",
         "llamacpp_ncmoe": "llama.cpp/llama-ncmoe/ngl99-ncmoe1",
         "llamacpp_gpu": "llama.cpp/llama-gpu/ngl99-ncmoe0"}, f"roles: {s.get('roles')}")
@@ -135,6 +136,11 @@ def main():
            close(hy["cpu_mb_per_token"], h0["host_bytes_per_token"] / 1e6) and
            hy["pcie_mb_per_token"] == 0, f"hybrid row from decode-hybrid.json ({hy})")
     m0 = mj["rows"][0]
+    md = next((x for x in mj["rows"] if x["mode"] == "cpu+defer"), None)
+    expect(md is not None and close(s.get("defer_vs_cpu_decode"),
+                                    md["decode_tps"] / m0["decode_tps"]),
+           f"defer_vs_cpu_decode = bench moe's cpu+defer decode / its cpu row's "
+           f"({s.get('defer_vs_cpu_decode')})")
     mm = row(s, "sluice/moe/cpu") or {}
     expect(mm.get("tok_s_decode") == m0["decode_tps"] and mm["sched_mode"] == "cpu" and
            close(mm["cpu_mb_per_token"], m0["cpu_bytes_per_step"] / 1e6) and
@@ -303,7 +309,7 @@ def main():
     s3 = s3 or {}
     keys = ["device", "commit", "vram_budget_bytes", "cpu_vs_llamacpp", "tests"] + \
         list(s3.get("ratio_definitions", {}))
-    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 16 and
+    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 17 and
            all(s3.get(k) is None and s3["null_reasons"].get(k) for k in keys),
            f"empty run folder: all null with reasons ({s3.get('null_reasons')})")
     r, _ = summarize(os.path.join(tmp, "no-such-folder"))

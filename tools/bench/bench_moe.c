@@ -25,6 +25,10 @@
  *   cpu+uploads mode=cpu cache_kb=<25%> policy=lfu uploads=2: a run-time cache of at most two
  *               uploads per layer and step, by decayed frequency (the engine's, in stream
  *               order: runtime/engine/hot.h)
+ *   cpu+defer   mode=cpu defer=<max(1, top-k / 4)>: Expert Deferral (runtime/engine/defer.h;
+ *               opt-in, other numerics): each token's lowest-weighted experts join the next
+ *               layer, computed while the device runs it (decode only: in a prefill batch
+ *               some token protects nearly every expert, so little is deferred)
  *   cpu+stream  mode=cpu with the default prefill_stream: the prefill's host experts copied
  *               through the device (runtime/engine/stream.h); every row above has
  *               prefill_stream=0, so that its prefill is its scheduler's
@@ -77,7 +81,7 @@
 
 static const char *const k_cmd = "bench moe";
 
-enum { N_ROWS = 8, PROMPT = 8, COPY_REPS = 5 };
+enum { N_ROWS = 9, PROMPT = 8, COPY_REPS = 5 };
 
 static void usage(FILE *f)
 {
@@ -552,10 +556,10 @@ int sl_bench_moe(int argc, char **argv)
     uint64_t scratch_kb = (uint64_t)(per_layer / 1024) + 1024;
     if (scratch_kb < 64 * 1024) scratch_kb = 64 * 1024;
     const char *names[N_ROWS] = {"cpu", "cpu sync", "post", "full", "auto+cache", "static hot",
-                                 "cpu+uploads", "cpu+stream"};
+                                 "cpu+uploads", "cpu+defer", "cpu+stream"};
     /* rows R_POST .. R_AUTO run the fetching scheduler; static hot's and cpu+uploads'
      * resident experts are the engine's (runtime/engine/hot.h) beside the CPU scheduler */
-    enum { R_POST = 2, R_AUTO = 4, R_HOT = 5, R_UPLOADS = 6 };
+    enum { R_POST = 2, R_AUTO = 4, R_HOT = 5, R_UPLOADS = 6, R_DEFER = 7 };
     snprintf(rows[0].sched, sizeof rows[0].sched, "mode=cpu");
     snprintf(rows[1].sched, sizeof rows[1].sched, "mode=cpu order=sync");
     rows[1].no_prefill = true;
@@ -574,6 +578,9 @@ int sl_bench_moe(int argc, char **argv)
              cache_bytes >> 10, PROMPT * info.n_expert_used);
     snprintf(rows[R_UPLOADS].sched, sizeof rows[R_UPLOADS].sched,
              "mode=cpu cache_kb=%" PRIu64 " policy=lfu uploads=2", cache_bytes >> 10);
+    snprintf(rows[R_DEFER].sched, sizeof rows[R_DEFER].sched, "mode=cpu defer=%d",
+             info.n_expert_used / 4 > 1 ? info.n_expert_used / 4 : 1);
+    rows[R_DEFER].no_prefill = true;
     /* the scheduler rows' prefill is their own: a prefill's experts streamed through the
      * device (the default, runtime/engine/stream.h) would bypass every scheduler; the last
      * row is that default */
