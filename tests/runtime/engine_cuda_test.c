@@ -308,6 +308,9 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
     sl_model_info_get(mc, &info);
     const size_t NV = (size_t)info.n_vocab * N_TOK;
     float *ref = run(mc, 512, false, false), *ref16 = run(mc, 512, true, false);
+    /* Expert Deferral's decode (defer.h) on the CPU: its reference on cuda below */
+    float *refd = info.n_expert ? run_with(mc, 1, false, true, "mode=cpu defer=1", false, NULL)
+                                : NULL;
     sl_model_close(mc);
     /* the last: --placement gpu --n-cpu-moe 2 (a hybrid layer past deepseek2's leading dense
      * one), MoE models only */
@@ -388,6 +391,20 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
                       (unsigned long long)hs.graph_failures);
             free(hd);
         }
+        /* experts-cpu with Expert Deferral: each layer's deferred part on the worker thread
+         * while the device runs the next layer; decode against the CPU's deferred decode */
+        if (i == 2 && refd) {
+            sl_ctx_stats ds;
+            float *dd = run_with(m, 1, false, true, "mode=cpu defer=1", false, &ds);
+            const double r = dd ? rel_diff(refd, dd, NV) : INFINITY;
+            printf("%-8s %-5s %-12s defer=1 decode vs CPU: rel %.3g (%llu graph passes, %llu "
+                   "failed captures)\n", arch, sl_gguf_type_get(wtype)->name, pn[i], r,
+                   (unsigned long long)ds.graph_passes, (unsigned long long)ds.graph_failures);
+            CHECK_MSG(r <= tol && ds.graph_failures == 0, "%s %u defer=1: decode vs CPU rel %g "
+                      "> %g, graph capture failures %llu", arch, wtype, r, tol,
+                      (unsigned long long)ds.graph_failures);
+            free(dd);
+        }
         char lab[96];
         snprintf(lab, sizeof lab, "%s %s %s", arch, sl_gguf_type_get(wtype)->name, pn[i]);
         printf("%-30s batched vs CPU: rel %.3g\n", lab,
@@ -403,6 +420,7 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
     }
     free(ref);
     free(ref16);
+    free(refd);
 }
 
 static uint64_t gpu_bytes(const sl_model *m)
