@@ -197,6 +197,10 @@ sl_status sl__forward(sl_ctx *c, const int32_t *tokens, int64_t n, float *logits
  * rows with logits (n_seqs > 1). No context's n_past is advanced. */
 sl_status sl__forward_batch(sl_ctx *lead, const sl__seq *seqs, int32_t n_seqs,
                             const int32_t *tokens, int64_t n, sl_error *err);
+/* The rows with logits of the pass in progress (c->seqs), moved to rows 0.. of buf
+ * [n][width] (host memory) in order, as the last layer keeps them past its attention (when it
+ * keeps fewer than the pass's rows); returns their count. Expert Deferral's pending rows. */
+int64_t sl__forward_keep_rows(const sl_ctx *c, float *buf, int64_t width);
 /* Drops the context's decode graph (what it captured may point at moved memory): engine.c's
  * refresh or rebind of the context and the device side's destroy call it; the next one-token
  * pass captures anew. */

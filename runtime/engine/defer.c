@@ -54,16 +54,20 @@ sl_status sl__defer_setup(sl_ctx *c, int32_t d, sl_error *err)
     const size_t slots = (size_t)c->cap * (size_t)hp->n_expert_used;
     D->d = d;
     D->on = calloc((size_t)hp->n_layer, sizeof *D->on);
-    D->x = malloc(rows * sizeof *D->x);
     D->out = malloc(rows * sizeof *D->out);
     D->a_def = malloc(slots * sizeof *D->a_def);
     D->a_imm = malloc(slots * sizeof *D->a_imm);
     D->keep = malloc((size_t)hp->n_expert);
-    if (!D->on || !D->x || !D->out || !D->a_def || !D->a_imm || !D->keep) {
+    if (!D->on || !D->out || !D->a_def || !D->a_imm || !D->keep) {
         sl__defer_free(c);
         return sl_error_set(err, SL_ERR_NOMEM, "defer: out of memory");
     }
-    if (!c->dev.dx) return SL_OK; /* no device: every part is computed on the host thread */
+    /* no device: every part is computed on the host thread */
+    if (!c->dev.dx) return sl__defer_validate(c, err);
+    if (!(D->x = malloc(rows * sizeof *D->x))) {
+        sl__defer_free(c);
+        return sl_error_set(err, SL_ERR_NOMEM, "defer: out of memory");
+    }
     /* cuda: the worker computes on the context's pool (the host thread only queues while a
      * device chain runs); sim: alone, since the sim's kernels use the pool meanwhile */
     sl_status st = sl_moe_cpu_create(&c->ops, &c->mv, sl__model_cuda(c->m) ? c->pool : NULL,
@@ -119,17 +123,20 @@ sl_status sl__defer_validate(const sl_ctx *c, sl_error *err)
     if (!D->d) return D->on || D->started || D->layer != -1
                           ? sl_error_set(err, SL_ERR_INVALID, "defer: off but holding state")
                           : SL_OK;
-    if (D->d < 0 || D->d > c->m->hp.n_expert_used || !D->on || !D->x || !D->out || !D->a_def ||
-        !D->a_imm || !D->keep || (D->started && !D->moe))
+    if (D->d < 0 || D->d > c->m->hp.n_expert_used || !D->on || !D->out || !D->a_def ||
+        !D->a_imm || !D->keep)
         return sl_error_set(err, SL_ERR_INVALID, "defer: %d experts without their buffers",
                             D->d);
+    if (D->started != (c->dev.dx != NULL) || (D->started && (!D->moe || !D->x)))
+        return sl_error_set(err, SL_ERR_INVALID, "defer: a worker %s, %s device side",
+                            D->started ? "running" : "missing", c->dev.dx ? "a" : "no");
     if (D->layer < -1 || D->layer >= c->m->hp.n_layer - 1 || (D->layer >= 0 && D->n > c->cap))
         return sl_error_set(err, SL_ERR_INVALID, "defer: layer %d's part of %lld tokens pending",
                             D->layer, (long long)D->n);
     return SL_OK;
 }
 
-void sl__defer_plan(sl_ctx *c, sl__defer_kind_fn kind, int64_t n, bool last_keeps_all)
+void sl__defer_plan(sl_ctx *c, sl__defer_kind_fn kind, int64_t n, int64_t n_out)
 {
     sl__defer *D = &c->defer;
     const int32_t L = c->m->hp.n_layer;
@@ -137,7 +144,7 @@ void sl__defer_plan(sl_ctx *c, sl__defer_kind_fn kind, int64_t n, bool last_keep
     for (int32_t il = 0; D->d && il < L; il++) {
         const sl__defer_kind k = next;
         next = il + 1 < L ? kind(c, il + 1, n) : SL__DEFER_NONE;
-        D->on[il] = k != SL__DEFER_NONE && k == next && (il + 1 < L - 1 || last_keeps_all);
+        D->on[il] = k != SL__DEFER_NONE && k == next && (il + 2 < L || n_out > 0);
     }
 }
 
@@ -183,11 +190,10 @@ sl_status sl__defer_moe(sl_ctx *c, int32_t il, int64_t n, const float *x, const 
     const sl__hparams *hp = &c->m->hp;
     const sl_moe_layer *H = &c->m->layers[il].moe;
     const int64_t E = hp->n_embd;
-    if (D->layer >= 0 && (D->layer != il - 1 || D->n != n)) {
+    if (D->layer >= 0 && D->layer != il - 1) {
         wait_idle(D);
-        return sl_error_set(err, SL_ERR_INVALID, "defer: layer %d's deferred part of %lld "
-                            "tokens reached layer %d of %lld", D->layer, (long long)D->n, il,
-                            (long long)n);
+        return sl_error_set(err, SL_ERR_INVALID, "defer: layer %d's deferred part reached layer "
+                            "%d", D->layer, il);
     }
     /* the worker's part first: it reads a_def and x, and on cuda computes on the pool this
      * layer's immediate experts need next (so the overlap is with the device's work between
@@ -198,6 +204,14 @@ sl_status sl__defer_moe(sl_ctx *c, int32_t il, int64_t n, const float *x, const 
         wait_idle(D);
         if (D->st) st = sl_error_set(err, D->st, "defer: layer %d: %s", D->layer, D->err.msg);
         D->st = SL_OK;
+        /* the last layer past its attention: the rows with logits alone (forward.c) */
+        const int64_t kept = !st && D->n != n && il == hp->n_layer - 1
+                                 ? sl__forward_keep_rows(c, D->out, E)
+                                 : D->n;
+        if (!st && kept != n)
+            st = sl_error_set(err, SL_ERR_INVALID, "defer: layer %d's deferred part of %lld "
+                              "tokens reached layer %d of %lld", D->layer, (long long)kept, il,
+                              (long long)n);
         D->layer = -1;
     }
     const bool defers = D->on[il];
@@ -218,7 +232,7 @@ sl_status sl__defer_moe(sl_ctx *c, int32_t il, int64_t n, const float *x, const 
     pthread_mutex_lock(&D->mu);
     D->layer = il;
     D->job = true;
-    pthread_cond_signal(&D->cv);
+    pthread_cond_broadcast(&D->cv);
     pthread_mutex_unlock(&D->mu);
     return SL_OK;
 }

@@ -18,14 +18,17 @@
  * compute their routed experts on the host, both either in stream order on a device's stream
  * (kind STREAM: host functions; the deferred part on this module's worker thread, so that it
  * overlaps the device's next layer) or on the host thread (kind HOST: host layers, order=sync;
- * the deferred part computed at once, the same bits); and not into a last layer that keeps
- * fewer rows than the pass has. Everywhere else a layer computes all of its experts at once.
+ * the deferred part computed at once, the same bits). The last layer, where it keeps only the
+ * rows with logits, takes those rows of the deferred part (sl__forward_keep_rows), so a row's
+ * logits do not depend on which others are asked for. Everywhere else a layer computes all of
+ * its experts at once.
  * So the same placement kind gives the same bits (a device layer chain equals the CPU
  * placement's for the same passes).
  *
  * Invariants (sl__defer_validate): d == 0 (off: nothing allocated), or 1 <= d <= n_expert_used
- * with every buffer sized for the context's cap; layer is -1 (nothing pending) or the layer
- * whose deferred part waits for layer + 1; the worker holds no job outside a pass. */
+ * with every buffer sized for the context's cap, and a worker (with x) exactly where the
+ * context has a device side; layer is -1 (nothing pending) or the layer whose deferred part
+ * waits for layer + 1; outside a pass nothing is pending and the worker holds no job. */
 #ifndef SL_RUNTIME_ENGINE_DEFER_H
 #define SL_RUNTIME_ENGINE_DEFER_H
 
@@ -50,7 +53,8 @@ typedef struct sl__defer {
     bool *on;                 /* [n_layer] this pass: layer il's deferred part goes to il + 1 */
     int32_t layer;            /* the layer whose deferred part is pending, -1: none */
     int64_t n;                /* its tokens */
-    float *x;                 /* [cap][n_embd] its rows (STREAM: a copy; HOST: unused) */
+    float *x;                 /* [cap][n_embd] its rows (the worker's copy; NULL without
+                               * a worker) */
     float *out;               /* [cap][n_embd] its deferred sum */
     sl_moe_assign *a_def;     /* [cap * k] its deferred assignments */
     int64_t n_def;
@@ -74,10 +78,10 @@ void sl__defer_free(struct sl_ctx *c);
 sl_status sl__defer_validate(const struct sl_ctx *c, sl_error *err);
 
 /* Before a pass's layers of n tokens (host thread): on[il] from each layer's kind, which
- * kind(c, il, n) says as the forward pass will decide it, and whether the last layer keeps
- * every row. */
+ * kind(c, il, n) says as the forward pass will decide it; n_out: the rows the last layer keeps
+ * (0: it stops after its attention, so nothing defers into it). */
 typedef sl__defer_kind (*sl__defer_kind_fn)(const struct sl_ctx *c, int32_t il, int64_t n);
-void sl__defer_plan(struct sl_ctx *c, sl__defer_kind_fn kind, int64_t n, bool last_keeps_all);
+void sl__defer_plan(struct sl_ctx *c, sl__defer_kind_fn kind, int64_t n, int64_t n_out);
 /* Whether layer il's routed experts go through sl__defer_moe this pass (it defers, or a
  * deferred part waits for it). */
 bool sl__defer_takes(const struct sl_ctx *c, int32_t il);

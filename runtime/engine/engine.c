@@ -85,6 +85,10 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
     if (!st) st = sl_fetch_options_parse(&fo, c->opt.sched, pins, sizeof pins, err);
     if (!st) st = check_pins(c->m, fo.pinned, fo.pinned == pins ? "scheduler option pin"
                                                                 : "SLUICE_POSTFETCH_PIN", err);
+    if (!st && fo.defer > (c->m->hp.n_expert ? c->m->hp.n_expert_used : 0))
+        st = sl_error_set(err, SL_ERR_INVALID, "scheduler option defer=%d: the model routes %d "
+                          "experts a token", fo.defer,
+                          c->m->hp.n_expert ? c->m->hp.n_expert_used : 0);
     if (st || !c->m->hp.n_expert) return st;
     c->experts_sync = fo.order == SL_FETCH_ORDER_SYNC;
     c->stream.min_tokens = fo.prefill_stream;
@@ -622,6 +626,14 @@ static sl_status batch_step(sl_ctx *const *ctxs, const int32_t *const *tokens,
     for (size_t i = 0; i < k; i++) {
         sl_ctx *c = ctxs[i];
         const size_t n = n_tokens[i];
+        /* the pass computes as the lead does: Expert Deferral changes the numbers */
+        if (c->defer.d != lead->defer.d) {
+            st = sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval_batch: sequence %zu's context "
+                              "defers %d experts a token, the first's %d (scheduler option "
+                              "defer): batch contexts that defer alike", i, c->defer.d,
+                              lead->defer.d);
+            goto out;
+        }
         if (n > (uint64_t)(c->opt.n_ctx - c->n_past)) {
             st = sl_error_set(err, SL_ERR_RANGE, "sl_ctx_eval_batch: sequence %zu: n_past %d + "
                               "%zu tokens exceeds n_ctx %d", i, c->n_past, n, c->opt.n_ctx);

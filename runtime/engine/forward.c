@@ -627,17 +627,28 @@ static int64_t out_rows(const sl_ctx *c, int64_t n)
     return rows;
 }
 
+/* The rows with logits, as runs in order: the next run from sequence *i on (advanced past
+ * the run's sequence and those without logits) starts at row *from of the pass and has *cnt
+ * rows, kept at the sum of the earlier runs' counts (<= from). false past the last run. */
+static bool out_run(const sl_ctx *c, int32_t *i, int64_t *from, int64_t *cnt)
+{
+    while (*i < c->n_seqs && !c->seqs[*i].logits) ++*i;
+    if (*i >= c->n_seqs) return false;
+    const sl__seq *q = &c->seqs[(*i)++];
+    *from = q->off + q->out_from;
+    *cnt = q->n - q->out_from;
+    return true;
+}
+
 /* Moves the sequences' rows with logits of buf [n][width] (s's memory) to rows 0.. in order.
  * A row only moves up, in pieces no longer than the distance, so no copy overlaps itself and
  * none overwrites a row still to be read. */
 static sl_status keep_out_rows(const sl_ctx *c, const sl__side *s, float *buf, int64_t width,
                                sl_error *err)
 {
-    int64_t at = 0;
-    for (int32_t i = 0; i < c->n_seqs; i++) {
-        const sl__seq *q = &c->seqs[i];
-        if (!q->logits) continue;
-        const int64_t from = q->off + q->out_from, cnt = q->n - q->out_from, d = from - at;
+    int64_t at = 0, from, cnt;
+    for (int32_t i = 0; out_run(c, &i, &from, &cnt); at += cnt) {
+        const int64_t d = from - at;
         for (int64_t k = 0; d > 0 && k < cnt;) {
             const int64_t piece = cnt - k < d ? cnt - k : d;
             sl_status st = s->dx->vt->copy2d(s->dx, buf + (at + k) * width, width,
@@ -645,9 +656,16 @@ static sl_status keep_out_rows(const sl_ctx *c, const sl__side *s, float *buf, i
             if (st) return st;
             k += piece;
         }
-        at += cnt;
     }
     return SL_OK;
+}
+
+int64_t sl__forward_keep_rows(const sl_ctx *c, float *buf, int64_t width)
+{
+    int64_t at = 0, from, cnt;
+    for (int32_t i = 0; out_run(c, &i, &from, &cnt); at += cnt)
+        memmove(buf + at * width, buf + from * width, (size_t)(cnt * width) * sizeof *buf);
+    return at;
 }
 
 /* Layer il over the n rows of s->x; n_keep < n (the last layer only): past the attention only
@@ -1063,7 +1081,7 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, int32_
      * rows) */
     const sl__side *last = c->layer_dev[hp->n_layer - 1] ? &c->dev : h;
     const int64_t n_out = last->dx->vt->copy2d ? out_rows(c, n) : n;
-    sl__defer_plan(c, defer_kind, n, n_out == n);
+    sl__defer_plan(c, defer_kind, n, n_out);
     st = graph_fits(c, n) ? layers_graph(c, &at, n, n_out, err)
                           : layers_run(c, &at, n, n_out, err);
     if (st) {

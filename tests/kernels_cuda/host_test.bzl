@@ -2,16 +2,14 @@
 
 load("//bazel:defs.bzl", "sl_c_test")
 
-# The headers a kernels/cuda .cuh may bring along (common.cuh and what it includes; the
-# grouped launches' shared arguments), inlined where one is included.
+# The headers every kernels/cuda .cuh brings along (common.cuh and what it includes).
 _COMMON = [
     "//kernels/cuda:common.cuh",
-    "//kernels/cuda:grouped_args.cuh",
     "//kernels/cuda:qt_iq.cuh",
     "//kernels/cuda:qx.cuh",
 ]
 
-def sl_cuh_host_test(name, cuh, src, deps = [], size = "small"):
+def sl_cuh_host_test(name, cuh, src, deps = [], size = "small", includes = []):
     """A C++ test of kernels/cuda/<cuh> compiled as host code (cc rules take no .cuh).
 
     A genrule writes <stem>_cuh.h: the .cuh with its #include "kernels/cuda/*.cuh" lines
@@ -25,10 +23,12 @@ def sl_cuh_host_test(name, cuh, src, deps = [], size = "small"):
       src: the test's .cc.
       deps: cc deps (kernels/ref, gguf, ...).
       size: test size.
+      includes: other kernels/cuda .cuh files the .cuh includes (each must be inlined).
     """
     stem = cuh[:-len(".cuh")]
     label = "//kernels/cuda:" + cuh
-    files = _COMMON + ([] if label in _COMMON else [label])
+    files = _COMMON + ["//kernels/cuda:" + f for f in includes]
+    files += [] if label in _COMMON else [label]
     native.genrule(
         name = name + "_cuh_h",
         srcs = ["inline_cuh.awk"] + files,

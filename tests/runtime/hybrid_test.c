@@ -138,6 +138,29 @@ static float *prefill(sl_model *m, const char *sched, int32_t n_vocab, sl_ctx_st
     return r.out;
 }
 
+/* The last row's logits of the N_LONG tokens of long_prefill, the pass asked for every row's
+ * logits (all) or the last row's alone (the last layer then keeps that row only). */
+static float *last_row(sl_model *m, const char *sched, int32_t n_vocab, bool all)
+{
+    int32_t toks[N_LONG];
+    for (int i = 0; i < N_LONG; i++) toks[i] = (int32_t)((37 * i + 1) % 250);
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 64;
+    co.kv_f16 = false;
+    co.all_logits = all;
+    co.sched = sched;
+    sl_ctx *c = NULL;
+    sl_error e = {0};
+    float *out = calloc((size_t)n_vocab, sizeof *out);
+    const bool ok = out && m && sl_ctx_create(m, &co, &c, &e) == SL_OK &&
+                    sl_ctx_eval(c, toks, N_LONG, &e) == SL_OK && sl_ctx_logits(c, -1);
+    CHECK_MSG(ok, "last row (%s, all_logits %d): %s", sched, (int)all, e.msg);
+    if (ok) memcpy(out, sl_ctx_logits(c, -1), (size_t)n_vocab * sizeof *out);
+    sl_ctx_destroy(c);
+    if (!ok) free(out);
+    return ok ? out : NULL;
+}
+
 static bool same(const float *a, const float *b, size_t n)
 {
     return a && b && memcmp(a, b, n * sizeof *a) == 0;
@@ -177,6 +200,13 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
     /* and for a pass of many tokens, where an expert some token protects is immediate for
      * all (KTransformers' rule): every expert deferred, so that some are */
     float *refd_long = prefill(cpu, "mode=cpu defer=2", info.n_vocab, NULL);
+    /* a row's logits do not depend on which other rows are asked for: the last layer takes
+     * the rows it keeps of the deferred part */
+    float *refd_last = last_row(cpu, "mode=cpu defer=2", info.n_vocab, false);
+    CHECK_MSG(refd_long && same(refd_last, refd_long + (size_t)(N_LONG - 1) * info.n_vocab,
+                                (size_t)info.n_vocab),
+              "%s defer=2: the last row's logits alone differ from those of every row", arch);
+    free(refd_last);
     float *ref_long = prefill(cpu, NULL, info.n_vocab, NULL);
     CHECK_MSG(!q4k || repacked(cpu) > 0, "%s: placement cpu repacked nothing", arch);
     sl_model_close(cpu);
@@ -356,6 +386,14 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
                   "%s defer=2: prefill logits differ from the CPU placement's with defer=2, or "
                   "equal the undeferred ones", arch);
         free(pd);
+        /* a row's logits do not depend on which other rows are asked for: the last layer
+         * takes the deferred part's rows it keeps (CPU placement and device chain alike) */
+        float *ll = last_row(m, "mode=cpu defer=2 prefill_stream=0", info.n_vocab, false);
+        CHECK_MSG(refd_long && same(ll, refd_long + (size_t)(N_LONG - 1) * info.n_vocab,
+                                    (size_t)info.n_vocab),
+                  "%s defer=2: the last row's logits alone differ from the CPU placement's "
+                  "of every row", arch);
+        free(ll);
     }
 
     /* static hot residency (runtime/engine/hot.h): half of each layer's experts resident
@@ -530,6 +568,31 @@ static void check_refusals(const char *dir)
             "scheduler alone, not with mode=auto");
     refused(m, "mode=cpu hot_kb=100000 defer=1", "defer=1: deferred experts are computed by "
             "mode cpu's CPU scheduler alone, not with hot_kb");
+    /* a batch computes as its first context does: contexts that defer differently refused */
+    {
+        sl_ctx_options co = sl_ctx_options_default();
+        co.n_ctx = N_CTX;
+        sl_ctx *c2[2] = {NULL, NULL};
+        sl_error e2 = {0};
+        co.sched = "mode=cpu defer=1";
+        const bool made = m && sl_ctx_create(m, &co, &c2[0], &e2) == SL_OK;
+        co.sched = NULL;
+        CHECK_MSG(made && sl_ctx_create(m, &co, &c2[1], &e2) == SL_OK, "contexts: %s", e2.msg);
+        const int32_t *tk[2] = {k_prompt, k_prompt};
+        const size_t nt[2] = {N_PROMPT, N_PROMPT};
+        const sl_status bs = c2[1] ? sl_ctx_eval_batch(c2, tk, nt, 2, &e2) : SL_OK;
+        CHECK_MSG(bs == SL_ERR_INVALID && strstr(e2.msg, "defer"), "a batch of a deferring "
+                  "and a plain context: status %d (%s)", (int)bs, e2.msg);
+        sl_ctx_destroy(c2[0]);
+        sl_ctx_destroy(c2[1]);
+    }
+    sl_model_close(m);
+    /* a dense model routes no experts to defer */
+    tm_defaults("llama", &p);
+    snprintf(path, sizeof path, "%s/refuse-dense.gguf", dir);
+    CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "write: %s", e.msg);
+    m = open_model(path, SL_PLACE_CPU, 0);
+    refused(m, "mode=cpu defer=1", "defer=1: the model routes 0 experts a token");
     sl_model_close(m);
 }
 
