@@ -201,9 +201,9 @@ sl_status sl__forward_batch(sl_ctx *lead, const sl__seq *seqs, int32_t n_seqs,
  * [n][width] (host memory) in order, as the last layer keeps them past its attention (when it
  * keeps fewer than the pass's rows); returns their count. Expert Deferral's pending rows. */
 int64_t sl__forward_keep_rows(const sl_ctx *c, float *buf, int64_t width);
-/* Drops the context's decode graph (what it captured may point at moved memory): engine.c's
- * refresh or rebind of the context and the device side's destroy call it; the next one-token
- * pass captures anew. */
+/* forward_graph.c: drops the context's decode graph (what it captured may point at moved
+ * memory): engine.c's refresh or rebind of the context and the device side's destroy call
+ * it; the next one-token pass captures anew. */
 void sl__forward_graph_drop(sl_ctx *c);
 
 /* arch_qwen3next.c: the recurrent state of a context whose model has recurrent layers

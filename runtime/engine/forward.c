@@ -59,6 +59,7 @@
 
 #include "kernels/ref/quant.h"
 #include "runtime/engine/ctx.h"
+#include "runtime/engine/forward_impl.h"
 
 /* Layer il's K or V cache of context c on the host or its device side ([n_ctx][n_kv *
  * head_dim] entries). */
@@ -328,14 +329,6 @@ static void host_count_fn(void *user)
     sl__hot_count(p->c, p->layer, p->c->host.topk_idx, p->n * p->c->m->hp.n_expert_used);
 }
 
-/* Whether a device layer's host experts run in stream order (host_experts_fn): a host
- * function may not call into the device, so only the CPU scheduler's work can, and not
- * with sched order=sync (a blocking sync, the experts on this thread). */
-static bool experts_in_stream_order(const sl_ctx *c, const sl__side *s)
-{
-    return s == &c->dev && !c->experts_sync && (sl_moe_caps(c->moe) & SL_MOE_CAP_HOST_ONLY);
-}
-
 /* A device layer's routed experts with resident hot ones (hot.h), in stream order: the
  * device's slots first (cuda: on a side stream, overlapping what follows), the rows and
  * routing down, the host function's rows of the other slots, those up, the join on the
@@ -381,7 +374,7 @@ static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L,
     const int64_t E = m->hp.n_embd, K = m->hp.n_expert_used;
     sl__side *o = other(c, s);
     sl_status st;
-    const bool ordered = experts && experts_in_stream_order(c, s);
+    const bool ordered = experts && sl__experts_in_stream_order(c, s);
     if (ordered && sl__hot_ready(c, il, n)) return hot_experts(c, s, il, n, err);
     if ((st = cross(c, s, o->xn, s->xn, (uint64_t)(n * E) * sizeof(float), err)))
         return st;
@@ -413,26 +406,15 @@ static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L,
     return s == &c->host ? sync_dev(c, err) : SL_OK;
 }
 
-static bool on_device(const sl_weight *w)
-{
-    return w->residency & SL_RES_DEVICE;
-}
-
-/* Whether a MoE layer's routed experts are on the device (whole; a split: moe_split) */
-static bool experts_on_device(const sl__layer *L)
-{
-    return L->moe_on_device && L->moe_on_device[0];
-}
-
 /* How layer il's routed experts run in a pass of n tokens, as moe_ffn decides below (for
  * Expert Deferral's plan, defer.h). */
 static sl__defer_kind defer_kind(const sl_ctx *c, int32_t il, int64_t n)
 {
     const sl__layer *L = &c->m->layers[il];
-    if (!sl__layer_moe(L) || L->moe_split || experts_on_device(L)) return SL__DEFER_NONE;
+    if (!sl__layer_moe(L) || L->moe_split || sl__experts_on_device(L)) return SL__DEFER_NONE;
     if (!c->layer_dev || !c->layer_dev[il]) return SL__DEFER_HOST;
     if (sl__stream_wanted(c, il, n) || sl__hot_ready(c, il, n)) return SL__DEFER_NONE;
-    return experts_in_stream_order(c, &c->dev) ? SL__DEFER_STREAM : SL__DEFER_HOST;
+    return sl__experts_in_stream_order(c, &c->dev) ? SL__DEFER_STREAM : SL__DEFER_HOST;
 }
 
 /* A prefill's layer through the device (stream.h); its routing counted on the host for the
@@ -468,7 +450,7 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
     if ((st = vt->mm_router(s->dx, L->gate_inp, L->gate_inp_b ? L->gate_inp_b->data : NULL,
                             s->xn, n, s->router, &rp, s->topk_idx, s->topk_w, err)))
         return st;
-    const bool experts_dev = experts_on_device(L);
+    const bool experts_dev = sl__experts_on_device(L);
     if (L->moe_split)
         st = ffn_hot_cold(c, s, L, n, true, err);
     else if (!experts_dev && s == &c->host)
@@ -716,7 +698,7 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, int6
         st = moe_ffn(c, s, il, n, err);
     } else if (L->ffn_up->residency == SL_RES_PARTS) {
         st = ffn_hot_cold(c, s, L, n, false, err);
-    } else if (on_device(L->ffn_up) != (s == &c->dev)) {
+    } else if (sl__weight_on_device(L->ffn_up) != (s == &c->dev)) {
         st = ffn_elsewhere(c, s, L, il, n, false, err);
     } else {
         /* down and the residual add in one step where nothing comes between them */
@@ -736,8 +718,8 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, int6
 }
 
 /* Moves the residual stream [n][E] to side `to` if it is elsewhere. */
-static sl_status move_x(sl_ctx *c, const sl__side **at, const sl__side *to, int64_t n,
-                        sl_error *err)
+sl_status sl__forward_move_x(sl_ctx *c, const sl__side **at, const sl__side *to, int64_t n,
+                             sl_error *err)
 {
     if (*at == to) return SL_OK;
     const uint64_t bytes = (uint64_t)(n * c->m->hp.n_embd) * sizeof(float);
@@ -754,8 +736,8 @@ static sl_status move_x(sl_ctx *c, const sl__side **at, const sl__side *to, int6
 
 /* The layers over the pass's n rows, x moved to each layer's side first (*at: where x is);
  * the last keeps n_out rows past its attention. */
-static sl_status layers_run(sl_ctx *c, const sl__side **at, int64_t n, int64_t n_out,
-                            sl_error *err)
+sl_status sl__forward_layers(sl_ctx *c, const sl__side **at, int64_t n, int64_t n_out,
+                             sl_error *err)
 {
     const int32_t n_layer = c->m->hp.n_layer;
     for (int32_t il = 0; il < n_layer; il++) {
@@ -763,117 +745,13 @@ static sl_status layers_run(sl_ctx *c, const sl__side **at, int64_t n, int64_t n
         const uint64_t steps0 = c->dev.dx ? c->dev.dx->steps : 0;
         const int64_t keep = il == n_layer - 1 ? n_out : n;
         sl_status st;
-        if ((st = move_x(c, at, s, n, err)) || (st = layer(c, s, il, n, keep, err))) return st;
+        if ((st = sl__forward_move_x(c, at, s, n, err)) || (st = layer(c, s, il, n, keep, err)))
+            return st;
         if (s == &c->dev) { /* sluice.h dev_layer_steps */
             c->stats.dev_layer_steps += c->dev.dx->steps - steps0;
             c->stats.dev_layers++;
         }
     }
-    return SL_OK;
-}
-
-/* ---- the decode graph ------------------------------------------------------------------------
- * A one-token pass of one context whose layers all run on a cuda device, with nothing on the
- * host but routed experts in stream order (host_experts_fn: copies and a host function, no
- * wait), is captured once (base/device graphs) and replayed for the next tokens: one launch
- * instead of ~10 a layer, and none of this file's host work. What changes between tokens
- * lives in device memory the capture reads, not in arguments it froze: x (uploaded before
- * the launch), the positions (rope, the KV store and attention read them on the device).
- * What it froze - weight, cache and scratch addresses, the output rows - is kept by dropping
- * the graph where addresses may move (engine.c's refresh or rebind: a reload, a runtime's move)
- * and by re-capturing for other output rows; the host parts' records (async_parts, which the
- * host functions read) are reset to the one row before each launch. A capture is taken only
- * while the model has one context (model.h ctx_mu). A capture that fails (sim has no graphs;
- * anything that waits on the stream) runs that pass launched and ends the context's tries. */
-static bool graph_fits(const sl_ctx *c, int64_t n)
-{
-    const sl_model *m = c->m;
-    if (!c->dev.dx || n != 1 || c->n_seqs != 1 || c->seqs[0].c != c || c->opt.no_graphs ||
-        c->opt.profile_steps || c->graph_failed || c->rs || c->nstats ||
-        sl_device_kind_get(m->dev) != SL_DEVICE_CUDA)
-        return false;
-    for (int32_t il = 0; il < m->hp.n_layer; il++) {
-        const sl__layer *L = &m->layers[il];
-        if (!c->layer_dev[il]) return false;
-        /* a host part other than stream-ordered experts waits on the stream */
-        if (sl__layer_moe(L) ? L->moe_split || (!experts_on_device(L) &&
-                                                !experts_in_stream_order(c, &c->dev))
-                             : L->ffn_up->residency == SL_RES_PARTS || !on_device(L->ffn_up))
-            return false;
-    }
-    return true;
-}
-
-void sl__forward_graph_drop(sl_ctx *c)
-{
-    if (c->graph) sl_device_graph_destroy(c->m->dev, c->graph);
-    c->graph = NULL;
-}
-
-/* Captures the pass's layers: SL_OK with c->graph set, or an error (nothing ran, counts as
- * before: the caller runs the pass launched). */
-static sl_status graph_capture(sl_ctx *c, const sl__side **at, int64_t n, int64_t n_out,
-                               sl_error *err)
-{
-    const sl_model *m = c->m;
-    const uint64_t ls0 = c->stats.dev_layer_steps, nl0 = c->stats.dev_layers;
-    const uint64_t steps0 = c->dev.dx->steps;
-    sl_status st = sl_device_capture_begin(m->dev, m->stream, err);
-    if (st) return st;
-    st = layers_run(c, at, n, n_out, err);
-    sl_error e2;
-    sl_graph *g = NULL;
-    const sl_status end = sl_device_capture_end(m->dev, m->stream, &g, st ? &e2 : err);
-    if (!st) st = end;
-    c->graph_steps = c->stats.dev_layer_steps - ls0;
-    /* recorded, not run: the launch counts the steps (and a failed capture's launched rerun) */
-    c->stats.dev_layer_steps = ls0;
-    c->stats.dev_layers = nl0;
-    c->dev.dx->steps = steps0;
-    if (st) {
-        sl_device_graph_destroy(m->dev, g);
-        return st;
-    }
-    c->graph = g;
-    c->graph_out = n_out;
-    c->stats.graph_captures++;
-    return SL_OK;
-}
-
-static sl_status layers_graph(sl_ctx *c, const sl__side **at, int64_t n, int64_t n_out,
-                              sl_error *err)
-{
-    const sl_model *m = c->m;
-    /* x goes up before: its source is host memory the pass rewrites */
-    sl_status st = move_x(c, at, &c->dev, n, err);
-    if (st) return st;
-    if (c->graph && c->graph_out != n_out) sl__forward_graph_drop(c);
-    if (!c->graph) {
-        /* only as the model's one context: another's work on the stream would be captured
-         * (checked without the lock first: beside other contexts every pass comes here) */
-        if (atomic_load(&c->m->n_ctx_live) != 1) return layers_run(c, at, n, n_out, err);
-        pthread_mutex_lock(&c->m->ctx_mu);
-        const bool alone = atomic_load(&c->m->n_ctx_live) == 1;
-        sl_error ce;
-        const sl_status cst = alone ? graph_capture(c, at, n, n_out, &ce) : SL_OK;
-        pthread_mutex_unlock(&c->m->ctx_mu);
-        if (!alone) return layers_run(c, at, n, n_out, err);
-        if (cst) {
-            c->graph_failed = true;
-            c->stats.graph_failures++;
-            snprintf(c->graph_error, sizeof c->graph_error, "%s", ce.msg);
-            c->stats.graph_error = c->graph_error;
-            return layers_run(c, at, n, n_out, err);
-        }
-    }
-    /* the host parts' records as captured: a pass between (a prefill) rewrote their rows */
-    if (c->async_parts)
-        for (int32_t il = 0; il < m->hp.n_layer; il++)
-            c->async_parts[il] = (sl__async_part){.c = c, .layer = il, .n = n};
-    if ((st = sl_device_graph_launch(m->dev, c->graph, m->stream, err))) return st;
-    c->stats.graph_passes++;
-    c->stats.dev_layer_steps += c->graph_steps;
-    c->stats.dev_layers += (uint64_t)m->hp.n_layer;
     return SL_OK;
 }
 
@@ -945,7 +823,7 @@ static sl_status output(sl_ctx *c, const sl__side *at, int64_t n, bool kept, boo
     const sl_model *m = c->m;
     const int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
     const sl__side *s = (m->output->residency & SL_RES_DEVICE) && c->dev.dx ? &c->dev : &c->host;
-    sl_status st = move_x(c, &at, s, n, err);
+    sl_status st = sl__forward_move_x(c, &at, s, n, err);
     if (st) return st;
     if (c->hidden_out && (st = keep_hidden(c, s, n, err))) return st;
     if (!logits) return s == &c->host ? SL_OK : sync_dev(c, err);
@@ -1082,8 +960,8 @@ static sl_status forward_run(sl_ctx *c, const int32_t *tokens, int64_t n, int32_
     const sl__side *last = c->layer_dev[hp->n_layer - 1] ? &c->dev : h;
     const int64_t n_out = last->dx->vt->copy2d ? out_rows(c, n) : n;
     sl__defer_plan(c, defer_kind, n, n_out);
-    st = graph_fits(c, n) ? layers_graph(c, &at, n, n_out, err)
-                          : layers_run(c, &at, n, n_out, err);
+    st = sl__forward_graph_fits(c, n) ? sl__forward_graph_run(c, &at, n, n_out, err)
+                                      : sl__forward_layers(c, &at, n, n_out, err);
     if (st) {
         if (c->dev.dx) sync_dev(c, NULL); /* nothing in flight may outlive the call */
         return st;
