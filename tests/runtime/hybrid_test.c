@@ -85,14 +85,16 @@ static run decode(sl_model *m, const char *sched, int32_t n_vocab)
 }
 
 /* A prompt of N_LONG tokens (a prefill batch past prefill_stream's default of 32) on a
- * context of its own: every position's logits (NULL and why: what failed), the stats after
- * it. bar (or NULL): met between creating the context and evaluating. Checks nothing, so
- * that two threads may run it (the CHECK counters are the main thread's). */
+ * context of its own: every position's logits (last_only: the last row's, the only one asked
+ * for) (NULL and why: what failed), the stats after it. bar (or NULL): met between creating
+ * the context and evaluating. Checks nothing, so that two threads may run it (the CHECK
+ * counters are the main thread's). */
 enum { N_LONG = 40 };
 typedef struct long_run {
     sl_model *m;
     const char *sched;
     int32_t n_vocab;
+    bool last_only;
     pthread_barrier_t *bar;
     float *out;
     sl_ctx_stats st;
@@ -107,7 +109,7 @@ static void *long_prefill(void *p)
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = 64;
     co.kv_f16 = false;
-    co.all_logits = true;
+    co.all_logits = !a->last_only;
     co.sched = a->sched;
     sl_ctx *c = NULL;
     sl_error e = {0};
@@ -115,10 +117,12 @@ static void *long_prefill(void *p)
     if (a->bar) pthread_barrier_wait(a->bar); /* both contexts exist: the evals overlap */
     float *out = made ? calloc((size_t)N_LONG * (size_t)a->n_vocab, sizeof *out) : NULL;
     bool ok = out && sl_ctx_eval(c, toks, N_LONG, &e) == SL_OK;
-    for (int i = 0; i < N_LONG && ok; i++) {
-        const float *l = sl_ctx_logits(c, i);
+    for (int i = a->last_only ? N_LONG - 1 : 0; i < N_LONG && ok; i++) {
+        const float *l = sl_ctx_logits(c, a->last_only ? -1 : i);
         ok = l != NULL;
-        if (l) memcpy(out + (size_t)i * a->n_vocab, l, (size_t)a->n_vocab * sizeof *l);
+        if (l)
+            memcpy(out + (size_t)(a->last_only ? 0 : i) * a->n_vocab, l,
+                   (size_t)a->n_vocab * sizeof *l);
     }
     if (c) sl_ctx_stats_get(c, &a->st);
     sl_ctx_destroy(c);
@@ -138,27 +142,14 @@ static float *prefill(sl_model *m, const char *sched, int32_t n_vocab, sl_ctx_st
     return r.out;
 }
 
-/* The last row's logits of the N_LONG tokens of long_prefill, the pass asked for every row's
- * logits (all) or the last row's alone (the last layer then keeps that row only). */
-static float *last_row(sl_model *m, const char *sched, int32_t n_vocab, bool all)
+/* The last row's logits of long_prefill's pass asked for that row alone (the last layer then
+ * keeps that row only), its failure checked. */
+static float *last_row(sl_model *m, const char *sched, int32_t n_vocab)
 {
-    int32_t toks[N_LONG];
-    for (int i = 0; i < N_LONG; i++) toks[i] = (int32_t)((37 * i + 1) % 250);
-    sl_ctx_options co = sl_ctx_options_default();
-    co.n_ctx = 64;
-    co.kv_f16 = false;
-    co.all_logits = all;
-    co.sched = sched;
-    sl_ctx *c = NULL;
-    sl_error e = {0};
-    float *out = calloc((size_t)n_vocab, sizeof *out);
-    const bool ok = out && m && sl_ctx_create(m, &co, &c, &e) == SL_OK &&
-                    sl_ctx_eval(c, toks, N_LONG, &e) == SL_OK && sl_ctx_logits(c, -1);
-    CHECK_MSG(ok, "last row (%s, all_logits %d): %s", sched, (int)all, e.msg);
-    if (ok) memcpy(out, sl_ctx_logits(c, -1), (size_t)n_vocab * sizeof *out);
-    sl_ctx_destroy(c);
-    if (!ok) free(out);
-    return ok ? out : NULL;
+    long_run r = {.m = m, .sched = sched, .n_vocab = n_vocab, .last_only = true};
+    long_prefill(&r);
+    CHECK_MSG(r.out, "last row (%s): %s", sched ? sched : "", r.why);
+    return r.out;
 }
 
 static bool same(const float *a, const float *b, size_t n)
@@ -202,7 +193,7 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
     float *refd_long = prefill(cpu, "mode=cpu defer=2", info.n_vocab, NULL);
     /* a row's logits do not depend on which other rows are asked for: the last layer takes
      * the rows it keeps of the deferred part */
-    float *refd_last = last_row(cpu, "mode=cpu defer=2", info.n_vocab, false);
+    float *refd_last = last_row(cpu, "mode=cpu defer=2", info.n_vocab);
     CHECK_MSG(refd_long && same(refd_last, refd_long + (size_t)(N_LONG - 1) * info.n_vocab,
                                 (size_t)info.n_vocab),
               "%s defer=2: the last row's logits alone differ from those of every row", arch);
@@ -388,7 +379,7 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
         free(pd);
         /* a row's logits do not depend on which other rows are asked for: the last layer
          * takes the deferred part's rows it keeps (CPU placement and device chain alike) */
-        float *ll = last_row(m, "mode=cpu defer=2 prefill_stream=0", info.n_vocab, false);
+        float *ll = last_row(m, "mode=cpu defer=2 prefill_stream=0", info.n_vocab);
         CHECK_MSG(refd_long && same(ll, refd_long + (size_t)(N_LONG - 1) * info.n_vocab,
                                     (size_t)info.n_vocab),
                   "%s defer=2: the last row's logits alone differ from the CPU placement's "
