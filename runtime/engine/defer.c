@@ -57,8 +57,7 @@ sl_status sl__defer_setup(sl_ctx *c, int32_t d, sl_error *err)
     D->out = malloc(rows * sizeof *D->out);
     D->a_def = malloc(slots * sizeof *D->a_def);
     D->a_imm = malloc(slots * sizeof *D->a_imm);
-    D->keep = malloc((size_t)hp->n_expert);
-    if (!D->on || !D->out || !D->a_def || !D->a_imm || !D->keep) {
+    if (!D->on || !D->out || !D->a_def || !D->a_imm) {
         sl__defer_free(c);
         return sl_error_set(err, SL_ERR_NOMEM, "defer: out of memory");
     }
@@ -113,7 +112,6 @@ void sl__defer_free(sl_ctx *c)
     free(D->out);
     free(D->a_def);
     free(D->a_imm);
-    free(D->keep);
     *D = (sl__defer){.layer = -1};
 }
 
@@ -124,7 +122,7 @@ sl_status sl__defer_validate(const sl_ctx *c, sl_error *err)
                           ? sl_error_set(err, SL_ERR_INVALID, "defer: off but holding state")
                           : SL_OK;
     if (D->d < 0 || D->d > c->m->hp.n_expert_used || !D->on || !D->out || !D->a_def ||
-        !D->a_imm || !D->keep)
+        !D->a_imm)
         return sl_error_set(err, SL_ERR_INVALID, "defer: %d experts without their buffers",
                             D->d);
     if (D->started != (c->dev.dx != NULL) || (D->started && (!D->moe || !D->x)))
@@ -154,31 +152,25 @@ bool sl__defer_takes(const sl_ctx *c, int32_t il)
     return D->d && (D->on[il] || (il > 0 && D->on[il - 1]));
 }
 
-/* The pass's assignments of layer il split into immediate (a_imm) and deferred (a_def): an
- * expert is immediate when it is among some token's k - d highest-weighted (ties: the lower
- * slot), or when the layer does not defer. */
+/* The pass's assignments of layer il split into immediate (a_imm) and deferred (a_def): a
+ * token's k - d highest-weighted slots (ties: the lower slot) are immediate, the rest
+ * deferred; all immediate where the layer does not defer. */
 static void split(sl__defer *D, int32_t X, int32_t K, bool defers, const int32_t *idx,
                   const float *w, int64_t n, int64_t *n_imm)
 {
     const int32_t keep_k = K - D->d;
-    memset(D->keep, 0, (size_t)X);
-    for (int64_t t = 0; defers && t < n; t++)
-        for (int32_t i = 0; i < K; i++) {
-            const int32_t e = idx[t * K + i];
-            if (e < 0 || e >= X) continue;
-            int32_t above = 0; /* the token's slots ranked before slot i */
-            for (int32_t j = 0; j < K; j++)
-                above += w[t * K + j] > w[t * K + i] || (w[t * K + j] == w[t * K + i] && j < i);
-            if (above < keep_k) D->keep[e] = 1;
-        }
     *n_imm = 0;
     D->n_def = 0;
     for (int64_t t = 0; t < n; t++)
         for (int32_t i = 0; i < K; i++) {
+            const float *wt = w + t * K;
+            int32_t above = 0; /* the token's slots ranked before slot i */
+            for (int32_t j = 0; defers && j < K; j++)
+                above += wt[j] > wt[i] || (wt[j] == wt[i] && j < i);
             const int32_t e = idx[t * K + i];
-            const sl_moe_assign a = {(int32_t)t, e, w[t * K + i]};
+            const sl_moe_assign a = {(int32_t)t, e, wt[i]};
             /* an id out of range stays immediate: sl_moe_exec names it */
-            if (!defers || e < 0 || e >= X || D->keep[e]) D->a_imm[(*n_imm)++] = a;
+            if (!defers || above < keep_k || e < 0 || e >= X) D->a_imm[(*n_imm)++] = a;
             else D->a_def[D->n_def++] = a;
         }
 }

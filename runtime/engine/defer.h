@@ -5,14 +5,17 @@
  * computes them, and the CPU idle while the GPU runs the next layer's attention. Deferring
  * some of a layer's experts to the next layer lets the CPU compute them while the GPU goes on.
  *
- * What it computes (KTransformers' kt-kernel): in layer l, for each token, its D lowest-weighted
- * of the top-k routed experts are deferred unless a higher-weighted choice of another token of
- * the pass protects the same expert (the protected set is one per layer and pass: every
- * token's top k - D by weight, ties to the lower slot). The layer's routed output is then the
- * sum of its immediate assignments only, and layer l + 1's routed output is its own immediate
- * sum plus layer l's deferred sum (each as sl_moe_exec sums: ascending expert index, weighted
- * by the router's weights; the two added once, immediate first). Shared experts and
- * everything else stay where they were.
+ * What it computes (KTransformers' Expert Deferral): in layer l each token's D lowest-weighted
+ * of its top-k routed experts are deferred (its top k - D by weight are immediate, ties to the
+ * lower slot). The layer's routed output is the sum of its immediate assignments only, and
+ * layer l + 1's routed output is its own immediate sum plus layer l's deferred sum (each as
+ * sl_moe_exec sums: ascending expert index, weighted by the router's weights; the two added
+ * once, immediate first). Shared experts and everything else stay where they were. Per token,
+ * not per pass: kt-kernel marks an expert immediate for the whole batch when any token ranks
+ * it high (an artifact of its batched buffers, which makes a prefill defer almost nothing and
+ * a token's logits depend on the other tokens of its pass); here a token's logits depend on
+ * itself alone, so a prefill equals its run of decodes and a batch's sequences do not mix
+ * (forward.c's batch invariance).
  *
  * Where: a layer defers only into the next layer of the same kind (sl__defer_plan): both
  * compute their routed experts on the host, both either in stream order on a device's stream
@@ -59,7 +62,6 @@ typedef struct sl__defer {
     sl_moe_assign *a_def;     /* [cap * k] its deferred assignments */
     int64_t n_def;
     sl_moe_assign *a_imm;     /* [cap * k] scratch: a layer's immediate assignments */
-    uint8_t *keep;            /* [n_expert] scratch: the protected experts */
     sl_moe_sched *moe;        /* the worker's CPU scheduler (cuda: the context's pool; sim:
                                * none, the sim's kernels use the pool on the host thread) */
     /* the worker thread (a device model only) */

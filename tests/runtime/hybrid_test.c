@@ -95,6 +95,7 @@ typedef struct long_run {
     const char *sched;
     int32_t n_vocab;
     bool last_only;
+    bool stepwise;            /* the tokens one eval each (a run of decodes), not one batch */
     pthread_barrier_t *bar;
     float *out;
     sl_ctx_stats st;
@@ -116,8 +117,14 @@ static void *long_prefill(void *p)
     const bool made = a->m && sl_ctx_create(a->m, &co, &c, &e) == SL_OK;
     if (a->bar) pthread_barrier_wait(a->bar); /* both contexts exist: the evals overlap */
     float *out = made ? calloc((size_t)N_LONG * (size_t)a->n_vocab, sizeof *out) : NULL;
-    bool ok = out && sl_ctx_eval(c, toks, N_LONG, &e) == SL_OK;
-    for (int i = a->last_only ? N_LONG - 1 : 0; i < N_LONG && ok; i++) {
+    bool ok = out != NULL;
+    for (int i = 0; a->stepwise && i < N_LONG && ok; i++) {
+        ok = sl_ctx_eval(c, &toks[i], 1, &e) == SL_OK && sl_ctx_logits(c, -1);
+        if (ok) memcpy(out + (size_t)i * a->n_vocab, sl_ctx_logits(c, -1),
+                       (size_t)a->n_vocab * sizeof *out);
+    }
+    ok = ok && (a->stepwise || sl_ctx_eval(c, toks, N_LONG, &e) == SL_OK);
+    for (int i = a->last_only ? N_LONG - 1 : 0; !a->stepwise && i < N_LONG && ok; i++) {
         const float *l = sl_ctx_logits(c, a->last_only ? -1 : i);
         ok = l != NULL;
         if (l)
@@ -188,16 +195,25 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
     /* Expert Deferral's reference (defer.h): one expert a token added a layer later, on the
      * host thread */
     run refd = decode(cpu, "mode=cpu defer=1", info.n_vocab);
-    /* and for a pass of many tokens, where an expert some token protects is immediate for
-     * all (KTransformers' rule): every expert deferred, so that some are */
-    float *refd_long = prefill(cpu, "mode=cpu defer=2", info.n_vocab, NULL);
-    /* a row's logits do not depend on which other rows are asked for: the last layer takes
-     * the rows it keeps of the deferred part */
-    float *refd_last = last_row(cpu, "mode=cpu defer=2", info.n_vocab);
-    CHECK_MSG(refd_long && same(refd_last, refd_long + (size_t)(N_LONG - 1) * info.n_vocab,
-                                (size_t)info.n_vocab),
-              "%s defer=2: the last row's logits alone differ from those of every row", arch);
-    free(refd_last);
+    /* and for a pass of many tokens: per token, so the prefill is its run of decodes bit for
+     * bit (batch invariance), and a row's logits do not depend on which other rows are asked
+     * for (the last layer takes the rows it keeps of the deferred part) */
+    float *refd_long = prefill(cpu, "mode=cpu defer=1", info.n_vocab, NULL);
+    {
+        long_run sw = {.m = cpu, .sched = "mode=cpu defer=1", .n_vocab = info.n_vocab,
+                       .stepwise = true};
+        long_prefill(&sw);
+        float *refd_last = last_row(cpu, "mode=cpu defer=1", info.n_vocab);
+        CHECK_MSG(refd_long && same(sw.out, refd_long, (size_t)N_LONG * info.n_vocab),
+                  "%s defer=1: the prefill's logits differ from its run of decodes (%s)", arch,
+                  sw.why);
+        CHECK_MSG(refd_long && same(refd_last, refd_long + (size_t)(N_LONG - 1) * info.n_vocab,
+                                    (size_t)info.n_vocab),
+                  "%s defer=1: the last row's logits alone differ from those of every row",
+                  arch);
+        free(refd_last);
+        free(sw.out);
+    }
     float *ref_long = prefill(cpu, NULL, info.n_vocab, NULL);
     CHECK_MSG(!q4k || repacked(cpu) > 0, "%s: placement cpu repacked nothing", arch);
     sl_model_close(cpu);
@@ -370,19 +386,19 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
             free(rd.logits);
         }
         /* a pass of N_LONG tokens with every row's logits (the last layer keeps every row, so
-         * it absorbs too), not streamed, every expert deferred (defer=k) */
-        float *pd = prefill(m, "mode=cpu defer=2 prefill_stream=0", info.n_vocab, NULL);
+         * it absorbs too), not streamed */
+        float *pd = prefill(m, "mode=cpu defer=1 prefill_stream=0", info.n_vocab, NULL);
         CHECK_MSG(same(refd_long, pd, (size_t)N_LONG * (size_t)info.n_vocab) &&
                       !same(ref_long, pd, (size_t)N_LONG * (size_t)info.n_vocab),
-                  "%s defer=2: prefill logits differ from the CPU placement's with defer=2, or "
+                  "%s defer=1: prefill logits differ from the CPU placement's with defer=1, or "
                   "equal the undeferred ones", arch);
         free(pd);
         /* a row's logits do not depend on which other rows are asked for: the last layer
          * takes the deferred part's rows it keeps (CPU placement and device chain alike) */
-        float *ll = last_row(m, "mode=cpu defer=2 prefill_stream=0", info.n_vocab);
+        float *ll = last_row(m, "mode=cpu defer=1 prefill_stream=0", info.n_vocab);
         CHECK_MSG(refd_long && same(ll, refd_long + (size_t)(N_LONG - 1) * info.n_vocab,
                                     (size_t)info.n_vocab),
-                  "%s defer=2: the last row's logits alone differ from the CPU placement's "
+                  "%s defer=1: the last row's logits alone differ from the CPU placement's "
                   "of every row", arch);
         free(ll);
     }

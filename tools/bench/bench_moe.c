@@ -27,8 +27,8 @@
  *               order: runtime/engine/hot.h)
  *   cpu+defer   mode=cpu defer=<max(1, top-k / 4)>: Expert Deferral (runtime/engine/defer.h;
  *               opt-in, other numerics): each token's lowest-weighted experts join the next
- *               layer, computed while the device runs it (decode only: in a prefill batch
- *               some token protects nearly every expert, so little is deferred)
+ *               layer, computed while the device runs it (decode only: what it hides is a
+ *               token's device work between two layers' host parts)
  *   cpu+stream  mode=cpu with the default prefill_stream: the prefill's host experts copied
  *               through the device (runtime/engine/stream.h); every row above has
  *               prefill_stream=0, so that its prefill is its scheduler's
