@@ -1000,6 +1000,7 @@ static sl_status forward_seqs(sl_ctx *c, const sl__seq *seqs, int32_t n_seqs,
     sl_status st = sl__hot_prepare(c, err);
     if (!st) st = sl__rs_begin(c, err);
     if (!st) st = forward_run(c, tokens, n, greedy, err);
+    else if (c->dev.dx) sync_dev(c, NULL); /* the cache's copies queued: none may outlive it */
     if (c->defer.d) { /* the worker idle; what a failed pass deferred dropped */
         sl_error e2;
         const sl_status ds = sl__defer_end(c, !st && !c->async_st, st ? &e2 : err);

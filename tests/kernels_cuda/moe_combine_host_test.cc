@@ -3,7 +3,8 @@
  * scheduler's join (scheduler/moe/moe.h sl_moe_rows_join), bit for bit: one buffer of rows,
  * and the same rows split over two buffers by a mask of experts (the resident experts' rows
  * and the host's, zeros in the other: runtime/engine/hot.h), tokens routing one expert twice
- * (the lower slot first), a width that is not a multiple of the block, k 1 .. 8. */
+ * (the lower slot first), a width that is not a multiple of the block, k 1 .. 8, 16 and 64
+ * (SL_MOE_JOIN_MAX_K: many repeated experts); the host join of the two buffers too. */
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,7 +22,9 @@ extern "C" {
 int main(void)
 {
     enum { N = 5, DIM = 300, X = 16, THREADS = 64 };
-    for (int k = 1; k <= 8; k++) {
+    static const int ks[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, SL_MOE_JOIN_MAX_K};
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+        const int k = ks[ki];
         const int64_t S = (int64_t)N * k;
         float *y = (float *)malloc((size_t)(S * DIM) * sizeof(float));
         float *ya = (float *)malloc((size_t)(S * DIM) * sizeof(float));
@@ -49,6 +52,9 @@ int main(void)
             }
         }
         sl_moe_rows_join(y, NULL, idx, w, N, k, DIM, ref);
+        sl_moe_rows_join(ya, yb, idx, w, N, k, DIM, got);
+        CHECK_MSG(!memcmp(ref, got, (size_t)(N * DIM) * sizeof(float)), "k %d: the CPU's join "
+                  "of the two buffers differs from one buffer's", k);
         const float *pairs[2][2] = {{y, NULL}, {ya, yb}};
         for (int p = 0; p < 2; p++) {
             memset(got, 0xA5, (size_t)(N * DIM) * sizeof(float));
