@@ -115,6 +115,11 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
     c->defer.d = fo.defer;
     if (fo.mode == SL_FETCH_CPU && (fo.hot_bytes || uploads) && !pinned && !c->experts_sync &&
         !fetch_only(&fo)) { /* no device layer keeps its experts on the host: refused (hot.c) */
+        /* neuron statistics count what the CPU scheduler runs: every expert, on the host */
+        if (c->opt.neuron_stats)
+            return sl_error_set(err, SL_ERR_INVALID, "scheduler option %s: not with neuron "
+                                "statistics (a profile counts every expert on the CPU)",
+                                fo.hot_bytes ? "hot_kb" : "cache_kb");
         c->hot.bytes = fo.hot_bytes;
         c->hot.cache_bytes = uploads ? fo.cache_bytes : 0;
         c->hot.uploads = uploads ? fo.uploads : 0;

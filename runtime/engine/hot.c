@@ -264,9 +264,9 @@ static bool on_path(const sl__hot *h, const sl__hot_layer *L)
 bool sl__hot_ready(const sl_ctx *c, int32_t il, int64_t n)
 {
     const sl__hot *h = &c->hot;
-    /* with a cache, a layer stays on this path once loaded (its set may fill later) */
-    /* neuron statistics (place profile) count what the CPU scheduler runs: all of it */
-    return h->on && !c->nstats && on_path(h, &h->L[il]) && n <= h->max_tok;
+    /* with a cache, a layer stays on this path once loaded (its set may fill later); never
+     * beside neuron statistics (refused: engine.c) */
+    return h->on && on_path(h, &h->L[il]) && n <= h->max_tok;
 }
 
 void sl__hot_count(sl_ctx *c, int32_t il, const int32_t *idx, int64_t n_sel)

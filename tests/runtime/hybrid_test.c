@@ -569,6 +569,20 @@ static void check_refusals(const char *dir)
     m = open_model(path, SL_PLACE_EXPERTS_CPU, 0);
     refused(m, "mode=cpu hot_kb=1", "hot_kb=1: a share of 0 KiB");
     refused(m, "mode=cpu cache_kb=1 uploads=2", "cache_kb=1: a share of 0 KiB");
+    /* neuron statistics count every expert on the CPU: resident ones refused beside them */
+    {
+        sl_ctx_options co = sl_ctx_options_default();
+        co.n_ctx = N_CTX;
+        co.neuron_stats = true;
+        co.sched = "mode=cpu hot_kb=100000";
+        sl_ctx *c = NULL;
+        sl_error e2 = {0};
+        const sl_status cs = m ? sl_ctx_create(m, &co, &c, &e2) : SL_ERR_INVALID;
+        CHECK_MSG(cs == SL_ERR_INVALID && !c && strstr(e2.msg, "hot_kb: not with neuron "
+                  "statistics"), "hot_kb with neuron statistics: status %d (%s)", (int)cs,
+                  e2.msg);
+        sl_ctx_destroy(c);
+    }
     /* Expert Deferral: at most the k routed experts; the CPU scheduler's alone */
     refused(m, "mode=cpu defer=3", "defer=3: the model routes 2 experts a token");
     refused(m, "mode=auto defer=1", "defer=1: deferred experts are computed by mode cpu's CPU "
