@@ -309,7 +309,8 @@ typedef struct sl_ctx_options {
     /* MoE scheduler options, "key=value ..." (scheduler/moe/fetch.h: mode=cpu|post|full|auto,
      * block_on_miss, max_transfers, scratch_kb, cache_kb, policy=lru|lfu, pin=L:E,..., trace,
      * prefill_stream=N (batches of >= N tokens copy a device layer's host experts to the
-     * device and compute them there; default 32, 0: never), ...), applied over the
+     * device and compute them there; default 32, 0: never), defer=D (Expert Deferral, other
+     * numerics: runtime/engine/defer.h), ...), applied over the
      * SLUICE_POSTFETCH_* environment; NULL: environment only. Mode cpu (the default) is the CPU
      * scheduler. Read by sl_ctx_create only. */
     const char *sched;
@@ -362,9 +363,9 @@ SL_API sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, 
  * runs on ctxs[0]'s scratch, executors and MoE scheduler (its counters get the pass's work; each
  * context's decode/prefill counters its own tokens and the pass's time). One sequence is
  * sl_ctx_eval. SL_ERR_INVALID for NULL arguments, a sequence of no tokens, contexts of
- * different models or one context twice; SL_ERR_RANGE when the tokens together exceed ctxs[0]'s
- * n_batch or a context's n_ctx; SL_ERR_UNSUPPORTED for several sequences of a model with
- * recurrent layers (qwen3next). On failure no context advances. Several sequences keep no
+ * different models or one context twice, or contexts that defer differently (sched defer=);
+ * SL_ERR_RANGE when the tokens together exceed ctxs[0]'s n_batch or a context's n_ctx;
+ * SL_ERR_UNSUPPORTED for several sequences of a model with recurrent layers (qwen3next). On failure no context advances. Several sequences keep no
  * hidden states (sl_ctx_embeddings: NULL until an eval of the context alone). None of the
  * contexts may be used by another thread during the call. n_seqs 0: nothing. */
 SL_API sl_status sl_ctx_eval_batch(sl_ctx *const *ctxs, const int32_t *const *tokens,
