@@ -514,7 +514,9 @@ typedef struct sl_ctx_stats {
     /* routed experts resident on the device beside the host's (`--sched hot_kb=N`, `cache_kb=M
      * uploads=U`: runtime/engine/hot.h) now, over every layer, and their weight bytes there
      * (0 before the warm-up chose them; asked for where no device layer keeps its experts on
-     * the host, or in a share below one expert, they are refused when the context is made) */
+     * the host, or in a share below one expert, they are refused when the context is made).
+     * The hot_kb set is the model's, shared by its contexts (each reports it); a context
+     * asking for another hot_kb while one is held is refused. */
     uint64_t hot_experts, hot_bytes;
 } sl_ctx_stats;
 SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);

@@ -29,8 +29,9 @@ static bool shape(const sl_moe_layer *H, int64_t rows[3], int64_t cols[3], uint6
     return true;
 }
 
-/* The layer's region: gate, up, down of n_cap experts, the three biases of every expert, the
- * mask, (cuda) the pointer arrays; off[0..5] the parts', *mask_off, *ptr_off; returns bytes. */
+/* The context's region of a layer: gate, up, down of its n_cap cache slots, the three biases
+ * of every expert, the mask, (cuda) the pointer arrays; off[0..5] the parts', *mask_off,
+ * *ptr_off; returns bytes. */
 static uint64_t region(const sl_moe_layer *H, const uint64_t pb[3], int32_t n_cap, bool cuda,
                        uint64_t off[6], uint64_t *mask_off, uint64_t *ptr_off)
 {
@@ -50,6 +51,115 @@ static uint64_t region(const sl_moe_layer *H, const uint64_t pb[3], int32_t n_ca
     at += sl__dx_up256(X);
     *ptr_off = at;
     return at + (cuda ? sl__dx_up256(3 * X * sizeof(void *)) : 0);
+}
+
+/* Slot j's part p: the shared block's below n_static, the context's region above. */
+static uint8_t *slot_ptr(const sl__hot_layer *L, int p, int32_t j)
+{
+    return j < L->n_static ? L->S->base + L->S->off[p] + (uint64_t)j * L->pb[p]
+                           : L->base + L->off[p] + (uint64_t)(j - L->n_static) * L->pb[p];
+}
+
+static void shared_destroy(sl_model *m, sl__hot_shared *S)
+{
+    if (!S) return;
+    if (S->block != SL_BLOCK_NONE) (void)sl_bfc_free(m->arena, S->block, NULL);
+    for (int32_t il = 0; S->L && il < m->hp.n_layer; il++) free(S->L[il].experts);
+    free(S->L);
+    free(S);
+}
+
+/* The model's static sets laid out as the context's layers take them (n_static slots of pb
+ * bytes a part), their block taken from the model's arena (under hot_mu). */
+static sl_status shared_make(sl_ctx *c, sl__hot_shared **out, sl_error *err)
+{
+    sl_model *m = c->m;
+    const sl__hot *h = &c->hot;
+    sl__hot_shared *S = calloc(1, sizeof *S);
+    if (!S || !(S->L = calloc((size_t)m->hp.n_layer, sizeof *S->L))) {
+        free(S);
+        return sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
+    }
+    S->block = SL_BLOCK_NONE;
+    S->bytes = h->bytes;
+    uint64_t total = 0;
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const sl__hot_layer *L = &h->L[il];
+        sl__hot_shared_layer *SL = &S->L[il];
+        SL->n_static = L->n_static;
+        SL->n_chosen = -1;
+        memcpy(SL->pb, L->pb, sizeof SL->pb);
+        for (int p = 0; p < 3; p++) {
+            SL->off[p] = total;
+            total += sl__dx_up256((uint64_t)L->n_static * L->pb[p]);
+        }
+        if (L->n_static && !(SL->experts = malloc((size_t)L->n_static * sizeof *SL->experts))) {
+            shared_destroy(m, S);
+            return sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
+        }
+    }
+    sl_error te;
+    if (sl_bfc_alloc(m->arena, total, SL_BFC_PINNED, &S->block, &te)) {
+        S->block = SL_BLOCK_NONE;
+        shared_destroy(m, S);
+        return sl_error_set(err, SL_ERR_NOMEM, "sched hot_kb: %llu bytes of hot experts do not "
+                            "fit the device: %s", (unsigned long long)total, te.msg);
+    }
+    uint8_t *base = sl_bfc_ptr(m->arena, S->block);
+    for (int32_t il = 0; il < m->hp.n_layer; il++) S->L[il].base = base;
+    *out = S;
+    return SL_OK;
+}
+
+/* The context's hold on the model's static sets, made by the first context that asks; one a
+ * model, so another size asked for is refused. */
+static sl_status shared_hold(sl_ctx *c, sl_error *err)
+{
+    sl__hot *h = &c->hot;
+    sl_model *m = c->m;
+    pthread_mutex_lock(&m->hot_mu);
+    sl__hot_shared *S = m->hot_shared;
+    sl_status st = SL_OK;
+    if (S && S->bytes != h->bytes)
+        st = sl_error_set(err, SL_ERR_INVALID, "scheduler option hot_kb=%llu: another context "
+                          "of the model keeps its static hot experts in hot_kb=%llu (contexts "
+                          "of a model share one set)", (unsigned long long)(h->bytes >> 10),
+                          (unsigned long long)(S->bytes >> 10));
+    else if (!S && !(st = shared_make(c, &S, err)))
+        m->hot_shared = S;
+    for (int32_t il = 0; !st && il < m->hp.n_layer; il++) {
+        sl__hot_layer *L = &h->L[il];
+        const sl__hot_shared_layer *SL = &S->L[il];
+        /* a layer whose experts a live reload changed since the set was laid out: no static
+         * slots for it here (as for the contexts that saw the change: load_layer) */
+        if (L->n_static && (SL->gone || SL->n_static != L->n_static ||
+                            memcmp(SL->pb, L->pb, sizeof SL->pb))) {
+            L->n_cap -= L->n_static;
+            L->n_static = 0;
+        }
+        L->S = L->n_static ? &S->L[il] : NULL;
+    }
+    if (!st) {
+        S->refs++;
+        h->shared = S;
+    }
+    pthread_mutex_unlock(&m->hot_mu);
+    return st;
+}
+
+/* Lets go of the static sets; the last holder frees them (the stream is idle: ctx_dev.c). */
+static void shared_release(sl_ctx *c)
+{
+    sl__hot_shared *S = c->hot.shared;
+    if (!S) return;
+    sl_model *m = c->m;
+    pthread_mutex_lock(&m->hot_mu);
+    if (--S->refs == 0) {
+        m->hot_shared = NULL;
+        shared_destroy(m, S);
+    }
+    pthread_mutex_unlock(&m->hot_mu);
+    c->hot.shared = NULL;
 }
 
 /* Every taking layer's h_mask and hp in one page-locked block, zeroed. */
@@ -118,8 +228,8 @@ sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
         L->n_static = ns < (uint64_t)X ? (int32_t)ns : X;
         L->n_cap = n < (uint64_t)X ? (int32_t)n : X;
         if (!L->n_cap) continue;
-        lay[il].bytes = region(H, L->pb, L->n_cap, cuda, L->off, &lay[il].mask_off,
-                               &lay[il].ptr_off);
+        lay[il].bytes = region(H, L->pb, L->n_cap - L->n_static, cuda, L->off,
+                               &lay[il].mask_off, &lay[il].ptr_off);
         total += lay[il].bytes;
     }
     if (!total) { /* the share holds no whole expert anywhere */
@@ -130,6 +240,14 @@ sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
                             "holds no whole expert (one is %llu KiB)", opt, kb,
                             kb / (unsigned long long)n_layers, n_layers,
                             (unsigned long long)(per_min >> 10));
+    }
+    bool statics = false;
+    for (int32_t il = 0; il < hp->n_layer; il++) statics |= h->L[il].n_static > 0;
+    sl_status hs = statics ? shared_hold(c, err) : SL_OK;
+    if (hs) {
+        free(lay);
+        sl__hot_free(c);
+        return hs;
     }
     h->max_tok = c->cap < HOT_MAX_TOK ? c->cap : HOT_MAX_TOK;
     const uint64_t rows_bytes = sl__dx_up256((uint64_t)h->max_tok * (uint64_t)K *
@@ -191,6 +309,7 @@ sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
 void sl__hot_free(sl_ctx *c)
 {
     sl__hot *h = &c->hot;
+    shared_release(c);
     for (int32_t il = 0; h->L && il < c->m->hp.n_layer; il++) {
         sl__hot_layer *L = &h->L[il];
         free(L->count);
@@ -230,8 +349,7 @@ sl_status sl__hot_validate(const sl_ctx *c, sl_error *err)
             bool ok = (L->h_mask[e] != 0) == (j >= 0) && (j < 0 || (j < L->n_cap &&
                                                                     L->slot_expert[j] == e));
             for (int p = 0; ok && p < 3; p++)
-                ok = L->hp[p * X + e] == (j >= 0 ? L->base + L->off[p] + (uint64_t)j * L->pb[p]
-                                                 : NULL);
+                ok = L->hp[p * X + e] == (j >= 0 ? slot_ptr(L, p, j) : NULL);
             if (!ok)
                 return sl_error_set(err, SL_ERR_INVALID, "hot experts: layer %d expert %d: "
                                     "mask, slot and pointers disagree", il, e);
@@ -242,7 +360,7 @@ sl_status sl__hot_validate(const sl_ctx *c, sl_error *err)
                 return sl_error_set(err, SL_ERR_INVALID, "hot experts: layer %d slot %d holds "
                                     "%d", il, j, L->slot_expert[j]);
         if (L->n_cap > X || L->n_static > L->n_cap || set != L->n_hot ||
-            (L->loaded && !L->chosen))
+            (L->loaded && !L->chosen) || (L->n_static > 0) != (L->S != NULL))
             return sl_error_set(err, SL_ERR_INVALID, "hot experts: layer %d holds %d of %d "
                                 "(%d marked)", il, L->n_hot, L->n_cap, set);
     }
@@ -292,8 +410,7 @@ static void place(sl_ctx *c, sl__hot_layer *L, int32_t e, int32_t j)
     L->slot_of[e] = j;
     L->slot_expert[j] = e;
     L->h_mask[e] = 1;
-    for (int p = 0; p < 3; p++)
-        L->hp[p * X + e] = L->base + L->off[p] + (uint64_t)j * L->pb[p];
+    for (int p = 0; p < 3; p++) L->hp[p * X + e] = slot_ptr(L, p, j);
     L->n_hot++;
 }
 
@@ -307,22 +424,42 @@ static void unplace(sl_ctx *c, sl__hot_layer *L, int32_t e)
     L->n_hot--;
 }
 
-/* The static set: the most routed experts of the warm-up (ties: lower index), never-routed
- * ones left out, in slots 0 .. n_static - 1 (what the cache never evicts). */
+/* The static set: the model's, where another context chose it already (adopted); else the
+ * most routed experts of this context's warm-up (ties: lower index), never-routed ones left
+ * out, in slots 0 .. n_static - 1 (what the cache never evicts), which every context of the
+ * model then adopts. Slots the profile leaves free stay free (they are shared memory). */
 static void choose(sl_ctx *c, sl__hot_layer *L)
 {
     const int32_t X = c->m->hp.n_expert;
-    int32_t n = 0;
-    for (; n < L->n_static; n++) {
-        int32_t best = -1;
-        for (int32_t e = 0; e < X; e++)
-            if (!L->h_mask[e] && L->count[e] && (best < 0 || L->count[e] > L->count[best]))
-                best = e;
-        if (best < 0) break;
-        place(c, L, best, n);
+    sl__hot_shared_layer *S = L->S;
+    pthread_mutex_lock(&c->m->hot_mu);
+    if (S && S->n_chosen >= 0) {
+        for (int32_t j = 0; j < S->n_chosen; j++) place(c, L, S->experts[j], j);
+    } else {
+        int32_t n = 0;
+        for (; n < L->n_static; n++) {
+            int32_t best = -1;
+            for (int32_t e = 0; e < X; e++)
+                if (!L->h_mask[e] && L->count[e] && (best < 0 || L->count[e] > L->count[best]))
+                    best = e;
+            if (best < 0) break;
+            place(c, L, best, n);
+            if (S) S->experts[n] = best;
+        }
+        if (S) S->n_chosen = n;
     }
-    L->n_static = n; /* the slots the profile left free go to the cache */
+    pthread_mutex_unlock(&c->m->hot_mu);
     L->chosen = true;
+}
+
+/* Whether another context chose layer L's static set already (it is adopted, warm or not). */
+static bool shared_chosen(sl_ctx *c, const sl__hot_layer *L)
+{
+    if (!L->S) return false;
+    pthread_mutex_lock(&c->m->hot_mu);
+    const bool chosen = L->S->n_chosen >= 0;
+    pthread_mutex_unlock(&c->m->hot_mu);
+    return chosen;
 }
 
 static sl_status h2d(sl_ctx *c, void *dst, const void *src, uint64_t bytes, sl_error *err)
@@ -343,7 +480,7 @@ static sl_status upload_expert(sl_ctx *c, int32_t il, int32_t e, sl_error *err)
     const int64_t rows[3] = {H->n_ff, H->n_ff, H->n_embd}, cols[3] = {H->n_embd, H->n_embd,
                                                                        H->n_ff};
     for (int p = 0; p < 3; p++) {
-        uint8_t *dst = L->base + L->off[p] + (uint64_t)j * L->pb[p];
+        uint8_t *dst = slot_ptr(L, p, j);
         sl_status st = h2d(c, dst, src[p][e], L->pb[p], err);
         /* the device reads Q4_K: the CPU's repacked rows turned back there, in place */
         if (!st && t[p] == SL_TYPE_Q4_K_R8)
@@ -380,13 +517,33 @@ static sl_status load_layer(sl_ctx *c, int32_t il, sl_error *err)
          * them, so the layer leaves the hot set (its experts run on the host alone) */
         for (int32_t e = 0; e < X; e++)
             if (L->slot_of[e] >= 0) unplace(c, L, e);
+        if (L->S) { /* every context sees the same change: the shared slots go unused */
+            pthread_mutex_lock(&c->m->hot_mu);
+            L->S->gone = true;
+            pthread_mutex_unlock(&c->m->hot_mu);
+        }
+        L->S = NULL;
         L->n_cap = L->n_static = 0;
         L->chosen = L->loaded = false;
         return SL_OK;
     }
     sl_status st = SL_OK;
-    for (int32_t e = 0; !st && e < X; e++)
-        if (L->slot_of[e] >= 0) st = upload_expert(c, il, e, err);
+    /* the shared static slots: copied once a version of the weights, by whichever context
+     * comes first (queued on the model's stream before any context's later use) */
+    if (L->S) {
+        sl__hot_shared_layer *S = L->S;
+        pthread_mutex_lock(&c->m->hot_mu);
+        if (!S->loaded || S->epoch != c->epoch || S->layout != c->res_layout_epoch) {
+            for (int32_t j = 0; !st && j < L->n_static; j++)
+                if (L->slot_expert[j] >= 0) st = upload_expert(c, il, L->slot_expert[j], err);
+            S->loaded = !st;
+            S->epoch = c->epoch;
+            S->layout = c->res_layout_epoch;
+        }
+        pthread_mutex_unlock(&c->m->hot_mu);
+    }
+    for (int32_t j = L->n_static; !st && j < L->n_cap; j++) /* the context's cache */
+        if (L->slot_expert[j] >= 0) st = upload_expert(c, il, L->slot_expert[j], err);
     if (st) return st;
     const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
     sl_moe_layer *V = &L->view;
@@ -480,7 +637,7 @@ sl_status sl__hot_update(sl_ctx *c, sl_error *err)
         if (!L->n_cap) continue;
         const bool was = on_path(h, L);
         /* no static set (a cache alone): nothing to wait for */
-        if (!L->chosen && (!L->n_static || warm)) choose(c, L);
+        if (!L->chosen && (!L->n_static || warm || shared_chosen(c, L))) choose(c, L);
         if (L->chosen && !L->loaded) {
             st = load_layer(c, il, err);
             queued = true;

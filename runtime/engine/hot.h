@@ -14,7 +14,9 @@
  *
  * Choice (`--sched "mode=cpu hot_kb=N hot_warm=W"`): N KiB over the device layers whose
  * experts are on the host, split evenly, as whole experts (gate, up and down in the device's
- * type: Q4_K_R8 copies are turned back into Q4_K there). Layers count their routed
+ * type: Q4_K_R8 copies are turned back into Q4_K there). The static set is the model's,
+ * shared by every context that asks for the same N (sl__hot_shared below: a server's slots
+ * keep one copy); the run-time cache is each context's own. Layers count their routed
  * assignments (in the host function, or, for a streamed prefill, its routing brought down for
  * the count) until one has seen W; at the end of that pass each takes its most routed experts
  * (ties: lower index; never-routed ones are not taken) and uploads them in stream order — a
@@ -34,8 +36,9 @@
  *
  * Invariants (sl__hot_validate): !on, or L [n_layer] with, per layer, n_static <= n_cap <=
  * n_expert, slot_of and slot_expert inverse of each other over the n_hot resident experts
- * (the mask's set bytes, the view's set pointers, each at its slot's place in the region);
- * d_rows / h_rows hold max_tok * n_expert_used rows of n_embd. */
+ * (the mask's set bytes, the view's set pointers, each at its slot's place: the shared
+ * block's below n_static, the context's region above); d_rows / h_rows hold max_tok *
+ * n_expert_used rows of n_embd. */
 #ifndef SL_RUNTIME_ENGINE_HOT_H
 #define SL_RUNTIME_ENGINE_HOT_H
 
@@ -50,11 +53,40 @@
 #include "scheduler/moe/moe.h"
 
 struct sl_ctx;
+struct sl_model;
+
+/* The static sets every context of a model shares (model.h hot_shared, under hot_mu): made by
+ * the first context that asks for hot_kb, freed with the last one holding it, so that a
+ * server's slots keep one copy of the profile's experts, not one each. Per taking layer its
+ * n_static slots (gate | up | down, in the device's type) in one device block; the choice is
+ * the first context's to finish its warm-up (every other adopts it), and the copies are
+ * queued once per weights' version (epoch, layout), all on the model's one stream, so any
+ * context's later work reads them after they land.
+ * Invariants: refs >= 1 while held; per layer 0 <= n_chosen <= n_static (-1: not chosen),
+ * experts[0 .. n_chosen) distinct ids of the layer; loaded only once chosen. */
+typedef struct sl__hot_shared_layer {
+    int32_t n_static;     /* slots (0: the layer takes no part) */
+    int32_t n_chosen;     /* the chosen experts, in slots [0, n_chosen); -1: not chosen yet */
+    int32_t *experts;     /* [n_static] */
+    bool gone;            /* a reload changed the layer's types or biases: it left the set */
+    bool loaded;          /* its copies are queued, of the weights at (epoch, layout) */
+    uint64_t epoch, layout;
+    uint8_t *base;        /* its slots in the block */
+    uint64_t off[3], pb[3]; /* where gate, up, down start in base; one expert's bytes each */
+} sl__hot_shared_layer;
+
+typedef struct sl__hot_shared {
+    uint64_t bytes;       /* the hot_kb it was made for (a context asking another is refused) */
+    int refs;
+    sl_block block;       /* the model's arena */
+    sl__hot_shared_layer *L; /* [n_layer] */
+} sl__hot_shared;
 
 typedef struct sl__hot_layer {
     int32_t n_cap;        /* experts this layer's share holds; 0: the layer takes no part */
-    int32_t n_static;     /* of those, the profile's, in slots [0, n_static) (hot_kb; the
-                           * rest: the run-time cache, which evicts from slot n_static on) */
+    int32_t n_static;     /* of those, the profile's, in slots [0, n_static) (hot_kb: the
+                           * model's shared set, S; the rest: the context's run-time cache,
+                           * which evicts from slot n_static on) */
     int32_t n_hot;        /* resident (0 until chosen) */
     bool chosen;          /* the static set is decided (after warm assignments) */
     bool loaded;          /* and the residents uploaded */
@@ -67,7 +99,8 @@ typedef struct sl__hot_layer {
     int32_t *slot_expert; /* [n_cap]: the expert in a slot, -1: free */
     uint8_t *h_mask;      /* [n_expert] host (page-locked, the pinned block): resident */
     uint8_t *d_mask;      /* [n_expert] in executor memory (the block) */
-    uint8_t *base;        /* the layer's experts in the block: gate | up | down | biases */
+    sl__hot_shared_layer *S; /* the shared static slots (n_static > 0), else NULL */
+    uint8_t *base;        /* the context's block: the cache slots' gate | up | down, biases */
     uint64_t off[6], pb[3]; /* where each part starts in base; one expert's bytes a part */
     sl_moe_layer view;    /* the resident experts as the device reads them */
     const void **hp;      /* [3][n_expert] host (pinned block): the view's pointers, NULL for
@@ -89,6 +122,7 @@ typedef struct sl__hot {
     bool on;              /* some layer takes part (setup) */
     int64_t max_tok;      /* a pass's tokens the rows buffers hold */
     sl__hot_layer *L;     /* [n_layer] */
+    sl__hot_shared *shared; /* the model's static sets, held (hot_kb), else NULL */
     float *d_rows[2];     /* [max_tok * k][n_embd] executor memory: the device's rows, the
                            * host's uploaded */
     float *h_rows;        /* the same host, page-locked: the host function's rows */

@@ -202,6 +202,11 @@ sl_status sl__model_open(sl_runtime *rt, const sl__serving *serving, const char 
         goto fail;
     }
     m->stream_mu_ready = true;
+    if (pthread_mutex_init(&m->hot_mu, NULL)) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "%s: cannot create a mutex", path);
+        goto fail;
+    }
+    m->hot_mu_ready = true;
     for (size_t i = 0; i < m->n_w; i++)
         m->w[i].file_size = m->sources.v[m->w[i].shard].size;
     if (m->serving && (st = m->serving->register_model(m, err))) goto fail;
@@ -222,11 +227,12 @@ sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model 
 void sl_model_close(sl_model *m)
 {
     if (!m) return;
-    if (m->stream_mu_ready) {
-        sl__stream_release(m); /* (every context is gone) */
-        pthread_mutex_destroy(&m->stream_mu);
-    }
-    if (m->serving) m->serving->detach(m); /* its device weights back to their floors */
+    /* its device weights back to their floors: a runtime's eviction, which releases the
+     * streaming buffer under stream_mu (so before the mutexes go) */
+    if (m->serving) m->serving->detach(m);
+    sl__stream_release(m); /* (every context is gone) */
+    if (m->stream_mu_ready) pthread_mutex_destroy(&m->stream_mu);
+    if (m->hot_mu_ready) pthread_mutex_destroy(&m->hot_mu); /* hot_shared: the contexts' */
     sl__model_free_weights(m);
     sl_swap_sources_free(&m->sources);
     if (m->gate_ready) sl_swap_gate_destroy(&m->gate);

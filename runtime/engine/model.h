@@ -257,6 +257,10 @@ struct sl_model {
     sl_block stream_block;
     uint8_t *stream_buf;
     uint64_t stream_bytes;
+    /* the static hot experts its contexts share (hot.h; NULL: none), under hot_mu */
+    pthread_mutex_t hot_mu;
+    bool hot_mu_ready;
+    struct sl__hot_shared *hot_shared;
     sl_swap_sources sources;        /* every shard's size and mtime as loaded */
     sl_gguf *file_view;             /* the files re-parsed after a reload, or NULL (file_view.c) */
     /* In a runtime (sl_model_open_in): dev, hostpool and arena are the runtime's (borrowed,

@@ -187,6 +187,7 @@ static bool model_buffer(sl_model *m)
 
 void sl__stream_release(sl_model *m)
 {
+    if (!m->stream_mu_ready) return; /* a model whose open failed before it: no buffer */
     pthread_mutex_lock(&m->stream_mu);
     if (m->stream_buf) {
         sl_device_stream_sync(m->dev, m->stream, NULL);

@@ -54,20 +54,13 @@ static sl_model *open_model(const char *path, sl_placement pl, int n_cpu_moe)
     return m;
 }
 
-/* The prompt, then N_DECODE single-token evals; stats around the decode steps. */
-static run decode(sl_model *m, const char *sched, int32_t n_vocab)
+/* The prompt, then N_DECODE single-token evals on c; stats around the decode steps. */
+static run decode_on(sl_ctx *c, int32_t n_vocab)
 {
     run r = {0};
-    sl_ctx_options co = sl_ctx_options_default();
-    co.n_ctx = N_CTX;
-    co.kv_f16 = false;
-    co.sched = sched;
-    sl_ctx *c = NULL;
     sl_error e;
     r.logits = calloc((size_t)N_DECODE * (size_t)n_vocab, sizeof *r.logits);
-    if (!m || !r.logits) return r;
-    CHECK_MSG(sl_ctx_create(m, &co, &c, &e) == SL_OK, "ctx (%s): %s", sched ? sched : "", e.msg);
-    if (!c) return r;
+    if (!c || !r.logits) return r;
     bool ok = sl_ctx_eval(c, k_prompt, N_PROMPT, &e) == SL_OK;
     CHECK_MSG(ok, "prompt: %s", e.msg);
     sl_ctx_stats_get(c, &r.s0);
@@ -80,6 +73,27 @@ static run decode(sl_model *m, const char *sched, int32_t n_vocab)
     sl_ctx_stats_get(c, &r.s1);
     snprintf(r.sched, sizeof r.sched, "%s", r.s1.moe_scheduler ? r.s1.moe_scheduler : "none");
     r.ok = ok;
+    return r;
+}
+
+static sl_ctx *ctx_new(sl_model *m, const char *sched)
+{
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = N_CTX;
+    co.kv_f16 = false;
+    co.sched = sched;
+    sl_ctx *c = NULL;
+    sl_error e;
+    if (m) CHECK_MSG(sl_ctx_create(m, &co, &c, &e) == SL_OK, "ctx (%s): %s",
+                     sched ? sched : "", e.msg);
+    return c;
+}
+
+/* decode_on a context of its own. */
+static run decode(sl_model *m, const char *sched, int32_t n_vocab)
+{
+    sl_ctx *c = ctx_new(m, sched);
+    run r = decode_on(c, n_vocab);
     sl_ctx_destroy(c);
     return r;
 }
@@ -547,6 +561,101 @@ static void refused(sl_model *m, const char *sched, const char *want)
     sl_ctx_destroy(c);
 }
 
+static uint64_t arena_in_use(const sl_runtime *rt)
+{
+    sl_runtime_stats rs;
+    sl_runtime_stats_get(rt, &rs);
+    return rs.arena_in_use;
+}
+
+/* Static hot experts are the model's (runtime/engine/hot.h sl__hot_shared): a second context
+ * with the same hot_kb adopts the first one's set - no expert copied, no device bytes for it
+ * beyond a plain context's and its own rows and masks - and decodes the CPU placement's bits;
+ * another hot_kb beside it is refused; the last context frees it. In a runtime (its arena's
+ * bytes in use are public). */
+static void check_shared(const char *dir)
+{
+    tm_params p;
+    tm_defaults("qwen3moe", &p);
+    char path[600];
+    snprintf(path, sizeof path, "%s/shared.gguf", dir);
+    sl_error e = {0};
+    CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "write: %s", e.msg);
+    sl_model *cpu = open_model(path, SL_PLACE_CPU, 0);
+    if (!cpu) return;
+    sl_model_info info;
+    sl_model_info_get(cpu, &info);
+    const size_t NV = (size_t)N_DECODE * (size_t)info.n_vocab;
+    run ref = decode(cpu, NULL, info.n_vocab);
+    sl_model_close(cpu);
+    sl_runtime_options ro = sl_runtime_options_default();
+    ro.device = "sim";
+    ro.arena_bytes = (uint64_t)256 << 20;
+    sl_runtime *rt = NULL;
+    sl_model *m = NULL;
+    sl_model_options o = sl_model_options_default();
+    o.placement = SL_PLACE_EXPERTS_CPU;
+    o.progress = false;
+    o.n_threads = 2;
+    const bool up = sl_runtime_create(&ro, &rt, &e) == SL_OK &&
+                    sl_model_open_in(rt, path, &o, &m, &e) == SL_OK &&
+                    sl_runtime_acquire(rt, m, &e) == SL_OK;
+    CHECK_MSG(up, "runtime: %s", e.msg);
+    /* half of each layer's experts (F32: gate, up, down of n_embd x n_ff_exp) */
+    const uint64_t per_expert = 3 * (uint64_t)info.n_embd * (uint64_t)info.n_ff_exp * 4;
+    char sched[96], other[96];
+    snprintf(sched, sizeof sched, "mode=cpu hot_kb=%llu hot_warm=1",
+             (unsigned long long)((uint64_t)info.n_expert / 2 * per_expert * info.n_layer >> 10));
+    snprintf(other, sizeof other, "mode=cpu hot_kb=%llu hot_warm=1",
+             (unsigned long long)((uint64_t)info.n_expert * per_expert * info.n_layer >> 10));
+    sl_ctx *a = up ? ctx_new(m, sched) : NULL;
+    run ra = decode_on(a, info.n_vocab);
+    /* a plain context's device bytes, then the second hot one's */
+    const uint64_t u0 = up ? arena_in_use(rt) : 0;
+    sl_ctx *plain = up ? ctx_new(m, "mode=cpu") : NULL;
+    const uint64_t d_plain = up ? arena_in_use(rt) - u0 : 0;
+    sl_ctx_destroy(plain);
+    sl_ctx *b = up ? ctx_new(m, sched) : NULL;
+    const uint64_t d_hot = up ? arena_in_use(rt) - u0 : 0;
+    run rb = decode_on(b, info.n_vocab);
+    const uint64_t experts_a = ra.s0.copy_bytes; /* A's prompt pass uploaded its set */
+    CHECK_MSG(ra.ok && rb.ok && same(ref.logits, ra.logits, NV) &&
+                  same(ref.logits, rb.logits, NV),
+              "shared hot set: decode logits differ from the CPU placement's");
+    CHECK_MSG(ra.s1.hot_bytes > 0 && rb.s1.hot_bytes == ra.s1.hot_bytes &&
+                  rb.s1.expert_calls_gpu > rb.s0.expert_calls_gpu,
+              "shared hot set: %llu and %llu bytes resident, %llu assignments on the device "
+              "for the second context", (unsigned long long)ra.s1.hot_bytes,
+              (unsigned long long)rb.s1.hot_bytes,
+              (unsigned long long)(rb.s1.expert_calls_gpu - rb.s0.expert_calls_gpu));
+    CHECK_MSG(d_hot >= d_plain && d_hot - d_plain < ra.s1.hot_bytes &&
+                  rb.s0.copy_bytes + ra.s1.hot_bytes <= experts_a,
+              "shared hot set: the second context took %llu device bytes beside a plain "
+              "context's %llu (its set is %llu) and copied %llu bytes (the first %llu)",
+              (unsigned long long)d_hot, (unsigned long long)d_plain,
+              (unsigned long long)ra.s1.hot_bytes, (unsigned long long)rb.s0.copy_bytes,
+              (unsigned long long)experts_a);
+    printf("shared hot set: second context +%llu device bytes (a plain one +%llu; the set "
+           "%llu), %llu bytes copied (the first %llu)\n", (unsigned long long)d_hot,
+           (unsigned long long)d_plain, (unsigned long long)ra.s1.hot_bytes,
+           (unsigned long long)rb.s0.copy_bytes, (unsigned long long)experts_a);
+    if (up) refused(m, other, "another context of the model keeps its static hot experts");
+    sl_ctx_destroy(a);
+    sl_ctx_destroy(b);
+    /* the last one gone, the set is freed: another size is taken */
+    if (up) {
+        sl_ctx *c = ctx_new(m, other);
+        CHECK_MSG(c != NULL && arena_in_use(rt) > u0, "after the shared set's last context: "
+                  "another hot_kb");
+        sl_ctx_destroy(c);
+    }
+    free(ra.logits);
+    free(rb.logits);
+    free(ref.logits);
+    sl_model_close(m);
+    if (rt) CHECK_MSG(sl_runtime_destroy(rt, &e) == SL_OK, "runtime destroy: %s", e.msg);
+}
+
 static void check_refusals(const char *dir)
 {
     tm_params p;
@@ -629,6 +738,7 @@ int main(void)
     const char *archs[] = {"qwen3moe", "mixtral", "gpt-oss", "deepseek2"};
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) check_arch(archs[i], dir, false);
     check_refusals(dir);
+    check_shared(dir);
     check_arch("qwen3moe", dir, true);
     check_arch("mixtral", dir, true);
     check_arch("mixtral-split", dir, true);
