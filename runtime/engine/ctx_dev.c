@@ -402,9 +402,9 @@ void sl__ctx_dev_destroy(sl_ctx *c)
     if (c->n_dev_blocks) sl_device_stream_sync(c->m->dev, c->m->stream, NULL);
     sl__forward_graph_drop(c);
     sl__stream_free(c);
-    sl__hot_free(c);
-    sl__dx_destroy(c->dev.dx);
+    sl__dx_destroy(c->dev.dx); /* (joins its side stream, which may read the hot experts) */
     c->dev.dx = NULL;
+    sl__hot_free(c);
     if (c->ev_xn) sl_device_event_destroy(c->m->dev, c->ev_xn);
     c->ev_xn = NULL;
     for (int i = 0; i < c->n_dev_blocks; i++) sl_bfc_free(c->m->arena, c->dev_blocks[i], NULL);

@@ -130,18 +130,34 @@ static sl_status shared_hold(sl_ctx *c, sl_error *err)
     for (int32_t il = 0; !st && il < m->hp.n_layer; il++) {
         sl__hot_layer *L = &h->L[il];
         const sl__hot_shared_layer *SL = &S->L[il];
-        /* a layer whose experts a live reload changed since the set was laid out: no static
-         * slots for it here (as for the contexts that saw the change: load_layer) */
-        if (L->n_static && (SL->gone || SL->n_static != L->n_static ||
-                            memcmp(SL->pb, L->pb, sizeof SL->pb))) {
+        if (L->n_static && SL->gone) {
+            /* a layer a live reload changed left the set for every context (load_layer) */
             L->n_cap -= L->n_static;
             L->n_static = 0;
+        } else if (SL->n_static != L->n_static || (L->n_static &&
+                                                   memcmp(SL->pb, L->pb, sizeof SL->pb))) {
+            /* the set was laid out before a live reload changed which layers keep their
+             * experts on the host: its shares no longer fit this context's */
+            st = sl_error_set(err, SL_ERR_INVALID, "scheduler option hot_kb=%llu: layer %d "
+                              "would hold %d experts of %llu bytes, the model's shared set %d "
+                              "of %llu (laid out before a live reload; it lives as long as "
+                              "the contexts that hold it)", (unsigned long long)(h->bytes >> 10),
+                              il, L->n_static,
+                              (unsigned long long)(L->pb[0] + L->pb[1] + L->pb[2]),
+                              SL->n_static,
+                              (unsigned long long)(SL->pb[0] + SL->pb[1] + SL->pb[2]));
         }
         L->S = L->n_static ? &S->L[il] : NULL;
     }
     if (!st) {
         S->refs++;
         h->shared = S;
+    } else {
+        for (int32_t il = 0; il < m->hp.n_layer; il++) h->L[il].S = NULL;
+        if (S && !S->refs && m->hot_shared == S) { /* made here, held by none */
+            m->hot_shared = NULL;
+            shared_destroy(m, S);
+        }
     }
     pthread_mutex_unlock(&m->hot_mu);
     return st;
@@ -249,6 +265,8 @@ sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
         sl__hot_free(c);
         return hs;
     }
+    total = 0; /* the hold may have left a layer nothing of its own */
+    for (int32_t il = 0; il < hp->n_layer; il++) total += h->L[il].n_cap ? lay[il].bytes : 0;
     h->max_tok = c->cap < HOT_MAX_TOK ? c->cap : HOT_MAX_TOK;
     const uint64_t rows_bytes = sl__dx_up256((uint64_t)h->max_tok * (uint64_t)K *
                                              (uint64_t)hp->n_embd * sizeof(float));

@@ -59,7 +59,8 @@ struct sl_model;
  * the first context that asks for hot_kb, freed with the last one holding it, so that a
  * server's slots keep one copy of the profile's experts, not one each. Per taking layer its
  * n_static slots (gate | up | down, in the device's type) in one device block; the choice is
- * the first context's to finish its warm-up (every other adopts it), and the copies are
+ * the first context's to finish its warm-up (every other adopts it; slots its profile left
+ * free stay free: they are not any context's cache), and the copies are
  * queued once per weights' version (epoch, layout), all on the model's one stream, so any
  * context's later work reads them after they land.
  * Invariants: refs >= 1 while held; per layer 0 <= n_chosen <= n_static (-1: not chosen),
