@@ -365,9 +365,10 @@ SL_API sl_status sl_ctx_eval_greedy(sl_ctx *c, const int32_t *tokens, size_t n, 
  * sl_ctx_eval. SL_ERR_INVALID for NULL arguments, a sequence of no tokens, contexts of
  * different models or one context twice, or contexts that defer differently (sched defer=);
  * SL_ERR_RANGE when the tokens together exceed ctxs[0]'s n_batch or a context's n_ctx;
- * SL_ERR_UNSUPPORTED for several sequences of a model with recurrent layers (qwen3next). On failure no context advances. Several sequences keep no
- * hidden states (sl_ctx_embeddings: NULL until an eval of the context alone). None of the
- * contexts may be used by another thread during the call. n_seqs 0: nothing. */
+ * SL_ERR_UNSUPPORTED for several sequences of a model with recurrent layers (qwen3next). On
+ * failure no context advances. Several sequences keep no hidden states (sl_ctx_embeddings:
+ * NULL until an eval of the context alone). None of the contexts may be used by another
+ * thread during the call. n_seqs 0: nothing. */
 SL_API sl_status sl_ctx_eval_batch(sl_ctx *const *ctxs, const int32_t *const *tokens,
                                    const size_t *n_tokens, size_t n_seqs, sl_error *err);
 /* Logits of the i-th token of the last eval (i = -1: the last one; needs all_logits for others,

@@ -200,12 +200,10 @@ sl_status sl_fetch_options_vars(sl_fetch_options *o, sl_fetch_var_fn get, void *
 
 /* Applies "key=value" items separated by spaces or ';' (NULL or "" changes nothing): mode,
  * block_on_miss, max_transfers, scratch_kb, cache_kb, hot_kb, hot_warm, uploads, policy,
- * decay, pin (copied into
- * pin_buf of pin_cap bytes, which o->pinned then points at), order (stream|sync), streams
- * (dedicated|shared),
- * debug, trace, cpu_gbs, pcie_gbs, dev_gbs, dram_gbs,
- * prefill_stream (tokens, 0..2^31), defer (experts, 0..64). Unknown keys and bad values are SL_ERR_INVALID
- * naming them. */
+ * decay, pin (copied into pin_buf of pin_cap bytes, which o->pinned then points at), order
+ * (stream|sync), streams (dedicated|shared), debug, trace, cpu_gbs, pcie_gbs, dev_gbs,
+ * dram_gbs, prefill_stream (tokens, 0..2^31), defer (experts, 0..64). Unknown keys and bad
+ * values are SL_ERR_INVALID naming them. */
 sl_status sl_fetch_options_parse(sl_fetch_options *o, const char *spec, char *pin_buf,
                                  size_t pin_cap, sl_error *err);
 
