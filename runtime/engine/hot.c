@@ -708,6 +708,16 @@ void sl__hot_invalidate(sl_ctx *c)
     for (int32_t il = 0; h->on && il < c->m->hp.n_layer; il++) h->L[il].loaded = false;
 }
 
+const void *sl__hot_device_expert(const sl_ctx *c, int32_t il, int32_t e, int p)
+{
+    const sl__hot *h = &c->hot;
+    if (!h->on || il < 0 || il >= c->m->hp.n_layer || p < 0 || p > 2) return NULL;
+    const sl__hot_layer *L = &h->L[il];
+    if (!L->n_cap || !L->loaded || e < 0 || e >= c->m->hp.n_expert || L->slot_of[e] < 0)
+        return NULL;
+    return slot_ptr(L, p, L->slot_of[e]);
+}
+
 void sl__hot_resident(const sl_ctx *c, uint64_t *experts, uint64_t *bytes)
 {
     const sl__hot *h = &c->hot;

@@ -164,6 +164,10 @@ void sl__hot_count(struct sl_ctx *c, int32_t il, const int32_t *idx, int64_t n_s
  * resident into h_rows (the CPU scheduler, in its sum order's bits), the others +0. */
 sl_status sl__hot_host_rows(struct sl_ctx *c, int32_t il, const int32_t *idx, int64_t n,
                             const float *x, sl_error *err);
+/* Expert e of layer il's part p (0 gate, 1 up, 2 down) in device memory, in the device's
+ * type, when the layer's resident set is loaded and holds it; else NULL (host thread, between
+ * a pass's start and end: a streamed prefill reads it instead of copying it, stream.h). */
+const void *sl__hot_device_expert(const struct sl_ctx *c, int32_t il, int32_t e, int p);
 /* The experts resident now over every layer, and their device bytes (sl_ctx_stats). */
 void sl__hot_resident(const struct sl_ctx *c, uint64_t *experts, uint64_t *bytes);
 /* Drops every resident set so that the next pass uploads it again from the weights (a live

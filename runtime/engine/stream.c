@@ -113,8 +113,9 @@ sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
     s->view = calloc((size_t)m->hp.n_layer, sizeof *s->view);
     s->hp = calloc(n_ptr, sizeof *s->hp);
     s->on_dev = malloc((size_t)m->hp.n_expert * sizeof *s->on_dev);
+    s->skip = malloc((size_t)m->hp.n_expert * sizeof *s->skip);
     s->undo = calloc((size_t)m->hp.n_layer * 3, sizeof *s->undo);
-    if (!s->view || !s->hp || !s->on_dev || !s->undo) {
+    if (!s->view || !s->hp || !s->on_dev || !s->skip || !s->undo) {
         sl__stream_free(c);
         return sl_error_set(err, SL_ERR_NOMEM, "context: out of memory (expert streaming)");
     }
@@ -140,6 +141,7 @@ void sl__stream_free(sl_ctx *c)
     free(s->view);
     free(s->hp);
     free(s->on_dev);
+    free(s->skip);
     free(s->undo);
     /* dp is a device block of the context (freed with them); the buffer is the model's */
     *s = (sl__stream){.min_tokens = s->min_tokens};
@@ -148,7 +150,7 @@ void sl__stream_free(sl_ctx *c)
 sl_status sl__stream_validate(const sl_ctx *c, sl_error *err)
 {
     const sl__stream *s = &c->stream;
-    if (s->on && (!s->view || !s->hp || !s->on_dev ||
+    if (s->on && (!s->view || !s->hp || !s->on_dev || !s->skip ||
                   (sl__model_cuda(c->m) && (!s->dp || !s->cu))))
         return sl_error_set(err, SL_ERR_INVALID, "expert streaming: a buffer without its "
                             "layer views or pointer arrays");
@@ -211,13 +213,19 @@ bool sl__stream_wanted(const sl_ctx *c, int32_t il, int64_t n)
 }
 
 /* The copies of one projection's experts: runs of experts adjacent in host memory as one copy
- * each (a merged GGUF tensor: one). */
+ * each (a merged GGUF tensor: one), leaving out those resident on the device (skip[e]: the
+ * context's hot experts, read where they are). */
 static sl_status copy_experts(sl_ctx *c, uint8_t *dst, const void *const *src, int32_t X,
-                              uint64_t pb, sl_error *err)
+                              uint64_t pb, const bool *skip, sl_error *err)
 {
     for (int32_t e = 0; e < X;) {
+        if (skip[e]) {
+            e++;
+            continue;
+        }
         int32_t run = 1;
-        while (e + run < X && (const uint8_t *)src[e + run] == (const uint8_t *)src[e] + run * pb)
+        while (e + run < X && !skip[e + run] &&
+               (const uint8_t *)src[e + run] == (const uint8_t *)src[e] + run * pb)
             run++;
         sl_status st = sl_device_copy(c->m->dev, c->m->stream, dst + (uint64_t)e * pb, src[e],
                                       (uint64_t)run * pb, SL_COPY_H2D, err);
@@ -256,10 +264,15 @@ static sl_status stream_layer(sl_ctx *c, const sl__side *sd, int32_t il, int64_t
     const int64_t rows[3] = {H->n_ff, H->n_ff, H->n_embd}, cols[3] = {H->n_embd, H->n_embd,
                                                                        H->n_ff};
     sl_status st;
+    /* the context's resident hot experts (hot.h) are read where they are, not copied again */
+    bool *skip = s->skip;
+    for (int32_t e = 0; e < X; e++) skip[e] = sl__hot_device_expert(c, il, e, 0) != NULL;
     for (int p = 0; p < 3; p++) {
         uint8_t *base = buf + l.off[p];
-        for (int32_t e = 0; e < X; e++) hp[p * X + e] = base + (uint64_t)e * l.pb[p];
-        if ((st = copy_experts(c, base, src[p], X, l.pb[p], err))) return st;
+        for (int32_t e = 0; e < X; e++)
+            hp[p * X + e] = skip[e] ? sl__hot_device_expert(c, il, e, p)
+                                    : base + (uint64_t)e * l.pb[p];
+        if ((st = copy_experts(c, base, src[p], X, l.pb[p], skip, err))) return st;
         /* the device reads Q4_K: the CPU's repacked rows turned back there, in place */
         if (t[p] == SL_TYPE_Q4_K_R8 &&
             (st = sl__r8_undo_enqueue(c, s->cu, &s->undo[(size_t)il * 3 + (size_t)p], base,

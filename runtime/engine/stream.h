@@ -42,6 +42,7 @@ typedef struct sl__stream {
     sl_moe_layer *view;   /* [n_layer]: the layer being streamed, pointing into buf */
     const void **hp;      /* [n_layer][3][n_expert]: the view's expert pointers */
     bool *on_dev;         /* [n_expert], all true: the view's on_device */
+    bool *skip;           /* [n_expert] scratch: the layer's experts resident already (hot.h) */
     struct sl__r8_undo *undo; /* sim: [n_layer][3] host-function arguments (below) */
     const void **dp;      /* cuda: their device arrays (same shape), else NULL */
     sl_cuda_ctx *cu;      /* cuda: the Q4_K_R8 undo's context, else NULL */

@@ -486,6 +486,50 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
         free(pl);
     }
 
+    /* a streamed prefill after the set is resident reads the resident experts where they
+     * are: the plain context's streamed bytes less exactly the set's, the same bits */
+    {
+        snprintf(sched, sizeof sched, "mode=cpu hot_kb=%llu hot_warm=1",
+                 (unsigned long long)half_kb);
+        int32_t toks[N_LONG];
+        for (int i = 0; i < N_LONG; i++) toks[i] = (int32_t)((37 * i + 1) % 250);
+        const char *scheds[2] = {"mode=cpu", sched};
+        float *out[2] = {NULL, NULL};
+        sl_ctx_stats st[2][2];
+        memset(st, 0, sizeof st);
+        for (int k = 0; k < 2; k++) {
+            sl_ctx_options co = sl_ctx_options_default();
+            co.n_ctx = 64;
+            co.kv_f16 = false;
+            co.all_logits = true;
+            co.sched = scheds[k];
+            sl_ctx *c = NULL;
+            sl_error e2 = {0};
+            out[k] = calloc((size_t)N_LONG * info.n_vocab, sizeof *out[k]);
+            bool ok = out[k] && sl_ctx_create(m, &co, &c, &e2) == SL_OK &&
+                      sl_ctx_eval(c, k_prompt, N_PROMPT, &e2) == SL_OK;
+            if (c) sl_ctx_stats_get(c, &st[k][0]);
+            ok = ok && sl_ctx_eval(c, toks, N_LONG, &e2) == SL_OK;
+            for (int i = 0; ok && i < N_LONG; i++)
+                memcpy(out[k] + (size_t)i * info.n_vocab, sl_ctx_logits(c, i),
+                       (size_t)info.n_vocab * sizeof *out[k]);
+            if (c) sl_ctx_stats_get(c, &st[k][1]);
+            CHECK_MSG(ok, "%s %s: prompt and a streamed pass: %s", arch, scheds[k], e2.msg);
+            sl_ctx_destroy(c);
+        }
+        const uint64_t plain = st[0][1].stream_bytes - st[0][0].stream_bytes,
+                       hot = st[1][1].stream_bytes - st[1][0].stream_bytes;
+        CHECK_MSG(same(out[0], out[1], (size_t)N_LONG * info.n_vocab) && st[1][1].hot_bytes > 0 &&
+                      plain == hot + st[1][1].hot_bytes &&
+                      st[1][1].stream_layers - st[1][0].stream_layers == (uint64_t)moe_layers,
+                  "%s %s: a streamed pass after the set is resident streamed %llu bytes (a "
+                  "plain context %llu; the set %llu), or its logits differ", arch, sched,
+                  (unsigned long long)hot, (unsigned long long)plain,
+                  (unsigned long long)st[1][1].hot_bytes);
+        free(out[0]);
+        free(out[1]);
+    }
+
     /* a run-time cache with at most one upload per layer and step (hot.h, in stream order):
      * the same bits, one wait a token, and never more than one expert's bytes per layer and
      * token over PCIe (beside the layer's mask and pointer arrays: 25 bytes an expert) */
