@@ -5,7 +5,8 @@
  * experts are instead copied into one device staging buffer — gate, up and down as they lie in
  * host memory (one copy a projection for merged GGUF tensors), their biases — and the device
  * executor runs the layer's experts there (cuda: the grouped product on the tensor cores), so
- * one copy over PCIe serves every token of the batch.
+ * one copy over PCIe serves every token of the batch. Experts the context keeps resident
+ * (hot.h, once its set is loaded) are read where they are, not copied again.
  *
  * Q4_K experts the CPU holds repacked (Q4_K_R8) are copied as they are and turned back into
  * Q4_K on the device (cuda: kernels/cuda/repack.h; sim: kernels/ref's undo as a host function
