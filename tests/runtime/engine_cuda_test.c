@@ -139,6 +139,41 @@ static double rel_diff(const float *ref, const float *x, size_t n)
     return d / (s > 0 ? s : 1);
 }
 
+/* experts-cpu with static hot experts made resident by a first token, then the other N_TOK - 1
+ * tokens as a streamed prefill (prefill_stream=4) that reads the resident experts where they
+ * are (runtime/engine/stream.h): those rows' logits against ref's (every row of k_tokens on
+ * the CPU); INFINITY when a step failed. *layers, *hot_bytes: the stats after it. */
+static double hot_streamed(sl_model *m, const float *ref, size_t V, uint64_t *layers,
+                           uint64_t *hot_bytes)
+{
+    sl_ctx_options co = sl_ctx_options_default();
+    co.n_ctx = 64;
+    co.n_batch = 512;
+    co.kv_f16 = false;
+    co.all_logits = true;
+    co.sched = "mode=cpu hot_kb=1048576 hot_warm=1 prefill_stream=4";
+    sl_ctx *c = NULL;
+    sl_error e = {0};
+    double worst = INFINITY;
+    *layers = *hot_bytes = 0;
+    if (sl_ctx_create(m, &co, &c, &e) == SL_OK && sl_ctx_eval(c, k_tokens, 1, &e) == SL_OK &&
+        sl_ctx_eval(c, k_tokens + 1, N_TOK - 1, &e) == SL_OK) {
+        worst = 0;
+        for (int i = 0; i < N_TOK - 1; i++) {
+            const float *l = sl_ctx_logits(c, i);
+            const double r = l ? rel_diff(ref + (size_t)(i + 1) * V, l, V) : INFINITY;
+            if (!(r <= worst)) worst = r;
+        }
+        sl_ctx_stats st;
+        sl_ctx_stats_get(c, &st);
+        *layers = st.stream_layers;
+        *hot_bytes = st.hot_bytes;
+    }
+    CHECK_MSG(worst < INFINITY, "hot, then a streamed prefill: %s", e.msg);
+    sl_ctx_destroy(c);
+    return worst;
+}
+
 /* sl_ctx_eval_batch on m (issue 30): three sequences, prefixes of k_tokens of 3, 5 and 7
  * tokens, in one pass, then four batched decodes each taking the next of k_tokens; after every
  * pass each sequence's logits must be those of its last token in ref (k_tokens as one sequence
@@ -390,6 +425,18 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
                       (unsigned long long)hs.expert_calls_gpu,
                       (unsigned long long)hs.graph_failures);
             free(hd);
+        }
+        /* experts-cpu: a streamed prefill after the hot experts are resident reads them in
+         * place */
+        if (i == 2 && info.n_expert) {
+            uint64_t sl = 0, hb = 0;
+            const double r = hot_streamed(m, ref, (size_t)info.n_vocab, &sl, &hb);
+            printf("%-8s %-5s %-12s hot, then streamed prefill vs CPU: rel %.3g (%llu layers "
+                   "streamed, %llu hot bytes)\n", arch, sl_gguf_type_get(wtype)->name, pn[i], r,
+                   (unsigned long long)sl, (unsigned long long)hb);
+            CHECK_MSG(r <= tol && sl > 0 && hb > 0, "%s %u: hot, then streamed prefill vs CPU "
+                      "rel %g > %g, %llu layers streamed, %llu hot bytes", arch, wtype, r, tol,
+                      (unsigned long long)sl, (unsigned long long)hb);
         }
         /* experts-cpu with Expert Deferral: each layer's deferred part on the worker thread
          * while the device runs the next layer; decode against the CPU's deferred decode */
