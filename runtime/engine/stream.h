@@ -3,7 +3,8 @@
  * CPU, token by token (expert by expert); for a batch of at least min_tokens tokens
  * (`--sched prefill_stream=N`, default 32, llama.cpp's offload batch; 0: never) the layer's
  * experts are instead copied into one device staging buffer — gate, up and down as they lie in
- * host memory (one copy a projection for merged GGUF tensors), their biases — and the device
+ * host memory (one copy a run of adjacent experts: a projection for a merged GGUF tensor
+ * without resident ones), their biases — and the device
  * executor runs the layer's experts there (cuda: the grouped product on the tensor cores), so
  * one copy over PCIe serves every token of the batch. Experts the context keeps resident
  * (hot.h, once its set is loaded) are read where they are, not copied again.
