@@ -74,7 +74,7 @@ typedef struct sl__defer {
 } sl__defer;
 
 /* After the context's scheduler and device side: d deferred experts a token (the sched
- * option; 0: nothing), checked against the model (SL_ERR_INVALID naming `defer`). */
+ * option, 0 .. n_expert_used: engine.c refused the rest; 0: nothing). */
 sl_status sl__defer_setup(struct sl_ctx *c, int32_t d, sl_error *err);
 void sl__defer_free(struct sl_ctx *c);
 sl_status sl__defer_validate(const struct sl_ctx *c, sl_error *err);

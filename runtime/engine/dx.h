@@ -52,6 +52,19 @@ static inline uint64_t sl__dx_up256(uint64_t b)
     return (b + 255) & ~(uint64_t)255;
 }
 
+/* The one layout of device buffers carved from a block: regions of bytes[0 .. n), each
+ * starting 256-byte aligned (sl__dx_up256); off[i] (off may be NULL) where region i starts;
+ * returns the block's bytes. */
+static inline uint64_t sl__dx_regions(const uint64_t *bytes, int n, uint64_t *off)
+{
+    uint64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        if (off) off[i] = at;
+        at += sl__dx_up256(bytes[i]);
+    }
+    return at;
+}
+
 /* What the planner may ask an executor before any exists (ggml's supports_op): a weight the
  * executor of its side cannot compute stays on the host. */
 typedef enum sl__dx_op {

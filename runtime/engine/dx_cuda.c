@@ -482,7 +482,6 @@ static const sl__dx_vt cuda_vt = {
     .mm_router = c_mm_router, .mm_glu = c_mm_glu,
     .destroy = c_destroy};
 
-
 /* The expert scratch's parts: eg, eu, ey, order, gwork, hot_ids (sl__dx_cuda_scratch_bytes
  * and create's one rule); 0 for order and gwork where a chunk's slots exceed what one sort
  * takes. gwork: the grouped GEMM's X, a chunk's tokens (gate / up) or its slots (down). */

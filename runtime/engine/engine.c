@@ -270,7 +270,8 @@ static sl_status nstats_create(sl_ctx *c, sl_error *err);
 static sl_status ctx_build(sl_ctx *c, sl_error *err);
 
 /* The logits buffer for `rows` rows (old rows are not kept: every call rewrites its logits).
- * Page-locked with the device (sl__ctx_host_buf_alloc), so it is sized at creation, not in a call. */
+ * Page-locked with the device (sl__ctx_host_buf_alloc), so it is sized at creation, not in a
+ * call. */
 static sl_status logits_alloc(sl_ctx *c, int64_t rows, sl_error *err)
 {
     sl__ctx_host_buf_free(c, c->logits);
@@ -278,7 +279,7 @@ static sl_status logits_alloc(sl_ctx *c, int64_t rows, sl_error *err)
     c->logits_cap = 0;
     void *l = NULL;
     sl_status st = sl__ctx_host_buf_alloc(c, (size_t)(rows * c->m->hp.n_vocab) * sizeof(float),
-                                  "logits", &l, err);
+                                          "logits", &l, err);
     if (st) return st;
     c->logits = l;
     c->logits_cap = rows;
@@ -570,8 +571,8 @@ static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, siz
         c->hidden_cap = 0;
         const int64_t want = (int64_t)n > 2 * c->cap ? (int64_t)n : 2 * c->cap;
         void *h = NULL;
-        sl_status st = sl__ctx_host_buf_alloc(c, (size_t)want * (size_t)c->m->hp.n_embd * sizeof(float),
-                                      "hidden states", &h, err);
+        const size_t bytes = (size_t)want * (size_t)c->m->hp.n_embd * sizeof(float);
+        sl_status st = sl__ctx_host_buf_alloc(c, bytes, "hidden states", &h, err);
         if (st) return st;
         c->hidden = h;
         c->hidden_cap = want;

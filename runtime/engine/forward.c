@@ -271,11 +271,6 @@ static sl_status cross(sl_ctx *c, const sl__side *from, void *dst, const void *s
  * wake-up of every worker per layer is what the CPU expert path would pay instead. */
 #define HOST_EXPERTS_AWAKE_NS 2000000u
 
-/* The host part of a device layer whose routed experts live on the host, ordered on the
- * stream (a host function: the stream's worker on sim, CUDA's callback thread on cuda): it
- * runs when the rows and the routing have come down, and what the device does next waits for
- * it, so the host thread never blocks here and goes on queuing the next layers. The first
- * failure is kept for the end of the pass (sl__forward). */
 /* The first failure of a pass's host functions, kept for its end (sl__forward). */
 static void async_fail(sl_ctx *c, sl_status st, const sl_error *e)
 {
@@ -298,6 +293,10 @@ static sl_status host_moe(sl_ctx *c, const sl__side *o, int32_t il, int64_t n, b
                           o->tmp, err);
 }
 
+/* The host part of a device layer whose routed experts live on the host, ordered on the
+ * stream (a host function: the stream's worker on sim, CUDA's callback thread on cuda): it
+ * runs when the rows and the routing have come down, and what the device does next waits for
+ * it, so the host thread never blocks here and goes on queuing the next layers. */
 static void host_experts_fn(void *user)
 {
     const sl__async_part *p = user;
@@ -363,6 +362,14 @@ static sl_status hot_experts(sl_ctx *c, const sl__side *s, int32_t il, int64_t n
                                (int32_t)K, E, s->tmp, err);
 }
 
+/* Whether a device layer's host experts run in stream order (host_experts_fn): a host
+ * function may not call into the device, so only the CPU scheduler's work can, and not with
+ * sched order=sync (a blocking sync, the experts on this thread). */
+static bool experts_in_stream_order(const sl_ctx *c, const sl__side *s)
+{
+    return s == &c->dev && !c->experts_sync && (sl_moe_caps(c->moe) & SL_MOE_CAP_HOST_ONLY);
+}
+
 /* Runs a layer's FFN part that lives on the other side o of the layer's side s: the
  * normalised rows (and the routing, for experts) go over, the part runs there through o's
  * executor into o->tmp, and the sum comes back into s->tmp. The host reads what came down only
@@ -374,8 +381,7 @@ static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L,
     const int64_t E = m->hp.n_embd, K = m->hp.n_expert_used;
     sl__side *o = other(c, s);
     sl_status st;
-    const bool ordered = experts && sl__experts_in_stream_order(c, s);
-    if (ordered && sl__hot_ready(c, il, n)) return hot_experts(c, s, il, n, err);
+    const bool ordered = experts && experts_in_stream_order(c, s);
     if ((st = cross(c, s, o->xn, s->xn, (uint64_t)(n * E) * sizeof(float), err)))
         return st;
     if (experts &&
@@ -406,15 +412,34 @@ static sl_status ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L,
     return s == &c->host ? sync_dev(c, err) : SL_OK;
 }
 
-/* How layer il's routed experts run in a pass of n tokens, as moe_ffn decides below (for
- * Expert Deferral's plan, defer.h). */
-static sl__defer_kind defer_kind(const sl_ctx *c, int32_t il, int64_t n)
+/* Whether a MoE layer's routed experts are on the device (whole; a split: moe_split). */
+static bool experts_on_device(const sl__layer *L)
+{
+    return L->moe_on_device && L->moe_on_device[0];
+}
+
+sl__experts_path sl__forward_experts_path(const sl_ctx *c, int32_t il, int64_t n)
 {
     const sl__layer *L = &c->m->layers[il];
-    if (!sl__layer_moe(L) || L->moe_split || sl__experts_on_device(L)) return SL__DEFER_NONE;
-    if (!c->layer_dev || !c->layer_dev[il]) return SL__DEFER_HOST;
-    if (sl__stream_wanted(c, il, n) || sl__hot_ready(c, il, n)) return SL__DEFER_NONE;
-    return sl__experts_in_stream_order(c, &c->dev) ? SL__DEFER_STREAM : SL__DEFER_HOST;
+    const bool dev_layer = c->layer_dev && c->layer_dev[il], dev = experts_on_device(L);
+    if (L->moe_split) return SL__EXPERTS_SPLIT;
+    if (!dev_layer) return dev ? SL__EXPERTS_TO_DEVICE : SL__EXPERTS_HOST;
+    if (dev) return SL__EXPERTS_DEVICE;
+    if (sl__stream_wanted(c, il, n)) return SL__EXPERTS_STREAM;
+    if (!experts_in_stream_order(c, &c->dev)) return SL__EXPERTS_SYNC;
+    return sl__hot_ready(c, il, n) ? SL__EXPERTS_HOT : SL__EXPERTS_ORDERED;
+}
+
+/* Expert Deferral's kind of layer il (defer.h): its path's, where the CPU scheduler runs it. */
+static sl__defer_kind defer_kind(const sl_ctx *c, int32_t il, int64_t n)
+{
+    if (!sl__layer_moe(&c->m->layers[il])) return SL__DEFER_NONE;
+    switch (sl__forward_experts_path(c, il, n)) {
+    case SL__EXPERTS_HOST:
+    case SL__EXPERTS_SYNC: return SL__DEFER_HOST;
+    case SL__EXPERTS_ORDERED: return SL__DEFER_STREAM;
+    default: return SL__DEFER_NONE;
+    }
 }
 
 /* A prefill's layer through the device (stream.h); its routing counted on the host for the
@@ -450,17 +475,16 @@ static sl_status moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, sl
     if ((st = vt->mm_router(s->dx, L->gate_inp, L->gate_inp_b ? L->gate_inp_b->data : NULL,
                             s->xn, n, s->router, &rp, s->topk_idx, s->topk_w, err)))
         return st;
-    const bool experts_dev = sl__experts_on_device(L);
-    if (L->moe_split)
-        st = ffn_hot_cold(c, s, L, n, true, err);
-    else if (!experts_dev && s == &c->host)
-        st = host_moe(c, s, il, n, false, err);
-    else if (experts_dev && s == &c->dev)
+    switch (sl__forward_experts_path(c, il, n)) {
+    case SL__EXPERTS_SPLIT: st = ffn_hot_cold(c, s, L, n, true, err); break;
+    case SL__EXPERTS_HOST: st = host_moe(c, s, il, n, false, err); break;
+    case SL__EXPERTS_DEVICE:
         st = vt->moe(s->dx, &c->dmoe[il], s->topk_idx, s->topk_w, n, K, s->xn, s->tmp, err);
-    else if (s == &c->dev && sl__stream_wanted(c, il, n))
-        st = stream_moe(c, s, il, n, err); /* a prefill: one copy for every token */
-    else
-        st = ffn_elsewhere(c, s, L, il, n, true, err);
+        break;
+    case SL__EXPERTS_STREAM: st = stream_moe(c, s, il, n, err); break; /* one copy, all rows */
+    case SL__EXPERTS_HOT: st = hot_experts(c, s, il, n, err); break;
+    default: st = ffn_elsewhere(c, s, L, il, n, true, err); /* to the device, ordered, sync */
+    }
     if (st) return st;
     if (m->tr->mla && L->gate_shexp) { /* deepseek2: shared experts added ungated */
         if ((st = vt->mm_glu(s->dx, L->gate_shexp, L->up_shexp, m->tr->act, s->xn, n, s->g,
@@ -1001,11 +1025,9 @@ static sl_status forward_seqs(sl_ctx *c, const sl__seq *seqs, int32_t n_seqs,
     if (!st) st = sl__rs_begin(c, err);
     if (!st) st = forward_run(c, tokens, n, greedy, err);
     else if (c->dev.dx) sync_dev(c, NULL); /* the cache's copies queued: none may outlive it */
-    if (c->defer.d) { /* the worker idle; what a failed pass deferred dropped */
-        sl_error e2;
-        const sl_status ds = sl__defer_end(c, !st && !c->async_st, st ? &e2 : err);
-        if (!st) st = ds;
-    }
+    sl_error e2; /* Expert Deferral's worker idle; what a failed pass deferred dropped */
+    const sl_status ds = sl__defer_end(c, !st && !c->async_st, st ? &e2 : err);
+    if (!st) st = ds;
     /* the hot experts of layers whose warm-up this pass completed go up behind it */
     if (!st && !c->async_st) st = sl__hot_update(c, err);
     c->seqs = NULL;

@@ -29,12 +29,13 @@ bool sl__forward_graph_fits(const sl_ctx *c, int64_t n)
         const sl__layer *L = &m->layers[il];
         if (!c->layer_dev[il]) return false;
         /* a host part other than stream-ordered experts waits on the stream */
-        const bool host_part =
-            sl__layer_moe(L) ? L->moe_split || (!sl__experts_on_device(L) &&
-                                                !sl__experts_in_stream_order(c, &c->dev))
-                             : L->ffn_up->residency == SL_RES_PARTS ||
-                                   !sl__weight_on_device(L->ffn_up);
-        if (host_part) return false;
+        if (sl__layer_moe(L)) {
+            const sl__experts_path p = sl__forward_experts_path(c, il, n);
+            if (p != SL__EXPERTS_DEVICE && p != SL__EXPERTS_ORDERED && p != SL__EXPERTS_HOT)
+                return false;
+        } else if (L->ffn_up->residency == SL_RES_PARTS || !sl__weight_on_device(L->ffn_up)) {
+            return false;
+        }
     }
     return true;
 }

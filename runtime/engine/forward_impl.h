@@ -1,8 +1,8 @@
 /* runtime/engine/forward_impl.h: what the forward pass's files share (forward.c: the layers,
  * the output; forward_graph.c: the decode graph) — private to them.
  *
- * The predicates say where a layer's parts run, as the pass decides it; the two steps are the
- * pass's layer loop and its move of the residual stream between the sides. */
+ * Where a layer's parts run, as the pass decides it (one rule for the experts: their path); the
+ * two steps are the pass's layer loop and its move of the residual stream between the sides. */
 #ifndef SL_RUNTIME_ENGINE_FORWARD_IMPL_H
 #define SL_RUNTIME_ENGINE_FORWARD_IMPL_H
 
@@ -17,19 +17,22 @@ static inline bool sl__weight_on_device(const sl_weight *w)
     return w->residency & SL_RES_DEVICE;
 }
 
-/* Whether a MoE layer's routed experts are on the device (whole; a split: moe_split). */
-static inline bool sl__experts_on_device(const sl__layer *L)
-{
-    return L->moe_on_device && L->moe_on_device[0];
-}
+/* Where a MoE layer's routed experts run in a pass (forward.c moe_ffn dispatches on it;
+ * Expert Deferral's plan and the decode graph read it: one rule). */
+typedef enum sl__experts_path {
+    SL__EXPERTS_SPLIT,     /* hot/cold neurons, both sides (ffn_hot_cold) */
+    SL__EXPERTS_HOST,      /* a host layer's, on the host */
+    SL__EXPERTS_DEVICE,    /* a device layer's, on the device */
+    SL__EXPERTS_TO_DEVICE, /* a host layer's, on the device (ffn_elsewhere) */
+    SL__EXPERTS_STREAM,    /* a device layer's host experts copied through it (a prefill) */
+    SL__EXPERTS_HOT,       /* ... the resident hot ones there, the rest on the CPU (hot.h) */
+    SL__EXPERTS_ORDERED,   /* ... on the CPU in a host function, in stream order */
+    SL__EXPERTS_SYNC,      /* ... on the CPU after a blocking sync (order=sync, fetching) */
+} sl__experts_path;
 
-/* Whether a device layer's host experts run in stream order (forward.c host_experts_fn): a
- * host function may not call into the device, so only the CPU scheduler's work can, and not
- * with sched order=sync (a blocking sync, the experts on this thread). */
-static inline bool sl__experts_in_stream_order(const sl_ctx *c, const sl__side *s)
-{
-    return s == &c->dev && !c->experts_sync && (sl_moe_caps(c->moe) & SL_MOE_CAP_HOST_ONLY);
-}
+/* forward.c: layer il's path in a pass of n tokens (a MoE layer's; a streamed one takes the
+ * model's staging buffer the first time, as the pass would). */
+sl__experts_path sl__forward_experts_path(const sl_ctx *c, int32_t il, int64_t n);
 
 /* forward.c: the residual stream [n][n_embd] moved to side `to` if it is elsewhere (*at:
  * where it is; to the host: a sync follows the copy). */

@@ -13,22 +13,6 @@
  * streams every expert through the device (stream.h) by default. */
 enum { HOT_MAX_TOK = 32 };
 
-
-/* Layer il's rows, columns and one expert's device bytes per projection; false when a type
- * has no row size. */
-static bool shape(const sl_moe_layer *H, int64_t rows[3], int64_t cols[3], uint64_t pb[3])
-{
-    const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
-    for (int p = 0; p < 3; p++) {
-        rows[p] = p == 2 ? H->n_embd : H->n_ff;
-        cols[p] = p == 2 ? H->n_ff : H->n_embd;
-        const uint64_t rb = sl_quant_row_bytes(sl_repack_base_type(t[p]), cols[p]);
-        if (!rb) return false;
-        pb[p] = rb * (uint64_t)rows[p];
-    }
-    return true;
-}
-
 /* The context's region of a layer: gate, up, down of its n_cap cache slots, the three biases
  * of every expert, the mask, (cuda) the pointer arrays; off[0..5] the parts', *mask_off,
  * *ptr_off; returns bytes. */
@@ -38,25 +22,24 @@ static uint64_t region(const sl_moe_layer *H, const uint64_t pb[3], int32_t n_ca
     const uint64_t X = (uint64_t)H->n_expert;
     const float *b[3] = {H->gate_b, H->up_b, H->down_b};
     const uint64_t brows[3] = {(uint64_t)H->n_ff, (uint64_t)H->n_ff, (uint64_t)H->n_embd};
-    uint64_t at = 0;
+    uint64_t bytes[8], at[8];
     for (int p = 0; p < 3; p++) {
-        off[p] = at;
-        at += sl__dx_up256((uint64_t)n_cap * pb[p]);
+        bytes[p] = (uint64_t)n_cap * pb[p];
+        bytes[3 + p] = b[p] ? X * brows[p] * sizeof(float) : 0;
     }
-    for (int p = 0; p < 3; p++) {
-        off[3 + p] = at;
-        at += b[p] ? sl__dx_up256(X * brows[p] * sizeof(float)) : 0;
-    }
-    *mask_off = at;
-    at += sl__dx_up256(X);
-    *ptr_off = at;
-    return at + (cuda ? sl__dx_up256(3 * X * sizeof(void *)) : 0);
+    bytes[6] = X;
+    bytes[7] = cuda ? 3 * X * sizeof(void *) : 0;
+    const uint64_t total = sl__dx_regions(bytes, 8, at);
+    memcpy(off, at, 6 * sizeof *off);
+    *mask_off = at[6];
+    *ptr_off = at[7];
+    return total;
 }
 
 /* Slot j's part p: the shared block's below n_static, the context's region above. */
 static uint8_t *slot_ptr(const sl__hot_layer *L, int p, int32_t j)
 {
-    return j < L->n_static ? L->S->base + L->S->off[p] + (uint64_t)j * L->pb[p]
+    return j < L->n_static ? L->S->part[p] + (uint64_t)j * L->pb[p]
                            : L->base + L->off[p] + (uint64_t)(j - L->n_static) * L->pb[p];
 }
 
@@ -75,38 +58,44 @@ static sl_status shared_make(sl_ctx *c, sl__hot_shared **out, sl_error *err)
 {
     sl_model *m = c->m;
     const sl__hot *h = &c->hot;
+    const size_t NL = (size_t)m->hp.n_layer;
     sl__hot_shared *S = calloc(1, sizeof *S);
-    if (!S || !(S->L = calloc((size_t)m->hp.n_layer, sizeof *S->L))) {
+    uint64_t *bytes = malloc(2 * 3 * NL * sizeof *bytes), *off = bytes + 3 * NL;
+    if (!S || !bytes || !(S->L = calloc(NL, sizeof *S->L))) {
         free(S);
+        free(bytes);
         return sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
     }
     S->block = SL_BLOCK_NONE;
     S->bytes = h->bytes;
-    uint64_t total = 0;
-    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+    bool ok = true;
+    for (size_t il = 0; il < NL; il++) {
         const sl__hot_layer *L = &h->L[il];
         sl__hot_shared_layer *SL = &S->L[il];
         SL->n_static = L->n_static;
         SL->n_chosen = -1;
         memcpy(SL->pb, L->pb, sizeof SL->pb);
-        for (int p = 0; p < 3; p++) {
-            SL->off[p] = total;
-            total += sl__dx_up256((uint64_t)L->n_static * L->pb[p]);
-        }
-        if (L->n_static && !(SL->experts = malloc((size_t)L->n_static * sizeof *SL->experts))) {
-            shared_destroy(m, S);
-            return sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
-        }
+        for (int p = 0; p < 3; p++) bytes[3 * il + (size_t)p] = (uint64_t)L->n_static * L->pb[p];
+        ok &= !L->n_static || (SL->experts = malloc((size_t)L->n_static * sizeof *SL->experts));
     }
+    const uint64_t total = sl__dx_regions(bytes, 3 * (int)NL, off);
     sl_error te;
-    if (sl_bfc_alloc(m->arena, total, SL_BFC_PINNED, &S->block, &te)) {
+    sl_status st = ok ? SL_OK : sl_error_set(err, SL_ERR_NOMEM, "hot experts: out of memory");
+    if (!st && sl_bfc_alloc(m->arena, total, SL_BFC_PINNED, &S->block, &te)) {
         S->block = SL_BLOCK_NONE;
-        shared_destroy(m, S);
-        return sl_error_set(err, SL_ERR_NOMEM, "sched hot_kb: %llu bytes of hot experts do not "
-                            "fit the device: %s", (unsigned long long)total, te.msg);
+        st = sl_error_set(err, SL_ERR_NOMEM, "sched hot_kb: %llu bytes of hot experts do not "
+                          "fit the device: %s", (unsigned long long)total, te.msg);
     }
-    uint8_t *base = sl_bfc_ptr(m->arena, S->block);
-    for (int32_t il = 0; il < m->hp.n_layer; il++) S->L[il].base = base;
+    if (!st) {
+        uint8_t *base = sl_bfc_ptr(m->arena, S->block);
+        for (size_t il = 0; il < NL; il++)
+            for (int p = 0; p < 3; p++) S->L[il].part[p] = base + off[3 * il + (size_t)p];
+    }
+    free(bytes);
+    if (st) {
+        shared_destroy(m, S);
+        return st;
+    }
     *out = S;
     return SL_OK;
 }
@@ -236,7 +225,7 @@ sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
         sl__hot_layer *L = &h->L[il];
         const sl_moe_layer *H = &m->layers[il].moe;
         int64_t rows[3], cols[3];
-        if (!sl__experts_streamable(c, il) || !shape(H, rows, cols, L->pb)) continue;
+        if (!sl__experts_streamable(c, il) || !sl__expert_shape(H, rows, cols, L->pb)) continue;
         const uint64_t per = L->pb[0] + L->pb[1] + L->pb[2];
         per_min = per_min && per_min < per ? per_min : per;
         const uint64_t ns = h->bytes / (uint64_t)n_layers / per;
@@ -495,8 +484,9 @@ static sl_status upload_expert(sl_ctx *c, int32_t il, int32_t e, sl_error *err)
     const int32_t j = L->slot_of[e];
     const void *const *src[3] = {H->gate, H->up, H->down};
     const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
-    const int64_t rows[3] = {H->n_ff, H->n_ff, H->n_embd}, cols[3] = {H->n_embd, H->n_embd,
-                                                                       H->n_ff};
+    int64_t rows[3], cols[3];
+    uint64_t pb[3];
+    (void)sl__expert_shape(H, rows, cols, pb); /* (setup checked the layer's: L->pb) */
     for (int p = 0; p < 3; p++) {
         uint8_t *dst = slot_ptr(L, p, j);
         sl_status st = h2d(c, dst, src[p][e], L->pb[p], err);
@@ -528,7 +518,7 @@ static sl_status load_layer(sl_ctx *c, int32_t il, sl_error *err)
     const int32_t X = H->n_expert;
     int64_t rows[3], cols[3];
     uint64_t pb[3];
-    if (!sl__experts_streamable(c, il) || !shape(H, rows, cols, pb) ||
+    if (!sl__experts_streamable(c, il) || !sl__expert_shape(H, rows, cols, pb) ||
         memcmp(pb, L->pb, sizeof pb) || L->has_b[0] != (H->gate_b != NULL) ||
         L->has_b[1] != (H->up_b != NULL) || L->has_b[2] != (H->down_b != NULL)) {
         /* a reload changed the experts' types or biases: the layer's region no longer fits

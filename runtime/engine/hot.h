@@ -20,7 +20,8 @@
  * assignments (in the host function, or, for a streamed prefill, its routing brought down for
  * the count) until one has seen W; at the end of that pass each takes its most routed experts
  * (ties: lower index; never-routed ones are not taken) and uploads them in stream order — a
- * prefill is the profile (all layers at once: the last one routes only the rows with logits). A pass of more than max_tok tokens runs the layer on the host alone as before; so
+ * prefill is the profile (all layers at once: the last one routes only the rows with
+ * logits). A pass of more than max_tok tokens runs the layer on the host alone as before; so
  * does a layer whose experts a live reload gave another type (it leaves the set).
  *
  * A run-time cache beside it (`cache_kb=M uploads=U [policy=lfu|lru decay=D]`): M KiB more
@@ -72,8 +73,8 @@ typedef struct sl__hot_shared_layer {
     bool gone;            /* a reload changed the layer's types or biases: it left the set */
     bool loaded;          /* its copies are queued, of the weights at (epoch, layout) */
     uint64_t epoch, layout;
-    uint8_t *base;        /* its slots in the block */
-    uint64_t off[3], pb[3]; /* where gate, up, down start in base; one expert's bytes each */
+    uint8_t *part[3];     /* its gate, up, down slots in the block */
+    uint64_t pb[3];       /* one expert's bytes of each */
 } sl__hot_shared_layer;
 
 typedef struct sl__hot_shared {

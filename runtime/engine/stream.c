@@ -30,42 +30,40 @@ sl_status sl__r8_undo_enqueue(const sl_ctx *c, sl_cuda_ctx *cu, sl__r8_undo *rec
  * expert's bytes of each projection (the device's type: a repacked Q4_K_R8 has Q4_K's). */
 typedef struct layout {
     uint64_t off[6], pb[3], total;
+    int64_t rows[3], cols[3]; /* a projection's (sl__expert_shape) */
 } layout;
-
-/* The one layout rule: regions of the given bytes (a projection's experts, a bias), each
- * starting 256-byte aligned; off[i] where region i starts; returns the total. */
-static uint64_t regions(const uint64_t bytes[6], uint64_t off[6])
-{
-    uint64_t at = 0;
-    for (int i = 0; i < 6; i++) {
-        if (off) off[i] = at;
-        at += sl__dx_up256(bytes[i]);
-    }
-    return at;
-}
 
 uint64_t sl__stream_bytes_of(const uint64_t bytes[6])
 {
-    return regions(bytes, NULL);
+    return sl__dx_regions(bytes, 6, NULL);
+}
+
+bool sl__expert_shape(const sl_moe_layer *H, int64_t rows[3], int64_t cols[3], uint64_t pb[3])
+{
+    const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
+    for (int p = 0; p < 3; p++) {
+        rows[p] = p == 2 ? H->n_embd : H->n_ff;
+        cols[p] = p == 2 ? H->n_ff : H->n_embd;
+        const uint64_t rb = sl_quant_row_bytes(sl_repack_base_type(t[p]), cols[p]);
+        if (!rb) return false;
+        pb[p] = rb * (uint64_t)rows[p];
+    }
+    return true;
 }
 
 static bool layout_of(const sl__layer *L, layout *o)
 {
     if (!sl__layer_moe(L) || L->moe_split) return false;
     const sl_moe_layer *H = &L->moe;
-    const uint64_t X = (uint64_t)H->n_expert, E = (uint64_t)H->n_embd, F = (uint64_t)H->n_ff;
-    const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
-    const uint64_t rows[3] = {F, F, E}, cols[3] = {E, E, F};
+    const uint64_t X = (uint64_t)H->n_expert;
     const float *b[3] = {H->gate_b, H->up_b, H->down_b};
+    if (!sl__expert_shape(H, o->rows, o->cols, o->pb)) return false;
     uint64_t bytes[6];
     for (int p = 0; p < 3; p++) {
-        const uint64_t rb = sl_quant_row_bytes(sl_repack_base_type(t[p]), (int64_t)cols[p]);
-        if (!rb) return false;
-        o->pb[p] = rb * rows[p];
         bytes[p] = X * o->pb[p];
-        bytes[3 + p] = b[p] ? X * rows[p] * sizeof(float) : 0;
+        bytes[3 + p] = b[p] ? X * (uint64_t)o->rows[p] * sizeof(float) : 0;
     }
-    o->total = regions(bytes, o->off);
+    o->total = sl__dx_regions(bytes, 6, o->off);
     return true;
 }
 
@@ -261,8 +259,7 @@ static sl_status stream_layer(sl_ctx *c, const sl__side *sd, int32_t il, int64_t
     const void **hp = s->hp + (size_t)il * 3 * (size_t)X;
     const void *const *src[3] = {H->gate, H->up, H->down};
     const uint32_t t[3] = {H->type_gate, H->type_up, H->type_down};
-    const int64_t rows[3] = {H->n_ff, H->n_ff, H->n_embd}, cols[3] = {H->n_embd, H->n_embd,
-                                                                       H->n_ff};
+    const int64_t *rows = l.rows, *cols = l.cols;
     sl_status st;
     /* the context's resident hot experts (hot.h) are read where they are, not copied again */
     bool *skip = s->skip;

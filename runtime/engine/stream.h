@@ -55,6 +55,10 @@ typedef struct sl__stream {
  * layout, for the buffer and for the placement's reserve (weight.c, before the layers' expert
  * views exist). */
 uint64_t sl__stream_bytes_of(const uint64_t bytes[6]);
+/* One expert's rows, columns and device bytes per projection (gate, up, down) of layer H, in
+ * the device's type (a repacked Q4_K_R8 has Q4_K's); false when a type has no row size. The
+ * staging buffer's and the hot experts' (hot.h) rule. */
+bool sl__expert_shape(const sl_moe_layer *H, int64_t rows[3], int64_t cols[3], uint64_t pb[3]);
 /* Bytes layer il's routed experts (and their biases) take in the staging buffer, as the device
  * reads them; 0 for a layer without routed experts or split hot / cold. */
 uint64_t sl__stream_layer_bytes(const struct sl_model *m, int32_t il);
