@@ -35,6 +35,7 @@
 #include "kernels/cuda/gemv_grouped.h"
 #include "kernels/ref/quant.h"
 #include "tests/kernels_cuda/cuda_kernels_harness.h"
+#include "tests/kernels_cuda/gemv_ref.h"
 
 static const uint32_t TYPES[] = {SL_GGML_F32,    SL_GGML_F16,    SL_GGML_BF16, SL_GGML_Q4_0,
                                  SL_GGML_Q4_1,   SL_GGML_Q5_0,   SL_GGML_Q5_1, SL_GGML_Q8_0,
@@ -224,19 +225,12 @@ static void test_dequant(sl_cuda_ctx *c)
 
 /* ---- GEMV ---------------------------------------------------------------------------------- */
 
-/* Checks y [n_batch][ystride] at output o against row r of wf [rows][cols] and x. */
+/* Checks y against row r of wf [rows][cols] and x (gemv_ref.h's rule). */
 static void check_dot(const char *what, uint32_t t, const float *wf, int64_t r, int64_t cols,
                       const float *x, float y, double tol_s, double tol_abs)
 {
-    double d = 0, S = 0, M = 0, X = 0;
-    for (int64_t k = 0; k < cols; k++) {
-        const double w = wf[r * cols + k];
-        d += w * x[k];
-        S += fabs(w) * fabs(x[k]);
-        X += fabs(x[k]);
-        if (fabs(w) > M) M = fabs(w);
-    }
-    const double tol = tol_s * (S + M * X) + tol_abs;
+    double d, tol;
+    gemv_ref_dot(wf + r * cols, x, cols, tol_s, tol_abs, &d, &tol);
     REPORT(fabs((double)y - d) <= tol, "%s %s row %lld cols %lld: %.9g vs %.9g (tol %.3g)", what,
            tname(t), (long long)r, (long long)cols, (double)y, d, tol);
 }
@@ -261,12 +255,7 @@ static void check_gemv(const char *what, uint32_t t, const float *wf, int64_t r,
         return;
     }
     float *xr = xmalloc((size_t)cols * 4);
-    for (int64_t u = 0; u < cols / 32; u++) {
-        float amax = 0.0f;
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * u + i]));
-        const float d = amax / 127.0f, id = d > 0.0f ? 127.0f / amax : 0.0f;
-        for (int i = 0; i < 32; i++) xr[32 * u + i] = d * rintf(x[32 * u + i] * id);
-    }
+    gemv_ref_q8_x(x, cols, xr);
     char w[64];
     snprintf(w, sizeof w, "%s(q8 act)", what);
     check_dot(w, t, wf, r, cols, xr, y, 2e-5, 1e-30);

@@ -47,6 +47,7 @@ def sl_cuh_host_test(name, cuh, src, deps = [], size = "small", includes = []):
             "host_shim/cuda_runtime.h",
             "host_shim/launch.h",
             "host_shim/mma.h",
+            "gemv_ref.h",
             "rand_weights.h",
             "rng.h",
             ":" + name + "_cuh_h",

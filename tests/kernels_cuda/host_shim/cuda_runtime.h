@@ -12,6 +12,9 @@
 #include <cstring>
 #include <pthread.h>
 
+#include <atomic>
+#include <vector>
+
 #define __device__
 #define __host__
 #define __global__
@@ -72,13 +75,29 @@ static inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s)
     return r;
 }
 
-/* a read through the read-only cache: a plain read (memcpy: any object type) */
+/* Device accesses that break an alignment rule (a vector read through __ldg not at its size's
+ * multiple; a cp.async of 16 bytes not at 16-byte addresses), which fault on the device: counted
+ * here, tests assert none. */
+static std::atomic<long> sl_shim_align_faults{0};
+
+/* a read through the read-only cache: a plain read (memcpy: any object type); a read of 2, 4,
+ * 8 or 16 bytes is one access that must be aligned to its size */
 template <typename T> static inline T __ldg(const T *p)
 {
+    static_assert(sizeof(T) <= 16, "no wider device loads");
+    if ((sizeof(T) & (sizeof(T) - 1)) == 0 && (uintptr_t)p % sizeof(T)) sl_shim_align_faults++;
     T v;
     memcpy(&v, p, sizeof v);
     return v;
 }
+/* round to nearest, ties to even (the default rounding mode) */
+static inline int __float2int_rn(float f) { return (int)std::nearbyint(f); }
+/* the integer min / max overloads device code calls unqualified */
+template <typename T> static inline T min(T a, T b) { return b < a ? b : a; }
+template <typename T> static inline T max(T a, T b) { return a < b ? b : a; }
+/* a shared-memory atomic: the old value */
+static inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+
 /* DP4A: c + the dot of a's and b's four signed bytes */
 static inline int __dp4a(int a, int b, int c)
 {
@@ -119,6 +138,36 @@ static inline double sl_shim_xor(double v, int lane_mask)
 }
 static inline float __shfl_xor_sync(unsigned, float v, int m) { return (float)sl_shim_xor(v, m); }
 static inline double __shfl_xor_sync(unsigned, double v, int m) { return sl_shim_xor(v, m); }
+static inline int __shfl_xor_sync(unsigned, int v, int m) { return (int)sl_shim_xor(v, m); }
+/* cp.async (common.cuh defines these only under nvcc): a copy is queued, not done; commit
+ * closes the thread's open group; wait<N> does every committed group but the newest N. So a
+ * stage read before its wait reads what was there before (stale or poisoned), as on the
+ * device, where the copy lands at some time before the wait. */
+struct sl_shim_cp {
+    void *dst;
+    const void *src;
+};
+static thread_local std::vector<std::vector<sl_shim_cp>> sl_shim_cp_groups;
+static thread_local std::vector<sl_shim_cp> sl_shim_cp_open;
+static inline void sl_cp_async16(void *smem, const void *gmem)
+{
+    if ((uintptr_t)smem % 16 || (uintptr_t)gmem % 16) sl_shim_align_faults++;
+    sl_shim_cp_open.push_back(sl_shim_cp{smem, gmem});
+}
+static inline void sl_cp_async_commit(void)
+{
+    sl_shim_cp_groups.push_back(sl_shim_cp_open);
+    sl_shim_cp_open.clear();
+}
+template <int N> static inline void sl_cp_async_wait(void)
+{
+    auto &g = sl_shim_cp_groups;
+    const size_t done = g.size() > (size_t)N ? g.size() - (size_t)N : 0;
+    for (size_t i = 0; i < done; i++)
+        for (const sl_shim_cp &c : g[i]) memcpy(c.dst, c.src, 16);
+    g.erase(g.begin(), g.begin() + (std::ptrdiff_t)done);
+}
+
 /* the block's barrier while sl_shim_launch runs it (launch.h), else nothing (one lane) */
 static thread_local pthread_barrier_t *sl_shim_barrier = nullptr;
 static inline void __syncthreads(void)

@@ -47,6 +47,11 @@ static bool sl_shim_launch(sl_shim_dim3 grid, unsigned threads, F body, G before
     std::vector<pthread_t> hs(threads);
     std::vector<sl_shim_warp> warps(threads / 32);
     for (auto &w : warps) pthread_barrier_init(&w.bar, nullptr, 32);
+    /* small stacks: a kernel's locals are registers' worth (the default 8 MiB a thread made
+     * thread creation the cost of a launch) */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 1u << 20);
     for (unsigned bz = 0; bz < grid.z; bz++)
         for (unsigned by = 0; by < grid.y; by++)
             for (unsigned bx = 0; bx < grid.x; bx++) {
@@ -56,7 +61,7 @@ static bool sl_shim_launch(sl_shim_dim3 grid, unsigned threads, F body, G before
                 for (unsigned t = 0; t < threads; t++) {
                     ts[t] = sl_shim_thread<F>{&body, &bar, &warps[t / 32], {t, 0, 0},
                                               {bx, by, bz}, {threads, 1, 1}, grid};
-                    if (pthread_create(&hs[t], nullptr, sl_shim_thread<F>::run, &ts[t])) {
+                    if (pthread_create(&hs[t], &attr, sl_shim_thread<F>::run, &ts[t])) {
                         fprintf(stderr, "sl_shim_launch: pthread_create failed\n");
                         abort();
                     }
@@ -65,6 +70,7 @@ static bool sl_shim_launch(sl_shim_dim3 grid, unsigned threads, F body, G before
                 pthread_barrier_destroy(&bar);
             }
     for (auto &w : warps) pthread_barrier_destroy(&w.bar);
+    pthread_attr_destroy(&attr);
     return true;
 }
 

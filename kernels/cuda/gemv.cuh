@@ -1,0 +1,417 @@
+/* kernels/cuda/gemv.cuh: the bodies of gemv.cu's two GEMV kernels (gemv.h), in a header so
+ * that tests/kernels_cuda:gemv_host_test runs them on the CPU (host_shim/launch.h: every
+ * thread of a block a host thread, cp.async copies landing at their wait) against kernels/ref.
+ *
+ * k_gemv (gv_block): F32 activations, weight rows and x staged in shared memory; k_gemv_qx
+ * (qx_block, below): x quantised to int8 once a block, weights read into registers, dp4a.
+ *
+ * k_gemv, why this shape (H100 decode, W read once from HBM, x tiny):
+ * - Bandwidth needs bytes in flight: ~3.35 TB/s x ~0.7 us ~= 2.3 MB over 132 SMs, ~18 KB per
+ *   SM. Each block keeps two chunks of 16 rows in flight (cp.async groups), 9-35 KB per block
+ *   depending on the type, and several blocks fit per SM.
+ * - Coalescing without alignment games: blocks of 18/34/210 bytes are not 16-byte aligned, so
+ *   the block copies raw row bytes (16 B per thread, consecutive threads consecutive bytes) to
+ *   shared memory and decodes there; chunks are whole numbers of blocks whose size is a
+ *   multiple of 16 (sl_qt<T>::CBB), so chunk starts stay aligned.
+ * - Shared-memory bandwidth is the second limit (weights written + read once, x read once per
+ *   4 rows): x is staged with a 4-float pad per unit so that the lanes' 16-byte reads of 32
+ *   different units hit 8 distinct bank quads (conflict-free, 4 wavefronts per warp load).
+ * - Decode without I2F (quarter rate on Hopper): bytes become floats through the 2^23 mantissa
+ *   trick (sl_byte_f), one PRMT + one FADD each.
+ * Shared memory layout per block (dynamic): W stages [STAGES][16 rows][CBB bytes], then X
+ * stages [STAGES][NB][32*UPL units][UNIT + 4 floats]. Invariant: stage s holds chunk ch with
+ * ch % STAGES == s from the wait of iteration ch until the barrier that ends it. */
+#ifndef SL_KERNELS_CUDA_GEMV_CUH
+#define SL_KERNELS_CUDA_GEMV_CUH
+
+#include "kernels/cuda/common.cuh"
+
+enum { GV_WARPS = 4, GV_R = 4, GV_ROWS = GV_WARPS * GV_R, GV_STAGES = 3, GV_THREADS = 32 * GV_WARPS };
+
+template <uint32_t T, int NB> struct gv_cfg {
+    typedef sl_qt<T> Q;
+    static constexpr int XU = Q::UNIT + 4;      /* padded unit stride in x staging (floats) */
+    static constexpr int UPC = 32 * Q::UPL;     /* units per chunk */
+    static constexpr int CE = UPC * Q::UNIT;    /* elements per chunk */
+    static constexpr size_t W_STAGE = (size_t)GV_ROWS * Q::CBB;
+    static constexpr size_t X_STAGE = (size_t)NB * UPC * XU * sizeof(float);
+    static constexpr size_t BYTES = GV_STAGES * (W_STAGE + X_STAGE);
+    static_assert(Q::CBB % 16 == 0, "chunk bytes must keep chunk starts 16-byte aligned");
+    static_assert(W_STAGE % 16 == 0 && X_STAGE % 16 == 0, "stage alignment");
+};
+
+struct gv_args {
+    const uint8_t *w;           /* dense / rows: the matrix; experts: NULL */
+    const void *const *wptrs;   /* experts: [n_expert] matrices; else NULL */
+    const int32_t *ids;         /* experts: [gridDim.z] selected ids */
+    int32_t n_expert;
+    const int32_t *idx;         /* rows: [n_out] row list; else NULL (identity) */
+    int64_t n_out, rows, cols, row_bytes;
+    const float *x;
+    int64_t x_estride;          /* floats between the X of consecutive slot groups (0: shared) */
+    int32_t x_group;            /* slots per X (>= 1): slot s reads X group s / x_group */
+    float *y;
+    int64_t y_bstride, y_estride;
+    int n_batch;
+    bool scatter;
+    /* experts of per-expert widths (hot/cold parts): [n_expert + 1] neuron offsets, device;
+     * NULL: every expert is rows x cols. ff_cols: the width is the column count (down'),
+     * cols the widest and X's stride; else the row count (gate', up'), rows the widest. */
+    const int64_t *ff_at;
+    bool ff_cols;
+};
+
+/* Narrows a to expert e's part (gv_args.ff_at); false: nothing to compute (a zero width of
+ * down', or a width that is no whole number of blocks), its outputs are 0. Rows past a
+ * gate'/up' width are outside a.rows and come out 0 like any unlisted row. */
+template <uint32_t T> static __device__ __forceinline__ bool gv_part(gv_args &a, int32_t e)
+{
+    typedef sl_qt_block<T> B;
+    const int64_t w = a.ff_at[e + 1] - a.ff_at[e];
+    if (!a.ff_cols) {
+        a.rows = max((int64_t)0, min(a.rows, w));
+        return true;
+    }
+    if (w <= 0 || w > a.cols || w % B::ELEMS) return false;
+    a.cols = w;
+    a.row_bytes = w / B::ELEMS * B::BYTES;
+    return true;
+}
+
+/* k_gemv's body: smem is the block's dynamic shared memory (gv_cfg<T, NB>::BYTES, 16-byte
+ * aligned) */
+template <uint32_t T, int NB>
+static __device__ __forceinline__ void gv_block(gv_args a, uint8_t *smem)
+{
+    typedef sl_qt<T> Q;
+    typedef gv_cfg<T, NB> C;
+    constexpr bool FLOAT_T = sl_qt_block<T>::FLOAT;
+    __shared__ int64_t src_row[GV_ROWS]; /* source row of each local row, -1 = none */
+    uint8_t *ws = smem;
+    float *xs = (float *)(void *)(smem + GV_STAGES * C::W_STAGE);
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int64_t o0 = (int64_t)blockIdx.x * GV_ROWS;
+    const int b0 = (int)blockIdx.y * NB;
+    const int nb = min(NB, a.n_batch - b0);
+    const int slot = (int)blockIdx.z;
+    float *Y = a.y + (int64_t)slot * a.y_estride + (int64_t)b0 * a.y_bstride;
+
+    const uint8_t *W = a.w;
+    if (a.wptrs) {
+        const int32_t e = a.ids[slot];
+        /* uniform over the block, before any barrier */
+        if (e < 0 || e >= a.n_expert || (a.ff_at && !gv_part<T>(a, e))) {
+            for (int i = tid; i < GV_ROWS * NB; i += GV_THREADS) {
+                const int64_t o = o0 + i % GV_ROWS;
+                if (o < a.n_out && i / GV_ROWS < nb) Y[(int64_t)(i / GV_ROWS) * a.y_bstride + o] = 0.0f;
+            }
+            return;
+        }
+        W = (const uint8_t *)a.wptrs[e];
+    }
+    const float *X = a.x + (int64_t)(slot / a.x_group) * a.x_estride + (int64_t)b0 * a.cols;
+
+    if (tid < GV_ROWS) {
+        const int64_t o = o0 + tid;
+        int64_t r = -1;
+        if (o < a.n_out) {
+            r = a.idx ? (int64_t)a.idx[o] : o;
+            if (r < 0 || r >= a.rows) r = -1;
+        }
+        src_row[tid] = r;
+    }
+    __syncthreads();
+
+    const bool w_al = ((uintptr_t)W & 15) == 0 && (a.row_bytes & 15) == 0;
+    const bool x_al = ((uintptr_t)X & 15) == 0 && (a.cols & 3) == 0 && (a.x_estride & 3) == 0;
+    const int64_t n_chunks = (a.cols + C::CE - 1) / C::CE;
+
+    auto load = [&](int64_t ch, int st) {
+        const int64_t cb0 = ch * Q::CBB;
+        const int nbytes = (int)min((int64_t)Q::CBB, a.row_bytes - cb0);
+        const int fill = FLOAT_T ? (nbytes + 31) / 32 * 32 : nbytes; /* zero the partial unit */
+        uint8_t *wst = ws + st * C::W_STAGE;
+        constexpr int VPR = Q::CBB / 16;
+        for (int t = tid; t < GV_ROWS * VPR; t += GV_THREADS) {
+            const int rr = t / VPR, off = (t % VPR) * 16;
+            const int64_t r = src_row[rr];
+            if (r < 0 || off >= fill) continue;
+            const uint8_t *g = W + r * a.row_bytes + cb0 + off;
+            uint8_t *d = wst + rr * Q::CBB + off;
+            if (w_al && off + 16 <= nbytes) {
+                sl_cp_async16(d, g);
+            } else {
+                for (int k = 0; k < 16; k++) d[k] = off + k < nbytes ? g[k] : (uint8_t)0;
+            }
+        }
+        const int64_t e0 = ch * C::CE;
+        const int ne = (int)min((int64_t)C::CE, a.cols - e0);
+        float *xst = xs + st * (C::X_STAGE / sizeof(float));
+        constexpr int VPX = C::CE / 4;
+        for (int t = tid; t < NB * VPX; t += GV_THREADS) {
+            const int b = t / VPX, e = (t % VPX) * 4;
+            if (b >= nb) break;
+            float *d = xst + b * (C::UPC * C::XU) + (e / Q::UNIT) * C::XU + e % Q::UNIT;
+            const float *g = X + (int64_t)b * a.cols + e0 + e;
+            if (x_al && e + 4 <= ne) {
+                sl_cp_async16(d, g);
+            } else {
+                for (int k = 0; k < 4; k++) d[k] = e + k < ne ? g[k] : 0.0f;
+            }
+        }
+    };
+
+    bool rv[GV_R];
+#pragma unroll
+    for (int r = 0; r < GV_R; r++) rv[r] = src_row[warp * GV_R + r] >= 0;
+    float acc[GV_R][NB];
+#pragma unroll
+    for (int r = 0; r < GV_R; r++)
+#pragma unroll
+        for (int b = 0; b < NB; b++) acc[r][b] = 0.0f;
+
+#pragma unroll
+    for (int st = 0; st < GV_STAGES - 1; st++) {
+        if (st < n_chunks) load(st, st);
+        sl_cp_async_commit();
+    }
+    for (int64_t ch = 0; ch < n_chunks; ch++) {
+        const int64_t nx = ch + GV_STAGES - 1;
+        if (nx < n_chunks) load(nx, (int)(nx % GV_STAGES));
+        sl_cp_async_commit(); /* possibly empty: keeps the group count uniform */
+        sl_cp_async_wait<GV_STAGES - 1>();
+        __syncthreads();
+
+        const int st = (int)(ch % GV_STAGES);
+        int units;
+        if (FLOAT_T) {
+            const int ne = (int)min((int64_t)C::CE, a.cols - ch * C::CE);
+            units = (ne + Q::UNIT - 1) / Q::UNIT;
+        } else {
+            units = (int)(min((int64_t)Q::CBB, a.row_bytes - ch * Q::CBB) / Q::BB) * Q::SUBS;
+        }
+        const uint8_t *wst = ws + st * C::W_STAGE + (warp * GV_R) * Q::CBB;
+        const float *xst = xs + st * (C::X_STAGE / sizeof(float));
+#pragma unroll
+        for (int j = 0; j < Q::UPL; j++) {
+            const int u = lane + 32 * j;
+            if (u >= units) continue;
+            const int blk = u / Q::SUBS, sub = u % Q::SUBS;
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                if (b >= nb) continue;
+                float xr[Q::UNIT];
+                const float4 *xp = (const float4 *)(const void *)(xst + b * (C::UPC * C::XU) + u * C::XU);
+#pragma unroll
+                for (int i = 0; i < Q::UNIT / 4; i++) {
+                    const float4 v = xp[i];
+                    xr[4 * i] = v.x;
+                    xr[4 * i + 1] = v.y;
+                    xr[4 * i + 2] = v.z;
+                    xr[4 * i + 3] = v.w;
+                }
+                float sx = 0.0f;
+                if (Q::NEED_SX) {
+#pragma unroll
+                    for (int i = 0; i < Q::UNIT; i++) sx += xr[i];
+                }
+#pragma unroll
+                for (int r = 0; r < GV_R; r++)
+                    if (rv[r]) acc[r][b] += Q::dot(wst + r * Q::CBB + blk * Q::BB, sub, xr, sx);
+            }
+        }
+        __syncthreads();
+    }
+
+#pragma unroll
+    for (int r = 0; r < GV_R; r++) {
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            const float v = sl_warp_sum(acc[r][b]);
+            const int rr = warp * GV_R + r;
+            const int64_t o = o0 + rr;
+            if (lane != 0 || b >= nb || o >= a.n_out) continue;
+            const int64_t src = src_row[rr];
+            if (a.scatter) {
+                if (src >= 0) Y[(int64_t)b * a.y_bstride + src] = v;
+            } else {
+                Y[(int64_t)b * a.y_bstride + o] = src >= 0 ? v : 0.0f;
+            }
+        }
+    }
+}
+
+/* ---- Q8 activations: Q8_0, Q4_K, Q5_K, Q6_K, IQ4_XS and MXFP4 with dp4a, one vector --------
+ *
+ * Why: measured on the H100 (bench kernels, ncu, 2026-11-24), the F32-activation kernel above is
+ * issue-bound on the low-bit types: ~3 instructions per weight (byte -> float, FMA) plus the
+ * staging loops reach 33% (Q4_K) and 49% (Q8_0) of HBM bandwidth while F16 (1 instruction per
+ * byte) reaches 80%. Quantizing x to int8 once per block (ggml's Q8_1: per 32 values a scale
+ * d = max|x| / 127 and d * sum(q)) lets one dp4a do four weights, ~1 instruction per weight.
+ * Weights are read straight from global memory into registers (qx.cuh sl_qx_load: Q4_K /
+ * Q5_K rows are 16-byte multiples, read as vectors; Q8_0's 34-byte and Q6_K's 210-byte blocks
+ * and MXFP4's 17-byte ones as aligned words, funnel-shifted; IQ4_XS's 136-byte ones as 8-byte
+ * words), so there is no weight staging and no barrier in the main loop. A block of 8 warps
+ * owns 32 rows (4 per warp, each x unit loaded from shared memory serves 4 rows), which
+ * amortises the x quantisation; Q5_K / Q6_K (20 / 18 words a row) keep the 4 rows too. At
+ * most 128 registers (2 blocks an SM, __launch_bounds__), no spills; a 3rd block would spill.
+ * Loads in flight (H200 run 1: 0.36 of HBM at 14336 x 4096, 10.6 us for 768 x 2048): a lane
+ * loads its unit of all 4 rows into registers before any of them is used, branch-free on an
+ * aligned matrix (the alignment is tested once a block, not per load), and the first unit
+ * before x is quantised, so the x prologue overlaps HBM latency; one load round trip a unit,
+ * where a per-load alignment branch and a row's loads after the previous row's sums gave four.
+ * Used where sl_cuda_gemv_q8_act says (n_batch == 1, aligned rows) when the context does not ask
+ * for F32 activations (sl_cuda_ctx_set_f32_act, the verification mode). */
+
+enum { QX_WARPS = 8, QX_R = 4, QX_ROWS = QX_WARPS * QX_R, QX_THREADS = 32 * QX_WARPS };
+
+/* Unit u of the warp's rows (src < 0: none, not loaded) into w. */
+template <uint32_t T, bool AL>
+static __device__ __forceinline__ void qx_load_rows(const uint8_t *W, int64_t row_bytes,
+                                                    const int64_t *src, int64_t u, sl_qx_w *w)
+{
+#pragma unroll
+    for (int r = 0; r < QX_R; r++)
+        if (src[r] >= 0) sl_qx_load<T, AL>(W + src[r] * row_bytes, u, w[r]);
+}
+
+/* The main loop over a lane's units; w holds unit `lane`'s words on entry (loaded before the
+ * x prologue). Rows with src < 0 are neither loaded nor summed. */
+template <uint32_t T, bool AL>
+static __device__ __forceinline__ void qx_rows(const uint8_t *W, int64_t row_bytes,
+                                               const int64_t *src, int64_t n_units, int lane,
+                                               const int8_t *xq, const float *xd,
+                                               const float *xs, sl_qx_w *w, float *acc)
+{
+    for (int64_t u = lane; u < n_units; u += 32) {
+        const int4 x0 = *(const int4 *)(const void *)(xq + 32 * u);
+        const int4 x1 = *(const int4 *)(const void *)(xq + 32 * u + 16);
+        const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        const float d = xd[u], sxu = xs[u];
+#pragma unroll
+        for (int r = 0; r < QX_R; r++)
+            if (src[r] >= 0) acc[r] += sl_qx_term<T>(w[r], u, xv, d, sxu);
+        if (u + 32 < n_units) qx_load_rows<T, AL>(W, row_bytes, src, u + 32, w);
+    }
+}
+
+/* k_gemv_qx's body: qsm is the block's dynamic shared memory (qx_smem(a.cols) bytes, 16-byte
+ * aligned) */
+template <uint32_t T>
+static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
+{
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int64_t o0 = (int64_t)blockIdx.x * QX_ROWS;
+    const int slot = (int)blockIdx.z;
+    float *Y = a.y + (int64_t)slot * a.y_estride;
+    const uint8_t *W = a.w;
+    if (a.wptrs) {
+        const int32_t e = a.ids[slot];
+        /* uniform over the block, before any barrier */
+        if (e < 0 || e >= a.n_expert || (a.ff_at && !gv_part<T>(a, e))) {
+            for (int i = tid; i < QX_ROWS; i += QX_THREADS)
+                if (o0 + i < a.n_out) Y[o0 + i] = 0.0f;
+            return;
+        }
+        W = (const uint8_t *)a.wptrs[e];
+    }
+    const float *X = a.x + (int64_t)(slot / a.x_group) * a.x_estride;
+    /* after gv_part: an expert part's own columns (the widest's bytes were reserved) */
+    const int64_t n_units = a.cols / 32;
+    int8_t *xq = (int8_t *)qsm;                                   /* [cols] */
+    float *xd = (float *)(void *)(qsm + (a.cols + 15) / 16 * 16);  /* [n_units] */
+    float *xs = xd + n_units;                                     /* [n_units]: d * sum q */
+
+    int64_t src[QX_R];
+#pragma unroll
+    for (int r = 0; r < QX_R; r++) {
+        const int64_t o = o0 + warp * QX_R + r;
+        int64_t rr = -1;
+        if (o < a.n_out) {
+            rr = a.idx ? (int64_t)a.idx[o] : o;
+            if (rr < 0 || rr >= a.rows) rr = -1;
+        }
+        src[r] = rr;
+    }
+    /* row_bytes is a multiple of 16 on this path (sl_cuda_gemv_q8_act) or the type's AL form
+     * takes rows of any length (sl_qx_any_rows): W's alignment decides for every row */
+    const bool al = ((uintptr_t)W & (uintptr_t)(sl_qx_align(T) - 1)) == 0;
+    sl_qx_w w[QX_R];
+    if (lane < n_units) {
+        if (al) qx_load_rows<T, true>(W, a.row_bytes, src, lane, w);
+        else qx_load_rows<T, false>(W, a.row_bytes, src, lane, w);
+    }
+
+    /* x -> int8: 4 threads per unit of 32, 8 values each; the trip count is uniform so the
+     * shuffles see full warps */
+    const int64_t n_groups = a.cols / 8;
+    const bool x_al = ((uintptr_t)X & 15) == 0;
+    for (int64_t base = 0; base < n_groups; base += QX_THREADS) {
+        const int64_t g = base + tid;
+        const bool ok = g < n_groups;
+        float v[8];
+        if (ok && x_al) {
+            const float4 p0 = __ldg((const float4 *)(const void *)(X + 8 * g));
+            const float4 p1 = __ldg((const float4 *)(const void *)(X + 8 * g + 4));
+            v[0] = p0.x, v[1] = p0.y, v[2] = p0.z, v[3] = p0.w;
+            v[4] = p1.x, v[5] = p1.y, v[6] = p1.z, v[7] = p1.w;
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = ok ? X[8 * g + i] : 0.0f;
+        }
+        float amax = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) amax = fmaxf(amax, fabsf(v[i]));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+        const float d = amax / 127.0f, id = d > 0.0f ? 127.0f / amax : 0.0f;
+        int q[8], qsum = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            q[i] = __float2int_rn(v[i] * id);
+            qsum += q[i];
+        }
+        qsum += __shfl_xor_sync(0xffffffffu, qsum, 1);
+        qsum += __shfl_xor_sync(0xffffffffu, qsum, 2);
+        if (ok) {
+            uint2 pk;
+            pk.x = (uint32_t)(q[0] & 0xFF) | (uint32_t)(q[1] & 0xFF) << 8 |
+                   (uint32_t)(q[2] & 0xFF) << 16 | (uint32_t)(q[3] & 0xFF) << 24;
+            pk.y = (uint32_t)(q[4] & 0xFF) | (uint32_t)(q[5] & 0xFF) << 8 |
+                   (uint32_t)(q[6] & 0xFF) << 16 | (uint32_t)(q[7] & 0xFF) << 24;
+            *(uint2 *)(void *)(xq + 8 * g) = pk;
+            if ((g & 3) == 0) {
+                xd[g >> 2] = d;
+                xs[g >> 2] = d * (float)qsum;
+            }
+        }
+    }
+    __syncthreads();
+
+    float acc[QX_R] = {};
+    if (al) qx_rows<T, true>(W, a.row_bytes, src, n_units, lane, xq, xd, xs, w, acc);
+    else qx_rows<T, false>(W, a.row_bytes, src, n_units, lane, xq, xd, xs, w, acc);
+#pragma unroll
+    for (int r = 0; r < QX_R; r++) {
+        const float v = sl_warp_sum(acc[r]);
+        const int64_t o = o0 + warp * QX_R + r;
+        if (lane != 0 || o >= a.n_out) continue;
+        if (a.scatter) {
+            if (src[r] >= 0) Y[src[r]] = v;
+        } else {
+            Y[o] = src[r] >= 0 ? v : 0.0f;
+        }
+    }
+}
+
+/* Dynamic shared memory of k_gemv_qx for `cols` (x as int8, then two floats per unit). */
+static __host__ __device__ size_t qx_smem(int64_t cols)
+{
+    return (size_t)(cols + 15) / 16 * 16 + (size_t)(cols / 32) * 8;
+}
+
+/* Largest cols the Q8-activation path takes: its x fits beside the default 48 KiB limit. */
+enum { QX_MAX_COLS = 32768 };
+
+#endif

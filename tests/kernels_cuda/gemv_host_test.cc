@@ -1,0 +1,333 @@
+/* tests/kernels_cuda/gemv_host_test: the decode GEMV's two kernels (kernels/cuda/gemv.cuh:
+ * k_gemv's F32-activation body for every type sl_qt lists, k_gemv_qx's Q8-activation body for
+ * its six) run on the CPU, each thread of a block a host thread (host_shim/launch.h), with the
+ * cp.async copies landing only at their wait (a stage read early reads poison) and the
+ * dynamic shared memory poisoned before each block. Why: CI has no GPU, and these are the
+ * kernels of every decode token; what a GPU run would otherwise find first is here: rows past
+ * the last block, columns crossing chunks and more chunks than stages, batches past the
+ * template width, unaligned matrices and x, row lists with ids out of range (compact and
+ * scatter), experts by a pointer array with ids out of range and x groups, expert parts of
+ * per-expert widths (gate' rows, down' columns), and on the Q8 path unaligned expert
+ * matrices (its !AL loads) and MXFP4's 17-byte blocks at any row length. Outputs against
+ * gemv_ref.h's float64 dot and bound (cuda_kernels_matmul_test's rule: the Q8 path against
+ * the same Q8_1-rounded x); unlisted rows exactly 0 or untouched (scatter); no vector access
+ * or cp.async at an address that would fault on the device. Matrices are allocated to their
+ * size, so the ASan build flags a load past a row's end. */
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "launch.h"                      /* tests/kernels_cuda/host_shim */
+#include "tests/kernels_cuda/gemv_cuh.h" /* kernels/cuda/gemv.cuh (BUILD) */
+#include "tests/kernels_cuda/gemv_ref.h"
+#include "tests/kernels_cuda/rand_weights.h"
+
+extern "C" {
+#include "tests/testing.h"
+}
+
+static const float SENTINEL = -12345.0f; /* an output a launch must not write */
+
+/* A random rows x cols matrix of type T at `off` bytes into its own allocation of exactly
+ * off + its bytes, and its dequantised values. */
+struct mat {
+    uint8_t *mem = nullptr, *w = nullptr;
+    std::vector<float> f;
+    int64_t rows = 0, cols = 0;
+    size_t rb = 0;
+    bool make(uint32_t T, int64_t r, int64_t c, size_t off, int rep)
+    {
+        rows = r, cols = c;
+        rb = sl_quant_row_bytes(T, c);
+        f.assign((size_t)(r * c), 0.0f);
+        mem = (uint8_t *)malloc(off + rb * (size_t)r);
+        if (!mem) return false;
+        w = mem + off;
+        sl_error e;
+        return rand_weights(T, r * c, w, f.data(), rep) &&
+               sl_quant_dequant_row(T, w, f.data(), r * c, &e) == SL_OK;
+    }
+    ~mat() { free(mem); }
+};
+
+/* 16-byte aligned zeroed floats with room before (x at an offset) */
+struct fbuf {
+    float *p = nullptr;
+    explicit fbuf(size_t n) { p = (float *)aligned_alloc(16, (n + 4) * sizeof(float)); }
+    ~fbuf() { free(p); }
+};
+
+static int n_fail_reports = 0;
+static long n_checked = 0;
+
+/* y against row r of m's values and x (q8: x as the Q8 path rounds it) */
+static void check_row(const char *what, uint32_t T, const float *wrow, int64_t cols,
+                      const float *x, bool q8, float y, int64_t o)
+{
+    std::vector<float> xr(x, x + cols);
+    if (q8) gemv_ref_q8_x(x, cols, xr.data());
+    double d, tol;
+    gemv_ref_dot(wrow, xr.data(), cols, 2e-5, 1e-30, &d, &tol);
+    n_checked++;
+    const bool ok = std::fabs((double)y - d) <= tol;
+    CHECK(ok || n_fail_reports > 20);
+    if (!ok && n_fail_reports++ < 20)
+        fprintf(stderr, "%s %s output %lld cols %lld: %.9g, float64 %.9g (tol %.3g)\n", what,
+                sl_gguf_type_get(T)->name, (long long)o, (long long)cols, (double)y, d, tol);
+}
+
+static void check_exact(const char *what, uint32_t T, float y, float want, int64_t o)
+{
+    n_checked++;
+    const bool ok = y == want;
+    CHECK(ok || n_fail_reports > 20);
+    if (!ok && n_fail_reports++ < 20)
+        fprintf(stderr, "%s %s output %lld: %.9g, want %.9g\n", what, sl_gguf_type_get(T)->name,
+                (long long)o, (double)y, (double)want);
+}
+
+/* One launch as gemv.cu's gv_run makes it: the Q8 body (q8) or the F32 body of batch width 1
+ * or 4, grid over outputs, batch groups and slots. False if the shim refused the block. */
+template <uint32_t T> static bool launch(const gv_args &a, int n_slots, bool q8)
+{
+    const long faults0 = sl_shim_align_faults.load();
+    bool ok;
+    if (q8) {
+        const size_t sm = qx_smem(a.cols);
+        uint8_t *smem = (uint8_t *)aligned_alloc(16, (sm + 15) / 16 * 16);
+        const sl_shim_dim3 g{(unsigned)((a.n_out + QX_ROWS - 1) / QX_ROWS), 1, (unsigned)n_slots};
+        ok = sl_shim_launch(g, QX_THREADS, [&] { qx_block<T>(a, smem); },
+                            [&] { memset(smem, 0xA5, sm); });
+        free(smem);
+    } else {
+        const int nb = a.n_batch == 1 ? 1 : 4;
+        const size_t sm = nb == 1 ? gv_cfg<T, 1>::BYTES : gv_cfg<T, 4>::BYTES;
+        uint8_t *smem = (uint8_t *)aligned_alloc(16, sm);
+        const sl_shim_dim3 g{(unsigned)((a.n_out + GV_ROWS - 1) / GV_ROWS),
+                             (unsigned)((a.n_batch + nb - 1) / nb), (unsigned)n_slots};
+        if (nb == 1)
+            ok = sl_shim_launch(g, GV_THREADS, [&] { gv_block<T, 1>(a, smem); },
+                                [&] { memset(smem, 0xA5, sm); });
+        else
+            ok = sl_shim_launch(g, GV_THREADS, [&] { gv_block<T, 4>(a, smem); },
+                                [&] { memset(smem, 0xA5, sm); });
+        free(smem);
+    }
+    const long faults = sl_shim_align_faults.load() - faults0;
+    CHECK_MSG(faults == 0, "%s %s: %ld accesses at addresses that fault on the device",
+              q8 ? "qx" : "gemv", sl_gguf_type_get(T)->name, faults);
+    return ok;
+}
+
+static void fill_x(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = rnd_f(-1.0f, 1.0f);
+}
+
+/* Dense: Y[b][r] for rows not a multiple of a block's, x at an offset where xoff. */
+template <uint32_t T>
+static void dense(bool q8, int64_t rows, int64_t cols, int64_t nb, size_t woff, int xoff)
+{
+    mat m;
+    CHECK(m.make(T, rows, cols, woff, (int)(cols + rows)));
+    fbuf xb((size_t)(nb * cols)), yb((size_t)(nb * rows));
+    float *x = xb.p + xoff, *y = yb.p;
+    fill_x(x, nb * cols);
+    for (int64_t i = 0; i < nb * rows; i++) y[i] = SENTINEL;
+    gv_args a = {};
+    a.w = m.w, a.rows = rows, a.cols = cols, a.row_bytes = (int64_t)m.rb, a.n_out = rows;
+    a.x = x, a.x_group = 1, a.y = y, a.y_bstride = rows, a.n_batch = (int)nb;
+    CHECK(launch<T>(a, 1, q8));
+    char what[64];
+    snprintf(what, sizeof what, "%s dense%s%s", q8 ? "qx" : "gemv", woff ? " w+off" : "",
+             xoff ? " x+off" : "");
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t r = 0; r < rows; r++)
+            check_row(what, T, m.f.data() + r * cols, cols, x + b * cols, q8, y[b * rows + r], r);
+}
+
+/* A row list with ids out of range: compact (y[o], 0 for a bad id) and scatter (y[id], the
+ * rest untouched). */
+template <uint32_t T> static void rows_list(bool q8, int64_t cols, int64_t nb, bool scatter)
+{
+    const int64_t rows = 23;
+    const int32_t idx[8] = {22, -1, 0, 7, 7, 23, 13, 5};
+    const int64_t n_out = 8;
+    mat m;
+    CHECK(m.make(T, rows, cols, 0, 3));
+    fbuf xb((size_t)(nb * cols)), yb((size_t)(nb * rows));
+    float *x = xb.p, *y = yb.p;
+    fill_x(x, nb * cols);
+    const int64_t ys = scatter ? rows : n_out;
+    for (int64_t i = 0; i < nb * ys; i++) y[i] = SENTINEL;
+    gv_args a = {};
+    a.w = m.w, a.rows = rows, a.cols = cols, a.row_bytes = (int64_t)m.rb, a.idx = idx;
+    a.n_out = n_out, a.x = x, a.x_group = 1, a.y = y, a.y_bstride = ys, a.n_batch = (int)nb;
+    a.scatter = scatter;
+    CHECK(launch<T>(a, 1, q8));
+    const char *what = scatter ? (q8 ? "qx scatter" : "gemv scatter")
+                               : (q8 ? "qx rows" : "gemv rows");
+    for (int64_t b = 0; b < nb; b++) {
+        if (scatter) {
+            for (int64_t r = 0; r < rows; r++) {
+                bool listed = false;
+                for (int k = 0; k < n_out; k++) listed |= idx[k] == r;
+                if (listed)
+                    check_row(what, T, m.f.data() + r * cols, cols, x + b * cols, q8,
+                              y[b * rows + r], r);
+                else
+                    check_exact(what, T, y[b * rows + r], SENTINEL, r);
+            }
+        } else {
+            for (int64_t o = 0; o < n_out; o++) {
+                if (idx[o] >= 0 && idx[o] < rows)
+                    check_row(what, T, m.f.data() + idx[o] * cols, cols, x + b * cols, q8,
+                              y[b * n_out + o], o);
+                else
+                    check_exact(what, T, y[b * n_out + o], 0.0f, o);
+            }
+        }
+    }
+}
+
+/* Experts by a pointer array: slots {2, -1, 0, 2, 3 (out of range), 1}, x per slot or per
+ * group of x_group slots; woff: matrices 1 and 2 at that offset (the Q8 path's !AL loads). */
+template <uint32_t T> static void experts(bool q8, int64_t cols, int32_t x_group, size_t woff)
+{
+    enum { NE = 3, NS = 6 };
+    const int64_t rows = 20;
+    const int32_t ids[NS] = {2, -1, 0, 2, 3, 1};
+    mat m[NE];
+    const void *wp[NE];
+    for (int e = 0; e < NE; e++) {
+        CHECK(m[e].make(T, rows, cols, e ? woff : 0, 10 + e));
+        wp[e] = m[e].w;
+    }
+    const int32_t xg = x_group < NS ? x_group : NS;
+    const int64_t n_x = (NS + xg - 1) / xg;
+    fbuf xb((size_t)(n_x * cols)), yb((size_t)(NS * rows));
+    float *x = xb.p, *y = yb.p;
+    fill_x(x, n_x * cols);
+    for (int64_t i = 0; i < NS * rows; i++) y[i] = SENTINEL;
+    gv_args a = {};
+    a.wptrs = wp, a.ids = ids, a.n_expert = NE, a.rows = rows, a.cols = cols;
+    a.row_bytes = (int64_t)m[0].rb, a.n_out = rows, a.x = x, a.x_estride = cols, a.x_group = xg;
+    a.y = y, a.y_bstride = rows, a.y_estride = rows, a.n_batch = 1;
+    CHECK(launch<T>(a, NS, q8));
+    const char *what = q8 ? "qx experts" : "gemv experts";
+    for (int s = 0; s < NS; s++)
+        for (int64_t r = 0; r < rows; r++) {
+            const int32_t e = ids[s];
+            if (e >= 0 && e < NE)
+                check_row(what, T, m[e].f.data() + r * cols, cols, x + (s / xg) * cols, q8,
+                          y[s * rows + r], s * rows + r);
+            else
+                check_exact(what, T, y[s * rows + r], 0.0f, s * rows + r);
+        }
+}
+
+/* Expert parts (ffn_split.h's packing): widths {2, 0, 1, 3} granules of G (gate': rows;
+ * down': columns, whole blocks); gate' [sum w][E] rows (expert k's first at ff_at[k]), down' expert k's [E][w_k] matrix; slots
+ * {3, 1, 0, 2}. gate': outputs past the width 0; down': the dot over w_k columns of the slot's
+ * x (stride the widest), 0 for a width of 0. */
+template <uint32_t T> static void parts(bool q8, int64_t G, int64_t E, bool down)
+{
+    enum { NE = 4, NS = 4 };
+    const int64_t wdt[NE] = {2 * G, 0, G, 3 * G}, F = 3 * G;
+    const int32_t ids[NS] = {3, 1, 0, 2};
+    int64_t at[NE + 1] = {0};
+    for (int k = 0; k < NE; k++) at[k + 1] = at[k] + wdt[k];
+    mat gate, dn[NE];
+    const void *wp[NE];
+    if (!down) {
+        CHECK(gate.make(T, at[NE], E, 0, 21));
+        for (int k = 0; k < NE; k++) wp[k] = gate.w + (size_t)at[k] * gate.rb;
+    } else {
+        for (int k = 0; k < NE; k++) {
+            if (wdt[k]) CHECK(dn[k].make(T, E, wdt[k], 0, 30 + k));
+            wp[k] = dn[k].w; /* a width of 0: never read */
+        }
+    }
+    const int64_t xn = down ? NS * F : E, yr = down ? E : F;
+    fbuf xb((size_t)xn), yb((size_t)(NS * yr));
+    float *x = xb.p, *y = yb.p;
+    fill_x(x, xn);
+    for (int64_t i = 0; i < NS * yr; i++) y[i] = SENTINEL;
+    gv_args a = {};
+    a.wptrs = wp, a.ids = ids, a.n_expert = NE, a.ff_at = at, a.ff_cols = down;
+    a.rows = down ? E : F, a.cols = down ? F : E;
+    a.row_bytes = (int64_t)sl_quant_row_bytes(T, a.cols), a.n_out = a.rows, a.x = x;
+    a.x_estride = a.cols, a.x_group = down ? 1 : NS, a.y = y, a.y_bstride = a.rows;
+    a.y_estride = a.rows, a.n_batch = 1;
+    CHECK(launch<T>(a, NS, q8));
+    const char *what = down ? (q8 ? "qx down'" : "gemv down'") : (q8 ? "qx gate'" : "gemv gate'");
+    for (int s = 0; s < NS; s++) {
+        const int32_t k = ids[s];
+        for (int64_t r = 0; r < yr; r++) {
+            const float v = y[s * yr + r];
+            if (!down && r < wdt[k])
+                check_row(what, T, gate.f.data() + (at[k] + r) * E, E, x, q8, v, s * yr + r);
+            else if (down && wdt[k])
+                check_row(what, T, dn[k].f.data() + r * wdt[k], wdt[k], x + s * F, q8, v,
+                          s * yr + r);
+            else
+                check_exact(what, T, v, 0.0f, s * yr + r);
+        }
+    }
+}
+
+static int n_types = 0, n_qx = 0;
+
+struct check_type {
+    template <uint32_t T> void operator()()
+    {
+        const int64_t B = sl_qt_block<T>::ELEMS, chunk = gv_cfg<T, 1>::CE;
+        const bool flt = sl_qt_block<T>::FLOAT;
+        /* one block; a chunk and a block (a partial chunk); more chunks than stages */
+        const int64_t colsv[3] = {flt ? 7 : B, chunk + (flt ? 5 : B),
+                                  3 * chunk + (flt ? 9 : 2 * B)};
+        /* (the shim's shuffles are slow: a batch of 6, two of width 4, on one shape) */
+        dense<T>(false, 21, colsv[0], 6, 0, 0);
+        dense<T>(false, 21, colsv[1], 1, 0, 0);
+        dense<T>(false, 21, colsv[2], 1, 0, 0);
+        dense<T>(false, 17, colsv[1], 1, 2, 1); /* a matrix and x at odd offsets */
+        rows_list<T>(false, colsv[1], 1, false);
+        rows_list<T>(false, colsv[1], 2, true);
+        experts<T>(false, colsv[1], 1, 0);
+        experts<T>(false, colsv[1], 2, 2);
+        /* gate' widths are rows (any count), down' widths columns (whole blocks) */
+        parts<T>(false, 3, flt ? 70 : 2 * B, false);
+        parts<T>(false, flt ? 5 : B, 20, true);
+        n_types++;
+        if constexpr (sl_qx_type(T)) {
+            /* 256 columns: 8 units (a lane each); 2304: 72 units (lanes loop, loads ahead) */
+            const int64_t qcols[2] = {256, 2304};
+            dense<T>(true, 40, qcols[0], 1, 0, 1); /* x not 16-byte aligned */
+            dense<T>(true, 40, qcols[1], 1, 0, 0);
+            if (T == 39) dense<T>(true, 9, 2880, 1, 0, 0); /* gpt-oss: 90 blocks, 1530 B */
+            rows_list<T>(true, 2304, 1, false);
+            rows_list<T>(true, 2304, 1, true);
+            const size_t al = (size_t)sl_qx_align(T);
+            experts<T>(true, 2304, 1, 0);
+            experts<T>(true, 2304, 6, al / 2); /* the !AL loads; one x for all slots */
+            parts<T>(true, 3, 512, false);
+            if (T != 8) parts<T>(true, B == 32 ? 64 : B, 20, true); /* never Q8_0's down' */
+            n_qx++;
+        }
+        printf("gemv_host_test: %-7s ok so far (%ld outputs checked)\n",
+               sl_gguf_type_get(T)->name, n_checked);
+        fflush(stdout);
+    }
+};
+
+int main(void)
+{
+    sl_qt_for_each(check_type{});
+    CHECK(n_types == 23 && n_qx == 6);
+    printf("gemv_host_test: %d types, %d on the Q8 path, %ld outputs\n", n_types, n_qx,
+           n_checked);
+    return sl_test_finish("gemv_host_test");
+}
