@@ -32,6 +32,18 @@ struct gv_launch {
     }
 };
 
+/* k_gemv_qx for the types sl_qx_type lists (the one list; sl_qt_dispatch picks T) */
+struct qx_launch {
+    gv_args a;
+    dim3 grid;
+    size_t smem;
+    cudaStream_t s;
+    template <uint32_t T> void operator()()
+    {
+        if constexpr (sl_qx_type(T)) k_gemv_qx<T><<<grid, QX_THREADS, smem, s>>>(a);
+    }
+};
+
 /* Raises the dynamic shared memory limit of every instantiation (once per context). */
 struct gv_attr {
     cudaError_t rc = cudaSuccess;
@@ -135,15 +147,8 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
     const bool w_al = a.wptrs || ((uintptr_t)a.w & (uintptr_t)(sl_qx_align(type) - 1)) == 0;
     if (!c->f32_act && sl_cuda_gemv_q8_act(type, a.cols, a.n_batch, w_al, a.ff_at && a.ff_cols)) {
         const dim3 grid((unsigned)((a.n_out + QX_ROWS - 1) / QX_ROWS), 1, (unsigned)n_slots);
-        const size_t sm = qx_smem(a.cols);
-        switch (type) {
-        case 8: k_gemv_qx<8><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
-        case 12: k_gemv_qx<12><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
-        case 13: k_gemv_qx<13><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
-        case 14: k_gemv_qx<14><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
-        case 23: k_gemv_qx<23><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
-        default: k_gemv_qx<39><<<grid, QX_THREADS, sm, c->stream>>>(a); break;
-        }
+        qx_launch L{a, grid, qx_smem(a.cols), c->stream};
+        sl_qt_dispatch(type, L);
         SL_CU_LAUNCH(err, "k_gemv_qx");
         return SL_OK;
     }

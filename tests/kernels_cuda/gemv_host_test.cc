@@ -53,10 +53,10 @@ struct mat {
     ~mat() { free(mem); }
 };
 
-/* 16-byte aligned zeroed floats with room before (x at an offset) */
+/* n floats, 16-byte aligned, and room for x at an offset of up to 4 */
 struct fbuf {
     float *p = nullptr;
-    explicit fbuf(size_t n) { p = (float *)aligned_alloc(16, (n + 4) * sizeof(float)); }
+    explicit fbuf(size_t n) { p = (float *)aligned_alloc(16, (n + 7) / 4 * 16); }
     ~fbuf() { free(p); }
 };
 
