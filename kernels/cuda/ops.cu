@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cuda/attn_decode.cuh"
 #include "kernels/cuda/attn_prefill.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
@@ -11,11 +12,7 @@ extern "C" {
 }
 #include "kernels/cuda/ops.h"
 
-/* ATTN_WARPS: warps of an attention block, each over every ATTN_WARPS-th position; a block is
- * one head and token, so a decode has only n_head blocks (32 on Qwen3-30B-A3B for 132 SMs) and
- * a warp's positions run one after another (a shuffle reduction each): 16, not 4, cuts that
- * chain 4x (the merge's shared memory, 16 x 576 floats for MLA, stays under 48 KiB). */
-enum { ROW_THREADS = 256, EW_THREADS = 256, ATTN_WARPS = 16 };
+enum { ROW_THREADS = 256, EW_THREADS = 256 };
 
 #define NEED(p, name, n)                                                                    \
     do {                                                                                    \
@@ -609,86 +606,14 @@ extern "C" sl_status sl_cuda_argmax(sl_cuda_ctx *c, const float *d_x, int64_t n,
 
 /* ---- decode attention ------------------------------------------------------------------------ */
 
-/* head dims per lane: 8 up to head_dim 256 (every architecture but MLA), 18 up to 576
- * (deepseek2's latent rows, n_lora_kv 512 + n_rot 64): two instantiations, so the common one
- * keeps its registers */
-enum { ATTN_DPL_SMALL = 256 / 32, ATTN_DPL = SL_CUDA_ATTN_MAX_HEAD_DIM / 32 };
-
-
-struct attn_k {
-    int32_t D, group, n_kv_head, n_pos, window; /* n_pos: the one token's (pos NULL) */
-    const int32_t *pos;                         /* or, not NULL: token t's n_pos is pos[t] + 1 */
-    int64_t q_ts;                               /* floats between tokens of q and out */
-    float scale, softcap;
-    const float *sinks;
-};
-
-/* One block per query head (x) and token (y: token t at position pos[t], or the one token at
- * n_pos - 1), ATTN_WARPS warps over the positions (warp w: p0 + w, + ATTN_WARPS, ...), lanes over the head
- * dims; online softmax per warp, merged at the end. */
+/* ad_body (attn_decode.cuh) with its shared memory */
 template <typename KV, int DPL>
 static __global__ void __launch_bounds__(32 * ATTN_WARPS)
     k_attn_decode(const float *q, const KV *k, const KV *v, attn_k a, float *out)
 {
     __shared__ float wm[ATTN_WARPS], wsum[ATTN_WARPS];
     __shared__ float wacc[ATTN_WARPS][32 * DPL];
-    const int h = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int kvh = h / a.group;
-    const int32_t n_pos = a.pos ? a.pos[blockIdx.y] + 1 : a.n_pos;
-    const int32_t p0 = a.window > 0 && a.window < n_pos ? n_pos - a.window : 0;
-    q += (int64_t)blockIdx.y * a.q_ts;
-    out += (int64_t)blockIdx.y * a.q_ts;
-    const int64_t row = (int64_t)a.n_kv_head * a.D;
-    float qr[DPL], acc[DPL];
-#pragma unroll
-    for (int i = 0; i < DPL; i++) {
-        const int d = lane + 32 * i;
-        qr[i] = d < a.D ? q[(int64_t)h * a.D + d] : 0.0f;
-        acc[i] = 0.0f;
-    }
-    float m = -INFINITY, s = 0.0f;
-    for (int j = p0 + warp; j < n_pos; j += ATTN_WARPS) {
-        const int64_t base = (int64_t)j * row + (int64_t)kvh * a.D;
-        float dot = 0.0f;
-#pragma unroll
-        for (int i = 0; i < DPL; i++) {
-            const int d = lane + 32 * i;
-            if (d < a.D) dot = fmaf(qr[i], ap_kv<KV>(k, base + d), dot);
-        }
-        float l = sl_warp_sum(dot) * a.scale;
-        if (a.softcap > 0.0f) l = a.softcap * tanhf(l / a.softcap);
-        const float mn = fmaxf(m, l);
-        const float corr = expf(m - mn), e = expf(l - mn);
-        s = s * corr + e;
-#pragma unroll
-        for (int i = 0; i < DPL; i++) {
-            const int d = lane + 32 * i;
-            acc[i] = acc[i] * corr + (d < a.D ? e * ap_kv<KV>(v, base + d) : 0.0f);
-        }
-        m = mn;
-    }
-    if (lane == 0) {
-        wm[warp] = m;
-        wsum[warp] = s;
-    }
-#pragma unroll
-    for (int i = 0; i < DPL; i++) {
-        const int d = lane + 32 * i;
-        if (d < a.D) wacc[warp][d] = acc[i];
-    }
-    __syncthreads();
-    float M = a.sinks ? a.sinks[h] : -INFINITY;
-    for (int w = 0; w < ATTN_WARPS; w++) M = fmaxf(M, wm[w]);
-    float S = a.sinks ? expf(a.sinks[h] - M) : 0.0f, f[ATTN_WARPS];
-    for (int w = 0; w < ATTN_WARPS; w++) {
-        f[w] = wm[w] == -INFINITY ? 0.0f : expf(wm[w] - M);
-        S += wsum[w] * f[w];
-    }
-    for (int d = threadIdx.x; d < a.D; d += 32 * ATTN_WARPS) {
-        float o = 0.0f;
-        for (int w = 0; w < ATTN_WARPS; w++) o += wacc[w][d] * f[w];
-        out[(int64_t)h * a.D + d] = o / S;
-    }
+    ad_body<KV, DPL>(q, k, v, a, out, wm, wsum, wacc);
 }
 
 /* The fields both attention kernels' arguments share (attn_k, ap_args), from p */
@@ -779,7 +704,7 @@ static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, c
     const unsigned nt = 32 * ATTN_WARPS;
     const uint16_t *k16 = (const uint16_t *)d_k, *v16 = (const uint16_t *)d_v;
     const float *k32 = (const float *)d_k, *v32 = (const float *)d_v;
-    const bool small = p->head_dim <= 32 * ATTN_DPL_SMALL;
+    const bool small = attn_dpl_small(p->head_dim);
     if (p->kv_type == SL_KV_F16 && small)
         k_attn_decode<uint16_t, ATTN_DPL_SMALL><<<nb, nt, 0, c->stream>>>(d_q, k16, v16, a, d_out);
     else if (p->kv_type == SL_KV_F16)
