@@ -9,7 +9,7 @@ _COMMON = [
     "//kernels/cuda:qx.cuh",
 ]
 
-def sl_cuh_host_test(name, cuh, src, deps = [], size = "small", includes = []):
+def sl_cuh_host_test(name, cuh, src, deps = [], size = "small", includes = [], hdrs = []):
     """A C++ test of kernels/cuda/<cuh> compiled as host code (cc rules take no .cuh).
 
     A genrule writes <stem>_cuh.h: the .cuh with its #include "kernels/cuda/*.cuh" lines
@@ -24,6 +24,7 @@ def sl_cuh_host_test(name, cuh, src, deps = [], size = "small", includes = []):
       deps: cc deps (kernels/ref, gguf, ...).
       size: test size.
       includes: other kernels/cuda .cuh files the .cuh includes (each must be inlined).
+      hdrs: kernels/cuda .h files the .cuh includes (C headers: included as they are).
     """
     stem = cuh[:-len(".cuh")]
     label = "//kernels/cuda:" + cuh
@@ -47,11 +48,12 @@ def sl_cuh_host_test(name, cuh, src, deps = [], size = "small", includes = []):
             "host_shim/cuda_runtime.h",
             "host_shim/launch.h",
             "host_shim/mma.h",
+            "attn_tol.h",
             "gemv_ref.h",
             "rand_weights.h",
             "rng.h",
             ":" + name + "_cuh_h",
-        ],
+        ] + ["//kernels/cuda:" + h for h in hdrs],
         copts = [
             "-Itests/kernels_cuda/host_shim",
             "-ffp-contract=off",
