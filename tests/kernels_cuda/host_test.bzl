@@ -1,4 +1,4 @@
-"""sl_cuh_host_test: a kernels/cuda .cuh run on the CPU through tests/kernels_cuda/host_shim."""
+"""sl_cuh_host_test: a CUDA .cuh (kernels/cuda's, or pkg's) run on the CPU through host_shim."""
 
 load("//bazel:defs.bzl", "sl_c_test")
 
@@ -9,8 +9,9 @@ _COMMON = [
     "//kernels/cuda:qx.cuh",
 ]
 
-def sl_cuh_host_test(name, cuh, src, deps = [], size = "small", includes = [], hdrs = []):
-    """A C++ test of kernels/cuda/<cuh> compiled as host code (cc rules take no .cuh).
+def sl_cuh_host_test(name, cuh, src, deps = [], size = "small", includes = [], hdrs = [],
+                     pkg = "//kernels/cuda"):
+    """A C++ test of <pkg>/<cuh> compiled as host code (cc rules take no .cuh).
 
     A genrule writes <stem>_cuh.h: the .cuh with its #include "kernels/cuda/*.cuh" lines
     replaced by those files' text, recursively (inline_cuh.awk); the test includes it as
@@ -19,16 +20,18 @@ def sl_cuh_host_test(name, cuh, src, deps = [], size = "small", includes = [], h
 
     Args:
       name: test name.
-      cuh: the .cuh's file name in kernels/cuda ("common.cuh" for the decoders alone).
+      cuh: the .cuh's file name in pkg ("common.cuh" for the decoders alone).
       src: the test's .cc.
       deps: cc deps (kernels/ref, gguf, ...).
       size: test size.
       includes: other kernels/cuda .cuh files the .cuh includes (each must be inlined).
       hdrs: kernels/cuda .h files the .cuh includes (C headers: included as they are).
+      pkg: the .cuh's package (exporting it). Outside kernels/cuda a .cuh brings none of
+        _COMMON along: only the kernels/cuda files in `includes` are inlined.
     """
     stem = cuh[:-len(".cuh")]
-    label = "//kernels/cuda:" + cuh
-    files = _COMMON + ["//kernels/cuda:" + f for f in includes]
+    label = pkg + ":" + cuh
+    files = (_COMMON if pkg == "//kernels/cuda" else []) + ["//kernels/cuda:" + f for f in includes]
     files += [] if label in _COMMON else [label]
     native.genrule(
         name = name + "_cuh_h",
