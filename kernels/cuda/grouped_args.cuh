@@ -1,5 +1,5 @@
 /* kernels/cuda/grouped_args.cuh: the arguments a grouped expert launch's kernel shares with
- * the other's (gemv_grouped.cu's GEMV, gemm_grouped.cuh's tensor-core GEMM): whose weights,
+ * the other's (gemv_grouped.cuh's GEMV, gemm_grouped.cuh's tensor-core GEMM): whose weights,
  * which slots each expert serves, the shape, how X rows group and where Y goes; and their
  * grid. Filled in one place so that the two launches cannot drift apart.
  *

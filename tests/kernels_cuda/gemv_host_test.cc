@@ -31,28 +31,6 @@ extern "C" {
 
 static const float SENTINEL = -12345.0f; /* an output a launch must not write */
 
-/* A random rows x cols matrix of type T at `off` bytes into its own allocation of exactly
- * off + its bytes, and its dequantised values. */
-struct mat {
-    uint8_t *mem = nullptr, *w = nullptr;
-    std::vector<float> f;
-    int64_t rows = 0, cols = 0;
-    size_t rb = 0;
-    bool make(uint32_t T, int64_t r, int64_t c, size_t off, int rep)
-    {
-        rows = r, cols = c;
-        rb = sl_quant_row_bytes(T, c);
-        f.assign((size_t)(r * c), 0.0f);
-        mem = (uint8_t *)malloc(off + rb * (size_t)r);
-        if (!mem) return false;
-        w = mem + off;
-        sl_error e;
-        return rand_weights(T, r * c, w, f.data(), rep) &&
-               sl_quant_dequant_row(T, w, f.data(), r * c, &e) == SL_OK;
-    }
-    ~mat() { free(mem); }
-};
-
 /* n floats, 16-byte aligned, and room for x at an offset of up to 4 */
 struct fbuf {
     float *p = nullptr;
@@ -131,7 +109,7 @@ static void fill_x(float *x, int64_t n)
 template <uint32_t T>
 static void dense(bool q8, int64_t rows, int64_t cols, int64_t nb, size_t woff, int xoff)
 {
-    mat m;
+    rand_mat m;
     CHECK(m.make(T, rows, cols, woff, (int)(cols + rows)));
     fbuf xb((size_t)(nb * cols)), yb((size_t)(nb * rows));
     float *x = xb.p + xoff, *y = yb.p;
@@ -156,7 +134,7 @@ template <uint32_t T> static void rows_list(bool q8, int64_t cols, int64_t nb, b
     const int64_t rows = 23;
     const int32_t idx[8] = {22, -1, 0, 7, 7, 23, 13, 5};
     const int64_t n_out = 8;
-    mat m;
+    rand_mat m;
     CHECK(m.make(T, rows, cols, 0, 3));
     fbuf xb((size_t)(nb * cols)), yb((size_t)(nb * rows));
     float *x = xb.p, *y = yb.p;
@@ -200,7 +178,7 @@ template <uint32_t T> static void experts(bool q8, int64_t cols, int32_t x_group
     enum { NE = 3, NS = 6 };
     const int64_t rows = 20;
     const int32_t ids[NS] = {2, -1, 0, 2, 3, 1};
-    mat m[NE];
+    rand_mat m[NE];
     const void *wp[NE];
     for (int e = 0; e < NE; e++) {
         CHECK(m[e].make(T, rows, cols, e ? woff : 0, 10 + e));
@@ -240,7 +218,7 @@ template <uint32_t T> static void parts(bool q8, int64_t G, int64_t E, bool down
     const int32_t ids[NS] = {3, 1, 0, 2};
     int64_t at[NE + 1] = {0};
     for (int k = 0; k < NE; k++) at[k + 1] = at[k] + wdt[k];
-    mat gate, dn[NE];
+    rand_mat gate, dn[NE];
     const void *wp[NE];
     if (!down) {
         CHECK(gate.make(T, at[NE], E, 0, 21));

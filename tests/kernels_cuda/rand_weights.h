@@ -3,11 +3,15 @@
  * A row of n values (whole blocks) of type T into w: quantized from random floats where
  * kernels/ref has a quantizer (rep varies the scale and adds an offset now and then), else
  * random codes (all valid) under a random finite block scale of either sign; MXFP4 random codes
- * with exponents near 1. f: n floats of scratch. False if a step failed. */
+ * with exponents near 1. f: n floats of scratch. False if a step failed.
+ * rand_mat: such a matrix in its own allocation, at an offset (the kernels' unaligned paths),
+ * with its dequantised values. */
 #ifndef SL_TESTS_KERNELS_CUDA_RAND_WEIGHTS_H
 #define SL_TESTS_KERNELS_CUDA_RAND_WEIGHTS_H
 
 #include <cstdint>
+#include <cstdlib>
+#include <vector>
 
 extern "C" {
 #include "gguf/gguf.h"
@@ -41,5 +45,27 @@ static inline bool rand_weights(uint32_t T, int64_t n, uint8_t *w, float *f, int
     sl_error e;
     return sl_quant_row(T, f, w, n, &e) == SL_OK;
 }
+
+/* A random rows x cols matrix of type T at `off` bytes into its own allocation of exactly
+ * off + its bytes (so the ASan build flags a read past its end), and its dequantised values. */
+struct rand_mat {
+    uint8_t *mem = nullptr, *w = nullptr;
+    std::vector<float> f;
+    int64_t rows = 0, cols = 0;
+    size_t rb = 0;
+    bool make(uint32_t T, int64_t r, int64_t c, size_t off, int rep)
+    {
+        rows = r, cols = c;
+        rb = sl_quant_row_bytes(T, c);
+        f.assign((size_t)(r * c), 0.0f);
+        mem = (uint8_t *)malloc(off + rb * (size_t)r);
+        if (!mem) return false;
+        w = mem + off;
+        sl_error e;
+        return rand_weights(T, r * c, w, f.data(), rep) &&
+               sl_quant_dequant_row(T, w, f.data(), r * c, &e) == SL_OK;
+    }
+    ~rand_mat() { free(mem); }
+};
 
 #endif
