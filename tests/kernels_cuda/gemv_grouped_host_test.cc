@@ -135,7 +135,8 @@ struct check_type {
         for (int gi = 0; gi < 2; gi++) {
             const int32_t xg = groups[gi];
             const int64_t n_x = (NS + xg - 1) / xg, xoff = gi; /* x_group 3: X off by a float */
-            float *xb = (float *)aligned_alloc(16, (size_t)(n_x * cols + 4) * sizeof(float));
+            const size_t xn = (size_t)(n_x * cols + 7) / 4 * 4; /* whole 16 bytes, a float more */
+            float *xb = (float *)aligned_alloc(16, xn * sizeof(float));
             std::vector<float> y((size_t)(NS * rows), SENTINEL);
             if (!xb) {
                 CHECK_MSG(0, "out of memory");
