@@ -31,7 +31,10 @@ def sl_cuh_host_test(name, cuh, src, deps = [], size = "small", includes = [], h
     """
     stem = cuh[:-len(".cuh")]
     label = pkg + ":" + cuh
-    files = (_COMMON if pkg == "//kernels/cuda" else []) + ["//kernels/cuda:" + f for f in includes]
+    files = (_COMMON if pkg == "//kernels/cuda" else []) + [
+        "//kernels/cuda:" + f
+        for f in includes
+    ]
     files += [] if label in _COMMON else [label]
     native.genrule(
         name = name + "_cuh_h",
