@@ -38,9 +38,13 @@ struct qx_launch {
     dim3 grid;
     size_t smem;
     cudaStream_t s;
+    bool launched = false;
     template <uint32_t T> void operator()()
     {
-        if constexpr (sl_qx_type(T)) k_gemv_qx<T><<<grid, QX_THREADS, smem, s>>>(a);
+        if constexpr (sl_qx_type(T)) {
+            k_gemv_qx<T><<<grid, QX_THREADS, smem, s>>>(a);
+            launched = true;
+        }
     }
 };
 
@@ -53,9 +57,11 @@ struct gv_attr {
         const size_t b1 = gv_cfg<T, 1>::BYTES, b4 = gv_cfg<T, 4>::BYTES;
         if (max_bytes < b4) max_bytes = b4;
         if (rc == cudaSuccess)
-            rc = cudaFuncSetAttribute(k_gemv<T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b1);
+            rc = cudaFuncSetAttribute(k_gemv<T, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)b1);
         if (rc == cudaSuccess)
-            rc = cudaFuncSetAttribute(k_gemv<T, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b4);
+            rc = cudaFuncSetAttribute(k_gemv<T, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)b4);
     }
 };
 
@@ -149,6 +155,9 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
         const dim3 grid((unsigned)((a.n_out + QX_ROWS - 1) / QX_ROWS), 1, (unsigned)n_slots);
         qx_launch L{a, grid, qx_smem(a.cols), c->stream};
         sl_qt_dispatch(type, L);
+        if (!L.launched) /* sl_cuda_gemv_q8_act admits only sl_qx_type's types */
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u has no Q8-activation "
+                                "kernel", fn, type);
         SL_CU_LAUNCH(err, "k_gemv_qx");
         return SL_OK;
     }
@@ -187,8 +196,10 @@ extern "C" sl_status sl_cuda_gemv_rows(sl_cuda_ctx *c, uint32_t type, const void
     sl_status st = gv_check(__func__, type, rows, cols, n_batch, &a, err);
     if (st) return st;
     if (n_idx < 0)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: n_idx = %lld < 0", __func__, (long long)n_idx);
-    if (n_idx == 0) return c ? SL_OK : sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
+        return sl_error_set(err, SL_ERR_INVALID, "%s: n_idx = %lld < 0", __func__,
+                            (long long)n_idx);
+    if (n_idx == 0)
+        return c ? SL_OK : sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
     if (!d_w || !d_x || !d_y || !d_idx)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
                             !d_w ? "d_w" : !d_x ? "d_x" : !d_y ? "d_y" : "d_idx");

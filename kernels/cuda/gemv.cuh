@@ -26,7 +26,10 @@
 
 #include "kernels/cuda/common.cuh"
 
-enum { GV_WARPS = 4, GV_R = 4, GV_ROWS = GV_WARPS * GV_R, GV_STAGES = 3, GV_THREADS = 32 * GV_WARPS };
+enum {
+    GV_WARPS = 4, GV_R = 4, GV_ROWS = GV_WARPS * GV_R, GV_STAGES = 3,
+    GV_THREADS = 32 * GV_WARPS
+};
 
 template <uint32_t T, int NB> struct gv_cfg {
     typedef sl_qt<T> Q;
@@ -104,7 +107,8 @@ static __device__ __forceinline__ void gv_block(gv_args a, uint8_t *smem)
         if (e < 0 || e >= a.n_expert || (a.ff_at && !gv_part<T>(a, e))) {
             for (int i = tid; i < GV_ROWS * NB; i += GV_THREADS) {
                 const int64_t o = o0 + i % GV_ROWS;
-                if (o < a.n_out && i / GV_ROWS < nb) Y[(int64_t)(i / GV_ROWS) * a.y_bstride + o] = 0.0f;
+                if (o < a.n_out && i / GV_ROWS < nb)
+                    Y[(int64_t)(i / GV_ROWS) * a.y_bstride + o] = 0.0f;
             }
             return;
         }
@@ -202,7 +206,8 @@ static __device__ __forceinline__ void gv_block(gv_args a, uint8_t *smem)
             for (int b = 0; b < NB; b++) {
                 if (b >= nb) continue;
                 float xr[Q::UNIT];
-                const float4 *xp = (const float4 *)(const void *)(xst + b * (C::UPC * C::XU) + u * C::XU);
+                const float4 *xp =
+                    (const float4 *)(const void *)(xst + b * (C::UPC * C::XU) + u * C::XU);
 #pragma unroll
                 for (int i = 0; i < Q::UNIT / 4; i++) {
                     const float4 v = xp[i];

@@ -693,7 +693,7 @@ static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, c
     NEED(d_out, "d_out", 1);
     st = enter(fn, c, err);
     if (st) return st;
-    const float scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)p->head_dim));
+    const float scale = (float)sl_ref_attn_scale(p);
     bool taken = false;
     st = attn_prefill(c, d_q, d_k, d_v, p, scale, d_pos, n_tok, d_out, &taken, err);
     if (st || taken) return st;

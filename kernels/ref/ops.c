@@ -557,6 +557,11 @@ static double kv_at(const void *base, sl_kv_type t, size_t i)
                           : (double)((const float *)base)[i];
 }
 
+double sl_ref_attn_scale(const sl_attn_params *p)
+{
+    return p->scale != 0.0f ? (double)p->scale : 1.0 / sqrt((double)p->head_dim);
+}
+
 sl_status sl_ref_attn_decode(const float *q, const void *k, const void *v,
                              const sl_attn_params *p, float *out, sl_error *err)
 {
@@ -569,7 +574,7 @@ sl_status sl_ref_attn_decode(const float *q, const void *k, const void *v,
     const int32_t D = p->head_dim, group = p->n_head / p->n_kv_head;
     const int32_t p0 = p->window > 0 && p->window < p->n_pos ? p->n_pos - p->window : 0;
     const int32_t np = p->n_pos - p0;
-    const double scale = p->scale != 0.0f ? (double)p->scale : 1.0 / sqrt((double)D);
+    const double scale = sl_ref_attn_scale(p);
     const size_t row = (size_t)p->n_kv_head * (size_t)D; /* elements per cache position */
 
     double *logit = malloc(((size_t)np + (size_t)D) * sizeof *logit);

@@ -219,6 +219,8 @@ typedef struct sl_attn_params {
 
 /* SL_OK if p describes a computable attention; else SL_ERR_INVALID naming the field. */
 sl_status sl_ref_attn_validate(const sl_attn_params *p, sl_error *err);
+/* The logits' scale: p->scale, or 1 / sqrt(head_dim) where it is 0 (every backend's one rule). */
+double sl_ref_attn_scale(const sl_attn_params *p);
 
 /* One query token against a KV cache: q [n_head][head_dim] F32; k, v [n_pos][n_kv_head]
  * [head_dim] of kv_type; out [n_head][head_dim] F32 = softmax(logits) . V per head. out must

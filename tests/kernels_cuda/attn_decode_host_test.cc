@@ -4,7 +4,7 @@
  * launch.h), its shared memory poisoned before each block, against kernels/ref's attention
  * (sl_ref_attn_decode) for every token. Why: CI has no GPU, and this is the decode path of
  * every layer. Variants: both instantiations (head dims 64, 80, 96, 128, 256; MLA's 576 with V
- * the K rows), F32 and F16 caches, MHA and GQA (groups 2, 3, 4, 8), a window shorter than the
+ * the K rows), F32 and F16 caches, MHA and GQA (groups 2, 3, 4), a window shorter than the
  * context, softcap, sinks, a scale of its own; one token at n_pos (pos NULL) and tokens at
  * positions read from pos (out of order, position 0, contexts shorter than ATTN_WARPS so some
  * warps see no position, a stale n_pos), tokens q_ts apart with a gap (left untouched).
@@ -97,7 +97,11 @@ static void run(int vi, const variant &V)
     a.window = V.window;
     a.pos = at ? V.pos : nullptr;
     a.q_ts = q_ts;
-    a.scale = V.scale != 0.0f ? V.scale : (float)(1.0 / sqrt((double)V.D));
+    sl_attn_params p = {.n_head = V.n_head, .n_kv_head = V.n_kv, .head_dim = V.D, .n_pos = 1,
+                        .scale = V.scale, .window = V.window, .softcap = V.softcap,
+                        .sinks = V.sinks ? sinks.data() : nullptr,
+                        .kv_type = V.f16 ? SL_KV_F16 : SL_KV_F32};
+    a.scale = (float)sl_ref_attn_scale(&p); /* as attn_launch */
     a.softcap = V.softcap;
     a.sinks = V.sinks ? sinks.data() : nullptr;
     const long faults0 = sl_shim_align_faults.load();
@@ -113,9 +117,6 @@ static void run(int vi, const variant &V)
     CHECK(ok);
     CHECK_MSG(sl_shim_align_faults.load() == faults0, "variant %d: %ld misaligned accesses", vi,
               sl_shim_align_faults.load() - faults0);
-    sl_attn_params p = {.n_head = V.n_head, .n_kv_head = V.n_kv, .head_dim = V.D, .n_pos = 1,
-                        .scale = V.scale, .window = V.window, .softcap = V.softcap,
-                        .sinks = a.sinks, .kv_type = V.f16 ? SL_KV_F16 : SL_KV_F32};
     int bad = 0, gap_bad = 0;
     double worst = 0.0;
     for (int t = 0; t < n_tok; t++) {

@@ -251,14 +251,14 @@ static void check_gemv(const char *what, uint32_t t, const float *wf, int64_t r,
                        const float *x, float y, bool q8)
 {
     if (!q8) {
-        check_dot(what, t, wf, r, cols, x, y, 2e-5, 1e-30);
+        check_dot(what, t, wf, r, cols, x, y, GEMV_REF_TOL_S, GEMV_REF_TOL_ABS);
         return;
     }
     float *xr = xmalloc((size_t)cols * 4);
     gemv_ref_q8_x(x, cols, xr);
     char w[64];
     snprintf(w, sizeof w, "%s(q8 act)", what);
-    check_dot(w, t, wf, r, cols, xr, y, 2e-5, 1e-30);
+    check_dot(w, t, wf, r, cols, xr, y, GEMV_REF_TOL_S, GEMV_REF_TOL_ABS);
     free(xr);
 }
 

@@ -162,7 +162,7 @@ struct check_type {
                     double want = 0, tol = 0;
                     if (ids[s] >= 0 && ids[s] < NE)
                         gemv_ref_dot(m[ids[s]].f.data() + r * cols, x + (s / xg) * cols, cols,
-                                     2e-5, 1e-30, &want, &tol);
+                                     GEMV_REF_TOL_S, GEMV_REF_TOL_ABS, &want, &tol);
                     n_checked++;
                     if (std::fabs((double)got - want) <= tol) continue; /* (0: exactly) */
                     if (bad++ < 5)

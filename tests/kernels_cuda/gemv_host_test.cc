@@ -48,7 +48,7 @@ static void check_row(const char *what, uint32_t T, const float *wrow, int64_t c
     std::vector<float> xr(x, x + cols);
     if (q8) gemv_ref_q8_x(x, cols, xr.data());
     double d, tol;
-    gemv_ref_dot(wrow, xr.data(), cols, 2e-5, 1e-30, &d, &tol);
+    gemv_ref_dot(wrow, xr.data(), cols, GEMV_REF_TOL_S, GEMV_REF_TOL_ABS, &d, &tol);
     n_checked++;
     const bool ok = std::fabs((double)y - d) <= tol;
     CHECK(ok || n_fail_reports > 20);
@@ -105,30 +105,54 @@ static void fill_x(float *x, int64_t n)
     for (int64_t i = 0; i < n; i++) x[i] = rnd_f(-1.0f, 1.0f);
 }
 
-/* Dense: Y[b][r] for rows not a multiple of a block's, x at an offset where xoff. */
+/* An output buffer of exactly n floats (a write past it: ASan), SENTINEL at first; `seen`
+ * marks the entries a case checked, and untouched() holds every other one unwritten (the gaps
+ * the cases leave between batch rows and slots, a compact list's unlisted tail, a scatter's
+ * unlisted rows). */
+struct ybuf {
+    std::vector<float> y;
+    std::vector<bool> seen;
+    explicit ybuf(size_t n) : y(n, SENTINEL), seen(n, false) {}
+    float at(size_t i)
+    {
+        seen[i] = true;
+        return y[i];
+    }
+    void untouched(const char *what, uint32_t T)
+    {
+        for (size_t i = 0; i < y.size(); i++)
+            if (!seen[i]) check_exact(what, T, y[i], SENTINEL, (int64_t)i);
+    }
+};
+
+/* Dense: Y[b][r] for rows not a multiple of a block's, batch rows 2 floats apart, x at an
+ * offset where xoff. */
 template <uint32_t T>
 static void dense(bool q8, int64_t rows, int64_t cols, int64_t nb, size_t woff, int xoff)
 {
     rand_mat m;
     CHECK(m.make(T, rows, cols, woff, (int)(cols + rows)));
-    fbuf xb((size_t)(nb * cols)), yb((size_t)(nb * rows));
-    float *x = xb.p + xoff, *y = yb.p;
+    fbuf xb((size_t)(nb * cols));
+    float *x = xb.p + xoff;
     fill_x(x, nb * cols);
-    for (int64_t i = 0; i < nb * rows; i++) y[i] = SENTINEL;
+    const int64_t ys = rows + 2;
+    ybuf Y((size_t)(nb * ys));
     gv_args a = {};
     a.w = m.w, a.rows = rows, a.cols = cols, a.row_bytes = (int64_t)m.rb, a.n_out = rows;
-    a.x = x, a.x_group = 1, a.y = y, a.y_bstride = rows, a.n_batch = (int)nb;
+    a.x = x, a.x_group = 1, a.y = Y.y.data(), a.y_bstride = ys, a.n_batch = (int)nb;
     CHECK(launch<T>(a, 1, q8));
     char what[64];
-    snprintf(what, sizeof what, "%s dense%s%s", q8 ? "qx" : "gemv", woff ? " w+off" : "",
-             xoff ? " x+off" : "");
+    snprintf(what, sizeof what, "%s dense%s%s%s", q8 ? "qx" : "gemv", woff ? " w+off" : "",
+             xoff ? " x+off" : "", sl_shim_cp_eager ? " (cp.async at issue)" : "");
     for (int64_t b = 0; b < nb; b++)
         for (int64_t r = 0; r < rows; r++)
-            check_row(what, T, m.f.data() + r * cols, cols, x + b * cols, q8, y[b * rows + r], r);
+            check_row(what, T, m.f.data() + r * cols, cols, x + b * cols, q8,
+                      Y.at((size_t)(b * ys + r)), r);
+    Y.untouched(what, T);
 }
 
 /* A row list with ids out of range: compact (y[o], 0 for a bad id) and scatter (y[id], the
- * rest untouched). */
+ * rest untouched); batch rows 2 floats apart. */
 template <uint32_t T> static void rows_list(bool q8, int64_t cols, int64_t nb, bool scatter)
 {
     const int64_t rows = 23;
@@ -136,47 +160,41 @@ template <uint32_t T> static void rows_list(bool q8, int64_t cols, int64_t nb, b
     const int64_t n_out = 8;
     rand_mat m;
     CHECK(m.make(T, rows, cols, 0, 3));
-    fbuf xb((size_t)(nb * cols)), yb((size_t)(nb * rows));
-    float *x = xb.p, *y = yb.p;
+    fbuf xb((size_t)(nb * cols));
+    float *x = xb.p;
     fill_x(x, nb * cols);
-    const int64_t ys = scatter ? rows : n_out;
-    for (int64_t i = 0; i < nb * ys; i++) y[i] = SENTINEL;
+    const int64_t ys = (scatter ? rows : n_out) + 2;
+    ybuf Y((size_t)(nb * ys));
     gv_args a = {};
     a.w = m.w, a.rows = rows, a.cols = cols, a.row_bytes = (int64_t)m.rb, a.idx = idx;
-    a.n_out = n_out, a.x = x, a.x_group = 1, a.y = y, a.y_bstride = ys, a.n_batch = (int)nb;
-    a.scatter = scatter;
+    a.n_out = n_out, a.x = x, a.x_group = 1, a.y = Y.y.data(), a.y_bstride = ys;
+    a.n_batch = (int)nb, a.scatter = scatter;
     CHECK(launch<T>(a, 1, q8));
     const char *what = scatter ? (q8 ? "qx scatter" : "gemv scatter")
                                : (q8 ? "qx rows" : "gemv rows");
-    for (int64_t b = 0; b < nb; b++) {
-        if (scatter) {
-            for (int64_t r = 0; r < rows; r++) {
-                bool listed = false;
-                for (int k = 0; k < n_out; k++) listed |= idx[k] == r;
-                if (listed)
-                    check_row(what, T, m.f.data() + r * cols, cols, x + b * cols, q8,
-                              y[b * rows + r], r);
-                else
-                    check_exact(what, T, y[b * rows + r], SENTINEL, r);
-            }
-        } else {
-            for (int64_t o = 0; o < n_out; o++) {
-                if (idx[o] >= 0 && idx[o] < rows)
-                    check_row(what, T, m.f.data() + idx[o] * cols, cols, x + b * cols, q8,
-                              y[b * n_out + o], o);
-                else
-                    check_exact(what, T, y[b * n_out + o], 0.0f, o);
-            }
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t o = 0; o < n_out; o++) {
+            const int32_t r = idx[o];
+            const bool ok = r >= 0 && r < rows;
+            if (scatter && ok)
+                check_row(what, T, m.f.data() + r * cols, cols, x + b * cols, q8,
+                          Y.at((size_t)(b * ys + r)), r);
+            else if (!scatter && ok)
+                check_row(what, T, m.f.data() + r * cols, cols, x + b * cols, q8,
+                          Y.at((size_t)(b * ys + o)), o);
+            else if (!scatter)
+                check_exact(what, T, Y.at((size_t)(b * ys + o)), 0.0f, o);
         }
-    }
+    Y.untouched(what, T);
 }
 
-/* Experts by a pointer array: slots {2, -1, 0, 2, 3 (out of range), 1}, x per slot or per
- * group of x_group slots; woff: matrices 1 and 2 at that offset (the Q8 path's !AL loads). */
+/* Experts by a pointer array: slots {2, -1, 0, 2, 3 (out of range), 1} 3 floats apart, x per
+ * slot or per group of x_group slots; woff: matrices 1 and 2 at that offset (the Q8 path's !AL
+ * loads). */
 template <uint32_t T> static void experts(bool q8, int64_t cols, int32_t x_group, size_t woff)
 {
     enum { NE = 3, NS = 6 };
-    const int64_t rows = 20;
+    const int64_t rows = 20, ys = rows + 3;
     const int32_t ids[NS] = {2, -1, 0, 2, 3, 1};
     rand_mat m[NE];
     const void *wp[NE];
@@ -186,31 +204,34 @@ template <uint32_t T> static void experts(bool q8, int64_t cols, int32_t x_group
     }
     const int32_t xg = x_group < NS ? x_group : NS;
     const int64_t n_x = (NS + xg - 1) / xg;
-    fbuf xb((size_t)(n_x * cols)), yb((size_t)(NS * rows));
-    float *x = xb.p, *y = yb.p;
+    fbuf xb((size_t)(n_x * cols));
+    float *x = xb.p;
     fill_x(x, n_x * cols);
-    for (int64_t i = 0; i < NS * rows; i++) y[i] = SENTINEL;
+    ybuf Y((size_t)(NS * ys));
     gv_args a = {};
     a.wptrs = wp, a.ids = ids, a.n_expert = NE, a.rows = rows, a.cols = cols;
     a.row_bytes = (int64_t)m[0].rb, a.n_out = rows, a.x = x, a.x_estride = cols, a.x_group = xg;
-    a.y = y, a.y_bstride = rows, a.y_estride = rows, a.n_batch = 1;
+    a.y = Y.y.data(), a.y_bstride = rows, a.y_estride = ys, a.n_batch = 1;
     CHECK(launch<T>(a, NS, q8));
     const char *what = q8 ? "qx experts" : "gemv experts";
     for (int s = 0; s < NS; s++)
         for (int64_t r = 0; r < rows; r++) {
             const int32_t e = ids[s];
+            const float v = Y.at((size_t)(s * ys + r));
             if (e >= 0 && e < NE)
-                check_row(what, T, m[e].f.data() + r * cols, cols, x + (s / xg) * cols, q8,
-                          y[s * rows + r], s * rows + r);
+                check_row(what, T, m[e].f.data() + r * cols, cols, x + (s / xg) * cols, q8, v,
+                          s * rows + r);
             else
-                check_exact(what, T, y[s * rows + r], 0.0f, s * rows + r);
+                check_exact(what, T, v, 0.0f, s * rows + r);
         }
+    Y.untouched(what, T);
 }
 
 /* Expert parts (ffn_split.h's packing): widths {2, 0, 1, 3} granules of G (gate': rows;
- * down': columns, whole blocks); gate' [sum w][E] rows (expert k's first at ff_at[k]), down' expert k's [E][w_k] matrix; slots
- * {3, 1, 0, 2}. gate': outputs past the width 0; down': the dot over w_k columns of the slot's
- * x (stride the widest), 0 for a width of 0. */
+ * down': columns, whole blocks); gate' [sum w][E] rows (expert k's first at ff_at[k]),
+ * down' expert k's [E][w_k] matrix; slots {3, 1, 0, 2}, 3 floats apart. gate': outputs past
+ * the width 0; down': the dot over w_k columns of the slot's x (stride the widest), 0 for a
+ * width of 0. */
 template <uint32_t T> static void parts(bool q8, int64_t G, int64_t E, bool down)
 {
     enum { NE = 4, NS = 4 };
@@ -229,23 +250,23 @@ template <uint32_t T> static void parts(bool q8, int64_t G, int64_t E, bool down
             wp[k] = dn[k].w; /* a width of 0: never read */
         }
     }
-    const int64_t xn = down ? NS * F : E, yr = down ? E : F;
-    fbuf xb((size_t)xn), yb((size_t)(NS * yr));
-    float *x = xb.p, *y = yb.p;
+    const int64_t xn = down ? NS * F : E, yr = down ? E : F, ys = yr + 3;
+    fbuf xb((size_t)xn);
+    float *x = xb.p;
     fill_x(x, xn);
-    for (int64_t i = 0; i < NS * yr; i++) y[i] = SENTINEL;
+    ybuf Y((size_t)(NS * ys));
     gv_args a = {};
     a.wptrs = wp, a.ids = ids, a.n_expert = NE, a.ff_at = at, a.ff_cols = down;
     a.rows = down ? E : F, a.cols = down ? F : E;
     a.row_bytes = (int64_t)sl_quant_row_bytes(T, a.cols), a.n_out = a.rows, a.x = x;
-    a.x_estride = a.cols, a.x_group = down ? 1 : NS, a.y = y, a.y_bstride = a.rows;
-    a.y_estride = a.rows, a.n_batch = 1;
+    a.x_estride = a.cols, a.x_group = down ? 1 : NS, a.y = Y.y.data(), a.y_bstride = a.rows;
+    a.y_estride = ys, a.n_batch = 1;
     CHECK(launch<T>(a, NS, q8));
     const char *what = down ? (q8 ? "qx down'" : "gemv down'") : (q8 ? "qx gate'" : "gemv gate'");
     for (int s = 0; s < NS; s++) {
         const int32_t k = ids[s];
         for (int64_t r = 0; r < yr; r++) {
-            const float v = y[s * yr + r];
+            const float v = Y.at((size_t)(s * ys + r));
             if (!down && r < wdt[k])
                 check_row(what, T, gate.f.data() + (at[k] + r) * E, E, x, q8, v, s * yr + r);
             else if (down && wdt[k])
@@ -255,6 +276,7 @@ template <uint32_t T> static void parts(bool q8, int64_t G, int64_t E, bool down
                 check_exact(what, T, v, 0.0f, s * yr + r);
         }
     }
+    Y.untouched(what, T);
 }
 
 static int n_types = 0, n_qx = 0;
@@ -272,6 +294,9 @@ struct check_type {
         dense<T>(false, 21, colsv[1], 1, 0, 0);
         dense<T>(false, 21, colsv[2], 1, 0, 0);
         dense<T>(false, 17, colsv[1], 1, 2, 1); /* a matrix and x at odd offsets */
+        sl_shim_cp_eager = true; /* a copy into a stage another warp still reads shows too */
+        dense<T>(false, 21, colsv[2], 1, 0, 0);
+        sl_shim_cp_eager = false;
         rows_list<T>(false, colsv[1], 1, false);
         rows_list<T>(false, colsv[1], 2, true);
         experts<T>(false, colsv[1], 1, 0);

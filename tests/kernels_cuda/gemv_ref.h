@@ -13,6 +13,11 @@
 #include <math.h>
 #include <stdint.h>
 
+/* The GEMV kernels' bound (gemv.cuh, gemv_grouped.cuh), for gemv_ref_dot: their float sums are
+ * within a few ulps of the terms. */
+#define GEMV_REF_TOL_S 2e-5
+#define GEMV_REF_TOL_ABS 1e-30
+
 static inline void gemv_ref_dot(const float *w, const float *x, int64_t cols, double tol_s,
                                 double tol_abs, double *dot, double *tol)
 {

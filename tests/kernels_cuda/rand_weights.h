@@ -47,7 +47,9 @@ static inline bool rand_weights(uint32_t T, int64_t n, uint8_t *w, float *f, int
 }
 
 /* A random rows x cols matrix of type T at `off` bytes into its own allocation of exactly
- * off + its bytes (so the ASan build flags a read past its end), and its dequantised values. */
+ * off + its bytes (so the ASan build flags a read past its end), and its dequantised values.
+ * The allocation is 16-byte aligned (false if not: an "aligned" case would quietly take the
+ * kernels' unaligned paths). */
 struct rand_mat {
     uint8_t *mem = nullptr, *w = nullptr;
     std::vector<float> f;
@@ -59,7 +61,7 @@ struct rand_mat {
         rb = sl_quant_row_bytes(T, c);
         f.assign((size_t)(r * c), 0.0f);
         mem = (uint8_t *)malloc(off + rb * (size_t)r);
-        if (!mem) return false;
+        if (!mem || (uintptr_t)mem % 16) return false;
         w = mem + off;
         sl_error e;
         return rand_weights(T, r * c, w, f.data(), rep) &&

@@ -1,8 +1,13 @@
-/* tests/kernels_cuda/host_shim: host stand-ins for the CUDA names kernels/cuda/common.cuh uses,
- * so that its GGUF block decoders (sl_qt<T>::deq / dot) compile as plain C++ and run on the CPU
- * in tests/kernels_cuda:qt_host_test. Only that test puts this folder on its include path.
+/* tests/kernels_cuda/host_shim: host stand-ins for the CUDA names kernels/cuda's .cuh files use,
+ * so that their device code compiles as plain C++ and runs on the CPU in the host tests
+ * (host_test.bzl; only they put this folder on their include path; launch.h runs a grid).
  * The intrinsics are the exact operations the device does: __fmul_rn etc. are single float
- * operations (the test compiles with -ffp-contract=off), __byte_perm the PRMT byte select. */
+ * operations (the tests compile with -ffp-contract=off), __byte_perm the PRMT byte select.
+ * What a passing host test cannot show: timing; a missing __syncwarp (each shuffle here is a
+ * barrier of the warp's lanes and a fence); races between blocks (they run one at a time);
+ * static __shared__ arrays start with the previous block's values, not garbage; nvcc's FMA
+ * contraction (the tests' sums are compared within bounds, not bits); a lane that skips a
+ * shuffle or barrier hangs the test instead of failing it. */
 #ifndef SL_TESTS_HOST_SHIM_CUDA_RUNTIME_H
 #define SL_TESTS_HOST_SHIM_CUDA_RUNTIME_H
 
@@ -35,23 +40,25 @@ static thread_local sl_shim_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0},
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
 
-struct float2 {
+/* aligned as CUDA's vector_types.h declares them, so that the UBSan build (-fsanitize=alignment)
+ * flags a plain vector access at an address the device would fault on */
+struct alignas(8) float2 {
     float x, y;
 };
-struct float4 {
+struct alignas(16) float4 {
     float x, y, z, w;
 };
-struct uint4 {
+struct alignas(16) uint4 {
     unsigned x, y, z, w;
 };
 static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
 {
     return uint4{x, y, z, w};
 }
-struct uint2 {
+struct alignas(8) uint2 {
     unsigned x, y;
 };
-struct int4 {
+struct alignas(16) int4 {
     int x, y, z, w;
 };
 
@@ -71,7 +78,8 @@ static inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s)
 {
     const uint64_t v = (uint64_t)y << 32 | x;
     uint32_t r = 0;
-    for (int k = 0; k < 4; k++) r |= (uint32_t)((v >> (8 * ((s >> (4 * k)) & 7))) & 0xFF) << (8 * k);
+    for (int k = 0; k < 4; k++)
+        r |= (uint32_t)((v >> (8 * ((s >> (4 * k)) & 7))) & 0xFF) << (8 * k);
     return r;
 }
 
@@ -149,10 +157,14 @@ struct sl_shim_cp {
 };
 static thread_local std::vector<std::vector<sl_shim_cp>> sl_shim_cp_groups;
 static thread_local std::vector<sl_shim_cp> sl_shim_cp_open;
+/* Set by a test: copies land at issue instead, the device's other extreme, where a copy into a
+ * stage that other threads still read (a barrier missing before the refill) shows. */
+static std::atomic<bool> sl_shim_cp_eager{false};
 static inline void sl_cp_async16(void *smem, const void *gmem)
 {
     if ((uintptr_t)smem % 16 || (uintptr_t)gmem % 16) sl_shim_align_faults++;
-    sl_shim_cp_open.push_back(sl_shim_cp{smem, gmem});
+    if (sl_shim_cp_eager) memcpy(smem, gmem, 16);
+    else sl_shim_cp_open.push_back(sl_shim_cp{smem, gmem});
 }
 static inline void sl_cp_async_commit(void)
 {
