@@ -152,8 +152,8 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
      * sl_qx_align, expert matrices (a device-side pointer array) are checked in-kernel */
     const bool w_al = a.wptrs || ((uintptr_t)a.w & (uintptr_t)(sl_qx_align(type) - 1)) == 0;
     if (!c->f32_act && sl_cuda_gemv_q8_act(type, a.cols, a.n_batch, w_al, a.ff_at && a.ff_cols)) {
-        const dim3 grid((unsigned)((a.n_out + QX_ROWS - 1) / QX_ROWS), 1, (unsigned)n_slots);
-        qx_launch L{a, grid, qx_smem(a.cols), c->stream};
+        const gv_grid g = gv_grid_of(a, n_slots, true);
+        qx_launch L{a, dim3(g.x, g.y, g.z), qx_smem(a.cols), c->stream};
         sl_qt_dispatch(type, L);
         if (!L.launched) /* sl_cuda_gemv_q8_act admits only sl_qx_type's types */
             return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u has no Q8-activation "
@@ -161,9 +161,8 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
         SL_CU_LAUNCH(err, "k_gemv_qx");
         return SL_OK;
     }
-    const int nb = a.n_batch == 1 ? 1 : 4;
-    gv_launch L{a, dim3((unsigned)gx, (unsigned)((a.n_batch + nb - 1) / nb), (unsigned)n_slots),
-                c->stream, nb};
+    const gv_grid g = gv_grid_of(a, n_slots, false);
+    gv_launch L{a, dim3(g.x, g.y, g.z), c->stream, g.nb};
     sl_qt_dispatch(type, L);
     SL_CU_LAUNCH(err, "k_gemv");
     return SL_OK;

@@ -410,6 +410,21 @@ static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
     }
 }
 
+/* A launch's grid - x: blocks of output rows, y: groups of nb batch rows, z: slots - and the
+ * F32 body's batch width nb (1 or 4); q8: k_gemv_qx's (n_batch 1). The one rule gemv.cu
+ * launches by and the host test runs by. */
+struct gv_grid {
+    unsigned x, y, z;
+    int nb;
+};
+static __host__ __device__ inline gv_grid gv_grid_of(const gv_args &a, int n_slots, bool q8)
+{
+    const int nb = q8 || a.n_batch == 1 ? 1 : 4;
+    const int64_t rows = q8 ? QX_ROWS : GV_ROWS;
+    return gv_grid{(unsigned)((a.n_out + rows - 1) / rows), (unsigned)((a.n_batch + nb - 1) / nb),
+                   (unsigned)n_slots, nb};
+}
+
 /* Dynamic shared memory of k_gemv_qx for `cols` (x as int8, then two floats per unit). */
 static __host__ __device__ size_t qx_smem(int64_t cols)
 {

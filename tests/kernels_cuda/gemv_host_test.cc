@@ -67,8 +67,8 @@ static void check_exact(const char *what, uint32_t T, float y, float want, int64
                 (long long)o, (double)y, (double)want);
 }
 
-/* One launch as gemv.cu's gv_run makes it: the Q8 body (q8) or the F32 body of batch width 1
- * or 4, grid over outputs, batch groups and slots. False if the shim refused the block. */
+/* One launch as gemv.cu's gv_run makes it (gv_grid_of): the Q8 body (q8) or the F32 body of
+ * batch width 1 or 4. False if the shim refused the block. */
 template <uint32_t T> static bool launch(const gv_args &a, int n_slots, bool q8)
 {
     const long faults0 = sl_shim_align_faults.load();
@@ -76,17 +76,16 @@ template <uint32_t T> static bool launch(const gv_args &a, int n_slots, bool q8)
     if (q8) {
         const size_t sm = qx_smem(a.cols);
         uint8_t *smem = (uint8_t *)aligned_alloc(16, (sm + 15) / 16 * 16);
-        const sl_shim_dim3 g{(unsigned)((a.n_out + QX_ROWS - 1) / QX_ROWS), 1, (unsigned)n_slots};
-        ok = sl_shim_launch(g, QX_THREADS, [&] { qx_block<T>(a, smem); },
+        const gv_grid G = gv_grid_of(a, n_slots, true);
+        ok = sl_shim_launch(sl_shim_dim3{G.x, G.y, G.z}, QX_THREADS, [&] { qx_block<T>(a, smem); },
                             [&] { memset(smem, 0xA5, sm); });
         free(smem);
     } else {
-        const int nb = a.n_batch == 1 ? 1 : 4;
-        const size_t sm = nb == 1 ? gv_cfg<T, 1>::BYTES : gv_cfg<T, 4>::BYTES;
+        const gv_grid G = gv_grid_of(a, n_slots, false);
+        const sl_shim_dim3 g{G.x, G.y, G.z};
+        const size_t sm = G.nb == 1 ? gv_cfg<T, 1>::BYTES : gv_cfg<T, 4>::BYTES;
         uint8_t *smem = (uint8_t *)aligned_alloc(16, sm);
-        const sl_shim_dim3 g{(unsigned)((a.n_out + GV_ROWS - 1) / GV_ROWS),
-                             (unsigned)((a.n_batch + nb - 1) / nb), (unsigned)n_slots};
-        if (nb == 1)
+        if (G.nb == 1)
             ok = sl_shim_launch(g, GV_THREADS, [&] { gv_block<T, 1>(a, smem); },
                                 [&] { memset(smem, 0xA5, sm); });
         else
