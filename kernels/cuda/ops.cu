@@ -1,5 +1,8 @@
 /* kernels/cuda/ops.cu: see ops.h. Small kernels; the decode step calls each once per layer, so
- * they favour few launches and exact-enough arithmetic over peak throughput. */
+ * they favour few launches and exact-enough arithmetic over peak throughput. Their bodies live
+ * in headers that tests/kernels_cuda's host tests run on the CPU (rows.cuh, rope.cuh,
+ * select.cuh, attn_decode.cuh, attn_prefill.cuh); this file keeps the __global__ wrappers,
+ * which declare the shared memory, and the launches. */
 #include <math.h>
 #include <string.h>
 
@@ -7,12 +10,12 @@
 #include "kernels/cuda/attn_prefill.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
+#include "kernels/cuda/rope.cuh"   /* and rows.cuh */
+#include "kernels/cuda/select.cuh"
 extern "C" {
 #include "kernels/ref/ops.h"
 }
 #include "kernels/cuda/ops.h"
-
-enum { ROW_THREADS = 256, EW_THREADS = 256 };
 
 #define NEED(p, name, n)                                                                    \
     do {                                                                                    \
@@ -26,29 +29,13 @@ static sl_status enter(const char *fn, sl_cuda_ctx *c, sl_error *err)
     return sl__cuda_ctx_enter(c, err);
 }
 
-static unsigned ew_grid(int64_t n)
-{
-    const int64_t b = (n + EW_THREADS - 1) / EW_THREADS;
-    return (unsigned)(b < 65535 * 8 ? b : 65535 * 8);
-}
-
 /* ---- rms_norm -------------------------------------------------------------------------------- */
 
 static __global__ void __launch_bounds__(ROW_THREADS)
     k_rms_norm(const float *x, const float *w, float *y, int64_t n, float eps, bool one_plus_w)
 {
     __shared__ float red[32];
-    const float *xr = x + (int64_t)blockIdx.x * n;
-    float *yr = y + (int64_t)blockIdx.x * n;
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) ss = fmaf(xr[i], xr[i], ss);
-    ss = sl_block_sum(ss, red);
-    const float r = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) {
-        float g = 1.0f;
-        if (w) g = one_plus_w ? 1.0f + w[i] : w[i];
-        yr[i] = xr[i] * r * g;
-    }
+    rms_norm_body(x, w, y, n, eps, one_plus_w, red);
 }
 
 /* The row norms' arguments (sl_cuda_rms_norm, sl_cuda_add_rms_norm). */
@@ -81,46 +68,10 @@ extern "C" sl_status sl_cuda_rms_norm(sl_cuda_ctx *c, const float *d_x, const fl
 
 /* ---- rope ------------------------------------------------------------------------------------ */
 
-struct rope_k {
-    int32_t n_rot, half, head_dim, n_head;
-    bool neox;
-    double freq_base, freq_scale, ext_factor, attn_factor;
-    float corr0, corr1;
-    const float *ff;
-};
-
-/* Pair i of one head's row at position pos: the angle as sl_ref_rope_cos_sin, in double. */
-static __device__ void rope_pair(float *row, int32_t i, int32_t pos, const rope_k &p)
-{
-    double theta_extrap = (double)pos * pow(p.freq_base, -2.0 * i / (double)p.n_rot);
-    if (p.ff) theta_extrap /= (double)p.ff[i];
-    const double theta_interp = p.freq_scale * theta_extrap;
-    double theta = theta_interp, mscale = p.attn_factor;
-    if (p.ext_factor != 0.0) {
-        const double y = ((double)i - p.corr0) / fmax(0.001, (double)p.corr1 - p.corr0);
-        const double ramp = 1.0 - fmin(1.0, fmax(0.0, y));
-        const double mix = ramp * p.ext_factor;
-        theta = theta_interp * (1.0 - mix) + theta_extrap * mix;
-        mscale *= 1.0 + 0.1 * log(1.0 / p.freq_scale);
-    }
-    double s, co;
-    sincos(theta, &s, &co);
-    co *= mscale;
-    s *= mscale;
-    const int32_t a = p.neox ? i : 2 * i, b = p.neox ? i + p.half : 2 * i + 1;
-    const double x0 = row[a], x1 = row[b];
-    row[a] = (float)(x0 * co - x1 * s);
-    row[b] = (float)(x0 * s + x1 * co);
-}
-
-/* One thread per (token, head, pair). */
+/* rope_body (rope.cuh) */
 static __global__ void k_rope(float *x, int64_t n_pairs, const int32_t *pos, rope_k p)
 {
-    const int64_t g = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x;
-    if (g >= n_pairs) return;
-    const int32_t i = (int32_t)(g % p.half);
-    const int64_t th = g / p.half; /* token * n_head + head */
-    rope_pair(x + th * p.head_dim, i, pos[th / p.n_head], p);
+    rope_body(x, n_pairs, pos, p);
 }
 
 extern "C" sl_status sl_cuda_rope(sl_cuda_ctx *c, float *d_x, int64_t n_tokens, int32_t n_head,
@@ -140,13 +91,9 @@ extern "C" sl_status sl_cuda_rope(sl_cuda_ctx *c, float *d_x, int64_t n_tokens, 
     NEED(d_pos, "d_pos", n_tokens * n_head);
     st = enter(fn, c, err);
     if (st || !n_tokens || !n_head) return st;
-    float corr[2];
-    sl_ref_rope_corr_dims(&hp, corr);
-    rope_k k = {p->n_rot, p->n_rot / 2, head_dim, n_head, p->mode == SL_ROPE_NEOX,
-                (double)p->freq_base, (double)p->freq_scale, (double)p->ext_factor,
-                (double)p->attn_factor, corr[0], corr[1], p->freq_factors};
+    const rope_k k = rope_k_make(p, head_dim, n_head);
     const int64_t n_pairs = n_tokens * n_head * (int64_t)(p->n_rot / 2);
-    const int64_t blocks = (n_pairs + EW_THREADS - 1) / EW_THREADS;
+    const int64_t blocks = ew_blocks(n_pairs);
     if (blocks > INT32_MAX) return sl_error_set(err, SL_ERR_INVALID, "%s: too many rows", fn);
     k_rope<<<(unsigned)blocks, EW_THREADS, 0, c->stream>>>(d_x, n_pairs, d_pos, k);
     SL_CU_LAUNCH(err, "k_rope");
@@ -155,48 +102,14 @@ extern "C" sl_status sl_cuda_rope(sl_cuda_ctx *c, float *d_x, int64_t n_tokens, 
 
 /* ---- fused: q/k norm + rope + KV store; residual add + rms_norm ---------------------------- */
 
-/* Block (slot, token): slots [0, H) are q heads, [H, H + Hk) k heads, [H + Hk, H + 2 Hk) v
- * heads. A q or k head is normalised (its weight given: k_rms_norm's arithmetic), roped in
- * place (rope_pair), and a k head then stored; a v head is only stored (k_kv_store's rounding
- * for F16). The head's threads stride over it; the block syncs between the phases. */
+/* qk_rope_store_body (rope.cuh) with its shared memory */
 static __global__ void __launch_bounds__(ROW_THREADS)
     k_qk_rope_store(float *q, float *k, const float *v, const float *qw, const float *kw,
                     float eps, const int32_t *pos, rope_k p, int32_t H, int32_t Hk, bool f16,
                     void *kc, void *vc)
 {
     __shared__ float red[32];
-    const int32_t slot = blockIdx.x, D = p.head_dim;
-    const int64_t t = blockIdx.y, row_kv = (int64_t)Hk * D;
-    const bool is_q = slot < H, is_k = !is_q && slot < H + Hk;
-    if (!is_q && !is_k) {
-        const int32_t hv = slot - H - Hk;
-        const float *src = v + (t * Hk + hv) * D;
-        const int64_t base = (int64_t)pos[t] * row_kv + (int64_t)hv * D;
-        for (int32_t d = threadIdx.x; d < D; d += ROW_THREADS) {
-            if (f16) ((__half *)vc)[base + d] = __float2half_rn(src[d]);
-            else ((float *)vc)[base + d] = src[d];
-        }
-        return;
-    }
-    const int32_t h = is_q ? slot : slot - H;
-    float *row = is_q ? q + (t * H + h) * D : k + (t * Hk + h) * D;
-    const float *w = is_q ? qw : kw;
-    if (w) { /* uniform over the block: every thread takes part in the sum */
-        float ss = 0.0f;
-        for (int32_t d = threadIdx.x; d < D; d += ROW_THREADS) ss = fmaf(row[d], row[d], ss);
-        ss = sl_block_sum(ss, red);
-        const float r = 1.0f / sqrtf(ss / (float)D + eps);
-        for (int32_t d = threadIdx.x; d < D; d += ROW_THREADS) row[d] = row[d] * r * w[d];
-        __syncthreads();
-    }
-    for (int32_t i = threadIdx.x; i < p.half; i += ROW_THREADS) rope_pair(row, i, pos[t], p);
-    if (!is_k) return;
-    __syncthreads();
-    const int64_t base = (int64_t)pos[t] * row_kv + (int64_t)h * D;
-    for (int32_t d = threadIdx.x; d < D; d += ROW_THREADS) {
-        if (f16) ((__half *)kc)[base + d] = __float2half_rn(row[d]);
-        else ((float *)kc)[base + d] = row[d];
-    }
+    qk_rope_store_body(q, k, v, qw, kw, eps, pos, p, H, Hk, f16, kc, vc, red);
 }
 
 extern "C" sl_status sl_cuda_qk_rope_store(sl_cuda_ctx *c, float *d_q, float *d_k,
@@ -227,12 +140,8 @@ extern "C" sl_status sl_cuda_qk_rope_store(sl_cuda_ctx *c, float *d_q, float *d_
     NEED(d_vc, "d_vc", n_tokens);
     st = enter(fn, c, err);
     if (st || !n_tokens) return st;
-    float corr[2];
-    sl_ref_rope_corr_dims(&hp, corr);
-    rope_k k = {p->n_rot, p->n_rot / 2, head_dim, n_head, p->mode == SL_ROPE_NEOX,
-                (double)p->freq_base, (double)p->freq_scale, (double)p->ext_factor,
-                (double)p->attn_factor, corr[0], corr[1], p->freq_factors};
-    const dim3 grid((unsigned)(n_head + 2 * n_head_kv), (unsigned)n_tokens, 1);
+    const rope_k k = rope_k_make(p, head_dim, n_head);
+    const dim3 grid((unsigned)qk_rope_store_slots(n_head, n_head_kv), (unsigned)n_tokens, 1);
     k_qk_rope_store<<<grid, ROW_THREADS, 0, c->stream>>>(d_q, d_k, d_v, d_q_norm, d_k_norm, eps,
                                                          d_pos, k, n_head, n_head_kv, f16,
                                                          d_kc, d_vc);
@@ -240,23 +149,12 @@ extern "C" sl_status sl_cuda_qk_rope_store(sl_cuda_ctx *c, float *d_q, float *d_
     return SL_OK;
 }
 
-/* x = x + t (rounded as the element-wise add), then y = rms_norm(x) w: one block per row. */
+/* add_rms_norm_body (rows.cuh) with its shared memory */
 static __global__ void __launch_bounds__(ROW_THREADS)
     k_add_rms_norm(float *x, const float *t, const float *w, float *y, int64_t n, float eps)
 {
     __shared__ float red[32];
-    float *xr = x + (int64_t)blockIdx.x * n;
-    const float *tr = t + (int64_t)blockIdx.x * n;
-    float *yr = y + (int64_t)blockIdx.x * n;
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) {
-        const float v = __fadd_rn(xr[i], tr[i]);
-        xr[i] = v;
-        ss = fmaf(v, v, ss);
-    }
-    ss = sl_block_sum(ss, red);
-    const float r = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) yr[i] = xr[i] * r * (w ? w[i] : 1.0f);
+    add_rms_norm_body(x, t, w, y, n, eps, red);
 }
 
 extern "C" sl_status sl_cuda_add_rms_norm(sl_cuda_ctx *c, float *d_x, const float *d_t,
@@ -282,23 +180,7 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     k_softmax(float *x, int64_t n, float scale, const float *mask, int64_t mask_stride)
 {
     __shared__ float red[32];
-    float *xr = x + (int64_t)blockIdx.x * n;
-    const float *mr = mask ? mask + (int64_t)blockIdx.x * mask_stride : NULL;
-    float mx = -INFINITY;
-    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS)
-        mx = fmaxf(mx, xr[i] * scale + (mr ? mr[i] : 0.0f));
-    mx = sl_block_max(mx, red);
-    if (mx == -INFINITY) { /* fully masked row: zeros, as the reference */
-        for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) xr[i] = 0.0f;
-        return;
-    }
-    float sum = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS)
-        sum += expf(xr[i] * scale + (mr ? mr[i] : 0.0f) - mx);
-    sum = sl_block_sum(sum, red);
-    const float inv = 1.0f / sum;
-    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS)
-        xr[i] = expf(xr[i] * scale + (mr ? mr[i] : 0.0f) - mx) * inv;
+    softmax_body(x, n, scale, mask, mask_stride, red);
 }
 
 extern "C" sl_status sl_cuda_softmax(sl_cuda_ctx *c, float *d_x, int64_t n_rows, int64_t n,
@@ -323,36 +205,11 @@ extern "C" sl_status sl_cuda_softmax(sl_cuda_ctx *c, float *d_x, int64_t n_rows,
 
 /* ---- elementwise ----------------------------------------------------------------------------- */
 
-/* the GLUs first (EW_GLU_LAST: names their operands gate / up / out) */
-enum ew_op { EW_SWIGLU, EW_GEGLU_TANH, EW_GEGLU_ERF, EW_SWIGLU_OAI, EW_ADD, EW_MUL, EW_SCALE };
-enum { EW_GLU_LAST = EW_SWIGLU_OAI };
-
-static __device__ __forceinline__ float gelu_f(float x, bool erf_kind)
-{
-    if (erf_kind) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * x * (1.0f + 0.044715f * x * x)));
-}
-
 template <int OP>
 static __global__ void k_ew(const float *a, const float *b, float *y, int64_t n, float s,
                            float s2)
 {
-    for (int64_t i = (int64_t)blockIdx.x * EW_THREADS + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * EW_THREADS) {
-        const float va = a[i];
-        float r;
-        if (OP == EW_SWIGLU) r = va / (1.0f + expf(-va)) * b[i];
-        else if (OP == EW_GEGLU_TANH) r = gelu_f(va, false) * b[i];
-        else if (OP == EW_GEGLU_ERF) r = gelu_f(va, true) * b[i];
-        else if (OP == EW_SWIGLU_OAI) { /* s: alpha, s2: limit (sl_ref_swiglu_oai) */
-            const float g = fminf(va, s2), u = fmaxf(fminf(b[i], s2), -s2);
-            r = g / (1.0f + expf(-s * g)) * (u + 1.0f);
-        }
-        else if (OP == EW_ADD) r = va + b[i];
-        else if (OP == EW_MUL) r = va * b[i];
-        else r = va * s;
-        y[i] = r;
-    }
+    ew_body<OP>(a, b, y, n, s, s2);
 }
 
 template <int OP>
@@ -379,8 +236,10 @@ extern "C" sl_status sl_cuda_swiglu(sl_cuda_ctx *c, const float *d_gate, const f
 extern "C" sl_status sl_cuda_geglu(sl_cuda_ctx *c, const float *d_gate, const float *d_up,
                                    float *d_out, int64_t n, sl_gelu_kind kind, sl_error *err)
 {
-    if (kind == SL_GELU_TANH) return ew<EW_GEGLU_TANH>(__func__, c, d_gate, d_up, d_out, n, 0.0f, err);
-    if (kind == SL_GELU_ERF) return ew<EW_GEGLU_ERF>(__func__, c, d_gate, d_up, d_out, n, 0.0f, err);
+    if (kind == SL_GELU_TANH)
+        return ew<EW_GEGLU_TANH>(__func__, c, d_gate, d_up, d_out, n, 0.0f, err);
+    if (kind == SL_GELU_ERF)
+        return ew<EW_GEGLU_ERF>(__func__, c, d_gate, d_up, d_out, n, 0.0f, err);
     return sl_error_set(err, SL_ERR_INVALID, "%s: kind = %d is not TANH (0) or ERF (1)", __func__,
                         (int)kind);
 }
@@ -414,94 +273,16 @@ extern "C" sl_status sl_cuda_scale(sl_cuda_ctx *c, float *d_x, int64_t n, float 
 
 /* ---- router ---------------------------------------------------------------------------------- */
 
-/* One warp per token; prob and score in double (shared memory), k argmax passes with the
- * reference's order (higher score, then lower index). */
+/* router_body (select.cuh) with its shared memory */
 static __global__ void __launch_bounds__(32)
     k_router(const float *logits, int32_t E, int32_t k, int gating, bool norm_topk,
              const float *bias, float weight_scale, int32_t n_group, int32_t top_group,
              int32_t *out_idx, float *out_w)
 {
-    extern __shared__ double rs[]; /* prob[E], score[E], group score[n_group] */
-    double *prob = rs, *score = rs + E, *gscore = rs + 2 * E;
+    extern __shared__ double rs[]; /* router_smem */
     __shared__ int32_t sel[SL_CUDA_ROUTER_MAX_EXPERT];
-    const int lane = threadIdx.x;
-    const float *lg = logits + (int64_t)blockIdx.x * E;
-    int32_t *oi = out_idx + (int64_t)blockIdx.x * k;
-    float *ow = out_w + (int64_t)blockIdx.x * k;
-
-    if (gating == SL_GATING_SOFTMAX_TOPK) {
-        double mx = -INFINITY, sum = 0.0;
-        for (int e = lane; e < E; e += 32) mx = fmax(mx, (double)lg[e]);
-        for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        for (int e = lane; e < E; e += 32) sum += (prob[e] = exp((double)lg[e] - mx));
-        sum = sl_warp_sum_d(sum);
-        for (int e = lane; e < E; e += 32) prob[e] /= sum;
-    } else if (gating == SL_GATING_SIGMOID) {
-        for (int e = lane; e < E; e += 32) prob[e] = 1.0 / (1.0 + exp(-(double)lg[e]));
-    } else {
-        for (int e = lane; e < E; e += 32) prob[e] = lg[e];
-    }
-    for (int e = lane; e < E; e += 32) score[e] = prob[e] + (bias ? (double)bias[e] : 0.0);
-    __syncwarp();
-    if (n_group > 1) {
-        /* the reference's group limit: a group scores the sum of its two best scores (its one
-         * score if it has one expert); the experts of groups with top_group or more groups
-         * ranking before them (higher score, then lower index) are masked to -inf */
-        const int32_t per = E / n_group;
-        for (int g = lane; g < n_group; g += 32) {
-            double b1 = -INFINITY, b2 = -INFINITY;
-            for (int32_t e = g * per; e < (g + 1) * per; e++) {
-                if (score[e] > b1) b2 = b1, b1 = score[e];
-                else if (score[e] > b2) b2 = score[e];
-            }
-            gscore[g] = per > 1 ? b1 + b2 : b1;
-        }
-        __syncwarp();
-        for (int g = lane; g < n_group; g += 32) {
-            int32_t better = 0;
-            for (int o = 0; o < n_group; o++)
-                better += o != g && (gscore[o] > gscore[g] || (gscore[o] == gscore[g] && o < g));
-            if (better >= top_group)
-                for (int32_t e = g * per; e < (g + 1) * per; e++) score[e] = -INFINITY;
-        }
-        __syncwarp();
-    }
-
-    for (int j = 0; j < k; j++) {
-        double bs = -INFINITY;
-        int bi = -1;
-        for (int e = lane; e < E; e += 32) {
-            bool taken = false;
-            for (int t = 0; t < j && !taken; t++) taken = sel[t] == e;
-            if (taken) continue;
-            if (bi < 0 || score[e] > bs || (score[e] == bs && e < bi)) bs = score[e], bi = e;
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-            const double os = __shfl_xor_sync(0xffffffffu, bs, o);
-            const int oi2 = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (oi2 >= 0 && (bi < 0 || os > bs || (os == bs && oi2 < bi))) bs = os, bi = oi2;
-        }
-        if (lane == 0) sel[j] = bi;
-        __syncwarp();
-    }
-    if (lane != 0) return;
-    double wsum = 0.0;
-    if (gating == SL_GATING_TOPK_SOFTMAX) {
-        double mx = -INFINITY;
-        for (int j = 0; j < k; j++) mx = fmax(mx, prob[sel[j]]);
-        for (int j = 0; j < k; j++) wsum += exp(prob[sel[j]] - mx);
-        for (int j = 0; j < k; j++) {
-            oi[j] = sel[j];
-            ow[j] = (float)(exp(prob[sel[j]] - mx) / wsum * (double)weight_scale);
-        }
-    } else {
-        for (int j = 0; j < k; j++) wsum += prob[sel[j]];
-        const double div = norm_topk && wsum > 0.0 ? wsum : 1.0;
-        for (int j = 0; j < k; j++) {
-            oi[j] = sel[j];
-            ow[j] = (float)(prob[sel[j]] / div * (double)weight_scale);
-        }
-    }
+    router_body(logits, E, k, gating, norm_topk, bias, weight_scale, n_group, top_group, out_idx,
+                out_w, rs, sel);
 }
 
 extern "C" sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, int64_t n_tokens,
@@ -535,58 +316,23 @@ extern "C" sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, 
     NEED(d_w, "d_w", n_tokens);
     sl_status st = enter(fn, c, err);
     if (st || !n_tokens) return st;
-    const int32_t G = p->n_group > 1 ? p->n_group : 0;
-    k_router<<<(unsigned)n_tokens, 32, (2 * (size_t)E + (size_t)G) * sizeof(double),
-               c->stream>>>(d_logits, E, k, (int)p->gating, p->norm_topk, p->bias,
-                            p->weight_scale, G, p->top_group, d_idx, d_w);
+    const int32_t G = router_groups(p->n_group);
+    k_router<<<(unsigned)n_tokens, 32, router_smem(E, G), c->stream>>>(
+        d_logits, E, k, (int)p->gating, p->norm_topk, p->bias, p->weight_scale, G, p->top_group,
+        d_idx, d_w);
     SL_CU_LAUNCH(err, "k_router");
     return SL_OK;
 }
 
 /* ---- greedy pick ----------------------------------------------------------------------------- */
 
-enum { ARGMAX_THREADS = 1024 };
-
-/* (value, index) "a is the better pick than b": larger value, equal values by lower index; -1
- * (nothing found) loses to anything. */
-static __device__ __forceinline__ bool am_better(float va, int32_t ia, float vb, int32_t ib)
-{
-    return ia >= 0 && (ib < 0 || va > vb || (va == vb && ia < ib));
-}
-
-/* One block: each thread scans a strided slice, then a tree reduction in shared memory. The
- * result does not depend on the order of the reduction (both rules are total orders), so it
- * equals sl_ref_argmax's. */
+/* argmax_body (select.cuh) with its shared memory */
 static __global__ void __launch_bounds__(ARGMAX_THREADS)
     k_argmax(const float *x, int32_t n, sl_argmax_result *r)
 {
     __shared__ float sv[ARGMAX_THREADS];
     __shared__ int32_t si[ARGMAX_THREADS], sb[ARGMAX_THREADS];
-    const int t = threadIdx.x;
-    float bv = 0.0f;
-    int32_t bi = -1, bad = -1;
-    for (int32_t i = t; i < n; i += ARGMAX_THREADS) {
-        const float v = x[i];
-        if (isnan(v) || v == INFINITY) {
-            if (bad < 0) bad = i; /* the first in this thread's slice is its lowest */
-        } else if (v > -INFINITY && (bi < 0 || v > bv)) {
-            bv = v, bi = i;
-        }
-    }
-    sv[t] = bv, si[t] = bi, sb[t] = bad;
-    __syncthreads();
-    for (int h = ARGMAX_THREADS / 2; h > 0; h >>= 1) {
-        if (t < h) {
-            if (am_better(sv[t + h], si[t + h], sv[t], si[t])) sv[t] = sv[t + h], si[t] = si[t + h];
-            if (sb[t + h] >= 0 && (sb[t] < 0 || sb[t + h] < sb[t])) sb[t] = sb[t + h];
-        }
-        __syncthreads();
-    }
-    if (t == 0) {
-        r->best = si[0];
-        r->bad = sb[0];
-        r->bad_bits = sb[0] >= 0 ? __float_as_uint(x[sb[0]]) : 0u;
-    }
+    argmax_body(x, n, r, sv, si, sb);
 }
 
 extern "C" sl_status sl_cuda_argmax(sl_cuda_ctx *c, const float *d_x, int64_t n,
