@@ -4,7 +4,8 @@
  * CPU twin that runs in CI is //tests/kernels:ops_test (kernels/cpu against kernels/ref/ops.h).
  * The matrix kernels: cuda_kernels_matmul_test.c.
  *
- * What is checked, and the tolerance of each:
+ * What is checked, and the tolerance of each (ops_tol.h and attn_tol.h hold the rules, shared
+ * with the host tests of the kernels' bodies):
  * - rms_norm: <= 1e-5 x max |ref| of the row; rope: <= 4e-6 x max |x|; the fused q/k norm +
  *   rope + KV store and add + rms_norm (issue 32) within the sum of their parts' tolerances;
  *   softmax: <= 1e-5 |ref| + 1e-7; swiglu / geglu / swiglu_oai (limit 1.5: both clamps bite):
@@ -27,6 +28,7 @@
 #include "kernels/ref/ops.h"
 #include "kernels/ref/quant.h"
 #include "tests/kernels_cuda/attn_tol.h"
+#include "tests/kernels_cuda/ops_tol.h"
 #include "tests/kernels_cuda/cuda_kernels_harness.h"
 
 /* ---- no GPU: validation and clean errors --------------------------------------------------- */
@@ -101,7 +103,8 @@ static void test_ops(sl_cuda_ctx *c)
                 double mx = 0;
                 for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(ref[i]));
                 for (int64_t i = 0; i < n; i++)
-                    REPORT(fabs(y[r * n + i] - ref[i]) <= 1e-5 * mx, "rms_norm n %lld [%lld]: %g vs %g",
+                    REPORT(rms_norm_close(y[r * n + i], ref[i], mx),
+                           "rms_norm n %lld [%lld]: %g vs %g",
                            (long long)n, (long long)i, (double)y[r * n + i], (double)ref[i]);
             }
             free(x), free(w), free(y), free(ref);
@@ -135,7 +138,8 @@ static void test_ops(sl_cuda_ctx *c)
         d2h(y, dx, (size_t)(T * H * D) * 4);
         CHECK_MSG(sl_ref_rope(x, T, H, D, pos, &p, &e) == SL_OK, "%s", e.msg);
         for (int i = 0; i < T * H * D; i++)
-            REPORT(fabs(y[i] - x[i]) <= 4e-6, "rope variant %d [%d]: %g vs %g", variant, i, (double)y[i], (double)x[i]);
+            REPORT(rope_close(y[i], x[i]), "rope variant %d [%d]: %g vs %g", variant, i,
+                   (double)y[i], (double)x[i]);
         free(x), free(y);
         cudaFree(dx), cudaFree(dpos), cudaFree(dff);
     }
@@ -181,7 +185,7 @@ static void test_ops(sl_cuda_ctx *c)
         double qmax = 0;
         for (int64_t i = 0; i < nq; i++) qmax = fmax(qmax, fabs(q[i]));
         for (int64_t i = 0; i < nq; i++)
-            REPORT(fabs(gq[i] - q[i]) <= 4e-6 + 1e-5 * qmax, "qk_rope_store %d q[%lld]: %g vs %g",
+            REPORT(qk_rope_close(gq[i], q[i], qmax, 0), "qk_rope_store %d q[%lld]: %g vs %g",
                    variant, (long long)i, (double)gq[i], (double)q[i]);
         for (int32_t t = 0; t < T; t++)
             for (int64_t j = 0; j < row; j++) {
@@ -189,8 +193,8 @@ static void test_ops(sl_cuda_ctx *c)
                 const float rk = k[t * row + j], rv = v[t * row + j];
                 const float ck = f16 ? sl_quant_fp16_to_fp32(((uint16_t *)gkc)[at]) : ((float *)gkc)[at];
                 const float cv = f16 ? sl_quant_fp16_to_fp32(((uint16_t *)gvc)[at]) : ((float *)gvc)[at];
-                const double tk = (f16 ? fabs(rk) / 1024 : 0) + 4e-6 + 1e-5 * qmax;
-                REPORT(fabs(ck - rk) <= tk, "qk_rope_store %d k cache [%d][%lld]: %g vs %g", variant, t,
+                REPORT(qk_rope_close(ck, rk, qmax, f16 ? fabs(rk) / 1024 : 0),
+                       "qk_rope_store %d k cache [%d][%lld]: %g vs %g", variant, t,
                        (long long)j, (double)ck, (double)rk);
                 REPORT(f16 ? ((uint16_t *)gvc)[at] == sl_quant_fp32_to_fp16(rv) : cv == rv,
                        "qk_rope_store %d v cache [%d][%lld]: %g vs %g", variant, t, (long long)j,
@@ -223,7 +227,8 @@ static void test_ops(sl_cuda_ctx *c)
             for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(ref[i]));
             for (int64_t i = 0; i < n; i++) {
                 REPORT(gx[r * n + i] == x[r * n + i], "add_rms_norm x [%lld][%lld]", (long long)r, (long long)i);
-                REPORT(fabs(gy[r * n + i] - ref[i]) <= 1e-5 * mx, "add_rms_norm y [%lld][%lld]: %g vs %g",
+                REPORT(rms_norm_close(gy[r * n + i], ref[i], mx),
+                       "add_rms_norm y [%lld][%lld]: %g vs %g",
                        (long long)r, (long long)i, (double)gy[r * n + i], (double)ref[i]);
             }
         }
@@ -248,7 +253,7 @@ static void test_ops(sl_cuda_ctx *c)
         for (int64_t r = 0; r < R; r++) {
             sl_ref_softmax(x + r * n, n, 0.7f, m + r * n, &e);
             for (int64_t i = 0; i < n; i++)
-                REPORT(fabs(y[r * n + i] - x[r * n + i]) <= 1e-5 * fabs(x[r * n + i]) + 1e-7,
+                REPORT(softmax_close(y[r * n + i], x[r * n + i]),
                        "softmax row %lld [%lld]: %g vs %g", (long long)r, (long long)i,
                        (double)y[r * n + i], (double)x[r * n + i]);
         }
@@ -282,10 +287,9 @@ static void test_ops(sl_cuda_ctx *c)
             d2h(y, dy, (size_t)n * 4);
             for (int64_t i = 0; i < n; i++) {
                 const bool exact = op >= 3 && op <= 5;
-                const double tol =
-                    exact ? 0.0 : 1e-5 * fabs(ref[i]) + 1e-6 * fabs(u[i]) * (1 + fabs(g[i]));
-                REPORT(fabs(y[i] - ref[i]) <= tol, "elementwise op %d [%lld]: %a vs %a", op,
-                       (long long)i, (double)y[i], (double)ref[i]);
+                REPORT(exact ? y[i] == ref[i] : glu_close(y[i], ref[i], g[i], u[i]),
+                       "elementwise op %d [%lld]: %a vs %a", op, (long long)i, (double)y[i],
+                       (double)ref[i]);
             }
         }
         free(g), free(u), free(y), free(ref);
@@ -322,7 +326,7 @@ static void test_ops(sl_cuda_ctx *c)
             CHECK_MSG(sl_ref_router_topk(lg + t * E, &p, ri, rw, &e) == SL_OK, "%s", e.msg);
             for (int j = 0; j < k; j++) {
                 REPORT(gi[t * k + j] == ri[j], "router variant %d token %d [%d]: %d vs %d", variant, t, j, gi[t * k + j], ri[j]);
-                REPORT(fabs(gw[t * k + j] - rw[j]) <= 1e-6 * fabs(rw[j]) + 1e-7, "router weight %g vs %g",
+                REPORT(router_w_close(gw[t * k + j], rw[j]), "router weight %g vs %g",
                        (double)gw[t * k + j], (double)rw[j]);
             }
         }

@@ -56,6 +56,7 @@ def sl_cuh_host_test(name, cuh, src, deps = [], size = "small", includes = [], h
             "host_shim/mma.h",
             "attn_tol.h",
             "gemv_ref.h",
+            "ops_tol.h",
             "rand_weights.h",
             "rng.h",
             ":" + name + "_cuh_h",

@@ -68,6 +68,12 @@ static inline float __uint_as_float(uint32_t u)
     memcpy(&f, &u, sizeof f);
     return f;
 }
+static inline uint32_t __float_as_uint(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
@@ -147,6 +153,11 @@ static inline double sl_shim_xor(double v, int lane_mask)
 static inline float __shfl_xor_sync(unsigned, float v, int m) { return (float)sl_shim_xor(v, m); }
 static inline double __shfl_xor_sync(unsigned, double v, int m) { return sl_shim_xor(v, m); }
 static inline int __shfl_xor_sync(unsigned, int v, int m) { return (int)sl_shim_xor(v, m); }
+/* the warp's barrier while sl_shim_launch runs a block (launch.h), else nothing (one lane) */
+static inline void __syncwarp(unsigned = 0xffffffffu)
+{
+    if (sl_shim_warp_of) pthread_barrier_wait(&sl_shim_warp_of->bar);
+}
 /* cp.async (common.cuh defines these only under nvcc): a copy is queued, not done; commit
  * closes the thread's open group; wait<N> does every committed group but the newest N. So a
  * stage read before its wait reads what was there before (stale or poisoned), as on the
