@@ -5,9 +5,10 @@
  * Reference: what the host executor computes for the same step (runtime/engine/dx_host.c,
  * dx_fused.c): sl_cpu_matvec per head / per matrix in its SLUICE_ACT_F32 mode (dequantised rows
  * dotted with F32 activations in double, as the GPU keeps x F32), the bias added per row, then
- * sl_cpu_swiglu. Tolerance per output: 3e-5 (S + M X) + 1e-6 with S = sum |w| |x|, M = max |w|,
- * X = sum |x| of the row (cuda_kernels_test's GEMV bound, with margin); the SwiGLU output
- * within 1.2 tol(gate) |up| + tol(up) |silu(gate)| + 1e-5 |ref| (silu' <= 1.1).
+ * sl_cpu_swiglu. Tolerance per output (gemv_ref.h GEMV_MULTI_TOL_S, _ABS): 3e-5 (S + M X) + 1e-6
+ * with S = sum |w| |x|, M = max |w|, X = sum |x| of the row (cuda_kernels_test's GEMV bound,
+ * with margin); the SwiGLU output within 1.2 tol(gate) |up| + tol(up) |silu(gate)| + 1e-5 |ref|
+ * + 1e-6 (silu' <= 1.1: gemv_ref_glu_tol).
  * Checked: every type with a quantizer; strided per-head inputs and outputs whose padding stays
  * untouched; 1 and 3 tokens; three matrices of mixed types; bias; the SwiGLU epilogue.
  * Without a usable GPU: the host-side argument checks, then "SKIPPED, no usable GPU" (CI);
@@ -26,6 +27,7 @@
 #include "kernels/cuda/gemv_multi.h"
 #include "kernels/ref/quant.h"
 #include "base/status.h"
+#include "tests/kernels_cuda/gemv_ref.h"
 #include "tests/testing.h"
 
 static const uint32_t TYPES[] = {SL_GGML_F32,    SL_GGML_F16,    SL_GGML_BF16, SL_GGML_Q4_0,
@@ -109,7 +111,7 @@ static double tol(const float *wf, int64_t r, int64_t cols, const float *x)
         X += fabs(x[c]);
         if (a > M) M = a;
     }
-    return 3e-5 * (S + M * X) + 1e-6;
+    return GEMV_MULTI_TOL_S * (S + M * X) + GEMV_MULTI_TOL_ABS;
 }
 
 static int fails;
@@ -256,8 +258,7 @@ static void test_multi(sl_cuda_ctx *c)
                     REPORT(fabs((double)u[i] - ur[i]) <= tu, "glu up %s tok %lld row %lld: %g vs "
                            "host %g", tname(sets[si][1]), (long long)b, (long long)r, u[i], ur[i]);
                     const double silu = gr[i] / (1.0 + exp(-(double)gr[i]));
-                    const double tl =
-                        1.2 * tg * fabs(ur[i]) + tu * fabs(silu) + 1e-5 * fabs(hr[i]) + 1e-6;
+                    const double tl = gemv_ref_glu_tol(tg, tu, ur[i], silu, hr[i]);
                     REPORT(fabs((double)g[i] - hr[i]) <= tl, "glu %s/%s tok %lld row %lld: %g vs "
                            "host %g (tol %g)", tname(sets[si][0]), tname(sets[si][1]),
                            (long long)b, (long long)r, g[i], hr[i], tl);

@@ -24,12 +24,11 @@
 #include "tests/kernels_cuda/gemv_cuh.h" /* kernels/cuda/gemv.cuh (BUILD) */
 #include "tests/kernels_cuda/gemv_ref.h"
 #include "tests/kernels_cuda/rand_weights.h"
+#include "tests/kernels_cuda/ybuf.h"
 
 extern "C" {
 #include "tests/testing.h"
 }
-
-static const float SENTINEL = -12345.0f; /* an output a launch must not write */
 
 /* n floats, 16-byte aligned, and room for x at an offset of up to 4 */
 struct fbuf {
@@ -104,25 +103,12 @@ static void fill_x(float *x, int64_t n)
     for (int64_t i = 0; i < n; i++) x[i] = rnd_f(-1.0f, 1.0f);
 }
 
-/* An output buffer of exactly n floats (a write past it: ASan), SENTINEL at first; `seen`
- * marks the entries a case checked, and untouched() holds every other one unwritten (the gaps
- * the cases leave between batch rows and slots, a compact list's unlisted tail, a scatter's
- * unlisted rows). */
-struct ybuf {
-    std::vector<float> y;
-    std::vector<bool> seen;
-    explicit ybuf(size_t n) : y(n, SENTINEL), seen(n, false) {}
-    float at(size_t i)
-    {
-        seen[i] = true;
-        return y[i];
-    }
-    void untouched(const char *what, uint32_t T)
-    {
-        for (size_t i = 0; i < y.size(); i++)
-            if (!seen[i]) check_exact(what, T, y[i], SENTINEL, (int64_t)i);
-    }
-};
+/* every output of Y no check read still unwritten (ybuf.h) */
+static void untouched(const ybuf &Y, const char *what, uint32_t T)
+{
+    Y.each_unseen(
+        [&](size_t i, float v) { check_exact(what, T, v, YBUF_SENTINEL, (int64_t)i); });
+}
 
 /* Dense: Y[b][r] for rows not a multiple of a block's, batch rows 2 floats apart, x at an
  * offset where xoff. */
@@ -147,7 +133,7 @@ static void dense(bool q8, int64_t rows, int64_t cols, int64_t nb, size_t woff, 
         for (int64_t r = 0; r < rows; r++)
             check_row(what, T, m.f.data() + r * cols, cols, x + b * cols, q8,
                       Y.at((size_t)(b * ys + r)), r);
-    Y.untouched(what, T);
+    untouched(Y, what, T);
 }
 
 /* A row list with ids out of range: compact (y[o], 0 for a bad id) and scatter (y[id], the
@@ -184,7 +170,7 @@ template <uint32_t T> static void rows_list(bool q8, int64_t cols, int64_t nb, b
             else if (!scatter)
                 check_exact(what, T, Y.at((size_t)(b * ys + o)), 0.0f, o);
         }
-    Y.untouched(what, T);
+    untouched(Y, what, T);
 }
 
 /* Experts by a pointer array: slots {2, -1, 0, 2, 3 (out of range), 1} 3 floats apart, x per
@@ -223,7 +209,7 @@ template <uint32_t T> static void experts(bool q8, int64_t cols, int32_t x_group
             else
                 check_exact(what, T, v, 0.0f, s * rows + r);
         }
-    Y.untouched(what, T);
+    untouched(Y, what, T);
 }
 
 /* Expert parts (ffn_split.h's packing): widths {2, 0, 1, 3} granules of G (gate': rows;
@@ -275,7 +261,7 @@ template <uint32_t T> static void parts(bool q8, int64_t G, int64_t E, bool down
                 check_exact(what, T, v, 0.0f, s * yr + r);
         }
     }
-    Y.untouched(what, T);
+    untouched(Y, what, T);
 }
 
 static int n_types = 0, n_qx = 0;

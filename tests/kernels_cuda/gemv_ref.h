@@ -18,6 +18,19 @@
 #define GEMV_REF_TOL_S 2e-5
 #define GEMV_REF_TOL_ABS 1e-30
 
+/* The multi-matrix GEMV's bound (gemv_multi.cuh: a lane's units in turn, each dequantised
+ * and summed by fmaf, then sl_warp_sum), for gemv_ref_dot, with margin; cuda_fused_test on the
+ * GPU and gemv_multi_host_test on the CPU. */
+#define GEMV_MULTI_TOL_S 3e-5
+#define GEMV_MULTI_TOL_ABS 1e-6
+
+/* Its SwiGLU epilogue's bound: silu(gate) * up against the float64 ref of it, from the gate's
+ * and up's bounds tg, tu (silu' <= 1.1) */
+static inline double gemv_ref_glu_tol(double tg, double tu, double up, double silu, double ref)
+{
+    return 1.2 * tg * fabs(up) + tu * fabs(silu) + 1e-5 * fabs(ref) + 1e-6;
+}
+
 static inline void gemv_ref_dot(const float *w, const float *x, int64_t cols, double tol_s,
                                 double tol_abs, double *dot, double *tol)
 {

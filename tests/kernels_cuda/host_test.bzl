@@ -59,6 +59,7 @@ def sl_cuh_host_test(name, cuh, src, deps = [], size = "small", includes = [], h
             "ops_tol.h",
             "rand_weights.h",
             "rng.h",
+            "ybuf.h",
             ":" + name + "_cuh_h",
         ] + ["//kernels/cuda:" + h for h in hdrs],
         copts = [
