@@ -1,21 +1,18 @@
-/* kernels/cuda/fwd.cu: see fwd.h. Grids are (dim chunks) x (rows): rows are few (a batch of
- * tokens), dim is thousands, so 256 threads stride over dim and blockIdx.y picks the row. */
+/* kernels/cuda/fwd.cu: see fwd.h. The row kernels' bodies and grid rules are fwd.cuh's (run on
+ * the CPU by tests/kernels_cuda:fwd_host_test), the MoE combine's moe_combine.cuh's. */
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
 
+#include "kernels/cuda/fwd.cuh"
 #include "kernels/cuda/moe_combine.cuh"
 
 extern "C" {
 #include "kernels/cuda/fwd.h"
 }
 
-enum { FWD_THREADS = 256, FWD_MAX_GRID_Y = 65535 };
-
 static dim3 grid_for(int64_t dim, int64_t rows)
 {
-    int64_t gx = (dim + FWD_THREADS - 1) / FWD_THREADS;
-    if (gx > 1024) gx = 1024; /* threads stride */
-    return dim3((unsigned)(gx ? gx : 1), (unsigned)rows, 1);
+    return dim3(fwd_grid_x(dim), (unsigned)rows, 1);
 }
 
 static sl_status check_rows(const char *fn, int64_t rows, int64_t dim, sl_error *err)
@@ -31,10 +28,7 @@ static sl_status check_rows(const char *fn, int64_t rows, int64_t dim, sl_error 
 
 static __global__ void k_add_rows(float *y, const float *b, int64_t dim)
 {
-    float *yr = y + (int64_t)blockIdx.y * dim;
-    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < dim;
-         j += (int64_t)gridDim.x * blockDim.x)
-        yr[j] += b[j];
+    fw_add_rows(y, b, dim);
 }
 
 extern "C" sl_status sl_cuda_add_rows(sl_cuda_ctx *c, float *d_y, const float *d_b,
@@ -52,23 +46,11 @@ extern "C" sl_status sl_cuda_add_rows(sl_cuda_ctx *c, float *d_y, const float *d
     return SL_OK;
 }
 
-/* Row i of y (stride floats) is expert ids[i]'s: bias entries from at on, w of them. An id
- * outside [0, n_expert) adds nothing and a width is clamped to [0, stride], as the expert GEMVs
- * treat such ids: a bad id from the router never reads or writes out of bounds. */
+/* fwd.cuh's fw_expert_bias: ids outside [0, n_expert) add nothing */
 static __global__ void k_expert_bias(float *y, const float *b, const int64_t *ff_at,
                                      const int32_t *ids, int32_t n_expert, int64_t stride)
 {
-    const int64_t i = blockIdx.y;
-    const int32_t e = ids[i];
-    if (e < 0 || e >= n_expert) return;
-    const int64_t at = ff_at ? ff_at[e] : (int64_t)e * stride;
-    int64_t w = ff_at ? ff_at[e + 1] - at : stride;
-    if (w < 0) w = 0;
-    if (w > stride) w = stride;
-    float *yr = y + i * stride;
-    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < w;
-         j += (int64_t)gridDim.x * blockDim.x)
-        yr[j] += b[at + j];
+    fw_expert_bias(y, b, ff_at, ids, n_expert, stride);
 }
 
 extern "C" sl_status sl_cuda_expert_bias(sl_cuda_ctx *c, float *d_y, const float *d_b,
@@ -94,14 +76,7 @@ extern "C" sl_status sl_cuda_expert_bias(sl_cuda_ctx *c, float *d_y, const float
 static __global__ void k_kv_store(const float *src, const int32_t *pos, int64_t row, bool f16,
                                   void *cache)
 {
-    const int64_t t = blockIdx.y;
-    const float *s = src + t * row;
-    const int64_t base = (int64_t)pos[t] * row;
-    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < row;
-         j += (int64_t)gridDim.x * blockDim.x) {
-        if (f16) ((__half *)cache)[base + j] = __float2half_rn(s[j]);
-        else ((float *)cache)[base + j] = s[j];
-    }
+    fw_kv_store(src, pos, row, f16, cache);
 }
 
 extern "C" sl_status sl_cuda_kv_store(sl_cuda_ctx *c, const float *d_src, const int32_t *d_pos,
@@ -174,11 +149,7 @@ extern "C" sl_status sl_cuda_moe_mask_ids(sl_cuda_ctx *c, const int32_t *d_idx,
 
 static __global__ void k_gated_add(float *out, const float *y, const float *logit, int64_t dim)
 {
-    const int64_t t = blockIdx.y;
-    const float g = 1.0f / (1.0f + expf(-logit[t]));
-    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < dim;
-         j += (int64_t)gridDim.x * blockDim.x)
-        out[t * dim + j] = __fadd_rn(out[t * dim + j], __fmul_rn(g, y[t * dim + j]));
+    fw_gated_add(out, y, logit, dim);
 }
 
 extern "C" sl_status sl_cuda_gated_add(sl_cuda_ctx *c, float *d_out, const float *d_y,
@@ -200,11 +171,7 @@ extern "C" sl_status sl_cuda_gated_add(sl_cuda_ctx *c, float *d_out, const float
 static __global__ void k_copy2d(float *dst, int64_t ds, const float *src, int64_t ss,
                                 int64_t width, int64_t total)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / width, j = i - r * width;
-        dst[r * ds + j] = src[r * ss + j];
-    }
+    fw_copy2d(dst, ds, src, ss, width, total);
 }
 
 extern "C" sl_status sl_cuda_copy2d(sl_cuda_ctx *c, float *d_dst, int64_t dst_stride,
@@ -223,10 +190,8 @@ extern "C" sl_status sl_cuda_copy2d(sl_cuda_ctx *c, float *d_dst, int64_t dst_st
     sl_status st = sl__cuda_ctx_enter(c, err);
     if (st) return st;
     const int64_t total = rows * width;
-    int64_t blocks = (total + FWD_THREADS - 1) / FWD_THREADS;
-    if (blocks > 4096) blocks = 4096; /* threads stride */
-    k_copy2d<<<(unsigned)blocks, FWD_THREADS, 0, c->stream>>>(d_dst, dst_stride, d_src,
-                                                              src_stride, width, total);
+    k_copy2d<<<fwd_copy2d_blocks(total), FWD_THREADS, 0, c->stream>>>(d_dst, dst_stride, d_src,
+                                                                        src_stride, width, total);
     SL_CU_LAUNCH(err, "k_copy2d");
     return SL_OK;
 }
