@@ -7,6 +7,10 @@
  *   (sl_quant_fp32_to_fp16, over values that overflow, underflow to subnormals and tie);
  *   every other cache row untouched.
  * - add_rows: each row plus the bias, bit for bit (one float add).
+ * - expert_bias: rows of experts' ids (one out of range: untouched), whole experts and
+ *   per-expert widths (one empty, one past the stride: clamped), bit for bit; entries past a
+ *   width untouched.
+ * - gated_add: out + sigmoid(logit) * y within ops_tol.h's bound (cuda_kernels_ops_test's).
  * - copy2d: rows of a width into a wider destination from a strided source, exact; the gaps
  *   untouched.
  * Rows of dim past a whole block (the last block partial); buffers of exactly their size (the
@@ -19,6 +23,7 @@
 
 #include "launch.h"                     /* tests/kernels_cuda/host_shim */
 #include "tests/kernels_cuda/fwd_cuh.h" /* kernels/cuda/fwd.cuh (BUILD) */
+#include "tests/kernels_cuda/ops_tol.h"
 #include "tests/kernels_cuda/rng.h"
 
 extern "C" {
@@ -88,6 +93,50 @@ static void add_rows()
     CHECK_MSG(bad == 0, "add_rows: %ld values wrong", bad);
 }
 
+static void expert_bias(bool parts)
+{
+    enum { NE = 4 };
+    /* per-expert widths 300, 0, D + 50 (clamped to the stride D), 129 */
+    const int64_t ff_at[NE + 1] = {0, 300, 300, 300 + D + 50, 300 + D + 50 + 129};
+    const int32_t ids[R] = {2, 0, 3, NE, 1}; /* NE: out of range, the row untouched */
+    const std::vector<float> b = rand_rows((size_t)(parts ? ff_at[NE] : NE * D));
+    std::vector<float> y = rand_rows((size_t)(R * D)), y0(y);
+    CHECK(sl_shim_launch(sl_shim_dim3{fwd_grid_x(D), R, 1}, FWD_THREADS, [&] {
+        fw_expert_bias(y.data(), b.data(), parts ? ff_at : nullptr, ids, NE, D);
+    }));
+    long bad = 0;
+    for (int r = 0; r < R; r++) {
+        const int32_t e = ids[r];
+        const bool ok = e >= 0 && e < NE;
+        const int64_t at = !ok ? 0 : parts ? ff_at[e] : (int64_t)e * D;
+        int64_t w = !ok ? 0 : parts ? ff_at[e + 1] - at : D;
+        w = w > D ? D : w;
+        for (int64_t j = 0; j < D; j++) {
+            const size_t i = (size_t)(r * D + j);
+            bad += y[i] != (j < w ? y0[i] + b[(size_t)(at + j)] : y0[i]);
+        }
+    }
+    CHECK_MSG(bad == 0, "expert_bias (parts %d): %ld values wrong", (int)parts, bad);
+}
+
+static void gated_add()
+{
+    const std::vector<float> y = rand_rows((size_t)(R * D)), logit = rand_rows(R);
+    std::vector<float> out = rand_rows((size_t)(R * D)), out0(out);
+    CHECK(sl_shim_launch(sl_shim_dim3{fwd_grid_x(D), R, 1}, FWD_THREADS,
+                         [&] { fw_gated_add(out.data(), y.data(), logit.data(), D); }));
+    long bad = 0;
+    for (int t = 0; t < R; t++) {
+        const double g = 1.0 / (1.0 + exp(-(double)logit[(size_t)t]));
+        for (int64_t j = 0; j < D; j++) {
+            const size_t i = (size_t)(t * D + j);
+            const double gy = g * y[i];
+            bad += !gated_add_close(out[i], out0[i] + gy, out0[i], gy);
+        }
+    }
+    CHECK_MSG(bad == 0, "gated_add: %ld values past the bound", bad);
+}
+
 static void copy2d()
 {
     enum { W = 301, SS = 305, DS = 310 }; /* width, source and destination strides */
@@ -110,6 +159,9 @@ int main(void)
     kv_store(false);
     kv_store(true);
     add_rows();
+    expert_bias(false);
+    expert_bias(true);
+    gated_add();
     copy2d();
     return sl_test_finish("fwd_host_test");
 }

@@ -39,6 +39,14 @@ static inline bool glu_close(double out, double ref, double gate, double up)
     return fabs(out - ref) <= 1e-5 * fabs(ref) + 1e-6 * fabs(up) * (1 + fabs(gate));
 }
 
+/* gated_add's out + sigmoid(logit) * y against the double of the same: relative to the
+ * operands, not the sum (where they nearly cancel, the F32 rounding of the O(1) operands
+ * dominates and |ref| says nothing of the kernel) */
+static inline bool gated_add_close(double out, double ref, double acc, double gy)
+{
+    return fabs(out - ref) <= 1e-5 * (fabs(acc) + fabs(gy) + 1e-6);
+}
+
 /* a router weight (the indices must be equal) */
 static inline bool router_w_close(double out, double ref)
 {
