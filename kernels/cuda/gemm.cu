@@ -11,55 +11,25 @@ static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 extern "C" size_t sl_cuda_gemm_work_bytes(int64_t rows, int64_t cols, int64_t n_batch)
 {
     if (rows < 1 || cols < 1 || n_batch < 1) return 0;
-    if ((uint64_t)rows > (SIZE_MAX / 4) / (uint64_t)cols || (uint64_t)n_batch > (SIZE_MAX / 4) / (uint64_t)cols)
+    if ((uint64_t)rows > (SIZE_MAX / 4) / (uint64_t)cols ||
+        (uint64_t)n_batch > (SIZE_MAX / 4) / (uint64_t)cols)
         return 0;
     return align256((size_t)rows * (size_t)cols * 2) +
            align256((size_t)n_batch * (size_t)cols * 2) + align256((size_t)n_batch * sizeof(float));
 }
 
-enum { XS_THREADS = 256 };
-/* Largest |x| an activation keeps after its row's scale: products with |w| <= 2 stay far
- * below F16's 65504, and F32 accumulation takes the sums. */
-#define XS_LIMIT 16384.0f
+#include "kernels/cuda/x_f16.cuh"
 
-/* One block per row of X: scale[b] = the power of two that brings max |x| under XS_LIMIT (1 if
- * it is already, or if the row holds inf/NaN, which then propagate as before), xh = x / scale
- * in F16. A power of two changes no mantissa, so an in-range row converts exactly as before. */
+/* the bodies: x_f16.cuh */
 static __global__ void k_x_f16_scaled(const float *x, int64_t cols, uint16_t *xh, float *scale)
 {
     __shared__ float red[XS_THREADS / 32];
-    const int64_t b = blockIdx.x;
-    const float *xr = x + b * cols;
-    float m = 0.0f;
-    for (int64_t j = threadIdx.x; j < cols; j += XS_THREADS) m = fmaxf(m, fabsf(xr[j]));
-    m = sl_warp_max(m);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        float v = threadIdx.x < XS_THREADS / 32 ? red[threadIdx.x] : 0.0f;
-        v = sl_warp_max(v);
-        if (threadIdx.x == 0) red[0] = v;
-    }
-    __syncthreads();
-    const float amax = red[0];
-    float s = 1.0f;
-    if (amax > XS_LIMIT && isfinite(amax)) s = exp2f(ceilf(log2f(amax / XS_LIMIT)));
-    const float inv = 1.0f / s; /* exact: s is a power of two */
-    for (int64_t j = threadIdx.x; j < cols; j += XS_THREADS)
-        xh[b * cols + j] = __half_as_ushort(__float2half_rn(xr[j] * inv));
-    if (threadIdx.x == 0) scale[b] = s;
+    xs_row(x, cols, xh, scale, red);
 }
 
 static __global__ void k_rows_scale(float *y, int64_t rows, int64_t n_batch, const float *scale)
 {
-    /* rows of Y over grid y with a stride: n_batch may pass the 65535 limit of gridDim.y */
-    for (int64_t b = blockIdx.y; b < n_batch; b += gridDim.y) {
-        const float s = scale[b];
-        if (s == 1.0f) continue;
-        for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < rows;
-             j += (int64_t)gridDim.x * blockDim.x)
-            y[b * rows + j] *= s;
-    }
+    xs_rows_scale(y, rows, n_batch, scale);
 }
 
 extern "C" sl_status sl__cuda_x_f16_scaled(sl_cuda_ctx *c, const float *d_x, int64_t n,
@@ -159,9 +129,9 @@ extern "C" sl_status sl_cuda_gemm(sl_cuda_ctx *c, uint32_t type, const void *d_w
                       (int)rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (bs != CUBLAS_STATUS_SUCCESS) return blas_fail(err, blas, bs, "cublasGemmEx", __LINE__);
     if (prec == SL_CUDA_GEMM_F16) {
-        const unsigned gx = (unsigned)((rows + 255) / 256 < 1024 ? (rows + 255) / 256 : 1024);
-        const unsigned gy = (unsigned)(n_batch < 65535 ? n_batch : 65535);
-        k_rows_scale<<<dim3(gx, gy), 256, 0, c->stream>>>(d_y, rows, n_batch, xscale);
+        const xs_grid g = xs_rows_scale_grid(rows, n_batch);
+        k_rows_scale<<<dim3(g.x, g.y), XS_SCALE_THREADS, 0, c->stream>>>(d_y, rows, n_batch,
+                                                                          xscale);
         SL_CU_LAUNCH(err, "k_rows_scale");
     }
     return SL_OK;

@@ -104,6 +104,10 @@ template <typename T> static inline T __ldg(const T *p)
     memcpy(&v, p, sizeof v);
     return v;
 }
+/* CUDA's math functions are global names (libm's, as <cmath> puts them in std) */
+using std::isfinite;
+using std::isnan;
+
 /* round to nearest, ties to even (the default rounding mode) */
 static inline int __float2int_rn(float f) { return (int)std::nearbyint(f); }
 /* the integer min / max overloads device code calls unqualified */
