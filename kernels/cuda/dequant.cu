@@ -1,44 +1,21 @@
-/* kernels/cuda/dequant.cu: see dequant.h.
- *
- * Quantized types: one thread per 32-element unit (a block, or a K-quant sub-block), decoded by
- * sl_qt<T>::deq (common.cuh) with the reference's float operations, written as OUT. Float types:
- * one thread per element. Throughput is not critical here (prefill converts each weight once
- * per GEMM; decode uses the fused GEMV), simplicity and exactness are. */
+/* kernels/cuda/dequant.cu: see dequant.h; the kernels' bodies and design: dequant.cuh. */
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
+#include "kernels/cuda/dequant.cuh"
 #include "kernels/cuda/dequant.h"
-
-enum { DQ_THREADS = 256 };
-
-template <typename OUT> static __device__ __forceinline__ OUT dq_cvt(float v);
-template <> __device__ __forceinline__ float dq_cvt<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half dq_cvt<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 dq_cvt<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
 
 template <uint32_t T, typename OUT>
 static __global__ void __launch_bounds__(DQ_THREADS)
     k_dequant_q(const uint8_t *__restrict__ src, int64_t n_units, OUT *__restrict__ dst)
 {
-    typedef sl_qt<T> Q;
-    const int64_t u = (int64_t)blockIdx.x * DQ_THREADS + threadIdx.x;
-    if (u >= n_units) return;
-    float v[Q::UNIT];
-    Q::deq(src + (u / Q::SUBS) * Q::BB, (int)(u % Q::SUBS), v);
-    OUT *o = dst + u * Q::UNIT;
-#pragma unroll
-    for (int i = 0; i < Q::UNIT; i++) o[i] = dq_cvt<OUT>(v[i]);
+    dq_units<T, OUT>(src, n_units, dst);
 }
 
 template <uint32_t T, typename OUT>
 static __global__ void __launch_bounds__(DQ_THREADS)
     k_dequant_f(const uint8_t *__restrict__ src, int64_t n, OUT *__restrict__ dst)
 {
-    for (int64_t i = (int64_t)blockIdx.x * DQ_THREADS + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * DQ_THREADS)
-        dst[i] = dq_cvt<OUT>(sl_qt<T>::elem(src, i));
+    dq_elems<T, OUT>(src, n, dst);
 }
 
 template <typename OUT> struct dq_launch {
@@ -48,16 +25,11 @@ template <typename OUT> struct dq_launch {
     cudaStream_t s;
     template <uint32_t T> void operator()()
     {
-        typedef sl_qt<T> Q;
-        if constexpr (sl_qt_block<T>::FLOAT) {
-            const int64_t blocks = (n + DQ_THREADS - 1) / DQ_THREADS;
-            const unsigned g = (unsigned)(blocks < 65535 * 16 ? blocks : 65535 * 16);
-            k_dequant_f<T, OUT><<<g, DQ_THREADS, 0, s>>>(src, n, dst);
-        } else {
-            const int64_t units = n / Q::UNIT;
-            k_dequant_q<T, OUT><<<(unsigned)((units + DQ_THREADS - 1) / DQ_THREADS), DQ_THREADS, 0,
-                                  s>>>(src, units, dst);
-        }
+        if constexpr (sl_qt_block<T>::FLOAT)
+            k_dequant_f<T, OUT><<<dq_blocks<T>(n), DQ_THREADS, 0, s>>>(src, n, dst);
+        else
+            k_dequant_q<T, OUT><<<dq_blocks<T>(n), DQ_THREADS, 0, s>>>(src, n / sl_qt<T>::UNIT,
+                                                                        dst);
     }
 };
 
