@@ -14,8 +14,8 @@ enum { XS_THREADS = 256 };
 #define XS_LIMIT 16384.0f
 
 /* One block per row of X: scale[b] = the power of two that brings max |x| under XS_LIMIT (1 if
- * it is already, or if the row holds inf/NaN, which then propagate as before), xh = x / scale
- * in F16. A power of two changes no mantissa, so an in-range row converts exactly as before. */
+ * it is already, or if the row holds inf; a NaN is ignored by the max and propagates), xh = x /
+ * scale in F16. A power of two changes no mantissa, so an in-range row converts exactly as before. */
 static __device__ __forceinline__ void xs_row(const float *x, int64_t cols, uint16_t *xh,
                                               float *scale, float *red)
 {

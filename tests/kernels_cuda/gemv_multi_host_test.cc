@@ -12,8 +12,9 @@
  * columns past 32 units a row (lanes loop; float types a count not a multiple of 32).
  * Outputs against gemv_ref.h's float64 dot and cuda_fused_test's bound (GEMV_MULTI_TOL_S, _ABS,
  * gemv_ref_glu_tol); every float of an output buffer no case checks still the sentinel
- * (ybuf.h); buffers of exactly their size (the ASan build flags an access past one); no vector
- * load at an address that faults on the device. */
+ * (ybuf.h); buffers of exactly their size (the ASan build flags an access past one). No
+ * faulting access: (these bodies make no __ldg / cp.async the shim counts; the UBSan build checks their plain
+ * accesses' alignment) */
 #include <cmath>
 #include <cstdint>
 #include <cstdio>

@@ -10,7 +10,8 @@
  * through), positions read from an array (0, out of order, 100000, negative), YaRN's
  * ext_factor on and off, freq_factors; the fused kernel with and without q/k norm weights, F32
  * and F16 caches. Nothing past the tokens launched is written, cache rows at no token's
- * position stay as they were, and no access is misaligned. */
+ * position stay as they were. No faulting access: (these bodies make no __ldg / cp.async the shim counts; the UBSan build checks their plain
+ * accesses' alignment) */
 #include <cmath>
 #include <cstdint>
 #include <cstdio>

@@ -13,7 +13,8 @@
  * takes the lower index): indices exact, weights within ops_tol.h's rule (the GPU test's).
  * Argmax: ties (the lowest index wins), rows longer than the block, -inf masks, NaN and +inf
  * reported at their lowest index, all -inf, empty. Neither writes past its outputs (a token
- * row past the launch's, the result's neighbours), and no access is misaligned. */
+ * row past the launch's, the result's neighbours). No faulting access: (these bodies make no __ldg / cp.async the shim counts; the UBSan build checks their plain
+ * accesses' alignment) */
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -189,6 +190,9 @@ int main(void)
     });
     run_argmax(4, "+inf at 2000, NaN at 3000 and 2001", N, [](std::vector<float> &x) {
         x[3000] = NAN, x[2000] = INFINITY, x[2001] = -NAN;
+    });
+    run_argmax(9, "-NaN at 5, +inf at 3000", N, [](std::vector<float> &x) {
+        x[3000] = INFINITY, x[5] = -NAN;
     });
     run_argmax(5, "-inf but one", 1000, [](std::vector<float> &x) {
         for (size_t i = 0; i < x.size(); i++) x[i] = i == 999 ? -1.0f : -INFINITY;

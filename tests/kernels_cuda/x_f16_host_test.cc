@@ -5,8 +5,9 @@
  * activation past F16's range (65504) would otherwise become inf in every prefill.
  * - xs_row: rows within XS_LIMIT (scale 1, each value exactly kernels/ref's round-to-nearest-
  *   even F16), past it (the least power of two bringing max |x| to XS_LIMIT or under, each
- *   value x / scale rounded, so nothing is inf), holding inf or NaN (scale 1, they propagate),
- *   all zeros; widths not a multiple of the block; rows past the launched ones untouched.
+ *   value x / scale rounded, so nothing is inf), holding inf (scale 1, it propagates), a NaN
+ *   beside values within range (scale 1) and beside one past it (the max ignores the NaN: the
+ *   scale of the others; the NaN propagates), all zeros; widths not a multiple of the block; rows past the launched ones untouched.
  * - xs_rows_scale: rows of scale 1 bit for bit unchanged, the others times their scale
  *   (exact: a power of two), with fewer block rows than Y rows (the grid-y stride). */
 #include <cmath>
@@ -24,19 +25,20 @@ extern "C" {
 #include "tests/testing.h"
 }
 
-enum { NB = 6 };
+enum { NB = 7 };
 
 static void x_rows(int64_t cols)
 {
     std::vector<float> x((size_t)(NB * cols));
     for (float &v : x) v = rnd_f(-3.0f, 3.0f);
     /* row 1 past XS_LIMIT (max 1e5), row 2 exactly at it, row 3 holding inf, row 4 a NaN,
-     * row 5 zeros; row 0 ordinary */
+     * row 5 zeros, row 6 a NaN beside 5e4; row 0 ordinary */
     x[(size_t)(1 * cols + cols / 2)] = -1e5f;
     x[(size_t)(2 * cols + 0)] = XS_LIMIT;
     x[(size_t)(3 * cols + cols - 1)] = INFINITY;
     x[(size_t)(4 * cols + 1 % cols)] = NAN;
     for (int64_t j = 0; j < cols; j++) x[(size_t)(5 * cols + j)] = 0.0f;
+    x[(size_t)(6 * cols)] = NAN, x[(size_t)(6 * cols + cols - 1)] = 5e4f; /* row 6 */
     const uint16_t HS = 0xBEEF;
     const float SS = -7.0f;
     /* one row more than launched in each output: untouched */
@@ -46,7 +48,8 @@ static void x_rows(int64_t cols)
     CHECK(sl_shim_launch(sl_shim_dim3{NB, 1, 1}, XS_THREADS,
                          [&] { xs_row(x.data(), cols, xh.data(), scale.data(), red); },
                          [&] { for (float &r : red) r = 1e30f; })); /* read early: a scale */
-    const float want_s[NB] = {1.0f, 8.0f, 1.0f, 1.0f, 1.0f, 1.0f}; /* 1e5 / 2^3 < 16384 */
+    /* 1e5 / 2^3 and 5e4 / 2^2 come under 16384 */
+    const float want_s[NB] = {1.0f, 8.0f, 1.0f, 1.0f, 1.0f, 1.0f, 4.0f};
     long bad = 0;
     for (int b = 0; b < NB; b++) {
         bad += scale[(size_t)b] != want_s[b];

@@ -24,15 +24,16 @@ static inline float __half2float(__half h)
 }
 static inline uint16_t __half_as_ushort(__half h) { return h.x; }
 
-/* binary32 -> binary16, round to nearest even (overflow to inf, subnormals, NaN kept quiet) */
+/* binary32 -> binary16, round to nearest even (overflow to inf, subnormals; a NaN becomes
+ * CUDA's canonical 0x7FFF) */
 static inline __half __float2half_rn(float f)
 {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     const uint32_t a = u & 0x7FFFFFFFu;
-    if (a >= 0x7F800000u) /* inf, or a quiet NaN */
-        return __half{(uint16_t)(sign | 0x7C00u | (a > 0x7F800000u ? 0x200u : 0))};
+    if (a > 0x7F800000u) return __half{0x7FFF};
+    if (a == 0x7F800000u) return __half{(uint16_t)(sign | 0x7C00u)};
     if (a >= 0x477FF000u) return __half{(uint16_t)(sign | 0x7C00u)}; /* rounds past 65504 */
     if (a < 0x38800000u) { /* below 2^-14: a multiple of 2^-24, rounded to nearest even */
         const float v = std::fabs(f) * 0x1p24f; /* exact: a power-of-two scale */
