@@ -420,7 +420,7 @@ struct gv_grid {
 static __host__ __device__ inline gv_grid gv_grid_of(const gv_args &a, int n_slots, bool q8)
 {
     const int nb = q8 || a.n_batch == 1 ? 1 : 4;
-    const int64_t rows = q8 ? QX_ROWS : GV_ROWS;
+    const int64_t rows = q8 ? (int64_t)QX_ROWS : (int64_t)GV_ROWS; /* two enums */
     return gv_grid{(unsigned)((a.n_out + rows - 1) / rows), (unsigned)((a.n_batch + nb - 1) / nb),
                    (unsigned)n_slots, nb};
 }
