@@ -219,7 +219,8 @@ typedef struct sl_attn_params {
 
 /* SL_OK if p describes a computable attention; else SL_ERR_INVALID naming the field. */
 sl_status sl_ref_attn_validate(const sl_attn_params *p, sl_error *err);
-/* The logits' scale: p->scale, or 1 / sqrt(head_dim) where it is 0 (every backend's one rule). */
+/* The logits' scale: p->scale, or 1 / sqrt(head_dim) where it is 0 (every backend's one rule).
+ * p as sl_ref_attn_validate accepts it (non-NULL, head_dim >= 1). */
 double sl_ref_attn_scale(const sl_attn_params *p);
 
 /* One query token against a KV cache: q [n_head][head_dim] F32; k, v [n_pos][n_kv_head]

@@ -185,6 +185,17 @@ static uint64_t repacked(const sl_model *m)
     return mi.repacked_tensors;
 }
 
+/* The file's CPU placement and its decode (the reference every other run of the file matches);
+ * NULL (a failed check) if it does not open. */
+static sl_model *cpu_ref(const char *path, sl_model_info *info, run *ref)
+{
+    sl_model *cpu = open_model(path, SL_PLACE_CPU, 0);
+    if (!cpu) return NULL;
+    sl_model_info_get(cpu, info);
+    *ref = decode(cpu, NULL, info->n_vocab);
+    return cpu;
+}
+
 /* q4k: the file's matrices Q4_K at dims 256 (whole super-blocks), so that host experts repack */
 static void check_arch(const char *arch, const char *dir, bool q4k)
 {
@@ -200,12 +211,11 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
     arch = what;
     sl_error e;
     CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "write %s: %s", arch, e.msg);
-    sl_model *cpu = open_model(path, SL_PLACE_CPU, 0);
-    if (!cpu) return;
     sl_model_info info;
-    sl_model_info_get(cpu, &info);
+    run ref;
+    sl_model *cpu = cpu_ref(path, &info, &ref);
+    if (!cpu) return;
     const size_t NV = (size_t)N_DECODE * (size_t)info.n_vocab;
-    run ref = decode(cpu, NULL, info.n_vocab);
     /* Expert Deferral's reference (defer.h): one expert a token added a layer later, on the
      * host thread */
     run refd = decode(cpu, "mode=cpu defer=1", info.n_vocab);
@@ -625,12 +635,11 @@ static void check_shared(const char *dir)
     snprintf(path, sizeof path, "%s/shared.gguf", dir);
     sl_error e = {0};
     CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "write: %s", e.msg);
-    sl_model *cpu = open_model(path, SL_PLACE_CPU, 0);
-    if (!cpu) return;
     sl_model_info info;
-    sl_model_info_get(cpu, &info);
+    run ref;
+    sl_model *cpu = cpu_ref(path, &info, &ref);
+    if (!cpu) return;
     const size_t NV = (size_t)N_DECODE * (size_t)info.n_vocab;
-    run ref = decode(cpu, NULL, info.n_vocab);
     sl_model_close(cpu);
     sl_runtime_options ro = sl_runtime_options_default();
     ro.device = "sim";
