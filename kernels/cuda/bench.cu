@@ -8,6 +8,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/gemv_multi.h"
 
 static int cmp_f(const void *a, const void *b)
 {
@@ -110,7 +111,7 @@ extern "C" sl_status sl_cuda_bench_gemv(const uint32_t *types, int n_types, int6
     R.a = R.b = nullptr;
 
     SL_CU(err, cudaMalloc((void **)&R.x, (size_t)cols * sizeof(float)));
-    SL_CU(err, cudaMalloc((void **)&R.y, (size_t)rows * sizeof(float)));
+    SL_CU(err, cudaMalloc((void **)&R.y, 2 * (size_t)rows * sizeof(float))); /* gate, up */
     /* 0x3c bytes: every float ~0.0115, so the Q8 path quantizes real values */
     SL_CU(err, cudaMemsetAsync(R.x, 0x3c, (size_t)cols * sizeof(float), R.s));
     R.tev = (cudaEvent_t *)calloc((size_t)reps + 1, sizeof *R.tev);
@@ -155,16 +156,24 @@ extern "C" sl_status sl_cuda_bench_gemv(const uint32_t *types, int n_types, int6
             st = sl__cu_fail(err, rc, "weights", __FILE__, __LINE__);
             break;
         }
-        /* the Q8-activation kernel's types also run in the F32 mode, for the ratio */
+        /* the Q8-activation kernel's types also run in the F32 mode, for the ratio, and as
+         * a gate / up pair (copies c and c + 1) through the multi-matrix GEMV's SwiGLU */
         const int n_act = sl_cuda_gemv_q8_act(type, cols, 1, true, false) ? 2 : 1;
-        for (int act = 0; act < n_act && !st; act++) {
+        for (int v = 0; v < 2 * n_act && !st; v++) {
+            const int act = v % n_act;
+            const bool glu = v >= n_act;
             sl_cuda_ctx_set_f32_act(R.ctx, n_act == 1 || act == 1);
-            for (int c = 0; c < copies && !st; c++) /* warm-up */
-                st = sl_cuda_gemv(R.ctx, type, R.w[c], rows, cols, R.x, 1, R.y, err);
+            auto launch = [&](int c) {
+                if (!glu) return sl_cuda_gemv(R.ctx, type, R.w[c], rows, cols, R.x, 1, R.y, err);
+                const sl_cuda_gemv_mat gu[2] = {{type, R.w[c], rows, nullptr, R.y},
+                                                {type, R.w[(c + 1) % copies], rows, nullptr,
+                                                 R.y + rows}};
+                return sl_cuda_gemv_multi(R.ctx, gu, 2, cols, R.x, 1, true, err);
+            };
+            for (int c = 0; c < copies && !st; c++) st = launch(c); /* warm-up */
             for (int r = 0; r < reps && !st; r++) {
                 rc = cudaEventRecord(R.tev[r], R.s);
-                if (rc == cudaSuccess)
-                    st = sl_cuda_gemv(R.ctx, type, R.w[r % copies], rows, cols, R.x, 1, R.y, err);
+                if (rc == cudaSuccess) st = launch(r % copies);
             }
             if (!st && rc == cudaSuccess) rc = cudaEventRecord(R.tev[reps], R.s);
             if (!st && rc == cudaSuccess) rc = cudaEventSynchronize(R.tev[reps]);
@@ -173,9 +182,11 @@ extern "C" sl_status sl_cuda_bench_gemv(const uint32_t *types, int n_types, int6
             if (!st && rc != cudaSuccess) st = sl__cu_fail(err, rc, "timing", __FILE__, __LINE__);
             if (!st) {
                 qsort(t, (size_t)reps, sizeof *t, cmp_f);
-                const double ms = t[reps / 2];
-                out->rows[out->n_rows++] = {type, (double)wb / 1e6, ms, (double)wb / (ms * 1e6),
-                                            n_act == 2 && act == 0 ? "q8" : "f32"};
+                const double ms = t[reps / 2], mb = (glu ? 2.0 : 1.0) * (double)wb;
+                const bool q8 = n_act == 2 && act == 0;
+                out->rows[out->n_rows++] = {type, mb / 1e6, ms, mb / (ms * 1e6),
+                                            glu ? (q8 ? "q8-glu" : "f32-glu")
+                                                : (q8 ? "q8" : "f32")};
             }
         }
         sl_cuda_ctx_set_f32_act(R.ctx, false);

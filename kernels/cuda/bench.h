@@ -8,7 +8,10 @@
  *   path twice: the default "q8" and the verification mode "f32"): GB/s = weight bytes /
  *   median time of `reps` launches timed by events, rotating over enough copies of W that the
  *   set exceeds 4 x L2 (every launch reads from HBM). Weights are random bytes with sane
- *   scales (speed does not depend on the values).
+ *   scales (speed does not depend on the values);
+ * - the same as a dense FFN's gate / up pair: sl_cuda_gemv_multi of two such matrices with the
+ *   SwiGLU epilogue (decode's one launch for both), "q8-glu" / "f32-glu", GB/s over both
+ *   matrices' bytes.
  * Everything it allocates is freed before it returns. */
 #ifndef SL_KERNELS_CUDA_BENCH_H
 #define SL_KERNELS_CUDA_BENCH_H
@@ -26,7 +29,8 @@ enum { SL_CUDA_BENCH_MAX_TYPES = 16 };
 typedef struct sl_cuda_bench_row {
     uint32_t type;
     double weight_mb, median_ms, gbps;
-    const char *act; /* "q8" (Q8 activations: sl_cuda_gemv_q8_act) or "f32" */
+    const char *act; /* "q8" (Q8 activations: sl_cuda_gemv_q8_act) or "f32"; "q8-glu" /
+                      * "f32-glu": the gate / up pair in one multi-matrix launch */
 } sl_cuda_bench_row;
 
 typedef struct sl_cuda_bench_result {
@@ -34,7 +38,7 @@ typedef struct sl_cuda_bench_result {
     double copy_gbps;     /* roofline */
     uint64_t copy_bytes;  /* buffer size of the roofline copy */
     int n_rows;
-    sl_cuda_bench_row rows[2 * SL_CUDA_BENCH_MAX_TYPES];
+    sl_cuda_bench_row rows[4 * SL_CUDA_BENCH_MAX_TYPES];
 } sl_cuda_bench_result;
 
 /* SL_ERR_DEVICE / SL_ERR_NOT_FOUND (with CUDA's message) when no GPU is usable: the caller

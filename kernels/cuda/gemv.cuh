@@ -301,56 +301,53 @@ static __device__ __forceinline__ void qx_rows(const uint8_t *W, int64_t row_byt
     }
 }
 
-/* k_gemv_qx's body: qsm is the block's dynamic shared memory (qx_smem(a.cols) bytes, 16-byte
- * aligned) */
+/* Unit `lane` of the warp's rows into w, loaded before x is quantised so that their latency
+ * overlaps it; returns whether W takes the aligned loads. row_bytes is a multiple of 16 on
+ * this path (sl_cuda_gemv_q8_act) or the type's AL form takes rows of any length
+ * (sl_qx_any_rows): W's alignment decides for every row. */
 template <uint32_t T>
-static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
+static __device__ __forceinline__ bool qx_first(const uint8_t *W, int64_t row_bytes,
+                                                const int64_t *src, int64_t n_units, int lane,
+                                                sl_qx_w *w)
 {
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int64_t o0 = (int64_t)blockIdx.x * QX_ROWS;
-    const int slot = (int)blockIdx.z;
-    float *Y = a.y + (int64_t)slot * a.y_estride;
-    const uint8_t *W = a.w;
-    if (a.wptrs) {
-        const int32_t e = a.ids[slot];
-        /* uniform over the block, before any barrier */
-        if (e < 0 || e >= a.n_expert || (a.ff_at && !gv_part<T>(a, e))) {
-            for (int i = tid; i < QX_ROWS; i += QX_THREADS)
-                if (o0 + i < a.n_out) Y[o0 + i] = 0.0f;
-            return;
-        }
-        W = (const uint8_t *)a.wptrs[e];
-    }
-    const float *X = a.x + (int64_t)(slot / a.x_group) * a.x_estride;
-    /* after gv_part: an expert part's own columns (the widest's bytes were reserved) */
-    const int64_t n_units = a.cols / 32;
-    int8_t *xq = (int8_t *)qsm;                                   /* [cols] */
-    float *xd = (float *)(void *)(qsm + (a.cols + 15) / 16 * 16);  /* [n_units] */
-    float *xs = xd + n_units;                                     /* [n_units]: d * sum q */
-
-    int64_t src[QX_R];
-#pragma unroll
-    for (int r = 0; r < QX_R; r++) {
-        const int64_t o = o0 + warp * QX_R + r;
-        int64_t rr = -1;
-        if (o < a.n_out) {
-            rr = a.idx ? (int64_t)a.idx[o] : o;
-            if (rr < 0 || rr >= a.rows) rr = -1;
-        }
-        src[r] = rr;
-    }
-    /* row_bytes is a multiple of 16 on this path (sl_cuda_gemv_q8_act) or the type's AL form
-     * takes rows of any length (sl_qx_any_rows): W's alignment decides for every row */
     const bool al = ((uintptr_t)W & (uintptr_t)(sl_qx_align(T) - 1)) == 0;
-    sl_qx_w w[QX_R];
     if (lane < n_units) {
-        if (al) qx_load_rows<T, true>(W, a.row_bytes, src, lane, w);
-        else qx_load_rows<T, false>(W, a.row_bytes, src, lane, w);
+        if (al) qx_load_rows<T, true>(W, row_bytes, src, lane, w);
+        else qx_load_rows<T, false>(W, row_bytes, src, lane, w);
     }
+    return al;
+}
 
+/* The lane's sums of the warp's rows (qx_rows) after qx_first and x's quantisation */
+template <uint32_t T>
+static __device__ __forceinline__ void qx_sum(bool al, const uint8_t *W, int64_t row_bytes,
+                                              const int64_t *src, int64_t n_units, int lane,
+                                              const int8_t *xq, const float *xd,
+                                              const float *xs, sl_qx_w *w, float *acc)
+{
+    if (al) qx_rows<T, true>(W, row_bytes, src, n_units, lane, xq, xd, xs, w, acc);
+    else qx_rows<T, false>(W, row_bytes, src, n_units, lane, xq, xd, xs, w, acc);
+}
+
+/* x's place in k_gemv_qx's dynamic shared memory qsm (qx_smem(cols) bytes, 16-byte aligned):
+ * xq [cols] int8, then per unit of 32 xd (its scale d) and xs (d * sum q) */
+static __device__ __forceinline__ void qx_x_at(uint8_t *qsm, int64_t cols, int8_t **xq,
+                                               float **xd, float **xs)
+{
+    *xq = (int8_t *)qsm;
+    *xd = (float *)(void *)(qsm + (cols + 15) / 16 * 16);
+    *xs = *xd + cols / 32;
+}
+
+/* X [cols] (any alignment) -> xq, xd, xs as ggml's Q8_1 (qx_x_at); every thread of the block
+ * calls it, and a barrier after it makes the values visible to the others */
+static __device__ __forceinline__ void qx_quant_x(const float *X, int64_t cols, int8_t *xq,
+                                                  float *xd, float *xs)
+{
+    const int tid = threadIdx.x;
     /* x -> int8: 4 threads per unit of 32, 8 values each; the trip count is uniform so the
      * shuffles see full warps */
-    const int64_t n_groups = a.cols / 8;
+    const int64_t n_groups = cols / 8;
     const bool x_al = ((uintptr_t)X & 15) == 0;
     for (int64_t base = 0; base < n_groups; base += QX_THREADS) {
         const int64_t g = base + tid;
@@ -392,11 +389,54 @@ static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
             }
         }
     }
+}
+
+/* k_gemv_qx's body: qsm is the block's dynamic shared memory (qx_smem(a.cols) bytes, 16-byte
+ * aligned) */
+template <uint32_t T>
+static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
+{
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int64_t o0 = (int64_t)blockIdx.x * QX_ROWS;
+    const int slot = (int)blockIdx.z;
+    float *Y = a.y + (int64_t)slot * a.y_estride;
+    const uint8_t *W = a.w;
+    if (a.wptrs) {
+        const int32_t e = a.ids[slot];
+        /* uniform over the block, before any barrier */
+        if (e < 0 || e >= a.n_expert || (a.ff_at && !gv_part<T>(a, e))) {
+            for (int i = tid; i < QX_ROWS; i += QX_THREADS)
+                if (o0 + i < a.n_out) Y[o0 + i] = 0.0f;
+            return;
+        }
+        W = (const uint8_t *)a.wptrs[e];
+    }
+    const float *X = a.x + (int64_t)(slot / a.x_group) * a.x_estride;
+    /* after gv_part: an expert part's own columns (the widest's bytes were reserved) */
+    const int64_t n_units = a.cols / 32;
+    int8_t *xq;
+    float *xd, *xs;
+    qx_x_at(qsm, a.cols, &xq, &xd, &xs);
+
+    int64_t src[QX_R];
+#pragma unroll
+    for (int r = 0; r < QX_R; r++) {
+        const int64_t o = o0 + warp * QX_R + r;
+        int64_t rr = -1;
+        if (o < a.n_out) {
+            rr = a.idx ? (int64_t)a.idx[o] : o;
+            if (rr < 0 || rr >= a.rows) rr = -1;
+        }
+        src[r] = rr;
+    }
+    sl_qx_w w[QX_R];
+    const bool al = qx_first<T>(W, a.row_bytes, src, n_units, lane, w);
+
+    qx_quant_x(X, a.cols, xq, xd, xs);
     __syncthreads();
 
     float acc[QX_R] = {};
-    if (al) qx_rows<T, true>(W, a.row_bytes, src, n_units, lane, xq, xd, xs, w, acc);
-    else qx_rows<T, false>(W, a.row_bytes, src, n_units, lane, xq, xd, xs, w, acc);
+    qx_sum<T>(al, W, a.row_bytes, src, n_units, lane, xq, xd, xs, w, acc);
 #pragma unroll
     for (int r = 0; r < QX_R; r++) {
         const float v = sl_warp_sum(acc[r]);

@@ -1,5 +1,5 @@
-/* kernels/cuda/gemv_multi.cu: several matrices per GEMV launch (gemv_multi.h); the kernel's body
- * is gemv_multi.cuh's (run on the CPU by tests/kernels_cuda:gemv_multi_host_test). */
+/* kernels/cuda/gemv_multi.cu: several matrices per GEMV launch (gemv_multi.h); the kernels'
+ * bodies are gemv_multi.cuh's (run on the CPU by tests/kernels_cuda:gemv_multi_host_test). */
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
 #include "kernels/cuda/gemv.h"
@@ -11,18 +11,63 @@ static __global__ void __launch_bounds__(GM_THREADS) k_gemv_multi(gm_args a)
     gm_block(a);
 }
 
+template <bool GLU>
+static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_multi_qx(gm_args a)
+{
+    extern __shared__ __align__(16) uint8_t qsm[];
+    qxm_block<GLU>(a, qsm);
+}
+
+/* One matrix (its heads hs bytes apart; 0: one) where sl_cuda_gemv_q8_act would send one
+ * launch of it to k_gemv_qx: the rule of k_gemv_multi_qx, matrix by matrix */
+static bool q8_mat(uint32_t type, const void *w, int64_t hs, int64_t cols)
+{
+    const uintptr_t at = (uintptr_t)w | (uintptr_t)hs;
+    const bool aligned = (at & (uintptr_t)(sl_qx_align(type) - 1)) == 0;
+    return sl_cuda_gemv_q8_act(type, cols, 1, aligned, false);
+}
+
+/* Whether the launch takes k_gemv_multi_qx (a context not in the F32-activation mode) */
+static bool gm_q8(const gm_args &a, int64_t n_head)
+{
+    for (int i = 0; i < a.count; i++)
+        if (!q8_mat(a.m[i].type, a.m[i].w, n_head > 1 ? a.m[i].w_hs : 0, a.cols)) return false;
+    return true;
+}
+
+extern "C" bool sl_cuda_gemv_multi_q8(const sl_cuda_gemv_mat *ms, int count, int64_t cols)
+{
+    if (!ms || count < 1 || count > SL_CUDA_GEMV_MULTI_MAX) return false;
+    for (int i = 0; i < count; i++)
+        if (!q8_mat(ms[i].type, ms[i].w, 0, cols)) return false;
+    return true;
+}
+
+extern "C" bool sl_cuda_gemv_heads_q8(uint32_t type, const void *d_w, int64_t head_bytes,
+                                      int32_t n_head, int64_t cols)
+{
+    return q8_mat(type, d_w, n_head > 1 ? head_bytes : 0, cols);
+}
+
 static sl_status gm_run(const char *fn, sl_cuda_ctx *c, const gm_args &a, int64_t n_head,
                         int64_t n, sl_error *err)
 {
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", fn);
-    const int64_t gx = gm_grid_x(a.row0[a.count]);
+    const bool q8 = !c->f32_act && gm_q8(a, n_head);
+    const int64_t gx = q8 ? qxm_grid_x(a) : gm_grid_x(a.row0[a.count]);
     if (gx > INT32_MAX)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %lld rows exceed the grid", fn,
                             (long long)a.row0[a.count]);
     sl_status st = sl__cuda_ctx_enter(c, err);
     if (st) return st;
-    k_gemv_multi<<<dim3((unsigned)gx, (unsigned)n_head, (unsigned)n), GM_THREADS, 0,
-                   c->stream>>>(a);
+    const dim3 grid((unsigned)gx, (unsigned)n_head, (unsigned)n);
+    if (q8) {
+        if (a.silu_glu) k_gemv_multi_qx<true><<<grid, QX_THREADS, qx_smem(a.cols), c->stream>>>(a);
+        else k_gemv_multi_qx<false><<<grid, QX_THREADS, qx_smem(a.cols), c->stream>>>(a);
+        SL_CU_LAUNCH(err, "k_gemv_multi_qx");
+        return SL_OK;
+    }
+    k_gemv_multi<<<grid, GM_THREADS, 0, c->stream>>>(a);
     SL_CU_LAUNCH(err, "k_gemv_multi");
     return SL_OK;
 }

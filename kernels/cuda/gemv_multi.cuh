@@ -2,12 +2,20 @@
  * matrices in one GEMV launch, per head or of one input), in a header so that
  * tests/kernels_cuda:gemv_multi_host_test runs it on the CPU (host_shim/launch.h: every thread
  * of a block a host thread) against a float64 reference; gemv_multi.cu keeps the __global__
- * wrapper and the launches. No shared memory: one warp per output row, lanes over the row's
- * units, then sl_warp_sum. */
+ * wrappers and the launches. Two bodies:
+ * - gm_block (k_gemv_multi): F32 activations, any type. No shared memory: one warp per output
+ *   row, lanes over the row's units, then sl_warp_sum.
+ * - qxm_block (k_gemv_multi_qx): Q8 activations, the types of gemv.cuh's k_gemv_qx, whose
+ *   pieces it runs (qx_first, qx_quant_x, qx_sum): blocks of QX_ROWS rows of one matrix, x
+ *   quantised once a block. Why: the launch carries Q/K/V and a dense FFN's gate/up, the
+ *   largest matrices of a decode; gm_block's F32 dot takes ~3 instructions a weight where
+ *   dp4a takes ~1 (gemv.cuh), and a row's sums are k_gemv_qx's bit for bit, so a fused launch
+ *   gives what one launch a matrix gives. */
 #ifndef SL_KERNELS_CUDA_GEMV_MULTI_CUH
 #define SL_KERNELS_CUDA_GEMV_MULTI_CUH
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemv.cuh"
 #include "kernels/cuda/gemv_multi.h"
 
 enum { GM_WARPS = 4, GM_THREADS = 32 * GM_WARPS };
@@ -144,6 +152,122 @@ static __device__ __forceinline__ void gm_block(gm_args a)
     const gm_mat &mu = a.m[1];
     mu.y[t * mu.y_ts + r] = v[1];
     m.y[t * m.y_ts + r] = v[0] / (1.0f + expf(-v[0])) * v[1];
+}
+
+/* ---- Q8 activations (k_gemv_multi_qx) ------------------------------------------------------ */
+
+/* Matrices whose rows the warps run: all, or with silu_glu the gate (the up rows come along) */
+static __host__ __device__ inline int qxm_count(const gm_args &a)
+{
+    return a.silu_glu ? 1 : a.count;
+}
+
+/* the grid's x: each matrix's rows in blocks of QX_ROWS, matrix after matrix */
+static __host__ __device__ inline int64_t qxm_grid_x(const gm_args &a)
+{
+    int64_t n = 0;
+    for (int i = 0; i < qxm_count(a); i++) n += (a.m[i].rows + QX_ROWS - 1) / QX_ROWS;
+    return n;
+}
+
+/* One pass of a warp's rows over W: the first unit's loads, then (X non-NULL) x quantised
+ * into xq / xd / xs by the block and a barrier, then the sums into acc (qx_block's order) */
+template <uint32_t T>
+static __device__ __forceinline__ void qxm_pass(const uint8_t *W, int64_t row_bytes,
+                                                const int64_t *src, const float *X, int64_t cols,
+                                                int lane, int8_t *xq, float *xd, float *xs,
+                                                float *acc)
+{
+    const int64_t n_units = cols / 32;
+    sl_qx_w w[QX_R];
+    const bool al = qx_first<T>(W, row_bytes, src, n_units, lane, w);
+    if (X) {
+        qx_quant_x(X, cols, xq, xd, xs);
+        __syncthreads();
+    }
+    qx_sum<T>(al, W, row_bytes, src, n_units, lane, xq, xd, xs, w, acc);
+}
+
+/* qxm_pass for a type known at run time, uniform over the block (the barrier inside is met by
+ * every thread); one whole pass a case, so that only the type's own weight words stay live
+ * across x's quantisation. Types outside sl_qx_type never come (gm_q8, gemv_multi.cu). */
+static __device__ __forceinline__ void qxm_pass_of(uint32_t type, const uint8_t *W,
+                                                   int64_t row_bytes, const int64_t *src,
+                                                   const float *X, int64_t cols, int lane,
+                                                   int8_t *xq, float *xd, float *xs, float *acc)
+{
+#define QXM_CASE_(t)                                                                          \
+    case t:                                                                                   \
+        if constexpr (sl_qx_type(t))                                                          \
+            qxm_pass<t>(W, row_bytes, src, X, cols, lane, xq, xd, xs, acc);                   \
+        break;
+    switch (type) {
+        SL_QT_TYPES(QXM_CASE_)
+    }
+#undef QXM_CASE_
+}
+
+/* matrix i of the launch, selected without indexing the parameter space (a run-time index
+ * into the kernel's argument copied it to local memory) */
+static __device__ __forceinline__ gm_mat qxm_mat(const gm_args &a, int i)
+{
+    gm_mat m = a.m[0];
+#pragma unroll
+    for (int k = 1; k < SL_CUDA_GEMV_MULTI_MAX; k++)
+        if (i == k) m = a.m[k];
+    return m;
+}
+
+/* k_gemv_multi_qx's body: grid x = qxm_grid_x, y = head, z = token; QX_THREADS threads; qsm
+ * the block's dynamic shared memory (qx_smem(a.cols) bytes, 16-byte aligned). Every type is
+ * sl_qx_type's and a.cols a multiple of 32 (gm_q8, gemv_multi.cu). Each warp's QX_R rows as
+ * qx_block's, then the epilogue of gm_block: bias, SwiGLU. */
+template <bool GLU>
+static __device__ __forceinline__ void qxm_block(const gm_args &a, uint8_t *qsm)
+{
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int64_t h = blockIdx.y, t = blockIdx.z;
+    int64_t bx = blockIdx.x;
+    int i = 0;
+    for (; i + 1 < qxm_count(a); i++) {
+        const int64_t nb = (a.m[i].rows + QX_ROWS - 1) / QX_ROWS;
+        if (bx < nb) break;
+        bx -= nb;
+    }
+    int8_t *xq;
+    float *xd, *xs;
+    qx_x_at(qsm, a.cols, &xq, &xd, &xs);
+    int64_t src[QX_R];
+    float acc[QX_R] = {}, accu[QX_R] = {};
+    { /* only what the sums need stays live through them */
+        const gm_mat m = qxm_mat(a, i);
+#pragma unroll
+        for (int r = 0; r < QX_R; r++) {
+            const int64_t o = bx * QX_ROWS + warp * QX_R + r;
+            src[r] = o < m.rows ? o : -1;
+        }
+        qxm_pass_of(m.type, m.w + h * m.w_hs, m.row_bytes, src, m.x + t * m.x_ts + h * m.x_hs,
+                    a.cols, lane, xq, xd, xs, acc);
+    }
+    const gm_mat &mu = a.m[1]; /* GLU: up, on the same x (quantised above), one head */
+    if (GLU)
+        qxm_pass_of(mu.type, mu.w, mu.row_bytes, src, NULL, a.cols, lane, xq, xd, xs, accu);
+    const gm_mat m = qxm_mat(a, i);
+#pragma unroll
+    for (int r = 0; r < QX_R; r++) {
+        float v = sl_warp_sum(acc[r]);
+        float u = GLU ? sl_warp_sum(accu[r]) : 0.0f;
+        if (lane || src[r] < 0) continue;
+        const int64_t o = src[r];
+        if (m.bias) v += m.bias[o];
+        if (!GLU) {
+            m.y[t * m.y_ts + h * m.y_hs + o] = v;
+            continue;
+        }
+        if (mu.bias) u += mu.bias[o];
+        mu.y[t * mu.y_ts + o] = u;
+        m.y[t * m.y_ts + o] = v / (1.0f + expf(-v)) * u;
+    }
 }
 
 #endif

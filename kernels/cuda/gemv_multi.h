@@ -3,11 +3,15 @@
  * (deepseek2's absorbed k_b and v_b), and up to SL_CUDA_GEMV_MULTI_MAX matrices of one input
  * (attention Q, K, V; FFN gate and up; the router).
  *
- * Semantics: as kernels/cuda/gemv.h (ggml row layout, F32 X and Y, its types), with X
- * kept F32 (read once per launch, never quantized): one warp per output row sums the row's
- * units dequantised exactly (sl_qt<T>::deq / elem) times X in float, then a warp reduction.
- * Simple rather than fast (no shared-memory staging): the point is one launch where there
- * were several; gemv.cu stays the bandwidth kernel for single matrices.
+ * Semantics: as kernels/cuda/gemv.h (ggml row layout, F32 X and Y, its types, its activation
+ * precision). Where every matrix of a launch is one that sl_cuda_gemv would run with Q8
+ * activations (sl_cuda_gemv_multi_q8 / _heads_q8: the types of gemv.h's Q8-activation kernel,
+ * aligned, the context not in the F32-activation mode), the launch runs that kernel's pieces
+ * for every token: x quantised per 32 values, dp4a, a token's row sums bit for bit what
+ * sl_cuda_gemv gives one token; the bandwidth path, for the largest matrices of a decode
+ * (Q/K/V, a dense FFN's gate/up).
+ * Otherwise X stays F32: one warp per output row sums the row's units dequantised exactly
+ * (sl_qt<T>::deq / elem) times X in float, then a warp reduction (simple, not fast).
  * Pointers are device memory; enqueued on the context's stream; nothing synchronises; no
  * allocation. Errors as gemv.h (SL_ERR_INVALID naming the argument, SL_ERR_UNSUPPORTED naming
  * the type, SL_ERR_DEVICE with CUDA's message); arguments are checked before the context. */
@@ -51,6 +55,14 @@ typedef struct sl_cuda_gemv_mat {
 sl_status sl_cuda_gemv_multi(sl_cuda_ctx *c, const sl_cuda_gemv_mat *ms, int count,
                              int64_t cols, const float *d_x, int64_t n, bool silu_glu,
                              sl_error *err);
+
+/* Whether sl_cuda_gemv_multi / sl_cuda_gemv_heads with these arguments, in a context not in
+ * the F32-activation mode (sl_cuda_ctx_set_f32_act), runs with Q8 activations: every matrix
+ * (each head at d_w + h * head_bytes) is one sl_cuda_gemv_q8_act admits (n_batch 1, aligned).
+ * The one rule the launches take; false for arguments they refuse. */
+bool sl_cuda_gemv_multi_q8(const sl_cuda_gemv_mat *ms, int count, int64_t cols);
+bool sl_cuda_gemv_heads_q8(uint32_t type, const void *d_w, int64_t head_bytes, int32_t n_head,
+                           int64_t cols);
 
 #ifdef __cplusplus
 }

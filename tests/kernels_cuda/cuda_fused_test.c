@@ -10,7 +10,11 @@
  * with margin); the SwiGLU output within 1.2 tol(gate) |up| + tol(up) |silu(gate)| + 1e-5 |ref|
  * + 1e-6 (silu' <= 1.1: gemv_ref_glu_tol).
  * Checked: every type with a quantizer; strided per-head inputs and outputs whose padding stays
- * untouched; 1 and 3 tokens; three matrices of mixed types; bias; the SwiGLU epilogue.
+ * untouched; 1 and 3 tokens; three matrices of mixed types; bias; the SwiGLU epilogue. Twice:
+ * in the F32-activation mode, then in the default one, where launches that
+ * sl_cuda_gemv_multi_q8 / _heads_q8 admit run with Q8 activations: their reference takes x as
+ * that kernel sees it (gemv_ref_q8_x, per token), the same bound; at least one launch of each
+ * entry point must have taken that path.
  * Without a usable GPU: the host-side argument checks, then "SKIPPED, no usable GPU" (CI);
  * on the GPU machine tools/gpu-test runs it fully. */
 #include <cuda_runtime.h>
@@ -121,6 +125,18 @@ static int fails;
         else if (!(cond)) sl_test_g.failures++;                                            \
     } while (0)
 
+static bool g_q8_mode; /* the context is in the default mode (Q8 activations where they apply) */
+static int g_q8_launches;
+
+/* x [n][cols] as the launch's kernel reads it: quantised per 32 values (in place) when it runs
+ * with Q8 activations */
+static void as_launch_sees(bool q8, float *x, int64_t n, int64_t cols)
+{
+    if (!q8) return;
+    g_q8_launches++;
+    for (int64_t b = 0; b < n; b++) gemv_ref_q8_x(x + b * cols, cols, x + b * cols);
+}
+
 static int64_t cols_of(uint32_t t)
 {
     return blk(t) == 1 ? 300 : blk(t) == 32 ? 8 * 32 : 2 * blk(t);
@@ -152,16 +168,20 @@ static void test_heads(sl_cuda_ctx *c)
                                          xhs, n, dy, yts, yhs, &e) == SL_OK, "%s", e.msg);
             CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
             d2h(y, dy, (size_t)(n * yts) * 4);
+            const bool q8 = g_q8_mode && sl_cuda_gemv_heads_q8(t, dw, (int64_t)mat, (int32_t)H,
+                                                               cols);
             for (int64_t h = 0; h < H; h++) {
                 for (int64_t b = 0; b < n; b++)
                     memcpy(xc + b * cols, x + b * xts + h * xhs, (size_t)cols * 4);
+                as_launch_sees(q8, xc, n, cols);
                 host_mm(t, w + (size_t)h * mat, rows, cols, xc, n, yr);
                 for (int64_t b = 0; b < n; b++)
                     for (int64_t r = 0; r < rows; r++) {
                         const float got = y[b * yts + h * yhs + r], want = yr[b * rows + r];
                         const double tl = tol(wf + h * rows * cols, r, cols, xc + b * cols);
-                        REPORT(fabs((double)got - want) <= tl, "heads %s n %lld head %lld tok "
-                               "%lld row %lld: %g vs host %g (tol %g)", tname(t), (long long)n,
+                        REPORT(fabs((double)got - want) <= tl, "heads %s%s n %lld head %lld tok "
+                               "%lld row %lld: %g vs host %g (tol %g)", tname(t),
+                               q8 ? " (q8)" : "", (long long)n,
                                (long long)h, (long long)b, (long long)r, got, want, tl);
                     }
             }
@@ -212,6 +232,10 @@ static void test_multi(sl_cuda_ctx *c)
             sl_error e;
             CHECK_MSG(sl_cuda_gemv_multi(c, ms, 3, cols, dx, n, false, &e) == SL_OK, "%s", e.msg);
             CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+            /* x as the launches read it: the reference's input (the GLU pair below is of the
+             * set's first two types, whose rule holds where the three's does) */
+            const bool q8 = g_q8_mode && sl_cuda_gemv_multi_q8(ms, 3, cols);
+            as_launch_sees(q8, x, n, cols);
             for (int i = 0; i < 3; i++) {
                 d2h(y[i], dy[i], (size_t)(n * rowsv[i]) * 4);
                 float *yr = xmalloc((size_t)(n * rowsv[i]) * 4);
@@ -221,8 +245,9 @@ static void test_multi(sl_cuda_ctx *c)
                         const float want = yr[b * rowsv[i] + r] + (i ? 0.0f : bias[r]);
                         const float got = y[i][b * rowsv[i] + r];
                         const double tl = tol(wf[i], r, cols, x + b * cols);
-                        REPORT(fabs((double)got - want) <= tl, "multi %s (matrix %d of 3) n %lld "
-                               "tok %lld row %lld: %g vs host %g (tol %g)", tname(sets[si][i]), i,
+                        REPORT(fabs((double)got - want) <= tl, "multi %s%s (matrix %d of 3) n "
+                               "%lld tok %lld row %lld: %g vs host %g (tol %g)",
+                               tname(sets[si][i]), q8 ? " (q8)" : "", i,
                                (long long)n, (long long)b, (long long)r, got, want, tl);
                     }
                 free(yr);
@@ -242,6 +267,7 @@ static void test_multi(sl_cuda_ctx *c)
                 {.type = sets[si][1], .w = dwu, .rows = F, .y = du}};
             CHECK_MSG(sl_cuda_gemv_multi(c, gu, 2, cols, dx, n, true, &e) == SL_OK, "%s", e.msg);
             CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+            CHECK(q8 == (g_q8_mode && sl_cuda_gemv_multi_q8(gu, 2, cols)));
             float *g = xmalloc((size_t)(n * F) * 4), *u = xmalloc((size_t)(n * F) * 4);
             float *gr = xmalloc((size_t)(n * F) * 4), *ur = xmalloc((size_t)(n * F) * 4);
             float *hr = xmalloc((size_t)(n * F) * 4);
@@ -336,8 +362,18 @@ int main(void)
         CHECK_MSG(false, "ctx: %s", e.msg);
         return sl_test_finish("cuda_fused_test");
     }
-    test_heads(c);
-    test_multi(c);
+    for (int mode = 0; mode < 2; mode++) {
+        g_q8_mode = mode == 1;
+        sl_cuda_ctx_set_f32_act(c, !g_q8_mode);
+        const int q0 = g_q8_launches;
+        test_heads(c);
+        const int q1 = g_q8_launches;
+        test_multi(c);
+        CHECK_MSG(!g_q8_mode || (q1 > q0 && g_q8_launches > q1), "Q8-activation launches: "
+                  "%d of heads, %d of multi (want some of each)", q1 - q0, g_q8_launches - q1);
+        printf("cuda_fused_test: %s mode done (%d launches with Q8 activations)\n",
+               g_q8_mode ? "default" : "F32-activation", g_q8_launches - q0);
+    }
     CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
     sl_cuda_ctx_destroy(c);
     cudaStreamDestroy(s);

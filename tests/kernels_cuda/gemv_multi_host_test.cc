@@ -182,7 +182,200 @@ template <uint32_t T> static void glu(int64_t cols)
         }
 }
 
-static int n_types = 0;
+/* ---- the Q8-activation body (qxm_block): the types k_gemv_qx takes ---------------------------- */
+
+/* k_gemv_multi_qx's launch (gm_run with gm_q8): qxm_grid_x x n_head x n tokens, its dynamic
+ * shared memory poisoned before each block */
+template <bool GLU>
+static void launch_q8(const gm_args &a, unsigned n_head, unsigned n, uint32_t T, const char *what)
+{
+    const long faults0 = sl_shim_align_faults.load();
+    const size_t sm = (qx_smem(a.cols) + 15) / 16 * 16;
+    uint8_t *smem = (uint8_t *)aligned_alloc(16, sm);
+    const sl_shim_dim3 grid{(unsigned)qxm_grid_x(a), n_head, n};
+    CHECK(smem && sl_shim_launch(grid, QX_THREADS, [&] { qxm_block<GLU>(a, smem); },
+                                 [&] { memset(smem, 0xA5, sm); }));
+    free(smem);
+    const long faults = sl_shim_align_faults.load() - faults0;
+    CHECK_MSG(faults == 0, "%s %s: %ld loads at addresses that fault on the device", what,
+              tname(T), faults);
+}
+
+/* One matrix through k_gemv_qx's body as gemv.cu launches it for sl_cuda_gemv (n_batch 1):
+ * the bits a fused launch must give */
+template <uint32_t T>
+static std::vector<float> single_q8(const uint8_t *w, int64_t rows, int64_t cols, size_t rb,
+                                    const float *x)
+{
+    std::vector<float> y((size_t)rows, 0.0f);
+    gv_args g = {};
+    g.w = w;
+    g.n_out = g.rows = rows;
+    g.cols = cols;
+    g.row_bytes = (int64_t)rb;
+    g.x = x;
+    g.x_group = 1;
+    g.y = y.data();
+    g.y_bstride = rows;
+    g.n_batch = 1;
+    const size_t sm = (qx_smem(cols) + 15) / 16 * 16;
+    uint8_t *smem = (uint8_t *)aligned_alloc(16, sm);
+    const gv_grid G = gv_grid_of(g, 1, true);
+    CHECK(smem && sl_shim_launch(sl_shim_dim3{G.x, G.y, G.z}, QX_THREADS,
+                                 [&] { qx_block<T>(g, smem); }, [&] { memset(smem, 0xA5, sm); }));
+    free(smem);
+    return y;
+}
+
+/* The qx type of a run-time code: single_q8<code> */
+struct single_q8_of {
+    const uint8_t *w;
+    int64_t rows, cols;
+    size_t rb;
+    const float *x;
+    std::vector<float> y;
+    template <uint32_t T> void operator()()
+    {
+        if constexpr (sl_qx_type(T)) y = single_q8<T>(w, rows, cols, rb, x);
+    }
+};
+
+/* y (a fused launch's row r of matrix w, token x) against the float64 dot of x as the Q8 kernel
+ * sees it (gemv_ref_q8_x) within gemv.cuh's bound, and bit for bit against k_gemv_qx's body */
+static void check_q8(const char *what, uint32_t type, const rand_mat &m, const float *x,
+                     const float *bias, const std::vector<float> &got, int64_t got_stride,
+                     long t, long i)
+{
+    std::vector<float> xr((size_t)m.cols);
+    gemv_ref_q8_x(x, m.cols, xr.data());
+    single_q8_of one{m.w, m.rows, m.cols, m.rb, x, {}};
+    sl_qt_dispatch(type, one);
+    CHECK_MSG(one.y.size() == (size_t)m.rows, "%s: no k_gemv_qx body for %s", what, tname(type));
+    for (int64_t r = 0; r < m.rows && one.y.size() == (size_t)m.rows; r++) {
+        double want, tol;
+        gemv_ref_dot(m.f.data() + r * m.cols, xr.data(), m.cols, GEMV_REF_TOL_S,
+                     GEMV_REF_TOL_ABS, &want, &tol);
+        const float b = bias ? bias[r] : 0.0f;
+        const float v = got[(size_t)(r * got_stride)];
+        check_val(what, type, v, want + b, tol, t, i, r);
+        n_checked++;
+        const float single = bias ? one.y[(size_t)r] + b : one.y[(size_t)r];
+        if (memcmp(&v, &single, sizeof v) && n_reports++ < 20)
+            fprintf(stderr, "%s %s token %ld matrix %ld row %lld: %.9g, k_gemv_qx %.9g (bits "
+                    "differ)\n", what, tname(type), t, i, (long long)r, (double)v,
+                    (double)single);
+        CHECK(!memcmp(&v, &single, sizeof v) || n_reports > 20);
+    }
+}
+
+/* sl_cuda_gemv_multi of 4 matrices of qx types on one x: rows past one block (QX_ROWS), a
+ * matrix of one row, bias on two, 2 tokens, matrices at each type's alignment */
+template <uint32_t T> static void multi_q8(int64_t cols)
+{
+    enum { NM = SL_CUDA_GEMV_MULTI_MAX, NT = 2 };
+    const uint32_t types[NM] = {T, SL_GGML_Q6_K, T, SL_GGML_Q8_0};
+    const int64_t rows[NM] = {40, 5, 70, 1};
+    rand_mat m[NM];
+    std::vector<float> bias[NM];
+    std::vector<ybuf> Y;
+    sl_cuda_gemv_mat ms[NM];
+    int64_t rb[NM];
+    for (int i = 0; i < NM; i++) Y.emplace_back((size_t)(NT * rows[i]));
+    for (int i = 0; i < NM; i++) {
+        CHECK(m[i].make(types[i], rows[i], cols, (size_t)(i & 1) * sl_qx_align(types[i]),
+                        17 + i));
+        if (i == 1 || i == 2) bias[i] = rand_x((size_t)rows[i]);
+        rb[i] = (int64_t)m[i].rb;
+        ms[i] = sl_cuda_gemv_mat{types[i], m[i].w, rows[i], bias[i].empty() ? nullptr
+                                                                            : bias[i].data(),
+                                 Y[i].y.data()};
+    }
+    const std::vector<float> x = rand_x((size_t)(NT * cols));
+    const gm_args a = gm_multi_args(ms, rb, NM, cols, x.data(), false);
+    launch_q8<false>(a, 1, NT, T, "multi q8");
+    for (int i = 0; i < NM; i++)
+        for (int t = 0; t < NT; t++) {
+            std::vector<float> got((size_t)rows[i]);
+            for (int64_t r = 0; r < rows[i]; r++) got[(size_t)r] = Y[i].at((size_t)(t * rows[i] + r));
+            check_q8("multi q8", types[i], m[i], x.data() + t * cols,
+                     bias[i].empty() ? nullptr : bias[i].data(), got, 1, t, i);
+        }
+    for (int i = 0; i < NM; i++) untouched(Y[i], "multi q8", types[i]);
+}
+
+/* sl_cuda_gemv_heads on the Q8 body: 3 heads of 40 rows (two blocks each, the second partial),
+ * heads apart by the matrix plus the type's alignment, 2 tokens, x and y strided with gaps */
+template <uint32_t T> static void heads_q8(int64_t cols)
+{
+    enum { NH = 3, ROWS = 40, NT = 2 };
+    rand_mat hm[NH];
+    for (int h = 0; h < NH; h++) CHECK(hm[h].make(T, ROWS, cols, 0, 23 + h));
+    const int64_t head_bytes = ROWS * (int64_t)hm[0].rb + sl_qx_align(T);
+    const size_t wbytes = (size_t)((NH - 1) * head_bytes) + ROWS * hm[0].rb;
+    uint8_t *wmem = (uint8_t *)aligned_alloc(16, (wbytes + 15) / 16 * 16);
+    if (!wmem) {
+        CHECK_MSG(0, "out of memory");
+        return;
+    }
+    memset(wmem, 0xA5, wbytes);
+    for (int h = 0; h < NH; h++) memcpy(wmem + h * head_bytes, hm[h].w, ROWS * hm[h].rb);
+    const int64_t x_hs = cols + 8, x_ts = NH * x_hs + 8, y_hs = ROWS + 1, y_ts = NH * y_hs + 3;
+    const std::vector<float> x = rand_x((size_t)(NT * x_ts));
+    ybuf Y((size_t)(NT * y_ts));
+    const gm_args a = gm_heads_args(T, wmem, head_bytes, ROWS, (int64_t)hm[0].rb, cols,
+                                    x.data(), x_ts, x_hs, Y.y.data(), y_ts, y_hs);
+    launch_q8<false>(a, NH, NT, T, "heads q8");
+    for (int t = 0; t < NT; t++)
+        for (int h = 0; h < NH; h++) {
+            std::vector<float> got((size_t)ROWS);
+            for (int r = 0; r < ROWS; r++) got[(size_t)r] = Y.at((size_t)(t * y_ts + h * y_hs + r));
+            check_q8("heads q8", T, hm[h], x.data() + t * x_ts + h * x_hs, nullptr, got, 1, t, h);
+        }
+    untouched(Y, "heads q8", T);
+    free(wmem);
+}
+
+/* sl_cuda_gemv_multi with silu_glu on the Q8 body: gate (this type), up Q5_K (another type's
+ * pass after the gate's), 40 rows, bias on up */
+template <uint32_t T> static void glu_q8(int64_t cols)
+{
+    enum { ROWS = 40, NT = 2 };
+    const uint32_t types[2] = {T, SL_GGML_Q5_K};
+    rand_mat m[2];
+    ybuf Y[2] = {ybuf(NT * ROWS), ybuf(NT * ROWS)};
+    sl_cuda_gemv_mat ms[2];
+    int64_t rb[2];
+    const std::vector<float> bu = rand_x(ROWS);
+    for (int i = 0; i < 2; i++) {
+        CHECK(m[i].make(types[i], ROWS, cols, 0, 29 + i));
+        rb[i] = (int64_t)m[i].rb;
+        ms[i] = sl_cuda_gemv_mat{types[i], m[i].w, ROWS, i ? bu.data() : nullptr,
+                                 Y[i].y.data()};
+    }
+    const std::vector<float> x = rand_x((size_t)(NT * cols));
+    const gm_args a = gm_multi_args(ms, rb, 2, cols, x.data(), true);
+    launch_q8<true>(a, 1, NT, T, "glu q8");
+    for (int t = 0; t < NT; t++) {
+        std::vector<float> gate((size_t)ROWS), up((size_t)ROWS);
+        single_q8_of g{m[0].w, ROWS, cols, m[0].rb, x.data() + t * cols, {}};
+        sl_qt_dispatch(types[0], g);
+        for (int r = 0; r < ROWS; r++) up[(size_t)r] = Y[1].at((size_t)(t * ROWS + r));
+        check_q8("glu q8 up", types[1], m[1], x.data() + t * cols, bu.data(), up, 1, t, 1);
+        /* the gate's own sums are k_gemv_qx's; the output is gm_block's epilogue on them */
+        for (int r = 0; r < ROWS; r++) {
+            const float v = g.y[(size_t)r], u = up[(size_t)r];
+            const float want = v / (1.0f + expf(-v)) * u, got = Y[0].at((size_t)(t * ROWS + r));
+            n_checked++;
+            CHECK_MSG(!memcmp(&got, &want, sizeof got) || n_reports++ > 20,
+                      "glu q8 %s token %d row %d: %.9g, silu(k_gemv_qx gate) * up %.9g",
+                      tname(T), t, r, (double)got, (double)want);
+        }
+    }
+    untouched(Y[0], "glu q8", T);
+    untouched(Y[1], "glu q8 up", SL_GGML_Q5_K);
+}
+
+static int n_types = 0, n_q8 = 0;
 
 struct check_type {
     template <uint32_t T> void operator()()
@@ -193,6 +386,12 @@ struct check_type {
         heads<T>(cols);
         multi<T>(1280);
         glu<T>(1280);
+        if constexpr (sl_qx_type(T)) {
+            multi_q8<T>(1280);
+            heads_q8<T>(1280);
+            glu_q8<T>(1280);
+            n_q8++;
+        }
         n_types++;
         printf("gemv_multi_host_test: %-7s ok so far (%ld values checked)\n", tname(T),
                n_checked);
@@ -204,6 +403,8 @@ int main(void)
 {
     sl_qt_for_each(check_type{});
     CHECK_MSG(n_types == 23, "%d types checked (23 expected)", n_types);
-    printf("gemv_multi_host_test: %d types, %ld values\n", n_types, n_checked);
+    CHECK_MSG(n_q8 == 6, "%d types checked on the Q8 body (6 expected)", n_q8);
+    printf("gemv_multi_host_test: %d types (%d also on the Q8 body), %ld values\n", n_types,
+           n_q8, n_checked);
     return sl_test_finish("gemv_multi_host_test");
 }
