@@ -5,7 +5,9 @@
  * decode layer (deepseek2's per-head k_b / v_b, Q/K/V, gate/up + SwiGLU, the router + bias).
  * For every type sl_qt lists:
  * - per head: 3 heads of 5 rows (a row block past the matrix's end) at odd addresses 3 bytes
- *   apart, 2 tokens, x and y strided per head and token with gaps (odd float strides);
+ *   apart, then 16-byte aligned (the float types' vector loads on the rows that are, their
+ *   tail, x of other alignments), 2 tokens, x and y strided per head and token with gaps (odd
+ *   float strides);
  * - several matrices: 4 matrices of mixed types (this one, Q8_0, this one, F16) at odd
  *   addresses, rows 5, 3, 9, 2 (row blocks straddling matrices), bias on two, 2 tokens;
  * - SwiGLU: gate of this type, up Q4_K, 6 rows: y0 = silu(gate) * up, y1 = up;
@@ -79,14 +81,18 @@ static std::vector<float> rand_x(size_t n)
     return x;
 }
 
-/* sl_cuda_gemv_heads: NH heads of ROWS rows, heads HPAD bytes apart past their matrices, the
- * first at an odd address; x and y of token t, head h at t * ts + h * hs, with gaps */
-template <uint32_t T> static void heads(int64_t cols)
+/* sl_cuda_gemv_heads: NH heads of ROWS rows, heads apart past their matrices, the first at an
+ * odd address (al: each head 16-byte aligned, so the float types' rows that are take their
+ * vector loads while their x, at odd strides, may not be); x and y of token t, head h at
+ * t * ts + h * hs, with gaps */
+template <uint32_t T> static void heads(int64_t cols, bool al)
 {
-    enum { NH = 3, ROWS = 5, NT = 2, HPAD = 3, WOFF = 1 };
+    enum { NH = 3, ROWS = 5, NT = 2 };
     rand_mat m; /* the heads' values, head after head */
     CHECK(m.make(T, NH * ROWS, cols, 0, (int)cols));
-    const int64_t head_bytes = ROWS * (int64_t)m.rb + HPAD;
+    const size_t WOFF = al ? 0 : 1;
+    const int64_t mat_bytes = ROWS * (int64_t)m.rb;
+    const int64_t head_bytes = al ? (mat_bytes + 31) / 16 * 16 : mat_bytes + 3;
     const size_t wbytes = WOFF + (size_t)((NH - 1) * head_bytes) + ROWS * m.rb;
     uint8_t *wmem = (uint8_t *)malloc(wbytes);
     if (!wmem) {
@@ -381,9 +387,10 @@ struct check_type {
     template <uint32_t T> void operator()()
     {
         /* 40 units of 32 for every block type (256 divides it: mixed types share it); float
-         * types a length no multiple of 32 */
-        const int64_t cols = sl_qt_block<T>::FLOAT ? 1100 : 1280;
-        heads<T>(cols);
+         * types a length no multiple of 32 nor of their vectors' values (a tail) */
+        const int64_t cols = sl_qt_block<T>::FLOAT ? 1102 : 1280;
+        heads<T>(cols, false);
+        heads<T>(cols, true);
         multi<T>(1280);
         glu<T>(1280);
         if constexpr (sl_qx_type(T)) {
