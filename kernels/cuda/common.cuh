@@ -58,6 +58,14 @@ static __device__ __forceinline__ float sl_bf2f(uint16_t b)
     return __uint_as_float((uint32_t)b << 16);
 }
 
+/* SwiGLU of one gate / up pair in float (kernels/ref's sl_ref_swiglu takes silu in double):
+ * the one formula of sl_cuda_swiglu and the GEMVs' epilogues, so that a fused launch gives
+ * the bits of the GEMVs and sl_cuda_swiglu run one after another */
+static __device__ __forceinline__ float sl_swiglu1(float g, float u)
+{
+    return g / (1.0f + expf(-g)) * u;
+}
+
 /* ggml's GGML_E8M0_TO_FP32_HALF: 2^(e-127) / 2; e = 0, 1 give 2^-128, 2^-127 (subnormal). */
 static __device__ __forceinline__ float sl_e8m0_half(uint8_t e)
 {

@@ -18,6 +18,12 @@ static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_multi_qx(gm_args 
     qxm_block<GLU>(a, qsm);
 }
 
+static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_experts_glu(gme_args a)
+{
+    extern __shared__ __align__(16) uint8_t qsm[];
+    qxe_glu_block(a, qsm);
+}
+
 /* One matrix (its heads hs bytes apart; 0: one) where sl_cuda_gemv_q8_act would send one
  * launch of it to k_gemv_qx: the rule of k_gemv_multi_qx, matrix by matrix */
 static bool q8_mat(uint32_t type, const void *w, int64_t hs, int64_t cols)
@@ -134,4 +140,58 @@ extern "C" sl_status sl_cuda_gemv_multi(sl_cuda_ctx *c, const sl_cuda_gemv_mat *
                             "(gate, up), got %d", __func__, count);
     const gm_args a = gm_multi_args(ms, rb, count, cols, d_x, silu_glu);
     return gm_run(__func__, c, a, 1, n, err);
+}
+
+extern "C" bool sl_cuda_gemv_experts_glu_q8(const sl_cuda_ctx *c, uint32_t type_gate,
+                                            uint32_t type_up, int64_t cols)
+{
+    /* expert matrices: their alignment is taken in-kernel, as sl_cuda_gemv_experts does */
+    return c && !c->f32_act && sl_cuda_gemv_q8_act(type_gate, cols, 1, true, false) &&
+           sl_cuda_gemv_q8_act(type_up, cols, 1, true, false);
+}
+
+extern "C" sl_status sl_cuda_gemv_experts_glu(sl_cuda_ctx *c, uint32_t type_gate,
+                                              const void *const *d_gate, uint32_t type_up,
+                                              const void *const *d_up, int32_t n_expert,
+                                              const int32_t *d_ids, int32_t n_sel, int64_t rows,
+                                              int64_t cols, const float *d_x, int32_t x_group,
+                                              float *d_y, sl_error *err)
+{
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
+    if (!sl_cuda_gemv_experts_glu_q8(c, type_gate, type_up, cols))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: gate type %u / up type %u with %lld "
+                            "columns have no Q8-activation kernel (or the context keeps F32 "
+                            "activations)", __func__, type_gate, type_up, (long long)cols);
+    if (rows < 1 || n_expert < 1 || n_sel < 1 || n_sel > 65535 || x_group < 1)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: rows = %lld, n_expert = %d must be >= 1, "
+                            "n_sel = %d in [1, 65535], x_group = %d >= 1", __func__,
+                            (long long)rows, n_expert, n_sel, x_group);
+    if (!d_gate || !d_up || !d_ids || !d_x || !d_y)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
+                            !d_gate ? "d_gate" : !d_up ? "d_up" : !d_ids ? "d_ids"
+                            : !d_x ? "d_x" : "d_y");
+    gme_args a = {};
+    a.wg = d_gate;
+    a.wu = d_up;
+    a.tg = type_gate;
+    a.tu = type_up;
+    a.n_expert = n_expert;
+    a.ids = d_ids;
+    a.rows = rows;
+    a.cols = cols;
+    a.rb_g = (int64_t)sl_cuda_gemv_row_bytes(type_gate, cols);
+    a.rb_u = (int64_t)sl_cuda_gemv_row_bytes(type_up, cols);
+    a.x = d_x;
+    a.x_group = x_group < n_sel ? x_group : n_sel; /* >= n_sel: every slot in group 0 */
+    a.y = d_y;
+    const int64_t gx = gme_grid_x(a);
+    if (gx > INT32_MAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %lld rows exceed the grid", __func__,
+                            (long long)rows);
+    sl_status st = sl__cuda_ctx_enter(c, err);
+    if (st) return st;
+    k_gemv_experts_glu<<<dim3((unsigned)gx, 1, (unsigned)n_sel), QX_THREADS, qx_smem(cols),
+                         c->stream>>>(a);
+    SL_CU_LAUNCH(err, "k_gemv_experts_glu");
+    return SL_OK;
 }

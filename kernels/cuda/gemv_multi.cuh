@@ -183,7 +183,7 @@ static __device__ __forceinline__ void gm_block(gm_args a)
     }
     const gm_mat &mu = a.m[1];
     mu.y[t * mu.y_ts + r] = v[1];
-    m.y[t * m.y_ts + r] = v[0] / (1.0f + expf(-v[0])) * v[1];
+    m.y[t * m.y_ts + r] = sl_swiglu1(v[0], v[1]);
 }
 
 /* ---- Q8 activations (k_gemv_multi_qx) ------------------------------------------------------ */
@@ -298,7 +298,64 @@ static __device__ __forceinline__ void qxm_block(const gm_args &a, uint8_t *qsm)
         }
         if (mu.bias) u += mu.bias[o];
         mu.y[t * mu.y_ts + o] = u;
-        m.y[t * m.y_ts + o] = v / (1.0f + expf(-v)) * u;
+        m.y[t * m.y_ts + o] = sl_swiglu1(v, u);
+    }
+}
+
+/* ---- routed experts' gate / up + SwiGLU, Q8 activations (k_gemv_experts_glu) --------------- */
+
+/* sl_cuda_gemv_experts_glu's launch: for slot s, expert ids[s], y [s][rows] = silu(G x) * (U x)
+ * with x at x + (s / x_group) * cols */
+struct gme_args {
+    const void *const *wg; /* [n_expert] gate matrices, type tg, rows x cols, rb_g a row */
+    const void *const *wu; /* [n_expert] up matrices, type tu, rb_u a row */
+    uint32_t tg, tu;
+    int32_t n_expert;
+    const int32_t *ids; /* [gridDim.z] */
+    int64_t rows, cols, rb_g, rb_u;
+    const float *x;
+    int32_t x_group;
+    float *y;
+};
+
+/* the grid: x blocks of QX_ROWS rows, z the slots */
+static __host__ __device__ inline int64_t gme_grid_x(const gme_args &a)
+{
+    return (a.rows + QX_ROWS - 1) / QX_ROWS;
+}
+
+/* k_gemv_experts_glu's body (QX_THREADS threads, qsm: qx_smem(a.cols) bytes, 16-byte
+ * aligned): qx_block's experts form for the gate, then the up rows on the same quantised x,
+ * then sl_swiglu1; an id outside [0, n_expert) gives zeros (silu(0) * 0, the unfused bits) */
+static __device__ __forceinline__ void qxe_glu_block(const gme_args &a, uint8_t *qsm)
+{
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int64_t slot = blockIdx.z, o0 = (int64_t)blockIdx.x * QX_ROWS;
+    float *Y = a.y + slot * a.rows;
+    const int32_t e = a.ids[slot];
+    if (e < 0 || e >= a.n_expert) { /* uniform over the block, before any barrier */
+        for (int i = tid; i < QX_ROWS; i += QX_THREADS)
+            if (o0 + i < a.rows) Y[o0 + i] = 0.0f;
+        return;
+    }
+    int8_t *xq;
+    float *xd, *xs;
+    qx_x_at(qsm, a.cols, &xq, &xd, &xs);
+    int64_t src[QX_R];
+#pragma unroll
+    for (int r = 0; r < QX_R; r++) {
+        const int64_t o = o0 + warp * QX_R + r;
+        src[r] = o < a.rows ? o : -1;
+    }
+    float acc[QX_R] = {}, accu[QX_R] = {};
+    qxm_pass_of(a.tg, (const uint8_t *)a.wg[e], a.rb_g, src,
+                a.x + (slot / a.x_group) * a.cols, a.cols, lane, xq, xd, xs, acc);
+    qxm_pass_of(a.tu, (const uint8_t *)a.wu[e], a.rb_u, src, NULL, a.cols, lane, xq, xd, xs,
+                accu);
+#pragma unroll
+    for (int r = 0; r < QX_R; r++) {
+        const float v = sl_warp_sum(acc[r]), u = sl_warp_sum(accu[r]);
+        if (lane == 0 && src[r] >= 0) Y[src[r]] = sl_swiglu1(v, u);
     }
 }
 

@@ -56,6 +56,24 @@ sl_status sl_cuda_gemv_multi(sl_cuda_ctx *c, const sl_cuda_gemv_mat *ms, int cou
                              int64_t cols, const float *d_x, int64_t n, bool silu_glu,
                              sl_error *err);
 
+/* Routed experts' gate and up with the SwiGLU between them, one launch (a MoE decode's): for
+ * slot s < n_sel and e = d_ids[s], y [s][rows] = silu(G_e x_s) * (U_e x_s) with G_e = d_gate[e],
+ * U_e = d_up[e] ([rows][cols] of type_gate / type_up, device pointer arrays of n_expert) and
+ * x_s = d_x + (s / x_group) * cols; an id outside [0, n_expert) gives zeros. Q8 activations
+ * only: each value is, bit for bit, what sl_cuda_gemv_experts of the gate and of the up and
+ * then sl_cuda_swiglu give; SL_ERR_UNSUPPORTED where sl_cuda_gemv_experts_glu_q8 is false
+ * (the caller runs those three). n_sel in [1, 65535]. */
+sl_status sl_cuda_gemv_experts_glu(sl_cuda_ctx *c, uint32_t type_gate,
+                                   const void *const *d_gate, uint32_t type_up,
+                                   const void *const *d_up, int32_t n_expert,
+                                   const int32_t *d_ids, int32_t n_sel, int64_t rows,
+                                   int64_t cols, const float *d_x, int32_t x_group, float *d_y,
+                                   sl_error *err);
+/* Whether sl_cuda_gemv_experts_glu runs for these types and columns in context c (not in the
+ * F32-activation mode; both types the Q8-activation GEMV's, as sl_cuda_gemv_q8_act says). */
+bool sl_cuda_gemv_experts_glu_q8(const sl_cuda_ctx *c, uint32_t type_gate, uint32_t type_up,
+                                 int64_t cols);
+
 /* Whether sl_cuda_gemv_multi / sl_cuda_gemv_heads with these arguments, in a context not in
  * the F32-activation mode (sl_cuda_ctx_set_f32_act), runs with Q8 activations: every matrix
  * (each head at d_w + h * head_bytes) is one sl_cuda_gemv_q8_act admits (n_batch 1, aligned).

@@ -108,7 +108,7 @@ static __device__ __forceinline__ void ew_body(const float *a, const float *b, f
          i += (int64_t)gridDim.x * EW_THREADS) {
         const float va = a[i];
         float r;
-        if (OP == EW_SWIGLU) r = va / (1.0f + expf(-va)) * b[i];
+        if (OP == EW_SWIGLU) r = sl_swiglu1(va, b[i]);
         else if (OP == EW_GEGLU_TANH) r = gelu_f(va, false) * b[i];
         else if (OP == EW_GEGLU_ERF) r = gelu_f(va, true) * b[i];
         else if (OP == EW_SWIGLU_OAI) { /* s: alpha, s2: limit (sl_ref_swiglu_oai) */

@@ -204,6 +204,28 @@ static sl_status experts_gemv(dx_cuda *c, const sl__dx_moe *M, int p, const int3
                                k, rows, err);
 }
 
+/* The S slots' act(gate) * up into c->eg (c->eu: up's scratch). Past a part's width gate' and
+ * up' give 0 (no bias there), act(0, 0) = 0 for every activation (the clamped SwiGLU's too),
+ * and down' never reads it. Where the slots go one by one (no order: a decode) and nothing
+ * comes between the GEMVs and the SwiGLU (no biases, no parts), one launch with the unfused
+ * bits (sl_cuda_gemv_experts_glu), if the types take Q8 activations. */
+static sl_status experts_gate_up(dx_cuda *c, const sl__dx_moe *M, const int32_t *ids,
+                                 int32_t S, int32_t k, const float *in, const int32_t *order,
+                                 sl_error *err)
+{
+    const sl_moe_layer *L = M->L;
+    if (!order && !M->d_ff_at && L->act == SL_MOE_SILU && !L->gate_b && !L->up_b &&
+        sl_cuda_gemv_experts_glu_q8(c->cu, L->type_gate, L->type_up, L->n_embd))
+        return sl_cuda_gemv_experts_glu(c->cu, L->type_gate, M->d_gate, L->type_up, M->d_up,
+                                        L->n_expert, ids, S, L->n_ff, L->n_embd, in, k, c->eg,
+                                        err);
+    sl_status st;
+    if ((st = experts_gemv(c, M, 0, ids, S, k, in, c->eg, order, err)) ||
+        (st = experts_gemv(c, M, 1, ids, S, k, in, c->eu, order, err)))
+        return st;
+    return c_glu(&c->base, L->act, c->eg, c->eu, (int64_t)S * L->n_ff, err);
+}
+
 /* Every slot's unweighted expert output of the n tokens' [n][k] ids into y [n * k][n_embd]
  * (a slot whose id is outside [0, n_expert) gets zeros: the GEMVs' rule). */
 static sl_status moe_slots(dx_cuda *c, const sl__dx_moe *M, const int32_t *idx, int64_t n,
@@ -217,7 +239,7 @@ static sl_status moe_slots(dx_cuda *c, const sl__dx_moe *M, const int32_t *idx, 
         return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): %lld tokens x k %d, n_ff "
                             "%lld, n_embd %lld exceed the scratch's sizes", L->layer,
                             (long long)n, k, (long long)L->n_ff, (long long)L->n_embd);
-    const int64_t E = L->n_embd, F = L->n_ff;
+    const int64_t E = L->n_embd;
     /* a chunk of T tokens, T * k slots in each launch; a split layer's parts (their GEMV has no
      * token grouping) one token at a time */
     int64_t chunk = M->d_ff_at ? 1 : moe_chunk(c->n_tok);
@@ -237,12 +259,8 @@ static sl_status moe_slots(dx_cuda *c, const sl__dx_moe *M, const int32_t *idx, 
         const int32_t *order = can_group && S >= L->n_expert ? c->order : NULL;
         sl_status st = order ? sl_cuda_expert_order(c->cu, ids, S, L->n_expert, c->order, err)
                              : SL_OK;
-        /* past a part's width gate' and up' give 0 (no bias there), act(0, 0) = 0 for every
-         * activation (the clamped SwiGLU's too), and down' never reads it */
-        if (st || (st = experts_gemv(c, M, 0, ids, S, k, in + t * E, c->eg, order, err)) ||
-            (st = experts_gemv(c, M, 1, ids, S, k, in + t * E, c->eu, order, err)) ||
-            (st = c_glu(&c->base, L->act, c->eg, c->eu, (int64_t)S * F, err)) ||
-            (st = experts_gemv(c, M, 2, ids, S, 1, c->eg, y + t * k * E, order, err)))
+        if (!st) st = experts_gate_up(c, M, ids, S, k, in + t * E, order, err);
+        if (st || (st = experts_gemv(c, M, 2, ids, S, 1, c->eg, y + t * k * E, order, err)))
             return sl_error_set(err, st, "moe layer %d (cuda), tokens %lld..%lld: %s", L->layer,
                                 (long long)t, (long long)(t + T - 1), err ? err->msg : "");
     }

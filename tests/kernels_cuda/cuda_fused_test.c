@@ -14,7 +14,9 @@
  * in the F32-activation mode, then in the default one, where launches that
  * sl_cuda_gemv_multi_q8 / _heads_q8 admit run with Q8 activations: their reference takes x as
  * that kernel sees it (gemv_ref_q8_x, per token), the same bound; at least one launch of each
- * entry point must have taken that path.
+ * entry point must have taken that path. And the routed experts' gate / up + SwiGLU launch
+ * (sl_cuda_gemv_experts_glu) against sl_cuda_gemv_experts of each then sl_cuda_swiglu (the
+ * same bits expected; within 2 ulps checked), with an id out of range, one x and one a slot.
  * Without a usable GPU: the host-side argument checks, then "SKIPPED, no usable GPU" (CI);
  * on the GPU machine tools/gpu-test runs it fully. */
 #include <cuda_runtime.h>
@@ -28,7 +30,9 @@
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/ctx.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/gemv_multi.h"
+#include "kernels/cuda/ops.h"
 #include "kernels/ref/quant.h"
 #include "base/status.h"
 #include "tests/kernels_cuda/gemv_ref.h"
@@ -300,6 +304,68 @@ static void test_multi(sl_cuda_ctx *c)
         }
 }
 
+/* sl_cuda_gemv_experts_glu against its three unfused launches: 3 experts, gate Q4_K, up Q6_K,
+ * 40 rows (a partial block), 5 slots with a bad id; one x for all, then one a slot */
+static void test_experts_glu(sl_cuda_ctx *c)
+{
+    enum { NE = 3, F = 40, NS = 5 };
+    const int64_t E = 512;
+    const int32_t ids[NS] = {1, -1, 0, 2, 1};
+    void *gp[NE], *up[NE];
+    for (int e = 0; e < NE; e++) {
+        size_t gb, ub;
+        float *gf, *uf;
+        uint8_t *g = make_w(SL_GGML_Q4_K, F, E, &gb, &gf), *u = make_w(SL_GGML_Q6_K, F, E, &ub,
+                                                                        &uf);
+        gp[e] = dmalloc(gb);
+        up[e] = dmalloc(ub);
+        h2d(gp[e], g, gb);
+        h2d(up[e], u, ub);
+        free(g), free(u), free(gf), free(uf);
+    }
+    void **dgp = dmalloc(sizeof gp), **dup = dmalloc(sizeof up);
+    int32_t *dids = dmalloc(sizeof ids);
+    h2d(dgp, gp, sizeof gp);
+    h2d(dup, up, sizeof up);
+    h2d(dids, ids, sizeof ids);
+    float *x = xmalloc((size_t)(NS * E) * 4);
+    for (int64_t i = 0; i < NS * E; i++) x[i] = rnd_f(-1, 1);
+    float *dx = dmalloc((size_t)(NS * E) * 4), *dy = dmalloc((size_t)(NS * F) * 4);
+    float *dg = dmalloc((size_t)(NS * F) * 4), *du = dmalloc((size_t)(NS * F) * 4);
+    h2d(dx, x, (size_t)(NS * E) * 4);
+    float *y = xmalloc((size_t)(NS * F) * 4), *want = xmalloc((size_t)(NS * F) * 4);
+    CHECK(sl_cuda_gemv_experts_glu_q8(c, SL_GGML_Q4_K, SL_GGML_Q6_K, E));
+    for (int32_t xg = NS; xg >= 1; xg -= NS - 1) {
+        sl_error e;
+        CHECK_MSG(sl_cuda_gemv_experts_glu(c, SL_GGML_Q4_K, (const void *const *)dgp,
+                                           SL_GGML_Q6_K, (const void *const *)dup, NE, dids, NS,
+                                           F, E, dx, xg, dy, &e) == SL_OK, "%s", e.msg);
+        CHECK_MSG(sl_cuda_gemv_experts(c, SL_GGML_Q4_K, (const void *const *)dgp, NE, dids, NS,
+                                       F, E, dx, xg, dg, &e) == SL_OK, "%s", e.msg);
+        CHECK_MSG(sl_cuda_gemv_experts(c, SL_GGML_Q6_K, (const void *const *)dup, NE, dids, NS,
+                                       F, E, dx, xg, du, &e) == SL_OK, "%s", e.msg);
+        CHECK_MSG(sl_cuda_swiglu(c, dg, du, dg, NS * F, &e) == SL_OK, "%s", e.msg);
+        CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+        d2h(y, dy, (size_t)(NS * F) * 4);
+        d2h(want, dg, (size_t)(NS * F) * 4);
+        /* the same sums and formula: the bits are expected equal (the log says how many
+         * are); the check allows 2 ulps, should nvcc contract the two kernels' SwiGLU apart */
+        int64_t same = 0, far = 0;
+        for (int64_t i = 0; i < NS * F; i++) {
+            same += memcmp(&y[i], &want[i], 4) == 0;
+            far += !(fabsf(y[i] - want[i]) <= 2.4e-7f * fabsf(want[i]));
+        }
+        REPORT(far == 0, "experts glu x_group %d: %lld of %d values past 2 ulps of the unfused "
+               "launches'", xg, (long long)far, NS * F);
+        printf("cuda_fused_test: experts glu x_group %d: %lld of %d values the unfused bits\n",
+               xg, (long long)same, NS * F);
+    }
+    free(x), free(y), free(want);
+    for (int e = 0; e < NE; e++) cudaFree(gp[e]), cudaFree(up[e]);
+    cudaFree(dgp), cudaFree(dup), cudaFree(dids), cudaFree(dx), cudaFree(dy), cudaFree(dg);
+    cudaFree(du);
+}
+
 /* argument checks: all before the context, so they run without a GPU */
 static void test_host_side(void)
 {
@@ -339,6 +405,12 @@ static void test_host_side(void)
     CHECK(sl_cuda_gemv_heads(NULL, SL_GGML_F32, p, 4 * 8 * 4, 2, 4, 8, p, 16, 8, 1, p, 8, 4,
                              &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "ctx is NULL");
+    const void *const *pp = (const void *const *)p;
+    const int32_t *ip = (const int32_t *)p;
+    CHECK(!sl_cuda_gemv_experts_glu_q8(NULL, SL_GGML_Q4_K, SL_GGML_Q4_K, 256));
+    CHECK(sl_cuda_gemv_experts_glu(NULL, SL_GGML_Q4_K, pp, SL_GGML_Q4_K, pp, 2, ip, 1, 4, 256,
+                                   p, 1, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx is NULL");
 }
 
 int main(void)
@@ -374,6 +446,14 @@ int main(void)
         printf("cuda_fused_test: %s mode done (%d launches with Q8 activations)\n",
                g_q8_mode ? "default" : "F32-activation", g_q8_launches - q0);
     }
+    test_experts_glu(c); /* the default mode, left by the loop */
+    sl_cuda_ctx_set_f32_act(c, true);
+    CHECK(!sl_cuda_gemv_experts_glu_q8(c, SL_GGML_Q4_K, SL_GGML_Q6_K, 512));
+    CHECK(sl_cuda_gemv_experts_glu(c, SL_GGML_Q4_K, (const void *const *)&c, SL_GGML_Q4_K,
+                                   (const void *const *)&c, 1, (const int32_t *)&c, 1, 4, 512,
+                                   (const float *)&c, 1, (float *)&c, &e) ==
+          SL_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(e.msg, "F32 activations");
     CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
     sl_cuda_ctx_destroy(c);
     cudaStreamDestroy(s);

@@ -11,6 +11,8 @@
  * - several matrices: 4 matrices of mixed types (this one, Q8_0, this one, F16) at odd
  *   addresses, rows 5, 3, 9, 2 (row blocks straddling matrices), bias on two, 2 tokens;
  * - SwiGLU: gate of this type, up Q4_K, 6 rows: y0 = silu(gate) * up, y1 = up;
+ * and for the six types of the Q8-activation body the same on it (bit for bit k_gemv_qx's
+ * sums) plus the routed experts' gate / up + SwiGLU launch (experts_glu_q8);
  * columns past 32 units a row (lanes loop; float types a count not a multiple of 32).
  * Outputs against gemv_ref.h's float64 dot and cuda_fused_test's bound (GEMV_MULTI_TOL_S, _ABS,
  * gemv_ref_glu_tol); every float of an output buffer no case checks still the sentinel
@@ -381,6 +383,73 @@ template <uint32_t T> static void glu_q8(int64_t cols)
     untouched(Y[1], "glu q8 up", SL_GGML_Q5_K);
 }
 
+/* sl_cuda_gemv_experts_glu (qxe_glu_block): 4 experts, gate of this type (two at half their
+ * alignment), up Q6_K; 6 slots, two of them ids outside [0, 4); one x for all slots (decode)
+ * and one a slot. Each value bit for bit silu(k_gemv_qx's gate) * k_gemv_qx's up on that
+ * expert and x; the bad ids' rows exactly 0. */
+template <uint32_t T> static void experts_glu_q8(int64_t cols)
+{
+    enum { NE = 4, ROWS = 40, NS = 6 };
+    const uint32_t TU = SL_GGML_Q6_K;
+    rand_mat g[NE], u[NE];
+    const void *gp[NE], *up[NE];
+    for (int e = 0; e < NE; e++) {
+        CHECK(g[e].make(T, ROWS, cols, (size_t)(e & 1) * sl_qx_align(T) / 2, 41 + e));
+        CHECK(u[e].make(TU, ROWS, cols, 0, 51 + e));
+        gp[e] = g[e].w;
+        up[e] = u[e].w;
+    }
+    const int32_t ids[NS] = {2, -1, 0, 3, 2, 7};
+    for (int32_t xg : {(int32_t)NS, 1}) {
+        const std::vector<float> x = rand_x((size_t)(NS * cols));
+        ybuf Y((size_t)(NS * ROWS));
+        gme_args a = {};
+        a.wg = gp;
+        a.wu = up;
+        a.tg = T;
+        a.tu = TU;
+        a.n_expert = NE;
+        a.ids = ids;
+        a.rows = ROWS;
+        a.cols = cols;
+        a.rb_g = (int64_t)g[0].rb;
+        a.rb_u = (int64_t)u[0].rb;
+        a.x = x.data();
+        a.x_group = xg;
+        a.y = Y.y.data();
+        const long faults0 = sl_shim_align_faults.load();
+        const size_t sm = (qx_smem(cols) + 15) / 16 * 16;
+        uint8_t *smem = (uint8_t *)aligned_alloc(16, sm);
+        CHECK(smem && sl_shim_launch(sl_shim_dim3{(unsigned)gme_grid_x(a), 1, NS}, QX_THREADS,
+                                     [&] { qxe_glu_block(a, smem); },
+                                     [&] { memset(smem, 0xA5, sm); }));
+        free(smem);
+        CHECK_MSG(sl_shim_align_faults.load() == faults0, "experts glu %s: loads at addresses "
+                  "that fault on the device", tname(T));
+        for (int s = 0; s < NS; s++) {
+            const int32_t e = ids[s];
+            const float *xs = x.data() + (xg == 1 ? s : 0) * cols;
+            std::vector<float> gv, uv;
+            if (e >= 0 && e < NE) {
+                gv = single_q8<T>(g[e].w, ROWS, cols, g[e].rb, xs);
+                uv = single_q8<TU>(u[e].w, ROWS, cols, u[e].rb, xs);
+            }
+            for (int r = 0; r < ROWS; r++) {
+                const float got = Y.at((size_t)(s * ROWS + r));
+                const float want = gv.empty() ? 0.0f : sl_swiglu1(gv[(size_t)r], uv[(size_t)r]);
+                n_checked++;
+                const bool ok = !memcmp(&got, &want, sizeof got);
+                CHECK(ok || n_reports > 20);
+                if (!ok && n_reports++ < 20)
+                    fprintf(stderr, "experts glu %s x_group %d slot %d (expert %d) row %d: %.9g, "
+                            "unfused %.9g\n", tname(T), xg, s, e, r, (double)got,
+                            (double)want);
+            }
+        }
+        untouched(Y, "experts glu", T);
+    }
+}
+
 static int n_types = 0, n_q8 = 0;
 
 struct check_type {
@@ -397,6 +466,7 @@ struct check_type {
             multi_q8<T>(1280);
             heads_q8<T>(1280);
             glu_q8<T>(1280);
+            experts_glu_q8<T>(1280);
             n_q8++;
         }
         n_types++;
