@@ -60,9 +60,10 @@ sl_status sl_cuda_gemv_multi(sl_cuda_ctx *c, const sl_cuda_gemv_mat *ms, int cou
  * slot s < n_sel and e = d_ids[s], y [s][rows] = silu(G_e x_s) * (U_e x_s) with G_e = d_gate[e],
  * U_e = d_up[e] ([rows][cols] of type_gate / type_up, device pointer arrays of n_expert) and
  * x_s = d_x + (s / x_group) * cols; an id outside [0, n_expert) gives zeros. Q8 activations
- * only: each value is, bit for bit, what sl_cuda_gemv_experts of the gate and of the up and
- * then sl_cuda_swiglu give; SL_ERR_UNSUPPORTED where sl_cuda_gemv_experts_glu_q8 is false
- * (the caller runs those three). n_sel in [1, 65535]. */
+ * only: the sums of sl_cuda_gemv_experts of the gate and of the up, then sl_cuda_swiglu's
+ * formula (one function), so the values are those three launches' (equal bits on the host
+ * emulation; the GPU test allows 2 ulps); SL_ERR_UNSUPPORTED where
+ * sl_cuda_gemv_experts_glu_q8 is false (the caller runs those three). n_sel in [1, 65535]. */
 sl_status sl_cuda_gemv_experts_glu(sl_cuda_ctx *c, uint32_t type_gate,
                                    const void *const *d_gate, uint32_t type_up,
                                    const void *const *d_up, int32_t n_expert,
