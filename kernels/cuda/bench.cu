@@ -137,8 +137,11 @@ extern "C" sl_status sl_cuda_bench_gemv(const uint32_t *types, int n_types, int6
             break;
         }
         const size_t wb = rb * (size_t)rows;
+        /* even and >= 4: the gate / up rows take disjoint pairs, so no launch reads a matrix
+         * the one before it read */
         int copies = (int)((4 * l2 + wb - 1) / wb);
-        if (copies < 2) copies = 2;
+        if (copies < 4) copies = 4;
+        copies += copies & 1;
         R.w = (void **)calloc((size_t)copies, sizeof *R.w);
         R.h = (uint8_t *)malloc(wb);
         if (!R.w || !R.h) {
@@ -157,7 +160,7 @@ extern "C" sl_status sl_cuda_bench_gemv(const uint32_t *types, int n_types, int6
             break;
         }
         /* the Q8-activation kernel's types also run in the F32 mode, for the ratio, and as
-         * a gate / up pair (copies c and c + 1) through the multi-matrix GEMV's SwiGLU */
+         * a gate / up pair (copies 2j and 2j + 1) through the multi-matrix GEMV's SwiGLU */
         const int n_act = sl_cuda_gemv_q8_act(type, cols, 1, true, false) ? 2 : 1;
         for (int v = 0; v < 2 * n_act && !st; v++) {
             const int act = v % n_act;
@@ -165,9 +168,9 @@ extern "C" sl_status sl_cuda_bench_gemv(const uint32_t *types, int n_types, int6
             sl_cuda_ctx_set_f32_act(R.ctx, n_act == 1 || act == 1);
             auto launch = [&](int c) {
                 if (!glu) return sl_cuda_gemv(R.ctx, type, R.w[c], rows, cols, R.x, 1, R.y, err);
-                const sl_cuda_gemv_mat gu[2] = {{type, R.w[c], rows, nullptr, R.y},
-                                                {type, R.w[(c + 1) % copies], rows, nullptr,
-                                                 R.y + rows}};
+                const int j = 2 * (c % (copies / 2));
+                const sl_cuda_gemv_mat gu[2] = {{type, R.w[j], rows, nullptr, R.y},
+                                                {type, R.w[j + 1], rows, nullptr, R.y + rows}};
                 return sl_cuda_gemv_multi(R.ctx, gu, 2, cols, R.x, 1, true, err);
             };
             for (int c = 0; c < copies && !st; c++) st = launch(c); /* warm-up */

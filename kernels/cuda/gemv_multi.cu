@@ -45,14 +45,16 @@ extern "C" bool sl_cuda_gemv_multi_q8(const sl_cuda_gemv_mat *ms, int count, int
 {
     if (!ms || count < 1 || count > SL_CUDA_GEMV_MULTI_MAX) return false;
     for (int i = 0; i < count; i++)
-        if (!q8_mat(ms[i].type, ms[i].w, 0, cols)) return false;
+        if (!ms[i].w || !ms[i].y || ms[i].rows < 1 || !q8_mat(ms[i].type, ms[i].w, 0, cols))
+            return false;
     return true;
 }
 
 extern "C" bool sl_cuda_gemv_heads_q8(uint32_t type, const void *d_w, int64_t head_bytes,
                                       int32_t n_head, int64_t cols)
 {
-    return q8_mat(type, d_w, n_head > 1 ? head_bytes : 0, cols);
+    return d_w && n_head >= 1 && head_bytes >= 0 &&
+           q8_mat(type, d_w, n_head > 1 ? head_bytes : 0, cols);
 }
 
 static sl_status gm_run(const char *fn, sl_cuda_ctx *c, const gm_args &a, int64_t n_head,

@@ -363,9 +363,9 @@ static sl_status c_mm_heads(sl__dx *x, const sl_weight *w, const float *src, int
 }
 
 /* ys[i] = ws[i] xn as one multi-matrix GEMV launch (sl_cuda_gemv_multi) for decode-sized
- * batches (below SL__DX_GEMM_MIN_BATCH; Q8 activations where every matrix is of the
- * Q8-activation GEMV's types, as c_mm's one-token GEMV, else F32); larger batches, or more
- * than SL_CUDA_GEMV_MULTI_MAX matrices: c_mm per matrix. */
+ * batches (below SL__DX_GEMM_MIN_BATCH; Q8 activations per token where every matrix is of
+ * the Q8-activation GEMV's types, as c_mm's GEMV takes them for one token only, else F32);
+ * larger batches, or more than SL_CUDA_GEMV_MULTI_MAX matrices: c_mm per matrix. */
 static bool multi_gemv(int count, int64_t n)
 {
     return n < SL__DX_GEMM_MIN_BATCH && count <= SL_CUDA_GEMV_MULTI_MAX;

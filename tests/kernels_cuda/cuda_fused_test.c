@@ -405,6 +405,28 @@ static void test_host_side(void)
     CHECK(sl_cuda_gemv_heads(NULL, SL_GGML_F32, p, 4 * 8 * 4, 2, 4, 8, p, 16, 8, 1, p, 8, 4,
                              &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "ctx is NULL");
+    /* the Q8-activation rule (no device needed): types, alignment, columns, heads' stride */
+    const uint8_t *w16 = (const uint8_t *)p; /* 256: aligned for every type */
+    sl_cuda_gemv_mat q = {.type = SL_GGML_Q4_K, .w = w16, .rows = 4, .y = p};
+    CHECK(sl_cuda_gemv_multi_q8(&q, 1, 256));
+    CHECK(!sl_cuda_gemv_multi_q8(&q, 1, 32768 + 256)); /* past QX_MAX_COLS */
+    CHECK(!sl_cuda_gemv_multi_q8(&q, 1, 300));         /* no whole blocks */
+    sl_cuda_gemv_mat q2[2] = {q, q};
+    q2[1].w = w16 + 4; /* Q4_K's loads want 16 bytes */
+    CHECK(!sl_cuda_gemv_multi_q8(q2, 2, 256));
+    q2[1].w = w16;
+    q2[1].type = SL_GGML_Q4_0; /* no Q8-activation kernel */
+    CHECK(!sl_cuda_gemv_multi_q8(q2, 2, 256));
+    q2[1].type = SL_GGML_Q8_0;
+    CHECK(sl_cuda_gemv_multi_q8(q2, 2, 256));  /* 272-byte rows */
+    CHECK(!sl_cuda_gemv_multi_q8(q2, 2, 32)); /* Q8_0's 34-byte rows: 16 bytes no multiple */
+    q2[1].w = NULL;
+    CHECK(!sl_cuda_gemv_multi_q8(q2, 2, 256));
+    CHECK(sl_cuda_gemv_heads_q8(SL_GGML_Q4_K, w16, 4 * 144, 2, 256));
+    CHECK(!sl_cuda_gemv_heads_q8(SL_GGML_Q4_K, w16, 4 * 144 + 8, 2, 256));
+    CHECK(sl_cuda_gemv_heads_q8(SL_GGML_Q4_K, w16, 4 * 144 + 8, 1, 256)); /* one head */
+    CHECK(!sl_cuda_gemv_heads_q8(SL_GGML_Q4_K, NULL, 4 * 144, 2, 256));
+    CHECK(!sl_cuda_gemv_heads_q8(SL_GGML_F16, w16, 4 * 512, 2, 256));
     const void *const *pp = (const void *const *)p;
     const int32_t *ip = (const int32_t *)p;
     CHECK(!sl_cuda_gemv_experts_glu_q8(NULL, SL_GGML_Q4_K, SL_GGML_Q4_K, 256));

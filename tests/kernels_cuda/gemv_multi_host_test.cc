@@ -17,8 +17,8 @@
  * Outputs against gemv_ref.h's float64 dot and cuda_fused_test's bound (GEMV_MULTI_TOL_S, _ABS,
  * gemv_ref_glu_tol); every float of an output buffer no case checks still the sentinel
  * (ybuf.h); buffers of exactly their size (the ASan build flags an access past one). No
- * faulting access: (these bodies make no __ldg / cp.async the shim counts; the UBSan build checks their plain
- * accesses' alignment) */
+ * faulting access: the vector __ldg loads the shim counts (the float types' and the Q8 body's)
+ * and, in the UBSan build, plain accesses' alignment. */
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -168,10 +168,12 @@ template <uint32_t T> static void glu(int64_t cols)
     ybuf Y[2] = {ybuf(NT * ROWS), ybuf(NT * ROWS)};
     sl_cuda_gemv_mat ms[2];
     int64_t rb[2];
+    const std::vector<float> bg = rand_x(ROWS); /* a bias on the gate */
     for (int i = 0; i < 2; i++) {
         CHECK(m[i].make(types[i], ROWS, cols, (size_t)i, 11 + i));
         rb[i] = (int64_t)m[i].rb;
-        ms[i] = sl_cuda_gemv_mat{types[i], m[i].w, ROWS, nullptr, Y[i].y.data()};
+        ms[i] = sl_cuda_gemv_mat{types[i], m[i].w, ROWS, i ? nullptr : bg.data(),
+                                 Y[i].y.data()};
     }
     const std::vector<float> x = rand_x((size_t)(NT * cols));
     const gm_args a = gm_multi_args(ms, rb, 2, cols, x.data(), true);
@@ -181,6 +183,7 @@ template <uint32_t T> static void glu(int64_t cols)
             double g, tg, u, tu;
             gemv_ref_dot(m[0].f.data() + r * cols, x.data() + t * cols, cols, GEMV_MULTI_TOL_S,
                          GEMV_MULTI_TOL_ABS, &g, &tg);
+            g += bg[(size_t)r];
             gemv_ref_dot(m[1].f.data() + r * cols, x.data() + t * cols, cols, GEMV_MULTI_TOL_S,
                          GEMV_MULTI_TOL_ABS, &u, &tu);
             const double silu = g / (1.0 + std::exp(-g)), h = silu * u;
@@ -190,7 +193,7 @@ template <uint32_t T> static void glu(int64_t cols)
         }
 }
 
-/* ---- the Q8-activation body (qxm_block): the types k_gemv_qx takes ---------------------------- */
+/* ---- the Q8-activation body (qxm_block): the types k_gemv_qx takes ----------------------- */
 
 /* k_gemv_multi_qx's launch (gm_run with gm_q8): qxm_grid_x x n_head x n tokens, its dynamic
  * shared memory poisoned before each block */
@@ -276,13 +279,13 @@ static void check_q8(const char *what, uint32_t type, const rand_mat &m, const f
     }
 }
 
-/* sl_cuda_gemv_multi of 4 matrices of qx types on one x: rows past one block (QX_ROWS), a
- * matrix of one row, bias on two, 2 tokens, matrices at each type's alignment */
+/* sl_cuda_gemv_multi of 4 matrices of qx types on one x: two whole blocks (QX_ROWS), a few
+ * rows, past two blocks, one row; bias on two, 2 tokens, matrices at each type's alignment */
 template <uint32_t T> static void multi_q8(int64_t cols)
 {
     enum { NM = SL_CUDA_GEMV_MULTI_MAX, NT = 2 };
     const uint32_t types[NM] = {T, SL_GGML_Q6_K, T, SL_GGML_Q8_0};
-    const int64_t rows[NM] = {40, 5, 70, 1};
+    const int64_t rows[NM] = {64, 5, 70, 1}; /* whole blocks, one, past two, a row */
     rand_mat m[NM];
     std::vector<float> bias[NM];
     std::vector<ybuf> Y;
@@ -304,7 +307,8 @@ template <uint32_t T> static void multi_q8(int64_t cols)
     for (int i = 0; i < NM; i++)
         for (int t = 0; t < NT; t++) {
             std::vector<float> got((size_t)rows[i]);
-            for (int64_t r = 0; r < rows[i]; r++) got[(size_t)r] = Y[i].at((size_t)(t * rows[i] + r));
+            for (int64_t r = 0; r < rows[i]; r++)
+                got[(size_t)r] = Y[i].at((size_t)(t * rows[i] + r));
             check_q8("multi q8", types[i], m[i], x.data() + t * cols,
                      bias[i].empty() ? nullptr : bias[i].data(), got, 1, t, i);
         }
@@ -344,20 +348,20 @@ template <uint32_t T> static void heads_q8(int64_t cols)
 }
 
 /* sl_cuda_gemv_multi with silu_glu on the Q8 body: gate (this type), up Q5_K (another type's
- * pass after the gate's), 40 rows, bias on up */
+ * pass after the gate's), 64 rows (whole blocks), bias on both */
 template <uint32_t T> static void glu_q8(int64_t cols)
 {
-    enum { ROWS = 40, NT = 2 };
+    enum { ROWS = 64, NT = 2 };
     const uint32_t types[2] = {T, SL_GGML_Q5_K};
     rand_mat m[2];
     ybuf Y[2] = {ybuf(NT * ROWS), ybuf(NT * ROWS)};
     sl_cuda_gemv_mat ms[2];
     int64_t rb[2];
-    const std::vector<float> bu = rand_x(ROWS);
+    const std::vector<float> bg = rand_x(ROWS), bu = rand_x(ROWS);
     for (int i = 0; i < 2; i++) {
         CHECK(m[i].make(types[i], ROWS, cols, 0, 29 + i));
         rb[i] = (int64_t)m[i].rb;
-        ms[i] = sl_cuda_gemv_mat{types[i], m[i].w, ROWS, i ? bu.data() : nullptr,
+        ms[i] = sl_cuda_gemv_mat{types[i], m[i].w, ROWS, i ? bu.data() : bg.data(),
                                  Y[i].y.data()};
     }
     const std::vector<float> x = rand_x((size_t)(NT * cols));
@@ -371,8 +375,8 @@ template <uint32_t T> static void glu_q8(int64_t cols)
         check_q8("glu q8 up", types[1], m[1], x.data() + t * cols, bu.data(), up, 1, t, 1);
         /* the gate's own sums are k_gemv_qx's; the output is gm_block's epilogue on them */
         for (int r = 0; r < ROWS; r++) {
-            const float v = g.y[(size_t)r], u = up[(size_t)r];
-            const float want = v / (1.0f + expf(-v)) * u, got = Y[0].at((size_t)(t * ROWS + r));
+            const float v = g.y[(size_t)r] + bg[(size_t)r], u = up[(size_t)r];
+            const float want = sl_swiglu1(v, u), got = Y[0].at((size_t)(t * ROWS + r));
             n_checked++;
             CHECK_MSG(!memcmp(&got, &want, sizeof got) || n_reports++ > 20,
                       "glu q8 %s token %d row %d: %.9g, silu(k_gemv_qx gate) * up %.9g",

@@ -414,12 +414,12 @@ int sl_bench_kernels(int argc, char **argv)
         } else {
             printf("gpu roofline: %s, device-to-device copy %.1f GB/s (read + write of %llu MiB)\n",
                    gr.device, gr.copy_gbps, (unsigned long long)(gr.copy_bytes >> 20));
-            printf("%-6s %-12s %10s %10s %10s %7s\n", "type", "device/act", "weight MB", "ms",
+            printf("%-6s %-14s %10s %10s %10s %7s\n", "type", "device/act", "weight MB", "ms",
                    "GB/s", "ratio");
             for (int i = 0; i < gr.n_rows; i++) {
                 char label[32];
                 snprintf(label, sizeof label, "cuda:0/%s", gr.rows[i].act);
-                printf("%-6s %-12s %10.1f %10.3f %10.1f %7.2f\n",
+                printf("%-6s %-14s %10.1f %10.3f %10.1f %7.2f\n",
                        sl_gguf_type_get(gr.rows[i].type)->name, label, gr.rows[i].weight_mb,
                        gr.rows[i].median_ms, gr.rows[i].gbps, gr.rows[i].gbps / gr.copy_gbps);
             }
