@@ -6,9 +6,9 @@
 #include "kernels/cuda/gemv_multi.h"
 #include "kernels/cuda/gemv_multi.cuh"
 
-static __global__ void __launch_bounds__(GM_THREADS) k_gemv_multi(gm_args a)
+template <int W> static __global__ void __launch_bounds__(GM_THREADS) k_gemv_multi(gm_args a)
 {
-    gm_block(a);
+    gm_block<W>(a);
 }
 
 template <bool GLU>
@@ -62,7 +62,8 @@ static sl_status gm_run(const char *fn, sl_cuda_ctx *c, const gm_args &a, int64_
 {
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", fn);
     const bool q8 = !c->f32_act && gm_q8(a, n_head);
-    const int64_t gx = q8 ? qxm_grid_x(a) : gm_grid_x(a.row0[a.count]);
+    const int W = gm_split(a.row0[a.count] * n_head * n, a.cols, c->info.sm_count);
+    const int64_t gx = q8 ? qxm_grid_x(a) : gm_grid_x(a.row0[a.count], W);
     if (gx > INT32_MAX)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %lld rows exceed the grid", fn,
                             (long long)a.row0[a.count]);
@@ -75,7 +76,8 @@ static sl_status gm_run(const char *fn, sl_cuda_ctx *c, const gm_args &a, int64_
         SL_CU_LAUNCH(err, "k_gemv_multi_qx");
         return SL_OK;
     }
-    k_gemv_multi<<<grid, GM_THREADS, 0, c->stream>>>(a);
+    if (W > 1) k_gemv_multi<GM_WARPS><<<grid, GM_THREADS, 0, c->stream>>>(a);
+    else k_gemv_multi<1><<<grid, GM_THREADS, 0, c->stream>>>(a);
     SL_CU_LAUNCH(err, "k_gemv_multi");
     return SL_OK;
 }

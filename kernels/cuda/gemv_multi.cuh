@@ -3,8 +3,8 @@
  * tests/kernels_cuda:gemv_multi_host_test runs it on the CPU (host_shim/launch.h: every thread
  * of a block a host thread) against a float64 reference; gemv_multi.cu keeps the __global__
  * wrappers and the launches. Two bodies:
- * - gm_block (k_gemv_multi): F32 activations, any type. No shared memory: one warp per output
- *   row, lanes over the row's units, then sl_warp_sum.
+ * - gm_block (k_gemv_multi): F32 activations, any type: one warp per output row (or a block's
+ *   warps per row, gm_split), lanes over the row's units, then sl_warp_sum.
  * - qxm_block (k_gemv_multi_qx): Q8 activations, the types of gemv.cuh's k_gemv_qx, whose
  *   pieces it runs (qx_first, qx_quant_x, qx_sum): blocks of QX_ROWS rows of one matrix, x
  *   quantised once a block. Why: the launch carries Q/K/V and a dense FFN's gate/up, the
@@ -20,10 +20,21 @@
 
 enum { GM_WARPS = 4, GM_THREADS = 32 * GM_WARPS };
 
-/* the grid's x: blocks of GM_WARPS rows over all rows of a launch (gm_args.row0[count]) */
-static __host__ __device__ inline int64_t gm_grid_x(int64_t rows)
+/* Warps a row of gm_block: 1, or GM_WARPS (the block one row, its warps splitting the
+ * columns) where a launch has too few rows for the device to keep loads in flight: total rows
+ * (over heads and tokens) below 16 warps an SM in the one-warp form, and columns enough for 4
+ * warps to share. Why: the router of a MoE decode is an F32 matrix of 128..256 rows and
+ * 2048..7168 columns, one warp per row ~1 warp an SM. */
+static __host__ __device__ inline int gm_split(int64_t rows_total, int64_t cols, int sm_count)
 {
-    return (rows + GM_WARPS - 1) / GM_WARPS;
+    return rows_total < 16 * (int64_t)sm_count && cols >= 1024 ? GM_WARPS : 1;
+}
+
+/* the grid's x: blocks of GM_WARPS / W rows over all rows of a launch (gm_args.row0[count]) */
+static __host__ __device__ inline int64_t gm_grid_x(int64_t rows, int W = 1)
+{
+    const int per = GM_WARPS / W;
+    return (rows + per - 1) / per;
 }
 
 /* One matrix of a launch: row r of head h is at w + h * w_hs + r * row_bytes; its x and y of
@@ -88,7 +99,7 @@ static __host__ inline gm_args gm_multi_args(const sl_cuda_gemv_mat *ms, const i
  * rows (128..256) and many columns; elem's unaligned-safe form reads a value as 2..4 byte
  * loads, so a warp had a few hundred bytes in flight where one 16-byte load a lane has 512. */
 template <uint32_t T> static __device__ float gm_dot_f(const uint8_t *row, const float *x,
-                                                       int64_t cols, int lane)
+                                                       int64_t cols, int lane, int nl)
 {
     constexpr int VE = 16 / sl_qt<T>::ESIZE; /* values a vector */
     float s = 0.0f;
@@ -96,7 +107,7 @@ template <uint32_t T> static __device__ float gm_dot_f(const uint8_t *row, const
     if ((((uintptr_t)row | (uintptr_t)x) & 15) == 0) {
         const int64_t nv = cols / VE;
 #pragma unroll 4
-        for (int64_t v = lane; v < nv; v += 32) {
+        for (int64_t v = lane; v < nv; v += nl) {
             const uint4 q = __ldg((const uint4 *)(const void *)(row + 16 * v));
             const uint32_t wq[4] = {q.x, q.y, q.z, q.w};
             float xv[VE];
@@ -119,17 +130,17 @@ template <uint32_t T> static __device__ float gm_dot_f(const uint8_t *row, const
         }
         i0 = nv * VE;
     }
-    for (int64_t i = i0 + lane; i < cols; i += 32) s = fmaf(sl_qt<T>::elem(row, i), x[i], s);
+    for (int64_t i = i0 + lane; i < cols; i += nl) s = fmaf(sl_qt<T>::elem(row, i), x[i], s);
     return s;
 }
 
 /* block types: unit by unit, dequantised exactly (any alignment) */
 template <uint32_t T> static __device__ float gm_dot_q(const uint8_t *row, const float *x,
-                                                       int64_t cols, int lane)
+                                                       int64_t cols, int lane, int nl)
 {
     typedef sl_qt<T> Q;
     float s = 0.0f, v[Q::UNIT];
-    for (int64_t u = lane; u < cols / Q::UNIT; u += 32) {
+    for (int64_t u = lane; u < cols / Q::UNIT; u += nl) {
         Q::deq(row + (u / Q::SUBS) * Q::BB, (int)(u % Q::SUBS), v);
         const float *xu = x + u * Q::UNIT;
 #pragma unroll
@@ -138,18 +149,19 @@ template <uint32_t T> static __device__ float gm_dot_q(const uint8_t *row, const
     return s;
 }
 
-/* this lane's share of the row's dot (type is uniform over the warp) */
+/* this lane's share of the row's dot (type is uniform over the warp): lane `lane` of the nl
+ * lanes (32 a warp) the row's warps have */
 template <uint32_t T> static __device__ float gm_dot_t(const uint8_t *row, const float *x,
-                                                       int64_t cols, int lane)
+                                                       int64_t cols, int lane, int nl)
 {
-    if constexpr (sl_qt_block<T>::FLOAT) return gm_dot_f<T>(row, x, cols, lane);
-    else return gm_dot_q<T>(row, x, cols, lane);
+    if constexpr (sl_qt_block<T>::FLOAT) return gm_dot_f<T>(row, x, cols, lane, nl);
+    else return gm_dot_q<T>(row, x, cols, lane, nl);
 }
 
 static __device__ float gm_dot(uint32_t type, const uint8_t *row, const float *x, int64_t cols,
-                               int lane)
+                               int lane, int nl)
 {
-#define GM_CASE_(t) case t: return gm_dot_t<t>(row, x, cols, lane);
+#define GM_CASE_(t) case t: return gm_dot_t<t>(row, x, cols, lane, nl);
     switch (type) {
         SL_QT_TYPES(GM_CASE_)
     default: return 0.0f; /* unreachable: the host checks the type (sl_qt_block_shape) */
@@ -157,25 +169,44 @@ static __device__ float gm_dot(uint32_t type, const uint8_t *row, const float *x
 #undef GM_CASE_
 }
 
-/* k_gemv_multi's body: grid x = global row blocks of GM_WARPS rows (gm_grid_x), y = head,
- * z = token; GM_THREADS threads, one warp per row */
-static __device__ __forceinline__ void gm_block(gm_args a)
+/* k_gemv_multi's body: grid x = global row blocks of GM_WARPS / W rows (gm_grid_x), y = head,
+ * z = token; GM_THREADS threads, W warps a row (gm_split): with W > 1 the row's warps sum
+ * columns apart, then warp 0 adds their sums in warp order through shared memory */
+template <int W> static __device__ __forceinline__ void gm_block(gm_args a)
 {
-    const int lane = threadIdx.x & 31;
-    const int64_t g = (int64_t)blockIdx.x * GM_WARPS + (threadIdx.x >> 5);
-    if (g >= a.row0[a.count]) return; /* whole warps only: the reduction stays full */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t g = (int64_t)blockIdx.x * (GM_WARPS / W) + warp / W;
+    const bool live = g < a.row0[a.count]; /* whole warps (W: whole blocks) share it */
+    if (W == 1 && !live) return; /* the reduction stays full; no barrier follows */
     int i = 0;
-    while (g >= a.row0[i + 1]) i++;
+    while (live && g >= a.row0[i + 1]) i++;
     const int64_t r = g - a.row0[i], h = blockIdx.y, t = blockIdx.z;
-    float v[2];
+    float v[2] = {0.0f, 0.0f};
     const int nm = a.silu_glu ? 2 : 1;
-    for (int j = 0; j < nm; j++) {
+#pragma unroll
+    for (int j = 0; j < 2; j++) { /* nm of them: v stays in registers */
+        if (j >= nm || !live) continue;
         const gm_mat &m = a.m[i + j];
         const float *x = m.x + t * m.x_ts + h * m.x_hs;
-        v[j] = sl_warp_sum(gm_dot(m.type, m.w + h * m.w_hs + r * m.row_bytes, x, a.cols, lane));
-        if (m.bias) v[j] += m.bias[r];
+        v[j] = sl_warp_sum(gm_dot(m.type, m.w + h * m.w_hs + r * m.row_bytes, x, a.cols,
+                                  (warp % W) * 32 + lane, 32 * W));
     }
-    if (lane) return;
+    if (W > 1) {
+        __shared__ float part[GM_WARPS][2];
+        if (lane == 0) part[warp][0] = v[0], part[warp][1] = v[1];
+        __syncthreads();
+        if (warp % W) return;
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            v[j] = part[warp][j];
+#pragma unroll
+            for (int k = 1; k < W; k++) v[j] += part[warp + k][j];
+        }
+    }
+    if (lane || !live) return;
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+        if (j < nm && a.m[i + j].bias) v[j] += a.m[i + j].bias[r];
     const gm_mat &m = a.m[i];
     if (!a.silu_glu) {
         m.y[t * m.y_ts + h * m.y_hs + r] = v[0];

@@ -1,7 +1,8 @@
 /* tests/kernels_cuda/gemv_multi_host_test: the multi-matrix GEMV (kernels/cuda/gemv_multi.cuh:
  * k_gemv_multi's body, gemv_multi.h) run on the CPU, each thread of a block a host thread
  * (host_shim/launch.h), with the arguments and grid gemv_multi.cu launches it with
- * (gm_heads_args / gm_multi_args, gm_grid_x). Why: CI has no GPU, and the kernel is in every
+ * (gm_heads_args / gm_multi_args, gm_grid_x; both of gm_split's forms: one warp a row, the
+ * block's warps a row). Why: CI has no GPU, and the kernel is in every
  * decode layer (deepseek2's per-head k_b / v_b, Q/K/V, gate/up + SwiGLU, the router + bias).
  * For every type sl_qt lists:
  * - per head: 3 heads of 5 rows (a row block past the matrix's end) at odd addresses 3 bytes
@@ -64,12 +65,18 @@ static void untouched(const ybuf &Y, const char *what, uint32_t T)
     CHECK_MSG(bad == 0, "%s %s: %ld floats written outside the outputs", what, tname(T), bad);
 }
 
+/* warps a row of the F32 body's launches (gm_split's 1 or GM_WARPS): every case runs both */
+static int g_w = 1;
+
 /* k_gemv_multi's launch (gm_run): n_head x n tokens, no fault-prone loads */
 static void launch(const gm_args &a, unsigned n_head, unsigned n, uint32_t T, const char *what)
 {
     const long faults0 = sl_shim_align_faults.load();
-    const sl_shim_dim3 grid{(unsigned)gm_grid_x(a.row0[a.count]), n_head, n};
-    CHECK(sl_shim_launch(grid, GM_THREADS, [&] { gm_block(a); }));
+    const sl_shim_dim3 grid{(unsigned)gm_grid_x(a.row0[a.count], g_w), n_head, n};
+    CHECK(sl_shim_launch(grid, GM_THREADS, [&] {
+        if (g_w == GM_WARPS) gm_block<GM_WARPS>(a);
+        else gm_block<1>(a);
+    }));
     const long faults = sl_shim_align_faults.load() - faults0;
     CHECK_MSG(faults == 0, "%s %s: %ld loads at addresses that fault on the device", what,
               tname(T), faults);
@@ -462,10 +469,13 @@ struct check_type {
         /* 40 units of 32 for every block type (256 divides it: mixed types share it); float
          * types a length no multiple of 32 nor of their vectors' values (a tail) */
         const int64_t cols = sl_qt_block<T>::FLOAT ? 1102 : 1280;
-        heads<T>(cols, false);
-        heads<T>(cols, true);
-        multi<T>(1280);
-        glu<T>(1280);
+        for (int w : {1, (int)GM_WARPS}) { /* one warp a row, then a block's warps a row */
+            g_w = w;
+            heads<T>(cols, false);
+            heads<T>(cols, true);
+            multi<T>(1280);
+            glu<T>(1280);
+        }
         if constexpr (sl_qx_type(T)) {
             multi_q8<T>(1280);
             heads_q8<T>(1280);
@@ -482,6 +492,10 @@ struct check_type {
 
 int main(void)
 {
+    /* gm_split: a MoE router (128 rows of 2048 on 132 SMs) splits; Q/K/V's 5120 rows, a
+     * matrix of 512 columns do not */
+    CHECK(gm_split(128, 2048, 132) == GM_WARPS && gm_split(256 * 3, 7168, 132) == GM_WARPS);
+    CHECK(gm_split(5120, 2048, 132) == 1 && gm_split(128, 512, 132) == 1);
     sl_qt_for_each(check_type{});
     CHECK_MSG(n_types == 23, "%d types checked (23 expected)", n_types);
     CHECK_MSG(n_q8 == 6, "%d types checked on the Q8 body (6 expected)", n_q8);
