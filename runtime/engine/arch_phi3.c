@@ -5,8 +5,8 @@
  * (arch_attn.c: fused attn_qkv [n_embd, n_embd + 2 n_embd_gqa] as the converter writes it, or
  * separate q/k/v), attn_output [n_embd, n_embd], so the heads must span n_embd, and a fused
  * FFN: ffn_up [n_embd, 2 n_ff] = rows gate | up (ggml_swiglu: silu of the first half times the
- * second), no ffn_gate. forward.c runs it as row views starting at multiples of 8 (so n_ff must
- * be one; every Phi model's is).
+ * second), no ffn_gate. forward_ffn.c runs it as row views starting at multiples of 8 (so n_ff
+ * must be one; every Phi model's is).
  * LongRoPE (Phi-3-128k, Phi-3.5, Phi-4-mini): the optional rope_factors_long / _short
  * [n_rot / 2] divide each pair's frequency; a context longer than
  * rope.scaling.original_context_length uses the long ones, else the short ones

@@ -3,7 +3,7 @@
  *
  * A block: x += mixer(rms(x, attn_norm)); x += moe(rms(x, post_attention_norm)) where the MoE
  * is qwen2moe's (softmax top-k, renormalised, plus the shared expert times sigmoid(w . xn)),
- * run by forward.c's MoE path (so the experts take every placement the other MoEs take).
+ * run by forward_ffn.c's MoE path (so the experts take every placement the other MoEs take).
  * The mixer of layer il is a Gated DeltaNet layer iff attention.recurrent_layers[il] (a bool
  * per block, or one bool for all), else iff (il + 1) % full_attention_interval (default 4), as
  * llama.cpp's load_arch_hparams; otherwise gated full attention:

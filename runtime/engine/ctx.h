@@ -90,7 +90,7 @@ struct sl_ctx {
     sl_moe_sched *moe;
     const char *moe_mode;       /* the MoE scheduler's configured mode (sl_ctx_stats) */
     bool experts_sync;          /* sched order=sync: a device layer's host experts after a
-                                 * blocking sync, not as a host function (forward.c) */
+                                 * blocking sync, not as a host function (forward_ffn.c) */
     int32_t cap;                /* tokens per forward chunk */
     sl__side host, dev;
     bool *layer_dev;            /* [n_layer]: the layer runs on the device side */
@@ -122,7 +122,7 @@ struct sl_ctx {
     uint64_t res_epoch;         /* the model's residency epoch its pointers were taken at */
     uint64_t res_layout_epoch;  /* and its layout epoch the rest was derived at */
     uint64_t dev_rope_bytes;    /* dev.rope_freqs is the context's copy of that size; 0: none */
-    /* the stream-ordered host parts of a pass (forward.c host_experts_fn): one record per
+    /* the stream-ordered host parts of a pass (forward_ffn.c host_experts_fn): one record per
      * layer ([n_layer]; the host thread may queue several before the first runs), and their
      * first failure */
     struct sl__async_part *async_parts;

@@ -287,7 +287,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
     const bool cuda = sl__model_cuda(m);
     for (int32_t il = 0; il < hp->n_layer; il++) {
         sl__layer *L = &m->layers[il];
-        /* a split layer's: its hot part, which the device side runs (forward.c) */
+        /* a split layer's: its hot part, which the device side runs (forward_ffn.c) */
         c->dmoe[il].L = L->moe_split ? &L->moe_split->part[0] : &L->moe;
         c->kv_slot[il] = -1;
         const bool dev = m->arena && on_dev(L->wo); /* every architecture's attention has wo */

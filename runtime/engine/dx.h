@@ -112,8 +112,8 @@ typedef struct sl__dx_vt {
     sl_status (*mm)(sl__dx *, const sl_weight *w, const float *x, int64_t n, float *y,
                     sl_error *);
     /* ys[i] [n][rows_i] = ws[i] x for count (1 .. SL_CPU_SPLIT_MAX_PARTS) matrices of the
-     * same x [n][cols]: the same bits as count mm calls. Optional (NULL: forward.c makes the
-     * mm calls); the host executor runs a single token's group as one pool call. */
+     * same x [n][cols]: the same bits as count mm calls. Optional (NULL: forward_ffn.c makes
+     * the mm calls); the host executor runs a single token's group as one pool call. */
     sl_status (*mm_many)(sl__dx *, const sl_weight *const *ws, int count, const float *x,
                          int64_t n, float *const *ys, sl_error *);
     sl_status (*rms_norm)(sl__dx *, const float *x, const float *w, float *y, int64_t rows,

@@ -304,7 +304,7 @@ static sl_status c_moe_rows(sl__dx *x, const sl__dx_moe *M, const uint8_t *mask,
     const sl_status rec = sl_device_event_record(c->dev, c->ev_join, c->side,
                                                  st || back ? &e2 : err);
     if (!back) back = rec;
-    /* failed: no moe_join follows (forward.c), so the model's stream joins the side here; its
+    /* failed: no moe_join follows (forward_ffn.c), so the model's stream joins the side here; its
      * kernels use the scratch the next pass reuses, and a capture must not end unjoined */
     if ((st || back) && !rec && !sl_device_stream_wait(c->dev, c->stream, c->ev_join, &e2))
         c->joined = true;

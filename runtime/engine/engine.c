@@ -66,7 +66,7 @@ static sl_status check_pins(const sl_model *m, const char *list, const char *fro
  * is cpu everywhere, a GPU holding part of the model included: at batch 1 a copied expert
  * serves one token, and on the H100 every fetch mode decoded slower than the CPU computing
  * the host experts (GPU-REVIEW.md, run 5: auto 19.9 tok/s, cpu 27.1), whose part a device
- * layer now orders on the stream (forward.c). The environment and the sched string override
+ * layer now orders on the stream (forward_ffn.c). The environment and the sched string override
  * it. A dense model creates none, but its options are still checked: nothing given is
  * silently dropped. */
 /* What only the fetching scheduler does in mode cpu with resident experts (a trace of its

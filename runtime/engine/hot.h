@@ -5,7 +5,7 @@
  * Why: at batch 1 a copied expert serves one token, so PCIe loses to the CPU; what wins is a
  * VRAM share spent on the experts the router picks most, resident for good. Before this the
  * fetching scheduler kept them (fetch.h hot_bytes), but it calls the device, so its layers
- * waited on the stream twice each; here the layer stays in stream order (forward.c):
+ * waited on the stream twice each; here the layer stays in stream order (forward_ffn.c):
  *   device: moe_rows over the resident experts' slots (the others' rows +0)
  *   D2H rows / routing -> host function: the CPU scheduler's rows of the other slots
  *   (sl_moe_exec_slots), the resident ones' rows +0 -> H2D -> moe_join of the two

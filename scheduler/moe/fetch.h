@@ -138,7 +138,7 @@ typedef enum sl_fetch_mode {
 
 typedef enum sl_cache_policy { SL_CACHE_LRU = 0, SL_CACHE_LFU = 1 } sl_cache_policy;
 
-/* How a device layer's host experts (the CPU scheduler's, engine forward.c) are ordered
+/* How a device layer's host experts (the CPU scheduler's, engine forward_ffn.c) are ordered
  * against the device: a host function on the stream (the host thread queues on; on cuda it
  * runs on CUDA's callback thread), or a blocking sync per layer with the experts computed on
  * the calling thread. Same bits either way. */

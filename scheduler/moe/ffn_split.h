@@ -15,11 +15,11 @@
  * A granule is hot when at least half of its neurons are hot in the index; an expert's
  * granules are its own stretch of the mask (the MoE .gpuidx is expert-major, gpuidx.h).
  *
- * Running the parts (runtime/engine/forward.c ffn_hot_cold, one path for both): the hot side on the
- * device while the host runs the cold side, then hot + cold, in that order. A dense side is
- * one compact FFN, run by the executors' matmuls (cuda included); an expert side is the
- * sl_moe_layer of sl_ffn_split_experts_part, run on host and sim by the one CPU expert
- * routine (expert_ffn.h) and on cuda by the expert GEMV over per-expert widths
+ * Running the parts (runtime/engine/forward_ffn.c sl__forward_ffn_hot_cold, one path for both):
+ * the hot side on the device while the host runs the cold side, then hot + cold, in that
+ * order. A dense side is one compact FFN, run by the executors' matmuls (cuda included); an
+ * expert side is the sl_moe_layer of sl_ffn_split_experts_part, run on host and sim by the
+ * one CPU expert routine (expert_ffn.h) and on cuda by the expert GEMV over per-expert widths
  * (kernels/cuda/gemv.h sl_cuda_gemv_expert_parts), whose executor adds the part's biases and
  * applies its activation as that routine does (runtime/engine/dx_cuda.c; kernels/cuda/fwd.h
  * sl_cuda_expert_bias, ops.h sl_cuda_swiglu_oai). act() is per neuron and the router weight is
