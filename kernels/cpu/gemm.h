@@ -12,12 +12,12 @@
  * lanes, gemm_k_amx.c's ~560 KiB: the rows, 4 token groups' lanes, gemm_float.c's
  * ~112 KiB: a row block's floats and lanes; the pool's threads have
  * the default stack size, 8 MiB under the usual RLIMIT_STACK). Compiled
- * per ISA from gemm_x86_tmpl.h, included by matvec_avx2.c / matvec_avx512.c after
- * matvec_x86_tmpl.h, whose helpers it reuses; the AVX-512 build adds the VNNI kernels of the
- * K-quants (gemm_k_vnni_tmpl.h), of the 32-element types (gemm_few32_vnni_tmpl.h) and the
- * few-token kernel of the K-quants (gemm_few_vnni_tmpl.h: ~35 KiB of stack); the float types'
- * kernel (gemm_float.c: F32, F16, BF16 in the reference's 32 float lanes) needs AVX-512 F
- * alone. */
+ * per ISA from gemm_x86_tmpl.h and gemm_k_x86_tmpl.h, included by matvec_avx2.c /
+ * matvec_avx512.c after matvec_x86_tmpl.h, whose helpers they reuse; the AVX-512 build adds
+ * the VNNI kernels of the K-quants (gemm_k_vnni_tmpl.h), of the 32-element types
+ * (gemm_few32_vnni_tmpl.h) and the few-token kernel of the K-quants (gemm_few_vnni_tmpl.h:
+ * ~35 KiB of stack); the float types' kernel (gemm_float.c: F32, F16, BF16 in the reference's
+ * 32 float lanes) needs AVX-512 F alone. */
 #ifndef SL_KERNELS_CPU_GEMM_H
 #define SL_KERNELS_CPU_GEMM_H
 
@@ -174,8 +174,8 @@ sl__gemm_fn sl__gemm_avx512(uint32_t type); /* AVX-512 F/BW/VL + VNNI */
  * gemm_few32_vnni_tmpl.h's alone (any batch, every token; their sl__gemm_avx512 kernel is it
  * with sl__gemm_vnni_few's rule); NULL for other types. */
 sl__gemm_fn sl__gemm_few_avx512(uint32_t type);
-/* The 8-token panel kernels alone (gemm_x86_tmpl.h): sl__gemm_avx2 is the AVX2 one; the
- * AVX-512 one serves sl__gemm_avx512's other types (and benchmarks, as the baseline). */
+/* The 8-token panel kernels alone (gemm_k_x86_tmpl.h's dispatch): sl__gemm_avx2 is the AVX2
+ * one; the AVX-512 one serves sl__gemm_avx512's other types (and benchmarks, as the baseline). */
 sl__gemm_fn sl__gemm_panel8_avx2(uint32_t type);
 sl__gemm_fn sl__gemm_panel8_avx512(uint32_t type);
 

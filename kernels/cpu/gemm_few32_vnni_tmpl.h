@@ -511,7 +511,8 @@ static sl__gemm_fn SL_MV_SUFFIX(gf32_kernel)(uint32_t type)
 }
 
 /* gemm.h's sl__gemm_avx512: these batch kernels first, the 8-token panel kernels of
- * gemm_x86_tmpl.h (sl__gemm_panel8_avx512: the K-quants' entries are gemm_kv) for the rest. */
+ * gemm_x86_tmpl.h / gemm_k_x86_tmpl.h (sl__gemm_panel8_avx512: the K-quants' entries are
+ * gemm_kv) for the rest. */
 sl__gemm_fn sl__gemm_avx512(uint32_t type)
 {
     switch (type) {

@@ -56,6 +56,7 @@
 #pragma clang diagnostic ignored "-Wunused-function"
 #include "kernels/cpu/matvec_x86_tmpl.h"
 #include "kernels/cpu/gemm_x86_tmpl.h"
+#include "kernels/cpu/gemm_k_x86_tmpl.h"
 #include "kernels/cpu/gemm_k_vnni_tmpl.h"
 #pragma clang diagnostic pop
 

@@ -1,6 +1,6 @@
 /* kernels/cpu/gemm_k_vnni_tmpl.h: the AVX-512 VNNI batch kernel of the K-quants (Q3_K, Q4_K,
  * Q5_K, Q6_K, Q4_K_R8) and IQ4_XS under gemm.h's contract. Included only by matvec_avx512.c,
- * right after gemm_x86_tmpl.h, whose row unpack (gk_buf, gk_unpack_*) and 8-token kernel
+ * right after gemm_k_x86_tmpl.h, whose row unpack (gk_buf, gk_unpack_*) and 8-token kernel
  * (gemm_k) it reuses.
  *
  * Why it is faster than gemm_k: activations are transposed into 16-token panels (one zmm holds

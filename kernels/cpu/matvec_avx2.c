@@ -25,6 +25,7 @@
 #define SL_MV_AVX512 0
 #include "kernels/cpu/matvec_x86_tmpl.h"
 #include "kernels/cpu/gemm_x86_tmpl.h"
+#include "kernels/cpu/gemm_k_x86_tmpl.h"
 
 sl__gemm_fn sl__gemm_avx2(uint32_t type) { return sl__gemm_panel8_avx2(type); }
 

@@ -28,6 +28,7 @@
 #define SL_MV_AVX512 1
 #include "kernels/cpu/matvec_x86_tmpl.h"
 #include "kernels/cpu/gemm_x86_tmpl.h"
+#include "kernels/cpu/gemm_k_x86_tmpl.h"
 #include "kernels/cpu/gemm_k_vnni_tmpl.h"
 #include "kernels/cpu/gemm_few32_vnni_tmpl.h"
 #include "kernels/cpu/gemm_few_vnni_tmpl.h"
