@@ -1,5 +1,6 @@
 /* tests/kernels/matvec_ctxs.h: the matvec tests' ISA contexts. Header-only, for the test
- * programs of kernels/cpu/matvec (matvec_test, matvec_groups_test, repack_test). */
+ * programs of kernels/cpu/matvec (matvec_test and matvec_multi_test through matvec_testlib.h,
+ * matvec_groups_test, repack_test). */
 #ifndef SL_TESTS_KERNELS_MATVEC_CTXS_H
 #define SL_TESTS_KERNELS_MATVEC_CTXS_H
 
