@@ -161,11 +161,6 @@ extern "C" sl_status sl_cuda_gemv_experts_glu(sl_cuda_ctx *c, uint32_t type_gate
                                               int64_t cols, const float *d_x, int32_t x_group,
                                               float *d_y, sl_error *err)
 {
-    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
-    if (!sl_cuda_gemv_experts_glu_q8(c, type_gate, type_up, cols))
-        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: gate type %u / up type %u with %lld "
-                            "columns have no Q8-activation kernel (or the context keeps F32 "
-                            "activations)", __func__, type_gate, type_up, (long long)cols);
     if (rows < 1 || n_expert < 1 || n_sel < 1 || n_sel > 65535 || x_group < 1)
         return sl_error_set(err, SL_ERR_INVALID, "%s: rows = %lld, n_expert = %d must be >= 1, "
                             "n_sel = %d in [1, 65535], x_group = %d >= 1", __func__,
@@ -174,6 +169,11 @@ extern "C" sl_status sl_cuda_gemv_experts_glu(sl_cuda_ctx *c, uint32_t type_gate
         return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
                             !d_gate ? "d_gate" : !d_up ? "d_up" : !d_ids ? "d_ids"
                             : !d_x ? "d_x" : "d_y");
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
+    if (!sl_cuda_gemv_experts_glu_q8(c, type_gate, type_up, cols))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: gate type %u / up type %u with %lld "
+                            "columns have no Q8-activation kernel (or the context keeps F32 "
+                            "activations)", __func__, type_gate, type_up, (long long)cols);
     gme_args a = {};
     a.wg = d_gate;
     a.wu = d_up;

@@ -10,8 +10,9 @@
  * for every token: x quantised per 32 values, dp4a, a token's row sums bit for bit what
  * sl_cuda_gemv gives one token; the bandwidth path, for the largest matrices of a decode
  * (Q/K/V, a dense FFN's gate/up).
- * Otherwise X stays F32: one warp per output row sums the row's units dequantised exactly
- * (sl_qt<T>::deq / elem) times X in float, then a warp reduction (simple, not fast).
+ * Otherwise X stays F32: one warp per output row (a block's 4 warps where a launch has few
+ * rows) sums the row's units dequantised exactly (sl_qt<T>::deq / elem; float types 16 bytes a
+ * load where aligned) times X in float, then a warp reduction.
  * Pointers are device memory; enqueued on the context's stream; nothing synchronises; no
  * allocation. Errors as gemv.h (SL_ERR_INVALID naming the argument, SL_ERR_UNSUPPORTED naming
  * the type, SL_ERR_DEVICE with CUDA's message); arguments are checked before the context. */

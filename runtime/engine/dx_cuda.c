@@ -260,9 +260,12 @@ static sl_status moe_slots(dx_cuda *c, const sl__dx_moe *M, const int32_t *idx, 
         sl_status st = order ? sl_cuda_expert_order(c->cu, ids, S, L->n_expert, c->order, err)
                              : SL_OK;
         if (!st) st = experts_gate_up(c, M, ids, S, k, in + t * E, order, err);
-        if (st || (st = experts_gemv(c, M, 2, ids, S, 1, c->eg, y + t * k * E, order, err)))
+        if (st || (st = experts_gemv(c, M, 2, ids, S, 1, c->eg, y + t * k * E, order, err))) {
+            char why[SL_ERROR_MSG_BYTES]; /* err->msg is the message being written */
+            snprintf(why, sizeof why, "%s", err ? err->msg : "");
             return sl_error_set(err, st, "moe layer %d (cuda), tokens %lld..%lld: %s", L->layer,
-                                (long long)t, (long long)(t + T - 1), err ? err->msg : "");
+                                (long long)t, (long long)(t + T - 1), why);
+        }
     }
     return SL_OK;
 }

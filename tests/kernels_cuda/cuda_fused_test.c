@@ -141,9 +141,11 @@ static void as_launch_sees(bool q8, float *x, int64_t n, int64_t cols)
     for (int64_t b = 0; b < n; b++) gemv_ref_q8_x(x + b * cols, cols, x + b * cols);
 }
 
-static int64_t cols_of(uint32_t t)
+/* columns of type t's cases of n tokens: float types 1100 at one token, so that their few
+ * rows split over a block's warps (gemv_multi.cuh gm_split), 300 else */
+static int64_t cols_of(uint32_t t, int64_t n)
 {
-    return blk(t) == 1 ? 300 : blk(t) == 32 ? 8 * 32 : 2 * blk(t);
+    return blk(t) == 1 ? (n == 1 ? 1100 : 300) : blk(t) == 32 ? 8 * 32 : 2 * blk(t);
 }
 
 /* H heads of [rows][cols], inputs and outputs strided with padding, n tokens */
@@ -152,7 +154,7 @@ static void test_heads(sl_cuda_ctx *c)
     for (int ti = 0; ti < N_TYPES; ti++)
         for (int64_t n = 1; n <= 3; n += 2) {
             const uint32_t t = TYPES[ti];
-            const int64_t H = 3, rows = 17, cols = cols_of(t);
+            const int64_t H = 3, rows = 17, cols = cols_of(t, n);
             const int64_t xhs = cols + 5, xts = H * xhs + 2, yhs = rows + 3, yts = H * yhs + 1;
             size_t hb;
             float *wf;
@@ -211,7 +213,7 @@ static void test_multi(sl_cuda_ctx *c)
                                  {SL_GGML_F16, SL_GGML_F32, SL_GGML_BF16}};
     for (int si = 0; si < 3; si++)
         for (int64_t n = 1; n <= 3; n += 2) {
-            const int64_t cols = cols_of(sets[si][0]);
+            const int64_t cols = cols_of(sets[si][0], n);
             const int64_t rowsv[3] = {17, 5, 9};
             uint8_t *w[3];
             float *wf[3], *y[3], *dy[3];

@@ -586,7 +586,9 @@ static void check_threads(const char *dir)
  * (tools/gpu-test all's ds2-parity step: a few seconds). */
 /* A Q4_K qwen3moe under experts-cpu: its host experts are repacked into Q4_K_R8 for the CPU,
  * so a streamed prefill copies those bytes and turns them back into Q4_K on the device
- * (kernels/cuda/repack.h) before the grouped product; against the CPU placement. */
+ * (kernels/cuda/repack.h) before the grouped product; against the CPU placement. Then its
+ * decode in the default numerics with static hot experts, and on the gpu placement (the
+ * decode's Q8 kernels: Q8_0 at the other models' width takes none). */
 static void check_stream_q4k(const char *dir)
 {
     tm_params p;
@@ -621,6 +623,29 @@ static void check_stream_q4k(const char *dir)
         free(sp);
         /* the resident copies undone from Q4_K_R8 beside a partly copied staging buffer */
         hot_streamed(m, ref, (size_t)info.n_vocab, 2e-2, "qwen3moe Q4_K (repacked) experts-cpu");
+        /* decode in the default numerics with hot experts: their gate / up + SwiGLU as one
+         * launch on the side stream (sl_cuda_gemv_experts_glu), masked ids in the slots */
+        sl_ctx_stats hs;
+        float *hd = run_with(m, 1, false, true, "mode=cpu hot_kb=1048576 hot_warm=1", true,
+                             &hs);
+        const double rh = hd ? rel_diff(ref, hd, (size_t)info.n_vocab * N_TOK) : INFINITY;
+        printf("qwen3moe Q4_K experts-cpu static hot decode (default numerics) vs CPU: rel %.3g "
+               "(%llu on the device)\n", rh, (unsigned long long)hs.expert_calls_gpu);
+        CHECK_MSG(rh <= 2e-2 && hs.expert_calls_gpu > 0, "qwen3moe Q4_K static hot decode "
+                  "(default numerics): rel %g, %llu on the device", rh,
+                  (unsigned long long)hs.expert_calls_gpu);
+        free(hd);
+    }
+    sl_model_close(m);
+    /* the whole model on the device, decode in the default numerics: Q / K / V as one Q8
+     * multi-matrix launch, the routed gate / up + SwiGLU as one (issue 32) */
+    m = ref ? open_model(path, SL_PLACE_GPU, "cuda", NULL) : NULL;
+    if (m) {
+        float *gd = run_with(m, 1, false, true, NULL, true, NULL);
+        const double r = gd ? rel_diff(ref, gd, (size_t)info.n_vocab * N_TOK) : INFINITY;
+        printf("qwen3moe Q4_K gpu decode (default numerics) vs CPU: rel %.3g\n", r);
+        CHECK_MSG(r <= 2e-2, "qwen3moe Q4_K gpu decode (default numerics) vs CPU: rel %g", r);
+        free(gd);
     }
     sl_model_close(m);
     free(ref);
