@@ -223,7 +223,10 @@ static sl_status experts_gate_up(dx_cuda *c, const sl__dx_moe *M, const int32_t 
     if ((st = experts_gemv(c, M, 0, ids, S, k, in, c->eg, order, err)) ||
         (st = experts_gemv(c, M, 1, ids, S, k, in, c->eu, order, err)))
         return st;
-    return c_glu(&c->base, L->act, c->eg, c->eu, (int64_t)S * L->n_ff, err);
+    const uint64_t s0 = c->base.steps; /* a part of the moe step, not one of its own */
+    st = c_glu(&c->base, L->act, c->eg, c->eu, (int64_t)S * L->n_ff, err);
+    c->base.steps = s0;
+    return st;
 }
 
 /* Every slot's unweighted expert output of the n tokens' [n][k] ids into y [n * k][n_embd]
