@@ -1,8 +1,8 @@
-/* kernels/cuda/gemv_multi.cuh: the body of gemv_multi.cu's k_gemv_multi (gemv_multi.h: several
- * matrices in one GEMV launch, per head or of one input), in a header so that
- * tests/kernels_cuda:gemv_multi_host_test runs it on the CPU (host_shim/launch.h: every thread
- * of a block a host thread) against a float64 reference; gemv_multi.cu keeps the __global__
- * wrappers and the launches. Two bodies:
+/* kernels/cuda/gemv_multi.cuh: the bodies of gemv_multi.cu's kernels (gemv_multi.h: several
+ * matrices in one GEMV launch, per head or of one input; the routed experts' gate / up +
+ * SwiGLU), in a header so that tests/kernels_cuda:gemv_multi_host_test runs them on the CPU
+ * (host_shim/launch.h: every thread of a block a host thread) against a float64 reference and
+ * gemv.cuh's bodies; gemv_multi.cu keeps the __global__ wrappers and the launches. Bodies:
  * - gm_block (k_gemv_multi): F32 activations, any type: one warp per output row (or a block's
  *   warps per row, gm_split), lanes over the row's units, then sl_warp_sum.
  * - qxm_block (k_gemv_multi_qx): Q8 activations, the types of gemv.cuh's k_gemv_qx, whose
@@ -10,7 +10,9 @@
  *   quantised once a block. Why: the launch carries Q/K/V and a dense FFN's gate/up, the
  *   largest matrices of a decode; gm_block's F32 dot takes ~3 instructions a weight where
  *   dp4a takes ~1 (gemv.cuh), and a row's sums are k_gemv_qx's bit for bit, so a fused launch
- *   gives what one launch a matrix gives. */
+ *   gives what one launch a matrix gives.
+ * - qxe_glu_block (k_gemv_experts_glu): a MoE decode's routed gate and up on the same
+ *   quantised x, then the SwiGLU: qx_block's experts form twice, one launch for three. */
 #ifndef SL_KERNELS_CUDA_GEMV_MULTI_CUH
 #define SL_KERNELS_CUDA_GEMV_MULTI_CUH
 
