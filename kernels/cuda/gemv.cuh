@@ -391,6 +391,33 @@ static __device__ __forceinline__ void qx_quant_x(const float *X, int64_t cols, 
     }
 }
 
+/* One pass of a warp's rows over W: the first unit's loads, then (QX) X quantised into xq / xd
+ * / xs by the block and a barrier, then the sums into acc. The one sequence of qx_block and of
+ * gemv_multi.cuh's bodies (!QX: a second matrix on the x already there; X unread). */
+template <uint32_t T, bool QX>
+static __device__ __forceinline__ void qx_pass(const uint8_t *W, int64_t row_bytes,
+                                               const int64_t *src, const float *X, int64_t cols,
+                                               int lane, int8_t *xq, float *xd, float *xs,
+                                               float *acc)
+{
+    const int64_t n_units = cols / 32;
+    sl_qx_w w[QX_R];
+    const bool al = qx_first<T>(W, row_bytes, src, n_units, lane, w);
+    if (QX) {
+        qx_quant_x(X, cols, xq, xd, xs);
+        __syncthreads();
+    }
+    qx_sum<T>(al, W, row_bytes, src, n_units, lane, xq, xd, xs, w, acc);
+}
+
+/* Y's rows [o0, o0 + QX_ROWS) below n as 0 (a slot whose expert is out of range), by the
+ * block; called uniformly over it, before any barrier */
+static __device__ __forceinline__ void qx_zero_rows(float *Y, int64_t o0, int64_t n)
+{
+    for (int i = threadIdx.x; i < QX_ROWS; i += QX_THREADS)
+        if (o0 + i < n) Y[o0 + i] = 0.0f;
+}
+
 /* k_gemv_qx's body: qsm is the block's dynamic shared memory (qx_smem(a.cols) bytes, 16-byte
  * aligned) */
 template <uint32_t T>
@@ -405,15 +432,13 @@ static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
         const int32_t e = a.ids[slot];
         /* uniform over the block, before any barrier */
         if (e < 0 || e >= a.n_expert || (a.ff_at && !gv_part<T>(a, e))) {
-            for (int i = tid; i < QX_ROWS; i += QX_THREADS)
-                if (o0 + i < a.n_out) Y[o0 + i] = 0.0f;
+            qx_zero_rows(Y, o0, a.n_out);
             return;
         }
         W = (const uint8_t *)a.wptrs[e];
     }
     const float *X = a.x + (int64_t)(slot / a.x_group) * a.x_estride;
     /* after gv_part: an expert part's own columns (the widest's bytes were reserved) */
-    const int64_t n_units = a.cols / 32;
     int8_t *xq;
     float *xd, *xs;
     qx_x_at(qsm, a.cols, &xq, &xd, &xs);
@@ -429,14 +454,8 @@ static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
         }
         src[r] = rr;
     }
-    sl_qx_w w[QX_R];
-    const bool al = qx_first<T>(W, a.row_bytes, src, n_units, lane, w);
-
-    qx_quant_x(X, a.cols, xq, xd, xs);
-    __syncthreads();
-
     float acc[QX_R] = {};
-    qx_sum<T>(al, W, a.row_bytes, src, n_units, lane, xq, xd, xs, w, acc);
+    qx_pass<T, true>(W, a.row_bytes, src, X, a.cols, lane, xq, xd, xs, acc);
 #pragma unroll
     for (int r = 0; r < QX_R; r++) {
         const float v = sl_warp_sum(acc[r]);

@@ -33,14 +33,6 @@ static bool q8_mat(uint32_t type, const void *w, int64_t hs, int64_t cols)
     return sl_cuda_gemv_q8_act(type, cols, 1, aligned, false);
 }
 
-/* Whether the launch takes k_gemv_multi_qx (a context not in the F32-activation mode) */
-static bool gm_q8(const gm_args &a, int64_t n_head)
-{
-    for (int i = 0; i < a.count; i++)
-        if (!q8_mat(a.m[i].type, a.m[i].w, n_head > 1 ? a.m[i].w_hs : 0, a.cols)) return false;
-    return true;
-}
-
 extern "C" bool sl_cuda_gemv_multi_q8(const sl_cuda_gemv_mat *ms, int count, int64_t cols)
 {
     if (!ms || count < 1 || count > SL_CUDA_GEMV_MULTI_MAX) return false;
@@ -57,11 +49,13 @@ extern "C" bool sl_cuda_gemv_heads_q8(uint32_t type, const void *d_w, int64_t he
            q8_mat(type, d_w, n_head > 1 ? head_bytes : 0, cols);
 }
 
+/* q8: the launch's matrices take k_gemv_multi_qx (sl_cuda_gemv_multi_q8 / _heads_q8), unless
+ * the context keeps F32 activations */
 static sl_status gm_run(const char *fn, sl_cuda_ctx *c, const gm_args &a, int64_t n_head,
-                        int64_t n, sl_error *err)
+                        int64_t n, bool q8_types, sl_error *err)
 {
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", fn);
-    const bool q8 = !c->f32_act && gm_q8(a, n_head);
+    const bool q8 = !c->f32_act && q8_types;
     const int W = gm_split(a.row0[a.count] * n_head * n, a.cols, c->info.sm_count);
     const int64_t gx = q8 ? qxm_grid_x(a) : gm_grid_x(a.row0[a.count], W);
     if (gx > INT32_MAX)
@@ -120,7 +114,8 @@ extern "C" sl_status sl_cuda_gemv_heads(sl_cuda_ctx *c, uint32_t type, const voi
                             !d_w ? "d_w" : !d_x ? "d_x" : "d_y");
     const gm_args a = gm_heads_args(type, d_w, head_bytes, rows, rb, cols, d_x, x_ts, x_hs, d_y,
                                     y_ts, y_hs);
-    return gm_run(__func__, c, a, n_head, n, err);
+    return gm_run(__func__, c, a, n_head, n,
+                  sl_cuda_gemv_heads_q8(type, d_w, head_bytes, n_head, cols), err);
 }
 
 extern "C" sl_status sl_cuda_gemv_multi(sl_cuda_ctx *c, const sl_cuda_gemv_mat *ms, int count,
@@ -143,7 +138,7 @@ extern "C" sl_status sl_cuda_gemv_multi(sl_cuda_ctx *c, const sl_cuda_gemv_mat *
         return sl_error_set(err, SL_ERR_INVALID, "%s: silu_glu wants 2 matrices of equal rows "
                             "(gate, up), got %d", __func__, count);
     const gm_args a = gm_multi_args(ms, rb, count, cols, d_x, silu_glu);
-    return gm_run(__func__, c, a, 1, n, err);
+    return gm_run(__func__, c, a, 1, n, sl_cuda_gemv_multi_q8(ms, count, cols), err);
 }
 
 extern "C" bool sl_cuda_gemv_experts_glu_q8(const sl_cuda_ctx *c, uint32_t type_gate,
@@ -174,20 +169,10 @@ extern "C" sl_status sl_cuda_gemv_experts_glu(sl_cuda_ctx *c, uint32_t type_gate
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: gate type %u / up type %u with %lld "
                             "columns have no Q8-activation kernel (or the context keeps F32 "
                             "activations)", __func__, type_gate, type_up, (long long)cols);
-    gme_args a = {};
-    a.wg = d_gate;
-    a.wu = d_up;
-    a.tg = type_gate;
-    a.tu = type_up;
-    a.n_expert = n_expert;
-    a.ids = d_ids;
-    a.rows = rows;
-    a.cols = cols;
-    a.rb_g = (int64_t)sl_cuda_gemv_row_bytes(type_gate, cols);
-    a.rb_u = (int64_t)sl_cuda_gemv_row_bytes(type_up, cols);
-    a.x = d_x;
-    a.x_group = x_group < n_sel ? x_group : n_sel; /* >= n_sel: every slot in group 0 */
-    a.y = d_y;
+    const int64_t rb_g = (int64_t)sl_cuda_gemv_row_bytes(type_gate, cols),
+                  rb_u = (int64_t)sl_cuda_gemv_row_bytes(type_up, cols);
+    const gme_args a = gme_make(type_gate, d_gate, rb_g, type_up, d_up, rb_u, n_expert, d_ids,
+                                n_sel, rows, cols, d_x, x_group, d_y);
     const int64_t gx = gme_grid_x(a);
     if (gx > INT32_MAX)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %lld rows exceed the grid", __func__,

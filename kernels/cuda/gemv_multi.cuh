@@ -6,7 +6,7 @@
  * - gm_block (k_gemv_multi): F32 activations, any type: one warp per output row (or a block's
  *   warps per row, gm_split), lanes over the row's units, then sl_warp_sum.
  * - qxm_block (k_gemv_multi_qx): Q8 activations, the types of gemv.cuh's k_gemv_qx, whose
- *   pieces it runs (qx_first, qx_quant_x, qx_sum): blocks of QX_ROWS rows of one matrix, x
+ *   pass it runs (qx_pass: qx_first, qx_quant_x, qx_sum): blocks of QX_ROWS rows of one matrix, x
  *   quantised once a block. Why: the launch carries Q/K/V and a dense FFN's gate/up, the
  *   largest matrices of a decode; gm_block's F32 dot takes ~3 instructions a weight where
  *   dp4a takes ~1 (gemv.cuh), and a row's sums are k_gemv_qx's bit for bit, so a fused launch
@@ -235,27 +235,11 @@ static __host__ __device__ inline int64_t qxm_grid_x(const gm_args &a)
     return n;
 }
 
-/* One pass of a warp's rows over W: the first unit's loads, then (X non-NULL) x quantised
- * into xq / xd / xs by the block and a barrier, then the sums into acc (qx_block's order) */
-template <uint32_t T>
-static __device__ __forceinline__ void qxm_pass(const uint8_t *W, int64_t row_bytes,
-                                                const int64_t *src, const float *X, int64_t cols,
-                                                int lane, int8_t *xq, float *xd, float *xs,
-                                                float *acc)
-{
-    const int64_t n_units = cols / 32;
-    sl_qx_w w[QX_R];
-    const bool al = qx_first<T>(W, row_bytes, src, n_units, lane, w);
-    if (X) {
-        qx_quant_x(X, cols, xq, xd, xs);
-        __syncthreads();
-    }
-    qx_sum<T>(al, W, row_bytes, src, n_units, lane, xq, xd, xs, w, acc);
-}
-
-/* qxm_pass for a type known at run time, uniform over the block (the barrier inside is met by
- * every thread); one whole pass a case, so that only the type's own weight words stay live
- * across x's quantisation. Types outside sl_qx_type never come (gm_q8, gemv_multi.cu). */
+/* qx_pass (gemv.cuh) for a type known at run time, uniform over the block (the barrier inside
+ * is met by every thread); one whole pass a case, so that only the type's own weight words
+ * stay live across x's quantisation. Types outside sl_qx_type never come (the launches'
+ * rule: sl_cuda_gemv_multi_q8 and its kin). */
+template <bool QX>
 static __device__ __forceinline__ void qxm_pass_of(uint32_t type, const uint8_t *W,
                                                    int64_t row_bytes, const int64_t *src,
                                                    const float *X, int64_t cols, int lane,
@@ -264,7 +248,7 @@ static __device__ __forceinline__ void qxm_pass_of(uint32_t type, const uint8_t 
 #define QXM_CASE_(t)                                                                          \
     case t:                                                                                   \
         if constexpr (sl_qx_type(t))                                                          \
-            qxm_pass<t>(W, row_bytes, src, X, cols, lane, xq, xd, xs, acc);                   \
+            qx_pass<t, QX>(W, row_bytes, src, X, cols, lane, xq, xd, xs, acc);                \
         break;
     switch (type) {
         SL_QT_TYPES(QXM_CASE_)
@@ -285,8 +269,8 @@ static __device__ __forceinline__ gm_mat qxm_mat(const gm_args &a, int i)
 
 /* k_gemv_multi_qx's body: grid x = qxm_grid_x, y = head, z = token; QX_THREADS threads; qsm
  * the block's dynamic shared memory (qx_smem(a.cols) bytes, 16-byte aligned). Every type is
- * sl_qx_type's and a.cols a multiple of 32 (gm_q8, gemv_multi.cu). Each warp's QX_R rows as
- * qx_block's, then the epilogue of gm_block: bias, SwiGLU. */
+ * sl_qx_type's and a.cols a multiple of 32 (sl_cuda_gemv_multi_q8 / _heads_q8). Each warp's
+ * QX_R rows as qx_block's, then the epilogue of gm_block: bias, SwiGLU. */
 template <bool GLU>
 static __device__ __forceinline__ void qxm_block(const gm_args &a, uint8_t *qsm)
 {
@@ -311,12 +295,13 @@ static __device__ __forceinline__ void qxm_block(const gm_args &a, uint8_t *qsm)
             const int64_t o = bx * QX_ROWS + warp * QX_R + r;
             src[r] = o < m.rows ? o : -1;
         }
-        qxm_pass_of(m.type, m.w + h * m.w_hs, m.row_bytes, src, m.x + t * m.x_ts + h * m.x_hs,
-                    a.cols, lane, xq, xd, xs, acc);
+        qxm_pass_of<true>(m.type, m.w + h * m.w_hs, m.row_bytes, src,
+                          m.x + t * m.x_ts + h * m.x_hs, a.cols, lane, xq, xd, xs, acc);
     }
     const gm_mat &mu = a.m[1]; /* GLU: up, on the same x (quantised above), one head */
     if (GLU)
-        qxm_pass_of(mu.type, mu.w, mu.row_bytes, src, NULL, a.cols, lane, xq, xd, xs, accu);
+        qxm_pass_of<false>(mu.type, mu.w, mu.row_bytes, src, NULL, a.cols, lane, xq, xd, xs,
+                           accu);
     const gm_mat m = qxm_mat(a, i);
 #pragma unroll
     for (int r = 0; r < QX_R; r++) {
@@ -351,6 +336,31 @@ struct gme_args {
     float *y;
 };
 
+/* sl_cuda_gemv_experts_glu's arguments after its checks (and the host test's); rb_g, rb_u:
+ * a gate's and an up's row bytes; x_group past n_sel is every slot in group 0 */
+static __host__ inline gme_args gme_make(uint32_t tg, const void *const *wg, int64_t rb_g,
+                                         uint32_t tu, const void *const *wu, int64_t rb_u,
+                                         int32_t n_expert, const int32_t *ids, int32_t n_sel,
+                                         int64_t rows, int64_t cols, const float *x,
+                                         int32_t x_group, float *y)
+{
+    gme_args a = {};
+    a.wg = wg;
+    a.wu = wu;
+    a.tg = tg;
+    a.tu = tu;
+    a.n_expert = n_expert;
+    a.ids = ids;
+    a.rows = rows;
+    a.cols = cols;
+    a.rb_g = rb_g;
+    a.rb_u = rb_u;
+    a.x = x;
+    a.x_group = x_group < n_sel ? x_group : n_sel;
+    a.y = y;
+    return a;
+}
+
 /* the grid: x blocks of QX_ROWS rows, z the slots */
 static __host__ __device__ inline int64_t gme_grid_x(const gme_args &a)
 {
@@ -367,8 +377,7 @@ static __device__ __forceinline__ void qxe_glu_block(const gme_args &a, uint8_t 
     float *Y = a.y + slot * a.rows;
     const int32_t e = a.ids[slot];
     if (e < 0 || e >= a.n_expert) { /* uniform over the block, before any barrier */
-        for (int i = tid; i < QX_ROWS; i += QX_THREADS)
-            if (o0 + i < a.rows) Y[o0 + i] = 0.0f;
+        qx_zero_rows(Y, o0, a.rows);
         return;
     }
     int8_t *xq;
@@ -381,10 +390,10 @@ static __device__ __forceinline__ void qxe_glu_block(const gme_args &a, uint8_t 
         src[r] = o < a.rows ? o : -1;
     }
     float acc[QX_R] = {}, accu[QX_R] = {};
-    qxm_pass_of(a.tg, (const uint8_t *)a.wg[e], a.rb_g, src,
-                a.x + (slot / a.x_group) * a.cols, a.cols, lane, xq, xd, xs, acc);
-    qxm_pass_of(a.tu, (const uint8_t *)a.wu[e], a.rb_u, src, NULL, a.cols, lane, xq, xd, xs,
-                accu);
+    qxm_pass_of<true>(a.tg, (const uint8_t *)a.wg[e], a.rb_g, src,
+                      a.x + (slot / a.x_group) * a.cols, a.cols, lane, xq, xd, xs, acc);
+    qxm_pass_of<false>(a.tu, (const uint8_t *)a.wu[e], a.rb_u, src, NULL, a.cols, lane, xq, xd,
+                       xs, accu);
 #pragma unroll
     for (int r = 0; r < QX_R; r++) {
         const float v = sl_warp_sum(acc[r]), u = sl_warp_sum(accu[r]);

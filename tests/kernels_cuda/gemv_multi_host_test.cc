@@ -130,6 +130,30 @@ template <uint32_t T> static void heads(int64_t cols, bool al)
     free(wmem);
 }
 
+/* SL_CUDA_GEMV_MULTI_MAX matrices of one x for sl_cuda_gemv_multi (the multi and multi_q8
+ * cases): types, rows and byte offsets given; a bias on matrices 1 and 2; outputs of nt tokens
+ * (ybuf: sentinels past what a case reads) */
+struct multi_set {
+    enum { NM = SL_CUDA_GEMV_MULTI_MAX };
+    rand_mat m[NM];
+    std::vector<float> bias[NM];
+    std::vector<ybuf> Y;
+    sl_cuda_gemv_mat ms[NM];
+    int64_t rb[NM];
+    multi_set(const uint32_t *types, const int64_t *rows, const size_t *woff, int64_t cols,
+              int nt, int seed)
+    {
+        for (int i = 0; i < NM; i++) Y.emplace_back((size_t)(nt * rows[i]));
+        for (int i = 0; i < NM; i++) {
+            CHECK(m[i].make(types[i], rows[i], cols, woff[i], seed + i));
+            if (i == 1 || i == 2) bias[i] = rand_x((size_t)rows[i]);
+            rb[i] = (int64_t)m[i].rb;
+            ms[i] = sl_cuda_gemv_mat{types[i], m[i].w, rows[i], b(i), Y[i].y.data()};
+        }
+    }
+    const float *b(int i) const { return bias[i].empty() ? nullptr : bias[i].data(); }
+};
+
 /* sl_cuda_gemv_multi: 4 matrices of mixed types on one x, bias on matrices 1 and 2 */
 template <uint32_t T> static void multi(int64_t cols)
 {
@@ -137,32 +161,19 @@ template <uint32_t T> static void multi(int64_t cols)
     const uint32_t types[NM] = {T, SL_GGML_Q8_0, T, SL_GGML_F16};
     const int64_t rows[NM] = {5, 3, 9, 2};
     const size_t woff[NM] = {1, 3, 0, 2};
-    rand_mat m[NM];
-    std::vector<float> bias[NM];
-    std::vector<ybuf> Y;
-    sl_cuda_gemv_mat ms[NM];
-    int64_t rb[NM];
-    for (int i = 0; i < NM; i++) Y.emplace_back((size_t)(NT * rows[i]));
-    for (int i = 0; i < NM; i++) {
-        CHECK(m[i].make(types[i], rows[i], cols, woff[i], 7 + i));
-        if (i == 1 || i == 2) bias[i] = rand_x((size_t)rows[i]);
-        rb[i] = (int64_t)m[i].rb;
-        ms[i] = sl_cuda_gemv_mat{types[i], m[i].w, rows[i], bias[i].empty() ? nullptr
-                                                                            : bias[i].data(),
-                                 Y[i].y.data()};
-    }
+    multi_set ws(types, rows, woff, cols, NT, 7);
     const std::vector<float> x = rand_x((size_t)(NT * cols));
-    const gm_args a = gm_multi_args(ms, rb, NM, cols, x.data(), false);
+    const gm_args a = gm_multi_args(ws.ms, ws.rb, NM, cols, x.data(), false);
     launch(a, 1, NT, T, "multi");
     for (int i = 0; i < NM; i++)
         for (int t = 0; t < NT; t++)
             for (int r = 0; r < rows[i]; r++) {
                 double want, tol;
-                gemv_ref_dot(m[i].f.data() + r * cols, x.data() + t * cols, cols,
+                gemv_ref_dot(ws.m[i].f.data() + r * cols, x.data() + t * cols, cols,
                              GEMV_MULTI_TOL_S, GEMV_MULTI_TOL_ABS, &want, &tol);
-                if (!bias[i].empty()) want += bias[i][(size_t)r];
-                check_val("multi", types[i], Y[i].at((size_t)(t * rows[i] + r)), want, tol, t, i,
-                          r);
+                if (ws.b(i)) want += ws.b(i)[r];
+                check_val("multi", types[i], ws.Y[i].at((size_t)(t * rows[i] + r)), want, tol,
+                          t, i, r);
             }
 }
 
@@ -202,8 +213,8 @@ template <uint32_t T> static void glu(int64_t cols)
 
 /* ---- the Q8-activation body (qxm_block): the types k_gemv_qx takes ----------------------- */
 
-/* k_gemv_multi_qx's launch (gm_run with gm_q8): qxm_grid_x x n_head x n tokens, its dynamic
- * shared memory poisoned before each block */
+/* k_gemv_multi_qx's launch (gm_run where sl_cuda_gemv_multi_q8 holds): qxm_grid_x x n_head x
+ * n tokens, its dynamic shared memory poisoned before each block */
 template <bool GLU>
 static void launch_q8(const gm_args &a, unsigned n_head, unsigned n, uint32_t T, const char *what)
 {
@@ -293,33 +304,20 @@ template <uint32_t T> static void multi_q8(int64_t cols)
     enum { NM = SL_CUDA_GEMV_MULTI_MAX, NT = 2 };
     const uint32_t types[NM] = {T, SL_GGML_Q6_K, T, SL_GGML_Q8_0};
     const int64_t rows[NM] = {64, 5, 70, 1}; /* whole blocks, one, past two, a row */
-    rand_mat m[NM];
-    std::vector<float> bias[NM];
-    std::vector<ybuf> Y;
-    sl_cuda_gemv_mat ms[NM];
-    int64_t rb[NM];
-    for (int i = 0; i < NM; i++) Y.emplace_back((size_t)(NT * rows[i]));
-    for (int i = 0; i < NM; i++) {
-        CHECK(m[i].make(types[i], rows[i], cols, (size_t)(i & 1) * sl_qx_align(types[i]),
-                        17 + i));
-        if (i == 1 || i == 2) bias[i] = rand_x((size_t)rows[i]);
-        rb[i] = (int64_t)m[i].rb;
-        ms[i] = sl_cuda_gemv_mat{types[i], m[i].w, rows[i], bias[i].empty() ? nullptr
-                                                                            : bias[i].data(),
-                                 Y[i].y.data()};
-    }
+    size_t woff[NM];
+    for (int i = 0; i < NM; i++) woff[i] = (size_t)(i & 1) * sl_qx_align(types[i]);
+    multi_set ws(types, rows, woff, cols, NT, 17);
     const std::vector<float> x = rand_x((size_t)(NT * cols));
-    const gm_args a = gm_multi_args(ms, rb, NM, cols, x.data(), false);
+    const gm_args a = gm_multi_args(ws.ms, ws.rb, NM, cols, x.data(), false);
     launch_q8<false>(a, 1, NT, T, "multi q8");
     for (int i = 0; i < NM; i++)
         for (int t = 0; t < NT; t++) {
             std::vector<float> got((size_t)rows[i]);
             for (int64_t r = 0; r < rows[i]; r++)
-                got[(size_t)r] = Y[i].at((size_t)(t * rows[i] + r));
-            check_q8("multi q8", types[i], m[i], x.data() + t * cols,
-                     bias[i].empty() ? nullptr : bias[i].data(), got, 1, t, i);
+                got[(size_t)r] = ws.Y[i].at((size_t)(t * rows[i] + r));
+            check_q8("multi q8", types[i], ws.m[i], x.data() + t * cols, ws.b(i), got, 1, t, i);
         }
-    for (int i = 0; i < NM; i++) untouched(Y[i], "multi q8", types[i]);
+    for (int i = 0; i < NM; i++) untouched(ws.Y[i], "multi q8", types[i]);
 }
 
 /* sl_cuda_gemv_heads on the Q8 body: 3 heads of 40 rows (two blocks each, the second partial),
@@ -414,20 +412,8 @@ template <uint32_t T> static void experts_glu_q8(int64_t cols)
     for (int32_t xg : {(int32_t)NS, 1}) {
         const std::vector<float> x = rand_x((size_t)(NS * cols));
         ybuf Y((size_t)(NS * ROWS));
-        gme_args a = {};
-        a.wg = gp;
-        a.wu = up;
-        a.tg = T;
-        a.tu = TU;
-        a.n_expert = NE;
-        a.ids = ids;
-        a.rows = ROWS;
-        a.cols = cols;
-        a.rb_g = (int64_t)g[0].rb;
-        a.rb_u = (int64_t)u[0].rb;
-        a.x = x.data();
-        a.x_group = xg;
-        a.y = Y.y.data();
+        const gme_args a = gme_make(T, gp, (int64_t)g[0].rb, TU, up, (int64_t)u[0].rb, NE, ids,
+                                    NS, ROWS, cols, x.data(), xg, Y.y.data());
         const long faults0 = sl_shim_align_faults.load();
         const size_t sm = (qx_smem(cols) + 15) / 16 * 16;
         uint8_t *smem = (uint8_t *)aligned_alloc(16, sm);
