@@ -335,6 +335,12 @@ typedef struct sl_ctx_options {
      * ~10 a layer); the logits are the same bits. No effect elsewhere, nor with
      * profile_steps (which times the launched steps). */
     bool no_graphs;
+    /* cuda: launch every kernel in plain stream order. By default, on a GPU of compute
+     * capability 9.0+ (Hopper), kernels are launched with programmatic dependent launch: the
+     * next kernel's launch and block scheduling overlap the end of the one before it (each
+     * still waits for the one before to finish before it touches memory, so the logits are
+     * the same bits). No effect elsewhere. */
+    bool no_pdl;
 } sl_ctx_options;
 SL_API sl_ctx_options sl_ctx_options_default(void);
 

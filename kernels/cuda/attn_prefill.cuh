@@ -222,6 +222,7 @@ template <typename KV> static __device__ void ap_body(const ap_args &a, uint8_t 
 template <typename KV>
 static __global__ void __launch_bounds__(AP_THREADS) k_attn_prefill(ap_args a)
 {
+    sl_pdl_enter();
     extern __shared__ __align__(128) uint8_t ap_sm[];
     ap_body<KV>(a, ap_sm);
 }

@@ -46,6 +46,53 @@ static inline sl_status sl__cu_fail(sl_error *err, cudaError_t rc, const char *c
             return sl__cu_fail((err), sl_cu_rc_, "launch " name, __FILE__, __LINE__);       \
     } while (0)
 
+/* ---- programmatic dependent launch (sm_90+) ---------------------------------------------------
+ *
+ * Why: a decode token is hundreds of small kernels back to back (replayed as one CUDA graph);
+ * between two of them the next one's launch and block scheduling cost ~1-2 us of an otherwise
+ * idle GPU. A kernel launched with programmatic stream serialisation may be scheduled while the
+ * kernel before it on the stream still runs; it must then wait (griddepcontrol.wait: that
+ * kernel complete and its memory visible) before touching memory. The rule here, held by
+ * tests/kernels_cuda:pdl_rule_test: every kernel of kernels/cuda opens with sl_pdl_enter(),
+ * whose wait comes before any memory access, so each kernel sees exactly what it would in plain
+ * stream order (no kernel reads anything early, weights included), and every launch goes
+ * through sl__cuda_launch. sl_pdl_enter() then lets the next kernel be scheduled: at most two
+ * grids of a stream are resident at once, the running one and the next, waiting. Without the
+ * attribute (or before sm_90) both instructions do nothing. */
+static __device__ __forceinline__ void sl_pdl_enter(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+#if defined(__CUDACC__)
+/* Launches k<<<grid, block, smem, s>>>(args...), with programmatic stream serialisation where
+ * pdl (sl_cuda_ctx.pdl: sm_90+ and not turned off); a launch the attribute makes fail is made
+ * again without it (the kernel's wait then does nothing). Errors as a <<<>>> launch's: the
+ * thread's last CUDA error, which SL_CU_LAUNCH reads. */
+template <typename... P, typename... A>
+static inline void sl__cuda_launch(bool pdl, void (*k)(P...), dim3 grid, dim3 block, size_t smem,
+                                   cudaStream_t s, A... args)
+{
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    if (cudaLaunchKernelEx(&cfg, k, args...) == cudaSuccess || !pdl) return;
+    (void)cudaGetLastError();
+    cfg.numAttrs = 0;
+    (void)cudaLaunchKernelEx(&cfg, k, args...);
+}
+#endif
+
 /* ---- element decoders --------------------------------------------------------------------- */
 
 static __device__ __forceinline__ float sl_h2f(uint16_t h)

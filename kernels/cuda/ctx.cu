@@ -48,6 +48,7 @@ extern "C" sl_status sl_cuda_ctx_create(int ordinal, void *cuda_stream, sl_cuda_
     c->info.sm_count = prop.multiProcessorCount;
     c->info.l2_bytes = (uint64_t)prop.l2CacheSize;
     c->info.smem_per_block_optin = (uint64_t)prop.sharedMemPerBlockOptin;
+    c->pdl = prop.major >= 9;
     *out = c;
     return SL_OK;
 }
@@ -104,4 +105,14 @@ extern "C" void sl_cuda_ctx_info_get(const sl_cuda_ctx *c, sl_cuda_ctx_info *out
 extern "C" void sl_cuda_ctx_set_f32_act(sl_cuda_ctx *c, bool f32_act)
 {
     if (c) c->f32_act = f32_act;
+}
+
+extern "C" void sl_cuda_ctx_set_pdl(sl_cuda_ctx *c, bool on)
+{
+    if (c) c->pdl = on && c->info.cc_major >= 9;
+}
+
+extern "C" bool sl_cuda_ctx_pdl(const sl_cuda_ctx *c)
+{
+    return c && c->pdl;
 }

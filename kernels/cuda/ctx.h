@@ -61,6 +61,13 @@ void *sl_cuda_ctx_stream(const sl_cuda_ctx *c);
  * fewer instructions per weight); true keeps x in F32 everywhere (the verification mode,
  * SLUICE_ACT_F32=1). */
 void sl_cuda_ctx_set_f32_act(sl_cuda_ctx *c, bool f32_act);
+/* Programmatic dependent launch (common.cuh sl_pdl_enter): on by default where the device has
+ * it (compute capability 9.0+), so that a kernel's launch overlaps the end of the one before
+ * it on the stream; the results are the same bits either way (a kernel reads and writes
+ * memory only after the one before it has ended). set_pdl(false) launches in plain stream
+ * order (sl_ctx_options.no_pdl); true is taken only where the device has it. */
+void sl_cuda_ctx_set_pdl(sl_cuda_ctx *c, bool on);
+bool sl_cuda_ctx_pdl(const sl_cuda_ctx *c);
 /* Waits for the stream; reports any asynchronous kernel fault. */
 sl_status sl_cuda_ctx_sync(sl_cuda_ctx *c, sl_error *err);
 

@@ -17,6 +17,7 @@ struct sl_cuda_ctx {
     cublasHandle_t blas; /* lazily created by the first GEMM */
     bool gemv_smem_ready; /* gemv kernels' dynamic shared memory limit raised (gemv.cu) */
     bool f32_act;         /* GEMV keeps activations F32 (verification); else Q8 where it pays */
+    bool pdl;             /* launches with programmatic stream serialisation (only where cc >= 9) */
 };
 
 /* Makes c's device current on the calling thread (cheap; CUDA state is per thread). */

@@ -8,6 +8,7 @@ template <uint32_t T, typename OUT>
 static __global__ void __launch_bounds__(DQ_THREADS)
     k_dequant_q(const uint8_t *__restrict__ src, int64_t n_units, OUT *__restrict__ dst)
 {
+    sl_pdl_enter();
     dq_units<T, OUT>(src, n_units, dst);
 }
 
@@ -15,6 +16,7 @@ template <uint32_t T, typename OUT>
 static __global__ void __launch_bounds__(DQ_THREADS)
     k_dequant_f(const uint8_t *__restrict__ src, int64_t n, OUT *__restrict__ dst)
 {
+    sl_pdl_enter();
     dq_elems<T, OUT>(src, n, dst);
 }
 
@@ -23,13 +25,15 @@ template <typename OUT> struct dq_launch {
     int64_t n;
     OUT *dst;
     cudaStream_t s;
+    bool pdl;
     template <uint32_t T> void operator()()
     {
         if constexpr (sl_qt_block<T>::FLOAT)
-            k_dequant_f<T, OUT><<<dq_blocks<T>(n), DQ_THREADS, 0, s>>>(src, n, dst);
+            sl__cuda_launch(pdl, k_dequant_f<T, OUT>, dq_blocks<T>(n), DQ_THREADS, 0, s, src, n,
+                            dst);
         else
-            k_dequant_q<T, OUT><<<dq_blocks<T>(n), DQ_THREADS, 0, s>>>(src, n / sl_qt<T>::UNIT,
-                                                                        dst);
+            sl__cuda_launch(pdl, k_dequant_q<T, OUT>, dq_blocks<T>(n), DQ_THREADS, 0, s, src,
+                            n / sl_qt<T>::UNIT, dst);
     }
 };
 
@@ -61,7 +65,7 @@ static sl_status dequant(const char *fn, sl_cuda_ctx *c, uint32_t type, const vo
         return sl_error_set(err, SL_ERR_RANGE, "%s: n = %lld is too large", fn, (long long)n);
     sl_status st = sl__cuda_ctx_enter(c, err);
     if (st) return st;
-    dq_launch<OUT> L{(const uint8_t *)d_src, n, d_dst, c->stream};
+    dq_launch<OUT> L{(const uint8_t *)d_src, n, d_dst, c->stream, c->pdl};
     sl_qt_dispatch(type, L);
     SL_CU_LAUNCH(err, "k_dequant");
     return SL_OK;

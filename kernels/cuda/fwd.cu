@@ -28,6 +28,7 @@ static sl_status check_rows(const char *fn, int64_t rows, int64_t dim, sl_error 
 
 static __global__ void k_add_rows(float *y, const float *b, int64_t dim)
 {
+    sl_pdl_enter();
     fw_add_rows(y, b, dim);
 }
 
@@ -41,7 +42,8 @@ extern "C" sl_status sl_cuda_add_rows(sl_cuda_ctx *c, float *d_y, const float *d
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
     if (!n_rows || !dim) return SL_OK;
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
-    k_add_rows<<<grid_for(dim, n_rows), FWD_THREADS, 0, c->stream>>>(d_y, d_b, dim);
+    sl__cuda_launch(c->pdl, k_add_rows, grid_for(dim, n_rows), FWD_THREADS, 0, c->stream, d_y, d_b,
+                    dim);
     SL_CU_LAUNCH(err, "k_add_rows");
     return SL_OK;
 }
@@ -50,6 +52,7 @@ extern "C" sl_status sl_cuda_add_rows(sl_cuda_ctx *c, float *d_y, const float *d
 static __global__ void k_expert_bias(float *y, const float *b, const int64_t *ff_at,
                                      const int32_t *ids, int32_t n_expert, int64_t stride)
 {
+    sl_pdl_enter();
     fw_expert_bias(y, b, ff_at, ids, n_expert, stride);
 }
 
@@ -67,8 +70,8 @@ extern "C" sl_status sl_cuda_expert_bias(sl_cuda_ctx *c, float *d_y, const float
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
     if (!k || !stride) return SL_OK;
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
-    k_expert_bias<<<grid_for(stride, k), FWD_THREADS, 0, c->stream>>>(d_y, d_b, d_ff_at, d_ids,
-                                                                       n_expert, stride);
+    sl__cuda_launch(c->pdl, k_expert_bias, grid_for(stride, k), FWD_THREADS, 0, c->stream, d_y, d_b,
+                    d_ff_at, d_ids, n_expert, stride);
     SL_CU_LAUNCH(err, "k_expert_bias");
     return SL_OK;
 }
@@ -76,6 +79,7 @@ extern "C" sl_status sl_cuda_expert_bias(sl_cuda_ctx *c, float *d_y, const float
 static __global__ void k_kv_store(const float *src, const int32_t *pos, int64_t row, bool f16,
                                   void *cache)
 {
+    sl_pdl_enter();
     fw_kv_store(src, pos, row, f16, cache);
 }
 
@@ -90,7 +94,8 @@ extern "C" sl_status sl_cuda_kv_store(sl_cuda_ctx *c, const float *d_src, const 
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
     if (!n || !row) return SL_OK;
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
-    k_kv_store<<<grid_for(row, n), FWD_THREADS, 0, c->stream>>>(d_src, d_pos, row, f16, d_cache);
+    sl__cuda_launch(c->pdl, k_kv_store, grid_for(row, n), FWD_THREADS, 0, c->stream, d_src, d_pos,
+                    row, f16, d_cache);
     SL_CU_LAUNCH(err, "k_kv_store");
     return SL_OK;
 }
@@ -99,6 +104,7 @@ extern "C" sl_status sl_cuda_kv_store(sl_cuda_ctx *c, const float *d_src, const 
 static __global__ void k_moe_combine(const float *y, const float *y2, const int32_t *idx,
                                      const float *w, int k, int64_t dim, float *out)
 {
+    sl_pdl_enter();
     mc_combine(y, y2, idx, w, k, dim, out);
 }
 
@@ -116,8 +122,8 @@ extern "C" sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
     if (!n_tok || !dim) return SL_OK;
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
-    k_moe_combine<<<grid_for(dim, n_tok), FWD_THREADS, 0, c->stream>>>(d_y, d_y2, d_idx, d_w, k,
-                                                                       dim, d_out);
+    sl__cuda_launch(c->pdl, k_moe_combine, grid_for(dim, n_tok), FWD_THREADS, 0, c->stream, d_y,
+                    d_y2, d_idx, d_w, k, dim, d_out);
     SL_CU_LAUNCH(err, "k_moe_combine");
     return SL_OK;
 }
@@ -125,6 +131,7 @@ extern "C" sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const
 static __global__ void k_moe_mask_ids(const int32_t *idx, const uint8_t *mask, int64_t n_sel,
                                       int32_t n_expert, int32_t *out)
 {
+    sl_pdl_enter();
     mc_mask_ids(idx, mask, n_sel, n_expert, out);
 }
 
@@ -141,14 +148,15 @@ extern "C" sl_status sl_cuda_moe_mask_ids(sl_cuda_ctx *c, const int32_t *d_idx,
     if (!n_sel) return SL_OK;
     sl_status st = sl__cuda_ctx_enter(c, err);
     if (st) return st;
-    k_moe_mask_ids<<<grid_for(n_sel, 1), FWD_THREADS, 0, c->stream>>>(d_idx, d_mask, n_sel,
-                                                                      n_expert, d_out);
+    sl__cuda_launch(c->pdl, k_moe_mask_ids, grid_for(n_sel, 1), FWD_THREADS, 0, c->stream, d_idx,
+                    d_mask, n_sel, n_expert, d_out);
     SL_CU_LAUNCH(err, "k_moe_mask_ids");
     return SL_OK;
 }
 
 static __global__ void k_gated_add(float *out, const float *y, const float *logit, int64_t dim)
 {
+    sl_pdl_enter();
     fw_gated_add(out, y, logit, dim);
 }
 
@@ -163,7 +171,8 @@ extern "C" sl_status sl_cuda_gated_add(sl_cuda_ctx *c, float *d_out, const float
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
     if (!n_tok || !dim) return SL_OK;
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
-    k_gated_add<<<grid_for(dim, n_tok), FWD_THREADS, 0, c->stream>>>(d_out, d_y, d_logit, dim);
+    sl__cuda_launch(c->pdl, k_gated_add, grid_for(dim, n_tok), FWD_THREADS, 0, c->stream, d_out,
+                    d_y, d_logit, dim);
     SL_CU_LAUNCH(err, "k_gated_add");
     return SL_OK;
 }
@@ -171,6 +180,7 @@ extern "C" sl_status sl_cuda_gated_add(sl_cuda_ctx *c, float *d_out, const float
 static __global__ void k_copy2d(float *dst, int64_t ds, const float *src, int64_t ss,
                                 int64_t width, int64_t total)
 {
+    sl_pdl_enter();
     fw_copy2d(dst, ds, src, ss, width, total);
 }
 
@@ -190,8 +200,8 @@ extern "C" sl_status sl_cuda_copy2d(sl_cuda_ctx *c, float *d_dst, int64_t dst_st
     sl_status st = sl__cuda_ctx_enter(c, err);
     if (st) return st;
     const int64_t total = rows * width;
-    k_copy2d<<<fwd_copy2d_blocks(total), FWD_THREADS, 0, c->stream>>>(d_dst, dst_stride, d_src,
-                                                                        src_stride, width, total);
+    sl__cuda_launch(c->pdl, k_copy2d, fwd_copy2d_blocks(total), FWD_THREADS, 0, c->stream, d_dst,
+                    dst_stride, d_src, src_stride, width, total);
     SL_CU_LAUNCH(err, "k_copy2d");
     return SL_OK;
 }

@@ -22,10 +22,12 @@ struct gm_launch {
     gm_args a;
     dim3 grid;
     cudaStream_t s;
+    bool pdl;
     template <uint32_t T> void operator()()
     {
         /* the float types have no kernel (sl_cuda_gemv_grouped_supported refused them) */
-        if constexpr (!sl_qt_block<T>::FLOAT) k_gemm_grouped<T><<<grid, GM_THREADS, 0, s>>>(a);
+        if constexpr (!sl_qt_block<T>::FLOAT)
+            sl__cuda_launch(pdl, k_gemm_grouped<T>, grid, GM_THREADS, 0, s, a);
     }
 };
 
@@ -67,6 +69,7 @@ extern "C" sl_status sl_cuda_gemm_grouped(sl_cuda_ctx *c, uint32_t type,
     L.a.xscale = xscale;
     L.grid = sl_grouped_grid(rows, GM_BM, n_expert);
     L.s = c->stream;
+    L.pdl = c->pdl;
     sl_qt_dispatch(type, L);
     SL_CU_LAUNCH(err, "k_gemm_grouped");
     return SL_OK;

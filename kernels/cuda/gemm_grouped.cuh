@@ -31,6 +31,7 @@ struct gm_args : sl_grouped_args {
 template <uint32_t T>
 static __global__ void __launch_bounds__(GM_THREADS) k_gemm_grouped(gm_args a)
 {
+    sl_pdl_enter();
     using namespace nvcuda;
     typedef sl_qt<T> Q;
     static_assert(Q::UNIT == 32 && GM_BK % 32 == 0 && GM_BM * GM_BK / 32 == GM_THREADS,

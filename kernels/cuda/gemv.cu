@@ -7,6 +7,7 @@
 template <uint32_t T, int NB>
 static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
 {
+    sl_pdl_enter();
     extern __shared__ __align__(16) uint8_t smem[];
     gv_block<T, NB>(a, smem);
 }
@@ -14,6 +15,7 @@ static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
 template <uint32_t T>
 static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_qx(gv_args a)
 {
+    sl_pdl_enter();
     extern __shared__ __align__(16) uint8_t qsm[];
     qx_block<T>(a, qsm);
 }
@@ -24,11 +26,14 @@ struct gv_launch {
     gv_args a;
     dim3 grid;
     cudaStream_t s;
+    bool pdl;
     int nb; /* template batch width: 1 or 4 */
     template <uint32_t T> void operator()()
     {
-        if (nb == 1) k_gemv<T, 1><<<grid, GV_THREADS, gv_cfg<T, 1>::BYTES, s>>>(a);
-        else k_gemv<T, 4><<<grid, GV_THREADS, gv_cfg<T, 4>::BYTES, s>>>(a);
+        if (nb == 1)
+            sl__cuda_launch(pdl, k_gemv<T, 1>, grid, GV_THREADS, gv_cfg<T, 1>::BYTES, s, a);
+        else
+            sl__cuda_launch(pdl, k_gemv<T, 4>, grid, GV_THREADS, gv_cfg<T, 4>::BYTES, s, a);
     }
 };
 
@@ -38,11 +43,12 @@ struct qx_launch {
     dim3 grid;
     size_t smem;
     cudaStream_t s;
+    bool pdl;
     bool launched = false;
     template <uint32_t T> void operator()()
     {
         if constexpr (sl_qx_type(T)) {
-            k_gemv_qx<T><<<grid, QX_THREADS, smem, s>>>(a);
+            sl__cuda_launch(pdl, k_gemv_qx<T>, grid, QX_THREADS, smem, s, a);
             launched = true;
         }
     }
@@ -153,7 +159,7 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
     const bool w_al = a.wptrs || ((uintptr_t)a.w & (uintptr_t)(sl_qx_align(type) - 1)) == 0;
     if (!c->f32_act && sl_cuda_gemv_q8_act(type, a.cols, a.n_batch, w_al, a.ff_at && a.ff_cols)) {
         const gv_grid g = gv_grid_of(a, n_slots, true);
-        qx_launch L{a, dim3(g.x, g.y, g.z), qx_smem(a.cols), c->stream};
+        qx_launch L{a, dim3(g.x, g.y, g.z), qx_smem(a.cols), c->stream, c->pdl};
         sl_qt_dispatch(type, L);
         if (!L.launched) /* sl_cuda_gemv_q8_act admits only sl_qx_type's types */
             return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u has no Q8-activation "
@@ -162,7 +168,7 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
         return SL_OK;
     }
     const gv_grid g = gv_grid_of(a, n_slots, false);
-    gv_launch L{a, dim3(g.x, g.y, g.z), c->stream, g.nb};
+    gv_launch L{a, dim3(g.x, g.y, g.z), c->stream, c->pdl, g.nb};
     sl_qt_dispatch(type, L);
     SL_CU_LAUNCH(err, "k_gemv");
     return SL_OK;

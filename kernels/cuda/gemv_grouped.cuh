@@ -31,6 +31,7 @@ enum { GG_WARPS = 4, GG_R = 4, GG_ROWS = GG_WARPS * GG_R, GG_THREADS = 32 * GG_W
 static __global__ void __launch_bounds__(GO_THREADS)
     k_expert_order(const int32_t *ids, int32_t n_sel, int32_t n_expert, int32_t *order)
 {
+    sl_pdl_enter();
     __shared__ int32_t cnt[SL_CUDA_GROUPED_MAX_EXPERTS + 1];
     int32_t *start = order, *slots = order + n_expert + 2;
     for (int e = threadIdx.x; e <= n_expert; e += blockDim.x) cnt[e] = 0;
@@ -66,6 +67,7 @@ struct gg_args : sl_grouped_args {
 template <uint32_t T>
 static __global__ void __launch_bounds__(GG_THREADS) k_gemv_grouped(gg_args a)
 {
+    sl_pdl_enter();
     typedef sl_qt<T> Q;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int e = (int)blockIdx.y;

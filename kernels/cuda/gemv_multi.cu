@@ -8,18 +8,21 @@
 
 template <int W> static __global__ void __launch_bounds__(GM_THREADS) k_gemv_multi(gm_args a)
 {
+    sl_pdl_enter();
     gm_block<W>(a);
 }
 
 template <bool GLU>
 static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_multi_qx(gm_args a)
 {
+    sl_pdl_enter();
     extern __shared__ __align__(16) uint8_t qsm[];
     qxm_block<GLU>(a, qsm);
 }
 
 static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_experts_glu(gme_args a)
 {
+    sl_pdl_enter();
     extern __shared__ __align__(16) uint8_t qsm[];
     qxe_glu_block(a, qsm);
 }
@@ -65,13 +68,17 @@ static sl_status gm_run(const char *fn, sl_cuda_ctx *c, const gm_args &a, int64_
     if (st) return st;
     const dim3 grid((unsigned)gx, (unsigned)n_head, (unsigned)n);
     if (q8) {
-        if (a.silu_glu) k_gemv_multi_qx<true><<<grid, QX_THREADS, qx_smem(a.cols), c->stream>>>(a);
-        else k_gemv_multi_qx<false><<<grid, QX_THREADS, qx_smem(a.cols), c->stream>>>(a);
+        if (a.silu_glu)
+            sl__cuda_launch(c->pdl, k_gemv_multi_qx<true>, grid, QX_THREADS, qx_smem(a.cols),
+                            c->stream, a);
+        else
+            sl__cuda_launch(c->pdl, k_gemv_multi_qx<false>, grid, QX_THREADS, qx_smem(a.cols),
+                            c->stream, a);
         SL_CU_LAUNCH(err, "k_gemv_multi_qx");
         return SL_OK;
     }
-    if (W > 1) k_gemv_multi<GM_WARPS><<<grid, GM_THREADS, 0, c->stream>>>(a);
-    else k_gemv_multi<1><<<grid, GM_THREADS, 0, c->stream>>>(a);
+    if (W > 1) sl__cuda_launch(c->pdl, k_gemv_multi<GM_WARPS>, grid, GM_THREADS, 0, c->stream, a);
+    else sl__cuda_launch(c->pdl, k_gemv_multi<1>, grid, GM_THREADS, 0, c->stream, a);
     SL_CU_LAUNCH(err, "k_gemv_multi");
     return SL_OK;
 }
@@ -179,8 +186,8 @@ extern "C" sl_status sl_cuda_gemv_experts_glu(sl_cuda_ctx *c, uint32_t type_gate
                             (long long)rows);
     sl_status st = sl__cuda_ctx_enter(c, err);
     if (st) return st;
-    k_gemv_experts_glu<<<dim3((unsigned)gx, 1, (unsigned)n_sel), QX_THREADS, qx_smem(cols),
-                         c->stream>>>(a);
+    sl__cuda_launch(c->pdl, k_gemv_experts_glu, dim3((unsigned)gx, 1, (unsigned)n_sel), QX_THREADS,
+                    qx_smem(cols), c->stream, a);
     SL_CU_LAUNCH(err, "k_gemv_experts_glu");
     return SL_OK;
 }

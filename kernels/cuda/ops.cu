@@ -34,6 +34,7 @@ static sl_status enter(const char *fn, sl_cuda_ctx *c, sl_error *err)
 static __global__ void __launch_bounds__(ROW_THREADS)
     k_rms_norm(const float *x, const float *w, float *y, int64_t n, float eps, bool one_plus_w)
 {
+    sl_pdl_enter();
     __shared__ float red[32];
     rms_norm_body(x, w, y, n, eps, one_plus_w, red);
 }
@@ -61,7 +62,8 @@ extern "C" sl_status sl_cuda_rms_norm(sl_cuda_ctx *c, const float *d_x, const fl
     NEED(d_y, "d_y", n * n_rows);
     st = enter(fn, c, err);
     if (st || !n || !n_rows) return st;
-    k_rms_norm<<<(unsigned)n_rows, ROW_THREADS, 0, c->stream>>>(d_x, d_w, d_y, n, eps, one_plus_w);
+    sl__cuda_launch(c->pdl, k_rms_norm, (unsigned)n_rows, ROW_THREADS, 0, c->stream, d_x, d_w, d_y,
+                    n, eps, one_plus_w);
     SL_CU_LAUNCH(err, "k_rms_norm");
     return SL_OK;
 }
@@ -71,6 +73,7 @@ extern "C" sl_status sl_cuda_rms_norm(sl_cuda_ctx *c, const float *d_x, const fl
 /* rope_body (rope.cuh) */
 static __global__ void k_rope(float *x, int64_t n_pairs, const int32_t *pos, rope_k p)
 {
+    sl_pdl_enter();
     rope_body(x, n_pairs, pos, p);
 }
 
@@ -95,7 +98,8 @@ extern "C" sl_status sl_cuda_rope(sl_cuda_ctx *c, float *d_x, int64_t n_tokens, 
     const int64_t n_pairs = n_tokens * n_head * (int64_t)(p->n_rot / 2);
     const int64_t blocks = ew_blocks(n_pairs);
     if (blocks > INT32_MAX) return sl_error_set(err, SL_ERR_INVALID, "%s: too many rows", fn);
-    k_rope<<<(unsigned)blocks, EW_THREADS, 0, c->stream>>>(d_x, n_pairs, d_pos, k);
+    sl__cuda_launch(c->pdl, k_rope, (unsigned)blocks, EW_THREADS, 0, c->stream, d_x, n_pairs, d_pos,
+                    k);
     SL_CU_LAUNCH(err, "k_rope");
     return SL_OK;
 }
@@ -108,6 +112,7 @@ static __global__ void __launch_bounds__(ROW_THREADS)
                     float eps, const int32_t *pos, rope_k p, int32_t H, int32_t Hk, bool f16,
                     void *kc, void *vc)
 {
+    sl_pdl_enter();
     __shared__ float red[32];
     qk_rope_store_body(q, k, v, qw, kw, eps, pos, p, H, Hk, f16, kc, vc, red);
 }
@@ -142,9 +147,8 @@ extern "C" sl_status sl_cuda_qk_rope_store(sl_cuda_ctx *c, float *d_q, float *d_
     if (st || !n_tokens) return st;
     const rope_k k = rope_k_make(p, head_dim, n_head);
     const dim3 grid((unsigned)qk_rope_store_slots(n_head, n_head_kv), (unsigned)n_tokens, 1);
-    k_qk_rope_store<<<grid, ROW_THREADS, 0, c->stream>>>(d_q, d_k, d_v, d_q_norm, d_k_norm, eps,
-                                                         d_pos, k, n_head, n_head_kv, f16,
-                                                         d_kc, d_vc);
+    sl__cuda_launch(c->pdl, k_qk_rope_store, grid, ROW_THREADS, 0, c->stream, d_q, d_k, d_v,
+                    d_q_norm, d_k_norm, eps, d_pos, k, n_head, n_head_kv, f16, d_kc, d_vc);
     SL_CU_LAUNCH(err, "k_qk_rope_store");
     return SL_OK;
 }
@@ -153,6 +157,7 @@ extern "C" sl_status sl_cuda_qk_rope_store(sl_cuda_ctx *c, float *d_q, float *d_
 static __global__ void __launch_bounds__(ROW_THREADS)
     k_add_rms_norm(float *x, const float *t, const float *w, float *y, int64_t n, float eps)
 {
+    sl_pdl_enter();
     __shared__ float red[32];
     add_rms_norm_body(x, t, w, y, n, eps, red);
 }
@@ -169,7 +174,8 @@ extern "C" sl_status sl_cuda_add_rms_norm(sl_cuda_ctx *c, float *d_x, const floa
     NEED(d_y, "d_y", n * n_rows);
     st = enter(fn, c, err);
     if (st || !n || !n_rows) return st;
-    k_add_rms_norm<<<(unsigned)n_rows, ROW_THREADS, 0, c->stream>>>(d_x, d_t, d_w, d_y, n, eps);
+    sl__cuda_launch(c->pdl, k_add_rms_norm, (unsigned)n_rows, ROW_THREADS, 0, c->stream, d_x, d_t,
+                    d_w, d_y, n, eps);
     SL_CU_LAUNCH(err, "k_add_rms_norm");
     return SL_OK;
 }
@@ -179,6 +185,7 @@ extern "C" sl_status sl_cuda_add_rms_norm(sl_cuda_ctx *c, float *d_x, const floa
 static __global__ void __launch_bounds__(ROW_THREADS)
     k_softmax(float *x, int64_t n, float scale, const float *mask, int64_t mask_stride)
 {
+    sl_pdl_enter();
     __shared__ float red[32];
     softmax_body(x, n, scale, mask, mask_stride, red);
 }
@@ -197,8 +204,8 @@ extern "C" sl_status sl_cuda_softmax(sl_cuda_ctx *c, float *d_x, int64_t n_rows,
     NEED(d_x, "d_x", n * n_rows);
     sl_status st = enter(fn, c, err);
     if (st || !n || !n_rows) return st;
-    k_softmax<<<(unsigned)n_rows, ROW_THREADS, 0, c->stream>>>(d_x, n, scale, d_mask,
-                                                               mask_row_stride);
+    sl__cuda_launch(c->pdl, k_softmax, (unsigned)n_rows, ROW_THREADS, 0, c->stream, d_x, n, scale,
+                    d_mask, mask_row_stride);
     SL_CU_LAUNCH(err, "k_softmax");
     return SL_OK;
 }
@@ -209,6 +216,7 @@ template <int OP>
 static __global__ void k_ew(const float *a, const float *b, float *y, int64_t n, float s,
                            float s2)
 {
+    sl_pdl_enter();
     ew_body<OP>(a, b, y, n, s, s2);
 }
 
@@ -222,7 +230,7 @@ static sl_status ew(const char *fn, sl_cuda_ctx *c, const float *a, const float 
     NEED(y, OP <= EW_GLU_LAST ? "d_out" : "d_y", n);
     sl_status st = enter(fn, c, err);
     if (st || !n) return st;
-    k_ew<OP><<<ew_grid(n), EW_THREADS, 0, c->stream>>>(a, b, y, n, s, s2);
+    sl__cuda_launch(c->pdl, k_ew<OP>, ew_grid(n), EW_THREADS, 0, c->stream, a, b, y, n, s, s2);
     SL_CU_LAUNCH(err, "k_ew");
     return SL_OK;
 }
@@ -279,6 +287,7 @@ static __global__ void __launch_bounds__(32)
              const float *bias, float weight_scale, int32_t n_group, int32_t top_group,
              int32_t *out_idx, float *out_w)
 {
+    sl_pdl_enter();
     extern __shared__ double rs[]; /* router_smem */
     __shared__ int32_t sel[SL_CUDA_ROUTER_MAX_EXPERT];
     router_body(logits, E, k, gating, norm_topk, bias, weight_scale, n_group, top_group, out_idx,
@@ -317,9 +326,9 @@ extern "C" sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, 
     sl_status st = enter(fn, c, err);
     if (st || !n_tokens) return st;
     const int32_t G = router_groups(p->n_group);
-    k_router<<<(unsigned)n_tokens, 32, router_smem(E, G), c->stream>>>(
-        d_logits, E, k, (int)p->gating, p->norm_topk, p->bias, p->weight_scale, G, p->top_group,
-        d_idx, d_w);
+    sl__cuda_launch(c->pdl, k_router, (unsigned)n_tokens, 32, router_smem(E, G), c->stream,
+                    d_logits, E, k, (int)p->gating, p->norm_topk, p->bias, p->weight_scale, G,
+                    p->top_group, d_idx, d_w);
     SL_CU_LAUNCH(err, "k_router");
     return SL_OK;
 }
@@ -330,6 +339,7 @@ extern "C" sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, 
 static __global__ void __launch_bounds__(ARGMAX_THREADS)
     k_argmax(const float *x, int32_t n, sl_argmax_result *r)
 {
+    sl_pdl_enter();
     __shared__ float sv[ARGMAX_THREADS];
     __shared__ int32_t si[ARGMAX_THREADS], sb[ARGMAX_THREADS];
     argmax_body(x, n, r, sv, si, sb);
@@ -345,7 +355,7 @@ extern "C" sl_status sl_cuda_argmax(sl_cuda_ctx *c, const float *d_x, int64_t n,
     NEED(d_r, "d_r", 1);
     sl_status st = enter(fn, c, err);
     if (st) return st;
-    k_argmax<<<1, ARGMAX_THREADS, 0, c->stream>>>(d_x, (int32_t)n, d_r);
+    sl__cuda_launch(c->pdl, k_argmax, 1, ARGMAX_THREADS, 0, c->stream, d_x, (int32_t)n, d_r);
     SL_CU_LAUNCH(err, "k_argmax");
     return SL_OK;
 }
@@ -357,6 +367,7 @@ template <typename KV, int DPL>
 static __global__ void __launch_bounds__(32 * ATTN_WARPS)
     k_attn_decode(const float *q, const KV *k, const KV *v, attn_k a, float *out)
 {
+    sl_pdl_enter();
     __shared__ float wm[ATTN_WARPS], wsum[ATTN_WARPS];
     __shared__ float wacc[ATTN_WARPS][32 * DPL];
     ad_body<KV, DPL>(q, k, v, a, out, wm, wsum, wacc);
@@ -405,11 +416,11 @@ static sl_status attn_prefill(sl_cuda_ctx *c, const float *d_q, const void *d_k,
     if (p->kv_type == SL_KV_F16) {
         SL_CU(err, cudaFuncSetAttribute(k_attn_prefill<uint16_t>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        k_attn_prefill<uint16_t><<<grid, AP_THREADS, smem, c->stream>>>(a);
+        sl__cuda_launch(c->pdl, k_attn_prefill<uint16_t>, grid, AP_THREADS, smem, c->stream, a);
     } else {
         SL_CU(err, cudaFuncSetAttribute(k_attn_prefill<float>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        k_attn_prefill<float><<<grid, AP_THREADS, smem, c->stream>>>(a);
+        sl__cuda_launch(c->pdl, k_attn_prefill<float>, grid, AP_THREADS, smem, c->stream, a);
     }
     SL_CU_LAUNCH(err, "k_attn_prefill");
     return SL_OK;
@@ -452,13 +463,17 @@ static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, c
     const float *k32 = (const float *)d_k, *v32 = (const float *)d_v;
     const bool small = attn_dpl_small(p->head_dim);
     if (p->kv_type == SL_KV_F16 && small)
-        k_attn_decode<uint16_t, ATTN_DPL_SMALL><<<nb, nt, 0, c->stream>>>(d_q, k16, v16, a, d_out);
+        sl__cuda_launch(c->pdl, k_attn_decode<uint16_t, ATTN_DPL_SMALL>, nb, nt, 0, c->stream, d_q,
+                        k16, v16, a, d_out);
     else if (p->kv_type == SL_KV_F16)
-        k_attn_decode<uint16_t, ATTN_DPL><<<nb, nt, 0, c->stream>>>(d_q, k16, v16, a, d_out);
+        sl__cuda_launch(c->pdl, k_attn_decode<uint16_t, ATTN_DPL>, nb, nt, 0, c->stream, d_q, k16,
+                        v16, a, d_out);
     else if (small)
-        k_attn_decode<float, ATTN_DPL_SMALL><<<nb, nt, 0, c->stream>>>(d_q, k32, v32, a, d_out);
+        sl__cuda_launch(c->pdl, k_attn_decode<float, ATTN_DPL_SMALL>, nb, nt, 0, c->stream, d_q,
+                        k32, v32, a, d_out);
     else
-        k_attn_decode<float, ATTN_DPL><<<nb, nt, 0, c->stream>>>(d_q, k32, v32, a, d_out);
+        sl__cuda_launch(c->pdl, k_attn_decode<float, ATTN_DPL>, nb, nt, 0, c->stream, d_q, k32, v32,
+                        a, d_out);
     SL_CU_LAUNCH(err, "k_attn_decode");
     return SL_OK;
 }

@@ -47,6 +47,7 @@ static __device__ void rp_group(uint8_t *group, int64_t nb, uint8_t *sm)
 #ifdef __CUDACC__
 static __global__ void __launch_bounds__(RP_THREADS) k_q4_K_r8_undo(uint8_t *data, int64_t nb)
 {
+    sl_pdl_enter();
     extern __shared__ __align__(16) uint8_t rp_sm[];
     rp_group(data + (int64_t)blockIdx.x * nb * RP_R8, nb, rp_sm);
 }

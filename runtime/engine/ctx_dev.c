@@ -382,7 +382,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
         if (sb && (st = take(c, sb, &scratch, err))) return st;
         if (hp->n_expert && (st = expert_ptrs(c, err))) return st;
         if ((st = sl__dx_cuda_create(m->dev, m->stream, work, gw, scratch, c->cap, K,
-                                     hp->n_ff_exp, hp->n_embd, c->mv.f32_act,
+                                     hp->n_ff_exp, hp->n_embd, c->mv.f32_act, !c->opt.no_pdl,
                                      c->hot.bytes || c->hot.uploads, &d->dx, err)))
             return st;
     } else {

@@ -538,7 +538,7 @@ size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, in
 
 sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, size_t work_bytes,
                              void *d_scratch, int64_t n_tok, int32_t k_max, int64_t f_max,
-                             int64_t e_max, bool f32_act, bool side, sl__dx **out,
+                             int64_t e_max, bool f32_act, bool pdl, bool side, sl__dx **out,
                              sl_error *err)
 {
     *out = NULL;
@@ -573,6 +573,7 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
         return st;
     }
     sl_cuda_ctx_set_f32_act(c->cu, f32_act);
+    sl_cuda_ctx_set_pdl(c->cu, pdl);
     c->f32_act = f32_act;
     c->dev = dev;
     c->stream = stream;

@@ -250,22 +250,27 @@ static double batch_vs(sl_model *m, const float *ref, size_t V, double tol, cons
  * experts on the host in stream order included: graph 1) captures once and runs every pass as
  * one graph launch, one with host layers (graph 0) never captures, -1: either (a dense FFN on
  * the host waits on the stream: launched), no_graphs never captures; and none is captured
- * while the model has a second context. */
+ * while the model has a second context. A third run without programmatic dependent launch
+ * (sl_ctx_options.no_pdl; the default on the H100 / H200 is with it) gives the same bits and
+ * the same graph counts. */
 static void check_graph(sl_model *m, int graph, const char *label)
 {
     enum { REW = 5, ROWS = 2 * N_TOK - REW };
     sl_model_info info;
     sl_model_info_get(m, &info);
     const size_t V = (size_t)info.n_vocab;
-    float *out[2] = {calloc(V * ROWS, sizeof(float)), calloc(V * ROWS, sizeof(float))};
-    sl_ctx_stats st[2];
+    static const char *const what[3] = {"graph", "launched", "graph without PDL"};
+    float *out[3] = {calloc(V * ROWS, sizeof(float)), calloc(V * ROWS, sizeof(float)),
+                     calloc(V * ROWS, sizeof(float))};
+    sl_ctx_stats st[3];
     memset(st, 0, sizeof st);
-    bool ok = out[0] && out[1];
-    for (int g = 0; g < 2 && ok; g++) {
+    bool ok = out[0] && out[1] && out[2];
+    for (int g = 0; g < 3 && ok; g++) {
         sl_ctx_options co = sl_ctx_options_default();
         co.n_ctx = 64;
         co.kv_f16 = false;
         co.no_graphs = g == 1;
+        co.no_pdl = g == 2;
         sl_ctx *c = NULL;
         sl_error e;
         ok = sl_ctx_create(m, &co, &c, &e) == SL_OK;
@@ -277,7 +282,7 @@ static void check_graph(sl_model *m, int graph, const char *label)
                 CHECK_MSG(ok, "%s: rewind: %s", label, e.msg);
             }
             ok = ok && sl_ctx_eval(c, &k_tokens[t], 1, &e) == SL_OK;
-            CHECK_MSG(ok, "%s: %s decode %d: %s", label, g ? "launched" : "graph", i, e.msg);
+            CHECK_MSG(ok, "%s: %s decode %d: %s", label, what[g], i, e.msg);
             const float *l = ok ? sl_ctx_logits(c, -1) : NULL;
             if (l) memcpy(out[g] + (size_t)i * V, l, V * sizeof *l);
         }
@@ -288,6 +293,8 @@ static void check_graph(sl_model *m, int graph, const char *label)
         const size_t at = (size_t)i * V;
         CHECK_MSG(!memcmp(out[0] + at, out[1] + at, V * sizeof(float)),
                   "%s: decode %d: graph and launched logits differ", label, i);
+        CHECK_MSG(!memcmp(out[0] + at, out[2] + at, V * sizeof(float)),
+                  "%s: decode %d: logits with and without PDL differ", label, i);
         if (i >= N_TOK)
             CHECK_MSG(!memcmp(out[0] + at, out[0] + (size_t)(i - N_TOK + REW) * V,
                               V * sizeof(float)),
@@ -305,6 +312,13 @@ static void check_graph(sl_model *m, int graph, const char *label)
                   "%s: graph with host parts: %llu captures, %llu passes", label,
                   (unsigned long long)s->graph_captures, (unsigned long long)s->graph_passes);
     CHECK_MSG(!st[1].graph_captures && !st[1].graph_passes, "%s: no_graphs captured", label);
+    CHECK_MSG(st[2].graph_captures == s->graph_captures && st[2].graph_passes == s->graph_passes
+                  && st[2].graph_failures == s->graph_failures,
+              "%s: without PDL %llu captures, %llu passes, %llu failures; with it %llu, %llu, "
+              "%llu", label, (unsigned long long)st[2].graph_captures,
+              (unsigned long long)st[2].graph_passes, (unsigned long long)st[2].graph_failures,
+              (unsigned long long)s->graph_captures, (unsigned long long)s->graph_passes,
+              (unsigned long long)s->graph_failures);
     /* a capture records everything on the model's stream: none while a second context lives */
     if (ok && graph == 1) {
         sl_ctx_options co = sl_ctx_options_default();
@@ -340,6 +354,7 @@ static void check_graph(sl_model *m, int graph, const char *label)
                s->dev_layers ? (double)s->dev_layer_steps / (double)s->dev_layers : 0.0);
     free(out[0]);
     free(out[1]);
+    free(out[2]);
 }
 
 /* Writes arch's tiny model of wtype to dir/PREFIXarch-wtype.gguf (path) with parameters *p. */

@@ -79,7 +79,7 @@ def main():
     hj = bench(os.path.join(d, "decode-hybrid.json"), "bench", "decode", "-m", m, "-n", "3",
                "--prompt-tokens", "16", "--placement", "gpu", "--n-cpu-moe", "1", "--json")
     gj = bench(os.path.join(d, "decode-gpu.json"), "bench", "decode", "-m", m, "-n", "3",
-               "--prompt-tokens", "8", "--placement", "gpu", "--json")
+               "--prompt-tokens", "8", "--placement", "gpu", "--pdl-ab", "2", "--json")
     lj = bench(os.path.join(d, "decode-launched.json"), "bench", "decode", "-m", m, "-n", "3",
                "--prompt-tokens", "8", "--placement", "gpu", "--no-graphs", "--json")
     # llama.cpp at the same prompt length as the hybrid row (16) and another (512) for the gpu
@@ -126,6 +126,25 @@ def main():
            close(s["gpu_graph_vs_launched_decode"], gp["tok_s_decode"] / gl["tok_s_decode"]),
            f"gpu_graph_vs_launched_decode = gpu decode / --no-graphs decode "
            f"({s.get('gpu_graph_vs_launched_decode')})")
+    ab = gj["runs"][0].get("pdl_ab") or {}
+    expect(ab.get("reps") == 2 and ab.get("same_tokens") is True and
+           close(s.get("gpu_pdl_vs_no_pdl_decode"),
+                 ab.get("off_ms_median", 0) / ab.get("on_ms_median", 1)) and
+           s.get("gpu_pdl_same_tokens") is True,
+           f"gpu_pdl_vs_no_pdl_decode = the gpu row's --pdl-ab off / on median step, the same "
+           f"tokens on sim ({ab}, {s.get('gpu_pdl_vs_no_pdl_decode')})")
+    # the gpu row without --pdl-ab: both null, the reason says why
+    g2 = dict(gj, runs=[{k: v for k, v in gj["runs"][0].items() if k != "pdl_ab"}])
+    with open(os.path.join(d, "decode-gpu.json"), "w") as f:
+        json.dump(g2, f)
+    _, s2 = summarize(d)
+    s2 = s2 or {}
+    expect(s2.get("gpu_pdl_vs_no_pdl_decode", 0) is None and
+           s2.get("gpu_pdl_same_tokens", 0) is None and "without --pdl-ab" in
+           s2.get("null_reasons", {}).get("gpu_pdl_vs_no_pdl_decode", ""),
+           f"no --pdl-ab figures: null with the reason ({s2.get('null_reasons', {})})")
+    with open(os.path.join(d, "decode-gpu.json"), "w") as f:
+        json.dump(gj, f)
     h0, g0 = hj["runs"][0], gj["runs"][0]
     # rows carry the bench's own figures
     expect(hy["tok_s_decode"] == h0["decode_tps"] and hy["tok_s_prefill"] == h0["prefill_tps"]
@@ -313,9 +332,9 @@ def main():
     os.makedirs(e)
     r, s3 = summarize(e)
     s3 = s3 or {}
-    keys = ["device", "commit", "vram_budget_bytes", "cpu_vs_llamacpp", "tests"] + \
-        list(s3.get("ratio_definitions", {}))
-    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 18 and
+    keys = ["device", "commit", "vram_budget_bytes", "cpu_vs_llamacpp", "tests",
+            "gpu_pdl_same_tokens"] + list(s3.get("ratio_definitions", {}))
+    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 20 and
            all(s3.get(k) is None and s3["null_reasons"].get(k) for k in keys),
            f"empty run folder: all null with reasons ({s3.get('null_reasons')})")
     r, _ = summarize(os.path.join(tmp, "no-such-folder"))

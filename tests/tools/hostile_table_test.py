@@ -417,7 +417,7 @@ def numeric_flags():
         ("bench kernels", ["bench", "kernels"], ["--threads", "--numa-node", "--rows", "--cols",
                                                  "--reps"], "int"),
         ("bench decode", ["bench", "decode", "-m", M], ["-n", "--n-predict", "--prompt-tokens",
-                                                        *model], "int"),
+                                                        "--pdl-ab", *model], "int"),
         ("bench moe", ["bench", "moe", "-m", M], ["--tokens", "--prefill", "-t", "--threads",
                                                   "--router-topics"], "int"),
         ("bench moe", ["bench", "moe", "-m", M], ["--sim-h2d-gbs", "--router-skew"], "float"),
@@ -618,6 +618,8 @@ def build_flags():
          name="eval -nr --no-repack")
     case("flags", [*e, "--no-repack=1"], ["--no-repack", "no value"], rcs=(2,),
          name="eval --no-repack=1")
+    case("flags", [*e, "--no-pdl=0"], ["--no-pdl", "no value"], rcs=(2,),
+         name="eval --no-pdl=0")
     rq = with_model("requant", M)
     for argv, needles in (([*rq[:-4], "--type", "Q9_9", "-o", OUT], ["--type", "Q9_9"]),
                           ([*rq[:3], "--tensor", "(", *rq[5:]], ["("]),

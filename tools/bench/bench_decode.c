@@ -108,6 +108,12 @@ static void usage(FILE *f)
           "                         time before it (launch gaps); the events slow the decode\n"
           "                         and add device calls, so the row's other figures are from\n"
           "                         a profiled run\n"
+          "  --pdl-ab R             after the first placement's row, R pairs of fresh contexts\n"
+          "                         of its model with and without programmatic dependent\n"
+          "                         launch (--no-pdl), alternating, each an 8-token prefill\n"
+          "                         and -n steps: the median step of each side, and whether\n"
+          "                         all decoded the same tokens (cuda on compute capability\n"
+          "                         9.0+; elsewhere both sides run the same launches)\n"
           "  -h, --help             this text\n"
           "Placements: --placement P runs that one. By default: cpu, experts-cpu, and on cuda\n"
           "gpu when the weights fit in free device memory. The device is --device, else\n"
@@ -237,12 +243,80 @@ typedef struct run_result {
     /* the prefill's MoE layer calls whose host experts streamed through the device, and their
      * bytes (sl_ctx_stats stream_layers, stream_bytes; runtime/engine/stream.h) */
     uint64_t prefill_stream_layers, prefill_stream_bytes;
+    /* --pdl-ab: the median decode step with programmatic dependent launch ([0], the default)
+     * and without it ([1], no_pdl), from ab_reps pairs of fresh contexts; whether every run
+     * decoded the same tokens; ab_why: why it did not run ("" if it did or was not asked) */
+    int ab_reps;
+    double ab_ms[2];
+    bool ab_same;
+    char ab_why[SL_ERROR_MSG_BYTES];
 } run_result;
+
+enum { AB_PROMPT = 8, AB_MAX_REPS = 20 };
+
+/* --pdl-ab R: after the row's own run, R pairs of fresh contexts of its model, PDL on then off
+ * (the order swapped every other pair), each an AB_PROMPT-token prefill and n_gen greedy steps;
+ * per side the median of its pooled step times (the first step of each context captures its
+ * CUDA graph: one outlier of n_gen). One context at a time, as a graph needs. PDL changes no
+ * bits, so every run must decode the same tokens. */
+static void pdl_ab(sl_model *m, sl_cli_model_flags *mf, int32_t n_gen, int32_t n_vocab,
+                   int reps, run_result *r)
+{
+    const size_t n = (size_t)n_gen * (size_t)reps;
+    double *dt[2] = {malloc(n * sizeof(double)), malloc(n * sizeof(double))};
+    int32_t *tok0 = malloc((size_t)n_gen * sizeof *tok0);
+    int32_t *toks = malloc((size_t)n_gen * sizeof *toks);
+    size_t k[2] = {0, 0};
+    bool same = true;
+    sl_error err = {0};
+    if (!dt[0] || !dt[1] || !tok0 || !toks) {
+        snprintf(r->ab_why, sizeof r->ab_why, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < 2 * reps; i++) {
+        const int side = (i / 2) % 2 ? 1 - i % 2 : i % 2; /* on off, off on, on off, ... */
+        sl_ctx_options co = sl_ctx_options_default();
+        co.n_ctx = AB_PROMPT + n_gen + 1;
+        sl_cli_ctx_sched(mf, &co);
+        co.no_pdl = side == 1;
+        sl_ctx *c = NULL;
+        int32_t p[AB_PROMPT], t = 0;
+        for (int j = 0; j < AB_PROMPT; j++) p[j] = (int32_t)((7 * (int64_t)j + 1) % n_vocab);
+        if (sl_ctx_create(m, &co, &c, &err) || sl_ctx_eval_greedy(c, p, AB_PROMPT, &t, &err)) {
+            sl_ctx_destroy(c);
+            snprintf(r->ab_why, sizeof r->ab_why, "%s", err.msg);
+            goto out;
+        }
+        for (int32_t j = 0; j < n_gen; j++) {
+            const double t0 = sl_cli_now_s();
+            if (sl_ctx_eval_greedy(c, &t, 1, &t, &err)) {
+                sl_ctx_destroy(c);
+                snprintf(r->ab_why, sizeof r->ab_why, "%s", err.msg);
+                goto out;
+            }
+            dt[side][k[side]++] = sl_cli_now_s() - t0;
+            toks[j] = t;
+        }
+        sl_ctx_destroy(c);
+        if (i == 0) memcpy(tok0, toks, (size_t)n_gen * sizeof *toks);
+        else same = same && !memcmp(tok0, toks, (size_t)n_gen * sizeof *toks);
+    }
+    r->ab_reps = reps;
+    r->ab_ms[0] = sl_cli_steps_of(dt[0], k[0]).median_ms;
+    r->ab_ms[1] = sl_cli_steps_of(dt[1], k[1]).median_ms;
+    r->ab_same = same;
+out:
+    free(dt[0]);
+    free(dt[1]);
+    free(tok0);
+    free(toks);
+}
 
 /* Returns 0 (r->ok says whether it ran; r->why if not) or 1 on an out-of-memory. */
 static int run_placement(const char *path, sl_model_options mo, sl_cli_model_flags *mf,
                          const char *trace_path, int32_t n_prompt, int32_t n_gen,
-                         bool relu_dense, bool profile, sl_placement *mode, run_result *r)
+                         bool relu_dense, bool profile, int ab_reps, sl_placement *mode,
+                         run_result *r)
 {
     sl_model *m = NULL;
     sl_ctx *c = NULL;
@@ -327,6 +401,11 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
             r->traced = true;
         }
     }
+    if (ab_reps) {
+        sl_ctx_destroy(c);
+        c = NULL;
+        pdl_ab(m, mf, n_gen, info.n_vocab, ab_reps, r);
+    }
     goto out;
 fail:
     snprintf(r->why, sizeof r->why, "%s", err.msg);
@@ -405,7 +484,7 @@ int sl_bench_decode(int argc, char **argv)
                                                                             : "/tmp";
     bool json = false, keep = false, profile = false;
     shape_kind sk = SHAPE_SMALL;
-    int64_t n_gen = 32, n_prompt = 8;
+    int64_t n_gen = 32, n_prompt = 8, ab_reps = 0;
     while (sl_cli_args_next(&a)) {
         const char *v;
         int r = sl_cli_model_flags_parse(&mf, &a);
@@ -436,6 +515,10 @@ int sl_bench_decode(int argc, char **argv)
         } else if (sl_cli_is(&a, "--prompt-tokens", NULL)) {
             if (!(v = sl_cli_value(&a)) ||
                 sl_cli_parse_i64(k_cmd, a.flag, v, 1, 100000, &n_prompt))
+                return 2;
+        } else if (sl_cli_is(&a, "--pdl-ab", NULL)) {
+            if (!(v = sl_cli_value(&a)) ||
+                sl_cli_parse_i64(k_cmd, a.flag, v, 1, AB_MAX_REPS, &ab_reps))
                 return 2;
         } else {
             return sl_cli_unknown(&a);
@@ -564,7 +647,7 @@ int sl_bench_decode(int argc, char **argv)
         }
         sl_placement p = SL_PLACE_CPU; /* what the plan resolved to (auto's choice) */
         if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
-                          (int32_t)n_gen, false, profile, &p, r)) {
+                          (int32_t)n_gen, false, profile, k ? 0 : (int)ab_reps, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             goto done;
         }
@@ -583,7 +666,7 @@ int sl_bench_decode(int argc, char **argv)
         r->device = runs[0].device;
         sl_placement p = SL_PLACE_CPU;
         if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
-                          (int32_t)n_gen, true, profile, &p, r)) {
+                          (int32_t)n_gen, true, profile, 0, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             goto done;
         }
@@ -609,7 +692,7 @@ int sl_bench_decode(int argc, char **argv)
                                                    r->hot_sched, sizeof r->hot_sched) == 0)
             rf.sched = r->hot_sched;
         if (run_placement(path, mo, &rf, sl_cli_out_name(&tr), (int32_t)n_prompt,
-                          (int32_t)n_gen, false, profile, &p, r)) {
+                          (int32_t)n_gen, false, profile, 0, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             sl_bench_budget_row_done(&mo);
             goto done;
@@ -687,6 +770,21 @@ int sl_bench_decode(int argc, char **argv)
                 sl_json_cstr(stdout, r->graph_error[0] ? r->graph_error : NULL);
                 sl_bench_step_prof_json(stdout, "step_profile", &r->prof);
                 sl_bench_step_prof_json(stdout, "prefill_step_profile", &r->pprof);
+                printf(",\"pdl_ab\":");
+                if (r->ab_reps) {
+                    printf("{\"reps\":%d,\"prompt_tokens\":%d,\"on_ms_median\":", r->ab_reps,
+                           (int)AB_PROMPT);
+                    sl_json_f64(stdout, r->ab_ms[0]);
+                    printf(",\"off_ms_median\":");
+                    sl_json_f64(stdout, r->ab_ms[1]);
+                    printf(",\"same_tokens\":%s}", r->ab_same ? "true" : "false");
+                } else {
+                    printf("null");
+                }
+                if (r->ab_why[0]) {
+                    printf(",\"pdl_ab_error\":");
+                    sl_json_cstr(stdout, r->ab_why);
+                }
                 if (r->relu_zero >= 0) {
                     printf(",\"relu_zero_frac\":");
                     sl_json_f64(stdout, r->relu_zero);
@@ -763,6 +861,11 @@ int sl_bench_decode(int argc, char **argv)
                 printf("; %.0f%% of the steps one CUDA graph launch",
                        100 * r->cost.graph_passes_per_step);
             if (r->graph_error[0]) printf("; CUDA graph capture failed: %s", r->graph_error);
+            if (r->ab_reps)
+                printf("; --pdl-ab %d: %.3f ms/token with PDL, %.3f without (medians)%s",
+                       r->ab_reps, r->ab_ms[0], r->ab_ms[1],
+                       r->ab_same ? "" : "; THE TOKENS DIFFER");
+            if (r->ab_why[0]) printf("; --pdl-ab failed: %s", r->ab_why);
             if (r->prefill_stream_layers)
                 printf("; prefill streamed %" PRIu64 " MoE layers' host experts (%.1f MB)",
                        r->prefill_stream_layers, (double)r->prefill_stream_bytes / 1e6);
