@@ -336,10 +336,11 @@ typedef struct sl_ctx_options {
      * profile_steps (which times the launched steps). */
     bool no_graphs;
     /* cuda: launch every kernel in plain stream order. By default, on a GPU of compute
-     * capability 9.0+ (Hopper), kernels are launched with programmatic dependent launch: the
-     * next kernel's launch and block scheduling overlap the end of the one before it (each
-     * still waits for the one before to finish before it touches memory, so the logits are
-     * the same bits). No effect elsewhere. */
+     * capability 9.0+ (Hopper), Sluice's own kernels (not cuBLAS's) are launched with
+     * programmatic dependent launch: the next kernel's launch and block scheduling overlap the
+     * end of the one before it (each still waits for the one before to finish before it
+     * touches memory, so the logits are the same bits); sl_ctx_stats.pdl says whether it is
+     * in effect. No effect elsewhere. */
     bool no_pdl;
 } sl_ctx_options;
 SL_API sl_ctx_options sl_ctx_options_default(void);
@@ -525,6 +526,9 @@ typedef struct sl_ctx_stats {
      * The hot_kb set is the model's, shared by its contexts (each reports it); a context
      * asking for another hot_kb while one is held is refused. */
     uint64_t hot_experts, hot_bytes;
+    /* cuda: the context's kernels launch with programmatic dependent launch now (not
+     * sl_ctx_options.no_pdl, a device of compute capability 9.0+, and the driver took it) */
+    bool pdl;
 } sl_ctx_stats;
 SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 

@@ -56,9 +56,15 @@ static inline sl_status sl__cu_fail(sl_error *err, cudaError_t rc, const char *c
  * tests/kernels_cuda:pdl_rule_test: every kernel of kernels/cuda opens with sl_pdl_enter(),
  * whose wait comes before any memory access, so each kernel sees exactly what it would in plain
  * stream order (no kernel reads anything early, weights included), and every launch goes
- * through sl__cuda_launch. sl_pdl_enter() then lets the next kernel be scheduled: at most two
+ * through sl__cuda_launch (ctx_impl.h). sl_pdl_enter() then lets the next kernel be scheduled:
+ * at most two
  * grids of a stream are resident at once, the running one and the next, waiting. Without the
  * attribute (or before sm_90) both instructions do nothing. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+/* code for an older target would run, JIT-compiled, on an sm_90 device that ctx.cu gives the
+ * launch attribute, without the wait: give such a build its own rule for sl_cuda_ctx.pdl */
+#error "kernels/cuda is built for sm_90+ (bazel/cuda.bzl): see sl_pdl_enter"
+#endif
 static __device__ __forceinline__ void sl_pdl_enter(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -67,31 +73,6 @@ static __device__ __forceinline__ void sl_pdl_enter(void)
 #endif
 }
 
-#if defined(__CUDACC__)
-/* Launches k<<<grid, block, smem, s>>>(args...), with programmatic stream serialisation where
- * pdl (sl_cuda_ctx.pdl: sm_90+ and not turned off); a launch the attribute makes fail is made
- * again without it (the kernel's wait then does nothing). Errors as a <<<>>> launch's: the
- * thread's last CUDA error, which SL_CU_LAUNCH reads. */
-template <typename... P, typename... A>
-static inline void sl__cuda_launch(bool pdl, void (*k)(P...), dim3 grid, dim3 block, size_t smem,
-                                   cudaStream_t s, A... args)
-{
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = at;
-    cfg.numAttrs = pdl ? 1 : 0;
-    if (cudaLaunchKernelEx(&cfg, k, args...) == cudaSuccess || !pdl) return;
-    (void)cudaGetLastError();
-    cfg.numAttrs = 0;
-    (void)cudaLaunchKernelEx(&cfg, k, args...);
-}
-#endif
 
 /* ---- element decoders --------------------------------------------------------------------- */
 

@@ -67,6 +67,9 @@ void sl_cuda_ctx_set_f32_act(sl_cuda_ctx *c, bool f32_act);
  * memory only after the one before it has ended). set_pdl(false) launches in plain stream
  * order (sl_ctx_options.no_pdl); true is taken only where the device has it. */
 void sl_cuda_ctx_set_pdl(sl_cuda_ctx *c, bool on);
+/* Whether c launches with it now: false where turned off, where the device has none, and after
+ * the driver refused a launch with it (the launch is then made without it, and so are the
+ * context's next ones). */
 bool sl_cuda_ctx_pdl(const sl_cuda_ctx *c);
 /* Waits for the stream; reports any asynchronous kernel fault. */
 sl_status sl_cuda_ctx_sync(sl_cuda_ctx *c, sl_error *err);

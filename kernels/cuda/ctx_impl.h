@@ -1,7 +1,8 @@
 /* kernels/cuda/ctx_impl.h: the layout of sl_cuda_ctx, private to kernels/cuda (*.cu only).
  *
  * Invariants: stream belongs to device `ordinal`; blas is NULL or a handle created on that
- * device whose stream is `stream` (set_stream keeps them equal); info is read once at create. */
+ * device whose stream is `stream` (set_stream keeps them equal); info is read once at create;
+ * pdl only where info.cc_major >= 9. */
 #ifndef SL_KERNELS_CUDA_CTX_IMPL_H
 #define SL_KERNELS_CUDA_CTX_IMPL_H
 
@@ -18,9 +19,38 @@ struct sl_cuda_ctx {
     bool gemv_smem_ready; /* gemv kernels' dynamic shared memory limit raised (gemv.cu) */
     bool f32_act;         /* GEMV keeps activations F32 (verification); else Q8 where it pays */
     bool pdl;             /* launches with programmatic stream serialisation (only where cc >= 9) */
+    uint32_t pdl_refused; /* launches the attribute made fail (pdl is then off) */
 };
 
 /* Makes c's device current on the calling thread (cheap; CUDA state is per thread). */
 sl_status sl__cuda_ctx_enter(sl_cuda_ctx *c, sl_error *err);
+
+/* Launches k<<<grid, block, smem, c->stream>>>(args...), with programmatic stream serialisation
+ * where c->pdl (common.cuh sl_pdl_enter: every kernel of kernels/cuda waits there before it
+ * touches memory). A launch the attribute makes fail is made again without it and turns c->pdl
+ * off (pdl_refused counts it): the context goes on in plain stream order, and
+ * sl_cuda_ctx_pdl says so. Errors as a <<<>>> launch's: the thread's last CUDA error, which
+ * SL_CU_LAUNCH reads. */
+template <typename... P, typename... A>
+static inline void sl__cuda_launch(sl_cuda_ctx *c, void (*k)(P...), dim3 grid, dim3 block,
+                                   size_t smem, A... args)
+{
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    cfg.attrs = at;
+    cfg.numAttrs = c->pdl ? 1 : 0;
+    if (cudaLaunchKernelEx(&cfg, k, args...) == cudaSuccess || !c->pdl) return;
+    (void)cudaGetLastError();
+    c->pdl = false;
+    c->pdl_refused++;
+    cfg.numAttrs = 0;
+    (void)cudaLaunchKernelEx(&cfg, k, args...);
+}
 
 #endif

@@ -24,15 +24,13 @@ template <typename OUT> struct dq_launch {
     const uint8_t *src;
     int64_t n;
     OUT *dst;
-    cudaStream_t s;
-    bool pdl;
+    sl_cuda_ctx *c;
     template <uint32_t T> void operator()()
     {
         if constexpr (sl_qt_block<T>::FLOAT)
-            sl__cuda_launch(pdl, k_dequant_f<T, OUT>, dq_blocks<T>(n), DQ_THREADS, 0, s, src, n,
-                            dst);
+            sl__cuda_launch(c, k_dequant_f<T, OUT>, dq_blocks<T>(n), DQ_THREADS, 0, src, n, dst);
         else
-            sl__cuda_launch(pdl, k_dequant_q<T, OUT>, dq_blocks<T>(n), DQ_THREADS, 0, s, src,
+            sl__cuda_launch(c, k_dequant_q<T, OUT>, dq_blocks<T>(n), DQ_THREADS, 0, src,
                             n / sl_qt<T>::UNIT, dst);
     }
 };
@@ -65,7 +63,7 @@ static sl_status dequant(const char *fn, sl_cuda_ctx *c, uint32_t type, const vo
         return sl_error_set(err, SL_ERR_RANGE, "%s: n = %lld is too large", fn, (long long)n);
     sl_status st = sl__cuda_ctx_enter(c, err);
     if (st) return st;
-    dq_launch<OUT> L{(const uint8_t *)d_src, n, d_dst, c->stream, c->pdl};
+    dq_launch<OUT> L{(const uint8_t *)d_src, n, d_dst, c};
     sl_qt_dispatch(type, L);
     SL_CU_LAUNCH(err, "k_dequant");
     return SL_OK;

@@ -42,8 +42,7 @@ extern "C" sl_status sl_cuda_add_rows(sl_cuda_ctx *c, float *d_y, const float *d
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
     if (!n_rows || !dim) return SL_OK;
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
-    sl__cuda_launch(c->pdl, k_add_rows, grid_for(dim, n_rows), FWD_THREADS, 0, c->stream, d_y, d_b,
-                    dim);
+    sl__cuda_launch(c, k_add_rows, grid_for(dim, n_rows), FWD_THREADS, 0, d_y, d_b, dim);
     SL_CU_LAUNCH(err, "k_add_rows");
     return SL_OK;
 }
@@ -70,8 +69,8 @@ extern "C" sl_status sl_cuda_expert_bias(sl_cuda_ctx *c, float *d_y, const float
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
     if (!k || !stride) return SL_OK;
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
-    sl__cuda_launch(c->pdl, k_expert_bias, grid_for(stride, k), FWD_THREADS, 0, c->stream, d_y, d_b,
-                    d_ff_at, d_ids, n_expert, stride);
+    sl__cuda_launch(c, k_expert_bias, grid_for(stride, k), FWD_THREADS, 0, d_y, d_b, d_ff_at, d_ids,
+                    n_expert, stride);
     SL_CU_LAUNCH(err, "k_expert_bias");
     return SL_OK;
 }
@@ -94,8 +93,8 @@ extern "C" sl_status sl_cuda_kv_store(sl_cuda_ctx *c, const float *d_src, const 
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
     if (!n || !row) return SL_OK;
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
-    sl__cuda_launch(c->pdl, k_kv_store, grid_for(row, n), FWD_THREADS, 0, c->stream, d_src, d_pos,
-                    row, f16, d_cache);
+    sl__cuda_launch(c, k_kv_store, grid_for(row, n), FWD_THREADS, 0, d_src, d_pos, row, f16,
+                    d_cache);
     SL_CU_LAUNCH(err, "k_kv_store");
     return SL_OK;
 }
@@ -122,8 +121,8 @@ extern "C" sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
     if (!n_tok || !dim) return SL_OK;
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
-    sl__cuda_launch(c->pdl, k_moe_combine, grid_for(dim, n_tok), FWD_THREADS, 0, c->stream, d_y,
-                    d_y2, d_idx, d_w, k, dim, d_out);
+    sl__cuda_launch(c, k_moe_combine, grid_for(dim, n_tok), FWD_THREADS, 0, d_y, d_y2, d_idx, d_w,
+                    k, dim, d_out);
     SL_CU_LAUNCH(err, "k_moe_combine");
     return SL_OK;
 }
@@ -148,8 +147,8 @@ extern "C" sl_status sl_cuda_moe_mask_ids(sl_cuda_ctx *c, const int32_t *d_idx,
     if (!n_sel) return SL_OK;
     sl_status st = sl__cuda_ctx_enter(c, err);
     if (st) return st;
-    sl__cuda_launch(c->pdl, k_moe_mask_ids, grid_for(n_sel, 1), FWD_THREADS, 0, c->stream, d_idx,
-                    d_mask, n_sel, n_expert, d_out);
+    sl__cuda_launch(c, k_moe_mask_ids, grid_for(n_sel, 1), FWD_THREADS, 0, d_idx, d_mask, n_sel,
+                    n_expert, d_out);
     SL_CU_LAUNCH(err, "k_moe_mask_ids");
     return SL_OK;
 }
@@ -171,8 +170,7 @@ extern "C" sl_status sl_cuda_gated_add(sl_cuda_ctx *c, float *d_out, const float
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: NULL context", __func__);
     if (!n_tok || !dim) return SL_OK;
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
-    sl__cuda_launch(c->pdl, k_gated_add, grid_for(dim, n_tok), FWD_THREADS, 0, c->stream, d_out,
-                    d_y, d_logit, dim);
+    sl__cuda_launch(c, k_gated_add, grid_for(dim, n_tok), FWD_THREADS, 0, d_out, d_y, d_logit, dim);
     SL_CU_LAUNCH(err, "k_gated_add");
     return SL_OK;
 }
@@ -200,8 +198,8 @@ extern "C" sl_status sl_cuda_copy2d(sl_cuda_ctx *c, float *d_dst, int64_t dst_st
     sl_status st = sl__cuda_ctx_enter(c, err);
     if (st) return st;
     const int64_t total = rows * width;
-    sl__cuda_launch(c->pdl, k_copy2d, fwd_copy2d_blocks(total), FWD_THREADS, 0, c->stream, d_dst,
-                    dst_stride, d_src, src_stride, width, total);
+    sl__cuda_launch(c, k_copy2d, fwd_copy2d_blocks(total), FWD_THREADS, 0, d_dst, dst_stride, d_src,
+                    src_stride, width, total);
     SL_CU_LAUNCH(err, "k_copy2d");
     return SL_OK;
 }

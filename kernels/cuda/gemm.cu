@@ -43,8 +43,7 @@ extern "C" sl_status sl__cuda_x_f16_scaled(sl_cuda_ctx *c, const float *d_x, int
                             (long long)n);
     sl_status st = sl__cuda_ctx_enter(c, err);
     if (st) return st;
-    sl__cuda_launch(c->pdl, k_x_f16_scaled, (unsigned)n, XS_THREADS, 0, c->stream, d_x, cols, d_xh,
-                    d_scale);
+    sl__cuda_launch(c, k_x_f16_scaled, (unsigned)n, XS_THREADS, 0, d_x, cols, d_xh, d_scale);
     SL_CU_LAUNCH(err, "k_x_f16_scaled");
     return SL_OK;
 }
@@ -133,8 +132,8 @@ extern "C" sl_status sl_cuda_gemm(sl_cuda_ctx *c, uint32_t type, const void *d_w
     if (bs != CUBLAS_STATUS_SUCCESS) return blas_fail(err, blas, bs, "cublasGemmEx", __LINE__);
     if (prec == SL_CUDA_GEMM_F16) {
         const xs_grid g = xs_rows_scale_grid(rows, n_batch);
-        sl__cuda_launch(c->pdl, k_rows_scale, dim3(g.x, g.y), XS_SCALE_THREADS, 0, c->stream, d_y,
-                        rows, n_batch, xscale);
+        sl__cuda_launch(c, k_rows_scale, dim3(g.x, g.y), XS_SCALE_THREADS, 0, d_y, rows, n_batch,
+                        xscale);
         SL_CU_LAUNCH(err, "k_rows_scale");
     }
     return SL_OK;

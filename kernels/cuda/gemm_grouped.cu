@@ -21,13 +21,12 @@ extern "C" size_t sl_cuda_gemm_grouped_work_bytes(int64_t n_x, int64_t cols)
 struct gm_launch {
     gm_args a;
     dim3 grid;
-    cudaStream_t s;
-    bool pdl;
+    sl_cuda_ctx *c;
     template <uint32_t T> void operator()()
     {
         /* the float types have no kernel (sl_cuda_gemv_grouped_supported refused them) */
         if constexpr (!sl_qt_block<T>::FLOAT)
-            sl__cuda_launch(pdl, k_gemm_grouped<T>, grid, GM_THREADS, 0, s, a);
+            sl__cuda_launch(c, k_gemm_grouped<T>, grid, GM_THREADS, 0, a);
     }
 };
 
@@ -68,8 +67,7 @@ extern "C" sl_status sl_cuda_gemm_grouped(sl_cuda_ctx *c, uint32_t type,
     L.a.xh = (const __half *)xh;
     L.a.xscale = xscale;
     L.grid = sl_grouped_grid(rows, GM_BM, n_expert);
-    L.s = c->stream;
-    L.pdl = c->pdl;
+    L.c = c;
     sl_qt_dispatch(type, L);
     SL_CU_LAUNCH(err, "k_gemm_grouped");
     return SL_OK;

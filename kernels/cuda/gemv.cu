@@ -25,15 +25,14 @@ static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_qx(gv_args a)
 struct gv_launch {
     gv_args a;
     dim3 grid;
-    cudaStream_t s;
-    bool pdl;
+    sl_cuda_ctx *c;
     int nb; /* template batch width: 1 or 4 */
     template <uint32_t T> void operator()()
     {
         if (nb == 1)
-            sl__cuda_launch(pdl, k_gemv<T, 1>, grid, GV_THREADS, gv_cfg<T, 1>::BYTES, s, a);
+            sl__cuda_launch(c, k_gemv<T, 1>, grid, GV_THREADS, gv_cfg<T, 1>::BYTES, a);
         else
-            sl__cuda_launch(pdl, k_gemv<T, 4>, grid, GV_THREADS, gv_cfg<T, 4>::BYTES, s, a);
+            sl__cuda_launch(c, k_gemv<T, 4>, grid, GV_THREADS, gv_cfg<T, 4>::BYTES, a);
     }
 };
 
@@ -42,13 +41,12 @@ struct qx_launch {
     gv_args a;
     dim3 grid;
     size_t smem;
-    cudaStream_t s;
-    bool pdl;
+    sl_cuda_ctx *c;
     bool launched = false;
     template <uint32_t T> void operator()()
     {
         if constexpr (sl_qx_type(T)) {
-            sl__cuda_launch(pdl, k_gemv_qx<T>, grid, QX_THREADS, smem, s, a);
+            sl__cuda_launch(c, k_gemv_qx<T>, grid, QX_THREADS, smem, a);
             launched = true;
         }
     }
@@ -159,7 +157,7 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
     const bool w_al = a.wptrs || ((uintptr_t)a.w & (uintptr_t)(sl_qx_align(type) - 1)) == 0;
     if (!c->f32_act && sl_cuda_gemv_q8_act(type, a.cols, a.n_batch, w_al, a.ff_at && a.ff_cols)) {
         const gv_grid g = gv_grid_of(a, n_slots, true);
-        qx_launch L{a, dim3(g.x, g.y, g.z), qx_smem(a.cols), c->stream, c->pdl};
+        qx_launch L{a, dim3(g.x, g.y, g.z), qx_smem(a.cols), c};
         sl_qt_dispatch(type, L);
         if (!L.launched) /* sl_cuda_gemv_q8_act admits only sl_qx_type's types */
             return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u has no Q8-activation "
@@ -168,7 +166,7 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
         return SL_OK;
     }
     const gv_grid g = gv_grid_of(a, n_slots, false);
-    gv_launch L{a, dim3(g.x, g.y, g.z), c->stream, c->pdl, g.nb};
+    gv_launch L{a, dim3(g.x, g.y, g.z), c, g.nb};
     sl_qt_dispatch(type, L);
     SL_CU_LAUNCH(err, "k_gemv");
     return SL_OK;

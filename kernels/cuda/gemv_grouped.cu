@@ -12,13 +12,12 @@
 struct gg_launch {
     gg_args a;
     dim3 grid;
-    cudaStream_t s;
-    bool pdl;
+    sl_cuda_ctx *c;
     template <uint32_t T> void operator()()
     {
         /* the float types have no kernel (sl_cuda_gemv_grouped_supported refused them) */
         if constexpr (!sl_qt_block<T>::FLOAT)
-            sl__cuda_launch(pdl, k_gemv_grouped<T>, grid, GG_THREADS, 0, s, a);
+            sl__cuda_launch(c, k_gemv_grouped<T>, grid, GG_THREADS, 0, a);
     }
 };
 
@@ -59,8 +58,7 @@ extern "C" sl_status sl_cuda_expert_order(sl_cuda_ctx *c, const int32_t *d_ids, 
                             !d_ids ? "d_ids" : "d_order");
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
-    sl__cuda_launch(c->pdl, k_expert_order, 1, GO_THREADS, 0, c->stream, d_ids, n_sel, n_expert,
-                    d_order);
+    sl__cuda_launch(c, k_expert_order, 1, GO_THREADS, 0, d_ids, n_sel, n_expert, d_order);
     SL_CU_LAUNCH(err, "k_expert_order");
     return SL_OK;
 }
@@ -110,8 +108,7 @@ extern "C" sl_status sl_cuda_gemv_grouped(sl_cuda_ctx *c, uint32_t type,
                          x_group, d_y);
     L.a.x = d_x;
     L.grid = sl_grouped_grid(rows, GG_ROWS, n_expert);
-    L.s = c->stream;
-    L.pdl = c->pdl;
+    L.c = c;
     sl_qt_dispatch(type, L);
     SL_CU_LAUNCH(err, "k_gemv_grouped");
     return SL_OK;

@@ -69,16 +69,14 @@ static sl_status gm_run(const char *fn, sl_cuda_ctx *c, const gm_args &a, int64_
     const dim3 grid((unsigned)gx, (unsigned)n_head, (unsigned)n);
     if (q8) {
         if (a.silu_glu)
-            sl__cuda_launch(c->pdl, k_gemv_multi_qx<true>, grid, QX_THREADS, qx_smem(a.cols),
-                            c->stream, a);
+            sl__cuda_launch(c, k_gemv_multi_qx<true>, grid, QX_THREADS, qx_smem(a.cols), a);
         else
-            sl__cuda_launch(c->pdl, k_gemv_multi_qx<false>, grid, QX_THREADS, qx_smem(a.cols),
-                            c->stream, a);
+            sl__cuda_launch(c, k_gemv_multi_qx<false>, grid, QX_THREADS, qx_smem(a.cols), a);
         SL_CU_LAUNCH(err, "k_gemv_multi_qx");
         return SL_OK;
     }
-    if (W > 1) sl__cuda_launch(c->pdl, k_gemv_multi<GM_WARPS>, grid, GM_THREADS, 0, c->stream, a);
-    else sl__cuda_launch(c->pdl, k_gemv_multi<1>, grid, GM_THREADS, 0, c->stream, a);
+    if (W > 1) sl__cuda_launch(c, k_gemv_multi<GM_WARPS>, grid, GM_THREADS, 0, a);
+    else sl__cuda_launch(c, k_gemv_multi<1>, grid, GM_THREADS, 0, a);
     SL_CU_LAUNCH(err, "k_gemv_multi");
     return SL_OK;
 }
@@ -186,8 +184,8 @@ extern "C" sl_status sl_cuda_gemv_experts_glu(sl_cuda_ctx *c, uint32_t type_gate
                             (long long)rows);
     sl_status st = sl__cuda_ctx_enter(c, err);
     if (st) return st;
-    sl__cuda_launch(c->pdl, k_gemv_experts_glu, dim3((unsigned)gx, 1, (unsigned)n_sel), QX_THREADS,
-                    qx_smem(cols), c->stream, a);
+    sl__cuda_launch(c, k_gemv_experts_glu, dim3((unsigned)gx, 1, (unsigned)n_sel), QX_THREADS,
+                    qx_smem(cols), a);
     SL_CU_LAUNCH(err, "k_gemv_experts_glu");
     return SL_OK;
 }

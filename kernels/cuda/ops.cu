@@ -62,8 +62,8 @@ extern "C" sl_status sl_cuda_rms_norm(sl_cuda_ctx *c, const float *d_x, const fl
     NEED(d_y, "d_y", n * n_rows);
     st = enter(fn, c, err);
     if (st || !n || !n_rows) return st;
-    sl__cuda_launch(c->pdl, k_rms_norm, (unsigned)n_rows, ROW_THREADS, 0, c->stream, d_x, d_w, d_y,
-                    n, eps, one_plus_w);
+    sl__cuda_launch(c, k_rms_norm, (unsigned)n_rows, ROW_THREADS, 0, d_x, d_w, d_y, n, eps,
+                    one_plus_w);
     SL_CU_LAUNCH(err, "k_rms_norm");
     return SL_OK;
 }
@@ -98,8 +98,7 @@ extern "C" sl_status sl_cuda_rope(sl_cuda_ctx *c, float *d_x, int64_t n_tokens, 
     const int64_t n_pairs = n_tokens * n_head * (int64_t)(p->n_rot / 2);
     const int64_t blocks = ew_blocks(n_pairs);
     if (blocks > INT32_MAX) return sl_error_set(err, SL_ERR_INVALID, "%s: too many rows", fn);
-    sl__cuda_launch(c->pdl, k_rope, (unsigned)blocks, EW_THREADS, 0, c->stream, d_x, n_pairs, d_pos,
-                    k);
+    sl__cuda_launch(c, k_rope, (unsigned)blocks, EW_THREADS, 0, d_x, n_pairs, d_pos, k);
     SL_CU_LAUNCH(err, "k_rope");
     return SL_OK;
 }
@@ -147,8 +146,8 @@ extern "C" sl_status sl_cuda_qk_rope_store(sl_cuda_ctx *c, float *d_q, float *d_
     if (st || !n_tokens) return st;
     const rope_k k = rope_k_make(p, head_dim, n_head);
     const dim3 grid((unsigned)qk_rope_store_slots(n_head, n_head_kv), (unsigned)n_tokens, 1);
-    sl__cuda_launch(c->pdl, k_qk_rope_store, grid, ROW_THREADS, 0, c->stream, d_q, d_k, d_v,
-                    d_q_norm, d_k_norm, eps, d_pos, k, n_head, n_head_kv, f16, d_kc, d_vc);
+    sl__cuda_launch(c, k_qk_rope_store, grid, ROW_THREADS, 0, d_q, d_k, d_v, d_q_norm, d_k_norm,
+                    eps, d_pos, k, n_head, n_head_kv, f16, d_kc, d_vc);
     SL_CU_LAUNCH(err, "k_qk_rope_store");
     return SL_OK;
 }
@@ -174,8 +173,8 @@ extern "C" sl_status sl_cuda_add_rms_norm(sl_cuda_ctx *c, float *d_x, const floa
     NEED(d_y, "d_y", n * n_rows);
     st = enter(fn, c, err);
     if (st || !n || !n_rows) return st;
-    sl__cuda_launch(c->pdl, k_add_rms_norm, (unsigned)n_rows, ROW_THREADS, 0, c->stream, d_x, d_t,
-                    d_w, d_y, n, eps);
+    sl__cuda_launch(c, k_add_rms_norm, (unsigned)n_rows, ROW_THREADS, 0, d_x, d_t, d_w, d_y, n,
+                    eps);
     SL_CU_LAUNCH(err, "k_add_rms_norm");
     return SL_OK;
 }
@@ -204,8 +203,8 @@ extern "C" sl_status sl_cuda_softmax(sl_cuda_ctx *c, float *d_x, int64_t n_rows,
     NEED(d_x, "d_x", n * n_rows);
     sl_status st = enter(fn, c, err);
     if (st || !n || !n_rows) return st;
-    sl__cuda_launch(c->pdl, k_softmax, (unsigned)n_rows, ROW_THREADS, 0, c->stream, d_x, n, scale,
-                    d_mask, mask_row_stride);
+    sl__cuda_launch(c, k_softmax, (unsigned)n_rows, ROW_THREADS, 0, d_x, n, scale, d_mask,
+                    mask_row_stride);
     SL_CU_LAUNCH(err, "k_softmax");
     return SL_OK;
 }
@@ -230,7 +229,7 @@ static sl_status ew(const char *fn, sl_cuda_ctx *c, const float *a, const float 
     NEED(y, OP <= EW_GLU_LAST ? "d_out" : "d_y", n);
     sl_status st = enter(fn, c, err);
     if (st || !n) return st;
-    sl__cuda_launch(c->pdl, k_ew<OP>, ew_grid(n), EW_THREADS, 0, c->stream, a, b, y, n, s, s2);
+    sl__cuda_launch(c, k_ew<OP>, ew_grid(n), EW_THREADS, 0, a, b, y, n, s, s2);
     SL_CU_LAUNCH(err, "k_ew");
     return SL_OK;
 }
@@ -326,9 +325,9 @@ extern "C" sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, 
     sl_status st = enter(fn, c, err);
     if (st || !n_tokens) return st;
     const int32_t G = router_groups(p->n_group);
-    sl__cuda_launch(c->pdl, k_router, (unsigned)n_tokens, 32, router_smem(E, G), c->stream,
-                    d_logits, E, k, (int)p->gating, p->norm_topk, p->bias, p->weight_scale, G,
-                    p->top_group, d_idx, d_w);
+    sl__cuda_launch(c, k_router, (unsigned)n_tokens, 32, router_smem(E, G), d_logits, E, k,
+                    (int)p->gating, p->norm_topk, p->bias, p->weight_scale, G, p->top_group, d_idx,
+                    d_w);
     SL_CU_LAUNCH(err, "k_router");
     return SL_OK;
 }
@@ -355,7 +354,7 @@ extern "C" sl_status sl_cuda_argmax(sl_cuda_ctx *c, const float *d_x, int64_t n,
     NEED(d_r, "d_r", 1);
     sl_status st = enter(fn, c, err);
     if (st) return st;
-    sl__cuda_launch(c->pdl, k_argmax, 1, ARGMAX_THREADS, 0, c->stream, d_x, (int32_t)n, d_r);
+    sl__cuda_launch(c, k_argmax, 1, ARGMAX_THREADS, 0, d_x, (int32_t)n, d_r);
     SL_CU_LAUNCH(err, "k_argmax");
     return SL_OK;
 }
@@ -416,11 +415,11 @@ static sl_status attn_prefill(sl_cuda_ctx *c, const float *d_q, const void *d_k,
     if (p->kv_type == SL_KV_F16) {
         SL_CU(err, cudaFuncSetAttribute(k_attn_prefill<uint16_t>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        sl__cuda_launch(c->pdl, k_attn_prefill<uint16_t>, grid, AP_THREADS, smem, c->stream, a);
+        sl__cuda_launch(c, k_attn_prefill<uint16_t>, grid, AP_THREADS, smem, a);
     } else {
         SL_CU(err, cudaFuncSetAttribute(k_attn_prefill<float>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        sl__cuda_launch(c->pdl, k_attn_prefill<float>, grid, AP_THREADS, smem, c->stream, a);
+        sl__cuda_launch(c, k_attn_prefill<float>, grid, AP_THREADS, smem, a);
     }
     SL_CU_LAUNCH(err, "k_attn_prefill");
     return SL_OK;
@@ -463,17 +462,15 @@ static sl_status attn_launch(const char *fn, sl_cuda_ctx *c, const float *d_q, c
     const float *k32 = (const float *)d_k, *v32 = (const float *)d_v;
     const bool small = attn_dpl_small(p->head_dim);
     if (p->kv_type == SL_KV_F16 && small)
-        sl__cuda_launch(c->pdl, k_attn_decode<uint16_t, ATTN_DPL_SMALL>, nb, nt, 0, c->stream, d_q,
-                        k16, v16, a, d_out);
+        sl__cuda_launch(c, k_attn_decode<uint16_t, ATTN_DPL_SMALL>, nb, nt, 0, d_q, k16, v16, a,
+                        d_out);
     else if (p->kv_type == SL_KV_F16)
-        sl__cuda_launch(c->pdl, k_attn_decode<uint16_t, ATTN_DPL>, nb, nt, 0, c->stream, d_q, k16,
-                        v16, a, d_out);
+        sl__cuda_launch(c, k_attn_decode<uint16_t, ATTN_DPL>, nb, nt, 0, d_q, k16, v16, a, d_out);
     else if (small)
-        sl__cuda_launch(c->pdl, k_attn_decode<float, ATTN_DPL_SMALL>, nb, nt, 0, c->stream, d_q,
-                        k32, v32, a, d_out);
+        sl__cuda_launch(c, k_attn_decode<float, ATTN_DPL_SMALL>, nb, nt, 0, d_q, k32, v32, a,
+                        d_out);
     else
-        sl__cuda_launch(c->pdl, k_attn_decode<float, ATTN_DPL>, nb, nt, 0, c->stream, d_q, k32, v32,
-                        a, d_out);
+        sl__cuda_launch(c, k_attn_decode<float, ATTN_DPL>, nb, nt, 0, d_q, k32, v32, a, d_out);
     SL_CU_LAUNCH(err, "k_attn_decode");
     return SL_OK;
 }

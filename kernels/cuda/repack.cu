@@ -28,8 +28,8 @@ extern "C" sl_status sl_cuda_q4_K_r8_undo(sl_cuda_ctx *c, void *d_data, int64_t 
     const int smem = (int)(nb * RP_R8);
     SL_CU(err, cudaFuncSetAttribute(k_q4_K_r8_undo, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     smem));
-    sl__cuda_launch(c->pdl, k_q4_K_r8_undo, (unsigned)(rows / 8), RP_THREADS, (size_t)smem,
-                    c->stream, (uint8_t *)d_data, nb);
+    sl__cuda_launch(c, k_q4_K_r8_undo, (unsigned)(rows / 8), RP_THREADS, (size_t)smem,
+                    (uint8_t *)d_data, nb);
     SL_CU_LAUNCH(err, "k_q4_K_r8_undo");
     return SL_OK;
 }

@@ -100,7 +100,7 @@ class CtxStats(Structure):
         ("graph_passes", c_uint64), ("graph_captures", c_uint64), ("graph_failures", c_uint64),
         ("graph_error", c_char_p),
         ("stream_layers", c_uint64), ("stream_bytes", c_uint64),
-        ("hot_experts", c_uint64), ("hot_bytes", c_uint64),
+        ("hot_experts", c_uint64), ("hot_bytes", c_uint64), ("pdl", c_bool),
     ]
 
 

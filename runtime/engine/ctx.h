@@ -49,6 +49,7 @@ void *sl__kv_layer(const sl__kv *kv, bool v, int32_t l);
  * or the output runs on the device (then dx != NULL). */
 typedef struct sl__side {
     sl__dx *dx;
+    sl__dx *raw;                /* the executor itself: dx, or what the profiler's dx wraps */
     void *mem;                  /* host side: the one malloc block the buffers are carved from */
     float *x, *xn, *q, *k, *v, *att, *tmp, *g, *u, *router, *sh;
     int32_t *pos, *topk_idx;    /* pos [cap]; topk_idx, topk_w [cap][n_expert_used] */

@@ -182,16 +182,19 @@ static sl_status upload_ptrs(sl_ctx *c, int32_t il, sl_error *err)
                           ((uint64_t)m->hp.n_expert + 1) * sizeof(int64_t), SL_COPY_H2D, err);
 }
 
-/* opt.profile_steps: the executor just made at *dx, wrapped by the step profiler (its times go
- * to c->prof, which outlives re-created executors); on failure *dx is destroyed */
+/* The device side's executor just made at *dx (c->dev.raw), wrapped by the step profiler under
+ * opt.profile_steps (its times go to c->prof, which outlives re-created executors); on failure
+ * *dx is destroyed */
 static sl_status profiled(sl_ctx *c, sl__dx **dx, sl_error *err)
 {
+    c->dev.raw = *dx;
     if (!c->opt.profile_steps) return SL_OK;
     sl__dx *w = NULL;
     sl_status st = sl__dx_prof_create(c->m->dev, c->m->stream, *dx, &c->prof, &w, err);
     if (st) {
         sl__dx_destroy(*dx);
         *dx = NULL;
+        c->dev.raw = NULL;
         return st;
     }
     *dx = w;
@@ -215,7 +218,7 @@ sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err)
     }
     if (!cuda && work_bytes > c->work_bytes) {
         sl__dx_destroy(c->dev.dx);
-        c->dev.dx = NULL;
+        c->dev.dx = c->dev.raw = NULL;
         if ((st = sl__dx_sim_create(m->dev, m->stream, &c->ops, &c->mv, c->pool, c->moe,
                                     work_bytes, &c->dev.dx, err)) ||
             (st = profiled(c, &c->dev.dx, err)))
@@ -403,7 +406,7 @@ void sl__ctx_dev_destroy(sl_ctx *c)
     sl__forward_graph_drop(c);
     sl__stream_free(c);
     sl__dx_destroy(c->dev.dx); /* (joins its side stream, which may read the hot experts) */
-    c->dev.dx = NULL;
+    c->dev.dx = c->dev.raw = NULL;
     sl__hot_free(c);
     if (c->ev_xn) sl_device_event_destroy(c->m->dev, c->ev_xn);
     c->ev_xn = NULL;

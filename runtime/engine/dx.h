@@ -255,6 +255,9 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
                              void *d_scratch, int64_t n_tok, int32_t k_max, int64_t f_max,
                              int64_t e_max, bool f32_act, bool pdl, bool side, sl__dx **out,
                              sl_error *err);
+/* Whether x is a cuda executor whose kernels launch with programmatic dependent launch now
+ * (kernels/cuda/ctx.h sl_cuda_ctx_pdl); false for any other executor and for NULL. */
+bool sl__dx_cuda_pdl(const sl__dx *x);
 /* NULL allowed. */
 void sl__dx_destroy(sl__dx *x);
 

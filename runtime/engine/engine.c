@@ -137,6 +137,7 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
         fo.reserve_assign = (int64_t)c->cap * c->m->hp.n_expert_used;
         fo.reserve_embd = c->m->hp.n_embd;
         fo.reserve_ff = c->m->hp.n_ff_exp;
+        fo.no_pdl = c->opt.no_pdl;
         c->moe_mode = sl_fetch_mode_name(fo.mode);
         return sl_moe_fetch_create(c->m->dev, &fo, &c->ops, &c->mv, c->pool, &c->moe, err);
     }
@@ -779,6 +780,7 @@ void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out)
     memset(out, 0, sizeof *out);
     if (!c) return;
     *out = c->stats;
+    out->pdl = sl__dx_cuda_pdl(c->dev.raw);
     if (c->moe) {
         sl_moe_stats ms;
         sl_moe_stats_get(c->moe, &ms);

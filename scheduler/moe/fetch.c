@@ -827,7 +827,10 @@ sl_status sl_moe_fetch_create(sl_device *dev, const sl_fetch_options *opt, const
     if (!st && sl_device_kind_get(dev) == SL_DEVICE_CUDA)
         st = sl_cuda_ctx_create(sl_device_ordinal_get(dev), sl_device_stream_native(dev, f->ks),
                                 &f->cu, err);
-    if (!st && f->cu) sl_cuda_ctx_set_f32_act(f->cu, f->mv.f32_act);
+    if (!st && f->cu) {
+        sl_cuda_ctx_set_f32_act(f->cu, f->mv.f32_act);
+        sl_cuda_ctx_set_pdl(f->cu, !opt->no_pdl);
+    }
     /* the group buffers a call needs at most, now rather than inside a timed call */
     if (!st && opt->reserve_assign > 0 && opt->reserve_embd > 0 && opt->reserve_ff > 0)
         st = grow_buf(f, (size_t)opt->reserve_assign *

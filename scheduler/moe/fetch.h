@@ -183,6 +183,9 @@ typedef struct sl_fetch_options {
      * many (token, expert) assignments of a layer n_embd / n_ff wide, so that no call
      * registers host memory or allocates device memory; 0: grown on first use */
     int64_t reserve_assign, reserve_embd, reserve_ff;
+    /* the engine's (sl_ctx_options.no_pdl): cuda kernels of the device jobs in plain stream
+     * order, without programmatic dependent launch (kernels/cuda/ctx.h sl_cuda_ctx_set_pdl) */
+    bool no_pdl;
 } sl_fetch_options;
 
 sl_fetch_options sl_fetch_options_default(void);

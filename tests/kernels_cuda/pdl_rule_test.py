@@ -5,9 +5,11 @@ on the stream still runs; it is correct only if it waits (griddepcontrol.wait) b
 memory. kernels/cuda launches every kernel so where the device has it, so the rule is held
 over the sources, which CI has even without nvcc:
   - every __global__ function's first statement is sl_pdl_enter();
-  - sl_pdl_enter waits before it lets the next kernel be scheduled;
-  - no kernel is launched with <<<>>>: every launch goes through sl__cuda_launch, and each
-    launched kernel is one of the __global__ functions found.
+  - sl_pdl_enter waits before it lets the next kernel be scheduled, both asm statements
+    clobbering "memory" (no load moves above the wait);
+  - no kernel is launched with <<<>>> or a cudaLaunch* call: every launch goes through
+    sl__cuda_launch (ctx_impl.h), and each launched kernel is one of the __global__
+    functions found (whatever their names).
 The checker is first run on sources that break each rule, so a checker that finds nothing
 fails too.
 
@@ -16,8 +18,7 @@ usage: pdl_rule_test.py FILE...   (the .cu / .cuh files of kernels/cuda)
 import re
 import sys
 
-GLOBAL = re.compile(r"\b__global__\b[^;{]*?\b(k_\w+)\s*\(([^)]*)\)\s*\{", re.S)
-LAUNCH = re.compile(r"\bsl__cuda_launch\(\s*([^,]+),\s*(k_\w+)")
+IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
 def strip_comments(src):
@@ -51,30 +52,73 @@ def line_of(src, pos):
     return src.count("\n", 0, pos) + 1
 
 
+def balanced(src, i):
+    """Index just past the parenthesis group that opens at src[i] == "("."""
+    d = 0
+    for j in range(i, len(src)):
+        d += {"(": 1, ")": -1}.get(src[j], 0)
+        if d == 0:
+            return j + 1
+    return len(src)
+
+
+def kernels_of(src):
+    """[(name, position, body start or -1 for a declaration)] of every __global__ function:
+    after the token, __launch_bounds__(...) skipped, the name is the identifier before the
+    parameter list's "(" (a template's <...> before it is part of the declaration)."""
+    out = []
+    for m in re.finditer(r"\b__global__\b", src):
+        i = m.end()
+        while True:
+            p = src.find("(", i)
+            names = IDENT.findall(src[i:p]) if p >= 0 else []
+            name = names[-1] if names else "?"
+            if name != "__launch_bounds__":
+                break
+            i = balanced(src, p)
+        j = balanced(src, p) if p >= 0 else len(src)
+        rest = src[j:].lstrip()
+        out.append((name, m.start(), j + (len(src[j:]) - len(rest)) + 1
+                    if rest.startswith("{") else -1))
+    return out
+
+
 def check(files):
     """files: {name: text}. Returns (problems, kernels found, launches found)."""
     problems, kernels, launches = [], set(), []
     for name, text in files.items():
         src = strip_comments(text)
-        for m in GLOBAL.finditer(src):
-            kernels.add(m.group(1))
-            body = src[m.end():].lstrip()
-            if not body.startswith("sl_pdl_enter();"):
+        for k, pos, body in kernels_of(src):
+            kernels.add(k)
+            if body < 0:
+                continue  # a declaration; its definition is checked where it is
+            if not src[body:].lstrip().startswith("sl_pdl_enter();"):
                 problems.append("%s:%d: kernel %s does not open with sl_pdl_enter(); (a kernel "
                                 "launched early would touch memory before the one before it "
-                                "ended)" % (name, line_of(src, m.start()), m.group(1)))
+                                "ended)" % (name, line_of(src, pos), k))
         for m in re.finditer(r"<<<", src):
             problems.append("%s:%d: a <<<>>> launch (launch through sl__cuda_launch)"
                             % (name, line_of(src, m.start())))
-        for m in LAUNCH.finditer(src):
-            launches.append((name, line_of(src, m.start()), m.group(2)))
+        for m in re.finditer(r"\bcudaLaunch\w*\s*\(", src):
+            problems.append("%s:%d: %s: launch through sl__cuda_launch (ctx_impl.h)"
+                            % (name, line_of(src, m.start()), m.group(0).rstrip("( ")))
+        for m in re.finditer(r"\bsl__cuda_launch\s*\(", src):
+            args = src[m.end():balanced(src, m.end() - 1)]
+            parts = args.split(",")
+            k = IDENT.findall(parts[1]) if len(parts) > 1 else []
+            launches.append((name, line_of(src, m.start()), k[0] if k else "?"))
         if "sl_pdl_enter(void)" in src:
             body = src[src.index("sl_pdl_enter(void)"):]
             body = body[:body.index("\n}")]
-            w, ld = body.find("griddepcontrol.wait"), body.find("griddepcontrol.launch_dependents")
+            w = body.find("griddepcontrol.wait")
+            ld = body.find("griddepcontrol.launch_dependents")
+            asms = re.findall(r"^\s*asm\s+volatile\s*\((.*)\);\s*$", body, re.M)
             if w < 0 or ld < 0 or ld < w:
                 problems.append("%s: sl_pdl_enter must wait (griddepcontrol.wait) before "
                                 "griddepcontrol.launch_dependents" % name)
+            if len(asms) < 2 or not all('"memory"' in a for a in asms):
+                problems.append("%s: sl_pdl_enter's asm must clobber \"memory\" (else loads "
+                                "may move above the wait)" % name)
     for name, line, k in launches:
         if k not in kernels:
             problems.append("%s:%d: sl__cuda_launch of %s, which is no __global__ function of "
@@ -84,24 +128,33 @@ def check(files):
 
 def self_test():
     """Each rule broken once must be reported."""
-    enter = ('static __device__ void sl_pdl_enter(void)\n{\n    asm volatile('
-             '"griddepcontrol.wait;");\n    asm volatile("griddepcontrol.launch_dependents;");\n}\n')
+    wait = '    asm volatile("griddepcontrol.wait;" ::: "memory");\n'
+    trig = '    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");\n'
+    enter = "static __device__ void sl_pdl_enter(void)\n{\n" + wait + trig + "}\n"
     good = enter + ("static __global__ void __launch_bounds__(32) k_a(int *x)\n{\n"
                     "    sl_pdl_enter();\n    x[0] = 1;\n}\n"
-                    "void f(bool p) { sl__cuda_launch(p, k_a, 1, 32, 0, s, x); }\n")
+                    "template <int N>\nstatic __global__ void\n    gather(int *x, int n)\n{\n"
+                    "    sl_pdl_enter();\n    x[sizeof(int)] = n;\n}\n"
+                    "void f(c) { sl__cuda_launch(c, k_a, 1, 32, 0, x);\n"
+                    "    sl__cuda_launch(c, gather<2>, 1, 32, 0, x, 3); }\n")
     p, k, l = check({"good.cu": good})
-    assert not p and k == {"k_a"} and len(l) == 1, (p, k, l)
+    assert not p and k == {"k_a", "gather"} and len(l) == 2, (p, k, l)
     bad = {
         "no enter": good.replace("    sl_pdl_enter();\n    x[0]", "    x[0]"),
+        "no enter, any name": good.replace("    sl_pdl_enter();\n    x[sizeof", "    x[sizeof"),
         "enter after an access": good.replace("    sl_pdl_enter();\n    x[0] = 1;",
                                               "    x[0] = 1;\n    sl_pdl_enter();"),
-        "commented enter": good.replace("    sl_pdl_enter();", "    // sl_pdl_enter();"),
-        "<<<": good.replace("sl__cuda_launch(p, k_a, 1, 32, 0, s, x);", "k_a<<<1, 32>>>(x);"),
-        "unknown kernel": good.replace("sl__cuda_launch(p, k_a,", "sl__cuda_launch(p, k_b,"),
-        "trigger first": good.replace('"griddepcontrol.wait;"', '"griddepcontrol.x;"') +
-        'asm("griddepcontrol.wait;");\n',
+        "commented enter": good.replace("    sl_pdl_enter();\n    x[0]",
+                                        "    // sl_pdl_enter();\n    x[0]"),
+        "<<<": good.replace("sl__cuda_launch(c, k_a, 1, 32, 0, x);", "k_a<<<1, 32>>>(x);"),
+        "cudaLaunchKernel": good.replace("sl__cuda_launch(c, k_a, 1, 32, 0, x);",
+                                         "cudaLaunchKernel((void *)k_a, 1, 32, 0, 0, 0);"),
+        "unknown kernel": good.replace("sl__cuda_launch(c, k_a,", "sl__cuda_launch(c, k_b,"),
+        "trigger first": good.replace(wait + trig, trig + wait),
+        "no memory clobber": good.replace(wait, wait.replace(' ::: "memory"', "")),
     }
     for what, text in bad.items():
+        assert text != good, "the self-test's edit did nothing: " + what
         p, _, _ = check({"bad.cu": text})
         assert p, "the checker missed: " + what
 

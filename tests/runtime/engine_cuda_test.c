@@ -252,7 +252,8 @@ static double batch_vs(sl_model *m, const float *ref, size_t V, double tol, cons
  * the host waits on the stream: launched), no_graphs never captures; and none is captured
  * while the model has a second context. A third run without programmatic dependent launch
  * (sl_ctx_options.no_pdl; the default on the H100 / H200 is with it) gives the same bits and
- * the same graph counts. */
+ * the same graph counts; sl_ctx_stats.pdl says which ran with it (the first two where the
+ * device has compute capability 9.0+, the third never). */
 static void check_graph(sl_model *m, int graph, const char *label)
 {
     enum { REW = 5, ROWS = 2 * N_TOK - REW };
@@ -312,6 +313,15 @@ static void check_graph(sl_model *m, int graph, const char *label)
                   "%s: graph with host parts: %llu captures, %llu passes", label,
                   (unsigned long long)s->graph_captures, (unsigned long long)s->graph_passes);
     CHECK_MSG(!st[1].graph_captures && !st[1].graph_passes, "%s: no_graphs captured", label);
+    sl_cuda_ctx *cu = NULL;
+    sl_cuda_ctx_info ci = {0};
+    if (sl_cuda_ctx_create(0, NULL, &cu, NULL) == SL_OK) sl_cuda_ctx_info_get(cu, &ci);
+    sl_cuda_ctx_destroy(cu);
+    const bool has_pdl = ci.cc_major >= 9;
+    if (ok && graph == 1)
+        CHECK_MSG(st[0].pdl == has_pdl && st[1].pdl == has_pdl && !st[2].pdl,
+                  "%s: stats.pdl %d %d %d, the device (cc %d.%d) %s it", label, st[0].pdl,
+                  st[1].pdl, st[2].pdl, ci.cc_major, ci.cc_minor, has_pdl ? "has" : "lacks");
     CHECK_MSG(st[2].graph_captures == s->graph_captures && st[2].graph_passes == s->graph_passes
                   && st[2].graph_failures == s->graph_failures,
               "%s: without PDL %llu captures, %llu passes, %llu failures; with it %llu, %llu, "

@@ -127,18 +127,27 @@ def main():
            f"gpu_graph_vs_launched_decode = gpu decode / --no-graphs decode "
            f"({s.get('gpu_graph_vs_launched_decode')})")
     ab = gj["runs"][0].get("pdl_ab") or {}
+    # sim has no PDL: the same tokens, no ratio, the reason says so
     expect(ab.get("reps") == 2 and ab.get("same_tokens") is True and
-           close(s.get("gpu_pdl_vs_no_pdl_decode"),
+           ab.get("pdl_effective") is False and gj["runs"][0].get("pdl") is False and
+           s.get("gpu_pdl_vs_no_pdl_decode", 0) is None and s.get("gpu_pdl_same_tokens") is True
+           and "not in effect" in s.get("null_reasons", {}).get("gpu_pdl_vs_no_pdl_decode", ""),
+           f"sim's --pdl-ab: the same tokens, PDL not in effect, no ratio ({ab}, "
+           f"{s.get('null_reasons', {}).get('gpu_pdl_vs_no_pdl_decode')})")
+
+    def pdl_summary(run0):
+        with open(os.path.join(d, "decode-gpu.json"), "w") as f:
+            json.dump(dict(gj, runs=[run0]), f)
+        return summarize(d)[1] or {}
+    # as a GPU's row would say it: the ratio is off / on
+    s2 = pdl_summary(dict(gj["runs"][0], pdl_ab=dict(ab, pdl_effective=True)))
+    expect(close(s2.get("gpu_pdl_vs_no_pdl_decode"),
                  ab.get("off_ms_median", 0) / ab.get("on_ms_median", 1)) and
-           s.get("gpu_pdl_same_tokens") is True,
-           f"gpu_pdl_vs_no_pdl_decode = the gpu row's --pdl-ab off / on median step, the same "
-           f"tokens on sim ({ab}, {s.get('gpu_pdl_vs_no_pdl_decode')})")
+           s2.get("gpu_pdl_same_tokens") is True,
+           f"gpu_pdl_vs_no_pdl_decode = the gpu row's --pdl-ab off / on median step "
+           f"({s2.get('gpu_pdl_vs_no_pdl_decode')})")
     # the gpu row without --pdl-ab: both null, the reason says why
-    g2 = dict(gj, runs=[{k: v for k, v in gj["runs"][0].items() if k != "pdl_ab"}])
-    with open(os.path.join(d, "decode-gpu.json"), "w") as f:
-        json.dump(g2, f)
-    _, s2 = summarize(d)
-    s2 = s2 or {}
+    s2 = pdl_summary({k: v for k, v in gj["runs"][0].items() if k != "pdl_ab"})
     expect(s2.get("gpu_pdl_vs_no_pdl_decode", 0) is None and
            s2.get("gpu_pdl_same_tokens", 0) is None and "without --pdl-ab" in
            s2.get("null_reasons", {}).get("gpu_pdl_vs_no_pdl_decode", ""),

@@ -108,12 +108,13 @@ static void usage(FILE *f)
           "                         time before it (launch gaps); the events slow the decode\n"
           "                         and add device calls, so the row's other figures are from\n"
           "                         a profiled run\n"
-          "  --pdl-ab R             after the first placement's row, R pairs of fresh contexts\n"
-          "                         of its model with and without programmatic dependent\n"
-          "                         launch (--no-pdl), alternating, each an 8-token prefill\n"
-          "                         and -n steps: the median step of each side, and whether\n"
-          "                         all decoded the same tokens (cuda on compute capability\n"
-          "                         9.0+; elsewhere both sides run the same launches)\n"
+          "  --pdl-ab R             after the --placement row, R pairs of fresh contexts of its\n"
+          "                         model with and without programmatic dependent launch\n"
+          "                         (--no-pdl), alternating, each an 8-token prefill and -n\n"
+          "                         steps: the median step of each side, whether all decoded\n"
+          "                         the same tokens and whether PDL was in effect (cuda on\n"
+          "                         compute capability 9.0+; elsewhere both sides launch the\n"
+          "                         same way). Needs --placement; not with --profile, --trace\n"
           "  -h, --help             this text\n"
           "Placements: --placement P runs that one. By default: cpu, experts-cpu, and on cuda\n"
           "gpu when the weights fit in free device memory. The device is --device, else\n"
@@ -248,7 +249,8 @@ typedef struct run_result {
      * decoded the same tokens; ab_why: why it did not run ("" if it did or was not asked) */
     int ab_reps;
     double ab_ms[2];
-    bool ab_same;
+    bool ab_same, ab_pdl; /* ab_pdl: every PDL-side context launched with it (sl_ctx_stats) */
+    bool pdl;             /* the row's context launched with PDL at its end (sl_ctx_stats pdl) */
     char ab_why[SL_ERROR_MSG_BYTES];
 } run_result;
 
@@ -264,10 +266,10 @@ static void pdl_ab(sl_model *m, sl_cli_model_flags *mf, int32_t n_gen, int32_t n
 {
     const size_t n = (size_t)n_gen * (size_t)reps;
     double *dt[2] = {malloc(n * sizeof(double)), malloc(n * sizeof(double))};
-    int32_t *tok0 = malloc((size_t)n_gen * sizeof *tok0);
-    int32_t *toks = malloc((size_t)n_gen * sizeof *toks);
+    int32_t *tok0 = malloc((size_t)(n_gen + 1) * sizeof *tok0);
+    int32_t *toks = malloc((size_t)(n_gen + 1) * sizeof *toks);
     size_t k[2] = {0, 0};
-    bool same = true;
+    bool same = true, pdl = true;
     sl_error err = {0};
     if (!dt[0] || !dt[1] || !tok0 || !toks) {
         snprintf(r->ab_why, sizeof r->ab_why, "out of memory");
@@ -287,7 +289,8 @@ static void pdl_ab(sl_model *m, sl_cli_model_flags *mf, int32_t n_gen, int32_t n
             snprintf(r->ab_why, sizeof r->ab_why, "%s", err.msg);
             goto out;
         }
-        for (int32_t j = 0; j < n_gen; j++) {
+        toks[0] = t; /* the prefill's pick, then the steps' */
+        for (int32_t j = 1; j <= n_gen; j++) {
             const double t0 = sl_cli_now_s();
             if (sl_ctx_eval_greedy(c, &t, 1, &t, &err)) {
                 sl_ctx_destroy(c);
@@ -297,14 +300,18 @@ static void pdl_ab(sl_model *m, sl_cli_model_flags *mf, int32_t n_gen, int32_t n
             dt[side][k[side]++] = sl_cli_now_s() - t0;
             toks[j] = t;
         }
+        sl_ctx_stats st;
+        sl_ctx_stats_get(c, &st);
+        if (side == 0) pdl = pdl && st.pdl;
         sl_ctx_destroy(c);
-        if (i == 0) memcpy(tok0, toks, (size_t)n_gen * sizeof *toks);
-        else same = same && !memcmp(tok0, toks, (size_t)n_gen * sizeof *toks);
+        if (i == 0) memcpy(tok0, toks, (size_t)(n_gen + 1) * sizeof *toks);
+        else same = same && !memcmp(tok0, toks, (size_t)(n_gen + 1) * sizeof *toks);
     }
     r->ab_reps = reps;
     r->ab_ms[0] = sl_cli_steps_of(dt[0], k[0]).median_ms;
     r->ab_ms[1] = sl_cli_steps_of(dt[1], k[1]).median_ms;
     r->ab_same = same;
+    r->ab_pdl = pdl;
 out:
     free(dt[0]);
     free(dt[1]);
@@ -391,6 +398,7 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     r->relu_skip = nn > 0 ? (double)(s1.ffn_neurons_skipped - s0.ffn_neurons_skipped) / nn : -1;
     r->moe_scheduler = s1.moe_scheduler; /* a static name (sl_moe_name) */
     r->cost = sl_bench_dev_cost_of(&s0, &s1, n_gen, info.n_layer);
+    r->pdl = s1.pdl;
     snprintf(r->graph_error, sizeof r->graph_error, "%s", s1.graph_error ? s1.graph_error : "");
     r->ok = true;
     if (mf->trace) {
@@ -527,6 +535,11 @@ int sl_bench_decode(int argc, char **argv)
     if (a.status) return a.status;
     if (mf.path && shape)
         return sl_cli_usage_error(k_cmd, "-m and --shape exclude each other");
+    /* the A/B contexts replay graphs and keep no trace: beside a profiled or traced row they
+     * would measure something else than it */
+    if (ab_reps && (!mf.placement_given || profile || mf.trace))
+        return sl_cli_usage_error(k_cmd, "--pdl-ab needs --placement (the row it follows) and "
+                                  "excludes --profile and --trace");
 
     /* the device first: a bad SLUICE_DEVICE or a cuda request without a GPU fails here, before
      * minutes of writing a synthetic model */
@@ -770,14 +783,15 @@ int sl_bench_decode(int argc, char **argv)
                 sl_json_cstr(stdout, r->graph_error[0] ? r->graph_error : NULL);
                 sl_bench_step_prof_json(stdout, "step_profile", &r->prof);
                 sl_bench_step_prof_json(stdout, "prefill_step_profile", &r->pprof);
-                printf(",\"pdl_ab\":");
+                printf(",\"pdl\":%s,\"pdl_ab\":", r->pdl ? "true" : "false");
                 if (r->ab_reps) {
                     printf("{\"reps\":%d,\"prompt_tokens\":%d,\"on_ms_median\":", r->ab_reps,
                            (int)AB_PROMPT);
                     sl_json_f64(stdout, r->ab_ms[0]);
                     printf(",\"off_ms_median\":");
                     sl_json_f64(stdout, r->ab_ms[1]);
-                    printf(",\"same_tokens\":%s}", r->ab_same ? "true" : "false");
+                    printf(",\"same_tokens\":%s,\"pdl_effective\":%s}",
+                           r->ab_same ? "true" : "false", r->ab_pdl ? "true" : "false");
                 } else {
                     printf("null");
                 }
@@ -862,8 +876,9 @@ int sl_bench_decode(int argc, char **argv)
                        100 * r->cost.graph_passes_per_step);
             if (r->graph_error[0]) printf("; CUDA graph capture failed: %s", r->graph_error);
             if (r->ab_reps)
-                printf("; --pdl-ab %d: %.3f ms/token with PDL, %.3f without (medians)%s",
+                printf("; --pdl-ab %d: %.3f ms/token with PDL, %.3f without (medians)%s%s",
                        r->ab_reps, r->ab_ms[0], r->ab_ms[1],
+                       r->ab_pdl ? "" : " (PDL not in effect)",
                        r->ab_same ? "" : "; THE TOKENS DIFFER");
             if (r->ab_why[0]) printf("; --pdl-ab failed: %s", r->ab_why);
             if (r->prefill_stream_layers)
