@@ -15,6 +15,7 @@ static __global__ void __launch_bounds__(GV_THREADS) k_gemv(gv_args a)
 template <uint32_t T>
 static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_qx(gv_args a)
 {
+    qx_l2_prefetch(a);
     sl_pdl_enter();
     extern __shared__ __align__(16) uint8_t qsm[];
     qx_block<T>(a, qsm);

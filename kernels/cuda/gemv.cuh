@@ -418,6 +418,17 @@ static __device__ __forceinline__ void qx_zero_rows(float *Y, int64_t o0, int64_
         if (o0 + i < n) Y[o0 + i] = 0.0f;
 }
 
+/* Before k_gemv_qx's wait (common.cuh sl_l2_prefetch): a dense matrix's rows of the block
+ * (contiguous: no row list, no expert, whose pointer would come from memory) into L2; from
+ * the parameters alone */
+static __device__ __forceinline__ void qx_l2_prefetch(const gv_args &a)
+{
+    const int64_t o0 = (int64_t)blockIdx.x * QX_ROWS;
+    if (!a.wptrs && !a.idx && o0 < a.n_out)
+        sl_l2_prefetch(a.w + o0 * a.row_bytes, min((int64_t)QX_ROWS, a.n_out - o0) * a.row_bytes,
+                       threadIdx.x, QX_THREADS);
+}
+
 /* k_gemv_qx's body: qsm is the block's dynamic shared memory (qx_smem(a.cols) bytes, 16-byte
  * aligned) */
 template <uint32_t T>

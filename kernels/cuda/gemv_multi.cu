@@ -8,6 +8,7 @@
 
 template <int W> static __global__ void __launch_bounds__(GM_THREADS) k_gemv_multi(gm_args a)
 {
+    gm_l2_prefetch<W>(a);
     sl_pdl_enter();
     gm_block<W>(a);
 }
@@ -15,6 +16,7 @@ template <int W> static __global__ void __launch_bounds__(GM_THREADS) k_gemv_mul
 template <bool GLU>
 static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_multi_qx(gm_args a)
 {
+    qxm_l2_prefetch<GLU>(a);
     sl_pdl_enter();
     extern __shared__ __align__(16) uint8_t qsm[];
     qxm_block<GLU>(a, qsm);

@@ -4,7 +4,9 @@ A kernel launched with programmatic stream serialisation may start while the ker
 on the stream still runs; it is correct only if it waits (griddepcontrol.wait) before touching
 memory. kernels/cuda launches every kernel so where the device has it, so the rule is held
 over the sources, which CI has even without nvcc:
-  - every __global__ function's first statement is sl_pdl_enter();
+  - every __global__ function's first statement is sl_pdl_enter(), or calls of *_l2_prefetch
+    functions (an L2 prefetch yields no value; common.cuh sl_l2_prefetch) and then it, and
+    those functions neither load, dereference nor index memory but the parameters' own;
   - sl_pdl_enter waits before it lets the next kernel be scheduled, both asm statements
     clobbering "memory" (no load moves above the wait);
   - no kernel is launched with <<<>>> or a cudaLaunch* call: every launch goes through
@@ -19,6 +21,14 @@ import re
 import sys
 
 IDENT = re.compile(r"[A-Za-z_]\w*")
+# before sl_pdl_enter: `NAME_l2_prefetch(...)` or `NAME_l2_prefetch<...>(...)` of the kernel's
+# parameters (arguments: identifiers only)
+PREFETCH_CALL = re.compile(r"\w+_l2_prefetch(<[\w\s,]*>)?\(\s*\w*\s*\);")
+# what a *_l2_prefetch body must not do: dereference (->, a unary *), load, an atomic, index
+# anything but the parameter struct's arrays (a.m[...], a.row0[...]) or asm other than the
+# prefetch
+PREFETCH_BANNED = (r"->", r"__ldg", r"\bld\.", r"atomic", r"(^|[(,=;{}?:]|\breturn)\s*\*\s*[\w(]",
+                   r"(?<!\ba\.m)(?<!\ba\.row0)\[", r"asm(?![^;]*prefetch\.global\.L2)")
 
 
 def strip_comments(src):
@@ -62,6 +72,16 @@ def balanced(src, i):
     return len(src)
 
 
+def balanced_brace(src, i):
+    """Index just past the brace group that opens at src[i] == "{"."""
+    d = 0
+    for j in range(i, len(src)):
+        d += {"{": 1, "}": -1}.get(src[j], 0)
+        if d == 0:
+            return j + 1
+    return len(src)
+
+
 def kernels_of(src):
     """[(name, position, body start or -1 for a declaration)] of every __global__ function:
     after the token, __launch_bounds__(...) skipped, the name is the identifier before the
@@ -92,10 +112,22 @@ def check(files):
             kernels.add(k)
             if body < 0:
                 continue  # a declaration; its definition is checked where it is
-            if not src[body:].lstrip().startswith("sl_pdl_enter();"):
+            rest = src[body:].lstrip()
+            while PREFETCH_CALL.match(rest):  # L2 prefetches from the parameters may come first
+                rest = rest[PREFETCH_CALL.match(rest).end():].lstrip()
+            if not rest.startswith("sl_pdl_enter();"):
                 problems.append("%s:%d: kernel %s does not open with sl_pdl_enter(); (a kernel "
                                 "launched early would touch memory before the one before it "
-                                "ended)" % (name, line_of(src, pos), k))
+                                "ended; only *_l2_prefetch calls may come first)"
+                                % (name, line_of(src, pos), k))
+        for m in re.finditer(r"\b(\w+_l2_prefetch)\s*\(([^)]*)\)\s*\{", src):
+            body = src[m.end():balanced_brace(src, m.end() - 1)]
+            nostr = re.sub(r'"[^"]*"', '""', body)
+            bad = [t for t in PREFETCH_BANNED if re.search(t, body if t.startswith("asm")
+                                                           else nostr)]
+            if bad:
+                problems.append("%s:%d: %s may read the parameters only (before the wait): it "
+                                "has %s" % (name, line_of(src, m.start()), m.group(1), bad))
         for m in re.finditer(r"<<<", src):
             problems.append("%s:%d: a <<<>>> launch (launch through sl__cuda_launch)"
                             % (name, line_of(src, m.start())))
@@ -137,6 +169,10 @@ def self_test():
                     "    sl_pdl_enter();\n    x[sizeof(int)] = n;\n}\n"
                     "void f(c) { sl__cuda_launch(c, k_a, 1, 32, 0, x);\n"
                     "    sl__cuda_launch(c, gather<2>, 1, 32, 0, x, 3); }\n")
+    good = good.replace("{\n    sl_pdl_enter();\n    x[0] = 1;",
+                        "{\n    w_l2_prefetch(x);\n    sl_pdl_enter();\n    x[0] = 1;")
+    good += ("static __device__ void w_l2_prefetch(const int *x)\n{\n"
+             "    sl_l2_prefetch(x + blockIdx.x * 32, 128, threadIdx.x, 32);\n}\n")
     p, k, l = check({"good.cu": good})
     assert not p and k == {"k_a", "gather"} and len(l) == 2, (p, k, l)
     bad = {
@@ -152,6 +188,10 @@ def self_test():
         "unknown kernel": good.replace("sl__cuda_launch(c, k_a,", "sl__cuda_launch(c, k_b,"),
         "trigger first": good.replace(wait + trig, trig + wait),
         "no memory clobber": good.replace(wait, wait.replace(' ::: "memory"', "")),
+        "another call before the wait": good.replace("    w_l2_prefetch(x);\n",
+                                                     "    w_l2_prefetch(x);\n    f(x);\n"),
+        "a prefetch reading memory": good.replace("x + blockIdx.x * 32", "x + x[0]"),
+        "a prefetch through a pointer": good.replace("x + blockIdx.x * 32", "*(x + 1) + x"),
     }
     for what, text in bad.items():
         assert text != good, "the self-test's edit did nothing: " + what
