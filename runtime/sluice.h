@@ -511,7 +511,9 @@ typedef struct sl_ctx_stats {
     uint64_t dev_layer_steps, dev_layers;
     /* cuda decode graphs (sl_ctx_options.no_graphs): one-token passes that ran as one graph
      * launch, the captures made (the first pass, and again after a reload or a move of the
-     * weights), and captures that failed (that pass, and all after it, ran launched) */
+     * weights), and captures that failed (that pass, and all after it, ran launched; but one
+     * that failed with programmatic dependent launch is taken again without it, and the
+     * context goes on without it: graph_error says so) */
     uint64_t graph_passes, graph_captures, graph_failures;
     /* why the last capture failed (the device's message; owned by the context, valid until it
      * is destroyed), NULL when none did */

@@ -11,7 +11,8 @@
  * and by re-capturing for other output rows; the host parts' records (async_parts, which the
  * host functions read) are reset to the one row before each launch. A capture is taken only
  * while the model has one context (model.h ctx_mu). A capture that fails (sim has no graphs;
- * anything that waits on the stream) runs that pass launched and ends the context's tries. */
+ * anything that waits on the stream) runs that pass launched and ends the context's tries;
+ * one that fails with programmatic dependent launch on is taken again with it off. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -91,7 +92,19 @@ sl_status sl__forward_graph_run(sl_ctx *c, const sl__side **at, int64_t n, int64
         pthread_mutex_lock(&c->m->ctx_mu);
         const bool alone = atomic_load(&c->m->n_ctx_live) == 1;
         sl_error ce;
-        const sl_status cst = alone ? graph_capture(c, at, n, n_out, &ce) : SL_OK;
+        sl_status cst = alone ? graph_capture(c, at, n, n_out, &ce) : SL_OK;
+        if (cst && sl__dx_cuda_pdl(c->dev.raw)) {
+            /* a driver that takes programmatic dependent launch in plain launches but not in
+             * a capture (beside host functions, copies): counted and said as a failure, then
+             * captured again with it off for this context, so graphs still run */
+            c->stats.graph_failures++;
+            snprintf(c->graph_error, sizeof c->graph_error, "with programmatic dependent "
+                     "launch (turned off): %s", ce.msg);
+            c->stats.graph_error = c->graph_error;
+            sl__dx_cuda_pdl_off(c->dev.raw);
+            if (c->hot.cu) sl_cuda_ctx_set_pdl(c->hot.cu, false);
+            cst = graph_capture(c, at, n, n_out, &ce);
+        }
         pthread_mutex_unlock(&c->m->ctx_mu);
         if (!alone) return sl__forward_layers(c, at, n, n_out, err);
         if (cst) {
