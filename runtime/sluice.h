@@ -528,8 +528,9 @@ typedef struct sl_ctx_stats {
      * The hot_kb set is the model's, shared by its contexts (each reports it); a context
      * asking for another hot_kb while one is held is refused. */
     uint64_t hot_experts, hot_bytes;
-    /* cuda: the context's kernels launch with programmatic dependent launch now (not
-     * sl_ctx_options.no_pdl, a device of compute capability 9.0+, and the driver took it) */
+    /* cuda: the context's device executor (its layers' kernels) launches with programmatic
+     * dependent launch now (not sl_ctx_options.no_pdl, a device of compute capability 9.0+,
+     * and the driver took it) */
     bool pdl;
 } sl_ctx_stats;
 SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);

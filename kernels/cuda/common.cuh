@@ -52,33 +52,13 @@ static inline sl_status sl__cu_fail(sl_error *err, cudaError_t rc, const char *c
  * between two of them the next one's launch and block scheduling cost ~1-2 us of an otherwise
  * idle GPU. A kernel launched with programmatic stream serialisation may be scheduled while the
  * kernel before it on the stream still runs; it must then wait (griddepcontrol.wait: that
- * kernel complete and its memory visible) before touching memory. The rule here, held by
+ * kernel complete and its memory visible) before it reads memory. The rule here, held by
  * tests/kernels_cuda:pdl_rule_test: every kernel of kernels/cuda opens with sl_pdl_enter(),
- * whose wait comes before any memory access, so each kernel sees exactly what it would in plain
- * stream order (no kernel reads anything early, weights included), and every launch goes
- * through sl__cuda_launch (ctx_impl.h). sl_pdl_enter() then lets the next kernel be scheduled:
- * at most two
- * grids of a stream are resident at once, the running one and the next, waiting. Without the
- * attribute (or before sm_90) both instructions do nothing. */
-/* Before sl_pdl_enter, the one thing a kernel may do: pull [p, p + bytes) into L2, the 128-byte
- * lines first, first + step, ... of it (a thread's share), so that a kernel placed early has its
- * weights on the way while the one before it ends (after a kernel of one or a few blocks, a norm or
- * the attention, the GPU is otherwise idle). A prefetch yields no value the kernel uses: its
- * loads come after the wait and read through L2, which every write of the kernel before goes
- * through, so they see those writes whatever the prefetch brought. p and bytes must come from
- * the kernel's parameters alone (reading memory is what the wait guards): pdl_rule_test
- * allows only calls of *_l2_prefetch functions before sl_pdl_enter and checks their bodies. */
-static __device__ __forceinline__ void sl_l2_prefetch(const void *p, int64_t bytes,
-                                                      int64_t first, int64_t step)
-{
-#if defined(__CUDA_ARCH__)
-    for (int64_t off = first * 128; p && off < bytes; off += step * 128)
-        asm volatile("prefetch.global.L2 [%0];\n" ::"l"((const char *)p + off));
-#else
-    (void)p, (void)bytes, (void)first, (void)step;
-#endif
-}
-
+ * before which it may only prefetch weights into L2 from its parameters (sl_l2_prefetch, no
+ * value read), so each kernel sees exactly what it would in plain stream order; and every
+ * launch goes through sl__cuda_launch (ctx_impl.h). sl_pdl_enter() then lets the next kernel
+ * be scheduled: at most two grids of a stream are resident at once, the running one and the
+ * next, waiting. Without the attribute (or before sm_90) both instructions do nothing. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 /* code for an older target would run, JIT-compiled, on an sm_90 device that ctx.cu gives the
  * launch attribute, without the wait: give such a build its own rule for sl_cuda_ctx.pdl */
@@ -92,6 +72,26 @@ static __device__ __forceinline__ void sl_pdl_enter(void)
 #endif
 }
 
+/* Before sl_pdl_enter, the one thing a kernel may do: pull [p, p + bytes) into L2, the 128-byte
+ * lines first, first + step, ... of it (a thread's share), so that a kernel placed early has
+ * its weights on the way while the one before it ends (after a kernel of one or a few blocks,
+ * a norm or the attention, the GPU is otherwise idle). A prefetch is no memory operation of
+ * the PTX memory model, it yields no value: the kernel's loads come after the wait, which
+ * makes the kernel before's writes visible, whatever the prefetch brought. Only into L2: an L1
+ * prefetch or an early load of the weights (read through the non-coherent path) would not be
+ * safe. p and bytes must come from the kernel's parameters alone (reading memory is what the
+ * wait guards): pdl_rule_test allows only calls of *_l2_prefetch functions before sl_pdl_enter
+ * and checks their bodies. */
+static __device__ __forceinline__ void sl_l2_prefetch(const void *p, int64_t bytes,
+                                                      int64_t first, int64_t step)
+{
+#if defined(__CUDA_ARCH__)
+    for (int64_t off = first * 128; p && off < bytes; off += step * 128)
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"((const char *)p + off));
+#else
+    (void)p, (void)bytes, (void)first, (void)step;
+#endif
+}
 
 /* ---- element decoders --------------------------------------------------------------------- */
 

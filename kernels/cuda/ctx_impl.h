@@ -27,10 +27,11 @@ sl_status sl__cuda_ctx_enter(sl_cuda_ctx *c, sl_error *err);
 
 /* Launches k<<<grid, block, smem, c->stream>>>(args...), with programmatic stream serialisation
  * where c->pdl (common.cuh sl_pdl_enter: every kernel of kernels/cuda waits there before it
- * touches memory). A launch the attribute makes fail is made again without it and turns c->pdl
- * off (pdl_refused counts it): the context goes on in plain stream order, and
- * sl_cuda_ctx_pdl says so. Errors as a <<<>>> launch's: the thread's last CUDA error, which
- * SL_CU_LAUNCH reads. */
+ * reads memory). A launch that fails with the attribute is made again without it; where that
+ * one succeeds the attribute was the cause, and c->pdl goes off (pdl_refused counts it): the
+ * context goes on in plain stream order, and sl_cuda_ctx_pdl says so. Where both fail (a
+ * fault, an invalidated capture, no kernel image) PDL stays as it was. Errors as a <<<>>>
+ * launch's: the thread's last CUDA error, which SL_CU_LAUNCH reads. */
 template <typename... P, typename... A>
 static inline void sl__cuda_launch(sl_cuda_ctx *c, void (*k)(P...), dim3 grid, dim3 block,
                                    size_t smem, A... args)
@@ -47,10 +48,10 @@ static inline void sl__cuda_launch(sl_cuda_ctx *c, void (*k)(P...), dim3 grid, d
     cfg.numAttrs = c->pdl ? 1 : 0;
     if (cudaLaunchKernelEx(&cfg, k, args...) == cudaSuccess || !c->pdl) return;
     (void)cudaGetLastError();
+    cfg.numAttrs = 0;
+    if (cudaLaunchKernelEx(&cfg, k, args...) != cudaSuccess) return; /* not the attribute */
     c->pdl = false;
     c->pdl_refused++;
-    cfg.numAttrs = 0;
-    (void)cudaLaunchKernelEx(&cfg, k, args...);
 }
 
 #endif

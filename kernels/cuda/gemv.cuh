@@ -423,9 +423,9 @@ static __device__ __forceinline__ void qx_zero_rows(float *Y, int64_t o0, int64_
  * the parameters alone */
 static __device__ __forceinline__ void qx_l2_prefetch(const gv_args &a)
 {
-    const int64_t o0 = (int64_t)blockIdx.x * QX_ROWS;
-    if (!a.wptrs && !a.idx && o0 < a.n_out)
-        sl_l2_prefetch(a.w + o0 * a.row_bytes, min((int64_t)QX_ROWS, a.n_out - o0) * a.row_bytes,
+    const int64_t o0 = (int64_t)blockIdx.x * QX_ROWS, n = min(a.n_out, a.rows);
+    if (!a.wptrs && !a.idx && o0 < n)
+        sl_l2_prefetch(a.w + o0 * a.row_bytes, min((int64_t)QX_ROWS, n - o0) * a.row_bytes,
                        threadIdx.x, QX_THREADS);
 }
 

@@ -171,17 +171,14 @@ static __device__ float gm_dot(uint32_t type, const uint8_t *row, const float *x
 #undef GM_CASE_
 }
 
-/* k_gemv_multi's body: grid x = global row blocks of GM_WARPS / W rows (gm_grid_x), y = head,
- * z = token; GM_THREADS threads, W warps a row (gm_split): with W > 1 the row's warps sum
- * columns apart, then warp 0 adds their sums in warp order through shared memory */
 /* Before k_gemv_multi's wait (common.cuh sl_l2_prefetch): each warp's row (and up's under
  * GLU) into L2, the W warps of a row its lines apart, found as gm_block finds it; from the
- * parameters alone */
+ * parameters alone; the first token's blocks only (the others read the same rows) */
 template <int W> static __device__ __forceinline__ void gm_l2_prefetch(const gm_args &a)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t g = (int64_t)blockIdx.x * (GM_WARPS / W) + warp / W;
-    if (g >= a.row0[a.count]) return;
+    if (blockIdx.z || g >= a.row0[a.count]) return;
     int i = 0;
     while (g >= a.row0[i + 1]) i++;
     const int64_t r = g - a.row0[i];
@@ -191,6 +188,9 @@ template <int W> static __device__ __forceinline__ void gm_l2_prefetch(const gm_
                        a.m[i + j].row_bytes, (warp % W) * 32 + lane, 32 * W);
 }
 
+/* k_gemv_multi's body: grid x = global row blocks of GM_WARPS / W rows (gm_grid_x), y = head,
+ * z = token; GM_THREADS threads, W warps a row (gm_split): with W > 1 the row's warps sum
+ * columns apart, then warp 0 adds their sums in warp order through shared memory */
 template <int W> static __device__ __forceinline__ void gm_block(gm_args a)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -284,30 +284,33 @@ static __device__ __forceinline__ gm_mat qxm_mat(const gm_args &a, int i)
     return m;
 }
 
-/* The matrix of the launch that block blockIdx.x computes rows of, and in *bx its block among
- * that matrix's (QX_ROWS rows each) */
-static __device__ __forceinline__ int qxm_locate(const gm_args &a, int64_t *bx)
+/* Block blockIdx.x of k_gemv_multi_qx: matrix i of the launch, its block bx among that
+ * matrix's (QX_ROWS rows each) */
+struct qxm_at {
+    int i;
+    int64_t bx;
+};
+static __device__ __forceinline__ qxm_at qxm_locate(const gm_args &a)
 {
-    *bx = blockIdx.x;
-    int i = 0;
-    for (; i + 1 < qxm_count(a); i++) {
-        const int64_t nb = (a.m[i].rows + QX_ROWS - 1) / QX_ROWS;
-        if (*bx < nb) break;
-        *bx -= nb;
+    qxm_at at = {0, (int64_t)blockIdx.x};
+    for (; at.i + 1 < qxm_count(a); at.i++) {
+        const int64_t nb = (a.m[at.i].rows + QX_ROWS - 1) / QX_ROWS;
+        if (at.bx < nb) break;
+        at.bx -= nb;
     }
-    return i;
+    return at;
 }
 
 /* Before k_gemv_multi_qx's wait (common.cuh sl_l2_prefetch): the block's rows of its matrix
- * (and of up under GLU) into L2, found as qxm_block finds them; from the parameters alone */
+ * (and of up under GLU) into L2, found as qxm_block finds them; from the parameters alone; the
+ * first token's blocks only (the others read the same rows) */
 template <bool GLU>
 static __device__ __forceinline__ void qxm_l2_prefetch(const gm_args &a)
 {
-    int64_t bx;
-    const int i = qxm_locate(a, &bx);
-    const gm_mat m = qxm_mat(a, i);
-    const int64_t o0 = bx * QX_ROWS, n = min((int64_t)QX_ROWS, m.rows - o0);
-    if (n <= 0) return;
+    const qxm_at at = qxm_locate(a);
+    const gm_mat m = qxm_mat(a, at.i);
+    const int64_t o0 = at.bx * QX_ROWS, n = min((int64_t)QX_ROWS, m.rows - o0);
+    if (blockIdx.z || n <= 0) return;
     sl_l2_prefetch(m.w + (int64_t)blockIdx.y * m.w_hs + o0 * m.row_bytes, n * m.row_bytes,
                    threadIdx.x, QX_THREADS);
     if (GLU)
@@ -324,8 +327,9 @@ static __device__ __forceinline__ void qxm_block(const gm_args &a, uint8_t *qsm)
 {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int64_t h = blockIdx.y, t = blockIdx.z;
-    int64_t bx;
-    const int i = qxm_locate(a, &bx);
+    const qxm_at at = qxm_locate(a);
+    const int i = at.i;
+    const int64_t bx = at.bx;
     int8_t *xq;
     float *xd, *xs;
     qx_x_at(qsm, a.cols, &xq, &xd, &xs);

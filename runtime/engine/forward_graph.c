@@ -92,8 +92,10 @@ sl_status sl__forward_graph_run(sl_ctx *c, const sl__side **at, int64_t n, int64
         pthread_mutex_lock(&c->m->ctx_mu);
         const bool alone = atomic_load(&c->m->n_ctx_live) == 1;
         sl_error ce;
+        /* read before: a launch the attribute failed inside the capture may turn it off */
+        const bool pdl = sl__dx_cuda_pdl(c->dev.raw);
         sl_status cst = alone ? graph_capture(c, at, n, n_out, &ce) : SL_OK;
-        if (cst && sl__dx_cuda_pdl(c->dev.raw)) {
+        if (cst && pdl) {
             /* a driver that takes programmatic dependent launch in plain launches but not in
              * a capture (beside host functions, copies): counted and said as a failure, then
              * captured again with it off for this context, so graphs still run */

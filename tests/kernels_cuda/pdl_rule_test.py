@@ -23,12 +23,23 @@ import sys
 IDENT = re.compile(r"[A-Za-z_]\w*")
 # before sl_pdl_enter: `NAME_l2_prefetch(...)` or `NAME_l2_prefetch<...>(...)` of the kernel's
 # parameters (arguments: identifiers only)
-PREFETCH_CALL = re.compile(r"\w+_l2_prefetch(<[\w\s,]*>)?\(\s*\w*\s*\);")
-# what a *_l2_prefetch body must not do: dereference (->, a unary *), load, an atomic, index
-# anything but the parameter struct's arrays (a.m[...], a.row0[...]) or asm other than the
-# prefetch
-PREFETCH_BANNED = (r"->", r"__ldg", r"\bld\.", r"atomic", r"(^|[(,=;{}?:]|\breturn)\s*\*\s*[\w(]",
-                   r"(?<!\ba\.m)(?<!\ba\.row0)\[", r"asm(?![^;]*prefetch\.global\.L2)")
+PREFETCH_CALL = re.compile(r"(\w+_l2_prefetch)(<[\w\s,]*>)?\(\s*\w*\s*\);")
+# what the functions run before the wait may call (each a function of these files, checked
+# the same way, or a pure builtin)
+PREFETCH_CALLS = {"sl_l2_prefetch", "qxm_locate", "qxm_mat", "qxm_count", "min", "max"}
+KEYWORDS = {"if", "else", "for", "while", "return", "sizeof", "switch", "asm", "volatile"}
+TYPES = {"int64_t", "int32_t", "uint32_t", "uint64_t", "int", "unsigned", "size_t", "char"}
+# what their bodies must not do: dereference (->, a unary * also after a cast), load or store
+# (any __ld* intrinsic, ld. / st. in asm), an atomic, index anything but the parameter
+# struct's arrays (a.m[...], a.row0[...]), asm other than the L2 prefetch
+PREFETCH_BANNED = (r"->", r"__ld\w*", r"\bld\.", r"atomic",
+                   r"(^|[^\w\s)\]]|\breturn)\s*\*\s*[\w(]",
+                   r"\(\s*(const\s+)?[A-Za-z_]\w*(\s*\*)*\s*\)\s*\*\s*[\w(]",
+                   r"(?<!\ba\.m)(?<!\ba\.row0)\[", r"asm(?![^;]*prefetch\.global\.L2)",
+                   r"\bst\.")
+# the patterns read with the asm strings in (the others without: an asm's [%0] and * are no
+# indexing or dereference)
+RAW = (r"\bld\.", r"\bst\.", r"asm(?![^;]*prefetch\.global\.L2)")
 
 
 def strip_comments(src):
@@ -103,9 +114,42 @@ def kernels_of(src):
     return out
 
 
+def check_prefetchers(prefetchers, bodies):
+    """Problems of the functions run before a kernel's wait, and of what they call."""
+    problems, seen = [], set()
+    todo = [(f, "%s:%d" % (n, ln)) for n, ln, f in prefetchers]
+    while todo:
+        fn, where = todo.pop()
+        if fn in seen or fn in ("min", "max"):
+            continue
+        seen.add(fn)
+        if fn not in bodies:
+            problems.append("%s: %s runs before the wait but is defined in none of these files"
+                            % (where, fn))
+            continue
+        name, line, body = bodies[fn]
+        body = re.sub(r"(?m)^\s*#.*$", "", body)  # the preprocessor's lines are no code
+        nostr = re.sub(r'"[^"]*"', '""', body)
+        # the asm string's own [%0] and * are no indexing or dereference
+        bad = [t for t in PREFETCH_BANNED if re.search(t, body if t in RAW else nostr)]
+        if bad:
+            problems.append("%s:%d: %s runs before the wait and may read the parameters only: "
+                            "it has %s" % (name, line, fn, bad))
+        for c in re.finditer(r"\b([A-Za-z_]\w*)\s*(<[^<>;]*>)?\s*\(", nostr):
+            callee = c.group(1)
+            if callee in KEYWORDS or callee in TYPES:
+                continue
+            if callee not in PREFETCH_CALLS:
+                problems.append("%s:%d: %s runs before the wait and calls %s (allowed: %s)"
+                                % (name, line, fn, callee, ", ".join(sorted(PREFETCH_CALLS))))
+                continue
+            todo.append((callee, "%s:%d" % (name, line)))
+    return problems
+
+
 def check(files):
     """files: {name: text}. Returns (problems, kernels found, launches found)."""
-    problems, kernels, launches = [], set(), []
+    problems, kernels, launches, prefetchers, bodies = [], set(), [], [], {}
     for name, text in files.items():
         src = strip_comments(text)
         for k, pos, body in kernels_of(src):
@@ -113,21 +157,20 @@ def check(files):
             if body < 0:
                 continue  # a declaration; its definition is checked where it is
             rest = src[body:].lstrip()
-            while PREFETCH_CALL.match(rest):  # L2 prefetches from the parameters may come first
-                rest = rest[PREFETCH_CALL.match(rest).end():].lstrip()
+            m2 = PREFETCH_CALL.match(rest)
+            while m2:  # L2 prefetches from the parameters may come first
+                prefetchers.append((name, line_of(src, pos), m2.group(1)))
+                rest = rest[m2.end():].lstrip()
+                m2 = PREFETCH_CALL.match(rest)
             if not rest.startswith("sl_pdl_enter();"):
                 problems.append("%s:%d: kernel %s does not open with sl_pdl_enter(); (a kernel "
                                 "launched early would touch memory before the one before it "
                                 "ended; only *_l2_prefetch calls may come first)"
                                 % (name, line_of(src, pos), k))
-        for m in re.finditer(r"\b(\w+_l2_prefetch)\s*\(([^)]*)\)\s*\{", src):
-            body = src[m.end():balanced_brace(src, m.end() - 1)]
-            nostr = re.sub(r'"[^"]*"', '""', body)
-            bad = [t for t in PREFETCH_BANNED if re.search(t, body if t.startswith("asm")
-                                                           else nostr)]
-            if bad:
-                problems.append("%s:%d: %s may read the parameters only (before the wait): it "
-                                "has %s" % (name, line_of(src, m.start()), m.group(1), bad))
+        for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(([^()]*(\([^()]*\))*[^()]*)\)\s*\{", src):
+            if m.group(1) not in KEYWORDS:
+                bodies[m.group(1)] = (name, line_of(src, m.start()),
+                                      src[m.end():balanced_brace(src, m.end() - 1)])
         for m in re.finditer(r"<<<", src):
             problems.append("%s:%d: a <<<>>> launch (launch through sl__cuda_launch)"
                             % (name, line_of(src, m.start())))
@@ -151,6 +194,7 @@ def check(files):
             if len(asms) < 2 or not all('"memory"' in a for a in asms):
                 problems.append("%s: sl_pdl_enter's asm must clobber \"memory\" (else loads "
                                 "may move above the wait)" % name)
+    problems += check_prefetchers(prefetchers, bodies)
     for name, line, k in launches:
         if k not in kernels:
             problems.append("%s:%d: sl__cuda_launch of %s, which is no __global__ function of "
@@ -172,7 +216,10 @@ def self_test():
     good = good.replace("{\n    sl_pdl_enter();\n    x[0] = 1;",
                         "{\n    w_l2_prefetch(x);\n    sl_pdl_enter();\n    x[0] = 1;")
     good += ("static __device__ void w_l2_prefetch(const int *x)\n{\n"
-             "    sl_l2_prefetch(x + blockIdx.x * 32, 128, threadIdx.x, 32);\n}\n")
+             "    sl_l2_prefetch(x + blockIdx.x * 32, min(128, 64 * 2), threadIdx.x, 32);\n}\n"
+             "static __device__ void sl_l2_prefetch(const void *p, int64_t n, int64_t f, "
+             "int64_t s)\n{\n    for (int64_t o = f * 128; o < n; o += s * 128)\n"
+             '        asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)p + o));\n}\n')
     p, k, l = check({"good.cu": good})
     assert not p and k == {"k_a", "gather"} and len(l) == 2, (p, k, l)
     bad = {
@@ -192,6 +239,18 @@ def self_test():
                                                      "    w_l2_prefetch(x);\n    f(x);\n"),
         "a prefetch reading memory": good.replace("x + blockIdx.x * 32", "x + x[0]"),
         "a prefetch through a pointer": good.replace("x + blockIdx.x * 32", "*(x + 1) + x"),
+        "a unary * after +": good.replace("x + blockIdx.x * 32", "x + *x"),
+        "a unary * after a cast": good.replace("x + blockIdx.x * 32", "x + (int64_t)*x"),
+        "a unary * after a comparison": good.replace("min(128, 64 * 2)", "min(128, 1 < *x)"),
+        "->": good.replace("x + blockIdx.x * 32", "x + a->n"),
+        "an __ld intrinsic": good.replace("x + blockIdx.x * 32", "x + __ldcg(x)"),
+        "an atomic": good.replace("x + blockIdx.x * 32", "x + atomicAdd(x, 0)"),
+        "a load in the asm": good.replace("prefetch.global.L2 [%0];",
+                                          "prefetch.global.L2 [%0]; ld.global.u32 %1, [%0];"),
+        "another asm": good.replace("prefetch.global.L2 [%0];", "st.global.u32 [%0], 0;"),
+        "a call not allowed": good.replace("min(128, 64 * 2)", "read_n(x)"),
+        "an undefined prefetcher": good.replace("w_l2_prefetch(x);\n    sl_pdl_enter",
+                                                "v_l2_prefetch(x);\n    sl_pdl_enter"),
     }
     for what, text in bad.items():
         assert text != good, "the self-test's edit did nothing: " + what
