@@ -101,15 +101,17 @@ extern "C" sl_status sl_cuda_kv_store(sl_cuda_ctx *c, const float *d_src, const 
 
 /* the bodies: moe_combine.cuh (k <= MC_MAX_K slots a token) */
 static __global__ void k_moe_combine(const float *y, const float *y2, const int32_t *idx,
-                                     const float *w, int k, int64_t dim, float *out)
+                                     const float *w, int k, int64_t dim, const float *res,
+                                     float *out)
 {
     sl_pdl_enter();
-    mc_combine(y, y2, idx, w, k, dim, out);
+    mc_combine(y, y2, idx, w, k, dim, res, out);
 }
 
 extern "C" sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const float *d_y2,
                                          const int32_t *d_idx, const float *d_w, int64_t n_tok,
-                                         int32_t k, int64_t dim, float *d_out, sl_error *err)
+                                         int32_t k, int64_t dim, const float *d_res,
+                                         float *d_out, sl_error *err)
 {
     sl_status st = check_rows(__func__, n_tok, dim, err);
     if (st) return st;
@@ -122,7 +124,7 @@ extern "C" sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const
     if (!n_tok || !dim) return SL_OK;
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
     sl__cuda_launch(c, k_moe_combine, grid_for(dim, n_tok), FWD_THREADS, 0, d_y, d_y2, d_idx, d_w,
-                    k, dim, d_out);
+                    k, dim, d_res, d_out);
     SL_CU_LAUNCH(err, "k_moe_combine");
     return SL_OK;
 }

@@ -45,10 +45,12 @@ sl_status sl_cuda_kv_store(sl_cuda_ctx *c, const float *d_src, const int32_t *d_
  * expert id (d_idx [n_tok][k]; equal ids: the lower slot first) so the order matches the CPU
  * scheduler's (scheduler/moe/moe.h), each product and sum rounded: y_s = d_y[s] or, with d_y2
  * (NULL: none), d_y[s] + d_y2[s] — a layer's device-resident experts' rows and the host's
- * others (one of the two +0 per slot), the bits of sl_moe_rows_join. */
+ * others (one of the two +0 per slot), the bits of sl_moe_rows_join. With d_res (NULL:
+ * none), d_out[t][j] = d_res[t][j] + that sum (rounded; d_out may be d_res): a layer's
+ * residual add in the same launch, the bits of adding after. */
 sl_status sl_cuda_moe_combine(sl_cuda_ctx *c, const float *d_y, const float *d_y2,
                               const int32_t *d_idx, const float *d_w, int64_t n_tok, int32_t k,
-                              int64_t dim, float *d_out, sl_error *err);
+                              int64_t dim, const float *d_res, float *d_out, sl_error *err);
 
 /* d_out[s] = d_idx[s] where it is in [0, n_expert) and d_mask[d_idx[s]] != 0, else -1, for
  * s < n_sel: the slots of a layer's resident experts for the expert GEMVs, which give the

@@ -6,7 +6,8 @@
  * Combine: a block row per token (blockIdx.y), its threads striding over the columns; each
  * thread sorts the token's k slots by expert (insertion sort, stable: equal ids keep slot
  * order) and sums w * y (or w * (y + y2)) in that order from +0, each product and sum rounded
- * (__fmul_rn / __fadd_rn: never an FMA), as the CPU's join. */
+ * (__fmul_rn / __fadd_rn: never an FMA), as the CPU's join; with res, res + that sum (the
+ * layer's residual add in the same launch: the bits of adding it after). */
 #ifndef SL_KERNELS_CUDA_MOE_COMBINE_CUH
 #define SL_KERNELS_CUDA_MOE_COMBINE_CUH
 
@@ -15,7 +16,8 @@
 enum { MC_MAX_K = 64 };
 
 static __device__ void mc_combine(const float *y, const float *y2, const int32_t *idx,
-                                  const float *w, int k, int64_t dim, float *out)
+                                  const float *w, int k, int64_t dim, const float *res,
+                                  float *out)
 {
     const int64_t t = blockIdx.y;
     int order[MC_MAX_K];
@@ -36,7 +38,7 @@ static __device__ void mc_combine(const float *y, const float *y2, const int32_t
             const float v = y2 ? __fadd_rn(y[at], y2[at]) : y[at];
             acc = __fadd_rn(acc, __fmul_rn(w[t * k + order[i]], v));
         }
-        out[t * dim + j] = acc;
+        out[t * dim + j] = res ? __fadd_rn(res[t * dim + j], acc) : acc;
     }
 }
 

@@ -138,8 +138,12 @@ typedef struct sl__dx_vt {
                       sl_error *);
     sl_status (*router)(sl__dx *, const float *logits, int64_t n, const sl_router_params *p,
                         int32_t *idx, float *w, sl_error *);
+    /* out [n][n_embd] = the routed experts' weighted sum for x; res (NULL: none) [n][n_embd]:
+     * then res += that sum instead, the residual add of the layer in the same step (the bits
+     * of an add after it; out is then scratch the step may leave unwritten) */
     sl_status (*moe)(sl__dx *, const sl__dx_moe *L, const int32_t *idx, const float *w,
-                     int64_t n, int32_t k, const float *x, float *out, sl_error *);
+                     int64_t n, int32_t k, const float *x, float *out, float *res,
+                     sl_error *);
     /* A layer's device-resident experts beside the host's (hot.h): rows [n * k][n_embd] =
      * for each slot s = t * k + i with mask[idx[s]] != 0 the unweighted FFN of x[t] by expert
      * idx[s] (the row sl_moe_exec_rows gives), +0 in the other slots' rows; mask [n_expert]
@@ -150,10 +154,11 @@ typedef struct sl__dx_vt {
     sl_status (*moe_rows)(sl__dx *, const sl__dx_moe *L, const uint8_t *mask,
                           const int32_t *idx, int64_t n, int32_t k, const float *x, float *rows,
                           sl_error *);
-    /* out [n][dim] = sl_moe_rows_join(ra, rb, idx, w, n, k, dim) (rb may be NULL) */
+    /* out [n][dim] = sl_moe_rows_join(ra, rb, idx, w, n, k, dim) (rb may be NULL); res as
+     * moe's */
     sl_status (*moe_join)(sl__dx *, const float *ra, const float *rb, const int32_t *idx,
                           const float *w, int64_t n, int32_t k, int64_t dim, float *out,
-                          sl_error *);
+                          float *res, sl_error *);
     /* Per-head matmuls (deepseek2's MLA: k_b absorbed into the query, v_b after attention),
      * one step: for h < w->ne[2], t < n, dst + t * dst_ts + h * dst_hs [rows] = W_h (src +
      * t * src_ts + h * src_hs [cols]), W_h the h-th [rows][cols] matrix of the 3-D w (strides

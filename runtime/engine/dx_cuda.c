@@ -274,13 +274,16 @@ static sl_status moe_slots(dx_cuda *c, const sl__dx_moe *M, const int32_t *idx, 
 }
 
 static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const float *w,
-                       int64_t n, int32_t k, const float *in, float *out, sl_error *err)
+                       int64_t n, int32_t k, const float *in, float *out, float *res,
+                       sl_error *err)
 {
     x->steps++;
     dx_cuda *c = (dx_cuda *)x;
     const sl_status st = moe_slots(c, M, idx, n, k, in, c->ey, err);
     if (st) return st;
-    return sl_cuda_moe_combine(c->cu, c->ey, NULL, idx, w, n, k, M->L->n_embd, out, err);
+    /* with res: the residual added in the combine's launch, in place */
+    return sl_cuda_moe_combine(c->cu, c->ey, NULL, idx, w, n, k, M->L->n_embd, res,
+                               res ? res : out, err);
 }
 
 /* The slots of the mask's experts: their ids kept, the others -1 (zeros from the GEMVs). */
@@ -319,7 +322,7 @@ static sl_status c_moe_rows(sl__dx *x, const sl__dx_moe *M, const uint8_t *mask,
 
 static sl_status c_moe_join(sl__dx *x, const float *ra, const float *rb, const int32_t *idx,
                             const float *w, int64_t n, int32_t k, int64_t dim, float *out,
-                            sl_error *err)
+                            float *res, sl_error *err)
 {
     x->steps++;
     dx_cuda *c = (dx_cuda *)x;
@@ -328,7 +331,7 @@ static sl_status c_moe_join(sl__dx *x, const float *ra, const float *rb, const i
         if (st) return st;
         c->joined = true;
     }
-    return sl_cuda_moe_combine(c->cu, ra, rb, idx, w, n, k, dim, out, err);
+    return sl_cuda_moe_combine(c->cu, ra, rb, idx, w, n, k, dim, res, res ? res : out, err);
 }
 
 static sl_status c_gated_add(sl__dx *x, float *out, const float *y, const float *logit,

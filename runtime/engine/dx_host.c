@@ -650,8 +650,19 @@ static sl_status grow_assign(dx_host *h, int64_t n, sl_error *err)
     return SL_OK;
 }
 
+/* res += out through the add step's code, counted in the step that called it (moe's or
+ * moe_join's residual: the bits of the add that would follow) */
+static sl_status add_res(sl__dx *x, const float *out, float *res, int64_t n, sl_error *err)
+{
+    const uint64_t steps = x->steps;
+    const sl_status st = x->vt->add(x, res, out, res, n, err);
+    x->steps = steps;
+    return st;
+}
+
 static sl_status h_moe(sl__dx *x, const sl__dx_moe *L, const int32_t *idx, const float *w,
-                       int64_t n, int32_t k, const float *in, float *out, sl_error *err)
+                       int64_t n, int32_t k, const float *in, float *out, float *res,
+                       sl_error *err)
 {
     dx_host *h = (dx_host *)x;
     DRAIN(h);
@@ -660,7 +671,8 @@ static sl_status h_moe(sl__dx *x, const sl__dx_moe *L, const int32_t *idx, const
     for (int64_t t = 0; t < n; t++)
         for (int32_t i = 0; i < k; i++)
             h->assign[t * k + i] = (sl_moe_assign){(int32_t)t, idx[t * k + i], w[t * k + i]};
-    return sl_moe_exec(h->moe, L->L, h->assign, n * k, in, n, out, err);
+    st = sl_moe_exec(h->moe, L->L, h->assign, n * k, in, n, out, err);
+    return st || !res ? st : add_res(x, out, res, n * L->L->n_embd, err);
 }
 
 static sl_status h_moe_rows(sl__dx *x, const sl__dx_moe *L, const uint8_t *mask,
@@ -676,14 +688,14 @@ static sl_status h_moe_rows(sl__dx *x, const sl__dx_moe *L, const uint8_t *mask,
 
 static sl_status h_moe_join(sl__dx *x, const float *ra, const float *rb, const int32_t *idx,
                             const float *w, int64_t n, int32_t k, int64_t dim, float *out,
-                            sl_error *err)
+                            float *res, sl_error *err)
 {
     DRAIN((dx_host *)x);
     if (k < 1 || k > SL_MOE_JOIN_MAX_K)
         return sl_error_set(err, SL_ERR_INVALID, "moe join: k %d outside [1, %d]", k,
                             (int)SL_MOE_JOIN_MAX_K);
     sl_moe_rows_join(ra, rb, idx, w, n, k, dim, out);
-    return SL_OK;
+    return res ? add_res(x, out, res, n * dim, err) : SL_OK;
 }
 
 static sl_status gated_add_tokens(dx_host *h, const void *args, int64_t t0, int64_t t1,

@@ -142,14 +142,14 @@ FWD(router, (sl__dx *x, const float *logits, int64_t n, const sl_router_params *
              int32_t *idx, float *w, sl_error *err),
     logits, n, rp, idx, w, err)
 FWD(moe, (sl__dx *x, const sl__dx_moe *L, const int32_t *idx, const float *w, int64_t n,
-          int32_t k, const float *in, float *out, sl_error *err),
-    L, idx, w, n, k, in, out, err)
+          int32_t k, const float *in, float *out, float *res, sl_error *err),
+    L, idx, w, n, k, in, out, res, err)
 FWD(moe_rows, (sl__dx *x, const sl__dx_moe *L, const uint8_t *mask, const int32_t *idx,
                int64_t n, int32_t k, const float *in, float *rows, sl_error *err),
     L, mask, idx, n, k, in, rows, err)
 FWD(moe_join, (sl__dx *x, const float *ra, const float *rb, const int32_t *idx, const float *w,
-               int64_t n, int32_t k, int64_t dim, float *out, sl_error *err),
-    ra, rb, idx, w, n, k, dim, out, err)
+               int64_t n, int32_t k, int64_t dim, float *out, float *res, sl_error *err),
+    ra, rb, idx, w, n, k, dim, out, res, err)
 FWD(mm_heads, (sl__dx *x, const sl_weight *w, const float *src, int64_t src_ts, int64_t src_hs,
                float *dst, int64_t dst_ts, int64_t dst_hs, int64_t n, sl_error *err),
     w, src, src_ts, src_hs, dst, dst_ts, dst_hs, n, err)

@@ -335,7 +335,11 @@ static sl_status layer(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, int6
         return st;
     }
     if (sl__layer_moe(L)) {
-        st = sl__forward_moe_ffn(c, s, il, n, err);
+        /* the residual add in the experts' last step where nothing comes between them */
+        bool added = false;
+        st = sl__forward_moe_ffn(c, s, il, n, !L->ffn_post_norm && plain_add ? s->x : NULL,
+                                 &added, err);
+        if (st || added) return st;
     } else if (L->ffn_up->residency == SL_RES_PARTS) {
         st = sl__forward_ffn_hot_cold(c, s, L, n, false, err);
     } else if (sl__weight_on_device(L->ffn_up) != (s == &c->dev)) {

@@ -92,7 +92,7 @@ static sl_status split_part(sl_ctx *c, const sl__side *o, const sl__layer *L, in
     const sl__dx_moe cold = {.L = &L->moe_split->part[1]};
     const sl__dx_moe *M = part ? &cold : &c->dmoe[L - c->m->layers];
     return o->dx->vt->moe(o->dx, M, o->topk_idx, o->topk_w, n, (int32_t)c->m->hp.n_expert_used,
-                          o->xn, o->tmp, err);
+                          o->xn, o->tmp, NULL, err);
 }
 
 /* A layer's FFN split by neurons (HOT_COLD, scheduler/moe/ffn_split.h) — a dense FFN, or the
@@ -167,7 +167,7 @@ static sl_status host_moe(sl_ctx *c, const sl__side *o, int32_t il, int64_t n, b
         return sl__defer_moe(c, il, n, o->xn, o->topk_idx, o->topk_w, o->tmp, async, err);
     const sl__dx_moe hm = {.L = &c->m->layers[il].moe};
     return o->dx->vt->moe(o->dx, &hm, o->topk_idx, o->topk_w, n, c->m->hp.n_expert_used, o->xn,
-                          o->tmp, err);
+                          o->tmp, NULL, err);
 }
 
 /* The host part of a device layer whose routed experts live on the host, ordered on the
@@ -208,8 +208,8 @@ static void host_count_fn(void *user)
 /* A device layer's routed experts with resident hot ones (hot.h), in stream order: the
  * device's slots first (cuda: on a side stream, overlapping what follows), the rows and
  * routing down, the host function's rows of the other slots, those up, the join on the
- * device into s->tmp. */
-static sl_status hot_experts(sl_ctx *c, const sl__side *s, int32_t il, int64_t n,
+ * device into s->tmp (res: added to res instead, vt->moe_join). */
+static sl_status hot_experts(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, float *res,
                              sl_error *err)
 {
     const sl_model *m = c->m;
@@ -232,11 +232,11 @@ static sl_status hot_experts(sl_ctx *c, const sl__side *s, int32_t il, int64_t n
          * which the failed pass syncs (s->tmp is scratch) */
         sl_error e2;
         (void)s->dx->vt->moe_join(s->dx, h->d_rows[0], h->d_rows[1], s->topk_idx, s->topk_w, n,
-                                  (int32_t)K, E, s->tmp, &e2);
+                                  (int32_t)K, E, s->tmp, NULL, &e2);
         return st;
     }
     return s->dx->vt->moe_join(s->dx, h->d_rows[0], h->d_rows[1], s->topk_idx, s->topk_w, n,
-                               (int32_t)K, E, s->tmp, err);
+                               (int32_t)K, E, s->tmp, res, err);
 }
 
 /* Whether a device layer's host experts run in stream order (host_experts_fn): a host
@@ -279,7 +279,7 @@ sl_status sl__forward_ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__laye
         sl_cpu_pool_keep_awake(c->pool, HOST_EXPERTS_AWAKE_NS);
     } else if (experts) {
         st = vt->moe(o->dx, &c->dmoe[il], o->topk_idx, o->topk_w, n, (int32_t)K, o->xn, o->tmp,
-                     err);
+                     NULL, err);
     } else {
         st = sl__forward_ffn_dense(c, o, L->ffn_gate, L->ffn_up, L->ffn_down, il, n, o->tmp,
                                    NULL, err);
@@ -323,8 +323,8 @@ static sl_status stream_moe(sl_ctx *c, const sl__side *s, int32_t il, int64_t n,
     return sl_device_launch_host(c->m->dev, c->m->stream, host_count_fn, p, err);
 }
 
-sl_status sl__forward_moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n,
-                              sl_error *err)
+sl_status sl__forward_moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, float *res,
+                              bool *added, sl_error *err)
 {
     const sl_model *m = c->m;
     const sl__hparams *hp = &m->hp;
@@ -342,14 +342,21 @@ sl_status sl__forward_moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t 
     if ((st = vt->mm_router(s->dx, L->gate_inp, L->gate_inp_b ? L->gate_inp_b->data : NULL,
                             s->xn, n, s->router, &rp, s->topk_idx, s->topk_w, err)))
         return st;
+    /* the residual add in the experts' last step where no shared expert follows them */
+    float *r = res && !L->gate_shexp ? res : NULL;
+    *added = false;
     switch (sl__forward_experts_path(c, il, n)) {
     case SL__EXPERTS_SPLIT: st = sl__forward_ffn_hot_cold(c, s, L, n, true, err); break;
     case SL__EXPERTS_HOST: st = host_moe(c, s, il, n, false, err); break;
     case SL__EXPERTS_DEVICE:
-        st = vt->moe(s->dx, &c->dmoe[il], s->topk_idx, s->topk_w, n, K, s->xn, s->tmp, err);
+        st = vt->moe(s->dx, &c->dmoe[il], s->topk_idx, s->topk_w, n, K, s->xn, s->tmp, r, err);
+        *added = r != NULL;
         break;
     case SL__EXPERTS_STREAM: st = stream_moe(c, s, il, n, err); break; /* one copy, all rows */
-    case SL__EXPERTS_HOT: st = hot_experts(c, s, il, n, err); break;
+    case SL__EXPERTS_HOT:
+        st = hot_experts(c, s, il, n, r, err);
+        *added = r != NULL;
+        break;
     default: /* to the device, ordered, sync */
         st = sl__forward_ffn_elsewhere(c, s, L, il, n, true, err);
     }

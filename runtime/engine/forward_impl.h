@@ -74,9 +74,11 @@ sl_status sl__forward_ffn_hot_cold(sl_ctx *c, const sl__side *s, const sl__layer
 sl_status sl__forward_ffn_elsewhere(sl_ctx *c, const sl__side *s, const sl__layer *L,
                                     int32_t il, int64_t n, bool experts, sl_error *err);
 /* forward_ffn.c: MoE layer il's FFN from s->xn: router and top-k, the routed experts on their
- * path, the shared experts; the sum in s->tmp. */
-sl_status sl__forward_moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n,
-                              sl_error *err);
+ * path, the shared experts; the sum in s->tmp. res (NULL: none): the residual stream, which
+ * the experts' last step may add the sum to itself (routed experts on the device, whole or
+ * with hot ones, and no shared expert): then *added is true and s->tmp is scratch. */
+sl_status sl__forward_moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, float *res,
+                              bool *added, sl_error *err);
 
 /* forward.c: the residual stream [n][n_embd] moved to side `to` if it is elsewhere (*at:
  * where it is; to the host: a sync follows the copy). */

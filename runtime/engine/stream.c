@@ -302,7 +302,7 @@ static sl_status stream_layer(sl_ctx *c, const sl__side *sd, int32_t il, int64_t
         M.d_gate = dp, M.d_up = dp + X, M.d_down = dp + 2 * X;
     }
     if ((st = sd->dx->vt->moe(sd->dx, &M, sd->topk_idx, sd->topk_w, n,
-                              (int32_t)m->hp.n_expert_used, sd->xn, sd->tmp, err)))
+                              (int32_t)m->hp.n_expert_used, sd->xn, sd->tmp, NULL, err)))
         return st;
     c->stats.stream_layers++;
     return SL_OK;

@@ -553,7 +553,8 @@ static void test_fwd(sl_cuda_ctx *c)
     float *dey = dup_d(ey, R * K * D), *dw = dup_d(w, R * K), *dout = dmalloc((size_t)(R * D) * 4);
     int32_t *didx = dmalloc(sizeof idx);
     h2d(didx, idx, sizeof idx);
-    CHECK(sl_cuda_moe_combine(c, dey, NULL, didx, dw, R, (int32_t)K, D, dout, &e) == SL_OK);
+    CHECK(sl_cuda_moe_combine(c, dey, NULL, didx, dw, R, (int32_t)K, D, NULL, dout, &e) ==
+          SL_OK);
     CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
     d2h(out, dout, (size_t)(R * D) * 4);
     bad = 0;
@@ -575,6 +576,21 @@ static void test_fwd(sl_cuda_ctx *c)
         }
     }
     CHECK_MSG(bad == 0, "moe_combine: %d mismatches", bad);
+    { /* with the residual, in place: res + the combine above, bit for bit */
+        float *res = xmalloc((size_t)(R * D) * 4), *got = xmalloc((size_t)(R * D) * 4);
+        for (int64_t i = 0; i < R * D; i++) res[i] = rnd_f(-50, 50);
+        float *dres = dup_d(res, R * D);
+        CHECK(sl_cuda_moe_combine(c, dey, NULL, didx, dw, R, (int32_t)K, D, dres, dres, &e) ==
+              SL_OK);
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(got, dres, (size_t)(R * D) * 4);
+        int rbad = 0;
+        for (int64_t i = 0; i < R * D; i++) rbad += got[i] != res[i] + out[i];
+        CHECK_MSG(rbad == 0, "moe_combine with the residual in place: %d mismatches", rbad);
+        free(res);
+        free(got);
+        cudaFree(dres);
+    }
     /* the same rows split over two buffers by a mask of experts (moe_mask_ids picks the
      * first's slots), zeros in the other: the same bits */
     {
@@ -593,7 +609,8 @@ static void test_fwd(sl_cuda_ctx *c)
         int32_t *dids = dmalloc(sizeof got);
         h2d(dmask, mask, sizeof mask);
         float *out2 = xmalloc((size_t)(R * D) * 4);
-        CHECK(sl_cuda_moe_combine(c, dya, dyb, didx, dw, R, (int32_t)K, D, dout, &e) == SL_OK);
+        CHECK(sl_cuda_moe_combine(c, dya, dyb, didx, dw, R, (int32_t)K, D, NULL, dout, &e) ==
+              SL_OK);
         CHECK(sl_cuda_moe_mask_ids(c, didx, dmask, R * K, 64, dids, &e) == SL_OK);
         CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
         d2h(out2, dout, (size_t)(R * D) * 4);
@@ -612,7 +629,8 @@ static void test_fwd(sl_cuda_ctx *c)
         cudaFree(dmask);
         cudaFree(dids);
     }
-    CHECK(sl_cuda_moe_combine(c, dey, NULL, didx, dw, R, 0, D, dout, &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_moe_combine(c, dey, NULL, didx, dw, R, 0, D, NULL, dout, &e) ==
+          SL_ERR_INVALID);
     /* expert_bias: rows R (ids of 4 experts), whole experts (bias [4][D]) and per-expert
      * widths 300, 0, 729, 471 (bias [1500]) */
     {

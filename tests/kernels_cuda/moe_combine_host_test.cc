@@ -4,7 +4,9 @@
  * and the same rows split over two buffers by a mask of experts (the resident experts' rows
  * and the host's, zeros in the other: runtime/engine/hot.h), tokens routing one expert twice
  * (the lower slot first), a width that is not a multiple of the block, k 1 .. 8, 16 and 64
- * (SL_MOE_JOIN_MAX_K: many repeated experts); the host join of the two buffers too. */
+ * (SL_MOE_JOIN_MAX_K: many repeated experts); the host join of the two buffers too. With a
+ * residual: the bits of the join, then the residual added (res + join), into another buffer
+ * and in place. */
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -59,11 +61,27 @@ int main(void)
         for (int p = 0; p < 2; p++) {
             memset(got, 0xA5, (size_t)(N * DIM) * sizeof(float));
             CHECK(sl_shim_launch(sl_shim_dim3{2, N, 1}, THREADS, [&] {
-                mc_combine(pairs[p][0], pairs[p][1], idx, w, k, DIM, got);
+                mc_combine(pairs[p][0], pairs[p][1], idx, w, k, DIM, NULL, got);
             }));
             CHECK_MSG(!memcmp(ref, got, (size_t)(N * DIM) * sizeof(float)), "k %d, %s: the "
                       "device's combine differs from the CPU's join", k,
                       p ? "two buffers" : "one buffer");
+            /* the residual: res + join, into got and in place (res itself) */
+            float res[N * DIM], want[N * DIM];
+            for (int64_t i = 0; i < N * DIM; i++) {
+                res[i] = rnd_f(-50.0f, 50.0f);
+                want[i] = res[i] + ref[i];
+            }
+            CHECK(sl_shim_launch(sl_shim_dim3{2, N, 1}, THREADS, [&] {
+                mc_combine(pairs[p][0], pairs[p][1], idx, w, k, DIM, res, got);
+            }));
+            CHECK_MSG(!memcmp(want, got, sizeof want), "k %d, %s: combine + residual differs "
+                      "from the join then the add", k, p ? "two buffers" : "one buffer");
+            CHECK(sl_shim_launch(sl_shim_dim3{2, N, 1}, THREADS, [&] {
+                mc_combine(pairs[p][0], pairs[p][1], idx, w, k, DIM, res, res);
+            }));
+            CHECK_MSG(!memcmp(want, res, sizeof want), "k %d, %s: combine + residual in place "
+                      "differs", k, p ? "two buffers" : "one buffer");
         }
         CHECK(sl_shim_launch(sl_shim_dim3{1, 1, 1}, THREADS,
                              [&] { mc_mask_ids(idx, mask, S, X, ids); }));

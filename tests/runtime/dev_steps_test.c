@@ -3,9 +3,10 @@
  * dev_layers.
  *
  * Held here, for one-token decode after a prompt on --placement gpu --device sim:
- *   - llama and qwen3moe layers take at most 8 steps (the fused ops of dx.h: norm + QKV; q/k
- *     norm + rope + KV store; attention; wo + add + FFN norm; router GEMV + top-k, experts, add
- *     / gate-up + GLU, down + add), every architecture a positive count;
+ *   - llama, qwen3moe and mixtral layers take at most 6 steps (issue 32 asks 8; the fused ops
+ *     of dx.h: norm + QKV; q/k norm + rope + KV store; attention; wo + add + FFN norm; router
+ *     GEMV + top-k, experts + the residual add / gate-up + GLU, down + add), every
+ *     architecture a positive count;
  *   - deepseek2 layers at most 19 (its per-head k_b / v_b matmuls one mm_heads step each: 40.67
  *     before; the synthetic model's mean over its leading dense layer and MoE layers is 18.67);
  *   - every layer counts once per pass (dev_layers), none on the CPU placement, and only the
@@ -25,7 +26,7 @@
 #include "tests/runtime/testmodel.h"
 #include "tests/testing.h"
 
-enum { N_PROMPT = 5, N_DECODE = 4, N_CTX = 32, MAX_STEPS = 8, MAX_STEPS_MLA = 19 };
+enum { N_PROMPT = 5, N_DECODE = 4, N_CTX = 32, MAX_STEPS = 6, MAX_STEPS_MLA = 19 };
 static const int32_t k_prompt[N_PROMPT] = {1, 17, 250, 3, 99};
 static const int32_t k_next[N_DECODE] = {7, 128, 5, 260};
 
@@ -215,10 +216,11 @@ int main(void)
     refusals(dir);
     check_arch("llama", dir, MAX_STEPS, true);
     check_arch("qwen3moe", dir, MAX_STEPS, true);
+    check_arch("mixtral", dir, MAX_STEPS, true);
     check_arch("deepseek2", dir, MAX_STEPS_MLA, false);
     /* the others: counted, and the same logits (their extra steps: biases, post-norms,
      * sliding windows) */
-    const char *others[] = {"mixtral", "qwen2moe", "olmoe", "gemma3", "gpt-oss", "qwen2",
+    const char *others[] = {"qwen2moe", "olmoe", "gemma3", "gpt-oss", "qwen2",
                             "qwen3", "gemma2", "granite", "phi3"};
     for (size_t i = 0; i < sizeof others / sizeof *others; i++)
         check_arch(others[i], dir, 0, false);
