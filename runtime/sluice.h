@@ -530,7 +530,7 @@ typedef struct sl_ctx_stats {
     uint64_t hot_experts, hot_bytes;
     /* cuda: the context's device executor (its layers' kernels) launches with programmatic
      * dependent launch now (not sl_ctx_options.no_pdl, a device of compute capability 9.0+,
-     * and the driver took it) */
+     * the driver took it, and a decode graph's capture did not need it off) */
     bool pdl;
 } sl_ctx_stats;
 SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);

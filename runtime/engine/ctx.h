@@ -143,6 +143,9 @@ struct sl_ctx {
     int64_t graph_out;
     uint64_t graph_steps;
     bool graph_failed;
+    /* a decode graph captured only without programmatic dependent launch (forward_graph.c):
+     * the context's CUDA contexts made from now on (a rebind's executor) start without it */
+    bool pdl_capture_refused;
     char graph_error[SL_ERROR_MSG_BYTES]; /* the failed capture's message (sl_ctx_stats) */
     sl__stream stream;          /* a prefill's host experts through the device (stream.h) */
     sl__hot hot;                /* host experts' most routed ones resident (hot.h) */
@@ -180,6 +183,12 @@ sl_status sl__ctx_dev_refresh(sl_ctx *c, size_t work_bytes, sl_error *err);
 /* Its part that follows weight addresses alone (a runtime moved the model, types and bytes
  * unchanged): a device-resident rope tensor's address and cuda's expert pointer arrays. */
 sl_status sl__ctx_dev_rebind(sl_ctx *c, sl_error *err);
+/* Whether the context's CUDA contexts launch with programmatic dependent launch: not
+ * sl_ctx_options.no_pdl, nor after a decode graph was captured only without it. */
+bool sl__ctx_pdl(const sl_ctx *c);
+/* Turns it on (as sl__ctx_pdl allows) or off in the device executor and the hot experts' and
+ * prefill streaming's CUDA contexts. */
+void sl__ctx_set_pdl(sl_ctx *c, bool on);
 
 /* forward.c: evaluates tokens[0..n) (n <= cap) at positions n_past.. and appends them to the
  * cache; writes the logits rows of tokens out_from..n-1 (0 <= out_from < n) into logits_out

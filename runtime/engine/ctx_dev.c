@@ -385,7 +385,7 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
         if (sb && (st = take(c, sb, &scratch, err))) return st;
         if (hp->n_expert && (st = expert_ptrs(c, err))) return st;
         if ((st = sl__dx_cuda_create(m->dev, m->stream, work, gw, scratch, c->cap, K,
-                                     hp->n_ff_exp, hp->n_embd, c->mv.f32_act, !c->opt.no_pdl,
+                                     hp->n_ff_exp, hp->n_embd, c->mv.f32_act, sl__ctx_pdl(c),
                                      c->hot.bytes || c->hot.uploads, &d->dx, err)))
             return st;
     } else {
@@ -418,4 +418,17 @@ void sl__ctx_dev_destroy(sl_ctx *c)
     c->layer_dev = NULL;
     c->kv_slot = NULL;
     c->dmoe = NULL;
+}
+
+bool sl__ctx_pdl(const sl_ctx *c)
+{
+    return !c->opt.no_pdl && !c->pdl_capture_refused;
+}
+
+void sl__ctx_set_pdl(sl_ctx *c, bool on)
+{
+    on = on && sl__ctx_pdl(c);
+    sl__dx_cuda_set_pdl(c->dev.raw, on);
+    if (c->hot.cu) sl_cuda_ctx_set_pdl(c->hot.cu, on);
+    if (c->stream.cu) sl_cuda_ctx_set_pdl(c->stream.cu, on);
 }

@@ -608,7 +608,7 @@ bool sl__dx_cuda_pdl(const sl__dx *x)
     return x && x->vt == &cuda_vt && sl_cuda_ctx_pdl(((const dx_cuda *)x)->cu);
 }
 
-void sl__dx_cuda_pdl_off(sl__dx *x)
+void sl__dx_cuda_set_pdl(sl__dx *x, bool on)
 {
-    if (x && x->vt == &cuda_vt) sl_cuda_ctx_set_pdl(((dx_cuda *)x)->cu, false);
+    if (x && x->vt == &cuda_vt) sl_cuda_ctx_set_pdl(((dx_cuda *)x)->cu, on);
 }

@@ -137,7 +137,7 @@ static sl_status create_moe(sl_ctx *c, sl_error *err)
         fo.reserve_assign = (int64_t)c->cap * c->m->hp.n_expert_used;
         fo.reserve_embd = c->m->hp.n_embd;
         fo.reserve_ff = c->m->hp.n_ff_exp;
-        fo.no_pdl = c->opt.no_pdl;
+        fo.no_pdl = !sl__ctx_pdl(c);
         c->moe_mode = sl_fetch_mode_name(fo.mode);
         return sl_moe_fetch_create(c->m->dev, &fo, &c->ops, &c->mv, c->pool, &c->moe, err);
     }

@@ -97,15 +97,27 @@ sl_status sl__forward_graph_run(sl_ctx *c, const sl__side **at, int64_t n, int64
         sl_status cst = alone ? graph_capture(c, at, n, n_out, &ce) : SL_OK;
         if (cst && pdl) {
             /* a driver that takes programmatic dependent launch in plain launches but not in
-             * a capture (beside host functions, copies): counted and said as a failure, then
-             * captured again with it off for this context, so graphs still run */
-            c->stats.graph_failures++;
-            snprintf(c->graph_error, sizeof c->graph_error, "with programmatic dependent "
-                     "launch (turned off): %s", ce.msg);
-            c->stats.graph_error = c->graph_error;
-            sl__dx_cuda_pdl_off(c->dev.raw);
-            if (c->hot.cu) sl_cuda_ctx_set_pdl(c->hot.cu, false);
+             * a capture (beside host functions, copies): captured again with it off; where
+             * that succeeds PDL was the cause and stays off for this context (counted and
+             * said as a failure, graphs run), else it was not, and PDL is back on for the
+             * launched passes */
+            char first[sizeof ce.msg];
+            snprintf(first, sizeof first, "%s", ce.msg);
+            sl__ctx_set_pdl(c, false);
             cst = graph_capture(c, at, n, n_out, &ce);
+            if (!cst) {
+                c->pdl_capture_refused = true;
+                c->stats.graph_failures++;
+                snprintf(c->graph_error, sizeof c->graph_error, "with programmatic dependent "
+                         "launch (turned off): %s", first);
+                c->stats.graph_error = c->graph_error;
+            } else {
+                sl__ctx_set_pdl(c, true);
+                char both[sizeof ce.msg];
+                snprintf(both, sizeof both, "%s (and without programmatic dependent launch: "
+                         "%s)", first, ce.msg);
+                snprintf(ce.msg, sizeof ce.msg, "%s", both);
+            }
         }
         pthread_mutex_unlock(&c->m->ctx_mu);
         if (!alone) return sl__forward_layers(c, at, n, n_out, err);

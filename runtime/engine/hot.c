@@ -305,7 +305,7 @@ sl_status sl__hot_setup(sl_ctx *c, sl_error *err)
     if (!st && cuda)
         st = sl_cuda_ctx_create(sl_device_ordinal_get(m->dev),
                                 sl_device_stream_native(m->dev, m->stream), &h->cu, err);
-    if (!st && h->cu) sl_cuda_ctx_set_pdl(h->cu, !c->opt.no_pdl);
+    if (!st && h->cu) sl_cuda_ctx_set_pdl(h->cu, sl__ctx_pdl(c));
     if (st) {
         sl__hot_free(c);
         return st;

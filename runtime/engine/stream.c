@@ -126,7 +126,7 @@ sl_status sl__stream_setup(sl_ctx *c, sl_error *err)
             sl__stream_free(c);
             return st;
         }
-        sl_cuda_ctx_set_pdl(s->cu, !c->opt.no_pdl);
+        sl_cuda_ctx_set_pdl(s->cu, sl__ctx_pdl(c));
         s->dp = dp;
     }
     s->on = true;
