@@ -73,21 +73,11 @@ def line_of(src, pos):
     return src.count("\n", 0, pos) + 1
 
 
-def balanced(src, i):
-    """Index just past the parenthesis group that opens at src[i] == "("."""
+def balanced(src, i, pair="()"):
+    """Index just past the group that opens at src[i] == pair[0] ("(" or "{")."""
     d = 0
     for j in range(i, len(src)):
-        d += {"(": 1, ")": -1}.get(src[j], 0)
-        if d == 0:
-            return j + 1
-    return len(src)
-
-
-def balanced_brace(src, i):
-    """Index just past the brace group that opens at src[i] == "{"."""
-    d = 0
-    for j in range(i, len(src)):
-        d += {"{": 1, "}": -1}.get(src[j], 0)
+        d += {pair[0]: 1, pair[1]: -1}.get(src[j], 0)
         if d == 0:
             return j + 1
     return len(src)
@@ -170,7 +160,7 @@ def check(files):
         for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(([^()]*(\([^()]*\))*[^()]*)\)\s*\{", src):
             if m.group(1) not in KEYWORDS:
                 bodies[m.group(1)] = (name, line_of(src, m.start()),
-                                      src[m.end():balanced_brace(src, m.end() - 1)])
+                                      src[m.end():balanced(src, m.end() - 1, "{}")])
         for m in re.finditer(r"<<<", src):
             problems.append("%s:%d: a <<<>>> launch (launch through sl__cuda_launch)"
                             % (name, line_of(src, m.start())))
