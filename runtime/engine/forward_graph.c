@@ -109,13 +109,13 @@ sl_status sl__forward_graph_run(sl_ctx *c, const sl__side **at, int64_t n, int64
                 c->pdl_capture_refused = true;
                 c->stats.graph_failures++;
                 snprintf(c->graph_error, sizeof c->graph_error, "with programmatic dependent "
-                         "launch (turned off): %s", first);
+                         "launch (turned off): %.900s", first);
                 c->stats.graph_error = c->graph_error;
             } else {
                 sl__ctx_set_pdl(c, true);
                 char both[sizeof ce.msg];
-                snprintf(both, sizeof both, "%s (and without programmatic dependent launch: "
-                         "%s)", first, ce.msg);
+                snprintf(both, sizeof both, "%.480s (and without programmatic dependent "
+                         "launch: %.480s)", first, ce.msg);
                 snprintf(ce.msg, sizeof ce.msg, "%s", both);
             }
         }
