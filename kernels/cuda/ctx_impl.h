@@ -19,7 +19,6 @@ struct sl_cuda_ctx {
     bool gemv_smem_ready; /* gemv kernels' dynamic shared memory limit raised (gemv.cu) */
     bool f32_act;         /* GEMV keeps activations F32 (verification); else Q8 where it pays */
     bool pdl;             /* launches with programmatic stream serialisation (only where cc >= 9) */
-    uint32_t pdl_refused; /* launches the attribute made fail (pdl is then off) */
 };
 
 /* Makes c's device current on the calling thread (cheap; CUDA state is per thread). */
@@ -28,8 +27,8 @@ sl_status sl__cuda_ctx_enter(sl_cuda_ctx *c, sl_error *err);
 /* Launches k<<<grid, block, smem, c->stream>>>(args...), with programmatic stream serialisation
  * where c->pdl (common.cuh sl_pdl_enter: every kernel of kernels/cuda waits there before it
  * reads memory). A launch that fails with the attribute is made again without it; where that
- * one succeeds the attribute was the cause, and c->pdl goes off (pdl_refused counts it): the
- * context goes on in plain stream order, and sl_cuda_ctx_pdl says so. Where both fail (a
+ * one succeeds the attribute was the cause, and c->pdl goes off: the context goes on in plain
+ * stream order, and sl_cuda_ctx_pdl says so. Where both fail (a
  * fault, an invalidated capture, no kernel image) PDL stays as it was. Errors as a <<<>>>
  * launch's: the thread's last CUDA error, which SL_CU_LAUNCH reads. */
 template <typename... P, typename... A>
@@ -51,7 +50,6 @@ static inline void sl__cuda_launch(sl_cuda_ctx *c, void (*k)(P...), dim3 grid, d
     cfg.numAttrs = 0;
     if (cudaLaunchKernelEx(&cfg, k, args...) != cudaSuccess) return; /* not the attribute */
     c->pdl = false;
-    c->pdl_refused++;
 }
 
 #endif

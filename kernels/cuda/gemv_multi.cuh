@@ -174,14 +174,29 @@ static __device__ float gm_dot(uint32_t type, const uint8_t *row, const float *x
 /* Before k_gemv_multi's wait (common.cuh sl_l2_prefetch): each warp's row (and up's under
  * GLU) into L2, the W warps of a row its lines apart, found as gm_block finds it; from the
  * parameters alone; the first token's blocks only (the others read the same rows) */
+/* The warp's row of gm_block: global row g of the launch (live: one of its rows), matrix i,
+ * row r of it; the one rule of gm_block and gm_l2_prefetch */
+struct gm_at {
+    int64_t g, r;
+    int i;
+    bool live;
+};
+template <int W> static __device__ __forceinline__ gm_at gm_locate(const gm_args &a)
+{
+    gm_at at = {(int64_t)blockIdx.x * (GM_WARPS / W) + (threadIdx.x >> 5) / W, 0, 0, false};
+    at.live = at.g < a.row0[a.count]; /* whole warps (W: whole blocks) share it */
+    while (at.live && at.g >= a.row0[at.i + 1]) at.i++;
+    at.r = at.g - a.row0[at.i];
+    return at;
+}
+
 template <int W> static __device__ __forceinline__ void gm_l2_prefetch(const gm_args &a)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t g = (int64_t)blockIdx.x * (GM_WARPS / W) + warp / W;
-    if (blockIdx.z || g >= a.row0[a.count]) return;
-    int i = 0;
-    while (g >= a.row0[i + 1]) i++;
-    const int64_t r = g - a.row0[i];
+    const gm_at at = gm_locate<W>(a);
+    if (blockIdx.z || !at.live) return;
+    const int i = at.i;
+    const int64_t r = at.r;
     for (int j = 0; j < (a.silu_glu ? 2 : 1); j++)
         sl_l2_prefetch(a.m[i + j].w + (int64_t)blockIdx.y * a.m[i + j].w_hs +
                            r * a.m[i + j].row_bytes,
@@ -194,12 +209,11 @@ template <int W> static __device__ __forceinline__ void gm_l2_prefetch(const gm_
 template <int W> static __device__ __forceinline__ void gm_block(gm_args a)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t g = (int64_t)blockIdx.x * (GM_WARPS / W) + warp / W;
-    const bool live = g < a.row0[a.count]; /* whole warps (W: whole blocks) share it */
+    const gm_at at = gm_locate<W>(a);
+    const bool live = at.live;
     if (W == 1 && !live) return; /* the reduction stays full; no barrier follows */
-    int i = 0;
-    while (live && g >= a.row0[i + 1]) i++;
-    const int64_t r = g - a.row0[i], h = blockIdx.y, t = blockIdx.z;
+    const int i = at.i;
+    const int64_t r = at.r, h = blockIdx.y, t = blockIdx.z;
     float v[2] = {0.0f, 0.0f};
     const int nm = a.silu_glu ? 2 : 1;
 #pragma unroll

@@ -26,7 +26,8 @@ IDENT = re.compile(r"[A-Za-z_]\w*")
 PREFETCH_CALL = re.compile(r"(\w+_l2_prefetch)(<[\w\s,]*>)?\(\s*\w*\s*\);")
 # what the functions run before the wait may call (each a function of these files, checked
 # the same way, or a pure builtin)
-PREFETCH_CALLS = {"sl_l2_prefetch", "qxm_locate", "qxm_mat", "qxm_count", "min", "max"}
+PREFETCH_CALLS = {"sl_l2_prefetch", "qxm_locate", "qxm_mat", "qxm_count", "gm_locate", "min",
+                  "max"}
 KEYWORDS = {"if", "else", "for", "while", "return", "sizeof", "switch", "asm", "volatile"}
 TYPES = {"int64_t", "int32_t", "uint32_t", "uint64_t", "int", "unsigned", "size_t", "char"}
 # what their bodies must not do: dereference (->, a unary * also after a cast), load or store

@@ -256,6 +256,12 @@ typedef struct run_result {
 
 enum { AB_PROMPT = 8, AB_MAX_REPS = 20 };
 
+/* The prompt every measured context prefills: n fixed ids spread over the vocabulary. */
+static void prompt_ids(int32_t *p, int32_t n, int32_t n_vocab)
+{
+    for (int32_t i = 0; i < n; i++) p[i] = (int32_t)((7 * (int64_t)i + 1) % n_vocab);
+}
+
 /* --pdl-ab R: after the row's own run, R pairs of fresh contexts of its model, PDL on then off
  * (the order swapped every other pair), each an AB_PROMPT-token prefill and n_gen greedy steps;
  * per side the median of its pooled step times (the first step of each context captures its
@@ -283,7 +289,7 @@ static void pdl_ab(sl_model *m, sl_cli_model_flags *mf, int32_t n_gen, int32_t n
         co.no_pdl = side == 1;
         sl_ctx *c = NULL;
         int32_t p[AB_PROMPT], t = 0;
-        for (int j = 0; j < AB_PROMPT; j++) p[j] = (int32_t)((7 * (int64_t)j + 1) % n_vocab);
+        prompt_ids(p, AB_PROMPT, n_vocab);
         if (sl_ctx_create(m, &co, &c, &err) || sl_ctx_eval_greedy(c, p, AB_PROMPT, &t, &err)) {
             sl_ctx_destroy(c);
             snprintf(r->ab_why, sizeof r->ab_why, "%s", err.msg);
@@ -353,8 +359,7 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     if (sl_ctx_create(m, &co, &c, &err)) goto fail;
     if (profile && sl_ctx_step_profile(c, r->pprof.p0, SL_BENCH_STEP_KINDS, &r->pprof.n, &err))
         goto fail;
-    for (int32_t i = 0; i < n_prompt; i++)
-        ptok[i] = (int32_t)((7 * (int64_t)i + 1) % info.n_vocab);
+    prompt_ids(ptok, n_prompt, info.n_vocab);
     /* greedy decoding, the pick taken where the output layer runs (only the id crosses back
      * from a GPU), so each timed step is one sl_ctx_eval_greedy */
     int32_t tok;
