@@ -205,6 +205,19 @@ static __device__ __forceinline__ float sl_block_sum(float v, float *scratch)
     return sl_warp_sum(v);
 }
 
+/* The RMS norm's factor of row x [n] over the block: 1 / sqrt(mean(x^2) + eps), the sum of
+ * squares strided by thread (fmaf), then sl_block_sum. The one rule of every RMS norm of
+ * kernels/cuda (rows.cuh's norm kernels, the multi-matrix GEMV's norm prologue), so that a
+ * fused norm gives a plain one's bits where the block has the same thread count. */
+static __device__ __forceinline__ float sl_rms_scale(const float *x, int64_t n, float eps,
+                                                     float *scratch)
+{
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
+    ss = sl_block_sum(ss, scratch);
+    return 1.0f / sqrtf(ss / (float)n + eps);
+}
+
 static __device__ __forceinline__ float sl_block_max(float v, float *scratch)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;

@@ -339,10 +339,24 @@ static __device__ __forceinline__ void qx_x_at(uint8_t *qsm, int64_t cols, int8_
     *xs = *xd + cols / 32;
 }
 
+/* An RMS norm in front of x's quantisation (the multi-matrix GEMV's norm + Q/K/V, one launch
+ * for two): with `on`, the values quantised are X's row normed as rows.cuh's rms_norm_body
+ * computes it (sl_rms_scale's factor r, then x * r * w; w NULL: x * r), and where `out` is
+ * not NULL they are also stored there ([cols], any alignment; one block a row does). */
+struct qx_norm {
+    bool on;
+    const float *w;
+    float eps;
+    float *out;
+    float *red; /* 32 floats of shared memory for sl_rms_scale */
+};
+
 /* X [cols] (any alignment) -> xq, xd, xs as ggml's Q8_1 (qx_x_at); every thread of the block
- * calls it, and a barrier after it makes the values visible to the others */
+ * calls it, and a barrier after it makes the values visible to the others; nm.on: X normed
+ * by the factor r first (qx_norm) */
 static __device__ __forceinline__ void qx_quant_x(const float *X, int64_t cols, int8_t *xq,
-                                                  float *xd, float *xs)
+                                                  float *xd, float *xs, const qx_norm &nm,
+                                                  float r)
 {
     const int tid = threadIdx.x;
     /* x -> int8: 4 threads per unit of 32, 8 values each; the trip count is uniform so the
@@ -361,6 +375,13 @@ static __device__ __forceinline__ void qx_quant_x(const float *X, int64_t cols, 
         } else {
 #pragma unroll
             for (int i = 0; i < 8; i++) v[i] = ok ? X[8 * g + i] : 0.0f;
+        }
+        if (nm.on && ok) {
+#pragma unroll
+            for (int i = 0; i < 8; i++) v[i] = v[i] * r * (nm.w ? nm.w[8 * g + i] : 1.0f);
+            if (nm.out)
+#pragma unroll
+                for (int i = 0; i < 8; i++) nm.out[8 * g + i] = v[i];
         }
         float amax = 0.0f;
 #pragma unroll
@@ -392,19 +413,21 @@ static __device__ __forceinline__ void qx_quant_x(const float *X, int64_t cols, 
 }
 
 /* One pass of a warp's rows over W: the first unit's loads, then (QX) X quantised into xq / xd
- * / xs by the block and a barrier, then the sums into acc. The one sequence of qx_block and of
- * gemv_multi.cuh's bodies (!QX: a second matrix on the x already there; X unread). */
+ * / xs by the block (normed first with nm.on: its factor after the loads are issued, so their
+ * latency overlaps it too) and a barrier, then the sums into acc. The one sequence of qx_block
+ * and of gemv_multi.cuh's bodies (!QX: a second matrix on the x already there; X unread). */
 template <uint32_t T, bool QX>
 static __device__ __forceinline__ void qx_pass(const uint8_t *W, int64_t row_bytes,
                                                const int64_t *src, const float *X, int64_t cols,
                                                int lane, int8_t *xq, float *xd, float *xs,
-                                               float *acc)
+                                               float *acc, const qx_norm &nm)
 {
     const int64_t n_units = cols / 32;
     sl_qx_w w[QX_R];
     const bool al = qx_first<T>(W, row_bytes, src, n_units, lane, w);
     if (QX) {
-        qx_quant_x(X, cols, xq, xd, xs);
+        const float r = nm.on ? sl_rms_scale(X, cols, nm.eps, nm.red) : 1.0f;
+        qx_quant_x(X, cols, xq, xd, xs, nm, r);
         __syncthreads();
     }
     qx_sum<T>(al, W, row_bytes, src, n_units, lane, xq, xd, xs, w, acc);
@@ -466,7 +489,7 @@ static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
         src[r] = rr;
     }
     float acc[QX_R] = {};
-    qx_pass<T, true>(W, a.row_bytes, src, X, a.cols, lane, xq, xd, xs, acc);
+    qx_pass<T, true>(W, a.row_bytes, src, X, a.cols, lane, xq, xd, xs, acc, qx_norm{});
 #pragma unroll
     for (int r = 0; r < QX_R; r++) {
         const float v = sl_warp_sum(acc[r]);

@@ -1,5 +1,7 @@
 /* kernels/cuda/gemv_multi.cu: several matrices per GEMV launch (gemv_multi.h); the kernels'
  * bodies are gemv_multi.cuh's (run on the CPU by tests/kernels_cuda:gemv_multi_host_test). */
+#include <math.h>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
 #include "kernels/cuda/gemv.h"
@@ -146,6 +148,47 @@ extern "C" sl_status sl_cuda_gemv_multi(sl_cuda_ctx *c, const sl_cuda_gemv_mat *
                             "(gate, up), got %d", __func__, count);
     const gm_args a = gm_multi_args(ms, rb, count, cols, d_x, silu_glu);
     return gm_run(__func__, c, a, 1, n, sl_cuda_gemv_multi_q8(ms, count, cols), err);
+}
+
+extern "C" bool sl_cuda_gemv_multi_norm_q8(const sl_cuda_ctx *c, const sl_cuda_gemv_mat *ms,
+                                           int count, int64_t cols)
+{
+    return c && !c->f32_act && sl_cuda_gemv_multi_q8(ms, count, cols);
+}
+
+extern "C" sl_status sl_cuda_gemv_multi_norm(sl_cuda_ctx *c, const sl_cuda_gemv_mat *ms,
+                                             int count, int64_t cols, const float *d_in,
+                                             const float *d_norm_w, float eps, float *d_xn,
+                                             int64_t n, sl_error *err)
+{
+    if (!(eps >= 0.0f) || !isfinite(eps))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: eps = %g must be finite and >= 0",
+                            __func__, (double)eps);
+    if (!d_in || !d_xn)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
+                            !d_in ? "d_in" : "d_xn");
+    if (n >= 1 && cols >= 1 && d_xn < d_in + n * cols && d_in < d_xn + n * cols)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: d_xn overlaps d_in (the launch's blocks "
+                            "read d_in while one writes d_xn)", __func__);
+    if (!ms || count < 1 || count > SL_CUDA_GEMV_MULTI_MAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %d matrices (want 1 .. %d)", __func__,
+                            ms ? count : 0, (int)SL_CUDA_GEMV_MULTI_MAX);
+    int64_t rb[SL_CUDA_GEMV_MULTI_MAX];
+    for (int i = 0; i < count; i++) {
+        sl_status st = gm_check(__func__, ms[i].type, ms[i].rows, cols, n, &rb[i], err);
+        if (st) return st;
+        if (!ms[i].w || !ms[i].y)
+            return sl_error_set(err, SL_ERR_INVALID, "%s: matrix %d's %s is NULL", __func__, i,
+                                !ms[i].w ? "w" : "y");
+    }
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
+    if (!sl_cuda_gemv_multi_norm_q8(c, ms, count, cols))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: these matrices (or a context keeping "
+                            "F32 activations) take no Q8-activation launch, which the norm "
+                            "prologue is part of", __func__);
+    gm_args a = gm_multi_args(ms, rb, count, cols, d_in, false);
+    gm_norm(&a, d_norm_w, eps, d_xn);
+    return gm_run(__func__, c, a, 1, n, true, err);
 }
 
 extern "C" bool sl_cuda_gemv_experts_glu_q8(const sl_cuda_ctx *c, uint32_t type_gate,

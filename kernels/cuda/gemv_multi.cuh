@@ -19,6 +19,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemv.cuh"
 #include "kernels/cuda/gemv_multi.h"
+#include "kernels/cuda/rows.cuh" /* ROW_THREADS */
 
 enum { GM_WARPS = 4, GM_THREADS = 32 * GM_WARPS };
 
@@ -58,6 +59,13 @@ struct gm_args {
     int count;
     int64_t cols;
     bool silu_glu; /* count 2: a warp computes gate and up row r; y0 = silu(gate) * up */
+    /* norm (the Q8 body only, one x: sl_cuda_gemv_multi_norm): x is the norm's input; each
+     * block quantises rms_norm(x) * nw (NULL: no weight; qx_norm), and the first block of a
+     * token stores it to xn + t * cols */
+    bool norm;
+    const float *nw;
+    float eps;
+    float *xn;
 };
 
 /* ---- the launch's arguments (host: gemv_multi.cu after its checks, and the host test) ---- */
@@ -93,6 +101,18 @@ static __host__ inline gm_args gm_multi_args(const sl_cuda_gemv_mat *ms, const i
     a.count = count;
     a.cols = cols;
     return a;
+}
+
+static_assert(QX_THREADS == ROW_THREADS, "the norm prologue's sums are k_rms_norm's (one rule: "
+              "sl_rms_scale, strided by the block's threads)");
+
+/* sl_cuda_gemv_multi_norm's: a's x (one for all matrices) normed in each block first */
+static __host__ inline void gm_norm(gm_args *a, const float *nw, float eps, float *xn)
+{
+    a->norm = true;
+    a->nw = nw;
+    a->eps = eps;
+    a->xn = xn;
 }
 
 /* float types (any cols): where the row and x are 16-byte aligned, 16 bytes of weights a
@@ -274,12 +294,13 @@ template <bool QX>
 static __device__ __forceinline__ void qxm_pass_of(uint32_t type, const uint8_t *W,
                                                    int64_t row_bytes, const int64_t *src,
                                                    const float *X, int64_t cols, int lane,
-                                                   int8_t *xq, float *xd, float *xs, float *acc)
+                                                   int8_t *xq, float *xd, float *xs, float *acc,
+                                                   const qx_norm &nm)
 {
 #define QXM_CASE_(t)                                                                          \
     case t:                                                                                   \
         if constexpr (sl_qx_type(t))                                                          \
-            qx_pass<t, QX>(W, row_bytes, src, X, cols, lane, xq, xd, xs, acc);                \
+            qx_pass<t, QX>(W, row_bytes, src, X, cols, lane, xq, xd, xs, acc, nm);            \
         break;
     switch (type) {
         SL_QT_TYPES(QXM_CASE_)
@@ -349,6 +370,7 @@ static __device__ __forceinline__ void qxm_block(const gm_args &a, uint8_t *qsm)
     qx_x_at(qsm, a.cols, &xq, &xd, &xs);
     int64_t src[QX_R];
     float acc[QX_R] = {}, accu[QX_R] = {};
+    __shared__ float red[32];
     { /* only what the sums need stays live through them */
         const gm_mat m = qxm_mat(a, i);
 #pragma unroll
@@ -356,13 +378,15 @@ static __device__ __forceinline__ void qxm_block(const gm_args &a, uint8_t *qsm)
             const int64_t o = bx * QX_ROWS + warp * QX_R + r;
             src[r] = o < m.rows ? o : -1;
         }
+        const qx_norm nm = {a.norm, a.nw, a.eps,
+                            a.norm && blockIdx.x == 0 && h == 0 ? a.xn + t * a.cols : NULL, red};
         qxm_pass_of<true>(m.type, m.w + h * m.w_hs, m.row_bytes, src,
-                          m.x + t * m.x_ts + h * m.x_hs, a.cols, lane, xq, xd, xs, acc);
+                          m.x + t * m.x_ts + h * m.x_hs, a.cols, lane, xq, xd, xs, acc, nm);
     }
     const gm_mat &mu = a.m[1]; /* GLU: up, on the same x (quantised above), one head */
     if (GLU)
         qxm_pass_of<false>(mu.type, mu.w, mu.row_bytes, src, NULL, a.cols, lane, xq, xd, xs,
-                           accu);
+                           accu, qx_norm{});
     const gm_mat m = qxm_mat(a, i);
 #pragma unroll
     for (int r = 0; r < QX_R; r++) {
@@ -452,9 +476,10 @@ static __device__ __forceinline__ void qxe_glu_block(const gme_args &a, uint8_t 
     }
     float acc[QX_R] = {}, accu[QX_R] = {};
     qxm_pass_of<true>(a.tg, (const uint8_t *)a.wg[e], a.rb_g, src,
-                      a.x + (slot / a.x_group) * a.cols, a.cols, lane, xq, xd, xs, acc);
+                      a.x + (slot / a.x_group) * a.cols, a.cols, lane, xq, xd, xs, acc,
+                      qx_norm{});
     qxm_pass_of<false>(a.tu, (const uint8_t *)a.wu[e], a.rb_u, src, NULL, a.cols, lane, xq, xd,
-                       xs, accu);
+                       xs, accu, qx_norm{});
 #pragma unroll
     for (int r = 0; r < QX_R; r++) {
         const float v = sl_warp_sum(acc[r]), u = sl_warp_sum(accu[r]);

@@ -57,6 +57,20 @@ sl_status sl_cuda_gemv_multi(sl_cuda_ctx *c, const sl_cuda_gemv_mat *ms, int cou
                              int64_t cols, const float *d_x, int64_t n, bool silu_glu,
                              sl_error *err);
 
+/* The attention norm and Q, K, V in one launch: for t < n, xn + t * cols = rms_norm(d_in + t *
+ * cols) * d_norm_w (d_norm_w NULL: no weight), as sl_cuda_rms_norm computes it (one_plus_w
+ * false; the same bits), and the matrices' y as sl_cuda_gemv_multi on xn (silu_glu false).
+ * Every block normalises its token's row itself, before quantising it (Q8 activations only):
+ * SL_ERR_UNSUPPORTED where sl_cuda_gemv_multi_norm_q8 is false (the caller runs the norm, then
+ * sl_cuda_gemv_multi). eps finite and >= 0; d_xn not overlapping d_in. */
+sl_status sl_cuda_gemv_multi_norm(sl_cuda_ctx *c, const sl_cuda_gemv_mat *ms, int count,
+                                  int64_t cols, const float *d_in, const float *d_norm_w,
+                                  float eps, float *d_xn, int64_t n, sl_error *err);
+/* Whether sl_cuda_gemv_multi_norm runs for these matrices in context c (not in the
+ * F32-activation mode, and sl_cuda_gemv_multi_q8) */
+bool sl_cuda_gemv_multi_norm_q8(const sl_cuda_ctx *c, const sl_cuda_gemv_mat *ms, int count,
+                                int64_t cols);
+
 /* Routed experts' gate and up with the SwiGLU between them, one launch (a MoE decode's): for
  * slot s < n_sel and e = d_ids[s], y [s][rows] = silu(G_e x_s) * (U_e x_s) with G_e = d_gate[e],
  * U_e = d_up[e] ([rows][cols] of type_gate / type_up, device pointer arrays of n_expert) and

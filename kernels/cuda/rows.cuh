@@ -32,10 +32,7 @@ static __device__ __forceinline__ void rms_norm_body(const float *x, const float
 {
     const float *xr = x + (int64_t)blockIdx.x * n;
     float *yr = y + (int64_t)blockIdx.x * n;
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) ss = fmaf(xr[i], xr[i], ss);
-    ss = sl_block_sum(ss, red);
-    const float r = 1.0f / sqrtf(ss / (float)n + eps);
+    const float r = sl_rms_scale(xr, n, eps, red); /* ROW_THREADS threads */
     for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) {
         float g = 1.0f;
         if (w) g = one_plus_w ? 1.0f + w[i] : w[i];

@@ -380,6 +380,32 @@ static bool multi_gemv(int count, int64_t n)
     return n < SL__DX_GEMM_MIN_BATCH && count <= SL_CUDA_GEMV_MULTI_MAX;
 }
 
+/* A group's matrices (count <= SL_CUDA_GEMV_MULTI_MAX, equal columns) as sl_cuda_gemv_mat;
+ * bias: the first one's (the router's), NULL: none */
+static sl_status group_mats(const sl_weight *const *ws, int count, float *const *ys,
+                            const float *bias, sl_cuda_gemv_mat *ms, sl_error *err)
+{
+    for (int i = 0; i < count; i++) {
+        if (ws[i]->ne[0] != ws[0]->ne[0])
+            return sl_error_set(err, SL_ERR_INVALID, "matmul group (cuda): '%s' has %lld "
+                                "columns, '%s' %lld", ws[0]->name, (long long)ws[0]->ne[0],
+                                ws[i]->name, (long long)ws[i]->ne[0]);
+        ms[i] = (sl_cuda_gemv_mat){.type = ws[i]->type, .w = ws[i]->data, .rows = ws[i]->ne[1],
+                                   .bias = i ? NULL : bias, .y = ys[i]};
+    }
+    return SL_OK;
+}
+
+/* st of a group's launch, its message naming the group's first matrix */
+static sl_status group_fail(const sl_weight *const *ws, int count, sl_status st, sl_error *err)
+{
+    if (!st) return SL_OK;
+    char why[SL_ERROR_MSG_BYTES];
+    snprintf(why, sizeof why, "%s", err ? err->msg : "");
+    return sl_error_set(err, st, "matmul with '%s'%s (cuda): %s", ws[0]->name,
+                        count > 1 ? " and the rest of its group" : "", why);
+}
+
 /* bias: of the first matrix (the router's), NULL: none; silu_glu: sl_cuda_gemv_multi's */
 static sl_status mm_group(sl__dx *x, const sl_weight *const *ws, int count, const float *xn,
                           int64_t n, float *const *ys, const float *bias, bool silu_glu,
@@ -396,28 +422,17 @@ static sl_status mm_group(sl__dx *x, const sl_weight *const *ws, int count, cons
         return SL_OK;
     }
     sl_cuda_gemv_mat ms[SL_CUDA_GEMV_MULTI_MAX];
-    for (int i = 0; i < count; i++) {
-        if (ws[i]->ne[0] != ws[0]->ne[0])
-            return sl_error_set(err, SL_ERR_INVALID, "matmul group (cuda): '%s' has %lld "
-                                "columns, '%s' %lld", ws[0]->name, (long long)ws[0]->ne[0],
-                                ws[i]->name, (long long)ws[i]->ne[0]);
-        ms[i] = (sl_cuda_gemv_mat){.type = ws[i]->type, .w = ws[i]->data, .rows = ws[i]->ne[1],
-                                   .bias = i ? NULL : bias, .y = ys[i]};
-    }
-    sl_status st = sl_cuda_gemv_multi(((dx_cuda *)x)->cu, ms, count, ws[0]->ne[0], xn, n,
-                                      silu_glu, err);
-    if (st) {
-        char why[SL_ERROR_MSG_BYTES];
-        snprintf(why, sizeof why, "%s", err ? err->msg : "");
-        return sl_error_set(err, st, "matmul with '%s'%s (cuda): %s", ws[0]->name,
-                            count > 1 ? " and the rest of its group" : "", why);
-    }
-    return SL_OK;
+    sl_status st = group_mats(ws, count, ys, bias, ms, err);
+    if (!st)
+        st = sl_cuda_gemv_multi(((dx_cuda *)x)->cu, ms, count, ws[0]->ne[0], xn, n, silu_glu,
+                                err);
+    return group_fail(ws, count, st, err);
 }
 
 /* Fused steps: q/k norm + rope + KV store is one kernel (sl_cuda_qk_rope_store); wo / down +
- * residual add + norm a GEMV then one add + norm kernel (sl_cuda_add_rms_norm); norm + QKV the
- * norm then one multi-matrix GEMV (mm_group); gate/up + GLU one multi-matrix GEMV with the
+ * residual add + norm a GEMV then one add + norm kernel (sl_cuda_add_rms_norm); norm + QKV one
+ * multi-matrix GEMV with the norm in its prologue where it takes Q8 activations
+ * (sl_cuda_gemv_multi_norm), else the norm then the GEMV (mm_group); gate/up + GLU one multi-matrix GEMV with the
  * SwiGLU in its epilogue (other activations: then the GLU kernel); router GEMV (+ bias in the
  * GEMV's epilogue) then the top-k kernel. Batches of SL__DX_GEMM_MIN_BATCH tokens and more
  * run the plain kernels. One step each. */
@@ -426,7 +441,18 @@ static sl_status c_norm_mm(sl__dx *x, const float *in, const float *w, int64_t n
                            float *const *ys, sl_error *err)
 {
     const uint64_t s0 = x->steps;
-    sl_status st = c_rms_norm(x, in, w, xn, n, dim, eps, err);
+    dx_cuda *c = (dx_cuda *)x;
+    sl_cuda_gemv_mat ms[SL_CUDA_GEMV_MULTI_MAX];
+    sl_status st;
+    /* one launch: the GEMV's blocks norm x themselves before quantising it */
+    if (count && multi_gemv(count, n) && ws[0]->ne[0] == dim &&
+        !group_mats(ws, count, ys, NULL, ms, err) &&
+        sl_cuda_gemv_multi_norm_q8(c->cu, ms, count, dim)) {
+        st = sl_cuda_gemv_multi_norm(c->cu, ms, count, dim, in, w, eps, xn, n, err);
+        x->steps = s0 + 1;
+        return group_fail(ws, count, st, err);
+    }
+    st = c_rms_norm(x, in, w, xn, n, dim, eps, err);
     if (!st && count) st = mm_group(x, ws, count, xn, n, ys, NULL, false, err);
     x->steps = s0 + 1;
     return st;

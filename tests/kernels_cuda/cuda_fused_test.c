@@ -368,6 +368,85 @@ static void test_experts_glu(sl_cuda_ctx *c)
     cudaFree(du);
 }
 
+/* sl_cuda_gemv_multi_norm (the attention norm in Q/K/V's launch) against sl_cuda_rms_norm then
+ * sl_cuda_gemv_multi: Q4_K, Q8_0 and Q6_K matrices (a partial block each), 2 tokens, with and
+ * without a norm weight: xn and y the plain launches' bits (the same sums: sl_rms_scale over
+ * the same 256 threads; the log says how many match, the check allows 2 ulps of y should
+ * nvcc contract the two kernels apart) */
+static void test_norm_multi(sl_cuda_ctx *c)
+{
+    enum { NM = 3, NT = 2 };
+    const int64_t cols = 2048, rows[NM] = {72, 40, 33};
+    const uint32_t types[NM] = {SL_GGML_Q4_K, SL_GGML_Q8_0, SL_GGML_Q6_K};
+    void *dw[NM];
+    float *dy[NM], *dyp[NM];
+    for (int i = 0; i < NM; i++) {
+        size_t b;
+        float *wf;
+        uint8_t *w = make_w(types[i], rows[i], cols, &b, &wf);
+        dw[i] = dmalloc(b);
+        h2d(dw[i], w, b);
+        free(w), free(wf);
+        dy[i] = dmalloc((size_t)(NT * rows[i]) * 4);
+        dyp[i] = dmalloc((size_t)(NT * rows[i]) * 4);
+    }
+    float *x = xmalloc((size_t)(NT * cols) * 4), *nw = xmalloc((size_t)cols * 4);
+    for (int64_t i = 0; i < NT * cols; i++) x[i] = rnd_f(-3, 3);
+    for (int64_t i = 0; i < cols; i++) nw[i] = rnd_f(0.5f, 1.5f);
+    float *dx = dmalloc((size_t)(NT * cols) * 4), *dnw = dmalloc((size_t)cols * 4);
+    float *dxn = dmalloc((size_t)(NT * cols) * 4), *dxnp = dmalloc((size_t)(NT * cols) * 4);
+    h2d(dx, x, (size_t)(NT * cols) * 4);
+    h2d(dnw, nw, (size_t)cols * 4);
+    float *got = xmalloc((size_t)(NT * cols) * 4), *want = xmalloc((size_t)(NT * cols) * 4);
+    for (int with_w = 0; with_w < 2; with_w++) {
+        sl_cuda_gemv_mat ms[NM], mp[NM];
+        for (int i = 0; i < NM; i++) {
+            ms[i] = (sl_cuda_gemv_mat){.type = types[i], .w = dw[i], .rows = rows[i],
+                                       .y = dy[i]};
+            mp[i] = ms[i];
+            mp[i].y = dyp[i];
+        }
+        const float *w = with_w ? dnw : NULL;
+        sl_error e;
+        CHECK(sl_cuda_gemv_multi_norm_q8(c, ms, NM, cols));
+        CHECK_MSG(sl_cuda_gemv_multi_norm(c, ms, NM, cols, dx, w, 1e-6f, dxn, NT, &e) == SL_OK,
+                  "%s", e.msg);
+        CHECK_MSG(sl_cuda_rms_norm(c, dx, w, dxnp, NT, cols, 1e-6f, false, &e) == SL_OK, "%s",
+                  e.msg);
+        CHECK_MSG(sl_cuda_gemv_multi(c, mp, NM, cols, dxnp, NT, false, &e) == SL_OK, "%s",
+                  e.msg);
+        CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+        d2h(got, dxn, (size_t)(NT * cols) * 4);
+        d2h(want, dxnp, (size_t)(NT * cols) * 4);
+        int64_t same = 0, far = 0, n = NT * cols;
+        for (int64_t i = 0; i < n; i++) same += memcmp(&got[i], &want[i], 4) == 0;
+        REPORT(same == n, "norm multi (weight %d): xn %lld of %lld values rms_norm's bits",
+               with_w, (long long)same, (long long)n);
+        int64_t ny = 0;
+        same = 0;
+        for (int i = 0; i < NM; i++) {
+            d2h(got, dy[i], (size_t)(NT * rows[i]) * 4);
+            d2h(want, dyp[i], (size_t)(NT * rows[i]) * 4);
+            for (int64_t j = 0; j < NT * rows[i]; j++, ny++) {
+                same += memcmp(&got[j], &want[j], 4) == 0;
+                far += !(fabsf(got[j] - want[j]) <= 2.4e-7f * fabsf(want[j]));
+            }
+        }
+        REPORT(far == 0, "norm multi (weight %d): %lld of %lld y values past 2 ulps of the norm "
+               "then the GEMV", with_w, (long long)far, (long long)ny);
+        printf("cuda_fused_test: norm multi (weight %d): %lld of %lld y values the plain "
+               "launches' bits\n", with_w, (long long)same, (long long)ny);
+    }
+    sl_cuda_gemv_mat bad = {.type = SL_GGML_Q4_0, .w = dw[0], .rows = 4, .y = dy[0]};
+    sl_error e;
+    CHECK(!sl_cuda_gemv_multi_norm_q8(c, &bad, 1, cols)); /* no Q8-activation kernel */
+    CHECK(sl_cuda_gemv_multi_norm(c, &bad, 1, cols, dx, dnw, 1e-6f, dxn, 1, &e) ==
+          SL_ERR_UNSUPPORTED);
+    free(x), free(nw), free(got), free(want);
+    for (int i = 0; i < NM; i++) cudaFree(dw[i]), cudaFree(dy[i]), cudaFree(dyp[i]);
+    cudaFree(dx), cudaFree(dnw), cudaFree(dxn), cudaFree(dxnp);
+}
+
 /* argument checks: all before the context, so they run without a GPU */
 static void test_host_side(void)
 {
@@ -435,6 +514,26 @@ static void test_host_side(void)
     CHECK(sl_cuda_gemv_experts_glu(NULL, SL_GGML_Q4_K, pp, SL_GGML_Q4_K, pp, 2, ip, 1, 4, 256,
                                    p, 1, p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "ctx is NULL");
+    /* the norm launch's own checks */
+    float *xin = (float *)(uintptr_t)4096, *xo = (float *)(uintptr_t)65536;
+    CHECK(!sl_cuda_gemv_multi_norm_q8(NULL, &q, 1, 256));
+    CHECK(sl_cuda_gemv_multi_norm(NULL, &q, 1, 256, xin, p, NAN, xo, 1, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "eps");
+    CHECK(sl_cuda_gemv_multi_norm(NULL, &q, 1, 256, xin, p, -1.0f, xo, 1, &e) ==
+          SL_ERR_INVALID);
+    CHECK(sl_cuda_gemv_multi_norm(NULL, &q, 1, 256, xin, p, 1e-6f, NULL, 1, &e) ==
+          SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "d_xn");
+    CHECK(sl_cuda_gemv_multi_norm(NULL, &q, 1, 256, xin, p, 1e-6f, xin + 8, 1, &e) ==
+          SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "overlaps");
+    CHECK(sl_cuda_gemv_multi_norm(NULL, &q, 0, 256, xin, p, 1e-6f, xo, 1, &e) ==
+          SL_ERR_INVALID);
+    CHECK(sl_cuda_gemv_multi_norm(NULL, &q, 1, 256, xin, p, 1e-6f, xo, 0, &e) ==
+          SL_ERR_INVALID);
+    CHECK(sl_cuda_gemv_multi_norm(NULL, &q, 1, 256, xin, NULL, 1e-6f, xo, 1, &e) ==
+          SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx is NULL");
 }
 
 int main(void)
@@ -471,6 +570,7 @@ int main(void)
                g_q8_mode ? "default" : "F32-activation", g_q8_launches - q0);
     }
     test_experts_glu(c); /* the default mode, left by the loop */
+    test_norm_multi(c);
     sl_cuda_ctx_set_f32_act(c, true);
     CHECK(!sl_cuda_gemv_experts_glu_q8(c, SL_GGML_Q4_K, SL_GGML_Q6_K, 512));
     CHECK(sl_cuda_gemv_experts_glu(c, SL_GGML_Q4_K, (const void *const *)&c, SL_GGML_Q4_K,

@@ -320,6 +320,61 @@ template <uint32_t T> static void multi_q8(int64_t cols)
     for (int i = 0; i < NM; i++) untouched(ws.Y[i], "multi q8", types[i]);
 }
 
+/* sl_cuda_gemv_multi_norm (the norm in the Q8 body's prologue) against rows.cuh's norm kernel
+ * body then the launch without it: xn and every y bit for bit (the same norm factor rule,
+ * sl_rms_scale, over the same 256 threads), with and without a norm weight; x at an odd float
+ * offset (the scalar loads), 2 tokens; the first block of each token alone stores xn, every
+ * float of xn is stored once (ybuf: nothing past it) */
+template <uint32_t T> static void norm_q8(int64_t cols)
+{
+    enum { NM = 3, NT = 2 };
+    const uint32_t types[SL_CUDA_GEMV_MULTI_MAX] = {T, SL_GGML_Q8_0, T, T};
+    const int64_t rows[SL_CUDA_GEMV_MULTI_MAX] = {70, 5, 33, 1};
+    const size_t woff[SL_CUDA_GEMV_MULTI_MAX] = {0, 2, 0, 0};
+    const std::vector<float> xall = rand_x((size_t)(NT * cols + 1));
+    const float *x = xall.data() + 1;
+    std::vector<float> nwv = rand_x((size_t)cols);
+    for (float &v : nwv) v = 0.5f + fabsf(v); /* norm weights as trained: around 1 */
+    const float eps = 1e-6f;
+    for (int with_w = 0; with_w < 2; with_w++) {
+        const float *nw = with_w ? nwv.data() : nullptr;
+        /* the plain path: k_rms_norm's body (one block a row), then the launch */
+        std::vector<float> xn_ref((size_t)(NT * cols));
+        CHECK(sl_shim_launch(sl_shim_dim3{NT, 1, 1}, ROW_THREADS, [&] {
+            __shared__ float red[32];
+            rms_norm_body(x, nw, xn_ref.data(), cols, eps, false, red);
+        }));
+        multi_set fu(types, rows, woff, cols, NT, 31);
+        launch_q8<false>(gm_multi_args(fu.ms, fu.rb, NM, cols, xn_ref.data(), false), 1, NT,
+                         T, "norm q8 (plain)");
+        std::vector<float> want[NM]; /* the plain path's y, then fresh buffers for the fused */
+        for (int i = 0; i < NM; i++) {
+            want[i] = fu.Y[i].y;
+            fu.Y[i] = ybuf((size_t)(NT * rows[i]));
+            fu.ms[i].y = fu.Y[i].y.data();
+        }
+        ybuf xn((size_t)(NT * cols));
+        gm_args a = gm_multi_args(fu.ms, fu.rb, NM, cols, x, false);
+        gm_norm(&a, nw, eps, xn.y.data());
+        launch_q8<false>(a, 1, NT, T, "norm q8");
+        long bad = 0;
+        for (size_t i = 0; i < xn_ref.size(); i++) {
+            const float v = xn.at(i);
+            bad += memcmp(&xn_ref[i], &v, sizeof v) != 0;
+        }
+        for (int i = 0; i < NM; i++)
+            for (size_t j = 0; j < (size_t)(NT * rows[i]); j++) {
+                const float g = fu.Y[i].at(j);
+                bad += memcmp(&g, &want[i][j], sizeof g) != 0;
+                n_checked++;
+            }
+        CHECK_MSG(bad == 0, "norm q8 %s (norm weight %d): %ld values differ from the norm then "
+                  "the GEMV", tname(T), with_w, bad);
+        untouched(xn, "norm q8 xn", T);
+        for (int i = 0; i < NM; i++) untouched(fu.Y[i], "norm q8", types[i]);
+    }
+}
+
 /* sl_cuda_gemv_heads on the Q8 body: 3 heads of 40 rows (two blocks each, the second partial),
  * heads apart by the matrix plus the type's alignment, 2 tokens, x and y strided with gaps */
 template <uint32_t T> static void heads_q8(int64_t cols)
@@ -464,6 +519,7 @@ struct check_type {
         }
         if constexpr (sl_qx_type(T)) {
             multi_q8<T>(1280);
+            norm_q8<T>(1280);
             heads_q8<T>(1280);
             glu_q8<T>(1280);
             experts_glu_q8<T>(1280);
