@@ -178,6 +178,12 @@ static __device__ __forceinline__ float sl_warp_sum(float v)
     return v;
 }
 
+/* A load that skips L1 (ld.global.cg): for data other blocks of the running grid wrote */
+static __device__ __forceinline__ float sl_ldcg(const float *p)
+{
+    return __ldcg(p);
+}
+
 static __device__ __forceinline__ float sl_warp_max(float v)
 {
 #pragma unroll
@@ -209,14 +215,43 @@ static __device__ __forceinline__ float sl_block_sum(float v, float *scratch)
  * squares strided by thread (fmaf), then sl_block_sum. The one rule of every RMS norm of
  * kernels/cuda (rows.cuh's norm kernels, the multi-matrix GEMV's norm prologue), so that a
  * fused norm gives a plain one's bits where the block has the same thread count. */
+/* (CG: x read past L1, sl_ldcg: x written by other blocks of this grid, sl_last_block) */
+template <bool CG = false>
 static __device__ __forceinline__ float sl_rms_scale(const float *x, int64_t n, float eps,
                                                      float *scratch)
 {
     float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss = fmaf(x[i], x[i], ss);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = CG ? sl_ldcg(x + i) : x[i];
+        ss = fmaf(v, v, ss);
+    }
     ss = sl_block_sum(ss, scratch);
     return 1.0f / sqrtf(ss / (float)n + eps);
 }
+
+/* The last-block-done pattern (a fused launch's epilogue over the whole grid's output, one
+ * launch where there were two): every thread of every block calls it once, after its writes;
+ * true in the one block that finishes last, whose loads through sl_ldcg then see every other
+ * block's writes (each block fences its writes before it is counted; the last one fences
+ * after). *done counts the blocks that finished: 0 before the launch, and the last block sets
+ * it back to 0, so the next launch (a graph's replay too) starts from 0. Launches sharing a
+ * counter must not run concurrently: the CUDA context's counters (ctx_impl.h) serve launches
+ * of one stream at a time. */
+static __device__ __forceinline__ bool sl_last_block(unsigned *done)
+{
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned total = gridDim.x * gridDim.y * gridDim.z;
+        last = atomicAdd(done, 1u) == total - 1;
+        if (last) atomicExch(done, 0u);
+    }
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
+}
+
 
 static __device__ __forceinline__ float sl_block_max(float v, float *scratch)
 {

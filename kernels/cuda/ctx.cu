@@ -49,6 +49,15 @@ extern "C" sl_status sl_cuda_ctx_create(int ordinal, void *cuda_stream, sl_cuda_
     c->info.l2_bytes = (uint64_t)prop.l2CacheSize;
     c->info.smem_per_block_optin = (uint64_t)prop.sharedMemPerBlockOptin;
     c->pdl = prop.major >= 9;
+    const size_t db = SL__CUDA_DONE_N * sizeof *c->d_done;
+    cudaError_t rc = cudaMalloc((void **)&c->d_done, db);
+    if (rc == cudaSuccess) rc = cudaMemset(c->d_done, 0, db);
+    if (rc != cudaSuccess) {
+        if (c->d_done) cudaFree(c->d_done);
+        free(c);
+        return sl__cu_fail(err, rc, "cudaMalloc / cudaMemset (the context's counters)",
+                           __FILE__, __LINE__);
+    }
     *out = c;
     return SL_OK;
 }
@@ -60,6 +69,10 @@ extern "C" void sl_cuda_ctx_destroy(sl_cuda_ctx *c)
     if (c->blas && sl__cublas(&b, NULL) == SL_OK) { /* loaded: c->blas came from it */
         cudaSetDevice(c->ordinal);
         b->destroy(c->blas);
+    }
+    if (c->d_done) {
+        cudaSetDevice(c->ordinal);
+        cudaFree(c->d_done);
     }
     free(c);
 }

@@ -2,7 +2,7 @@
  *
  * Invariants: stream belongs to device `ordinal`; blas is NULL or a handle created on that
  * device whose stream is `stream` (set_stream keeps them equal); info is read once at create;
- * pdl only where info.cc_major >= 9. */
+ * pdl only where info.cc_major >= 9; d_done device memory of that device. */
 #ifndef SL_KERNELS_CUDA_CTX_IMPL_H
 #define SL_KERNELS_CUDA_CTX_IMPL_H
 
@@ -10,6 +10,11 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/ctx.h"
+
+/* The context's last-block counters (common.cuh sl_last_block), one a fused launch kind: 0
+ * between launches. The fused launches of a context run on one stream at a time (a kind's
+ * launches are ordered by it: the next one's blocks wait for the one before to end). */
+enum { SL__CUDA_DONE_ADD_NORM, SL__CUDA_DONE_ROUTER, SL__CUDA_DONE_COMBINE, SL__CUDA_DONE_N };
 
 struct sl_cuda_ctx {
     int ordinal;
@@ -19,6 +24,7 @@ struct sl_cuda_ctx {
     bool gemv_smem_ready; /* gemv kernels' dynamic shared memory limit raised (gemv.cu) */
     bool f32_act;         /* GEMV keeps activations F32 (verification); else Q8 where it pays */
     bool pdl;             /* launches with programmatic stream serialisation (only where cc >= 9) */
+    unsigned *d_done;     /* [SL__CUDA_DONE_N] device counters, zeroed at create */
 };
 
 /* Makes c's device current on the calling thread (cheap; CUDA state is per thread). */

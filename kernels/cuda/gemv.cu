@@ -1,4 +1,6 @@
 /* kernels/cuda/gemv.cu: see gemv.h for the contract and gemv.cuh for the kernels' design. */
+#include <math.h>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ctx_impl.h"
 #include "kernels/cuda/gemv.cuh"
@@ -19,6 +21,7 @@ static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_qx(gv_args a)
     sl_pdl_enter();
     extern __shared__ __align__(16) uint8_t qsm[];
     qx_block<T>(a, qsm);
+    if (a.done) qx_norm_last(a); /* uniform over the grid */
 }
 
 /* ---- host side ------------------------------------------------------------------------------ */
@@ -188,6 +191,60 @@ extern "C" sl_status sl_cuda_gemv(sl_cuda_ctx *c, uint32_t type, const void *d_w
     a.x = d_x;
     a.y = d_y;
     a.y_bstride = rows;
+    return gv_run(__func__, c, type, a, 1, err);
+}
+
+extern "C" bool sl_cuda_gemv_add_norm_q8(const sl_cuda_ctx *c, uint32_t type, const void *d_w,
+                                         int64_t cols)
+{
+    const bool al = ((uintptr_t)d_w & (uintptr_t)(sl_qx_align(type) - 1)) == 0;
+    return c && !c->f32_act && d_w && sl_cuda_gemv_q8_act(type, cols, 1, al, false);
+}
+
+/* whether [a, a + an) and [b, b + bn) floats share an address */
+static bool overlap(const float *a, int64_t an, const float *b, int64_t bn)
+{
+    return a && b && a < b + bn && b < a + an;
+}
+
+extern "C" sl_status sl_cuda_gemv_add_norm(sl_cuda_ctx *c, uint32_t type, const void *d_w,
+                                           int64_t rows, int64_t cols, const float *d_x,
+                                           float *d_y, float *d_res, const float *d_norm_w,
+                                           float eps, float *d_xn, sl_error *err)
+{
+    gv_args a = {};
+    sl_status st = gv_check(__func__, type, rows, cols, 1, &a, err);
+    if (st) return st;
+    if (!d_w || !d_x || !d_y || !d_res)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
+                            !d_w ? "d_w" : !d_x ? "d_x" : !d_y ? "d_y" : "d_res");
+    if (d_xn && (!(eps >= 0.0f) || !isfinite(eps)))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: eps = %g must be finite and >= 0",
+                            __func__, (double)eps);
+    /* the blocks read x while others write y and res; the last reads res while writing xn */
+    if (overlap(d_res, rows, d_x, cols) || overlap(d_res, rows, d_y, rows) ||
+        overlap(d_xn, rows, d_res, rows) || overlap(d_xn, rows, d_x, cols) ||
+        overlap(d_y, rows, d_x, cols))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: d_x, d_y, d_res and d_xn must not "
+                            "overlap", __func__);
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
+    if (!sl_cuda_gemv_add_norm_q8(c, type, d_w, cols))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u with %lld columns at "
+                            "this alignment has no Q8-activation launch (or the context keeps "
+                            "F32 activations), which the epilogue is part of", __func__, type,
+                            (long long)cols);
+    a.w = (const uint8_t *)d_w;
+    a.n_out = rows;
+    a.x = d_x;
+    a.y = d_y;
+    a.y_bstride = rows;
+    a.res = d_res;
+    if (d_xn) {
+        a.nw = d_norm_w;
+        a.eps = eps;
+        a.xn = d_xn;
+        a.done = c->d_done + SL__CUDA_DONE_ADD_NORM;
+    }
     return gv_run(__func__, c, type, a, 1, err);
 }
 

@@ -25,6 +25,7 @@
 #define SL_KERNELS_CUDA_GEMV_CUH
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/rows.cuh" /* ROW_THREADS: the fused norms' sums */
 
 enum {
     GV_WARPS = 4, GV_R = 4, GV_ROWS = GV_WARPS * GV_R, GV_STAGES = 3,
@@ -62,6 +63,14 @@ struct gv_args {
      * cols the widest and X's stride; else the row count (gate', up'), rows the widest. */
     const int64_t *ff_at;
     bool ff_cols;
+    /* the Q8 body's dense epilogue (sl_cuda_gemv_add_norm: one token, no row list): res (NULL:
+     * none) [n_out] += y; then with done, the grid's last block to finish (sl_last_block)
+     * stores xn = rms_norm(res) * nw (nw NULL: no weight), as rows.cuh's add_rms_norm_body */
+    float *res;
+    const float *nw;
+    float eps;
+    float *xn;
+    unsigned *done;
 };
 
 /* Narrows a to expert e's part (gv_args.ff_at); false: nothing to compute (a zero width of
@@ -498,9 +507,24 @@ static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
         if (a.scatter) {
             if (src[r] >= 0) Y[src[r]] = v;
         } else {
-            Y[o] = src[r] >= 0 ? v : 0.0f;
+            const float y = src[r] >= 0 ? v : 0.0f;
+            Y[o] = y;
+            if (a.res) a.res[o] = a.res[o] + y; /* sl_cuda_add's rounding */
         }
     }
+}
+
+/* k_gemv_qx's epilogue with a.done: in the last block, xn = rms_norm(res) * nw over the
+ * n_out values every block added into res (the bits of add_rms_norm_body, whose sums run
+ * over the same 256 threads); every thread of every block calls it */
+static __device__ __forceinline__ void qx_norm_last(const gv_args &a)
+{
+    static_assert(QX_THREADS == ROW_THREADS, "the norm's sums are k_add_rms_norm's");
+    if (!sl_last_block(a.done)) return;
+    __shared__ float red[32];
+    const float r = sl_rms_scale<true>(a.res, a.n_out, a.eps, red);
+    for (int64_t i = threadIdx.x; i < a.n_out; i += QX_THREADS)
+        a.xn[i] = sl_ldcg(a.res + i) * r * (a.nw ? a.nw[i] : 1.0f);
 }
 
 /* A launch's grid - x: blocks of output rows, y: groups of nb batch rows, z: slots - and the

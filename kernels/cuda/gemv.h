@@ -66,6 +66,21 @@ sl_status sl_cuda_gemv(sl_cuda_ctx *c, uint32_t type, const void *d_w, int64_t r
                        int64_t cols, const float *d_x, int64_t n_batch, float *d_y,
                        sl_error *err);
 
+/* A decode token's wo (or dense down) + residual add (+ FFN norm) in one launch: y [rows] = W x
+ * as sl_cuda_gemv computes it (one token), res [rows] = res + y as sl_cuda_add rounds it, then
+ * with d_xn: xn [rows] = rms_norm(res) * d_norm_w (NULL: no weight) by the launch's last block
+ * to finish, the bits of sl_cuda_add_rms_norm. Q8 activations only: SL_ERR_UNSUPPORTED where
+ * sl_cuda_gemv_add_norm_q8 is false (the caller runs the GEMV, then the add / add + norm).
+ * d_x, d_y, d_res and d_xn must not overlap; eps finite and >= 0 with d_xn. The context's
+ * fused launches run one at a time on its stream (ctx_impl.h's counters). */
+sl_status sl_cuda_gemv_add_norm(sl_cuda_ctx *c, uint32_t type, const void *d_w, int64_t rows,
+                                int64_t cols, const float *d_x, float *d_y, float *d_res,
+                                const float *d_norm_w, float eps, float *d_xn, sl_error *err);
+/* Whether sl_cuda_gemv_add_norm runs for this matrix in context c (not in the F32-activation
+ * mode; the type, columns and alignment sl_cuda_gemv_q8_act takes for one token) */
+bool sl_cuda_gemv_add_norm_q8(const sl_cuda_ctx *c, uint32_t type, const void *d_w,
+                              int64_t cols);
+
 /* Row-gathered (hot neurons of gate/up): for i < n_idx, r = d_idx[i]: compact
  * (scatter == false) Y[b][i] = dot(W row r, X[b]), Y [n_batch][n_idx]; scattered
  * Y[b][r] = ..., Y [n_batch][rows], unlisted entries untouched (repeats write the same value).

@@ -19,7 +19,6 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemv.cuh"
 #include "kernels/cuda/gemv_multi.h"
-#include "kernels/cuda/rows.cuh" /* ROW_THREADS */
 
 enum { GM_WARPS = 4, GM_THREADS = 32 * GM_WARPS };
 

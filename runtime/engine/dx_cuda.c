@@ -430,7 +430,9 @@ static sl_status mm_group(sl__dx *x, const sl_weight *const *ws, int count, cons
 }
 
 /* Fused steps: q/k norm + rope + KV store is one kernel (sl_cuda_qk_rope_store); wo / down +
- * residual add + norm a GEMV then one add + norm kernel (sl_cuda_add_rms_norm); norm + QKV one
+ * residual add + norm one Q8-activation GEMV for a token, the add in its epilogue and the norm
+ * in its last block (sl_cuda_gemv_add_norm), else a GEMV then one add + norm kernel
+ * (sl_cuda_add_rms_norm); norm + QKV one
  * multi-matrix GEMV with the norm in its prologue where it takes Q8 activations
  * (sl_cuda_gemv_multi_norm), else the norm then the GEMV (mm_group); gate/up + GLU one multi-matrix GEMV with the
  * SwiGLU in its epilogue (other activations: then the GLU kernel); router GEMV (+ bias in the
@@ -498,6 +500,17 @@ static sl_status c_mm_add_norm(sl__dx *x, const sl_weight *w, const float *in, i
     const uint64_t s0 = x->steps;
     dx_cuda *c = (dx_cuda *)x;
     const int64_t rows = w->ne[1];
+    if (n == 1 && sl_cuda_gemv_add_norm_q8(c->cu, w->type, w->data, w->ne[0])) {
+        /* one launch: the add in the GEMV's epilogue, the norm in its last block */
+        sl_status st = sl_cuda_gemv_add_norm(c->cu, w->type, w->data, rows, w->ne[0], in, tmp,
+                                             res, norm_w, eps, norm_w ? xn : NULL, err);
+        x->steps = s0 + 1;
+        if (!st) return SL_OK;
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        return sl_error_set(err, st, "matmul with '%s' + residual add (cuda): %s", w->name,
+                            why);
+    }
     sl_status st = c_mm(x, w, in, n, tmp, err);
     if (!st)
         st = norm_w ? sl_cuda_add_rms_norm(c->cu, res, tmp, norm_w, xn, n, rows, eps, err)

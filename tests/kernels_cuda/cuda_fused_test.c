@@ -447,6 +447,71 @@ static void test_norm_multi(sl_cuda_ctx *c)
     cudaFree(dx), cudaFree(dnw), cudaFree(dxn), cudaFree(dxnp);
 }
 
+/* sl_cuda_gemv_add_norm (wo + residual add + FFN norm in one launch) against sl_cuda_gemv then
+ * sl_cuda_add_rms_norm (and the add alone against sl_cuda_add): Q4_K and Q8_0, 2048 rows (64
+ * blocks: the last-block counter over a real grid), three launches in a row each (the counter
+ * back at 0 between them, or the second's norm would run early or never): y, res and xn the
+ * plain launches' bits (the same sums over the same threads) */
+static void test_add_norm(sl_cuda_ctx *c)
+{
+    enum { ROWS = 2048, COLS = 4096, REPS = 3 };
+    const uint32_t types[2] = {SL_GGML_Q4_K, SL_GGML_Q8_0};
+    float *x = xmalloc(COLS * 4), *res = xmalloc(ROWS * 4), *nw = xmalloc(ROWS * 4);
+    float *got = xmalloc(ROWS * 4), *want = xmalloc(ROWS * 4);
+    for (int i = 0; i < COLS; i++) x[i] = rnd_f(-1, 1);
+    for (int i = 0; i < ROWS; i++) res[i] = rnd_f(-4, 4), nw[i] = rnd_f(0.5f, 1.5f);
+    float *dx = dmalloc(COLS * 4), *dnw = dmalloc(ROWS * 4), *dy = dmalloc(ROWS * 4),
+          *dyp = dmalloc(ROWS * 4), *dres = dmalloc(ROWS * 4), *dresp = dmalloc(ROWS * 4),
+          *dxn = dmalloc(ROWS * 4), *dxnp = dmalloc(ROWS * 4);
+    h2d(dx, x, COLS * 4);
+    h2d(dnw, nw, ROWS * 4);
+    for (int ti = 0; ti < 2; ti++)
+        for (int mode = 0; mode < 2; mode++) { /* 0: add + norm, 1: the add alone */
+            size_t b;
+            float *wf;
+            uint8_t *w = make_w(types[ti], ROWS, COLS, &b, &wf);
+            void *dw = dmalloc(b);
+            h2d(dw, w, b);
+            h2d(dres, res, ROWS * 4);
+            h2d(dresp, res, ROWS * 4);
+            sl_error e;
+            CHECK(sl_cuda_gemv_add_norm_q8(c, types[ti], dw, COLS));
+            for (int rep = 0; rep < REPS; rep++) {
+                CHECK_MSG(sl_cuda_gemv_add_norm(c, types[ti], dw, ROWS, COLS, dx, dy, dres, dnw,
+                                                1e-5f, mode ? NULL : dxn, &e) == SL_OK, "%s",
+                          e.msg);
+                CHECK_MSG(sl_cuda_gemv(c, types[ti], dw, ROWS, COLS, dx, 1, dyp, &e) == SL_OK,
+                          "%s", e.msg);
+                CHECK_MSG((mode ? sl_cuda_add(c, dresp, dyp, dresp, ROWS, &e)
+                                : sl_cuda_add_rms_norm(c, dresp, dyp, dnw, dxnp, 1, ROWS, 1e-5f,
+                                                       &e)) == SL_OK, "%s", e.msg);
+            }
+            CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+            float *const pairs[3][2] = {{dy, dyp}, {dres, dresp}, {dxn, dxnp}};
+            const char *names[3] = {"y", "res", "xn"};
+            for (int k = 0; k < (mode ? 2 : 3); k++) {
+                d2h(got, pairs[k][0], ROWS * 4);
+                d2h(want, pairs[k][1], ROWS * 4);
+                int same = 0;
+                for (int i = 0; i < ROWS; i++) same += memcmp(&got[i], &want[i], 4) == 0;
+                REPORT(same == ROWS, "add%s %s after %d launches: %s %d of %d values the plain "
+                       "launches' bits", mode ? "" : " norm", tname(types[ti]), REPS, names[k],
+                       same, ROWS);
+            }
+            printf("cuda_fused_test: add%s %s checked over %d launches\n", mode ? "" : " norm",
+                   tname(types[ti]), REPS);
+            free(w), free(wf);
+            cudaFree(dw);
+        }
+    sl_error e;
+    CHECK(!sl_cuda_gemv_add_norm_q8(c, SL_GGML_Q4_0, dx, COLS)); /* no Q8-activation kernel */
+    CHECK(sl_cuda_gemv_add_norm(c, SL_GGML_Q4_0, dnw, 4, 256, dx, dy, dres, NULL, 0.0f, NULL,
+                                &e) == SL_ERR_UNSUPPORTED);
+    free(x), free(res), free(nw), free(got), free(want);
+    cudaFree(dx), cudaFree(dnw), cudaFree(dy), cudaFree(dyp), cudaFree(dres), cudaFree(dresp);
+    cudaFree(dxn), cudaFree(dxnp);
+}
+
 /* argument checks: all before the context, so they run without a GPU */
 static void test_host_side(void)
 {
@@ -534,6 +599,25 @@ static void test_host_side(void)
     CHECK(sl_cuda_gemv_multi_norm(NULL, &q, 1, 256, xin, NULL, 1e-6f, xo, 1, &e) ==
           SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "ctx is NULL");
+    /* the add + norm launch's */
+    float *yo = (float *)(uintptr_t)131072, *ro = (float *)(uintptr_t)262144;
+    CHECK(!sl_cuda_gemv_add_norm_q8(NULL, SL_GGML_Q4_K, w16, 256));
+    CHECK(sl_cuda_gemv_add_norm(NULL, SL_GGML_Q4_K, w16, 4, 256, xin, yo, NULL, p, 1e-5f, xo,
+                                &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "d_res");
+    CHECK(sl_cuda_gemv_add_norm(NULL, SL_GGML_Q4_K, w16, 4, 256, xin, yo, ro, p, INFINITY, xo,
+                                &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "eps");
+    CHECK(sl_cuda_gemv_add_norm(NULL, SL_GGML_Q4_K, w16, 4, 256, xin, yo, yo + 2, p, 1e-5f, xo,
+                                &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "overlap");
+    CHECK(sl_cuda_gemv_add_norm(NULL, SL_GGML_Q4_K, w16, 4, 256, xin, yo, ro, p, 1e-5f, ro + 3,
+                                &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_gemv_add_norm(NULL, SL_GGML_Q4_K, w16, 4, 300, xin, yo, ro, p, 1e-5f, xo,
+                                &e) == SL_ERR_INVALID); /* no whole blocks */
+    CHECK(sl_cuda_gemv_add_norm(NULL, SL_GGML_Q4_K, w16, 4, 256, xin, yo, ro, p, 1e-5f, xo,
+                                &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx is NULL");
 }
 
 int main(void)
@@ -571,6 +655,7 @@ int main(void)
     }
     test_experts_glu(c); /* the default mode, left by the loop */
     test_norm_multi(c);
+    test_add_norm(c);
     sl_cuda_ctx_set_f32_act(c, true);
     CHECK(!sl_cuda_gemv_experts_glu_q8(c, SL_GGML_Q4_K, SL_GGML_Q6_K, 512));
     CHECK(sl_cuda_gemv_experts_glu(c, SL_GGML_Q4_K, (const void *const *)&c, SL_GGML_Q4_K,

@@ -136,6 +136,76 @@ static void dense(bool q8, int64_t rows, int64_t cols, int64_t nb, size_t woff, 
     untouched(Y, what, T);
 }
 
+/* sl_cuda_gemv_add_norm's launch (the Q8 body with the residual add in its epilogue and the
+ * norm in the grid's last block, qx_norm_last) against the plain launch then rows.cuh's
+ * add_rms_norm_body: y, res and xn bit for bit; the blocks in order and reversed (the last
+ * to finish is then block 0), the counter back at 0 after each; without a norm weight; the
+ * add alone (no counter) against the plain launch then res + y. 70 rows: a partial block. */
+template <uint32_t T> static void add_norm(int64_t cols)
+{
+    enum { ROWS = 70 };
+    rand_mat m;
+    CHECK(m.make(T, ROWS, cols, 0, (int)cols));
+    std::vector<float> x((size_t)cols), res0(ROWS), nw(ROWS);
+    fill_x(x.data(), cols);
+    for (float &v : res0) v = 4.0f * rnd_f(-1.0f, 1.0f);
+    for (float &v : nw) v = rnd_f(0.5f, 1.5f);
+    gv_args a = {};
+    a.w = m.w, a.rows = ROWS, a.cols = cols, a.row_bytes = (int64_t)m.rb, a.n_out = ROWS;
+    a.x = x.data(), a.x_group = 1, a.y_bstride = ROWS, a.n_batch = 1;
+    /* the plain launches */
+    std::vector<float> y_p(ROWS), res_p = res0;
+    a.y = y_p.data();
+    CHECK(launch<T>(a, 1, true));
+    const size_t sm = qx_smem(cols);
+    uint8_t *smem = (uint8_t *)aligned_alloc(16, (sm + 15) / 16 * 16);
+    for (int with_w = 0; with_w < 3; with_w++) { /* 2: the add alone */
+        std::vector<float> res_w = res0, xn_w(ROWS);
+        if (with_w < 2) {
+            CHECK(sl_shim_launch(sl_shim_dim3{1, 1, 1}, ROW_THREADS, [&] {
+                __shared__ float red[32];
+                add_rms_norm_body(res_w.data(), y_p.data(), with_w ? nw.data() : nullptr,
+                                  xn_w.data(), ROWS, 1e-5f, red);
+            }));
+        } else {
+            for (int i = 0; i < ROWS; i++) res_w[(size_t)i] = res0[(size_t)i] + y_p[(size_t)i];
+        }
+        for (int rev = 0; rev < 2; rev++) {
+            ybuf Y(ROWS), XN(ROWS);
+            std::vector<float> res = res0;
+            unsigned done = 0;
+            gv_args f = a;
+            f.y = Y.y.data();
+            f.res = res.data();
+            if (with_w < 2) {
+                f.nw = with_w ? nw.data() : nullptr;
+                f.eps = 1e-5f;
+                f.xn = XN.y.data();
+                f.done = &done;
+            }
+            const gv_grid G = gv_grid_of(f, 1, true);
+            sl_shim_reverse_blocks = rev;
+            CHECK(sl_shim_launch(sl_shim_dim3{G.x, G.y, G.z}, QX_THREADS, [&] {
+                qx_block<T>(f, smem);
+                if (f.done) qx_norm_last(f);
+            }, [&] { memset(smem, 0xA5, sm); }));
+            sl_shim_reverse_blocks = false;
+            CHECK_MSG(done == 0, "add norm %s: the counter left at %u", sl_gguf_type_get(T)->name,
+                      done);
+            char what[64];
+            snprintf(what, sizeof what, "qx add%s%s", with_w < 2 ? " norm" : "",
+                     rev ? " (blocks reversed)" : "");
+            for (int64_t r = 0; r < ROWS; r++) {
+                check_exact(what, T, Y.at((size_t)r), y_p[(size_t)r], r);
+                check_exact(what, T, res[(size_t)r], res_w[(size_t)r], r);
+                if (with_w < 2) check_exact(what, T, XN.at((size_t)r), xn_w[(size_t)r], r);
+            }
+            untouched(XN, what, T);
+        }
+    }
+    free(smem);
+}
+
 /* A row list with ids out of range: compact (y[o], 0 for a bad id) and scatter (y[id], the
  * rest untouched); batch rows 2 floats apart. */
 template <uint32_t T> static void rows_list(bool q8, int64_t cols, int64_t nb, bool scatter)
@@ -295,6 +365,7 @@ struct check_type {
             const int64_t qcols[2] = {256, 2304};
             dense<T>(true, 40, qcols[0], 1, 0, 1); /* x not 16-byte aligned */
             dense<T>(true, 40, qcols[1], 1, 0, 0);
+            add_norm<T>(qcols[1]);
             if (T == 39) dense<T>(true, 9, 2880, 1, 0, 0); /* gpt-oss: 90 blocks, 1530 B */
             rows_list<T>(true, 2304, 1, false);
             rows_list<T>(true, 2304, 1, true);

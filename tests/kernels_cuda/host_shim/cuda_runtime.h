@@ -115,6 +115,23 @@ template <typename T> static inline T min(T a, T b) { return b < a ? b : a; }
 template <typename T> static inline T max(T a, T b) { return a < b ? b : a; }
 /* a shared-memory atomic: the old value */
 static inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+/* global-memory atomics and fence (common.cuh sl_last_block): the old value */
+static inline unsigned atomicAdd(unsigned *p, unsigned v)
+{
+    return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned atomicExch(unsigned *p, unsigned v)
+{
+    return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+}
+static inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+/* ld.global.cg: a plain load here (one cache) */
+template <typename T> static inline T __ldcg(const T *p)
+{
+    T v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
 
 /* DP4A: c + the dot of a's and b's four signed bytes */
 static inline int __dp4a(int a, int b, int c)

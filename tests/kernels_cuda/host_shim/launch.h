@@ -39,6 +39,11 @@ template <typename F> struct sl_shim_thread {
  * there, so a read before the block wrote it shows, as stale device memory would). False if
  * threads is not a positive multiple of 32 (whole warps: shuffles); a thread that cannot be
  * started aborts the test (its block's other threads would wait at the barrier forever). */
+/* Blocks in reverse order (the last block of the grid first): a test of a last-block-done
+ * epilogue (common.cuh sl_last_block) sets it, so that the block finishing last is not the
+ * grid's last one */
+static bool sl_shim_reverse_blocks = false;
+
 template <typename F, typename G>
 static bool sl_shim_launch(sl_shim_dim3 grid, unsigned threads, F body, G before_block)
 {
@@ -52,23 +57,25 @@ static bool sl_shim_launch(sl_shim_dim3 grid, unsigned threads, F body, G before
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 1u << 20);
-    for (unsigned bz = 0; bz < grid.z; bz++)
-        for (unsigned by = 0; by < grid.y; by++)
-            for (unsigned bx = 0; bx < grid.x; bx++) {
-                before_block();
-                pthread_barrier_t bar;
-                pthread_barrier_init(&bar, nullptr, threads);
-                for (unsigned t = 0; t < threads; t++) {
-                    ts[t] = sl_shim_thread<F>{&body, &bar, &warps[t / 32], {t, 0, 0},
-                                              {bx, by, bz}, {threads, 1, 1}, grid};
-                    if (pthread_create(&hs[t], &attr, sl_shim_thread<F>::run, &ts[t])) {
-                        fprintf(stderr, "sl_shim_launch: pthread_create failed\n");
-                        abort();
-                    }
-                }
-                for (unsigned t = 0; t < threads; t++) pthread_join(hs[t], nullptr);
-                pthread_barrier_destroy(&bar);
+    const unsigned long n_blocks = (unsigned long)grid.x * grid.y * grid.z;
+    for (unsigned long i = 0; i < n_blocks; i++) {
+        const unsigned long b = sl_shim_reverse_blocks ? n_blocks - 1 - i : i;
+        const sl_shim_dim3 bid{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
+                               (unsigned)(b / grid.x / grid.y)};
+        before_block();
+        pthread_barrier_t bar;
+        pthread_barrier_init(&bar, nullptr, threads);
+        for (unsigned t = 0; t < threads; t++) {
+            ts[t] = sl_shim_thread<F>{&body, &bar, &warps[t / 32], {t, 0, 0}, bid,
+                                      {threads, 1, 1}, grid};
+            if (pthread_create(&hs[t], &attr, sl_shim_thread<F>::run, &ts[t])) {
+                fprintf(stderr, "sl_shim_launch: pthread_create failed\n");
+                abort();
             }
+        }
+        for (unsigned t = 0; t < threads; t++) pthread_join(hs[t], nullptr);
+        pthread_barrier_destroy(&bar);
+    }
     for (auto &w : warps) pthread_barrier_destroy(&w.bar);
     pthread_attr_destroy(&attr);
     return true;
