@@ -519,7 +519,7 @@ static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
  * over the same 256 threads); every thread of every block calls it */
 static __device__ __forceinline__ void qx_norm_last(const gv_args &a)
 {
-    static_assert(QX_THREADS == ROW_THREADS, "the norm's sums are k_add_rms_norm's");
+    static_assert((int)QX_THREADS == (int)ROW_THREADS, "the norm's sums are k_add_rms_norm's");
     if (!sl_last_block(a.done)) return;
     __shared__ float red[32];
     const float r = sl_rms_scale<true>(a.res, a.n_out, a.eps, red);

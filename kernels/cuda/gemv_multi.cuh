@@ -102,8 +102,9 @@ static __host__ inline gm_args gm_multi_args(const sl_cuda_gemv_mat *ms, const i
     return a;
 }
 
-static_assert(QX_THREADS == ROW_THREADS, "the norm prologue's sums are k_rms_norm's (one rule: "
-              "sl_rms_scale, strided by the block's threads)");
+static_assert((int)QX_THREADS == (int)ROW_THREADS,
+              "the norm prologue's sums are k_rms_norm's (one rule: sl_rms_scale, strided by "
+              "the block's threads)");
 
 /* sl_cuda_gemv_multi_norm's: a's x (one for all matrices) normed in each block first */
 static __host__ inline void gm_norm(gm_args *a, const float *nw, float eps, float *xn)

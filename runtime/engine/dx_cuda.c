@@ -432,12 +432,11 @@ static sl_status mm_group(sl__dx *x, const sl_weight *const *ws, int count, cons
 /* Fused steps: q/k norm + rope + KV store is one kernel (sl_cuda_qk_rope_store); wo / down +
  * residual add + norm one Q8-activation GEMV for a token, the add in its epilogue and the norm
  * in its last block (sl_cuda_gemv_add_norm), else a GEMV then one add + norm kernel
- * (sl_cuda_add_rms_norm); norm + QKV one
- * multi-matrix GEMV with the norm in its prologue where it takes Q8 activations
- * (sl_cuda_gemv_multi_norm), else the norm then the GEMV (mm_group); gate/up + GLU one multi-matrix GEMV with the
- * SwiGLU in its epilogue (other activations: then the GLU kernel); router GEMV (+ bias in the
- * GEMV's epilogue) then the top-k kernel. Batches of SL__DX_GEMM_MIN_BATCH tokens and more
- * run the plain kernels. One step each. */
+ * (sl_cuda_add_rms_norm); norm + QKV one multi-matrix GEMV with the norm in its prologue where
+ * it takes Q8 activations (sl_cuda_gemv_multi_norm), else the norm then the GEMV (mm_group);
+ * gate/up + GLU one multi-matrix GEMV with the SwiGLU in its epilogue (other activations: then
+ * the GLU kernel); router GEMV (+ bias in the GEMV's epilogue) then the top-k kernel. Batches
+ * of SL__DX_GEMM_MIN_BATCH tokens and more run the plain kernels. One step each. */
 static sl_status c_norm_mm(sl__dx *x, const float *in, const float *w, int64_t n, int64_t dim,
                            float eps, float *xn, const sl_weight *const *ws, int count,
                            float *const *ys, sl_error *err)
