@@ -15,6 +15,19 @@ template <int W> static __global__ void __launch_bounds__(GM_THREADS) k_gemv_mul
     gm_block<W>(a);
 }
 
+/* k_gemv_multi's rows (the router's logits), then their top-k in the last block */
+template <int W>
+static __global__ void __launch_bounds__(GM_THREADS)
+    k_gemv_router(gm_args a, router_args ra, unsigned *done)
+{
+    gm_l2_prefetch<W>(a);
+    sl_pdl_enter();
+    gm_block<W>(a);
+    extern __shared__ double rs[]; /* router_smem */
+    __shared__ int32_t sel[SL_CUDA_ROUTER_MAX_EXPERT];
+    gm_router_last(a, ra, done, rs, sel);
+}
+
 template <bool GLU>
 static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_multi_qx(gm_args a)
 {
@@ -189,6 +202,52 @@ extern "C" sl_status sl_cuda_gemv_multi_norm(sl_cuda_ctx *c, const sl_cuda_gemv_
     gm_args a = gm_multi_args(ms, rb, count, cols, d_in, false);
     gm_norm(&a, d_norm_w, eps, d_xn);
     return gm_run(__func__, c, a, 1, n, true, err);
+}
+
+extern "C" bool sl_cuda_gemv_router_fused(const sl_cuda_ctx *c, const sl_cuda_gemv_mat *m,
+                                          int64_t cols)
+{
+    /* the F32 body's launch (the router's F32 matrix, or any where the context keeps F32
+     * activations): the Q8 body has no epilogue */
+    return c && m && (c->f32_act || !sl_cuda_gemv_multi_q8(m, 1, cols));
+}
+
+extern "C" sl_status sl_cuda_gemv_router(sl_cuda_ctx *c, const sl_cuda_gemv_mat *m,
+                                         int64_t cols, const float *d_x, int64_t n,
+                                         const sl_router_params *p, int32_t *d_idx, float *d_w,
+                                         sl_error *err)
+{
+    router_args ra;
+    sl_status st = sl__cuda_router_check(__func__, p, &ra, err);
+    if (st) return st;
+    int64_t rb = 0;
+    if (!m) return sl_error_set(err, SL_ERR_INVALID, "%s: m is NULL", __func__);
+    if ((st = gm_check(__func__, m->type, m->rows, cols, n, &rb, err))) return st;
+    if (m->rows != ra.E)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %lld rows for %d experts", __func__,
+                            (long long)m->rows, ra.E);
+    if (!m->w || !m->y || !d_x || !d_idx || !d_w)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
+                            !m->w ? "m->w" : !m->y ? "m->y" : !d_x ? "d_x" : !d_idx ? "d_idx"
+                                                                                : "d_w");
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
+    if (!sl_cuda_gemv_router_fused(c, m, cols))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: a router of type %u takes the "
+                            "Q8-activation launch, which has no top-k epilogue", __func__,
+                            m->type);
+    ra.idx = d_idx;
+    ra.w = d_w;
+    const gm_args a = gm_multi_args(m, &rb, 1, cols, d_x, false);
+    const int W = gm_split(a.row0[1] * n, cols, c->info.sm_count);
+    const int64_t gx = gm_grid_x(a.row0[1], W);
+    if ((st = sl__cuda_ctx_enter(c, err))) return st;
+    const dim3 grid((unsigned)gx, 1, (unsigned)n);
+    const size_t smem = router_smem(ra.E, ra.n_group);
+    unsigned *done = c->d_done + SL__CUDA_DONE_ROUTER;
+    if (W > 1) sl__cuda_launch(c, k_gemv_router<GM_WARPS>, grid, GM_THREADS, smem, a, ra, done);
+    else sl__cuda_launch(c, k_gemv_router<1>, grid, GM_THREADS, smem, a, ra, done);
+    SL_CU_LAUNCH(err, "k_gemv_router");
+    return SL_OK;
 }
 
 extern "C" bool sl_cuda_gemv_experts_glu_q8(const sl_cuda_ctx *c, uint32_t type_gate,

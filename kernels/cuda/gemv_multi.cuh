@@ -19,6 +19,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemv.cuh"
 #include "kernels/cuda/gemv_multi.h"
+#include "kernels/cuda/select.cuh" /* router_body */
 
 enum { GM_WARPS = 4, GM_THREADS = 32 * GM_WARPS };
 
@@ -268,6 +269,22 @@ template <int W> static __device__ __forceinline__ void gm_block(gm_args a)
     const gm_mat &mu = a.m[1];
     mu.y[t * mu.y_ts + r] = v[1];
     m.y[t * m.y_ts + r] = sl_swiglu1(v[0], v[1]);
+}
+
+/* ---- the router GEMV + top-k (k_gemv_router) ------------------------------------------------ */
+
+/* k_gemv_router's epilogue, after gm_block wrote every token's logits (matrix 0's y, [n][E]):
+ * the grid's last block to finish (sl_last_block) routes them, its first warp token by token
+ * (router_body, which reads the logits past L1). rs: router_smem bytes, sel:
+ * SL_CUDA_ROUTER_MAX_EXPERT ints of shared memory. Every thread of every block calls it. */
+static __device__ __forceinline__ void gm_router_last(const gm_args &a, const router_args &ra,
+                                                      unsigned *done, double *rs, int32_t *sel)
+{
+    if (!sl_last_block(done) || threadIdx.x >= 32) return;
+    for (int64_t t = 0; t < (int64_t)gridDim.z; t++) {
+        router_body(a.m[0].y, t, ra, rs, sel);
+        __syncwarp(); /* lane 0 wrote token t's picks from rs and sel */
+    }
 }
 
 /* ---- Q8 activations (k_gemv_multi_qx) ------------------------------------------------------ */

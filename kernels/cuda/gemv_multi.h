@@ -27,6 +27,7 @@ extern "C" {
 #endif
 
 #include "kernels/cuda/ctx.h"
+#include "kernels/ref/ops.h" /* sl_router_params */
 #include "base/status.h"
 
 enum { SL_CUDA_GEMV_MULTI_MAX = 4, SL_CUDA_GEMV_MULTI_MAX_N = 65535 };
@@ -70,6 +71,18 @@ sl_status sl_cuda_gemv_multi_norm(sl_cuda_ctx *c, const sl_cuda_gemv_mat *ms, in
  * F32-activation mode, and sl_cuda_gemv_multi_q8) */
 bool sl_cuda_gemv_multi_norm_q8(const sl_cuda_ctx *c, const sl_cuda_gemv_mat *ms, int count,
                                 int64_t cols);
+
+/* A MoE layer's router GEMV and top-k in one launch: logits m->y [n][E] = W x (+ m->bias) as
+ * sl_cuda_gemv_multi gives them (m: one matrix of E = p->n_expert rows), then d_idx / d_w [n][k]
+ * as sl_cuda_router_topk gives them from those logits (the same bodies and bits), by the
+ * launch's last block to finish. Where sl_cuda_gemv_router_fused is false (a router matrix the
+ * Q8-activation GEMV takes) SL_ERR_UNSUPPORTED: the caller runs the two launches. p checked as
+ * sl_cuda_router_topk checks it; n in [1, SL_CUDA_GEMV_MULTI_MAX_N]. The context's fused
+ * launches run one at a time on its stream. */
+sl_status sl_cuda_gemv_router(sl_cuda_ctx *c, const sl_cuda_gemv_mat *m, int64_t cols,
+                              const float *d_x, int64_t n, const sl_router_params *p,
+                              int32_t *d_idx, float *d_w, sl_error *err);
+bool sl_cuda_gemv_router_fused(const sl_cuda_ctx *c, const sl_cuda_gemv_mat *m, int64_t cols);
 
 /* Routed experts' gate and up with the SwiGLU between them, one launch (a MoE decode's): for
  * slot s < n_sel and e = d_ids[s], y [s][rows] = silu(G_e x_s) * (U_e x_s) with G_e = d_gate[e],

@@ -280,24 +280,18 @@ extern "C" sl_status sl_cuda_scale(sl_cuda_ctx *c, float *d_x, int64_t n, float 
 
 /* ---- router ---------------------------------------------------------------------------------- */
 
-/* router_body (select.cuh) with its shared memory */
-static __global__ void __launch_bounds__(32)
-    k_router(const float *logits, int32_t E, int32_t k, int gating, bool norm_topk,
-             const float *bias, float weight_scale, int32_t n_group, int32_t top_group,
-             int32_t *out_idx, float *out_w)
+/* router_body (select.cuh) with its shared memory: one warp a token (blockIdx.x) */
+static __global__ void __launch_bounds__(32) k_router(const float *logits, router_args ra)
 {
     sl_pdl_enter();
     extern __shared__ double rs[]; /* router_smem */
     __shared__ int32_t sel[SL_CUDA_ROUTER_MAX_EXPERT];
-    router_body(logits, E, k, gating, norm_topk, bias, weight_scale, n_group, top_group, out_idx,
-                out_w, rs, sel);
+    router_body(logits, blockIdx.x, ra, rs, sel);
 }
 
-extern "C" sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, int64_t n_tokens,
-                                         const sl_router_params *p, int32_t *d_idx, float *d_w,
-                                         sl_error *err)
+sl_status sl__cuda_router_check(const char *fn, const sl_router_params *p, router_args *r,
+                                sl_error *err)
 {
-    const char *fn = __func__;
     if (!p) return sl_error_set(err, SL_ERR_INVALID, "%s: params is NULL", fn);
     const int32_t E = p->n_expert, k = p->k;
     if (E < 1) return sl_error_set(err, SL_ERR_INVALID, "%s: n_expert = %d < 1", fn, E);
@@ -316,18 +310,31 @@ extern "C" sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, 
     if (E > SL_CUDA_ROUTER_MAX_EXPERT)
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: n_expert = %d > %d", fn, E,
                             (int)SL_CUDA_ROUTER_MAX_EXPERT);
+    *r = router_args{E, k, (int32_t)p->gating, router_groups(p->n_group), p->top_group,
+                     p->norm_topk, p->bias, p->weight_scale, NULL, NULL};
+    return SL_OK;
+}
+
+extern "C" sl_status sl_cuda_router_topk(sl_cuda_ctx *c, const float *d_logits, int64_t n_tokens,
+                                         const sl_router_params *p, int32_t *d_idx, float *d_w,
+                                         sl_error *err)
+{
+    const char *fn = __func__;
+    router_args ra;
+    sl_status st = sl__cuda_router_check(fn, p, &ra, err);
+    if (st) return st;
     if (n_tokens < 0 || n_tokens > INT32_MAX)
         return sl_error_set(err, SL_ERR_INVALID, "%s: n_tokens = %lld out of range", fn,
                             (long long)n_tokens);
     NEED(d_logits, "d_logits", n_tokens);
     NEED(d_idx, "d_idx", n_tokens);
     NEED(d_w, "d_w", n_tokens);
-    sl_status st = enter(fn, c, err);
+    st = enter(fn, c, err);
     if (st || !n_tokens) return st;
-    const int32_t G = router_groups(p->n_group);
-    sl__cuda_launch(c, k_router, (unsigned)n_tokens, 32, router_smem(E, G), d_logits, E, k,
-                    (int)p->gating, p->norm_topk, p->bias, p->weight_scale, G, p->top_group, d_idx,
-                    d_w);
+    ra.idx = d_idx;
+    ra.w = d_w;
+    sl__cuda_launch(c, k_router, (unsigned)n_tokens, 32, router_smem(ra.E, ra.n_group), d_logits,
+                    ra);
     SL_CU_LAUNCH(err, "k_router");
     return SL_OK;
 }

@@ -28,33 +28,51 @@ static __host__ __device__ inline size_t router_smem(int32_t E, int32_t G)
     return (2 * (size_t)E + (size_t)G) * sizeof(double);
 }
 
-/* One warp per token (blockIdx.x); prob and score in double (rs: router_smem bytes of shared
- * memory), k argmax passes with the reference's order (higher score, then lower index), the
- * picks in sel (SL_CUDA_ROUTER_MAX_EXPERT ints of shared memory). */
-static __device__ __forceinline__ void router_body(const float *logits, int32_t E, int32_t k,
-                                                   int gating, bool norm_topk,
-                                                   const float *bias, float weight_scale,
-                                                   int32_t n_group, int32_t top_group,
-                                                   int32_t *out_idx, float *out_w, double *rs,
+/* The router's arguments after sl__cuda_router_check (n_group as router_groups gives it) */
+struct router_args {
+    int32_t E, k, gating, n_group, top_group;
+    bool norm_topk;
+    const float *bias; /* the selection bias (NULL: none) */
+    float weight_scale;
+    int32_t *idx;      /* [n_tok][k] */
+    float *w;          /* [n_tok][k] */
+};
+
+/* The checks of sl_cuda_router_topk's parameters (ops.cu), which every launch that routes
+ * makes (gemv_multi.cu's fused router too); fills *r but its outputs */
+sl_status sl__cuda_router_check(const char *fn, const sl_router_params *p, router_args *r,
+                                sl_error *err);
+
+/* Lane `threadIdx.x` of one warp for token tok: logits [tok][E] read past L1 (sl_ldcg: written
+ * by other blocks of a fused launch); prob and score in double (rs: router_smem bytes of
+ * shared memory), k argmax passes with the reference's order (higher score, then lower
+ * index), the picks in sel (SL_CUDA_ROUTER_MAX_EXPERT ints of shared memory). Lanes 1..31
+ * return before lane 0 has written the outputs: a caller looping over tokens meets at a
+ * __syncwarp before the next. */
+static __device__ __forceinline__ void router_body(const float *logits, int64_t tok,
+                                                   const router_args &ra, double *rs,
                                                    int32_t *sel)
 {
+    const int32_t E = ra.E, k = ra.k, n_group = ra.n_group, top_group = ra.top_group;
+    const int gating = ra.gating;
+    const float *bias = ra.bias;
     double *prob = rs, *score = rs + E, *gscore = rs + 2 * E;
     const int lane = threadIdx.x;
-    const float *lg = logits + (int64_t)blockIdx.x * E;
-    int32_t *oi = out_idx + (int64_t)blockIdx.x * k;
-    float *ow = out_w + (int64_t)blockIdx.x * k;
+    const float *lg = logits + tok * E;
+    int32_t *oi = ra.idx + tok * k;
+    float *ow = ra.w + tok * k;
 
     if (gating == SL_GATING_SOFTMAX_TOPK) {
         double mx = -INFINITY, sum = 0.0;
-        for (int e = lane; e < E; e += 32) mx = fmax(mx, (double)lg[e]);
+        for (int e = lane; e < E; e += 32) mx = fmax(mx, (double)sl_ldcg(lg + e));
         for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        for (int e = lane; e < E; e += 32) sum += (prob[e] = exp((double)lg[e] - mx));
+        for (int e = lane; e < E; e += 32) sum += (prob[e] = exp((double)sl_ldcg(lg + e) - mx));
         sum = sl_warp_sum_d(sum);
         for (int e = lane; e < E; e += 32) prob[e] /= sum;
     } else if (gating == SL_GATING_SIGMOID) {
-        for (int e = lane; e < E; e += 32) prob[e] = 1.0 / (1.0 + exp(-(double)lg[e]));
+        for (int e = lane; e < E; e += 32) prob[e] = 1.0 / (1.0 + exp(-(double)sl_ldcg(lg + e)));
     } else {
-        for (int e = lane; e < E; e += 32) prob[e] = lg[e];
+        for (int e = lane; e < E; e += 32) prob[e] = sl_ldcg(lg + e);
     }
     for (int e = lane; e < E; e += 32) score[e] = prob[e] + (bias ? (double)bias[e] : 0.0);
     __syncwarp();
@@ -107,14 +125,14 @@ static __device__ __forceinline__ void router_body(const float *logits, int32_t 
         for (int j = 0; j < k; j++) wsum += exp(prob[sel[j]] - mx);
         for (int j = 0; j < k; j++) {
             oi[j] = sel[j];
-            ow[j] = (float)(exp(prob[sel[j]] - mx) / wsum * (double)weight_scale);
+            ow[j] = (float)(exp(prob[sel[j]] - mx) / wsum * (double)ra.weight_scale);
         }
     } else {
         for (int j = 0; j < k; j++) wsum += prob[sel[j]];
-        const double div = norm_topk && wsum > 0.0 ? wsum : 1.0;
+        const double div = ra.norm_topk && wsum > 0.0 ? wsum : 1.0;
         for (int j = 0; j < k; j++) {
             oi[j] = sel[j];
-            ow[j] = (float)(prob[sel[j]] / div * (double)weight_scale);
+            ow[j] = (float)(prob[sel[j]] / div * (double)ra.weight_scale);
         }
     }
 }

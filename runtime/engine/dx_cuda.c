@@ -435,8 +435,10 @@ static sl_status mm_group(sl__dx *x, const sl_weight *const *ws, int count, cons
  * (sl_cuda_add_rms_norm); norm + QKV one multi-matrix GEMV with the norm in its prologue where
  * it takes Q8 activations (sl_cuda_gemv_multi_norm), else the norm then the GEMV (mm_group);
  * gate/up + GLU one multi-matrix GEMV with the SwiGLU in its epilogue (other activations: then
- * the GLU kernel); router GEMV (+ bias in the GEMV's epilogue) then the top-k kernel. Batches
- * of SL__DX_GEMM_MIN_BATCH tokens and more run the plain kernels. One step each. */
+ * the GLU kernel); router GEMV (+ bias in the GEMV's epilogue) and the top-k one launch where
+ * the router takes the F32 body (sl_cuda_gemv_router: its last block routes), else the GEMV
+ * then the top-k kernel. Batches of SL__DX_GEMM_MIN_BATCH tokens and more run the plain
+ * kernels. One step each. */
 static sl_status c_norm_mm(sl__dx *x, const float *in, const float *w, int64_t n, int64_t dim,
                            float eps, float *xn, const sl_weight *const *ws, int count,
                            float *const *ys, sl_error *err)
@@ -479,6 +481,15 @@ static sl_status c_mm_router(sl__dx *x, const sl_weight *w, const float *bias, c
     if (!multi_gemv(1, n))
         return sl__dx_fused_mm_router(x, w, bias, xn, n, logits, p, idx, wts, err);
     const uint64_t s0 = x->steps;
+    dx_cuda *c = (dx_cuda *)x;
+    sl_cuda_gemv_mat m;
+    if (!group_mats(&w, 1, &logits, bias, &m, err) &&
+        sl_cuda_gemv_router_fused(c->cu, &m, w->ne[0])) {
+        /* one launch: the top-k in the GEMV's last block */
+        sl_status st = sl_cuda_gemv_router(c->cu, &m, w->ne[0], xn, n, p, idx, wts, err);
+        x->steps = s0 + 1;
+        return group_fail(&w, 1, st, err);
+    }
     sl_status st = mm_group(x, &w, 1, xn, n, &logits, bias, false, err);
     if (!st) st = c_router(x, logits, n, p, idx, wts, err);
     x->steps = s0 + 1;

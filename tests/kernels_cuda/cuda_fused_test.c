@@ -512,6 +512,70 @@ static void test_add_norm(sl_cuda_ctx *c)
     cudaFree(dxn), cudaFree(dxnp);
 }
 
+/* sl_cuda_gemv_router (router GEMV + top-k in one launch) against sl_cuda_gemv_multi then
+ * sl_cuda_router_topk: an F32 router of 128 experts x 2048 (a block's warps a row), top-8
+ * softmax with a matrix bias, and 256 experts of BF16 with DeepSeek's sigmoid, 8 groups, top
+ * 4, a selection bias, scaled; 1 and 3 tokens, three launches in a row (the counter back at 0
+ * between them): logits, picks and weights the two launches' bits */
+static void test_router(sl_cuda_ctx *c)
+{
+    enum { COLS = 2048, NT = 3, REPS = 3 };
+    for (int v = 0; v < 2; v++) {
+        const int32_t E = v ? 256 : 128, K = 8;
+        const uint32_t t = v ? SL_GGML_BF16 : SL_GGML_F32;
+        size_t b;
+        float *wf;
+        uint8_t *w = make_w(t, E, COLS, &b, &wf);
+        void *dw = dmalloc(b);
+        h2d(dw, w, b);
+        float *x = xmalloc(NT * COLS * 4), *bias = xmalloc((size_t)E * 4);
+        for (int i = 0; i < NT * COLS; i++) x[i] = rnd_f(-1, 1);
+        for (int i = 0; i < E; i++) bias[i] = rnd_f(-0.5f, 0.5f);
+        float *dx = dmalloc(NT * COLS * 4), *dbias = dmalloc((size_t)E * 4);
+        float *dlg = dmalloc((size_t)(NT * E) * 4), *dlgp = dmalloc((size_t)(NT * E) * 4);
+        float *dwt = dmalloc(NT * K * 4), *dwtp = dmalloc(NT * K * 4);
+        int32_t *di = dmalloc(NT * K * 4), *dip = dmalloc(NT * K * 4);
+        h2d(dx, x, NT * COLS * 4);
+        h2d(dbias, bias, (size_t)E * 4);
+        const sl_router_params p = {.gating = v ? SL_GATING_SIGMOID : SL_GATING_SOFTMAX_TOPK,
+                                    .n_expert = E, .k = K, .norm_topk = v == 1,
+                                    .bias = v ? dbias : NULL, .weight_scale = v ? 2.5f : 1.0f,
+                                    .n_group = v ? 8 : 0, .top_group = v ? 4 : 0};
+        sl_cuda_gemv_mat m = {.type = t, .w = dw, .rows = E, .bias = v ? NULL : dbias,
+                              .y = dlg};
+        sl_cuda_gemv_mat mp = m;
+        mp.y = dlgp;
+        CHECK(sl_cuda_gemv_router_fused(c, &m, COLS));
+        for (int n = 1; n <= NT; n += NT - 1) {
+            sl_error e;
+            for (int rep = 0; rep < REPS; rep++) {
+                CHECK_MSG(sl_cuda_gemv_router(c, &m, COLS, dx, n, &p, di, dwt, &e) == SL_OK,
+                          "%s", e.msg);
+                CHECK_MSG(sl_cuda_gemv_multi(c, &mp, 1, COLS, dx, n, false, &e) == SL_OK, "%s",
+                          e.msg);
+                CHECK_MSG(sl_cuda_router_topk(c, dlgp, n, &p, dip, dwtp, &e) == SL_OK, "%s",
+                          e.msg);
+            }
+            CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+            float lg[NT * 256], lgp[NT * 256], wt[NT * K], wtp[NT * K];
+            int32_t id[NT * K], idp[NT * K];
+            d2h(lg, dlg, (size_t)(n * E) * 4), d2h(lgp, dlgp, (size_t)(n * E) * 4);
+            d2h(wt, dwt, (size_t)(n * K) * 4), d2h(wtp, dwtp, (size_t)(n * K) * 4);
+            d2h(id, di, (size_t)(n * K) * 4), d2h(idp, dip, (size_t)(n * K) * 4);
+            const bool same = !memcmp(lg, lgp, (size_t)(n * E) * 4) &&
+                              !memcmp(wt, wtp, (size_t)(n * K) * 4) &&
+                              !memcmp(id, idp, (size_t)(n * K) * 4);
+            REPORT(same, "router %s, %d experts, %d tokens: logits, picks or weights differ "
+                   "from the GEMV then the top-k", tname(t), E, n);
+            printf("cuda_fused_test: router %s, %d experts, %d tokens: %s\n", tname(t), E, n,
+                   same ? "the two launches' bits" : "DIFFERENT");
+        }
+        free(w), free(wf), free(x), free(bias);
+        cudaFree(dw), cudaFree(dx), cudaFree(dbias), cudaFree(dlg), cudaFree(dlgp);
+        cudaFree(dwt), cudaFree(dwtp), cudaFree(di), cudaFree(dip);
+    }
+}
+
 /* argument checks: all before the context, so they run without a GPU */
 static void test_host_side(void)
 {
@@ -618,6 +682,26 @@ static void test_host_side(void)
     CHECK(sl_cuda_gemv_add_norm(NULL, SL_GGML_Q4_K, w16, 4, 256, xin, yo, ro, p, 1e-5f, xo,
                                 &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "ctx is NULL");
+    /* the router launch's */
+    int32_t *io = (int32_t *)(uintptr_t)524288;
+    const sl_cuda_gemv_mat rm = {.type = SL_GGML_F32, .w = w16, .rows = 8, .y = yo};
+    sl_router_params rp = {.gating = SL_GATING_SOFTMAX_TOPK, .n_expert = 8, .k = 2,
+                           .weight_scale = 1.0f};
+    CHECK(!sl_cuda_gemv_router_fused(NULL, &rm, 256));
+    CHECK(sl_cuda_gemv_router(NULL, &rm, 256, xin, 1, NULL, io, xo, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "params");
+    rp.k = 9;
+    CHECK(sl_cuda_gemv_router(NULL, &rm, 256, xin, 1, &rp, io, xo, &e) == SL_ERR_INVALID);
+    rp.k = 2;
+    rp.n_expert = 16; /* the matrix has 8 rows */
+    CHECK(sl_cuda_gemv_router(NULL, &rm, 256, xin, 1, &rp, io, xo, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "rows");
+    rp.n_expert = 8;
+    CHECK(sl_cuda_gemv_router(NULL, &rm, 256, xin, 1, &rp, NULL, xo, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "d_idx");
+    CHECK(sl_cuda_gemv_router(NULL, &rm, 256, xin, 0, &rp, io, xo, &e) == SL_ERR_INVALID);
+    CHECK(sl_cuda_gemv_router(NULL, &rm, 256, xin, 1, &rp, io, xo, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx is NULL");
 }
 
 int main(void)
@@ -656,6 +740,7 @@ int main(void)
     test_experts_glu(c); /* the default mode, left by the loop */
     test_norm_multi(c);
     test_add_norm(c);
+    test_router(c);
     sl_cuda_ctx_set_f32_act(c, true);
     CHECK(!sl_cuda_gemv_experts_glu_q8(c, SL_GGML_Q4_K, SL_GGML_Q6_K, 512));
     CHECK(sl_cuda_gemv_experts_glu(c, SL_GGML_Q4_K, (const void *const *)&c, SL_GGML_Q4_K,

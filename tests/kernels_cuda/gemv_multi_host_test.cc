@@ -211,6 +211,64 @@ template <uint32_t T> static void glu(int64_t cols)
         }
 }
 
+/* sl_cuda_gemv_router's launch (k_gemv_router: gm_block, then gm_router_last in the grid's
+ * last block) against gm_block's launch then router_body a token (k_router's): the logits and
+ * every pick and weight bit for bit, blocks in order and reversed, the counter back at 0; a
+ * router of 96 experts (3 lanes' worth), top-6 softmax-then-top-k with a bias on the matrix,
+ * and DeepSeek's sigmoid with a selection bias, 4 groups, the top 2, normalised and scaled;
+ * 3 tokens; one warp a row and a block's warps a row */
+template <uint32_t T> static void router(int64_t cols)
+{
+    enum { E = 96, NT = 3, K = 6 };
+    rand_mat m;
+    CHECK(m.make(T, E, cols, 0, 5));
+    const std::vector<float> x = rand_x((size_t)(NT * cols)), mb = rand_x(E), sb = rand_x(E);
+    for (int v = 0; v < 2; v++) {
+        router_args ra = {E, K, v ? SL_GATING_SIGMOID : SL_GATING_SOFTMAX_TOPK, v ? 4 : 0,
+                          v ? 2 : 0, v == 1, v ? sb.data() : nullptr, v ? 2.5f : 1.0f,
+                          nullptr, nullptr};
+        std::vector<double> rs(router_smem(E, ra.n_group) / sizeof(double));
+        std::vector<int32_t> sel(SL_CUDA_ROUTER_MAX_EXPERT);
+        /* the plain launches */
+        std::vector<float> lg_p((size_t)(NT * E)), w_p((size_t)(NT * K));
+        std::vector<int32_t> i_p((size_t)(NT * K));
+        sl_cuda_gemv_mat mat = {T, m.w, E, v ? nullptr : mb.data(), lg_p.data()};
+        const int64_t rb = (int64_t)m.rb;
+        const gm_args ap = gm_multi_args(&mat, &rb, 1, cols, x.data(), false);
+        launch(ap, 1, NT, T, "router (plain)");
+        router_args rp = ra;
+        rp.idx = i_p.data(), rp.w = w_p.data();
+        CHECK(sl_shim_launch(sl_shim_dim3{NT, 1, 1}, 32,
+                             [&] { router_body(lg_p.data(), blockIdx.x, rp, rs.data(),
+                                               sel.data()); }));
+        for (int rev = 0; rev < 2; rev++) {
+            std::vector<float> lg((size_t)(NT * E)), w((size_t)(NT * K));
+            std::vector<int32_t> idx((size_t)(NT * K));
+            mat.y = lg.data();
+            const gm_args a = gm_multi_args(&mat, &rb, 1, cols, x.data(), false);
+            router_args rf = ra;
+            rf.idx = idx.data(), rf.w = w.data();
+            unsigned done = 0;
+            sl_shim_reverse_blocks = rev;
+            const sl_shim_dim3 grid{(unsigned)gm_grid_x(E, g_w), 1, NT};
+            CHECK(sl_shim_launch(grid, GM_THREADS, [&] {
+                if (g_w > 1) gm_block<GM_WARPS>(a);
+                else gm_block<1>(a);
+                gm_router_last(a, rf, &done, rs.data(), sel.data());
+            }));
+            sl_shim_reverse_blocks = false;
+            CHECK_MSG(done == 0, "router %s: the counter left at %u", tname(T), done);
+            const bool same = !memcmp(lg.data(), lg_p.data(), lg.size() * 4) &&
+                              !memcmp(idx.data(), i_p.data(), idx.size() * 4) &&
+                              !memcmp(w.data(), w_p.data(), w.size() * 4);
+            CHECK_MSG(same, "router %s (variant %d, %d warps a row%s): logits, picks or weights "
+                      "differ from the two launches'", tname(T), v, g_w,
+                      rev ? ", blocks reversed" : "");
+            n_checked += NT * (E + 2 * K);
+        }
+    }
+}
+
 /* ---- the Q8-activation body (qxm_block): the types k_gemv_qx takes ----------------------- */
 
 /* k_gemv_multi_qx's launch (gm_run where sl_cuda_gemv_multi_q8 holds): qxm_grid_x x n_head x
@@ -516,6 +574,7 @@ struct check_type {
             heads<T>(cols, true);
             multi<T>(1280);
             glu<T>(1280);
+            if (sl_qt_block<T>::FLOAT) router<T>(cols);
         }
         if constexpr (sl_qx_type(T)) {
             multi_q8<T>(1280);

@@ -59,15 +59,16 @@ static void run_router(int vi, const rvariant &V)
                                 .bias = V.bias ? bias.data() : nullptr,
                                 .weight_scale = V.scale, .n_group = V.n_group,
                                 .top_group = V.top_group};
-    const int32_t G = router_groups(p.n_group); /* as sl_cuda_router_topk */
+    const int32_t G = router_groups(p.n_group); /* as sl__cuda_router_check */
+    const router_args ra = {E, k, (int32_t)p.gating, G, p.top_group, p.norm_topk, p.bias,
+                            p.weight_scale, idx.data(), w.data()};
     std::vector<double> rs(router_smem(E, G) / sizeof(double));
     std::vector<int32_t> sel(SL_CUDA_ROUTER_MAX_EXPERT);
     const long faults0 = sl_shim_align_faults.load();
     CHECK(sl_shim_launch(
         sl_shim_dim3{(unsigned)T, 1, 1}, 32,
         [&] {
-            router_body(lg.data(), E, k, (int)p.gating, p.norm_topk, p.bias, p.weight_scale, G,
-                        p.top_group, idx.data(), w.data(), rs.data(), sel.data());
+            router_body(lg.data(), blockIdx.x, ra, rs.data(), sel.data());
         },
         [&] {
             for (double &x : rs) x = NAN;
