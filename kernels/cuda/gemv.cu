@@ -21,7 +21,8 @@ static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_qx(gv_args a)
     sl_pdl_enter();
     extern __shared__ __align__(16) uint8_t qsm[];
     qx_block<T>(a, qsm);
-    if (a.done) qx_norm_last(a); /* uniform over the grid */
+    if (a.done && a.c_out) qx_combine_last(a); /* uniform over the grid */
+    else if (a.done) qx_norm_last(a);
 }
 
 /* ---- host side ------------------------------------------------------------------------------ */
@@ -274,14 +275,16 @@ extern "C" sl_status sl_cuda_gemv_rows(sl_cuda_ctx *c, uint32_t type, const void
     return gv_run(__func__, c, type, a, 1, err);
 }
 
-/* sl_cuda_gemv_experts and sl_cuda_gemv_expert_parts (ff_at NULL: one width). */
-static sl_status gv_experts(const char *fn, sl_cuda_ctx *c, uint32_t type,
-                            const void *const *d_wptrs, int32_t n_expert, const int64_t *ff_at,
-                            bool ff_cols, const int32_t *d_ids, int32_t n_sel, int64_t rows,
-                            int64_t cols, const float *d_x, int32_t x_group, float *d_y,
-                            sl_error *err)
+/* The arguments of sl_cuda_gemv_experts, _expert_parts (ff_at NULL: one width) and
+ * _experts_combine into *a, checked. */
+static sl_status gv_experts_args(const char *fn, uint32_t type, const void *const *d_wptrs,
+                                 int32_t n_expert, const int64_t *ff_at, bool ff_cols,
+                                 const int32_t *d_ids, int32_t n_sel, int64_t rows, int64_t cols,
+                                 const float *d_x, int32_t x_group, float *d_y, gv_args *pa,
+                                 sl_error *err)
 {
-    gv_args a = {};
+    gv_args &a = *pa;
+    a = gv_args{};
     sl_status st = gv_check(fn, type, rows, cols, 1, &a, err);
     if (st) return st;
     if (n_expert < 1 || n_sel < 1 || n_sel > 65535 || x_group < 1)
@@ -302,7 +305,67 @@ static sl_status gv_experts(const char *fn, sl_cuda_ctx *c, uint32_t type,
     a.y = d_y;
     a.y_bstride = rows;
     a.y_estride = rows;
-    return gv_run(fn, c, type, a, n_sel, err);
+    return SL_OK;
+}
+
+static sl_status gv_experts(const char *fn, sl_cuda_ctx *c, uint32_t type,
+                            const void *const *d_wptrs, int32_t n_expert, const int64_t *ff_at,
+                            bool ff_cols, const int32_t *d_ids, int32_t n_sel, int64_t rows,
+                            int64_t cols, const float *d_x, int32_t x_group, float *d_y,
+                            sl_error *err)
+{
+    gv_args a;
+    sl_status st = gv_experts_args(fn, type, d_wptrs, n_expert, ff_at, ff_cols, d_ids, n_sel,
+                                   rows, cols, d_x, x_group, d_y, &a, err);
+    return st ? st : gv_run(fn, c, type, a, n_sel, err);
+}
+
+extern "C" bool sl_cuda_gemv_experts_combine_q8(const sl_cuda_ctx *c, uint32_t type,
+                                                int64_t cols, int32_t k)
+{
+    /* expert matrices: their alignment is taken in-kernel, as sl_cuda_gemv_experts does */
+    return c && !c->f32_act && k >= 1 && k <= MC_MAX_K &&
+           sl_cuda_gemv_q8_act(type, cols, 1, true, false);
+}
+
+extern "C" sl_status sl_cuda_gemv_experts_combine(sl_cuda_ctx *c, uint32_t type,
+                                                  const void *const *d_wptrs, int32_t n_expert,
+                                                  const int32_t *d_ids, int32_t n_sel,
+                                                  int64_t rows, int64_t cols, const float *d_x,
+                                                  float *d_y, int32_t k, const float *d_w,
+                                                  const float *d_res, float *d_out,
+                                                  sl_error *err)
+{
+    gv_args a;
+    sl_status st = gv_experts_args(__func__, type, d_wptrs, n_expert, NULL, false, d_ids, n_sel,
+                                   rows, cols, d_x, 1, d_y, &a, err);
+    if (st) return st;
+    if (k < 1 || k > MC_MAX_K || n_sel % k)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: k = %d not in [1, %d] or not dividing "
+                            "n_sel = %d", __func__, k, (int)MC_MAX_K, n_sel);
+    const int64_t n_tok = n_sel / k;
+    if (!d_w || !d_out)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
+                            !d_w ? "d_w" : "d_out");
+    /* the last block reads y (every slot's rows) while writing out; res may be out */
+    if (overlap(d_out, n_tok * rows, d_y, n_sel * rows) ||
+        overlap(d_out, n_tok * rows, d_x, n_sel * cols) ||
+        overlap(d_y, n_sel * rows, d_x, n_sel * cols) ||
+        (d_res && d_res != d_out && overlap(d_res, n_tok * rows, d_out, n_tok * rows)))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: d_x, d_y and d_out must not overlap "
+                            "(d_res is d_out or apart from it)", __func__);
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
+    if (!sl_cuda_gemv_experts_combine_q8(c, type, cols, k))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u with %lld columns has no "
+                            "Q8-activation launch (or the context keeps F32 activations), "
+                            "which the combine is part of", __func__, type, (long long)cols);
+    a.c_idx = d_ids;
+    a.c_w = d_w;
+    a.c_k = k;
+    a.c_res = d_res;
+    a.c_out = d_out;
+    a.done = c->d_done + SL__CUDA_DONE_COMBINE;
+    return gv_run(__func__, c, type, a, n_sel, err);
 }
 
 extern "C" sl_status sl_cuda_gemv_experts(sl_cuda_ctx *c, uint32_t type,

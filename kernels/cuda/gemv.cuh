@@ -25,7 +25,8 @@
 #define SL_KERNELS_CUDA_GEMV_CUH
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/rows.cuh" /* ROW_THREADS: the fused norms' sums */
+#include "kernels/cuda/moe_combine.cuh" /* the fused combine's body */
+#include "kernels/cuda/rows.cuh"        /* ROW_THREADS: the fused norms' sums */
 
 enum {
     GV_WARPS = 4, GV_R = 4, GV_ROWS = GV_WARPS * GV_R, GV_STAGES = 3,
@@ -71,6 +72,14 @@ struct gv_args {
     float eps;
     float *xn;
     unsigned *done;
+    /* the experts form's (sl_cuda_gemv_experts_combine: slots t * c_k + i of tokens t < gridDim.z
+     * / c_k): with done and c_out, the last block stores out [t][n_out] = c_res + the slots'
+     * y weighted by c_w [t][c_k], summed by c_idx's expert order (moe_combine.cuh) */
+    const int32_t *c_idx;
+    const float *c_w;
+    int c_k;
+    const float *c_res;
+    float *c_out;
 };
 
 /* Narrows a to expert e's part (gv_args.ff_at); false: nothing to compute (a zero width of
@@ -512,6 +521,17 @@ static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
             if (a.res) a.res[o] = a.res[o] + y; /* sl_cuda_add's rounding */
         }
     }
+}
+
+/* k_gemv_qx's epilogue with a.done and a.c_out: in the last block, every token's combine over
+ * the y rows all blocks wrote (mc_combine_tok, the bits of sl_cuda_moe_combine); every thread
+ * of every block calls it */
+static __device__ __forceinline__ void qx_combine_last(const gv_args &a)
+{
+    if (!sl_last_block(a.done)) return;
+    for (int64_t t = 0; t < (int64_t)gridDim.z / a.c_k; t++)
+        mc_combine_tok(a.y, NULL, a.c_idx, a.c_w, a.c_k, a.n_out, a.c_res, a.c_out, t,
+                       threadIdx.x, QX_THREADS);
 }
 
 /* k_gemv_qx's epilogue with a.done: in the last block, xn = rms_norm(res) * nw over the

@@ -15,11 +15,13 @@
 
 enum { MC_MAX_K = 64 };
 
-static __device__ void mc_combine(const float *y, const float *y2, const int32_t *idx,
-                                  const float *w, int k, int64_t dim, const float *res,
-                                  float *out)
+/* Token t's columns j0, j0 + js, ... (y read past L1: rows other blocks of a fused launch
+ * wrote, gemv.cuh qx_combine_last) */
+static __device__ __forceinline__ void mc_combine_tok(const float *y, const float *y2,
+                                                      const int32_t *idx, const float *w, int k,
+                                                      int64_t dim, const float *res, float *out,
+                                                      int64_t t, int64_t j0, int64_t js)
 {
-    const int64_t t = blockIdx.y;
     int order[MC_MAX_K];
     for (int i = 0; i < k; i++) {
         int j = i;
@@ -30,22 +32,32 @@ static __device__ void mc_combine(const float *y, const float *y2, const int32_t
         }
         order[j] = i;
     }
-    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < dim;
-         j += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t j = j0; j < dim; j += js) {
         float acc = 0.0f;
         for (int i = 0; i < k; i++) {
             const int64_t at = (t * k + order[i]) * dim + j;
-            const float v = y2 ? __fadd_rn(y[at], y2[at]) : y[at];
+            const float v = y2 ? __fadd_rn(sl_ldcg(y + at), y2[at]) : sl_ldcg(y + at);
             acc = __fadd_rn(acc, __fmul_rn(w[t * k + order[i]], v));
         }
         out[t * dim + j] = res ? __fadd_rn(res[t * dim + j], acc) : acc;
     }
 }
 
+/* k_moe_combine's: block row blockIdx.y is the token, the grid's x threads its columns */
+static __device__ __forceinline__ void mc_combine(const float *y, const float *y2,
+                                                  const int32_t *idx, const float *w, int k,
+                                                  int64_t dim, const float *res, float *out)
+{
+    mc_combine_tok(y, y2, idx, w, k, dim, res, out, blockIdx.y,
+                   (int64_t)blockIdx.x * blockDim.x + threadIdx.x,
+                   (int64_t)gridDim.x * blockDim.x);
+}
+
 /* out[s] = idx[s] where it is in [0, n_expert) and mask[idx[s]] != 0, else -1 (a grid-stride
  * loop over s < n_sel) */
-static __device__ void mc_mask_ids(const int32_t *idx, const uint8_t *mask, int64_t n_sel,
-                                   int32_t n_expert, int32_t *out)
+static __device__ __forceinline__ void mc_mask_ids(const int32_t *idx, const uint8_t *mask,
+                                                   int64_t n_sel, int32_t n_expert,
+                                                   int32_t *out)
 {
     for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < n_sel;
          s += (int64_t)gridDim.x * blockDim.x) {

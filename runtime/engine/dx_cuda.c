@@ -231,8 +231,9 @@ static sl_status experts_gate_up(dx_cuda *c, const sl__dx_moe *M, const int32_t 
 
 /* Every slot's unweighted expert output of the n tokens' [n][k] ids into y [n * k][n_embd]
  * (a slot whose id is outside [0, n_expert) gets zeros: the GEMVs' rule). */
-static sl_status moe_slots(dx_cuda *c, const sl__dx_moe *M, const int32_t *idx, int64_t n,
-                           int32_t k, const float *in, float *y, sl_error *err)
+/* The layer's experts on the device and n tokens' k slots within the scratch */
+static sl_status moe_check(const dx_cuda *c, const sl__dx_moe *M, int64_t n, int32_t k,
+                           sl_error *err)
 {
     const sl_moe_layer *L = M->L;
     if (!M->d_gate || !M->d_up || !M->d_down || (L->ff_at && !M->d_ff_at))
@@ -242,6 +243,15 @@ static sl_status moe_slots(dx_cuda *c, const sl__dx_moe *M, const int32_t *idx, 
         return sl_error_set(err, SL_ERR_INVALID, "moe layer %d (cuda): %lld tokens x k %d, n_ff "
                             "%lld, n_embd %lld exceed the scratch's sizes", L->layer,
                             (long long)n, k, (long long)L->n_ff, (long long)L->n_embd);
+    return SL_OK;
+}
+
+static sl_status moe_slots(dx_cuda *c, const sl__dx_moe *M, const int32_t *idx, int64_t n,
+                           int32_t k, const float *in, float *y, sl_error *err)
+{
+    const sl_moe_layer *L = M->L;
+    sl_status cst = moe_check(c, M, n, k, err);
+    if (cst) return cst;
     const int64_t E = L->n_embd;
     /* a chunk of T tokens, T * k slots in each launch; a split layer's parts (their GEMV has no
      * token grouping) one token at a time */
@@ -273,12 +283,37 @@ static sl_status moe_slots(dx_cuda *c, const sl__dx_moe *M, const int32_t *idx, 
     return SL_OK;
 }
 
+/* Whether c_moe's down projection and combine are one launch (sl_cuda_gemv_experts_combine):
+ * a decode's slots, one launch a projection in slot order (fewer slots than experts: never
+ * grouped; one chunk), whole experts without a down bias, and the Q8-activation kernel */
+static bool moe_fused_down(const dx_cuda *c, const sl__dx_moe *M, int64_t n, int32_t k)
+{
+    const sl_moe_layer *L = M->L;
+    return n * k < L->n_expert && n <= moe_chunk(c->n_tok) && !M->d_ff_at && !L->down_b &&
+           sl_cuda_gemv_experts_combine_q8(c->cu, L->type_down, L->n_ff, k);
+}
+
 static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const float *w,
                        int64_t n, int32_t k, const float *in, float *out, float *res,
                        sl_error *err)
 {
     x->steps++;
     dx_cuda *c = (dx_cuda *)x;
+    const sl_moe_layer *L = M->L;
+    if (moe_fused_down(c, M, n, k)) { /* gate/up (+ GLU), then down + combine (+ res) */
+        sl_status st = moe_check(c, M, n, k, err);
+        const int32_t S = (int32_t)(n * k);
+        if (!st) st = experts_gate_up(c, M, idx, S, k, in, NULL, err);
+        if (!st)
+            st = sl_cuda_gemv_experts_combine(c->cu, L->type_down, M->d_down, L->n_expert, idx,
+                                              S, L->n_embd, L->n_ff, c->eg, c->ey, k, w, res,
+                                              res ? res : out, err);
+        if (!st) return SL_OK;
+        char why[SL_ERROR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err ? err->msg : "");
+        return sl_error_set(err, st, "moe layer %d (cuda), %lld tokens: %s", L->layer,
+                            (long long)n, why);
+    }
     const sl_status st = moe_slots(c, M, idx, n, k, in, c->ey, err);
     if (st) return st;
     /* with res: the residual added in the combine's launch, in place */

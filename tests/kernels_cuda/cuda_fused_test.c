@@ -30,6 +30,7 @@
 #include "kernels/cpu/matvec.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/ctx.h"
+#include "kernels/cuda/fwd.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/gemv_multi.h"
 #include "kernels/cuda/ops.h"
@@ -576,6 +577,78 @@ static void test_router(sl_cuda_ctx *c)
     }
 }
 
+/* sl_cuda_gemv_experts_combine (a MoE decode's down + combine + residual in one launch) against
+ * sl_cuda_gemv_experts then sl_cuda_moe_combine: 8 experts of Q4_K and Q6_K, 2048 x 768 (64
+ * blocks a slot), 1 token of top-8 and 2 of top-4 with a repeated id and a bad one, the
+ * residual in place; three launches in a row (the counter back at 0): y and out the two
+ * launches' bits */
+static void test_experts_combine(sl_cuda_ctx *c)
+{
+    enum { NE = 8, ROWS = 2048, COLS = 768, NS = 8, REPS = 3 };
+    const uint32_t types[2] = {SL_GGML_Q4_K, SL_GGML_Q6_K};
+    const int32_t ids[2][NS] = {{3, 0, 7, 5, 1, 6, 2, 4}, {2, 2, -1, 5, 0, 7, 1, 7}};
+    for (int ti = 0; ti < 2; ti++) {
+        void *wp[NE];
+        for (int e = 0; e < NE; e++) {
+            size_t b;
+            float *wf;
+            uint8_t *w = make_w(types[ti], ROWS, COLS, &b, &wf);
+            wp[e] = dmalloc(b);
+            h2d(wp[e], w, b);
+            free(w), free(wf);
+        }
+        void **dwp = dmalloc(sizeof wp);
+        h2d(dwp, wp, sizeof wp);
+        float *x = xmalloc(NS * COLS * 4), *wt = xmalloc(NS * 4), *res = xmalloc(NS * ROWS * 4);
+        for (int i = 0; i < NS * COLS; i++) x[i] = rnd_f(-1, 1);
+        for (int i = 0; i < NS; i++) wt[i] = rnd_f(0, 1);
+        for (int i = 0; i < NS * ROWS; i++) res[i] = rnd_f(-3, 3);
+        float *dx = dmalloc(NS * COLS * 4), *dwt = dmalloc(NS * 4), *dy = dmalloc(NS * ROWS * 4);
+        float *dyp = dmalloc(NS * ROWS * 4), *dres = dmalloc(NS * ROWS * 4),
+              *dresp = dmalloc(NS * ROWS * 4);
+        int32_t *dids = dmalloc(sizeof ids[0]);
+        h2d(dx, x, NS * COLS * 4);
+        h2d(dwt, wt, NS * 4);
+        float *got = xmalloc(NS * ROWS * 4), *want = xmalloc(NS * ROWS * 4);
+        for (int v = 0; v < 2; v++) {
+            const int32_t k = v ? 4 : 8, n = NS / k;
+            h2d(dids, ids[v], sizeof ids[v]);
+            h2d(dres, res, NS * ROWS * 4);
+            h2d(dresp, res, NS * ROWS * 4);
+            sl_error e;
+            CHECK(sl_cuda_gemv_experts_combine_q8(c, types[ti], COLS, k));
+            for (int rep = 0; rep < REPS; rep++) {
+                CHECK_MSG(sl_cuda_gemv_experts_combine(c, types[ti], (const void *const *)dwp,
+                                                       NE, dids, NS, ROWS, COLS, dx, dy, k, dwt,
+                                                       dres, dres, &e) == SL_OK, "%s", e.msg);
+                CHECK_MSG(sl_cuda_gemv_experts(c, types[ti], (const void *const *)dwp, NE, dids,
+                                               NS, ROWS, COLS, dx, 1, dyp, &e) == SL_OK, "%s",
+                          e.msg);
+                CHECK_MSG(sl_cuda_moe_combine(c, dyp, NULL, dids, dwt, n, k, ROWS, dresp, dresp,
+                                              &e) == SL_OK, "%s", e.msg);
+            }
+            CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+            float *const pairs[2][2] = {{dy, dyp}, {dres, dresp}};
+            const int64_t cnt[2] = {NS * ROWS, (int64_t)n * ROWS};
+            for (int q = 0; q < 2; q++) {
+                d2h(got, pairs[q][0], (size_t)cnt[q] * 4);
+                d2h(want, pairs[q][1], (size_t)cnt[q] * 4);
+                int64_t same = 0;
+                for (int64_t i = 0; i < cnt[q]; i++) same += !memcmp(&got[i], &want[i], 4);
+                REPORT(same == cnt[q], "experts combine %s, %d tokens of top-%d: %s %lld of "
+                       "%lld values the two launches' bits", tname(types[ti]), n, k,
+                       q ? "out" : "y", (long long)same, (long long)cnt[q]);
+            }
+            printf("cuda_fused_test: experts combine %s, %d tokens of top-%d checked over %d "
+                   "launches\n", tname(types[ti]), n, k, REPS);
+        }
+        free(x), free(wt), free(res), free(got), free(want);
+        for (int e = 0; e < NE; e++) cudaFree(wp[e]);
+        cudaFree(dwp), cudaFree(dx), cudaFree(dwt), cudaFree(dy), cudaFree(dyp);
+        cudaFree(dres), cudaFree(dresp), cudaFree(dids);
+    }
+}
+
 /* argument checks: all before the context, so they run without a GPU */
 static void test_host_side(void)
 {
@@ -702,6 +775,20 @@ static void test_host_side(void)
     CHECK(sl_cuda_gemv_router(NULL, &rm, 256, xin, 0, &rp, io, xo, &e) == SL_ERR_INVALID);
     CHECK(sl_cuda_gemv_router(NULL, &rm, 256, xin, 1, &rp, io, xo, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "ctx is NULL");
+    /* the experts + combine launch's */
+    CHECK(!sl_cuda_gemv_experts_combine_q8(NULL, SL_GGML_Q4_K, 256, 2));
+    CHECK(sl_cuda_gemv_experts_combine(NULL, SL_GGML_Q4_K, pp, 2, ip, 4, 8, 256, xin, yo, 3, xo,
+                                       ro, ro, &e) == SL_ERR_INVALID); /* 3 does not divide 4 */
+    CHECK_CONTAINS(e.msg, "k = 3");
+    CHECK(sl_cuda_gemv_experts_combine(NULL, SL_GGML_Q4_K, pp, 2, ip, 4, 8, 256, xin, yo, 2,
+                                       NULL, ro, ro, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "d_w");
+    CHECK(sl_cuda_gemv_experts_combine(NULL, SL_GGML_Q4_K, pp, 2, ip, 4, 8, 256, xin, yo, 2, xo,
+                                       ro, yo + 4, &e) == SL_ERR_INVALID); /* out over y */
+    CHECK_CONTAINS(e.msg, "overlap");
+    CHECK(sl_cuda_gemv_experts_combine(NULL, SL_GGML_Q4_K, pp, 2, ip, 4, 8, 256, xin, yo, 2, xo,
+                                       ro, ro, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx is NULL");
 }
 
 int main(void)
@@ -741,6 +828,7 @@ int main(void)
     test_norm_multi(c);
     test_add_norm(c);
     test_router(c);
+    test_experts_combine(c);
     sl_cuda_ctx_set_f32_act(c, true);
     CHECK(!sl_cuda_gemv_experts_glu_q8(c, SL_GGML_Q4_K, SL_GGML_Q6_K, 512));
     CHECK(sl_cuda_gemv_experts_glu(c, SL_GGML_Q4_K, (const void *const *)&c, SL_GGML_Q4_K,

@@ -282,6 +282,71 @@ template <uint32_t T> static void experts(bool q8, int64_t cols, int32_t x_group
     untouched(Y, what, T);
 }
 
+/* sl_cuda_gemv_experts_combine's launch (the Q8 body's experts form, then the combine in the
+ * grid's last block, qx_combine_last) against the experts launch then moe_combine.cuh's
+ * mc_combine as k_moe_combine runs it: y and out bit for bit; 2 tokens of top-4 over 3
+ * experts (a repeated id, a bad one: zeros), one x a slot; the residual in place, apart, and
+ * none; blocks in order and reversed, the counter back at 0. 70 rows: a partial block. */
+template <uint32_t T> static void experts_combine(int64_t cols)
+{
+    enum { NE = 3, K = 4, NT = 2, NS = NT * K, ROWS = 70 };
+    const int32_t ids[NS] = {2, 0, 2, 1, -1, 1, 0, 2};
+    rand_mat m[NE];
+    const void *wp[NE];
+    for (int e = 0; e < NE; e++) {
+        CHECK(m[e].make(T, ROWS, cols, 0, 20 + e));
+        wp[e] = m[e].w;
+    }
+    std::vector<float> x((size_t)(NS * cols)), wts(NS), res0((size_t)(NT * ROWS));
+    fill_x(x.data(), NS * cols);
+    for (float &v : wts) v = rnd_f(0.0f, 1.0f);
+    for (float &v : res0) v = 3.0f * rnd_f(-1.0f, 1.0f);
+    gv_args a = {};
+    a.wptrs = wp, a.ids = ids, a.n_expert = NE, a.rows = ROWS, a.cols = cols;
+    a.row_bytes = (int64_t)m[0].rb, a.n_out = ROWS, a.x = x.data(), a.x_estride = cols;
+    a.x_group = 1, a.y_bstride = ROWS, a.y_estride = ROWS, a.n_batch = 1;
+    std::vector<float> y_p((size_t)(NS * ROWS));
+    a.y = y_p.data();
+    CHECK(launch<T>(a, NS, true));
+    const size_t sm = qx_smem(cols);
+    uint8_t *smem = (uint8_t *)aligned_alloc(16, (sm + 15) / 16 * 16);
+    for (int mode = 0; mode < 3; mode++) { /* residual: 0 in place, 1 apart, 2 none */
+        std::vector<float> out_p = res0;
+        CHECK(sl_shim_launch(sl_shim_dim3{1, NT, 1}, 64, [&] {
+            mc_combine(y_p.data(), nullptr, ids, wts.data(), K, ROWS,
+                       mode < 2 ? res0.data() : nullptr, out_p.data());
+        }));
+        for (int rev = 0; rev < 2; rev++) {
+            ybuf Y((size_t)(NS * ROWS));
+            std::vector<float> res = res0, out((size_t)(NT * ROWS), YBUF_SENTINEL);
+            float *o = mode == 0 ? res.data() : out.data();
+            unsigned done = 0;
+            gv_args f = a;
+            f.y = Y.y.data();
+            f.c_idx = ids, f.c_w = wts.data(), f.c_k = K, f.c_out = o, f.done = &done;
+            f.c_res = mode < 2 ? res.data() : nullptr;
+            const gv_grid G = gv_grid_of(f, NS, true);
+            sl_shim_reverse_blocks = rev;
+            CHECK(sl_shim_launch(sl_shim_dim3{G.x, G.y, G.z}, QX_THREADS, [&] {
+                qx_block<T>(f, smem);
+                qx_combine_last(f);
+            }, [&] { memset(smem, 0xA5, sm); }));
+            sl_shim_reverse_blocks = false;
+            CHECK_MSG(done == 0, "experts combine %s: the counter left at %u",
+                      sl_gguf_type_get(T)->name, done);
+            char what[64];
+            snprintf(what, sizeof what, "qx experts combine (residual %d%s)", mode,
+                     rev ? ", blocks reversed" : "");
+            for (int64_t i = 0; i < NS * ROWS; i++)
+                check_exact(what, T, Y.at((size_t)i), y_p[(size_t)i], i);
+            for (int64_t i = 0; i < NT * ROWS; i++) check_exact(what, T, o[i], out_p[(size_t)i], i);
+            if (mode == 1) /* the residual apart is only read */
+                CHECK(!memcmp(res.data(), res0.data(), res.size() * sizeof(float)));
+        }
+    }
+    free(smem);
+}
+
 /* Expert parts (ffn_split.h's packing): widths {2, 0, 1, 3} granules of G (gate': rows;
  * down': columns, whole blocks); gate' [sum w][E] rows (expert k's first at ff_at[k]),
  * down' expert k's [E][w_k] matrix; slots {3, 1, 0, 2}, 3 floats apart. gate': outputs past
@@ -372,6 +437,7 @@ struct check_type {
             const size_t al = (size_t)sl_qx_align(T);
             experts<T>(true, 2304, 1, 0);
             experts<T>(true, 2304, 6, al / 2); /* the !AL loads; one x for all slots */
+            experts_combine<T>(2304);
             parts<T>(true, 3, 512, false);
             if (T != 8) parts<T>(true, B == 32 ? 64 : B, 20, true); /* never Q8_0's down' */
             n_qx++;
