@@ -532,6 +532,11 @@ typedef struct sl_ctx_stats {
      * dependent launch now (not sl_ctx_options.no_pdl, a device of compute capability 9.0+,
      * the driver took it, and a decode graph's capture did not need it off) */
     bool pdl;
+    /* cuda: the kernels the device executor launched inside its layers (dev_layer_steps' kernels:
+     * a fused step is one launch, a plain one may be several; a decode graph's replay counts what
+     * its capture launched), summed over passes; over dev_layers, the launches a layer (bench
+     * decode's device_launches_per_layer); 0 on sim and the CPU */
+    uint64_t dev_layer_launches;
 } sl_ctx_stats;
 SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);
 

@@ -129,3 +129,8 @@ extern "C" bool sl_cuda_ctx_pdl(const sl_cuda_ctx *c)
 {
     return c && c->pdl;
 }
+
+extern "C" uint64_t sl_cuda_ctx_launches(const sl_cuda_ctx *c)
+{
+    return c ? c->launches : 0;
+}

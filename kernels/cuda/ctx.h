@@ -71,6 +71,9 @@ void sl_cuda_ctx_set_pdl(sl_cuda_ctx *c, bool on);
  * the driver refused a launch with it (the launch is then made without it, and so are the
  * context's next ones). */
 bool sl_cuda_ctx_pdl(const sl_cuda_ctx *c);
+/* Kernels launched through c so far (kernels/cuda's, one per launch call; cuBLAS's and copies
+ * not counted): a caller's deltas count a step's launches (bench decode's launches a layer). */
+uint64_t sl_cuda_ctx_launches(const sl_cuda_ctx *c);
 /* Waits for the stream; reports any asynchronous kernel fault. */
 sl_status sl_cuda_ctx_sync(sl_cuda_ctx *c, sl_error *err);
 

@@ -25,6 +25,7 @@ struct sl_cuda_ctx {
     bool f32_act;         /* GEMV keeps activations F32 (verification); else Q8 where it pays */
     bool pdl;             /* launches with programmatic stream serialisation (only where cc >= 9) */
     unsigned *d_done;     /* [SL__CUDA_DONE_N] device counters, zeroed at create */
+    uint64_t launches;    /* sl__cuda_launch calls (sl_cuda_ctx_launches) */
 };
 
 /* Makes c's device current on the calling thread (cheap; CUDA state is per thread). */
@@ -44,6 +45,7 @@ static inline void sl__cuda_launch(sl_cuda_ctx *c, void (*k)(P...), dim3 grid, d
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
+    c->launches++;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;

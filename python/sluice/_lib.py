@@ -101,6 +101,7 @@ class CtxStats(Structure):
         ("graph_error", c_char_p),
         ("stream_layers", c_uint64), ("stream_bytes", c_uint64),
         ("hot_experts", c_uint64), ("hot_bytes", c_uint64), ("pdl", c_bool),
+        ("dev_layer_launches", c_uint64),
     ]
 
 

@@ -141,7 +141,7 @@ struct sl_ctx {
      * runs its passes eagerly from then on */
     sl_graph *graph;
     int64_t graph_out;
-    uint64_t graph_steps;
+    uint64_t graph_steps, graph_launches;
     bool graph_failed;
     /* a decode graph captured only without programmatic dependent launch (forward_graph.c):
      * the context's CUDA contexts made from now on (a rebind's executor) start without it */

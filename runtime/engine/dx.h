@@ -263,6 +263,9 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
 /* Whether x is a cuda executor whose kernels launch with programmatic dependent launch now
  * (kernels/cuda/ctx.h sl_cuda_ctx_pdl); false for any other executor and for NULL. */
 bool sl__dx_cuda_pdl(const sl__dx *x);
+/* The kernels x's CUDA context has launched (sl_cuda_ctx_launches); 0 for any other executor
+ * and for NULL. */
+uint64_t sl__dx_cuda_launches(const sl__dx *x);
 /* Turns x's programmatic dependent launch on (where its device has it) or off (a cuda executor;
  * else nothing). */
 void sl__dx_cuda_set_pdl(sl__dx *x, bool on);

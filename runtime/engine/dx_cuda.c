@@ -687,6 +687,11 @@ bool sl__dx_supports(sl_device_kind kind, uint32_t type, sl__dx_op op)
     return false;
 }
 
+uint64_t sl__dx_cuda_launches(const sl__dx *x)
+{
+    return x && x->vt == &cuda_vt ? sl_cuda_ctx_launches(((const dx_cuda *)x)->cu) : 0;
+}
+
 bool sl__dx_cuda_pdl(const sl__dx *x)
 {
     return x && x->vt == &cuda_vt && sl_cuda_ctx_pdl(((const dx_cuda *)x)->cu);

@@ -387,12 +387,14 @@ sl_status sl__forward_layers(sl_ctx *c, const sl__side **at, int64_t n, int64_t 
     for (int32_t il = 0; il < n_layer; il++) {
         const sl__side *s = c->layer_dev[il] ? &c->dev : &c->host;
         const uint64_t steps0 = c->dev.dx ? c->dev.dx->steps : 0;
+        const uint64_t launches0 = sl__dx_cuda_launches(c->dev.raw);
         const int64_t keep = il == n_layer - 1 ? n_out : n;
         sl_status st;
         if ((st = sl__forward_move_x(c, at, s, n, err)) || (st = layer(c, s, il, n, keep, err)))
             return st;
         if (s == &c->dev) { /* sluice.h dev_layer_steps */
             c->stats.dev_layer_steps += c->dev.dx->steps - steps0;
+            c->stats.dev_layer_launches += sl__dx_cuda_launches(c->dev.raw) - launches0;
             c->stats.dev_layers++;
         }
     }

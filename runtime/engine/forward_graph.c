@@ -53,7 +53,8 @@ static sl_status graph_capture(sl_ctx *c, const sl__side **at, int64_t n, int64_
                                sl_error *err)
 {
     const sl_model *m = c->m;
-    const uint64_t ls0 = c->stats.dev_layer_steps, nl0 = c->stats.dev_layers;
+    const uint64_t ls0 = c->stats.dev_layer_steps, nl0 = c->stats.dev_layers,
+                   la0 = c->stats.dev_layer_launches;
     const uint64_t steps0 = c->dev.dx->steps;
     sl_status st = sl_device_capture_begin(m->dev, m->stream, err);
     if (st) return st;
@@ -63,8 +64,10 @@ static sl_status graph_capture(sl_ctx *c, const sl__side **at, int64_t n, int64_
     const sl_status end = sl_device_capture_end(m->dev, m->stream, &g, st ? &e2 : err);
     if (!st) st = end;
     c->graph_steps = c->stats.dev_layer_steps - ls0;
+    c->graph_launches = c->stats.dev_layer_launches - la0;
     /* recorded, not run: the launch counts the steps (and a failed capture's launched rerun) */
     c->stats.dev_layer_steps = ls0;
+    c->stats.dev_layer_launches = la0;
     c->stats.dev_layers = nl0;
     c->dev.dx->steps = steps0;
     if (st) {
@@ -136,6 +139,7 @@ sl_status sl__forward_graph_run(sl_ctx *c, const sl__side **at, int64_t n, int64
     if ((st = sl_device_graph_launch(m->dev, c->graph, m->stream, err))) return st;
     c->stats.graph_passes++;
     c->stats.dev_layer_steps += c->graph_steps;
+    c->stats.dev_layer_launches += c->graph_launches;
     c->stats.dev_layers += (uint64_t)m->hp.n_layer;
     return SL_OK;
 }

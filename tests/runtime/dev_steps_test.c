@@ -87,6 +87,9 @@ static run decode(const char *path, sl_placement pl, int gpu_layers, int32_t n_v
     }
     sl_ctx_stats_get(c, &s1);
     r.steps = s1.dev_layer_steps - s0.dev_layer_steps;
+    /* kernel launches are cuda's: none counted on sim or the CPU */
+    CHECK_MSG(s1.dev_layer_launches == 0, "%s: %llu kernel launches counted", path,
+              (unsigned long long)s1.dev_layer_launches);
     r.layers = s1.dev_layers - s0.dev_layers;
     r.ok = ok;
     if (np && ok && step_rows(c, p1) == np)

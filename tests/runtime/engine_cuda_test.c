@@ -358,10 +358,22 @@ static void check_graph(sl_model *m, int graph, const char *label)
         sl_ctx_destroy(c2);
         sl_ctx_destroy(c1);
     }
+    /* kernel launches inside the device layers: counted as captured on a graph's replay, so
+     * the graph run's equal the launched run's */
+    if (ok && s->dev_layers)
+        CHECK_MSG(s->dev_layer_launches > 0 && s->dev_layers == st[1].dev_layers &&
+                      s->dev_layer_launches == st[1].dev_layer_launches,
+                  "%s: %llu kernel launches in %llu device layers (graph), %llu in %llu "
+                  "(launched)", label, (unsigned long long)s->dev_layer_launches,
+                  (unsigned long long)s->dev_layers,
+                  (unsigned long long)st[1].dev_layer_launches,
+                  (unsigned long long)st[1].dev_layers);
     if (ok)
-        printf("%-30s graph: %llu passes, %llu captures, steps/layer %.2f\n", label,
-               (unsigned long long)s->graph_passes, (unsigned long long)s->graph_captures,
-               s->dev_layers ? (double)s->dev_layer_steps / (double)s->dev_layers : 0.0);
+        printf("%-30s graph: %llu passes, %llu captures, steps/layer %.2f, kernels/layer "
+               "%.2f\n", label, (unsigned long long)s->graph_passes,
+               (unsigned long long)s->graph_captures,
+               s->dev_layers ? (double)s->dev_layer_steps / (double)s->dev_layers : 0.0,
+               s->dev_layers ? (double)s->dev_layer_launches / (double)s->dev_layers : 0.0);
     free(out[0]);
     free(out[1]);
     free(out[2]);

@@ -260,6 +260,9 @@ def main():
     steps = runs[0].get("device_steps_per_layer") if runs else None
     expect(steps is not None and 1 <= steps <= 8,
            f"bench decode reports <= 8 device steps per qwen3moe layer on sim ({steps})")
+    expect(bool(runs) and "device_launches_per_layer" in runs[0] and
+           runs[0]["device_launches_per_layer"] is None,
+           "bench decode's kernel launches a layer: null on sim (cuda counts them)")
     r = run("bench", "decode", "-m", m1, "-n", "2", "--prompt-tokens", "2", "--placement", "gpu",
             "--device", "sim")
     expect(r.returncode == 0 and re.search(r"; [0-9.]+ device steps per device layer", r.stdout)

@@ -146,6 +146,14 @@ def main():
            s2.get("gpu_pdl_same_tokens") is True,
            f"gpu_pdl_vs_no_pdl_decode = the gpu row's --pdl-ab off / on median step "
            f"({s2.get('gpu_pdl_vs_no_pdl_decode')})")
+    # kernel launches a layer: sim counts none (null, the reason); a cuda row's value is taken
+    expect(s.get("gpu_launches_per_layer", 0) is None and "no kernel counted" in
+           s.get("null_reasons", {}).get("gpu_launches_per_layer", ""),
+           "sim: gpu_launches_per_layer null "
+           f"({s.get('null_reasons', {}).get('gpu_launches_per_layer')})")
+    s2 = pdl_summary(dict(gj["runs"][0], device_launches_per_layer=7.0))
+    expect(s2.get("gpu_launches_per_layer") == 7.0,
+           f"gpu_launches_per_layer = the gpu row's ({s2.get('gpu_launches_per_layer')})")
     # the gpu row without --pdl-ab: both null, the reason says why
     s2 = pdl_summary({k: v for k, v in gj["runs"][0].items() if k != "pdl_ab"})
     expect(s2.get("gpu_pdl_vs_no_pdl_decode", 0) is None and
@@ -343,7 +351,7 @@ def main():
     s3 = s3 or {}
     keys = ["device", "commit", "vram_budget_bytes", "cpu_vs_llamacpp", "tests",
             "gpu_pdl_same_tokens"] + list(s3.get("ratio_definitions", {}))
-    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 20 and
+    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 21 and
            all(s3.get(k) is None and s3["null_reasons"].get(k) for k in keys),
            f"empty run folder: all null with reasons ({s3.get('null_reasons')})")
     r, _ = summarize(os.path.join(tmp, "no-such-folder"))

@@ -61,6 +61,11 @@ sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stat
                                ? (double)(s1->dev_layer_steps - s0->dev_layer_steps) /
                                      (double)(s1->dev_layers - s0->dev_layers)
                                : -1,
+        .launches_per_layer =
+            s1->dev_layers > s0->dev_layers && s1->dev_layer_launches > s0->dev_layer_launches
+                ? (double)(s1->dev_layer_launches - s0->dev_layer_launches) /
+                      (double)(s1->dev_layers - s0->dev_layers)
+                : -1,
         .graph_passes_per_step =
             (double)(s1->graph_passes - s0->graph_passes) / (double)(steps > 0 ? steps : 1),
         .hot_bytes = s1->hot_bytes};
@@ -79,6 +84,9 @@ void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c)
     fprintf(f, ",\"device_steps_per_layer\":");
     if (c->steps_per_layer < 0) fprintf(f, "null");
     else sl_json_f64(f, c->steps_per_layer);
+    fprintf(f, ",\"device_launches_per_layer\":");
+    if (c->launches_per_layer < 0) fprintf(f, "null");
+    else sl_json_f64(f, c->launches_per_layer);
     fprintf(f, ",\"graph_passes_per_step\":");
     sl_json_f64(f, c->graph_passes_per_step);
     fprintf(f, ",\"hot_bytes\":%llu", (unsigned long long)c->hot_bytes);

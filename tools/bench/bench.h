@@ -34,6 +34,9 @@ typedef struct sl_bench_dev_cost {
     /* the device executor's steps per layer that ran on the device (sluice.h
      * dev_layer_steps / dev_layers; < 0: no layer ran there) */
     double steps_per_layer;
+    /* the kernels those layers launched, per layer (sluice.h dev_layer_launches / dev_layers;
+     * < 0: none counted: sim, the CPU) */
+    double launches_per_layer;
     /* the steps that ran as one CUDA graph launch (sluice.h graph_passes), as a fraction */
     double graph_passes_per_step;
     /* routed experts' bytes resident on the device beside the host's after the steps
@@ -44,7 +47,8 @@ sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stat
                                        int64_t steps, int32_t n_layer);
 /* Its JSON fields, each after a ',': "syncs_per_layer", "device_calls_per_layer",
  * "pcie_expert_bytes_per_token", "cpu_expert_gbps", "device_steps_per_layer" (null: no layer
- * on the device), "graph_passes_per_step", "hot_bytes". */
+ * on the device), "device_launches_per_layer" (null: no kernel counted: sim, the CPU),
+ * "graph_passes_per_step", "hot_bytes". */
 void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c);
 /* The decode fields bench moe's and bench decode's rows share, each as ",\"key\":value": the
  * steps (count; mean, median and p90 ms), expert evaluations per step by side, and the
