@@ -118,6 +118,24 @@ static sl_status gm_check(const char *fn, uint32_t type, int64_t rows, int64_t c
     return SL_OK;
 }
 
+/* sl_cuda_gemv_multi's matrices (and _multi_norm's): count, each one's shape and pointers;
+ * fills rb[i], each one's row bytes */
+static sl_status gm_mats_check(const char *fn, const sl_cuda_gemv_mat *ms, int count,
+                               int64_t cols, int64_t n, int64_t *rb, sl_error *err)
+{
+    if (!ms || count < 1 || count > SL_CUDA_GEMV_MULTI_MAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %d matrices (want 1 .. %d)", fn,
+                            ms ? count : 0, (int)SL_CUDA_GEMV_MULTI_MAX);
+    for (int i = 0; i < count; i++) {
+        sl_status st = gm_check(fn, ms[i].type, ms[i].rows, cols, n, &rb[i], err);
+        if (st) return st;
+        if (!ms[i].w || !ms[i].y)
+            return sl_error_set(err, SL_ERR_INVALID, "%s: matrix %d's %s is NULL", fn, i,
+                                !ms[i].w ? "w" : "y");
+    }
+    return SL_OK;
+}
+
 extern "C" sl_status sl_cuda_gemv_heads(sl_cuda_ctx *c, uint32_t type, const void *d_w,
                                         int64_t head_bytes, int32_t n_head, int64_t rows,
                                         int64_t cols, const float *d_x, int64_t x_ts,
@@ -144,18 +162,10 @@ extern "C" sl_status sl_cuda_gemv_multi(sl_cuda_ctx *c, const sl_cuda_gemv_mat *
                                         int64_t cols, const float *d_x, int64_t n,
                                         bool silu_glu, sl_error *err)
 {
-    if (!ms || count < 1 || count > SL_CUDA_GEMV_MULTI_MAX)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: %d matrices (want 1 .. %d)", __func__,
-                            ms ? count : 0, (int)SL_CUDA_GEMV_MULTI_MAX);
-    if (!d_x) return sl_error_set(err, SL_ERR_INVALID, "%s: d_x is NULL", __func__);
     int64_t rb[SL_CUDA_GEMV_MULTI_MAX];
-    for (int i = 0; i < count; i++) {
-        sl_status st = gm_check(__func__, ms[i].type, ms[i].rows, cols, n, &rb[i], err);
-        if (st) return st;
-        if (!ms[i].w || !ms[i].y)
-            return sl_error_set(err, SL_ERR_INVALID, "%s: matrix %d's %s is NULL", __func__, i,
-                                !ms[i].w ? "w" : "y");
-    }
+    sl_status st = gm_mats_check(__func__, ms, count, cols, n, rb, err);
+    if (st) return st;
+    if (!d_x) return sl_error_set(err, SL_ERR_INVALID, "%s: d_x is NULL", __func__);
     if (silu_glu && (count != 2 || ms[0].rows != ms[1].rows))
         return sl_error_set(err, SL_ERR_INVALID, "%s: silu_glu wants 2 matrices of equal rows "
                             "(gate, up), got %d", __func__, count);
@@ -183,17 +193,9 @@ extern "C" sl_status sl_cuda_gemv_multi_norm(sl_cuda_ctx *c, const sl_cuda_gemv_
     if (n >= 1 && cols >= 1 && d_xn < d_in + n * cols && d_in < d_xn + n * cols)
         return sl_error_set(err, SL_ERR_INVALID, "%s: d_xn overlaps d_in (the launch's blocks "
                             "read d_in while one writes d_xn)", __func__);
-    if (!ms || count < 1 || count > SL_CUDA_GEMV_MULTI_MAX)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: %d matrices (want 1 .. %d)", __func__,
-                            ms ? count : 0, (int)SL_CUDA_GEMV_MULTI_MAX);
     int64_t rb[SL_CUDA_GEMV_MULTI_MAX];
-    for (int i = 0; i < count; i++) {
-        sl_status st = gm_check(__func__, ms[i].type, ms[i].rows, cols, n, &rb[i], err);
-        if (st) return st;
-        if (!ms[i].w || !ms[i].y)
-            return sl_error_set(err, SL_ERR_INVALID, "%s: matrix %d's %s is NULL", __func__, i,
-                                !ms[i].w ? "w" : "y");
-    }
+    sl_status st = gm_mats_check(__func__, ms, count, cols, n, rb, err);
+    if (st) return st;
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
     if (!sl_cuda_gemv_multi_norm_q8(c, ms, count, cols))
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: these matrices (or a context keeping "
