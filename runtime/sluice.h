@@ -534,8 +534,10 @@ typedef struct sl_ctx_stats {
     bool pdl;
     /* cuda: the kernels the device executor launched inside its layers (dev_layer_steps' kernels:
      * a fused step is one launch, a plain one may be several; a decode graph's replay counts what
-     * its capture launched), summed over passes; over dev_layers, the launches a layer (bench
-     * decode's device_launches_per_layer); 0 on sim and the CPU */
+     * its capture launched; launch calls, a failed one too), summed over passes; over
+     * dev_layers, the launches a layer (bench decode's device_launches_per_layer). Not counted:
+     * cuBLAS's GEMMs (prefill), copies, and the kernels of the other CUDA contexts (resident
+     * hot experts, prefill streaming, the fetch scheduler). 0 on sim and the CPU. */
     uint64_t dev_layer_launches;
 } sl_ctx_stats;
 SL_API void sl_ctx_stats_get(const sl_ctx *c, sl_ctx_stats *out);

@@ -49,15 +49,6 @@ extern "C" sl_status sl_cuda_ctx_create(int ordinal, void *cuda_stream, sl_cuda_
     c->info.l2_bytes = (uint64_t)prop.l2CacheSize;
     c->info.smem_per_block_optin = (uint64_t)prop.sharedMemPerBlockOptin;
     c->pdl = prop.major >= 9;
-    const size_t db = SL__CUDA_DONE_N * sizeof *c->d_done;
-    cudaError_t rc = cudaMalloc((void **)&c->d_done, db);
-    if (rc == cudaSuccess) rc = cudaMemset(c->d_done, 0, db);
-    if (rc != cudaSuccess) {
-        if (c->d_done) cudaFree(c->d_done);
-        free(c);
-        return sl__cu_fail(err, rc, "cudaMalloc / cudaMemset (the context's counters)",
-                           __FILE__, __LINE__);
-    }
     *out = c;
     return SL_OK;
 }
@@ -69,10 +60,6 @@ extern "C" void sl_cuda_ctx_destroy(sl_cuda_ctx *c)
     if (c->blas && sl__cublas(&b, NULL) == SL_OK) { /* loaded: c->blas came from it */
         cudaSetDevice(c->ordinal);
         b->destroy(c->blas);
-    }
-    if (c->d_done) {
-        cudaSetDevice(c->ordinal);
-        cudaFree(c->d_done);
     }
     free(c);
 }
@@ -128,6 +115,21 @@ extern "C" void sl_cuda_ctx_set_pdl(sl_cuda_ctx *c, bool on)
 extern "C" bool sl_cuda_ctx_pdl(const sl_cuda_ctx *c)
 {
     return c && c->pdl;
+}
+
+extern "C" sl_status sl_cuda_ctx_set_counters(sl_cuda_ctx *c, void *d_mem, sl_error *err)
+{
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "sl_cuda_ctx_set_counters: ctx is NULL");
+    if ((uintptr_t)d_mem % sizeof(unsigned))
+        return sl_error_set(err, SL_ERR_INVALID, "sl_cuda_ctx_set_counters: d_mem %p is not "
+                            "%zu-byte aligned", d_mem, sizeof(unsigned));
+    c->d_done = NULL;
+    if (!d_mem) return SL_OK;
+    sl_status st = sl__cuda_ctx_enter(c, err);
+    if (st) return st;
+    SL_CU(err, cudaMemsetAsync(d_mem, 0, SL_CUDA_CTX_COUNTER_BYTES, c->stream));
+    c->d_done = (unsigned *)d_mem;
+    return SL_OK;
 }
 
 extern "C" uint64_t sl_cuda_ctx_launches(const sl_cuda_ctx *c)

@@ -2,7 +2,8 @@
  *
  * Invariants: stream belongs to device `ordinal`; blas is NULL or a handle created on that
  * device whose stream is `stream` (set_stream keeps them equal); info is read once at create;
- * pdl only where info.cc_major >= 9; d_done device memory of that device. */
+ * pdl only where info.cc_major >= 9; d_done NULL or the caller's device memory of that
+ * device, zeroed in stream order. */
 #ifndef SL_KERNELS_CUDA_CTX_IMPL_H
 #define SL_KERNELS_CUDA_CTX_IMPL_H
 
@@ -15,6 +16,8 @@
  * between launches. The fused launches of a context run on one stream at a time (a kind's
  * launches are ordered by it: the next one's blocks wait for the one before to end). */
 enum { SL__CUDA_DONE_ADD_NORM, SL__CUDA_DONE_ROUTER, SL__CUDA_DONE_COMBINE, SL__CUDA_DONE_N };
+static_assert(SL__CUDA_DONE_N * sizeof(unsigned) <= SL_CUDA_CTX_COUNTER_BYTES,
+              "ctx.h's counter bytes hold every kind");
 
 struct sl_cuda_ctx {
     int ordinal;
@@ -24,7 +27,8 @@ struct sl_cuda_ctx {
     bool gemv_smem_ready; /* gemv kernels' dynamic shared memory limit raised (gemv.cu) */
     bool f32_act;         /* GEMV keeps activations F32 (verification); else Q8 where it pays */
     bool pdl;             /* launches with programmatic stream serialisation (only where cc >= 9) */
-    unsigned *d_done;     /* [SL__CUDA_DONE_N] device counters, zeroed at create */
+    unsigned *d_done;     /* [SL__CUDA_DONE_N] device counters (sl_cuda_ctx_set_counters), or
+                           * NULL: no last-block launch */
     uint64_t launches;    /* sl__cuda_launch calls (sl_cuda_ctx_launches) */
 };
 

@@ -199,7 +199,7 @@ extern "C" bool sl_cuda_gemv_add_norm_q8(const sl_cuda_ctx *c, uint32_t type, co
                                          int64_t cols)
 {
     const bool al = ((uintptr_t)d_w & (uintptr_t)(sl_qx_align(type) - 1)) == 0;
-    return c && !c->f32_act && d_w && sl_cuda_gemv_q8_act(type, cols, 1, al, false);
+    return c && !c->f32_act && c->d_done && d_w && sl_cuda_gemv_q8_act(type, cols, 1, al, false);
 }
 
 /* whether [a, a + an) and [b, b + bn) floats share an address */
@@ -232,8 +232,8 @@ extern "C" sl_status sl_cuda_gemv_add_norm(sl_cuda_ctx *c, uint32_t type, const 
     if (!sl_cuda_gemv_add_norm_q8(c, type, d_w, cols))
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u with %lld columns at "
                             "this alignment has no Q8-activation launch (or the context keeps "
-                            "F32 activations), which the epilogue is part of", __func__, type,
-                            (long long)cols);
+                            "F32 activations, or has no counters: sl_cuda_ctx_set_counters), "
+                            "which the epilogue is part of", __func__, type, (long long)cols);
     a.w = (const uint8_t *)d_w;
     a.n_out = rows;
     a.x = d_x;
@@ -324,7 +324,7 @@ extern "C" bool sl_cuda_gemv_experts_combine_q8(const sl_cuda_ctx *c, uint32_t t
                                                 int64_t cols, int32_t k)
 {
     /* expert matrices: their alignment is taken in-kernel, as sl_cuda_gemv_experts does */
-    return c && !c->f32_act && k >= 1 && k <= MC_MAX_K &&
+    return c && !c->f32_act && c->d_done && k >= 1 && k <= MC_MAX_K &&
            sl_cuda_gemv_q8_act(type, cols, 1, true, false);
 }
 
@@ -357,8 +357,9 @@ extern "C" sl_status sl_cuda_gemv_experts_combine(sl_cuda_ctx *c, uint32_t type,
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
     if (!sl_cuda_gemv_experts_combine_q8(c, type, cols, k))
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u with %lld columns has no "
-                            "Q8-activation launch (or the context keeps F32 activations), "
-                            "which the combine is part of", __func__, type, (long long)cols);
+                            "Q8-activation launch (or the context keeps F32 activations, or has "
+                            "no counters: sl_cuda_ctx_set_counters), which the combine is part "
+                            "of", __func__, type, (long long)cols);
     a.c_idx = d_ids;
     a.c_w = d_w;
     a.c_k = k;

@@ -211,7 +211,7 @@ extern "C" bool sl_cuda_gemv_router_fused(const sl_cuda_ctx *c, const sl_cuda_ge
 {
     /* the F32 body's launch (the router's F32 matrix, or any where the context keeps F32
      * activations): the Q8 body has no epilogue */
-    return c && m && (c->f32_act || !sl_cuda_gemv_multi_q8(m, 1, cols));
+    return c && m && c->d_done && (c->f32_act || !sl_cuda_gemv_multi_q8(m, 1, cols));
 }
 
 extern "C" sl_status sl_cuda_gemv_router(sl_cuda_ctx *c, const sl_cuda_gemv_mat *m,
@@ -235,8 +235,8 @@ extern "C" sl_status sl_cuda_gemv_router(sl_cuda_ctx *c, const sl_cuda_gemv_mat 
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
     if (!sl_cuda_gemv_router_fused(c, m, cols))
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: a router of type %u takes the "
-                            "Q8-activation launch, which has no top-k epilogue", __func__,
-                            m->type);
+                            "Q8-activation launch, which has no top-k epilogue (or the context "
+                            "has no counters: sl_cuda_ctx_set_counters)", __func__, m->type);
     ra.idx = d_idx;
     ra.w = d_w;
     const gm_args a = gm_multi_args(m, &rb, 1, cols, d_x, false);

@@ -380,9 +380,10 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
         void *work = NULL, *scratch = NULL;
         if (gw && (st = take(c, gw, &work, err))) return st;
         const int32_t K = hp->n_expert_used;
-        const size_t sb = hp->n_expert ? sl__dx_cuda_scratch_bytes(c->cap, K, hp->n_ff_exp,
-                                                                    hp->n_embd) : 0;
-        if (sb && (st = take(c, sb, &scratch, err))) return st;
+        /* the experts' scratch (none without experts) and the fused launches' counters */
+        const size_t sb = sl__dx_cuda_scratch_bytes(c->cap, hp->n_expert ? K : 0, hp->n_ff_exp,
+                                                    hp->n_embd);
+        if ((st = take(c, sb, &scratch, err))) return st;
         if (hp->n_expert && (st = expert_ptrs(c, err))) return st;
         if ((st = sl__dx_cuda_create(m->dev, m->stream, work, gw, scratch, c->cap, K,
                                      hp->n_ff_exp, hp->n_embd, c->mv.f32_act, sl__ctx_pdl(c),

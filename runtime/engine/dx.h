@@ -249,7 +249,9 @@ sl_status sl__dx_sim_create(sl_device *dev, sl_stream *stream, const sl_cpu_ops 
                             size_t work_bytes, sl__dx **out, sl_error *err);
 /* cuda: kernels on `stream` (a cuda device's); d_work / work_bytes: the caller's device
  * workspace for the GEMM (may be 0: GEMV only); k_max, f_max, e_max size the expert scratch
- * d_scratch (sl__dx_cuda_scratch_bytes bytes, device); f32_act: GEMV keeps activations F32
+ * d_scratch (sl__dx_cuda_scratch_bytes bytes, device: the experts' scratch, then the
+ * counters of the last-block launches, sl_cuda_ctx_set_counters; NULL: neither, and those
+ * launches are not taken); f32_act: GEMV keeps activations F32
  * (SLUICE_ACT_F32, as the CPU kernels do), else the decode of
  * sl_cuda_gemv_q8_act's types uses Q8 activations; pdl: kernels launched with programmatic
  * dependent launch where the device has it (sl_cuda_ctx_set_pdl; sl_ctx_options.no_pdl turns

@@ -9,7 +9,8 @@
  * experts: over a chunk of up to MOE_CHUNK tokens' selections at once (a prefill of 512 tokens
  * was 4 launches per token and layer: launch-bound at 284 tok/s on the H200, 2026-11-30) —
  * gate and up (each token's X shared by its k slots), the activation, down (each slot's own
- * X) — then one combine for all tokens; a chunk with at least as many selections as experts
+ * X) — then one combine for all tokens (a decode's slots: down and the combine one launch,
+ * sl_cuda_gemv_experts_combine); a chunk with at least as many selections as experts
  * grouped by expert (kernels/cuda/gemv_grouped.h: one sort per chunk) and multiplied on the
  * tensor cores (gemm_grouped.h: each W tile decoded once per 32 slots; the grouped GEMV when
  * F32 activations were asked for), else one batched-expert GEMV per projection; expert
@@ -289,8 +290,8 @@ static sl_status moe_slots(dx_cuda *c, const sl__dx_moe *M, const int32_t *idx, 
 static bool moe_fused_down(const dx_cuda *c, const sl__dx_moe *M, int64_t n, int32_t k)
 {
     const sl_moe_layer *L = M->L;
-    return n * k < L->n_expert && n <= moe_chunk(c->n_tok) && !M->d_ff_at && !L->down_b &&
-           sl_cuda_gemv_experts_combine_q8(c->cu, L->type_down, L->n_ff, k);
+    return n > 0 && n * k < L->n_expert && n <= moe_chunk(c->n_tok) && !M->d_ff_at &&
+           !L->down_b && sl_cuda_gemv_experts_combine_q8(c->cu, L->type_down, L->n_ff, k);
 }
 
 static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const float *w,
@@ -302,8 +303,9 @@ static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const
     const sl_moe_layer *L = M->L;
     if (moe_fused_down(c, M, n, k)) { /* gate/up (+ GLU), then down + combine (+ res) */
         sl_status st = moe_check(c, M, n, k, err);
+        if (st) return st; /* its message names the layer */
         const int32_t S = (int32_t)(n * k);
-        if (!st) st = experts_gate_up(c, M, idx, S, k, in, NULL, err);
+        st = experts_gate_up(c, M, idx, S, k, in, NULL, err);
         if (!st)
             st = sl_cuda_gemv_experts_combine(c->cu, L->type_down, M->d_down, L->n_expert, idx,
                                               S, L->n_embd, L->n_ff, c->eg, c->ey, k, w, res,
@@ -614,13 +616,20 @@ static void scratch_parts(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e
     part[5] = sl__dx_up256((size_t)n_tok * (size_t)k_max * sizeof(int32_t));
 }
 
-size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max)
+/* the MoE parts' bytes (0 without experts); the fused launches' counters follow them */
+static size_t moe_parts_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max)
 {
-    if (n_tok < 1 || k_max < 1 || f_max < 1 || e_max < 1) return 256;
+    if (n_tok < 1 || k_max < 1 || f_max < 1 || e_max < 1) return 0;
     size_t part[N_PARTS], sum = 0;
     scratch_parts(n_tok, k_max, f_max, e_max, part);
     for (int i = 0; i < N_PARTS; i++) sum += part[i];
     return sum;
+}
+
+size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max)
+{
+    return moe_parts_bytes(n_tok, k_max, f_max, e_max) +
+           sl__dx_up256(SL_CUDA_CTX_COUNTER_BYTES);
 }
 
 sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, size_t work_bytes,
@@ -661,6 +670,14 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
     }
     sl_cuda_ctx_set_f32_act(c->cu, f32_act);
     sl_cuda_ctx_set_pdl(c->cu, pdl);
+    /* the last-block launches' counters, after the MoE parts (zeroed on the stream) */
+    if (d_scratch &&
+        (st = sl_cuda_ctx_set_counters(c->cu, (uint8_t *)d_scratch +
+                                                  moe_parts_bytes(n_tok, k_max, f_max, e_max),
+                                       err))) {
+        c_destroy(&c->base);
+        return st;
+    }
     c->f32_act = f32_act;
     c->dev = dev;
     c->stream = stream;

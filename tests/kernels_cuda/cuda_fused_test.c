@@ -716,6 +716,8 @@ static void test_host_side(void)
     CHECK(sl_cuda_gemv_experts_glu(NULL, SL_GGML_Q4_K, pp, SL_GGML_Q4_K, pp, 2, ip, 1, 4, 256,
                                    p, 1, p, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "ctx is NULL");
+    CHECK(sl_cuda_ctx_set_counters(NULL, p, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx is NULL");
     /* the norm launch's own checks */
     float *xin = (float *)(uintptr_t)4096, *xo = (float *)(uintptr_t)65536;
     CHECK(!sl_cuda_gemv_multi_norm_q8(NULL, &q, 1, 256));
@@ -824,6 +826,17 @@ int main(void)
         printf("cuda_fused_test: %s mode done (%d launches with Q8 activations)\n",
                g_q8_mode ? "default" : "F32-activation", g_q8_launches - q0);
     }
+    /* the last-block launches' counters (without them those launches are refused) */
+    void *dcnt = dmalloc(SL_CUDA_CTX_COUNTER_BYTES);
+    {
+        const sl_cuda_gemv_mat f = {.type = SL_GGML_F32, .w = dcnt, .rows = 8, .y = dcnt};
+        CHECK(!sl_cuda_gemv_router_fused(c, &f, 256) &&
+              !sl_cuda_gemv_add_norm_q8(c, SL_GGML_Q4_K, dcnt, 256) &&
+              !sl_cuda_gemv_experts_combine_q8(c, SL_GGML_Q4_K, 256, 2));
+        CHECK(sl_cuda_ctx_set_counters(c, (char *)dcnt + 1, &e) == SL_ERR_INVALID);
+        CHECK_MSG(sl_cuda_ctx_set_counters(c, dcnt, &e) == SL_OK, "%s", e.msg);
+        CHECK(sl_cuda_gemv_router_fused(c, &f, 256));
+    }
     test_experts_glu(c); /* the default mode, left by the loop */
     test_norm_multi(c);
     test_add_norm(c);
@@ -837,7 +850,9 @@ int main(void)
           SL_ERR_UNSUPPORTED);
     CHECK_CONTAINS(e.msg, "F32 activations");
     CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+    CHECK(sl_cuda_ctx_set_counters(c, NULL, &e) == SL_OK);
     sl_cuda_ctx_destroy(c);
+    cudaFree(dcnt);
     cudaStreamDestroy(s);
     return sl_test_finish("cuda_fused_test");
 }

@@ -619,6 +619,33 @@ static void check_threads(const char *dir)
     }
 }
 
+/* The whole Q4_K model at `path` on the device, decode in the default numerics (the Q8
+ * kernels: 256 columns) with a decode graph, against the CPU's logits ref: every step one
+ * kernel (issue 32: the attention norm in Q / K / V's launch, wo + add + FFN norm, the routed
+ * gate / up + SwiGLU, down + combine + add), `launches` kernels a layer: 6 for llama, 8 for
+ * the test model's qwen3moe (its router is Q4_K: the Q8 GEMV, then the top-k; an F32 router,
+ * as real files have, is one launch with it: 7) */
+static void gpu_decode_q4k(const char *path, const float *ref, size_t n_vocab, const char *arch,
+                           int launches)
+{
+    sl_model *m = open_model(path, SL_PLACE_GPU, "cuda", NULL);
+    if (!m) return;
+    sl_ctx_stats gs;
+    float *gd = run_with(m, 1, false, true, NULL, true, &gs);
+    const double r = gd ? rel_diff(ref, gd, n_vocab * N_TOK) : INFINITY;
+    const double per = gs.dev_layers ? (double)gs.dev_layer_launches / (double)gs.dev_layers : 0;
+    printf("%s Q4_K gpu decode (default numerics) vs CPU: rel %.3g, %.2f kernels a layer, %llu "
+           "graph passes\n", arch, r, per, (unsigned long long)gs.graph_passes);
+    CHECK_MSG(r <= 2e-2, "%s Q4_K gpu decode (default numerics) vs CPU: rel %g", arch, r);
+    CHECK_MSG(gs.dev_layers > 0 && gs.dev_layer_launches == (uint64_t)launches * gs.dev_layers
+                  && gs.graph_passes > 0,
+              "%s Q4_K gpu decode: %llu kernels in %llu layers (want %d a layer), %llu graph "
+              "passes", arch, (unsigned long long)gs.dev_layer_launches,
+              (unsigned long long)gs.dev_layers, launches, (unsigned long long)gs.graph_passes);
+    free(gd);
+    sl_model_close(m);
+}
+
 /* No argument: everything below. "deepseek2": only deepseek2's F32 runs and the parity line
  * (tools/gpu-test all's ds2-parity step: a few seconds). */
 /* A Q4_K qwen3moe under experts-cpu: its host experts are repacked into Q4_K_R8 for the CPU,
@@ -674,17 +701,22 @@ static void check_stream_q4k(const char *dir)
         free(hd);
     }
     sl_model_close(m);
-    /* the whole model on the device, decode in the default numerics: Q / K / V as one Q8
-     * multi-matrix launch, the routed gate / up + SwiGLU as one (issue 32) */
-    m = ref ? open_model(path, SL_PLACE_GPU, "cuda", NULL) : NULL;
-    if (m) {
-        float *gd = run_with(m, 1, false, true, NULL, true, NULL);
-        const double r = gd ? rel_diff(ref, gd, (size_t)info.n_vocab * N_TOK) : INFINITY;
-        printf("qwen3moe Q4_K gpu decode (default numerics) vs CPU: rel %.3g\n", r);
-        CHECK_MSG(r <= 2e-2, "qwen3moe Q4_K gpu decode (default numerics) vs CPU: rel %g", r);
-        free(gd);
-    }
     sl_model_close(m);
+    if (ref) gpu_decode_q4k(path, ref, (size_t)info.n_vocab, "qwen3moe", 8);
+    free(ref);
+    /* a dense llama of the same width: wo + add + norm, gate / up + SwiGLU, down + add */
+    tm_defaults("llama", &p);
+    p.wtype = SL_GGML_Q4_K;
+    p.n_embd = p.n_ff = 256;
+    p.n_head = 8, p.n_head_kv = 4, p.head_dim = 32;
+    snprintf(path, sizeof path, "%s/gpu-llama-q4k.gguf", dir);
+    const bool wrote2 = tm_write(&p, path, &e) == SL_OK;
+    CHECK_MSG(wrote2, "write: %s", e.msg);
+    mc = wrote2 ? open_model(path, SL_PLACE_CPU, "sim", NULL) : NULL;
+    ref = mc ? run(mc, 512, false, false) : NULL;
+    if (mc) sl_model_info_get(mc, &info);
+    sl_model_close(mc);
+    if (ref) gpu_decode_q4k(path, ref, (size_t)info.n_vocab, "llama", 6);
     free(ref);
 }
 

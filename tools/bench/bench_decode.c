@@ -877,7 +877,8 @@ int sl_bench_decode(int argc, char **argv)
             if (r->cost.steps_per_layer >= 0)
                 printf("; %.1f device steps per device layer", r->cost.steps_per_layer);
             if (r->cost.launches_per_layer >= 0)
-                printf(" (%.1f kernel launches)", r->cost.launches_per_layer);
+                printf(" (%.1f kernel launches per device layer)",
+                       r->cost.launches_per_layer);
             if (r->cost.graph_passes_per_step > 0)
                 printf("; %.0f%% of the steps one CUDA graph launch",
                        100 * r->cost.graph_passes_per_step);
