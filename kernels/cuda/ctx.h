@@ -78,7 +78,8 @@ bool sl_cuda_ctx_pdl(const sl_cuda_ctx *c);
  * c's stream (before any launch enqueued after this call); the launches leave it zero. NULL:
  * none, and those launches are SL_ERR_UNSUPPORTED (their *_q8 / _fused predicates false).
  * Why caller memory: no allocation, nor a cudaFree's device-wide wait at destroy, in a
- * context. The fused launches of one context run on one stream at a time. */
+ * context. The fused launches of one context run on one stream at a time; a CUDA graph
+ * captured with them keeps d_mem's address, so d_mem outlives every such graph. */
 enum { SL_CUDA_CTX_COUNTER_BYTES = 64 };
 sl_status sl_cuda_ctx_set_counters(sl_cuda_ctx *c, void *d_mem, sl_error *err);
 /* Kernels launched through c so far (kernels/cuda's, one per launch call; cuBLAS's and copies

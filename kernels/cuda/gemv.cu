@@ -225,7 +225,7 @@ extern "C" sl_status sl_cuda_gemv_add_norm(sl_cuda_ctx *c, uint32_t type, const 
     /* the blocks read x while others write y and res; the last reads res while writing xn */
     if (overlap(d_res, rows, d_x, cols) || overlap(d_res, rows, d_y, rows) ||
         overlap(d_xn, rows, d_res, rows) || overlap(d_xn, rows, d_x, cols) ||
-        overlap(d_y, rows, d_x, cols))
+        overlap(d_xn, rows, d_y, rows) || overlap(d_y, rows, d_x, cols))
         return sl_error_set(err, SL_ERR_INVALID, "%s: d_x, d_y, d_res and d_xn must not "
                             "overlap", __func__);
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
@@ -351,9 +351,14 @@ extern "C" sl_status sl_cuda_gemv_experts_combine(sl_cuda_ctx *c, uint32_t type,
     if (overlap(d_out, n_tok * rows, d_y, n_sel * rows) ||
         overlap(d_out, n_tok * rows, d_x, n_sel * cols) ||
         overlap(d_y, n_sel * rows, d_x, n_sel * cols) ||
+        overlap(d_res, n_tok * rows, d_y, n_sel * rows) ||
+        overlap(d_res, n_tok * rows, d_x, n_sel * cols) ||
         (d_res && d_res != d_out && overlap(d_res, n_tok * rows, d_out, n_tok * rows)))
-        return sl_error_set(err, SL_ERR_INVALID, "%s: d_x, d_y and d_out must not overlap "
-                            "(d_res is d_out or apart from it)", __func__);
+        return sl_error_set(err, SL_ERR_INVALID, "%s: d_x, d_y, d_res and d_out must not "
+                            "overlap (but d_res may be d_out)", __func__);
+    if ((rows + QX_ROWS - 1) / QX_ROWS * n_sel > (int64_t)UINT32_MAX)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %lld rows x %d slots exceed a launch's "
+                            "block count", __func__, (long long)rows, n_sel);
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
     if (!sl_cuda_gemv_experts_combine_q8(c, type, cols, k))
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u with %lld columns has no "

@@ -518,7 +518,7 @@ static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
         } else {
             const float y = src[r] >= 0 ? v : 0.0f;
             Y[o] = y;
-            if (a.res) a.res[o] = a.res[o] + y; /* sl_cuda_add's rounding */
+            if (a.res) a.res[o] = __fadd_rn(a.res[o], y); /* sl_cuda_add's rounding */
         }
     }
 }

@@ -118,6 +118,12 @@ static sl_status gm_check(const char *fn, uint32_t type, int64_t rows, int64_t c
     return SL_OK;
 }
 
+/* whether [a, a + an) and [b, b + bn) floats share an address */
+static bool gm_overlap(const float *a, int64_t an, const float *b, int64_t bn)
+{
+    return a && b && a < b + bn && b < a + an;
+}
+
 /* sl_cuda_gemv_multi's matrices (and _multi_norm's): count, each one's shape and pointers;
  * fills rb[i], each one's row bytes */
 static sl_status gm_mats_check(const char *fn, const sl_cuda_gemv_mat *ms, int count,
@@ -190,12 +196,18 @@ extern "C" sl_status sl_cuda_gemv_multi_norm(sl_cuda_ctx *c, const sl_cuda_gemv_
     if (!d_in || !d_xn)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
                             !d_in ? "d_in" : "d_xn");
-    if (n >= 1 && cols >= 1 && d_xn < d_in + n * cols && d_in < d_xn + n * cols)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: d_xn overlaps d_in (the launch's blocks "
-                            "read d_in while one writes d_xn)", __func__);
     int64_t rb[SL_CUDA_GEMV_MULTI_MAX];
     sl_status st = gm_mats_check(__func__, ms, count, cols, n, rb, err);
     if (st) return st;
+    /* the launch's blocks read d_in while others write xn and the y's */
+    bool over = gm_overlap(d_xn, n * cols, d_in, n * cols);
+    for (int i = 0; i < count; i++)
+        over = over || gm_overlap(ms[i].y, n * ms[i].rows, d_in, n * cols) ||
+               gm_overlap(ms[i].y, n * ms[i].rows, d_xn, n * cols);
+    if (over)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: d_in overlaps d_xn or a matrix's y, or "
+                            "d_xn a y (the launch's blocks read d_in while others write them)",
+                            __func__);
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
     if (!sl_cuda_gemv_multi_norm_q8(c, ms, count, cols))
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: these matrices (or a context keeping "
@@ -242,6 +254,9 @@ extern "C" sl_status sl_cuda_gemv_router(sl_cuda_ctx *c, const sl_cuda_gemv_mat 
     const gm_args a = gm_multi_args(m, &rb, 1, cols, d_x, false);
     const int W = gm_split(a.row0[1] * n, cols, c->info.sm_count);
     const int64_t gx = gm_grid_x(a.row0[1], W);
+    if (gx * n > (int64_t)UINT32_MAX) /* sl_last_block counts the blocks in 32 bits */
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %lld blocks exceed a launch's count",
+                            __func__, (long long)(gx * n));
     if ((st = sl__cuda_ctx_enter(c, err))) return st;
     const dim3 grid((unsigned)gx, 1, (unsigned)n);
     const size_t smem = router_smem(ra.E, ra.n_group);

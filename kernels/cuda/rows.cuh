@@ -48,14 +48,9 @@ static __device__ __forceinline__ void add_rms_norm_body(float *x, const float *
     float *xr = x + (int64_t)blockIdx.x * n;
     const float *tr = t + (int64_t)blockIdx.x * n;
     float *yr = y + (int64_t)blockIdx.x * n;
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) {
-        const float v = __fadd_rn(xr[i], tr[i]);
-        xr[i] = v;
-        ss = fmaf(v, v, ss);
-    }
-    ss = sl_block_sum(ss, red);
-    const float r = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) xr[i] = __fadd_rn(xr[i], tr[i]);
+    /* each thread reads back its own sums: sl_rms_scale strides as the loop above */
+    const float r = sl_rms_scale(xr, n, eps, red);
     for (int64_t i = threadIdx.x; i < n; i += ROW_THREADS) yr[i] = xr[i] * r * (w ? w[i] : 1.0f);
 }
 

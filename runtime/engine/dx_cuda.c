@@ -285,13 +285,14 @@ static sl_status moe_slots(dx_cuda *c, const sl__dx_moe *M, const int32_t *idx, 
 }
 
 /* Whether c_moe's down projection and combine are one launch (sl_cuda_gemv_experts_combine):
- * a decode's slots, one launch a projection in slot order (fewer slots than experts: never
- * grouped; one chunk), whole experts without a down bias, and the Q8-activation kernel */
+ * one token's slots (the last block combines alone: a decode's, not a batch's), one launch a
+ * projection in slot order (fewer slots than experts: never grouped; one chunk), whole
+ * experts without a down bias, and the Q8-activation kernel */
 static bool moe_fused_down(const dx_cuda *c, const sl__dx_moe *M, int64_t n, int32_t k)
 {
     const sl_moe_layer *L = M->L;
-    return n > 0 && n * k < L->n_expert && n <= moe_chunk(c->n_tok) && !M->d_ff_at &&
-           !L->down_b && sl_cuda_gemv_experts_combine_q8(c->cu, L->type_down, L->n_ff, k);
+    return n == 1 && k < L->n_expert && !M->d_ff_at && !L->down_b &&
+           sl_cuda_gemv_experts_combine_q8(c->cu, L->type_down, L->n_ff, k);
 }
 
 static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const float *w,
@@ -520,9 +521,10 @@ static sl_status c_mm_router(sl__dx *x, const sl_weight *w, const float *bias, c
     const uint64_t s0 = x->steps;
     dx_cuda *c = (dx_cuda *)x;
     sl_cuda_gemv_mat m;
-    if (!group_mats(&w, 1, &logits, bias, &m, err) &&
+    if (n == 1 && !group_mats(&w, 1, &logits, bias, &m, err) &&
         sl_cuda_gemv_router_fused(c->cu, &m, w->ne[0])) {
-        /* one launch: the top-k in the GEMV's last block */
+        /* one launch for a decode token: the top-k in the GEMV's last block (one warp routes
+         * the launch's tokens in turn: a batch keeps the parallel top-k kernel) */
         sl_status st = sl_cuda_gemv_router(c->cu, &m, w->ne[0], xn, n, p, idx, wts, err);
         x->steps = s0 + 1;
         return group_fail(&w, 1, st, err);

@@ -549,7 +549,11 @@ static void test_router(sl_cuda_ctx *c)
         CHECK(sl_cuda_gemv_router_fused(c, &m, COLS));
         for (int n = 1; n <= NT; n += NT - 1) {
             sl_error e;
+            cudaStream_t cs = (cudaStream_t)sl_cuda_ctx_stream(c);
             for (int rep = 0; rep < REPS; rep++) {
+                /* poisoned in stream order: a launch that skipped its routing shows */
+                CHECK(cudaMemsetAsync(di, 0xFF, NT * K * 4, cs) == cudaSuccess &&
+                      cudaMemsetAsync(dwt, 0xFF, NT * K * 4, cs) == cudaSuccess);
                 CHECK_MSG(sl_cuda_gemv_router(c, &m, COLS, dx, n, &p, di, dwt, &e) == SL_OK,
                           "%s", e.msg);
                 CHECK_MSG(sl_cuda_gemv_multi(c, &mp, 1, COLS, dx, n, false, &e) == SL_OK, "%s",
