@@ -284,13 +284,13 @@ template <uint32_t T> static void experts(bool q8, int64_t cols, int32_t x_group
 
 /* sl_cuda_gemv_experts_combine's launch (the Q8 body's experts form, then the combine in the
  * grid's last block, qx_combine_last) against the experts launch then moe_combine.cuh's
- * mc_combine as k_moe_combine runs it: y and out bit for bit; 2 tokens of top-4 over 3
+ * mc_combine as k_moe_combine runs it: y and out bit for bit; 2 tokens of top-3 over 3
  * experts (a repeated id, a bad one: zeros), one x a slot; the residual in place, apart, and
- * none; blocks in order and reversed, the counter back at 0. 70 rows: a partial block. */
+ * none; blocks in order and reversed, the counter back at 0. 40 rows: a partial block. */
 template <uint32_t T> static void experts_combine(int64_t cols)
 {
-    enum { NE = 3, K = 4, NT = 2, NS = NT * K, ROWS = 70 };
-    const int32_t ids[NS] = {2, 0, 2, 1, -1, 1, 0, 2};
+    enum { NE = 3, K = 3, NT = 2, NS = NT * K, ROWS = 40 };
+    const int32_t ids[NS] = {2, 0, 2, -1, 1, 0};
     rand_mat m[NE];
     const void *wp[NE];
     for (int e = 0; e < NE; e++) {
@@ -310,13 +310,16 @@ template <uint32_t T> static void experts_combine(int64_t cols)
     CHECK(launch<T>(a, NS, true));
     const size_t sm = qx_smem(cols);
     uint8_t *smem = (uint8_t *)aligned_alloc(16, (sm + 15) / 16 * 16);
-    for (int mode = 0; mode < 3; mode++) { /* residual: 0 in place, 1 apart, 2 none */
+    /* residual 0: in place (blocks in order, then reversed), 1: apart, 2: none (reversed) */
+    const int cases[4][2] = {{0, 0}, {0, 1}, {1, 0}, {2, 1}};
+    for (const auto &cs : cases) {
+        const int mode = cs[0], rev = cs[1];
         std::vector<float> out_p = res0;
         CHECK(sl_shim_launch(sl_shim_dim3{1, NT, 1}, 64, [&] {
             mc_combine(y_p.data(), nullptr, ids, wts.data(), K, ROWS,
                        mode < 2 ? res0.data() : nullptr, out_p.data());
         }));
-        for (int rev = 0; rev < 2; rev++) {
+        {
             ybuf Y((size_t)(NS * ROWS));
             std::vector<float> res = res0, out((size_t)(NT * ROWS), YBUF_SENTINEL);
             float *o = mode == 0 ? res.data() : out.data();
