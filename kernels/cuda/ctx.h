@@ -53,7 +53,9 @@ sl_status sl_cuda_ctx_create(int ordinal, void *cuda_stream, sl_cuda_ctx **out, 
 /* Destroys the cuBLAS handle (if any) and frees the context; does not sync or destroy the
  * stream. NULL is allowed. */
 void sl_cuda_ctx_destroy(sl_cuda_ctx *c);
-/* Rebinds the context (and its cuBLAS handle) to another stream of the same device. */
+/* Rebinds the context (and its cuBLAS handle) to another stream of the same device. The
+ * context's last-block launches share its counters (sl_cuda_ctx_set_counters): a caller
+ * switching streams keeps them on one stream at a time (dx_cuda's side stream runs none). */
 sl_status sl_cuda_ctx_set_stream(sl_cuda_ctx *c, void *cuda_stream, sl_error *err);
 void *sl_cuda_ctx_stream(const sl_cuda_ctx *c);
 /* Activation precision of the GEMV (gemv.h): false (default) lets the decode of

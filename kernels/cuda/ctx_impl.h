@@ -29,7 +29,7 @@ struct sl_cuda_ctx {
     bool pdl;             /* launches with programmatic stream serialisation (only where cc >= 9) */
     unsigned *d_done;     /* [SL__CUDA_DONE_N] device counters (sl_cuda_ctx_set_counters), or
                            * NULL: no last-block launch */
-    uint64_t launches;    /* sl__cuda_launch calls (sl_cuda_ctx_launches) */
+    uint64_t launches;    /* sl__cuda_launch calls, a failed one too (sl_cuda_ctx_launches) */
 };
 
 /* Makes c's device current on the calling thread (cheap; CUDA state is per thread). */
