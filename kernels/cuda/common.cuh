@@ -178,6 +178,13 @@ static __device__ __forceinline__ float sl_warp_sum(float v)
     return v;
 }
 
+/* Whether [a, a + an) and [b, b + bn) floats share an address (NULL: none): the fused
+ * launches' argument checks, whose blocks read buffers other blocks write */
+static inline bool sl__floats_overlap(const float *a, int64_t an, const float *b, int64_t bn)
+{
+    return a && b && a < b + bn && b < a + an;
+}
+
 /* A load that skips L1 (ld.global.cg): for data other blocks of the running grid wrote */
 static __device__ __forceinline__ float sl_ldcg(const float *p)
 {

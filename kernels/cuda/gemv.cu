@@ -202,12 +202,6 @@ extern "C" bool sl_cuda_gemv_add_norm_q8(const sl_cuda_ctx *c, uint32_t type, co
     return c && !c->f32_act && c->d_done && d_w && sl_cuda_gemv_q8_act(type, cols, 1, al, false);
 }
 
-/* whether [a, a + an) and [b, b + bn) floats share an address */
-static bool overlap(const float *a, int64_t an, const float *b, int64_t bn)
-{
-    return a && b && a < b + bn && b < a + an;
-}
-
 extern "C" sl_status sl_cuda_gemv_add_norm(sl_cuda_ctx *c, uint32_t type, const void *d_w,
                                            int64_t rows, int64_t cols, const float *d_x,
                                            float *d_y, float *d_res, const float *d_norm_w,
@@ -223,9 +217,11 @@ extern "C" sl_status sl_cuda_gemv_add_norm(sl_cuda_ctx *c, uint32_t type, const 
         return sl_error_set(err, SL_ERR_INVALID, "%s: eps = %g must be finite and >= 0",
                             __func__, (double)eps);
     /* the blocks read x while others write y and res; the last reads res while writing xn */
-    if (overlap(d_res, rows, d_x, cols) || overlap(d_res, rows, d_y, rows) ||
-        overlap(d_xn, rows, d_res, rows) || overlap(d_xn, rows, d_x, cols) ||
-        overlap(d_xn, rows, d_y, rows) || overlap(d_y, rows, d_x, cols))
+    if (sl__floats_overlap(d_res, rows, d_x, cols) ||
+        sl__floats_overlap(d_res, rows, d_y, rows) ||
+        sl__floats_overlap(d_xn, rows, d_res, rows) ||
+        sl__floats_overlap(d_xn, rows, d_x, cols) ||
+        sl__floats_overlap(d_xn, rows, d_y, rows) || sl__floats_overlap(d_y, rows, d_x, cols))
         return sl_error_set(err, SL_ERR_INVALID, "%s: d_x, d_y, d_res and d_xn must not "
                             "overlap", __func__);
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
@@ -348,12 +344,12 @@ extern "C" sl_status sl_cuda_gemv_experts_combine(sl_cuda_ctx *c, uint32_t type,
         return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
                             !d_w ? "d_w" : "d_out");
     /* the last block reads y (every slot's rows) while writing out; res may be out */
-    if (overlap(d_out, n_tok * rows, d_y, n_sel * rows) ||
-        overlap(d_out, n_tok * rows, d_x, n_sel * cols) ||
-        overlap(d_y, n_sel * rows, d_x, n_sel * cols) ||
-        overlap(d_res, n_tok * rows, d_y, n_sel * rows) ||
-        overlap(d_res, n_tok * rows, d_x, n_sel * cols) ||
-        (d_res && d_res != d_out && overlap(d_res, n_tok * rows, d_out, n_tok * rows)))
+    if (sl__floats_overlap(d_out, n_tok * rows, d_y, n_sel * rows) ||
+        sl__floats_overlap(d_out, n_tok * rows, d_x, n_sel * cols) ||
+        sl__floats_overlap(d_y, n_sel * rows, d_x, n_sel * cols) ||
+        sl__floats_overlap(d_res, n_tok * rows, d_y, n_sel * rows) ||
+        sl__floats_overlap(d_res, n_tok * rows, d_x, n_sel * cols) ||
+        (d_res != d_out && sl__floats_overlap(d_res, n_tok * rows, d_out, n_tok * rows)))
         return sl_error_set(err, SL_ERR_INVALID, "%s: d_x, d_y, d_res and d_out must not "
                             "overlap (but d_res may be d_out)", __func__);
     if ((rows + QX_ROWS - 1) / QX_ROWS * n_sel > (int64_t)UINT32_MAX)

@@ -118,12 +118,6 @@ static sl_status gm_check(const char *fn, uint32_t type, int64_t rows, int64_t c
     return SL_OK;
 }
 
-/* whether [a, a + an) and [b, b + bn) floats share an address */
-static bool gm_overlap(const float *a, int64_t an, const float *b, int64_t bn)
-{
-    return a && b && a < b + bn && b < a + an;
-}
-
 /* sl_cuda_gemv_multi's matrices (and _multi_norm's): count, each one's shape and pointers;
  * fills rb[i], each one's row bytes */
 static sl_status gm_mats_check(const char *fn, const sl_cuda_gemv_mat *ms, int count,
@@ -200,10 +194,10 @@ extern "C" sl_status sl_cuda_gemv_multi_norm(sl_cuda_ctx *c, const sl_cuda_gemv_
     sl_status st = gm_mats_check(__func__, ms, count, cols, n, rb, err);
     if (st) return st;
     /* the launch's blocks read d_in while others write xn and the y's */
-    bool over = gm_overlap(d_xn, n * cols, d_in, n * cols);
+    bool over = sl__floats_overlap(d_xn, n * cols, d_in, n * cols);
     for (int i = 0; i < count; i++)
-        over = over || gm_overlap(ms[i].y, n * ms[i].rows, d_in, n * cols) ||
-               gm_overlap(ms[i].y, n * ms[i].rows, d_xn, n * cols);
+        over = over || sl__floats_overlap(ms[i].y, n * ms[i].rows, d_in, n * cols) ||
+               sl__floats_overlap(ms[i].y, n * ms[i].rows, d_xn, n * cols);
     if (over)
         return sl_error_set(err, SL_ERR_INVALID, "%s: d_in overlaps d_xn or a matrix's y, or "
                             "d_xn a y (the launch's blocks read d_in while others write them)",
