@@ -347,15 +347,17 @@ class Model(_Handle):
         return RESIDENCY[lib().sl_model_residency(self._live())]
 
     def context(self, n_ctx=0, n_batch=0, all_logits=False, kv_f16=True, sched=None,
-                embeddings=False, profile_steps=False, no_graphs=False, no_pdl=False):
+                embeddings=False, profile_steps=False, no_graphs=False, no_pdl=False,
+                no_fusion=False):
         """A new Context (kv_f16: F16 KV cache, the default of the library, the CLI's eval,
         generate and serve and of llama.cpp; False for F32; profile_steps: Context.step_profile;
         no_graphs: cuda decode tokens launched kernel by kernel, not replayed as a CUDA graph;
         no_pdl: cuda kernels launched in plain stream order, without programmatic dependent
-        launch)."""
+        launch; no_fusion: cuda steps fused by default launched as separate kernels)."""
         return Context(self, n_ctx=n_ctx, n_batch=n_batch, all_logits=all_logits,
                        kv_f16=kv_f16, sched=sched, embeddings=embeddings,
-                       profile_steps=profile_steps, no_graphs=no_graphs, no_pdl=no_pdl)
+                       profile_steps=profile_steps, no_graphs=no_graphs, no_pdl=no_pdl,
+                       no_fusion=no_fusion)
 
     def perplexity(self, text, n_ctx=512, chunks=None):
         """llama.cpp's perplexity (tools/run perplexity): the text tokenized once, chunks of
@@ -431,7 +433,8 @@ class Context(_Handle):
     """An evaluation context (sl_ctx): KV cache, logits of the last eval."""
 
     def __init__(self, model, n_ctx=0, n_batch=0, all_logits=False, kv_f16=True, sched=None,
-                 embeddings=False, profile_steps=False, no_graphs=False, no_pdl=False):
+                 embeddings=False, profile_steps=False, no_graphs=False, no_pdl=False,
+                 no_fusion=False):
         if not isinstance(model, Model):
             raise TypeError(f"Context: model must be a sluice.Model, not {type(model).__name__}")
         mh = model._live()
@@ -441,6 +444,7 @@ class Context(_Handle):
         o.profile_steps = bool(profile_steps)
         o.no_graphs = bool(no_graphs)
         o.no_pdl = bool(no_pdl)
+        o.no_fusion = bool(no_fusion)
         self._sched = sched.encode() if sched else None
         o.sched = self._sched
         h, err = c_void_p(), _lib.Error()

@@ -73,7 +73,7 @@ class CtxOptions(_Sized):
     _fields_ = [("struct_size", c_size_t), ("n_ctx", c_int32), ("n_batch", c_int32), ("kv_f16", c_bool),
                 ("all_logits", c_bool), ("sched", c_char_p), ("neuron_stats", c_bool),
                 ("relu_dense", c_bool), ("embeddings", c_bool), ("profile_steps", c_bool),
-                ("no_graphs", c_bool), ("no_pdl", c_bool)]
+                ("no_graphs", c_bool), ("no_pdl", c_bool), ("no_fusion", c_bool)]
 
 
 class StepProfile(Structure):  # sluice.h sl_step_profile

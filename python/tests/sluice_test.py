@@ -162,18 +162,19 @@ def test_model(d, dense, moe, text):
             expect(prof["attn"]["calls"] == L and prof["attn"]["seconds"] > 0 and
                    all(v["seconds"] >= 0 and v["gap_seconds"] == 0 for v in prof.values()),
                    f"step_profile: attention once per layer, times >= 0: {prof['attn']}")
-        # decode graphs and PDL are cuda's: on sim no_graphs / no_pdl change nothing and nothing
-        # is captured
-        for ng, npdl in ((False, False), (True, False), (False, True)):
-            with g.context(n_ctx=128, no_graphs=ng, no_pdl=npdl) as ctx:
+        # decode graphs, PDL and the fused launches are cuda's: on sim no_graphs / no_pdl /
+        # no_fusion change nothing and nothing is captured
+        for ng, npdl, nf in ((False, False, False), (True, False, False), (False, True, False),
+                             (False, False, True)):
+            with g.context(n_ctx=128, no_graphs=ng, no_pdl=npdl, no_fusion=nf) as ctx:
                 for t in toks:
                     ctx.eval([t])
                 st = ctx.stats()
                 expect(np.array_equal(ctx.logits(), cli.reshape(-1, 512)[-1]) and
                        st["graph_passes"] == st["graph_captures"] == st["graph_failures"] == 0
                        and st["graph_error"] is None,
-                       f"sim decode, no_graphs={ng}, no_pdl={npdl}: CPU logits, no graph "
-                       f"({st['graph_passes']})")
+                       f"sim decode, no_graphs={ng}, no_pdl={npdl}, no_fusion={nf}: CPU "
+                       f"logits, no graph ({st['graph_passes']})")
     expect(raises(lambda: sluice.Model(dense, placement="nowhere"), ValueError, "placement"),
            "an unknown placement is a ValueError")
     expect(raises(lambda: sluice.Model(os.path.join(d, "missing.gguf")), sluice.SluiceError,

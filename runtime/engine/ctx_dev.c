@@ -387,7 +387,8 @@ sl_status sl__ctx_dev_create(sl_ctx *c, size_t work_bytes, sl_error *err)
         if (hp->n_expert && (st = expert_ptrs(c, err))) return st;
         if ((st = sl__dx_cuda_create(m->dev, m->stream, work, gw, scratch, c->cap, K,
                                      hp->n_ff_exp, hp->n_embd, c->mv.f32_act, sl__ctx_pdl(c),
-                                     c->hot.bytes || c->hot.uploads, &d->dx, err)))
+                                     !c->opt.no_fusion, c->hot.bytes || c->hot.uploads,
+                                     &d->dx, err)))
             return st;
     } else {
         if ((st = sl__dx_sim_create(m->dev, m->stream, &c->ops, &c->mv, c->pool, c->moe,

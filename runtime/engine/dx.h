@@ -255,13 +255,14 @@ sl_status sl__dx_sim_create(sl_device *dev, sl_stream *stream, const sl_cpu_ops 
  * (SLUICE_ACT_F32, as the CPU kernels do), else the decode of
  * sl_cuda_gemv_q8_act's types uses Q8 activations; pdl: kernels launched with programmatic
  * dependent launch where the device has it (sl_cuda_ctx_set_pdl; sl_ctx_options.no_pdl turns
- * it off); side: moe_rows gets its second stream (resident hot experts beside host ones,
- * hot.h), else it runs on `stream`. */
+ * it off); fused: the fused launches (sl_ctx_options.no_fusion off: the norm in Q/K/V's
+ * prologue, the experts' gate/up + SwiGLU, and the counters that the last-block launches need); side: moe_rows gets its
+ * second stream (resident hot experts beside host ones, hot.h), else it runs on `stream`. */
 size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max);
 sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, size_t work_bytes,
                              void *d_scratch, int64_t n_tok, int32_t k_max, int64_t f_max,
-                             int64_t e_max, bool f32_act, bool pdl, bool side, sl__dx **out,
-                             sl_error *err);
+                             int64_t e_max, bool f32_act, bool pdl, bool fused, bool side,
+                             sl__dx **out, sl_error *err);
 /* Whether x is a cuda executor whose kernels launch with programmatic dependent launch now
  * (kernels/cuda/ctx.h sl_cuda_ctx_pdl); false for any other executor and for NULL. */
 bool sl__dx_cuda_pdl(const sl__dx *x);

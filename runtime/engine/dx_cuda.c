@@ -63,6 +63,10 @@ typedef struct dx_cuda {
     int64_t n_tok, f_max, e_max;
     int32_t k_max;
     bool f32_act; /* F32 activations asked for: the grouped GEMV, not the F16 GEMM */
+    /* the fused launches taken (sl_ctx_options.no_fusion off): the norm in Q/K/V's prologue,
+     * the experts' gate/up + SwiGLU; without, no counters are set, so the last-block launches
+     * are not taken either */
+    bool fused;
 } dx_cuda;
 
 static sl_status c_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n, float *y,
@@ -215,7 +219,7 @@ static sl_status experts_gate_up(dx_cuda *c, const sl__dx_moe *M, const int32_t 
                                  sl_error *err)
 {
     const sl_moe_layer *L = M->L;
-    if (!order && !M->d_ff_at && L->act == SL_MOE_SILU && !L->gate_b && !L->up_b &&
+    if (c->fused && !order && !M->d_ff_at && L->act == SL_MOE_SILU && !L->gate_b && !L->up_b &&
         sl_cuda_gemv_experts_glu_q8(c->cu, L->type_gate, L->type_up, L->n_embd))
         return sl_cuda_gemv_experts_glu(c->cu, L->type_gate, M->d_gate, L->type_up, M->d_up,
                                         L->n_expert, ids, S, L->n_ff, L->n_embd, in, k, c->eg,
@@ -486,7 +490,7 @@ static sl_status c_norm_mm(sl__dx *x, const float *in, const float *w, int64_t n
     sl_cuda_gemv_mat ms[SL_CUDA_GEMV_MULTI_MAX];
     sl_status st;
     /* one launch: the GEMV's blocks norm x themselves before quantising it */
-    if (count && multi_gemv(count, n) && ws[0]->ne[0] == dim &&
+    if (c->fused && count && multi_gemv(count, n) && ws[0]->ne[0] == dim &&
         !group_mats(ws, count, ys, NULL, ms, err) &&
         sl_cuda_gemv_multi_norm_q8(c->cu, ms, count, dim)) {
         st = sl_cuda_gemv_multi_norm(c->cu, ms, count, dim, in, w, eps, xn, n, err);
@@ -636,8 +640,8 @@ size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, in
 
 sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, size_t work_bytes,
                              void *d_scratch, int64_t n_tok, int32_t k_max, int64_t f_max,
-                             int64_t e_max, bool f32_act, bool pdl, bool side, sl__dx **out,
-                             sl_error *err)
+                             int64_t e_max, bool f32_act, bool pdl, bool fused, bool side,
+                             sl__dx **out, sl_error *err)
 {
     *out = NULL;
     if (!dev || !stream || sl_device_kind_get(dev) != SL_DEVICE_CUDA)
@@ -673,7 +677,8 @@ sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, si
     sl_cuda_ctx_set_f32_act(c->cu, f32_act);
     sl_cuda_ctx_set_pdl(c->cu, pdl);
     /* the last-block launches' counters, after the MoE parts (zeroed on the stream) */
-    if (d_scratch &&
+    c->fused = fused;
+    if (fused && d_scratch &&
         (st = sl_cuda_ctx_set_counters(c->cu, (uint8_t *)d_scratch +
                                                   moe_parts_bytes(n_tok, k_max, f_max, e_max),
                                        err))) {

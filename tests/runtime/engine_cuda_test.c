@@ -58,20 +58,29 @@ static sl_model *open_model(const char *path, sl_placement pl, const char *dev, 
     return open_model_n(path, pl, dev, idx, 0);
 }
 
+/* run_with's `how`: 0 (the verification mode the test runs in), or these */
+enum {
+    /* without the verification mode (SLUICE_ACT_F32 off, read by sl_ctx_create: Q8
+     * activations, the tensor-core grouped product and prefill attention) */
+    RUN_DEFAULT_NUMERICS = 1,
+    RUN_NO_FUSION = 2 /* sl_ctx_options.no_fusion */
+};
+
 /* All logits of k_tokens, in chunks of n_batch (decode: n_batch 1 through single evals), the
- * context made with scheduler options sched (NULL: none) and, with default_numerics, without
- * the verification mode the test runs in (SLUICE_ACT_F32 off, read by sl_ctx_create: Q8
- * activations, the tensor-core grouped product and prefill attention); *st (unless NULL):
- * the context's stats at the end (graph_error then points nowhere: the context is gone). */
+ * context made with scheduler options sched (NULL: none) and the RUN_* flags `how`; *st
+ * (unless NULL): the context's stats at the end (graph_error then points nowhere: the context
+ * is gone). */
 static float *run_with(sl_model *m, int n_batch, bool f16, bool decode, const char *sched,
-                       bool default_numerics, sl_ctx_stats *st)
+                       unsigned how, sl_ctx_stats *st)
 {
+    const bool default_numerics = how & RUN_DEFAULT_NUMERICS;
     sl_ctx_options co = sl_ctx_options_default();
     co.n_ctx = 64;
     co.n_batch = n_batch;
     co.kv_f16 = f16;
     co.all_logits = !decode;
     co.sched = sched;
+    co.no_fusion = how & RUN_NO_FUSION;
     sl_ctx *c = NULL;
     sl_error e;
     if (st) memset(st, 0, sizeof *st);
@@ -114,7 +123,7 @@ static float *run_with(sl_model *m, int n_batch, bool f16, bool decode, const ch
 
 static float *run(sl_model *m, int n_batch, bool f16, bool decode)
 {
-    return run_with(m, n_batch, f16, decode, NULL, false, NULL);
+    return run_with(m, n_batch, f16, decode, NULL, 0, NULL);
 }
 
 /* A prefill of the N_TOK tokens with every MoE layer's host experts streamed through the device
@@ -123,7 +132,7 @@ static float *run(sl_model *m, int n_batch, bool f16, bool decode)
 static float *run_streamed(sl_model *m, uint64_t *layers)
 {
     sl_ctx_stats st;
-    float *l = run_with(m, 512, false, false, "prefill_stream=4", true, &st);
+    float *l = run_with(m, 512, false, false, "prefill_stream=4", RUN_DEFAULT_NUMERICS, &st);
     *layers = st.stream_layers;
     return l;
 }
@@ -409,7 +418,7 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
     const size_t NV = (size_t)info.n_vocab * N_TOK;
     float *ref = run(mc, 512, false, false), *ref16 = run(mc, 512, true, false);
     /* Expert Deferral's decode (defer.h) on the CPU: its reference on cuda below */
-    float *refd = info.n_expert ? run_with(mc, 1, false, true, "mode=cpu defer=1", false, NULL)
+    float *refd = info.n_expert ? run_with(mc, 1, false, true, "mode=cpu defer=1", 0, NULL)
                                 : NULL;
     sl_model_close(mc);
     /* the last: --placement gpu --n-cpu-moe 2 (a hybrid layer past deepseek2's leading dense
@@ -448,7 +457,7 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
          * experts' grouped product on the tensor cores, kernels/cuda/gemm_grouped.h) against
          * the same verification-mode CPU logits; quantized weights (F32 has neither path) */
         if (wtype != SL_GGML_F32 && i == 0) {
-            float *dl = run_with(m, 512, false, false, NULL, true, NULL);
+            float *dl = run_with(m, 512, false, false, NULL, RUN_DEFAULT_NUMERICS, NULL);
             if (dl) {
                 const double r = rel_diff(ref, dl, NV);
                 printf("%-8s %-5s %-12s prefill (default numerics) vs CPU: rel %.3g\n", arch,
@@ -475,7 +484,7 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
          * CPU's, joined on the device; decode against the CPU, every later pass a graph */
         if (i == 2 && info.n_expert) {
             sl_ctx_stats hs;
-            float *hd = run_with(m, 1, false, true, "mode=cpu hot_kb=1048576 hot_warm=1", false,
+            float *hd = run_with(m, 1, false, true, "mode=cpu hot_kb=1048576 hot_warm=1", 0,
                                  &hs);
             const double r = hd ? rel_diff(ref, hd, NV) : INFINITY;
             printf("%-8s %-5s %-12s static hot decode vs CPU: rel %.3g (%llu of %llu on the "
@@ -502,7 +511,7 @@ static void check_arch(const char *arch, uint32_t wtype, const char *dir)
          * while the device runs the next layer; decode against the CPU's deferred decode */
         if (i == 2 && refd) {
             sl_ctx_stats ds;
-            float *dd = run_with(m, 1, false, true, "mode=cpu defer=1", false, &ds);
+            float *dd = run_with(m, 1, false, true, "mode=cpu defer=1", 0, &ds);
             const double r = dd ? rel_diff(refd, dd, NV) : INFINITY;
             printf("%-8s %-5s %-12s defer=1 decode vs CPU: rel %.3g (%llu graph passes, %llu "
                    "failed captures)\n", arch, sl_gguf_type_get(wtype)->name, pn[i], r,
@@ -631,7 +640,7 @@ static void gpu_decode_q4k(const char *path, const float *ref, size_t n_vocab, c
     sl_model *m = open_model(path, SL_PLACE_GPU, "cuda", NULL);
     if (!m) return;
     sl_ctx_stats gs;
-    float *gd = run_with(m, 1, false, true, NULL, true, &gs);
+    float *gd = run_with(m, 1, false, true, NULL, RUN_DEFAULT_NUMERICS, &gs);
     const double r = gd ? rel_diff(ref, gd, n_vocab * N_TOK) : INFINITY;
     const double per = gs.dev_layers ? (double)gs.dev_layer_launches / (double)gs.dev_layers : 0;
     printf("%s Q4_K gpu decode (default numerics) vs CPU: rel %.3g, %.2f kernels a layer, %llu "
@@ -642,6 +651,17 @@ static void gpu_decode_q4k(const char *path, const float *ref, size_t n_vocab, c
               "%s Q4_K gpu decode: %llu kernels in %llu layers (want %d a layer), %llu graph "
               "passes", arch, (unsigned long long)gs.dev_layer_launches,
               (unsigned long long)gs.dev_layers, launches, (unsigned long long)gs.graph_passes);
+    /* --no-fusion: the separate launches, the same bits (the kernel tests hold each fused
+     * launch to them), more kernels a layer */
+    sl_ctx_stats us;
+    float *ud = run_with(m, 1, false, true, NULL, RUN_DEFAULT_NUMERICS | RUN_NO_FUSION, &us);
+    const double uper = us.dev_layers ? (double)us.dev_layer_launches / (double)us.dev_layers : 0;
+    printf("%s Q4_K gpu decode without fusion: %.2f kernels a layer\n", arch, uper);
+    CHECK_MSG(gd && ud && !memcmp(gd, ud, n_vocab * N_TOK * sizeof *gd),
+              "%s Q4_K gpu decode: logits with and without fusion differ", arch);
+    CHECK_MSG(uper > (double)launches, "%s Q4_K gpu decode without fusion: %.2f kernels a "
+              "layer, not more than fused (%d)", arch, uper, launches);
+    free(ud);
     free(gd);
     sl_model_close(m);
 }
@@ -690,8 +710,8 @@ static void check_stream_q4k(const char *dir)
         /* decode in the default numerics with hot experts: their gate / up + SwiGLU as one
          * launch on the side stream (sl_cuda_gemv_experts_glu), masked ids in the slots */
         sl_ctx_stats hs;
-        float *hd = run_with(m, 1, false, true, "mode=cpu hot_kb=1048576 hot_warm=1", true,
-                             &hs);
+        float *hd = run_with(m, 1, false, true, "mode=cpu hot_kb=1048576 hot_warm=1",
+                             RUN_DEFAULT_NUMERICS, &hs);
         const double rh = hd ? rel_diff(ref, hd, (size_t)info.n_vocab * N_TOK) : INFINITY;
         printf("qwen3moe Q4_K experts-cpu static hot decode (default numerics) vs CPU: rel %.3g "
                "(%llu on the device)\n", rh, (unsigned long long)hs.expert_calls_gpu);

@@ -79,7 +79,8 @@ def main():
     hj = bench(os.path.join(d, "decode-hybrid.json"), "bench", "decode", "-m", m, "-n", "3",
                "--prompt-tokens", "16", "--placement", "gpu", "--n-cpu-moe", "1", "--json")
     gj = bench(os.path.join(d, "decode-gpu.json"), "bench", "decode", "-m", m, "-n", "3",
-               "--prompt-tokens", "8", "--placement", "gpu", "--pdl-ab", "2", "--json")
+               "--prompt-tokens", "8", "--placement", "gpu", "--pdl-ab", "2",
+               "--fusion-ab", "1", "--json")
     lj = bench(os.path.join(d, "decode-launched.json"), "bench", "decode", "-m", m, "-n", "3",
                "--prompt-tokens", "8", "--placement", "gpu", "--no-graphs", "--json")
     # llama.cpp at the same prompt length as the hybrid row (16) and another (512) for the gpu
@@ -129,7 +130,7 @@ def main():
     ab = gj["runs"][0].get("pdl_ab") or {}
     # sim has no PDL: the same tokens, no ratio, the reason says so
     expect(ab.get("reps") == 2 and ab.get("same_tokens") is True and
-           ab.get("pdl_effective") is False and gj["runs"][0].get("pdl") is False and
+           ab.get("effective") is False and gj["runs"][0].get("pdl") is False and
            s.get("gpu_pdl_vs_no_pdl_decode", 0) is None and s.get("gpu_pdl_same_tokens") is True
            and "not in effect" in s.get("null_reasons", {}).get("gpu_pdl_vs_no_pdl_decode", ""),
            f"sim's --pdl-ab: the same tokens, PDL not in effect, no ratio ({ab}, "
@@ -140,12 +141,29 @@ def main():
             json.dump(dict(gj, runs=[run0]), f)
         return summarize(d)[1] or {}
     # as a GPU's row would say it: the ratio is off / on
-    s2 = pdl_summary(dict(gj["runs"][0], pdl_ab=dict(ab, pdl_effective=True)))
+    s2 = pdl_summary(dict(gj["runs"][0], pdl_ab=dict(ab, effective=True)))
     expect(close(s2.get("gpu_pdl_vs_no_pdl_decode"),
                  ab.get("off_ms_median", 0) / ab.get("on_ms_median", 1)) and
            s2.get("gpu_pdl_same_tokens") is True,
            f"gpu_pdl_vs_no_pdl_decode = the gpu row's --pdl-ab off / on median step "
            f"({s2.get('gpu_pdl_vs_no_pdl_decode')})")
+    # --fusion-ab: sim launches no kernels, so no fewer with fusion: not in effect, no ratio;
+    # a GPU's row (fewer launches a layer with it) gives off / on
+    fab = gj["runs"][0].get("fusion_ab") or {}
+    expect(fab.get("reps") == 1 and fab.get("same_tokens") is True and
+           fab.get("effective") is False and fab.get("on_launches_per_layer", 0) is None and
+           s.get("gpu_fusion_vs_no_fusion_decode", 0) is None and
+           s.get("gpu_fusion_same_tokens") is True and "not in effect" in
+           s.get("null_reasons", {}).get("gpu_fusion_vs_no_fusion_decode", ""),
+           f"sim's --fusion-ab: the same tokens, not in effect, no ratio ({fab})")
+    s2 = pdl_summary(dict(gj["runs"][0], fusion_ab=dict(
+        fab, effective=True, on_launches_per_layer=7.0, off_launches_per_layer=11.0)))
+    expect(close(s2.get("gpu_fusion_vs_no_fusion_decode"),
+                 fab.get("off_ms_median", 0) / fab.get("on_ms_median", 1)) and
+           s2.get("gpu_fusion_same_tokens") is True and
+           s2.get("gpu_pdl_vs_no_pdl_decode", 0) is None,
+           f"gpu_fusion_vs_no_fusion_decode = --fusion-ab off / on "
+           f"({s2.get('gpu_fusion_vs_no_fusion_decode')})")
     # kernel launches a layer: sim counts none (null, the reason); a cuda row's value is taken
     expect(s.get("gpu_launches_per_layer", 0) is None and "no kernel counted" in
            s.get("null_reasons", {}).get("gpu_launches_per_layer", ""),
@@ -350,8 +368,8 @@ def main():
     r, s3 = summarize(e)
     s3 = s3 or {}
     keys = ["device", "commit", "vram_budget_bytes", "cpu_vs_llamacpp", "tests",
-            "gpu_pdl_same_tokens"] + list(s3.get("ratio_definitions", {}))
-    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 21 and
+            "gpu_pdl_same_tokens", "gpu_fusion_same_tokens"] + list(s3.get("ratio_definitions", {}))
+    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 23 and
            all(s3.get(k) is None and s3["null_reasons"].get(k) for k in keys),
            f"empty run folder: all null with reasons ({s3.get('null_reasons')})")
     r, _ = summarize(os.path.join(tmp, "no-such-folder"))

@@ -417,7 +417,8 @@ def numeric_flags():
         ("bench kernels", ["bench", "kernels"], ["--threads", "--numa-node", "--rows", "--cols",
                                                  "--reps"], "int"),
         ("bench decode", ["bench", "decode", "-m", M], ["-n", "--n-predict", "--prompt-tokens",
-                                                        "--pdl-ab", *model], "int"),
+                                                        "--pdl-ab", "--fusion-ab", *model],
+         "int"),
         ("bench moe", ["bench", "moe", "-m", M], ["--tokens", "--prefill", "-t", "--threads",
                                                   "--router-topics"], "int"),
         ("bench moe", ["bench", "moe", "-m", M], ["--sim-h2d-gbs", "--router-skew"], "float"),
@@ -562,6 +563,9 @@ def build_flags():
             (["bench", "decode", "-m", M, "--pdl-ab", "2"], ["--pdl-ab", "--placement"]),
             (["bench", "decode", "-m", M, "--placement", "cpu", "--pdl-ab", "2", "--profile"],
              ["--pdl-ab", "--profile"]),
+            (["bench", "decode", "-m", M, "--fusion-ab", "2"], ["--fusion-ab", "--placement"]),
+            (["bench", "decode", "-m", M, "--placement", "cpu", "--fusion-ab", "1", "--trace",
+              OUT], ["--fusion-ab", "--trace"]),
             (["place", "profile", "-m", D, "-f", TEXT, "-o", OUT, "--placement", "gpu"],
              ["--placement"]),
             (["eval", "-m", M, "--tokens", "1,2", "--json", "--logits-out", "-"],
@@ -623,6 +627,8 @@ def build_flags():
          name="eval --no-repack=1")
     case("flags", [*e, "--no-pdl=0"], ["--no-pdl", "no value"], rcs=(2,),
          name="eval --no-pdl=0")
+    case("flags", [*e, "--no-fusion=1"], ["--no-fusion", "no value"], rcs=(2,),
+         name="eval --no-fusion=1")
     rq = with_model("requant", M)
     for argv, needles in (([*rq[:-4], "--type", "Q9_9", "-o", OUT], ["--type", "Q9_9"]),
                           ([*rq[:3], "--tensor", "(", *rq[5:]], ["("]),

@@ -115,6 +115,9 @@ static void usage(FILE *f)
           "                         the same tokens and whether PDL was in effect (cuda on\n"
           "                         compute capability 9.0+; elsewhere both sides launch the\n"
           "                         same way). Needs --placement; not with --profile, --trace\n"
+          "  --fusion-ab R          the same with and without the fused launches\n"
+          "                         (--no-fusion), and each side's kernel launches per device\n"
+          "                         layer (in effect: fewer with fusion; cuda only)\n"
           "  -h, --help             this text\n"
           "Placements: --placement P runs that one. By default: cpu, experts-cpu, and on cuda\n"
           "gpu when the weights fit in free device memory. The device is --device, else\n"
@@ -211,6 +214,38 @@ static const char *bound_kind(sl_placement p, const char *device, token_bytes b)
 
 /* ---- one placement -------------------------------------------------------------------- */
 
+/* The A/Bs after a row: R pairs of fresh contexts of its model, the default ([0]) and one
+ * context option that changes no bits turned off ([1]). One table: flag, JSON key, what. */
+typedef enum { AB_PDL, AB_FUSION, AB_N } ab_kind;
+static const struct {
+    const char *flag, *key, *what;
+} k_ab[AB_N] = {
+    [AB_PDL] = {"--pdl-ab", "pdl_ab", "PDL"},
+    [AB_FUSION] = {"--fusion-ab", "fusion_ab", "fusion"},
+};
+
+enum { AB_PROMPT = 8, AB_MAX_REPS = 20 };
+
+/* The A/B whose flag is the current one, or -1. */
+static int ab_flag(const sl_cli_args *a)
+{
+    for (int i = 0; i < AB_N; i++)
+        if (sl_cli_is(a, k_ab[i].flag, NULL)) return i;
+    return -1;
+}
+
+/* One A/B's figures: reps 0 unless it ran; ms: each side's median decode step; launches: each
+ * side's kernel launches a device layer (-1: none counted, sim and the CPU); same: every run
+ * decoded the same tokens; effective: the option changed how the default side ran (PDL: each
+ * of its contexts launched with it, sl_ctx_stats pdl; fusion: fewer launches a layer than the
+ * other side); why: why it did not run ("" if it did or was not asked) */
+typedef struct ab_result {
+    int reps;
+    double ms[2], launches[2];
+    bool same, effective;
+    char why[SL_ERROR_MSG_BYTES];
+} ab_result;
+
 typedef struct run_result {
     const char *placement, *device;
     char label[40];          /* placement's text for the budget rows ("ngl 12", ...) */
@@ -244,17 +279,9 @@ typedef struct run_result {
     /* the prefill's MoE layer calls whose host experts streamed through the device, and their
      * bytes (sl_ctx_stats stream_layers, stream_bytes; runtime/engine/stream.h) */
     uint64_t prefill_stream_layers, prefill_stream_bytes;
-    /* --pdl-ab: the median decode step with programmatic dependent launch ([0], the default)
-     * and without it ([1], no_pdl), from ab_reps pairs of fresh contexts; whether every run
-     * decoded the same tokens; ab_why: why it did not run ("" if it did or was not asked) */
-    int ab_reps;
-    double ab_ms[2];
-    bool ab_same, ab_pdl; /* ab_pdl: every PDL-side context launched with it (sl_ctx_stats) */
-    bool pdl;             /* the row's context launched with PDL at its end (sl_ctx_stats pdl) */
-    char ab_why[SL_ERROR_MSG_BYTES];
+    ab_result ab[AB_N]; /* --pdl-ab, --fusion-ab (k_ab) */
+    bool pdl; /* the row's context launched with PDL at its end (sl_ctx_stats pdl) */
 } run_result;
-
-enum { AB_PROMPT = 8, AB_MAX_REPS = 20 };
 
 /* The prompt every measured context prefills: n fixed ids spread over the vocabulary. */
 static void prompt_ids(int32_t *p, int32_t n, int32_t n_vocab)
@@ -262,45 +289,50 @@ static void prompt_ids(int32_t *p, int32_t n, int32_t n_vocab)
     for (int32_t i = 0; i < n; i++) p[i] = (int32_t)((7 * (int64_t)i + 1) % n_vocab);
 }
 
-/* --pdl-ab R: after the row's own run, R pairs of fresh contexts of its model, PDL on then off
- * (the order swapped every other pair), each an AB_PROMPT-token prefill and n_gen greedy steps;
- * per side the median of its pooled step times (the first step of each context captures its
- * CUDA graph: one outlier of n_gen). One context at a time, as a graph needs. PDL changes no
- * bits, so every run must decode the same tokens. */
-static void pdl_ab(sl_model *m, sl_cli_model_flags *mf, int32_t n_gen, int32_t n_vocab,
-                   int reps, run_result *r)
+/* An A/B of kind `kind` after the row's own run: reps pairs of fresh contexts of its model,
+ * side 0 (the default) then side 1 (the option off), the order swapped every other pair, each
+ * an AB_PROMPT-token prefill and n_gen greedy steps; per side the median of its pooled step
+ * times (the first step of each context captures its CUDA graph: one outlier of n_gen). One
+ * context at a time, as a graph needs. Neither option changes bits, so every run must decode
+ * the same tokens. */
+static void run_ab(sl_model *m, sl_cli_model_flags *mf, ab_kind kind, int32_t n_gen,
+                   int32_t n_vocab, int reps, ab_result *r)
 {
     const size_t n = (size_t)n_gen * (size_t)reps;
     double *dt[2] = {malloc(n * sizeof(double)), malloc(n * sizeof(double))};
     int32_t *tok0 = malloc((size_t)(n_gen + 1) * sizeof *tok0);
     int32_t *toks = malloc((size_t)(n_gen + 1) * sizeof *toks);
     size_t k[2] = {0, 0};
+    uint64_t la[2] = {0, 0}, layers[2] = {0, 0}; /* decode steps' launches and device layers */
     bool same = true, pdl = true;
     sl_error err = {0};
     if (!dt[0] || !dt[1] || !tok0 || !toks) {
-        snprintf(r->ab_why, sizeof r->ab_why, "out of memory");
+        snprintf(r->why, sizeof r->why, "out of memory");
         goto out;
     }
     for (int i = 0; i < 2 * reps; i++) {
-        const int side = (i / 2) % 2 ? 1 - i % 2 : i % 2; /* on off, off on, on off, ... */
+        const int side = (i / 2) % 2 ? 1 - i % 2 : i % 2; /* 0 1, 1 0, 0 1, ... */
         sl_ctx_options co = sl_ctx_options_default();
         co.n_ctx = AB_PROMPT + n_gen + 1;
         sl_cli_ctx_sched(mf, &co);
-        co.no_pdl = side == 1;
+        if (kind == AB_PDL) co.no_pdl = side == 1;
+        else co.no_fusion = side == 1;
         sl_ctx *c = NULL;
         int32_t p[AB_PROMPT], t = 0;
         prompt_ids(p, AB_PROMPT, n_vocab);
+        sl_ctx_stats s0;
         if (sl_ctx_create(m, &co, &c, &err) || sl_ctx_eval_greedy(c, p, AB_PROMPT, &t, &err)) {
             sl_ctx_destroy(c);
-            snprintf(r->ab_why, sizeof r->ab_why, "%s", err.msg);
+            snprintf(r->why, sizeof r->why, "%s", err.msg);
             goto out;
         }
+        sl_ctx_stats_get(c, &s0);
         toks[0] = t; /* the prefill's pick, then the steps' */
         for (int32_t j = 1; j <= n_gen; j++) {
             const double t0 = sl_cli_now_s();
             if (sl_ctx_eval_greedy(c, &t, 1, &t, &err)) {
                 sl_ctx_destroy(c);
-                snprintf(r->ab_why, sizeof r->ab_why, "%s", err.msg);
+                snprintf(r->why, sizeof r->why, "%s", err.msg);
                 goto out;
             }
             dt[side][k[side]++] = sl_cli_now_s() - t0;
@@ -309,15 +341,20 @@ static void pdl_ab(sl_model *m, sl_cli_model_flags *mf, int32_t n_gen, int32_t n
         sl_ctx_stats st;
         sl_ctx_stats_get(c, &st);
         if (side == 0) pdl = pdl && st.pdl;
+        la[side] += st.dev_layer_launches - s0.dev_layer_launches;
+        layers[side] += st.dev_layers - s0.dev_layers;
         sl_ctx_destroy(c);
         if (i == 0) memcpy(tok0, toks, (size_t)(n_gen + 1) * sizeof *toks);
         else same = same && !memcmp(tok0, toks, (size_t)(n_gen + 1) * sizeof *toks);
     }
-    r->ab_reps = reps;
-    r->ab_ms[0] = sl_cli_steps_of(dt[0], k[0]).median_ms;
-    r->ab_ms[1] = sl_cli_steps_of(dt[1], k[1]).median_ms;
-    r->ab_same = same;
-    r->ab_pdl = pdl;
+    r->reps = reps;
+    for (int side = 0; side < 2; side++) {
+        r->ms[side] = sl_cli_steps_of(dt[side], k[side]).median_ms;
+        r->launches[side] = la[side] && layers[side] ? (double)la[side] / layers[side] : -1;
+    }
+    r->same = same;
+    r->effective = kind == AB_PDL ? pdl
+                                  : r->launches[0] >= 0 && r->launches[0] < r->launches[1];
 out:
     free(dt[0]);
     free(dt[1]);
@@ -325,10 +362,50 @@ out:
     free(toks);
 }
 
+/* ,"KEY":{...} (null when it did not run), and ,"KEY_error":"..." when it failed */
+static void ab_json(const char *key, const ab_result *r)
+{
+    printf(",\"%s\":", key);
+    if (r->reps) {
+        printf("{\"reps\":%d,\"prompt_tokens\":%d,\"on_ms_median\":", r->reps, (int)AB_PROMPT);
+        sl_json_f64(stdout, r->ms[0]);
+        printf(",\"off_ms_median\":");
+        sl_json_f64(stdout, r->ms[1]);
+        for (int side = 0; side < 2; side++) {
+            printf(",\"%s_launches_per_layer\":", side ? "off" : "on");
+            if (r->launches[side] < 0) printf("null");
+            else sl_json_f64(stdout, r->launches[side]);
+        }
+        printf(",\"same_tokens\":%s,\"effective\":%s}", r->same ? "true" : "false",
+               r->effective ? "true" : "false");
+    } else {
+        printf("null");
+    }
+    if (r->why[0]) {
+        printf(",\"%s_error\":", key);
+        sl_json_cstr(stdout, r->why);
+    }
+}
+
+/* The text row's "; --pdl-ab R: ..." */
+static void ab_text(int kind, const ab_result *r)
+{
+    if (r->reps) {
+        printf("; %s %d: %.3f ms/token with %s, %.3f without (medians)", k_ab[kind].flag,
+               r->reps, r->ms[0], k_ab[kind].what, r->ms[1]);
+        if (r->launches[0] >= 0 && r->launches[1] >= 0)
+            printf(", %.1f / %.1f kernel launches per device layer", r->launches[0],
+                   r->launches[1]);
+        printf("%s%s", r->effective ? "" : " (not in effect)",
+               r->same ? "" : "; THE TOKENS DIFFER");
+    }
+    if (r->why[0]) printf("; %s failed: %s", k_ab[kind].flag, r->why);
+}
+
 /* Returns 0 (r->ok says whether it ran; r->why if not) or 1 on an out-of-memory. */
 static int run_placement(const char *path, sl_model_options mo, sl_cli_model_flags *mf,
                          const char *trace_path, int32_t n_prompt, int32_t n_gen,
-                         bool relu_dense, bool profile, int ab_reps, sl_placement *mode,
+                         bool relu_dense, bool profile, const int *ab_reps, sl_placement *mode,
                          run_result *r)
 {
     sl_model *m = NULL;
@@ -414,11 +491,10 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
             r->traced = true;
         }
     }
-    if (ab_reps) {
-        sl_ctx_destroy(c);
-        c = NULL;
-        pdl_ab(m, mf, n_gen, info.n_vocab, ab_reps, r);
-    }
+    sl_ctx_destroy(c);
+    c = NULL;
+    for (int i = 0; i < AB_N; i++)
+        if (ab_reps[i]) run_ab(m, mf, (ab_kind)i, n_gen, info.n_vocab, ab_reps[i], &r->ab[i]);
     goto out;
 fail:
     snprintf(r->why, sizeof r->why, "%s", err.msg);
@@ -497,7 +573,8 @@ int sl_bench_decode(int argc, char **argv)
                                                                             : "/tmp";
     bool json = false, keep = false, profile = false;
     shape_kind sk = SHAPE_SMALL;
-    int64_t n_gen = 32, n_prompt = 8, ab_reps = 0;
+    int64_t n_gen = 32, n_prompt = 8;
+    int ab_reps[AB_N] = {0}, no_ab[AB_N] = {0}, abi;
     while (sl_cli_args_next(&a)) {
         const char *v;
         int r = sl_cli_model_flags_parse(&mf, &a);
@@ -529,10 +606,12 @@ int sl_bench_decode(int argc, char **argv)
             if (!(v = sl_cli_value(&a)) ||
                 sl_cli_parse_i64(k_cmd, a.flag, v, 1, 100000, &n_prompt))
                 return 2;
-        } else if (sl_cli_is(&a, "--pdl-ab", NULL)) {
+        } else if ((abi = ab_flag(&a)) >= 0) {
+            int64_t reps = 0;
             if (!(v = sl_cli_value(&a)) ||
-                sl_cli_parse_i64(k_cmd, a.flag, v, 1, AB_MAX_REPS, &ab_reps))
+                sl_cli_parse_i64(k_cmd, a.flag, v, 1, AB_MAX_REPS, &reps))
                 return 2;
+            ab_reps[abi] = (int)reps;
         } else {
             return sl_cli_unknown(&a);
         }
@@ -542,9 +621,10 @@ int sl_bench_decode(int argc, char **argv)
         return sl_cli_usage_error(k_cmd, "-m and --shape exclude each other");
     /* the A/B contexts replay graphs and keep no trace: beside a profiled or traced row they
      * would measure something else than it */
-    if (ab_reps && (!mf.placement_given || profile || mf.trace))
-        return sl_cli_usage_error(k_cmd, "--pdl-ab needs --placement (the row it follows) and "
-                                  "excludes --profile and --trace");
+    for (int i = 0; i < AB_N; i++)
+        if (ab_reps[i] && (!mf.placement_given || profile || mf.trace))
+            return sl_cli_usage_error(k_cmd, "%s needs --placement (the row it follows) and "
+                                      "excludes --profile and --trace", k_ab[i].flag);
 
     /* the device first: a bad SLUICE_DEVICE or a cuda request without a GPU fails here, before
      * minutes of writing a synthetic model */
@@ -665,7 +745,7 @@ int sl_bench_decode(int argc, char **argv)
         }
         sl_placement p = SL_PLACE_CPU; /* what the plan resolved to (auto's choice) */
         if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
-                          (int32_t)n_gen, false, profile, k ? 0 : (int)ab_reps, &p, r)) {
+                          (int32_t)n_gen, false, profile, k ? no_ab : ab_reps, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             goto done;
         }
@@ -684,7 +764,7 @@ int sl_bench_decode(int argc, char **argv)
         r->device = runs[0].device;
         sl_placement p = SL_PLACE_CPU;
         if (run_placement(path, mo, &mf, sl_cli_out_name(&tr), (int32_t)n_prompt,
-                          (int32_t)n_gen, true, profile, 0, &p, r)) {
+                          (int32_t)n_gen, true, profile, no_ab, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             goto done;
         }
@@ -710,7 +790,7 @@ int sl_bench_decode(int argc, char **argv)
                                                    r->hot_sched, sizeof r->hot_sched) == 0)
             rf.sched = r->hot_sched;
         if (run_placement(path, mo, &rf, sl_cli_out_name(&tr), (int32_t)n_prompt,
-                          (int32_t)n_gen, false, profile, 0, &p, r)) {
+                          (int32_t)n_gen, false, profile, no_ab, &p, r)) {
             fprintf(stderr, "sluice bench decode: out of memory\n");
             sl_bench_budget_row_done(&mo);
             goto done;
@@ -788,22 +868,8 @@ int sl_bench_decode(int argc, char **argv)
                 sl_json_cstr(stdout, r->graph_error[0] ? r->graph_error : NULL);
                 sl_bench_step_prof_json(stdout, "step_profile", &r->prof);
                 sl_bench_step_prof_json(stdout, "prefill_step_profile", &r->pprof);
-                printf(",\"pdl\":%s,\"pdl_ab\":", r->pdl ? "true" : "false");
-                if (r->ab_reps) {
-                    printf("{\"reps\":%d,\"prompt_tokens\":%d,\"on_ms_median\":", r->ab_reps,
-                           (int)AB_PROMPT);
-                    sl_json_f64(stdout, r->ab_ms[0]);
-                    printf(",\"off_ms_median\":");
-                    sl_json_f64(stdout, r->ab_ms[1]);
-                    printf(",\"same_tokens\":%s,\"pdl_effective\":%s}",
-                           r->ab_same ? "true" : "false", r->ab_pdl ? "true" : "false");
-                } else {
-                    printf("null");
-                }
-                if (r->ab_why[0]) {
-                    printf(",\"pdl_ab_error\":");
-                    sl_json_cstr(stdout, r->ab_why);
-                }
+                printf(",\"pdl\":%s", r->pdl ? "true" : "false");
+                for (int i = 0; i < AB_N; i++) ab_json(k_ab[i].key, &r->ab[i]);
                 if (r->relu_zero >= 0) {
                     printf(",\"relu_zero_frac\":");
                     sl_json_f64(stdout, r->relu_zero);
@@ -883,12 +949,7 @@ int sl_bench_decode(int argc, char **argv)
                 printf("; %.0f%% of the steps one CUDA graph launch",
                        100 * r->cost.graph_passes_per_step);
             if (r->graph_error[0]) printf("; CUDA graph capture failed: %s", r->graph_error);
-            if (r->ab_reps)
-                printf("; --pdl-ab %d: %.3f ms/token with PDL, %.3f without (medians)%s%s",
-                       r->ab_reps, r->ab_ms[0], r->ab_ms[1],
-                       r->ab_pdl ? "" : " (PDL not in effect)",
-                       r->ab_same ? "" : "; THE TOKENS DIFFER");
-            if (r->ab_why[0]) printf("; --pdl-ab failed: %s", r->ab_why);
+            for (int i = 0; i < AB_N; i++) ab_text(i, &r->ab[i]);
             if (r->prefill_stream_layers)
                 printf("; prefill streamed %" PRIu64 " MoE layers' host experts (%.1f MB)",
                        r->prefill_stream_layers, (double)r->prefill_stream_bytes / 1e6);

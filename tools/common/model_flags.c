@@ -313,6 +313,9 @@ static int parse_model_flag(sl_cli_model_flags *f, sl_cli_args *a)
     } else if (sl_cli_is(a, "--no-pdl", NULL)) {
         if (a->inline_val) return sl_cli_no_value(a);
         f->no_pdl = true;
+    } else if (sl_cli_is(a, "--no-fusion", NULL)) {
+        if (a->inline_val) return sl_cli_no_value(a);
+        f->no_fusion = true;
     } else if (sl_cli_is(a, "--n-cpu-moe", "-ncmoe")) {
         if (!(v = sl_cli_value(a)) ||
             parse_int_flag(a, v, SL_RANGE_N_CPU_MOE, &f->opt.n_cpu_moe))
@@ -379,6 +382,7 @@ void sl_cli_ctx_sched(sl_cli_model_flags *f, sl_ctx_options *co)
 {
     co->no_graphs = f->no_graphs;
     co->no_pdl = f->no_pdl;
+    co->no_fusion = f->no_fusion;
     if (!f->sched && !f->trace) return;
     snprintf(f->sched_buf, sizeof f->sched_buf, "%s%s%s", f->sched ? f->sched : "",
              f->sched && f->trace ? " " : "", f->trace ? "trace=1" : "");
@@ -493,6 +497,9 @@ void sl_cli_model_flags_help(FILE *out)
           "                         compute capability 9.0+: programmatic dependent launch,\n"
           "                         a kernel's launch overlaps the end of the one before;\n"
           "                         same logits)\n"
+          "  --no-fusion            cuda: launch separately the steps fused by default (norm +\n"
+          "                         Q/K/V, wo + add + norm, router + top-k, experts' gate/up +\n"
+          "                         SwiGLU, down + combine): same logits, more launches\n"
           "MoE scheduler:\n"
           "  --sched \"K=V ...\"      scheduler options over $SLUICE_POSTFETCH_*: mode=cpu\n"
           "                         (default) | post | full | auto, block_on_miss=0|1,\n"

@@ -6,7 +6,7 @@
  *   -ngl, --n-gpu-layers N    -ot, --override-tensor R=B    --cpu-moe   --n-cpu-moe N
  *   --vram-budget SIZE        --device cuda|sim|auto        --io direct|pread|mmap
  *   --numa-node N             --cpus LIST                   -t, --threads N
- *   --no-graphs               --no-pdl
+ *   --no-graphs               --no-pdl                      --no-fusion
  *
  * Conventions (every command): a usage error prints "sluice CMD: FLAG 'VALUE': why" (numbers:
  * "sluice CMD: FLAG: 'VALUE' is outside [lo, hi]", base/parse.h's wording) to stderr and the
@@ -97,6 +97,7 @@ typedef struct sl_cli_model_flags {
     const char *trace;         /* --trace FILE or NULL */
     bool no_graphs;            /* --no-graphs (sl_ctx_options.no_graphs) */
     bool no_pdl;               /* --no-pdl (sl_ctx_options.no_pdl) */
+    bool no_fusion;            /* --no-fusion (sl_ctx_options.no_fusion) */
     char sched_buf[1024];      /* sched plus " trace=1" when --trace is given */
     char ot_buf[2048];         /* every -ot list, joined by ',' (opt.override_tensor) */
 } sl_cli_model_flags;
@@ -108,8 +109,8 @@ int sl_cli_model_flags_parse(sl_cli_model_flags *f, sl_cli_args *a);
 /* The help lines of the model flags (two-space indent, as the commands' usage). */
 void sl_cli_model_flags_help(FILE *out);
 /* Sets the context options the model flags carry: co->sched from --sched and --trace (which
- * adds trace=1; f must outlive the context's creation), co->no_graphs and co->no_pdl from
- * --no-graphs and --no-pdl. */
+ * adds trace=1; f must outlive the context's creation), co->no_graphs, co->no_pdl and
+ * co->no_fusion from --no-graphs, --no-pdl and --no-fusion. */
 void sl_cli_ctx_sched(sl_cli_model_flags *f, sl_ctx_options *co);
 /* sl_cli_ctx_sched + sl_ctx_create; on failure prints "sluice CMD: MODEL: context: message" and
  * returns 2 for a scheduler configuration the engine refuses (--sched or SLUICE_POSTFETCH_*),
