@@ -236,27 +236,36 @@ static __device__ __forceinline__ float sl_rms_scale(const float *x, int64_t n, 
     return 1.0f / sqrtf(ss / (float)n + eps);
 }
 
-/* The last-block-done pattern (a fused launch's epilogue over the whole grid's output, one
- * launch where there were two): every thread of every block calls it once, after its writes;
- * true in the one block that finishes last, whose loads through sl_ldcg then see every other
- * block's writes (each block fences its writes before it is counted; the last one fences
- * after). *done counts the blocks that finished: 0 before the launch, and the last block sets
- * it back to 0, so the next launch (a graph's replay too) starts from 0. Launches sharing a
- * counter must not run concurrently: the CUDA context's counters (ctx_impl.h) serve launches
- * of one stream at a time. */
-static __device__ __forceinline__ bool sl_last_block(unsigned *done)
+/* The last-block-done pattern (a fused launch's epilogue over other blocks' output, one
+ * launch where there were two): every thread of each of the `total` blocks counted on *done
+ * calls it once, after its writes; true in the one of them that finishes last, whose loads
+ * through sl_ldcg then see the others' writes (each block fences its writes before it is
+ * counted; the last one fences after). *done counts the blocks that finished: 0 before the
+ * launch, and the last block sets it back to 0, so the next launch (a graph's replay too)
+ * starts from 0. A count past total (a counter that was not 0: memory overrun, a counter
+ * shared by concurrent launches) traps: a kernel fault, not silently stale results. Launches
+ * sharing a counter must not run concurrently: the CUDA context's counters (ctx_impl.h) serve
+ * launches of one stream. */
+static __device__ __forceinline__ bool sl_last_of(unsigned *done, unsigned total)
 {
     __shared__ bool last;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
-        const unsigned total = gridDim.x * gridDim.y * gridDim.z;
-        last = atomicAdd(done, 1u) == total - 1;
+        const unsigned old = atomicAdd(done, 1u);
+        if (old >= total) __trap();
+        last = old == total - 1;
         if (last) atomicExch(done, 0u);
     }
     __syncthreads();
     if (last) __threadfence();
     return last;
+}
+
+/* sl_last_of over the whole grid */
+static __device__ __forceinline__ bool sl_last_block(unsigned *done)
+{
+    return sl_last_of(done, gridDim.x * gridDim.y * gridDim.z);
 }
 
 

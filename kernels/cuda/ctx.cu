@@ -129,6 +129,7 @@ extern "C" sl_status sl_cuda_ctx_set_counters(sl_cuda_ctx *c, void *d_mem, sl_er
     if (st) return st;
     SL_CU(err, cudaMemsetAsync(d_mem, 0, SL_CUDA_CTX_COUNTER_BYTES, c->stream));
     c->d_done = (unsigned *)d_mem;
+    c->done_stream = c->stream;
     return SL_OK;
 }
 

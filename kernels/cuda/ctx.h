@@ -54,8 +54,8 @@ sl_status sl_cuda_ctx_create(int ordinal, void *cuda_stream, sl_cuda_ctx **out, 
  * stream. NULL is allowed. */
 void sl_cuda_ctx_destroy(sl_cuda_ctx *c);
 /* Rebinds the context (and its cuBLAS handle) to another stream of the same device. The
- * context's last-block launches share its counters (sl_cuda_ctx_set_counters): a caller
- * switching streams keeps them on one stream at a time (dx_cuda's side stream runs none). */
+ * context's last-block launches share its counters (sl_cuda_ctx_set_counters), so they run only
+ * on the stream that set them: on another one their predicates are false. */
 sl_status sl_cuda_ctx_set_stream(sl_cuda_ctx *c, void *cuda_stream, sl_error *err);
 void *sl_cuda_ctx_stream(const sl_cuda_ctx *c);
 /* Activation precision of the GEMV (gemv.h): false (default) lets the decode of
@@ -78,11 +78,12 @@ bool sl_cuda_ctx_pdl(const sl_cuda_ctx *c);
  * next step's work): d_mem, device memory of SL_CUDA_CTX_COUNTER_BYTES bytes on c's device
  * that the caller keeps for c's life and uses for nothing else, is zeroed here in the order of
  * c's stream (before any launch enqueued after this call); the launches leave it zero. NULL:
- * none, and those launches are SL_ERR_UNSUPPORTED (their *_q8 / _fused predicates false).
+ * none, and those launches are SL_ERR_UNSUPPORTED (their *_q8 / _fused predicates false), as
+ * they are while c is on another stream than the one it had here.
  * Why caller memory: no allocation, nor a cudaFree's device-wide wait at destroy, in a
  * context. The fused launches of one context run on one stream at a time; a CUDA graph
  * captured with them keeps d_mem's address, so d_mem outlives every such graph. */
-enum { SL_CUDA_CTX_COUNTER_BYTES = 64 };
+enum { SL_CUDA_CTX_COUNTER_BYTES = 4352 };
 sl_status sl_cuda_ctx_set_counters(sl_cuda_ctx *c, void *d_mem, sl_error *err);
 /* Kernels launched through c so far (kernels/cuda's, one per launch call; cuBLAS's and copies
  * not counted): a caller's deltas count a step's launches (bench decode's launches a layer). */

@@ -12,10 +12,18 @@
 
 #include "kernels/cuda/ctx.h"
 
-/* The context's last-block counters (common.cuh sl_last_block), one a fused launch kind: 0
- * between launches. The fused launches of a context run on one stream at a time (a kind's
- * launches are ordered by it: the next one's blocks wait for the one before to end). */
-enum { SL__CUDA_DONE_ADD_NORM, SL__CUDA_DONE_ROUTER, SL__CUDA_DONE_COMBINE, SL__CUDA_DONE_N };
+/* The context's last-block counters (common.cuh sl_last_block), 0 between launches: one for
+ * each grid-wide kind, and the experts' combine's SL__CUDA_COMBINE_COLS from
+ * SL__CUDA_DONE_COMBINE, one per block column of its launch (gemv.cuh qx_combine_last). The
+ * fused launches run on the stream the counters were zeroed on (sl__cuda_counters), where a
+ * kind's launches are ordered: the next one's blocks wait for the one before to end. */
+enum { SL__CUDA_COMBINE_COLS = 1024 };
+enum {
+    SL__CUDA_DONE_ADD_NORM,
+    SL__CUDA_DONE_ROUTER,
+    SL__CUDA_DONE_COMBINE,
+    SL__CUDA_DONE_N = SL__CUDA_DONE_COMBINE + SL__CUDA_COMBINE_COLS
+};
 static_assert(SL__CUDA_DONE_N * sizeof(unsigned) <= SL_CUDA_CTX_COUNTER_BYTES,
               "ctx.h's counter bytes hold every kind");
 
@@ -29,8 +37,16 @@ struct sl_cuda_ctx {
     bool pdl;             /* launches with programmatic stream serialisation (only where cc >= 9) */
     unsigned *d_done;     /* [SL__CUDA_DONE_N] device counters (sl_cuda_ctx_set_counters), or
                            * NULL: no last-block launch */
+    cudaStream_t done_stream; /* the stream d_done was zeroed on: the only one they serve */
     uint64_t launches;    /* sl__cuda_launch calls, a failed one too (sl_cuda_ctx_launches) */
 };
+
+/* Whether c's last-block launches may run now: counters set, and c on the stream that zeroed
+ * them (another stream, dx_cuda's side stream, could run them beside that one's) */
+static inline bool sl__cuda_counters(const sl_cuda_ctx *c)
+{
+    return c->d_done && c->stream == c->done_stream;
+}
 
 /* Makes c's device current on the calling thread (cheap; CUDA state is per thread). */
 sl_status sl__cuda_ctx_enter(sl_cuda_ctx *c, sl_error *err);

@@ -199,7 +199,8 @@ extern "C" bool sl_cuda_gemv_add_norm_q8(const sl_cuda_ctx *c, uint32_t type, co
                                          int64_t cols)
 {
     const bool al = ((uintptr_t)d_w & (uintptr_t)(sl_qx_align(type) - 1)) == 0;
-    return c && !c->f32_act && c->d_done && d_w && sl_cuda_gemv_q8_act(type, cols, 1, al, false);
+    return c && !c->f32_act && sl__cuda_counters(c) && d_w &&
+           sl_cuda_gemv_q8_act(type, cols, 1, al, false);
 }
 
 extern "C" sl_status sl_cuda_gemv_add_norm(sl_cuda_ctx *c, uint32_t type, const void *d_w,
@@ -317,10 +318,12 @@ static sl_status gv_experts(const char *fn, sl_cuda_ctx *c, uint32_t type,
 }
 
 extern "C" bool sl_cuda_gemv_experts_combine_q8(const sl_cuda_ctx *c, uint32_t type,
-                                                int64_t cols, int32_t k)
+                                                int64_t rows, int64_t cols, int32_t k)
 {
-    /* expert matrices: their alignment is taken in-kernel, as sl_cuda_gemv_experts does */
-    return c && !c->f32_act && c->d_done && k >= 1 && k <= MC_MAX_K &&
+    /* expert matrices: their alignment is taken in-kernel, as sl_cuda_gemv_experts does; a
+     * counter per block column (qx_combine_last) */
+    return c && !c->f32_act && sl__cuda_counters(c) && k >= 1 && k <= MC_MAX_K && rows >= 1 &&
+           (rows + QX_ROWS - 1) / QX_ROWS <= SL__CUDA_COMBINE_COLS &&
            sl_cuda_gemv_q8_act(type, cols, 1, true, false);
 }
 
@@ -356,11 +359,12 @@ extern "C" sl_status sl_cuda_gemv_experts_combine(sl_cuda_ctx *c, uint32_t type,
         return sl_error_set(err, SL_ERR_INVALID, "%s: %lld rows x %d slots exceed a launch's "
                             "block count", __func__, (long long)rows, n_sel);
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
-    if (!sl_cuda_gemv_experts_combine_q8(c, type, cols, k))
+    if (!sl_cuda_gemv_experts_combine_q8(c, type, rows, cols, k))
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u with %lld columns has no "
                             "Q8-activation launch (or the context keeps F32 activations, or has "
-                            "no counters: sl_cuda_ctx_set_counters), which the combine is part "
-                            "of", __func__, type, (long long)cols);
+                            "no counters on its stream: sl_cuda_ctx_set_counters, or %lld rows "
+                            "need over %d of them), which the combine is part of", __func__,
+                            type, (long long)cols, (long long)rows, (int)SL__CUDA_COMBINE_COLS);
     a.c_idx = d_ids;
     a.c_w = d_w;
     a.c_k = k;

@@ -73,8 +73,9 @@ struct gv_args {
     float *xn;
     unsigned *done;
     /* the experts form's (sl_cuda_gemv_experts_combine: slots t * c_k + i of tokens t < gridDim.z
-     * / c_k): with done and c_out, the last block stores out [t][n_out] = c_res + the slots'
-     * y weighted by c_w [t][c_k], summed by c_idx's expert order (moe_combine.cuh) */
+     * / c_k): with done (a counter per block column) and c_out, the last of a column's blocks
+     * stores its rows of out [t][n_out] = c_res + the slots' y weighted by c_w [t][c_k], summed
+     * by c_idx's expert order (moe_combine.cuh) */
     const int32_t *c_idx;
     const float *c_w;
     int c_k;
@@ -523,15 +524,22 @@ static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
     }
 }
 
-/* k_gemv_qx's epilogue with a.done and a.c_out: in the last block, every token's combine over
- * the y rows all blocks wrote (mc_combine_tok, the bits of sl_cuda_moe_combine); every thread
- * of every block calls it */
+/* k_gemv_qx's epilogue with a.done and a.c_out: a.done [gridDim.x] holds a counter per block
+ * column (rows [o0, o0 + QX_ROWS)), and the last of the column's slot blocks to finish combines
+ * those rows of every token (mc_combine_col, the bits of sl_cuda_moe_combine): the combine
+ * spread over gridDim.x blocks, not left to one. Every thread of every block calls it. */
 static __device__ __forceinline__ void qx_combine_last(const gv_args &a)
 {
-    if (!sl_last_block(a.done)) return;
-    for (int64_t t = 0; t < (int64_t)gridDim.z / a.c_k; t++)
-        mc_combine_tok(a.y, NULL, a.c_idx, a.c_w, a.c_k, a.n_out, a.c_res, a.c_out, t,
-                       threadIdx.x, QX_THREADS);
+    if (!sl_last_of(a.done + blockIdx.x, gridDim.y * gridDim.z)) return;
+    __shared__ int order[MC_MAX_K];
+    const int64_t j = (int64_t)blockIdx.x * QX_ROWS + threadIdx.x;
+    for (int64_t t = 0; t < (int64_t)gridDim.z / a.c_k; t++) {
+        if (threadIdx.x == 0) mc_order(a.c_idx, a.c_k, t, order);
+        __syncthreads();
+        if (threadIdx.x < QX_ROWS && j < a.n_out)
+            mc_combine_col(a.y, NULL, a.c_w, a.c_k, a.n_out, a.c_res, a.c_out, t, j, order);
+        __syncthreads(); /* order is rewritten for the next token */
+    }
 }
 
 /* k_gemv_qx's epilogue with a.done: in the last block, xn = rms_norm(res) * nw over the

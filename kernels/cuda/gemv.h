@@ -84,8 +84,8 @@ bool sl_cuda_gemv_add_norm_q8(const sl_cuda_ctx *c, uint32_t type, const void *d
 /* A MoE decode's routed down projection and its combine (+ the residual) in one launch: y
  * [n_sel][rows] as sl_cuda_gemv_experts gives it (x [n_sel][cols], one a slot), then for the
  * n_sel / k tokens out [t][rows] as sl_cuda_moe_combine(y, NULL, d_ids, d_w, n_sel / k, k,
- * rows, d_res, d_out) gives it (the same body and bits), by the launch's last block to
- * finish. Q8 activations only: SL_ERR_UNSUPPORTED where sl_cuda_gemv_experts_combine_q8 is
+ * rows, d_res, d_out) gives it (the same bits), each block of 32 rows by the last of
+ * its n_sel slot blocks to finish. Q8 activations only: SL_ERR_UNSUPPORTED where sl_cuda_gemv_experts_combine_q8 is
  * false (the caller runs the two launches). k in [1, 64] dividing n_sel; d_x, d_y, d_out
  * apart; d_res NULL, d_out, or apart from it. The context's fused launches run one at a time
  * on its stream. */
@@ -95,9 +95,10 @@ sl_status sl_cuda_gemv_experts_combine(sl_cuda_ctx *c, uint32_t type,
                                        int64_t cols, const float *d_x, float *d_y, int32_t k,
                                        const float *d_w, const float *d_res, float *d_out,
                                        sl_error *err);
-/* (and k: the combine's slots a token, 1 .. 64) */
-bool sl_cuda_gemv_experts_combine_q8(const sl_cuda_ctx *c, uint32_t type, int64_t cols,
-                                     int32_t k);
+/* (and k: the combine's slots a token, 1 .. 64; rows: each block of 32 rows has a counter,
+ * up to 32768 rows) */
+bool sl_cuda_gemv_experts_combine_q8(const sl_cuda_ctx *c, uint32_t type, int64_t rows,
+                                     int64_t cols, int32_t k);
 
 /* Row-gathered (hot neurons of gate/up): for i < n_idx, r = d_idx[i]: compact
  * (scatter == false) Y[b][i] = dot(W row r, X[b]), Y [n_batch][n_idx]; scattered

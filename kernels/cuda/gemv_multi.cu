@@ -217,7 +217,8 @@ extern "C" bool sl_cuda_gemv_router_fused(const sl_cuda_ctx *c, const sl_cuda_ge
 {
     /* the F32 body's launch (the router's F32 matrix, or any where the context keeps F32
      * activations): the Q8 body has no epilogue */
-    return c && m && c->d_done && (c->f32_act || !sl_cuda_gemv_multi_q8(m, 1, cols));
+    return c && m && sl__cuda_counters(c) &&
+           (c->f32_act || !sl_cuda_gemv_multi_q8(m, 1, cols));
 }
 
 extern "C" sl_status sl_cuda_gemv_router(sl_cuda_ctx *c, const sl_cuda_gemv_mat *m,
@@ -238,6 +239,16 @@ extern "C" sl_status sl_cuda_gemv_router(sl_cuda_ctx *c, const sl_cuda_gemv_mat 
         return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
                             !m->w ? "m->w" : !m->y ? "m->y" : !d_x ? "d_x" : !d_idx ? "d_idx"
                                                                                 : "d_w");
+    /* the blocks read x while others write the logits; the last block reads the logits while
+     * it writes the picks and weights */
+    const int64_t nl = m->rows * n, nk = (int64_t)ra.k * n;
+    if (sl__floats_overlap(m->y, nl, d_x, cols * n) || sl__floats_overlap(d_w, nk, m->y, nl) ||
+        sl__floats_overlap((const float *)d_idx, nk, m->y, nl) ||
+        sl__floats_overlap((const float *)d_idx, nk, d_x, cols * n) ||
+        sl__floats_overlap(d_w, nk, d_x, cols * n) ||
+        sl__floats_overlap((const float *)d_idx, nk, d_w, nk))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: d_x, m->y, d_idx and d_w must not "
+                            "overlap", __func__);
     if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
     if (!sl_cuda_gemv_router_fused(c, m, cols))
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: a router of type %u takes the "

@@ -232,7 +232,9 @@ template <int W> static __device__ __forceinline__ void gm_block(gm_args a)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const gm_at at = gm_locate<W>(a);
     const bool live = at.live;
-    if (W == 1 && !live) return; /* the reduction stays full; no barrier follows */
+    /* the warp leaves gm_block only (the reduction stays full, and no barrier follows here); a
+     * kernel's epilogue after it, k_gemv_router's sl_last_block, still sees every thread */
+    if (W == 1 && !live) return;
     const int i = at.i;
     const int64_t r = at.r, h = blockIdx.y, t = blockIdx.z;
     float v[2] = {0.0f, 0.0f};

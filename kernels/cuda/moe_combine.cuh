@@ -15,14 +15,9 @@
 
 enum { MC_MAX_K = 64 };
 
-/* Token t's columns j0, j0 + js, ... (y read past L1: rows other blocks of a fused launch
- * wrote, gemv.cuh qx_combine_last) */
-static __device__ __forceinline__ void mc_combine_tok(const float *y, const float *y2,
-                                                      const int32_t *idx, const float *w, int k,
-                                                      int64_t dim, const float *res, float *out,
-                                                      int64_t t, int64_t j0, int64_t js)
+/* Token t's k slots in the order they are summed (by expert, stable) into order[k] */
+static __device__ __forceinline__ void mc_order(const int32_t *idx, int k, int64_t t, int *order)
 {
-    int order[MC_MAX_K];
     for (int i = 0; i < k; i++) {
         int j = i;
         const int32_t e = idx[t * k + i];
@@ -32,15 +27,22 @@ static __device__ __forceinline__ void mc_combine_tok(const float *y, const floa
         }
         order[j] = i;
     }
-    for (int64_t j = j0; j < dim; j += js) {
-        float acc = 0.0f;
-        for (int i = 0; i < k; i++) {
-            const int64_t at = (t * k + order[i]) * dim + j;
-            const float v = y2 ? __fadd_rn(sl_ldcg(y + at), y2[at]) : sl_ldcg(y + at);
-            acc = __fadd_rn(acc, __fmul_rn(w[t * k + order[i]], v));
-        }
-        out[t * dim + j] = res ? __fadd_rn(res[t * dim + j], acc) : acc;
+}
+
+/* Token t's column j, its slots summed in mc_order's order (y read past L1: rows other blocks
+ * of a fused launch wrote, gemv.cuh qx_combine_last) */
+static __device__ __forceinline__ void mc_combine_col(const float *y, const float *y2,
+                                                      const float *w, int k, int64_t dim,
+                                                      const float *res, float *out, int64_t t,
+                                                      int64_t j, const int *order)
+{
+    float acc = 0.0f;
+    for (int i = 0; i < k; i++) {
+        const int64_t at = (t * k + order[i]) * dim + j;
+        const float v = y2 ? __fadd_rn(sl_ldcg(y + at), y2[at]) : sl_ldcg(y + at);
+        acc = __fadd_rn(acc, __fmul_rn(w[t * k + order[i]], v));
     }
+    out[t * dim + j] = res ? __fadd_rn(res[t * dim + j], acc) : acc;
 }
 
 /* k_moe_combine's: block row blockIdx.y is the token, the grid's x threads its columns */
@@ -48,9 +50,12 @@ static __device__ __forceinline__ void mc_combine(const float *y, const float *y
                                                   const int32_t *idx, const float *w, int k,
                                                   int64_t dim, const float *res, float *out)
 {
-    mc_combine_tok(y, y2, idx, w, k, dim, res, out, blockIdx.y,
-                   (int64_t)blockIdx.x * blockDim.x + threadIdx.x,
-                   (int64_t)gridDim.x * blockDim.x);
+    const int64_t t = blockIdx.y;
+    int order[MC_MAX_K];
+    mc_order(idx, k, t, order);
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < dim;
+         j += (int64_t)gridDim.x * blockDim.x)
+        mc_combine_col(y, y2, w, k, dim, res, out, t, j, order);
 }
 
 /* out[s] = idx[s] where it is in [0, n_expert) and mask[idx[s]] != 0, else -1 (a grid-stride

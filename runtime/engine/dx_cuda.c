@@ -296,7 +296,7 @@ static bool moe_fused_down(const dx_cuda *c, const sl__dx_moe *M, int64_t n, int
 {
     const sl_moe_layer *L = M->L;
     return n == 1 && k < L->n_expert && !M->d_ff_at && !L->down_b &&
-           sl_cuda_gemv_experts_combine_q8(c->cu, L->type_down, L->n_ff, k);
+           sl_cuda_gemv_experts_combine_q8(c->cu, L->type_down, L->n_embd, L->n_ff, k);
 }
 
 static sl_status c_moe(sl__dx *x, const sl__dx_moe *M, const int32_t *idx, const float *w,

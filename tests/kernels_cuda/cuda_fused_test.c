@@ -620,7 +620,7 @@ static void test_experts_combine(sl_cuda_ctx *c)
             h2d(dres, res, NS * ROWS * 4);
             h2d(dresp, res, NS * ROWS * 4);
             sl_error e;
-            CHECK(sl_cuda_gemv_experts_combine_q8(c, types[ti], COLS, k));
+            CHECK(sl_cuda_gemv_experts_combine_q8(c, types[ti], ROWS, COLS, k));
             for (int rep = 0; rep < REPS; rep++) {
                 CHECK_MSG(sl_cuda_gemv_experts_combine(c, types[ti], (const void *const *)dwp,
                                                        NE, dids, NS, ROWS, COLS, dx, dy, k, dwt,
@@ -782,7 +782,7 @@ static void test_host_side(void)
     CHECK(sl_cuda_gemv_router(NULL, &rm, 256, xin, 1, &rp, io, xo, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "ctx is NULL");
     /* the experts + combine launch's */
-    CHECK(!sl_cuda_gemv_experts_combine_q8(NULL, SL_GGML_Q4_K, 256, 2));
+    CHECK(!sl_cuda_gemv_experts_combine_q8(NULL, SL_GGML_Q4_K, 64, 256, 2));
     CHECK(sl_cuda_gemv_experts_combine(NULL, SL_GGML_Q4_K, pp, 2, ip, 4, 8, 256, xin, yo, 3, xo,
                                        ro, ro, &e) == SL_ERR_INVALID); /* 3 does not divide 4 */
     CHECK_CONTAINS(e.msg, "k = 3");
@@ -836,16 +836,37 @@ int main(void)
         const sl_cuda_gemv_mat f = {.type = SL_GGML_F32, .w = dcnt, .rows = 8, .y = dcnt};
         CHECK(!sl_cuda_gemv_router_fused(c, &f, 256) &&
               !sl_cuda_gemv_add_norm_q8(c, SL_GGML_Q4_K, dcnt, 256) &&
-              !sl_cuda_gemv_experts_combine_q8(c, SL_GGML_Q4_K, 256, 2));
+              !sl_cuda_gemv_experts_combine_q8(c, SL_GGML_Q4_K, 64, 256, 2));
         CHECK(sl_cuda_ctx_set_counters(c, (char *)dcnt + 1, &e) == SL_ERR_INVALID);
         CHECK_MSG(sl_cuda_ctx_set_counters(c, dcnt, &e) == SL_OK, "%s", e.msg);
         CHECK(sl_cuda_gemv_router_fused(c, &f, 256));
+        /* a counter per block column of 32 rows, 1024 of them */
+        CHECK(sl_cuda_gemv_experts_combine_q8(c, SL_GGML_Q4_K, 32768, 256, 2) &&
+              !sl_cuda_gemv_experts_combine_q8(c, SL_GGML_Q4_K, 32769, 256, 2));
+        /* the counters serve the stream that set them: on another, the predicates are false */
+        cudaStream_t s2;
+        CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking) == cudaSuccess);
+        CHECK_MSG(sl_cuda_ctx_set_stream(c, s2, &e) == SL_OK, "%s", e.msg);
+        CHECK(!sl_cuda_gemv_router_fused(c, &f, 256) &&
+              !sl_cuda_gemv_experts_combine_q8(c, SL_GGML_Q4_K, 64, 256, 2));
+        CHECK_MSG(sl_cuda_ctx_set_stream(c, s, &e) == SL_OK, "%s", e.msg);
+        CHECK(sl_cuda_gemv_router_fused(c, &f, 256));
+        cudaStreamDestroy(s2);
     }
     test_experts_glu(c); /* the default mode, left by the loop */
     test_norm_multi(c);
     test_add_norm(c);
     test_router(c);
     test_experts_combine(c);
+    {
+        /* every fused launch above left its counters at 0 */
+        unsigned cnt[SL_CUDA_CTX_COUNTER_BYTES / sizeof(unsigned)];
+        CHECK(sl_cuda_ctx_sync(c, &e) == SL_OK);
+        d2h(cnt, dcnt, sizeof cnt);
+        size_t nz = 0;
+        for (size_t i = 0; i < sizeof cnt / sizeof cnt[0]; i++) nz += cnt[i] != 0;
+        REPORT(nz == 0, "%zu counters not back at 0 after the fused launches", nz);
+    }
     sl_cuda_ctx_set_f32_act(c, true);
     CHECK(!sl_cuda_gemv_experts_glu_q8(c, SL_GGML_Q4_K, SL_GGML_Q6_K, 512));
     CHECK(sl_cuda_gemv_experts_glu(c, SL_GGML_Q4_K, (const void *const *)&c, SL_GGML_Q4_K,

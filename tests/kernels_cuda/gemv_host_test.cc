@@ -286,7 +286,8 @@ template <uint32_t T> static void experts(bool q8, int64_t cols, int32_t x_group
  * grid's last block, qx_combine_last) against the experts launch then moe_combine.cuh's
  * mc_combine as k_moe_combine runs it: y and out bit for bit; 2 tokens of top-3 over 3
  * experts (a repeated id, a bad one: zeros), one x a slot; the residual in place, apart, and
- * none; blocks in order and reversed, the counter back at 0. 40 rows: a partial block. */
+ * none; blocks in order and reversed, the counters back at 0. 40 rows: two block columns
+ * (a counter each), the second partial. */
 template <uint32_t T> static void experts_combine(int64_t cols)
 {
     enum { NE = 3, K = 3, NT = 2, NS = NT * K, ROWS = 40 };
@@ -323,10 +324,10 @@ template <uint32_t T> static void experts_combine(int64_t cols)
             ybuf Y((size_t)(NS * ROWS));
             std::vector<float> res = res0, out((size_t)(NT * ROWS), YBUF_SENTINEL);
             float *o = mode == 0 ? res.data() : out.data();
-            unsigned done = 0;
+            unsigned done[2] = {0, 0}; /* a counter per block column: 40 rows, 2 */
             gv_args f = a;
             f.y = Y.y.data();
-            f.c_idx = ids, f.c_w = wts.data(), f.c_k = K, f.c_out = o, f.done = &done;
+            f.c_idx = ids, f.c_w = wts.data(), f.c_k = K, f.c_out = o, f.done = done;
             f.c_res = mode < 2 ? res.data() : nullptr;
             const gv_grid G = gv_grid_of(f, NS, true);
             sl_shim_reverse_blocks = rev;
@@ -335,8 +336,9 @@ template <uint32_t T> static void experts_combine(int64_t cols)
                 qx_combine_last(f);
             }, [&] { memset(smem, 0xA5, sm); }));
             sl_shim_reverse_blocks = false;
-            CHECK_MSG(done == 0, "experts combine %s: the counter left at %u",
-                      sl_gguf_type_get(T)->name, done);
+            CHECK_MSG(G.x == 2 && done[0] == 0 && done[1] == 0, "experts combine %s: %u "
+                      "columns, the counters left at %u, %u", sl_gguf_type_get(T)->name, G.x,
+                      done[0], done[1]);
             char what[64];
             snprintf(what, sizeof what, "qx experts combine (residual %d%s)", mode,
                      rev ? ", blocks reversed" : "");
