@@ -47,6 +47,7 @@ struct bench_res {
     void **w = nullptr;
     int n_w = 0;
     float *x = nullptr, *y = nullptr;
+    void *xq = nullptr; /* x quantised once (sl_cuda_quant_q8x): the q8-pre rows */
     cudaEvent_t *tev = nullptr;
     int n_tev = 0;
     uint8_t *h = nullptr;
@@ -59,6 +60,7 @@ struct bench_res {
         free(w);
         cudaFree(x);
         cudaFree(y);
+        cudaFree(xq);
         for (int i = 0; i < 2; i++)
             if (ev[i]) cudaEventDestroy(ev[i]);
         for (int i = 0; tev && i < n_tev; i++) cudaEventDestroy(tev[i]);
@@ -114,6 +116,11 @@ extern "C" sl_status sl_cuda_bench_gemv(const uint32_t *types, int n_types, int6
     SL_CU(err, cudaMalloc((void **)&R.y, 2 * (size_t)rows * sizeof(float))); /* gate, up */
     /* 0x3c bytes: every float ~0.0115, so the Q8 path quantizes real values */
     SL_CU(err, cudaMemsetAsync(R.x, 0x3c, (size_t)cols * sizeof(float), R.s));
+    const size_t xqb = sl_cuda_q8x_bytes(cols); /* 0: no Q8-activation kernel at this width */
+    if (xqb) {
+        SL_CU(err, cudaMalloc(&R.xq, xqb));
+        if ((st = sl_cuda_quant_q8x(R.ctx, R.x, cols, R.xq, err))) return st;
+    }
     R.tev = (cudaEvent_t *)calloc((size_t)reps + 1, sizeof *R.tev);
     float *t = (float *)calloc((size_t)reps, sizeof *t);
     if (!R.tev || !t) {
@@ -159,14 +166,17 @@ extern "C" sl_status sl_cuda_bench_gemv(const uint32_t *types, int n_types, int6
             st = sl__cu_fail(err, rc, "weights", __FILE__, __LINE__);
             break;
         }
-        /* the Q8-activation kernel's types also run in the F32 mode, for the ratio, and as
-         * a gate / up pair (copies 2j and 2j + 1) through the multi-matrix GEMV's SwiGLU */
+        /* the Q8-activation kernel's types also run in the F32 mode, for the ratio, as a
+         * gate / up pair (copies 2j and 2j + 1) through the multi-matrix GEMV's SwiGLU, and on
+         * x quantised before the launches (sl_cuda_gemv_q8x: the kernel without its per-block
+         * quantisation of x, issue 32's "x quantised once a launch") */
         const int n_act = sl_cuda_gemv_q8_act(type, cols, 1, true, false) ? 2 : 1;
-        for (int v = 0; v < 2 * n_act && !st; v++) {
+        for (int v = 0; v < 2 * n_act + (n_act == 2) && !st; v++) {
             const int act = v % n_act;
-            const bool glu = v >= n_act;
-            sl_cuda_ctx_set_f32_act(R.ctx, n_act == 1 || act == 1);
+            const bool glu = v >= n_act && v < 2 * n_act, pre = v == 2 * n_act;
+            sl_cuda_ctx_set_f32_act(R.ctx, !pre && (n_act == 1 || act == 1));
             auto launch = [&](int c) {
+                if (pre) return sl_cuda_gemv_q8x(R.ctx, type, R.w[c], rows, cols, R.xq, R.y, err);
                 if (!glu) return sl_cuda_gemv(R.ctx, type, R.w[c], rows, cols, R.x, 1, R.y, err);
                 const int j = 2 * (c % (copies / 2));
                 const sl_cuda_gemv_mat gu[2] = {{type, R.w[j], rows, nullptr, R.y},
@@ -188,8 +198,8 @@ extern "C" sl_status sl_cuda_bench_gemv(const uint32_t *types, int n_types, int6
                 const double ms = t[reps / 2], mb = (glu ? 2.0 : 1.0) * (double)wb;
                 const bool q8 = n_act == 2 && act == 0;
                 out->rows[out->n_rows++] = {type, mb / 1e6, ms, mb / (ms * 1e6),
-                                            glu ? (q8 ? "q8-glu" : "f32-glu")
-                                                : (q8 ? "q8" : "f32")};
+                                            pre ? "q8-pre" : glu ? (q8 ? "q8-glu" : "f32-glu")
+                                                             : (q8 ? "q8" : "f32")};
             }
         }
         sl_cuda_ctx_set_f32_act(R.ctx, false);

@@ -11,7 +11,9 @@
  *   scales (speed does not depend on the values);
  * - the same as a dense FFN's gate / up pair: sl_cuda_gemv_multi of two such matrices with the
  *   SwiGLU epilogue (decode's one launch for both), "q8-glu" / "f32-glu", GB/s over both
- *   matrices' bytes.
+ *   matrices' bytes;
+ * - "q8-pre": the Q8 kernel on x quantised once before the launches (sl_cuda_gemv_q8x), what
+ *   the kernel would give without each block quantising x for itself.
  * Everything it allocates is freed before it returns. */
 #ifndef SL_KERNELS_CUDA_BENCH_H
 #define SL_KERNELS_CUDA_BENCH_H
@@ -30,7 +32,8 @@ typedef struct sl_cuda_bench_row {
     uint32_t type;
     double weight_mb, median_ms, gbps;
     const char *act; /* "q8" (Q8 activations: sl_cuda_gemv_q8_act) or "f32"; "q8-glu" /
-                      * "f32-glu": the gate / up pair in one multi-matrix launch */
+                      * "f32-glu": the gate / up pair in one multi-matrix launch; "q8-pre":
+                      * "q8" on x quantised before the launch (sl_cuda_gemv_q8x) */
 } sl_cuda_bench_row;
 
 typedef struct sl_cuda_bench_result {
@@ -38,7 +41,7 @@ typedef struct sl_cuda_bench_result {
     double copy_gbps;     /* roofline */
     uint64_t copy_bytes;  /* buffer size of the roofline copy */
     int n_rows;
-    sl_cuda_bench_row rows[4 * SL_CUDA_BENCH_MAX_TYPES];
+    sl_cuda_bench_row rows[5 * SL_CUDA_BENCH_MAX_TYPES];
 } sl_cuda_bench_result;
 
 /* SL_ERR_DEVICE / SL_ERR_NOT_FOUND (with CUDA's message) when no GPU is usable: the caller

@@ -25,6 +25,23 @@ static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_qx(gv_args a)
     else if (a.done) qx_norm_last(a);
 }
 
+/* k_gemv_qx on an x quantised before the launch (sl_cuda_gemv_q8x): no prologue, no barrier */
+template <uint32_t T>
+static __global__ void __launch_bounds__(QX_THREADS, 2) k_gemv_qx_pre(gv_args a)
+{
+    qx_l2_prefetch(a);
+    sl_pdl_enter();
+    qx_block<T, true>(a, nullptr);
+}
+
+/* sl_cuda_quant_q8x: one block */
+static __global__ void __launch_bounds__(QX_THREADS) k_quant_q8x(const float *x, int64_t cols,
+                                                                 uint8_t *out)
+{
+    sl_pdl_enter();
+    qx_quant_block(x, cols, out);
+}
+
 /* ---- host side ------------------------------------------------------------------------------ */
 
 struct gv_launch {
@@ -47,11 +64,13 @@ struct qx_launch {
     dim3 grid;
     size_t smem;
     sl_cuda_ctx *c;
+    bool pre = false; /* k_gemv_qx_pre (a.xq8), no dynamic shared memory */
     bool launched = false;
     template <uint32_t T> void operator()()
     {
         if constexpr (sl_qx_type(T)) {
-            sl__cuda_launch(c, k_gemv_qx<T>, grid, QX_THREADS, smem, a);
+            if (pre) sl__cuda_launch(c, k_gemv_qx_pre<T>, grid, QX_THREADS, 0, a);
+            else sl__cuda_launch(c, k_gemv_qx<T>, grid, QX_THREADS, smem, a);
             launched = true;
         }
     }
@@ -193,6 +212,70 @@ extern "C" sl_status sl_cuda_gemv(sl_cuda_ctx *c, uint32_t type, const void *d_w
     a.y = d_y;
     a.y_bstride = rows;
     return gv_run(__func__, c, type, a, 1, err);
+}
+
+extern "C" size_t sl_cuda_q8x_bytes(int64_t cols)
+{
+    return cols >= 32 && cols % 32 == 0 && cols <= QX_MAX_COLS ? qx_smem(cols) : 0;
+}
+
+extern "C" sl_status sl_cuda_quant_q8x(sl_cuda_ctx *c, const float *d_x, int64_t cols,
+                                       void *d_xq, sl_error *err)
+{
+    const size_t xb = sl_cuda_q8x_bytes(cols);
+    if (!xb)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: cols = %lld is not a multiple of 32 in "
+                            "[32, %d]", __func__, (long long)cols, (int)QX_MAX_COLS);
+    if (!d_x || !d_xq)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
+                            !d_x ? "d_x" : "d_xq");
+    if ((uintptr_t)d_xq % 16)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: d_xq %p is not 16-byte aligned", __func__,
+                            d_xq);
+    if (sl__floats_overlap(d_x, cols, (const float *)d_xq, (int64_t)(xb / sizeof(float))))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: d_x and d_xq overlap", __func__);
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
+    sl_status st = sl__cuda_ctx_enter(c, err);
+    if (st) return st;
+    sl__cuda_launch(c, k_quant_q8x, dim3(1), QX_THREADS, 0, d_x, cols, (uint8_t *)d_xq);
+    SL_CU_LAUNCH(err, "k_quant_q8x");
+    return SL_OK;
+}
+
+extern "C" sl_status sl_cuda_gemv_q8x(sl_cuda_ctx *c, uint32_t type, const void *d_w,
+                                      int64_t rows, int64_t cols, const void *d_xq, float *d_y,
+                                      sl_error *err)
+{
+    gv_args a = {};
+    sl_status st = gv_check(__func__, type, rows, cols, 1, &a, err);
+    if (st) return st;
+    if (!d_w || !d_xq || !d_y)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
+                            !d_w ? "d_w" : !d_xq ? "d_xq" : "d_y");
+    if ((uintptr_t)d_xq % 16)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: d_xq %p is not 16-byte aligned", __func__,
+                            d_xq);
+    if (sl__floats_overlap(d_y, rows, (const float *)d_xq,
+                           (int64_t)(sl_cuda_q8x_bytes(cols) / sizeof(float))))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: d_y and d_xq overlap", __func__);
+    const bool al = ((uintptr_t)d_w & (uintptr_t)(sl_qx_align(type) - 1)) == 0;
+    if (!sl_cuda_gemv_q8_act(type, cols, 1, al, false))
+        return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u with %lld columns at this "
+                            "alignment has no Q8-activation kernel", __func__, type,
+                            (long long)cols);
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
+    if ((st = sl__cuda_ctx_enter(c, err))) return st;
+    a.w = (const uint8_t *)d_w;
+    a.n_out = rows;
+    a.y = d_y;
+    a.y_bstride = rows;
+    a.xq8 = (const uint8_t *)d_xq;
+    const gv_grid g = gv_grid_of(a, 1, true);
+    qx_launch L{a, dim3(g.x, g.y, g.z), 0, c};
+    L.pre = true;
+    sl_qt_dispatch(type, L);
+    SL_CU_LAUNCH(err, "k_gemv_qx_pre");
+    return SL_OK;
 }
 
 extern "C" bool sl_cuda_gemv_add_norm_q8(const sl_cuda_ctx *c, uint32_t type, const void *d_w,

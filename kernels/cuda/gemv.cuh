@@ -81,6 +81,8 @@ struct gv_args {
     int c_k;
     const float *c_res;
     float *c_out;
+    /* k_gemv_qx_pre's x already quantised, one vector (qx_x_at's layout, qx_quant_block) */
+    const uint8_t *xq8;
 };
 
 /* Narrows a to expert e's part (gv_args.ff_at); false: nothing to compute (a zero width of
@@ -472,8 +474,8 @@ static __device__ __forceinline__ void qx_l2_prefetch(const gv_args &a)
 }
 
 /* k_gemv_qx's body: qsm is the block's dynamic shared memory (qx_smem(a.cols) bytes, 16-byte
- * aligned) */
-template <uint32_t T>
+ * aligned); PRE (k_gemv_qx_pre): x is a.xq8, quantised before the launch, and qsm unused */
+template <uint32_t T, bool PRE = false>
 static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
 {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -494,7 +496,7 @@ static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
     /* after gv_part: an expert part's own columns (the widest's bytes were reserved) */
     int8_t *xq;
     float *xd, *xs;
-    qx_x_at(qsm, a.cols, &xq, &xd, &xs);
+    qx_x_at(PRE ? (uint8_t *)a.xq8 : qsm, a.cols, &xq, &xd, &xs);
 
     int64_t src[QX_R];
 #pragma unroll
@@ -508,7 +510,7 @@ static __device__ __forceinline__ void qx_block(gv_args a, uint8_t *qsm)
         src[r] = rr;
     }
     float acc[QX_R] = {};
-    qx_pass<T, true>(W, a.row_bytes, src, X, a.cols, lane, xq, xd, xs, acc, qx_norm{});
+    qx_pass<T, !PRE>(W, a.row_bytes, src, X, a.cols, lane, xq, xd, xs, acc, qx_norm{});
 #pragma unroll
     for (int r = 0; r < QX_R; r++) {
         const float v = sl_warp_sum(acc[r]);
@@ -568,6 +570,16 @@ static __host__ __device__ inline gv_grid gv_grid_of(const gv_args &a, int n_slo
     const int64_t rows = q8 ? (int64_t)QX_ROWS : (int64_t)GV_ROWS; /* two enums */
     return gv_grid{(unsigned)((a.n_out + rows - 1) / rows), (unsigned)((a.n_batch + nb - 1) / nb),
                    (unsigned)n_slots, nb};
+}
+
+/* X [cols] quantised into out (qx_x_at's layout, qx_smem(cols) bytes, 16-byte aligned) by one
+ * block of QX_THREADS, as every k_gemv_qx block quantises it: k_gemv_qx_pre's x, once */
+static __device__ __forceinline__ void qx_quant_block(const float *X, int64_t cols, uint8_t *out)
+{
+    int8_t *xq;
+    float *xd, *xs;
+    qx_x_at(out, cols, &xq, &xd, &xs);
+    qx_quant_x(X, cols, xq, xd, xs, qx_norm{}, 1.0f);
 }
 
 /* Dynamic shared memory of k_gemv_qx for `cols` (x as int8, then two floats per unit). */

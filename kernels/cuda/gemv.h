@@ -60,6 +60,19 @@ int64_t sl_cuda_gemv_chunk_elems(uint32_t type);
  * block size. */
 size_t sl_cuda_gemv_row_bytes(uint32_t type, int64_t cols);
 
+/* x quantised once (ggml's Q8_1 per 32 values, as every block of the Q8-activation GEMV
+ * quantises it for itself) into d_xq, sl_cuda_q8x_bytes(cols) bytes of device memory, 16-byte
+ * aligned (0: cols not a multiple of 32 in [32, 32768]); one small launch */
+size_t sl_cuda_q8x_bytes(int64_t cols);
+sl_status sl_cuda_quant_q8x(sl_cuda_ctx *c, const float *d_x, int64_t cols, void *d_xq,
+                            sl_error *err);
+/* sl_cuda_gemv of one vector on that d_xq, where sl_cuda_gemv_q8_act takes the matrix (else
+ * SL_ERR_UNSUPPORTED): the Q8-activation kernel without its per-block quantisation of x (the
+ * same bits), y [rows]. Issue 32's "x quantised once a launch": bench kernels' "q8-pre" rows
+ * measure what that prologue costs; the decode does not use it yet. */
+sl_status sl_cuda_gemv_q8x(sl_cuda_ctx *c, uint32_t type, const void *d_w, int64_t rows,
+                           int64_t cols, const void *d_xq, float *d_y, sl_error *err);
+
 /* Dense: Y [n_batch][rows]. n_batch 1 is the decode matvec; up to 4 columns share each weight
  * read (larger batches re-read W once per 4 columns: use sl_cuda_gemm from ~8 on). */
 sl_status sl_cuda_gemv(sl_cuda_ctx *c, uint32_t type, const void *d_w, int64_t rows,

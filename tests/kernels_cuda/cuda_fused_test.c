@@ -513,6 +513,47 @@ static void test_add_norm(sl_cuda_ctx *c)
     cudaFree(dxn), cudaFree(dxnp);
 }
 
+/* sl_cuda_quant_q8x then sl_cuda_gemv_q8x (x quantised once a launch) against sl_cuda_gemv in
+ * the default mode: the Q8-activation types at 1024 x 4096 (x not 16-byte aligned), y the
+ * plain launch's bits */
+static void test_q8x(sl_cuda_ctx *c)
+{
+    enum { ROWS = 1024, COLS = 4096 };
+    const uint32_t types[6] = {SL_GGML_Q4_K, SL_GGML_Q5_K, SL_GGML_Q6_K, SL_GGML_Q8_0,
+                               SL_GGML_IQ4_XS, SL_GGML_MXFP4};
+    float *x = xmalloc(COLS * 4), *got = xmalloc(ROWS * 4), *want = xmalloc(ROWS * 4);
+    for (int i = 0; i < COLS; i++) x[i] = rnd_f(-1, 1);
+    float *dx = dmalloc(COLS * 4 + 16), *dy = dmalloc(ROWS * 4), *dyp = dmalloc(ROWS * 4);
+    void *dxq = dmalloc(sl_cuda_q8x_bytes(COLS));
+    h2d(dx + 1, x, COLS * 4);
+    for (int ti = 0; ti < 6; ti++) {
+        size_t b;
+        float *wf;
+        uint8_t *w = make_w(types[ti], ROWS, COLS, &b, &wf);
+        void *dw = dmalloc(b);
+        h2d(dw, w, b);
+        sl_error e;
+        CHECK_MSG(sl_cuda_quant_q8x(c, dx + 1, COLS, dxq, &e) == SL_OK, "%s", e.msg);
+        CHECK_MSG(sl_cuda_gemv_q8x(c, types[ti], dw, ROWS, COLS, dxq, dy, &e) == SL_OK, "%s",
+                  e.msg);
+        CHECK_MSG(sl_cuda_gemv(c, types[ti], dw, ROWS, COLS, dx + 1, 1, dyp, &e) == SL_OK, "%s",
+                  e.msg);
+        CHECK_MSG(sl_cuda_ctx_sync(c, &e) == SL_OK, "%s", e.msg);
+        d2h(got, dy, ROWS * 4);
+        d2h(want, dyp, ROWS * 4);
+        int same = 0;
+        for (int i = 0; i < ROWS; i++) same += memcmp(&got[i], &want[i], 4) == 0;
+        REPORT(same == ROWS, "q8x %s: %d of %d values the plain launch's bits",
+               tname(types[ti]), same, ROWS);
+        printf("cuda_fused_test: q8x %s: %s\n", tname(types[ti]),
+               same == ROWS ? "the plain launch's bits" : "DIFFERENT");
+        free(w), free(wf);
+        cudaFree(dw);
+    }
+    free(x), free(got), free(want);
+    cudaFree(dx), cudaFree(dy), cudaFree(dyp), cudaFree(dxq);
+}
+
 /* sl_cuda_gemv_router (router GEMV + top-k in one launch) against sl_cuda_gemv_multi then
  * sl_cuda_router_topk: an F32 router of 128 experts x 2048 (a block's warps a row), top-8
  * softmax with a matrix bias, and 256 experts of BF16 with DeepSeek's sigmoid, 8 groups, top
@@ -781,6 +822,24 @@ static void test_host_side(void)
     CHECK(sl_cuda_gemv_router(NULL, &rm, 256, xin, 0, &rp, io, xo, &e) == SL_ERR_INVALID);
     CHECK(sl_cuda_gemv_router(NULL, &rm, 256, xin, 1, &rp, io, xo, &e) == SL_ERR_INVALID);
     CHECK_CONTAINS(e.msg, "ctx is NULL");
+    /* x quantised once, and the GEMV on it */
+    CHECK(sl_cuda_q8x_bytes(4096) == 4096 + 128 * 8 && !sl_cuda_q8x_bytes(48) &&
+          !sl_cuda_q8x_bytes(0) && !sl_cuda_q8x_bytes(32768 + 32));
+    CHECK(sl_cuda_quant_q8x(NULL, xin, 48, yo, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "cols = 48");
+    CHECK(sl_cuda_quant_q8x(NULL, NULL, 256, yo, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "d_x");
+    CHECK(sl_cuda_quant_q8x(NULL, xin, 256, (char *)yo + 4, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "16-byte aligned");
+    CHECK(sl_cuda_quant_q8x(NULL, xin, 256, xin, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "overlap");
+    CHECK(sl_cuda_quant_q8x(NULL, xin, 256, yo, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx is NULL");
+    CHECK(sl_cuda_gemv_q8x(NULL, SL_GGML_Q4_K, w16, 8, 256, NULL, yo, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "d_xq");
+    CHECK(sl_cuda_gemv_q8x(NULL, SL_GGML_Q4_0, w16, 8, 256, xin, yo, &e) == SL_ERR_UNSUPPORTED);
+    CHECK(sl_cuda_gemv_q8x(NULL, SL_GGML_Q4_K, w16, 8, 256, xin, yo, &e) == SL_ERR_INVALID);
+    CHECK_CONTAINS(e.msg, "ctx is NULL");
     /* the experts + combine launch's */
     CHECK(!sl_cuda_gemv_experts_combine_q8(NULL, SL_GGML_Q4_K, 64, 256, 2));
     CHECK(sl_cuda_gemv_experts_combine(NULL, SL_GGML_Q4_K, pp, 2, ip, 4, 8, 256, xin, yo, 3, xo,
@@ -856,6 +915,7 @@ int main(void)
     test_experts_glu(c); /* the default mode, left by the loop */
     test_norm_multi(c);
     test_add_norm(c);
+    test_q8x(c);
     test_router(c);
     test_experts_combine(c);
     {

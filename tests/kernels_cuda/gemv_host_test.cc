@@ -136,6 +136,38 @@ static void dense(bool q8, int64_t rows, int64_t cols, int64_t nb, size_t woff, 
     untouched(Y, what, T);
 }
 
+/* sl_cuda_gemv_q8x's launch (k_gemv_qx_pre: x quantised once by qx_quant_block, the blocks
+ * reading it from memory) against the plain Q8 launch: y bit for bit; x not 16-byte aligned,
+ * a partial block of rows. */
+template <uint32_t T> static void pre_quantised(int64_t cols)
+{
+    enum { ROWS = 40 };
+    rand_mat m;
+    CHECK(m.make(T, ROWS, cols, 0, (int)cols + 7));
+    fbuf xb((size_t)cols);
+    float *x = xb.p + 1;
+    fill_x(x, cols);
+    gv_args a = {};
+    a.w = m.w, a.rows = ROWS, a.cols = cols, a.row_bytes = (int64_t)m.rb, a.n_out = ROWS;
+    a.x = x, a.x_group = 1, a.y_bstride = ROWS, a.n_batch = 1;
+    std::vector<float> y_p(ROWS);
+    a.y = y_p.data();
+    CHECK(launch<T>(a, 1, true));
+    const size_t xb8 = qx_smem(cols);
+    uint8_t *xq = (uint8_t *)aligned_alloc(16, (xb8 + 15) / 16 * 16);
+    memset(xq, 0xA5, xb8);
+    CHECK(sl_shim_launch(sl_shim_dim3{1, 1, 1}, QX_THREADS, [&] { qx_quant_block(x, cols, xq); }));
+    ybuf Y(ROWS);
+    gv_args f = a;
+    f.x = nullptr, f.y = Y.y.data(), f.xq8 = xq;
+    const gv_grid G = gv_grid_of(f, 1, true);
+    CHECK(sl_shim_launch(sl_shim_dim3{G.x, G.y, G.z}, QX_THREADS,
+                         [&] { qx_block<T, true>(f, nullptr); }));
+    for (int64_t i = 0; i < ROWS; i++) check_exact("qx pre-quantised x", T, Y.at((size_t)i),
+                                                   y_p[(size_t)i], i);
+    free(xq);
+}
+
 /* sl_cuda_gemv_add_norm's launch (the Q8 body with the residual add in its epilogue and the
  * norm in the grid's last block, qx_norm_last) against the plain launch then rows.cuh's
  * add_rms_norm_body: y, res and xn bit for bit; the blocks in order and reversed (the last
@@ -436,6 +468,7 @@ struct check_type {
             dense<T>(true, 40, qcols[0], 1, 0, 1); /* x not 16-byte aligned */
             dense<T>(true, 40, qcols[1], 1, 0, 0);
             add_norm<T>(qcols[1]);
+            pre_quantised<T>(qcols[1]);
             if (T == 39) dense<T>(true, 9, 2880, 1, 0, 0); /* gpt-oss: 90 blocks, 1530 B */
             rows_list<T>(true, 2304, 1, false);
             rows_list<T>(true, 2304, 1, true);

@@ -332,6 +332,7 @@ def main():
             {"type": "Q4_K", "act": "f32", "gbps": 1083.1, "ratio": 0.258},
             {"type": "Q8_0", "act": "q8", "gbps": 2277.7, "ratio": 0.5426},
             {"type": "Q4_K", "act": "q8-glu", "gbps": 1702.2, "ratio": 0.4055},
+            {"type": "Q4_K", "act": "q8-pre", "gbps": 2502.0, "ratio": 0.596},
             {"type": "Q4_K", "act": "f32-glu", "gbps": 601.0, "ratio": 0.1432}]}, f)
     r, s8 = summarize(d, "-o", os.path.join(tmp, "s8.json"))
     s8 = s8 or {}
@@ -339,6 +340,8 @@ def main():
            f"gpu_gemv_vs_hbm: the Q8-activation rows per type ({s8.get('gpu_gemv_vs_hbm')})")
     expect(s8.get("gpu_glu_vs_hbm") == {"Q4_K": 0.4055},
            f"gpu_glu_vs_hbm: the q8-glu rows per type ({s8.get('gpu_glu_vs_hbm')})")
+    expect(s8.get("gpu_gemv_pre_vs_hbm") == {"Q4_K": 0.596},
+           f"gpu_gemv_pre_vs_hbm: the q8-pre rows per type ({s8.get('gpu_gemv_pre_vs_hbm')})")
     expect(s8.get("compaction_vs_d2d", 0) is None and
            "sim" in s8.get("null_reasons", {}).get("compaction_vs_d2d", ""),
            "a sim alloc.json: compaction_vs_d2d null, the reason says sim")
@@ -369,7 +372,7 @@ def main():
     s3 = s3 or {}
     keys = ["device", "commit", "vram_budget_bytes", "cpu_vs_llamacpp", "tests",
             "gpu_pdl_same_tokens", "gpu_fusion_same_tokens"] + list(s3.get("ratio_definitions", {}))
-    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 23 and
+    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 24 and
            all(s3.get(k) is None and s3["null_reasons"].get(k) for k in keys),
            f"empty run folder: all null with reasons ({s3.get('null_reasons')})")
     r, _ = summarize(os.path.join(tmp, "no-such-folder"))
