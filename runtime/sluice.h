@@ -344,10 +344,11 @@ typedef struct sl_ctx_options {
     bool no_pdl;
     /* cuda: run as separate kernels the steps that the default fuses into one launch (the
      * attention norm before Q/K/V; wo or a dense down + residual add + FFN norm; the router
-     * GEMV + top-k; the routed experts' gate/up + SwiGLU; their down + combine + residual).
-     * The fused launches give the same bits (the kernel tests hold them to the separate
-     * ones); sl_ctx_stats.dev_layer_launches shows the difference. The other side of `bench
-     * decode --fusion-ab`, and a fallback; no effect elsewhere. */
+     * GEMV + top-k; gate/up + SwiGLU, dense, shared or routed; the routed down + combine +
+     * residual). The fused launches give the same bits (the kernel tests hold them to the
+     * separate ones); sl_ctx_stats.dev_layer_launches shows the difference. The q/k norm +
+     * rope + KV store kernel has no separate form and stays. The other side of `bench decode
+     * --fusion-ab`, and a fallback; no effect elsewhere. */
     bool no_fusion;
 } sl_ctx_options;
 SL_API sl_ctx_options sl_ctx_options_default(void);

@@ -242,10 +242,10 @@ static __device__ __forceinline__ float sl_rms_scale(const float *x, int64_t n, 
  * through sl_ldcg then see the others' writes (each block fences its writes before it is
  * counted; the last one fences after). *done counts the blocks that finished: 0 before the
  * launch, and the last block sets it back to 0, so the next launch (a graph's replay too)
- * starts from 0. A count past total (a counter that was not 0: memory overrun, a counter
- * shared by concurrent launches) traps: a kernel fault, not silently stale results. Launches
- * sharing a counter must not run concurrently: the CUDA context's counters (ctx_impl.h) serve
- * launches of one stream. */
+ * starts from 0. A count past total (a counter left at total or more, e.g. by a memory
+ * overrun) traps: a kernel fault, not outputs that are never written; a stale count below
+ * total is not detected (the epilogue would run early). Launches sharing a counter must not
+ * run concurrently: the CUDA context's counters (ctx_impl.h) serve launches of one stream. */
 static __device__ __forceinline__ bool sl_last_of(unsigned *done, unsigned total)
 {
     __shared__ bool last;

@@ -73,9 +73,9 @@ void sl_cuda_ctx_set_pdl(sl_cuda_ctx *c, bool on);
  * the driver refused a launch with it (the launch is then made without it, and so are the
  * context's next ones). */
 bool sl_cuda_ctx_pdl(const sl_cuda_ctx *c);
-/* The counters of c's last-block launches (sl_cuda_gemv_add_norm with a norm,
- * sl_cuda_gemv_router, sl_cuda_gemv_experts_combine: the grid's last block to finish does the
- * next step's work): d_mem, device memory of SL_CUDA_CTX_COUNTER_BYTES bytes on c's device
+/* The counters of c's last-block launches (sl_cuda_gemv_add_norm, sl_cuda_gemv_router,
+ * sl_cuda_gemv_experts_combine: the last block to finish, of the grid or of a column of 32
+ * rows, does the next step's work): d_mem, device memory of SL_CUDA_CTX_COUNTER_BYTES bytes on c's device
  * that the caller keeps for c's life and uses for nothing else, is zeroed here in the order of
  * c's stream (before any launch enqueued after this call); the launches leave it zero. NULL:
  * none, and those launches are SL_ERR_UNSUPPORTED (their *_q8 / _fused predicates false), as

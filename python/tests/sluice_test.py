@@ -163,7 +163,11 @@ def test_model(d, dense, moe, text):
                    all(v["seconds"] >= 0 and v["gap_seconds"] == 0 for v in prof.values()),
                    f"step_profile: attention once per layer, times >= 0: {prof['attn']}")
         # decode graphs, PDL and the fused launches are cuda's: on sim no_graphs / no_pdl /
-        # no_fusion change nothing and nothing is captured
+        # no_fusion change nothing and nothing is captured (each a field of the C struct: ctypes
+        # would take a misspelt attribute silently)
+        names = [f[0] for f in sluice._lib.CtxOptions._fields_]
+        expect(names[-3:] == ["no_graphs", "no_pdl", "no_fusion"],
+               f"sl_ctx_options' last fields in the Python mirror: {names[-3:]}")
         for ng, npdl, nf in ((False, False, False), (True, False, False), (False, True, False),
                              (False, False, True)):
             with g.context(n_ctx=128, no_graphs=ng, no_pdl=npdl, no_fusion=nf) as ctx:

@@ -64,10 +64,16 @@ typedef struct dx_cuda {
     int32_t k_max;
     bool f32_act; /* F32 activations asked for: the grouped GEMV, not the F16 GEMM */
     /* the fused launches taken (sl_ctx_options.no_fusion off): the norm in Q/K/V's prologue,
-     * the experts' gate/up + SwiGLU; without, no counters are set, so the last-block launches
-     * are not taken either */
+     * gate/up + SwiGLU (dense, shared and routed); without, no counters are set, so the
+     * last-block launches are not taken either */
     bool fused;
 } dx_cuda;
+
+/* Whether x takes the fused launches (dx_cuda.fused) */
+static bool c_fused(const sl__dx *x)
+{
+    return ((const dx_cuda *)x)->fused;
+}
 
 static sl_status c_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n, float *y,
                       sl_error *err)
@@ -509,7 +515,8 @@ static sl_status c_mm_glu(sl__dx *x, const sl_weight *wg, const sl_weight *wu, s
     const uint64_t s0 = x->steps;
     const sl_weight *gu[2] = {wg, wu};
     float *const ys[2] = {g, u};
-    const bool epi = act == SL_MOE_SILU && multi_gemv(2, n) && wg->ne[1] == wu->ne[1];
+    const bool epi =
+        c_fused(x) && act == SL_MOE_SILU && multi_gemv(2, n) && wg->ne[1] == wu->ne[1];
     sl_status st = mm_group(x, gu, 2, xn, n, ys, NULL, epi, err);
     if (!st && !epi) st = c_glu(x, act, g, u, wg->ne[1] * n, err);
     x->steps = s0 + 1;

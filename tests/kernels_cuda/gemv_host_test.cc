@@ -161,8 +161,11 @@ template <uint32_t T> static void pre_quantised(int64_t cols)
     gv_args f = a;
     f.x = nullptr, f.y = Y.y.data(), f.xq8 = xq;
     const gv_grid G = gv_grid_of(f, 1, true);
+    const long faults0 = sl_shim_align_faults.load();
     CHECK(sl_shim_launch(sl_shim_dim3{G.x, G.y, G.z}, QX_THREADS,
                          [&] { qx_block<T, true>(f, nullptr); }));
+    CHECK_MSG(sl_shim_align_faults.load() == faults0, "qx pre-quantised x %s: accesses at "
+              "addresses that fault on the device", sl_gguf_type_get(T)->name);
     for (int64_t i = 0; i < ROWS; i++) check_exact("qx pre-quantised x", T, Y.at((size_t)i),
                                                    y_p[(size_t)i], i);
     free(xq);

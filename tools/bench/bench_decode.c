@@ -215,13 +215,14 @@ static const char *bound_kind(sl_placement p, const char *device, token_bytes b)
 /* ---- one placement -------------------------------------------------------------------- */
 
 /* The A/Bs after a row: R pairs of fresh contexts of its model, the default ([0]) and one
- * context option that changes no bits turned off ([1]). One table: flag, JSON key, what. */
+ * context option that changes no bits turned off ([1]). One table: flag, JSON key, what, and
+ * the model flag that turns it off (the A/B's side 0 would not be the row's). */
 typedef enum { AB_PDL, AB_FUSION, AB_N } ab_kind;
 static const struct {
-    const char *flag, *key, *what;
+    const char *flag, *key, *what, *off_flag;
 } k_ab[AB_N] = {
-    [AB_PDL] = {"--pdl-ab", "pdl_ab", "PDL"},
-    [AB_FUSION] = {"--fusion-ab", "fusion_ab", "fusion"},
+    [AB_PDL] = {"--pdl-ab", "pdl_ab", "PDL", "--no-pdl"},
+    [AB_FUSION] = {"--fusion-ab", "fusion_ab", "fusion", "--no-fusion"},
 };
 
 enum { AB_PROMPT = 8, AB_MAX_REPS = 20 };
@@ -621,10 +622,14 @@ int sl_bench_decode(int argc, char **argv)
         return sl_cli_usage_error(k_cmd, "-m and --shape exclude each other");
     /* the A/B contexts replay graphs and keep no trace: beside a profiled or traced row they
      * would measure something else than it */
-    for (int i = 0; i < AB_N; i++)
+    for (int i = 0; i < AB_N; i++) {
         if (ab_reps[i] && (!mf.placement_given || profile || mf.trace))
             return sl_cli_usage_error(k_cmd, "%s needs --placement (the row it follows) and "
                                       "excludes --profile and --trace", k_ab[i].flag);
+        if (ab_reps[i] && sl_cli_given_get(&a, k_ab[i].off_flag))
+            return sl_cli_usage_error(k_cmd, "%s and %s exclude each other (the A/B runs both "
+                                      "sides)", k_ab[i].flag, k_ab[i].off_flag);
+    }
 
     /* the device first: a bad SLUICE_DEVICE or a cuda request without a GPU fails here, before
      * minutes of writing a synthetic model */
