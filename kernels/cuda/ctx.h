@@ -75,11 +75,11 @@ void sl_cuda_ctx_set_pdl(sl_cuda_ctx *c, bool on);
 bool sl_cuda_ctx_pdl(const sl_cuda_ctx *c);
 /* The counters of c's last-block launches (sl_cuda_gemv_add_norm, sl_cuda_gemv_router,
  * sl_cuda_gemv_experts_combine: the last block to finish, of the grid or of a column of 32
- * rows, does the next step's work): d_mem, device memory of SL_CUDA_CTX_COUNTER_BYTES bytes on c's device
- * that the caller keeps for c's life and uses for nothing else, is zeroed here in the order of
- * c's stream (before any launch enqueued after this call); the launches leave it zero. NULL:
- * none, and those launches are SL_ERR_UNSUPPORTED (their *_q8 / _fused predicates false), as
- * they are while c is on another stream than the one it had here.
+ * rows, does the next step's work): d_mem, device memory of SL_CUDA_CTX_COUNTER_BYTES bytes
+ * on c's device that the caller keeps for c's life and uses for nothing else, is zeroed here
+ * in the order of c's stream (before any launch enqueued after this call); the launches leave
+ * it zero. NULL: none, and those launches are SL_ERR_UNSUPPORTED (their *_q8 / _fused
+ * predicates false), as they are while c is on another stream than the one it had here.
  * Why caller memory: no allocation, nor a cudaFree's device-wide wait at destroy, in a
  * context. The fused launches of one context run on one stream at a time; a CUDA graph
  * captured with them keeps d_mem's address, so d_mem outlives every such graph. */

@@ -313,7 +313,8 @@ extern "C" sl_status sl_cuda_gemv_add_norm(sl_cuda_ctx *c, uint32_t type, const 
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u with %lld columns at "
                             "this alignment has no Q8-activation launch (or the context keeps "
                             "F32 activations, or has no counters on its stream: "
-                            "sl_cuda_ctx_set_counters), which the epilogue is part of", __func__, type, (long long)cols);
+                            "sl_cuda_ctx_set_counters), which the epilogue is part of",
+                            __func__, type, (long long)cols);
     a.w = (const uint8_t *)d_w;
     a.n_out = rows;
     a.x = d_x;

@@ -69,8 +69,8 @@ sl_status sl_cuda_quant_q8x(sl_cuda_ctx *c, const float *d_x, int64_t cols, void
 /* sl_cuda_gemv of one vector on that d_xq, where sl_cuda_gemv_q8_act takes the matrix (else
  * SL_ERR_UNSUPPORTED): the Q8-activation kernel without its per-block quantisation of x (the
  * bits sl_cuda_gemv gives in the default mode; it takes Q8 activations whatever
- * sl_cuda_ctx_set_f32_act says), y [rows]. Issue 32's "x quantised once a launch": bench kernels' "q8-pre" rows
- * measure what that prologue costs; the decode does not use it yet. */
+ * sl_cuda_ctx_set_f32_act says), y [rows]. Issue 32's "x quantised once a launch": bench
+ * kernels' "q8-pre" rows measure what that prologue costs; the decode does not use it yet. */
 sl_status sl_cuda_gemv_q8x(sl_cuda_ctx *c, uint32_t type, const void *d_w, int64_t rows,
                            int64_t cols, const void *d_xq, float *d_y, sl_error *err);
 
@@ -100,9 +100,9 @@ bool sl_cuda_gemv_add_norm_q8(const sl_cuda_ctx *c, uint32_t type, const void *d
  * n_sel / k tokens out [t][rows] as sl_cuda_moe_combine(y, NULL, d_ids, d_w, n_sel / k, k,
  * rows, d_res, d_out) gives it (the same bits), each block of 32 rows by the last of
  * its n_sel slot blocks to finish. Q8 activations only: SL_ERR_UNSUPPORTED where
- * sl_cuda_gemv_experts_combine_q8 is false (the caller runs the two launches). k in [1, 64] dividing n_sel; d_x, d_y, d_out
- * apart; d_res NULL, d_out, or apart from it. The context's fused launches run one at a time
- * on its stream. */
+ * sl_cuda_gemv_experts_combine_q8 is false (the caller runs the two launches). k in [1, 64]
+ * dividing n_sel; d_x, d_y, d_out apart; d_res NULL, d_out, or apart from it. The
+ * context's fused launches run one at a time on its stream. */
 sl_status sl_cuda_gemv_experts_combine(sl_cuda_ctx *c, uint32_t type,
                                        const void *const *d_wptrs, int32_t n_expert,
                                        const int32_t *d_ids, int32_t n_sel, int64_t rows,

@@ -253,7 +253,8 @@ extern "C" sl_status sl_cuda_gemv_router(sl_cuda_ctx *c, const sl_cuda_gemv_mat 
     if (!sl_cuda_gemv_router_fused(c, m, cols))
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: a router of type %u takes the "
                             "Q8-activation launch, which has no top-k epilogue (or the context "
-                            "has no counters on its stream: sl_cuda_ctx_set_counters)", __func__, m->type);
+                            "has no counters on its stream: sl_cuda_ctx_set_counters)", __func__,
+                            m->type);
     ra.idx = d_idx;
     ra.w = d_w;
     const gm_args a = gm_multi_args(m, &rb, 1, cols, d_x, false);

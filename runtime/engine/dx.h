@@ -257,7 +257,8 @@ sl_status sl__dx_sim_create(sl_device *dev, sl_stream *stream, const sl_cpu_ops 
  * dependent launch where the device has it (sl_cuda_ctx_set_pdl; sl_ctx_options.no_pdl turns
  * it off); fused: the fused launches (sl_ctx_options.no_fusion off: the norm in Q/K/V's
  * prologue, gate/up + SwiGLU, and the counters that the last-block launches need); side:
- * moe_rows gets its second stream (resident hot experts beside host ones, hot.h), else it runs on `stream`. */
+ * moe_rows gets its second stream (resident hot experts beside host ones, hot.h), else it
+ * runs on `stream`. */
 size_t sl__dx_cuda_scratch_bytes(int64_t n_tok, int32_t k_max, int64_t f_max, int64_t e_max);
 sl_status sl__dx_cuda_create(sl_device *dev, sl_stream *stream, void *d_work, size_t work_bytes,
                              void *d_scratch, int64_t n_tok, int32_t k_max, int64_t f_max,
