@@ -3,11 +3,12 @@
  * (host_shim/launch.h) against the CPU scheduler's join (scheduler/moe/moe.h
  * sl_moe_rows_join), bit for bit.
  *
- * Combine: a block row per token (blockIdx.y), its threads striding over the columns; each
- * thread sorts the token's k slots by expert (insertion sort, stable: equal ids keep slot
- * order) and sums w * y (or w * (y + y2)) in that order from +0, each product and sum rounded
- * (__fmul_rn / __fadd_rn: never an FMA), as the CPU's join; with res, res + that sum (the
- * layer's residual add in the same launch: the bits of adding it after). */
+ * Combine: a block row per token (blockIdx.y), its threads striding over the columns; one
+ * thread a block sorts the token's k slots by expert (insertion sort, stable: equal ids keep
+ * slot order) into shared memory, and each sums w * y (or w * (y + y2)) in that order from
+ * +0, each product and sum rounded (__fmul_rn / __fadd_rn: never an FMA), as the CPU's join;
+ * with res, res + that sum (the layer's residual add in the same launch: the bits of adding
+ * it after). */
 #ifndef SL_KERNELS_CUDA_MOE_COMBINE_CUH
 #define SL_KERNELS_CUDA_MOE_COMBINE_CUH
 
@@ -45,14 +46,16 @@ static __device__ __forceinline__ void mc_combine_col(const float *y, const floa
     out[t * dim + j] = res ? __fadd_rn(res[t * dim + j], acc) : acc;
 }
 
-/* k_moe_combine's: block row blockIdx.y is the token, the grid's x threads its columns */
+/* k_moe_combine's: block row blockIdx.y is the token, the grid's x threads its columns; the
+ * token's order sorted once a block into shared memory (every thread of the block calls it) */
 static __device__ __forceinline__ void mc_combine(const float *y, const float *y2,
                                                   const int32_t *idx, const float *w, int k,
                                                   int64_t dim, const float *res, float *out)
 {
     const int64_t t = blockIdx.y;
-    int order[MC_MAX_K];
-    mc_order(idx, k, t, order);
+    __shared__ int order[MC_MAX_K];
+    if (threadIdx.x == 0) mc_order(idx, k, t, order);
+    __syncthreads();
     for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < dim;
          j += (int64_t)gridDim.x * blockDim.x)
         mc_combine_col(y, y2, w, k, dim, res, out, t, j, order);
