@@ -217,6 +217,12 @@ def main():
     expect(close(s["hybrid_vs_mode_cpu_decode"], h0["decode_tps"] / b0.get("decode_tps", 0)),
            "hybrid_vs_mode_cpu_decode = hybrid decode / experts-cpu mode=cpu decode at the "
            "budget")
+    ce = s.get("cpu_expert_vs_read") or {}
+    expect(b0.get("cpu_expert_gbps", 0) > 0 and
+           close(ce.get("ratio"), b0.get("cpu_expert_gbps", 0) / bj.get("roofline_gbps", 1))
+           and ce.get("read_gbps") == bj.get("roofline_gbps") and ce.get("threads") == bj.get(
+               "threads"), f"cpu_expert_vs_read = the experts-cpu row's CPU expert GB/s / the "
+           f"run's streaming read ({ce}, row {b0.get('cpu_expert_gbps')})")
     expect(close(s["hybrid_vs_llamacpp_ncmoe_decode"], h0["decode_tps"] / 40.0),
            "hybrid_vs_llamacpp_ncmoe_decode = hybrid decode / llama.cpp tg")
     expect(close(s["hybrid_vs_llamacpp_ncmoe_prefill"], h0["prefill_tps"] / 800.0),
@@ -372,7 +378,7 @@ def main():
     s3 = s3 or {}
     keys = ["device", "commit", "vram_budget_bytes", "cpu_vs_llamacpp", "tests",
             "gpu_pdl_same_tokens", "gpu_fusion_same_tokens"] + list(s3.get("ratio_definitions", {}))
-    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 24 and
+    expect(r.returncode == 0 and s3.get("rows") == [] and len(keys) == 25 and
            all(s3.get(k) is None and s3["null_reasons"].get(k) for k in keys),
            f"empty run folder: all null with reasons ({s3.get('null_reasons')})")
     r, _ = summarize(os.path.join(tmp, "no-such-folder"))
