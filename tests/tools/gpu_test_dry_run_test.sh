@@ -3,6 +3,7 @@
 # the caps plus packing fit the budget and the budget the overall timeout of at most 450 s, and
 # the carry check reports the tree, bin-gpu.tar.xz and the peer tarball against the 64 MiB limit.
 # Runs without a GPU, bin-gpu or the peer tarball (the dry run then says NOT READY, exit 1).
+# Then `cpu --dry-run` (the second call's carry).
 set -uo pipefail
 gt="$1"
 fail=0
@@ -40,4 +41,14 @@ check $? "the device tool's command line is printed"
 "$gt" all --bogus >/dev/null 2>&1
 [[ $? == 2 ]]
 check $? "an unknown flag exits 2"
+# the cpu call's dry run (issue 28's 16-core compare): its carry (bin-gpu.tar.xz and the CPU
+# llama-bench folder, here a --peer folder that does not exist: NOT READY, exit 1)
+out="$("$gt" cpu --dry-run --peer /nonexistent-peer 2>&1)"
+rc=$?
+echo "$out"
+((rc == 1)) && grep -q '^dry run: NOT READY' <<<"$out" &&
+    grep -q '/nonexistent-peer: MISSING llama-bench' <<<"$out" &&
+    grep -qE '^  total +[0-9]+ bytes' <<<"$out" &&
+    grep -q "command 'tools/gpu-test cpu bin-gpu \"\$OUT\"', carry \[\"bin-gpu.tar.xz\", \".peer/cpu-peer\"\], timeout_s [0-9]" <<<"$out"
+check $? "cpu --dry-run: the carry check, the peer missing (exit $rc), the device tool's call"
 exit $fail
