@@ -177,11 +177,15 @@ static sl_status gv_run(const char *fn, sl_cuda_ctx *c, uint32_t type, const gv_
         c->gemv_smem_ready = true;
     }
     /* x of any alignment is read correctly by the kernel; a dense / rows matrix must have
-     * sl_qx_align, expert matrices (a device-side pointer array) are checked in-kernel */
+     * sl_qx_align, expert matrices (a device-side pointer array) are checked in-kernel; x
+     * quantised before the launch (a.xq8, sl_cuda_gemv_q8x, which checked the Q8 path) takes
+     * k_gemv_qx_pre */
     const bool w_al = a.wptrs || ((uintptr_t)a.w & (uintptr_t)(sl_qx_align(type) - 1)) == 0;
-    if (!c->f32_act && sl_cuda_gemv_q8_act(type, a.cols, a.n_batch, w_al, a.ff_at && a.ff_cols)) {
+    const bool part = a.ff_at && a.ff_cols;
+    if (a.xq8 || (!c->f32_act && sl_cuda_gemv_q8_act(type, a.cols, a.n_batch, w_al, part))) {
         const gv_grid g = gv_grid_of(a, n_slots, true);
-        qx_launch L{a, dim3(g.x, g.y, g.z), qx_smem(a.cols), c};
+        qx_launch L{a, dim3(g.x, g.y, g.z), a.xq8 ? 0 : qx_smem(a.cols), c};
+        L.pre = a.xq8 != nullptr;
         sl_qt_dispatch(type, L);
         if (!L.launched) /* sl_cuda_gemv_q8_act admits only sl_qx_type's types */
             return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u has no Q8-activation "
@@ -263,19 +267,12 @@ extern "C" sl_status sl_cuda_gemv_q8x(sl_cuda_ctx *c, uint32_t type, const void 
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u with %lld columns at this "
                             "alignment has no Q8-activation kernel", __func__, type,
                             (long long)cols);
-    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
-    if ((st = sl__cuda_ctx_enter(c, err))) return st;
     a.w = (const uint8_t *)d_w;
     a.n_out = rows;
     a.y = d_y;
     a.y_bstride = rows;
     a.xq8 = (const uint8_t *)d_xq;
-    const gv_grid g = gv_grid_of(a, 1, true);
-    qx_launch L{a, dim3(g.x, g.y, g.z), 0, c};
-    L.pre = true;
-    sl_qt_dispatch(type, L);
-    SL_CU_LAUNCH(err, "k_gemv_qx_pre");
-    return SL_OK;
+    return gv_run(__func__, c, type, a, 1, err);
 }
 
 extern "C" bool sl_cuda_gemv_add_norm_q8(const sl_cuda_ctx *c, uint32_t type, const void *d_w,

@@ -69,12 +69,6 @@ typedef struct dx_cuda {
     bool fused;
 } dx_cuda;
 
-/* Whether x takes the fused launches (dx_cuda.fused) */
-static bool c_fused(const sl__dx *x)
-{
-    return ((const dx_cuda *)x)->fused;
-}
-
 static sl_status c_mm(sl__dx *x, const sl_weight *w, const float *in, int64_t n, float *y,
                       sl_error *err)
 {
@@ -295,8 +289,8 @@ static sl_status moe_slots(dx_cuda *c, const sl__dx_moe *M, const int32_t *idx, 
 }
 
 /* Whether c_moe's down projection and combine are one launch (sl_cuda_gemv_experts_combine):
- * one token's slots (the last block combines alone: a decode's, not a batch's), one launch a
- * projection in slot order (fewer slots than experts: never grouped; one chunk), whole
+ * one token's slots (each column's last block combines the launch's tokens in turn: a
+ * decode's, not a batch's), one launch a projection in slot order (fewer slots than experts: never grouped; one chunk), whole
  * experts without a down bias, and the Q8-activation kernel */
 static bool moe_fused_down(const dx_cuda *c, const sl__dx_moe *M, int64_t n, int32_t k)
 {
@@ -516,7 +510,7 @@ static sl_status c_mm_glu(sl__dx *x, const sl_weight *wg, const sl_weight *wu, s
     const sl_weight *gu[2] = {wg, wu};
     float *const ys[2] = {g, u};
     const bool epi =
-        c_fused(x) && act == SL_MOE_SILU && multi_gemv(2, n) && wg->ne[1] == wu->ne[1];
+        ((dx_cuda *)x)->fused && act == SL_MOE_SILU && multi_gemv(2, n) && wg->ne[1] == wu->ne[1];
     sl_status st = mm_group(x, gu, 2, xn, n, ys, NULL, epi, err);
     if (!st && !epi) st = c_glu(x, act, g, u, wg->ne[1] * n, err);
     x->steps = s0 + 1;
