@@ -44,19 +44,26 @@ int sl_bench_long_value(sl_cli_args *a, long lo, long hi, long *out)
     return !v || sl_bench_parse_long(v, a->flag, lo, hi, out) ? 2 : 0;
 }
 
+double sl_bench_cpu_step_gbps(const sl_ctx_stats *before, const sl_ctx_stats *after)
+{
+    const double s = after->expert_cpu_seconds - before->expert_cpu_seconds;
+    return s > 0 ? (double)(after->expert_cpu_bytes - before->expert_cpu_bytes) / 1e9 / s : 0;
+}
+
 sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stats *s1,
-                                       int64_t steps, int32_t n_layer)
+                                       int64_t steps, int32_t n_layer, double *cpu_step_gbps)
 {
     const double ls = (double)(steps > 0 ? steps : 1) * (n_layer > 0 ? n_layer : 1);
+    size_t ran = 0; /* the steps whose experts ran on the CPU, first */
+    for (int64_t i = 0; cpu_step_gbps && i < steps; i++)
+        if (cpu_step_gbps[i] > 0) cpu_step_gbps[ran++] = cpu_step_gbps[i];
     return (sl_bench_dev_cost){
         .syncs_per_layer = (double)(s1->dev_syncs - s0->dev_syncs) / ls,
         .calls_per_layer = (double)(s1->dev_calls - s0->dev_calls) / ls,
         .pcie_expert_bytes_per_token =
             (double)(s1->copy_bytes - s0->copy_bytes) / (double)(steps > 0 ? steps : 1),
-        .cpu_expert_gbps = s1->expert_cpu_seconds > s0->expert_cpu_seconds
-                               ? (double)(s1->expert_cpu_bytes - s0->expert_cpu_bytes) / 1e9 /
-                                     (s1->expert_cpu_seconds - s0->expert_cpu_seconds)
-                               : 0,
+        .cpu_expert_gbps =
+            ran ? sl_cli_median(cpu_step_gbps, ran) : sl_bench_cpu_step_gbps(s0, s1),
         .steps_per_layer = s1->dev_layers > s0->dev_layers
                                ? (double)(s1->dev_layer_steps - s0->dev_layer_steps) /
                                      (double)(s1->dev_layers - s0->dev_layers)

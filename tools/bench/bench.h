@@ -27,7 +27,7 @@ int sl_bench_sweep(int argc, char **argv);
 /* What decode steps cost the host in device operations, from sl_ctx_stats taken before and
  * after `steps` steps of a model of n_layer layers (sluice.h dev_syncs, dev_calls, copy_bytes):
  * blocking syncs and device calls per layer and step, expert bytes over PCIe per step; and
- * the CPU expert path's GB/s (expert_cpu_bytes / expert_cpu_seconds). */
+ * the CPU expert path's GB/s (expert_cpu_bytes / expert_cpu_seconds; per step, see below). */
 typedef struct sl_bench_dev_cost {
     double syncs_per_layer, calls_per_layer, pcie_expert_bytes_per_token;
     double cpu_expert_gbps;  /* the CPU expert path's read rate (0: it ran nothing) */
@@ -44,7 +44,12 @@ typedef struct sl_bench_dev_cost {
     uint64_t hot_bytes;
 } sl_bench_dev_cost;
 sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stats *s1,
-                                       int64_t steps, int32_t n_layer);
+                                       int64_t steps, int32_t n_layer, double *cpu_step_gbps);
+/* One decode step's CPU expert GB/s, from sl_ctx_stats taken before and after it (0: none ran).
+ * sl_bench_dev_cost_of's cpu_expert_gbps is the median of the steps' positive rates when given
+ * them (cpu_step_gbps[steps], reordered): one preempted step of a noisy host moved the ratio of
+ * the totals from 41 to 102 % of the streaming read run to run (2 threads, this VM). */
+double sl_bench_cpu_step_gbps(const sl_ctx_stats *before, const sl_ctx_stats *after);
 /* Its JSON fields, each after a ',': "syncs_per_layer", "device_calls_per_layer",
  * "pcie_expert_bytes_per_token", "cpu_expert_gbps", "device_steps_per_layer" (null: no layer
  * on the device), "device_launches_per_layer" (null: no kernel counted: sim, the CPU),

@@ -82,7 +82,8 @@ static void usage(FILE *f)
           "run (HBM: a device-to-device copy on cuda; host: a streaming read with the same\n"
           "threads; on sim, device memory is host memory, so all of it is host bandwidth).\n"
           "A row whose experts ran on the CPU adds the CPU expert path's GB/s (the expert\n"
-          "weight bytes it read over its time) and that as a share of the streaming read.\n"
+          "weight bytes it read over its time; the median over the steps) and that as a\n"
+          "share of the streaming read.\n"
           "\n"
           "  -m, --model FILE       model to run (default: a synthetic qwen3moe, see --shape)\n"
           "  --shape S              small (default; ~33 MB Q4_K: 4 layers, dim 512, 32 experts\n"
@@ -412,7 +413,7 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     sl_model *m = NULL;
     sl_ctx *c = NULL;
     sl_error err = {0};
-    double *dt = malloc((size_t)n_gen * sizeof *dt);
+    double *dt = malloc(2 * (size_t)n_gen * sizeof *dt); /* the steps' times, CPU GB/s */
     int32_t *ptok = malloc((size_t)n_prompt * sizeof *ptok);
     if (!dt || !ptok) {
         free(dt);
@@ -455,10 +456,15 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
         memcpy(r->pprof.p1, r->prof.p0, sizeof r->pprof.p1);
         r->pprof.steps = n_prompt;
     }
+    double *eg = dt + n_gen; /* each step's CPU expert GB/s */
     for (int32_t i = 0; i < n_gen; i++) {
+        sl_ctx_stats b, e;
+        sl_ctx_stats_get(c, &b);
         t0 = sl_cli_now_s();
         if (sl_ctx_eval_greedy(c, &tok, 1, &tok, &err)) goto fail;
         dt[i] = sl_cli_now_s() - t0;
+        sl_ctx_stats_get(c, &e);
+        eg[i] = sl_bench_cpu_step_gbps(&b, &e);
     }
     r->steps = sl_cli_steps_of(dt, (size_t)n_gen);
     r->decode_ms = r->steps.mean_ms;
@@ -480,7 +486,7 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
     r->relu_zero = nn > 0 ? (double)(s1.ffn_neurons_zero - s0.ffn_neurons_zero) / nn : -1;
     r->relu_skip = nn > 0 ? (double)(s1.ffn_neurons_skipped - s0.ffn_neurons_skipped) / nn : -1;
     r->moe_scheduler = s1.moe_scheduler; /* a static name (sl_moe_name) */
-    r->cost = sl_bench_dev_cost_of(&s0, &s1, n_gen, info.n_layer);
+    r->cost = sl_bench_dev_cost_of(&s0, &s1, n_gen, info.n_layer, eg);
     r->pdl = s1.pdl;
     snprintf(r->graph_error, sizeof r->graph_error, "%s", s1.graph_error ? s1.graph_error : "");
     r->ok = true;

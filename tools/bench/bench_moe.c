@@ -216,7 +216,7 @@ static void run_row(sl_model *m, const sl_model_info *info, const sl_bench_bytes
     sl_ctx *c = NULL;
     sl_error err = {0};
     int32_t *tok = malloc((size_t)(n_pre > PROMPT ? n_pre : PROMPT) * sizeof *tok);
-    double *dt = malloc((size_t)n_dec * sizeof *dt);
+    double *dt = malloc(2 * (size_t)n_dec * sizeof *dt); /* the steps' times, CPU GB/s */
     if (!tok || !dt) {
         snprintf(r->why, sizeof r->why, "out of memory");
         free(tok);
@@ -240,10 +240,15 @@ static void run_row(sl_model *m, const sl_model_info *info, const sl_bench_bytes
     int32_t t;
     if (sl_ctx_eval_greedy(c, tok, PROMPT, &t, &err)) goto fail;
     sl_ctx_stats_get(c, &s0);
+    double *eg = dt + n_dec; /* each step's CPU expert GB/s */
     for (int32_t i = 0; i < n_dec; i++) {
+        sl_ctx_stats b, e;
+        sl_ctx_stats_get(c, &b);
         const double t0 = sl_cli_now_s();
         if (sl_ctx_eval_greedy(c, &t, 1, &t, &err)) goto fail;
         dt[i] = sl_cli_now_s() - t0;
+        sl_ctx_stats_get(c, &e);
+        eg[i] = sl_bench_cpu_step_gbps(&b, &e);
     }
     sl_ctx_stats_get(c, &s1);
     r->steps = sl_cli_steps_of(dt, (size_t)n_dec);
@@ -254,7 +259,7 @@ static void run_row(sl_model *m, const sl_model_info *info, const sl_bench_bytes
     r->mcalls_cpu = (double)(s1.moe_calls_cpu - s0.moe_calls_cpu) / n_dec;
     r->mcalls_post = (double)(s1.moe_calls_post - s0.moe_calls_post) / n_dec;
     r->mcalls_full = (double)(s1.moe_calls_full - s0.moe_calls_full) / n_dec;
-    r->cost = sl_bench_dev_cost_of(&s0, &s1, n_dec, info->n_layer);
+    r->cost = sl_bench_dev_cost_of(&s0, &s1, n_dec, info->n_layer, eg);
     r->overlap_pct = s1.copy_overlap_pct;
     const double fe = (double)(s1.expert_fetches - s0.expert_fetches);
     const double fb = (double)(s1.expert_fallbacks - s0.expert_fallbacks);
@@ -670,8 +675,9 @@ int sl_bench_moe(int argc, char **argv)
                    r->cost.syncs_per_layer, r->cost.calls_per_layer, r->cost.cpu_expert_gbps);
         }
         printf("(MB per decode step; sync/L, call/L: blocking syncs and device calls per layer "
-               "and step; CPU GB/s: the CPU expert path's weight reads over its time, beside the "
-               "streaming read of %.2f GB/s above; decode %" PRId64 " steps after an %d-token "
+               "and step; CPU GB/s: the CPU expert path's weight reads over its time (median "
+               "of the steps), beside the streaming read of %.2f GB/s above; decode %" PRId64
+               " steps after an %d-token "
                "prompt; prefill %" PRId64 " tokens in one batch)\n", cpu_gbs, n_dec, PROMPT,
                n_pre);
         if (trace_done) printf("trace of one post decode step: %s\n", trace);
