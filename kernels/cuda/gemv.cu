@@ -223,6 +223,19 @@ extern "C" size_t sl_cuda_q8x_bytes(int64_t cols)
     return cols >= 32 && cols % 32 == 0 && cols <= QX_MAX_COLS ? qx_smem(cols) : 0;
 }
 
+/* The Q8_1 x of sl_cuda_quant_q8x / sl_cuda_gemv_q8x (cols wide): 16-byte aligned for the
+ * kernels' vector loads, and apart from the float buffer the call writes or reads beside it. */
+static sl_status xq_check(const char *fn, const void *d_xq, int64_t cols, const float *d_f,
+                          int64_t f_n, const char *f_name, sl_error *err)
+{
+    if ((uintptr_t)d_xq % 16)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: d_xq %p is not 16-byte aligned", fn, d_xq);
+    if (sl__floats_overlap(d_f, f_n, (const float *)d_xq,
+                           (int64_t)(sl_cuda_q8x_bytes(cols) / sizeof(float))))
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %s and d_xq overlap", fn, f_name);
+    return SL_OK;
+}
+
 extern "C" sl_status sl_cuda_quant_q8x(sl_cuda_ctx *c, const float *d_x, int64_t cols,
                                        void *d_xq, sl_error *err)
 {
@@ -233,14 +246,10 @@ extern "C" sl_status sl_cuda_quant_q8x(sl_cuda_ctx *c, const float *d_x, int64_t
     if (!d_x || !d_xq)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
                             !d_x ? "d_x" : "d_xq");
-    if ((uintptr_t)d_xq % 16)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: d_xq %p is not 16-byte aligned", __func__,
-                            d_xq);
-    if (sl__floats_overlap(d_x, cols, (const float *)d_xq, (int64_t)(xb / sizeof(float))))
-        return sl_error_set(err, SL_ERR_INVALID, "%s: d_x and d_xq overlap", __func__);
-    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
-    sl_status st = sl__cuda_ctx_enter(c, err);
+    sl_status st = xq_check(__func__, d_xq, cols, d_x, cols, "d_x", err);
     if (st) return st;
+    if (!c) return sl_error_set(err, SL_ERR_INVALID, "%s: ctx is NULL", __func__);
+    if ((st = sl__cuda_ctx_enter(c, err))) return st;
     sl__cuda_launch(c, k_quant_q8x, dim3(1), QX_THREADS, 0, d_x, cols, (uint8_t *)d_xq);
     SL_CU_LAUNCH(err, "k_quant_q8x");
     return SL_OK;
@@ -256,12 +265,7 @@ extern "C" sl_status sl_cuda_gemv_q8x(sl_cuda_ctx *c, uint32_t type, const void 
     if (!d_w || !d_xq || !d_y)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %s is NULL", __func__,
                             !d_w ? "d_w" : !d_xq ? "d_xq" : "d_y");
-    if ((uintptr_t)d_xq % 16)
-        return sl_error_set(err, SL_ERR_INVALID, "%s: d_xq %p is not 16-byte aligned", __func__,
-                            d_xq);
-    if (sl__floats_overlap(d_y, rows, (const float *)d_xq,
-                           (int64_t)(sl_cuda_q8x_bytes(cols) / sizeof(float))))
-        return sl_error_set(err, SL_ERR_INVALID, "%s: d_y and d_xq overlap", __func__);
+    if ((st = xq_check(__func__, d_xq, cols, d_y, rows, "d_y", err))) return st;
     const bool al = ((uintptr_t)d_w & (uintptr_t)(sl_qx_align(type) - 1)) == 0;
     if (!sl_cuda_gemv_q8_act(type, cols, 1, al, false))
         return sl_error_set(err, SL_ERR_UNSUPPORTED, "%s: type code %u with %lld columns at this "
