@@ -42,6 +42,18 @@ static sl_status legacy_mla(sl_model *m, sl_error *err)
     return SL_OK;
 }
 
+/* The vocabulary size llama.cpp's loader sees before the tensors: {arch}.vocab_size, else the
+ * tokenizer's token count (0: neither) — what its deepseek2 file rules key on. */
+static int64_t file_vocab(const sl_model *m)
+{
+    char k[96];
+    const sl_gguf_value *v = sl_gguf_find(m->gguf, sl__arch_key(k, sizeof k, m, "vocab_size"));
+    if (v && (v->type == SL_GGUF_U32 || v->type == SL_GGUF_U64)) return (int64_t)v->v.u64;
+    if (v && (v->type == SL_GGUF_I32 || v->type == SL_GGUF_I64)) return v->v.i64;
+    v = sl_gguf_find(m->gguf, "tokenizer.ggml.tokens");
+    return v && v->type == SL_GGUF_ARR ? (int64_t)v->v.arr.n : 0;
+}
+
 sl_status sl__deepseek2_hparams(sl_model *m, sl_error *err)
 {
     sl__hparams *hp = &m->hp;
@@ -122,8 +134,10 @@ sl_status sl__deepseek2_hparams(sl_model *m, sl_error *err)
                                 hp->n_expert_used);
     }
     int32_t gf;
-    if ((st = sl__arch_get_i32(m, "expert_gating_func", false, 1, 1, 2, &gf, err))) return st;
-    /* llama.cpp: absent (V2, V2.5 files) means softmax; 1 softmax, 2 sigmoid */
+    if ((st = sl__arch_get_i32(m, "expert_gating_func", false, 0, 0, 2, &gf, err))) return st;
+    /* 1 softmax, 2 sigmoid; absent, llama.cpp's rule: sigmoid for GLM-4.7-Flash (47 or 48
+     * trunk layers, 154880 tokens: its files leave the key out), else softmax (V2, V2.5) */
+    if (!gf && (hp->n_layer == 47 || hp->n_layer == 48) && file_vocab(m) == 154880) gf = 2;
     hp->gating = gf == 2 ? SL_GATING_SIGMOID : SL_GATING_SOFTMAX_TOPK;
     const sl_gguf_value *nv =
         sl_gguf_find(m->gguf, sl__arch_key(k, sizeof k, m, "expert_weights_norm"));

@@ -518,6 +518,69 @@ static void check_mtp_deepseek2(void)
     for (int i = 0; i < 3; i++) free(logits[i]);
 }
 
+/* deepseek2 without expert_gating_func routes as llama.cpp's loader says: sigmoid for a
+ * GLM-4.7-Flash file (47 or 48 trunk blocks, 154880 tokens by deepseek2.vocab_size or the
+ * tokenizer's list; its converter leaves the key out), softmax otherwise. Logits of files
+ * without the key against the same weights with the key 2 (sigmoid, testmodel's) or 1
+ * (softmax); 154880 x 64 tied embeddings keep each file ~40 MB. */
+static void check_glm_gating_deepseek2(void)
+{
+    static const struct {
+        int n_layer, n_nextn;
+        bool drop;    /* expert_gating_func left out, deepseek2.vocab_size 154880 written */
+        bool softmax; /* expert_gating_func 1 */
+    } k_files[] = {{47, 0, true, false}, {47, 0, false, false}, {47, 0, false, true},
+                   {48, 1, true, false}, {46, 0, true, false}, {46, 0, false, true},
+                   {47, 0, false, false}};
+    enum { NF = sizeof k_files / sizeof *k_files };
+    float *logits[NF] = {NULL};
+    int32_t n_vocab = 0;
+    for (int i = 0; i < NF; i++) {
+        tm_params p;
+        tm_defaults("deepseek2", &p);
+        p.n_vocab = 154880;
+        p.tie_output = 1;
+        p.n_layer = k_files[i].n_layer;
+        p.n_nextn = k_files[i].n_nextn;
+        if (k_files[i].drop) {
+            p.drop_key = "expert_gating_func";
+            p.set_key = "vocab_size";
+            p.set_val = 154880;
+        } else if (k_files[i].softmax) {
+            p.set_key = "expert_gating_func";
+            p.set_val = 1;
+        }
+        if (i == NF - 1) p.drop_key = "expert_gating_func"; /* and no vocab_size: n_vocab 0 */
+        sl_error e;
+        const char *path = tmp_path("ds2-gating.gguf");
+        CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "write: %s", e.msg);
+        sl_model *m = open_model(path, SL_PLACE_CPU, SL_LOAD_PREAD, 0);
+        if (!m) continue;
+        sl_model_info info;
+        sl_model_info_get(m, &info);
+        n_vocab = info.n_vocab;
+        logits[i] = run_prefill(m, 512, false);
+        sl_model_close(m);
+    }
+    /* pairs (a, b, same): 47 blocks without the key = sigmoid, != softmax; 48 blocks of which
+     * one MTP (the same 47-block trunk, check_mtp_deepseek2) = sigmoid; 46 = softmax; 47
+     * without a vocabulary size llama.cpp sees before the tensors = softmax */
+    static const int k_pairs[][3] = {{0, 1, 1}, {0, 2, 0}, {3, 1, 1}, {4, 5, 1}, {6, 2, 1}};
+    for (size_t i = 0; i < sizeof k_pairs / sizeof *k_pairs; i++) {
+        const float *a = logits[k_pairs[i][0]], *b = logits[k_pairs[i][1]];
+        if (!a || !b) continue;
+        double scale;
+        const double d = max_diff(a, b, (size_t)n_vocab * N_TOK, &scale);
+        if (k_pairs[i][2])
+            CHECK_MSG(scale > 1e-3 && d == 0, "deepseek2 gating: file %d (no key) differs from "
+                      "file %d by %g (scale %g)", k_pairs[i][0], k_pairs[i][1], d, scale);
+        else
+            CHECK_MSG(d > 1e-3 * scale, "deepseek2 gating: sigmoid and softmax gave the same "
+                      "logits (%g)", d);
+    }
+    for (int i = 0; i < NF; i++) free(logits[i]);
+}
+
 /* Opens a deepseek2 testmodel changed by one of omit / reshape / set_key / drop_key and
  * expects SL_ERR_FORMAT (or `want`) with a message holding a and b. */
 static void refuse_ds2(const char *path, const sl_model_options *o, const char *omit,
@@ -603,7 +666,7 @@ static void check_broken_deepseek2(const char *path, const sl_model_options *o)
         {NULL, NULL, "expert_group_used_count", 0, NULL, false,
          "deepseek2.expert_group_used_count", "[1, expert_group_count 4]"},
         {NULL, NULL, "expert_gating_func", 3, NULL, false, "deepseek2.expert_gating_func",
-         "outside [1, 2]"},
+         "outside [0, 2]"},
         {NULL, NULL, "leading_dense_block_count", 4, NULL, false,
          "deepseek2.leading_dense_block_count", "outside [0, 3]"},
         /* MTP blocks: at least one trunk block stays */
@@ -865,6 +928,7 @@ int main(int argc, char **argv)
     check_broken();
     check_legacy_deepseek2();
     check_mtp_deepseek2();
+    check_glm_gating_deepseek2();
     if (argc > 1) {
         const char *ma[] = {"llama", "mixtral", "qwen3moe", "olmoe"};
         for (size_t i = 0; i < 4; i++) {

@@ -121,7 +121,8 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             attn_output. Layers below leading_dense_block_count: SwiGLU FFN. The last
             nextn_predict_layers blocks (MTP) are not run. MoE (HF
             DeepseekV3MoE / MoEGate): p = sigmoid(logits) (expert_gating_func 2; 1 or absent:
-            softmax); selection score p + exp_probs_b; with expert_group_count G > 1 a group
+            softmax, but absent with 47/48 blocks and 154880 tokens: sigmoid, llama.cpp's
+            GLM-4.7-Flash rule); selection score p + exp_probs_b; with expert_group_count G > 1 a group
             scores the sum of its two best selection scores and only the
             expert_group_used_count best groups stay (masked to -inf, llama.cpp; HF fills 0.0,
             the same selection whenever k unmasked scores are positive); top k of the scores;
@@ -430,7 +431,12 @@ class Model:
             self.head_v = int(self._kv(f"{a}.attention.value_length{mla}"))
             self.n_dense = int(self._kv(f"{a}.leading_dense_block_count", 0))
             self.yarn_log_mul = float(self._kv(f"{a}.rope.scaling.yarn_log_multiplier", 0.0))
-            self.gating_sigmoid = int(self._kv(f"{a}.expert_gating_func", 1)) == 2
+            gating = int(self._kv(f"{a}.expert_gating_func", 0))
+            if gating == 0:  # llama.cpp's rule: GLM-4.7-Flash files leave the key out
+                toks = self.reader.fields.get("tokenizer.ggml.tokens")
+                vocab = int(self._kv(f"{a}.vocab_size", len(toks.data) if toks else 0))
+                gating = 2 if self.n_layer in (47, 48) and vocab == 154880 else 1
+            self.gating_sigmoid = gating == 2
             self.n_group = int(self._kv(f"{a}.expert_group_count", 0))
             self.group_used = int(self._kv(f"{a}.expert_group_used_count", 0))
             self.w_norm = bool(self._kv(f"{a}.expert_weights_norm", False))
