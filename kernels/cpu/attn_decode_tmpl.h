@@ -33,7 +33,8 @@ static void SL_ATTN_DECODE_FN(const float *q, const void *k, const void *v,
 {
     const int32_t D = p->head_dim, group = p->n_head / p->n_kv_head;
     const int32_t p0 = p->window > 0 && p->window < p->n_pos ? p->n_pos - p->window : 0;
-    const float scale = p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)D);
+    const float scale = (p->scale != 0.0f ? p->scale : 1.0f / sqrtf((float)D)) *
+                        sl_attn_temp(p->temp_scale, p->temp_len, p->n_pos - 1);
     const float cap = p->softcap;
     const size_t row = (size_t)p->n_kv_head * (size_t)D;
     const bool f16 = p->kv_type == SL_KV_F16;

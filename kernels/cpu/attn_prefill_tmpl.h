@@ -121,8 +121,9 @@ static void SL_ATTN_PREFILL_FN(const float *q, const void *k, const void *v,
             const int64_t tok = t.t0 + r / t.nh;
             const int32_t h = t.h0 + r % t.nh;
             const float *qr = q + (size_t)tok * qd + (size_t)h * (size_t)D;
-            for (int32_t d = 0; d < D; d++) qt[(size_t)d * SL_PF_R + (size_t)r] = qr[d] * scale;
             const int64_t ph = pos[tok];
+            const float sr = scale * sl_attn_temp(p->temp_scale, p->temp_len, (int32_t)ph);
+            for (int32_t d = 0; d < D; d++) qt[(size_t)d * SL_PF_R + (size_t)r] = qr[d] * sr;
             const int64_t pl = p->window > 0 && ph + 1 > p->window ? ph + 1 - p->window : 0;
             hi[r] = (float)ph;
             lo[r] = (float)pl;

@@ -29,6 +29,8 @@ struct attn_k {
     const int32_t *pos;                         /* or, not NULL: token t's n_pos is pos[t] + 1 */
     int64_t q_ts;                               /* floats between tokens of q and out */
     float scale, softcap;
+    float temp_scale;                           /* sl_attn_params' temperature */
+    int32_t temp_len;
     const float *sinks;
 };
 
@@ -45,6 +47,7 @@ static __device__ __forceinline__ void ad_body(const float *q, const KV *k, cons
     const int kvh = h / a.group;
     const int32_t n_pos = a.pos ? a.pos[blockIdx.y] + 1 : a.n_pos;
     const int32_t p0 = a.window > 0 && a.window < n_pos ? n_pos - a.window : 0;
+    const float sc = a.scale * sl_attn_temp(a.temp_scale, a.temp_len, n_pos - 1);
     q += (int64_t)blockIdx.y * a.q_ts;
     out += (int64_t)blockIdx.y * a.q_ts;
     const int64_t row = (int64_t)a.n_kv_head * a.D;
@@ -64,7 +67,7 @@ static __device__ __forceinline__ void ad_body(const float *q, const KV *k, cons
             const int d = lane + 32 * i;
             if (d < a.D) dot = fmaf(qr[i], ap_kv<KV>(k, base + d), dot);
         }
-        float l = sl_warp_sum(dot) * a.scale;
+        float l = sl_warp_sum(dot) * sc;
         if (a.softcap > 0.0f) l = a.softcap * tanhf(l / a.softcap);
         const float mn = fmaxf(m, l);
         const float corr = expf(m - mn), e = expf(l - mn);

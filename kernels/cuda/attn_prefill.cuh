@@ -20,6 +20,7 @@
 #include <mma.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h" /* kernels/ref/ops.h (C linkage): sl_attn_temp */
 
 /* AP_MIN_TOKENS: sl_cuda_attn_at takes this kernel from this many tokens on (ops.cu); head
  * dims up to AP_MAX_D when ap_layout's bytes fit the device's shared memory (MLA's 576-wide
@@ -38,6 +39,8 @@ struct ap_args {
     bool kv_same;       /* k == v (MLA's latent rows): one tile in shared memory serves both */
     int64_t q_ts;
     float scale, softcap;
+    float temp_scale;   /* sl_attn_params' temperature */
+    int32_t temp_len;
     const float *sinks; /* NULL or [n_head] */
 };
 
@@ -112,7 +115,8 @@ template <typename KV> static __device__ void ap_body(const ap_args &a, uint8_t 
         if (r0 + r < nrows && d < a.D) {
             const int64_t t = (r0 + r) / a.group;
             const int h = kvh * a.group + (int)((r0 + r) % a.group);
-            x = a.q[t * a.q_ts + (int64_t)h * a.D + d] * a.scale;
+            x = a.q[t * a.q_ts + (int64_t)h * a.D + d] * a.scale *
+                sl_attn_temp(a.temp_scale, a.temp_len, a.pos[t]);
         }
         sq[r * ldh + d] = __float2half_rn(x);
         so[r * ldo + d] = 0.0f;

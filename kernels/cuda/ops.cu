@@ -391,6 +391,8 @@ static void attn_common(A &a, const sl_attn_params *p, float scale, const int32_
     a.q_ts = (int64_t)p->n_head * p->head_dim;
     a.scale = scale;
     a.softcap = p->softcap;
+    a.temp_scale = p->temp_scale;
+    a.temp_len = p->temp_len;
     a.sinks = p->sinks;
 }
 

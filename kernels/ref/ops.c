@@ -540,6 +540,9 @@ sl_status sl_ref_attn_validate(const sl_attn_params *p, sl_error *err)
     if (!isfinite(p->softcap) || p->softcap < 0.0f)
         return sl_error_set(err, SL_ERR_INVALID, "attn: softcap = %g must be finite and >= 0",
                             (double)p->softcap);
+    if (!isfinite(p->temp_scale) || (p->temp_scale != 0.0f && p->temp_len < 1))
+        return sl_error_set(err, SL_ERR_INVALID, "attn: temp_scale = %g needs a finite value "
+                            "and temp_len >= 1 (%d)", (double)p->temp_scale, p->temp_len);
     if (p->kv_type != SL_KV_F32 && p->kv_type != SL_KV_F16)
         return sl_error_set(err, SL_ERR_INVALID, "attn: kv_type = %d is not F32 (0) or F16 (1)",
                             (int)p->kv_type);
@@ -574,7 +577,8 @@ sl_status sl_ref_attn_decode(const float *q, const void *k, const void *v,
     const int32_t D = p->head_dim, group = p->n_head / p->n_kv_head;
     const int32_t p0 = p->window > 0 && p->window < p->n_pos ? p->n_pos - p->window : 0;
     const int32_t np = p->n_pos - p0;
-    const double scale = sl_ref_attn_scale(p);
+    const double scale =
+        sl_ref_attn_scale(p) * (double)sl_attn_temp(p->temp_scale, p->temp_len, p->n_pos - 1);
     const size_t row = (size_t)p->n_kv_head * (size_t)D; /* elements per cache position */
 
     double *logit = malloc(((size_t)np + (size_t)D) * sizeof *logit);

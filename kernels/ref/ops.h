@@ -18,6 +18,7 @@
 #ifndef SL_KERNELS_REF_OPS_H
 #define SL_KERNELS_REF_OPS_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -215,7 +216,25 @@ typedef struct sl_attn_params {
     const float *sinks; /* NULL or [n_head] logits that join the softmax denominator only
                            (gpt-oss attention sinks) */
     sl_kv_type kv_type; /* element type of both caches */
+    /* 0: off; else the logits of the query at position p also times sl_attn_temp(temp_scale,
+     * temp_len, p) (llama.cpp's attention temperature, deepseek2 attention.temperature_scale /
+     * _length: Mistral Large 3; it scales Q, the same up to rounding); finite */
+    float temp_scale;
+    int32_t temp_len; /* >= 1 where temp_scale != 0 */
 } sl_attn_params;
+
+#ifdef __CUDACC__
+#define SL_ATTN_TEMP_FN static inline __host__ __device__
+#else
+#define SL_ATTN_TEMP_FN static inline
+#endif
+/* The temperature of a query at position pos: 1 + s * ln(floor(pos / len) + 1), in
+ * llm_graph_input_attn_temp's float / double steps (1 where s == 0); every backend's one rule. */
+SL_ATTN_TEMP_FN float sl_attn_temp(float s, int32_t len, int32_t pos)
+{
+    if (s == 0.0f || len < 1) return 1.0f;
+    return (float)(log((double)floorf((float)pos / (float)len) + 1.0) * (double)s + 1.0);
+}
 
 /* SL_OK if p describes a computable attention; else SL_ERR_INVALID naming the field. */
 sl_status sl_ref_attn_validate(const sl_attn_params *p, sl_error *err);

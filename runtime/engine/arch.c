@@ -326,6 +326,10 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.rope.scaling.attn_factor': %g, "
                             "expected > 0", sl_arch_name(m->arch), (double)hp->yarn_attn_factor);
     if (stype && !strcmp(stype, "yarn")) {
+        /* the file's betas, as HF applies its config's: llama.cpp 0c1e570 reads them only for
+         * a few archs (none of these) and keeps 32 / 1, which every file here with the keys
+         * also holds (DeepSeek-V3, gpt-oss, Mistral); a file with other betas (Kimi-K2's 1 / 1)
+         * follows HF, not llama.cpp */
         hp->yarn_ext_factor = 1.0f; /* llama.cpp's default for yarn scaling */
         if ((st = get_f32(m, "rope.scaling.yarn_beta_fast", false, 32.0f, &hp->yarn_beta_fast, err)))
             return st;

@@ -94,8 +94,17 @@ sl_status sl__deepseek2_hparams(sl_model *m, sl_error *err)
         (st = sl__arch_get_i32(m, "expert_group_used_count", false, 0, 0, BIG, &hp->n_group_used,
                                err)) ||
         (st = sl__arch_get_f32(m, "rope.scaling.yarn_log_multiplier", false, 0.0f,
-                               &hp->yarn_log_mul, err)))
+                               &hp->yarn_log_mul, err)) ||
+        /* Mistral Large 3's temperature (llama.cpp: Q times 1 + s ln(floor(pos / L) + 1)) */
+        (st = sl__arch_get_f32(m, "attention.temperature_scale", false, 0.0f,
+                               &hp->attn_temp_scale, err)) ||
+        (st = sl__arch_get_i32(m, "attention.temperature_length", hp->attn_temp_scale != 0.0f,
+                               0, 0, BIG, &hp->attn_temp_len, err)))
         return st;
+    if (hp->attn_temp_scale != 0.0f && hp->attn_temp_len < 1)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.temperature_length': "
+                            "0, expected >= 1 with temperature_scale %g", a,
+                            (double)hp->attn_temp_scale);
     if (!sl_gguf_find(m->gguf, sl__arch_key(k, sizeof k, m, "rope.dimension_count")))
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s' missing (required: the "
                             "rope part of each head)", k);

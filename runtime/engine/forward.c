@@ -181,7 +181,8 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
                                .head_dim = hp->head_dim, .n_pos = 1, .scale = hp->attn_scale,
                                .window = L->swa ? hp->n_swa : 0, .kv_type = c->kv.type,
                                .softcap = hp->attn_softcap,
-                               .sinks = L->sinks ? L->sinks->data : NULL};
+                               .sinks = L->sinks ? L->sinks->data : NULL,
+                               .temp_scale = hp->attn_temp_scale, .temp_len = hp->attn_temp_len};
     if ((st = attn_seqs(c, s, il, s->q, ap, s->att, err))) return st;
     return L->attn_gated ? sl__qwen3next_att_gate(c, s, n, err) : SL_OK;
 }
@@ -232,7 +233,8 @@ static sl_status attn_mla(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
         (st = vt->copy2d(dx, s->q + C, Dl, s->att + nope, Dk, n * H, R, err)))
         return st;
     const sl_attn_params ap = {.n_head = (int32_t)H, .n_kv_head = 1, .head_dim = (int32_t)Dl,
-                               .n_pos = 1, .scale = hp->attn_scale, .kv_type = c->kv.type};
+                               .n_pos = 1, .scale = hp->attn_scale, .kv_type = c->kv.type,
+                               .temp_scale = hp->attn_temp_scale, .temp_len = hp->attn_temp_len};
     if ((st = attn_seqs(c, s, il, s->q, ap, s->att, err))) return st; /* k_only: V reads K */
     /* each head's latent result [C] -> its value head [Dv]: [n][H][Dv] in q */
     return vt->mm_heads(dx, L->wv_b, s->att, H * Dl, Dl, s->q, H * Dv, Dv, n, err);

@@ -111,6 +111,10 @@ typedef struct sl__hparams {
                                of rope_freqs (llama, granite; phi3 reads them always) */
     float attn_scale;       /* 0: 1/sqrt(head_dim) */
     float attn_softcap;     /* attention logits c tanh(l / c) (gemma2); 0: none */
+    /* deepseek2 attention.temperature_scale / _length (Mistral Large 3): sl_attn_params'
+     * temp_scale / temp_len; 0: none */
+    float attn_temp_scale;
+    int32_t attn_temp_len;
     float final_softcap;    /* output logits c tanh(l / c) (gemma2); 0: none */
     float embd_scale;       /* embeddings times this (gemma: sqrt(n_embd); granite's
                                embedding_scale); 0: none */

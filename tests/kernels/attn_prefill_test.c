@@ -27,6 +27,7 @@
 
 typedef struct shape {
     int32_t n_head, n_kv_head, head_dim, n_pos, n_tok;
+    float temp; /* sl_attn_params temp_scale, over temp_len 8 (0: none) */
 } shape;
 
 /* worst |got - want| / max|v| seen on this ISA */
@@ -39,7 +40,7 @@ static void prefill_case(const sl_cpu_ops *ops, uint64_t *rng, shape s, sl_kv_ty
     sl_error err;
     sl_attn_params p = {.n_head = s.n_head, .n_kv_head = s.n_kv_head, .head_dim = s.head_dim,
                         .n_pos = s.n_pos, .scale = scale, .window = window, .softcap = cap,
-                        .kv_type = kt};
+                        .kv_type = kt, .temp_scale = s.temp, .temp_len = 8};
     const int64_t qd = (int64_t)s.n_head * s.head_dim, nq = qd * s.n_tok;
     float *q = fvec(nq, rng, 1.0f);
     void *k = make_cache(s.n_pos, s.n_kv_head, s.head_dim, kt, rng, 1.0f);
@@ -87,9 +88,9 @@ static void prefill_case(const sl_cpu_ops *ops, uint64_t *rng, shape s, sl_kv_ty
     char what[224];
     snprintf(what, sizeof what,
              "%s prefill hd=%d heads=%d/%d n_pos=%d n_tok=%d %s window=%d sinks=%d cap=%g "
-             "gaps=%d",
+             "gaps=%d temp=%g",
              sl_cpu_isa_name(ops->isa), s.head_dim, s.n_head, s.n_kv_head, s.n_pos, s.n_tok,
-             kt == SL_KV_F16 ? "f16" : "f32", window, sinks, (double)cap, gaps);
+             kt == SL_KV_F16 ? "f16" : "f32", window, sinks, (double)cap, gaps, (double)s.temp);
     close_arr(what, got, want, nq, 0.0, tol * vmax);
     free(q);
     free(k);
@@ -106,11 +107,11 @@ static void test_isa(const sl_cpu_ops *ops, uint64_t *rng)
     static const int32_t dims[] = {1, 7, 16, 17, 64, 80, 128, 256, 544, SL_CPU_ATTN_TILE_MAX_D, SL_CPU_ATTN_TILE_MAX_D + 8};
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         for (int t = 0; t < 2; t++)
-            prefill_case(ops, rng, (shape){4, 2, dims[i], 45, 33}, (sl_kv_type)t, 0, false, 0.0f,
-                         0.0f, false, 2e-6);
+            prefill_case(ops, rng, (shape){4, 2, dims[i], 45, 33, 0.0f}, (sl_kv_type)t, 0,
+                         false, 0.0f, 0.0f, false, 2e-6);
     static const shape groups[] = {
-        {8, 8, 64, 80, 40},   {6, 2, 128, 90, 40}, {16, 2, 64, 70, 33},
-        {32, 1, 32, 40, 5},   {40, 1, 16, 50, 33},   {4, 1, 64, 1, 1},
+        {8, 8, 64, 80, 40, 0.0f},   {6, 2, 128, 90, 40, 0.0f}, {16, 2, 64, 70, 33, 0.0f},
+        {32, 1, 32, 40, 5, 0.0f},   {40, 1, 16, 50, 33, 0.0f},   {4, 1, 64, 1, 1, 0.0f},
     };
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
         for (int t = 0; t < 2; t++) {
@@ -121,17 +122,20 @@ static void test_isa(const sl_cpu_ops *ops, uint64_t *rng)
             prefill_case(ops, rng, s, kt, 7, true, 0.0f, 0.0f, false, 2e-6);
             prefill_case(ops, rng, s, kt, 40, false, 0.0f, 0.0f, true, 2e-6);
             prefill_case(ops, rng, s, kt, 0, false, 5.0f, 0.3f, false, 2e-6);
+            shape st = s; /* Mistral Large 3's temperature: each row at its own position */
+            st.temp = 0.5f;
+            prefill_case(ops, rng, st, kt, 0, false, 0.0f, 0.0f, true, 2e-6);
         }
     }
     /* a long cache: a 40-token prompt after 1,060 cached positions (llama-like heads), and
      * gpt-oss-like (sinks, window 128) and gemma-like (head_dim 256, window 512) prompts */
     for (int t = 0; t < 2; t++) {
         const sl_kv_type kt = (sl_kv_type)t;
-        prefill_case(ops, rng, (shape){8, 2, 128, 1100, 40}, kt, 0, false, 0.0f, 0.0f, false,
-                     2e-5);
-        prefill_case(ops, rng, (shape){8, 8, 64, 1100, 40}, kt, 128, true, 0.0f, 0.0f, false,
-                     2e-5);
-        prefill_case(ops, rng, (shape){4, 1, 256, 1100, 40}, kt, 512, false, 0.0f, 0.0f,
+        prefill_case(ops, rng, (shape){8, 2, 128, 1100, 40, 0.0f}, kt, 0, false, 0.0f, 0.0f,
+                     false, 2e-5);
+        prefill_case(ops, rng, (shape){8, 8, 64, 1100, 40, 0.0f}, kt, 128, true, 0.0f, 0.0f,
+                     false, 2e-5);
+        prefill_case(ops, rng, (shape){4, 1, 256, 1100, 40, 0.0f}, kt, 512, false, 0.0f, 0.0f,
                      false, 2e-5);
     }
     printf("%s path: worst |prefill - reference| = %.3g max|v|\n", sl_cpu_isa_name(ops->isa),

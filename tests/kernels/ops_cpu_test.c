@@ -290,6 +290,10 @@ static void fast_attention(const sl_cpu_ops *ops, uint64_t *rng)
             p.softcap = 5.0f;
             p.scale = 0.3f;
             fast_attention_case(ops, rng, p, 2e-6);
+            p.softcap = 0.0f; /* Mistral Large 3's temperature at the query's position */
+            p.temp_scale = 0.5f;
+            p.temp_len = 8;
+            fast_attention_case(ops, rng, p, 2e-6);
         }
     }
     /* a long cache: 4099 positions, llama-like heads; then gpt-oss-like (sinks + window) and

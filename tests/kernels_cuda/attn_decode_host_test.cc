@@ -41,6 +41,7 @@ struct variant {
     int n_tok;            /* else n_tok tokens at positions pos (n_pos stale) */
     int32_t pos[MAX_TOK];
     int gap;              /* floats between tokens past n_head * D (q_ts) */
+    float temp;           /* temp_scale over temp_len 8 (0: none) */
 };
 
 /* The grid over the instantiation attn_launch takes for a.D (attn_dpl_small), with wm, wsum
@@ -100,9 +101,12 @@ static void run(int vi, const variant &V)
     sl_attn_params p = {.n_head = V.n_head, .n_kv_head = V.n_kv, .head_dim = V.D, .n_pos = 1,
                         .scale = V.scale, .window = V.window, .softcap = V.softcap,
                         .sinks = V.sinks ? sinks.data() : nullptr,
-                        .kv_type = V.f16 ? SL_KV_F16 : SL_KV_F32};
+                        .kv_type = V.f16 ? SL_KV_F16 : SL_KV_F32, .temp_scale = V.temp,
+                        .temp_len = 8};
     a.scale = (float)sl_ref_attn_scale(&p); /* as attn_launch */
     a.softcap = V.softcap;
+    a.temp_scale = V.temp;
+    a.temp_len = 8;
     a.sinks = V.sinks ? sinks.data() : nullptr;
     const long faults0 = sl_shim_align_faults.load();
     const unsigned nh = (unsigned)V.n_head, nt = (unsigned)n_tok;
@@ -147,21 +151,27 @@ static void run(int vi, const variant &V)
 int main(void)
 {
     const variant vs[] = {
-        {"MHA, D 64, F32", 4, 4, 64, false, false, 0, 0.0f, 0.0f, false, 37, 0, {}, 0},
+        {"MHA, D 64, F32", 4, 4, 64, false, false, 0, 0.0f, 0.0f, false, 37, 0, {}, 0, 0.0f},
         {"GQA 8/2, D 128, F16, window 20 of 300, scale 0.1", 8, 2, 128, true, false, 20, 0.0f,
-         0.1f, false, 300, 0, {}, 0},
+         0.1f, false, 300, 0, {}, 0, 0.0f},
         {"group 2, D 80, F32, 300 positions, softcap", 2, 1, 80, false, false, 0, 1.0f, 0.0f,
-         false, 300, 0, {}, 0},
+         false, 300, 0, {}, 0, 0.0f},
         {"GQA 6/2, D 256, F16, softcap, sinks", 6, 2, 256, true, false, 0, 2.0f, 0.0f, true, 45,
-         0, {}, 0},
+         0, {}, 0, 0.0f},
         {"MLA 4/1, D 576, F16, V = K", 4, 1, 576, true, true, 0, 0.0f, 0.0f, false, 50, 0, {},
-         0},
+         0, 0.0f},
         {"MLA 4/1, D 576, F32, V = K, sinks, at 0 5 17 3", 4, 1, 576, false, true, 0, 0.0f,
-         0.0f, true, 0, 4, {0, 5, 17, 3}, 0},
+         0.0f, true, 0, 4, {0, 5, 17, 3}, 0, 0.0f},
         {"GQA 4/2, D 96, F32, window 8, sinks, at 9 0 40 2 15 1, gap 8", 4, 2, 96, false, false,
-         8, 0.0f, 0.0f, true, 0, 6, {9, 0, 40, 2, 15, 1}, 8},
+         8, 0.0f, 0.0f, true, 0, 6, {9, 0, 40, 2, 15, 1}, 8, 0.0f},
         {"MHA 3/3, D 256, F16, softcap, at 0 1 31 16", 3, 3, 256, true, false, 0, 1.5f, 0.0f,
-         false, 0, 4, {0, 1, 31, 16}, 0},
+         false, 0, 4, {0, 1, 31, 16}, 0, 0.0f},
+        /* Mistral Large 3's temperature: each token's at its own position, and the one
+         * token's at n_pos - 1 */
+        {"MLA 4/1, D 576, F32, V = K, temperature, at 0 9 40 17", 4, 1, 576, false, true, 0,
+         0.0f, 0.0f, false, 0, 4, {0, 9, 40, 17}, 0, 0.5f},
+        {"GQA 4/2, D 64, F16, temperature, one token at 70", 4, 2, 64, true, false, 0, 0.0f,
+         0.0f, false, 70, 0, {}, 0, 0.5f},
     };
     for (int i = 0; i < (int)(sizeof vs / sizeof vs[0]); i++) run(i, vs[i]);
     return sl_test_finish("attn_decode_host_test");

@@ -30,6 +30,7 @@ struct variant {
     float softcap;
     bool sinks;
     bool kv_same; /* V is K's rows (MLA's latent cache) */
+    float temp;   /* temp_scale over temp_len 8 (0: none) */
 };
 
 static void run(int vi, const variant &V)
@@ -84,6 +85,8 @@ static void run(int vi, const variant &V)
     a.q_ts = qd;
     a.scale = (float)(1.0 / sqrt((double)V.D));
     a.softcap = V.softcap;
+    a.temp_scale = V.temp;
+    a.temp_len = 8;
     a.sinks = V.sinks ? sinks : nullptr;
     for (int64_t i = 0; i < V.n_tok * qd; i++) out[i] = 12345.0f;
     const ap_smem L = ap_layout(Dp, V.kv_same);
@@ -101,7 +104,8 @@ static void run(int vi, const variant &V)
     sl_attn_params p = {.n_head = V.n_head, .n_kv_head = V.n_kv, .head_dim = V.D, .n_pos = 1,
                         .scale = 0.0f, .window = V.window, .softcap = V.softcap,
                         .sinks = V.sinks ? sinks : nullptr,
-                        .kv_type = V.f16 ? SL_KV_F16 : SL_KV_F32};
+                        .kv_type = V.f16 ? SL_KV_F16 : SL_KV_F32, .temp_scale = V.temp,
+                        .temp_len = 8};
     int bad = 0;
     double worst = 0.0;
     for (int t = 0; t < V.n_tok; t++) {
@@ -130,12 +134,14 @@ static void run(int vi, const variant &V)
 int main(void)
 {
     const variant vs[] = {
-        {4, 4, 64, 37, 263, false, false, false, 0, 0.0f, false, false},
-        {8, 2, 128, 21, 70, true, false, false, 50, 0.0f, false, false},
-        {4, 2, 80, 19, 40, false, true, false, 0, 1.0f, true, false},
-        {6, 2, 256, 23, 90, true, false, true, 0, 0.0f, false, false},
+        {4, 4, 64, 37, 263, false, false, false, 0, 0.0f, false, false, 0.0f},
+        {8, 2, 128, 21, 70, true, false, false, 50, 0.0f, false, false, 0.0f},
+        {4, 2, 80, 19, 40, false, true, false, 0, 1.0f, true, false, 0.0f},
+        {6, 2, 256, 23, 90, true, false, true, 0, 0.0f, false, false, 0.0f},
         /* MLA: 16 heads over one latent row of 576 (K and V the same rows) */
-        {16, 1, 576, 9, 80, true, false, false, 0, 0.0f, false, true},
+        {16, 1, 576, 9, 80, true, false, false, 0, 0.0f, false, true, 0.0f},
+        /* Mistral Large 3's temperature on the MLA rows, tokens restarting at 0 */
+        {16, 1, 576, 21, 30, false, false, true, 0, 0.0f, false, true, 0.5f},
     };
     for (int i = 0; i < (int)(sizeof vs / sizeof vs[0]); i++) run(i, vs[i]);
     return sl_test_finish("attn_prefill_host_test");

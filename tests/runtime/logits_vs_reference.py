@@ -38,16 +38,19 @@ import ref_forward as rf  # noqa: E402
 # deepseek2-kv_b: deepseek2 in the legacy attn_kv_b layout (mkmodel --legacy-kv-b)
 ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
          "deepseek2-kv_b", "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next", "llama-opt",
-         "granite-opt", "phi3-opt", "qwen2-opt")
+         "granite-opt", "phi3-opt", "qwen2-opt", "deepseek2-opt")
 # ARCH-opt: the optional tensors llama.cpp loads (mkmodel --biases), and LongRoPE where the
 # arch reads it: llama over an original context of 64 (eval's 12-token context: the short
-# factors), granite and phi3 over 8 (the long ones)
+# factors), granite and phi3 over 8 (the long ones); deepseek2: Mistral Large 3's attention
+# temperature over 4 positions (3 steps of it in the 12 tokens)
 OPT = {"llama": ["--biases", "--longrope", "64"], "granite": ["--biases", "--longrope", "8"],
-       "phi3": ["--biases", "--longrope", "8"], "qwen2": ["--biases"]}
+       "phi3": ["--biases", "--longrope", "8"], "qwen2": ["--biases"],
+       "deepseek2": ["--attn-temp", "4"]}
 DENSE = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "granite", "phi3")
 TYPES = {"F32": 1e-4, "Q8_0": 1e-2, "Q4_K": 1e-2}
 # deepseek2 (issue 15) is held to 1e-5 with F32 weights
-TOL_ARCH = {("deepseek2", "F32"): 1e-5, ("deepseek2-kv_b", "F32"): 1e-5}
+TOL_ARCH = {("deepseek2", "F32"): 1e-5, ("deepseek2-kv_b", "F32"): 1e-5,
+            ("deepseek2-opt", "F32"): 1e-5}
 # gpt-oss as its real files store it (mkmodel --type MXFP4: experts MXFP4, the rest Q8_0)
 # and the 2-3 bit K-quants (Q2_K / Q3_K) on a MoE and a dense architecture
 EXTRA = {"gpt-oss": {"MXFP4": 1e-2}, "qwen3moe": {"Q2_K": 1e-2, "Q3_K": 1e-2},

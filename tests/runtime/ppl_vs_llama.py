@@ -1,9 +1,12 @@
 """Manual parity check (issue 34): `sluice perplexity` against llama.cpp's llama-perplexity on
 mkmodel's F32 files, every architecture mkmodel writes (or those named), within 1e-4 relative.
 
-usage: python ppl_vs_llama.py SLUICE_BINARY [--llama DIR] [--ctx N] [--type T] [--tol R] [ARCH ...]
+usage: python ppl_vs_llama.py SLUICE_BINARY [--llama DIR] [--ctx N] [--type T] [--tol R]
+       [--mkflags "FLAGS"] [ARCH ...]
 
---type writes the files in another weight type (default F32); --tol is the relative tolerance
+--mkflags adds mkmodel flags to every file (e.g. "--attn-temp 16" with deepseek2: Mistral Large
+3's attention temperature; measured 2026-12-01, ctx 128: see the closing note). --type writes the
+files in another weight type (default F32); --tol is the relative tolerance
 (default 1e-4 for F32, 2e-3 for quantized types: both sides quantize activations to Q8 for
 quantized weights, and llama.cpp's SIMD Q8 quantizers round ties to even where the reference
 ones Sluice is bit-exact to round them away, so the logits differ in the last quant of a few
@@ -47,7 +50,7 @@ def main():
         return 2
     sluice, rest = args[0], args[1:]
     llama = os.environ.get("SLUICE_PEER_LLAMA_BIN", ".peer/build-0.3.36-cpu/bin")
-    ctx, wtype, tol = 128, "F32", None
+    ctx, wtype, tol, mkflags = 128, "F32", None, []
     while rest and rest[0].startswith("--"):
         flag, val, rest = rest[0], rest[1], rest[2:]
         if flag == "--llama":
@@ -58,6 +61,8 @@ def main():
             wtype = val
         elif flag == "--tol":
             tol = float(val)
+        elif flag == "--mkflags":
+            mkflags = val.split()
         else:
             print(f"unknown flag {flag}")
             return 2
@@ -77,7 +82,8 @@ def main():
     for arch in archs:
         model = os.path.join(tmp, f"{arch}.gguf")
         r = subprocess.run([sluice, "mkmodel", "--arch", arch, "--type", wtype, "--ctx",
-                            str(max(ctx, 256)), "-o", model], capture_output=True, text=True)
+                            str(max(ctx, 256)), *mkflags, "-o", model], capture_output=True,
+                           text=True)
         if r.returncode:
             print(f"{arch}: mkmodel failed: {r.stderr.strip()}")
             ok = False

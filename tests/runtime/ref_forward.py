@@ -118,7 +118,9 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             yarn_get_mscale(factor, mscale_all_dim) = 1 for V3's configs); scores of [q_nope |
             q_pe] . [k_nope | k_pe] scaled by mscale^2 / sqrt(nope + rope), mscale = 1 +
             yarn_log_multiplier ln(factor) (the file holds 0.1 mscale_all_dim); heads [v] ->
-            attn_output. Layers below leading_dense_block_count: SwiGLU FFN. The last
+            attn_output; with attention.temperature_scale s (Mistral Large 3) the query at
+            position p is first scaled by 1 + s ln(floor(p / temperature_length) + 1).
+            Layers below leading_dense_block_count: SwiGLU FFN. The last
             nextn_predict_layers blocks (MTP) are not run. MoE (HF
             DeepseekV3MoE / MoEGate): p = sigmoid(logits) (expert_gating_func 2; 1 or absent:
             softmax, but absent with 47/48 blocks and 154880 tokens: sigmoid, llama.cpp's
@@ -431,6 +433,11 @@ class Model:
             self.head_v = int(self._kv(f"{a}.attention.value_length{mla}"))
             self.n_dense = int(self._kv(f"{a}.leading_dense_block_count", 0))
             self.yarn_log_mul = float(self._kv(f"{a}.rope.scaling.yarn_log_multiplier", 0.0))
+            self.temp_scale = float(self._kv(f"{a}.attention.temperature_scale", 0.0))
+            self.temp_len = int(self._kv(f"{a}.attention.temperature_length", 0))
+            if self.temp_scale and self.temp_len < 1:
+                raise ValueError(f"{path}: {a}.attention.temperature_length {self.temp_len} "
+                                 "with a temperature_scale")
             gating = int(self._kv(f"{a}.expert_gating_func", 0))
             if gating == 0:  # llama.cpp's rule: GLM-4.7-Flash files leave the key out
                 toks = self.reader.fields.get("tokenizer.ggml.tokens")
@@ -499,6 +506,10 @@ class Model:
         q_pe = rope(q[:, :, nope:], positions, self.rope_base, R, ROPE_NORM, yarn, False)
         k_pe = rope(ckv[:, None, C:], positions, self.rope_base, R, ROPE_NORM, yarn, False)
         qf = np.concatenate([q[:, :, :nope], q_pe], axis=2)
+        if self.temp_scale:  # Mistral Large 3's temperature (vLLM's llama_4_scaling on Q)
+            pos = np.asarray(positions, dtype=np.float64)
+            qf = qf * (1.0 + self.temp_scale * np.log(np.floor(pos / self.temp_len) + 1.0)
+                       )[:, None, None]
         kf = np.concatenate([kv[:, :, :nope], np.repeat(k_pe, H, axis=1)], axis=2)
         mscale = 1.0
         if yarn is not None:

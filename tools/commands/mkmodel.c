@@ -90,6 +90,9 @@ static void usage(FILE *f)
             "  --longrope N      phi3, llama, granite: LongRoPE over an original context of N\n"
             "                    tokens (rope_factors_long/short, rope.scaling.attn_factor\n"
             "                    from --ctx / N; llama/granite: rope.scaling.type longrope)\n"
+            "  --attn-temp L     deepseek2: Mistral Large 3's attention temperature (Q times\n"
+            "                    1 + 0.1 ln(floor(pos / L) + 1)): attention.temperature_scale\n"
+            "                    0.1 and temperature_length L\n"
             "  --exact-quant     quantize every row with the reference quantizer; by default\n"
             "                    tensors in a block type with >= 2^20 weights and >= 512 rows\n"
             "                    are resampled from 256 exactly quantized rows (fast; every\n"
@@ -144,6 +147,7 @@ int sl_cli_mkmodel(int argc, char **argv)
         {"--router-topics", offsetof(sl_synth_params, router_topics), false, 0},
         {"--topic-run", offsetof(sl_synth_params, topic_run), false, 0},
         {"--longrope", offsetof(sl_synth_params, longrope), false, 0},
+        {"--attn-temp", offsetof(sl_synth_params, attn_temp), false, 0},
     };
     const size_t n_uf = sizeof uf / sizeof uf[0];
     const char *arch_s = NULL, *type_s = NULL, *out = NULL, *act_s = NULL;

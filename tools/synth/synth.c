@@ -338,6 +338,10 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
     if (p->longrope && (p->longrope < 2 || p->longrope > (1u << 24)))
         return sl_error_set(err, SL_ERR_RANGE, "--longrope %u: the original context length "
                             "must be in [2, 2^24]", p->longrope);
+    if (p->attn_temp && p->arch != SL_SYNTH_DEEPSEEK2)
+        return sl_error_set(err, SL_ERR_INVALID, "--attn-temp %u: only deepseek2 reads an "
+                            "attention temperature (not %s)", p->attn_temp,
+                            sl_synth_arch_name(p->arch));
     if (p->legacy_kv_b && p->arch != SL_SYNTH_DEEPSEEK2)
         return sl_error_set(err, SL_ERR_INVALID, "--legacy-kv-b: only deepseek2 has an "
                             "attn_kv_b layout (not %s)", sl_synth_arch_name(p->arch));
@@ -778,6 +782,10 @@ static void write_kv_mla(kv_ctx *c, const sl_synth_params *p)
     kv_arch_f32(c, "rope.scaling.factor", 40.0f);
     kv_arch_u32(c, "rope.scaling.original_context_length", 4096);
     kv_arch_f32(c, "rope.scaling.yarn_log_multiplier", 0.1f);
+    if (p->attn_temp) {
+        kv_arch_f32(c, "attention.temperature_scale", 0.1f);
+        kv_arch_u32(c, "attention.temperature_length", p->attn_temp);
+    }
 }
 
 /* Keys as convert_hf_to_gguf.py writes them for the corresponding HF models. */

@@ -94,6 +94,10 @@ typedef struct sl_synth_params {
                              * rope_factors_long / _short [n_rot / 2], original_context_length
                              * N, rope.scaling.attn_factor sqrt(1 + ln(ctx / N) / ln N) when
                              * --ctx > N (else 1); 0: none */
+    uint32_t attn_temp;     /* --attn-temp L: deepseek2, Mistral Large 3's attention temperature
+                             * as its converter writes it (MistralMoeModel):
+                             * attention.temperature_scale 0.1 (llama_4_scaling beta),
+                             * temperature_length L; 0: none */
     uint64_t seed;          /* --seed */
     /* deepseek2 only (no flags; 0: derived from --dim/--heads with D = dim / heads: q_lora and
      * kv_lora dim / 2, nope D, rope D / 2, v D; leading dense layers 1 if --layers > 1;
