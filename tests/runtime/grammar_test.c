@@ -2,6 +2,7 @@
  * malformed kind refused with its line and column), acceptance of strings over code points
  * (whole, incomplete, rejected; UTF-8 cut between pieces), candidate filtering and the end
  * states. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,8 +272,33 @@ static void test_json(void)
     REJECTS(json, "{\"a\" 1}");
 }
 
+/* A chain of rules each naming the next twice at its start (r_i ::= r_{i+1} "a" | r_{i+1}
+ * "b"): the left-recursion check walks each rule once; walking finished rules again cost
+ * 2^depth, and this 60-deep chain (1.9 KB, an HTTP request's grammar) would not finish. The
+ * same chain closed into a loop at the end is refused as left-recursive. */
+static void test_deep_chain(void)
+{
+    enum { DEPTH = 60 };
+    char *text = malloc(64 * (DEPTH + 2));
+    for (int loop = 0; loop < 2 && text; loop++) {
+        size_t n = (size_t)sprintf(text, "root ::= r0\n");
+        for (int i = 0; i < DEPTH; i++)
+            n += (size_t)sprintf(text + n, "r%d ::= r%d \"a\" | r%d \"b\"\n", i, i + 1, i + 1);
+        sprintf(text + n, loop ? "r%d ::= r0 \"c\"\n" : "r%d ::= \"c\"\n", DEPTH);
+        sl_grammar *g = NULL;
+        sl_error err = {0};
+        const sl_status st = sl_grammar_parse(text, strlen(text), &g, &err);
+        if (!loop) CHECK_MSG(st == SL_OK && g, "%d-deep chain: %s", DEPTH, err.msg);
+        else CHECK_MSG(st == SL_ERR_FORMAT && strstr(err.msg, "left recursion"), "looped "
+                       "chain: status %d: %s", st, err.msg);
+        sl_grammar_free(g);
+    }
+    free(text);
+}
+
 int main(void)
 {
+    test_deep_chain();
     test_accept();
     test_errors();
     test_reject();

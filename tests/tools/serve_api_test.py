@@ -115,6 +115,14 @@ def test_logit_bias(srv):
            f"logit_bias [[\"zq\", 100]] biases each token of the text ({got})")
     got, _ = tokens(srv, PROMPT, 4, logit_bias={str(forced): 100})
     expect(got == [forced] * 4, f"logit_bias +100 forces the token ({got})")
+    # every token banned leaves nothing to sample: the client's 400, not a sampler 500; all
+    # but one is fine (that one is forced)
+    status, b = post(srv, "/completion", {"prompt": PROMPT, "n_predict": 2,
+                                          "logit_bias": [[i, False] for i in range(st.VOCAB)]})
+    msg = b.get("error", {}).get("message", "") if isinstance(b, dict) else ""
+    expect(status == 400 and "bans all" in msg, f"logit_bias banning all -> 400 ({status} {msg!r})")
+    got, _ = tokens(srv, PROMPT, 2, logit_bias=[[i, False] for i in range(st.VOCAB) if i != 7])
+    expect(got == [7, 7], f"logit_bias banning all but token 7 forces it ({got})")
 
 
 def test_penalties(srv):

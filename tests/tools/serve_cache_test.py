@@ -11,6 +11,8 @@ usage: serve_cache_test.py SLUICE_BINARY
 import os
 import sys
 import tempfile
+import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serve_test as st  # noqa: E402  (Server, mkmodel; argv[1] is the binary)
@@ -31,6 +33,43 @@ def complete(srv, prompt, **extra):
 
 def prompt_evaluated(srv):
     return st.metrics(srv)[2].get("llamacpp:prompt_tokens_total", -1)
+
+
+def test_pinned_queue(tmp, model):
+    """A job pinned to a busy slot (id_slot) waits for that slot without holding back the jobs
+    behind it: with -np 2 and slot 1 on a long job, a second job pinned to slot 1 queues, and an
+    unpinned one after it runs on idle slot 0 and answers while both are still pending (the
+    queue's head alone was looked at: it waited for the long job)."""
+    srv = st.Server(tmp, model, "-np", 2, "-c", 8192, name="srv4")
+    done = {}
+
+    def run(name, body):
+        done[name] = srv.json("POST", "/completion", body)
+
+    long_job = threading.Thread(target=run, args=("long", {
+        "prompt": "a", "n_predict": 8000, "ignore_eos": True, "id_slot": 1, "temperature": 0}))
+    long_job.start()
+    busy = False
+    deadline = time.time() + 60
+    while not busy and time.time() < deadline and long_job.is_alive():
+        status, b = srv.json("GET", "/slots")
+        busy = status == 200 and any(x.get("id") == 1 and x.get("is_processing") for x in b)
+        time.sleep(0.01)
+    pinned = threading.Thread(target=run, args=("pinned", {"prompt": "b", "n_predict": 2,
+                                                            "id_slot": 1}))
+    pinned.start()
+    time.sleep(0.2)  # the pinned job queued first
+    status, b = srv.json("POST", "/completion", {"prompt": "c", "n_predict": 2})
+    pending = long_job.is_alive() and pinned.is_alive()
+    expect(busy and status == 200 and b.get("id_slot") == 0 and pending,
+           f"a job behind one pinned to busy slot 1 ran on slot 0 (busy {busy}, {status}, "
+           f"slot {b.get('id_slot')}, long and pinned still pending: {pending})")
+    long_job.join(300)
+    pinned.join(300)
+    ok = all(done.get(k, (0,))[0] == 200 for k in ("long", "pinned"))
+    expect(ok and done["pinned"][1].get("id_slot") == 1,
+           f"the long job and the pinned one finish on slot 1 ({ok})")
+    srv.stop()
 
 
 def main():
@@ -131,6 +170,7 @@ def main():
     expect(cn == 0 and q5.get("content") == q6.get("content"),
            f"qwen3next extended prompt after another: cache_n {cn} == 0, the uncached text")
     srv.stop()
+    test_pinned_queue(tmp, model)
     print(f"{'FAILED' if st.FAILURES else 'passed'}: {len(st.FAILURES)} failure(s)")
     return 1 if st.FAILURES else 0
 

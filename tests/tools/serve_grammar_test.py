@@ -170,6 +170,7 @@ def test_errors(srv, client):
          400, ["'response_format.json_schema.schema'", "unknown type 'x'"]),
         ({"json_schema": {"type": "string", "minLength": 5000}}, 400,
          ["'json_schema'", "more than 2000 repetitions"]),
+        ({"grammar": 'root ::= "a"\u0000'}, 400, ["'grammar'", "a NUL character"]),
     ]
     for extra, code, needles in bad:
         for path in ("/completion", "/v1/chat/completions"):
@@ -187,6 +188,26 @@ def test_errors(srv, client):
     except openai.BadRequestError as e:
         expect(e.status_code == 400 and "'grammar'" in str(e) and "line 1" in str(e),
                f"openai client: a malformed grammar raises BadRequestError ({e})")
+    # several prompts with one grammar: each job its own copy (they shared one pointer, freed
+    # by each: a double free that killed the server), streamed and not
+    for stream in (False, True):
+        status, b = post(srv, "/completion", {"prompt": ["a", "b", "c"], "n_predict": 8,
+                                              "grammar": YES_NO, "stream": stream})
+        ok = status == 200
+        if ok and not stream:
+            ok = len(b) == 3 and all(x.get("content") in ("yes", "no") for x in b)
+        expect(ok, f"/completion 3 prompts with a grammar, stream {stream} -> {status}")
+    status, _ = srv.json("GET", "/health")
+    expect(status == 200, f"the server lives after multi-prompt grammars ({status})")
+    # a 60-deep chain of rules each naming the next twice at its start is answered at once:
+    # the left-recursion check walked it 2^60 times in the HTTP thread (a request that never
+    # returned and a server that could not stop); its 2^60 parse stacks are then refused
+    chain = "root ::= r0\n" + "".join(f'r{i} ::= r{i + 1} "a" | r{i + 1} "b"\n'
+                                        for i in range(60)) + 'r60 ::= "c"\n'
+    status, b = post(srv, "/completion", {"prompt": "x", "n_predict": 4, "grammar": chain})
+    msg = b.get("error", {}).get("message", "") if isinstance(b, dict) else ""
+    expect(status == 400 and "'grammar'" in msg and "too ambiguous" in msg,
+           f"/completion with a 60-deep grammar chain -> 400 too ambiguous ({status} {msg!r})")
     # neutral values stay accepted
     for extra in ({"grammar": ""}, {"response_format": {"type": "text"}}, {"grammar": None}):
         status, b = post(srv, "/v1/chat/completions", {

@@ -426,13 +426,15 @@ static bool prompt_fits(const req *q, size_t n, size_t index, size_t count)
     return n && n <= (size_t)n_ctx;
 }
 
-/* A copy of p that owns its own stop strings and bias (each job frees its params). */
+/* A copy of p that owns its own stop strings, bias and grammar (each job frees its params). */
 static bool params_dup(const sl_serve_params *p, sl_serve_params *out)
 {
     *out = *p;
     out->n_stop = 0;
     out->bias = NULL;
     out->n_bias = 0;
+    out->grammar = NULL;
+    if (p->grammar && !(out->grammar = strdup(p->grammar))) goto oom;
     for (size_t i = 0; i < p->n_stop; i++, out->n_stop++)
         if (!(out->stop[i] = strdup(p->stop[i]))) goto oom;
     if (p->n_bias && !(out->bias = malloc(p->n_bias * sizeof *p->bias))) goto oom;

@@ -251,6 +251,32 @@ static bool bias_entry(const sl_serve_req *q, sl_serve_params *p, sl_jref key,
     return add_bias(q, p, (int32_t)id, bias);
 }
 
+/* A bias that bans every token leaves nothing to sample: the client's error (400), not the
+ * sampler's failure at the first token (500). */
+static bool bans_some(const sl_serve_req *q, const sl_serve_params *p)
+{
+    const int32_t n_vocab = q->sm->info.n_vocab;
+    size_t n_ban = 0;
+    for (size_t i = 0; i < p->n_bias; i++) n_ban += p->bias[i].bias == -INFINITY;
+    if (n_ban < (size_t)n_vocab) return true;
+    uint8_t *banned = calloc((size_t)n_vocab, 1);
+    if (!banned) {
+        sl__serve_error(q->r, 500, "out of memory");
+        return false;
+    }
+    int32_t left = n_vocab;
+    for (size_t i = 0; i < p->n_bias; i++)
+        if (p->bias[i].bias == -INFINITY && !banned[p->bias[i].id]) {
+            banned[p->bias[i].id] = 1;
+            left--;
+        }
+    free(banned);
+    if (left > 0) return true;
+    sl__serve_error(q->r, 400, "'logit_bias' bans all %" PRId32 " tokens: nothing can be "
+                    "sampled", n_vocab);
+    return false;
+}
+
 static bool get_logit_bias(const sl_serve_req *q, sl_serve_params *p)
 {
     const sl_jref v = sl__serve_field(q, "logit_bias");
@@ -271,7 +297,7 @@ static bool get_logit_bias(const sl_serve_req *q, sl_serve_params *p)
         if (kind == SL_JARR)
             for (sl_jref e = sl_jdoc_first(q->d, v); e != SL_JNONE; e = sl_jdoc_next(q->d, e))
                 pairs &= sl_jdoc_kind(q->d, e) == SL_JARR && sl_jdoc_count(q->d, e) == 2;
-        if (pairs) return true;
+        if (pairs) return bans_some(q, p);
     }
     sl__serve_error(q->r, 400, "'logit_bias' must be an object {\"token id or text\": bias} or "
                     "an array of [token id or text, bias] pairs");
@@ -386,9 +412,12 @@ static bool get_grammar(const sl_serve_req *q, sl_serve_params *p)
             return false;
         }
     } else if (gs && glen) {
-        if (memchr(gs, 0, glen) || !(gbnf = strdup(gs))) {
-            sl__serve_error(q->r, gbnf ? 400 : 500, "'grammar': %s",
-                            gbnf ? "a NUL character in the grammar" : "out of memory");
+        if (memchr(gs, 0, glen)) {
+            sl__serve_error(q->r, 400, "'grammar': a NUL character in the grammar");
+            return false;
+        }
+        if (!(gbnf = strdup(gs))) {
+            sl__serve_error(q->r, 500, "'grammar': out of memory");
             return false;
         }
         field = "grammar";
@@ -440,6 +469,8 @@ bool sl__serve_get_params(const sl_serve_req *q, sl_serve_api kind, sl_serve_par
         !sl__serve_get_bool(q, "return_tokens", &p->return_tokens) ||
         !sl__serve_get_bool(q, "cache_prompt", &p->cache_prompt) ||
         !get_i32(q, "id_slot", -1, INT32_MAX, &p->id_slot) ||
+        /* llama-server's tokens kept by a context shift, which this server does not do (as
+         * llama-server without --context-shift, its default): no effect, any valid value */
         !sl__serve_get_int(q, "n_keep", -1, INT32_MAX, &n_keep) ||
         (kind != SL_API_NATIVE && kind != SL_API_INFILL &&
          !sl__serve_get_int(q, "n", 1, 1, &n)) ||

@@ -604,6 +604,17 @@ done:
     pthread_mutex_unlock(&j->mu);
 }
 
+/* The first queued job idle slot sl takes (slot_takes), *prev the node before it (NULL: the
+ * head), or NULL: a job pinned to a busy slot (id_slot) waits for it without holding back the
+ * jobs behind it. pool->mu. */
+static qnode *next_for(const slot *sl, qnode **prev)
+{
+    *prev = NULL;
+    for (qnode *q = sl->pool->head; q; *prev = q, q = q->next)
+        if (slot_takes(sl, q->job)) return q;
+    return NULL;
+}
+
 /* The job's end, published once the pool's counters include it (a client that reads /metrics
  * after its reply sees its tokens). */
 static void job_done(sl_serve_job *j)
@@ -621,13 +632,14 @@ static void *worker(void *arg)
     sl_serve_pool *pool = sl->pool;
     pthread_mutex_lock(&pool->mu);
     for (;;) {
-        while (!pool->stopping && !(pool->head && slot_takes(sl, pool->head->job)))
+        qnode *q = NULL, *prev = NULL;
+        while (!pool->stopping && !(q = next_for(sl, &prev)))
             pthread_cond_wait(&pool->cv, &pool->mu);
         if (pool->stopping) break;
-        qnode *q = pool->head;
-        pool->head = q->next;
-        if (!pool->head) pool->tail = NULL;
-        else pthread_cond_broadcast(&pool->cv); /* the next job's slot */
+        if (prev) prev->next = q->next;
+        else pool->head = q->next;
+        if (pool->tail == q) pool->tail = prev;
+        if (pool->head) pthread_cond_broadcast(&pool->cv); /* the next job's slot */
         sl_serve_job *j = q->job;
         free(q);
         pool->c.queued--;
