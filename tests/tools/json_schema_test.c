@@ -3,6 +3,7 @@
  * parser (runtime/text/grammar.h) and JSON texts that satisfy the schema accepted, others
  * rejected; refused keywords and malformed schemas name the keyword and its path. */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -204,6 +205,56 @@ static void test_int_ranges(void)
 }
 
 /* Names and bodies longer than any fixed buffer stay whole. */
+/* Optional properties after required ones and an additionalProperties schema: llama.cpp's
+ * "-rest" rules (one per optional property but the last). */
+static void test_exact_optional(void)
+{
+    sl_error err = {0};
+    char *g = convert("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},"
+                      "\"b\":{\"type\":\"integer\"},\"c\":{\"type\":\"boolean\"},"
+                      "\"d\":{\"type\":\"null\"}},\"required\":[\"b\"],"
+                      "\"additionalProperties\":{\"type\":\"integer\"}}", &err);
+    const char *want =
+        "a-kv ::= \"\\\"a\\\"\" space \":\" space string\n"
+        "a-rest ::= ( \",\" space c-kv )? c-rest\n"
+        "additional-k ::= [\"] ( [a] char+ | [b] char+ | [c] char+ | [d] char+ | "
+        "[^\"abcd] char* )? [\"]\n"
+        "additional-kv ::= additional-k \":\" space integer\n"
+        "b-kv ::= \"\\\"b\\\"\" space \":\" space integer\n"
+        "boolean ::= (\"true\" | \"false\")\n"
+        "c-kv ::= \"\\\"c\\\"\" space \":\" space boolean\n"
+        "c-rest ::= ( \",\" space d-kv )? d-rest\n"
+        "char ::= [^\"\\\\\\x7F\\x00-\\x1F] | [\\\\] ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4})\n"
+        "d-kv ::= \"\\\"d\\\"\" space \":\" space null\n"
+        "d-rest ::= ( \",\" space additional-kv )*\n"
+        "integer ::= (\"-\"? integral-part)\n"
+        "integral-part ::= [0] | [1-9] [0-9]{0,15}\n"
+        "null ::= \"null\"\n"
+        "root ::= \"{\" space b-kv ( \",\" space ( a-kv a-rest | c-kv c-rest | d-kv d-rest | "
+        "additional-kv ( \",\" space additional-kv )* ) )? space \"}\"\n"
+        "space ::= | \" \" | \"\\n\"{1,2} [ \\t]{0,20}\n"
+        "string ::= \"\\\"\" char* \"\\\"\"\n";
+    CHECK_MSG(g && !strcmp(g, want), "optional properties: %s\n%s", err.msg, g ? g : "");
+    free(g);
+}
+
+/* 3,000 optional properties (a 60 KB schema): each "-rest" rule built once, not once per
+ * property before it (O(n^3) with the rule lookups: minutes of an HTTP thread) */
+static void test_many_optional(void)
+{
+    enum { N = 3000 };
+    char *schema = malloc(32 * N + 64);
+    size_t n = (size_t)sprintf(schema, "{\"type\":\"object\",\"properties\":{");
+    for (int i = 0; i < N; i++) n += (size_t)sprintf(schema + n, "%s\"p%d\":{}", i ? "," : "", i);
+    sprintf(schema + n, "}}");
+    sl_error err = {0};
+    char *g = convert(schema, &err);
+    CHECK_MSG(g && strstr(g, "p0-rest ::=") && strstr(g, "p2998-rest ::=") &&
+                  !strstr(g, "p2999-rest"), "%d optional properties: %s", N, err.msg);
+    free(g);
+    free(schema);
+}
+
 static void test_long(void)
 {
     char schema[2048], text[2048], name[601];
@@ -258,6 +309,8 @@ static void test_refused(void)
 int main(void)
 {
     test_exact();
+    test_exact_optional();
+    test_many_optional();
     test_accept();
     test_long();
     test_int_ranges();
