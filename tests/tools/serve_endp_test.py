@@ -30,6 +30,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -370,6 +371,25 @@ def test_slot_files(tmp, model):
                f"restore {name}: 400 naming {words!r} ({b.get('error', {}).get('message')})")
     s, b = srv.json("POST", "/completion", {"prompt": TEXT, "n_predict": 2, "id_slot": 0})
     expect(s == 200, "the server serves on after refused restores")
+    # both slots saving to one name at once, again and again: each save answers 200 and the
+    # file restores (two saves shared one TARGET.partial: one renamed the other's half-written
+    # file into place, which then answered 500 or left a short file)
+    srv.json("POST", "/completion", {"prompt": LONG, "n_predict": 2, "id_slot": 0})
+    codes = []
+
+    def save(slot):
+        codes.append(srv.json("POST", f"/slots/{slot}?action=save", {"filename": "both.slot"})[0])
+
+    for _ in range(20):
+        ts = [threading.Thread(target=save, args=(k,)) for k in (0, 1)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    s, b = srv.json("POST", "/slots/0?action=restore", {"filename": "both.slot"})
+    left = [n for n in os.listdir(d) if n.endswith(".partial")]
+    expect(codes == [200] * 40 and s == 200 and not left,
+           f"40 concurrent saves to one file: {sorted(set(codes))}, restore {s}, left {left}")
     srv.stop()
     srv = st.Server(tmp, model, "-c", 256, "-ctk", "f32", "-ctv", "f32", "--slot-save-path", d,
                     name="slots-f32")

@@ -416,6 +416,7 @@ int sl_cli_serve(int argc, char **argv)
     pthread_mutex_init(&s.res_mu, NULL);
     pthread_cond_init(&s.res_cv, NULL);
     pthread_mutex_init(&s.eval_mu, NULL);
+    pthread_mutex_init(&s.file_mu, NULL);
     sl_serve_http *http = NULL;
     sl_error err = {0};
     for (size_t i = 0; i < n_specs; i++) {
@@ -491,6 +492,7 @@ done:
     }
     sl_runtime_destroy(s.rt, NULL);
     pthread_mutex_destroy(&s.eval_mu);
+    pthread_mutex_destroy(&s.file_mu);
     pthread_cond_destroy(&s.res_cv);
     pthread_mutex_destroy(&s.res_mu);
     pthread_mutex_destroy(&s.mu);

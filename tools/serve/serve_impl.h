@@ -183,6 +183,7 @@ typedef struct sl_serve_slot_kv {
     int32_t n_ctx;
     int id;
     pthread_mutex_t *eval_mu;   /* held around an evaluation, or NULL */
+    pthread_mutex_t *file_mu;   /* the server's file_mu */
     const sl_serve_model *sm;
 } sl_serve_slot_kv;
 
@@ -269,6 +270,10 @@ struct sl_serve {
     int32_t embd_normalize;     /* the default of a request's embd_normalize (2) */
     int32_t n_batch;            /* -b (infill's prompt budget) */
     const char *slot_save_path; /* --slot-save-path DIR, or NULL: slot actions refused (501) */
+    /* one slot save writes and renames its file at a time: the temporary is TARGET.partial
+     * (base/file.h), so two saves to one name from two slots' workers renamed each other's
+     * half-written file into place */
+    pthread_mutex_t file_mu;
     uint64_t reloads, reloaded_tensors; /* /health reloads that changed something; tensors */
 };
 

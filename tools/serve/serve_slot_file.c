@@ -88,6 +88,7 @@ static void save(sl_serve_slot_kv *kv, sl_serve_job *j)
     bool exists;
     struct stat sb;
     int fd = -1;
+    pthread_mutex_lock(kv->file_mu);
     if (st || sl_file_output_resolve(j->path, &target, &exists, &sb, &err) ||
         sl_file_temp_create(target, &tmp, &fd, &err)) {
         sl__serve_job_failf(j, 500, "Unable to save slot: %s", err.msg);
@@ -102,6 +103,7 @@ static void save(sl_serve_slot_kv *kv, sl_serve_job *j)
             unlink(tmp);
         }
     }
+    pthread_mutex_unlock(kv->file_mu);
     free(target);
     free(tmp);
     free(buf);

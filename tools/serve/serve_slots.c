@@ -481,7 +481,7 @@ static void run_op(slot *sl, sl_serve_job *j)
     sl_serve_pool *pool = sl->pool;
     sl_serve_slot_kv kv = {.ctx = sl->ctx, .hist = sl->hist, .n_kv = sl->n_kv,
                            .n_ctx = pool->n_ctx, .id = sl->id, .eval_mu = pool->eval_mu,
-                           .sm = pool->sm};
+                           .file_mu = &pool->s->file_mu, .sm = pool->sm};
     if (kv_epoch(pool->s) != sl->epoch) kv.n_kv = 0; /* stale: nothing worth saving */
     if (j->op == SL_OP_EMBED) sl__serve_embd_run(&kv, j);
     else sl__serve_slot_file_run(&kv, j);
