@@ -494,6 +494,24 @@ def test_disconnect(tmp, model_long):
         time.sleep(0.1)
         cancelled = metrics(srv)[2].get("sluice_requests_cancelled_total", 0)
     expect(cancelled == base + 2, "a non-streaming client that leaves cancels its generation")
+    # a stream whose client leaves while its job waits in the queue (the one slot busy) is
+    # cancelled there: its 1,000 prompt tokens are never evaluated (found only by a failed
+    # write, it ran its prompt and more first)
+    p0 = metrics(srv)[2].get("llamacpp:prompt_tokens_total", 0)
+    hold = post_raw(srv.port, "/completion", dict(req, prompt="hold", stream=True), 1)
+    queued = post_raw(srv.port, "/completion", {"prompt": [5] * 1000, "n_predict": 10,
+                                                 "stream": True})
+    time.sleep(0.6)
+    queued.close()
+    time.sleep(0.6)
+    hold.close()
+    t0 = time.time()
+    while time.time() - t0 < 60 and cancelled < base + 4:
+        time.sleep(0.1)
+        cancelled = metrics(srv)[2].get("sluice_requests_cancelled_total", 0)
+    dp = metrics(srv)[2].get("llamacpp:prompt_tokens_total", 0) - p0
+    expect(cancelled == base + 4 and dp < 1000, f"a queued stream whose client left is "
+           f"cancelled unevaluated (cancelled {cancelled - base - 2} of 2, {dp} prompt tokens)")
     status, body = srv.json("GET", "/health")
     expect(status == 200 and body == {"status": "ok"}, "/health answers after the disconnects")
     status, body = srv.json("POST", "/completion", {"prompt": "again", "n_predict": 4})

@@ -144,6 +144,11 @@ struct sl_serve_stream {
     char **echoes;
     size_t *n_echoes;
     size_t n_jobs, index;
+    /* whether the client closed the connection: polled while the stream waits for tokens,
+     * which cancels the job (a dead stream was found only by a failed write, after the job
+     * had run its prompt and more) */
+    sl_serve_gone_fn gone;
+    void *gone_user;
 };
 
 /* The tokens of j whose text starts before byte `to` (or is empty and ends by it). */
@@ -326,18 +331,25 @@ static void put_oai(FILE *f, const sl_serve_stream *st, const sl_serve_job *j, c
     fputs("}", f);
 }
 
+/* Waits on j->cv (j->mu held) for at most 200 ms: a waiter for a client's job looks at the
+ * client between its wakeups. */
+static void wait_a_while(sl_serve_job *j)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 200 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+}
+
 bool sl__serve_job_wait(sl_serve_job *j, sl_serve_gone_fn gone, void *user)
 {
     pthread_mutex_lock(&j->mu);
     while (j->state != SL_JOB_DONE) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        wait_a_while(j);
         if (j->state != SL_JOB_DONE && gone && gone(user)) {
             j->cancel = true;
             pthread_mutex_unlock(&j->mu);
@@ -497,7 +509,8 @@ static void completion_many(req *q, sl_serve_api kind, sl_serve_params *p,
         *st = (sl_serve_stream){.s = q->s, .sm = q->sm, .job = jobs[0], .kind = kind,
                                 .created = (int64_t)time(NULL), .echo = echoes[0],
                                 .n_echo = n_echoes[0], .jobs = jobs, .echoes = echoes,
-                                .n_echoes = n_echoes, .n_jobs = N};
+                                .n_echoes = n_echoes, .n_jobs = N, .gone = gone,
+                                .gone_user = user};
         jobs[0] = NULL;
         echoes[0] = NULL;
         new_id(q->s, kind, st->id, sizeof st->id);
@@ -635,7 +648,8 @@ static void completion(req *q, sl_serve_api kind, sl_serve_prompts *pre, sl_serv
         goto out;
     }
     *st = (sl_serve_stream){.s = s, .sm = q->sm, .job = j, .kind = kind,
-                            .created = (int64_t)time(NULL), .echo = echo_text, .n_echo = n_echo};
+                            .created = (int64_t)time(NULL), .echo = echo_text, .n_echo = n_echo,
+                            .gone = gone, .gone_user = user};
     echo_text = NULL;
     free(text);
     text = NULL;
@@ -719,8 +733,12 @@ static void stream_next(sl_serve_stream *st)
         return;
     }
     pthread_mutex_lock(&j->mu);
-    while (j->n_ready <= st->sent && j->state != SL_JOB_DONE && !j->cancel)
-        pthread_cond_wait(&j->cv, &j->mu);
+    while (j->n_ready <= st->sent && j->state != SL_JOB_DONE && !j->cancel) {
+        wait_a_while(j);
+        if (j->n_ready <= st->sent && j->state != SL_JOB_DONE && st->gone &&
+            st->gone(st->gone_user))
+            j->cancel = true;
+    }
     const size_t from = st->sent, to = j->n_ready;
     const bool finished = j->state == SL_JOB_DONE;
     const bool done = finished || (j->cancel && to <= from);
