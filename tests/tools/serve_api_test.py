@@ -279,6 +279,19 @@ def test_http(tmp, model):
            "--max-connections full of idle sockets: the oldest is closed and a client is served")
     for s in idle:
         s.close()
+    # connections sending bodies a byte at a time do not lock clients out: past the limit the
+    # one sending the longest is closed (they counted as busy, never closed: 503s throughout)
+    slow = []
+    for _ in range(3):
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k3y\r\n"
+                  b"Content-Length: 100000\r\n\r\n{")
+        slow.append(s)
+    time.sleep(0.3)
+    status = srv.json("GET", "/health")[0]
+    expect(status == 200, f"--max-connections full of slow bodies: a client is served ({status})")
+    for s in slow:
+        s.close()
     srv.stop()
     # --timeout: an idle keep-alive connection is closed by the server (default 30 s)
     srv = st.Server(tmp, model, "-c", 256, "--timeout", 1, name="timeout")
@@ -297,6 +310,21 @@ def test_http(tmp, model):
     waited = time.time() - t0
     expect(first.startswith(b"HTTP/1.1 200") and rest == b"" and 0.5 < waited < 29,
            f"--timeout 1: the idle keep-alive connection is closed after {waited:.1f} s")
+    s.close()
+    # a body sent a byte every 0.5 s (never idle for --timeout) is cut off --timeout after its
+    # headers, not served bytes forever
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+    s.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+    t0 = time.time()
+    cut = False
+    try:
+        while time.time() - t0 < 29 and not cut:
+            s.sendall(b" ")
+            time.sleep(0.5)
+    except OSError:
+        cut = True
+    waited = time.time() - t0
+    expect(cut and waited < 29, f"--timeout 1: a trickling body is cut off after {waited:.1f} s")
     s.close()
     srv.stop()
 

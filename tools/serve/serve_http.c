@@ -28,11 +28,12 @@
 #include "tools/common/cli.h"
 #include "tools/serve/serve_impl.h"
 
-/* A connection the daemon holds: busy from a request's first call to its completion. */
+/* A connection the daemon holds: busy from a request's first call to its completion;
+ * uploading from then until its body has come whole (idle_since: when that began). */
 typedef struct conn {
     struct MHD_Connection *c;
     int fd;
-    bool busy;
+    bool busy, uploading;
     double idle_since;
     struct conn *next;
 } conn;
@@ -42,6 +43,7 @@ struct sl_serve_http {
     sl_serve *s;
     struct MHD_Daemon *d;
     int max_conn;
+    int timeout_s;              /* --timeout: idle, and the most a request's body may take */
     pthread_mutex_t mu;
     conn *conns;
     int n_conns;
@@ -93,6 +95,7 @@ typedef struct request {
     bool replied;               /* a reply was queued on the first call (404, 405, 413) */
     bool too_large;             /* the body passed the limit: the rest is dropped, then 413 */
     size_t dropped;             /* bytes dropped so far */
+    double started;             /* when the headers came (the body's deadline counts from it) */
 } request;
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
@@ -215,14 +218,16 @@ static enum MHD_Result add_len(void *cls, enum MHD_ValueKind kind, const char *k
     return MHD_YES;
 }
 
-/* Marks c busy (a request began) or idle (it ended). */
-static void mark(sl_serve_http *h, struct MHD_Connection *c, bool busy)
+/* Marks c busy and uploading (a request began), busy only (its body came whole) or idle (it
+ * ended). */
+static void mark(sl_serve_http *h, struct MHD_Connection *c, bool busy, bool uploading)
 {
     pthread_mutex_lock(&h->mu);
     for (conn *k = h->conns; k; k = k->next)
         if (k->c == c) {
+            if (k->busy != busy) k->idle_since = sl_cli_now_s();
             k->busy = busy;
-            k->idle_since = sl_cli_now_s();
+            k->uploading = uploading;
         }
     pthread_mutex_unlock(&h->mu);
 }
@@ -238,7 +243,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!q) {
         if (!(q = calloc(1, sizeof *q))) return MHD_NO;
         *con_cls = q;
-        mark(h, c, true);
+        q->started = sl_cli_now_s();
+        mark(h, c, true, true);
         size_t head = strlen(url) + strlen(method) + 16;
         MHD_get_connection_values(c, MHD_HEADER_KIND, add_len, &head);
         if (head > HEADER_LIMIT)
@@ -285,6 +291,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         const size_t n = *upload_size;
         *upload_size = 0;
+        /* a body trickling in holds its connection: it must come within --timeout of its
+         * headers, not only with a byte every --timeout (no reply can be sent mid-body) */
+        if (sl_cli_now_s() - q->started > h->timeout_s) return MHD_NO;
         if (q->too_large) {
             /* libmicrohttpd takes no reply in the middle of a body: drop the rest and answer
              * at its end, or hang up on a client that keeps sending far past the limit */
@@ -301,6 +310,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         return sl_cli_append(&q->body, &q->n, &q->cap, upload, n) ? MHD_NO : MHD_YES;
     }
+    mark(h, c, true, false);
     if (q->replied) return MHD_YES;
     if (q->too_large)
         return early_error(s, c, q, 413, NULL, "the request body is larger than %zu bytes "
@@ -321,7 +331,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     (void)toe;
     request *q = *con_cls;
     if (!q) return;
-    mark(cls, c, false);
+    mark(cls, c, false, false);
     free(q->body);
     free(q);
     *con_cls = NULL;
@@ -366,8 +376,11 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     int victim = -1;
     if (h->n_conns > h->max_conn) {
         const conn *old = NULL;
+        /* the longest idle, or the longest still sending its body: a few clients that send
+         * bodies a byte at a time do not lock everyone out */
         for (const conn *o = h->conns; o; o = o->next)
-            if (o != k && !o->busy && o->fd >= 0 && (!old || o->idle_since < old->idle_since))
+            if (o != k && (!o->busy || o->uploading) && o->fd >= 0 &&
+                (!old || o->idle_since < old->idle_since))
                 old = o;
         if (old) {
             victim = old->fd;
@@ -398,6 +411,7 @@ sl_status sl__serve_http_start(sl_serve *s, const char *host, int port, int max_
     }
     h->s = s;
     h->max_conn = max_conn;
+    h->timeout_s = timeout_s;
     pthread_mutex_init(&h->mu, NULL);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
