@@ -97,6 +97,15 @@ def test_embeddings(tmp, model):
     expect(st.is_error(s, b, 400) and "not OAI compatible" in b["error"]["message"],
            "/v1/embeddings refuses pooling none (400)")
     none.stop()
+    # a 532 KB body of token arrays asking for 65 x 4096 unpooled rows (2^24 + numbers) is a
+    # 413 before any evaluation (all of it was held, then written as ~200 MB of text)
+    big = st.Server(tmp, model, "--embedding", "--pooling", "none", "-c", 4096, name="embd-big")
+    s, b = big.json("POST", "/embedding", {"content": [[5] * 4096] * 65})
+    expect(st.is_error(s, b, 413) and "more than 16777216" in b["error"]["message"],
+           f"/embedding asking for 17 M numbers -> 413 ({s} {str(b)[:160]})")
+    s, b = big.json("POST", "/embedding", {"content": [[5] * 64] * 4})
+    expect(s == 200 and len(b) == 4, f"and a small request still runs ({s})")
+    big.stop()
     mean = [sum(r[i] for r in rows) / len(rows) for i in range(64)] if rows else []
 
     srv = st.Server(tmp, model, "--embedding", "--pooling", "mean", "-np", 2, name="embd-mean")

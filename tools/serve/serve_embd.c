@@ -175,6 +175,7 @@ void sl__serve_embeddings(sl_serve_req *q, bool oai, sl_serve_gone_fn gone, void
     sl_serve_job **jobs = calloc(pr.count, sizeof *jobs);
     bool ok = jobs != NULL;
     if (!ok) sl__serve_error(q->r, 500, "out of memory");
+    size_t floats = 0; /* the reply's numbers: a row per token unpooled, per prompt pooled */
     for (size_t i = 0; ok && i < pr.count; i++) {
         if (!pr.n[i]) {
             sl__serve_error(q->r, 400, "Input content cannot be empty");
@@ -183,6 +184,18 @@ void sl__serve_embeddings(sl_serve_req *q, bool oai, sl_serve_gone_fn gone, void
             sl__serve_error_ctx(q->r, pr.n[i], n_ctx);
             ok = false;
         }
+        floats += (pooling == SL_POOL_NONE ? pr.n[i] : 1) * (size_t)E;
+    }
+    /* all rows are held until the last prompt's, then written as text (~12 bytes a number):
+     * a 49 KB body of token arrays asked for 13 MB at n_embd 64, tens of GB at 4096 */
+    if (ok && floats > SL__SERVE_MAX_EMBD_FLOATS) {
+        sl__serve_error(q->r, 413, "the embeddings asked for are %zu numbers (%zu prompts, "
+                        "pooling %s, n_embd %d), more than %d in one request: send fewer tokens "
+                        "or prompts per request%s", floats, pr.count,
+                        pooling == SL_POOL_NONE ? "none" : "on", (int)E,
+                        (int)SL__SERVE_MAX_EMBD_FLOATS,
+                        pooling == SL_POOL_NONE ? ", or pool them (--pooling)" : "");
+        ok = false;
     }
     size_t made = 0;
     sl_error err = {0};

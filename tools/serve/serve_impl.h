@@ -277,6 +277,10 @@ struct sl_serve {
     uint64_t reloads, reloaded_tensors; /* /health reloads that changed something; tensors */
 };
 
+/* The most numbers one embeddings request may ask for (rows x n_embd over its prompts):
+ * ~200 MB of reply text; past it a 413 */
+enum { SL__SERVE_MAX_EMBD_FLOATS = 1 << 24 };
+
 /* serve_api.c / serve_metrics.c: a reply is a whole body or an SSE stream. */
 typedef struct sl_serve_stream sl_serve_stream;
 typedef struct sl_serve_reply {
