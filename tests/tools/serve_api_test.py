@@ -14,6 +14,7 @@ import json
 import math
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -292,6 +293,13 @@ def test_http(tmp, model):
     expect(status == 200, f"--max-connections full of slow bodies: a client is served ({status})")
     for s in slow:
         s.close()
+    # a second server on a port in use fails to start (SO_REUSEPORT let it bind, and the
+    # kernel split the connections between the two)
+    r = subprocess.run([st.SLUICE, "serve", "-m", model, "--port", str(srv.port)],
+                       capture_output=True, text=True, timeout=120)
+    expect(r.returncode != 0 and "cannot listen" in r.stderr,
+           f"a second server on port {srv.port} in use: exit {r.returncode} "
+           f"({r.stderr.strip()[-120:]!r})")
     srv.stop()
     # --timeout: an idle keep-alive connection is closed by the server (default 30 s)
     srv = st.Server(tmp, model, "-c", 256, "--timeout", 1, name="timeout")

@@ -413,6 +413,9 @@ sl_status sl__serve_http_start(sl_serve *s, const char *host, int port, int max_
     h->max_conn = max_conn;
     h->timeout_s = timeout_s;
     pthread_mutex_init(&h->mu, NULL);
+    /* libmicrohttpd's default SO_REUSEADDR (a restart binds past TIME_WAIT), not
+     * LISTENING_ADDRESS_REUSE's SO_REUSEPORT: with it a second server bound a port still in
+     * use and the kernel split the connections between the two */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
@@ -423,7 +426,6 @@ sl_status sl__serve_http_start(sl_serve *s, const char *host, int port, int max_
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)timeout_s,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
                             MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->d) {
