@@ -500,6 +500,31 @@ static void test_ref_attention(void)
         CHECK(fabs(out[1] - mean0) < 1e-4);
     }
 
+    /* the temperature (Mistral Large 3) at the query's position NP - 1 is the scale times
+     * sl_attn_temp, its known value; below temp_len it is none; NaN or a length of 0 refused */
+    {
+        sl_attn_params pt = p, ps = p;
+        pt.temp_scale = 0.5f;
+        pt.temp_len = 2;
+        const double f = 1.0 + 0.5 * log(floor((NP - 1) / 2.0) + 1.0);
+        CHECK(fabs(sl_attn_temp(0.5f, 2, NP - 1) - f) < 1e-6 && sl_attn_temp(0.5f, 2, 1) == 1.0f);
+        ps.scale = (float)(f / sqrt((double)HD));
+        CHECK(sl_ref_attn_decode(q, k, v, &pt, out, &err) == SL_OK);
+        CHECK(sl_ref_attn_decode(q, k, v, &ps, out2, &err) == SL_OK);
+        close_arr("temperature == scale x its factor", out, out2, NH * HD, 1e-6, 1e-7);
+        pt.temp_len = NP + 1; /* the query below the first step: no change */
+        CHECK(sl_ref_attn_decode(q, k, v, &pt, out, &err) == SL_OK);
+        CHECK(sl_ref_attn_decode(q, k, v, &p, out2, &err) == SL_OK);
+        close_arr("temperature below temp_len", out, out2, NH * HD, 0, 0);
+        pt.temp_len = 0;
+        CHECK(sl_ref_attn_decode(q, k, v, &pt, out, &err) == SL_ERR_INVALID &&
+              strstr(err.msg, "temp_len"));
+        pt.temp_len = 2;
+        pt.temp_scale = NAN;
+        CHECK(sl_ref_attn_decode(q, k, v, &pt, out, &err) == SL_ERR_INVALID &&
+              strstr(err.msg, "temp_scale"));
+    }
+
     /* scale 0 means 1/sqrt(head_dim) */
     {
         sl_attn_params ps = p;

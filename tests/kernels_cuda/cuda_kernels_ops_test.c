@@ -358,7 +358,8 @@ static void test_ops(sl_cuda_ctx *c)
     CHECK(sl_cuda_argmax(c, NULL, 5, (sl_argmax_result *)&e, &e) == SL_ERR_INVALID);
 
     /* decode attention: F32 / F16 KV, GQA, window, softcap, sinks, head dims 64 / 80 / 128;
-     * variants 8-9: deepseek2's MLA shape, 8 heads on one latent head of 576 (F32, F16) */
+     * variants 8-9: deepseek2's MLA shape, 8 heads on one latent head of 576 (F32, F16), 9 with
+     * Mistral Large 3's temperature (through attn_launch's copy of it) */
     for (int variant = 0; variant < 10; variant++) {
         const int32_t Dv[3] = {64, 80, 128}, npv[4] = {1, 37, 1000, 333};
         const bool mla = variant >= 8;
@@ -366,7 +367,8 @@ static void test_ops(sl_cuda_ctx *c)
                             .head_dim = mla ? 576 : Dv[variant % 3],
                             .n_pos = npv[variant % 4], .scale = variant == 5 ? 0.1f : 0.0f,
                             .window = variant >= 6 ? 100 : 0, .softcap = variant == 4 ? 30.0f : 0.0f,
-                            .kv_type = variant & 2 ? SL_KV_F16 : SL_KV_F32};
+                            .kv_type = variant & 2 ? SL_KV_F16 : SL_KV_F32,
+                            .temp_scale = variant == 9 ? 0.5f : 0.0f, .temp_len = 8};
         const int64_t nq = (int64_t)p.n_head * p.head_dim, nkv = (int64_t)p.n_pos * p.n_kv_head * p.head_dim;
         const size_t es = p.kv_type == SL_KV_F16 ? 2 : 4;
         float *q = xmalloc((size_t)nq * 4), *o = xmalloc((size_t)nq * 4), *ref = xmalloc((size_t)nq * 4);

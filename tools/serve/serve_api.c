@@ -492,6 +492,7 @@ static void completion_many(req *q, sl_serve_api kind, sl_serve_params *p,
             break;
         }
         if (sl__serve_job_create(pr->tok[i], pr->n[i], &pi, &jobs[i], &err)) {
+            sl__serve_params_free(&pi); /* a job made takes its params; none was */
             sl__serve_error(q->r, 500, "%s", err.msg);
             ok = false;
         } else if (sl__serve_pool_submit(q->sm->pool, jobs[i], &err)) {

@@ -188,12 +188,14 @@ void sl__serve_embeddings(sl_serve_req *q, bool oai, sl_serve_gone_fn gone, void
     }
     /* all rows are held until the last prompt's, then written as text (~12 bytes a number):
      * a 49 KB body of token arrays asked for 13 MB at n_embd 64, tens of GB at 4096 */
-    if (ok && floats > SL__SERVE_MAX_EMBD_FLOATS) {
+    /* one prompt of the whole context always fits, as llama-server answers it */
+    const size_t cap = (size_t)n_ctx * (size_t)E > SL__SERVE_MAX_EMBD_FLOATS
+                           ? (size_t)n_ctx * (size_t)E : SL__SERVE_MAX_EMBD_FLOATS;
+    if (ok && floats > cap) {
         sl__serve_error(q->r, 413, "the embeddings asked for are %zu numbers (%zu prompts, "
-                        "pooling %s, n_embd %d), more than %d in one request: send fewer tokens "
+                        "pooling %s, n_embd %d), more than %zu in one request: send fewer tokens "
                         "or prompts per request%s", floats, pr.count,
-                        pooling == SL_POOL_NONE ? "none" : "on", (int)E,
-                        (int)SL__SERVE_MAX_EMBD_FLOATS,
+                        pooling == SL_POOL_NONE ? "none" : "on", (int)E, cap,
                         pooling == SL_POOL_NONE ? ", or pool them (--pooling)" : "");
         ok = false;
     }

@@ -376,12 +376,13 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     int victim = -1;
     if (h->n_conns > h->max_conn) {
         const conn *old = NULL;
-        /* the longest idle, or the longest still sending its body: a few clients that send
-         * bodies a byte at a time do not lock everyone out */
-        for (const conn *o = h->conns; o; o = o->next)
-            if (o != k && (!o->busy || o->uploading) && o->fd >= 0 &&
-                (!old || o->idle_since < old->idle_since))
-                old = o;
+        /* the longest idle; none idle, the one sending its body the longest: a few clients
+         * that send bodies a byte at a time do not lock everyone out */
+        for (int pass = 0; pass < 2 && !old; pass++)
+            for (const conn *o = h->conns; o; o = o->next)
+                if (o != k && (pass ? o->uploading : !o->busy) && o->fd >= 0 &&
+                    (!old || o->idle_since < old->idle_since))
+                    old = o;
         if (old) {
             victim = old->fd;
         } else if (ci) {

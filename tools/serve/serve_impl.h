@@ -278,7 +278,7 @@ struct sl_serve {
 };
 
 /* The most numbers one embeddings request may ask for (rows x n_embd over its prompts):
- * ~200 MB of reply text; past it a 413 */
+ * ~200 MB of reply text, or one prompt of the whole context if more; past it a 413 */
 enum { SL__SERVE_MAX_EMBD_FLOATS = 1 << 24 };
 
 /* serve_api.c / serve_metrics.c: a reply is a whole body or an SSE stream. */
