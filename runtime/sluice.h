@@ -93,6 +93,8 @@ SL_API int sl_model_options_threads(const sl_model_options *opt);
 
 SL_API sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model **out,
                                sl_error *err);
+/* With contexts of m still live the model stays until the last of them is destroyed (then
+ * sl_ctx_destroy closes it); it takes no new context. */
 SL_API void sl_model_close(sl_model *m);
 
 /* The resolved placement plan (scheduler/policy/placement.h), for tools: what lives where, tensor by
@@ -640,7 +642,7 @@ SL_API sl_status sl_reload_changed(sl_model *m, sl_reload_report *report, sl_err
 SL_API sl_status sl_ctx_reload_changed(sl_ctx *c, sl_reload_report *report, sl_error *err);
 SL_API void sl_reload_report_free(sl_reload_report *report);
 /* Appends one line per entry ("name: Q8_0 -> Q4_K, 1.2 MiB -> 0.6 MiB, device, 0.8 ms") to f,
- * a FILE * (void * keeps <stdio.h> out of this header). */
+ * a FILE * (void * keeps <stdio.h> out of this header); f NULL: nothing. */
 SL_API void sl_reload_report_print(const sl_reload_report *report, void *f);
 
 #endif

@@ -12,6 +12,8 @@ SluiceError (NotResident for SL_ERR_NOT_RESIDENT) carrying the C library's messa
 import atexit
 import contextlib
 import ctypes
+import functools
+import threading
 import weakref
 from ctypes import POINTER, byref, c_int32, c_size_t, c_uint64, c_void_p
 
@@ -86,14 +88,35 @@ def _type_or_none(t):
     return None if t == 0xFFFFFFFF else t
 
 
+def _int_in(what, v, lo, hi):
+    """v as an int in [lo, hi], else TypeError / ValueError naming what: ctypes keeps only
+    the low bits of a Python int too big for its C type (rewind(2**32 + 7) rewound to 7)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{what} must be an int, not {type(v).__name__}")
+    if not lo <= v <= hi:
+        raise ValueError(f"{what}={v}: outside [{lo}, {hi}]")
+    return int(v)
+
+
+def _put(o, field, v):
+    """o.field = v for a ctypes structure, an integer field's range checked (_int_in)."""
+    t = dict(type(o)._fields_)[field]
+    code = getattr(t, "_type_", None)
+    if code == "?":
+        v = bool(v)
+    elif isinstance(code, str) and code in "bBhHiIlLqQ":
+        bits = 8 * ctypes.sizeof(t)
+        lo, hi = (0, 2**bits - 1) if code.isupper() else (-2**(bits - 1), 2**(bits - 1) - 1)
+        v = _int_in(field, v, lo, hi)
+    setattr(o, field, v)
+
+
 def _size(what, v):
     """Bytes from an int or a size text ("8G", "512MiB": base/parse.h's grammar)."""
     if v is None:
         return 0
-    if isinstance(v, int):
-        if v < 0:
-            raise ValueError(f"{what}: {v} is negative")
-        return v
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return _int_in(what, v, 0, 2**64 - 1)
     out, err = c_uint64(), _lib.Error()
     _check(lib().sl_parse_size(what.encode(), str(v).encode(), _lib.URange(0, 2**64 - 1),
                                byref(out), byref(err)), err)
@@ -109,7 +132,7 @@ def _model_options(placement="auto", n_gpu_layers=0, override_tensor=None, cpu_m
     if io not in _IO:
         raise ValueError(f"io {io!r}: one of {', '.join(_IO)}")
     o.placement = _placements().index(placement)
-    o.gpu_layers = n_gpu_layers
+    _put(o, "gpu_layers", n_gpu_layers)
     if isinstance(override_tensor, (list, tuple)):
         override_tensor = ",".join(override_tensor)
     keep = []  # the encoded strings must outlive the call
@@ -118,12 +141,12 @@ def _model_options(placement="auto", n_gpu_layers=0, override_tensor=None, cpu_m
         if v is not None:
             keep.append(str(v).encode())
             setattr(o, field, keep[-1])
-    o.cpu_moe = cpu_moe
-    o.n_cpu_moe = n_cpu_moe
+    o.cpu_moe = bool(cpu_moe)
+    _put(o, "n_cpu_moe", n_cpu_moe)
     o.vram_budget = _size("vram_budget", vram_budget)
-    o.budget_ctx = budget_ctx
+    _put(o, "budget_ctx", budget_ctx)
     o.io = _IO.index(io)
-    o.n_threads = n_threads
+    _put(o, "n_threads", n_threads)
     o.progress = False
     o.no_repack = bool(no_repack)
     return o, keep
@@ -215,15 +238,19 @@ class Model(_Handle):
             st = lib().sl_model_open_in(_runtime._h, str(path).encode(), byref(o), byref(h),
                                         byref(err))
         _check(st, err)
+        try:
+            self.path = str(path)
+            self.runtime = _runtime
+            i = _lib.ModelInfo()
+            lib().sl_model_info_get(h, byref(i))
+            self.n_vocab = i.n_vocab
+            self.info = {f: getattr(i, f) for f, _ in _lib.ModelInfo._fields_}
+            for k in ("arch", "name"):  # the file's bytes: not always UTF-8
+                self.info[k] = (self.info[k] or b"").decode(errors="replace")
+        except BaseException:
+            lib().sl_model_close(h)  # a runtime's model too: Runtime.open never saw it
+            raise
         self._h = h
-        self.path = str(path)
-        self.runtime = _runtime
-        i = _lib.ModelInfo()
-        lib().sl_model_info_get(h, byref(i))
-        self.n_vocab = i.n_vocab
-        self.info = {f: getattr(i, f) for f, _ in _lib.ModelInfo._fields_}
-        for k in ("arch", "name"):
-            self.info[k] = (self.info[k] or b"").decode()
 
     # Lifetime: each open Context holds a reference to its model (Context.model) and is
     # counted in _n_ctx; close() while contexts are open only marks the model closed, and the
@@ -365,6 +392,9 @@ class Model(_Handle):
         half of each scored. Returns (ppl, per-chunk running ppl)."""
         if not isinstance(text, str):
             raise TypeError(f"perplexity: text must be str, not {type(text).__name__}")
+        n_ctx = _int_in("perplexity: n_ctx", n_ctx, 4, 2**31 - 1)  # a scored half of >= 2
+        if chunks is not None:
+            chunks = _int_in("perplexity: chunks", chunks, 1, 2**31 - 1)
         toks = self.tokenize(text)
         bos = self.tokenize("")
         add_bos = len(bos) > 0 and bos[0] == self.info["bos"]
@@ -429,8 +459,28 @@ def _log_softmax(rows):
     return rows - mx - np.log(np.exp(rows - mx).sum(axis=-1, keepdims=True))
 
 
+def _exclusive(method):
+    """A Context method that calls into its sl_ctx: one at a time. ctypes releases the GIL,
+    so two threads' eval() (or close() beside an eval) ran on one sl_ctx at once, which the
+    C API does not allow; the second caller gets RuntimeError instead of a data race."""
+    @functools.wraps(method)
+    def run(self, *a, **k):
+        use = self.__dict__.get("_use")
+        if use is None:
+            return method(self, *a, **k)
+        if not use.acquire(blocking=False):
+            raise RuntimeError(f"Context.{method.__name__}: the context is in use by another "
+                               "thread (a context runs one call at a time)")
+        try:
+            return method(self, *a, **k)
+        finally:
+            use.release()
+    return run
+
+
 class Context(_Handle):
-    """An evaluation context (sl_ctx): KV cache, logits of the last eval."""
+    """An evaluation context (sl_ctx): KV cache, logits of the last eval. One call at a time:
+    a second thread's call while one runs raises RuntimeError."""
 
     def __init__(self, model, n_ctx=0, n_batch=0, all_logits=False, kv_f16=True, sched=None,
                  embeddings=False, profile_steps=False, no_graphs=False, no_pdl=False,
@@ -439,7 +489,9 @@ class Context(_Handle):
             raise TypeError(f"Context: model must be a sluice.Model, not {type(model).__name__}")
         mh = model._live()
         o = lib().sl_ctx_options_default()
-        o.n_ctx, o.n_batch, o.all_logits, o.kv_f16 = n_ctx, n_batch, all_logits, kv_f16
+        _put(o, "n_ctx", n_ctx)
+        _put(o, "n_batch", n_batch)
+        o.all_logits, o.kv_f16 = bool(all_logits), bool(kv_f16)
         o.embeddings = bool(embeddings)
         o.profile_steps = bool(profile_steps)
         o.no_graphs = bool(no_graphs)
@@ -450,6 +502,7 @@ class Context(_Handle):
         h, err = c_void_p(), _lib.Error()
         _check(lib().sl_ctx_create(mh, byref(o), byref(h), byref(err)), err)
         self._h = h
+        self._use = threading.Lock()  # _exclusive: one call at a time
         self.model = model  # keeps the model open (Model.close defers to the last context)
         model._n_ctx += 1
         self.all_logits = all_logits
@@ -458,6 +511,7 @@ class Context(_Handle):
         self._n_last = 0
         self._first = 0
 
+    @_exclusive
     def close(self):
         if self._h:
             lib().sl_ctx_destroy(self._h)
@@ -473,6 +527,7 @@ class Context(_Handle):
         except Exception:
             pass
 
+    @_exclusive
     def eval(self, tokens, logits_from=0):
         """Appends tokens (ints or a numpy array) at positions n_past.. to the cache. With
         logits_from > 0 (an all_logits context) the output layer runs only for the tokens
@@ -493,6 +548,7 @@ class Context(_Handle):
         self._n_last = len(t)
         self._first = logits_from
 
+    @_exclusive
     def _eval_sample(self, sampler, tokens):
         """eval(tokens), then the next token from sampler (sl_ctx_eval_sample)."""
         t = _token_array(tokens, "generate")
@@ -508,20 +564,21 @@ class Context(_Handle):
         """Tokens one forward pass takes (n_batch, at most n_ctx): eval_batch's limit."""
         return lib().sl_ctx_n_batch(self._live())
 
+    @_exclusive
     def logits(self, i=-1):
         """Logits row i of the last eval (numpy float32 [n_vocab], a copy)."""
-        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
-            raise TypeError(f"logits: row index must be an int, not {type(i).__name__}")
+        i = _int_in("logits: row index", i, -1, 2**63 - 1)
         p = lib().sl_ctx_logits(self._live(), i)
         if not p:
             raise IndexError(f"logits row {i}: not available (all_logits={self.all_logits})")
         return np.ctypeslib.as_array(p, shape=(self.model.n_vocab,)).copy()
 
+    @_exclusive
     def embeddings(self, i=None):
         """The final hidden state (after the output norm) of the last eval's row i, float32
         [n_embd] (a copy); i None: every row, [n_tokens, n_embd]. Needs embeddings=True."""
-        if i is not None and (isinstance(i, bool) or not isinstance(i, (int, np.integer))):
-            raise TypeError(f"embeddings: row index must be an int, not {type(i).__name__}")
+        if i is not None:
+            i = _int_in("embeddings: row index", i, -1, 2**63 - 1)
         if not self.keeps_embeddings:
             raise ValueError("embeddings needs a context created with embeddings=True")
         n_embd = self.model.info["n_embd"]
@@ -531,6 +588,7 @@ class Context(_Handle):
         shape = (n_embd,) if i is not None else (self._n_last, n_embd)
         return np.ctypeslib.as_array(p, shape=shape).copy()
 
+    @_exclusive
     def logits_all(self):
         """Every row the last eval computed (needs all_logits=True): float32 [n_tokens, n_vocab],
         or [n_tokens - logits_from, n_vocab] after eval(tokens, logits_from)."""
@@ -546,12 +604,13 @@ class Context(_Handle):
     def n_past(self):
         return lib().sl_ctx_n_past(self._live())
 
+    @_exclusive
     def rewind(self, n_past=0):
-        if isinstance(n_past, bool) or not isinstance(n_past, (int, np.integer)):
-            raise TypeError(f"rewind: n_past must be an int, not {type(n_past).__name__}")
+        n_past = _int_in("rewind: n_past", n_past, 0, 2**31 - 1)
         err = _lib.Error()
         _check(lib().sl_ctx_rewind(self._live(), n_past, byref(err)), err)
 
+    @_exclusive
     def stats(self):
         s = _lib.CtxStats()
         lib().sl_ctx_stats_get(self._live(), byref(s))
@@ -561,6 +620,7 @@ class Context(_Handle):
         d["graph_error"] = (d["graph_error"] or b"").decode(errors="replace") or None
         return d
 
+    @_exclusive
     def step_profile(self):
         """The device executor's steps so far (sl_ctx_step_profile; a context made with
         profile_steps=True): {kind: {"calls", "seconds", "gap_seconds"}}, every kind listed."""
@@ -602,10 +662,9 @@ class Runtime(_Handle):
             raise ValueError(f"mode {mode!r}: self or external")
         o.mode = 0 if mode == "self" else 1
         o.host_slab_bytes = _size("host_slab_bytes", host_slab_bytes)
-        o.shared_floor, o.shm_mode = shared_floor, shm_mode
-        if not 0 <= shm_wait_ms < 2**32:
-            raise ValueError(f"shm_wait_ms {shm_wait_ms!r}: 0 .. 2**32 - 1")
-        o.shm_wait_ms = shm_wait_ms
+        o.shared_floor = bool(shared_floor)
+        _put(o, "shm_mode", shm_mode)
+        _put(o, "shm_wait_ms", shm_wait_ms)
         self._prefix = shm_prefix.encode() if shm_prefix else None
         o.shm_prefix = self._prefix
         h, err = c_void_p(), _lib.Error()

@@ -354,6 +354,31 @@ def test_lifetime_and_types(dense):
             expect(raises(lambda: c.logits("0"), TypeError), "logits('0')")
             c.eval(np.array([1, 2, 3], dtype=np.int64))
             expect(c.n_past == 3, "eval accepts any integer array")
+            # ints past their C type: refused, not truncated to their low bits by ctypes
+            for call, what in ((lambda: c.rewind(2**32 + 1), "rewind"),
+                               (lambda: c.logits(2**64 - 1), "logits"),
+                               (lambda: c.logits(-2), "logits"),
+                               (lambda: m.context(n_ctx=2**32 + 16), "n_ctx"),
+                               (lambda: m.context(n_batch=-2**40), "n_batch"),
+                               (lambda: m.perplexity("x", n_ctx=0), "n_ctx"),
+                               (lambda: m.perplexity("x", chunks=0), "chunks")):
+                expect(raises(call, ValueError, what), f"{what}: an int out of its C range")
+            expect(c.n_past == 3, "and the context unchanged")
+            # one call at a time: a second thread's call while one runs raises
+            c._use.acquire()
+            try:
+                expect(raises(lambda: c.eval([4]), RuntimeError, "in use by another thread"),
+                       "a call while another runs on the context raises RuntimeError")
+                expect(raises(c.close, RuntimeError, "in use"), "and so does close()")
+            finally:
+                c._use.release()
+            c.eval([4])
+            expect(c.n_past == 4, "the context runs on once free")
+        for kw in ({"n_gpu_layers": 2**32}, {"n_threads": 2**31}, {"vram_budget": 2**64},
+                   {"n_cpu_moe": -2**40}, {"budget_ctx": 2**31}):
+            expect(raises(lambda: sluice.Model(dense, placement="cpu", **kw), ValueError,
+                          next(iter(kw)).replace("n_gpu_layers", "gpu_layers")),
+                   f"Model({kw}): out of its C range")
 
 
 def test_eval_batch(dense):

@@ -325,8 +325,15 @@ sl_status sl_ctx_create(sl_model *m, const sl_ctx_options *opt, sl_ctx **out, sl
     }
     /* counted before the context touches the model's stream (forward.c's graph rule) */
     pthread_mutex_lock(&m->ctx_mu);
-    atomic_fetch_add(&m->n_ctx_live, 1);
+    const bool closed = m->close_pending;
+    if (!closed) atomic_fetch_add(&m->n_ctx_live, 1);
     pthread_mutex_unlock(&m->ctx_mu);
+    if (closed) {
+        eval_end(c);
+        free(c);
+        return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_create: %s was closed (sl_model_close)"
+                            " and lives only until its last context is destroyed", m->path);
+    }
     st = ctx_build(c, err);
     eval_end(c);
     if (st) {
@@ -405,10 +412,12 @@ void sl_ctx_destroy(sl_ctx *c)
     sl__ctx_host_buf_free(c, c->hidden);
     sl__ctx_host_buf_free(c, c->embd_rows);
     free(c->batch_logits);
-    pthread_mutex_lock(&c->m->ctx_mu); /* every context was counted (sl_ctx_create) */
-    atomic_fetch_sub(&c->m->n_ctx_live, 1);
-    pthread_mutex_unlock(&c->m->ctx_mu);
+    sl_model *m = c->m;
+    pthread_mutex_lock(&m->ctx_mu); /* every context was counted (sl_ctx_create) */
+    const bool close = atomic_fetch_sub(&m->n_ctx_live, 1) == 1 && m->close_pending;
+    pthread_mutex_unlock(&m->ctx_mu);
     free(c);
+    if (close) sl__model_free(m); /* sl_model_close came while this context lived */
 }
 
 /* neuron_stats: one record per layer, of the dense FFN's width; with routed experts one per
@@ -545,10 +554,26 @@ sl_status sl_ctx_eval_sample(sl_ctx *c, sl_sampler *s, const int32_t *tokens, si
     return st ? st : sl_sampler_sample(s, sl_ctx_logits(c, -1), c->m->hp.n_vocab, next, err);
 }
 
+/* Every token id of a call in [0, n_vocab), before any pass: a bad id found by the forward
+ * pass of a later chunk had the earlier chunks computed, and a recurrent (qwen3next) context
+ * lost its state to a call that changed nothing. */
+static sl_status tokens_check(const sl_ctx *c, const int32_t *tokens, size_t n, const char *fn,
+                              size_t seq, sl_error *err)
+{
+    const int32_t V = c->m->hp.n_vocab;
+    for (size_t t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= V)
+            return sl_error_set(err, SL_ERR_RANGE, "%s: sequence %zu token %zu: id %d outside "
+                                "[0, n_vocab %d)", fn, seq, t, tokens[t], V);
+    return SL_OK;
+}
+
 static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, size_t n,
                            int64_t keep_from, int32_t *greedy, sl_error *err)
 {
     if (!tokens) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL tokens");
+    sl_status tst = tokens_check(c, tokens, n, "sl_ctx_eval", 0, err);
+    if (tst) return tst;
     if (n > (uint64_t)(c->opt.n_ctx - c->n_past)) /* no overflow: n_past <= n_ctx */
         return sl_error_set(err, SL_ERR_RANGE,
                             "sl_ctx_eval: n_past %d + %zu tokens exceeds n_ctx %d", c->n_past, n,
@@ -557,6 +582,10 @@ static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, siz
     /* logits rows from..n-1 are computed and kept (all_logits: from keep_from; else the last) */
     const int64_t from = c->opt.all_logits && !greedy ? keep_from : (int64_t)n - 1;
     const int64_t rows = (int64_t)n - from;
+    /* the last call's rows are gone from here on (a failed reallocation below left them
+     * counted over a freed buffer: sl_ctx_logits then handed out a wild pointer) */
+    c->n_logits = 0;
+    c->n_hidden = 0;
     if (rows > c->logits_cap) {
         /* only all_logits calls of more tokens than a batch get here (creation sizes the
          * buffer for a batch); doubling keeps re-registrations to a few per context */
@@ -564,8 +593,6 @@ static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, siz
         sl_status st = logits_alloc(c, want, err);
         if (st) return st;
     }
-    c->n_logits = 0;
-    c->n_hidden = 0;
     if (c->opt.embeddings && (int64_t)n > c->hidden_cap) {
         sl__ctx_host_buf_free(c, c->hidden);
         c->hidden = NULL;
@@ -646,10 +673,12 @@ static sl_status batch_step(sl_ctx *const *ctxs, const int32_t *const *tokens,
                               "%zu tokens exceeds n_ctx %d", i, c->n_past, n, c->opt.n_ctx);
             goto out;
         }
+        if ((st = tokens_check(c, tokens[i], n, "sl_ctx_eval_batch", i, err))) goto out;
         /* as eval_step: all_logits keeps every row, else the last */
         const int64_t from = c->opt.all_logits ? 0 : (int64_t)n - 1, r = (int64_t)n - from;
-        if (r > c->logits_cap && (st = logits_alloc(c, r, err))) goto out;
         c->n_logits = 0;
+        c->n_hidden = 0;
+        if (r > c->logits_cap && (st = logits_alloc(c, r, err))) goto out;
         seqs[i] = (sl__seq){.c = c, .off = off, .n = (int64_t)n, .logits = c->logits,
                             .out_from = from};
         memcpy(flat + off, tokens[i], n * sizeof *flat);
@@ -737,7 +766,7 @@ sl_status sl_ctx_eval_batch(sl_ctx *const *ctxs, const int32_t *const *tokens,
 
 const float *sl_ctx_logits(const sl_ctx *c, int64_t i)
 {
-    if (!c || !c->n_logits) return NULL;
+    if (!c || !c->n_logits || !c->logits) return NULL;
     if (i == -1) i = c->n_eval - 1;
     /* rows before logits_first were not computed (without all_logits: all but the last) */
     if (i < c->logits_first || i >= c->n_eval) return NULL;

@@ -227,6 +227,18 @@ sl_status sl_model_open(const char *path, const sl_model_options *opt, sl_model 
 void sl_model_close(sl_model *m)
 {
     if (!m) return;
+    if (m->ctx_mu_ready) { /* closed under its contexts: the last one's destroy closes it */
+        pthread_mutex_lock(&m->ctx_mu);
+        const bool live = atomic_load(&m->n_ctx_live) > 0;
+        m->close_pending = live;
+        pthread_mutex_unlock(&m->ctx_mu);
+        if (live) return;
+    }
+    sl__model_free(m);
+}
+
+void sl__model_free(sl_model *m)
+{
     /* its device weights back to their floors: a runtime's eviction, which releases the
      * streaming buffer under stream_mu (so before the mutexes go) */
     if (m->serving) m->serving->detach(m);

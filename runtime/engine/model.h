@@ -251,6 +251,9 @@ struct sl_model {
     pthread_mutex_t ctx_mu;
     bool ctx_mu_ready;
     atomic_int n_ctx_live;
+    /* sl_model_close came while contexts were live (under ctx_mu): the last context's
+     * sl_ctx_destroy closes the model (sl__model_free); no context may be created */
+    bool close_pending;
     /* a prefill's streamed host experts (stream.h): one staging buffer per model, as every
      * context's passes are ordered on `stream`; a streamed layer's copies and compute are
      * enqueued under stream_mu, so no other context's copies come between them. Taken by the
@@ -457,6 +460,8 @@ sl_status sl__model_cpu_pool_create(const sl_model *m, sl_cpu_pool **out, sl_err
 void sl__weight_storage_release(sl_model *m, sl_weight_storage *s);
 /* Frees every weight's memory (host pool, converted copies, device blocks). */
 void sl__model_free_weights(sl_model *m);
+/* sl_model_close's work, once no context is live. */
+void sl__model_free(sl_model *m);
 /* Pointer to expert e's 2-D matrix of a layer's projection (0 gate, 1 up, 2 down). */
 const void *sl__expert_data(const sl__layer *L, int proj, int32_t e);
 

@@ -31,6 +31,7 @@ void sl_reload_report_free(sl_reload_report *rep)
 void sl_reload_report_print(const sl_reload_report *rep, void *fp)
 {
     FILE *f = fp;
+    if (!f) return; /* nowhere to print */
     static const char *const kinds[] = {"reattached", "in place", "private block",
                                         "moved with its siblings", "refused", "skipped",
                                         "file refused"};

@@ -43,6 +43,8 @@ sl_status sl_sampler_set_grammar(sl_sampler *s, const sl_model *m, const char *g
                                  sl_error *err)
 {
     if (!s) return sl_error_set(err, SL_ERR_INVALID, "sl_sampler_set_grammar: sampler is NULL");
+    if (!grammar || !*grammar) /* removing one needs no model (sluice.h) */
+        return sl__sampler_grammar_set(s, NULL, NULL, err);
     const sl_vocab *v;
     const sl_status st = vocab_of(m, "sl_sampler_set_grammar", &v, err);
     if (st != SL_OK) return st;

@@ -142,14 +142,34 @@ static void check_file(const char *label, const char *path)
         l = sl_ctx_logits(c, 0);
         CHECK_MSG(l && pre && !memcmp(l, pre, (size_t)V * N_TOK * sizeof *l),
                   "%s: rewind to 0 starts again with the first run's bits", label);
+        /* a call with a bad token id (in its last chunk) changes nothing: refused before any
+         * pass, the recurrent state stays (it was lost: every later eval refused) */
+        int32_t bad[N_TOK];
+        memcpy(bad, k_tok + 3, sizeof bad);
+        bad[N_TOK - 4] = V;
+        CHECK(sl_ctx_eval(c2, bad, N_TOK - 3, &e) == SL_ERR_RANGE);
+        CHECK_CONTAINS(e.msg, "outside [0, n_vocab");
+        CHECK(sl_ctx_n_past(c2) == 3);
         CHECK(sl_ctx_eval(c2, k_tok + 3, N_TOK - 3, &e) == SL_OK);
         l = sl_ctx_logits(c2, -1);
         CHECK_MSG(l && pre && !memcmp(l, pre + (size_t)(N_TOK - 1) * V, (size_t)V * sizeof *l),
                   "%s: a second context keeps its own state", label);
     }
     sl_ctx_destroy(c);
-    sl_ctx_destroy(c2);
+    /* the model closed under a live context: that context runs on, no new one is made, and
+     * its destroy closes the model (ASan: nothing freed early, nothing leaked) */
     sl_model_close(m);
+    if (c2) {
+        sl_ctx *c3 = NULL;
+        CHECK(sl_ctx_create(m, NULL, &c3, &e) == SL_ERR_INVALID && !c3);
+        CHECK_CONTAINS(e.msg, "was closed");
+        CHECK(sl_ctx_rewind(c2, 0, &e) == SL_OK);
+        CHECK(sl_ctx_eval(c2, k_tok, N_TOK, &e) == SL_OK);
+        const float *l = sl_ctx_logits(c2, -1);
+        CHECK_MSG(l && pre && !memcmp(l, pre + (size_t)(N_TOK - 1) * V, (size_t)V * sizeof *l),
+                  "%s: a context of a closed model runs on", label);
+    }
+    sl_ctx_destroy(c2);
 
     /* the sim placements: the CPU's bits */
     static const struct {

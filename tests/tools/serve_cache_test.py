@@ -9,6 +9,7 @@ is the KV cache's length (prompt + decoded tokens); a job goes to the slot holdi
 usage: serve_cache_test.py SLUICE_BINARY
 """
 import os
+import select
 import sys
 import tempfile
 import threading
@@ -39,36 +40,36 @@ def test_pinned_queue(tmp, model):
     """A job pinned to a busy slot (id_slot) waits for that slot without holding back the jobs
     behind it: with -np 2 and slot 1 on a long job, a second job pinned to slot 1 queues, and an
     unpinned one after it runs on idle slot 0 and answers while both are still pending (the
-    queue's head alone was looked at: it waited for the long job)."""
+    queue's head alone was looked at: it waited for the long job). The long job's client then
+    leaves (its job is cancelled) and the pinned one runs on slot 1."""
     srv = st.Server(tmp, model, "-np", 2, "-c", 8192, name="srv4")
-    done = {}
-
-    def run(name, body):
-        done[name] = srv.json("POST", "/completion", body)
-
-    long_job = threading.Thread(target=run, args=("long", {
-        "prompt": "a", "n_predict": 8000, "ignore_eos": True, "id_slot": 1, "temperature": 0}))
-    long_job.start()
+    long_job = st.post_raw(srv.port, "/completion", {
+        "prompt": "a", "n_predict": 8000, "ignore_eos": True, "id_slot": 1, "temperature": 0})
     busy = False
     deadline = time.time() + 60
-    while not busy and time.time() < deadline and long_job.is_alive():
+    while not busy and time.time() < deadline:
         status, b = srv.json("GET", "/slots")
         busy = status == 200 and any(x.get("id") == 1 and x.get("is_processing") for x in b)
         time.sleep(0.01)
-    pinned = threading.Thread(target=run, args=("pinned", {"prompt": "b", "n_predict": 2,
-                                                            "id_slot": 1}))
+    done = {}
+
+    def run():
+        done["pinned"] = srv.json("POST", "/completion", {"prompt": "b", "n_predict": 2,
+                                                          "id_slot": 1})
+
+    pinned = threading.Thread(target=run)
     pinned.start()
     time.sleep(0.2)  # the pinned job queued first
     status, b = srv.json("POST", "/completion", {"prompt": "c", "n_predict": 2})
-    pending = long_job.is_alive() and pinned.is_alive()
-    expect(busy and status == 200 and b.get("id_slot") == 0 and pending,
+    # the long job has not answered (no byte on its socket) and the pinned one waits
+    still = pinned.is_alive() and not select.select([long_job], [], [], 0)[0]
+    expect(busy and status == 200 and b.get("id_slot") == 0 and still,
            f"a job behind one pinned to busy slot 1 ran on slot 0 (busy {busy}, {status}, "
-           f"slot {b.get('id_slot')}, long and pinned still pending: {pending})")
-    long_job.join(300)
+           f"slot {b.get('id_slot')}, the long and the pinned one still pending: {still})")
+    long_job.close()  # the long job's client leaves: cancelled, slot 1 frees
     pinned.join(300)
-    ok = all(done.get(k, (0,))[0] == 200 for k in ("long", "pinned"))
-    expect(ok and done["pinned"][1].get("id_slot") == 1,
-           f"the long job and the pinned one finish on slot 1 ({ok})")
+    s, b = done.get("pinned", (0, {}))
+    expect(s == 200 and b.get("id_slot") == 1, f"then the pinned job ran on slot 1 ({s})")
     srv.stop()
 
 
