@@ -471,6 +471,15 @@ def post_raw(port, path, req, n_events=0):
     return s
 
 
+def wait_cancelled(srv, want):
+    """sluice_requests_cancelled_total once it reaches want, or after 60 s."""
+    t0, n = time.time(), -1
+    while time.time() - t0 < 60 and n < want:
+        time.sleep(0.1)
+        n = metrics(srv)[2].get("sluice_requests_cancelled_total", 0)
+    return n
+
+
 def test_disconnect(tmp, model_long):
     srv = Server(tmp, model_long, "-c", 4096, "-np", 1, name="long")
     base = metrics(srv)[2].get("sluice_requests_cancelled_total", 0)
@@ -478,10 +487,7 @@ def test_disconnect(tmp, model_long):
            "temperature": 0, "stream": True}
     post_raw(srv.port, "/completion", req, 3).close()
     t0 = time.time()
-    cancelled = base
-    while time.time() - t0 < 60 and cancelled < base + 1:
-        time.sleep(0.1)
-        cancelled = metrics(srv)[2].get("sluice_requests_cancelled_total", 0)
+    cancelled = wait_cancelled(srv, base + 1)
     expect(cancelled == base + 1, "a client gone mid-stream cancels its generation "
            f"({time.time() - t0:.2f} s)")
     # a non-streaming request whose client leaves while it runs
@@ -489,10 +495,7 @@ def test_disconnect(tmp, model_long):
     s = post_raw(srv.port, "/completion", req)
     time.sleep(0.5)
     s.close()
-    t0 = time.time()
-    while time.time() - t0 < 60 and cancelled < base + 2:
-        time.sleep(0.1)
-        cancelled = metrics(srv)[2].get("sluice_requests_cancelled_total", 0)
+    cancelled = wait_cancelled(srv, base + 2)
     expect(cancelled == base + 2, "a non-streaming client that leaves cancels its generation")
     # a stream whose client leaves while its job waits in the queue (the one slot busy) is
     # cancelled there: its 1,000 prompt tokens are never evaluated (found only by a failed
@@ -505,10 +508,7 @@ def test_disconnect(tmp, model_long):
     queued.close()
     time.sleep(0.6)
     hold.close()
-    t0 = time.time()
-    while time.time() - t0 < 60 and cancelled < base + 4:
-        time.sleep(0.1)
-        cancelled = metrics(srv)[2].get("sluice_requests_cancelled_total", 0)
+    cancelled = wait_cancelled(srv, base + 4)
     dp = metrics(srv)[2].get("llamacpp:prompt_tokens_total", 0) - p0
     expect(cancelled == base + 4 and dp < 1000, f"a queued stream whose client left is "
            f"cancelled unevaluated (cancelled {cancelled - base - 2} of 2, {dp} prompt tokens)")
