@@ -455,7 +455,7 @@ sl_status sl_ctx_neuron_stats(const sl_ctx *c, int32_t il, int32_t expert, int64
         return sl_error_set(err, SL_ERR_RANGE, "sl_ctx_neuron_stats: layer %d outside [0, %d)",
                             il, c->m->hp.n_layer);
     const int32_t X = c->m->hp.n_expert;
-    if ((expert < 0) != (X == 0) || expert >= X)
+    if (X == 0 ? expert != -1 : expert < 0 || expert >= X)
         return sl_error_set(err, SL_ERR_RANGE, "sl_ctx_neuron_stats: expert %d of a model with "
                             "%d routed experts (-1: the dense FFN)", expert, X);
     const sl_neuron_stats *s = &c->nstats[X ? il * X + expert : il];

@@ -152,8 +152,14 @@ sl_status sl__model_open(sl_runtime *rt, const sl__serving *serving, const char 
     if ((st = sl_check_i64("gpu_layers", m->opt.gpu_layers, SL_RANGE_GPU_LAYERS, err)) ||
         (st = sl_check_i64("n_cpu_moe", m->opt.n_cpu_moe, SL_RANGE_N_CPU_MOE, err)) ||
         (st = sl_check_i64("numa_node", m->opt.numa_node, SL_RANGE_NUMA_NODE, err)) ||
-        (st = sl_check_i64("n_threads", m->opt.n_threads, SL_RANGE_N_THREADS, err)))
+        (st = sl_check_i64("n_threads", m->opt.n_threads, SL_RANGE_N_THREADS, err)) ||
+        (st = sl_check_i64("budget_ctx", m->opt.budget_ctx, SL_RANGE_N_CTX, err)))
         goto fail;
+    if (m->opt.cpus) { /* refused here, not first by the context's pool (its plan counted a bad
+                        * list as the CPUs online) */
+        sl_cpu_set set;
+        if ((st = sl_topo_parse_cpu_list(m->opt.cpus, &set, err))) goto fail;
+    }
     m->path = strdup(path);
     if (!m->path) {
         st = sl_error_set(err, SL_ERR_NOMEM, "out of memory");

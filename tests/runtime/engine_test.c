@@ -879,6 +879,25 @@ static void check_info(const char *path)
         sl_ctx_destroy(c);
     }
     sl_model_close(m);
+    /* options refused by sl_model_open itself, naming the field: a cpus list that does not
+     * parse (it passed, counted as the CPUs online, until a context's pool), budget_ctx < 0
+     * (it meant the default) */
+    static const struct {
+        const char *cpus;
+        int budget_ctx;
+        const char *want;
+    } k_bad[] = {{"3-x", 0, "3-x"}, {NULL, -1, "budget_ctx"}};
+    for (size_t i = 0; i < sizeof k_bad / sizeof *k_bad; i++) {
+        sl_model_options o = sl_model_options_default();
+        o.placement = SL_PLACE_CPU;
+        o.progress = false;
+        o.cpus = k_bad[i].cpus;
+        o.budget_ctx = k_bad[i].budget_ctx;
+        sl_model *bad = NULL;
+        CHECK_MSG(sl_model_open(path, &o, &bad, &e) != SL_OK && !bad, "option %zu accepted", i);
+        CHECK_CONTAINS(e.msg, k_bad[i].want);
+        sl_model_close(bad);
+    }
 }
 
 /* `sluice mkmodel --arch A -o FILE` through the CLI binary. */

@@ -491,6 +491,7 @@ static void check_profile(void)
         const double *mag;
         CHECK(sl_ctx_neuron_stats(c, p.n_layer, -1, &nn, &nt, &act, &mag, &e) == SL_ERR_RANGE);
         CHECK(sl_ctx_neuron_stats(c, 0, 0, &nn, &nt, &act, &mag, &e) == SL_ERR_RANGE);
+        CHECK(sl_ctx_neuron_stats(c, 0, -7, &nn, &nt, &act, &mag, &e) == SL_ERR_RANGE);
     }
     sl_ctx_destroy(c);
     sl_model_close(m);
