@@ -572,12 +572,13 @@ static sl_status eval_step(sl_ctx *c, uint64_t epoch, const int32_t *tokens, siz
                            int64_t keep_from, int32_t *greedy, sl_error *err)
 {
     if (!tokens) return sl_error_set(err, SL_ERR_INVALID, "sl_ctx_eval: NULL tokens");
-    sl_status tst = tokens_check(c, tokens, n, "sl_ctx_eval", 0, err);
-    if (tst) return tst;
     if (n > (uint64_t)(c->opt.n_ctx - c->n_past)) /* no overflow: n_past <= n_ctx */
         return sl_error_set(err, SL_ERR_RANGE,
                             "sl_ctx_eval: n_past %d + %zu tokens exceeds n_ctx %d", c->n_past, n,
                             c->opt.n_ctx);
+    /* after the count is known to fit: n is the caller's, the array may be shorter */
+    sl_status tst = tokens_check(c, tokens, n, "sl_ctx_eval", 0, err);
+    if (tst) return tst;
     const int64_t V = c->m->hp.n_vocab;
     /* logits rows from..n-1 are computed and kept (all_logits: from keep_from; else the last) */
     const int64_t from = c->opt.all_logits && !greedy ? keep_from : (int64_t)n - 1;
