@@ -145,7 +145,7 @@ static void check_file(const char *label, const char *path)
         /* a call with a bad token id (in its last chunk) changes nothing: refused before any
          * pass, the recurrent state stays (it was lost: every later eval refused) */
         int32_t bad[N_TOK];
-        memcpy(bad, k_tok + 3, sizeof bad);
+        memcpy(bad, k_tok + 3, (N_TOK - 3) * sizeof *bad);
         bad[N_TOK - 4] = V;
         CHECK(sl_ctx_eval(c2, bad, N_TOK - 3, &e) == SL_ERR_RANGE);
         CHECK_CONTAINS(e.msg, "outside [0, n_vocab");
