@@ -44,10 +44,27 @@ int sl_bench_long_value(sl_cli_args *a, long lo, long hi, long *out)
     return !v || sl_bench_parse_long(v, a->flag, lo, hi, out) ? 2 : 0;
 }
 
-double sl_bench_cpu_step_gbps(const sl_ctx_stats *before, const sl_ctx_stats *after)
+/* The CPU expert path's GB/s between two sl_ctx_stats (0: it ran nothing). */
+static double cpu_gbps(const sl_ctx_stats *before, const sl_ctx_stats *after)
 {
     const double s = after->expert_cpu_seconds - before->expert_cpu_seconds;
     return s > 0 ? (double)(after->expert_cpu_bytes - before->expert_cpu_bytes) / 1e9 / s : 0;
+}
+
+sl_status sl_bench_decode_steps(sl_ctx *c, int32_t *tok, int32_t n, double *dt, double *gbps,
+                                sl_error *err)
+{
+    sl_ctx_stats s[2];
+    sl_ctx_stats_get(c, &s[0]);
+    for (int32_t i = 0; i < n; i++) { /* s[i & 1]: before step i, s[~i & 1] after it */
+        const double t0 = sl_cli_now_s();
+        const sl_status st = sl_ctx_eval_greedy(c, tok, 1, tok, err);
+        if (st) return st;
+        dt[i] = sl_cli_now_s() - t0;
+        sl_ctx_stats_get(c, &s[~i & 1]);
+        gbps[i] = cpu_gbps(&s[i & 1], &s[~i & 1]);
+    }
+    return SL_OK;
 }
 
 sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stats *s1,
@@ -63,7 +80,7 @@ sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stat
         .pcie_expert_bytes_per_token =
             (double)(s1->copy_bytes - s0->copy_bytes) / (double)(steps > 0 ? steps : 1),
         .cpu_expert_gbps =
-            ran ? sl_cli_median(cpu_step_gbps, ran) : sl_bench_cpu_step_gbps(s0, s1),
+            ran ? sl_cli_median(cpu_step_gbps, ran) : cpu_gbps(s0, s1),
         .steps_per_layer = s1->dev_layers > s0->dev_layers
                                ? (double)(s1->dev_layer_steps - s0->dev_layer_steps) /
                                      (double)(s1->dev_layers - s0->dev_layers)

@@ -43,18 +43,22 @@ typedef struct sl_bench_dev_cost {
      * (sluice.h hot_bytes: --sched hot_kb / cache_kb + uploads) */
     uint64_t hot_bytes;
 } sl_bench_dev_cost;
+/* cpu_expert_gbps: the median of cpu_step_gbps[steps]'s positive rates (sl_bench_decode_steps;
+ * the array is reordered), else (NULL, none positive) the ratio of the totals: one preempted
+ * step of a noisy host moved that ratio from 41 to 102 % of the streaming read run to run (2
+ * threads, this VM). */
 sl_bench_dev_cost sl_bench_dev_cost_of(const sl_ctx_stats *s0, const sl_ctx_stats *s1,
                                        int64_t steps, int32_t n_layer, double *cpu_step_gbps);
-/* One decode step's CPU expert GB/s, from sl_ctx_stats taken before and after it (0: none ran).
- * sl_bench_dev_cost_of's cpu_expert_gbps is the median of the steps' positive rates when given
- * them (cpu_step_gbps[steps], reordered): one preempted step of a noisy host moved the ratio of
- * the totals from 41 to 102 % of the streaming read run to run (2 threads, this VM). */
-double sl_bench_cpu_step_gbps(const sl_ctx_stats *before, const sl_ctx_stats *after);
 /* Its JSON fields, each after a ',': "syncs_per_layer", "device_calls_per_layer",
  * "pcie_expert_bytes_per_token", "cpu_expert_gbps", "device_steps_per_layer" (null: no layer
  * on the device), "device_launches_per_layer" (null: no kernel counted: sim, the CPU),
  * "graph_passes_per_step", "hot_bytes". */
 void sl_bench_dev_cost_json(FILE *f, const sl_bench_dev_cost *c);
+/* n greedy one-token steps of c from *tok (left at the last pick): dt[i] each step's seconds,
+ * gbps[i] its CPU expert GB/s (0: none ran), from the context's stats between the steps (taken
+ * outside the timed calls). Non-zero: a step failed (err says why). */
+sl_status sl_bench_decode_steps(sl_ctx *c, int32_t *tok, int32_t n, double *dt, double *gbps,
+                                sl_error *err);
 /* The decode fields bench moe's and bench decode's rows share, each as ",\"key\":value": the
  * steps (count; mean, median and p90 ms), expert evaluations per step by side, and the
  * fetching scheduler's MoE layer calls per step by mode (null when fetches is false). */

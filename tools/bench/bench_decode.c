@@ -457,15 +457,7 @@ static int run_placement(const char *path, sl_model_options mo, sl_cli_model_fla
         r->pprof.steps = n_prompt;
     }
     double *eg = dt + n_gen; /* each step's CPU expert GB/s */
-    for (int32_t i = 0; i < n_gen; i++) {
-        sl_ctx_stats b, e;
-        sl_ctx_stats_get(c, &b);
-        t0 = sl_cli_now_s();
-        if (sl_ctx_eval_greedy(c, &tok, 1, &tok, &err)) goto fail;
-        dt[i] = sl_cli_now_s() - t0;
-        sl_ctx_stats_get(c, &e);
-        eg[i] = sl_bench_cpu_step_gbps(&b, &e);
-    }
+    if (sl_bench_decode_steps(c, &tok, n_gen, dt, eg, &err)) goto fail;
     r->steps = sl_cli_steps_of(dt, (size_t)n_gen);
     r->decode_ms = r->steps.mean_ms;
     r->decode_tps = r->decode_ms > 0 ? 1e3 / r->decode_ms : 0;

@@ -241,15 +241,7 @@ static void run_row(sl_model *m, const sl_model_info *info, const sl_bench_bytes
     if (sl_ctx_eval_greedy(c, tok, PROMPT, &t, &err)) goto fail;
     sl_ctx_stats_get(c, &s0);
     double *eg = dt + n_dec; /* each step's CPU expert GB/s */
-    for (int32_t i = 0; i < n_dec; i++) {
-        sl_ctx_stats b, e;
-        sl_ctx_stats_get(c, &b);
-        const double t0 = sl_cli_now_s();
-        if (sl_ctx_eval_greedy(c, &t, 1, &t, &err)) goto fail;
-        dt[i] = sl_cli_now_s() - t0;
-        sl_ctx_stats_get(c, &e);
-        eg[i] = sl_bench_cpu_step_gbps(&b, &e);
-    }
+    if (sl_bench_decode_steps(c, &t, n_dec, dt, eg, &err)) goto fail;
     sl_ctx_stats_get(c, &s1);
     r->steps = sl_cli_steps_of(dt, (size_t)n_dec);
     r->decode_tps = r->steps.mean_ms > 0 ? 1e3 / r->steps.mean_ms : 0;
