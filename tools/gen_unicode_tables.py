@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Generates runtime/text/unicode_tables.c: code point ranges of the Unicode general categories the
 BPE pre-tokenizers test (\\p{L} letters, \\p{N} numbers, \\p{P} punctuation; for the o200k
-"gpt-4o" regex also \\p{Ll}, \\p{Lu} with \\p{Lt}, and marks \\p{M}), from Python's unicodedata
-(its Unicode version is written into the file).
+"gpt-4o" regex also \\p{Ll}, \\p{Lu} with \\p{Lt}, and marks \\p{M}; for runtime/text/regex.c
+\\p{Lt}, \\p{Lm}, symbols \\p{S} and the Han script \\p{Han}), from Python's unicodedata (its
+Unicode version is written into the file). Script is not in unicodedata: \\p{Han} comes from the
+PyPI `regex` module, restricted to the code points unicodedata assigns, so every table is of one
+Unicode version.
 
     python3 tools/gen_unicode_tables.py > runtime/text/unicode_tables.c
 
@@ -13,12 +16,15 @@ it); runtime/text/unicode.c lists those 25 code points by hand.
 import sys
 import unicodedata
 
+import regex
 
-def ranges(pred):
+
+def ranges(pred, script=None):
     out = []
     start = None
     for cp in range(0x110000):
-        ok = pred(unicodedata.category(chr(cp)))
+        cat = unicodedata.category(chr(cp))
+        ok = pred(cat) and (script is None or bool(script.match(chr(cp))))
         if ok and start is None:
             start = cp
         elif not ok and start is not None:
@@ -54,6 +60,10 @@ def main():
     emit("lower", ranges(lambda c: c == "Ll"), w)
     emit("upper", ranges(lambda c: c in ("Lu", "Lt")), w)
     emit("mark", ranges(lambda c: c[0] == "M"), w)
+    emit("title", ranges(lambda c: c == "Lt"), w)
+    emit("modifier", ranges(lambda c: c == "Lm"), w)
+    emit("symbol", ranges(lambda c: c[0] == "S"), w)
+    emit("han", ranges(lambda c: c != "Cn", regex.compile(r"\p{Han}")), w)
 
 
 if __name__ == "__main__":

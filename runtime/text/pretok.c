@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/text/regex.h"
 #include "runtime/text/unicode.h"
 #include "runtime/text/vocab_impl.h"
 
@@ -369,39 +370,73 @@ static void run_stage(stage st, frag *f)
     }
 }
 
-sl_status sl__pretok_split(sl_pretok kind, const uint32_t *cps, size_t n, size_t **out_lens,
-                           size_t *n_words, sl_error *err)
+/* A table pre-tokenizer's stage: every match and every gap between matches is a word (Hugging
+ * Face's Split with "isolated" behaviour). Returns false when out of memory. */
+static bool split_regex(const sl__regex *re, const uint16_t *flags, sl__regex_scratch *sc,
+                        frag *f)
+{
+    size_t ms, me;
+    for (size_t pos = f->ini; pos < f->end;) {
+        const int r = sl__regex_find(re, f->cps, flags, f->ini, f->end, pos, &ms, &me, sc);
+        if (r < 0) return false;
+        if (r == 0) break;
+        add_word(f, ms);
+        add_word(f, me);
+        pos = me;
+    }
+    add_word(f, f->end);
+    return true;
+}
+
+sl_status sl__pretok_split(const sl__pretok *pt, const uint32_t *cps, size_t n,
+                           size_t **out_lens, size_t *n_words, sl_error *err)
 {
     static const stage k_default[] = {ST_PUNCT, ST_GPT2, ST_NUMBERS, ST_TRIPLES};
     static const stage k_gpt2[] = {ST_GPT2};
     static const stage k_llama3[] = {ST_LLAMA3};
     static const stage k_qwen2[] = {ST_QWEN2};
     static const stage k_o200k[] = {ST_O200K};
-    const stage *stages;
+    const stage *stages = NULL;
     size_t n_stages;
-    switch (kind) {
+    switch (pt->kind) {
     case SL_PRETOK_DEFAULT: stages = k_default; n_stages = 4; break;
     case SL_PRETOK_GPT2: stages = k_gpt2; n_stages = 1; break;
     case SL_PRETOK_LLAMA3: stages = k_llama3; n_stages = 1; break;
     case SL_PRETOK_QWEN2: stages = k_qwen2; n_stages = 1; break;
     case SL_PRETOK_O200K: stages = k_o200k; n_stages = 1; break;
+    case SL_PRETOK_REGEX:
+        n_stages = pt->n_re;
+        if (n_stages == 0 || n_stages > SL__PRETOK_MAX_RE)
+            return sl_error_set(err, SL_ERR_INVALID, "pre-tokenizer: %zu regex stages",
+                                n_stages);
+        break;
     default:
         return sl_error_set(err, SL_ERR_INVALID, "pre-tokenizer %d: not a BPE pre-tokenizer",
-                            (int)kind);
+                            (int)pt->kind);
     }
+    uint16_t *flags = NULL;
+    sl__regex_scratch sc = {0};
     lens cur = {0};
+    if (!stages) {
+        flags = malloc((n ? n : 1) * sizeof *flags);
+        if (!flags) cur.oom = true;
+        for (size_t i = 0; flags && i < n; i++) flags[i] = sl__unicode_flags(cps[i]);
+    }
     push_len(&cur, n);
     for (size_t s = 0; s < n_stages && !cur.oom; s++) {
         lens next = {0};
         size_t start = 0;
-        for (size_t i = 0; i < cur.n; i++) {
+        for (size_t i = 0; i < cur.n && !next.oom; i++) {
             frag f = {cps, start, start + cur.v[i], start, &next};
-            run_stage(stages[s], &f);
+            if (stages) run_stage(stages[s], &f);
+            else if (!split_regex(pt->re[s], flags, &sc, &f)) next.oom = true;
             start += cur.v[i];
         }
         free(cur.v);
         cur = next;
     }
+    free(flags);
+    sl__regex_scratch_free(&sc);
     if (cur.oom) {
         free(cur.v);
         return sl_error_set(err, SL_ERR_NOMEM, "pre-tokenizer: out of memory splitting %zu "

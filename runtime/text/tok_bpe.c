@@ -107,7 +107,7 @@ sl_status sl__bpe_tokenize(const sl_vocab *v, const char *text, size_t len, sl__
     if (!cps) goto nomem;
     size_t n = 0;
     for (size_t i = 0; i < len;) cps[n++] = sl__utf8_decode(text, len, &i);
-    st = sl__pretok_split(v->pretok, cps, n, &lens, &n_words, err);
+    st = sl__pretok_split(&v->pre, cps, n, &lens, &n_words, err);
     if (st != SL_OK) goto out;
     /* Scratch for the longest word: a word of B UTF-8 bytes maps to B symbols of at most
      * 2 bytes each (a U+FFFD standing for one bad input byte counts its 3 bytes). */

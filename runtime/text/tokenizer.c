@@ -75,7 +75,7 @@ int32_t sl__vocab_merge_rank(const sl_vocab *v, const char *l, size_t ln, const 
 
 int32_t sl_vocab_n_tokens(const sl_vocab *v) { return v->n_tokens; }
 sl_vocab_kind sl_vocab_kind_get(const sl_vocab *v) { return v->kind; }
-sl_pretok sl_vocab_pretok(const sl_vocab *v) { return v->pretok; }
+sl_pretok sl_vocab_pretok(const sl_vocab *v) { return v->pre.kind; }
 int32_t sl_vocab_bos(const sl_vocab *v) { return v->bos; }
 int32_t sl_vocab_eos(const sl_vocab *v) { return v->eos; }
 int32_t sl_vocab_eot(const sl_vocab *v) { return v->eot; }
@@ -160,33 +160,6 @@ static sl_status get_special(const sl_gguf *g, const char *key, int32_t def, int
     *out = found && id >= 0 && id < n_tokens ? (int32_t)id : def >= 0 && def < n_tokens ? def : -1;
     return SL_OK;
 }
-
-typedef struct pre_name {
-    const char *name;
-    sl_pretok kind;
-    bool ignore_merges, clean_spaces;
-} pre_name;
-
-/* llama.cpp llama_vocab::impl::load: the pre-tokenizer names whose regexes we implement. */
-static const pre_name k_pre[] = {
-    {"default", SL_PRETOK_DEFAULT, false, true},
-    {"llama3", SL_PRETOK_LLAMA3, true, true},      {"llama-v3", SL_PRETOK_LLAMA3, true, true},
-    {"llama-bpe", SL_PRETOK_LLAMA3, true, true},   {"falcon3", SL_PRETOK_LLAMA3, true, true},
-    {"falcon-h1", SL_PRETOK_LLAMA3, true, true},   {"pixtral", SL_PRETOK_LLAMA3, true, true},
-    {"midm-2.0", SL_PRETOK_LLAMA3, true, true},    {"lfm2", SL_PRETOK_LLAMA3, true, true},
-    {"dbrx", SL_PRETOK_LLAMA3, false, true},       {"smaug-bpe", SL_PRETOK_LLAMA3, false, true},
-    {"gpt-2", SL_PRETOK_GPT2, false, true},        {"phi-2", SL_PRETOK_GPT2, false, true},
-    {"jina-es", SL_PRETOK_GPT2, false, true},      {"jina-de", SL_PRETOK_GPT2, false, true},
-    {"gigachat", SL_PRETOK_GPT2, false, true},     {"jina-v2-es", SL_PRETOK_GPT2, false, true},
-    {"jina-v2-de", SL_PRETOK_GPT2, false, true},   {"a.x-4.0", SL_PRETOK_GPT2, false, true},
-    {"mellum", SL_PRETOK_GPT2, false, true},       {"mpt", SL_PRETOK_GPT2, false, true},
-    {"olmo", SL_PRETOK_GPT2, false, true},         {"jais", SL_PRETOK_GPT2, false, true},
-    {"exaone4", SL_PRETOK_GPT2, false, true},      {"trillion", SL_PRETOK_GPT2, false, false},
-    {"qwen2", SL_PRETOK_QWEN2, false, false},      {"deepseek-r1-qwen", SL_PRETOK_QWEN2, false, false},
-    {"megrez", SL_PRETOK_QWEN2, false, true},      {"stablelm2", SL_PRETOK_QWEN2, false, true},
-    {"hunyuan", SL_PRETOK_QWEN2, false, false},
-    {"gpt-4o", SL_PRETOK_O200K, false, false},     {"llama4", SL_PRETOK_O200K, false, false},
-};
 
 static const char *const k_eot_texts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
@@ -453,7 +426,7 @@ sl_status sl_vocab_load(const sl_gguf *g, sl_vocab **out, sl_error *err)
     v->bos = v->eos = v->eot = v->eom = v->unk = v->pad = -1;
     if (!strcmp(model, "llama")) {
         v->kind = SL_VOCAB_SPM;
-        v->pretok = SL_PRETOK_NONE;
+        v->pre.kind = SL_PRETOK_NONE;
         v->add_space_prefix = true;
         v->add_bos = true;
     } else if (!strcmp(model, "gpt2")) {
@@ -461,21 +434,20 @@ sl_status sl_vocab_load(const sl_gguf *g, sl_vocab **out, sl_error *err)
         const char *pre = "";
         const sl_gguf_value *pv = sl_gguf_find(g, "tokenizer.ggml.pre");
         if (pv && (st = sl_gguf_get_str(g, "tokenizer.ggml.pre", &pre, err))) goto fail;
-        const pre_name *p = NULL;
-        if (!*pre) p = &k_pre[0]; /* absent: llama.cpp warns and uses "default" */
-        for (size_t i = 0; !p && i < sizeof k_pre / sizeof *k_pre; i++)
-            if (!strcmp(pre, k_pre[i].name)) p = &k_pre[i];
+        /* absent or empty: llama.cpp warns and uses "default" */
+        const sl__pretok_def *p = sl__pretok_find(*pre ? pre : "default");
         if (!p) {
             st = sl_error_set(err, SL_ERR_UNSUPPORTED,
-                              "tokenizer.ggml.pre '%s': unsupported pre-tokenizer (supported: "
-                              "default, llama3/llama-bpe, qwen2, gpt-2, olmo, gpt-4o and their "
-                              "llama.cpp aliases)", pre);
+                              "tokenizer.ggml.pre '%s': unsupported pre-tokenizer (Sluice runs "
+                              "llama.cpp's BPE pre-tokenizers but gemma4, sarvam-moe, "
+                              "whitespace, superbpe, tiny_aya, afmoe, chameleon and the "
+                              "embedding models' ones)", pre);
             goto fail;
         }
-        v->pretok = p->kind;
-        v->ignore_merges = p->ignore_merges;
-        v->clean_spaces = p->clean_spaces;
-        v->add_bos = p->kind == SL_PRETOK_LLAMA3 && p->ignore_merges; /* llama.cpp sets it so */
+        if ((st = sl__pretok_init(&v->pre, p, err))) goto fail;
+        v->ignore_merges = p->flags & SL__PRE_IGNORE_MERGES;
+        v->clean_spaces = !(p->flags & SL__PRE_KEEP_SPACES);
+        v->add_bos = p->flags & SL__PRE_ADD_BOS;
     } else {
         st = sl_error_set(err, SL_ERR_UNSUPPORTED,
                           "tokenizer.ggml.model '%s': unsupported tokenizer (supported: 'llama' "
@@ -519,12 +491,21 @@ void sl_vocab_free(sl_vocab *v)
     free(v->merges);
     free(v->merge_table);
     free(v->special);
+    sl__pretok_free(&v->pre);
     free(v);
 }
 
 sl_status sl__vocab_validate(const sl_vocab *v, sl_error *err)
 {
     if (v->n_tokens <= 0) return sl_error_set(err, SL_ERR_FORMAT, "vocab: %d tokens", v->n_tokens);
+    const bool table = v->pre.kind == SL_PRETOK_REGEX;
+    bool stages_ok = table ? v->pre.n_re >= 1 && v->pre.n_re <= SL__PRETOK_MAX_RE
+                           : v->pre.n_re == 0;
+    for (size_t i = 0; stages_ok && i < v->pre.n_re; i++) stages_ok = v->pre.re[i] != NULL;
+    if (!stages_ok || (v->kind == SL_VOCAB_SPM) != (v->pre.kind == SL_PRETOK_NONE))
+        return sl_error_set(err, SL_ERR_FORMAT, "vocab: pre-tokenizer %d with %zu regex stages "
+                            "for a vocabulary of kind %d", (int)v->pre.kind, v->pre.n_re,
+                            (int)v->kind);
     for (int32_t i = 0; i < v->n_tokens; i++) {
         if (v->text_len[i] == 0 || (size_t)v->text_off[i] + v->text_len[i] > v->arena_len)
             return sl_error_set(err, SL_ERR_FORMAT, "vocab: token %d text outside the arena", i);

@@ -57,7 +57,8 @@ typedef enum sl_pretok {
     SL_PRETOK_LLAMA3 = 3,   /* llama3 regex, numbers in groups of 1-3, merges ignored for words
                                that are whole tokens */
     SL_PRETOK_QWEN2 = 4,    /* llama3 regex with single-digit numbers */
-    SL_PRETOK_O200K = 5     /* o200k regex ("gpt-4o": gpt-oss, GPT-4o, Llama 4) */
+    SL_PRETOK_O200K = 5,    /* o200k regex ("gpt-4o": gpt-oss, GPT-4o, Llama 4) */
+    SL_PRETOK_REGEX = 6     /* a list of regexes from the name's table row (deepseek-v3, ...) */
 } sl_pretok;
 
 /* Reads the tokenizer.ggml.* keys of g. Errors: SL_ERR_UNSUPPORTED naming an unknown

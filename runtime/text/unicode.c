@@ -128,6 +128,30 @@ bool sl__unicode_is_whitespace(uint32_t cp)
            cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
+uint16_t sl__unicode_flags(uint32_t cp)
+{
+    uint16_t f = 0;
+    if (sl__unicode_is_whitespace(cp)) f |= SL__UC_WS;
+    if (sl__unicode_is_letter(cp)) {
+        if (sl__unicode_is_lower(cp)) f |= SL__UC_LL;
+        else if (cp >= 0x80 && in_ranges(sl__unicode_title, sl__unicode_title_count, cp))
+            f |= SL__UC_LT;
+        else if (sl__unicode_is_upper(cp)) f |= SL__UC_LU;
+        else if (in_ranges(sl__unicode_modifier, sl__unicode_modifier_count, cp)) f |= SL__UC_LM;
+        else f |= SL__UC_LO; /* the five letter categories: what is left is Lo */
+        if (cp >= 0x2E80 && in_ranges(sl__unicode_han, sl__unicode_han_count, cp))
+            f |= SL__UC_HAN;
+        return f;
+    }
+    if (sl__unicode_is_number(cp)) f |= SL__UC_N;
+    else if (sl__unicode_is_mark(cp)) f |= SL__UC_M;
+    else if (sl__unicode_is_punct(cp)) f |= SL__UC_P;
+    else if (in_ranges(sl__unicode_symbol, sl__unicode_symbol_count, cp)) f |= SL__UC_S;
+    /* Han also holds a few numbers (U+3007, U+3021..) and radicals (symbols) */
+    if (cp >= 0x2E80 && in_ranges(sl__unicode_han, sl__unicode_han_count, cp)) f |= SL__UC_HAN;
+    return f;
+}
+
 /* bytes_to_unicode: printable Latin-1 bytes stand for themselves; the other 68 bytes, in
  * increasing order, take U+0100, U+0101, ... */
 static bool gpt2_printable(unsigned b)

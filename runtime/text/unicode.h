@@ -7,7 +7,8 @@
  * - Categories from generated range tables (runtime/text/unicode_tables.c, made by
  *   tools/gen_unicode_tables.py): letter \p{L}, number \p{N}, punctuation \p{P}, and for the
  *   o200k regex lowercase \p{Ll}, upper/titlecase \p{Lu}|\p{Lt} and mark \p{M}; whitespace is
- *   the Unicode White_Space property (what llama.cpp's unicode_set_whitespace holds).
+ *   the Unicode White_Space property (what llama.cpp's unicode_set_whitespace holds). For the
+ *   regex pre-tokenizers, every class at once as a bit set (sl__unicode_flags).
  * - GPT-2's byte <-> unicode mapping (bytes_to_unicode in OpenAI's encoder.py).
  * All functions are pure; tables are const. */
 #ifndef SL_RUNTIME_UNICODE_H
@@ -33,6 +34,14 @@ extern const sl__unicode_range sl__unicode_upper[];
 extern const size_t sl__unicode_upper_count;
 extern const sl__unicode_range sl__unicode_mark[];
 extern const size_t sl__unicode_mark_count;
+extern const sl__unicode_range sl__unicode_title[];
+extern const size_t sl__unicode_title_count;
+extern const sl__unicode_range sl__unicode_modifier[];
+extern const size_t sl__unicode_modifier_count;
+extern const sl__unicode_range sl__unicode_symbol[];
+extern const size_t sl__unicode_symbol_count;
+extern const sl__unicode_range sl__unicode_han[];
+extern const size_t sl__unicode_han_count;
 
 enum { SL__UNICODE_REPLACEMENT = 0xFFFD, SL__UNICODE_MAX = 0x10FFFF };
 
@@ -51,6 +60,24 @@ bool sl__unicode_is_whitespace(uint32_t cp);
 bool sl__unicode_is_lower(uint32_t cp); /* \p{Ll} */
 bool sl__unicode_is_upper(uint32_t cp); /* \p{Lu} or \p{Lt} */
 bool sl__unicode_is_mark(uint32_t cp);  /* \p{M}: Mn, Mc, Me */
+
+/* The classes runtime/text/regex.c tests, one bit each; a letter has exactly one of the five
+ * letter bits. */
+enum {
+    SL__UC_LU = 1 << 0,  /* \p{Lu} */
+    SL__UC_LL = 1 << 1,  /* \p{Ll} */
+    SL__UC_LT = 1 << 2,  /* \p{Lt} */
+    SL__UC_LM = 1 << 3,  /* \p{Lm} */
+    SL__UC_LO = 1 << 4,  /* \p{Lo} */
+    SL__UC_M = 1 << 5,   /* \p{M} */
+    SL__UC_N = 1 << 6,   /* \p{N} */
+    SL__UC_P = 1 << 7,   /* \p{P} */
+    SL__UC_S = 1 << 8,   /* \p{S} */
+    SL__UC_HAN = 1 << 9, /* \p{Han} (script) */
+    SL__UC_WS = 1 << 10, /* \s: White_Space */
+    SL__UC_L = SL__UC_LU | SL__UC_LL | SL__UC_LT | SL__UC_LM | SL__UC_LO
+};
+uint16_t sl__unicode_flags(uint32_t cp);
 
 /* GPT-2 byte-level alphabet: the code point standing for byte b. */
 uint32_t sl__gpt2_byte_to_cp(uint8_t b);

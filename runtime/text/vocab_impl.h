@@ -13,6 +13,7 @@
 #ifndef SL_RUNTIME_VOCAB_IMPL_H
 #define SL_RUNTIME_VOCAB_IMPL_H
 
+#include "runtime/text/regex.h"
 #include "runtime/text/tokenizer.h"
 
 typedef struct sl__merge {
@@ -20,9 +21,42 @@ typedef struct sl__merge {
     uint32_t left_len, right_len;
 } sl__merge;
 
+/* A BPE pre-tokenizer: a hand-written one (kind; n_re 0), or SL_PRETOK_REGEX with its n_re
+ * stages (1 .. SL__PRETOK_MAX_RE compiled regexes, applied in order, each to every piece of the
+ * one before). An SPM vocabulary has SL_PRETOK_NONE, a BPE one any other kind. */
+enum { SL__PRETOK_MAX_RE = 6 };
+typedef struct sl__pretok {
+    sl_pretok kind;
+    sl__regex *re[SL__PRETOK_MAX_RE];
+    size_t n_re;
+} sl__pretok;
+
+/* A row of the pre-tokenizer table (pretok_table.c): a tokenizer.ggml.pre name, what it
+ * splits by (re: the NULL-terminated regex stages of SL_PRETOK_REGEX, else NULL) and the
+ * vocabulary flags llama.cpp ties to the name. */
+enum {
+    SL__PRE_IGNORE_MERGES = 1, /* a word that is a whole token skips merging */
+    SL__PRE_KEEP_SPACES = 2,   /* detokenize without llama.cpp's clean-up of spaces */
+    SL__PRE_ADD_BOS = 4        /* add BOS by default */
+};
+typedef struct sl__pretok_def {
+    const char *name;
+    sl_pretok kind;
+    const char *const *re;
+    unsigned flags;
+} sl__pretok_def;
+
+/* The row named `name`, or NULL. */
+const sl__pretok_def *sl__pretok_find(const char *name);
+/* Row i of the table, or NULL past its end (for tests). */
+const sl__pretok_def *sl__pretok_at(size_t i);
+/* Compiles d's regexes into *pt (a zeroed *pt on failure); free with sl__pretok_free. */
+sl_status sl__pretok_init(sl__pretok *pt, const sl__pretok_def *d, sl_error *err);
+void sl__pretok_free(sl__pretok *pt);
+
 struct sl_vocab {
     sl_vocab_kind kind;
-    sl_pretok pretok;
+    sl__pretok pre;
     bool ignore_merges;     /* llama3: a word that is a whole token skips merging */
     bool add_space_prefix;  /* SPM: prepend ' ' to text that starts a fragment run */
     bool clean_spaces;      /* detokenize: llama.cpp's clean-up of " ." and " 's" */
@@ -83,7 +117,7 @@ sl_status sl__bpe_tokenize(const sl_vocab *v, const char *text, size_t len, sl__
 
 /* Pre-tokenizer: splits code points cps[0, n) into words; writes word lengths (in code points,
  * each > 0, summing to n) to *lens (malloc'd, caller frees), their count to *n_words. */
-sl_status sl__pretok_split(sl_pretok kind, const uint32_t *cps, size_t n, size_t **lens,
+sl_status sl__pretok_split(const sl__pretok *pt, const uint32_t *cps, size_t n, size_t **lens,
                            size_t *n_words, sl_error *err);
 
 /* Checks the invariants above; SL_ERR_FORMAT naming the first broken one. */

@@ -1,4 +1,4 @@
-"""Manual check: runtime/text/tokenizer on the real Qwen2 and Phi-3 vocabularies.
+"""Manual check: runtime/text/tokenizer on llama.cpp's real test vocabularies.
 
 usage: python tokenizer_real_vocab.py MODELS_DIR SLUICE TOK_TOOL
 
@@ -10,7 +10,11 @@ each .gguf.inp / .gguf.out pair holds test texts and the ids Hugging Face's Auto
 them (convert_hf_to_gguf_update.py). Not a Bazel target: the vocabularies are not in the repo.
 
 Checked, token id for token id, with detokenize(tokenize(text)) == text:
-  1. every .inp text against its .out ids (Hugging Face's own tokenizer.json / tokenizer.model);
+  1. every .inp text against its .out ids (Hugging Face's own tokenizer.json / tokenizer.model),
+     for every ggml-vocab-*.gguf with a test pair whose tokenizer.ggml.model Sluice runs
+     (llama, gpt2: today llama-spm, phi-3, gpt-2, mpt, llama-bpe, qwen2, qwen35, falcon,
+     starcoder, refact, command-r, deepseek-llm, deepseek-coder); the others (bert, gemma4) are
+     listed as skipped;
   2. tokenizer_vs_reference.py's multilingual CORPUS (+ Korean and more) against references
      built from the same vocabulary: qwen2 as Hugging Face `tokenizers` with Qwen2's
      tokenizer.json pipeline (NFC, Split(Qwen2 regex, isolated), ByteLevel, BPE with the
@@ -19,6 +23,7 @@ Checked, token id for token id, with detokenize(tokenize(text)) == text:
      tokenizer.model is.
 Exit 0 iff all agree.
 """
+import glob
 import os
 import sys
 import unicodedata
@@ -54,15 +59,22 @@ def cases(name):
 
 def main():
     texts = tvr.CORPUS + EXTRA
+    for inp in sorted(glob.glob(os.path.join(MODELS, "ggml-vocab-*.gguf.inp"))):
+        path = inp[:-4]
+        name = os.path.basename(path)
+        model = tvr.field(tvr.GGUFReader(path), "tokenizer.ggml.model")
+        if model not in ("llama", "gpt2"):
+            print(f"skipped {name}: tokenizer.ggml.model '{model}'")
+            continue
+        cin, cwant = cases(name)
+        ref = dict(zip(cin, cwant))
+        tvr.compare(f"{name}: llama.cpp's HF-made cases", path, cin, lambda t: ref[t],
+                    roundtrip=False)
     for name, kind in (("ggml-vocab-qwen2.gguf", "qwen2"), ("ggml-vocab-phi-3.gguf", "phi-3")):
         path = os.path.join(MODELS, name)
         r = tvr.GGUFReader(path)
         tokens = tvr.field(r, "tokenizer.ggml.tokens")
         types = tvr.field(r, "tokenizer.ggml.token_type")
-        inp, want = cases(name)
-        ref = dict(zip(inp, want))
-        tvr.compare(f"{kind}: llama.cpp's HF-made cases", path, inp, lambda t: ref[t],
-                    roundtrip=False)
         if kind == "qwen2":
             assert tvr.field(r, "tokenizer.ggml.pre") == "qwen2"
             hf = tvr.hf_from_vocab(tokens, types, tvr.field(r, "tokenizer.ggml.merges"),

@@ -319,7 +319,7 @@ static void test_harmony(void)
 
 /* ---- pre-tokenizer splits (checked against HF tokenizers' regexes by hand) ---------------- */
 
-static void expect_split(sl_pretok kind, const char *text, const char *const *want, size_t nw,
+static void expect_split(const char *pre, const char *text, const char *const *want, size_t nw,
                          int line)
 {
     uint32_t cps[256];
@@ -327,7 +327,11 @@ static void expect_split(sl_pretok kind, const char *text, const char *const *wa
     for (size_t i = 0; i < len;) cps[n++] = sl__utf8_decode(text, len, &i);
     size_t *lens = NULL, nwords = 0;
     sl_error err = {0};
-    CHECK(sl__pretok_split(kind, cps, n, &lens, &nwords, &err) == SL_OK);
+    const sl__pretok_def *d = sl__pretok_find(pre);
+    sl__pretok pt;
+    CHECK(d && sl__pretok_init(&pt, d, &err) == SL_OK);
+    CHECK(sl__pretok_split(&pt, cps, n, &lens, &nwords, &err) == SL_OK);
+    sl__pretok_free(&pt);
     bool same = nwords == nw;
     size_t at = 0;
     for (size_t k = 0; same && k < nw; k++) {
@@ -337,39 +341,51 @@ static void expect_split(sl_pretok kind, const char *text, const char *const *wa
         same = wl == strlen(want[k]) && memcmp(word, want[k], wl) == 0;
         at += lens[k];
     }
-    CHECK_MSG(same, "line %d: split of \"%s\" (pre %d): %zu words, want %zu", line, text,
-              (int)kind, nwords, nw);
+    CHECK_MSG(same, "line %d: split of \"%s\" (pre %s): %zu words, want %zu", line, text, pre,
+              nwords, nw);
     free(lens);
 }
-#define EXPECT_SPLIT(kind, text, ...)                                                        \
+#define EXPECT_SPLIT(pre, text, ...)                                                         \
     do {                                                                                     \
         static const char *const w_[] = {__VA_ARGS__};                                       \
-        expect_split(kind, text, w_, sizeof w_ / sizeof *w_, __LINE__);                      \
+        expect_split(pre, text, w_, sizeof w_ / sizeof *w_, __LINE__);                       \
     } while (0)
 
 static void test_pretok(void)
 {
     const char *t = "I'm 12345  ok!!\n\nyes";
-    EXPECT_SPLIT(SL_PRETOK_GPT2, t, "I", "'m", " 12345", " ", " ok", "!!", "\n", "\n", "yes");
-    EXPECT_SPLIT(SL_PRETOK_LLAMA3, t, "I", "'m", " ", "123", "45", " ", " ok", "!!\n\n", "yes");
-    EXPECT_SPLIT(SL_PRETOK_QWEN2, t, "I", "'m", " ", "1", "2", "3", "4", "5", " ", " ok",
+    EXPECT_SPLIT("gpt-2", t, "I", "'m", " 12345", " ", " ok", "!!", "\n", "\n", "yes");
+    EXPECT_SPLIT("llama-bpe", t, "I", "'m", " ", "123", "45", " ", " ok", "!!\n\n", "yes");
+    EXPECT_SPLIT("qwen2", t, "I", "'m", " ", "1", "2", "3", "4", "5", " ", " ok",
                  "!!\n\n", "yes");
-    EXPECT_SPLIT(SL_PRETOK_DEFAULT, t, "I", "'", "m", " ", "123", "45", " ", " ok", "!!", "\n",
+    EXPECT_SPLIT("default", t, "I", "'", "m", " ", "123", "45", " ", " ok", "!!", "\n",
                  "\n", "yes");
-    EXPECT_SPLIT(SL_PRETOK_DEFAULT, "a$$b+12345,x", "a", "$$", "b", "+", "123", "45", ",", "x");
+    EXPECT_SPLIT("default", "a$$b+12345,x", "a", "$$", "b", "+", "123", "45", ",", "x");
     /* case-insensitive contractions for llama3, not for gpt2 */
-    EXPECT_SPLIT(SL_PRETOK_LLAMA3, "YOU'RE", "YOU", "'RE");
-    EXPECT_SPLIT(SL_PRETOK_GPT2, "YOU'RE", "YOU", "'", "RE");
+    EXPECT_SPLIT("llama-bpe", "YOU'RE", "YOU", "'RE");
+    EXPECT_SPLIT("gpt-2", "YOU'RE", "YOU", "'", "RE");
     /* [^\r\n\p{L}\p{N}]?\p{L}+ takes one leading non-letter; Unicode letters and numbers */
-    EXPECT_SPLIT(SL_PRETOK_QWEN2, "\xc2\xab" "caf\xc3\xa9\xc2\xbb \xe6\x97\xa5\xe6\x9c\xac\xc2\xbd",
+    EXPECT_SPLIT("qwen2", "\xc2\xab" "caf\xc3\xa9\xc2\xbb \xe6\x97\xa5\xe6\x9c\xac\xc2\xbd",
                  "\xc2\xab" "caf\xc3\xa9", "\xc2\xbb", " \xe6\x97\xa5\xe6\x9c\xac", "\xc2\xbd");
     /* o200k: words split at lower->upper, upper runs keep a trailing lowercase tail, (?i)
      * contractions stay on the word, [\r\n/]* after punctuation, marks count as letters */
-    EXPECT_SPLIT(SL_PRETOK_O200K, t, "I'm", " ", "123", "45", " ", " ok", "!!\n\n", "yes");
-    EXPECT_SPLIT(SL_PRETOK_O200K, "helloWORLD XMLHttp YOU'RE a/b//\n", "hello", "WORLD", " XMLHttp",
+    EXPECT_SPLIT("gpt-4o", t, "I'm", " ", "123", "45", " ", " ok", "!!\n\n", "yes");
+    EXPECT_SPLIT("gpt-4o", "helloWORLD XMLHttp YOU'RE a/b//\n", "hello", "WORLD", " XMLHttp",
                  " YOU'RE", " a", "/b", "//\n");
-    EXPECT_SPLIT(SL_PRETOK_O200K, "x'\xc5\xbf e\xcc\x81T\xcc\x81", "x'\xc5\xbf", " e\xcc\x81",
+    EXPECT_SPLIT("gpt-4o", "x'\xc5\xbf e\xcc\x81T\xcc\x81", "x'\xc5\xbf", " e\xcc\x81",
                  "T\xcc\x81");
+    /* table pre-tokenizers (regex stages); expected splits from Hugging Face tokenizers */
+    EXPECT_SPLIT("deepseek-v3", t, "I", "'m", " ", "123", "45", " ", " ok", "!!\n\n", "yes");
+    EXPECT_SPLIT("kimi-k2", t, "I'm", " ", "123", "45", " ", " ok", "!!\n\n", "yes");
+    static const char jp[] = "x.Foo \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86"
+                             "\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88\xe6\x9d\xb1\xe4\xba\xac ab\xcc\x81" "c";
+    EXPECT_SPLIT("deepseek-v3", jp, "x", ".Foo", " ",
+                 "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad"
+                 "\xe3\x82\xb9\xe3\x83\x88\xe6\x9d\xb1\xe4\xba\xac", " ab\xcc\x81" "c");
+    /* Kimi: Han runs apart from kana (\p{Han} vs letters && [^\p{Han}]) */
+    EXPECT_SPLIT("kimi-k2", jp, "x", ".Foo", " ", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e",
+                 "\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88",
+                 "\xe6\x9d\xb1\xe4\xba\xac", " ab\xcc\x81" "c");
     CHECK(sl__unicode_is_lower(0xDF) && sl__unicode_is_upper(0x1C5) &&
           !sl__unicode_is_lower(0x2B0) && !sl__unicode_is_upper(0x2B0) &&
           sl__unicode_is_mark(0x301) && !sl__unicode_is_mark('a'));
@@ -403,6 +419,30 @@ static void test_errors(void)
     write_vocab(tmp_path("dup.gguf"), &s);
     CHECK(load(tmp_path("dup.gguf"), &v, &err) == SL_ERR_FORMAT);
     CHECK_CONTAINS(err.msg, "duplicates token 0");
+    /* a name llama.cpp knows whose tokenizer Sluice does not run: refused by name */
+    s = (spec){"gpt2", "gemma4", tok, 3, NULL, NULL, merges, 1, -1, -1, -1};
+    write_vocab(tmp_path("gemma4.gguf"), &s);
+    CHECK(load(tmp_path("gemma4.gguf"), &v, &err) == SL_ERR_UNSUPPORTED && v == NULL);
+    CHECK_CONTAINS(err.msg, "'gemma4'");
+    /* table rows carry llama.cpp's flags: tekken adds BOS (and needs its id), deepseek-v3 not */
+    s = (spec){"gpt2", "tekken", tok, 3, NULL, NULL, merges, 1, -1, -1, -1};
+    write_vocab(tmp_path("tekken_nobos.gguf"), &s);
+    CHECK(load(tmp_path("tekken_nobos.gguf"), &v, &err) == SL_ERR_FORMAT);
+    CHECK_CONTAINS(err.msg, "bos_token_id");
+    s.bos = 0;
+    write_vocab(tmp_path("tekken.gguf"), &s);
+    CHECK_MSG(load(tmp_path("tekken.gguf"), &v, &err) == SL_OK, "%s", err.msg);
+    if (v) {
+        CHECK(sl_vocab_pretok(v) == SL_PRETOK_REGEX && sl_vocab_add_bos(v));
+        sl_vocab_free(v);
+    }
+    s.pre = "deepseek-v3";
+    write_vocab(tmp_path("dsv3.gguf"), &s);
+    CHECK_MSG(load(tmp_path("dsv3.gguf"), &v, &err) == SL_OK, "%s", err.msg);
+    if (v) {
+        CHECK(sl_vocab_pretok(v) == SL_PRETOK_REGEX && !sl_vocab_add_bos(v));
+        sl_vocab_free(v);
+    }
     s = (spec){"gpt2", "qwen2", tok, 3, NULL, NULL, merges, 1, -1, -1, 1};
     write_vocab(tmp_path("nobos.gguf"), &s);
     CHECK(load(tmp_path("nobos.gguf"), &v, &err) == SL_ERR_FORMAT);

@@ -46,6 +46,39 @@ O200K_RE = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{
             r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
             r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
+# Table pre-tokenizers (runtime/text/pretok_table.c), as the models' tokenizer.json files have
+# them (Split(regex, isolated) per stage, then ByteLevel without its regex).
+_C = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+_TAIL = r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+_UP, _LO = r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]", r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"
+_CJK = "\u4E00-\u9FA5\u0800-\u4E00\uAC00-\uD7FF"
+_NH = r"&&[^\p{Han}]]"
+TABLE_RES = {
+    "deepseek-v3": [r"\p{N}{1,3}", "[\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF]+",
+                    r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?"
+                    r"[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*" + _TAIL],
+    "deepseek-coder": ["[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", f"[{_CJK}]+", r"\p{N}"],
+    "kimi-k2": [r"[\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}" + _NH + "*"
+                r"[\p{Ll}\p{Lm}\p{Lo}\p{M}" + _NH + "+" + _C + r"?|[^\r\n\p{L}\p{N}]?"
+                r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}" + _NH + r"+[\p{Ll}\p{Lm}\p{Lo}\p{M}" + _NH + "*"
+                + _C + r"?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*" + _TAIL],
+    "tekken": [r"[^\r\n\p{L}\p{N}]?" + _UP + "*" + _LO + r"+|[^\r\n\p{L}\p{N}]?" + _UP + "+"
+               + _LO + r"*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*" + _TAIL],
+    "qwen35": [_C + r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
+               + _TAIL],
+    "command-r": [r"\p{N}", _GPT2],
+    "falcon": [r"[\p{P}\$\+<=>\^~\|`]+", _GPT2, "[0-9][0-9][0-9]"],
+    "bailingmoe": [r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}"
+                   r"| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"],
+    "exaone-moe": [_C + r"|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}"
+                   r"| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+"],
+}
+IGNORE_MERGES = ("llama-bpe", "tekken")
+# detokenize(tokenize(t)) == t where llama.cpp does not clean spaces up for the name
+ROUNDTRIP = ("qwen2", "gpt-4o", "deepseek-v3", "deepseek-coder", "kimi-k2", "tekken", "qwen35",
+             "command-r", "bailingmoe")
+
 CORPUS = [
     "", " ", "  ", "\n", "Hello world", "Hello world, the model. It works!",
     "the quick brown fox jumps over the lazy dog", "THE QUICK Brown FoX",
@@ -144,7 +177,7 @@ def compare(label, path, texts, ref_encode, flags=(), roundtrip=True, fatal=True
 
 
 def corpus_for(pre):
-    return CORPUS + O200K_CORPUS if pre == "gpt-4o" else CORPUS
+    return CORPUS + O200K_CORPUS if pre == "gpt-4o" or pre in TABLE_RES else CORPUS
 
 
 def hf_pre(pre):
@@ -157,16 +190,16 @@ def hf_pre(pre):
         return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     if pre == "gpt-4o":
         return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(O200K_RE), "isolated"), bl])
-    if pre == "default":
-        return pre_tokenizers.Sequence(
-            [pre_tokenizers.Split(Regex(r), "isolated") for r in DEFAULT_RES] + [bl])
+    if pre == "default" or pre in TABLE_RES:
+        return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(r), "isolated")
+                                        for r in TABLE_RES.get(pre, DEFAULT_RES)] + [bl])
     raise ValueError(pre)
 
 
 def hf_from_vocab(tokens, types, merges, pre):
     vocab = {t: i for i, t in enumerate(tokens)}
     pairs = [tuple(m.split(" ", 1)) for m in merges]
-    tk = Tokenizer(models.BPE(vocab=vocab, merges=pairs, ignore_merges=(pre == "llama-bpe")))
+    tk = Tokenizer(models.BPE(vocab=vocab, merges=pairs, ignore_merges=(pre in IGNORE_MERGES)))
     tk.pre_tokenizer = hf_pre(pre)
     tk.decoder = decoders.ByteLevel()
     tk.add_special_tokens([AddedToken(t, special=True, normalized=False)
@@ -229,7 +262,7 @@ def check_trained_bpe(tmp, pre):
     write_bpe_gguf(path, tokens, types, merges, pre, vocab["<|endoftext|>"], vocab["<|im_end|>"])
     ref = hf_from_vocab(tokens, types, merges, pre)
     enc = lambda t: ref.encode(t, add_special_tokens=False).ids
-    compare(f"trained BPE ({pre})", path, texts, enc, roundtrip=(pre in ("qwen2", "gpt-4o")))
+    compare(f"trained BPE ({pre})", path, texts, enc, roundtrip=(pre in ROUNDTRIP))
     compare(f"trained BPE ({pre}) special", path, SPECIAL_TEXTS, enc,
             flags=("--parse-special",), roundtrip=False)
 
@@ -322,7 +355,7 @@ def main():
         check_mkmodel_bpe(tmp, "qwen3moe", "qwen2")
         check_mkmodel_bpe(tmp, "olmoe", "olmo")
         check_mkmodel_bpe(tmp, "gpt-oss", "gpt-4o")
-        for pre in ("qwen2", "llama-bpe", "gpt-2", "default", "gpt-4o"):
+        for pre in ("qwen2", "llama-bpe", "gpt-2", "default", "gpt-4o", *TABLE_RES):
             check_trained_bpe(tmp, pre)
         check_mkmodel_spm(tmp)
         check_trained_spm(tmp)

@@ -1,0 +1,693 @@
+/* regex: parser, compiler and BitState search; contract in regex.h.
+ *
+ * The pattern is parsed into a tree, then compiled into a program of instructions (a
+ * Thompson-style NFA: SPLIT tries its first branch before its second, which is what makes the
+ * search leftmost-first). Counted repeats are unrolled, so {1,3} is three copies. */
+#include "runtime/text/regex.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/text/unicode.h"
+
+enum { MAX_NODES = 4096, MAX_PROG = 8192, MAX_CLASSES = 256, MAX_ITEMS = 160, INF = -1 };
+
+/* One member of a class: a code point range, or code points having (CAT) or lacking (NCAT)
+ * any of a set of class bits. */
+typedef struct item {
+    enum { IT_RANGE, IT_CAT, IT_NCAT } kind;
+    uint32_t lo, hi;
+    uint16_t mask;
+} item;
+
+/* Invariant: and < 0 or and indexes a class parsed before this one's end. */
+typedef struct cls {
+    item items[MAX_ITEMS];
+    int n_items;
+    bool negate;
+    int and; /* the class this one is intersected with, or -1 */
+} cls;
+
+typedef enum nkind {
+    N_EMPTY, N_CHAR, N_CLASS, N_ANY, N_BOL, N_EOL, N_CAT, N_ALT, N_REP, N_LOOK
+} nkind;
+
+typedef struct node {
+    nkind kind;
+    uint32_t cp;   /* N_CHAR */
+    bool fold;     /* N_CHAR: case-insensitive; N_LOOK: negative */
+    int cls;       /* N_CLASS */
+    int a, b;      /* children (N_CAT, N_ALT: a then b; N_REP, N_LOOK: a) */
+    int min, max;  /* N_REP; max INF for no bound */
+} node;
+
+typedef enum op {
+    OP_CHAR, OP_CLASS, OP_ANY, OP_BOL, OP_EOL, OP_SPLIT, OP_JMP, OP_LOOK, OP_MATCH
+} op;
+
+typedef struct inst {
+    op op;
+    bool flag;   /* OP_CHAR: fold; OP_LOOK: negative */
+    uint32_t cp; /* OP_CHAR */
+    int x, y;    /* OP_CLASS: class; OP_SPLIT: first, second; OP_JMP: x; OP_LOOK: body, next */
+} inst;
+
+struct sl__regex {
+    inst *prog;
+    int n_prog;
+    cls *classes;
+    int n_classes;
+};
+
+typedef struct parser {
+    const char *pat;
+    size_t at;
+    node *nodes;
+    int n_nodes;
+    cls *classes;
+    int n_classes;
+    bool fold;
+    const char *why; /* first error */
+    size_t why_at;
+} parser;
+
+static int fail(parser *p, const char *why)
+{
+    if (!p->why) {
+        p->why = why;
+        p->why_at = p->at;
+    }
+    return -1;
+}
+
+static int new_node(parser *p, nkind kind)
+{
+    if (p->n_nodes == MAX_NODES) return fail(p, "pattern too large");
+    node *n = &p->nodes[p->n_nodes];
+    memset(n, 0, sizeof *n);
+    n->kind = kind;
+    n->a = n->b = n->cls = -1;
+    return p->n_nodes++;
+}
+
+static int pair(parser *p, nkind kind, int a, int b)
+{
+    if (a < 0 || b < 0) return -1;
+    const int n = new_node(p, kind);
+    if (n >= 0) {
+        p->nodes[n].a = a;
+        p->nodes[n].b = b;
+    }
+    return n;
+}
+
+static bool at_end(const parser *p) { return p->pat[p->at] == '\0'; }
+static char peek(const parser *p) { return p->pat[p->at]; }
+
+static uint32_t next_cp(parser *p)
+{
+    const size_t n = strlen(p->pat);
+    return sl__utf8_decode(p->pat, n, &p->at);
+}
+
+/* \p{NAME} / \P{NAME} after the backslash and letter: the class bits of NAME. */
+static int prop(parser *p, uint16_t *mask)
+{
+    static const struct {
+        const char *name;
+        uint16_t mask;
+    } k_props[] = {
+        {"L", SL__UC_L},   {"Lu", SL__UC_LU}, {"Ll", SL__UC_LL}, {"Lt", SL__UC_LT},
+        {"Lm", SL__UC_LM}, {"Lo", SL__UC_LO}, {"M", SL__UC_M},   {"N", SL__UC_N},
+        {"P", SL__UC_P},   {"S", SL__UC_S},   {"Han", SL__UC_HAN},
+    };
+    if (peek(p) != '{') return fail(p, "\\p needs {NAME}");
+    const char *name = p->pat + p->at + 1, *close = strchr(name, '}');
+    if (!close) return fail(p, "\\p{ without }");
+    for (size_t i = 0; i < sizeof k_props / sizeof *k_props; i++)
+        if (strlen(k_props[i].name) == (size_t)(close - name) &&
+            !strncmp(name, k_props[i].name, (size_t)(close - name))) {
+            *mask = k_props[i].mask;
+            p->at = (size_t)(close + 1 - p->pat);
+            return 0;
+        }
+    return fail(p, "unknown \\p{} class");
+}
+
+/* An escape after the backslash: a literal code point (*cp, returns 0) or a class member
+ * (*it, returns 1). */
+static int escape(parser *p, uint32_t *cp, item *it)
+{
+    if (at_end(p)) return fail(p, "pattern ends in a backslash");
+    const char c = peek(p);
+    p->at++;
+    switch (c) {
+    case 'r': *cp = '\r'; return 0;
+    case 'n': *cp = '\n'; return 0;
+    case 't': *cp = '\t'; return 0;
+    case 'f': *cp = '\f'; return 0;
+    case 'v': *cp = '\v'; return 0;
+    case 's':
+    case 'S':
+        *it = (item){c == 's' ? IT_CAT : IT_NCAT, 0, 0, SL__UC_WS};
+        return 1;
+    case 'p':
+    case 'P': {
+        uint16_t m = 0;
+        if (prop(p, &m)) return -1;
+        *it = (item){c == 'p' ? IT_CAT : IT_NCAT, 0, 0, m};
+        return 1;
+    }
+    default:
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+            p->at--;
+            return fail(p, "unsupported escape");
+        }
+        if ((unsigned char)c >= 0x80) {
+            p->at--;
+            *cp = next_cp(p);
+            return 0;
+        }
+        *cp = (uint32_t)(unsigned char)c;
+        return 0;
+    }
+}
+
+static int class_body(parser *p);
+
+static int add_item(parser *p, cls *c, item it)
+{
+    if (c->n_items == MAX_ITEMS) return fail(p, "class has too many members");
+    c->items[c->n_items++] = it;
+    return 0;
+}
+
+/* After '[': the class up to its ']'; returns its index. */
+static int class_body(parser *p)
+{
+    if (p->n_classes == MAX_CLASSES) return fail(p, "too many classes");
+    const int id = p->n_classes++;
+    cls *c = &p->classes[id];
+    memset(c, 0, sizeof *c);
+    c->and = -1;
+    if (peek(p) == '^') {
+        c->negate = true;
+        p->at++;
+    }
+    for (bool first = true;; first = false) {
+        if (at_end(p)) return fail(p, "class without ]");
+        if (peek(p) == ']' && !first) {
+            p->at++;
+            return id;
+        }
+        if (peek(p) == '&' && p->pat[p->at + 1] == '&') {
+            p->at += 2;
+            if (peek(p) != '[' || c->and >= 0) return fail(p, "&& takes one [class]");
+            p->at++;
+            const int sub = class_body(p);
+            if (sub < 0) return -1;
+            c->and = sub;
+            if (peek(p) != ']') return fail(p, "&&[class] must end its class");
+            continue;
+        }
+        if (peek(p) == '[') return fail(p, "nested class outside &&");
+        uint32_t lo;
+        item it;
+        if (peek(p) == '\\') {
+            p->at++;
+            const int r = escape(p, &lo, &it);
+            if (r < 0) return -1;
+            if (r == 1) {
+                if (add_item(p, c, it)) return -1;
+                continue;
+            }
+        } else {
+            lo = next_cp(p);
+        }
+        uint32_t hi = lo;
+        if (peek(p) == '-' && p->pat[p->at + 1] != ']' && p->pat[p->at + 1] != '\0') {
+            p->at++;
+            if (peek(p) == '\\') {
+                p->at++;
+                if (escape(p, &hi, &it) != 0) return fail(p, "range ends in a class");
+            } else {
+                hi = next_cp(p);
+            }
+            if (hi < lo) return fail(p, "range out of order");
+        }
+        if (add_item(p, c, (item){IT_RANGE, lo, hi, 0})) return -1;
+    }
+}
+
+static int alternation(parser *p);
+
+static int atom(parser *p)
+{
+    const char c = peek(p);
+    if (c == '(') {
+        p->at++;
+        bool look = false, neg = false, fold = p->fold;
+        if (peek(p) == '?') {
+            const char k = p->pat[p->at + 1];
+            if (k == ':') {
+                p->at += 2;
+            } else if (k == '=' || k == '!') {
+                look = true;
+                neg = k == '!';
+                p->at += 2;
+            } else if (k == 'i' && p->pat[p->at + 2] == ':') {
+                p->fold = true;
+                p->at += 3;
+            } else {
+                return fail(p, "unsupported group");
+            }
+        }
+        const int body = alternation(p);
+        p->fold = fold;
+        if (body < 0) return -1;
+        if (peek(p) != ')') return fail(p, "group without )");
+        p->at++;
+        if (!look) return body;
+        const int n = new_node(p, N_LOOK);
+        if (n >= 0) {
+            p->nodes[n].a = body;
+            p->nodes[n].fold = neg;
+        }
+        return n;
+    }
+    if (c == '[') {
+        p->at++;
+        const int k = class_body(p);
+        if (k < 0) return -1;
+        const int n = new_node(p, N_CLASS);
+        if (n >= 0) p->nodes[n].cls = k;
+        return n;
+    }
+    if (c == '.' || c == '^' || c == '$') {
+        p->at++;
+        return new_node(p, c == '.' ? N_ANY : c == '^' ? N_BOL : N_EOL);
+    }
+    if (c == '*' || c == '+' || c == '?' || c == '{') return fail(p, "quantifier without atom");
+    uint32_t cp;
+    item it;
+    if (c == '\\') {
+        p->at++;
+        const int r = escape(p, &cp, &it);
+        if (r < 0) return -1;
+        if (r == 1) {
+            if (p->n_classes == MAX_CLASSES) return fail(p, "too many classes");
+            cls *k = &p->classes[p->n_classes];
+            memset(k, 0, sizeof *k);
+            k->and = -1;
+            k->items[k->n_items++] = it;
+            const int n = new_node(p, N_CLASS);
+            if (n >= 0) p->nodes[n].cls = p->n_classes++;
+            return n;
+        }
+    } else {
+        cp = next_cp(p);
+    }
+    const int n = new_node(p, N_CHAR);
+    if (n >= 0) {
+        p->nodes[n].cp = cp;
+        p->nodes[n].fold = p->fold;
+    }
+    return n;
+}
+
+static int number(parser *p, int *out)
+{
+    if (peek(p) < '0' || peek(p) > '9') return fail(p, "{} needs a number");
+    long v = 0;
+    while (peek(p) >= '0' && peek(p) <= '9') {
+        v = v * 10 + (peek(p) - '0');
+        if (v > 1000) return fail(p, "repeat count over 1000");
+        p->at++;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int repeat(parser *p)
+{
+    int a = atom(p);
+    while (a >= 0) {
+        int min, max;
+        const char c = peek(p);
+        if (c == '*') min = 0, max = INF;
+        else if (c == '+') min = 1, max = INF;
+        else if (c == '?') min = 0, max = 1;
+        else if (c == '{') {
+            p->at++;
+            if (number(p, &min)) return -1;
+            max = min;
+            if (peek(p) == ',') {
+                p->at++;
+                max = INF;
+                if (peek(p) != '}' && number(p, &max)) return -1;
+            }
+            if (peek(p) != '}') return fail(p, "{ without }");
+            if (max != INF && max < min) return fail(p, "{n,m} with m < n");
+        } else {
+            return a;
+        }
+        p->at++;
+        if (peek(p) == '?' || peek(p) == '+') return fail(p, "lazy or possessive quantifier");
+        const nkind k = p->nodes[a].kind;
+        if (k == N_BOL || k == N_EOL || k == N_LOOK) return fail(p, "quantified assertion");
+        const int n = new_node(p, N_REP);
+        if (n < 0) return -1;
+        p->nodes[n].a = a;
+        p->nodes[n].min = min;
+        p->nodes[n].max = max;
+        a = n;
+    }
+    return a;
+}
+
+static int concat(parser *p)
+{
+    int seq = new_node(p, N_EMPTY);
+    while (seq >= 0 && !at_end(p) && peek(p) != '|' && peek(p) != ')')
+        seq = pair(p, N_CAT, seq, repeat(p));
+    return seq;
+}
+
+static int alternation(parser *p)
+{
+    int alt = concat(p);
+    while (alt >= 0 && peek(p) == '|') {
+        p->at++;
+        alt = pair(p, N_ALT, alt, concat(p));
+    }
+    return alt;
+}
+
+/* ---- compiler ---- */
+
+typedef struct comp {
+    const node *nodes;
+    inst *prog;
+    int n;
+    bool full;
+} comp;
+
+static int emit(comp *c, inst in)
+{
+    if (c->n == MAX_PROG) {
+        c->full = true;
+        return MAX_PROG - 1;
+    }
+    c->prog[c->n] = in;
+    return c->n++;
+}
+
+/* Whether node i may repeat without bound, or holds a lookahead. */
+static bool unbounded(const node *nodes, int i)
+{
+    if (i < 0) return false;
+    const node *n = &nodes[i];
+    if (n->kind == N_LOOK || (n->kind == N_REP && n->max == INF)) return true;
+    return unbounded(nodes, n->a) || unbounded(nodes, n->b);
+}
+
+static void gen(comp *c, int i)
+{
+    const node *n = &c->nodes[i];
+    switch (n->kind) {
+    case N_EMPTY: break;
+    case N_CHAR: emit(c, (inst){OP_CHAR, n->fold, n->cp, 0, 0}); break;
+    case N_CLASS: emit(c, (inst){OP_CLASS, false, 0, n->cls, 0}); break;
+    case N_ANY: emit(c, (inst){OP_ANY, false, 0, 0, 0}); break;
+    case N_BOL: emit(c, (inst){OP_BOL, false, 0, 0, 0}); break;
+    case N_EOL: emit(c, (inst){OP_EOL, false, 0, 0, 0}); break;
+    case N_CAT:
+        gen(c, n->a);
+        gen(c, n->b);
+        break;
+    case N_ALT: {
+        const int split = emit(c, (inst){OP_SPLIT, false, 0, 0, 0});
+        c->prog[split].x = c->n;
+        gen(c, n->a);
+        const int jmp = emit(c, (inst){OP_JMP, false, 0, 0, 0});
+        c->prog[split].y = c->n;
+        gen(c, n->b);
+        c->prog[jmp].x = c->n;
+        break;
+    }
+    case N_REP: {
+        for (int k = 0; k < n->min && !c->full; k++) gen(c, n->a);
+        if (n->max == INF) {
+            const int split = emit(c, (inst){OP_SPLIT, false, 0, 0, 0});
+            c->prog[split].x = c->n;
+            gen(c, n->a);
+            emit(c, (inst){OP_JMP, false, 0, split, 0});
+            c->prog[split].y = c->n;
+            break;
+        }
+        int splits[1001], ns = 0;
+        for (int k = n->min; k < n->max && !c->full; k++) {
+            splits[ns] = emit(c, (inst){OP_SPLIT, false, 0, 0, 0});
+            c->prog[splits[ns++]].x = c->n;
+            gen(c, n->a);
+        }
+        for (int k = 0; k < ns; k++) c->prog[splits[k]].y = c->n;
+        break;
+    }
+    case N_LOOK: {
+        const int look = emit(c, (inst){OP_LOOK, n->fold, 0, 0, 0});
+        c->prog[look].x = c->n;
+        gen(c, n->a);
+        emit(c, (inst){OP_MATCH, false, 0, 0, 0});
+        c->prog[look].y = c->n;
+        break;
+    }
+    }
+}
+
+void sl__regex_free(sl__regex *re)
+{
+    if (!re) return;
+    free(re->prog);
+    free(re->classes);
+    free(re);
+}
+
+sl_status sl__regex_compile(const char *pattern, sl__regex **out, sl_error *err)
+{
+    if (!out) return sl_error_set(err, SL_ERR_INVALID, "sl__regex_compile: out is NULL");
+    *out = NULL;
+    if (!pattern) return sl_error_set(err, SL_ERR_INVALID, "sl__regex_compile: pattern is NULL");
+    parser p = {.pat = pattern};
+    p.nodes = malloc(MAX_NODES * sizeof *p.nodes);
+    p.classes = malloc(MAX_CLASSES * sizeof *p.classes);
+    sl__regex *re = calloc(1, sizeof *re);
+    inst *prog = malloc(MAX_PROG * sizeof *prog);
+    sl_status st = SL_OK;
+    if (!p.nodes || !p.classes || !re || !prog) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "regex: out of memory");
+        goto done;
+    }
+    const int root = alternation(&p);
+    if (root >= 0 && !at_end(&p)) fail(&p, "unbalanced )");
+    for (int i = 0; i < p.n_nodes && !p.why; i++)
+        if (p.nodes[i].kind == N_LOOK && unbounded(p.nodes, p.nodes[i].a))
+            fail(&p, "lookahead body with an unbounded repeat or a lookahead");
+    if (p.why) {
+        st = sl_error_set(err, SL_ERR_INVALID, "regex '%s': %s at offset %zu", pattern, p.why,
+                          p.why_at);
+        goto done;
+    }
+    comp c = {p.nodes, prog, 0, false};
+    gen(&c, root);
+    emit(&c, (inst){OP_MATCH, false, 0, 0, 0});
+    if (c.full) {
+        st = sl_error_set(err, SL_ERR_INVALID, "regex '%s': program over %d instructions",
+                          pattern, MAX_PROG);
+        goto done;
+    }
+    re->prog = realloc(prog, (size_t)c.n * sizeof *prog);
+    if (!re->prog) re->prog = prog;
+    prog = NULL;
+    re->n_prog = c.n;
+    re->classes = realloc(p.classes, (size_t)(p.n_classes ? p.n_classes : 1) * sizeof *p.classes);
+    if (!re->classes) re->classes = p.classes;
+    re->n_classes = p.n_classes;
+    p.classes = NULL;
+    *out = re;
+    re = NULL;
+done:
+    free(p.nodes);
+    free(p.classes);
+    free(prog);
+    sl__regex_free(re);
+    return st;
+}
+
+/* ---- search ---- */
+
+static uint32_t fold(uint32_t c)
+{
+    if (c >= 'A' && c <= 'Z') return c + 32;
+    return c == 0x17F ? 's' : c == 0x212A ? 'k' : c;
+}
+
+static bool class_has(const cls *all, int id, uint32_t cp, uint16_t f)
+{
+    const cls *c = &all[id];
+    bool in = false;
+    for (int i = 0; i < c->n_items && !in; i++) {
+        const item *it = &c->items[i];
+        in = it->kind == IT_RANGE ? cp >= it->lo && cp <= it->hi
+             : it->kind == IT_CAT ? (f & it->mask) != 0
+                                  : (f & it->mask) == 0;
+    }
+    if (in == c->negate) return false;
+    return c->and < 0 || class_has(all, c->and, cp, f);
+}
+
+/* Whether instruction pc consumes the code point at pos (pos < end). */
+static bool step_ok(const sl__regex *re, const inst *in, uint32_t cp, uint16_t f)
+{
+    switch (in->op) {
+    case OP_CHAR: return in->flag ? fold(cp) == fold(in->cp) : cp == in->cp;
+    case OP_CLASS: return class_has(re->classes, in->x, cp, f);
+    case OP_ANY: return cp != '\n';
+    default: return false;
+    }
+}
+
+/* A lookahead body from pc at pos: plain backtracking, bounded because the body has no
+ * unbounded repeat (checked when compiling). */
+static bool look_run(const sl__regex *re, int pc, const uint32_t *cps, const uint16_t *flags,
+                     size_t ini, size_t end, size_t pos)
+{
+    for (;;) {
+        const inst *in = &re->prog[pc];
+        switch (in->op) {
+        case OP_MATCH: return true;
+        case OP_JMP: pc = in->x; continue;
+        case OP_SPLIT:
+            if (look_run(re, in->x, cps, flags, ini, end, pos)) return true;
+            pc = in->y;
+            continue;
+        case OP_BOL:
+            if (pos != ini) return false;
+            pc++;
+            continue;
+        case OP_EOL:
+            if (pos != end) return false;
+            pc++;
+            continue;
+        case OP_LOOK: return false; /* refused when compiling */
+        default:
+            if (pos >= end || !step_ok(re, in, cps[pos], flags[pos])) return false;
+            pos++;
+            pc++;
+        }
+    }
+}
+
+static bool seen_set(sl__regex_scratch *s, size_t bit)
+{
+    uint64_t *w = &s->seen[bit >> 6];
+    const uint64_t m = (uint64_t)1 << (bit & 63);
+    if (*w & m) return true;
+    *w |= m;
+    return false;
+}
+
+static void seen_clear_row(sl__regex_scratch *s, size_t row, size_t n_prog)
+{
+    for (size_t b = row * n_prog; b < (row + 1) * n_prog; b++)
+        s->seen[b >> 6] &= ~((uint64_t)1 << (b & 63));
+}
+
+static bool push(sl__regex_scratch *s, size_t *sp, size_t pc, size_t pos)
+{
+    if (*sp + 2 > s->stack_cap) {
+        const size_t cap = s->stack_cap ? 2 * s->stack_cap : 256;
+        size_t *p = realloc(s->stack, cap * sizeof *p);
+        if (!p) return false;
+        s->stack = p;
+        s->stack_cap = cap;
+    }
+    s->stack[(*sp)++] = pc;
+    s->stack[(*sp)++] = pos;
+    return true;
+}
+
+/* The first match starting exactly at start: 1 with *me, 0, or -1 (out of memory). */
+static int run_at(const sl__regex *re, const uint32_t *cps, const uint16_t *flags, size_t ini,
+                  size_t end, size_t start, size_t *me, sl__regex_scratch *s)
+{
+    const size_t np = (size_t)re->n_prog;
+    size_t sp = 0;
+    if (!push(s, &sp, 0, start)) return -1;
+    while (sp) {
+        size_t pos = s->stack[--sp];
+        size_t pc = s->stack[--sp];
+        for (;;) {
+            if (seen_set(s, (pos - ini) * np + pc)) break;
+            const inst *in = &re->prog[pc];
+            if (in->op == OP_MATCH) {
+                if (pos == start) break; /* empty: not a match (see regex.h) */
+                *me = pos;
+                return 1;
+            }
+            if (in->op == OP_JMP) {
+                pc = (size_t)in->x;
+            } else if (in->op == OP_SPLIT) {
+                if (!push(s, &sp, (size_t)in->y, pos)) return -1;
+                pc = (size_t)in->x;
+            } else if (in->op == OP_BOL || in->op == OP_EOL) {
+                if (pos != (in->op == OP_BOL ? ini : end)) break;
+                pc++;
+            } else if (in->op == OP_LOOK) {
+                if (look_run(re, in->x, cps, flags, ini, end, pos) == in->flag) break;
+                pc = (size_t)in->y;
+            } else {
+                if (pos >= end || !step_ok(re, in, cps[pos], flags[pos])) break;
+                pos++;
+                pc++;
+            }
+        }
+    }
+    return 0;
+}
+
+int sl__regex_find(const sl__regex *re, const uint32_t *cps, const uint16_t *flags, size_t ini,
+                   size_t end, size_t from, size_t *ms, size_t *me, sl__regex_scratch *s)
+{
+    const size_t np = (size_t)re->n_prog;
+    if (from == ini) {
+        const size_t words = (np * (end - ini + 1) + 63) / 64;
+        if (words > s->seen_words) {
+            free(s->seen);
+            s->seen = malloc(words * sizeof *s->seen);
+            s->seen_words = s->seen ? words : 0;
+            if (!s->seen) return -1;
+        }
+        memset(s->seen, 0, words * sizeof *s->seen);
+    }
+    for (size_t start = from; start < end; start++) {
+        const int r = run_at(re, cps, flags, ini, end, start, me, s);
+        if (r < 0) return -1;
+        if (r) {
+            *ms = start;
+            /* the path that matched marked states at *me it did not fail from */
+            seen_clear_row(s, *me - ini, np);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void sl__regex_scratch_free(sl__regex_scratch *s)
+{
+    if (!s) return;
+    free(s->seen);
+    free(s->stack);
+    *s = (sl__regex_scratch){0};
+}
