@@ -405,19 +405,26 @@ static void reclaim_stale(const char *prefix)
     closedir(d);
 }
 
+sl_status sl_shm_floor_check_names(const char *prefix, unsigned mode, sl_error *err)
+{
+    prefix = prefix_of(prefix);
+    if (strchr(prefix, '/') || strlen(prefix) > 64)
+        return sl_error_set(err, SL_ERR_INVALID, "shared floor: prefix '%.80s': at most 64 "
+                            "characters, no '/'", prefix);
+    if (mode & ~0777u)
+        return sl_error_set(err, SL_ERR_INVALID, "shared floor: mode %o: permission bits only",
+                            mode);
+    return SL_OK;
+}
+
 sl_status sl_shm_floor_attach(const sl_shm_floor_options *o, sl_shm_floor **out,
                               sl_shm_floor_how *how, sl_error *err)
 {
     if (!o || !out || !o->bytes || !o->fill || !o->digest)
         return sl_error_set(err, SL_ERR_INVALID, "shared floor: NULL argument or 0 bytes");
     *out = NULL;
-    const char *prefix = prefix_of(o->prefix);
-    if (strchr(prefix, '/') || strlen(prefix) > 64)
-        return sl_error_set(err, SL_ERR_INVALID, "shared floor: prefix '%s': at most 64 "
-                            "characters, no '/'", prefix);
-    if (o->mode & ~0777u)
-        return sl_error_set(err, SL_ERR_INVALID, "shared floor: mode %o: permission bits only",
-                            o->mode);
+    sl_status st = sl_shm_floor_check_names(o->prefix, o->mode, err);
+    if (st != SL_OK) return st;
     reclaim_stale(o->prefix);
     sl_shm_floor *f = calloc(1, sizeof *f);
     if (!f) return sl_error_set(err, SL_ERR_NOMEM, "out of memory (shared floor)");
@@ -427,7 +434,7 @@ sl_status sl_shm_floor_attach(const sl_shm_floor_options *o, sl_shm_floor **out,
     uint8_t own[SL_SHM_FLOOR_DIGEST];
     bool have_own = false, other = false;
     sl_shm_floor_how h = SL_SHM_FLOOR_FILLED;
-    sl_status st = attach_name(f, o, o->key, NULL, own, &have_own, &h, &other, err);
+    st = attach_name(f, o, o->key, NULL, own, &have_own, &h, &other, err);
     if (!st && other) {
         /* the key's region holds other content: this content's own name */
         uint64_t k2;

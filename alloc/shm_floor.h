@@ -99,6 +99,11 @@ typedef enum sl_shm_floor_how {
     SL_SHM_FLOOR_DIGEST_CHECKED,
 } sl_shm_floor_how;
 
+/* The rule for a prefix (NULL, or at most 64 characters without '/') and a mode (permission
+ * bits only): SL_ERR_INVALID naming the value. Attach applies it; callers that take the
+ * options long before (sl_runtime_create) check them up front with it. */
+sl_status sl_shm_floor_check_names(const char *prefix, unsigned mode, sl_error *err);
+
 /* Attaches to (or materializes) the region; *how (may be NULL) says which. Errors: SL_ERR_IO
  * naming the object and the system call, or an object that is not the caller's (owner, mode);
  * SL_ERR_RANGE when the lock was not had within wait_ms (naming its holder and since when);

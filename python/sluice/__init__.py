@@ -742,3 +742,11 @@ class Runtime(_Handle):
             _check(lib().sl_runtime_destroy(self._h, byref(err)), err)
             self._h = None
 
+    def __del__(self):
+        # a Runtime dropped without close() (its models refer back to it, so this runs when
+        # the garbage collector takes the cycle): its floors go now, not at interpreter exit
+        try:
+            self.close()
+        except Exception:
+            pass
+

@@ -433,6 +433,22 @@ def test_exit_without_close(d, dense):
     expect(not left, f"exit without close: left in /dev/shm: {left}")
     for x in left:  # not for the next run to find
         os.unlink(os.path.join("/dev/shm", x))
+    # dropped without close() in a running program: gone when the collector takes the
+    # Runtime <-> Model cycle, not only at exit
+    prefix = f"sluice-pydrop-{os.getpid()}"
+    rt = sluice.Runtime(device="sim", arena_bytes="64M", host_slab_bytes="4M",
+                        shared_floor=True, shm_prefix=prefix)
+    m = rt.open(dense, placement="gpu")
+    rt.acquire(m)
+    expect([x for x in os.listdir("/dev/shm") if x.startswith(prefix)], "drop: no floor made")
+    del rt, m
+    gc.collect()
+    left = [x for x in os.listdir("/dev/shm") if x.startswith(prefix)]
+    expect(not left, f"drop without close: left in /dev/shm: {left}")
+    for x in left:
+        os.unlink(os.path.join("/dev/shm", x))
+    expect(raises(lambda: sluice.Runtime(device="sim", shared_floor=True, shm_prefix="a/b"),
+                  sluice.SluiceError, "'a/b'"), "a bad shm_prefix is refused by Runtime()")
 
 
 def test_reload(d):

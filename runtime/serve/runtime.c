@@ -105,6 +105,7 @@ sl_status sl_runtime_create(const sl_runtime_options *opt, sl_runtime **out, sl_
     const sl_res_budget_in probe = {1, rt->opt.weight_fraction, rt->opt.wiggle_fraction, 0, 0};
     if ((st = sl_res_budget_solve(&probe, &rt->budget, err)) ||
         (st = sl_check_i64("numa_node", rt->opt.numa_node, SL_RANGE_NUMA_NODE, err)) ||
+        (st = sl_shm_floor_check_names(rt->opt.shm_prefix, rt->opt.shm_mode, err)) ||
         (unsigned)rt->opt.mode > SL_RESIDENCY_EXTERNAL) {
         if (!st) st = sl_error_set(err, SL_ERR_INVALID, "residency mode %d: unknown (self, "
                                    "external)", (int)rt->opt.mode);

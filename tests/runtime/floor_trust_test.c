@@ -345,11 +345,41 @@ static void test_ownership(void)
     CHECK(finish(&h));
 }
 
+/* A bad prefix or mode is refused by sl_runtime_create, before any model is opened into it
+ * (it used to pass there and fail at the first model's floor). */
+static void test_bad_names(void)
+{
+    static const struct {
+        const char *prefix;
+        unsigned mode;
+        const char *want;
+    } k_bad[] = {{"a/b", 0, "'a/b'"},
+                 {"x123456789x123456789x123456789x123456789x123456789x123456789xxxxx", 0,
+                  "at most 64"},
+                 {NULL, 01777, "mode 1777"},
+                 {NULL, 04600, "mode 4600"}};
+    for (size_t i = 0; i < sizeof k_bad / sizeof *k_bad; i++) {
+        sl_runtime_options ro = sl_runtime_options_default();
+        ro.device = "sim";
+        ro.arena_bytes = 16ull << 20;
+        ro.shared_floor = true;
+        ro.shm_prefix = k_bad[i].prefix;
+        ro.shm_mode = k_bad[i].mode;
+        sl_runtime *rt = NULL;
+        sl_error err = {0};
+        CHECK_MSG(sl_runtime_create(&ro, &rt, &err) == SL_ERR_INVALID && rt == NULL,
+                  "case %zu created", i);
+        CHECK_CONTAINS(err.msg, k_bad[i].want);
+        if (rt) sl_runtime_destroy(rt, &err);
+    }
+}
+
 int main(void)
 {
     const char *tmp = getenv("TEST_TMPDIR");
     snprintf(g_dir, sizeof g_dir, "%s", tmp ? tmp : "/tmp");
     snprintf(g_prefix, sizeof g_prefix, "sluice-trust-%d", (int)getpid());
+    test_bad_names();
     test_identity();
     test_ownership();
     return sl_test_finish("floor_trust_test");
