@@ -166,9 +166,12 @@ static const char *const k_eot_texts[] = {
     "<EOT>", "_<EOT>", "[EOT]", ("<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"), /* DeepSeek */
     "<end_of_utterance>",
 };
+/* llama.cpp 0c1e570's end-of-generation texts (llama_vocab::impl::load), whatever the model */
 static const char *const k_eog_texts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-    "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    ("<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"), "[e~[",
 };
 
 static int32_t find_cstr(const sl_vocab *v, const char *s)
@@ -324,9 +327,14 @@ static void harmony_overrides(sl_vocab *v)
         const int32_t id = find_cstr(v, k_rendered[i]);
         if (id >= 0) v->types[id] = SL_TOKEN_USER_DEFINED;
     }
-    const int32_t ret = find_cstr(v, "<|return|>"), call = find_cstr(v, "<|call|>");
-    const int32_t end = find_cstr(v, "<|end|>");
-    if (ret >= 0 && call >= 0 && end >= 0 && v->eog[ret] && v->eog[call] && v->eog[end]) {
+    /* <|end|> ends a message, not the generation, beside <|return|> and <|call|> (harmony) or
+     * <|calls|> and <|flush|> (solar-open) */
+    const int32_t ret = find_cstr(v, "<|return|>"), end = find_cstr(v, "<|end|>");
+    const int32_t call = find_cstr(v, "<|call|>"), calls = find_cstr(v, "<|calls|>");
+    const int32_t flush = find_cstr(v, "<|flush|>");
+    const bool has_ret = ret >= 0 && v->eog[ret], has_flush = flush >= 0 && v->eog[flush];
+    const bool has_call = (call >= 0 && v->eog[call]) || (calls >= 0 && v->eog[calls]);
+    if (end >= 0 && v->eog[end] && has_call && (has_ret || has_flush)) {
         v->eog[end] = 0;
         v->types[end] = SL_TOKEN_USER_DEFINED;
     }

@@ -317,6 +317,35 @@ static void test_harmony(void)
     }
 }
 
+/* llama.cpp's end-of-generation texts beyond eos/eot (Kimi-K2's [EOS] and [EOT], MiniMax's
+ * [e~[, DeepSeek's sentence end, </s>) and solar-open's <|end|> rule (<|calls|> + <|flush|>). */
+static void test_eog_texts(void)
+{
+    const char *tok[256 + 8];
+    int32_t types[256 + 8];
+    byte_tokens(tok, types);
+    static const char *made[] = {"[EOS]", "[EOT]", "[e~[", "</s>",
+                                 ("<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"),
+                                 "<|end|>", "<|calls|>", "<|flush|>"};
+    for (int i = 0; i < 8; i++) {
+        tok[256 + i] = made[i];
+        types[256 + i] = SL_TOKEN_CONTROL;
+    }
+    enum { EOS_K2 = 256, EOT_K2, MINIMAX, SLASH_S, DS_END, END, CALLS, FLUSH };
+    for (int solar = 0; solar < 2; solar++) {
+        static const char *merges[] = {"a b"};
+        spec s = {"gpt2", "kimi-k2", tok, solar ? 264 : 262, NULL, types, merges, 1, -1, -1, -1};
+        write_vocab(tmp_path("eog.gguf"), &s);
+        sl_vocab *v;
+        sl_error err = {0};
+        CHECK_MSG(load(tmp_path("eog.gguf"), &v, &err) == SL_OK, "%s", err.msg);
+        if (!v) return;
+        for (int32_t id = EOS_K2; id <= DS_END; id++) CHECK(sl_vocab_is_eog(v, id));
+        CHECK(sl_vocab_is_eog(v, END) == !solar && !sl_vocab_is_eog(v, 'a'));
+        sl_vocab_free(v);
+    }
+}
+
 /* ---- pre-tokenizer splits (checked against HF tokenizers' regexes by hand) ---------------- */
 
 static void expect_split(const char *pre, const char *text, const char *const *want, size_t nw,
@@ -502,6 +531,7 @@ int main(int argc, char **argv)
     test_spm();
     test_bpe();
     test_harmony();
+    test_eog_texts();
     test_pretok();
     test_errors();
     if (argc > 1) test_mkmodel(argv[1]);
