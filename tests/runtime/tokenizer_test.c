@@ -324,9 +324,10 @@ static void test_eog_texts(void)
     const char *tok[256 + 8];
     int32_t types[256 + 8];
     byte_tokens(tok, types);
-    static const char *made[] = {"[EOS]", "[EOT]", "[e~[", "</s>",
-                                 ("<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"),
-                                 "<|end|>", "<|calls|>", "<|flush|>"};
+    static const char *made[] = {
+        "[EOS]", "[EOT]", "[e~[", "</s>",
+        ("<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"), "<|end|>",
+        "<|calls|>", "<|flush|>"};
     for (int i = 0; i < 8; i++) {
         tok[256 + i] = made[i];
         types[256 + i] = SL_TOKEN_CONTROL;
@@ -407,7 +408,8 @@ static void test_pretok(void)
     EXPECT_SPLIT("deepseek-v3", t, "I", "'m", " ", "123", "45", " ", " ok", "!!\n\n", "yes");
     EXPECT_SPLIT("kimi-k2", t, "I'm", " ", "123", "45", " ", " ok", "!!\n\n", "yes");
     static const char jp[] = "x.Foo \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86"
-                             "\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88\xe6\x9d\xb1\xe4\xba\xac ab\xcc\x81" "c";
+                             "\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88\xe6\x9d\xb1\xe4\xba\xac "
+                             "ab\xcc\x81" "c";
     EXPECT_SPLIT("deepseek-v3", jp, "x", ".Foo", " ",
                  "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad"
                  "\xe3\x82\xb9\xe3\x83\x88\xe6\x9d\xb1\xe4\xba\xac", " ab\xcc\x81" "c");
