@@ -296,6 +296,11 @@ SL_API sl_status sl_tokenize(const sl_model *m, const char *text, size_t len, bo
  * piece has. Byte-fallback tokens give their byte; control tokens give "" unless render_special. */
 SL_API sl_status sl_token_to_piece(const sl_model *m, int32_t token, bool render_special, char *buf,
                                    size_t cap, size_t *n_out, sl_error *err);
+/* Whether token ends a generation: EOS, EOT, EOM and the end-of-turn texts llama.cpp's
+ * llama_vocab_is_eog knows (Gemma's <end_of_turn>, ChatML's <|im_end|>, gpt-oss's <|call|>,
+ * Kimi's [EOT] ...), which may differ from the eos of sl_model_info. False for an id outside
+ * the vocabulary, a NULL model or a model without a tokenizer. */
+SL_API bool sl_token_is_eog(const sl_model *m, int32_t token);
 /* Whole-sequence detokenization (handles SPM's leading space rule). */
 SL_API sl_status sl_detokenize(const sl_model *m, const int32_t *tokens, size_t n, char *buf,
                                size_t cap, size_t *n_out, sl_error *err);

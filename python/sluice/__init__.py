@@ -440,7 +440,7 @@ class Model(_Handle):
                 # output layer ran (on a GPU only the token id comes back)
                 tok = ctx._eval_sample(s, toks)
                 for _ in range(n_predict):
-                    if stop_at_eos and tok == self.info["eos"]:
+                    if stop_at_eos and lib().sl_token_is_eog(self._live(), tok):
                         break
                     out.append(tok)
                     if len(out) == n_predict or ctx.n_past >= ctx.n_ctx:

@@ -208,6 +208,7 @@ def load():
                                        E]),
         "sl_tokenize": (c_int, [P, c_char_p, c_size_t, c_bool, c_bool, POINTER(c_int32),
                                 c_size_t, POINTER(c_size_t), E]),
+        "sl_token_is_eog": (c_bool, [P, c_int32]),
         "sl_detokenize": (c_int, [P, POINTER(c_int32), c_size_t, c_char_p, c_size_t,
                                   POINTER(c_size_t), E]),
         "sl_ctx_options_default": (CtxOptions, []),

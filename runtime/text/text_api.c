@@ -30,6 +30,12 @@ sl_status sl_token_to_piece(const sl_model *m, int32_t token, bool render_specia
     return sl_vocab_token_to_piece(v, token, render_special, buf, cap, n_out, err);
 }
 
+bool sl_token_is_eog(const sl_model *m, int32_t token)
+{
+    const sl_vocab *v = m ? sl__model_vocab(m) : NULL;
+    return v && sl_vocab_is_eog(v, token);
+}
+
 sl_status sl_detokenize(const sl_model *m, const int32_t *tokens, size_t n, char *buf,
                         size_t cap, size_t *n_out, sl_error *err)
 {

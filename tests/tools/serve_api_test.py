@@ -337,6 +337,28 @@ def test_http(tmp, model):
     srv.stop()
 
 
+def test_eog_stop(tmp):
+    """A completion ends at any end-of-generation token (llama.cpp's llama_vocab_is_eog), not
+    only at eos: Qwen1.5-MoE's vocabulary has eos <|endoftext|> and ends a turn with
+    <|im_end|> (before, Sluice ran on through <|im_end|> to n_predict)."""
+    model = os.path.join(tmp, "qwen2moe.gguf")
+    st.mkmodel(model, "--arch", "qwen2moe")
+    srv = st.Server(tmp, model, "-np", 1, "-c", 128, "-ctk", "f32")
+    ids = {}
+    for text in ("<|im_end|>", "<|endoftext|>"):
+        got = post(srv, "/tokenize", {"content": text, "parse_special": True})[1]["tokens"]
+        expect(len(got) == 1, f"{text} is one token ({got})")
+        ids[text] = got[0]
+    for text, tok in ids.items():
+        got, body = tokens(srv, PROMPT, 4, logit_bias={str(tok): 100})
+        expect(got == [] and body.get("stop_type") == "eos",
+               f"forced {text} ({tok}) ends the completion: {got}, {body.get('stop_type')}")
+    got, body = tokens(srv, PROMPT, 3, logit_bias={str(ids["<|im_end|>"]): 100},
+                       ignore_eos=True)
+    expect(got == [ids["<|im_end|>"]] * 3, f"ignore_eos runs through <|im_end|> ({got})")
+    srv.stop()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="sluice-serve-api-", dir=os.environ.get("TEST_TMPDIR"))
     model = os.path.join(tmp, "llama.gguf")
@@ -349,6 +371,7 @@ def main():
     test_prompts_and_echo(srv)
     test_text_endpoints(srv)
     srv.stop()
+    test_eog_stop(tmp)
     test_http(tmp, model)
     print(f"{'FAILED' if st.FAILURES else 'passed'}: {len(st.FAILURES)} failure(s)")
     return 1 if st.FAILURES else 0

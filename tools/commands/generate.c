@@ -250,7 +250,7 @@ int sl_cli_generate(int argc, char **argv)
     const char *stop = "length";
     while (n_gen < max_gen) {
         const int32_t tok = next;
-        if (tok == info.eos && !ignore_eos) {
+        if (sl_token_is_eog(m, tok) && !ignore_eos) {
             stop = "eos";
             break;
         }

@@ -553,7 +553,7 @@ static void run_job(slot *sl, sl_serve_job *j)
     const int32_t max_gen = j->p.n_predict < 0 ? pool->n_ctx : j->p.n_predict;
     for (int32_t n_gen = 0; n_gen < max_gen;) {
         const int32_t tok = next;
-        if (tok == pool->info.eos && !j->p.ignore_eos) {
+        if (sl_token_is_eog(pool->m, tok) && !j->p.ignore_eos) {
             stop = SL_STOP_EOS;
             break;
         }
