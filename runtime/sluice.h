@@ -296,6 +296,16 @@ SL_API sl_status sl_tokenize(const sl_model *m, const char *text, size_t len, bo
  * piece has. Byte-fallback tokens give their byte; control tokens give "" unless render_special. */
 SL_API sl_status sl_token_to_piece(const sl_model *m, int32_t token, bool render_special, char *buf,
                                    size_t cap, size_t *n_out, sl_error *err);
+/* Fill-in-the-middle tokens, as llama.cpp's vocabulary finds them: the keys
+ * tokenizer.ggml.fim_{pre,suf,mid,pad,rep,sep}_token_id, then the deprecated prefix / suffix /
+ * middle_token_id, an id outside the vocabulary ignored; a token still missing by its text
+ * ("<|fim_prefix|>", "<fim-prefix>", "<PRE>", ... lowest id first), made a control token.
+ * PAD, REP and SEP end a generation (sl_token_is_eog). */
+typedef enum sl_fim {
+    SL_FIM_PRE, SL_FIM_SUF, SL_FIM_MID, SL_FIM_PAD, SL_FIM_REP, SL_FIM_SEP, SL_FIM_N
+} sl_fim;
+/* The model's FIM token of that kind, or -1 (none, no tokenizer, NULL model, bad kind). */
+SL_API int32_t sl_token_fim(const sl_model *m, sl_fim which);
 /* Whether token ends a generation: EOS, EOT, EOM and the end-of-turn texts llama.cpp's
  * llama_vocab_is_eog knows (Gemma's <end_of_turn>, ChatML's <|im_end|>, gpt-oss's <|call|>,
  * Kimi's [EOT] ...), which may differ from the eos of sl_model_info. False for an id outside

@@ -30,6 +30,12 @@ sl_status sl_token_to_piece(const sl_model *m, int32_t token, bool render_specia
     return sl_vocab_token_to_piece(v, token, render_special, buf, cap, n_out, err);
 }
 
+int32_t sl_token_fim(const sl_model *m, sl_fim which)
+{
+    const sl_vocab *v = m ? sl__model_vocab(m) : NULL;
+    return v ? sl_vocab_fim(v, (int)which) : -1;
+}
+
 bool sl_token_is_eog(const sl_model *m, int32_t token)
 {
     const sl_vocab *v = m ? sl__model_vocab(m) : NULL;

@@ -84,6 +84,11 @@ int32_t sl_vocab_pad(const sl_vocab *v) { return v->pad; }
 bool sl_vocab_add_bos(const sl_vocab *v) { return v->add_bos; }
 bool sl_vocab_add_eos(const sl_vocab *v) { return v->add_eos; }
 
+int32_t sl_vocab_fim(const sl_vocab *v, int which)
+{
+    return which >= 0 && which < 6 ? v->fim[which] : -1;
+}
+
 bool sl_vocab_is_eog(const sl_vocab *v, int32_t token)
 {
     return token >= 0 && token < v->n_tokens && v->eog[token];
@@ -340,6 +345,49 @@ static void harmony_overrides(sl_vocab *v)
     }
 }
 
+/* FIM tokens as llama.cpp 0c1e570 reads them (sluice.h sl_fim says the rule). */
+static const char *const k_fim_keys[6] = {
+    "tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
+    "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.fim_pad_token_id",
+    "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id"};
+static const char *const k_fim_old[3] = {"tokenizer.ggml.prefix_token_id",
+                                         "tokenizer.ggml.suffix_token_id",
+                                         "tokenizer.ggml.middle_token_id"};
+static const char *const k_fim_text[6][10] = {
+    {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin"
+     "\xef\xbd\x9c>", "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", NULL},
+    {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole"
+     "\xef\xbd\x9c>", "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", NULL},
+    {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end"
+     "\xef\xbd\x9c>", "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", NULL},
+    {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL},
+    {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL},
+    {"<|file_sep|>", NULL},
+};
+
+static sl_status load_fim(const sl_gguf *g, sl_vocab *v, sl_error *err)
+{
+    sl_status st;
+    for (int k = 0; k < 6; k++)
+        if ((st = get_special(g, k_fim_keys[k], -1, v->n_tokens, &v->fim[k], err))) return st;
+    for (int k = 0; k < 3; k++) /* read after the new keys: they win, as in llama.cpp */
+        if ((st = get_special(g, k_fim_old[k], v->fim[k], v->n_tokens, &v->fim[k], err)))
+            return st;
+    for (int k = 0; k < 6; k++) {
+        if (v->fim[k] >= 0) continue;
+        int32_t best = -1;
+        for (int w = 0; k_fim_text[k][w]; w++) {
+            const int32_t id = find_cstr(v, k_fim_text[k][w]);
+            if (id >= 0 && (best < 0 || id < best)) best = id;
+        }
+        if (best >= 0) v->types[best] = SL_TOKEN_CONTROL; /* found by text: llama.cpp's rule */
+        v->fim[k] = best;
+    }
+    for (int k = 3; k < 6; k++) /* pad, repo, separator end a generation */
+        if (v->fim[k] >= 0) v->eog[v->fim[k]] = 1;
+    return SL_OK;
+}
+
 static sl_status load_specials(const sl_gguf *g, sl_vocab *v, sl_error *err)
 {
     const bool spm = v->kind == SL_VOCAB_SPM;
@@ -379,6 +427,7 @@ static sl_status load_specials(const sl_gguf *g, sl_vocab *v, sl_error *err)
     if (v->eos >= 0) v->eog[v->eos] = 1;
     if (v->eot >= 0) v->eog[v->eot] = 1;
     if (v->eom >= 0) v->eog[v->eom] = 1;
+    if ((st = load_fim(g, v, err))) return st;
     harmony_overrides(v);
 
     /* Byte tokens: SPM <0xNN> (else the byte itself as a piece), BPE the GPT-2 symbol. */

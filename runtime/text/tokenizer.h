@@ -81,7 +81,10 @@ int32_t sl_vocab_unk(const sl_vocab *v);
 int32_t sl_vocab_pad(const sl_vocab *v);
 bool sl_vocab_add_bos(const sl_vocab *v); /* tokenizer.ggml.add_bos_token or the family default */
 bool sl_vocab_add_eos(const sl_vocab *v);
-/* End of generation: eos, eot, eom and the end-of-turn tokens llama.cpp recognises by text. */
+/* FIM token `which` (0..5: pre, suf, mid, pad, rep, sep as sluice.h's sl_fim), or -1. */
+int32_t sl_vocab_fim(const sl_vocab *v, int which);
+/* End of generation: eos, eot, eom, the end-of-turn tokens llama.cpp recognises by text and
+ * the FIM pad, repo and separator tokens. */
 bool sl_vocab_is_eog(const sl_vocab *v, int32_t token);
 
 /* Stored text of a token (not NUL-terminated inside; *len its bytes); NULL if out of range. */

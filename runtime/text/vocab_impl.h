@@ -62,6 +62,7 @@ struct sl_vocab {
     bool clean_spaces;      /* detokenize: llama.cpp's clean-up of " ." and " 's" */
     bool add_bos, add_eos;
     int32_t bos, eos, eot, eom, unk, pad;
+    int32_t fim[6];         /* pre, suf, mid, pad, rep, sep (sluice.h sl_fim); -1 none */
 
     int32_t n_tokens;
     char *arena;            /* token texts, then merge texts */

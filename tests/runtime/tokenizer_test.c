@@ -317,6 +317,36 @@ static void test_harmony(void)
     }
 }
 
+/* FIM tokens found by text (no keys): the lowest id among a kind's texts, made CONTROL; pad,
+ * repo and file separator end a generation, prefix/suffix/middle do not. */
+static void test_fim(void)
+{
+    const char *tok[256 + 7];
+    int32_t types[256 + 7];
+    byte_tokens(tok, types);
+    static const char *made[] = {"<PRE>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
+                                 "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"};
+    for (int i = 0; i < 7; i++) {
+        tok[256 + i] = made[i];
+        types[256 + i] = SL_TOKEN_NORMAL;
+    }
+    static const char *merges[] = {"a b"};
+    spec s = {"gpt2", "qwen2", tok, 263, NULL, types, merges, 1, -1, -1, -1};
+    write_vocab(tmp_path("fim.gguf"), &s);
+    sl_vocab *v;
+    sl_error err = {0};
+    CHECK_MSG(load(tmp_path("fim.gguf"), &v, &err) == SL_OK, "%s", err.msg);
+    if (!v) return;
+    for (int k = 0; k < 6; k++) {
+        const int32_t want = 256 + (k == 0 ? 0 : k + 1); /* <PRE> is before <|fim_prefix|> */
+        CHECK_MSG(sl_vocab_fim(v, k) == want, "fim %d: %d, want %d", k, sl_vocab_fim(v, k), want);
+        CHECK(sl_vocab_token_type(v, want) == SL_TOKEN_CONTROL);
+        CHECK(sl_vocab_is_eog(v, want) == (k >= 3));
+    }
+    CHECK(sl_vocab_token_type(v, 257) == SL_TOKEN_NORMAL && sl_vocab_fim(v, 6) == -1);
+    sl_vocab_free(v);
+}
+
 /* llama.cpp's end-of-generation texts beyond eos/eot (Kimi-K2's [EOS] and [EOT], MiniMax's
  * [e~[, DeepSeek's sentence end, </s>) and solar-open's <|end|> rule (<|calls|> + <|flush|>). */
 static void test_eog_texts(void)
@@ -534,6 +564,7 @@ int main(int argc, char **argv)
     test_bpe();
     test_harmony();
     test_eog_texts();
+    test_fim();
     test_pretok();
     test_errors();
     if (argc > 1) test_mkmodel(argv[1]);

@@ -94,7 +94,6 @@ typedef enum sl_serve_pooling {
 } sl_serve_pooling;
 
 /* The vocabulary's fill-in-the-middle tokens, llama.cpp's order; -1 where absent. */
-enum { SL_FIM_PRE, SL_FIM_SUF, SL_FIM_MID, SL_FIM_PAD, SL_FIM_REP, SL_FIM_SEP, SL_FIM_N };
 
 /* A generated token as the responses report it: its id, its log-probability under the raw
  * logits (probs only), where its text ends in job->text (before a stop string's cut), and its

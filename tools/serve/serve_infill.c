@@ -1,8 +1,5 @@
-/* POST /infill (llama-server's fill-in-the-middle) and what it needs of the model file: its
- * FIM tokens, as llama.cpp's vocabulary reads them (tokenizer.ggml.fim_{pre,suf,mid,pad,rep,
- * sep}_token_id, then the deprecated prefix/suffix/middle_token_id; an id outside the
- * vocabulary is ignored; a token still missing is found by its text: "<|fim_prefix|>",
- * "<fim-prefix>", "<PRE>", ... the lists of llama-vocab.cpp, lowest id first), and its
+/* POST /infill (llama-server's fill-in-the-middle) and what it needs of the model: its FIM
+ * tokens (sl_token_fim: the vocabulary finds them as llama.cpp's does) and, from the file, its
  * <arch>.pooling_type (serve_embd.c).
  *
  * The prompt is format_prompt_infill's (llama.cpp 0c1e570) with the repo-level pattern:
@@ -23,65 +20,12 @@
 
 /* ---- the model's FIM tokens and pooling ----------------------------------------------------- */
 
-static const char *const k_fim_keys[SL_FIM_N] = {
-    "tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
-    "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.fim_pad_token_id",
-    "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id"};
-static const char *const k_fim_old[3] = {"tokenizer.ggml.prefix_token_id",
-                                         "tokenizer.ggml.suffix_token_id",
-                                         "tokenizer.ggml.middle_token_id"};
-/* llama-vocab.cpp's texts per FIM token, NULL-terminated */
-static const char *const k_fim_text[SL_FIM_N][10] = {
-    {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin"
-     "\xef\xbd\x9c>", "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", NULL},
-    {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole"
-     "\xef\xbd\x9c>", "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", NULL},
-    {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end"
-     "\xef\xbd\x9c>", "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", NULL},
-    {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL},
-    {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL},
-    {"<|file_sep|>", NULL},
-};
-
-/* An unsigned id key as llama.cpp's get_key(uint32_t) reads it; -1: absent or out of range. */
-static int32_t id_key(const sl_gguf *g, const char *key, int32_t n_vocab)
-{
-    const sl_gguf_value *v = sl_gguf_find(g, key);
-    if (!v) return -1;
-    int64_t id = -1;
-    if (v->type == SL_GGUF_U32 || v->type == SL_GGUF_U64 || v->type == SL_GGUF_U16 ||
-        v->type == SL_GGUF_U8)
-        id = v->v.u64 > INT32_MAX ? -1 : (int64_t)v->v.u64;
-    else if (v->type == SL_GGUF_I32 || v->type == SL_GGUF_I64)
-        id = v->v.i64;
-    return id >= 0 && id < n_vocab ? (int32_t)id : -1;
-}
-
 sl_status sl__serve_model_vocab_meta(sl_serve_model *sm, sl_error *err)
 {
-    for (int k = 0; k < SL_FIM_N; k++) sm->fim[k] = -1;
+    for (int k = 0; k < SL_FIM_N; k++) sm->fim[k] = sl_token_fim(sm->model, (sl_fim)k);
     sl_gguf *g = NULL;
     sl_status st = sl_gguf_open(sm->path, NULL, &g, err);
     if (st) return st;
-    const int32_t V = sm->info.n_vocab;
-    for (int k = 0; k < SL_FIM_N; k++) {
-        const int32_t id = id_key(g, k_fim_keys[k], V);
-        if (id >= 0) sm->fim[k] = id;
-    }
-    for (int k = 0; k < 3; k++) { /* read after the new keys: they win, as in llama.cpp */
-        const int32_t id = id_key(g, k_fim_old[k], V);
-        if (id >= 0) sm->fim[k] = id;
-    }
-    const sl_gguf_value *toks = NULL;
-    if (!sl_gguf_get_arr(g, "tokenizer.ggml.tokens", SL_GGUF_STR, &toks, NULL) && toks)
-        for (int k = 0; k < SL_FIM_N; k++)
-            for (uint64_t i = 0; sm->fim[k] < 0 && i < toks->v.arr.n && i < (uint64_t)V; i++) {
-                const sl_gguf_str *t = &toks->v.arr.strs[i];
-                for (int w = 0; k_fim_text[k][w] && sm->fim[k] < 0; w++)
-                    if (t->len == strlen(k_fim_text[k][w]) &&
-                        !memcmp(t->ptr, k_fim_text[k][w], t->len))
-                        sm->fim[k] = (int32_t)i;
-            }
     /* the file's pooling (llama.cpp: LLAMA_POOLING_TYPE_NONE when absent), unless --pooling */
     char key[96];
     snprintf(key, sizeof key, "%s.pooling_type", sm->info.arch);
