@@ -85,9 +85,9 @@ static void usage(FILE *f)
           "                         device memory); pinned models above its weight share are\n"
           "                         an over-commit (warned: every other model then loads alone)\n"
           "  -a, --alias NAME       the model's id in the API (default: the model path)\n"
-          "  --chat-template NAME   chat template family instead of the model's own: chatml,\n"
-          "                         llama2, llama2-sys, llama3, llama4, gemma, mistral-v1,\n"
-          "                         mistral-v3, mistral-v7, phi3, phi4, zephyr, deepseek3, ...\n"
+          "  --chat-template NAME   chat template family instead of the model's own (llama.cpp's\n"
+          "                         names): chatml, llama2, llama3, llama4, gemma, mistral-v7,\n"
+          "                         phi4, deepseek3, gpt-oss, kimi-k2, granite-4.0, exaone4, ...\n"
           "                         (default: detected from tokenizer.chat_template; chatml\n"
           "                         with a warning when absent or not recognised)\n"
           "  --hotswap              live tensor swap: every GET /health calls sl_reload_changed\n"
@@ -141,9 +141,7 @@ static int pick_chat_template(const char *flag, const char *path, sl_chat_tmpl *
     fprintf(stderr, "sluice serve: warning: %s; using chatml for chat requests "
             "(--chat-template NAME to choose)\n",
             !*source ? "the model has no tokenizer.chat_template"
-            : *out == SL_CHAT_UNSUPPORTED ? "the model's chat template is of a family Sluice "
-                                            "does not format"
-                                          : "the model's chat template is not recognised");
+                     : "the model's chat template is not recognised");
     *out = SL_CHAT_CHATML;
     return 0;
 }
