@@ -21,12 +21,14 @@ typedef struct item {
     uint16_t mask;
 } item;
 
-/* Invariant: and < 0 or and indexes a class parsed before this one's end. */
+/* Invariant: and < 0 or and indexes a class parsed before this one's end; a folding class
+ * has no \p{} member (Oniguruma folds those inconsistently, so they are refused). */
 typedef struct cls {
     item items[MAX_ITEMS];
     int n_items;
     bool negate;
-    int and; /* the class this one is intersected with, or -1 */
+    bool fold; /* inside (?i:): a code point is in when a case variant of it is in a range */
+    int and;   /* the class this one is intersected with, or -1 */
 } cls;
 
 typedef enum nkind {
@@ -191,6 +193,7 @@ static int class_body(parser *p)
     cls *c = &p->classes[id];
     memset(c, 0, sizeof *c);
     c->and = -1;
+    c->fold = p->fold;
     if (peek(p) == '^') {
         c->negate = true;
         p->at++;
@@ -219,6 +222,7 @@ static int class_body(parser *p)
             const int r = escape(p, &lo, &it);
             if (r < 0) return -1;
             if (r == 1) {
+                if (c->fold && it.mask != SL__UC_WS) return fail(p, "\\p{} in a (?i:) class");
                 if (add_item(p, c, it)) return -1;
                 continue;
             }
@@ -533,17 +537,37 @@ static uint32_t fold(uint32_t c)
     return c == 0x17F ? 's' : c == 0x212A ? 'k' : c;
 }
 
+/* c's case variants under fold(): itself alone, or a letter's two cases (and U+017F, U+212A
+ * for s, k). Returns how many (1 to 3). */
+static int case_variants(uint32_t c, uint32_t v[3])
+{
+    const uint32_t l = fold(c);
+    if (l < 'a' || l > 'z') {
+        v[0] = c;
+        return 1;
+    }
+    int n = 0;
+    v[n++] = l;
+    v[n++] = l - 32;
+    if (l == 's' || l == 'k') v[n++] = l == 's' ? 0x17F : 0x212A;
+    return n;
+}
+
 static bool class_has(const cls *all, int id, uint32_t cp, uint16_t f)
 {
     const cls *c = &all[id];
+    uint32_t v[3] = {cp};
+    const int nv = c->fold ? case_variants(cp, v) : 1;
     bool in = false;
     for (int i = 0; i < c->n_items && !in; i++) {
         const item *it = &c->items[i];
-        in = it->kind == IT_RANGE ? cp >= it->lo && cp <= it->hi
-             : it->kind == IT_CAT ? (f & it->mask) != 0
-                                  : (f & it->mask) == 0;
+        if (it->kind != IT_RANGE) {
+            in = it->kind == IT_CAT ? (f & it->mask) != 0 : (f & it->mask) == 0;
+            continue;
+        }
+        for (int k = 0; k < nv && !in; k++) in = v[k] >= it->lo && v[k] <= it->hi;
     }
-    if (in == c->negate) return false;
+    if (in == c->negate) return false; /* negation after folding, as Oniguruma's [^s] */
     return c->and < 0 || class_has(all, c->and, cp, f);
 }
 

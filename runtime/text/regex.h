@@ -9,7 +9,9 @@
  *   - literals (UTF-8); \r \n \t \f \v; a backslash before punctuation; . (any but \n)
  *   - classes [...] [^...]: ranges, escapes, \p{..}, \s, and one intersection [A&&[^B]]
  *   - \s \S (White_Space); \p{X} \P{X} for X in L Lu Ll Lt Lm Lo M N P S Han
- *   - groups (...) (?:...) (?i:...) (case-insensitive: ASCII, U+017F to s, U+212A to k),
+ *   - groups (...) (?:...) (?i:...) (case-insensitive: ASCII, U+017F to s, U+212A to k; for
+ *     literals and class members, a negated class refusing every case of what it lists; no
+ *     \p{} inside a class there, since Oniguruma folds those differently inside and out),
  *     lookahead (?=...) (?!...) whose body has no unbounded repeat and no lookahead
  *   - quantifiers ? * + {n} {n,} {n,m} (greedy); alternation |; anchors ^ $
  * A search sees only its fragment [ini, end): ^, $ and lookahead take the fragment's ends as

@@ -55,6 +55,7 @@ static void test_refused(void)
     expect_refused("*a", "quantifier without atom");
     expect_refused("(?!a)*", "quantified assertion");
     expect_refused("[a&&b]", "&& takes one [class]");
+    expect_refused("(?i:[\\p{Lu}])", "in a (?i:) class");
     expect_refused("a\\", "ends in a backslash");
     expect_refused("(((((a{1000}){1000}){1000})))", "instructions");
     sl_error err = {0};
@@ -104,6 +105,10 @@ static void test_semantics(void)
     expect_words("\\p{N}{1,3}", "1234567", "123|456|7");
     expect_words("x{2,}", "xxxxx x", "xxxxx| x");
     expect_words("(?i:'s|'re)", "A'S b'Re c'\xc5\xbf", "A|'S| b|'Re| c|'\xc5\xbf"); /* U+017F */
+    /* classes fold too, negated ones after folding (Oniguruma: [^s] refuses S and U+017F) */
+    expect_words("'(?i:[sdmt]|ll)", "x'Sy'\xc5\xbf'LLz'q", "x|'S|y|'\xc5\xbf|'LL|z'q");
+    expect_words("(?i:[^s])+", "sSab\xc5\xbf" "c", "sS|ab|\xc5\xbf|c");
+    expect_words("(?i:[j-l]+)", "xJKL\xe2\x84\xaa" "d", "x|JKL\xe2\x84\xaa|d"); /* U+212A */
     expect_words("[\\p{L}&&[^\\p{Han}]]+", "ab\xe6\x97\xa5" "cd", "ab|\xe6\x97\xa5|cd");
     expect_words("[^\\s\\p{L}]+", "ab !?x", "ab |!?|x");
     expect_words("[\\-a]+", "-a-b", "-a-|b");

@@ -382,6 +382,10 @@ static void test_pretok(void)
     EXPECT_SPLIT("deepseek-v3", jp, "x", ".Foo", " ",
                  "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad"
                  "\xe3\x82\xb9\xe3\x83\x88\xe6\x9d\xb1\xe4\xba\xac", " ab\xcc\x81" "c");
+    /* bailingmoe's '(?i:[sdmt]|...): the class folds case (from HF tokenizers) */
+    EXPECT_SPLIT("bailingmoe", "YOU'RE 'Sx 'Dog \xc5\xbf'\xc5\xbfx", "YOU", "'RE", " '", "Sx", " '",
+                 "Dog", " \xc5\xbf", "'\xc5\xbf", "x");
+    EXPECT_SPLIT("bailingmoe", "x'Dog", "x", "'D", "og");
     /* Kimi: Han runs apart from kana (\p{Han} vs letters && [^\p{Han}]) */
     EXPECT_SPLIT("kimi-k2", jp, "x", ".Foo", " ", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e",
                  "\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88",
