@@ -364,6 +364,9 @@ static void test_pretok(void)
     /* case-insensitive contractions for llama3, not for gpt2 */
     EXPECT_SPLIT("llama-bpe", "YOU'RE", "YOU", "'RE");
     EXPECT_SPLIT("gpt-2", "YOU'RE", "YOU", "'", "RE");
+    /* tokenizer.json's (?i:) folds U+017F (long s) onto 's' (llama.cpp's '[sS] does not) */
+    EXPECT_SPLIT("llama-bpe", "A'\xc5\xbfx it'\xc5\xbf", "A", "'\xc5\xbf", "x", " it", "'\xc5\xbf");
+    EXPECT_SPLIT("qwen2", "A'\xc5\xbfx it'\xc5\xbf", "A", "'\xc5\xbf", "x", " it", "'\xc5\xbf");
     /* [^\r\n\p{L}\p{N}]?\p{L}+ takes one leading non-letter; Unicode letters and numbers */
     EXPECT_SPLIT("qwen2", "\xc2\xab" "caf\xc3\xa9\xc2\xbb \xe6\x97\xa5\xe6\x9c\xac\xc2\xbd",
                  "\xc2\xab" "caf\xc3\xa9", "\xc2\xbb", " \xe6\x97\xa5\xe6\x9c\xac", "\xc2\xbd");
