@@ -416,6 +416,21 @@ static bool unbounded(const node *nodes, int i)
     return unbounded(nodes, n->a) || unbounded(nodes, n->b);
 }
 
+/* Whether node i can match the empty string. */
+static bool nullable(const node *nodes, int i)
+{
+    const node *n = &nodes[i];
+    switch (n->kind) {
+    case N_CHAR:
+    case N_CLASS:
+    case N_ANY: return false;
+    case N_CAT: return nullable(nodes, n->a) && nullable(nodes, n->b);
+    case N_ALT: return nullable(nodes, n->a) || nullable(nodes, n->b);
+    case N_REP: return n->min == 0 || nullable(nodes, n->a);
+    default: return true; /* empty, anchors, lookahead */
+    }
+}
+
 static void gen(comp *c, int i)
 {
     const node *n = &c->nodes[i];
@@ -498,6 +513,11 @@ sl_status sl__regex_compile(const char *pattern, sl__regex **out, sl_error *err)
     for (int i = 0; i < p.n_nodes && !p.why; i++)
         if (p.nodes[i].kind == N_LOOK && unbounded(p.nodes, p.nodes[i].a))
             fail(&p, "lookahead body with an unbounded repeat or a lookahead");
+    /* Perl and Oniguruma leave such a loop after an empty pass; the memo would fail the pass
+     * and backtrack into the body for a longer match instead, so these are refused */
+    for (int i = 0; i < p.n_nodes && !p.why; i++)
+        if (p.nodes[i].kind == N_REP && p.nodes[i].max == INF && nullable(p.nodes, p.nodes[i].a))
+            fail(&p, "unbounded repeat of what can match empty");
     if (p.why) {
         st = sl_error_set(err, SL_ERR_INVALID, "regex '%s': %s at offset %zu", pattern, p.why,
                           p.why_at);

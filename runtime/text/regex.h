@@ -13,7 +13,8 @@
  *     literals and class members, a negated class refusing every case of what it lists; no
  *     \p{} inside a class there, since Oniguruma folds those differently inside and out),
  *     lookahead (?=...) (?!...) whose body has no unbounded repeat and no lookahead
- *   - quantifiers ? * + {n} {n,} {n,m} (greedy); alternation |; anchors ^ $
+ *   - quantifiers ? * + {n} {n,} {n,m} (greedy; * + {n,} not of what can match empty, where
+ *     Perl's "leave the loop after an empty pass" cannot be memoized); alternation |; ^ $
  * A search sees only its fragment [ini, end): ^, $ and lookahead take the fragment's ends as
  * the text's, as Hugging Face's Split sees each piece of the split before it. Empty matches
  * are not reported (no pre-tokenizer we run has one that could match empty). */

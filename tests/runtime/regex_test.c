@@ -52,6 +52,11 @@ static void test_refused(void)
     expect_refused("a++", "lazy or possessive");
     expect_refused("(?<=a)b", "unsupported group");
     expect_refused("(?=a+)", "lookahead body");
+    /* Perl and Oniguruma end a loop at an empty pass ("x(?:b?|c)+" on "xcc" is "x"); the memo
+     * would instead make such a pass fail and backtrack into the body ("xcc") */
+    expect_refused("x(?:b?|c)+", "unbounded repeat of what can match empty");
+    expect_refused("(?:a|(?=b))*", "unbounded repeat of what can match empty");
+    expect_refused("(?:a*b*){2,}", "unbounded repeat of what can match empty");
     expect_refused("*a", "quantifier without atom");
     expect_refused("(?!a)*", "quantified assertion");
     expect_refused("[a&&b]", "&& takes one [class]");
