@@ -55,11 +55,14 @@ typedef struct inst {
     int x, y;    /* OP_CLASS: class; OP_SPLIT: first, second; OP_JMP: x; OP_LOOK: body, next */
 } inst;
 
+/* Invariant: memo[pc] >= 0 exactly for the join points, numbered 0 .. n_memo - 1. */
 struct sl__regex {
     inst *prog;
     int n_prog;
     cls *classes;
     int n_classes;
+    int *memo;  /* n_prog: the join point's memo column, or -1 */
+    int n_memo;
 };
 
 typedef struct parser {
@@ -490,7 +493,46 @@ void sl__regex_free(sl__regex *re)
     if (!re) return;
     free(re->prog);
     free(re->classes);
+    free(re->memo);
     free(re);
+}
+
+/* The memo columns: only join points, the instructions the search can enter by two or more
+ * edges (pc 0 counts its entry at each start), need one. Any other instruction has one
+ * predecessor, so a state (pc, position) of it has one predecessor state; going back, it is
+ * reached only from one state of a join point, which the memo lets through once (or from the
+ * entry at one start): it is visited at most once without a bit of its own, as before. The
+ * lookahead bodies run apart (look_run) and get none. Unrolled counted repeats (jais-2's
+ * \s{512}) are long chains without joins: 28 columns there instead of 1,136 instructions.
+ * Returns false when out of memory. */
+static bool number_joins(sl__regex *re)
+{
+    const int n = re->n_prog;
+    int *in = calloc((size_t)n, sizeof *in), *todo = malloc((size_t)n * sizeof *todo);
+    re->memo = malloc((size_t)n * sizeof *re->memo);
+    if (!in || !todo || !re->memo) {
+        free(in);
+        free(todo);
+        return false;
+    }
+    int nt = 0;
+    in[0] = 1; /* the entry at each start */
+    todo[nt++] = 0;
+    while (nt) {
+        const int pc = todo[--nt];
+        const inst *i = &re->prog[pc];
+        const int next[2] = {i->op == OP_SPLIT || i->op == OP_JMP ? i->x
+                             : i->op == OP_LOOK                  ? i->y
+                                                                 : pc + 1,
+                             i->op == OP_SPLIT ? i->y : -1};
+        for (int k = 0; k < 2 && i->op != OP_MATCH; k++)
+            if (next[k] >= 0 && in[next[k]]++ == 0) todo[nt++] = next[k]; /* first arrival */
+    }
+    re->n_memo = 0;
+    for (int pc = 0; pc < n; pc++) re->memo[pc] = in[pc] >= 2 ? re->n_memo++ : -1;
+    free(in);
+    free(todo);
+    return true;
 }
 
 sl_status sl__regex_compile(const char *pattern, sl__regex **out, sl_error *err)
@@ -539,6 +581,10 @@ sl_status sl__regex_compile(const char *pattern, sl__regex **out, sl_error *err)
     if (!re->classes) re->classes = p.classes;
     re->n_classes = p.n_classes;
     p.classes = NULL;
+    if (!number_joins(re)) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "regex: out of memory");
+        goto done;
+    }
     *out = re;
     re = NULL;
 done:
@@ -642,9 +688,9 @@ static bool seen_set(sl__regex_scratch *s, size_t bit)
     return false;
 }
 
-static void seen_clear_row(sl__regex_scratch *s, size_t row, size_t n_prog)
+static void seen_clear_row(sl__regex_scratch *s, size_t row, size_t n_memo)
 {
-    for (size_t b = row * n_prog; b < (row + 1) * n_prog; b++)
+    for (size_t b = row * n_memo; b < (row + 1) * n_memo; b++)
         s->seen[b >> 6] &= ~((uint64_t)1 << (b & 63));
 }
 
@@ -666,14 +712,15 @@ static bool push(sl__regex_scratch *s, size_t *sp, size_t pc, size_t pos)
 static int run_at(const sl__regex *re, const uint32_t *cps, const uint16_t *flags, size_t ini,
                   size_t end, size_t start, size_t *me, sl__regex_scratch *s)
 {
-    const size_t np = (size_t)re->n_prog;
+    const size_t nm = (size_t)re->n_memo;
     size_t sp = 0;
     if (!push(s, &sp, 0, start)) return -1;
     while (sp) {
         size_t pos = s->stack[--sp];
         size_t pc = s->stack[--sp];
         for (;;) {
-            if (seen_set(s, (pos - ini) * np + pc)) break;
+            const int col = re->memo[pc];
+            if (col >= 0 && seen_set(s, (pos - ini) * nm + (size_t)col)) break;
             const inst *in = &re->prog[pc];
             if (in->op == OP_MATCH) {
                 if (pos == start) break; /* empty: not a match (see regex.h) */
@@ -704,16 +751,16 @@ static int run_at(const sl__regex *re, const uint32_t *cps, const uint16_t *flag
 int sl__regex_find(const sl__regex *re, const uint32_t *cps, const uint16_t *flags, size_t ini,
                    size_t end, size_t from, size_t *ms, size_t *me, sl__regex_scratch *s)
 {
-    const size_t np = (size_t)re->n_prog;
+    const size_t nm = (size_t)re->n_memo;
     if (from == ini) {
-        const size_t words = (np * (end - ini + 1) + 63) / 64;
+        const size_t words = (nm * (end - ini + 1) + 63) / 64;
         if (words > s->seen_words) {
             free(s->seen);
             s->seen = malloc(words * sizeof *s->seen);
             s->seen_words = s->seen ? words : 0;
             if (!s->seen) return -1;
         }
-        memset(s->seen, 0, words * sizeof *s->seen);
+        if (words) memset(s->seen, 0, words * sizeof *s->seen);
     }
     for (size_t start = from; start < end; start++) {
         const int r = run_at(re, cps, flags, ini, end, start, me, s);
@@ -721,7 +768,7 @@ int sl__regex_find(const sl__regex *re, const uint32_t *cps, const uint16_t *fla
         if (r) {
             *ms = start;
             /* the path that matched marked states at *me it did not fail from */
-            seen_clear_row(s, *me - ini, np);
+            seen_clear_row(s, *me - ini, nm);
             return 1;
         }
     }

@@ -3,7 +3,8 @@
  * first time the search reaches instruction pc at position p it is by the most preferred path,
  * so a second arrival can only fail again. One search thus costs at most O(program x fragment)
  * steps, whatever the text, and gives the leftmost-first match Perl, Oniguruma (Hugging Face
- * tokenizers) and tiktoken give.
+ * tokenizers) and tiktoken give. The memo holds a bit only for the instructions two paths can
+ * reach (join points; regex.c), O(joins x fragment) bits in all.
  *
  * Syntax: the subset tokenizer.json pre-tokenizers use, with Perl's meaning.
  *   - literals (UTF-8); \r \n \t \f \v; a backslash before punctuation; . (any but \n)
@@ -34,7 +35,7 @@ void sl__regex_free(sl__regex *re); /* NULL is allowed */
 
 /* Work space of sl__regex_find, reusable across calls and patterns. */
 typedef struct sl__regex_scratch {
-    uint64_t *seen;           /* visited (pc, position) bits */
+    uint64_t *seen;           /* visited (join point, position) bits */
     size_t seen_words;
     size_t *stack;            /* (pc, position) pairs still to try */
     size_t stack_cap;

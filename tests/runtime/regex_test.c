@@ -8,7 +8,8 @@
  *    stages, must give the same words on 3,000 random texts over an alphabet of the classes the
  *    patterns test. Two independent implementations of one definition.
  * 4. Every row of the pre-tokenizer table compiles, and splits long hostile texts (whitespace
- *    runs, letters without end, nested-repeat bait) into words that tile the text.
+ *    runs, letters without end, nested-repeat bait) into words that tile the text; its memo
+ *    stays within 64 bits per code point.
  * Tokenization against Hugging Face and the models' own test files is in
  * tokenizer_vs_reference.py and tokenizer_real_vocab.py. */
 #include <stdio.h>
@@ -229,11 +230,41 @@ static void test_table_rows(void)
     free(cps);
 }
 
+/* The memo's size: bits for the join points only, so each table regex keeps at most 64 bits
+ * per code point of a fragment (one per instruction before: 1,136 for jais-2's unrolled
+ * \s{512}(?!\S)|\s{256}..., 142 MB of memo on a 10^6-code-point text). */
+static void test_memo_size(void)
+{
+    enum { N = 6399 };
+    static uint32_t cps[N];
+    static uint16_t fl[N];
+    for (size_t i = 0; i < N; i++) {
+        cps[i] = i % 7 ? ' ' : 'a';
+        fl[i] = sl__unicode_flags(cps[i]);
+    }
+    for (size_t r = 0; sl__pretok_at(r); r++) {
+        const sl__pretok_def *d = sl__pretok_at(r);
+        for (size_t k = 0; d->re && d->re[k]; k++) {
+            sl__regex *re = NULL;
+            sl_error err = {0};
+            CHECK_MSG(sl__regex_compile(d->re[k], &re, &err) == SL_OK, "%s", err.msg);
+            sl__regex_scratch sc = {0};
+            size_t ms, me;
+            CHECK(re && sl__regex_find(re, cps, fl, 0, N, 0, &ms, &me, &sc) >= 0);
+            CHECK_MSG(sc.seen_words <= N + 1, "%s stage %zu: %zu memo words for %d code points",
+                      d->name, k, sc.seen_words, N);
+            sl__regex_scratch_free(&sc);
+            sl__regex_free(re);
+        }
+    }
+}
+
 int main(void)
 {
     test_refused();
     test_semantics();
     test_vs_handwritten();
     test_table_rows();
+    test_memo_size();
     return sl_test_finish("regex_test");
 }
