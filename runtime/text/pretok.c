@@ -5,7 +5,7 @@
  * points) into words, like llama.cpp's unicode_regex_split: every match of the stage's regex
  * becomes a word and so does every gap between matches. Stages:
  *   gpt2    's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- *   llama3  (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|
+ *   llama3  (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|
  *           \p{N}{1,D}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
  *           D = 3 for llama3, D = 1 for qwen2 (its \p{N})
  *   o200k   [^\r\n\p{L}\p{N}]?U*W+C?|[^\r\n\p{L}\p{N}]?U+W*C?|\p{N}{1,3}|
@@ -15,7 +15,10 @@
  *   default [\p{P}\$\+<=>\^~\|]+  then gpt2  then \p{N}+  then [0-9][0-9][0-9]
  * gpt2 and llama3 follow llama.cpp's unicode_regex_split_custom_gpt2/_llama3 step by step
  * (they are its hand-written equivalents of those regexes; qwen2 runs through std::regex there,
- * with the same semantics). \s is Unicode White_Space, \p{L}/\p{N}/\p{P} general categories.
+ * with the same semantics), but for one thing: llama.cpp rewrites the tokenizer.json
+ * contractions (?i:'s|...) as '[sS]|..., which misses U+017F (long s, which folds to s); Sluice
+ * keeps the (?i:), as Hugging Face does ("'\u017fx" is "'\u017f" "x" there, one word in
+ * llama.cpp). \s is Unicode White_Space, \p{L}/\p{N}/\p{P} general categories.
  * o200k follows the regex itself as Hugging Face tokenizers (Oniguruma) and tiktoken run it,
  * backtracking included. llama.cpp runs a rewrite of it instead ([^a-z] / [^A-Z] for the case
  * classes, ASCII-only contractions) that differs on non-ASCII case, marks and U+017F; the
@@ -108,26 +111,19 @@ static uint32_t fold_lower(uint32_t c)
     return c == 0x17F ? 's' : ascii_lower(c);
 }
 
-/* 's 't 're 've 'm 'll 'd at pos: the match length (0 if none). any_case: ASCII case only
- * (llama.cpp's llama3 rewrite); fold: Unicode case folding (the o200k regex's (?i:...)). */
-static size_t contraction_cased(const frag *f, size_t pos, bool any_case, bool fold)
+/* 's 't 're 've 'm 'll 'd at pos: the match length (0 if none). fold: the tokenizer.json
+ * regexes' (?i:'s|...) (llama3, qwen2, o200k); else case-sensitive (gpt2). */
+static size_t contraction(const frag *f, size_t pos, bool fold)
 {
     if (cpt(f, pos) != '\'' || pos + 1 >= f->end) return 0;
     uint32_t a = cpt(f, pos + 1);
     if (fold) a = fold_lower(a);
-    else if (any_case) a = ascii_lower(a);
     if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
     if (pos + 2 >= f->end) return 0;
     uint32_t b = cpt(f, pos + 2);
     if (fold) b = fold_lower(b);
-    else if (any_case) b = ascii_lower(b);
     if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
     return 0;
-}
-
-static size_t contraction(const frag *f, size_t pos, bool any_case)
-{
-    return contraction_cased(f, pos, any_case, false);
 }
 
 static void split_gpt2(frag *f)
@@ -273,7 +269,7 @@ static size_t o200k_letters(const frag *f, size_t pos)
             }
             if (ok) {
                 while (is_lowerish(f, e)) e++;
-                return e + contraction_cased(f, e, true, true);
+                return e + contraction(f, e, true);
             }
             if (lead == 0) break;
         }

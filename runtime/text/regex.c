@@ -21,12 +21,14 @@ typedef struct item {
     uint16_t mask;
 } item;
 
-/* Invariant: and < 0 or and indexes a class parsed before this one's end. */
+/* Invariant: and < 0 or and indexes a class parsed before this one's end; a folding class
+ * has no \p{} member (Oniguruma folds those inconsistently, so they are refused). */
 typedef struct cls {
     item items[MAX_ITEMS];
     int n_items;
     bool negate;
-    int and; /* the class this one is intersected with, or -1 */
+    bool fold; /* inside (?i:): a code point is in when a case variant of it is in a range */
+    int and;   /* the class this one is intersected with, or -1 */
 } cls;
 
 typedef enum nkind {
@@ -53,11 +55,14 @@ typedef struct inst {
     int x, y;    /* OP_CLASS: class; OP_SPLIT: first, second; OP_JMP: x; OP_LOOK: body, next */
 } inst;
 
+/* Invariant: memo[pc] >= 0 exactly for the join points, numbered 0 .. n_memo - 1. */
 struct sl__regex {
     inst *prog;
     int n_prog;
     cls *classes;
     int n_classes;
+    int *memo;  /* n_prog: the join point's memo column, or -1 */
+    int n_memo;
 };
 
 typedef struct parser {
@@ -191,6 +196,7 @@ static int class_body(parser *p)
     cls *c = &p->classes[id];
     memset(c, 0, sizeof *c);
     c->and = -1;
+    c->fold = p->fold;
     if (peek(p) == '^') {
         c->negate = true;
         p->at++;
@@ -219,6 +225,7 @@ static int class_body(parser *p)
             const int r = escape(p, &lo, &it);
             if (r < 0) return -1;
             if (r == 1) {
+                if (c->fold && it.mask != SL__UC_WS) return fail(p, "\\p{} in a (?i:) class");
                 if (add_item(p, c, it)) return -1;
                 continue;
             }
@@ -412,6 +419,21 @@ static bool unbounded(const node *nodes, int i)
     return unbounded(nodes, n->a) || unbounded(nodes, n->b);
 }
 
+/* Whether node i can match the empty string. */
+static bool nullable(const node *nodes, int i)
+{
+    const node *n = &nodes[i];
+    switch (n->kind) {
+    case N_CHAR:
+    case N_CLASS:
+    case N_ANY: return false;
+    case N_CAT: return nullable(nodes, n->a) && nullable(nodes, n->b);
+    case N_ALT: return nullable(nodes, n->a) || nullable(nodes, n->b);
+    case N_REP: return n->min == 0 || nullable(nodes, n->a);
+    default: return true; /* empty, anchors, lookahead */
+    }
+}
+
 static void gen(comp *c, int i)
 {
     const node *n = &c->nodes[i];
@@ -471,7 +493,46 @@ void sl__regex_free(sl__regex *re)
     if (!re) return;
     free(re->prog);
     free(re->classes);
+    free(re->memo);
     free(re);
+}
+
+/* The memo columns: only join points, the instructions the search can enter by two or more
+ * edges (pc 0 counts its entry at each start), need one. Any other instruction has one
+ * predecessor, so a state (pc, position) of it has one predecessor state; going back, it is
+ * reached only from one state of a join point, which the memo lets through once (or from the
+ * entry at one start): it is visited at most once without a bit of its own, as before. The
+ * lookahead bodies run apart (look_run) and get none. Unrolled counted repeats (jais-2's
+ * \s{512}) are long chains without joins: 28 columns there instead of 1,136 instructions.
+ * Returns false when out of memory. */
+static bool number_joins(sl__regex *re)
+{
+    const int n = re->n_prog;
+    int *in = calloc((size_t)n, sizeof *in), *todo = malloc((size_t)n * sizeof *todo);
+    re->memo = malloc((size_t)n * sizeof *re->memo);
+    if (!in || !todo || !re->memo) {
+        free(in);
+        free(todo);
+        return false;
+    }
+    int nt = 0;
+    in[0] = 1; /* the entry at each start */
+    todo[nt++] = 0;
+    while (nt) {
+        const int pc = todo[--nt];
+        const inst *i = &re->prog[pc];
+        const int next[2] = {i->op == OP_SPLIT || i->op == OP_JMP ? i->x
+                             : i->op == OP_LOOK                  ? i->y
+                                                                 : pc + 1,
+                             i->op == OP_SPLIT ? i->y : -1};
+        for (int k = 0; k < 2 && i->op != OP_MATCH; k++)
+            if (next[k] >= 0 && in[next[k]]++ == 0) todo[nt++] = next[k]; /* first arrival */
+    }
+    re->n_memo = 0;
+    for (int pc = 0; pc < n; pc++) re->memo[pc] = in[pc] >= 2 ? re->n_memo++ : -1;
+    free(in);
+    free(todo);
+    return true;
 }
 
 sl_status sl__regex_compile(const char *pattern, sl__regex **out, sl_error *err)
@@ -494,6 +555,11 @@ sl_status sl__regex_compile(const char *pattern, sl__regex **out, sl_error *err)
     for (int i = 0; i < p.n_nodes && !p.why; i++)
         if (p.nodes[i].kind == N_LOOK && unbounded(p.nodes, p.nodes[i].a))
             fail(&p, "lookahead body with an unbounded repeat or a lookahead");
+    /* Perl and Oniguruma leave such a loop after an empty pass; the memo would fail the pass
+     * and backtrack into the body for a longer match instead, so these are refused */
+    for (int i = 0; i < p.n_nodes && !p.why; i++)
+        if (p.nodes[i].kind == N_REP && p.nodes[i].max == INF && nullable(p.nodes, p.nodes[i].a))
+            fail(&p, "unbounded repeat of what can match empty");
     if (p.why) {
         st = sl_error_set(err, SL_ERR_INVALID, "regex '%s': %s at offset %zu", pattern, p.why,
                           p.why_at);
@@ -515,6 +581,10 @@ sl_status sl__regex_compile(const char *pattern, sl__regex **out, sl_error *err)
     if (!re->classes) re->classes = p.classes;
     re->n_classes = p.n_classes;
     p.classes = NULL;
+    if (!number_joins(re)) {
+        st = sl_error_set(err, SL_ERR_NOMEM, "regex: out of memory");
+        goto done;
+    }
     *out = re;
     re = NULL;
 done:
@@ -533,17 +603,37 @@ static uint32_t fold(uint32_t c)
     return c == 0x17F ? 's' : c == 0x212A ? 'k' : c;
 }
 
+/* c's case variants under fold(): itself alone, or a letter's two cases (and U+017F, U+212A
+ * for s, k). Returns how many (1 to 3). */
+static int case_variants(uint32_t c, uint32_t v[3])
+{
+    const uint32_t l = fold(c);
+    if (l < 'a' || l > 'z') {
+        v[0] = c;
+        return 1;
+    }
+    int n = 0;
+    v[n++] = l;
+    v[n++] = l - 32;
+    if (l == 's' || l == 'k') v[n++] = l == 's' ? 0x17F : 0x212A;
+    return n;
+}
+
 static bool class_has(const cls *all, int id, uint32_t cp, uint16_t f)
 {
     const cls *c = &all[id];
+    uint32_t v[3] = {cp};
+    const int nv = c->fold ? case_variants(cp, v) : 1;
     bool in = false;
     for (int i = 0; i < c->n_items && !in; i++) {
         const item *it = &c->items[i];
-        in = it->kind == IT_RANGE ? cp >= it->lo && cp <= it->hi
-             : it->kind == IT_CAT ? (f & it->mask) != 0
-                                  : (f & it->mask) == 0;
+        if (it->kind != IT_RANGE) {
+            in = it->kind == IT_CAT ? (f & it->mask) != 0 : (f & it->mask) == 0;
+            continue;
+        }
+        for (int k = 0; k < nv && !in; k++) in = v[k] >= it->lo && v[k] <= it->hi;
     }
-    if (in == c->negate) return false;
+    if (in == c->negate) return false; /* negation after folding, as Oniguruma's [^s] */
     return c->and < 0 || class_has(all, c->and, cp, f);
 }
 
@@ -598,9 +688,9 @@ static bool seen_set(sl__regex_scratch *s, size_t bit)
     return false;
 }
 
-static void seen_clear_row(sl__regex_scratch *s, size_t row, size_t n_prog)
+static void seen_clear_row(sl__regex_scratch *s, size_t row, size_t n_memo)
 {
-    for (size_t b = row * n_prog; b < (row + 1) * n_prog; b++)
+    for (size_t b = row * n_memo; b < (row + 1) * n_memo; b++)
         s->seen[b >> 6] &= ~((uint64_t)1 << (b & 63));
 }
 
@@ -622,14 +712,15 @@ static bool push(sl__regex_scratch *s, size_t *sp, size_t pc, size_t pos)
 static int run_at(const sl__regex *re, const uint32_t *cps, const uint16_t *flags, size_t ini,
                   size_t end, size_t start, size_t *me, sl__regex_scratch *s)
 {
-    const size_t np = (size_t)re->n_prog;
+    const size_t nm = (size_t)re->n_memo;
     size_t sp = 0;
     if (!push(s, &sp, 0, start)) return -1;
     while (sp) {
         size_t pos = s->stack[--sp];
         size_t pc = s->stack[--sp];
         for (;;) {
-            if (seen_set(s, (pos - ini) * np + pc)) break;
+            const int col = re->memo[pc];
+            if (col >= 0 && seen_set(s, (pos - ini) * nm + (size_t)col)) break;
             const inst *in = &re->prog[pc];
             if (in->op == OP_MATCH) {
                 if (pos == start) break; /* empty: not a match (see regex.h) */
@@ -660,16 +751,16 @@ static int run_at(const sl__regex *re, const uint32_t *cps, const uint16_t *flag
 int sl__regex_find(const sl__regex *re, const uint32_t *cps, const uint16_t *flags, size_t ini,
                    size_t end, size_t from, size_t *ms, size_t *me, sl__regex_scratch *s)
 {
-    const size_t np = (size_t)re->n_prog;
+    const size_t nm = (size_t)re->n_memo;
     if (from == ini) {
-        const size_t words = (np * (end - ini + 1) + 63) / 64;
+        const size_t words = (nm * (end - ini + 1) + 63) / 64;
         if (words > s->seen_words) {
             free(s->seen);
             s->seen = malloc(words * sizeof *s->seen);
             s->seen_words = s->seen ? words : 0;
             if (!s->seen) return -1;
         }
-        memset(s->seen, 0, words * sizeof *s->seen);
+        if (words) memset(s->seen, 0, words * sizeof *s->seen);
     }
     for (size_t start = from; start < end; start++) {
         const int r = run_at(re, cps, flags, ini, end, start, me, s);
@@ -677,7 +768,7 @@ int sl__regex_find(const sl__regex *re, const uint32_t *cps, const uint16_t *fla
         if (r) {
             *ms = start;
             /* the path that matched marked states at *me it did not fail from */
-            seen_clear_row(s, *me - ini, np);
+            seen_clear_row(s, *me - ini, nm);
             return 1;
         }
     }

@@ -3,15 +3,19 @@
  * first time the search reaches instruction pc at position p it is by the most preferred path,
  * so a second arrival can only fail again. One search thus costs at most O(program x fragment)
  * steps, whatever the text, and gives the leftmost-first match Perl, Oniguruma (Hugging Face
- * tokenizers) and tiktoken give.
+ * tokenizers) and tiktoken give. The memo holds a bit only for the instructions two paths can
+ * reach (join points; regex.c), O(joins x fragment) bits in all.
  *
  * Syntax: the subset tokenizer.json pre-tokenizers use, with Perl's meaning.
  *   - literals (UTF-8); \r \n \t \f \v; a backslash before punctuation; . (any but \n)
  *   - classes [...] [^...]: ranges, escapes, \p{..}, \s, and one intersection [A&&[^B]]
  *   - \s \S (White_Space); \p{X} \P{X} for X in L Lu Ll Lt Lm Lo M N P S Han
- *   - groups (...) (?:...) (?i:...) (case-insensitive: ASCII, U+017F to s, U+212A to k),
+ *   - groups (...) (?:...) (?i:...) (case-insensitive: ASCII, U+017F to s, U+212A to k; for
+ *     literals and class members, a negated class refusing every case of what it lists; no
+ *     \p{} inside a class there, since Oniguruma folds those differently inside and out),
  *     lookahead (?=...) (?!...) whose body has no unbounded repeat and no lookahead
- *   - quantifiers ? * + {n} {n,} {n,m} (greedy); alternation |; anchors ^ $
+ *   - quantifiers ? * + {n} {n,} {n,m} (greedy; * + {n,} not of what can match empty, where
+ *     Perl's "leave the loop after an empty pass" cannot be memoized); alternation |; ^ $
  * A search sees only its fragment [ini, end): ^, $ and lookahead take the fragment's ends as
  * the text's, as Hugging Face's Split sees each piece of the split before it. Empty matches
  * are not reported (no pre-tokenizer we run has one that could match empty). */
@@ -31,7 +35,7 @@ void sl__regex_free(sl__regex *re); /* NULL is allowed */
 
 /* Work space of sl__regex_find, reusable across calls and patterns. */
 typedef struct sl__regex_scratch {
-    uint64_t *seen;           /* visited (pc, position) bits */
+    uint64_t *seen;           /* visited (join point, position) bits */
     size_t seen_words;
     size_t *stack;            /* (pc, position) pairs still to try */
     size_t stack_cap;

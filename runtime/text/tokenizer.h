@@ -8,9 +8,10 @@
  *   tokenizer.ggml.model "gpt2" (byte-level BPE): the text is split by the pre-tokenizer named
  *     in tokenizer.ggml.pre, each word's bytes are mapped to GPT-2's byte alphabet and merged by
  *     merge rank (tokenizer.ggml.merges, lower first, leftmost on ties).
- *     Pre-tokenizers: "llama3" "llama-v3" "llama-bpe" (and llama.cpp's aliases) -> llama3;
- *     "qwen2" "deepseek-r1-qwen" "megrez" -> qwen2; "gpt-2" "phi-2" "olmo" ... -> gpt2;
- *     "gpt-4o" "llama4" -> o200k (the regex of tokenizer.json, see runtime/text/pretok.c);
+ *     Pre-tokenizers: the names of runtime/text/pretok_table.c, llama.cpp's for byte-level
+ *     vocabularies: "llama3" "llama-bpe" ... -> llama3; "qwen2" "deepseek-r1-qwen" ... ->
+ *     qwen2; "gpt-2" "olmo" ... -> gpt2; "gpt-4o" "llama4" -> o200k (see pretok.c); the
+ *     others (deepseek-v3, kimi-k2, tekken, ...) run their tokenizer.json regexes;
  *     "default" or absent -> llama.cpp's default 4-regex chain. Others: SL_ERR_UNSUPPORTED.
  *
  * Special tokens (types CONTROL and USER_DEFINED, and UNKNOWN) are cut out of the text before
@@ -112,9 +113,10 @@ sl_status sl_vocab_token_to_piece(const sl_vocab *v, int32_t token, bool render_
  * dropped, control tokens give "", and with add_space_prefix (SPM) one leading space of the
  * first remaining piece is removed. (llama.cpp keeps that space when it dropped a BOS;
  * SentencePiece's DecodeIds and HF remove it, and so do we, so that text -> tokens -> text is
- * the identity with or without add_special.) For the gpt2/llama3/default pre-tokenizers
- * llama.cpp's clean_spaces pass runs (" ." -> ".", " 's" -> "'s", ...); qwen2 and SPM keep
- * the text as is. Same buffer rules as sl_vocab_token_to_piece. */
+ * the identity with or without add_special.) Where llama.cpp sets clean_spaces for the
+ * tokenizer.ggml.pre name (gpt-2, llama3, default, falcon, ...; the table's flags) its clean-up
+ * pass runs (" ." -> ".", " 's" -> "'s", ...); the others (qwen2, gpt-4o, deepseek-v3, ...)
+ * and SPM keep the text as is. Same buffer rules as sl_vocab_token_to_piece. */
 sl_status sl_vocab_detokenize(const sl_vocab *v, const int32_t *tokens, size_t n, char *buf,
                               size_t cap, size_t *n_out, sl_error *err);
 

@@ -8,7 +8,8 @@
  *    stages, must give the same words on 3,000 random texts over an alphabet of the classes the
  *    patterns test. Two independent implementations of one definition.
  * 4. Every row of the pre-tokenizer table compiles, and splits long hostile texts (whitespace
- *    runs, letters without end, nested-repeat bait) into words that tile the text.
+ *    runs, letters without end, nested-repeat bait) into words that tile the text; its memo
+ *    stays within 64 bits per code point.
  * Tokenization against Hugging Face and the models' own test files is in
  * tokenizer_vs_reference.py and tokenizer_real_vocab.py. */
 #include <stdio.h>
@@ -52,9 +53,15 @@ static void test_refused(void)
     expect_refused("a++", "lazy or possessive");
     expect_refused("(?<=a)b", "unsupported group");
     expect_refused("(?=a+)", "lookahead body");
+    /* Perl and Oniguruma end a loop at an empty pass ("x(?:b?|c)+" on "xcc" is "x"); the memo
+     * would instead make such a pass fail and backtrack into the body ("xcc") */
+    expect_refused("x(?:b?|c)+", "unbounded repeat of what can match empty");
+    expect_refused("(?:a|(?=b))*", "unbounded repeat of what can match empty");
+    expect_refused("(?:a*b*){2,}", "unbounded repeat of what can match empty");
     expect_refused("*a", "quantifier without atom");
     expect_refused("(?!a)*", "quantified assertion");
     expect_refused("[a&&b]", "&& takes one [class]");
+    expect_refused("(?i:[\\p{Lu}])", "in a (?i:) class");
     expect_refused("a\\", "ends in a backslash");
     expect_refused("(((((a{1000}){1000}){1000})))", "instructions");
     sl_error err = {0};
@@ -104,6 +111,10 @@ static void test_semantics(void)
     expect_words("\\p{N}{1,3}", "1234567", "123|456|7");
     expect_words("x{2,}", "xxxxx x", "xxxxx| x");
     expect_words("(?i:'s|'re)", "A'S b'Re c'\xc5\xbf", "A|'S| b|'Re| c|'\xc5\xbf"); /* U+017F */
+    /* classes fold too, negated ones after folding (Oniguruma: [^s] refuses S and U+017F) */
+    expect_words("'(?i:[sdmt]|ll)", "x'Sy'\xc5\xbf'LLz'q", "x|'S|y|'\xc5\xbf|'LL|z'q");
+    expect_words("(?i:[^s])+", "sSab\xc5\xbf" "c", "sS|ab|\xc5\xbf|c");
+    expect_words("(?i:[j-l]+)", "xJKL\xe2\x84\xaa" "d", "x|JKL\xe2\x84\xaa|d"); /* U+212A */
     expect_words("[\\p{L}&&[^\\p{Han}]]+", "ab\xe6\x97\xa5" "cd", "ab|\xe6\x97\xa5|cd");
     expect_words("[^\\s\\p{L}]+", "ab !?x", "ab |!?|x");
     expect_words("[\\-a]+", "-a-b", "-a-|b");
@@ -118,8 +129,9 @@ static void test_semantics(void)
 
 /* ---- engine vs hand-written splitters ---------------------------------------------------- */
 
-/* the regexes the hand-written splitters implement, as llama.cpp / tokenizer.json write them */
-#define L3_HEAD "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+/* the regexes the hand-written splitters implement, as the models' tokenizer.json write them
+ * (llama3 / qwen2: (?i:) contractions, which fold U+017F; llama.cpp's '[sS] rewrite does not) */
+#define L3_HEAD "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
 #define L3_TAIL "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define O200K_C "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
@@ -218,11 +230,41 @@ static void test_table_rows(void)
     free(cps);
 }
 
+/* The memo's size: bits for the join points only, so each table regex keeps at most 64 bits
+ * per code point of a fragment (one per instruction before: 1,136 for jais-2's unrolled
+ * \s{512}(?!\S)|\s{256}..., 142 MB of memo on a 10^6-code-point text). */
+static void test_memo_size(void)
+{
+    enum { N = 6399 };
+    static uint32_t cps[N];
+    static uint16_t fl[N];
+    for (size_t i = 0; i < N; i++) {
+        cps[i] = i % 7 ? ' ' : 'a';
+        fl[i] = sl__unicode_flags(cps[i]);
+    }
+    for (size_t r = 0; sl__pretok_at(r); r++) {
+        const sl__pretok_def *d = sl__pretok_at(r);
+        for (size_t k = 0; d->re && d->re[k]; k++) {
+            sl__regex *re = NULL;
+            sl_error err = {0};
+            CHECK_MSG(sl__regex_compile(d->re[k], &re, &err) == SL_OK, "%s", err.msg);
+            sl__regex_scratch sc = {0};
+            size_t ms, me;
+            CHECK(re && sl__regex_find(re, cps, fl, 0, N, 0, &ms, &me, &sc) >= 0);
+            CHECK_MSG(sc.seen_words <= N + 1, "%s stage %zu: %zu memo words for %d code points",
+                      d->name, k, sc.seen_words, N);
+            sl__regex_scratch_free(&sc);
+            sl__regex_free(re);
+        }
+    }
+}
+
 int main(void)
 {
     test_refused();
     test_semantics();
     test_vs_handwritten();
     test_table_rows();
+    test_memo_size();
     return sl_test_finish("regex_test");
 }

@@ -424,6 +424,9 @@ static void test_pretok(void)
     /* case-insensitive contractions for llama3, not for gpt2 */
     EXPECT_SPLIT("llama-bpe", "YOU'RE", "YOU", "'RE");
     EXPECT_SPLIT("gpt-2", "YOU'RE", "YOU", "'", "RE");
+    /* tokenizer.json's (?i:) folds U+017F (long s) onto 's' (llama.cpp's '[sS] does not) */
+    EXPECT_SPLIT("llama-bpe", "A'\xc5\xbfx it'\xc5\xbf", "A", "'\xc5\xbf", "x", " it", "'\xc5\xbf");
+    EXPECT_SPLIT("qwen2", "A'\xc5\xbfx it'\xc5\xbf", "A", "'\xc5\xbf", "x", " it", "'\xc5\xbf");
     /* [^\r\n\p{L}\p{N}]?\p{L}+ takes one leading non-letter; Unicode letters and numbers */
     EXPECT_SPLIT("qwen2", "\xc2\xab" "caf\xc3\xa9\xc2\xbb \xe6\x97\xa5\xe6\x9c\xac\xc2\xbd",
                  "\xc2\xab" "caf\xc3\xa9", "\xc2\xbb", " \xe6\x97\xa5\xe6\x9c\xac", "\xc2\xbd");
@@ -443,6 +446,10 @@ static void test_pretok(void)
     EXPECT_SPLIT("deepseek-v3", jp, "x", ".Foo", " ",
                  "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad"
                  "\xe3\x82\xb9\xe3\x83\x88\xe6\x9d\xb1\xe4\xba\xac", " ab\xcc\x81" "c");
+    /* bailingmoe's '(?i:[sdmt]|...): the class folds case (from HF tokenizers) */
+    EXPECT_SPLIT("bailingmoe", "YOU'RE 'Sx 'Dog \xc5\xbf'\xc5\xbfx", "YOU", "'RE", " '", "Sx", " '",
+                 "Dog", " \xc5\xbf", "'\xc5\xbf", "x");
+    EXPECT_SPLIT("bailingmoe", "x'Dog", "x", "'D", "og");
     /* Kimi: Han runs apart from kana (\p{Han} vs letters && [^\p{Han}]) */
     EXPECT_SPLIT("kimi-k2", jp, "x", ".Foo", " ", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e",
                  "\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88",
