@@ -108,10 +108,12 @@ CORPUS = [
     "zero width\u200d joiner \ufeff bom",
 ]
 CORPUS.append("\n".join(CORPUS) * 2)  # one long text: many words, merges across the heap
-# Where o200k's case classes, marks, (?i) contractions and [\r\n/]* decide the split (the
-# "gpt-4o" checks run CORPUS + O200K_CORPUS; U+017F folds to 's' in HF's (?i), which llama.cpp's
-# llama3 rewrite does not follow, so the other pre-tokenizers do not get these texts).
+# Where o200k's case classes, marks, (?i) contractions and [\r\n/]* decide the split; every
+# byte-level pre-tokenizer runs CORPUS + O200K_CORPUS (U+017F folds to 's' in the (?i) of the
+# tokenizer.json regexes, which Sluice follows where llama.cpp's '[sS] rewrite does not; the
+# repeated words after them give the trained vocabularies merges across those splits).
 O200K_CORPUS = [
+    "x'\u017fx A'\u017fb 'Sx 'Dog 'LLama x'Tx " + "\u017fx\n\u017fb\nSx\nog\nTx\nLLama\n" * 12,
     "HELLOworld helloWORLD CamelCaseWord iPhone XMLHttpRequest ABCdefGHI aBcDeF",
     "DON'T YOU'RE WE'VE THEY'LL I'M HE'D IT'S x'Re y'rE z'lL q'ST w'\u017f v'\ufb06 'S '",
     "\u01c5ungla \u01c4X \u01c6 \u1f88\u1f00 \u02b0\u02b1x \u00aaa\u00ba",  # Lt, Lm, Lo
@@ -177,7 +179,7 @@ def compare(label, path, texts, ref_encode, flags=(), roundtrip=True, fatal=True
 
 
 def corpus_for(pre):
-    return CORPUS + O200K_CORPUS if pre == "gpt-4o" or pre in TABLE_RES else CORPUS
+    return CORPUS + O200K_CORPUS
 
 
 def hf_pre(pre):
