@@ -1,6 +1,8 @@
 """Regenerates the GGUF fuzz seed corpus (tests/fuzz/corpus) with gguf-py, llama.cpp's own
 writer: small valid files covering every value type, nested arrays, shards' split keys,
-several tensor types and a zero-size tensor. Run: python3 tests/fuzz/make_corpus.py"""
+several tensor types and a zero-size tensor; and the tokenizer fuzz seeds
+(tests/fuzz/corpus_tokenizer: byte 0 a pre-tokenizer table row or SPM, then a text; each row
+gets one of the texts). Run: python3 tests/fuzz/make_corpus.py"""
 import os
 import sys
 
@@ -58,7 +60,28 @@ def vocab(w):
     w.add_token_scores([float(i) for i in range(200)])
 
 
+# Tokenizer seeds: contractions (U+017F too), numbers, whitespace runs, CJK / Hangul / emoji /
+# marks, every special token kind, invalid UTF-8 and surrogates, U+2581, punctuation spacing.
+TOK_TEXTS = [
+    b"Hello world, the model's 12345 tokens!!\n\n  ok",
+    b"I'm YOU'RE x'\xc5\xbfx it's\t\tdone   \r\n",
+    "caf\u00e9 \u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8 \uc548\ub155 \U0001F600\u200d \u0301x"
+    .encode(),
+    b"<s>a<|im_start|>user<tool>x</s><|endoftext|><unk>",
+    b"\xff\xfe\xc3(\xe6\x97 \xed\xa0\x80 \xf4\x90\x80\x80",
+    b"   \n\n\n" + b" " * 600 + b"x",
+    "\u2581a \u2581\u2581b".encode(),
+    b"hello 'S 'LL dog.  , ! ?",
+]
+TOK_CHOICES = 79  # rows of runtime/text/pretok_table.c, then SPM (the fuzz target wraps around)
+tok_out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus_tokenizer")
+os.makedirs(tok_out, exist_ok=True)
+for i, text in enumerate(TOK_TEXTS):
+    for row in range(i, TOK_CHOICES, len(TOK_TEXTS)):
+        with open(os.path.join(tok_out, f"r{row:02d}_t{i}"), "wb") as f:
+            f.write(bytes([row]) + text)
+
 write("all_types.gguf", all_types)
 write("tensors_align64.gguf", tensors, alignment=64)
 write("vocab.gguf", vocab)
-print("corpus written to", out, file=sys.stderr)
+print("corpus written to", out, "and", tok_out, file=sys.stderr)
