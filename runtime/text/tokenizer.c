@@ -497,8 +497,8 @@ sl_status sl_vocab_load(const sl_gguf *g, sl_vocab **out, sl_error *err)
             st = sl_error_set(err, SL_ERR_UNSUPPORTED,
                               "tokenizer.ggml.pre '%s': unsupported pre-tokenizer (Sluice runs "
                               "llama.cpp's BPE pre-tokenizers but gemma4, sarvam-moe, "
-                              "whitespace, superbpe, tiny_aya, afmoe, chameleon and the "
-                              "embedding models' ones)", pre);
+                              "whitespace, superbpe, tiny_aya, cohere2moe, afmoe, chameleon and "
+                              "the embedding models' ones)", pre);
             goto fail;
         }
         if ((st = sl__pretok_init(&v->pre, p, err))) goto fail;

@@ -104,8 +104,9 @@ sl_status sl_vocab_tokenize(const sl_vocab *v, const char *text, size_t len, boo
 /* Text of one token: SPM pieces with U+2581 turned back into spaces, <0xNN> tokens as their
  * byte, BPE tokens mapped from GPT-2's alphabet back to bytes; CONTROL and UNKNOWN tokens
  * give "" unless render_special (then their stored text); UNUSED/UNDEFINED give "".
- * *n_out = the piece's bytes; written and NUL-terminated if it fits in cap (n_out < cap),
- * else SL_ERR_RANGE and nothing is written. SL_ERR_RANGE for a token out of range. */
+ * *n_out = the piece's bytes; written if it fits in cap (n_out <= cap), NUL-terminated when
+ * there is room (n_out < cap), else SL_ERR_RANGE and nothing is written. SL_ERR_RANGE for a
+ * token out of range. */
 sl_status sl_vocab_token_to_piece(const sl_vocab *v, int32_t token, bool render_special,
                                   char *buf, size_t cap, size_t *n_out, sl_error *err);
 /* Text of a token sequence, llama.cpp's llama_detokenize(remove_special = true,
