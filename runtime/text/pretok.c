@@ -99,29 +99,17 @@ static size_t add_word(frag *f, size_t end)
     return len;
 }
 
-static uint32_t ascii_lower(uint32_t c)
-{
-    return c >= 'A' && c <= 'Z' ? c + 32 : c;
-}
-
-/* Unicode simple case folding onto the contraction letters: ASCII, and U+017F (long s) folds
- * to 's' (Oniguruma's and Rust regex's (?i) follow it; llama.cpp's [sS] does not). */
-static uint32_t fold_lower(uint32_t c)
-{
-    return c == 0x17F ? 's' : ascii_lower(c);
-}
-
 /* 's 't 're 've 'm 'll 'd at pos: the match length (0 if none). fold: the tokenizer.json
  * regexes' (?i:'s|...) (llama3, qwen2, o200k); else case-sensitive (gpt2). */
 static size_t contraction(const frag *f, size_t pos, bool fold)
 {
     if (cpt(f, pos) != '\'' || pos + 1 >= f->end) return 0;
     uint32_t a = cpt(f, pos + 1);
-    if (fold) a = fold_lower(a);
+    if (fold) a = sl__unicode_fold(a);
     if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
     if (pos + 2 >= f->end) return 0;
     uint32_t b = cpt(f, pos + 2);
-    if (fold) b = fold_lower(b);
+    if (fold) b = sl__unicode_fold(b);
     if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
     return 0;
 }

@@ -597,17 +597,11 @@ done:
 
 /* ---- search ---- */
 
-static uint32_t fold(uint32_t c)
-{
-    if (c >= 'A' && c <= 'Z') return c + 32;
-    return c == 0x17F ? 's' : c == 0x212A ? 'k' : c;
-}
-
-/* c's case variants under fold(): itself alone, or a letter's two cases (and U+017F, U+212A
- * for s, k). Returns how many (1 to 3). */
+/* c's case variants under sl__unicode_fold(): itself alone, or a letter's two cases (and
+ * U+017F, U+212A for s, k). Returns how many (1 to 3). */
 static int case_variants(uint32_t c, uint32_t v[3])
 {
-    const uint32_t l = fold(c);
+    const uint32_t l = sl__unicode_fold(c);
     if (l < 'a' || l > 'z') {
         v[0] = c;
         return 1;
@@ -641,7 +635,7 @@ static bool class_has(const cls *all, int id, uint32_t cp, uint16_t f)
 static bool step_ok(const sl__regex *re, const inst *in, uint32_t cp, uint16_t f)
 {
     switch (in->op) {
-    case OP_CHAR: return in->flag ? fold(cp) == fold(in->cp) : cp == in->cp;
+    case OP_CHAR: return in->flag ? sl__unicode_fold(cp) == sl__unicode_fold(in->cp) : cp == in->cp;
     case OP_CLASS: return class_has(re->classes, in->x, cp, f);
     case OP_ANY: return cp != '\n';
     default: return false;

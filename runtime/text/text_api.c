@@ -2,6 +2,7 @@
  * (sl__model_vocab, implemented by the engine) and call the tokenizer module. */
 #include "runtime/text/model_vocab.h"
 #include "runtime/text/sampler_grammar.h"
+#include "runtime/text/vocab_impl.h"
 
 static sl_status vocab_of(const sl_model *m, const char *fn, const sl_vocab **v, sl_error *err)
 {
@@ -29,6 +30,9 @@ sl_status sl_token_to_piece(const sl_model *m, int32_t token, bool render_specia
     if (st != SL_OK) return st;
     return sl_vocab_token_to_piece(v, token, render_special, buf, cap, n_out, err);
 }
+
+_Static_assert(SL_FIM_N == SL__VOCAB_FIM && SL_FIM_PAD == SL__VOCAB_FIM_EOG_FROM,
+               "sluice.h's sl_fim and the vocabulary's FIM table disagree");
 
 int32_t sl_token_fim(const sl_model *m, sl_fim which)
 {

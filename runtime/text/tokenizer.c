@@ -86,7 +86,7 @@ bool sl_vocab_add_eos(const sl_vocab *v) { return v->add_eos; }
 
 int32_t sl_vocab_fim(const sl_vocab *v, int which)
 {
-    return which >= 0 && which < 6 ? v->fim[which] : -1;
+    return which >= 0 && which < SL__VOCAB_FIM ? v->fim[which] : -1;
 }
 
 bool sl_vocab_is_eog(const sl_vocab *v, int32_t token)
@@ -346,14 +346,14 @@ static void harmony_overrides(sl_vocab *v)
 }
 
 /* FIM tokens as llama.cpp 0c1e570 reads them (sluice.h sl_fim says the rule). */
-static const char *const k_fim_keys[6] = {
+static const char *const k_fim_keys[SL__VOCAB_FIM] = {
     "tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.fim_suf_token_id",
     "tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.fim_pad_token_id",
     "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id"};
 static const char *const k_fim_old[3] = {"tokenizer.ggml.prefix_token_id",
                                          "tokenizer.ggml.suffix_token_id",
                                          "tokenizer.ggml.middle_token_id"};
-static const char *const k_fim_text[6][10] = {
+static const char *const k_fim_text[SL__VOCAB_FIM][10] = {
     {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin"
      "\xef\xbd\x9c>", "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", NULL},
     {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole"
@@ -368,12 +368,12 @@ static const char *const k_fim_text[6][10] = {
 static sl_status load_fim(const sl_gguf *g, sl_vocab *v, sl_error *err)
 {
     sl_status st;
-    for (int k = 0; k < 6; k++)
+    for (int k = 0; k < SL__VOCAB_FIM; k++)
         if ((st = get_special(g, k_fim_keys[k], -1, v->n_tokens, &v->fim[k], err))) return st;
     for (int k = 0; k < 3; k++) /* read after the new keys: they win, as in llama.cpp */
         if ((st = get_special(g, k_fim_old[k], v->fim[k], v->n_tokens, &v->fim[k], err)))
             return st;
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < SL__VOCAB_FIM; k++) {
         if (v->fim[k] >= 0) continue;
         int32_t best = -1;
         for (int w = 0; k_fim_text[k][w]; w++) {
@@ -383,7 +383,7 @@ static sl_status load_fim(const sl_gguf *g, sl_vocab *v, sl_error *err)
         if (best >= 0) v->types[best] = SL_TOKEN_CONTROL; /* found by text: llama.cpp's rule */
         v->fim[k] = best;
     }
-    for (int k = 3; k < 6; k++) /* pad, repo, separator end a generation */
+    for (int k = SL__VOCAB_FIM_EOG_FROM; k < SL__VOCAB_FIM; k++)
         if (v->fim[k] >= 0) v->eog[v->fim[k]] = 1;
     return SL_OK;
 }

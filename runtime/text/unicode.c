@@ -128,6 +128,12 @@ bool sl__unicode_is_whitespace(uint32_t cp)
            cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
+uint32_t sl__unicode_fold(uint32_t cp)
+{
+    if (cp >= 'A' && cp <= 'Z') return cp + 32;
+    return cp == 0x17F ? 's' : cp == 0x212A ? 'k' : cp;
+}
+
 uint16_t sl__unicode_flags(uint32_t cp)
 {
     uint16_t f = 0;

@@ -78,6 +78,10 @@ enum {
     SL__UC_L = SL__UC_LU | SL__UC_LL | SL__UC_LT | SL__UC_LM | SL__UC_LO
 };
 uint16_t sl__unicode_flags(uint32_t cp);
+/* The case folding of the tokenizers' (?i:...): ASCII letters to lower case, and the two
+ * code points Unicode folds onto ASCII letters, U+017F (long s) to 's' and U+212A (Kelvin)
+ * to 'k' (Oniguruma and Rust regex follow them; llama.cpp's [sS] rewrites do not). */
+uint32_t sl__unicode_fold(uint32_t cp);
 
 /* GPT-2 byte-level alphabet: the code point standing for byte b. */
 uint32_t sl__gpt2_byte_to_cp(uint8_t b);

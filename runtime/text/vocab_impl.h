@@ -54,6 +54,10 @@ const sl__pretok_def *sl__pretok_at(size_t i);
 sl_status sl__pretok_init(sl__pretok *pt, const sl__pretok_def *d, sl_error *err);
 void sl__pretok_free(sl__pretok *pt);
 
+/* FIM kinds, in sluice.h's sl_fim order (text_api.c checks the two agree); the last three
+ * (pad, repo, separator) end a generation. */
+enum { SL__VOCAB_FIM = 6, SL__VOCAB_FIM_EOG_FROM = 3 };
+
 struct sl_vocab {
     sl_vocab_kind kind;
     sl__pretok pre;
@@ -62,7 +66,7 @@ struct sl_vocab {
     bool clean_spaces;      /* detokenize: llama.cpp's clean-up of " ." and " 's" */
     bool add_bos, add_eos;
     int32_t bos, eos, eot, eom, unk, pad;
-    int32_t fim[6];         /* pre, suf, mid, pad, rep, sep (sluice.h sl_fim); -1 none */
+    int32_t fim[SL__VOCAB_FIM]; /* pre, suf, mid, pad, rep, sep (sluice.h sl_fim); -1 none */
 
     int32_t n_tokens;
     char *arena;            /* token texts, then merge texts */

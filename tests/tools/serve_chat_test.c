@@ -2,8 +2,9 @@
  * 0c1e570's llm_chat_detect_template / llm_chat_apply_template (src/llama-chat.cpp).
  *
  * Formatting: for each family added after the first set (and granite, whose assistant cue and
- * tool calls were fixed; gemma's role literally named "model"), the exact output for llama.cpp's test conversation
- * (tests/test-chat-template.cpp) with and without the generation prompt, and for a conversation
+ * tool calls were fixed; gemma's role literally named "model"), the exact output for
+ * llama.cpp's test conversation (tests/test-chat-template.cpp) with and without the
+ * generation prompt, and for a conversation
  * of every role class (tool, function, roles no family names, a late system message), where
  * llama.cpp's code skips a role or falls through to another. The strings marked
  * "= test-chat-template.cpp" equal that file's expected_output; every string here was produced
