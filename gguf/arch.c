@@ -21,6 +21,7 @@ static const struct {
     [SL_ARCH_GRANITE] = {"granite", NULL},
     [SL_ARCH_PHI3] = {"phi3", NULL},
     [SL_ARCH_QWEN3NEXT] = {"qwen3next", NULL},
+    [SL_ARCH_GLM4MOE] = {"glm4moe", "Solar Open"},
 };
 
 const char *sl_arch_name(sl_arch a)

@@ -26,6 +26,9 @@ typedef enum sl_arch {
     SL_ARCH_PHI3,       /* Phi-3 / Phi-4: fused attn_qkv and gate|up, partial rotary */
     SL_ARCH_QWEN3NEXT,  /* Qwen3-Next: Gated DeltaNet layers, gated attention every few
                            layers, routed experts with a gated shared expert */
+    SL_ARCH_GLM4MOE,    /* GLM-4.5 / 4.6 / 4.7 (and Solar Open): GQA with q/k/v biases and
+                           partial rotary, sigmoid router with a selection bias, an ungated
+                           shared expert, leading dense layers, an MTP block */
     SL_ARCH_COUNT       /* not an architecture: the list's length */
 } sl_arch;
 

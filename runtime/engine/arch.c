@@ -73,6 +73,10 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                             .expert_widths = sl__qwen_moe_expert_widths,
                             .hparams = sl__qwen3next_hparams,
                             .bind_layer = sl__qwen3next_bind_layer},
+    [SL_ARCH_GLM4MOE] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD_OPT,
+                          .moe_capable = true, .moe_required = true, .act = SL_MOE_SILU,
+                          .post_attn_ffn_norm = true, .hparams_moe = sl__glm4moe_hparams,
+                          .bind_moe = sl__glm4moe_bind_moe},
 };
 
 const sl__arch_traits *sl__arch_traits_get(sl_arch a)
@@ -250,6 +254,19 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
     if ((st = get_i32(m, "context_length", false, 4096, 1, BIG, &hp->n_ctx_train, err))) return st;
     if ((st = get_i32(m, "embedding_length", true, 0, 1, BIG, &hp->n_embd, err))) return st;
     if ((st = get_i32(m, "block_count", true, 0, 1, 1 << 16, &hp->n_layer, err))) return st;
+    /* MTP blocks (nextn_predict_layers, any arch: llama.cpp's common loader): the last N of
+     * block_count are multi-token-prediction blocks, loaded only to draft with, and the
+     * next-token graph runs the first block_count - N; so does Sluice (it never drafts),
+     * leaving their tensors unbound (unused_tensors). A file of MTP blocks only has nothing
+     * to run. */
+    if ((st = get_i32(m, "nextn_predict_layers", false, 0, 0, hp->n_layer - 1,
+                      &hp->n_layer_nextn, err)))
+        return st;
+    hp->n_layer -= hp->n_layer_nextn;
+    if (hp->n_layer_nextn && !m->notice[0])
+        snprintf(m->notice, sizeof m->notice, "%s.nextn_predict_layers = %d: the last %d "
+                 "block(s) are multi-token prediction, not run (as llama.cpp)",
+                 sl_arch_name(m->arch), hp->n_layer_nextn, hp->n_layer_nextn);
     if ((st = get_i32(m, "feed_forward_length", false, 0, 0, BIG, &hp->n_ff, err))) return st;
     if ((st = get_i32(m, "attention.head_count", true, 0, 1, 1 << 16, &hp->n_head, err)))
         return st;
@@ -592,7 +609,7 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
 
 /* A tensor of the file that no weight binds is refused, naming it: llama.cpp's loader counts
  * the tensors it created against the file's ("wrong number of tensors"). The multi-token
- * prediction blocks past the trunk (deepseek2's nextn_predict_layers) are the exception: llama.cpp
+ * prediction blocks past the trunk (nextn_predict_layers) are the exception: llama.cpp
  * loads them for drafting, and neither runs them for next-token logits. */
 static sl_status unused_tensors(const sl_model *m, sl_error *err)
 {

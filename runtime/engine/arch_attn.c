@@ -9,7 +9,8 @@
  * forward.c runs a fused matrix as row views starting at multiples of 8 (a Q4_K_R8 repacked
  * weight's groups of eight stay whole), so a fused file needs Q and KV multiples of 8 (every
  * real model's are). Then attn_output [Q, n_embd]; the attn_output.bias the traits ask for
- * (gpt-oss: required; llama, granite: optional); q/k norms and post-norms by the traits. */
+ * (gpt-oss: required; llama, granite: optional); q/k norms (glm4moe: each optional) and
+ * post-norms by the traits. */
 #include <stdio.h>
 
 #include "runtime/engine/arch_impl.h"
@@ -86,10 +87,11 @@ sl_status sl__arch_bind_attn(sl_model *m, int il, sl_error *err)
                             "blk.%d.attn_output.bias", il, err)))
         return st;
     if (tr->qk_norm != SL__QK_NORM_NONE) {
-        const bool head = tr->qk_norm == SL__QK_NORM_HEAD;
-        if ((st = sl__arch_bind(m, &L->q_norm, true, true, NE(head ? D : Q),
+        const bool head = tr->qk_norm != SL__QK_NORM_FULL,
+                   req = tr->qk_norm != SL__QK_NORM_HEAD_OPT;
+        if ((st = sl__arch_bind(m, &L->q_norm, req, true, NE(head ? D : Q),
                                 "blk.%d.attn_q_norm.weight", il, err)) ||
-            (st = sl__arch_bind(m, &L->k_norm, true, true, NE(head ? D : KV),
+            (st = sl__arch_bind(m, &L->k_norm, req, true, NE(head ? D : KV),
                                 "blk.%d.attn_k_norm.weight", il, err)))
             return st;
     }

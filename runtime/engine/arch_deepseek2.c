@@ -63,18 +63,6 @@ sl_status sl__deepseek2_hparams(sl_model *m, sl_error *err)
     sl_status st;
     const bool legacy =
         !sl_gguf_find(m->gguf, sl__arch_key(k, sizeof k, m, "attention.key_length_mla"));
-    /* MTP blocks (DeepSeek-V3/R1 num_nextn_predict_layers): llama.cpp's deepseek2 loader
-     * treats the last N of block_count blocks as MTP blocks, skips their tensors unless it
-     * drafts with them, and builds the next-token graph over the first block_count - N; so
-     * does Sluice (it never drafts). A file of MTP blocks only has nothing to run. */
-    if ((st = sl__arch_get_i32(m, "nextn_predict_layers", false, 0, 0, hp->n_layer - 1,
-                      &hp->n_layer_nextn, err)))
-        return st;
-    hp->n_layer -= hp->n_layer_nextn;
-    if (hp->n_layer_nextn && !m->notice[0])
-        snprintf(m->notice, sizeof m->notice, "%s.nextn_predict_layers = %d: the last %d "
-                 "block(s) are multi-token prediction, not run (as llama.cpp)", a,
-                 hp->n_layer_nextn, hp->n_layer_nextn);
     if ((st = sl__arch_get_i32(m, "attention.kv_lora_rank", true, 0, 1, BIG, &hp->n_lora_kv,
                                err)) ||
         (st = sl__arch_get_i32(m, "attention.q_lora_rank", false, 0, 0, BIG, &hp->n_lora_q, err)) ||
@@ -83,16 +71,6 @@ sl_status sl__deepseek2_hparams(sl_model *m, sl_error *err)
                                            &hp->n_embd_head_k_mla, err))) ||
         (!legacy && (st = sl__arch_get_i32(m, "attention.value_length_mla", true, 0, 1, BIG,
                                            &hp->n_embd_head_v_mla, err))) ||
-        (st = sl__arch_get_i32(m, "leading_dense_block_count", false, 0, 0, hp->n_layer,
-                               &hp->n_dense_lead, err)) ||
-        (st = sl__arch_get_i32(m, "expert_shared_count", false, 0, 0, 64, &hp->n_expert_shared,
-                               err)) ||
-        (st = sl__arch_get_i32(m, "expert_feed_forward_length", true, 0, 1, BIG, &hp->n_ff_exp,
-                               err)) ||
-        (st = sl__arch_get_i32(m, "expert_group_count", false, 0, 0, hp->n_expert, &hp->n_group,
-                               err)) ||
-        (st = sl__arch_get_i32(m, "expert_group_used_count", false, 0, 0, BIG, &hp->n_group_used,
-                               err)) ||
         (st = sl__arch_get_f32(m, "rope.scaling.yarn_log_multiplier", false, 0.0f,
                                &hp->yarn_log_mul, err)) ||
         /* Mistral Large 3's temperature (llama.cpp: Q times 1 + s ln(floor(pos / L) + 1)) */
@@ -127,42 +105,13 @@ sl_status sl__deepseek2_hparams(sl_model *m, sl_error *err)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.key_length_mla': "
                             "%d, expected > rope.dimension_count %d (nope + rope, nope >= 1)",
                             a, hp->n_embd_head_k_mla, hp->n_rot);
-    if (hp->n_group > 1) {
-        if (hp->n_expert % hp->n_group)
-            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_count': %d "
-                                "does not divide expert_count %d", a, hp->n_group,
-                                hp->n_expert);
-        if (hp->n_group_used < 1 || hp->n_group_used > hp->n_group)
-            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_used_count': "
-                                "%d, expected in [1, expert_group_count %d]", a,
-                                hp->n_group_used, hp->n_group);
-        if ((int64_t)hp->n_group_used * (hp->n_expert / hp->n_group) < hp->n_expert_used)
-            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_used_count': "
-                                "%d groups of %d experts cannot hold expert_used_count %d", a,
-                                hp->n_group_used, hp->n_expert / hp->n_group,
-                                hp->n_expert_used);
-    }
-    int32_t gf;
-    if ((st = sl__arch_get_i32(m, "expert_gating_func", false, 0, 0, 2, &gf, err))) return st;
-    /* 1 softmax, 2 sigmoid; absent, llama.cpp's rule: sigmoid for GLM-4.7-Flash (47 or 48
-     * trunk layers, 154880 tokens: its files leave the key out), else softmax (V2, V2.5) */
-    if (!gf && (hp->n_layer == 47 || hp->n_layer == 48) && file_vocab(m) == 154880) gf = 2;
-    hp->gating = gf == 2 ? SL_GATING_SIGMOID : SL_GATING_SOFTMAX_TOPK;
-    const sl_gguf_value *nv =
-        sl_gguf_find(m->gguf, sl__arch_key(k, sizeof k, m, "expert_weights_norm"));
-    if (nv && nv->type != SL_GGUF_BOOL)
-        return sl_error_set(err, SL_ERR_TYPE, "metadata key '%s': %s, expected bool", k,
-                            sl_gguf_vtype_name(nv->type));
-    hp->norm_topk = nv && nv->v.b;
-    /* absent: the converter leaves it out when there is no scaling (llama.cpp then skips it) */
-    if ((st = sl__arch_get_f32(m, "expert_weights_scale", false, 1.0f, &hp->expert_weights_scale,
-                               err)))
+    /* the router and experts (arch_ds_moe.c); expert_gating_func absent or 0: llama.cpp's
+     * rule, sigmoid for GLM-4.7-Flash (47 or 48 trunk layers, 154880 tokens: its files leave
+     * the key out), else softmax (V2, V2.5) */
+    const bool flash = (hp->n_layer == 47 || hp->n_layer == 48) && file_vocab(m) == 154880;
+    if ((st = sl__ds_moe_hparams(m, false, flash ? SL_GATING_SIGMOID : SL_GATING_SOFTMAX_TOPK,
+                                 err)))
         return st;
-    if (hp->expert_weights_scale == 0.0f) hp->expert_weights_scale = 1.0f;
-    if (hp->expert_weights_scale < 0)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_weights_scale': %g, "
-                            "expected > 0", a, (double)hp->expert_weights_scale);
-    hp->n_ff_shexp = hp->n_ff_exp * hp->n_expert_shared;
     /* YaRN as llama.cpp's deepseek2 graph: the rope's own magnitude correction is cancelled
      * (the rotated dims keep attn_factor), and the attention scale carries
      * mscale^2 / sqrt(key_length_mla), mscale = attn_factor * (1 + yarn_log_multiplier *
@@ -230,20 +179,8 @@ sl_status sl__deepseek2_bind_attn(sl_model *m, int il, sl_error *err)
     return SL_OK;
 }
 
-/* A MoE layer's deepseek2 tensors past the common experts: the shared experts, added ungated,
- * and the router's selection bias. */
+/* A MoE layer's shared experts and optional selection bias (arch_ds_moe.c). */
 sl_status sl__deepseek2_bind_moe(sl_model *m, int il, sl_error *err)
 {
-    const sl__hparams *hp = &m->hp;
-    sl__layer *L = &m->layers[il];
-    const int64_t E = hp->n_embd, X = hp->n_expert;
-    sl_status st;
-    if (hp->n_expert_shared > 0) { /* added ungated */
-        const int64_t S = hp->n_ff_shexp;
-        if ((st = MAT(&L->gate_shexp, true, "blk.%d.ffn_gate_shexp.weight", il, E, S)) ||
-            (st = MAT(&L->up_shexp, true, "blk.%d.ffn_up_shexp.weight", il, E, S)) ||
-            (st = MAT(&L->down_shexp, true, "blk.%d.ffn_down_shexp.weight", il, S, E)))
-            return st;
-    }
-    return VEC(&L->exp_probs_b, false, "blk.%d.exp_probs_b.bias", il, X);
+    return sl__ds_moe_bind(m, il, false, err);
 }

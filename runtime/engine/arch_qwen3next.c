@@ -96,9 +96,7 @@ sl_status sl__qwen3next_hparams(sl_model *m, sl_error *err)
         (st = sl__arch_get_i32(m, "ssm.group_count", true, 0, 1, 4096, &hp->ssm_n_group,
                                err)) ||
         (st = sl__arch_get_i32(m, "full_attention_interval", false, 4, 1, 1 << 16,
-                               &hp->full_attn_interval, err)) ||
-        (st = sl__arch_get_i32(m, "nextn_predict_layers", false, 0, 0, hp->n_layer - 1,
-                               &hp->n_layer_nextn, err)))
+                               &hp->full_attn_interval, err)))
         return st;
     if (hp->ssm_dt_rank % hp->ssm_n_group)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key 'qwen3next.ssm.time_step_rank': "
@@ -108,12 +106,6 @@ sl_status sl__qwen3next_hparams(sl_model *m, sl_error *err)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key 'qwen3next.ssm.inner_size': %d, "
                             "expected state_size %d x time_step_rank %d", hp->ssm_d_inner,
                             hp->ssm_d_state, hp->ssm_dt_rank);
-    /* MTP blocks (nextn_predict_layers) are not run, as llama.cpp's next-token graph */
-    hp->n_layer -= hp->n_layer_nextn;
-    if (hp->n_layer_nextn && !m->notice[0])
-        snprintf(m->notice, sizeof m->notice, "qwen3next.nextn_predict_layers = %d: the last "
-                 "%d block(s) are multi-token prediction, not run (as llama.cpp)",
-                 hp->n_layer_nextn, hp->n_layer_nextn);
     const sl_gdn_dims d = dims_of(hp);
     if ((st = sl_gdn_dims_check(&d, err))) return st;
     const int64_t Q = (int64_t)hp->n_head * hp->head_dim;

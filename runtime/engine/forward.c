@@ -163,14 +163,16 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
     /* per-head q/k norm, rope and the KV store: one step */
     sl_rope_params rope = L->rope;
     rope.freq_factors = s->rope_freqs;
-    const bool head_norm = m->tr->qk_norm == SL__QK_NORM_HEAD, host = s == &c->host;
+    /* per head: the norms bound (qwen3moe, gemma3: both; glm4moe: those the file has) */
+    const bool head_norm = m->tr->qk_norm != SL__QK_NORM_FULL, host = s == &c->host;
     for (int32_t i = 0; i < c->n_seqs; i++) { /* each sequence into its own context's cache */
         const sl__seq *sq = &c->seqs[i];
         const sl__dx_qkv qa = {.q = s->q + sq->off * Q, .k = s->k + sq->off * KV,
                                .v = s->v + sq->off * KV, .n = sq->n, .n_head = hp->n_head,
                                .n_head_kv = hp->n_head_kv, .head_dim = (int32_t)D,
-                               .q_norm = head_norm ? L->q_norm->data : NULL,
-                               .k_norm = head_norm ? L->k_norm->data : NULL, .eps = eps,
+                               .q_norm = head_norm && L->q_norm ? L->q_norm->data : NULL,
+                               .k_norm = head_norm && L->k_norm ? L->k_norm->data : NULL,
+                               .eps = eps,
                                .pos = s->pos + sq->off, .rope = &rope,
                                .kc = kv_base(sq->c, host, il, false),
                                .vc = kv_base(sq->c, host, il, true),

@@ -361,7 +361,7 @@ sl_status sl__forward_moe_ffn(sl_ctx *c, const sl__side *s, int32_t il, int64_t 
         st = sl__forward_ffn_elsewhere(c, s, L, il, n, true, err);
     }
     if (st) return st;
-    if (m->tr->mla && L->gate_shexp) { /* deepseek2: shared experts added ungated */
+    if (L->gate_shexp && !L->gate_inp_shexp) { /* DeepSeek-MoE: shared experts, ungated */
         if ((st = vt->mm_glu(s->dx, L->gate_shexp, L->up_shexp, m->tr->act, s->xn, n, s->g,
                              s->u, err)) ||
             (st = vt->mm(s->dx, L->down_shexp, s->g, n, s->att, err)))

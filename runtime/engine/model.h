@@ -44,6 +44,8 @@ typedef enum sl__qk_norm {
     SL__QK_NORM_NONE = 0,
     SL__QK_NORM_HEAD,       /* RMSNorm of each head (weight [head_dim]): qwen3moe, gemma3 */
     SL__QK_NORM_FULL,       /* RMSNorm of the whole projection (weight [H*D]): olmoe */
+    SL__QK_NORM_HEAD_OPT,   /* per head where the file has the weight, q and k each
+                               (glm4moe: GLM-4.5 has them, GLM-4.5-Air not) */
 } sl__qk_norm;
 
 /* What distinguishes the architectures in the forward pass (arch.c's table). */
@@ -55,7 +57,8 @@ typedef struct sl__arch_traits {
     bool moe_capable;       /* may have routed experts */
     bool moe_required;      /* must have them */
     bool norm_topk;         /* renormalise the top-k softmax weights */
-    bool shared_expert;     /* ffn_*_shexp + sigmoid gate (qwen2moe) */
+    bool shared_expert;     /* ffn_*_shexp + sigmoid gate (qwen2moe); the DeepSeek-MoE
+                               archs' shared experts are ungated (arch_ds_moe.c) */
     int32_t swa_period;     /* layer il slides iff il % period < period - 1 (llama.cpp's
                                set_swa_pattern): 6 gemma3, 2 gpt-oss; 0: no sliding window */
     bool attn_out_bias;     /* attn_output.bias (gpt-oss) */
@@ -66,8 +69,7 @@ typedef struct sl__arch_traits {
     bool post_attn_ffn_norm; /* the FFN's input norm is named post_attention_norm (gpt-oss) */
     sl_gating gating;       /* router: softmax then top-k, or top-k then softmax (gpt-oss) */
     sl_moe_act act;
-    bool mla;               /* multi-head latent attention, leading dense layers, ungated shared
-                               experts, router from the file's keys (deepseek2) */
+    bool mla;               /* multi-head latent attention (deepseek2) */
     bool rope_freqs;        /* an optional rope_freqs.weight [n_rot / 2], or with
                                rope.scaling.type "longrope" the LongRoPE factors (llama,
                                granite) */
@@ -123,7 +125,7 @@ typedef struct sl__hparams {
     float logit_scale;      /* output logits divided by this (granite); 0: none */
     sl_moe_act act;         /* the dense FFN's activation: traits.act, or SL_MOE_RELU from
                                SL_FFN_ACT_KEY (arch.c) */
-    /* router (the arch's traits, or the file's keys: deepseek2) */
+    /* router (the arch's traits, or the file's keys: deepseek2, glm4moe) */
     sl_gating gating;
     bool norm_topk;
     float expert_weights_scale;             /* 1: none */

@@ -617,6 +617,67 @@ def check_qwen3next():
     print("ok   qwen3next layout and keys")
 
 
+def check_glm4moe():
+    """glm4moe: the tensors llama_model_glm4_moe::load_arch_tensors creates (every name one
+    gguf-py's MODEL_TENSORS[GLM4_MOE] knows) and the keys Glm4MoeModel.set_gguf_parameters
+    writes, for --layers 3 --nextn 1 --qk-norm --dim 64 --heads 4 --kv-heads 2: layer 0 dense
+    (leading_dense_block_count 1), 1-2 MoE, block 3 the MTP block (a MoE block plus
+    nextn.eh_proj [2E, E], enorm, hnorm, shared_head_norm [E]); rotary on half a head."""
+    import gguf
+    E, V, F, X, L, N, H, Hkv = 64, 512, 128, 8, 3, 1, 4, 2
+    D = E // H
+    r, path = mkmodel("--arch", "glm4moe", "--layers", str(L), "--nextn", str(N), "--qk-norm",
+                      out=os.path.join(TMP, "glm4moe.gguf"))
+    if not expect(r.returncode == 0, f"glm4moe: exit {r.returncode}: {r.stderr}"):
+        return
+    want = {"token_embd.weight": [E, V], "output_norm.weight": [E], "output.weight": [E, V]}
+    for i in range(L + N):
+        b = f"blk.{i}."
+        want.update({b + "attn_norm.weight": [E], b + "attn_q.weight": [E, H * D],
+                     b + "attn_q.bias": [H * D], b + "attn_k.weight": [E, Hkv * D],
+                     b + "attn_k.bias": [Hkv * D], b + "attn_v.weight": [E, Hkv * D],
+                     b + "attn_v.bias": [Hkv * D], b + "attn_output.weight": [H * D, E],
+                     b + "attn_q_norm.weight": [D], b + "attn_k_norm.weight": [D],
+                     b + "post_attention_norm.weight": [E]})
+        if i == 0:
+            want.update({b + "ffn_gate.weight": [E, F], b + "ffn_up.weight": [E, F],
+                         b + "ffn_down.weight": [F, E]})
+            continue
+        want.update({b + "ffn_gate_inp.weight": [E, X], b + "exp_probs_b.bias": [X],
+                     b + "ffn_gate_exps.weight": [E, F, X], b + "ffn_up_exps.weight": [E, F, X],
+                     b + "ffn_down_exps.weight": [F, E, X], b + "ffn_gate_shexp.weight": [E, F],
+                     b + "ffn_up_shexp.weight": [E, F], b + "ffn_down_shexp.weight": [F, E]})
+        if i >= L:
+            want.update({b + "nextn.eh_proj.weight": [2 * E, E], b + "nextn.enorm.weight": [E],
+                         b + "nextn.hnorm.weight": [E],
+                         b + "nextn.shared_head_norm.weight": [E]})
+    rd = GGUFReader(path)
+    got = {t.name: [int(x) for x in t.shape] for t in rd.tensors}
+    expect(got == want, f"glm4moe tensors: extra {sorted(set(got) - set(want))}, missing "
+           f"{sorted(set(want) - set(got))}, shapes differ "
+           f"{sorted(k for k in got if k in want and got[k] != want[k])}")
+    known = {gguf.TENSOR_NAMES[t] for t in gguf.MODEL_TENSORS[gguf.MODEL_ARCH.GLM4_MOE]}
+    for name in got:
+        stem = name.rsplit(".", 1)[0]
+        parts = stem.split(".")
+        generic = ".".join(["blk", "{bid}"] + parts[2:]) if parts[0] == "blk" else stem
+        expect(generic in known, f"glm4moe: {name} is not a GLM4_MOE tensor of gguf-py")
+    a = rd.fields
+    kv = {"general.architecture": "glm4moe", "glm4moe.block_count": L + N,
+          "glm4moe.nextn_predict_layers": N, "glm4moe.leading_dense_block_count": 1,
+          "glm4moe.rope.dimension_count": D // 2, "glm4moe.attention.key_length": D,
+          "glm4moe.attention.value_length": D, "glm4moe.expert_count": X,
+          "glm4moe.expert_used_count": 2, "glm4moe.expert_feed_forward_length": F,
+          "glm4moe.expert_shared_count": 1, "glm4moe.feed_forward_length": F,
+          "glm4moe.expert_gating_func": 2, "glm4moe.expert_weights_scale": 2.5,
+          "glm4moe.expert_weights_norm": True, "glm4moe.attention.head_count": H,
+          "glm4moe.attention.head_count_kv": Hkv, "tokenizer.ggml.pre": "glm4"}
+    for k, v in kv.items():
+        expect(k in a and field_value(a[k]) == v,
+               f"glm4moe: {k} = {field_value(a[k]) if k in a else None}, want {v}")
+    print("ok   glm4moe layout and keys")
+
+
 def check_optional():
     """--biases and --longrope write what llama.cpp's loaders take as optional (create_tensor_qkv's
     biases, llama's attn_output / FFN biases, qwen2's output.bias, phi3's fused attn_qkv.bias;
@@ -805,6 +866,7 @@ def main():
 
     check_phi3_vocab()
     check_qwen3next()
+    check_glm4moe()
     check_optional()
     check_threads()
     check_router_topics()
@@ -872,6 +934,12 @@ def main():
         (["--neuron-skew", "inf"], "--neuron-skew"),
         (["--neuron-skew", "x"], "--neuron-skew"),
         (["--exact-quant=1"], "--exact-quant"),
+        (["--arch", "qwen3moe", "--nextn", "1"], "--nextn"),
+        (["--arch", "deepseek2", "--qk-norm"], "--qk-norm"),
+        (["--arch", "glm4moe", "--nextn", "17"], "--nextn"),
+        (["--arch", "glm4moe", "--biases"], "--biases"),
+        (["--arch", "glm4moe", "--dim", "8", "--heads", "4"], "glm4moe"),
+        (["--arch", "glm4moe", "--qk-norm=1"], "--qk-norm"),
     ]
     for args, flag in bad:
         if args == ["--dim", "24", "--heads", "4"]:

@@ -148,6 +148,13 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             (HF torch_recurrent_gated_delta_rule); o = RMSNorm(o) * ssm_norm * silu(z); ssm_out.
             The FFN input norm is post_attention_norm; the MoE is qwen2moe's with the top-k
             weights renormalised (norm_w true) plus the sigmoid-gated shared expert.
+  glm4moe   (llama_model_glm4_moe; HF Glm4MoeForCausalLM) q/k/v with their biases, per-head
+            q/k RMSNorm where the file has the weights (use_qk_norm), NEOX rope on the first
+            rope.dimension_count entries of each head (partial_rotary_factor), scale
+            1/sqrt(head_dim); the FFN input norm is post_attention_norm; dense SwiGLU below
+            leading_dense_block_count, else deepseek2's MoE (above) with sigmoid gating when
+            expert_gating_func is absent or 0, plus the shared expert ungated. Any arch: the
+            last nextn_predict_layers blocks (MTP) are not run.
 """
 import argparse
 import math
@@ -166,7 +173,7 @@ ROPE_TYPE = {"llama": ROPE_NORM, "qwen2moe": ROPE_NEOX, "qwen3moe": ROPE_NEOX,
              "olmoe": ROPE_NEOX, "gemma3": ROPE_NEOX, "gpt-oss": ROPE_NEOX,
              "deepseek2": ROPE_NORM, "qwen2": ROPE_NEOX, "qwen3": ROPE_NEOX,
              "gemma2": ROPE_NEOX, "granite": ROPE_NORM, "phi3": ROPE_NEOX,
-             "qwen3next": ROPE_NEOX}
+             "qwen3next": ROPE_NEOX, "glm4moe": ROPE_NEOX}
 # build_moe_ffn's norm_w argument in each graph builder
 MOE_NORM_W = {"llama": True, "qwen3moe": True, "qwen2moe": False, "olmoe": False,
               "qwen3next": True}
@@ -416,14 +423,14 @@ class Model:
             # llm_build_gemma3<false> (no SWA) would also apply final logit soft-capping
             raise ValueError(f"{path}: gemma3 without attention.sliding_window is not supported")
         self.n_vocab = int(self.tensors["token_embd.weight"].shape[1])
+        # the last nextn_predict_layers blocks are MTP blocks, not run for next-token logits
+        # (llama.cpp, any arch: hparams.n_layer() = n_layer_all - n_layer_nextn)
+        nextn = int(self._kv(f"{a}.nextn_predict_layers", 0))
+        if not 0 <= nextn < self.n_layer:
+            raise ValueError(f"{path}: {a}.nextn_predict_layers {nextn} outside "
+                             f"[0, {self.n_layer - 1}]")
+        self.n_layer -= nextn
         if a == "deepseek2":
-            # the last nextn_predict_layers blocks are MTP blocks, not run for next-token
-            # logits (llama.cpp: hparams.n_layer() = n_layer_all - n_layer_nextn)
-            nextn = int(self._kv(f"{a}.nextn_predict_layers", 0))
-            if not 0 <= nextn < self.n_layer:
-                raise ValueError(f"{path}: {a}.nextn_predict_layers {nextn} outside "
-                                 f"[0, {self.n_layer - 1}]")
-            self.n_layer -= nextn
             self.kv_lora = int(self._kv(f"{a}.attention.kv_lora_rank"))
             # the legacy layout (no *_mla keys): key/value_length are the per-head sizes and
             # attn_kv_b holds kv_b_proj whole
@@ -444,6 +451,11 @@ class Model:
                 vocab = int(self._kv(f"{a}.vocab_size", len(toks.data) if toks else 0))
                 gating = 2 if self.n_layer in (47, 48) and vocab == 154880 else 1
             self.gating_sigmoid = gating == 2
+        if a == "glm4moe":  # absent or 0: sigmoid (llama_model_glm4_moe)
+            self.gating_sigmoid = int(self._kv(f"{a}.expert_gating_func", 0)) in (0, 2)
+            if self._kv(f"{a}.rope.dimension_sections", [0, 0])[:2] != [0, 0]:
+                raise ValueError(f"{path}: M-RoPE is not supported by the reference")
+        if a in ("deepseek2", "glm4moe"):
             self.n_group = int(self._kv(f"{a}.expert_group_count", 0))
             self.group_used = int(self._kv(f"{a}.expert_group_used_count", 0))
             self.w_norm = bool(self._kv(f"{a}.expert_weights_norm", False))
@@ -590,6 +602,11 @@ class Model:
         if a in ("qwen3moe", "gemma3", "qwen3", "qwen3next"):  # per-head norm, before RoPE
             q = rms_norm(q, self.w(b + "attn_q_norm.weight"), self.eps)
             k = rms_norm(k, self.w(b + "attn_k_norm.weight"), self.eps)
+        if a == "glm4moe":  # each where the file has it (GLM-4.5's use_qk_norm)
+            if self.has(b + "attn_q_norm.weight"):
+                q = rms_norm(q, self.w(b + "attn_q_norm.weight"), self.eps)
+            if self.has(b + "attn_k_norm.weight"):
+                k = rms_norm(k, self.w(b + "attn_k_norm.weight"), self.eps)
         swa = self.is_swa_layer(il)
         base = (GEMMA3_SWA_ROPE_BASE if swa and a == "gemma3" else
                 self.rope_base_swa if swa and a == "gemma2" else self.rope_base)
@@ -632,7 +649,7 @@ class Model:
                                self.w(b + "ffn_up_exps.weight"), self.w(b + "ffn_up_exps.bias"),
                                self.w(b + "ffn_down_exps.weight"),
                                self.w(b + "ffn_down_exps.bias"), self.n_expert_used)
-        if self.arch == "deepseek2" and self.has(b + "ffn_gate_inp.weight"):
+        if self.arch in ("deepseek2", "glm4moe") and self.has(b + "ffn_gate_inp.weight"):
             bias = self.w(b + "exp_probs_b.bias") if self.has(b + "exp_probs_b.bias") else None
             out = moe_ffn_ds(h, self.w(b + "ffn_gate_inp.weight"), bias,
                              self.w(b + "ffn_gate_exps.weight"),
@@ -698,8 +715,8 @@ class Model:
             if gemma:
                 o = rms_norm(o, self.w(b + "post_attention_norm.weight"), self.eps)
             x = x + rs * o
-            ffn_norm = ("post_attention_norm" if self.arch in ("gpt-oss", "qwen3next")
-                        else "ffn_norm")
+            ffn_norm = ("post_attention_norm"
+                        if self.arch in ("gpt-oss", "qwen3next", "glm4moe") else "ffn_norm")
             h = rms_norm(x, self.w(b + ffn_norm + ".weight"), self.eps)
             f = self._ffn(il, h)
             if gemma:

@@ -28,7 +28,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tools/run mkmodel [--arch llama|mixtral|qwen3moe|olmoe|qwen2moe|gemma3|\n"
             "                         gpt-oss|deepseek2|qwen2|qwen3|gemma2|granite|phi3|\n"
-            "                         qwen3next]\n"
+            "                         qwen3next|glm4moe]\n"
             "                         [flags] -o FILE\n"
             "\n"
             "Writes a small synthetic model in the GGUF layout llama.cpp loads, with a valid\n"
@@ -47,10 +47,13 @@ static void usage(FILE *f)
             "                    phi3 (dense, fused attn_qkv and gate|up, 3/4 rotary),\n"
             "                    qwen3next (Gated DeltaNet layers: --heads value heads,\n"
             "                    --kv-heads key heads, conv 4; gated attention on every 4th\n"
-            "                    layer, 1/4 rotary; experts + gated shared expert)\n"
+            "                    layer, 1/4 rotary; experts + gated shared expert),\n"
+            "                    glm4moe (GLM-4.5: q/k/v biases, 1/2 rotary, a leading\n"
+            "                    dense layer, sigmoid routing with a selection bias, one\n"
+            "                    ungated shared expert)\n"
             "                    (default: qwen3moe)\n"
-            "  --layers N        transformer blocks (default 2; gemma3: 6; deepseek2: 3;\n"
-            "                    qwen3next: 4)\n"
+            "  --layers N        transformer blocks (default 2; gemma3: 6; deepseek2,\n"
+            "                    glm4moe: 3; qwen3next: 4)\n"
             "  --dim N           embedding width (default 64)\n"
             "  --ffn N           FFN width; per expert for MoE archs (default 128)\n"
             "  --experts N       experts per layer, MoE archs only (default 8, gpt-oss 4, max %d)\n"
@@ -93,6 +96,9 @@ static void usage(FILE *f)
             "  --attn-temp L     deepseek2: Mistral Large 3's attention temperature (Q times\n"
             "                    1 + 0.1 ln(floor(pos / L) + 1)): attention.temperature_scale\n"
             "                    0.1 and temperature_length L\n"
+            "  --nextn N         glm4moe: N multi-token-prediction blocks after the --layers\n"
+            "                    ones (nextn_predict_layers; GLM-4.5's files have 1)\n"
+            "  --qk-norm         glm4moe: per-head q/k norms (GLM-4.5 355B; Air has none)\n"
             "  --exact-quant     quantize every row with the reference quantizer; by default\n"
             "                    tensors in a block type with >= 2^20 weights and >= 512 rows\n"
             "                    are resampled from 256 exactly quantized rows (fast; every\n"
@@ -148,11 +154,12 @@ int sl_cli_mkmodel(int argc, char **argv)
         {"--topic-run", offsetof(sl_synth_params, topic_run), false, 0},
         {"--longrope", offsetof(sl_synth_params, longrope), false, 0},
         {"--attn-temp", offsetof(sl_synth_params, attn_temp), false, 0},
+        {"--nextn", offsetof(sl_synth_params, nextn), false, 0},
     };
     const size_t n_uf = sizeof uf / sizeof uf[0];
     const char *arch_s = NULL, *type_s = NULL, *out = NULL, *act_s = NULL;
     bool skew_given = false, nskew_given = false, seed_given = false, exact = false;
-    bool legacy_kv_b = false, biases = false;
+    bool legacy_kv_b = false, biases = false, qk_norm = false;
     double skew = 0, nskew = 0;
     uint64_t seed = 0, threads = 0;
     char seen[32][64]; /* the flags given so far, each once (by its first name) */
@@ -184,10 +191,11 @@ int sl_cli_mkmodel(int argc, char **argv)
         if (n_seen < sizeof seen / sizeof *seen)
             snprintf(seen[n_seen++], sizeof *seen, "%s", canon);
         if (!strcmp(name, "--exact-quant") || !strcmp(name, "--legacy-kv-b") ||
-            !strcmp(name, "--biases")) {
+            !strcmp(name, "--biases") || !strcmp(name, "--qk-norm")) {
             if (val) return usage_error("%s takes no value", name);
             if (!strcmp(name, "--exact-quant")) exact = true;
             else if (!strcmp(name, "--biases")) biases = true;
+            else if (!strcmp(name, "--qk-norm")) qk_norm = true;
             else legacy_kv_b = true;
             continue;
         }
@@ -303,6 +311,7 @@ int sl_cli_mkmodel(int argc, char **argv)
     p.exact_quant = exact;
     p.legacy_kv_b = legacy_kv_b;
     p.biases = biases;
+    p.qk_norm = qk_norm;
     p.relu = act_s && !strcmp(act_s, "relu");
     if (sl_synth_validate(&p, &err) != SL_OK) return usage_error("%s", err.msg);
 

@@ -16,6 +16,7 @@
  *        ffn_down_exps [F, E, X]   (mixtral is arch "llama" with these merged 3-D experts)
  *   qwen2moe shared expert: ffn_gate_inp_shexp [E] (F32, its sigmoid gate)
  *        ffn_gate_shexp, ffn_up_shexp [E, S]   ffn_down_shexp [S, E]
+ *   deepseek2, phi3, qwen3next, glm4moe: their own layouts (synth_plan.c)
  * Matmul weights (token_embd and output included) get the requested type (MXFP4: the routed
  * experts only, the others Q8_0, as gpt-oss's files and llama.cpp's MXFP4_MOE); norms, biases, the
  * router and the shared-expert gate stay F32, as llama.cpp's converter and quantizer keep them
@@ -134,6 +135,9 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
     /* Qwen3-Next-80B-A3B: rope_theta 1e7, rms_norm_eps 1e-6, Qwen's BPE with <|im_end|> */
     [SL_SYNTH_QWEN3NEXT] = {NULL, SL_ARCH_QWEN3NEXT, true, true, "qwen2", 10000000.0f, 1e-6f,
                             SL__VOCAB_BPE_IM_END},
+    /* GLM-4.5 / 4.5-Air: rope_theta 1e6, rms_norm_eps 1e-5, pre-tokenizer "glm4" */
+    [SL_SYNTH_GLM4MOE] = {NULL, SL_ARCH_GLM4MOE, true, true, "glm4", 1000000.0f, 1e-5f,
+                          SL__VOCAB_BPE},
 };
 
 /* Granite 3.0 2B's multipliers (embedding_multiplier, residual_multiplier,
@@ -144,26 +148,6 @@ static const float k_granite_scale[4] = {12.0f, 0.22f, 0.015625f, 8.0f};
  * attention at 10 (~3e-3); the synthetic output logits (tied, ~10-250) meet the real 30. */
 static const float k_gemma2_softcap[2] = {10.0f, 30.0f};
 
-/* deepseek2's MLA and routing dimensions: the explicit ones, else derived (synth.h). */
-typedef struct mla_dims {
-    int64_t q_lora, kv_lora, nope, rope, v, dense, group, group_used;
-} mla_dims;
-
-static mla_dims mla_of(const sl_synth_params *p)
-{
-    const int64_t D = p->n_head ? p->n_embd / p->n_head : 0;
-    mla_dims d = {p->mla_q_lora ? p->mla_q_lora : p->n_embd / 2,
-                  p->mla_kv_lora ? p->mla_kv_lora : p->n_embd / 2,
-                  p->mla_nope ? p->mla_nope : D, p->mla_rope ? p->mla_rope : D / 2,
-                  p->mla_v ? p->mla_v : D, p->n_dense_lead, 1, 1};
-    if (!p->n_dense_lead && p->n_layer > 1) d.dense = 1;
-    if (p->n_expert >= 8 && p->n_expert % 4 == 0) {
-        const int64_t per = p->n_expert / 4, need = (p->n_expert_used + per - 1) / per;
-        d.group = 4;
-        d.group_used = need > 2 ? need : 2;
-    }
-    return d;
-}
 
 const char *sl_synth_arch_name(sl_synth_arch a)
 {
@@ -228,7 +212,8 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
         p->n_expert = 4;
         p->n_swa = 8; /* gpt-oss: 128; even layers slide */
     }
-    if (a == SL_SYNTH_DEEPSEEK2) p->n_layer = 3; /* a dense layer, then two MoE layers */
+    /* a dense layer, then two MoE layers */
+    if (a == SL_SYNTH_DEEPSEEK2 || a == SL_SYNTH_GLM4MOE) p->n_layer = 3;
 }
 
 uint32_t sl_synth_file_type(uint32_t type)
@@ -346,7 +331,7 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
         return sl_error_set(err, SL_ERR_INVALID, "--legacy-kv-b: only deepseek2 has an "
                             "attn_kv_b layout (not %s)", sl_synth_arch_name(p->arch));
     if (p->arch == SL_SYNTH_DEEPSEEK2) {
-        const mla_dims d = mla_of(p);
+        const sl__synth_mla d = sl__synth_mla_of(p);
         if (d.rope < 2 || d.rope % 2 || d.nope < 1 || d.kv_lora < 1 || d.v < 1)
             return sl_error_set(err, SL_ERR_INVALID, "--dim %u / --heads %u: deepseek2's MLA "
                                 "dimensions (nope %lld, rope %lld, kv_lora %lld, v %lld) need "
@@ -356,6 +341,22 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
         if (d.dense > p->n_layer)
             return sl_error_set(err, SL_ERR_INVALID, "deepseek2: %lld leading dense layers of "
                                 "--layers %u", (long long)d.dense, p->n_layer);
+    }
+    if (p->arch == SL_SYNTH_GLM4MOE) {
+        if (p->n_embd / p->n_head < 4)
+            return sl_error_set(err, SL_ERR_INVALID, "--dim %u / --heads %u: glm4moe's head "
+                                "size %u must be at least 4 (rotary on half of it, at least 2)",
+                                p->n_embd, p->n_head, p->n_embd / p->n_head);
+        if (sl__synth_mla_of(p).dense > p->n_layer)
+            return sl_error_set(err, SL_ERR_INVALID, "glm4moe: %u leading dense layers of "
+                                "--layers %u", p->n_dense_lead, p->n_layer);
+        if (p->biases)
+            return sl_error_set(err, SL_ERR_INVALID, "--biases: glm4moe's q/k/v biases are "
+                                "always written, and it has no other optional bias");
+        if ((st = check_range("--nextn", p->nextn, 0, 16, err))) return st;
+    } else if (p->nextn || p->qk_norm) {
+        return sl_error_set(err, SL_ERR_INVALID, "%s: only glm4moe (not %s)",
+                            p->nextn ? "--nextn" : "--qk-norm", sl_synth_arch_name(p->arch));
     }
     if (p->arch == SL_SYNTH_QWEN3NEXT && (p->n_embd / p->n_head < 8 ||
                                           p->n_embd / p->n_head > 1024))
@@ -432,275 +433,6 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
     return SL_OK;
 }
 
-/* ---- tensor plan -------------------------------------------------------------------------- */
-
-static void add(sl__synth_tensor *t, uint32_t *n, sl__synth_kind k, uint32_t type, int64_t ne0,
-                int64_t ne1, int64_t ne2, const char *fmt, int layer)
-{
-    sl__synth_tensor *s = &t[(*n)++];
-    memset(s, 0, sizeof *s);
-    snprintf(s->name, sizeof s->name, fmt, layer);
-    s->k = k;
-    s->type = type;
-    s->ne[0] = ne0;
-    s->ne[1] = ne1 ? ne1 : 1;
-    s->ne[2] = ne2 ? ne2 : 1;
-    s->ne[3] = 1;
-    s->n_dims = ne2 ? 3 : ne1 ? 2 : 1;
-    s->layer = strncmp(s->name, "blk.", 4) ? -1 : layer;
-    s->neurons = SL__NEURONS_NONE;
-}
-
-/* The FFN input projection just added carries the neuron skew of FFN `nr`. */
-static void neurons(sl__synth_tensor *t, uint32_t n, sl__synth_neurons nr)
-{
-    t[n - 1].neurons = nr;
-}
-
-enum { PLAN_PER_LAYER = 24, PLAN_FIXED = 8 };
-/* qwen3next: full attention on every 4th layer (full_attention_interval), conv taps */
-enum { SL_SYNTH_QWEN3NEXT_FULL_ATTN = 4, SL_SYNTH_QWEN3NEXT_CONV = 4 };
-
-/* A matmul weight's type: the requested one when its rows are whole blocks, else F16 (the
- * MLA tensors' rows are head-sized, as llama.cpp's quantizer also falls back for them). */
-static uint32_t row_type(uint32_t type, int64_t ne0)
-{
-    const sl_gguf_type_info *ti = sl_gguf_type_get(type);
-    return ti && ne0 % ti->block_size == 0 ? type : SL_GGML_F16;
-}
-
-/* The type of an FFN down projection whose rows (--ffn or --shared-ffn wide) may not be whole
- * blocks of `type`: sl_synth_fallback_type's, as llama.cpp's quantizer picks it. */
-static uint32_t down_type(uint32_t type, int64_t ne0)
-{
-    const sl_gguf_type_info *ti = sl_gguf_type_get(type);
-    if (!ti || ne0 % ti->block_size == 0) return type;
-    return row_type(sl_synth_fallback_type(type), ne0);
-}
-
-/* A SwiGLU FFN's gate, up [E, F(, X)] and down [F, E(, X)] of layer i, named
- * blk.i.ffn_{gate,up,down}<sfx>.weight (X 0: 2-D), gate and up carrying neuron table nr. */
-static void add_glu(sl__synth_tensor *t, uint32_t *n, uint32_t w, int64_t E, int64_t F,
-                    int64_t X, const char *sfx, sl__synth_neurons nr, int i)
-{
-    static const char *const proj[3] = {"gate", "up", "down"};
-    for (int k = 0; k < 3; k++) {
-        char fmt[64];
-        snprintf(fmt, sizeof fmt, "blk.%%d.ffn_%s%s.weight", proj[k], sfx);
-        if (k < 2) {
-            add(t, n, SL__K_IN, w, E, F, X, fmt, i);
-            neurons(t, *n, nr);
-        } else {
-            add(t, n, SL__K_OUT, down_type(w, F), F, E, X, fmt, i);
-        }
-    }
-}
-
-/* deepseek2's blocks after token_embd (llama_model_deepseek2::load_arch_tensors, MLA layout:
- * attn_k_b [nope, kv_lora, H], attn_v_b [kv_lora, v, H] as convert_hf_to_gguf.py splits
- * kv_b_proj), then output_norm and output. */
-static uint32_t plan_mla(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
-{
-    const mla_dims d = mla_of(p);
-    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert, H = p->n_head;
-    const int64_t Dk = d.nope + d.rope, C = d.kv_lora, FD = p->n_ff_dense ? p->n_ff_dense : F;
-    const uint32_t w = p->type, f32 = SL_GGML_F32;
-    for (int i = 0; i < (int)p->n_layer; i++) {
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
-        add(t, &n, SL__K_IN, row_type(w, E), E, d.q_lora, 0, "blk.%d.attn_q_a.weight", i);
-        add(t, &n, SL__K_NORM, f32, d.q_lora, 0, 0, "blk.%d.attn_q_a_norm.weight", i);
-        add(t, &n, SL__K_IN, row_type(w, d.q_lora), d.q_lora, H * Dk, 0,
-            "blk.%d.attn_q_b.weight", i);
-        add(t, &n, SL__K_IN, row_type(w, E), E, C + d.rope, 0, "blk.%d.attn_kv_a_mqa.weight",
-            i);
-        add(t, &n, SL__K_NORM, f32, C, 0, 0, "blk.%d.attn_kv_a_norm.weight", i);
-        if (p->legacy_kv_b) {
-            add(t, &n, SL__K_IN, row_type(w, C), C, H * (d.nope + d.v), 0,
-                "blk.%d.attn_kv_b.weight", i);
-        } else {
-            add(t, &n, SL__K_IN, row_type(w, d.nope), d.nope, C, H, "blk.%d.attn_k_b.weight",
-                i);
-            add(t, &n, SL__K_IN, row_type(w, C), C, d.v, H, "blk.%d.attn_v_b.weight", i);
-        }
-        add(t, &n, SL__K_OUT, row_type(w, H * d.v), H * d.v, E, 0, "blk.%d.attn_output.weight",
-            i);
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
-        if (i < d.dense) {
-            add_glu(t, &n, w, E, FD, 0, "", SL__NEURONS_FFN, i);
-            continue;
-        }
-        add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
-        add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.exp_probs_b.bias", i);
-        add_glu(t, &n, w, E, F, X, "_exps", SL__NEURONS_FFN, i);
-        /* one shared expert, as wide as a routed one */
-        add_glu(t, &n, w, E, F, 0, "_shexp", SL__NEURONS_SHEXP, i);
-    }
-    add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
-    add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
-    return n;
-}
-
-/* Rotary dimensions the file declares (rope.dimension_count; phi3: 3/4 of a head, as
- * Phi-4-mini's partial_rotary_factor 0.75). */
-static uint32_t n_rot_of(const sl_synth_params *p)
-{
-    const uint32_t head_dim = p->n_embd / p->n_head;
-    return p->arch == SL_SYNTH_PHI3 ? head_dim * 3 / 4 / 2 * 2 : head_dim;
-}
-
-/* --longrope: the global factor tensors (Phi3MiniModel.generate_extra_tensors) */
-static uint32_t plan_longrope(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
-{
-    if (!p->longrope) return n;
-    add(t, &n, SL__K_ROPE_LONG, SL_GGML_F32, n_rot_of(p) / 2, 0, 0, "rope_factors_long.weight",
-        0);
-    add(t, &n, SL__K_ROPE_SHORT, SL_GGML_F32, n_rot_of(p) / 2, 0, 0,
-        "rope_factors_short.weight", 0);
-    return n;
-}
-
-/* phi3's blocks after token_embd (llama_model_phi3::load_arch_tensors, fused layout as
- * Phi3MiniModel writes it: attn_qkv rows q | k | v, ffn_up rows gate | up). */
-static uint32_t plan_phi3(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
-{
-    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff;
-    const int64_t KV = p->n_head_kv * (E / p->n_head);
-    const uint32_t w = p->type, f32 = SL_GGML_F32;
-    for (int i = 0; i < (int)p->n_layer; i++) {
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
-        add(t, &n, SL__K_IN, w, E, E + 2 * KV, 0, "blk.%d.attn_qkv.weight", i);
-        if (p->biases) add(t, &n, SL__K_BIAS, f32, E + 2 * KV, 0, 0, "blk.%d.attn_qkv.bias", i);
-        add(t, &n, SL__K_OUT, w, E, E, 0, "blk.%d.attn_output.weight", i);
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
-        add(t, &n, SL__K_IN, w, E, 2 * F, 0, "blk.%d.ffn_up.weight", i);
-        add(t, &n, SL__K_OUT, down_type(w, F), F, E, 0, "blk.%d.ffn_down.weight", i);
-    }
-    add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
-    add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
-    return plan_longrope(p, t, n);
-}
-
-/* qwen3next's blocks after token_embd (llama_model_qwen3next::load_arch_tensors, the layout
- * its converter writes): a Gated DeltaNet layer (Hv = --heads value heads and Hk = --kv-heads
- * key heads of S = --dim / --heads, conv 4) unless (i + 1) % 4 == 0, then gated attention
- * (attn_q rows per head q | gate), and every layer the qwen2moe FFN with its shared expert. */
-static uint32_t plan_qwen3next(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
-{
-    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert;
-    const int64_t S = E / p->n_head, Hv = p->n_head, Hk = p->n_head_kv, Q = Hv * S,
-                  KV = Hk * S, C = 2 * KV + Q, SH = p->n_ff_shexp;
-    const uint32_t w = p->type, f32 = SL_GGML_F32;
-    for (int i = 0; i < (int)p->n_layer; i++) {
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
-        if ((i + 1) % SL_SYNTH_QWEN3NEXT_FULL_ATTN) {
-            add(t, &n, SL__K_IN, w, E, C, 0, "blk.%d.attn_qkv.weight", i);
-            add(t, &n, SL__K_IN, w, E, Q, 0, "blk.%d.attn_gate.weight", i);
-            add(t, &n, SL__K_BIAS, f32, SL_SYNTH_QWEN3NEXT_CONV, C, 0,
-                "blk.%d.ssm_conv1d.weight", i);
-            add(t, &n, SL__K_BIAS, f32, Hv, 0, 0, "blk.%d.ssm_dt.bias", i);
-            add(t, &n, SL__K_DECAY, f32, Hv, 0, 0, "blk.%d.ssm_a", i);
-            add(t, &n, SL__K_IN, w, E, 2 * Hv, 0, "blk.%d.ssm_ba.weight", i);
-            add(t, &n, SL__K_NORM, f32, S, 0, 0, "blk.%d.ssm_norm.weight", i);
-            add(t, &n, SL__K_OUT, row_type(w, Q), Q, E, 0, "blk.%d.ssm_out.weight", i);
-        } else {
-            add(t, &n, SL__K_IN, w, E, 2 * Q, 0, "blk.%d.attn_q.weight", i);
-            add(t, &n, SL__K_IN, w, E, KV, 0, "blk.%d.attn_k.weight", i);
-            add(t, &n, SL__K_IN, w, E, KV, 0, "blk.%d.attn_v.weight", i);
-            add(t, &n, SL__K_OUT, row_type(w, Q), Q, E, 0, "blk.%d.attn_output.weight", i);
-            add(t, &n, SL__K_NORM, f32, S, 0, 0, "blk.%d.attn_q_norm.weight", i);
-            add(t, &n, SL__K_NORM, f32, S, 0, 0, "blk.%d.attn_k_norm.weight", i);
-        }
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
-        add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
-        add_glu(t, &n, w, E, F, X, "_exps", SL__NEURONS_FFN, i);
-        add(t, &n, SL__K_IN, f32, E, 0, 0, "blk.%d.ffn_gate_inp_shexp.weight", i);
-        add_glu(t, &n, w, E, SH, 0, "_shexp", SL__NEURONS_SHEXP, i);
-    }
-    add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
-    add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
-    return n;
-}
-
-/* Fills t (capacity PLAN_FIXED + PLAN_PER_LAYER * n_layer) with the model's tensors in file
- * order. */
-static uint32_t plan(const sl_synth_params *p, sl__synth_tensor *t)
-{
-    const bool moe = k_arch[p->arch].moe;
-    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert;
-    const int64_t S = p->n_ff_shexp;
-    const int64_t D = E / p->n_head, Q = p->n_head * D, KV = p->n_head_kv * D;
-    /* MXFP4 (MXFP4_MOE): the routed experts only, every other matmul weight Q8_0 */
-    const uint32_t wx = p->type, f32 = SL_GGML_F32;
-    const uint32_t w = wx == SL_GGML_MXFP4 ? SL_GGML_Q8_0 : wx;
-    const bool qwen2moe = p->arch == SL_SYNTH_QWEN2MOE;
-    const bool gemma = p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GEMMA2;
-    const bool oss = p->arch == SL_SYNTH_GPT_OSS;
-    const bool qkv_bias = qwen2moe || oss || p->arch == SL_SYNTH_QWEN2 || p->biases;
-    /* llama's (and granite's) optional attn_output and dense FFN biases */
-    const bool llama_b = p->biases && (p->arch == SL_SYNTH_LLAMA ||
-                                       p->arch == SL_SYNTH_MIXTRAL ||
-                                       p->arch == SL_SYNTH_GRANITE);
-    uint32_t n = 0;
-    add(t, &n, SL__K_EMBD, w, E, V, 0, "token_embd.weight", 0);
-    if (p->arch == SL_SYNTH_DEEPSEEK2) return plan_mla(p, t, n);
-    if (p->arch == SL_SYNTH_PHI3) return plan_phi3(p, t, n);
-    if (p->arch == SL_SYNTH_QWEN3NEXT) return plan_qwen3next(p, t, n);
-    for (int i = 0; i < (int)p->n_layer; i++) {
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
-        add(t, &n, SL__K_IN, w, E, Q, 0, "blk.%d.attn_q.weight", i);
-        if (qkv_bias) add(t, &n, SL__K_BIAS, f32, Q, 0, 0, "blk.%d.attn_q.bias", i);
-        add(t, &n, SL__K_IN, w, E, KV, 0, "blk.%d.attn_k.weight", i);
-        if (qkv_bias) add(t, &n, SL__K_BIAS, f32, KV, 0, 0, "blk.%d.attn_k.bias", i);
-        add(t, &n, SL__K_IN, w, E, KV, 0, "blk.%d.attn_v.weight", i);
-        if (qkv_bias) add(t, &n, SL__K_BIAS, f32, KV, 0, 0, "blk.%d.attn_v.bias", i);
-        add(t, &n, SL__K_OUT, w, Q, E, 0, "blk.%d.attn_output.weight", i);
-        if (oss || llama_b)
-            add(t, &n, SL__K_BIAS_OUT, f32, E, 0, 0, "blk.%d.attn_output.bias", i);
-        if (oss) add(t, &n, SL__K_BIAS, f32, p->n_head, 0, 0, "blk.%d.attn_sinks.weight", i);
-        if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN3 ||
-            p->arch == SL_SYNTH_GEMMA3) {
-            add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_q_norm.weight", i);
-            add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_k_norm.weight", i);
-        } else if (p->arch == SL_SYNTH_OLMOE) {
-            add(t, &n, SL__K_NORM, f32, Q, 0, 0, "blk.%d.attn_q_norm.weight", i);
-            add(t, &n, SL__K_NORM, f32, KV, 0, 0, "blk.%d.attn_k_norm.weight", i);
-        }
-        /* gpt-oss names the FFN's input norm post_attention_norm */
-        if (gemma || oss)
-            add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
-        if (!oss) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
-        if (!moe) {
-            add_glu(t, &n, w, E, F, 0, "", SL__NEURONS_FFN, i);
-            if (llama_b) {
-                add(t, &n, SL__K_BIAS, f32, F, 0, 0, "blk.%d.ffn_gate.bias", i);
-                add(t, &n, SL__K_BIAS, f32, F, 0, 0, "blk.%d.ffn_up.bias", i);
-                add(t, &n, SL__K_BIAS_OUT, f32, E, 0, 0, "blk.%d.ffn_down.bias", i);
-            }
-        } else {
-            add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
-            add_glu(t, &n, wx, E, F, X, "_exps", SL__NEURONS_FFN, i);
-        }
-        if (oss) {
-            add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.ffn_gate_inp.bias", i);
-            add(t, &n, SL__K_BIAS, f32, F, X, 0, "blk.%d.ffn_gate_exps.bias", i);
-            add(t, &n, SL__K_BIAS, f32, F, X, 0, "blk.%d.ffn_up_exps.bias", i);
-            add(t, &n, SL__K_BIAS_OUT, f32, E, X, 0, "blk.%d.ffn_down_exps.bias", i);
-        }
-        if (qwen2moe) {
-            /* the gate reads the residual stream like any input matmul (column 0 zero) */
-            add(t, &n, SL__K_IN, f32, E, 0, 0, "blk.%d.ffn_gate_inp_shexp.weight", i);
-            add_glu(t, &n, w, E, S, 0, "_shexp", SL__NEURONS_SHEXP, i);
-        }
-        if (gemma) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_ffw_norm.weight", i);
-    }
-    add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
-    /* Gemma ties the output projection to token_embd (llama.cpp duplicates it on load) */
-    if (!gemma) add(t, &n, SL__K_OUTPUT, w, E, V, 0, "output.weight", 0);
-    if (p->biases && p->arch == SL_SYNTH_QWEN2)
-        add(t, &n, SL__K_BIAS, f32, V, 0, 0, "output.bias", 0);
-    return plan_longrope(p, t, n);
-}
-
 /* ---- metadata ---------------------------------------------------------------------------- */
 
 typedef struct kv_ctx {
@@ -752,7 +484,7 @@ static void kv_bool(kv_ctx *c, const char *key, bool v)
  * (factor 40 over 4096, mscale_all_dim 1: yarn_log_multiplier 0.1). */
 static void write_kv_mla(kv_ctx *c, const sl_synth_params *p)
 {
-    const mla_dims d = mla_of(p);
+    const sl__synth_mla d = sl__synth_mla_of(p);
     kv_arch_u32(c, "vocab_size", p->n_vocab);
     kv_arch_u32(c, "leading_dense_block_count", (uint32_t)d.dense);
     kv_arch_u32(c, "attention.q_lora_rank", (uint32_t)d.q_lora);
@@ -788,6 +520,26 @@ static void write_kv_mla(kv_ctx *c, const sl_synth_params *p)
     }
 }
 
+/* Glm4MoeModel.set_gguf_parameters with GLM-4.5's routing (routed_scaling_factor 2.5,
+ * norm_topk_prob) and partial_rotary_factor 0.5; block_count (written by write_kv) counts
+ * the MTP blocks too. */
+static void write_kv_glm4moe(kv_ctx *c, const sl_synth_params *p)
+{
+    const uint32_t head_dim = p->n_embd / p->n_head;
+    kv_arch_u32(c, "attention.key_length", head_dim);
+    kv_arch_u32(c, "attention.value_length", head_dim);
+    kv_arch_u32(c, "rope.dimension_count", sl__synth_n_rot(p));
+    kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
+    kv_arch_u32(c, "expert_shared_count", 1);
+    kv_arch_u32(c, "leading_dense_block_count", (uint32_t)sl__synth_mla_of(p).dense);
+    kv_arch_u32(c, "expert_gating_func", 2); /* sigmoid */
+    kv_arch_f32(c, "expert_weights_scale", 2.5f);
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", c->arch);
+    kv_bool(c, key, true);
+    if (p->nextn) kv_arch_u32(c, "nextn_predict_layers", p->nextn);
+}
+
 /* Keys as convert_hf_to_gguf.py writes them for the corresponding HF models. */
 static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab *v)
 {
@@ -803,7 +555,7 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     if (ai->gguf_arch == SL_ARCH_LLAMA) kv_arch_u32(c, "vocab_size", p->n_vocab); /* LlamaModel */
     kv_arch_u32(c, "context_length", p->n_ctx);
     kv_arch_u32(c, "embedding_length", p->n_embd);
-    kv_arch_u32(c, "block_count", p->n_layer);
+    kv_arch_u32(c, "block_count", p->n_layer + p->nextn);
     /* qwen2moe: Qwen1.5-MoE's intermediate_size equals its shared expert's width */
     kv_arch_u32(c, "feed_forward_length",
                 p->arch == SL_SYNTH_QWEN2MOE ? p->n_ff_shexp
@@ -853,7 +605,7 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
         kv_arch_f32(c, "final_logit_softcapping", k_gemma2_softcap[1]);
     }
     if (p->arch == SL_SYNTH_PHI3) { /* Phi3MiniModel: Phi-4-mini's partial_rotary_factor 0.75 */
-        kv_arch_u32(c, "rope.dimension_count", n_rot_of(p));
+        kv_arch_u32(c, "rope.dimension_count", sl__synth_n_rot(p));
         kv_arch_u32(c, "rope.scaling.original_context_length",
                     p->longrope ? p->longrope : p->n_ctx);
     } else if (p->longrope) {
@@ -883,6 +635,7 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     }
 
     if (p->arch == SL_SYNTH_DEEPSEEK2) write_kv_mla(c, p);
+    if (p->arch == SL_SYNTH_GLM4MOE) write_kv_glm4moe(c, p);
 
     kv_str(c, "tokenizer.ggml.model", ai->bpe ? "gpt2" : "llama");
     if (ai->bpe) kv_str(c, "tokenizer.ggml.pre", ai->bpe_pre);
@@ -956,12 +709,12 @@ sl_status sl_synth_write(const sl_synth_params *p, const char *path, int n_threa
                             SL_SYNTH_MAX_THREADS);
     if (n_threads == 0) n_threads = sl_synth_default_threads();
     const arch_info *ai = &k_arch[p->arch];
-    const uint32_t cap = PLAN_FIXED + PLAN_PER_LAYER * p->n_layer;
+    const uint32_t cap = SL__SYNTH_PLAN_FIXED + SL__SYNTH_PLAN_PER_LAYER * (p->n_layer + p->nextn);
     sl__synth_tensor *t = calloc(cap, sizeof *t);
     sl__synth_vocab vocab = {0};
     sl_gguf_writer *w = NULL;
     if (!t) return sl_error_set(err, SL_ERR_NOMEM, "mkmodel: out of memory (tensor plan)");
-    const uint32_t n_t = plan(p, t);
+    const uint32_t n_t = sl__synth_plan(p, t);
 
     /* sizes first: fail on overflow before creating the file */
     uint64_t data_bytes = 0;

@@ -1,5 +1,6 @@
 /* synth: synthetic GGUF models in the layouts llama.cpp loads (llama, mixtral, qwen3moe, olmoe,
- * qwen2moe, gemma3, gpt-oss, deepseek2, qwen2, qwen3, gemma2, granite, phi3, qwen3next).
+ * qwen2moe, gemma3, gpt-oss, deepseek2, qwen2, qwen3, gemma2, granite, phi3, qwen3next,
+ * glm4moe).
  *
  * What a file contains (names, shapes in ggml ne order, keys) follows llama.cpp's
  * llama-model.cpp / llama-arch.cpp and convert_hf_to_gguf.py; tests/mkmodel/mkmodel_test.py
@@ -49,6 +50,10 @@ typedef enum sl_synth_arch {
                              * heads, of --dim/--heads each, conv 4), gated full attention on
                              * every 4th layer (rotary on a quarter of a head), routed experts
                              * and a sigmoid-gated shared expert (--shared-ffn) */
+    SL_SYNTH_GLM4MOE,       /* GLM-4.5 layout: q/k/v biases, rotary on half a head, optional
+                             * q/k norms (--qk-norm), a leading dense layer, sigmoid routing
+                             * with the selection bias, one ungated shared expert, optional
+                             * MTP blocks (--nextn) */
     SL_SYNTH_ARCH_COUNT
 } sl_synth_arch;
 
@@ -100,12 +105,18 @@ typedef struct sl_synth_params {
                              * temperature_length L; 0: none */
     uint64_t seed;          /* --seed */
     /* deepseek2 only (no flags; 0: derived from --dim/--heads with D = dim / heads: q_lora and
-     * kv_lora dim / 2, nope D, rope D / 2, v D; leading dense layers 1 if --layers > 1;
+     * kv_lora dim / 2, nope D, rope D / 2, v D; leading dense layers 1 if --layers > 1 (also
+     * glm4moe's, with n_ff_dense);
      * expert groups 4 if --experts is a multiple of 4, using the fewest that hold --top-k,
      * at least half) */
     uint32_t mla_q_lora, mla_kv_lora, mla_nope, mla_rope, mla_v;
     uint32_t n_dense_lead;
     uint32_t n_ff_dense;    /* the leading dense layers' FFN width (0: --ffn) */
+    uint32_t nextn;         /* --nextn N: glm4moe, N multi-token-prediction blocks after the
+                             * --layers trunk (block_count = layers + N,
+                             * nextn_predict_layers = N); 0: none */
+    bool qk_norm;           /* --qk-norm: glm4moe, per-head attn_q_norm / attn_k_norm (GLM-4.5
+                             * 355B's use_qk_norm; Air has none) */
     bool legacy_kv_b;       /* --legacy-kv-b: deepseek2 in the layout before llama.cpp split
                              * kv_b (blk.N.attn_kv_b [kv_lora, heads * (nope + v)], per-head
                              * key/value_length, head_count_kv = heads, no *_mla keys) */
@@ -119,7 +130,7 @@ typedef struct sl_synth_summary {
 } sl_synth_summary;
 
 /* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
- * "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next"; "?" out of range. */
+ * "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next", "glm4moe"; "?" out of range. */
 const char *sl_synth_arch_name(sl_synth_arch a);
 /* Whether the architecture has routed experts (--experts/--top-k apply). */
 bool sl_synth_arch_is_moe(sl_synth_arch a);
@@ -133,7 +144,7 @@ sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err);
  * sliding and one global layer; deepseek2: 3 layers (one leading dense), heads 4, the MLA
  * dimensions derived as sl_synth_params says; gemma2: sliding-window 8, so that its 2 layers
  * are one sliding and one global; qwen3next: 4 layers (the last with full attention),
- * shared-ffn = ffn). */
+ * shared-ffn = ffn; glm4moe: 3 layers (one leading dense), no MTP block, no q/k norms). */
 void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p);
 /* Checks every field for range and consistency; the message names the CLI flag (e.g. "--heads")
  * and the values at fault. SL_ERR_INVALID or SL_ERR_RANGE. */

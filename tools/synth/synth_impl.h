@@ -1,7 +1,7 @@
 /* Private to tools/commands/synth*.c: the tensor plan, the bytes of each row, the threaded writer.
  *
- * Split: synth.c decides what a file contains (architectures, tensor plan, metadata);
- * synth_rows.c decides the bytes of every tensor row (deterministic numbers, router and neuron
+ * Split: synth.c decides what a file contains (architectures, metadata) and synth_plan.c
+ * which tensors it holds; synth_rows.c decides the bytes of every tensor row (deterministic numbers, router and neuron
  * skew, resampling from a pool of quantized rows); synth_stream.c runs synth_rows.c on a set of
  * threads and hands the bytes to the GGUF writer in file order.
  *
@@ -75,6 +75,22 @@ enum { SL__SYNTH_POOL_ROWS = 256 };
 #define SL__SYNTH_TOPIC_LOGIT 4.0
 /* and the factor of its embeddings (the greedy walk survives deep models) */
 #define SL__SYNTH_TOPIC_EMBD_SCALE 8.0
+
+/* The plan's capacity: SL__SYNTH_PLAN_FIXED + SL__SYNTH_PLAN_PER_LAYER * layers tensors */
+enum { SL__SYNTH_PLAN_PER_LAYER = 32, SL__SYNTH_PLAN_FIXED = 8 };
+/* qwen3next: full attention on every 4th layer (full_attention_interval), conv taps */
+enum { SL_SYNTH_QWEN3NEXT_FULL_ATTN = 4, SL_SYNTH_QWEN3NEXT_CONV = 4 };
+
+/* deepseek2's MLA and routing dimensions (and the leading dense layers deepseek2 and glm4moe
+ * share): the explicit ones, else derived (synth.h). */
+typedef struct sl__synth_mla {
+    int64_t q_lora, kv_lora, nope, rope, v, dense, group, group_used;
+} sl__synth_mla;
+sl__synth_mla sl__synth_mla_of(const sl_synth_params *p);
+/* Rotary dimensions the file declares (rope.dimension_count). */
+uint32_t sl__synth_n_rot(const sl_synth_params *p);
+/* Fills t (capacity above) with the model's tensors in file order; returns their count. */
+uint32_t sl__synth_plan(const sl_synth_params *p, sl__synth_tensor *t);
 
 /* Whether t's rows are resampled from a pool (synth_rows.c) rather than made exactly. */
 bool sl__synth_pooled(const sl_synth_params *p, const sl__synth_tensor *t);
