@@ -95,6 +95,12 @@ static sl_ctx_options all_logits_opts(int n_batch, bool f16)
 }
 
 /* Evaluates k_tokens (all logits) in one call with n_batch, returns a malloc'd copy. */
+/* Leading dense layers of the testmodel `label` starts with: deepseek2's and glm4moe's one. */
+static int dense_lead(const char *label)
+{
+    return strstr(label, "deepseek2") || strstr(label, "glm4moe") ? 1 : 0;
+}
+
 static float *run_prefill(sl_model *m, int n_batch, bool f16)
 {
     const sl_ctx_options co = all_logits_opts(n_batch, f16);
@@ -307,10 +313,9 @@ static void check_model(const char *label, const char *path, bool placements)
         sl_ctx_stats stt;
         sl_ctx_stats_get(c, &stt);
         CHECK(stt.decode_tokens == N_TOK && stt.prefill_tokens == N_TOK - 4);
-        /* deepseek2's testmodel has one leading dense layer; the last layer (MoE in every
-         * testmodel) computes past its attention only the row whose logits are kept
-         * (forward.c's output rows): one of the batch's N_TOK - 4 */
-        const int32_t moe_layers = info.n_layer - (strstr(label, "deepseek2") ? 1 : 0);
+        /* the last layer (MoE in every testmodel) computes past its attention only the row
+         * whose logits are kept (forward.c's output rows): one of the batch's N_TOK - 4 */
+        const int32_t moe_layers = info.n_layer - dense_lead(label);
         if (info.n_expert)
             CHECK_MSG(stt.expert_calls_cpu ==
                           ((uint64_t)N_TOK * moe_layers + (uint64_t)(N_TOK - 4) * (moe_layers - 1) +
@@ -375,8 +380,8 @@ static void check_model(const char *label, const char *path, bool placements)
             CHECK_MSG(pi.gpu_bytes > 0, "%s: combo %d: nothing on the device", label,
                       (int)i);
             CHECK(pi.gpu_bytes + pi.host_bytes >= pi.weight_bytes);
-            /* --n-cpu-moe N counts layers, so deepseek2's leading dense layer has none */
-            const int n_dense = strstr(label, "deepseek2") ? 1 : 0;
+            /* --n-cpu-moe N counts layers, so a leading dense layer has none */
+            const int n_dense = dense_lead(label);
             if ((cb->pl == SL_PLACE_EXPERTS_CPU || cb->cpu_moe || cb->n_cpu_moe > n_dense ||
                  cb->ot) &&
                 info.n_expert)
@@ -479,20 +484,20 @@ static void check_legacy_deepseek2(void)
     free(want);
 }
 
-/* A deepseek2 file whose last block is an MTP block (nextn_predict_layers 1, issue 15) runs
- * the trunk only, as llama.cpp: its logits are the trunk-only file's, and the same four
- * blocks without the key give different ones (so the block would have shown). */
-static void check_mtp_deepseek2(void)
+/* A deepseek2 or glm4moe file whose last block is an MTP block (nextn_predict_layers 1,
+ * issue 15) runs the trunk only, as llama.cpp: its logits are the trunk-only file's, and the
+ * same four blocks without the key give different ones (so the block would have shown). */
+static void check_mtp(const char *arch)
 {
     tm_params p;
-    tm_defaults("deepseek2", &p);
+    tm_defaults(arch, &p);
     sl_error e;
     float *logits[3] = {NULL, NULL, NULL};
     int32_t n_layer[3] = {0, 0, 0}, n_vocab = 0;
     for (int i = 0; i < 3; i++) {
         p.n_layer = i ? 4 : 3;
         p.n_nextn = i == 1;
-        const char *path = tmp_path("ds2-mtp.gguf");
+        const char *path = tmp_path("mtp.gguf");
         CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "write: %s", e.msg);
         sl_model *m = open_model(path, SL_PLACE_CPU, SL_LOAD_PREAD, 0);
         if (!m) continue;
@@ -504,18 +509,66 @@ static void check_mtp_deepseek2(void)
         sl_model_close(m);
     }
     CHECK_MSG(n_layer[0] == 3 && n_layer[1] == 3 && n_layer[2] == 4,
-              "deepseek2 MTP: n_layer %d / %d / %d, want 3 / 3 / 4", n_layer[0], n_layer[1],
+              "%s MTP: n_layer %d / %d / %d, want 3 / 3 / 4", arch, n_layer[0], n_layer[1],
               n_layer[2]);
     if (logits[0] && logits[1] && logits[2]) {
         const size_t NV = (size_t)n_vocab * N_TOK;
         double scale;
         const double same = max_diff(logits[0], logits[1], NV, &scale);
-        CHECK_MSG(scale > 1e-3 && same <= 1e-6 * scale, "deepseek2 MTP: logits differ from the "
-                  "trunk's by %g (scale %g)", same, scale);
+        CHECK_MSG(scale > 1e-3 && same <= 1e-6 * scale, "%s MTP: logits differ from the "
+                  "trunk's by %g (scale %g)", arch, same, scale);
         const double other = max_diff(logits[0], logits[2], NV, &scale);
-        CHECK_MSG(other > 1e-3 * scale, "deepseek2: a fourth block changed nothing (%g)", other);
+        CHECK_MSG(other > 1e-3 * scale, "%s: a fourth block changed nothing (%g)", arch, other);
     }
     for (int i = 0; i < 3; i++) free(logits[i]);
+}
+
+/* glm4moe's defaults, as llama_model_glm4_moe loads them: without expert_gating_func it
+ * routes by sigmoid (the same logits as the key's 2; 1, softmax, differs); without
+ * expert_weights_scale the weights are not scaled (differs from the file's 2.5); q/k norms
+ * are optional each (a file without layer 1's q norm loads, and it changes the logits). */
+static void check_glm4moe_defaults(void)
+{
+    static const struct {
+        const char *drop, *set, *omit;
+        int64_t val;
+        bool same; /* as the default file's logits */
+    } k_files[] = {{NULL, NULL, NULL, 0, true},
+                   {"expert_gating_func", NULL, NULL, 0, true},
+                   {NULL, "expert_gating_func", NULL, 1, false},
+                   {"expert_weights_scale", NULL, NULL, 0, false},
+                   {NULL, NULL, "blk.1.attn_q_norm.weight", 0, false}};
+    enum { NF = sizeof k_files / sizeof *k_files };
+    float *logits[NF] = {NULL};
+    int32_t n_vocab = 0;
+    for (int i = 0; i < NF; i++) {
+        tm_params p;
+        tm_defaults("glm4moe", &p);
+        p.drop_key = k_files[i].drop;
+        p.set_key = k_files[i].set;
+        p.set_val = k_files[i].val;
+        p.omit = k_files[i].omit;
+        sl_error e;
+        const char *path = tmp_path("glm4moe-defaults.gguf");
+        CHECK_MSG(tm_write(&p, path, &e) == SL_OK, "write: %s", e.msg);
+        sl_model *m = open_model(path, SL_PLACE_CPU, SL_LOAD_PREAD, 0);
+        CHECK_MSG(m != NULL, "glm4moe file %d does not open", i);
+        if (!m) continue;
+        sl_model_info info;
+        sl_model_info_get(m, &info);
+        n_vocab = info.n_vocab;
+        logits[i] = run_prefill(m, 512, false);
+        sl_model_close(m);
+    }
+    for (int i = 1; i < NF && logits[0]; i++) {
+        if (!logits[i]) continue;
+        double scale;
+        const double d = max_diff(logits[0], logits[i], (size_t)n_vocab * N_TOK, &scale);
+        CHECK_MSG(k_files[i].same ? d <= 1e-6 * scale : d > 1e-3 * scale,
+                  "glm4moe file %d: logits %s the default's (max diff %g, scale %g)", i,
+                  k_files[i].same ? "differ from" : "equal", d, scale);
+    }
+    for (int i = 0; i < NF; i++) free(logits[i]);
 }
 
 /* deepseek2 without expert_gating_func routes as llama.cpp's loader says: sigmoid for a
@@ -563,7 +616,7 @@ static void check_glm_gating_deepseek2(void)
         sl_model_close(m);
     }
     /* pairs (a, b, same): 47 blocks without the key = sigmoid, != softmax; 48 blocks of which
-     * one MTP (the same 47-block trunk, check_mtp_deepseek2) = sigmoid; 46 = softmax; 47
+     * one MTP (the same 47-block trunk, check_mtp) = sigmoid; 46 = softmax; 47
      * without a vocabulary size llama.cpp sees before the tensors = softmax */
     static const int k_pairs[][3] = {{0, 1, 1}, {0, 2, 0}, {3, 1, 1}, {4, 5, 1}, {6, 2, 1}};
     for (size_t i = 0; i < sizeof k_pairs / sizeof *k_pairs; i++) {
@@ -679,7 +732,7 @@ static void check_broken_deepseek2(const char *path, const sl_model_options *o)
                    k_cases[i].unsupported ? SL_ERR_UNSUPPORTED : F, k_cases[i].a, k_cases[i].b);
 }
 
-/* The dense archs of issue 34: a missing or mis-shaped tensor, a missing, mistyped or
+/* The dense archs of issue 34 (and glm4moe's own rules): a missing or mis-shaped tensor, a missing, mistyped or
  * out-of-range key, a tensor the architecture does not use (llama.cpp: "wrong number of
  * tensors") (phi3: the fused attn_qkv and gate | up). */
 static void check_broken_dense(const char *path, const sl_model_options *o)
@@ -737,6 +790,18 @@ static void check_broken_dense(const char *path, const sl_model_options *o)
          "blk.1.attn_qkv.weight", "expected [64, 128]"},
         {"phi3", "blk.0.ffn_up.weight", NULL, NULL, NULL, NULL, SL_ERR_FORMAT,
          "blk.0.ffn_up.weight", "[64, 128]"},
+        /* glm4moe: exp_probs_b and expert_shared_count are required, the dense layer has no
+         * router bias, the gating is 0..2 */
+        {"glm4moe", "blk.2.exp_probs_b.bias", NULL, NULL, NULL, NULL, SL_ERR_FORMAT,
+         "blk.2.exp_probs_b.bias", "missing"},
+        {"glm4moe", NULL, NULL, "expert_shared_count", NULL, NULL, SL_ERR_FORMAT,
+         "glm4moe.expert_shared_count", "missing"},
+        {"glm4moe", NULL, NULL, NULL, "expert_gating_func", NULL, SL_ERR_FORMAT,
+         "glm4moe.expert_gating_func", "outside [0, 2]"},
+        {"glm4moe", NULL, NULL, NULL, NULL, "blk.0.exp_probs_b.bias", SL_ERR_FORMAT,
+         "blk.0.exp_probs_b.bias", "not used by architecture glm4moe"},
+        {"glm4moe", NULL, "blk.1.attn_k_norm.weight", NULL, NULL, NULL, SL_ERR_FORMAT,
+         "blk.1.attn_k_norm.weight", "expected [16]"},
     };
     for (size_t i = 0; i < sizeof k_cases / sizeof *k_cases; i++) {
         tm_params p;
@@ -923,7 +988,7 @@ int main(int argc, char **argv)
     }
     const char *archs[] = {"llama", "mixtral", "mixtral-split", "qwen2moe", "qwen3moe", "olmoe",
                            "gemma3", "gpt-oss", "deepseek2", "qwen2", "qwen3", "gemma2",
-                           "granite", "phi3"};
+                           "granite", "phi3", "glm4moe"};
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
         tm_params p;
         tm_defaults(archs[i], &p);
@@ -946,7 +1011,9 @@ int main(int argc, char **argv)
     }
     check_broken();
     check_legacy_deepseek2();
-    check_mtp_deepseek2();
+    check_mtp("deepseek2");
+    check_mtp("glm4moe");
+    check_glm4moe_defaults();
     check_glm_gating_deepseek2();
     if (argc > 1) {
         const char *ma[] = {"llama", "mixtral", "qwen3moe", "olmoe"};

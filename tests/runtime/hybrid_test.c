@@ -1,8 +1,8 @@
 /* Hybrid MoE decode on the sim device (issue 33): a device core with routed experts computed
  * on the host, and what one token costs the host in device operations.
  *
- * Held here, per architecture (qwen3moe, mixtral, gpt-oss, deepseek2), for decode after a
- * prompt (steady state: every weight already where it stays):
+ * Held here, per architecture (qwen3moe, mixtral, gpt-oss, deepseek2, glm4moe), for decode
+ * after a prompt (steady state: every weight already where it stays):
  *   - the logits of every decode step equal the CPU placement's bit for bit;
  *   - mode=cpu with the experts on the host moves no expert bytes over PCIe, and its host part
  *     is ordered on the stream: the one blocking wait of a token is for its logits (0 per
@@ -241,8 +241,10 @@ static void check_arch(const char *arch, const char *dir, bool q4k)
     float *ref_long = prefill(cpu, NULL, info.n_vocab, NULL);
     CHECK_MSG(!q4k || repacked(cpu) > 0, "%s: placement cpu repacked nothing", arch);
     sl_model_close(cpu);
-    /* deepseek2's testmodel has one leading dense layer, whose FFN is on the device */
-    const int64_t moe_layers = info.n_layer - (strstr(arch, "deepseek2") ? 1 : 0);
+    /* deepseek2's and glm4moe's testmodels have one leading dense layer, whose FFN is on the
+     * device */
+    const int64_t moe_layers =
+        info.n_layer - (strstr(arch, "deepseek2") || strstr(arch, "glm4moe") ? 1 : 0);
     /* routed expert tensors per layer: one per projection, or one per expert (mixtral-split) */
     const uint64_t per_layer = 3 * (strstr(arch, "split") ? (uint64_t)info.n_expert : 1);
 
@@ -788,7 +790,7 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
-    const char *archs[] = {"qwen3moe", "mixtral", "gpt-oss", "deepseek2"};
+    const char *archs[] = {"qwen3moe", "mixtral", "gpt-oss", "deepseek2", "glm4moe"};
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) check_arch(archs[i], dir, false);
     check_refusals(dir);
     check_shared(dir);

@@ -38,6 +38,10 @@ void tm_defaults(const char *arch, tm_params *p)
         p->n_group = 4;
         p->n_group_used = 2;
     }
+    if (!strcmp(arch, "glm4moe")) {
+        p->n_layer = 3;
+        p->n_dense = 1;
+    }
     p->wtype = SL_GGML_F32;
     p->seed = 7;
 }
@@ -155,12 +159,15 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
     char nm[64];
 #define NM(...) (snprintf(nm, sizeof nm, __VA_ARGS__), nm)
     const bool ds = !strcmp(a, "deepseek2");
+    /* glm4moe: GQA with q/k/v biases and per-head q/k norms (GLM-4.5's use_qk_norm), rotary
+     * on half a head, deepseek2's FFN (dense lead, exp_probs_b, one ungated shared expert) */
+    const bool glm = !strcmp(a, "glm4moe");
     /* deepseek2's MLA sizes */
     const int64_t QL = E / 2, C = E / 2, R = D / 2, Dk = D + R, H = p->n_head;
     add(t, &n, p, T_EMBD, "token_embd.weight", E, V, 0);
     for (int i = 0; i < p->n_layer; i++) {
         add(t, &n, p, T_NORM, NM("blk.%d.attn_norm.weight", i), E, 0, 0);
-        if (ds && i >= p->n_layer - p->n_nextn) {
+        if ((ds || glm) && i >= p->n_layer - p->n_nextn) {
             add(t, &n, p, T_MAT, NM("blk.%d.nextn.eh_proj.weight", i), 2 * E, E, 0);
             add(t, &n, p, T_NORM, NM("blk.%d.nextn.enorm.weight", i), E, 0, 0);
             add(t, &n, p, T_NORM, NM("blk.%d.nextn.hnorm.weight", i), E, 0, 0);
@@ -209,12 +216,12 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
             add(t, &n, p, T_BIAS, NM("blk.%d.attn_output.bias", i), E, 0, 0);
             add(t, &n, p, T_BIAS, NM("blk.%d.attn_sinks.weight", i), p->n_head, 0, 0);
         }
-        if (!strcmp(a, "qwen2moe") || !strcmp(a, "qwen2") || oss) {
+        if (!strcmp(a, "qwen2moe") || !strcmp(a, "qwen2") || oss || glm) {
             add(t, &n, p, T_BIAS, NM("blk.%d.attn_q.bias", i), Q, 0, 0);
             add(t, &n, p, T_BIAS, NM("blk.%d.attn_k.bias", i), KV, 0, 0);
             add(t, &n, p, T_BIAS, NM("blk.%d.attn_v.bias", i), KV, 0, 0);
         }
-        if (!strcmp(a, "qwen3moe") || !strcmp(a, "qwen3") || gemma3) {
+        if (!strcmp(a, "qwen3moe") || !strcmp(a, "qwen3") || gemma3 || glm) {
             add(t, &n, p, T_NORM, NM("blk.%d.attn_q_norm.weight", i), D, 0, 0);
             add(t, &n, p, T_NORM, NM("blk.%d.attn_k_norm.weight", i), D, 0, 0);
         } else if (!strcmp(a, "olmoe")) {
@@ -225,12 +232,12 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
             add(t, &n, p, T_NORM, NM("blk.%d.post_attention_norm.weight", i), E, 0, 0);
             add(t, &n, p, T_NORM, NM("blk.%d.post_ffw_norm.weight", i), E, 0, 0);
         }
-        add(t, &n, p, T_NORM, NM(oss ? "blk.%d.post_attention_norm.weight"
-                                     : "blk.%d.ffn_norm.weight", i), E, 0, 0);
+        add(t, &n, p, T_NORM, NM(oss || glm ? "blk.%d.post_attention_norm.weight"
+                                            : "blk.%d.ffn_norm.weight", i), E, 0, 0);
         if (phi3) {
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_up.weight", i), E, 2 * F, 0);
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_down.weight", i), F, E, 0);
-        } else if (!moe) {
+        } else if (!moe || (glm && i < p->n_dense)) {
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate.weight", i), E, F, 0);
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_up.weight", i), E, F, 0);
             add(t, &n, p, T_MAT, NM("blk.%d.ffn_down.weight", i), F, E, 0);
@@ -253,6 +260,12 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
                 add(t, &n, p, T_BIAS, NM("blk.%d.ffn_gate_exps.bias", i), F, X, 0);
                 add(t, &n, p, T_BIAS, NM("blk.%d.ffn_up_exps.bias", i), F, X, 0);
                 add(t, &n, p, T_BIAS, NM("blk.%d.ffn_down_exps.bias", i), E, X, 0);
+            }
+            if (glm) {
+                add(t, &n, p, T_BIAS, NM("blk.%d.exp_probs_b.bias", i), X, 0, 0);
+                add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate_shexp.weight", i), E, F, 0);
+                add(t, &n, p, T_MAT, NM("blk.%d.ffn_up_shexp.weight", i), E, F, 0);
+                add(t, &n, p, T_MAT, NM("blk.%d.ffn_down_shexp.weight", i), F, E, 0);
             }
             if (!strcmp(a, "qwen2moe")) {
                 add(t, &n, p, T_BIAS, NM("blk.%d.ffn_gate_inp_shexp.weight", i), E, 0, 0);
@@ -352,6 +365,16 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
         KF32("rope.scaling.yarn_log_multiplier", 0.1);
         if (!st) st = sl_gguf_writer_set_str(w, "deepseek2.rope.scaling.type", "yarn", err);
         if (!st) st = sl_gguf_writer_set_bool(w, "deepseek2.expert_weights_norm", true, err);
+        if (p->n_nextn) KU32("nextn_predict_layers", p->n_nextn);
+    }
+    if (glm) {
+        KU32("rope.dimension_count", D / 2);
+        KU32("leading_dense_block_count", p->n_dense);
+        KU32("expert_feed_forward_length", F);
+        KU32("expert_shared_count", 1);
+        KU32("expert_gating_func", 2);
+        KF32("expert_weights_scale", 2.5);
+        if (!st) st = sl_gguf_writer_set_bool(w, "glm4moe.expert_weights_norm", true, err);
         if (p->n_nextn) KU32("nextn_predict_layers", p->n_nextn);
     }
     if (p->set_key && !set_done) KU32(p->set_key, p->set_val);

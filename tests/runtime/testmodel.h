@@ -13,7 +13,8 @@
 
 typedef struct tm_params {
     const char *arch;        /* llama, mixtral, mixtral-split, qwen2moe, qwen3moe, olmoe, gemma3,
-                              * gpt-oss, deepseek2, qwen2, qwen3, gemma2, granite */
+                              * gpt-oss, deepseek2, qwen2, qwen3, gemma2, granite, phi3,
+                              * glm4moe (q/k/v biases, q/k norms, rotary on half a head) */
     int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_expert, n_expert_used, n_vocab;
     int n_ff_shexp;          /* qwen2moe */
     int n_swa;               /* gemma3, gpt-oss */
@@ -26,15 +27,17 @@ typedef struct tm_params {
     int gemma_output;        /* gemma3, gemma2: write an output.weight all the same */
     const char *ffn_act;     /* sluice.feed_forward_activation ("relu"), or NULL: none */
     /* deepseek2: MLA with q_lora, kv_lora n_embd / 2, nope head_dim, rope head_dim / 2, v
-     * head_dim; n_dense leading dense layers; n_group expert groups (0: none), n_group_used */
+     * head_dim; n_dense leading dense layers (also glm4moe); n_group expert groups (0: none),
+     * n_group_used */
     int n_dense, n_group, n_group_used;
     /* deepseek2: the legacy layout of the same weights, blk.N.attn_kv_b [kv_lora, H * (nope +
      * v)] assembled from what attn_k_b / attn_v_b would hold, and no *_mla keys (key_length
      * nope + rope, value_length v, head_count_kv n_head) */
     int legacy_kv_b;
-    /* deepseek2: the last n_nextn of the n_layer blocks are MTP blocks, as a DeepSeek-V3 or
-     * GLM-4.5 file with nextn_predict_layers = n_nextn holds them (each also carries
-     * blk.N.nextn.eh_proj [2 * n_embd, n_embd], enorm, hnorm and shared_head_norm [n_embd]) */
+    /* deepseek2, glm4moe: the last n_nextn of the n_layer blocks are MTP blocks, as a
+     * DeepSeek-V3 or GLM-4.5 file with nextn_predict_layers = n_nextn holds them (each also
+     * carries blk.N.nextn.eh_proj [2 * n_embd, n_embd], enorm, hnorm and shared_head_norm
+     * [n_embd]) */
     int n_nextn;
     /* metadata: "{arch}.<set_key>" written as u32 set_val (added or replacing the usual
      * value); "{arch}.<drop_key>" left out; NULL: none */
@@ -46,7 +49,8 @@ typedef struct tm_params {
  * heads, head_dim 16 (qwen3moe, qwen3 32, i.e. n_head * head_dim != n_embd), ffn 64, 8
  * experts top 2 (none for the dense llama, gemma3, qwen2, qwen3, gemma2, granite),
  * vocab 300, F32; gpt-oss: 4 experts, sliding window 4 (layer 0 slides, layer 1 does not);
- * deepseek2: 3 layers, the first dense, 4 expert groups of which 2 are used. */
+ * deepseek2: 3 layers, the first dense, 4 expert groups of which 2 are used; glm4moe: 3
+ * layers, the first dense. */
 void tm_defaults(const char *arch, tm_params *p);
 sl_status tm_write(const tm_params *p, const char *path, sl_error *err);
 
