@@ -22,6 +22,8 @@ static const struct {
     [SL_ARCH_PHI3] = {"phi3", NULL},
     [SL_ARCH_QWEN3NEXT] = {"qwen3next", NULL},
     [SL_ARCH_GLM4MOE] = {"glm4moe", "Solar Open"},
+    [SL_ARCH_QWEN35] = {"qwen35", NULL},
+    [SL_ARCH_QWEN35MOE] = {"qwen35moe", NULL},
 };
 
 const char *sl_arch_name(sl_arch a)

@@ -29,6 +29,9 @@ typedef enum sl_arch {
     SL_ARCH_GLM4MOE,    /* GLM-4.5 / 4.6 / 4.7 (and Solar Open): GQA with q/k/v biases and
                            partial rotary, sigmoid router with a selection bias, an ungated
                            shared expert, leading dense layers, an MTP block */
+    SL_ARCH_QWEN35,     /* Qwen3.5 dense: Qwen3-Next's mixers (Gated DeltaNet, gated
+                           attention) with a dense FFN, M-RoPE sections */
+    SL_ARCH_QWEN35MOE,  /* Qwen3.5 MoE: the same mixers, Qwen3-Next's experts */
     SL_ARCH_COUNT       /* not an architecture: the list's length */
 } sl_arch;
 

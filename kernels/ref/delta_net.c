@@ -64,8 +64,9 @@ void sl_ref_gdn_gates(const sl_gdn_dims *d, const float *ba, int64_t n, const fl
             for (int32_t j = 0; j < r; j++) {
                 const int32_t h = kh * r + j;
                 const float *row = ba + (t * Hk + kh) * 2 * r;
-                beta[t * Hv + h] = 1.0f / (1.0f + expf(-row[j]));
-                const float a = row[r + j] + dt_bias[h];
+                const float b = d->ba_split ? ba[t * Hv + h] : row[j];
+                beta[t * Hv + h] = 1.0f / (1.0f + expf(-b));
+                const float a = (d->ba_split ? ba[(n + t) * Hv + h] : row[r + j]) + dt_bias[h];
                 const float sp = a > 20.0f ? a : log1pf(expf(a)); /* ggml_softplus */
                 g[t * Hv + h] = sp * ssm_a[h];
             }
@@ -91,7 +92,7 @@ void sl_ref_gdn_heads(const sl_gdn_dims *d, const float *y, const float *z, cons
     float q[SL_GDN_MAX_HEAD], k[SL_GDN_MAX_HEAD], delta[SL_GDN_MAX_HEAD];
     for (int32_t h = h0; h < h1; h++) {
         float *M = state + (int64_t)h * S * S;
-        const int32_t kh = h / r;
+        const int32_t kh = d->tiled ? h % Hk : h / r;
         for (int64_t t = 0; t < n; t++) {
             const float *yt = y + t * C;
             l2_norm(yt + (int64_t)kh * S, S, d->eps, q);

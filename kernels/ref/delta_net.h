@@ -5,12 +5,15 @@
  * the norms' sums (double, as ggml).
  *
  * Shapes (token-major rows): a token's conv channels are C = 2 Hk S + Hv S, q | k | v (q, k:
- * Hk heads of S, v: Hv heads of S); value head h reads key head h / (Hv / Hk) (llama.cpp's
- * repeat of each key head, HF's repeat_interleave). A head's state is an S x S matrix M
+ * Hk heads of S, v: Hv heads of S); value head h reads key head h / (Hv / Hk) (Qwen3-Next:
+ * llama.cpp's repeat of each key head, HF's repeat_interleave), or h % Hk when tiled (Qwen3.5:
+ * its converter reorders the value heads so that llama.cpp tiles the key heads, ggml_repeat).
+ * A head's state is an S x S matrix M
  * stored row-major with M[j][i] = S[i][j] (i over the key, j over the value), as ggml's. */
 #ifndef SL_KERNELS_REF_DELTA_NET_H
 #define SL_KERNELS_REF_DELTA_NET_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/status.h"
@@ -21,6 +24,9 @@ typedef struct sl_gdn_dims {
     int32_t n_k_heads, n_v_heads, head_dim; /* Hk, Hv (a multiple of Hk), S */
     int32_t d_conv;                         /* conv taps (>= 1) */
     float eps;                              /* the l2 norms' and the gated norm's epsilon */
+    bool tiled;                             /* value head h reads key head h % Hk */
+    bool ba_split;                          /* the gates' input: separate beta and alpha
+                                               rows (sl_ref_gdn_gates) */
 } sl_gdn_dims;
 
 /* Checks d (positive sizes, S <= SL_GDN_MAX_HEAD, Hv % Hk == 0); SL_ERR_INVALID naming the field. */
@@ -34,7 +40,8 @@ int64_t sl_gdn_channels(const sl_gdn_dims *d);
 void sl_ref_gdn_conv(const float *x, int64_t n, int64_t C, int32_t d_conv, const float *w,
                      float *state, float *y);
 /* Per token t and value head h from the projection ba [n][Hk][2 r] (r = Hv / Hk: per key head
- * r betas then r alphas): beta[t][h] = sigmoid(b), g[t][h] = softplus(a + dt_bias[h]) *
+ * r betas then r alphas; with d->ba_split: the betas [n][Hv] then the alphas [n][Hv], Qwen3.5's
+ * ssm_beta and ssm_alpha): beta[t][h] = sigmoid(b), g[t][h] = softplus(a + dt_bias[h]) *
  * ssm_a[h] (ssm_a = -exp(A_log): g is the log of the state's decay). */
 void sl_ref_gdn_gates(const sl_gdn_dims *d, const float *ba, int64_t n, const float *dt_bias,
                       const float *ssm_a, float *g, float *beta);

@@ -77,6 +77,18 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                           .moe_capable = true, .moe_required = true, .act = SL_MOE_SILU,
                           .post_attn_ffn_norm = true, .hparams_moe = sl__glm4moe_hparams,
                           .bind_moe = sl__glm4moe_bind_moe},
+    /* Qwen3.5: Qwen3-Next's rows, dense or MoE (arch_qwen3next.c says what differs) */
+    [SL_ARCH_QWEN35] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .act = SL_MOE_SILU,
+                         .post_attn_ffn_norm = true, .own_attn = true, .recurrent = true,
+                         .hparams = sl__qwen3next_hparams,
+                         .bind_layer = sl__qwen3next_bind_layer},
+    [SL_ARCH_QWEN35MOE] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
+                            .moe_capable = true, .moe_required = true, .norm_topk = true,
+                            .shared_expert = true, .act = SL_MOE_SILU,
+                            .post_attn_ffn_norm = true, .own_attn = true, .recurrent = true,
+                            .expert_widths = sl__qwen_moe_expert_widths,
+                            .hparams = sl__qwen3next_hparams,
+                            .bind_layer = sl__qwen3next_bind_layer},
 };
 
 const sl__arch_traits *sl__arch_traits_get(sl_arch a)

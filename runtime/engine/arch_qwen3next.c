@@ -1,5 +1,6 @@
 /* runtime/engine/arch_qwen3next.c: Qwen3-Next (llama.cpp LLM_ARCH_QWEN3NEXT,
- * src/models/qwen3next.cpp), its keys, tensors, layers and recurrent state.
+ * src/models/qwen3next.cpp) and Qwen3.5 (qwen35moe, and qwen35 with a dense FFN: its
+ * src/models/qwen35*.cpp), their keys, tensors, layers and recurrent state.
  *
  * A block: x += mixer(rms(x, attn_norm)); x += moe(rms(x, post_attention_norm)) where the MoE
  * is qwen2moe's (softmax top-k, renormalised, plus the shared expert times sigmoid(w . xn)),
@@ -16,6 +17,10 @@
  *   then SiLU, gates g = softplus(alpha + ssm_dt.bias) * ssm_a, beta = sigmoid(b), the delta
  *   rule over l2-normed q, k per value head, the gated RMS norm (ssm_norm [S], times
  *   silu(z)), ssm_out [Hv S, E]. The math is kernels/ref/delta_net.h's (pool: kernels/cpu).
+ * Qwen3.5 differs in three places, as its converter writes it: separate ssm_beta and ssm_alpha
+ * [E, Hv] for ssm_ba; value head h reads key head h % Hk (the converter reorders the value
+ * heads so that llama.cpp tiles the key heads); interleaved M-RoPE over
+ * rope.dimension_sections, which for text is NEOX's rotation (rope_sections says when).
  * Refused naming the key or tensor: recurrent_layers of another type or length, the legacy
  * fused ssm_in layout, ssm.inner_size != state_size * time_step_rank (llama.cpp's
  * tensor shapes assume it), group_count not dividing time_step_rank.
@@ -45,7 +50,13 @@ static sl_gdn_dims dims_of(const sl__hparams *hp)
 {
     return (sl_gdn_dims){.n_k_heads = hp->ssm_n_group, .n_v_heads = hp->ssm_dt_rank,
                          .head_dim = hp->ssm_d_state, .d_conv = hp->ssm_d_conv,
-                         .eps = hp->rms_eps};
+                         .eps = hp->rms_eps, .tiled = hp->ssm_qwen35,
+                         .ba_split = hp->ssm_qwen35};
+}
+
+static bool qwen35(const sl_model *m)
+{
+    return m->arch == SL_ARCH_QWEN35 || m->arch == SL_ARCH_QWEN35MOE;
 }
 
 static int64_t max64(int64_t a, int64_t b)
@@ -53,27 +64,30 @@ static int64_t max64(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
-#define RECR_KEY "qwen3next.attention.recurrent_layers"
+#define RECR_SUFFIX "attention.recurrent_layers"
 
 /* Checks the file's recurrent_layers, when present (llama.cpp get_key_or_arr: one bool, or a
  * bool per block of block_count, MTP blocks included). */
 static sl_status recr_check(const sl_model *m, int64_t n_all, sl_error *err)
 {
-    const sl_gguf_value *v = sl_gguf_find(m->gguf, RECR_KEY);
+    char k[96];
+    const sl_gguf_value *v = sl_gguf_find(m->gguf, sl__arch_key(k, sizeof k, m, RECR_SUFFIX));
     if (!v || v->type == SL_GGUF_BOOL) return SL_OK;
     if (v->type != SL_GGUF_ARR || v->v.arr.elem != SL_GGUF_BOOL)
         return sl_error_set(err, SL_ERR_TYPE, "%s: metadata key '%s': %s, expected bool or an "
-                            "array of bool", m->path, RECR_KEY, sl_gguf_vtype_name(v->type));
+                            "array of bool", m->path, k, sl_gguf_vtype_name(v->type));
     if ((int64_t)v->v.arr.n != n_all)
         return sl_error_set(err, SL_ERR_FORMAT, "%s: metadata key '%s': %llu entries, expected "
-                            "block_count %lld", m->path, RECR_KEY,
-                            (unsigned long long)v->v.arr.n, (long long)n_all);
+                            "block_count %lld", m->path, k, (unsigned long long)v->v.arr.n,
+                            (long long)n_all);
     return SL_OK;
 }
 
 static bool is_recurrent(const sl_model *m, int il)
 {
-    const sl_gguf_value *v = sl_gguf_find(m->gguf, RECR_KEY), *e = v;
+    char k[96];
+    const sl_gguf_value *v = sl_gguf_find(m->gguf, sl__arch_key(k, sizeof k, m, RECR_SUFFIX)),
+                        *e = v;
     sl_gguf_value item;
     if (v && v->type == SL_GGUF_ARR)
         e = sl_gguf_arr_get(v, (uint64_t)il, &item, NULL) == SL_OK ? &item : NULL;
@@ -81,12 +95,50 @@ static bool is_recurrent(const sl_model *m, int il)
     return (il + 1) % m->hp.full_attn_interval != 0;
 }
 
+/* Qwen3.5's rope: interleaved M-RoPE (llama.cpp IMROPE) over rope.dimension_sections (a
+ * required key there). For text every position component but the fourth is the token's
+ * position, so where every rotated pair takes one of the first three (ggml's rule: pair i is
+ * section i % 3 while i < 3 * sections[i % 3]), the rotation is NEOX's; a file whose sections
+ * leave a pair to the fourth component is refused. */
+static sl_status rope_sections(const sl_model *m, sl_error *err)
+{
+    char k[96];
+    const sl_gguf_value *v =
+        sl_gguf_find(m->gguf, sl__arch_key(k, sizeof k, m, "rope.dimension_sections"));
+    if (!v)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s' missing (required)", k);
+    if (v->type != SL_GGUF_ARR || v->v.arr.n < 3)
+        return sl_error_set(err, SL_ERR_TYPE, "metadata key '%s': expected an array of 4 "
+                            "integers", k);
+    int64_t sec[3];
+    for (uint64_t i = 0; i < 3; i++) {
+        sl_gguf_value e;
+        sl_status st = sl_gguf_arr_get(v, i, &e, err);
+        if (st) return st;
+        if (e.type == SL_GGUF_I32 || e.type == SL_GGUF_I64) sec[i] = e.v.i64;
+        else if (e.type == SL_GGUF_U32 || e.type == SL_GGUF_U64) sec[i] = (int64_t)e.v.u64;
+        else
+            return sl_error_set(err, SL_ERR_TYPE, "metadata key '%s': array of %s, expected "
+                                "integers", k, sl_gguf_vtype_name(e.type));
+    }
+    for (int32_t i = 0; i < m->hp.n_rot / 2; i++)
+        if (i >= 3 * sec[i % 3])
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "metadata key '%s': [%lld, %lld, "
+                                "%lld, ...] leaves rotated pair %d of %d to the fourth position "
+                                "component (not supported)", k, (long long)sec[0],
+                                (long long)sec[1], (long long)sec[2], i, m->hp.n_rot / 2);
+    return SL_OK;
+}
+
 sl_status sl__qwen3next_hparams(sl_model *m, sl_error *err)
 {
     sl__hparams *hp = &m->hp;
     const int64_t BIG = 1 << 20;
     sl_status st;
-    if ((st = recr_check(m, hp->n_layer, err))) return st;
+    if ((st = recr_check(m, hp->n_layer + hp->n_layer_nextn, err)) ||
+        (qwen35(m) && (st = rope_sections(m, err))))
+        return st;
+    hp->ssm_qwen35 = qwen35(m);
     if ((st = sl__arch_get_i32(m, "ssm.conv_kernel", true, 0, 1, 64, &hp->ssm_d_conv, err)) ||
         (st = sl__arch_get_i32(m, "ssm.inner_size", true, 0, 1, BIG, &hp->ssm_d_inner, err)) ||
         (st = sl__arch_get_i32(m, "ssm.state_size", true, 0, 1, SL_GDN_MAX_HEAD,
@@ -98,13 +150,14 @@ sl_status sl__qwen3next_hparams(sl_model *m, sl_error *err)
         (st = sl__arch_get_i32(m, "full_attention_interval", false, 4, 1, 1 << 16,
                                &hp->full_attn_interval, err)))
         return st;
+    const char *a = sl_arch_name(m->arch);
     if (hp->ssm_dt_rank % hp->ssm_n_group)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key 'qwen3next.ssm.time_step_rank': "
-                            "%d value heads, not a multiple of ssm.group_count %d key heads",
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.ssm.time_step_rank': %d "
+                            "value heads, not a multiple of ssm.group_count %d key heads", a,
                             hp->ssm_dt_rank, hp->ssm_n_group);
     if ((int64_t)hp->ssm_d_state * hp->ssm_dt_rank != hp->ssm_d_inner)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key 'qwen3next.ssm.inner_size': %d, "
-                            "expected state_size %d x time_step_rank %d", hp->ssm_d_inner,
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.ssm.inner_size': %d, "
+                            "expected state_size %d x time_step_rank %d", a, hp->ssm_d_inner,
                             hp->ssm_d_state, hp->ssm_dt_rank);
     const sl_gdn_dims d = dims_of(hp);
     if ((st = sl_gdn_dims_check(&d, err))) return st;
@@ -149,8 +202,12 @@ sl_status sl__qwen3next_bind_layer(sl_model *m, int il, sl_error *err)
                             il, err)) ||
         (st = sl__arch_bind(m, &L->ssm_z, true, false, NE(E, VD), "blk.%d.attn_gate.weight",
                             il, err)) ||
-        (st = sl__arch_bind(m, &L->ssm_ba, true, false, NE(E, 2 * Hv), "blk.%d.ssm_ba.weight",
-                            il, err)) ||
+        (!qwen35(m) && (st = sl__arch_bind(m, &L->ssm_ba, true, false, NE(E, 2 * Hv),
+                                           "blk.%d.ssm_ba.weight", il, err))) ||
+        (qwen35(m) && (st = sl__arch_bind(m, &L->ssm_beta, true, false, NE(E, Hv),
+                                          "blk.%d.ssm_beta.weight", il, err))) ||
+        (qwen35(m) && (st = sl__arch_bind(m, &L->ssm_alpha, true, false, NE(E, Hv),
+                                          "blk.%d.ssm_alpha.weight", il, err))) ||
         (st = sl__arch_bind(m, &L->ssm_conv1d, true, true, NE(d.d_conv, C),
                             "blk.%d.ssm_conv1d.weight", il, err)) ||
         (st = sl__arch_bind(m, &L->ssm_dt, true, true, NE(Hv), "blk.%d.ssm_dt.bias", il,
@@ -283,11 +340,15 @@ sl_status sl__qwen3next_linear(sl_ctx *c, const sl__side *s, int32_t il, int64_t
     const int32_t slot = rs ? rs->slot[il] : -1;
     if (slot < 0)
         return sl_error_set(err, SL_ERR_INVALID, "layer %d: no recurrent state", il);
-    /* g: q | k | v rows, u: z, k: b | a; then q: the conv's output, v: g | beta, att: out */
+    /* g: q | k | v rows, u: z, k: b | a (Qwen3.5: the betas' rows, then the alphas'); then q:
+     * the conv's output, v: g | beta, att: out */
     sl_status st;
     if ((st = vt->mm(s->dx, L->ssm_qkv, s->xn, n, s->g, err)) ||
         (st = vt->mm(s->dx, L->ssm_z, s->xn, n, s->u, err)) ||
-        (st = vt->mm(s->dx, L->ssm_ba, s->xn, n, s->k, err)) || (st = host_ready(c, s, err)))
+        (L->ssm_ba && (st = vt->mm(s->dx, L->ssm_ba, s->xn, n, s->k, err))) ||
+        (!L->ssm_ba && (st = vt->mm(s->dx, L->ssm_beta, s->xn, n, s->k, err))) ||
+        (!L->ssm_ba && (st = vt->mm(s->dx, L->ssm_alpha, s->xn, n, s->k + n * Hv, err))) ||
+        (st = host_ready(c, s, err)))
         return st;
     float *gate = s->v, *beta = s->v + n * Hv;
     sl_ref_gdn_gates(&d, s->k, n, L->ssm_dt->data, L->ssm_a->data, gate, beta);

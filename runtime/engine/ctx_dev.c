@@ -38,7 +38,7 @@ static size_t core_weights(const sl__layer *L, const sl_weight **out)
                               L->gate_inp_b, L->wq_a, L->q_a_norm, L->wq_b, L->wkv_a,
                               L->kv_a_norm, L->wk_b, L->wv_b, L->exp_probs_b, L->ssm_qkv,
                               L->ssm_z, L->ssm_conv1d, L->ssm_dt, L->ssm_a, L->ssm_ba,
-                              L->ssm_norm};
+                              L->ssm_beta, L->ssm_alpha, L->ssm_norm};
     size_t n = 0;
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         if (all[i]) out[n++] = all[i];

@@ -147,6 +147,7 @@ typedef struct sl__hparams {
      * (group_count) key heads and n_v_heads (time_step_rank) value heads of d_state each,
      * d_inner = n_v_heads * d_state; layer il is recurrent iff (il + 1) % full_attn_interval */
     int32_t ssm_d_conv, ssm_d_inner, ssm_d_state, ssm_n_group, ssm_dt_rank;
+    bool ssm_qwen35;        /* Qwen3.5's DeltaNet: tiled key heads, split beta / alpha */
     int32_t full_attn_interval;
     /* floats per token the arch's own steps need in each of a side's q, att, k, v, g, u
      * buffers (ctx_dev.c sl__side_carve); 0: none */
@@ -181,6 +182,7 @@ typedef struct sl__layer {
      * rest below, and no q/k/v */
     bool attn_gated;
     sl_weight *ssm_qkv, *ssm_z, *ssm_conv1d, *ssm_dt, *ssm_a, *ssm_ba, *ssm_norm, *ssm_out;
+    sl_weight *ssm_beta, *ssm_alpha; /* Qwen3.5: ssm_ba's two halves, per value head */
     bool swa;               /* sliding-window layer */
     sl_rope_params rope;
     /* hot/cold split of the dense FFN (HOT_COLD placement), else n_hot == 0 and NULL parts:

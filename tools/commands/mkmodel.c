@@ -28,7 +28,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tools/run mkmodel [--arch llama|mixtral|qwen3moe|olmoe|qwen2moe|gemma3|\n"
             "                         gpt-oss|deepseek2|qwen2|qwen3|gemma2|granite|phi3|\n"
-            "                         qwen3next|glm4moe]\n"
+            "                         qwen3next|glm4moe|qwen35|qwen35moe]\n"
             "                         [flags] -o FILE\n"
             "\n"
             "Writes a small synthetic model in the GGUF layout llama.cpp loads, with a valid\n"
@@ -50,10 +50,12 @@ static void usage(FILE *f)
             "                    layer, 1/4 rotary; experts + gated shared expert),\n"
             "                    glm4moe (GLM-4.5: q/k/v biases, 1/2 rotary, a leading\n"
             "                    dense layer, sigmoid routing with a selection bias, one\n"
-            "                    ungated shared expert)\n"
+            "                    ungated shared expert), qwen35 / qwen35moe (Qwen3.5:\n"
+            "                    qwen3next's mixers with ssm_beta/ssm_alpha and M-RoPE\n"
+            "                    sections; a dense FFN / qwen3next's experts)\n"
             "                    (default: qwen3moe)\n"
             "  --layers N        transformer blocks (default 2; gemma3: 6; deepseek2,\n"
-            "                    glm4moe: 3; qwen3next: 4)\n"
+            "                    glm4moe: 3; qwen3next, qwen35, qwen35moe: 4)\n"
             "  --dim N           embedding width (default 64)\n"
             "  --ffn N           FFN width; per expert for MoE archs (default 128)\n"
             "  --experts N       experts per layer, MoE archs only (default 8, gpt-oss 4, max %d)\n"
@@ -63,8 +65,8 @@ static void usage(FILE *f)
             "                    deepseek2 writes 1: MLA)\n"
             "  --vocab N         vocabulary size, >= %d (default 512)\n"
             "  --ctx N           context_length metadata (default 256)\n"
-            "  --shared-ffn N    qwen2moe, qwen3next: shared-expert FFN width (default\n"
-            "                    qwen2moe 2 * --ffn, qwen3next --ffn)\n"
+            "  --shared-ffn N    qwen2moe, qwen3next, qwen35moe: shared-expert FFN width\n"
+            "                    (default qwen2moe 2 * --ffn, the others --ffn)\n"
             "  --sliding-window N  gemma3, gemma2, gpt-oss: window of the local layers\n"
             "                    (default 8)\n"
             "  --type T          matmul weight type: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1\n"
@@ -290,7 +292,8 @@ int sl_cli_mkmodel(int argc, char **argv)
         shexp_given |= uf[k].given && !strcmp(uf[k].name, "--shared-ffn");
     }
     if (arch == SL_SYNTH_QWEN2MOE && ffn_given && !shexp_given) p.n_ff_shexp = 2 * p.n_ff;
-    if (arch == SL_SYNTH_QWEN3NEXT && ffn_given && !shexp_given) p.n_ff_shexp = p.n_ff;
+    if ((arch == SL_SYNTH_QWEN3NEXT || arch == SL_SYNTH_QWEN35MOE) && ffn_given && !shexp_given)
+        p.n_ff_shexp = p.n_ff;
     if (type_s) {
         const sl_gguf_type_info *ti = sl_gguf_type_by_name(type_s);
         if (!ti || sl_synth_file_type(ti->code) == UINT32_MAX)

@@ -138,7 +138,24 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
     /* GLM-4.5 / 4.5-Air: rope_theta 1e6, rms_norm_eps 1e-5, pre-tokenizer "glm4" */
     [SL_SYNTH_GLM4MOE] = {NULL, SL_ARCH_GLM4MOE, true, true, "glm4", 1000000.0f, 1e-5f,
                           SL__VOCAB_BPE},
+    /* Qwen3.5: rope_theta 1e7, rms_norm_eps 1e-6, pre-tokenizer "qwen35", <|im_end|> */
+    [SL_SYNTH_QWEN35] = {NULL, SL_ARCH_QWEN35, false, true, "qwen35", 10000000.0f, 1e-6f,
+                         SL__VOCAB_BPE_IM_END},
+    [SL_SYNTH_QWEN35MOE] = {NULL, SL_ARCH_QWEN35MOE, true, true, "qwen35", 10000000.0f, 1e-6f,
+                            SL__VOCAB_BPE_IM_END},
 };
+
+/* The Gated DeltaNet archs (qwen3next's mixers). */
+static bool gdn(sl_synth_arch a)
+{
+    return a == SL_SYNTH_QWEN3NEXT || a == SL_SYNTH_QWEN35 || a == SL_SYNTH_QWEN35MOE;
+}
+
+/* Those with a shared expert of their own width (--shared-ffn). */
+static bool shared_ffn(sl_synth_arch a)
+{
+    return a == SL_SYNTH_QWEN2MOE || a == SL_SYNTH_QWEN3NEXT || a == SL_SYNTH_QWEN35MOE;
+}
 
 /* Granite 3.0 2B's multipliers (embedding_multiplier, residual_multiplier,
  * attention_multiplier, logits_scaling) */
@@ -199,10 +216,8 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
     p->neuron_skew = 0.0; /* on, it makes small models' logits sensitive to routing flips */
     p->seed = 1;
     if (a == SL_SYNTH_QWEN2MOE) p->n_ff_shexp = 2 * p->n_ff;
-    if (a == SL_SYNTH_QWEN3NEXT) {
-        p->n_layer = 4; /* full_attention_interval 4: layers 0-2 linear, 3 full attention */
-        p->n_ff_shexp = p->n_ff;
-    }
+    if (gdn(a)) p->n_layer = 4; /* full_attention_interval 4: layers 0-2 linear, 3 full */
+    if (a == SL_SYNTH_QWEN3NEXT || a == SL_SYNTH_QWEN35MOE) p->n_ff_shexp = p->n_ff;
     if (a == SL_SYNTH_GEMMA3) {
         p->n_layer = 6; /* llama.cpp's Gemma 3 pattern: every 6th layer is global */
         p->n_swa = 8;
@@ -295,12 +310,12 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
         return sl_error_set(err, SL_ERR_INVALID,
                             "--kv-heads %u: --heads %u is not divisible by it", p->n_head_kv,
                             p->n_head);
-    if (p->arch == SL_SYNTH_QWEN2MOE || p->arch == SL_SYNTH_QWEN3NEXT) {
+    if (shared_ffn(p->arch)) {
         if ((st = check_range("--shared-ffn", p->n_ff_shexp, 1, 1 << 22, err))) return st;
     } else if (p->n_ff_shexp) {
         return sl_error_set(err, SL_ERR_INVALID,
-                            "--shared-ffn %u: only qwen2moe and qwen3next have a shared expert "
-                            "(not %s)",
+                            "--shared-ffn %u: only qwen2moe, qwen3next and qwen35moe have a "
+                            "shared expert of their own width (not %s)",
                             p->n_ff_shexp, sl_synth_arch_name(p->arch));
     }
     if (p->arch == SL_SYNTH_GEMMA3 || p->arch == SL_SYNTH_GPT_OSS ||
@@ -358,11 +373,11 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
         return sl_error_set(err, SL_ERR_INVALID, "%s: only glm4moe (not %s)",
                             p->nextn ? "--nextn" : "--qk-norm", sl_synth_arch_name(p->arch));
     }
-    if (p->arch == SL_SYNTH_QWEN3NEXT && (p->n_embd / p->n_head < 8 ||
-                                          p->n_embd / p->n_head > 1024))
-        return sl_error_set(err, SL_ERR_INVALID, "--dim %u / --heads %u: qwen3next's head size "
-                            "%u must be in [8, 1024] (rotary on a quarter of it, at least 2)",
-                            p->n_embd, p->n_head, p->n_embd / p->n_head);
+    if (gdn(p->arch) && (p->n_embd / p->n_head < 8 || p->n_embd / p->n_head > 1024))
+        return sl_error_set(err, SL_ERR_INVALID, "--dim %u / --heads %u: %s's head size %u "
+                            "must be in [8, 1024] (rotary on a quarter of it, at least 2)",
+                            p->n_embd, p->n_head, sl_synth_arch_name(p->arch),
+                            p->n_embd / p->n_head);
     if (p->arch == SL_SYNTH_OLMOE && p->n_head_kv != p->n_head)
         return sl_error_set(err, SL_ERR_INVALID,
                             "--kv-heads %u: olmoe needs --kv-heads == --heads (%u): llama.cpp "
@@ -576,7 +591,7 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     if (p->arch == SL_SYNTH_LLAMA || p->arch == SL_SYNTH_MIXTRAL ||
         p->arch == SL_SYNTH_GRANITE)
         kv_arch_u32(c, "rope.dimension_count", head_dim);
-    const bool qnext = p->arch == SL_SYNTH_QWEN3NEXT;
+    const bool qnext = gdn(p->arch), qmoe = qnext && ai->moe;
     if (p->longrope) { /* Phi3MiniModel's attention factor for a context scaled ctx / N */
         const double sc = (double)p->n_ctx / (double)p->longrope;
         if (p->arch != SL_SYNTH_PHI3) {
@@ -588,9 +603,9 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
                     sc > 1.0 ? (float)sqrt(1.0 + log(sc) / log((double)p->longrope)) : 1.0f);
     }
     if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN2MOE ||
-        p->arch == SL_SYNTH_GPT_OSS || qnext)
+        p->arch == SL_SYNTH_GPT_OSS || qmoe)
         kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
-    if (p->arch == SL_SYNTH_QWEN2MOE || qnext)
+    if (p->arch == SL_SYNTH_QWEN2MOE || qmoe)
         kv_arch_u32(c, "expert_shared_feed_forward_length", p->n_ff_shexp);
     if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_GEMMA3 ||
         p->arch == SL_SYNTH_GPT_OSS || p->arch == SL_SYNTH_QWEN3 || p->arch == SL_SYNTH_GEMMA2 ||
@@ -619,6 +634,16 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
         kv_arch_u32(c, "ssm.inner_size", head_dim * p->n_head);
         kv_arch_u32(c, "full_attention_interval", SL_SYNTH_QWEN3NEXT_FULL_ATTN);
         kv_arch_u32(c, "rope.dimension_count", head_dim / 4 / 2 * 2);
+    }
+    if (qnext && p->arch != SL_SYNTH_QWEN3NEXT && !c->st) {
+        /* Qwen3.5's interleaved M-RoPE sections ([11, 11, 10, 0] for 32 rotated pairs): as
+         * many pairs as ggml's rule gives each of the three components, none to the fourth */
+        const int32_t P = (int32_t)(head_dim / 4 / 2), sec[4] = {(P + 2) / 3, (P + 1) / 3,
+                                                                 P / 3, 0};
+        char key[128];
+        snprintf(key, sizeof key, "%s.rope.dimension_sections", c->arch);
+        c->st = sl_gguf_writer_set_arr(c->w, key, SL_GGUF_I32, sec, 4, c->err);
+        c->n++;
     }
     if (p->arch == SL_SYNTH_GRANITE) { /* GraniteModel.set_gguf_parameters */
         kv_arch_f32(c, "embedding_scale", k_granite_scale[0]);

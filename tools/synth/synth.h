@@ -1,6 +1,6 @@
 /* synth: synthetic GGUF models in the layouts llama.cpp loads (llama, mixtral, qwen3moe, olmoe,
  * qwen2moe, gemma3, gpt-oss, deepseek2, qwen2, qwen3, gemma2, granite, phi3, qwen3next,
- * glm4moe).
+ * glm4moe, qwen35, qwen35moe).
  *
  * What a file contains (names, shapes in ggml ne order, keys) follows llama.cpp's
  * llama-model.cpp / llama-arch.cpp and convert_hf_to_gguf.py; tests/mkmodel/mkmodel_test.py
@@ -54,6 +54,10 @@ typedef enum sl_synth_arch {
                              * q/k norms (--qk-norm), a leading dense layer, sigmoid routing
                              * with the selection bias, one ungated shared expert, optional
                              * MTP blocks (--nextn) */
+    SL_SYNTH_QWEN35,        /* qwen3next's mixers in Qwen3.5's layout (ssm_beta / ssm_alpha,
+                             * M-RoPE sections; value heads tiled over the key heads) with a
+                             * dense FFN */
+    SL_SYNTH_QWEN35MOE,     /* the same mixers with qwen3next's experts and shared expert */
     SL_SYNTH_ARCH_COUNT
 } sl_synth_arch;
 
@@ -76,8 +80,8 @@ typedef struct sl_synth_params {
     uint32_t n_head_kv;     /* --kv-heads */
     uint32_t n_vocab;       /* --vocab */
     uint32_t n_ctx;         /* --ctx: context_length */
-    uint32_t n_ff_shexp;    /* --shared-ffn: shared-expert FFN width (qwen2moe, qwen3next;
-                             * else 0) */
+    uint32_t n_ff_shexp;    /* --shared-ffn: shared-expert FFN width (qwen2moe, qwen3next,
+                             * qwen35moe; else 0) */
     uint32_t n_swa;         /* --sliding-window: local layers' window in tokens (gemma3,
                              * gpt-oss, gemma2; else 0) */
     uint32_t type;          /* --type: ggml type of matmul weights (SL_SYNTH_TYPES); MXFP4
@@ -130,7 +134,8 @@ typedef struct sl_synth_summary {
 } sl_synth_summary;
 
 /* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
- * "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next", "glm4moe"; "?" out of range. */
+ * "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next", "glm4moe", "qwen35",
+ * "qwen35moe"; "?" out of range. */
 const char *sl_synth_arch_name(sl_synth_arch a);
 /* Whether the architecture has routed experts (--experts/--top-k apply). */
 bool sl_synth_arch_is_moe(sl_synth_arch a);
@@ -143,8 +148,8 @@ sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err);
  * sliding-window 8; gpt-oss: 4 experts top-2, sliding-window 8, so that 2 layers have one
  * sliding and one global layer; deepseek2: 3 layers (one leading dense), heads 4, the MLA
  * dimensions derived as sl_synth_params says; gemma2: sliding-window 8, so that its 2 layers
- * are one sliding and one global; qwen3next: 4 layers (the last with full attention),
- * shared-ffn = ffn; glm4moe: 3 layers (one leading dense), no MTP block, no q/k norms). */
+ * are one sliding and one global; qwen3next, qwen35, qwen35moe: 4 layers (the last with full
+ * attention), shared-ffn = ffn (not qwen35: dense); glm4moe: 3 layers (one leading dense), no MTP block, no q/k norms). */
 void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p);
 /* Checks every field for range and consistency; the message names the CLI flag (e.g. "--heads")
  * and the values at fault. SL_ERR_INVALID or SL_ERR_RANGE. */

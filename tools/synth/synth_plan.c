@@ -168,7 +168,8 @@ static uint32_t plan_phi3(const sl_synth_params *p, sl__synth_tensor *t, uint32_
 }
 
 /* qwen3next's blocks after token_embd (llama_model_qwen3next::load_arch_tensors, the layout
- * its converter writes): a Gated DeltaNet layer (Hv = --heads value heads and Hk = --kv-heads
+ * its converter writes; Qwen3.5 (llama_model_qwen35moe / qwen35): ssm_beta and ssm_alpha
+ * [E, Hv] for ssm_ba, and qwen35 a dense FFN for the experts): a Gated DeltaNet layer (Hv = --heads value heads and Hk = --kv-heads
  * key heads of S = --dim / --heads, conv 4) unless (i + 1) % 4 == 0, then gated attention
  * (attn_q rows per head q | gate), and every layer the qwen2moe FFN with its shared expert. */
 static uint32_t plan_qwen3next(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
@@ -177,6 +178,7 @@ static uint32_t plan_qwen3next(const sl_synth_params *p, sl__synth_tensor *t, ui
     const int64_t S = E / p->n_head, Hv = p->n_head, Hk = p->n_head_kv, Q = Hv * S,
                   KV = Hk * S, C = 2 * KV + Q, SH = p->n_ff_shexp;
     const uint32_t w = p->type, f32 = SL_GGML_F32;
+    const bool q35 = p->arch != SL_SYNTH_QWEN3NEXT;
     for (int i = 0; i < (int)p->n_layer; i++) {
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
         if ((i + 1) % SL_SYNTH_QWEN3NEXT_FULL_ATTN) {
@@ -186,7 +188,12 @@ static uint32_t plan_qwen3next(const sl_synth_params *p, sl__synth_tensor *t, ui
                 "blk.%d.ssm_conv1d.weight", i);
             add(t, &n, SL__K_BIAS, f32, Hv, 0, 0, "blk.%d.ssm_dt.bias", i);
             add(t, &n, SL__K_DECAY, f32, Hv, 0, 0, "blk.%d.ssm_a", i);
-            add(t, &n, SL__K_IN, w, E, 2 * Hv, 0, "blk.%d.ssm_ba.weight", i);
+            if (q35) { /* Qwen3.5: in_proj_b and in_proj_a apart */
+                add(t, &n, SL__K_IN, w, E, Hv, 0, "blk.%d.ssm_beta.weight", i);
+                add(t, &n, SL__K_IN, w, E, Hv, 0, "blk.%d.ssm_alpha.weight", i);
+            } else {
+                add(t, &n, SL__K_IN, w, E, 2 * Hv, 0, "blk.%d.ssm_ba.weight", i);
+            }
             add(t, &n, SL__K_NORM, f32, S, 0, 0, "blk.%d.ssm_norm.weight", i);
             add(t, &n, SL__K_OUT, row_type(w, Q), Q, E, 0, "blk.%d.ssm_out.weight", i);
         } else {
@@ -198,6 +205,10 @@ static uint32_t plan_qwen3next(const sl_synth_params *p, sl__synth_tensor *t, ui
             add(t, &n, SL__K_NORM, f32, S, 0, 0, "blk.%d.attn_k_norm.weight", i);
         }
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
+        if (p->arch == SL_SYNTH_QWEN35) { /* dense */
+            add_glu(t, &n, w, E, F, 0, "", SL__NEURONS_FFN, i);
+            continue;
+        }
         add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
         add_glu(t, &n, w, E, F, X, "_exps", SL__NEURONS_FFN, i);
         add(t, &n, SL__K_IN, f32, E, 0, 0, "blk.%d.ffn_gate_inp_shexp.weight", i);
@@ -278,7 +289,9 @@ uint32_t sl__synth_plan(const sl_synth_params *p, sl__synth_tensor *t)
     add(t, &n, SL__K_EMBD, w, E, V, 0, "token_embd.weight", 0);
     if (p->arch == SL_SYNTH_DEEPSEEK2) return plan_mla(p, t, n);
     if (p->arch == SL_SYNTH_PHI3) return plan_phi3(p, t, n);
-    if (p->arch == SL_SYNTH_QWEN3NEXT) return plan_qwen3next(p, t, n);
+    if (p->arch == SL_SYNTH_QWEN3NEXT || p->arch == SL_SYNTH_QWEN35 ||
+        p->arch == SL_SYNTH_QWEN35MOE)
+        return plan_qwen3next(p, t, n);
     if (p->arch == SL_SYNTH_GLM4MOE) return plan_glm4moe(p, t, n);
     for (int i = 0; i < (int)p->n_layer; i++) {
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
