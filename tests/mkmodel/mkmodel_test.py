@@ -563,31 +563,45 @@ def check_phi3_vocab():
     print("ok   phi3 vocabulary")
 
 
-def check_qwen3next():
+def check_qwen3next(arch="qwen3next"):
     """qwen3next (issue 34): the tensors llama_model_qwen3next::load_arch_tensors creates (the
     layout of its converter: attn_qkv + attn_gate, not the legacy ssm_in) and the keys
     Qwen3NextModel.set_gguf_parameters writes, for --layers 5 --heads 4 --kv-heads 2 (S 16:
-    key_dim 32, value_dim 64, conv_dim 128): layer 3 full attention, the others recurrent."""
+    key_dim 32, value_dim 64, conv_dim 128): layer 3 full attention, the others recurrent.
+    qwen35moe / qwen35 (llama_model_qwen35moe / _qwen35, Qwen3_5*TextModel): ssm_beta and
+    ssm_alpha [E, Hv] instead of ssm_ba, rope.dimension_sections [1, 1, 0, 0] (the two
+    rotated pairs of a quarter of 16), and qwen35 a dense FFN."""
     E, V, F, X, SH, L = 64, 512, 128, 8, 96, 5
-    r, path = mkmodel("--arch", "qwen3next", "--layers", str(L), "--shared-ffn", str(SH),
-                      out=os.path.join(TMP, "qwen3next.gguf"))
-    if not expect(r.returncode == 0, f"qwen3next: exit {r.returncode}: {r.stderr}"):
+    q35, dense = arch != "qwen3next", arch == "qwen35"
+    r, path = mkmodel("--arch", arch, "--layers", str(L),
+                      *([] if dense else ["--shared-ffn", str(SH)]),
+                      out=os.path.join(TMP, f"{arch}.gguf"))
+    if not expect(r.returncode == 0, f"{arch}: exit {r.returncode}: {r.stderr}"):
         return
     S, Hk, Hv, H, Hkv = 16, 2, 4, 4, 2
     want = {"token_embd.weight": [E, V], "output_norm.weight": [E], "output.weight": [E, V]}
     for i in range(L):
         b = f"blk.{i}."
-        want.update({b + "attn_norm.weight": [E], b + "post_attention_norm.weight": [E],
-                     b + "ffn_gate_inp.weight": [E, X], b + "ffn_gate_exps.weight": [E, F, X],
-                     b + "ffn_up_exps.weight": [E, F, X], b + "ffn_down_exps.weight": [F, E, X],
-                     b + "ffn_gate_inp_shexp.weight": [E], b + "ffn_gate_shexp.weight": [E, SH],
-                     b + "ffn_up_shexp.weight": [E, SH], b + "ffn_down_shexp.weight": [SH, E]})
+        want.update({b + "attn_norm.weight": [E], b + "post_attention_norm.weight": [E]})
+        if dense:
+            want.update({b + "ffn_gate.weight": [E, F], b + "ffn_up.weight": [E, F],
+                         b + "ffn_down.weight": [F, E]})
+        else:
+            want.update({b + "ffn_gate_inp.weight": [E, X], b + "ffn_gate_exps.weight": [E, F, X],
+                         b + "ffn_up_exps.weight": [E, F, X],
+                         b + "ffn_down_exps.weight": [F, E, X],
+                         b + "ffn_gate_inp_shexp.weight": [E], b + "ffn_gate_shexp.weight": [E, SH],
+                         b + "ffn_up_shexp.weight": [E, SH], b + "ffn_down_shexp.weight": [SH, E]})
         if (i + 1) % 4:
             kd, vd = S * Hk, S * Hv
             want.update({b + "attn_qkv.weight": [E, 2 * kd + vd], b + "attn_gate.weight": [E, vd],
                          b + "ssm_conv1d.weight": [4, 2 * kd + vd], b + "ssm_dt.bias": [Hv],
-                         b + "ssm_a": [Hv], b + "ssm_ba.weight": [E, 2 * Hv],
-                         b + "ssm_norm.weight": [S], b + "ssm_out.weight": [vd, E]})
+                         b + "ssm_a": [Hv], b + "ssm_norm.weight": [S],
+                         b + "ssm_out.weight": [vd, E]})
+            if q35:
+                want.update({b + "ssm_beta.weight": [E, Hv], b + "ssm_alpha.weight": [E, Hv]})
+            else:
+                want[b + "ssm_ba.weight"] = [E, 2 * Hv]
         else:
             D = E // H
             want.update({b + "attn_q.weight": [E, 2 * H * D], b + "attn_k.weight": [E, Hkv * D],
@@ -595,26 +609,30 @@ def check_qwen3next():
                          b + "attn_q_norm.weight": [D], b + "attn_k_norm.weight": [D]})
     rd = GGUFReader(path)
     got = {t.name: [int(x) for x in t.shape] for t in rd.tensors}
-    expect(got == want, f"qwen3next tensors: extra {sorted(set(got) - set(want))}, missing "
+    expect(got == want, f"{arch} tensors: extra {sorted(set(got) - set(want))}, missing "
            f"{sorted(set(want) - set(got))}, shapes differ "
            f"{sorted(k for k in got if k in want and got[k] != want[k])}")
     a = rd.fields
-    kv = {"general.architecture": "qwen3next", "qwen3next.block_count": L,
-          "qwen3next.ssm.conv_kernel": 4, "qwen3next.ssm.state_size": S,
-          "qwen3next.ssm.group_count": Hk, "qwen3next.ssm.time_step_rank": Hv,
-          "qwen3next.ssm.inner_size": S * Hv, "qwen3next.full_attention_interval": 4,
-          "qwen3next.rope.dimension_count": 4, "qwen3next.expert_count": X,
-          "qwen3next.expert_used_count": 2, "qwen3next.expert_feed_forward_length": F,
-          "qwen3next.expert_shared_feed_forward_length": SH,
-          "qwen3next.attention.key_length": 16, "qwen3next.attention.value_length": 16,
-          "qwen3next.attention.head_count": H, "qwen3next.attention.head_count_kv": Hkv,
-          "tokenizer.ggml.pre": "qwen2"}
+    kv = {"general.architecture": arch, f"{arch}.block_count": L,
+          f"{arch}.ssm.conv_kernel": 4, f"{arch}.ssm.state_size": S,
+          f"{arch}.ssm.group_count": Hk, f"{arch}.ssm.time_step_rank": Hv,
+          f"{arch}.ssm.inner_size": S * Hv, f"{arch}.full_attention_interval": 4,
+          f"{arch}.rope.dimension_count": 4,
+          f"{arch}.attention.key_length": 16, f"{arch}.attention.value_length": 16,
+          f"{arch}.attention.head_count": H, f"{arch}.attention.head_count_kv": Hkv,
+          "tokenizer.ggml.pre": "qwen35" if q35 else "qwen2"}
+    if not dense:
+        kv.update({f"{arch}.expert_count": X, f"{arch}.expert_used_count": 2,
+                   f"{arch}.expert_feed_forward_length": F,
+                   f"{arch}.expert_shared_feed_forward_length": SH})
+    if q35:
+        kv[f"{arch}.rope.dimension_sections"] = [1, 1, 0, 0]
     for k, v in kv.items():
         expect(k in a and field_value(a[k]) == v,
-               f"qwen3next: {k} = {field_value(a[k]) if k in a else None}, want {v}")
+               f"{arch}: {k} = {field_value(a[k]) if k in a else None}, want {v}")
     ssm_a = np.array(next(t for t in rd.tensors if t.name == "blk.0.ssm_a").data)
-    expect(bool(np.all(ssm_a < 0)), f"qwen3next: ssm_a = -exp(A_log) < 0 ({ssm_a.tolist()})")
-    print("ok   qwen3next layout and keys")
+    expect(bool(np.all(ssm_a < 0)), f"{arch}: ssm_a = -exp(A_log) < 0 ({ssm_a.tolist()})")
+    print(f"ok   {arch} layout and keys")
 
 
 def check_glm4moe():
@@ -865,7 +883,8 @@ def main():
         print(f"ok   {arch} router skew")
 
     check_phi3_vocab()
-    check_qwen3next()
+    for arch in ("qwen3next", "qwen35moe", "qwen35"):
+        check_qwen3next(arch)
     check_glm4moe()
     check_optional()
     check_threads()
@@ -940,6 +959,8 @@ def main():
         (["--arch", "glm4moe", "--biases"], "--biases"),
         (["--arch", "glm4moe", "--dim", "8", "--heads", "4"], "glm4moe"),
         (["--arch", "glm4moe", "--qk-norm=1"], "--qk-norm"),
+        (["--arch", "qwen35", "--shared-ffn", "64"], "--shared-ffn"),
+        (["--arch", "qwen35moe", "--dim", "24", "--heads", "4"], "qwen35moe"),
     ]
     for args, flag in bad:
         if args == ["--dim", "24", "--heads", "4"]:

@@ -4,7 +4,8 @@ usage: logits_vs_reference.py SLUICE_BINARY [--quick] [ARCH ...]   (default: eve
 
 For every architecture mkmodel writes (llama, mixtral, qwen3moe, olmoe, qwen2moe, gemma3, gpt-oss,
 deepseek2, and deepseek2 in the legacy attn_kv_b layout: deepseek2-kv_b; qwen2, qwen3, gemma2,
-granite, phi3; qwen3next; glm4moe, and glm4moe-opt with q/k norms and an MTP block) and
+granite, phi3; qwen3next, qwen35, qwen35moe; glm4moe, and glm4moe-opt with q/k norms and an
+MTP block) and
 weight types F32, Q8_0 and Q4_K (and gpt-oss in MXFP4; qwen3moe and gemma3 in Q2_K and Q3_K too), a small synthetic model is made with `sluice mkmodel`, run by
 `sluice eval` and by the reference on the same 12 tokens, and compared.
 
@@ -38,7 +39,8 @@ import ref_forward as rf  # noqa: E402
 # deepseek2-kv_b: deepseek2 in the legacy attn_kv_b layout (mkmodel --legacy-kv-b)
 ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
          "deepseek2-kv_b", "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next", "llama-opt",
-         "granite-opt", "phi3-opt", "qwen2-opt", "deepseek2-opt", "glm4moe", "glm4moe-opt")
+         "granite-opt", "phi3-opt", "qwen2-opt", "deepseek2-opt", "glm4moe", "glm4moe-opt",
+         "qwen35", "qwen35moe")
 # ARCH-opt: the optional tensors llama.cpp loads (mkmodel --biases), and LongRoPE where the
 # arch reads it: llama over an original context of 64 (eval's 12-token context: the short
 # factors), granite and phi3 over 8 (the long ones); deepseek2: Mistral Large 3's attention
@@ -46,7 +48,7 @@ ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss
 OPT = {"llama": ["--biases", "--longrope", "64"], "granite": ["--biases", "--longrope", "8"],
        "phi3": ["--biases", "--longrope", "8"], "qwen2": ["--biases"],
        "deepseek2": ["--attn-temp", "4"], "glm4moe": ["--qk-norm", "--nextn", "1"]}
-DENSE = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "granite", "phi3")
+DENSE = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen35")
 TYPES = {"F32": 1e-4, "Q8_0": 1e-2, "Q4_K": 1e-2}
 # deepseek2 (issue 15) is held to 1e-5 with F32 weights
 TOL_ARCH = {("deepseek2", "F32"): 1e-5, ("deepseek2-kv_b", "F32"): 1e-5,
@@ -95,7 +97,7 @@ def mkmodel_args(arch, ty):
         return a + ["--experts", "8", "--top-k", "2", "--layers", "3"]
     if arch not in DENSE:
         a += ["--experts", "4", "--top-k", "2"]
-    if arch == "qwen3next":  # 3 Gated DeltaNet layers, then gated attention
+    if arch in ("qwen3next", "qwen35", "qwen35moe"):  # 3 DeltaNet layers, then attention
         a += ["--layers", "4"]
     elif arch != "gemma3":
         a += ["--layers", "2"]

@@ -1,4 +1,5 @@
-"""Malformed qwen3next files (issue 34) are refused naming the key or tensor, never run.
+"""Malformed qwen3next files (issue 34), and qwen35moe's own rules, are refused naming the key or
+tensor, never run.
 
 mkmodel --arch qwen3next writes a good F32 file (4 layers: 0-2 Gated DeltaNet, 3 gated
 attention; dim 64, 4 value heads and 2 key heads of 16, conv 4); gguf-py copies it with one
@@ -30,9 +31,10 @@ def expect(cond, msg):
 
 
 def copy(src, dst, drop_key=None, set_key=None, drop_tensor=None, reshape=None, add_tensor=None,
-         add_bools=None):
+         add_bools=None, add_ints=None):
     """src with one change: a key dropped or set (u32), a tensor dropped, one cut to its first
-    half of rows (reshape), one added (name, array), a bool array key added."""
+    half of rows (reshape), one added (name, array), a bool or int32 array key added (with
+    drop_key: replaced)."""
     rd = gguf.GGUFReader(src)
     w = gguf.GGUFWriter(dst, str(rd.fields["general.architecture"].contents()))
     for f in rd.fields.values():
@@ -46,6 +48,8 @@ def copy(src, dst, drop_key=None, set_key=None, drop_tensor=None, reshape=None, 
             w.add_key_value(f.name, f.contents(), f.types[0])
     if add_bools:
         w.add_array(add_bools[0], add_bools[1])
+    if add_ints:
+        w.add_array(add_ints[0], [int(x) for x in add_ints[1]])
     for t in rd.tensors:
         if t.name == drop_tensor:
             continue
@@ -64,6 +68,36 @@ def copy(src, dst, drop_key=None, set_key=None, drop_tensor=None, reshape=None, 
 def evaluate(sluice, path):
     return subprocess.run([sluice, "eval", "-m", path, "--tokens", "1,2,3", "--placement",
                            "cpu"], capture_output=True, text=True, timeout=120)
+
+
+def qwen35(sluice):
+    """qwen35moe's own refusals: its rope sections (required; none leaving a rotated pair to
+    the fourth component: 2 pairs here) and its split beta / alpha."""
+    good = os.path.join(TMP, "q35.gguf")
+    r = subprocess.run([sluice, "mkmodel", "--arch", "qwen35moe", "--type", "F32", "-o", good],
+                       capture_output=True, text=True)
+    expect(r.returncode == 0, f"mkmodel --arch qwen35moe: {r.stderr.strip()}")
+    r = evaluate(sluice, good)
+    expect(r.returncode == 0, f"the good qwen35moe file evaluates ({r.stderr.strip()[:200]})")
+    a = "qwen35moe."
+    sec = a + "rope.dimension_sections"
+    cases = [
+        ("sections missing", dict(drop_key=sec), [sec, "missing"]),
+        ("a pair left to the fourth component", dict(drop_key=sec, add_ints=(sec, [1, 0, 0, 1])),
+         [sec, "fourth position component"]),
+        ("ssm_alpha missing", dict(drop_tensor="blk.1.ssm_alpha.weight"),
+         ["blk.1.ssm_alpha.weight", "[64, 4]"]),
+        ("ssm_ba in a qwen35moe file", dict(add_tensor=("blk.0.ssm_ba.weight",
+                                                        np.zeros((8, 64), np.float32))),
+         ["blk.0.ssm_ba.weight", "not used"]),
+    ]
+    for i, (label, change, want) in enumerate(cases):
+        bad = os.path.join(TMP, f"q35bad{i}.gguf")
+        copy(good, bad, **change)
+        r = evaluate(sluice, bad)
+        msg = r.stderr.strip()
+        expect(r.returncode != 0 and all(w in msg for w in want) and "Traceback" not in msg,
+               f"qwen35moe {label}: refused naming {want} (rc {r.returncode}: {msg[:240]})")
 
 
 def main():
@@ -121,6 +155,7 @@ def main():
         msg = r.stderr.strip()
         expect(r.returncode != 0 and all(w in msg for w in want) and "Traceback" not in msg,
                f"{label}: refused naming {want} (rc {r.returncode}: {msg[:240]})")
+    qwen35(sluice)
     print(f"{'FAILED' if FAILURES else 'passed'}: {len(FAILURES)} failure(s)")
     return 1 if FAILURES else 0
 

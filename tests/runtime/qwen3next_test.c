@@ -1,4 +1,5 @@
-/* qwen3next (issue 34) on mkmodel's files (tools/synth), F32 and Q8_0: Gated DeltaNet layers
+/* qwen3next (issue 34) on mkmodel's files (tools/synth), F32 and Q8_0, and Qwen3.5 (qwen35moe,
+ * qwen35) in F32: Gated DeltaNet layers
  * with their recurrent state in the context, gated attention, experts with a shared expert.
  *
  * Held here:
@@ -91,7 +92,7 @@ static double rel_diff(const float *a, const float *b, size_t n)
     return s > 0 ? d / s : d;
 }
 
-static void check_file(const char *label, const char *path)
+static void check_file(const char *arch, const char *label, const char *path)
 {
     sl_model *m = open_model(path, SL_PLACE_CPU, 0, 0);
     if (!m) return;
@@ -113,7 +114,7 @@ static void check_file(const char *label, const char *path)
         CHECK(sl_ctx_eval(c, k_tok, 8, &e) == SL_OK);
         CHECK(sl_ctx_eval(c2, k_tok, 3, &e) == SL_OK); /* another context's state */
         CHECK(sl_ctx_rewind(c, 5, &e) == SL_ERR_UNSUPPORTED);
-        CHECK_CONTAINS(e.msg, "qwen3next");
+        CHECK_CONTAINS(e.msg, arch);
         CHECK_CONTAINS(e.msg, "rewind to 0");
         CHECK(sl_ctx_n_past(c) == 8);
         CHECK(sl_ctx_rewind(c, 8, &e) == SL_OK);
@@ -204,18 +205,27 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
-    static const uint32_t k_types[] = {SL_GGML_F32, SL_GGML_Q8_0};
-    for (size_t i = 0; i < sizeof k_types / sizeof *k_types; i++) {
+    /* qwen3next in F32 and Q8_0; Qwen3.5 (its own beta / alpha and head tiling, the same
+     * recurrent state) in F32 */
+    static const struct {
+        sl_synth_arch arch;
+        uint32_t type;
+        const char *label;
+    } k_files[] = {{SL_SYNTH_QWEN3NEXT, SL_GGML_F32, "qwen3next F32"},
+                   {SL_SYNTH_QWEN3NEXT, SL_GGML_Q8_0, "qwen3next Q8_0"},
+                   {SL_SYNTH_QWEN35MOE, SL_GGML_F32, "qwen35moe F32"},
+                   {SL_SYNTH_QWEN35, SL_GGML_F32, "qwen35 F32"}};
+    for (size_t i = 0; i < sizeof k_files / sizeof *k_files; i++) {
         sl_synth_params p;
-        sl_synth_defaults(SL_SYNTH_QWEN3NEXT, &p);
-        p.type = k_types[i];
+        sl_synth_defaults(k_files[i].arch, &p);
+        p.type = k_files[i].type;
         p.n_ctx = N_CTX;
         char path[600];
-        snprintf(path, sizeof path, "%s/qwen3next-%zu.gguf", g_dir, i);
+        snprintf(path, sizeof path, "%s/gdn-%zu.gguf", g_dir, i);
         sl_error e;
         CHECK_MSG(sl_synth_write(&p, path, 1, NULL, NULL, NULL, NULL, NULL, &e) == SL_OK,
                   "mkmodel: %s", e.msg);
-        check_file(i ? "Q8_0" : "F32", path);
+        check_file(sl_synth_arch_name(k_files[i].arch), k_files[i].label, path);
         remove(path);
     }
     rmdir(g_dir);

@@ -148,6 +148,12 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             (HF torch_recurrent_gated_delta_rule); o = RMSNorm(o) * ssm_norm * silu(z); ssm_out.
             The FFN input norm is post_attention_norm; the MoE is qwen2moe's with the top-k
             weights renormalised (norm_w true) plus the sigmoid-gated shared expert.
+  qwen35, qwen35moe (llama_model_qwen35 / _qwen35moe; HF Qwen3_5ForCausalLM through its
+            converter) qwen3next with ssm_beta and ssm_alpha [E, Hv] (beta / alpha per value
+            head, for ssm_ba), value head h reading key head h % Hk (the converter reorders the
+            value heads for llama.cpp's ggml_repeat), and interleaved M-RoPE: for text NEOX's
+            rotation when every rotated pair falls in one of the first three
+            rope.dimension_sections (else refused); qwen35's FFN is dense.
   glm4moe   (llama_model_glm4_moe; HF Glm4MoeForCausalLM) q/k/v with their biases, per-head
             q/k RMSNorm where the file has the weights (use_qk_norm), NEOX rope on the first
             rope.dimension_count entries of each head (partial_rotary_factor), scale
@@ -173,10 +179,14 @@ ROPE_TYPE = {"llama": ROPE_NORM, "qwen2moe": ROPE_NEOX, "qwen3moe": ROPE_NEOX,
              "olmoe": ROPE_NEOX, "gemma3": ROPE_NEOX, "gpt-oss": ROPE_NEOX,
              "deepseek2": ROPE_NORM, "qwen2": ROPE_NEOX, "qwen3": ROPE_NEOX,
              "gemma2": ROPE_NEOX, "granite": ROPE_NORM, "phi3": ROPE_NEOX,
-             "qwen3next": ROPE_NEOX, "glm4moe": ROPE_NEOX}
+             "qwen3next": ROPE_NEOX, "glm4moe": ROPE_NEOX, "qwen35": ROPE_NEOX,
+             "qwen35moe": ROPE_NEOX}
+# the Gated DeltaNet archs (Qwen3-Next's mixers); Qwen3.5's layout differs (QWEN35)
+GDN = ("qwen3next", "qwen35", "qwen35moe")
+QWEN35 = ("qwen35", "qwen35moe")
 # build_moe_ffn's norm_w argument in each graph builder
 MOE_NORM_W = {"llama": True, "qwen3moe": True, "qwen2moe": False, "olmoe": False,
-              "qwen3next": True}
+              "qwen3next": True, "qwen35moe": True}
 GEMMA3_SWA_PATTERN = 6          # llama-model.cpp: hparams.set_swa_pattern(6)
 GEMMA3_SWA_ROPE_BASE = 10000.0  # llama-model.cpp: rope_freq_base_train_swa
 GEMMA2_SWA_PATTERN = 2          # llama-model.cpp: hparams.set_swa_pattern(2)
@@ -403,7 +413,14 @@ class Model:
             self.attn_softcap = float(self._kv(f"{a}.attn_logit_softcapping", GEMMA2_SOFTCAP[0]))
             self.final_softcap = float(self._kv(f"{a}.final_logit_softcapping",
                                                 GEMMA2_SOFTCAP[1]))
-        if a == "qwen3next":
+        if a in QWEN35:
+            # interleaved M-RoPE: for text NEOX's rotation where ggml's rule gives every
+            # rotated pair i one of the first three sections (i < 3 * sections[i % 3])
+            sec = list(self._kv(f"{a}.rope.dimension_sections"))
+            if any(i >= 3 * sec[i % 3] for i in range(self.n_rot // 2)):
+                raise ValueError(f"{path}: M-RoPE sections {sec} leave a rotated pair to the "
+                                 "fourth position component")
+        if a in GDN:
             self.full_attn = int(self._kv(f"{a}.full_attention_interval", 4))
             self.d_conv = int(self._kv(f"{a}.ssm.conv_kernel"))
             self.ssm_s = int(self._kv(f"{a}.ssm.state_size"))
@@ -536,9 +553,13 @@ class Model:
         r = Hv // Hk
         mixed = h @ self.w(b + "attn_qkv.weight").T                   # [n, C]
         z = (h @ self.w(b + "attn_gate.weight").T).reshape(n, Hv, S)
-        ba = (h @ self.w(b + "ssm_ba.weight").T).reshape(n, Hk, 2 * r)
-        beta = sigmoid(ba[:, :, :r].reshape(n, Hv))
-        a = ba[:, :, r:].reshape(n, Hv) + self.w(b + "ssm_dt.bias")
+        if self.arch in QWEN35:  # in_proj_b, in_proj_a apart, per value head
+            beta = sigmoid(h @ self.w(b + "ssm_beta.weight").T)
+            a = h @ self.w(b + "ssm_alpha.weight").T + self.w(b + "ssm_dt.bias")
+        else:
+            ba = (h @ self.w(b + "ssm_ba.weight").T).reshape(n, Hk, 2 * r)
+            beta = sigmoid(ba[:, :, :r].reshape(n, Hv))
+            a = ba[:, :, r:].reshape(n, Hv) + self.w(b + "ssm_dt.bias")
         g = np.where(a > 20, a, np.log1p(np.exp(np.minimum(a, 20)))) * self.w(b + "ssm_a")
         w = self.w(b + "ssm_conv1d.weight")                           # [C, K]
         xin = np.concatenate([np.zeros((K - 1, mixed.shape[1])), mixed])
@@ -547,8 +568,16 @@ class Model:
 
         def l2(x):
             return x / np.sqrt((x * x).sum(axis=-1, keepdims=True) + self.eps)
-        q = np.repeat(l2(y[:, :kd].reshape(n, Hk, S)), r, axis=1) / math.sqrt(S)
-        k = np.repeat(l2(y[:, kd:2 * kd].reshape(n, Hk, S)), r, axis=1)
+        # value head h reads key head h // r, or (Qwen3.5, whose converter reorders the value
+        # heads) h % Hk
+        if self.arch in QWEN35:
+            def rep(x):
+                return np.tile(x, (1, r, 1))
+        else:
+            def rep(x):
+                return np.repeat(x, r, axis=1)
+        q = rep(l2(y[:, :kd].reshape(n, Hk, S))) / math.sqrt(S)
+        k = rep(l2(y[:, kd:2 * kd].reshape(n, Hk, S)))
         v = y[:, 2 * kd:].reshape(n, Hv, S)
         state = np.zeros((Hv, S, S))                                  # [head, k, v]
         o = np.zeros((n, Hv, S))
@@ -565,7 +594,7 @@ class Model:
         b = f"blk.{il}."
         if self.arch == "deepseek2":
             return self._attention_mla(il, h, positions)
-        if self.arch == "qwen3next" and self.recurrent[il]:
+        if self.arch in GDN and self.recurrent[il]:
             return self._delta_net(il, h)
         gate = None
         a, n = self.arch, h.shape[0]
@@ -577,7 +606,7 @@ class Model:
             q, k, v = qkv[:, :nq], qkv[:, nq:nq + nkv], qkv[:, nq + nkv:]
         else:
             q = h @ self.w(b + "attn_q.weight").T
-            if a == "qwen3next":  # per head q | gate
+            if a in GDN:  # per head q | gate
                 qg = q.reshape(n, self.n_head, 2 * self.head_dim)
                 q = qg[:, :, :self.head_dim].reshape(n, -1)
                 gate = qg[:, :, self.head_dim:].reshape(n, -1)
@@ -599,7 +628,7 @@ class Model:
         q = q.reshape(n, self.n_head, d)
         k = k.reshape(n, self.n_head_kv, d)
         v = v.reshape(n, self.n_head_kv, d)
-        if a in ("qwen3moe", "gemma3", "qwen3", "qwen3next"):  # per-head norm, before RoPE
+        if a in ("qwen3moe", "gemma3", "qwen3") + GDN:  # per-head norm, before RoPE
             q = rms_norm(q, self.w(b + "attn_q_norm.weight"), self.eps)
             k = rms_norm(k, self.w(b + "attn_k_norm.weight"), self.eps)
         if a == "glm4moe":  # each where the file has it (GLM-4.5's use_qk_norm)
@@ -675,7 +704,7 @@ class Model:
         out = moe_ffn(h, self.w(b + "ffn_gate_inp.weight"), self.w(b + "ffn_gate_exps.weight"),
                       self.w(b + "ffn_up_exps.weight"), self.w(b + "ffn_down_exps.weight"),
                       self.n_expert_used, MOE_NORM_W[self.arch])
-        if self.arch in ("qwen2moe", "qwen3next"):
+        if self.arch in ("qwen2moe", "qwen3next", "qwen35moe"):
             gate = sigmoid(h @ self.w(b + "ffn_gate_inp_shexp.weight"))   # [n]
             shexp = glu_ffn(h, self.w(b + "ffn_gate_shexp.weight"),
                             self.w(b + "ffn_up_shexp.weight"),
@@ -716,7 +745,7 @@ class Model:
                 o = rms_norm(o, self.w(b + "post_attention_norm.weight"), self.eps)
             x = x + rs * o
             ffn_norm = ("post_attention_norm"
-                        if self.arch in ("gpt-oss", "qwen3next", "glm4moe") else "ffn_norm")
+                        if self.arch in ("gpt-oss", "glm4moe") + GDN else "ffn_norm")
             h = rms_norm(x, self.w(b + ffn_norm + ".weight"), self.eps)
             f = self._ffn(il, h)
             if gemma:
