@@ -24,6 +24,7 @@ static const struct {
     [SL_ARCH_GLM4MOE] = {"glm4moe", "Solar Open"},
     [SL_ARCH_QWEN35] = {"qwen35", NULL},
     [SL_ARCH_QWEN35MOE] = {"qwen35moe", NULL},
+    [SL_ARCH_MINIMAX_M2] = {"minimax-m2", NULL},
 };
 
 const char *sl_arch_name(sl_arch a)

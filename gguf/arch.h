@@ -32,6 +32,8 @@ typedef enum sl_arch {
     SL_ARCH_QWEN35,     /* Qwen3.5 dense: Qwen3-Next's mixers (Gated DeltaNet, gated
                            attention) with a dense FFN, M-RoPE sections */
     SL_ARCH_QWEN35MOE,  /* Qwen3.5 MoE: the same mixers, Qwen3-Next's experts */
+    SL_ARCH_MINIMAX_M2, /* MiniMax-M2: q/k norms over the whole projections, partial rotary,
+                           sigmoid router with a selection bias, no shared expert */
     SL_ARCH_COUNT       /* not an architecture: the list's length */
 } sl_arch;
 

@@ -89,6 +89,10 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                             .expert_widths = sl__qwen_moe_expert_widths,
                             .hparams = sl__qwen3next_hparams,
                             .bind_layer = sl__qwen3next_bind_layer},
+    [SL_ARCH_MINIMAX_M2] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_FULL,
+                             .moe_capable = true, .moe_required = true, .act = SL_MOE_SILU,
+                             .hparams_moe = sl__minimax_m2_hparams,
+                             .bind_moe = sl__minimax_m2_bind_moe},
 };
 
 const sl__arch_traits *sl__arch_traits_get(sl_arch a)

@@ -26,16 +26,32 @@ sl_status sl__ds_moe_hparams(sl_model *m, bool shared_required, sl_gating absent
                                &hp->n_expert_shared, err)) ||
         (st = sl__arch_get_i32(m, "expert_feed_forward_length", true, 0, 1, BIG, &hp->n_ff_exp,
                                err)) ||
-        (st = sl__arch_get_i32(m, "expert_group_count", false, 0, 0, hp->n_expert, &hp->n_group,
-                               err)) ||
-        (st = sl__arch_get_i32(m, "expert_group_used_count", false, 0, 0, BIG, &hp->n_group_used,
-                               err)) ||
+        (st = sl__ds_moe_groups(m, err)) ||
         (st = sl__arch_get_i32(m, "expert_gating_func", false, 0, 0, 2, &gf, err)) ||
         (st = sl__arch_get_bool(m, "expert_weights_norm", false, &hp->norm_topk, err)) ||
         /* absent: the converter leaves it out when there is no scaling (llama.cpp then skips
          * it, as it does for 0) */
         (st = sl__arch_get_f32(m, "expert_weights_scale", false, 1.0f,
                                &hp->expert_weights_scale, err)))
+        return st;
+    hp->gating = gf == 2 ? SL_GATING_SIGMOID : gf == 1 ? SL_GATING_SOFTMAX_TOPK : absent;
+    if (hp->expert_weights_scale == 0.0f) hp->expert_weights_scale = 1.0f;
+    if (hp->expert_weights_scale < 0)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_weights_scale': %g, "
+                            "expected > 0", a, (double)hp->expert_weights_scale);
+    hp->n_ff_shexp = hp->n_ff_exp * hp->n_expert_shared;
+    return SL_OK;
+}
+
+sl_status sl__ds_moe_groups(sl_model *m, sl_error *err)
+{
+    sl__hparams *hp = &m->hp;
+    const char *a = sl_arch_name(m->arch);
+    sl_status st;
+    if ((st = sl__arch_get_i32(m, "expert_group_count", false, 0, 0, hp->n_expert, &hp->n_group,
+                               err)) ||
+        (st = sl__arch_get_i32(m, "expert_group_used_count", false, 0, 0, 1 << 30,
+                               &hp->n_group_used, err)))
         return st;
     if (hp->n_group > 1) {
         if (hp->n_expert % hp->n_group)
@@ -52,12 +68,6 @@ sl_status sl__ds_moe_hparams(sl_model *m, bool shared_required, sl_gating absent
                                 hp->n_group_used, hp->n_expert / hp->n_group,
                                 hp->n_expert_used);
     }
-    hp->gating = gf == 2 ? SL_GATING_SIGMOID : gf == 1 ? SL_GATING_SOFTMAX_TOPK : absent;
-    if (hp->expert_weights_scale == 0.0f) hp->expert_weights_scale = 1.0f;
-    if (hp->expert_weights_scale < 0)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_weights_scale': %g, "
-                            "expected > 0", a, (double)hp->expert_weights_scale);
-    hp->n_ff_shexp = hp->n_ff_exp * hp->n_expert_shared;
     return SL_OK;
 }
 

@@ -47,6 +47,9 @@ sl_status sl__arch_bind_attn(sl_model *m, int il, sl_error *err);
 sl_status sl__ds_moe_hparams(sl_model *m, bool shared_required, sl_gating absent,
                              sl_error *err);
 sl_status sl__ds_moe_bind(sl_model *m, int il, bool bias_required, sl_error *err);
+/* The group-limited selection's keys alone (expert_group_count / _used_count, which
+ * llama.cpp's common loader reads for every arch), checked against the experts. */
+sl_status sl__ds_moe_groups(sl_model *m, sl_error *err);
 
 /* the arch files' hooks (sl__arch_traits: expert_widths, hparams_moe, hparams, bind_attn,
  * bind_layer, bind_moe) */
@@ -60,6 +63,8 @@ sl_status sl__glm4moe_bind_moe(sl_model *m, int il, sl_error *err);
 sl_status sl__gpt_oss_expert_widths(sl_model *m, sl_error *err);
 sl_status sl__gpt_oss_hparams(sl_model *m, sl_error *err);
 sl_status sl__granite_hparams(sl_model *m, sl_error *err);
+sl_status sl__minimax_m2_hparams(sl_model *m, sl_error *err);
+sl_status sl__minimax_m2_bind_moe(sl_model *m, int il, sl_error *err);
 sl_status sl__phi3_hparams(sl_model *m, sl_error *err);
 sl_status sl__phi3_bind_layer(sl_model *m, int il, sl_error *err);
 sl_status sl__qwen_moe_expert_widths(sl_model *m, sl_error *err);

@@ -802,6 +802,15 @@ static void check_broken_dense(const char *path, const sl_model_options *o)
          "blk.0.exp_probs_b.bias", "not used by architecture glm4moe"},
         {"glm4moe", NULL, "blk.1.attn_k_norm.weight", NULL, NULL, NULL, SL_ERR_FORMAT,
          "blk.1.attn_k_norm.weight", "expected [16]"},
+        /* minimax-m2: the gating key and exp_probs_b are required, its k norm is [Hkv D] */
+        {"minimax-m2", NULL, NULL, "expert_gating_func", NULL, NULL, SL_ERR_FORMAT,
+         "minimax-m2.expert_gating_func", "missing"},
+        {"minimax-m2", "blk.1.exp_probs_b.bias", NULL, NULL, NULL, NULL, SL_ERR_FORMAT,
+         "blk.1.exp_probs_b.bias", "missing"},
+        {"minimax-m2", NULL, NULL, NULL, "expert_gating_func", NULL, SL_ERR_FORMAT,
+         "minimax-m2.expert_gating_func", "outside [1, 2]"},
+        {"minimax-m2", "blk.0.attn_k_norm.weight", NULL, NULL, NULL, NULL, SL_ERR_FORMAT,
+         "blk.0.attn_k_norm.weight", "[32]"},
     };
     for (size_t i = 0; i < sizeof k_cases / sizeof *k_cases; i++) {
         tm_params p;
@@ -988,7 +997,7 @@ int main(int argc, char **argv)
     }
     const char *archs[] = {"llama", "mixtral", "mixtral-split", "qwen2moe", "qwen3moe", "olmoe",
                            "gemma3", "gpt-oss", "deepseek2", "qwen2", "qwen3", "gemma2",
-                           "granite", "phi3", "glm4moe"};
+                           "granite", "phi3", "glm4moe", "minimax-m2"};
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
         tm_params p;
         tm_defaults(archs[i], &p);

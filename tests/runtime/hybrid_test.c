@@ -1,8 +1,8 @@
 /* Hybrid MoE decode on the sim device (issue 33): a device core with routed experts computed
  * on the host, and what one token costs the host in device operations.
  *
- * Held here, per architecture (qwen3moe, mixtral, gpt-oss, deepseek2, glm4moe), for decode
- * after a prompt (steady state: every weight already where it stays):
+ * Held here, per architecture (qwen3moe, mixtral, gpt-oss, deepseek2, glm4moe, minimax-m2),
+ * for decode after a prompt (steady state: every weight already where it stays):
  *   - the logits of every decode step equal the CPU placement's bit for bit;
  *   - mode=cpu with the experts on the host moves no expert bytes over PCIe, and its host part
  *     is ordered on the stream: the one blocking wait of a token is for its logits (0 per
@@ -790,7 +790,8 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
-    const char *archs[] = {"qwen3moe", "mixtral", "gpt-oss", "deepseek2", "glm4moe"};
+    const char *archs[] = {"qwen3moe", "mixtral", "gpt-oss", "deepseek2", "glm4moe",
+                           "minimax-m2"};
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) check_arch(archs[i], dir, false);
     check_refusals(dir);
     check_shared(dir);

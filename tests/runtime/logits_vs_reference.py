@@ -5,7 +5,7 @@ usage: logits_vs_reference.py SLUICE_BINARY [--quick] [ARCH ...]   (default: eve
 For every architecture mkmodel writes (llama, mixtral, qwen3moe, olmoe, qwen2moe, gemma3, gpt-oss,
 deepseek2, and deepseek2 in the legacy attn_kv_b layout: deepseek2-kv_b; qwen2, qwen3, gemma2,
 granite, phi3; qwen3next, qwen35, qwen35moe; glm4moe, and glm4moe-opt with q/k norms and an
-MTP block) and
+MTP block; minimax-m2) and
 weight types F32, Q8_0 and Q4_K (and gpt-oss in MXFP4; qwen3moe and gemma3 in Q2_K and Q3_K too), a small synthetic model is made with `sluice mkmodel`, run by
 `sluice eval` and by the reference on the same 12 tokens, and compared.
 
@@ -40,7 +40,7 @@ import ref_forward as rf  # noqa: E402
 ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
          "deepseek2-kv_b", "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next", "llama-opt",
          "granite-opt", "phi3-opt", "qwen2-opt", "deepseek2-opt", "glm4moe", "glm4moe-opt",
-         "qwen35", "qwen35moe")
+         "qwen35", "qwen35moe", "minimax-m2")
 # ARCH-opt: the optional tensors llama.cpp loads (mkmodel --biases), and LongRoPE where the
 # arch reads it: llama over an original context of 64 (eval's 12-token context: the short
 # factors), granite and phi3 over 8 (the long ones); deepseek2: Mistral Large 3's attention

@@ -154,6 +154,10 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             value heads for llama.cpp's ggml_repeat), and interleaved M-RoPE: for text NEOX's
             rotation when every rotated pair falls in one of the first three
             rope.dimension_sections (else refused); qwen35's FFN is dense.
+  minimax-m2 (llama_model_minimax_m2; HF MiniMaxM2ForCausalLM) q/k RMSNorm over the whole
+            projections (olmoe's), NEOX rope on the first rope.dimension_count entries of each
+            head, scale 1/sqrt(head_dim), ffn_norm; deepseek2's MoE with expert_gating_func
+            (required), the weights always renormalised and never scaled, no shared expert.
   glm4moe   (llama_model_glm4_moe; HF Glm4MoeForCausalLM) q/k/v with their biases, per-head
             q/k RMSNorm where the file has the weights (use_qk_norm), NEOX rope on the first
             rope.dimension_count entries of each head (partial_rotary_factor), scale
@@ -180,7 +184,7 @@ ROPE_TYPE = {"llama": ROPE_NORM, "qwen2moe": ROPE_NEOX, "qwen3moe": ROPE_NEOX,
              "deepseek2": ROPE_NORM, "qwen2": ROPE_NEOX, "qwen3": ROPE_NEOX,
              "gemma2": ROPE_NEOX, "granite": ROPE_NORM, "phi3": ROPE_NEOX,
              "qwen3next": ROPE_NEOX, "glm4moe": ROPE_NEOX, "qwen35": ROPE_NEOX,
-             "qwen35moe": ROPE_NEOX}
+             "qwen35moe": ROPE_NEOX, "minimax-m2": ROPE_NEOX}
 # the Gated DeltaNet archs (Qwen3-Next's mixers); Qwen3.5's layout differs (QWEN35)
 GDN = ("qwen3next", "qwen35", "qwen35moe")
 QWEN35 = ("qwen35", "qwen35moe")
@@ -472,11 +476,14 @@ class Model:
             self.gating_sigmoid = int(self._kv(f"{a}.expert_gating_func", 0)) in (0, 2)
             if self._kv(f"{a}.rope.dimension_sections", [0, 0])[:2] != [0, 0]:
                 raise ValueError(f"{path}: M-RoPE is not supported by the reference")
-        if a in ("deepseek2", "glm4moe"):
+        if a in ("deepseek2", "glm4moe", "minimax-m2"):
             self.n_group = int(self._kv(f"{a}.expert_group_count", 0))
             self.group_used = int(self._kv(f"{a}.expert_group_used_count", 0))
             self.w_norm = bool(self._kv(f"{a}.expert_weights_norm", False))
             self.w_scale = float(self._kv(f"{a}.expert_weights_scale", 1.0)) or 1.0
+        if a == "minimax-m2":  # its converter writes it; llama.cpp has no router without it
+            self.gating_sigmoid = int(self._kv(f"{a}.expert_gating_func")) == 2
+            self.w_norm, self.w_scale = True, 1.0  # llama.cpp reads neither key for it
 
     def _kv(self, key, default=None):
         fld = self.reader.fields.get(key)
@@ -621,7 +628,7 @@ class Model:
                     k = k + bias
                 else:
                     v = v + bias
-        if a == "olmoe":  # norm over the whole projection, before the reshape
+        if a in ("olmoe", "minimax-m2"):  # norm over the whole projection, before the reshape
             q = rms_norm(q, self.w(b + "attn_q_norm.weight"), self.eps)
             k = rms_norm(k, self.w(b + "attn_k_norm.weight"), self.eps)
         d = self.head_dim
@@ -678,7 +685,8 @@ class Model:
                                self.w(b + "ffn_up_exps.weight"), self.w(b + "ffn_up_exps.bias"),
                                self.w(b + "ffn_down_exps.weight"),
                                self.w(b + "ffn_down_exps.bias"), self.n_expert_used)
-        if self.arch in ("deepseek2", "glm4moe") and self.has(b + "ffn_gate_inp.weight"):
+        if (self.arch in ("deepseek2", "glm4moe", "minimax-m2") and
+                self.has(b + "ffn_gate_inp.weight")):
             bias = self.w(b + "exp_probs_b.bias") if self.has(b + "exp_probs_b.bias") else None
             out = moe_ffn_ds(h, self.w(b + "ffn_gate_inp.weight"), bias,
                              self.w(b + "ffn_gate_exps.weight"),

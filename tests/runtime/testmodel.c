@@ -162,6 +162,9 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
     /* glm4moe: GQA with q/k/v biases and per-head q/k norms (GLM-4.5's use_qk_norm), rotary
      * on half a head, deepseek2's FFN (dense lead, exp_probs_b, one ungated shared expert) */
     const bool glm = !strcmp(a, "glm4moe");
+    /* minimax-m2: q/k norms over the whole projections, half rotary, sigmoid routing with
+     * exp_probs_b, no shared expert */
+    const bool mm2 = !strcmp(a, "minimax-m2");
     /* deepseek2's MLA sizes */
     const int64_t QL = E / 2, C = E / 2, R = D / 2, Dk = D + R, H = p->n_head;
     add(t, &n, p, T_EMBD, "token_embd.weight", E, V, 0);
@@ -224,7 +227,7 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
         if (!strcmp(a, "qwen3moe") || !strcmp(a, "qwen3") || gemma3 || glm) {
             add(t, &n, p, T_NORM, NM("blk.%d.attn_q_norm.weight", i), D, 0, 0);
             add(t, &n, p, T_NORM, NM("blk.%d.attn_k_norm.weight", i), D, 0, 0);
-        } else if (!strcmp(a, "olmoe")) {
+        } else if (!strcmp(a, "olmoe") || mm2) {
             add(t, &n, p, T_NORM, NM("blk.%d.attn_q_norm.weight", i), Q, 0, 0);
             add(t, &n, p, T_NORM, NM("blk.%d.attn_k_norm.weight", i), KV, 0, 0);
         }
@@ -261,6 +264,7 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
                 add(t, &n, p, T_BIAS, NM("blk.%d.ffn_up_exps.bias", i), F, X, 0);
                 add(t, &n, p, T_BIAS, NM("blk.%d.ffn_down_exps.bias", i), E, X, 0);
             }
+            if (mm2) add(t, &n, p, T_BIAS, NM("blk.%d.exp_probs_b.bias", i), X, 0, 0);
             if (glm) {
                 add(t, &n, p, T_BIAS, NM("blk.%d.exp_probs_b.bias", i), X, 0, 0);
                 add(t, &n, p, T_MAT, NM("blk.%d.ffn_gate_shexp.weight", i), E, F, 0);
@@ -366,6 +370,11 @@ sl_status tm_write(const tm_params *p, const char *path, sl_error *err)
         if (!st) st = sl_gguf_writer_set_str(w, "deepseek2.rope.scaling.type", "yarn", err);
         if (!st) st = sl_gguf_writer_set_bool(w, "deepseek2.expert_weights_norm", true, err);
         if (p->n_nextn) KU32("nextn_predict_layers", p->n_nextn);
+    }
+    if (mm2) {
+        KU32("rope.dimension_count", D / 2);
+        KU32("expert_feed_forward_length", F);
+        KU32("expert_gating_func", 2);
     }
     if (glm) {
         KU32("rope.dimension_count", D / 2);

@@ -14,7 +14,8 @@
 typedef struct tm_params {
     const char *arch;        /* llama, mixtral, mixtral-split, qwen2moe, qwen3moe, olmoe, gemma3,
                               * gpt-oss, deepseek2, qwen2, qwen3, gemma2, granite, phi3,
-                              * glm4moe (q/k/v biases, q/k norms, rotary on half a head) */
+                              * glm4moe (q/k/v biases, q/k norms, rotary on half a head),
+                              * minimax-m2 (whole-projection q/k norms, half rotary) */
     int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_expert, n_expert_used, n_vocab;
     int n_ff_shexp;          /* qwen2moe */
     int n_swa;               /* gemma3, gpt-oss */

@@ -143,6 +143,9 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
                          SL__VOCAB_BPE_IM_END},
     [SL_SYNTH_QWEN35MOE] = {NULL, SL_ARCH_QWEN35MOE, true, true, "qwen35", 10000000.0f, 1e-6f,
                             SL__VOCAB_BPE_IM_END},
+    /* MiniMax-M2: rope_theta 5e6, rms_norm_eps 1e-6, pre-tokenizer "minimax-m2" */
+    [SL_SYNTH_MINIMAX_M2] = {NULL, SL_ARCH_MINIMAX_M2, true, true, "minimax-m2", 5000000.0f,
+                             1e-6f, SL__VOCAB_BPE},
 };
 
 /* The Gated DeltaNet archs (qwen3next's mixers). */
@@ -357,11 +360,12 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
             return sl_error_set(err, SL_ERR_INVALID, "deepseek2: %lld leading dense layers of "
                                 "--layers %u", (long long)d.dense, p->n_layer);
     }
+    if ((p->arch == SL_SYNTH_GLM4MOE || p->arch == SL_SYNTH_MINIMAX_M2) &&
+        p->n_embd / p->n_head < 4)
+        return sl_error_set(err, SL_ERR_INVALID, "--dim %u / --heads %u: %s's head size %u "
+                            "must be at least 4 (rotary on half of it, at least 2)", p->n_embd,
+                            p->n_head, sl_synth_arch_name(p->arch), p->n_embd / p->n_head);
     if (p->arch == SL_SYNTH_GLM4MOE) {
-        if (p->n_embd / p->n_head < 4)
-            return sl_error_set(err, SL_ERR_INVALID, "--dim %u / --heads %u: glm4moe's head "
-                                "size %u must be at least 4 (rotary on half of it, at least 2)",
-                                p->n_embd, p->n_head, p->n_embd / p->n_head);
         if (sl__synth_mla_of(p).dense > p->n_layer)
             return sl_error_set(err, SL_ERR_INVALID, "glm4moe: %u leading dense layers of "
                                 "--layers %u", p->n_dense_lead, p->n_layer);
@@ -602,14 +606,19 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
         kv_arch_f32(c, "rope.scaling.attn_factor",
                     sc > 1.0 ? (float)sqrt(1.0 + log(sc) / log((double)p->longrope)) : 1.0f);
     }
+    const bool mm2 = p->arch == SL_SYNTH_MINIMAX_M2;
     if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN2MOE ||
-        p->arch == SL_SYNTH_GPT_OSS || qmoe)
+        p->arch == SL_SYNTH_GPT_OSS || qmoe || mm2)
         kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
+    if (mm2) { /* MiniMaxM2Model: rotary_dim (64 of 128), scoring_func sigmoid */
+        kv_arch_u32(c, "rope.dimension_count", sl__synth_n_rot(p));
+        kv_arch_u32(c, "expert_gating_func", 2);
+    }
     if (p->arch == SL_SYNTH_QWEN2MOE || qmoe)
         kv_arch_u32(c, "expert_shared_feed_forward_length", p->n_ff_shexp);
     if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_GEMMA3 ||
         p->arch == SL_SYNTH_GPT_OSS || p->arch == SL_SYNTH_QWEN3 || p->arch == SL_SYNTH_GEMMA2 ||
-        qnext) {
+        qnext || mm2) {
         kv_arch_u32(c, "attention.key_length", head_dim);
         kv_arch_u32(c, "attention.value_length", head_dim);
     }

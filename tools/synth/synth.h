@@ -1,6 +1,6 @@
 /* synth: synthetic GGUF models in the layouts llama.cpp loads (llama, mixtral, qwen3moe, olmoe,
  * qwen2moe, gemma3, gpt-oss, deepseek2, qwen2, qwen3, gemma2, granite, phi3, qwen3next,
- * glm4moe, qwen35, qwen35moe).
+ * glm4moe, qwen35, qwen35moe, minimax-m2).
  *
  * What a file contains (names, shapes in ggml ne order, keys) follows llama.cpp's
  * llama-model.cpp / llama-arch.cpp and convert_hf_to_gguf.py; tests/mkmodel/mkmodel_test.py
@@ -58,6 +58,8 @@ typedef enum sl_synth_arch {
                              * M-RoPE sections; value heads tiled over the key heads) with a
                              * dense FFN */
     SL_SYNTH_QWEN35MOE,     /* the same mixers with qwen3next's experts and shared expert */
+    SL_SYNTH_MINIMAX_M2,    /* MiniMax-M2: q/k norms over the whole projections, rotary on
+                             * half a head, sigmoid routing with the selection bias */
     SL_SYNTH_ARCH_COUNT
 } sl_synth_arch;
 
@@ -135,7 +137,7 @@ typedef struct sl_synth_summary {
 
 /* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
  * "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next", "glm4moe", "qwen35",
- * "qwen35moe"; "?" out of range. */
+ * "qwen35moe", "minimax-m2"; "?" out of range. */
 const char *sl_synth_arch_name(sl_synth_arch a);
 /* Whether the architecture has routed experts (--experts/--top-k apply). */
 bool sl_synth_arch_is_moe(sl_synth_arch a);

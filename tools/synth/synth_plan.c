@@ -126,13 +126,15 @@ static uint32_t plan_mla(const sl_synth_params *p, sl__synth_tensor *t, uint32_t
 }
 
 /* Rotary dimensions the file declares (rope.dimension_count; phi3: 3/4 of a head, as
- * Phi-4-mini's partial_rotary_factor 0.75; glm4moe: half, GLM-4.5's 0.5). */
+ * Phi-4-mini's partial_rotary_factor 0.75; glm4moe, minimax-m2: half, GLM-4.5's 0.5 and
+ * MiniMax-M2's rotary_dim 64 of 128). */
 uint32_t sl__synth_n_rot(const sl_synth_params *p)
 {
     const uint32_t head_dim = p->n_embd / p->n_head;
-    return p->arch == SL_SYNTH_PHI3      ? head_dim * 3 / 4 / 2 * 2
-           : p->arch == SL_SYNTH_GLM4MOE ? head_dim / 2 / 2 * 2
-                                         : head_dim;
+    return p->arch == SL_SYNTH_PHI3 ? head_dim * 3 / 4 / 2 * 2
+           : p->arch == SL_SYNTH_GLM4MOE || p->arch == SL_SYNTH_MINIMAX_M2
+               ? head_dim / 2 / 2 * 2
+               : head_dim;
 }
 
 /* --longrope: the global factor tensors (Phi3MiniModel.generate_extra_tensors) */
@@ -309,7 +311,7 @@ uint32_t sl__synth_plan(const sl_synth_params *p, sl__synth_tensor *t)
             p->arch == SL_SYNTH_GEMMA3) {
             add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_q_norm.weight", i);
             add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_k_norm.weight", i);
-        } else if (p->arch == SL_SYNTH_OLMOE) {
+        } else if (p->arch == SL_SYNTH_OLMOE || p->arch == SL_SYNTH_MINIMAX_M2) {
             add(t, &n, SL__K_NORM, f32, Q, 0, 0, "blk.%d.attn_q_norm.weight", i);
             add(t, &n, SL__K_NORM, f32, KV, 0, 0, "blk.%d.attn_k_norm.weight", i);
         }
@@ -326,6 +328,8 @@ uint32_t sl__synth_plan(const sl_synth_params *p, sl__synth_tensor *t)
             }
         } else {
             add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
+            if (p->arch == SL_SYNTH_MINIMAX_M2)
+                add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.exp_probs_b.bias", i);
             add_glu(t, &n, wx, E, F, X, "_exps", SL__NEURONS_FFN, i);
         }
         if (oss) {
