@@ -25,6 +25,8 @@ static const struct {
     [SL_ARCH_QWEN35] = {"qwen35", NULL},
     [SL_ARCH_QWEN35MOE] = {"qwen35moe", NULL},
     [SL_ARCH_MINIMAX_M2] = {"minimax-m2", NULL},
+    [SL_ARCH_DOTS1] = {"dots1", NULL},
+    [SL_ARCH_BAILINGMOE2] = {"bailingmoe2", "Ling / Ring 2.0"},
 };
 
 const char *sl_arch_name(sl_arch a)
@@ -40,7 +42,7 @@ sl_status sl_arch_parse(const char *name, sl_arch *out, sl_error *err)
             *out = (sl_arch)a;
             return SL_OK;
         }
-    char list[256];
+    char list[512];
     size_t len = 0;
     list[0] = '\0';
     for (int a = 0; a < SL_ARCH_COUNT && len < sizeof list; a++) {

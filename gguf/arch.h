@@ -34,6 +34,9 @@ typedef enum sl_arch {
     SL_ARCH_QWEN35MOE,  /* Qwen3.5 MoE: the same mixers, Qwen3-Next's experts */
     SL_ARCH_MINIMAX_M2, /* MiniMax-M2: q/k norms over the whole projections, partial rotary,
                            sigmoid router with a selection bias, no shared expert */
+    SL_ARCH_DOTS1,      /* dots.llm1: Qwen3's attention, DeepSeek-V3's MoE */
+    SL_ARCH_BAILINGMOE2, /* Ling / Ring 2.0: fused q/k/v, q/k norms, partial rotary,
+                            DeepSeek-V3's MoE (group-limited), an MTP block */
     SL_ARCH_COUNT       /* not an architecture: the list's length */
 } sl_arch;
 

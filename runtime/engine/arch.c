@@ -56,7 +56,7 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                             .moe_required = true, .mla = true, .act = SL_MOE_SILU,
                             .hparams_moe = sl__deepseek2_hparams,
                             .bind_attn = sl__deepseek2_bind_attn,
-                            .bind_moe = sl__deepseek2_bind_moe},
+                            .bind_moe = sl__ds_moe_bind_bias_opt},
     [SL_ARCH_QWEN2] = {.rope = SL_ROPE_NEOX, .output_bias = true, .act = SL_MOE_SILU},
     [SL_ARCH_QWEN3] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .act = SL_MOE_SILU},
     [SL_ARCH_GEMMA2] = {.rope = SL_ROPE_NEOX, .post_norms = true, .embd_scale = true,
@@ -76,7 +76,7 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
     [SL_ARCH_GLM4MOE] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD_OPT,
                           .moe_capable = true, .moe_required = true, .act = SL_MOE_SILU,
                           .post_attn_ffn_norm = true, .hparams_moe = sl__glm4moe_hparams,
-                          .bind_moe = sl__glm4moe_bind_moe},
+                          .bind_moe = sl__ds_moe_bind_bias_req},
     /* Qwen3.5: Qwen3-Next's rows, dense or MoE (arch_qwen3next.c says what differs) */
     [SL_ARCH_QWEN35] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .act = SL_MOE_SILU,
                          .post_attn_ffn_norm = true, .own_attn = true, .recurrent = true,
@@ -92,7 +92,14 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
     [SL_ARCH_MINIMAX_M2] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_FULL,
                              .moe_capable = true, .moe_required = true, .act = SL_MOE_SILU,
                              .hparams_moe = sl__minimax_m2_hparams,
-                             .bind_moe = sl__minimax_m2_bind_moe},
+                             .bind_moe = sl__ds_moe_bind_bias_req},
+    [SL_ARCH_DOTS1] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .moe_capable = true,
+                        .moe_required = true, .act = SL_MOE_SILU,
+                        .hparams_moe = sl__dots1_hparams, .bind_moe = sl__ds_moe_bind_bias_opt},
+    [SL_ARCH_BAILINGMOE2] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
+                              .moe_capable = true, .moe_required = true, .act = SL_MOE_SILU,
+                              .hparams_moe = sl__bailingmoe2_hparams,
+                              .bind_moe = sl__ds_moe_bind_bias_opt},
 };
 
 const sl__arch_traits *sl__arch_traits_get(sl_arch a)

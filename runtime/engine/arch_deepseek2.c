@@ -109,9 +109,8 @@ sl_status sl__deepseek2_hparams(sl_model *m, sl_error *err)
      * rule, sigmoid for GLM-4.7-Flash (47 or 48 trunk layers, 154880 tokens: its files leave
      * the key out), else softmax (V2, V2.5) */
     const bool flash = (hp->n_layer == 47 || hp->n_layer == 48) && file_vocab(m) == 154880;
-    if ((st = sl__ds_moe_hparams(m, false, flash ? SL_GATING_SIGMOID : SL_GATING_SOFTMAX_TOPK,
-                                 err)))
-        return st;
+    const sl_gating absent = flash ? SL_GATING_SIGMOID : SL_GATING_SOFTMAX_TOPK;
+    if ((st = sl__ds_moe_hparams(m, false, &absent, err))) return st;
     /* YaRN as llama.cpp's deepseek2 graph: the rope's own magnitude correction is cancelled
      * (the rotated dims keep attn_factor), and the attention scale carries
      * mscale^2 / sqrt(key_length_mla), mscale = attn_factor * (1 + yarn_log_multiplier *
@@ -177,10 +176,4 @@ sl_status sl__deepseek2_bind_attn(sl_model *m, int il, sl_error *err)
         (st = MAT(&L->wo, true, "blk.%d.attn_output.weight", il, H * Dv, E)))
         return st;
     return SL_OK;
-}
-
-/* A MoE layer's shared experts and optional selection bias (arch_ds_moe.c). */
-sl_status sl__deepseek2_bind_moe(sl_model *m, int il, sl_error *err)
-{
-    return sl__ds_moe_bind(m, il, false, err);
 }

@@ -4,7 +4,7 @@
  * - layers below leading_dense_block_count have a dense SwiGLU FFN of feed_forward_length;
  * - the others route to expert_used_count of expert_count experts of
  *   expert_feed_forward_length: probabilities by expert_gating_func (1 softmax, 2 sigmoid;
- *   absent or 0: the arch's default), selection by probability + exp_probs_b within the
+ *   absent or 0: the arch's default, or, where llama.cpp has none, refused), selection by probability + exp_probs_b within the
  *   expert_group_used_count best of expert_group_count groups (a group scores its two best),
  *   weights the probabilities, divided by their sum when expert_weights_norm, times
  *   expert_weights_scale (absent or 0: 1);
@@ -12,7 +12,7 @@
  *   (forward_ffn.c: a shared expert without ffn_gate_inp_shexp). */
 #include "runtime/engine/arch_impl.h"
 
-sl_status sl__ds_moe_hparams(sl_model *m, bool shared_required, sl_gating absent,
+sl_status sl__ds_moe_hparams(sl_model *m, bool shared_required, const sl_gating *absent,
                              sl_error *err)
 {
     sl__hparams *hp = &m->hp;
@@ -27,18 +27,23 @@ sl_status sl__ds_moe_hparams(sl_model *m, bool shared_required, sl_gating absent
         (st = sl__arch_get_i32(m, "expert_feed_forward_length", true, 0, 1, BIG, &hp->n_ff_exp,
                                err)) ||
         (st = sl__ds_moe_groups(m, err)) ||
-        (st = sl__arch_get_i32(m, "expert_gating_func", false, 0, 0, 2, &gf, err)) ||
+        (st = sl__arch_get_i32(m, "expert_gating_func", !absent, 0, absent ? 0 : 1, 2, &gf,
+                               err)) ||
         (st = sl__arch_get_bool(m, "expert_weights_norm", false, &hp->norm_topk, err)) ||
         /* absent: the converter leaves it out when there is no scaling (llama.cpp then skips
          * it, as it does for 0) */
         (st = sl__arch_get_f32(m, "expert_weights_scale", false, 1.0f,
                                &hp->expert_weights_scale, err)))
         return st;
-    hp->gating = gf == 2 ? SL_GATING_SIGMOID : gf == 1 ? SL_GATING_SOFTMAX_TOPK : absent;
+    hp->gating = gf == 2 ? SL_GATING_SIGMOID : gf == 1 ? SL_GATING_SOFTMAX_TOPK : *absent;
     if (hp->expert_weights_scale == 0.0f) hp->expert_weights_scale = 1.0f;
     if (hp->expert_weights_scale < 0)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_weights_scale': %g, "
                             "expected > 0", a, (double)hp->expert_weights_scale);
+    if ((int64_t)hp->n_ff_exp * hp->n_expert_shared > INT32_MAX)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_shared_count': %d "
+                            "shared experts of %d overflow", a, hp->n_expert_shared,
+                            hp->n_ff_exp);
     hp->n_ff_shexp = hp->n_ff_exp * hp->n_expert_shared;
     return SL_OK;
 }
@@ -71,7 +76,7 @@ sl_status sl__ds_moe_groups(sl_model *m, sl_error *err)
     return SL_OK;
 }
 
-sl_status sl__ds_moe_bind(sl_model *m, int il, bool bias_required, sl_error *err)
+static sl_status bind(sl_model *m, int il, bool bias_required, sl_error *err)
 {
     const sl__hparams *hp = &m->hp;
     sl__layer *L = &m->layers[il];
@@ -85,4 +90,14 @@ sl_status sl__ds_moe_bind(sl_model *m, int il, bool bias_required, sl_error *err
             return st;
     }
     return VEC(&L->exp_probs_b, bias_required, "blk.%d.exp_probs_b.bias", il, X);
+}
+
+sl_status sl__ds_moe_bind_bias_opt(sl_model *m, int il, sl_error *err)
+{
+    return bind(m, il, false, err);
+}
+
+sl_status sl__ds_moe_bind_bias_req(sl_model *m, int il, sl_error *err)
+{
+    return bind(m, il, true, err);
 }

@@ -38,10 +38,6 @@ sl_status sl__glm4moe_hparams(sl_model *m, sl_error *err)
             return sl_error_set(err, SL_ERR_UNSUPPORTED, "metadata key '%s': multimodal rope "
                                 "sections (M-RoPE, the GLM-4.xV files) are not supported", k);
     }
-    return sl__ds_moe_hparams(m, true, SL_GATING_SIGMOID, err);
-}
-
-sl_status sl__glm4moe_bind_moe(sl_model *m, int il, sl_error *err)
-{
-    return sl__ds_moe_bind(m, il, true, err);
+    const sl_gating absent = SL_GATING_SIGMOID;
+    return sl__ds_moe_hparams(m, true, &absent, err);
 }

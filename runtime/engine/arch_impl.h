@@ -40,31 +40,33 @@ sl_weight *sl__arch_new_weight(sl_model *m, const sl_gguf_tensor *t);
  * biases, attn_output and its bias, q/k norms, post-norms) by the traits. */
 sl_status sl__arch_bind_attn(sl_model *m, int il, sl_error *err);
 
-/* arch_ds_moe.c: the DeepSeek-MoE keys (deepseek2, glm4moe) into hp — dense lead, shared
- * experts (their count a required key when shared_required), expert width, groups, gating
- * (`absent`: when expert_gating_func is absent or 0), weights' norm and scale — and a MoE
- * layer's shared experts and exp_probs_b (required when bias_required). */
-sl_status sl__ds_moe_hparams(sl_model *m, bool shared_required, sl_gating absent,
+/* arch_ds_moe.c: the DeepSeek-MoE keys (deepseek2, glm4moe, dots1, bailingmoe2) into hp —
+ * dense lead, shared experts (their count a required key when shared_required), expert width,
+ * groups, gating (*absent when expert_gating_func is absent or 0; absent NULL: the key is
+ * required, 1 or 2), weights' norm and scale — and, as traits.bind_moe, a MoE layer's
+ * shared experts and exp_probs_b (optional: deepseek2, dots1, bailingmoe2; required: glm4moe,
+ * minimax-m2). */
+sl_status sl__ds_moe_hparams(sl_model *m, bool shared_required, const sl_gating *absent,
                              sl_error *err);
-sl_status sl__ds_moe_bind(sl_model *m, int il, bool bias_required, sl_error *err);
+sl_status sl__ds_moe_bind_bias_opt(sl_model *m, int il, sl_error *err);
+sl_status sl__ds_moe_bind_bias_req(sl_model *m, int il, sl_error *err);
 /* The group-limited selection's keys alone (expert_group_count / _used_count, which
  * llama.cpp's common loader reads for every arch), checked against the experts. */
 sl_status sl__ds_moe_groups(sl_model *m, sl_error *err);
 
 /* the arch files' hooks (sl__arch_traits: expert_widths, hparams_moe, hparams, bind_attn,
  * bind_layer, bind_moe) */
+sl_status sl__bailingmoe2_hparams(sl_model *m, sl_error *err);
 sl_status sl__deepseek2_hparams(sl_model *m, sl_error *err);
 sl_status sl__deepseek2_bind_attn(sl_model *m, int il, sl_error *err);
-sl_status sl__deepseek2_bind_moe(sl_model *m, int il, sl_error *err);
+sl_status sl__dots1_hparams(sl_model *m, sl_error *err);
 sl_status sl__gemma3_hparams(sl_model *m, sl_error *err);
 sl_status sl__gemma2_hparams(sl_model *m, sl_error *err);
 sl_status sl__glm4moe_hparams(sl_model *m, sl_error *err);
-sl_status sl__glm4moe_bind_moe(sl_model *m, int il, sl_error *err);
 sl_status sl__gpt_oss_expert_widths(sl_model *m, sl_error *err);
 sl_status sl__gpt_oss_hparams(sl_model *m, sl_error *err);
 sl_status sl__granite_hparams(sl_model *m, sl_error *err);
 sl_status sl__minimax_m2_hparams(sl_model *m, sl_error *err);
-sl_status sl__minimax_m2_bind_moe(sl_model *m, int il, sl_error *err);
 sl_status sl__phi3_hparams(sl_model *m, sl_error *err);
 sl_status sl__phi3_bind_layer(sl_model *m, int il, sl_error *err);
 sl_status sl__qwen_moe_expert_widths(sl_model *m, sl_error *err);

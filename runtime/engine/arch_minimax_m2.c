@@ -28,8 +28,3 @@ sl_status sl__minimax_m2_hparams(sl_model *m, sl_error *err)
     hp->expert_weights_scale = 1.0f;
     return SL_OK;
 }
-
-sl_status sl__minimax_m2_bind_moe(sl_model *m, int il, sl_error *err)
-{
-    return sl__ds_moe_bind(m, il, true, err); /* no shared experts: exp_probs_b alone */
-}

@@ -961,6 +961,9 @@ def main():
         (["--arch", "glm4moe", "--qk-norm=1"], "--qk-norm"),
         (["--arch", "qwen35", "--shared-ffn", "64"], "--shared-ffn"),
         (["--arch", "qwen35moe", "--dim", "24", "--heads", "4"], "qwen35moe"),
+        (["--arch", "dots1", "--kv-heads", "2"], "--kv-heads"),
+        (["--arch", "dots1", "--nextn", "1"], "--nextn"),
+        (["--arch", "minimax-m2", "--shared-ffn", "64"], "--shared-ffn"),
     ]
     for args, flag in bad:
         if args == ["--dim", "24", "--heads", "4"]:

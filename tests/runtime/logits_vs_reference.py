@@ -5,7 +5,8 @@ usage: logits_vs_reference.py SLUICE_BINARY [--quick] [ARCH ...]   (default: eve
 For every architecture mkmodel writes (llama, mixtral, qwen3moe, olmoe, qwen2moe, gemma3, gpt-oss,
 deepseek2, and deepseek2 in the legacy attn_kv_b layout: deepseek2-kv_b; qwen2, qwen3, gemma2,
 granite, phi3; qwen3next, qwen35, qwen35moe; glm4moe, and glm4moe-opt with q/k norms and an
-MTP block; minimax-m2) and
+MTP block; minimax-m2; dots1; bailingmoe2, and bailingmoe2-opt with an MTP block and a wider
+shared expert) and
 weight types F32, Q8_0 and Q4_K (and gpt-oss in MXFP4; qwen3moe and gemma3 in Q2_K and Q3_K too), a small synthetic model is made with `sluice mkmodel`, run by
 `sluice eval` and by the reference on the same 12 tokens, and compared.
 
@@ -40,14 +41,15 @@ import ref_forward as rf  # noqa: E402
 ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
          "deepseek2-kv_b", "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next", "llama-opt",
          "granite-opt", "phi3-opt", "qwen2-opt", "deepseek2-opt", "glm4moe", "glm4moe-opt",
-         "qwen35", "qwen35moe", "minimax-m2")
+         "qwen35", "qwen35moe", "minimax-m2", "dots1", "bailingmoe2", "bailingmoe2-opt")
 # ARCH-opt: the optional tensors llama.cpp loads (mkmodel --biases), and LongRoPE where the
 # arch reads it: llama over an original context of 64 (eval's 12-token context: the short
 # factors), granite and phi3 over 8 (the long ones); deepseek2: Mistral Large 3's attention
 # temperature over 4 positions (3 steps of it in the 12 tokens)
 OPT = {"llama": ["--biases", "--longrope", "64"], "granite": ["--biases", "--longrope", "8"],
        "phi3": ["--biases", "--longrope", "8"], "qwen2": ["--biases"],
-       "deepseek2": ["--attn-temp", "4"], "glm4moe": ["--qk-norm", "--nextn", "1"]}
+       "deepseek2": ["--attn-temp", "4"], "glm4moe": ["--qk-norm", "--nextn", "1"],
+       "bailingmoe2": ["--nextn", "1", "--shared-ffn", "512"]}
 DENSE = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen35")
 TYPES = {"F32": 1e-4, "Q8_0": 1e-2, "Q4_K": 1e-2}
 # deepseek2 (issue 15) is held to 1e-5 with F32 weights
@@ -91,9 +93,9 @@ def mkmodel_args(arch, ty):
     if arch.endswith("-opt"):
         return mkmodel_args(arch[:-4], ty) + OPT[arch[:-4]]
     a = ["--arch", arch, "--dim", "256", "--ffn", "256", "--type", ty]
-    if arch in ("deepseek2", "glm4moe"):
-        # 8 experts (deepseek2: 4 groups of 2), 2 used; 3 layers: the leading dense one and
-        # two MoE
+    if arch in ("deepseek2", "glm4moe", "dots1", "bailingmoe2"):
+        # 8 experts (deepseek2, bailingmoe2: 4 groups of 2), 2 used; 3 layers: the leading
+        # dense one and two MoE
         return a + ["--experts", "8", "--top-k", "2", "--layers", "3"]
     if arch not in DENSE:
         a += ["--experts", "4", "--top-k", "2"]

@@ -158,6 +158,10 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             projections (olmoe's), NEOX rope on the first rope.dimension_count entries of each
             head, scale 1/sqrt(head_dim), ffn_norm; deepseek2's MoE with expert_gating_func
             (required), the weights always renormalised and never scaled, no shared expert.
+  dots1, bailingmoe2 (llama_model_dots1 / _bailingmoe2) qwen3's attention (bailingmoe2: the
+            fused attn_qkv; NEOX rope over rope.dimension_count) with ffn_norm, then
+            deepseek2's FFN: dense below leading_dense_block_count, else its MoE with
+            expert_gating_func (required) plus the shared experts ungated.
   glm4moe   (llama_model_glm4_moe; HF Glm4MoeForCausalLM) q/k/v with their biases, per-head
             q/k RMSNorm where the file has the weights (use_qk_norm), NEOX rope on the first
             rope.dimension_count entries of each head (partial_rotary_factor), scale
@@ -184,7 +188,11 @@ ROPE_TYPE = {"llama": ROPE_NORM, "qwen2moe": ROPE_NEOX, "qwen3moe": ROPE_NEOX,
              "deepseek2": ROPE_NORM, "qwen2": ROPE_NEOX, "qwen3": ROPE_NEOX,
              "gemma2": ROPE_NEOX, "granite": ROPE_NORM, "phi3": ROPE_NEOX,
              "qwen3next": ROPE_NEOX, "glm4moe": ROPE_NEOX, "qwen35": ROPE_NEOX,
-             "qwen35moe": ROPE_NEOX, "minimax-m2": ROPE_NEOX}
+             "qwen35moe": ROPE_NEOX, "minimax-m2": ROPE_NEOX, "dots1": ROPE_NEOX,
+             "bailingmoe2": ROPE_NEOX}
+# the archs with DeepSeek-V3's routed experts (moe_ffn_ds) and, when the file has them, its
+# ungated shared experts
+DS_MOE = ("deepseek2", "glm4moe", "minimax-m2", "dots1", "bailingmoe2")
 # the Gated DeltaNet archs (Qwen3-Next's mixers); Qwen3.5's layout differs (QWEN35)
 GDN = ("qwen3next", "qwen35", "qwen35moe")
 QWEN35 = ("qwen35", "qwen35moe")
@@ -476,7 +484,9 @@ class Model:
             self.gating_sigmoid = int(self._kv(f"{a}.expert_gating_func", 0)) in (0, 2)
             if self._kv(f"{a}.rope.dimension_sections", [0, 0])[:2] != [0, 0]:
                 raise ValueError(f"{path}: M-RoPE is not supported by the reference")
-        if a in ("deepseek2", "glm4moe", "minimax-m2"):
+        if a in ("dots1", "bailingmoe2"):  # required: llama.cpp has no router without it
+            self.gating_sigmoid = int(self._kv(f"{a}.expert_gating_func")) == 2
+        if a in DS_MOE:
             self.n_group = int(self._kv(f"{a}.expert_group_count", 0))
             self.group_used = int(self._kv(f"{a}.expert_group_used_count", 0))
             self.w_norm = bool(self._kv(f"{a}.expert_weights_norm", False))
@@ -635,7 +645,7 @@ class Model:
         q = q.reshape(n, self.n_head, d)
         k = k.reshape(n, self.n_head_kv, d)
         v = v.reshape(n, self.n_head_kv, d)
-        if a in ("qwen3moe", "gemma3", "qwen3") + GDN:  # per-head norm, before RoPE
+        if a in ("qwen3moe", "gemma3", "qwen3", "dots1", "bailingmoe2") + GDN:  # per head
             q = rms_norm(q, self.w(b + "attn_q_norm.weight"), self.eps)
             k = rms_norm(k, self.w(b + "attn_k_norm.weight"), self.eps)
         if a == "glm4moe":  # each where the file has it (GLM-4.5's use_qk_norm)
@@ -685,8 +695,7 @@ class Model:
                                self.w(b + "ffn_up_exps.weight"), self.w(b + "ffn_up_exps.bias"),
                                self.w(b + "ffn_down_exps.weight"),
                                self.w(b + "ffn_down_exps.bias"), self.n_expert_used)
-        if (self.arch in ("deepseek2", "glm4moe", "minimax-m2") and
-                self.has(b + "ffn_gate_inp.weight")):
+        if self.arch in DS_MOE and self.has(b + "ffn_gate_inp.weight"):
             bias = self.w(b + "exp_probs_b.bias") if self.has(b + "exp_probs_b.bias") else None
             out = moe_ffn_ds(h, self.w(b + "ffn_gate_inp.weight"), bias,
                              self.w(b + "ffn_gate_exps.weight"),

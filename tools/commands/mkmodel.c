@@ -28,7 +28,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tools/run mkmodel [--arch llama|mixtral|qwen3moe|olmoe|qwen2moe|gemma3|\n"
             "                         gpt-oss|deepseek2|qwen2|qwen3|gemma2|granite|phi3|\n"
-            "                         qwen3next|glm4moe|qwen35|qwen35moe|minimax-m2]\n"
+            "                         qwen3next|glm4moe|qwen35|qwen35moe|minimax-m2|dots1|\n"
+            "                         bailingmoe2]\n"
             "                         [flags] -o FILE\n"
             "\n"
             "Writes a small synthetic model in the GGUF layout llama.cpp loads, with a valid\n"
@@ -54,10 +55,14 @@ static void usage(FILE *f)
             "                    qwen3next's mixers with ssm_beta/ssm_alpha and M-RoPE\n"
             "                    sections; a dense FFN / qwen3next's experts),\n"
             "                    minimax-m2 (q/k norms over whole projections, 1/2 rotary,\n"
-            "                    sigmoid routing with a selection bias)\n"
+            "                    sigmoid routing with a selection bias), dots1 (qwen3\n"
+            "                    attention, deepseek2's MoE without groups), bailingmoe2\n"
+            "                    (Ling 2.0: fused attn_qkv, q/k norms, 1/2 rotary,\n"
+            "                    deepseek2's MoE)\n"
             "                    (default: qwen3moe)\n"
             "  --layers N        transformer blocks (default 2; gemma3: 6; deepseek2,\n"
-            "                    glm4moe: 3; qwen3next, qwen35, qwen35moe: 4)\n"
+            "                    glm4moe, dots1, bailingmoe2: 3; qwen3next, qwen35,\n"
+            "                    qwen35moe: 4)\n"
             "  --dim N           embedding width (default 64)\n"
             "  --ffn N           FFN width; per expert for MoE archs (default 128)\n"
             "  --experts N       experts per layer, MoE archs only (default 8, gpt-oss 4, max %d)\n"
@@ -67,7 +72,8 @@ static void usage(FILE *f)
             "                    deepseek2 writes 1: MLA)\n"
             "  --vocab N         vocabulary size, >= %d (default 512)\n"
             "  --ctx N           context_length metadata (default 256)\n"
-            "  --shared-ffn N    qwen2moe, qwen3next, qwen35moe: shared-expert FFN width\n"
+            "  --shared-ffn N    qwen2moe, qwen3next, qwen35moe, bailingmoe2: shared-expert\n"
+            "                    FFN width\n"
             "                    (default qwen2moe 2 * --ffn, the others --ffn)\n"
             "  --sliding-window N  gemma3, gemma2, gpt-oss: window of the local layers\n"
             "                    (default 8)\n"
@@ -100,8 +106,9 @@ static void usage(FILE *f)
             "  --attn-temp L     deepseek2: Mistral Large 3's attention temperature (Q times\n"
             "                    1 + 0.1 ln(floor(pos / L) + 1)): attention.temperature_scale\n"
             "                    0.1 and temperature_length L\n"
-            "  --nextn N         glm4moe: N multi-token-prediction blocks after the --layers\n"
-            "                    ones (nextn_predict_layers; GLM-4.5's files have 1)\n"
+            "  --nextn N         glm4moe, bailingmoe2: N multi-token-prediction blocks after\n"
+            "                    the --layers ones (nextn_predict_layers; GLM-4.5's files\n"
+            "                    have 1)\n"
             "  --qk-norm         glm4moe: per-head q/k norms (GLM-4.5 355B; Air has none)\n"
             "  --exact-quant     quantize every row with the reference quantizer; by default\n"
             "                    tensors in a block type with >= 2^20 weights and >= 512 rows\n"
@@ -294,7 +301,8 @@ int sl_cli_mkmodel(int argc, char **argv)
         shexp_given |= uf[k].given && !strcmp(uf[k].name, "--shared-ffn");
     }
     if (arch == SL_SYNTH_QWEN2MOE && ffn_given && !shexp_given) p.n_ff_shexp = 2 * p.n_ff;
-    if ((arch == SL_SYNTH_QWEN3NEXT || arch == SL_SYNTH_QWEN35MOE) && ffn_given && !shexp_given)
+    if ((arch == SL_SYNTH_QWEN3NEXT || arch == SL_SYNTH_QWEN35MOE ||
+         arch == SL_SYNTH_BAILINGMOE2) && ffn_given && !shexp_given)
         p.n_ff_shexp = p.n_ff;
     if (type_s) {
         const sl_gguf_type_info *ti = sl_gguf_type_by_name(type_s);

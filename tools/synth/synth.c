@@ -146,7 +146,20 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
     /* MiniMax-M2: rope_theta 5e6, rms_norm_eps 1e-6, pre-tokenizer "minimax-m2" */
     [SL_SYNTH_MINIMAX_M2] = {NULL, SL_ARCH_MINIMAX_M2, true, true, "minimax-m2", 5000000.0f,
                              1e-6f, SL__VOCAB_BPE},
+    /* dots.llm1: rope_theta 1e7, rms_norm_eps 1e-6, Qwen's BPE */
+    [SL_SYNTH_DOTS1] = {NULL, SL_ARCH_DOTS1, true, true, "qwen2", 10000000.0f, 1e-6f,
+                        SL__VOCAB_BPE},
+    /* Ling-mini-2.0: rope_theta 6e5, rms_norm_eps 1e-6, pre-tokenizer "bailingmoe2" */
+    [SL_SYNTH_BAILINGMOE2] = {NULL, SL_ARCH_BAILINGMOE2, true, true, "bailingmoe2", 600000.0f,
+                              1e-6f, SL__VOCAB_BPE},
 };
+
+/* The archs whose MoE is DeepSeek-V3's with a leading dense layer (sl__synth_mla_of's dense). */
+static bool ds_moe(sl_synth_arch a)
+{
+    return a == SL_SYNTH_DEEPSEEK2 || a == SL_SYNTH_GLM4MOE || a == SL_SYNTH_DOTS1 ||
+           a == SL_SYNTH_BAILINGMOE2;
+}
 
 /* The Gated DeltaNet archs (qwen3next's mixers). */
 static bool gdn(sl_synth_arch a)
@@ -157,7 +170,8 @@ static bool gdn(sl_synth_arch a)
 /* Those with a shared expert of their own width (--shared-ffn). */
 static bool shared_ffn(sl_synth_arch a)
 {
-    return a == SL_SYNTH_QWEN2MOE || a == SL_SYNTH_QWEN3NEXT || a == SL_SYNTH_QWEN35MOE;
+    return a == SL_SYNTH_QWEN2MOE || a == SL_SYNTH_QWEN3NEXT || a == SL_SYNTH_QWEN35MOE ||
+           a == SL_SYNTH_BAILINGMOE2;
 }
 
 /* Granite 3.0 2B's multipliers (embedding_multiplier, residual_multiplier,
@@ -210,7 +224,7 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
     p->n_expert = k_arch[a].moe ? 8 : 0;
     p->n_expert_used = k_arch[a].moe ? 2 : 0;
     p->n_head = 4;
-    p->n_head_kv = a == SL_SYNTH_OLMOE ? 4 : 2;
+    p->n_head_kv = a == SL_SYNTH_OLMOE || a == SL_SYNTH_DOTS1 ? 4 : 2;
     p->n_vocab = 512;
     p->n_ctx = 256;
     p->type = SL_GGML_F32;
@@ -220,7 +234,8 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
     p->seed = 1;
     if (a == SL_SYNTH_QWEN2MOE) p->n_ff_shexp = 2 * p->n_ff;
     if (gdn(a)) p->n_layer = 4; /* full_attention_interval 4: layers 0-2 linear, 3 full */
-    if (a == SL_SYNTH_QWEN3NEXT || a == SL_SYNTH_QWEN35MOE) p->n_ff_shexp = p->n_ff;
+    if (a == SL_SYNTH_QWEN3NEXT || a == SL_SYNTH_QWEN35MOE || a == SL_SYNTH_BAILINGMOE2)
+        p->n_ff_shexp = p->n_ff;
     if (a == SL_SYNTH_GEMMA3) {
         p->n_layer = 6; /* llama.cpp's Gemma 3 pattern: every 6th layer is global */
         p->n_swa = 8;
@@ -230,8 +245,7 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
         p->n_expert = 4;
         p->n_swa = 8; /* gpt-oss: 128; even layers slide */
     }
-    /* a dense layer, then two MoE layers */
-    if (a == SL_SYNTH_DEEPSEEK2 || a == SL_SYNTH_GLM4MOE) p->n_layer = 3;
+    if (ds_moe(a)) p->n_layer = 3; /* a dense layer, then two MoE layers */
 }
 
 uint32_t sl_synth_file_type(uint32_t type)
@@ -360,28 +374,37 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
             return sl_error_set(err, SL_ERR_INVALID, "deepseek2: %lld leading dense layers of "
                                 "--layers %u", (long long)d.dense, p->n_layer);
     }
-    if ((p->arch == SL_SYNTH_GLM4MOE || p->arch == SL_SYNTH_MINIMAX_M2) &&
+    if ((p->arch == SL_SYNTH_GLM4MOE || p->arch == SL_SYNTH_MINIMAX_M2 ||
+         p->arch == SL_SYNTH_BAILINGMOE2) &&
         p->n_embd / p->n_head < 4)
         return sl_error_set(err, SL_ERR_INVALID, "--dim %u / --heads %u: %s's head size %u "
                             "must be at least 4 (rotary on half of it, at least 2)", p->n_embd,
                             p->n_head, sl_synth_arch_name(p->arch), p->n_embd / p->n_head);
-    if (p->arch == SL_SYNTH_GLM4MOE) {
-        if (sl__synth_mla_of(p).dense > p->n_layer)
-            return sl_error_set(err, SL_ERR_INVALID, "glm4moe: %u leading dense layers of "
-                                "--layers %u", p->n_dense_lead, p->n_layer);
-        if (p->biases)
-            return sl_error_set(err, SL_ERR_INVALID, "--biases: glm4moe's q/k/v biases are "
-                                "always written, and it has no other optional bias");
+    if (ds_moe(p->arch) && p->arch != SL_SYNTH_DEEPSEEK2 &&
+        sl__synth_mla_of(p).dense > p->n_layer)
+        return sl_error_set(err, SL_ERR_INVALID, "%s: %u leading dense layers of --layers %u",
+                            sl_synth_arch_name(p->arch), p->n_dense_lead, p->n_layer);
+    if (p->arch == SL_SYNTH_GLM4MOE && p->biases)
+        return sl_error_set(err, SL_ERR_INVALID, "--biases: glm4moe's q/k/v biases are always "
+                            "written, and it has no other optional bias");
+    if (p->arch == SL_SYNTH_GLM4MOE || p->arch == SL_SYNTH_BAILINGMOE2) {
         if ((st = check_range("--nextn", p->nextn, 0, 16, err))) return st;
-    } else if (p->nextn || p->qk_norm) {
-        return sl_error_set(err, SL_ERR_INVALID, "%s: only glm4moe (not %s)",
-                            p->nextn ? "--nextn" : "--qk-norm", sl_synth_arch_name(p->arch));
+    } else if (p->nextn) {
+        return sl_error_set(err, SL_ERR_INVALID, "--nextn: only glm4moe and bailingmoe2 (not "
+                            "%s)", sl_synth_arch_name(p->arch));
     }
+    if (p->qk_norm && p->arch != SL_SYNTH_GLM4MOE)
+        return sl_error_set(err, SL_ERR_INVALID, "--qk-norm: only glm4moe (not %s)",
+                            sl_synth_arch_name(p->arch));
     if (gdn(p->arch) && (p->n_embd / p->n_head < 8 || p->n_embd / p->n_head > 1024))
         return sl_error_set(err, SL_ERR_INVALID, "--dim %u / --heads %u: %s's head size %u "
                             "must be in [8, 1024] (rotary on a quarter of it, at least 2)",
                             p->n_embd, p->n_head, sl_synth_arch_name(p->arch),
                             p->n_embd / p->n_head);
+    if (p->arch == SL_SYNTH_DOTS1 && p->n_head_kv != p->n_head)
+        return sl_error_set(err, SL_ERR_INVALID, "--kv-heads %u: dots1 needs --kv-heads == "
+                            "--heads (%u): llama.cpp sizes its k and v by the head count",
+                            p->n_head_kv, p->n_head);
     if (p->arch == SL_SYNTH_OLMOE && p->n_head_kv != p->n_head)
         return sl_error_set(err, SL_ERR_INVALID,
                             "--kv-heads %u: olmoe needs --kv-heads == --heads (%u): llama.cpp "
@@ -559,6 +582,36 @@ static void write_kv_glm4moe(kv_ctx *c, const sl_synth_params *p)
     if (p->nextn) kv_arch_u32(c, "nextn_predict_layers", p->nextn);
 }
 
+/* Dots1Model / BailingMoeV2Model.set_gguf_parameters: DeepSeek-V3's routing (scoring_func
+ * sigmoid, routed_scaling_factor 2.5, norm_topk_prob), one shared expert; Ling 2.0's
+ * partial_rotary_factor 0.5, its groups (as deepseek2's) and shared width. */
+static void write_kv_dsqk(kv_ctx *c, const sl_synth_params *p)
+{
+    const sl__synth_mla d = sl__synth_mla_of(p);
+    const uint32_t head_dim = p->n_embd / p->n_head;
+    const bool ling = p->arch == SL_SYNTH_BAILINGMOE2;
+    kv_arch_u32(c, "attention.key_length", head_dim);
+    kv_arch_u32(c, "attention.value_length", head_dim);
+    kv_arch_u32(c, "rope.dimension_count", sl__synth_n_rot(p));
+    kv_arch_u32(c, "leading_dense_block_count", (uint32_t)d.dense);
+    kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
+    kv_arch_u32(c, "expert_shared_count", 1);
+    kv_arch_u32(c, "expert_gating_func", 2); /* sigmoid */
+    kv_arch_f32(c, "expert_weights_scale", 2.5f);
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", c->arch);
+    kv_bool(c, key, true);
+    if (ling) {
+        kv_arch_u32(c, "vocab_size", p->n_vocab);
+        kv_arch_u32(c, "expert_shared_feed_forward_length", p->n_ff_shexp);
+        if (d.group > 1) {
+            kv_arch_u32(c, "expert_group_count", (uint32_t)d.group);
+            kv_arch_u32(c, "expert_group_used_count", (uint32_t)d.group_used);
+        }
+        if (p->nextn) kv_arch_u32(c, "nextn_predict_layers", p->nextn);
+    }
+}
+
 /* Keys as convert_hf_to_gguf.py writes them for the corresponding HF models. */
 static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab *v)
 {
@@ -670,6 +723,7 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
 
     if (p->arch == SL_SYNTH_DEEPSEEK2) write_kv_mla(c, p);
     if (p->arch == SL_SYNTH_GLM4MOE) write_kv_glm4moe(c, p);
+    if (p->arch == SL_SYNTH_DOTS1 || p->arch == SL_SYNTH_BAILINGMOE2) write_kv_dsqk(c, p);
 
     kv_str(c, "tokenizer.ggml.model", ai->bpe ? "gpt2" : "llama");
     if (ai->bpe) kv_str(c, "tokenizer.ggml.pre", ai->bpe_pre);

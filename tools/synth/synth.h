@@ -1,6 +1,6 @@
 /* synth: synthetic GGUF models in the layouts llama.cpp loads (llama, mixtral, qwen3moe, olmoe,
  * qwen2moe, gemma3, gpt-oss, deepseek2, qwen2, qwen3, gemma2, granite, phi3, qwen3next,
- * glm4moe, qwen35, qwen35moe, minimax-m2).
+ * glm4moe, qwen35, qwen35moe, minimax-m2, dots1, bailingmoe2).
  *
  * What a file contains (names, shapes in ggml ne order, keys) follows llama.cpp's
  * llama-model.cpp / llama-arch.cpp and convert_hf_to_gguf.py; tests/mkmodel/mkmodel_test.py
@@ -60,6 +60,11 @@ typedef enum sl_synth_arch {
     SL_SYNTH_QWEN35MOE,     /* the same mixers with qwen3next's experts and shared expert */
     SL_SYNTH_MINIMAX_M2,    /* MiniMax-M2: q/k norms over the whole projections, rotary on
                              * half a head, sigmoid routing with the selection bias */
+    SL_SYNTH_DOTS1,         /* dots.llm1: qwen3's attention, a leading dense layer, sigmoid
+                             * routing with the selection bias, one shared expert */
+    SL_SYNTH_BAILINGMOE2,   /* Ling 2.0: fused attn_qkv, q/k norms, rotary on half a head,
+                             * dots1's MoE in expert groups (--shared-ffn: the shared
+                             * expert's width), optional MTP blocks (--nextn) */
     SL_SYNTH_ARCH_COUNT
 } sl_synth_arch;
 
@@ -83,7 +88,7 @@ typedef struct sl_synth_params {
     uint32_t n_vocab;       /* --vocab */
     uint32_t n_ctx;         /* --ctx: context_length */
     uint32_t n_ff_shexp;    /* --shared-ffn: shared-expert FFN width (qwen2moe, qwen3next,
-                             * qwen35moe; else 0) */
+                             * qwen35moe, bailingmoe2; else 0) */
     uint32_t n_swa;         /* --sliding-window: local layers' window in tokens (gemma3,
                              * gpt-oss, gemma2; else 0) */
     uint32_t type;          /* --type: ggml type of matmul weights (SL_SYNTH_TYPES); MXFP4
@@ -112,14 +117,14 @@ typedef struct sl_synth_params {
     uint64_t seed;          /* --seed */
     /* deepseek2 only (no flags; 0: derived from --dim/--heads with D = dim / heads: q_lora and
      * kv_lora dim / 2, nope D, rope D / 2, v D; leading dense layers 1 if --layers > 1 (also
-     * glm4moe's, with n_ff_dense);
+     * glm4moe's, dots1's and bailingmoe2's, with n_ff_dense);
      * expert groups 4 if --experts is a multiple of 4, using the fewest that hold --top-k,
-     * at least half) */
+     * at least half (also bailingmoe2's)) */
     uint32_t mla_q_lora, mla_kv_lora, mla_nope, mla_rope, mla_v;
     uint32_t n_dense_lead;
     uint32_t n_ff_dense;    /* the leading dense layers' FFN width (0: --ffn) */
-    uint32_t nextn;         /* --nextn N: glm4moe, N multi-token-prediction blocks after the
-                             * --layers trunk (block_count = layers + N,
+    uint32_t nextn;         /* --nextn N: glm4moe, bailingmoe2: N multi-token-prediction
+                             * blocks after the --layers trunk (block_count = layers + N,
                              * nextn_predict_layers = N); 0: none */
     bool qk_norm;           /* --qk-norm: glm4moe, per-head attn_q_norm / attn_k_norm (GLM-4.5
                              * 355B's use_qk_norm; Air has none) */
@@ -137,7 +142,7 @@ typedef struct sl_synth_summary {
 
 /* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
  * "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next", "glm4moe", "qwen35",
- * "qwen35moe", "minimax-m2"; "?" out of range. */
+ * "qwen35moe", "minimax-m2", "dots1", "bailingmoe2"; "?" out of range. */
 const char *sl_synth_arch_name(sl_synth_arch a);
 /* Whether the architecture has routed experts (--experts/--top-k apply). */
 bool sl_synth_arch_is_moe(sl_synth_arch a);

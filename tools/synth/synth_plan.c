@@ -11,9 +11,9 @@ sl__synth_mla sl__synth_mla_of(const sl_synth_params *p)
 {
     const int64_t D = p->n_head ? p->n_embd / p->n_head : 0;
     sl__synth_mla d = {p->mla_q_lora ? p->mla_q_lora : p->n_embd / 2,
-                  p->mla_kv_lora ? p->mla_kv_lora : p->n_embd / 2,
-                  p->mla_nope ? p->mla_nope : D, p->mla_rope ? p->mla_rope : D / 2,
-                  p->mla_v ? p->mla_v : D, p->n_dense_lead, 1, 1};
+                       p->mla_kv_lora ? p->mla_kv_lora : p->n_embd / 2,
+                       p->mla_nope ? p->mla_nope : D, p->mla_rope ? p->mla_rope : D / 2,
+                       p->mla_v ? p->mla_v : D, p->n_dense_lead, 1, 1};
     if (!p->n_dense_lead && p->n_layer > 1) d.dense = 1;
     if (p->n_expert >= 8 && p->n_expert % 4 == 0) {
         const int64_t per = p->n_expert / 4, need = (p->n_expert_used + per - 1) / per;
@@ -132,7 +132,8 @@ uint32_t sl__synth_n_rot(const sl_synth_params *p)
 {
     const uint32_t head_dim = p->n_embd / p->n_head;
     return p->arch == SL_SYNTH_PHI3 ? head_dim * 3 / 4 / 2 * 2
-           : p->arch == SL_SYNTH_GLM4MOE || p->arch == SL_SYNTH_MINIMAX_M2
+           : p->arch == SL_SYNTH_GLM4MOE || p->arch == SL_SYNTH_MINIMAX_M2 ||
+                   p->arch == SL_SYNTH_BAILINGMOE2
                ? head_dim / 2 / 2 * 2
                : head_dim;
 }
@@ -221,6 +222,55 @@ static uint32_t plan_qwen3next(const sl_synth_params *p, sl__synth_tensor *t, ui
     return n;
 }
 
+/* dots1's and bailingmoe2's blocks after token_embd (llama_model_dots1 / _bailingmoe2::
+ * load_arch_tensors): q/k/v (bailingmoe2: one attn_qkv [E, Q + 2 KV]), attn_output, per-head
+ * q/k norms, ffn_norm, the leading dense layers' SwiGLU, then the router, exp_probs_b, the
+ * experts and one shared expert (dots1: as wide as a routed one; bailingmoe2: --shared-ffn);
+ * bailingmoe2's --nextn MTP blocks add nextn.eh_proj [2E, E], nextn.enorm, nextn.hnorm,
+ * nextn.shared_head_norm and layer_output_norm [E]. */
+static uint32_t plan_dsqk(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
+{
+    const sl__synth_mla d = sl__synth_mla_of(p);
+    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert;
+    const int64_t D = E / p->n_head, Q = p->n_head * D, KV = p->n_head_kv * D;
+    const int64_t FD = p->n_ff_dense ? p->n_ff_dense : F;
+    const bool ling = p->arch == SL_SYNTH_BAILINGMOE2;
+    const int64_t SH = ling ? p->n_ff_shexp : F;
+    const uint32_t wx = p->type, wd = wx == SL_GGML_MXFP4 ? SL_GGML_Q8_0 : wx;
+    const uint32_t f32 = SL_GGML_F32;
+    for (int i = 0; i < (int)(p->n_layer + p->nextn); i++) {
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
+        if (ling) {
+            add(t, &n, SL__K_IN, wd, E, Q + 2 * KV, 0, "blk.%d.attn_qkv.weight", i);
+        } else {
+            add(t, &n, SL__K_IN, wd, E, Q, 0, "blk.%d.attn_q.weight", i);
+            add(t, &n, SL__K_IN, wd, E, KV, 0, "blk.%d.attn_k.weight", i);
+            add(t, &n, SL__K_IN, wd, E, KV, 0, "blk.%d.attn_v.weight", i);
+        }
+        add(t, &n, SL__K_OUT, wd, Q, E, 0, "blk.%d.attn_output.weight", i);
+        add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_q_norm.weight", i);
+        add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_k_norm.weight", i);
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
+        if (i < d.dense) {
+            add_glu(t, &n, wd, E, FD, 0, "", SL__NEURONS_FFN, i);
+            continue;
+        }
+        add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
+        add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.exp_probs_b.bias", i);
+        add_glu(t, &n, wx, E, F, X, "_exps", SL__NEURONS_FFN, i);
+        add_glu(t, &n, wd, E, SH, 0, "_shexp", SL__NEURONS_SHEXP, i);
+        if (i < (int)p->n_layer) continue;
+        add(t, &n, SL__K_IN, wd, 2 * E, E, 0, "blk.%d.nextn.eh_proj.weight", i);
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.nextn.enorm.weight", i);
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.nextn.hnorm.weight", i);
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.nextn.shared_head_norm.weight", i);
+        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.layer_output_norm.weight", i);
+    }
+    add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
+    add(t, &n, SL__K_OUTPUT, wd, E, V, 0, "output.weight", 0);
+    return n;
+}
+
 /* glm4moe's blocks after token_embd (llama_model_glm4_moe::load_arch_tensors, as
  * Glm4MoeModel converts GLM-4.5): q/k/v with biases, per-head q/k norms with --qk-norm
  * (GLM-4.5 355B's use_qk_norm), post_attention_norm as the FFN's input norm, the leading dense
@@ -295,6 +345,7 @@ uint32_t sl__synth_plan(const sl_synth_params *p, sl__synth_tensor *t)
         p->arch == SL_SYNTH_QWEN35MOE)
         return plan_qwen3next(p, t, n);
     if (p->arch == SL_SYNTH_GLM4MOE) return plan_glm4moe(p, t, n);
+    if (p->arch == SL_SYNTH_DOTS1 || p->arch == SL_SYNTH_BAILINGMOE2) return plan_dsqk(p, t, n);
     for (int i = 0; i < (int)p->n_layer; i++) {
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.attn_norm.weight", i);
         add(t, &n, SL__K_IN, w, E, Q, 0, "blk.%d.attn_q.weight", i);

@@ -1,5 +1,6 @@
-"""Malformed qwen3next files (issue 34), and qwen35moe's own rules, are refused naming the key or
-tensor, never run.
+"""Malformed qwen3next files (issue 34), and the rules of the archs added since (qwen35moe,
+glm4moe, dots1, bailingmoe2, minimax-m2) that need gguf-py's writer, are refused naming the key
+or tensor, never run.
 
 mkmodel --arch qwen3next writes a good F32 file (4 layers: 0-2 Gated DeltaNet, 3 gated
 attention; dim 64, 4 value heads and 2 key heads of 16, conv 4); gguf-py copies it with one
@@ -10,7 +11,7 @@ logits.
 `sluice eval` on each must exit non-zero with a message holding the named strings; the good file
 evaluates.
 
-usage: qwen3next_broken_test.py SLUICE_BINARY
+usage: arch_broken_test.py SLUICE_BINARY
 """
 import os
 import subprocess
@@ -21,7 +22,7 @@ import gguf
 import numpy as np
 
 FAILURES = []
-TMP = tempfile.mkdtemp(prefix="qwen3next_broken.", dir=os.environ.get("TEST_TMPDIR"))
+TMP = tempfile.mkdtemp(prefix="arch_broken.", dir=os.environ.get("TEST_TMPDIR"))
 
 
 def expect(cond, msg):
@@ -70,18 +71,32 @@ def evaluate(sluice, path):
                            "cpu"], capture_output=True, text=True, timeout=120)
 
 
-def qwen35(sluice):
-    """qwen35moe's own refusals: its rope sections (required; none leaving a rotated pair to
-    the fourth component: 2 pairs here) and its split beta / alpha."""
-    good = os.path.join(TMP, "q35.gguf")
-    r = subprocess.run([sluice, "mkmodel", "--arch", "qwen35moe", "--type", "F32", "-o", good],
+def refusals(sluice, arch, cases):
+    """mkmodel's good file of arch evaluates; each (label, change, want) copy of it is refused
+    naming every string of want."""
+    good = os.path.join(TMP, f"{arch}.gguf")
+    r = subprocess.run([sluice, "mkmodel", "--arch", arch, "--type", "F32", "-o", good],
                        capture_output=True, text=True)
-    expect(r.returncode == 0, f"mkmodel --arch qwen35moe: {r.stderr.strip()}")
+    expect(r.returncode == 0, f"mkmodel --arch {arch}: {r.stderr.strip()}")
     r = evaluate(sluice, good)
-    expect(r.returncode == 0, f"the good qwen35moe file evaluates ({r.stderr.strip()[:200]})")
+    expect(r.returncode == 0, f"the good {arch} file evaluates ({r.stderr.strip()[:200]})")
+    for i, (label, change, want) in enumerate(cases):
+        bad = os.path.join(TMP, f"{arch}-bad{i}.gguf")
+        copy(good, bad, **change)
+        r = evaluate(sluice, bad)
+        msg = r.stderr.strip()
+        expect(r.returncode != 0 and all(w in msg for w in want) and "Traceback" not in msg,
+               f"{arch} {label}: refused naming {want} (rc {r.returncode}: {msg[:240]})")
+
+
+def newer_archs(sluice):
+    """qwen35moe: its rope sections (required; none leaving a rotated pair to the fourth
+    component: 2 pairs here) and its split beta / alpha; glm4moe: M-RoPE sections (GLM-4.xV);
+    dots1: k/v heads as many as q heads, whole-head rotary, the gating key; bailingmoe2: the
+    gating key; minimax-m2: the gating key and the selection bias."""
     a = "qwen35moe."
     sec = a + "rope.dimension_sections"
-    cases = [
+    refusals(sluice, "qwen35moe", [
         ("sections missing", dict(drop_key=sec), [sec, "missing"]),
         ("a pair left to the fourth component", dict(drop_key=sec, add_ints=(sec, [1, 0, 0, 1])),
          [sec, "fourth position component"]),
@@ -90,14 +105,35 @@ def qwen35(sluice):
         ("ssm_ba in a qwen35moe file", dict(add_tensor=("blk.0.ssm_ba.weight",
                                                         np.zeros((8, 64), np.float32))),
          ["blk.0.ssm_ba.weight", "not used"]),
-    ]
-    for i, (label, change, want) in enumerate(cases):
-        bad = os.path.join(TMP, f"q35bad{i}.gguf")
-        copy(good, bad, **change)
-        r = evaluate(sluice, bad)
-        msg = r.stderr.strip()
-        expect(r.returncode != 0 and all(w in msg for w in want) and "Traceback" not in msg,
-               f"qwen35moe {label}: refused naming {want} (rc {r.returncode}: {msg[:240]})")
+    ])
+    sec = "glm4moe.rope.dimension_sections"
+    refusals(sluice, "glm4moe", [
+        ("M-RoPE sections", dict(add_ints=(sec, [8, 12, 12, 0])), [sec, "M-RoPE"]),
+        ("exp_probs_b missing", dict(drop_tensor="blk.1.exp_probs_b.bias"),
+         ["blk.1.exp_probs_b.bias", "missing"]),
+    ])
+    refusals(sluice, "dots1", [
+        ("fewer k/v heads", dict(set_key=("dots1.attention.head_count_kv", 2)),
+         ["dots1.attention.head_count_kv", "expected head_count 4"]),
+        ("partial rotary", dict(set_key=("dots1.rope.dimension_count", 8)),
+         ["dots1.rope.dimension_count", "whole heads"]),
+        ("gating key missing", dict(drop_key="dots1.expert_gating_func"),
+         ["dots1.expert_gating_func", "missing"]),
+    ])
+    refusals(sluice, "bailingmoe2", [
+        ("gating key missing", dict(drop_key="bailingmoe2.expert_gating_func"),
+         ["bailingmoe2.expert_gating_func", "missing"]),
+        ("gating 0", dict(set_key=("bailingmoe2.expert_gating_func", 0)),
+         ["bailingmoe2.expert_gating_func", "outside [1, 2]"]),
+        ("shared count missing", dict(drop_key="bailingmoe2.expert_shared_count"),
+         ["bailingmoe2.expert_shared_count", "missing"]),
+    ])
+    refusals(sluice, "minimax-m2", [
+        ("gating key missing", dict(drop_key="minimax-m2.expert_gating_func"),
+         ["minimax-m2.expert_gating_func", "missing"]),
+        ("exp_probs_b missing", dict(drop_tensor="blk.0.exp_probs_b.bias"),
+         ["blk.0.exp_probs_b.bias", "missing"]),
+    ])
 
 
 def main():
@@ -155,7 +191,7 @@ def main():
         msg = r.stderr.strip()
         expect(r.returncode != 0 and all(w in msg for w in want) and "Traceback" not in msg,
                f"{label}: refused naming {want} (rc {r.returncode}: {msg[:240]})")
-    qwen35(sluice)
+    newer_archs(sluice)
     print(f"{'FAILED' if FAILURES else 'passed'}: {len(FAILURES)} failure(s)")
     return 1 if FAILURES else 0
 
