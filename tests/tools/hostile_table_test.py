@@ -406,7 +406,7 @@ def numeric_flags():
                                              "--top-k", "--heads", "--kv-heads", "--vocab",
                                              "--ctx", "--shared-ffn", "--sliding-window",
                                              "--router-topics", "--topic-run", "--longrope",
-                                             "--seed", "-t", "--threads"], "int"),
+                                             "--nextn", "--seed", "-t", "--threads"], "int"),
         ("mkmodel", ["mkmodel", "-o", OUT], ["--router-skew", "--neuron-skew"], "float"),
         ("demo", ["demo"], ["-n", "--n-predict", "-t"], "int"),
         ("bench gguf", ["bench", "gguf"], ["--read-mib"], "int"),
