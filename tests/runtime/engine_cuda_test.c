@@ -764,7 +764,7 @@ int main(int argc, char **argv)
         return 1;
     }
     const char *archs[] = {"llama", "mixtral", "mixtral-split", "qwen2moe", "qwen3moe", "olmoe",
-                           "gemma3", "gpt-oss", "deepseek2", "glm4moe"};
+                           "gemma3", "gpt-oss", "deepseek2", "glm4moe", "minimax-m2"};
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {
         if (ds2_only && strcmp(archs[i], "deepseek2")) continue;
         check_arch(archs[i], SL_GGML_F32, dir);
