@@ -16,8 +16,9 @@
  *   factors (llama, granite; phi3); any other tensor in the file is refused by name, as
  *   llama.cpp refuses it ("wrong number of tensors"). rope.scaling.attn_factor scales every
  *   rope, whatever the scaling type (llama.cpp: cparams.yarn_attn_factor *= it).
- * - Expert widths: mixtral and olmoe experts are feed_forward_length wide; the others' rules
- *   are their files' (expert_widths, hparams_moe).
+ * - Expert widths: mixtral and olmoe experts are feed_forward_length wide (minimax-m2's too,
+ *   by llama.cpp's tensor shapes); the others' rules are their files' (expert_widths,
+ *   hparams_moe).
  *
  * What is one architecture's own (keys, checks, tensors) is in arch_<name>.c through the
  * traits' hooks (arch_impl.h); this file is the table, the common keys and the common binding.
@@ -56,7 +57,7 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                             .moe_required = true, .mla = true, .act = SL_MOE_SILU,
                             .hparams_moe = sl__deepseek2_hparams,
                             .bind_attn = sl__deepseek2_bind_attn,
-                            .bind_moe = sl__ds_moe_bind_bias_opt},
+                            .bind_moe = sl__ds_moe_bind_bias_opt, .mtp = true},
     [SL_ARCH_QWEN2] = {.rope = SL_ROPE_NEOX, .output_bias = true, .act = SL_MOE_SILU},
     [SL_ARCH_QWEN3] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .act = SL_MOE_SILU},
     [SL_ARCH_GEMMA2] = {.rope = SL_ROPE_NEOX, .post_norms = true, .embd_scale = true,
@@ -72,23 +73,23 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                             .post_attn_ffn_norm = true, .own_attn = true, .recurrent = true,
                             .expert_widths = sl__qwen_moe_expert_widths,
                             .hparams = sl__qwen3next_hparams,
-                            .bind_layer = sl__qwen3next_bind_layer},
+                            .bind_layer = sl__qwen3next_bind_layer, .mtp = true},
     [SL_ARCH_GLM4MOE] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD_OPT,
                           .moe_capable = true, .moe_required = true, .act = SL_MOE_SILU,
                           .post_attn_ffn_norm = true, .hparams_moe = sl__glm4moe_hparams,
-                          .bind_moe = sl__ds_moe_bind_bias_req},
+                          .bind_moe = sl__ds_moe_bind_bias_req, .mtp = true},
     /* Qwen3.5: Qwen3-Next's rows, dense or MoE (arch_qwen3next.c says what differs) */
     [SL_ARCH_QWEN35] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .act = SL_MOE_SILU,
                          .post_attn_ffn_norm = true, .own_attn = true, .recurrent = true,
                          .hparams = sl__qwen3next_hparams,
-                         .bind_layer = sl__qwen3next_bind_layer},
+                         .bind_layer = sl__qwen3next_bind_layer, .mtp = true},
     [SL_ARCH_QWEN35MOE] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
                             .moe_capable = true, .moe_required = true, .norm_topk = true,
                             .shared_expert = true, .act = SL_MOE_SILU,
                             .post_attn_ffn_norm = true, .own_attn = true, .recurrent = true,
                             .expert_widths = sl__qwen_moe_expert_widths,
                             .hparams = sl__qwen3next_hparams,
-                            .bind_layer = sl__qwen3next_bind_layer},
+                            .bind_layer = sl__qwen3next_bind_layer, .mtp = true},
     [SL_ARCH_MINIMAX_M2] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_FULL,
                              .moe_capable = true, .moe_required = true, .act = SL_MOE_SILU,
                              .hparams_moe = sl__minimax_m2_hparams,
@@ -99,7 +100,7 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
     [SL_ARCH_BAILINGMOE2] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
                               .moe_capable = true, .moe_required = true, .act = SL_MOE_SILU,
                               .hparams_moe = sl__bailingmoe2_hparams,
-                              .bind_moe = sl__ds_moe_bind_bias_opt},
+                              .bind_moe = sl__ds_moe_bind_bias_opt, .mtp = true},
 };
 
 const sl__arch_traits *sl__arch_traits_get(sl_arch a)
@@ -238,6 +239,84 @@ sl_status sl__arch_get_bool(const sl_model *m, const char *suffix, bool def, boo
         return sl_error_set(err, SL_ERR_TYPE, "metadata key '%s': %s, expected bool", k,
                             sl_gguf_vtype_name(v->type));
     *out = v->v.b;
+    return SL_OK;
+}
+
+/* The group-limited selection's keys (expert_group_count / _used_count: llama.cpp's common
+ * loader reads them for every arch and build_moe_ffn applies them whatever the gating),
+ * checked against the experts. */
+static sl_status moe_groups(sl_model *m, sl_error *err)
+{
+    sl__hparams *hp = &m->hp;
+    const char *a = sl_arch_name(m->arch);
+    sl_status st;
+    if ((st = get_i32(m, "expert_group_count", false, 0, 0, hp->n_expert, &hp->n_group, err)) ||
+        (st = get_i32(m, "expert_group_used_count", false, 0, 0, 1 << 30, &hp->n_group_used,
+                      err)))
+        return st;
+    if (hp->n_group <= 1) return SL_OK;
+    if (hp->n_expert % hp->n_group)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_count': %d does "
+                            "not divide expert_count %d", a, hp->n_group, hp->n_expert);
+    if (hp->n_group_used < 1 || hp->n_group_used > hp->n_group)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_used_count': %d, "
+                            "expected in [1, expert_group_count %d]", a, hp->n_group_used,
+                            hp->n_group);
+    if ((int64_t)hp->n_group_used * (hp->n_expert / hp->n_group) < hp->n_expert_used)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_used_count': %d "
+                            "groups of %d experts cannot hold expert_used_count %d", a,
+                            hp->n_group_used, hp->n_expert / hp->n_group, hp->n_expert_used);
+    return SL_OK;
+}
+
+sl_status sl__arch_mrope_text(const sl_model *m, bool interleaved, bool always, sl_error *err)
+{
+    char k[96];
+    const sl_gguf_value *v =
+        sl_gguf_find(m->gguf, sl__arch_key(k, sizeof k, m, "rope.dimension_sections"));
+    if (!v) {
+        if (!always) return SL_OK;
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s' missing (required)", k);
+    }
+    if (v->type != SL_GGUF_ARR || v->v.arr.n < 1 || v->v.arr.n > 4)
+        return sl_error_set(err, SL_ERR_TYPE, "metadata key '%s': expected an array of 1 to 4 "
+                            "integers", k);
+    const int64_t half = m->hp.n_rot / 2, head = m->hp.head_dim;
+    int64_t sec[4] = {0, 0, 0, 0}, sum = 0;
+    for (uint64_t i = 0; i < v->v.arr.n; i++) {
+        sl_gguf_value e;
+        sl_status st = sl_gguf_arr_get(v, i, &e, err);
+        if (st) return st;
+        const bool u = e.type == SL_GGUF_U8 || e.type == SL_GGUF_U16 || e.type == SL_GGUF_U32 ||
+                       e.type == SL_GGUF_U64;
+        if (!u && e.type != SL_GGUF_I8 && e.type != SL_GGUF_I16 && e.type != SL_GGUF_I32 &&
+            e.type != SL_GGUF_I64)
+            return sl_error_set(err, SL_ERR_TYPE, "metadata key '%s': array of %s, expected "
+                                "integers", k, sl_gguf_vtype_name(e.type));
+        if (!u && e.v.i64 < 0)
+            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s': entry %llu is %lld, "
+                                "expected >= 0", k, (unsigned long long)i, (long long)e.v.i64);
+        /* one past the head size is already too many (the total is checked below) */
+        const uint64_t x = u ? e.v.u64 : (uint64_t)e.v.i64;
+        sec[i] = x > (uint64_t)head ? head + 1 : (int64_t)x;
+        sum += sec[i];
+    }
+    if (!always && !(sec[0] > 0 && sec[1] > 0)) return SL_OK; /* llama.cpp's use_mrope() */
+    if (sum == 0 || sum > head)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s': sections total %lld%s, "
+                            "expected 1 to the head size %lld", k, (long long)sum,
+                            sum > head ? " or more" : "", (long long)head);
+    for (int64_t j = 0; j < half; j++) {
+        const int64_t s = j % sum; /* ggml_mrope_cache_init's sector of pair j */
+        const bool text = interleaved ? s < 3 * sec[s % 3]
+                                      : s < sec[0] + sec[1] + sec[2];
+        if (!text)
+            return sl_error_set(err, SL_ERR_UNSUPPORTED, "metadata key '%s': [%lld, %lld, "
+                                "%lld, %lld] leaves rotated pair %lld of %lld to the fourth "
+                                "position component (not supported)", k, (long long)sec[0],
+                                (long long)sec[1], (long long)sec[2], (long long)sec[3],
+                                (long long)j, (long long)half);
+    }
     return SL_OK;
 }
 
@@ -391,6 +470,7 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
                                 "metadata key '%s.expert_used_count': %d outside [1, "
                                 "expert_count %d]",
                                 sl_arch_name(m->arch), hp->n_expert_used, hp->n_expert);
+        if (hp->n_expert > 0 && (st = moe_groups(m, err))) return st;
         if (m->tr->moe_required && hp->n_expert < 1)
             return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_count': %d (a %s "
                                 "model needs experts)", sl_arch_name(m->arch), hp->n_expert, sl_arch_name(m->arch));
@@ -632,8 +712,9 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
 
 /* A tensor of the file that no weight binds is refused, naming it: llama.cpp's loader counts
  * the tensors it created against the file's ("wrong number of tensors"). The multi-token
- * prediction blocks past the trunk (nextn_predict_layers) are the exception: llama.cpp
- * loads them for drafting, and neither runs them for next-token logits. */
+ * prediction blocks past the trunk (nextn_predict_layers) of the archs whose llama.cpp loaders
+ * know them (traits.mtp) are the exception: llama.cpp loads or skips them for drafting, and
+ * neither runs them for next-token logits. */
 static sl_status unused_tensors(const sl_model *m, sl_error *err)
 {
     const size_t n = sl_gguf_tensor_count(m->gguf);
@@ -647,8 +728,8 @@ static sl_status unused_tensors(const sl_model *m, sl_error *err)
     for (size_t i = 0; i < n && !st; i++) {
         const sl_gguf_tensor *t = sl_gguf_tensor_at(m->gguf, i);
         int il;
-        if (used[i] || (m->hp.n_layer_nextn && sscanf(t->name, "blk.%d.", &il) == 1 &&
-                        il >= m->hp.n_layer))
+        if (used[i] || (m->tr->mtp && m->hp.n_layer_nextn &&
+                        sscanf(t->name, "blk.%d.", &il) == 1 && il >= m->hp.n_layer))
             continue;
         st = sl_error_set(err, SL_ERR_FORMAT, "%s: tensor '%s' is not used by architecture %s "
                           "as loaded (llama.cpp refuses such a file: wrong number of tensors)",

@@ -14,7 +14,7 @@ sl_status sl__bailingmoe2_hparams(sl_model *m, sl_error *err)
 {
     sl__hparams *hp = &m->hp;
     const int32_t shexp = hp->n_ff_shexp; /* expert_shared_feed_forward_length */
-    sl_status st = sl__ds_moe_hparams(m, true, NULL, err);
+    sl_status st = sl__ds_moe_hparams(m, NULL, err);
     if (st) return st;
     if (shexp > 0) {
         if ((int64_t)shexp * hp->n_expert_shared > INT32_MAX)

@@ -110,7 +110,7 @@ sl_status sl__deepseek2_hparams(sl_model *m, sl_error *err)
      * the key out), else softmax (V2, V2.5) */
     const bool flash = (hp->n_layer == 47 || hp->n_layer == 48) && file_vocab(m) == 154880;
     const sl_gating absent = flash ? SL_GATING_SIGMOID : SL_GATING_SOFTMAX_TOPK;
-    if ((st = sl__ds_moe_hparams(m, false, &absent, err))) return st;
+    if ((st = sl__ds_moe_hparams(m, &absent, err))) return st;
     /* YaRN as llama.cpp's deepseek2 graph: the rope's own magnitude correction is cancelled
      * (the rotated dims keep attn_factor), and the attention scale carries
      * mscale^2 / sqrt(key_length_mla), mscale = attn_factor * (1 + yarn_log_multiplier *

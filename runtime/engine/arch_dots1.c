@@ -21,5 +21,5 @@ sl_status sl__dots1_hparams(sl_model *m, sl_error *err)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key 'dots1.attention.head_count_kv': "
                             "%d, expected head_count %d (llama.cpp sizes dots1's k and v by "
                             "head_count)", hp->n_head_kv, hp->n_head);
-    return sl__ds_moe_hparams(m, true, NULL, err);
+    return sl__ds_moe_hparams(m, NULL, err);
 }

@@ -1,19 +1,18 @@
-/* runtime/engine/arch_ds_moe.c: the DeepSeek-MoE feed-forward that deepseek2 and glm4moe share
- * (llama.cpp's llama_model_deepseek2 / llama_model_glm4_moe loaders and build_moe_ffn):
+/* runtime/engine/arch_ds_moe.c: the DeepSeek-MoE feed-forward of deepseek2, glm4moe, dots1,
+ * bailingmoe2 and (its router) minimax-m2 (llama.cpp's loaders of those and build_moe_ffn):
  *
  * - layers below leading_dense_block_count have a dense SwiGLU FFN of feed_forward_length;
  * - the others route to expert_used_count of expert_count experts of
  *   expert_feed_forward_length: probabilities by expert_gating_func (1 softmax, 2 sigmoid;
- *   absent or 0: the arch's default, or, where llama.cpp has none, refused), selection by probability + exp_probs_b within the
- *   expert_group_used_count best of expert_group_count groups (a group scores its two best),
- *   weights the probabilities, divided by their sum when expert_weights_norm, times
- *   expert_weights_scale (absent or 0: 1);
+ *   absent or 0: the arch's default, or, where llama.cpp has none, refused), selection by
+ *   probability + exp_probs_b within the groups (arch.c reads them, for every arch, as
+ *   llama.cpp: a group scores its two best), weights the probabilities, divided by their sum
+ *   when expert_weights_norm, times expert_weights_scale (absent or 0: 1);
  * - plus expert_shared_count shared experts, one SwiGLU n_ff_exp * count wide, added ungated
  *   (forward_ffn.c: a shared expert without ffn_gate_inp_shexp). */
 #include "runtime/engine/arch_impl.h"
 
-sl_status sl__ds_moe_hparams(sl_model *m, bool shared_required, const sl_gating *absent,
-                             sl_error *err)
+sl_status sl__ds_moe_hparams(sl_model *m, const sl_gating *absent, sl_error *err)
 {
     sl__hparams *hp = &m->hp;
     const int64_t BIG = 1 << 30;
@@ -22,11 +21,10 @@ sl_status sl__ds_moe_hparams(sl_model *m, bool shared_required, const sl_gating 
     sl_status st;
     if ((st = sl__arch_get_i32(m, "leading_dense_block_count", false, 0, 0, hp->n_layer,
                                &hp->n_dense_lead, err)) ||
-        (st = sl__arch_get_i32(m, "expert_shared_count", shared_required, 0, 0, 64,
+        (st = sl__arch_get_i32(m, "expert_shared_count", true, 0, 0, 64,
                                &hp->n_expert_shared, err)) ||
         (st = sl__arch_get_i32(m, "expert_feed_forward_length", true, 0, 1, BIG, &hp->n_ff_exp,
                                err)) ||
-        (st = sl__ds_moe_groups(m, err)) ||
         (st = sl__arch_get_i32(m, "expert_gating_func", !absent, 0, absent ? 0 : 1, 2, &gf,
                                err)) ||
         (st = sl__arch_get_bool(m, "expert_weights_norm", false, &hp->norm_topk, err)) ||
@@ -45,34 +43,6 @@ sl_status sl__ds_moe_hparams(sl_model *m, bool shared_required, const sl_gating 
                             "shared experts of %d overflow", a, hp->n_expert_shared,
                             hp->n_ff_exp);
     hp->n_ff_shexp = hp->n_ff_exp * hp->n_expert_shared;
-    return SL_OK;
-}
-
-sl_status sl__ds_moe_groups(sl_model *m, sl_error *err)
-{
-    sl__hparams *hp = &m->hp;
-    const char *a = sl_arch_name(m->arch);
-    sl_status st;
-    if ((st = sl__arch_get_i32(m, "expert_group_count", false, 0, 0, hp->n_expert, &hp->n_group,
-                               err)) ||
-        (st = sl__arch_get_i32(m, "expert_group_used_count", false, 0, 0, 1 << 30,
-                               &hp->n_group_used, err)))
-        return st;
-    if (hp->n_group > 1) {
-        if (hp->n_expert % hp->n_group)
-            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_count': %d "
-                                "does not divide expert_count %d", a, hp->n_group,
-                                hp->n_expert);
-        if (hp->n_group_used < 1 || hp->n_group_used > hp->n_group)
-            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_used_count': "
-                                "%d, expected in [1, expert_group_count %d]", a,
-                                hp->n_group_used, hp->n_group);
-        if ((int64_t)hp->n_group_used * (hp->n_expert / hp->n_group) < hp->n_expert_used)
-            return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_used_count': "
-                                "%d groups of %d experts cannot hold expert_used_count %d", a,
-                                hp->n_group_used, hp->n_expert / hp->n_group,
-                                hp->n_expert_used);
-    }
     return SL_OK;
 }
 

@@ -15,6 +15,15 @@ sl_status sl__arch_get_f32(const sl_model *m, const char *suffix, bool required,
 /* A bool key; absent: def. SL_ERR_TYPE naming it when it is not a bool. */
 sl_status sl__arch_get_bool(const sl_model *m, const char *suffix, bool def, bool *out,
                             sl_error *err);
+/* M-RoPE's rope.dimension_sections for text (llama.cpp's rope_sections; ggml_mrope_cache_init):
+ * a text token's position components are [p, p, p, 0], so where every rotated pair takes one
+ * of the first three (interleaved, Qwen3.5's IMROPE: pair j's sector s = j % total is
+ * component s % 3 while s < 3 sections[s % 3]; else GLM-4.xV's MROPE: s below the first three
+ * sections' total) the rotation is NEOX's over the same pairs. Absent: SL_OK unless always
+ * (then a required key); not always, M-RoPE is used only when sections 0 and 1 are both > 0
+ * (llama.cpp's use_mrope). Refused naming the key: not 1 to 4 integers, a negative one, a
+ * total of 0 or past the head size, or a pair left to the fourth component. */
+sl_status sl__arch_mrope_text(const sl_model *m, bool interleaved, bool always, sl_error *err);
 /* "{arch}.{suffix}" into buf. */
 const char *sl__arch_key(char *buf, size_t n, const sl_model *m, const char *suffix);
 /* Binds tensor printf(fmt, il) of shape ne[0..nd) into *out (NULL when absent and not
@@ -41,18 +50,14 @@ sl_weight *sl__arch_new_weight(sl_model *m, const sl_gguf_tensor *t);
 sl_status sl__arch_bind_attn(sl_model *m, int il, sl_error *err);
 
 /* arch_ds_moe.c: the DeepSeek-MoE keys (deepseek2, glm4moe, dots1, bailingmoe2) into hp —
- * dense lead, shared experts (their count a required key when shared_required), expert width,
- * groups, gating (*absent when expert_gating_func is absent or 0; absent NULL: the key is
- * required, 1 or 2), weights' norm and scale — and, as traits.bind_moe, a MoE layer's
+ * dense lead, shared experts (expert_shared_count, a required key), expert width, gating
+ * (*absent when expert_gating_func is absent or 0; absent NULL: the key is required, 1 or
+ * 2), weights' norm and scale — and, as traits.bind_moe, a MoE layer's
  * shared experts and exp_probs_b (optional: deepseek2, dots1, bailingmoe2; required: glm4moe,
  * minimax-m2). */
-sl_status sl__ds_moe_hparams(sl_model *m, bool shared_required, const sl_gating *absent,
-                             sl_error *err);
+sl_status sl__ds_moe_hparams(sl_model *m, const sl_gating *absent, sl_error *err);
 sl_status sl__ds_moe_bind_bias_opt(sl_model *m, int il, sl_error *err);
 sl_status sl__ds_moe_bind_bias_req(sl_model *m, int il, sl_error *err);
-/* The group-limited selection's keys alone (expert_group_count / _used_count, which
- * llama.cpp's common loader reads for every arch), checked against the experts. */
-sl_status sl__ds_moe_groups(sl_model *m, sl_error *err);
 
 /* the arch files' hooks (sl__arch_traits: expert_widths, hparams_moe, hparams, bind_attn,
  * bind_layer, bind_moe) */

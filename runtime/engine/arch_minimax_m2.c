@@ -7,10 +7,11 @@
  * rope.dimension_count entries of each head (MiniMax-M2: 64 of 128); scale 1/sqrt(head);
  * ffn_norm; the router: probabilities by expert_gating_func (its converter writes 2, sigmoid;
  * llama.cpp has no router without it, so a file without it is refused here), selection by
- * probability + exp_probs_b (required) within the groups llama.cpp's common loader reads, the
- * top-k weights always renormalised and never scaled (llama.cpp reads neither
- * expert_weights_norm nor expert_weights_scale for it); experts of
- * expert_feed_forward_length (required); no shared expert, no dense layer. */
+ * probability + exp_probs_b (required) within the groups (arch.c), the top-k weights always
+ * renormalised and never scaled (llama.cpp reads neither expert_weights_norm nor
+ * expert_weights_scale for it); experts as wide as feed_forward_length (llama.cpp's tensor
+ * shapes; expert_feed_forward_length is a required key it does not size them by, and the
+ * converter writes both from intermediate_size); no shared expert, no dense layer. */
 #include "runtime/engine/arch_impl.h"
 
 sl_status sl__minimax_m2_hparams(sl_model *m, sl_error *err)
@@ -18,11 +19,12 @@ sl_status sl__minimax_m2_hparams(sl_model *m, sl_error *err)
     sl__hparams *hp = &m->hp;
     int32_t gf;
     sl_status st;
-    if ((st = sl__arch_get_i32(m, "expert_feed_forward_length", true, 0, 1, 1 << 30,
-                               &hp->n_ff_exp, err)) ||
-        (st = sl__arch_get_i32(m, "expert_gating_func", true, 0, 1, 2, &gf, err)) ||
-        (st = sl__ds_moe_groups(m, err)))
+    int32_t width;
+    if ((st = sl__arch_get_i32(m, "expert_feed_forward_length", true, 0, 1, 1 << 30, &width,
+                               err)) ||
+        (st = sl__arch_get_i32(m, "expert_gating_func", true, 0, 1, 2, &gf, err)))
         return st;
+    hp->n_ff_exp = hp->n_ff; /* llama.cpp sizes the experts by feed_forward_length */
     hp->gating = gf == 2 ? SL_GATING_SIGMOID : SL_GATING_SOFTMAX_TOPK;
     hp->norm_topk = true;
     hp->expert_weights_scale = 1.0f;

@@ -20,7 +20,7 @@
  * Qwen3.5 differs in three places, as its converter writes it: separate ssm_beta and ssm_alpha
  * [E, Hv] for ssm_ba; value head h reads key head h % Hk (the converter reorders the value
  * heads so that llama.cpp tiles the key heads); interleaved M-RoPE over
- * rope.dimension_sections, which for text is NEOX's rotation (rope_sections says when).
+ * rope.dimension_sections, which for text is NEOX's rotation (sl__arch_mrope_text says when).
  * Refused naming the key or tensor: recurrent_layers of another type or length, the legacy
  * fused ssm_in layout, ssm.inner_size != state_size * time_step_rank (llama.cpp's
  * tensor shapes assume it), group_count not dividing time_step_rank.
@@ -95,48 +95,13 @@ static bool is_recurrent(const sl_model *m, int il)
     return (il + 1) % m->hp.full_attn_interval != 0;
 }
 
-/* Qwen3.5's rope: interleaved M-RoPE (llama.cpp IMROPE) over rope.dimension_sections (a
- * required key there). For text every position component but the fourth is the token's
- * position, so where every rotated pair takes one of the first three (ggml's rule: pair i is
- * section i % 3 while i < 3 * sections[i % 3]), the rotation is NEOX's; a file whose sections
- * leave a pair to the fourth component is refused. */
-static sl_status rope_sections(const sl_model *m, sl_error *err)
-{
-    char k[96];
-    const sl_gguf_value *v =
-        sl_gguf_find(m->gguf, sl__arch_key(k, sizeof k, m, "rope.dimension_sections"));
-    if (!v)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s' missing (required)", k);
-    if (v->type != SL_GGUF_ARR || v->v.arr.n < 3)
-        return sl_error_set(err, SL_ERR_TYPE, "metadata key '%s': expected an array of 4 "
-                            "integers", k);
-    int64_t sec[3];
-    for (uint64_t i = 0; i < 3; i++) {
-        sl_gguf_value e;
-        sl_status st = sl_gguf_arr_get(v, i, &e, err);
-        if (st) return st;
-        if (e.type == SL_GGUF_I32 || e.type == SL_GGUF_I64) sec[i] = e.v.i64;
-        else if (e.type == SL_GGUF_U32 || e.type == SL_GGUF_U64) sec[i] = (int64_t)e.v.u64;
-        else
-            return sl_error_set(err, SL_ERR_TYPE, "metadata key '%s': array of %s, expected "
-                                "integers", k, sl_gguf_vtype_name(e.type));
-    }
-    for (int32_t i = 0; i < m->hp.n_rot / 2; i++)
-        if (i >= 3 * sec[i % 3])
-            return sl_error_set(err, SL_ERR_UNSUPPORTED, "metadata key '%s': [%lld, %lld, "
-                                "%lld, ...] leaves rotated pair %d of %d to the fourth position "
-                                "component (not supported)", k, (long long)sec[0],
-                                (long long)sec[1], (long long)sec[2], i, m->hp.n_rot / 2);
-    return SL_OK;
-}
-
 sl_status sl__qwen3next_hparams(sl_model *m, sl_error *err)
 {
     sl__hparams *hp = &m->hp;
     const int64_t BIG = 1 << 20;
     sl_status st;
     if ((st = recr_check(m, hp->n_layer + hp->n_layer_nextn, err)) ||
-        (qwen35(m) && (st = rope_sections(m, err))))
+        (qwen35(m) && (st = sl__arch_mrope_text(m, true, true, err))))
         return st;
     hp->ssm_qwen35 = qwen35(m);
     if ((st = sl__arch_get_i32(m, "ssm.conv_kernel", true, 0, 1, 64, &hp->ssm_d_conv, err)) ||
@@ -202,12 +167,12 @@ sl_status sl__qwen3next_bind_layer(sl_model *m, int il, sl_error *err)
                             il, err)) ||
         (st = sl__arch_bind(m, &L->ssm_z, true, false, NE(E, VD), "blk.%d.attn_gate.weight",
                             il, err)) ||
-        (!qwen35(m) && (st = sl__arch_bind(m, &L->ssm_ba, true, false, NE(E, 2 * Hv),
-                                           "blk.%d.ssm_ba.weight", il, err))) ||
-        (qwen35(m) && (st = sl__arch_bind(m, &L->ssm_beta, true, false, NE(E, Hv),
-                                          "blk.%d.ssm_beta.weight", il, err))) ||
-        (qwen35(m) && (st = sl__arch_bind(m, &L->ssm_alpha, true, false, NE(E, Hv),
-                                          "blk.%d.ssm_alpha.weight", il, err))) ||
+        (!hp->ssm_qwen35 && (st = sl__arch_bind(m, &L->ssm_ba, true, false, NE(E, 2 * Hv),
+                                                "blk.%d.ssm_ba.weight", il, err))) ||
+        (hp->ssm_qwen35 && (st = sl__arch_bind(m, &L->ssm_beta, true, false, NE(E, Hv),
+                                               "blk.%d.ssm_beta.weight", il, err))) ||
+        (hp->ssm_qwen35 && (st = sl__arch_bind(m, &L->ssm_alpha, true, false, NE(E, Hv),
+                                               "blk.%d.ssm_alpha.weight", il, err))) ||
         (st = sl__arch_bind(m, &L->ssm_conv1d, true, true, NE(d.d_conv, C),
                             "blk.%d.ssm_conv1d.weight", il, err)) ||
         (st = sl__arch_bind(m, &L->ssm_dt, true, true, NE(Hv), "blk.%d.ssm_dt.bias", il,
@@ -345,9 +310,9 @@ sl_status sl__qwen3next_linear(sl_ctx *c, const sl__side *s, int32_t il, int64_t
     sl_status st;
     if ((st = vt->mm(s->dx, L->ssm_qkv, s->xn, n, s->g, err)) ||
         (st = vt->mm(s->dx, L->ssm_z, s->xn, n, s->u, err)) ||
-        (L->ssm_ba && (st = vt->mm(s->dx, L->ssm_ba, s->xn, n, s->k, err))) ||
-        (!L->ssm_ba && (st = vt->mm(s->dx, L->ssm_beta, s->xn, n, s->k, err))) ||
-        (!L->ssm_ba && (st = vt->mm(s->dx, L->ssm_alpha, s->xn, n, s->k + n * Hv, err))) ||
+        (!d.ba_split && (st = vt->mm(s->dx, L->ssm_ba, s->xn, n, s->k, err))) ||
+        (d.ba_split && (st = vt->mm(s->dx, L->ssm_beta, s->xn, n, s->k, err))) ||
+        (d.ba_split && (st = vt->mm(s->dx, L->ssm_alpha, s->xn, n, s->k + n * Hv, err))) ||
         (st = host_ready(c, s, err)))
         return st;
     float *gate = s->v, *beta = s->v + n * Hv;

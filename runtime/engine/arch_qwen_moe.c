@@ -1,10 +1,10 @@
 /* runtime/engine/arch_qwen_moe.c: the Qwen MoE family's expert widths (qwen2moe, qwen3moe,
- * qwen3next) and qwen2moe's shared expert.
+ * qwen3next, qwen35moe) and qwen2moe's shared expert.
  *
  * Their experts are expert_feed_forward_length wide, else n_ff / n_expert_used (llama.cpp's
  * fallback); the shared expert is expert_shared_feed_forward_length wide, else n_ff.
  * The shared expert's tensors (ffn_*_shexp and its sigmoid gate) are bound with the common
- * experts (arch.c, traits.shared_expert: qwen2moe, qwen3next). */
+ * experts (arch.c, traits.shared_expert: qwen2moe, qwen3next, qwen35moe). */
 #include "runtime/engine/arch_impl.h"
 
 /* llama.cpp's fallbacks when the file has no expert widths. */

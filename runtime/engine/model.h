@@ -70,6 +70,8 @@ typedef struct sl__arch_traits {
     sl_gating gating;       /* router: softmax then top-k, or top-k then softmax (gpt-oss) */
     sl_moe_act act;
     bool mla;               /* multi-head latent attention (deepseek2) */
+    bool mtp;               /* llama.cpp's loader knows the MTP blocks past the trunk
+                               (nextn_predict_layers): their tensors are not refused */
     bool rope_freqs;        /* an optional rope_freqs.weight [n_rot / 2], or with
                                rope.scaling.type "longrope" the LongRoPE factors (llama,
                                granite) */

@@ -33,7 +33,7 @@ def expect(cond, msg):
 
 def copy(src, dst, drop_key=None, set_key=None, drop_tensor=None, reshape=None, add_tensor=None,
          add_bools=None, add_ints=None):
-    """src with one change: a key dropped or set (u32), a tensor dropped, one cut to its first
+    """src with one change: a key dropped or set (u32, added when src lacks it), a tensor dropped, one cut to its first
     half of rows (reshape), one added (name, array), a bool or int32 array key added (with
     drop_key: replaced)."""
     rd = gguf.GGUFReader(src)
@@ -43,10 +43,13 @@ def copy(src, dst, drop_key=None, set_key=None, drop_tensor=None, reshape=None, 
             continue
         if set_key and f.name == set_key[0]:
             w.add_uint32(f.name, set_key[1])
+            set_key = None
         elif f.types[0] == gguf.GGUFValueType.ARRAY:
             w.add_key_value(f.name, f.contents(), f.types[0], sub_type=f.types[-1])
         else:
             w.add_key_value(f.name, f.contents(), f.types[0])
+    if set_key:  # not in src: added
+        w.add_uint32(set_key[0], set_key[1])
     if add_bools:
         w.add_array(add_bools[0], add_bools[1])
     if add_ints:
@@ -91,7 +94,9 @@ def refusals(sluice, arch, cases):
 
 def newer_archs(sluice):
     """qwen35moe: its rope sections (required; none leaving a rotated pair to the fourth
-    component: 2 pairs here) and its split beta / alpha; glm4moe: M-RoPE sections (GLM-4.xV);
+    component: 2 pairs here) and its split beta / alpha; glm4moe: M-RoPE sections (GLM-4.xV:
+    past the head, or leaving a pair to the fourth component; covering them: NEOX's logits);
+    qwen3moe: an MTP block its llama.cpp loader does not know, groups not dividing the experts;
     dots1: k/v heads as many as q heads, whole-head rotary, the gating key; bailingmoe2: the
     gating key; minimax-m2: the gating key and the selection bias."""
     a = "qwen35moe."
@@ -108,9 +113,32 @@ def newer_archs(sluice):
     ])
     sec = "glm4moe.rope.dimension_sections"
     refusals(sluice, "glm4moe", [
-        ("M-RoPE sections", dict(add_ints=(sec, [8, 12, 12, 0])), [sec, "M-RoPE"]),
+        ("M-RoPE past the head", dict(add_ints=(sec, [8, 12, 12, 0])), [sec, "total 32"]),
+        ("M-RoPE leaving a pair to the fourth component", dict(add_ints=(sec, [1, 1, 1, 1])),
+         [sec, "fourth position component"]),
         ("exp_probs_b missing", dict(drop_tensor="blk.1.exp_probs_b.bias"),
          ["blk.1.exp_probs_b.bias", "missing"]),
+    ])
+    # GLM-4.xV's M-RoPE sections covering the 4 rotated pairs: text ropes as NEOX, the logits
+    # of the file without them
+    good, vis = os.path.join(TMP, "glm4moe.gguf"), os.path.join(TMP, "glm4moe-mrope.gguf")
+    copy(good, vis, add_ints=(sec, [2, 1, 1, 0]))
+    outs = []
+    for path in (good, vis):
+        out = path + ".f32"
+        r = subprocess.run([sluice, "eval", "-m", path, "--tokens", "1,2,3,4,5", "--placement",
+                            "cpu", "--logits-out", out], capture_output=True, text=True)
+        outs.append(np.fromfile(out, np.float32) if r.returncode == 0 else None)
+    expect(outs[0] is not None and outs[1] is not None and np.array_equal(outs[0], outs[1]),
+           "glm4moe with M-RoPE sections [2, 1, 1, 0]: the logits of the file without them")
+    # the common rules on an arch without MTP or group keys of its own: qwen3moe
+    refusals(sluice, "qwen3moe", [
+        ("an MTP block its loader does not know", dict(set_key=("qwen3moe.nextn_predict_layers",
+                                                                1)),
+         ["blk.1.", "not used"]),
+        ("expert groups not dividing the experts", dict(set_key=("qwen3moe.expert_group_count",
+                                                                 3)),
+         ["qwen3moe.expert_group_count", "does not divide"]),
     ])
     refusals(sluice, "dots1", [
         ("fewer k/v heads", dict(set_key=("dots1.attention.head_count_kv", 2)),

@@ -732,9 +732,9 @@ static void check_broken_deepseek2(const char *path, const sl_model_options *o)
                    k_cases[i].unsupported ? SL_ERR_UNSUPPORTED : F, k_cases[i].a, k_cases[i].b);
 }
 
-/* The dense archs of issue 34 (and glm4moe's own rules): a missing or mis-shaped tensor, a missing, mistyped or
- * out-of-range key, a tensor the architecture does not use (llama.cpp: "wrong number of
- * tensors") (phi3: the fused attn_qkv and gate | up). */
+/* The dense archs of issue 34, and glm4moe's and minimax-m2's own rules: a missing or
+ * mis-shaped tensor, a missing, mistyped or out-of-range key, a tensor the architecture does
+ * not use (llama.cpp: "wrong number of tensors") (phi3: the fused attn_qkv and gate | up). */
 static void check_broken_dense(const char *path, const sl_model_options *o)
 {
     static const struct {

@@ -695,13 +695,13 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
         kv_arch_u32(c, "ssm.time_step_rank", p->n_head);
         kv_arch_u32(c, "ssm.inner_size", head_dim * p->n_head);
         kv_arch_u32(c, "full_attention_interval", SL_SYNTH_QWEN3NEXT_FULL_ATTN);
-        kv_arch_u32(c, "rope.dimension_count", head_dim / 4 / 2 * 2);
+        kv_arch_u32(c, "rope.dimension_count", sl__synth_n_rot(p));
     }
     if (qnext && p->arch != SL_SYNTH_QWEN3NEXT && !c->st) {
         /* Qwen3.5's interleaved M-RoPE sections ([11, 11, 10, 0] for 32 rotated pairs): as
          * many pairs as ggml's rule gives each of the three components, none to the fourth */
-        const int32_t P = (int32_t)(head_dim / 4 / 2), sec[4] = {(P + 2) / 3, (P + 1) / 3,
-                                                                 P / 3, 0};
+        const int32_t P = (int32_t)(sl__synth_n_rot(p) / 2),
+                      sec[4] = {(P + 2) / 3, (P + 1) / 3, P / 3, 0};
         char key[128];
         snprintf(key, sizeof key, "%s.rope.dimension_sections", c->arch);
         c->st = sl_gguf_writer_set_arr(c->w, key, SL_GGUF_I32, sec, 4, c->err);

@@ -156,7 +156,9 @@ sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err);
  * sliding and one global layer; deepseek2: 3 layers (one leading dense), heads 4, the MLA
  * dimensions derived as sl_synth_params says; gemma2: sliding-window 8, so that its 2 layers
  * are one sliding and one global; qwen3next, qwen35, qwen35moe: 4 layers (the last with full
- * attention), shared-ffn = ffn (not qwen35: dense); glm4moe: 3 layers (one leading dense), no MTP block, no q/k norms). */
+ * attention), shared-ffn = ffn (not qwen35: dense); glm4moe, dots1, bailingmoe2: 3 layers
+ * (one leading dense), no MTP block (glm4moe: no q/k norms; bailingmoe2: shared-ffn = ffn);
+ * dots1: kv-heads = heads. */
 void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p);
 /* Checks every field for range and consistency; the message names the CLI flag (e.g. "--heads")
  * and the values at fault. SL_ERR_INVALID or SL_ERR_RANGE. */

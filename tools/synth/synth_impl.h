@@ -1,9 +1,9 @@
 /* Private to tools/commands/synth*.c: the tensor plan, the bytes of each row, the threaded writer.
  *
  * Split: synth.c decides what a file contains (architectures, metadata) and synth_plan.c
- * which tensors it holds; synth_rows.c decides the bytes of every tensor row (deterministic numbers, router and neuron
- * skew, resampling from a pool of quantized rows); synth_stream.c runs synth_rows.c on a set of
- * threads and hands the bytes to the GGUF writer in file order.
+ * which tensors it holds; synth_rows.c decides the bytes of every tensor row (deterministic
+ * numbers, router and neuron skew, resampling from a pool of quantized rows); synth_stream.c
+ * runs synth_rows.c on a set of threads and hands the bytes to the GGUF writer in file order.
  *
  * Determinism contract: the bytes of row r of tensor t are a function of (params, t, r) only
  * (plus, for pooled tensors, the tensor's pool, itself a function of (params, t)). No stream is

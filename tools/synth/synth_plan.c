@@ -126,16 +126,21 @@ static uint32_t plan_mla(const sl_synth_params *p, sl__synth_tensor *t, uint32_t
 }
 
 /* Rotary dimensions the file declares (rope.dimension_count; phi3: 3/4 of a head, as
- * Phi-4-mini's partial_rotary_factor 0.75; glm4moe, minimax-m2: half, GLM-4.5's 0.5 and
- * MiniMax-M2's rotary_dim 64 of 128). */
+ * Phi-4-mini's partial_rotary_factor 0.75; glm4moe, minimax-m2, bailingmoe2: half, GLM-4.5's
+ * and Ling 2.0's 0.5 and MiniMax-M2's rotary_dim 64 of 128; qwen3next, qwen35*: a quarter). */
 uint32_t sl__synth_n_rot(const sl_synth_params *p)
 {
     const uint32_t head_dim = p->n_embd / p->n_head;
-    return p->arch == SL_SYNTH_PHI3 ? head_dim * 3 / 4 / 2 * 2
-           : p->arch == SL_SYNTH_GLM4MOE || p->arch == SL_SYNTH_MINIMAX_M2 ||
-                   p->arch == SL_SYNTH_BAILINGMOE2
-               ? head_dim / 2 / 2 * 2
-               : head_dim;
+    switch (p->arch) {
+    case SL_SYNTH_PHI3: return head_dim * 3 / 4 / 2 * 2;
+    case SL_SYNTH_GLM4MOE:
+    case SL_SYNTH_MINIMAX_M2:
+    case SL_SYNTH_BAILINGMOE2: return head_dim / 2 / 2 * 2;
+    case SL_SYNTH_QWEN3NEXT:
+    case SL_SYNTH_QWEN35:
+    case SL_SYNTH_QWEN35MOE: return head_dim / 4 / 2 * 2;
+    default: return head_dim;
+    }
 }
 
 /* --longrope: the global factor tensors (Phi3MiniModel.generate_extra_tensors) */
@@ -172,9 +177,10 @@ static uint32_t plan_phi3(const sl_synth_params *p, sl__synth_tensor *t, uint32_
 
 /* qwen3next's blocks after token_embd (llama_model_qwen3next::load_arch_tensors, the layout
  * its converter writes; Qwen3.5 (llama_model_qwen35moe / qwen35): ssm_beta and ssm_alpha
- * [E, Hv] for ssm_ba, and qwen35 a dense FFN for the experts): a Gated DeltaNet layer (Hv = --heads value heads and Hk = --kv-heads
- * key heads of S = --dim / --heads, conv 4) unless (i + 1) % 4 == 0, then gated attention
- * (attn_q rows per head q | gate), and every layer the qwen2moe FFN with its shared expert. */
+ * [E, Hv] for ssm_ba, and qwen35 a dense FFN for the experts): a Gated DeltaNet layer (Hv =
+ * --heads value heads and Hk = --kv-heads key heads of S = --dim / --heads, conv 4) unless
+ * (i + 1) % 4 == 0, then gated attention (attn_q rows per head q | gate), and every layer
+ * the qwen2moe FFN with its shared expert. */
 static uint32_t plan_qwen3next(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
 {
     const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert;
