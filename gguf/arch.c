@@ -27,6 +27,8 @@ static const struct {
     [SL_ARCH_MINIMAX_M2] = {"minimax-m2", NULL},
     [SL_ARCH_DOTS1] = {"dots1", NULL},
     [SL_ARCH_BAILINGMOE2] = {"bailingmoe2", "Ling / Ring 2.0"},
+    [SL_ARCH_QWEN3VL] = {"qwen3vl", NULL},
+    [SL_ARCH_QWEN3VLMOE] = {"qwen3vlmoe", NULL},
 };
 
 const char *sl_arch_name(sl_arch a)

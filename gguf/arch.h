@@ -37,6 +37,8 @@ typedef enum sl_arch {
     SL_ARCH_DOTS1,      /* dots.llm1: Qwen3's attention, DeepSeek-V3's MoE */
     SL_ARCH_BAILINGMOE2, /* Ling / Ring 2.0: fused q/k/v, q/k norms, partial rotary,
                             DeepSeek-V3's MoE (group-limited), an MTP block */
+    SL_ARCH_QWEN3VL,    /* Qwen3-VL dense, text: qwen3 with interleaved M-RoPE sections */
+    SL_ARCH_QWEN3VLMOE, /* Qwen3-VL MoE, text: qwen3moe with interleaved M-RoPE sections */
     SL_ARCH_COUNT       /* not an architecture: the list's length */
 } sl_arch;
 

@@ -101,6 +101,14 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                               .moe_capable = true, .moe_required = true, .act = SL_MOE_SILU,
                               .hparams_moe = sl__bailingmoe2_hparams,
                               .bind_moe = sl__ds_moe_bind_bias_opt, .mtp = true},
+    /* Qwen3-VL's language models: qwen3's and qwen3moe's rows with their M-RoPE (text only:
+     * arch_qwen3vl.c) */
+    [SL_ARCH_QWEN3VL] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .act = SL_MOE_SILU,
+                          .hparams = sl__qwen3vl_hparams},
+    [SL_ARCH_QWEN3VLMOE] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
+                             .moe_capable = true, .moe_required = true, .norm_topk = true,
+                             .act = SL_MOE_SILU, .expert_widths = sl__qwen_moe_expert_widths,
+                             .hparams = sl__qwen3vl_hparams},
 };
 
 const sl__arch_traits *sl__arch_traits_get(sl_arch a)

@@ -77,6 +77,7 @@ sl_status sl__phi3_bind_layer(sl_model *m, int il, sl_error *err);
 sl_status sl__qwen_moe_expert_widths(sl_model *m, sl_error *err);
 sl_status sl__qwen2moe_hparams(sl_model *m, sl_error *err);
 sl_status sl__qwen3next_hparams(sl_model *m, sl_error *err);
+sl_status sl__qwen3vl_hparams(sl_model *m, sl_error *err);
 sl_status sl__qwen3next_bind_layer(sl_model *m, int il, sl_error *err);
 
 #endif

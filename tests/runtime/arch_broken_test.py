@@ -98,7 +98,8 @@ def newer_archs(sluice):
     past the head, or leaving a pair to the fourth component; covering them: NEOX's logits);
     qwen3moe: an MTP block its llama.cpp loader does not know, groups not dividing the experts;
     dots1: k/v heads as many as q heads, whole-head rotary, the gating key; bailingmoe2: the
-    gating key; minimax-m2: the gating key and the selection bias."""
+    gating key; qwen3vlmoe: its sections (required), whole-head rotary; minimax-m2: the gating
+    key and the selection bias."""
     a = "qwen35moe."
     sec = a + "rope.dimension_sections"
     refusals(sluice, "qwen35moe", [
@@ -155,6 +156,12 @@ def newer_archs(sluice):
          ["bailingmoe2.expert_gating_func", "outside [1, 2]"]),
         ("shared count missing", dict(drop_key="bailingmoe2.expert_shared_count"),
          ["bailingmoe2.expert_shared_count", "missing"]),
+    ])
+    sec = "qwen3vlmoe.rope.dimension_sections"
+    refusals(sluice, "qwen3vlmoe", [
+        ("sections missing", dict(drop_key=sec), [sec, "missing"]),
+        ("partial rotary", dict(set_key=("qwen3vlmoe.rope.dimension_count", 8)),
+         ["qwen3vlmoe.rope.dimension_count", "whole heads"]),
     ])
     refusals(sluice, "minimax-m2", [
         ("gating key missing", dict(drop_key="minimax-m2.expert_gating_func"),

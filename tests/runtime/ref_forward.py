@@ -158,6 +158,8 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             projections (olmoe's), NEOX rope on the first rope.dimension_count entries of each
             head, scale 1/sqrt(head_dim), ffn_norm; deepseek2's MoE with expert_gating_func
             (required), the weights always renormalised and never scaled, no shared expert.
+  qwen3vl, qwen3vlmoe (llama_model_qwen3vl / _qwen3vlmoe, text) qwen3 and qwen3moe with
+            interleaved M-RoPE as qwen35's (the deepstack inputs of a text token are zeros).
   dots1, bailingmoe2 (llama_model_dots1 / _bailingmoe2) qwen3's attention (bailingmoe2: the
             fused attn_qkv; NEOX rope over rope.dimension_count) with ffn_norm, then
             deepseek2's FFN: dense below leading_dense_block_count, else its MoE with
@@ -189,16 +191,18 @@ ROPE_TYPE = {"llama": ROPE_NORM, "qwen2moe": ROPE_NEOX, "qwen3moe": ROPE_NEOX,
              "gemma2": ROPE_NEOX, "granite": ROPE_NORM, "phi3": ROPE_NEOX,
              "qwen3next": ROPE_NEOX, "glm4moe": ROPE_NEOX, "qwen35": ROPE_NEOX,
              "qwen35moe": ROPE_NEOX, "minimax-m2": ROPE_NEOX, "dots1": ROPE_NEOX,
-             "bailingmoe2": ROPE_NEOX}
+             "bailingmoe2": ROPE_NEOX, "qwen3vl": ROPE_NEOX, "qwen3vlmoe": ROPE_NEOX}
 # the archs with DeepSeek-V3's routed experts (moe_ffn_ds) and, when the file has them, its
 # ungated shared experts
 DS_MOE = ("deepseek2", "glm4moe", "minimax-m2", "dots1", "bailingmoe2")
 # the Gated DeltaNet archs (Qwen3-Next's mixers); Qwen3.5's layout differs (QWEN35)
 GDN = ("qwen3next", "qwen35", "qwen35moe")
 QWEN35 = ("qwen35", "qwen35moe")
+# interleaved M-RoPE (llama.cpp IMROPE); for text NEOX's rotation where it covers every pair
+IMROPE = QWEN35 + ("qwen3vl", "qwen3vlmoe")
 # build_moe_ffn's norm_w argument in each graph builder
 MOE_NORM_W = {"llama": True, "qwen3moe": True, "qwen2moe": False, "olmoe": False,
-              "qwen3next": True, "qwen35moe": True}
+              "qwen3next": True, "qwen35moe": True, "qwen3vlmoe": True}
 GEMMA3_SWA_PATTERN = 6          # llama-model.cpp: hparams.set_swa_pattern(6)
 GEMMA3_SWA_ROPE_BASE = 10000.0  # llama-model.cpp: rope_freq_base_train_swa
 GEMMA2_SWA_PATTERN = 2          # llama-model.cpp: hparams.set_swa_pattern(2)
@@ -425,7 +429,7 @@ class Model:
             self.attn_softcap = float(self._kv(f"{a}.attn_logit_softcapping", GEMMA2_SOFTCAP[0]))
             self.final_softcap = float(self._kv(f"{a}.final_logit_softcapping",
                                                 GEMMA2_SOFTCAP[1]))
-        if a in QWEN35:
+        if a in IMROPE:
             # interleaved M-RoPE: for text NEOX's rotation where ggml's rule gives every
             # rotated pair i one of the first three sections (i < 3 * sections[i % 3])
             sec = list(self._kv(f"{a}.rope.dimension_sections"))
@@ -645,7 +649,8 @@ class Model:
         q = q.reshape(n, self.n_head, d)
         k = k.reshape(n, self.n_head_kv, d)
         v = v.reshape(n, self.n_head_kv, d)
-        if a in ("qwen3moe", "gemma3", "qwen3", "dots1", "bailingmoe2") + GDN:  # per head
+        if a in ("qwen3moe", "gemma3", "qwen3", "dots1", "bailingmoe2", "qwen3vl",
+                 "qwen3vlmoe") + GDN:  # per-head norm, before RoPE
             q = rms_norm(q, self.w(b + "attn_q_norm.weight"), self.eps)
             k = rms_norm(k, self.w(b + "attn_k_norm.weight"), self.eps)
         if a == "glm4moe":  # each where the file has it (GLM-4.5's use_qk_norm)

@@ -152,7 +152,18 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
     /* Ling-mini-2.0: rope_theta 6e5, rms_norm_eps 1e-6, pre-tokenizer "bailingmoe2" */
     [SL_SYNTH_BAILINGMOE2] = {NULL, SL_ARCH_BAILINGMOE2, true, true, "bailingmoe2", 600000.0f,
                               1e-6f, SL__VOCAB_BPE},
+    /* Qwen3-VL: rope_theta 5e6, rms_norm_eps 1e-6, Qwen's BPE with <|im_end|> */
+    [SL_SYNTH_QWEN3VL] = {NULL, SL_ARCH_QWEN3VL, false, true, "qwen2", 5000000.0f, 1e-6f,
+                          SL__VOCAB_BPE_IM_END},
+    [SL_SYNTH_QWEN3VLMOE] = {NULL, SL_ARCH_QWEN3VLMOE, true, true, "qwen2", 5000000.0f, 1e-6f,
+                             SL__VOCAB_BPE_IM_END},
 };
+
+/* Qwen3-VL's language models (qwen3 / qwen3moe with M-RoPE). */
+static bool qwen3vl(sl_synth_arch a)
+{
+    return a == SL_SYNTH_QWEN3VL || a == SL_SYNTH_QWEN3VLMOE;
+}
 
 /* The archs whose MoE is DeepSeek-V3's with a leading dense layer (sl__synth_mla_of's dense). */
 static bool ds_moe(sl_synth_arch a)
@@ -661,7 +672,7 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     }
     const bool mm2 = p->arch == SL_SYNTH_MINIMAX_M2;
     if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN2MOE ||
-        p->arch == SL_SYNTH_GPT_OSS || qmoe || mm2)
+        p->arch == SL_SYNTH_GPT_OSS || qmoe || mm2 || p->arch == SL_SYNTH_QWEN3VLMOE)
         kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
     if (mm2) { /* MiniMaxM2Model: rotary_dim (64 of 128), scoring_func sigmoid */
         kv_arch_u32(c, "rope.dimension_count", sl__synth_n_rot(p));
@@ -671,7 +682,7 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
         kv_arch_u32(c, "expert_shared_feed_forward_length", p->n_ff_shexp);
     if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_GEMMA3 ||
         p->arch == SL_SYNTH_GPT_OSS || p->arch == SL_SYNTH_QWEN3 || p->arch == SL_SYNTH_GEMMA2 ||
-        qnext || mm2) {
+        qnext || mm2 || qwen3vl(p->arch)) {
         kv_arch_u32(c, "attention.key_length", head_dim);
         kv_arch_u32(c, "attention.value_length", head_dim);
     }
@@ -697,9 +708,10 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
         kv_arch_u32(c, "full_attention_interval", SL_SYNTH_QWEN3NEXT_FULL_ATTN);
         kv_arch_u32(c, "rope.dimension_count", sl__synth_n_rot(p));
     }
-    if (qnext && p->arch != SL_SYNTH_QWEN3NEXT && !c->st) {
-        /* Qwen3.5's interleaved M-RoPE sections ([11, 11, 10, 0] for 32 rotated pairs): as
-         * many pairs as ggml's rule gives each of the three components, none to the fourth */
+    if (((qnext && p->arch != SL_SYNTH_QWEN3NEXT) || qwen3vl(p->arch)) && !c->st) {
+        /* Qwen3.5's and Qwen3-VL's interleaved M-RoPE sections ([11, 11, 10, 0] for 32
+         * rotated pairs, [24, 20, 20, 0] for 64): as many pairs as ggml's rule gives each of
+         * the three components, none to the fourth */
         const int32_t P = (int32_t)(sl__synth_n_rot(p) / 2),
                       sec[4] = {(P + 2) / 3, (P + 1) / 3, P / 3, 0};
         char key[128];
@@ -707,6 +719,8 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
         c->st = sl_gguf_writer_set_arr(c->w, key, SL_GGUF_I32, sec, 4, c->err);
         c->n++;
     }
+    if (qwen3vl(p->arch)) /* Qwen3VLTextModel: the deepstack layers' count (Qwen3-VL: 3) */
+        kv_arch_u32(c, "n_deepstack_layers", 1);
     if (p->arch == SL_SYNTH_GRANITE) { /* GraniteModel.set_gguf_parameters */
         kv_arch_f32(c, "embedding_scale", k_granite_scale[0]);
         kv_arch_f32(c, "residual_scale", k_granite_scale[1]);

@@ -1,6 +1,6 @@
 /* synth: synthetic GGUF models in the layouts llama.cpp loads (llama, mixtral, qwen3moe, olmoe,
  * qwen2moe, gemma3, gpt-oss, deepseek2, qwen2, qwen3, gemma2, granite, phi3, qwen3next,
- * glm4moe, qwen35, qwen35moe, minimax-m2, dots1, bailingmoe2).
+ * glm4moe, qwen35, qwen35moe, minimax-m2, dots1, bailingmoe2, qwen3vl, qwen3vlmoe).
  *
  * What a file contains (names, shapes in ggml ne order, keys) follows llama.cpp's
  * llama-model.cpp / llama-arch.cpp and convert_hf_to_gguf.py; tests/mkmodel/mkmodel_test.py
@@ -65,6 +65,9 @@ typedef enum sl_synth_arch {
     SL_SYNTH_BAILINGMOE2,   /* Ling 2.0: fused attn_qkv, q/k norms, rotary on half a head,
                              * dots1's MoE in expert groups (--shared-ffn: the shared
                              * expert's width), optional MTP blocks (--nextn) */
+    SL_SYNTH_QWEN3VL,       /* qwen3 with Qwen3-VL's interleaved M-RoPE sections and a
+                             * deepstack layer */
+    SL_SYNTH_QWEN3VLMOE,    /* qwen3moe with the same */
     SL_SYNTH_ARCH_COUNT
 } sl_synth_arch;
 
@@ -142,7 +145,8 @@ typedef struct sl_synth_summary {
 
 /* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
  * "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next", "glm4moe", "qwen35",
- * "qwen35moe", "minimax-m2", "dots1", "bailingmoe2"; "?" out of range. */
+ * "qwen35moe", "minimax-m2", "dots1", "bailingmoe2", "qwen3vl", "qwen3vlmoe"; "?" out of
+ * range. */
 const char *sl_synth_arch_name(sl_synth_arch a);
 /* Whether the architecture has routed experts (--experts/--top-k apply). */
 bool sl_synth_arch_is_moe(sl_synth_arch a);

@@ -365,6 +365,7 @@ uint32_t sl__synth_plan(const sl_synth_params *p, sl__synth_tensor *t)
             add(t, &n, SL__K_BIAS_OUT, f32, E, 0, 0, "blk.%d.attn_output.bias", i);
         if (oss) add(t, &n, SL__K_BIAS, f32, p->n_head, 0, 0, "blk.%d.attn_sinks.weight", i);
         if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN3 ||
+            p->arch == SL_SYNTH_QWEN3VL || p->arch == SL_SYNTH_QWEN3VLMOE ||
             p->arch == SL_SYNTH_GEMMA3) {
             add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_q_norm.weight", i);
             add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_k_norm.weight", i);
