@@ -29,6 +29,8 @@ static const struct {
     [SL_ARCH_BAILINGMOE2] = {"bailingmoe2", "Ling / Ring 2.0"},
     [SL_ARCH_QWEN3VL] = {"qwen3vl", NULL},
     [SL_ARCH_QWEN3VLMOE] = {"qwen3vlmoe", NULL},
+    [SL_ARCH_ERNIE4_5] = {"ernie4_5", NULL},
+    [SL_ARCH_ERNIE4_5_MOE] = {"ernie4_5-moe", NULL},
 };
 
 const char *sl_arch_name(sl_arch a)

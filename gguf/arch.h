@@ -39,6 +39,9 @@ typedef enum sl_arch {
                             DeepSeek-V3's MoE (group-limited), an MTP block */
     SL_ARCH_QWEN3VL,    /* Qwen3-VL dense, text: qwen3 with interleaved M-RoPE sections */
     SL_ARCH_QWEN3VLMOE, /* Qwen3-VL MoE, text: qwen3moe with interleaved M-RoPE sections */
+    SL_ARCH_ERNIE4_5,   /* ERNIE 4.5 dense: llama's block, an optional attn_output.bias */
+    SL_ARCH_ERNIE4_5_MOE, /* ERNIE 4.5 MoE: softmax router with a selection bias, a shared
+                             expert of its own width, leading dense layers */
     SL_ARCH_COUNT       /* not an architecture: the list's length */
 } sl_arch;
 

@@ -109,6 +109,15 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                              .moe_capable = true, .moe_required = true, .norm_topk = true,
                              .act = SL_MOE_SILU, .expert_widths = sl__qwen_moe_expert_widths,
                              .hparams = sl__qwen3vl_hparams},
+    [SL_ARCH_ERNIE4_5] = {.rope = SL_ROPE_NORMAL, .act = SL_MOE_SILU,
+                           .hparams = sl__ernie4_5_hparams,
+                           .bind_layer = sl__ernie4_5_bind_layer},
+    [SL_ARCH_ERNIE4_5_MOE] = {.rope = SL_ROPE_NORMAL, .moe_capable = true, .moe_required = true,
+                               .norm_topk = true, .act = SL_MOE_SILU,
+                               .hparams_moe = sl__ernie4_5_moe_hparams,
+                               .hparams = sl__ernie4_5_hparams,
+                               .bind_layer = sl__ernie4_5_bind_layer,
+                               .bind_moe = sl__ds_moe_bind_bias_opt},
 };
 
 const sl__arch_traits *sl__arch_traits_get(sl_arch a)

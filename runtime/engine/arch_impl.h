@@ -53,8 +53,8 @@ sl_status sl__arch_bind_attn(sl_model *m, int il, sl_error *err);
  * dense lead, shared experts (expert_shared_count, a required key), expert width, gating
  * (*absent when expert_gating_func is absent or 0; absent NULL: the key is required, 1 or
  * 2), weights' norm and scale — and, as traits.bind_moe, a MoE layer's
- * shared experts and exp_probs_b (optional: deepseek2, dots1, bailingmoe2; required: glm4moe,
- * minimax-m2). */
+ * shared experts and exp_probs_b (optional: deepseek2, dots1, bailingmoe2, ernie4_5-moe;
+ * required: glm4moe, minimax-m2). */
 sl_status sl__ds_moe_hparams(sl_model *m, const sl_gating *absent, sl_error *err);
 sl_status sl__ds_moe_bind_bias_opt(sl_model *m, int il, sl_error *err);
 sl_status sl__ds_moe_bind_bias_req(sl_model *m, int il, sl_error *err);
@@ -65,6 +65,9 @@ sl_status sl__bailingmoe2_hparams(sl_model *m, sl_error *err);
 sl_status sl__deepseek2_hparams(sl_model *m, sl_error *err);
 sl_status sl__deepseek2_bind_attn(sl_model *m, int il, sl_error *err);
 sl_status sl__dots1_hparams(sl_model *m, sl_error *err);
+sl_status sl__ernie4_5_bind_layer(sl_model *m, int il, sl_error *err);
+sl_status sl__ernie4_5_hparams(sl_model *m, sl_error *err);
+sl_status sl__ernie4_5_moe_hparams(sl_model *m, sl_error *err);
 sl_status sl__gemma3_hparams(sl_model *m, sl_error *err);
 sl_status sl__gemma2_hparams(sl_model *m, sl_error *err);
 sl_status sl__glm4moe_hparams(sl_model *m, sl_error *err);

@@ -98,8 +98,8 @@ def newer_archs(sluice):
     past the head, or leaving a pair to the fourth component; covering them: NEOX's logits);
     qwen3moe: an MTP block its llama.cpp loader does not know, groups not dividing the experts;
     dots1: k/v heads as many as q heads, whole-head rotary, the gating key; bailingmoe2: the
-    gating key; qwen3vlmoe: its sections (required), whole-head rotary; minimax-m2: the gating
-    key and the selection bias."""
+    gating key; qwen3vlmoe: its sections (required), whole-head rotary; ernie4_5-moe: its MoE
+    layer step (required, 1); minimax-m2: the gating key and the selection bias."""
     a = "qwen35moe."
     sec = a + "rope.dimension_sections"
     refusals(sluice, "qwen35moe", [
@@ -162,6 +162,12 @@ def newer_archs(sluice):
         ("sections missing", dict(drop_key=sec), [sec, "missing"]),
         ("partial rotary", dict(set_key=("qwen3vlmoe.rope.dimension_count", 8)),
          ["qwen3vlmoe.rope.dimension_count", "whole heads"]),
+    ])
+    refusals(sluice, "ernie4_5-moe", [
+        ("interleaved MoE layers", dict(set_key=("ernie4_5-moe.interleave_moe_layer_step", 2)),
+         ["ernie4_5-moe.interleave_moe_layer_step", "only 1"]),
+        ("interleave step missing", dict(drop_key="ernie4_5-moe.interleave_moe_layer_step"),
+         ["ernie4_5-moe.interleave_moe_layer_step", "missing"]),
     ])
     refusals(sluice, "minimax-m2", [
         ("gating key missing", dict(drop_key="minimax-m2.expert_gating_func"),

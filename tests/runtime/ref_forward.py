@@ -158,6 +158,10 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             projections (olmoe's), NEOX rope on the first rope.dimension_count entries of each
             head, scale 1/sqrt(head_dim), ffn_norm; deepseek2's MoE with expert_gating_func
             (required), the weights always renormalised and never scaled, no shared expert.
+  ernie4_5, ernie4_5-moe (llama_model_ernie4_5 / _ernie4_5_moe; its graphs) llama's block
+            (NORM rope) with any attn_output.bias loaded and not applied; the MoE model
+            deepseek2's FFN with softmax gating (selection + exp_probs_b), the weights
+            renormalised and never scaled, and a shared expert of its own width, ungated.
   qwen3vl, qwen3vlmoe (llama_model_qwen3vl / _qwen3vlmoe, text) qwen3 and qwen3moe with
             interleaved M-RoPE as qwen35's (the deepstack inputs of a text token are zeros).
   dots1, bailingmoe2 (llama_model_dots1 / _bailingmoe2) qwen3's attention (bailingmoe2: the
@@ -191,10 +195,11 @@ ROPE_TYPE = {"llama": ROPE_NORM, "qwen2moe": ROPE_NEOX, "qwen3moe": ROPE_NEOX,
              "gemma2": ROPE_NEOX, "granite": ROPE_NORM, "phi3": ROPE_NEOX,
              "qwen3next": ROPE_NEOX, "glm4moe": ROPE_NEOX, "qwen35": ROPE_NEOX,
              "qwen35moe": ROPE_NEOX, "minimax-m2": ROPE_NEOX, "dots1": ROPE_NEOX,
-             "bailingmoe2": ROPE_NEOX, "qwen3vl": ROPE_NEOX, "qwen3vlmoe": ROPE_NEOX}
+             "bailingmoe2": ROPE_NEOX, "qwen3vl": ROPE_NEOX, "qwen3vlmoe": ROPE_NEOX,
+             "ernie4_5": ROPE_NORM, "ernie4_5-moe": ROPE_NORM}
 # the archs with DeepSeek-V3's routed experts (moe_ffn_ds) and, when the file has them, its
 # ungated shared experts
-DS_MOE = ("deepseek2", "glm4moe", "minimax-m2", "dots1", "bailingmoe2")
+DS_MOE = ("deepseek2", "glm4moe", "minimax-m2", "dots1", "bailingmoe2", "ernie4_5-moe")
 # the Gated DeltaNet archs (Qwen3-Next's mixers); Qwen3.5's layout differs (QWEN35)
 GDN = ("qwen3next", "qwen35", "qwen35moe")
 QWEN35 = ("qwen35", "qwen35moe")
@@ -498,6 +503,8 @@ class Model:
         if a == "minimax-m2":  # its converter writes it; llama.cpp has no router without it
             self.gating_sigmoid = int(self._kv(f"{a}.expert_gating_func")) == 2
             self.w_norm, self.w_scale = True, 1.0  # llama.cpp reads neither key for it
+        if a == "ernie4_5-moe":  # softmax, renormalised, never scaled (llama.cpp's graph)
+            self.gating_sigmoid, self.w_norm, self.w_scale = False, True, 1.0
 
     def _kv(self, key, default=None):
         fld = self.reader.fields.get(key)
@@ -683,7 +690,8 @@ class Model:
         if gate is not None:
             o = o * sigmoid(gate)
         o = o @ self.w(b + "attn_output.weight").T
-        if self.has(b + "attn_output.bias"):
+        # ERNIE 4.5: llama.cpp loads attn_output.bias and never applies it
+        if self.has(b + "attn_output.bias") and a not in ("ernie4_5", "ernie4_5-moe"):
             o = o + self.w(b + "attn_output.bias")
         return o
 

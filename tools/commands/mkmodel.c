@@ -29,7 +29,7 @@ static void usage(FILE *f)
             "usage: tools/run mkmodel [--arch llama|mixtral|qwen3moe|olmoe|qwen2moe|gemma3|\n"
             "                         gpt-oss|deepseek2|qwen2|qwen3|gemma2|granite|phi3|\n"
             "                         qwen3next|glm4moe|qwen35|qwen35moe|minimax-m2|dots1|\n"
-            "                         bailingmoe2|qwen3vl|qwen3vlmoe]\n"
+            "                         bailingmoe2|qwen3vl|qwen3vlmoe|ernie4_5|ernie4_5-moe]\n"
             "                         [flags] -o FILE\n"
             "\n"
             "Writes a small synthetic model in the GGUF layout llama.cpp loads, with a valid\n"
@@ -59,7 +59,9 @@ static void usage(FILE *f)
             "                    attention, deepseek2's MoE without groups), bailingmoe2\n"
             "                    (Ling 2.0: fused attn_qkv, q/k norms, 1/2 rotary,\n"
             "                    deepseek2's MoE), qwen3vl / qwen3vlmoe (Qwen3-VL's\n"
-            "                    language models: qwen3 / qwen3moe with M-RoPE sections)\n"
+            "                    language models: qwen3 / qwen3moe with M-RoPE sections),\n"
+            "                    ernie4_5 / ernie4_5-moe (ERNIE 4.5: llama's layout; softmax\n"
+            "                    routing with a selection bias and a shared expert)\n"
             "                    (default: qwen3moe)\n"
             "  --layers N        transformer blocks (default 2; gemma3: 6; deepseek2,\n"
             "                    glm4moe, dots1, bailingmoe2: 3; qwen3next, qwen35,\n"
@@ -73,8 +75,8 @@ static void usage(FILE *f)
             "                    deepseek2 writes 1: MLA)\n"
             "  --vocab N         vocabulary size, >= %d (default 512)\n"
             "  --ctx N           context_length metadata (default 256)\n"
-            "  --shared-ffn N    qwen2moe, qwen3next, qwen35moe, bailingmoe2: shared-expert\n"
-            "                    FFN width\n"
+            "  --shared-ffn N    qwen2moe, qwen3next, qwen35moe, bailingmoe2, ernie4_5-moe:\n"
+            "                    shared-expert FFN width\n"
             "                    (default qwen2moe 2 * --ffn, the others --ffn)\n"
             "  --sliding-window N  gemma3, gemma2, gpt-oss: window of the local layers\n"
             "                    (default 8)\n"
@@ -100,7 +102,8 @@ static void usage(FILE *f)
             "                    (blk.N.attn_kv_b, no attn_k_b / attn_v_b nor *_mla keys)\n"
             "  --biases          every optional bias llama.cpp loads for the arch: q/k/v\n"
             "                    (phi3: attn_qkv.bias), llama/granite/mixtral attn_output\n"
-            "                    and dense ffn_{gate,up,down}, qwen2 output.bias\n"
+            "                    and dense ffn_{gate,up,down}, qwen2 output.bias, ernie4_5\n"
+            "                    attn_output.bias\n"
             "  --longrope N      phi3, llama, granite: LongRoPE over an original context of N\n"
             "                    tokens (rope_factors_long/short, rope.scaling.attn_factor\n"
             "                    from --ctx / N; llama/granite: rope.scaling.type longrope)\n"
@@ -303,7 +306,8 @@ int sl_cli_mkmodel(int argc, char **argv)
     }
     if (arch == SL_SYNTH_QWEN2MOE && ffn_given && !shexp_given) p.n_ff_shexp = 2 * p.n_ff;
     if ((arch == SL_SYNTH_QWEN3NEXT || arch == SL_SYNTH_QWEN35MOE ||
-         arch == SL_SYNTH_BAILINGMOE2) && ffn_given && !shexp_given)
+         arch == SL_SYNTH_BAILINGMOE2 || arch == SL_SYNTH_ERNIE4_5_MOE) && ffn_given &&
+        !shexp_given)
         p.n_ff_shexp = p.n_ff;
     if (type_s) {
         const sl_gguf_type_info *ti = sl_gguf_type_by_name(type_s);

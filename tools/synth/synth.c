@@ -157,6 +157,11 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
                           SL__VOCAB_BPE_IM_END},
     [SL_SYNTH_QWEN3VLMOE] = {NULL, SL_ARCH_QWEN3VLMOE, true, true, "qwen2", 5000000.0f, 1e-6f,
                              SL__VOCAB_BPE_IM_END},
+    /* ERNIE 4.5: rope_theta 5e5, rms_norm_eps 1e-5, SentencePiece */
+    [SL_SYNTH_ERNIE4_5] = {NULL, SL_ARCH_ERNIE4_5, false, false, NULL, 500000.0f, 1e-5f,
+                           SL__VOCAB_SPM},
+    [SL_SYNTH_ERNIE4_5_MOE] = {NULL, SL_ARCH_ERNIE4_5_MOE, true, false, NULL, 500000.0f, 1e-5f,
+                               SL__VOCAB_SPM},
 };
 
 /* Qwen3-VL's language models (qwen3 / qwen3moe with M-RoPE). */
@@ -165,11 +170,11 @@ static bool qwen3vl(sl_synth_arch a)
     return a == SL_SYNTH_QWEN3VL || a == SL_SYNTH_QWEN3VLMOE;
 }
 
-/* The archs whose MoE is DeepSeek-V3's with a leading dense layer (sl__synth_mla_of's dense). */
-static bool ds_moe(sl_synth_arch a)
+/* The archs with a leading dense layer (sl__synth_mla_of's dense). */
+static bool dense_lead(sl_synth_arch a)
 {
     return a == SL_SYNTH_DEEPSEEK2 || a == SL_SYNTH_GLM4MOE || a == SL_SYNTH_DOTS1 ||
-           a == SL_SYNTH_BAILINGMOE2;
+           a == SL_SYNTH_BAILINGMOE2 || a == SL_SYNTH_ERNIE4_5_MOE;
 }
 
 /* The Gated DeltaNet archs (qwen3next's mixers). */
@@ -182,7 +187,7 @@ static bool gdn(sl_synth_arch a)
 static bool shared_ffn(sl_synth_arch a)
 {
     return a == SL_SYNTH_QWEN2MOE || a == SL_SYNTH_QWEN3NEXT || a == SL_SYNTH_QWEN35MOE ||
-           a == SL_SYNTH_BAILINGMOE2;
+           a == SL_SYNTH_BAILINGMOE2 || a == SL_SYNTH_ERNIE4_5_MOE;
 }
 
 /* Granite 3.0 2B's multipliers (embedding_multiplier, residual_multiplier,
@@ -245,7 +250,8 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
     p->seed = 1;
     if (a == SL_SYNTH_QWEN2MOE) p->n_ff_shexp = 2 * p->n_ff;
     if (gdn(a)) p->n_layer = 4; /* full_attention_interval 4: layers 0-2 linear, 3 full */
-    if (a == SL_SYNTH_QWEN3NEXT || a == SL_SYNTH_QWEN35MOE || a == SL_SYNTH_BAILINGMOE2)
+    if (a == SL_SYNTH_QWEN3NEXT || a == SL_SYNTH_QWEN35MOE || a == SL_SYNTH_BAILINGMOE2 ||
+        a == SL_SYNTH_ERNIE4_5_MOE)
         p->n_ff_shexp = p->n_ff;
     if (a == SL_SYNTH_GEMMA3) {
         p->n_layer = 6; /* llama.cpp's Gemma 3 pattern: every 6th layer is global */
@@ -256,7 +262,7 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
         p->n_expert = 4;
         p->n_swa = 8; /* gpt-oss: 128; even layers slide */
     }
-    if (ds_moe(a)) p->n_layer = 3; /* a dense layer, then two MoE layers */
+    if (dense_lead(a)) p->n_layer = 3; /* a dense layer, then two MoE layers */
 }
 
 uint32_t sl_synth_file_type(uint32_t type)
@@ -391,7 +397,7 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
         return sl_error_set(err, SL_ERR_INVALID, "--dim %u / --heads %u: %s's head size %u "
                             "must be at least 4 (rotary on half of it, at least 2)", p->n_embd,
                             p->n_head, sl_synth_arch_name(p->arch), p->n_embd / p->n_head);
-    if (ds_moe(p->arch) && p->arch != SL_SYNTH_DEEPSEEK2 &&
+    if (dense_lead(p->arch) && p->arch != SL_SYNTH_DEEPSEEK2 &&
         sl__synth_mla_of(p).dense > p->n_layer)
         return sl_error_set(err, SL_ERR_INVALID, "%s: %u leading dense layers of --layers %u",
                             sl_synth_arch_name(p->arch), p->n_dense_lead, p->n_layer);
@@ -656,9 +662,17 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
         kv_arch_u32(c, "expert_count", p->n_expert);
         kv_arch_u32(c, "expert_used_count", p->n_expert_used);
     }
+    const bool ernie = p->arch == SL_SYNTH_ERNIE4_5 || p->arch == SL_SYNTH_ERNIE4_5_MOE;
     if (p->arch == SL_SYNTH_LLAMA || p->arch == SL_SYNTH_MIXTRAL ||
-        p->arch == SL_SYNTH_GRANITE)
+        p->arch == SL_SYNTH_GRANITE || ernie)
         kv_arch_u32(c, "rope.dimension_count", head_dim);
+    if (p->arch == SL_SYNTH_ERNIE4_5_MOE) { /* Ernie4_5MoeModel.set_gguf_parameters */
+        kv_arch_u32(c, "interleave_moe_layer_step", 1);
+        kv_arch_u32(c, "leading_dense_block_count", (uint32_t)sl__synth_mla_of(p).dense);
+        kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
+        kv_arch_u32(c, "expert_shared_count", 1);
+        kv_arch_u32(c, "expert_shared_feed_forward_length", p->n_ff_shexp);
+    }
     const bool qnext = gdn(p->arch), qmoe = qnext && ai->moe;
     if (p->longrope) { /* Phi3MiniModel's attention factor for a context scaled ctx / N */
         const double sc = (double)p->n_ctx / (double)p->longrope;

@@ -343,6 +343,11 @@ uint32_t sl__synth_plan(const sl_synth_params *p, sl__synth_tensor *t)
     const bool llama_b = p->biases && (p->arch == SL_SYNTH_LLAMA ||
                                        p->arch == SL_SYNTH_MIXTRAL ||
                                        p->arch == SL_SYNTH_GRANITE);
+    /* ERNIE 4.5: an optional attn_output.bias; the MoE model's leading dense layer, selection
+     * bias and shared expert of its own width */
+    const bool ernie_moe = p->arch == SL_SYNTH_ERNIE4_5_MOE;
+    const bool ernie_b = p->biases && (p->arch == SL_SYNTH_ERNIE4_5 || ernie_moe);
+    const int64_t dense = ernie_moe ? sl__synth_mla_of(p).dense : 0;
     uint32_t n = 0;
     add(t, &n, SL__K_EMBD, w, E, V, 0, "token_embd.weight", 0);
     if (p->arch == SL_SYNTH_DEEPSEEK2) return plan_mla(p, t, n);
@@ -361,7 +366,7 @@ uint32_t sl__synth_plan(const sl_synth_params *p, sl__synth_tensor *t)
         add(t, &n, SL__K_IN, w, E, KV, 0, "blk.%d.attn_v.weight", i);
         if (qkv_bias) add(t, &n, SL__K_BIAS, f32, KV, 0, 0, "blk.%d.attn_v.bias", i);
         add(t, &n, SL__K_OUT, w, Q, E, 0, "blk.%d.attn_output.weight", i);
-        if (oss || llama_b)
+        if (oss || llama_b || ernie_b)
             add(t, &n, SL__K_BIAS_OUT, f32, E, 0, 0, "blk.%d.attn_output.bias", i);
         if (oss) add(t, &n, SL__K_BIAS, f32, p->n_head, 0, 0, "blk.%d.attn_sinks.weight", i);
         if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN3 ||
@@ -377,7 +382,7 @@ uint32_t sl__synth_plan(const sl_synth_params *p, sl__synth_tensor *t)
         if (gemma || oss)
             add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
         if (!oss) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
-        if (!moe) {
+        if (!moe || i < dense) {
             add_glu(t, &n, w, E, F, 0, "", SL__NEURONS_FFN, i);
             if (llama_b) {
                 add(t, &n, SL__K_BIAS, f32, F, 0, 0, "blk.%d.ffn_gate.bias", i);
@@ -386,9 +391,10 @@ uint32_t sl__synth_plan(const sl_synth_params *p, sl__synth_tensor *t)
             }
         } else {
             add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
-            if (p->arch == SL_SYNTH_MINIMAX_M2)
+            if (p->arch == SL_SYNTH_MINIMAX_M2 || ernie_moe)
                 add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.exp_probs_b.bias", i);
             add_glu(t, &n, wx, E, F, X, "_exps", SL__NEURONS_FFN, i);
+            if (ernie_moe) add_glu(t, &n, w, E, S, 0, "_shexp", SL__NEURONS_SHEXP, i);
         }
         if (oss) {
             add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.ffn_gate_inp.bias", i);
