@@ -23,6 +23,7 @@
  * What is one architecture's own (keys, checks, tensors) is in arch_<name>.c through the
  * traits' hooks (arch_impl.h); this file is the table, the common keys and the common binding.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,7 +96,7 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                              .hparams_moe = sl__minimax_m2_hparams,
                              .bind_moe = sl__ds_moe_bind_bias_req},
     [SL_ARCH_DOTS1] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .moe_capable = true,
-                        .moe_required = true, .act = SL_MOE_SILU,
+                        .moe_required = true, .act = SL_MOE_SILU, .rot_whole = true,
                         .hparams_moe = sl__dots1_hparams, .bind_moe = sl__ds_moe_bind_bias_opt},
     [SL_ARCH_BAILINGMOE2] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
                               .moe_capable = true, .moe_required = true, .act = SL_MOE_SILU,
@@ -104,18 +105,16 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
     /* Qwen3-VL's language models: qwen3's and qwen3moe's rows with their M-RoPE (text only:
      * arch_qwen3vl.c) */
     [SL_ARCH_QWEN3VL] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .act = SL_MOE_SILU,
-                          .hparams = sl__qwen3vl_hparams},
+                          .rot_whole = true, .hparams = sl__qwen3vl_hparams},
     [SL_ARCH_QWEN3VLMOE] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
                              .moe_capable = true, .moe_required = true, .norm_topk = true,
                              .act = SL_MOE_SILU, .expert_widths = sl__qwen_moe_expert_widths,
-                             .hparams = sl__qwen3vl_hparams},
-    [SL_ARCH_ERNIE4_5] = {.rope = SL_ROPE_NORMAL, .act = SL_MOE_SILU,
-                           .hparams = sl__ernie4_5_hparams,
+                             .rot_whole = true, .hparams = sl__qwen3vl_hparams},
+    [SL_ARCH_ERNIE4_5] = {.rope = SL_ROPE_NORMAL, .act = SL_MOE_SILU, .rot_whole = true,
                            .bind_layer = sl__ernie4_5_bind_layer},
     [SL_ARCH_ERNIE4_5_MOE] = {.rope = SL_ROPE_NORMAL, .moe_capable = true, .moe_required = true,
-                               .norm_topk = true, .act = SL_MOE_SILU,
+                               .norm_topk = true, .act = SL_MOE_SILU, .rot_whole = true,
                                .hparams_moe = sl__ernie4_5_moe_hparams,
-                               .hparams = sl__ernie4_5_hparams,
                                .bind_layer = sl__ernie4_5_bind_layer,
                                .bind_moe = sl__ds_moe_bind_bias_opt},
 };
@@ -272,12 +271,16 @@ static sl_status moe_groups(sl_model *m, sl_error *err)
                       err)))
         return st;
     if (hp->n_group <= 1) return SL_OK;
+    /* llama.cpp asserts n_group < n_expert and n_group_used < n_group */
+    if (hp->n_group >= hp->n_expert)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_count': %d, "
+                            "expected below expert_count %d", a, hp->n_group, hp->n_expert);
     if (hp->n_expert % hp->n_group)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_count': %d does "
                             "not divide expert_count %d", a, hp->n_group, hp->n_expert);
-    if (hp->n_group_used < 1 || hp->n_group_used > hp->n_group)
+    if (hp->n_group_used < 1 || hp->n_group_used >= hp->n_group)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_used_count': %d, "
-                            "expected in [1, expert_group_count %d]", a, hp->n_group_used,
+                            "expected in [1, expert_group_count %d)", a, hp->n_group_used,
                             hp->n_group);
     if ((int64_t)hp->n_group_used * (hp->n_expert / hp->n_group) < hp->n_expert_used)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.expert_group_used_count': %d "
@@ -286,8 +289,10 @@ static sl_status moe_groups(sl_model *m, sl_error *err)
     return SL_OK;
 }
 
-sl_status sl__arch_mrope_text(const sl_model *m, bool interleaved, bool always, sl_error *err)
+sl_status sl__arch_mrope_text(sl_model *m, bool interleaved, bool always, sl_error *err)
 {
+    free(m->mrope_ff);
+    m->mrope_ff = NULL;
     char k[96];
     const sl_gguf_value *v =
         sl_gguf_find(m->gguf, sl__arch_key(k, sizeof k, m, "rope.dimension_sections"));
@@ -323,16 +328,31 @@ sl_status sl__arch_mrope_text(const sl_model *m, bool interleaved, bool always, 
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s': sections total %lld%s, "
                             "expected 1 to the head size %lld", k, (long long)sum,
                             sum > head ? " or more" : "", (long long)head);
+    float *ff = NULL;
     for (int64_t j = 0; j < half; j++) {
         const int64_t s = j % sum; /* ggml_mrope_cache_init's sector of pair j */
         const bool text = interleaved ? s < 3 * sec[s % 3]
                                       : s < sec[0] + sec[1] + sec[2];
-        if (!text)
-            return sl_error_set(err, SL_ERR_UNSUPPORTED, "metadata key '%s': [%lld, %lld, "
-                                "%lld, %lld] leaves rotated pair %lld of %lld to the fourth "
-                                "position component (not supported)", k, (long long)sec[0],
-                                (long long)sec[1], (long long)sec[2], (long long)sec[3],
-                                (long long)j, (long long)half);
+        if (text) continue;
+        if (!ff) { /* the first such pair: every other rotates as NEOX's */
+            if (!(ff = malloc((size_t)half * sizeof *ff)))
+                return sl_error_set(err, SL_ERR_NOMEM, "out of memory (M-RoPE factors)");
+            for (int64_t i = 0; i < half; i++) ff[i] = 1.0f;
+            m->mrope_ff = ff;
+        }
+        ff[j] = FLT_MAX; /* theta / FLT_MAX: angle 0 to float precision */
+    }
+    if (m->mrope_ff) {
+        sl_weight *w = &m->mrope_w;
+        memset(w, 0, sizeof *w);
+        w->name = "rope.dimension_sections (M-RoPE on text)";
+        w->type = w->file_type = SL_GGML_F32;
+        w->n_dims = 1;
+        for (int d = 0; d < SL_GGUF_MAX_DIMS; d++) w->ne[d] = d ? 1 : half;
+        w->nbytes = (uint64_t)half * sizeof(float);
+        w->residency = SL_RES_HOST;
+        w->data = m->mrope_ff;
+        w->h_block = w->d_block = SL_BLOCK_NONE;
     }
     return SL_OK;
 }
@@ -523,6 +543,10 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
         hp->swa_period = m->tr->swa_period;
     }
     if (m->tr->embd_scale) hp->embd_scale = sqrtf((float)hp->n_embd);
+    if (m->tr->rot_whole && hp->n_rot != hp->head_dim)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.rope.dimension_count': %d, "
+                            "expected the head size %d (whole heads rotate)",
+                            sl_arch_name(m->arch), hp->n_rot, hp->head_dim);
     if (m->tr->hparams && (st = m->tr->hparams(m, err))) return st;
     return ffn_activation(m, err);
 }
@@ -727,6 +751,18 @@ static sl_status bind_layer(sl_model *m, int il, sl_error *err)
     return sl_ref_rope_validate(&L->rope, hp->head_dim, err);
 }
 
+/* The block index of a "blk.N." tensor name (N decimal, below 1 << 16), else -1. */
+static int block_of(const char *name)
+{
+    if (strncmp(name, "blk.", 4)) return -1;
+    int n = 0, digits = 0;
+    for (const char *c = name + 4; *c >= '0' && *c <= '9'; c++, digits++) {
+        n = n * 10 + (*c - '0');
+        if (n >= 1 << 16) return -1;
+    }
+    return digits && name[4 + digits] == '.' ? n : -1;
+}
+
 /* A tensor of the file that no weight binds is refused, naming it: llama.cpp's loader counts
  * the tensors it created against the file's ("wrong number of tensors"). The multi-token
  * prediction blocks past the trunk (nextn_predict_layers) of the archs whose llama.cpp loaders
@@ -745,8 +781,8 @@ static sl_status unused_tensors(const sl_model *m, sl_error *err)
     for (size_t i = 0; i < n && !st; i++) {
         const sl_gguf_tensor *t = sl_gguf_tensor_at(m->gguf, i);
         int il;
-        if (used[i] || (m->tr->mtp && m->hp.n_layer_nextn &&
-                        sscanf(t->name, "blk.%d.", &il) == 1 && il >= m->hp.n_layer))
+        if (used[i] || (m->tr->mtp && m->hp.n_layer_nextn && (il = block_of(t->name)) >= 0 &&
+                        il >= m->hp.n_layer && il < m->hp.n_layer + m->hp.n_layer_nextn))
             continue;
         st = sl_error_set(err, SL_ERR_FORMAT, "%s: tensor '%s' is not used by architecture %s "
                           "as loaded (llama.cpp refuses such a file: wrong number of tensors)",
@@ -808,5 +844,6 @@ sl_status sl__model_bind(sl_model *m, sl_error *err)
 const sl_weight *sl__model_rope_factors(const sl_model *m, int32_t n_ctx)
 {
     if (m->rope_freqs) return m->rope_freqs;
+    if (m->mrope_ff) return &m->mrope_w;
     return n_ctx > m->hp.n_ctx_orig ? m->rope_long : m->rope_short;
 }

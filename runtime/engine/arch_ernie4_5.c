@@ -2,8 +2,9 @@
  * LLM_ARCH_ERNIE4_5_MOE: llama_model_ernie4_5 / _ernie4_5_moe), their keys and tensors over
  * the common ones.
  *
- * llama's block (NORMAL rope over whole heads, ffn_norm, SwiGLU); an attn_output.bias is
- * accepted and not applied, as llama.cpp does. The MoE model: layers below leading_dense_block_count dense, the others
+ * llama's block (NORMAL rope over whole heads: traits.rot_whole; ffn_norm, SwiGLU); an
+ * attn_output.bias is accepted and not applied, as llama.cpp does. The MoE model: layers
+ * below leading_dense_block_count dense, the others
  * routed by softmax over expert_count, selection by probability + exp_probs_b (optional), the
  * top-k weights renormalised and never scaled (llama.cpp reads no scale for it); experts of
  * expert_feed_forward_length (required); where expert_shared_feed_forward_length > 0, one
@@ -20,16 +21,6 @@ sl_status sl__ernie4_5_bind_layer(sl_model *m, int il, sl_error *err)
      * gives llama.cpp's logits */
     sl_weight *loaded_unused;
     return VEC(&loaded_unused, false, "blk.%d.attn_output.bias", il, (int64_t)m->hp.n_embd);
-}
-
-sl_status sl__ernie4_5_hparams(sl_model *m, sl_error *err)
-{
-    const sl__hparams *hp = &m->hp;
-    if (hp->n_rot != hp->head_dim)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.rope.dimension_count': %d, "
-                            "expected the head size %d (whole heads rotate)",
-                            sl_arch_name(m->arch), hp->n_rot, hp->head_dim);
-    return SL_OK;
 }
 
 sl_status sl__ernie4_5_moe_hparams(sl_model *m, sl_error *err)

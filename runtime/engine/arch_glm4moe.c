@@ -9,8 +9,8 @@
  * DeepSeek-MoE FFN (arch_ds_moe.c) with its defaults here: sigmoid gating, expert_shared_count
  * required, exp_probs_b required on every MoE layer. The MTP block (nextn_predict_layers,
  * 1 in every released file) is not run (arch.c). The vision files (GLM-4.5V / 4.6V) carry
- * M-RoPE sections; for text that is NEOX's rotation where the sections cover every rotated
- * pair (sl__arch_mrope_text), else refused. */
+ * M-RoPE sections; for text that is NEOX's rotation, any pair the sections leave to the
+ * fourth position component turning by angle 0 (sl__arch_mrope_text). */
 #include "runtime/engine/arch_impl.h"
 
 sl_status sl__glm4moe_hparams(sl_model *m, sl_error *err)

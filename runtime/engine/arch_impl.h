@@ -16,14 +16,16 @@ sl_status sl__arch_get_f32(const sl_model *m, const char *suffix, bool required,
 sl_status sl__arch_get_bool(const sl_model *m, const char *suffix, bool def, bool *out,
                             sl_error *err);
 /* M-RoPE's rope.dimension_sections for text (llama.cpp's rope_sections; ggml_mrope_cache_init):
- * a text token's position components are [p, p, p, 0], so where every rotated pair takes one
- * of the first three (interleaved, Qwen3.5's IMROPE: pair j's sector s = j % total is
- * component s % 3 while s < 3 sections[s % 3]; else GLM-4.xV's MROPE: s below the first three
- * sections' total) the rotation is NEOX's over the same pairs. Absent: SL_OK unless always
- * (then a required key); not always, M-RoPE is used only when sections 0 and 1 are both > 0
- * (llama.cpp's use_mrope). Refused naming the key: not 1 to 4 integers, a negative one, a
- * total of 0 or past the head size, or a pair left to the fourth component. */
-sl_status sl__arch_mrope_text(const sl_model *m, bool interleaved, bool always, sl_error *err);
+ * a text token's position components are [p, p, p, 0]. Pair j's sector s = j % total takes
+ * component s % 3 while s < 3 sections[s % 3] (interleaved: Qwen3.5's and Qwen3-VL's IMROPE),
+ * else the component whose section holds s (GLM-4.xV's MROPE); past the first three, the
+ * fourth. So the rotation is NEOX's over the same pairs, but for the pairs on the fourth
+ * component, which turn by angle 0: m->mrope_ff marks them (sl__model_rope_factors; NULL when
+ * there are none, e.g. Qwen3.5's [11, 11, 10]; Qwen3-VL's [24, 20, 20] leaves pairs 61 and 62
+ * of 64). Absent: SL_OK unless always (then a required key); not always, M-RoPE is used only
+ * when sections 0 and 1 are both > 0 (llama.cpp's use_mrope). Refused naming the key: not 1
+ * to 4 integers, a negative one, a total of 0 or past the head size. */
+sl_status sl__arch_mrope_text(sl_model *m, bool interleaved, bool always, sl_error *err);
 /* "{arch}.{suffix}" into buf. */
 const char *sl__arch_key(char *buf, size_t n, const sl_model *m, const char *suffix);
 /* Binds tensor printf(fmt, il) of shape ne[0..nd) into *out (NULL when absent and not
@@ -66,7 +68,6 @@ sl_status sl__deepseek2_hparams(sl_model *m, sl_error *err);
 sl_status sl__deepseek2_bind_attn(sl_model *m, int il, sl_error *err);
 sl_status sl__dots1_hparams(sl_model *m, sl_error *err);
 sl_status sl__ernie4_5_bind_layer(sl_model *m, int il, sl_error *err);
-sl_status sl__ernie4_5_hparams(sl_model *m, sl_error *err);
 sl_status sl__ernie4_5_moe_hparams(sl_model *m, sl_error *err);
 sl_status sl__gemma3_hparams(sl_model *m, sl_error *err);
 sl_status sl__gemma2_hparams(sl_model *m, sl_error *err);

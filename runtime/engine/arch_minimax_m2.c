@@ -24,6 +24,9 @@ sl_status sl__minimax_m2_hparams(sl_model *m, sl_error *err)
                                err)) ||
         (st = sl__arch_get_i32(m, "expert_gating_func", true, 0, 1, 2, &gf, err)))
         return st;
+    if (hp->n_ff < 1)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key 'minimax-m2.feed_forward_length' "
+                            "missing or 0 (the experts' width)");
     hp->n_ff_exp = hp->n_ff; /* llama.cpp sizes the experts by feed_forward_length */
     hp->gating = gf == 2 ? SL_GATING_SIGMOID : SL_GATING_SOFTMAX_TOPK;
     hp->norm_topk = true;

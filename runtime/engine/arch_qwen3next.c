@@ -20,7 +20,7 @@
  * Qwen3.5 differs in three places, as its converter writes it: separate ssm_beta and ssm_alpha
  * [E, Hv] for ssm_ba; value head h reads key head h % Hk (the converter reorders the value
  * heads so that llama.cpp tiles the key heads); interleaved M-RoPE over
- * rope.dimension_sections, which for text is NEOX's rotation (sl__arch_mrope_text says when).
+ * rope.dimension_sections, which for text is NEOX's rotation (sl__arch_mrope_text).
  * Refused naming the key or tensor: recurrent_layers of another type or length, the legacy
  * fused ssm_in layout, ssm.inner_size != state_size * time_step_rank (llama.cpp's
  * tensor shapes assume it), group_count not dividing time_step_rank.

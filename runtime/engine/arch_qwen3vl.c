@@ -3,19 +3,14 @@
  *
  * qwen3's and qwen3moe's blocks (per-head q/k norms, softmax top-k renormalised, no shared
  * expert) with interleaved M-RoPE over rope.dimension_sections (a required key): for a text
- * token it is NEOX's rotation where the sections cover every rotated pair
- * (sl__arch_mrope_text), else refused. The deepstack layers (n_deepstack_layers) add the
- * image encoder's features to the first layers' outputs; a text token's are zeros (llama.cpp
- * pads its embedding with them), so text runs without them. Whole heads rotate (llama.cpp
- * asserts rope.dimension_count == key_length: other files are refused). */
+ * token it is NEOX's rotation but for the pairs the sections leave to the fourth position
+ * component, which turn by angle 0 (sl__arch_mrope_text). The deepstack layers
+ * (n_deepstack_layers) add the image encoder's features to the first layers' outputs; a text
+ * token's are zeros (llama.cpp pads its embedding with them), so text runs without them. Whole heads rotate
+ * (traits.rot_whole). */
 #include "runtime/engine/arch_impl.h"
 
 sl_status sl__qwen3vl_hparams(sl_model *m, sl_error *err)
 {
-    const sl__hparams *hp = &m->hp;
-    if (hp->n_rot != hp->head_dim)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.rope.dimension_count': %d, "
-                            "expected the head size %d (whole heads rotate)",
-                            sl_arch_name(m->arch), hp->n_rot, hp->head_dim);
     return sl__arch_mrope_text(m, true, true, err);
 }

@@ -269,6 +269,7 @@ void sl__model_free(sl_model *m)
     }
     free(m->layers);
     free(m->w);
+    free(m->mrope_ff);
     sl_place_plan_free(&m->plan);
     free(m->place_t);
     if (!m->rt) sl_bfc_destroy(m->arena); /* else borrowed from the runtime, as below */

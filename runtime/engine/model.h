@@ -72,6 +72,8 @@ typedef struct sl__arch_traits {
     bool mla;               /* multi-head latent attention (deepseek2) */
     bool mtp;               /* llama.cpp's loader knows the MTP blocks past the trunk
                                (nextn_predict_layers): their tensors are not refused */
+    bool rot_whole;         /* llama.cpp asserts rope.dimension_count == key_length (dots1,
+                               ernie4_5, qwen3vl): other files are refused */
     bool rope_freqs;        /* an optional rope_freqs.weight [n_rot / 2], or with
                                rope.scaling.type "longrope" the LongRoPE factors (llama,
                                granite) */
@@ -239,7 +241,11 @@ struct sl_model {
     sl_weight *tok_embd, *output_norm, *output, *rope_freqs;
     sl_weight *output_b;            /* output.bias (qwen2), or NULL */
     sl_weight *rope_long, *rope_short; /* LongRoPE factors, or NULL: sl__model_rope_factors */
-    float *rope_freqs_f32;          /* rope_freqs as floats, or NULL */
+    /* M-RoPE on text (sl__arch_mrope_text): per rotated pair 1, or FLT_MAX for the pairs
+     * that take the fourth position component (0 for text: angle 0, as ggml's); NULL when
+     * every pair rotates. mrope_w wraps it as the rope factors (sl__model_rope_factors). */
+    float *mrope_ff;
+    sl_weight mrope_w;
     sl_device *dev;
     sl_hostpool *hostpool;
     sl_bfc *arena;                  /* device arena (sim placements), or NULL */

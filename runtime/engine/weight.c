@@ -858,6 +858,7 @@ sl_status sl__model_refresh_pointers(sl_model *m, sl_error *err)
     for (int il = 0; il < m->hp.n_layer; il++) {
         sl__layer *L = &m->layers[il];
         if (m->rope_freqs) L->rope.freq_factors = m->rope_freqs->data;
+        else if (m->mrope_ff) L->rope.freq_factors = m->mrope_ff;
         if (!sl__layer_moe(L)) continue;
         const sl_weight *g = experts_w(L, 0), *u = experts_w(L, 1), *d = experts_w(L, 2);
         sl__moe_split *ms = L->moe_split;

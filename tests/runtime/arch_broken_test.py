@@ -33,9 +33,9 @@ def expect(cond, msg):
 
 def copy(src, dst, drop_key=None, set_key=None, drop_tensor=None, reshape=None, add_tensor=None,
          add_bools=None, add_ints=None):
-    """src with one change: a key dropped or set (u32, added when src lacks it), a tensor dropped, one cut to its first
-    half of rows (reshape), one added (name, array), a bool or int32 array key added (with
-    drop_key: replaced)."""
+    """src with one change: a key dropped or set (u32, added when src lacks it), a tensor
+    dropped, one cut to its first half of rows (reshape), one added (name, array), a bool or
+    int32 array key added (with drop_key: replaced)."""
     rd = gguf.GGUFReader(src)
     w = gguf.GGUFWriter(dst, str(rd.fields["general.architecture"].contents()))
     for f in rd.fields.values():
@@ -93,9 +93,9 @@ def refusals(sluice, arch, cases):
 
 
 def newer_archs(sluice):
-    """qwen35moe: its rope sections (required; none leaving a rotated pair to the fourth
-    component: 2 pairs here) and its split beta / alpha; glm4moe: M-RoPE sections (GLM-4.xV:
-    past the head, or leaving a pair to the fourth component; covering them: NEOX's logits);
+    """qwen35moe: its rope sections (required; 1 to 4 integers, none negative, a total > 0), its
+    split beta / alpha; glm4moe: M-RoPE sections (GLM-4.xV: past the head refused; covering
+    the pairs: NEOX's logits);
     qwen3moe: an MTP block its llama.cpp loader does not know, groups not dividing the experts;
     dots1: k/v heads as many as q heads, whole-head rotary, the gating key; bailingmoe2: the
     gating key; qwen3vlmoe: its sections (required), whole-head rotary; ernie4_5-moe: its MoE
@@ -104,8 +104,12 @@ def newer_archs(sluice):
     sec = a + "rope.dimension_sections"
     refusals(sluice, "qwen35moe", [
         ("sections missing", dict(drop_key=sec), [sec, "missing"]),
-        ("a pair left to the fourth component", dict(drop_key=sec, add_ints=(sec, [1, 0, 0, 1])),
-         [sec, "fourth position component"]),
+        ("sections negative", dict(drop_key=sec, add_ints=(sec, [1, -1, 0, 0])),
+         [sec, "expected >= 0"]),
+        ("sections of 5 entries", dict(drop_key=sec, add_ints=(sec, [1, 1, 0, 0, 0])),
+         [sec, "1 to 4 integers"]),
+        ("sections totalling 0", dict(drop_key=sec, add_ints=(sec, [0, 0, 0, 0])),
+         [sec, "total 0"]),
         ("ssm_alpha missing", dict(drop_tensor="blk.1.ssm_alpha.weight"),
          ["blk.1.ssm_alpha.weight", "[64, 4]"]),
         ("ssm_ba in a qwen35moe file", dict(add_tensor=("blk.0.ssm_ba.weight",
@@ -115,23 +119,26 @@ def newer_archs(sluice):
     sec = "glm4moe.rope.dimension_sections"
     refusals(sluice, "glm4moe", [
         ("M-RoPE past the head", dict(add_ints=(sec, [8, 12, 12, 0])), [sec, "total 32"]),
-        ("M-RoPE leaving a pair to the fourth component", dict(add_ints=(sec, [1, 1, 1, 1])),
-         [sec, "fourth position component"]),
         ("exp_probs_b missing", dict(drop_tensor="blk.1.exp_probs_b.bias"),
          ["blk.1.exp_probs_b.bias", "missing"]),
     ])
-    # GLM-4.xV's M-RoPE sections covering the 4 rotated pairs: text ropes as NEOX, the logits
-    # of the file without them
-    good, vis = os.path.join(TMP, "glm4moe.gguf"), os.path.join(TMP, "glm4moe-mrope.gguf")
-    copy(good, vis, add_ints=(sec, [2, 1, 1, 0]))
+    # GLM-4.xV's M-RoPE sections on text: covering the 4 rotated pairs, NEOX's rotation (the
+    # logits of the file without them); leaving pair 3 to the fourth component (position 0
+    # for text), that pair turns by angle 0 (a file of llama.cpp's rope base 1e6 barely
+    # turns it: the file loads and runs; logits_vs_reference holds the rule on qwen3vlmoe)
+    good = os.path.join(TMP, "glm4moe.gguf")
     outs = []
-    for path in (good, vis):
+    for i, sections in enumerate((None, [2, 1, 1, 0], [1, 1, 1, 1])):
+        path = good if sections is None else os.path.join(TMP, f"glm4moe-mrope{i}.gguf")
+        if sections is not None:
+            copy(good, path, add_ints=(sec, sections))
         out = path + ".f32"
         r = subprocess.run([sluice, "eval", "-m", path, "--tokens", "1,2,3,4,5", "--placement",
                             "cpu", "--logits-out", out], capture_output=True, text=True)
         outs.append(np.fromfile(out, np.float32) if r.returncode == 0 else None)
     expect(outs[0] is not None and outs[1] is not None and np.array_equal(outs[0], outs[1]),
            "glm4moe with M-RoPE sections [2, 1, 1, 0]: the logits of the file without them")
+    expect(outs[2] is not None, "glm4moe with M-RoPE sections [1, 1, 1, 1] runs")
     # the common rules on an arch without MTP or group keys of its own: qwen3moe
     refusals(sluice, "qwen3moe", [
         ("an MTP block its loader does not know", dict(set_key=("qwen3moe.nextn_predict_layers",

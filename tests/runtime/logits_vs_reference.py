@@ -6,7 +6,8 @@ For every architecture mkmodel writes (llama, mixtral, qwen3moe, olmoe, qwen2moe
 deepseek2, and deepseek2 in the legacy attn_kv_b layout: deepseek2-kv_b; qwen2, qwen3, gemma2,
 granite, phi3; qwen3next, qwen35, qwen35moe; glm4moe, and glm4moe-opt with q/k norms and an
 MTP block; minimax-m2; dots1; bailingmoe2, and bailingmoe2-opt with an MTP block and a wider
-shared expert; qwen3vl, qwen3vlmoe; ernie4_5, ernie4_5-moe, and ernie4_5-moe-opt with the
+shared expert; qwen3vl, qwen3vlmoe, and qwen3vlmoe-opt with a rope base of 10, which turns
+the pairs its M-RoPE leaves still (angle 0) fast elsewhere; ernie4_5, ernie4_5-moe, and ernie4_5-moe-opt with the
 optional biases and a wider shared expert) and
 weight types F32, Q8_0 and Q4_K (and gpt-oss in MXFP4; qwen3moe and gemma3 in Q2_K and Q3_K too), a small synthetic model is made with `sluice mkmodel`, run by
 `sluice eval` and by the reference on the same 12 tokens, and compared.
@@ -43,7 +44,8 @@ ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss
          "deepseek2-kv_b", "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next", "llama-opt",
          "granite-opt", "phi3-opt", "qwen2-opt", "deepseek2-opt", "glm4moe", "glm4moe-opt",
          "qwen35", "qwen35moe", "minimax-m2", "dots1", "bailingmoe2", "bailingmoe2-opt",
-         "qwen3vl", "qwen3vlmoe", "ernie4_5", "ernie4_5-moe", "ernie4_5-moe-opt")
+         "qwen3vl", "qwen3vlmoe", "qwen3vlmoe-opt", "ernie4_5", "ernie4_5-moe",
+         "ernie4_5-moe-opt")
 # ARCH-opt: the optional tensors llama.cpp loads (mkmodel --biases), and LongRoPE where the
 # arch reads it: llama over an original context of 64 (eval's 12-token context: the short
 # factors), granite and phi3 over 8 (the long ones); deepseek2: Mistral Large 3's attention
@@ -52,7 +54,8 @@ OPT = {"llama": ["--biases", "--longrope", "64"], "granite": ["--biases", "--lon
        "phi3": ["--biases", "--longrope", "8"], "qwen2": ["--biases"],
        "deepseek2": ["--attn-temp", "4"], "glm4moe": ["--qk-norm", "--nextn", "1"],
        "bailingmoe2": ["--nextn", "1", "--shared-ffn", "512"],
-       "ernie4_5-moe": ["--biases", "--shared-ffn", "512"]}
+       "ernie4_5-moe": ["--biases", "--shared-ffn", "512"],
+       "qwen3vlmoe": ["--rope-theta", "10"]}
 DENSE = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen35", "qwen3vl",
          "ernie4_5")
 TYPES = {"F32": 1e-4, "Q8_0": 1e-2, "Q4_K": 1e-2}

@@ -203,7 +203,7 @@ DS_MOE = ("deepseek2", "glm4moe", "minimax-m2", "dots1", "bailingmoe2", "ernie4_
 # the Gated DeltaNet archs (Qwen3-Next's mixers); Qwen3.5's layout differs (QWEN35)
 GDN = ("qwen3next", "qwen35", "qwen35moe")
 QWEN35 = ("qwen35", "qwen35moe")
-# interleaved M-RoPE (llama.cpp IMROPE); for text NEOX's rotation where it covers every pair
+# interleaved M-RoPE (llama.cpp IMROPE; mrope_factors)
 IMROPE = QWEN35 + ("qwen3vl", "qwen3vlmoe")
 # build_moe_ffn's norm_w argument in each graph builder
 MOE_NORM_W = {"llama": True, "qwen3moe": True, "qwen2moe": False, "olmoe": False,
@@ -230,6 +230,24 @@ def yarn_corr_dims(n_rot, n_ctx_orig, base, beta_fast, beta_slow):
     lo = max(0.0, math.floor(corr_dim(beta_fast)))
     hi = min(n_rot - 1.0, math.ceil(corr_dim(beta_slow)))
     return lo, hi
+
+
+def mrope_factors(sections, n_rot, interleaved):
+    """M-RoPE for text (ggml_mrope_cache_init with positions [p, p, p, 0]): pair j's sector
+    s = j % total is component s % 3 while s < 3 sections[s % 3] (interleaved), else the
+    component whose section holds s; the fourth component's pairs turn by angle 0, here a
+    frequency factor of inf. None when no pair is left to it (NEOX's rotation)."""
+    sec = (list(sections) + [0, 0, 0, 0])[:4]
+    total = sum(sec)
+    if total <= 0:
+        raise ValueError(f"M-RoPE sections {sections} total {total}")
+    ff = np.ones(n_rot // 2)
+    for j in range(n_rot // 2):
+        s = j % total
+        text = s < 3 * sec[s % 3] if interleaved else s < sec[0] + sec[1] + sec[2]
+        if not text:
+            ff[j] = np.inf
+    return None if np.all(ff == 1.0) else ff
 
 
 def rope(x, positions, base, n_rot, mode, yarn=None, yarn_mscale=True, freq_factors=None,
@@ -434,13 +452,9 @@ class Model:
             self.attn_softcap = float(self._kv(f"{a}.attn_logit_softcapping", GEMMA2_SOFTCAP[0]))
             self.final_softcap = float(self._kv(f"{a}.final_logit_softcapping",
                                                 GEMMA2_SOFTCAP[1]))
-        if a in IMROPE:
-            # interleaved M-RoPE: for text NEOX's rotation where ggml's rule gives every
-            # rotated pair i one of the first three sections (i < 3 * sections[i % 3])
-            sec = list(self._kv(f"{a}.rope.dimension_sections"))
-            if any(i >= 3 * sec[i % 3] for i in range(self.n_rot // 2)):
-                raise ValueError(f"{path}: M-RoPE sections {sec} leave a rotated pair to the "
-                                 "fourth position component")
+        if a in IMROPE:  # the key is required
+            self.rope_factors = mrope_factors(self._kv(f"{a}.rope.dimension_sections"),
+                                              self.n_rot, True)
         if a in GDN:
             self.full_attn = int(self._kv(f"{a}.full_attention_interval", 4))
             self.d_conv = int(self._kv(f"{a}.ssm.conv_kernel"))
@@ -491,8 +505,9 @@ class Model:
             self.gating_sigmoid = gating == 2
         if a == "glm4moe":  # absent or 0: sigmoid (llama_model_glm4_moe)
             self.gating_sigmoid = int(self._kv(f"{a}.expert_gating_func", 0)) in (0, 2)
-            if self._kv(f"{a}.rope.dimension_sections", [0, 0])[:2] != [0, 0]:
-                raise ValueError(f"{path}: M-RoPE is not supported by the reference")
+            sec = list(self._kv(f"{a}.rope.dimension_sections", [0, 0]))
+            if len(sec) >= 2 and sec[0] > 0 and sec[1] > 0:  # llama.cpp's use_mrope()
+                self.rope_factors = mrope_factors(sec, self.n_rot, False)
         if a in ("dots1", "bailingmoe2"):  # required: llama.cpp has no router without it
             self.gating_sigmoid = int(self._kv(f"{a}.expert_gating_func")) == 2
         if a in DS_MOE:

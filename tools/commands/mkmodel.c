@@ -87,6 +87,8 @@ static void usage(FILE *f)
             "                    multiples of the block size (32; 256 for the K-quants and\n"
             "                    IQ4_XS); those not given grow to one (Q4_K: 256)\n"
             "  --router-skew Z   Zipf exponent of expert popularity, 0 = uniform (default 1.0)\n"
+            "  --rope-theta X    rope.freq_base (default: the modelled model's; a small one\n"
+            "                    turns even the last rotated pairs in a few tokens)\n"
             "  --router-topics N MoE: a router with temporal locality: token ids in runs of\n"
             "                    --topic-run R (default 16) cycle through N topics, each\n"
             "                    preferring its own 1/N of every layer's experts, and greedy\n"
@@ -174,6 +176,7 @@ int sl_cli_mkmodel(int argc, char **argv)
     const size_t n_uf = sizeof uf / sizeof uf[0];
     const char *arch_s = NULL, *type_s = NULL, *out = NULL, *act_s = NULL;
     bool skew_given = false, nskew_given = false, seed_given = false, exact = false;
+    double rope_theta = 0;
     bool legacy_kv_b = false, biases = false, qk_norm = false;
     double skew = 0, nskew = 0;
     uint64_t seed = 0, threads = 0;
@@ -218,6 +221,7 @@ int sl_cli_mkmodel(int argc, char **argv)
                      !strcmp(name, "--activation") ||
                      !strcmp(name, "-o") || !strcmp(name, "--output") ||
                      !strcmp(name, "--router-skew") || !strcmp(name, "--neuron-skew") ||
+                     !strcmp(name, "--rope-theta") ||
                      !strcmp(name, "--seed") || !strcmp(name, "-t") ||
                      !strcmp(name, "--threads");
         for (size_t k = 0; k < n_uf && !known; k++) known = !strcmp(name, uf[k].name);
@@ -240,6 +244,9 @@ int sl_cli_mkmodel(int argc, char **argv)
         } else if (!strcmp(name, "--router-skew")) {
             if (sl_parse_f64(name, val, k_finite, &skew, &pe)) return usage_error("%s", pe.msg);
             skew_given = true;
+        } else if (!strcmp(name, "--rope-theta")) {
+            if (sl_parse_f64(name, val, k_finite, &rope_theta, &pe))
+                return usage_error("%s", pe.msg);
         } else if (!strcmp(name, "--neuron-skew")) {
             if (sl_parse_f64(name, val, k_finite, &nskew, &pe)) return usage_error("%s", pe.msg);
             nskew_given = true;
@@ -325,6 +332,7 @@ int sl_cli_mkmodel(int argc, char **argv)
     }
     if (skew_given) p.router_skew = skew;
     if (nskew_given) p.neuron_skew = nskew;
+    p.rope_theta = rope_theta;
     if (seed_given) p.seed = seed;
     p.exact_quant = exact;
     p.legacy_kv_b = legacy_kv_b;

@@ -479,6 +479,9 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
     if (p->topic_run < 1)
         return sl_error_set(err, SL_ERR_RANGE, "--topic-run %u: must be at least 1",
                             p->topic_run);
+    if (!isfinite(p->rope_theta) || p->rope_theta < 0.0 || p->rope_theta > 1e12)
+        return sl_error_set(err, SL_ERR_RANGE, "--rope-theta %g: must be in (0, 1e12] (0: the "
+                            "architecture's)", p->rope_theta);
     if (!isfinite(p->router_skew) || p->router_skew < 0.0 || p->router_skew > 16.0)
         return sl_error_set(err, SL_ERR_RANGE, "--router-skew %g: must be in [0, 16]",
                             p->router_skew);
@@ -656,7 +659,7 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
                 p->arch != SL_SYNTH_DEEPSEEK2 ? p->n_head_kv
                 : p->legacy_kv_b              ? p->n_head
                                               : 1);
-    kv_arch_f32(c, "rope.freq_base", ai->rope_base);
+    kv_arch_f32(c, "rope.freq_base", p->rope_theta > 0 ? (float)p->rope_theta : ai->rope_base);
     kv_arch_f32(c, "attention.layer_norm_rms_epsilon", ai->rms_eps);
     if (ai->moe) {
         kv_arch_u32(c, "expert_count", p->n_expert);
@@ -723,11 +726,15 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
         kv_arch_u32(c, "rope.dimension_count", sl__synth_n_rot(p));
     }
     if (((qnext && p->arch != SL_SYNTH_QWEN3NEXT) || qwen3vl(p->arch)) && !c->st) {
-        /* Qwen3.5's and Qwen3-VL's interleaved M-RoPE sections ([11, 11, 10, 0] for 32
-         * rotated pairs, [24, 20, 20, 0] for 64): as many pairs as ggml's rule gives each of
-         * the three components, none to the fourth */
-        const int32_t P = (int32_t)(sl__synth_n_rot(p) / 2),
-                      sec[4] = {(P + 2) / 3, (P + 1) / 3, P / 3, 0};
+        /* interleaved M-RoPE sections over the P rotated pairs. Qwen3.5's [11, 11, 10, 0]
+         * for 32: as many pairs as ggml's rule gives each of the three components, none to
+         * the fourth. Qwen3-VL's [24, 20, 20, 0] for 64, in proportion (3/8, 5/16, the
+         * rest): its rule leaves the last pairs of the second and third components to the
+         * fourth (61 and 62 of 64; 7 of 8), which for text turn by angle 0 */
+        const int32_t P = (int32_t)(sl__synth_n_rot(p) / 2);
+        const bool vl = qwen3vl(p->arch);
+        const int32_t t = vl ? (3 * P + 7) / 8 : (P + 2) / 3, h = vl ? 5 * P / 16 : (P + 1) / 3;
+        const int32_t sec[4] = {t, h, vl ? P - t - h : P / 3, 0};
         char key[128];
         snprintf(key, sizeof key, "%s.rope.dimension_sections", c->arch);
         c->st = sl_gguf_writer_set_arr(c->w, key, SL_GGUF_I32, sec, 4, c->err);

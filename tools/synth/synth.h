@@ -121,6 +121,7 @@ typedef struct sl_synth_params {
                              * as its converter writes it (MistralMoeModel):
                              * attention.temperature_scale 0.1 (llama_4_scaling beta),
                              * temperature_length L; 0: none */
+    double rope_theta;      /* --rope-theta: rope.freq_base; 0: the architecture's */
     uint64_t seed;          /* --seed */
     /* deepseek2 only (no flags; 0: derived from --dim/--heads with D = dim / heads: q_lora and
      * kv_lora dim / 2, nope D, rope D / 2, v D; leading dense layers 1 if --layers > 1 (also
