@@ -228,6 +228,35 @@ static uint32_t plan_qwen3next(const sl_synth_params *p, sl__synth_tensor *t, ui
     return n;
 }
 
+/* Layer i's DeepSeek-MoE FFN after its input norm: the leading dense layers' SwiGLU, else the
+ * router, exp_probs_b, the experts and one shared expert SH wide; past the trunk, an MTP
+ * block's own tensors (nextn.eh_proj [2E, E], nextn.enorm, nextn.hnorm, nextn.shared_head_norm
+ * [E]; out_norm: layer_output_norm [E], bailingmoe2's). */
+static uint32_t add_ds_ffn(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n, int i,
+                           int64_t SH, bool out_norm)
+{
+    const int64_t E = p->n_embd, F = p->n_ff, X = p->n_expert;
+    const int64_t FD = p->n_ff_dense ? p->n_ff_dense : F;
+    /* MXFP4 (MXFP4_MOE): the routed experts only, every other matmul weight Q8_0 */
+    const uint32_t wx = p->type, wd = wx == SL_GGML_MXFP4 ? SL_GGML_Q8_0 : wx;
+    const uint32_t f32 = SL_GGML_F32;
+    if (i < sl__synth_mla_of(p).dense) {
+        add_glu(t, &n, wd, E, FD, 0, "", SL__NEURONS_FFN, i);
+        return n;
+    }
+    add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
+    add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.exp_probs_b.bias", i);
+    add_glu(t, &n, wx, E, F, X, "_exps", SL__NEURONS_FFN, i);
+    add_glu(t, &n, wd, E, SH, 0, "_shexp", SL__NEURONS_SHEXP, i);
+    if (i < (int)p->n_layer) return n;
+    add(t, &n, SL__K_IN, wd, 2 * E, E, 0, "blk.%d.nextn.eh_proj.weight", i);
+    add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.nextn.enorm.weight", i);
+    add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.nextn.hnorm.weight", i);
+    add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.nextn.shared_head_norm.weight", i);
+    if (out_norm) add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.layer_output_norm.weight", i);
+    return n;
+}
+
 /* dots1's and bailingmoe2's blocks after token_embd (llama_model_dots1 / _bailingmoe2::
  * load_arch_tensors): q/k/v (bailingmoe2: one attn_qkv [E, Q + 2 KV]), attn_output, per-head
  * q/k norms, ffn_norm, the leading dense layers' SwiGLU, then the router, exp_probs_b, the
@@ -236,10 +265,8 @@ static uint32_t plan_qwen3next(const sl_synth_params *p, sl__synth_tensor *t, ui
  * nextn.shared_head_norm and layer_output_norm [E]. */
 static uint32_t plan_dsqk(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
 {
-    const sl__synth_mla d = sl__synth_mla_of(p);
-    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert;
+    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff;
     const int64_t D = E / p->n_head, Q = p->n_head * D, KV = p->n_head_kv * D;
-    const int64_t FD = p->n_ff_dense ? p->n_ff_dense : F;
     const bool ling = p->arch == SL_SYNTH_BAILINGMOE2;
     const int64_t SH = ling ? p->n_ff_shexp : F;
     const uint32_t wx = p->type, wd = wx == SL_GGML_MXFP4 ? SL_GGML_Q8_0 : wx;
@@ -257,20 +284,7 @@ static uint32_t plan_dsqk(const sl_synth_params *p, sl__synth_tensor *t, uint32_
         add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_q_norm.weight", i);
         add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_k_norm.weight", i);
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.ffn_norm.weight", i);
-        if (i < d.dense) {
-            add_glu(t, &n, wd, E, FD, 0, "", SL__NEURONS_FFN, i);
-            continue;
-        }
-        add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
-        add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.exp_probs_b.bias", i);
-        add_glu(t, &n, wx, E, F, X, "_exps", SL__NEURONS_FFN, i);
-        add_glu(t, &n, wd, E, SH, 0, "_shexp", SL__NEURONS_SHEXP, i);
-        if (i < (int)p->n_layer) continue;
-        add(t, &n, SL__K_IN, wd, 2 * E, E, 0, "blk.%d.nextn.eh_proj.weight", i);
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.nextn.enorm.weight", i);
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.nextn.hnorm.weight", i);
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.nextn.shared_head_norm.weight", i);
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.layer_output_norm.weight", i);
+        n = add_ds_ffn(p, t, n, i, SH, ling);
     }
     add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
     add(t, &n, SL__K_OUTPUT, wd, E, V, 0, "output.weight", 0);
@@ -286,11 +300,8 @@ static uint32_t plan_dsqk(const sl_synth_params *p, sl__synth_tensor *t, uint32_
  * layer's embed_tokens and shared_head.head are the model's own, which the converter drops). */
 static uint32_t plan_glm4moe(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
 {
-    const sl__synth_mla d = sl__synth_mla_of(p);
-    const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert;
+    const int64_t E = p->n_embd, V = p->n_vocab;
     const int64_t D = E / p->n_head, Q = p->n_head * D, KV = p->n_head_kv * D;
-    const int64_t FD = p->n_ff_dense ? p->n_ff_dense : F;
-    /* MXFP4 (MXFP4_MOE): the routed experts only, every other matmul weight Q8_0 */
     const uint32_t wx = p->type, wd = wx == SL_GGML_MXFP4 ? SL_GGML_Q8_0 : wx;
     const uint32_t f32 = SL_GGML_F32;
     for (int i = 0; i < (int)(p->n_layer + p->nextn); i++) {
@@ -307,19 +318,7 @@ static uint32_t plan_glm4moe(const sl_synth_params *p, sl__synth_tensor *t, uint
             add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_k_norm.weight", i);
         }
         add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.post_attention_norm.weight", i);
-        if (i < d.dense) {
-            add_glu(t, &n, wd, E, FD, 0, "", SL__NEURONS_FFN, i);
-            continue;
-        }
-        add(t, &n, SL__K_ROUTER, f32, E, X, 0, "blk.%d.ffn_gate_inp.weight", i);
-        add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.exp_probs_b.bias", i);
-        add_glu(t, &n, wx, E, F, X, "_exps", SL__NEURONS_FFN, i);
-        add_glu(t, &n, wd, E, F, 0, "_shexp", SL__NEURONS_SHEXP, i);
-        if (i < (int)p->n_layer) continue;
-        add(t, &n, SL__K_IN, wd, 2 * E, E, 0, "blk.%d.nextn.eh_proj.weight", i);
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.nextn.enorm.weight", i);
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.nextn.hnorm.weight", i);
-        add(t, &n, SL__K_NORM, f32, E, 0, 0, "blk.%d.nextn.shared_head_norm.weight", i);
+        n = add_ds_ffn(p, t, n, i, p->n_ff, false);
     }
     add(t, &n, SL__K_NORM, f32, E, 0, 0, "output_norm.weight", 0);
     add(t, &n, SL__K_OUTPUT, wd, E, V, 0, "output.weight", 0);
