@@ -696,6 +696,51 @@ def check_glm4moe():
     print("ok   glm4moe layout and keys")
 
 
+def gguf_py_key_templates():
+    """Every "{arch}.*" metadata key template gguf-py's Keys lists."""
+    import gguf
+    out = set()
+    for group in vars(gguf.Keys).values():
+        for v in vars(group).values() if isinstance(group, type) else ():
+            if isinstance(v, str) and v.startswith("{arch}."):
+                out.add(v)
+    return out
+
+
+def check_gguf_py_names():
+    """Each architecture mkmodel writes, with its optional parts (MTP blocks, q/k norms,
+    biases): every tensor is one of gguf-py's MODEL_TENSORS for that architecture, and every
+    "{arch}." key one of its Keys (the names llama.cpp's converters write), so no name is
+    misspelt in a way our own loader would share."""
+    import gguf
+    arch_of = {v: k for k, v in gguf.MODEL_ARCH_NAMES.items()}
+    templates = gguf_py_key_templates()
+    cases = [("glm4moe", ["--nextn", "1", "--qk-norm"]), ("qwen35", []), ("qwen35moe", []),
+             ("minimax-m2", []), ("dots1", []), ("bailingmoe2", ["--nextn", "1"]),
+             ("qwen3vl", []), ("qwen3vlmoe", []), ("ernie4_5", ["--biases"]),
+             ("ernie4_5-moe", ["--biases"]), ("qwen3next", []), ("deepseek2", [])]
+    for arch, extra in cases:
+        r, path = mkmodel("--arch", arch, *extra, out=os.path.join(TMP, f"names-{arch}.gguf"))
+        if not expect(r.returncode == 0, f"{arch} {extra}: exit {r.returncode}: {r.stderr}"):
+            continue
+        rd = GGUFReader(path)
+        a = rd.fields["general.architecture"].contents()
+        known = {gguf.TENSOR_NAMES[t] for t in gguf.MODEL_TENSORS[arch_of[a]]}
+        for t in rd.tensors:
+            stem = t.name
+            for suffix in (".weight", ".bias"):  # ssm_a has none
+                stem = stem[:-len(suffix)] if stem.endswith(suffix) else stem
+            parts = stem.split(".")
+            generic = ".".join(["blk", "{bid}"] + parts[2:]) if parts[0] == "blk" else stem
+            expect(generic in known, f"{arch}: tensor {t.name} is not one of gguf-py's "
+                   f"MODEL_TENSORS[{a}]")
+        for k in rd.fields:
+            if k.startswith(a + "."):
+                expect("{arch}" + k[len(a):] in templates,
+                       f"{arch}: metadata key {k} is not one of gguf-py's Keys")
+    print("ok   tensor and key names of the newer archs are gguf-py's")
+
+
 def check_optional():
     """--biases and --longrope write what llama.cpp's loaders take as optional (create_tensor_qkv's
     biases, llama's attn_output / FFN biases, qwen2's output.bias, phi3's fused attn_qkv.bias;
@@ -886,6 +931,7 @@ def main():
     for arch in ("qwen3next", "qwen35moe", "qwen35"):
         check_qwen3next(arch)
     check_glm4moe()
+    check_gguf_py_names()
     check_optional()
     check_threads()
     check_router_topics()
