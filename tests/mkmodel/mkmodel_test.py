@@ -725,6 +725,9 @@ def check_gguf_py_names():
             continue
         rd = GGUFReader(path)
         a = rd.fields["general.architecture"].contents()
+        if a not in arch_of:  # a gguf-py older than the architecture
+            print(f"note {arch}: gguf-py {gguf.__name__} does not know it; names not checked")
+            continue
         known = {gguf.TENSOR_NAMES[t] for t in gguf.MODEL_TENSORS[arch_of[a]]}
         for t in rd.tensors:
             stem = t.name
