@@ -726,7 +726,8 @@ def check_gguf_py_names():
         rd = GGUFReader(path)
         a = rd.fields["general.architecture"].contents()
         if a not in arch_of:  # a gguf-py older than the architecture
-            print(f"note {arch}: gguf-py {gguf.__name__} does not know it; names not checked")
+            print(f"note {arch}: gguf-py {getattr(gguf, '__version__', '?')} does not know it; "
+                  "names not checked")
             continue
         known = {gguf.TENSOR_NAMES[t] for t in gguf.MODEL_TENSORS[arch_of[a]]}
         for t in rd.tensors:
@@ -1001,6 +1002,8 @@ def main():
         (["--neuron-skew", "4.5"], "--neuron-skew"),
         (["--neuron-skew", "inf"], "--neuron-skew"),
         (["--neuron-skew", "x"], "--neuron-skew"),
+        (["--rope-theta", "1"], "--rope-theta"),
+        (["--rope-theta", "-5"], "--rope-theta"),
         (["--exact-quant=1"], "--exact-quant"),
         (["--arch", "qwen3moe", "--nextn", "1"], "--nextn"),
         (["--arch", "deepseek2", "--qk-norm"], "--qk-norm"),

@@ -479,9 +479,10 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
     if (p->topic_run < 1)
         return sl_error_set(err, SL_ERR_RANGE, "--topic-run %u: must be at least 1",
                             p->topic_run);
-    if (!isfinite(p->rope_theta) || p->rope_theta < 0.0 || p->rope_theta > 1e12)
-        return sl_error_set(err, SL_ERR_RANGE, "--rope-theta %g: must be in (0, 1e12] (0: the "
-                            "architecture's)", p->rope_theta);
+    if (!isfinite(p->rope_theta) || p->rope_theta < 0.0 || p->rope_theta > 1e12 ||
+        (p->rope_theta > 0.0 && p->rope_theta <= 1.0))
+        return sl_error_set(err, SL_ERR_RANGE, "--rope-theta %g: must be in (1, 1e12], or 0 for "
+                            "the architecture's", p->rope_theta);
     if (!isfinite(p->router_skew) || p->router_skew < 0.0 || p->router_skew > 16.0)
         return sl_error_set(err, SL_ERR_RANGE, "--router-skew %g: must be in [0, 16]",
                             p->router_skew);
