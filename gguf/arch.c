@@ -31,6 +31,7 @@ static const struct {
     [SL_ARCH_QWEN3VLMOE] = {"qwen3vlmoe", NULL},
     [SL_ARCH_ERNIE4_5] = {"ernie4_5", NULL},
     [SL_ARCH_ERNIE4_5_MOE] = {"ernie4_5-moe", NULL},
+    [SL_ARCH_HUNYUAN_MOE] = {"hunyuan-moe", NULL},
 };
 
 const char *sl_arch_name(sl_arch a)

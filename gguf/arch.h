@@ -42,6 +42,8 @@ typedef enum sl_arch {
     SL_ARCH_ERNIE4_5,   /* ERNIE 4.5 dense: llama's block, an optional attn_output.bias */
     SL_ARCH_ERNIE4_5_MOE, /* ERNIE 4.5 MoE: softmax router with a selection bias, a shared
                              expert of its own width, leading dense layers */
+    SL_ARCH_HUNYUAN_MOE, /* Hunyuan-A13B: q/k norms after the rope, softmax router, an
+                            ungated shared expert */
     SL_ARCH_COUNT       /* not an architecture: the list's length */
 } sl_arch;
 

@@ -117,6 +117,11 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                                .hparams_moe = sl__ernie4_5_moe_hparams,
                                .bind_layer = sl__ernie4_5_bind_layer,
                                .bind_moe = sl__ds_moe_bind_bias_opt},
+    [SL_ARCH_HUNYUAN_MOE] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
+                              .qk_norm_after_rope = true, .moe_capable = true,
+                              .moe_required = true, .norm_topk = true, .act = SL_MOE_SILU,
+                              .rot_whole = true, .hparams_moe = sl__hunyuan_moe_hparams,
+                              .bind_moe = sl__ds_moe_bind_shared},
 };
 
 const sl__arch_traits *sl__arch_traits_get(sl_arch a)

@@ -46,7 +46,8 @@ sl_status sl__ds_moe_hparams(sl_model *m, const sl_gating *absent, sl_error *err
     return SL_OK;
 }
 
-static sl_status bind(sl_model *m, int il, bool bias_required, sl_error *err)
+/* bias: 0 none, 1 optional, 2 required */
+static sl_status bind(sl_model *m, int il, int bias, sl_error *err)
 {
     const sl__hparams *hp = &m->hp;
     sl__layer *L = &m->layers[il];
@@ -59,15 +60,20 @@ static sl_status bind(sl_model *m, int il, bool bias_required, sl_error *err)
             (st = MAT(&L->down_shexp, true, "blk.%d.ffn_down_shexp.weight", il, S, E)))
             return st;
     }
-    return VEC(&L->exp_probs_b, bias_required, "blk.%d.exp_probs_b.bias", il, X);
+    return bias ? VEC(&L->exp_probs_b, bias == 2, "blk.%d.exp_probs_b.bias", il, X) : SL_OK;
 }
 
 sl_status sl__ds_moe_bind_bias_opt(sl_model *m, int il, sl_error *err)
 {
-    return bind(m, il, false, err);
+    return bind(m, il, 1, err);
 }
 
 sl_status sl__ds_moe_bind_bias_req(sl_model *m, int il, sl_error *err)
 {
-    return bind(m, il, true, err);
+    return bind(m, il, 2, err);
+}
+
+sl_status sl__ds_moe_bind_shared(sl_model *m, int il, sl_error *err)
+{
+    return bind(m, il, 0, err);
 }

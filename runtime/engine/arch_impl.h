@@ -60,6 +60,8 @@ sl_status sl__arch_bind_attn(sl_model *m, int il, sl_error *err);
 sl_status sl__ds_moe_hparams(sl_model *m, const sl_gating *absent, sl_error *err);
 sl_status sl__ds_moe_bind_bias_opt(sl_model *m, int il, sl_error *err);
 sl_status sl__ds_moe_bind_bias_req(sl_model *m, int il, sl_error *err);
+/* the shared experts alone, no exp_probs_b (hunyuan-moe) */
+sl_status sl__ds_moe_bind_shared(sl_model *m, int il, sl_error *err);
 
 /* the arch files' hooks (sl__arch_traits: expert_widths, hparams_moe, hparams, bind_attn,
  * bind_layer, bind_moe) */
@@ -70,6 +72,7 @@ sl_status sl__dots1_hparams(sl_model *m, sl_error *err);
 sl_status sl__ernie4_5_bind_layer(sl_model *m, int il, sl_error *err);
 sl_status sl__ernie4_5_moe_hparams(sl_model *m, sl_error *err);
 sl_status sl__gemma3_hparams(sl_model *m, sl_error *err);
+sl_status sl__hunyuan_moe_hparams(sl_model *m, sl_error *err);
 sl_status sl__gemma2_hparams(sl_model *m, sl_error *err);
 sl_status sl__glm4moe_hparams(sl_model *m, sl_error *err);
 sl_status sl__gpt_oss_expert_widths(sl_model *m, sl_error *err);

@@ -92,8 +92,8 @@ typedef struct sl__dx_moe {
 
 /* The per-head part of a q/k/v attention between the projections and the attention itself,
  * one fused step (qk_rope_store): q and k [n][heads][head_dim] normalised per head (q_norm,
- * k_norm: [head_dim] weights, both NULL: no norm), roped at pos, then k and v stored in the
- * caches kc, vc (dx.h kv_store) at rows pos. */
+ * k_norm: [head_dim] weights, both NULL: no norm), roped at pos (norm_after_rope: roped,
+ * then normalised), then k and v stored in the caches kc, vc (dx.h kv_store) at rows pos. */
 typedef struct sl__dx_qkv {
     float *q, *k;
     const float *v;
@@ -105,6 +105,7 @@ typedef struct sl__dx_qkv {
     const sl_rope_params *rope;
     void *kc, *vc;
     bool f16;
+    bool norm_after_rope;   /* the norms after the rope (hunyuan-moe: its graph's order) */
 } sl__dx_qkv;
 
 typedef struct sl__dx_vt {

@@ -541,6 +541,8 @@ static sl_status c_mm_router(sl__dx *x, const sl_weight *w, const float *bias, c
 }
 static sl_status c_qk_rope_store(sl__dx *x, const sl__dx_qkv *a, sl_error *err)
 {
+    /* the kernel normalises before the rope: the other order as the plain steps */
+    if (a->norm_after_rope) return sl__dx_fused_qk_rope_store(x, a, err);
     x->steps++;
     return sl_cuda_qk_rope_store(((dx_cuda *)x)->cu, a->q, a->k, a->v, a->n, a->n_head,
                                  a->n_head_kv, a->head_dim, a->q_norm, a->k_norm, a->eps, a->pos,

@@ -40,12 +40,18 @@ sl_status sl__dx_fused_qk_rope_store(sl__dx *x, const sl__dx_qkv *a, sl_error *e
     const sl__dx_vt *vt = x->vt;
     const int64_t D = a->head_dim, KV = (int64_t)a->n_head_kv * D;
     sl_status st = SL_OK;
-    if (a->q_norm)
-        st = vt->rms_norm(x, a->q, a->q_norm, a->q, a->n * a->n_head, D, a->eps, err);
-    if (!st && a->k_norm)
-        st = vt->rms_norm(x, a->k, a->k_norm, a->k, a->n * a->n_head_kv, D, a->eps, err);
-    if (!st) st = vt->rope(x, a->q, a->n, a->n_head, a->head_dim, a->pos, a->rope, err);
-    if (!st) st = vt->rope(x, a->k, a->n, a->n_head_kv, a->head_dim, a->pos, a->rope, err);
+    for (int pass = 0; pass < 2 && !st; pass++) { /* norms, rope; or rope, norms */
+        if (pass == (int)a->norm_after_rope) {
+            if (a->q_norm)
+                st = vt->rms_norm(x, a->q, a->q_norm, a->q, a->n * a->n_head, D, a->eps, err);
+            if (!st && a->k_norm)
+                st = vt->rms_norm(x, a->k, a->k_norm, a->k, a->n * a->n_head_kv, D, a->eps,
+                                  err);
+        } else {
+            st = vt->rope(x, a->q, a->n, a->n_head, a->head_dim, a->pos, a->rope, err);
+            if (!st) st = vt->rope(x, a->k, a->n, a->n_head_kv, a->head_dim, a->pos, a->rope, err);
+        }
+    }
     if (!st) st = vt->kv_store(x, a->kc, a->f16, KV, a->pos, a->n, a->k, err);
     if (!st) st = vt->kv_store(x, a->vc, a->f16, KV, a->pos, a->n, a->v, err);
     return one_step(x, s0, st);

@@ -176,7 +176,8 @@ static sl_status attn_qkv(sl_ctx *c, const sl__side *s, int32_t il, int64_t n, s
                                .pos = s->pos + sq->off, .rope = &rope,
                                .kc = kv_base(sq->c, host, il, false),
                                .vc = kv_base(sq->c, host, il, true),
-                               .f16 = sq->c->kv.type == SL_KV_F16};
+                               .f16 = sq->c->kv.type == SL_KV_F16,
+                               .norm_after_rope = m->tr->qk_norm_after_rope};
         if ((st = vt->qk_rope_store(dx, &qa, err))) return st;
     }
     const sl_attn_params ap = {.n_head = hp->n_head, .n_kv_head = hp->n_head_kv,

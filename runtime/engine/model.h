@@ -73,7 +73,8 @@ typedef struct sl__arch_traits {
     bool mtp;               /* llama.cpp's loader knows the MTP blocks past the trunk
                                (nextn_predict_layers): their tensors are not refused */
     bool rot_whole;         /* llama.cpp asserts rope.dimension_count == key_length (dots1,
-                               ernie4_5, qwen3vl): other files are refused */
+                               ernie4_5, qwen3vl, hunyuan-moe): other files are refused */
+    bool qk_norm_after_rope; /* the per-head q/k norms after the rope (hunyuan-moe) */
     bool rope_freqs;        /* an optional rope_freqs.weight [n_rot / 2], or with
                                rope.scaling.type "longrope" the LongRoPE factors (llama,
                                granite) */

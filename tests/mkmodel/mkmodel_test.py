@@ -718,7 +718,8 @@ def check_gguf_py_names():
     cases = [("glm4moe", ["--nextn", "1", "--qk-norm"]), ("qwen35", []), ("qwen35moe", []),
              ("minimax-m2", []), ("dots1", []), ("bailingmoe2", ["--nextn", "1"]),
              ("qwen3vl", []), ("qwen3vlmoe", []), ("ernie4_5", ["--biases"]),
-             ("ernie4_5-moe", ["--biases"]), ("qwen3next", []), ("deepseek2", [])]
+             ("ernie4_5-moe", ["--biases"]), ("hunyuan-moe", []), ("qwen3next", []),
+             ("deepseek2", [])]
     for arch, extra in cases:
         r, path = mkmodel("--arch", arch, *extra, out=os.path.join(TMP, f"names-{arch}.gguf"))
         if not expect(r.returncode == 0, f"{arch} {extra}: exit {r.returncode}: {r.stderr}"):

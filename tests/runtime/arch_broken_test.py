@@ -99,7 +99,8 @@ def newer_archs(sluice):
     qwen3moe: an MTP block its llama.cpp loader does not know, groups not dividing the experts;
     dots1: k/v heads as many as q heads, whole-head rotary, the gating key; bailingmoe2: the
     gating key; qwen3vlmoe: its sections (required), whole-head rotary; ernie4_5-moe: its MoE
-    layer step (required, 1); minimax-m2: the gating key and the selection bias."""
+    layer step (required, 1); hunyuan-moe: its expert key, whole-head rotary, no selection
+    bias; minimax-m2: the gating key and the selection bias."""
     a = "qwen35moe."
     sec = a + "rope.dimension_sections"
     refusals(sluice, "qwen35moe", [
@@ -175,6 +176,15 @@ def newer_archs(sluice):
          ["ernie4_5-moe.interleave_moe_layer_step", "only 1"]),
         ("interleave step missing", dict(drop_key="ernie4_5-moe.interleave_moe_layer_step"),
          ["ernie4_5-moe.interleave_moe_layer_step", "missing"]),
+    ])
+    refusals(sluice, "hunyuan-moe", [
+        ("expert width key missing", dict(drop_key="hunyuan-moe.expert_feed_forward_length"),
+         ["hunyuan-moe.expert_feed_forward_length", "missing"]),
+        ("partial rotary", dict(set_key=("hunyuan-moe.rope.dimension_count", 8)),
+         ["hunyuan-moe.rope.dimension_count", "whole heads"]),
+        ("a selection bias its graph has none of",
+         dict(add_tensor=("blk.0.exp_probs_b.bias", np.zeros(8, np.float32))),
+         ["blk.0.exp_probs_b.bias", "not used"]),
     ])
     refusals(sluice, "minimax-m2", [
         ("gating key missing", dict(drop_key="minimax-m2.expert_gating_func"),

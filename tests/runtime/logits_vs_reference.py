@@ -8,7 +8,7 @@ granite, phi3; qwen3next, qwen35, qwen35moe; glm4moe, and glm4moe-opt with q/k n
 MTP block; minimax-m2; dots1; bailingmoe2, and bailingmoe2-opt with an MTP block and a wider
 shared expert; qwen3vl, qwen3vlmoe, and qwen3vlmoe-opt with a rope base of 10, which turns
 the pairs its M-RoPE leaves still (angle 0) fast elsewhere; ernie4_5, ernie4_5-moe, and ernie4_5-moe-opt with the
-optional biases and a wider shared expert) and
+optional biases and a wider shared expert; hunyuan-moe) and
 weight types F32, Q8_0 and Q4_K (and gpt-oss in MXFP4; qwen3moe and gemma3 in Q2_K and Q3_K too), a small synthetic model is made with `sluice mkmodel`, run by
 `sluice eval` and by the reference on the same 12 tokens, and compared.
 
@@ -45,7 +45,7 @@ ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss
          "granite-opt", "phi3-opt", "qwen2-opt", "deepseek2-opt", "glm4moe", "glm4moe-opt",
          "qwen35", "qwen35moe", "minimax-m2", "dots1", "bailingmoe2", "bailingmoe2-opt",
          "qwen3vl", "qwen3vlmoe", "qwen3vlmoe-opt", "ernie4_5", "ernie4_5-moe",
-         "ernie4_5-moe-opt")
+         "ernie4_5-moe-opt", "hunyuan-moe")
 # ARCH-opt: the optional tensors llama.cpp loads (mkmodel --biases), and LongRoPE where the
 # arch reads it: llama over an original context of 64 (eval's 12-token context: the short
 # factors), granite and phi3 over 8 (the long ones); deepseek2: Mistral Large 3's attention

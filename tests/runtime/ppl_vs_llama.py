@@ -38,7 +38,7 @@ import tempfile
 ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
          "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next", "glm4moe", "qwen35",
          "qwen35moe", "minimax-m2", "dots1", "bailingmoe2", "qwen3vl", "qwen3vlmoe",
-         "ernie4_5", "ernie4_5-moe")
+         "ernie4_5", "ernie4_5-moe", "hunyuan-moe")
 WORDS = ("the of and to in a is that for it as was with be by on not he this are or his from "
          "at which but have an they you were her she there one all we their").split()
 

@@ -162,6 +162,9 @@ Semantics per architecture (GGUF general.architecture, plus "mixtral" = llama wi
             (NORM rope) with any attn_output.bias loaded and not applied; the MoE model
             deepseek2's FFN with softmax gating (selection + exp_probs_b), the weights
             renormalised and never scaled, and a shared expert of its own width, ungated.
+  hunyuan-moe (llama_model_hunyuan_moe; HF HunYuanMoEV1) NEOX rope, then per-head q/k
+            RMSNorm (after the rope), ffn_norm, softmax top-k renormalised plus one shared
+            SwiGLU expert, ungated.
   qwen3vl, qwen3vlmoe (llama_model_qwen3vl / _qwen3vlmoe, text) qwen3 and qwen3moe with
             interleaved M-RoPE as qwen35's (the deepstack inputs of a text token are zeros).
   dots1, bailingmoe2 (llama_model_dots1 / _bailingmoe2) qwen3's attention (bailingmoe2: the
@@ -196,7 +199,7 @@ ROPE_TYPE = {"llama": ROPE_NORM, "qwen2moe": ROPE_NEOX, "qwen3moe": ROPE_NEOX,
              "qwen3next": ROPE_NEOX, "glm4moe": ROPE_NEOX, "qwen35": ROPE_NEOX,
              "qwen35moe": ROPE_NEOX, "minimax-m2": ROPE_NEOX, "dots1": ROPE_NEOX,
              "bailingmoe2": ROPE_NEOX, "qwen3vl": ROPE_NEOX, "qwen3vlmoe": ROPE_NEOX,
-             "ernie4_5": ROPE_NORM, "ernie4_5-moe": ROPE_NORM}
+             "ernie4_5": ROPE_NORM, "ernie4_5-moe": ROPE_NORM, "hunyuan-moe": ROPE_NEOX}
 # the archs with DeepSeek-V3's routed experts (moe_ffn_ds) and, when the file has them, its
 # ungated shared experts
 DS_MOE = ("deepseek2", "glm4moe", "minimax-m2", "dots1", "bailingmoe2", "ernie4_5-moe")
@@ -207,7 +210,7 @@ QWEN35 = ("qwen35", "qwen35moe")
 IMROPE = QWEN35 + ("qwen3vl", "qwen3vlmoe")
 # build_moe_ffn's norm_w argument in each graph builder
 MOE_NORM_W = {"llama": True, "qwen3moe": True, "qwen2moe": False, "olmoe": False,
-              "qwen3next": True, "qwen35moe": True, "qwen3vlmoe": True}
+              "qwen3next": True, "qwen35moe": True, "qwen3vlmoe": True, "hunyuan-moe": True}
 GEMMA3_SWA_PATTERN = 6          # llama-model.cpp: hparams.set_swa_pattern(6)
 GEMMA3_SWA_ROPE_BASE = 10000.0  # llama-model.cpp: rope_freq_base_train_swa
 GEMMA2_SWA_PATTERN = 2          # llama-model.cpp: hparams.set_swa_pattern(2)
@@ -686,6 +689,9 @@ class Model:
         rk = dict(freq_factors=self.rope_factors, attn_factor=self.attn_factor)
         q = rope(q, positions, base, self.n_rot, self.rope_mode, self.yarn, **rk)
         k = rope(k, positions, base, self.n_rot, self.rope_mode, self.yarn, **rk)
+        if a == "hunyuan-moe":  # per-head norms after the rope (llama_model_hunyuan_moe)
+            q = rms_norm(q, self.w(b + "attn_q_norm.weight"), self.eps)
+            k = rms_norm(k, self.w(b + "attn_k_norm.weight"), self.eps)
         sinks, softcap = None, None
         if a == "gemma3":
             q = q * (1.0 / math.sqrt(d))  # f_attention_scale (not the 27B rule)
@@ -749,6 +755,10 @@ class Model:
         out = moe_ffn(h, self.w(b + "ffn_gate_inp.weight"), self.w(b + "ffn_gate_exps.weight"),
                       self.w(b + "ffn_up_exps.weight"), self.w(b + "ffn_down_exps.weight"),
                       self.n_expert_used, MOE_NORM_W[self.arch])
+        if self.arch == "hunyuan-moe":  # the shared expert, ungated
+            out = out + glu_ffn(h, self.w(b + "ffn_gate_shexp.weight"),
+                                self.w(b + "ffn_up_shexp.weight"),
+                                self.w(b + "ffn_down_shexp.weight"), silu)
         if self.arch in ("qwen2moe", "qwen3next", "qwen35moe"):
             gate = sigmoid(h @ self.w(b + "ffn_gate_inp_shexp.weight"))   # [n]
             shexp = glu_ffn(h, self.w(b + "ffn_gate_shexp.weight"),

@@ -29,7 +29,8 @@ static void usage(FILE *f)
             "usage: tools/run mkmodel [--arch llama|mixtral|qwen3moe|olmoe|qwen2moe|gemma3|\n"
             "                         gpt-oss|deepseek2|qwen2|qwen3|gemma2|granite|phi3|\n"
             "                         qwen3next|glm4moe|qwen35|qwen35moe|minimax-m2|dots1|\n"
-            "                         bailingmoe2|qwen3vl|qwen3vlmoe|ernie4_5|ernie4_5-moe]\n"
+            "                         bailingmoe2|qwen3vl|qwen3vlmoe|ernie4_5|ernie4_5-moe|\n"
+            "                         hunyuan-moe]\n"
             "                         [flags] -o FILE\n"
             "\n"
             "Writes a small synthetic model in the GGUF layout llama.cpp loads, with a valid\n"
@@ -61,7 +62,9 @@ static void usage(FILE *f)
             "                    deepseek2's MoE), qwen3vl / qwen3vlmoe (Qwen3-VL's\n"
             "                    language models: qwen3 / qwen3moe with M-RoPE sections),\n"
             "                    ernie4_5 / ernie4_5-moe (ERNIE 4.5: llama's layout; softmax\n"
-            "                    routing with a selection bias and a shared expert)\n"
+            "                    routing with a selection bias and a shared expert),\n"
+            "                    hunyuan-moe (q/k norms after the rope, softmax routing, a\n"
+            "                    shared expert)\n"
             "                    (default: qwen3moe)\n"
             "  --layers N        transformer blocks (default 2; gemma3: 6; deepseek2,\n"
             "                    glm4moe, dots1, bailingmoe2: 3; qwen3next, qwen35,\n"
@@ -75,8 +78,8 @@ static void usage(FILE *f)
             "                    deepseek2 writes 1: MLA)\n"
             "  --vocab N         vocabulary size, >= %d (default 512)\n"
             "  --ctx N           context_length metadata (default 256)\n"
-            "  --shared-ffn N    qwen2moe, qwen3next, qwen35moe, bailingmoe2, ernie4_5-moe:\n"
-            "                    shared-expert FFN width\n"
+            "  --shared-ffn N    qwen2moe, qwen3next, qwen35moe, bailingmoe2, ernie4_5-moe,\n"
+            "                    hunyuan-moe: shared-expert FFN width\n"
             "                    (default qwen2moe 2 * --ffn, the others --ffn)\n"
             "  --sliding-window N  gemma3, gemma2, gpt-oss: window of the local layers\n"
             "                    (default 8)\n"
@@ -313,7 +316,8 @@ int sl_cli_mkmodel(int argc, char **argv)
     }
     if (arch == SL_SYNTH_QWEN2MOE && ffn_given && !shexp_given) p.n_ff_shexp = 2 * p.n_ff;
     if ((arch == SL_SYNTH_QWEN3NEXT || arch == SL_SYNTH_QWEN35MOE ||
-         arch == SL_SYNTH_BAILINGMOE2 || arch == SL_SYNTH_ERNIE4_5_MOE) && ffn_given &&
+         arch == SL_SYNTH_BAILINGMOE2 || arch == SL_SYNTH_ERNIE4_5_MOE ||
+         arch == SL_SYNTH_HUNYUAN_MOE) && ffn_given &&
         !shexp_given)
         p.n_ff_shexp = p.n_ff;
     if (type_s) {

@@ -162,6 +162,9 @@ static const arch_info k_arch[SL_SYNTH_ARCH_COUNT] = {
                            SL__VOCAB_SPM},
     [SL_SYNTH_ERNIE4_5_MOE] = {NULL, SL_ARCH_ERNIE4_5_MOE, true, false, NULL, 500000.0f, 1e-5f,
                                SL__VOCAB_SPM},
+    /* Hunyuan-A13B: rope base 1e4 * 1000^(128/126) (its converter's NTK alpha), eps 1e-5 */
+    [SL_SYNTH_HUNYUAN_MOE] = {NULL, SL_ARCH_HUNYUAN_MOE, true, true, "hunyuan", 11158840.0f,
+                              1e-5f, SL__VOCAB_BPE},
 };
 
 /* Qwen3-VL's language models (qwen3 / qwen3moe with M-RoPE). */
@@ -187,7 +190,7 @@ static bool gdn(sl_synth_arch a)
 static bool shared_ffn(sl_synth_arch a)
 {
     return a == SL_SYNTH_QWEN2MOE || a == SL_SYNTH_QWEN3NEXT || a == SL_SYNTH_QWEN35MOE ||
-           a == SL_SYNTH_BAILINGMOE2 || a == SL_SYNTH_ERNIE4_5_MOE;
+           a == SL_SYNTH_BAILINGMOE2 || a == SL_SYNTH_ERNIE4_5_MOE || a == SL_SYNTH_HUNYUAN_MOE;
 }
 
 /* Granite 3.0 2B's multipliers (embedding_multiplier, residual_multiplier,
@@ -251,7 +254,7 @@ void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p)
     if (a == SL_SYNTH_QWEN2MOE) p->n_ff_shexp = 2 * p->n_ff;
     if (gdn(a)) p->n_layer = 4; /* full_attention_interval 4: layers 0-2 linear, 3 full */
     if (a == SL_SYNTH_QWEN3NEXT || a == SL_SYNTH_QWEN35MOE || a == SL_SYNTH_BAILINGMOE2 ||
-        a == SL_SYNTH_ERNIE4_5_MOE)
+        a == SL_SYNTH_ERNIE4_5_MOE || a == SL_SYNTH_HUNYUAN_MOE)
         p->n_ff_shexp = p->n_ff;
     if (a == SL_SYNTH_GEMMA3) {
         p->n_layer = 6; /* llama.cpp's Gemma 3 pattern: every 6th layer is global */
@@ -670,6 +673,12 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     if (p->arch == SL_SYNTH_LLAMA || p->arch == SL_SYNTH_MIXTRAL ||
         p->arch == SL_SYNTH_GRANITE || ernie)
         kv_arch_u32(c, "rope.dimension_count", head_dim);
+    if (p->arch == SL_SYNTH_HUNYUAN_MOE) { /* HunYuanMoEModel.set_gguf_parameters */
+        kv_arch_u32(c, "rope.dimension_count", head_dim);
+        kv_arch_u32(c, "expert_feed_forward_length", p->n_ff);
+        kv_arch_u32(c, "expert_shared_feed_forward_length", p->n_ff_shexp);
+        kv_arch_u32(c, "expert_shared_count", 1);
+    }
     if (p->arch == SL_SYNTH_ERNIE4_5_MOE) { /* Ernie4_5MoeModel.set_gguf_parameters */
         kv_arch_u32(c, "interleave_moe_layer_step", 1);
         kv_arch_u32(c, "leading_dense_block_count", (uint32_t)sl__synth_mla_of(p).dense);

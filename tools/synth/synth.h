@@ -1,7 +1,7 @@
 /* synth: synthetic GGUF models in the layouts llama.cpp loads (llama, mixtral, qwen3moe, olmoe,
  * qwen2moe, gemma3, gpt-oss, deepseek2, qwen2, qwen3, gemma2, granite, phi3, qwen3next,
  * glm4moe, qwen35, qwen35moe, minimax-m2, dots1, bailingmoe2, qwen3vl, qwen3vlmoe, ernie4_5,
- * ernie4_5-moe).
+ * ernie4_5-moe, hunyuan-moe).
  *
  * What a file contains (names, shapes in ggml ne order, keys) follows llama.cpp's
  * llama-model.cpp / llama-arch.cpp and convert_hf_to_gguf.py; tests/mkmodel/mkmodel_test.py
@@ -72,6 +72,8 @@ typedef enum sl_synth_arch {
     SL_SYNTH_ERNIE4_5,      /* ERNIE 4.5 dense: llama's layout (--biases: attn_output.bias) */
     SL_SYNTH_ERNIE4_5_MOE,  /* ERNIE 4.5 MoE: a leading dense layer, softmax routing with the
                              * selection bias, a shared expert (--shared-ffn) */
+    SL_SYNTH_HUNYUAN_MOE,   /* Hunyuan-A13B: q/k norms (after the rope), softmax routing, an
+                             * ungated shared expert (--shared-ffn) */
     SL_SYNTH_ARCH_COUNT
 } sl_synth_arch;
 
@@ -151,7 +153,7 @@ typedef struct sl_synth_summary {
 /* "llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss", "deepseek2",
  * "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen3next", "glm4moe", "qwen35",
  * "qwen35moe", "minimax-m2", "dots1", "bailingmoe2", "qwen3vl", "qwen3vlmoe", "ernie4_5",
- * "ernie4_5-moe"; "?" out of range. */
+ * "ernie4_5-moe", "hunyuan-moe"; "?" out of range. */
 const char *sl_synth_arch_name(sl_synth_arch a);
 /* Whether the architecture has routed experts (--experts/--top-k apply). */
 bool sl_synth_arch_is_moe(sl_synth_arch a);
@@ -167,7 +169,7 @@ sl_status sl_synth_arch_parse(const char *s, sl_synth_arch *out, sl_error *err);
  * are one sliding and one global; qwen3next, qwen35, qwen35moe: 4 layers (the last with full
  * attention), shared-ffn = ffn (not qwen35: dense); glm4moe, dots1, bailingmoe2: 3 layers
  * (one leading dense), no MTP block (glm4moe: no q/k norms; bailingmoe2: shared-ffn = ffn);
- * ernie4_5-moe: 3 layers (one leading dense), shared-ffn = ffn;
+ * ernie4_5-moe: 3 layers (one leading dense), shared-ffn = ffn; hunyuan-moe: shared-ffn = ffn;
  * dots1: kv-heads = heads. */
 void sl_synth_defaults(sl_synth_arch a, sl_synth_params *p);
 /* Checks every field for range and consistency; the message names the CLI flag (e.g. "--heads")

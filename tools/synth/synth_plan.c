@@ -370,6 +370,7 @@ uint32_t sl__synth_plan(const sl_synth_params *p, sl__synth_tensor *t)
         if (oss) add(t, &n, SL__K_BIAS, f32, p->n_head, 0, 0, "blk.%d.attn_sinks.weight", i);
         if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_QWEN3 ||
             p->arch == SL_SYNTH_QWEN3VL || p->arch == SL_SYNTH_QWEN3VLMOE ||
+            p->arch == SL_SYNTH_HUNYUAN_MOE ||
             p->arch == SL_SYNTH_GEMMA3) {
             add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_q_norm.weight", i);
             add(t, &n, SL__K_NORM, f32, D, 0, 0, "blk.%d.attn_k_norm.weight", i);
@@ -393,7 +394,8 @@ uint32_t sl__synth_plan(const sl_synth_params *p, sl__synth_tensor *t)
             if (p->arch == SL_SYNTH_MINIMAX_M2 || ernie_moe)
                 add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.exp_probs_b.bias", i);
             add_glu(t, &n, wx, E, F, X, "_exps", SL__NEURONS_FFN, i);
-            if (ernie_moe) add_glu(t, &n, w, E, S, 0, "_shexp", SL__NEURONS_SHEXP, i);
+            if (ernie_moe || p->arch == SL_SYNTH_HUNYUAN_MOE)
+                add_glu(t, &n, w, E, S, 0, "_shexp", SL__NEURONS_SHEXP, i);
         }
         if (oss) {
             add(t, &n, SL__K_BIAS, f32, X, 0, 0, "blk.%d.ffn_gate_inp.bias", i);
