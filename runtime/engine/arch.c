@@ -35,7 +35,8 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
     [SL_ARCH_LLAMA] = {.rope = SL_ROPE_NORMAL, .moe_capable = true,
                         .norm_topk = true, .act = SL_MOE_SILU, .rope_freqs = true,
                         .llama_biases = true},
-    [SL_ARCH_QWEN2MOE] = {.rope = SL_ROPE_NEOX, .moe_capable = true, .moe_required = true, .norm_topk = false,
+    [SL_ARCH_QWEN2MOE] = {.q_embd = true, .rope = SL_ROPE_NEOX, .moe_capable = true,
+                           .moe_required = true, .norm_topk = false,
                            .shared_expert = true, .act = SL_MOE_SILU,
                            .expert_widths = sl__qwen_moe_expert_widths,
                            .hparams = sl__qwen2moe_hparams},
@@ -43,7 +44,7 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                            .qk_norm = SL__QK_NORM_HEAD, .moe_capable = true,
                            .moe_required = true, .norm_topk = true, .act = SL_MOE_SILU,
                            .expert_widths = sl__qwen_moe_expert_widths},
-    [SL_ARCH_OLMOE] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_FULL,
+    [SL_ARCH_OLMOE] = {.q_embd = true, .rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_FULL,
                         .moe_capable = true, .moe_required = true, .norm_topk = false,
                         .act = SL_MOE_SILU},
     [SL_ARCH_GEMMA3] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
@@ -59,15 +60,17 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                             .hparams_moe = sl__deepseek2_hparams,
                             .bind_attn = sl__deepseek2_bind_attn,
                             .bind_moe = sl__ds_moe_bind_bias_opt, .mtp = true},
-    [SL_ARCH_QWEN2] = {.rope = SL_ROPE_NEOX, .output_bias = true, .act = SL_MOE_SILU},
+    [SL_ARCH_QWEN2] = {.q_embd = true, .rope = SL_ROPE_NEOX, .output_bias = true,
+                        .act = SL_MOE_SILU},
     [SL_ARCH_QWEN3] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .act = SL_MOE_SILU},
     [SL_ARCH_GEMMA2] = {.rope = SL_ROPE_NEOX, .post_norms = true, .embd_scale = true,
                          .swa_period = 2, .swa_default = 4096, .act = SL_MOE_GELU_TANH,
                          .hparams = sl__gemma2_hparams},
     [SL_ARCH_GRANITE] = {.rope = SL_ROPE_NORMAL, .act = SL_MOE_SILU, .rope_freqs = true,
                           .llama_biases = true, .hparams = sl__granite_hparams},
-    [SL_ARCH_PHI3] = {.rope = SL_ROPE_NEOX, .act = SL_MOE_SILU, .fused = true, .longrope = true,
-                       .hparams = sl__phi3_hparams, .bind_layer = sl__phi3_bind_layer},
+    [SL_ARCH_PHI3] = {.q_embd = true, .rope = SL_ROPE_NEOX, .act = SL_MOE_SILU, .fused = true,
+                       .longrope = true, .hparams = sl__phi3_hparams,
+                       .bind_layer = sl__phi3_bind_layer},
     [SL_ARCH_QWEN3NEXT] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
                             .moe_capable = true, .moe_required = true, .norm_topk = true,
                             .shared_expert = true, .act = SL_MOE_SILU,
@@ -98,7 +101,7 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
     [SL_ARCH_DOTS1] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .moe_capable = true,
                         .moe_required = true, .act = SL_MOE_SILU, .rot_whole = true,
                         .hparams_moe = sl__dots1_hparams, .bind_moe = sl__ds_moe_bind_bias_opt},
-    [SL_ARCH_BAILINGMOE2] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
+    [SL_ARCH_BAILINGMOE2] = {.q_embd = true, .rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
                               .moe_capable = true, .moe_required = true, .act = SL_MOE_SILU,
                               .hparams_moe = sl__bailingmoe2_hparams,
                               .bind_moe = sl__ds_moe_bind_bias_opt, .mtp = true},
@@ -548,6 +551,11 @@ sl_status sl__hparams_load(sl_model *m, sl_error *err)
         hp->swa_period = m->tr->swa_period;
     }
     if (m->tr->embd_scale) hp->embd_scale = sqrtf((float)hp->n_embd);
+    if (m->tr->q_embd && (int64_t)hp->n_head * hp->head_dim != hp->n_embd)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.attention.key_length': %d, "
+                            "expected embedding_length / head_count = %d (llama.cpp sizes q by "
+                            "the embedding)", sl_arch_name(m->arch), hp->head_dim,
+                            hp->n_embd / hp->n_head);
     if (m->tr->rot_whole && hp->n_rot != hp->head_dim)
         return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.rope.dimension_count': %d, "
                             "expected the head size %d (whole heads rotate)",

@@ -75,6 +75,8 @@ typedef struct sl__arch_traits {
     bool rot_whole;         /* llama.cpp asserts rope.dimension_count == key_length (dots1,
                                ernie4_5, qwen3vl, hunyuan-moe): other files are refused */
     bool qk_norm_after_rope; /* the per-head q/k norms after the rope (hunyuan-moe) */
+    bool q_embd;            /* llama.cpp sizes q by n_embd: head_count * key_length must be
+                               embedding_length (qwen2, qwen2moe, olmoe, phi3, bailingmoe2) */
     bool rope_freqs;        /* an optional rope_freqs.weight [n_rot / 2], or with
                                rope.scaling.type "longrope" the LongRoPE factors (llama,
                                granite) */

@@ -149,6 +149,21 @@ def newer_archs(sluice):
                                                                  3)),
          ["qwen3moe.expert_group_count", "does not divide"]),
     ])
+    # q sized by the embedding (llama.cpp's qwen2 / qwen2moe / olmoe / phi3 / bailingmoe2
+    # loaders): heads x key_length past embedding_length is refused, as llama.cpp refuses it
+    good = os.path.join(TMP, "qwen2moe.gguf")
+    r = subprocess.run([sluice, "mkmodel", "--arch", "qwen2moe", "-o", good], capture_output=True,
+                       text=True)
+    expect(r.returncode == 0, f"mkmodel --arch qwen2moe: {r.stderr.strip()}")
+    half = os.path.join(TMP, "qwen2moe-kl.gguf")
+    bad = os.path.join(TMP, "qwen2moe-klvl.gguf")
+    copy(good, half, set_key=("qwen2moe.attention.key_length", 32))
+    copy(half, bad, set_key=("qwen2moe.attention.value_length", 32))
+    r = evaluate(sluice, bad)
+    want = ["qwen2moe.attention.key_length", "expected embedding_length / head_count = 16"]
+    expect(r.returncode != 0 and all(w in r.stderr for w in want),
+           f"qwen2moe with 4 heads of 32 on 64: refused naming {want} "
+           f"(rc {r.returncode}: {r.stderr.strip()[:240]})")
     refusals(sluice, "dots1", [
         ("fewer k/v heads", dict(set_key=("dots1.attention.head_count_kv", 2)),
          ["dots1.attention.head_count_kv", "expected head_count 4"]),

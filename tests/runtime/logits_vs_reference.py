@@ -8,7 +8,8 @@ granite, phi3; qwen3next, qwen35, qwen35moe; glm4moe, and glm4moe-opt with q/k n
 MTP block; minimax-m2; dots1; bailingmoe2, and bailingmoe2-opt with an MTP block and a wider
 shared expert; qwen3vl, qwen3vlmoe, and qwen3vlmoe-opt with a rope base of 10, which turns
 the pairs its M-RoPE leaves still (angle 0) fast elsewhere; ernie4_5, ernie4_5-moe, and ernie4_5-moe-opt with the
-optional biases and a wider shared expert; hunyuan-moe) and
+optional biases and a wider shared expert; hunyuan-moe; minimax-m2-opt with heads of 128 on a
+dim of 256 (4 heads: q and the whole-projection norms twice the embedding)) and
 weight types F32, Q8_0 and Q4_K (and gpt-oss in MXFP4; qwen3moe and gemma3 in Q2_K and Q3_K too), a small synthetic model is made with `sluice mkmodel`, run by
 `sluice eval` and by the reference on the same 12 tokens, and compared.
 
@@ -45,7 +46,7 @@ ARCHS = ("llama", "mixtral", "qwen3moe", "olmoe", "qwen2moe", "gemma3", "gpt-oss
          "granite-opt", "phi3-opt", "qwen2-opt", "deepseek2-opt", "glm4moe", "glm4moe-opt",
          "qwen35", "qwen35moe", "minimax-m2", "dots1", "bailingmoe2", "bailingmoe2-opt",
          "qwen3vl", "qwen3vlmoe", "qwen3vlmoe-opt", "ernie4_5", "ernie4_5-moe",
-         "ernie4_5-moe-opt", "hunyuan-moe")
+         "ernie4_5-moe-opt", "hunyuan-moe", "minimax-m2-opt")
 # ARCH-opt: the optional tensors llama.cpp loads (mkmodel --biases), and LongRoPE where the
 # arch reads it: llama over an original context of 64 (eval's 12-token context: the short
 # factors), granite and phi3 over 8 (the long ones); deepseek2: Mistral Large 3's attention
@@ -55,7 +56,7 @@ OPT = {"llama": ["--biases", "--longrope", "64"], "granite": ["--biases", "--lon
        "deepseek2": ["--attn-temp", "4"], "glm4moe": ["--qk-norm", "--nextn", "1"],
        "bailingmoe2": ["--nextn", "1", "--shared-ffn", "512"],
        "ernie4_5-moe": ["--biases", "--shared-ffn", "512"],
-       "qwen3vlmoe": ["--rope-theta", "10"]}
+       "qwen3vlmoe": ["--rope-theta", "10"], "minimax-m2": ["--head-dim", "128"]}
 DENSE = ("llama", "gemma3", "qwen2", "qwen3", "gemma2", "granite", "phi3", "qwen35", "qwen3vl",
          "ernie4_5")
 TYPES = {"F32": 1e-4, "Q8_0": 1e-2, "Q4_K": 1e-2}

@@ -74,6 +74,8 @@ static void usage(FILE *f)
             "  --experts N       experts per layer, MoE archs only (default 8, gpt-oss 4, max %d)\n"
             "  --top-k N         experts used per token, MoE archs only (default 2)\n"
             "  --heads N         attention heads; must divide --dim (default 4)\n"
+            "  --head-dim N      attention head size (default --dim / --heads; the archs\n"
+            "                    whose loaders allow heads x N != --dim)\n"
             "  --kv-heads N      KV heads; must divide --heads (default 2; olmoe: = --heads;\n"
             "                    deepseek2 writes 1: MLA)\n"
             "  --vocab N         vocabulary size, >= %d (default 512)\n"
@@ -175,6 +177,7 @@ int sl_cli_mkmodel(int argc, char **argv)
         {"--longrope", offsetof(sl_synth_params, longrope), false, 0},
         {"--attn-temp", offsetof(sl_synth_params, attn_temp), false, 0},
         {"--nextn", offsetof(sl_synth_params, nextn), false, 0},
+        {"--head-dim", offsetof(sl_synth_params, head_dim), false, 0},
     };
     const size_t n_uf = sizeof uf / sizeof uf[0];
     const char *arch_s = NULL, *type_s = NULL, *out = NULL, *act_s = NULL;

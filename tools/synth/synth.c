@@ -425,6 +425,24 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
         return sl_error_set(err, SL_ERR_INVALID, "--kv-heads %u: dots1 needs --kv-heads == "
                             "--heads (%u): llama.cpp sizes its k and v by the head count",
                             p->n_head_kv, p->n_head);
+    if (p->head_dim) {
+        static const sl_synth_arch k_free[] = {
+            SL_SYNTH_LLAMA, SL_SYNTH_MIXTRAL, SL_SYNTH_QWEN3MOE, SL_SYNTH_QWEN3,
+            SL_SYNTH_GRANITE, SL_SYNTH_GLM4MOE,
+            SL_SYNTH_MINIMAX_M2, SL_SYNTH_DOTS1, SL_SYNTH_QWEN3VL, SL_SYNTH_QWEN3VLMOE,
+            SL_SYNTH_ERNIE4_5, SL_SYNTH_ERNIE4_5_MOE, SL_SYNTH_HUNYUAN_MOE};
+        bool free_head = false;
+        for (size_t i = 0; i < sizeof k_free / sizeof *k_free; i++)
+            free_head |= p->arch == k_free[i];
+        if (!free_head)
+            return sl_error_set(err, SL_ERR_INVALID, "--head-dim: %s's heads are --dim / "
+                                "--heads here (its loader or layout ties them)",
+                                sl_synth_arch_name(p->arch));
+        if ((st = check_range("--head-dim", p->head_dim, 4, 1024, err))) return st;
+        if (p->head_dim % 2)
+            return sl_error_set(err, SL_ERR_INVALID, "--head-dim %u: odd; RoPE rotates pairs",
+                                p->head_dim);
+    }
     if (p->arch == SL_SYNTH_OLMOE && p->n_head_kv != p->n_head)
         return sl_error_set(err, SL_ERR_INVALID,
                             "--kv-heads %u: olmoe needs --kv-heads == --heads (%u): llama.cpp "
@@ -452,12 +470,17 @@ sl_status sl_synth_validate(const sl_synth_params *p, sl_error *err)
         return sl_error_set(err, SL_ERR_INVALID, "--type MXFP4: for routed experts, and --arch "
                             "%s has none (MoE archs only)", sl_synth_arch_name(p->arch));
     /* every matmul weight row has --dim or --ffn elements (q/k/v/o rows are --dim since
-     * heads * head_dim == --dim), and a row must be whole blocks */
+     * heads * head_dim == --dim; with --head-dim, attn_output's are heads * head_dim), and a
+     * row must be whole blocks */
     if (p->n_embd % ti->block_size)
         return sl_error_set(err, SL_ERR_INVALID,
                             "--dim %u: not a multiple of %u, which --type %s needs (its rows "
                             "are %u-element blocks)",
                             p->n_embd, ti->block_size, ti->name, ti->block_size);
+    if (p->head_dim && (uint64_t)p->n_head * p->head_dim % ti->block_size)
+        return sl_error_set(err, SL_ERR_INVALID, "--head-dim %u: --heads %u x it is not a "
+                            "multiple of %u, which --type %s needs (attn_output's rows)",
+                            p->head_dim, p->n_head, ti->block_size, ti->name);
     /* --ffn and --shared-ffn are also the rows of the down projections, which fall back to
      * a 32-element type where they are not whole 256-blocks (down_type, as llama.cpp) */
     const sl_gguf_type_info *fi = sl_gguf_type_get(sl_synth_fallback_type(p->type));
@@ -591,7 +614,7 @@ static void write_kv_mla(kv_ctx *c, const sl_synth_params *p)
  * the MTP blocks too. */
 static void write_kv_glm4moe(kv_ctx *c, const sl_synth_params *p)
 {
-    const uint32_t head_dim = p->n_embd / p->n_head;
+    const uint32_t head_dim = sl__synth_head_dim(p);
     kv_arch_u32(c, "attention.key_length", head_dim);
     kv_arch_u32(c, "attention.value_length", head_dim);
     kv_arch_u32(c, "rope.dimension_count", sl__synth_n_rot(p));
@@ -612,7 +635,7 @@ static void write_kv_glm4moe(kv_ctx *c, const sl_synth_params *p)
 static void write_kv_dsqk(kv_ctx *c, const sl_synth_params *p)
 {
     const sl__synth_mla d = sl__synth_mla_of(p);
-    const uint32_t head_dim = p->n_embd / p->n_head;
+    const uint32_t head_dim = sl__synth_head_dim(p);
     const bool ling = p->arch == SL_SYNTH_BAILINGMOE2;
     kv_arch_u32(c, "attention.key_length", head_dim);
     kv_arch_u32(c, "attention.value_length", head_dim);
@@ -640,7 +663,7 @@ static void write_kv_dsqk(kv_ctx *c, const sl_synth_params *p)
 static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab *v)
 {
     const arch_info *ai = &k_arch[p->arch];
-    const uint32_t head_dim = p->n_embd / p->n_head;
+    const uint32_t head_dim = sl__synth_head_dim(p);
     char name[64];
     snprintf(name, sizeof name, "sluice-synth-%s", sl_synth_arch_name(p->arch));
     kv_str(c, "general.architecture", sl_arch_name(ai->gguf_arch));
@@ -707,9 +730,12 @@ static void write_kv(kv_ctx *c, const sl_synth_params *p, const sl__synth_vocab 
     }
     if (p->arch == SL_SYNTH_QWEN2MOE || qmoe)
         kv_arch_u32(c, "expert_shared_feed_forward_length", p->n_ff_shexp);
+    /* (glm4moe, dots1 and bailingmoe2 write theirs with their own keys) */
     if (p->arch == SL_SYNTH_QWEN3MOE || p->arch == SL_SYNTH_GEMMA3 ||
         p->arch == SL_SYNTH_GPT_OSS || p->arch == SL_SYNTH_QWEN3 || p->arch == SL_SYNTH_GEMMA2 ||
-        qnext || mm2 || qwen3vl(p->arch)) {
+        qnext || mm2 || qwen3vl(p->arch) ||
+        (p->head_dim && p->arch != SL_SYNTH_GLM4MOE && p->arch != SL_SYNTH_DOTS1 &&
+         p->arch != SL_SYNTH_BAILINGMOE2)) {
         kv_arch_u32(c, "attention.key_length", head_dim);
         kv_arch_u32(c, "attention.value_length", head_dim);
     }

@@ -124,6 +124,10 @@ typedef struct sl_synth_params {
                              * attention.temperature_scale 0.1 (llama_4_scaling beta),
                              * temperature_length L; 0: none */
     double rope_theta;      /* --rope-theta: rope.freq_base; 0: the architecture's */
+    uint32_t head_dim;      /* --head-dim: the attention heads' size, written as
+                             * attention.key_length / value_length (real models' heads *
+                             * head_dim is rarely --dim: Qwen3-30B 32 x 128 on 2048); 0:
+                             * --dim / --heads. The archs whose loaders allow it */
     uint64_t seed;          /* --seed */
     /* deepseek2 only (no flags; 0: derived from --dim/--heads with D = dim / heads: q_lora and
      * kv_lora dim / 2, nope D, rope D / 2, v D; leading dense layers 1 if --layers > 1 (also

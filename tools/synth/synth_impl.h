@@ -87,6 +87,8 @@ typedef struct sl__synth_mla {
     int64_t q_lora, kv_lora, nope, rope, v, dense, group, group_used;
 } sl__synth_mla;
 sl__synth_mla sl__synth_mla_of(const sl_synth_params *p);
+/* The attention heads' size: --head-dim, else --dim / --heads. */
+uint32_t sl__synth_head_dim(const sl_synth_params *p);
 /* Rotary dimensions the file declares (rope.dimension_count). */
 uint32_t sl__synth_n_rot(const sl_synth_params *p);
 /* Fills t (capacity above) with the model's tensors in file order; returns their count. */

@@ -128,9 +128,14 @@ static uint32_t plan_mla(const sl_synth_params *p, sl__synth_tensor *t, uint32_t
 /* Rotary dimensions the file declares (rope.dimension_count; phi3: 3/4 of a head, as
  * Phi-4-mini's partial_rotary_factor 0.75; glm4moe, minimax-m2, bailingmoe2: half, GLM-4.5's
  * and Ling 2.0's 0.5 and MiniMax-M2's rotary_dim 64 of 128; qwen3next, qwen35*: a quarter). */
+uint32_t sl__synth_head_dim(const sl_synth_params *p)
+{
+    return p->head_dim ? p->head_dim : p->n_head ? p->n_embd / p->n_head : 0;
+}
+
 uint32_t sl__synth_n_rot(const sl_synth_params *p)
 {
-    const uint32_t head_dim = p->n_embd / p->n_head;
+    const uint32_t head_dim = sl__synth_head_dim(p);
     switch (p->arch) {
     case SL_SYNTH_PHI3: return head_dim * 3 / 4 / 2 * 2;
     case SL_SYNTH_GLM4MOE:
@@ -266,7 +271,7 @@ static uint32_t add_ds_ffn(const sl_synth_params *p, sl__synth_tensor *t, uint32
 static uint32_t plan_dsqk(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
 {
     const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff;
-    const int64_t D = E / p->n_head, Q = p->n_head * D, KV = p->n_head_kv * D;
+    const int64_t D = sl__synth_head_dim(p), Q = p->n_head * D, KV = p->n_head_kv * D;
     const bool ling = p->arch == SL_SYNTH_BAILINGMOE2;
     const int64_t SH = ling ? p->n_ff_shexp : F;
     const uint32_t wx = p->type, wd = wx == SL_GGML_MXFP4 ? SL_GGML_Q8_0 : wx;
@@ -301,7 +306,7 @@ static uint32_t plan_dsqk(const sl_synth_params *p, sl__synth_tensor *t, uint32_
 static uint32_t plan_glm4moe(const sl_synth_params *p, sl__synth_tensor *t, uint32_t n)
 {
     const int64_t E = p->n_embd, V = p->n_vocab;
-    const int64_t D = E / p->n_head, Q = p->n_head * D, KV = p->n_head_kv * D;
+    const int64_t D = sl__synth_head_dim(p), Q = p->n_head * D, KV = p->n_head_kv * D;
     const uint32_t wx = p->type, wd = wx == SL_GGML_MXFP4 ? SL_GGML_Q8_0 : wx;
     const uint32_t f32 = SL_GGML_F32;
     for (int i = 0; i < (int)(p->n_layer + p->nextn); i++) {
@@ -330,7 +335,7 @@ uint32_t sl__synth_plan(const sl_synth_params *p, sl__synth_tensor *t)
     const bool moe = sl_synth_arch_is_moe(p->arch);
     const int64_t E = p->n_embd, V = p->n_vocab, F = p->n_ff, X = p->n_expert;
     const int64_t S = p->n_ff_shexp;
-    const int64_t D = E / p->n_head, Q = p->n_head * D, KV = p->n_head_kv * D;
+    const int64_t D = sl__synth_head_dim(p), Q = p->n_head * D, KV = p->n_head_kv * D;
     /* MXFP4 (MXFP4_MOE): the routed experts only, every other matmul weight Q8_0 */
     const uint32_t wx = p->type, f32 = SL_GGML_F32;
     const uint32_t w = wx == SL_GGML_MXFP4 ? SL_GGML_Q8_0 : wx;
