@@ -31,6 +31,16 @@
 
 #include "runtime/engine/arch_impl.h"
 
+/* The Gated DeltaNet archs' row (qwen3next, qwen35, qwen35moe: arch_qwen3next.c), and the
+ * MoE ones' experts: the Qwen MoE widths, renormalised top-k, a sigmoid-gated shared expert */
+#define GDN_ROW                                                                               \
+    .rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .act = SL_MOE_SILU,                     \
+    .post_attn_ffn_norm = true, .own_attn = true, .recurrent = true,                          \
+    .hparams = sl__qwen3next_hparams, .bind_layer = sl__qwen3next_bind_layer, .mtp = true
+#define GDN_MOE                                                                               \
+    .moe_capable = true, .moe_required = true, .norm_topk = true, .shared_expert = true,      \
+    .expert_widths = sl__qwen_moe_expert_widths
+
 static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
     [SL_ARCH_LLAMA] = {.rope = SL_ROPE_NORMAL, .moe_capable = true,
                         .norm_topk = true, .act = SL_MOE_SILU, .rope_freqs = true,
@@ -71,29 +81,14 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
     [SL_ARCH_PHI3] = {.q_embd = true, .rope = SL_ROPE_NEOX, .act = SL_MOE_SILU, .fused = true,
                        .longrope = true, .hparams = sl__phi3_hparams,
                        .bind_layer = sl__phi3_bind_layer},
-    [SL_ARCH_QWEN3NEXT] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
-                            .moe_capable = true, .moe_required = true, .norm_topk = true,
-                            .shared_expert = true, .act = SL_MOE_SILU,
-                            .post_attn_ffn_norm = true, .own_attn = true, .recurrent = true,
-                            .expert_widths = sl__qwen_moe_expert_widths,
-                            .hparams = sl__qwen3next_hparams,
-                            .bind_layer = sl__qwen3next_bind_layer, .mtp = true},
+    [SL_ARCH_QWEN3NEXT] = {GDN_ROW, GDN_MOE},
     [SL_ARCH_GLM4MOE] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD_OPT,
                           .moe_capable = true, .moe_required = true, .act = SL_MOE_SILU,
                           .post_attn_ffn_norm = true, .hparams_moe = sl__glm4moe_hparams,
                           .bind_moe = sl__ds_moe_bind_bias_req, .mtp = true},
     /* Qwen3.5: Qwen3-Next's rows, dense or MoE (arch_qwen3next.c says what differs) */
-    [SL_ARCH_QWEN35] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD, .act = SL_MOE_SILU,
-                         .post_attn_ffn_norm = true, .own_attn = true, .recurrent = true,
-                         .hparams = sl__qwen3next_hparams,
-                         .bind_layer = sl__qwen3next_bind_layer, .mtp = true},
-    [SL_ARCH_QWEN35MOE] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_HEAD,
-                            .moe_capable = true, .moe_required = true, .norm_topk = true,
-                            .shared_expert = true, .act = SL_MOE_SILU,
-                            .post_attn_ffn_norm = true, .own_attn = true, .recurrent = true,
-                            .expert_widths = sl__qwen_moe_expert_widths,
-                            .hparams = sl__qwen3next_hparams,
-                            .bind_layer = sl__qwen3next_bind_layer, .mtp = true},
+    [SL_ARCH_QWEN35] = {GDN_ROW},
+    [SL_ARCH_QWEN35MOE] = {GDN_ROW, GDN_MOE},
     [SL_ARCH_MINIMAX_M2] = {.rope = SL_ROPE_NEOX, .qk_norm = SL__QK_NORM_FULL,
                              .moe_capable = true, .moe_required = true, .act = SL_MOE_SILU,
                              .hparams_moe = sl__minimax_m2_hparams,
@@ -126,6 +121,9 @@ static const sl__arch_traits k_traits[SL_ARCH_COUNT] = {
                               .rot_whole = true, .hparams_moe = sl__hunyuan_moe_hparams,
                               .bind_moe = sl__ds_moe_bind_shared},
 };
+
+#undef GDN_ROW
+#undef GDN_MOE
 
 const sl__arch_traits *sl__arch_traits_get(sl_arch a)
 {
@@ -244,6 +242,19 @@ sl_status sl__arch_get_i32(const sl_model *m, const char *suffix, bool required,
                            int64_t lo, int64_t hi, int32_t *out, sl_error *err)
 {
     return get_i32(m, suffix, required, def, lo, hi, out, err);
+}
+
+sl_status sl__arch_experts_ff(sl_model *m, sl_error *err)
+{
+    sl__hparams *hp = &m->hp;
+    int32_t unused;
+    sl_status st = get_i32(m, "expert_feed_forward_length", true, 0, 1, 1 << 30, &unused, err);
+    if (st) return st;
+    if (hp->n_ff < 1)
+        return sl_error_set(err, SL_ERR_FORMAT, "metadata key '%s.feed_forward_length' missing "
+                            "or 0 (the experts' width)", sl_arch_name(m->arch));
+    hp->n_ff_exp = hp->n_ff;
+    return SL_OK;
 }
 
 sl_status sl__arch_get_f32(const sl_model *m, const char *suffix, bool required, float def,

@@ -13,14 +13,8 @@
 sl_status sl__hunyuan_moe_hparams(sl_model *m, sl_error *err)
 {
     sl__hparams *hp = &m->hp;
-    int32_t width;
-    sl_status st = sl__arch_get_i32(m, "expert_feed_forward_length", true, 0, 1, 1 << 30, &width,
-                                    err);
+    sl_status st = sl__arch_experts_ff(m, err);
     if (st) return st;
-    if (hp->n_ff < 1)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key 'hunyuan-moe.feed_forward_length' "
-                            "missing or 0 (the experts' width)");
-    hp->n_ff_exp = hp->n_ff;
     if (hp->n_ff_shexp < 1) hp->n_ff_shexp = hp->n_ff; /* expert_shared_feed_forward_length */
     hp->n_expert_shared = 1;
     hp->gating = SL_GATING_SOFTMAX_TOPK;

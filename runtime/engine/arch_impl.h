@@ -9,6 +9,10 @@
 /* An integer key in [lo, hi]; absent: def, or SL_ERR_FORMAT when required. */
 sl_status sl__arch_get_i32(const sl_model *m, const char *suffix, bool required, int64_t def,
                            int64_t lo, int64_t hi, int32_t *out, sl_error *err);
+/* Experts sized by feed_forward_length, as llama.cpp's minimax-m2 and hunyuan-moe tensors are
+ * (expert_feed_forward_length a required key it does not size them by; their converters write
+ * both alike); SL_ERR_FORMAT naming a missing key or a width of 0. */
+sl_status sl__arch_experts_ff(sl_model *m, sl_error *err);
 /* A finite f32 (or f64) key; absent: def, or SL_ERR_FORMAT when required. */
 sl_status sl__arch_get_f32(const sl_model *m, const char *suffix, bool required, float def,
                            float *out, sl_error *err);

@@ -19,15 +19,9 @@ sl_status sl__minimax_m2_hparams(sl_model *m, sl_error *err)
     sl__hparams *hp = &m->hp;
     int32_t gf;
     sl_status st;
-    int32_t width;
-    if ((st = sl__arch_get_i32(m, "expert_feed_forward_length", true, 0, 1, 1 << 30, &width,
-                               err)) ||
+    if ((st = sl__arch_experts_ff(m, err)) ||
         (st = sl__arch_get_i32(m, "expert_gating_func", true, 0, 1, 2, &gf, err)))
         return st;
-    if (hp->n_ff < 1)
-        return sl_error_set(err, SL_ERR_FORMAT, "metadata key 'minimax-m2.feed_forward_length' "
-                            "missing or 0 (the experts' width)");
-    hp->n_ff_exp = hp->n_ff; /* llama.cpp sizes the experts by feed_forward_length */
     hp->gating = gf == 2 ? SL_GATING_SIGMOID : SL_GATING_SOFTMAX_TOPK;
     hp->norm_topk = true;
     hp->expert_weights_scale = 1.0f;
